@@ -1,0 +1,116 @@
+"""Record filters: ``labels.class=cat``, ``meta.split!=test``, ``labels.class=cat|dog``, ``labels.box?``.
+
+A filter is a conjunction of terms separated by commas (or given as a list). Stores may
+push terms down to their query language; ``matches`` is the reference semantics every
+store must agree with (the conformance suite checks it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from datahub.catalog.model import Record
+from datahub.errors import InvalidInput
+
+_TERM = re.compile(
+    r"^(?P<field>(labels|meta)\.[A-Za-z0-9_.-]+|key|size)\s*(?P<op>!=|=|>=|<=|>|<|\?)\s*(?P<value>.*)$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    field: str  # "labels.x", "meta.y", "key" or "size"
+    op: str  # "=", "!=", ">", ">=", "<", "<=", "?" (exists)
+    values: tuple[Any, ...] = ()
+
+    def lookup(self, record: Record) -> tuple[bool, Any]:
+        if self.field == "key":
+            return True, record.key
+        if self.field == "size":
+            return True, record.size
+        section, _, path = self.field.partition(".")
+        node: Any = record.labels if section == "labels" else record.meta
+        for part in path.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return False, None
+            node = node[part]
+        return True, node
+
+    def matches(self, record: Record) -> bool:
+        present, value = self.lookup(record)
+        if self.op == "?":
+            return present
+        if not present:
+            return self.op == "!="
+        if self.op == "=":
+            return any(_equal(value, v) for v in self.values)
+        if self.op == "!=":
+            return not any(_equal(value, v) for v in self.values)
+        try:
+            target = self.values[0]
+            return {">": value > target, ">=": value >= target, "<": value < target, "<=": value <= target}[
+                self.op
+            ]
+        except TypeError:
+            return False
+
+
+def _equal(value: Any, wanted: Any) -> bool:
+    # a list-valued label (multi-label classification) matches if it contains the value
+    if isinstance(value, list) and not isinstance(wanted, list):
+        return wanted in value
+    return value == wanted
+
+
+def _parse_value(text: str) -> Any:
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFilter:
+    terms: tuple[Term, ...]
+
+    def matches(self, record: Record) -> bool:
+        return all(t.matches(record) for t in self.terms)
+
+    @classmethod
+    def parse(cls, spec: str | Iterable[str] | None) -> RecordFilter | None:
+        """Parse ``"labels.class=cat,meta.split!=test"``; InvalidInput names the bad term."""
+        if spec is None:
+            return None
+        items = [s for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+        if not items:
+            return None
+        terms = []
+        for item in items:
+            m = _TERM.match(item.strip())
+            if not m:
+                raise InvalidInput(
+                    f"invalid filter term {item!r}: use labels.NAME=VALUE, meta.NAME!=VALUE, "
+                    "labels.NAME=A|B, size>N, key=K or labels.NAME? (exists)",
+                    term=item,
+                )
+            op, raw = m["op"], m["value"]
+            if op == "?":
+                values: tuple[Any, ...] = ()
+            elif op in ("=", "!="):
+                values = tuple(_parse_value(v) for v in raw.split("|"))
+            else:
+                values = (_parse_value(raw),)
+            terms.append(Term(m["field"], op, values))
+        return cls(tuple(terms))
+
+    def __str__(self) -> str:
+        def fmt(t: Term) -> str:
+            vals = "|".join(v if isinstance(v, str) else json.dumps(v) for v in t.values)
+            return f"{t.field}{t.op}{vals}"
+
+        return ",".join(fmt(t) for t in self.terms)

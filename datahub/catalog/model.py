@@ -1,0 +1,108 @@
+"""The catalog's vocabulary: datasets, versions (snapshots), records, change sets, diffs.
+
+Plain frozen dataclasses so storage documents never leak to the wire or to callers:
+stores convert rows/documents to these, the API converts these to its own schemas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from datahub.storage.base import ObjectRef
+
+ROLES = ("reader", "writer", "admin")  # each role includes the ones before it
+EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Dataset:
+    name: str
+    description: str = ""
+    source: str = ""  # default source location (URL) for imports
+    owner: str = ""
+    acl: Mapping[str, str] = EMPTY  # principal -> role ("reader" | "writer" | "admin"); "*" = everyone
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One file of a dataset version: a key and the immutable bytes it points at."""
+
+    key: str  # relative path, validated by datahub.validation.check_key
+    url: str  # absolute object location
+    etag: str  # etag (or version id) the object had when recorded
+    size: int
+    checksum: str = ""  # optional "algo:hex", e.g. "sha256:..."
+    meta: Mapping[str, Any] = EMPTY
+    labels: Mapping[str, Any] = EMPTY
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.url, self.etag, self.size)
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """An immutable snapshot. ``seq`` counts 1, 2, 3 … within its dataset."""
+
+    dataset: str
+    seq: int
+    parent: int | None
+    message: str = ""
+    author: str = ""
+    created_at: float = 0.0
+    tags: tuple[str, ...] = ()
+    record_count: int = 0
+    total_bytes: int = 0
+    added: int = 0  # records added / removed / modified relative to the parent
+    removed: int = 0
+    modified: int = 0
+    lineage: Mapping[str, Any] = EMPTY
+
+
+# --- change sets -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Add a record or replace the record at ``record.key``."""
+
+    record: Record
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """Merge metadata/labels into an existing record; a value of ``None`` removes that field."""
+
+    key: str
+    meta: Mapping[str, Any] | None = None
+    labels: Mapping[str, Any] | None = None
+
+
+Change = Put | Delete | Patch
+
+
+@dataclass(frozen=True, slots=True)
+class DiffEntry:
+    kind: Literal["added", "removed", "modified"]
+    key: str
+    old: Record | None
+    new: Record | None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """An API token, stored only as its SHA-256 hash."""
+
+    token_hash: str
+    principal: str
+    is_admin: bool = False
+    created_at: float = 0.0
+    description: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)

@@ -1,0 +1,118 @@
+"""The catalog store contract; SQLite (embedded default) and MongoDB implement it.
+
+Snapshots cost O(changes): each record revision carries the half-open sequence range in
+which it is live (``from_seq <= v < to_seq``). A commit closes the ranges of the records
+it replaces or deletes and inserts new revisions, so it writes rows in proportion to the
+change set; a version listing is a range query in key order; a diff between two versions
+only looks at revisions whose range boundary lies between them.
+
+Every store passes the same conformance suite (``tests/catalog/test_conformance.py``).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Iterator
+
+from datahub.catalog.filter import RecordFilter
+from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo, Version
+
+
+class CatalogStore(abc.ABC):
+    # --- datasets -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_dataset(self, dataset: Dataset) -> Dataset:
+        """AlreadyExists if the name is taken."""
+
+    @abc.abstractmethod
+    def get_dataset(self, name: str) -> Dataset:
+        """DatasetNotFound naming ``name`` if absent."""
+
+    @abc.abstractmethod
+    def list_datasets(self) -> Iterator[Dataset]:
+        """All datasets in name order."""
+
+    @abc.abstractmethod
+    def update_dataset(self, dataset: Dataset) -> Dataset:
+        """Replace description/source/owner/acl of an existing dataset."""
+
+    # --- versions -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def commit(
+        self,
+        dataset: str,
+        base: int,
+        changes: Iterable[Change],
+        *,
+        message: str = "",
+        author: str = "",
+        lineage: dict | None = None,
+        commit_id: str | None = None,
+    ) -> Version:
+        """Create version ``base + 1`` from ``base`` (0 = empty) plus ``changes``, atomically.
+
+        StaleBase if ``base`` is not the dataset's head, and nothing is written.
+        ``changes`` may be a generator of millions of items: consume it in batches.
+        A Patch or Delete of a key absent from ``base`` raises RecordNotFound (nothing written).
+        ``commit_id`` makes the commit idempotent: retrying the same id returns the version
+        that id created instead of committing twice.
+        """
+
+    @abc.abstractmethod
+    def head(self, dataset: str) -> int:
+        """Newest committed sequence number, 0 if the dataset has no version yet."""
+
+    @abc.abstractmethod
+    def get_version(self, dataset: str, seq: int) -> Version:
+        """VersionNotFound naming dataset and seq if absent."""
+
+    @abc.abstractmethod
+    def list_versions(self, dataset: str) -> Iterator[Version]:
+        """Newest first."""
+
+    @abc.abstractmethod
+    def set_tag(self, dataset: str, tag: str, seq: int) -> None:
+        """Point ``tag`` at ``seq``; a tag is unique within its dataset (moving it is allowed)."""
+
+    @abc.abstractmethod
+    def delete_tag(self, dataset: str, tag: str) -> None:
+        """NotFound naming the tag if it does not exist."""
+
+    @abc.abstractmethod
+    def tag_target(self, dataset: str, tag: str) -> int:
+        """Sequence number a tag points at; VersionNotFound naming the tag if unknown."""
+
+    # --- records --------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def list_records(
+        self,
+        dataset: str,
+        seq: int,
+        *,
+        prefix: str = "",
+        start_after: str = "",
+        limit: int | None = None,
+        where: RecordFilter | None = None,
+    ) -> Iterator[Record]:
+        """Records live in version ``seq``, in key order, streamed (bounded memory)."""
+
+    @abc.abstractmethod
+    def get_record(self, dataset: str, seq: int, key: str) -> Record:
+        """RecordNotFound naming dataset, version and key if absent."""
+
+    @abc.abstractmethod
+    def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
+        """Changes from version ``a`` to version ``b`` in key order (a may be 0 = empty)."""
+
+    # --- API tokens -----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def put_token(self, token: TokenInfo) -> None: ...
+
+    @abc.abstractmethod
+    def get_token(self, token_hash: str) -> TokenInfo | None: ...
+
+    @abc.abstractmethod
+    def delete_token(self, token_hash: str) -> None: ...
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections/files."""

@@ -1,0 +1,133 @@
+"""One error tree for the whole project.
+
+Every layer raises these (never a bare library exception), and each protocol boundary
+translates them exactly once: HTTP status in ``datahub.api``, errno in ``fuse_adapter``,
+gRPC code in ``csi``, exit code in ``datahub.cli``. The ``code`` is a stable string that
+scripts may match on; the message names the dataset / version / key and what to do.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+
+
+class DatahubError(Exception):
+    """Base of every error datahub raises on purpose."""
+
+    code: str = "internal"
+    http_status: int = 500
+    errno: int = _errno.EIO
+    exit_code: int = 1
+
+    def __init__(self, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "message": self.message,
+            **({"details": self.details} if self.details else {}),
+        }
+
+
+# --- bad input (promise 4: a clear error, nothing changed) -----------------------------------
+class InvalidInput(DatahubError):
+    code, http_status, errno, exit_code = "invalid_input", 400, _errno.EINVAL, 2
+
+
+class InvalidName(InvalidInput):
+    code = "invalid_name"
+
+
+class InvalidKey(InvalidInput):
+    code = "invalid_key"
+
+
+class ManifestError(InvalidInput):
+    """A malformed import manifest; the message names the line number."""
+
+    code = "invalid_manifest"
+
+
+class PayloadTooLarge(InvalidInput):
+    code, http_status = "payload_too_large", 413
+
+
+class ReadOnly(DatahubError):
+    code, http_status, errno, exit_code = "read_only", 405, _errno.EROFS, 2
+
+
+# --- not found ---------------------------------------------------------------------------------
+class NotFound(DatahubError):
+    code, http_status, errno, exit_code = "not_found", 404, _errno.ENOENT, 3
+
+
+class DatasetNotFound(NotFound):
+    code = "dataset_not_found"
+
+
+class VersionNotFound(NotFound):
+    code = "version_not_found"
+
+
+class RecordNotFound(NotFound):
+    code = "record_not_found"
+
+
+class ObjectNotFound(NotFound):
+    """The object store has no such object (S3 404)."""
+
+    code = "object_not_found"
+
+
+# --- conflicts -----------------------------------------------------------------------------------
+class AlreadyExists(DatahubError):
+    code, http_status, errno, exit_code = "already_exists", 409, _errno.EEXIST, 4
+
+
+class Conflict(DatahubError):
+    code, http_status, errno, exit_code = "conflict", 409, _errno.EBUSY, 4
+
+
+class StaleBase(Conflict):
+    """A commit named a base version that is no longer the dataset's head."""
+
+    code = "stale_base"
+
+
+class ObjectChanged(DatahubError):
+    """The object behind a committed record no longer has the recorded etag (promise 1)."""
+
+    code, http_status, errno, exit_code = "object_changed", 412, _errno.ESTALE, 5
+
+
+# --- auth (promise 5) ----------------------------------------------------------------------------
+class Unauthenticated(DatahubError):
+    code, http_status, errno, exit_code = "unauthenticated", 401, _errno.EACCES, 6
+
+
+class AccessDenied(DatahubError):
+    code, http_status, errno, exit_code = "access_denied", 403, _errno.EACCES, 6
+
+
+# --- storage / infrastructure --------------------------------------------------------------------
+class StorageError(DatahubError):
+    """The object store failed in a way retries did not fix."""
+
+    code, http_status, errno, exit_code = "storage_error", 502, _errno.EIO, 7
+
+
+class TransientStorageError(StorageError):
+    """Throttling, 5xx or a timeout: worth retrying with backoff."""
+
+    code, http_status = "storage_unavailable", 503
+
+
+class NoSpace(DatahubError):
+    code, http_status, errno, exit_code = "no_space", 507, _errno.ENOSPC, 7
+
+
+class Cancelled(DatahubError):
+    code, http_status, errno, exit_code = "cancelled", 499, _errno.EINTR, 130

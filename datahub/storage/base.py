@@ -1,0 +1,88 @@
+"""The object-store contract every backend implements (s3, local directory, memory).
+
+The interface is deliberately small: five hooks. Everything else (copying, readers,
+multipart decisions, retries) is built on top of them once, in this package, so the
+contract test suite in ``tests/storage`` proves each backend by exercising only these.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """What a listing or stat says of one object. ``key`` is relative to the store's root."""
+
+    key: str
+    size: int
+    etag: str
+    mtime: float  # seconds since the epoch, UTC
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """Names immutable bytes: an object location plus the etag it had when recorded.
+
+    ``url`` is absolute (``s3://bucket/key``, ``file:///abs/path``, ``memory://name/key``);
+    the catalog stores it in records and the cache keys pages by (url, etag, page index).
+    """
+
+    url: str
+    etag: str
+    size: int
+
+
+class ObjectStore(abc.ABC):
+    """An S3-like flat key space under a root URL.
+
+    Implementations translate their own errors into ``datahub.errors`` exactly once:
+    ObjectNotFound, AccessDenied (both naming bucket and key), ObjectChanged (etag
+    precondition failed), TransientStorageError (retry-worthy) and StorageError.
+    """
+
+    #: absolute root URL, e.g. ``s3://bucket/prefix``, ``file:///var/objects``, ``memory://x``
+    root_url: str
+
+    @abc.abstractmethod
+    def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
+        """Stream objects whose key starts with ``prefix``, in key order, after ``start_after``."""
+
+    @abc.abstractmethod
+    def stat(self, key: str) -> ObjectInfo:
+        """Size, etag and mtime of one object; ObjectNotFound if absent."""
+
+    @abc.abstractmethod
+    def read(self, key: str, start: int = 0, end: int | None = None, etag: str | None = None) -> bytes:
+        """Bytes ``[start, end)`` of an object (``end=None``: to the end).
+
+        With ``etag`` the read is conditional (If-Match): if the object now has another
+        etag, raise ObjectChanged instead of returning bytes of a different object.
+        """
+
+    @abc.abstractmethod
+    def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        """Store an object atomically (readers see the old or the new object, never a mix).
+
+        File-like ``data`` is streamed; S3 uses multipart above the configured threshold.
+        Returns the new object's info (with its etag).
+        """
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove an object; deleting an absent key is not an error (idempotent)."""
+
+    # --- derived, shared by every backend -----------------------------------------------------
+    def url_for(self, key: str) -> str:
+        """Absolute URL of ``key`` in this store (what records and cache keys hold)."""
+        return f"{self.root_url.rstrip('/')}/{key}"
+
+    def ref(self, key: str) -> ObjectRef:
+        info = self.stat(key)
+        return ObjectRef(self.url_for(key), info.etag, info.size)
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; the default has nothing to release."""

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Install everything datahub needs on a Debian 12 machine (root, Python 3.11).
+# Idempotent and quick when already done: each step is skipped when its stamp matches.
+#   scripts/install.sh            apt packages + .venv + pip packages + project (editable)
+# Environment: PYTHON (default python3.11 or python3), VENV (default .venv), SKIP_APT=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV=${VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
+STAMPS=$VENV/.stamps
+log() { printf '[install] %s\n' "$*" >&2; }
+
+# --- Debian packages -----------------------------------------------------------------
+# fuse3/libfuse3-dev/pkg-config: pyfuse3 (built from source) and real mounts;
+# chromium + chromium-driver: browser tests; ceph-*/radosgw/python3-rados: the real Ceph
+# shared tier used by tests (shared/tools/ceph/ceph-up.sh would install them too);
+# rclone/s3fs: peers in the mount benchmark.
+APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc python3-dev chromium chromium-driver
+          ceph-mon ceph-osd ceph-mgr ceph-common radosgw python3-rados rclone s3fs)
+if [[ "${SKIP_APT:-0}" != 1 ]]; then
+  missing=()
+  for p in "${APT_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    log "apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
+    apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+# --- virtualenv + pip packages ----------------------------------------------------------
+[[ -x "$VENV/bin/python" ]] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+mkdir -p "$STAMPS"
+want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
+if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
+  log "pip install (constraints: requirements/constraints.txt)"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  # torch: exactly 2.13.0, a CPU wheel on local disk; any other spec pulls a multi-GB CUDA build.
+  "$VENV/bin/python" -m pip install -q -c requirements/constraints.txt 'torch==2.13.0'
+  "$VENV/bin/python" -m pip install -q -c requirements/constraints.txt -e ".[dev]"
+  echo "$want" > "$STAMPS/pip"
+fi
+
+# --- generated code (CSI gRPC stubs), if the CSI package ships a generator ---------------
+if [[ -x csi/gen_proto.sh ]]; then csi/gen_proto.sh "$VENV/bin/python"; fi
+log "ok: $VENV"

@@ -1,0 +1,154 @@
+"""Real S3 servers for tests, on free 127.0.0.1 ports: moto in server mode and a real Ceph.
+
+Used by the session-scoped fixtures in ``tests/conftest.py``. Nothing here talks to any
+address but loopback.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import boto3
+from botocore.config import Config as BotoConfig
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("DATAHUB_SHARED", REPO.parent / "shared"))
+CEPH_TOOLS = SHARED / "tools" / "ceph"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+@dataclass
+class S3Endpoint:
+    """An S3 endpoint a test may create buckets on."""
+
+    name: str  # "moto" | "ceph"
+    url: str
+    access_key: str
+    secret_key: str
+    extra: dict = field(default_factory=dict)  # ceph: CEPH_CONF, CEPH_POOL, CEPH_PYLIB …
+
+    def client(self):
+        return boto3.client(
+            "s3",
+            endpoint_url=self.url,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name="us-east-1",
+            config=BotoConfig(s3={"addressing_style": "path"}, retries={"max_attempts": 2}),
+        )
+
+    def new_bucket(self, prefix: str = "t") -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def s3_config_overrides(self) -> dict:
+        """``Config`` overrides (datahub.config) that point the s3 section at this endpoint."""
+        return {
+            "s3": {
+                "endpoint_url": self.url,
+                "access_key_id": self.access_key,
+                "secret_access_key": self.secret_key,
+                "region": "us-east-1",
+                "path_style": True,
+                "max_attempts": 3,
+            }
+        }
+
+
+class MotoServer:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log", delete=False)  # noqa: SIM115 - lives as long as the server
+        exe = Path(sys.executable).with_name("moto_server")
+        cmd = [str(exe), "-H", "127.0.0.1", "-p", str(self.port)]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for_port(self.port)
+        self.endpoint = S3Endpoint("moto", f"http://127.0.0.1:{self.port}", "testing", "testing")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class CephCluster:
+    """A throw-away single-node Ceph (mon, osd, rgw) under a temp dir, via shared/tools/ceph.
+
+    ``DATAHUB_TEST_CEPH_ENV=/path/env.sh`` reuses a cluster that is already running
+    (faster while developing); it is then left running after the tests.
+    """
+
+    def __init__(self) -> None:
+        reuse = os.environ.get("DATAHUB_TEST_CEPH_ENV")
+        self.owned = not reuse
+        if reuse:
+            env_file = Path(reuse)
+            self.dir = env_file.parent
+        else:
+            if not (CEPH_TOOLS / "ceph-up.sh").exists():
+                raise RuntimeError(f"Ceph test scripts not found at {CEPH_TOOLS}; set DATAHUB_SHARED")
+            self.dir = Path(tempfile.mkdtemp(prefix="datahub-ceph-"))
+            env = {k: v for k, v in os.environ.items() if not k.startswith("CEPH_")}
+            env["CEPH_WITH_MGR"] = "0"  # librados and RGW work without it; saves RAM and seconds
+            res = subprocess.run(
+                ["bash", str(CEPH_TOOLS / "ceph-up.sh"), str(self.dir)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if res.returncode != 0:
+                raise RuntimeError(f"ceph-up.sh failed (exit {res.returncode}):\n{res.stderr[-4000:]}")
+            env_file = self.dir / "env.sh"
+        self.vars = _read_exports(env_file)
+        self.endpoint = S3Endpoint(
+            "ceph",
+            self.vars["CEPH_RGW_ENDPOINT"],
+            self.vars["AWS_ACCESS_KEY_ID"],
+            self.vars["AWS_SECRET_ACCESS_KEY"],
+            extra={k: v for k, v in self.vars.items() if k.startswith("CEPH_")},
+        )
+
+    def stop(self) -> None:
+        if self.owned:
+            subprocess.run(
+                ["bash", str(CEPH_TOOLS / "ceph-down.sh"), str(self.dir), "--purge", "--kill"],
+                capture_output=True,
+                timeout=120,
+            )
+
+
+def _read_exports(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("export "):
+            name, _, value = line[len("export ") :].partition("=")
+            out[name] = shlex.split(value)[0] if value else ""
+    return out
