@@ -1,0 +1,184 @@
+"""What every CLI handler gets: the Config (built once), lazily opened services, and output.
+
+Services are opened on first use so ``datahub --help`` or a cache command never touches
+the catalog, and closed once at exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from datahub.config import Config, load_config
+from datahub.errors import DatahubError
+
+
+@dataclass
+class CliContext:
+    config: Config
+    json_output: bool = False
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+    _closers: list[Callable[[], None]] = field(default_factory=list)
+    _services: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> CliContext:
+        overrides: dict[str, Any] = {}
+        if getattr(args, "home", None):
+            overrides["home"] = args.home
+        if getattr(args, "catalog", None):
+            overrides["catalog_url"] = args.catalog
+        return cls(load_config(getattr(args, "config", None), overrides=overrides), json_output=args.json)
+
+    # --- services ------------------------------------------------------------------------------
+    def service(
+        self, name: str, factory: Callable[[], Any], close: Callable[[Any], None] | None = None
+    ) -> Any:
+        """Open a service once (catalog, stores, cache …) and close it at exit."""
+        if name not in self._services:
+            obj = factory()
+            self._services[name] = obj
+            closer = close or getattr(obj, "close", None)
+            if closer is not None:
+                self._closers.append((lambda o=obj, c=closer: c(o)) if close else closer)
+        return self._services[name]
+
+    @property
+    def catalog(self):  # -> datahub.catalog.Catalog
+        from datahub.catalog import open_catalog
+
+        return self.service("catalog", lambda: open_catalog(self.config.resolved_catalog_url))
+
+    @property
+    def stores(self):  # -> datahub.storage.StoreRegistry
+        from datahub.storage import StoreRegistry
+
+        return self.service("stores", lambda: StoreRegistry(self.config))
+
+    def close(self) -> None:
+        while self._closers:
+            try:
+                self._closers.pop()()
+            except Exception:  # noqa: BLE001 - closing must not mask the real outcome
+                pass
+
+    # --- output --------------------------------------------------------------------------------
+    def emit(self, data: Any, *, columns: Sequence[str] | None = None, text: str | None = None) -> None:
+        """Print ``data`` as JSON with --json, else as a table (list of dicts) or ``text``."""
+        if self.json_output:
+            json.dump(data, self.out, indent=None if isinstance(data, list) else 2, default=str)
+            self.out.write("\n")
+        elif text is not None:
+            print(text, file=self.out)
+        elif isinstance(data, list):
+            print_table(data, columns, self.out)
+        elif isinstance(data, dict):
+            width = max((len(k) for k in data), default=0)
+            for k, v in data.items():
+                print(f"{k:<{width}}  {v}", file=self.out)
+        else:
+            print(data, file=self.out)
+
+    def emit_lines(self, rows: Iterable[dict], columns: Sequence[str]) -> int:
+        """Stream rows (NDJSON with --json, aligned-enough columns otherwise); returns the count."""
+        n = 0
+        for row in rows:
+            if self.json_output:
+                self.out.write(json.dumps(row, default=str) + "\n")
+            else:
+                self.out.write("  ".join(str(row.get(c, "")) for c in columns) + "\n")
+            n += 1
+        return n
+
+    def error(self, exc: DatahubError) -> None:
+        if self.json_output:
+            json.dump({"error": exc.to_dict()}, self.err)
+            self.err.write("\n")
+        else:
+            print(f"error: {exc.message}", file=self.err)
+
+    def progress(self, total: int | None, label: str) -> Progress:
+        return Progress(total, label, self.err, enabled=not self.json_output)
+
+
+def print_table(rows: list[dict], columns: Sequence[str] | None, out: TextIO) -> None:
+    if not rows:
+        print("(none)", file=out)
+        return
+    columns = list(columns or rows[0].keys())
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip(), file=out)
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and value > 1e9:  # a timestamp
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value)) or "-"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True) if value else "-"
+    return str(value)
+
+
+class Progress:
+    """A one-line progress bar on stderr for long work (import, prefetch, pack, flush).
+
+    Redraws at most 10 times a second; on a non-terminal it prints a line every 10 %.
+    """
+
+    def __init__(self, total: int | None, label: str, stream: TextIO, enabled: bool = True) -> None:
+        self.total, self.label, self.stream, self.enabled = total, label, stream, enabled
+        self.done = 0
+        self.bytes = 0
+        self._start = time.monotonic()
+        self._last = 0.0
+        self._last_decile = -1
+        self._tty = enabled and hasattr(stream, "isatty") and stream.isatty()
+
+    def update(self, n: int = 1, nbytes: int = 0) -> None:
+        self.done += n
+        self.bytes += nbytes
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if self._tty and now - self._last >= 0.1:
+            self._last = now
+            self.stream.write("\r" + self._line(now))
+            self.stream.flush()
+        elif not self._tty and self.total:
+            decile = int(10 * self.done / self.total)
+            if decile != self._last_decile:
+                self._last_decile = decile
+                print(self._line(now), file=self.stream)
+
+    def _line(self, now: float) -> str:
+        elapsed = max(now - self._start, 1e-9)
+        rate = self.done / elapsed
+        mib = self.bytes / 2**20
+        if self.total:
+            pct = 100 * self.done / self.total
+            eta = (self.total - self.done) / rate if rate else 0
+            return f"{self.label}: {self.done}/{self.total} ({pct:.0f}%) {rate:.0f}/s {mib:.1f} MiB eta {eta:.0f}s "
+        return f"{self.label}: {self.done} {rate:.0f}/s {mib:.1f} MiB "
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + " done\n")
+            self.stream.flush()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
