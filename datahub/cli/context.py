@@ -65,7 +65,7 @@ class CliContext:
         while self._closers:
             try:
                 self._closers.pop()()
-            except Exception:  # noqa: BLE001 - closing must not mask the real outcome
+            except Exception:  # closing must not mask the real outcome
                 pass
 
     # --- output --------------------------------------------------------------------------------
