@@ -8,13 +8,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal
 
 from datahub.storage.base import ObjectRef
 
 ROLES = ("reader", "writer", "admin")  # each role includes the ones before it
-EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class _FrozenEmptyDict(dict):
+    """The shared empty default for meta/labels/acl/lineage.
+
+    A dataclass refuses unhashable defaults (``MappingProxyType`` included), and a plain
+    ``{}`` default would be shared and mutable; this one is hashable, refuses mutation, and
+    still serialises with ``json.dumps`` like the dict it is.
+    """
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return 0
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("EMPTY is immutable; build a new dict instead")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+    __ior__ = _refuse  # type: ignore[assignment]
+
+
+EMPTY: Mapping[str, Any] = _FrozenEmptyDict()
 
 
 @dataclass(frozen=True, slots=True)
