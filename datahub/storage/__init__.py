@@ -1,0 +1,144 @@
+"""Object-store access: one small interface (``ObjectStore``), three backends, one registry.
+
+Root URLs:  ``s3://bucket[/prefix]``  ``file:///abs/dir``  ``memory://name[/prefix]``.
+Object URLs (what records and cache keys hold) add a key: ``s3://bucket/a/b.jpg``,
+``file:///data/a/b.jpg``, ``memory://name/a/b.jpg``.
+
+``open_store(url, config)`` opens one store for a root URL. ``StoreRegistry(config)`` turns
+object URLs into ``(store, key)`` and keeps one store per bucket / file system / memory
+space, all S3 stores sharing one connection pool; close it once at exit.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from datahub.config import Config
+from datahub.errors import InvalidInput
+from datahub.storage.base import ObjectInfo, ObjectRef, ObjectStore
+from datahub.storage.keys import check_foreign_key
+from datahub.storage.local import LocalStore
+from datahub.storage.memory import MemoryStore, drop_memory_space
+from datahub.storage.transfer import copy_object, open_reader, put_file
+
+__all__ = [
+    "LocalStore",
+    "MemoryStore",
+    "ObjectInfo",
+    "ObjectRef",
+    "ObjectStore",
+    "StoreRegistry",
+    "copy_object",
+    "drop_memory_space",
+    "open_reader",
+    "open_store",
+    "put_file",
+    "split_object_url",
+]
+
+SCHEMES = ("s3", "file", "memory")
+
+
+def _parse(url: str) -> tuple[str, str, str]:
+    """``url`` -> (scheme, authority, path without leading '/'), with clear errors."""
+    if not isinstance(url, str) or "://" not in url:
+        raise InvalidInput(f"invalid storage URL {url!r}: expected s3://, file:// or memory://", url=url)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise InvalidInput(
+            f"unsupported storage URL {url!r}: the scheme must be one of {', '.join(SCHEMES)}", url=url
+        )
+    if parts.query or parts.fragment:
+        raise InvalidInput(f"invalid storage URL {url!r}: no query or fragment allowed", url=url)
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise InvalidInput(f"invalid file URL {url!r}: use file:///absolute/path", url=url)
+        return scheme, "", unquote(parts.path).lstrip("/")
+    if not parts.netloc:
+        raise InvalidInput(f"invalid storage URL {url!r}: it names no bucket or memory space", url=url)
+    return scheme, parts.netloc, parts.path.lstrip("/")
+
+
+def split_object_url(url: str) -> tuple[str, str]:
+    """Object URL -> (root URL of the store that holds it, key).
+
+    ``s3://b/a/x`` -> (``s3://b``, ``a/x``); ``file:///a/x`` -> (``file:///``, ``a/x``);
+    ``memory://m/a/x`` -> (``memory://m``, ``a/x``).
+    """
+    scheme, authority, path = _parse(url)
+    if not path or path.endswith("/"):
+        raise InvalidInput(f"storage URL {url!r} names no object (it needs a key after the root)", url=url)
+    check_foreign_key(path)
+    return (f"{scheme}://{authority}" if scheme != "file" else "file:///"), path
+
+
+def open_store(url: str, config: Config, **options: object) -> ObjectStore:
+    """Open the store for a root URL. ``options`` go to the backend (e.g. ``page_size`` for S3)."""
+    scheme, authority, path = _parse(url)
+    if scheme == "file":
+        return LocalStore(Path("/") / path)
+    if scheme == "memory":
+        return MemoryStore(authority, path)
+    from datahub.storage.s3 import S3Store  # boto3 is imported only when S3 is used
+
+    return S3Store(authority, path, config.s3, **options)
+
+
+class StoreRegistry:
+    """Object URL -> (store, key), with stores cached per bucket / root and closed together.
+
+    Thread-safe: caches and prefetchers resolve URLs from many threads. Opening a store does
+    no I/O (S3 clients connect lazily), so holding the lock while opening is fine.
+    """
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._stores: dict[str, ObjectStore] = {}
+        self._s3 = None  # one datahub.storage.s3.S3Connection shared by every bucket
+        self._closed = False
+
+    def for_url(self, url: str) -> tuple[ObjectStore, str]:
+        root, key = split_object_url(url)
+        return self.store(root), key
+
+    def store(self, root_url: str) -> ObjectStore:
+        """The cached store for a root URL (``s3://bucket/prefix`` roots are allowed too)."""
+        scheme, authority, path = _parse(root_url)
+        canonical = f"{scheme}://{authority}/{path}".rstrip("/")
+        with self._lock:
+            if self._closed:
+                raise InvalidInput("the store registry is closed")
+            store = self._stores.get(canonical)
+            if store is None:
+                store = self._open(scheme, authority, path, root_url)
+                self._stores[canonical] = store
+            return store
+
+    def _open(self, scheme: str, authority: str, path: str, root_url: str) -> ObjectStore:
+        if scheme != "s3":
+            return open_store(root_url, self.config)
+        from datahub.storage.s3 import S3Connection, S3Store
+
+        if self._s3 is None:
+            self._s3 = S3Connection(self.config.s3)
+        return S3Store(authority, path, self.config.s3, connection=self._s3)
+
+    def close(self) -> None:
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+            connection, self._s3 = self._s3, None
+            self._closed = True
+        for store in stores:
+            store.close()
+        if connection is not None:
+            connection.close()
+
+    def __enter__(self) -> StoreRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,234 @@
+"""A directory as an object store: key ``a/b/c.jpg`` is the file ``<root>/a/b/c.jpg``.
+
+Etags. Objects we write get the md5 of their content (what S3 reports for a single-part
+upload), computed while streaming the put and kept in the extended attribute
+``user.datahub.etag`` together with the size and mtime_ns it belongs to. Files we did
+not write (or whose size/mtime changed since) get a derived etag
+``<inode>-<size>-<mtime_ns>`` in hex. Either way stat and list cost one ``stat`` and one
+``getxattr`` per file and never read contents, so listing 100k files stays cheap, and the
+etag a put returns is exactly what a later stat or list reports. Where the file system
+has no user xattrs the derived etag is used for every file.
+
+Atomicity: a put writes a temp file in the target directory, fsyncs it, renames it over
+the key and fsyncs the directory; readers see the old or the new file, never a mix.
+Temp files (``.datahub-tmp-*``) are invisible to listings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat as stat_mod
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from datahub.errors import (
+    AccessDenied,
+    Conflict,
+    InvalidInput,
+    InvalidKey,
+    NoSpace,
+    ObjectChanged,
+    ObjectNotFound,
+    StorageError,
+)
+from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.storage.keys import check_object_key, check_range
+
+ETAG_XATTR = "user.datahub.etag"
+TEMP_PREFIX = ".datahub-tmp-"
+_CHUNK = 1024 * 1024
+
+
+def derived_etag(st: os.stat_result) -> str:
+    """The etag of a file datahub did not write: changes whenever it is replaced or touched."""
+    return f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+
+
+def _file_etag(target: int | str, st: os.stat_result) -> str:
+    try:
+        raw = os.getxattr(target, ETAG_XATTR)
+    except OSError:
+        return derived_etag(st)
+    try:
+        md5, size, mtime_ns = raw.decode("ascii").split(" ")
+        if int(size) == st.st_size and int(mtime_ns) == st.st_mtime_ns:
+            return md5
+    except ValueError:
+        pass  # a foreign or damaged attribute: fall back to the derived etag
+    return derived_etag(st)
+
+
+class LocalStore(ObjectStore):
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).absolute()
+        self.root_url = self.root.as_uri()
+
+    # --- helpers -------------------------------------------------------------------------------
+    def url_for(self, key: str) -> str:
+        """A proper (percent-encoded) ``file://`` URL, as ``Path.as_uri`` makes."""
+        return (self.root / key).as_uri()
+
+    def _path(self, key: str) -> Path:
+        check_object_key(key)
+        if key.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
+            raise InvalidKey(f"invalid key {key!r}: names starting with {TEMP_PREFIX} are reserved", key=key)
+        return self.root / key
+
+    @contextlib.contextmanager
+    def _errors(self, key: str, writing: bool = False) -> Iterator[None]:
+        """The one place OS errors become datahub errors for this backend."""
+        where = f"object {key!r} in {self.root_url}"
+        try:
+            yield
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError) as exc:
+            if writing:
+                raise Conflict(
+                    f"cannot store {where}: a file and a directory would share the path ({exc.strerror})",
+                    store=self.root_url,
+                    key=key,
+                ) from exc
+            raise ObjectNotFound(f"{where} not found", store=self.root_url, key=key) from exc
+        except PermissionError as exc:
+            raise AccessDenied(
+                f"access denied to {where}: check the directory's permissions", store=self.root_url, key=key
+            ) from exc
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise NoSpace(f"no space left to store {where}", store=self.root_url, key=key) from exc
+            raise StorageError(f"local I/O error on {where}: {exc}", store=self.root_url, key=key) from exc
+
+    def _info(self, key: str, target: int | str, st: os.stat_result) -> ObjectInfo:
+        return ObjectInfo(key, st.st_size, _file_etag(target, st), st.st_mtime_ns / 1e9)
+
+    # --- the five hooks ------------------------------------------------------------------------
+    def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
+        yield from self._walk(self.root, "", prefix, start_after)
+
+    def _walk(self, directory: Path, base: str, prefix: str, start_after: str) -> Iterator[ObjectInfo]:
+        """Depth-first in S3 key order: a directory ``d`` sorts as ``d/`` among its siblings.
+
+        Only one directory's entries are held at a time; subtrees that cannot hold a key
+        matching ``prefix`` or after ``start_after`` are not opened.
+        """
+        try:
+            with os.scandir(directory) as it:
+                entries = [
+                    (e.name + "/" if e.is_dir(follow_symlinks=False) else e.name, e)
+                    for e in it
+                    if not e.name.startswith(TEMP_PREFIX)
+                ]
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        entries.sort(key=lambda pair: pair[0])
+        for name, entry in entries:
+            key = base + name
+            if name.endswith("/"):
+                if not (key.startswith(prefix) or prefix.startswith(key)):
+                    continue
+                if key <= start_after and not start_after.startswith(key):
+                    continue  # every key below is <= start_after
+                yield from self._walk(Path(entry.path), key, prefix, start_after)
+                continue
+            if not key.startswith(prefix) or key <= start_after:
+                continue
+            try:
+                st = entry.stat()  # follows a symlink placed in the tree on purpose
+            except OSError:
+                continue  # vanished (or dangling) since scandir
+            if stat_mod.S_ISREG(st.st_mode):
+                yield self._info(key, entry.path, st)
+
+    def stat(self, key: str) -> ObjectInfo:
+        path = self._path(key)
+        with self._errors(key):
+            st = os.stat(path)
+        if not stat_mod.S_ISREG(st.st_mode):
+            raise ObjectNotFound(
+                f"object {key!r} not found in {self.root_url} (it is a directory)",
+                store=self.root_url,
+                key=key,
+            )
+        return self._info(key, str(path), st)
+
+    def read(self, key: str, start: int = 0, end: int | None = None, etag: str | None = None) -> bytes:
+        check_range(key, start, end)
+        path = self._path(key)
+        with self._errors(key), open(path, "rb") as fh:
+            if etag is not None:
+                # Check the very file we read from (a put renames a new inode into place).
+                current = _file_etag(fh.fileno(), os.fstat(fh.fileno()))
+                if current != etag:
+                    raise ObjectChanged(
+                        f"object {key!r} in {self.root_url} changed: expected etag {etag}, now {current}",
+                        store=self.root_url,
+                        key=key,
+                        expected=etag,
+                        actual=current,
+                    )
+            fh.seek(start)
+            return fh.read() if end is None else fh.read(end - start)
+
+    def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        path = self._path(key)
+        with self._errors(key, writing=True):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+        try:
+            with self._errors(key), os.fdopen(fd, "wb") as fh:
+                md5, written = _write_stream(fh, data)
+                if size is not None and written != size:
+                    raise InvalidInput(
+                        f"put of object {key!r}: declared size {size} but the data had {written} bytes",
+                        key=key,
+                    )
+                fh.flush()
+                os.fchmod(fh.fileno(), 0o644)
+                os.fsync(fh.fileno())
+                st = os.fstat(fh.fileno())
+                with contextlib.suppress(OSError):  # no user xattrs here: derived etags instead
+                    os.setxattr(fh.fileno(), ETAG_XATTR, f"{md5} {st.st_size} {st.st_mtime_ns}".encode())
+                info = self._info(key, fh.fileno(), st)
+            with self._errors(key, writing=True):
+                os.replace(tmp, path)
+                _fsync_dir(path.parent)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return info
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        with self._errors(key):
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                pass  # absent (a directory is not an object either): deleting is idempotent
+
+
+def _write_stream(fh: BinaryIO, data: bytes | BinaryIO) -> tuple[str, int]:
+    """Copy ``data`` into ``fh`` in 1 MiB chunks; return (md5 hex, bytes written)."""
+    md5 = hashlib.md5()
+    if isinstance(data, bytes | bytearray | memoryview):
+        fh.write(data)
+        md5.update(data)
+        return md5.hexdigest(), len(data)
+    written = 0
+    while chunk := data.read(_CHUNK):
+        fh.write(chunk)
+        md5.update(chunk)
+        written += len(chunk)
+    return md5.hexdigest(), written
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
