@@ -1,0 +1,381 @@
+"""S3-compatible object stores (AWS S3, Ceph RGW, MinIO …) through boto3.
+
+The only module that imports boto3/botocore. Every SDK call goes through
+``S3Store._call``, which translates SDK errors once (table in ``s3errors``) and retries
+transient ones once (``retry.RetryPolicy``); boto's own retry layer is off
+(``total_max_attempts=1``) so attempts never multiply.
+
+Why boto3 and not s3fs: the calls here are synchronous, per-request and need exact
+control of ``Range``/``IfMatch``, pagination and multipart part sizes; s3fs adds an
+asyncio loop thread and its own retry and caching layers we would have to disable.
+
+Credentials: ``s3.access_key_id``/``secret_access_key`` from the config if set, else the
+named ``s3.profile``, else boto's default chain (environment, shared files, instance role).
+Checksums: boto's default CRC trailers are limited to operations that require them, since
+several S3-compatible servers reject the trailer framing.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, BinaryIO, TypeVar
+
+import boto3
+import botocore.exceptions as bexc
+from botocore.config import Config as BotoConfig
+
+from datahub.config import S3Config
+from datahub.errors import (
+    AccessDenied,
+    DatahubError,
+    InvalidInput,
+    ObjectChanged,
+    ObjectNotFound,
+    StorageError,
+    TransientStorageError,
+)
+from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.storage.keys import check_foreign_key, check_range
+from datahub.storage.retry import RetryPolicy
+from datahub.storage.s3errors import error_for
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MIN_PART = 5 * 1024**2  # S3 (and Ceph RGW by default) refuse smaller parts except the last
+MAX_PARTS = 10_000
+
+_NETWORK_ERRORS = (
+    bexc.ConnectionError,  # EndpointConnectionError, ConnectTimeoutError …
+    bexc.HTTPClientError,  # ConnectionClosedError, ReadTimeoutError, ResponseStreamingError …
+    bexc.IncompleteReadError,
+)
+
+
+class S3Connection:
+    """One pooled, thread-safe boto3 client; a StoreRegistry shares it between buckets."""
+
+    def __init__(self, config: S3Config) -> None:
+        try:
+            if config.access_key_id:
+                session = boto3.session.Session(
+                    aws_access_key_id=config.access_key_id,
+                    aws_secret_access_key=config.secret_access_key,
+                    region_name=config.region,
+                )
+            else:
+                session = boto3.session.Session(profile_name=config.profile, region_name=config.region)
+            self.client = session.client(
+                "s3",
+                endpoint_url=config.endpoint_url,
+                config=BotoConfig(
+                    retries={"total_max_attempts": 1, "mode": "standard"},
+                    connect_timeout=config.connect_timeout,
+                    read_timeout=config.read_timeout,
+                    max_pool_connections=config.max_pool_connections,
+                    s3={"addressing_style": "path" if config.path_style else "auto"},
+                    request_checksum_calculation="when_required",
+                    response_checksum_validation="when_required",
+                ),
+            )
+        except bexc.ProfileNotFound as exc:
+            raise InvalidInput(
+                f"S3 profile {config.profile!r} not found: set s3.profile to a profile in ~/.aws/config "
+                "or give s3.access_key_id/secret_access_key"
+            ) from exc
+        except (bexc.BotoCoreError, ValueError) as exc:
+            raise InvalidInput(f"invalid S3 configuration (endpoint {config.endpoint_url!r}): {exc}") from exc
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _translate(exc: Exception, bucket: str, key: str | None, expected_etag: str | None) -> DatahubError:
+    """SDK exception -> datahub error; the only place botocore errors are interpreted."""
+    if isinstance(exc, bexc.ClientError):
+        err = exc.response.get("Error", {})
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        code = str(err.get("Code") or status)
+        return error_for(
+            code, status, bucket, key, message=str(err.get("Message") or ""), expected_etag=expected_etag
+        )
+    where = f"s3://{bucket}/{key or ''}"
+    if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
+        return AccessDenied(
+            f"no usable S3 credentials to access {where} (bucket {bucket!r}, key {key!r}): set "
+            "s3.access_key_id/secret_access_key, s3.profile or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
+            bucket=bucket,
+            key=key,
+        )
+    if isinstance(exc, _NETWORK_ERRORS):
+        return TransientStorageError(
+            f"S3 endpoint unreachable or too slow for {where}: {exc}", bucket=bucket, key=key
+        )
+    return StorageError(f"S3 request for {where} failed: {exc}", bucket=bucket, key=key)
+
+
+def _etag(raw: str) -> str:
+    return raw.strip('"')
+
+
+def _read_exactly(fh: BinaryIO, n: int) -> bytes:
+    """Up to ``n`` bytes; fewer only at end of file (raw files may return short reads)."""
+    parts, got = [], 0
+    while got < n:
+        chunk = fh.read(n - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _remaining_size(fh: BinaryIO) -> int | None:
+    """Bytes left in a seekable file, else None (pipes, sockets, generators)."""
+    try:
+        if not fh.seekable():
+            return None
+        here = fh.tell()
+        end = fh.seek(0, io.SEEK_END)
+        fh.seek(here)
+        return end - here
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+class S3Store(ObjectStore):
+    """A bucket, optionally under a prefix; keys are relative to ``s3://bucket/prefix/``."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        config: S3Config,
+        *,
+        connection: S3Connection | None = None,
+        retry: RetryPolicy | None = None,
+        page_size: int = 1000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not bucket:
+            raise InvalidInput("an S3 store needs a bucket name: s3://bucket[/prefix]")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.root_url = f"s3://{bucket}" + (f"/{self.prefix.rstrip('/')}" if self.prefix else "")
+        self._owns_connection = connection is None
+        self._conn = connection or S3Connection(config)
+        self._client = self._conn.client
+        self.retry = retry or RetryPolicy(config.max_attempts)
+        self.page_size = max(1, min(1000, page_size))
+        self.multipart_threshold = config.multipart_threshold
+        self.multipart_chunk = max(MIN_PART, config.multipart_chunk)
+        self._clock = clock
+
+    # --- the boundary: translate once, retry once ---------------------------------------------
+    def _call(self, full_key: str | None, fn: Callable[[], T], expected_etag: str | None = None) -> T:
+        """Run one SDK call: errors name the bucket and the full key (prefix included)."""
+        key = full_key
+
+        def attempt() -> T:
+            try:
+                return fn()
+            except (bexc.BotoCoreError, bexc.ClientError) as exc:
+                raise _translate(exc, self.bucket, key, expected_etag) from exc
+
+        def on_retry(n: int, exc: TransientStorageError) -> None:
+            log.info("retrying S3 call for %s/%s after: %s", self.root_url, key, exc.message)
+
+        return self.retry.call(attempt, on_retry)
+
+    def _full(self, key: str) -> str:
+        check_foreign_key(key)
+        return self.prefix + key
+
+    def _info(self, key: str, size: int, etag: str, modified: Any) -> ObjectInfo:
+        return ObjectInfo(key, int(size), _etag(etag), modified.timestamp())
+
+    # --- the five hooks ------------------------------------------------------------------------
+    def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
+        """ListObjectsV2, one page (``page_size`` keys) at a time, each page retried alone."""
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": self.prefix + prefix,
+            "MaxKeys": self.page_size,
+        }
+        if start_after:
+            params["StartAfter"] = self.prefix + start_after
+        cut = len(self.prefix)
+        while True:
+            page = self._call(
+                params["Prefix"] or None, lambda p=dict(params): self._client.list_objects_v2(**p)
+            )
+            for item in page.get("Contents", ()):
+                yield self._info(item["Key"][cut:], item["Size"], item["ETag"], item["LastModified"])
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+            params["ContinuationToken"] = token
+
+    def stat(self, key: str) -> ObjectInfo:
+        full = self._full(key)
+        head = self._call(full, lambda: self._client.head_object(Bucket=self.bucket, Key=full))
+        return self._info(key, head["ContentLength"], head["ETag"], head["LastModified"])
+
+    def read(self, key: str, start: int = 0, end: int | None = None, etag: str | None = None) -> bytes:
+        check_range(key, start, end)
+        full = self._full(key)
+        if end == start:
+            if etag is not None:
+                self._check_etag(key, etag)
+            return b""
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
+        if start or end is not None:
+            params["Range"] = f"bytes={start}-" + ("" if end is None else str(end - 1))
+        if etag is not None:
+            params["IfMatch"] = f'"{etag}"'
+
+        def get() -> bytes | None:
+            try:
+                resp = self._client.get_object(**params)
+            except bexc.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                    return None  # start at or past the end: no bytes, like a slice
+                raise
+            with resp["Body"] as body:
+                return body.read()
+
+        try:
+            data = self._call(full, get, expected_etag=etag)
+        except ObjectChanged as exc:
+            self._add_current_etag(exc, key)
+            raise
+        if data is None:
+            if etag is not None:
+                self._check_etag(key, etag)
+            return b""
+        return data
+
+    def _check_etag(self, key: str, etag: str) -> None:
+        current = self.stat(key).etag
+        if current != etag:
+            raise error_for(
+                "PreconditionFailed",
+                412,
+                self.bucket,
+                self._full(key),
+                expected_etag=etag,
+                actual_etag=current,
+            )
+
+    def _add_current_etag(self, exc: ObjectChanged, key: str) -> None:
+        """Best effort: name the object's current etag in the error (one HEAD, no retries)."""
+        try:
+            head = self._client.head_object(Bucket=self.bucket, Key=self._full(key))
+        except (bexc.BotoCoreError, bexc.ClientError):
+            return
+        current = _etag(head["ETag"])
+        exc.details["actual"] = current
+        exc.message = f"{exc.message}, now {current}"
+        exc.args = (exc.message,)
+
+    def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        """Single PUT up to ``multipart_threshold`` bytes, else multipart streamed in parts.
+
+        Memory held: at most one part (or the whole object below the threshold), so every
+        request body is bytes that a retry can resend.
+        """
+        full = self._full(key)
+        if isinstance(data, bytes | bytearray | memoryview):
+            payload = bytes(data)
+            self._check_size(full, size, len(payload))
+            if len(payload) <= self.multipart_threshold:
+                return self._put_single(key, full, payload)
+            return self._put_multipart(key, full, io.BytesIO(payload), len(payload), None)
+        known = size if size is not None else _remaining_size(data)
+        if known is not None and known <= self.multipart_threshold:
+            payload = _read_exactly(data, known + 1)
+            self._check_size(full, known, len(payload))
+            return self._put_single(key, full, payload)
+        first = _read_exactly(data, self._part_size(known))
+        if known is None and len(first) < self._part_size(None):
+            return self._put_single(key, full, first)  # a short stream of unknown size
+        return self._put_multipart(key, full, data, known, first)
+
+    def _check_size(self, full: str, declared: int | None, actual: int) -> None:
+        if declared is not None and declared != actual:
+            got = "more bytes" if actual > declared else f"{actual} bytes"
+            raise InvalidInput(
+                f"put of s3://{self.bucket}/{full}: declared size {declared} but the data had {got}",
+                bucket=self.bucket,
+                key=full,
+            )
+
+    def _part_size(self, size: int | None) -> int:
+        if size is None:
+            return self.multipart_chunk
+        return max(self.multipart_chunk, math.ceil(size / MAX_PARTS / MIN_PART) * MIN_PART)
+
+    def _put_single(self, key: str, full: str, payload: bytes) -> ObjectInfo:
+        resp = self._call(full, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=payload))
+        return ObjectInfo(key, len(payload), _etag(resp["ETag"]), self._clock())
+
+    def _put_multipart(
+        self, key: str, full: str, fh: BinaryIO, size: int | None, first: bytes | None
+    ) -> ObjectInfo:
+        part_size = self._part_size(size)
+        upload = self._call(full, lambda: self._client.create_multipart_upload(Bucket=self.bucket, Key=full))[
+            "UploadId"
+        ]
+        parts: list[dict[str, Any]] = []
+        total = 0
+        try:
+            chunk = first if first is not None else _read_exactly(fh, part_size)
+            while chunk:
+                number = len(parts) + 1
+                resp = self._call(
+                    full,
+                    lambda c=chunk, n=number: self._client.upload_part(
+                        Bucket=self.bucket, Key=full, UploadId=upload, PartNumber=n, Body=c
+                    ),
+                )
+                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
+                total += len(chunk)
+                if size is not None and total > size:
+                    break
+                chunk = _read_exactly(fh, part_size)
+            self._check_size(full, size, total)
+            done = self._call(
+                full,
+                lambda: self._client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=full, UploadId=upload, MultipartUpload={"Parts": parts}
+                ),
+            )
+        except BaseException:
+            try:  # nothing half-written: drop the parts (best effort; lifecycle rules catch the rest)
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=full, UploadId=upload)
+            except (bexc.BotoCoreError, bexc.ClientError) as exc:
+                log.warning(
+                    "could not abort multipart upload %s of %s/%s: %s", upload, self.root_url, key, exc
+                )
+            raise
+        etag = _etag(done.get("ETag") or "")
+        if not etag:  # Ceph RGW answers <ETag></ETag> here; the object itself has one
+            return self.stat(key)
+        return ObjectInfo(key, total, etag, self._clock())
+
+    def delete(self, key: str) -> None:
+        full = self._full(key)
+        try:
+            self._call(full, lambda: self._client.delete_object(Bucket=self.bucket, Key=full))
+        except ObjectNotFound as exc:
+            if exc.details.get("s3_code") == "NoSuchBucket":
+                raise  # a missing bucket is a configuration error worth reporting
+            # some servers answer 404 NoSuchKey for an absent key: deleting is idempotent
+
+    def close(self) -> None:
+        if self._owns_connection:
+            self._conn.close()

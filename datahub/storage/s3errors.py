@@ -1,0 +1,92 @@
+"""S3 error codes -> datahub errors, in one table (no SDK import: s3.py extracts code/status).
+
+Lookup order: the S3 error code first (``NoSuchKey``, ``SlowDown`` …), then the HTTP
+status (HEAD responses carry no body, so only ``404``/``403``/``412`` arrive there).
+"""
+
+from __future__ import annotations
+
+from datahub.errors import (
+    AccessDenied,
+    DatahubError,
+    InvalidInput,
+    ObjectChanged,
+    ObjectNotFound,
+    StorageError,
+    TransientStorageError,
+)
+
+_NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "NotFound", "404"}
+_DENIED = {
+    "AccessDenied",
+    "403",
+    "Forbidden",
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AllAccessDisabled",
+    "AccountProblem",
+    "ExpiredToken",
+    "InvalidToken",
+}
+_CHANGED = {"PreconditionFailed", "412"}
+_TRANSIENT = {
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "TooManyRequests",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "RequestThrottled",
+    "ServiceUnavailable",
+    "InternalError",
+    "RequestTimeout",
+    "RequestTimeTooSkewed",  # clock drift on a node: a later attempt may be signed afresh
+    "BadGateway",
+    "Timeout",
+}
+_INVALID = {"InvalidBucketName", "KeyTooLongError", "InvalidArgument", "EntityTooSmall", "EntityTooLarge"}
+
+
+def is_transient_status(status: int) -> bool:
+    return status == 429 or status >= 500
+
+
+def error_for(
+    code: str,
+    status: int,
+    bucket: str,
+    key: str | None,
+    *,
+    message: str = "",
+    expected_etag: str | None = None,
+    actual_etag: str | None = None,
+) -> DatahubError:
+    """The datahub error for one failed S3 call; messages name the bucket and key."""
+    where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+    details = {"bucket": bucket, "key": key, "s3_code": code, "status": status}
+    detail = f" ({code}: {message})" if message else f" ({code})"
+    if code in _NOT_FOUND or (status == 404 and code not in _DENIED):
+        what = "bucket" if code == "NoSuchBucket" or not key else "object"
+        hint = "check the bucket name and endpoint" if what == "bucket" else "it was deleted or never existed"
+        name = f"bucket {bucket!r}" if what == "bucket" else f"object {key!r} in bucket {bucket!r}"
+        return ObjectNotFound(f"{name} not found ({where}): {hint}", **details)
+    if code in _DENIED or status == 403:
+        return AccessDenied(
+            f"access denied to {where} (bucket {bucket!r}, key {key!r}){detail}: check the credentials "
+            "and the bucket policy",
+            **details,
+        )
+    if code in _CHANGED or status == 412:
+        now = f", now {actual_etag}" if actual_etag else ""
+        return ObjectChanged(
+            f"object {key!r} in bucket {bucket!r} changed since it was recorded: expected etag "
+            f"{expected_etag}{now}",
+            **details,
+            expected=expected_etag,
+            actual=actual_etag,
+        )
+    if code in _TRANSIENT or is_transient_status(status):
+        return TransientStorageError(f"S3 is unavailable for {where}{detail}, status {status}", **details)
+    if code in _INVALID:
+        return InvalidInput(f"S3 refused the request for {where}{detail}", **details)
+    return StorageError(f"S3 request for {where} failed{detail}, status {status}", **details)
