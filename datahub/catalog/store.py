@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo, Version
+from datahub.errors import RecordNotFound
 
 
 class CatalogStore(abc.ABC):
@@ -103,6 +104,16 @@ class CatalogStore(abc.ABC):
     @abc.abstractmethod
     def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
         """Changes from version ``a`` to version ``b`` in key order (a may be 0 = empty)."""
+
+    def get_records(self, dataset: str, seq: int, keys: list[str]) -> dict[str, Record]:
+        """The records among ``keys`` live in version ``seq``; stores may batch this lookup."""
+        found: dict[str, Record] = {}
+        for key in keys:
+            try:
+                found[key] = self.get_record(dataset, seq, key)
+            except RecordNotFound:
+                pass
+        return found
 
     # --- API tokens -----------------------------------------------------------------------------
     @abc.abstractmethod

@@ -1,0 +1,281 @@
+"""The Catalog facade: what the API, CLI, importer and LabelX call.
+
+It wraps one CatalogStore and adds what every store would otherwise repeat: validation of
+user input (names, keys, tags, roles — promise 4), resolution of version references
+(``3``, ``"3"``, ``"v3"``, a tag, ``"latest"``/``None``), diff in either direction, and
+``derive``. Stores stay small and only speak sequence numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from datahub.catalog.filter import RecordFilter
+from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
+from datahub.catalog.store import CatalogStore
+from datahub.errors import InvalidInput, VersionNotFound
+from datahub.validation import check_key, check_name, check_prefix, check_tag
+
+Ref = str | int | None
+_SEQ = re.compile(r"v?(\d+)")
+_DATASET_FIELDS = ("description", "source", "owner", "acl")
+
+
+class Catalog:
+    """Datasets, immutable versions and their records, on any CatalogStore."""
+
+    def __init__(self, store: CatalogStore) -> None:
+        self.store = store
+
+    # --- datasets -------------------------------------------------------------------------------
+    def create_dataset(
+        self,
+        name: str,
+        description: str = "",
+        source: str = "",
+        owner: str = "",
+        acl: Mapping[str, str] | None = None,
+    ) -> Dataset:
+        check_name(name)
+        return self.store.create_dataset(
+            Dataset(name, description, source, owner, _check_acl(name, acl or {}))
+        )
+
+    def get_dataset(self, name: str) -> Dataset:
+        return self.store.get_dataset(check_name(name))
+
+    def list_datasets(self) -> list[Dataset]:
+        return list(self.store.list_datasets())
+
+    def update_dataset(self, name: str, /, **fields: Any) -> Dataset:
+        """Change description, source, owner and/or acl; other fields are refused."""
+        unknown = sorted(set(fields) - set(_DATASET_FIELDS))
+        if unknown:
+            raise InvalidInput(
+                f"cannot update {', '.join(unknown)} of dataset {name!r}: only "
+                f"{', '.join(_DATASET_FIELDS)} can change",
+                dataset=name,
+            )
+        current = self.get_dataset(name)
+        if "acl" in fields:
+            fields["acl"] = _check_acl(name, fields["acl"] or {})
+        values = {f: getattr(current, f) for f in _DATASET_FIELDS} | fields
+        return self.store.update_dataset(Dataset(name, created_at=current.created_at, **values))
+
+    # --- versions -------------------------------------------------------------------------------
+    def resolve(self, dataset: str, ref: Ref = None) -> Version:
+        """The version a reference names: 3, "3", "v3", a tag, or "latest"/None for the head."""
+        check_name(dataset)
+        if ref is None or ref == "latest":
+            head = self.store.head(dataset)
+            if head == 0:
+                raise VersionNotFound(
+                    f"dataset {dataset!r} has no versions yet; import or commit to create version 1",
+                    dataset=dataset,
+                    version="latest",
+                )
+            return self.store.get_version(dataset, head)
+        if isinstance(ref, bool) or not isinstance(ref, int | str):
+            raise InvalidInput(f"invalid version reference {ref!r} for dataset {dataset!r}", dataset=dataset)
+        if isinstance(ref, int):
+            return self.store.get_version(dataset, ref)
+        m = _SEQ.fullmatch(ref)
+        if m:
+            return self.store.get_version(dataset, int(m[1]))
+        check_tag(ref)
+        return self.store.get_version(dataset, self.store.tag_target(dataset, ref))
+
+    def _seq(self, dataset: str, ref: Ref) -> int:
+        """Like resolve, but 0 (or "0"/"v0") names the empty state before version 1."""
+        if ref in (0, "0", "v0"):
+            self.get_dataset(dataset)
+            return 0
+        return self.resolve(dataset, ref).seq
+
+    def commit(
+        self,
+        dataset: str,
+        changes: Iterable[Change],
+        *,
+        base: int | None = None,
+        message: str = "",
+        author: str = "",
+        lineage: Mapping[str, Any] | None = None,
+        commit_id: str | None = None,
+    ) -> Version:
+        """Create the next version from ``base`` (None = head) plus ``changes``, all or nothing.
+
+        ``changes`` is consumed lazily; an invalid change (or an exception from the caller's
+        generator) at item N aborts the commit with nothing written.
+        """
+        check_name(dataset)
+        if base is None:
+            base = self.store.head(dataset)
+        return self.store.commit(
+            dataset,
+            base,
+            _validated(dataset, changes),
+            message=message,
+            author=author,
+            lineage=dict(lineage) if lineage else None,
+            commit_id=commit_id,
+        )
+
+    def log(self, dataset: str) -> Iterator[Version]:
+        """Versions newest first."""
+        return self.store.list_versions(check_name(dataset))
+
+    def tag(self, dataset: str, tag: str, ref: Ref) -> Version:
+        """Point ``tag`` at a version (moving it if it pointed elsewhere)."""
+        check_tag(tag)
+        version = self.resolve(dataset, ref)
+        self.store.set_tag(dataset, tag, version.seq)
+        return self.store.get_version(dataset, version.seq)
+
+    def untag(self, dataset: str, tag: str) -> None:
+        self.store.delete_tag(check_name(dataset), check_tag(tag))
+
+    # --- records --------------------------------------------------------------------------------
+    def list_records(
+        self,
+        dataset: str,
+        ref: Ref = None,
+        *,
+        prefix: str = "",
+        start_after: str = "",
+        limit: int | None = None,
+        where: str | RecordFilter | None = None,
+    ) -> Iterator[Record]:
+        """A version's records in key order, streamed; ``start_after`` is the cursor."""
+        check_prefix(prefix)
+        if limit is not None and limit < 0:
+            raise InvalidInput(f"invalid limit {limit}: use a number >= 0", limit=limit)
+        seq = self.resolve(dataset, ref).seq
+        filt = RecordFilter.parse(where) if isinstance(where, str) else where
+        return self.store.list_records(
+            dataset, seq, prefix=prefix, start_after=start_after, limit=limit, where=filt
+        )
+
+    def get_record(self, dataset: str, ref: Ref, key: str) -> Record:
+        check_key(key)
+        return self.store.get_record(dataset, self.resolve(dataset, ref).seq, key)
+
+    def lookup_records(self, dataset: str, ref: Ref, keys: Iterable[str]) -> dict[str, Record]:
+        """The records present among ``keys`` (absent keys are simply missing from the result).
+
+        For a handful of keys; to compare a whole listing, merge ``list_records`` instead.
+        """
+        wanted = [check_key(k) for k in keys]
+        return self.store.get_records(dataset, self.resolve(dataset, ref).seq, wanted)
+
+    def diff(self, dataset: str, from_ref: Ref, to_ref: Ref, *, prefix: str = "") -> Iterator[DiffEntry]:
+        """Changes turning ``from_ref`` into ``to_ref``, in key order (0 names the empty state)."""
+        check_prefix(prefix)
+        a, b = self._seq(dataset, from_ref), self._seq(dataset, to_ref)
+        if a == b:
+            return iter(())
+        if a < b:
+            return self.store.diff(dataset, a, b, prefix=prefix)
+        return (_reversed(e) for e in self.store.diff(dataset, b, a, prefix=prefix))
+
+    def derive(
+        self,
+        dataset: str,
+        ref: Ref,
+        where: str | RecordFilter,
+        *,
+        to_dataset: str | None = None,
+        message: str = "",
+        author: str = "",
+    ) -> Version:
+        """Commit the records of ``dataset@ref`` matching ``where`` as a new version.
+
+        The target is ``dataset`` itself or ``to_dataset`` (created like the source if it does
+        not exist). The new version's lineage names the source version and the filter.
+        """
+        source = self.resolve(dataset, ref)
+        filt = RecordFilter.parse(where) if isinstance(where, str) else where
+        if filt is None:
+            raise InvalidInput("derive needs a filter such as labels.class=cat", dataset=dataset)
+        target = dataset if to_dataset is None else check_name(to_dataset)
+        if target != dataset and target not in {d.name for d in self.store.list_datasets()}:
+            src = self.get_dataset(dataset)
+            self.create_dataset(target, src.description, src.source, src.owner, src.acl)
+        head = self.store.head(target)
+        current = self.store.list_records(target, head) if head else iter(())
+        wanted = self.store.list_records(dataset, source.seq, where=filt)
+        return self.store.commit(
+            target,
+            head,
+            _changes_between(current, wanted),
+            message=message or f"derive {dataset}@v{source.seq} where {filt}",
+            author=author,
+            lineage={"derived_from": f"{dataset}@v{source.seq}", "filter": str(filt)},
+        )
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_acl(dataset: str, acl: Mapping[str, str]) -> dict[str, str]:
+    for principal, role in acl.items():
+        if not isinstance(principal, str) or not principal or role not in ROLES:
+            raise InvalidInput(
+                f"invalid access entry {principal!r}: {role!r} for dataset {dataset!r}; "
+                f"roles are {', '.join(ROLES)}",
+                dataset=dataset,
+            )
+    return dict(acl)
+
+
+def _validated(dataset: str, changes: Iterable[Change]) -> Iterator[Change]:
+    """Check every change as the store consumes it, so a bad one aborts the whole commit."""
+    for n, change in enumerate(changes, 1):
+        if isinstance(change, Put):
+            r = change.record
+            check_key(r.key)
+            if not isinstance(r.url, str) or not r.url:
+                raise InvalidInput(
+                    f"change {n} for dataset {dataset!r}: record {r.key!r} needs an object url", key=r.key
+                )
+            if isinstance(r.size, bool) or not isinstance(r.size, int) or r.size < 0:
+                raise InvalidInput(
+                    f"change {n} for dataset {dataset!r}: record {r.key!r} has invalid size {r.size!r}",
+                    key=r.key,
+                )
+        elif isinstance(change, Delete | Patch):
+            check_key(change.key)
+        else:
+            raise InvalidInput(
+                f"change {n} for dataset {dataset!r} is a {type(change).__name__}; use Put, Delete or Patch"
+            )
+        yield change
+
+
+def _changes_between(current: Iterator[Record], wanted: Iterator[Record]) -> Iterator[Change]:
+    """Changes turning sorted listing ``current`` into sorted listing ``wanted`` (streaming merge)."""
+    cur, want = next(current, None), next(wanted, None)
+    while cur is not None or want is not None:
+        if want is None or (cur is not None and cur.key < want.key):
+            yield Delete(cur.key)  # type: ignore[union-attr]
+            cur = next(current, None)
+        elif cur is None or want.key < cur.key:
+            yield Put(want)
+            want = next(wanted, None)
+        else:
+            if cur != want:
+                yield Put(want)
+            cur, want = next(current, None), next(wanted, None)
+
+
+def _reversed(entry: DiffEntry) -> DiffEntry:
+    kind = {"added": "removed", "removed": "added"}.get(entry.kind, entry.kind)
+    return DiffEntry(kind, entry.key, entry.new, entry.old)  # type: ignore[arg-type]

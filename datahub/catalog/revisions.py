@@ -1,0 +1,222 @@
+"""Revision arithmetic shared by every catalog store: commit planning and diff merging.
+
+A record revision is live in the half-open range ``from_seq <= v < to_seq``; the head's
+live revisions have ``to_seq == OPEN``. A commit of version ``new`` on ``base`` may only:
+
+- *close* a base revision (``to_seq = new``) when the commit replaces or deletes its key,
+- *reopen* it (``to_seq = OPEN``) when a later change in the same commit restores it,
+- *upsert* or *drop* the commit's own revision (``from_seq = new``) of a key.
+
+Stores feed change batches in, look up the current state of the batch's keys, and execute
+the operations the planner returns; the planner keeps the version's counts as deltas, so a
+commit costs O(changes) whatever the dataset size. Keeping this logic in one pure module
+is what makes the SQLite and Mongo stores agree (the conformance suite checks they do).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from datahub.catalog.model import EMPTY, Change, Delete, DiffEntry, Patch, Put, Record
+from datahub.errors import InvalidInput, RecordNotFound
+
+OPEN = 2**62  # to_seq of a revision that is still live at the head
+
+
+def patched(record: Record, change: Patch) -> Record:
+    """``record`` with ``change`` merged into meta/labels; a ``None`` value removes the field."""
+    return replace(
+        record,
+        meta=_merge(record.meta, change.meta),
+        labels=_merge(record.labels, change.labels),
+    )
+
+
+def _merge(current: Mapping[str, Any], update: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    if not update:
+        return current
+    merged = dict(current)
+    for name, value in update.items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = value
+    return merged or EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRevision:
+    """A revision open at the head while a commit runs (``from_seq`` tells whose it is)."""
+
+    record: Record
+    from_seq: int
+
+
+@dataclass(slots=True)
+class BatchOps:
+    """What a store must write for one batch; every list is keyed so writes are idempotent."""
+
+    close: list[tuple[str, int]] = field(default_factory=list)  # (key, from_seq): to_seq = new
+    reopen: list[tuple[str, int]] = field(default_factory=list)  # (key, from_seq): to_seq = OPEN
+    upsert: list[Record] = field(default_factory=list)  # revision (key, from_seq = new)
+    drop: list[str] = field(default_factory=list)  # delete revision (key, from_seq = new)
+
+    def __bool__(self) -> bool:
+        return bool(self.close or self.reopen or self.upsert or self.drop)
+
+
+@dataclass(slots=True)
+class _KeyState:
+    base: LiveRevision | None  # the revision live at the base version
+    before: Record | None  # state persisted before this batch
+    now: Record | None  # state after the changes applied so far
+
+
+class CommitPlanner:
+    """Turns batches of changes into revision writes and keeps the new version's counts.
+
+    ``lookup_live(keys)`` returns the revisions open at the head for those keys (base ones,
+    or the commit's own from an earlier batch); ``lookup_closed(keys)`` returns base
+    revisions this commit already closed (``to_seq == new``). Both return dicts by key.
+    """
+
+    def __init__(
+        self,
+        dataset: str,
+        base: int,
+        lookup_live: Callable[[list[str]], dict[str, LiveRevision]],
+        lookup_closed: Callable[[list[str]], dict[str, LiveRevision]],
+    ) -> None:
+        self.dataset, self.base, self.new = dataset, base, base + 1
+        self._lookup_live, self._lookup_closed = lookup_live, lookup_closed
+        self.added = self.removed = self.modified = 0
+        self.count_delta = self.bytes_delta = 0
+        self.changes_seen = 0
+
+    def plan(self, batch: list[Change]) -> BatchOps:
+        """Apply ``batch`` in order (later changes to a key win) and return the writes."""
+        keys = list(dict.fromkeys(_key_of(c) for c in batch))
+        states = self._load(keys)
+        for change in batch:
+            self.changes_seen += 1
+            state = states[_key_of(change)]
+            if isinstance(change, Put):
+                state.now = change.record
+            elif isinstance(change, Delete):
+                if state.now is None:
+                    raise self._missing(change.key, "delete")
+                state.now = None
+            else:
+                if state.now is None:
+                    raise self._missing(change.key, "patch")
+                state.now = patched(state.now, change)
+        ops = BatchOps()
+        for key, st in states.items():
+            self._account(st)
+            self._emit(key, st, ops)
+        return ops
+
+    def _load(self, keys: list[str]) -> dict[str, _KeyState]:
+        live = self._lookup_live(keys)
+        # Keys with no open base revision may have one this commit closed in an earlier batch.
+        unsure = [k for k in keys if k not in live or live[k].from_seq == self.new]
+        closed = self._lookup_closed(unsure) if unsure and self.base > 0 else {}
+        states: dict[str, _KeyState] = {}
+        for key in keys:
+            rev = live.get(key)
+            if rev is not None and rev.from_seq != self.new:
+                states[key] = _KeyState(rev, rev.record, rev.record)
+            else:
+                before = rev.record if rev is not None else None
+                states[key] = _KeyState(closed.get(key), before, before)
+        return states
+
+    def _account(self, st: _KeyState) -> None:
+        base = st.base.record if st.base else None
+        for sign, state in ((-1, st.before), (1, st.now)):
+            self.count_delta += sign * ((state is not None) - (base is not None))
+            self.bytes_delta += sign * ((state.size if state else 0) - (base.size if base else 0))
+            if state == base:
+                continue
+            if base is None:
+                self.added += sign
+            elif state is None:
+                self.removed += sign
+            else:
+                self.modified += sign
+
+    def _emit(self, key: str, st: _KeyState, ops: BatchOps) -> None:
+        base = st.base.record if st.base else None
+        was_changed, is_changed = st.before != base, st.now != base
+        if st.base is not None and was_changed != is_changed:
+            (ops.close if is_changed else ops.reopen).append((key, st.base.from_seq))
+        own_before = st.before if was_changed else None
+        own_now = st.now if is_changed else None
+        if own_now is not None and own_now != own_before:
+            ops.upsert.append(own_now)
+        elif own_now is None and own_before is not None:
+            ops.drop.append(key)
+
+    def _missing(self, key: str, verb: str) -> RecordNotFound:
+        return RecordNotFound(
+            f"cannot {verb} record {key!r}: dataset {self.dataset!r} has no such key at version "
+            f"{self.base} (or earlier in this change set); put it first or fix the key",
+            dataset=self.dataset,
+            version=self.base,
+            key=key,
+        )
+
+
+def _key_of(change: Change) -> str:
+    if isinstance(change, Put):
+        return change.record.key
+    if isinstance(change, Delete | Patch):
+        return change.key
+    raise InvalidInput(f"a change set holds Put, Delete or Patch items, not {type(change).__name__}")
+
+
+def batched(changes: Iterable[Change], size: int) -> Iterator[list[Change]]:
+    """Chunks of ``size`` changes; the source generator is consumed lazily (bounded memory)."""
+    batch: list[Change] = []
+    for change in changes:
+        batch.append(change)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def merge_diff(old_side: Iterator[Record], new_side: Iterator[Record]) -> Iterator[DiffEntry]:
+    """Merge, in key order, the revisions that ended and the ones that began between two versions.
+
+    ``old_side``: records live at ``a`` but not at ``b`` (their revision closed in (a, b]);
+    ``new_side``: records live at ``b`` but not at ``a`` (their revision began in (a, b]).
+    Both must be sorted by key with at most one record per key.
+    """
+    tagged = heapq.merge(
+        ((r.key, 0, r) for r in old_side),
+        ((r.key, 1, r) for r in new_side),
+        key=lambda item: (item[0], item[1]),
+    )
+    pending: Record | None = None  # an old-side record waiting for its possible new side
+    for key, side, record in tagged:
+        if side == 0:
+            if pending is not None:
+                yield DiffEntry("removed", pending.key, pending, None)
+            pending = record
+            continue
+        if pending is not None and pending.key == key:
+            if pending != record:  # deleted and re-put unchanged in between is no change
+                yield DiffEntry("modified", key, pending, record)
+            pending = None
+            continue
+        if pending is not None:
+            yield DiffEntry("removed", pending.key, pending, None)
+            pending = None
+        yield DiffEntry("added", key, None, record)
+    if pending is not None:
+        yield DiffEntry("removed", pending.key, pending, None)

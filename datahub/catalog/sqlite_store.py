@@ -1,0 +1,636 @@
+"""SQLiteCatalogStore: the embedded default catalog, one file in WAL mode.
+
+Why it is shaped this way:
+
+- WAL lets readers keep reading committed versions while a commit's transaction is open;
+  each thread gets its own connection, and ``busy_timeout`` makes a second writer wait for
+  the first instead of failing at once.
+- ``records`` is a WITHOUT ROWID table clustered on (dataset, key, from_seq), so listing a
+  version is one ordered range scan; pages are fetched by keyset (``key > last``), never
+  OFFSET, and no page query stays open between pages.
+- A commit is ONE ``BEGIN IMMEDIATE`` transaction that consumes the change set in batches
+  (the planner in ``revisions.py`` decides the writes), so an error at change N — a bad key,
+  a stale base, the caller's generator raising — rolls back everything.
+- Two partial/secondary indexes serve diff: revisions that began in a range (from_seq) and
+  revisions that ended in a range (to_seq, closed ones only).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from datahub.catalog.filter import RecordFilter
+from datahub.catalog.model import EMPTY, Change, Dataset, DiffEntry, Record, TokenInfo, Version
+from datahub.catalog.revisions import OPEN, CommitPlanner, LiveRevision, batched, merge_diff
+from datahub.catalog.store import CatalogStore
+from datahub.errors import (
+    AlreadyExists,
+    Conflict,
+    DatasetNotFound,
+    NotFound,
+    RecordNotFound,
+    StaleBase,
+    StorageError,
+    VersionNotFound,
+)
+
+SCHEMA_VERSION = 1
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS datasets (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    description TEXT NOT NULL DEFAULT '',
+    source TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT '',
+    acl TEXT,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS versions (
+    dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+    seq INTEGER NOT NULL,
+    parent INTEGER,
+    message TEXT NOT NULL DEFAULT '',
+    author TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    record_count INTEGER NOT NULL,
+    total_bytes INTEGER NOT NULL,
+    added INTEGER NOT NULL,
+    removed INTEGER NOT NULL,
+    modified INTEGER NOT NULL,
+    lineage TEXT,
+    commit_id TEXT,
+    PRIMARY KEY (dataset_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS versions_commit_id ON versions(dataset_id, commit_id)
+    WHERE commit_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS tags (
+    dataset_id INTEGER NOT NULL,
+    tag TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (dataset_id, tag)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records (
+    dataset_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    from_seq INTEGER NOT NULL,
+    to_seq INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    etag TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    checksum TEXT,
+    meta TEXT,
+    labels TEXT,
+    PRIMARY KEY (dataset_id, key, from_seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_began ON records(dataset_id, from_seq, key);
+CREATE INDEX IF NOT EXISTS records_ended ON records(dataset_id, to_seq, key) WHERE to_seq < {OPEN};
+CREATE TABLE IF NOT EXISTS tokens (
+    token_hash TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    is_admin INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    extra TEXT
+);
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+_RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
+_VERSION_COLS = (
+    "seq, parent, message, author, created_at, record_count, total_bytes, added, removed, modified, lineage"
+)
+
+
+def _dump(value: Any) -> str | None:
+    """JSON only when non-empty: most records have no meta/labels and pay nothing for them."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True) if value else None
+
+
+def _load(text: str | None) -> Any:
+    return json.loads(text) if text else EMPTY
+
+
+def _record(row: tuple) -> Record:
+    key, url, etag, size, checksum, meta, labels = row
+    return Record(
+        key,
+        url,
+        etag,
+        size,
+        checksum or "",
+        json.loads(meta) if meta else EMPTY,
+        json.loads(labels) if labels else EMPTY,
+    )
+
+
+def _prefix_bounds(prefix: str) -> tuple[str, tuple[str, ...]]:
+    """SQL range for keys starting with ``prefix`` (uses the key index, unlike LIKE)."""
+    if not prefix:
+        return "", ()
+    return " AND key >= ? AND key < ?", (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
+
+
+class SQLiteCatalogStore(CatalogStore):
+    """Catalog in one SQLite file. Thread-safe: one connection per thread."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        batch_size: int = 2000,
+        page_size: int = 2000,
+        busy_timeout_ms: int = 30_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = Path(path)
+        self.batch_size, self.page_size = batch_size, page_size
+        self.busy_timeout_ms = busy_timeout_ms
+        self.clock = clock
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._translate(f"open catalog {self.path}"):
+            self._conn().executescript(_SCHEMA)
+
+    # --- connections -------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
+            conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache per connection
+            conn.execute("PRAGMA temp_store = MEMORY")
+            conn.execute("PRAGMA journal_size_limit = 67108864")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+    @staticmethod
+    @contextmanager
+    def _translate(what: str) -> Iterator[None]:
+        """Translate sqlite3 errors into datahub errors once, at this boundary."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise Conflict(f"{what}: the catalog stayed busy (locked) past the timeout; retry") from exc
+            raise StorageError(f"{what}: SQLite error: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StorageError(f"{what}: SQLite error: {exc}") from exc
+
+    def _query(self, what: str, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
+        with self._translate(what):
+            return self._conn().execute(sql, tuple(params)).fetchall()
+
+    def _dataset_id(self, name: str) -> int:
+        rows = self._query(f"find dataset {name!r}", "SELECT id FROM datasets WHERE name = ?", (name,))
+        if not rows:
+            raise DatasetNotFound(
+                f"dataset {name!r} not found; create it first or check `datahub dataset list`",
+                dataset=name,
+            )
+        return rows[0][0]
+
+    # --- datasets -------------------------------------------------------------------------------
+    def create_dataset(self, dataset: Dataset) -> Dataset:
+        created = dataset.created_at or self.clock()
+        try:
+            with self._translate(f"create dataset {dataset.name!r}"):
+                self._conn().execute(
+                    "INSERT INTO datasets (name, description, source, owner, acl, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        dataset.name,
+                        dataset.description,
+                        dataset.source,
+                        dataset.owner,
+                        _dump(dict(dataset.acl)),
+                        created,
+                    ),
+                )
+        except StorageError as exc:
+            if isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise AlreadyExists(
+                    f"dataset {dataset.name!r} already exists; pick another name", dataset=dataset.name
+                ) from exc
+            raise
+        return self.get_dataset(dataset.name)
+
+    def _dataset(self, row: tuple) -> Dataset:
+        name, description, source, owner, acl, created_at = row
+        return Dataset(name, description, source, owner, _load(acl), created_at)
+
+    def get_dataset(self, name: str) -> Dataset:
+        rows = self._query(
+            f"get dataset {name!r}",
+            "SELECT name, description, source, owner, acl, created_at FROM datasets WHERE name = ?",
+            (name,),
+        )
+        if not rows:
+            raise DatasetNotFound(
+                f"dataset {name!r} not found; create it first or check `datahub dataset list`",
+                dataset=name,
+            )
+        return self._dataset(rows[0])
+
+    def list_datasets(self) -> Iterator[Dataset]:
+        rows = self._query(
+            "list datasets",
+            "SELECT name, description, source, owner, acl, created_at FROM datasets ORDER BY name",
+        )
+        return iter([self._dataset(r) for r in rows])
+
+    def update_dataset(self, dataset: Dataset) -> Dataset:
+        with self._translate(f"update dataset {dataset.name!r}"):
+            cur = self._conn().execute(
+                "UPDATE datasets SET description = ?, source = ?, owner = ?, acl = ? WHERE name = ?",
+                (dataset.description, dataset.source, dataset.owner, _dump(dict(dataset.acl)), dataset.name),
+            )
+        if cur.rowcount == 0:
+            raise DatasetNotFound(f"dataset {dataset.name!r} not found", dataset=dataset.name)
+        return self.get_dataset(dataset.name)
+
+    # --- versions -------------------------------------------------------------------------------
+    def head(self, dataset: str) -> int:
+        return self._head(self._conn(), self._dataset_id(dataset))
+
+    @staticmethod
+    def _head(conn: sqlite3.Connection, dataset_id: int) -> int:
+        row = conn.execute("SELECT MAX(seq) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()
+        return row[0] or 0
+
+    def _version(self, dataset: str, row: tuple, tags: tuple[str, ...]) -> Version:
+        seq, parent, message, author, created, count, nbytes, added, removed, modified, lineage = row
+        return Version(
+            dataset, seq, parent, message, author, created, tags, count, nbytes, added, removed, modified,
+            _load(lineage),
+        )  # fmt: skip
+
+    def _tags_of(self, dataset_id: int, seq: int | None = None) -> dict[int, tuple[str, ...]]:
+        sql = "SELECT seq, tag FROM tags WHERE dataset_id = ?" + (" AND seq = ?" if seq is not None else "")
+        out: dict[int, list[str]] = {}
+        for s, tag in self._query(
+            "read tags", sql + " ORDER BY tag", (dataset_id,) + ((seq,) if seq else ())
+        ):
+            out.setdefault(s, []).append(tag)
+        return {s: tuple(t) for s, t in out.items()}
+
+    def get_version(self, dataset: str, seq: int) -> Version:
+        dataset_id = self._dataset_id(dataset)
+        rows = self._query(
+            f"get version {dataset}@{seq}",
+            f"SELECT {_VERSION_COLS} FROM versions WHERE dataset_id = ? AND seq = ?",
+            (dataset_id, seq),
+        )
+        if not rows:
+            raise VersionNotFound(
+                f"dataset {dataset!r} has no version {seq}; see `datahub log {dataset}`",
+                dataset=dataset,
+                version=seq,
+            )
+        return self._version(dataset, rows[0], self._tags_of(dataset_id, seq).get(seq, ()))
+
+    def list_versions(self, dataset: str) -> Iterator[Version]:
+        dataset_id = self._dataset_id(dataset)
+        tags = self._tags_of(dataset_id)
+        rows = self._query(
+            f"list versions of {dataset!r}",
+            f"SELECT {_VERSION_COLS} FROM versions WHERE dataset_id = ? ORDER BY seq DESC",
+            (dataset_id,),
+        )
+        return iter([self._version(dataset, r, tags.get(r[0], ())) for r in rows])
+
+    def commit(
+        self,
+        dataset: str,
+        base: int,
+        changes: Iterable[Change],
+        *,
+        message: str = "",
+        author: str = "",
+        lineage: dict | None = None,
+        commit_id: str | None = None,
+    ) -> Version:
+        dataset_id = self._dataset_id(dataset)
+        conn = self._conn()
+        what = f"commit to dataset {dataset!r}"
+        with self._translate(what):
+            conn.execute("BEGIN IMMEDIATE")
+        try:
+            with self._translate(what):
+                seq = self._commit_in_tx(
+                    conn, dataset_id, dataset, base, changes, message, author, lineage, commit_id
+                )
+                conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()  # nothing half-written: the whole change set or nothing
+            raise
+        return self.get_version(dataset, seq)
+
+    def _commit_in_tx(
+        self,
+        conn: sqlite3.Connection,
+        dataset_id: int,
+        dataset: str,
+        base: int,
+        changes: Iterable[Change],
+        message: str,
+        author: str,
+        lineage: dict | None,
+        commit_id: str | None,
+    ) -> int:
+        if commit_id is not None:
+            row = conn.execute(
+                "SELECT seq FROM versions WHERE dataset_id = ? AND commit_id = ?", (dataset_id, commit_id)
+            ).fetchone()
+            if row:  # a retry of a commit that already succeeded
+                return row[0]
+        head = self._head(conn, dataset_id)
+        if base != head:
+            raise StaleBase(
+                f"cannot commit to dataset {dataset!r} on version {base}: the head is now version {head}; "
+                "rebase your changes on the head and retry",
+                dataset=dataset,
+                base=base,
+                head=head,
+            )
+        new = base + 1
+        if base:
+            parent = conn.execute(
+                "SELECT record_count, total_bytes FROM versions WHERE dataset_id = ? AND seq = ?",
+                (dataset_id, base),
+            ).fetchone()
+        else:
+            parent = (0, 0)
+        planner = CommitPlanner(
+            dataset,
+            base,
+            lambda keys: self._lookup(conn, dataset_id, keys, "to_seq = ?", OPEN),
+            lambda keys: self._lookup(conn, dataset_id, keys, "to_seq = ?", new),
+        )
+        for batch in batched(changes, self.batch_size):
+            ops = planner.plan(batch)
+            if ops.close:
+                conn.executemany(
+                    "UPDATE records SET to_seq = ? WHERE dataset_id = ? AND key = ? AND from_seq = ?",
+                    [(new, dataset_id, k, f) for k, f in ops.close],
+                )
+            if ops.reopen:
+                conn.executemany(
+                    "UPDATE records SET to_seq = ? WHERE dataset_id = ? AND key = ? AND from_seq = ?",
+                    [(OPEN, dataset_id, k, f) for k, f in ops.reopen],
+                )
+            if ops.drop:
+                conn.executemany(
+                    "DELETE FROM records WHERE dataset_id = ? AND key = ? AND from_seq = ?",
+                    [(dataset_id, k, new) for k in ops.drop],
+                )
+            if ops.upsert:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO records"
+                    " (dataset_id, key, from_seq, to_seq, url, etag, size, checksum, meta, labels)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (dataset_id, r.key, new, OPEN, r.url, r.etag, r.size, r.checksum or None,
+                         _dump(r.meta), _dump(r.labels))
+                        for r in ops.upsert
+                    ],
+                )  # fmt: skip
+        conn.execute(
+            "INSERT INTO versions (dataset_id, seq, parent, message, author, created_at, record_count,"
+            " total_bytes, added, removed, modified, lineage, commit_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                dataset_id, new, base or None, message, author, self.clock(),
+                parent[0] + planner.count_delta, parent[1] + planner.bytes_delta,
+                planner.added, planner.removed, planner.modified, _dump(lineage), commit_id,
+            ),
+        )  # fmt: skip
+        return new
+
+    @staticmethod
+    def _lookup(
+        conn: sqlite3.Connection, dataset_id: int, keys: list[str], cond: str, value: int
+    ) -> dict[str, LiveRevision]:
+        out: dict[str, LiveRevision] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in conn.execute(
+                f"SELECT {_RECORD_COLS}, from_seq FROM records"
+                f" WHERE dataset_id = ? AND key IN ({marks}) AND {cond}",
+                (dataset_id, *chunk, value),
+            ):
+                out[row[0]] = LiveRevision(_record(row[:7]), row[7])
+        return out
+
+    # --- tags -------------------------------------------------------------------------------------
+    def set_tag(self, dataset: str, tag: str, seq: int) -> None:
+        dataset_id = self._dataset_id(dataset)
+        self.get_version(dataset, seq)
+        with self._translate(f"tag {dataset}@{seq} as {tag!r}"):
+            self._conn().execute(
+                "INSERT INTO tags (dataset_id, tag, seq) VALUES (?, ?, ?)"
+                " ON CONFLICT (dataset_id, tag) DO UPDATE SET seq = excluded.seq",
+                (dataset_id, tag, seq),
+            )
+
+    def delete_tag(self, dataset: str, tag: str) -> None:
+        dataset_id = self._dataset_id(dataset)
+        with self._translate(f"untag {tag!r} in {dataset!r}"):
+            cur = self._conn().execute("DELETE FROM tags WHERE dataset_id = ? AND tag = ?", (dataset_id, tag))
+        if cur.rowcount == 0:
+            raise NotFound(f"dataset {dataset!r} has no tag {tag!r}", dataset=dataset, tag=tag)
+
+    def tag_target(self, dataset: str, tag: str) -> int:
+        dataset_id = self._dataset_id(dataset)
+        rows = self._query(
+            "resolve tag", "SELECT seq FROM tags WHERE dataset_id = ? AND tag = ?", (dataset_id, tag)
+        )
+        if not rows:
+            raise VersionNotFound(
+                f"dataset {dataset!r} has no tag {tag!r}; see `datahub log {dataset}`",
+                dataset=dataset,
+                tag=tag,
+            )
+        return rows[0][0]
+
+    # --- records ----------------------------------------------------------------------------------
+    def list_records(
+        self,
+        dataset: str,
+        seq: int,
+        *,
+        prefix: str = "",
+        start_after: str = "",
+        limit: int | None = None,
+        where: RecordFilter | None = None,
+    ) -> Iterator[Record]:
+        dataset_id = self._dataset_id(dataset)
+        self.get_version(dataset, seq)
+        return self._list(dataset_id, seq, prefix, start_after, limit, where)
+
+    def _list(
+        self,
+        dataset_id: int,
+        seq: int,
+        prefix: str,
+        after: str,
+        limit: int | None,
+        where: RecordFilter | None,
+    ) -> Iterator[Record]:
+        bound_sql, bounds = _prefix_bounds(prefix)
+        sql = (
+            f"SELECT {_RECORD_COLS} FROM records WHERE dataset_id = ? AND key > ?{bound_sql}"
+            " AND from_seq <= ? AND to_seq > ? ORDER BY key LIMIT ?"
+        )
+        remaining = limit if limit is not None else -1
+        while remaining != 0:
+            rows = self._query("list records", sql, (dataset_id, after, *bounds, seq, seq, self.page_size))
+            for row in rows:
+                record = _record(row)
+                if where is not None and not where.matches(record):
+                    continue
+                yield record
+                remaining -= 1
+                if remaining == 0:
+                    return
+            if len(rows) < self.page_size:
+                return
+            after = rows[-1][0]
+
+    def get_record(self, dataset: str, seq: int, key: str) -> Record:
+        dataset_id = self._dataset_id(dataset)
+        self.get_version(dataset, seq)
+        rows = self._query(
+            "get record",
+            f"SELECT {_RECORD_COLS} FROM records WHERE dataset_id = ? AND key = ?"
+            " AND from_seq <= ? AND to_seq > ?",
+            (dataset_id, key, seq, seq),
+        )
+        if not rows:
+            raise RecordNotFound(
+                f"dataset {dataset!r} version {seq} has no record {key!r}",
+                dataset=dataset,
+                version=seq,
+                key=key,
+            )
+        return _record(rows[0])
+
+    def get_records(self, dataset: str, seq: int, keys: list[str]) -> dict[str, Record]:
+        dataset_id = self._dataset_id(dataset)
+        self.get_version(dataset, seq)
+        found: dict[str, Record] = {}
+        with self._translate("look up records"):
+            conn = self._conn()
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                rows = conn.execute(
+                    f"SELECT {_RECORD_COLS} FROM records WHERE dataset_id = ?"
+                    f" AND key IN ({','.join('?' * len(chunk))}) AND from_seq <= ? AND to_seq > ?",
+                    (dataset_id, *chunk, seq, seq),
+                ).fetchall()
+                found.update((row[0], _record(row)) for row in rows)
+        return found
+
+    def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
+        dataset_id = self._dataset_id(dataset)
+        for seq in (a, b):
+            if seq:
+                self.get_version(dataset, seq)
+        if a >= b:
+            raise ValueError("store diff needs a < b; the Catalog facade handles other orders")
+        return self._diff(dataset_id, a, b, prefix)
+
+    def _diff(self, dataset_id: int, a: int, b: int, prefix: str) -> Iterator[DiffEntry]:
+        seqs = range(a + 1, b + 1)
+        page = max(64, 8192 // (2 * len(seqs)))
+        # Revisions that ended in (a, b] and were live at a: the old side, one stream per end seq.
+        old = [
+            self._revisions(dataset_id, "records_ended", "to_seq", s, "from_seq <= ?", a, prefix, page)
+            for s in seqs
+        ]
+        # Revisions that began in (a, b] and are still live at b: the new side.
+        new = [
+            self._revisions(dataset_id, "records_began", "from_seq", s, "to_seq > ?", b, prefix, page)
+            for s in seqs
+        ]
+        by_key: Callable[[Record], str] = lambda r: r.key  # noqa: E731
+        return merge_diff(heapq.merge(*old, key=by_key), heapq.merge(*new, key=by_key))
+
+    def _revisions(
+        self,
+        dataset_id: int,
+        index: str,
+        column: str,
+        seq: int,
+        cond: str,
+        bound: int,
+        prefix: str,
+        page: int,
+    ) -> Iterator[Record]:
+        """Revisions with ``column == seq`` matching ``cond``, in key order, by keyset pages."""
+        extra = f" AND to_seq < {OPEN}" if column == "to_seq" else ""  # lets SQLite use the partial index
+        bound_sql, bounds = _prefix_bounds(prefix)
+        sql = (
+            f"SELECT {_RECORD_COLS} FROM records INDEXED BY {index}"
+            f" WHERE dataset_id = ? AND {column} = ?{extra} AND key > ?{bound_sql}"
+            f" AND {cond} ORDER BY key LIMIT ?"
+        )
+        after = ""
+        while True:
+            rows = self._query("diff", sql, (dataset_id, seq, after, *bounds, bound, page))
+            yield from map(_record, rows)
+            if len(rows) < page:
+                return
+            after = rows[-1][0]
+
+    # --- tokens -----------------------------------------------------------------------------------
+    def put_token(self, token: TokenInfo) -> None:
+        with self._translate("store token"):
+            self._conn().execute(
+                "INSERT OR REPLACE INTO tokens (token_hash, principal, is_admin, created_at, description, extra)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    token.token_hash,
+                    token.principal,
+                    int(token.is_admin),
+                    token.created_at or self.clock(),
+                    token.description,
+                    _dump(dict(token.extra)),
+                ),
+            )
+
+    def get_token(self, token_hash: str) -> TokenInfo | None:
+        rows = self._query(
+            "read token",
+            "SELECT token_hash, principal, is_admin, created_at, description, extra FROM tokens"
+            " WHERE token_hash = ?",
+            (token_hash,),
+        )
+        if not rows:
+            return None
+        h, principal, is_admin, created, description, extra = rows[0]
+        return TokenInfo(h, principal, bool(is_admin), created, description, dict(_load(extra)))
+
+    def delete_token(self, token_hash: str) -> None:
+        with self._translate("delete token"):
+            self._conn().execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))

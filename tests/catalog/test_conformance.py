@@ -1,0 +1,370 @@
+"""The catalog conformance suite: every store (sqlite, mongomock, real Mongo) must pass it."""
+
+from __future__ import annotations
+
+import pytest
+
+from datahub.catalog import Catalog, Delete, Patch, Put, RecordFilter
+from datahub.errors import (
+    AlreadyExists,
+    DatasetNotFound,
+    InvalidInput,
+    InvalidKey,
+    InvalidName,
+    ManifestError,
+    NotFound,
+    RecordNotFound,
+    StaleBase,
+    VersionNotFound,
+)
+from tests.catalog.conftest import rec
+
+
+def keys(records) -> list[str]:
+    return [r.key for r in records]
+
+
+@pytest.fixture
+def cat(catalog: Catalog) -> Catalog:
+    """A dataset ``ds`` with v1 = a, b, c/1, c/2 and v2 = v1 - a, b modified, + d."""
+    catalog.create_dataset("ds", description="test data", owner="alice")
+    catalog.commit(
+        "ds",
+        [
+            Put(rec("a")),
+            Put(rec("b", labels={"class": "cat"})),
+            Put(rec("c/1", labels={"class": "dog"}, meta={"split": "train"})),
+            Put(rec("c/2", labels={"class": ["cat", "dog"]}, meta={"split": "test"})),
+        ],
+        message="first",
+        author="alice",
+    )
+    catalog.commit("ds", [Delete("a"), Put(rec("b", etag="e2", size=20)), Put(rec("d"))], message="second")
+    return catalog
+
+
+# --- datasets ------------------------------------------------------------------------------------
+def test_dataset_crud(catalog: Catalog) -> None:
+    created = catalog.create_dataset(
+        "imagenet-1k", description="d", source="s3://b/p", owner="o", acl={"bob": "reader"}
+    )
+    assert created.name == "imagenet-1k" and created.created_at > 0
+    assert catalog.get_dataset("imagenet-1k") == created
+    catalog.create_dataset("alpha")
+    assert [d.name for d in catalog.list_datasets()] == ["alpha", "imagenet-1k"]
+    updated = catalog.update_dataset("imagenet-1k", description="new", acl={"*": "reader", "bob": "admin"})
+    assert updated.description == "new" and updated.source == "s3://b/p"
+    assert dict(updated.acl) == {"*": "reader", "bob": "admin"}
+    assert catalog.get_dataset("imagenet-1k") == updated
+    with pytest.raises(AlreadyExists, match="imagenet-1k"):
+        catalog.create_dataset("imagenet-1k")
+
+
+def test_dataset_bad_input(catalog: Catalog) -> None:
+    for bad in ["", "Upper", "-dash", "a" * 64, "a/b", "../x", "sp ace"]:
+        with pytest.raises(InvalidName):
+            catalog.create_dataset(bad)
+    with pytest.raises(InvalidInput, match="role"):
+        catalog.create_dataset("x", acl={"bob": "god"})
+    catalog.create_dataset("x")
+    with pytest.raises(InvalidInput, match="name"):
+        catalog.update_dataset("x", name="y")
+    with pytest.raises(DatasetNotFound, match="'nope'"):
+        catalog.update_dataset("nope", description="z")
+    assert [d.name for d in catalog.list_datasets()] == ["x"]
+
+
+def test_unknown_dataset_version_tag_named(cat: Catalog) -> None:
+    with pytest.raises(DatasetNotFound, match="'nope'"):
+        cat.get_dataset("nope")
+    with pytest.raises(DatasetNotFound, match="'nope'"):
+        cat.resolve("nope", 1)
+    with pytest.raises(DatasetNotFound, match="'nope'"):
+        cat.commit("nope", [Put(rec("a"))])
+    with pytest.raises(VersionNotFound, match="'ds'.*9"):
+        cat.resolve("ds", 9)
+    with pytest.raises(VersionNotFound, match="'golden'"):
+        cat.resolve("ds", "golden")
+    with pytest.raises(VersionNotFound, match="9"):
+        list(cat.list_records("ds", "v9"))
+    with pytest.raises(RecordNotFound, match="'zz'"):
+        cat.get_record("ds", 2, "zz")
+    cat.create_dataset("empty")
+    with pytest.raises(VersionNotFound, match="'empty'.*no versions"):
+        cat.resolve("empty")
+
+
+# --- commits ---------------------------------------------------------------------------------------
+def test_commit_versions_and_counts(cat: Catalog) -> None:
+    v1, v2 = cat.resolve("ds", 1), cat.resolve("ds", "latest")
+    assert (v1.seq, v1.parent, v1.message, v1.author) == (1, None, "first", "alice")
+    assert (v1.record_count, v1.total_bytes, v1.added, v1.removed, v1.modified) == (4, 40, 4, 0, 0)
+    assert (v2.seq, v2.parent, v2.record_count, v2.total_bytes) == (2, 1, 4, 50)
+    assert (v2.added, v2.removed, v2.modified) == (1, 1, 1)
+    assert [v.seq for v in cat.log("ds")] == [2, 1]
+    assert cat.resolve("ds", "2") == cat.resolve("ds", "v2") == cat.resolve("ds", None) == v2
+    assert keys(cat.list_records("ds", 1)) == ["a", "b", "c/1", "c/2"]
+    assert keys(cat.list_records("ds", 2)) == ["b", "c/1", "c/2", "d"]
+    assert cat.get_record("ds", 1, "b").etag == "e1"
+    assert cat.get_record("ds", 2, "b") == rec("b", etag="e2", size=20)
+
+
+def test_patch_merges_and_removes_fields(cat: Catalog) -> None:
+    v3 = cat.commit("ds", [Patch("c/1", labels={"class": "wolf", "box": [1, 2]}, meta={"split": None})])
+    r = cat.get_record("ds", v3.seq, "c/1")
+    assert dict(r.labels) == {"class": "wolf", "box": [1, 2]} and dict(r.meta) == {}
+    assert (r.url, r.etag, r.size) == ("s3://bucket/c/1", "e1", 10)
+    assert (v3.added, v3.removed, v3.modified, v3.record_count) == (0, 0, 1, 4)
+    assert dict(cat.get_record("ds", 2, "c/1").meta) == {"split": "train"}  # old version unchanged
+
+
+def test_changes_to_one_key_apply_in_order(catalog: Catalog) -> None:
+    catalog.create_dataset("ds")
+    catalog.commit("ds", [Put(rec("k")), Put(rec("gone"))])
+    v2 = catalog.commit(
+        "ds",
+        [
+            Put(rec("k", etag="x")),
+            Patch("k", labels={"a": 1}),
+            Delete("gone"),
+            Put(rec("gone")),
+            Put(rec("n")),
+        ]
+        + [Delete("n")],
+    )
+    assert keys(catalog.list_records("ds", 2)) == ["gone", "k"]
+    assert catalog.get_record("ds", 2, "k") == rec("k", etag="x", labels={"a": 1})
+    assert (v2.added, v2.removed, v2.modified, v2.record_count) == (0, 0, 1, 2)
+    assert [(e.kind, e.key) for e in catalog.diff("ds", 1, 2)] == [("modified", "k")]
+
+
+def test_same_key_across_batches(catalog: Catalog) -> None:
+    """A key touched again thousands of changes later (another batch) still nets out right."""
+    catalog.create_dataset("ds")
+    catalog.commit("ds", [Put(rec(f"k{i:05d}")) for i in range(10)])
+
+    def changes():
+        yield Put(rec("k00001", etag="x"))
+        yield Delete("k00002")
+        yield Put(rec("new"))
+        for i in range(5000):
+            yield Put(rec(f"z{i:05d}"))
+        yield Put(rec("k00001"))  # back to the base record: no change after all
+        yield Put(rec("k00002"))  # re-put unchanged
+        yield Delete("new")
+        for i in range(5000):
+            yield Delete(f"z{i:05d}")
+        yield Delete("k00003")
+
+    v2 = catalog.commit("ds", changes())
+    assert (v2.added, v2.removed, v2.modified, v2.record_count, v2.total_bytes) == (0, 1, 0, 9, 90)
+    assert [(e.kind, e.key) for e in catalog.diff("ds", 1, 2)] == [("removed", "k00003")]
+    assert keys(catalog.list_records("ds", 2)) == [f"k{i:05d}" for i in range(10) if i != 3]
+
+
+def test_patch_or_delete_of_missing_key_writes_nothing(cat: Catalog) -> None:
+    for change in (Patch("zz", labels={"a": 1}), Delete("zz"), Delete("a")):
+        with pytest.raises(RecordNotFound, match="'zz'|'a'"):
+            cat.commit("ds", [Put(rec("new")), change])
+        assert cat.resolve("ds").seq == 2
+    assert keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d"]
+
+
+def test_stale_base_conflict_writes_nothing(cat: Catalog) -> None:
+    with pytest.raises(StaleBase, match="'ds'.*version 1.*head is now version 2"):
+        cat.commit("ds", [Put(rec("x")), Delete("b")], base=1)
+    assert [v.seq for v in cat.log("ds")] == [2, 1]
+    assert keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d"]
+    assert cat.commit("ds", [Put(rec("x"))], base=2).seq == 3
+
+
+def test_failing_change_generator_writes_nothing(cat: Catalog) -> None:
+    def manifest():
+        for i in range(4500):  # several batches are written before the failure
+            yield Put(rec(f"m/{i:05d}"))
+        yield Delete("b")
+        raise ManifestError("manifest.jsonl line 4502: not JSON")
+
+    with pytest.raises(ManifestError, match="line 4502"):
+        cat.commit("ds", manifest())
+    assert cat.resolve("ds").seq == 2
+    assert keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d"]
+    assert keys(cat.list_records("ds", 1)) == ["a", "b", "c/1", "c/2"]
+    v3 = cat.commit("ds", [Put(rec("m/1"))])  # the next commit is unaffected
+    assert v3.seq == 3 and v3.record_count == 5
+    assert [(e.kind, e.key) for e in cat.diff("ds", 2, 3)] == [("added", "m/1")]
+
+
+def test_bad_keys_refused_and_nothing_written(cat: Catalog) -> None:
+    for bad in ["", "/abs", "a/../b", "a//b", "./a", "a\x00b", "tab\there", "x" * 1025, "ok/.."]:
+        with pytest.raises(InvalidKey):
+            cat.commit("ds", [Put(rec("fine")), Put(rec(bad))])
+        with pytest.raises(InvalidKey):
+            cat.get_record("ds", 1, bad)
+    with pytest.raises(InvalidInput, match="size"):
+        cat.commit("ds", [Put(rec("neg", size=-1))])
+    assert cat.resolve("ds").seq == 2 and "fine" not in keys(cat.list_records("ds"))
+
+
+def test_idempotent_commit_id(cat: Catalog) -> None:
+    first = cat.commit("ds", [Put(rec("x"))], commit_id="import-42", message="m")
+    again = cat.commit("ds", [Put(rec("x")), Put(rec("y"))], commit_id="import-42", base=2)
+    assert again == first and again.seq == 3
+    assert [v.seq for v in cat.log("ds")] == [3, 2, 1]
+    assert keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d", "x"]
+    assert cat.commit("ds", [Put(rec("y"))], commit_id="import-43").seq == 4
+
+
+def test_empty_change_set_makes_an_identical_version(cat: Catalog) -> None:
+    v3 = cat.commit("ds", [])
+    assert (v3.seq, v3.record_count, v3.added, v3.removed, v3.modified) == (3, 4, 0, 0, 0)
+    assert list(cat.diff("ds", 2, 3)) == []
+
+
+def test_lineage_is_kept(cat: Catalog) -> None:
+    v = cat.commit("ds", [Put(rec("z"))], lineage={"from": "imagenet@v3", "resize": 256})
+    assert dict(cat.resolve("ds", v.seq).lineage) == {"from": "imagenet@v3", "resize": 256}
+
+
+# --- tags ------------------------------------------------------------------------------------------
+def test_tags_unique_move_untag(cat: Catalog) -> None:
+    assert cat.tag("ds", "golden", 1).tags == ("golden",)
+    cat.tag("ds", "Release-1.0", "v1")
+    assert cat.resolve("ds", "golden").seq == 1
+    assert cat.resolve("ds", 1).tags == ("Release-1.0", "golden")
+    cat.tag("ds", "golden", "latest")  # moving a tag: still unique in the dataset
+    assert cat.resolve("ds", "golden").seq == 2
+    assert cat.resolve("ds", 1).tags == ("Release-1.0",)
+    assert [v.tags for v in cat.log("ds")] == [("golden",), ("Release-1.0",)]
+    cat.untag("ds", "golden")
+    with pytest.raises(VersionNotFound, match="'golden'"):
+        cat.resolve("ds", "golden")
+    with pytest.raises(NotFound, match="'golden'"):
+        cat.untag("ds", "golden")
+    with pytest.raises(VersionNotFound):
+        cat.tag("ds", "later", 7)
+    for bad in ["latest", "1abc", "", "has space", "x/y"]:
+        with pytest.raises(InvalidName):
+            cat.tag("ds", bad, 1)
+
+
+def test_tags_are_per_dataset(cat: Catalog) -> None:
+    cat.create_dataset("other")
+    cat.commit("other", [Put(rec("o"))])
+    cat.tag("ds", "golden", 2)
+    cat.tag("other", "golden", 1)
+    assert cat.resolve("ds", "golden").seq == 2 and cat.resolve("other", "golden").seq == 1
+
+
+# --- listing ---------------------------------------------------------------------------------------
+def test_listing_prefix_cursor_limit(cat: Catalog) -> None:
+    assert keys(cat.list_records("ds", 2, prefix="c/")) == ["c/1", "c/2"]
+    assert keys(cat.list_records("ds", 2, prefix="c")) == ["c/1", "c/2"]
+    assert keys(cat.list_records("ds", 2, start_after="c/1")) == ["c/2", "d"]
+    assert keys(cat.list_records("ds", 2, start_after="b", limit=2)) == ["c/1", "c/2"]
+    assert keys(cat.list_records("ds", 2, limit=0)) == []
+    assert keys(cat.list_records("ds", 2, prefix="zz")) == []
+    with pytest.raises(InvalidKey):
+        list(cat.list_records("ds", 2, prefix="../"))
+
+
+def test_listing_pages_through_many_records(catalog: Catalog) -> None:
+    catalog.create_dataset("big")
+    names = [f"p{i % 3}/{i:06d}" for i in range(5000)]
+    catalog.commit("big", (Put(rec(k)) for k in names))
+    catalog.commit("big", (Delete(k) for k in names[::2]))
+    assert keys(catalog.list_records("big", 1)) == sorted(names)
+    assert keys(catalog.list_records("big", 2)) == sorted(names[1::2])
+    cursor, seen = "", []
+    while True:  # an API client paging with a cursor
+        page = keys(catalog.list_records("big", 2, prefix="p1/", start_after=cursor, limit=333))
+        if not page:
+            break
+        seen += page
+        cursor = page[-1]
+    assert seen == sorted(k for k in names[1::2] if k.startswith("p1/"))
+
+
+def test_listing_filter(cat: Catalog) -> None:
+    assert keys(cat.list_records("ds", 2, where="labels.class=cat")) == ["c/2"]  # b lost its label in v2
+    assert keys(cat.list_records("ds", 1, where="labels.class=cat")) == ["b", "c/2"]
+    assert keys(cat.list_records("ds", 1, where="labels.class=dog|cat,meta.split!=test")) == ["b", "c/1"]
+    assert keys(cat.list_records("ds", 1, where="meta.split?")) == ["c/1", "c/2"]
+    assert keys(cat.list_records("ds", 2, where="size>10")) == ["b"]
+    assert keys(cat.list_records("ds", 1, where=RecordFilter.parse("labels.class=dog"), limit=1)) == ["c/1"]
+    with pytest.raises(InvalidInput, match="filter"):
+        list(cat.list_records("ds", 1, where="bogus~x"))
+
+
+# --- diff ------------------------------------------------------------------------------------------
+def test_diff_added_removed_modified_in_key_order(cat: Catalog) -> None:
+    entries = list(cat.diff("ds", 1, 2))
+    assert [(e.kind, e.key) for e in entries] == [("removed", "a"), ("modified", "b"), ("added", "d")]
+    removed, modified, added = entries
+    assert removed.old == rec("a") and removed.new is None
+    assert modified.old.etag == "e1" and modified.new.etag == "e2"
+    assert added.old is None and added.new == rec("d")
+    back = list(cat.diff("ds", "v2", "v1"))
+    assert [(e.kind, e.key) for e in back] == [("added", "a"), ("modified", "b"), ("removed", "d")]
+    assert list(cat.diff("ds", 2, 2)) == []
+    assert [(e.kind, e.key) for e in cat.diff("ds", 0, 1)] == [("added", k) for k in ["a", "b", "c/1", "c/2"]]
+    assert [e.key for e in cat.diff("ds", 1, 2, prefix="b")] == ["b"]
+
+
+def test_diff_across_many_versions(cat: Catalog) -> None:
+    cat.commit("ds", [Put(rec("a"))])  # v3: a comes back unchanged
+    cat.commit("ds", [Put(rec("e")), Delete("c/1")])  # v4
+    cat.commit("ds", [Delete("e"), Put(rec("c/2", etag="e9"))])  # v5
+    cat.tag("ds", "golden", 5)
+    assert [(e.kind, e.key) for e in cat.diff("ds", 1, "golden")] == [
+        ("modified", "b"),
+        ("removed", "c/1"),
+        ("modified", "c/2"),
+        ("added", "d"),
+    ]
+    assert [(e.kind, e.key) for e in cat.diff("ds", 2, 5)] == [
+        ("added", "a"),
+        ("removed", "c/1"),
+        ("modified", "c/2"),
+    ]
+
+
+# --- derive ----------------------------------------------------------------------------------------
+def test_derive_into_new_dataset(cat: Catalog) -> None:
+    v = cat.derive("ds", 1, "labels.class=cat", to_dataset="cats", author="bob")
+    assert (v.dataset, v.seq, v.record_count, v.author) == ("cats", 1, 2, "bob")
+    assert dict(v.lineage) == {"derived_from": "ds@v1", "filter": "labels.class=cat"}
+    assert keys(cat.list_records("cats")) == ["b", "c/2"]
+    assert cat.get_dataset("cats").owner == "alice"
+    again = cat.derive("ds", 2, "labels.class=cat", to_dataset="cats")  # existing target: a new version
+    assert again.seq == 2 and keys(cat.list_records("cats")) == ["c/2"]
+    assert [(e.kind, e.key) for e in cat.diff("cats", 1, 2)] == [("removed", "b")]
+
+
+def test_derive_in_same_dataset(cat: Catalog) -> None:
+    v3 = cat.derive("ds", "latest", "labels.class=dog")
+    assert v3.seq == 3 and v3.parent == 2 and (v3.removed, v3.added) == (2, 0)
+    assert keys(cat.list_records("ds")) == ["c/1", "c/2"]
+    assert keys(cat.list_records("ds", 2)) == ["b", "c/1", "c/2", "d"]  # old versions untouched
+    with pytest.raises(InvalidInput):
+        cat.derive("ds", 1, "")
+    with pytest.raises(InvalidName):
+        cat.derive("ds", 1, "labels.class=dog", to_dataset="Bad Name")
+
+
+# --- lookups and tokens -----------------------------------------------------------------------------
+def test_lookup_records(cat: Catalog) -> None:
+    found = cat.lookup_records("ds", 1, ["a", "zz", "c/2"])
+    assert sorted(found) == ["a", "c/2"] and found["a"] == rec("a")
+
+
+def test_tokens(catalog: Catalog) -> None:
+    from datahub.catalog import TokenInfo
+
+    store = catalog.store
+    assert store.get_token("h1") is None
+    store.put_token(TokenInfo("h1", "alice", is_admin=True, created_at=5.0, description="ci"))
+    got = store.get_token("h1")
+    assert got is not None and (got.principal, got.is_admin, got.created_at) == ("alice", True, 5.0)
+    store.delete_token("h1")
+    assert store.get_token("h1") is None
