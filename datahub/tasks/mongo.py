@@ -1,0 +1,191 @@
+"""Task queue in the catalog's MongoDB database (collections ``datahub_tasks`` and
+``datahub_task_jobs``); pymongo is imported here only.
+
+A claim is one ``find_one_and_update`` whose filter accepts TODO or lease-expired DOING
+tasks: the server applies it to a single document atomically, so two racing workers
+cannot both win. Writes use majority write concern where the client is a real server.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pymongo
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from datahub.errors import Conflict, StorageError
+from datahub.tasks.base import DOING, DONE, FAILED, TODO, Clock, Job, JobNotFound, LeaseLost, Task, TaskQueue
+
+
+class MongoTaskQueue(TaskQueue):
+    def __init__(self, database: Any, clock: Clock = time.time, client: Any = None) -> None:
+        """``database`` is a pymongo (or mongomock) Database; ``client`` is closed on close()."""
+        self.clock = clock
+        self._client = client
+        self._tasks = database["datahub_tasks"]
+        self._jobs = database["datahub_task_jobs"]
+        with _translated("create indexes"):
+            self._tasks.create_index([("job", pymongo.ASCENDING), ("state", pymongo.ASCENDING), ("idx", 1)])
+            self._tasks.create_index([("job", pymongo.ASCENDING), ("idx", pymongo.ASCENDING)], unique=True)
+
+    def create_job(self, job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Job:
+        now = self.clock()
+        with _translated(f"create job {job}"):
+            existing = self._jobs.find_one({"_id": job})
+            if existing is not None and existing["total"] != len(payloads):
+                raise Conflict(
+                    f"job {job} already exists with {existing['total']} tasks, not {len(payloads)}; "
+                    "delete it first if its input really changed",
+                    job=job,
+                )
+            # tasks first, the job document last: a job document means all its tasks exist
+            for i, payload in enumerate(payloads):
+                try:
+                    self._tasks.update_one(
+                        {"_id": f"{job}:{i:08d}"},
+                        {"$setOnInsert": _new_task(job, i, payload, now)},
+                        upsert=True,
+                    )
+                except DuplicateKeyError:
+                    pass  # a concurrent creator inserted it: same deterministic task
+            self._jobs.update_one(
+                {"_id": job},
+                {"$set": {"meta": dict(meta)}, "$setOnInsert": {"total": len(payloads), "created_at": now}},
+                upsert=True,
+            )
+        return self.get_job(job)
+
+    def get_job(self, job: str) -> Job:
+        with _translated(f"read job {job}"):
+            doc = self._jobs.find_one({"_id": job})
+            if doc is None:
+                raise JobNotFound(f"task job {job!r} not found: start it with `datahub pack` first", job=job)
+            counts: dict[str, int] = {}
+            for row in self._tasks.aggregate(
+                [{"$match": {"job": job}}, {"$group": {"_id": "$state", "n": {"$sum": 1}}}]
+            ):
+                counts[row["_id"]] = row["n"]
+        return Job(job, doc["meta"], doc["total"], counts, doc["created_at"])
+
+    def delete_job(self, job: str) -> None:
+        with _translated(f"delete job {job}"):
+            self._jobs.delete_one({"_id": job})
+            self._tasks.delete_many({"job": job})
+
+    def claim(self, job: str, worker: str, lease_seconds: float) -> Task | None:
+        now = self.clock()
+        with _translated(f"claim a task of job {job}"):
+            for state_filter in ({"state": TODO}, {"state": DOING, "lease_until": {"$lte": now}}):
+                doc = self._tasks.find_one_and_update(
+                    {"job": job, **state_filter},
+                    {
+                        "$set": {"state": DOING, "owner": worker, "lease_until": now + lease_seconds},
+                        "$inc": {"attempts": 1},
+                    },
+                    sort=[("idx", pymongo.ASCENDING)],
+                    return_document=pymongo.ReturnDocument.AFTER,
+                )
+                if doc is not None:
+                    return _task(doc)
+        return None
+
+    def _owned_update(self, job: str, index: int, worker: str, sets: dict[str, Any]) -> Task:
+        with _translated(f"update task {index} of job {job}"):
+            doc = self._tasks.find_one_and_update(
+                {"job": job, "idx": index, "state": DOING, "owner": worker},
+                {"$set": sets},
+                return_document=pymongo.ReturnDocument.AFTER,
+            )
+        if doc is None:
+            raise LeaseLost(
+                f"worker {worker} no longer holds task {index} of job {job}: its lease expired and "
+                "another worker took it, so this attempt's result is discarded",
+                job=job,
+                task=index,
+            )
+        return _task(doc)
+
+    def renew(self, job: str, index: int, worker: str, lease_seconds: float) -> Task:
+        return self._owned_update(job, index, worker, {"lease_until": self.clock() + lease_seconds})
+
+    def complete(self, job: str, index: int, worker: str, result: Mapping[str, Any]) -> Task:
+        return self._owned_update(
+            job, index, worker, {"state": DONE, "result": dict(result), "lease_until": 0}
+        )
+
+    def fail(self, job: str, index: int, worker: str, error: str) -> Task:
+        return self._owned_update(job, index, worker, {"state": FAILED, "error": error, "lease_until": 0})
+
+    def release(self, job: str, index: int, worker: str) -> None:
+        try:
+            self._owned_update(job, index, worker, {"state": TODO, "owner": "", "lease_until": 0})
+        except LeaseLost:
+            pass
+
+    def retry_failed(self, job: str) -> int:
+        with _translated(f"retry failed tasks of job {job}"):
+            res = self._tasks.update_many(
+                {"job": job, "state": FAILED}, {"$set": {"state": TODO, "owner": "", "error": ""}}
+            )
+        return res.modified_count
+
+    def tasks(self, job: str) -> Iterator[Task]:
+        with _translated(f"list tasks of job {job}"):
+            docs = list(self._tasks.find({"job": job}).sort("idx", pymongo.ASCENDING))
+        return iter([_task(d) for d in docs])
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+
+def open_mongo_queue(url: str, clock: Clock = time.time) -> MongoTaskQueue:
+    """``mongodb://host/db`` -> a queue in that database (majority writes, retryable)."""
+    client = pymongo.MongoClient(url, w="majority", retryWrites=True)
+    return MongoTaskQueue(client.get_default_database(), clock, client=client)
+
+
+def _new_task(job: str, index: int, payload: Mapping[str, Any], now: float) -> dict[str, Any]:
+    return {
+        "job": job,
+        "idx": index,
+        "state": TODO,
+        "payload": dict(payload),
+        "owner": "",
+        "lease_until": 0.0,
+        "attempts": 0,
+        "result": {},
+        "error": "",
+        "created_at": now,
+    }
+
+
+def _task(doc: Mapping[str, Any]) -> Task:
+    return Task(
+        doc["job"],
+        doc["idx"],
+        doc["state"],
+        doc["payload"],
+        doc["owner"],
+        doc["lease_until"],
+        doc["attempts"],
+        doc.get("result") or {},
+        doc.get("error", ""),
+    )
+
+
+class _translated:
+    """Turn pymongo failures into StorageError once, naming the operation."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is not None and isinstance(exc, PyMongoError):
+            raise StorageError(f"task queue: {self.what} failed in MongoDB: {exc}") from exc
+        return False

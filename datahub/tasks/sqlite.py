@@ -1,0 +1,208 @@
+"""Task queue in the catalog's SQLite file (its own two tables, WAL mode).
+
+One short-lived transaction per call; a claim is a single ``UPDATE … RETURNING`` inside
+``BEGIN IMMEDIATE``, so SQLite's write lock makes it atomic across threads and processes.
+Each thread gets its own connection (sqlite3 connections must not be shared).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from datahub.errors import Conflict, StorageError
+from datahub.tasks.base import (
+    DOING,
+    DONE,
+    FAILED,
+    TODO,
+    Clock,
+    Job,
+    JobNotFound,
+    LeaseLost,
+    Task,
+    TaskQueue,
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS datahub_task_jobs (
+    job TEXT PRIMARY KEY, meta TEXT NOT NULL, total INTEGER NOT NULL, created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS datahub_tasks (
+    job TEXT NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL, payload TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '', lease_until REAL NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '{}',
+    error TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL,
+    PRIMARY KEY (job, idx)
+);
+CREATE INDEX IF NOT EXISTS datahub_tasks_claim ON datahub_tasks (job, state, idx);
+"""
+_COLUMNS = "job, idx, state, payload, owner, lease_until, attempts, result, error"
+
+
+class SqliteTaskQueue(TaskQueue):
+    def __init__(self, path: str | Path, clock: Clock = time.time, busy_timeout: float = 30.0) -> None:
+        self.path = str(path)
+        self.clock = clock
+        self._busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn().executescript(_SCHEMA)  # idempotent DDL; executescript manages its own tx
+        except sqlite3.Error as exc:
+            raise StorageError(f"task queue database {self.path} cannot be opened: {exc}") from exc
+
+    # --- connection and transactions ---------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StorageError(f"task queue database {self.path} failed: {exc}") from exc
+
+    # --- jobs --------------------------------------------------------------------------------
+    def create_job(self, job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Job:
+        now = self.clock()
+        with self._tx() as db:
+            row = db.execute("SELECT total FROM datahub_task_jobs WHERE job=?", (job,)).fetchone()
+            if row is not None and row[0] != len(payloads):
+                raise Conflict(
+                    f"job {job} already exists with {row[0]} tasks, not {len(payloads)}; "
+                    "delete it first if its input really changed",
+                    job=job,
+                )
+            if row is None:
+                db.execute(
+                    "INSERT INTO datahub_task_jobs (job, meta, total, created_at) VALUES (?,?,?,?)",
+                    (job, json.dumps(dict(meta)), len(payloads), now),
+                )
+                db.executemany(
+                    "INSERT INTO datahub_tasks (job, idx, state, payload, updated_at) VALUES (?,?,?,?,?)",
+                    [(job, i, TODO, json.dumps(dict(p)), now) for i, p in enumerate(payloads)],
+                )
+            else:
+                db.execute("UPDATE datahub_task_jobs SET meta=? WHERE job=?", (json.dumps(dict(meta)), job))
+        return self.get_job(job)
+
+    def get_job(self, job: str) -> Job:
+        conn = self._conn()
+        row = conn.execute(
+            "SELECT meta, total, created_at FROM datahub_task_jobs WHERE job=?", (job,)
+        ).fetchone()
+        if row is None:
+            raise JobNotFound(f"task job {job!r} not found: start it with `datahub pack` first", job=job)
+        counts = dict(
+            conn.execute("SELECT state, count(*) FROM datahub_tasks WHERE job=? GROUP BY state", (job,))
+        )
+        return Job(job, json.loads(row[0]), row[1], counts, row[2])
+
+    def delete_job(self, job: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM datahub_tasks WHERE job=?", (job,))
+            db.execute("DELETE FROM datahub_task_jobs WHERE job=?", (job,))
+
+    # --- tasks -------------------------------------------------------------------------------
+    def claim(self, job: str, worker: str, lease_seconds: float) -> Task | None:
+        now = self.clock()
+        with self._tx() as db:
+            row = db.execute(
+                f"""UPDATE datahub_tasks
+                    SET state=?, owner=?, lease_until=?, attempts=attempts+1, updated_at=?
+                    WHERE job=? AND idx = (
+                        SELECT idx FROM datahub_tasks
+                        WHERE job=? AND (state=? OR (state=? AND lease_until <= ?))
+                        ORDER BY state=?, idx LIMIT 1)
+                    RETURNING {_COLUMNS}""",
+                (DOING, worker, now + lease_seconds, now, job, job, TODO, DOING, now, DOING),
+            ).fetchone()
+        return _task(row) if row else None
+
+    def _owned_update(self, job: str, index: int, worker: str, sets: str, params: tuple) -> Task:
+        now = self.clock()
+        with self._tx() as db:
+            row = db.execute(
+                f"""UPDATE datahub_tasks SET {sets}, updated_at=?
+                    WHERE job=? AND idx=? AND state=? AND owner=? RETURNING {_COLUMNS}""",
+                (*params, now, job, index, DOING, worker),
+            ).fetchone()
+        if row is None:
+            raise LeaseLost(
+                f"worker {worker} no longer holds task {index} of job {job}: its lease expired and "
+                "another worker took it, so this attempt's result is discarded",
+                job=job,
+                task=index,
+            )
+        return _task(row)
+
+    def renew(self, job: str, index: int, worker: str, lease_seconds: float) -> Task:
+        return self._owned_update(job, index, worker, "lease_until=?", (self.clock() + lease_seconds,))
+
+    def complete(self, job: str, index: int, worker: str, result: Mapping[str, Any]) -> Task:
+        return self._owned_update(
+            job, index, worker, "state=?, result=?, lease_until=0", (DONE, json.dumps(dict(result)))
+        )
+
+    def fail(self, job: str, index: int, worker: str, error: str) -> Task:
+        return self._owned_update(job, index, worker, "state=?, error=?, lease_until=0", (FAILED, error))
+
+    def release(self, job: str, index: int, worker: str) -> None:
+        try:
+            self._owned_update(job, index, worker, "state=?, owner='', lease_until=0", (TODO,))
+        except LeaseLost:
+            pass  # someone else has it already: nothing to give back
+
+    def retry_failed(self, job: str) -> int:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE datahub_tasks SET state=?, owner='', error='', updated_at=? WHERE job=? AND state=?",
+                (TODO, self.clock(), job, FAILED),
+            )
+            return cur.rowcount
+
+    def tasks(self, job: str) -> Iterator[Task]:
+        rows = (
+            self._conn()
+            .execute(f"SELECT {_COLUMNS} FROM datahub_tasks WHERE job=? ORDER BY idx", (job,))
+            .fetchall()
+        )
+        return iter([_task(r) for r in rows])
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+
+def _task(row: tuple) -> Task:
+    job, idx, state, payload, owner, lease_until, attempts, result, error = row
+    return Task(job, idx, state, json.loads(payload), owner, lease_until, attempts, json.loads(result), error)

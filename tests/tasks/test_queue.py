@@ -1,0 +1,194 @@
+"""One conformance suite for every TaskQueue (SQLite file, MongoDB via mongomock)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import mongomock
+import pytest
+
+from datahub.errors import Conflict
+from datahub.tasks import DOING, DONE, FAILED, TODO, JobNotFound, LeaseLost, TaskQueue, open_task_queue
+from datahub.tasks.mongo import MongoTaskQueue
+from datahub.tasks.sqlite import SqliteTaskQueue
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def queue(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[TaskQueue]:
+    if request.param == "sqlite":
+        q: TaskQueue = SqliteTaskQueue(tmp_path / "catalog.db", clock)
+    else:
+        q = MongoTaskQueue(mongomock.MongoClient().get_database("catalog"), clock)
+    yield q
+    q.close()
+
+
+def _payloads(n: int) -> list[dict]:
+    return [{"first": f"k{i:03d}", "n": i} for i in range(n)]
+
+
+def test_tasks_move_todo_doing_done(queue: TaskQueue) -> None:
+    job = queue.create_job("j1", _payloads(3), {"kind": "test"})
+    assert (job.total, dict(job.counts), job.done) == (3, {TODO: 3}, False)
+    t0 = queue.claim("j1", "w1", 30)
+    assert (t0.index, t0.state, t0.owner, t0.payload, t0.attempts) == (0, DOING, "w1", _payloads(3)[0], 1)
+    t1 = queue.claim("j1", "w2", 30)
+    assert t1.index == 1
+    queue.complete("j1", 0, "w1", {"shard": "a"})
+    queue.complete("j1", 1, "w2", {"shard": "b"})
+    t2 = queue.claim("j1", "w1", 30)
+    queue.complete("j1", 2, "w1", {"shard": "c"})
+    assert t2.index == 2
+    assert queue.claim("j1", "w1", 30) is None
+    job = queue.get_job("j1")
+    assert job.done and dict(job.counts) == {DONE: 3}
+    assert [t.result["shard"] for t in queue.tasks("j1")] == ["a", "b", "c"]
+
+
+def test_expired_lease_is_stolen_and_late_owner_loses(queue: TaskQueue, clock: FakeClock) -> None:
+    queue.create_job("j", _payloads(1), {})
+    assert queue.claim("j", "slow", 10).index == 0
+    clock.now += 9.9
+    assert queue.claim("j", "fast", 10) is None  # lease still valid
+    clock.now += 0.2
+    stolen = queue.claim("j", "fast", 10)
+    assert (stolen.index, stolen.owner, stolen.attempts) == (0, "fast", 2)
+    with pytest.raises(LeaseLost, match="task 0 of job j"):
+        queue.complete("j", 0, "slow", {"late": True})
+    with pytest.raises(LeaseLost):
+        queue.renew("j", 0, "slow", 10)
+    queue.complete("j", 0, "fast", {"ok": True})
+    assert next(queue.tasks("j")).result == {"ok": True}
+
+
+def test_renew_keeps_the_lease(queue: TaskQueue, clock: FakeClock) -> None:
+    queue.create_job("j", _payloads(1), {})
+    queue.claim("j", "w", 10)
+    for _ in range(5):
+        clock.now += 8
+        queue.renew("j", 0, "w", 10)
+        assert queue.claim("j", "thief", 10) is None
+
+
+def test_release_and_fail_and_retry(queue: TaskQueue) -> None:
+    queue.create_job("j", _payloads(2), {})
+    queue.claim("j", "w", 10)
+    queue.release("j", 0, "w")
+    again = queue.claim("j", "v", 10)
+    assert (again.index, again.owner) == (0, "v")
+    queue.fail("j", 0, "v", "corrupt image a.jpg")
+    job = queue.get_job("j")
+    assert job.failed and job.counts[FAILED] == 1
+    assert queue.claim("j", "v", 10).index == 1  # a FAILED task is never handed out again
+    assert queue.retry_failed("j") == 1
+    assert queue.claim("j", "v", 10).index == 0
+
+
+def test_create_job_is_idempotent_and_keeps_done_work(queue: TaskQueue) -> None:
+    queue.create_job("j", _payloads(2), {"v": 1})
+    queue.claim("j", "w", 10)
+    queue.complete("j", 0, "w", {"r": 1})
+    job = queue.create_job("j", _payloads(2), {"v": 2})
+    assert job.meta == {"v": 2} and job.counts[DONE] == 1
+    with pytest.raises(Conflict, match="already exists with 2 tasks"):
+        queue.create_job("j", _payloads(3), {})
+
+
+def test_unknown_job(queue: TaskQueue) -> None:
+    with pytest.raises(JobNotFound, match="nope"):
+        queue.get_job("nope")
+    assert queue.claim("nope", "w", 10) is None
+    queue.delete_job("nope")
+
+
+def test_delete_job(queue: TaskQueue) -> None:
+    queue.create_job("j", _payloads(2), {})
+    queue.delete_job("j")
+    with pytest.raises(JobNotFound):
+        queue.get_job("j")
+    assert list(queue.tasks("j")) == []
+
+
+def test_threads_racing_each_task_has_exactly_one_winner(queue: TaskQueue) -> None:
+    if isinstance(queue, MongoTaskQueue):
+        # mongomock applies find_one_and_update without a server-side lock, so a race
+        # against it tests mongomock; a real mongod makes the single-document update atomic.
+        pytest.skip("mongomock is not a concurrent server; no mongod on this machine")
+    queue.create_job("race", _payloads(40), {})
+    won: dict[str, list[int]] = {}
+    start = threading.Barrier(8)
+
+    def worker(name: str) -> None:
+        start.wait()
+        got = won.setdefault(name, [])
+        while (task := queue.claim("race", name, 60)) is not None:
+            got.append(task.index)
+
+    threads = [threading.Thread(target=worker, args=(f"w{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    claimed = sorted(i for got in won.values() for i in got)
+    assert claimed == list(range(40))  # every task once, none twice
+    assert dict(queue.get_job("race").counts) == {DOING: 40}
+
+
+def _race_process(path: str, name: str, barrier: multiprocessing.synchronize.Barrier, out) -> None:
+    q = SqliteTaskQueue(path)
+    barrier.wait()
+    got = []
+    while (task := q.claim("race", name, 60)) is not None:
+        got.append(task.index)
+    out.put((name, got))
+    q.close()
+
+
+def test_processes_racing_for_one_task_only_one_wins(tmp_path: Path) -> None:
+    path = str(tmp_path / "catalog.db")
+    q = SqliteTaskQueue(path)
+    for round_ in range(3):
+        job = "race"
+        q.delete_job(job)
+        q.create_job(job, _payloads(1 if round_ == 0 else 25), {})
+        ctx = multiprocessing.get_context("spawn")
+        barrier, out = ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=_race_process, args=(path, f"p{i}", barrier, out)) for i in range(4)]
+        for p in procs:
+            p.start()
+        results = dict(out.get(timeout=60) for _ in procs)
+        for p in procs:
+            p.join(timeout=60)
+            assert p.exitcode == 0
+        claimed = sorted(i for got in results.values() for i in got)
+        assert claimed == list(range(1 if round_ == 0 else 25))
+        owners = {t.owner for t in q.tasks(job)}
+        if round_ == 0:
+            assert len(owners) == 1  # one task, four racers: exactly one winner
+    q.close()
+
+
+def test_open_task_queue_uses_the_catalog_sqlite_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cat.db'}"
+    q = open_task_queue(url)
+    q.create_job("j", _payloads(1), {})
+    q.close()
+    assert (tmp_path / "cat.db").exists()
+    with pytest.raises(Exception, match="no task queue"):
+        open_task_queue("redis://x")
