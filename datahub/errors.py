@@ -131,3 +131,26 @@ class NoSpace(DatahubError):
 
 class Cancelled(DatahubError):
     code, http_status, errno, exit_code = "cancelled", 499, _errno.EINTR, 130
+
+
+# --- pack and task queue -------------------------------------------------------------------------
+class BadImage(InvalidInput):
+    """An image record that cannot be decoded (corrupt, truncated, zero bytes); names the key."""
+
+    code = "bad_image"
+
+
+class ImageTooLarge(BadImage):
+    """An image whose pixel count exceeds the decompression-bomb limit; names the key."""
+
+    code = "image_too_large"
+
+
+class JobNotFound(NotFound):
+    code = "job_not_found"
+
+
+class LeaseLost(Conflict):
+    """A worker no longer holds a task's lease (it expired and another worker took the task)."""
+
+    code = "lease_lost"
