@@ -19,22 +19,25 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from datahub.errors import Conflict, NotFound
+from datahub.errors import JobNotFound, LeaseLost
 
 TODO, DOING, DONE, FAILED = "TODO", "DOING", "DONE", "FAILED"
 STATES = (TODO, DOING, DONE, FAILED)
 
 Clock = Callable[[], float]
-
-
-class LeaseLost(Conflict):
-    """The worker no longer holds the task's lease (it expired and another worker took it)."""
-
-    code = "lease_lost"
-
-
-class JobNotFound(NotFound):
-    code = "job_not_found"
+__all__ = [
+    "DOING",
+    "DONE",
+    "FAILED",
+    "STATES",
+    "TODO",
+    "Clock",
+    "Job",
+    "JobNotFound",
+    "LeaseLost",
+    "Task",
+    "TaskQueue",
+]
 
 
 @dataclass(frozen=True, slots=True)
