@@ -1,0 +1,194 @@
+"""The disk (SSD) tier: one file per page under a directory, indexed in LMDB.
+
+Layout: ``<dir>/pages/<2 hex>/<digest>.page`` (the page format of ``datahub.cache.pages``),
+``<dir>/index/`` (LMDB, see ``datahub.cache.index``), ``<dir>/tmp/`` (pages being written;
+emptied at start). A page is written to ``tmp`` and renamed into place, so a reader never
+sees half a page; every read checks the header (key, etag, size) and the crc32, and a
+page that fails is logged, deleted and reported as a miss, so the cache fetches it again.
+
+The budget is ``min(disk_bytes, used + free space - disk_min_free_ratio * file system
+size)``: the tier gives way to other users of the disk. ENOSPC while writing is a refused
+put, never a failed read.
+
+At start the index is trusted if every process that had it open closed it; otherwise it
+is rebuilt by reading the page headers (a crash may have left files the index misses).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from datahub.cache import pages as fmt
+from datahub.cache.index import PageIndex
+from datahub.cache.pages import PageKey
+from datahub.cache.tier import BudgetedTier
+
+log = logging.getLogger(__name__)
+
+
+class DiskTier(BudgetedTier):
+    persistent = True
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        budget: int,
+        policy,
+        *,
+        min_free_ratio: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+        **options,
+    ) -> None:  # options: see BudgetedTier
+        super().__init__("disk", budget, policy, **options)
+        self.dir = Path(directory)
+        self.min_free_ratio = min_free_ratio
+        self._clock = clock
+        self._limit_at = -1e18
+        self._limit_value = budget
+        self._pages_dir = self.dir / "pages"
+        self._tmp_dir = self.dir / "tmp"
+        self._pages_dir.mkdir(parents=True, exist_ok=True)
+        self._tmp_dir.mkdir(parents=True, exist_ok=True)
+        self.index = PageIndex(self.dir / "index")
+        self._open()
+
+    # --- start: check or rebuild the index ------------------------------------------------------
+    def _open(self) -> None:
+        trusted = self.index.attach()
+        for leftover in self._tmp_dir.iterdir():
+            if leftover.name.startswith(f"{os.getpid()}-") or not trusted:
+                leftover.unlink(missing_ok=True)
+        if not trusted:
+            started = time.monotonic()
+            entries = list(self._scan())
+            self.index.replace_all(entries)
+            log.warning(
+                "disk cache %s: index rebuilt from %d page files in %.1fs (a previous process did not close it)",
+                self.dir,
+                len(entries),
+                time.monotonic() - started,
+            )
+        for key, size in self.index.entries():
+            self._sizes[key] = size
+            self._used += size
+            self.policy.on_insert(key, size)
+
+    def _scan(self):
+        for sub in self._pages_dir.iterdir():
+            for path in sub.iterdir():
+                header = self._read_header(path)
+                if header is None:
+                    log.warning("disk cache: removing unreadable page file %s", path)
+                    path.unlink(missing_ok=True)
+                    continue
+                key = PageKey(header["url"], header["etag"], header["page_size"], header["index"])
+                if path.name != f"{key.digest}.page":
+                    path.unlink(missing_ok=True)
+                    continue
+                yield key, header["size"]
+
+    @staticmethod
+    def _read_header(path: Path) -> dict | None:
+        try:
+            with open(path, "rb") as fh:
+                n = fmt.header_length(fh.read(fmt.PREFIX_LEN))
+                header = fmt.parse_header(fh.read(n)) if n else None
+        except OSError:
+            return None
+        if header is None or not {"url", "etag", "page_size", "index", "size"} <= header.keys():
+            return None
+        return header
+
+    def _path(self, key: PageKey) -> Path:
+        return self._pages_dir / key.digest[:2] / f"{key.digest}.page"
+
+    # --- hooks -----------------------------------------------------------------------------------
+    def _load(self, key: PageKey) -> bytes | None:
+        path = self._path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            head = os.pread(fd, 4096, 0)
+            n = fmt.header_length(head)
+            if n is not None and fmt.PREFIX_LEN + n > len(head):
+                head = os.pread(fd, fmt.PREFIX_LEN + n, 0)
+            header = fmt.parse_header(head[fmt.PREFIX_LEN : fmt.PREFIX_LEN + n]) if n else None
+            size = header.get("size") if header else None
+            data = os.pread(fd, size, fmt.PREFIX_LEN + n) if isinstance(size, int) and size >= 0 else b""
+        finally:
+            os.close(fd)
+        problem = fmt.check_page(key, header, data)
+        if problem is None:
+            return data
+        log.warning(
+            "disk cache: page %s of %s (%s) is corrupt: %s; removed, will refetch",
+            key.index,
+            key.url,
+            path,
+            problem,
+        )
+        self.counters.corrupt += 1
+        path.unlink(missing_ok=True)
+        self.index.remove(key.digest)
+        return None
+
+    def _store(self, key: PageKey, data: bytes) -> None:
+        path = self._path(key)
+        tmp = self._tmp_dir / f"{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(fmt.encode_header(key, data))
+                fh.write(data)
+            path.parent.mkdir(exist_ok=True)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self.index.add(key, len(data))
+
+    def _discard(self, key: PageKey) -> None:
+        self._path(key).unlink(missing_ok=True)
+        self.index.remove(key.digest)
+
+    def _exists(self, key: PageKey) -> bool:
+        return self._path(key).exists()
+
+    def _forget(self, key: PageKey) -> None:
+        self.index.remove(key.digest)
+
+    def limit(self) -> int:
+        now = self._clock()
+        if now - self._limit_at >= 1.0:
+            try:
+                st = os.statvfs(self.dir)
+                total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+                room = self._used + free - int(self.min_free_ratio * total)
+                self._limit_value = max(0, min(self.budget, room))
+            except OSError:
+                self._limit_value = self.budget
+            self._limit_at = now
+        return self._limit_value
+
+    def maintain(self) -> None:
+        """Adopt pages other processes added (when the index says we are far behind), then evict."""
+        shared_used = self.index.used()
+        if shared_used > self.high * self.limit() and shared_used > 1.1 * self._used:
+            fresh = dict(self.index.entries())
+            with self._lock:
+                for key, size in fresh.items():
+                    if key not in self._sizes and key not in self._pending:
+                        self._sizes[key] = size
+                        self._used += size
+                        self.policy.on_insert(key, size)
+        super().maintain()
+
+    def close(self) -> None:
+        self.index.detach()
+        self.index.close()

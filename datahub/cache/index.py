@@ -1,0 +1,165 @@
+"""The disk tier's LMDB index: which pages exist, how many bytes they use, and the pins.
+
+The only module of the read cache that imports ``lmdb``. LMDB is safe across processes,
+so a CLI prefetch and a mount daemon can share one cache directory. The index is a
+cache of the truth held by the page files themselves (their headers), so it is written
+without fsync and rebuilt from the files whenever a process that had it open died
+without closing it (its pid is still registered as a holder).
+
+Databases: ``pages`` digest -> JSON (url, etag, page_size, index, size);
+``pins`` pin name NUL object id -> b""; ``meta`` used bytes, pin generation, holders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import lmdb
+
+from datahub.cache.pages import PageKey
+from datahub.errors import StorageError
+
+_INT = struct.Struct(">q")
+_USED = b"used"
+_PIN_GEN = b"pin_generation"
+_HOLDER = b"holder:"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class PageIndex:
+    def __init__(self, path: Path, map_size: int = 4 * 1024**3) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        try:
+            self._env = lmdb.open(str(path), map_size=map_size, max_dbs=4, sync=False, metasync=False)
+        except lmdb.Error as exc:
+            raise StorageError(
+                f"cannot open the disk cache index at {path}: {exc}; delete the directory to rebuild it"
+            ) from exc
+        self._pages = self._env.open_db(b"pages")
+        self._pins = self._env.open_db(b"pins")
+        self._meta = self._env.open_db(b"meta")
+        self._pid = os.getpid()
+
+    # --- lifecycle: is the index trustworthy? ---------------------------------------------------
+    def attach(self) -> bool:
+        """Register this process; True if the index can be trusted (no holder died holding it)."""
+        with self._env.begin(write=True, db=self._meta) as txn:
+            dead = []
+            for key, _ in txn.cursor():
+                if key.startswith(_HOLDER):
+                    pid = int(key[len(_HOLDER) :])
+                    if not _pid_alive(pid) or pid == self._pid:
+                        dead.append(key)
+            for key in dead:
+                txn.delete(key)
+            txn.put(_HOLDER + str(self._pid).encode(), b"")
+            return not dead
+
+    def detach(self) -> None:
+        with self._env.begin(write=True, db=self._meta) as txn:
+            txn.delete(_HOLDER + str(self._pid).encode())
+
+    def close(self) -> None:
+        self._env.close()
+
+    # --- pages -----------------------------------------------------------------------------------
+    def add(self, key: PageKey, size: int) -> None:
+        value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+        with self._env.begin(write=True) as txn:
+            if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
+                self._bump(txn, _USED, size)
+
+    def remove(self, digest: str) -> None:
+        with self._env.begin(write=True) as txn:
+            raw = txn.pop(digest.encode(), db=self._pages)
+            if raw is not None:
+                self._bump(txn, _USED, -json.loads(raw)[4])
+
+    def entries(self) -> Iterator[tuple[PageKey, int]]:
+        with self._env.begin(db=self._pages) as txn:
+            for _, raw in txn.cursor():
+                url, etag, page_size, index, size = json.loads(raw)
+                yield PageKey(url, etag, page_size, index), size
+
+    def replace_all(self, entries: Iterable[tuple[PageKey, int]]) -> None:
+        """Rebuild: the pages database becomes exactly ``entries``."""
+        with self._env.begin(write=True) as txn:
+            txn.drop(self._pages, delete=False)
+            txn.put(_USED, _INT.pack(0), db=self._meta)
+            for key, size in entries:
+                value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+                if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
+                    self._bump(txn, _USED, size)
+
+    def used(self) -> int:
+        with self._env.begin(db=self._meta) as txn:
+            raw = txn.get(_USED)
+        return _INT.unpack(raw)[0] if raw else 0
+
+    def count(self) -> int:
+        with self._env.begin(db=self._pages) as txn:
+            return txn.stat(self._pages)["entries"]
+
+    # --- pins ------------------------------------------------------------------------------------
+    def set_pin(self, name: str, object_ids: Iterable[str]) -> int:
+        """Replace pin ``name`` with ``object_ids``; returns how many objects it holds."""
+        prefix = name.encode() + b"\0"
+        n = 0
+        with self._env.begin(write=True, db=self._pins) as txn:
+            self._delete_prefix(txn, prefix)
+            for oid in object_ids:
+                n += txn.put(prefix + oid.encode(), b"")
+            self._bump(txn, _PIN_GEN, 1)
+        return n
+
+    def remove_pin(self, name: str) -> bool:
+        with self._env.begin(write=True, db=self._pins) as txn:
+            found = self._delete_prefix(txn, name.encode() + b"\0")
+            self._bump(txn, _PIN_GEN, 1)
+        return found > 0
+
+    def pins(self) -> dict[str, int]:
+        """Pin name -> number of objects."""
+        out: dict[str, int] = {}
+        with self._env.begin(db=self._pins) as txn:
+            for key in txn.cursor().iternext(values=False):
+                name = key.split(b"\0", 1)[0].decode()
+                out[name] = out.get(name, 0) + 1
+        return out
+
+    def pinned_objects(self) -> set[str]:
+        with self._env.begin(db=self._pins) as txn:
+            return {key.split(b"\0", 1)[1].decode() for key in txn.cursor().iternext(values=False)}
+
+    def pin_generation(self) -> int:
+        with self._env.begin(db=self._meta) as txn:
+            raw = txn.get(_PIN_GEN)
+        return _INT.unpack(raw)[0] if raw else 0
+
+    # --- helpers -----------------------------------------------------------------------------------
+    def _bump(self, txn, name: bytes, delta: int) -> None:
+        raw = txn.get(name, db=self._meta)
+        txn.put(name, _INT.pack((_INT.unpack(raw)[0] if raw else 0) + delta), db=self._meta)
+
+    def _delete_prefix(self, txn, prefix: bytes) -> int:
+        cursor = txn.cursor(db=self._pins)
+        n = 0
+        if cursor.set_range(prefix):
+            while cursor.key().startswith(prefix):
+                n += 1
+                if not cursor.delete():
+                    break
+        return n

@@ -1,0 +1,56 @@
+"""Prometheus text exposition of a cache's counters (served by the API on /metrics).
+
+Built from ``TieredCache.stats()`` so the metric set and ``datahub cache stats`` agree.
+"""
+
+from __future__ import annotations
+
+_TIER_METRICS = {
+    # stats key: (metric name, type, help)
+    "used_bytes": ("datahub_cache_used_bytes", "gauge", "Bytes stored in the tier."),
+    "limit_bytes": ("datahub_cache_limit_bytes", "gauge", "Byte budget of the tier."),
+    "entries": ("datahub_cache_pages", "gauge", "Pages stored in the tier."),
+    "hits": ("datahub_cache_hits_total", "counter", "Page lookups answered by the tier."),
+    "misses": ("datahub_cache_misses_total", "counter", "Page lookups the tier could not answer."),
+    "evictions": ("datahub_cache_evictions_total", "counter", "Pages evicted from the tier."),
+    "promotions": ("datahub_cache_promotions_total", "counter", "Pages copied up into the tier."),
+    "demotions": ("datahub_cache_demotions_total", "counter", "Pages moved down into the tier."),
+    "fills": ("datahub_cache_fills_total", "counter", "Pages stored after an origin fetch."),
+    "rejected": ("datahub_cache_rejected_total", "counter", "Pages the tier refused to store."),
+    "errors": ("datahub_cache_errors_total", "counter", "Tier failures turned into misses."),
+    "corrupt": ("datahub_cache_corrupt_total", "counter", "Pages that failed verification."),
+}
+_ORIGIN_METRICS = {
+    "fetches": ("datahub_origin_fetches_total", "counter", "Range reads from the object store."),
+    "bytes": ("datahub_origin_bytes_total", "counter", "Bytes read from the object store."),
+    "retries": ("datahub_origin_retries_total", "counter", "Origin reads retried after a transient error."),
+    "errors": ("datahub_origin_errors_total", "counter", "Origin reads that failed."),
+}
+
+
+def prometheus_text(cache) -> str:
+    """The cache's metrics in the Prometheus text format (version 0.0.4)."""
+    stats = cache.stats()
+    lines: list[str] = []
+    for key, (name, kind, help_text) in _TIER_METRICS.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        for tier in stats["tiers"]:
+            lines.append(f'{name}{{tier="{tier["tier"]}"}} {tier.get(key, 0)}')
+    for key, (name, kind, help_text) in _ORIGIN_METRICS.items():
+        lines += [
+            f"# HELP {name} {help_text}",
+            f"# TYPE {name} {kind}",
+            f"{name} {stats['origin'].get(key, 0)}",
+        ]
+    lines += [
+        "# HELP datahub_cache_merged_fetches_total Concurrent misses merged into another caller's fetch.",
+        "# TYPE datahub_cache_merged_fetches_total counter",
+        f"datahub_cache_merged_fetches_total {stats['merged_fetches']}",
+        "# HELP datahub_cache_readahead_dropped_total Speculative fetches dropped because the queue was full.",
+        "# TYPE datahub_cache_readahead_dropped_total counter",
+        f"datahub_cache_readahead_dropped_total {stats['readahead']['dropped']}",
+        "# HELP datahub_cache_pinned_objects Objects held by pins.",
+        "# TYPE datahub_cache_pinned_objects gauge",
+        f"datahub_cache_pinned_objects {stats['pinned_objects']}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,56 @@
+"""Merge concurrent calls for one key into one: the first caller works, the rest wait.
+
+No lock is held while the work runs; waiters get the leader's result or its exception.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class _Call(Generic[T]):
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: T | None = None
+        self.error: BaseException | None = None
+
+
+class SingleFlight(Generic[T]):
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: dict[Hashable, _Call[T]] = {}
+        self.merged = 0  # calls that waited for another caller's result
+
+    def do(self, key: Hashable, work: Callable[[], T]) -> T:
+        with self._lock:
+            call = self._calls.get(key)
+            leader = call is None
+            if leader:
+                call = self._calls[key] = _Call()
+            else:
+                self.merged += 1
+        if not leader:
+            call.done.wait()
+            if call.error is not None:
+                raise call.error
+            return call.value  # type: ignore[return-value]
+        try:
+            call.value = work()
+            return call.value
+        except BaseException as exc:
+            call.error = exc
+            raise
+        finally:
+            with self._lock:
+                del self._calls[key]
+            call.done.set()
+
+    def in_flight(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._calls

@@ -1,0 +1,321 @@
+"""The tier contract and the byte-budgeted base the RAM and disk tiers share.
+
+A tier stores pages and answers ``get(key) -> bytes | None``, ``put(key, data) -> bool``,
+``delete``, ``contains`` and ``usage``. It is an optimisation: any failure inside a tier
+is logged and reported as a miss (get) or a refusal (put), never raised to a reader.
+
+``BudgetedTier`` derives everything else from three storage hooks (``_load``, ``_store``,
+``_discard``): byte accounting, the eviction policy, pins, the admission filter and
+eviction between the watermarks. The lock guards bookkeeping only; every hook runs
+outside it, so a slow disk never blocks readers of other pages. Reusable as is by the
+write-back engineer (e.g. a small RAM tier in front of the shared tier).
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from datahub.cache.pages import PageKey
+from datahub.cache.policy import EvictionPolicy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TierCounters:
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    promotions: int = 0  # pages copied up into this tier after a hit further down
+    demotions: int = 0  # pages moved down into this tier when a faster tier evicted them
+    fills: int = 0  # pages stored after an origin fetch
+    rejected: int = 0  # puts refused (admission filter, too big, tier full of pins)
+    errors: int = 0  # tier failures turned into misses
+    corrupt: int = 0  # pages that failed verification and were removed
+
+
+@dataclass(frozen=True)
+class TierUsage:
+    used: int
+    limit: int
+    entries: int
+
+
+class Tier(abc.ABC):
+    """One level of the cache. Implementations never raise from get/put/contains/delete."""
+
+    name: str
+    persistent: bool = False  # survives a restart (disk, shared)
+
+    def __init__(self) -> None:
+        self.counters = TierCounters()
+
+    @abc.abstractmethod
+    def get(self, key: PageKey) -> bytes | None:
+        """The page's verified bytes, or None (absent, corrupt or failing: all misses)."""
+
+    @abc.abstractmethod
+    def put(self, key: PageKey, data: bytes, *, reason: str = "fill", hot: bool = False) -> bool:
+        """Store a page; False if refused. ``reason``: fill | promote | demote (for counters).
+
+        ``hot`` skips the admission filter (the page was asked for by a hint and is about
+        to be read).
+        """
+
+    @abc.abstractmethod
+    def delete(self, key: PageKey) -> None: ...
+
+    @abc.abstractmethod
+    def contains(self, key: PageKey) -> bool: ...
+
+    @abc.abstractmethod
+    def usage(self) -> TierUsage: ...
+
+    def maintain(self) -> None:  # noqa: B027 - optional hook
+        """Background work (eviction to the low watermark); called by the cache's evictor."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release files and handles."""
+
+    def stats(self) -> dict:
+        u = self.usage()
+        c = asdict(self.counters)
+        asked = c["hits"] + c["misses"]
+        return {
+            "tier": self.name,
+            "used_bytes": u.used,
+            "limit_bytes": u.limit,
+            "entries": u.entries,
+            **c,
+            "hit_ratio": round(c["hits"] / asked, 4) if asked else 0.0,
+        }
+
+    def _count(self, reason: str) -> None:
+        field = {"promote": "promotions", "demote": "demotions"}.get(reason, "fills")
+        setattr(self.counters, field, getattr(self.counters, field) + 1)
+
+
+class BudgetedTier(Tier):
+    """A tier with a byte budget, an eviction policy, pins and watermarks.
+
+    - ``put`` above the high watermark asks the policy's admission filter first;
+      a put that would exceed the budget evicts synchronously (outside the lock).
+    - ``maintain`` (background) evicts from the high down to the low watermark.
+    - Keys for which ``is_pinned(key)`` is true are never chosen as victims; a tier full of
+      pinned pages refuses new ones instead of exceeding its budget.
+    - ``on_evict(key, data)`` receives evicted pages whose bytes the hook returned (the RAM
+      tier hands them on, so overflow demotes to disk instead of dropping).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        budget: int,
+        policy: EvictionPolicy,
+        *,
+        high_watermark: float = 0.95,
+        low_watermark: float = 0.80,
+        is_pinned: Callable[[PageKey], bool] | None = None,
+        on_evict: Callable[[PageKey, bytes], None] | None = None,
+        wake_evictor: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.name = name
+        self.budget = budget
+        self.policy = policy
+        self.high, self.low = high_watermark, low_watermark
+        self.is_pinned = is_pinned or (lambda key: False)
+        self.on_evict = on_evict
+        self.wake_evictor = wake_evictor or (lambda: None)
+        self._lock = threading.Lock()
+        self._sizes: dict[PageKey, int] = {}
+        self._pending: dict[PageKey, int] = {}
+        self._used = 0  # stored + pending bytes
+
+    # --- storage hooks (called without the lock) -------------------------------------------
+    @abc.abstractmethod
+    def _load(self, key: PageKey) -> bytes | None:
+        """Verified bytes or None; may raise (counted as an error and a miss)."""
+
+    @abc.abstractmethod
+    def _store(self, key: PageKey, data: bytes) -> None:
+        """Persist a page atomically; raise on failure (nothing half-written may remain)."""
+
+    @abc.abstractmethod
+    def _discard(self, key: PageKey) -> bytes | None:
+        """Remove a page; return its bytes if they are at hand without I/O (for demotion)."""
+
+    def _exists(self, key: PageKey) -> bool:
+        """Whether the page is stored though this process has not seen it (shared dirs)."""
+        return False
+
+    def _forget(self, key: PageKey) -> None:
+        """A tracked page turned out to be missing; drop any index entry for it."""
+
+    def limit(self) -> int:
+        """Bytes this tier may use now (the disk tier also respects free space)."""
+        return self.budget
+
+    # --- the tier contract -------------------------------------------------------------------
+    def get(self, key: PageKey) -> bytes | None:
+        try:
+            data = self._load(key)
+        except Exception as exc:
+            log.warning(
+                "%s tier: reading page %s of %s failed (%s); treated as a miss",
+                self.name,
+                key.index,
+                key.url,
+                exc,
+            )
+            self.counters.errors += 1
+            data = None
+        lost = False
+        with self._lock:
+            if data is None:
+                self.counters.misses += 1
+                self.policy.on_miss(key)
+                size = self._sizes.pop(key, None)
+                if size is not None:
+                    lost = True
+                    self._used -= size
+                    self.policy.on_remove(key)
+            else:
+                self.counters.hits += 1
+                if key in self._sizes:
+                    self.policy.on_hit(key)
+                elif key not in self._pending:  # stored by another process sharing the directory
+                    self._sizes[key] = len(data)
+                    self._used += len(data)
+                    self.policy.on_insert(key, len(data))
+        if lost:
+            self._forget(key)
+        return data
+
+    def put(self, key: PageKey, data: bytes, *, reason: str = "fill", hot: bool = False) -> bool:
+        size = len(data)
+        limit = self.limit()
+        with self._lock:
+            if key in self._sizes or key in self._pending:
+                return True
+            if size > limit:
+                self.counters.rejected += 1
+                return False
+            full = self._used + size > self.high * limit
+            if full and not hot and not self.policy.admit(key, self._first_victim()):
+                self.counters.rejected += 1
+                return False
+            victims: list[PageKey] = []
+            if self._used + size > limit:
+                victims = self._take_victims(self._used + size - limit, partial=False)
+                if self._used + size > limit:  # the rest is pinned or being written
+                    self.counters.rejected += 1
+                    return False
+            self._pending[key] = size
+            self._used += size
+            over_high = self._used > self.high * limit
+        self._drop(victims)
+        try:
+            self._store(key, data)
+            stored = True
+        except Exception as exc:
+            log.warning(
+                "%s tier: storing page %s of %s failed (%s); not cached", self.name, key.index, key.url, exc
+            )
+            stored = False
+        with self._lock:
+            del self._pending[key]
+            if stored:
+                self._sizes[key] = size
+                self.policy.on_insert(key, size)
+                self._count(reason)
+            else:
+                self._used -= size
+                self.counters.errors += 1
+        if over_high:
+            self.wake_evictor()
+        return stored
+
+    def delete(self, key: PageKey) -> None:
+        with self._lock:
+            size = self._sizes.pop(key, None)
+            if size is not None:
+                self._used -= size
+                self.policy.on_remove(key)
+        try:
+            self._discard(key)
+        except Exception as exc:
+            log.warning("%s tier: deleting page %s of %s failed (%s)", self.name, key.index, key.url, exc)
+
+    def contains(self, key: PageKey) -> bool:
+        with self._lock:
+            if key in self._sizes:
+                return True
+        try:
+            return self._exists(key)
+        except Exception:
+            return False
+
+    def usage(self) -> TierUsage:
+        with self._lock:
+            return TierUsage(self._used, self.limit(), len(self._sizes))
+
+    def maintain(self) -> None:
+        limit = self.limit()
+        with self._lock:
+            if self._used <= self.high * limit:
+                return
+            victims = self._take_victims(self._used - int(self.low * limit), partial=True)
+        self._drop(victims)
+
+    def evict_to(self, target_bytes: int) -> int:
+        """Evict unpinned pages until at most ``target_bytes`` are used; returns pages evicted."""
+        with self._lock:
+            victims = self._take_victims(self._used - target_bytes, partial=True)
+        self._drop(victims)
+        return len(victims)
+
+    # --- internals (lock held) -----------------------------------------------------------------
+    def _first_victim(self) -> PageKey | None:
+        for key in self.policy.victims():
+            if not self.is_pinned(key):
+                return key
+        return None
+
+    def _take_victims(self, need: int, *, partial: bool) -> list[PageKey]:
+        if need <= 0:
+            return []
+        chosen, freed = [], 0
+        for key in self.policy.victims():
+            if freed >= need:
+                break
+            if self.is_pinned(key):
+                continue
+            chosen.append(key)
+            freed += self._sizes[key]
+        if freed < need and not partial:
+            return []
+        for key in chosen:
+            self._used -= self._sizes.pop(key)
+            self.policy.on_remove(key)
+        self.counters.evictions += len(chosen)
+        return chosen
+
+    def _drop(self, victims: list[PageKey]) -> None:
+        for key in victims:
+            try:
+                data = self._discard(key)
+            except Exception as exc:
+                log.warning("%s tier: evicting page %s of %s failed (%s)", self.name, key.index, key.url, exc)
+                continue
+            if data is not None and self.on_evict is not None:
+                try:
+                    self.on_evict(key, data)
+                except Exception as exc:  # demotion is best effort
+                    log.warning(
+                        "%s tier: demoting page %s of %s failed (%s)", self.name, key.index, key.url, exc
+                    )

@@ -1,0 +1,383 @@
+"""TieredCache: the read path over RAM -> disk -> shared -> origin, and ``open_cache``.
+
+A read is cut into pages. Each page is looked up tier by tier; a hit further down is
+promoted into every faster tier, and a miss everywhere is fetched from the origin under
+If-Match and stored into every tier (write-through, so a page survives a restart as
+soon as it was read once). Concurrent misses of one page merge into one fetch; no lock is
+held while any tier or the origin does I/O. RAM overflow demotes pages to disk instead
+of dropping them. Every page handed to a reader has the length the object's recorded
+size implies, and came either from the origin under its etag or from a tier that
+verified its header and checksum.
+
+A background thread runs each tier's eviction between the watermarks, reloads pins
+changed by other processes, and writes a stats snapshot for ``datahub cache stats``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from datahub.cache import stats as stats_io
+from datahub.cache.disk import DiskTier
+from datahub.cache.origin import Origin
+from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
+from datahub.cache.policy import make_policy
+from datahub.cache.prefetch import BackgroundFetcher, HintAhead, PrefetchReport, run_prefetch
+from datahub.cache.ram import RamTier
+from datahub.cache.shared import SharedTier
+from datahub.cache.singleflight import SingleFlight
+from datahub.cache.tier import Tier
+from datahub.config import Config
+from datahub.errors import InvalidInput
+from datahub.storage.base import ObjectRef
+
+log = logging.getLogger(__name__)
+
+MAX_STREAMS = 4096  # objects whose last read position is remembered for readahead
+
+
+class TieredCache:
+    def __init__(
+        self,
+        tiers: Sequence[Tier],
+        origin: Origin,
+        *,
+        page_size: int = 4 * 1024**2,
+        prefetch_concurrency: int = 16,
+        readahead_pages: int = 4,
+        hint_budget_bytes: int = 512 * 1024**2,
+        pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
+        stats_dir: Path | None = None,
+        maintain_interval: float = 2.0,
+        policy: str = "",
+    ) -> None:
+        if page_size <= 0:
+            raise InvalidInput(f"cache.page_size must be positive, not {page_size}")
+        self.tiers = list(tiers)
+        self.origin = origin
+        self.page_size = page_size
+        self.policy = policy
+        self.prefetch_concurrency = max(1, prefetch_concurrency)
+        self.readahead_pages = max(0, readahead_pages)
+        self._flight: SingleFlight[bytes] = SingleFlight()
+        self._pin_index = pin_index
+        self._memory_pins: dict[str, set[str]] = {}
+        self._pinned: frozenset[str] = frozenset()
+        self._pin_generation = -1
+        self._streams: OrderedDict[str, int] = OrderedDict()
+        self._streams_lock = threading.Lock()
+        self._background = BackgroundFetcher(
+            workers=min(8, self.prefetch_concurrency), max_queued_bytes=max(hint_budget_bytes, page_size)
+        )
+        self._hints = HintAhead(self._warm_hot, hint_budget_bytes, workers=min(8, self.prefetch_concurrency))
+        self._stats_dir = stats_dir
+        self._closed = threading.Event()
+        self._wake = threading.Event()
+        for i, tier in enumerate(self.tiers):
+            if hasattr(tier, "wake_evictor"):
+                tier.wake_evictor = self._wake.set
+            if hasattr(tier, "is_pinned") and tier.persistent:  # pins hold pages on disk, not in RAM
+                tier.is_pinned = self.is_pinned
+            if i == 0 and hasattr(tier, "on_evict") and len(self.tiers) > 1:
+                tier.on_evict = self._demote
+        self._reload_pins()
+        self._maintainer = threading.Thread(
+            target=self._maintain_loop, args=(maintain_interval,), name="datahub-cache-maintain", daemon=True
+        )
+        self._maintainer.start()
+
+    # --- reads -------------------------------------------------------------------------------------
+    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes:
+        """Verified bytes ``[offset, offset+size)`` of the object version ``ref`` names.
+
+        Raises ObjectChanged / ObjectNotFound from the origin; never returns wrong bytes.
+        """
+        if offset < 0 or (size is not None and size < 0):
+            raise InvalidInput(f"invalid read of {ref.url}: offset {offset} and size {size} must be >= 0")
+        end = ref.size if size is None else min(ref.size, offset + size)
+        if offset >= end:
+            return b""
+        ps = self.page_size
+        first, last = offset // ps, (end - 1) // ps
+        parts: list[bytes | memoryview] = []
+        for i in range(first, last + 1):
+            page = self._page(PageKey(ref.url, ref.etag, ps, i), page_length(ref, ps, i))
+            lo = offset - i * ps if i == first else 0
+            hi = end - i * ps if i == last else len(page)
+            parts.append(page if lo == 0 and hi == len(page) else memoryview(page)[lo:hi])
+        self._hints.consumed_ref(ref)
+        if self.readahead_pages and ref.size > ps:
+            self._readahead(ref, first, last)
+        if len(parts) == 1:
+            return parts[0] if isinstance(parts[0], bytes) else bytes(parts[0])
+        return b"".join(parts)
+
+    def _page(self, key: PageKey, expected: int, *, hot: bool = False) -> bytes:
+        if self.tiers:
+            data = self.tiers[0].get(key)
+            if data is not None:
+                if len(data) == expected:
+                    return data
+                self._wrong_length(self.tiers[0], key, data, expected)
+        return self._flight.do(key, lambda: self._load_below(key, expected, hot))
+
+    def _load_below(self, key: PageKey, expected: int, hot: bool) -> bytes:
+        for i in range(1, len(self.tiers)):
+            tier = self.tiers[i]
+            data = tier.get(key)
+            if data is None:
+                continue
+            if len(data) != expected:
+                self._wrong_length(tier, key, data, expected)
+                continue
+            for upper in self.tiers[:i]:
+                upper.put(key, data, reason="promote", hot=hot)
+            return data
+        start = key.index * self.page_size
+        data = self.origin.fetch(key, start, start + expected)
+        for tier in self.tiers:
+            tier.put(key, data, reason="fill", hot=hot)
+        return data
+
+    def _wrong_length(self, tier: Tier, key: PageKey, data: bytes, expected: int) -> None:
+        log.warning(
+            "%s tier: page %d of %s has %d bytes, expected %d; removed, will refetch",
+            tier.name,
+            key.index,
+            key.url,
+            len(data),
+            expected,
+        )
+        tier.counters.corrupt += 1
+        tier.delete(key)
+
+    def _demote(self, key: PageKey, data: bytes) -> None:
+        """RAM evicted ``key``: keep it in the next tier down unless it is there already."""
+        below = self.tiers[1]
+        if not below.contains(key):
+            below.put(key, data, reason="demote")
+
+    def _readahead(self, ref: ObjectRef, first: int, last: int) -> None:
+        with self._streams_lock:
+            previous = self._streams.get(ref.url)
+            self._streams[ref.url] = last
+            self._streams.move_to_end(ref.url)
+            while len(self._streams) > MAX_STREAMS:
+                self._streams.popitem(last=False)
+        if previous is None or not previous <= first <= previous + 1:
+            return
+        total = page_count(ref.size, self.page_size)
+        for i in range(last + 1, min(last + 1 + self.readahead_pages, total)):
+            key = PageKey(ref.url, ref.etag, self.page_size, i)
+            if self._flight.in_flight(key) or (self.tiers and self.tiers[0].contains(key)):
+                continue
+            n = page_length(ref, self.page_size, i)
+            self._background.submit(key, n, lambda k=key, n=n: self._page(k, n, hot=True))
+
+    # --- warming -----------------------------------------------------------------------------------
+    def _warm(self, ref: ObjectRef) -> tuple[int, int, int]:
+        """Bring every page of ``ref`` into the cache unless a persistent tier has it."""
+        persistent = [t for t in self.tiers if t.persistent] or self.tiers[:1]
+        fetched = cached = nbytes = 0
+        for i in range(page_count(ref.size, self.page_size)):
+            key = PageKey(ref.url, ref.etag, self.page_size, i)
+            if any(t.contains(key) for t in persistent):
+                cached += 1
+                continue
+            n = page_length(ref, self.page_size, i)
+            self._flight.do(key, lambda k=key, n=n: self._load_below(k, n, False))
+            fetched += 1
+            nbytes += n
+        return fetched, cached, nbytes
+
+    def _warm_hot(self, ref: ObjectRef) -> None:
+        """Bring every page of ``ref`` into the fastest tier (it is about to be read)."""
+        for i in range(page_count(ref.size, self.page_size)):
+            key = PageKey(ref.url, ref.etag, self.page_size, i)
+            if self.tiers and self.tiers[0].contains(key):
+                continue
+            self._flight.do(
+                key, lambda k=key, i=i: self._load_below(k, page_length(ref, self.page_size, i), True)
+            )
+
+    def prefetch(
+        self,
+        refs: Iterable[ObjectRef],
+        *,
+        progress=None,
+        cancel: threading.Event | None = None,
+    ) -> PrefetchReport:
+        """Warm ``refs`` with bounded concurrency; a rerun skips what is cached (resume).
+
+        ``progress`` is anything with ``update(n, nbytes)`` (datahub.cli.context.Progress);
+        setting ``cancel`` stops it after the refs in flight.
+        """
+        return run_prefetch(
+            refs, self._warm, concurrency=self.prefetch_concurrency, progress=progress, cancel=cancel
+        )
+
+    def hint(self, refs: Sequence[ObjectRef]) -> None:
+        """The reader will read ``refs`` in this order: fetch ahead within hint_budget_bytes."""
+        self._hints.set(refs)
+
+    # --- pins --------------------------------------------------------------------------------------
+    def pin(self, name: str, refs: Iterable[ObjectRef]) -> int:
+        """Never evict the pages of ``refs`` until ``unpin(name)``; returns the object count.
+
+        Pinning records the intent (persisted in the disk index); warming the pages is a
+        separate ``prefetch``. Re-pinning a name replaces its set.
+        """
+        if not name or "\0" in name:
+            raise InvalidInput(f"invalid pin name {name!r}: use a non-empty name such as DATASET@VERSION")
+        ids = {object_id_of(r.url, r.etag) for r in refs}
+        if self._pin_index is not None:
+            n = self._pin_index.set_pin(name, ids)
+        else:
+            self._memory_pins[name] = ids
+            n = len(ids)
+        self._reload_pins()
+        return n
+
+    def unpin(self, name: str) -> bool:
+        if self._pin_index is not None:
+            found = self._pin_index.remove_pin(name)
+        else:
+            found = self._memory_pins.pop(name, None) is not None
+        self._reload_pins()
+        return found
+
+    def pins(self) -> dict[str, int]:
+        if self._pin_index is not None:
+            return self._pin_index.pins()
+        return {name: len(ids) for name, ids in self._memory_pins.items()}
+
+    def is_pinned(self, key: PageKey) -> bool:
+        return key.object_id in self._pinned
+
+    def _reload_pins(self) -> None:
+        if self._pin_index is None:
+            self._pinned = frozenset().union(*self._memory_pins.values())
+            return
+        generation = self._pin_index.pin_generation()
+        if generation != self._pin_generation:
+            self._pinned = frozenset(self._pin_index.pinned_objects())
+            self._pin_generation = generation
+
+    # --- maintenance and stats ---------------------------------------------------------------------
+    def maintain(self) -> None:
+        """One round of background work (tests call it directly to be deterministic)."""
+        try:
+            self._reload_pins()
+        except Exception as exc:
+            log.warning("cache: reloading pins failed: %s", exc)
+        for tier in self.tiers:
+            try:
+                tier.maintain()
+            except Exception as exc:
+                log.warning("cache: maintenance of the %s tier failed: %s", tier.name, exc)
+        if self._stats_dir is not None:
+            try:
+                stats_io.write_snapshot(self._stats_dir, self.stats())
+            except OSError as exc:
+                log.debug("cache: writing the stats snapshot failed: %s", exc)
+
+    def _maintain_loop(self, interval: float) -> None:
+        while not self._closed.is_set():
+            self._wake.wait(interval)
+            self._wake.clear()
+            if self._closed.is_set():
+                return
+            self.maintain()
+
+    def stats(self) -> dict:
+        return {
+            "pid": os.getpid(),
+            "time": time.time(),
+            "page_size": self.page_size,
+            "policy": self.policy,
+            "tiers": [t.stats() for t in self.tiers],
+            "origin": self.origin.stats(),
+            "merged_fetches": self._flight.merged,
+            "readahead": self._background.stats(),
+            "hints": self._hints.stats(),
+            "pinned_objects": len(self._pinned),
+        }
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._wake.set()
+        self._maintainer.join(timeout=10)
+        self._hints.close()
+        self._background.close()
+        for tier in self.tiers:
+            try:
+                tier.close()
+            except Exception as exc:
+                log.warning("cache: closing the %s tier failed: %s", tier.name, exc)
+        if self._stats_dir is not None:
+            stats_io.remove_snapshot(self._stats_dir)
+
+    def __enter__(self) -> TieredCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def build_tiers(config: Config, stores, *, clock: Callable[[], float] = time.monotonic) -> list[Tier]:
+    """The read-only profile's tiers: RAM, disk, and the shared tier when one is configured.
+
+    A tier whose budget is 0 is left out. The shared tier is used only when
+    ``cache.shared_url`` is set explicitly: on a single node a local-directory shared
+    tier would only duplicate the disk tier.
+    """
+    c = config.cache
+    if not 0 < c.low_watermark <= c.high_watermark <= 1:
+        raise InvalidInput(
+            f"cache watermarks must satisfy 0 < low ({c.low_watermark}) <= high ({c.high_watermark}) <= 1"
+        )
+    marks = {"high_watermark": c.high_watermark, "low_watermark": c.low_watermark}
+    tiers: list[Tier] = []
+    if c.ram_bytes > 0:
+        tiers.append(RamTier(c.ram_bytes, make_policy(c.policy, c.ram_bytes), **marks))
+    if c.disk_bytes > 0:
+        tiers.append(
+            DiskTier(
+                config.resolved_disk_dir,
+                c.disk_bytes,
+                make_policy(c.policy, c.disk_bytes),
+                min_free_ratio=c.disk_min_free_ratio,
+                clock=clock,
+                **marks,
+            )
+        )
+    if c.shared_url and c.shared_bytes > 0:
+        tiers.append(SharedTier(stores.store(c.shared_url), c.shared_bytes, clock=clock, **marks))
+    return tiers
+
+
+def open_cache(config: Config, stores) -> TieredCache:
+    """The cache for ``config.cache`` reading through ``stores`` (a datahub.storage.StoreRegistry)."""
+    c = config.cache
+    make_policy(c.policy, 1)  # an unknown policy name fails before anything is opened
+    tiers = build_tiers(config, stores)
+    disk = next((t for t in tiers if isinstance(t, DiskTier)), None)
+    return TieredCache(
+        tiers,
+        Origin(stores, c.origin_concurrency),
+        page_size=c.page_size,
+        prefetch_concurrency=c.prefetch_concurrency,
+        readahead_pages=c.readahead_pages,
+        hint_budget_bytes=c.hint_budget_bytes,
+        pin_index=disk.index if disk is not None else None,
+        stats_dir=stats_io.stats_dir(config),
+        policy=c.policy,
+    )
