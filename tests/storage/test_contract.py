@@ -1,0 +1,239 @@
+"""The ObjectStore contract: one suite, run against memory, local, moto and Ceph RGW."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import uuid
+
+import pytest
+
+from datahub.errors import InvalidInput, InvalidKey, ObjectChanged, ObjectNotFound
+from datahub.storage import ObjectStore, copy_object, open_reader, open_store, put_file
+from tests.storage.conftest import Backend
+
+# Keys whose S3 order differs from naive directory-walk order ('-' < '/' < '0'), plus non-ASCII.
+KEYS = ["a-c", "a/b", "a/c/d", "a/c/e", "a0", "b", "caf\u00e9/x", "z/y/x"]
+MiB = 1024 * 1024
+
+
+def fill(store: ObjectStore, keys: list[str]) -> dict[str, bytes]:
+    data = {k: f"content of {k}".encode() for k in keys}
+    for k, v in data.items():
+        store.put(k, v)
+    return data
+
+
+def keys_of(infos) -> list[str]:
+    return [i.key for i in infos]
+
+
+# --- put / stat ------------------------------------------------------------------------------
+def test_put_returns_the_info_stat_and_list_report(store: ObjectStore) -> None:
+    info = store.put("dir/one.bin", b"hello world")
+    assert (info.key, info.size) == ("dir/one.bin", 11)
+    assert info.etag == hashlib.md5(b"hello world").hexdigest()  # single-part etag is the md5
+    st = store.stat("dir/one.bin")
+    assert (st.key, st.size, st.etag) == (info.key, info.size, info.etag)
+    [listed] = store.list(prefix="dir/")
+    assert (listed.key, listed.size, listed.etag) == (info.key, info.size, info.etag)
+    assert abs(listed.mtime - st.mtime) < 1.0 and st.mtime > 1.6e9
+
+
+def test_put_file_object_and_put_file(store: ObjectStore, tmp_path) -> None:
+    payload = os.urandom(300_000)
+    info = store.put("f/stream", io.BytesIO(payload))
+    assert store.read("f/stream") == payload and info.size == len(payload)
+    src = tmp_path / "local.bin"
+    src.write_bytes(payload[:1000])
+    info2 = put_file(store, "f/file", src)
+    assert store.read("f/file") == payload[:1000]
+    assert info2.etag == store.stat("f/file").etag == hashlib.md5(payload[:1000]).hexdigest()
+
+
+def test_put_overwrites_atomically(store: ObjectStore) -> None:
+    first = store.put("k", b"one")
+    second = store.put("k", b"two!")
+    assert first.etag != second.etag
+    assert store.read("k") == b"two!" and store.stat("k").etag == second.etag
+    assert keys_of(store.list()) == ["k"]
+
+
+def test_put_with_a_wrong_declared_size_stores_nothing(store: ObjectStore) -> None:
+    with pytest.raises(InvalidInput, match="declared size 5"):
+        store.put("bad", io.BytesIO(b"abc"), size=5)
+    with pytest.raises(InvalidInput, match="declared size 2"):
+        store.put("bad", b"abc", size=2)
+    with pytest.raises(ObjectNotFound):
+        store.stat("bad")
+    assert keys_of(store.list()) == []
+
+
+# --- list ------------------------------------------------------------------------------------
+def test_list_is_in_key_order_with_prefix_and_start_after(store: ObjectStore) -> None:
+    fill(store, KEYS)
+    assert keys_of(store.list()) == sorted(KEYS)
+    for prefix in ["a", "a/", "a/c", "a/c/", "a-", "caf\u00e9", "z/y/x", "nothing", ""]:
+        assert keys_of(store.list(prefix=prefix)) == [k for k in sorted(KEYS) if k.startswith(prefix)], prefix
+    for after in ["", "a", "a-c", "a/", "a/b", "a/c", "a/c/d", "a0", "b0", "zzz"]:
+        assert keys_of(store.list(start_after=after)) == [k for k in sorted(KEYS) if k > after], after
+    assert keys_of(store.list(prefix="a/", start_after="a/c/d")) == ["a/c/e"]
+
+
+def test_list_empty_store(store: ObjectStore) -> None:
+    assert list(store.list()) == []
+    assert list(store.list(prefix="x/", start_after="x/a")) == []
+
+
+def test_list_paginates(backend: Backend) -> None:
+    """A page size of 7 forces several ListObjectsV2 pages (and continuation tokens) on S3."""
+    store = backend.open(page_size=7)
+    keys = [f"p/{i:03d}" for i in range(30)]
+    fill(store, keys)
+    assert keys_of(store.list()) == keys
+    assert keys_of(store.list(prefix="p/", start_after="p/012")) == keys[13:]
+    stream = store.list()
+    assert next(stream).key == "p/000"  # a generator: pages arrive as the caller consumes them
+
+
+@pytest.mark.slow
+def test_list_beyond_one_thousand_keys(backend: Backend) -> None:
+    """S3 returns at most 1000 keys per page; the full listing must go past that."""
+    store = backend.open()
+    keys = [f"many/{i:05d}" for i in range(1001)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: store.put(k, b"x"), keys))
+    assert keys_of(store.list(prefix="many/")) == keys
+
+
+# --- read ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [(0, None), (0, 0), (0, 1), (99, 100), (99, None), (100, None), (150, None), (100, 120), (3, 250), (10, 10),
+     (42, 57)],
+)  # fmt: skip
+def test_ranged_reads_behave_like_slices(store: ObjectStore, start: int, end: int | None) -> None:
+    payload = bytes(range(100))
+    info = store.put("r", payload)
+    assert store.read("r", start, end) == payload[start:end]
+    assert store.read("r", start, end, etag=info.etag) == payload[start:end]
+
+
+def test_read_of_an_empty_object(store: ObjectStore) -> None:
+    info = store.put("empty", b"")
+    assert info.size == 0
+    assert store.read("empty") == b""
+    assert store.read("empty", 0, 10, etag=info.etag) == b""
+
+
+@pytest.mark.parametrize(("start", "end"), [(-1, None), (5, 3)])
+def test_invalid_ranges_are_refused(store: ObjectStore, start: int, end: int | None) -> None:
+    store.put("r", b"0123456789")
+    with pytest.raises(InvalidInput, match="invalid byte range"):
+        store.read("r", start, end)
+
+
+# --- If-Match --------------------------------------------------------------------------------
+def test_if_match_succeeds_then_fails_after_an_overwrite(store: ObjectStore) -> None:
+    old = store.put("m/obj", b"version one")
+    assert store.read("m/obj", 0, 7, etag=old.etag) == b"version"
+    new = store.put("m/obj", b"version two")
+    for start, end in [(0, None), (0, 7), (8, 11), (50, None), (3, 3)]:
+        with pytest.raises(ObjectChanged) as err:
+            store.read("m/obj", start, end, etag=old.etag)
+        assert "m/obj" in err.value.message and old.etag in err.value.message
+        assert new.etag in err.value.message  # both etags named
+    assert store.read("m/obj", etag=new.etag) == b"version two"
+
+
+def test_reader_never_mixes_versions(store: ObjectStore) -> None:
+    store.put("mix", b"a" * 1000)
+    reader = open_reader(store, "mix", chunk=100)
+    assert reader.read(100) == b"a" * 100
+    store.put("mix", b"b" * 1000)
+    with pytest.raises(ObjectChanged):
+        reader.read()
+
+
+# --- multipart -------------------------------------------------------------------------------
+def test_multipart_above_threshold_reads_back_byte_exact(backend: Backend) -> None:
+    store = backend.open(multipart_threshold=MiB, multipart_chunk=5 * MiB)
+    payload = os.urandom(11 * MiB + 7)  # three parts: 5 MiB, 5 MiB, 1 MiB + 7
+    info = store.put("big/blob", io.BytesIO(payload))
+    assert info.size == len(payload)
+    assert store.stat("big/blob").etag == info.etag
+    if backend.is_s3:
+        assert info.etag.endswith("-3")  # S3 multipart etag: md5 of part md5s, dash, part count
+    assert store.read("big/blob") == payload
+    assert (
+        store.read("big/blob", 5 * MiB - 3, 5 * MiB + 3, etag=info.etag) == payload[5 * MiB - 3 : 5 * MiB + 3]
+    )
+
+
+class _Pipe(io.RawIOBase):
+    """A non-seekable stream of unknown length (like a socket or a pipe)."""
+
+    def __init__(self, data: bytes) -> None:
+        self._buf = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # short reads on purpose
+        chunk = self._buf.read(min(len(b), 65536))
+        b[: len(chunk)] = chunk
+        return len(chunk)
+
+
+def test_put_from_a_stream_of_unknown_size(backend: Backend) -> None:
+    store = backend.open(multipart_threshold=MiB, multipart_chunk=5 * MiB)
+    big = os.urandom(6 * MiB + 1)
+    store.put("pipe/big", _Pipe(big))
+    assert store.read("pipe/big") == big
+    store.put("pipe/small", _Pipe(b"tiny"))
+    assert store.read("pipe/small") == b"tiny"
+
+
+def test_copy_object_streams_between_stores(backend: Backend) -> None:
+    store = backend.open(multipart_threshold=MiB, multipart_chunk=5 * MiB)
+    scratch = open_store(f"memory://copy-{uuid.uuid4().hex}", backend.config)
+    payload = os.urandom(6 * MiB)
+    src = scratch.put("x", payload)
+    dst = copy_object(scratch, "x", store, "copied/x", chunk=MiB)
+    assert dst.size == src.size and store.read("copied/x") == payload
+
+
+# --- delete / not found ----------------------------------------------------------------------
+def test_delete_is_idempotent(store: ObjectStore) -> None:
+    store.put("d/k", b"x")
+    store.delete("d/k")
+    store.delete("d/k")
+    store.delete("never/existed")
+    with pytest.raises(ObjectNotFound):
+        store.stat("d/k")
+    assert keys_of(store.list()) == []
+
+
+def test_not_found_names_the_store_and_key(backend: Backend, store: ObjectStore) -> None:
+    for call in (lambda: store.stat("no/such.key"), lambda: store.read("no/such.key", 0, 4, etag="abc")):
+        with pytest.raises(ObjectNotFound) as err:
+            call()
+        assert "no/such.key" in err.value.message
+        assert (backend.bucket if backend.is_s3 else store.root_url) in err.value.message
+
+
+def test_unsafe_keys_are_refused(backend: Backend, store: ObjectStore) -> None:
+    bad = [""] if backend.is_s3 else ["", "../escape", "/abs/key", "a//b", "a/./b", "nul\x00"]
+    for key in bad:
+        with pytest.raises(InvalidKey):
+            store.put(key, b"x")
+        with pytest.raises(InvalidKey):
+            store.stat(key)
+        with pytest.raises(InvalidKey):
+            store.read(key)
+        with pytest.raises(InvalidKey):
+            store.delete(key)
+    assert keys_of(store.list()) == []
