@@ -91,6 +91,24 @@ class Conflict(DatahubError):
     code, http_status, errno, exit_code = "conflict", 409, _errno.EBUSY, 4
 
 
+class NotEmpty(Conflict):
+    """A directory still has entries (rmdir, or rename over a non-empty directory)."""
+
+    code, errno = "not_empty", _errno.ENOTEMPTY
+
+
+class IsADirectory(InvalidInput):
+    """A file operation named a directory."""
+
+    code, errno = "is_a_directory", _errno.EISDIR
+
+
+class NotADirectory(InvalidInput):
+    """A directory operation (or a path component) named a file."""
+
+    code, errno = "not_a_directory", _errno.ENOTDIR
+
+
 class StaleBase(Conflict):
     """A commit named a base version that is no longer the dataset's head."""
 

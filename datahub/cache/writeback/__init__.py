@@ -1,0 +1,170 @@
+"""The write-back profile: durable workspaces on the shared tier, flushed to the origin.
+
+``open_workspace(name, config, stores)`` gives a writable path-based namespace (see
+``workspace.py``); ``flush_workspace`` flushes one from any process (asking the owner when
+another process holds it open); ``docs/writeback.md`` explains the design and its limits.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from datahub.cache.writeback.chunks import ChunkStore
+from datahub.cache.writeback.files import FileHandle
+from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
+from datahub.cache.writeback.journal import Journal
+from datahub.cache.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
+from datahub.cache.writeback.workspace import FileAttr, Workspace
+from datahub.config import Config
+from datahub.errors import Conflict, InvalidInput, NotFound
+from datahub.validation import check_name
+
+__all__ = [
+    "FileAttr",
+    "FileHandle",
+    "FlushReport",
+    "FlushedObject",
+    "Workspace",
+    "flush_workspace",
+    "list_workspaces",
+    "open_workspace",
+    "workspace_dir",
+]
+
+SHARED_PREFIX = "writeback"
+DEFAULT_BUFFER_BYTES = 64 * 1024**2
+CHUNK_UPLOAD_CONCURRENCY = 8
+
+
+def workspace_dir(config: Config, name: str) -> Path:
+    return config.resolved_journal_dir / "workspaces" / name
+
+
+def list_workspaces(config: Config) -> list[str]:
+    root = config.resolved_journal_dir / "workspaces"
+    return sorted(p.name for p in root.iterdir() if (p / "lmdb").is_dir()) if root.is_dir() else []
+
+
+def open_workspace(
+    name: str,
+    config: Config,
+    stores,  # datahub.storage.StoreRegistry
+    *,
+    target_url: str | None = None,
+    clock: Callable[[], float] = time.time,
+    buffer_bytes: int | None = None,
+    background: bool = True,
+) -> Workspace:
+    """Open (or create) workspace ``name`` for writing; replays the journal after a crash.
+
+    ``target_url`` is where flushed files go (default ``<objects_url>/workspaces/<name>``);
+    it is fixed at creation. ``background=False`` runs no flusher thread and no flush
+    server (one-shot tools). Raises Conflict naming the PID if another process has it open.
+    """
+    check_name(name, "workspace")
+    what = f"workspace {name!r}"
+    directory = workspace_dir(config, name)
+    lock = OwnerLock(directory, what)
+    closers: list[Callable[[], None]] = [lock.release]
+    try:
+        journal = Journal(directory / "lmdb", what)
+        closers.insert(0, journal.close)
+        target = _target(
+            journal,
+            target_url or f"{config.resolved_objects_url.rstrip('/')}/workspaces/{name}",
+            what,
+            explicit=target_url is not None,
+        )
+        shared = stores.store(config.resolved_shared_url)
+        chunks = ChunkStore(shared, f"{SHARED_PREFIX}/{name}", what)
+        ws = Workspace(
+            name,
+            journal,
+            chunks,
+            chunk_size=config.cache.page_size,
+            buffer_bytes=buffer_bytes or max(2 * config.cache.page_size, DEFAULT_BUFFER_BYTES),
+            upload_concurrency=CHUNK_UPLOAD_CONCURRENCY,
+            clock=clock,
+        )
+        ws.flusher = Flusher(
+            ws,
+            stores.store(target),
+            "",
+            interval=config.cache.flush_interval,
+            shared_budget=config.cache.shared_bytes,
+            high_watermark=config.cache.high_watermark,
+            low_watermark=config.cache.low_watermark,
+            concurrency=config.cache.origin_concurrency,
+        )
+        ws.on_commit = ws.flusher.on_commit
+        _recover(ws)
+        if background:
+            server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())
+            closers.insert(0, server.close)
+            ws.flusher.start()
+            if ws.dirty():
+                ws.flusher.wake()  # a restart uploads everything acknowledged before the crash
+    except BaseException:
+        for closer in closers:
+            closer()
+        raise
+    ws.closers = closers
+    return ws
+
+
+def _target(journal: Journal, wanted: str, what: str, explicit: bool) -> str:
+    with journal.read() as txn:
+        stored = txn.meta("target_url")
+    if stored is None:
+        with journal.write(f"creation of {what}") as txn:
+            txn.put_meta("target_url", wanted)
+        return wanted
+    if explicit and stored.rstrip("/") != wanted.rstrip("/"):
+        raise InvalidInput(f"{what} flushes to {stored}; it cannot be reopened with target {wanted}")
+    return stored
+
+
+def _recover(ws: Workspace) -> None:
+    """Make the journal and the shared tier agree after a crash (or a clean stop).
+
+    Files no longer in the namespace (unlinked while open when the process died) are
+    dropped; chunk objects no committed transaction references (uploads of a dead
+    writer, or garbage not yet deleted) are deleted. We hold the owner lock, so no live
+    writer can be mid-upload under our prefix.
+    """
+    referenced: set[str] = set()
+    used = 0
+    with ws.journal.write(f"recovery of {ws.what}") as txn:
+        live = {file_id for _, file_id in txn.tree_files()}
+        for file_id, rec in list(txn.files()):
+            keys = [k for k, _ in rec["chunks"].values()]
+            if file_id not in live:
+                txn.del_file(file_id)
+                txn.add_garbage(keys)
+                continue
+            referenced.update(keys)
+            used += sum(n for _, n in rec["chunks"].values())
+    ws.flusher.used = used
+    ws.delete_unreferenced(key for key in list(ws.chunks.keys()) if key not in referenced)
+    ws.flusher.gc()
+
+
+def flush_workspace(name: str, config: Config, stores, *, progress: Progress | None = None) -> FlushReport:
+    """Flush workspace ``name`` from any process: ask its owner, or open it and flush here."""
+    check_name(name, "workspace")
+    what = f"workspace {name!r}"
+    directory = workspace_dir(config, name)
+    if not (directory / "lmdb").is_dir():
+        raise NotFound(f"{what} does not exist under {config.resolved_journal_dir}", workspace=name)
+    for _attempt in range(3):
+        if is_locked(directory):
+            return FlushReport.from_dict(request_flush(socket_path(directory), what))
+        try:
+            ws = open_workspace(name, config, stores, background=False)
+        except Conflict:
+            continue  # opened by someone else just now: ask them
+        with ws:
+            return ws.flush(progress=progress)
+    raise Conflict(f"{what} changed owner repeatedly while trying to flush it; retry")

@@ -1,0 +1,277 @@
+"""Open files of a workspace: a small page cache over immutable chunk objects.
+
+All handles of one file share one ``OpenFile`` (so a write through one handle is visible
+through another, as in POSIX). Its state:
+
+- ``chunks``: index -> (shared-tier key, length) — the committed chunk map, plus chunks
+  already uploaded ahead of an fsync (``staged``, not yet referenced by the journal);
+- ``buffers``: index -> bytearray of chunks modified since their last upload (``dirty``),
+  or kept as read cache; bounded by ``buffer_bytes``: past it, full dirty chunks are
+  uploaded early (write-behind) and clean buffers dropped.
+
+``_lock`` guards only memory and is never held during I/O. ``_commit_lock`` serialises the
+fsyncs of one file (upload + journal commit) and is held by nothing else, so reads and
+writes never wait for the network. A per-chunk version counter tells an upload whether
+its chunk was written again meanwhile (then it stays dirty).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from datahub.errors import DatahubError, InvalidInput
+
+if TYPE_CHECKING:
+    from datahub.cache.writeback.workspace import Workspace
+
+
+class OpenFile:
+    def __init__(self, ws: Workspace, file_id: int, path: str, record: dict) -> None:
+        self.ws = ws
+        self.id = file_id
+        self.path = path  # for messages; follows renames
+        self.cs = ws.chunk_size
+        self.refs = 0
+        self._lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+        self.size: int = record["size"]
+        self.mtime: float = record["mtime"]
+        self.mode: int = record["mode"]
+        self.gen: int = record["gen"]
+        self.chunks: dict[int, tuple[str, int]] = {int(i): (k, n) for i, (k, n) in record["chunks"].items()}
+        self.committed: dict[int, tuple[str, int]] = dict(self.chunks)
+        self.committed_size = self.size
+        self.staged: set[int] = set()
+        self.buffers: dict[int, bytearray] = {}
+        self.dirty: set[int] = set()
+        self.version: dict[int, int] = {}
+        self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
+        self.discard: list[str] = []  # staged keys replaced before any commit referenced them
+
+    # --- reading -------------------------------------------------------------------------------
+    def _stored(self, index: int, key_len: tuple[str, int] | None) -> bytes:
+        if key_len is None:
+            return b""
+        return self.ws.chunks.get(key_len[0], key_len[1], self.path)
+
+    def _chunk_view(self, index: int) -> bytes | bytearray:
+        """Current bytes of one chunk (possibly shorter than the chunk: the rest is zeros)."""
+        with self._lock:
+            buf = self.buffers.get(index)
+            if buf is not None:
+                return bytes(buf)
+            key_len = self.chunks.get(index)
+        return self._stored(index, key_len)
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0:
+            raise InvalidInput(f"read of {self.path!r}: negative offset or size")
+        with self._lock:
+            end = min(offset + size, self.size)
+        if offset >= end:
+            return b""
+        out = bytearray()
+        pos = offset
+        while pos < end:
+            index, within = divmod(pos, self.cs)
+            take = min(self.cs - within, end - pos)
+            data = self._chunk_view(index)[within : within + take]
+            out += data
+            if len(data) < take:
+                out += bytes(take - len(data))
+            pos += take
+        return bytes(out)
+
+    # --- writing -------------------------------------------------------------------------------
+    def _buffer(self, index: int, covers_all: bool) -> bytearray:
+        """The writable buffer of chunk ``index`` (caller holds ``_lock``; may release it to load)."""
+        buf = self.buffers.get(index)
+        if buf is not None:
+            return buf
+        key_len = self.chunks.get(index)
+        if key_len is None or covers_all:
+            buf = bytearray()
+        else:
+            self._lock.release()
+            try:
+                data = self._stored(index, key_len)
+            finally:
+                self._lock.acquire()
+            buf = self.buffers.get(index)  # another writer may have loaded it meanwhile
+            if buf is not None:
+                return buf
+            if self.chunks.get(index) != key_len:
+                return self._buffer(index, covers_all)
+            buf = bytearray(data)
+        self.buffers[index] = buf
+        return buf
+
+    def _touch(self, index: int) -> None:
+        self.dirty.add(index)
+        self.version[index] = self.version.get(index, 0) + 1
+
+    def write(self, offset: int, data: bytes) -> int:
+        if offset < 0:
+            raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
+        view = memoryview(data)
+        pos = offset
+        while view:
+            index, within = divmod(pos, self.cs)
+            take = min(self.cs - within, len(view))
+            with self._lock:
+                chunk_end = min(self.cs, max(self.size - index * self.cs, 0))
+                buf = self._buffer(index, covers_all=within == 0 and take >= chunk_end)
+                if len(buf) < within:
+                    buf.extend(bytes(within - len(buf)))  # sparse: a hole reads as zeros
+                buf[within : within + take] = view[:take]
+                self._touch(index)
+                self.size = max(self.size, pos + take)
+                self.mtime = self.ws.clock()
+            view = view[take:]
+            pos += take
+        if self._buffered_bytes() > self.ws.buffer_bytes:
+            self._write_behind()
+        return len(data)
+
+    def truncate(self, size: int) -> None:
+        if size < 0:
+            raise InvalidInput(f"truncate of {self.path!r}: negative size {size}")
+        with self._lock:
+            if size < self.size:
+                index, within = divmod(size, self.cs)
+                doomed = [
+                    i
+                    for i in set(self.buffers) | set(self.chunks)
+                    if i > index or (i == index and not within)
+                ]
+                for i in doomed:
+                    self.buffers.pop(i, None)
+                    self.dirty.discard(i)
+                    key_len = self.chunks.pop(i, None)
+                    if key_len is not None and i in self.staged:
+                        self.staged.discard(i)
+                        self.discard.append(key_len[0])
+                if within and (index in self.buffers or index in self.chunks):
+                    buf = self._buffer(index, covers_all=False)
+                    del buf[within:]
+                    self._touch(index)
+            self.size = size
+            self.mtime = self.ws.clock()
+            self.meta_dirty = True
+
+    # --- uploads -------------------------------------------------------------------------------
+    def _buffered_bytes(self) -> int:
+        with self._lock:
+            return sum(len(b) for b in self.buffers.values())
+
+    def _upload(self, indices: set[int]) -> None:
+        """Upload the current contents of dirty chunks; re-dirtied chunks stay dirty."""
+        with self._lock:
+            todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in indices if i in self.buffers]
+        results = self.ws.upload_many(self.id, self.path, todo)
+        with self._lock:
+            for (index, _data, version), key in zip(todo, results, strict=True):
+                length = len(_data)
+                if self.version.get(index, 0) != version or index not in self.dirty:
+                    self.discard.append(key)  # written again (or truncated) meanwhile
+                    continue
+                old = self.chunks.get(index)
+                if old is not None and index in self.staged:
+                    self.discard.append(old[0])
+                self.chunks[index] = (key, length)
+                self.staged.add(index)
+                self.dirty.discard(index)
+
+    def _write_behind(self) -> None:
+        """Past the RAM budget: upload full dirty chunks now and drop clean buffers."""
+        with self._lock:
+            full = {i for i in self.dirty if len(self.buffers[i]) == self.cs}
+        if full:
+            self._upload(full)
+        with self._lock:
+            for i in [i for i in self.buffers if i not in self.dirty]:
+                del self.buffers[i]
+
+    def fsync(self) -> None:
+        """Durable in the shared tier and committed to the journal before returning."""
+        with self._commit_lock:
+            with self._lock:
+                pending = set(self.dirty)
+                changed = bool(pending or self.staged or self.meta_dirty or self.discard)
+            if not changed:
+                return
+            try:
+                if pending:
+                    self._upload(pending)
+                with self._lock:
+                    last = (self.size + self.cs - 1) // self.cs
+                    chunk_map = {i: kl for i, kl in self.chunks.items() if i < last and i not in self.dirty}
+                    # a chunk re-dirtied during the upload keeps its committed bytes for now
+                    for i in self.dirty:
+                        if i in self.committed and i < last:
+                            chunk_map[i] = self.committed[i]
+                    size, mtime = self.size, self.mtime
+                    staged = self.staged - self.dirty
+                self.gen = self.ws.commit_file(self.id, self.path, size, mtime, chunk_map)
+            except DatahubError:
+                raise
+            with self._lock:
+                self.committed = chunk_map
+                self.committed_size = size
+                self.staged -= staged
+                self.meta_dirty = False
+                discard, self.discard = self.discard, []
+                if self._buffered_bytes_locked() > self.ws.buffer_bytes:
+                    for i in [i for i in self.buffers if i not in self.dirty]:
+                        del self.buffers[i]
+            self.ws.delete_unreferenced(discard)
+
+    def _buffered_bytes_locked(self) -> int:
+        return sum(len(b) for b in self.buffers.values())
+
+
+class FileHandle:
+    """One open of a workspace file (the FUSE layer keeps one per open file descriptor)."""
+
+    def __init__(self, ws: Workspace, of: OpenFile, release: Callable[[OpenFile], None]) -> None:
+        self._ws = ws
+        self._of = of
+        self._release = release
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        return self._of.path
+
+    def _check(self) -> OpenFile:
+        if self._closed:
+            raise InvalidInput(f"file handle of {self._of.path!r} in {self._ws.what} is closed")
+        return self._of
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self._check().read(offset, size)
+
+    def write(self, offset: int, data: bytes) -> int:
+        return self._check().write(offset, data)
+
+    def truncate(self, size: int) -> None:
+        self._check().truncate(size)
+
+    def fsync(self) -> None:
+        self._check().fsync()
+
+    def close(self) -> None:
+        """fsync, then release; on failure the handle stays open so the caller may retry."""
+        if self._closed:
+            return
+        self._of.fsync()
+        self._closed = True
+        self._release(self._of)
+
+    def __enter__(self) -> FileHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,419 @@
+"""The flusher: copies acknowledged files from the shared tier to the origin, then marks them clean.
+
+Dirty is derived, never flagged: the journal's ``origin`` table says which (file id,
+generation) the origin holds at each path, so a path is dirty when that differs from the
+namespace, and an origin path no longer in the namespace is a pending delete. A flush:
+
+1. plans from one read transaction (uploads and deletes);
+2. streams each dirty file, chunk by chunk, to ``<target>/<path>`` (the store goes multipart
+   for large files) — bounded parallelism, one chunk per stream in memory;
+3. records what the origin now holds, in batched transactions. A file written during its
+   upload keeps a newer generation, so it stays dirty: the generation check is implicit;
+4. deletes origin objects of removed/renamed paths, after the uploads (data always exists
+   somewhere), then forgets them;
+5. deletes garbage chunks (unreferenced by a committed transaction) from the shared tier.
+
+It runs periodically (``flush_interval``), when the shared tier passes its high watermark
+(then it also evicts clean files down to the low watermark), on demand and at close.
+Eviction drops a clean file's chunks and remembers its origin object (``src``); opening such
+a file copies it back first (``rehydrate``). Dirty data is never evicted.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from datahub.cache.writeback.chunks import FileStream
+from datahub.errors import DatahubError
+from datahub.storage.base import ObjectStore
+
+if TYPE_CHECKING:
+    from datahub.cache.writeback.workspace import Workspace
+
+log = logging.getLogger(__name__)
+_MARK_BATCH = 128  # files recorded clean per journal transaction
+
+
+class Progress(Protocol):
+    def update(self, n: int = 1, nbytes: int = 0) -> None: ...
+
+
+@dataclass
+class FlushReport:
+    workspace: str
+    uploaded: int = 0
+    uploaded_bytes: int = 0
+    deleted: int = 0
+    still_dirty: int = 0  # changed during the flush (or blocked); the next flush takes them
+    evicted_bytes: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FlushReport:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class FlushedObject:
+    path: str
+    url: str
+    etag: str
+    size: int
+    sha256: str
+
+
+class _Locked:
+    """Serialises Progress updates coming from upload threads."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self._progress = progress
+        self._lock = threading.Lock()
+
+    def update(self, n: int = 1, nbytes: int = 0) -> None:
+        if self._progress is not None:
+            with self._lock:
+                self._progress.update(n, nbytes)
+
+
+class Flusher:
+    def __init__(
+        self,
+        ws: Workspace,
+        origin: ObjectStore,
+        origin_prefix: str,
+        *,
+        interval: float,
+        shared_budget: int,
+        high_watermark: float,
+        low_watermark: float,
+        concurrency: int,
+    ) -> None:
+        self.ws = ws
+        self.origin = origin
+        self.prefix = origin_prefix.strip("/")
+        self.interval = interval
+        self.high = int(shared_budget * high_watermark)
+        self.low = int(shared_budget * low_watermark)
+        self.budget = shared_budget
+        self.concurrency = max(1, concurrency)
+        self._mutex = threading.Lock()  # one flush/evict at a time; serialises only flushers
+        self._state = threading.Lock()  # guards the counters below; never held during I/O
+        self._pins: Counter[str] = Counter()
+        self.used = 0  # bytes of chunk objects referenced by the journal
+        self.last_flush: float | None = None
+        self.last_error: str | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # --- names -----------------------------------------------------------------------------------
+    def origin_key(self, path: str) -> str:
+        return f"{self.prefix}/{path}" if self.prefix else path
+
+    # --- background ------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"flusher-{self.ws.name}", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.flush()
+                if self.used > self.high:
+                    self.evict(self.low)
+            except DatahubError as exc:  # retried at the next interval; nothing is lost
+                self.last_error = exc.message
+                log.warning("background flush of %s failed: %s", self.ws.what, exc.message)
+
+    def on_commit(self, delta: int) -> None:
+        with self._state:
+            self.used += delta
+            over = self.used > self.high
+        if over:
+            self._wake.set()
+
+    # --- flush -----------------------------------------------------------------------------------
+    def _plan(self) -> tuple[list[tuple[str, int, dict]], list[str], dict[str, int]]:
+        uploads, srcs = [], {}
+        with self.ws.journal.read() as txn:
+            for path, file_id in txn.tree_files():
+                rec = txn.file(file_id)
+                if rec is None:
+                    continue
+                if rec.get("src"):
+                    srcs[rec["src"]["path"]] = file_id
+                state = txn.origin(path)
+                if state is None or state["id"] != file_id or state["gen"] != rec["gen"]:
+                    uploads.append((path, file_id, rec))
+            deletes = [p for p, _ in txn.origins() if (e := txn.entry(p)) is None or e["t"] != "f"]
+        return uploads, deletes, srcs
+
+    def flush(self, *, progress: Progress | None = None) -> FlushReport:
+        with self._mutex:
+            return self._flush(_Locked(progress))
+
+    def _flush(self, progress: _Locked) -> FlushReport:
+        start = time.monotonic()
+        report = FlushReport(self.ws.name)
+        uploads, deletes, srcs = self._plan()
+        # An evicted file's bytes live at its src path: move those first, and never overwrite
+        # or delete a path that is still some file's only copy.
+        moving = [u for u in uploads if u[2].get("src")]
+        others = [u for u in uploads if not u[2].get("src")]
+        done: list[tuple[str, int, dict, object]] = []
+        for path, file_id, rec in moving:
+            if srcs.get(path, file_id) != file_id:
+                report.still_dirty += 1
+                continue
+            done.append((path, file_id, rec, self._upload(path, file_id, rec, progress)))
+            self._mark(done, report)
+            srcs.pop(rec["src"]["path"], None)
+        todo = [u for u in others if u[0] not in srcs]
+        report.still_dirty += len(others) - len(todo)
+        error: DatahubError | None = None
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"flush-{self.ws.name}") as pool:
+            futures = [(u, pool.submit(self._upload, *u, progress)) for u in todo]
+            for (path, file_id, rec), future in futures:
+                try:
+                    done.append((path, file_id, rec, future.result()))
+                except DatahubError as exc:
+                    error = error or exc
+                    report.errors.append(exc.message)
+                if len(done) >= _MARK_BATCH:
+                    self._mark(done, report)
+        self._mark(done, report)
+        if error is None:
+            self._delete(deletes, set(srcs), report, progress)
+        self.gc()
+        report.seconds = time.monotonic() - start
+        if error is not None:
+            self.last_error = error.message
+            raise error
+        self.last_flush = time.time()
+        self.last_error = None
+        return report
+
+    def _chunk_reader(self, path: str, rec: dict):
+        chunks, src, cs = rec["chunks"], rec.get("src"), self.ws.chunk_size
+
+        def chunk(index: int) -> bytes:
+            key_len = chunks.get(str(index))
+            if key_len is not None:
+                return self.ws.chunks.get(key_len[0], key_len[1], path)
+            if src and index * cs < src["len"]:
+                end = min((index + 1) * cs, src["len"])
+                return self.origin.read(self.origin_key(src["path"]), index * cs, end, etag=src["etag"])
+            return b""
+
+        return chunk
+
+    def _upload(self, path: str, file_id: int, rec: dict, progress: _Locked) -> dict:
+        keys = [k for k, _ in rec["chunks"].values()]
+        self._pin(keys, +1)
+        try:
+            stream = FileStream(
+                rec["size"],
+                self.ws.chunk_size,
+                self._chunk_reader(path, rec),
+                lambda n: progress.update(0, n),
+            )
+            info = self.origin.put(
+                self.origin_key(path), io.BufferedReader(stream, 1 << 20), size=rec["size"]
+            )
+        finally:
+            self._pin(keys, -1)
+        progress.update(1)
+        return {"id": file_id, "gen": rec["gen"], "etag": info.etag, "size": rec["size"],
+                "sha256": stream.sha256.hexdigest()}  # fmt: skip
+
+    def _mark(self, done: list, report: FlushReport) -> None:
+        """Record what the origin now holds; files changed meanwhile simply stay dirty."""
+        if not done:
+            return
+        with self.ws.journal.write(f"flush of {len(done)} file(s)") as txn:
+            for path, file_id, _rec, state in done:
+                txn.put_origin(path, state)
+                current = txn.file(file_id)
+                entry = txn.entry(path)
+                if current is None or current["gen"] != state["gen"] or entry != {"t": "f", "id": file_id}:
+                    report.still_dirty += 1
+                    continue
+                if current.get("src"):
+                    current["src"] = {"path": path, "etag": state["etag"], "len": state["size"]}
+                    txn.put_file(file_id, current)
+        for _path, _id, _rec, state in done:
+            report.uploaded += 1
+            report.uploaded_bytes += state["size"]
+        done.clear()
+
+    def _delete(self, paths: list[str], protected: set[str], report: FlushReport, progress: _Locked) -> None:
+        gone = []
+        for path in paths:
+            if path in protected:
+                continue
+            self.origin.delete(self.origin_key(path))
+            gone.append(path)
+            progress.update(1)
+        if gone:
+            with self.ws.journal.write(f"flush of {len(gone)} delete(s)") as txn:
+                for path in gone:
+                    txn.del_origin(path)
+            report.deleted += len(gone)
+
+    # --- garbage and eviction --------------------------------------------------------------------
+    def _pin(self, keys: Iterable[str], delta: int) -> None:
+        with self._state:
+            for key in keys:
+                self._pins[key] += delta
+                if self._pins[key] <= 0:
+                    del self._pins[key]
+
+    def gc(self) -> int:
+        """Delete garbage chunks, except those pinned by a running upload or of an open file."""
+        with self.ws.journal.read() as txn:
+            keys = txn.garbage()
+        if not keys:
+            return 0
+        open_ids = {of.id for of in self.ws.open_files()}
+        with self._state:
+            pinned = set(self._pins)
+        gone = []
+        for key in keys:
+            if key in pinned or _file_id(key) in open_ids:
+                continue
+            try:
+                self.ws.chunks.delete(key)
+            except DatahubError as exc:
+                log.warning("cannot delete garbage chunk %s of %s: %s", key, self.ws.what, exc.message)
+                break
+            gone.append(key)
+        if gone:
+            with self.ws.journal.write("garbage collection") as txn:
+                txn.del_garbage(gone)
+        return len(gone)
+
+    def evict(self, target: int) -> int:
+        """Drop chunks of clean, closed files (oldest first) until ``used <= target``."""
+        freed = 0
+        with self._mutex:
+            with self.ws.journal.read() as txn:
+                clean = []
+                for path, file_id in txn.tree_files():
+                    rec, state = txn.file(file_id), txn.origin(path)
+                    if (
+                        rec
+                        and rec["chunks"]
+                        and state
+                        and state["id"] == file_id
+                        and state["gen"] == rec["gen"]
+                    ):
+                        clean.append((rec["mtime"], path, file_id))
+            for _mtime, path, file_id in sorted(clean):
+                if self.used <= target:
+                    break
+                if not self.ws.begin_evict(file_id):
+                    continue  # open: its chunks stay
+                try:
+                    freed += self._evict_one(path, file_id)
+                finally:
+                    self.ws.end_evict(file_id)
+        self.gc()
+        return freed
+
+    def _evict_one(self, path: str, file_id: int) -> int:
+        with self.ws.journal.write(f"eviction of {path!r}") as txn:
+            rec, state = txn.file(file_id), txn.origin(path)
+            if not rec or not state or state["id"] != file_id or state["gen"] != rec["gen"]:
+                return 0  # changed since planning: dirty data is never evicted
+            size = sum(n for _, n in rec["chunks"].values())
+            txn.add_garbage([k for k, _ in rec["chunks"].values()])
+            rec["chunks"] = {}
+            rec["src"] = {"path": path, "etag": state["etag"], "len": state["size"]}
+            txn.put_file(file_id, rec)
+        self.on_commit(-size)
+        return size
+
+    def rehydrate(self, file_id: int, path: str, rec: dict) -> dict:
+        """Copy an evicted file back into the shared tier before it is opened."""
+        reader = self._chunk_reader(path, {**rec, "chunks": {}})
+        cs = self.ws.chunk_size
+        chunks = {}
+        for index in range((rec["size"] + cs - 1) // cs):
+            data = reader(index)
+            if data:
+                chunks[str(index)] = [self.ws.chunks.put(file_id, index, data, path), len(data)]
+        with self.ws.journal.write(f"reload of {path!r}") as txn:
+            current = txn.file(file_id)
+            if current is None or current.get("src") != rec["src"]:
+                self.ws.delete_unreferenced(k for k, _ in chunks.values())
+                if current is None:
+                    return rec
+                return current if not current.get("src") else self.rehydrate(file_id, path, current)
+            current["chunks"] = chunks
+            del current["src"]
+            txn.put_file(file_id, current)
+        self.on_commit(sum(n for _, n in chunks.values()))
+        return current
+
+    # --- reporting -------------------------------------------------------------------------------
+    def dirty_paths(self) -> list[str]:
+        uploads, deletes, _ = self._plan()
+        return sorted([u[0] for u in uploads] + deletes)
+
+    def flushed_objects(self) -> list[FlushedObject]:
+        out = []
+        with self.ws.journal.read() as txn:
+            for path, file_id in txn.tree_files():
+                rec, state = txn.file(file_id), txn.origin(path)
+                if rec and state and state["id"] == file_id and state["gen"] == rec["gen"]:
+                    url = self.origin.url_for(self.origin_key(path))
+                    out.append(FlushedObject(path, url, state["etag"], state["size"], state["sha256"]))
+        return out
+
+    def stats(self) -> dict:
+        uploads, deletes, _ = self._plan()
+        oldest = min((rec["mtime"] for _, _, rec in uploads), default=None)
+        return {
+            "workspace": self.ws.name,
+            "shared_bytes_used": self.used,
+            "shared_bytes_limit": self.budget,
+            "dirty_files": len(uploads),
+            "dirty_bytes": sum(rec["size"] for _, _, rec in uploads),
+            "pending_deletes": len(deletes),
+            "flush_lag_seconds": (time.time() - oldest) if oldest is not None else 0.0,
+            "open_files": len(self.ws.open_files()),
+            "last_flush": self.last_flush,
+            "last_error": self.last_error,
+        }
+
+
+def _file_id(key: str) -> int:
+    try:
+        return int(key.rsplit("/", 2)[-2], 16)
+    except (IndexError, ValueError):
+        return -1

@@ -1,0 +1,204 @@
+"""The write-back journal: one LMDB environment per workspace, the only module importing lmdb.
+
+It holds everything a restart needs, so a committed transaction *is* the acknowledgement:
+
+- ``tree``: the namespace. Key ``parent\\0name`` (so a directory listing is one prefix scan),
+  value ``{"t": "d", "mtime", "mode"}`` or ``{"t": "f", "id": file_id}``.
+- ``files``: file records by id: size, mtime, mode, generation, and the chunk map
+  ``{index: [shared_key, length]}`` naming immutable chunk objects in the shared tier.
+  ``src`` is set when the chunks were evicted and the bytes live only in the origin.
+- ``origin``: what the origin holds at each path (file id, generation, etag, size, sha256).
+  A path is dirty exactly when ``origin`` does not match the tree's file id and generation,
+  and an ``origin`` path missing from the tree is a pending delete: no separate dirty flag
+  can disagree with the data.
+- ``garbage``: chunk objects unreferenced by a committed transaction, deleted afterwards
+  (crash-safe order: unreference, commit, then delete).
+
+LMDB runs with its default ``sync=True``: ``commit`` returns after fsync.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from datahub.errors import InvalidInput, NoSpace, StorageError
+
+_ID = struct.Struct(">Q")
+_DBS = ("tree", "files", "origin", "garbage", "meta")
+
+
+def _tree_key(path: str) -> bytes:
+    parent, _, name = path.rpartition("/")
+    return f"{parent}\0{name}".encode()
+
+
+def _tree_path(key: bytes) -> str:
+    parent, _, name = key.decode().partition("\0")
+    return f"{parent}/{name}" if parent else name
+
+
+def _dump(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class Txn:
+    """A read or write transaction with typed helpers (values are plain dicts)."""
+
+    def __init__(self, txn: Any, dbs: dict[str, Any]) -> None:
+        self._txn = txn
+        self._dbs = dbs
+
+    # --- namespace ----------------------------------------------------------------------------
+    def entry(self, path: str) -> dict | None:
+        if path == "":
+            return {"t": "d", "mtime": 0.0, "mode": 0o755}
+        raw = self._txn.get(_tree_key(path), db=self._dbs["tree"])
+        return json.loads(raw) if raw is not None else None
+
+    def put_entry(self, path: str, entry: dict) -> None:
+        self._txn.put(_tree_key(path), _dump(entry), db=self._dbs["tree"])
+
+    def del_entry(self, path: str) -> None:
+        self._txn.delete(_tree_key(path), db=self._dbs["tree"])
+
+    def _scan(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor(db=self._dbs[db]) as cur:
+            if not cur.set_range(prefix):
+                return
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    return
+                yield bytes(key), bytes(value)
+
+    def children(self, path: str) -> Iterator[tuple[str, dict]]:
+        """Direct children of directory ``path`` in name order."""
+        prefix = f"{path}\0".encode()
+        for key, value in list(self._scan("tree", prefix)):
+            yield key[len(prefix) :].decode(), json.loads(value)
+
+    def descendants(self, path: str) -> list[tuple[str, dict]]:
+        """Every entry below directory ``path`` (any depth), materialised for safe mutation."""
+        out = [(_tree_path(k), json.loads(v)) for k, v in self._scan("tree", f"{path}\0".encode())]
+        out += [(_tree_path(k), json.loads(v)) for k, v in self._scan("tree", f"{path}/".encode())]
+        return out
+
+    def tree_files(self) -> Iterator[tuple[str, int]]:
+        """(path, file id) of every file in the namespace."""
+        for key, value in self._scan("tree", b""):
+            entry = json.loads(value)
+            if entry["t"] == "f":
+                yield _tree_path(key), entry["id"]
+
+    # --- file records -------------------------------------------------------------------------
+    def file(self, file_id: int) -> dict | None:
+        raw = self._txn.get(_ID.pack(file_id), db=self._dbs["files"])
+        return json.loads(raw) if raw is not None else None
+
+    def put_file(self, file_id: int, record: dict) -> None:
+        self._txn.put(_ID.pack(file_id), _dump(record), db=self._dbs["files"])
+
+    def del_file(self, file_id: int) -> None:
+        self._txn.delete(_ID.pack(file_id), db=self._dbs["files"])
+
+    def files(self) -> Iterator[tuple[int, dict]]:
+        for key, value in self._scan("files", b""):
+            yield _ID.unpack(key)[0], json.loads(value)
+
+    def new_id(self) -> int:
+        raw = self._txn.get(b"next_id", db=self._dbs["meta"])
+        value = int(raw) if raw is not None else 1
+        self._txn.put(b"next_id", str(value + 1).encode(), db=self._dbs["meta"])
+        return value
+
+    # --- origin state -------------------------------------------------------------------------
+    def origin(self, path: str) -> dict | None:
+        raw = self._txn.get(path.encode(), db=self._dbs["origin"])
+        return json.loads(raw) if raw is not None else None
+
+    def put_origin(self, path: str, state: dict) -> None:
+        self._txn.put(path.encode(), _dump(state), db=self._dbs["origin"])
+
+    def del_origin(self, path: str) -> None:
+        self._txn.delete(path.encode(), db=self._dbs["origin"])
+
+    def origins(self) -> Iterator[tuple[str, dict]]:
+        for key, value in self._scan("origin", b""):
+            yield key.decode(), json.loads(value)
+
+    # --- garbage ------------------------------------------------------------------------------
+    def add_garbage(self, keys: list[str]) -> None:
+        for key in keys:
+            self._txn.put(key.encode(), b"", db=self._dbs["garbage"])
+
+    def del_garbage(self, keys: list[str]) -> None:
+        for key in keys:
+            self._txn.delete(key.encode(), db=self._dbs["garbage"])
+
+    def garbage(self) -> list[str]:
+        return [k.decode() for k, _ in self._scan("garbage", b"")]
+
+    # --- metadata -----------------------------------------------------------------------------
+    def meta(self, name: str) -> str | None:
+        raw = self._txn.get(name.encode(), db=self._dbs["meta"])
+        return raw.decode() if raw is not None else None
+
+    def put_meta(self, name: str, value: str) -> None:
+        self._txn.put(name.encode(), value.encode(), db=self._dbs["meta"])
+
+
+class Journal:
+    """An LMDB environment under ``path``; ``write()`` commits durably or raises and changes nothing."""
+
+    def __init__(self, path: Path, what: str, map_size: int = 1 << 34) -> None:
+        self.what = what  # e.g. "workspace 'ckpt'", used in error messages
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self._env = lmdb.open(str(path), max_dbs=len(_DBS), map_size=map_size, subdir=True, sync=True)
+        except (OSError, lmdb.Error) as exc:
+            raise _translate(exc, f"cannot open the journal of {what} at {path}") from exc
+        self._dbs = {name: self._env.open_db(name.encode()) for name in _DBS}
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidInput(f"{self.what} is closed; open it again")
+
+    @contextmanager
+    def read(self) -> Iterator[Txn]:
+        self._check_open()
+        with self._env.begin(write=False) as txn:
+            yield Txn(txn, self._dbs)
+
+    @contextmanager
+    def write(self, doing: str) -> Iterator[Txn]:
+        """A write transaction; ``doing`` (e.g. "fsync of 'a/b'") names the operation in errors."""
+        self._check_open()
+        try:
+            with self._env.begin(write=True) as txn:
+                yield Txn(txn, self._dbs)
+        except lmdb.Error as exc:
+            raise _translate(exc, f"journal commit failed for {doing} in {self.what}") from exc
+
+    def close(self) -> None:
+        self._closed = True
+        self._env.close()
+
+
+def _translate(exc: BaseException, context: str) -> Exception:
+    text = str(exc)
+    if (
+        isinstance(exc, lmdb.MapFullError)
+        or getattr(exc, "errno", None) == errno.ENOSPC
+        or "No space left" in text
+        or "MDB_MAP_FULL" in text
+    ):
+        return NoSpace(f"{context}: no space left on the journal device ({text}); free space and retry")
+    return StorageError(f"{context}: {text}")

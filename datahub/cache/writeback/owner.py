@@ -1,0 +1,162 @@
+"""One writer per workspace, and a way for other processes to ask it to flush.
+
+The owner holds an exclusive ``flock`` on ``<journal>/owner.lock`` for as long as the
+workspace is open (the kernel drops it when the process dies, so a crash never leaves a
+stale lock) and writes its PID and the path of its flush socket into the file. Another
+process that wants a flush (``datahub cache flush``) connects to that unix socket, sends
+``flush``, and gets the FlushReport back as one JSON line; when nobody holds the lock it
+opens the workspace and flushes itself.
+
+Socket paths are limited to ~107 bytes, so a long journal path gets a socket under the
+temp dir named by a hash of the journal path instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from datahub.errors import Conflict, DatahubError, StorageError
+
+log = logging.getLogger(__name__)
+_MAX_SOCKET_PATH = 100
+
+
+def socket_path(journal_dir: Path) -> Path:
+    candidate = journal_dir / "flush.sock"
+    if len(str(candidate)) <= _MAX_SOCKET_PATH:
+        return candidate
+    digest = hashlib.sha256(str(journal_dir).encode()).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"datahub-wb-{digest}.sock"
+
+
+class OwnerLock:
+    def __init__(self, journal_dir: Path, what: str) -> None:
+        self.path = journal_dir / "owner.lock"
+        journal_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = read_owner(journal_dir)
+            raise Conflict(
+                f"{what} is already open for writing by process {pid or '?'}; close it there, "
+                "or use `datahub cache flush` which asks that process to flush",
+                pid=pid,
+            ) from None
+        self._fd = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+
+def read_owner(journal_dir: Path) -> int | None:
+    try:
+        return int((journal_dir / "owner.lock").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_locked(journal_dir: Path) -> bool:
+    """True when some process holds the workspace open (probe with a non-blocking flock)."""
+    path = journal_dir / "owner.lock"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+class FlushServer:
+    """Answers ``flush`` requests on a unix socket with ``handler() -> dict`` as one JSON line."""
+
+    def __init__(self, path: Path, handler: Callable[[], dict]) -> None:
+        self.path = path
+        self._handler = handler
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # left by a crashed owner; we hold the lock, so it is ours to replace
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.bind(str(path))
+        self._sock.listen(8)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._serve, name="flush-server", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return  # closed
+            if self._stopping:
+                conn.close()
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rwb") as stream:
+            line = stream.readline().strip()
+            if line != b"flush":
+                reply: dict = {"error": {"code": "invalid_input", "message": f"unknown request {line!r}"}}
+            else:
+                try:
+                    reply = {"report": self._handler()}
+                except DatahubError as exc:
+                    reply = {"error": exc.to_dict()}
+                except Exception as exc:  # report, never kill the server thread
+                    log.exception("flush request failed")
+                    reply = {"error": {"code": "internal", "message": str(exc)}}
+            try:
+                stream.write(json.dumps(reply).encode() + b"\n")
+                stream.flush()
+            except OSError:
+                pass  # the requester went away
+
+    def close(self) -> None:
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self._thread.join(5)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def request_flush(path: Path, what: str, timeout: float | None = None) -> dict:
+    """Ask the owning process to flush; returns its report dict (raises its error)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect(str(path))
+            sock.sendall(b"flush\n")
+            with sock.makefile("rb") as stream:
+                line = stream.readline()
+    except OSError as exc:
+        raise StorageError(
+            f"cannot reach the process that holds {what} open ({path}): {exc}; retry, or stop that process"
+        ) from exc
+    if not line:
+        raise StorageError(f"the process that holds {what} open closed the flush request without answering")
+    reply = json.loads(line)
+    if "error" in reply:
+        raise StorageError(f"flush of {what} by its owning process failed: {reply['error']['message']}")
+    return reply["report"]

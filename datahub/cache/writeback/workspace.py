@@ -1,0 +1,411 @@
+"""A writable, durable, path-based namespace: the write-back profile's user API.
+
+Durability rule: an operation is acknowledged when its journal transaction has committed.
+``fsync``/``close`` first upload the file's dirty chunks to the shared tier as new immutable
+objects, then commit the new chunk map in one LMDB transaction; a crash at any point leaves
+either the old or the new state, never a mix. Namespace operations (mkdir, rename, unlink …)
+are single journal transactions. The flusher (``flusher.py``) copies dirty files to the
+origin; ``Workspace`` only keeps the namespace and the open files.
+
+Thread-safe: the FUSE daemon calls it from several worker threads. ``_lock`` guards the
+open-file registry and is never held during I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from datahub.cache.writeback.chunks import ChunkStore
+from datahub.cache.writeback.files import FileHandle, OpenFile
+from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
+from datahub.cache.writeback.journal import Journal, Txn
+from datahub.errors import (
+    AlreadyExists,
+    InvalidInput,
+    IsADirectory,
+    NotADirectory,
+    NotEmpty,
+    NotFound,
+)
+from datahub.validation import check_key
+
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+
+
+@dataclass(frozen=True, slots=True)
+class FileAttr:
+    size: int
+    mtime: float
+    is_dir: bool
+    mode: int
+
+
+def normalize(path: str) -> str:
+    """``"/a/b/"`` -> ``"a/b"``; ``""`` or ``"/"`` is the root. Refuses ``..`` and friends."""
+    path = path.strip("/")
+    return check_key(path) if path else ""
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+class Workspace:
+    """Use ``datahub.cache.writeback.open_workspace``; the constructor wires parts together."""
+
+    def __init__(
+        self,
+        name: str,
+        journal: Journal,
+        chunks: ChunkStore,
+        *,
+        chunk_size: int,
+        buffer_bytes: int,
+        upload_concurrency: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.name = name
+        self.what = f"workspace {name!r}"
+        self.journal = journal
+        self.chunks = chunks
+        self.chunk_size = chunk_size
+        self.buffer_bytes = buffer_bytes
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._open: dict[int, OpenFile] = {}
+        self._opening: Counter[int] = Counter()
+        self._evicting: set[int] = set()
+        self._pool = ThreadPoolExecutor(max(1, upload_concurrency), thread_name_prefix=f"wb-{name}")
+        self.on_commit: Callable[[int], None] = lambda delta: None  # flusher hook: shared bytes delta
+        self.flusher: Flusher  # set by open_workspace
+        self.closers: list[Callable[[], None]] = []  # journal, stores, owner lock, flush server
+        self._closed = False
+
+    # --- lookups ---------------------------------------------------------------------------------
+    def _entry(self, txn: Txn, path: str) -> dict:
+        entry = txn.entry(path)
+        if entry is None:
+            self._check_parent(txn, path)
+            raise NotFound(f"{path!r} not found in {self.what}", workspace=self.name, path=path)
+        return entry
+
+    def _check_parent(self, txn: Txn, path: str) -> None:
+        parent = _parent(path)
+        entry = txn.entry(parent)
+        if entry is None:
+            raise NotFound(
+                f"directory {parent!r} not found in {self.what} (needed for {path!r}); create it first",
+                workspace=self.name,
+                path=path,
+            )
+        if entry["t"] != "d":
+            raise NotADirectory(f"{parent!r} in {self.what} is a file, not a directory", path=path)
+
+    def _attr(self, txn: Txn, entry: dict) -> FileAttr:
+        if entry["t"] == "d":
+            return FileAttr(0, entry["mtime"], True, entry["mode"])
+        with self._lock:
+            of = self._open.get(entry["id"])
+        if of is not None:
+            return FileAttr(of.size, of.mtime, False, of.mode)
+        rec = txn.file(entry["id"]) or {"size": 0, "mtime": 0.0, "mode": FILE_MODE}
+        return FileAttr(rec["size"], rec["mtime"], False, rec["mode"])
+
+    def stat(self, path: str) -> FileAttr:
+        path = normalize(path)
+        with self.journal.read() as txn:
+            return self._attr(txn, self._entry(txn, path))
+
+    def listdir(self, path: str = "") -> list[tuple[str, FileAttr]]:
+        path = normalize(path)
+        with self.journal.read() as txn:
+            if self._entry(txn, path)["t"] != "d":
+                raise NotADirectory(f"{path!r} in {self.what} is a file, not a directory", path=path)
+            return [(name, self._attr(txn, entry)) for name, entry in txn.children(path)]
+
+    # --- namespace changes -----------------------------------------------------------------------
+    def mkdir(self, path: str) -> None:
+        path = normalize(path)
+        with self.journal.write(f"mkdir {path!r}") as txn:
+            if path == "" or txn.entry(path) is not None:
+                raise AlreadyExists(f"{path or '/'!r} already exists in {self.what}", path=path)
+            self._check_parent(txn, path)
+            txn.put_entry(path, {"t": "d", "mtime": self.clock(), "mode": DIR_MODE})
+
+    def rmdir(self, path: str) -> None:
+        path = normalize(path)
+        if path == "":
+            raise InvalidInput(f"cannot remove the root directory of {self.what}")
+        with self.journal.write(f"rmdir {path!r}") as txn:
+            if self._entry(txn, path)["t"] != "d":
+                raise NotADirectory(f"{path!r} in {self.what} is a file; use unlink", path=path)
+            if next(txn.children(path), None) is not None:
+                raise NotEmpty(f"directory {path!r} in {self.what} is not empty", path=path)
+            txn.del_entry(path)
+
+    def _drop_file(self, txn: Txn, file_id: int) -> None:
+        """The file left the namespace: delete it now, or at last close if it is still open."""
+        with self._lock:
+            still_open = file_id in self._open
+        rec = txn.file(file_id)
+        if rec is None:
+            return
+        if still_open:
+            rec["unlinked"] = True
+            txn.put_file(file_id, rec)
+        else:
+            txn.del_file(file_id)
+            txn.add_garbage([k for k, _ in rec["chunks"].values()])
+
+    def unlink(self, path: str) -> None:
+        path = normalize(path)
+        if path == "":
+            raise IsADirectory(f"cannot unlink the root directory of {self.what}")
+        with self.journal.write(f"unlink {path!r}") as txn:
+            entry = self._entry(txn, path)
+            if entry["t"] == "d":
+                raise IsADirectory(f"{path!r} in {self.what} is a directory; use rmdir", path=path)
+            txn.del_entry(path)
+            self._drop_file(txn, entry["id"])
+
+    def rename(self, old: str, new: str) -> None:
+        old, new = normalize(old), normalize(new)
+        if old == "" or new == "":
+            raise InvalidInput(f"cannot rename the root directory of {self.what}")
+        if new.startswith(old + "/"):
+            raise InvalidInput(f"cannot move {old!r} into itself ({new!r}) in {self.what}")
+        with self.journal.write(f"rename {old!r} -> {new!r}") as txn:
+            entry = self._entry(txn, old)
+            if old == new:
+                return
+            self._check_parent(txn, new)
+            target = txn.entry(new)
+            if target is not None:
+                if entry["t"] == "d" and target["t"] != "d":
+                    raise NotADirectory(f"cannot replace file {new!r} with directory {old!r}", path=new)
+                if entry["t"] != "d" and target["t"] == "d":
+                    raise IsADirectory(f"cannot replace directory {new!r} with file {old!r}", path=new)
+                if target["t"] == "d" and next(txn.children(new), None) is not None:
+                    raise NotEmpty(f"directory {new!r} in {self.what} is not empty", path=new)
+                txn.del_entry(new)
+                if target["t"] == "f":
+                    self._drop_file(txn, target["id"])
+            if entry["t"] == "d":
+                for path, child in txn.descendants(old):
+                    txn.del_entry(path)
+                    txn.put_entry(new + path[len(old) :], child)
+            txn.del_entry(old)
+            txn.put_entry(new, entry)
+        self._renamed(old, new)
+
+    def _renamed(self, old: str, new: str) -> None:
+        with self._lock:
+            for of in self._open.values():
+                if of.path == old or of.path.startswith(old + "/"):
+                    of.path = new + of.path[len(old) :]
+
+    # --- files -----------------------------------------------------------------------------------
+    def open(self, path: str, *, create: bool = False, truncate: bool = False) -> FileHandle:
+        path = normalize(path)
+        if path == "":
+            raise IsADirectory(f"cannot open the root directory of {self.what} as a file")
+        with self.journal.read() as txn:
+            entry = txn.entry(path)
+            if entry is None and not create:
+                self._entry(txn, path)  # raises the precise NotFound
+        if entry is None:
+            entry = self._create(path)
+        if entry["t"] == "d":
+            raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
+        of = self._acquire(entry["id"], path)
+        handle = FileHandle(self, of, self._release)
+        if truncate and of.size:
+            handle.truncate(0)
+        return handle
+
+    def _create(self, path: str) -> dict:
+        with self.journal.write(f"create {path!r}") as txn:
+            entry = txn.entry(path)
+            if entry is not None:
+                return entry  # created by another thread meanwhile: open that one
+            self._check_parent(txn, path)
+            file_id = txn.new_id()
+            txn.put_file(
+                file_id, {"size": 0, "mtime": self.clock(), "mode": FILE_MODE, "gen": 1, "chunks": {}}
+            )
+            entry = {"t": "f", "id": file_id}
+            txn.put_entry(path, entry)
+            return entry
+
+    def _acquire(self, file_id: int, path: str) -> OpenFile:
+        with self._cond:
+            while file_id in self._evicting:
+                self._cond.wait()
+            of = self._open.get(file_id)
+            if of is not None:
+                of.refs += 1
+                return of
+            self._opening[file_id] += 1  # keeps the evictor away while we read the record
+        try:
+            with self.journal.read() as txn:
+                rec = txn.file(file_id)
+            if rec is None:
+                raise NotFound(f"{path!r} was removed from {self.what} while being opened", path=path)
+            if rec.get("src"):
+                rec = self.rehydrate(file_id, path, rec)
+            with self._cond:
+                of = self._open.setdefault(file_id, OpenFile(self, file_id, path, rec))
+                of.refs += 1
+                return of
+        finally:
+            with self._cond:
+                self._opening[file_id] -= 1
+                if not self._opening[file_id]:
+                    del self._opening[file_id]
+
+    def begin_evict(self, file_id: int) -> bool:
+        """Reserve a closed file for eviction (False if open or being opened)."""
+        with self._cond:
+            if file_id in self._open or file_id in self._opening:
+                return False
+            self._evicting.add(file_id)
+            return True
+
+    def end_evict(self, file_id: int) -> None:
+        with self._cond:
+            self._evicting.discard(file_id)
+            self._cond.notify_all()
+
+    def rehydrate(self, file_id: int, path: str, rec: dict) -> dict:
+        return self.flusher.rehydrate(file_id, path, rec)
+
+    def _release(self, of: OpenFile) -> None:
+        with self._lock:
+            of.refs -= 1
+            if of.refs > 0:
+                return
+            del self._open[of.id]
+        with self.journal.write(f"close of {of.path!r}") as txn:
+            rec = txn.file(of.id)
+            if rec is not None and rec.get("unlinked"):
+                txn.del_file(of.id)
+                txn.add_garbage([k for k, _ in rec["chunks"].values()])
+
+    def truncate(self, path: str, size: int) -> None:
+        with self.open(path) as handle:
+            handle.truncate(size)
+
+    def open_files(self) -> list[OpenFile]:
+        with self._lock:
+            return list(self._open.values())
+
+    # --- used by OpenFile ------------------------------------------------------------------------
+    def upload_many(self, file_id: int, path: str, todo: list[tuple[int, bytes, int]]) -> list[str]:
+        """Upload chunks in parallel (bounded pool); all succeed or the first error is raised."""
+        if len(todo) == 1:
+            index, data, _ = todo[0]
+            return [self.chunks.put(file_id, index, data, path)]
+        futures = [self._pool.submit(self.chunks.put, file_id, i, data, path) for i, data, _ in todo]
+        keys, error = [], None
+        for future in futures:
+            try:
+                keys.append(future.result())
+            except Exception as exc:  # collect the rest so no upload runs on after we return
+                error = error or exc
+        if error is not None:
+            self.delete_unreferenced(keys)
+            raise error
+        return keys
+
+    def commit_file(self, file_id: int, path: str, size: int, mtime: float, chunks: dict) -> int:
+        """Point the file at its new chunks in one durable transaction; returns the new generation."""
+        with self.journal.write(f"fsync of {path!r}") as txn:
+            rec = txn.file(file_id)
+            if rec is None:
+                raise NotFound(f"{path!r} vanished from the journal of {self.what}", path=path)
+            old = {k: n for k, n in rec["chunks"].values()}
+            new = {k: n for k, n in chunks.values()}
+            txn.add_garbage([k for k in old if k not in new])
+            rec.update(
+                size=size,
+                mtime=mtime,
+                gen=rec["gen"] + 1,
+                chunks={str(i): list(v) for i, v in chunks.items()},
+            )
+            rec.pop("src", None)  # an open file's chunk map is complete (it was reloaded on open)
+            txn.put_file(file_id, rec)
+        self.on_commit(sum(new.values()) - sum(n for k, n in old.items()))
+        return rec["gen"]
+
+    def delete_unreferenced(self, keys: Iterable[str]) -> None:
+        """Best effort: objects no journal entry references (a crash leaves them to the next GC)."""
+        for key in keys:
+            try:
+                self.chunks.delete(key)
+            except Exception:
+                pass
+
+    # --- flushing and shutdown ---------------------------------------------------------------------
+    def flush(self, *, progress: Progress | None = None) -> FlushReport:
+        """Upload every acknowledged change to the origin now (deletes and renames included)."""
+        return self.flusher.flush(progress=progress)
+
+    def dirty(self) -> list[str]:
+        """Paths whose acknowledged content the origin does not hold yet."""
+        return self.flusher.dirty_paths()
+
+    def flushed_objects(self) -> list[FlushedObject]:
+        """Clean files with the origin object that holds them (for commit_workspace)."""
+        return self.flusher.flushed_objects()
+
+    def stats(self) -> dict:
+        return self.flusher.stats()
+
+    def close(self) -> None:
+        """Commit open files, flush everything to the origin, stop threads, release the lock.
+
+        If the final flush fails the error is raised after everything is released: nothing
+        acknowledged is lost (the journal keeps it dirty for the next opener).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        error: BaseException | None = None
+        try:
+            for of in self.open_files():
+                of.fsync()
+            self.flusher.stop()
+            self.flusher.flush()
+        except BaseException as exc:
+            error = exc
+        finally:
+            self._shutdown()
+        if error is not None:
+            raise error
+
+    def abandon(self) -> None:
+        """Drop everything without committing or flushing: what a crash leaves (tests use it)."""
+        self._closed = True
+        self.flusher.stop()
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._pool.shutdown(wait=True)
+        for closer in self.closers:
+            try:
+                closer()
+            except Exception:
+                pass
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
