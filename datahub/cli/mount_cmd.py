@@ -1,0 +1,233 @@
+"""``datahub mount`` and ``datahub umount``: FUSE views of dataset versions, buckets and workspaces.
+
+    datahub mount MOUNTPOINT DATASET[@REF] ...        read-only: MOUNTPOINT/<dataset>/v<N>/...
+    datahub mount MOUNTPOINT s3://bucket[/prefix]     read-only snapshot of a bucket (--refresh: new one)
+    datahub mount --workspace NAME MOUNTPOINT [--commit-to DATASET]   writable, write-back
+    datahub umount MOUNTPOINT                         flush (rw), unmount; cleans stale mounts
+
+The handlers only parse, build the view and hand it to ``fuse_adapter``; everything else
+lives there (see docs/fuse.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from datahub.cli.context import CliContext
+from datahub.errors import InvalidInput
+
+log = logging.getLogger("fuse_adapter")
+
+STORE_WINDOW = 8 * 1024**2  # largest sequential read-ahead window without the cache
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "mount",
+        help="mount dataset versions, a bucket snapshot or a writable workspace (FUSE)",
+        description="Mount dataset versions (DATASET[@REF] ...), a bucket snapshot (s3://bucket/prefix) "
+        "read-only, or a writable workspace (--workspace NAME). Runs in the foreground until "
+        "unmounted or signalled (SIGTERM/SIGINT unmount cleanly); --background returns once mounted.",
+    )
+    p.add_argument("mountpoint", help="an existing empty directory")
+    p.add_argument(
+        "sources", nargs="*", metavar="SOURCE", help="DATASET[@REF] ... or one s3://bucket[/prefix]"
+    )
+    p.add_argument("--workspace", metavar="NAME", help="mount this writable workspace instead")
+    p.add_argument(
+        "--commit-to", metavar="DATASET", help="workspace: commit its files as a new version on unmount"
+    )
+    p.add_argument(
+        "--refresh", action="store_true", help="bucket: take a new snapshot instead of the last one"
+    )
+    p.add_argument("--endpoint", metavar="URL", help="S3 endpoint URL (overrides s3.endpoint_url)")
+    p.add_argument("--cache-dir", metavar="DIR", help="local cache directory (overrides cache.disk_dir)")
+    p.add_argument("--no-cache", action="store_true", help="read-only: read the object store directly")
+    p.add_argument("--uid", type=int, help="owner shown for every file (default: the mounting user)")
+    p.add_argument("--gid", type=int, help="group shown for every file (default: the mounting user's)")
+    p.add_argument("--allow-other", action="store_true", help="let other users access the mount")
+    p.add_argument("--threads", type=int, default=32, help="worker threads for blocking reads (default 32)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--foreground", action="store_true", help="stay attached (the default)")
+    mode.add_argument("--background", action="store_true", help="detach and return once the mount is ready")
+    p.add_argument("--ready-fd", type=int, help=argparse.SUPPRESS)
+    p.set_defaults(func=run_mount)
+
+    u = sub.add_parser("umount", help="flush (workspace) and unmount; also cleans up after a crashed mount")
+    u.add_argument("mountpoint")
+    u.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a flush (default 600)")
+    u.set_defaults(func=run_umount)
+
+
+def _configure(args: argparse.Namespace, ctx: CliContext) -> None:
+    config = ctx.config
+    if args.endpoint:
+        config.s3.endpoint_url = args.endpoint
+    if args.cache_dir:
+        cache_dir = Path(args.cache_dir).resolve()
+        config.cache.disk_dir = str(cache_dir / "disk")
+        if not args.workspace:  # a read-only cache dir holds only clean, re-fetchable bytes
+            config.cache.shared_url = (cache_dir / "shared").as_uri()
+    if args.workspace:
+        config.cache.profile = "write-back"
+
+
+def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
+    from fuse_adapter import daemon
+
+    if args.workspace and args.sources:
+        raise InvalidInput("give either --workspace NAME or sources to mount, not both")
+    if not args.workspace and not args.sources:
+        raise InvalidInput(
+            "nothing to mount: give DATASET[@REF] ..., s3://bucket[/prefix] or --workspace NAME"
+        )
+    if args.commit_to and not args.workspace:
+        raise InvalidInput("--commit-to only applies to --workspace mounts")
+    mountpoint = daemon.check_mountpoint(args.mountpoint)
+    _configure(args, ctx)
+    home = ctx.config.home_path
+    if args.background:
+        argv = [a for a in sys.argv[1:] if a != "--background"]
+        log_path = daemon.record_path(home, mountpoint).with_suffix(".log")
+        pid = daemon.start_background(argv, log_path)
+        ctx.emit(
+            {"mountpoint": mountpoint, "pid": pid, "log": str(log_path)},
+            text=f"mounted {mountpoint} (pid {pid})",
+        )
+        return 0
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.INFO)  # say what is mounted (the snapshot id) even without -v
+    if args.workspace:
+        return _serve_workspace(args, ctx, mountpoint)
+    return _serve_readonly(args, ctx, mountpoint)
+
+
+def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) -> int:
+    import os
+
+    from datahub.catalog import open_catalog
+    from fuse_adapter import daemon, layout
+    from fuse_adapter.fuse_ops import MAX_IO, ReadOnlyOps, mount_options, serve
+    from fuse_adapter.source import StoreSource, open_source
+
+    config = ctx.config
+    source = open_source(config, ctx.stores, use_cache=not args.no_cache)
+    window = STORE_WINDOW if isinstance(source, StoreSource) else 0
+
+    def catalog_factory():
+        return open_catalog(config.resolved_catalog_url)
+
+    urls = [s for s in args.sources if "://" in s]
+    if urls and (len(urls) > 1 or len(args.sources) > 1):
+        raise InvalidInput("mount one bucket URL at a time, or any number of DATASET[@REF] (not both)")
+    if urls:
+        view, loaders, info = layout.bucket_view(
+            urls[0], ctx.stores, catalog_factory, source,
+            refresh=args.refresh, uid=args.uid, gid=args.gid, window_bytes=window,
+        )  # fmt: skip
+    else:
+        specs = [layout.VersionSpec.parse(s) for s in args.sources]
+        view, loaders, info = layout.version_view(
+            catalog_factory, specs, source, uid=args.uid, gid=args.gid, window_bytes=window
+        )
+    home = config.home_path
+    record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
+
+    def ready() -> None:
+        daemon.write_record(home, record)
+        log.info("mounted %s at %s", info.source, mountpoint)
+        daemon.signal_ready(args.ready_fd)
+
+    try:
+        serve(
+            ReadOnlyOps(view, threads=args.threads),
+            mountpoint,
+            mount_options(
+                fsname=f"datahub:{info.source}"[:200], read_only=True, allow_other=args.allow_other
+            ),
+            on_ready=ready,
+            on_stop=source.close,
+            readahead_kib=4 * MAX_IO // 1024,
+        )
+    finally:
+        daemon.remove_record(home, mountpoint)
+    return 0
+
+
+def _open_workspace(name: str, ctx: CliContext):
+    from datahub.cache.writeback import open_workspace
+
+    return open_workspace(name, ctx.config, ctx.stores)
+
+
+def _finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:
+    """Flush everything acknowledged to the object store, then (optionally) commit it."""
+    report = workspace.flush(progress=ctx.progress(None, f"flushing workspace {workspace.name}"))
+    log.info("flushed workspace %s: %s", workspace.name, report)
+    if commit_to:
+        from datahub.workspaces import commit_workspace
+
+        version = commit_workspace(workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}")
+        log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
+
+
+def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str) -> int:
+    import os
+
+    from fuse_adapter import daemon
+    from fuse_adapter.fuse_ops import WorkspaceOps, mount_options, serve
+    from fuse_adapter.workspace import WorkspaceView
+
+    workspace = _open_workspace(args.workspace, ctx)
+    view = WorkspaceView(workspace, uid=args.uid, gid=args.gid)
+    home = ctx.config.home_path
+    record = daemon.MountRecord(
+        mountpoint, os.getpid(), "workspace", source=args.workspace,
+        workspace=args.workspace, commit_to=args.commit_to or "",
+    )  # fmt: skip
+
+    def ready() -> None:
+        daemon.write_record(home, record)
+        log.info("mounted workspace %s at %s", args.workspace, mountpoint)
+        daemon.signal_ready(args.ready_fd)
+
+    def stop() -> None:
+        try:
+            view.release_all()
+            _finish_workspace(workspace, args.commit_to, ctx)
+        finally:
+            workspace.close()
+
+    try:
+        serve(
+            WorkspaceOps(view, threads=args.threads),
+            mountpoint,
+            mount_options(
+                fsname=f"datahub-ws:{args.workspace}", read_only=False, allow_other=args.allow_other
+            ),
+            on_ready=ready,
+            on_stop=stop,
+        )
+    finally:
+        daemon.remove_record(home, mountpoint)
+    return 0
+
+
+def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
+    from fuse_adapter import daemon
+
+    def recover(record: daemon.MountRecord) -> None:
+        if record.kind != "workspace":
+            return
+        workspace = _open_workspace(record.workspace, ctx)  # replays the journal of the dead daemon
+        try:
+            _finish_workspace(workspace, record.commit_to or None, ctx)
+        finally:
+            workspace.close()
+
+    outcome = daemon.unmount(ctx.config.home_path, args.mountpoint, timeout=args.timeout, recover=recover)
+    ctx.emit({"mountpoint": args.mountpoint, "outcome": outcome}, text=f"{args.mountpoint}: {outcome}")
+    return 0

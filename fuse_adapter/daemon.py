@@ -1,0 +1,213 @@
+"""Mount lifecycle around the FUSE shim: state files, background start, unmount, stale mounts.
+
+A running mount leaves a small JSON record in ``<home>/run/mounts/`` (pid, mountpoint,
+kind, workspace), so ``datahub umount`` can ask the right daemon to stop cleanly
+(SIGTERM: stop serving, flush a workspace, unmount) and wait for it. If the daemon is
+gone (kill -9, OOM) the kernel mount is stale (ENOTCONN); umount then detaches it with
+``fusermount3 -uz`` and runs the recovery hook (a workspace replays its journal and
+flushes), so acknowledged writes still reach the bucket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from datahub.errors import Conflict, DatahubError, InvalidInput
+
+log = logging.getLogger(__name__)
+
+READY = b"ready\n"
+
+
+@dataclass
+class MountRecord:
+    mountpoint: str
+    pid: int
+    kind: str  # "readonly" | "workspace"
+    source: str = ""  # what is mounted (specs, URL or workspace name)
+    workspace: str = ""
+    commit_to: str = ""
+    started_at: float = 0.0
+
+
+def _runtime_dir(home: Path) -> Path:
+    return home / "run" / "mounts"
+
+
+def record_path(home: Path, mountpoint: str) -> Path:
+    digest = hashlib.sha256(os.path.realpath(mountpoint).encode()).hexdigest()[:16]
+    return _runtime_dir(home) / f"{digest}.json"
+
+
+def write_record(home: Path, record: MountRecord) -> Path:
+    path = record_path(home, record.mountpoint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(record)))
+    os.replace(tmp, path)
+    return path
+
+
+def read_record(home: Path, mountpoint: str) -> MountRecord | None:
+    try:
+        return MountRecord(**json.loads(record_path(home, mountpoint).read_text()))
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+
+
+def remove_record(home: Path, mountpoint: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        record_path(home, mountpoint).unlink()
+
+
+def _unescape(field: str) -> str:
+    """/proc/self/mountinfo escapes space, tab, newline and backslash as octal."""
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+
+
+def is_mounted(mountpoint: str) -> bool:
+    """True if something is mounted there, even a stale FUSE mount whose daemon died.
+
+    ``os.path.ismount`` cannot tell: stat() of a stale mount fails with ENOTCONN.
+    """
+    target = os.path.realpath(mountpoint)
+    with open("/proc/self/mountinfo") as fh:
+        return any(_unescape(line.split()[4]) == target for line in fh)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours is not alive either
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    return True
+
+
+def check_mountpoint(mountpoint: str) -> str:
+    path = os.path.realpath(mountpoint)
+    if not os.path.isdir(path):
+        raise InvalidInput(f"mount point {mountpoint} is not a directory: create it first")
+    if is_mounted(path):
+        raise Conflict(f"{mountpoint} is already a mount point: run `datahub umount {mountpoint}` first")
+    return path
+
+
+def fusermount_detach(mountpoint: str, *, lazy: bool) -> None:
+    tool = shutil.which("fusermount3") or shutil.which("fusermount") or "fusermount3"
+    args = [tool, "-u", *(["-z"] if lazy else []), mountpoint]
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if proc.returncode != 0 and is_mounted(mountpoint):
+        raise DatahubError(f"could not unmount {mountpoint}: {proc.stderr.strip() or proc.returncode}")
+
+
+# --- background start -----------------------------------------------------------------------------
+def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0) -> int:
+    """Run ``datahub <argv> --foreground --ready-fd N`` detached; return its pid once mounted.
+
+    A re-executed child (not a fork) so no threads or open connections are duplicated.
+    """
+    read_fd, write_fd = os.pipe()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "datahub.cli.main", *argv, "--foreground", "--ready-fd", str(write_fd)]
+    with open(log_path, "ab") as logf:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=logf,
+            stderr=logf,
+            pass_fds=(write_fd,),
+            start_new_session=True,
+        )
+    os.close(write_fd)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([read_fd], [], [], 0.2)
+            if ready:
+                if os.read(read_fd, len(READY)) == READY:
+                    return proc.pid
+                break  # pipe closed: the child exited before mounting
+            if proc.poll() is not None:
+                break
+        proc.poll()
+        if proc.returncode is None:
+            proc.terminate()
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+        raise DatahubError("the mount did not start: " + (" | ".join(tail) or f"see {log_path}"))
+    finally:
+        os.close(read_fd)
+
+
+def signal_ready(fd: int | None) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, READY)
+    finally:
+        os.close(fd)
+
+
+# --- unmount --------------------------------------------------------------------------------------
+def unmount(
+    home: Path,
+    mountpoint: str,
+    *,
+    timeout: float = 600.0,
+    recover: Callable[[MountRecord], None] | None = None,
+) -> str:
+    """Stop the daemon of ``mountpoint`` cleanly, or clean up after a dead one. Returns what it did."""
+    path = os.path.realpath(mountpoint)
+    record = read_record(home, path)
+    if record is not None and pid_alive(record.pid):
+        os.kill(record.pid, signal.SIGTERM)  # the daemon flushes (rw) and unmounts itself
+        deadline = time.monotonic() + timeout
+        while pid_alive(record.pid):
+            if time.monotonic() > deadline:
+                raise DatahubError(
+                    f"the mount daemon of {mountpoint} (pid {record.pid}) did not stop within {timeout:.0f}s; "
+                    "it may still be flushing: retry, or check its log"
+                )
+            time.sleep(0.05)
+        if is_mounted(path):
+            fusermount_detach(path, lazy=True)
+        remove_record(home, path)
+        return "stopped"
+    outcome = "not mounted"
+    if is_mounted(path):
+        stale = _is_stale(path)
+        fusermount_detach(path, lazy=stale)
+        outcome = "cleaned stale mount" if stale else "unmounted"
+    if record is not None:
+        if recover is not None:
+            recover(record)  # e.g. replay the journal of a crashed workspace and flush it
+            outcome += " and recovered"
+        remove_record(home, path)
+    return outcome
+
+
+def _is_stale(path: str) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        import errno
+
+        return exc.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+    return False

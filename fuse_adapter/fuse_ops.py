@@ -1,0 +1,397 @@
+"""The pyfuse3 shim: the only module that imports pyfuse3 (and trio's FUSE loop).
+
+It adapts the FUSE protocol to two plain-Python cores, and does nothing else:
+
+* :class:`ReadOnlyOps` over ``readonly.ReadOnlyView`` (dataset versions, bucket snapshots);
+* :class:`WorkspaceOps` over ``workspace.WorkspaceView`` (a writable write-back workspace).
+
+Rules kept here: the core raises ``datahub.errors`` types and this module turns them into
+an errno exactly once (:func:`_errno_of`); anything that may block (the listing loader,
+the cache, the workspace journal) runs in a worker thread under a CapacityLimiter, so the
+trio event loop only ever does in-memory work and many readers are served in parallel.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import signal
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+import pyfuse3
+import trio
+
+from datahub.errors import DatahubError
+from fuse_adapter.readonly import IO_SIZE, ReadOnlyView, Stat
+
+log = logging.getLogger(__name__)
+
+RO_TIMEOUT = 24 * 3600.0  # immutable: the kernel may keep entries and attributes for a day
+MAX_IO = 1024 * 1024  # max_read / readahead target (the kernel's FUSE limit here is 256 pages)
+
+
+def _errno_of(exc: BaseException) -> int:
+    """The one translation from our error tree (and OS errors) to an errno."""
+    if isinstance(exc, pyfuse3.FUSEError):
+        return exc.errno
+    if isinstance(exc, DatahubError):
+        return exc.errno
+    if isinstance(exc, OSError) and exc.errno:
+        return exc.errno
+    if isinstance(exc, (IsADirectoryError, KeyError)):
+        return errno.EBADF
+    return errno.EIO
+
+
+def _fuse_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except (DatahubError, OSError) as exc:
+            if not isinstance(exc, DatahubError) or exc.errno not in (errno.ENOENT, errno.EROFS):
+                log.warning("%s failed: %s", fn.__name__, exc)
+            raise pyfuse3.FUSEError(_errno_of(exc)) from None
+        except Exception:
+            log.exception("%s failed unexpectedly", fn.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
+
+
+def _entry(s: Stat, timeout: float) -> pyfuse3.EntryAttributes:
+    e = pyfuse3.EntryAttributes()
+    e.st_ino = s.ino
+    e.generation = 0
+    e.entry_timeout = timeout
+    e.attr_timeout = timeout
+    e.st_mode = s.mode
+    e.st_nlink = s.nlink
+    e.st_uid = s.uid
+    e.st_gid = s.gid
+    e.st_rdev = 0
+    e.st_size = s.size
+    e.st_blksize = IO_SIZE
+    e.st_blocks = (s.size + 511) // 512
+    e.st_atime_ns = e.st_ctime_ns = e.st_mtime_ns = s.mtime_ns
+    return e
+
+
+class ReadOnlyOps(pyfuse3.Operations):
+    """FUSE requests -> ReadOnlyView. Writes are refused with EROFS (the mount is also ``ro``)."""
+
+    def __init__(self, view: ReadOnlyView, *, threads: int = 32) -> None:
+        super().__init__()
+        self.view = view
+        self.limiter = trio.CapacityLimiter(threads)
+
+    async def _thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+
+    def _timeout(self, ino: int) -> float:
+        return 0.0 if self.view.is_virtual(ino) else RO_TIMEOUT
+
+    @_fuse_errors
+    async def lookup(self, parent_inode, name, ctx=None):
+        text = os.fsdecode(name)
+        if text in (".", ".."):
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        ino = self.view.lookup_now(parent_inode, text)
+        if ino is ...:  # the incremental listing has not reached this name yet
+            ino = await self._thread(self.view.lookup, parent_inode, text)
+        if ino is None:
+            # a negative entry the kernel may cache: the namespace never changes
+            e = pyfuse3.EntryAttributes()
+            e.st_ino = 0
+            e.entry_timeout = RO_TIMEOUT
+            return e
+        return _entry(self.view.getattr(ino), self._timeout(ino))
+
+    async def forget(self, inode_list):
+        pass  # inodes live as long as the mount: nothing to free
+
+    @_fuse_errors
+    async def getattr(self, inode, ctx=None):
+        return _entry(self.view.getattr(inode), self._timeout(inode))
+
+    @_fuse_errors
+    async def readlink(self, inode, ctx):
+        return os.fsencode(self.view.readlink(inode))
+
+    @_fuse_errors
+    async def opendir(self, inode, ctx):
+        self.view.readdir(inode, 1 << 62, wait=False)  # validates that it is a directory
+        return inode
+
+    @_fuse_errors
+    async def readdir(self, fh, start_id, token):
+        entries = self.view.readdir(fh, start_id, wait=False)
+        if not entries and not self.view.dir_complete(fh):
+            entries = await self._thread(lambda: self.view.readdir(fh, start_id, wait=True))
+        for name, ino, next_id in entries:
+            attrs = _entry(self.view.getattr(ino), self._timeout(ino))
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, next_id):
+                return
+
+    async def releasedir(self, fh):
+        pass
+
+    @_fuse_errors
+    async def open(self, inode, flags, ctx):
+        write = flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND)
+        fh = self.view.open(inode, write=bool(write))
+        virtual = self.view.is_virtual(inode)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=not virtual, direct_io=virtual)
+
+    @_fuse_errors
+    async def read(self, fh, off, size):
+        return await self._thread(self.view.read, fh, off, size)
+
+    async def release(self, fh):
+        self.view.release(fh)
+
+    @_fuse_errors
+    async def statfs(self, ctx):
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = s.f_frsize = IO_SIZE
+        s.f_blocks = s.f_bfree = s.f_bavail = 0
+        s.f_files = self.view.tree.inode_count()
+        s.f_ffree = s.f_favail = 0
+        s.f_namemax = 255
+        return s
+
+    @_fuse_errors
+    async def getxattr(self, inode, name, ctx):
+        raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+
+    @_fuse_errors
+    async def listxattr(self, inode, ctx):
+        return []
+
+    # every mutation: EROFS (the kernel already refuses most of them on an ``ro`` mount)
+    async def _erofs(self, *args: Any, **kwargs: Any) -> Any:
+        raise pyfuse3.FUSEError(errno.EROFS)
+
+    setattr = mknod = mkdir = unlink = rmdir = symlink = rename = link = _erofs
+    write = create = setxattr = removexattr = fsync = fsyncdir = _erofs
+
+
+class WorkspaceOps(pyfuse3.Operations):
+    """FUSE requests -> WorkspaceView (every call blocks on the journal or the shared tier).
+
+    ``flush`` (each close(2)) and ``fsync`` both make the file durable before replying, so a
+    successful close keeps the write-back promise even though ``release`` is asynchronous.
+    """
+
+    def __init__(self, view, *, threads: int = 16, timeout: float = 1.0) -> None:
+        super().__init__()
+        self.view = view  # fuse_adapter.workspace.WorkspaceView
+        self.limiter = trio.CapacityLimiter(threads)
+        self.timeout = timeout
+
+    async def _thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self.limiter)
+
+    def _entry(self, s: Stat) -> pyfuse3.EntryAttributes:
+        return _entry(s, self.timeout)
+
+    @_fuse_errors
+    async def lookup(self, parent_inode, name, ctx=None):
+        text = os.fsdecode(name)
+        if text in (".", ".."):
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self._entry(await self._thread(self.view.lookup, parent_inode, text))
+
+    async def forget(self, inode_list):
+        for ino, n in inode_list:
+            self.view.forget(ino, n)
+
+    @_fuse_errors
+    async def getattr(self, inode, ctx=None):
+        return self._entry(await self._thread(self.view.getattr, inode))
+
+    @_fuse_errors
+    async def setattr(self, inode, attr, fields, fh, ctx):
+        if fields.update_uid or fields.update_gid:
+            raise pyfuse3.FUSEError(errno.EPERM)
+        if fields.update_size:
+            return self._entry(await self._thread(self.view.truncate, inode, attr.st_size, fh))
+        # chmod and utimes are accepted and ignored (docs/semantics.md)
+        return self._entry(await self._thread(self.view.getattr, inode))
+
+    @_fuse_errors
+    async def opendir(self, inode, ctx):
+        return inode
+
+    @_fuse_errors
+    async def readdir(self, fh, start_id, token):
+        for name, st, next_id in await self._thread(self.view.readdir, fh, start_id):
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), self._entry(st), next_id):
+                return
+            self.view.confirm_listed(st)
+
+    async def releasedir(self, fh):
+        pass
+
+    @_fuse_errors
+    async def mkdir(self, parent_inode, name, mode, ctx):
+        return self._entry(await self._thread(self.view.mkdir, parent_inode, os.fsdecode(name)))
+
+    @_fuse_errors
+    async def rmdir(self, parent_inode, name, ctx):
+        await self._thread(self.view.rmdir, parent_inode, os.fsdecode(name))
+
+    @_fuse_errors
+    async def unlink(self, parent_inode, name, ctx):
+        await self._thread(self.view.unlink, parent_inode, os.fsdecode(name))
+
+    @_fuse_errors
+    async def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        noreplace = bool(flags & pyfuse3.RENAME_NOREPLACE)
+        await self._thread(
+            self.view.rename,
+            parent_inode_old,
+            os.fsdecode(name_old),
+            parent_inode_new,
+            os.fsdecode(name_new),
+            noreplace=noreplace,
+        )
+
+    @_fuse_errors
+    async def create(self, parent_inode, name, mode, flags, ctx):
+        fh, st = await self._thread(
+            self.view.create, parent_inode, os.fsdecode(name), exclusive=bool(flags & os.O_EXCL)
+        )
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False), self._entry(st)
+
+    @_fuse_errors
+    async def open(self, inode, flags, ctx):
+        fh = await self._thread(self.view.open, inode, truncate=bool(flags & os.O_TRUNC))
+        return pyfuse3.FileInfo(fh=fh, keep_cache=False)
+
+    @_fuse_errors
+    async def read(self, fh, off, size):
+        return await self._thread(self.view.read, fh, off, size)
+
+    @_fuse_errors
+    async def write(self, fh, off, buf):
+        return await self._thread(self.view.write, fh, off, buf)
+
+    @_fuse_errors
+    async def flush(self, fh):
+        await self._thread(self.view.fsync, fh)
+
+    @_fuse_errors
+    async def fsync(self, fh, datasync):
+        await self._thread(self.view.fsync, fh)
+
+    @_fuse_errors
+    async def release(self, fh):
+        await self._thread(self.view.release, fh)
+
+    async def fsyncdir(self, fh, datasync):
+        pass  # namespace changes are journaled (durable) before each reply
+
+    @_fuse_errors
+    async def statfs(self, ctx):
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = s.f_frsize = IO_SIZE
+        s.f_blocks = s.f_bfree = s.f_bavail = 1 << 30
+        s.f_files = s.f_ffree = s.f_favail = 1 << 30
+        s.f_namemax = 255
+        return s
+
+    async def _unsupported(self, *args: Any, **kwargs: Any) -> Any:
+        raise pyfuse3.FUSEError(errno.ENOTSUP)
+
+    symlink = link = mknod = _unsupported
+
+    @_fuse_errors
+    async def getxattr(self, inode, name, ctx):
+        raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+
+    @_fuse_errors
+    async def listxattr(self, inode, ctx):
+        return []
+
+
+# --- mount lifecycle -----------------------------------------------------------------------------
+def mount_options(*, fsname: str, read_only: bool, allow_other: bool = False) -> set[str]:
+    opts = set(pyfuse3.default_options)
+    opts |= {f"fsname={fsname}", "subtype=datahub"}
+    if read_only:
+        opts.add("ro")
+    if allow_other:
+        opts.add("allow_other")
+    return opts
+
+
+def set_readahead(mountpoint: str, kib: int) -> None:
+    """Raise the kernel readahead of this mount (root only; best effort).
+
+    FUSE starts with the VM default (128 KiB), which caps each sequential read request the
+    kernel sends us; with 1 MiB a cold sequential read costs a quarter as many round trips.
+    """
+    try:
+        dev = os.stat(mountpoint).st_dev
+        path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+        with open(path, "w") as fh:
+            fh.write(str(kib))
+    except OSError as exc:
+        log.info("could not set readahead of %s to %d KiB: %s", mountpoint, kib, exc)
+
+
+def serve(
+    ops: pyfuse3.Operations,
+    mountpoint: str,
+    options: set[str],
+    *,
+    on_ready: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
+    readahead_kib: int = 0,
+    max_tasks: int = 64,
+) -> None:
+    """Mount, serve until unmounted or SIGTERM/SIGINT, then unmount cleanly. Blocks.
+
+    ``on_ready`` runs once the mount is live; ``on_stop`` (blocking, e.g. a workspace
+    flush) runs in a worker thread after requests stop and before the unmount completes.
+    """
+
+    async def main() -> None:
+        pyfuse3.init(ops, mountpoint, options)
+        unmounted = False
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def watch_signals() -> None:
+                    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+                        async for sig in sigs:
+                            log.info("signal %d: unmounting %s", sig, mountpoint)
+                            pyfuse3.terminate()
+                            return
+
+                async def after_mount() -> None:
+                    if readahead_kib:
+                        await trio.to_thread.run_sync(set_readahead, mountpoint, readahead_kib)
+                    if on_ready is not None:
+                        on_ready()
+
+                nursery.start_soon(watch_signals)
+                nursery.start_soon(after_mount)
+                await pyfuse3.main(min_tasks=4, max_tasks=max_tasks)
+                unmounted = True
+                nursery.cancel_scope.cancel()
+        finally:
+            if on_stop is not None:
+                await trio.to_thread.run_sync(on_stop)
+            pyfuse3.close(unmount=True)
+            log.info("%s %s", "unmounted" if unmounted else "stopped", mountpoint)
+
+    trio.run(main)

@@ -1,0 +1,287 @@
+"""What a read-only mount shows, and the loader threads that fill its listing index.
+
+Two layouts:
+
+* dataset versions: ``MOUNT/<dataset>/v<seq>/<key>``; every ref is resolved once, at
+  mount time, and the path shows the number. A ref that is not a plain number
+  (``latest``, a tag) becomes a symlink next to it: ``MOUNT/<dataset>/latest -> v7``.
+* a bucket snapshot: ``MOUNT/<key>`` plus a generated ``MOUNT/.datahub`` (JSON) naming
+  the dataset version the mount is a snapshot of.
+
+Mounting a bucket records exactly which objects the job saw: the first mount lists the
+bucket (incrementally; the mount is browsable while it runs) and commits the listing as
+version N of dataset ``s3.<bucket>[.<prefix>]``. Later mounts show that same snapshot
+from the catalog until ``refresh`` asks for a new one.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from datahub.catalog.model import Put, Record, Version
+from datahub.errors import AlreadyExists, DatahubError, InvalidInput
+from datahub.validation import check_key, check_name
+from fuse_adapter.readonly import ReadOnlyView
+from fuse_adapter.source import ByteSource
+from fuse_adapter.tree import ROOT_INODE, Feed, ListingTree
+
+log = logging.getLogger(__name__)
+
+BATCH = 2000  # entries handed to the tree per lock acquisition
+INFO_FILE = ".datahub"
+
+CatalogFactory = Callable[[], object]  # -> datahub.catalog.Catalog (one per loader thread)
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    dataset: str
+    ref: str | None  # as the user wrote it; None = latest
+
+    @classmethod
+    def parse(cls, text: str) -> VersionSpec:
+        dataset, _, ref = text.partition("@")
+        check_name(dataset)
+        return cls(dataset, ref or None)
+
+
+@dataclass
+class MountInfo:
+    """What ``.datahub`` says and the mount logs: which versions this mount shows."""
+
+    source: str
+    versions: list[str] = field(default_factory=list)  # "dataset@vN"
+    state: str = "ready"  # "listing" while a bucket snapshot is being taken, "failed" after an error
+    files: int = 0
+    bytes: int = 0
+    skipped: int = 0
+    shadowed: int = 0
+    error: str = ""
+
+    def to_json(self) -> bytes:
+        return (json.dumps(self.__dict__, indent=2, sort_keys=True) + "\n").encode()
+
+
+@dataclass
+class Loader:
+    """One background listing load; ``wait()`` returns once it is in the tree (or failed)."""
+
+    name: str
+    thread: threading.Thread
+    feed: Feed
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+
+def _record_mtime(record: Record, default: float) -> float:
+    value = record.meta.get("mtime") if record.meta else None
+    return float(value) if isinstance(value, (int, float)) else default
+
+
+def _start(name: str, target: Callable[[], None]) -> threading.Thread:
+    thread = threading.Thread(target=target, name=f"datahub-load-{name}", daemon=True)
+    thread.start()
+    return thread
+
+
+def _load_records(
+    tree: ListingTree, feed: Feed, records: Iterator[Record], default_mtime: float, info: MountInfo | None
+) -> None:
+    """Stream a version listing into the tree (runs in a loader thread)."""
+    error: BaseException | None = None
+    try:
+        batch: list[tuple[str, int, float, str, str]] = []
+        for r in records:
+            batch.append((r.key, r.size, _record_mtime(r, default_mtime), r.url, r.etag))
+            if len(batch) >= BATCH:
+                tree.add_files(feed, batch)
+                batch = []
+        tree.add_files(feed, batch)
+    except BaseException as exc:  # the mount stays up; lookups below the failure end with EIO
+        error = exc
+        log.error("loading listing failed: %s", exc)
+    finally:
+        tree.finish_feed(feed, error)
+        if info is not None:
+            info.files, info.bytes, info.shadowed = feed.files, feed.bytes, feed.shadowed
+            if error is not None:
+                info.state, info.error = "failed", str(error)
+
+
+def version_view(
+    catalog_factory: CatalogFactory,
+    specs: list[VersionSpec],
+    source: ByteSource,
+    *,
+    uid: int | None = None,
+    gid: int | None = None,
+    window_bytes: int = 0,
+) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
+    """``MOUNT/<dataset>/v<seq>/…`` for each spec; refs resolved now, listings load in threads."""
+    catalog = catalog_factory()
+    try:
+        resolved: list[tuple[VersionSpec, Version]] = [(s, catalog.resolve(s.dataset, s.ref)) for s in specs]
+    finally:
+        catalog.close()
+    tree = ListingTree(mtime=time.time())
+    view = ReadOnlyView(tree, source, uid=uid, gid=gid, window_bytes=window_bytes)
+    info = MountInfo(source=" ".join(f"{s.dataset}@{s.ref or 'latest'}" for s in specs))
+    dataset_dirs: dict[str, int] = {}
+    mounted: dict[tuple[str, int], int] = {}
+    links: set[tuple[str, str]] = set()
+    loaders: list[Loader] = []
+    # static part first (it is not fed by a listing): dataset dirs, version dirs, ref symlinks
+    for spec, version in sorted(resolved, key=lambda sv: (sv[0].dataset, sv[1].seq)):
+        ds = dataset_dirs.get(spec.dataset)
+        if ds is None:
+            ds = dataset_dirs[spec.dataset] = tree.add_dir(ROOT_INODE, spec.dataset)
+        vname = f"v{version.seq}"
+        if (spec.dataset, version.seq) not in mounted:
+            mounted[spec.dataset, version.seq] = tree.add_dir(ds, vname, mtime=version.created_at)
+            info.versions.append(f"{spec.dataset}@{vname}")
+    for spec, _version in resolved:
+        alias = spec.ref or "latest"
+        if alias.lstrip("v").isdigit() or (spec.dataset, alias) in links:
+            continue
+        links.add((spec.dataset, alias))
+    for dataset, alias in sorted(links):
+        target = next(
+            f"v{v.seq}" for s, v in resolved if s.dataset == dataset and (s.ref or "latest") == alias
+        )
+        tree.add_symlink(dataset_dirs[dataset], alias, target)
+    tree.sort_static_dir(ROOT_INODE)
+    for ds in dataset_dirs.values():
+        tree.sort_static_dir(ds)
+    for (dataset, seq), root in mounted.items():
+        version = next(v for _, v in resolved if v.dataset == dataset and v.seq == seq)
+        loaders.append(_version_loader(tree, root, catalog_factory, version, None))
+    log.info("mounting %s", ", ".join(info.versions))
+    return view, loaders, info
+
+
+def _version_loader(
+    tree: ListingTree, root: int, catalog_factory: CatalogFactory, version: Version, info: MountInfo | None
+) -> Loader:
+    feed = tree.start_feed(root)
+    name = f"{version.dataset}@v{version.seq}"
+
+    def run() -> None:
+        catalog = catalog_factory()
+        try:
+            records = catalog.list_records(version.dataset, version.seq)
+            _load_records(tree, feed, records, version.created_at, info)
+        finally:
+            catalog.close()
+
+    return Loader(name, _start(name, run), feed)
+
+
+# --- direct bucket mounts --------------------------------------------------------------------------
+def snapshot_dataset_name(url: str) -> str:
+    """``s3://bench/train/`` -> ``s3.bench.train``: a valid, stable dataset name per bucket prefix."""
+    scheme, _, rest = url.partition("://")
+    if not rest:
+        raise InvalidInput(f"not an object-store URL: {url!r} (use s3://bucket[/prefix])")
+    name = ".".join([scheme, *[p for p in rest.split("/") if p]]).lower()
+    name = re.sub(r"[^a-z0-9._-]", "-", name)
+    if len(name) > 63:
+        import hashlib
+
+        name = name[:54] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
+    return check_name(name, "snapshot dataset")
+
+
+def bucket_view(
+    url: str,
+    stores,  # datahub.storage.StoreRegistry
+    catalog_factory: CatalogFactory,
+    source: ByteSource,
+    *,
+    refresh: bool = False,
+    uid: int | None = None,
+    gid: int | None = None,
+    window_bytes: int = 0,
+) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
+    """``MOUNT/<key>`` of a bucket prefix, as a snapshot version (reused unless ``refresh``)."""
+    dataset = snapshot_dataset_name(url)
+    catalog = catalog_factory()
+    try:
+        try:
+            catalog.create_dataset(dataset, description=f"snapshots of {url} taken by mounts", source=url)
+        except AlreadyExists:
+            pass
+        head = None if refresh else _head(catalog, dataset)
+    finally:
+        catalog.close()
+    tree = ListingTree(mtime=head.created_at if head else time.time())
+    view = ReadOnlyView(tree, source, uid=uid, gid=gid, window_bytes=window_bytes)
+    info = MountInfo(source=url)
+    view.add_virtual_file(INFO_FILE, info.to_json)
+    if head is not None:
+        info.versions.append(f"{dataset}@v{head.seq}")
+        log.info("mounting %s: snapshot %s@v%d (use --refresh for a new snapshot)", url, dataset, head.seq)
+        return view, [_version_loader(tree, ROOT_INODE, catalog_factory, head, info)], info
+    info.state = "listing"
+    store = stores.store(url)
+    feed = tree.start_feed(ROOT_INODE, store.url_for(""))
+
+    def run() -> None:
+        _load_records(tree, feed, _listing(store, info), tree.attr(ROOT_INODE).mtime_ns / 1e9, info)
+        if feed.error is None:
+            _commit_snapshot(tree, catalog_factory, dataset, url, info)
+
+    log.info("mounting %s: listing it for a new snapshot of dataset %s", url, dataset)
+    return view, [Loader(dataset, _start(dataset, run), feed)], info
+
+
+def _head(catalog, dataset: str) -> Version | None:
+    try:
+        return catalog.resolve(dataset, None)
+    except DatahubError:
+        return None
+
+
+def _listing(store, info: MountInfo) -> Iterator[Record]:
+    """The bucket listing as records; keys no file system can show are skipped and counted."""
+    for obj in store.list():
+        try:
+            check_key(obj.key)
+        except InvalidInput:
+            info.skipped += 1
+            continue
+        yield Record(obj.key, store.url_for(obj.key), obj.etag, obj.size, meta={"mtime": obj.mtime})
+
+
+def _commit_snapshot(
+    tree: ListingTree, catalog_factory: CatalogFactory, dataset: str, url: str, info: MountInfo
+) -> None:
+    catalog = catalog_factory()
+    try:
+        changes = (
+            Put(Record(key, ref.url, ref.etag, ref.size, meta={"mtime": mtime_ns / 1e9}))
+            for key, ref, mtime_ns in tree.walk_files(ROOT_INODE)
+        )
+        version = catalog.commit(
+            dataset,
+            changes,
+            message=f"snapshot of {url} taken by a mount",
+            author=getpass.getuser(),
+            lineage={"snapshot_of": url},
+        )
+        info.versions.append(f"{dataset}@v{version.seq}")
+        info.state = "ready"
+        log.info("snapshot of %s committed as %s@v%d (%d files)", url, dataset, version.seq, info.files)
+    except BaseException as exc:
+        info.state, info.error = "failed", f"committing the snapshot failed: {exc}"
+        log.error("%s", info.error)
+    finally:
+        catalog.close()

@@ -1,0 +1,203 @@
+"""The read-only file system core: stat, lookup, readdir, open and read over a ListingTree.
+
+No pyfuse3 here (``fuse_ops`` is the thin shim): everything is plain Python, tested
+without a mount. Methods that may block (waiting for an incremental listing, reading
+bytes) say so; the shim runs them in worker threads. Errors are ``datahub.errors`` types;
+the shim turns them into errno once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from datahub.errors import InvalidInput, NotFound, ReadOnly
+from datahub.storage.base import ObjectRef
+from fuse_adapter.source import ByteSource
+from fuse_adapter.tree import DIR, FILE, ROOT_INODE, SYMLINK, ListingTree
+
+BLOCK = 512
+IO_SIZE = 1024 * 1024  # st_blksize: buffered readers use it as their read size
+VIRTUAL_BASE = 1 << 62  # inode numbers of generated files, far above the tree's
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    ino: int
+    mode: int
+    nlink: int
+    size: int
+    mtime_ns: int
+    uid: int
+    gid: int
+
+
+@dataclass(slots=True)
+class _Handle:
+    ino: int
+    ref: ObjectRef | None  # None for a virtual file
+    window_start: int = 0
+    window: bytes = b""
+
+
+class ReadOnlyView:
+    """An immutable namespace: the tree for names and attributes, a ByteSource for bytes.
+
+    ``window_bytes`` > 0 makes each object-store read fetch at least that much (aligned
+    to it) and keep it in the open handle, so a sequential reader costs one request per
+    window instead of one per kernel read. The cache source does its own paging and
+    readahead, so it runs with 0. All windows together stay below ``window_budget``.
+    """
+
+    def __init__(
+        self,
+        tree: ListingTree,
+        source: ByteSource,
+        *,
+        uid: int | None = None,
+        gid: int | None = None,
+        window_bytes: int = 0,
+        window_budget: int = 256 * 1024**2,
+    ) -> None:
+        self.tree = tree
+        self.source = source
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
+        self.window_bytes = window_bytes
+        self._window_budget = window_budget
+        self._window_used = 0
+        self._lock = threading.Lock()
+        self._handles: dict[int, _Handle] = {}
+        self._next_fh = itertools.count(1)
+        self._virtual: dict[int, Callable[[], bytes]] = {}
+        self._virtual_names: dict[str, int] = {}
+
+    # --- virtual files (e.g. ``.datahub``: which snapshot this is) -------------------------------
+    def add_virtual_file(self, name: str, content: Callable[[], bytes]) -> int:
+        """A generated file in the mount root; it shadows an object of the same name."""
+        ino = VIRTUAL_BASE + len(self._virtual_names)
+        self._virtual_names[name] = ino
+        self._virtual[ino] = content
+        return ino
+
+    def is_virtual(self, ino: int) -> bool:
+        return ino in self._virtual
+
+    # --- names and attributes ----------------------------------------------------------------------
+    def lookup_now(self, parent: int, name: str) -> int | None | object:
+        """Inode, None (absent) or ``...`` (the listing has not got there yet: use :meth:`lookup`)."""
+        if parent == ROOT_INODE and name in self._virtual_names:
+            return self._virtual_names[name]
+        return self.tree.lookup_now(parent, name)
+
+    def lookup(self, parent: int, name: str) -> int:
+        """Blocking lookup (waits for an incremental listing); NotFound if absent."""
+        ino = self.lookup_now(parent, name)
+        if ino is ...:
+            ino = self.tree.lookup(parent, name)
+        if ino is None:
+            raise NotFound(f"no entry {name!r} in this read-only view")
+        return ino  # type: ignore[return-value]
+
+    def getattr(self, ino: int) -> Stat:
+        if ino in self._virtual:
+            size = len(self._virtual[ino]())
+            mtime = self.tree.attr(ROOT_INODE).mtime_ns
+            return Stat(ino, stat.S_IFREG | 0o444, 1, size, mtime, self.uid, self.gid)
+        if not self.tree.exists(ino):
+            raise NotFound(f"no inode {ino}")
+        a = self.tree.attr(ino)
+        if a.kind == DIR:
+            mode, nlink = stat.S_IFDIR | 0o555, 2
+        elif a.kind == FILE:
+            mode, nlink = stat.S_IFREG | 0o444, 1
+        else:
+            mode, nlink = stat.S_IFLNK | 0o777, 1
+        return Stat(ino, mode, nlink, a.size, a.mtime_ns, self.uid, self.gid)
+
+    def readlink(self, ino: int) -> str:
+        if ino in self._virtual or self.tree.attr(ino).kind != SYMLINK:
+            raise InvalidInput(f"inode {ino} is not a symbolic link")
+        return self.tree.readlink(ino)
+
+    def readdir(self, ino: int, start: int, *, wait: bool) -> list[tuple[str, int, int]]:
+        """(name, inode, next offset) from offset ``start``; see ListingTree.readdir.
+
+        In the root, virtual files come first (offsets 1..k), then the tree's entries.
+        """
+        if not self.tree.is_dir(ino):
+            raise InvalidInput(f"inode {ino} is not a directory")
+        k = len(self._virtual_names) if ino == ROOT_INODE else 0
+        head = [(n, i, off + 1) for off, (n, i) in enumerate(self._virtual_names.items()) if off >= start]
+        hidden = set(self._virtual_names) if k else set()
+        rest = self.tree.readdir(ino, max(start - k, 0), wait=wait and not head)
+        return head + [(n, i, off + k) for n, i, off in rest if n not in hidden]
+
+    def dir_complete(self, ino: int) -> bool:
+        return self.tree.dir_complete(ino)
+
+    # --- contents --------------------------------------------------------------------------------
+    def open(self, ino: int, *, write: bool = False) -> int:
+        if write:
+            raise ReadOnly("this mount is a read-only dataset version: write to a workspace instead")
+        if ino in self._virtual:
+            ref = None
+        else:
+            if self.tree.attr(ino).kind != FILE:
+                raise InvalidInput(f"inode {ino} is not a regular file")
+            ref = self.tree.ref(ino)
+        fh = next(self._next_fh)
+        with self._lock:
+            self._handles[fh] = _Handle(ino, ref)
+        return fh
+
+    def read(self, fh: int, offset: int, size: int) -> bytes:
+        """Blocking: bytes of the open file (from the window, the cache or the store)."""
+        h = self._handles[fh]
+        if h.ref is None:
+            return self._virtual[h.ino]()[offset : offset + size]
+        end = min(h.ref.size, offset + size)
+        if offset >= end:
+            return b""
+        w = h.window
+        if h.window_start <= offset and end <= h.window_start + len(w):
+            return w[offset - h.window_start : end - h.window_start]
+        if not self.window_bytes:
+            return self.source.read(h.ref, offset, end - offset)
+        start = offset - offset % self.window_bytes
+        stop = min(h.ref.size, max(end, start + self.window_bytes))
+        if not self._reserve(stop - start):
+            return self.source.read(h.ref, offset, end - offset)
+        try:
+            data = self.source.read(h.ref, start, stop - start)
+        except BaseException:
+            self._unreserve(stop - start)
+            raise
+        with self._lock:
+            self._window_used -= len(h.window)
+            h.window_start, h.window = start, data
+        return data[offset - start : end - start]
+
+    def _reserve(self, n: int) -> bool:
+        with self._lock:
+            if self._window_used + n > self._window_budget:
+                return False
+            self._window_used += n
+            return True
+
+    def _unreserve(self, n: int) -> None:
+        with self._lock:
+            self._window_used -= n
+
+    def release(self, fh: int) -> None:
+        with self._lock:
+            h = self._handles.pop(fh, None)
+            if h is not None:
+                self._window_used -= len(h.window)
+
+    def open_handles(self) -> int:
+        return len(self._handles)

@@ -1,0 +1,378 @@
+"""The compact listing index behind a read-only mount: inodes, lookup and readdir.
+
+A mounted version is immutable, so its whole namespace is built once from the version
+listing (the catalog streams it in key order) and every lookup, getattr and readdir is
+answered from memory: no object-store LIST or HEAD per stat.
+
+Memory matters at 1,000,000 entries, so there is no Python object per file. Every
+attribute lives in a parallel ``array`` indexed by inode number and every string (name,
+etag, unusual URL) in one ``bytearray``; only directories get a small Python object
+(their child list). ``docs/fuse.md`` has the measured bytes per entry.
+
+The index is built *incrementally* while it is already mounted (a direct bucket mount is
+browsable before its LIST finishes). Keys arrive in sorted order, which gives two facts
+the rest relies on:
+
+* a directory's children arrive in order of their *sort key* (``name`` for a file,
+  ``name + "/"`` for a directory), so a lookup is a binary search;
+* once the listing cursor has passed ``<dir>/<name>0`` (``"0"`` sorts right after
+  ``"/"``), nothing more can appear under that name: the answer is final. Until then a
+  lookup waits (in a worker thread), and readdir streams only final entries.
+
+A key that is both a file and a directory prefix (``a`` and ``a/b``) shows the directory,
+as mountpoint-s3 does; the shadowed file is counted in :attr:`Feed.shadowed`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from datahub.storage.base import ObjectRef
+
+ROOT_INODE = 1  # the FUSE root inode number
+
+FILE, DIR, SYMLINK = 0, 1, 2
+_URL_IS_BASE_PLUS_KEY = 4  # flag bit in ``_kind``: the object URL is ``feed.url_base + key``
+_HIDDEN = 8  # flag bit in ``_kind``: a file shadowed by a directory of the same name
+_KIND_MASK = 3
+_CHILD_SEP = "0"  # chr(ord("/") + 1): every key under "<dir>/<name>" sorts before "<dir>/<name>0"
+
+
+class StringTable:
+    """Many short strings in one bytearray; ``add`` returns an index."""
+
+    __slots__ = ("_blob", "_ends")
+
+    def __init__(self) -> None:
+        self._blob = bytearray()
+        self._ends = array("Q")
+
+    def add(self, text: str) -> int:
+        self._blob += text.encode("utf-8", "surrogateescape")
+        self._ends.append(len(self._blob))
+        return len(self._ends) - 1
+
+    def get(self, index: int) -> str:
+        start = self._ends[index - 1] if index else 0
+        return self._blob[start : self._ends[index]].decode("utf-8", "surrogateescape")
+
+    def nbytes(self) -> int:
+        return len(self._blob) + self._ends.itemsize * len(self._ends)
+
+
+@dataclass(slots=True)
+class Feed:
+    """One version's listing being loaded under a directory of the tree."""
+
+    root: int  # inode of the directory the keys are relative to
+    url_base: str = ""  # most record URLs are url_base + key; those are not stored
+    cursor: str = ""  # the greatest key added so far
+    done: bool = False
+    error: BaseException | None = None
+    files: int = 0
+    bytes: int = 0
+    shadowed: int = 0  # files hidden by a directory of the same name
+    skipped: int = 0  # keys a file system cannot show (reported by the loader)
+
+    def final(self, relpath: str) -> bool:
+        """True once nothing more can be added at or below ``relpath``."""
+        return self.done or self.cursor >= relpath + _CHILD_SEP
+
+
+@dataclass(slots=True)
+class _Dir:
+    children: array = field(default_factory=lambda: array("I"))
+    feed: Feed | None = None  # None: a static directory (dataset level) built before mounting
+    relpath: str = ""  # path relative to feed.root, "" for the root of the feed
+    symlinks: dict[int, str] | None = None  # child inode -> target
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    kind: int  # FILE, DIR or SYMLINK
+    size: int
+    mtime_ns: int
+
+
+class ListingTree:
+    """Inodes and names of a read-only namespace built from sorted listings.
+
+    Thread-safe: a loader thread appends while FUSE handlers read. Every method holds
+    ``_lock`` only for in-memory work (no I/O), and waiters block on ``_changed``.
+    """
+
+    def __init__(self, *, mtime: float | None = None) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        # index 0 is unused so that inode numbers index the arrays directly
+        self._parent = array("I", [0, 0])
+        self._kind = array("B", [0, DIR])
+        self._name = array("I", [0, 0])
+        self._size = array("q", [0, 0])
+        self._mtime = array("q", [0, _ns(mtime)])
+        self._extra = array("I", [0, 0])  # file: etag index (url index follows when not base+key)
+        self._strings = StringTable()
+        self._strings.add("")  # index 0: the empty string
+        self._dirs: dict[int, _Dir] = {ROOT_INODE: _Dir()}
+
+    # --- building ----------------------------------------------------------------------------
+    def add_dir(self, parent: int, name: str, *, mtime: float | None = None) -> int:
+        """A static directory (e.g. ``<dataset>`` or ``<dataset>/v3``) added before mounting."""
+        with self._lock:
+            ino = self._new_node(parent, name, DIR, 0, _ns(mtime), 0)
+            self._dirs[ino] = _Dir()
+            return ino
+
+    def add_symlink(self, parent: int, name: str, target: str, *, mtime: float | None = None) -> int:
+        with self._lock:
+            ino = self._new_node(parent, name, SYMLINK, len(target.encode()), _ns(mtime), 0)
+            d = self._dirs[parent]
+            d.symlinks = d.symlinks or {}
+            d.symlinks[ino] = target
+            return ino
+
+    def sort_static_dir(self, ino: int) -> None:
+        """Put a static directory's children in lookup order (call before mounting)."""
+        with self._lock:
+            d = self._dirs[ino]
+            assert d.feed is None, "a listing-fed directory is already in order"
+            d.children = array("I", sorted(d.children, key=self._sort_key))
+
+    def start_feed(self, root: int, url_base: str = "") -> Feed:
+        """Keys added through the returned feed are relative to directory ``root``."""
+        with self._lock:
+            feed = Feed(root=root, url_base=url_base.rstrip("/") + "/" if url_base else "")
+            self._dirs[root].feed = feed
+            return feed
+
+    def add_files(self, feed: Feed, entries: list[tuple[str, int, float, str, str]]) -> None:
+        """Append ``(key, size, mtime, url, etag)`` entries; keys must ascend across calls."""
+        with self._changed:
+            for key, size, mtime, url, etag in entries:
+                if key <= feed.cursor:
+                    raise ValueError(f"listing not in key order: {key!r} after {feed.cursor!r}")
+                self._add_file(feed, key, size, mtime, url, etag)
+                feed.cursor = key
+            self._changed.notify_all()
+
+    def finish_feed(self, feed: Feed, error: BaseException | None = None) -> None:
+        with self._changed:
+            feed.done = True
+            feed.error = error
+            self._changed.notify_all()
+
+    def _add_file(self, feed: Feed, key: str, size: int, mtime: float, url: str, etag: str) -> None:
+        parts = key.split("/")
+        parent = feed.root
+        relpath = ""
+        for part in parts[:-1]:
+            relpath = f"{relpath}/{part}" if relpath else part
+            parent = self._child_dir(parent, part, feed, relpath)
+        extra = self._strings.add(etag)
+        kind = FILE
+        if url == feed.url_base + key:
+            kind |= _URL_IS_BASE_PLUS_KEY
+        else:
+            self._strings.add(url)  # at extra + 1
+        self._new_node(parent, parts[-1], kind, size, _ns(mtime), extra)
+        feed.files += 1
+        feed.bytes += size
+
+    def _child_dir(self, parent: int, name: str, feed: Feed, relpath: str) -> int:
+        """The directory ``name`` under ``parent``, created if this is its first key."""
+        d = self._dirs[parent]
+        if d.children:
+            last = d.children[-1]
+            if self._kind[last] & _KIND_MASK == DIR and self._names(last) == name:
+                return last
+        shadowed = self._find_kind(d, name, FILE)
+        if shadowed is not None:  # "a" then "a/b": the directory wins, the file is hidden
+            self._kind[shadowed] |= _HIDDEN
+            feed.shadowed += 1
+            feed.files -= 1
+            feed.bytes -= self._size[shadowed]
+        ino = self._new_node(parent, name, DIR, 0, self._mtime[feed.root], 0)
+        self._dirs[ino] = _Dir(feed=feed, relpath=relpath)
+        return ino
+
+    def _new_node(self, parent: int, name: str, kind: int, size: int, mtime_ns: int, extra: int) -> int:
+        ino = len(self._parent)
+        self._parent.append(parent)
+        self._kind.append(kind)
+        self._name.append(self._strings.add(name))
+        self._size.append(size)
+        self._mtime.append(mtime_ns)
+        self._extra.append(extra)
+        self._dirs[parent].children.append(ino)
+        return ino
+
+    # --- reading -------------------------------------------------------------------------------
+    def _names(self, ino: int) -> str:
+        return self._strings.get(self._name[ino])
+
+    def _sort_key(self, ino: int) -> str:
+        name = self._strings.get(self._name[ino])
+        return name + "/" if self._kind[ino] & _KIND_MASK == DIR else name
+
+    def _final(self, d: _Dir, name: str) -> bool:
+        if d.feed is None:
+            return True
+        return d.feed.final(f"{d.relpath}/{name}" if d.relpath else name)
+
+    def is_dir(self, ino: int) -> bool:
+        return ino in self._dirs
+
+    def lookup(self, parent: int, name: str, timeout: float | None = None) -> int | None:
+        """Inode of ``name`` in directory ``parent``, or None; waits while the answer may change.
+
+        Callers on an event loop should call :meth:`lookup_now` first and only run this
+        (blocking) variant in a worker thread when that returns ``...``.
+        """
+        with self._changed:
+            d = self._dirs.get(parent)
+            if d is None:
+                return None
+            self._changed.wait_for(lambda: self._final(d, name), timeout)
+            return self._find(d, name)
+
+    def lookup_now(self, parent: int, name: str) -> object:
+        """Like :meth:`lookup` but never blocks: ``...`` means "not final yet, wait"."""
+        with self._lock:
+            d = self._dirs.get(parent)
+            if d is None:
+                return None
+            if not self._final(d, name):
+                return ...
+            return self._find(d, name)
+
+    def _find(self, d: _Dir, name: str) -> int | None:
+        found = self._find_kind(d, name, DIR)
+        return found if found is not None else self._find_kind(d, name, FILE)
+
+    def _find_kind(self, d: _Dir, name: str, kind: int) -> int | None:
+        """Binary search among children by sort key (symlinks count as files)."""
+        probe = name + "/" if kind == DIR else name
+        children = d.children
+        i = bisect_left(children, probe, key=self._sort_key)
+        while i < len(children) and self._sort_key(children[i]) == probe:
+            if not self._kind[children[i]] & _HIDDEN:
+                return children[i]
+            i += 1
+        return None
+
+    def attr(self, ino: int) -> Attr:
+        with self._lock:
+            return Attr(self._kind[ino] & _KIND_MASK, self._size[ino], self._mtime[ino])
+
+    def exists(self, ino: int) -> bool:
+        return 0 < ino < len(self._parent)
+
+    def name(self, ino: int) -> str:
+        with self._lock:
+            return self._names(ino)
+
+    def readlink(self, ino: int) -> str:
+        with self._lock:
+            symlinks = self._dirs[self._parent[ino]].symlinks or {}
+            return symlinks[ino]
+
+    def readdir(self, ino: int, start: int, *, wait: bool = False) -> list[tuple[str, int, int]]:
+        """Children from index ``start`` on that are final, as (name, inode, next index).
+
+        With ``wait`` (worker threads only) it blocks until at least one more final child
+        exists or the directory is complete; an empty list then means the end.
+        """
+        with self._changed:
+            d = self._dirs[ino]
+
+            def ready() -> bool:
+                return self._final_count(d) > start or self._complete(d)
+
+            if wait:
+                self._changed.wait_for(ready)
+            n = self._final_count(d)
+            return [
+                (self._names(c), c, i + 1)
+                for i, c in enumerate(d.children[start:n], start)
+                if not self._kind[c] & _HIDDEN
+            ]
+
+    def dir_complete(self, ino: int) -> bool:
+        with self._lock:
+            return self._complete(self._dirs[ino])
+
+    def _complete(self, d: _Dir) -> bool:
+        if d.feed is None:
+            return True
+        return d.feed.done or (d.relpath != "" and d.feed.cursor >= d.relpath + _CHILD_SEP)
+
+    def _final_count(self, d: _Dir) -> int:
+        """How many leading children can no longer change (all but possibly the last)."""
+        n = len(d.children)
+        if n and not self._final(d, self._names(d.children[n - 1])):
+            n -= 1
+        return n
+
+    def key(self, ino: int) -> str:
+        """The record key of a file, relative to its version directory."""
+        with self._lock:
+            return self._key(ino)
+
+    def _key(self, ino: int) -> str:
+        parts = []
+        while ino not in self._dirs or self._dirs[ino].feed is None or self._dirs[ino].relpath:
+            parts.append(self._names(ino))
+            ino = self._parent[ino]
+        return "/".join(reversed(parts))
+
+    def _feed_of(self, ino: int) -> Feed:
+        parent = self._parent[ino]
+        feed = self._dirs[parent].feed
+        assert feed is not None, "files only exist below a feed"
+        return feed
+
+    def ref(self, ino: int) -> ObjectRef:
+        """What the cache needs to read file ``ino``: URL, etag and size."""
+        with self._lock:
+            kind = self._kind[ino]
+            if kind & _KIND_MASK != FILE:
+                raise IsADirectoryError(ino)
+            etag_index = self._extra[ino]
+            if kind & _URL_IS_BASE_PLUS_KEY:
+                url = self._feed_of(ino).url_base + self._key(ino)
+            else:
+                url = self._strings.get(etag_index + 1)
+            return ObjectRef(url, self._strings.get(etag_index), self._size[ino])
+
+    def walk_files(self, root: int) -> Iterator[tuple[str, ObjectRef, int]]:
+        """(key, ref, mtime_ns) of every file below ``root`` in key order (for snapshots)."""
+        stack = [iter(self.readdir(root, 0))]
+        while stack:
+            for _name, ino, _next in stack[-1]:
+                if self.is_dir(ino):
+                    stack.append(iter(self.readdir(ino, 0)))
+                    break
+                if self.attr(ino).kind == FILE:
+                    yield self.key(ino), self.ref(ino), self.attr(ino).mtime_ns
+            else:
+                stack.pop()
+
+    # --- accounting --------------------------------------------------------------------------
+    def inode_count(self) -> int:
+        return len(self._parent) - 1
+
+    def nbytes(self) -> int:
+        """Approximate memory of the index (arrays + strings + directory objects)."""
+        arrays = (self._parent, self._kind, self._name, self._size, self._mtime, self._extra)
+        total = sum(a.itemsize * len(a) for a in arrays) + self._strings.nbytes()
+        total += sum(200 + d.children.itemsize * len(d.children) for d in self._dirs.values())
+        return total
+
+
+def _ns(seconds: float | None) -> int:
+    return int((time.time() if seconds is None else seconds) * 1e9)

@@ -1,0 +1,220 @@
+"""The writable workspace core: FUSE's inode world over the path-based Workspace API.
+
+The write-back Workspace (``datahub.cache.writeback``) speaks paths; the kernel speaks
+inode numbers with lookup counts. This module keeps that mapping and nothing else: every
+namespace or data operation is one Workspace call, so the write-back promise (a close or
+fsync returns only once the bytes are durable in the shared tier and journaled) is the
+Workspace's, kept intact. No pyfuse3 here; all methods block and run in worker threads.
+
+Inodes: one per path the kernel knows (looked up, created, listed with readdirplus).
+A rename moves the path of the inode and of everything below it. ``forget`` drops an
+inode once the kernel has forgotten every lookup and no handle holds it open.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import stat
+import threading
+from dataclasses import dataclass
+
+from datahub.errors import AlreadyExists, InvalidInput, NotFound
+from fuse_adapter.readonly import Stat
+from fuse_adapter.tree import ROOT_INODE
+
+
+@dataclass(slots=True)
+class _Inode:
+    path: str | None  # None once unlinked (still open somewhere)
+    lookups: int = 0
+    opened: int = 0
+
+
+class WorkspaceView:
+    def __init__(self, workspace, *, uid: int | None = None, gid: int | None = None) -> None:
+        self.ws = workspace  # datahub.cache.writeback.Workspace
+        self.uid = os.getuid() if uid is None else uid
+        self.gid = os.getgid() if gid is None else gid
+        self._lock = threading.Lock()  # guards the maps below; never held during a Workspace call
+        self._inodes: dict[int, _Inode] = {ROOT_INODE: _Inode("", lookups=1)}
+        self._by_path: dict[str, int] = {"": ROOT_INODE}
+        self._next_ino = itertools.count(ROOT_INODE + 1)
+        self._handles: dict[int, tuple[int, object]] = {}  # fh -> (inode, FileHandle)
+        self._next_fh = itertools.count(1)
+
+    # --- the inode <-> path map --------------------------------------------------------------------
+    def path_of(self, ino: int) -> str:
+        with self._lock:
+            node = self._inodes.get(ino)
+            if node is None or node.path is None:
+                raise NotFound(f"inode {ino} is no longer in workspace {self.ws.name!r}")
+            return node.path
+
+    def _child(self, parent: int, name: str) -> str:
+        if "/" in name or name in ("", ".", ".."):
+            raise InvalidInput(f"invalid file name {name!r}")
+        base = self.path_of(parent)
+        return f"{base}/{name}" if base else name
+
+    def _remember(self, path: str, lookups: int = 1) -> int:
+        with self._lock:
+            ino = self._by_path.get(path)
+            if ino is None:
+                ino = next(self._next_ino)
+                self._by_path[path] = ino
+                self._inodes[ino] = _Inode(path)
+            self._inodes[ino].lookups += lookups
+            return ino
+
+    def _stat(self, ino: int, attr) -> Stat:
+        if attr.is_dir:
+            mode, nlink = stat.S_IFDIR | (attr.mode & 0o7777), 2
+        else:
+            mode, nlink = stat.S_IFREG | (attr.mode & 0o7777), 1
+        return Stat(ino, mode, nlink, attr.size, int(attr.mtime * 1e9), self.uid, self.gid)
+
+    def forget(self, ino: int, n: int) -> None:
+        with self._lock:
+            node = self._inodes.get(ino)
+            if node is None or ino == ROOT_INODE:
+                return
+            node.lookups -= n
+            self._maybe_drop(ino, node)
+
+    def _maybe_drop(self, ino: int, node: _Inode) -> None:
+        if node.lookups <= 0 and node.opened <= 0:
+            del self._inodes[ino]
+            if node.path is not None and self._by_path.get(node.path) == ino:
+                del self._by_path[node.path]
+
+    def _moved(self, old: str, new: str) -> None:
+        with self._lock:
+            moved = [(p, i) for p, i in self._by_path.items() if p == old or p.startswith(old + "/")]
+            for path, _ in moved:
+                del self._by_path[path]
+            replaced = self._by_path.pop(new, None)
+            if replaced is not None:
+                self._inodes[replaced].path = None
+            for path, ino in moved:
+                newpath = new + path[len(old) :]
+                self._by_path[newpath] = ino
+                self._inodes[ino].path = newpath
+
+    def _gone(self, path: str) -> None:
+        with self._lock:
+            ino = self._by_path.pop(path, None)
+            if ino is not None:
+                self._inodes[ino].path = None
+
+    # --- namespace -------------------------------------------------------------------------------
+    def lookup(self, parent: int, name: str) -> Stat:
+        path = self._child(parent, name)
+        attr = self.ws.stat(path)
+        return self._stat(self._remember(path), attr)
+
+    def getattr(self, ino: int) -> Stat:
+        return self._stat(ino, self.ws.stat(self.path_of(ino)))
+
+    def truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
+        if fh is not None and fh in self._handles:
+            self._handles[fh][1].truncate(size)
+        else:
+            self.ws.truncate(self.path_of(ino), size)
+        return self.getattr(ino)
+
+    def readdir(self, ino: int, start: int) -> list[tuple[str, Stat, int]]:
+        """Entries from offset ``start`` (offsets are positions in the name-sorted listing)."""
+        path = self.path_of(ino)
+        entries = self.ws.listdir(path)[start:]
+        out = []
+        for i, (name, attr) in enumerate(entries, start + 1):
+            child = f"{path}/{name}" if path else name
+            out.append((name, self._stat(self._remember(child, 0), attr), i))
+        return out
+
+    def confirm_listed(self, st: Stat) -> None:
+        """The kernel took a readdirplus entry: that counts as one lookup."""
+        with self._lock:
+            node = self._inodes.get(st.ino)
+            if node is not None:
+                node.lookups += 1
+
+    def mkdir(self, parent: int, name: str) -> Stat:
+        path = self._child(parent, name)
+        self.ws.mkdir(path)
+        return self._stat(self._remember(path), self.ws.stat(path))
+
+    def rmdir(self, parent: int, name: str) -> None:
+        path = self._child(parent, name)
+        self.ws.rmdir(path)
+        self._gone(path)
+
+    def unlink(self, parent: int, name: str) -> None:
+        path = self._child(parent, name)
+        self.ws.unlink(path)
+        self._gone(path)
+
+    def rename(self, parent: int, name: str, new_parent: int, new_name: str, *, noreplace: bool) -> None:
+        old, new = self._child(parent, name), self._child(new_parent, new_name)
+        if noreplace:
+            try:
+                self.ws.stat(new)
+            except NotFound:
+                pass
+            else:
+                raise AlreadyExists(f"{new!r} already exists in workspace {self.ws.name!r}")
+        self.ws.rename(old, new)
+        self._moved(old, new)
+
+    # --- files -----------------------------------------------------------------------------------
+    def _register(self, ino: int, handle: object) -> int:
+        fh = next(self._next_fh)
+        with self._lock:
+            self._handles[fh] = (ino, handle)
+            self._inodes[ino].opened += 1
+        return fh
+
+    def create(self, parent: int, name: str, *, exclusive: bool) -> tuple[int, Stat]:
+        path = self._child(parent, name)
+        if exclusive:
+            try:
+                self.ws.stat(path)
+            except NotFound:
+                pass
+            else:
+                raise AlreadyExists(f"{path!r} already exists in workspace {self.ws.name!r}")
+        handle = self.ws.open(path, create=True, truncate=True)
+        ino = self._remember(path)
+        return self._register(ino, handle), self._stat(ino, self.ws.stat(path))
+
+    def open(self, ino: int, *, truncate: bool) -> int:
+        handle = self.ws.open(self.path_of(ino), truncate=truncate)
+        return self._register(ino, handle)
+
+    def read(self, fh: int, offset: int, size: int) -> bytes:
+        return self._handles[fh][1].read(offset, size)
+
+    def write(self, fh: int, offset: int, data: bytes) -> int:
+        return self._handles[fh][1].write(offset, data)
+
+    def fsync(self, fh: int) -> None:
+        """Durable in the shared tier and journaled dirty when this returns (write-back promise)."""
+        self._handles[fh][1].fsync()
+
+    def release(self, fh: int) -> None:
+        with self._lock:
+            ino, handle = self._handles.pop(fh)
+        try:
+            handle.close()
+        finally:
+            with self._lock:
+                node = self._inodes.get(ino)
+                if node is not None:
+                    node.opened -= 1
+                    self._maybe_drop(ino, node)
+
+    def release_all(self) -> None:
+        """At unmount: close what the kernel did not release (each close is durable)."""
+        for fh in list(self._handles):
+            self.release(fh)
