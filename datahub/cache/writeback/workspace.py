@@ -298,6 +298,15 @@ class Workspace:
                 txn.del_file(of.id)
                 txn.add_garbage([k for k, _ in rec["chunks"].values()])
 
+    def journal_record(self, path: str) -> dict:
+        """The committed journal record of a file (diagnostics and tests)."""
+        path = normalize(path)
+        with self.journal.read() as txn:
+            entry = self._entry(txn, path)
+            if entry["t"] != "f":
+                raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
+            return txn.file(entry["id"]) or {}
+
     def truncate(self, path: str, size: int) -> None:
         with self.open(path) as handle:
             handle.truncate(size)
