@@ -1,0 +1,237 @@
+"""``datahub labelx ...``: run the labeling service and administer it from a shell.
+
+serve · create-user · create-token · projects · create-project · preannotate · commit · export
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import shutil
+import signal
+import sys
+import threading
+
+from datahub.errors import AccessDenied, InvalidInput
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("labelx", help="labeling service: users, projects, pre-annotation, export")
+    sub = p.add_subparsers(dest="labelx_command", metavar="ACTION", required=True)
+
+    s = sub.add_parser("serve", help="run the LabelX web UI and API")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8090)
+    s.add_argument("--secure-cookies", action="store_true", help="mark cookies Secure (behind a TLS proxy)")
+    s.set_defaults(func=_serve)
+
+    s = sub.add_parser("create-user", help="add a user (password from $LABELX_PASSWORD or a prompt)")
+    s.add_argument("name")
+    s.add_argument("--role", choices=("annotator", "reviewer", "admin"), default="annotator")
+    s.set_defaults(func=_create_user)
+
+    s = sub.add_parser("create-token", help="create an API token for a user (printed once)")
+    s.add_argument("name")
+    s.add_argument("--description", default="")
+    s.set_defaults(func=_create_token)
+
+    s = sub.add_parser("projects", help="list projects with their progress")
+    s.set_defaults(func=_projects)
+
+    s = sub.add_parser("create-project", help="create a project from dataset@version")
+    s.add_argument("name")
+    s.add_argument("--dataset", required=True)
+    s.add_argument("--version", default=None, help="version number, tag or latest (default)")
+    s.add_argument("--prefix", default="")
+    s.add_argument("--filter", default="", help="record filter, e.g. 'meta.split=train'")
+    s.add_argument("--kind", choices=("classification", "detection"), default="classification")
+    s.add_argument("--multi", action="store_true", help="multi-label classification")
+    s.add_argument("--classes", required=True, help="comma-separated class names (keys 1, 2, 3 …)")
+    s.add_argument("--field", default=None, help="record label field (default: class / boxes)")
+    s.add_argument("--task-size", type=int, default=50)
+    s.add_argument("--annotators", default="", help="comma-separated user names (round-robin)")
+    s.add_argument("--user", required=True, help="the admin doing this")
+    s.set_defaults(func=_create_project)
+
+    s = sub.add_parser("preannotate", help="attach model predictions to a project as suggestions")
+    s.add_argument("project")
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--predictions", help="JSON-lines file: {key, value, score, model} per line")
+    src.add_argument("--model", help="TorchScript file or python callable module:function")
+    s.add_argument("--model-version", default="", help="name shown with each suggestion")
+    s.add_argument("--batch-size", type=int, default=16)
+    s.add_argument("--side", type=int, default=224, help="square input size fed to the model")
+    s.set_defaults(func=_preannotate)
+
+    s = sub.add_parser("commit", help="commit accepted labels as a new dataset version")
+    s.add_argument("project")
+    s.add_argument("--user", required=True, help="the admin doing this")
+    s.add_argument("--to-dataset", default=None, help="a new dataset instead of a new version")
+    s.add_argument("--message", default="")
+    s.set_defaults(func=_commit)
+
+    s = sub.add_parser("export", help="download labels as COCO JSON, YOLO zip or CSV")
+    s.add_argument("project")
+    s.add_argument("--format", choices=("coco", "yolo", "csv"), required=True)
+    s.add_argument("--include", choices=("accepted", "annotated"), default="accepted")
+    s.add_argument("-o", "--output", required=True)
+    s.set_defaults(func=_export)
+
+
+def _service(ctx):
+    from labelx.app import labelx_db_path
+    from labelx.service import LabelService
+    from labelx.store import LabelStore
+
+    store = ctx.service("labelx_store", lambda: LabelStore(labelx_db_path(ctx.config)))
+    return LabelService(store, ctx.catalog)
+
+
+def _images(ctx):
+    from datahub.cache import open_cache
+    from labelx.images import ImageSource
+
+    cache = ctx.service("cache", lambda: open_cache(ctx.config, ctx.stores))
+    return ImageSource(ctx.config.home_path / "labelx" / "previews", cache=cache)
+
+
+def _admin(service, name: str):
+    user = service.store.user_by_name(name)
+    if not user.is_admin:
+        raise AccessDenied(f"user {name!r} is {user.role}, not admin")
+    return user
+
+
+def _serve(args, ctx) -> int:
+    import uvicorn
+
+    from datahub.cache import open_cache
+    from labelx.app import create_labelx_app
+
+    cache = ctx.service("cache", lambda: open_cache(ctx.config, ctx.stores))
+    app = create_labelx_app(
+        ctx.config, catalog=ctx.catalog, stores=ctx.stores, cache=cache, secure_cookies=args.secure_cookies
+    )
+    print(f"LabelX on http://{args.host}:{args.port}/ (Ctrl-C stops)", file=ctx.err)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", proxy_headers=True)
+    return 0
+
+
+def _create_user(args, ctx) -> int:
+    from datahub.validation import check_name
+    from labelx.auth import hash_password
+
+    password = os.environ.get("LABELX_PASSWORD") or getpass.getpass(f"password for {args.name}: ")
+    user = _service(ctx).store.create_user(check_name(args.name, "user"), args.role, hash_password(password))
+    ctx.emit({"name": user.name, "role": user.role})
+    return 0
+
+
+def _create_token(args, ctx) -> int:
+    from labelx.auth import Auth
+
+    service = _service(ctx)
+    token = Auth(service.store).new_token(service.store.user_by_name(args.name), args.description)
+    ctx.emit({"user": args.name, "token": token}, text=token)
+    return 0
+
+
+def _projects(args, ctx) -> int:
+    service = _service(ctx)
+    rows = []
+    for p in service.store.list_projects():
+        counts = service.store.status_counts(p.id)
+        rows.append({
+            "id": p.id, "name": p.name, "source": f"{p.dataset}@v{p.version}", "kind": p.schema["kind"],
+            "items": p.item_count, "todo": counts.get("todo", 0), "accepted": counts.get("accepted", 0),
+        })  # fmt: skip
+    ctx.emit(rows, columns=["id", "name", "source", "kind", "items", "todo", "accepted"])
+    return 0
+
+
+def _create_project(args, ctx) -> int:
+    service = _service(ctx)
+    schema = {
+        "kind": args.kind,
+        "multi": args.multi,
+        "classes": [c for c in args.classes.split(",") if c.strip()],
+    }
+    if args.field:
+        schema["field"] = args.field
+    project = service.create_project(
+        _admin(service, args.user),
+        name=args.name,
+        dataset=args.dataset,
+        ref=args.version,
+        prefix=args.prefix,
+        where=args.filter,
+        schema=schema,
+        task_size=args.task_size,
+        annotators=[a.strip() for a in args.annotators.split(",") if a.strip()],
+    )
+    ctx.emit({"id": project.id, "name": project.name, "items": project.item_count})
+    return 0
+
+
+def _preannotate(args, ctx) -> int:
+    from labelx import preannotate
+
+    service = _service(ctx)
+    project = service.store.project_by_name(args.project)
+    schema = service.schema(project)
+    if args.predictions:
+        try:
+            with open(args.predictions, encoding="utf-8") as fh:
+                n = preannotate.import_jsonl(service.store, project, schema, fh)
+        except FileNotFoundError as exc:
+            raise InvalidInput(f"predictions file {args.predictions} not found") from exc
+        ctx.emit({"project": project.name, "suggestions": n})
+        return 0
+    cancel = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.set())
+    try:
+        with ctx.progress(project.item_count, f"pre-annotating {project.name}") as progress:
+            n = preannotate.run_model(
+                service.store, project, schema, _images(ctx), args.model,
+                model_version=args.model_version, batch_size=args.batch_size, side=args.side,
+                progress=progress, cancel=cancel,
+            )  # fmt: skip
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    ctx.emit({"project": project.name, "suggestions": n})
+    return 0
+
+
+def _commit(args, ctx) -> int:
+    from labelx.export import commit_labels
+
+    service = _service(ctx)
+    project = service.store.project_by_name(args.project)
+    with ctx.progress(None, f"committing {project.name}") as progress:
+        version = commit_labels(
+            service, _admin(service, args.user), project.id, to_dataset=args.to_dataset,
+            message=args.message, progress=progress,
+        )  # fmt: skip
+    ctx.emit({"dataset": version.dataset, "version": version.seq, "modified": version.modified,
+              "added": version.added})  # fmt: skip
+    return 0
+
+
+def _export(args, ctx) -> int:
+    from labelx import export
+
+    service = _service(ctx)
+    project = service.store.project_by_name(args.project)
+    if args.format == "csv":
+        spool = export.export_csv(service, project, args.include)
+    elif args.format == "yolo":
+        spool = export.export_yolo(service, project, args.include)
+    else:
+        spool = export.export_coco(service, project, _images(ctx), args.include)
+    tmp = f"{args.output}.partial"
+    with spool, open(tmp, "wb") as out:
+        shutil.copyfileobj(spool, out)
+    os.replace(tmp, args.output)  # nothing half-written under the final name
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,111 @@
+"""Passwords, sessions, CSRF tokens and API tokens (promise 5: nobody reads what they may not).
+
+- Passwords: ``hashlib.scrypt`` with a random 16-byte salt per user (n=2**14, r=8, p=1),
+  compared in constant time. Only the hash is stored.
+- Sessions: a random 32-byte id in an HttpOnly, SameSite=Strict cookie (Secure over https or
+  when configured); the store keeps only its SHA-256, so a leaked database opens no session.
+- CSRF: a synchronizer token per session, handed to the page and required in the
+  ``X-CSRF-Token`` header of every state-changing request. The login form (no session yet)
+  uses a double-submit token: the cookie and the form field must match.
+- API tokens for scripts: ``lx_<random>`` sent as ``Authorization: Bearer``; stored hashed.
+  Bearer requests carry no cookie, so they need no CSRF token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from datahub.errors import AccessDenied, InvalidInput, Unauthenticated
+from labelx.store import LabelStore, User
+
+SESSION_COOKIE = "labelx_session"
+LOGIN_CSRF_COOKIE = "labelx_login_csrf"
+CSRF_HEADER = "x-csrf-token"
+SESSION_TTL = 12 * 3600.0
+_N, _R, _P = 2**14, 8, 1
+MIN_PASSWORD = 8
+
+
+def hash_password(password: str) -> str:
+    if not isinstance(password, str) or len(password) < MIN_PASSWORD:
+        raise InvalidInput(f"a password needs at least {MIN_PASSWORD} characters")
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, n=_N, r=_R, p=_P, dklen=32)
+    return f"scrypt${_N}${_R}${_P}${salt.hex()}${digest.hex()}"
+
+
+def verify_password(password: str, stored: str) -> bool:
+    try:
+        algo, n, r, p, salt, digest = stored.split("$")
+    except ValueError:
+        return False
+    if algo != "scrypt":
+        return False
+    got = hashlib.scrypt(
+        password.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p), dklen=len(digest) // 2
+    )
+    return hmac.compare_digest(got.hex(), digest)
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_DUMMY_HASH = "scrypt$16384$8$1$" + "00" * 16 + "$" + "00" * 32
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who makes a request, and how: ``csrf`` is None for bearer-token requests."""
+
+    user: User
+    csrf: str | None
+
+
+class Auth:
+    def __init__(self, store: LabelStore) -> None:
+        self.store = store
+
+    def login(self, name: str, password: str) -> tuple[str, str]:
+        """Return (session id, csrf token); Unauthenticated on a bad name or password."""
+        found = self.store.user_with_hash(name)
+        # hash even for unknown users, so timing does not reveal which names exist
+        ok = verify_password(password, found[1] if found else _DUMMY_HASH) and found is not None
+        if not ok or found is None:
+            raise Unauthenticated("wrong user name or password")
+        session_id, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self.store.create_session(sha256(session_id), found[0].id, csrf, SESSION_TTL)
+        return session_id, csrf
+
+    def logout(self, session_id: str) -> None:
+        self.store.delete_session(sha256(session_id))
+
+    def from_session(self, session_id: str | None) -> Principal | None:
+        if not session_id:
+            return None
+        found = self.store.session(sha256(session_id))
+        return None if found is None else Principal(found[0], found[1])
+
+    def from_bearer(self, authorization: str | None) -> Principal | None:
+        if not authorization or not authorization.lower().startswith("bearer "):
+            return None
+        user = self.store.token_user(sha256(authorization[7:].strip()))
+        if user is None:
+            raise Unauthenticated("invalid API token; create one with `datahub labelx create-token`")
+        return Principal(user, None)
+
+    def new_token(self, user: User, description: str = "") -> str:
+        token = "lx_" + secrets.token_urlsafe(32)
+        self.store.create_token(sha256(token), user.id, description)
+        return token
+
+
+def check_csrf(principal: Principal, sent: str | None) -> None:
+    """Every state-changing request from a browser session must echo the session's token."""
+    if principal.csrf is None:
+        return  # bearer token: no ambient cookie, no CSRF
+    if not sent or not hmac.compare_digest(sent, principal.csrf):
+        raise AccessDenied("missing or wrong CSRF token; reload the page and try again")

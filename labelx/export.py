@@ -1,0 +1,209 @@
+"""Accepted labels out of LabelX: a new dataset version through the catalog, or a download.
+
+Committing is O(changes): only accepted items whose label differs from what the version
+already held (and that were not exported before) become ``Patch`` changes, which the
+catalog merges into the records' labels. The lineage names the project, its source
+version and the label schema. The commit id is derived from the project and its export
+count, so a retry after a crash returns the version already made instead of a second one.
+
+Downloads: COCO JSON and YOLO txt (zip) for detection, CSV for classification. Box values
+are fractions of the image size; COCO wants pixels, so its exporter reads image sizes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import PurePosixPath
+from tempfile import SpooledTemporaryFile
+from typing import Any
+
+from datahub.catalog.model import Patch, Put, Record
+from datahub.errors import InvalidInput
+from datahub.storage.base import ObjectRef
+from datahub.validation import check_name
+from labelx.images import ImageSource
+from labelx.service import LabelService
+from labelx.store import Item, Project, User
+
+SPOOL_BYTES = 8 * 1024**2  # downloads larger than this spill to a temp file
+
+
+def lineage(project: Project, service: LabelService, changed: int) -> dict[str, Any]:
+    schema = service.schema(project)
+    return {
+        "source": "labelx",
+        "description": f"labels from LabelX project {project.name} ({schema.description})",
+        "project": project.name,
+        "project_id": project.id,
+        "from": f"{project.dataset}@v{project.version}",
+        "schema": schema.to_dict(),
+        "changed": changed,
+    }
+
+
+def commit_labels(
+    service: LabelService,
+    user: User,
+    project_id: int,
+    *,
+    to_dataset: str | None = None,
+    message: str = "",
+    progress: Any = None,
+) -> Any:
+    """Write accepted labels as a new version; returns the catalog's Version."""
+    service.require_admin(user)
+    project = service.store.get_project(project_id)
+    if to_dataset and to_dataset != project.dataset:
+        return _commit_new_dataset(service, user, project, check_name(to_dataset), message, progress)
+    field = service.schema(project).field
+    changed: list[Item] = [
+        i
+        for i in service.store.iter_items(project_id, ("accepted",), unexported=True)
+        if i.value != i.original
+    ]
+    if not changed:
+        raise InvalidInput(
+            f"project {project.name!r} has no accepted, changed, not yet exported labels to commit; "
+            "review items first"
+        )
+
+    def changes() -> Iterator[Patch]:
+        for item in changed:
+            if progress is not None:
+                progress.update()
+            yield Patch(item.key, labels={field: item.value})
+
+    n_exports = len(service.store.list_exports(project_id))
+    version = service.catalog.commit(
+        project.dataset,
+        changes(),
+        base=None,
+        message=message or f"labels from LabelX project {project.name}",
+        author=user.name,
+        lineage=lineage(project, service, len(changed)),
+        commit_id=f"labelx-{project.id}-export-{n_exports + 1}",
+    )
+    service.store.record_export(project_id, project.dataset, version.seq, [i.id for i in changed], user.name)
+    return version
+
+
+def _commit_new_dataset(
+    service: LabelService, user: User, project: Project, name: str, message: str, progress: Any
+) -> Any:
+    """A new dataset holding the project's records, with accepted labels merged in."""
+    catalog, schema = service.catalog, service.schema(project)
+    accepted = service.store.iter_items(project.id, ("accepted",))
+    where = project.filter or None
+    records = catalog.list_records(project.dataset, project.version, prefix=project.prefix, where=where)
+    src = catalog.get_dataset(project.dataset)
+    catalog.create_dataset(
+        name, description=f"{src.description} (labels from LabelX project {project.name})", owner=user.name
+    )
+    count = 0
+
+    def changes() -> Iterator[Put]:
+        nonlocal count
+        nxt = next(accepted, None)
+        for rec in records:
+            while nxt is not None and nxt.key < rec.key:
+                nxt = next(accepted, None)
+            labels = dict(rec.labels)
+            if nxt is not None and nxt.key == rec.key:
+                labels[schema.field] = nxt.value
+                count += 1
+            if progress is not None:
+                progress.update()
+            yield Put(Record(rec.key, rec.url, rec.etag, rec.size, rec.checksum, rec.meta, labels))
+
+    version = catalog.commit(
+        name,
+        changes(),
+        base=None,
+        message=message or f"labels from LabelX project {project.name}",
+        author=user.name,
+        lineage=lineage(project, service, count),
+        commit_id=f"labelx-{project.id}-to-{name}",
+    )
+    service.store.record_export(project.id, name, version.seq, [], user.name)
+    return version
+
+
+# --- downloads ---------------------------------------------------------------------------------
+def _items(service: LabelService, project: Project, include: str) -> Iterator[Item]:
+    statuses = ("accepted",) if include == "accepted" else ("annotated", "submitted", "accepted")
+    for item in service.store.iter_items(project.id, statuses):
+        if item.value is not None:
+            yield item
+
+
+def export_csv(service: LabelService, project: Project, include: str = "accepted") -> SpooledTemporaryFile:
+    schema = service.schema(project)
+    if schema.kind != "classification":
+        raise InvalidInput("CSV export is for classification projects; use COCO or YOLO for detection")
+    out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
+    text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
+    writer = csv.writer(text)
+    writer.writerow(["key", schema.field])
+    for item in _items(service, project, include):
+        writer.writerow([item.key, ";".join(item.value) if isinstance(item.value, list) else item.value])
+    text.detach()
+    out.seek(0)
+    return out
+
+
+def _require_detection(service: LabelService, project: Project, fmt: str) -> None:
+    if service.schema(project).kind != "detection":
+        raise InvalidInput(f"{fmt} export is for detection projects; use CSV for classification")
+
+
+def export_coco(
+    service: LabelService, project: Project, images: ImageSource, include: str = "accepted"
+) -> SpooledTemporaryFile:
+    _require_detection(service, project, "COCO")
+    schema = service.schema(project)
+    cat_ids = {c.name: n for n, c in enumerate(schema.classes, 1)}
+    out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
+    imgs, anns = [], []
+    for image_id, item in enumerate(_items(service, project, include), 1):
+        w, h = images.size(ObjectRef(item.url, item.etag, item.size))
+        imgs.append({"id": image_id, "file_name": item.key, "width": w, "height": h})
+        for box in item.value:
+            x, y, bw, bh = box["bbox"]
+            px = [round(x * w, 2), round(y * h, 2), round(bw * w, 2), round(bh * h, 2)]
+            anns.append({
+                "id": len(anns) + 1, "image_id": image_id, "category_id": cat_ids[box["label"]],
+                "bbox": px, "area": round(px[2] * px[3], 2), "iscrowd": 0,
+            })  # fmt: skip
+    doc = {
+        "info": {"description": f"LabelX project {project.name} ({project.dataset}@v{project.version})"},
+        "images": imgs,
+        "annotations": anns,
+        "categories": [{"id": i, "name": n} for n, i in cat_ids.items()],
+    }
+    out.write(json.dumps(doc).encode())
+    out.seek(0)
+    return out
+
+
+def export_yolo(service: LabelService, project: Project, include: str = "accepted") -> SpooledTemporaryFile:
+    """A zip: ``classes.txt`` plus ``labels/<key stem>.txt`` lines ``class cx cy w h`` (0..1)."""
+    _require_detection(service, project, "YOLO")
+    schema = service.schema(project)
+    index = {c.name: n for n, c in enumerate(schema.classes)}
+    out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("classes.txt", "".join(c.name + "\n" for c in schema.classes))
+        for item in _items(service, project, include):
+            lines = []
+            for box in item.value:
+                x, y, w, h = box["bbox"]
+                lines.append(f"{index[box['label']]} {x + w / 2:.6f} {y + h / 2:.6f} {w:.6f} {h:.6f}\n")
+            zf.writestr(
+                str(PurePosixPath("labels") / PurePosixPath(item.key).with_suffix(".txt")), "".join(lines)
+            )
+    out.seek(0)
+    return out

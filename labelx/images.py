@@ -1,0 +1,114 @@
+"""Image bytes for the UI and for models: read through the datahub cache, resized with Pillow.
+
+The only module of LabelX that imports Pillow. Originals are read by ``ImageSource.read``
+(the one function that decides between the TieredCache and a direct StoreRegistry read)
+with the record's etag, so a changed object is an ObjectChanged error, never a wrong
+picture. Previews are JPEGs keyed by (url, etag, size): the key names immutable bytes,
+so a preview never goes stale. They live on disk under ``<home>/labelx/previews`` within
+a byte budget (oldest evicted first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from PIL import Image, UnidentifiedImageError
+
+from datahub.errors import InvalidInput
+from datahub.storage.base import ObjectRef
+
+log = logging.getLogger(__name__)
+PREVIEW_SIZES = {"thumb": 192, "preview": 1280}
+Image.MAX_IMAGE_PIXELS = 200_000_000
+
+
+class ImageSource:
+    def __init__(
+        self, preview_dir: Path, *, cache: Any = None, stores: Any = None, budget_bytes: int = 512 * 1024**2
+    ) -> None:
+        self.cache, self.stores = cache, stores
+        self.preview_dir = Path(preview_dir)
+        self.preview_dir.mkdir(parents=True, exist_ok=True)
+        self.budget = budget_bytes
+        self._lock = threading.Lock()
+        self._used = sum(p.stat().st_size for p in self.preview_dir.glob("*.jpg"))
+
+    def read(self, ref: ObjectRef) -> bytes:
+        """The original bytes, verified against the recorded etag."""
+        if self.cache is not None:
+            return self.cache.read(ref)
+        store, key = self.stores.for_url(ref.url)
+        return store.read(key, etag=ref.etag)
+
+    def preview(self, ref: ObjectRef, kind: str) -> bytes:
+        """A JPEG no larger than PREVIEW_SIZES[kind] on its long side (cached on disk)."""
+        if kind not in PREVIEW_SIZES:
+            raise InvalidInput(f"unknown preview size {kind!r}; use one of {', '.join(PREVIEW_SIZES)}")
+        name = hashlib.sha256(f"{ref.url}\0{ref.etag}\0{kind}".encode()).hexdigest() + ".jpg"
+        path = self.preview_dir / name
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            pass
+        data = _resize(self.read(ref), PREVIEW_SIZES[kind], ref.url)
+        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)  # readers see the whole preview or none
+        self._account(len(data))
+        return data
+
+    def _account(self, added: int) -> None:
+        with self._lock:
+            self._used += added
+            over = self._used > self.budget
+        if over:
+            self._evict()
+
+    def _evict(self) -> None:
+        files = sorted(self.preview_dir.glob("*.jpg"), key=lambda p: p.stat().st_mtime)
+        used = sum(p.stat().st_size for p in files)
+        target = int(self.budget * 0.8)
+        for p in files:
+            if used <= target:
+                break
+            size = p.stat().st_size
+            p.unlink(missing_ok=True)
+            used -= size
+        with self._lock:
+            self._used = used
+
+    def rgb(self, ref: ObjectRef, side: int) -> bytes:
+        """Raw RGB bytes (side x side x 3) of the image squashed to a square, for models."""
+        with _open(self.read(ref), ref.url) as im:
+            return im.convert("RGB").resize((side, side), Image.BILINEAR).tobytes()
+
+    def size(self, ref: ObjectRef) -> tuple[int, int]:
+        """Width and height of the original (only the header is decoded)."""
+        with _open(self.read(ref), ref.url) as im:
+            return im.size
+
+
+def _open(data: bytes, url: str) -> Image.Image:
+    try:
+        return Image.open(io.BytesIO(data))
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InvalidInput(f"{url} is not an image Pillow can read ({exc})") from exc
+
+
+def _resize(data: bytes, side: int, url: str) -> bytes:
+    with _open(data, url) as im:
+        try:
+            im.draft("RGB", (side, side))  # JPEG: decode at reduced scale, much faster
+            im = im.convert("RGB")
+            im.thumbnail((side, side))
+        except OSError as exc:
+            raise InvalidInput(f"{url} is a damaged image ({exc})") from exc
+        out = io.BytesIO()
+        im.save(out, "JPEG", quality=85)
+        return out.getvalue()

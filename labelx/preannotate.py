@@ -1,0 +1,122 @@
+"""Pre-annotation: model predictions attached to items as suggestions (value, score, model).
+
+Two sources, one shape. A JSON-lines file holds one prediction per line::
+
+    {"key": "train/0001.jpg", "value": "cat", "score": 0.93, "model": "resnet50@v3"}
+
+(``value`` in the project's schema shape, see labelx.schema). Or a torch model is run over
+the project's images (``labelx.torch_model``; classification). Suggestions never change a
+label by themselves: the annotator accepts one with a single key or corrects it, and the
+dashboard counts how often each class's suggestion was accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from datahub.errors import Cancelled, ManifestError
+from datahub.storage.base import ObjectRef
+from datahub.validation import check_key
+from labelx.images import ImageSource
+from labelx.schema import LabelSchema
+from labelx.store import LabelStore, Project
+
+MAX_LINE = 1024 * 1024
+
+
+def suggestion(value: Any, score: float | None, model: str) -> dict[str, Any]:
+    return {"value": value, "score": None if score is None else round(float(score), 4), "model": model}
+
+
+def parse_jsonl(
+    lines: Iterable[str], schema: LabelSchema, model: str | None = None
+) -> Iterator[tuple[str, dict]]:
+    """Yield (key, suggestion) per line; ManifestError names the first bad line."""
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            if len(line) > MAX_LINE:
+                raise ValueError(f"line longer than {MAX_LINE} bytes")
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("each line must be a JSON object")
+            key = check_key(row.get("key"))
+            value = schema.check_value(row.get("value"))
+            score = row.get("score")
+            if score is not None and not isinstance(score, (int, float)):
+                raise ValueError("'score' must be a number")
+            name = str(row.get("model") or model or "unknown")
+        except Exception as exc:  # any bad line becomes one clear error
+            msg = getattr(exc, "message", None) or str(exc)
+            raise ManifestError(f"predictions line {n}: {msg}; nothing was imported", line=n) from exc
+        yield key, suggestion(value, score, name)
+
+
+def import_jsonl(store: LabelStore, project: Project, schema: LabelSchema, lines: Iterable[str]) -> int:
+    """Validate every line first, then attach all suggestions in one transaction."""
+    rows = list(parse_jsonl(lines, schema))
+    return store.set_suggestions(project.id, rows)
+
+
+def run_model(
+    store: LabelStore,
+    project: Project,
+    schema: LabelSchema,
+    images: ImageSource,
+    model_spec: str,
+    *,
+    model_version: str = "",
+    batch_size: int = 16,
+    side: int = 224,
+    progress: Any = None,
+    cancel: threading.Event | None = None,
+    only_missing: bool = True,
+) -> int:
+    """Run a classifier over the project's images and store its top class as suggestions.
+
+    Work is committed per batch, and items that already have a suggestion are skipped
+    (``only_missing``), so an interrupted run resumes where it stopped.
+    """
+    from labelx.torch_model import load_classifier  # torch is imported there only
+
+    if schema.kind != "classification":
+        raise ManifestError(
+            "model pre-annotation supports classification projects; import detection predictions "
+            "as JSON lines (`datahub labelx preannotate --predictions file.jsonl`)"
+        )
+    classify = load_classifier(model_spec, len(schema.classes))
+    name = model_version or model_spec
+    names = [c.name for c in schema.classes]
+    done = 0
+    batch: list[tuple[str, ObjectRef]] = []
+
+    def flush() -> int:
+        pixels = [images.rgb(ref, side) for _, ref in batch]
+        results = classify(pixels, side)
+        rows = []
+        for (key, _), (idx, score) in zip(batch, results, strict=True):
+            value = [names[idx]] if schema.multi else names[idx]
+            rows.append((key, suggestion(value, score, name)))
+        n = store.set_suggestions(project.id, rows)
+        if progress is not None:
+            progress.update(len(batch))
+        batch.clear()
+        return n
+
+    for item in store.iter_items(project.id):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled(f"pre-annotation of project {project.name!r} interrupted; rerun to resume")
+        if only_missing and item.suggestion is not None:
+            if progress is not None:
+                progress.update()
+            continue
+        batch.append((item.key, ObjectRef(item.url, item.etag, item.size)))
+        if len(batch) >= batch_size:
+            done += flush()
+    if batch:
+        done += flush()
+    return done

@@ -1,0 +1,161 @@
+"""Label schemas and the one validator every annotation, suggestion and import goes through.
+
+A schema says what a label *value* looks like, so the store, the API, the UI and the
+exporters agree on one shape (kept in the record's labels under ``schema.field``):
+
+- ``classification`` single-label: ``"cat"``
+- ``classification`` multi-label:  ``["cat", "dog"]`` (sorted, no duplicates)
+- ``detection``: ``[{"label": "cat", "bbox": [x, y, w, h]}, ...]`` with coordinates as
+  fractions of the image width/height (0..1), so they do not depend on the preview size.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from datahub.errors import InvalidInput
+
+KINDS = ("classification", "detection")
+_COLOR = re.compile(r"#[0-9a-fA-F]{6}")
+_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+PALETTE = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4",
+           "#42d4f4", "#f032e6", "#9a6324", "#469990", "#808000")  # fmt: skip
+MAX_BOXES = 500
+
+
+@dataclass(frozen=True, slots=True)
+class LabelClass:
+    name: str
+    color: str
+    key: str  # shortcut key: "1".."9", "0", or a letter
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSchema:
+    kind: Literal["classification", "detection"]
+    classes: tuple[LabelClass, ...]
+    multi: bool = False  # classification only
+    field: str = "class"  # the record-label field the value lives in
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(c.name for c in self.classes)
+
+    # --- wire form ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "multi": self.multi,
+            "field": self.field,
+            "classes": [{"name": c.name, "color": c.color, "key": c.key} for c in self.classes],
+        }
+
+    @property
+    def description(self) -> str:
+        """A short human name used in lineage: ``detection(boxes: cat,dog)``."""
+        kind = "multi-label classification" if self.multi else self.kind
+        return f"{kind}({self.field}: {','.join(c.name for c in self.classes)})"
+
+    # --- values ----------------------------------------------------------------------------------
+    def check_value(self, value: Any) -> Any:
+        """Return the normalised value, or raise InvalidInput saying what is wrong.
+
+        ``None`` means "no label" and is always allowed (an item may be skipped).
+        """
+        if value is None:
+            return None
+        if self.kind == "classification" and not self.multi:
+            if not isinstance(value, str) or value not in self.names:
+                raise InvalidInput(f"label {value!r} is not one of the classes {sorted(self.names)}")
+            return value
+        if self.kind == "classification":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise InvalidInput("a multi-label value must be a list of class names")
+            unknown = set(value) - self.names
+            if unknown:
+                raise InvalidInput(f"labels {sorted(unknown)} are not among the classes {sorted(self.names)}")
+            return sorted(set(value))
+        if not isinstance(value, list) or len(value) > MAX_BOXES:
+            raise InvalidInput(f"a detection value must be a list of at most {MAX_BOXES} boxes")
+        return [self._check_box(b) for b in value]
+
+    def _check_box(self, box: Any) -> dict[str, Any]:
+        if not isinstance(box, dict) or box.get("label") not in self.names:
+            raise InvalidInput(f"each box needs a 'label' among {sorted(self.names)} and a 'bbox'")
+        bbox = box.get("bbox")
+        if (
+            not isinstance(bbox, list)
+            or len(bbox) != 4
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox)
+        ):
+            raise InvalidInput("a bbox is [x, y, w, h] as fractions of the image size")
+        x, y, w, h = (float(v) for v in bbox)
+        if w <= 0 or h <= 0 or x < -1e-6 or y < -1e-6 or x + w > 1 + 1e-6 or y + h > 1 + 1e-6:
+            raise InvalidInput(f"bbox {bbox} must lie inside the image (fractions 0..1, w and h > 0)")
+        return {"label": box["label"], "bbox": [round(v, 6) for v in (x, y, w, h)]}
+
+    def classes_of(self, value: Any) -> list[str]:
+        """Class names a value mentions (for per-class statistics)."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [value]
+        if self.kind == "classification":
+            return list(value)
+        return [b["label"] for b in value]
+
+    def existing_value(self, labels: dict[str, Any]) -> Any:
+        """The value already in a record's labels, if it fits this schema (else None)."""
+        if self.field not in labels:
+            return None
+        try:
+            return self.check_value(labels[self.field])
+        except InvalidInput:
+            return None
+
+
+def parse_schema(spec: dict[str, Any]) -> LabelSchema:
+    """Build a schema from its wire form; classes may be plain names (colors/keys assigned)."""
+    if not isinstance(spec, dict):
+        raise InvalidInput("a label schema is an object with 'kind' and 'classes'")
+    kind = spec.get("kind", "classification")
+    if kind not in KINDS:
+        raise InvalidInput(f"unknown label schema kind {kind!r}; use one of {', '.join(KINDS)}")
+    raw = spec.get("classes") or []
+    if not isinstance(raw, list) or not raw or len(raw) > 64:
+        raise InvalidInput("a label schema needs 1 to 64 classes")
+    classes: list[LabelClass] = []
+    for i, c in enumerate(raw):
+        c = {"name": c} if isinstance(c, str) else c
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c["name"].strip():
+            raise InvalidInput(f"class #{i + 1} needs a non-empty 'name'")
+        name = c["name"].strip()
+        if len(name) > 64:
+            raise InvalidInput(f"class name {name[:20]!r}... is longer than 64 characters")
+        color = c.get("color") or PALETTE[i % len(PALETTE)]
+        if not _COLOR.fullmatch(color):
+            raise InvalidInput(f"color {color!r} of class {name!r} must look like #rrggbb")
+        key = str(c.get("key") or ((i + 1) % 10 if i < 10 else ""))
+        if len(key) != 1 or not key.isalnum():
+            raise InvalidInput(f"class {name!r} needs a single-character shortcut key (digit or letter)")
+        classes.append(LabelClass(name, color.lower(), key.lower()))
+    if len({c.name for c in classes}) != len(classes):
+        raise InvalidInput("class names must be unique")
+    if len({c.key for c in classes}) != len(classes):
+        raise InvalidInput("shortcut keys must be unique")
+    reserved = {"a", "s", "u", "n", "p", "d", "b", "z"}  # UI keys
+    clash = {c.key for c in classes} & reserved
+    if clash:
+        raise InvalidInput(
+            f"shortcut keys {sorted(clash)} are reserved by the UI; use digits or other letters"
+        )
+    default_field = "boxes" if kind == "detection" else "class"
+    fld = spec.get("field") or default_field
+    if not isinstance(fld, str) or not _FIELD.fullmatch(fld):
+        raise InvalidInput(f"invalid label field {fld!r}: use letters, digits and '_'")
+    multi = bool(spec.get("multi", False))
+    if multi and kind != "classification":
+        raise InvalidInput("'multi' applies to classification schemas only")
+    return LabelSchema(kind, tuple(classes), multi, fld)

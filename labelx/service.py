@@ -1,0 +1,249 @@
+"""The labeling workflow and who may do what; the HTTP layer and the CLI only call this.
+
+Roles: an *admin* does everything; a *reviewer* sees every project and accepts or rejects
+submitted items; an *annotator* sees only the projects they belong to and only their own
+tasks (another annotator's task is 403, a project they are not in is 404).
+
+Item life cycle::
+
+    todo ──save──> annotated ──submit task──> submitted ──review──> accepted
+      └──skip──> skipped                          └──────────────> rejected ──save──> annotated ...
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from datahub.catalog.filter import RecordFilter
+from datahub.errors import AccessDenied, InvalidInput, NotFound
+from datahub.validation import check_name, check_prefix
+from labelx.schema import LabelSchema, parse_schema
+from labelx.store import Item, LabelStore, NewItem, Project, User
+
+MAX_TASK_SIZE = 1000
+EDITABLE = ("todo", "annotated", "skipped", "rejected")
+
+
+class LabelService:
+    def __init__(self, store: LabelStore, catalog: Any, *, clock: Callable[[], float] = time.time) -> None:
+        self.store, self.catalog, self.clock = store, catalog, clock
+        self._schemas: dict[int, LabelSchema] = {}
+
+    # --- access --------------------------------------------------------------------------------
+    def schema(self, project: Project) -> LabelSchema:
+        if project.id not in self._schemas:
+            self._schemas[project.id] = parse_schema(project.schema)
+        return self._schemas[project.id]
+
+    def project_for(self, user: User, project_id: int) -> Project:
+        project = self.store.get_project(project_id)
+        if not user.can_review and not self.store.is_member(project_id, user.id):
+            raise NotFound(f"no project with id {project_id}", project=project_id)
+        return project
+
+    def _task_for(self, user: User, task_id: int, *, edit: bool = False):
+        task = self.store.get_task(task_id)
+        self.project_for(user, task.project_id)
+        if user.is_admin or task.assignee == user.id:
+            return task
+        if user.can_review and not edit:
+            return task
+        raise AccessDenied(f"task {task_id} is assigned to someone else", task=task_id)
+
+    def item_for(self, user: User, item_id: int, *, edit: bool = False) -> Item:
+        item = self.store.get_item(item_id)
+        self._task_for(user, item.task_id, edit=edit)
+        return item
+
+    @staticmethod
+    def require_admin(user: User) -> None:
+        if not user.is_admin:
+            raise AccessDenied("only an admin may do this")
+
+    # --- projects ------------------------------------------------------------------------------
+    def create_project(
+        self,
+        user: User,
+        *,
+        name: str,
+        dataset: str,
+        ref: str | int | None = None,
+        prefix: str = "",
+        where: str = "",
+        schema: dict[str, Any],
+        task_size: int = 50,
+        annotators: list[str] | None = None,
+    ) -> Project:
+        """Snapshot the matching records of ``dataset@ref`` into items split into tasks."""
+        self.require_admin(user)
+        check_name(name, "project")
+        check_prefix(prefix)
+        parsed = parse_schema(schema)
+        if not 1 <= int(task_size) <= MAX_TASK_SIZE:
+            raise InvalidInput(f"task size must be between 1 and {MAX_TASK_SIZE}")
+        flt = RecordFilter.parse(where) if where else None
+        version = self.catalog.resolve(dataset, ref)
+        members = [self.store.user_by_name(n).id for n in (annotators or [])]
+        records = self.catalog.list_records(dataset, version.seq, prefix=prefix, where=flt)
+        items = (
+            NewItem(r.key, r.url, r.etag, r.size, parsed.existing_value(dict(r.labels))) for r in records
+        )
+        return self.store.create_project(
+            name=name,
+            dataset=dataset,
+            version=version.seq,
+            prefix=prefix,
+            filter=str(flt) if flt else "",
+            schema=parsed.to_dict(),
+            task_size=int(task_size),
+            created_by=user.name,
+            items=items,
+            annotators=members,
+        )
+
+    def projects_for(self, user: User) -> list[Project]:
+        return self.store.list_projects(member=None if user.can_review else user.id)
+
+    def tasks_for(self, user: User, project_id: int) -> list[dict[str, Any]]:
+        self.project_for(user, project_id)
+        return self.store.list_tasks(project_id, assignee=None if user.can_review else user.id)
+
+    def take_next_task(self, user: User, project_id: int) -> int:
+        """Claim the first unassigned task of a project (atomic: one winner per task)."""
+        self.project_for(user, project_id)
+        while True:
+            task_id = self.store.next_open_task(project_id)
+            if task_id is None:
+                raise NotFound(f"project {project_id} has no unassigned task left")
+            if self.store.claim_task(task_id, user.id):
+                return task_id
+
+    def assign(self, user: User, task_id: int, assignee: str | None) -> None:
+        self.require_admin(user)
+        task = self.store.get_task(task_id)
+        uid = self.store.user_by_name(assignee).id if assignee else None
+        if uid is not None:
+            self.store.add_member(task.project_id, uid)
+        self.store.assign_task(task_id, uid)
+
+    # --- annotation ----------------------------------------------------------------------------
+    def task_view(self, user: User, task_id: int) -> dict[str, Any]:
+        task = self._task_for(user, task_id)
+        project = self.store.get_project(task.project_id)
+        return {
+            "task": {"id": task.id, "number": task.number, "assignee": task.assignee_name},
+            "project": project_json(project),
+            "items": [item_json(i) for i in self.store.task_items(task_id)],
+            "can_edit": user.is_admin or task.assignee == user.id,
+        }
+
+    def claim(self, user: User, item_id: int) -> Item:
+        self.item_for(user, item_id, edit=True)
+        return self.store.claim_item(item_id, user.id)
+
+    def save(self, user: User, item_id: int, version: int, value: Any, *, skip: bool = False) -> Item:
+        """Autosave an annotation (or a skip); 409 if ``version`` is stale."""
+        item = self.item_for(user, item_id, edit=True)
+        if item.status not in EDITABLE:
+            raise AccessDenied(
+                f"item {item.key!r} is {item.status} and can no longer be edited here", item=item_id
+            )
+        project = self.store.get_project(item.project_id)
+        value = None if skip else self.schema(project).check_value(value)
+        return self.store.save_value(item_id, user.id, version, value, "skipped" if skip else "annotated")
+
+    def submit(self, user: User, task_id: int) -> dict[str, int]:
+        self._task_for(user, task_id, edit=True)
+        left = [i.key for i in self.store.task_items(task_id) if i.status in ("todo", "rejected")]
+        if left:
+            raise InvalidInput(
+                f"task {task_id} still has {len(left)} item(s) to label (first: {left[0]!r}); "
+                "label or skip them before submitting"
+            )
+        return {"submitted": self.store.submit_task(task_id)}
+
+    # --- review --------------------------------------------------------------------------------
+    def review_queue(self, user: User, project_id: int, limit: int = 200) -> list[dict[str, Any]]:
+        if not user.can_review:
+            raise AccessDenied("only reviewers and admins review")
+        self.project_for(user, project_id)
+        return [item_json(i) for i in self.store.items_by_status(project_id, ("submitted",), limit=limit)]
+
+    def review(self, user: User, item_id: int, version: int, accept: bool, comment: str = "") -> Item:
+        if not user.can_review:
+            raise AccessDenied("only reviewers and admins review")
+        item = self.item_for(user, item_id)
+        if not accept and not comment.strip():
+            raise InvalidInput(f"rejecting item {item.key!r} needs a comment telling the annotator why")
+        return self.store.review(item_id, user.id, version, accept, comment.strip())
+
+    # --- statistics ----------------------------------------------------------------------------
+    def stats(self, user: User, project_id: int, hours: int = 24) -> dict[str, Any]:
+        project = self.project_for(user, project_id)
+        schema = self.schema(project)
+        per_class: dict[str, Counter] = defaultdict(Counter)
+        sugg: dict[str, Counter] = defaultdict(Counter)
+        for value, suggestion, status in self.store.labelled_values(project_id):
+            if status != "todo":
+                for cls in schema.classes_of(value):
+                    per_class[cls][status] += 1
+            if suggestion is not None and status not in ("todo", "skipped"):
+                accepted = suggestion.get("value") == value
+                for cls in set(schema.classes_of(suggestion.get("value"))):
+                    sugg[cls]["accepted" if accepted else "corrected"] += 1
+        annot: dict[str, Counter] = defaultdict(Counter)
+        for name, status, n in self.store.per_annotator(project_id):
+            annot[name][status] += n
+        now = self.clock()
+        start = (int(now) // 3600 - hours + 1) * 3600
+        hourly = dict(self.store.per_hour(project_id, start))
+        return {
+            "project": project_json(project),
+            "counts": self.store.status_counts(project_id),
+            "per_annotator": {k: dict(v) for k, v in annot.items()},
+            "per_class": {c.name: dict(per_class.get(c.name, {})) for c in schema.classes},
+            "per_hour": [
+                {"hour": h, "items": hourly.get(h, 0)} for h in range(start, start + hours * 3600, 3600)
+            ],
+            "suggestions": {
+                c: {**v, "rate": round(v["accepted"] / max(1, sum(v.values())), 3)} for c, v in sugg.items()
+            },
+            "exports": self.store.list_exports(project_id),
+        }
+
+    def iter_accepted(self, project_id: int) -> Iterator[Item]:
+        return self.store.iter_items(project_id, ("accepted",))
+
+
+def project_json(p: Project) -> dict[str, Any]:
+    return {
+        "id": p.id,
+        "name": p.name,
+        "dataset": p.dataset,
+        "version": p.version,
+        "prefix": p.prefix,
+        "filter": p.filter,
+        "schema": p.schema,
+        "task_size": p.task_size,
+        "created_by": p.created_by,
+        "created_at": p.created_at,
+        "item_count": p.item_count,
+    }
+
+
+def item_json(i: Item) -> dict[str, Any]:
+    return {
+        "id": i.id,
+        "task_id": i.task_id,
+        "position": i.position,
+        "key": i.key,
+        "original": i.original,
+        "value": i.value,
+        "status": i.status,
+        "version": i.version,
+        "comment": i.comment,
+        "suggestion": i.suggestion,
+    }

@@ -1,0 +1,24 @@
+/* Admin: users and roles, and API tokens for scripts. */
+"use strict";
+async function loadUsers() {
+  const users = await api("GET", "/api/users");
+  document.getElementById("users").replaceChildren(el("tr", {}, el("th", {}, "user"), el("th", {}, "role")),
+    ...users.map(u => el("tr", {}, el("td", {}, u.name), el("td", {}, el("span.pill", {}, u.role)))));
+}
+document.addEventListener("DOMContentLoaded", () => {
+  crumbs({ text: "Projects", href: "/" }, { text: "Users & tokens" });
+  document.getElementById("user-form").addEventListener("submit", async ev => {
+    ev.preventDefault();
+    const f = new FormData(ev.target), msg = document.getElementById("user-msg");
+    try {
+      await api("POST", "/api/users", { name: f.get("name"), role: f.get("role"), password: f.get("password") });
+      msg.className = "msg ok"; msg.textContent = `Added ${f.get("name")}.`; ev.target.reset(); loadUsers();
+    } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+  });
+  document.getElementById("token-form").addEventListener("submit", async ev => {
+    ev.preventDefault();
+    const r = await api("POST", "/api/tokens", { description: new FormData(ev.target).get("description") });
+    const pre = document.getElementById("token"); pre.hidden = false; pre.textContent = r.token;
+  });
+  loadUsers();
+});

@@ -1,0 +1,365 @@
+/* Annotation page: keyboard-first labeling with autosave on every change.
+ *
+ * Every change is queued and PUT to the server at once with the item's version counter, so a
+ * refresh or a closed tab loses nothing; a 409 means someone else changed the item, and the page
+ * says so instead of overwriting. Boxes are fractions of the image (SVG viewBox 0..1).
+ */
+"use strict";
+const S = { view: null, schema: null, items: [], cur: 0, history: new Map(), activeClass: null, sel: -1,
+            drag: null, readonly: new Set(), lastError: null };
+const $ = id => document.getElementById(id);
+
+async function load() {
+  S.view = await api("GET", `/api/tasks/${BOOT.task_id}`);
+  S.schema = S.view.project.schema;
+  S.items = S.view.items;
+  S.activeClass = S.schema.classes[0].name;
+  const p = S.view.project;
+  crumbs({ text: p.name, href: `/projects/${p.id}` }, { text: `Task ${S.view.task.number}` });
+  $("task-title").textContent = `${p.name} · task ${S.view.task.number}`;
+  renderClasses();
+  const fromHash = parseInt((location.hash.match(/^#(\d+)$/) || [])[1], 10);
+  const firstOpen = S.items.findIndex(i => i.status === "todo" || i.status === "rejected");
+  show(Number.isFinite(fromHash) && fromHash < S.items.length ? fromHash : Math.max(0, firstOpen));
+}
+
+const item = () => S.items[S.cur];
+const editable = it => S.view.can_edit && ["todo", "annotated", "skipped", "rejected"].includes(it.status) && !S.readonly.has(it.id);
+
+function show(index) {
+  if (!S.items.length) return;
+  S.cur = Math.max(0, Math.min(S.items.length - 1, index));
+  S.sel = -1;
+  history.replaceState(null, "", `#${S.cur}`);
+  const it = item();
+  const img = $("image");
+  img.src = `${BASE}/api/items/${it.id}/image?size=preview`;
+  const nxt = S.items[S.cur + 1];
+  if (nxt) new Image().src = `${BASE}/api/items/${nxt.id}/image?size=preview`;  // warm the next one
+  if (editable(it) && !it.claimed) {
+    api("POST", `/api/items/${it.id}/claim`).then(() => { it.claimed = true; }).catch(e => {
+      if (e.status === 409) { S.readonly.add(it.id); banner(e.message, true); render(); }
+    });
+  }
+  render();
+}
+
+function render() {
+  const it = item();
+  $("item-key").textContent = it.key;
+  const st = $("item-status"); st.textContent = it.status; st.className = `pill ${it.status}`;
+  renderBanner(it);
+  renderClasses();
+  renderSuggestion(it);
+  const ex = $("existing");
+  ex.hidden = it.original === null || it.original === undefined;
+  ex.textContent = `In ${S.view.project.dataset}@v${S.view.project.version}: ${describe(it.original)}`;
+  $("current").replaceChildren(el("span.muted", {}, "Label: "), el("b", {}, describe(it.value)));
+  renderOverlay();
+  renderBoxList();
+  renderItems();
+  renderProgress();
+}
+
+function renderBanner(it) {
+  if (S.lastError) return;
+  if (it.status === "rejected" && it.comment) banner(`Rejected by the reviewer: ${it.comment}`, true);
+  else if (!S.view.can_edit) banner("Read-only: this task belongs to another annotator.");
+  else if (!editable(it)) banner(S.readonly.has(it.id) ? "Another user is editing this item." : `This item is ${it.status}; it can no longer be changed here.`);
+  else banner(null);
+}
+function banner(text, bad = false) {
+  const b = $("banner");
+  b.hidden = !text; b.textContent = text || ""; b.className = bad ? "banner bad" : "banner";
+}
+
+function renderClasses() {
+  const it = item();
+  const wrap = $("classes"); wrap.replaceChildren();
+  for (const c of S.schema.classes) {
+    let on;
+    if (S.schema.kind === "detection") on = c.name === S.activeClass;
+    else if (S.schema.multi) on = Array.isArray(it && it.value) && it.value.includes(c.name);
+    else on = it && it.value === c.name;
+    wrap.append(el("button.cls" + (on ? ".on" : ""), { type: "button", style: { "--c": c.color }, "data-class": c.name,
+      onclick: () => classKey(c) }, el("span", {}, c.name), el("kbd", {}, c.key)));
+  }
+}
+
+function renderSuggestion(it) {
+  const box = $("suggestion");
+  const sg = it.suggestion;
+  box.hidden = !sg;
+  if (!sg) return;
+  const score = sg.score === null || sg.score === undefined ? "" : ` ${Math.round(sg.score * 100)}%`;
+  box.replaceChildren(
+    el("div", {}, el("b", {}, "Suggestion: "), describe(sg.value), el("span.score", {}, score)),
+    el("div.muted", {}, `model ${sg.model}`),
+    el("button.btn.small", { type: "button", onclick: acceptSuggestion, disabled: !editable(it) }, "Accept ", el("kbd", {}, "A")));
+}
+
+function renderProgress() {
+  const done = S.items.filter(i => i.status !== "todo" && i.status !== "rejected").length;
+  const p = $("progress");
+  p.querySelector(".bar").style.width = `${100 * done / S.items.length}%`;
+  p.querySelector(".label").textContent = `${done} / ${S.items.length}`;
+  const canSubmit = S.view.can_edit && done === S.items.length && S.items.some(i => i.status === "annotated");
+  $("submit").disabled = !canSubmit;
+}
+
+function renderItems() {
+  const list = $("items"); list.replaceChildren();
+  S.items.forEach((it, i) => list.append(el("li" + (i === S.cur ? ".cur" : ""), { onclick: () => show(i), title: it.key },
+    el("span.dot." + it.status), el("span", {}, `${i + 1}. ${it.key}`))));
+  const cur = list.children[S.cur];
+  if (cur) cur.scrollIntoView({ block: "nearest" });
+}
+
+// --- changes and autosave -------------------------------------------------------------------
+function change(value, { skip = false, advance = false } = {}) {
+  const it = item();
+  if (!editable(it)) { flash(); return; }
+  const hist = S.history.get(it.id) || [];
+  hist.push({ value: it.value, status: it.status });
+  S.history.set(it.id, hist);
+  it.value = value;
+  it.status = skip ? "skipped" : "annotated";
+  queueSave(it, skip);
+  if (advance && S.cur < S.items.length - 1) show(S.cur + 1); else render();
+}
+
+function undo() {
+  const it = item();
+  const hist = S.history.get(it.id);
+  if (!hist || !hist.length || !editable(it)) { flash(); return; }
+  const prev = hist.pop();
+  it.value = prev.value;
+  it.status = prev.status === "skipped" ? "skipped" : "annotated";
+  queueSave(it, prev.status === "skipped");
+  render();
+}
+
+const pending = new Map();
+let saving = false;
+function queueSave(it, skip) {
+  pending.set(it.id, { it, value: it.value, skip });
+  pump();
+}
+async function pump() {
+  if (saving) return;
+  saving = true;
+  saveState("saving");
+  while (pending.size) {
+    const [id, job] = pending.entries().next().value;
+    pending.delete(id);
+    try {
+      const res = await api("PUT", `/api/items/${id}`, { version: job.it.version, value: job.value, skip: job.skip });
+      job.it.version = res.version;
+      S.lastError = null;
+    } catch (e) {
+      if (e.status === 409) {
+        S.readonly.add(id); S.lastError = e.message;
+        banner(`Not saved: ${e.message}`, true);
+      } else if (e.status >= 500 || e.status === undefined) {
+        if (!pending.has(id)) pending.set(id, job);  // keep it; retry shortly
+        saving = false; saveState("error");
+        setTimeout(pump, 2000);
+        return;
+      } else { S.lastError = e.message; banner(`Not saved: ${e.message}`, true); }
+    }
+  }
+  saving = false;
+  saveState(S.lastError ? "error" : "saved");
+  render();
+}
+function saveState(state) {
+  const n = $("save-state");
+  n.className = `save-state ${state}`;
+  n.textContent = { saving: "Saving…", saved: "Saved", error: "Not saved" }[state];
+  n.dataset.state = state;
+}
+window.addEventListener("beforeunload", ev => { if (pending.size || saving) { ev.preventDefault(); ev.returnValue = ""; } });
+
+function flash() { const s = $("stage"); s.animate([{ opacity: 0.6 }, { opacity: 1 }], 200); }
+
+// --- actions ------------------------------------------------------------------------------------
+function classKey(c) {
+  const it = item();
+  if (S.schema.kind === "detection") {
+    S.activeClass = c.name;
+    if (S.sel >= 0 && Array.isArray(it.value)) {
+      const boxes = it.value.map((b, i) => i === S.sel ? { ...b, label: c.name } : b);
+      const sel = S.sel; change(boxes); S.sel = sel; renderOverlay(); renderBoxList();
+    } else renderClasses();
+  } else if (S.schema.multi) {
+    const cur = Array.isArray(it.value) ? it.value : [];
+    const next = cur.includes(c.name) ? cur.filter(x => x !== c.name) : [...cur, c.name].sort();
+    change(next);
+  } else change(c.name, { advance: true });
+}
+function acceptSuggestion() {
+  const it = item();
+  if (!it.suggestion) { flash(); return; }
+  change(JSON.parse(JSON.stringify(it.suggestion.value)), { advance: S.schema.kind !== "detection" });
+}
+function confirmNext() {
+  const it = item();
+  if (editable(it) && (it.status === "todo" || it.status === "rejected")) {
+    const value = it.value !== null && it.value !== undefined ? it.value : (S.schema.kind === "classification" && !S.schema.multi ? null : []);
+    if (value === null) { flash(); return; }
+    change(value, { advance: true });
+  } else show(S.cur + 1);
+}
+function deleteBox() {
+  const it = item();
+  if (S.sel < 0 || !Array.isArray(it.value)) { flash(); return; }
+  const boxes = it.value.filter((_, i) => i !== S.sel);
+  S.sel = -1;
+  change(boxes);
+}
+
+async function submitTask() {
+  try {
+    const res = await api("POST", `/api/tasks/${BOOT.task_id}/submit`);
+    banner(`Submitted ${res.submitted} item(s) for review.`);
+    const view = await api("GET", `/api/tasks/${BOOT.task_id}`);
+    S.items = view.items; render();
+  } catch (e) { banner(e.message, true); }
+}
+
+document.addEventListener("keydown", ev => {
+  if (!S.view || ev.target.closest("input, textarea, select")) return;
+  if (ev.ctrlKey && ev.key.toLowerCase() === "z") { undo(); ev.preventDefault(); return; }
+  if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const k = ev.key.toLowerCase();
+  const cls = S.schema.classes.find(c => c.key === k);
+  if (cls) classKey(cls);
+  else if (k === "a") acceptSuggestion();
+  else if (k === "s") change(null, { skip: true, advance: true });
+  else if (k === "z" || k === "u") undo();
+  else if (k === "n" || k === "arrowright") show(S.cur + 1);
+  else if (k === "p" || k === "arrowleft") show(S.cur - 1);
+  else if (k === "enter") confirmNext();
+  else if (k === "d" || k === "delete" || k === "backspace") deleteBox();
+  else if (k === "escape") { S.sel = -1; renderOverlay(); renderBoxList(); }
+  else return;
+  ev.preventDefault();
+});
+
+// --- boxes: draw, select, move, resize ------------------------------------------------------------
+const clamp = v => Math.max(0, Math.min(1, v));
+function point(ev) {
+  const r = $("overlay").getBoundingClientRect();
+  return [clamp((ev.clientX - r.left) / r.width), clamp((ev.clientY - r.top) / r.height)];
+}
+function workingBoxes() { const v = item().value; return Array.isArray(v) && S.schema.kind === "detection" ? v : []; }
+
+function renderOverlay() {
+  const ov = $("overlay"); ov.replaceChildren();
+  if (S.schema.kind !== "detection") return;
+  const it = item();
+  const boxes = S.drag && S.drag.boxes ? S.drag.boxes : workingBoxes();
+  if (it.suggestion && Array.isArray(it.suggestion.value) && (!boxes.length)) {
+    for (const b of it.suggestion.value) {
+      const [x, y, w, h] = b.bbox;
+      ov.append(svg("rect", { class: "box sugg", x, y, width: w, height: h, stroke: classColor(S.schema, b.label) }));
+    }
+  }
+  boxes.forEach((b, i) => {
+    const [x, y, w, h] = b.bbox, color = classColor(S.schema, b.label);
+    ov.append(svg("rect", { class: "box" + (i === S.sel ? " sel" : ""), x, y, width: w, height: h, fill: color, stroke: color, "data-index": i }));
+  });
+  if (S.sel >= 0 && boxes[S.sel]) {
+    const [x, y, w, h] = boxes[S.sel].bbox;
+    const r = ov.getBoundingClientRect();
+    const hw = 8 / Math.max(1, r.width), hh = 8 / Math.max(1, r.height);
+    [[x, y], [x + w, y], [x, y + h], [x + w, y + h]].forEach(([cx, cy], corner) =>
+      ov.append(svg("rect", { class: "handle", x: cx - hw / 2, y: cy - hh / 2, width: hw, height: hh, "data-corner": corner })));
+  }
+  if (S.drag && S.drag.kind === "draw" && S.drag.rect) {
+    const [x, y, w, h] = S.drag.rect;
+    ov.append(svg("rect", { class: "draft", x, y, width: w, height: h }));
+  }
+}
+
+function renderBoxList() {
+  const list = $("boxes"); list.replaceChildren();
+  if (S.schema.kind !== "detection") return;
+  workingBoxes().forEach((b, i) => list.append(el("div.b" + (i === S.sel ? ".sel" : ""), { onclick: () => { S.sel = i; renderOverlay(); renderBoxList(); } },
+    el("i", { style: { background: classColor(S.schema, b.label) } }), `${i + 1}. ${b.label}`,
+    el("span.muted", {}, b.bbox.map(v => v.toFixed(2)).join(" ")))));
+}
+
+function onDown(ev) {
+  if (S.schema.kind !== "detection" || ev.button !== 0) return;
+  if (!editable(item())) { flash(); return; }
+  const [px, py] = point(ev);
+  const boxes = workingBoxes().map(b => ({ ...b, bbox: [...b.bbox] }));
+  const t = ev.target;
+  $("overlay").setPointerCapture(ev.pointerId);
+  if (t.dataset.corner !== undefined && S.sel >= 0) {
+    const [x, y, w, h] = boxes[S.sel].bbox, c = +t.dataset.corner;
+    const fixed = [c % 2 === 0 ? x + w : x, c < 2 ? y + h : y];
+    S.drag = { kind: "resize", boxes, fixed, moved: false };
+  } else if (t.dataset.index !== undefined) {
+    S.sel = +t.dataset.index;
+    const [x, y] = boxes[S.sel].bbox;
+    S.drag = { kind: "move", boxes, off: [px - x, py - y], moved: false };
+  } else {
+    S.sel = -1;
+    S.drag = { kind: "draw", start: [px, py], rect: null };
+  }
+  renderOverlay(); renderBoxList();
+  ev.preventDefault();
+}
+function onMove(ev) {
+  const d = S.drag;
+  if (!d) return;
+  const [px, py] = point(ev);
+  if (d.kind === "draw") {
+    const [sx, sy] = d.start;
+    d.rect = [Math.min(sx, px), Math.min(sy, py), Math.abs(px - sx), Math.abs(py - sy)];
+  } else if (d.kind === "move") {
+    const b = d.boxes[S.sel].bbox;
+    b[0] = clamp(Math.min(px - d.off[0], 1 - b[2])); b[1] = clamp(Math.min(py - d.off[1], 1 - b[3]));
+    d.moved = true;
+  } else {
+    const [fx, fy] = d.fixed;
+    d.boxes[S.sel].bbox = [Math.min(fx, px), Math.min(fy, py), Math.max(0.002, Math.abs(px - fx)), Math.max(0.002, Math.abs(py - fy))];
+    d.moved = true;
+  }
+  renderOverlay();
+}
+function onUp() {
+  const d = S.drag;
+  if (!d) return;
+  S.drag = null;
+  const round = b => ({ label: b.label, bbox: b.bbox.map(v => Math.round(v * 1e5) / 1e5) });
+  if (d.kind === "draw") {
+    if (d.rect && d.rect[2] > 0.005 && d.rect[3] > 0.005) {
+      const boxes = [...workingBoxes(), round({ label: S.activeClass, bbox: d.rect })];
+      change(boxes);
+      S.sel = boxes.length - 1;
+    }
+  } else if (d.moved) {
+    const sel = S.sel;
+    change(d.boxes.map(round));
+    S.sel = sel;
+  }
+  renderOverlay(); renderBoxList();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const ov = $("overlay");
+  ov.addEventListener("pointerdown", onDown);
+  ov.addEventListener("pointermove", onMove);
+  ov.addEventListener("pointerup", onUp);
+  ov.addEventListener("pointercancel", onUp);
+  $("prev").onclick = () => show(S.cur - 1);
+  $("next").onclick = confirmNext;
+  $("skip").onclick = () => change(null, { skip: true, advance: true });
+  $("undo").onclick = undo;
+  $("submit").onclick = submitTask;
+  window.addEventListener("resize", renderOverlay);
+  load().catch(e => banner(e.message, true));
+});

@@ -1,0 +1,136 @@
+/* Shared by every LabelX page: boot data, the API helper (CSRF header), DOM and SVG helpers. */
+"use strict";
+const BOOT = JSON.parse(document.getElementById("boot").textContent || "{}");
+const BASE = BOOT.base || "";
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error && body.error.message) || `HTTP ${status}`);
+    this.status = status; this.body = body;
+  }
+}
+
+/** JSON API call; state-changing requests carry the session's CSRF token. */
+async function api(method, path, body, opts = {}) {
+  const headers = { "Accept": "application/json" };
+  if (method !== "GET") headers["X-CSRF-Token"] = BOOT.csrf;
+  let payload;
+  if (body instanceof Blob || typeof body === "string") payload = body;
+  else if (body !== undefined) { headers["Content-Type"] = "application/json"; payload = JSON.stringify(body); }
+  const resp = await fetch(BASE + path, { method, headers, body: payload, credentials: "same-origin", keepalive: !!opts.keepalive });
+  const text = await resp.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+  if (resp.status === 401) { location.href = BASE + "/login"; throw new ApiError(401, data); }
+  if (!resp.ok) throw new ApiError(resp.status, data);
+  return data;
+}
+
+/** el("div.cls#id", {attr}, children...) — text is always set as text, never as HTML. */
+function el(spec, attrs, ...children) {
+  const m = spec.match(/^([a-z0-9]+)((?:[.#][\w-]+)*)$/i);
+  const node = document.createElement(m[1]);
+  for (const part of (m[2].match(/[.#][\w-]+/g) || [])) {
+    if (part[0] === ".") node.classList.add(part.slice(1)); else node.id = part.slice(1);
+  }
+  setAttrs(node, attrs);
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) node.append(c instanceof Node ? c : String(c));
+  return node;
+}
+function setAttrs(node, attrs) {
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k === "style" && typeof v === "object") Object.assign(node.style, v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+}
+const SVGNS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVGNS, tag);
+  setAttrs(node, attrs);
+  for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+  return node;
+}
+
+function crumbs(...parts) {
+  const nav = document.getElementById("crumbs");
+  nav.replaceChildren();
+  parts.forEach((p, i) => {
+    if (i) nav.append(el("span.sep", {}, "/"));
+    nav.append(p.href ? el("a", { href: BASE + p.href }, p.text) : el("span", {}, p.text));
+  });
+}
+
+function describe(value) {
+  if (value === null || value === undefined) return "—";
+  if (typeof value === "string") return value;
+  if (value.length === 0) return "(none)";
+  if (typeof value[0] === "string") return value.join(", ");
+  return `${value.length} box${value.length === 1 ? "" : "es"}`;
+}
+function classColor(schema, name) {
+  const c = schema.classes.find(c => c.name === name);
+  return c ? c.color : "#888";
+}
+function boxesSvg(schema, value, attrs = {}) {
+  const s = svg("svg", { viewBox: "0 0 1 1", preserveAspectRatio: "none", ...attrs });
+  if (Array.isArray(value)) for (const b of value) {
+    if (typeof b !== "object") continue;
+    const [x, y, w, h] = b.bbox;
+    s.append(svg("rect", { x, y, width: w, height: h, fill: classColor(schema, b.label), "fill-opacity": 0.12,
+      stroke: classColor(schema, b.label), "stroke-width": 2, "vector-effect": "non-scaling-stroke" }));
+  }
+  return s;
+}
+
+/** Horizontal stacked bar chart: rows [{label, parts: {series: n}}], series [{key, color, label}]. */
+function stackedBars(container, rows, series) {
+  container.replaceChildren();
+  if (!rows.length) { container.append(el("p.muted", {}, "No data yet.")); return; }
+  const W = 560, rowH = 26, left = 110, right = 50;
+  const max = Math.max(1, ...rows.map(r => series.reduce((a, s) => a + (r.parts[s.key] || 0), 0)));
+  const s = svg("svg", { viewBox: `0 0 ${W} ${rows.length * rowH + 6}`, role: "img" });
+  rows.forEach((r, i) => {
+    const y = i * rowH + 4;
+    s.append(svg("text", { x: left - 8, y: y + 14, "text-anchor": "end" }, r.label));
+    let x = left, total = 0;
+    for (const ser of series) {
+      const n = r.parts[ser.key] || 0;
+      total += n;
+      const w = (W - left - right) * n / max;
+      if (w > 0) s.append(svg("rect", { x, y, width: w, height: rowH - 8, rx: 3, fill: ser.color }, svg("title", {}, `${ser.label}: ${n}`)));
+      x += w;
+    }
+    s.append(svg("text", { x: x + 6, y: y + 14 }, String(total)));
+  });
+  container.append(s);
+  container.append(el("div.legend", {}, series.map(ser => el("span", {}, el("i", { style: { background: ser.color } }), ser.label))));
+}
+
+/** Vertical bars over time: points [{label, value}]. */
+function columnChart(container, points, color = "#3b5bdb") {
+  container.replaceChildren();
+  const W = 560, H = 150, bottom = 20, top = 14;
+  const max = Math.max(1, ...points.map(p => p.value));
+  const bw = W / points.length;
+  const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
+  points.forEach((p, i) => {
+    const h = (H - bottom - top) * p.value / max;
+    s.append(svg("rect", { x: i * bw + 2, y: H - bottom - h, width: bw - 4, height: h, rx: 2, fill: color }, svg("title", {}, `${p.label}: ${p.value}`)));
+    if (p.value) s.append(svg("text", { x: i * bw + bw / 2, y: H - bottom - h - 3, "text-anchor": "middle" }, String(p.value)));
+    if (i % 3 === 0) s.append(svg("text", { x: i * bw + bw / 2, y: H - 6, "text-anchor": "middle" }, p.label));
+  });
+  container.append(s);
+}
+
+function progressBar(node, done, total) {
+  node.replaceChildren(el("div.bar", { style: { width: `${total ? (100 * done / total) : 0}%` } }));
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const out = document.getElementById("logout");
+  if (out) out.addEventListener("click", async () => {
+    try { await api("POST", "/logout"); } finally { location.href = BASE + "/login"; }
+  });
+});

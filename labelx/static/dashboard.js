@@ -1,0 +1,103 @@
+/* Project dashboard: progress per annotator and per class, throughput per hour, suggestion
+ * acceptance per class, tasks, and (admins) export. Charts are inline SVG, drawn here. */
+"use strict";
+const P = BOOT.project;
+const STATES = [
+  { key: "accepted", color: "#2b8a3e", label: "accepted" },
+  { key: "submitted", color: "#7048e8", label: "in review" },
+  { key: "annotated", color: "#4c6ef5", label: "annotated" },
+  { key: "rejected", color: "#c92a2a", label: "rejected" },
+  { key: "skipped", color: "#e67700", label: "skipped" },
+];
+
+async function refresh() {
+  const s = await api("GET", `/api/projects/${P.id}/stats`);
+  const c = s.counts, total = P.item_count;
+  const done = total - (c.todo || 0);
+  document.getElementById("tiles").replaceChildren(...[
+    ["items", total], ["to do", c.todo || 0], ["annotated", c.annotated || 0], ["in review", c.submitted || 0],
+    ["accepted", c.accepted || 0], ["rejected", c.rejected || 0],
+  ].map(([k, v]) => el("div.tile", {}, el("b", {}, v), el("span", {}, k))));
+  const bar = document.getElementById("overall"); bar.replaceChildren();
+  let x = 0;
+  for (const st of STATES) {
+    const w = 100 * (c[st.key] || 0) / total;
+    bar.append(el("div.seg", { style: { left: `${x}%`, width: `${w}%`, background: st.color }, title: `${st.label}: ${c[st.key] || 0}` }));
+    x += w;
+  }
+  stackedBars(document.getElementById("chart-annotators"),
+    Object.entries(s.per_annotator).map(([name, parts]) => ({ label: name, parts })), STATES);
+  stackedBars(document.getElementById("chart-classes"),
+    P.schema.classes.map(cl => ({ label: cl.name, parts: s.per_class[cl.name] || {} })), STATES);
+  columnChart(document.getElementById("chart-hours"), s.per_hour.map(h => ({
+    label: new Date(h.hour * 1000).toTimeString().slice(0, 5), value: h.items })));
+  const sg = Object.entries(s.suggestions);
+  const sBox = document.getElementById("suggestions");
+  if (!sg.length) sBox.replaceChildren(el("p.muted", {}, "No suggestions used yet. Import predictions or run `datahub labelx preannotate`."));
+  else stackedBars(sBox, sg.map(([cls, v]) => ({ label: `${cls} (${Math.round(100 * v.rate)}%)`, parts: v })),
+    [{ key: "accepted", color: "#2b8a3e", label: "accepted as is" }, { key: "corrected", color: "#f08c00", label: "corrected" }]);
+  document.getElementById("exports").replaceChildren(s.exports.length
+    ? el("table.table", {}, el("tr", {}, el("th", {}, "dataset"), el("th", {}, "version"), el("th", {}, "records changed"), el("th", {}, "by")),
+        s.exports.map(e => el("tr", {}, el("td", {}, e.dataset), el("td", {}, `v${e.seq}`), el("td", {}, e.changed), el("td", {}, e.author))))
+    : "none yet");
+  const tasks = await api("GET", `/api/projects/${P.id}/tasks`);
+  const table = el("table.table", {}, el("tr", {}, el("th", {}, "task"), el("th", {}, "assignee"), el("th", {}, "progress"), el("th", {}, "state")));
+  for (const t of tasks) {
+    const cc = t.counts, d = t.total - (cc.todo || 0) - (cc.rejected || 0);
+    const pb = el("div.progress"); progressBar(pb, d, t.total);
+    table.append(el("tr", {}, el("td", {}, el("a", { href: `${BASE}/tasks/${t.id}` }, `Task ${t.number}`)),
+      el("td", {}, t.assignee || "unassigned"), el("td", {}, pb),
+      el("td", {}, STATES.filter(st => cc[st.key]).map(st => el("span.pill." + st.key, {}, `${cc[st.key]} ${st.label}`)))));
+  }
+  document.getElementById("tasks").replaceChildren(table);
+  document.getElementById("take-task").hidden = BOOT.user.role !== "annotator";
+}
+
+async function commit(ev) {
+  ev.preventDefault();
+  const f = new FormData(ev.target), msg = document.getElementById("commit-msg");
+  msg.className = "msg"; msg.textContent = "Committing…";
+  try {
+    const v = await api("POST", `/api/projects/${P.id}/commit`, { to_dataset: f.get("to_dataset") || null, message: f.get("message") });
+    msg.className = "msg ok"; msg.textContent = `Committed ${v.dataset}@v${v.seq} (${v.modified} records changed).`;
+    msg.dataset.version = `${v.dataset}@v${v.seq}`;
+    refresh();
+  } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+}
+
+async function importPredictions(ev) {
+  ev.preventDefault();
+  const f = new FormData(ev.target), msg = document.getElementById("sugg-msg");
+  const file = f.get("file");
+  if (!file || !file.size) { msg.textContent = "choose a .jsonl file"; return; }
+  try {
+    const model = encodeURIComponent(f.get("model") || "");
+    const r = await api("POST", `/api/projects/${P.id}/suggestions?model=${model}`, file);
+    msg.className = "msg ok"; msg.textContent = `${r.matched} items got a suggestion.`;
+  } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  crumbs({ text: "Projects", href: "/" }, { text: P.name });
+  document.getElementById("title").textContent = P.name;
+  document.getElementById("subtitle").textContent =
+    `${P.dataset}@v${P.version}${P.prefix ? " · prefix " + P.prefix : ""}${P.filter ? " · filter " + P.filter : ""} · ${P.schema.kind}${P.schema.multi ? " (multi-label)" : ""} → labels.${P.schema.field} · ${P.item_count} items`;
+  const review = document.getElementById("review-link");
+  review.href = `${BASE}/projects/${P.id}/review`;
+  review.hidden = BOOT.user.role === "annotator";
+  if (BOOT.user.role === "admin") {
+    document.getElementById("admin-card").hidden = false;
+    document.getElementById("commit-form").addEventListener("submit", commit);
+    document.getElementById("sugg-form").addEventListener("submit", importPredictions);
+    const det = P.schema.kind === "detection";
+    for (const [id, fmt, ok] of [["dl-coco", "coco", det], ["dl-yolo", "yolo", det], ["dl-csv", "csv", !det]]) {
+      const a = document.getElementById(id);
+      a.href = `${BASE}/api/projects/${P.id}/export/${fmt}`; a.hidden = !ok;
+    }
+  }
+  document.getElementById("take-task").addEventListener("click", async () => {
+    try { const r = await api("POST", `/api/projects/${P.id}/take-task`); location.href = `${BASE}/tasks/${r.task_id}`; }
+    catch (e) { alert(e.message); }
+  });
+  refresh().catch(e => document.getElementById("subtitle").textContent = e.message);
+});

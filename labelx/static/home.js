@@ -1,0 +1,69 @@
+/* Home: the projects this user may see, their own tasks, and (admins) a form to create a project. */
+"use strict";
+const isAdmin = BOOT.user.role === "admin";
+const canReview = BOOT.user.role !== "annotator";
+
+function taskRow(t) {
+  const c = t.counts, done = t.total - (c.todo || 0) - (c.rejected || 0);
+  const bar = el("div.progress"); progressBar(bar, done, t.total);
+  const flags = [];
+  if (c.rejected) flags.push(el("span.pill.rejected", {}, `${c.rejected} rejected`));
+  if (c.submitted) flags.push(el("span.pill.submitted", {}, `${c.submitted} in review`));
+  return el("div.row", {}, el("a", { href: `${BASE}/tasks/${t.id}`, "data-task": t.id }, `Task ${t.number}`),
+    canReview ? el("span.muted", {}, t.assignee || "unassigned") : null, bar, el("span.muted", {}, `${done}/${t.total}`), flags);
+}
+
+async function loadProjects() {
+  const box = document.getElementById("projects");
+  const projects = await api("GET", "/api/projects");
+  box.replaceChildren();
+  if (!projects.length) box.append(el("p.muted", {}, isAdmin ? "No projects yet — create one below." : "No projects assigned to you yet."));
+  for (const p of projects) {
+    const tasks = await api("GET", `/api/projects/${p.id}/tasks`);
+    const mine = canReview ? tasks.slice(0, 6) : tasks;
+    const card = el("div.project", { "data-project": p.name },
+      el("div.row", {}, el("h3", {}, el("a", { href: `${BASE}/projects/${p.id}` }, p.name)), el("span.pill", {}, p.schema.kind + (p.schema.multi ? " · multi" : ""))),
+      el("div.muted", {}, `${p.dataset}@v${p.version}${p.prefix ? " · " + p.prefix : ""} · ${p.item_count} items · ${tasks.length} tasks`),
+      el("div.tasks", {}, mine.map(taskRow)),
+      el("div.row", {},
+        canReview ? el("a.btn.small", { href: `${BASE}/projects/${p.id}/review` }, "Review") : null,
+        el("a.btn.small", { href: `${BASE}/projects/${p.id}` }, "Dashboard"),
+        !canReview ? el("button.btn.small", { type: "button", onclick: () => takeTask(p.id) }, "Take next task") : null));
+    box.append(card);
+  }
+}
+
+async function takeTask(projectId) {
+  try { const r = await api("POST", `/api/projects/${projectId}/take-task`); location.href = `${BASE}/tasks/${r.task_id}`; }
+  catch (e) { alert(e.message); }
+}
+
+function splitList(text) { return text.split(",").map(s => s.trim()).filter(Boolean); }
+
+async function createProject(ev) {
+  ev.preventDefault();
+  const f = new FormData(ev.target), msg = document.getElementById("create-msg");
+  const kind = f.get("kind");
+  const body = {
+    name: f.get("name"), dataset: f.get("dataset"), version: f.get("version") || null,
+    prefix: f.get("prefix"), filter: f.get("filter"), task_size: +f.get("task_size") || 50,
+    annotators: splitList(f.get("annotators")),
+    schema: { kind: kind === "detection" ? "detection" : "classification", multi: kind === "multi", classes: splitList(f.get("classes")) },
+  };
+  msg.className = "msg"; msg.textContent = "Creating…";
+  try {
+    const p = await api("POST", "/api/projects", body);
+    msg.className = "msg ok"; msg.textContent = `Created ${p.name} with ${p.item_count} items.`;
+    ev.target.reset(); loadProjects();
+  } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  crumbs({ text: "Projects" });
+  if (isAdmin) {
+    document.getElementById("create-card").hidden = false;
+    document.getElementById("admin-link").hidden = false;
+    document.getElementById("create-form").addEventListener("submit", createProject);
+  }
+  loadProjects().catch(e => document.getElementById("projects").replaceChildren(el("p.msg.err", {}, e.message)));
+});

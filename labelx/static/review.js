@@ -1,0 +1,77 @@
+/* Review queue: every submitted item as a card; accept with A, reject with R + comment. */
+"use strict";
+const P = BOOT.project;
+const R = { items: [], cur: 0 };
+
+async function load() {
+  R.items = await api("GET", `/api/projects/${P.id}/review`);
+  R.cur = 0;
+  render();
+}
+
+function card(it, i) {
+  const reject = el("input", { placeholder: "reason to reject", "data-comment": it.id, onkeydown: ev => {
+    if (ev.key === "Enter") { ev.preventDefault(); decide(i, false, ev.target.value); }
+    if (ev.key === "Escape") ev.target.blur();
+  } });
+  const overlay = P.schema.kind === "detection" ? boxesSvg(P.schema, it.value) : null;
+  return el("div.rcard" + (i === R.cur ? ".cur" : "") + (it.decided ? "." + it.decided : ""), { "data-item": it.key, onclick: () => { R.cur = i; highlight(); } },
+    el("div.thumb", {}, el("img", { src: `${BASE}/api/items/${it.id}/image?size=preview`, alt: it.key, loading: "lazy" }), overlay),
+    el("div.body", {},
+      el("div.value", {}, describe(it.value)),
+      el("div.muted.mono", {}, it.key),
+      it.original !== null && JSON.stringify(it.original) !== JSON.stringify(it.value) ? el("div.muted", {}, `was: ${describe(it.original)}`) : null,
+      it.decided ? el("span.pill." + it.decided, {}, it.decided) :
+        el("div.acts", {}, el("button.btn.small.good", { type: "button", onclick: () => decide(i, true) }, "Accept"),
+          reject, el("button.btn.small.bad", { type: "button", onclick: () => decide(i, false, reject.value) }, "Reject"))));
+}
+
+function render() {
+  const q = document.getElementById("queue");
+  q.replaceChildren(...R.items.map(card));
+  if (!R.items.length) q.append(el("p.muted", {}, "Nothing waiting for review."));
+  const open = R.items.filter(i => !i.decided).length;
+  document.getElementById("count").textContent = `${open} waiting`;
+}
+function highlight() {
+  [...document.querySelectorAll(".rcard")].forEach((n, i) => n.classList.toggle("cur", i === R.cur));
+  const n = document.querySelectorAll(".rcard")[R.cur];
+  if (n) n.scrollIntoView({ block: "nearest" });
+}
+
+async function decide(i, accept, comment = "") {
+  const it = R.items[i];
+  if (!it || it.decided) return;
+  if (!accept && !comment.trim()) {
+    const input = document.querySelector(`[data-comment="${it.id}"]`);
+    if (input) input.focus();
+    return;
+  }
+  try {
+    const res = await api("POST", `/api/items/${it.id}/review`, { version: it.version, accept, comment });
+    it.version = res.version; it.decided = res.status;
+    const next = R.items.findIndex((x, j) => j > i && !x.decided);
+    if (next >= 0) R.cur = next;
+    render();
+  } catch (e) { alert(e.message); if (e.status === 409) load(); }
+}
+
+document.addEventListener("keydown", ev => {
+  if (ev.target.closest("input, textarea, select") || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const k = ev.key.toLowerCase();
+  if (k === "a" || k === "enter") decide(R.cur, true);
+  else if (k === "r") { const it = R.items[R.cur]; const input = it && document.querySelector(`[data-comment="${it.id}"]`); if (input) input.focus(); }
+  else if (k === "j" || k === "arrowright" || k === "arrowdown") { R.cur = Math.min(R.items.length - 1, R.cur + 1); highlight(); }
+  else if (k === "k" || k === "arrowleft" || k === "arrowup") { R.cur = Math.max(0, R.cur - 1); highlight(); }
+  else return;
+  ev.preventDefault();
+});
+
+document.addEventListener("DOMContentLoaded", () => {
+  crumbs({ text: "Projects", href: "/" }, { text: P.name, href: `/projects/${P.id}` }, { text: "Review" });
+  document.getElementById("title").textContent = `Review · ${P.name}`;
+  document.getElementById("accept-all").addEventListener("click", async () => {
+    for (let i = 0; i < R.items.length; i++) if (!R.items[i].decided) await decide(i, true);
+  });
+  load().catch(e => document.getElementById("queue").replaceChildren(el("p.msg.err", {}, e.message)));
+});

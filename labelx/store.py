@@ -1,0 +1,670 @@
+"""LabelX persistence: users, sessions, tokens, projects, tasks and items in one SQLite file.
+
+The store is the only module that speaks SQL. It keeps the two concurrency promises in
+single statements, so they hold across threads and processes sharing the file:
+
+- an atomic claim (``UPDATE ... WHERE claimed_by IS NULL OR lease expired``): two users
+  cannot both take the same item or the same unassigned task;
+- an optimistic version counter per item (``UPDATE ... WHERE version = ?``): a stale write
+  raises Conflict (HTTP 409) and is never silently overwritten.
+
+One connection per thread (WAL journal, busy timeout), so FastAPI's thread pool can read
+while one writer commits. MongoDB support for LabelX is left for later (docs/labelx.md).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from datahub.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+
+ROLES = ("annotator", "reviewer", "admin")
+ITEM_STATES = ("todo", "annotated", "skipped", "submitted", "accepted", "rejected")
+CLAIM_SECONDS = 600.0
+_BATCH = 2000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS users(
+  id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, role TEXT NOT NULL,
+  pw_hash TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions(
+  id_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, csrf TEXT NOT NULL, expires_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS tokens(
+  token_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, description TEXT NOT NULL, created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS projects(
+  id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, dataset TEXT NOT NULL, version INTEGER NOT NULL,
+  prefix TEXT NOT NULL, filter TEXT NOT NULL, schema TEXT NOT NULL, task_size INTEGER NOT NULL,
+  created_by TEXT NOT NULL, created_at REAL NOT NULL, item_count INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS members(
+  project_id INTEGER NOT NULL, user_id INTEGER NOT NULL, PRIMARY KEY(project_id, user_id));
+CREATE TABLE IF NOT EXISTS tasks(
+  id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL, number INTEGER NOT NULL, assignee INTEGER,
+  UNIQUE(project_id, number));
+CREATE TABLE IF NOT EXISTS items(
+  id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL, task_id INTEGER NOT NULL, position INTEGER NOT NULL,
+  key TEXT NOT NULL, url TEXT NOT NULL, etag TEXT NOT NULL, size INTEGER NOT NULL,
+  original TEXT, value TEXT, status TEXT NOT NULL DEFAULT 'todo', version INTEGER NOT NULL DEFAULT 0,
+  annotated_by INTEGER, annotated_at REAL, reviewed_by INTEGER, reviewed_at REAL, comment TEXT,
+  suggestion TEXT, claimed_by INTEGER, claimed_until REAL, exported_seq INTEGER);
+CREATE INDEX IF NOT EXISTS items_task ON items(task_id, position);
+CREATE UNIQUE INDEX IF NOT EXISTS items_key ON items(project_id, key);
+CREATE INDEX IF NOT EXISTS items_status ON items(project_id, status);
+CREATE TABLE IF NOT EXISTS exports(
+  id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL, dataset TEXT NOT NULL, seq INTEGER NOT NULL,
+  changed INTEGER NOT NULL, author TEXT NOT NULL, created_at REAL NOT NULL);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    id: int
+    name: str
+    role: str  # "annotator" | "reviewer" | "admin"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin"
+
+    @property
+    def can_review(self) -> bool:
+        return self.role in ("admin", "reviewer")
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    id: int
+    name: str
+    dataset: str
+    version: int
+    prefix: str
+    filter: str
+    schema: dict[str, Any]
+    task_size: int
+    created_by: str
+    created_at: float
+    item_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    id: int
+    project_id: int
+    number: int
+    assignee: int | None
+    assignee_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    id: int
+    project_id: int
+    task_id: int
+    position: int
+    key: str
+    url: str
+    etag: str
+    size: int
+    original: Any  # the schema field's value already in the dataset version (or None)
+    value: Any  # the current annotation (or None)
+    status: str
+    version: int
+    annotated_by: int | None
+    annotated_at: float | None
+    reviewed_by: int | None
+    comment: str | None
+    suggestion: dict[str, Any] | None  # {"value": ..., "score": 0.9, "model": "resnet@3"}
+    claimed_by: int | None
+    claimed_until: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NewItem:
+    key: str
+    url: str
+    etag: str
+    size: int
+    original: Any = None
+
+
+def _dump(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _load(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+_ITEM_COLS = (
+    "id, project_id, task_id, position, key, url, etag, size, original, value, status, version, "
+    "annotated_by, annotated_at, reviewed_by, comment, suggestion, claimed_by, claimed_until"
+)
+
+
+def _item(row: sqlite3.Row) -> Item:
+    return Item(
+        *row[:8],
+        _load(row[8]),
+        _load(row[9]),
+        *row[10:16],
+        _load(row[16]),
+        row[17],
+        row[18],
+    )
+
+
+def _project(row: sqlite3.Row) -> Project:
+    vals = list(row)
+    vals[6] = json.loads(vals[6])
+    return Project(*vals)
+
+
+class LabelStore:
+    """SQLite-backed LabelX state; ``LabelStore(":memory:")`` is not supported (one file, WAL)."""
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+        self.path = str(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.clock = clock
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self._conn().executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
+
+    # --- connections ---------------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One immediate transaction: all or nothing (promise: nothing half-written)."""
+        db = self._conn()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for c in conns:
+            c.close()
+        self._local = threading.local()
+
+    # --- users ---------------------------------------------------------------------------------
+    def create_user(self, name: str, role: str, pw_hash: str) -> User:
+        if role not in ROLES:
+            raise InvalidInput(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
+        try:
+            with self._write() as db:
+                cur = db.execute(
+                    "INSERT INTO users(name, role, pw_hash, created_at) VALUES(?,?,?,?)",
+                    (name, role, pw_hash, self.clock()),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise AlreadyExists(f"user {name!r} already exists; pick another name", user=name) from exc
+        return User(cur.lastrowid, name, role)
+
+    def set_password(self, name: str, pw_hash: str) -> None:
+        with self._write() as db:
+            if db.execute("UPDATE users SET pw_hash=? WHERE name=?", (pw_hash, name)).rowcount == 0:
+                raise NotFound(f"no user {name!r}; create it with `datahub labelx create-user`")
+
+    def user_with_hash(self, name: str) -> tuple[User, str] | None:
+        row = (
+            self._conn().execute("SELECT id, name, role, pw_hash FROM users WHERE name=?", (name,)).fetchone()
+        )
+        return None if row is None else (User(*row[:3]), row[3])
+
+    def get_user(self, user_id: int) -> User:
+        row = self._conn().execute("SELECT id, name, role FROM users WHERE id=?", (user_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no user with id {user_id}")
+        return User(*row)
+
+    def user_by_name(self, name: str) -> User:
+        row = self._conn().execute("SELECT id, name, role FROM users WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"no user {name!r}; create it first (admin page or `datahub labelx create-user`)")
+        return User(*row)
+
+    def list_users(self) -> list[User]:
+        return [User(*r) for r in self._conn().execute("SELECT id, name, role FROM users ORDER BY name")]
+
+    # --- sessions and tokens -------------------------------------------------------------------
+    def create_session(self, id_hash: str, user_id: int, csrf: str, ttl: float) -> None:
+        now = self.clock()
+        with self._write() as db:
+            db.execute("DELETE FROM sessions WHERE expires_at < ?", (now,))
+            db.execute("INSERT INTO sessions VALUES(?,?,?,?)", (id_hash, user_id, csrf, now + ttl))
+
+    def session(self, id_hash: str) -> tuple[User, str] | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT u.id, u.name, u.role, s.csrf FROM sessions s JOIN users u ON u.id = s.user_id "
+                "WHERE s.id_hash=? AND s.expires_at >= ?",
+                (id_hash, self.clock()),
+            )
+            .fetchone()
+        )
+        return None if row is None else (User(*row[:3]), row[3])
+
+    def delete_session(self, id_hash: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM sessions WHERE id_hash=?", (id_hash,))
+
+    def create_token(self, token_hash: str, user_id: int, description: str) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO tokens VALUES(?,?,?,?)", (token_hash, user_id, description, self.clock()))
+
+    def token_user(self, token_hash: str) -> User | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT u.id, u.name, u.role FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash=?",
+                (token_hash,),
+            )
+            .fetchone()
+        )
+        return None if row is None else User(*row)
+
+    # --- projects ------------------------------------------------------------------------------
+    def create_project(
+        self,
+        *,
+        name: str,
+        dataset: str,
+        version: int,
+        prefix: str,
+        filter: str,
+        schema: dict[str, Any],
+        task_size: int,
+        created_by: str,
+        items: Iterable[NewItem],
+        annotators: list[int],
+    ) -> Project:
+        """Insert a project with its tasks and items in ONE transaction (all or nothing).
+
+        Items are streamed in batches; tasks of ``task_size`` items are assigned round-robin
+        to ``annotators`` (or left unassigned, to be claimed, if there are none).
+        """
+        now = self.clock()
+        try:
+            with self._write() as db:
+                pid = db.execute(
+                    "INSERT INTO projects(name, dataset, version, prefix, filter, schema, task_size, "
+                    "created_by, created_at) VALUES(?,?,?,?,?,?,?,?,?)",
+                    (name, dataset, version, prefix, filter, json.dumps(schema), task_size, created_by, now),
+                ).lastrowid
+                db.executemany(
+                    "INSERT INTO members VALUES(?,?)", [(pid, uid) for uid in dict.fromkeys(annotators)]
+                )
+                count = 0
+                task_id = 0
+                batch: list[tuple] = []
+                for item in items:
+                    pos = count % task_size
+                    if pos == 0:
+                        number = count // task_size
+                        assignee = annotators[number % len(annotators)] if annotators else None
+                        task_id = db.execute(
+                            "INSERT INTO tasks(project_id, number, assignee) VALUES(?,?,?)",
+                            (pid, number + 1, assignee),
+                        ).lastrowid
+                    batch.append(
+                        (pid, task_id, pos, item.key, item.url, item.etag, item.size, _dump(item.original),
+                         _dump(item.original))
+                    )  # fmt: skip
+                    count += 1
+                    if len(batch) >= _BATCH:
+                        self._insert_items(db, batch)
+                        batch = []
+                self._insert_items(db, batch)
+                if count == 0:
+                    raise InvalidInput(
+                        f"project {name!r} would be empty: no records of {dataset}@v{version} match "
+                        "the prefix/filter; check them with `datahub version ls`"
+                    )
+                db.execute("UPDATE projects SET item_count=? WHERE id=?", (count, pid))
+        except sqlite3.IntegrityError as exc:
+            raise AlreadyExists(f"project {name!r} already exists; pick another name", project=name) from exc
+        return self.get_project(pid)
+
+    @staticmethod
+    def _insert_items(db: sqlite3.Connection, batch: list[tuple]) -> None:
+        db.executemany(
+            "INSERT INTO items(project_id, task_id, position, key, url, etag, size, original, value) "
+            "VALUES(?,?,?,?,?,?,?,?,?)",
+            batch,
+        )
+
+    def get_project(self, project_id: int) -> Project:
+        row = self._conn().execute("SELECT * FROM projects WHERE id=?", (project_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no project with id {project_id}", project=project_id)
+        return _project(row)
+
+    def project_by_name(self, name: str) -> Project:
+        row = self._conn().execute("SELECT * FROM projects WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"no project named {name!r}; list them with `datahub labelx projects`")
+        return _project(row)
+
+    def list_projects(self, *, member: int | None = None) -> list[Project]:
+        if member is None:
+            rows = self._conn().execute("SELECT * FROM projects ORDER BY id")
+        else:
+            rows = self._conn().execute(
+                "SELECT p.* FROM projects p WHERE p.id IN (SELECT project_id FROM members WHERE user_id=?) "
+                "OR p.id IN (SELECT project_id FROM tasks WHERE assignee=?) ORDER BY p.id",
+                (member, member),
+            )
+        return [_project(r) for r in rows]
+
+    def is_member(self, project_id: int, user_id: int) -> bool:
+        return (
+            self._conn()
+            .execute(
+                "SELECT 1 FROM members WHERE project_id=? AND user_id=? UNION "
+                "SELECT 1 FROM tasks WHERE project_id=? AND assignee=?",
+                (project_id, user_id, project_id, user_id),
+            )
+            .fetchone()
+            is not None
+        )
+
+    def add_member(self, project_id: int, user_id: int) -> None:
+        with self._write() as db:
+            db.execute("INSERT OR IGNORE INTO members VALUES(?,?)", (project_id, user_id))
+
+    # --- tasks ---------------------------------------------------------------------------------
+    def list_tasks(self, project_id: int, *, assignee: int | None = None) -> list[dict[str, Any]]:
+        """Tasks with their item counts per state (one grouped query)."""
+        sql = (
+            "SELECT t.id, t.number, t.assignee, u.name, i.status, COUNT(i.id) FROM tasks t "
+            "LEFT JOIN users u ON u.id = t.assignee LEFT JOIN items i ON i.task_id = t.id "
+            "WHERE t.project_id=?" + (" AND t.assignee=?" if assignee is not None else "") + " "
+            "GROUP BY t.id, i.status ORDER BY t.number"
+        )
+        args = (project_id, assignee) if assignee is not None else (project_id,)
+        tasks: dict[int, dict[str, Any]] = {}
+        for tid, number, aid, aname, status, n in self._conn().execute(sql, args):
+            t = tasks.setdefault(
+                tid, {"id": tid, "number": number, "assignee": aname, "assignee_id": aid, "counts": {}}
+            )
+            if status:
+                t["counts"][status] = n
+        for t in tasks.values():
+            t["total"] = sum(t["counts"].values())
+        return list(tasks.values())
+
+    def get_task(self, task_id: int) -> Task:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT t.id, t.project_id, t.number, t.assignee, u.name FROM tasks t "
+                "LEFT JOIN users u ON u.id = t.assignee WHERE t.id=?",
+                (task_id,),
+            )
+            .fetchone()
+        )
+        if row is None:
+            raise NotFound(f"no task with id {task_id}", task=task_id)
+        return Task(*row)
+
+    def claim_task(self, task_id: int, user_id: int) -> bool:
+        """Atomically take an unassigned task; False if someone else holds it."""
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE tasks SET assignee=? WHERE id=? AND (assignee IS NULL OR assignee=?)",
+                (user_id, task_id, user_id),
+            )
+            return cur.rowcount == 1
+
+    def next_open_task(self, project_id: int) -> int | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT id FROM tasks WHERE project_id=? AND assignee IS NULL ORDER BY number LIMIT 1",
+                (project_id,),
+            )
+            .fetchone()
+        )
+        return None if row is None else row[0]
+
+    def assign_task(self, task_id: int, user_id: int | None) -> None:
+        with self._write() as db:
+            db.execute("UPDATE tasks SET assignee=? WHERE id=?", (user_id, task_id))
+
+    # --- items ---------------------------------------------------------------------------------
+    def task_items(self, task_id: int) -> list[Item]:
+        rows = self._conn().execute(
+            f"SELECT {_ITEM_COLS} FROM items WHERE task_id=? ORDER BY position", (task_id,)
+        )
+        return [_item(r) for r in rows]
+
+    def get_item(self, item_id: int) -> Item:
+        row = self._conn().execute(f"SELECT {_ITEM_COLS} FROM items WHERE id=?", (item_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no item with id {item_id}", item=item_id)
+        return _item(row)
+
+    def item_by_key(self, project_id: int, key: str) -> Item:
+        row = (
+            self._conn()
+            .execute(f"SELECT {_ITEM_COLS} FROM items WHERE project_id=? AND key=?", (project_id, key))
+            .fetchone()
+        )
+        if row is None:
+            raise NotFound(f"project {project_id} has no item with key {key!r}", key=key)
+        return _item(row)
+
+    def items_by_status(self, project_id: int, statuses: tuple[str, ...], *, limit: int = 100) -> list[Item]:
+        marks = ",".join("?" * len(statuses))
+        rows = self._conn().execute(
+            f"SELECT {_ITEM_COLS} FROM items WHERE project_id=? AND status IN ({marks}) "
+            "ORDER BY annotated_at, id LIMIT ?",
+            (project_id, *statuses, limit),
+        )
+        return [_item(r) for r in rows]
+
+    def iter_items(
+        self, project_id: int, statuses: tuple[str, ...] | None = None, *, unexported: bool = False
+    ) -> Iterator[Item]:
+        """Stream a project's items in key order, in batches (bounded memory)."""
+        after = ""
+        extra = f" AND status IN ({','.join('?' * len(statuses))})" if statuses else ""
+        extra += " AND exported_seq IS NULL" if unexported else ""
+        while True:
+            rows = (
+                self._conn()
+                .execute(
+                    f"SELECT {_ITEM_COLS} FROM items WHERE project_id=? AND key > ?{extra} ORDER BY key LIMIT ?",
+                    (project_id, after, *(statuses or ()), _BATCH),
+                )
+                .fetchall()
+            )
+            if not rows:
+                return
+            for r in rows:
+                yield _item(r)
+            after = rows[-1][4]
+
+    def claim_item(self, item_id: int, user_id: int) -> Item:
+        """Atomically take an item for editing (a lease); Conflict if another user holds it."""
+        now = self.clock()
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE items SET claimed_by=?, claimed_until=? WHERE id=? AND "
+                "(claimed_by IS NULL OR claimed_by=? OR claimed_until < ?)",
+                (user_id, now + CLAIM_SECONDS, item_id, user_id, now),
+            )
+            if cur.rowcount == 0:
+                holder = db.execute(
+                    "SELECT u.name FROM items i JOIN users u ON u.id = i.claimed_by WHERE i.id=?", (item_id,)
+                ).fetchone()
+                if holder is None:
+                    raise NotFound(f"no item with id {item_id}", item=item_id)
+                raise Conflict(
+                    f"item {item_id} is being edited by {holder[0]}; try again when they are done",
+                    item=item_id,
+                    holder=holder[0],
+                )
+        return self.get_item(item_id)
+
+    def save_value(self, item_id: int, user_id: int, expected_version: int, value: Any, status: str) -> Item:
+        """Write an annotation if ``expected_version`` is current and the caller holds the claim.
+
+        Bumps the version; a stale version or someone else's claim raises Conflict (409).
+        """
+        now = self.clock()
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE items SET value=?, status=?, version=version+1, annotated_by=?, annotated_at=?, "
+                "claimed_by=?, claimed_until=?, exported_seq=NULL WHERE id=? AND version=? AND "
+                "(claimed_by IS NULL OR claimed_by=? OR claimed_until < ?)",
+                (_dump(value), status, user_id, now, user_id, now + CLAIM_SECONDS, item_id,
+                 expected_version, user_id, now),
+            )  # fmt: skip
+            if cur.rowcount == 0:
+                row = db.execute("SELECT version, claimed_by FROM items WHERE id=?", (item_id,)).fetchone()
+                if row is None:
+                    raise NotFound(f"no item with id {item_id}", item=item_id)
+                raise Conflict(
+                    f"item {item_id} changed since you loaded it (version {row[0]}, you had "
+                    f"{expected_version}) or another user is editing it; reload to see the latest labels",
+                    item=item_id,
+                    version=row[0],
+                )
+        return self.get_item(item_id)
+
+    def submit_task(self, task_id: int) -> int:
+        """Annotated items of a task go to review; returns how many."""
+        with self._write() as db:
+            return db.execute(
+                "UPDATE items SET status='submitted', version=version+1, claimed_by=NULL, claimed_until=NULL "
+                "WHERE task_id=? AND status='annotated'",
+                (task_id,),
+            ).rowcount
+
+    def review(self, item_id: int, reviewer: int, expected_version: int, accept: bool, comment: str) -> Item:
+        """Accept or reject a submitted item (version-checked like every write)."""
+        with self._write() as db:
+            cur = db.execute(
+                "UPDATE items SET status=?, comment=?, reviewed_by=?, reviewed_at=?, version=version+1 "
+                "WHERE id=? AND version=? AND status IN ('submitted', 'accepted', 'rejected')",
+                ("accepted" if accept else "rejected", comment or None, reviewer, self.clock(), item_id,
+                 expected_version),
+            )  # fmt: skip
+            if cur.rowcount == 0:
+                row = db.execute("SELECT version, status FROM items WHERE id=?", (item_id,)).fetchone()
+                if row is None:
+                    raise NotFound(f"no item with id {item_id}", item=item_id)
+                raise Conflict(
+                    f"item {item_id} cannot be reviewed now (status {row[1]}, version {row[0]}, you had "
+                    f"{expected_version}); reload the review queue",
+                    item=item_id,
+                )
+        return self.get_item(item_id)
+
+    def set_suggestions(self, project_id: int, suggestions: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Attach suggestions by record key; returns how many items matched."""
+        n = 0
+        with self._write() as db:
+            batch: list[tuple] = []
+            for key, sug in suggestions:
+                batch.append((_dump(sug), project_id, key))
+                if len(batch) >= _BATCH:
+                    n += self._set_sugg(db, batch)
+                    batch = []
+            n += self._set_sugg(db, batch)
+        return n
+
+    @staticmethod
+    def _set_sugg(db: sqlite3.Connection, batch: list[tuple]) -> int:
+        before = db.total_changes
+        db.executemany("UPDATE items SET suggestion=? WHERE project_id=? AND key=?", batch)
+        return db.total_changes - before
+
+    # --- export bookkeeping -----------------------------------------------------------------------
+    def record_export(
+        self, project_id: int, dataset: str, seq: int, item_ids: list[int], author: str
+    ) -> None:
+        with self._write() as db:
+            for i in range(0, len(item_ids), _BATCH):
+                chunk = item_ids[i : i + _BATCH]
+                db.executemany("UPDATE items SET exported_seq=? WHERE id=?", [(seq, x) for x in chunk])
+            db.execute(
+                "INSERT INTO exports(project_id, dataset, seq, changed, author, created_at) VALUES(?,?,?,?,?,?)",
+                (project_id, dataset, seq, len(item_ids), author, self.clock()),
+            )
+
+    def list_exports(self, project_id: int) -> list[dict[str, Any]]:
+        rows = self._conn().execute(
+            "SELECT dataset, seq, changed, author, created_at FROM exports WHERE project_id=? ORDER BY id",
+            (project_id,),
+        )
+        return [
+            dict(zip(("dataset", "seq", "changed", "author", "created_at"), r, strict=True)) for r in rows
+        ]
+
+    # --- statistics ------------------------------------------------------------------------------
+    def status_counts(self, project_id: int) -> dict[str, int]:
+        rows = self._conn().execute(
+            "SELECT status, COUNT(*) FROM items WHERE project_id=? GROUP BY status", (project_id,)
+        )
+        return dict(rows.fetchall())
+
+    def per_annotator(self, project_id: int) -> list[tuple[str, str, int]]:
+        """(annotator, status, count) for every annotated item."""
+        return (
+            self._conn()
+            .execute(
+                "SELECT u.name, i.status, COUNT(*) FROM items i JOIN users u ON u.id = i.annotated_by "
+                "WHERE i.project_id=? GROUP BY u.name, i.status ORDER BY u.name",
+                (project_id,),
+            )
+            .fetchall()
+        )
+
+    def per_hour(self, project_id: int, since: float) -> list[tuple[int, int]]:
+        """(hour start, items annotated) for the hours since ``since``."""
+        return (
+            self._conn()
+            .execute(
+                "SELECT CAST(annotated_at / 3600 AS INTEGER) * 3600 AS h, COUNT(*) FROM items "
+                "WHERE project_id=? AND annotated_at >= ? GROUP BY h ORDER BY h",
+                (project_id, since),
+            )
+            .fetchall()
+        )
+
+    def labelled_values(self, project_id: int) -> Iterator[tuple[Any, Any, str]]:
+        """(value, suggestion, status) of every item that has a value or a suggestion."""
+        rows = self._conn().execute(
+            "SELECT value, suggestion, status FROM items WHERE project_id=? AND "
+            "(value IS NOT NULL OR suggestion IS NOT NULL)",
+            (project_id,),
+        )
+        for value, sug, status in rows:
+            yield _load(value), _load(sug), status
