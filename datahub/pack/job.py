@@ -1,0 +1,186 @@
+"""A pack job from start to commit: plan tasks, (workers pack them), commit the packed version.
+
+``start_job`` resolves ``SRC@REF``, splits it into tasks (deterministically) and records
+them in the catalog's task queue under a job id derived from the inputs, so running the
+same pack again resumes the same job. ``finalize`` runs once every task is DONE: it
+writes the per-sample index, uploads it, and commits the new version of the target
+whose records are exactly the shards plus ``index.json``. The commit carries the job id
+as its commit id, so finalizing twice (two workers, or a rerun) yields one version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import datahub
+from datahub.catalog import Catalog, Delete, Put, Record, Version
+from datahub.errors import BadImage, DatasetNotFound, InvalidInput, ObjectNotFound, StaleBase
+from datahub.pack.plan import job_id, split
+from datahub.pack.spec import PackSpec
+from datahub.storage import ObjectStore
+from datahub.tasks import Job, TaskQueue
+from datahub.validation import check_name
+
+INDEX_FORMAT = "datahub.pack.index/1"
+INDEX_KEY = "index.json"
+CODE_VERSION = f"datahub {datahub.__version__}; pack layout DHS1; shard {INDEX_FORMAT}"
+
+
+@dataclass(frozen=True)
+class PackResult:
+    job: str
+    version: Version
+    shards: int
+    samples: int
+    copied: int
+    skipped: list[dict[str, str]] = field(default_factory=list)  # every record left out, by key
+
+
+def parse_source(text: str) -> tuple[str, str | None]:
+    """``"imagenet@v3"`` -> ("imagenet", "v3"); ``"imagenet"`` -> ("imagenet", None = latest)."""
+    name, _, ref = text.partition("@")
+    check_name(name)
+    if "@" in text and not ref:
+        raise InvalidInput(f"invalid source {text!r}: use DATASET@REF, e.g. imagenet@v3 or imagenet@latest")
+    return name, ref or None
+
+
+def start_job(catalog: Catalog, queue: TaskQueue, source: str, target: str, spec: PackSpec) -> Job:
+    """Create (or find again) the job packing ``source`` (``DATASET[@REF]``) into ``target``.
+
+    Re-running resumes: DONE tasks stay done, FAILED ones go back to TODO (e.g. after
+    switching to ``--on-corrupt skip``). Nothing is written if the source is refused.
+    """
+    name, ref = parse_source(source)
+    check_name(target)
+    if target == name:
+        raise InvalidInput(f"pack target {target!r} must differ from the source dataset", dataset=target)
+    version = catalog.resolve(name, ref)
+    job = job_id(name, version.seq, target, spec)
+    payloads = split(catalog.list_records(name, version.seq), spec, source=f"{name}@v{version.seq}")
+    if not payloads:
+        raise InvalidInput(f"{name}@v{version.seq} has no records to pack", dataset=name)
+    meta = {
+        "kind": "pack",
+        "source": name,
+        "seq": version.seq,
+        "target": target,
+        "spec": spec.to_dict(),
+        "code_version": CODE_VERSION,
+    }
+    queue.create_job(job, payloads, meta)
+    queue.retry_failed(job)
+    return queue.get_job(job)
+
+
+def failure(queue: TaskQueue, job: str) -> BadImage | None:
+    """The error that failed ``job`` (a record under ``--on-corrupt fail``), if any."""
+    for task in queue.tasks(job):
+        if task.error:
+            return BadImage(f"pack job {job} failed: {task.error}", job=job, task=task.index)
+    return None
+
+
+def finalize(
+    catalog: Catalog, queue: TaskQueue, objects: ObjectStore, job: str, *, author: str = ""
+) -> PackResult:
+    """Commit the packed version once every task is DONE (idempotent: one version per job)."""
+    state = queue.get_job(job)
+    if not state.done:
+        raise InvalidInput(
+            f"pack job {job} is not finished ({dict(state.counts)}); run `datahub pack-worker --job {job}`",
+            job=job,
+        )
+    meta = state.meta
+    results = [t.result for t in queue.tasks(job)]
+    shards = [r for r in results if r.get("count")]
+    skipped = [s for r in results for s in r.get("skipped", [])]
+    samples = sum(r["count"] for r in shards)
+    source = f"{meta['source']}@v{meta['seq']}"
+    index = {
+        "format": INDEX_FORMAT,
+        "job": job,
+        "source": source,
+        "count": samples,
+        "shards": [
+            {"record": _shard_key(i, len(shards)), "count": r["count"], "keys": r["keys"]}
+            for i, r in enumerate(shards)
+        ],
+        "skipped": skipped,
+    }
+    blob = json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
+    sha = hashlib.sha256(blob).hexdigest()
+    key = f"packs/{job}/index-{sha[:16]}.json"
+    try:
+        info = objects.stat(key)
+    except ObjectNotFound:
+        info = objects.put(key, blob)
+    records = [
+        Record(
+            _shard_key(i, len(shards)),
+            r["url"],
+            r["etag"],
+            r["size"],
+            r["checksum"],
+            meta={"count": r["count"], "first": r["first"], "last": r["last"], "copied": r["copied"]},
+        )
+        for i, r in enumerate(shards)
+    ]
+    records.append(Record(INDEX_KEY, objects.url_for(key), info.etag, info.size, f"sha256:{sha}"))
+    lineage = {
+        "kind": "pack",
+        "source": source,
+        "source_dataset": meta["source"],
+        "source_version": meta["seq"],
+        "params": meta["spec"],
+        "code_version": meta["code_version"],
+        "job": job,
+        "samples": samples,
+        "skipped": len(skipped),
+    }
+    version = _commit(catalog, meta["target"], records, source, lineage, job, author)
+    copied = sum(r["copied"] for r in shards)
+    return PackResult(job, version, len(shards), samples, copied, skipped)
+
+
+def _shard_key(i: int, n: int) -> str:
+    return f"shards/{i:05d}-of-{n:05d}.lmdb"
+
+
+def _commit(
+    catalog: Catalog,
+    target: str,
+    records: list[Record],
+    source: str,
+    lineage: dict[str, Any],
+    job: str,
+    author: str,
+) -> Version:
+    try:
+        catalog.get_dataset(target)
+    except DatasetNotFound:
+        try:
+            catalog.create_dataset(target, description=f"packed from {source}")
+        except Exception:  # a concurrent finalize created it
+            catalog.get_dataset(target)
+    wanted = {r.key for r in records}
+    for _ in range(3):  # a concurrent finalize of the same job may win: then its commit id answers
+        head = catalog.store.head(target)
+        stale = [Delete(r.key) for r in catalog.list_records(target, head)] if head else []
+        changes = [Put(r) for r in records] + [d for d in stale if d.key not in wanted]
+        try:
+            return catalog.commit(
+                target,
+                changes,
+                base=head,
+                message=f"pack {source}",
+                author=author,
+                lineage=lineage,
+                commit_id=job,
+            )
+        except StaleBase:
+            continue
+    raise StaleBase(f"dataset {target} kept moving while committing pack job {job}; rerun it", dataset=target)

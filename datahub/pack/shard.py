@@ -1,0 +1,137 @@
+"""LMDB shard files: the one module that imports lmdb.
+
+One shard = one LMDB file (``subdir=False``). Keys are record keys (UTF-8), values are
+samples in the ``datahub.pack.layout`` format. A reserved key that no record key can be
+(it starts with NUL, which ``check_key`` refuses) holds the shard's own index: format,
+count, first and last key. The writer fills a scratch environment and finishes with a
+compacting copy, so the published file has no free pages and no lock file, and a shard
+is either complete or absent (the copy is renamed into place).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from datahub.errors import InvalidInput, StorageError
+
+INDEX_KEY = b"\x00datahub-shard-index"
+SHARD_FORMAT = "datahub.pack.shard/1"
+_MAP_SIZE = 1 << 40  # address space only: LMDB files grow as written on Linux
+_TXN_BYTES = 32 * 1024**2  # commit the scratch environment every 32 MiB
+
+
+class ShardWriter:
+    """Append samples in key order; ``finish()`` publishes the compact shard at ``path``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._scratch = self.path.with_name(self.path.name + ".scratch")
+        self._scratch.unlink(missing_ok=True)
+        try:
+            self._env = lmdb.open(str(self._scratch), subdir=False, map_size=_MAP_SIZE, lock=False,
+                                  sync=False, metasync=False, readahead=False)  # fmt: skip
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot create shard {self.path}: {exc}") from exc
+        self._txn = self._env.begin(write=True)
+        self._pending = 0
+        self.count = 0
+        self.first = self.last = ""
+
+    def put(self, key: str, value: bytes) -> None:
+        if self.last and key <= self.last:
+            raise InvalidInput(f"shard {self.path.name}: key {key!r} is not after {self.last!r}", key=key)
+        self._txn.put(key.encode(), value)
+        self.count += 1
+        self.first = self.first or key
+        self.last = key
+        self._pending += len(value)
+        if self._pending >= _TXN_BYTES:
+            self._txn.commit()
+            self._txn = self._env.begin(write=True)
+            self._pending = 0
+
+    def finish(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Write the shard index, compact into ``path`` atomically; returns the index."""
+        index = {"format": SHARD_FORMAT, "count": self.count, "first": self.first, "last": self.last,
+                 **(extra or {})}  # fmt: skip
+        try:
+            self._txn.put(INDEX_KEY, json.dumps(index, sort_keys=True).encode())
+            self._txn.commit()
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.unlink(missing_ok=True)
+            self._env.copy(str(tmp), compact=True)
+            os.replace(tmp, self.path)
+        except lmdb.Error as exc:
+            raise StorageError(f"cannot finish shard {self.path}: {exc}") from exc
+        finally:
+            self.abort()
+        return index
+
+    def abort(self) -> None:
+        """Drop the scratch environment (after finish, or when the task fails)."""
+        try:
+            self._env.close()
+        finally:
+            self._scratch.unlink(missing_ok=True)
+            Path(str(self._scratch) + "-lock").unlink(missing_ok=True)
+
+
+class ShardReader:
+    """Read-only access to one local shard file; opens the environment on first use.
+
+    Opening lazily matters for DataLoader workers: each forked worker must open its own
+    environment (an LMDB handle must not cross a fork), so a reader made in the parent
+    and copied into workers opens once per process.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._env: Any = None
+        self._pid = 0
+
+    def _open(self) -> Any:
+        if self._env is None or self._pid != os.getpid():
+            try:
+                self._env = lmdb.open(str(self.path), subdir=False, readonly=True, lock=False,
+                                      readahead=False, max_readers=2048)  # fmt: skip
+            except lmdb.Error as exc:
+                raise StorageError(f"cannot open shard {self.path}: {exc}") from exc
+            self._pid = os.getpid()
+        return self._env
+
+    def get(self, key: str) -> bytes:
+        with self._open().begin(buffers=False) as txn:
+            value = txn.get(key.encode())
+        if value is None:
+            raise InvalidInput(f"shard {self.path.name} has no sample {key!r}", key=key)
+        return value
+
+    def index(self) -> dict[str, Any]:
+        with self._open().begin() as txn:
+            raw = txn.get(INDEX_KEY)
+        if raw is None:
+            raise InvalidInput(f"{self.path} is not a datahub shard (no index)")
+        return json.loads(raw)
+
+    def keys(self) -> Iterator[str]:
+        with self._open().begin() as txn:
+            for raw in txn.cursor().iternext(keys=True, values=False):
+                if raw != INDEX_KEY:
+                    yield raw.decode()
+
+    def close(self) -> None:
+        if self._env is not None and self._pid == os.getpid():
+            self._env.close()
+        self._env = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path}  # environments never travel to another process
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"])
