@@ -151,7 +151,11 @@ class DiskTier(BudgetedTier):
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        self.index.add(key, len(data))
+        try:
+            self.index.add(key, len(data))
+        except BaseException:
+            path.unlink(missing_ok=True)  # an unindexed page would use space nobody accounts for
+            raise
 
     def _discard(self, key: PageKey) -> None:
         self._path(key).unlink(missing_ok=True)

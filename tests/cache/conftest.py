@@ -1,0 +1,142 @@
+"""Fixtures for the cache tests: a source store full of random objects and a cache factory.
+
+Sources are real stores (a local directory, or a bucket on moto / Ceph RGW); tests that
+need to watch or hold origin reads wrap the real store in ``GatedStore``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from datahub.cache import TieredCache, open_cache
+from datahub.config import Config
+from datahub.storage import StoreRegistry
+from datahub.storage.base import ObjectInfo, ObjectRef, ObjectStore
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until true; fail the test (never hang) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def with_cache(config: Config, **cache: object) -> Config:
+    return dataclasses.replace(config, cache=dataclasses.replace(config.cache, **cache))
+
+
+def put_objects(
+    store: ObjectStore, sizes: list[int], seed: int = 0, prefix: str = "obj"
+) -> list[tuple[ObjectRef, bytes]]:
+    rng = random.Random(seed)
+    out = []
+    for i, size in enumerate(sizes):
+        data = rng.randbytes(size)
+        key = f"{prefix}/{i:05d}.bin"
+        store.put(key, data)
+        out.append((store.ref(key), data))
+    return out
+
+
+@pytest.fixture
+def stores(config: Config) -> Iterator[StoreRegistry]:
+    registry = StoreRegistry(config)
+    yield registry
+    registry.close()
+
+
+@pytest.fixture
+def source(tmp_path: Path, stores: StoreRegistry) -> ObjectStore:
+    """A local directory store holding the test's objects (the origin)."""
+    root = tmp_path / "origin"
+    root.mkdir()
+    return stores.store(root.as_uri())
+
+
+@pytest.fixture
+def make_cache(config: Config, stores: StoreRegistry) -> Iterator[Callable[..., TieredCache]]:
+    """``make_cache(**cache_fields)`` opens a cache on the test's home; all closed at teardown."""
+    opened: list[TieredCache] = []
+
+    def factory(**cache: object) -> TieredCache:
+        defaults = {"page_size": 1024, "ram_bytes": 64 * 1024, "disk_bytes": 1024**2, "maintain": None}
+        defaults.update(cache)
+        defaults.pop("maintain")
+        cache_obj = open_cache(with_cache(config, **defaults), stores)
+        opened.append(cache_obj)
+        return cache_obj
+
+    yield factory
+    for c in opened:
+        c.close()
+
+
+class GatedStore(ObjectStore):
+    """A real store whose reads can be held at a gate and are counted (concurrency too)."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.root_url = inner.root_url
+        self.gate = threading.Event()
+        self.gate.set()
+        self.reads = 0
+        self.active = 0
+        self.max_active = 0
+        self.arrived = threading.Semaphore(0)
+        self._lock = threading.Lock()
+
+    def read(self, key: str, start: int = 0, end: int | None = None, etag: str | None = None) -> bytes:
+        with self._lock:
+            self.reads += 1
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        self.arrived.release()
+        try:
+            assert self.gate.wait(30), "test gate never opened"
+            return self.inner.read(key, start, end, etag)
+        finally:
+            with self._lock:
+                self.active -= 1
+
+    def list(self, prefix: str = "", start_after: str = ""):
+        return self.inner.list(prefix, start_after)
+
+    def stat(self, key: str) -> ObjectInfo:
+        return self.inner.stat(key)
+
+    def put(self, key, data, size=None) -> ObjectInfo:
+        return self.inner.put(key, data, size)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    def url_for(self, key: str) -> str:
+        return self.inner.url_for(key)
+
+
+class OneStoreRegistry:
+    """Routes every object URL to one store (how tests put a GatedStore behind a cache)."""
+
+    def __init__(self, store: GatedStore, root_path: str) -> None:
+        self.store_ = store
+        self.root_path = root_path.rstrip("/") + "/"
+
+    def for_url(self, url: str) -> tuple[ObjectStore, str]:
+        path = url.removeprefix("file://")
+        return self.store_, os.path.relpath(path, self.root_path)
+
+    def store(self, root_url: str) -> ObjectStore:
+        return self.store_
+
+    def close(self) -> None:
+        pass
