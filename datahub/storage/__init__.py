@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 from datahub.config import Config
 from datahub.errors import InvalidInput
 from datahub.storage.base import ObjectInfo, ObjectRef, ObjectStore
-from datahub.storage.keys import check_foreign_key
+from datahub.storage.keys import check_foreign_key, check_object_key
 from datahub.storage.local import LocalStore
 from datahub.storage.memory import MemoryStore, drop_memory_space
 from datahub.storage.transfer import copy_object, open_reader, put_file
@@ -71,7 +71,8 @@ def split_object_url(url: str) -> tuple[str, str]:
     scheme, authority, path = _parse(url)
     if not path or path.endswith("/"):
         raise InvalidInput(f"storage URL {url!r} names no object (it needs a key after the root)", url=url)
-    check_foreign_key(path)
+    # S3 buckets may hold any key; file and memory keys must be safe paths (no '..').
+    (check_foreign_key if scheme == "s3" else check_object_key)(path)
     return (f"{scheme}://{authority}" if scheme != "file" else "file:///"), path
 
 

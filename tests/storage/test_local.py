@@ -1,0 +1,109 @@
+"""LocalStore specifics: etags without reading contents, atomic puts, and the root boundary."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from datahub.errors import Conflict, InvalidKey, ObjectChanged
+from datahub.storage import LocalStore
+from datahub.storage.local import ETAG_XATTR, TEMP_PREFIX, derived_etag
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "root")
+
+
+def test_put_etag_is_the_md5_and_survives_in_the_xattr(store: LocalStore) -> None:
+    info = store.put("a/b.bin", b"payload")
+    assert info.etag == hashlib.md5(b"payload").hexdigest()
+    raw = os.getxattr(store.root / "a/b.bin", ETAG_XATTR).decode()
+    assert raw.startswith(info.etag + " 7 ")
+    assert LocalStore(store.root).stat("a/b.bin").etag == info.etag  # a fresh store sees the same
+
+
+def test_foreign_files_get_a_derived_etag_that_changes_when_touched(store: LocalStore) -> None:
+    path = store.root / "foreign.txt"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"made elsewhere")
+    st = os.stat(path)
+    info = store.stat("foreign.txt")
+    assert info.etag == derived_etag(st) and info.size == 14
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert store.stat("foreign.txt").etag != info.etag
+    with pytest.raises(ObjectChanged):
+        store.read("foreign.txt", etag=info.etag)
+
+
+def test_a_file_rewritten_in_place_loses_its_stale_md5(store: LocalStore) -> None:
+    info = store.put("k", b"original")
+    with open(store.root / "k", "r+b") as fh:  # another program edits in place (xattr kept)
+        fh.write(b"ORIG")
+    now = store.stat("k")
+    assert now.etag != info.etag and now.etag == derived_etag(os.stat(store.root / "k"))
+    assert [i.etag for i in store.list()] == [now.etag]
+
+
+def test_a_failed_put_leaves_neither_object_nor_temp_file(store: LocalStore) -> None:
+    store.put("keep", b"old")
+
+    class Broken:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def read(self, n: int = -1) -> bytes:
+            self.calls += 1
+            if self.calls > 2:
+                raise OSError("disk on fire")
+            return b"x" * 1000
+
+    with pytest.raises(Exception, match="disk on fire"):
+        store.put("keep", Broken())
+    with pytest.raises(Exception, match="disk on fire"):
+        store.put("new/one", Broken())
+    assert store.read("keep") == b"old"
+    assert [p.name for p in store.root.rglob("*") if p.is_file()] == ["keep"]
+
+
+def test_temp_files_are_invisible_and_their_names_reserved(store: LocalStore) -> None:
+    store.put("d/visible", b"1")
+    (store.root / "d" / f"{TEMP_PREFIX}abc").write_bytes(b"half written")
+    assert [i.key for i in store.list()] == ["d/visible"]
+    with pytest.raises(InvalidKey):
+        store.put(f"d/{TEMP_PREFIX}x", b"1")
+
+
+def test_nothing_escapes_the_root(tmp_path: Path, store: LocalStore) -> None:
+    for key in ["../outside", "a/../../outside", "/etc/passwd", "a/./b", "a//b"]:
+        with pytest.raises(InvalidKey):
+            store.put(key, b"evil")
+    assert not (tmp_path / "outside").exists()
+
+
+def test_file_and_directory_on_one_path_is_a_conflict(store: LocalStore) -> None:
+    store.put("a", b"file")
+    with pytest.raises(Conflict, match="'a/b'"):
+        store.put("a/b", b"under a file")
+    store.put("d/x", b"1")
+    with pytest.raises(Conflict):
+        store.put("d", b"over a directory")
+    assert store.read("a") == b"file" and store.read("d/x") == b"1"
+
+
+def test_listing_skips_directories_that_cannot_match(store: LocalStore, monkeypatch) -> None:
+    for key in ["a/1", "b/1", "b/2", "c/1"]:
+        store.put(key, b"x")
+    opened: list[str] = []
+    real = os.scandir
+
+    def spy(path):
+        opened.append(str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", spy)
+    assert [i.key for i in store.list(prefix="b/", start_after="b/1")] == ["b/2"]
+    assert sorted(Path(p).name for p in opened) == ["b", "root"]
