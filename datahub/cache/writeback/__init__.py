@@ -71,20 +71,22 @@ def open_workspace(
     try:
         journal = Journal(directory / "lmdb", what)
         closers.insert(0, journal.close)
-        target = _target(
-            journal,
-            target_url or f"{config.resolved_objects_url.rstrip('/')}/workspaces/{name}",
-            what,
-            explicit=target_url is not None,
-        )
-        shared = stores.store(config.resolved_shared_url)
+        default_target = f"{config.resolved_objects_url.rstrip('/')}/workspaces/{name}"
+        wanted = {
+            "target_url": target_url or default_target,
+            "shared_url": config.resolved_shared_url,
+            "chunk_size": str(config.cache.page_size),
+        }
+        fixed = _fixed_settings(journal, wanted, what, explicit_target=target_url is not None)
+        target, chunk_size = fixed["target_url"], int(fixed["chunk_size"])
+        shared = stores.store(fixed["shared_url"])
         chunks = ChunkStore(shared, f"{SHARED_PREFIX}/{name}", what)
         ws = Workspace(
             name,
             journal,
             chunks,
-            chunk_size=config.cache.page_size,
-            buffer_bytes=buffer_bytes or max(2 * config.cache.page_size, DEFAULT_BUFFER_BYTES),
+            chunk_size=chunk_size,
+            buffer_bytes=buffer_bytes or max(2 * chunk_size, DEFAULT_BUFFER_BYTES),
             upload_concurrency=CHUNK_UPLOAD_CONCURRENCY,
             clock=clock,
         )
@@ -114,16 +116,24 @@ def open_workspace(
     return ws
 
 
-def _target(journal: Journal, wanted: str, what: str, explicit: bool) -> str:
+def _fixed_settings(
+    journal: Journal, wanted: dict[str, str], what: str, explicit_target: bool
+) -> dict[str, str]:
+    """Target URL, shared-tier URL and chunk size are fixed when a workspace is created (the
+    journal's chunk maps and origin state depend on them); later opens use the stored values,
+    so a changed configuration cannot orphan acknowledged data."""
     with journal.read() as txn:
-        stored = txn.meta("target_url")
-    if stored is None:
+        stored = {key: txn.meta(key) for key in wanted}
+    if stored["target_url"] is None:
         with journal.write(f"creation of {what}") as txn:
-            txn.put_meta("target_url", wanted)
+            for key, value in wanted.items():
+                txn.put_meta(key, value)
         return wanted
-    if explicit and stored.rstrip("/") != wanted.rstrip("/"):
-        raise InvalidInput(f"{what} flushes to {stored}; it cannot be reopened with target {wanted}")
-    return stored
+    if explicit_target and stored["target_url"].rstrip("/") != wanted["target_url"].rstrip("/"):
+        raise InvalidInput(
+            f"{what} flushes to {stored['target_url']}; it cannot be reopened with target {wanted['target_url']}"
+        )
+    return {key: stored[key] or value for key, value in wanted.items()}
 
 
 def _recover(ws: Workspace) -> None:

@@ -1,0 +1,98 @@
+"""Promise 3 with real processes: SIGKILL mid-write and mid-flush, reopen, flush, compare checksums."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.writeback.conftest import make_env
+
+REPO = Path(__file__).resolve().parents[2]
+MiB = 1024**2
+
+
+def run_until(spec: dict, marker: str) -> dict[str, str]:
+    """Start the worker, collect its ACKs until ``marker``, SIGKILL it; returns path -> sha256."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.writeback.crash_worker", json.dumps(spec)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    acked: dict[str, str] = {}
+    try:
+        for line in proc.stdout:
+            if line.startswith("ACK "):
+                _, path, digest = line.split()
+                acked[path] = digest
+            elif line.strip() == marker:
+                break
+        else:
+            raise AssertionError(f"worker ended before {marker}: {proc.stderr.read()[-3000:]}")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    return acked
+
+
+def recover_and_check(env, acked: dict[str, str]) -> None:
+    ws = env.open()  # replays the journal; the lock of the dead process is gone
+    ws.flush()
+    assert ws.dirty() == []
+    store = env.origin()
+    for path, digest in acked.items():
+        assert hashlib.sha256(store.read(path)).hexdigest() == digest, path
+    for obj in ws.flushed_objects():
+        assert obj.sha256 == acked[obj.path]
+    ws.close()
+
+
+def spec_for(env, mode: str, **extra) -> dict:
+    cache = {"page_size": MiB, "flush_interval": 3600, "shared_url": env.config.cache.shared_url}
+    overrides = {"home": env.config.home, "cache": cache}
+    overrides.update({"s3": {k: v for k, v in vars(env.config.s3).items() if v is not None}})
+    return {"overrides": overrides, "target_url": env.target_url, "mode": mode, **extra}
+
+
+@pytest.mark.slow
+def test_sigkill_mid_write_keeps_every_acknowledged_file(tmp_path: Path, s3_endpoint) -> None:
+    env = make_env(tmp_path, s3_endpoint, shared_s3=True, origin_s3=True)
+    try:
+        acked = run_until(spec_for(env, "write", files=4, size=3 * MiB + 17), "WRITING")
+        assert len(acked) == 5
+        recover_and_check(env, acked)
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_sigkill_mid_flush_then_restart_uploads_everything(tmp_path: Path, s3_endpoint) -> None:
+    env = make_env(tmp_path, s3_endpoint, shared_s3=True, origin_s3=True)
+    try:
+        spec = spec_for(env, "flush", files=5, size=2 * MiB + 3, block_after=5 * MiB)
+        spec["overrides"]["cache"]["origin_concurrency"] = 1
+        acked = run_until(spec, "MIDFLUSH")
+        assert len(acked) == 5
+        recover_and_check(env, acked)
+    finally:
+        env.close()
+
+
+def test_sigkill_mid_write_local_default(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    try:
+        acked = run_until(spec_for(env, "write", files=3, size=MiB + 5), "WRITING")
+        recover_and_check(env, acked)
+    finally:
+        env.close()
