@@ -313,7 +313,7 @@ def _api(app: FastAPI) -> None:
             prefix=str(body.get("prefix") or ""),
             where=str(body.get("filter") or ""),
             schema=body.get("schema") or {},
-            task_size=int(body.get("task_size") or 50),
+            task_size=_int({"task_size": body.get("task_size", 50)}, "task_size"),
             annotators=list(body.get("annotators") or []),
         )
         return project_json(project)

@@ -79,10 +79,15 @@ def env(config: Config, tmp_path: Path) -> Iterator[Env]:
         catalog.close()
 
 
+_HASHES: dict[str, str] = {}  # scrypt is deliberately slow: hash each test user's password once
+
+
 def add_users(app, **users: str) -> None:
     store = app.state.labelx.store
     for name, role in users.items():
-        store.create_user(name, role, hash_password(PASSWORD))
+        if name not in _HASHES:
+            _HASHES[name] = hash_password(PASSWORD)
+        store.create_user(name, role, _HASHES[name])
 
 
 @pytest.fixture
