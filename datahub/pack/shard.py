@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,46 @@ class ShardWriter:
             Path(str(self._scratch) + "-lock").unlink(missing_ok=True)
 
 
+class _OpenEnvironments:
+    """LMDB allows one handle per file per process, so readers of one file share it.
+
+    Keyed by (pid, path): after a fork the child opens its own handle instead of using
+    the parent's. Reference-counted so the last reader to close releases the file.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._envs: dict[tuple[int, str], list[Any]] = {}  # -> [env, refcount]
+
+    def acquire(self, path: Path) -> Any:
+        key = (os.getpid(), str(path))
+        with self._lock:  # opening maps the file: no data I/O happens under the lock
+            entry = self._envs.get(key)
+            if entry is None:
+                try:
+                    env = lmdb.open(str(path), subdir=False, readonly=True, lock=False,
+                                    readahead=False, max_readers=2048)  # fmt: skip
+                except lmdb.Error as exc:
+                    raise StorageError(f"cannot open shard {path}: {exc}") from exc
+                entry = self._envs[key] = [env, 0]
+            entry[1] += 1
+            return entry[0]
+
+    def release(self, path: Path) -> None:
+        key = (os.getpid(), str(path))
+        with self._lock:
+            entry = self._envs.get(key)
+            if entry is None:
+                return
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._envs[key]
+                entry[0].close()
+
+
+_ENVIRONMENTS = _OpenEnvironments()
+
+
 class ShardReader:
     """Read-only access to one local shard file; opens the environment on first use.
 
@@ -97,11 +138,7 @@ class ShardReader:
 
     def _open(self) -> Any:
         if self._env is None or self._pid != os.getpid():
-            try:
-                self._env = lmdb.open(str(self.path), subdir=False, readonly=True, lock=False,
-                                      readahead=False, max_readers=2048)  # fmt: skip
-            except lmdb.Error as exc:
-                raise StorageError(f"cannot open shard {self.path}: {exc}") from exc
+            self._env = _ENVIRONMENTS.acquire(self.path)
             self._pid = os.getpid()
         return self._env
 
@@ -119,7 +156,7 @@ class ShardReader:
             raise InvalidInput(f"{self.path} is not a datahub shard (no index)")
         return json.loads(raw)
 
-    def keys(self) -> Iterator[str]:
+    def iter_keys(self) -> Iterator[str]:
         with self._open().begin() as txn:
             for raw in txn.cursor().iternext(keys=True, values=False):
                 if raw != INDEX_KEY:
@@ -127,7 +164,7 @@ class ShardReader:
 
     def close(self) -> None:
         if self._env is not None and self._pid == os.getpid():
-            self._env.close()
+            _ENVIRONMENTS.release(self.path)
         self._env = None
 
     def __getstate__(self) -> dict[str, Any]:

@@ -1,0 +1,215 @@
+"""Pack jobs end to end: the committed version, bad records, idempotence, resume after a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog import Catalog
+from datahub.cli.main import main as cli
+from datahub.config import Config
+from datahub.errors import BadImage, InvalidInput
+from datahub.pack import INDEX_KEY, PackSpec, pack, start_job, work
+from datahub.pack.layout import KIND_IMAGE, KIND_RAW, decode_sample
+from datahub.pack.shard import ShardReader
+from datahub.pack.worker import PackServices
+from datahub.storage import StoreRegistry
+from datahub.tasks import DONE, open_task_queue
+from tests.pack.conftest import import_manifest, write_source
+
+ODD = {"img/bad.jpg": b"not a jpeg at all", "img/zero.jpg": b"", "notes/readme.txt": b"hello"}
+
+
+def _download(config: Config, catalog: Catalog, dataset: str, key: str, dest: Path) -> Path:
+    record = catalog.get_record(dataset, None, key)
+    with StoreRegistry(config) as stores:
+        store, object_key = stores.for_url(record.url)
+        dest.write_bytes(store.read(object_key, etag=record.etag))
+    return dest
+
+
+def _packed_samples(config: Config, catalog: Catalog, dataset: str, tmp: Path) -> dict[str, object]:
+    samples = {}
+    for record in catalog.list_records(dataset, None, prefix="shards/"):
+        reader = ShardReader(
+            _download(config, catalog, dataset, record.key, tmp / record.key.replace("/", "_"))
+        )
+        for key in reader.iter_keys():
+            samples[key] = decode_sample(key, reader.get(key))
+        reader.close()
+    return samples
+
+
+def test_pack_commits_shards_and_index_with_lineage(config: Config, catalog: Catalog, tmp_path: Path) -> None:
+    seq = import_manifest(catalog, config, write_source(tmp_path / "src", 7, extra=ODD), "photos")
+    spec = PackSpec.parse(resize="shorter=64", shard_size="45KB", non_image="copy")
+    result = pack(config, catalog, f"photos@v{seq}", "photos-64", spec, workers=0)
+    assert (result.samples, result.copied) == (8, 1)  # 7 photos + the copied text file
+    assert sorted(s["key"] for s in result.skipped) == ["img/bad.jpg", "img/zero.jpg"]  # reported, by key
+    assert all(s["reason"] == "bad_image" for s in result.skipped)
+
+    version = catalog.resolve("photos-64")
+    assert version.lineage["source"] == f"photos@v{seq}"
+    assert version.lineage["params"]["transform"]["resize"] == "shorter=64"
+    assert version.lineage["code_version"].startswith("datahub ")
+    keys = [r.key for r in catalog.list_records("photos-64", None)]
+    assert (
+        keys[0] == INDEX_KEY
+        and all(k.startswith("shards/") for k in keys[1:])
+        and len(keys) == result.shards + 1
+    )
+
+    index = json.loads(
+        _download(config, catalog, "photos-64", INDEX_KEY, tmp_path / "index.json").read_text()
+    )
+    assert index["count"] == 8 and sum(s["count"] for s in index["shards"]) == 8
+    assert [k for s in index["shards"] for k in s["keys"]] == sorted(
+        [f"img/{i:05d}.jpg" for i in range(7)] + ["notes/readme.txt"]
+    )
+    assert {s["key"] for s in index["skipped"]} == {"img/bad.jpg", "img/zero.jpg"}
+
+    samples = _packed_samples(config, catalog, "photos-64", tmp_path)
+    photo = samples["img/00003.jpg"]
+    assert (photo.kind, photo.format, photo.height, dict(photo.labels)) == (
+        KIND_IMAGE,
+        "jpeg",
+        64,
+        {"class": 0},
+    )
+    assert photo.source["url"].endswith("img/00003.jpg")
+    text = samples["notes/readme.txt"]
+    assert (text.kind, bytes(text.payload)) == (KIND_RAW, b"hello")
+
+
+def test_pack_again_is_idempotent(config: Config, catalog: Catalog, tmp_path: Path) -> None:
+    import_manifest(catalog, config, write_source(tmp_path / "src", 3), "photos")
+    spec = PackSpec.parse(resize="shorter=48")
+    first = pack(config, catalog, "photos", "small", spec, workers=0)
+    again = pack(config, catalog, "photos@latest", "small", spec, workers=0)
+    assert again.version.seq == first.version.seq == 1 and again.job == first.job
+    assert [v.seq for v in catalog.log("small")] == [1]
+
+
+def test_non_image_records_need_an_explicit_choice(config: Config, catalog: Catalog, tmp_path: Path) -> None:
+    import_manifest(
+        catalog, config, write_source(tmp_path / "src", 2, extra={"a/labels.csv": b"x,y"}), "mixed"
+    )
+    with pytest.raises(InvalidInput, match=r"1 non-image records \(e.g. 'a/labels.csv'\).*--non-image"):
+        pack(config, catalog, "mixed", "mixed-packed", PackSpec.parse(resize="shorter=32"), workers=0)
+    queue = open_task_queue(config.resolved_catalog_url)
+    assert list(queue.tasks("anything")) == []  # refused before any job was planned
+    queue.close()
+    skipped = pack(config, catalog, "mixed", "mixed-packed", PackSpec.parse(resize="shorter=32", non_image="skip"),
+                   workers=0)  # fmt: skip
+    assert skipped.samples == 2 and [s["key"] for s in skipped.skipped] == ["a/labels.csv"]
+    assert skipped.skipped[0]["reason"] == "non_image"
+
+
+def test_corrupt_image_fails_the_job_then_resumes_with_skip(
+    config: Config, catalog: Catalog, tmp_path: Path
+) -> None:
+    extra = {"img/00002x.jpg": b"\xff\xd8\xff garbage"}  # sorts right after img/00002.jpg
+    import_manifest(catalog, config, write_source(tmp_path / "src", 6, extra=extra), "photos")
+    strict = PackSpec.parse(resize="shorter=40", shard_size="1B", on_corrupt="fail")  # one record per task
+    with pytest.raises(BadImage, match=r"img/00002x.jpg.*--on-corrupt skip"):
+        pack(config, catalog, "photos", "out", strict, workers=0)
+    with pytest.raises(Exception, match="no versions|not found"):
+        catalog.resolve("out")  # nothing committed
+    queue = open_task_queue(config.resolved_catalog_url)
+    job = start_job(catalog, queue, "photos", "out", strict).job
+    done_before = {t.index: t.attempts for t in queue.tasks(job) if t.state == DONE}
+    assert done_before  # the tasks before the corrupt record finished
+    lenient = PackSpec.parse(resize="shorter=40", shard_size="1B", on_corrupt="skip")
+    result = pack(config, catalog, "photos", "out", lenient, workers=0)
+    assert (
+        result.job == job and result.samples == 6 and [s["key"] for s in result.skipped] == ["img/00002x.jpg"]
+    )
+    after = {t.index: t.attempts for t in queue.tasks(job)}
+    assert all(after[i] == n for i, n in done_before.items())  # DONE tasks were not redone
+    queue.close()
+
+
+_KILLABLE_WORKER = """
+import sys, threading
+from pathlib import Path
+from datahub.config import load_config
+from datahub.pack.worker import PackServices, work
+config = load_config(env={}, overrides={"home": sys.argv[1]})
+services = PackServices.open(config)
+seen = 0
+def on_sample(n):
+    global seen
+    seen += n
+    if seen == 3:  # third task (one record each): announce, then hang holding its lease
+        Path(sys.argv[3]).write_text("holding")
+        threading.Event().wait()
+work(services, sys.argv[2], worker="doomed", lease_seconds=1.5, on_sample=on_sample)
+"""
+
+
+def test_pack_interrupted_by_a_killed_worker_resumes(
+    config: Config, catalog: Catalog, tmp_path: Path
+) -> None:
+    import_manifest(catalog, config, write_source(tmp_path / "src", 6), "photos")
+    spec = PackSpec.parse(resize="shorter=40", shard_size="1B")  # six tasks, one photo each
+    queue = open_task_queue(config.resolved_catalog_url)
+    job = start_job(catalog, queue, "photos", "out", spec).job
+    marker = tmp_path / "holding"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", _KILLABLE_WORKER, config.home, job, str(marker)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "worker never reached task 2"
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    states = {t.index: (t.state, t.owner) for t in queue.tasks(job)}
+    assert states[0][0] == states[1][0] == DONE and states[2] == ("DOING", "doomed")
+
+    services = PackServices.open(config)
+    try:
+        report = work(services, job, worker="rescuer", lease_seconds=30, poll_seconds=0.1)
+    finally:
+        services.close()
+    assert sorted(report.done) == [2, 3, 4, 5]  # the dead worker's task came back after its lease expired
+    tasks = {t.index: t for t in queue.tasks(job)}
+    assert tasks[0].attempts == tasks[1].attempts == 1 and tasks[0].owner == "doomed"  # not redone
+    assert tasks[2].attempts == 2 and tasks[2].owner == "rescuer"
+    queue.close()
+    result = pack(config, catalog, "photos", "out", spec, workers=0)
+    assert result.samples == 6 and result.shards == 6
+
+
+@pytest.mark.slow
+def test_cli_pack_with_two_worker_processes(config: Config, catalog: Catalog, tmp_path: Path, capsys) -> None:
+    import_manifest(catalog, config, write_source(tmp_path / "src", 8), "photos")
+    argv = ["--home", config.home, "--json", "pack", "photos@v1", "--to", "photos-small", "--resize", "32x32",
+            "--crop", "center", "--shard-size", "40KB", "--workers", "2"]  # fmt: skip
+    assert cli(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["version"] == "photos-small@v1" and out["samples"] == 8 and out["shards"] >= 3
+    queue = open_task_queue(config.resolved_catalog_url)
+    owners = {t.owner for t in queue.tasks(out["job"])}
+    queue.close()
+    assert all(":local" in o for o in owners)
+
+
+def test_cli_plan_only_then_pack_worker(config: Config, catalog: Catalog, tmp_path: Path, capsys) -> None:
+    import_manifest(catalog, config, write_source(tmp_path / "src", 3), "photos")
+    base = ["--home", config.home, "--json"]
+    assert cli([*base, "pack", "photos", "--to", "p2", "--resize", "shorter=30", "--plan-only"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert planned["counts"] == {"TODO": planned["tasks"]}
+    assert cli([*base, "pack-worker", "--job", planned["job"]]) == 0
+    assert catalog.resolve("p2").lineage["job"] == planned["job"]
+    assert cli([*base, "pack-worker", "--job", "pack-unknown"]) == 3  # not found: a clear error
+    assert "pack-unknown" in capsys.readouterr().err
