@@ -140,3 +140,20 @@ class OneStoreRegistry:
 
     def close(self) -> None:
         pass
+
+
+def gated_cache(
+    tmp_path: Path, source: ObjectStore, concurrency: int = 16, **options: object
+) -> tuple[TieredCache, GatedStore]:
+    """A RAM + disk cache (1 KiB pages) whose origin is ``source`` behind a GatedStore."""
+    from datahub.cache import DiskTier, RamTier, make_policy
+    from datahub.cache.origin import Origin
+
+    gated = GatedStore(source)
+    registry = OneStoreRegistry(gated, str(source.root))
+    tiers = [
+        RamTier(1 << 20, make_policy("lru", 1 << 20)),
+        DiskTier(tmp_path / "disk", 1 << 20, make_policy("lru", 1 << 20)),
+    ]
+    options = {"page_size": 1024, "readahead_pages": 0, **options}
+    return TieredCache(tiers, Origin(registry, concurrency), **options), gated

@@ -15,7 +15,7 @@ from datahub.cache.policy import make_policy
 from datahub.cache.ram import RamTier
 from datahub.errors import InvalidInput, ObjectNotFound
 from datahub.storage.base import ObjectRef
-from tests.cache.conftest import GatedStore, OneStoreRegistry, put_objects, wait_for
+from tests.cache.conftest import gated_cache, put_objects, wait_for
 
 
 def test_reads_return_the_source_bytes_across_page_boundaries(make_cache, source) -> None:
@@ -64,16 +64,6 @@ def test_ram_overflow_demotes_to_disk_instead_of_dropping(make_cache, source) ->
     assert ram.evict_to(0) == 1
     assert disk.contains(page) and disk.counters.demotions == 1
     assert cache.read(ref) == data and cache.origin.counters.fetches == 1
-
-
-def gated_cache(tmp_path: Path, source, concurrency: int = 16) -> tuple[TieredCache, GatedStore]:
-    gated = GatedStore(source)
-    registry = OneStoreRegistry(gated, str(source.root))
-    tiers = [
-        RamTier(1 << 20, make_policy("lru", 1 << 20)),
-        DiskTier(tmp_path / "disk", 1 << 20, make_policy("lru", 1 << 20)),
-    ]
-    return TieredCache(tiers, Origin(registry, concurrency), page_size=1024, readahead_pages=0), gated
 
 
 def test_concurrent_misses_of_one_page_merge_into_one_fetch(tmp_path: Path, source) -> None:

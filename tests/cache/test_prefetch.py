@@ -1,0 +1,119 @@
+"""Prefetch (progress, resume, cancel), order hints within a byte budget, sequential readahead."""
+
+from __future__ import annotations
+
+import threading
+
+from datahub.cache.pages import PageKey
+from datahub.storage.base import ObjectRef
+from tests.cache.conftest import gated_cache, put_objects, wait_for
+
+
+class Counting:
+    """A progress sink: counts updates; may set ``cancel`` after ``stop_after`` of them."""
+
+    def __init__(self, cancel: threading.Event | None = None, stop_after: int = 0) -> None:
+        self.n = self.bytes = 0
+        self.cancel, self.stop_after = cancel, stop_after
+        self._lock = threading.Lock()
+
+    def update(self, n: int = 1, nbytes: int = 0) -> None:
+        with self._lock:
+            self.n += n
+            self.bytes += nbytes
+            if self.cancel is not None and self.n >= self.stop_after:
+                self.cancel.set()
+
+
+def test_prefetch_warms_everything_reports_progress_and_a_rerun_skips_it(make_cache, source) -> None:
+    objects = put_objects(source, [100, 1024, 3000, 0] * 5)
+    cache = make_cache(prefetch_concurrency=4)
+    progress = Counting()
+    report = cache.prefetch((ref for ref, _ in objects), progress=progress)
+    pages = sum((ref.size + 1023) // 1024 for ref, _ in objects)
+    assert report.objects == 20 and report.pages_fetched == pages and report.failed == 0
+    assert report.bytes_fetched == sum(ref.size for ref, _ in objects) == progress.bytes
+    assert progress.n == 20 and cache.origin.counters.fetches == pages
+    rerun = cache.prefetch(ref for ref, _ in objects)
+    assert rerun.pages_fetched == 0 and rerun.pages_cached == pages
+    fetches = cache.origin.counters.fetches
+    for ref, data in objects:
+        assert cache.read(ref) == data
+    assert cache.origin.counters.fetches == fetches
+
+
+def test_prefetch_can_be_cancelled_and_resumed(make_cache, source) -> None:
+    objects = put_objects(source, [500] * 40)
+    cache = make_cache(prefetch_concurrency=2)
+    cancel = threading.Event()
+    first = cache.prefetch(
+        (ref for ref, _ in objects), progress=Counting(cancel, stop_after=5), cancel=cancel
+    )
+    assert first.cancelled and first.pages_fetched < 40
+    second = cache.prefetch(ref for ref, _ in objects)
+    assert not second.cancelled
+    assert second.pages_cached == first.pages_fetched and second.pages_fetched == 40 - first.pages_fetched
+
+
+def test_prefetch_reports_failures_and_keeps_going(make_cache, source) -> None:
+    objects = put_objects(source, [100] * 3)
+    missing = ObjectRef(source.url_for("gone.bin"), "x", 10)
+    cache = make_cache()
+    report = cache.prefetch([objects[0][0], missing, objects[1][0], objects[2][0]])
+    assert report.failed == 1 and report.pages_fetched == 3
+    assert report.errors[0][0] == missing.url and "not found" in report.errors[0][1]
+
+
+def test_hints_fetch_ahead_within_the_byte_budget(make_cache, source) -> None:
+    objects = put_objects(source, [1000] * 20)
+    refs = [ref for ref, _ in objects]
+    cache = make_cache(hint_budget_bytes=5000, prefetch_concurrency=2)
+    cache.hint(refs)
+    wait_for(lambda: cache._hints.stats()["fetched"] == 5, what="the first 5 hinted objects")
+    ram = cache.tiers[0]
+    assert all(ram.contains(PageKey(r.url, r.etag, 1024, 0)) for r in refs[:5])
+    assert cache.origin.counters.fetches == 5 and cache._hints.stats()["ahead_bytes"] == 5000
+    assert cache.read(refs[0]) == objects[0][1]  # a RAM hit, and it frees budget for one more
+    wait_for(lambda: cache._hints.stats()["fetched"] == 6, what="the 6th hinted object")
+    assert ram.contains(PageKey(refs[5].url, refs[5].etag, 1024, 0))
+    assert cache.read(refs[3]) == objects[3][1]  # skipping ahead releases everything before it
+    wait_for(lambda: cache._hints.stats()["fetched"] == 9, what="three more")
+    assert cache.origin.counters.fetches == 9 and cache._hints.stats()["ahead_bytes"] <= 5000
+
+
+def test_sequential_reads_trigger_readahead(make_cache, source) -> None:
+    [(ref, data)] = put_objects(source, [10 * 1024])
+    cache = make_cache(readahead_pages=3)
+    ram = cache.tiers[0]
+    assert cache.read(ref, 0, 1024) == data[:1024]
+    assert cache.read(ref, 1024, 1024) == data[1024:2048]
+    wanted = [PageKey(ref.url, ref.etag, 1024, i) for i in (2, 3, 4)]
+    wait_for(lambda: all(ram.contains(k) for k in wanted), what="pages 2-4 read ahead")
+    assert not ram.contains(PageKey(ref.url, ref.etag, 1024, 5))
+    fetched = cache.origin.counters.fetches
+    assert cache.read(ref, 2048, 3 * 1024) == data[2048 : 5 * 1024]
+    assert cache.origin.counters.fetches >= fetched  # pages 2-4 came from RAM
+    assert ram.counters.hits >= 3
+
+
+def test_random_reads_do_not_trigger_readahead(make_cache, source) -> None:
+    [(ref, data)] = put_objects(source, [10 * 1024])
+    cache = make_cache(readahead_pages=3)
+    for page in (7, 2, 5, 0):
+        assert cache.read(ref, page * 1024, 10) == data[page * 1024 : page * 1024 + 10]
+    assert cache._background.stats()["submitted"] == 0 and cache.origin.counters.fetches == 4
+
+
+def test_readahead_queue_is_bounded_and_drops_work(tmp_path, source) -> None:
+    [(ref, data)] = put_objects(source, [64 * 1024])
+    cache, gated = gated_cache(tmp_path, source, readahead_pages=8, hint_budget_bytes=2048)  # 2 pages
+    with cache:
+        cache.read(ref, 1024, 1)
+        cache.read(ref, 0, 1)  # not sequential: no readahead yet
+        assert cache._background.stats()["submitted"] == 0
+        gated.gate.clear()  # held fetches keep the queue full
+        assert cache.read(ref, 1024, 1024) == data[1024:2048]  # a RAM hit continuing page 0: sequential
+        assert cache._background.stats() == {"submitted": 2, "dropped": 6, "queued_bytes": 2048}
+        gated.gate.set()
+        wait_for(lambda: cache._background.stats()["queued_bytes"] == 0, what="the queue to drain")
+        assert gated.reads == 4
