@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from datahub.errors import InvalidInput, NoSpace, StorageError
 
 _ID = struct.Struct(">Q")
 _DBS = ("tree", "files", "origin", "garbage", "meta")
+_NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
 
 
 def _tree_key(path: str) -> bytes:
@@ -159,11 +161,12 @@ class Journal:
 
     def __init__(self, path: Path, what: str, map_size: int = 1 << 34) -> None:
         self.what = what  # e.g. "workspace 'ckpt'", used in error messages
+        self.path = path
         try:
             path.mkdir(parents=True, exist_ok=True)
             self._env = lmdb.open(str(path), max_dbs=len(_DBS), map_size=map_size, subdir=True, sync=True)
         except (OSError, lmdb.Error) as exc:
-            raise _translate(exc, f"cannot open the journal of {what} at {path}") from exc
+            raise _translate(exc, f"cannot open the journal of {what} at {path}", path) from exc
         self._dbs = {name: self._env.open_db(name.encode()) for name in _DBS}
         self._closed = False
 
@@ -185,20 +188,34 @@ class Journal:
             with self._env.begin(write=True) as txn:
                 yield Txn(txn, self._dbs)
         except lmdb.Error as exc:
-            raise _translate(exc, f"journal commit failed for {doing} in {self.what}") from exc
+            raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
 
     def close(self) -> None:
         self._closed = True
         self._env.close()
 
 
-def _translate(exc: BaseException, context: str) -> Exception:
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _translate(exc: BaseException, context: str, path: Path) -> Exception:
+    """lmdb errors -> NoSpace or StorageError. LMDB reports a short write on a full device as
+    EIO, so an I/O error while the device has (almost) no free space counts as ENOSPC."""
     text = str(exc)
-    if (
+    full = (
         isinstance(exc, lmdb.MapFullError)
         or getattr(exc, "errno", None) == errno.ENOSPC
         or "No space left" in text
         or "MDB_MAP_FULL" in text
-    ):
+    )
+    if not full and ("Input/output error" in text or getattr(exc, "errno", None) == errno.EIO):
+        free = _free_bytes(path)
+        full = free is not None and free < _NEARLY_FULL
+    if full:
         return NoSpace(f"{context}: no space left on the journal device ({text}); free space and retry")
     return StorageError(f"{context}: {text}")

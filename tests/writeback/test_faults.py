@@ -1,0 +1,167 @@
+"""Faults: a full journal or shared-tier device (real tmpfs), a failing shared tier or origin."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from datahub.config import load_config
+from datahub.errors import NoSpace, StorageError
+from datahub.storage import StoreRegistry
+from tests.faults import FlakyProxy
+from tests.writeback.conftest import CHUNK, Env, make_env
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MiB tmpfs, unmounted in teardown (needs root)."""
+    mount_point = tmp_path / f"tiny-{uuid.uuid4().hex[:6]}"
+    mount_point.mkdir()
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)], capture_output=True
+    )
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.decode().strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def fill(directory: Path, leave: int) -> Path:
+    """Fill a file system with a ballast file until about ``leave`` bytes remain."""
+    st = os.statvfs(directory)
+    ballast = directory / "ballast"
+    with open(ballast, "wb") as fh:
+        fh.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
+    return ballast
+
+
+def write_until_full(ws, limit: int = 2000) -> tuple[dict[str, bytes], NoSpace, str]:
+    acked: dict[str, bytes] = {}
+    for i in range(limit):
+        path = f"f{i}"
+        data = os.urandom(CHUNK + i)
+        try:
+            with ws.open(path, create=True) as fh:
+                fh.write(0, data)
+        except NoSpace as exc:
+            return acked, exc, path
+        acked[path] = data
+    raise AssertionError("the device never filled up")
+
+
+def check_acked(ws, acked: dict[str, bytes]) -> None:
+    for path, data in acked.items():
+        with ws.open(path) as fh:
+            assert fh.read(0, len(data) + 1) == data, path
+
+
+def test_journal_device_full_raises_nospace_and_keeps_acknowledged_files(
+    tmp_path: Path, tiny_fs: Path
+) -> None:
+    env = make_env(tmp_path, journal_dir=str(tiny_fs / "journal"))
+    try:
+        ws = env.open()
+        ballast = fill(tiny_fs, 64_000)
+        acked, exc, path = write_until_full(ws)
+        assert acked, "some files must fit before the device fills"
+        assert "workspace 'ws'" in exc.message and repr(path) in exc.message and exc.errno == 28
+        ws.abandon()
+        ballast.unlink()  # the operator frees space; the workspace reopens with everything acked
+        ws = env.open()
+        check_acked(ws, acked)
+        ws.flush()
+        files = env.origin_files()
+        for p, data in acked.items():
+            assert files[p] == hashlib.sha256(data).hexdigest()
+    finally:
+        env.close()
+
+
+def test_shared_tier_device_full_raises_nospace_and_keeps_acknowledged_files(
+    tmp_path: Path, tiny_fs: Path
+) -> None:
+    env = make_env(tmp_path, shared_url=(tiny_fs / "shared").as_uri())
+    try:
+        ws = env.open()
+        ballast = fill(tiny_fs, 100_000)
+        acked, exc, path = write_until_full(ws)
+        assert acked
+        assert "shared tier of workspace 'ws'" in exc.message and repr(path) in exc.message
+        # nothing half-written was acknowledged: the journal still has the file empty
+        assert ws.journal_record(path)["size"] == 0
+        check_acked(ws, acked)
+        ballast.unlink()
+        ws2 = env.crash_and_reopen(ws)
+        check_acked(ws2, acked)
+    finally:
+        env.close()
+
+
+@pytest.fixture
+def flaky_env(tmp_path: Path, moto_endpoint) -> Iterator[tuple[Env, FlakyProxy, dict]]:
+    """Shared tier and origin on moto behind a proxy whose failures a test switches on and off."""
+    shared_bucket = moto_endpoint.new_bucket("wbshared")
+    origin_bucket = moto_endpoint.new_bucket("wborigin")
+    broken = {"bucket": None}
+    proxy = FlakyProxy(
+        moto_endpoint.url,
+        fail_first=10**9,
+        status=500,
+        match=lambda method, path: (
+            method == "PUT" and broken["bucket"] is not None and broken["bucket"] in path
+        ),
+    ).start()
+    overrides = {
+        "home": str(tmp_path / "var"),
+        "cache": {"page_size": CHUNK, "flush_interval": 3600, "shared_url": f"s3://{shared_bucket}"},
+        **moto_endpoint.s3_config_overrides(),
+    }
+    overrides["s3"]["endpoint_url"] = proxy.url
+    config = load_config(env={}, overrides=overrides)
+    env = Env(config, StoreRegistry(config), f"s3://{origin_bucket}/out")
+    broken["shared"], broken["origin"] = shared_bucket, origin_bucket
+    try:
+        yield env, proxy, broken
+    finally:
+        env.close()
+        proxy.stop()
+
+
+def test_failing_shared_tier_fails_close_and_loses_nothing(flaky_env) -> None:
+    env, _proxy, broken = flaky_env
+    ws = env.open()
+    with ws.open("ok", create=True) as fh:
+        fh.write(0, b"safe" * 3000)
+    fh = ws.open("bad", create=True)
+    fh.write(0, b"pending" * 2000)
+    broken["bucket"] = broken["shared"]
+    with pytest.raises(StorageError) as exc:
+        fh.close()
+    assert "workspace 'ws'" in exc.value.message and "'bad'" in exc.value.message
+    assert fh.read(0, 7) == b"pending"  # still open, data still there
+    assert ws.journal_record("bad")["size"] == 0  # nothing half-written acknowledged
+    broken["bucket"] = None
+    fh.close()  # the retry succeeds
+    ws2 = env.crash_and_reopen(ws)
+    check_acked(ws2, {"ok": b"safe" * 3000, "bad": b"pending" * 2000})
+
+
+def test_failing_origin_fails_flush_and_keeps_files_dirty(flaky_env) -> None:
+    env, _proxy, broken = flaky_env
+    ws = env.open()
+    with ws.open("x", create=True) as fh:
+        fh.write(0, os.urandom(3 * CHUNK))
+    broken["bucket"] = broken["origin"]
+    with pytest.raises(StorageError):
+        ws.flush()
+    assert ws.dirty() == ["x"]
+    broken["bucket"] = None
+    assert ws.flush().uploaded == 1 and ws.dirty() == []
