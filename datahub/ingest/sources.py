@@ -1,0 +1,80 @@
+"""Sources of an import, each turned into a stream of SourceItems in key order.
+
+- a prefix ``s3://bucket/prefix``, ``memory://name`` or a local directory (path or
+  ``file://``): every object below it; the key is the object's path relative to the prefix;
+- a JSON-lines manifest (a local file): see ``datahub.ingest.manifest``.
+
+Listings from an ObjectStore already arrive in key order; a manifest is sorted externally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from datahub.config import Config
+from datahub.errors import InvalidInput
+from datahub.ingest.items import SourceItem
+from datahub.ingest.manifest import read_manifest
+from datahub.ingest.sorting import sorted_items
+from datahub.storage import StoreRegistry, open_store
+from datahub.validation import check_key
+
+MANIFEST_SUFFIXES = (".jsonl", ".ndjson")
+
+
+def describe_source(src: str) -> tuple[str, str]:
+    """Classify ``src`` as ("prefix", root URL) or ("manifest", local path).
+
+    A local path or ``file://`` URL naming a regular file is a manifest; a directory is a
+    prefix. Other schemes (``s3://``, ``memory://``) are prefixes.
+    """
+    scheme = urlsplit(src).scheme
+    if scheme in ("", "file"):
+        path = Path(unquote(urlsplit(src).path) if scheme == "file" else src).expanduser().resolve()
+        if path.is_file():
+            return "manifest", str(path)
+        if path.is_dir():
+            return "prefix", path.as_uri()
+        raise InvalidInput(
+            f"import source {src!r} does not exist: give a directory, a .jsonl manifest or an s3:// prefix",
+            source=src,
+        )
+    if scheme in ("s3", "memory"):
+        if src.endswith(MANIFEST_SUFFIXES):
+            raise InvalidInput(
+                f"import source {src!r} looks like a manifest in object storage; download it and "
+                "import the local file",
+                source=src,
+            )
+        return "prefix", src.rstrip("/")
+    raise InvalidInput(
+        f"import source {src!r} has an unsupported scheme {scheme!r}: use s3://, file:// or a local path",
+        source=src,
+    )
+
+
+def source_items(
+    src: str,
+    config: Config,
+    stores: StoreRegistry,
+    *,
+    sort_budget_bytes: int = 32 * 1024**2,
+) -> Iterator[SourceItem]:
+    """All objects of ``src`` in strictly increasing key order (validated keys)."""
+    kind, where = describe_source(src)
+    if kind == "manifest":
+        yield from sorted_items(read_manifest(where, stores), budget_bytes=sort_budget_bytes)
+    else:
+        yield from _list_prefix(where, config)
+
+
+def _list_prefix(root_url: str, config: Config) -> Iterator[SourceItem]:
+    store = open_store(root_url, config)
+    try:
+        for info in store.list():
+            check_key(info.key)
+            yield SourceItem(info.key, store.url_for(info.key), info.etag, info.size)
+    finally:
+        store.close()
