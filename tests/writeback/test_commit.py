@@ -1,0 +1,51 @@
+"""commit_workspace: a flushed workspace becomes a dataset version pointing at origin objects."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog import open_catalog
+from datahub.workspaces import commit_workspace
+from tests.writeback.conftest import Env
+
+
+@pytest.fixture
+def catalog(tmp_path: Path):
+    cat = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    yield cat
+    cat.close()
+
+
+def write(ws, path: str, data: bytes) -> None:
+    with ws.open(path, create=True, truncate=True) as fh:
+        fh.write(0, data)
+
+
+def test_commit_creates_versions_with_only_the_changes(env: Env, catalog) -> None:
+    ws = env.open()
+    ws.mkdir("ckpt")
+    write(ws, "ckpt/a", b"epoch-1")
+    write(ws, "log.txt", b"loss=1.0")
+    v1 = commit_workspace(ws, catalog, "run-7", message="epoch 1", author="trainer")
+    assert v1.seq == 1 and v1.record_count == 2 and ws.dirty() == []
+    rec = catalog.get_record("run-7", 1, "ckpt/a")
+    assert rec.checksum == "sha256:" + hashlib.sha256(b"epoch-1").hexdigest()
+    origin, _ = env.stores.for_url(rec.url)
+    assert origin.read(_key(rec.url, env), etag=rec.etag) == b"epoch-1"
+
+    write(ws, "ckpt/b", b"epoch-2")
+    write(ws, "log.txt", b"loss=0.5")
+    ws.unlink("ckpt/a")
+    v2 = commit_workspace(ws, catalog, "run-7", message="epoch 2")
+    assert (v2.seq, v2.added, v2.removed, v2.modified) == (2, 1, 1, 1)
+    assert sorted(r.key for r in catalog.list_records("run-7", 2)) == ["ckpt/b", "log.txt"]
+    assert catalog.get_record("run-7", 1, "ckpt/a").size == 7  # version 1 is unchanged
+    assert commit_workspace(ws, catalog, "run-7").seq == 2  # nothing changed: no new version
+
+
+def _key(url: str, env: Env) -> str:
+    _store, key = env.stores.for_url(url)
+    return key
