@@ -43,6 +43,12 @@ _MARK_BATCH = 128  # files recorded clean per journal transaction
 
 
 class Progress(Protocol):
+    """``update(1)`` per file uploaded or deleted, ``update(0, nbytes)`` per chunk streamed.
+
+    A sink with a ``total`` attribute left at None (datahub.cli.context.Progress) gets the
+    number of planned files and deletes once the flush has planned its work.
+    """
+
     def update(self, n: int = 1, nbytes: int = 0) -> None: ...
 
 
@@ -85,6 +91,10 @@ class _Locked:
         if self._progress is not None:
             with self._lock:
                 self._progress.update(n, nbytes)
+
+    def plan(self, total: int) -> None:
+        if getattr(self._progress, "total", 0) is None:
+            self._progress.total = total  # type: ignore[union-attr]
 
 
 class Flusher:
@@ -181,6 +191,7 @@ class Flusher:
         start = time.monotonic()
         report = FlushReport(self.ws.name)
         uploads, deletes, srcs = self._plan()
+        progress.plan(len(uploads) + len(deletes))
         # An evicted file's bytes live at its src path: move those first, and never overwrite
         # or delete a path that is still some file's only copy.
         moving = [u for u in uploads if u[2].get("src")]
