@@ -204,8 +204,9 @@ def unmount(
 
 
 def _is_stale(path: str) -> bool:
+    """ENOTCONN from a request that must reach the daemon (stat may be answered from cache)."""
     try:
-        os.stat(path)
+        os.listdir(path)
     except OSError as exc:
         import errno
 

@@ -47,9 +47,9 @@ class _Handle:
 class ReadOnlyView:
     """An immutable namespace: the tree for names and attributes, a ByteSource for bytes.
 
-    ``window_bytes`` > 0 makes each object-store read fetch at least that much (aligned
-    to it) and keep it in the open handle, so a sequential reader costs one request per
-    window instead of one per kernel read. The cache source does its own paging and
+    ``window_bytes`` > 0 lets a sequential reader's window grow (doubling, up to that cap)
+    and keeps it in the open handle, so a sequential reader costs one request per window
+    instead of one per kernel read; a random reader fetches exactly what it asks for. The cache source does its own paging and
     readahead, so it runs with 0. All windows together stay below ``window_budget``.
     """
 
@@ -132,7 +132,8 @@ class ReadOnlyView:
         if not self.tree.is_dir(ino):
             raise InvalidInput(f"inode {ino} is not a directory")
         k = len(self._virtual_names) if ino == ROOT_INODE else 0
-        head = [(n, i, off + 1) for off, (n, i) in enumerate(self._virtual_names.items()) if off >= start]
+        virtual = list(self._virtual_names.items()) if k else []
+        head = [(n, i, off + 1) for off, (n, i) in enumerate(virtual) if off >= start]
         hidden = set(self._virtual_names) if k else set()
         rest = self.tree.readdir(ino, max(start - k, 0), wait=wait and not head)
         return head + [(n, i, off + k) for n, i, off in rest if n not in hidden]
@@ -144,22 +145,23 @@ class ReadOnlyView:
     def open(self, ino: int, *, write: bool = False) -> int:
         if write:
             raise ReadOnly("this mount is a read-only dataset version: write to a workspace instead")
+        frozen = b""
         if ino in self._virtual:
-            ref = None
+            ref, frozen = None, self._virtual[ino]()  # one consistent content per open
         else:
             if self.tree.attr(ino).kind != FILE:
                 raise InvalidInput(f"inode {ino} is not a regular file")
             ref = self.tree.ref(ino)
         fh = next(self._next_fh)
         with self._lock:
-            self._handles[fh] = _Handle(ino, ref)
+            self._handles[fh] = _Handle(ino, ref, window=frozen)
         return fh
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         """Blocking: bytes of the open file (from the window, the cache or the store)."""
         h = self._handles[fh]
         if h.ref is None:
-            return self._virtual[h.ino]()[offset : offset + size]
+            return h.window[offset : offset + size]
         end = min(h.ref.size, offset + size)
         if offset >= end:
             return b""
@@ -168,19 +170,21 @@ class ReadOnlyView:
             return w[offset - h.window_start : end - h.window_start]
         if not self.window_bytes:
             return self.source.read(h.ref, offset, end - offset)
-        start = offset - offset % self.window_bytes
-        stop = min(h.ref.size, max(end, start + self.window_bytes))
-        if not self._reserve(stop - start):
+        # sequential reader (continues or overlaps the window): double the window, up to the cap
+        sequential = h.window_start <= offset <= h.window_start + len(w)
+        want = min(self.window_bytes, max(end - offset, 2 * len(w))) if sequential else end - offset
+        stop = min(h.ref.size, offset + want)
+        if not self._reserve(stop - offset):
             return self.source.read(h.ref, offset, end - offset)
         try:
-            data = self.source.read(h.ref, start, stop - start)
+            data = self.source.read(h.ref, offset, stop - offset)
         except BaseException:
-            self._unreserve(stop - start)
+            self._unreserve(stop - offset)
             raise
         with self._lock:
             self._window_used -= len(h.window)
-            h.window_start, h.window = start, data
-        return data[offset - start : end - start]
+            h.window_start, h.window = offset, data
+        return data[: end - offset]
 
     def _reserve(self, n: int) -> bool:
         with self._lock:
@@ -196,7 +200,7 @@ class ReadOnlyView:
     def release(self, fh: int) -> None:
         with self._lock:
             h = self._handles.pop(fh, None)
-            if h is not None:
+            if h is not None and h.ref is not None:
                 self._window_used -= len(h.window)
 
     def open_handles(self) -> int:

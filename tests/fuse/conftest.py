@@ -1,0 +1,181 @@
+"""Real mounts for the FUSE tests: the daemon runs as a subprocess (so kill -9 is real).
+
+Every mount made here is unmounted in teardown, even when the test failed: first the
+clean way (``datahub umount``), then ``fusermount3 -uz`` and a kill of our own daemon.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
+from datahub.config import Config, load_config
+from datahub.storage import StoreRegistry
+from fuse_adapter.daemon import is_mounted
+from tests.servers import S3Endpoint
+
+REPO = Path(__file__).resolve().parents[2]
+MOUNT_TIMEOUT = 60.0
+
+pytestmark = pytest.mark.fuse
+
+
+@dataclass
+class FuseEnv:
+    """A datahub home (config file, catalog) whose objects live in a fresh S3 bucket."""
+
+    root: Path
+    config_path: Path
+    config: Config
+    bucket: str
+    endpoint: S3Endpoint
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "datahub.cli.main", "--config", str(self.config_path), *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+        return proc
+
+    def mountpoint(self, name: str) -> Path:
+        path = self.root / "mnt" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @contextlib.contextmanager
+    def mounted(self, mountpoint: Path, *args: str) -> Iterator[subprocess.Popen]:
+        """``datahub mount MOUNTPOINT ARGS --foreground`` for the duration of the block."""
+        log_path = self.root / f"mount-{mountpoint.name}.log"
+        cmd = [sys.executable, "-m", "datahub.cli.main", "--config", str(self.config_path)]
+        cmd += ["mount", str(mountpoint), *args, "--foreground"]
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO)
+        try:
+            wait_until(lambda: is_mounted(str(mountpoint)) or proc.poll() is not None, MOUNT_TIMEOUT)
+            if proc.poll() is not None:
+                raise AssertionError(f"mount exited {proc.returncode}: {log_path.read_text()}")
+            yield proc
+        finally:
+            self.teardown(mountpoint, proc)
+
+    def teardown(self, mountpoint: Path, proc: subprocess.Popen | None) -> None:
+        if proc is None or proc.poll() is None or is_mounted(str(mountpoint)):
+            self.cli("umount", str(mountpoint), check=False)
+        if is_mounted(str(mountpoint)):
+            subprocess.run(["fusermount3", "-uz", str(mountpoint)], check=False)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=30)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached within {timeout}s")
+        time.sleep(interval)
+
+
+def make_env(root: Path, endpoint: S3Endpoint) -> FuseEnv:
+    bucket = endpoint.new_bucket("fuse")
+    root.mkdir(parents=True, exist_ok=True)
+    config_path = root / "datahub.toml"
+    config_path.write_text(
+        f'home = "{root / "var"}"\n'
+        f'objects_url = "s3://{bucket}/objects"\n'
+        "[s3]\n"
+        f'endpoint_url = "{endpoint.url}"\n'
+        f'access_key_id = "{endpoint.access_key}"\n'
+        f'secret_access_key = "{endpoint.secret_key}"\n'
+        'region = "us-east-1"\n'
+        "path_style = true\n"
+        "max_attempts = 3\n"
+        "[cache]\n"
+        "ram_bytes = 67108864\n"
+        "flush_interval = 3600.0\n"
+    )
+    return FuseEnv(root, config_path, load_config(config_path, env={}), bucket, endpoint)
+
+
+@dataclass
+class Dataset:
+    name: str
+    seq: int
+    objects: dict[str, bytes]  # key -> bytes
+    created_at: float
+
+
+def sample_objects(seed: int = 7) -> dict[str, bytes]:
+    """Small, empty, odd-sized and multi-MiB objects in a few directories."""
+    rng = random.Random(seed)
+    sizes = [0, 1, 4095, 4096, 100_000, 131_072, 1_000_003, 9 * 1024**2 + 17]
+    objects = {}
+    for i, size in enumerate(sizes):
+        objects[f"train/class_{i % 3}/img_{i:03d}.bin"] = rng.randbytes(size)
+    for i in range(40):
+        objects[f"many/f{i:03d}.jpg"] = rng.randbytes(rng.randint(1000, 60_000))
+    objects["README.txt"] = b"sample dataset\n"
+    return objects
+
+
+def upload_dataset(env: FuseEnv, name: str, objects: dict[str, bytes], prefix: str = "data") -> Dataset:
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(f"s3://{env.bucket}/{prefix}")
+        changes = []
+        for key, data in sorted(objects.items()):
+            info = store.put(key, data)
+            meta = {"mtime": 1_600_000_000.0 + len(key)} if key.startswith("train/") else {}
+            changes.append(Put(Record(key, store.url_for(key), info.etag, len(data), meta=meta)))
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        catalog.create_dataset(name)
+        version = catalog.commit(name, changes, message="sample")
+    finally:
+        catalog.close()
+    return Dataset(name, version.seq, objects, version.created_at)
+
+
+@pytest.fixture(scope="module")
+def ro_env(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint) -> FuseEnv:
+    return make_env(tmp_path_factory.mktemp("fuse-ro"), moto_endpoint)
+
+
+@pytest.fixture(scope="module")
+def sample(ro_env: FuseEnv) -> Dataset:
+    return upload_dataset(ro_env, "sample", sample_objects())
+
+
+@pytest.fixture(scope="module")
+def ro_mount(ro_env: FuseEnv, sample: Dataset) -> Iterator[Path]:
+    """The sample dataset mounted read-only for the whole module: ``<mnt>/sample/v1``."""
+    mnt = ro_env.mountpoint("ro")
+    with ro_env.mounted(mnt, "sample"):
+        yield mnt
+
+
+@pytest.fixture
+def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
+    return make_env(tmp_path, moto_endpoint)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,0 +1,83 @@
+"""Mount lifecycle: background start, signals, umount of live and stale (crashed) mounts."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+
+import pytest
+
+from fuse_adapter.daemon import is_mounted, read_record
+from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def small(env: FuseEnv) -> Dataset:
+    return upload_dataset(env, "small", {"a/b.txt": b"hello", "c.txt": b"world"})
+
+
+def test_background_returns_when_ready_and_umount_stops_it(env: FuseEnv, small: Dataset) -> None:
+    mnt = env.mountpoint("bg")
+    try:
+        env.cli("mount", str(mnt), "small@v1", "--background")
+        assert (mnt / "small" / "v1" / "a" / "b.txt").read_bytes() == b"hello"  # no waiting needed
+        record = read_record(env.config.home_path, str(mnt))
+        assert record is not None and record.kind == "readonly"
+        out = env.cli("umount", str(mnt)).stdout
+        assert "stopped" in out and not is_mounted(str(mnt))
+        wait_until(lambda: not _alive(record.pid), 30)
+    finally:
+        env.teardown(mnt, None)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_unmounts_cleanly(env: FuseEnv, small: Dataset, sig: int) -> None:
+    mnt = env.mountpoint("sig")
+    with env.mounted(mnt, "small") as proc:
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 0
+        assert not is_mounted(str(mnt))
+        assert read_record(env.config.home_path, str(mnt)) is None
+
+
+def test_umount_cleans_a_stale_mount_after_kill_9(env: FuseEnv, small: Dataset) -> None:
+    mnt = env.mountpoint("stale")
+    with env.mounted(mnt, "small") as proc:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        with pytest.raises(OSError) as exc:
+            os.listdir(mnt)  # the kernel mount outlived its daemon
+        assert exc.value.errno == errno.ENOTCONN
+        assert is_mounted(str(mnt))
+        out = env.cli("umount", str(mnt)).stdout
+        assert "stale" in out and not is_mounted(str(mnt))
+        assert os.listdir(mnt) == []
+
+
+def test_mount_refuses_a_busy_mountpoint_and_bad_input(env: FuseEnv, small: Dataset) -> None:
+    mnt = env.mountpoint("busy")
+    with env.mounted(mnt, "small"):
+        busy = env.cli("mount", str(mnt), "small", check=False)
+        assert busy.returncode != 0 and "already a mount point" in busy.stderr
+    bad = env.cli("mount", str(mnt), "Bad Name", check=False)
+    assert bad.returncode == 2 and "invalid dataset name" in bad.stderr
+    missing = env.cli("mount", str(mnt), "nosuch", check=False)
+    assert missing.returncode == 3
+    assert not is_mounted(str(mnt))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return (
+        subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()[
+            :1
+        ]
+        != "Z"
+    )
