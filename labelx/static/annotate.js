@@ -349,8 +349,20 @@ function onUp() {
   renderOverlay(); renderBoxList();
 }
 
+/** Scale the image to fill the stage (small previews are enlarged, large ones shrunk). */
+function fitImage() {
+  const img = $("image"), stage = $("stage");
+  if (!img.naturalWidth) return;
+  const sw = stage.clientWidth - 28, sh = stage.clientHeight - 28;
+  const scale = Math.min(sw / img.naturalWidth, sh / img.naturalHeight);
+  img.style.width = `${Math.floor(img.naturalWidth * scale)}px`;
+  img.style.height = `${Math.floor(img.naturalHeight * scale)}px`;
+  renderOverlay();
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const ov = $("overlay");
+  $("image").addEventListener("load", fitImage);
   ov.addEventListener("pointerdown", onDown);
   ov.addEventListener("pointermove", onMove);
   ov.addEventListener("pointerup", onUp);
@@ -360,6 +372,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("skip").onclick = () => change(null, { skip: true, advance: true });
   $("undo").onclick = undo;
   $("submit").onclick = submitTask;
-  window.addEventListener("resize", renderOverlay);
+  window.addEventListener("resize", fitImage);
   load().catch(e => banner(e.message, true));
 });

@@ -41,7 +41,9 @@ function setAttrs(node, attrs) {
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v === null || v === undefined || v === false) continue;
     if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else if (k === "style" && typeof v === "object") Object.assign(node.style, v);
+    else if (k === "style" && typeof v === "object") {
+      for (const [prop, val] of Object.entries(v)) node.style.setProperty(prop.replace(/[A-Z]/g, c => "-" + c.toLowerCase()), val);
+    }
     else node.setAttribute(k, v === true ? "" : v);
   }
 }

@@ -1,0 +1,194 @@
+"""The issue's browser scenario in headless Chromium (Debian's binary, nothing downloaded).
+
+Log in; label 5 images by keyboard; draw, move and resize a box; refresh and see it all
+kept; review; commit; then check through the catalog that the new dataset version holds
+exactly those labels. Waits are on page state (the "Saved" marker, element states), never
+on fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from tests.labelx.conftest import PASSWORD
+from tests.servers import free_port
+
+pytestmark = pytest.mark.browser
+sync_api = pytest.importorskip("playwright.sync_api")
+expect = sync_api.expect
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+SHOTS = os.environ.get("LABELX_SCREENSHOTS")  # set to a directory to keep screenshots
+
+
+@pytest.fixture
+def server(app) -> Iterator[str]:
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = threading.Event()
+    for _ in range(600):
+        if srv.started:
+            break
+        deadline.wait(0.05)
+    assert srv.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def shot(page, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+
+
+def login(browser, base: str, name: str):
+    ctx = browser.new_context(viewport={"width": 1360, "height": 860})
+    page = ctx.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(f"{base}/login")
+    shot(page, "0-login")
+    page.fill("#name", name)
+    page.fill("#password", PASSWORD)
+    page.click("#login")
+    page.wait_for_url(f"{base}/")
+    return page
+
+
+def wait_saved(page) -> None:
+    # locator assertions run in Playwright's own world: the page's strict CSP stays on
+    expect(page.locator("#save-state")).to_have_attribute("data-state", "saved")
+
+
+def test_label_review_commit_in_the_browser(app, env, server, browser):
+    service, store = app.state.labelx.service, app.state.labelx.store
+    admin_user = store.user_by_name("admin")
+    cls = service.create_project(
+        admin_user, name="pets-cls", dataset="pets", prefix="img/000", task_size=5, annotators=["alice"],
+        schema={"kind": "classification", "classes": ["cat", "dog", "bird"]},
+    )  # fmt: skip
+    det = service.create_project(
+        admin_user, name="pets-det", dataset="pets", prefix="img/0011", task_size=5, annotators=["alice"],
+        schema={"kind": "detection", "classes": ["cat", "dog"]},
+    )  # fmt: skip
+    cls_task = store.list_tasks(cls.id)[0]["id"]
+    det_task = store.list_tasks(det.id)[0]["id"]
+
+    # 1) log in as the annotator; the home page lists her tasks
+    page = login(browser, server, "alice")
+    page.wait_for_selector('[data-project="pets-cls"] [data-task]')
+    shot(page, "1-home")
+
+    # 2) label 5 images by keyboard: each class key saves and moves on
+    page.goto(f"{server}/tasks/{cls_task}")
+    page.wait_for_selector(".cls")
+    keys = ["2", "3", "1", "2", "3"]  # dog, bird, cat, dog, bird
+    for n, key in enumerate(keys):
+        expect(page.locator(f"#items li:nth-child({n + 1})")).to_have_class("cur")
+        page.keyboard.press(key)
+    wait_saved(page)
+    assert page.inner_text("#progress .label") == "5 / 5"
+    shot(page, "2-classified")
+
+    # 3) draw a box, then move and resize it with the mouse
+    page.goto(f"{server}/tasks/{det_task}")
+    page.wait_for_selector(".cls")
+    img = page.locator("#image")
+    img.wait_for()
+    expect(img).to_have_js_property("complete", True)
+    page.keyboard.press("2")  # draw "dog" boxes
+    box = page.locator("#overlay").bounding_box()
+    x0, y0, w, h = box["x"], box["y"], box["width"], box["height"]
+    page.mouse.move(x0 + 0.10 * w, y0 + 0.20 * h)
+    page.mouse.down()
+    page.mouse.move(x0 + 0.30 * w, y0 + 0.40 * h, steps=5)
+    page.mouse.move(x0 + 0.50 * w, y0 + 0.60 * h, steps=5)
+    page.mouse.up()
+    wait_saved(page)
+    page.mouse.move(x0 + 0.30 * w, y0 + 0.40 * h)  # drag the box by its middle
+    page.mouse.down()
+    page.mouse.move(x0 + 0.40 * w, y0 + 0.45 * h, steps=5)
+    page.mouse.up()
+    wait_saved(page)
+    page.wait_for_selector("#overlay rect.handle")
+    corner = page.locator('#overlay rect[data-corner="3"]').bounding_box()  # bottom-right
+    page.mouse.move(corner["x"] + corner["width"] / 2, corner["y"] + corner["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(x0 + 0.70 * w, y0 + 0.75 * h, steps=5)
+    page.mouse.up()
+    wait_saved(page)
+    shot(page, "3-box")
+    item = store.task_items(det_task)[0]
+    assert [b["label"] for b in item.value] == ["dog"]
+    bx, by, bw, bh = item.value[0]["bbox"]
+    assert abs(bx - 0.20) < 0.02 and abs(by - 0.25) < 0.02  # moved by (+0.1, +0.05)
+    assert abs(bx + bw - 0.70) < 0.02 and abs(by + bh - 0.75) < 0.02  # resized to the new corner
+    drawn = item.value
+
+    # 4) refresh: everything is kept
+    page.reload()
+    page.wait_for_selector("#overlay rect.box")
+    assert page.locator("#overlay rect.box").count() == 1
+    assert page.inner_text("#item-status") == "annotated"
+    page.goto(f"{server}/tasks/{cls_task}")
+    page.wait_for_selector("#items li .dot.annotated")
+    assert page.locator("#items li .dot.annotated").count() == 5
+    assert page.inner_text("#progress .label") == "5 / 5"
+    page.click("#items li:nth-child(2)")
+    expect(page.locator("#current b")).to_have_text("bird")
+    page.click("#submit")
+    page.wait_for_selector("#items li .dot.submitted")
+    page.goto(f"{server}/tasks/{det_task}")
+    page.wait_for_selector("#submit:not([disabled])")
+    page.click("#submit")
+    page.wait_for_selector("#items li .dot.submitted")
+
+    # 5) review: the reviewer accepts everything by keyboard
+    rpage = login(browser, server, "rita")
+    for project in (cls, det):
+        rpage.goto(f"{server}/projects/{project.id}/review")
+        rpage.wait_for_selector(".rcard")
+        n = rpage.locator(".rcard").count()
+        shot(rpage, f"5-review-{project.name}")
+        for done in range(1, n + 1):
+            rpage.keyboard.press("a")
+            expect(rpage.locator(".rcard.accepted")).to_have_count(done)
+    # 6) commit from the admin's dashboard, then check the catalog
+    apage = login(browser, server, "admin")
+    for project in (cls, det):
+        apage.goto(f"{server}/projects/{project.id}")
+        apage.wait_for_selector("#commit-btn")
+        apage.click("#commit-btn")
+        apage.wait_for_selector("#commit-msg[data-version]")
+        shot(apage, f"6-dashboard-{project.name}")
+    head = env.catalog.resolve("pets", None)
+    assert head.seq == 3  # one version per project commit
+    labels = {r.key: dict(r.labels) for r in env.catalog.list_records("pets", head.seq) if r.labels}
+    expected = {env.keys[i]: {"class": c} for i, c in enumerate(["dog", "bird", "cat", "dog", "bird"])}
+    expected[env.keys[0]] = {"class": "dog"}  # was "cat" in v1, corrected by the annotator
+    expected[env.keys[11]] = {"boxes": drawn}
+    assert labels == expected
+    assert env.catalog.resolve("pets", 3).lineage["project"] == "pets-det"
