@@ -1,0 +1,53 @@
+"""Who may do what: per-dataset roles reader < writer < admin, and global admins.
+
+A dataset's ``acl`` maps principals (or ``*`` for every authenticated caller) to a role;
+the dataset's owner is an admin of it; a global admin token is admin everywhere. In
+local mode (no authentication, loopback only) the caller is the global admin ``local``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from datahub.catalog.model import ROLES, Dataset
+from datahub.errors import AccessDenied, InvalidInput
+
+RANK = {role: i for i, role in enumerate(ROLES)}  # reader 0 < writer 1 < admin 2
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    is_admin: bool = False
+
+
+LOCAL = Principal("local", is_admin=True)
+
+
+def check_role(role: str) -> str:
+    if role not in RANK:
+        raise InvalidInput(f"invalid role {role!r}: use one of {', '.join(ROLES)}", role=role)
+    return role
+
+
+def role_rank(principal: Principal, dataset: Dataset) -> int:
+    """Highest role rank of ``principal`` on ``dataset``; -1 for none."""
+    if principal.is_admin or (dataset.owner and dataset.owner == principal.name):
+        return RANK["admin"]
+    ranks = [RANK.get(dataset.acl.get(name, ""), -1) for name in (principal.name, "*")]
+    return max(ranks)
+
+
+def can(principal: Principal, dataset: Dataset, role: str) -> bool:
+    return role_rank(principal, dataset) >= RANK[role]
+
+
+def require(principal: Principal, dataset: Dataset, role: str) -> None:
+    """AccessDenied naming the dataset and the role needed."""
+    if not can(principal, dataset, role):
+        raise AccessDenied(
+            f"{principal.name!r} needs the {role} role on dataset {dataset.name!r}; "
+            "ask one of its admins to grant it",
+            dataset=dataset.name,
+            required_role=role,
+        )

@@ -1,0 +1,68 @@
+"""``create_app(config)``: the FastAPI application, built at the entry point (``datahub serve``).
+
+Layers, outermost first: request metrics, the body size limit (413 before any endpoint
+runs), FastAPI routing with one error shape. Whatever services the app opened itself are
+closed when it shuts down; services passed in belong to the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+import datahub
+from datahub.api.deps import Services
+from datahub.api.errors import install_error_handlers
+from datahub.api.limits import BodySizeLimit
+from datahub.api.metrics import MetricsMiddleware, RequestMetrics
+from datahub.api.routes import ROUTERS
+from datahub.api.schemas import ErrorBody
+from datahub.config import Config
+
+DESCRIPTION = """Versioned datasets over object storage.
+
+Authentication: `Authorization: Bearer <token>` (create one with `datahub token create`),
+unless the server runs in local mode (loopback only). Errors always have the shape
+`{"error": {"code", "message", "details"}}`; see docs/api.md for the codes."""
+
+_ERRORS = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in {
+        400: "invalid input (name, key, filter, cursor)",
+        401: "unauthenticated",
+        403: "the caller lacks the role needed on the dataset",
+        404: "unknown dataset, version, tag or record",
+        409: "conflict (stale base, name taken)",
+        413: "request body larger than api.max_body_bytes",
+        422: "request does not match the schema",
+    }.items()
+}
+
+
+def create_app(config: Config, *, catalog=None, stores=None, cache=None) -> FastAPI:
+    services = Services(config, catalog=catalog, stores=stores, cache=cache)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            services.close()
+
+    app = FastAPI(
+        title="datahub",
+        version=datahub.__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        responses=_ERRORS,
+    )
+    app.state.services = services
+    app.state.metrics = RequestMetrics()
+    install_error_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    app.add_middleware(BodySizeLimit, max_body_bytes=config.api.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    return app

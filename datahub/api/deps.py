@@ -1,0 +1,85 @@
+"""Request dependencies as ``Annotated`` aliases: the services, the caller, the dataset checked for a role.
+
+Routes declare what they need (``ReadableDataset``, ``WritableDataset`` …) and never
+repeat authentication or access checks themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated
+
+from fastapi import Depends, Path, Request
+
+from datahub.api.access import LOCAL, Principal, require
+from datahub.api.tokens import lookup_token
+from datahub.catalog.model import Dataset
+from datahub.config import Config
+from datahub.errors import Unauthenticated
+
+
+class Services:
+    """What the app serves from. The catalog opens lazily, so building the app (e.g. for the
+    OpenAPI document) touches no database; whatever was opened here is closed at shutdown."""
+
+    def __init__(self, config: Config, catalog=None, stores=None, cache=None) -> None:
+        self.config, self.cache = config, cache
+        self._catalog, self._stores = catalog, stores
+        self._owned: list = []
+        self._lock = threading.Lock()
+
+    @property
+    def catalog(self):  # -> datahub.catalog.Catalog
+        with self._lock:
+            if self._catalog is None:
+                from datahub.catalog import open_catalog
+
+                self._catalog = open_catalog(self.config.resolved_catalog_url)
+                self._owned.append(self._catalog)
+            return self._catalog
+
+    def close(self) -> None:
+        with self._lock:
+            owned, self._owned = self._owned, []
+        for obj in owned:
+            obj.close()
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def get_principal(request: Request, services: ServicesDep) -> Principal:
+    """401 unless local mode or a valid ``Authorization: Bearer <token>``."""
+    if services.config.api.local_mode:
+        return LOCAL
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthenticated(
+            "authentication required: send 'Authorization: Bearer <token>' (datahub token create)"
+        )
+    info = lookup_token(services.catalog.store, token.strip())
+    if info is None:
+        raise Unauthenticated("invalid or revoked token: create a new one with 'datahub token create'")
+    return Principal(info.principal, info.is_admin)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+NamePath = Annotated[str, Path(description="dataset name")]
+
+
+def _dataset_with(role: str):
+    def dependency(name: NamePath, services: ServicesDep, principal: PrincipalDep) -> Dataset:
+        dataset = services.catalog.get_dataset(name)  # 404 naming it first
+        require(principal, dataset, role)
+        return dataset
+
+    return dependency
+
+
+ReadableDataset = Annotated[Dataset, Depends(_dataset_with("reader"))]
+WritableDataset = Annotated[Dataset, Depends(_dataset_with("writer"))]
+AdminDataset = Annotated[Dataset, Depends(_dataset_with("admin"))]

@@ -1,0 +1,52 @@
+"""The HTTP boundary of the error tree: every error leaves as ``{"error": {code, message, details}}``.
+
+One handler maps DatahubError to its ``http_status``; request validation (422) and
+framework errors (unknown route 404, wrong method 405) are put in the same shape, so
+clients parse exactly one error format.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from datahub.errors import DatahubError
+
+
+def error_response(status: int, code: str, message: str, details: dict | None = None) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    body = {"error": {"code": code, "message": message, "details": jsonable_encoder(details or {})}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _datahub_error(request: Request, exc: DatahubError) -> JSONResponse:
+    return error_response(exc.http_status, exc.code, exc.message, exc.details)
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = [
+        {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    where = ".".join(str(p) for p in first["loc"])
+    return error_response(
+        422, "validation_error", f"invalid request: {where}: {first['msg']}", {"errors": errors}
+    )
+
+
+async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    message = exc.detail if isinstance(exc.detail, str) else "request failed"
+    if exc.status_code == 404 and message == "Not Found":
+        message = f"no such endpoint: {request.method} {request.url.path}"
+    return error_response(exc.status_code, code, message)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(DatahubError, _datahub_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)

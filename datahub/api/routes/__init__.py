@@ -1,0 +1,13 @@
+"""One router per resource; ``ROUTERS`` is the order they are mounted in."""
+
+from datahub.api.routes import commits, datasets, diff, records, system, tags, versions
+
+ROUTERS = (
+    system.router,
+    datasets.router,
+    versions.router,
+    records.router,
+    diff.router,
+    commits.router,
+    tags.router,
+)

@@ -1,0 +1,44 @@
+"""/v1/datasets/{name}/diff?from=&to=: changes between two versions, in key order."""
+
+from __future__ import annotations
+
+from itertools import dropwhile
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from datahub.api.deps import ReadableDataset, ServicesDep
+from datahub.api.routes.pagination import NDJSON, decode_cursor, ndjson_lines, page
+from datahub.api.schemas import DiffPage, diff_public
+
+router = APIRouter(prefix="/v1/datasets/{name}", tags=["diff"])
+
+
+@router.get(
+    "/diff",
+    response_model=DiffPage,
+    responses={
+        200: {"content": {NDJSON: {}}, "description": "DiffPage, or DiffEntryPublic lines with format=ndjson"}
+    },
+)
+def diff(
+    dataset: ReadableDataset,
+    services: ServicesDep,
+    from_ref: Annotated[str, Query(alias="from", description="older version: number, tag or latest")],
+    to_ref: Annotated[str, Query(alias="to", description="newer version")] = "latest",
+    prefix: str = "",
+    format: Annotated[Literal["json", "ndjson"], Query(description="ndjson streams everything")] = "json",
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+):
+    catalog = services.catalog
+    # refs resolve here (0 names the empty state), so an unknown one is a 404 before any streaming
+    entries = catalog.diff(dataset.name, from_ref, to_ref, prefix=prefix)
+    if format == "ndjson":
+        return StreamingResponse(ndjson_lines(entries, diff_public), media_type=NDJSON)
+    after = decode_cursor(cursor)
+    if after:
+        entries = dropwhile(lambda e: e.key <= after, entries)
+    items, next_cursor = page(entries, limit, key=lambda e: e.key)
+    return DiffPage(items=[diff_public(e) for e in items], next_cursor=next_cursor)

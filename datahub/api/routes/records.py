@@ -1,0 +1,67 @@
+"""Records of a version: paginated listing, one record, and an NDJSON export of the whole version."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+from fastapi.responses import StreamingResponse
+
+from datahub.api.deps import ReadableDataset, ServicesDep
+from datahub.api.routes.pagination import NDJSON, decode_cursor, ndjson_lines, page
+from datahub.api.schemas import RecordPage, RecordPublic, record_public
+
+router = APIRouter(prefix="/v1/datasets/{name}/versions/{ref}", tags=["records"])
+RefPath = Annotated[str, Path(description="version number, tag or 'latest'")]
+Prefix = Annotated[str, Query(description="only keys starting with this")]
+Filter = Annotated[str | None, Query(description="e.g. labels.class=cat,meta.split!=test (see docs/api.md)")]
+
+
+@router.get("/records")
+def list_records(
+    dataset: ReadableDataset,
+    ref: RefPath,
+    services: ServicesDep,
+    prefix: Prefix = "",
+    filter: Filter = None,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+) -> RecordPage:
+    catalog = services.catalog
+    version = catalog.resolve(dataset.name, ref)
+    rows = catalog.list_records(
+        dataset.name,
+        version.seq,
+        prefix=prefix,
+        start_after=decode_cursor(cursor),
+        limit=limit + 1,
+        where=filter,
+    )
+    items, next_cursor = page(rows, limit, key=lambda r: r.key)
+    return RecordPage(items=[record_public(r) for r in items], next_cursor=next_cursor)
+
+
+@router.get("/records/{key:path}")
+def get_record(dataset: ReadableDataset, ref: RefPath, key: str, services: ServicesDep) -> RecordPublic:
+    catalog = services.catalog
+    version = catalog.resolve(dataset.name, ref)
+    return record_public(catalog.get_record(dataset.name, version.seq, key))
+
+
+@router.get(
+    "/export",
+    response_class=StreamingResponse,
+    responses={200: {"content": {NDJSON: {}}, "description": "one RecordPublic JSON object per line"}},
+)
+def export(
+    dataset: ReadableDataset, ref: RefPath, services: ServicesDep, prefix: Prefix = "", filter: Filter = None
+) -> StreamingResponse:
+    """Stream every record of the version in key order, one JSON object per line."""
+    catalog = services.catalog
+    version = catalog.resolve(dataset.name, ref)  # errors before the stream starts
+    rows = catalog.list_records(dataset.name, version.seq, prefix=prefix, where=filter)
+    return StreamingResponse(
+        ndjson_lines(rows, record_public),
+        media_type=NDJSON,
+        headers={"X-Datahub-Version": str(version.seq)},
+    )

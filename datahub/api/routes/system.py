@@ -1,0 +1,29 @@
+"""Liveness, metrics and "who am I"."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse
+
+from datahub.api.deps import PrincipalDep, ServicesDep
+from datahub.api.metrics import cache_text
+from datahub.api.schemas import TokenPublic
+
+router = APIRouter(tags=["system"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """Answers as long as the process serves requests (no authentication)."""
+    return {"status": "ok"}
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+def metrics(request: Request, services: ServicesDep) -> str:
+    """Prometheus text: request counters, and the cache's figures when a cache is attached."""
+    return request.app.state.metrics.prometheus_text() + cache_text(services.cache)
+
+
+@router.get("/v1/whoami")
+def whoami(principal: PrincipalDep) -> TokenPublic:
+    return TokenPublic(principal=principal.name, is_admin=principal.is_admin)

@@ -1,0 +1,24 @@
+"""PUT/DELETE /v1/datasets/{name}/tags/{tag}: name a version (a tag is unique within its dataset)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+
+from datahub.api.deps import ServicesDep, WritableDataset
+from datahub.api.schemas import TagSet, VersionPublic, version_public
+
+router = APIRouter(prefix="/v1/datasets/{name}/tags", tags=["tags"])
+
+
+@router.put("/{tag}")
+def set_tag(tag: str, body: TagSet, dataset: WritableDataset, services: ServicesDep) -> VersionPublic:
+    """Point ``tag`` at ``ref`` (moving it if it exists); returns the tagged version."""
+    catalog = services.catalog
+    catalog.tag(dataset.name, tag, body.ref)
+    return version_public(catalog.resolve(dataset.name, tag))
+
+
+@router.delete("/{tag}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_tag(tag: str, dataset: WritableDataset, services: ServicesDep) -> Response:
+    services.catalog.untag(dataset.name, tag)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

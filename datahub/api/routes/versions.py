@@ -1,0 +1,54 @@
+"""/v1/datasets/{name}/versions: the log, one version (by number, tag or latest), derive."""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, status
+
+from datahub.api.access import require
+from datahub.api.deps import PrincipalDep, ReadableDataset, ServicesDep
+from datahub.api.schemas import DeriveCreate, VersionPublic, version_public
+from datahub.errors import DatasetNotFound
+
+router = APIRouter(prefix="/v1/datasets/{name}/versions", tags=["versions"])
+RefPath = Annotated[str, Path(description="version number, tag or 'latest'")]
+
+
+@router.get("")
+def list_versions(
+    dataset: ReadableDataset,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 100,
+) -> list[VersionPublic]:
+    """Newest first."""
+    return [version_public(v) for v in islice(services.catalog.log(dataset.name), limit)]
+
+
+@router.get("/{ref}")
+def get_version(dataset: ReadableDataset, ref: RefPath, services: ServicesDep) -> VersionPublic:
+    return version_public(services.catalog.resolve(dataset.name, ref))
+
+
+@router.post("/{ref}/derive", status_code=status.HTTP_201_CREATED)
+def derive(
+    dataset: ReadableDataset, ref: RefPath, body: DeriveCreate, services: ServicesDep, principal: PrincipalDep
+) -> VersionPublic:
+    """Commit the records of ``ref`` that match ``where`` as a new version (here or in ``to_dataset``)."""
+    catalog = services.catalog
+    target = body.to_dataset or dataset.name
+    try:
+        require(principal, catalog.get_dataset(target), "writer")
+    except DatasetNotFound:
+        if body.to_dataset is None:
+            raise
+    version = catalog.derive(
+        dataset.name,
+        ref,
+        body.where,
+        to_dataset=body.to_dataset,
+        message=body.message,
+        author=principal.name,
+    )
+    return version_public(version)

@@ -1,0 +1,217 @@
+"""Wire schemas: separate Create / Update / Public models, so catalog types never reach the wire.
+
+``to_public`` helpers convert catalog model objects into Public schemas; ``to_change``
+converts a validated change into the catalog's Change. Field limits mirror
+``datahub.validation``; the catalog re-validates names and keys, so one rule holds everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from datahub.catalog import model
+
+Role = Literal["reader", "writer", "admin"]
+Json = dict[str, Any]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- datasets ----------------------------------------------------------------------------------
+class DatasetCreate(_In):
+    name: str = Field(description="[a-z0-9][a-z0-9._-]{0,62}")
+    description: str = Field("", max_length=4096)
+    source: str = Field("", max_length=4096, description="default source URL for imports")
+    acl: dict[str, Role] = Field(default_factory=dict, description="principal (or *) -> role")
+
+
+class DatasetUpdate(_In):
+    description: str | None = Field(None, max_length=4096)
+    source: str | None = Field(None, max_length=4096)
+    owner: str | None = None
+    acl: dict[str, Role] | None = Field(None, description="replaces the whole access list")
+
+
+class DatasetPublic(BaseModel):
+    name: str
+    description: str
+    source: str
+    owner: str
+    acl: dict[str, str]
+    created_at: float
+    head: int = Field(description="newest version number, 0 if none yet")
+
+
+# --- versions ----------------------------------------------------------------------------------
+class VersionPublic(BaseModel):
+    dataset: str
+    seq: int
+    parent: int | None
+    message: str
+    author: str
+    created_at: float
+    tags: list[str]
+    record_count: int
+    total_bytes: int
+    added: int
+    removed: int
+    modified: int
+    lineage: Json
+
+
+class TagSet(_In):
+    ref: int | str = Field(description="version number, tag or 'latest'")
+
+
+class DeriveCreate(_In):
+    where: str = Field(description="record filter, e.g. labels.class=cat")
+    to_dataset: str | None = Field(None, description="another dataset to commit to (default: this one)")
+    message: str = Field("", max_length=4096)
+
+
+# --- records -----------------------------------------------------------------------------------
+class RecordIn(_In):
+    key: str
+    url: str = Field(description="s3://bucket/key, file:///path or memory://name/key")
+    etag: str
+    size: int = Field(ge=0)
+    checksum: str = ""
+    meta: Json = Field(default_factory=dict)
+    labels: Json = Field(default_factory=dict)
+
+
+class RecordPublic(BaseModel):
+    key: str
+    url: str
+    etag: str
+    size: int
+    checksum: str
+    meta: Json
+    labels: Json
+
+
+class RecordPage(BaseModel):
+    items: list[RecordPublic]
+    next_cursor: str | None = Field(description="pass as ?cursor= for the next page; null at the end")
+
+
+class DiffEntryPublic(BaseModel):
+    kind: Literal["added", "removed", "modified"]
+    key: str
+    old: RecordPublic | None
+    new: RecordPublic | None
+
+
+class DiffPage(BaseModel):
+    items: list[DiffEntryPublic]
+    next_cursor: str | None
+
+
+# --- commits -----------------------------------------------------------------------------------
+class PutChange(_In):
+    op: Literal["put"]
+    record: RecordIn
+
+
+class DeleteChange(_In):
+    op: Literal["delete"]
+    key: str
+
+
+class PatchChange(_In):
+    op: Literal["patch"]
+    key: str
+    meta: Json | None = Field(None, description="merged into the record's meta; null values remove")
+    labels: Json | None = Field(None, description="merged into the record's labels; null values remove")
+
+
+ChangeIn = Annotated[PutChange | DeleteChange | PatchChange, Field(discriminator="op")]
+
+
+class CommitCreate(_In):
+    base: int | None = Field(None, ge=0, description="version the changes apply to (null: head)")
+    message: str = Field("", max_length=4096)
+    changes: list[ChangeIn]
+    commit_id: str | None = Field(
+        None, max_length=128, description="idempotency key: retrying it returns the same version"
+    )
+
+
+class TokenPublic(BaseModel):
+    principal: str
+    is_admin: bool
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: Json = Field(default_factory=dict)
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+# --- conversions -------------------------------------------------------------------------------
+def dataset_public(d: model.Dataset, head: int) -> DatasetPublic:
+    return DatasetPublic(
+        name=d.name,
+        description=d.description,
+        source=d.source,
+        owner=d.owner,
+        acl=dict(d.acl),
+        created_at=d.created_at,
+        head=head,
+    )
+
+
+def version_public(v: model.Version) -> VersionPublic:
+    return VersionPublic(
+        dataset=v.dataset,
+        seq=v.seq,
+        parent=v.parent,
+        message=v.message,
+        author=v.author,
+        created_at=v.created_at,
+        tags=list(v.tags),
+        record_count=v.record_count,
+        total_bytes=v.total_bytes,
+        added=v.added,
+        removed=v.removed,
+        modified=v.modified,
+        lineage=dict(v.lineage),
+    )
+
+
+def record_public(r: model.Record) -> RecordPublic:
+    return RecordPublic(
+        key=r.key,
+        url=r.url,
+        etag=r.etag,
+        size=r.size,
+        checksum=r.checksum,
+        meta=dict(r.meta),
+        labels=dict(r.labels),
+    )
+
+
+def diff_public(e: model.DiffEntry) -> DiffEntryPublic:
+    return DiffEntryPublic(
+        kind=e.kind,
+        key=e.key,
+        old=record_public(e.old) if e.old is not None else None,
+        new=record_public(e.new) if e.new is not None else None,
+    )
+
+
+def to_change(c: PutChange | DeleteChange | PatchChange) -> model.Change:
+    if isinstance(c, PutChange):
+        r = c.record
+        return model.Put(model.Record(r.key, r.url, r.etag, r.size, r.checksum, r.meta, r.labels))
+    if isinstance(c, DeleteChange):
+        return model.Delete(c.key)
+    return model.Patch(c.key, c.meta, c.labels)

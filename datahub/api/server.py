@@ -1,0 +1,130 @@
+"""Running the API: bind checks, and a uvicorn server in a thread that stops cleanly.
+
+Shared by ``datahub serve`` and the ``make run`` demo. The listening socket is bound here,
+so a busy port is one clear error (not a uvicorn traceback), and local mode (no
+authentication) is refused on anything but a loopback address (promise 5).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI
+
+from datahub.config import Config
+from datahub.errors import Conflict, DatahubError, InvalidInput
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(config: Config) -> None:
+    """Local mode serves everyone as admin, so it must never listen beyond this machine."""
+    if config.api.local_mode and not is_loopback(config.api.host):
+        raise InvalidInput(
+            f"refusing local mode (no authentication) on {config.api.host}: bind 127.0.0.1, or turn "
+            "authentication on (--auth / api.local_mode = false) and create tokens with 'datahub token create'",
+            host=config.api.host,
+        )
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise Conflict(
+                f"port {port} on {host} is already in use: stop the other server or choose another port "
+                "(--port)",
+                host=host,
+                port=port,
+            ) from exc
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}", host=host, port=port) from exc
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+class ApiServer:
+    """uvicorn in a background thread; ``start`` returns once requests are answered."""
+
+    def __init__(self, app: FastAPI, config: Config) -> None:
+        check_bind(config)
+        self.host, self.port = config.api.host, config.api.port
+        self._socket = bind_socket(self.host, self.port)
+        self.port = self._socket.getsockname()[1]  # port 0 picks a free one
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=5
+            )
+        )
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, name="datahub-api", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise DatahubError(f"the API server on {self.url} failed to start; see the log above")
+            if time.monotonic() > deadline:
+                raise DatahubError(f"the API server on {self.url} did not start within {timeout:.0f}s")
+            time.sleep(0.02)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._socket.close()
+
+    def __enter__(self) -> ApiServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def wait_for_signal(signals: tuple[int, ...] | None = None) -> int:
+    """Block the main thread until SIGINT or SIGTERM; returns the signal number."""
+    import signal
+
+    signals = signals or (signal.SIGINT, signal.SIGTERM)
+    received = threading.Event()
+    got: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        got.append(signum)
+        received.set()
+
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        while not received.wait(0.5):
+            pass
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    return got[0]
