@@ -2,6 +2,9 @@
 
 ``mongomock`` always runs; set ``DATAHUB_TEST_MONGO_URI=mongodb://host:27017`` to add a real
 MongoDB (each test then uses a fresh database that is dropped afterwards).
+
+Stores are built with tiny batch and page sizes so that a few hundred records already
+exercise multi-batch commits and multi-page listings (and mongomock stays fast).
 """
 
 from __future__ import annotations
@@ -10,45 +13,48 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from datahub.catalog import Catalog, Record, open_catalog
+from datahub.catalog import Catalog, CatalogStore, Record
+from datahub.catalog.mongo_store import MongoCatalogStore
+from datahub.catalog.sqlite_store import SQLiteCatalogStore
 
-STORES = ["sqlite"] + (["mongo"] if os.environ.get("DATAHUB_TEST_MONGO_URI") else [])
+STORES = ["sqlite", "mongomock"] + (["mongo"] if os.environ.get("DATAHUB_TEST_MONGO_URI") else [])
+SMALL = {"batch_size": 16, "page_size": 7}
 
 
-def catalog_url(kind: str, tmp_path: Path) -> str:
-    """A fresh, empty catalog of ``kind`` for one test."""
+def mongo_url(kind: str) -> str:
+    """A URL naming a fresh database: mongomock, or on the real server of DATAHUB_TEST_MONGO_URI."""
     db = f"dh_test_{uuid.uuid4().hex[:12]}"
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'catalog.db'}"
     if kind == "mongomock":
         return f"mongomock://localhost/{db}"
-    base = os.environ["DATAHUB_TEST_MONGO_URI"].rstrip("/")
-    host, _, query = base.partition("?")
-    return f"{host.split('/', 3)[0]}//{host.split('/', 3)[2]}/{db}" + (f"?{query}" if query else "")
+    base, _, query = os.environ["DATAHUB_TEST_MONGO_URI"].partition("?")
+    scheme, _, rest = base.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}/{db}" + (f"?{query}" if query else "")
+
+
+def make_store(kind: str, tmp_path: Path, **options: Any) -> CatalogStore:
+    if kind == "sqlite":
+        return SQLiteCatalogStore(tmp_path / "catalog.db", **(SMALL | options))
+    return MongoCatalogStore(mongo_url(kind), **(SMALL | options))
 
 
 @pytest.fixture(params=STORES)
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    url = catalog_url(request.param, tmp_path)
-    yield url
-    if request.param == "mongo":
-        import pymongo  # only to drop the per-test database on the real server
-
-        client = pymongo.MongoClient(os.environ["DATAHUB_TEST_MONGO_URI"])
-        client.drop_database(url.rsplit("/", 1)[1].partition("?")[0])
-        client.close()
+def store_kind(request: pytest.FixtureRequest) -> str:
+    return request.param
 
 
 @pytest.fixture
-def catalog(store_url: str) -> Iterator[Catalog]:
-    cat = open_catalog(store_url)
+def catalog(store_kind: str, tmp_path: Path) -> Iterator[Catalog]:
+    store = make_store(store_kind, tmp_path)
     try:
-        yield cat
+        yield Catalog(store)
     finally:
-        cat.close()
+        if store_kind == "mongo":
+            store.drop()  # type: ignore[attr-defined]
+        store.close()
 
 
 def rec(key: str, etag: str = "e1", size: int = 10, **fields: object) -> Record:

@@ -139,7 +139,7 @@ def test_changes_to_one_key_apply_in_order(catalog: Catalog) -> None:
 
 
 def test_same_key_across_batches(catalog: Catalog) -> None:
-    """A key touched again thousands of changes later (another batch) still nets out right."""
+    """A key touched again many batches later still nets out right."""
     catalog.create_dataset("ds")
     catalog.commit("ds", [Put(rec(f"k{i:05d}")) for i in range(10)])
 
@@ -147,12 +147,12 @@ def test_same_key_across_batches(catalog: Catalog) -> None:
         yield Put(rec("k00001", etag="x"))
         yield Delete("k00002")
         yield Put(rec("new"))
-        for i in range(5000):
+        for i in range(100):
             yield Put(rec(f"z{i:05d}"))
         yield Put(rec("k00001"))  # back to the base record: no change after all
         yield Put(rec("k00002"))  # re-put unchanged
         yield Delete("new")
-        for i in range(5000):
+        for i in range(100):
             yield Delete(f"z{i:05d}")
         yield Delete("k00003")
 
@@ -180,12 +180,12 @@ def test_stale_base_conflict_writes_nothing(cat: Catalog) -> None:
 
 def test_failing_change_generator_writes_nothing(cat: Catalog) -> None:
     def manifest():
-        for i in range(4500):  # several batches are written before the failure
+        for i in range(100):  # several batches are written before the failure
             yield Put(rec(f"m/{i:05d}"))
         yield Delete("b")
-        raise ManifestError("manifest.jsonl line 4502: not JSON")
+        raise ManifestError("manifest.jsonl line 102: not JSON")
 
-    with pytest.raises(ManifestError, match="line 4502"):
+    with pytest.raises(ManifestError, match="line 102"):
         cat.commit("ds", manifest())
     assert cat.resolve("ds").seq == 2
     assert keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d"]
@@ -270,14 +270,14 @@ def test_listing_prefix_cursor_limit(cat: Catalog) -> None:
 
 def test_listing_pages_through_many_records(catalog: Catalog) -> None:
     catalog.create_dataset("big")
-    names = [f"p{i % 3}/{i:06d}" for i in range(5000)]
+    names = [f"p{i % 3}/{i:06d}" for i in range(300)]
     catalog.commit("big", (Put(rec(k)) for k in names))
     catalog.commit("big", (Delete(k) for k in names[::2]))
     assert keys(catalog.list_records("big", 1)) == sorted(names)
     assert keys(catalog.list_records("big", 2)) == sorted(names[1::2])
     cursor, seen = "", []
     while True:  # an API client paging with a cursor
-        page = keys(catalog.list_records("big", 2, prefix="p1/", start_after=cursor, limit=333))
+        page = keys(catalog.list_records("big", 2, prefix="p1/", start_after=cursor, limit=11))
         if not page:
             break
         seen += page
@@ -368,3 +368,17 @@ def test_tokens(catalog: Catalog) -> None:
     assert got is not None and (got.principal, got.is_admin, got.created_at) == ("alice", True, 5.0)
     store.delete_token("h1")
     assert store.get_token("h1") is None
+
+
+def test_open_catalog_urls(tmp_path) -> None:
+    from datahub.catalog import open_catalog
+
+    with open_catalog(f"sqlite:///{tmp_path / 'sub' / 'c.db'}") as cat:
+        cat.create_dataset("ds")
+    with open_catalog(f"sqlite:///{tmp_path / 'sub' / 'c.db'}") as cat:  # persisted in the file
+        assert [d.name for d in cat.list_datasets()] == ["ds"]
+    with open_catalog("mongomock://localhost/dh") as cat:
+        assert cat.list_datasets() == []
+    for bad in ["postgres://x/y", "sqlite:///", "catalog.db"]:
+        with pytest.raises(InvalidInput, match="catalog URL"):
+            open_catalog(bad)
