@@ -204,3 +204,21 @@ class _Lcg:
 
     def unit(self) -> float:
         return self.below(1000) / 1000
+
+
+def decode_rgb(data: bytes, size: tuple[int, int] | None = None, *, key: str = "") -> tuple[int, int, bytes]:
+    """Decode to packed RGB bytes (row-major HWC), optionally resized (bilinear) to ``size``.
+
+    The training-time decode used by ``datahub.torch``: JPEGs bigger than ``size`` are
+    decoded in draft mode first, the same shortcut the pack step takes.
+    """
+    try:
+        img = Image.open(io.BytesIO(data))
+        if size is not None and img.format == "JPEG":
+            img.draft("RGB", (math.ceil(size[0] * DRAFT_GAP), math.ceil(size[1] * DRAFT_GAP)))
+        img = img.convert("RGB")
+        if size is not None and img.size != tuple(size):
+            img = img.resize(tuple(size), Image.Resampling.BILINEAR)
+    except _DECODE_ERRORS as exc:
+        raise BadImage(f"image {key!r} cannot be decoded ({type(exc).__name__}: {exc})", key=key) from exc
+    return img.width, img.height, img.tobytes()

@@ -86,8 +86,8 @@ class ShardWriter:
 class _OpenEnvironments:
     """LMDB allows one handle per file per process, so readers of one file share it.
 
-    Keyed by (pid, path): after a fork the child opens its own handle instead of using
-    the parent's. Reference-counted so the last reader to close releases the file.
+    Keyed by (pid, path): after a fork the child closes its inherited copy and opens its
+    own handle instead of using the parent's. Reference-counted so the last reader to close releases the file.
     """
 
     def __init__(self) -> None:
@@ -99,6 +99,10 @@ class _OpenEnvironments:
         with self._lock:  # opening maps the file: no data I/O happens under the lock
             entry = self._envs.get(key)
             if entry is None:
+                for stale in [k for k in self._envs if k[1] == key[1]]:
+                    # inherited through fork: close the child's copy of the mapping (lmdb
+                    # refuses a second handle to a file it believes this process has open)
+                    self._envs.pop(stale)[0].close()
                 try:
                     env = lmdb.open(str(path), subdir=False, readonly=True, lock=False,
                                     readahead=False, max_readers=2048)  # fmt: skip

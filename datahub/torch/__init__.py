@@ -1,0 +1,27 @@
+"""PyTorch datasets over datahub versions and a DataLoader helper. See docs/torch.md.
+
+- ``VersionDataset``: a version's raw records through the cache or a mount;
+- ``PackedDataset``: a packed version (``datahub pack``) with a global index over shards;
+- ``TaskStream``: an IterableDataset pulling tasks (e.g. one per shard) from the task queue;
+- ``recommend_loader_settings`` and ``StepTimer`` (data_time vs compute time per batch).
+"""
+
+from datahub.torch.datasets import HintingSampler, PackedDataset, VersionDataset, decode_with_labels
+from datahub.torch.loader import LoaderSettings, StepTimer, available_cpus, recommend_loader_settings
+from datahub.torch.sources import CacheSource, MountSource
+from datahub.torch.stream import TaskStream, shard_epoch
+
+__all__ = [
+    "CacheSource",
+    "HintingSampler",
+    "LoaderSettings",
+    "MountSource",
+    "PackedDataset",
+    "StepTimer",
+    "TaskStream",
+    "VersionDataset",
+    "available_cpus",
+    "decode_with_labels",
+    "recommend_loader_settings",
+    "shard_epoch",
+]

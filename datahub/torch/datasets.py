@@ -1,0 +1,189 @@
+"""Map-style datasets: a version's raw records (``VersionDataset``) and a packed version
+(``PackedDataset``). Both hand ``transform(data, labels)`` the encoded bytes and the
+record's labels; the default transform decodes to a uint8 (3, H, W) tensor.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from datahub.catalog import Catalog, Record
+from datahub.errors import InvalidInput, ObjectChanged
+from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
+from datahub.pack.layout import KIND_IMAGE, decode_sample
+from datahub.pack.shard import ShardReader
+from datahub.torch._torch import Dataset, Sampler, image_tensor
+
+Transform = Callable[[bytes | memoryview, Mapping[str, Any]], Any]
+_CHUNK = 16 * 1024**2  # shard download read size (bounded memory)
+
+
+def decode_with_labels(data: bytes | memoryview, labels: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The default transform: (uint8 tensor (3, H, W), labels)."""
+    return image_tensor(data), dict(labels)
+
+
+class VersionDataset(Dataset):
+    """Every record of a version, read through the cache (``CacheSource``) or a mount (``MountSource``)."""
+
+    def __init__(self, records: Sequence[Record], source: Any, transform: Transform | None = None) -> None:
+        self.records = list(records)
+        self.source = source
+        self.transform = transform or decode_with_labels
+
+    @classmethod
+    def from_catalog(
+        cls,
+        catalog: Catalog,
+        dataset: str,
+        ref: str | int | None,
+        source: Any,
+        *,
+        prefix: str = "",
+        where: str | None = None,
+        transform: Transform | None = None,
+    ) -> VersionDataset:
+        return cls(list(catalog.list_records(dataset, ref, prefix=prefix, where=where)), source, transform)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> Any:
+        record = self.records[index]
+        return self.transform(self.source.read(record), record.labels)
+
+    def hint(self, indices: Sequence[int]) -> None:
+        """The next reads will be ``indices``, in this order."""
+        self.source.hint([self.records[i] for i in indices])
+
+    def hinting(self, sampler: Sequence[int] | Any, lookahead: int = 256) -> HintingSampler:
+        """Wrap a sampler so the cache learns its order ``lookahead`` indices at a time."""
+        return HintingSampler(sampler, self, lookahead)
+
+
+class HintingSampler(Sampler):
+    """Yields the wrapped sampler's indices; before each window, hints the next window.
+
+    It runs in the process that iterates the sampler (the DataLoader's main process), so
+    the hinted pages land in the shared tiers (disk/shared) that every worker reads.
+    """
+
+    def __init__(self, sampler: Any, dataset: VersionDataset, lookahead: int = 256) -> None:
+        self.sampler, self.dataset, self.lookahead = sampler, dataset, max(1, lookahead)
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[int]:
+        upcoming = iter(self.sampler)
+        while True:
+            window = [i for _, i in zip(range(self.lookahead), upcoming, strict=False)]
+            if not window:
+                return
+            self.dataset.hint(window)
+            yield from window
+
+
+class PackedDataset(Dataset):
+    """Every sample of a packed version, by a global index over its shards.
+
+    Shards are downloaded through the cache into ``cache_dir`` once (verified against
+    the record's checksum) and opened read-only; each DataLoader worker opens its own
+    LMDB handles on first use after it starts. Index ``i`` maps to (shard, position) by
+    a binary search over cumulative counts, so any sampler order (a global shuffle
+    across shards included) works.
+    """
+
+    def __init__(self, shard_paths: Sequence[Path], keys: Sequence[Sequence[str]],
+                 transform: Transform | None = None) -> None:  # fmt: skip
+        if len(shard_paths) != len(keys):
+            raise InvalidInput("PackedDataset needs one key list per shard")
+        self.readers = [ShardReader(p) for p in shard_paths]
+        self.keys = [list(k) for k in keys]
+        self.ends = []
+        total = 0
+        for k in self.keys:
+            total += len(k)
+            self.ends.append(total)
+        self.transform = transform or decode_with_labels
+
+    @classmethod
+    def open(
+        cls,
+        catalog: Catalog,
+        source: Any,
+        dataset: str,
+        ref: str | int | None = None,
+        *,
+        cache_dir: str | os.PathLike[str],
+        transform: Transform | None = None,
+    ) -> PackedDataset:
+        """Load the version's ``index.json`` and make every shard a local file (``source``: CacheSource)."""
+        version = catalog.resolve(dataset, ref)
+        index_record = catalog.get_record(dataset, version.seq, INDEX_KEY)
+        index = json.loads(source.read(index_record))
+        if index.get("format") != INDEX_FORMAT:
+            raise InvalidInput(f"{dataset}@v{version.seq} is not a packed version (index format "
+                               f"{index.get('format')!r}); pack it with `datahub pack`", dataset=dataset)  # fmt: skip
+        directory = Path(cache_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = [
+            _local_copy(source, catalog.get_record(dataset, version.seq, s["record"]), directory)
+            for s in index["shards"]
+        ]
+        return cls(paths, [s["keys"] for s in index["shards"]], transform)
+
+    def __len__(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+    def locate(self, index: int) -> tuple[int, str]:
+        if not 0 <= index < len(self):
+            raise IndexError(f"sample {index} out of range 0..{len(self) - 1}")
+        shard = bisect.bisect_right(self.ends, index)
+        start = self.ends[shard - 1] if shard else 0
+        return shard, self.keys[shard][index - start]
+
+    def __getitem__(self, index: int) -> Any:
+        shard, key = self.locate(index)
+        sample = decode_sample(key, self.readers[shard].get(key))
+        return self.transform(
+            sample.payload if sample.kind == KIND_IMAGE else bytes(sample.payload), sample.labels
+        )
+
+    def shard_samples(self, shard: int) -> Iterator[Any]:
+        """Every sample of one shard in key order (what a task-pulling stream yields)."""
+        for key in self.keys[shard]:
+            sample = decode_sample(key, self.readers[shard].get(key))
+            yield self.transform(sample.payload, sample.labels)
+
+
+def _local_copy(source: Any, record: Record, directory: Path) -> Path:
+    """Download one shard through the cache into ``directory`` (atomic; reused when present)."""
+    name = (
+        record.checksum.partition(":")[2]
+        or hashlib.sha256(f"{record.url}\0{record.etag}".encode()).hexdigest()
+    )
+    path = directory / f"{name[:32]}.lmdb"
+    if path.exists() and path.stat().st_size == record.size:
+        return path
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    digest = hashlib.sha256()
+    try:
+        with open(tmp, "wb") as fh:
+            for offset in range(0, record.size, _CHUNK):
+                chunk = source.read(record, offset, min(_CHUNK, record.size - offset))
+                digest.update(chunk)
+                fh.write(chunk)
+        if record.checksum.startswith("sha256:") and digest.hexdigest() != record.checksum[7:]:
+            raise ObjectChanged(f"shard {record.key} ({record.url}) does not match its recorded checksum",
+                                key=record.key)  # fmt: skip
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

@@ -1,0 +1,93 @@
+"""An IterableDataset that pulls its work from the task queue (elastic data loading).
+
+Each DataLoader worker of each training process claims one task at a time under a
+lease, yields that task's samples, and marks it DONE; then claims the next. Workers and
+whole training processes may join mid-epoch (they simply start claiming) or leave (a
+clean exit hands the task back at once; a crash hands it back when the lease expires),
+and the epoch still covers every task. Delivery is at-least-once: a task whose worker
+died after yielding part of it is yielded again in full by whoever takes it over.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from datahub.errors import LeaseLost
+from datahub.tasks import Task, TaskQueue
+from datahub.torch._torch import IterableDataset, get_worker_info
+
+
+class TaskStream(IterableDataset):
+    """Yield ``produce(task)`` for every task of ``job`` this worker manages to claim.
+
+    ``open_queue`` is a picklable zero-argument callable (e.g. ``functools.partial(
+    open_task_queue, catalog_url)``): each worker process opens its own connection.
+    """
+
+    def __init__(
+        self,
+        open_queue: Callable[[], TaskQueue],
+        job: str,
+        produce: Callable[[Task], Iterable[Any]],
+        *,
+        lease_seconds: float = 60.0,
+        poll_seconds: float = 0.5,
+        name: str = "",
+    ) -> None:
+        self.open_queue, self.job, self.produce = open_queue, job, produce
+        self.lease_seconds, self.poll_seconds, self.name = lease_seconds, poll_seconds, name
+        self.stop = threading.Event()  # set to leave after the current sample
+
+    def worker_id(self) -> str:
+        info = get_worker_info()
+        return f"{self.name or socket.gethostname()}:{os.getpid()}:{info.id if info else 0}"
+
+    def __iter__(self) -> Iterator[Any]:
+        queue = self.open_queue()
+        worker = self.worker_id()
+        try:
+            while not self.stop.is_set():
+                task = queue.claim(self.job, worker, self.lease_seconds)
+                if task is None:
+                    state = queue.get_job(self.job)
+                    if state.done or state.failed:
+                        return
+                    self.stop.wait(self.poll_seconds)  # others hold the rest: wait for DONE or expiry
+                    continue
+                yield from self._run(queue, task, worker)
+        finally:
+            queue.close()
+
+    def _run(self, queue: TaskQueue, task: Task, worker: str) -> Iterator[Any]:
+        renew_at = queue.clock() + self.lease_seconds / 2
+        finished = False
+        try:
+            for sample in self.produce(task):
+                if queue.clock() >= renew_at:  # renewed between samples: no thread per worker
+                    queue.renew(self.job, task.index, worker, self.lease_seconds)
+                    renew_at = queue.clock() + self.lease_seconds / 2
+                yield sample
+                if self.stop.is_set():
+                    return
+            finished = True
+        except LeaseLost:
+            return  # someone else took it over and will deliver it in full
+        finally:
+            if finished:
+                try:
+                    queue.complete(self.job, task.index, worker, {"worker": worker})
+                except LeaseLost:
+                    pass
+            else:  # leaving early (stop, error, consumer closed the generator): hand it back now
+                queue.release(self.job, task.index, worker)
+
+
+def shard_epoch(queue: TaskQueue, job: str, shards: int, meta: Mapping[str, Any] | None = None) -> str:
+    """Create (idempotently) a job with one task per packed shard: ``{"shard": i}``."""
+    payloads: Sequence[Mapping[str, Any]] = [{"shard": i} for i in range(shards)]
+    queue.create_job(job, payloads, dict(meta or {"kind": "epoch"}))
+    return job
