@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from datahub.cache import pages as fmt
-from datahub.cache.index import PageIndex
+from datahub.cache.index import open_index
 from datahub.cache.pages import PageKey
 from datahub.cache.tier import BudgetedTier
 
@@ -54,7 +54,7 @@ class DiskTier(BudgetedTier):
         self._tmp_dir = self.dir / "tmp"
         self._pages_dir.mkdir(parents=True, exist_ok=True)
         self._tmp_dir.mkdir(parents=True, exist_ok=True)
-        self.index = PageIndex(self.dir / "index")
+        self.index = open_index(self.dir / "index")
         self._open()
 
     # --- start: check or rebuild the index ------------------------------------------------------
@@ -194,5 +194,4 @@ class DiskTier(BudgetedTier):
         super().maintain()
 
     def close(self) -> None:
-        self.index.detach()
         self.index.close()

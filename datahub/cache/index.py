@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -39,8 +40,30 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_OPEN: dict[str, PageIndex] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_index(path: Path) -> PageIndex:
+    """The process's one PageIndex for ``path`` (refcounted; close it once per open).
+
+    LMDB must not be opened twice in one process (closing one handle would drop the
+    other's locks), yet a process may hold a cache and an fsspec file system at once.
+    """
+    key = str(path.resolve())
+    with _OPEN_LOCK:
+        index = _OPEN.get(key)
+        if index is None:
+            index = _OPEN[key] = PageIndex(path)
+        index._refs += 1
+        return index
+
+
 class PageIndex:
     def __init__(self, path: Path, map_size: int = 4 * 1024**3) -> None:
+        self._key = str(path.resolve())
+        self._refs = 0
+        self._attached = False
         path.mkdir(parents=True, exist_ok=True)
         try:
             self._env = lmdb.open(str(path), map_size=map_size, max_dbs=4, sync=False, metasync=False)
@@ -56,23 +79,29 @@ class PageIndex:
     # --- lifecycle: is the index trustworthy? ---------------------------------------------------
     def attach(self) -> bool:
         """Register this process; True if the index can be trusted (no holder died holding it)."""
+        if self._attached:  # another tier of this process attached (and checked) already
+            return True
         with self._env.begin(write=True, db=self._meta) as txn:
             dead = []
             for key, _ in txn.cursor():
-                if key.startswith(_HOLDER):
-                    pid = int(key[len(_HOLDER) :])
-                    if not _pid_alive(pid) or pid == self._pid:
-                        dead.append(key)
+                if key.startswith(_HOLDER) and not _pid_alive(int(key[len(_HOLDER) :])):
+                    dead.append(key)
             for key in dead:
                 txn.delete(key)
             txn.put(_HOLDER + str(self._pid).encode(), b"")
-            return not dead
-
-    def detach(self) -> None:
-        with self._env.begin(write=True, db=self._meta) as txn:
-            txn.delete(_HOLDER + str(self._pid).encode())
+        self._attached = True
+        return not dead
 
     def close(self) -> None:
+        """Release one open; the last one unregisters this process and closes LMDB."""
+        with _OPEN_LOCK:
+            self._refs -= 1
+            if self._refs > 0:
+                return
+            _OPEN.pop(self._key, None)
+        if self._attached:
+            with self._env.begin(write=True, db=self._meta) as txn:
+                txn.delete(_HOLDER + str(self._pid).encode())
         self._env.close()
 
     # --- pages -----------------------------------------------------------------------------------

@@ -89,13 +89,17 @@ def run_prefetch(
             slots.release()
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="datahub-prefetch") as pool:
-        for ref in refs:
-            slots.acquire()
-            if cancel.is_set():
-                slots.release()
-                break
-            report.objects += 1
-            pool.submit(one, ref)
+        try:
+            for ref in refs:
+                slots.acquire()
+                if cancel.is_set():
+                    slots.release()
+                    break
+                report.objects += 1
+                pool.submit(one, ref)
+        except KeyboardInterrupt:
+            cancel.set()  # queued refs return at once; the pool waits only for those running
+            raise
     report.cancelled = cancel.is_set()
     return report
 

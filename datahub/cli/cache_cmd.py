@@ -1,0 +1,184 @@
+"""``datahub cache stats|pin|unpin|pins|flush`` and ``datahub prefetch DATASET@VERSION``.
+
+The cache knows nothing of the catalog, so this is where versions become object refs:
+records are listed from the catalog here and handed to the cache as a stream. Counters of
+other processes come from their stats snapshots (``datahub.cache.stats``); disk usage and
+pins from the disk tier's index, so ``stats`` works with no cache process running.
+``cache flush`` belongs to the write-back engineer: ``datahub/cli/flush_cmd.py``'s
+``add_flush_parser`` adds it under ``cache`` when present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import threading
+
+from datahub.cli.context import CliContext
+from datahub.cli.version_cmd import split_ref
+from datahub.validation import check_prefix
+
+TIER_COLUMNS = ("tier", "used", "limit", "pages", "hits", "misses", "hit_ratio", "evictions", "promotions", "demotions", "errors", "corrupt")  # fmt: skip
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cache", help="inspect and steer the local data cache")
+    csub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+
+    s = csub.add_parser("stats", help="per tier: bytes used/limit, hits, misses, evictions, dirty bytes")
+    s.set_defaults(func=stats)
+
+    pin = csub.add_parser("pin", help="keep a dataset version on disk (and warm it) until unpinned")
+    pin.add_argument("version", metavar="DATASET@VERSION")
+    pin.add_argument("--prefix", default="", help="only records whose key starts with this")
+    pin.add_argument("--no-prefetch", action="store_true", help="record the pin without warming the pages")
+    pin.set_defaults(func=pin_version)
+
+    unpin = csub.add_parser("unpin", help="let a pinned version be evicted again")
+    unpin.add_argument("version", metavar="DATASET@VERSION")
+    unpin.set_defaults(func=unpin_version)
+
+    pins = csub.add_parser("pins", help="list pins")
+    pins.set_defaults(func=list_pins)
+
+    try:
+        flush = importlib.import_module("datahub.cli.flush_cmd")
+    except ModuleNotFoundError as exc:
+        if exc.name != "datahub.cli.flush_cmd":
+            raise
+    else:
+        flush.add_flush_parser(csub)  # `cache flush`: write-back workspaces
+
+    pf = sub.add_parser("prefetch", help="warm the cache with a dataset version (resumable)")
+    pf.add_argument("version", metavar="DATASET@VERSION")
+    pf.add_argument("--prefix", default="", help="only records whose key starts with this")
+    pf.set_defaults(func=prefetch)
+
+
+def _cache(ctx: CliContext):
+    from datahub.cache import open_cache
+
+    return ctx.service("cache", lambda: open_cache(ctx.config, ctx.stores))
+
+
+def _resolve(ctx: CliContext, spec: str):
+    name, ref = split_ref(spec)
+    version = ctx.catalog.resolve(name, ref)
+    return name, version, f"{name}@v{version.seq}"
+
+
+def _warm(ctx: CliContext, name: str, version, prefix: str, label: str) -> int:
+    cache = _cache(ctx)
+    records = ctx.catalog.list_records(name, version.seq, prefix=prefix)
+    total = None if prefix else version.record_count
+    cancel = threading.Event()
+    with ctx.progress(total, label) as progress:
+        report = cache.prefetch((r.ref for r in records), progress=progress, cancel=cancel)
+    ctx.emit(report.as_dict() | {"version": f"{name}@v{version.seq}"})
+    return 1 if report.failed else 0
+
+
+def prefetch(args: argparse.Namespace, ctx: CliContext) -> int:
+    name, version, label = _resolve(ctx, args.version)
+    return _warm(ctx, name, version, check_prefix(args.prefix), f"prefetch {label}")
+
+
+def pin_version(args: argparse.Namespace, ctx: CliContext) -> int:
+    name, version, pin_name = _resolve(ctx, args.version)
+    prefix = check_prefix(args.prefix)
+    pin_name += f":{prefix}" if prefix else ""
+    refs = (r.ref for r in ctx.catalog.list_records(name, version.seq, prefix=prefix))
+    count = _cache(ctx).pin(pin_name, refs)
+    if args.no_prefetch:
+        ctx.emit({"pinned": pin_name, "objects": count})
+        return 0
+    return _warm(ctx, name, version, prefix, f"pin {pin_name}")
+
+
+def unpin_version(args: argparse.Namespace, ctx: CliContext) -> int:
+    spec, _, prefix = args.version.partition(":")
+    _, _, pin_name = _resolve(ctx, spec)
+    pin_name += f":{prefix}" if prefix else ""
+    found = _cache(ctx).unpin(pin_name)
+    ctx.emit(
+        {"unpinned": pin_name, "found": found},
+        text=f"unpinned {pin_name}" if found else f"{pin_name} was not pinned",
+    )
+    return 0 if found else 3
+
+
+def list_pins(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.cache.index import open_index
+
+    index_dir = ctx.config.resolved_disk_dir / "index"
+    pins = {}
+    if index_dir.is_dir():
+        index = open_index(index_dir)
+        try:
+            pins = index.pins()
+        finally:
+            index.close()
+    ctx.emit([{"pin": name, "objects": n} for name, n in sorted(pins.items())], columns=("pin", "objects"))
+    return 0
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def stats(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.cache.index import open_index
+    from datahub.cache.stats import read_snapshots, stats_dir, summarize
+
+    snapshots = read_snapshots(stats_dir(ctx.config))
+    tiers = summarize(snapshots)
+    index_dir = ctx.config.resolved_disk_dir / "index"
+    pins: dict[str, int] = {}
+    if index_dir.is_dir():  # disk usage is known without any cache process running
+        index = open_index(index_dir)
+        try:
+            disk = tiers.setdefault("disk", {"tier": "disk", "limit_bytes": ctx.config.cache.disk_bytes})
+            disk["used_bytes"], disk["entries"], pins = index.used(), index.count(), index.pins()
+        finally:
+            index.close()
+    workspaces = _writeback_stats(ctx)
+    result = {
+        "processes": [s["pid"] for s in snapshots],
+        "tiers": list(tiers.values()),
+        "pins": pins,
+        "workspaces": workspaces,
+    }
+    if ctx.json_output:
+        ctx.emit(result)
+        return 0
+    rows = [
+        {
+            "tier": t["tier"],
+            "used": _human(t.get("used_bytes", 0)),
+            "limit": _human(t.get("limit_bytes", 0)),
+            "pages": t.get("entries", "-"),
+            **{c: t.get(c, "-") for c in TIER_COLUMNS[4:]},
+        }
+        for t in tiers.values()
+    ]
+    ctx.emit(rows, columns=TIER_COLUMNS)
+    ctx.emit(None, text=f"counters from {len(snapshots)} running cache process(es); pins: {len(pins)}")
+    if workspaces is None:
+        ctx.emit(None, text="write-back: dirty bytes / flush lag unavailable (no journal statistics)")
+    elif workspaces:
+        ctx.emit(workspaces, columns=("workspace", "dirty_files", "dirty_bytes", "flush_lag_seconds"))
+    return 0
+
+
+def _writeback_stats(ctx: CliContext) -> list[dict] | None:
+    """Dirty bytes and flush lag per workspace, from the write-back journal if it offers them."""
+    try:
+        writeback = importlib.import_module("datahub.cache.writeback")
+    except ModuleNotFoundError:
+        return None
+    reader = getattr(writeback, "workspace_stats", None)
+    return list(reader(ctx.config)) if reader is not None else None

@@ -1,0 +1,248 @@
+"""``datahub://dataset@version/path``: dataset versions as a read-only fsspec file system.
+
+pandas, pyarrow, PIL or torch users read snapshots without a mount::
+
+    import fsspec
+    with fsspec.open("datahub://imagenet@v3/train/cat/0001.jpg", home="/var/datahub") as f:
+        data = f.read()
+
+Paths are ``DATASET[@REF]/KEY``: ``REF`` is anything the catalog resolves (``3``, ``v3``, a
+tag, ``latest``; omitted = latest, resolved on every call, so a pinned ``@v3`` is what
+makes a training run reproducible). The root lists datasets. Directory entries are
+derived from record keys. Bytes come through the tiered cache (``datahub.cache``), so
+they are verified against the recorded etag and shared with every other reader of the
+same cache directory.
+
+Options (``fsspec.filesystem("datahub", ...)`` or ``storage_options``): ``config`` (a
+datahub Config), else ``home`` / ``catalog_url`` / ``config_path`` to build one with
+``load_config``. Registered through the ``fsspec.specs`` entry point, and by importing
+this module. Everything that would write raises ReadOnly.
+"""
+
+from __future__ import annotations
+
+import fsspec
+from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
+
+from datahub.catalog.model import Record
+from datahub.config import Config, load_config
+from datahub.errors import NotFound, ReadOnly
+from datahub.storage.base import ObjectRef
+from datahub.validation import check_name
+
+_SKIP_SUBTREE = "\U0010ffff"  # sorts after every key below a directory: jump past it
+_LIST_BATCH = 1000
+
+
+class DatahubFileSystem(AbstractFileSystem):
+    protocol = "datahub"
+    root_marker = ""
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        home: str | None = None,
+        catalog_url: str | None = None,
+        config_path: str | None = None,
+        **storage_options,
+    ) -> None:
+        super().__init__(**storage_options)
+        if config is None:
+            overrides = {k: v for k, v in {"home": home, "catalog_url": catalog_url}.items() if v}
+            config = load_config(config_path, overrides=overrides)
+        self.config = config
+        self._catalog = self._stores = self._cache = None
+
+    # --- services, opened on first use --------------------------------------------------------
+    @property
+    def catalog(self):
+        if self._catalog is None:
+            from datahub.catalog import open_catalog
+
+            self._catalog = open_catalog(self.config.resolved_catalog_url)
+        return self._catalog
+
+    @property
+    def cache(self):
+        if self._cache is None:
+            from datahub.cache import open_cache
+            from datahub.storage import StoreRegistry
+
+            self._stores = StoreRegistry(self.config)
+            self._cache = open_cache(self.config, self._stores)
+        return self._cache
+
+    def close(self) -> None:
+        """Close the cache, stores and catalog (fsspec keeps instances; tests and servers call this)."""
+        for service in (self._cache, self._stores, self._catalog):
+            if service is not None:
+                service.close()
+        self._catalog = self._stores = self._cache = None
+        self.clear_instance_cache()
+
+    # --- paths ---------------------------------------------------------------------------------
+    @classmethod
+    def _strip_protocol(cls, path):
+        if isinstance(path, list):
+            return [cls._strip_protocol(p) for p in path]
+        path = str(path)
+        if path.startswith("datahub://"):
+            path = path[len("datahub://") :]
+        return path.strip("/")
+
+    def _split(self, path: str) -> tuple[str, str | None, str]:
+        """``ds@v3/a/b`` -> ("ds", "v3", "a/b"); no ``@`` means latest (None)."""
+        path = self._strip_protocol(path)
+        head, _, key = path.partition("/")
+        name, at, ref = head.partition("@")
+        return check_name(name), (ref if at else None), key
+
+    def _record(self, path: str) -> tuple[Record, str]:
+        name, ref, key = self._split(path)
+        if not key:
+            raise IsADirectoryError(path)
+        try:
+            return self.catalog.get_record(name, ref, key), self._strip_protocol(path)
+        except NotFound as exc:
+            raise FileNotFoundError(f"{path}: {exc.message}") from exc
+
+    @staticmethod
+    def _file(path: str, record: Record) -> dict:
+        return {
+            "name": path,
+            "size": record.size,
+            "type": "file",
+            "etag": record.etag,
+            "url": record.url,
+            "checksum": record.checksum,
+        }
+
+    # --- listing ---------------------------------------------------------------------------------
+    def ls(self, path: str = "", detail: bool = True, **kwargs):
+        path = self._strip_protocol(path)
+        if not path:
+            entries = [{"name": d.name, "size": 0, "type": "directory"} for d in self.catalog.list_datasets()]
+        else:
+            entries = self._ls_version(path)
+        return entries if detail else [e["name"] for e in entries]
+
+    def _ls_version(self, path: str) -> list[dict]:
+        name, ref, key = self._split(path)
+        head = path.split("/", 1)[0]
+        prefix = f"{key}/" if key else ""
+        entries: list[dict] = []
+        cursor = ""
+        try:
+            while True:
+                batch = list(
+                    self.catalog.list_records(name, ref, prefix=prefix, start_after=cursor, limit=_LIST_BATCH)
+                )
+                for record in batch:
+                    rest = record.key[len(prefix) :]
+                    child, slash, _ = rest.partition("/")
+                    if slash:
+                        entries.append({"name": f"{head}/{prefix}{child}", "size": 0, "type": "directory"})
+                        cursor = f"{prefix}{child}/{_SKIP_SUBTREE}"
+                        break  # skip the subdirectory's records with one jump
+                    entries.append(self._file(f"{head}/{record.key}", record))
+                    cursor = record.key
+                else:
+                    if len(batch) < _LIST_BATCH:
+                        break
+        except NotFound as exc:
+            raise FileNotFoundError(f"{path}: {exc.message}") from exc
+        if not entries and key:
+            record, full = self._record(path)  # a file: ls of a file lists the file
+            return [self._file(full, record)]
+        return entries
+
+    def info(self, path: str, **kwargs) -> dict:
+        path = self._strip_protocol(path)
+        if "/" not in path:
+            name, ref, _ = self._split(path)
+            try:
+                if ref is None:
+                    self.catalog.get_dataset(name)
+                else:
+                    self.catalog.resolve(name, ref)
+            except NotFound as exc:
+                raise FileNotFoundError(f"{path}: {exc.message}") from exc
+            return {"name": path, "size": 0, "type": "directory"}
+        name, ref, key = self._split(path)
+        try:
+            return self._file(path, self.catalog.get_record(name, ref, key))
+        except NotFound:
+            pass
+        try:
+            below = next(iter(self.catalog.list_records(name, ref, prefix=f"{key}/", limit=1)), None)
+        except NotFound as exc:
+            raise FileNotFoundError(f"{path}: {exc.message}") from exc
+        if below is None:
+            raise FileNotFoundError(f"{path}: no such file or directory in {name}@{ref or 'latest'}")
+        return {"name": path, "size": 0, "type": "directory"}
+
+    def find(self, path: str, maxdepth=None, withdirs: bool = False, detail: bool = False, **kwargs):
+        """Every file below ``path`` in one streamed listing (directories derived if asked)."""
+        if maxdepth is not None or withdirs:
+            return super().find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
+        path = self._strip_protocol(path)
+        name, ref, key = self._split(path)
+        head = path.split("/", 1)[0]
+        out: dict[str, dict] = {}
+        try:
+            if key and (record := self._maybe_record(name, ref, key)) is not None:
+                out[path] = self._file(path, record)
+            else:
+                for record in self.catalog.list_records(name, ref, prefix=f"{key}/" if key else ""):
+                    out[f"{head}/{record.key}"] = self._file(f"{head}/{record.key}", record)
+        except NotFound as exc:
+            raise FileNotFoundError(f"{path}: {exc.message}") from exc
+        return out if detail else list(out)
+
+    def _maybe_record(self, name: str, ref: str | None, key: str) -> Record | None:
+        try:
+            return self.catalog.get_record(name, ref, key)
+        except NotFound:
+            return None
+
+    # --- reading ---------------------------------------------------------------------------------
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs) -> bytes:
+        record, _ = self._record(path)
+        start = 0 if start is None else (record.size + start if start < 0 else start)
+        end = record.size if end is None else (record.size + end if end < 0 else end)
+        return self.cache.read(record.ref, max(start, 0), max(end - max(start, 0), 0))
+
+    def _open(
+        self, path: str, mode: str = "rb", block_size=None, autocommit=True, cache_options=None, **kwargs
+    ):
+        if mode != "rb":
+            raise ReadOnly(
+                f"datahub://{self._strip_protocol(path)} is a read-only dataset version (mode {mode!r})"
+            )
+        record, full = self._record(path)
+        return DatahubFile(self, full, record.ref, block_size=block_size or self.config.cache.page_size)
+
+    def hint(self, paths: list[str]) -> None:
+        """Tell the cache the order these files will be read in (a sampler's next epoch)."""
+        self.cache.hint([self._record(p)[0].ref for p in paths])
+
+    # --- everything that would write ---------------------------------------------------------------
+    def _read_only(self, path, *args, **kwargs):
+        raise ReadOnly(f"datahub://{self._strip_protocol(str(path))}: dataset versions are read-only")
+
+    mkdir = makedirs = rmdir = rm_file = _rm = rm = touch = pipe_file = cp_file = mv = put_file = _read_only
+
+
+class DatahubFile(AbstractBufferedFile):
+    """A read-only file whose ranges come from the tiered cache (which does its own readahead)."""
+
+    def __init__(self, fs: DatahubFileSystem, path: str, ref: ObjectRef, block_size: int) -> None:
+        self.ref = ref
+        super().__init__(fs, path, mode="rb", block_size=block_size, cache_type="none", size=ref.size)
+
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        return self.fs.cache.read(self.ref, start, end - start)
+
+
+fsspec.register_implementation("datahub", DatahubFileSystem, clobber=True)

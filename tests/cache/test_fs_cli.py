@@ -1,0 +1,126 @@
+"""The fsspec ``datahub://`` file system and the cache CLI, over a real SQLite catalog."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import fsspec
+import pytest
+
+from datahub.catalog import Put, Record, open_catalog
+from datahub.cli.main import main
+from datahub.errors import ReadOnly
+from datahub.fs import DatahubFileSystem
+from tests.cache.conftest import put_objects, with_cache
+
+KEYS = ["a.txt", "img/cat/1.jpg", "img/cat/2.jpg", "img/dog/1.jpg", "z/deep/er/f.bin"]
+
+
+@pytest.fixture
+def dataset(config, source):
+    """Dataset ``ds``: v1 holds KEYS, v2 replaces a.txt."""
+    objects = put_objects(source, [100, 3000, 50, 1024, 0])
+    catalog = open_catalog(config.resolved_catalog_url)
+    catalog.create_dataset("ds")
+    records = {
+        key: Record(key, ref.url, ref.etag, ref.size) for key, (ref, _) in zip(KEYS, objects, strict=True)
+    }
+    catalog.commit("ds", [Put(r) for r in records.values()], message="first")
+    [(new_ref, new_data)] = put_objects(source, [10], seed=9, prefix="v2")
+    catalog.commit("ds", [Put(Record("a.txt", new_ref.url, new_ref.etag, new_ref.size))], message="second")
+    catalog.close()
+    return {key: data for key, (_, data) in zip(KEYS, objects, strict=True)} | {"a.txt@v2": new_data}
+
+
+@pytest.fixture
+def fs(config, dataset):
+    filesystem = DatahubFileSystem(with_cache(config, page_size=1024))
+    yield filesystem
+    filesystem.close()
+
+
+def test_listing_info_and_find(fs) -> None:
+    assert fs.ls("", detail=False) == ["ds"]
+    assert fs.ls("ds@v1", detail=False) == ["ds@v1/a.txt", "ds@v1/img", "ds@v1/z"]
+    assert fs.ls("datahub://ds@1/img/", detail=False) == ["ds@1/img/cat", "ds@1/img/dog"]
+    assert fs.ls("ds@v1/img/cat/1.jpg", detail=False) == ["ds@v1/img/cat/1.jpg"]
+    info = fs.info("ds@v1/img/cat/1.jpg")
+    assert info["type"] == "file" and info["size"] == 3000 and info["etag"]
+    assert fs.info("ds@v1/z/deep")["type"] == "directory"
+    assert fs.info("ds")["type"] == "directory"
+    assert fs.find("ds@v1/img") == ["ds@v1/img/cat/1.jpg", "ds@v1/img/cat/2.jpg", "ds@v1/img/dog/1.jpg"]
+    assert len(fs.find("ds@v1")) == 5
+    assert fs.isdir("ds@v1/img") and fs.isfile("ds@v1/a.txt") and not fs.exists("ds@v1/nope")
+    with pytest.raises(FileNotFoundError):
+        fs.info("ds@v1/img/cow")
+    with pytest.raises(FileNotFoundError):
+        fs.ls("ds@v9")
+    with pytest.raises(FileNotFoundError):
+        fs.info("nosuch@v1/x")
+
+
+def test_reading_versions_through_the_cache(fs, dataset) -> None:
+    assert fs.cat("ds@v1/img/cat/1.jpg") == dataset["img/cat/1.jpg"]
+    assert fs.cat_file("ds@v1/img/cat/1.jpg", 1000, 2100) == dataset["img/cat/1.jpg"][1000:2100]
+    assert fs.cat_file("ds@v1/img/cat/1.jpg", -10) == dataset["img/cat/1.jpg"][-10:]
+    assert fs.cat("ds@v1/a.txt") == dataset["a.txt"]
+    assert fs.cat("ds/a.txt") == fs.cat("ds@latest/a.txt") == dataset["a.txt@v2"]
+    assert fs.cat("ds@v1/z/deep/er/f.bin") == b""
+    with fs.open("ds@v1/img/cat/1.jpg") as f:
+        assert f.read(10) == dataset["img/cat/1.jpg"][:10]
+        f.seek(2048)
+        assert f.read() == dataset["img/cat/1.jpg"][2048:]
+    fetches = fs.cache.origin.counters.fetches
+    assert fs.cat("ds@v1/img/cat/1.jpg") == dataset["img/cat/1.jpg"]
+    assert fs.cache.origin.counters.fetches == fetches  # served by the cache
+
+
+def test_writes_are_refused(fs) -> None:
+    with pytest.raises(ReadOnly):
+        fs.open("ds@v1/a.txt", "wb")
+    with pytest.raises(ReadOnly):
+        fs.rm("ds@v1/a.txt")
+    with pytest.raises(ReadOnly):
+        fs.mkdir("ds@v1/new")
+
+
+def test_protocol_is_registered_with_fsspec(config, dataset) -> None:
+    assert fsspec.get_filesystem_class("datahub") is DatahubFileSystem
+    with fsspec.open("datahub://ds@v1/img/dog/1.jpg", config=config) as f:
+        assert f.read() == dataset["img/dog/1.jpg"]
+    fsspec.filesystem("datahub", config=config).close()
+
+
+def run_cli(config, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    import contextlib
+
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["--home", config.home, "--json", *argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_prefetch_pin_unpin_and_stats(config, dataset, monkeypatch) -> None:
+    monkeypatch.setenv("DATAHUB_CACHE_PAGE_SIZE", "1024")
+    code, out, _ = run_cli(config, "prefetch", "ds@v1", "--prefix", "img/")
+    report = json.loads(out)
+    assert (
+        code == 0 and report["objects"] == 3 and report["pages_fetched"] == 5 and report["version"] == "ds@v1"
+    )
+    code, out, _ = run_cli(config, "prefetch", "ds@v1")  # resumes: only what is missing
+    report = json.loads(out)
+    assert report["objects"] == 5 and report["pages_fetched"] == 1 and report["pages_cached"] == 5
+    code, out, _ = run_cli(config, "cache", "pin", "ds@v2")
+    assert code == 0 and json.loads(out)["pages_fetched"] == 1  # the new a.txt
+    code, out, _ = run_cli(config, "cache", "pins")
+    assert json.loads(out) == [{"pin": "ds@v2", "objects": 5}]
+    code, out, _ = run_cli(config, "cache", "stats")
+    stats = json.loads(out)
+    disk = next(t for t in stats["tiers"] if t["tier"] == "disk")
+    assert disk["used_bytes"] == 100 + 3000 + 50 + 1024 + 10 and disk["entries"] == 7
+    assert stats["pins"] == {"ds@v2": 5}
+    code, out, _ = run_cli(config, "cache", "unpin", "ds@2")
+    assert code == 0 and json.loads(out) == {"unpinned": "ds@v2", "found": True}
+    code, _, err = run_cli(config, "prefetch", "nosuch@v1")
+    assert code == 3 and "nosuch" in err
