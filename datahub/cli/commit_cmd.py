@@ -1,0 +1,69 @@
+"""``datahub commit DATASET --changes FILE.jsonl``: a change set file becomes the next version.
+
+Each line is one change, in the same JSON the HTTP API takes:
+``{"op": "put", "record": {...}}``, ``{"op": "delete", "key": …}``,
+``{"op": "patch", "key": …, "labels": {…}, "meta": {…}}``. The file is validated completely
+first (errors name the line), then streamed into one atomic commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from collections.abc import Iterator
+
+from pydantic import TypeAdapter, ValidationError
+
+from datahub.api.schemas import ChangeIn, to_change, version_public
+from datahub.catalog.model import Change
+from datahub.cli.context import CliContext
+from datahub.errors import InvalidInput
+
+_CHANGE = TypeAdapter(ChangeIn)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("commit", help="commit a JSON-lines change set (put/delete/patch) as a new version")
+    p.add_argument("dataset")
+    p.add_argument("--changes", required=True, metavar="FILE.jsonl")
+    p.add_argument("--base", type=int, default=None, help="version the changes apply to (default: head)")
+    p.add_argument("-m", "--message", default="")
+    p.add_argument("--author", default=None, help="default: the current user")
+    p.add_argument("--commit-id", default=None, help="idempotency key: a retry returns the same version")
+    p.set_defaults(func=run)
+
+
+def read_changes(path: str) -> Iterator[Change]:
+    try:
+        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below; generator
+    except OSError as exc:
+        raise InvalidInput(f"cannot read change set {path}: {exc.strerror}", path=path) from exc
+    with fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield to_change(_CHANGE.validate_json(line))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"])
+                raise InvalidInput(
+                    f"change set {path} line {number}: {where}: {first['msg']}", path=path, line=number
+                ) from None
+
+
+def run(args: argparse.Namespace, ctx: CliContext) -> int:
+    count = sum(1 for _ in read_changes(args.changes))  # validate everything before writing anything
+    if count == 0:
+        raise InvalidInput(f"change set {args.changes} is empty; nothing to commit", path=args.changes)
+    version = ctx.catalog.commit(
+        args.dataset,
+        read_changes(args.changes),
+        base=args.base,
+        message=args.message,
+        author=args.author if args.author is not None else getpass.getuser(),
+        commit_id=args.commit_id,
+    )
+    data = version_public(version).model_dump(mode="json")
+    ctx.emit(data, text=f"committed {version.dataset}@v{version.seq}: {count} changes")
+    return 0

@@ -1,0 +1,91 @@
+"""``datahub dataset create|list|show|update``."""
+
+from __future__ import annotations
+
+import argparse
+
+from datahub.api.access import check_role
+from datahub.api.schemas import dataset_public
+from datahub.cli.context import CliContext
+from datahub.errors import InvalidInput
+
+COLUMNS = ("name", "head", "owner", "description", "source")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dataset", help="create, list, show and update datasets")
+    dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION", required=True)
+
+    c = dsub.add_parser("create", help="create an empty dataset")
+    c.add_argument("name")
+    c.add_argument("--description", default="")
+    c.add_argument("--source", default="", help="default source URL for imports")
+    c.add_argument("--owner", default="", help="principal that administers the dataset")
+    c.add_argument(
+        "--acl", action="append", default=[], metavar="PRINCIPAL=ROLE", help="grant a role (repeat)"
+    )
+    c.set_defaults(func=create)
+
+    ls = dsub.add_parser("list", help="all datasets")
+    ls.set_defaults(func=list_)
+
+    s = dsub.add_parser("show", help="one dataset and its head")
+    s.add_argument("name")
+    s.set_defaults(func=show)
+
+    u = dsub.add_parser("update", help="change description/source/owner or grant/revoke roles")
+    u.add_argument("name")
+    u.add_argument("--description")
+    u.add_argument("--source")
+    u.add_argument("--owner")
+    u.add_argument("--grant", action="append", default=[], metavar="PRINCIPAL=ROLE")
+    u.add_argument("--revoke", action="append", default=[], metavar="PRINCIPAL")
+    u.set_defaults(func=update)
+
+
+def parse_grants(items: list[str]) -> dict[str, str]:
+    acl = {}
+    for item in items:
+        principal, sep, role = item.partition("=")
+        if not sep or not principal:
+            raise InvalidInput(
+                f"invalid access entry {item!r}: use PRINCIPAL=ROLE, e.g. alice=writer or *=reader"
+            )
+        acl[principal] = check_role(role)
+    return acl
+
+
+def _public(ctx: CliContext, dataset) -> dict:
+    return dataset_public(dataset, ctx.catalog.store.head(dataset.name)).model_dump(mode="json")
+
+
+def create(args: argparse.Namespace, ctx: CliContext) -> int:
+    dataset = ctx.catalog.create_dataset(
+        args.name, args.description, args.source, args.owner, parse_grants(args.acl)
+    )
+    ctx.emit(_public(ctx, dataset))
+    return 0
+
+
+def list_(args: argparse.Namespace, ctx: CliContext) -> int:
+    ctx.emit([_public(ctx, d) for d in ctx.catalog.list_datasets()], columns=COLUMNS)
+    return 0
+
+
+def show(args: argparse.Namespace, ctx: CliContext) -> int:
+    ctx.emit(_public(ctx, ctx.catalog.get_dataset(args.name)))
+    return 0
+
+
+def update(args: argparse.Namespace, ctx: CliContext) -> int:
+    catalog = ctx.catalog
+    fields = {k: getattr(args, k) for k in ("description", "source", "owner") if getattr(args, k) is not None}
+    if args.grant or args.revoke:
+        acl = dict(catalog.get_dataset(args.name).acl) | parse_grants(args.grant)
+        for principal in args.revoke:
+            acl.pop(principal, None)
+        fields["acl"] = acl
+    if not fields:
+        raise InvalidInput("nothing to update: give --description, --source, --owner, --grant or --revoke")
+    ctx.emit(_public(ctx, catalog.update_dataset(args.name, **fields)))
+    return 0

@@ -1,0 +1,170 @@
+"""Version commands: ``log``, ``ls``, ``diff``, ``tag``, ``export``, ``derive``.
+
+``DATASET@REF`` names a version: REF is a number (``3`` or ``v3``), a tag or ``latest``
+(the default when ``@REF`` is left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import tempfile
+from itertools import islice
+from pathlib import Path
+
+from datahub.api.schemas import diff_public, record_public, version_public
+from datahub.cli.context import CliContext
+from datahub.validation import check_name
+
+LOG_COLUMNS = (
+    "seq",
+    "created_at",
+    "author",
+    "record_count",
+    "added",
+    "removed",
+    "modified",
+    "tags",
+    "message",
+)
+
+
+def split_ref(spec: str) -> tuple[str, str]:
+    """``"imagenet@v3"`` -> ("imagenet", "v3"); ``"imagenet"`` -> ("imagenet", "latest")."""
+    name, _, ref = spec.partition("@")
+    return check_name(name), ref or "latest"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("log", help="a dataset's versions, newest first")
+    p.add_argument("dataset")
+    p.add_argument("--limit", type=int, default=None)
+    p.set_defaults(func=log)
+
+    p = sub.add_parser("ls", help="the records of a version, in key order")
+    p.add_argument("version", metavar="DATASET[@REF]")
+    p.add_argument("--prefix", default="")
+    p.add_argument("--filter", default=None, help="e.g. labels.class=cat,meta.split!=test")
+    p.add_argument("--limit", type=int, default=None)
+    p.set_defaults(func=ls)
+
+    p = sub.add_parser("diff", help="what changed between two versions (added/removed/modified)")
+    p.add_argument("dataset")
+    p.add_argument("a", metavar="FROM", help="older version (0 = empty)")
+    p.add_argument("b", metavar="TO", nargs="?", default="latest")
+    p.add_argument("--prefix", default="")
+    p.set_defaults(func=diff)
+
+    p = sub.add_parser("tag", help="name a version (tag DATASET TAG REF) or remove a tag (--delete)")
+    p.add_argument("dataset")
+    p.add_argument("tag")
+    p.add_argument("ref", nargs="?", default="latest")
+    p.add_argument("--delete", action="store_true", help="remove the tag")
+    p.set_defaults(func=tag)
+
+    p = sub.add_parser("export", help="a whole version as NDJSON (one record per line)")
+    p.add_argument("version", metavar="DATASET[@REF]")
+    p.add_argument("-o", "--output", help="file to write (atomically); default stdout")
+    p.add_argument("--prefix", default="")
+    p.add_argument("--filter", default=None)
+    p.set_defaults(func=export)
+
+    p = sub.add_parser("derive", help="commit the records matching a filter as a new version")
+    p.add_argument("version", metavar="DATASET[@REF]")
+    p.add_argument("--where", required=True, help="record filter, e.g. labels.class=cat")
+    p.add_argument("--to", dest="to_dataset", default=None, help="target dataset (default: the same)")
+    p.add_argument("-m", "--message", default="")
+    p.set_defaults(func=derive)
+
+
+def log(args: argparse.Namespace, ctx: CliContext) -> int:
+    versions = islice(ctx.catalog.log(args.dataset), args.limit)
+    ctx.emit([version_public(v).model_dump(mode="json") for v in versions], columns=LOG_COLUMNS)
+    return 0
+
+
+def ls(args: argparse.Namespace, ctx: CliContext) -> int:
+    name, ref = split_ref(args.version)
+    records = ctx.catalog.list_records(name, ref, prefix=args.prefix, where=args.filter, limit=args.limit)
+    rows = (_record_row(r, ctx.json_output) for r in records)
+    ctx.emit_lines(rows, columns=("key", "size", "etag", "labels"))
+    return 0
+
+
+def _record_row(record, full: bool) -> dict:
+    row = record_public(record).model_dump(mode="json")
+    if not full:
+        row["labels"] = json.dumps(row["labels"], sort_keys=True) if row["labels"] else "-"
+    return row
+
+
+def diff(args: argparse.Namespace, ctx: CliContext) -> int:
+    entries = ctx.catalog.diff(args.dataset, args.a, args.b, prefix=args.prefix)
+    if ctx.json_output:
+        ctx.emit_lines((diff_public(e).model_dump(mode="json") for e in entries), columns=())
+        return 0
+    sign = {"added": "+", "removed": "-", "modified": "~"}
+    counts = {"added": 0, "removed": 0, "modified": 0}
+    for e in entries:
+        counts[e.kind] += 1
+        ctx.out.write(f"{sign[e.kind]} {e.key}\n")
+    print(", ".join(f"{n} {k}" for k, n in counts.items()), file=ctx.err)
+    return 0
+
+
+def tag(args: argparse.Namespace, ctx: CliContext) -> int:
+    if args.delete:
+        ctx.catalog.untag(args.dataset, args.tag)
+        ctx.emit(
+            {"dataset": args.dataset, "untagged": args.tag}, text=f"removed tag {args.tag} of {args.dataset}"
+        )
+        return 0
+    version = ctx.catalog.tag(args.dataset, args.tag, args.ref)
+    ctx.emit(
+        version_public(version).model_dump(mode="json"),
+        text=f"{args.dataset}@{args.tag} -> v{version.seq}",
+    )
+    return 0
+
+
+def export(args: argparse.Namespace, ctx: CliContext) -> int:
+    name, ref = split_ref(args.version)
+    catalog = ctx.catalog
+    version = catalog.resolve(name, ref)
+    records = catalog.list_records(name, version.seq, prefix=args.prefix, where=args.filter)
+    with ctx.progress(version.record_count, f"export {name}@v{version.seq}") as progress:
+        if not args.output:
+            _write_ndjson(records, sys.stdout if ctx.out is None else ctx.out, progress)
+            return 0
+        target = Path(args.output)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                _write_ndjson(records, fh, progress)
+            os.replace(tmp, target)  # nothing half-written on failure
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    return 0
+
+
+def _write_ndjson(records, out, progress) -> None:
+    for record in records:
+        out.write(json.dumps(record_public(record).model_dump(mode="json"), separators=(",", ":")) + "\n")
+        progress.update(1, record.size)
+
+
+def derive(args: argparse.Namespace, ctx: CliContext) -> int:
+    name, ref = split_ref(args.version)
+    version = ctx.catalog.derive(
+        name, ref, args.where, to_dataset=args.to_dataset, message=args.message, author=getpass.getuser()
+    )
+    ctx.emit(
+        version_public(version).model_dump(mode="json"),
+        text=f"committed {version.dataset}@v{version.seq}: {version.record_count} records "
+        f"({version.added} added, {version.removed} removed, {version.modified} modified)",
+    )
+    return 0

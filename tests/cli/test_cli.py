@@ -1,0 +1,195 @@
+"""The ``datahub`` command end to end on the embedded default: output, --json and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from datahub.cli.main import main
+from tests.ingest.conftest import write_tree
+
+REPO = Path(__file__).resolve().parents[2]
+FILES = {"train/cat/1.jpg": b"c1", "train/dog/2.jpg": b"d2", "val/cat/3.jpg": b"c3"}
+
+
+@pytest.fixture
+def dh(tmp_path, capsys, monkeypatch):
+    """Run ``datahub --home <tmp> ...`` in-process; returns (exit code, stdout, stderr)."""
+    monkeypatch.delenv("DATAHUB_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    home = str(tmp_path / "var")
+
+    def run(*args: str, json_output: bool = False):
+        argv = ["--home", home, *(["--json"] if json_output else []), *args]
+        code = main(argv)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def src(tmp_path) -> Path:
+    return write_tree(tmp_path / "src", FILES)
+
+
+def test_init_is_idempotent(dh, tmp_path):
+    code, out, _ = dh("init", json_output=True)
+    assert code == 0 and json.loads(out)["catalog"].endswith("var/catalog.db")
+    assert (tmp_path / "var" / "catalog.db").exists() and (tmp_path / "var" / "objects").is_dir()
+    assert dh("init")[0] == 0
+
+
+def test_dataset_create_list_show_update(dh):
+    assert dh("dataset", "create", "pets", "--description", "Pets", "--acl", "alice=reader")[0] == 0
+    code, out, _ = dh("dataset", "list")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["NAME", "HEAD", "OWNER"] and "pets" in out
+    shown = json.loads(dh("dataset", "show", "pets", json_output=True)[1])
+    assert shown["acl"] == {"alice": "reader"} and shown["head"] == 0
+    dh("dataset", "update", "pets", "--grant", "bob=writer", "--revoke", "alice")
+    assert json.loads(dh("dataset", "show", "pets", json_output=True)[1])["acl"] == {"bob": "writer"}
+
+
+def test_import_log_ls_diff_tag_export(dh, src, tmp_path):
+    code, out, err = dh("import", str(src), "--to", "pets", "-m", "first")
+    assert code == 0 and "committed pets@v1: 3 added" in out and "import" in err  # progress on stderr
+    code, out, _ = dh("import", str(src), "--to", "pets")
+    assert code == 0 and "no changes" in out and "no version created" in out
+    (src / "val/cat/3.jpg").unlink()
+    write_tree(src, {"val/cat/4.jpg": b"c4"})
+    report = json.loads(dh("import", str(src), "--to", "pets", json_output=True)[1])
+    assert (report["version"], report["added"], report["removed"]) == (2, 1, 1)
+
+    log = json.loads(dh("log", "pets", json_output=True)[1])
+    assert [v["seq"] for v in log] == [2, 1] and log[1]["message"] == "first"
+    code, out, _ = dh("ls", "pets@1")
+    assert code == 0 and [line.split()[0] for line in out.splitlines()] == sorted(FILES)
+    rows = [
+        json.loads(line) for line in dh("ls", "pets", "--prefix", "val/", json_output=True)[1].splitlines()
+    ]
+    assert [r["key"] for r in rows] == ["val/cat/4.jpg"]
+    code, out, err = dh("diff", "pets", "1", "2")
+    assert (
+        out.splitlines() == ["- val/cat/3.jpg", "+ val/cat/4.jpg"] and "1 added, 1 removed, 0 modified" in err
+    )
+    assert dh("tag", "pets", "golden", "1")[1].strip() == "pets@golden -> v1"
+    code, out, _ = dh("export", "pets@golden")
+    assert [json.loads(line)["key"] for line in out.splitlines()] == sorted(FILES)
+    target = tmp_path / "out.ndjson"
+    assert dh("export", "pets@v2", "-o", str(target))[0] == 0
+    assert len(target.read_text().splitlines()) == 3
+    assert dh("tag", "pets", "golden", "--delete")[0] == 0
+    assert dh("ls", "pets@golden")[0] == 3
+
+
+def test_commit_from_a_change_set_file(dh, src, tmp_path):
+    dh("import", str(src), "--to", "pets")
+    changes = tmp_path / "changes.jsonl"
+    changes.write_text(
+        json.dumps({"op": "patch", "key": "train/cat/1.jpg", "labels": {"class": "cat"}})
+        + "\n\n"
+        + json.dumps({"op": "delete", "key": "train/dog/2.jpg"})
+        + "\n"
+    )
+    code, out, _ = dh("commit", "pets", "--changes", str(changes), "--base", "1", "-m", "label")
+    assert code == 0 and "committed pets@v2: 2 changes" in out
+    rows = [
+        json.loads(line)
+        for line in dh("ls", "pets", "--filter", "labels.class=cat", json_output=True)[1].splitlines()
+    ]
+    assert [r["key"] for r in rows] == ["train/cat/1.jpg"]
+    # the same file against the old base: stale, exit 4, nothing written
+    code, _, err = dh("commit", "pets", "--changes", str(changes), "--base", "1")
+    assert code == 4 and "head is now version 2" in err
+    assert len(json.loads(dh("log", "pets", json_output=True)[1])) == 2
+
+
+def test_malformed_change_set_names_the_line_and_commits_nothing(dh, src, tmp_path):
+    dh("import", str(src), "--to", "pets")
+    changes = tmp_path / "changes.jsonl"
+    changes.write_text(json.dumps({"op": "delete", "key": "train/dog/2.jpg"}) + "\n" + '{"op": "explode"}\n')
+    code, _, err = dh("commit", "pets", "--changes", str(changes))
+    assert code == 2 and "line 2" in err
+    assert len(json.loads(dh("log", "pets", json_output=True)[1])) == 1
+
+
+def test_malformed_manifest_exit_code_and_message(dh, tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("file:///x/a.jpg\n{not json\n")
+    code, _, err = dh("import", str(manifest), "--to", "pets", json_output=True)
+    assert code == 2
+    error = json.loads(err.strip().splitlines()[-1])["error"]
+    assert error["code"] == "invalid_manifest" and error["details"]["line"] == 2
+    assert json.loads(dh("dataset", "list", json_output=True)[1]) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (("dataset", "create", "Bad!"), 2, "invalid dataset name"),
+        (("dataset", "show", "ghost"), 3, "dataset 'ghost' not found"),
+        (("log", "ghost"), 3, "'ghost'"),
+        (("ls", "ghost@1"), 3, "'ghost'"),
+        (("tag", "ghost", "t", "1"), 3, "'ghost'"),
+        (("dataset", "create", "pets", "--acl", "x=owner"), 2, "invalid role"),
+        (("token", "revoke", "deadbeef"), 3, "no such token"),
+        (("serve", "--host", "0.0.0.0", "--local"), 2, "refusing local mode"),
+    ],
+)
+def test_errors_map_to_documented_exit_codes(dh, args, code, text):
+    got, _, err = dh(*args)
+    assert got == code and text in err
+
+
+def test_unknown_version_and_existing_name(dh, src):
+    dh("import", str(src), "--to", "pets")
+    assert dh("ls", "pets@9")[0] == 3
+    assert dh("ls", "pets@nosuchtag")[0] == 3
+    assert dh("dataset", "create", "pets")[0] == 4
+
+
+def test_token_create_and_revoke(dh):
+    created = json.loads(dh("token", "create", "--principal", "alice", json_output=True)[1])
+    assert created["token"].startswith("dh_") and created["principal"] == "alice" and not created["admin"]
+    code, out, _ = dh("token", "revoke", created["token"])
+    assert code == 0 and "alice" in out
+    assert dh("token", "revoke", created["id"])[0] == 3  # already revoked
+    assert dh("token", "create", "--principal", "bad principal")[0] == 2
+
+
+def test_derive(dh, tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    images = write_tree(tmp_path / "img", FILES)
+    manifest.write_text(
+        "\n".join(
+            json.dumps({"url": (images / k).as_uri(), "key": k, "labels": {"class": k.split("/")[1]}})
+            for k in FILES
+        )
+    )
+    dh("import", str(manifest), "--to", "pets")
+    code, out, _ = dh("derive", "pets@1", "--where", "labels.class=cat", "--to", "cats")
+    assert code == 0 and "committed cats@v1: 2 records" in out
+
+
+def test_the_installed_command_runs_as_a_subprocess(tmp_path, src):
+    """The console script itself; PYTHONPATH pins it to this working tree whatever the venv's install."""
+    exe = Path(sys.executable).with_name("datahub")
+    home = str(tmp_path / "var")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("DATAHUB_CONFIG", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        cmd = [str(exe), "--home", home, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+
+    imported = run("--json", "import", str(src), "--to", "pets")
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["version"] == 1
+    missing = run("log", "ghost")
+    assert missing.returncode == 3 and "error: dataset 'ghost' not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
