@@ -1,0 +1,250 @@
+"""``make run``: the embedded default with a sample dataset, served on 127.0.0.1:8080.
+
+What it does, as a list of steps (``STEPS``) that later components extend (a FUSE mount
+of ``sample@v1`` and a torch DataLoader epoch slot in after "import"):
+
+1. prepare   — the state directory (``./var`` unless --home/--config say otherwise);
+2. sample    — 300 deterministic JPEGs (10 classes x 30) and a manifest labelling them;
+3. import    — import the manifest as dataset ``sample``; a second run finds no change
+               and reuses v1 instead of committing again;
+4. serve     — the HTTP API on 127.0.0.1:8080 (local mode: no tokens, loopback only).
+
+Then it prints the URLs and example CLI commands and waits for Ctrl-C / SIGTERM; every
+step's cleanup (server, mounts …) runs in reverse order on the way out.
+
+A step is ``Step(name, run)`` where ``run(demo)`` may register cleanups on
+``demo.cleanup`` (an ExitStack) and lines for the summary in ``demo.notes``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from datahub.config import Config, load_config
+from datahub.errors import DatahubError
+
+DATASET = "sample"
+CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+PER_CLASS = 30
+IMAGE_SIZE = 64
+
+
+@dataclass
+class Demo:
+    config: Config
+    args: argparse.Namespace
+    cleanup: ExitStack = field(default_factory=ExitStack)
+    notes: list[str] = field(default_factory=list)
+    _services: dict = field(default_factory=dict)
+
+    @property
+    def sample_dir(self) -> Path:
+        return self.config.home_path / "sample"
+
+    @property
+    def catalog(self):  # -> datahub.catalog.Catalog, opened once, closed at exit
+        if "catalog" not in self._services:
+            from datahub.catalog import open_catalog
+
+            catalog = open_catalog(self.config.resolved_catalog_url)
+            self.cleanup.callback(catalog.close)
+            self._services["catalog"] = catalog
+        return self._services["catalog"]
+
+    @property
+    def stores(self):  # -> datahub.storage.StoreRegistry
+        if "stores" not in self._services:
+            from datahub.storage import StoreRegistry
+
+            stores = StoreRegistry(self.config)
+            self.cleanup.callback(stores.close)
+            self._services["stores"] = stores
+        return self._services["stores"]
+
+    def say(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    run: Callable[[Demo], None]
+
+
+# --- steps ---------------------------------------------------------------------------------------
+def prepare(demo: Demo) -> None:
+    demo.config.home_path.mkdir(parents=True, exist_ok=True)
+    demo.say(f"[prepare] state in {demo.config.home_path} (catalog {demo.config.resolved_catalog_url})")
+
+
+def render_image(class_index: int, n: int) -> bytes:
+    """A small deterministic JPEG: a class-coloured background with an index-dependent shape."""
+    from PIL import Image, ImageDraw
+
+    hue = (class_index * 25) % 256
+    img = Image.new("RGB", (IMAGE_SIZE, IMAGE_SIZE), (hue, 255 - hue, (n * 8) % 256))
+    draw = ImageDraw.Draw(img)
+    x0, y0 = (n * 7) % 32, (n * 13) % 32
+    draw.ellipse((x0, y0, x0 + 24 + class_index, y0 + 24), fill=(255 - hue, (n * 5) % 256, hue))
+    draw.rectangle((0, 0, IMAGE_SIZE - 1, 3 + class_index), fill=(class_index * 20, 0, 0))
+    out = io.BytesIO()
+    img.save(out, format="JPEG", quality=85)
+    return out.getvalue()
+
+
+def _write_if_changed(path: Path, data: bytes) -> bool:
+    """Atomic write, skipped when the file already holds ``data`` (keeps etags, so re-runs are no-ops)."""
+    if path.exists() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return True
+
+
+def generate_sample(demo: Demo) -> None:
+    images = demo.sample_dir / "images"
+    lines, written = [], 0
+    for c, name in enumerate(CLASSES):
+        for n in range(PER_CLASS):
+            path = images / name / f"{n:04d}.jpg"
+            written += _write_if_changed(path, render_image(c, n))
+            split = "val" if n % 10 == 0 else "train"
+            lines.append(
+                json.dumps(
+                    {
+                        "url": path.as_uri(),
+                        "key": f"{split}/{name}/{n:04d}.jpg",
+                        "labels": {"class": name},
+                        "meta": {"split": split},
+                    },
+                    sort_keys=True,
+                )
+            )
+    _write_if_changed(demo.sample_dir / "manifest.jsonl", ("\n".join(lines) + "\n").encode())
+    total = len(CLASSES) * PER_CLASS
+    demo.say(f"[sample] {total} JPEGs in {images} ({written} written, {total - written} already there)")
+
+
+def import_sample(demo: Demo) -> None:
+    from datahub.ingest import import_source
+
+    report = import_source(
+        demo.catalog,
+        demo.config,
+        demo.stores,
+        str(demo.sample_dir / "manifest.jsonl"),
+        DATASET,
+        message="sample images generated by make run",
+        author="demo",
+    )
+    if report.version is None:
+        demo.say(f"[import] {DATASET}@v{report.base} is up to date; reused, no new version")
+    else:
+        demo.say(
+            f"[import] committed {DATASET}@v{report.version.seq} "
+            f"({report.added} added, {report.removed} removed, {report.modified} modified)"
+        )
+
+
+def serve_api(demo: Demo) -> None:
+    from datahub.api import create_app
+    from datahub.api.server import ApiServer
+
+    app = create_app(demo.config, catalog=demo.catalog, stores=demo.stores)
+    server = ApiServer(app, demo.config)
+    server.start()
+    demo.cleanup.callback(server.stop)
+    base = server.url
+    demo.say(f"[serve] API on {base} ({'local mode' if demo.config.api.local_mode else 'tokens required'})")
+    demo.notes += [
+        "URLs:",
+        f"  {base}/healthz",
+        f"  {base}/docs                      (OpenAPI UI)",
+        f"  {base}/v1/datasets",
+        f"  {base}/v1/datasets/{DATASET}/versions/latest/records?limit=5",
+        f"  {base}/v1/datasets/{DATASET}/versions/1/export   (NDJSON)",
+    ]
+
+
+STEPS: list[Step] = [
+    Step("prepare", prepare),
+    Step("sample", generate_sample),
+    Step("import", import_sample),
+    Step("serve", serve_api),
+]
+
+
+def cli_hint(config: Config) -> str:
+    exe = Path(sys.executable).with_name("datahub")
+    try:
+        exe = exe.relative_to(Path.cwd())
+        shown = str(exe) if str(exe).startswith(".") else f"./{exe}"
+    except ValueError:
+        shown = str(exe)
+    return f"{shown} --home {config.home_path}"
+
+
+def example_commands(config: Config) -> list[str]:
+    dh = cli_hint(config)
+    return [
+        "Try:",
+        f"  {dh} dataset list",
+        f"  {dh} log {DATASET}",
+        f"  {dh} ls {DATASET}@v1 --filter labels.class=cat",
+        f"  {dh} diff {DATASET} 0 1 | head",
+        f"  {dh} tag {DATASET} golden 1",
+        f"  {dh} export {DATASET}@golden > /tmp/{DATASET}.ndjson",
+    ]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m datahub.demo", description=__doc__.split("\n")[0])
+    p.add_argument("--config", help="TOML configuration (default: $DATAHUB_CONFIG or ./datahub.toml)")
+    p.add_argument("--home", help="state directory (default: ./var)")
+    p.add_argument("--host", help="API address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="API port (default 8080)")
+    p.add_argument("--no-wait", action="store_true", help="run the steps, print, and exit (no Ctrl-C wait)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
+    args = parse_args(argv)
+    overrides: dict = {"home": args.home} if args.home else {}
+    try:
+        config = load_config(args.config, overrides=overrides)
+        if args.host:
+            config.api.host = args.host
+        if args.port is not None:
+            config.api.port = args.port
+        demo = Demo(config, args)
+        with demo.cleanup:
+            for step in steps or STEPS:
+                step.run(demo)
+            print("\n".join(["", *demo.notes, *example_commands(config), ""]), flush=True)
+            if not args.no_wait:
+                from datahub.api.server import wait_for_signal
+
+                print("Ctrl-C stops the demo.", flush=True)
+                wait_for_signal()
+        print("demo stopped cleanly", flush=True)
+        return 0
+    except DatahubError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted; nothing half-committed (rerun to continue)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

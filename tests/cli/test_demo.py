@@ -1,0 +1,103 @@
+"""``make run``'s demo and ``datahub serve`` as real processes: they serve, stop cleanly, and re-runs reuse v1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from datahub.catalog import open_catalog
+from tests.servers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("DATAHUB_CONFIG", None)
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"exited early with {proc.returncode}:\n{out}\n{err}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"{url}/healthz did not answer within {timeout}s")
+
+
+def stop(proc: subprocess.Popen, sig: int) -> tuple[str, str]:
+    proc.send_signal(sig)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return out, err
+
+
+@pytest.mark.slow
+def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
+    home, port = tmp_path / "var", free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start(["-m", "datahub.demo", "--home", str(home), "--port", str(port)], tmp_path)
+    wait_healthy(proc, url)
+    records = httpx.get(f"{url}/v1/datasets/sample/versions/1/records", params={"limit": 5}).json()
+    assert len(records["items"]) == 5 and records["items"][0]["labels"]["class"] in (
+        "airplane",
+        "automobile",
+        "bird",
+    )
+    out, err = stop(proc, signal.SIGINT)
+    assert proc.returncode == 0, err
+    assert "committed sample@v1 (300 added" in err
+    assert f"{url}/healthz" in out and "datahub --home" in out and "demo stopped cleanly" in out
+
+    proc = start(["-m", "datahub.demo", "--home", str(home), "--port", str(port)], tmp_path)
+    wait_healthy(proc, url)
+    out, err = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 0, err
+    assert "sample@v1 is up to date; reused, no new version" in err
+    with open_catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
+        assert [v.seq for v in catalog.log("sample")] == [1]
+        assert catalog.resolve("sample").record_count == 300
+
+
+def test_demo_on_a_busy_port_fails_with_a_clear_message(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        proc = start(["-m", "datahub.demo", "--home", str(tmp_path / "var"), "--port", str(port)], tmp_path)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 4
+    assert f"port {port} on 127.0.0.1 is already in use" in err and "Traceback" not in err
+
+
+def test_serve_with_auth_requires_tokens_and_stops_on_sigterm(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    args = ["-m", "datahub.cli.main", "--home", str(tmp_path / "var"), "serve", "--auth", "--port", str(port)]
+    proc = start(args, tmp_path)
+    wait_healthy(proc, url)
+    r = httpx.get(f"{url}/v1/datasets")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthenticated"
+    out, err = stop(proc, signal.SIGTERM)
+    assert proc.returncode == 0 and "bearer tokens required" in err and "stopped" in err
