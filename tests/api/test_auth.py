@@ -110,3 +110,11 @@ def test_local_mode_needs_no_token(api: Api):
     r = api.client.get("/v1/datasets/pets")
     assert r.status_code == 200
     assert api.client.get("/v1/whoami").json() == {"principal": "local", "is_admin": True}
+
+
+def test_only_global_admins_may_commit_server_local_file_urls(api: Api):
+    put = {"op": "put", "record": {"key": "x.jpg", "url": "file:///etc/shadow", "etag": "e", "size": 1}}
+    r = api.post("/v1/datasets/pets/commits", who="owner", json={"changes": [put]})
+    assert r.status_code == 403 and "server-local file" in r.json()["error"]["message"]
+    assert api.catalog.store.head("pets") == 1
+    assert api.post("/v1/datasets/pets/commits", who="admin", json={"changes": [put]}).status_code == 201
