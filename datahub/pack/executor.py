@@ -19,6 +19,7 @@ from datahub.pack.worker import PackServices, work, worker_name
 from datahub.tasks import DOING, TaskQueue
 
 POLL_SECONDS = 0.25
+EXIT_GRACE_SECONDS = 30.0
 
 
 def _worker_main(config: Config, job: str, name: str, lease_seconds: float) -> None:
@@ -53,9 +54,13 @@ def run_local(
         while any(p.is_alive() for p in procs):
             if cancel.wait(POLL_SECONDS):
                 raise Cancelled(f"pack job {job} cancelled; rerun the same command to resume", job=job)
+            state = queue.get_job(job)
             if on_progress is not None:
-                state = queue.get_job(job)
                 on_progress(state.counts.get("DONE", 0), state.total)
+            if state.done or state.failed:
+                break  # idle workers notice on their next poll and exit by themselves
+        for p in procs:
+            p.join(timeout=EXIT_GRACE_SECONDS)
     except BaseException:
         for p in procs:
             p.terminate()

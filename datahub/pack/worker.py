@@ -89,7 +89,7 @@ def work(
     *,
     worker: str | None = None,
     lease_seconds: float = 60.0,
-    poll_seconds: float = 1.0,
+    poll_seconds: float = 0.25,
     stop: threading.Event | None = None,
     on_sample: Callable[[int], None] | None = None,
 ) -> WorkerReport:
