@@ -60,19 +60,17 @@ def commit_labels(
     if to_dataset and to_dataset != project.dataset:
         return _commit_new_dataset(service, user, project, check_name(to_dataset), message, progress)
     field = service.schema(project).field
-    changed: list[Item] = [
-        i
-        for i in service.store.iter_items(project_id, ("accepted",), unexported=True)
-        if i.value != i.original
-    ]
-    if not changed:
+    total = service.store.count_changed(project_id)
+    if total == 0:
         raise InvalidInput(
             f"project {project.name!r} has no accepted, changed, not yet exported labels to commit; "
             "review items first"
         )
+    exported: list[tuple[int, int]] = []  # (item id, version): 16 bytes per change, not whole items
 
     def changes() -> Iterator[Patch]:
-        for item in changed:
+        for item in service.store.iter_items(project_id, ("accepted",), changed_only=True):
+            exported.append((item.id, item.version))
             if progress is not None:
                 progress.update()
             yield Patch(item.key, labels={field: item.value})
@@ -84,10 +82,10 @@ def commit_labels(
         base=None,
         message=message or f"labels from LabelX project {project.name}",
         author=user.name,
-        lineage=lineage(project, service, len(changed)),
+        lineage=lineage(project, service, total),
         commit_id=f"labelx-{project.id}-export-{n_exports + 1}",
     )
-    service.store.record_export(project_id, project.dataset, version.seq, [i.id for i in changed], user.name)
+    service.store.record_export(project_id, project.dataset, version.seq, exported, user.name)
     return version
 
 

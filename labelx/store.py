@@ -489,12 +489,16 @@ class LabelStore:
         return [_item(r) for r in rows]
 
     def iter_items(
-        self, project_id: int, statuses: tuple[str, ...] | None = None, *, unexported: bool = False
+        self, project_id: int, statuses: tuple[str, ...] | None = None, *, changed_only: bool = False
     ) -> Iterator[Item]:
-        """Stream a project's items in key order, in batches (bounded memory)."""
+        """Stream a project's items in key order, in batches (bounded memory).
+
+        ``changed_only``: accepted items not yet exported whose value differs from the
+        version's (values are stored as canonical JSON, so text comparison is exact).
+        """
         after = ""
         extra = f" AND status IN ({','.join('?' * len(statuses))})" if statuses else ""
-        extra += " AND exported_seq IS NULL" if unexported else ""
+        extra += " AND exported_seq IS NULL AND value IS NOT original" if changed_only else ""
         while True:
             rows = (
                 self._conn()
@@ -509,6 +513,18 @@ class LabelStore:
             for r in rows:
                 yield _item(r)
             after = rows[-1][4]
+
+    def count_changed(self, project_id: int) -> int:
+        """How many items ``iter_items(..., ("accepted",), changed_only=True)`` would yield."""
+        return (
+            self._conn()
+            .execute(
+                "SELECT COUNT(*) FROM items WHERE project_id=? AND status='accepted' AND exported_seq IS NULL "
+                "AND value IS NOT original",
+                (project_id,),
+            )
+            .fetchone()[0]
+        )
 
     def claim_item(self, item_id: int, user_id: int) -> Item:
         """Atomically take an item for editing (a lease); Conflict if another user holds it."""
@@ -608,15 +624,16 @@ class LabelStore:
 
     # --- export bookkeeping -----------------------------------------------------------------------
     def record_export(
-        self, project_id: int, dataset: str, seq: int, item_ids: list[int], author: str
+        self, project_id: int, dataset: str, seq: int, exported: list[tuple[int, int]], author: str
     ) -> None:
+        """Mark (item id, version) pairs exported; an item edited since keeps its new value unexported."""
         with self._write() as db:
-            for i in range(0, len(item_ids), _BATCH):
-                chunk = item_ids[i : i + _BATCH]
-                db.executemany("UPDATE items SET exported_seq=? WHERE id=?", [(seq, x) for x in chunk])
+            db.executemany(
+                "UPDATE items SET exported_seq=? WHERE id=? AND version=?", [(seq, i, v) for i, v in exported]
+            )
             db.execute(
                 "INSERT INTO exports(project_id, dataset, seq, changed, author, created_at) VALUES(?,?,?,?,?,?)",
-                (project_id, dataset, seq, len(item_ids), author, self.clock()),
+                (project_id, dataset, seq, len(exported), author, self.clock()),
             )
 
     def list_exports(self, project_id: int) -> list[dict[str, Any]]:
