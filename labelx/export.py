@@ -85,8 +85,22 @@ def commit_labels(
         lineage=lineage(project, service, total),
         commit_id=f"labelx-{project.id}-export-{n_exports + 1}",
     )
+    if len(exported) < total:
+        # the catalog already had this commit id (a retry after a crash between the catalog
+        # commit and our bookkeeping) and did not consume ``changes``: mark exactly the items
+        # whose label that version holds, so later edits stay pending
+        exported = _already_in(service, project, version.seq, field)
     service.store.record_export(project_id, project.dataset, version.seq, exported, user.name)
     return version
+
+
+def _already_in(service: LabelService, project: Project, seq: int, field: str) -> list[tuple[int, int]]:
+    found = []
+    for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
+        record = service.catalog.get_record(project.dataset, seq, item.key)
+        if record.labels.get(field) == item.value:
+            found.append((item.id, item.version))
+    return found
 
 
 def _commit_new_dataset(
