@@ -67,7 +67,7 @@ class CacheConfig:
     shared_bytes: int = 100 * 1024**3
     high_watermark: float = 0.95
     low_watermark: float = 0.80
-    policy: str = "slru"  # eviction policy by name: "lru", "slru", ...
+    policy: str = "tinylfu"  # eviction policy by name: "lru", "slru", "tinylfu" (scan-resistant)
     origin_concurrency: int = 16
     prefetch_concurrency: int = 16
     readahead_pages: int = 4

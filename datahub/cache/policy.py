@@ -13,9 +13,9 @@ those for (``admit``).
 - ``tinylfu``: SLRU behind a TinyLFU admission filter. A count-min sketch (4-bit
   counters, periodically halved so old popularity fades) estimates how often each key
   was asked for, hits and misses alike; when the tier is full, a newcomer is admitted
-  only if it was asked for more often than the victim it would replace. In an epoch
-  loop every key is equally frequent, so newcomers lose and the cache keeps a stable
-  subset: a hit ratio close to cache size / dataset size.
+  only if it was asked for clearly more often (by more than ``margin``) than the victim
+  it would replace. In an epoch loop every key is equally frequent, so newcomers lose
+  and the cache keeps a stable subset: a hit ratio close to cache size / dataset size.
 """
 
 from __future__ import annotations
@@ -29,6 +29,10 @@ from datahub.errors import InvalidInput
 
 class EvictionPolicy(abc.ABC):
     name: str = ""
+    #: True for admission policies: an admitted newcomer evicts its victim at once instead
+    #: of letting the tier overshoot and the background evictor drop to the low watermark
+    #: (which would re-open the tier to unfiltered newcomers and churn the stable subset).
+    replaces_on_admit: bool = False
 
     @abc.abstractmethod
     def on_insert(self, key: Hashable, size: int) -> None:
@@ -149,6 +153,7 @@ class CountMinSketch:
 
 class TinyLFU(SLRU):
     name = "tinylfu"
+    replaces_on_admit = True
 
     def __init__(self, budget: int, typical_size: int = 64 * 1024) -> None:
         super().__init__(budget)
@@ -161,10 +166,16 @@ class TinyLFU(SLRU):
     def on_miss(self, key: Hashable) -> None:
         self.sketch.add(key)
 
+    #: a newcomer must have been asked for this many times more than its victim. With 0, an
+    #: epoch loop cascades: the page just missed (n reads) beats the victim not yet read
+    #: this epoch (n - 1), evicting the next page to be read, which then beats the next …
+    #: (and sketch collisions start such a cascade at random). One access of margin stops it.
+    margin = 1
+
     def admit(self, candidate: Hashable, victim: Hashable | None) -> bool:
         if victim is None:
             return True
-        return self.sketch.estimate(candidate) > self.sketch.estimate(victim)
+        return self.sketch.estimate(candidate) > self.sketch.estimate(victim) + self.margin
 
 
 POLICIES: dict[str, Callable[[int], EvictionPolicy]] = {"lru": LRU, "slru": SLRU, "tinylfu": TinyLFU}

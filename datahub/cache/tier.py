@@ -102,8 +102,10 @@ class Tier(abc.ABC):
 class BudgetedTier(Tier):
     """A tier with a byte budget, an eviction policy, pins and watermarks.
 
-    - ``put`` above the high watermark asks the policy's admission filter first;
-      a put that would exceed the budget evicts synchronously (outside the lock).
+    - ``put`` above the high watermark asks the policy's admission filter first. A policy
+      with ``replaces_on_admit`` (tinylfu) evicts its victim right away, so the tier stays
+      at the high watermark and never refills below it unfiltered; for the others a put
+      that would exceed the budget evicts synchronously (I/O outside the lock).
     - ``maintain`` (background) evicts from the high down to the low watermark.
     - Keys for which ``is_pinned(key)`` is true are never chosen as victims; a tier full of
       pinned pages refuses new ones instead of exceeding its budget.
@@ -209,12 +211,13 @@ class BudgetedTier(Tier):
             if full and not hot and not self.policy.admit(key, self._first_victim()):
                 self.counters.rejected += 1
                 return False
-            victims: list[PageKey] = []
-            if self._used + size > limit:
-                victims = self._take_victims(self._used + size - limit, partial=False)
-                if self._used + size > limit:  # the rest is pinned or being written
-                    self.counters.rejected += 1
-                    return False
+            # An admission policy replaces its victim now, keeping the tier at the high
+            # watermark; others fill up to the budget and leave the rest to ``maintain``.
+            ceiling = self.high * limit if self.policy.replaces_on_admit else limit
+            victims = self._take_victims(int(self._used + size - ceiling), partial=False)
+            if self._used + size > limit:  # the rest is pinned or being written
+                self.counters.rejected += 1
+                return False
             self._pending[key] = size
             self._used += size
             over_high = self._used > self.high * limit

@@ -1,0 +1,43 @@
+"""Helpers shared by the cache benchmarks: timing, a temp home, a results table."""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from datahub.config import Config, load_config  # noqa: E402
+
+
+def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
+    """Fastest of ``repeat`` runs, in seconds (the least disturbed by the shared machine)."""
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def config_in(home: Path, **cache: object) -> Config:
+    config = load_config(env={}, overrides={"home": str(home)})
+    return dataclasses.replace(config, cache=dataclasses.replace(config.cache, **cache))
+
+
+def header(title: str) -> None:
+    print(f"# {title}")
+    print(
+        f"# {platform.node()} python {platform.python_version()} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+
+
+def row(name: str, seconds: float, nbytes: int | None = None, extra: str = "") -> None:
+    rate = f"{nbytes / seconds / 2**20:10.0f} MiB/s" if nbytes else ""
+    print(f"{name:<48} {seconds * 1000:10.1f} ms {rate} {extra}")
