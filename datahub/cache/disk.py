@@ -3,7 +3,7 @@
 Layout: ``<dir>/pages/<2 hex>/<digest>.page`` (the page format of ``datahub.cache.pages``),
 ``<dir>/index/`` (LMDB, see ``datahub.cache.index``), ``<dir>/tmp/`` (pages being written;
 emptied at start). A page is written to ``tmp`` and renamed into place, so a reader never
-sees half a page; every read checks the header (key, etag, size) and the crc32, and a
+sees half a page; every read checks the header (key, etag, size) and the checksum, and a
 page that fails is logged, deleted and reported as a miss, so the cache fetches it again.
 
 The budget is ``min(disk_bytes, used + free space - disk_min_free_ratio * file system

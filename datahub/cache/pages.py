@@ -6,9 +6,10 @@ immutable bytes, so a cached page never goes stale, and an object that changed g
 names instead of overwriting old ones.
 
 Persistent tiers (disk, shared) store a page as ``MAGIC | u32 header length | JSON header
-| data``. The header repeats the page's name, its length and a crc32 of the data, so a
-page read back is checked against the name it was asked for and against bit rot or
-truncation (promise 2: never serve wrong bytes).
+| data``. The header repeats the page's name, its length and a checksum of the data
+(crc32 from zlib, or xxh3 when the ``xxhash`` package is installed), so a page read back
+is checked against the name it was asked for and against bit rot or truncation
+(promise 2: never serve wrong bytes).
 """
 
 from __future__ import annotations
@@ -17,9 +18,21 @@ import hashlib
 import json
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from datahub.storage.base import ObjectRef
+
+try:  # optional: xxh3 checks ~5x faster than crc32, which bounds disk-hit throughput
+    import xxhash
+except ImportError:  # pragma: no cover - depends on the environment
+    xxhash = None
+
+#: checksum name -> function; a page names the one it was written with, so both kinds verify
+CHECKSUMS: dict[str, Callable[[bytes], int]] = {"crc32": zlib.crc32}
+if xxhash is not None:
+    CHECKSUMS["xxh3"] = xxhash.xxh3_64_intdigest
+DEFAULT_CHECKSUM = "xxh3" if "xxh3" in CHECKSUMS else "crc32"
 
 MAGIC = b"DHPAGE1\n"
 _LEN = struct.Struct(">I")
@@ -70,7 +83,7 @@ def encode_header(key: PageKey, data: bytes | memoryview) -> bytes:
             "page_size": key.page_size,
             "index": key.index,
             "size": len(data),
-            "crc32": zlib.crc32(data),
+            "sum": [DEFAULT_CHECKSUM, CHECKSUMS[DEFAULT_CHECKSUM](data)],
         },
         separators=(",", ":"),
     ).encode()
@@ -107,7 +120,11 @@ def check_page(key: PageKey, header: dict | None, data: bytes) -> str | None:
             return f"header names another page ({name}={header.get(name)!r})"
     if header.get("size") != len(data):
         return f"truncated: {len(data)} bytes of {header.get('size')}"
-    if header.get("crc32") != zlib.crc32(data):
+    algorithm, value = (header.get("sum") or [None, None])[:2]
+    check = CHECKSUMS.get(algorithm)
+    if check is None:
+        return f"unknown checksum {algorithm!r}"
+    if check(data) != value:
         return "checksum mismatch"
     return None
 
