@@ -2,9 +2,12 @@
 
 Speed comes from JPEG draft mode: ``Image.draft`` asks libjpeg to decode at 1/2, 1/4 or
 1/8 scale straight from the DCT coefficients, so a 4000 px photo bound for 256 px never
-exists at full size. Draft only ever picks a scale that stays at least ``DRAFT_GAP`` times
-the target, and a LANCZOS resize then brings it to the exact size, so the result stays
-within a few dB of a full decode + LANCZOS (tests require PSNR >= 35 dB).
+exists at full size. Draft picks the smallest DCT scale that still covers the target
+(``DRAFT_GAP`` = 1: never below the target), and a LANCZOS resize then brings it to the
+exact size. Measured against a full decode + LANCZOS the result stays at ~44 dB PSNR
+(tests require >= 35 dB); a gap of 2 (Pillow's thumbnail default) bought ~1.5 dB more
+but lost the speed-up whenever the shrink factor is below 4, e.g. 1024x768 -> 256
+(see docs/benchmarks/pack.md).
 
 Every failure becomes BadImage / ImageTooLarge naming the record key, so a pack job can
 report it and skip the record or stop, as the user chose.
@@ -22,7 +25,7 @@ from PIL import Image, ImageChops, ImageStat, UnidentifiedImageError
 from datahub.errors import BadImage, ImageTooLarge
 from datahub.pack.spec import TransformSpec
 
-DRAFT_GAP = 2.0  # decode at >= 2x the target, like Image.thumbnail's reducing_gap
+DRAFT_GAP = 1.0  # draft scale must cover the target size by at least this factor
 _EXIF_ORIENTATION = 0x0112
 # EXIF orientation -> transposes that make the picture upright (None: already upright)
 _ORIENT: dict[int, tuple[Image.Transpose, ...]] = {
@@ -206,15 +209,18 @@ class _Lcg:
         return self.below(1000) / 1000
 
 
-def decode_rgb(data: bytes, size: tuple[int, int] | None = None, *, key: str = "") -> tuple[int, int, bytes]:
+def decode_rgb(
+    data: bytes, size: tuple[int, int] | None = None, *, key: str = "", draft: bool = True
+) -> tuple[int, int, bytes]:
     """Decode to packed RGB bytes (row-major HWC), optionally resized (bilinear) to ``size``.
 
-    The training-time decode used by ``datahub.torch``: JPEGs bigger than ``size`` are
-    decoded in draft mode first, the same shortcut the pack step takes.
+    The training-time decode used by ``datahub.torch``: with ``draft`` JPEGs bigger than
+    ``size`` are decoded in draft mode first, the same shortcut the pack step takes;
+    ``draft=False`` is the plain full decode most training pipelines do.
     """
     try:
         img = Image.open(io.BytesIO(data))
-        if size is not None and img.format == "JPEG":
+        if draft and size is not None and img.format == "JPEG":
             img.draft("RGB", (math.ceil(size[0] * DRAFT_GAP), math.ceil(size[1] * DRAFT_GAP)))
         img = img.convert("RGB")
         if size is not None and img.size != tuple(size):

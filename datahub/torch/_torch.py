@@ -16,9 +16,14 @@ __all__ = ["DataLoader", "Dataset", "IterableDataset", "Sampler", "cuda_availabl
            "image_tensor", "torch"]  # fmt: skip
 
 
-def image_tensor(data: bytes | memoryview, size: tuple[int, int] | None = None, *, key: str = "") -> Any:
-    """Encoded image -> uint8 tensor of shape (3, H, W), optionally resized to ``size`` (W, H)."""
-    width, height, raw = decode_rgb(bytes(data), size, key=key)
+def image_tensor(
+    data: bytes | memoryview, size: tuple[int, int] | None = None, *, key: str = "", draft: bool = True
+) -> Any:
+    """Encoded image -> uint8 tensor of shape (3, H, W), optionally resized to ``size`` (W, H).
+
+    ``draft`` lets JPEGs decode at a reduced DCT scale when ``size`` is smaller.
+    """
+    width, height, raw = decode_rgb(bytes(data), size, key=key, draft=draft)
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(height, width, 3).permute(2, 0, 1)
 
 
