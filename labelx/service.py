@@ -153,7 +153,9 @@ class LabelService:
             )
         project = self.store.get_project(item.project_id)
         value = None if skip else self.schema(project).check_value(value)
-        return self.store.save_value(item_id, user.id, version, value, "skipped" if skip else "annotated")
+        # no value and no skip (e.g. an undo back to "unlabelled") puts the item back to do
+        status = "skipped" if skip else ("todo" if value is None else "annotated")
+        return self.store.save_value(item_id, user.id, version, value, status)
 
     def submit(self, user: User, task_id: int) -> dict[str, int]:
         self._task_for(user, task_id, edit=True)

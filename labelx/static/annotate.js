@@ -123,7 +123,7 @@ function change(value, { skip = false, advance = false } = {}) {
   hist.push({ value: it.value, status: it.status });
   S.history.set(it.id, hist);
   it.value = value;
-  it.status = skip ? "skipped" : "annotated";
+  it.status = skip ? "skipped" : (value === null ? "todo" : "annotated");
   queueSave(it, skip);
   if (advance && S.cur < S.items.length - 1) show(S.cur + 1); else render();
 }
@@ -134,7 +134,7 @@ function undo() {
   if (!hist || !hist.length || !editable(it)) { flash(); return; }
   const prev = hist.pop();
   it.value = prev.value;
-  it.status = prev.status === "skipped" ? "skipped" : "annotated";
+  it.status = prev.status === "skipped" ? "skipped" : (prev.value === null || prev.value === undefined ? "todo" : "annotated");
   queueSave(it, prev.status === "skipped");
   render();
 }

@@ -192,3 +192,35 @@ def test_label_review_commit_in_the_browser(app, env, server, browser):
     expected[env.keys[11]] = {"boxes": drawn}
     assert labels == expected
     assert env.catalog.resolve("pets", 3).lineage["project"] == "pets-det"
+
+
+def test_suggestions_accepted_with_one_key_and_undo(app, env, server, browser):
+    service, store = app.state.labelx.service, app.state.labelx.store
+    project = service.create_project(
+        store.user_by_name("admin"), name="pets-sugg", dataset="pets", prefix="img/000", task_size=4,
+        annotators=["alice"], schema={"kind": "classification", "classes": ["cat", "dog", "bird"]},
+    )  # fmt: skip
+    rows = [(k, {"value": "dog", "score": 0.87, "model": "resnet@3"}) for k in env.keys[:4]]
+    store.set_suggestions(project.id, rows)
+    task = store.list_tasks(project.id)[0]["id"]
+    page = login(browser, server, "alice")
+    page.goto(f"{server}/tasks/{task}")
+    expect(page.locator("#suggestion")).to_contain_text("dog 87%")
+    expect(page.locator("#suggestion")).to_contain_text("resnet@3")
+    page.keyboard.press("a")  # accept: dog, next
+    expect(page.locator("#items li:nth-child(2)")).to_have_class("cur")
+    page.keyboard.press("a")
+    expect(page.locator("#items li:nth-child(3)")).to_have_class("cur")
+    page.keyboard.press("3")  # correct the suggestion: bird
+    expect(page.locator("#items li:nth-child(4)")).to_have_class("cur")
+    page.keyboard.press("p")  # back to the third item, undo the correction
+    page.keyboard.press("z")
+    expect(page.locator("#current b")).to_have_text("—")
+    expect(page.locator("#item-status")).to_have_text("todo")
+    page.keyboard.press("1")  # cat instead
+    wait_saved(page)
+    shot(page, "7-suggestions")
+    values = [i.value for i in store.task_items(task)]
+    assert values[:3] == ["dog", "dog", "cat"]
+    sugg = service.stats(store.user_by_name("admin"), project.id)["suggestions"]
+    assert sugg == {"dog": {"accepted": 2, "corrected": 1, "rate": 0.667}}
