@@ -45,7 +45,8 @@ class Services:
             obj.close()
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    """``async`` only because it does no I/O: FastAPI runs sync dependencies in its thread pool."""
     return request.app.state.services
 
 

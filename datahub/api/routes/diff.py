@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from datahub.api.deps import ReadableDataset, ServicesDep
-from datahub.api.routes.pagination import NDJSON, decode_cursor, ndjson_lines, page
+from datahub.api.routes.pagination import NDJSON, decode_cursor, json_page, ndjson_lines, page
 from datahub.api.schemas import DiffPage, diff_public
 
 router = APIRouter(prefix="/v1/datasets/{name}", tags=["diff"])
@@ -41,4 +41,4 @@ def diff(
     if after:
         entries = dropwhile(lambda e: e.key <= after, entries)
     items, next_cursor = page(entries, limit, key=lambda e: e.key)
-    return DiffPage(items=[diff_public(e) for e in items], next_cursor=next_cursor)
+    return json_page(DiffPage(items=[diff_public(e) for e in items], next_cursor=next_cursor))

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
+
+from fastapi import Response
+from pydantic import BaseModel
 
 from datahub.errors import InvalidInput
 
 T = TypeVar("T")
 NDJSON = "application/x-ndjson"
+
+
+def json_page(model: BaseModel) -> Response:
+    """Serialise a page once, in pydantic's core (the route declares ``response_model`` for the
+    schema). Returning the model would make FastAPI dump it to dicts and validate it again:
+    measured at ~3/4 of a 1000-record page's time."""
+    return Response(model.model_dump_json(), media_type="application/json")
 
 
 def encode_cursor(key: str) -> str:
@@ -41,6 +50,19 @@ def page(items: Iterable[T], limit: int, key: Callable[[T], str]) -> tuple[list[
     return taken, None
 
 
-def ndjson_lines(rows: Iterable[Any], convert: Callable[[Any], Any]) -> Iterator[bytes]:
+def ndjson_lines(
+    rows: Iterable[Any], convert: Callable[[Any], Any], chunk_bytes: int = 256 * 1024
+) -> Iterator[bytes]:
+    """NDJSON in chunks of about ``chunk_bytes``: one chunk per row would cost a thread hop and
+    an HTTP chunk per record (measured 80x slower than the catalog listing)."""
+    buffer: list[str] = []
+    size = 0
     for row in rows:
-        yield (json.dumps(convert(row).model_dump(mode="json"), separators=(",", ":")) + "\n").encode()
+        line = convert(row).model_dump_json() + "\n"
+        buffer.append(line)
+        size += len(line)
+        if size >= chunk_bytes:
+            yield "".join(buffer).encode()
+            buffer, size = [], 0
+    if buffer:
+        yield "".join(buffer).encode()

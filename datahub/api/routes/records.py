@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
 from datahub.api.deps import ReadableDataset, ServicesDep
-from datahub.api.routes.pagination import NDJSON, decode_cursor, ndjson_lines, page
+from datahub.api.routes.pagination import NDJSON, decode_cursor, json_page, ndjson_lines, page
 from datahub.api.schemas import RecordPage, RecordPublic, record_public
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions/{ref}", tags=["records"])
@@ -17,7 +17,7 @@ Prefix = Annotated[str, Query(description="only keys starting with this")]
 Filter = Annotated[str | None, Query(description="e.g. labels.class=cat,meta.split!=test (see docs/api.md)")]
 
 
-@router.get("/records")
+@router.get("/records", response_model=RecordPage)
 def list_records(
     dataset: ReadableDataset,
     ref: RefPath,
@@ -26,7 +26,7 @@ def list_records(
     filter: Filter = None,
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
-) -> RecordPage:
+) -> Response:
     catalog = services.catalog
     version = catalog.resolve(dataset.name, ref)
     rows = catalog.list_records(
@@ -38,7 +38,7 @@ def list_records(
         where=filter,
     )
     items, next_cursor = page(rows, limit, key=lambda r: r.key)
-    return RecordPage(items=[record_public(r) for r in items], next_cursor=next_cursor)
+    return json_page(RecordPage(items=[record_public(r) for r in items], next_cursor=next_cursor))
 
 
 @router.get("/records/{key:path}")
