@@ -153,3 +153,25 @@ def test_metrics_count_requests_by_route_template(api: Api):
     )
     assert 'datahub_http_requests_total{method="GET",route="/v1/datasets/{name}",status="404"} 1' in text
     assert "# TYPE datahub_http_requests_total counter" in text
+
+
+def test_metrics_include_the_attached_cache(config):
+    from datahub.api import create_app
+    from datahub.cache import open_cache
+    from datahub.storage import StoreRegistry, drop_memory_space, open_store
+    from tests.api.conftest import TestClient
+
+    config.cache.ram_bytes = 8 * 1024**2
+    store = open_store("memory://api-metrics", config)
+    info = store.put("a.bin", b"z" * 1000)
+    with StoreRegistry(config) as stores:
+        cache = open_cache(config, stores)
+        try:
+            assert cache.read(store.ref("a.bin")) == b"z" * 1000
+            with TestClient(create_app(config, stores=stores, cache=cache)) as client:
+                text = client.get("/metrics").text
+        finally:
+            cache.close()
+            drop_memory_space("api-metrics")
+    assert "datahub_http_requests_total" in text
+    assert f"datahub_origin_bytes_total {info.size}" in text
