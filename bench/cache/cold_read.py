@@ -3,7 +3,8 @@ datahub (prefetch, then read everything through the cache) against plain sequent
 s3fs reads (goal: >= 5x faster) and 16-thread boto3 reads (goal: >= 1x).
 
 Every contender starts cold: moto serves the same bytes each time, datahub gets an empty
-cache directory. The datahub figure includes both passes (prefetch + reads).
+cache directory. The datahub figure includes both passes (prefetch + reads). boto3 and
+datahub run alternately, twice each, and the best run of each counts.
 
 Usage: .venv/bin/python bench/cache/cold_read.py [--objects 2000] [--size 100000]
 """
@@ -23,6 +24,33 @@ from datahub.cache import open_cache
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectRef
 from tests.servers import MotoServer
+
+
+def datahub_run(ep, bucket: str, args, total: int) -> tuple[float, float]:
+    """(prefetch seconds, prefetch + read-all seconds) with a fresh, empty cache."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as home:
+        config = config_in(
+            Path(home),
+            page_size=4 * 2**20,
+            prefetch_concurrency=args.concurrency,
+            origin_concurrency=args.concurrency,
+        )
+        s3 = config.s3
+        s3.endpoint_url, s3.access_key_id, s3.secret_access_key = ep.url, ep.access_key, ep.secret_key
+        s3.region, s3.max_pool_connections = "us-east-1", 2 * args.concurrency
+        with StoreRegistry(config) as stores:
+            store = stores.store(f"s3://{bucket}")
+            refs = [
+                ObjectRef(store.url_for(i.key), i.etag, i.size) for i in store.list("train/")
+            ]  # the catalog's job
+            with open_cache(config, stores) as cache:
+                t0 = time.perf_counter()
+                report = cache.prefetch(refs)
+                t_prefetch = time.perf_counter() - t0
+                assert sum(len(cache.read(r)) for r in refs) == total
+                t_all = time.perf_counter() - t0
+                assert report.pages_fetched == args.objects and cache.origin.counters.fetches == args.objects
+    return t_prefetch, t_all
 
 
 def main() -> None:
@@ -47,37 +75,19 @@ def main() -> None:
         assert baselines.s3fs_sequential_read(ep.url, ep.access_key, ep.secret_key, bucket, keys) == total
         t_s3fs = time.perf_counter() - t0
 
-        t0 = time.perf_counter()
-        assert baselines.boto3_threaded_read(client, bucket, keys, threads=16) == total
-        t_boto = time.perf_counter() - t0
+        def boto3_run() -> float:
+            t0 = time.perf_counter()
+            assert baselines.boto3_threaded_read(client, bucket, keys, threads=16) == total
+            return time.perf_counter() - t0
 
-        with tempfile.TemporaryDirectory(dir="/var/tmp") as home:
-            config = config_in(
-                Path(home),
-                page_size=4 * 2**20,
-                prefetch_concurrency=args.concurrency,
-                origin_concurrency=args.concurrency,
-            )
-            config.s3.endpoint_url, config.s3.access_key_id, config.s3.secret_access_key = (
-                ep.url,
-                ep.access_key,
-                ep.secret_key,
-            )
-            config.s3.region, config.s3.max_pool_connections = "us-east-1", 2 * args.concurrency
-            with StoreRegistry(config) as stores:
-                store = stores.store(f"s3://{bucket}")
-                refs = [
-                    ObjectRef(store.url_for(i.key), i.etag, i.size) for i in store.list("train/")
-                ]  # the catalog's job
-                with open_cache(config, stores) as cache:
-                    t0 = time.perf_counter()
-                    report = cache.prefetch(refs)
-                    t_prefetch = time.perf_counter() - t0
-                    assert sum(len(cache.read(r)) for r in refs) == total
-                    t_dh = time.perf_counter() - t0
-                    assert (
-                        report.pages_fetched == args.objects and cache.origin.counters.fetches == args.objects
-                    )
+        # boto3 and datahub alternate, twice each, best kept: the machine is shared, and
+        # whoever runs first also pays for moto's warm-up.
+        t_boto, runs = [], []
+        for _ in range(2):
+            t_boto.append(boto3_run())
+            runs.append(datahub_run(ep, bucket, args, total))
+        t_boto = min(t_boto)
+        t_prefetch, t_dh = min(runs, key=lambda r: r[1])
     finally:
         moto.stop()
     row("s3fs, sequential cat_file (baseline)", t_s3fs, total)
