@@ -100,7 +100,7 @@ def import_source(
             version = None
             if any(counts.values()):
                 if not exists:
-                    catalog.create_dataset(dataset, source=src, owner=author)
+                    catalog.create_dataset(dataset, source=src)  # no owner: that grants API admin
                 spool.seek(0)
                 version = catalog.commit(
                     dataset,

@@ -33,6 +33,7 @@ def test_import_directory_creates_v1_with_relative_keys_and_source_etags(tmp_pat
     v1 = catalog.resolve("pets", 1)
     assert (v1.message, v1.author, v1.lineage["import"]["source"]) == ("first", "ann", str(src))
     assert catalog.get_dataset("pets").source == str(src)
+    assert catalog.get_dataset("pets").owner == ""  # an owner would be an API admin of it
 
 
 def test_file_url_source_is_the_same_as_a_path(tmp_path, config, catalog, stores):
