@@ -337,9 +337,10 @@ function onUp() {
   const round = b => ({ label: b.label, bbox: b.bbox.map(v => Math.round(v * 1e5) / 1e5) });
   if (d.kind === "draw") {
     if (d.rect && d.rect[2] > 0.005 && d.rect[3] > 0.005) {
-      const boxes = [...workingBoxes(), round({ label: S.activeClass, bbox: d.rect })];
-      change(boxes);
-      S.sel = boxes.length - 1;
+      // the new box is not selected, so the next class key picks the class of the next box
+      // instead of re-classing this one (click a box to select it)
+      change([...workingBoxes(), round({ label: S.activeClass, bbox: d.rect })]);
+      S.sel = -1;
     }
   } else if (d.moved) {
     const sel = S.sel;

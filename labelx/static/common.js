@@ -69,7 +69,8 @@ function describe(value) {
   if (typeof value === "string") return value;
   if (value.length === 0) return "(none)";
   if (typeof value[0] === "string") return value.join(", ");
-  return `${value.length} box${value.length === 1 ? "" : "es"}`;
+  const names = [...new Set(value.map(b => b.label))].join(", ");
+  return `${value.length} box${value.length === 1 ? "" : "es"}: ${names}`;
 }
 function classColor(schema, name) {
   const c = schema.classes.find(c => c.name === name);
