@@ -49,6 +49,7 @@ class S3Config:
     path_style: bool = True  # Ceph RGW and MinIO on loopback need path-style addressing
     multipart_threshold: int = 64 * 1024**2
     multipart_chunk: int = 16 * 1024**2
+    multipart_concurrency: int = 4  # parts uploaded at once; RAM held <= n * multipart_chunk
     max_attempts: int = 6
     connect_timeout: float = 10.0
     read_timeout: float = 60.0

@@ -20,8 +20,10 @@ from __future__ import annotations
 import io
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO, TypeVar
 
 import boto3
@@ -173,6 +175,7 @@ class S3Store(ObjectStore):
         self.page_size = max(1, min(1000, page_size))
         self.multipart_threshold = config.multipart_threshold
         self.multipart_chunk = max(MIN_PART, config.multipart_chunk)
+        self.multipart_concurrency = max(1, config.multipart_concurrency)
         self._clock = clock
 
     # --- the boundary: translate once, retry once ---------------------------------------------
@@ -326,27 +329,56 @@ class S3Store(ObjectStore):
     def _put_multipart(
         self, key: str, full: str, fh: BinaryIO, size: int | None, first: bytes | None
     ) -> ObjectInfo:
+        """Read parts one at a time and upload up to ``multipart_concurrency`` at once.
+
+        A slot is taken before a part is read and given back once it is sent, so at most
+        ``concurrency`` parts are in memory (being read or sent), whatever the object size.
+        The first failed part stops reading; any failure aborts the upload.
+        """
         part_size = self._part_size(size)
         upload = self._call(full, lambda: self._client.create_multipart_upload(Bucket=self.bucket, Key=full))[
             "UploadId"
         ]
-        parts: list[dict[str, Any]] = []
-        total = 0
-        try:
-            chunk = first if first is not None else _read_exactly(fh, part_size)
-            while chunk:
-                number = len(parts) + 1
+        slots = threading.BoundedSemaphore(self.multipart_concurrency)
+        failed = threading.Event()
+
+        def send(number: int, chunk: bytes) -> dict[str, Any]:
+            try:
                 resp = self._call(
                     full,
-                    lambda c=chunk, n=number: self._client.upload_part(
-                        Bucket=self.bucket, Key=full, UploadId=upload, PartNumber=n, Body=c
+                    lambda: self._client.upload_part(
+                        Bucket=self.bucket, Key=full, UploadId=upload, PartNumber=number, Body=chunk
                     ),
                 )
-                parts.append({"PartNumber": number, "ETag": resp["ETag"]})
-                total += len(chunk)
-                if size is not None and total > size:
-                    break
-                chunk = _read_exactly(fh, part_size)
+                return {"PartNumber": number, "ETag": resp["ETag"]}
+            except BaseException:
+                failed.set()
+                raise
+            finally:
+                slots.release()
+
+        futures: list[Future[dict[str, Any]]] = []
+        total = 0
+        try:
+            with ThreadPoolExecutor(self.multipart_concurrency, thread_name_prefix="s3-part") as pool:
+                try:
+                    slots.acquire()
+                    chunk = first if first is not None else _read_exactly(fh, part_size)
+                    while chunk and not failed.is_set():
+                        futures.append(pool.submit(send, len(futures) + 1, chunk))
+                        total += len(chunk)
+                        if size is not None and total > size:
+                            break
+                        slots.acquire()
+                        chunk = _read_exactly(fh, part_size)
+                except BaseException:
+                    failed.set()  # reading the source failed (or we were interrupted)
+                    raise
+                finally:
+                    if failed.is_set():
+                        for f in futures:
+                            f.cancel()  # parts not yet started are dropped, running ones finish
+            parts = [f.result() for f in futures]  # re-raises the first failed part
             self._check_size(full, size, total)
             done = self._call(
                 full,

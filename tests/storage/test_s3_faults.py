@@ -139,3 +139,25 @@ def test_puts_and_deletes_are_retried(moto_endpoint, bucket, direct, tmp_path, f
         assert proxy.failed == 4
         store.close()
     assert direct.read("p", etag=info.etag) == b"payload"
+
+
+def test_a_part_that_keeps_failing_aborts_the_upload(
+    moto_endpoint, bucket, direct, tmp_path, fake_sleep
+) -> None:
+    """Nothing half-written: no object, and no multipart upload left behind."""
+    with FlakyProxy(
+        moto_endpoint.url,
+        fail_first=100,
+        match=lambda method, path: method == "PUT" and "partNumber=2" in path,
+    ) as proxy:
+        store = through(
+            proxy, moto_endpoint, bucket, tmp_path, fake_sleep,
+            multipart_threshold=MiB, multipart_chunk=5 * MiB, max_attempts=2,
+        )  # fmt: skip
+        with pytest.raises(TransientStorageError, match="gave up after 2 attempts"):
+            store.put("doomed", os.urandom(16 * MiB))
+        assert proxy.failed == 2
+        store.close()
+    with pytest.raises(ObjectNotFound):
+        direct.stat("doomed")
+    assert moto_endpoint.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
