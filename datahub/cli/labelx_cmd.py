@@ -80,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _service(ctx):
-    from labelx.app import labelx_db_path
+    from labelx.deps import labelx_db_path
     from labelx.service import LabelService
     from labelx.store import LabelStore
 

@@ -1,0 +1,126 @@
+"""The browser pages: login/logout and the HTML shells whose scripts call the JSON API.
+
+Templates are plain HTML with ``$name`` placeholders (string.Template): values are
+HTML-escaped, and the page's data goes into a ``<script type="application/json">`` block,
+so no inline script is needed and the strict Content-Security-Policy holds.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from html import escape
+from pathlib import Path
+from string import Template
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from datahub.errors import Unauthenticated
+from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
+from labelx.deps import LX, Who, get_labelx
+from labelx.service import project_json
+
+TEMPLATES = Path(__file__).parent / "templates"
+router = APIRouter()
+
+
+def base_path(request: Request) -> str:
+    return request.scope.get("root_path", "").rstrip("/")
+
+
+def _secure(request: Request) -> bool:
+    return get_labelx(request).secure_cookies or request.url.scheme == "https"
+
+
+def _render(name: str, request: Request, boot: Any = None, **values: Any) -> HTMLResponse:
+    """Fill a page template: HTML-escaped ``$values`` and a JSON ``$boot`` block for its script."""
+    text = (TEMPLATES / name).read_text()
+    data = json.dumps(boot or {}).replace("<", "\\u003c")
+    out = Template(text).safe_substitute(
+        base=escape(base_path(request)), boot=data, **{k: escape(str(v)) for k, v in values.items()}
+    )
+    return HTMLResponse(out)
+
+
+def _page(template: str, title: str, request: Request, who: Principal, **boot: Any) -> HTMLResponse:
+    user = {"name": who.user.name, "role": who.user.role}
+    data = {"base": base_path(request), "csrf": who.csrf or "", "user": user, **boot}
+    return _render(template, request, title=title, user=who.user.name, role=who.user.role, boot=data)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, error: str = "") -> HTMLResponse:
+    token = secrets.token_urlsafe(24)
+    resp = _render("login.html", request, csrf=token, error=error)
+    resp.set_cookie(
+        LOGIN_CSRF_COOKIE, token, httponly=True, samesite="strict", secure=_secure(request), path="/"
+    )
+    return resp
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    lx: LX,
+    name: Annotated[str, Form()],
+    password: Annotated[str, Form()],
+    csrf: Annotated[str, Form()],
+) -> Response:
+    cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
+    if not cookie or not secrets.compare_digest(cookie, csrf):
+        return RedirectResponse(base_path(request) + "/login?error=expired", status_code=303)
+    try:
+        session_id, _ = lx.auth.login(name, password)
+    except Unauthenticated:
+        return RedirectResponse(base_path(request) + "/login?error=wrong", status_code=303)
+    resp = RedirectResponse(base_path(request) + "/", status_code=303)
+    resp.set_cookie(
+        SESSION_COOKIE,
+        session_id,
+        max_age=int(SESSION_TTL),
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
+        path="/",
+    )
+    resp.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
+    return resp
+
+
+@router.post("/logout")
+def logout(request: Request, lx: LX, who: Who) -> Response:
+    lx.auth.logout(request.cookies.get(SESSION_COOKIE, ""))
+    resp = JSONResponse({"ok": True})
+    resp.delete_cookie(SESSION_COOKIE, path="/")
+    return resp
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request, who: Who) -> HTMLResponse:
+    return _page("home.html", "Projects", request, who)
+
+
+@router.get("/projects/{project_id}", response_class=HTMLResponse)
+def dashboard(request: Request, lx: LX, who: Who, project_id: int) -> HTMLResponse:
+    project = lx.service.project_for(who.user, project_id)
+    return _page("dashboard.html", project.name, request, who, project=project_json(project))
+
+
+@router.get("/projects/{project_id}/review", response_class=HTMLResponse)
+def review_page(request: Request, lx: LX, who: Who, project_id: int) -> HTMLResponse:
+    project = lx.service.project_for(who.user, project_id)
+    return _page("review.html", f"Review {project.name}", request, who, project=project_json(project))
+
+
+@router.get("/tasks/{task_id}", response_class=HTMLResponse)
+def annotate_page(request: Request, lx: LX, who: Who, task_id: int) -> HTMLResponse:
+    view = lx.service.task_view(who.user, task_id)
+    return _page("annotate.html", view["project"]["name"], request, who, task_id=task_id)
+
+
+@router.get("/admin", response_class=HTMLResponse)
+def admin_page(request: Request, lx: LX, who: Who) -> HTMLResponse:
+    lx.service.require_admin(who.user)
+    return _page("admin.html", "Admin", request, who)

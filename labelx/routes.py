@@ -1,0 +1,203 @@
+"""The JSON API (``/api/...``): one thin handler per operation over LabelService and export."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response, StreamingResponse
+
+from datahub.errors import InvalidInput, PayloadTooLarge
+from datahub.storage.base import ObjectRef
+from datahub.validation import check_name
+from labelx import export
+from labelx.auth import hash_password
+from labelx.deps import LX, Body, Who, int_field
+from labelx.preannotate import parse_jsonl
+from labelx.service import item_json, project_json
+
+router = APIRouter(prefix="/api")
+
+
+@router.get("/me")
+def me(who: Who) -> dict[str, Any]:
+    return {"name": who.user.name, "role": who.user.role}
+
+
+@router.get("/users")
+def users(lx: LX, who: Who) -> list[dict[str, Any]]:
+    lx.service.require_admin(who.user)
+    return [{"name": u.name, "role": u.role} for u in lx.store.list_users()]
+
+
+@router.post("/users", status_code=201)
+def create_user(lx: LX, who: Who, body: Body) -> dict[str, Any]:
+    lx.service.require_admin(who.user)
+    user = lx.store.create_user(
+        check_name(str(body.get("name", "")), "user"),
+        str(body.get("role", "annotator")),
+        hash_password(str(body.get("password", ""))),
+    )
+    return {"name": user.name, "role": user.role}
+
+
+@router.post("/tokens", status_code=201)
+def create_token(lx: LX, who: Who, body: Body) -> dict[str, Any]:
+    return {"token": lx.auth.new_token(who.user, str(body.get("description", "")))}
+
+
+@router.get("/projects")
+def projects(lx: LX, who: Who) -> list[dict[str, Any]]:
+    return [project_json(p) for p in lx.service.projects_for(who.user)]
+
+
+@router.post("/projects", status_code=201)
+def create_project(lx: LX, who: Who, body: Body) -> dict[str, Any]:
+    project = lx.service.create_project(
+        who.user,
+        name=str(body.get("name", "")),
+        dataset=str(body.get("dataset", "")),
+        ref=body.get("version"),
+        prefix=str(body.get("prefix") or ""),
+        where=str(body.get("filter") or ""),
+        schema=body.get("schema") or {},
+        task_size=int_field({"task_size": body.get("task_size", 50)}, "task_size"),
+        annotators=list(body.get("annotators") or []),
+    )
+    return project_json(project)
+
+
+@router.get("/projects/{project_id}")
+def project(lx: LX, who: Who, project_id: int) -> dict[str, Any]:
+    return project_json(lx.service.project_for(who.user, project_id))
+
+
+@router.get("/projects/{project_id}/tasks")
+def tasks(lx: LX, who: Who, project_id: int) -> list[dict[str, Any]]:
+    return lx.service.tasks_for(who.user, project_id)
+
+
+@router.post("/projects/{project_id}/take-task")
+def take_task(lx: LX, who: Who, project_id: int) -> dict[str, Any]:
+    return {"task_id": lx.service.take_next_task(who.user, project_id)}
+
+
+@router.get("/projects/{project_id}/stats")
+def stats(lx: LX, who: Who, project_id: int) -> dict[str, Any]:
+    return lx.service.stats(who.user, project_id)
+
+
+@router.get("/projects/{project_id}/review")
+def review_queue(lx: LX, who: Who, project_id: int) -> list[dict[str, Any]]:
+    return lx.service.review_queue(who.user, project_id)
+
+
+@router.post("/projects/{project_id}/commit")
+def commit(lx: LX, who: Who, project_id: int, body: Body) -> dict[str, Any]:
+    version = export.commit_labels(
+        lx.service,
+        who.user,
+        project_id,
+        to_dataset=body.get("to_dataset") or None,
+        message=str(body.get("message") or ""),
+    )
+    return {"dataset": version.dataset, "seq": version.seq, "modified": version.modified}
+
+
+@router.post("/projects/{project_id}/suggestions")
+async def suggestions(request: Request, lx: LX, who: Who, project_id: int) -> dict[str, Any]:
+    lx.service.require_admin(who.user)
+    body = await request.body()
+    if len(body) > lx.max_body:
+        raise PayloadTooLarge(f"suggestions file is larger than {lx.max_body} bytes")
+    project = lx.store.get_project(project_id)
+    schema = lx.service.schema(project)
+    rows = parse_jsonl(
+        body.decode("utf-8", "replace").splitlines(), schema, request.query_params.get("model")
+    )
+    return {"matched": lx.store.set_suggestions(project_id, rows)}
+
+
+@router.get("/projects/{project_id}/export/{fmt}")
+def download(lx: LX, who: Who, project_id: int, fmt: str, include: str = "accepted") -> Response:
+    project = lx.service.project_for(who.user, project_id)
+    if not who.user.can_review:
+        lx.service.require_admin(who.user)
+    if include not in ("accepted", "annotated"):
+        raise InvalidInput("include must be 'accepted' or 'annotated'")
+    makers = {
+        "csv": (lambda: export.export_csv(lx.service, project, include), "text/csv", "csv"),
+        "coco": (
+            lambda: export.export_coco(lx.service, project, lx.images, include),
+            "application/json",
+            "json",
+        ),
+        "yolo": (lambda: export.export_yolo(lx.service, project, include), "application/zip", "zip"),
+    }
+    if fmt not in makers:
+        raise InvalidInput(f"unknown export format {fmt!r}; use csv, coco or yolo")
+    make, media, ext = makers[fmt]
+    spool = make()
+    filename = f"{project.name}-{fmt}.{ext}"
+
+    def chunks() -> Any:
+        with spool:
+            while block := spool.read(256 * 1024):
+                yield block
+
+    return StreamingResponse(
+        chunks(), media_type=media, headers={"Content-Disposition": f'attachment; filename="{filename}"'}
+    )
+
+
+@router.put("/tasks/{task_id}/assignee")
+def assign(lx: LX, who: Who, task_id: int, body: Body) -> dict[str, Any]:
+    lx.service.assign(who.user, task_id, body.get("assignee") or None)
+    return {"ok": True}
+
+
+@router.get("/tasks/{task_id}")
+def task(lx: LX, who: Who, task_id: int) -> dict[str, Any]:
+    return lx.service.task_view(who.user, task_id)
+
+
+@router.post("/tasks/{task_id}/submit")
+def submit(lx: LX, who: Who, task_id: int) -> dict[str, Any]:
+    return lx.service.submit(who.user, task_id)
+
+
+@router.post("/items/{item_id}/claim")
+def claim(lx: LX, who: Who, item_id: int) -> dict[str, Any]:
+    return item_json(lx.service.claim(who.user, item_id))
+
+
+@router.put("/items/{item_id}")
+def save(lx: LX, who: Who, item_id: int, body: Body) -> dict[str, Any]:
+    item = lx.service.save(
+        who.user, item_id, int_field(body, "version"), body.get("value"), skip=bool(body.get("skip"))
+    )
+    return item_json(item)
+
+
+@router.post("/items/{item_id}/review")
+def review(lx: LX, who: Who, item_id: int, body: Body) -> dict[str, Any]:
+    item = lx.service.review(
+        who.user,
+        item_id,
+        int_field(body, "version"),
+        bool(body.get("accept")),
+        str(body.get("comment") or ""),
+    )
+    return item_json(item)
+
+
+@router.get("/items/{item_id}/image")
+def image(lx: LX, who: Who, item_id: int, size: str = "preview") -> Response:
+    item = lx.service.item_for(who.user, item_id)
+    ref = ObjectRef(item.url, item.etag, item.size)
+    if size == "original":
+        data, media = lx.images.read(ref), "application/octet-stream"
+    else:
+        data, media = lx.images.preview(ref, size), "image/jpeg"
+    # the URL names immutable bytes for this item (record etag), so browsers may keep it
+    return Response(data, media_type=media, headers={"Cache-Control": "private, max-age=86400"})
