@@ -171,6 +171,12 @@ def claim(lx: LX, who: Who, item_id: int) -> dict[str, Any]:
     return item_json(lx.service.claim(who.user, item_id))
 
 
+@router.post("/items/{item_id}/release")
+def release(lx: LX, who: Who, item_id: int) -> dict[str, Any]:
+    lx.service.release(who.user, item_id)
+    return {"ok": True}
+
+
 @router.put("/items/{item_id}")
 def save(lx: LX, who: Who, item_id: int, body: Body) -> dict[str, Any]:
     item = lx.service.save(

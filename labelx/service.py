@@ -144,6 +144,10 @@ class LabelService:
         self.item_for(user, item_id, edit=True)
         return self.store.claim_item(item_id, user.id)
 
+    def release(self, user: User, item_id: int) -> None:
+        self.item_for(user, item_id)
+        self.store.release_item(item_id, user.id)
+
     def save(self, user: User, item_id: int, version: int, value: Any, *, skip: bool = False) -> Item:
         """Autosave an annotation (or a skip); 409 if ``version`` is stale."""
         item = self.item_for(user, item_id, edit=True)

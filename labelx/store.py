@@ -548,6 +548,14 @@ class LabelStore:
                 )
         return self.get_item(item_id)
 
+    def release_item(self, item_id: int, user_id: int) -> None:
+        """Give up one's claim (leaving an item); someone else's claim is left alone."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE items SET claimed_by=NULL, claimed_until=NULL WHERE id=? AND claimed_by=?",
+                (item_id, user_id),
+            )
+
     def save_value(self, item_id: int, user_id: int, expected_version: int, value: Any, status: str) -> Item:
         """Write an annotation if ``expected_version`` is current and the caller holds the claim.
 

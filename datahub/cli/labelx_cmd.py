@@ -208,7 +208,7 @@ def _commit(args, ctx) -> int:
 
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
-    with ctx.progress(None, f"committing {project.name}") as progress:
+    with ctx.progress(service.store.count_changed(project.id), f"committing {project.name}") as progress:
         version = commit_labels(
             service, _admin(service, args.user), project.id, to_dataset=args.to_dataset,
             message=args.message, progress=progress,

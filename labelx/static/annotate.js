@@ -28,7 +28,12 @@ const editable = it => S.view.can_edit && ["todo", "annotated", "skipped", "reje
 
 function show(index) {
   if (!S.items.length) return;
+  const prev = S.items[S.cur];
   S.cur = Math.max(0, Math.min(S.items.length - 1, index));
+  if (prev && prev !== item() && prev.claimed && !pending.has(prev.id)) {
+    prev.claimed = false;  // let others edit the item we left (a pending save would re-claim it)
+    api("POST", `/api/items/${prev.id}/release`).catch(() => {});
+  }
   S.sel = -1;
   history.replaceState(null, "", `#${S.cur}`);
   const it = item();

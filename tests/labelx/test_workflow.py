@@ -84,6 +84,25 @@ def test_two_users_cannot_take_the_same_item(app):
         admin.put(f"/api/items/{item['id']}", {"version": item["version"], "value": "cat"}).status_code == 409
     )
     ok(alice.put(f"/api/items/{item['id']}", {"version": item["version"], "value": "cat"}))
+    # once she moves on and releases it, the admin may take it (with the current version)
+    assert ok(admin.post(f"/api/items/{item['id']}/release"))  # not his claim: a no-op
+    assert admin.post(f"/api/items/{item['id']}/claim").status_code == 409
+    ok(alice.post(f"/api/items/{item['id']}/release"))
+    ok(admin.post(f"/api/items/{item['id']}/claim"))
+    ok(admin.put(f"/api/items/{item['id']}", {"version": item["version"] + 1, "value": "dog"}))
+
+
+def test_claims_expire(app):
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    alice = Session(app, "alice")
+    item = _task(alice, pid)["items"][2]
+    ok(alice.post(f"/api/items/{item['id']}/claim"))
+    store = app.state.labelx.store
+    real_clock = store.clock
+    store.clock = lambda: real_clock() + 601  # past the 10-minute lease
+    ok(admin.post(f"/api/items/{item['id']}/claim"))
+    store.clock = real_clock
 
 
 def test_unassigned_tasks_are_claimed_atomically(app):
