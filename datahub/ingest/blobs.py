@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from datahub.errors import ObjectNotFound
 from datahub.ingest.items import SourceItem
 from datahub.storage import StoreRegistry
-from datahub.storage.base import ObjectStore
+from datahub.storage.base import ObjectInfo, ObjectStore
 
-CHUNK_BYTES = 8 * 1024**2
+CHUNK_BYTES = 4 * 1024**2
 BLOB_PREFIX = "blobs/sha256"
 
 
@@ -40,6 +42,8 @@ class BlobCopier:
     ) -> None:
         self.objects, self.stores, self.chunk_bytes = objects, stores, chunk_bytes
         self.copied_bytes = 0  # bytes actually uploaded (deduplicated blobs are not counted)
+        self._lock = threading.Lock()  # copies run on several threads; guards the two fields
+        self._running: dict[str, Future[ObjectInfo]] = {}
 
     def copy(self, item: SourceItem) -> Blob:
         store, key = self.stores.for_url(item.url)
@@ -55,11 +59,32 @@ class BlobCopier:
                 spool.write(data)
                 offset += len(data)
             hexdigest = digest.hexdigest()
-            target = blob_key(hexdigest)
+            info = self._store(blob_key(hexdigest), spool, offset)
+        return Blob(self.objects.url_for(blob_key(hexdigest)), info.etag, info.size, f"sha256:{hexdigest}")
+
+    def _store(self, target: str, spool, size: int) -> ObjectInfo:
+        """Put the blob unless it exists. Concurrent copies of the same bytes merge into one
+        upload (a future per blob key; no lock is held during I/O)."""
+        with self._lock:
+            running = self._running.get(target)
+            mine = running is None
+            if mine:
+                running = self._running[target] = Future()
+        if not mine:
+            return running.result()
+        try:
             try:
                 info = self.objects.stat(target)
             except ObjectNotFound:
                 spool.seek(0)
-                info = self.objects.put(target, spool, offset)
-                self.copied_bytes += offset
-        return Blob(self.objects.url_for(target), info.etag, info.size, f"sha256:{hexdigest}")
+                info = self.objects.put(target, spool, size)
+                with self._lock:
+                    self.copied_bytes += size
+            running.set_result(info)
+            return info
+        except BaseException as exc:
+            running.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                del self._running[target]

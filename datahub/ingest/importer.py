@@ -2,7 +2,9 @@
 
 All-or-nothing: the change set is computed completely (every manifest line parsed, every
 key validated, every ``--copy`` blob written) and spooled to a temporary file *before*
-the single catalog commit, so any error or an interrupt leaves no new version. The commit
+the single catalog commit, so any error or an interrupt leaves no new version. ``--copy``
+copies run on a small thread pool in a bounded window and reach the spool in key order.
+The commit
 names the head it was planned against as its base, so a concurrent commit makes it fail
 with StaleBase instead of silently overwriting. Blobs copied by an import that then failed
 stay behind harmlessly (content-addressed) and are reused by the retry.
@@ -13,7 +15,9 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Protocol
 
@@ -22,10 +26,14 @@ from datahub.config import Config
 from datahub.errors import Cancelled, DatasetNotFound
 from datahub.ingest.blobs import BlobCopier
 from datahub.ingest.items import SourceItem
-from datahub.ingest.merge import new_record, plan_changes
+from datahub.ingest.merge import PlannedChange, new_record, plan_changes
 from datahub.ingest.sources import source_items
 from datahub.storage import StoreRegistry, open_store
 from datahub.validation import check_name
+
+# Copies in flight. Each holds at most one read chunk plus its spool's RAM part
+# (blobs.CHUNK_BYTES each), so RAM for copying stays under 2 * 8 * 4 MiB = 64 MiB.
+COPY_CONCURRENCY = 8
 
 
 class ProgressSink(Protocol):
@@ -62,6 +70,7 @@ def import_source(
     progress: ProgressSink | None = None,
     cancel: threading.Event | None = None,
     sort_budget_bytes: int = 32 * 1024**2,
+    copy_concurrency: int = COPY_CONCURRENCY,
 ) -> ImportReport:
     """Import ``src`` into ``dataset`` (created if missing); commit a version only if something changed."""
     check_name(dataset)
@@ -87,16 +96,20 @@ def import_source(
                 progress.update(1, item.size)
             yield item
 
+    pending: deque[Future[Change]] = deque()
     try:
-        with tempfile.TemporaryFile("w+", encoding="utf-8", prefix="datahub-import-changes-") as spool:
+        with (
+            tempfile.TemporaryFile("w+", encoding="utf-8", prefix="datahub-import-changes-") as spool,
+            ThreadPoolExecutor(max_workers=copy_concurrency, thread_name_prefix="import-copy") as pool,
+        ):
             items = watched(source_items(src, config, stores, sort_budget_bytes=sort_budget_bytes))
-            for change in plan_changes(items, head, copy=copy):
-                counts[change.kind] += 1
-                if change.item is None:
-                    _write(spool, Delete(change.key))
-                else:
-                    located = copier.copy if copier is not None else None
-                    _write(spool, Put(new_record(change.item, change.old, located)))
+            for planned in plan_changes(items, head, copy=copy):
+                counts[planned.kind] += 1
+                pending.append(_materialise(planned, copier, pool))
+                while len(pending) > copy_concurrency:  # a bounded window, written in key order
+                    _write(spool, pending.popleft().result())
+            while pending:
+                _write(spool, pending.popleft().result())
             version = None
             if any(counts.values()):
                 if not exists:
@@ -111,6 +124,8 @@ def import_source(
                     lineage={"import": {"source": src, "copy": copy}},
                 )
     finally:
+        for future in pending:  # after an error: drop queued copies (running ones finish)
+            future.cancel()
         if objects is not None:
             objects.close()
     return ImportReport(
@@ -122,6 +137,24 @@ def import_source(
         copied_bytes=copier.copied_bytes if copier is not None else 0,
         **counts,
     )
+
+
+def _materialise(
+    planned: PlannedChange, copier: BlobCopier | None, pool: ThreadPoolExecutor
+) -> Future[Change]:
+    """The Change for a planned one; ``--copy`` puts are copied on the pool, the rest resolve at once."""
+    if planned.item is None:
+        return _done(Delete(planned.key))
+    item, old = planned.item, planned.old
+    if copier is None:
+        return _done(Put(new_record(item, old, None)))
+    return pool.submit(lambda: Put(new_record(item, old, copier.copy)))
+
+
+def _done(change: Change) -> Future[Change]:
+    future: Future[Change] = Future()
+    future.set_result(change)
+    return future
 
 
 def _write(spool: IO[str], change: Change) -> None:

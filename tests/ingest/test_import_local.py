@@ -93,7 +93,8 @@ def test_labels_added_later_survive_a_reimport(tmp_path, config, catalog, stores
 
 
 def test_copy_puts_content_addressed_deduplicated_blobs(tmp_path, config, catalog, stores):
-    src = write_tree(tmp_path / "src", {**FILES, "dup/again.jpg": b"cat-1"})
+    dups = {f"dup/{i:02d}.jpg": b"cat-1" for i in range(12)}  # copied concurrently: must upload once
+    src = write_tree(tmp_path / "src", {**FILES, **dups, "dup/again.jpg": b"cat-1"})
     report = import_source(catalog, config, stores, str(src), "pets", copy=True)
     records = listing(catalog, "pets")
     first, dup = records["train/cat/1.jpg"], records["dup/again.jpg"]
