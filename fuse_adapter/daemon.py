@@ -47,8 +47,18 @@ def _runtime_dir(home: Path) -> Path:
     return home / "run" / "mounts"
 
 
+def canonical(mountpoint: str) -> str:
+    """Absolute path with symlinks resolved in its parents only.
+
+    Never stat the mount point itself: from inside the daemon that would be a FUSE
+    request to our own, not yet serving, file system (a deadlock).
+    """
+    path = os.path.abspath(mountpoint)
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
 def record_path(home: Path, mountpoint: str) -> Path:
-    digest = hashlib.sha256(os.path.realpath(mountpoint).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(canonical(mountpoint).encode()).hexdigest()[:16]
     return _runtime_dir(home) / f"{digest}.json"
 
 
@@ -83,7 +93,7 @@ def is_mounted(mountpoint: str) -> bool:
 
     ``os.path.ismount`` cannot tell: stat() of a stale mount fails with ENOTCONN.
     """
-    target = os.path.realpath(mountpoint)
+    target = canonical(mountpoint)
     with open("/proc/self/mountinfo") as fh:
         return any(_unescape(line.split()[4]) == target for line in fh)
 
@@ -102,7 +112,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def check_mountpoint(mountpoint: str) -> str:
-    path = os.path.realpath(mountpoint)
+    path = canonical(mountpoint)
     if not os.path.isdir(path):
         raise InvalidInput(f"mount point {mountpoint} is not a directory: create it first")
     if is_mounted(path):
@@ -126,7 +136,7 @@ def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0)
     """
     read_fd, write_fd = os.pipe()
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "datahub.cli.main", *argv, "--foreground", "--ready-fd", str(write_fd)]
+    cmd = [sys.executable, "-m", "fuse_adapter", *argv, "--foreground", "--ready-fd", str(write_fd)]
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(
             cmd,
@@ -174,7 +184,7 @@ def unmount(
     recover: Callable[[MountRecord], None] | None = None,
 ) -> str:
     """Stop the daemon of ``mountpoint`` cleanly, or clean up after a dead one. Returns what it did."""
-    path = os.path.realpath(mountpoint)
+    path = canonical(mountpoint)
     record = read_record(home, path)
     if record is not None and pid_alive(record.pid):
         os.kill(record.pid, signal.SIGTERM)  # the daemon flushes (rw) and unmounts itself

@@ -380,8 +380,8 @@ def serve(
                 async def after_mount() -> None:
                     if readahead_kib:
                         await trio.to_thread.run_sync(set_readahead, mountpoint, readahead_kib)
-                    if on_ready is not None:
-                        on_ready()
+                    if on_ready is not None:  # in a thread: it may touch the file system
+                        await trio.to_thread.run_sync(on_ready)
 
                 nursery.start_soon(watch_signals)
                 nursery.start_soon(after_mount)

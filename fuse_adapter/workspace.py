@@ -41,6 +41,7 @@ class WorkspaceView:
         self._by_path: dict[str, int] = {"": ROOT_INODE}
         self._next_ino = itertools.count(ROOT_INODE + 1)
         self._handles: dict[int, tuple[int, object]] = {}  # fh -> (inode, FileHandle)
+        self._last: dict[int, Stat] = {}  # last attributes of open inodes (answers fstat after unlink)
         self._next_fh = itertools.count(1)
 
     # --- the inode <-> path map --------------------------------------------------------------------
@@ -114,11 +115,27 @@ class WorkspaceView:
         return self._stat(self._remember(path), attr)
 
     def getattr(self, ino: int) -> Stat:
-        return self._stat(ino, self.ws.stat(self.path_of(ino)))
+        with self._lock:
+            node = self._inodes.get(ino)
+            unlinked = node is not None and node.path is None and ino in self._last
+            if unlinked:  # unlinked but still open: what we last knew, with no links left
+                last = self._last[ino]
+                return Stat(ino, last.mode, 0, last.size, last.mtime_ns, last.uid, last.gid)
+        st = self._stat(ino, self.ws.stat(self.path_of(ino)))
+        with self._lock:
+            if self._inodes.get(ino) is not None and self._inodes[ino].opened:
+                self._last[ino] = st
+        return st
 
     def truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
         if fh is not None and fh in self._handles:
             self._handles[fh][1].truncate(size)
+            with self._lock:
+                last = self._last.get(ino)
+                if last is not None:
+                    self._last[ino] = Stat(
+                        ino, last.mode, last.nlink, size, last.mtime_ns, last.uid, last.gid
+                    )
         else:
             self.ws.truncate(self.path_of(ino), size)
         return self.getattr(ino)
@@ -168,11 +185,12 @@ class WorkspaceView:
         self._moved(old, new)
 
     # --- files -----------------------------------------------------------------------------------
-    def _register(self, ino: int, handle: object) -> int:
+    def _register(self, ino: int, handle: object, st: Stat) -> int:
         fh = next(self._next_fh)
         with self._lock:
             self._handles[fh] = (ino, handle)
             self._inodes[ino].opened += 1
+            self._last[ino] = st
         return fh
 
     def create(self, parent: int, name: str, *, exclusive: bool) -> tuple[int, Stat]:
@@ -186,17 +204,27 @@ class WorkspaceView:
                 raise AlreadyExists(f"{path!r} already exists in workspace {self.ws.name!r}")
         handle = self.ws.open(path, create=True, truncate=True)
         ino = self._remember(path)
-        return self._register(ino, handle), self._stat(ino, self.ws.stat(path))
+        st = self._stat(ino, self.ws.stat(path))
+        return self._register(ino, handle, st), st
 
     def open(self, ino: int, *, truncate: bool) -> int:
-        handle = self.ws.open(self.path_of(ino), truncate=truncate)
-        return self._register(ino, handle)
+        path = self.path_of(ino)
+        handle = self.ws.open(path, truncate=truncate)
+        return self._register(ino, handle, self._stat(ino, self.ws.stat(path)))
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         return self._handles[fh][1].read(offset, size)
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
-        return self._handles[fh][1].write(offset, data)
+        ino, handle = self._handles[fh]
+        n = handle.write(offset, data)
+        with self._lock:
+            last = self._last.get(ino)
+            if last is not None and offset + n > last.size:
+                self._last[ino] = Stat(
+                    ino, last.mode, last.nlink, offset + n, last.mtime_ns, last.uid, last.gid
+                )
+        return n
 
     def fsync(self, fh: int) -> None:
         """Durable in the shared tier and journaled dirty when this returns (write-back promise)."""
@@ -212,6 +240,8 @@ class WorkspaceView:
                 node = self._inodes.get(ino)
                 if node is not None:
                     node.opened -= 1
+                    if node.opened <= 0:
+                        self._last.pop(ino, None)
                     self._maybe_drop(ino, node)
 
     def release_all(self) -> None:

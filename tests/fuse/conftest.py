@@ -43,7 +43,7 @@ class FuseEnv:
     endpoint: S3Endpoint
 
     def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "datahub.cli.main", "--config", str(self.config_path), *args]
+        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config_path), *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
         if check and proc.returncode != 0:
             raise AssertionError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr}")
@@ -58,7 +58,7 @@ class FuseEnv:
     def mounted(self, mountpoint: Path, *args: str) -> Iterator[subprocess.Popen]:
         """``datahub mount MOUNTPOINT ARGS --foreground`` for the duration of the block."""
         log_path = self.root / f"mount-{mountpoint.name}.log"
-        cmd = [sys.executable, "-m", "datahub.cli.main", "--config", str(self.config_path)]
+        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config_path)]
         cmd += ["mount", str(mountpoint), *args, "--foreground"]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO)
