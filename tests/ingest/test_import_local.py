@@ -187,3 +187,23 @@ def test_memory_prefix_source(config, catalog, stores):
         assert records["val/cat/3.jpg"].url == "memory://ingest-mem/data/val/cat/3.jpg"
     finally:
         drop_memory_space("ingest-mem")
+
+
+def test_a_commit_during_the_import_makes_it_fail_stale_with_nothing_written(
+    tmp_path, config, catalog, stores
+):
+    from datahub.catalog.model import Delete
+    from datahub.errors import StaleBase
+
+    src = write_tree(tmp_path / "src", FILES)
+    import_source(catalog, config, stores, str(src), "pets")
+    (src / "val/cat/3.jpg").write_bytes(b"a new cat, longer")
+
+    class CommitMidway:
+        def update(self, n: int = 1, nbytes: int = 0) -> None:
+            if catalog.store.head("pets") == 1:
+                catalog.commit("pets", [Delete("train/dog/2.jpg")], message="someone else")
+
+    with pytest.raises(StaleBase):
+        import_source(catalog, config, stores, str(src), "pets", progress=CommitMidway())
+    assert [v.message for v in catalog.log("pets")] == ["someone else", f"import {src}"]
