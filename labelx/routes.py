@@ -63,6 +63,7 @@ def create_project(lx: LX, who: Who, body: Body) -> dict[str, Any]:
         schema=body.get("schema") or {},
         task_size=int_field({"task_size": body.get("task_size", 50)}, "task_size"),
         annotators=list(body.get("annotators") or []),
+        round_robin=body.get("assign", "round-robin") != "claim",
     )
     return project_json(project)
 

@@ -76,8 +76,13 @@ class LabelService:
         schema: dict[str, Any],
         task_size: int = 50,
         annotators: list[str] | None = None,
+        round_robin: bool = True,
     ) -> Project:
-        """Snapshot the matching records of ``dataset@ref`` into items split into tasks."""
+        """Snapshot the matching records of ``dataset@ref`` into items split into tasks.
+
+        ``annotators`` become the project's members; with ``round_robin`` the tasks are
+        assigned to them in turn, otherwise they take tasks one at a time (atomic claim).
+        """
         self.require_admin(user)
         check_name(name, "project")
         check_prefix(prefix)
@@ -102,6 +107,7 @@ class LabelService:
             created_by=user.name,
             items=items,
             annotators=members,
+            round_robin=round_robin,
         )
 
     def projects_for(self, user: User) -> list[Project]:

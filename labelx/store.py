@@ -302,11 +302,13 @@ class LabelStore:
         created_by: str,
         items: Iterable[NewItem],
         annotators: list[int],
+        round_robin: bool = True,
     ) -> Project:
         """Insert a project with its tasks and items in ONE transaction (all or nothing).
 
         Items are streamed in batches; tasks of ``task_size`` items are assigned round-robin
-        to ``annotators`` (or left unassigned, to be claimed, if there are none).
+        to ``annotators`` with ``round_robin``; otherwise left unassigned for the annotators
+        (the project's members) to claim one at a time.
         """
         now = self.clock()
         try:
@@ -326,7 +328,9 @@ class LabelStore:
                     pos = count % task_size
                     if pos == 0:
                         number = count // task_size
-                        assignee = annotators[number % len(annotators)] if annotators else None
+                        assignee = (
+                            annotators[number % len(annotators)] if annotators and round_robin else None
+                        )
                         task_id = db.execute(
                             "INSERT INTO tasks(project_id, number, assignee) VALUES(?,?,?)",
                             (pid, number + 1, assignee),

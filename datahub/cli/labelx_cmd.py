@@ -50,7 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--classes", required=True, help="comma-separated class names (keys 1, 2, 3 …)")
     s.add_argument("--field", default=None, help="record label field (default: class / boxes)")
     s.add_argument("--task-size", type=int, default=50)
-    s.add_argument("--annotators", default="", help="comma-separated user names (round-robin)")
+    s.add_argument("--annotators", default="", help="comma-separated user names (the project's members)")
+    s.add_argument(
+        "--claim", action="store_true", help="leave tasks unassigned: annotators take them one at a time"
+    )
     s.add_argument("--user", required=True, help="the admin doing this")
     s.set_defaults(func=_create_project)
 
@@ -169,6 +172,7 @@ def _create_project(args, ctx) -> int:
         schema=schema,
         task_size=args.task_size,
         annotators=[a.strip() for a in args.annotators.split(",") if a.strip()],
+        round_robin=not args.claim,
     )
     ctx.emit({"id": project.id, "name": project.name, "items": project.item_count})
     return 0

@@ -47,7 +47,7 @@ async function createProject(ev) {
   const body = {
     name: f.get("name"), dataset: f.get("dataset"), version: f.get("version") || null,
     prefix: f.get("prefix"), filter: f.get("filter"), task_size: +f.get("task_size") || 50,
-    annotators: splitList(f.get("annotators")),
+    annotators: splitList(f.get("annotators")), assign: f.get("assign"),
     schema: { kind: kind === "detection" ? "detection" : "classification", multi: kind === "multi", classes: splitList(f.get("classes")) },
   };
   msg.className = "msg"; msg.textContent = "Creating…";

@@ -110,13 +110,11 @@ def test_unassigned_tasks_are_claimed_atomically(app):
     names = [f"ann{i}" for i in range(6)]
     add_users(app, **dict.fromkeys(names, "annotator"))
     admin = Session(app, "admin")
-    pid = ok(
-        admin.post("/api/projects", {"name": "pool", "dataset": "pets", "schema": SCHEMA, "task_size": 3}),
-        201,
-    )["id"]
+    body = {"name": "pool", "dataset": "pets", "schema": SCHEMA, "task_size": 3, "annotators": names}
+    pid = ok(admin.post("/api/projects", body | {"assign": "claim"}), 201)["id"]
     store, service = app.state.labelx.store, app.state.labelx.service
-    for n in names:
-        store.add_member(pid, store.user_by_name(n).id)
+    assert all(t["assignee"] is None for t in store.list_tasks(pid))
+    assert [p["name"] for p in ok(Session(app, "ann0").get("/api/projects"))] == ["pool"]  # a member sees it
     got: dict[str, int | str] = {}
     barrier = threading.Barrier(len(names))
 
