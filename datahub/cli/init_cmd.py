@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from urllib.parse import urlsplit
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from datahub.cli.context import CliContext
 
@@ -18,9 +19,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     config.home_path.mkdir(parents=True, exist_ok=True)
     objects = config.resolved_objects_url
     if objects.startswith("file://"):
-        from pathlib import Path
-
-        Path(urlsplit(objects).path).mkdir(parents=True, exist_ok=True)
+        Path(unquote(urlsplit(objects).path)).mkdir(parents=True, exist_ok=True)
     datasets = len(ctx.catalog.list_datasets())  # opening the catalog creates its schema
     ctx.emit(
         {

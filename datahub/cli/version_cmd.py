@@ -10,7 +10,6 @@ import argparse
 import getpass
 import json
 import os
-import sys
 import tempfile
 from itertools import islice
 from pathlib import Path
@@ -137,7 +136,7 @@ def export(args: argparse.Namespace, ctx: CliContext) -> int:
     records = catalog.list_records(name, version.seq, prefix=args.prefix, where=args.filter)
     with ctx.progress(version.record_count, f"export {name}@v{version.seq}") as progress:
         if not args.output:
-            _write_ndjson(records, sys.stdout if ctx.out is None else ctx.out, progress)
+            _write_ndjson(records, ctx.out, progress)
             return 0
         target = Path(args.output)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
