@@ -33,10 +33,13 @@ class Origin:
 
     def fetch(self, key: PageKey, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object version ``key`` names."""
+        # A short first page is the whole object: read it without a Range header (cheaper
+        # for S3 servers; the etag pins the size, and the length is checked below anyway).
+        whole = start == 0 and end - start < key.page_size
         try:
             store, object_key = self.stores.for_url(key.url)
             with self._slots:
-                data = store.read(object_key, start, end, etag=key.etag)
+                data = store.read(object_key, start, None if whole else end, etag=key.etag)
         except Exception:
             self.counters.errors += 1
             raise
