@@ -213,3 +213,27 @@ def test_cli_plan_only_then_pack_worker(config: Config, catalog: Catalog, tmp_pa
     assert catalog.resolve("p2").lineage["job"] == planned["job"]
     assert cli([*base, "pack-worker", "--job", "pack-unknown"]) == 3  # not found: a clear error
     assert "pack-unknown" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["photos", "--to", "out", "--resize", "huge"], 2, "invalid --resize 'huge'"),
+        (["photos", "--to", "out", "--resize", "shorter=64", "--crop", "center"], 2, "--crop center needs"),
+        (["photos", "--to", "photos"], 2, "must differ from the source"),
+        (["photos@", "--to", "out"], 2, "use DATASET@REF"),
+        (["photos@v9", "--to", "out"], 3, "9"),
+        (["nope", "--to", "out"], 3, "nope"),
+        (["photos", "--to", "Bad Name"], 2, "invalid dataset name"),
+    ],
+)
+def test_cli_bad_arguments_change_nothing(
+    config: Config, catalog: Catalog, tmp_path: Path, capsys, args: list[str], code: int, message: str
+) -> None:
+    import_manifest(catalog, config, write_source(tmp_path / "src", 1), "photos")
+    assert cli(["--home", config.home, "pack", *args, "--workers", "0"]) == code
+    assert message in capsys.readouterr().err
+    assert [d.name for d in catalog.list_datasets()] == ["photos"]
+    queue = open_task_queue(config.resolved_catalog_url)
+    assert queue._conn().execute("SELECT count(*) FROM datahub_task_jobs").fetchone() == (0,)
+    queue.close()
