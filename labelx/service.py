@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
 from datahub.errors import AccessDenied, InvalidInput, NotFound
 from datahub.validation import check_name, check_prefix
 from labelx.schema import LabelSchema, parse_schema
-from labelx.store import Item, LabelStore, NewItem, Project, User
+from labelx.store import Item, LabelStore, NewItem, Project, Task, User
 
 MAX_TASK_SIZE = 1000
 EDITABLE = ("todo", "annotated", "skipped", "rejected")
@@ -44,7 +44,7 @@ class LabelService:
             raise NotFound(f"no project with id {project_id}", project=project_id)
         return project
 
-    def _task_for(self, user: User, task_id: int, *, edit: bool = False):
+    def _task_for(self, user: User, task_id: int, *, edit: bool = False) -> Task:
         task = self.store.get_task(task_id)
         self.project_for(user, task.project_id)
         if user.is_admin or task.assignee == user.id:
@@ -225,9 +225,6 @@ class LabelService:
             },
             "exports": self.store.list_exports(project_id),
         }
-
-    def iter_accepted(self, project_id: int) -> Iterator[Item]:
-        return self.store.iter_items(project_id, ("accepted",))
 
 
 def project_json(p: Project) -> dict[str, Any]:
