@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from datahub.errors import DatahubError, InvalidInput
@@ -36,6 +37,9 @@ class OpenFile:
         self.refs = 0
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # an upload in flight finished
+        self.uploading: set[int] = set()
+        self.inflight: dict[int, bytearray] = {}  # chunk bytes being uploaded (write-behind)
         self.size: int = record["size"]
         self.mtime: float = record["mtime"]
         self.mode: int = record["mode"]
@@ -60,6 +64,8 @@ class OpenFile:
         """Current bytes of one chunk (possibly shorter than the chunk: the rest is zeros)."""
         with self._lock:
             buf = self.buffers.get(index)
+            if buf is None:
+                buf = self.inflight.get(index)
             if buf is not None:
                 return bytes(buf)
             key_len = self.chunks.get(index)
@@ -90,6 +96,10 @@ class OpenFile:
         buf = self.buffers.get(index)
         if buf is not None:
             return buf
+        uploading = self.inflight.get(index)
+        if uploading is not None:  # copy-on-write: the upload keeps the bytes it started with
+            buf = self.buffers[index] = bytearray(b"" if covers_all else uploading)
+            return buf
         key_len = self.chunks.get(index)
         if key_len is None or covers_all:
             buf = bytearray()
@@ -117,6 +127,7 @@ class OpenFile:
             raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
         view = memoryview(data)
         pos = offset
+        full: list[int] = []
         while view:
             index, within = divmod(pos, self.cs)
             take = min(self.cs - within, len(view))
@@ -129,8 +140,12 @@ class OpenFile:
                 self._touch(index)
                 self.size = max(self.size, pos + take)
                 self.mtime = self.ws.clock()
+                if len(buf) == self.cs:
+                    full.append(index)
             view = view[take:]
             pos += take
+        for index in full:
+            self._start_upload(index)
         if self._buffered_bytes() > self.ws.buffer_bytes:
             self._write_behind()
         return len(data)
@@ -143,17 +158,18 @@ class OpenFile:
                 index, within = divmod(size, self.cs)
                 doomed = [
                     i
-                    for i in set(self.buffers) | set(self.chunks)
+                    for i in set(self.buffers) | set(self.chunks) | set(self.inflight)
                     if i > index or (i == index and not within)
                 ]
                 for i in doomed:
                     self.buffers.pop(i, None)
+                    self.inflight.pop(i, None)
                     self.dirty.discard(i)
                     key_len = self.chunks.pop(i, None)
                     if key_len is not None and i in self.staged:
                         self.staged.discard(i)
                         self.discard.append(key_len[0])
-                if within and (index in self.buffers or index in self.chunks):
+                if within and (index in self.buffers or index in self.chunks or index in self.inflight):
                     buf = self._buffer(index, covers_all=False)
                     del buf[within:]
                     self._touch(index)
@@ -172,22 +188,62 @@ class OpenFile:
             todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in indices if i in self.buffers]
         results = self.ws.upload_many(self.id, self.path, todo)
         with self._lock:
-            for (index, _data, version), key in zip(todo, results, strict=True):
-                length = len(_data)
-                if self.version.get(index, 0) != version or index not in self.dirty:
-                    self.discard.append(key)  # written again (or truncated) meanwhile
-                    continue
-                old = self.chunks.get(index)
-                if old is not None and index in self.staged:
-                    self.discard.append(old[0])
-                self.chunks[index] = (key, length)
-                self.staged.add(index)
-                self.dirty.discard(index)
+            for (index, data, version), key in zip(todo, results, strict=True):
+                self._install(index, version, key, len(data))
+
+    def _install(self, index: int, version: int, key: str, length: int) -> None:
+        """An upload of chunk ``index`` at ``version`` finished (caller holds ``_lock``)."""
+        if self.version.get(index, 0) != version or index not in self.dirty:
+            self.discard.append(key)  # written again (or truncated) meanwhile: stays dirty
+            return
+        old = self.chunks.get(index)
+        if old is not None and index in self.staged:
+            self.discard.append(old[0])
+        self.chunks[index] = (key, length)
+        self.staged.add(index)
+        self.dirty.discard(index)
+
+    def _start_upload(self, index: int) -> None:
+        """Write-behind: a full dirty chunk starts uploading while the writer goes on.
+
+        At most ``ws.max_inflight`` uploads per file are in flight (each holds a copy of
+        its chunk); past that the writer waits, which bounds the memory in bytes.
+        """
+        with self._lock:
+            while len(self.uploading) >= self.ws.max_inflight:
+                self._idle.wait()
+            buf = self.buffers.get(index)
+            if index not in self.dirty or index in self.uploading or buf is None or len(buf) != self.cs:
+                return
+            # hand the buffer itself to the upload (no copy); a later write copies it first
+            data, version = self.buffers.pop(index), self.version.get(index, 0)
+            self.inflight[index] = data
+            self.uploading.add(index)
+        future = self.ws.submit_upload(self.id, index, data, self.path)
+        future.add_done_callback(lambda f: self._uploaded(f, index, version, data))
+
+    def _uploaded(self, future: Future, index: int, version: int, data: bytearray) -> None:
+        with self._lock:
+            self.uploading.discard(index)
+            if self.inflight.get(index) is data:
+                del self.inflight[index]
+            self._idle.notify_all()
+            if future.exception() is not None:
+                if index in self.dirty:
+                    self.buffers.setdefault(index, data)  # keep the bytes: fsync retries them
+                return
+            self._install(index, version, future.result(), len(data))
+            # the clean chunk now lives in the shared tier only: RAM stays small
+
+    def _wait_uploads(self) -> None:
+        with self._lock:
+            while self.uploading:
+                self._idle.wait()
 
     def _write_behind(self) -> None:
         """Past the RAM budget: upload full dirty chunks now and drop clean buffers."""
         with self._lock:
-            full = {i for i in self.dirty if len(self.buffers[i]) == self.cs}
+            full = {i for i in self.dirty if len(self.buffers.get(i, b"")) == self.cs}
         if full:
             self._upload(full)
         with self._lock:
@@ -203,6 +259,9 @@ class OpenFile:
             if not changed:
                 return
             try:
+                self._wait_uploads()
+                with self._lock:
+                    pending = set(self.dirty)
                 if pending:
                     self._upload(pending)
                 with self._lock:

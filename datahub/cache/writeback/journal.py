@@ -23,16 +23,18 @@ import errno
 import json
 import os
 import struct
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lmdb
 
 from datahub.errors import InvalidInput, NoSpace, StorageError
 
 _ID = struct.Struct(">Q")
+T = TypeVar("T")
 _DBS = ("tree", "files", "origin", "garbage", "meta")
 _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
 
@@ -156,6 +158,19 @@ class Txn:
         self._txn.put(name.encode(), value.encode(), db=self._dbs["meta"])
 
 
+class _Request:
+    def __init__(self, doing: str, fn: Callable[[Txn], Any]) -> None:
+        self.doing, self.fn = doing, fn
+        self.done = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 class Journal:
     """An LMDB environment under ``path``; ``write()`` commits durably or raises and changes nothing."""
 
@@ -169,6 +184,9 @@ class Journal:
             raise _translate(exc, f"cannot open the journal of {what} at {path}", path) from exc
         self._dbs = {name: self._env.open_db(name.encode()) for name in _DBS}
         self._closed = False
+        self._group = threading.Condition()
+        self._queue: list[_Request] = []
+        self._leading = False
 
     def _check_open(self) -> None:
         if self._closed:
@@ -189,6 +207,57 @@ class Journal:
                 yield Txn(txn, self._dbs)
         except lmdb.Error as exc:
             raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
+
+    def apply(self, doing: str, fn: Callable[[Txn], T]) -> T:
+        """Run ``fn`` in a durable write transaction shared with concurrent callers (group commit).
+
+        Callers that arrive while a commit is in flight queue up; the next one to find no
+        commit running becomes the leader and commits the whole queue in one transaction,
+        each ``fn`` in its own nested transaction so one caller's error (NotFound …) aborts
+        only its own changes. Every caller returns after the shared commit is durable; a
+        failed commit fails every caller in the batch. One fsync then acknowledges many
+        closes, which is what lets concurrent writers approach local-disk throughput.
+        """
+        self._check_open()
+        request = _Request(doing, fn)
+        with self._group:
+            self._queue.append(request)
+            while not request.done and self._leading:
+                self._group.wait()
+            if request.done:
+                return request.outcome()
+            self._leading = True
+            batch, self._queue = self._queue, []
+        try:
+            self._commit_batch(batch)
+        finally:
+            with self._group:
+                self._leading = False
+                self._group.notify_all()
+        return request.outcome()
+
+    def _commit_batch(self, batch: list[_Request]) -> None:
+        what = batch[0].doing if len(batch) == 1 else f"{len(batch)} operations"
+        try:
+            with self._env.begin(write=True) as txn:
+                for request in batch:
+                    child = self._env.begin(write=True, parent=txn)
+                    try:
+                        request.result = request.fn(Txn(child, self._dbs))
+                    except BaseException as exc:
+                        child.abort()
+                        request.error = exc
+                    else:
+                        child.commit()
+        except lmdb.Error as exc:
+            error = _translate(exc, f"journal commit failed for {what} in {self.what}", self.path)
+            for request in batch:
+                request.error = error
+        except BaseException as exc:
+            for request in batch:
+                request.error = exc
+        for request in batch:
+            request.done = True
 
     def close(self) -> None:
         self._closed = True

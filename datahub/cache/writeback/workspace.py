@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from datahub.cache.writeback.chunks import ChunkStore
@@ -76,6 +76,7 @@ class Workspace:
         self.chunks = chunks
         self.chunk_size = chunk_size
         self.buffer_bytes = buffer_bytes
+        self.max_inflight = max(2, buffer_bytes // chunk_size // 2)  # write-behind uploads per file
         self.clock = clock
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -231,18 +232,18 @@ class Workspace:
         return handle
 
     def _create(self, path: str) -> dict:
-        with self.journal.write(f"create {path!r}") as txn:
-            entry = txn.entry(path)
-            if entry is not None:
-                return entry  # created by another thread meanwhile: open that one
-            self._check_parent(txn, path)
-            file_id = txn.new_id()
-            txn.put_file(
-                file_id, {"size": 0, "mtime": self.clock(), "mode": FILE_MODE, "gen": 1, "chunks": {}}
-            )
-            entry = {"t": "f", "id": file_id}
-            txn.put_entry(path, entry)
-            return entry
+        return self.journal.apply(f"create {path!r}", lambda txn: self._create_in(txn, path))
+
+    def _create_in(self, txn: Txn, path: str) -> dict:
+        entry = txn.entry(path)
+        if entry is not None:
+            return entry  # created by another thread meanwhile: open that one
+        self._check_parent(txn, path)
+        file_id = txn.new_id()
+        txn.put_file(file_id, {"size": 0, "mtime": self.clock(), "mode": FILE_MODE, "gen": 1, "chunks": {}})
+        entry = {"t": "f", "id": file_id}
+        txn.put_entry(path, entry)
+        return entry
 
     def _acquire(self, file_id: int, path: str) -> OpenFile:
         with self._cond:
@@ -333,25 +334,35 @@ class Workspace:
             raise error
         return keys
 
+    def submit_upload(self, file_id: int, index: int, data: bytes, path: str) -> Future:
+        return self._pool.submit(self.chunks.put, file_id, index, data, path)
+
     def commit_file(self, file_id: int, path: str, size: int, mtime: float, chunks: dict) -> int:
         """Point the file at its new chunks in one durable transaction; returns the new generation."""
-        with self.journal.write(f"fsync of {path!r}") as txn:
-            rec = txn.file(file_id)
-            if rec is None:
-                raise NotFound(f"{path!r} vanished from the journal of {self.what}", path=path)
-            old = {k: n for k, n in rec["chunks"].values()}
-            new = {k: n for k, n in chunks.values()}
-            txn.add_garbage([k for k in old if k not in new])
-            rec.update(
-                size=size,
-                mtime=mtime,
-                gen=rec["gen"] + 1,
-                chunks={str(i): list(v) for i, v in chunks.items()},
-            )
-            rec.pop("src", None)  # an open file's chunk map is complete (it was reloaded on open)
-            txn.put_file(file_id, rec)
-        self.on_commit(sum(new.values()) - sum(n for k, n in old.items()))
-        return rec["gen"]
+        delta, gen = self.journal.apply(
+            f"fsync of {path!r}", lambda txn: self._commit_in(txn, file_id, path, size, mtime, chunks)
+        )
+        self.on_commit(delta)
+        return gen
+
+    def _commit_in(
+        self, txn: Txn, file_id: int, path: str, size: int, mtime: float, chunks: dict
+    ) -> tuple[int, int]:
+        rec = txn.file(file_id)
+        if rec is None:
+            raise NotFound(f"{path!r} vanished from the journal of {self.what}", path=path)
+        old = {k: n for k, n in rec["chunks"].values()}
+        new = {k: n for k, n in chunks.values()}
+        txn.add_garbage([k for k in old if k not in new])
+        rec.update(
+            size=size,
+            mtime=mtime,
+            gen=rec["gen"] + 1,
+            chunks={str(i): list(v) for i, v in chunks.items()},
+        )
+        rec.pop("src", None)  # an open file's chunk map is complete (it was reloaded on open)
+        txn.put_file(file_id, rec)
+        return sum(new.values()) - sum(old.values()), rec["gen"]
 
     def delete_unreferenced(self, keys: Iterable[str]) -> None:
         """Best effort: objects no journal entry references (a crash leaves them to the next GC)."""
