@@ -158,7 +158,10 @@ class SQLiteCatalogStore(CatalogStore):
         self._all_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._translate(f"open catalog {self.path}"):
-            self._conn().executescript(_SCHEMA)
+            conn = self._conn()
+            # Only a new file needs the schema: opening must not wait for a running commit.
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+                conn.executescript(_SCHEMA)
 
     # --- connections -------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:

@@ -1,0 +1,75 @@
+"""SQLite-specific promises: readers keep working during a commit; a second writer waits or
+gets a clear conflict; the catalog survives reopening."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog import Catalog, Put
+from datahub.catalog.sqlite_store import SQLiteCatalogStore
+from datahub.errors import Conflict
+from tests.catalog.conftest import rec
+
+WAIT = 60  # generous upper bound for an event; the test never sleeps for synchronisation
+
+
+def test_readers_keep_working_during_a_big_commit(tmp_path: Path) -> None:
+    store = SQLiteCatalogStore(tmp_path / "c.db", batch_size=100)
+    cat = Catalog(store)
+    cat.create_dataset("ds")
+    cat.commit("ds", (Put(rec(f"a/{i:05d}")) for i in range(1000)))
+    midway, release = threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def big_change_set():
+        for i in range(3000):
+            if i == 1500:  # 15 batches are written inside the open transaction
+                midway.set()
+                assert release.wait(WAIT)
+            yield Put(rec(f"b/{i:05d}"))
+
+    def writer() -> None:
+        try:
+            outcome["version"] = cat.commit("ds", big_change_set(), message="big")
+        except BaseException as exc:  # reported to the main thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        assert midway.wait(WAIT)
+        # Another thread (its own connection) reads while the commit's transaction is open.
+        assert sum(1 for _ in cat.list_records("ds", 1)) == 1000
+        assert cat.resolve("ds").seq == 1
+        assert cat.get_record("ds", 1, "a/00999").key == "a/00999"
+        # A second writer with a short busy timeout gets a clear conflict, not a hang.
+        impatient = Catalog(SQLiteCatalogStore(tmp_path / "c.db", busy_timeout_ms=50))
+        with pytest.raises(Conflict, match="busy"):
+            impatient.commit("ds", [Put(rec("x"))])
+        impatient.close()
+    finally:
+        release.set()
+        thread.join(WAIT)
+    assert "error" not in outcome, outcome
+    assert outcome["version"].record_count == 4000  # type: ignore[union-attr]
+    assert sum(1 for _ in cat.list_records("ds")) == 4000
+    cat.close()
+
+
+def test_reopen_keeps_everything(tmp_path: Path) -> None:
+    with Catalog(SQLiteCatalogStore(tmp_path / "c.db")) as cat:
+        cat.create_dataset("ds")
+        cat.commit("ds", [Put(rec("a"))], message="m")
+        cat.tag("ds", "golden", 1)
+    with Catalog(SQLiteCatalogStore(tmp_path / "c.db")) as cat:
+        assert cat.resolve("ds", "golden").message == "m"
+        assert [r.key for r in cat.list_records("ds")] == ["a"]
+
+
+def test_file_in_wal_mode(tmp_path: Path) -> None:
+    store = SQLiteCatalogStore(tmp_path / "c.db")
+    assert store._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
