@@ -7,6 +7,8 @@ clients parse exactly one error format.
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -14,6 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from datahub.errors import DatahubError
+
+log = logging.getLogger(__name__)
 
 
 def error_response(status: int, code: str, message: str, details: dict | None = None) -> JSONResponse:
@@ -46,7 +50,14 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     return error_response(exc.status_code, code, message)
 
 
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    """A bug: log it with its traceback, answer in the same shape without internals."""
+    log.error("unhandled error serving %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal", "internal server error; the server log has the details")
+
+
 def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(Exception, _unexpected)
     app.add_exception_handler(DatahubError, _datahub_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

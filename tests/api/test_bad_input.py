@@ -133,3 +133,17 @@ def test_small_chunked_body_passes(api: Api):
         headers={**api.as_("admin"), "Content-Type": "application/json"},
     )
     assert r.status_code == 201, r.text
+
+
+def test_an_unexpected_failure_is_500_in_the_same_shape(config):
+    from datahub.api import create_app
+    from tests.api.conftest import TestClient
+
+    class BrokenCatalog:
+        def list_datasets(self):
+            raise RuntimeError("secret internals")
+
+    with TestClient(create_app(config, catalog=BrokenCatalog()), raise_server_exceptions=False) as client:
+        r = client.get("/v1/datasets")
+    assert r.status_code == 500
+    assert r.json()["error"]["code"] == "internal" and "secret" not in r.text
