@@ -58,8 +58,12 @@ class StringTable:
         return len(self._ends) - 1
 
     def get(self, index: int) -> str:
+        return self.get_bytes(index).decode("utf-8", "surrogateescape")
+
+    def get_bytes(self, index: int) -> bytearray:
+        """The UTF-8 bytes (a bytearray slice: compares like bytes, one copy fewer)."""
         start = self._ends[index - 1] if index else 0
-        return self._blob[start : self._ends[index]].decode("utf-8", "surrogateescape")
+        return self._blob[start : self._ends[index]]
 
     def nbytes(self) -> int:
         return len(self._blob) + self._ends.itemsize * len(self._ends)
@@ -78,6 +82,8 @@ class Feed:
     bytes: int = 0
     shadowed: int = 0  # files hidden by a directory of the same name
     skipped: int = 0  # keys a file system cannot show (reported by the loader)
+    last_dir: str = ""  # directory of the previous key and its inode: most keys share it
+    last_dir_ino: int = 0
 
     def final(self, relpath: str) -> bool:
         """True once nothing more can be added at or below ``relpath``."""
@@ -167,19 +173,23 @@ class ListingTree:
             self._changed.notify_all()
 
     def _add_file(self, feed: Feed, key: str, size: int, mtime: float, url: str, etag: str) -> None:
-        parts = key.split("/")
-        parent = feed.root
-        relpath = ""
-        for part in parts[:-1]:
-            relpath = f"{relpath}/{part}" if relpath else part
-            parent = self._child_dir(parent, part, feed, relpath)
+        dirpath, _, name = key.rpartition("/")
+        if dirpath == feed.last_dir and feed.last_dir_ino:
+            parent = feed.last_dir_ino  # the common case: the same directory as the previous key
+        else:
+            parent = feed.root
+            relpath = ""
+            for part in dirpath.split("/") if dirpath else ():
+                relpath = f"{relpath}/{part}" if relpath else part
+                parent = self._child_dir(parent, part, feed, relpath)
+            feed.last_dir, feed.last_dir_ino = dirpath, parent
         extra = self._strings.add(etag)
         kind = FILE
         if url == feed.url_base + key:
             kind |= _URL_IS_BASE_PLUS_KEY
         else:
             self._strings.add(url)  # at extra + 1
-        self._new_node(parent, parts[-1], kind, size, _ns(mtime), extra)
+        self._new_node(parent, name, kind, size, _ns(mtime), extra)
         feed.files += 1
         feed.bytes += size
 
@@ -215,9 +225,10 @@ class ListingTree:
     def _names(self, ino: int) -> str:
         return self._strings.get(self._name[ino])
 
-    def _sort_key(self, ino: int) -> str:
-        name = self._strings.get(self._name[ino])
-        return name + "/" if self._kind[ino] & _KIND_MASK == DIR else name
+    def _sort_key(self, ino: int) -> bytearray:
+        """UTF-8 bytes order equals code point order, so bytes compare like the keys did."""
+        name = self._strings.get_bytes(self._name[ino])
+        return name + b"/" if self._kind[ino] & _KIND_MASK == DIR else name
 
     def _final(self, d: _Dir, name: str) -> bool:
         if d.feed is None:
@@ -256,7 +267,7 @@ class ListingTree:
 
     def _find_kind(self, d: _Dir, name: str, kind: int) -> int | None:
         """Binary search among children by sort key (symlinks count as files)."""
-        probe = name + "/" if kind == DIR else name
+        probe = name.encode("utf-8", "surrogateescape") + (b"/" if kind == DIR else b"")
         children = d.children
         i = bisect_left(children, probe, key=self._sort_key)
         while i < len(children) and self._sort_key(children[i]) == probe:

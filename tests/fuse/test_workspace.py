@@ -134,6 +134,7 @@ def test_unlink_keeps_open_handles_readable(ws: Path) -> None:
         os.unlink(ws / "gone")
         assert not (ws / "gone").exists()
         assert os.pread(fd, 100, 0) == b"still here"
+        assert os.fstat(fd).st_nlink == 0
     finally:
         os.close(fd)
 
@@ -148,6 +149,12 @@ def test_unsupported_operations(ws: Path) -> None:
         os.chown(ws / "f", os.getuid() + 1, -1)
     os.chmod(ws / "f", 0o600)  # accepted, ignored
     assert stat.S_IMODE((ws / "f").stat().st_mode) == 0o644
+
+
+def test_workspace_has_one_mount(env: FuseEnv, ws: Path) -> None:
+    other = env.mountpoint("ws2")
+    second = env.cli("mount", str(other), "--workspace", "ws", check=False)
+    assert second.returncode == 4 and "ws" in second.stderr
 
 
 def test_errno_translation_is_one_table() -> None:
