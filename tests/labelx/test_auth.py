@@ -145,3 +145,16 @@ def test_annotators_see_only_their_own_projects_and_tasks(app):
     assert rita.put(f"/api/items/{bobs_item['id']}", {"version": 0, "value": "cat"}).status_code == 403
     # annotators cannot review
     assert alice.get(f"/api/projects/{pid}/review").status_code == 403
+
+
+def test_user_text_cannot_inject_markup_into_pages(app):
+    client = TestClient(app, base_url="http://127.0.0.1")
+    page = client.get('/login?error="><script>alert(1)</script>').text
+    assert "<script>alert(1)" not in page and "&lt;script&gt;" in page
+    admin = Session(app, "admin")
+    evil = "</script><script>alert(1)</script>"
+    body = {"name": "xss", "dataset": "pets", "schema": {"classes": [evil, "dog"]}}
+    pid = ok(admin.post("/api/projects", body), 201)["id"]
+    html = admin.get(f"/projects/{pid}").text
+    assert evil not in html and "\\u003c/script>" in html  # the boot JSON cannot close its <script>
+    assert admin.get(f"/projects/{pid}").headers["content-security-policy"].startswith("default-src 'self'")
