@@ -46,6 +46,11 @@ class ImageSource:
         store, key = self.stores.for_url(ref.url)
         return store.read(key, etag=ref.etag)
 
+    def hint(self, refs: list[ObjectRef]) -> None:
+        """Tell the cache which originals the annotator will open next, so they arrive early."""
+        if self.cache is not None and refs:
+            self.cache.hint(refs)
+
     def preview(self, ref: ObjectRef, kind: str) -> bytes:
         """A JPEG no larger than PREVIEW_SIZES[kind] on its long side (cached on disk)."""
         if kind not in PREVIEW_SIZES:

@@ -159,7 +159,10 @@ def assign(lx: LX, who: Who, task_id: int, body: Body) -> dict[str, Any]:
 
 @router.get("/tasks/{task_id}")
 def task(lx: LX, who: Who, task_id: int) -> dict[str, Any]:
-    return lx.service.task_view(who.user, task_id)
+    view = lx.service.task_view(who.user, task_id)
+    upcoming = [i for i in lx.store.task_items(task_id) if i.status in ("todo", "rejected")]
+    lx.images.hint([ObjectRef(i.url, i.etag, i.size) for i in upcoming])  # fetched ahead by the cache
+    return view
 
 
 @router.post("/tasks/{task_id}/submit")

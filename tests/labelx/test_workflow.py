@@ -277,3 +277,22 @@ def test_dashboard_stats_per_annotator_class_and_hour(app):
     assert stats["per_class"] == {"cat": {}, "dog": {"annotated": 3}, "bird": {"annotated": 3}}
     assert sum(h["items"] for h in stats["per_hour"]) == 6 and len(stats["per_hour"]) == 24
     assert stats["counts"] == {"todo": 6, "annotated": 6}
+
+
+def test_opening_a_task_hints_the_cache_with_its_open_items(app, env):
+    hinted: list[list[str]] = []
+    real_hint = env.cache.hint
+
+    def record(refs):
+        hinted.append([r.url.rsplit("/", 1)[1] for r in refs])
+        real_hint(refs)
+
+    env.cache.hint = record  # the real cache, watched
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    alice = Session(app, "alice")
+    item = _task(alice, pid)["items"][0]
+    ok(alice.put(f"/api/items/{item['id']}", {"version": item["version"], "value": "dog"}))
+    _task(alice, pid)
+    assert hinted[0] == [f"{i:04d}.jpg" for i in range(6)]
+    assert hinted[1] == [f"{i:04d}.jpg" for i in range(1, 6)]  # the labelled one is no longer upcoming
