@@ -1,7 +1,8 @@
 """Sources of an import, each turned into a stream of SourceItems in key order.
 
 - a prefix ``s3://bucket/prefix``, ``memory://name`` or a local directory (path or
-  ``file://``): every object below it; the key is the object's path relative to the prefix;
+  ``file://``): every object below it; the key is the object's path relative to the prefix
+  (empty "folder" marker objects, ``a/b/``, are skipped);
 - a JSON-lines manifest (a local file): see ``datahub.ingest.manifest``.
 
 Listings from an ObjectStore already arrive in key order; a manifest is sorted externally.
@@ -74,6 +75,8 @@ def _list_prefix(root_url: str, config: Config) -> Iterator[SourceItem]:
     store = open_store(root_url, config)
     try:
         for info in store.list():
+            if info.key.endswith("/") and info.size == 0:
+                continue  # an S3 "folder" marker made by consoles, not a file
             check_key(info.key)
             yield SourceItem(info.key, store.url_for(info.key), info.etag, info.size)
     finally:

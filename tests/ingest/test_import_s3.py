@@ -27,6 +27,7 @@ def s3_setup(tmp_path, s3_endpoint):
         "ds/train/b.jpg": b"bbbb",
         "ds/val/c.jpg": b"c",
         "other/x": b"x",
+        "ds/val/": b"",  # a console-made "folder" marker: skipped, not an invalid key
     }.items():
         client.put_object(Bucket=bucket, Key=key, Body=body)
     try:
