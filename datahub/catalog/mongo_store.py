@@ -40,7 +40,7 @@ from pymongo.read_concern import ReadConcern
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import EMPTY, Change, Dataset, DiffEntry, Record, TokenInfo, Version
 from datahub.catalog.revisions import OPEN, BatchOps, CommitPlanner, LiveRevision, batched, merge_diff
-from datahub.catalog.store import CatalogStore
+from datahub.catalog.store import CatalogStore, narrowed, page_hint
 from datahub.errors import (
     AlreadyExists,
     Conflict,
@@ -512,25 +512,9 @@ class MongoCatalogStore(CatalogStore):
     def _list(
         self, dataset: str, seq: int, prefix: str, after: str, limit: int | None, where: RecordFilter | None
     ) -> Iterator[Record]:
-        remaining = limit if limit is not None else -1
-        query: dict[str, Any] = {"dataset": dataset, "from_seq": {"$lte": seq}, "to_seq": {"$gt": seq}}
-        while remaining != 0:
-            query["key"] = {"$gt": after} | _prefix_range(prefix)
-            with self._translate(f"list records of {dataset}@{seq}"):
-                docs = list(
-                    self.records.find(query, _RECORD_FIELDS).sort("key", ASCENDING).limit(self.page_size)
-                )
-            for doc in docs:
-                record = _record(doc)
-                if where is not None and not where.matches(record):
-                    continue
-                yield record
-                remaining -= 1
-                if remaining == 0:
-                    return
-            if len(docs) < self.page_size:
-                return
-            after = docs[-1]["key"]
+        page = page_hint(self.page_size, limit, where)
+        live = {"from_seq": {"$lte": seq}, "to_seq": {"$gt": seq}}
+        return narrowed(self._revisions(dataset, live, prefix, page, after), where, limit)
 
     def get_record(self, dataset: str, seq: int, key: str) -> Record:
         found = self.get_records(dataset, seq, [key])
@@ -562,12 +546,13 @@ class MongoCatalogStore(CatalogStore):
         by_key: Callable[[Record], str] = lambda r: r.key  # noqa: E731
         return merge_diff(heapq.merge(*old, key=by_key), heapq.merge(*new, key=by_key))
 
-    def _revisions(self, dataset: str, cond: dict[str, Any], prefix: str, page: int) -> Iterator[Record]:
-        """Revisions matching ``cond`` in key order, fetched by keyset pages."""
-        after = ""
+    def _revisions(
+        self, dataset: str, cond: dict[str, Any], prefix: str, page: int, after: str = ""
+    ) -> Iterator[Record]:
+        """Revisions matching ``cond`` after key ``after``, in key order, by keyset pages."""
         while True:
             query = {"dataset": dataset, **cond, "key": {"$gt": after} | _prefix_range(prefix)}
-            with self._translate(f"diff {dataset!r}"):
+            with self._translate(f"read records of {dataset!r}"):
                 docs = list(self.records.find(query, _RECORD_FIELDS).sort("key", ASCENDING).limit(page))
             yield from map(_record, docs)
             if len(docs) < page:

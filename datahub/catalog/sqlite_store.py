@@ -30,7 +30,7 @@ from typing import Any
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import EMPTY, Change, Dataset, DiffEntry, Record, TokenInfo, Version
 from datahub.catalog.revisions import OPEN, CommitPlanner, LiveRevision, batched, merge_diff
-from datahub.catalog.store import CatalogStore
+from datahub.catalog.store import CatalogStore, narrowed, page_hint
 from datahub.errors import (
     AlreadyExists,
     Conflict,
@@ -500,23 +500,21 @@ class SQLiteCatalogStore(CatalogStore):
         limit: int | None,
         where: RecordFilter | None,
     ) -> Iterator[Record]:
+        return narrowed(
+            self._pages(dataset_id, seq, prefix, after, page_hint(self.page_size, limit, where)), where, limit
+        )
+
+    def _pages(self, dataset_id: int, seq: int, prefix: str, after: str, page: int) -> Iterator[Record]:
+        """Every record live in ``seq`` after ``after``, by keyset pages of ``page`` rows."""
         bound_sql, bounds = _prefix_bounds(prefix)
         sql = (
             f"SELECT {_RECORD_COLS} FROM records WHERE dataset_id = ? AND key > ?{bound_sql}"
             " AND from_seq <= ? AND to_seq > ? ORDER BY key LIMIT ?"
         )
-        remaining = limit if limit is not None else -1
-        while remaining != 0:
-            rows = self._query("list records", sql, (dataset_id, after, *bounds, seq, seq, self.page_size))
-            for row in rows:
-                record = _record(row)
-                if where is not None and not where.matches(record):
-                    continue
-                yield record
-                remaining -= 1
-                if remaining == 0:
-                    return
-            if len(rows) < self.page_size:
+        while True:
+            rows = self._query("list records", sql, (dataset_id, after, *bounds, seq, seq, page))
+            yield from map(_record, rows)
+            if len(rows) < page:
                 return
             after = rows[-1][0]
 

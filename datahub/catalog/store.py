@@ -12,6 +12,7 @@ Every store passes the same conformance suite (``tests/catalog/test_conformance.
 from __future__ import annotations
 
 import abc
+import itertools
 from collections.abc import Iterable, Iterator
 
 from datahub.catalog.filter import RecordFilter
@@ -127,3 +128,18 @@ class CatalogStore(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections/files."""
+
+
+# --- helpers shared by the stores ---------------------------------------------------------------
+def narrowed(records: Iterator[Record], where: RecordFilter | None, limit: int | None) -> Iterator[Record]:
+    """Apply the reference filter semantics and a limit to a streamed listing."""
+    if where is not None:
+        records = filter(where.matches, records)
+    return itertools.islice(records, limit) if limit is not None else records
+
+
+def page_hint(page_size: int, limit: int | None, where: RecordFilter | None) -> int:
+    """Rows to fetch per page: no more than an unfiltered ``limit`` needs (at least 1)."""
+    if limit is not None and where is None:
+        return max(1, min(page_size, limit))
+    return page_size
