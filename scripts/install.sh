@@ -10,6 +10,8 @@ VENV=${VENV:-$ROOT/.venv}
 PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 STAMPS=$VENV/.stamps
 log() { printf '[install] %s\n' "$*" >&2; }
+# this machine's pip config names optional local wheel dirs that may not exist; hide only that noise
+quiet_pip() { "$VENV/bin/python" -m pip "$@" 2> >(grep -v "^WARNING: Location 'file://" >&2); }
 
 # --- Debian packages -----------------------------------------------------------------
 # fuse3/libfuse3-dev/pkg-config: pyfuse3 (built from source) and real mounts;
@@ -37,10 +39,10 @@ mkdir -p "$STAMPS"
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
 if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
   log "pip install (constraints: requirements/constraints.txt)"
-  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  quiet_pip install -q --upgrade pip >/dev/null
   # torch: exactly 2.13.0, a CPU wheel on local disk; any other spec pulls a multi-GB CUDA build.
-  "$VENV/bin/python" -m pip install -q -c requirements/constraints.txt 'torch==2.13.0'
-  "$VENV/bin/python" -m pip install -q -c requirements/constraints.txt -e ".[dev]"
+  quiet_pip install -q -c requirements/constraints.txt 'torch==2.13.0'
+  quiet_pip install -q -c requirements/constraints.txt -e ".[dev]"
   echo "$want" > "$STAMPS/pip"
 fi
 
