@@ -176,10 +176,18 @@ def serve_api(demo: Demo) -> None:
     ]
 
 
+def mount_sample(demo: Demo) -> None:
+    """FUSE-mount sample@latest read-only and run a torch DataLoader epoch over it (fuse_adapter)."""
+    from fuse_adapter.demo_step import mount_and_epoch
+
+    mount_and_epoch(demo)
+
+
 STEPS: list[Step] = [
     Step("prepare", prepare),
     Step("sample", generate_sample),
     Step("import", import_sample),
+    Step("mount", mount_sample),
     Step("serve", serve_api),
 ]
 

@@ -1,0 +1,68 @@
+"""The ``make run`` step of the FUSE adapter: mount the sample version and read an epoch over it.
+
+It mounts ``sample@latest`` read-only (a background daemon, unmounted when the demo
+stops) and runs one torch DataLoader epoch over the mounted files (Pillow decode, two
+worker processes), printing images/s: what a training job would see. torch and Pillow
+are imported here only, for this step.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+DATASET = "sample"
+
+
+def _cli(demo, *args: str) -> list[str]:
+    cmd = [sys.executable, "-m", "fuse_adapter", "--home", str(demo.config.home_path)]
+    if demo.args.config:
+        cmd += ["--config", demo.args.config]
+    return [*cmd, *args]
+
+
+def mount_and_epoch(demo) -> None:  # demo: datahub.demo.Demo
+    if not os.path.exists("/dev/fuse"):
+        demo.say("[mount] skipped: /dev/fuse is not available here")
+        return
+    mnt = demo.config.home_path / "mnt"
+    mnt.mkdir(parents=True, exist_ok=True)
+    subprocess.run(_cli(demo, "umount", str(mnt)), capture_output=True)  # a leftover from a killed demo
+    proc = subprocess.run(
+        _cli(demo, "mount", str(mnt), f"{DATASET}@latest", "--background"), capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        demo.say(f"[mount] could not mount {DATASET}: {proc.stderr.strip()}")
+        return
+    demo.cleanup.callback(lambda: subprocess.run(_cli(demo, "umount", str(mnt)), capture_output=True))
+    root = mnt / DATASET / "latest"
+    demo.say(f"[mount] {DATASET}@latest mounted read-only at {mnt} ({os.readlink(root)})")
+    images, seconds = _epoch(root)
+    demo.say(
+        f"[mount] torch DataLoader epoch over the mount: {images} images in {seconds:.2f}s = {images / seconds:.0f} images/s"
+    )
+    demo.notes += [f"Mounted: ls {root}   (datahub umount {mnt} to stop)"]
+
+
+def _epoch(root: Path) -> tuple[int, float]:
+    import torch
+    from PIL import Image
+    from torch.utils.data import DataLoader, Dataset
+
+    files = sorted(str(p) for p in root.rglob("*.jpg"))
+
+    class Images(Dataset):
+        def __len__(self) -> int:
+            return len(files)
+
+        def __getitem__(self, i: int):
+            with Image.open(files[i]) as img:
+                data = img.convert("RGB").resize((64, 64)).tobytes()
+            return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(64, 64, 3)
+
+    start = time.perf_counter()
+    n = sum(len(batch) for batch in DataLoader(Images(), batch_size=32, shuffle=True, num_workers=2))
+    return n, time.perf_counter() - start
