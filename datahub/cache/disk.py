@@ -16,6 +16,7 @@ is rebuilt by reading the page headers (a crash may have left files the index mi
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -52,8 +53,11 @@ class DiskTier(BudgetedTier):
         self._limit_value = budget
         self._pages_dir = self.dir / "pages"
         self._tmp_dir = self.dir / "tmp"
-        self._pages_dir.mkdir(parents=True, exist_ok=True)
         self._tmp_dir.mkdir(parents=True, exist_ok=True)
+        for i in range(256):  # made once here, so a write costs no mkdir
+            (self._pages_dir / f"{i:02x}").mkdir(parents=True, exist_ok=True)
+        self._pages_prefix = f"{self._pages_dir}/"
+        self._tmp_prefix = f"{self._tmp_dir}/{os.getpid()}-"
         self.index = open_index(self.dir / "index")
         self._open()
 
@@ -104,8 +108,9 @@ class DiskTier(BudgetedTier):
             return None
         return header
 
-    def _path(self, key: PageKey) -> Path:
-        return self._pages_dir / key.digest[:2] / f"{key.digest}.page"
+    def _path(self, key: PageKey) -> str:
+        """The page file (a str: pathlib costs more than the I/O on the hot path)."""
+        return f"{self._pages_prefix}{key.digest[:2]}/{key.digest}.page"
 
     # --- hooks -----------------------------------------------------------------------------------
     def _load(self, key: PageKey) -> bytes | None:
@@ -135,34 +140,38 @@ class DiskTier(BudgetedTier):
             problem,
         )
         self.counters.corrupt += 1
-        path.unlink(missing_ok=True)
+        _unlink(path)
         self.index.remove(key.digest)
         return None
 
     def _store(self, key: PageKey, data: bytes) -> None:
         path = self._path(key)
-        tmp = self._tmp_dir / f"{os.getpid()}-{uuid.uuid4().hex}"
+        tmp = f"{self._tmp_prefix}{uuid.uuid4().hex}"
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(fmt.encode_header(key, data))
-                fh.write(data)
-            path.parent.mkdir(exist_ok=True)
+            header = fmt.encode_header(key, data)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                written = os.writev(fd, [header, data])
+            finally:
+                os.close(fd)
+            if written != len(header) + len(data):  # a short write: the file system is full
+                raise OSError(errno.ENOSPC, f"short write of page file {tmp}")
             os.replace(tmp, path)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            _unlink(tmp)
             raise
         try:
             self.index.add(key, len(data))
         except BaseException:
-            path.unlink(missing_ok=True)  # an unindexed page would use space nobody accounts for
+            _unlink(path)  # an unindexed page would use space nobody accounts for
             raise
 
     def _discard(self, key: PageKey) -> None:
-        self._path(key).unlink(missing_ok=True)
+        _unlink(self._path(key))
         self.index.remove(key.digest)
 
     def _exists(self, key: PageKey) -> bool:
-        return self._path(key).exists()
+        return os.path.exists(self._path(key))
 
     def _forget(self, key: PageKey) -> None:
         self.index.remove(key.digest)
@@ -195,3 +204,10 @@ class DiskTier(BudgetedTier):
 
     def close(self) -> None:
         self.index.close()
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

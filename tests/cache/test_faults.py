@@ -149,7 +149,7 @@ def test_corrupt_page_file_is_detected_removed_and_refetched(damage, make_cache,
     cache = make_cache()
     cache.read(ref)
     disk = cache.tiers[1]
-    path = disk._path(PageKey(ref.url, ref.etag, 1024, 1))
+    path = Path(disk._path(PageKey(ref.url, ref.etag, 1024, 1)))
     cache.close()
     raw = bytearray(path.read_bytes())
     if damage == "flip":

@@ -124,3 +124,20 @@ def test_cli_prefetch_pin_unpin_and_stats(config, dataset, monkeypatch) -> None:
     assert code == 0 and json.loads(out) == {"unpinned": "ds@v2", "found": True}
     code, _, err = run_cli(config, "prefetch", "nosuch@v1")
     assert code == 3 and "nosuch" in err
+
+
+def test_cli_text_output_for_people(config, dataset, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("DATAHUB_CACHE_PAGE_SIZE", "1024")
+    assert main(["--home", config.home, "prefetch", "ds@v1"]) == 0
+    captured = capsys.readouterr()
+    assert "prefetch ds@v1: 5/5 (100%)" in captured.err  # the progress line
+    assert main(["--home", config.home, "cache", "stats"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["TIER", "USED", "LIMIT", "PAGES"]
+    assert "disk" in out and "4.1 KiB" in out and "0 running cache process(es)" in out
+
+
+def test_find_with_depth_and_directories_falls_back_to_walking(fs) -> None:
+    assert fs.find("ds@v1", maxdepth=1) == ["ds@v1/a.txt"]
+    found = fs.find("ds@v1/img", withdirs=True)
+    assert "ds@v1/img/cat" in found and "ds@v1/img/cat/1.jpg" in found

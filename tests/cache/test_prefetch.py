@@ -117,3 +117,17 @@ def test_readahead_queue_is_bounded_and_drops_work(tmp_path, source) -> None:
         gated.gate.set()
         wait_for(lambda: cache._background.stats()["queued_bytes"] == 0, what="the queue to drain")
         assert gated.reads == 4
+
+
+def test_a_new_hint_replaces_the_previous_order(make_cache, source) -> None:
+    objects = put_objects(source, [1000] * 10)
+    refs = [ref for ref, _ in objects]
+    cache = make_cache(hint_budget_bytes=2000, prefetch_concurrency=1)
+    cache.hint(refs[:5])
+    wait_for(lambda: cache._hints.stats()["fetched"] == 2, what="two objects of the first order")
+    cache.hint(refs[5:])  # a new epoch order: the old one is forgotten, budget starts afresh
+    wait_for(lambda: cache._hints.stats()["ahead_bytes"] == 2000, what="two objects of the new order")
+    ram = cache.tiers[0]
+    wait_for(lambda: all(ram.contains(PageKey(r.url, r.etag, 1024, 0)) for r in refs[5:7]), what="new order")
+    assert not ram.contains(PageKey(refs[2].url, refs[2].etag, 1024, 0))
+    assert cache._hints.stats()["remaining"] == 3
