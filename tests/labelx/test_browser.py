@@ -19,7 +19,7 @@ import uvicorn
 from tests.labelx.conftest import PASSWORD
 from tests.servers import free_port
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
 CHROMIUM = "/usr/bin/chromium"
