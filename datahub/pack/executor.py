@@ -1,33 +1,44 @@
 """The local executor: N worker processes on this machine running the ``work`` loop.
 
-Processes (spawned, not forked: each opens its own catalog, cache and LMDB handles)
-pull tasks from the queue exactly like remote ``datahub pack-worker`` processes, so a
-local run and a cluster run are the same protocol; remote workers may join a local run.
+Each worker is a fresh interpreter running ``python -m datahub.pack.worker_process``
+(the parent's Config on its stdin), so it opens its own catalog, cache and LMDB handles,
+never re-imports the caller's ``__main__`` (no ``if __name__ == "__main__"`` guard needed,
+no torch import per worker when called from a training script), and pulls tasks from the
+queue exactly like remote ``datahub pack-worker`` processes — which may join a local run.
 The parent only watches: it reports progress from the queue and, if interrupted, stops
 its children and hands their tasks back at once instead of waiting for lease expiry.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import dataclasses
+import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from datahub.config import Config
 from datahub.errors import Cancelled, StorageError
-from datahub.pack.worker import PackServices, work, worker_name
+from datahub.pack.worker import worker_name
 from datahub.tasks import DOING, TaskQueue
 
 POLL_SECONDS = 0.25
 EXIT_GRACE_SECONDS = 30.0
+_ROOT = str(Path(__file__).resolve().parents[2])  # children import this same datahub
 
 
-def _worker_main(config: Config, job: str, name: str, lease_seconds: float) -> None:
-    services = PackServices.open(config)
-    try:
-        work(services, job, worker=name, lease_seconds=lease_seconds)
-    finally:
-        services.close()
+def _start(config: Config, job: str, name: str, lease_seconds: float) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_ROOT, os.environ.get("PYTHONPATH")]))}
+    argv = [sys.executable, "-m", "datahub.pack.worker_process", "--job", job, "--name", name,
+            "--lease", str(lease_seconds)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, env=env, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(dataclasses.asdict(config)))
+    proc.stdin.close()
+    return proc
 
 
 def run_local(
@@ -41,17 +52,12 @@ def run_local(
     cancel: threading.Event | None = None,
 ) -> None:
     """Run ``workers`` processes until the job is DONE or FAILED; raises if they all died first."""
-    ctx = multiprocessing.get_context("spawn")
     names = [worker_name(f"local{i}") for i in range(workers)]
-    procs = [
-        ctx.Process(target=_worker_main, args=(config, job, name, lease_seconds), name=name, daemon=True)
-        for name in names
-    ]
     cancel = cancel or threading.Event()
-    for p in procs:
-        p.start()
+    procs: list[subprocess.Popen] = []
     try:
-        while any(p.is_alive() for p in procs):
+        procs.extend(_start(config, job, name, lease_seconds) for name in names)
+        while any(p.poll() is None for p in procs):
             if cancel.wait(POLL_SECONDS):
                 raise Cancelled(f"pack job {job} cancelled; rerun the same command to resume", job=job)
             state = queue.get_job(job)
@@ -60,19 +66,19 @@ def run_local(
             if state.done or state.failed:
                 break  # idle workers notice on their next poll and exit by themselves
         for p in procs:
-            p.join(timeout=EXIT_GRACE_SECONDS)
+            p.wait(timeout=EXIT_GRACE_SECONDS)
     except BaseException:
         for p in procs:
             p.terminate()
         for p in procs:
-            p.join()
+            p.wait()
         for task in queue.tasks(job):
             if task.state == DOING and task.owner in names:
                 queue.release(job, task.index, task.owner)
         raise
     state = queue.get_job(job)
     if not (state.done or state.failed):
-        codes = ", ".join(f"{p.name}={p.exitcode}" for p in procs)
+        codes = ", ".join(f"{name}={p.returncode}" for name, p in zip(names, procs, strict=True))
         raise StorageError(
             f"pack job {job}: every worker exited before the job finished ({codes}); "
             "rerun the same command to resume (DONE shards are kept)",

@@ -11,11 +11,11 @@ as its commit id, so finalizing twice (two workers, or a rerun) yields one versi
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-import datahub
 from datahub.catalog import Catalog, Delete, Put, Record, Version
 from datahub.errors import BadImage, DatasetNotFound, InvalidInput, ObjectNotFound, StaleBase
 from datahub.pack.plan import job_id, split
@@ -26,7 +26,7 @@ from datahub.validation import check_name
 
 INDEX_FORMAT = "datahub.pack.index/1"
 INDEX_KEY = "index.json"
-CODE_VERSION = f"datahub {datahub.__version__}; pack layout DHS1; shard {INDEX_FORMAT}"
+CODE_VERSION = f"datahub {importlib.metadata.version('datahub')}; pack layout DHS1; shard {INDEX_FORMAT}"
 
 
 @dataclass(frozen=True)

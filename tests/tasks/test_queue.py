@@ -14,6 +14,7 @@ from datahub.errors import Conflict
 from datahub.tasks import DOING, DONE, FAILED, TODO, JobNotFound, LeaseLost, TaskQueue, open_task_queue
 from datahub.tasks.mongo import MongoTaskQueue
 from datahub.tasks.sqlite import SqliteTaskQueue
+from tests.tasks.racer import race
 
 
 class FakeClock:
@@ -150,38 +151,28 @@ def test_threads_racing_each_task_has_exactly_one_winner(queue: TaskQueue) -> No
     assert dict(queue.get_job("race").counts) == {DOING: 40}
 
 
-def _race_process(path: str, name: str, barrier: multiprocessing.synchronize.Barrier, out) -> None:
-    q = SqliteTaskQueue(path)
-    barrier.wait()
-    got = []
-    while (task := q.claim("race", name, 60)) is not None:
-        got.append(task.index)
-    out.put((name, got))
-    q.close()
-
-
-def test_processes_racing_for_one_task_only_one_wins(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tasks", [1, 25])
+def test_processes_racing_for_tasks_each_has_exactly_one_winner(tmp_path: Path, tasks: int) -> None:
     path = str(tmp_path / "catalog.db")
-    q = SqliteTaskQueue(path)
-    for round_ in range(3):
-        job = "race"
-        q.delete_job(job)
-        q.create_job(job, _payloads(1 if round_ == 0 else 25), {})
-        ctx = multiprocessing.get_context("spawn")
-        barrier, out = ctx.Barrier(4), ctx.Queue()
-        procs = [ctx.Process(target=_race_process, args=(path, f"p{i}", barrier, out)) for i in range(4)]
-        for p in procs:
-            p.start()
-        results = dict(out.get(timeout=60) for _ in procs)
-        for p in procs:
-            p.join(timeout=60)
-            assert p.exitcode == 0
-        claimed = sorted(i for got in results.values() for i in got)
-        assert claimed == list(range(1 if round_ == 0 else 25))
-        owners = {t.owner for t in q.tasks(job)}
-        if round_ == 0:
-            assert len(owners) == 1  # one task, four racers: exactly one winner
-    q.close()
+    queue = SqliteTaskQueue(path)
+    queue.create_job("race", _payloads(tasks), {})
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(4), ctx.Queue()
+    procs = [ctx.Process(target=race, args=(path, "race", f"p{i}", barrier, out)) for i in range(4)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    claimed = sorted(i for got in results.values() for i in got)
+    assert claimed == list(range(tasks))  # every task claimed once, none twice
+    assert len({t.owner for t in queue.tasks("race")}) == min(
+        tasks, len({n for n, g in results.items() if g})
+    )
+    if tasks == 1:
+        assert sum(1 for got in results.values() if got) == 1  # four racers, one winner
+    queue.close()
 
 
 def test_open_task_queue_uses_the_catalog_sqlite_file(tmp_path: Path) -> None:
