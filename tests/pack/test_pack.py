@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -24,7 +26,25 @@ from datahub.storage import StoreRegistry
 from datahub.tasks import DONE, open_task_queue
 from tests.pack.conftest import import_manifest, write_source
 
-ODD = {"img/bad.jpg": b"not a jpeg at all", "img/zero.jpg": b"", "notes/readme.txt": b"hello"}
+
+def _bomb_png(width: int, height: int) -> bytes:
+    """A few bytes of PNG whose header claims ``width`` x ``height`` pixels."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b"")
+    )
+
+
+ODD = {
+    "img/bad.jpg": b"not a jpeg at all",
+    "img/bomb.png": _bomb_png(12_000, 12_000),
+    "img/zero.jpg": b"",
+    "notes/readme.txt": b"hello",
+}
 
 
 def _download(config: Config, catalog: Catalog, dataset: str, key: str, dest: Path) -> Path:
@@ -52,8 +72,12 @@ def test_pack_commits_shards_and_index_with_lineage(config: Config, catalog: Cat
     spec = PackSpec.parse(resize="shorter=64", shard_size="45KB", non_image="copy")
     result = pack(config, catalog, f"photos@v{seq}", "photos-64", spec, workers=0)
     assert (result.samples, result.copied) == (8, 1)  # 7 photos + the copied text file
-    assert sorted(s["key"] for s in result.skipped) == ["img/bad.jpg", "img/zero.jpg"]  # reported, by key
-    assert all(s["reason"] == "bad_image" for s in result.skipped)
+    reasons = {s["key"]: s["reason"] for s in result.skipped}  # every left-out record, by key
+    assert reasons == {
+        "img/bad.jpg": "bad_image",
+        "img/bomb.png": "image_too_large",
+        "img/zero.jpg": "bad_image",
+    }
 
     version = catalog.resolve("photos-64")
     assert version.lineage["source"] == f"photos@v{seq}"
@@ -73,7 +97,8 @@ def test_pack_commits_shards_and_index_with_lineage(config: Config, catalog: Cat
     assert [k for s in index["shards"] for k in s["keys"]] == sorted(
         [f"img/{i:05d}.jpg" for i in range(7)] + ["notes/readme.txt"]
     )
-    assert {s["key"] for s in index["skipped"]} == {"img/bad.jpg", "img/zero.jpg"}
+    assert {s["key"] for s in index["skipped"]} == {"img/bad.jpg", "img/bomb.png", "img/zero.jpg"}
+    assert version.lineage["skipped"] == 3
 
     samples = _packed_samples(config, catalog, "photos-64", tmp_path)
     photo = samples["img/00003.jpg"]
