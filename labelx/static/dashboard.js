@@ -46,11 +46,24 @@ async function refresh() {
     const cc = t.counts, d = t.total - (cc.todo || 0) - (cc.rejected || 0);
     const pb = el("div.progress"); progressBar(pb, d, t.total);
     table.append(el("tr", {}, el("td", {}, el("a", { href: `${BASE}/tasks/${t.id}` }, `Task ${t.number}`)),
-      el("td", {}, t.assignee || "unassigned"), el("td", {}, pb),
+      el("td", {}, assigneeCell(t)), el("td", {}, pb),
       el("td", {}, STATES.filter(st => cc[st.key]).map(st => el("span.pill." + st.key, {}, `${cc[st.key]} ${st.label}`)))));
   }
   document.getElementById("tasks").replaceChildren(table);
   document.getElementById("take-task").hidden = BOOT.user.role !== "annotator";
+}
+
+let USERS = null;
+/** Admins reassign a task in place; everyone else just sees the name. */
+function assigneeCell(t) {
+  if (BOOT.user.role !== "admin" || !USERS) return t.assignee || "unassigned";
+  const sel = el("select", { "data-task": t.id, onchange: async ev => {
+    try { await api("PUT", `/api/tasks/${t.id}/assignee`, { assignee: ev.target.value || null }); }
+    catch (e) { alert(e.message); }
+    refresh();
+  } }, el("option", { value: "" }, "unassigned"),
+    USERS.filter(u => u.role === "annotator" || u.name === t.assignee).map(u => el("option", { value: u.name, selected: u.name === t.assignee }, u.name)));
+  return sel;
 }
 
 async function commit(ev) {
@@ -99,5 +112,6 @@ document.addEventListener("DOMContentLoaded", () => {
     try { const r = await api("POST", `/api/projects/${P.id}/take-task`); location.href = `${BASE}/tasks/${r.task_id}`; }
     catch (e) { alert(e.message); }
   });
-  refresh().catch(e => document.getElementById("subtitle").textContent = e.message);
+  const users = BOOT.user.role === "admin" ? api("GET", "/api/users").then(u => { USERS = u; }) : Promise.resolve();
+  users.then(refresh).catch(e => document.getElementById("subtitle").textContent = e.message);
 });

@@ -298,3 +298,18 @@ def test_opening_a_task_hints_the_cache_with_its_open_items(app, env):
     _task(alice, pid)
     assert hinted[0] == [f"{i:04d}.jpg" for i in range(6)]
     assert hinted[1] == [f"{i:04d}.jpg" for i in range(1, 6)]  # the labelled one is no longer upcoming
+
+
+def test_admin_reassigns_a_task(app):
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    add_users(app, carol="annotator")
+    alice, carol = Session(app, "alice"), Session(app, "carol")
+    tid = ok(alice.get(f"/api/projects/{pid}/tasks"))[0]["id"]
+    assert alice.put(f"/api/tasks/{tid}/assignee", {"assignee": "carol"}).status_code == 403
+    ok(admin.put(f"/api/tasks/{tid}/assignee", {"assignee": "carol"}))
+    assert [t["id"] for t in ok(carol.get(f"/api/projects/{pid}/tasks"))] == [tid]
+    assert alice.get(f"/api/tasks/{tid}").status_code == 403
+    assert admin.put(f"/api/tasks/{tid}/assignee", {"assignee": "nobody"}).status_code == 404
+    ok(admin.put(f"/api/tasks/{tid}/assignee", {"assignee": None}))  # back to the pool
+    assert ok(admin.get(f"/api/projects/{pid}/tasks"))[0]["assignee"] is None
