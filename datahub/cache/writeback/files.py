@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from datahub.errors import DatahubError, InvalidInput
+from datahub.errors import InvalidInput
 
 if TYPE_CHECKING:
     from datahub.cache.writeback.workspace import Workspace
@@ -258,24 +258,21 @@ class OpenFile:
                 changed = bool(pending or self.staged or self.meta_dirty or self.discard)
             if not changed:
                 return
-            try:
-                self._wait_uploads()
-                with self._lock:
-                    pending = set(self.dirty)
-                if pending:
-                    self._upload(pending)
-                with self._lock:
-                    last = (self.size + self.cs - 1) // self.cs
-                    chunk_map = {i: kl for i, kl in self.chunks.items() if i < last and i not in self.dirty}
-                    # a chunk re-dirtied during the upload keeps its committed bytes for now
-                    for i in self.dirty:
-                        if i in self.committed and i < last:
-                            chunk_map[i] = self.committed[i]
-                    size, mtime = self.size, self.mtime
-                    staged = self.staged - self.dirty
-                self.gen = self.ws.commit_file(self.id, self.path, size, mtime, chunk_map)
-            except DatahubError:
-                raise
+            self._wait_uploads()
+            with self._lock:
+                pending = set(self.dirty)
+            if pending:
+                self._upload(pending)
+            with self._lock:
+                last = (self.size + self.cs - 1) // self.cs
+                chunk_map = {i: kl for i, kl in self.chunks.items() if i < last and i not in self.dirty}
+                # a chunk re-dirtied during the upload keeps its committed bytes for now
+                for i in self.dirty:
+                    if i in self.committed and i < last:
+                        chunk_map[i] = self.committed[i]
+                size, mtime = self.size, self.mtime
+                staged = self.staged - self.dirty
+            self.gen = self.ws.commit_file(self.id, self.path, size, mtime, chunk_map)
             with self._lock:
                 self.committed = chunk_map
                 self.committed_size = size

@@ -159,6 +159,9 @@ class Flusher:
             except DatahubError as exc:  # retried at the next interval; nothing is lost
                 self.last_error = exc.message
                 log.warning("background flush of %s failed: %s", self.ws.what, exc.message)
+            except Exception as exc:  # a bug must not silently stop flushing for good
+                self.last_error = str(exc)
+                log.exception("background flush of %s failed", self.ws.what)
 
     def on_commit(self, delta: int) -> None:
         with self._state:

@@ -293,7 +293,11 @@ class Workspace:
             if of.refs > 0:
                 return
             del self._open[of.id]
-        with self.journal.write(f"close of {of.path!r}") as txn:
+        with self.journal.read() as txn:
+            rec = txn.file(of.id)
+        if rec is None or not rec.get("unlinked"):
+            return
+        with self.journal.write(f"close of unlinked {of.path!r}") as txn:
             rec = txn.file(of.id)
             if rec is not None and rec.get("unlinked"):
                 txn.del_file(of.id)
