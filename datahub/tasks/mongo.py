@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pymongo
-from pymongo.errors import DuplicateKeyError, PyMongoError
+from pymongo.errors import BulkWriteError, PyMongoError
 
 from datahub.errors import Conflict, StorageError
 from datahub.tasks.base import DOING, DONE, FAILED, TODO, Clock, Job, JobNotFound, LeaseLost, Task, TaskQueue
@@ -41,15 +41,15 @@ class MongoTaskQueue(TaskQueue):
                     job=job,
                 )
             # tasks first, the job document last: a job document means all its tasks exist
-            for i, payload in enumerate(payloads):
+            docs = [{"_id": f"{job}:{i:08d}", **_new_task(job, i, p, now)} for i, p in enumerate(payloads)]
+            for start in range(
+                0, len(docs) if existing is None else 0, 1000
+            ):  # bounded batches, one round trip each
                 try:
-                    self._tasks.update_one(
-                        {"_id": f"{job}:{i:08d}"},
-                        {"$setOnInsert": _new_task(job, i, payload, now)},
-                        upsert=True,
-                    )
-                except DuplicateKeyError:
-                    pass  # a concurrent creator inserted it: same deterministic task
+                    self._tasks.insert_many(docs[start : start + 1000], ordered=False)
+                except BulkWriteError as exc:  # a concurrent or earlier creator inserted some: same tasks
+                    if any(e.get("code") != 11000 for e in exc.details.get("writeErrors", [])):
+                        raise
             self._jobs.update_one(
                 {"_id": job},
                 {"$set": {"meta": dict(meta)}, "$setOnInsert": {"total": len(payloads), "created_at": now}},
