@@ -15,7 +15,7 @@ from typing import Any
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
 from datahub.catalog.store import CatalogStore
-from datahub.errors import InvalidInput, VersionNotFound
+from datahub.errors import DatasetNotFound, InvalidInput, VersionNotFound
 from datahub.validation import check_key, check_name, check_prefix, check_tag
 
 Ref = str | int | None
@@ -200,9 +200,12 @@ class Catalog:
         if filt is None:
             raise InvalidInput("derive needs a filter such as labels.class=cat", dataset=dataset)
         target = dataset if to_dataset is None else check_name(to_dataset)
-        if target != dataset and target not in {d.name for d in self.store.list_datasets()}:
-            src = self.get_dataset(dataset)
-            self.create_dataset(target, src.description, src.source, src.owner, src.acl)
+        if target != dataset:
+            try:
+                self.store.get_dataset(target)
+            except DatasetNotFound:
+                src = self.get_dataset(dataset)
+                self.create_dataset(target, src.description, src.source, src.owner, src.acl)
         head = self.store.head(target)
         current = self.store.list_records(target, head) if head else iter(())
         wanted = self.store.list_records(dataset, source.seq, where=filt)

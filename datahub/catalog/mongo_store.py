@@ -514,7 +514,7 @@ class MongoCatalogStore(CatalogStore):
     ) -> Iterator[Record]:
         page = page_hint(self.page_size, limit, where)
         live = {"from_seq": {"$lte": seq}, "to_seq": {"$gt": seq}}
-        return narrowed(self._revisions(dataset, live, prefix, page, after), where, limit)
+        return narrowed(self._revisions(dataset, live, "by_key", prefix, page, after), where, limit)
 
     def get_record(self, dataset: str, seq: int, key: str) -> Record:
         found = self.get_records(dataset, seq, [key])
@@ -541,19 +541,30 @@ class MongoCatalogStore(CatalogStore):
             raise InvalidInput("store diff needs a < b; the Catalog facade handles other orders")
         seqs = range(a + 1, b + 1)
         page = max(64, 8192 // (2 * len(seqs)))
-        old = [self._revisions(dataset, {"to_seq": s, "from_seq": {"$lte": a}}, prefix, page) for s in seqs]
-        new = [self._revisions(dataset, {"from_seq": s, "to_seq": {"$gt": b}}, prefix, page) for s in seqs]
+        old = [
+            self._revisions(dataset, {"to_seq": s, "from_seq": {"$lte": a}}, "ended", prefix, page)
+            for s in seqs
+        ]
+        new = [
+            self._revisions(dataset, {"from_seq": s, "to_seq": {"$gt": b}}, "began", prefix, page)
+            for s in seqs
+        ]
         by_key: Callable[[Record], str] = lambda r: r.key  # noqa: E731
         return merge_diff(heapq.merge(*old, key=by_key), heapq.merge(*new, key=by_key))
 
     def _revisions(
-        self, dataset: str, cond: dict[str, Any], prefix: str, page: int, after: str = ""
+        self, dataset: str, cond: dict[str, Any], index: str, prefix: str, page: int, after: str = ""
     ) -> Iterator[Record]:
-        """Revisions matching ``cond`` after key ``after``, in key order, by keyset pages."""
+        """Revisions matching ``cond`` after key ``after``, in key order, by keyset pages.
+
+        ``index`` is hinted so the server walks an index already in key order for ``cond``
+        instead of sorting a large result in memory."""
         while True:
             query = {"dataset": dataset, **cond, "key": {"$gt": after} | _prefix_range(prefix)}
             with self._translate(f"read records of {dataset!r}"):
-                docs = list(self.records.find(query, _RECORD_FIELDS).sort("key", ASCENDING).limit(page))
+                docs = list(
+                    self.records.find(query, _RECORD_FIELDS).sort("key", ASCENDING).hint(index).limit(page)
+                )
             yield from map(_record, docs)
             if len(docs) < page:
                 return
