@@ -22,6 +22,8 @@ from tests.servers import free_port
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 sync_api = pytest.importorskip("playwright.sync_api")
 expect = sync_api.expect
+# a loaded 2-core CI box can be slow: wait long for page state (these are upper bounds, not sleeps)
+expect.set_options(timeout=30_000)
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
@@ -35,7 +37,7 @@ def server(app) -> Iterator[str]:
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = threading.Event()
-    for _ in range(600):
+    for _ in range(1200):  # up to 60 s
         if srv.started:
             break
         deadline.wait(0.05)
@@ -68,7 +70,7 @@ def shot(page, name: str) -> None:
 def login(browser, base: str, name: str):
     ctx = browser.new_context(viewport={"width": 1360, "height": 860})
     page = ctx.new_page()
-    page.set_default_timeout(20_000)
+    page.set_default_timeout(30_000)
     page.goto(f"{base}/login")
     shot(page, "0-login")
     page.fill("#name", name)
