@@ -22,7 +22,7 @@ from typing import Any
 
 from datahub.catalog import Catalog, Record, open_catalog
 from datahub.config import Config
-from datahub.errors import BadImage, DatahubError, LeaseLost, ObjectChanged, ObjectNotFound
+from datahub.errors import BadImage, DatahubError, LeaseLost, ObjectChanged, ObjectNotFound, StorageError
 from datahub.pack.image import transform_image
 from datahub.pack.layout import KIND_IMAGE, KIND_RAW, Sample, encode_sample
 from datahub.pack.shard import ShardWriter
@@ -144,11 +144,17 @@ def pack_task(
     spec = PackSpec.from_dict(meta["spec"])
     source, seq, job = meta["source"], meta["seq"], task.job
     start_after, last = task.payload["start_after"], task.payload["last"]
-    records: list[Record] = []
-    for record in services.catalog.list_records(source, seq, start_after=start_after):
-        if record.key > last:
-            break
-        records.append(record)
+    # the version is immutable, so the range holds exactly ``count`` records: the listing
+    # runs to its end (no cursor left open on the catalog) and must end at ``last``
+    count = task.payload["count"]
+    records = list(services.catalog.list_records(source, seq, start_after=start_after, limit=count))
+    if len(records) != count or records[-1].key != last:
+        raise StorageError(
+            f"{source}@v{seq} no longer lists {count} records after {start_after!r} up to {last!r}; "
+            "the catalog changed under a committed version",
+            job=job,
+            task=task.index,
+        )
     wanted = [r for r in records if is_image_key(r.key) or spec.non_image == "copy"]
     services.cache.hint([r.ref for r in wanted])
     path = services.scratch / f"{job}-{task.index:05d}-{os.getpid()}.lmdb"

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from datahub.config import load_config
+from datahub.errors import DatahubError
 from datahub.pack.worker import PackServices, work
 
 
@@ -25,11 +26,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lease", type=float, default=60.0)
     args = parser.parse_args(argv)
     config = load_config(env={}, overrides=json.load(sys.stdin))
-    services = PackServices.open(config)
-    try:  # SIGTERM ends the process; the executor then hands this worker's task back
-        work(services, args.job, worker=args.name, lease_seconds=args.lease)
-    finally:
-        services.close()
+    try:
+        services = PackServices.open(config)
+        try:  # SIGTERM ends the process; the executor then hands this worker's task back
+            work(services, args.job, worker=args.name, lease_seconds=args.lease)
+        finally:
+            services.close()
+    except DatahubError as exc:  # the task went back to the queue; say why, without a traceback
+        print(f"pack worker {args.name}: {exc.message}", file=sys.stderr)
+        return exc.exit_code
     return 0
 
 
