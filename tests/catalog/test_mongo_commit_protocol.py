@@ -13,6 +13,7 @@ import pytest
 
 from datahub.catalog import Catalog, Delete, Put
 from datahub.catalog.mongo_store import MongoCatalogStore
+from datahub.catalog.revisions import OPEN
 from datahub.errors import Conflict, ManifestError, VersionNotFound
 from tests.catalog.conftest import SMALL, mongo_url, rec
 
@@ -163,3 +164,11 @@ def test_stalled_writer_loses_its_claim(setup) -> None:
     cat = Catalog(store)
     assert cat.resolve("ds").seq == 2
     assert listing(cat, 2) == {f"k{i:03d}": "e1" for i in range(40)} | {"b-wins": "e1"}
+
+
+def test_commit_writes_documents_in_proportion_to_changes(setup) -> None:
+    """O(changes): a 2-change commit on 40 records adds one revision and closes two."""
+    store, _ = setup
+    Catalog(store).commit("ds", [Put(rec("k007", etag="new")), Delete("k012")])
+    ranges = sorted((d["from_seq"], d["to_seq"]) for d in store.records.find({"dataset": "ds"}))
+    assert ranges == [(1, 2)] * 2 + [(1, OPEN)] * 38 + [(2, OPEN)]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Catalog, Put
+from datahub.catalog import Catalog, Delete, Put
+from datahub.catalog.revisions import OPEN
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.errors import Conflict
 from tests.catalog.conftest import rec
@@ -73,3 +74,15 @@ def test_file_in_wal_mode(tmp_path: Path) -> None:
     store = SQLiteCatalogStore(tmp_path / "c.db")
     assert store._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
+
+
+def test_commit_writes_rows_in_proportion_to_changes(tmp_path: Path) -> None:
+    """O(changes): a 2-change commit on 2,000 records adds one revision and closes two."""
+    store = SQLiteCatalogStore(tmp_path / "c.db")
+    cat = Catalog(store)
+    cat.create_dataset("ds")
+    cat.commit("ds", (Put(rec(f"k{i:05d}")) for i in range(2000)))
+    cat.commit("ds", [Put(rec("k00007", etag="new")), Delete("k01234")])
+    rows = store._conn().execute("SELECT from_seq, to_seq, COUNT(*) FROM records GROUP BY 1, 2").fetchall()
+    assert sorted(rows) == [(1, 2, 2), (1, OPEN, 1998), (2, OPEN, 1)]
+    cat.close()
