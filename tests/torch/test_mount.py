@@ -1,0 +1,52 @@
+"""VersionDataset over a real ``datahub mount`` reads the same bytes as through the cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog import open_catalog
+from datahub.config import Config
+from datahub.torch import CacheSource, MountSource, VersionDataset
+from datahub.torch._torch import DataLoader
+from tests.pack.conftest import import_manifest, write_source
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(config: Config, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "datahub.cli.main", "--home", config.home, "--json", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+@pytest.mark.fuse
+@pytest.mark.skipif(shutil.which("fusermount3") is None, reason="needs fuse3")
+def test_version_dataset_through_a_real_mount(config: Config, tmp_path: Path) -> None:
+    catalog = open_catalog(config.resolved_catalog_url)
+    import_manifest(catalog, config, write_source(tmp_path / "src", 5), "photos")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    started = _cli(config, "mount", str(mnt), "photos@v1", "--background")
+    assert started.returncode == 0, started.stderr
+    try:
+        mounted = VersionDataset.from_catalog(catalog, "photos", 1, MountSource(mnt / "photos" / "v1"),
+                                              transform=lambda data, labels: (bytes(data), labels["class"]))  # fmt: skip
+        cached = VersionDataset.from_catalog(catalog, "photos", 1, CacheSource(config),
+                                             transform=lambda data, labels: (bytes(data), labels["class"]))  # fmt: skip
+        assert [mounted[i] for i in range(5)] == [cached[i] for i in range(5)]
+        loader = DataLoader(mounted, batch_size=None, shuffle=True, num_workers=2)
+        assert sorted(cls for _, cls in loader) == sorted(i % 3 for i in range(5))
+        cached.source.close()
+    finally:
+        stopped = _cli(config, "umount", str(mnt))
+        if stopped.returncode != 0:  # never leave our own mount behind
+            subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+            pid = json.loads(started.stdout or "{}").get("pid")
+            if pid:
+                subprocess.run(["kill", str(pid)], check=False)
+    catalog.close()
