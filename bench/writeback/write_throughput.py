@@ -111,16 +111,23 @@ def main() -> None:
     parser.add_argument("--ceph-env", help="env.sh of a running Ceph (shared/tools/ceph) to bench RGW too")
     parser.add_argument("--threads", default="1,4", help="writer thread counts")
     parser.add_argument("--dir", default=None, help="scratch directory on the disk under test")
+    parser.add_argument("--page-size", default=None, help="chunk size of the workspace (default 4MiB)")
+    parser.add_argument("--only", default=None, help="run only workloads whose label contains this")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="wb-bench-", dir=args.dir))
-    shared_cases = [("shared=local dir", {})]
+    page = {"cache": {"page_size": args.page_size}} if args.page_size else {}
+    shared_cases = [("shared=local dir", {**page})]
     if args.ceph_env:
-        shared_cases.append(("shared=Ceph RGW", ceph_overrides(args.ceph_env)))
+        ceph = ceph_overrides(args.ceph_env)
+        ceph["cache"].update(page.get("cache", {}))
+        shared_cases.append(("shared=Ceph RGW", ceph))
     print(
         f"# write-back write throughput, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, scratch {scratch}"
     )
     try:
         for label, count, size in workloads(args.scale):
+            if args.only and args.only not in label:
+                continue
             data = payload(size)
             total = count * size / MiB
             for threads in map(int, args.threads.split(",")):

@@ -107,7 +107,7 @@ def test_crash_orphans_are_removed_on_reopen(env: Env) -> None:
 def test_eviction_drops_clean_data_only_and_reloads_on_open(tmp_path: Path) -> None:
     env = make_env(tmp_path, shared_bytes=10 * CHUNK)
     try:
-        ws = env.open()
+        ws = env.open(background=False)  # no watermark-triggered flusher racing the explicit evict
         clean = {f"c{i}": os.urandom(2 * CHUNK) for i in range(4)}
         for path, data in clean.items():
             write(ws, path, data)
