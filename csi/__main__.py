@@ -1,0 +1,82 @@
+"""``python -m csi``: the datahub CSI plugin (node, controller, or both in one process).
+
+    python -m csi --endpoint unix:///csi/csi.sock --node-id $NODE_NAME \\
+        --state-dir /var/lib/datahub-csi --config /etc/datahub/datahub.toml --mode node
+
+The Config (datahub TOML + ``DATAHUB_*`` variables) is the plugin's: storage and catalog
+credentials live here or arrive as NodePublish secrets, never in a pod. On SIGTERM the
+plugin stops serving but leaves published volumes mounted: pods keep their data across a
+plugin restart, and the next start checks and repairs every recorded target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from datahub.config import load_config
+from datahub.errors import DatahubError
+
+DRIVER_NAME = "csi.datahub.dev"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m csi", description="datahub CSI plugin (gRPC on a unix socket)"
+    )
+    p.add_argument("--endpoint", default=os.environ.get("CSI_ENDPOINT", "unix:///csi/csi.sock"))
+    p.add_argument("--node-id", default=os.environ.get("NODE_ID") or socket.gethostname())
+    p.add_argument("--state-dir", default="/var/lib/datahub-csi", help="published-volume state, mounts, logs")
+    p.add_argument("--config", help="datahub TOML configuration (default: $DATAHUB_CONFIG)")
+    p.add_argument("--mode", choices=("node", "controller", "all"), default="all")
+    p.add_argument("--driver-name", default=DRIVER_NAME)
+    p.add_argument("--check-interval", type=float, default=10.0, help="seconds between mount health checks")
+    p.add_argument("--mount-timeout", type=float, default=120.0, help="seconds a mount may take to start")
+    p.add_argument("--unmount-timeout", type=float, default=600.0, help="seconds a workspace flush may take")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from csi.controller import ControllerService
+    from csi.node import NodeService
+    from csi.server import serve
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        config = load_config(args.config)
+        node = None
+        if args.mode in ("node", "all"):
+            node = NodeService(
+                config,
+                Path(args.state_dir),
+                args.node_id,
+                mount_timeout=args.mount_timeout,
+                unmount_timeout=args.unmount_timeout,
+            )
+            threading.Thread(
+                target=node.supervise, args=(args.check_interval, stop), name="csi-supervisor", daemon=True
+            ).start()
+        controller = ControllerService() if args.mode in ("controller", "all") else None
+        serve(args.endpoint, name=args.driver_name, node=node, controller=controller, stop=stop)
+    except DatahubError as exc:
+        logging.getLogger("csi").error("%s", exc.message)
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The node's hands: the FUSE mount process of a volume, bind mounts, health checks.
+
+Each published volume gets one mount process: ``python -m fuse_adapter mount`` in the
+foreground (the FUSE engineer's daemon, driven through its CLI like a user would), mounted
+on a private staging directory under the plugin's state dir. The part of that view the pod
+should see (``<dataset>/v<N>/<prefix>`` of a version view, the root of a bucket or
+workspace view) is then bind-mounted onto the CO's target path, read-only when the
+volume or the request is read-only. Stopping goes through ``python -m fuse_adapter umount``,
+which flushes a workspace (and recovers one whose daemon died) before it unmounts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from datahub.errors import AccessDenied, Conflict, DatahubError, InvalidInput, NotFound, StorageError
+from fuse_adapter.daemon import READY, fusermount_detach, is_mounted, pid_alive
+
+log = logging.getLogger(__name__)
+
+# exit codes of the datahub CLI (datahub.errors) -> the error class, so a failed mount
+# process surfaces as the same kind of error it raised
+_EXIT_ERRORS: dict[int, type[DatahubError]] = {
+    2: InvalidInput,
+    3: NotFound,
+    4: Conflict,
+    6: AccessDenied,
+    7: StorageError,
+}
+
+
+def _run(cmd: Sequence[str], what: str) -> None:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise DatahubError(f"{what} failed: {proc.stderr.strip() or proc.returncode}")
+
+
+def bind(source: str, target: str, *, readonly: bool) -> None:
+    """Bind ``source`` onto ``target`` (then remount it read-only: one step is not enough)."""
+    _run(["mount", "--bind", source, target], f"bind-mounting {source} on {target}")
+    if readonly:
+        try:
+            _run(["mount", "-o", "remount,bind,ro", target], f"making {target} read-only")
+        except DatahubError:
+            unmount(target, lazy=True)  # never leave a writable target behind
+            raise
+
+
+def unmount(path: str, *, lazy: bool = False) -> None:
+    """Unmount ``path`` if it is a mount point (lazy: detach even if busy or dead)."""
+    if not is_mounted(path):
+        return
+    proc = subprocess.run(["umount", *(["-l"] if lazy else []), path], capture_output=True, text=True)
+    if proc.returncode != 0 and is_mounted(path):
+        raise Conflict(
+            f"could not unmount {path}: {proc.stderr.strip()}; a process may still use it "
+            "(the CO retries NodeUnpublishVolume)"
+        )
+
+
+def health(path: str) -> str:
+    """ "ok", "unmounted" or "broken" (ENOTCONN: the FUSE daemon behind the mount died).
+
+    statfs always reaches the FUSE daemon (the kernel caches attributes, not statfs), and
+    it is cheap, unlike listing a directory of a million files.
+    """
+    if not is_mounted(path):
+        return "unmounted"
+    try:
+        os.statvfs(path)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO):
+            return "broken"
+        raise
+    return "ok"
+
+
+def detach_stale(path: str) -> None:
+    """Lazily detach a mount whose daemon died (fusermount3 -uz; a no-op if unmounted)."""
+    if is_mounted(path):
+        fusermount_detach(path, lazy=True)
+
+
+class MountProcess:
+    """``python -m fuse_adapter --config CFG mount STAGING ARGS --foreground``, supervised."""
+
+    def __init__(self, config_path: str, staging: str, log_path: str) -> None:
+        self.config_path = config_path
+        self.staging = staging
+        self.log_path = log_path
+
+    def _env(self) -> dict[str, str]:
+        # the volume's config file is the whole truth: DATAHUB_* variables of the plugin would
+        # override it (and could carry credentials the volume should not get)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_") or k == "DATAHUB_LOG"}
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def _cli(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "fuse_adapter", "--config", self.config_path, *args]
+
+    def start(self, mount_args: Sequence[str], *, timeout: float) -> subprocess.Popen:
+        """Start the daemon and return once it serves; raise the daemon's error if it does not."""
+        Path(self.staging).mkdir(parents=True, exist_ok=True)
+        read_fd, write_fd = os.pipe()
+        cmd = self._cli("mount", self.staging, *mount_args, "--foreground", "--ready-fd", str(write_fd))
+        with open(self.log_path, "ab") as logf:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=logf,
+                pass_fds=(write_fd,),
+                start_new_session=True,  # a signal to the plugin's group must not stop the mounts
+                env=self._env(),
+            )
+        os.close(write_fd)
+        try:
+            if self._wait_ready(proc, read_fd, timeout):
+                return proc
+        finally:
+            os.close(read_fd)
+        self.kill(proc)
+        detach_stale(self.staging)
+        tail = " | ".join(Path(self.log_path).read_text(errors="replace").strip().splitlines()[-3:])
+        error = _EXIT_ERRORS.get(proc.returncode or 0, DatahubError)
+        raise error(f"the mount process failed (exit {proc.returncode}): {tail or 'see ' + self.log_path}")
+
+    @staticmethod
+    def _wait_ready(proc: subprocess.Popen, read_fd: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([read_fd], [], [], 0.2)
+            if ready:
+                return os.read(read_fd, len(READY)) == READY  # b"" = it exited before mounting
+            if proc.poll() is not None:
+                return False
+        return False
+
+    @staticmethod
+    def kill(proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def stop(self, *, timeout: float) -> str:
+        """Flush (workspace) and unmount through ``fuse_adapter umount``; works for a dead daemon too."""
+        proc = subprocess.run(
+            self._cli("umount", self.staging, "--timeout", str(timeout)),
+            capture_output=True,
+            text=True,
+            env=self._env(),
+            timeout=timeout + 60,
+        )
+        if proc.returncode != 0:
+            error = _EXIT_ERRORS.get(proc.returncode, DatahubError)
+            raise error(f"unmounting {self.staging} failed: {proc.stderr.strip() or proc.returncode}")
+        return proc.stdout.strip()
+
+
+def wait_exit(pid: int, proc: subprocess.Popen | None, timeout: float) -> bool:
+    """Wait for a mount process to end (reaping it if it is our child)."""
+    if proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout)
+        return proc.poll() is not None
+    deadline = time.monotonic() + timeout
+    while pid and pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

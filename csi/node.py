@@ -1,0 +1,339 @@
+"""The Node service's behaviour, in plain Python: publish, unpublish, and healing broken mounts.
+
+* NodePublishVolume validates the request, resolves what to show (a dataset ref becomes a
+  version number, recorded), starts the volume's mount process on a private staging dir,
+  bind-mounts the part the pod should see onto the target (read-only unless it is a
+  writable workspace published read-write), and records the target in the state file.
+  Publishing the same request again is a no-op (after repairing the mount if it broke);
+  a different request for a published target is AlreadyExists.
+* NodeUnpublishVolume unmounts the target, stops the mount process through
+  ``fuse_adapter umount`` (a workspace flushes, and commits if asked), forgets the target
+  and removes it. A target that is already gone is success.
+* The supervisor (and the first pass at start) checks every recorded target: a mount whose
+  daemon died answers ENOTCONN; it is detached (lazily) and mounted again with the
+  *recorded* version, so a restart never switches a pod to another version.
+
+Operations on one target are serialised by a per-target lock held across the mount work
+(that is its purpose); the shared mutex guards only in-memory maps and is never held
+during I/O.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from csi import mounts
+from csi.state import Published, StateFile
+from csi.volume_config import write_volume_config
+from csi.volumes import READER_MODES, Capability, VolumeSpec, check_capability, parse_context, parse_secrets
+from datahub.config import Config
+from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound
+from fuse_adapter.daemon import canonical, is_mounted, pid_alive
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PublishRequest:
+    volume_id: str
+    target_path: str
+    capability: Capability | None
+    readonly: bool = False
+    context: Mapping[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, str] = field(default_factory=dict)
+
+
+class NodeService:
+    def __init__(
+        self,
+        config: Config,
+        state_dir: Path,
+        node_id: str,
+        *,
+        mount_timeout: float = 120.0,
+        unmount_timeout: float = 600.0,
+    ) -> None:
+        self.config = config
+        self.node_id = node_id
+        self.state_dir = Path(state_dir).resolve()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
+        self.mount_timeout = mount_timeout
+        self.unmount_timeout = unmount_timeout
+        self._state = StateFile(self.state_dir / "published.json")
+        self._published: dict[str, Published] = self._state.load()
+        self._children: dict[str, subprocess.Popen] = {}
+        self._target_locks: dict[str, threading.Lock] = {}
+        self._mutex = threading.Lock()  # in-memory maps only; never held during I/O
+        self.ready = threading.Event()  # set after the first check of recorded targets
+
+    # --- bookkeeping ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _target(self, target: str) -> Iterator[None]:
+        with self._mutex:
+            lock = self._target_locks.setdefault(target, threading.Lock())
+        with lock:
+            yield
+
+    def _get(self, target: str) -> Published | None:
+        with self._mutex:
+            return self._published.get(target)
+
+    def _put(self, p: Published | None, target: str) -> None:
+        with self._mutex:
+            if p is None:
+                self._published.pop(target, None)
+            else:
+                self._published[target] = p
+            snapshot = list(self._published.values())
+        self._state.save(snapshot)
+
+    def published(self) -> list[Published]:
+        with self._mutex:
+            return list(self._published.values())
+
+    # --- NodePublishVolume ------------------------------------------------------------------
+    def publish(self, req: PublishRequest) -> None:
+        if not req.volume_id:
+            raise InvalidInput("NodePublishVolume: volume_id is required")
+        if not req.target_path or not os.path.isabs(req.target_path):
+            raise InvalidInput(f"NodePublishVolume {req.volume_id!r}: target_path must be an absolute path")
+        spec = parse_context(req.context, req.volume_id)
+        cap = check_capability(spec, req.capability, req.volume_id)
+        overrides = parse_secrets(req.secrets)
+        readonly = req.readonly or not spec.writable or cap.access_mode in READER_MODES
+        target = canonical(req.target_path)
+        fingerprint = _fingerprint(req, cap, readonly)
+        with self._target(target):
+            existing = self._get(target)
+            if existing is not None:
+                if existing.fingerprint != fingerprint:
+                    raise AlreadyExists(
+                        f"target {target} is already published with different parameters "
+                        f"(volume {existing.volume_id!r}); unpublish it first",
+                        target_path=target,
+                    )
+                if self._health(existing) != "ok":
+                    self._recover(existing)
+                return
+            if is_mounted(target):
+                raise Conflict(
+                    f"target {target} is already a mount point this plugin did not make; unmount it first",
+                    target_path=target,
+                )
+            self._publish_new(req.volume_id, target, spec, readonly, fingerprint, overrides)
+
+    def _publish_new(
+        self, volume_id: str, target: str, spec: VolumeSpec, readonly: bool, fingerprint: str, overrides: dict
+    ) -> None:
+        key = hashlib.sha256(target.encode()).hexdigest()[:16]
+        volume_dir = self.state_dir / "volumes" / key
+        if spec.kind == "workspace":
+            overrides = {**overrides, "cache": {"profile": "write-back"}}
+        try:
+            config = write_volume_config(self.config, overrides, volume_dir / "datahub.toml")
+            sources, subdir, resolved = _plan(spec, config)
+            p = Published(
+                target_path=target,
+                volume_id=volume_id,
+                spec=spec,
+                readonly=readonly,
+                fingerprint=fingerprint,
+                sources=sources,
+                subdir=subdir,
+                volume_dir=str(volume_dir),
+                resolved=resolved,
+                published_at=time.time(),
+            )
+            self._start(p, first=True)
+        except BaseException:
+            shutil.rmtree(volume_dir, ignore_errors=True)  # nothing half-made stays (not the secrets)
+            raise
+        self._put(p, target)
+        log.info("published %s (%s) at %s", volume_id, resolved or _describe(spec), target)
+
+    def _start(self, p: Published, *, first: bool) -> None:
+        """Start the mount process and bind its view onto the target."""
+        process = mounts.MountProcess(p.config_path, p.staging, p.log_path)
+        proc = process.start(_mount_args(p, first=first), timeout=self.mount_timeout)
+        try:
+            source = os.path.join(p.staging, p.subdir) if p.subdir else p.staging
+            if not os.path.isdir(source):
+                raise NotFound(
+                    f"volume {p.volume_id!r}: {p.subdir!r} is not a directory of {p.resolved or _describe(p.spec)}"
+                    " (check the prefix attribute)",
+                    volume_id=p.volume_id,
+                )
+            os.makedirs(p.target_path, exist_ok=True)
+            mounts.bind(source, p.target_path, readonly=p.readonly)
+        except BaseException:
+            with contextlib.suppress(DatahubError, OSError, subprocess.SubprocessError):
+                process.stop(timeout=self.unmount_timeout)
+            mounts.MountProcess.kill(proc)
+            raise
+        p.pid = proc.pid
+        with self._mutex:
+            self._children[p.target_path] = proc
+
+    # --- NodeUnpublishVolume ----------------------------------------------------------------
+    def unpublish(self, volume_id: str, target_path: str) -> None:
+        if not volume_id:
+            raise InvalidInput("NodeUnpublishVolume: volume_id is required")
+        if not target_path or not os.path.isabs(target_path):
+            raise InvalidInput(f"NodeUnpublishVolume {volume_id!r}: target_path must be an absolute path")
+        target = canonical(target_path)
+        with self._target(target):
+            p = self._get(target)
+            if p is None:  # already unpublished (or never): make sure nothing is left
+                mounts.unmount(target, lazy=mounts.health(target) == "broken")
+                _remove_dir(target)
+                return
+            if p.volume_id != volume_id:
+                raise NotFound(
+                    f"target {target} holds volume {p.volume_id!r}, not {volume_id!r}", target_path=target
+                )
+            mounts.unmount(target, lazy=mounts.health(target) != "ok")
+            process = mounts.MountProcess(p.config_path, p.staging, p.log_path)
+            outcome = process.stop(timeout=self.unmount_timeout)  # flushes a workspace; raises on failure
+            with self._mutex:
+                proc = self._children.pop(target, None)
+            mounts.wait_exit(p.pid, proc, timeout=30)
+            self._put(None, target)
+            shutil.rmtree(p.volume_dir, ignore_errors=True)
+            _remove_dir(target)
+            log.info("unpublished %s from %s (%s)", volume_id, target, outcome)
+
+    # --- health and recovery ----------------------------------------------------------------
+    def _daemon_alive(self, p: Published) -> bool:
+        if not p.pid or not pid_alive(p.pid):
+            return False
+        try:  # the pid may have been reused by another process since we recorded it
+            with open(f"/proc/{p.pid}/cmdline", "rb") as fh:
+                return p.staging.encode() in fh.read().split(b"\0")
+        except OSError:
+            return False
+
+    def _health(self, p: Published) -> str:
+        target, staging = mounts.health(p.target_path), mounts.health(p.staging)
+        if target == "ok" and staging == "ok" and self._daemon_alive(p):
+            return "ok"
+        return f"target {target}, FUSE mount {staging}, daemon {'alive' if self._daemon_alive(p) else 'dead'}"
+
+    def _recover(self, p: Published) -> None:
+        """Detach what is left of a broken volume and mount it again, as recorded."""
+        log.warning("volume %s at %s is broken (%s): remounting", p.volume_id, p.target_path, self._health(p))
+        mounts.unmount(p.target_path, lazy=True)
+        with self._mutex:
+            proc = self._children.pop(p.target_path, None)
+        if self._daemon_alive(p):  # alive but not serving: it cannot be trusted with the volume
+            os.kill(p.pid, 9)
+        if proc is not None:
+            mounts.MountProcess.kill(proc)
+        mounts.wait_exit(p.pid, None, timeout=30)
+        mounts.detach_stale(p.staging)
+        self._start(p, first=False)
+        self._put(p, p.target_path)
+        log.info(
+            "volume %s at %s remounted (%s)", p.volume_id, p.target_path, p.resolved or _describe(p.spec)
+        )
+
+    def check_all(self) -> None:
+        """One supervisor pass: reap exited mount processes, repair every broken target."""
+        for p in self.published():
+            try:
+                with self._target(p.target_path):
+                    current = self._get(p.target_path)
+                    if current is None:
+                        continue
+                    with self._mutex:
+                        proc = self._children.get(current.target_path)
+                    if proc is not None and proc.poll() is not None:
+                        log.warning(
+                            "mount process of %s exited with %s", current.target_path, proc.returncode
+                        )
+                    if self._health(current) != "ok":
+                        self._recover(current)
+            except Exception:  # keep supervising the others; the next pass retries
+                log.exception("could not recover %s", p.target_path)
+
+    def supervise(self, interval: float, stop: threading.Event) -> None:
+        """Check recorded targets now (restart recovery), then every ``interval`` seconds."""
+        self.check_all()
+        self.ready.set()
+        while not stop.wait(interval):
+            self.check_all()
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+def _fingerprint(req: PublishRequest, cap: Capability, readonly: bool) -> str:
+    """What makes two publish requests "the same" (secrets excluded: they may be rotated)."""
+    doc = {
+        "volume_id": req.volume_id,
+        "context": dict(sorted(req.context.items())),
+        "readonly": readonly,
+        "access_mode": cap.access_mode,
+        "mount_flags": list(cap.mount_flags),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _describe(spec: VolumeSpec) -> str:
+    if spec.kind == "bucket":
+        return spec.bucket_url
+    if spec.kind == "workspace":
+        return f"workspace {spec.workspace}"
+    return f"{spec.dataset}@{spec.version}"
+
+
+def _plan(spec: VolumeSpec, config: Config) -> tuple[list[str], str, str]:
+    """(mount sources, subdir of the FUSE view for the target, resolved version) for a spec."""
+    if spec.kind == "workspace":
+        return [], "", ""
+    if spec.kind == "bucket":
+        return [spec.bucket_url], "", ""
+    from datahub.catalog import open_catalog
+
+    catalog = open_catalog(config.resolved_catalog_url)
+    try:
+        version = catalog.resolve(spec.dataset, spec.version)  # DatasetNotFound / VersionNotFound
+    finally:
+        catalog.close()
+    subdir = f"{spec.dataset}/v{version.seq}" + (f"/{spec.prefix}" if spec.prefix else "")
+    return [f"{spec.dataset}@{version.seq}"], subdir, f"{spec.dataset}@v{version.seq}"
+
+
+def _mount_args(p: Published, *, first: bool) -> list[str]:
+    spec = p.spec
+    args = ["--allow-other"]  # pods run as other users than the plugin
+    if spec.uid is not None:
+        args += ["--uid", str(spec.uid)]
+    if spec.gid is not None:
+        args += ["--gid", str(spec.gid)]
+    if spec.kind == "workspace":
+        args += ["--workspace", spec.workspace]
+        return args + (["--commit-to", spec.commit_to] if spec.commit_to else [])
+    if spec.cache == "none":
+        args.append("--no-cache")
+    if spec.kind == "bucket" and spec.refresh and first:
+        args.append("--refresh")  # a remount shows the snapshot taken at publish, not a new one
+    return [*p.sources, *args]
+
+
+def _remove_dir(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise Conflict(f"could not remove target {path}: {exc}", target_path=path) from exc

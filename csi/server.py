@@ -1,0 +1,229 @@
+"""The gRPC face of the plugin: the only module that imports grpc (and the generated stubs).
+
+Three thin servicers turn protobuf requests into the plain types of ``node``/``controller``
+and back; :func:`status_of` is the one translation of ``datahub.errors`` into gRPC status
+codes. The server listens on a unix socket (``unix:///csi/csi.sock``), as a CO expects.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from concurrent import futures
+from functools import wraps
+from typing import Any
+
+import grpc
+
+from csi.controller import ControllerService
+from csi.node import NodeService, PublishRequest
+from csi.proto_gen import csi_pb2 as pb
+from csi.proto_gen import csi_pb2_grpc as rpc
+from csi.volumes import Capability
+from datahub import errors
+
+log = logging.getLogger(__name__)
+
+VENDOR_VERSION = "0.1.0"
+
+# most specific first: the first matching class decides the code
+_STATUS: list[tuple[type[errors.DatahubError], grpc.StatusCode]] = [
+    (errors.InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.ReadOnly, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.ObjectChanged, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.AccessDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (errors.StorageError, grpc.StatusCode.UNAVAILABLE),
+    (errors.NoSpace, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (errors.Cancelled, grpc.StatusCode.CANCELLED),
+]
+
+
+def status_of(exc: errors.DatahubError) -> grpc.StatusCode:
+    """The one translation from the datahub error tree to a gRPC status code."""
+    for cls, code in _STATUS:
+        if isinstance(exc, cls):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def _rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(fn)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return fn(self, request, context)
+        except errors.DatahubError as exc:
+            code = status_of(exc)
+            log.log(logging.ERROR if code == grpc.StatusCode.INTERNAL else logging.INFO,
+                    "%s: %s: %s", fn.__name__, code.name, exc.message)  # fmt: skip
+            context.abort(code, exc.message)
+        except Exception as exc:
+            log.exception("%s failed unexpectedly", fn.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{fn.__name__} failed: {exc}; see the plugin log")
+
+    return wrapper
+
+
+def _capability(cap: pb.VolumeCapability) -> Capability:
+    access_type = cap.WhichOneof("access_type") or ""
+    mode = pb.VolumeCapability.AccessMode.Mode.Name(cap.access_mode.mode)
+    return Capability(access_type, mode, tuple(cap.mount.mount_flags))
+
+
+# --- Identity ---------------------------------------------------------------------------------
+class IdentityServicer(rpc.IdentityServicer):
+    def __init__(self, name: str, *, controller: bool, ready: Callable[[], bool]) -> None:
+        self._name = name
+        self._controller = controller
+        self._ready = ready
+
+    @_rpc
+    def GetPluginInfo(self, request, context):
+        return pb.GetPluginInfoResponse(name=self._name, vendor_version=VENDOR_VERSION)
+
+    @_rpc
+    def GetPluginCapabilities(self, request, context):
+        caps = []
+        if self._controller:
+            service = pb.PluginCapability.Service(type=pb.PluginCapability.Service.CONTROLLER_SERVICE)
+            caps.append(pb.PluginCapability(service=service))
+        return pb.GetPluginCapabilitiesResponse(capabilities=caps)
+
+    @_rpc
+    def Probe(self, request, context):
+        response = pb.ProbeResponse()
+        response.ready.value = self._ready()
+        return response
+
+
+# --- Node -----------------------------------------------------------------------------------------
+class NodeServicer(rpc.NodeServicer):
+    def __init__(self, node: NodeService) -> None:
+        self._node = node
+
+    @_rpc
+    def NodePublishVolume(self, request, context):
+        self._node.publish(
+            PublishRequest(
+                volume_id=request.volume_id,
+                target_path=request.target_path,
+                capability=_capability(request.volume_capability)
+                if request.HasField("volume_capability")
+                else None,
+                readonly=request.readonly,
+                context=dict(request.volume_context),
+                secrets=dict(request.secrets),
+            )
+        )
+        return pb.NodePublishVolumeResponse()
+
+    @_rpc
+    def NodeUnpublishVolume(self, request, context):
+        self._node.unpublish(request.volume_id, request.target_path)
+        return pb.NodeUnpublishVolumeResponse()
+
+    @_rpc
+    def NodeGetCapabilities(self, request, context):
+        return pb.NodeGetCapabilitiesResponse()  # no staging: one mount process per published target
+
+    @_rpc
+    def NodeGetInfo(self, request, context):
+        return pb.NodeGetInfoResponse(node_id=self._node.node_id)
+
+
+# --- Controller ---------------------------------------------------------------------------------
+class ControllerServicer(rpc.ControllerServicer):
+    def __init__(self, controller: ControllerService) -> None:
+        self._controller = controller
+
+    @_rpc
+    def CreateVolume(self, request, context):
+        created = self._controller.create_volume(
+            request.name,
+            [_capability(c) for c in request.volume_capabilities],
+            dict(request.parameters),
+            required_bytes=request.capacity_range.required_bytes,
+            has_content_source=request.HasField("volume_content_source"),
+        )
+        volume = pb.Volume(
+            volume_id=created.volume_id, volume_context=created.context, capacity_bytes=created.capacity_bytes
+        )
+        return pb.CreateVolumeResponse(volume=volume)
+
+    @_rpc
+    def DeleteVolume(self, request, context):
+        self._controller.delete_volume(request.volume_id)
+        return pb.DeleteVolumeResponse()
+
+    @_rpc
+    def ValidateVolumeCapabilities(self, request, context):
+        problem = self._controller.validate(
+            request.volume_id,
+            dict(request.volume_context),
+            [_capability(c) for c in request.volume_capabilities],
+        )
+        if problem is not None:
+            return pb.ValidateVolumeCapabilitiesResponse(message=problem)
+        confirmed = pb.ValidateVolumeCapabilitiesResponse.Confirmed(
+            volume_context=request.volume_context,
+            volume_capabilities=request.volume_capabilities,
+            parameters=request.parameters,
+        )
+        return pb.ValidateVolumeCapabilitiesResponse(confirmed=confirmed)
+
+    @_rpc
+    def ControllerGetCapabilities(self, request, context):
+        create = pb.ControllerServiceCapability.RPC(
+            type=pb.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME
+        )
+        return pb.ControllerGetCapabilitiesResponse(capabilities=[pb.ControllerServiceCapability(rpc=create)])
+
+
+# --- serving ----------------------------------------------------------------------------------------
+def socket_path(endpoint: str) -> str:
+    """``unix:///csi/csi.sock`` -> ``/csi/csi.sock`` (only unix sockets are served)."""
+    if not endpoint.startswith("unix://"):
+        raise errors.InvalidInput(f"endpoint {endpoint!r}: use unix:///path/to/csi.sock")
+    path = endpoint[len("unix://") :]
+    if not os.path.isabs(path):
+        raise errors.InvalidInput(f"endpoint {endpoint!r}: the socket path must be absolute")
+    return path
+
+
+def serve(
+    endpoint: str,
+    *,
+    name: str,
+    node: NodeService | None,
+    controller: ControllerService | None,
+    stop: threading.Event,
+    workers: int = 8,
+) -> None:
+    """Serve until ``stop`` is set (the entry point sets it on SIGTERM/SIGINT)."""
+    path = socket_path(endpoint)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.exists(path):
+        os.unlink(path)  # left by a previous run (a live plugin would hold the DaemonSet slot)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="csi-rpc"))
+
+    def ready() -> bool:
+        return node is None or node.ready.is_set()
+
+    rpc.add_IdentityServicer_to_server(
+        IdentityServicer(name, controller=controller is not None, ready=ready), server
+    )
+    if node is not None:
+        rpc.add_NodeServicer_to_server(NodeServicer(node), server)
+    if controller is not None:
+        rpc.add_ControllerServicer_to_server(ControllerServicer(controller), server)
+    server.add_insecure_port(f"unix://{path}")
+    server.start()
+    log.info("serving CSI %s on %s", name, endpoint)
+    stop.wait()
+    server.stop(grace=5).wait()
+    log.info("stopped serving on %s", endpoint)

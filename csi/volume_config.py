@@ -1,0 +1,56 @@
+"""The config file a volume's mount process runs with: the plugin's Config plus the volume's secrets.
+
+Credentials reach the mount process only through this file: mode 0600 inside a 0700
+directory of the plugin's state dir, never under the target path (the pod sees the target)
+and never on a command line (``ps`` shows those). It is written atomically, and read back
+with :func:`datahub.config.load_config` so the plugin resolves versions with exactly the
+configuration the mount process will use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from datahub.config import Config, load_config
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(str(value))  # a JSON string is a valid TOML basic string
+
+
+def to_toml(data: Mapping[str, Any]) -> str:
+    """A flat TOML document: top-level keys, then one ``[section]`` per nested mapping."""
+    lines = [f"{k} = {_value(v)}" for k, v in data.items() if v is not None and not isinstance(v, Mapping)]
+    for section, values in data.items():
+        if isinstance(values, Mapping):
+            lines.append(f"\n[{section}]")
+            lines += [f"{k} = {_value(v)}" for k, v in values.items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+def write_volume_config(base: Config, overrides: Mapping[str, Any], path: Path) -> Config:
+    """Write ``base`` + ``overrides`` (from secrets/volume kind) to ``path`` (0600); return it loaded."""
+    data = dataclasses.asdict(base)
+    data["home"] = str(base.home_path)
+    for key, value in overrides.items():
+        if isinstance(value, Mapping):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(to_toml(data))
+    os.replace(tmp, path)
+    return load_config(path, env={})

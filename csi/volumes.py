@@ -1,0 +1,217 @@
+"""What a CSI volume is: parsed from the CO's volume context, checked before anything is mounted.
+
+Three kinds (docs/csi.md), chosen by which attribute is present:
+
+* ``dataset`` (+ ``version``: a number, ``v3``, a tag or ``latest``; optional ``prefix``;
+  optional ``cache``): read-only, the version is resolved at publish time and recorded;
+* ``bucket`` (+ optional ``prefix``, ``refresh``): a read-only snapshot, like
+  ``datahub mount MNT s3://bucket/prefix``;
+* ``workspace`` (+ optional ``commitTo``): writable, write-back.
+
+Everything here is plain Python with no gRPC: the server turns requests into these types
+and :class:`~datahub.errors.InvalidInput` into INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from datahub.errors import InvalidInput
+from datahub.validation import check_key, check_name
+
+KUBERNETES_PREFIX = "csi.storage.k8s.io/"  # pod info and the ephemeral flag the kubelet adds
+CACHE_PROFILES = ("read-only", "none")  # "none": read the object store directly (--no-cache)
+
+_KNOWN = {
+    "dataset": {"dataset", "version", "prefix", "cache", "uid", "gid"},
+    "bucket": {"bucket", "prefix", "refresh", "cache", "uid", "gid"},
+    "workspace": {"workspace", "commitTo", "uid", "gid"},
+}
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+# access modes by their CSI names; a workspace has one owner process on one node
+READER_MODES = {"SINGLE_NODE_READER_ONLY", "MULTI_NODE_READER_ONLY"}
+SINGLE_NODE_MODES = {
+    "SINGLE_NODE_WRITER",
+    "SINGLE_NODE_READER_ONLY",
+    "SINGLE_NODE_SINGLE_WRITER",
+    "SINGLE_NODE_MULTI_WRITER",
+}
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A VolumeCapability without protobuf: ``access_type`` is "mount" or "block"."""
+
+    access_type: str
+    access_mode: str
+    mount_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class VolumeSpec:
+    kind: str  # "dataset" | "bucket" | "workspace"
+    dataset: str = ""
+    version: str = "latest"  # as written in the volume attributes
+    bucket: str = ""
+    prefix: str = ""
+    refresh: bool = False
+    workspace: str = ""
+    commit_to: str = ""
+    cache: str = "read-only"
+    uid: int | None = None
+    gid: int | None = None
+
+    @property
+    def writable(self) -> bool:
+        return self.kind == "workspace"
+
+    @property
+    def bucket_url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> VolumeSpec:
+        return cls(**data)
+
+
+def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
+    """The volume a CO's ``volume_context`` describes; InvalidInput names the attribute to fix."""
+    attrs = {k: v for k, v in context.items() if not k.startswith(KUBERNETES_PREFIX)}
+    kinds = [k for k in ("dataset", "bucket", "workspace") if attrs.get(k)]
+    if len(kinds) != 1:
+        raise InvalidInput(
+            f"volume {volume_id!r}: its attributes must name exactly one of dataset, bucket or workspace "
+            f"(got {', '.join(sorted(attrs)) or 'none'})",
+            volume_id=volume_id,
+        )
+    kind = kinds[0]
+    unknown = sorted(set(attrs) - _KNOWN[kind])
+    if unknown:
+        raise InvalidInput(
+            f"volume {volume_id!r}: unknown {kind} volume attribute(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(_KNOWN[kind]))}",
+            volume_id=volume_id,
+        )
+    owner = {"uid": _int_attr(attrs, "uid", volume_id), "gid": _int_attr(attrs, "gid", volume_id)}
+    if kind == "workspace":
+        commit_to = attrs.get("commitTo", "")
+        return VolumeSpec(
+            "workspace",
+            workspace=check_name(attrs["workspace"], "workspace"),
+            commit_to=check_name(commit_to, "commitTo dataset") if commit_to else "",
+            **owner,
+        )
+    prefix = _prefix(attrs.get("prefix", ""), volume_id)
+    cache = attrs.get("cache", "read-only") or "read-only"
+    if cache not in CACHE_PROFILES:
+        raise InvalidInput(
+            f"volume {volume_id!r}: cache profile {cache!r} is not one of {', '.join(CACHE_PROFILES)}",
+            volume_id=volume_id,
+        )
+    if kind == "dataset":
+        version = (attrs.get("version") or "latest").strip()
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,63}", version):
+            raise InvalidInput(
+                f"volume {volume_id!r}: version {version!r} is not a number, a tag or 'latest'",
+                volume_id=volume_id,
+            )
+        dataset = check_name(attrs["dataset"])
+        return VolumeSpec("dataset", dataset=dataset, version=version, prefix=prefix, cache=cache, **owner)
+    bucket = attrs["bucket"]
+    if not _BUCKET.fullmatch(bucket):
+        raise InvalidInput(
+            f"volume {volume_id!r}: invalid bucket name {bucket!r} (give the bucket name, not a URL)",
+            volume_id=volume_id,
+        )
+    refresh = attrs.get("refresh", "false").strip().lower()
+    if refresh not in ("true", "false"):
+        raise InvalidInput(f"volume {volume_id!r}: refresh must be true or false", volume_id=volume_id)
+    return VolumeSpec("bucket", bucket=bucket, prefix=prefix, refresh=refresh == "true", cache=cache, **owner)
+
+
+def _int_attr(attrs: Mapping[str, str], name: str, volume_id: str) -> int | None:
+    value = attrs.get(name, "")
+    if value == "":
+        return None
+    if not value.isdigit():
+        raise InvalidInput(
+            f"volume {volume_id!r}: {name} must be a number, not {value!r}", volume_id=volume_id
+        )
+    return int(value)
+
+
+def _prefix(prefix: str, volume_id: str) -> str:
+    prefix = prefix.strip("/")
+    if prefix:
+        try:
+            check_key(prefix)
+        except InvalidInput as exc:
+            raise InvalidInput(f"volume {volume_id!r}: invalid prefix: {exc}", volume_id=volume_id) from exc
+    return prefix
+
+
+def check_capability(spec: VolumeSpec | None, cap: Capability | None, volume_id: str) -> Capability:
+    """The capability, if this plugin can serve it for ``spec`` (None: any volume kind)."""
+    if cap is None:
+        raise InvalidInput(f"volume {volume_id!r}: volume_capability is required", volume_id=volume_id)
+    if cap.access_type != "mount":
+        raise InvalidInput(
+            f"volume {volume_id!r}: only filesystem (mount) volumes are supported, not {cap.access_type}",
+            volume_id=volume_id,
+        )
+    if cap.access_mode in ("", "UNKNOWN"):
+        raise InvalidInput(f"volume {volume_id!r}: access_mode is required", volume_id=volume_id)
+    if spec is not None and spec.writable and cap.access_mode not in SINGLE_NODE_MODES:
+        raise InvalidInput(
+            f"workspace volume {volume_id!r} supports single-node access modes only (a workspace has one "
+            f"owner process), not {cap.access_mode}",
+            volume_id=volume_id,
+        )
+    return cap
+
+
+def workspace_name(request_name: str) -> str:
+    """A valid workspace name derived from a CreateVolume name (``pvc-<uuid>`` stays as it is)."""
+    if not request_name:
+        raise InvalidInput("CreateVolume: name is required")
+    name = re.sub(r"[^a-z0-9._-]", "-", request_name.lower()).strip("-._") or "volume"
+    if len(name) > 63 or name != request_name:
+        digest = hashlib.sha256(request_name.encode()).hexdigest()[:8]
+        name = f"{name[:54].rstrip('-._')}-{digest}"
+    return check_name(name, "workspace")
+
+
+def parse_secrets(secrets: Mapping[str, str]) -> dict:
+    """NodePublish/CreateVolume secrets -> Config overrides (``s3``/``catalog_url`` only)."""
+    overrides: dict = {}
+    s3: dict = {}
+    for key, value in secrets.items():
+        field = SECRET_KEYS.get(key)
+        if field is None:
+            raise InvalidInput(
+                f"unknown secret key {key!r}; known: {', '.join(sorted(SECRET_KEYS))}"
+            )  # never echo the value
+        section, _, name = field.partition(".")
+        if name:
+            s3[name] = value
+        else:
+            overrides[section] = value
+    if s3:
+        overrides["s3"] = s3
+    return overrides
+
+
+SECRET_KEYS = {
+    "s3AccessKeyId": "s3.access_key_id",
+    "s3SecretAccessKey": "s3.secret_access_key",
+    "s3Endpoint": "s3.endpoint_url",
+    "s3Region": "s3.region",
+    "catalogUrl": "catalog_url",
+}

@@ -1,0 +1,276 @@
+"""The CSI plugin as a real subprocess on a unix socket, and a gRPC client for it.
+
+Like csi-sanity, tests talk to the plugin only over its socket. Published volumes are real
+FUSE mounts (mount processes started by the plugin) bind-mounted onto temporary targets.
+Teardown unpublishes every target the plugin recorded; then, as a safety net, detaches any
+mount left under the test's own temp dir and kills mount processes the plugin recorded
+there (never anything else).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import pytest
+
+from csi.proto_gen import csi_pb2 as pb
+from csi.proto_gen import csi_pb2_grpc as rpc
+from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
+from datahub.config import Config, load_config
+from datahub.storage import StoreRegistry
+from tests.servers import S3Endpoint
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_ID = "test-node"
+START_TIMEOUT = 60.0
+
+Mode = pb.VolumeCapability.AccessMode.Mode
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached within {timeout}s")
+        time.sleep(interval)
+
+
+def capability(mode: int = Mode.SINGLE_NODE_WRITER, *, block: bool = False) -> pb.VolumeCapability:
+    cap = pb.VolumeCapability(access_mode=pb.VolumeCapability.AccessMode(mode=mode))
+    if block:
+        cap.block.SetInParent()
+    else:
+        cap.mount.SetInParent()
+    return cap
+
+
+def mounts_under(root: Path) -> list[str]:
+    """Mount points below ``root`` (from /proc/self/mountinfo), deepest first."""
+    prefix = str(root) + "/"
+    with open("/proc/self/mountinfo") as fh:
+        points = [line.split()[4].replace("\\040", " ") for line in fh]
+    return sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True)
+
+
+@dataclass
+class CsiEnv:
+    """A datahub home whose objects live in a fresh S3 bucket, plus a dataset to publish."""
+
+    root: Path
+    config_path: Path
+    config: Config
+    bucket: str
+    endpoint: S3Endpoint
+    files: dict[int, dict[str, bytes]] = field(default_factory=dict)  # version -> key -> bytes
+
+    def target(self, name: str) -> str:
+        """A target path the CO would hand us: its parent exists, the target itself may not."""
+        parent = self.root / "pods" / name
+        parent.mkdir(parents=True, exist_ok=True)
+        return str(parent / "mount")
+
+    def commit(self, dataset: str, objects: dict[str, bytes], *, prefix: str = "data") -> int:
+        with StoreRegistry(self.config) as stores:
+            store = stores.store(f"s3://{self.bucket}/{prefix}")
+            changes = []
+            for key, data in sorted(objects.items()):
+                info = store.put(key, data)
+                changes.append(Put(Record(key, store.url_for(key), info.etag, len(data))))
+        catalog = open_catalog(self.config.resolved_catalog_url)
+        try:
+            with contextlib.suppress(Exception):
+                catalog.create_dataset(dataset)
+            return catalog.commit(dataset, changes, message="test").seq
+        finally:
+            catalog.close()
+
+
+def write_config(root: Path, endpoint: S3Endpoint, bucket: str, *, endpoint_url: str | None = None) -> Path:
+    path = root / "datahub.toml"
+    path.write_text(
+        f'home = "{root / "var"}"\n'
+        f'objects_url = "s3://{bucket}/objects"\n'
+        "[s3]\n"
+        f'endpoint_url = "{endpoint_url or endpoint.url}"\n'
+        f'access_key_id = "{endpoint.access_key}"\n'
+        f'secret_access_key = "{endpoint.secret_key}"\n'
+        'region = "us-east-1"\n'
+        "max_attempts = 2\n"
+        "[cache]\n"
+        "ram_bytes = 33554432\n"
+        "flush_interval = 3600.0\n"
+    )
+    return path
+
+
+def make_env(root: Path, endpoint: S3Endpoint) -> CsiEnv:
+    root.mkdir(parents=True, exist_ok=True)
+    bucket = endpoint.new_bucket("csi")
+    config_path = write_config(root, endpoint, bucket)
+    env = CsiEnv(root, config_path, load_config(config_path, env={}), bucket, endpoint)
+    v1 = {
+        "train/a.bin": os.urandom(300_000),
+        "train/b.bin": b"bee" * 1000,
+        "val/c.txt": b"see\n",
+        "README": b"v1\n",
+    }
+    v2 = {**v1, "README": b"v2\n", "train/d.bin": os.urandom(5000)}
+    env.files[env.commit("imgs", v1)] = v1
+    env.files[env.commit("imgs", {"README": v2["README"], "train/d.bin": v2["train/d.bin"]})] = v2
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        catalog.tag("imgs", "stable", 1)
+    finally:
+        catalog.close()
+    return env
+
+
+class Plugin:
+    """``python -m csi`` on a unix socket, with the three gRPC stubs."""
+
+    def __init__(self, root: Path, config_path: Path, *, check_interval: float = 0.5) -> None:
+        self.root = root
+        self.config_path = config_path
+        self.socket = root / "csi.sock"
+        self.state_dir = root / "state"
+        self.log_path = root / "plugin.log"
+        self.check_interval = check_interval
+        self.proc: subprocess.Popen | None = None
+        self.channel: grpc.Channel | None = None
+
+    def start(self) -> Plugin:
+        cmd = [sys.executable, "-m", "csi", "--endpoint", f"unix://{self.socket}", "--node-id", NODE_ID]
+        cmd += ["--state-dir", str(self.state_dir), "--config", str(self.config_path)]
+        cmd += [
+            "--check-interval",
+            str(self.check_interval),
+            "--mount-timeout",
+            "90",
+            "--unmount-timeout",
+            "120",
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=env)
+        self.channel = grpc.insecure_channel(f"unix://{self.socket}")
+        wait_until(self._ready, START_TIMEOUT, f"plugin ready (log: {self.log_path})", interval=0.1)
+        return self
+
+    def _ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"plugin exited {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+        if not self.socket.exists():
+            return False
+        try:
+            return self.identity.Probe(pb.ProbeRequest(), timeout=5).ready.value
+        except grpc.RpcError:
+            return False
+
+    @property
+    def identity(self) -> rpc.IdentityStub:
+        return rpc.IdentityStub(self.channel)
+
+    @property
+    def node(self) -> rpc.NodeStub:
+        return rpc.NodeStub(self.channel)
+
+    @property
+    def controller(self) -> rpc.ControllerStub:
+        return rpc.ControllerStub(self.channel)
+
+    def state(self) -> list[dict]:
+        try:
+            return json.loads((self.state_dir / "published.json").read_text())["published"]
+        except FileNotFoundError:
+            return []
+
+    def publish(
+        self,
+        target: str,
+        context: dict[str, str],
+        *,
+        volume_id: str = "vol-1",
+        readonly: bool = False,
+        mode: int = Mode.SINGLE_NODE_WRITER,
+        secrets: dict[str, str] | None = None,
+    ) -> pb.NodePublishVolumeResponse:
+        request = pb.NodePublishVolumeRequest(
+            volume_id=volume_id,
+            target_path=target,
+            volume_capability=capability(mode),
+            readonly=readonly,
+            volume_context=context,
+            secrets=secrets or {},
+        )
+        return self.node.NodePublishVolume(request, timeout=180)
+
+    def unpublish(self, target: str, volume_id: str = "vol-1") -> pb.NodeUnpublishVolumeResponse:
+        request = pb.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=target)
+        return self.node.NodeUnpublishVolume(request, timeout=300)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        if self.channel is not None:
+            self.channel.close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.channel is not None:
+            self.channel.close()
+
+    def teardown(self) -> None:
+        """Unpublish what the plugin recorded, stop it, then clean up anything left (ours only)."""
+        if self.proc is not None and self.proc.poll() is None:
+            for p in self.state():
+                with contextlib.suppress(grpc.RpcError):
+                    self.unpublish(p["target_path"], p["volume_id"])
+        leftover_pids = [p.get("pid", 0) for p in self.state()]
+        self.stop()
+        for pid in leftover_pids:
+            if pid and _cmdline_mentions(pid, str(self.root)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        for point in mounts_under(self.root):
+            subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def _cmdline_mentions(pid: int, text: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return text.encode() in fh.read()
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def csi_env(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint) -> CsiEnv:
+    return make_env(tmp_path_factory.mktemp("csi"), moto_endpoint)
+
+
+@pytest.fixture(scope="module")
+def plugin(csi_env: CsiEnv) -> Iterator[Plugin]:
+    """One plugin for the module (restart tests start their own)."""
+    p = Plugin(csi_env.root, csi_env.config_path)
+    try:
+        yield p.start()
+    finally:
+        p.teardown()

@@ -1,0 +1,155 @@
+"""NodePublishVolume / NodeUnpublishVolume with real FUSE mounts: data read back, idempotency, read-only."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.csi.conftest import CsiEnv, Mode, Plugin, mounts_under
+
+pytestmark = pytest.mark.fuse
+
+
+def read_tree(root: str) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            out[os.path.relpath(path, root)] = Path(path).read_bytes()
+    return out
+
+
+def test_dataset_volume_serves_the_resolved_version_read_only(plugin: Plugin, csi_env: CsiEnv) -> None:
+    target = csi_env.target("ds-latest")
+    plugin.publish(target, {"dataset": "imgs", "version": "latest"})
+    try:
+        assert read_tree(target) == csi_env.files[2]
+        [record] = [p for p in plugin.state() if p["target_path"] == target]
+        assert record["resolved"] == "imgs@v2"
+        with pytest.raises(OSError) as exc:
+            Path(target, "new.txt").write_bytes(b"x")
+        assert exc.value.errno == errno.EROFS
+        # the same request again is a no-op
+        plugin.publish(target, {"dataset": "imgs", "version": "latest"})
+        # a different request for the same target is refused, and changes nothing
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.publish(target, {"dataset": "imgs", "version": "1"})
+        assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+        assert Path(target, "README").read_bytes() == b"v2\n"
+    finally:
+        plugin.unpublish(target)
+    assert not os.path.exists(target)
+    assert mounts_under(Path(target).parent) == []
+    plugin.unpublish(target)  # already gone: still success
+    assert [p for p in plugin.state() if p["target_path"] == target] == []
+
+
+def test_tag_and_prefix_show_that_part_of_that_version(plugin: Plugin, csi_env: CsiEnv) -> None:
+    target = csi_env.target("ds-tag-prefix")
+    plugin.publish(target, {"dataset": "imgs", "version": "stable", "prefix": "train"}, volume_id="vol-tag")
+    try:
+        v1 = csi_env.files[1]
+        assert read_tree(target) == {
+            k.removeprefix("train/"): v for k, v in v1.items() if k.startswith("train/")
+        }
+    finally:
+        plugin.unpublish(target, "vol-tag")
+
+
+def test_version_is_resolved_once_at_publish(plugin: Plugin, csi_env: CsiEnv) -> None:
+    target = csi_env.target("ds-pinned")
+    plugin.publish(target, {"dataset": "imgs"}, volume_id="vol-pinned")  # version defaults to latest
+    try:
+        csi_env.commit("imgs", {"README": b"v3\n"})  # a new head after publish
+        assert Path(target, "README").read_bytes() == b"v2\n"
+        [record] = [p for p in plugin.state() if p["target_path"] == target]
+        assert record["resolved"] == "imgs@v2"
+    finally:
+        plugin.unpublish(target, "vol-pinned")
+
+
+@pytest.mark.parametrize(
+    ("context", "code"),
+    [
+        ({"dataset": "nosuch"}, grpc.StatusCode.NOT_FOUND),
+        ({"dataset": "imgs", "version": "99"}, grpc.StatusCode.NOT_FOUND),
+        ({"dataset": "imgs", "version": "notag"}, grpc.StatusCode.NOT_FOUND),
+        ({"dataset": "imgs", "prefix": "nosuch/dir"}, grpc.StatusCode.NOT_FOUND),
+        ({"dataset": "Bad Name"}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({"dataset": "imgs", "workspace": "w"}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({"dataset": "imgs", "colour": "red"}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({"dataset": "imgs", "prefix": "../etc"}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({}, grpc.StatusCode.INVALID_ARGUMENT),
+    ],
+)
+def test_bad_volumes_get_the_spec_error_and_leave_nothing(
+    plugin: Plugin, csi_env: CsiEnv, context: dict, code: grpc.StatusCode
+) -> None:
+    target = csi_env.target("bad")
+    with pytest.raises(grpc.RpcError) as err:
+        plugin.publish(target, context, volume_id="vol-bad")
+    assert err.value.code() == code, err.value.details()
+    assert not os.path.exists(target) or os.listdir(target) == []
+    assert not [p for p in mounts_under(csi_env.root) if "/bad/" in p]
+    assert [p for p in plugin.state() if p["target_path"] == target] == []
+    recorded = {p["volume_dir"] for p in plugin.state()}
+    # no per-volume dir (config file with credentials, FUSE mount) left behind
+    assert [d for d in (plugin.state_dir / "volumes").iterdir() if str(d) not in recorded] == []
+    assert [m for m in mounts_under(plugin.state_dir) if not any(m.startswith(r) for r in recorded)] == []
+
+
+def test_workspace_volume_is_writable_and_flushed_and_committed_on_unpublish(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    target = csi_env.target("ws")
+    context = {"workspace": "run-1", "commitTo": "outputs"}
+    plugin.publish(target, context, volume_id="ws-1")
+    try:
+        Path(target, "ckpt").mkdir()
+        Path(target, "ckpt", "step1.pt").write_bytes(b"weights" * 1000)
+        assert Path(target, "ckpt", "step1.pt").read_bytes() == b"weights" * 1000
+    finally:
+        plugin.unpublish(target, "ws-1")
+    assert not os.path.exists(target)
+    from datahub.catalog import open_catalog
+
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        [record] = list(catalog.list_records("outputs", None))
+    finally:
+        catalog.close()
+    assert record.key == "ckpt/step1.pt" and record.size == 7000
+    key = record.url.split(f"s3://{csi_env.bucket}/", 1)[1]
+    body = csi_env.endpoint.client().get_object(Bucket=csi_env.bucket, Key=key)["Body"].read()
+    assert body == b"weights" * 1000
+
+
+def test_readonly_publish_of_a_workspace_is_enforced(plugin: Plugin, csi_env: CsiEnv) -> None:
+    target = csi_env.target("ws-ro")
+    plugin.publish(target, {"workspace": "run-ro"}, volume_id="ws-ro", mode=Mode.SINGLE_NODE_READER_ONLY)
+    try:
+        with pytest.raises(OSError) as exc:
+            Path(target, "x").write_bytes(b"x")
+        assert exc.value.errno == errno.EROFS
+    finally:
+        plugin.unpublish(target, "ws-ro")
+    with pytest.raises(grpc.RpcError) as err:  # a workspace has one owner: no multi-node modes
+        plugin.publish(target, {"workspace": "run-ro"}, volume_id="ws-ro", mode=Mode.MULTI_NODE_MULTI_WRITER)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_bucket_volume_is_a_snapshot_of_the_prefix(plugin: Plugin, csi_env: CsiEnv) -> None:
+    client = csi_env.endpoint.client()
+    client.put_object(Bucket=csi_env.bucket, Key="raw/x/1.txt", Body=b"one")
+    client.put_object(Bucket=csi_env.bucket, Key="raw/2.txt", Body=b"two")
+    target = csi_env.target("bucket")
+    plugin.publish(target, {"bucket": csi_env.bucket, "prefix": "raw"}, volume_id="b-1")
+    try:
+        assert Path(target, "x", "1.txt").read_bytes() == b"one"
+        assert Path(target, "2.txt").read_bytes() == b"two"
+    finally:
+        plugin.unpublish(target, "b-1")
