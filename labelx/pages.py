@@ -30,6 +30,11 @@ def base_path(request: Request) -> str:
     return request.scope.get("root_path", "").rstrip("/")
 
 
+def _cookie_path(request: Request) -> str:
+    """Cookies stay with LabelX: mounted under /labelx, the parent app never receives them."""
+    return base_path(request) or "/"
+
+
 def _secure(request: Request) -> bool:
     return get_labelx(request).secure_cookies or request.url.scheme == "https"
 
@@ -55,7 +60,12 @@ def login_page(request: Request, error: str = "") -> HTMLResponse:
     token = secrets.token_urlsafe(24)
     resp = _render("login.html", request, csrf=token, error=error)
     resp.set_cookie(
-        LOGIN_CSRF_COOKIE, token, httponly=True, samesite="strict", secure=_secure(request), path="/"
+        LOGIN_CSRF_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=_secure(request),
+        path=_cookie_path(request),
     )
     return resp
 
@@ -83,9 +93,9 @@ def login(
         httponly=True,
         samesite="strict",
         secure=_secure(request),
-        path="/",
+        path=_cookie_path(request),
     )
-    resp.delete_cookie(LOGIN_CSRF_COOKIE, path="/")
+    resp.delete_cookie(LOGIN_CSRF_COOKIE, path=_cookie_path(request))
     return resp
 
 
@@ -93,7 +103,7 @@ def login(
 def logout(request: Request, lx: LX, who: Who) -> Response:
     lx.auth.logout(request.cookies.get(SESSION_COOKIE, ""))
     resp = JSONResponse({"ok": True})
-    resp.delete_cookie(SESSION_COOKIE, path="/")
+    resp.delete_cookie(SESSION_COOKIE, path=_cookie_path(request))
     return resp
 
 

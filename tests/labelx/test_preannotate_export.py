@@ -234,6 +234,7 @@ def test_mounted_beside_the_datahub_api_under_labelx(env):
         "/labelx/login", data={"name": "alice", "password": PASSWORD, "csrf": token}, follow_redirects=False
     )
     assert resp.headers["location"] == "/labelx/"
+    assert "path=/labelx" in resp.headers["set-cookie"].lower()  # the session stays with LabelX
     home = client.get("/labelx/").text
     assert '"base": "/labelx"' in home
     assert client.get("/labelx/api/me").json()["name"] == "alice"
