@@ -3,6 +3,7 @@
 What it does, as a list of steps (``STEPS``) that later components extend (a FUSE mount
 of ``sample@v1`` and a torch DataLoader epoch slot in after "import"):
 
+0. listen    — reserve the API port first, so a busy port fails at once (not after setup);
 1. prepare   — the state directory (``./var`` unless --home/--config say otherwise);
 2. sample    — 300 deterministic JPEGs (10 classes x 30) and a manifest labelling them;
 3. import    — import the manifest as dataset ``sample``; a second run finds no change
@@ -12,6 +13,7 @@ of ``sample@v1`` and a torch DataLoader epoch slot in after "import"):
 Then it prints the URLs and example CLI commands and waits for Ctrl-C / SIGTERM; every
 step's cleanup (server, mounts …) runs in reverse order on the way out.
 
+``--skip NAME`` leaves steps out (e.g. ``--skip mount`` where FUSE is unavailable).
 A step is ``Step(name, run)`` where ``run(demo)`` may register cleanups on
 ``demo.cleanup`` (an ExitStack) and lines for the summary in ``demo.notes``.
 """
@@ -22,6 +24,7 @@ import argparse
 import io
 import json
 import os
+import socket
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datahub.config import Config, load_config
-from datahub.errors import DatahubError
+from datahub.errors import DatahubError, InvalidInput
 
 DATASET = "sample"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -42,6 +45,7 @@ class Demo:
     config: Config
     args: argparse.Namespace
     cleanup: ExitStack = field(default_factory=ExitStack)
+    listener: socket.socket | None = None  # the API port, reserved by the "listen" step
     notes: list[str] = field(default_factory=list)
     _services: dict = field(default_factory=dict)
 
@@ -80,6 +84,14 @@ class Step:
 
 
 # --- steps ---------------------------------------------------------------------------------------
+def listen(demo: Demo) -> None:
+    from datahub.api.server import bind_socket, check_bind
+
+    check_bind(demo.config)  # local mode only on loopback
+    demo.listener = bind_socket(demo.config.api.host, demo.config.api.port)
+    demo.cleanup.callback(demo.listener.close)
+
+
 def prepare(demo: Demo) -> None:
     demo.config.home_path.mkdir(parents=True, exist_ok=True)
     demo.say(f"[prepare] state in {demo.config.home_path} (catalog {demo.config.resolved_catalog_url})")
@@ -161,7 +173,7 @@ def serve_api(demo: Demo) -> None:
     from datahub.api.server import ApiServer
 
     app = create_app(demo.config, catalog=demo.catalog, stores=demo.stores)
-    server = ApiServer(app, demo.config)
+    server = ApiServer(app, demo.config, sock=demo.listener)
     server.start()
     demo.cleanup.callback(server.stop)
     base = server.url
@@ -184,6 +196,7 @@ def mount_sample(demo: Demo) -> None:
 
 
 STEPS: list[Step] = [
+    Step("listen", listen),
     Step("prepare", prepare),
     Step("sample", generate_sample),
     Step("import", import_sample),
@@ -222,7 +235,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--host", help="API address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="API port (default 8080)")
     p.add_argument("--no-wait", action="store_true", help="run the steps, print, and exit (no Ctrl-C wait)")
+    p.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="STEP",
+        help=f"leave a step out: {', '.join(s.name for s in STEPS)}",
+    )
     return p.parse_args(argv)
+
+
+def _select(steps: list[Step], skip: list[str]) -> list[Step]:
+    unknown = set(skip) - {s.name for s in steps}
+    if unknown:
+        raise InvalidInput(
+            f"unknown step(s) {', '.join(sorted(unknown))} for --skip; steps: {', '.join(s.name for s in steps)}"
+        )
+    return [s for s in steps if s.name not in skip]
 
 
 def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
@@ -234,9 +263,10 @@ def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
             config.api.host = args.host
         if args.port is not None:
             config.api.port = args.port
+        chosen = _select(steps or STEPS, args.skip)
         demo = Demo(config, args)
         with demo.cleanup:
-            for step in steps or STEPS:
+            for step in chosen:
                 step.run(demo)
             print("\n".join(["", *demo.notes, *example_commands(config), ""]), flush=True)
             if not args.no_wait:

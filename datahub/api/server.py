@@ -68,10 +68,11 @@ def bind_socket(host: str, port: int) -> socket.socket:
 class ApiServer:
     """uvicorn in a background thread; ``start`` returns once requests are answered."""
 
-    def __init__(self, app: FastAPI, config: Config) -> None:
+    def __init__(self, app: FastAPI, config: Config, *, sock: socket.socket | None = None) -> None:
+        """``sock``: a socket already bound by ``bind_socket`` (e.g. reserved before slow setup)."""
         check_bind(config)
         self.host, self.port = config.api.host, config.api.port
-        self._socket = bind_socket(self.host, self.port)
+        self._socket = sock if sock is not None else bind_socket(self.host, self.port)
         self.port = self._socket.getsockname()[1]  # port 0 picks a free one
         self._server = uvicorn.Server(
             uvicorn.Config(

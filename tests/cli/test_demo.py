@@ -57,7 +57,9 @@ def stop(proc: subprocess.Popen, sig: int) -> tuple[str, str]:
 def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
     home, port = tmp_path / "var", free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = start(["-m", "datahub.demo", "--home", str(home), "--port", str(port)], tmp_path)
+    # The FUSE engineer's mount step has its own tests; here: the catalog and API part.
+    demo = ["-m", "datahub.demo", "--home", str(home), "--port", str(port), "--skip", "mount"]
+    proc = start(demo, tmp_path)
     wait_healthy(proc, url)
     records = httpx.get(f"{url}/v1/datasets/sample/versions/1/records", params={"limit": 5}).json()
     assert len(records["items"]) == 5 and records["items"][0]["labels"]["class"] in (
@@ -70,7 +72,7 @@ def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
     assert "committed sample@v1 (300 added" in err
     assert f"{url}/healthz" in out and "datahub --home" in out and "demo stopped cleanly" in out
 
-    proc = start(["-m", "datahub.demo", "--home", str(home), "--port", str(port)], tmp_path)
+    proc = start(demo, tmp_path)
     wait_healthy(proc, url)
     out, err = stop(proc, signal.SIGTERM)
     assert proc.returncode == 0, err
@@ -89,6 +91,14 @@ def test_demo_on_a_busy_port_fails_with_a_clear_message(tmp_path):
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 4
     assert f"port {port} on 127.0.0.1 is already in use" in err and "Traceback" not in err
+    assert "[sample]" not in err  # the port is checked before any slow setup
+    assert not (tmp_path / "var").exists()
+
+
+def test_demo_refuses_an_unknown_step_name(tmp_path):
+    proc = start(["-m", "datahub.demo", "--home", str(tmp_path / "var"), "--skip", "nope"], tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "unknown step(s) nope for --skip" in err
 
 
 def test_serve_with_auth_requires_tokens_and_stops_on_sigterm(tmp_path):
