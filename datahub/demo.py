@@ -1,14 +1,14 @@
 """``make run``: the embedded default with a sample dataset, served on 127.0.0.1:8080.
 
-What it does, as a list of steps (``STEPS``) that later components extend (a FUSE mount
-of ``sample@v1`` and a torch DataLoader epoch slot in after "import"):
+What it does, as a list of steps (``STEPS``) that components extend:
 
 0. listen    — reserve the API port first, so a busy port fails at once (not after setup);
 1. prepare   — the state directory (``./var`` unless --home/--config say otherwise);
 2. sample    — 300 deterministic JPEGs (10 classes x 30) and a manifest labelling them;
 3. import    — import the manifest as dataset ``sample``; a second run finds no change
                and reuses v1 instead of committing again;
-4. serve     — the HTTP API on 127.0.0.1:8080 (local mode: no tokens, loopback only).
+4. mount     — (fuse_adapter.demo_step) mount ``sample@latest`` and run a DataLoader epoch;
+5. serve     — the HTTP API on 127.0.0.1:8080 (local mode: no tokens, loopback only).
 
 Then it prints the URLs and example CLI commands and waits for Ctrl-C / SIGTERM; every
 step's cleanup (server, mounts …) runs in reverse order on the way out.
