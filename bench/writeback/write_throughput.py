@@ -17,6 +17,7 @@ import argparse
 import os
 import shlex
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -113,6 +114,7 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="scratch directory on the disk under test")
     parser.add_argument("--page-size", default=None, help="chunk size of the workspace (default 4MiB)")
     parser.add_argument("--only", default=None, help="run only workloads whose label contains this")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds; the summary shows medians")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="wb-bench-", dir=args.dir))
     page = {"cache": {"page_size": args.page_size}} if args.page_size else {}
@@ -124,25 +126,38 @@ def main() -> None:
     print(
         f"# write-back write throughput, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, scratch {scratch}"
     )
+    results: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
     try:
-        for label, count, size in workloads(args.scale):
-            if args.only and args.only not in label:
-                continue
-            data = payload(size)
-            total = count * size / MiB
-            for threads in map(int, args.threads.split(",")):
-                base = write_local(scratch / f"local-{uuid.uuid4().hex[:6]}", count, data, threads)
-                print(
-                    f"{label:14} threads={threads}  local disk+fsync   {total / base:8.1f} MiB/s  (baseline)"
-                )
-                for name, overrides in shared_cases:
-                    secs = write_workspace(
-                        scratch / f"home-{uuid.uuid4().hex[:6]}", overrides, count, data, threads
+        for round_no in range(args.repeat):
+            for label, count, size in workloads(args.scale):
+                if args.only and args.only not in label:
+                    continue
+                data = payload(size)
+                total = count * size / MiB
+                for threads in map(int, args.threads.split(",")):
+                    base = write_local(scratch / f"local-{uuid.uuid4().hex[:6]}", count, data, threads)
+                    print(
+                        f"[{round_no}] {label:14} threads={threads}  local disk+fsync {total / base:8.1f} MiB/s"
                     )
-                    print(f"{label:14} threads={threads}  write-back {name:17} {total / secs:8.1f} MiB/s  "
-                          f"ratio {base / secs:.2f}")  # fmt: skip
-                shutil.rmtree(scratch, ignore_errors=True)
-                scratch.mkdir()
+                    for name, overrides in shared_cases:
+                        home = scratch / f"home-{uuid.uuid4().hex[:6]}"
+                        secs = write_workspace(home, overrides, count, data, threads)
+                        results.setdefault((label, threads, name), []).append((total / base, total / secs))
+                        print(f"[{round_no}] {label:14} threads={threads}  write-back {name:17} "
+                              f"{total / secs:8.1f} MiB/s  ratio {base / secs:.2f}", flush=True)  # fmt: skip
+                    shutil.rmtree(scratch, ignore_errors=True)
+                    scratch.mkdir()
+        print(
+            "\n| workload | writers | shared tier | local disk+fsync MiB/s | write-back MiB/s | ratio (median) |"
+        )
+        print("| --- | --- | --- | --- | --- | --- |")
+        for (label, threads, name), runs in results.items():
+            base = statistics.median(b for b, _ in runs)
+            wb = statistics.median(w for _, w in runs)
+            ratio = statistics.median(w / b for b, w in runs)
+            print(
+                f"| {label} | {threads} | {name.removeprefix('shared=')} | {base:.1f} | {wb:.1f} | {ratio:.2f} |"
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
