@@ -113,9 +113,17 @@ function renderProgress() {
 }
 
 function renderItems() {
-  const list = $("items"); list.replaceChildren();
-  S.items.forEach((it, i) => list.append(el("li" + (i === S.cur ? ".cur" : ""), { onclick: () => show(i), title: it.key },
-    el("span.dot." + it.status), el("span", {}, `${i + 1}. ${it.key}`))));
+  // built once per task; later renders only touch classes (fast with 1000-item tasks)
+  const list = $("items");
+  if (list.children.length !== S.items.length) {
+    list.replaceChildren(...S.items.map((it, i) => el("li", { onclick: () => show(i), title: it.key },
+      el("span.dot"), el("span", {}, `${i + 1}. ${it.key}`))));
+  }
+  S.items.forEach((it, i) => {
+    const li = list.children[i];
+    li.className = i === S.cur ? "cur" : "";
+    li.firstChild.className = `dot ${it.status}`;
+  });
   const cur = list.children[S.cur];
   if (cur) cur.scrollIntoView({ block: "nearest" });
 }
