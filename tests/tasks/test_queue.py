@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,12 +32,22 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["sqlite", "mongo"])
+MONGO_URI = os.environ.get("DATAHUB_TEST_MONGO_URI", "")  # add a real mongod, as tests/catalog does
+
+
+@pytest.fixture(params=["sqlite", "mongomock"] + (["mongo"] if MONGO_URI else []))
 def queue(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[TaskQueue]:
     if request.param == "sqlite":
         q: TaskQueue = SqliteTaskQueue(tmp_path / "catalog.db", clock)
-    else:
+    elif request.param == "mongomock":
         q = MongoTaskQueue(mongomock.MongoClient().get_database("catalog"), clock)
+    else:
+        import pymongo
+
+        client = pymongo.MongoClient(MONGO_URI)
+        name = f"datahub_tasks_{uuid.uuid4().hex[:10]}"
+        q = MongoTaskQueue(client[name], clock, client=client)
+        request.addfinalizer(lambda: pymongo.MongoClient(MONGO_URI).drop_database(name))
     yield q
     q.close()
 
@@ -127,10 +139,10 @@ def test_delete_job(queue: TaskQueue) -> None:
 
 
 def test_threads_racing_each_task_has_exactly_one_winner(queue: TaskQueue) -> None:
-    if isinstance(queue, MongoTaskQueue):
+    if isinstance(queue, MongoTaskQueue) and "mongomock" in type(queue._tasks).__module__:
         # mongomock applies find_one_and_update without a server-side lock, so a race
         # against it tests mongomock; a real mongod makes the single-document update atomic.
-        pytest.skip("mongomock is not a concurrent server; no mongod on this machine")
+        pytest.skip("mongomock is not a concurrent server; set DATAHUB_TEST_MONGO_URI to race a real mongod")
     queue.create_job("race", _payloads(40), {})
     won: dict[str, list[int]] = {}
     start = threading.Barrier(8)
