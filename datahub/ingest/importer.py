@@ -97,11 +97,9 @@ def import_source(
             yield item
 
     pending: deque[Future[Change]] = deque()
+    pool = ThreadPoolExecutor(max_workers=copy_concurrency, thread_name_prefix="import-copy")
     try:
-        with (
-            tempfile.TemporaryFile("w+", encoding="utf-8", prefix="datahub-import-changes-") as spool,
-            ThreadPoolExecutor(max_workers=copy_concurrency, thread_name_prefix="import-copy") as pool,
-        ):
+        with tempfile.TemporaryFile("w+", encoding="utf-8", prefix="datahub-import-changes-") as spool:
             items = watched(source_items(src, config, stores, sort_budget_bytes=sort_budget_bytes))
             for planned in plan_changes(items, head, copy=copy):
                 counts[planned.kind] += 1
@@ -124,8 +122,7 @@ def import_source(
                     lineage={"import": {"source": src, "copy": copy}},
                 )
     finally:
-        for future in pending:  # after an error: drop queued copies (running ones finish)
-            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)  # after an error: queued copies are dropped
         if objects is not None:
             objects.close()
     return ImportReport(
