@@ -26,6 +26,18 @@ def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
     return min(times)
 
 
+def compare(
+    baseline: Callable[[], object], subject: Callable[[], object], repeat: int = 9
+) -> tuple[float, float]:
+    """Best times of ``baseline`` and ``subject``, run alternately so a burst of load from
+    other processes on the shared machine hits both sides alike."""
+    tb, ts = [], []
+    for _ in range(repeat):
+        tb.append(best_of(baseline, 1))
+        ts.append(best_of(subject, 1))
+    return min(tb), min(ts)
+
+
 def config_in(home: Path, **cache: object) -> Config:
     config = load_config(env={}, overrides={"home": str(home)})
     return dataclasses.replace(config, cache=dataclasses.replace(config.cache, **cache))
