@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from inspect import GEN_CREATED, getgeneratorstate
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
 from datahub.catalog.store import CatalogStore
-from datahub.errors import DatasetNotFound, InvalidInput, VersionNotFound
+from datahub.errors import DatasetNotFound, InvalidInput, StaleBase, VersionNotFound
 from datahub.validation import check_key, check_name, check_prefix, check_tag
 
 Ref = str | int | None
 _SEQ = re.compile(r"v?(\d+)")
 _DATASET_FIELDS = ("description", "source", "owner", "acl")
+_HEAD_RETRIES = 3  # commits "on the head" that lose a race before reading any change
 
 
 class Catalog:
@@ -111,17 +113,28 @@ class Catalog:
         generator) at item N aborts the commit with nothing written.
         """
         check_name(dataset)
-        if base is None:
-            base = self.store.head(dataset)
-        return self.store.commit(
-            dataset,
-            base,
-            _validated(dataset, changes),
-            message=message,
-            author=author,
-            lineage=dict(lineage) if lineage else None,
-            commit_id=commit_id,
-        )
+        validated = _validated(dataset, changes)
+        for attempt in range(_HEAD_RETRIES + 1):
+            try:
+                return self.store.commit(
+                    dataset,
+                    self.store.head(dataset) if base is None else base,
+                    validated,
+                    message=message,
+                    author=author,
+                    lineage=dict(lineage) if lineage else None,
+                    commit_id=commit_id,
+                )
+            except StaleBase:
+                # "On the head" means the head when the commit runs: if another commit won the
+                # race before a single change was read, committing on the new head is safe.
+                if (
+                    base is not None
+                    or attempt == _HEAD_RETRIES
+                    or getgeneratorstate(validated) != GEN_CREATED
+                ):
+                    raise
+        raise AssertionError("unreachable")
 
     def log(self, dataset: str) -> Iterator[Version]:
         """Versions newest first."""

@@ -178,6 +178,18 @@ def test_stale_base_conflict_writes_nothing(cat: Catalog) -> None:
     assert cat.commit("ds", [Put(rec("x"))], base=2).seq == 3
 
 
+def test_commit_on_head_survives_a_lost_race(cat: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    """base=None means the head when the commit runs: a head read just before another
+    commit landed is re-read (nothing of the change set was consumed yet)."""
+    real_head = cat.store.head
+    stale = iter([1])  # the first head() answers as if version 2 had not landed yet
+    monkeypatch.setattr(cat.store, "head", lambda ds: next(stale, None) or real_head(ds))
+    v3 = cat.commit("ds", (Put(rec(k)) for k in ["x", "y"]))
+    assert (v3.seq, v3.parent, v3.added) == (3, 2, 2)
+    with pytest.raises(StaleBase):  # an explicit base is never moved
+        cat.commit("ds", [Put(rec("z"))], base=2)
+
+
 def test_failing_change_generator_writes_nothing(cat: Catalog) -> None:
     def manifest():
         for i in range(100):  # several batches are written before the failure
