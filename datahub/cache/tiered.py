@@ -34,7 +34,7 @@ from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import Tier
 from datahub.config import Config
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, StorageError
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
@@ -335,7 +335,8 @@ class TieredCache:
 def build_tiers(config: Config, stores, *, clock: Callable[[], float] = time.monotonic) -> list[Tier]:
     """The read-only profile's tiers: RAM, disk, and the shared tier when one is configured.
 
-    A tier whose budget is 0 is left out. The shared tier is used only when
+    A tier whose budget is 0 is left out, and so is a disk tier whose directory cannot be
+    used (logged as an error: reads still work, from RAM and the origin). The shared tier is used only when
     ``cache.shared_url`` is set explicitly: on a single node a local-directory shared
     tier would only duplicate the disk tier.
     """
@@ -349,16 +350,21 @@ def build_tiers(config: Config, stores, *, clock: Callable[[], float] = time.mon
     if c.ram_bytes > 0:
         tiers.append(RamTier(c.ram_bytes, make_policy(c.policy, c.ram_bytes), **marks))
     if c.disk_bytes > 0:
-        tiers.append(
-            DiskTier(
-                config.resolved_disk_dir,
-                c.disk_bytes,
-                make_policy(c.policy, c.disk_bytes),
-                min_free_ratio=c.disk_min_free_ratio,
-                clock=clock,
-                **marks,
+        try:
+            tiers.append(
+                DiskTier(
+                    config.resolved_disk_dir,
+                    c.disk_bytes,
+                    make_policy(c.policy, c.disk_bytes),
+                    min_free_ratio=c.disk_min_free_ratio,
+                    clock=clock,
+                    **marks,
+                )
             )
-        )
+        except (OSError, StorageError) as exc:  # the cache is an optimisation: read without it
+            log.error(
+                "disk cache at %s unusable (%s); running without a disk tier", config.resolved_disk_dir, exc
+            )
     if c.shared_url and c.shared_bytes > 0:
         tiers.append(SharedTier(stores.store(c.shared_url), c.shared_bytes, clock=clock, **marks))
     return tiers

@@ -125,3 +125,13 @@ def test_missing_objects_raise_object_not_found(make_cache, source) -> None:
     cache = make_cache()
     with pytest.raises(ObjectNotFound):
         cache.read(ObjectRef(source.url_for("nope.bin"), "etag", 10))
+
+
+def test_an_unusable_disk_directory_leaves_a_working_cache(make_cache, source, tmp_path, caplog) -> None:
+    [(ref, data)] = put_objects(source, [2000])
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory should be")
+    cache = make_cache(disk_dir=str(blocker / "disk"))
+    assert [t.name for t in cache.tiers] == ["ram"]
+    assert "running without a disk tier" in caplog.text
+    assert cache.read(ref) == data and cache.read(ref) == data
