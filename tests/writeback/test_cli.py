@@ -44,3 +44,29 @@ def test_flush_all_workspaces_owned_or_not(env: Env) -> None:
 def test_flush_unknown_workspace_is_a_clear_error(env: Env) -> None:
     with pytest.raises(NotFound, match="workspace 'nope' not found"):
         run(env, "--workspace", "nope")
+
+
+def test_workspace_stats_from_another_process_while_held(env: Env) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ws = env.open("held")
+    with ws.open("a", create=True) as fh:
+        fh.write(0, b"x" * 1000)
+    code = (
+        "import json, sys\n"
+        "from datahub.config import load_config\n"
+        "from datahub.cache.writeback import workspace_stats\n"
+        "cfg = load_config(env={}, overrides={'home': sys.argv[1]})\n"
+        "print(json.dumps(list(workspace_stats(cfg))))\n"
+    )
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code, env.config.home], cwd=repo, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert (row["workspace"], row["dirty_files"], row["dirty_bytes"], row["open"]) == ("held", 1, 1000, True)
+    ws.flush()
+    assert ws.stats()["dirty_files"] == 0

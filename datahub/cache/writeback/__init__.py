@@ -8,12 +8,12 @@ another process holds it open); ``docs/writeback.md`` explains the design and it
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from datahub.cache.writeback.chunks import ChunkStore
 from datahub.cache.writeback.files import FileHandle
-from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
+from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
 from datahub.cache.writeback.journal import Journal
 from datahub.cache.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
 from datahub.cache.writeback.workspace import FileAttr, Workspace
@@ -31,6 +31,7 @@ __all__ = [
     "list_workspaces",
     "open_workspace",
     "workspace_dir",
+    "workspace_stats",
 ]
 
 SHARED_PREFIX = "writeback"
@@ -45,6 +46,22 @@ def workspace_dir(config: Config, name: str) -> Path:
 def list_workspaces(config: Config) -> list[str]:
     root = config.resolved_journal_dir / "workspaces"
     return sorted(p.name for p in root.iterdir() if (p / "lmdb").is_dir()) if root.is_dir() else []
+
+
+def workspace_stats(config: Config) -> Iterator[dict]:
+    """Dirty files/bytes, pending deletes and flush lag of every workspace, read from the
+    journals without opening the workspaces (``datahub cache stats``; works while a mount
+    holds them, since LMDB allows concurrent readers in other processes)."""
+    for name in list_workspaces(config):
+        journal = Journal(workspace_dir(config, name) / "lmdb", f"workspace {name!r}", readonly=True)
+        try:
+            with journal.read() as txn:
+                yield {
+                    **dirty_summary(name, txn, time.time()),
+                    "open": is_locked(workspace_dir(config, name)),
+                }
+        finally:
+            journal.close()
 
 
 def open_workspace(

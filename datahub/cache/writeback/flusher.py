@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from datahub.cache.writeback.chunks import FileStream
+from datahub.cache.writeback.journal import Txn
 from datahub.errors import DatahubError
 from datahub.storage.base import ObjectStore
 
@@ -172,19 +173,8 @@ class Flusher:
 
     # --- flush -----------------------------------------------------------------------------------
     def _plan(self) -> tuple[list[tuple[str, int, dict]], list[str], dict[str, int]]:
-        uploads, srcs = [], {}
         with self.ws.journal.read() as txn:
-            for path, file_id in txn.tree_files():
-                rec = txn.file(file_id)
-                if rec is None:
-                    continue
-                if rec.get("src"):
-                    srcs[rec["src"]["path"]] = file_id
-                state = txn.origin(path)
-                if state is None or state["id"] != file_id or state["gen"] != rec["gen"]:
-                    uploads.append((path, file_id, rec))
-            deletes = [p for p, _ in txn.origins() if (e := txn.entry(p)) is None or e["t"] != "f"]
-        return uploads, deletes, srcs
+            return plan(txn)
 
     def flush(self, *, progress: Progress | None = None) -> FlushReport:
         with self._mutex:
@@ -410,20 +400,45 @@ class Flusher:
         return out
 
     def stats(self) -> dict:
-        uploads, deletes, _ = self._plan()
-        oldest = min((rec["mtime"] for _, _, rec in uploads), default=None)
+        with self.ws.journal.read() as txn:
+            summary = dirty_summary(self.ws.name, txn, time.time())
         return {
-            "workspace": self.ws.name,
+            **summary,
             "shared_bytes_used": self.used,
             "shared_bytes_limit": self.budget,
-            "dirty_files": len(uploads),
-            "dirty_bytes": sum(rec["size"] for _, _, rec in uploads),
-            "pending_deletes": len(deletes),
-            "flush_lag_seconds": (time.time() - oldest) if oldest is not None else 0.0,
             "open_files": len(self.ws.open_files()),
             "last_flush": self.last_flush,
             "last_error": self.last_error,
         }
+
+
+def plan(txn: Txn) -> tuple[list[tuple[str, int, dict]], list[str], dict[str, int]]:
+    """(dirty files as (path, id, record), pending origin deletes, src path -> evicted file id)."""
+    uploads, srcs = [], {}
+    for path, file_id in txn.tree_files():
+        rec = txn.file(file_id)
+        if rec is None:
+            continue
+        if rec.get("src"):
+            srcs[rec["src"]["path"]] = file_id
+        state = txn.origin(path)
+        if state is None or state["id"] != file_id or state["gen"] != rec["gen"]:
+            uploads.append((path, file_id, rec))
+    deletes = [p for p, _ in txn.origins() if (e := txn.entry(p)) is None or e["t"] != "f"]
+    return uploads, deletes, srcs
+
+
+def dirty_summary(name: str, txn: Txn, now: float) -> dict:
+    """What `datahub cache stats` shows per workspace."""
+    uploads, deletes, _ = plan(txn)
+    oldest = min((rec["mtime"] for _, _, rec in uploads), default=None)
+    return {
+        "workspace": name,
+        "dirty_files": len(uploads),
+        "dirty_bytes": sum(rec["size"] for _, _, rec in uploads),
+        "pending_deletes": len(deletes),
+        "flush_lag_seconds": round(now - oldest, 3) if oldest is not None else 0.0,
+    }
 
 
 def _file_id(key: str) -> int:

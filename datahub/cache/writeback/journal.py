@@ -174,15 +174,18 @@ class _Request:
 class Journal:
     """An LMDB environment under ``path``; ``write()`` commits durably or raises and changes nothing."""
 
-    def __init__(self, path: Path, what: str, map_size: int = 1 << 34) -> None:
+    def __init__(self, path: Path, what: str, map_size: int = 1 << 34, readonly: bool = False) -> None:
         self.what = what  # e.g. "workspace 'ckpt'", used in error messages
         self.path = path
         try:
-            path.mkdir(parents=True, exist_ok=True)
-            self._env = lmdb.open(str(path), max_dbs=len(_DBS), map_size=map_size, subdir=True, sync=True)
+            if not readonly:
+                path.mkdir(parents=True, exist_ok=True)
+            self._env = lmdb.open(
+                str(path), max_dbs=len(_DBS), map_size=map_size, subdir=True, sync=True, readonly=readonly
+            )
+            self._dbs = {name: self._env.open_db(name.encode(), create=not readonly) for name in _DBS}
         except (OSError, lmdb.Error) as exc:
             raise _translate(exc, f"cannot open the journal of {what} at {path}", path) from exc
-        self._dbs = {name: self._env.open_db(name.encode()) for name in _DBS}
         self._closed = False
         self._group = threading.Condition()
         self._queue: list[_Request] = []
