@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,9 +81,10 @@ class CsiEnv:
         parent.mkdir(parents=True, exist_ok=True)
         return str(parent / "mount")
 
-    def commit(self, dataset: str, objects: dict[str, bytes], *, prefix: str = "data") -> int:
+    def commit(self, dataset: str, objects: dict[str, bytes]) -> int:
+        """Commit ``objects`` (uploaded under a fresh prefix: committed objects are never overwritten)."""
         with StoreRegistry(self.config) as stores:
-            store = stores.store(f"s3://{self.bucket}/{prefix}")
+            store = stores.store(f"s3://{self.bucket}/data-{uuid.uuid4().hex[:8]}")
             changes = []
             for key, data in sorted(objects.items()):
                 info = store.put(key, data)

@@ -1,0 +1,104 @@
+"""Restart recovery: mounts whose daemon died (ENOTCONN) are found from the state file and remounted."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.csi.conftest import CsiEnv, Plugin, wait_until
+
+pytestmark = [pytest.mark.fuse, pytest.mark.slow]
+
+
+@pytest.fixture
+def own_plugin(csi_env: CsiEnv, tmp_path: Path) -> Iterator[Plugin]:
+    """A plugin of this test's own (state dir, socket, targets under tmp_path)."""
+    plugin = Plugin(tmp_path, csi_env.config_path, check_interval=3600)  # only the start-up pass
+    try:
+        yield plugin
+    finally:
+        plugin.teardown()
+
+
+def target(plugin: Plugin, name: str) -> str:
+    parent = plugin.root / "pods" / name
+    parent.mkdir(parents=True, exist_ok=True)
+    return str(parent / "mount")
+
+
+def assert_enotconn(path: str) -> None:
+    with pytest.raises(OSError) as exc:
+        os.listdir(path)
+    # "Transport endpoint is not connected" (or ECONNABORTED for a connection aborted mid-request)
+    assert exc.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+
+
+def test_kill_9_of_plugin_and_mount_processes_then_restart_serves_again(
+    own_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    plugin = own_plugin.start()
+    ds, ws = target(plugin, "ds"), target(plugin, "ws")
+    plugin.publish(ds, {"dataset": "imgs", "version": "1"}, volume_id="ds")
+    plugin.publish(ws, {"workspace": "crash-1"}, volume_id="ws")
+    Path(ws, "out.txt").write_bytes(b"acknowledged")  # close() returns once durable + journaled
+    pids = {p["target_path"]: p["pid"] for p in plugin.state()}
+    assert all(pids.values())
+
+    plugin.kill9()
+    for pid in pids.values():
+        os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: all(not os.path.exists(f"/proc/{pid}/cmdline") or _zombie(pid) for pid in pids.values()),
+               30, "mount processes gone")  # fmt: skip
+    assert_enotconn(ds)
+    assert_enotconn(ws)
+
+    restarted = Plugin(plugin.root, plugin.config_path, check_interval=3600).start()  # ready after the check
+    own_plugin.proc, own_plugin.channel = restarted.proc, restarted.channel  # teardown stops this one
+    assert Path(ds, "README").read_bytes() == b"v1\n"
+    assert Path(ds, "train", "a.bin").read_bytes() == csi_env.files[1]["train/a.bin"]
+    assert Path(ws, "out.txt").read_bytes() == b"acknowledged"
+    Path(ws, "after.txt").write_bytes(b"still writable")
+    new_pids = {p["target_path"]: p["pid"] for p in restarted.state()}
+    assert set(new_pids) == set(pids) and not set(new_pids.values()) & set(pids.values())
+    # the same publish again is still a no-op, and unpublishing flushes what the pod wrote
+    restarted.publish(ds, {"dataset": "imgs", "version": "1"}, volume_id="ds")
+    restarted.unpublish(ds, "ds")
+    restarted.unpublish(ws, "ws")
+    client = csi_env.endpoint.client()
+    listed = client.list_objects_v2(Bucket=csi_env.bucket, Prefix="objects/workspaces/crash-1/")
+    keys = sorted(o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", []))
+    assert keys == ["after.txt", "out.txt"]
+
+
+def test_supervisor_remounts_a_volume_whose_mount_process_died(own_plugin: Plugin, csi_env: CsiEnv) -> None:
+    own_plugin.check_interval = 0.5
+    plugin = own_plugin.start()
+    ds = target(plugin, "ds")
+    plugin.publish(ds, {"dataset": "imgs", "version": "2"}, volume_id="ds")
+    [record] = plugin.state()
+    os.kill(record["pid"], signal.SIGKILL)
+
+    def serving() -> bool:
+        try:
+            return Path(ds, "README").read_bytes() == b"v2\n"
+        except OSError as exc:
+            assert exc.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.ENOENT), exc
+            return False
+
+    wait_until(serving, 90, "the target serves again")
+    [after] = plugin.state()
+    assert after["pid"] != record["pid"] and after["resolved"] == "imgs@v2"
+    plugin.unpublish(ds, "ds")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
