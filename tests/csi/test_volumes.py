@@ -1,0 +1,116 @@
+"""Volume attributes, capabilities, secrets and the per-volume config file, without gRPC or mounts."""
+
+from __future__ import annotations
+
+import pytest
+
+from csi.volume_config import write_volume_config
+from csi.volumes import Capability, check_capability, parse_context, parse_secrets, workspace_name
+from datahub.config import load_config
+from datahub.errors import InvalidInput
+
+RW = Capability("mount", "SINGLE_NODE_WRITER")
+
+
+def test_dataset_attributes() -> None:
+    spec = parse_context({"dataset": "imgs", "version": "v3", "prefix": "/train/", "cache": "none"}, "v")
+    assert (spec.kind, spec.dataset, spec.version, spec.prefix, spec.cache) == (
+        "dataset",
+        "imgs",
+        "v3",
+        "train",
+        "none",
+    )
+    assert parse_context({"dataset": "imgs"}, "v").version == "latest"
+    assert not spec.writable
+
+
+def test_kubernetes_pod_info_is_ignored() -> None:
+    context = {
+        "bucket": "my-bucket",
+        "prefix": "raw",
+        "csi.storage.k8s.io/ephemeral": "true",
+        "csi.storage.k8s.io/pod.name": "trainer-0",
+    }
+    spec = parse_context(context, "csi-123")
+    assert spec.kind == "bucket" and spec.bucket_url == "s3://my-bucket/raw" and not spec.refresh
+
+
+def test_workspace_attributes() -> None:
+    spec = parse_context({"workspace": "run-1", "commitTo": "outputs", "uid": "1000"}, "v")
+    assert (spec.kind, spec.workspace, spec.commit_to, spec.uid) == ("workspace", "run-1", "outputs", 1000)
+    assert spec.writable
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {},
+        {"dataset": "a", "bucket": "b-b-b"},
+        {"dataset": "Bad Name"},
+        {"dataset": "imgs", "version": "a b"},
+        {"dataset": "imgs", "prefix": "a/../b"},
+        {"dataset": "imgs", "cache": "fast"},
+        {"dataset": "imgs", "commitTo": "x"},  # a workspace attribute on a dataset volume
+        {"bucket": "s3://bucket"},
+        {"bucket": "bucket", "refresh": "maybe"},
+        {"workspace": "w", "commitTo": "Bad Name"},
+        {"workspace": "w", "uid": "-1"},
+    ],
+)
+def test_bad_attributes_are_invalid_input(context: dict) -> None:
+    with pytest.raises(InvalidInput):
+        parse_context(context, "vol")
+
+
+def test_capabilities() -> None:
+    ws = parse_context({"workspace": "w"}, "v")
+    ds = parse_context({"dataset": "d"}, "v")
+    assert check_capability(ws, RW, "v") == RW
+    assert check_capability(
+        ds, Capability("mount", "MULTI_NODE_MULTI_WRITER"), "v"
+    )  # published read-only anyway
+    for bad_spec, cap in [
+        (ds, None),
+        (ds, Capability("block", "SINGLE_NODE_WRITER")),
+        (ds, Capability("mount", "UNKNOWN")),
+        (ws, Capability("mount", "MULTI_NODE_READER_ONLY")),
+        (ws, Capability("mount", "MULTI_NODE_SINGLE_WRITER")),
+    ]:
+        with pytest.raises(InvalidInput):
+            check_capability(bad_spec, cap, "v")
+
+
+def test_workspace_names_from_volume_names() -> None:
+    assert workspace_name("pvc-1234") == "pvc-1234"
+    odd = workspace_name("PVC_Ünïcode/name")
+    assert odd == workspace_name("PVC_Ünïcode/name") and odd != workspace_name("pvc_Ünïcode/name")
+    assert len(workspace_name("x" * 200)) <= 63
+    with pytest.raises(InvalidInput):
+        workspace_name("")
+
+
+def test_secrets_map_to_config_overrides_and_unknown_keys_are_refused() -> None:
+    overrides = parse_secrets(
+        {"s3AccessKeyId": "ak", "s3SecretAccessKey": "sk", "catalogUrl": "mongodb://m/db"}
+    )
+    assert overrides == {
+        "catalog_url": "mongodb://m/db",
+        "s3": {"access_key_id": "ak", "secret_access_key": "sk"},
+    }
+    with pytest.raises(InvalidInput) as exc:
+        parse_secrets({"password": "hunter2"})
+    assert "hunter2" not in str(exc.value)
+
+
+def test_volume_config_round_trips_through_load_config(tmp_path) -> None:
+    base = load_config(env={}, overrides={"home": str(tmp_path / "home"), "cache": {"ram_bytes": 12345}})
+    tricky = 'quote " backslash \\ newline \n unicode é'
+    path = tmp_path / "vol" / "datahub.toml"
+    loaded = write_volume_config(
+        base, {"s3": {"secret_access_key": tricky}, "cache": {"profile": "write-back"}}, path
+    )
+    assert loaded.s3.secret_access_key == tricky
+    assert loaded.cache.ram_bytes == 12345 and loaded.cache.profile == "write-back"
+    assert loaded.home_path == base.home_path and loaded.s3.path_style is True
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
