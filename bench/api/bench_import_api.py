@@ -5,7 +5,7 @@
 Import (source: a memory:// prefix, so the figures are the importer's, not a disk's):
   baseline A = listing the source + committing the same records directly (no merge, no spool);
   first import, a no-op re-import and a re-import with 1 % modified, against A.
-API (real uvicorn on 127.0.0.1, httpx client):
+API (``datahub serve`` in its own process on 127.0.0.1, httpx client here):
   baseline B = the catalog's own listing (Catalog.list_records) of the same version;
   paging through all records (limit=1000) and the NDJSON export, against B.
 Prints seconds, items/s, ratios and peak RSS.
@@ -14,7 +14,11 @@ Prints seconds, items/s, ratios and peak RSS.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
+import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,13 +28,13 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from datahub.api import create_app
-from datahub.api.server import ApiServer
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.config import load_config
 from datahub.ingest import import_source
 from datahub.storage import StoreRegistry, drop_memory_space, open_store
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def rss_mib() -> float:
@@ -44,6 +48,23 @@ def timed(label: str, fn, items: int, baseline: float | None = None) -> float:
     ratio = f"  {dt / baseline:5.2f}x baseline" if baseline else ""
     print(f"{label:<44} {dt:8.2f} s  {items / dt:>10,.0f} /s{ratio}  peak RSS {rss_mib():.0f} MiB")
     return dt
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(client: httpx.Client, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if client.get("/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError("datahub serve did not answer /healthz")
 
 
 def main() -> None:
@@ -87,33 +108,45 @@ def main() -> None:
     )
     assert catalog.resolve("ds").modified == n // 100
 
-    print("-- HTTP API (uvicorn on 127.0.0.1)")
+    print("-- HTTP API (datahub serve in a separate process, 127.0.0.1)")
     base_b = timed(
         "baseline B: Catalog.list_records", lambda: sum(1 for _ in catalog.list_records("ds", "latest")), n
     )
-    config.api.port = 0
-    with (
-        ApiServer(create_app(config, catalog=catalog, stores=stores), config) as server,
-        httpx.Client(base_url=server.url, timeout=60) as client,
-    ):
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "datahub.cli.main", "--home", home, "serve", "--port", str(port)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
+            wait_healthy(client)
 
-        def pages() -> None:
-            cursor, seen = None, 0
-            while True:
-                params = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
-                body = client.get("/v1/datasets/ds/versions/latest/records", params=params).json()
-                seen += len(body["items"])
-                cursor = body["next_cursor"]
-                if cursor is None:
-                    break
-            assert seen == n, seen
+            def pages() -> None:
+                cursor, seen = None, 0
+                while True:
+                    params = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
+                    body = client.get("/v1/datasets/ds/versions/latest/records", params=params).json()
+                    seen += len(body["items"])
+                    cursor = body["next_cursor"]
+                    if cursor is None:
+                        break
+                assert seen == n, seen
 
-        def export() -> None:
-            with client.stream("GET", "/v1/datasets/ds/versions/latest/export") as r:
-                assert sum(1 for _ in r.iter_lines()) == n
+            def export() -> None:
+                with client.stream("GET", "/v1/datasets/ds/versions/latest/export") as r:
+                    assert sum(1 for _ in r.iter_lines()) == n
 
-        timed("GET records, pages of 1000", pages, n, base_b)
-        timed("GET export (NDJSON stream)", export, n, base_b)
+            def small_requests() -> None:
+                for _ in range(200):
+                    client.get("/v1/datasets/ds/versions/latest")
+
+            timed("GET records, pages of 1000", pages, n, base_b)
+            timed("GET export (NDJSON stream)", export, n, base_b)
+            timed("GET one version x200 (requests/s)", small_requests, 200)
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
     stores.close()
     catalog.close()
     drop_memory_space("bench-src")
