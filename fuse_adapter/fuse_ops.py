@@ -91,7 +91,8 @@ class ReadOnlyOps(pyfuse3.Operations):
         self.limiter = trio.CapacityLimiter(threads)
 
     async def _thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+        # read-only work may be abandoned at unmount (e.g. a lookup waiting for a listing)
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter, abandon_on_cancel=True)
 
     def _timeout(self, ino: int) -> float:
         return 0.0 if self.view.is_virtual(ino) else RO_TIMEOUT
@@ -333,6 +334,21 @@ def mount_options(*, fsname: str, read_only: bool, allow_other: bool = False) ->
     return opts
 
 
+def mount_device(mountpoint: str) -> str:
+    """``major:minor`` of a mount, from /proc/self/mountinfo: no request to the file system
+    (a stat from inside the daemon could wait forever on its own stopped loop)."""
+    target = os.path.abspath(mountpoint)
+    device = None
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            fields = line.split()
+            if fields[4].replace("\\040", " ") == target:
+                device = fields[2]  # the last match is the top-most mount
+    if device is None:
+        raise FileNotFoundError(f"{mountpoint} is not mounted")
+    return device
+
+
 def set_readahead(mountpoint: str, kib: int) -> None:
     """Raise the kernel readahead of this mount (root only; best effort).
 
@@ -340,8 +356,7 @@ def set_readahead(mountpoint: str, kib: int) -> None:
     kernel sends us; with 1 MiB a cold sequential read costs a quarter as many round trips.
     """
     try:
-        dev = os.stat(mountpoint).st_dev
-        path = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+        path = f"/sys/class/bdi/{mount_device(mountpoint)}/read_ahead_kb"
         with open(path, "w") as fh:
             fh.write(str(kib))
     except OSError as exc:
@@ -379,9 +394,9 @@ def serve(
 
                 async def after_mount() -> None:
                     if readahead_kib:
-                        await trio.to_thread.run_sync(set_readahead, mountpoint, readahead_kib)
+                        set_readahead(mountpoint, readahead_kib)
                     if on_ready is not None:  # in a thread: it may touch the file system
-                        await trio.to_thread.run_sync(on_ready)
+                        await trio.to_thread.run_sync(on_ready, abandon_on_cancel=True)
 
                 nursery.start_soon(watch_signals)
                 nursery.start_soon(after_mount)

@@ -42,6 +42,7 @@ class _Handle:
     ref: ObjectRef | None  # None for a virtual file
     window_start: int = 0
     window: bytes = b""
+    pending: tuple[int, int, threading.Event] | None = None  # window fetch in flight: (start, stop, done)
 
 
 class ReadOnlyView:
@@ -49,7 +50,9 @@ class ReadOnlyView:
 
     ``window_bytes`` > 0 lets a sequential reader's window grow (doubling, up to that cap)
     and keeps it in the open handle, so a sequential reader costs one request per window
-    instead of one per kernel read; a random reader fetches exactly what it asks for. The cache source does its own paging and
+    instead of one per kernel read; concurrent kernel reads (readahead) that fall inside a
+    window being fetched wait for it instead of fetching again; a random reader fetches
+    exactly what it asks for. The cache source does its own paging and
     readahead, so it runs with 0. All windows together stay below ``window_budget``.
     """
 
@@ -165,26 +168,49 @@ class ReadOnlyView:
         end = min(h.ref.size, offset + size)
         if offset >= end:
             return b""
-        w = h.window
-        if h.window_start <= offset and end <= h.window_start + len(w):
-            return w[offset - h.window_start : end - h.window_start]
         if not self.window_bytes:
             return self.source.read(h.ref, offset, end - offset)
-        # sequential reader (continues or overlaps the window): double the window, up to the cap
-        sequential = h.window_start <= offset <= h.window_start + len(w)
-        want = min(self.window_bytes, max(end - offset, 2 * len(w))) if sequential else end - offset
-        stop = min(h.ref.size, offset + want)
-        if not self._reserve(stop - offset):
-            return self.source.read(h.ref, offset, end - offset)
+        while True:
+            with self._lock:
+                w, ws = h.window, h.window_start
+                if ws <= offset and end <= ws + len(w):
+                    return w[offset - ws : end - ws]
+                pending = h.pending
+                if pending is not None and pending[0] <= offset and end <= pending[1]:
+                    wait = pending[2]  # the window being fetched covers us: merge with that miss
+                elif pending is None and ws <= offset <= ws + len(w):
+                    # a sequential reader: double the window, up to the cap, and fetch it once
+                    stop = min(h.ref.size, offset + min(self.window_bytes, max(end - offset, 2 * len(w))))
+                    if self._window_used + (stop - offset) > self._window_budget:
+                        break
+                    self._window_used += stop - offset
+                    h.pending = (offset, stop, threading.Event())
+                    wait = None
+                else:
+                    break  # random access (or another fetch in flight elsewhere): read just this
+            if wait is not None:
+                wait.wait()
+                continue
+            return self._fetch_window(h, offset, stop, end)
+        return self.source.read(h.ref, offset, end - offset)
+
+    def _fetch_window(self, h: _Handle, start: int, stop: int, end: int) -> bytes:
+        assert h.ref is not None and h.pending is not None
+        done = h.pending[2]
         try:
-            data = self.source.read(h.ref, offset, stop - offset)
+            data = self.source.read(h.ref, start, stop - start)
         except BaseException:
-            self._unreserve(stop - offset)
+            with self._lock:
+                self._window_used -= stop - start
+                h.pending = None
+            done.set()
             raise
         with self._lock:
             self._window_used -= len(h.window)
-            h.window_start, h.window = offset, data
-        return data[: end - offset]
+            h.window_start, h.window = start, data
+            h.pending = None
+        done.set()
+        return data[: end - start]
 
     def _reserve(self, n: int) -> bool:
         with self._lock:

@@ -21,7 +21,7 @@ from datahub.errors import InvalidInput
 
 log = logging.getLogger("fuse_adapter")
 
-STORE_WINDOW = 8 * 1024**2  # largest sequential read-ahead window without the cache
+STORE_WINDOW = 32 * 1024**2  # largest sequential window without the cache (one GET each)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
