@@ -1,0 +1,119 @@
+"""The manifests in csi/deploy parse, and say what a working install needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from csi.__main__ import DRIVER_NAME, build_parser
+from csi.volumes import parse_context
+
+DEPLOY = Path(__file__).resolve().parents[2] / "csi" / "deploy"
+
+
+def load_all() -> dict[str, list[dict]]:
+    return {
+        p.name: [d for d in yaml.safe_load_all(p.read_text()) if d] for p in sorted(DEPLOY.glob("*.yaml"))
+    }
+
+
+def objects(kind: str) -> list[dict]:
+    return [d for docs in load_all().values() for d in docs if d.get("kind") == kind]
+
+
+def pod_spec(obj: dict) -> dict:
+    return obj["spec"]["template"]["spec"] if "template" in obj.get("spec", {}) else obj["spec"]
+
+
+def container(obj: dict, name: str) -> dict:
+    [c] = [c for c in pod_spec(obj)["containers"] if c["name"] == name]
+    return c
+
+
+def test_every_manifest_parses_and_names_its_object() -> None:
+    docs = load_all()
+    assert {"csidriver.yaml", "node.yaml", "controller.yaml", "rbac.yaml", "example-inline-pod.yaml"} <= set(
+        docs
+    )
+    for name, items in docs.items():
+        assert items, name
+        for d in items:
+            assert d.get("apiVersion") and d.get("kind"), name
+            assert d.get("metadata", {}).get("name") or d["kind"] == "Kustomization", name
+
+
+def test_kustomization_lists_existing_files() -> None:
+    [k] = objects("Kustomization")
+    for resource in k["resources"]:
+        assert (DEPLOY / resource).is_file(), resource
+
+
+def test_csidriver() -> None:
+    [driver] = objects("CSIDriver")
+    assert driver["metadata"]["name"] == DRIVER_NAME
+    assert driver["spec"]["attachRequired"] is False
+    assert set(driver["spec"]["volumeLifecycleModes"]) == {"Persistent", "Ephemeral"}
+
+
+def test_node_daemonset_has_registrar_fuse_propagation_and_privileges() -> None:
+    [ds] = objects("DaemonSet")
+    registrar = container(ds, "node-driver-registrar")
+    assert f"--kubelet-registration-path=/var/lib/kubelet/plugins/{DRIVER_NAME}/csi.sock" in registrar["args"]
+    plugin = container(ds, "datahub-csi")
+    assert plugin["securityContext"]["privileged"] is True
+    mounts = {m["mountPath"]: m for m in plugin["volumeMounts"]}
+    assert mounts["/var/lib/kubelet/pods"]["mountPropagation"] == "Bidirectional"
+    assert mounts["/var/lib/datahub-csi"]["mountPropagation"] == "Bidirectional"
+    volumes = {v["name"]: v for v in pod_spec(ds)["volumes"]}
+    assert volumes[mounts["/dev/fuse"]["name"]]["hostPath"] == {"path": "/dev/fuse", "type": "CharDevice"}
+    assert volumes[mounts["/var/lib/datahub-csi"]["name"]]["hostPath"]["path"] == "/var/lib/datahub-csi"
+    args = build_parser().parse_args(plugin["args"])  # the plugin accepts its manifest's flags
+    assert (
+        args.mode == "node"
+        and args.endpoint == "unix:///csi/csi.sock"
+        and args.state_dir == "/var/lib/datahub-csi"
+    )
+
+
+def test_controller_deployment_runs_the_provisioner() -> None:
+    [deploy] = objects("Deployment")
+    assert "--csi-address=/csi/csi.sock" in container(deploy, "csi-provisioner")["args"]
+    args = build_parser().parse_args(container(deploy, "datahub-csi")["args"])
+    assert args.mode == "controller"
+    service_accounts = {sa["metadata"]["name"] for sa in objects("ServiceAccount")}
+    assert pod_spec(deploy)["serviceAccountName"] in service_accounts
+    assert pod_spec(objects("DaemonSet")[0])["serviceAccountName"] in service_accounts
+
+
+def test_rbac_bindings_point_at_existing_roles_and_accounts() -> None:
+    roles = {(r["kind"], r["metadata"]["name"]) for r in objects("ClusterRole") + objects("Role")}
+    accounts = {sa["metadata"]["name"] for sa in objects("ServiceAccount")}
+    for binding in objects("ClusterRoleBinding") + objects("RoleBinding"):
+        assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) in roles
+        assert all(s["name"] in accounts for s in binding["subjects"])
+    [provisioner] = objects("ClusterRole")
+    pv_rule = [r for r in provisioner["rules"] if "persistentvolumes" in r["resources"]]
+    assert {"create", "delete"} <= set(pv_rule[0]["verbs"])
+
+
+def test_examples_use_the_driver_with_valid_attributes_and_no_secrets_in_pods() -> None:
+    csi_sources = [pv["spec"]["csi"] for pv in objects("PersistentVolume")]
+    for pod in objects("Pod"):
+        csi_sources += [v["csi"] for v in pod_spec(pod)["volumes"] if "csi" in v]
+        for c in pod_spec(pod)["containers"]:
+            assert "envFrom" not in c and not any("secretKeyRef" in str(e) for e in c.get("env", []))
+    assert len(csi_sources) >= 3
+    for source in csi_sources:
+        assert source["driver"] == DRIVER_NAME
+        parse_context(source["volumeAttributes"], "example")  # raises on a bad attribute
+    [pv] = objects("PersistentVolume")
+    assert pv["spec"]["csi"]["readOnly"] is True
+    [sc] = objects("StorageClass")
+    assert sc["provisioner"] == DRIVER_NAME
+
+
+@pytest.mark.parametrize("line", ["FROM ", 'ENTRYPOINT ["python", "-m", "csi"]', "fuse3"])
+def test_dockerfile(line: str) -> None:
+    assert line in (DEPLOY / "Dockerfile").read_text()
