@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from datahub.errors import InvalidInput, PayloadTooLarge
 from datahub.storage.base import ObjectRef
@@ -111,12 +112,14 @@ async def suggestions(request: Request, lx: LX, who: Who, project_id: int) -> di
     body = await request.body()
     if len(body) > lx.max_body:
         raise PayloadTooLarge(f"suggestions file is larger than {lx.max_body} bytes")
-    project = lx.store.get_project(project_id)
-    schema = lx.service.schema(project)
-    rows = parse_jsonl(
-        body.decode("utf-8", "replace").splitlines(), schema, request.query_params.get("model")
-    )
-    return {"matched": lx.store.set_suggestions(project_id, rows)}
+
+    def attach() -> int:  # SQLite work off the event loop; every line is checked before any is stored
+        project = lx.store.get_project(project_id)
+        lines = body.decode("utf-8", "replace").splitlines()
+        rows = list(parse_jsonl(lines, lx.service.schema(project), request.query_params.get("model")))
+        return lx.store.set_suggestions(project_id, rows)
+
+    return {"matched": await run_in_threadpool(attach)}
 
 
 @router.get("/projects/{project_id}/export/{fmt}")
