@@ -29,7 +29,6 @@ from tests.servers import S3Endpoint
 REPO = Path(__file__).resolve().parents[2]
 MOUNT_TIMEOUT = 60.0
 
-pytestmark = pytest.mark.fuse
 
 
 @dataclass

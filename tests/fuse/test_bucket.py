@@ -13,7 +13,7 @@ from datahub.storage import StoreRegistry
 from fuse_adapter.layout import snapshot_dataset_name
 from tests.fuse.conftest import FuseEnv, wait_until
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
 
 def _put(env: FuseEnv, objects: dict[str, bytes]) -> None:

@@ -55,7 +55,7 @@ def test_stat_fields(ro_mount: Path, sample: Dataset) -> None:
 keys = st.sampled_from(sorted(sample_objects()))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=keys, offset_frac=st.floats(0, 1.2), size=st.integers(0, 3 * 1024**2))
 def test_reads_are_byte_exact(
     ro_mount: Path, sample: Dataset, key: str, offset_frac: float, size: int
