@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -37,13 +38,12 @@ def timed(fn):
     return out, time.perf_counter() - t0
 
 
-def main() -> None:
+def run(tmp: Path) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=10_000)
     ap.add_argument("--saves", type=int, default=300)
     n = ap.parse_args().items
     saves = ap.parse_args().saves
-    tmp = Path(tempfile.mkdtemp(prefix="labelx-bench-"))
     config = load_config(env={}, overrides={"home": str(tmp / "var")})
     catalog = open_catalog(f"sqlite:///{tmp / 'catalog.db'}")
 
@@ -155,6 +155,14 @@ def main() -> None:
     }
     print(json.dumps(figures, indent=2))
     catalog.close()
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="labelx-bench-"))
+    try:
+        run(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing left behind in /tmp
 
 
 if __name__ == "__main__":

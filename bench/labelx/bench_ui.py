@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import shutil
 import socket
 import statistics
 import sys
@@ -46,11 +47,10 @@ def jpeg() -> bytes:
     return out.getvalue()
 
 
-def main() -> None:
+def run(tmp: Path) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=200)
     n = ap.parse_args().items
-    tmp = Path(tempfile.mkdtemp(prefix="labelx-ui-"))
     config = load_config(env={}, overrides={"home": str(tmp / "var")})
     objects = open_store((tmp / "objects").as_uri(), config)
     data = jpeg()
@@ -156,6 +156,14 @@ def main() -> None:
         "all_saved": saved == 2 * n,
     }
     print(json.dumps(figures, indent=2))
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="labelx-ui-"))
+    try:
+        run(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # nothing left behind in /tmp
 
 
 if __name__ == "__main__":
