@@ -248,6 +248,17 @@ class NodeService:
             "volume %s at %s remounted (%s)", p.volume_id, p.target_path, p.resolved or _describe(p.spec)
         )
 
+    def _forget_orphan(self, p: Published) -> None:
+        """Stop (and flush) a volume whose target's parent is gone instead of recreating the path."""
+        log.warning("the parent of target %s is gone: stopping volume %s", p.target_path, p.volume_id)
+        mounts.unmount(p.target_path, lazy=True)
+        mounts.MountProcess(p.config_path, p.staging, p.log_path).stop(timeout=self.unmount_timeout)
+        with self._mutex:
+            proc = self._children.pop(p.target_path, None)
+        mounts.wait_exit(p.pid, proc, timeout=30)
+        self._put(None, p.target_path)
+        shutil.rmtree(p.volume_dir, ignore_errors=True)
+
     def check_all(self) -> None:
         """One supervisor pass: reap exited mount processes, repair every broken target."""
         for p in self.published():
@@ -262,7 +273,9 @@ class NodeService:
                         log.warning(
                             "mount process of %s exited with %s", current.target_path, proc.returncode
                         )
-                    if self._health(current) != "ok":
+                    if not os.path.isdir(os.path.dirname(current.target_path)):
+                        self._forget_orphan(current)  # the CO removed the pod's dir while we were down
+                    elif self._health(current) != "ok":
                         self._recover(current)
             except Exception:  # keep supervising the others; the next pass retries
                 log.exception("could not recover %s", p.target_path)

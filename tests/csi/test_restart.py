@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,3 +104,27 @@ def _zombie(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_restart_adopts_live_mounts_and_forgets_targets_whose_pod_dir_is_gone(
+    own_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    plugin = own_plugin.start()
+    kept, orphan = target(plugin, "kept"), target(plugin, "orphan")
+    plugin.publish(kept, {"dataset": "imgs", "version": "1"}, volume_id="kept")
+    plugin.publish(orphan, {"dataset": "imgs", "version": "1"}, volume_id="orphan")
+    before = {p["target_path"]: p["pid"] for p in plugin.state()}
+    plugin.kill9()  # the plugin only: its mount processes keep serving
+    assert Path(kept, "README").read_bytes() == b"v1\n"
+    subprocess.run(["umount", orphan], check=True)  # the CO cleaned up this pod while the plugin was down
+    shutil.rmtree(Path(orphan).parent)
+
+    restarted = Plugin(plugin.root, plugin.config_path, check_interval=3600).start()
+    own_plugin.proc, own_plugin.channel = restarted.proc, restarted.channel
+    after = {p["target_path"]: p["pid"] for p in restarted.state()}
+    assert after == {kept: before[kept]}  # adopted as it was, not remounted
+    assert not os.path.exists(f"/proc/{before[orphan]}") or _zombie(before[orphan])
+    assert not Path(orphan).parent.exists()  # not recreated
+    assert Path(kept, "README").read_bytes() == b"v1\n"
+    restarted.unpublish(kept, "kept")
+    assert not os.path.exists(kept)
