@@ -30,10 +30,7 @@ function show(index) {
   if (!S.items.length) return;
   const prev = S.items[S.cur];
   S.cur = Math.max(0, Math.min(S.items.length - 1, index));
-  if (prev && prev !== item() && prev.claimed && !pending.has(prev.id)) {
-    prev.claimed = false;  // let others edit the item we left (a pending save would re-claim it)
-    api("POST", `/api/items/${prev.id}/release`).catch(() => {});
-  }
+  if (prev && prev !== item()) maybeRelease(prev);
   S.sel = -1;
   history.replaceState(null, "", `#${S.cur}`);
   const it = item();
@@ -153,7 +150,15 @@ function undo() {
 }
 
 const pending = new Map();
-let saving = false;
+let saving = false, inflight = null;
+
+/** Let others edit an item we left; wait until its saves are done (a save re-claims it). */
+function maybeRelease(it) {
+  if (it === item() || pending.has(it.id) || inflight === it.id) return;
+  if (!it.claimed && it.status === "todo") return;
+  it.claimed = false;
+  api("POST", `/api/items/${it.id}/release`).catch(() => {});
+}
 function queueSave(it, skip) {
   pending.set(it.id, { it, value: it.value, skip });
   pump();
@@ -165,11 +170,15 @@ async function pump() {
   while (pending.size) {
     const [id, job] = pending.entries().next().value;
     pending.delete(id);
+    inflight = id;
     try {
       const res = await api("PUT", `/api/items/${id}`, { version: job.it.version, value: job.value, skip: job.skip });
       job.it.version = res.version;
       S.lastError = null;
+      inflight = null;
+      maybeRelease(job.it);
     } catch (e) {
+      inflight = null;
       if (e.status === 409) {
         S.readonly.add(id); S.lastError = e.message;
         banner(`Not saved: ${e.message}`, true);

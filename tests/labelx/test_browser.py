@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,6 +81,17 @@ def login(browser, base: str, name: str):
     return page
 
 
+def poll(condition, timeout: float = 30.0) -> bool:
+    """Poll a condition on server state (e.g. after fire-and-forget requests) until it holds."""
+    done = threading.Event()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        done.wait(0.05)
+    return condition()
+
+
 def wait_saved(page) -> None:
     # locator assertions run in Playwright's own world: the page's strict CSP stays on
     expect(page.locator("#save-state")).to_have_attribute("data-state", "saved")
@@ -114,6 +126,9 @@ def test_label_review_commit_in_the_browser(app, env, server, browser):
     wait_saved(page)
     assert page.inner_text("#progress .label") == "5 / 5"
     shot(page, "2-classified")
+    # items left behind are released for others; only the one on screen stays claimed
+    alice_id = store.user_by_name("alice").id
+    assert poll(lambda: [i.claimed_by for i in store.task_items(cls_task)] == [None] * 4 + [alice_id])
 
     # 3) draw a box, then move and resize it with the mouse
     page.goto(f"{server}/tasks/{det_task}")
