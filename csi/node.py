@@ -33,12 +33,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from csi import mounts
+from csi import access, mounts
 from csi.state import Published, StateFile
 from csi.volume_config import write_volume_config
 from csi.volumes import READER_MODES, Capability, VolumeSpec, check_capability, parse_context, parse_secrets
 from datahub.config import Config
-from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound
+from datahub.errors import AlreadyExists, Conflict, DatahubError, DatasetNotFound, InvalidInput, NotFound
 from fuse_adapter.daemon import canonical, is_mounted, pid_alive
 
 log = logging.getLogger(__name__)
@@ -132,10 +132,17 @@ class NodeService:
                     f"target {target} is already a mount point this plugin did not make; unmount it first",
                     target_path=target,
                 )
-            self._publish_new(req.volume_id, target, spec, readonly, fingerprint, overrides)
+            self._publish_new(req.volume_id, target, spec, readonly, fingerprint, overrides, req.context)
 
     def _publish_new(
-        self, volume_id: str, target: str, spec: VolumeSpec, readonly: bool, fingerprint: str, overrides: dict
+        self,
+        volume_id: str,
+        target: str,
+        spec: VolumeSpec,
+        readonly: bool,
+        fingerprint: str,
+        overrides: dict,
+        context: Mapping[str, str],
     ) -> None:
         key = hashlib.sha256(target.encode()).hexdigest()[:16]
         volume_dir = self.state_dir / "volumes" / key
@@ -143,7 +150,7 @@ class NodeService:
             overrides = {**overrides, "cache": {"profile": "write-back"}}
         try:
             config = write_volume_config(self.config, overrides, volume_dir / "datahub.toml")
-            sources, subdir, resolved = _plan(spec, config)
+            sources, subdir, resolved = _plan(spec, config, access.pod_principal(context))
             p = Published(
                 target_path=target,
                 volume_id=volume_id,
@@ -309,17 +316,25 @@ def _describe(spec: VolumeSpec) -> str:
     return f"{spec.dataset}@{spec.version}"
 
 
-def _plan(spec: VolumeSpec, config: Config) -> tuple[list[str], str, str]:
-    """(mount sources, subdir of the FUSE view for the target, resolved version) for a spec."""
-    if spec.kind == "workspace":
-        return [], "", ""
+def _plan(spec: VolumeSpec, config: Config, principal: str | None) -> tuple[list[str], str, str]:
+    """(mount sources, subdir of the FUSE view for the target, resolved version) for a spec.
+
+    Checks the pod's access to the datasets it names (csi/access.py) on the way.
+    """
     if spec.kind == "bucket":
         return [spec.bucket_url], "", ""
+    if spec.kind == "workspace" and not spec.commit_to:
+        return [], "", ""
     from datahub.catalog import open_catalog
 
     catalog = open_catalog(config.resolved_catalog_url)
     try:
-        version = catalog.resolve(spec.dataset, spec.version)  # DatasetNotFound / VersionNotFound
+        if spec.kind == "workspace":
+            with contextlib.suppress(DatasetNotFound):  # created by the first commit
+                access.require(catalog.get_dataset(spec.commit_to), principal, "writer")
+            return [], "", ""
+        access.require(catalog.get_dataset(spec.dataset), principal, "reader")  # DatasetNotFound
+        version = catalog.resolve(spec.dataset, spec.version)  # VersionNotFound
     finally:
         catalog.close()
     subdir = f"{spec.dataset}/v{version.seq}" + (f"/{spec.prefix}" if spec.prefix else "")

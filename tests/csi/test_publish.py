@@ -153,3 +153,39 @@ def test_bucket_volume_is_a_snapshot_of_the_prefix(plugin: Plugin, csi_env: CsiE
         assert Path(target, "2.txt").read_bytes() == b"two"
     finally:
         plugin.unpublish(target, "b-1")
+
+
+def pod_info(namespace: str, account: str) -> dict[str, str]:
+    """What the kubelet adds to the volume context with podInfoOnMount."""
+    return {
+        "csi.storage.k8s.io/pod.name": "trainer-0",
+        "csi.storage.k8s.io/pod.namespace": namespace,
+        "csi.storage.k8s.io/pod.uid": "0b9f7c1e",
+        "csi.storage.k8s.io/serviceAccount.name": account,
+    }
+
+
+def test_dataset_access_lists_apply_to_the_pods_service_account(plugin: Plugin, csi_env: CsiEnv) -> None:
+    from datahub.catalog import open_catalog
+
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        catalog.create_dataset("private", acl={"system:serviceaccount:team-a:trainer": "reader"})
+        catalog.create_dataset("results", acl={"system:serviceaccount:team-a:trainer": "reader"})
+    finally:
+        catalog.close()
+    csi_env.commit("private", {"secret.txt": b"team a only"})
+    target = csi_env.target("acl")
+    for context in ({"dataset": "private"}, {"dataset": "private", **pod_info("team-b", "trainer")}):
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.publish(target, context, volume_id="acl")
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "private" in err.value.details()
+        assert not os.path.exists(target)
+    with pytest.raises(grpc.RpcError) as err:  # committing into a dataset needs writer
+        plugin.publish(target, {"workspace": "w-acl", "commitTo": "results", **pod_info("team-a", "trainer")})
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    plugin.publish(target, {"dataset": "private", **pod_info("team-a", "trainer")}, volume_id="acl")
+    try:
+        assert Path(target, "secret.txt").read_bytes() == b"team a only"
+    finally:
+        plugin.unpublish(target, "acl")

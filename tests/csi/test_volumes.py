@@ -114,3 +114,26 @@ def test_volume_config_round_trips_through_load_config(tmp_path) -> None:
     assert loaded.cache.ram_bytes == 12345 and loaded.cache.profile == "write-back"
     assert loaded.home_path == base.home_path and loaded.s3.path_style is True
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_access_lists() -> None:
+    from csi.access import pod_principal, require
+    from datahub.catalog.model import Dataset
+    from datahub.errors import AccessDenied
+
+    sa = pod_principal(
+        {"csi.storage.k8s.io/pod.namespace": "ns", "csi.storage.k8s.io/serviceAccount.name": "sa"}
+    )
+    assert sa == "system:serviceaccount:ns:sa" and pod_principal({}) is None
+    require(Dataset("open"), None, "writer")  # no acl, no owner: every pod
+    require(Dataset("mine", owner=sa), sa, "writer")
+    require(Dataset("shared", acl={"*": "reader"}), None, "reader")
+    require(Dataset("team", acl={sa: "writer"}), sa, "reader")  # writer includes reader
+    for dataset, principal, role in [
+        (Dataset("team", acl={sa: "reader"}), sa, "writer"),
+        (Dataset("team", acl={sa: "reader"}), "system:serviceaccount:other:sa", "reader"),
+        (Dataset("team", acl={sa: "reader"}), None, "reader"),
+        (Dataset("owned", owner="alice"), sa, "reader"),
+    ]:
+        with pytest.raises(AccessDenied):
+            require(dataset, principal, role)

@@ -1,0 +1,46 @@
+"""Which pod may publish which dataset: the dataset's access list, applied to the pod's service account.
+
+The plugin holds credentials for every dataset, so it decides on the pod's behalf (promise
+5). The kubelet tells it who the pod is (``podInfoOnMount`` in the CSIDriver): the
+principal is ``system:serviceaccount:<namespace>:<name>``, Kubernetes' own name for it.
+
+* a dataset with no access list and no owner is open to every pod (as in local mode);
+* otherwise the pod's service account must be its owner or hold a role in its ``acl``
+  (any role includes reading; ``*`` grants every pod); committing a workspace into a
+  dataset (``commitTo``) needs ``writer``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from datahub.catalog.model import ROLES, Dataset
+from datahub.errors import AccessDenied
+
+POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
+POD_SERVICE_ACCOUNT = "csi.storage.k8s.io/serviceAccount.name"
+
+
+def pod_principal(context: Mapping[str, str]) -> str | None:
+    """The publishing pod's service account, if the kubelet said which pod it is."""
+    namespace, account = context.get(POD_NAMESPACE), context.get(POD_SERVICE_ACCOUNT)
+    return f"system:serviceaccount:{namespace}:{account}" if namespace and account else None
+
+
+def require(dataset: Dataset, principal: str | None, role: str) -> None:
+    """AccessDenied naming the dataset, the pod's principal and the role it needs."""
+    if not dataset.acl and not dataset.owner:
+        return
+    if principal is not None and dataset.owner == principal:
+        return
+    needed = ROLES.index(role)
+    granted = [dataset.acl.get(p, "") for p in (principal, "*") if p]
+    if any(r in ROLES and ROLES.index(r) >= needed for r in granted):
+        return
+    who = principal or "a pod the kubelet did not identify (set podInfoOnMount: true on the CSIDriver)"
+    raise AccessDenied(
+        f"{who} needs the {role} role on dataset {dataset.name!r}; ask one of its admins to grant it "
+        "(`datahub dataset update NAME --grant PRINCIPAL=reader`)",
+        dataset=dataset.name,
+        required_role=role,
+    )
