@@ -189,3 +189,16 @@ def test_dataset_access_lists_apply_to_the_pods_service_account(plugin: Plugin, 
         assert Path(target, "secret.txt").read_bytes() == b"team a only"
     finally:
         plugin.unpublish(target, "acl")
+
+
+def test_a_workspace_is_published_at_one_target_per_node(plugin: Plugin, csi_env: CsiEnv) -> None:
+    first, second = csi_env.target("ws-one"), csi_env.target("ws-two")
+    plugin.publish(first, {"workspace": "single"}, volume_id="single")
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.publish(second, {"workspace": "single"}, volume_id="single")
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION, err.value.details()
+        assert not os.path.exists(second)
+        Path(first, "still.txt").write_bytes(b"fine")  # the first one is untouched
+    finally:
+        plugin.unpublish(first, "single")
