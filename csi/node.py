@@ -96,8 +96,7 @@ class NodeService:
                 self._published.pop(target, None)
             else:
                 self._published[target] = p
-            snapshot = list(self._published.values())
-        self._state.save(snapshot)
+        self._state.save(self.published)
 
     def published(self) -> list[Published]:
         with self._mutex:

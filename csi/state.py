@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -71,10 +72,12 @@ class StateFile:
             return {}
         return {p["target_path"]: Published.from_dict(p) for p in data.get("published", [])}
 
-    def save(self, published: list[Published]) -> None:
-        payload = json.dumps({"format": FORMAT, "published": [p.to_dict() for p in published]}, indent=1)
+    def save(self, snapshot: Callable[[], list[Published]]) -> None:
+        """Write what ``snapshot()`` returns; it is called once this writer's turn has come, so
+        the last write always holds the newest state (two writers cannot reorder)."""
         tmp = self.path.with_suffix(".tmp")
         with self._write_lock:
+            payload = json.dumps({"format": FORMAT, "published": [p.to_dict() for p in snapshot()]}, indent=1)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as fh:
                 fh.write(payload)

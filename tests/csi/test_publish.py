@@ -202,3 +202,23 @@ def test_a_workspace_is_published_at_one_target_per_node(plugin: Plugin, csi_env
         Path(first, "still.txt").write_bytes(b"fine")  # the first one is untouched
     finally:
         plugin.unpublish(first, "single")
+
+
+def test_concurrent_publishes_and_unpublishes_are_all_recorded(plugin: Plugin, csi_env: CsiEnv) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    targets = {f"par-{i}": csi_env.target(f"par-{i}") for i in range(3)}
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(lambda item: plugin.publish(item[1], {"dataset": "imgs", "version": "1"}, volume_id=item[0]),
+                      targets.items()))  # fmt: skip
+    try:
+        recorded = {p["target_path"]: p["volume_id"] for p in plugin.state()}
+        assert {t: v for t, v in recorded.items() if t in targets.values()} == {
+            t: v for v, t in targets.items()
+        }
+        for target in targets.values():
+            assert Path(target, "README").read_bytes() == b"v1\n"
+    finally:
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(lambda item: plugin.unpublish(item[1], item[0]), targets.items()))
+    assert not set(targets.values()) & {p["target_path"] for p in plugin.state()}
