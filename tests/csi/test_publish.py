@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -147,12 +148,16 @@ def test_bucket_volume_is_a_snapshot_of_the_prefix(plugin: Plugin, csi_env: CsiE
     client.put_object(Bucket=csi_env.bucket, Key="raw/x/1.txt", Body=b"one")
     client.put_object(Bucket=csi_env.bucket, Key="raw/2.txt", Body=b"two")
     target = csi_env.target("bucket")
-    plugin.publish(target, {"bucket": csi_env.bucket, "prefix": "raw"}, volume_id="b-1")
+    # as the kubelet sends a CSI ephemeral inline volume: a generated id, the ephemeral flag, pod info
+    inline = {"csi.storage.k8s.io/ephemeral": "true", **pod_info("default", "default")}
+    volume_id = "csi-3f2a9c0d5e6b7a8f"
+    plugin.publish(target, {"bucket": csi_env.bucket, "prefix": "raw", **inline}, volume_id=volume_id)
     try:
         assert Path(target, "x", "1.txt").read_bytes() == b"one"
         assert Path(target, "2.txt").read_bytes() == b"two"
+        assert json.loads(Path(target, ".datahub").read_bytes())["source"] == f"s3://{csi_env.bucket}/raw"
     finally:
-        plugin.unpublish(target, "b-1")
+        plugin.unpublish(target, volume_id)
 
 
 def pod_info(namespace: str, account: str) -> dict[str, str]:
