@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from csi import access, mounts
+from csi.finish import finish_workspace
 from csi.state import Published, StateFile
 from csi.volume_config import write_volume_config
 from csi.volumes import READER_MODES, Capability, VolumeSpec, check_capability, parse_context, parse_secrets
@@ -42,6 +44,8 @@ from datahub.errors import AlreadyExists, Conflict, DatahubError, DatasetNotFoun
 from fuse_adapter.daemon import canonical, is_mounted, pid_alive
 
 log = logging.getLogger(__name__)
+
+CHECK_DONE = "health check of published targets done"  # logged (debug) after every pass
 
 
 @dataclass
@@ -117,6 +121,12 @@ class NodeService:
         with self._target(target):
             existing = self._get(target)
             if existing is not None:
+                if existing.unpublishing:
+                    raise Conflict(
+                        f"target {target} is being unpublished (its workspace flush failed); "
+                        "NodeUnpublishVolume must succeed first",
+                        target_path=target,
+                    )
                 if existing.fingerprint != fingerprint:
                     raise AlreadyExists(
                         f"target {target} is already published with different parameters "
@@ -209,16 +219,26 @@ class NodeService:
                 raise NotFound(
                     f"target {target} holds volume {p.volume_id!r}, not {volume_id!r}", target_path=target
                 )
+            if not p.unpublishing:
+                p.unpublishing = True  # recorded first: the supervisor must not remount it meanwhile
+                self._put(p, target)
             mounts.unmount(target, lazy=mounts.health(target) != "ok")
-            process = mounts.MountProcess(p.config_path, p.staging, p.log_path)
-            outcome = process.stop(timeout=self.unmount_timeout)  # flushes a workspace; raises on failure
-            with self._mutex:
-                proc = self._children.pop(target, None)
-            mounts.wait_exit(p.pid, proc, timeout=30)
-            self._put(None, target)
-            shutil.rmtree(p.volume_dir, ignore_errors=True)
+            outcome = self._stop_volume(p)
             _remove_dir(target)
             log.info("unpublished %s from %s (%s)", volume_id, target, outcome)
+
+    def _stop_volume(self, p: Published) -> str:
+        """Stop the mount process (the daemon flushes a workspace), make sure the workspace
+        reached the object store, then forget the volume and its credentials."""
+        outcome = mounts.MountProcess(p.config_path, p.staging, p.log_path).stop(timeout=self.unmount_timeout)
+        with self._mutex:
+            proc = self._children.pop(p.target_path, None)
+        mounts.wait_exit(p.pid, proc, timeout=30)
+        if p.spec.kind == "workspace":
+            finish_workspace(p.spec, p.config_path)  # raises (the CO retries) if it cannot flush
+        self._put(None, p.target_path)
+        shutil.rmtree(p.volume_dir, ignore_errors=True)
+        return outcome
 
     # --- health and recovery ----------------------------------------------------------------
     def _daemon_alive(self, p: Published) -> bool:
@@ -243,7 +263,7 @@ class NodeService:
         with self._mutex:
             proc = self._children.pop(p.target_path, None)
         if self._daemon_alive(p):  # alive but not serving: it cannot be trusted with the volume
-            os.kill(p.pid, 9)
+            os.kill(p.pid, signal.SIGKILL)
         if proc is not None:
             mounts.MountProcess.kill(proc)
         mounts.wait_exit(p.pid, None, timeout=30)
@@ -258,12 +278,7 @@ class NodeService:
         """Stop (and flush) a volume whose target's parent is gone instead of recreating the path."""
         log.warning("the parent of target %s is gone: stopping volume %s", p.target_path, p.volume_id)
         mounts.unmount(p.target_path, lazy=True)
-        mounts.MountProcess(p.config_path, p.staging, p.log_path).stop(timeout=self.unmount_timeout)
-        with self._mutex:
-            proc = self._children.pop(p.target_path, None)
-        mounts.wait_exit(p.pid, proc, timeout=30)
-        self._put(None, p.target_path)
-        shutil.rmtree(p.volume_dir, ignore_errors=True)
+        self._stop_volume(p)
 
     def check_all(self) -> None:
         """One supervisor pass: reap exited mount processes, repair every broken target."""
@@ -271,7 +286,7 @@ class NodeService:
             try:
                 with self._target(p.target_path):
                     current = self._get(p.target_path)
-                    if current is None:
+                    if current is None or current.unpublishing:
                         continue
                     with self._mutex:
                         proc = self._children.get(current.target_path)
@@ -285,6 +300,7 @@ class NodeService:
                         self._recover(current)
             except Exception:  # keep supervising the others; the next pass retries
                 log.exception("could not recover %s", p.target_path)
+        log.debug("%s", CHECK_DONE)
 
     def supervise(self, interval: float, stop: threading.Event) -> None:
         """Check recorded targets now (restart recovery), then every ``interval`` seconds."""

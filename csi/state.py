@@ -33,6 +33,7 @@ class Published:
     volume_dir: str  # <state>/volumes/<key>: config (0600), log, FUSE mount point
     resolved: str = ""  # "dataset@v7" for dataset volumes
     pid: int = 0  # the mount process
+    unpublishing: bool = False  # an unpublish started (and failed): never remount, let the CO retry
     published_at: float = 0.0
     extra: dict = field(default_factory=dict)
 

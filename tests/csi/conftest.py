@@ -24,6 +24,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from csi.node import CHECK_DONE
 from csi.proto_gen import csi_pb2 as pb
 from csi.proto_gen import csi_pb2_grpc as rpc
 from datahub.catalog import open_catalog
@@ -154,14 +155,8 @@ class Plugin:
     def start(self) -> Plugin:
         cmd = [sys.executable, "-m", "csi", "--endpoint", f"unix://{self.socket}", "--node-id", NODE_ID]
         cmd += ["--state-dir", str(self.state_dir), "--config", str(self.config_path)]
-        cmd += [
-            "--check-interval",
-            str(self.check_interval),
-            "--mount-timeout",
-            "90",
-            "--unmount-timeout",
-            "120",
-        ]
+        cmd += ["--check-interval", str(self.check_interval), "--mount-timeout", "90"]
+        cmd += ["--unmount-timeout", "120", "-v"]  # -v: tests wait for supervisor passes (CHECK_DONE)
         env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=env)
@@ -276,3 +271,13 @@ def plugin(csi_env: CsiEnv) -> Iterator[Plugin]:
         yield p.start()
     finally:
         p.teardown()
+
+
+def wait_for_checks(plugin: Plugin, passes: int, timeout: float = 60.0) -> None:
+    """Wait until the plugin's supervisor has completed ``passes`` more health checks."""
+
+    def count() -> int:
+        return plugin.log_path.read_text(errors="replace").count(CHECK_DONE)
+
+    start = count()
+    wait_until(lambda: count() >= start + passes, timeout, f"{passes} supervisor passes")
