@@ -18,7 +18,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from datahub.errors import AccessDenied, InvalidInput, Unauthenticated
+from datahub.errors import AccessDenied, InvalidInput, NotFound, Unauthenticated
 from labelx.store import LabelStore, User
 
 SESSION_COOKIE = "labelx_session"
@@ -96,6 +96,16 @@ class Auth:
         if user is None:
             raise Unauthenticated("invalid API token; create one with `datahub labelx create-token`")
         return Principal(user, None)
+
+    def revoke_token(self, by: User, token: str) -> None:
+        """Delete a token: its owner or an admin may; unknown tokens are NotFound."""
+        token_hash = sha256(token)
+        owner = self.store.token_user(token_hash)
+        if owner is None:
+            raise NotFound("no such API token (already revoked?)")
+        if owner.id != by.id and not by.is_admin:
+            raise AccessDenied("only the token's owner or an admin may revoke it")
+        self.store.delete_token(token_hash)
 
     def new_token(self, user: User, description: str = "") -> str:
         token = "lx_" + secrets.token_urlsafe(32)

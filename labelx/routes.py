@@ -47,6 +47,12 @@ def create_token(lx: LX, who: Who, body: Body) -> dict[str, Any]:
     return {"token": lx.auth.new_token(who.user, str(body.get("description", "")))}
 
 
+@router.post("/tokens/revoke")
+def revoke_token(lx: LX, who: Who, body: Body) -> dict[str, Any]:
+    lx.auth.revoke_token(who.user, str(body.get("token", "")))
+    return {"ok": True}
+
+
 @router.get("/projects")
 def projects(lx: LX, who: Who) -> list[dict[str, Any]]:
     return [project_json(p) for p in lx.service.projects_for(who.user)]

@@ -277,6 +277,13 @@ class LabelStore:
         with self._write() as db:
             db.execute("INSERT INTO tokens VALUES(?,?,?,?)", (token_hash, user_id, description, self.clock()))
 
+    def delete_token(self, token_hash: str) -> int | None:
+        """Remove a token; returns the id of the user it belonged to (None if unknown)."""
+        with self._write() as db:
+            row = db.execute("SELECT user_id FROM tokens WHERE token_hash=?", (token_hash,)).fetchone()
+            db.execute("DELETE FROM tokens WHERE token_hash=?", (token_hash,))
+        return None if row is None else row[0]
+
     def token_user(self, token_hash: str) -> User | None:
         row = (
             self._conn()

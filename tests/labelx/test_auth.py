@@ -96,6 +96,12 @@ def test_api_tokens_work_for_scripts_without_csrf(app):
     body = {"name": "scripted", "dataset": "pets", "schema": {"classes": ["cat", "dog"]}}
     ok(script.post("/api/projects", json=body, headers=auth), 201)
     assert script.get("/api/me", headers={"Authorization": "Bearer lx_wrong"}).status_code == 401
+    # revoking: not by another user, then by its owner; afterwards it opens nothing
+    alice = Session(app, "alice")
+    assert alice.post("/api/tokens/revoke", {"token": token}).status_code == 403
+    ok(script.post("/api/tokens/revoke", json={"token": token}, headers=auth))
+    assert script.get("/api/me", headers=auth).status_code == 401
+    assert admin.post("/api/tokens/revoke", {"token": token}).status_code == 404
 
 
 def test_only_admins_manage_users_and_projects(app):
