@@ -191,8 +191,14 @@ class NodeService:
                     " (check the prefix attribute)",
                     volume_id=p.volume_id,
                 )
+            created = not os.path.isdir(p.target_path)
             os.makedirs(p.target_path, exist_ok=True)
-            mounts.bind(source, p.target_path, readonly=p.readonly)
+            try:
+                mounts.bind(source, p.target_path, readonly=p.readonly)
+            except BaseException:
+                if created:
+                    _remove_dir(p.target_path)
+                raise
         except BaseException:
             with contextlib.suppress(DatahubError, OSError, subprocess.SubprocessError):
                 process.stop(timeout=self.unmount_timeout)
