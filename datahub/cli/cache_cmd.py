@@ -170,7 +170,8 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
     if workspaces is None:
         ctx.emit(None, text="write-back: dirty bytes / flush lag unavailable (no journal statistics)")
     elif workspaces:
-        ctx.emit(workspaces, columns=("workspace", "dirty_files", "dirty_bytes", "flush_lag_seconds"))
+        columns = ("workspace", "open", "dirty_files", "dirty_bytes", "pending_deletes", "flush_lag_seconds")
+        ctx.emit(workspaces, columns=columns)
     return 0
 
 

@@ -141,3 +141,14 @@ def test_find_with_depth_and_directories_falls_back_to_walking(fs) -> None:
     assert fs.find("ds@v1", maxdepth=1) == ["ds@v1/a.txt"]
     found = fs.find("ds@v1/img", withdirs=True)
     assert "ds@v1/img/cat" in found and "ds@v1/img/cat/1.jpg" in found
+
+
+def test_cli_stats_shows_write_back_workspaces(config, stores) -> None:
+    from datahub.cache.writeback import open_workspace
+
+    ws = open_workspace("outputs", config, stores, background=False)
+    with ws, ws.open("ckpt.bin", create=True) as fh:
+        fh.write(0, b"x" * 5000)
+    code, out, _ = run_cli(config, "cache", "stats")
+    [row] = json.loads(out)["workspaces"]
+    assert code == 0 and row["workspace"] == "outputs" and row["dirty_bytes"] == 0  # closing flushed it
