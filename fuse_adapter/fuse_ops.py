@@ -82,7 +82,19 @@ def _entry(s: Stat, timeout: float) -> pyfuse3.EntryAttributes:
     return e
 
 
-class ReadOnlyOps(pyfuse3.Operations):
+class _Ops(pyfuse3.Operations):
+    """Both file systems: knows when the kernel's INIT has been answered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.initialized = trio.Event()
+
+    def init(self) -> None:
+        # called inside the INIT request; the reply is sent before trio runs another task
+        self.initialized.set()
+
+
+class ReadOnlyOps(_Ops):
     """FUSE requests -> ReadOnlyView. Writes are refused with EROFS (the mount is also ``ro``)."""
 
     def __init__(self, view: ReadOnlyView, *, threads: int = 32) -> None:
@@ -182,7 +194,7 @@ class ReadOnlyOps(pyfuse3.Operations):
     write = create = setxattr = removexattr = fsync = fsyncdir = _erofs
 
 
-class WorkspaceOps(pyfuse3.Operations):
+class WorkspaceOps(_Ops):
     """FUSE requests -> WorkspaceView (every call blocks on the journal or the shared tier).
 
     ``flush`` (each close(2)) and ``fsync`` both make the file durable before replying, so a
@@ -364,7 +376,7 @@ def set_readahead(mountpoint: str, kib: int) -> None:
 
 
 def serve(
-    ops: pyfuse3.Operations,
+    ops: _Ops,
     mountpoint: str,
     options: set[str],
     *,
@@ -394,6 +406,9 @@ def serve(
 
                 async def after_mount() -> None:
                     if readahead_kib:
+                        # after INIT: its reply would clamp the readahead back to the default
+                        if isinstance(ops, _Ops):
+                            await ops.initialized.wait()
                         set_readahead(mountpoint, readahead_kib)
                     if on_ready is not None:  # in a thread: it may touch the file system
                         await trio.to_thread.run_sync(on_ready, abandon_on_cancel=True)

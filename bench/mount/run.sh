@@ -16,7 +16,7 @@ export BENCH_ENDPOINT="${BENCH_ENDPOINT:-http://127.0.0.1:5012}"
 source "$PEERS/env.sh"
 REPS="${REPS:-1}"
 WORKLOADS="${WORKLOADS:-epoch,listing,large_seq,large_rand,torch}"
-PEER_CONFIGS="${PEER_CONFIGS:-local,rclone-full,s3fs-cache}"
+PEER_CONFIGS="${PEER_CONFIGS-local,rclone-full,s3fs-cache}"   # PEER_CONFIGS= runs datahub only
 DATAHUB_PY="${DATAHUB_PY:-$REPO/.venv/bin/python}"
 LIMITS="--limit-scale ${LIMIT_SCALE:-1.0}"   # <1 shortens every per-pass time limit (capped passes report rates)
 
@@ -60,7 +60,7 @@ start=$(date +%s.%N)
 $DHCMD mount "$DH/mnt" "s3://$BENCH_BUCKET" --refresh --background
 until grep -q '"ready"' "$DH/mnt/.datahub"; do sleep 0.1; done
 end=$(date +%s.%N)
-echo "snapshot of s3://$BENCH_BUCKET: $(echo "$end - $start" | bc) s ($(grep -o '"versions": \[[^]]*\]' "$DH/mnt/.datahub"))" \
+echo "snapshot of s3://$BENCH_BUCKET: $(echo "$end - $start" | bc) s ($(tr -d ' \n' <"$DH/mnt/.datahub"))" \
   | tee "$BENCH_WORK/snapshot.txt"
 $DHCMD umount "$DH/mnt"
 
@@ -69,9 +69,9 @@ mkdir -p "$(dirname "$OUT")"
 cd "$PEERS"
 "$BENCH_VENV/bin/python" run_bench.py --name datahub --workloads "$WORKLOADS" --reps "$REPS" $LIMITS --out "$OUT" \
   --manifest "$BENCH_WORK/manifest.json" --endpoint-log "$BENCH_WORK/run/moto.log" \
-  --mount "$DHCMD mount s3://$BENCH_BUCKET {mnt} --cache-dir {cache} --foreground" \
+  --mount "$DHCMD mount {mnt} s3://$BENCH_BUCKET --cache-dir {cache} --foreground" \
   --unmount "$DHCMD umount {mnt}" --cache-dir '{cache}'
-"$BENCH_VENV/bin/python" run_bench.py --configs "$PEER_CONFIGS" --workloads "$WORKLOADS" --reps "$REPS" $LIMITS --out "$OUT" \
+[[ -z "$PEER_CONFIGS" ]] || "$BENCH_VENV/bin/python" run_bench.py --configs "$PEER_CONFIGS" --workloads "$WORKLOADS" --reps "$REPS" $LIMITS --out "$OUT" \
   --manifest "$BENCH_WORK/manifest.json" --endpoint-log "$BENCH_WORK/run/moto.log"
 "$BENCH_VENV/bin/python" report.py "$OUT" >"$BENCH_WORK/report.md"
 echo "report: $BENCH_WORK/report.md"

@@ -86,6 +86,9 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         )
     if args.commit_to and not args.workspace:
         raise InvalidInput("--commit-to only applies to --workspace mounts")
+    if "://" in args.mountpoint and len(args.sources) == 1 and "://" not in args.sources[0]:
+        # `datahub mount s3://bucket MNT` (source first, as rclone/s3fs take it) means the same
+        args.mountpoint, args.sources = args.sources[0], [args.mountpoint]
     mountpoint = daemon.check_mountpoint(args.mountpoint)
     _configure(args, ctx)
     home = ctx.config.home_path
