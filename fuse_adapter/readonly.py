@@ -22,6 +22,7 @@ from fuse_adapter.tree import DIR, FILE, ROOT_INODE, SYMLINK, ListingTree
 
 BLOCK = 512
 IO_SIZE = 1024 * 1024  # st_blksize: buffered readers use it as their read size
+SEQUENTIAL_SLACK = 8 * 1024**2  # a read this far past the window still counts as sequential
 VIRTUAL_BASE = 1 << 62  # inode numbers of generated files, far above the tree's
 
 
@@ -176,25 +177,31 @@ class ReadOnlyView:
                 if ws <= offset and end <= ws + len(w):
                     return w[offset - ws : end - ws]
                 pending = h.pending
-                if pending is not None and pending[0] <= offset and end <= pending[1]:
-                    wait = pending[2]  # the window being fetched covers us: merge with that miss
-                elif pending is None and ws <= offset <= ws + len(w):
-                    # a sequential reader: double the window, up to the cap, and fetch it once
-                    stop = min(h.ref.size, offset + min(self.window_bytes, max(end - offset, 2 * len(w))))
-                    if self._window_used + (stop - offset) > self._window_budget:
+                if pending is not None and pending[0] <= offset <= pending[1] + SEQUENTIAL_SLACK:
+                    # inside (or just past) the window being fetched: merge with that miss, then
+                    # look again (a request just past it starts the next window)
+                    wait = pending[2]
+                elif pending is None and ws <= offset <= ws + len(w) + (SEQUENTIAL_SLACK if w else 0):
+                    # a sequential reader (the kernel sends readahead out of order, so allow a
+                    # gap): fetch on from the window's end, doubling the window up to the cap
+                    start = ws + len(w) if offset >= ws + len(w) - 1 else offset
+                    want = min(self.window_bytes, max(end - start, 2 * len(w)))
+                    stop = min(h.ref.size, max(end, start + want))
+                    if self._window_used + (stop - start) > self._window_budget:
                         break
-                    self._window_used += stop - offset
-                    h.pending = (offset, stop, threading.Event())
+                    self._window_used += stop - start
+                    h.pending = (start, stop, threading.Event())
                     wait = None
                 else:
-                    break  # random access (or another fetch in flight elsewhere): read just this
+                    break  # random access: read just this
             if wait is not None:
                 wait.wait()
                 continue
-            return self._fetch_window(h, offset, stop, end)
+            data = self._fetch_window(h, start, stop)
+            return data[offset - start : end - start]
         return self.source.read(h.ref, offset, end - offset)
 
-    def _fetch_window(self, h: _Handle, start: int, stop: int, end: int) -> bytes:
+    def _fetch_window(self, h: _Handle, start: int, stop: int) -> bytes:
         assert h.ref is not None and h.pending is not None
         done = h.pending[2]
         try:
@@ -210,7 +217,7 @@ class ReadOnlyView:
             h.window_start, h.window = start, data
             h.pending = None
         done.set()
-        return data[: end - start]
+        return data
 
     def _reserve(self, n: int) -> bool:
         with self._lock:

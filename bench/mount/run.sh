@@ -16,7 +16,7 @@ export BENCH_ENDPOINT="${BENCH_ENDPOINT:-http://127.0.0.1:5012}"
 source "$PEERS/env.sh"
 REPS="${REPS:-1}"
 WORKLOADS="${WORKLOADS:-epoch,listing,large_seq,large_rand,torch}"
-PEER_CONFIGS="${PEER_CONFIGS-local,rclone-full,s3fs-cache}"   # PEER_CONFIGS= runs datahub only
+PEER_CONFIGS="${PEER_CONFIGS-local,boto3,rclone-full,s3fs-cache}"   # PEER_CONFIGS= runs datahub only
 DATAHUB_PY="${DATAHUB_PY:-$REPO/.venv/bin/python}"
 LIMITS="--limit-scale ${LIMIT_SCALE:-1.0}"   # <1 shortens every per-pass time limit (capped passes report rates)
 
