@@ -40,7 +40,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-_OPEN: dict[str, PageIndex] = {}
+_OPEN: dict[str, PageIndex] = {}  # "<pid>:<path>" -> the open index
 _OPEN_LOCK = threading.Lock()
 
 
@@ -50,7 +50,7 @@ def open_index(path: Path) -> PageIndex:
     LMDB must not be opened twice in one process (closing one handle would drop the
     other's locks), yet a process may hold a cache and an fsspec file system at once.
     """
-    key = str(path.resolve())
+    key = f"{os.getpid()}:{path.resolve()}"  # a forked child must not reuse its parent's handle
     with _OPEN_LOCK:
         index = _OPEN.get(key)
         if index is None:
@@ -61,7 +61,7 @@ def open_index(path: Path) -> PageIndex:
 
 class PageIndex:
     def __init__(self, path: Path, map_size: int = 4 * 1024**3) -> None:
-        self._key = str(path.resolve())
+        self._key = f"{os.getpid()}:{path.resolve()}"
         self._refs = 0
         self._attached = False
         path.mkdir(parents=True, exist_ok=True)
