@@ -256,8 +256,8 @@ class NodeService:
         except OSError:
             return False
 
-    def _health(self, p: Published) -> str:
-        target, staging = mounts.health(p.target_path), mounts.health(p.staging)
+    def _health(self, p: Published, points: set[str] | None = None) -> str:
+        target, staging = mounts.health(p.target_path, points), mounts.health(p.staging, points)
         if target == "ok" and staging == "ok" and self._daemon_alive(p):
             return "ok"
         return f"target {target}, FUSE mount {staging}, daemon {'alive' if self._daemon_alive(p) else 'dead'}"
@@ -280,6 +280,16 @@ class NodeService:
             "volume %s at %s remounted (%s)", p.volume_id, p.target_path, p.resolved or _describe(p.spec)
         )
 
+    def _looks_healthy(self, p: Published, points: set[str]) -> bool:
+        with self._mutex:
+            proc = self._children.get(p.target_path)
+        return (
+            not p.unpublishing
+            and (proc is None or proc.poll() is None)
+            and os.path.isdir(os.path.dirname(p.target_path))
+            and self._health(p, points) == "ok"
+        )
+
     def _forget_orphan(self, p: Published) -> None:
         """Stop (and flush) a volume whose target's parent is gone instead of recreating the path."""
         log.warning("the parent of target %s is gone: stopping volume %s", p.target_path, p.volume_id)
@@ -287,8 +297,15 @@ class NodeService:
         self._stop_volume(p)
 
     def check_all(self) -> None:
-        """One supervisor pass: reap exited mount processes, repair every broken target."""
+        """One supervisor pass: reap exited mount processes, repair every broken target.
+
+        Healthy volumes are recognised against one read of the mount table; anything that
+        looks wrong is checked again, fresh, under its target lock before it is touched.
+        """
+        points = mounts.mount_points()
         for p in self.published():
+            if self._looks_healthy(p, points):
+                continue
             try:
                 with self._target(p.target_path):
                     current = self._get(p.target_path)
