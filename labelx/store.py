@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datahub.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from datahub.sqlite_pool import SQLiteConnections
 
 ROLES = ("annotator", "reviewer", "admin")
 ITEM_STATES = ("todo", "annotated", "skipped", "submitted", "accepted", "rejected")
@@ -171,44 +171,21 @@ class LabelStore:
 
     def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.clock = clock
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
+        # FULL: an autosaved label must survive power loss ("nothing is lost")
+        self._db = SQLiteConnections(self.path, synchronous="FULL", pragmas=("foreign_keys = ON",))
         self._conn().executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
 
     # --- connections ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
-        return conn
+        return self._db.get()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
         """One immediate transaction: all or nothing (promise: nothing half-written)."""
-        db = self._conn()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        return self._db.immediate()
 
     def close(self) -> None:
-        with self._all_lock:
-            conns, self._all = self._all, []
-        for c in conns:
-            c.close()
-        self._local = threading.local()
+        self._db.close()
 
     # --- users ---------------------------------------------------------------------------------
     def create_user(self, name: str, role: str, pw_hash: str) -> User:

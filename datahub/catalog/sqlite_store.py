@@ -20,7 +20,6 @@ from __future__ import annotations
 import heapq
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -41,6 +40,7 @@ from datahub.errors import (
     StorageError,
     VersionNotFound,
 )
+from datahub.sqlite_pool import SQLiteConnections
 
 SCHEMA_VERSION = 1
 _SCHEMA = f"""
@@ -153,10 +153,13 @@ class SQLiteCatalogStore(CatalogStore):
         self.batch_size, self.page_size = batch_size, page_size
         self.busy_timeout_ms = busy_timeout_ms
         self.clock = clock
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # FULL: a committed version must survive power loss, not only a crash (promise 1)
+        self._db = SQLiteConnections(
+            self.path,
+            busy_timeout=busy_timeout_ms / 1000,
+            synchronous="FULL",
+            pragmas=("cache_size = -65536", "temp_store = MEMORY", "journal_size_limit = 67108864"),
+        )
         with self._translate(f"open catalog {self.path}"):
             conn = self._conn()
             # Only a new file needs the schema: opening must not wait for a running commit.
@@ -165,26 +168,10 @@ class SQLiteCatalogStore(CatalogStore):
 
     # --- connections -------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")  # WAL: durable at checkpoints, never corrupt
-            conn.execute("PRAGMA cache_size = -65536")  # 64 MiB page cache per connection
-            conn.execute("PRAGMA temp_store = MEMORY")
-            conn.execute("PRAGMA journal_size_limit = 67108864")
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
-        return conn
+        return self._db.get()
 
     def close(self) -> None:
-        with self._all_lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._db.close()
 
     @staticmethod
     @contextmanager

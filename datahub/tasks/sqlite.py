@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from datahub.errors import Conflict, StorageError
+from datahub.sqlite_pool import SQLiteConnections
 from datahub.tasks.base import (
     DOING,
     DONE,
@@ -50,11 +50,8 @@ class SqliteTaskQueue(TaskQueue):
     def __init__(self, path: str | Path, clock: Clock = time.time, busy_timeout: float = 30.0) -> None:
         self.path = str(path)
         self.clock = clock
-        self._busy_timeout = busy_timeout
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        # NORMAL: a task state lost to power failure is redone; tasks are idempotent
+        self._db = SQLiteConnections(self.path, busy_timeout=busy_timeout, synchronous="NORMAL")
         try:
             self._conn().executescript(_SCHEMA)  # idempotent DDL; executescript manages its own tx
         except sqlite3.Error as exc:
@@ -62,29 +59,13 @@ class SqliteTaskQueue(TaskQueue):
 
     # --- connection and transactions ---------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        return self._db.get()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._db.immediate() as conn:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StorageError(f"task queue database {self.path} failed: {exc}") from exc
 
@@ -196,11 +177,7 @@ class SqliteTaskQueue(TaskQueue):
         return iter([_task(r) for r in rows])
 
     def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
+        self._db.close()
 
 
 def _task(row: tuple) -> Task:
