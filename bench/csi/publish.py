@@ -95,13 +95,16 @@ def main() -> int:
             )
             f = Path(target) / "big" / f"{2 * rep + 1}.bin"
             add("cold read MiB/s: CSI target (bind)", args.big_mib / timed(lambda f=f: read_all(f)))
+            # same state as the direct mount at its unmount: it has just read one big file
+            add("unmount: NodeUnpublishVolume", timed(lambda t=target, v=f"b{rep}": plugin.unpublish(t, v)))
             # --- recovery of a killed mount process (supervisor, 0.2 s checks) -----------------
+            plugin.publish(target, ctx, volume_id=f"k{rep}")
             [rec] = [p for p in plugin.state() if p["target_path"] == target]
             os.kill(rec["pid"], signal.SIGKILL)
             start = time.perf_counter()
             wait_until(lambda t=target: _serves(Path(t)), 120, "remount")
             add("recovery: kill -9 mount process -> serving", time.perf_counter() - start)
-            add("unmount: NodeUnpublishVolume", timed(lambda t=target, v=f"b{rep}": plugin.unpublish(t, v)))
+            plugin.unpublish(target, f"k{rep}")
         # --- restart of the plugin with two published targets --------------------------------
         for rep in range(args.reps):
             targets = []
