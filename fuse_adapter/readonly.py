@@ -82,7 +82,8 @@ class ReadOnlyView:
 
     # --- virtual files (e.g. ``.datahub``: which snapshot this is) -------------------------------
     def add_virtual_file(self, name: str, content: Callable[[], bytes]) -> int:
-        """A generated file in the mount root; it shadows an object of the same name."""
+        """A generated file in the mount root: found by name, not listed; it shadows an object
+        of the same name."""
         ino = VIRTUAL_BASE + len(self._virtual_names)
         self._virtual_names[name] = ino
         self._virtual[ino] = content
@@ -131,16 +132,15 @@ class ReadOnlyView:
     def readdir(self, ino: int, start: int, *, wait: bool) -> list[tuple[str, int, int]]:
         """(name, inode, next offset) from offset ``start``; see ListingTree.readdir.
 
-        In the root, virtual files come first (offsets 1..k), then the tree's entries.
+        Virtual files are not listed (like a ``.snapshot`` directory): a listing of a
+        bucket mount equals the bucket's, and ``cat MNT/.datahub`` still works.
         """
         if not self.tree.is_dir(ino):
             raise InvalidInput(f"inode {ino} is not a directory")
-        k = len(self._virtual_names) if ino == ROOT_INODE else 0
-        virtual = list(self._virtual_names.items()) if k else []
-        head = [(n, i, off + 1) for off, (n, i) in enumerate(virtual) if off >= start]
-        hidden = set(self._virtual_names) if k else set()
-        rest = self.tree.readdir(ino, max(start - k, 0), wait=wait and not head)
-        return head + [(n, i, off + k) for n, i, off in rest if n not in hidden]
+        entries = self.tree.readdir(ino, start, wait=wait)
+        if ino == ROOT_INODE and self._virtual_names:
+            entries = [e for e in entries if e[0] not in self._virtual_names]
+        return entries
 
     def dir_complete(self, ino: int) -> bool:
         return self.tree.dir_complete(ino)

@@ -30,7 +30,6 @@ REPO = Path(__file__).resolve().parents[2]
 MOUNT_TIMEOUT = 60.0
 
 
-
 @dataclass
 class FuseEnv:
     """A datahub home (config file, catalog) whose objects live in a fresh S3 bucket."""
