@@ -117,15 +117,21 @@ class CephCluster:
             self.dir = Path(tempfile.mkdtemp(prefix="datahub-ceph-"))
             env = {k: v for k, v in os.environ.items() if not k.startswith("CEPH_")}
             env["CEPH_WITH_MGR"] = "0"  # librados and RGW work without it; saves RAM and seconds
-            res = subprocess.run(
-                ["bash", str(CEPH_TOOLS / "ceph-up.sh"), str(self.dir)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
+            # Output goes to a file, not a pipe: the daemons outlive the script and would hold a
+            # pipe open, so reading it to EOF could wait for ever.
+            log = self.dir.with_suffix(".up.log")
+            with open(log, "wb") as out:
+                res = subprocess.run(
+                    ["bash", str(CEPH_TOOLS / "ceph-up.sh"), str(self.dir)],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    timeout=600,
+                )
             if res.returncode != 0:
-                raise RuntimeError(f"ceph-up.sh failed (exit {res.returncode}):\n{res.stderr[-4000:]}")
+                tail = log.read_text(errors="replace")[-4000:]
+                raise RuntimeError(f"ceph-up.sh failed (exit {res.returncode}), see {log}:\n{tail}")
             env_file = self.dir / "env.sh"
         self.vars = _read_exports(env_file)
         self.endpoint = S3Endpoint(
@@ -135,14 +141,32 @@ class CephCluster:
             self.vars["AWS_SECRET_ACCESS_KEY"],
             extra={k: v for k, v in self.vars.items() if k.startswith("CEPH_")},
         )
+        self._wait_until_rgw_answers()
+
+    def _wait_until_rgw_answers(self, timeout: float = 60.0) -> None:
+        """ceph-up.sh returns once RGW listens; the first requests can still fail while it warms up."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.endpoint.client().list_buckets()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def stop(self) -> None:
         if self.owned:
-            subprocess.run(
-                ["bash", str(CEPH_TOOLS / "ceph-down.sh"), str(self.dir), "--purge", "--kill"],
-                capture_output=True,
-                timeout=120,
-            )
+            try:
+                subprocess.run(
+                    ["bash", str(CEPH_TOOLS / "ceph-down.sh"), str(self.dir), "--purge", "--kill"],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=120,
+                )
+            except subprocess.TimeoutExpired:
+                pass  # a stuck teardown must not hang the test session; the daemons die with the VM
 
 
 def _read_exports(path: Path) -> dict[str, str]:
