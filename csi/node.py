@@ -13,9 +13,9 @@
   daemon died answers ENOTCONN; it is detached (lazily) and mounted again with the
   *recorded* version, so a restart never switches a pod to another version.
 
-Operations on one target are serialised by a per-target lock held across the mount work
-(that is its purpose); the shared mutex guards only in-memory maps and is never held
-during I/O.
+One operation at a time per target: a per-target lock is held across the mount work (that
+is its purpose) and a second caller gets OperationPending (ABORTED) instead of waiting; the
+shared mutex guards only in-memory maps and is never held during I/O.
 """
 
 from __future__ import annotations
@@ -46,6 +46,12 @@ from fuse_adapter.daemon import canonical, is_mounted, pid_alive
 log = logging.getLogger(__name__)
 
 CHECK_DONE = "health check of published targets done"  # logged (debug) after every pass
+
+
+class OperationPending(Conflict):
+    """Another operation holds the target (gRPC ABORTED: retry later)."""
+
+    code = "operation_pending"
 
 
 @dataclass
@@ -85,10 +91,21 @@ class NodeService:
     # --- bookkeeping ----------------------------------------------------------------------
     @contextlib.contextmanager
     def _target(self, target: str) -> Iterator[None]:
+        """Exclusive use of ``target`` for one operation; OperationPending if another has it.
+
+        The spec's answer to a second call while one is in flight is ABORTED (the CO backs
+        off and retries); waiting instead would pile up RPC threads behind a slow mount.
+        """
         with self._mutex:
             lock = self._target_locks.setdefault(target, threading.Lock())
-        with lock:
+        if not lock.acquire(blocking=False):
+            raise OperationPending(
+                f"an operation on target {target} is in progress; retry", target_path=target
+            )
+        try:
             yield
+        finally:
+            lock.release()
 
     def _get(self, target: str) -> Published | None:
         with self._mutex:
@@ -321,6 +338,8 @@ class NodeService:
                         self._forget_orphan(current)  # the CO removed the pod's dir while we were down
                     elif self._health(current) != "ok":
                         self._recover(current)
+            except OperationPending:
+                continue  # an RPC is working on it; look again next pass
             except Exception:  # keep supervising the others; the next pass retries
                 log.exception("could not recover %s", p.target_path)
         log.debug("%s", CHECK_DONE)

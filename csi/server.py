@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 
 from csi.controller import ControllerService
-from csi.node import NodeService, PublishRequest
+from csi.node import NodeService, OperationPending, PublishRequest
 from csi.proto_gen import csi_pb2 as pb
 from csi.proto_gen import csi_pb2_grpc as rpc
 from csi.volumes import Capability
@@ -34,6 +34,7 @@ _STATUS: list[tuple[type[errors.DatahubError], grpc.StatusCode]] = [
     (errors.ReadOnly, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
     (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (OperationPending, grpc.StatusCode.ABORTED),
     (errors.Conflict, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.ObjectChanged, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
