@@ -210,11 +210,24 @@ class Plugin:
             volume_context=context,
             secrets=secrets or {},
         )
-        return self.node.NodePublishVolume(request, timeout=180)
+        return self._call(self.node.NodePublishVolume, request, 180)
 
     def unpublish(self, target: str, volume_id: str = "vol-1") -> pb.NodeUnpublishVolumeResponse:
         request = pb.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=target)
-        return self.node.NodeUnpublishVolume(request, timeout=300)
+        return self._call(self.node.NodeUnpublishVolume, request, 300)
+
+    @staticmethod
+    def _call(method, request, timeout: float):
+        """Like a CO: ABORTED means another operation holds the target (e.g. the supervisor
+        finishing a repair), so retry until it answers for real."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                return method(request, timeout=timeout)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.ABORTED or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def kill9(self) -> None:
         assert self.proc is not None

@@ -93,8 +93,9 @@ def test_supervisor_remounts_a_volume_whose_mount_process_died(own_plugin: Plugi
             return False
 
     wait_until(serving, 90, "the target serves again")
+    wait_until(lambda: plugin.state()[0]["pid"] != record["pid"], 30, "the new pid recorded")
     [after] = plugin.state()
-    assert after["pid"] != record["pid"] and after["resolved"] == "imgs@v2"
+    assert after["resolved"] == "imgs@v2" and after["published_at"] == record["published_at"]
     plugin.unpublish(ds, "ds")
 
 
