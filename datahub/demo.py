@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datahub.config import Config, load_config
-from datahub.errors import DatahubError, InvalidInput
+from datahub.errors import DatahubError, InvalidInput, NotFound
 
 DATASET = "sample"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -169,14 +169,16 @@ def import_sample(demo: Demo) -> None:
 
 
 def serve_api(demo: Demo) -> None:
-    from datahub.api import create_app
     from datahub.api.server import ApiServer
+    from datahub.cli.serve_cmd import build_app
 
-    app = create_app(demo.config, catalog=demo.catalog, stores=demo.stores)
+    app, cache = build_app(demo.config, demo.catalog, demo.stores)
+    demo.cleanup.callback(cache.close)
     server = ApiServer(app, demo.config, sock=demo.listener)
     server.start()
     demo.cleanup.callback(server.stop)
     base = server.url
+    login = labelx_admin(demo.config)
     demo.say(f"[serve] API on {base} ({'local mode' if demo.config.api.local_mode else 'tokens required'})")
     demo.notes += [
         "URLs:",
@@ -185,7 +187,32 @@ def serve_api(demo: Demo) -> None:
         f"  {base}/v1/datasets",
         f"  {base}/v1/datasets/{DATASET}/versions/latest/records?limit=5",
         f"  {base}/v1/datasets/{DATASET}/versions/1/export   (NDJSON)",
+        f"  {base}/labelx/                   (LabelX: user admin, password in {login})",
     ]
+
+
+def labelx_admin(config: Config) -> Path:
+    """Create LabelX's first admin once, with a random password kept in a 0600 file under home."""
+    import secrets
+
+    from labelx.auth import hash_password
+    from labelx.deps import labelx_db_path
+    from labelx.store import LabelStore
+
+    secret = config.home_path / "labelx-admin-password"
+    if not secret.exists():
+        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(12) + "\n")
+    store = LabelStore(labelx_db_path(config))
+    try:
+        try:
+            store.user_by_name("admin")
+        except NotFound:
+            store.create_user("admin", "admin", hash_password(secret.read_text().strip()))
+    finally:
+        store.close()
+    return secret
 
 
 def mount_sample(demo: Demo) -> None:
