@@ -84,24 +84,43 @@ def write_workspace(home: Path, overrides: dict, count: int, data: bytes, thread
         stores.close()
 
 
-def ceph_overrides(env_file: str) -> dict:
-    env = {}
-    for line in Path(env_file).read_text().splitlines():
-        if line.startswith("export "):
-            name, _, value = line[len("export ") :].partition("=")
-            env[name] = shlex.split(value)[0] if value else ""
-    import boto3
+class CephBucket:
+    """The bench's scratch bucket on Ceph RGW: emptied after every case, removed at the end
+    (the test cluster is small; a full OSD blocks everyone)."""
 
-    bucket = f"wb-bench-{uuid.uuid4().hex[:8]}"
-    boto3.client(
-        "s3", endpoint_url=env["CEPH_RGW_ENDPOINT"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
-    ).create_bucket(Bucket=bucket)  # fmt: skip
-    return {
-        "s3": {"endpoint_url": env["CEPH_RGW_ENDPOINT"], "access_key_id": env["AWS_ACCESS_KEY_ID"],
-               "secret_access_key": env["AWS_SECRET_ACCESS_KEY"], "region": "us-east-1", "path_style": True},
-        "cache": {"shared_url": f"s3://{bucket}/shared"},
-    }  # fmt: skip
+    def __init__(self, env_file: str) -> None:
+        env = {}
+        for line in Path(env_file).read_text().splitlines():
+            if line.startswith("export "):
+                name, _, value = line[len("export ") :].partition("=")
+                env[name] = shlex.split(value)[0] if value else ""
+        import boto3
+
+        self.env = env
+        self.name = f"wb-bench-{uuid.uuid4().hex[:8]}"
+        self.client = boto3.client(
+            "s3", endpoint_url=env["CEPH_RGW_ENDPOINT"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1",
+        )  # fmt: skip
+        self.client.create_bucket(Bucket=self.name)
+
+    def overrides(self) -> dict:
+        env = self.env
+        return {
+            "s3": {"endpoint_url": env["CEPH_RGW_ENDPOINT"], "access_key_id": env["AWS_ACCESS_KEY_ID"],
+                   "secret_access_key": env["AWS_SECRET_ACCESS_KEY"], "region": "us-east-1", "path_style": True},
+            "cache": {"shared_url": f"s3://{self.name}/shared"},
+        }  # fmt: skip
+
+    def empty(self) -> None:
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                self.client.delete_objects(Bucket=self.name, Delete={"Objects": keys, "Quiet": True})
+
+    def remove(self) -> None:
+        self.empty()
+        self.client.delete_bucket(Bucket=self.name)
 
 
 def main() -> None:
@@ -119,8 +138,9 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="wb-bench-", dir=args.dir))
     page = {"cache": {"page_size": args.page_size}} if args.page_size else {}
     shared_cases = [("shared=local dir", {**page})]
-    if args.ceph_env:
-        ceph = ceph_overrides(args.ceph_env)
+    bucket = CephBucket(args.ceph_env) if args.ceph_env else None
+    if bucket is not None:
+        ceph = bucket.overrides()
         ceph["cache"].update(page.get("cache", {}))
         shared_cases.append(("shared=Ceph RGW", ceph))
     print(
@@ -142,6 +162,8 @@ def main() -> None:
                     for name, overrides in shared_cases:
                         home = scratch / f"home-{uuid.uuid4().hex[:6]}"
                         secs = write_workspace(home, overrides, count, data, threads)
+                        if bucket is not None and "shared_url" in overrides.get("cache", {}):
+                            bucket.empty()
                         results.setdefault((label, threads, name), []).append((total / base, total / secs))
                         print(f"[{round_no}] {label:14} threads={threads}  write-back {name:17} "
                               f"{total / secs:8.1f} MiB/s  ratio {base / secs:.2f}", flush=True)  # fmt: skip
@@ -160,6 +182,8 @@ def main() -> None:
             )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if bucket is not None:
+            bucket.remove()
 
 
 if __name__ == "__main__":

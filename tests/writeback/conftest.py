@@ -28,6 +28,8 @@ class Env:
     stores: StoreRegistry
     target_url: str | None = None
     opened: list[Workspace] = field(default_factory=list)
+    endpoint: S3Endpoint | None = None
+    buckets: list[str] = field(default_factory=list)  # removed at close (the Ceph test OSD is small)
 
     def open(self, name: str = "ws", **kwargs) -> Workspace:
         kwargs.setdefault("target_url", self.target_url)
@@ -60,6 +62,21 @@ class Env:
             except Exception:
                 pass
         self.stores.close()
+        if self.endpoint is not None:
+            for bucket in self.buckets:
+                remove_bucket(self.endpoint, bucket)
+
+
+def remove_bucket(endpoint: S3Endpoint, bucket: str) -> None:
+    client = endpoint.client()
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        client.delete_bucket(Bucket=bucket)
+    except Exception:
+        pass  # best effort: cleanup must not turn a passing test into a failure
 
 
 def make_env(tmp_path: Path, endpoint: S3Endpoint | None = None, *, shared_s3: bool = False,
@@ -69,14 +86,17 @@ def make_env(tmp_path: Path, endpoint: S3Endpoint | None = None, *, shared_s3: b
         "cache": {"page_size": CHUNK, "flush_interval": 3600, **cache},
     }
     target = None
+    buckets = []
     if endpoint is not None:
         overrides.update(endpoint.s3_config_overrides())
         if shared_s3:
-            overrides["cache"]["shared_url"] = f"s3://{endpoint.new_bucket('wbshared')}/node-a"
+            buckets.append(endpoint.new_bucket("wbshared"))
+            overrides["cache"]["shared_url"] = f"s3://{buckets[-1]}/node-a"
         if origin_s3:
-            target = f"s3://{endpoint.new_bucket('wborigin')}/out"
+            buckets.append(endpoint.new_bucket("wborigin"))
+            target = f"s3://{buckets[-1]}/out"
     config = load_config(env={}, overrides=overrides)
-    return Env(config, StoreRegistry(config), target)
+    return Env(config, StoreRegistry(config), target, endpoint=endpoint, buckets=buckets)
 
 
 @pytest.fixture

@@ -127,6 +127,7 @@ def flaky_env(tmp_path: Path, moto_endpoint) -> Iterator[tuple[Env, FlakyProxy, 
     overrides["s3"]["endpoint_url"] = proxy.url
     config = load_config(env={}, overrides=overrides)
     env = Env(config, StoreRegistry(config), f"s3://{origin_bucket}/out")
+    env.endpoint, env.buckets = moto_endpoint, [shared_bucket, origin_bucket]
     broken["shared"], broken["origin"] = shared_bucket, origin_bucket
     try:
         yield env, proxy, broken
