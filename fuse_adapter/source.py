@@ -9,6 +9,7 @@ is the fallback when no cache is configured and the baseline the benchmark compa
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -27,8 +28,8 @@ class ByteSource(Protocol):
         """Upcoming read order (best effort)."""
         ...
 
-    def prefetch(self, refs: Iterable[ObjectRef]) -> object:
-        """Warm these objects (blocking; run in a worker thread)."""
+    def prefetch(self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None) -> object:
+        """Warm these objects (blocking; run in a worker thread; stops when ``cancel`` is set)."""
         ...
 
     def close(self) -> None: ...
@@ -50,8 +51,8 @@ class StoreSource:
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         pass
 
-    def prefetch(self, refs: Iterable[ObjectRef]) -> object:
-        return None
+    def prefetch(self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None) -> object:
+        return None  # nowhere to keep the bytes
 
     def close(self) -> None:
         pass
@@ -71,8 +72,8 @@ class CacheSource:
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         self._cache.hint(refs)
 
-    def prefetch(self, refs: Iterable[ObjectRef]) -> object:
-        return self._cache.prefetch(refs)
+    def prefetch(self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None) -> object:
+        return self._cache.prefetch(refs, cancel=cancel)
 
     def close(self) -> None:
         self._cache.close()

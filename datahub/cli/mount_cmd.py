@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 from pathlib import Path
 
 from datahub.cli.context import CliContext
@@ -21,6 +22,7 @@ from datahub.errors import InvalidInput
 
 log = logging.getLogger("fuse_adapter")
 
+PREFETCH_SORT_LIMIT = 200_000  # above this, prefetch in key order (no sort of a huge list)
 STORE_WINDOW = 32 * 1024**2  # largest sequential window without the cache (one GET each)
 
 
@@ -46,6 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoint", metavar="URL", help="S3 endpoint URL (overrides s3.endpoint_url)")
     p.add_argument("--cache-dir", metavar="DIR", help="local cache directory (overrides cache.disk_dir)")
     p.add_argument("--no-cache", action="store_true", help="read-only: read the object store directly")
+    p.add_argument(
+        "--prefetch",
+        action="store_true",
+        help="read-only: warm the cache with every mounted file, in key order",
+    )
     p.add_argument("--uid", type=int, help="owner shown for every file (default: the mounting user)")
     p.add_argument("--gid", type=int, help="group shown for every file (default: the mounting user's)")
     p.add_argument("--allow-other", action="store_true", help="let other users access the mount")
@@ -101,7 +108,7 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
             text=f"mounted {mountpoint} (pid {pid})",
         )
         return 0
-    if log.level == logging.NOTSET:
+    if log.level == logging.NOTSET and logging.getLogger().level > logging.INFO:
         log.setLevel(logging.INFO)  # say what is mounted (the snapshot id) even without -v
     if args.workspace:
         return _serve_workspace(args, ctx, mountpoint)
@@ -138,6 +145,15 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         )
     home = config.home_path
     record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
+    stopping = threading.Event()
+    if args.prefetch:
+        threading.Thread(
+            target=_prefetch, args=(view, loaders, source, stopping), name="datahub-prefetch", daemon=True
+        ).start()
+
+    def stop() -> None:
+        stopping.set()
+        source.close()
 
     def ready() -> None:
         daemon.write_record(home, record)
@@ -152,12 +168,28 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
                 fsname=f"datahub:{info.source}"[:200], read_only=True, allow_other=args.allow_other
             ),
             on_ready=ready,
-            on_stop=source.close,
+            on_stop=stop,
             readahead_kib=4 * MAX_IO // 1024,
         )
     finally:
         daemon.remove_record(home, mountpoint)
     return 0
+
+
+def _prefetch(view, loaders, source, stopping: threading.Event) -> None:
+    """Warm the cache with every file of the mount (after the listings are in), until unmount."""
+    for loader in loaders:
+        while not loader.wait(0.5):
+            if stopping.is_set():
+                return
+    refs = [ref for loader in loaders for _key, ref, _mtime in view.tree.walk_files(loader.feed.root)]
+    if len(refs) <= PREFETCH_SORT_LIMIT:
+        refs.sort(key=lambda r: r.size)  # small files first: the most files ready soonest
+    try:
+        report = source.prefetch(refs, cancel=stopping)
+        log.info("prefetch finished: %s", report)
+    except Exception as exc:  # an optimisation: a failure is logged, reads still work
+        log.warning("prefetch stopped: %s", exc)
 
 
 def _open_workspace(name: str, ctx: CliContext):
