@@ -39,6 +39,7 @@ def handle_flush(args: argparse.Namespace, ctx: CliContext) -> int:
     for name in names:
         with ctx.progress(None, f"flush {name}") as progress:
             report = flush_workspace(name, ctx.config, ctx.stores, progress=progress)
-        rows.append({k: v for k, v in report.to_dict().items() if k != "errors"})
+        row = {k: v for k, v in report.to_dict().items() if k != "errors"}
+        rows.append({**row, "seconds": round(report.seconds, 3)})
     ctx.emit(rows, columns=["workspace", "uploaded", "uploaded_bytes", "deleted", "still_dirty", "seconds"])
     return 0
