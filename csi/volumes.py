@@ -104,7 +104,7 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
         commit_to = attrs.get("commitTo", "")
         return VolumeSpec(
             "workspace",
-            workspace=check_name(attrs["workspace"], "workspace"),
+            workspace=check_name(_expand(attrs["workspace"], context, volume_id), "workspace"),
             commit_to=check_name(commit_to, "commitTo dataset") if commit_to else "",
             **owner,
         )
@@ -134,6 +134,35 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
     if refresh not in ("true", "false"):
         raise InvalidInput(f"volume {volume_id!r}: refresh must be true or false", volume_id=volume_id)
     return VolumeSpec("bucket", bucket=bucket, prefix=prefix, refresh=refresh == "true", cache=cache, **owner)
+
+
+_POD_FIELDS = ("pod.name", "pod.namespace", "pod.uid")  # after csi.storage.k8s.io/
+
+
+def _expand(value: str, context: Mapping[str, str], volume_id: str) -> str:
+    """``${pod.name}``, ``${pod.namespace}``, ``${pod.uid}`` from the kubelet's pod info.
+
+    An inline workspace volume is written once in a pod template; the placeholders give
+    every pod its own workspace (one workspace has one writer).
+    """
+
+    def field(m: re.Match) -> str:
+        key = m[1]
+        if key not in _POD_FIELDS:
+            raise InvalidInput(
+                f"volume {volume_id!r}: unknown placeholder ${{{key}}}; use ${{pod.name}}, ${{pod.namespace}} "
+                "or ${pod.uid}",
+                volume_id=volume_id,
+            )
+        found = context.get(KUBERNETES_PREFIX + key)
+        if not found:
+            raise InvalidInput(
+                f"volume {volume_id!r}: ${{{key}}} needs pod info (podInfoOnMount: true on the CSIDriver)",
+                volume_id=volume_id,
+            )
+        return found
+
+    return re.sub(r"\$\{([^}]*)\}", field, value)
 
 
 def _int_attr(attrs: Mapping[str, str], name: str, volume_id: str) -> int | None:

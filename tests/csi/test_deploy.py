@@ -100,14 +100,15 @@ def test_rbac_bindings_point_at_existing_roles_and_accounts() -> None:
 
 def test_examples_use_the_driver_with_valid_attributes_and_no_secrets_in_pods() -> None:
     csi_sources = [pv["spec"]["csi"] for pv in objects("PersistentVolume")]
+    pod_info = {"csi.storage.k8s.io/pod.name": "p", "csi.storage.k8s.io/pod.namespace": "default"}
     for pod in objects("Pod"):
-        csi_sources += [v["csi"] for v in pod_spec(pod)["volumes"] if "csi" in v]
+        csi_sources += [{**v["csi"], "info": pod_info} for v in pod_spec(pod)["volumes"] if "csi" in v]
         for c in pod_spec(pod)["containers"]:
             assert "envFrom" not in c and not any("secretKeyRef" in str(e) for e in c.get("env", []))
     assert len(csi_sources) >= 3
     for source in csi_sources:
         assert source["driver"] == DRIVER_NAME
-        parse_context(source["volumeAttributes"], "example")  # raises on a bad attribute
+        parse_context({**source["volumeAttributes"], **source.get("info", {})}, "example")  # raises if bad
     [pv] = objects("PersistentVolume")
     assert pv["spec"]["csi"]["readOnly"] is True
     [sc] = objects("StorageClass")

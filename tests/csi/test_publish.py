@@ -131,11 +131,14 @@ def test_workspace_volume_is_writable_and_flushed_and_committed_on_unpublish(
 
 def test_readonly_publish_of_a_workspace_is_enforced(plugin: Plugin, csi_env: CsiEnv) -> None:
     target = csi_env.target("ws-ro")
-    plugin.publish(target, {"workspace": "run-ro"}, volume_id="ws-ro", mode=Mode.SINGLE_NODE_READER_ONLY)
+    context = {"workspace": "ro-${pod.name}", **pod_info("default", "default")}  # an inline template
+    plugin.publish(target, context, volume_id="ws-ro", mode=Mode.SINGLE_NODE_READER_ONLY)
     try:
         with pytest.raises(OSError) as exc:
             Path(target, "x").write_bytes(b"x")
         assert exc.value.errno == errno.EROFS
+        [record] = [p for p in plugin.state() if p["target_path"] == target]
+        assert record["spec"]["workspace"] == "ro-trainer-0"
     finally:
         plugin.unpublish(target, "ws-ro")
     with pytest.raises(grpc.RpcError) as err:  # a workspace has one owner: no multi-node modes

@@ -42,6 +42,15 @@ def test_workspace_attributes() -> None:
     assert spec.writable
 
 
+def test_workspace_names_from_pod_info() -> None:
+    info = {"csi.storage.k8s.io/pod.name": "eval-7f9c", "csi.storage.k8s.io/pod.namespace": "team-a"}
+    spec = parse_context({"workspace": "out-${pod.namespace}-${pod.name}", **info}, "csi-1")
+    assert spec.workspace == "out-team-a-eval-7f9c"
+    for bad in ("out-${pod.name}", "out-${node.name}"):  # no pod info / unknown placeholder
+        with pytest.raises(InvalidInput):
+            parse_context({"workspace": bad}, "csi-1")
+
+
 @pytest.mark.parametrize(
     "context",
     [
