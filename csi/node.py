@@ -345,11 +345,18 @@ class NodeService:
         log.debug("%s", CHECK_DONE)
 
     def supervise(self, interval: float, stop: threading.Event) -> None:
-        """Check recorded targets now (restart recovery), then every ``interval`` seconds."""
-        self.check_all()
-        self.ready.set()
-        while not stop.wait(interval):
-            self.check_all()
+        """Check recorded targets now (restart recovery), then every ``interval`` seconds.
+
+        A failing pass is logged and retried at the next one: the supervisor never dies.
+        """
+        first = True
+        while first or not stop.wait(interval):
+            first = False
+            try:
+                self.check_all()
+            except Exception:
+                log.exception("health check pass failed; retrying in %.0fs", interval)
+            self.ready.set()
 
 
 # --- helpers ---------------------------------------------------------------------------------------
