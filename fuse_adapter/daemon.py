@@ -199,6 +199,10 @@ def unmount(
         if is_mounted(path):
             fusermount_detach(path, lazy=True)
         remove_record(home, path)
+        if recover is not None:
+            # The daemon is not our child, so its exit status is unknown: re-check its final flush
+            # (a no-op when it succeeded; otherwise flushed again here, and a failure reaches the user).
+            recover(record)
         return "stopped"
     outcome = "not mounted"
     if is_mounted(path):

@@ -419,9 +419,11 @@ def serve(
                 unmounted = True
                 nursery.cancel_scope.cancel()
         finally:
-            if on_stop is not None:
-                await trio.to_thread.run_sync(on_stop)
-            pyfuse3.close(unmount=True)
-            log.info("%s %s", "unmounted" if unmounted else "stopped", mountpoint)
+            try:
+                if on_stop is not None:  # a failed flush must still unmount, and then be reported
+                    await trio.to_thread.run_sync(on_stop)
+            finally:
+                pyfuse3.close(unmount=True)
+                log.info("%s %s", "unmounted" if unmounted else "stopped", mountpoint)
 
     trio.run(main)

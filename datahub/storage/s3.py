@@ -190,7 +190,7 @@ class S3Store(ObjectStore):
                 raise _translate(exc, self.bucket, key, expected_etag) from exc
 
         def on_retry(n: int, exc: TransientStorageError) -> None:
-            log.info("retrying S3 call for %s/%s after: %s", self.root_url, key, exc.message)
+            log.info("retrying S3 call for s3://%s/%s after: %s", self.bucket, key or "", exc.message)
 
         return self.retry.call(attempt, on_retry)
 
