@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from datahub.errors import Conflict, DatahubError, InvalidInput
+from datahub.procs import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -96,19 +97,6 @@ def is_mounted(mountpoint: str) -> bool:
     target = canonical(mountpoint)
     with open("/proc/self/mountinfo") as fh:
         return any(_unescape(line.split()[4]) == target for line in fh)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours is not alive either
-    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as fh:
-        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
 
 
 def check_mountpoint(mountpoint: str) -> str:

@@ -23,21 +23,12 @@ import lmdb
 
 from datahub.cache.pages import PageKey
 from datahub.errors import StorageError
+from datahub.procs import pid_alive
 
 _INT = struct.Struct(">q")
 _USED = b"used"
 _PIN_GEN = b"pin_generation"
 _HOLDER = b"holder:"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 _OPEN: dict[str, PageIndex] = {}  # "<pid>:<path>" -> the open index
@@ -84,7 +75,7 @@ class PageIndex:
         with self._env.begin(write=True, db=self._meta) as txn:
             dead = []
             for key, _ in txn.cursor():
-                if key.startswith(_HOLDER) and not _pid_alive(int(key[len(_HOLDER) :])):
+                if key.startswith(_HOLDER) and not pid_alive(int(key[len(_HOLDER) :])):
                     dead.append(key)
             for key in dead:
                 txn.delete(key)

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from datahub.config import Config
+from datahub.procs import pid_alive
 
 COUNTERS = (
     "hits",
@@ -44,16 +45,6 @@ def remove_snapshot(directory: Path) -> None:
     (directory / f"{os.getpid()}.json").unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_snapshots(directory: Path) -> list[dict]:
     out = []
     if not directory.is_dir():
@@ -63,7 +54,7 @@ def read_snapshots(directory: Path) -> list[dict]:
             pid = int(path.stem)
         except ValueError:
             continue
-        if not _alive(pid):
+        if not pid_alive(pid):
             path.unlink(missing_ok=True)
             continue
         try:
