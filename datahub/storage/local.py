@@ -4,10 +4,13 @@ Etags. Objects we write get the md5 of their content (what S3 reports for a sing
 upload), computed while streaming the put and kept in the extended attribute
 ``user.datahub.etag`` together with the size and mtime_ns it belongs to. Files we did
 not write (or whose size/mtime changed since) get a derived etag
-``<inode>-<size>-<mtime_ns>`` in hex. Either way stat and list cost one ``stat`` and one
-``getxattr`` per file and never read contents, so listing 100k files stays cheap, and the
-etag a put returns is exactly what a later stat or list reports. Where the file system
-has no user xattrs the derived etag is used for every file.
+``<inode>-<size>-<mtime_ns>`` in hex. ``put(..., content_etag=False)`` skips the md5 (and
+the attribute) for callers that never use the etag (write-back chunk objects, whose names
+are unique and immutable): the object then has the derived etag, which put returns too.
+Either way stat and list cost one ``stat`` and one ``getxattr`` per file and never read
+contents, so listing 100k files stays cheap, and the etag a put returns is exactly what a
+later stat or list reports. Where the file system has no user xattrs the derived etag is
+used for every file.
 
 Atomicity: a put writes a temp file in the target directory, fsyncs it, renames it over
 the key and fsyncs the directory; readers see the old or the new file, never a mix.
@@ -173,14 +176,18 @@ class LocalStore(ObjectStore):
             fh.seek(start)
             return fh.read() if end is None else fh.read(end - start)
 
-    def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+    def put(
+        self, key: str, data: bytes | BinaryIO, size: int | None = None, *, content_etag: bool = True
+    ) -> ObjectInfo:
+        """``content_etag=False``: no md5 of the content (it costs a full pass over the bytes);
+        the object gets the derived etag, exactly what a later stat or list reports."""
         path = self._path(key)
         with self._errors(key, writing=True):
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
         try:
             with self._errors(key), os.fdopen(fd, "wb") as fh:
-                md5, written = _write_stream(fh, data)
+                md5, written = _write_stream(fh, data, content_etag)
                 if size is not None and written != size:
                     raise InvalidInput(
                         f"put of object {key!r}: declared size {size} but the data had {written} bytes",
@@ -190,8 +197,9 @@ class LocalStore(ObjectStore):
                 os.fchmod(fh.fileno(), 0o644)
                 os.fsync(fh.fileno())
                 st = os.fstat(fh.fileno())
-                with contextlib.suppress(OSError):  # no user xattrs here: derived etags instead
-                    os.setxattr(fh.fileno(), ETAG_XATTR, f"{md5} {st.st_size} {st.st_mtime_ns}".encode())
+                if md5 is not None:
+                    with contextlib.suppress(OSError):  # no user xattrs here: derived etags instead
+                        os.setxattr(fh.fileno(), ETAG_XATTR, f"{md5} {st.st_size} {st.st_mtime_ns}".encode())
                 info = self._info(key, fh.fileno(), st)
             with self._errors(key, writing=True):
                 os.replace(tmp, path)
@@ -211,19 +219,29 @@ class LocalStore(ObjectStore):
                 pass  # absent (a directory is not an object either): deleting is idempotent
 
 
-def _write_stream(fh: BinaryIO, data: bytes | BinaryIO) -> tuple[str, int]:
-    """Copy ``data`` into ``fh`` in 1 MiB chunks; return (md5 hex, bytes written)."""
-    md5 = hashlib.md5()
+def _write_stream(fh: BinaryIO, data: bytes | BinaryIO, with_md5: bool = True) -> tuple[str | None, int]:
+    """Copy ``data`` into ``fh`` in 1 MiB chunks; return (md5 hex or None, bytes written)."""
+    md5 = hashlib.md5() if with_md5 else None
     if isinstance(data, bytes | bytearray | memoryview):
-        fh.write(data)
-        md5.update(data)
-        return md5.hexdigest(), len(data)
+        # 1 MiB slices of a view (no copy): on Linux one multi-MiB write() into the page
+        # cache measured ~10x slower than the same bytes in 1 MiB writes (bench/writeback).
+        # The views are released even on error, so a caller's bytearray is never left
+        # pinned (unresizable) by a traceback that keeps this frame alive.
+        with memoryview(data) as raw, raw.cast("B") as view:
+            for start in range(0, len(view), _CHUNK):
+                with view[start : start + _CHUNK] as piece:
+                    fh.write(piece)
+            if md5 is not None:
+                md5.update(view)
+            written = len(view)
+        return (md5.hexdigest() if md5 is not None else None), written
     written = 0
     while chunk := data.read(_CHUNK):
         fh.write(chunk)
-        md5.update(chunk)
+        if md5 is not None:
+            md5.update(chunk)
         written += len(chunk)
-    return md5.hexdigest(), written
+    return (md5.hexdigest() if md5 is not None else None), written
 
 
 def _fsync_dir(directory: Path) -> None:

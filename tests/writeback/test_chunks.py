@@ -1,0 +1,40 @@
+"""Chunk objects in a local-directory shared tier skip the md5 etag but stay durable and exact."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from datahub.storage.local import ETAG_XATTR, LocalStore, derived_etag
+from tests.writeback.conftest import CHUNK, Env
+
+
+def test_local_put_without_content_etag_reports_the_derived_etag_consistently(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "root")
+    info = store.put("a/b", b"x" * 1000, size=1000, content_etag=False)
+    path = tmp_path / "root" / "a" / "b"
+    assert info.etag == derived_etag(os.stat(path))
+    assert store.stat("a/b").etag == info.etag
+    assert [i.etag for i in store.list("a/")] == [info.etag]
+    assert store.read("a/b", etag=info.etag) == b"x" * 1000
+    assert ETAG_XATTR not in os.listxattr(path)
+    # the default still records the md5 (what S3 reports for a single-part upload)
+    assert store.put("a/c", b"x" * 1000).etag == hashlib.md5(b"x" * 1000).hexdigest()
+
+
+def test_workspace_chunks_in_a_local_shared_tier_are_not_hashed_and_read_back(env: Env) -> None:
+    ws = env.open()
+    data = os.urandom(3 * CHUNK + 123)
+    with ws.open("f", create=True) as fh:
+        fh.write(0, data)
+    root = Path(env.config.resolved_shared_url.removeprefix("file://"))
+    keys = env.shared_keys()
+    assert len(keys) == 4
+    for key in keys:
+        assert ETAG_XATTR not in os.listxattr(root / key)
+    reopened = env.crash_and_reopen(ws)
+    with reopened.open("f") as fh:
+        assert fh.read(0, len(data)) == data
+    reopened.flush()
+    assert env.origin_files() == {"f": hashlib.sha256(data).hexdigest()}
