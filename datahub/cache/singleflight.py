@@ -1,6 +1,9 @@
 """Merge concurrent calls for one key into one: the first caller works, the rest wait.
 
 No lock is held while the work runs; waiters get the leader's result or its exception.
+``claim``/``settle`` let one worker lead several keys at once (a coalesced range read of
+consecutive pages): it claims each key, does one piece of I/O, and settles every key,
+so concurrent callers of any of those keys wait for that one fetch.
 """
 
 from __future__ import annotations
@@ -50,6 +53,25 @@ class SingleFlight(Generic[T]):
             with self._lock:
                 del self._calls[key]
             call.done.set()
+
+    def claim(self, key: Hashable) -> object | None:
+        """Become the leader of ``key`` if nobody is; the caller MUST ``settle`` it (finally)."""
+        with self._lock:
+            if key in self._calls:
+                return None
+            call = self._calls[key] = _Call()
+            return call
+
+    def settle(
+        self, key: Hashable, claim: object, value: T | None = None, error: BaseException | None = None
+    ) -> None:
+        """Hand a claimed key's result (or error) to its waiters and release it."""
+        call: _Call[T] = claim  # type: ignore[assignment]
+        call.value, call.error = value, error
+        with self._lock:
+            if self._calls.get(key) is call:
+                del self._calls[key]
+        call.done.set()
 
     def in_flight(self, key: Hashable) -> bool:
         with self._lock:

@@ -40,6 +40,7 @@ from datahub.storage.base import ObjectRef
 log = logging.getLogger(__name__)
 
 MAX_STREAMS = 4096  # objects whose last read position is remembered for readahead
+MAX_RUN_BYTES = 64 * 1024**2  # one coalesced readahead read fetches at most this much
 
 
 class TieredCache:
@@ -164,6 +165,16 @@ class TieredCache:
             below.put(key, data, reason="demote")
 
     def _readahead(self, ref: ObjectRef, first: int, last: int) -> None:
+        """A sequential reader is fetched ahead by whole runs of pages, each ONE range read.
+
+        The window is the ``readahead_pages`` pages after the last one read. A run is issued
+        once the reader has used up half of what is buffered ahead, starting at the first
+        page of the window that is neither in RAM nor being fetched, and covers up to
+        ``readahead_pages`` pages (at most ``MAX_RUN_BYTES`` and the readahead queue's byte
+        bound). Origins that pay per request
+        (S3; moto even reads the whole object for every range) then see one GET per run
+        instead of one per page.
+        """
         with self._streams_lock:
             previous = self._streams.get(ref.url)
             self._streams[ref.url] = last
@@ -172,13 +183,62 @@ class TieredCache:
                 self._streams.popitem(last=False)
         if previous is None or not previous <= first <= previous + 1:
             return
-        total = page_count(ref.size, self.page_size)
-        for i in range(last + 1, min(last + 1 + self.readahead_pages, total)):
-            key = PageKey(ref.url, ref.etag, self.page_size, i)
-            if self._flight.in_flight(key) or (self.tiers and self.tiers[0].contains(key)):
-                continue
-            n = page_length(ref, self.page_size, i)
-            self._background.submit(key, n, lambda k=key, n=n: self._page(k, n, hot=True))
+        ps, ahead = self.page_size, self.readahead_pages
+        total = page_count(ref.size, ps)
+        start = None
+        for i in range(last + 1, min(last + 1 + ahead, total)):
+            key = PageKey(ref.url, ref.etag, ps, i)
+            if not (self._flight.in_flight(key) or (self.tiers and self.tiers[0].contains(key))):
+                start = i
+                break
+        if start is None or start > last + 1 + ahead // 2:  # enough buffered: wait for a longer run
+            return
+        limit = min(MAX_RUN_BYTES, self._background.max_queued_bytes)  # a run fits the queue
+        count = max(1, min(ahead, total - start, limit // ps))
+        nbytes = min(ref.size, (start + count) * ps) - start * ps
+        key = PageKey(ref.url, ref.etag, ps, start)
+        self._background.submit(key, nbytes, lambda: self._fetch_run(ref, start, count))
+
+    def _fetch_run(self, ref: ObjectRef, start: int, count: int) -> None:
+        """Fetch pages ``start..start+count-1`` of ``ref`` with one origin range read.
+
+        Each page is claimed in the singleflight first, so a reader asking for any of them
+        meanwhile waits for this one read instead of issuing its own. The run stops at the
+        first page some tier holds or another caller is already fetching. The read carries
+        the etag (If-Match) and its length is checked, so a changed object fails the whole
+        run with ObjectChanged and every waiter gets that error; nothing is stored.
+        """
+        ps = self.page_size
+        keys: list[PageKey] = []
+        claims: list[object] = []
+        settled = 0
+        try:
+            for i in range(start, start + count):
+                key = PageKey(ref.url, ref.etag, ps, i)
+                if any(t.contains(key) for t in self.tiers):
+                    break
+                claim = self._flight.claim(key)
+                if claim is None:
+                    break
+                keys.append(key)
+                claims.append(claim)
+            if not keys:  # held below RAM or already being fetched: the per-page path handles it
+                first = PageKey(ref.url, ref.etag, ps, start)
+                self._page(first, page_length(ref, ps, start), hot=True)
+                return
+            lo, hi = start * ps, min(ref.size, (start + len(keys)) * ps)
+            data = self.origin.fetch(keys[0], lo, hi)
+            view = memoryview(data)
+            for j, key in enumerate(keys):
+                page = data if len(keys) == 1 else bytes(view[j * ps : min(len(data), (j + 1) * ps)])
+                for tier in self.tiers:
+                    tier.put(key, page, reason="fill", hot=True)
+                self._flight.settle(key, claims[j], value=page)
+                settled = j + 1
+        except BaseException as exc:
+            for j in range(settled, len(keys)):
+                self._flight.settle(keys[j], claims[j], error=exc)
+            raise
 
     # --- warming -----------------------------------------------------------------------------------
     def _warm(self, ref: ObjectRef) -> tuple[int, int, int]:

@@ -1,0 +1,155 @@
+"""Coalesced readahead: a sequential reader's missing pages are fetched by runs, one
+range read per run, under the object's etag; concurrent readers of those pages merge into
+that read; a changed object still fails with ObjectChanged and never mixes bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import pytest
+
+from datahub.cache import TieredCache, open_cache
+from datahub.config import load_config
+from datahub.errors import ObjectChanged
+from datahub.storage import StoreRegistry
+from tests.cache.conftest import gated_cache, put_objects, wait_for, with_cache
+from tests.faults import FlakyProxy
+
+PAGE = 1024
+
+
+def drained(cache: TieredCache) -> None:
+    """Wait until no readahead is queued or running, so request counts are deterministic."""
+    wait_for(lambda: cache.stats()["readahead"]["queued_bytes"] == 0, what="readahead to finish")
+
+
+def read_sequentially(cache: TieredCache, ref, chunk: int, *, settle: bool = True) -> bytes:
+    parts = []
+    for off in range(0, ref.size, chunk):
+        parts.append(cache.read(ref, off, chunk))
+        if settle:
+            drained(cache)
+    return b"".join(parts)
+
+
+@pytest.fixture
+def moto_config(tmp_path: Path, moto_endpoint):
+    config = load_config(
+        env={}, overrides={"home": str(tmp_path / "var"), **moto_endpoint.s3_config_overrides()}
+    )
+    return with_cache(config, page_size=PAGE, ram_bytes=1 << 20, disk_bytes=1 << 20, readahead_pages=8)
+
+
+def test_sequential_read_issues_one_get_per_run_not_per_page(moto_config, moto_endpoint) -> None:
+    pages = 40
+    bucket = moto_endpoint.new_bucket("runs")
+    with StoreRegistry(moto_config) as registry:
+        [(ref, data)] = put_objects(registry.store(f"s3://{bucket}"), [pages * PAGE - 123], seed=3)
+    with FlakyProxy(moto_endpoint.url) as proxy:
+        config = dataclasses.replace(
+            moto_config, s3=dataclasses.replace(moto_config.s3, endpoint_url=proxy.url)
+        )
+        with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
+            before = len(proxy.requests)
+            assert read_sequentially(cache, ref, PAGE // 2) == data
+            gets = [r for r in proxy.requests[before:] if r[0] == "GET"]
+            # page 0 by the reader, then runs of up to 8 pages: 1 + ceil(39 / 8) = 6 GETs
+            assert len(gets) <= 7, gets
+            assert cache.origin.counters.fetches == len(gets)
+            assert cache.origin.counters.bytes == len(data)
+            # a second pass is served from the cache
+            assert read_sequentially(cache, ref, 3000, settle=False) == data
+            assert len([r for r in proxy.requests[before:] if r[0] == "GET"]) == len(gets)
+
+
+def test_unsettled_sequential_reads_return_exact_bytes(moto_config, moto_endpoint) -> None:
+    """The reader races the readahead runs (no waiting): bytes are exact whoever fetches."""
+    bucket = moto_endpoint.new_bucket("race")
+    with StoreRegistry(moto_config) as registry:
+        objects = put_objects(registry.store(f"s3://{bucket}"), [50 * PAGE + 7, 9 * PAGE], seed=4)
+        with open_cache(moto_config, registry) as cache:
+            for ref, data in objects:
+                assert read_sequentially(cache, ref, 700, settle=False) == data
+
+
+def test_reader_of_a_page_in_a_run_merges_into_that_one_read(tmp_path: Path, source) -> None:
+    [(ref, data)] = put_objects(source, [8 * PAGE], seed=5)
+    cache, gated = gated_cache(tmp_path, source, readahead_pages=4)
+    try:
+        assert cache.read(ref, 0, 512) == data[:512]
+        assert gated.arrived.acquire(timeout=10)
+        gated.gate.clear()
+        assert cache.read(ref, 512, 512) == data[512:1024]  # sequential: run of pages 1..4
+        assert gated.arrived.acquire(timeout=10), "the run never reached the origin"
+        got: list[bytes] = []
+        reader = threading.Thread(target=lambda: got.append(cache.read(ref, 2 * PAGE + 5, 100)))
+        reader.start()
+        wait_for(lambda: cache.stats()["merged_fetches"] >= 1, what="the reader to join the run")
+        gated.gate.set()
+        reader.join(10)
+        assert got == [data[2 * PAGE + 5 : 2 * PAGE + 105]]
+        assert gated.reads == 2  # page 0, then pages 1..4 in one read
+        drained(cache)
+        assert read_sequentially(cache, ref, 512) == data
+    finally:
+        gated.gate.set()
+        cache.close()
+
+
+def test_run_failing_on_a_changed_object_fails_its_waiters(tmp_path: Path, source) -> None:
+    [(ref, old)] = put_objects(source, [8 * PAGE], seed=6)
+    cache, gated = gated_cache(tmp_path, source, readahead_pages=4)
+    try:
+        assert cache.read(ref, 0, 512) == old[:512]
+        assert gated.arrived.acquire(timeout=10)
+        gated.gate.clear()
+        cache.read(ref, 512, 512)
+        assert gated.arrived.acquire(timeout=10), "the run never reached the origin"
+        errors: list[BaseException] = []
+
+        def reader() -> None:
+            try:
+                cache.read(ref, 3 * PAGE, 10)
+            except ObjectChanged as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        wait_for(lambda: cache.stats()["merged_fetches"] >= 1, what="the reader to join the run")
+        source.put("obj/00000.bin", b"N" * len(old))  # replaced while the run is held
+        gated.gate.set()
+        t.join(10)
+        assert len(errors) == 1
+        drained(cache)
+        for i in range(1, 8):  # nothing of the new object was stored
+            with pytest.raises(ObjectChanged):
+                cache.read(ref, i * PAGE, PAGE)
+        assert cache.read(ref, 0, PAGE) == old[:PAGE]
+    finally:
+        gated.gate.set()
+        cache.close()
+
+
+def test_object_changed_mid_sequential_read_never_mixes_bytes(moto_config, moto_endpoint) -> None:
+    bucket = moto_endpoint.new_bucket("midread")
+    with StoreRegistry(moto_config) as registry, open_cache(moto_config, registry) as cache:
+        store = registry.store(f"s3://{bucket}")
+        [(ref, old)] = put_objects(store, [30 * PAGE], seed=7)
+        got = []
+        for off in range(0, 3 * PAGE, PAGE // 2):  # some pages read, a run fetched ahead
+            got.append(cache.read(ref, off, PAGE // 2))
+            drained(cache)
+        store.put("obj/00000.bin", bytes(len(old)))  # replaced behind the snapshot
+        with pytest.raises(ObjectChanged):
+            for off in range(3 * PAGE, len(old), PAGE // 2):
+                got.append(cache.read(ref, off, PAGE // 2))
+        prefix = b"".join(got)
+        assert prefix == old[: len(prefix)] and len(prefix) < len(old)
+        drained(cache)
+        for i in range(30):  # each page is the snapshot's bytes or ObjectChanged, never new bytes
+            try:
+                assert cache.read(ref, i * PAGE, PAGE) == old[i * PAGE : (i + 1) * PAGE]
+            except ObjectChanged:
+                pass
