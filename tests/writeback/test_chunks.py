@@ -6,6 +6,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from datahub.cache.writeback.chunks import file_id_of
 from datahub.storage.local import ETAG_XATTR, LocalStore, derived_etag
 from tests.writeback.conftest import CHUNK, Env
 
@@ -38,3 +39,21 @@ def test_workspace_chunks_in_a_local_shared_tier_are_not_hashed_and_read_back(en
         assert fh.read(0, len(data)) == data
     reopened.flush()
     assert env.origin_files() == {"f": hashlib.sha256(data).hexdigest()}
+
+
+def test_file_id_of_reads_both_key_layouts_and_rejects_others() -> None:
+    assert file_id_of("writeback/ws/0/5.0.0123abcd") == 5
+    assert file_id_of("writeback/w.s/1/4a7.12.0123abcd") == 0x4A7
+    assert file_id_of("writeback/ws/5/0.0123abcd") == 5  # journals written before the shared directories
+    assert file_id_of("writeback/ws/zz/0.0123abcd") == -1
+    assert file_id_of("nochunk") == -1
+
+
+def test_chunks_of_many_files_share_directories(env: Env) -> None:
+    ws = env.open()
+    for i in range(5):
+        with ws.open(f"f{i}", create=True) as fh:
+            fh.write(0, b"x" * 10)
+    keys = env.shared_keys()
+    assert len(keys) == 5 and len({k.rsplit("/", 1)[0] for k in keys}) == 1
+    assert len({file_id_of(k) for k in keys}) == 5

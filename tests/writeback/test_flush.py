@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from datahub.cache.writeback import flush_workspace, workspace_dir
+from datahub.cache.writeback.chunks import file_id_of
 from tests.writeback.conftest import CHUNK, Env, make_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,7 +117,7 @@ def test_eviction_drops_clean_data_only_and_reloads_on_open(tmp_path: Path) -> N
         assert ws.flusher.used == 11 * CHUNK  # past the high watermark (95 % of 10 chunks)
         freed = ws.flusher.evict(ws.flusher.low)
         assert freed >= 3 * CHUNK and ws.flusher.used <= ws.flusher.low
-        dirty_chunks = [k for k in env.shared_keys() if k.split("/")[2] == "5"]  # file id 5 = "dirty"
+        dirty_chunks = [k for k in env.shared_keys() if file_id_of(k) == 5]  # file id 5 = "dirty"
         assert len(dirty_chunks) == 3  # dirty data is never evicted
         evicted = [p for p in clean if not ws.journal_record(p)["chunks"]]
         assert evicted

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from datahub.cache.writeback.chunks import FileStream
+from datahub.cache.writeback.chunks import FileStream, file_id_of
 from datahub.cache.writeback.journal import Txn
 from datahub.errors import DatahubError
 from datahub.storage.base import ObjectStore
@@ -308,7 +308,7 @@ class Flusher:
             pinned = set(self._pins)
         gone = []
         for key in keys:
-            if key in pinned or _file_id(key) in open_ids:
+            if key in pinned or file_id_of(key) in open_ids:
                 continue
             try:
                 self.ws.chunks.delete(key)
@@ -439,10 +439,3 @@ def dirty_summary(name: str, txn: Txn, now: float) -> dict:
         "pending_deletes": len(deletes),
         "flush_lag_seconds": round(now - oldest, 3) if oldest is not None else 0.0,
     }
-
-
-def _file_id(key: str) -> int:
-    try:
-        return int(key.rsplit("/", 2)[-2], 16)
-    except (IndexError, ValueError):
-        return -1
