@@ -204,7 +204,9 @@ class TieredCache:
 
         Each page is claimed in the singleflight first, so a reader asking for any of them
         meanwhile waits for this one read instead of issuing its own. The run stops at the
-        first page some tier holds or another caller is already fetching. The read carries
+        first page some tier holds or another caller is already fetching after it has claimed
+        one; leading pages that are held or being fetched (a reader that outran the queued
+        run) are skipped, not the end of the run. The read carries
         the etag (If-Match) and its length is checked, so a changed object fails the whole
         run with ObjectChanged and every waiter gets that error; nothing is stored.
         """
@@ -215,17 +217,23 @@ class TieredCache:
         try:
             for i in range(start, start + count):
                 key = PageKey(ref.url, ref.etag, ps, i)
-                if any(t.contains(key) for t in self.tiers):
-                    break
-                claim = self._flight.claim(key)
+                if self.tiers and self.tiers[0].contains(key):
+                    claim = None
+                elif any(t.contains(key) for t in self.tiers[1:]):
+                    if not keys:  # below RAM: promote it (the per-page path; merges if in flight)
+                        self._page(key, page_length(ref, ps, i), hot=True)
+                    claim = None
+                else:
+                    claim = self._flight.claim(key)
                 if claim is None:
-                    break
+                    if keys:
+                        break
+                    continue  # the reader (or a tier) got there first: the run starts after it
                 keys.append(key)
                 claims.append(claim)
-            if not keys:  # held below RAM or already being fetched: the per-page path handles it
-                first = PageKey(ref.url, ref.etag, ps, start)
-                self._page(first, page_length(ref, ps, start), hot=True)
+            if not keys:
                 return
+            start = keys[0].index
             lo, hi = start * ps, min(ref.size, (start + len(keys)) * ps)
             data = self.origin.fetch(keys[0], lo, hi)
             view = memoryview(data)
