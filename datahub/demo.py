@@ -24,8 +24,10 @@ import argparse
 import io
 import json
 import os
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -47,7 +49,19 @@ class Demo:
     cleanup: ExitStack = field(default_factory=ExitStack)
     listener: socket.socket | None = None  # the API port, reserved by the "listen" step
     notes: list[str] = field(default_factory=list)
+    serving: bool = False  # once the API answers, a signal means "stop cleanly", not "abort"
+    stop: threading.Event = field(default_factory=threading.Event)
     _services: dict = field(default_factory=dict)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        """Installed before the first step, so no signal ever finds the default handler.
+
+        Before the API serves, a signal aborts the steps (cleanup still runs); after, it
+        ends the wait and the demo stops cleanly.
+        """
+        self.stop.set()
+        if not self.serving:
+            raise KeyboardInterrupt
 
     @property
     def sample_dir(self) -> Path:
@@ -177,6 +191,7 @@ def serve_api(demo: Demo) -> None:
     server = ApiServer(app, demo.config, sock=demo.listener)
     server.start()
     demo.cleanup.callback(server.stop)
+    demo.serving = True
     base = server.url
     login = labelx_admin(demo.config)
     demo.say(f"[serve] API on {base} ({'local mode' if demo.config.api.local_mode else 'tokens required'})")
@@ -292,15 +307,19 @@ def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
             config.api.port = args.port
         chosen = _select(steps or STEPS, args.skip)
         demo = Demo(config, args)
-        with demo.cleanup:
-            for step in chosen:
-                step.run(demo)
-            print("\n".join(["", *demo.notes, *example_commands(config), ""]), flush=True)
-            if not args.no_wait:
-                from datahub.api.server import wait_for_signal
-
-                print("Ctrl-C stops the demo.", flush=True)
-                wait_for_signal()
+        previous = {s: signal.signal(s, demo.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            with demo.cleanup:
+                for step in chosen:
+                    step.run(demo)
+                print("\n".join(["", *demo.notes, *example_commands(config), ""]), flush=True)
+                if not args.no_wait:
+                    print("Ctrl-C stops the demo.", flush=True)
+                    while not demo.stop.wait(0.5):
+                        pass
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
         print("demo stopped cleanly", flush=True)
         return 0
     except DatahubError as exc:
