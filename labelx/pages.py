@@ -41,12 +41,23 @@ def _secure(request: Request) -> bool:
 
 def _render(name: str, request: Request, boot: Any = None, **values: Any) -> HTMLResponse:
     """Fill a page template: HTML-escaped ``$values`` and a JSON ``$boot`` block for its script."""
-    text = (TEMPLATES / name).read_text()
+    text = _template_text(name)
     data = json.dumps(boot or {}).replace("<", "\\u003c")
     out = Template(text).safe_substitute(
         base=escape(base_path(request)), boot=data, **{k: escape(str(v)) for k, v in values.items()}
     )
     return HTMLResponse(out)
+
+
+def _template_text(name: str) -> str:
+    """Signed-in pages share ``_layout.html`` (head, scripts, top bar) and fill its ``$content``;
+    each loads ``static/<page>.js`` and gets the body class ``page-<page>``. The login page stands alone.
+    """
+    text = (TEMPLATES / name).read_text()
+    if name == "login.html":
+        return text
+    layout = (TEMPLATES / "_layout.html").read_text()
+    return layout.replace("$content", text).replace("$page", Path(name).stem)
 
 
 def _page(template: str, title: str, request: Request, who: Principal, **boot: Any) -> HTMLResponse:
