@@ -15,7 +15,6 @@ import contextlib
 import errno
 import logging
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from datahub.errors import AccessDenied, Conflict, DatahubError, InvalidInput, NotFound, StorageError
-from fuse_adapter.daemon import READY, canonical, fusermount_detach, is_mounted, pid_alive
+from fuse_adapter.daemon import canonical, fusermount_detach, is_mounted, pid_alive, spawn_until_ready
 
 log = logging.getLogger(__name__)
 
@@ -131,40 +130,15 @@ class MountProcess:
     def start(self, mount_args: Sequence[str], *, timeout: float) -> subprocess.Popen:
         """Start the daemon and return once it serves; raise the daemon's error if it does not."""
         Path(self.staging).mkdir(parents=True, exist_ok=True)
-        read_fd, write_fd = os.pipe()
-        cmd = self._cli("mount", self.staging, *mount_args, "--foreground", "--ready-fd", str(write_fd))
-        with open(self.log_path, "ab") as logf:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=logf,
-                pass_fds=(write_fd,),
-                start_new_session=True,  # a signal to the plugin's group must not stop the mounts
-                env=self._env(),
-            )
-        os.close(write_fd)
-        try:
-            if self._wait_ready(proc, read_fd, timeout):
-                return proc
-        finally:
-            os.close(read_fd)
+        args = ["--config", self.config_path, "mount", self.staging, *mount_args]
+        proc, ready = spawn_until_ready(args, Path(self.log_path), timeout=timeout, env=self._env())
+        if ready:
+            return proc
         self.kill(proc)
         detach_stale(self.staging)
         tail = " | ".join(Path(self.log_path).read_text(errors="replace").strip().splitlines()[-3:])
         error = _EXIT_ERRORS.get(proc.returncode or 0, DatahubError)
         raise error(f"the mount process failed (exit {proc.returncode}): {tail or 'see ' + self.log_path}")
-
-    @staticmethod
-    def _wait_ready(proc: subprocess.Popen, read_fd: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([read_fd], [], [], 0.2)
-            if ready:
-                return os.read(read_fd, len(READY)) == READY  # b"" = it exited before mounting
-            if proc.poll() is not None:
-                return False
-        return False
 
     @staticmethod
     def kill(proc: subprocess.Popen) -> None:

@@ -21,7 +21,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -117,14 +117,18 @@ def fusermount_detach(mountpoint: str, *, lazy: bool) -> None:
 
 
 # --- background start -----------------------------------------------------------------------------
-def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0) -> int:
-    """Run ``datahub <argv> --foreground --ready-fd N`` detached; return its pid once mounted.
+def spawn_until_ready(
+    args: Sequence[str], log_path: Path, *, timeout: float, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen, bool]:
+    """Start ``python -m fuse_adapter <args> --foreground --ready-fd N`` detached and wait until it serves.
 
-    A re-executed child (not a fork) so no threads or open connections are duplicated.
+    A re-executed child (not a fork) so no threads or open connections are duplicated; its own
+    session, so a signal to the caller's process group does not stop the mount. Returns the
+    process and whether it signalled ready (False: it exited before mounting, or timed out).
     """
     read_fd, write_fd = os.pipe()
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "fuse_adapter", *argv, "--foreground", "--ready-fd", str(write_fd)]
+    cmd = [sys.executable, "-m", "fuse_adapter", *args, "--foreground", "--ready-fd", str(write_fd)]
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(
             cmd,
@@ -133,6 +137,7 @@ def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0)
             stderr=logf,
             pass_fds=(write_fd,),
             start_new_session=True,
+            env=None if env is None else dict(env),
         )
     os.close(write_fd)
     try:
@@ -140,18 +145,23 @@ def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0)
         while time.monotonic() < deadline:
             ready, _, _ = select.select([read_fd], [], [], 0.2)
             if ready:
-                if os.read(read_fd, len(READY)) == READY:
-                    return proc.pid
-                break  # pipe closed: the child exited before mounting
+                return proc, os.read(read_fd, len(READY)) == READY  # b"": it exited before mounting
             if proc.poll() is not None:
-                break
-        proc.poll()
-        if proc.returncode is None:
-            proc.terminate()
-        tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-        raise DatahubError("the mount did not start: " + (" | ".join(tail) or f"see {log_path}"))
+                return proc, False
+        return proc, False
     finally:
         os.close(read_fd)
+
+
+def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0) -> int:
+    """Run ``datahub <argv>`` as a detached mount daemon; return its pid once mounted."""
+    proc, ready = spawn_until_ready(argv, log_path, timeout=timeout)
+    if ready:
+        return proc.pid
+    if proc.poll() is None:
+        proc.terminate()
+    tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+    raise DatahubError("the mount did not start: " + (" | ".join(tail) or f"see {log_path}"))
 
 
 def signal_ready(fd: int | None) -> None:

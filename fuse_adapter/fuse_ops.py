@@ -93,6 +93,15 @@ class _Ops(pyfuse3.Operations):
         # called inside the INIT request; the reply is sent before trio runs another task
         self.initialized.set()
 
+    # no extended attributes on either file system
+    @_fuse_errors
+    async def getxattr(self, inode, name, ctx):
+        raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
+
+    @_fuse_errors
+    async def listxattr(self, inode, ctx):
+        return []
+
 
 class ReadOnlyOps(_Ops):
     """FUSE requests -> ReadOnlyView. Writes are refused with EROFS (the mount is also ``ro``)."""
@@ -177,14 +186,6 @@ class ReadOnlyOps(_Ops):
         s.f_ffree = s.f_favail = 0
         s.f_namemax = 255
         return s
-
-    @_fuse_errors
-    async def getxattr(self, inode, name, ctx):
-        raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
-
-    @_fuse_errors
-    async def listxattr(self, inode, ctx):
-        return []
 
     # every mutation: EROFS (the kernel already refuses most of them on an ``ro`` mount)
     async def _erofs(self, *args: Any, **kwargs: Any) -> Any:
@@ -325,14 +326,6 @@ class WorkspaceOps(_Ops):
         raise pyfuse3.FUSEError(errno.ENOTSUP)
 
     symlink = link = mknod = _unsupported
-
-    @_fuse_errors
-    async def getxattr(self, inode, name, ctx):
-        raise pyfuse3.FUSEError(pyfuse3.ENOATTR)
-
-    @_fuse_errors
-    async def listxattr(self, inode, ctx):
-        return []
 
 
 # --- mount lifecycle -----------------------------------------------------------------------------
