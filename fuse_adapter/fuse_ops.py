@@ -17,7 +17,7 @@ import errno
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from functools import wraps
 from typing import Any
 
@@ -385,17 +385,22 @@ def serve(
     """
 
     async def main() -> None:
-        pyfuse3.init(ops, mountpoint, options)
+        # the receiver exists before the mount does: a signal sent as soon as the mount
+        # appears is queued for watch_signals instead of killing the process mid-mount
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+            pyfuse3.init(ops, mountpoint, options)
+            await _serve_mounted(sigs)
+
+    async def _serve_mounted(sigs: AsyncIterator[int]) -> None:
         unmounted = False
         try:
             async with trio.open_nursery() as nursery:
 
                 async def watch_signals() -> None:
-                    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
-                        async for sig in sigs:
-                            log.info("signal %d: unmounting %s", sig, mountpoint)
-                            pyfuse3.terminate()
-                            return
+                    async for sig in sigs:
+                        log.info("signal %d: unmounting %s", sig, mountpoint)
+                        pyfuse3.terminate()
+                        return
 
                 async def after_mount() -> None:
                     if readahead_kib:
