@@ -75,6 +75,24 @@ class ObjectStore(abc.ABC):
     def delete(self, key: str) -> None:
         """Remove an object; deleting an absent key is not an error (idempotent)."""
 
+    def read_chunks(
+        self,
+        key: str,
+        start: int = 0,
+        end: int | None = None,
+        etag: str | None = None,
+        chunk_size: int = 1 << 20,
+    ) -> Iterator[bytes]:
+        """Bytes ``[start, end)`` as a stream of chunks, from one request where the backend can.
+
+        A sequential reader of a large object should pay one request, not one per page: S3
+        servers charge per request (moto reads the whole object for every range). The
+        conditions are those of ``read``: with ``etag``, ObjectChanged instead of bytes of
+        another object. Closing the generator early releases the connection. The default
+        reads the range in one piece; backends that can stream override it.
+        """
+        yield self.read(key, start, end, etag)
+
     # --- derived, shared by every backend -----------------------------------------------------
     def url_for(self, key: str) -> str:
         """Absolute URL of ``key`` in this store (what records and cache keys hold)."""
