@@ -89,9 +89,12 @@ class ObjectStore(abc.ABC):
         servers charge per request (moto reads the whole object for every range). The
         conditions are those of ``read``: with ``etag``, ObjectChanged instead of bytes of
         another object. Closing the generator early releases the connection. The default
-        reads the range in one piece; backends that can stream override it.
+        reads the range in one piece; backends that can stream override it. No chunk is
+        empty: an empty range yields nothing.
         """
-        yield self.read(key, start, end, etag)
+        data = self.read(key, start, end, etag)
+        if data:
+            yield data
 
     # --- derived, shared by every backend -----------------------------------------------------
     def url_for(self, key: str) -> str:

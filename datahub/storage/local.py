@@ -162,19 +162,61 @@ class LocalStore(ObjectStore):
         check_range(key, start, end)
         path = self._path(key)
         with self._errors(key), open(path, "rb") as fh:
-            if etag is not None:
-                # Check the very file we read from (a put renames a new inode into place).
-                current = _file_etag(fh.fileno(), os.fstat(fh.fileno()))
-                if current != etag:
-                    raise ObjectChanged(
-                        f"object {key!r} in {self.root_url} changed: expected etag {etag}, now {current}",
-                        store=self.root_url,
-                        key=key,
-                        expected=etag,
-                        actual=current,
-                    )
+            self._check_open_etag(key, fh, etag)
             fh.seek(start)
             return fh.read() if end is None else fh.read(end - start)
+
+    def read_chunks(
+        self,
+        key: str,
+        start: int = 0,
+        end: int | None = None,
+        etag: str | None = None,
+        chunk_size: int = 1 << 20,
+    ) -> Iterator[bytes]:
+        """Reads of ``chunk_size`` from one open file, its etag checked once at open.
+
+        A put renames a new inode into place, so the open file keeps the bytes the etag
+        named until the last chunk, even if the key is replaced meanwhile. Closing the
+        generator early closes the file.
+        """
+        check_range(key, start, end)
+        if chunk_size < 1:
+            raise InvalidInput(f"read_chunks of {key!r}: chunk_size must be positive, not {chunk_size}")
+        path = self._path(key)
+        with self._errors(key):
+            fh = open(path, "rb")  # noqa: SIM115 - closed in the finally below, across yields
+        try:
+            with self._errors(key):
+                self._check_open_etag(key, fh, etag)
+            left = None if end is None else end - start
+            pos = start
+            while left is None or left > 0:
+                want = chunk_size if left is None else min(chunk_size, left)
+                with self._errors(key):
+                    chunk = os.pread(fh.fileno(), want, pos)
+                if not chunk:
+                    return
+                pos += len(chunk)
+                if left is not None:
+                    left -= len(chunk)
+                yield chunk
+        finally:
+            fh.close()
+
+    def _check_open_etag(self, key: str, fh: BinaryIO, etag: str | None) -> None:
+        """Check the very file we read from (a put renames a new inode into place)."""
+        if etag is None:
+            return
+        current = _file_etag(fh.fileno(), os.fstat(fh.fileno()))
+        if current != etag:
+            raise ObjectChanged(
+                f"object {key!r} in {self.root_url} changed: expected etag {etag}, now {current}",
+                store=self.root_url,
+                key=key,
+                expected=etag,
+                actual=current,
+            )
 
     def put(
         self, key: str, data: bytes | BinaryIO, size: int | None = None, *, content_etag: bool = True

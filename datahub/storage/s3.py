@@ -235,11 +235,7 @@ class S3Store(ObjectStore):
             if etag is not None:
                 self._check_etag(key, etag)
             return b""
-        params: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
-        if start or end is not None:
-            params["Range"] = f"bytes={start}-" + ("" if end is None else str(end - 1))
-        if etag is not None:
-            params["IfMatch"] = f'"{etag}"'
+        params = self._get_params(full, start, end, etag)
 
         def get() -> bytes | None:
             try:
@@ -261,6 +257,114 @@ class S3Store(ObjectStore):
                 self._check_etag(key, etag)
             return b""
         return data
+
+    def read_chunks(
+        self,
+        key: str,
+        start: int = 0,
+        end: int | None = None,
+        etag: str | None = None,
+        chunk_size: int = 1 << 20,
+    ) -> Iterator[bytes]:
+        """One ranged GET (If-Match with ``etag``), its body read ``chunk_size`` bytes at a time.
+
+        Opening the response and reading the first chunk is one attempt of the retry policy,
+        so a transient failure before any byte reached the caller is retried. Once bytes
+        were yielded a retry would silently restart the stream, so a failure then raises
+        (``_cut_short``): ObjectChanged if the object was replaced meanwhile (RGW may end
+        the body of an overwritten object early), else TransientStorageError; the caller
+        resumes from the bytes it has. Closing the generator early closes the connection
+        (it is not returned to the pool with unread bytes in it).
+        """
+        check_range(key, start, end)
+        if chunk_size < 1:
+            raise InvalidInput(f"read_chunks of {key!r}: chunk_size must be positive, not {chunk_size}")
+        full = self._full(key)
+        if end == start:
+            if etag is not None:
+                self._check_etag(key, etag)
+            return
+        params = self._get_params(full, start, end, etag)
+
+        def open_stream() -> tuple[Any, bytes, int] | None:
+            try:
+                resp = self._client.get_object(**params)
+            except bexc.ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                    return None
+                raise
+            body, length = resp["Body"], int(resp["ContentLength"])
+            try:
+                first = _read_exactly(body, min(chunk_size, length))
+            except BaseException:
+                body.close()
+                raise
+            if len(first) < min(chunk_size, length):
+                body.close()  # ended early and nothing was yielded yet: a retry may start over
+                raise self._cut_short(key, None, start, len(first), length, None)
+            return body, first, length
+
+        try:
+            opened = self._call(full, open_stream, expected_etag=etag)
+        except ObjectChanged as exc:
+            self._add_current_etag(exc, key)
+            raise
+        if opened is None:
+            if etag is not None:
+                self._check_etag(key, etag)
+            return
+        body, chunk, length = opened
+        got = 0
+        try:
+            while chunk:
+                got += len(chunk)
+                yield chunk
+                if got >= length:
+                    return
+                try:
+                    chunk = _read_exactly(body, min(chunk_size, length - got))
+                except (bexc.BotoCoreError, bexc.ClientError) as exc:
+                    raise self._cut_short(key, etag, start, got, length, exc) from exc
+            if got < length:
+                raise self._cut_short(key, etag, start, got, length, None)
+        finally:
+            body.close()
+
+    def _cut_short(
+        self, key: str, etag: str | None, start: int, got: int, length: int, cause: Exception | None
+    ) -> DatahubError:
+        """The error for a body that ended (or broke) after ``got`` of ``length`` bytes."""
+        if etag is not None:
+            try:
+                head = self._client.head_object(Bucket=self.bucket, Key=self._full(key))
+            except (bexc.BotoCoreError, bexc.ClientError):
+                head = None
+            if head is not None and _etag(head["ETag"]) != etag:
+                return error_for(
+                    "PreconditionFailed",
+                    412,
+                    self.bucket,
+                    self._full(key),
+                    expected_etag=etag,
+                    actual_etag=_etag(head["ETag"]),
+                )
+        why = f": {cause}" if cause is not None else ""
+        return TransientStorageError(
+            f"the stream of s3://{self.bucket}/{self._full(key)} broke after {got} of {length} bytes"
+            f"{why}; read again from byte {start + got}",
+            bucket=self.bucket,
+            key=self._full(key),
+            received=got,
+            expected_bytes=length,
+        )
+
+    def _get_params(self, full: str, start: int, end: int | None, etag: str | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
+        if start or end is not None:
+            params["Range"] = f"bytes={start}-" + ("" if end is None else str(end - 1))
+        if etag is not None:
+            params["IfMatch"] = f'"{etag}"'
+        return params
 
     def _check_etag(self, key: str, etag: str) -> None:
         current = self.stat(key).etag

@@ -107,3 +107,23 @@ def test_listing_skips_directories_that_cannot_match(store: LocalStore, monkeypa
     monkeypatch.setattr(os, "scandir", spy)
     assert [i.key for i in store.list(prefix="b/", start_after="b/1")] == ["b/2"]
     assert sorted(Path(p).name for p in opened) == ["b", "root"]
+
+
+def test_a_stream_keeps_the_bytes_its_etag_named_across_a_replace(store: LocalStore) -> None:
+    old = store.put("s/obj", b"a" * 5000)
+    stream = store.read_chunks("s/obj", 10, 4010, etag=old.etag, chunk_size=1000)
+    first = next(stream)
+    store.put("s/obj", b"b" * 5000)  # renames a new file over the key
+    assert first + b"".join(stream) == b"a" * 4000
+    with pytest.raises(ObjectChanged):
+        next(store.read_chunks("s/obj", etag=old.etag))
+
+
+def test_closing_a_stream_early_closes_the_file(store: LocalStore) -> None:
+    info = store.put("s/big", os.urandom(100_000))
+    before = len(os.listdir("/proc/self/fd"))
+    stream = store.read_chunks("s/big", etag=info.etag, chunk_size=1000)
+    next(stream)
+    assert len(os.listdir("/proc/self/fd")) == before + 1
+    stream.close()
+    assert len(os.listdir("/proc/self/fd")) == before
