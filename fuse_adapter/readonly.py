@@ -12,6 +12,7 @@ import itertools
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,6 +80,7 @@ class ReadOnlyView:
         self._next_fh = itertools.count(1)
         self._virtual: dict[int, Callable[[], bytes]] = {}
         self._virtual_names: dict[str, int] = {}
+        self._virtual_seen: dict[int, tuple[bytes, int]] = {}  # ino -> (content, mtime) last reported
 
     # --- virtual files (e.g. ``.datahub``: which snapshot this is) -------------------------------
     def add_virtual_file(self, name: str, content: Callable[[], bytes]) -> int:
@@ -110,9 +112,8 @@ class ReadOnlyView:
 
     def getattr(self, ino: int) -> Stat:
         if ino in self._virtual:
-            size = len(self._virtual[ino]())
-            mtime = self.tree.attr(ROOT_INODE).mtime_ns
-            return Stat(ino, stat.S_IFREG | 0o444, 1, size, mtime, self.uid, self.gid)
+            content, mtime = self._observe_virtual(ino)
+            return Stat(ino, stat.S_IFREG | 0o444, 1, len(content), mtime, self.uid, self.gid)
         if not self.tree.exists(ino):
             raise NotFound(f"no inode {ino}")
         a = self.tree.attr(ino)
@@ -123,6 +124,23 @@ class ReadOnlyView:
         else:
             mode, nlink = stat.S_IFLNK | 0o777, 1
         return Stat(ino, mode, nlink, a.size, a.mtime_ns, self.uid, self.gid)
+
+    def _observe_virtual(self, ino: int) -> tuple[bytes, int]:
+        """The content of a virtual file now, with an mtime that moves whenever it changes.
+
+        The kernel may cache a virtual file's pages (zero-message opens keep the cache), and
+        drops them when a fresh stat shows another size or mtime; reads then serve this same
+        content, so they always agree with the size the kernel was told.
+        """
+        content = self._virtual[ino]()
+        with self._lock:
+            seen = self._virtual_seen.get(ino)
+            if seen is None or seen[0] != content:
+                mtime = (
+                    self.tree.attr(ROOT_INODE).mtime_ns if seen is None else max(time.time_ns(), seen[1] + 1)
+                )
+                seen = self._virtual_seen[ino] = (content, mtime)
+        return seen
 
     def readlink(self, ino: int) -> str:
         if ino in self._virtual or self.tree.attr(ino).kind != SYMLINK:
@@ -169,7 +187,7 @@ class ReadOnlyView:
         end = min(h.ref.size, offset + size)
         if offset >= end:
             return b""
-        if not self.window_bytes:
+        if not self.window_bytes:  # the cache source pages and reads ahead itself
             return self.source.read(h.ref, offset, end - offset)
         while True:
             with self._lock:
@@ -200,6 +218,22 @@ class ReadOnlyView:
             data = self._fetch_window(h, start, stop)
             return data[offset - start : end - start]
         return self.source.read(h.ref, offset, end - offset)
+
+    def read_inode(self, ino: int, offset: int, size: int) -> bytes:
+        """Blocking: bytes of a file named by inode, for files the kernel opened without asking.
+
+        With zero-message opens (the shim answers OPEN with ENOSYS once, and the kernel then
+        opens every file itself, keeping its page cache) reads carry no handle of ours, so
+        there are no per-handle windows: only for a source that pages by itself (the cache).
+        """
+        if ino in self._virtual:
+            seen = self._virtual_seen.get(ino) or self._observe_virtual(ino)
+            return seen[0][offset : offset + size]
+        ref = self.tree.ref(ino)
+        end = min(ref.size, offset + size)
+        if offset >= end:
+            return b""
+        return self.source.read(ref, offset, end - offset)
 
     def _fetch_window(self, h: _Handle, start: int, stop: int) -> bytes:
         assert h.ref is not None and h.pending is not None

@@ -162,7 +162,7 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
 
     try:
         serve(
-            ReadOnlyOps(view, threads=args.threads),
+            ReadOnlyOps(view, threads=args.threads, zero_message_open=True),
             mountpoint,
             mount_options(
                 fsname=f"datahub:{info.source}"[:200], read_only=True, allow_other=args.allow_other

@@ -107,3 +107,20 @@ def test_write_open_is_refused_and_virtual_files_are_consistent() -> None:
     state["n"] = 5  # content changes after the open: the open handle keeps its snapshot
     assert view.read(fh, 0, 100) == b"{}"
     assert [n for n, _, _ in view.readdir(ROOT_INODE, 0, wait=False)] == ["f"]  # found by name, not listed
+
+
+def test_read_by_inode_serves_what_the_last_stat_reported() -> None:
+    """Zero-message opens read by inode: files by their ref, virtual files as last stat'ed."""
+    view, source = _view({"a/f": b"0123456789"}, window=0)
+    f = view.lookup(view.lookup(ROOT_INODE, "a"), "f")
+    assert view.read_inode(f, 2, 5) == b"23456" and view.read_inode(f, 9, 100) == b"9"
+    assert view.read_inode(f, 10, 5) == b"" and len(source.requests) == 2
+    state = {"n": 1}
+    ino = view.add_virtual_file(".datahub", lambda: b"{}" * state["n"])
+    first = view.getattr(ino)
+    state["n"] = 3  # changed after the kernel learnt the size: reads keep to that content
+    assert view.read_inode(ino, 0, 100) == b"{}"
+    second = view.getattr(ino)  # a fresh stat shows a new size and a later mtime (the kernel
+    assert second.size == 6 and second.mtime_ns > first.mtime_ns  # then drops its cached pages)
+    assert view.read_inode(ino, 0, 100) == b"{}{}{}"
+    assert view.getattr(ino).mtime_ns == second.mtime_ns  # unchanged content: same mtime
