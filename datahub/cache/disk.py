@@ -86,27 +86,27 @@ class DiskTier(BudgetedTier):
         for sub in self._pages_dir.iterdir():
             for path in sub.iterdir():
                 header = self._read_header(path)
-                if header is None:
+                key = header.key() if header is not None else None
+                if key is None:
                     log.warning("disk cache: removing unreadable page file %s", path)
                     path.unlink(missing_ok=True)
                     continue
-                key = PageKey(header["url"], header["etag"], header["page_size"], header["index"])
                 if path.name != f"{key.digest}.page":
                     path.unlink(missing_ok=True)
                     continue
-                yield key, header["size"]
+                yield key, header.size
 
     @staticmethod
-    def _read_header(path: Path) -> dict | None:
+    def _read_header(path: Path) -> fmt.PageHeader | None:
         try:
             with open(path, "rb") as fh:
                 n = fmt.header_length(fh.read(fmt.PREFIX_LEN))
-                header = fmt.parse_header(fh.read(n)) if n else None
+                if n is None:
+                    return None
+                fh.seek(0)
+                return fmt.parse_header(fh.read(n))
         except OSError:
             return None
-        if header is None or not {"url", "etag", "page_size", "index", "size"} <= header.keys():
-            return None
-        return header
 
     def _path(self, key: PageKey) -> str:
         """The page file (a str: pathlib costs more than the I/O on the hot path)."""
@@ -114,19 +114,21 @@ class DiskTier(BudgetedTier):
 
     # --- hooks -----------------------------------------------------------------------------------
     def _load(self, key: PageKey) -> bytes | None:
+        """The page's verified bytes: two reads (header, then data straight into the returned
+        bytes object, never sliced out of a bigger one: a slice would copy the page again)."""
         path = self._path(key)
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
             return None
         try:
-            head = os.pread(fd, 4096, 0)
+            head = os.pread(fd, fmt.header_size(key), 0)  # a format-2 header of this key exactly
             n = fmt.header_length(head)
-            if n is not None and fmt.PREFIX_LEN + n > len(head):
-                head = os.pread(fd, fmt.PREFIX_LEN + n, 0)
-            header = fmt.parse_header(head[fmt.PREFIX_LEN : fmt.PREFIX_LEN + n]) if n else None
-            size = header.get("size") if header else None
-            data = os.pread(fd, size, fmt.PREFIX_LEN + n) if isinstance(size, int) and size >= 0 else b""
+            if n is not None and n != len(head):  # another format or another name: reread
+                head = os.pread(fd, n, 0)
+            header = fmt.parse_header(head) if n is not None else None
+            size = header.size if header is not None else -1
+            data = os.pread(fd, size, n) if 0 <= size <= key.page_size else b""
         finally:
             os.close(fd)
         problem = fmt.check_page(key, header, data)
