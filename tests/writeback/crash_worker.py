@@ -3,7 +3,8 @@
 Usage: ``python -m tests.writeback.crash_worker '<json>'`` with ``overrides`` (Config),
 ``target_url``, ``mode`` ("write" or "flush"), ``files`` (count) and ``size`` (bytes each).
 Prints ``ACK <path> <sha256>`` after each acknowledged close/fsync, then ``WRITING`` (mode
-write: it keeps writing without fsync until killed) or ``MIDFLUSH`` (mode flush: a flush is
+write: a file "fresh" is created and written but never fsynced, and "partial" keeps being
+written without fsync until killed) or ``MIDFLUSH`` (mode flush: a flush is
 under way and blocked inside an upload stream until killed). Never exits on its own.
 """
 
@@ -55,6 +56,9 @@ def main() -> None:
         fh.write(0, model)
         fh.fsync()
         ack("partial", model)
+        fresh = ws.open("fresh", create=True)  # created, never fsynced: may vanish, never half-written
+        fresh.write(0, rng.randbytes(size))  # its full chunks upload now (write-behind)
+        fresh._of._wait_uploads()
         print("WRITING", flush=True)
         offset = 0
         while True:  # unacknowledged writes until killed

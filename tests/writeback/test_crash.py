@@ -53,8 +53,12 @@ def recover_and_check(env, acked: dict[str, str]) -> None:
     store = env.origin()
     for path, digest in acked.items():
         assert hashlib.sha256(store.read(path)).hexdigest() == digest, path
+    assert sorted(info.key for info in store.list()) == sorted(acked)  # "fresh" was never acknowledged
     for obj in ws.flushed_objects():
         assert obj.sha256 == acked[obj.path]
+    with ws.journal.read() as txn:
+        referenced = {k for _, rec in txn.files() for k, _ in rec["chunks"].values()}
+    assert set(env.shared_keys()) <= referenced  # no orphan chunk of a dead writer is left
     ws.close()
 
 

@@ -95,8 +95,8 @@ def test_shared_tier_device_full_raises_nospace_and_keeps_acknowledged_files(
         acked, exc, path = write_until_full(ws)
         assert acked
         assert "shared tier of workspace 'ws'" in exc.message and repr(path) in exc.message
-        # nothing half-written was acknowledged: the journal still has the file empty
-        assert ws.journal_record(path)["size"] == 0
+        # nothing half-written was acknowledged: the journal has no record of the new file yet
+        assert ws.journal_record(path) == {}
         check_acked(ws, acked)
         ballast.unlink()
         ws2 = env.crash_and_reopen(ws)
@@ -148,7 +148,7 @@ def test_failing_shared_tier_fails_close_and_loses_nothing(flaky_env) -> None:
         fh.close()
     assert "workspace 'ws'" in exc.value.message and "'bad'" in exc.value.message
     assert fh.read(0, 7) == b"pending"  # still open, data still there
-    assert ws.journal_record("bad")["size"] == 0  # nothing half-written acknowledged
+    assert ws.journal_record("bad") == {}  # nothing half-written acknowledged (not even the create)
     broken["bucket"] = None
     fh.close()  # the retry succeeds
     ws2 = env.crash_and_reopen(ws)

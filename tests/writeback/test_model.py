@@ -3,7 +3,9 @@
 The model keeps two views: ``files`` (what reads must return now, unacknowledged handle
 writes included) and ``acked`` (what survives a crash: closed/fsynced data and every
 namespace operation). A "crash" drops the workspace without closing it and reopens it;
-a "flush" must leave the origin holding exactly the acknowledged files.
+a "flush" must leave the origin holding exactly the acknowledged files. A file created
+through the open handle is not acknowledged until its first fsync/close; a successful
+namespace operation acknowledges it as an empty file (the operation journals it first).
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ class WorkspaceModel(RuleBasedStateMachine):
             return False
         raise AssertionError(f"expected {error.__name__}")
 
+    def namespace_changed(self) -> None:
+        """A namespace operation succeeded: a created, never fsynced file is now journaled, empty."""
+        if self.handle is not None and self.hpath not in self.acked:
+            self.acked[self.hpath] = b""
+
     # --- namespace -----------------------------------------------------------------------------
     @rule(parent=PARENTS, name=NAMES)
     def mkdir(self, parent: str, name: str) -> None:
@@ -85,6 +92,7 @@ class WorkspaceModel(RuleBasedStateMachine):
         error = self.parent_error(path) or (AlreadyExists if self.kind(path) else None)
         if self.expect(error, lambda: self.ws.mkdir(path)):
             self.dirs.add(path)
+            self.namespace_changed()
 
     @rule(parent=PARENTS, name=NAMES, offset=OFFSETS, data=DATA)
     def write_file(self, parent: str, name: str, offset: int, data: bytes) -> None:
@@ -137,6 +145,7 @@ class WorkspaceModel(RuleBasedStateMachine):
         error = IsADirectory if k == "d" else (self.parent_error(path) or NotFound) if k is None else None
         if self.expect(error, lambda: self.ws.unlink(path)):
             del self.files[path], self.acked[path]
+            self.namespace_changed()
 
     @rule(parent=PARENTS, name=NAMES)
     def rmdir(self, parent: str, name: str) -> None:
@@ -149,6 +158,7 @@ class WorkspaceModel(RuleBasedStateMachine):
         )  # fmt: skip
         if self.expect(error, lambda: self.ws.rmdir(path)):
             self.dirs.discard(path)
+            self.namespace_changed()
 
     @rule(src_parent=PARENTS, src=NAMES, dst_parent=PARENTS, dst=NAMES)
     def rename(self, src_parent: str, src: str, dst_parent: str, dst: str) -> None:
@@ -162,6 +172,7 @@ class WorkspaceModel(RuleBasedStateMachine):
         if self.touches_handle(old, new):
             return
         self.ws.rename(old, new)
+        self.namespace_changed()
         moved = lambda p: new + p[len(old) :] if p == old or p.startswith(old + "/") else p  # noqa: E731
         self.files = {moved(p): v for p, v in self.files.items()}
         self.acked = {moved(p): v for p, v in self.acked.items()}
@@ -173,6 +184,16 @@ class WorkspaceModel(RuleBasedStateMachine):
     def open_handle(self, data) -> None:
         self.hpath = data.draw(st.sampled_from(sorted(self.files)))
         self.handle = self.ws.open(self.hpath)
+
+    @precondition(lambda self: self.handle is None)
+    @rule(parent=PARENTS, name=NAMES)
+    def create_handle(self, parent: str, name: str) -> None:
+        """A new file held open: unacknowledged (even its existence) until fsync/close."""
+        path = join(parent, name)
+        if self.kind(path) is not None or self.parent_error(path):
+            return
+        self.handle, self.hpath = self.ws.open(path, create=True), path
+        self.files[path] = b""
 
     @precondition(lambda self: self.handle is not None)
     @rule(offset=OFFSETS, data=DATA)

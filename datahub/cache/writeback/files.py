@@ -52,6 +52,8 @@ class OpenFile:
         self.dirty: set[int] = set()
         self.version: dict[int, int] = {}
         self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
+        self.pending = False  # created but not yet in the journal (the first fsync writes it)
+        self.created = self.mtime
         self.discard: list[str] = []  # staged keys replaced before any commit referenced them
 
     # --- reading -------------------------------------------------------------------------------
@@ -255,7 +257,7 @@ class OpenFile:
         with self._commit_lock:
             with self._lock:
                 pending = set(self.dirty)
-                changed = bool(pending or self.staged or self.meta_dirty or self.discard)
+                changed = bool(pending or self.staged or self.meta_dirty or self.discard or self.pending)
             if not changed:
                 return
             self._wait_uploads()

@@ -116,11 +116,12 @@ class Txn:
         for key, value in self._scan("files", b""):
             yield _ID.unpack(key)[0], json.loads(value)
 
-    def new_id(self) -> int:
+    def reserve_ids(self, count: int) -> range:
+        """``count`` file ids nobody else will get, even after a crash (unused ones are skipped)."""
         raw = self._txn.get(b"next_id", db=self._dbs["meta"])
-        value = int(raw) if raw is not None else 1
-        self._txn.put(b"next_id", str(value + 1).encode(), db=self._dbs["meta"])
-        return value
+        first = int(raw) if raw is not None else 1
+        self._txn.put(b"next_id", str(first + count).encode(), db=self._dbs["meta"])
+        return range(first, first + count)
 
     # --- origin state -------------------------------------------------------------------------
     def origin(self, path: str) -> dict | None:

@@ -7,6 +7,16 @@ either the old or the new state, never a mix. Namespace operations (mkdir, renam
 are single journal transactions. The flusher (``flusher.py``) copies dirty files to the
 origin; ``Workspace`` only keeps the namespace and the open files.
 
+Creating a file costs no journal commit of its own: a new file lives in an in-memory
+overlay (``_pending``) until its first fsync/close, whose transaction writes its namespace
+entry together with its data (one durable commit per small file instead of two; POSIX
+lets a created file nobody fsynced vanish in a crash, and nothing half-written can reach
+the journal). Namespace operations first write every pending file into their own
+transaction, so they always see one namespace; creators and namespace transactions
+exclude each other (``_creating``/``_ns_busy``, creators first: they wait only for a
+running transaction, never hold I/O), and ``_ns_epoch`` tells a creator that a file left
+the overlay for the journal between its lookup and its insert.
+
 Thread-safe: the FUSE daemon calls it from several worker threads. ``_lock`` guards the
 open-file registry and is never held during I/O.
 """
@@ -16,8 +26,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from datahub.cache.writeback.chunks import ChunkStore
@@ -36,6 +47,7 @@ from datahub.validation import check_key
 
 FILE_MODE = 0o644
 DIR_MODE = 0o755
+ID_BLOCK = 256  # file ids reserved per journal commit (creating a file commits nothing itself)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,11 @@ class Workspace:
         self._open: dict[int, OpenFile] = {}
         self._opening: Counter[int] = Counter()
         self._evicting: set[int] = set()
+        self._pending: dict[str, int] = {}  # path -> id of a created file not yet in the journal
+        self._ns_busy = 0  # namespace transactions running (no file is created meanwhile)
+        self._creating = 0  # creators between lookup and overlay insert (no namespace txn starts)
+        self._ns_epoch = 0  # bumped whenever a file leaves the overlay for the journal
+        self._free_ids: list[int] = []  # reserved file ids, next one last
         self._pool = ThreadPoolExecutor(max(1, upload_concurrency), thread_name_prefix=f"wb-{name}")
         self.on_commit: Callable[[int], None] = lambda delta: None  # flusher hook: shared bytes delta
         self.flusher: Flusher  # set by open_workspace
@@ -90,8 +107,14 @@ class Workspace:
         self._closed = False
 
     # --- lookups ---------------------------------------------------------------------------------
+    def _lookup(self, txn: Txn, path: str) -> dict | None:
+        """The entry at ``path``: a created, not yet committed file, or the journal's entry."""
+        with self._lock:
+            file_id = self._pending.get(path)
+        return {"t": "f", "id": file_id} if file_id is not None else txn.entry(path)
+
     def _entry(self, txn: Txn, path: str) -> dict:
-        entry = txn.entry(path)
+        entry = self._lookup(txn, path)
         if entry is None:
             self._check_parent(txn, path)
             raise NotFound(f"{path!r} not found in {self.what}", workspace=self.name, path=path)
@@ -99,7 +122,7 @@ class Workspace:
 
     def _check_parent(self, txn: Txn, path: str) -> None:
         parent = _parent(path)
-        entry = txn.entry(parent)
+        entry = self._lookup(txn, parent)
         if entry is None:
             raise NotFound(
                 f"directory {parent!r} not found in {self.what} (needed for {path!r}); create it first",
@@ -129,12 +152,65 @@ class Workspace:
         with self.journal.read() as txn:
             if self._entry(txn, path)["t"] != "d":
                 raise NotADirectory(f"{path!r} in {self.what} is a file, not a directory", path=path)
-            return [(name, self._attr(txn, entry)) for name, entry in txn.children(path)]
+            entries = dict(txn.children(path))
+            with self._lock:
+                created = [(p, i) for p, i in self._pending.items() if _parent(p) == path]
+            for child, file_id in created:
+                entries.setdefault(child.rpartition("/")[2], {"t": "f", "id": file_id})
+            return [(name, self._attr(txn, entries[name])) for name in sorted(entries)]
+
+    @contextmanager
+    def _namespace_change(self, doing: str) -> Iterator[Txn]:
+        """A namespace transaction that first writes every created, uncommitted file into the
+        journal (so the operation sees one namespace: rmdir finds the directory not empty, a
+        rename moves the file). No file is created while it runs; if it fails, the files
+        stay pending, as its transaction is rolled back."""
+        with self._cond:
+            while self._creating:
+                self._cond.wait()
+            self._ns_busy += 1
+            pending = dict(self._pending)
+        try:
+            with self.journal.write(doing) as txn:
+                for path, file_id in pending.items():
+                    self._materialise(txn, path, file_id)
+                yield txn
+            self._settle(set(pending.values()))
+        finally:
+            with self._cond:
+                self._ns_busy -= 1
+                self._cond.notify_all()
+
+    def _materialise(self, txn: Txn, path: str, file_id: int) -> dict | None:
+        """Write a created file (empty: nothing of it is acknowledged yet) into the journal;
+        returns its record, or None if it is no longer pending or already there."""
+        with self._lock:
+            of = self._open.get(file_id)
+            pending = of is not None and of.pending and self._pending.get(path) == file_id
+        if not pending or txn.file(file_id) is not None:
+            return None
+        if txn.entry(path) is not None:
+            raise AlreadyExists(f"{path!r} in {self.what} was created twice; close one and retry", path=path)
+        self._check_parent(txn, path)
+        rec = {"size": 0, "mtime": of.created, "mode": FILE_MODE, "gen": 1, "chunks": {}}
+        txn.put_file(file_id, rec)
+        txn.put_entry(path, {"t": "f", "id": file_id})
+        return rec
+
+    def _settle(self, ids: set[int]) -> None:
+        """Committed files leave the overlay."""
+        with self._cond:
+            for file_id in ids:
+                of = self._open.get(file_id)
+                if of is not None and of.pending:  # a pending file's path is its overlay key
+                    of.pending = False
+                    del self._pending[of.path]
+                    self._ns_epoch += 1
 
     # --- namespace changes -----------------------------------------------------------------------
     def mkdir(self, path: str) -> None:
         path = normalize(path)
-        with self.journal.write(f"mkdir {path!r}") as txn:
+        with self._namespace_change(f"mkdir {path!r}") as txn:
             if path == "" or txn.entry(path) is not None:
                 raise AlreadyExists(f"{path or '/'!r} already exists in {self.what}", path=path)
             self._check_parent(txn, path)
@@ -144,7 +220,7 @@ class Workspace:
         path = normalize(path)
         if path == "":
             raise InvalidInput(f"cannot remove the root directory of {self.what}")
-        with self.journal.write(f"rmdir {path!r}") as txn:
+        with self._namespace_change(f"rmdir {path!r}") as txn:
             if self._entry(txn, path)["t"] != "d":
                 raise NotADirectory(f"{path!r} in {self.what} is a file; use unlink", path=path)
             if next(txn.children(path), None) is not None:
@@ -169,7 +245,7 @@ class Workspace:
         path = normalize(path)
         if path == "":
             raise IsADirectory(f"cannot unlink the root directory of {self.what}")
-        with self.journal.write(f"unlink {path!r}") as txn:
+        with self._namespace_change(f"unlink {path!r}") as txn:
             entry = self._entry(txn, path)
             if entry["t"] == "d":
                 raise IsADirectory(f"{path!r} in {self.what} is a directory; use rmdir", path=path)
@@ -182,7 +258,7 @@ class Workspace:
             raise InvalidInput(f"cannot rename the root directory of {self.what}")
         if new.startswith(old + "/"):
             raise InvalidInput(f"cannot move {old!r} into itself ({new!r}) in {self.what}")
-        with self.journal.write(f"rename {old!r} -> {new!r}") as txn:
+        with self._namespace_change(f"rename {old!r} -> {new!r}") as txn:
             entry = self._entry(txn, old)
             if old == new:
                 return
@@ -217,33 +293,66 @@ class Workspace:
         path = normalize(path)
         if path == "":
             raise IsADirectory(f"cannot open the root directory of {self.what} as a file")
-        with self.journal.read() as txn:
-            entry = txn.entry(path)
-            if entry is None and not create:
-                self._entry(txn, path)  # raises the precise NotFound
-        if entry is None:
-            entry = self._create(path)
-        if entry["t"] == "d":
-            raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
-        of = self._acquire(entry["id"], path)
+        entry, of = self._create(path) if create else (self._find(path), None)
+        if of is None:
+            if entry["t"] == "d":
+                raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
+            of = self._acquire(entry["id"], path)
         handle = FileHandle(self, of, self._release)
         if truncate and of.size:
             handle.truncate(0)
         return handle
 
-    def _create(self, path: str) -> dict:
-        return self.journal.apply(f"create {path!r}", lambda txn: self._create_in(txn, path))
+    def _find(self, path: str) -> dict:
+        with self.journal.read() as txn:
+            return self._entry(txn, path)
 
-    def _create_in(self, txn: Txn, path: str) -> dict:
-        entry = txn.entry(path)
-        if entry is not None:
-            return entry  # created by another thread meanwhile: open that one
-        self._check_parent(txn, path)
-        file_id = txn.new_id()
-        txn.put_file(file_id, {"size": 0, "mtime": self.clock(), "mode": FILE_MODE, "gen": 1, "chunks": {}})
-        entry = {"t": "f", "id": file_id}
-        txn.put_entry(path, entry)
-        return entry
+    def _create(self, path: str) -> tuple[dict, OpenFile | None]:
+        """(entry, None) if ``path`` exists, else (entry, a new open file in the overlay,
+        journaled by its first fsync/close). Creators keep namespace transactions from
+        starting between their lookup and their insert (``_creating``); a file committed
+        meanwhile leaves the overlay for the journal (``_ns_epoch``), so look again then."""
+        file_id: int | None = self._new_id()
+        with self._cond:
+            self._creating += 1
+            while self._ns_busy:
+                self._cond.wait()
+        try:
+            while True:
+                with self._lock:
+                    epoch = self._ns_epoch
+                with self.journal.read() as txn:
+                    entry = self._lookup(txn, path)
+                    if entry is None:
+                        self._check_parent(txn, path)
+                if entry is not None:
+                    return entry, None
+                with self._lock:
+                    if self._ns_epoch != epoch or path in self._pending:
+                        continue
+                    of = OpenFile(self, file_id, path, {"size": 0, "mtime": self.clock(), "mode": FILE_MODE,
+                                                        "gen": 1, "chunks": {}})  # fmt: skip
+                    of.pending, of.refs = True, 1
+                    self._open[file_id] = of
+                    self._pending[path] = file_id
+                    file_id = None
+                    return {"t": "f", "id": of.id}, of
+        finally:
+            with self._cond:
+                self._creating -= 1
+                if file_id is not None:
+                    self._free_ids.append(file_id)
+                self._cond.notify_all()
+
+    def _new_id(self) -> int:
+        """A file id; ids are reserved in durable blocks, so none is reused after a crash."""
+        with self._lock:
+            if self._free_ids:
+                return self._free_ids.pop()
+        ids = self.journal.apply("reservation of file ids", lambda txn: txn.reserve_ids(ID_BLOCK))
+        with self._lock:
+            self._free_ids.extend(reversed(ids[1:]))
+        return ids[0]
 
     def _acquire(self, file_id: int, path: str) -> OpenFile:
         with self._cond:
@@ -346,13 +455,14 @@ class Workspace:
         delta, gen = self.journal.apply(
             f"fsync of {path!r}", lambda txn: self._commit_in(txn, file_id, path, size, mtime, chunks)
         )
+        self._settle({file_id})
         self.on_commit(delta)
         return gen
 
     def _commit_in(
         self, txn: Txn, file_id: int, path: str, size: int, mtime: float, chunks: dict
     ) -> tuple[int, int]:
-        rec = txn.file(file_id)
+        rec = txn.file(file_id) or self._materialise(txn, path, file_id)
         if rec is None:
             raise NotFound(f"{path!r} vanished from the journal of {self.what}", path=path)
         old = {k: n for k, n in rec["chunks"].values()}
