@@ -42,3 +42,10 @@ def s3fs_sequential_read(url: str, key: str, secret: str, bucket: str, keys: lis
         skip_instance_cache=True,
     )
     return sum(len(fs.cat_file(f"{bucket}/{k}")) for k in keys)
+
+
+def delete_all(client, bucket: str, keys: list[str]) -> None:
+    """Leave a reused server (the dev Ceph cluster) as it was: objects, then the bucket."""
+    for i in range(0, len(keys), 1000):
+        client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i : i + 1000]]})
+    client.delete_bucket(Bucket=bucket)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -14,6 +16,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from datahub.config import Config, load_config  # noqa: E402
+from tests.servers import CephCluster, MotoServer, S3Endpoint  # noqa: E402
 
 
 def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
@@ -53,3 +56,18 @@ def header(title: str) -> None:
 def row(name: str, seconds: float, nbytes: int | None = None, extra: str = "") -> None:
     rate = f"{nbytes / seconds / 2**20:10.0f} MiB/s" if nbytes else ""
     print(f"{name:<48} {seconds * 1000:10.1f} ms {rate} {extra}")
+
+
+@contextmanager
+def s3_endpoint(kind: str) -> Iterator[S3Endpoint]:
+    """A moto server started here, or Ceph RGW: the cluster named by DATAHUB_TEST_CEPH_ENV
+    if set (left running), else a throw-away one (~1 min to start, purged after)."""
+    server = MotoServer() if kind == "moto" else CephCluster()
+    try:
+        yield server.endpoint
+    finally:
+        server.stop()
+
+
+def load_average() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())

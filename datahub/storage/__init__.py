@@ -95,8 +95,10 @@ class StoreRegistry:
     no I/O (S3 clients connect lazily), so holding the lock while opening is fine.
     """
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, lean_s3_get: bool = True) -> None:
+        """``lean_s3_get=False`` sends S3 GETs through boto3 (a benchmark's same-run baseline)."""
         self.config = config
+        self._lean_s3_get = lean_s3_get
         self._lock = threading.Lock()
         self._stores: dict[str, ObjectStore] = {}
         self._s3 = None  # one datahub.storage.s3.S3Connection shared by every bucket
@@ -125,7 +127,7 @@ class StoreRegistry:
         from datahub.storage.s3 import S3Connection, S3Store
 
         if self._s3 is None:
-            self._s3 = S3Connection(self.config.s3)
+            self._s3 = S3Connection(self.config.s3, lean_get=self._lean_s3_get)
         return S3Store(authority, path, self.config.s3, connection=self._s3)
 
     def close(self) -> None:

@@ -22,17 +22,19 @@ import logging
 import math
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.exceptions as bexc
 from botocore.config import Config as BotoConfig
+from botocore.httpsession import DEFAULT_CA_BUNDLE
 
 from datahub.config import S3Config
 from datahub.errors import (
-    AccessDenied,
     DatahubError,
     InvalidInput,
     ObjectChanged,
@@ -43,7 +45,8 @@ from datahub.errors import (
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.keys import check_foreign_key, check_range
 from datahub.storage.retry import RetryPolicy
-from datahub.storage.s3errors import error_for
+from datahub.storage.s3errors import error_for, no_credentials
+from datahub.storage.s3get import Credentials, LeanGetter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -59,9 +62,13 @@ _NETWORK_ERRORS = (
 
 
 class S3Connection:
-    """One pooled, thread-safe boto3 client; a StoreRegistry shares it between buckets."""
+    """One pooled, thread-safe boto3 client (and the lean GET beside it); a StoreRegistry
+    shares it between buckets.
 
-    def __init__(self, config: S3Config) -> None:
+    ``lean_get=False`` sends GETs through boto3 too (the benchmark's same-run baseline).
+    """
+
+    def __init__(self, config: S3Config, *, lean_get: bool = True) -> None:
         try:
             if config.access_key_id:
                 session = boto3.session.Session(
@@ -91,9 +98,87 @@ class S3Connection:
             ) from exc
         except (bexc.BotoCoreError, ValueError) as exc:
             raise InvalidInput(f"invalid S3 configuration (endpoint {config.endpoint_url!r}): {exc}") from exc
+        self._session = session
+        self._credentials: Any = None
+        self.getter = self._lean_getter(config) if lean_get else None
+
+    def _lean_getter(self, config: S3Config) -> LeanGetter | None:
+        """The signed urllib3 GET, unless boto has to do it: an HTTP proxy in the environment
+        (the lean path does not speak to proxies) or an endpoint it cannot parse."""
+        endpoint = self.client.meta.endpoint_url
+        host = urlsplit(endpoint).hostname or ""
+        proxies = urllib.request.getproxies()
+        if urlsplit(endpoint).scheme in proxies and not urllib.request.proxy_bypass(host):
+            log.info("S3 GETs go through boto3: a proxy is configured for %s", endpoint)
+            return None
+        try:
+            return LeanGetter(
+                endpoint,
+                self.client.meta.region_name or "us-east-1",
+                self.frozen_credentials,
+                path_style=config.path_style,
+                connect_timeout=config.connect_timeout,
+                read_timeout=config.read_timeout,
+                max_pool_connections=config.max_pool_connections,
+                ca_bundle=self._ca_bundle(endpoint),
+            )
+        except ValueError as exc:
+            log.info("S3 GETs go through boto3: %s", exc)
+            return None
+
+    def _ca_bundle(self, endpoint: str) -> str | None:
+        """The CA bundle boto would use (AWS_CA_BUNDLE, the profile's ca_bundle, certifi's)."""
+        if not endpoint.startswith("https:"):
+            return None
+        core = self._session._session  # boto3 does not re-export botocore's config lookup
+        return core.get_config_variable("ca_bundle") or DEFAULT_CA_BUNDLE
+
+    def frozen_credentials(self) -> Credentials | None:
+        """The current credentials from boto's chain (refreshed ones included), or None."""
+        creds = self._credentials
+        if creds is None:
+            creds = self._credentials = self._session.get_credentials()
+            if creds is None:
+                return None
+        frozen = creds.get_frozen_credentials()
+        return Credentials(frozen.access_key, frozen.secret_key, frozen.token)
 
     def close(self) -> None:
+        if self.getter is not None:
+            self.getter.close()
         self.client.close()
+
+
+class _Body(Protocol):
+    """An open GET response body, from either HTTP path."""
+
+    length: int  # Content-Length: the bytes this response promises
+
+    def read(self, n: int | None = None) -> bytes: ...
+    def read_all(self) -> bytes: ...
+    def close(self) -> None: ...
+
+
+class _BotoBody:
+    """A boto3 StreamingBody with the lean path's interface; breaks are TransientStorageError."""
+
+    def __init__(self, body: Any, length: int, where: str) -> None:
+        self._body, self.length, self._where = body, length, where
+
+    def read(self, n: int | None = None) -> bytes:
+        try:
+            return self._body.read(n)
+        except bexc.BotoCoreError as exc:  # ReadTimeout, ResponseStreamingError, IncompleteRead
+            raise TransientStorageError(f"S3 stream of {self._where} broke: {exc}") from exc
+
+    def read_all(self) -> bytes:
+        try:
+            return self.read()  # botocore checks the Content-Length on a full read
+        finally:
+            self._body.close()
+
+    def close(self) -> None:
+        self._body.close()
 
 
 def _translate(exc: Exception, bucket: str, key: str | None, expected_etag: str | None) -> DatahubError:
@@ -107,12 +192,7 @@ def _translate(exc: Exception, bucket: str, key: str | None, expected_etag: str 
         )
     where = f"s3://{bucket}/{key or ''}"
     if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
-        return AccessDenied(
-            f"no usable S3 credentials to access {where} (bucket {bucket!r}, key {key!r}): set "
-            "s3.access_key_id/secret_access_key, s3.profile or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
-            bucket=bucket,
-            key=key,
-        )
+        return no_credentials(bucket, key)
     if isinstance(exc, _NETWORK_ERRORS):
         return TransientStorageError(
             f"S3 endpoint unreachable or too slow for {where}: {exc}", bucket=bucket, key=key
@@ -162,6 +242,7 @@ class S3Store(ObjectStore):
         retry: RetryPolicy | None = None,
         page_size: int = 1000,
         clock: Callable[[], float] = time.time,
+        lean_get: bool = True,
     ) -> None:
         if not bucket:
             raise InvalidInput("an S3 store needs a bucket name: s3://bucket[/prefix]")
@@ -169,7 +250,7 @@ class S3Store(ObjectStore):
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.root_url = f"s3://{bucket}" + (f"/{self.prefix.rstrip('/')}" if self.prefix else "")
         self._owns_connection = connection is None
-        self._conn = connection or S3Connection(config)
+        self._conn = connection or S3Connection(config, lean_get=lean_get)
         self._client = self._conn.client
         self.retry = retry or RetryPolicy(config.max_attempts)
         self.page_size = max(1, min(1000, page_size))
@@ -235,24 +316,17 @@ class S3Store(ObjectStore):
             if etag is not None:
                 self._check_etag(key, etag)
             return b""
-        params = self._get_params(full, start, end, etag)
 
         def get() -> bytes | None:
-            try:
-                resp = self._client.get_object(**params)
-            except bexc.ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") == "InvalidRange":
-                    return None  # start at or past the end: no bytes, like a slice
-                raise
-            with resp["Body"] as body:
-                return body.read()
+            body = self._get(full, start, end, etag)
+            return None if body is None else body.read_all()
 
         try:
             data = self._call(full, get, expected_etag=etag)
         except ObjectChanged as exc:
             self._add_current_etag(exc, key)
             raise
-        if data is None:
+        if data is None:  # start at or past the end: no bytes, like a slice
             if etag is not None:
                 self._check_etag(key, etag)
             return b""
@@ -284,25 +358,21 @@ class S3Store(ObjectStore):
             if etag is not None:
                 self._check_etag(key, etag)
             return
-        params = self._get_params(full, start, end, etag)
 
-        def open_stream() -> tuple[Any, bytes, int] | None:
+        def open_stream() -> tuple[_Body, bytes] | None:
+            body = self._get(full, start, end, etag)
+            if body is None:
+                return None
+            want = min(chunk_size, body.length)
             try:
-                resp = self._client.get_object(**params)
-            except bexc.ClientError as exc:
-                if exc.response.get("Error", {}).get("Code") == "InvalidRange":
-                    return None
-                raise
-            body, length = resp["Body"], int(resp["ContentLength"])
-            try:
-                first = _read_exactly(body, min(chunk_size, length))
+                first = _read_exactly(body, want)
             except BaseException:
                 body.close()
                 raise
-            if len(first) < min(chunk_size, length):
+            if len(first) < want:
                 body.close()  # ended early and nothing was yielded yet: a retry may start over
-                raise self._cut_short(key, None, start, len(first), length, None)
-            return body, first, length
+                raise self._cut_short(key, None, start, len(first), body.length, None)
+            return body, first
 
         try:
             opened = self._call(full, open_stream, expected_etag=etag)
@@ -313,8 +383,8 @@ class S3Store(ObjectStore):
             if etag is not None:
                 self._check_etag(key, etag)
             return
-        body, chunk, length = opened
-        got = 0
+        body, chunk = opened
+        length, got = body.length, 0
         try:
             while chunk:
                 got += len(chunk)
@@ -323,12 +393,36 @@ class S3Store(ObjectStore):
                     return
                 try:
                     chunk = _read_exactly(body, min(chunk_size, length - got))
-                except (bexc.BotoCoreError, bexc.ClientError) as exc:
+                except TransientStorageError as exc:
                     raise self._cut_short(key, etag, start, got, length, exc) from exc
             if got < length:
                 raise self._cut_short(key, etag, start, got, length, None)
         finally:
             body.close()
+
+    def _get(self, full: str, start: int, end: int | None, etag: str | None) -> _Body | None:
+        """One GET attempt: the open body, or None when ``start`` is at or past the end.
+
+        The lean signed GET (``s3get``) when the connection has one, else boto3; both raise
+        the same datahub errors (boto's through ``_call``).
+        """
+        byte_range = None
+        if start or end is not None:
+            byte_range = f"bytes={start}-" + ("" if end is None else str(end - 1))
+        if self._conn.getter is not None:
+            return self._conn.getter.get(self.bucket, full, byte_range, etag)
+        params: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
+        if byte_range is not None:
+            params["Range"] = byte_range
+        if etag is not None:
+            params["IfMatch"] = f'"{etag}"'
+        try:
+            resp = self._client.get_object(**params)
+        except bexc.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                return None
+            raise
+        return _BotoBody(resp["Body"], int(resp["ContentLength"]), f"s3://{self.bucket}/{full}")
 
     def _cut_short(
         self, key: str, etag: str | None, start: int, got: int, length: int, cause: Exception | None
@@ -357,14 +451,6 @@ class S3Store(ObjectStore):
             received=got,
             expected_bytes=length,
         )
-
-    def _get_params(self, full: str, start: int, end: int | None, etag: str | None) -> dict[str, Any]:
-        params: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
-        if start or end is not None:
-            params["Range"] = f"bytes={start}-" + ("" if end is None else str(end - 1))
-        if etag is not None:
-            params["IfMatch"] = f'"{etag}"'
-        return params
 
     def _check_etag(self, key: str, etag: str) -> None:
         current = self.stat(key).etag

@@ -90,3 +90,14 @@ def error_for(
     if code in _INVALID:
         return InvalidInput(f"S3 refused the request for {where}{detail}", **details)
     return StorageError(f"S3 request for {where} failed{detail}, status {status}", **details)
+
+
+def no_credentials(bucket: str, key: str | None) -> AccessDenied:
+    """No credentials anywhere in the chain (config, profile, environment, instance role)."""
+    where = f"s3://{bucket}/{key or ''}"
+    return AccessDenied(
+        f"no usable S3 credentials to access {where} (bucket {bucket!r}, key {key!r}): set "
+        "s3.access_key_id/secret_access_key, s3.profile or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
+        bucket=bucket,
+        key=key,
+    )
