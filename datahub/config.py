@@ -73,6 +73,20 @@ class CacheConfig:
     prefetch_concurrency: int = 16
     readahead_pages: int = 4
     hint_budget_bytes: int = 512 * 1024**2
+    # Large objects (docs/cache.md "Streams"): a sequential reader of an object of at least
+    # stream_min_bytes is fed by ONE streaming origin read running at most stream_ahead_bytes
+    # ahead of it (0 = never stream; readahead runs instead); at most max_streams at once; a
+    # stream whose reader has not read for stream_idle_seconds stops.
+    stream_min_bytes: int = 64 * 1024**2
+    stream_ahead_bytes: int = 64 * 1024**2
+    max_streams: int = 4
+    stream_idle_seconds: float = 10.0
+    # After fill_after_random_reads non-sequential reads of an object of at least
+    # stream_min_bytes and at most fill_whole_object_max bytes (0 = never), the whole object
+    # is streamed into the cache in the background, at most fill_concurrency at once.
+    fill_whole_object_max: int = 4 * 1024**3
+    fill_after_random_reads: int = 4
+    fill_concurrency: int = 1
     flush_interval: float = 30.0
     journal_dir: str = ""  # "" = <home>/cache/journal
 

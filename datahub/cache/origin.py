@@ -7,22 +7,31 @@ a short answer is treated the same way. Parallel reads are bounded by
 transient failures (503, throttling, resets, timeouts) in its one retry policy
 (``datahub.storage.retry``, ``s3.max_attempts``), and what it gives up on reaches the
 reader as TransientStorageError.
+
+``stream`` reads a long range as chunks of ONE request (``ObjectStore.read_chunks``), for
+the cache's large-object streams (datahub.cache.stream); it holds one origin slot while
+the stream is open and checks the total length like ``fetch``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from datahub.cache.pages import PageKey
 from datahub.errors import ObjectChanged
+from datahub.storage.base import ObjectStore
+
+STREAM_CHUNK = 1 << 20  # bytes per chunk of a streaming read
 
 
 @dataclass
 class OriginCounters:
-    fetches: int = 0
+    fetches: int = 0  # requests, streams included
     bytes: int = 0
     errors: int = 0
+    streams: int = 0  # of the fetches, streaming reads
 
 
 class Origin:
@@ -54,6 +63,54 @@ class Origin:
         self.counters.fetches += 1
         self.counters.bytes += len(data)
         return data
+
+    def streams_natively(self, url: str) -> bool:
+        """Whether the store behind ``url`` serves ``read_chunks`` from one open request.
+
+        The contract's default ``read_chunks`` reads the whole range in one piece, so a
+        stream over such a store must ask for bounded ranges (datahub.cache.stream).
+        """
+        store, _ = self.stores.for_url(url)
+        return type(store).read_chunks is not ObjectStore.read_chunks
+
+    def stream(
+        self, url: str, etag: str, start: int, end: int, chunk_size: int = STREAM_CHUNK
+    ) -> Iterator[bytes]:
+        """Bytes ``[start, end)`` of the object version ``(url, etag)`` as chunks, under If-Match.
+
+        A stream that ends short or runs long raises ObjectChanged (after the chunks that
+        fit). Close the generator to end the request early; the origin slot is released then.
+        """
+        store, object_key = self.stores.for_url(url)
+        want, got = end - start, 0
+        with self._slots:
+            self.counters.fetches += 1
+            self.counters.streams += 1
+            chunks = store.read_chunks(object_key, start, end, etag=etag, chunk_size=chunk_size)
+            try:
+                for chunk in chunks:
+                    got += len(chunk)
+                    if got > want:
+                        break
+                    self.counters.bytes += len(chunk)
+                    yield chunk
+            except GeneratorExit:
+                raise
+            except Exception:
+                self.counters.errors += 1
+                raise
+            finally:
+                close = getattr(chunks, "close", None)
+                if close is not None:
+                    close()  # ends the request at once when the consumer stops early
+        if got != want:
+            self.counters.errors += 1
+            raise ObjectChanged(
+                f"object {url} streamed {got} bytes for range [{start}, {end}) of etag {etag}: "
+                "it changed behind the snapshot; re-import the object or read a version that records it",
+                url=url,
+                etag=etag,
+            )
 
     def stats(self) -> dict:
         return asdict(self.counters)

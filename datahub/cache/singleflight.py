@@ -3,7 +3,9 @@
 No lock is held while the work runs; waiters get the leader's result or its exception.
 ``claim``/``settle`` let one worker lead several keys at once (a coalesced range read of
 consecutive pages): it claims each key, does one piece of I/O, and settles every key,
-so concurrent callers of any of those keys wait for that one fetch.
+so concurrent callers of any of those keys wait for that one fetch. A leader that gives a
+key up without a result (a stream stopped before the page arrived) settles it with
+``Abandoned``: waiters then try again themselves instead of failing.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+
+class Abandoned(Exception):
+    """The leader of a key gave it up without a result; a waiter should fetch it itself."""
 
 
 class _Call(Generic[T]):
@@ -31,15 +37,19 @@ class SingleFlight(Generic[T]):
         self.merged = 0  # calls that waited for another caller's result
 
     def do(self, key: Hashable, work: Callable[[], T]) -> T:
-        with self._lock:
-            call = self._calls.get(key)
-            leader = call is None
+        while True:
+            with self._lock:
+                call = self._calls.get(key)
+                leader = call is None
+                if leader:
+                    call = self._calls[key] = _Call()
+                else:
+                    self.merged += 1
             if leader:
-                call = self._calls[key] = _Call()
-            else:
-                self.merged += 1
-        if not leader:
+                break
             call.done.wait()
+            if isinstance(call.error, Abandoned):
+                continue
             if call.error is not None:
                 raise call.error
             return call.value  # type: ignore[return-value]

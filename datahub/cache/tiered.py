@@ -9,6 +9,10 @@ of dropping them. Every page handed to a reader has the length the object's reco
 size implies, and came either from the origin under its etag or from a tier that
 verified its header and checksum.
 
+Large objects (at least ``stream_min_bytes``) are read ahead by streams instead of runs:
+one streaming origin read per sequential reader, and a background whole-object fill after
+repeated random reads (datahub.cache.stream).
+
 A background thread runs each tier's eviction between the watermarks, reloads pins
 changed by other processes, and writes a stats snapshot for ``datahub cache stats``.
 """
@@ -32,6 +36,7 @@ from datahub.cache.prefetch import BackgroundFetcher, HintAhead, PrefetchReport,
 from datahub.cache.ram import RamTier
 from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
+from datahub.cache.stream import Streams
 from datahub.cache.tier import Tier
 from datahub.config import Config
 from datahub.errors import InvalidInput, StorageError
@@ -57,6 +62,13 @@ class TieredCache:
         stats_dir: Path | None = None,
         maintain_interval: float = 2.0,
         policy: str = "",
+        stream_min_bytes: int = 64 * 1024**2,
+        stream_ahead_bytes: int = 64 * 1024**2,
+        max_streams: int = 4,
+        stream_idle_seconds: float = 10.0,
+        fill_whole_object_max: int = 4 * 1024**3,
+        fill_after_random_reads: int = 4,
+        fill_concurrency: int = 1,
     ) -> None:
         if page_size <= 0:
             raise InvalidInput(f"cache.page_size must be positive, not {page_size}")
@@ -75,6 +87,21 @@ class TieredCache:
         self._streams_lock = threading.Lock()
         self._background = BackgroundFetcher(
             workers=min(8, self.prefetch_concurrency), max_queued_bytes=max(hint_budget_bytes, page_size)
+        )
+        self._local_tiers = [t for t in self.tiers if not isinstance(t, SharedTier)]  # contains() is cheap
+        self._streams_io = Streams(
+            origin,
+            self._flight,
+            page_size=page_size,
+            cached=self._cached_locally,
+            keep=self._keep,
+            min_bytes=stream_min_bytes,
+            ahead_bytes=stream_ahead_bytes,
+            max_sequential=max_streams,
+            idle_seconds=stream_idle_seconds,
+            fill_max_bytes=fill_whole_object_max,
+            fill_after=fill_after_random_reads,
+            max_fills=fill_concurrency,
         )
         self._hints = HintAhead(self._warm_hot, hint_budget_bytes, workers=min(8, self.prefetch_concurrency))
         self._stats_dir = stats_dir
@@ -106,6 +133,9 @@ class TieredCache:
             return b""
         ps = self.page_size
         first, last = offset // ps, (end - 1) // ps
+        large = ref.size > ps
+        sequential = large and self._note_position(ref, first, last)
+        streamed = large and self._streams_io.follow(ref, first, last, sequential)
         parts: list[bytes | memoryview] = []
         for i in range(first, last + 1):
             page = self._page(PageKey(ref.url, ref.etag, ps, i), page_length(ref, ps, i))
@@ -113,8 +143,11 @@ class TieredCache:
             hi = end - i * ps if i == last else len(page)
             parts.append(page if lo == 0 and hi == len(page) else memoryview(page)[lo:hi])
         self._hints.consumed_ref(ref)
-        if self.readahead_pages and ref.size > ps:
-            self._readahead(ref, first, last)
+        if large and not streamed:
+            if not sequential:
+                self._streams_io.random_read(ref)
+            elif self.readahead_pages:
+                self._readahead(ref, last)
         if len(parts) == 1:
             return parts[0] if isinstance(parts[0], bytes) else bytes(parts[0])
         return b"".join(parts)
@@ -164,7 +197,31 @@ class TieredCache:
         if not below.contains(key):
             below.put(key, data, reason="demote")
 
-    def _readahead(self, ref: ObjectRef, first: int, last: int) -> None:
+    def _cached_locally(self, key: PageKey) -> bool:
+        return any(t.contains(key) for t in self._local_tiers)
+
+    def _keep(self, key: PageKey, data: bytes, hot: bool, *, first: bool) -> None:
+        """Store a streamed page in the fastest tier (``first``) or in the others."""
+        for tier in self.tiers[:1] if first else self.tiers[1:]:
+            tier.put(key, data, reason="fill", hot=hot)
+
+    def _note_position(self, ref: ObjectRef, first: int, last: int) -> bool:
+        """Remember where the reader of ``ref`` is; True if it continues its previous read.
+
+        A sequential reader of a large object is fed by a stream, started before its pages
+        are read so that it waits for the stream instead of fetching them itself; other
+        sequential readers get readahead runs after their read; random readers of a large
+        object may start a whole-object fill (datahub.cache.stream).
+        """
+        with self._streams_lock:
+            previous = self._streams.get(ref.url)
+            self._streams[ref.url] = last
+            self._streams.move_to_end(ref.url)
+            while len(self._streams) > MAX_STREAMS:
+                self._streams.popitem(last=False)
+        return previous is not None and previous <= first <= previous + 1
+
+    def _readahead(self, ref: ObjectRef, last: int) -> None:
         """A sequential reader is fetched ahead by whole runs of pages, each ONE range read.
 
         The window is the ``readahead_pages`` pages after the last one read. A run is issued
@@ -175,14 +232,6 @@ class TieredCache:
         (S3; moto even reads the whole object for every range) then see one GET per run
         instead of one per page.
         """
-        with self._streams_lock:
-            previous = self._streams.get(ref.url)
-            self._streams[ref.url] = last
-            self._streams.move_to_end(ref.url)
-            while len(self._streams) > MAX_STREAMS:
-                self._streams.popitem(last=False)
-        if previous is None or not previous <= first <= previous + 1:
-            return
         ps, ahead = self.page_size, self.readahead_pages
         total = page_count(ref.size, ps)
         start = None
@@ -373,6 +422,7 @@ class TieredCache:
             "origin": self.origin.stats(),
             "merged_fetches": self._flight.merged,
             "readahead": self._background.stats(),
+            "streams": self._streams_io.stats(),
             "hints": self._hints.stats(),
             "pinned_objects": len(self._pinned),
         }
@@ -383,6 +433,7 @@ class TieredCache:
         self._closed.set()
         self._wake.set()
         self._maintainer.join(timeout=10)
+        self._streams_io.close()
         self._hints.close()
         self._background.close()
         for tier in self.tiers:
@@ -454,4 +505,11 @@ def open_cache(config: Config, stores) -> TieredCache:
         pin_index=disk.index if disk is not None else None,
         stats_dir=stats_io.stats_dir(config),
         policy=c.policy,
+        stream_min_bytes=c.stream_min_bytes,
+        stream_ahead_bytes=c.stream_ahead_bytes,
+        max_streams=c.max_streams,
+        stream_idle_seconds=c.stream_idle_seconds,
+        fill_whole_object_max=c.fill_whole_object_max,
+        fill_after_random_reads=c.fill_after_random_reads,
+        fill_concurrency=c.fill_concurrency,
     )

@@ -1,0 +1,420 @@
+"""Streams: large objects fetched by ONE origin read, cut into pages as the bytes arrive.
+
+Readahead runs cost one request per run; for an object of hundreds of MiB that is still
+dozens of requests, and S3 servers charge per request (moto even reads the whole object
+for each). A ``PageStream`` opens one streaming read (``Origin.stream``) from a page to
+the end of the object and cuts it into pages as they arrive; each page is stored in the
+tiers and handed to the readers waiting for it through the cache's singleflight, so a
+page being streamed is never fetched a second time.
+
+Two kinds:
+
+- **sequential**: follows one reader. It claims the pages up to ``ahead_pages`` past the
+  reader (a reader of such a page waits for the stream instead of fetching it), and never
+  delivers beyond that window: the bytes in flight are bounded by ``ahead_pages`` pages
+  plus one chunk. It stops when the reader jumps out of the window, has not read for
+  ``idle_seconds``, or the cache closes.
+- **fill**: after repeated random reads of a large object, the whole object streams into
+  the cache in the background. It claims only the page it is assembling, so a random
+  reader of any other page fetches its page at once, as before, instead of waiting behind
+  the fill; pages someone else already holds are skipped.
+
+Stopping releases the claimed pages with ``Abandoned``: their waiters fetch them
+themselves. ObjectChanged / ObjectNotFound from the origin reach the waiters as they are;
+other failures abandon (the reader's own fetch then retries and reports). Nothing is
+stored from a stream that returned a wrong length: the length is checked per page against
+the object's recorded size, and in total by ``Origin.stream``.
+
+Over a store whose ``read_chunks`` is the contract's one-piece default, a stream asks for
+ranges of at most ``SEGMENT_BYTES`` (bounded memory, and still few requests).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from datahub.cache.origin import Origin
+from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.singleflight import Abandoned, SingleFlight
+from datahub.errors import ObjectChanged, ObjectNotFound
+from datahub.storage.base import ObjectRef
+
+log = logging.getLogger(__name__)
+
+SEGMENT_BYTES = 64 * 1024**2  # one request's range when the store cannot stream
+MAX_TRACKED = 4096  # objects whose random-read count is remembered
+
+
+@dataclass
+class StreamCounters:
+    sequential: int = 0  # sequential streams started
+    fills: int = 0  # whole-object fills started
+    requests: int = 0  # origin requests made by streams
+    bytes: int = 0  # bytes received by streams
+    pages: int = 0  # pages stored by streams
+    skipped: int = 0  # pages received but already held by a tier or another fetch
+    stopped: int = 0  # streams stopped early (reader jumped, idle, close)
+    failed: int = 0  # streams ended by an origin error
+
+
+class PageStream:
+    """One object's pages from one streaming read; see the module docstring."""
+
+    def __init__(
+        self,
+        owner: Streams,
+        ref: ObjectRef,
+        first: int,
+        *,
+        fill: bool,
+        reader_page: int = -1,
+    ) -> None:
+        self.owner = owner
+        self.ref = ref
+        self.fill = fill
+        self.page_size = owner.page_size
+        self.total = page_count(ref.size, self.page_size)
+        self.first = first
+        self._lock = threading.Condition()
+        self._claims: dict[int, object] = {}
+        self._claiming: set[int] = set()  # pages another thread is deciding on right now
+        self._claim_next = first
+        self._reader = reader_page  # last page the reader read (sequential)
+        self._last_read = owner.clock()
+        self._stopped = False
+        self.thread = threading.Thread(
+            target=self.run, name=f"datahub-{'fill' if fill else 'stream'}", daemon=True
+        )
+
+    @property
+    def kind(self) -> str:
+        return "fill" if self.fill else "sequential"
+
+    def key(self, index: int) -> PageKey:
+        return PageKey(self.ref.url, self.ref.etag, self.page_size, index)
+
+    # --- the reader's side -----------------------------------------------------------------------
+    def advance(self, first: int, last: int) -> bool:
+        """The reader read pages ``first..last``; False (and the stream stops) if it jumped away."""
+        ahead = self.owner.ahead_pages
+        with self._lock:
+            if self._stopped:
+                return False
+            if not self._reader - ahead <= first <= self._reader + ahead + 1:
+                jumped = True
+            else:
+                jumped = False
+                self._reader = max(self._reader, last)
+                self._last_read = self.owner.clock()
+                self._lock.notify_all()
+        if jumped:
+            self.stop()
+            return False
+        self._claim_upto(self._reader + 1 + ahead)
+        return True
+
+    def stop(self) -> None:
+        """Stop early: waiters of claimed pages are released to fetch them themselves."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            claims, self._claims = self._claims, {}
+            self._lock.notify_all()
+        self.owner.count(stopped=1)
+        for index, claim in claims.items():
+            self.owner.flight.settle(self.key(index), claim, error=Abandoned())
+
+    # --- claims ----------------------------------------------------------------------------------
+    def _claim_upto(self, limit: int) -> None:
+        """Claim the pages before ``limit`` not yet considered, unless held or being fetched."""
+        limit = min(limit, self.total)
+        while True:
+            with self._lock:
+                if self._stopped or self._claim_next >= limit:
+                    return
+                index = self._claim_next
+                self._claim_next += 1
+                self._claiming.add(index)
+            key = self.key(index)
+            claim = None if self.owner.cached(key) else self.owner.flight.claim(key)
+            with self._lock:
+                self._claiming.discard(index)
+                self._lock.notify_all()
+                if claim is None:
+                    continue
+                if not self._stopped:
+                    self._claims[index] = claim
+                    continue
+            self.owner.flight.settle(key, claim, error=Abandoned())
+
+    def _claim_limit(self, page: int) -> int:
+        if self.fill:
+            return page + 1
+        with self._lock:
+            return max(page + 1, self._reader + 1 + self.owner.ahead_pages)
+
+    # --- the stream's thread ---------------------------------------------------------------------
+    def run(self) -> None:
+        error: BaseException | None = None
+        try:
+            page = self.first
+            whole = self.owner.origin.streams_natively(self.ref.url)
+            segment_pages = max(1, SEGMENT_BYTES // self.page_size)
+            while page < self.total and self._wait_for_reader(page):
+                page = self._skip_held(page)
+                if page >= self.total:
+                    break
+                end = self.total if whole else min(self.total, page + segment_pages)
+                page = self._stream_range(page, end)
+        except (ObjectChanged, ObjectNotFound) as exc:
+            error = exc
+            self.owner.count(failed=1)
+            log.info("stream of %s stopped: %s", self.ref.url, exc)
+        except Exception as exc:
+            error = Abandoned()
+            self.owner.count(failed=1)
+            log.warning("stream of %s failed: %s; readers fetch their pages themselves", self.ref.url, exc)
+        finally:
+            self._finish(error)
+
+    def _skip_held(self, page: int) -> int:
+        """The first page from ``page`` on that no tier holds (no request for held pages)."""
+        while page < self.total and self.owner.cached(self.key(page)):
+            page += 1
+        with self._lock:
+            self._claim_next = max(self._claim_next, page)
+        return page
+
+    def _stream_range(self, page: int, end: int) -> int:
+        """Stream pages ``page..end-1``; returns the next page, or ``total`` when stopped.
+
+        Chunks are asked for page-sized, so a page usually is one chunk, stored as it came
+        (no copy); otherwise its parts are joined once.
+        """
+        ps = self.page_size
+        self._claim_upto(self._claim_limit(page))
+        chunks = self.owner.origin.stream(
+            self.ref.url, self.ref.etag, page * ps, min(self.ref.size, end * ps), chunk_size=ps
+        )
+        self.owner.count(requests=1)
+        parts: list[bytes | memoryview] = []
+        have = 0
+        try:
+            for chunk in chunks:
+                if self._stopped:
+                    return self.total
+                self.owner.count(bytes=len(chunk))
+                view = memoryview(chunk)
+                while view and page < end:
+                    need = page_length(self.ref, ps, page) - have
+                    if not parts and len(chunk) == need and len(view) == need:
+                        parts.append(chunk)  # the whole page in one chunk: keep it as is
+                    else:
+                        parts.append(view[:need])
+                    have += min(need, len(view))
+                    view = view[need:]
+                    if have < page_length(self.ref, ps, page):
+                        break
+                    data = parts[0] if len(parts) == 1 and isinstance(parts[0], bytes) else b"".join(parts)
+                    parts, have = [], 0
+                    self._deliver(page, data)
+                    page += 1
+                    if page < end and not self._wait_for_reader(page):
+                        return self.total
+                    self._claim_upto(self._claim_limit(page))
+        finally:
+            chunks.close()
+        return page
+
+    def _deliver(self, index: int, data: bytes) -> None:
+        with self._lock:
+            while index in self._claiming and not self._stopped:  # its claim is being made
+                self._lock.wait()
+            if self._stopped:
+                return
+            claim = self._claims.pop(index, None)
+        key = self.key(index)
+        if claim is None:  # held by a tier or fetched by someone else meanwhile
+            self.owner.count(skipped=1)
+            return
+        try:
+            self.owner.keep(key, data, not self.fill, first=True)  # the fastest tier, then waiters
+        finally:
+            self.owner.flight.settle(key, claim, value=data)
+        self.owner.keep(key, data, not self.fill, first=False)  # the slower tiers meanwhile
+        self.owner.count(pages=1)
+
+    def _wait_for_reader(self, page: int) -> bool:
+        """Sequential: block until ``page`` is within the reader's window; False = stop."""
+        if self.fill:
+            return not self._stopped
+        idle = self.owner.idle_seconds
+        with self._lock:
+            while not self._stopped and page > self._reader + self.owner.ahead_pages:
+                remaining = self._last_read + idle - self.owner.clock()
+                if remaining <= 0:
+                    break
+                self._lock.wait(remaining)
+            waiting = not self._stopped and page > self._reader + self.owner.ahead_pages
+        if waiting:  # the reader went away: give the request up
+            log.debug("stream of %s idle for %.1fs: stopped", self.ref.url, idle)
+            self.stop()
+        return not self._stopped
+
+    def _finish(self, error: BaseException | None) -> None:
+        with self._lock:
+            self._stopped = True
+            claims, self._claims = self._claims, {}
+        for index, claim in claims.items():
+            self.owner.flight.settle(self.key(index), claim, error=error or Abandoned())
+        self.owner.finished(self)
+
+
+class Streams:
+    """The cache's streams: which object has one, starting and stopping them, counters."""
+
+    def __init__(
+        self,
+        origin: Origin,
+        flight: SingleFlight[bytes],
+        *,
+        page_size: int,
+        cached: Callable[[PageKey], bool],
+        keep: Callable[..., None],  # keep(key, data, hot, first=True/False): fastest tier / the rest
+        min_bytes: int = 64 * 1024**2,
+        ahead_bytes: int = 64 * 1024**2,
+        max_sequential: int = 4,
+        idle_seconds: float = 10.0,
+        fill_max_bytes: int = 4 * 1024**3,
+        fill_after: int = 4,
+        max_fills: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.origin = origin
+        self.flight = flight
+        self.page_size = page_size
+        self.cached = cached
+        self.keep = keep
+        self.min_bytes = min_bytes
+        self.ahead_pages = max(1, ahead_bytes // page_size)
+        self.max_sequential = max(0, max_sequential)
+        self.idle_seconds = idle_seconds
+        self.fill_max_bytes = fill_max_bytes
+        self.fill_after = max(1, fill_after)
+        self.max_fills = max(0, max_fills)
+        self.clock = clock
+        self.counters = StreamCounters()
+        self._lock = threading.Lock()
+        self._active: dict[tuple[str, str], PageStream] = {}  # the stream serving each object
+        self._live: set[PageStream] = set()  # streams whose thread has not ended (close joins them)
+        self._random: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._closed = False
+
+    def follow(self, ref: ObjectRef, first: int, last: int, sequential: bool) -> bool:
+        """A reader is about to read pages ``first..last`` of ``ref``: feed or start a stream.
+
+        True when a stream covers what comes next (no readahead run is needed).
+        """
+        if not self.min_bytes or ref.size < self.min_bytes:
+            return False
+        oid = (ref.url, ref.etag)
+        with self._lock:
+            current = self._active.get(oid)
+        if current is not None:
+            if current.fill or current.advance(first, last):
+                return True
+            self._forget(current)  # it stopped (jumped away, idle or done): make room for a new one
+        if sequential:
+            return self._start(ref, first, fill=False, reader_page=last)
+        return False
+
+    def random_read(self, ref: ObjectRef) -> None:
+        """A reader read ``ref`` out of order: every ``fill_after``-th time, fill the object."""
+        if not self.min_bytes or not self.min_bytes <= ref.size <= self.fill_max_bytes:
+            return
+        if self._count_random((ref.url, ref.etag)):
+            self._start(ref, 0, fill=True)
+
+    def _count_random(self, oid: tuple[str, str]) -> bool:
+        """Count a non-sequential read; True on every ``fill_after``-th of one object."""
+        if not self.fill_max_bytes or not self.max_fills:
+            return False
+        with self._lock:
+            n = self._random.pop(oid, 0) + 1
+            if n >= self.fill_after:
+                return True
+            self._random[oid] = n
+            while len(self._random) > MAX_TRACKED:
+                self._random.popitem(last=False)
+        return False
+
+    def _start(self, ref: ObjectRef, first: int, *, fill: bool, reader_page: int = -1) -> bool:
+        total = page_count(ref.size, self.page_size)
+        if not fill:  # a reader inside cached pages needs no stream (and no thread) yet
+            window = range(first, min(total, first + self.ahead_pages))
+            if all(self.cached(PageKey(ref.url, ref.etag, self.page_size, i)) for i in window):
+                return True
+        if first >= total:
+            return not fill
+        oid = (ref.url, ref.etag)
+        with self._lock:
+            running = sum(1 for s in self._active.values() if s.fill == fill)
+            if (
+                self._closed
+                or oid in self._active
+                or running >= (self.max_fills if fill else self.max_sequential)
+            ):
+                return False
+            stream = self._active[oid] = PageStream(self, ref, first, fill=fill, reader_page=reader_page)
+            self._live.add(stream)
+            if fill:
+                self.counters.fills += 1
+            else:
+                self.counters.sequential += 1
+        if not fill:  # claim the reader's window now: its next read must not race the thread
+            stream._claim_upto(stream._claim_limit(first))
+        stream.thread.start()
+        return True
+
+    def _forget(self, stream: PageStream) -> None:
+        with self._lock:
+            if self._active.get((stream.ref.url, stream.ref.etag)) is stream:
+                del self._active[(stream.ref.url, stream.ref.etag)]
+
+    def finished(self, stream: PageStream) -> None:
+        """The stream's thread is ending."""
+        self._forget(stream)
+        with self._lock:
+            self._live.discard(stream)
+
+    def count(self, **fields: int) -> None:
+        with self._lock:
+            for name, n in fields.items():
+                setattr(self.counters, name, getattr(self.counters, name) + n)
+
+    def stats(self) -> dict:
+        with self._lock:
+            active = list(self._active.values())
+            return {
+                **asdict(self.counters),
+                "active": len(active),
+                "active_fills": sum(1 for s in active if s.fill),
+                "running": len(self._live),  # threads, including stopped ones still ending
+            }
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop every stream and wait for its thread (a chunk in transit ends it)."""
+        with self._lock:
+            self._closed = True
+            streams = list(self._live)
+        for stream in streams:
+            stream.stop()
+        deadline = time.monotonic() + timeout
+        for stream in streams:
+            stream.thread.join(max(0.0, deadline - time.monotonic()))
