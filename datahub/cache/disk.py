@@ -110,7 +110,8 @@ class DiskTier(BudgetedTier):
 
     def _path(self, key: PageKey) -> str:
         """The page file (a str: pathlib costs more than the I/O on the hot path)."""
-        return f"{self._pages_prefix}{key.digest[:2]}/{key.digest}.page"
+        digest = key.digest
+        return f"{self._pages_prefix}{digest[:2]}/{digest}.page"
 
     # --- hooks -----------------------------------------------------------------------------------
     def _load(self, key: PageKey) -> bytes | None:

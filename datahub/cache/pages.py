@@ -19,7 +19,6 @@ import json
 import struct
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from datahub.storage.base import ObjectRef
@@ -36,20 +35,28 @@ if xxhash is not None:
 DEFAULT_CHECKSUM = "xxh3" if "xxh3" in CHECKSUMS else "crc32"
 
 
-@dataclass(frozen=True, slots=True)
-class PageKey:
-    """The name of one page of one immutable object."""
+class PageKey(NamedTuple):
+    """The name of one page of one immutable object.
+
+    A NamedTuple because every read builds one and the tiers and the eviction policy hash
+    and compare it several times: tuple construction, hash and equality run in C, where a
+    frozen dataclass ran Python code for each (and hashed two digests up front that most
+    reads never use). The digests are derived on demand."""
 
     url: str
     etag: str
     page_size: int
     index: int
-    digest: str = field(init=False, compare=False, repr=False)  # names the page's file/object
-    object_id: str = field(init=False, compare=False, repr=False)  # names the object version (pins)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "digest", hashlib.blake2b(self.name, digest_size=20).hexdigest())
-        object.__setattr__(self, "object_id", object_id_of(self.url, self.etag))
+    @property
+    def digest(self) -> str:
+        """Names the page's file/object: 40 hex digits of blake2b over ``name``."""
+        return hashlib.blake2b(self.name, digest_size=20).hexdigest()
+
+    @property
+    def object_id(self) -> str:
+        """Names the object version (pins hold these)."""
+        return object_id_of(self.url, self.etag)
 
     @property
     def name(self) -> bytes:

@@ -4,6 +4,7 @@ damage is a miss that removes the page, never an exception or wrong bytes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import struct
@@ -125,3 +126,16 @@ def test_damaged_format_2_page_files_are_misses_and_removed(tmp_path: Path, dama
     assert not path.exists()
     assert disk.usage().used == 0
     disk.close()
+
+
+def test_page_key_names_files_as_before_and_is_a_cheap_value() -> None:
+    """Existing cache directories stay valid: the digest (the file name) is unchanged."""
+    raw = f"{KEY.url}\0{KEY.etag}\0{KEY.page_size}\0{KEY.index}".encode()
+    assert KEY.name == raw
+    assert KEY.digest == hashlib.blake2b(raw, digest_size=20).hexdigest()
+    assert KEY.object_id == hashlib.blake2b(f"{KEY.url}\0{KEY.etag}".encode(), digest_size=16).hexdigest()
+    same = PageKey(KEY.url, KEY.etag, 4096, 2)
+    assert same == KEY and hash(same) == hash(KEY) and {KEY: 1}[same] == 1
+    assert PageKey(KEY.url, KEY.etag, 4096, 3) != KEY
+    with pytest.raises(AttributeError):
+        KEY.index = 5  # immutable: keys live in dicts and sets
