@@ -7,6 +7,13 @@ write-back workspace may keep its own objects beside them. Several nodes share t
 budget, so no node can track usage exactly: ``maintain`` lists the pages at most every
 ``sweep_interval`` seconds and, above the high watermark, deletes the oldest (by mtime)
 down to the low watermark. Every failure is a logged miss or a refused put.
+
+Puts are written behind: a reader that missed every tier gets its bytes as soon as the
+origin answers, and the upload (a PUT to RGW, or a file write with two fsyncs in a local
+directory) happens in a writer thread. Queued pages are served from the queue, which is
+bounded in bytes (``write_behind_bytes``); when it is full a put waits for room, so a shared
+store slower than the origin slows fills down instead of dropping pages. ``close`` uploads
+what is queued. Nothing here needs durability: a page lost in a crash is a later miss.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from datahub.cache import pages as fmt
@@ -39,6 +47,7 @@ class SharedTier(Tier):
         low_watermark: float = 0.80,
         sweep_interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        write_behind_bytes: int = 64 * 1024**2,
     ) -> None:
         super().__init__()
         self.name = "shared"
@@ -53,12 +62,25 @@ class SharedTier(Tier):
         self._added_bytes = 0  # put since the last sweep
         self._added_entries = 0
         self._swept_at: float | None = None
+        self.write_behind_bytes = write_behind_bytes
+        self._room = threading.Condition(self._lock)  # signalled when the queue shrinks or closes
+        self._queue: deque[str] = deque()  # object keys in upload order
+        self._queued: dict[str, tuple[PageKey, bytes]] = {}  # object key -> page, queued or uploading
+        self._queued_bytes = 0
+        self._uploading: str | None = None
+        self._writer: threading.Thread | None = None
+        self._closed = False
 
     @staticmethod
     def object_key(key: PageKey) -> str:
         return f"{PREFIX}{key.digest[:2]}/{key.digest}"
 
     def get(self, key: PageKey) -> bytes | None:
+        with self._lock:
+            queued = self._queued.get(self.object_key(key))
+        if queued is not None:
+            self.counters.hits += 1
+            return queued[1]
         try:
             blob = self.store.read(self.object_key(key))
         except ObjectNotFound:
@@ -87,28 +109,101 @@ class SharedTier(Tier):
         return data
 
     def put(self, key: PageKey, data: bytes, *, reason: str = "fill", hot: bool = False) -> bool:
-        if len(data) > self.budget:
+        """Queue the page for upload (waiting for room if the queue is full); False if refused."""
+        if len(data) > self.budget or len(data) > self.write_behind_bytes:
             self.counters.rejected += 1
             return False
-        try:
-            self.store.put(self.object_key(key), fmt.encode_page(key, data))
-        except Exception as exc:
-            log.warning("shared tier: storing page %s of %s failed (%s); not cached", key.index, key.url, exc)
-            self.counters.errors += 1
-            return False
-        with self._lock:
+        okey = self.object_key(key)
+        with self._room:
+            while (
+                not self._closed
+                and self._queued_bytes
+                and self._queued_bytes + len(data) > self.write_behind_bytes
+            ):
+                self._room.wait()
+            if self._closed:
+                self.counters.rejected += 1
+                return False
+            if okey in self._queued:
+                return True
+            self._queued[okey] = (key, data)
+            self._queued_bytes += len(data)
+            self._queue.append(okey)
             self._added_bytes += len(data)
             self._added_entries += 1
+            if self._writer is None:
+                self._writer = threading.Thread(
+                    target=self._write_behind, name="datahub-shared-writer", daemon=True
+                )
+                self._writer.start()
+            self._room.notify_all()
         self._count(reason)
         return True
 
+    def _write_behind(self) -> None:
+        while True:
+            with self._room:
+                while not self._queue and not self._closed:
+                    self._room.wait()
+                if not self._queue:
+                    return
+                okey = self._queue.popleft()
+                key, data = self._queued[okey]
+                self._uploading = okey
+            try:
+                self.store.put(okey, fmt.encode_page(key, data))
+            except Exception as exc:
+                log.warning(
+                    "shared tier: storing page %s of %s failed (%s); not cached", key.index, key.url, exc
+                )
+                self.counters.errors += 1
+            with self._room:
+                self._uploading = None
+                self._queued.pop(okey, None)
+                self._queued_bytes -= len(data)
+                self._room.notify_all()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued page is uploaded; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._room:
+            while self._queued:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._room.wait(left)
+        return True
+
+    def close(self) -> None:
+        self.flush(timeout=60.0)
+        with self._room:
+            self._closed = True
+            self._room.notify_all()
+        if self._writer is not None:
+            self._writer.join(timeout=10)
+
     def delete(self, key: PageKey) -> None:
+        okey = self.object_key(key)
+        with self._room:
+            while okey == self._uploading:  # let that upload land, then delete it
+                self._room.wait()
+            if okey in self._queued:
+                _key, data = self._queued.pop(okey)
+                self._queue.remove(okey)
+                self._queued_bytes -= len(data)
+                self._room.notify_all()
+        self._delete_object(key)
+
+    def _delete_object(self, key: PageKey) -> None:
         try:
             self.store.delete(self.object_key(key))
         except Exception as exc:
             log.warning("shared tier: deleting page %s of %s failed (%s)", key.index, key.url, exc)
 
     def contains(self, key: PageKey) -> bool:
+        with self._lock:
+            if self.object_key(key) in self._queued:
+                return True
         try:
             self.store.stat(self.object_key(key))
             return True
@@ -132,6 +227,7 @@ class SharedTier(Tier):
 
     def sweep(self) -> int:
         """List the pages; above the high watermark delete the oldest down to the low one."""
+        self.flush(timeout=60.0)  # queued pages count once listed, not twice
         try:
             infos = list(self.store.list(PREFIX))
         except Exception as exc:
