@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -247,7 +247,7 @@ class PageStream:
             self.owner.keep(key, data, not self.fill, first=True)  # the fastest tier, then waiters
         finally:
             self.owner.flight.settle(key, claim, value=data)
-        self.owner.keep(key, data, not self.fill, first=False)  # the slower tiers meanwhile
+        self.owner.writer.submit(key, data, not self.fill)  # the slower tiers, while the next page arrives
         self.owner.count(pages=1)
 
     def _wait_for_reader(self, page: int) -> bool:
@@ -276,6 +276,76 @@ class PageStream:
         self.owner.finished(self)
 
 
+class LowerTierWriter:
+    """Writes streamed pages to the slower tiers (disk) on its own thread.
+
+    A stream would otherwise alternate receiving and writing; with the writes here the two
+    overlap (socket reads, checksums and file writes release the GIL). The queue is bounded
+    in bytes: a stream that outruns the disk waits in ``submit``. On close, pages still
+    queued are dropped: they are in the fastest tier already, and the cache is only a cache.
+    """
+
+    def __init__(self, keep: Callable[..., None], max_bytes: int) -> None:
+        self._keep = keep
+        self.max_bytes = max_bytes
+        self._cond = threading.Condition()
+        self._queue: deque[tuple[PageKey, bytes, bool]] = deque()
+        self._queued_bytes = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="datahub-stream-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, key: PageKey, data: bytes, hot: bool) -> None:
+        with self._cond:
+            while self._queued_bytes and self._queued_bytes + len(data) > self.max_bytes and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return
+            self._queue.append((key, data, hot))
+            self._queued_bytes += len(data)
+            self._cond.notify_all()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                key, data, hot = self._queue.popleft()  # its bytes count until written
+            try:
+                self._keep(key, data, hot, first=False)
+            except Exception as exc:  # tiers never raise; this is a bug guard, not flow control
+                log.warning("writing streamed page %d of %s failed: %s", key.index, key.url, exc)
+            with self._cond:
+                if not self._closed:  # close() zeroed the count already
+                    self._queued_bytes -= len(data)
+                self._cond.notify_all()
+
+    def drain(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued page is written (tests; True if it was)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queued_bytes:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def queued_bytes(self) -> int:
+        with self._cond:
+            return self._queued_bytes
+
+    def close(self, timeout: float = 10.0) -> None:
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._queued_bytes = 0
+            self._cond.notify_all()
+        self._thread.join(timeout)
+
+
 class Streams:
     """The cache's streams: which object has one, starting and stopping them, counters."""
 
@@ -301,6 +371,7 @@ class Streams:
         self.page_size = page_size
         self.cached = cached
         self.keep = keep
+        self.writer = LowerTierWriter(keep, max(ahead_bytes, 2 * page_size))
         self.min_bytes = min_bytes
         self.ahead_pages = max(1, ahead_bytes // page_size)
         self.max_sequential = max(0, max_sequential)
@@ -406,6 +477,7 @@ class Streams:
                 "active": len(active),
                 "active_fills": sum(1 for s in active if s.fill),
                 "running": len(self._live),  # threads, including stopped ones still ending
+                "write_queue_bytes": self.writer.queued_bytes(),  # pages waiting for the disk tier
             }
 
     def close(self, timeout: float = 10.0) -> None:
@@ -418,3 +490,4 @@ class Streams:
         deadline = time.monotonic() + timeout
         for stream in streams:
             stream.thread.join(max(0.0, deadline - time.monotonic()))
+        self.writer.close(max(0.0, deadline - time.monotonic()))

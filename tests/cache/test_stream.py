@@ -123,6 +123,7 @@ def read_all(cache: TieredCache, ref, chunk: int) -> bytes:
 
 def idle(cache: TieredCache) -> None:
     wait_for(lambda: cache.stats()["streams"]["running"] == 0, what="stream threads to end")
+    assert cache._streams_io.writer.drain(), "streamed pages never reached the disk tier"
 
 
 def test_sequential_read_is_one_streaming_request_with_exact_pages(tmp_path: Path, source) -> None:
@@ -137,6 +138,8 @@ def test_sequential_read_is_one_streaming_request_with_exact_pages(tmp_path: Pat
         assert streams["sequential"] == 1 and streams["requests"] == 1 and streams["failed"] == 0
         assert streams["pages"] == 40 and streams["bytes"] == len(data) - PAGE
         assert cache.origin.counters.fetches == 2 and cache.origin.counters.streams == 1
+        disk = cache.tiers[1]  # every streamed page was written through to the disk tier too
+        assert all(disk.contains(PageKey(ref.url, ref.etag, PAGE, i)) for i in range(41))
         assert read_all(cache, ref, 3000) == data  # served from the tiers
         assert store.requests == 2
 
