@@ -9,6 +9,11 @@ open/write/fsync/close of plain files. Write-back: ``Workspace.open/write/close`
 shared tier on a local directory (the embedded default) and, with ``--ceph-env``, on a
 real Ceph RGW bucket. Each close returns only after the data is durable in the shared tier
 and journaled. Goal: write-back / local >= 0.6. Prints one line per case and the ratios.
+
+The file list is cut into ``--slices`` parts (default 10) and the baseline and each
+write-back case take turns slice by slice (the workspaces stay open in between), so a
+change in the load of a shared machine affects both sides of a ratio alike; ``--slices 1``
+runs each side in one go, as before 2026-11-22 03:30.
 """
 
 from __future__ import annotations
@@ -46,42 +51,55 @@ def payload(size: int) -> bytes:
     return os.urandom(size)
 
 
-def write_local(directory: Path, count: int, data: bytes, threads: int) -> float:
-    directory.mkdir(parents=True)
+class LocalWriter:
+    """The baseline: plain files on the local disk, fsync'd before close."""
 
-    def one(i: int) -> None:
-        fd = os.open(directory / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    def __init__(self, directory: Path, data: bytes, threads: int) -> None:
+        self.directory, self.data, self.threads = directory, data, threads
+        directory.mkdir(parents=True)
+
+    def one(self, i: int) -> None:
+        fd = os.open(self.directory / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            for off in range(0, len(data), PIECE):
-                os.write(fd, data[off : off + PIECE])
+            for off in range(0, len(self.data), PIECE):
+                os.write(fd, self.data[off : off + PIECE])
             os.fsync(fd)
         finally:
             os.close(fd)
 
-    start = time.perf_counter()
-    with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(one, range(count)))
-    return time.perf_counter() - start
-
-
-def write_workspace(home: Path, overrides: dict, count: int, data: bytes, threads: int) -> float:
-    config = load_config(env={}, overrides={"home": str(home), **overrides})
-    stores = StoreRegistry(config)
-    ws = open_workspace(f"bench-{uuid.uuid4().hex[:6]}", config, stores)
-
-    def one(i: int) -> None:
-        with ws.open(f"f{i}", create=True) as fh:
-            for off in range(0, len(data), PIECE):
-                fh.write(off, data[off : off + PIECE])
-
-    try:
+    def run(self, files: range) -> float:
         start = time.perf_counter()
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(one, range(count)))
+        with ThreadPoolExecutor(self.threads) as pool:
+            list(pool.map(self.one, files))
         return time.perf_counter() - start
-    finally:
-        ws.abandon()  # the flush to the origin is not part of the write path being measured
-        stores.close()
+
+    def close(self) -> None:
+        pass
+
+
+class WorkspaceWriter(LocalWriter):
+    """Write-back: ``Workspace.open/write/close`` (close returns once durable and journaled)."""
+
+    def __init__(self, home: Path, overrides: dict, data: bytes, threads: int) -> None:
+        self.data, self.threads = data, threads
+        config = load_config(env={}, overrides={"home": str(home), **overrides})
+        self.stores = StoreRegistry(config)
+        self.ws = open_workspace(f"bench-{uuid.uuid4().hex[:6]}", config, self.stores)
+
+    def one(self, i: int) -> None:
+        with self.ws.open(f"f{i}", create=True) as fh:
+            for off in range(0, len(self.data), PIECE):
+                fh.write(off, self.data[off : off + PIECE])
+
+    def close(self) -> None:
+        self.ws.abandon()  # the flush to the origin is not part of the write path being measured
+        self.stores.close()
+
+
+def slices(count: int, parts: int) -> list[range]:
+    parts = max(1, min(parts, count))
+    bounds = [count * k // parts for k in range(parts + 1)]
+    return [range(bounds[k], bounds[k + 1]) for k in range(parts)]
 
 
 class CephBucket:
@@ -134,6 +152,10 @@ def main() -> None:
     parser.add_argument("--page-size", default=None, help="chunk size of the workspace (default 4MiB)")
     parser.add_argument("--only", default=None, help="run only workloads whose label contains this")
     parser.add_argument("--repeat", type=int, default=1, help="rounds; the summary shows medians")
+    parser.add_argument(
+        "--slices", type=int, default=10,
+        help="baseline and write-back alternate in this many slices of the file list (noise fairness)",
+    )  # fmt: skip
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="wb-bench-", dir=args.dir))
     page = {"cache": {"page_size": args.page_size}} if args.page_size else {}
@@ -155,18 +177,36 @@ def main() -> None:
                 data = payload(size)
                 total = count * size / MiB
                 for threads in map(int, args.threads.split(",")):
-                    base = write_local(scratch / f"local-{uuid.uuid4().hex[:6]}", count, data, threads)
+                    base = 0.0
+                    secs = dict.fromkeys(name for name, _ in shared_cases)
+                    local = LocalWriter(scratch / f"local-{uuid.uuid4().hex[:6]}", data, threads)
+                    spaces = {
+                        name: WorkspaceWriter(
+                            scratch / f"home-{uuid.uuid4().hex[:6]}", overrides, data, threads
+                        )
+                        for name, overrides in shared_cases
+                    }
+                    try:
+                        # baseline and write-back alternate slice by slice, so a change in the
+                        # machine's load hits both sides of the ratio alike
+                        for files in slices(count, args.slices):
+                            base += local.run(files)
+                            for name, writer in spaces.items():
+                                secs[name] = (secs[name] or 0.0) + writer.run(files)
+                    finally:
+                        for writer in spaces.values():
+                            writer.close()
+                    if bucket is not None:
+                        bucket.empty()
                     print(
                         f"[{round_no}] {label:14} threads={threads}  local disk+fsync {total / base:8.1f} MiB/s"
                     )
-                    for name, overrides in shared_cases:
-                        home = scratch / f"home-{uuid.uuid4().hex[:6]}"
-                        secs = write_workspace(home, overrides, count, data, threads)
-                        if bucket is not None and "shared_url" in overrides.get("cache", {}):
-                            bucket.empty()
-                        results.setdefault((label, threads, name), []).append((total / base, total / secs))
+                    for name, _ in shared_cases:
+                        results.setdefault((label, threads, name), []).append(
+                            (total / base, total / secs[name])
+                        )
                         print(f"[{round_no}] {label:14} threads={threads}  write-back {name:17} "
-                              f"{total / secs:8.1f} MiB/s  ratio {base / secs:.2f}", flush=True)  # fmt: skip
+                              f"{total / secs[name]:8.1f} MiB/s  ratio {base / secs[name]:.2f}", flush=True)  # fmt: skip
                     shutil.rmtree(scratch, ignore_errors=True)
                     scratch.mkdir()
         print(

@@ -1,0 +1,124 @@
+"""What one acknowledged small file must cost, step by step, against the local-disk baseline.
+
+    .venv/bin/python bench/writeback/small_file_floor.py [--files 500] [--size 100000] [--repeat 3]
+
+No datahub code is timed here: it replays the durable steps the write-back promise needs
+for one new small file on a local-directory shared tier, with the bare system calls, in
+the same run as the baseline (create + write + fsync + close of a plain file):
+
+- ``chunk object``: what ``LocalStore.put`` does for a chunk (temp file, write, fsync,
+  rename, directory fsync);
+- ``chunk, no rename``: the same written under its final name (no rename, no directory
+  fsync; the file's own fsync makes its new name durable on ext4, as for the baseline);
+- ``journal commit``: one LMDB write transaction with ``sync=True`` (data pages fsync'd,
+  then the meta page: two flushes).
+
+``floor ratio`` = baseline / (chunk object + journal commit): the best a single writer can
+reach with one shared-tier object and one journal commit per file, whatever the Python
+around it costs. The goal of issue 3 is a ratio >= 0.6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import lmdb
+
+
+def per_file(count: int, step: Callable[[int], None]) -> float:
+    start = time.perf_counter()
+    for i in range(count):
+        step(i)
+    return (time.perf_counter() - start) / count
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def one_round(scratch: Path, count: int, data: bytes) -> dict[str, float]:
+    base, chunks, direct = scratch / "base", scratch / "chunks", scratch / "direct"
+    for d in (base, chunks, direct):
+        d.mkdir()
+    env = lmdb.open(str(scratch / "journal"), map_size=1 << 30, sync=True)
+    record = b"x" * 300  # about one file record with its chunk map
+
+    def chunk_object(i: int) -> None:
+        tmp = chunks / f".tmp{i}"
+        write_new(tmp, data)
+        os.replace(tmp, chunks / f"c{i}")
+        fsync_dir(chunks)
+
+    def journal_commit(i: int) -> None:
+        with env.begin(write=True) as txn:
+            txn.put(f"f{i}".encode(), record)
+
+    try:
+        return {
+            "baseline (create+write+fsync)": per_file(count, lambda i: write_new(base / f"f{i}", data)),
+            "chunk object (fsync+rename+dir fsync)": per_file(count, chunk_object),
+            "chunk, no rename": per_file(count, lambda i: write_new(direct / f"c{i}", data)),
+            "journal commit (LMDB sync=True)": per_file(count, journal_commit),
+        }
+    finally:
+        env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--files", type=int, default=500)
+    parser.add_argument("--size", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dir", default=None, help="scratch directory on the disk under test")
+    args = parser.parse_args()
+    data = os.urandom(args.size)
+    rounds: list[dict[str, float]] = []
+    print(f"# small-file floor, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()}")
+    for _ in range(args.repeat):
+        scratch = Path(tempfile.mkdtemp(prefix="wb-floor-", dir=args.dir))
+        try:
+            rounds.append(one_round(scratch, args.files, data))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print("| step, per file | ms (median of rounds) |")
+    print("| --- | --- |")
+    med = {name: statistics.median(r[name] for r in rounds) * 1e3 for name in rounds[0]}
+    for name, ms in med.items():
+        print(f"| {name} | {ms:.3f} |")
+    floors = [
+        r["baseline (create+write+fsync)"]
+        / (r["chunk object (fsync+rename+dir fsync)"] + r["journal commit (LMDB sync=True)"])
+        for r in rounds
+    ]
+    no_rename = [
+        r["baseline (create+write+fsync)"] / (r["chunk, no rename"] + r["journal commit (LMDB sync=True)"])
+        for r in rounds
+    ]
+    print(f"\nfloor ratio (chunk object + journal commit): {statistics.median(floors):.2f}  (goal >= 0.6)")
+    print(f"floor ratio without rename + directory fsync: {statistics.median(no_rename):.2f}")
+
+
+if __name__ == "__main__":
+    main()
