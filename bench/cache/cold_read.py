@@ -7,7 +7,8 @@ empty cache directory. The datahub figure includes both passes (prefetch + reads
 round runs every contender once, in turn (so a burst of load from the shared machine hits
 all of them alike); medians of ``--rounds`` rounds are reported, with each round's ratios.
 ``datahub, GETs through boto3`` is the same cache with ``StoreRegistry(lean_s3_get=False)``:
-the code before the lean GET, as a same-run baseline (``--no-before`` skips it).
+the code before the lean GET, as a same-run baseline (``--no-before`` skips it). Client
+CPU is this process's ``process_time`` per object (the server runs in other processes).
 
 Usage: .venv/bin/python bench/cache/cold_read.py [--endpoint moto|ceph|both] [--objects 2000]
        (ceph: reuses the cluster named by DATAHUB_TEST_CEPH_ENV, else starts one, ~1 min)
@@ -89,11 +90,14 @@ def bench(kind: str, args) -> None:
         contenders[DATAHUB] = lambda: datahub_run(ep, bucket, args, total, lean=True)
         baselines.boto3_threaded_read(client, bucket, keys[:200], threads=16)  # warm the server
         times: dict[str, list[float]] = {name: [] for name in contenders}
+        cpu: dict[str, list[float]] = {name: [] for name in contenders}
         loads = []
         try:
             for _ in range(args.rounds):
                 for name, run in contenders.items():
+                    c0 = time.process_time()
                     times[name].append(run())
+                    cpu[name].append(time.process_time() - c0)
                 loads.append(os.getloadavg()[0])
         finally:
             baselines.delete_all(client, bucket, keys)
@@ -101,7 +105,9 @@ def bench(kind: str, args) -> None:
     print(f"# {load_average()}; 1-min load after each round: {' '.join(f'{x:.1f}' for x in loads)}")
     med = {name: statistics.median(t) for name, t in times.items()}
     for name, seconds in med.items():
-        row(name, seconds, total, "  rounds: " + " ".join(f"{t:.1f}" for t in times[name]) + " s")
+        client_cpu = statistics.median(cpu[name]) / args.objects * 1e3
+        rounds = " ".join(f"{t:.1f}" for t in times[name])
+        row(name, seconds, total, f"  client CPU {client_cpu:.2f} ms/object; rounds: {rounds} s")
     per_round_s3fs = [s / d for s, d in zip(times[S3FS], times[DATAHUB], strict=True)]
     per_round_boto = [b / d for b, d in zip(times[BOTO3], times[DATAHUB], strict=True)]
     print(
