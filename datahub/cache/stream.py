@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 SEGMENT_BYTES = 64 * 1024**2  # one request's range when the store cannot stream
 MAX_TRACKED = 4096  # objects whose random-read count is remembered
+WRITE_BEHIND_WINDOWS = 4  # the disk writer's queue holds this many stream windows
 
 
 @dataclass
@@ -371,7 +372,9 @@ class Streams:
         self.page_size = page_size
         self.cached = cached
         self.keep = keep
-        self.writer = LowerTierWriter(keep, max(ahead_bytes, 2 * page_size))
+        # the pages queued for the disk are in the RAM tier too, so a deeper queue costs little
+        # memory and lets a reader finish while the disk (slower than loopback S3 here) catches up
+        self.writer = LowerTierWriter(keep, WRITE_BEHIND_WINDOWS * max(ahead_bytes, 2 * page_size))
         self.min_bytes = min_bytes
         self.ahead_pages = max(1, ahead_bytes // page_size)
         self.max_sequential = max(0, max_sequential)
