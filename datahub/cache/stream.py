@@ -167,9 +167,9 @@ class PageStream:
             page = self.first
             whole = self.owner.origin.streams_natively(self.ref.url)
             segment_pages = max(1, SEGMENT_BYTES // self.page_size)
-            while page < self.total and self._wait_for_reader(page):
+            while page < self.total:
                 page = self._skip_held(page)
-                if page >= self.total:
+                if page >= self.total or not self._wait_for_reader(page):
                     break
                 end = self.total if whole else min(self.total, page + segment_pages)
                 page = self._stream_range(page, end)

@@ -312,3 +312,19 @@ def test_sequential_read_from_s3_takes_a_few_gets(moto_config, moto_endpoint) ->
             gets = [r for r in proxy.requests[before:] if r[0] == "GET"]
             assert len(gets) <= 3, gets  # page 0, then one stream (or one segment)
             assert cache.stats()["streams"]["sequential"] == 1
+
+
+def test_streams_beyond_the_limit_fall_back_to_readahead_runs(tmp_path: Path, source) -> None:
+    (ref_a, data_a), (ref_b, data_b) = put_objects(source, [30 * PAGE, 30 * PAGE], seed=22)
+    cache, store = streaming_cache(tmp_path, source, max_streams=1)
+    with cache:
+        store.hold(after_chunks=2)  # the first reader's stream stays open
+        assert cache.read(ref_a, 0, PAGE) == data_a[:PAGE]
+        assert cache.read(ref_a, PAGE, PAGE) == data_a[PAGE : 2 * PAGE]
+        assert store.held.wait(10)
+        assert read_all(cache, ref_b, PAGE // 2) == data_b  # no second stream: runs instead
+        streams = cache.stats()["streams"]
+        assert streams["sequential"] == 1 and streams["active"] == 1
+        assert cache.stats()["readahead"]["submitted"] >= 1
+        store.gate.set()
+        assert read_all(cache, ref_a, PAGE) == data_a
