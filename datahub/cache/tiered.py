@@ -89,6 +89,9 @@ class TieredCache:
             workers=min(8, self.prefetch_concurrency), max_queued_bytes=max(hint_budget_bytes, page_size)
         )
         self._local_tiers = [t for t in self.tiers if not isinstance(t, SharedTier)]  # contains() is cheap
+        # a whole-object fill must fit the largest local tier with room to spare, or it only churns it
+        budgets = [getattr(t, "budget", 0) for t in self._local_tiers]
+        fill_whole_object_max = min(fill_whole_object_max, max(budgets, default=0) // 2)
         self._streams_io = Streams(
             origin,
             self._flight,

@@ -328,3 +328,12 @@ def test_streams_beyond_the_limit_fall_back_to_readahead_runs(tmp_path: Path, so
         assert cache.stats()["readahead"]["submitted"] >= 1
         store.gate.set()
         assert read_all(cache, ref_a, PAGE) == data_a
+
+
+def test_no_fill_for_an_object_bigger_than_half_the_largest_tier(tmp_path: Path, source) -> None:
+    [(ref, data)] = put_objects(source, [600 * PAGE], seed=23)  # tiers hold 1 MiB each
+    cache, store = streaming_cache(tmp_path, source, fill_after_random_reads=2)
+    with cache:
+        for page in (500, 20, 300, 7, 450, 99):
+            assert cache.read(ref, page * PAGE, 10) == data[page * PAGE : page * PAGE + 10]
+        assert cache.stats()["streams"]["fills"] == 0 and store.requests == 6
