@@ -137,8 +137,10 @@ class TieredCache:
         ps = self.page_size
         first, last = offset // ps, (end - 1) // ps
         large = ref.size > ps
-        sequential = large and self._note_position(ref, first, last)
-        streamed = large and self._streams_io.follow(ref, first, last, sequential)
+        previous = self._note_position(ref, first, last) if large else None
+        sequential = previous is not None and previous <= first <= previous + 1
+        opening = large and previous is None and offset == 0  # most readers from 0 read on
+        streamed = large and self._streams_io.follow(ref, first, last, sequential or opening)
         parts: list[bytes | memoryview] = []
         for i in range(first, last + 1):
             page = self._page(PageKey(ref.url, ref.etag, ps, i), page_length(ref, ps, i))
@@ -208,13 +210,14 @@ class TieredCache:
         for tier in self.tiers[:1] if first else self.tiers[1:]:
             tier.put(key, data, reason="fill", hot=hot)
 
-    def _note_position(self, ref: ObjectRef, first: int, last: int) -> bool:
-        """Remember where the reader of ``ref`` is; True if it continues its previous read.
+    def _note_position(self, ref: ObjectRef, first: int, last: int) -> int | None:
+        """Remember where the reader of ``ref`` is; returns the last page of its previous read.
 
-        A sequential reader of a large object is fed by a stream, started before its pages
-        are read so that it waits for the stream instead of fetching them itself; other
-        sequential readers get readahead runs after their read; random readers of a large
-        object may start a whole-object fill (datahub.cache.stream).
+        A sequential reader of a large object (or one starting at offset 0) is fed by a
+        stream, started before its pages are read so that it waits for the stream instead
+        of fetching them itself; other sequential readers get readahead runs after their
+        read; random readers of a large object may start a whole-object fill
+        (datahub.cache.stream).
         """
         with self._streams_lock:
             previous = self._streams.get(ref.url)
@@ -222,7 +225,7 @@ class TieredCache:
             self._streams.move_to_end(ref.url)
             while len(self._streams) > MAX_STREAMS:
                 self._streams.popitem(last=False)
-        return previous is not None and previous <= first <= previous + 1
+        return previous
 
     def _readahead(self, ref: ObjectRef, last: int) -> None:
         """A sequential reader is fetched ahead by whole runs of pages, each ONE range read.

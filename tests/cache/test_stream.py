@@ -132,30 +132,30 @@ def test_sequential_read_is_one_streaming_request_with_exact_pages(tmp_path: Pat
     with cache:
         assert read_all(cache, ref, PAGE // 2) == data
         idle(cache)
-        # page 0 by the reader, then ONE stream for pages 1..40 (its second half was sequential)
-        assert store.requests == 2
+        # a read from offset 0 starts the stream at once: ONE request for all 41 pages
+        assert store.requests == 1
         streams = cache.stats()["streams"]
         assert streams["sequential"] == 1 and streams["requests"] == 1 and streams["failed"] == 0
-        assert streams["pages"] == 40 and streams["bytes"] == len(data) - PAGE
-        assert cache.origin.counters.fetches == 2 and cache.origin.counters.streams == 1
+        assert streams["pages"] == 41 and streams["bytes"] == len(data)
+        assert cache.origin.counters.fetches == 1 and cache.origin.counters.streams == 1
         disk = cache.tiers[1]  # every streamed page was written through to the disk tier too
         assert all(disk.contains(PageKey(ref.url, ref.etag, PAGE, i)) for i in range(41))
         assert read_all(cache, ref, 3000) == data  # served from the tiers
-        assert store.requests == 2
+        assert store.requests == 1
 
 
 def test_stream_stays_within_its_window_of_the_reader(tmp_path: Path, source) -> None:
     [(ref, data)] = put_objects(source, [40 * PAGE], seed=12)
     cache, store = streaming_cache(tmp_path, source, stream_ahead_bytes=3 * PAGE)
     with cache:
-        assert cache.read(ref, 0, PAGE) == data[:PAGE]
-        assert cache.read(ref, PAGE, PAGE) == data[PAGE : 2 * PAGE]  # sequential: streamed from page 1
+        assert cache.read(ref, 0, PAGE) == data[:PAGE]  # from offset 0: streamed at once
+        assert cache.read(ref, PAGE, PAGE) == data[PAGE : 2 * PAGE]
         ram = cache.tiers[0]
-        wait_for(lambda: cache.stats()["streams"]["pages"] == 4, what="the window: pages 1..4")
-        assert all(ram.contains(PageKey(ref.url, ref.etag, PAGE, i)) for i in (1, 2, 3, 4))
-        assert not ram.contains(PageKey(ref.url, ref.etag, PAGE, 5))
+        wait_for(lambda: cache.stats()["streams"]["pages"] == 5, what="the window: pages 0..4")
+        assert all(ram.contains(PageKey(ref.url, ref.etag, PAGE, i)) for i in range(5))
+        assert not ram.contains(PageKey(ref.url, ref.etag, PAGE, 5))  # reader at page 1, window 3
         assert read_all(cache, ref, 900) == data
-        assert store.requests == 2
+        assert store.requests == 1
 
 
 def test_fallback_store_is_streamed_in_bounded_segments(tmp_path: Path, source, monkeypatch) -> None:
@@ -165,16 +165,16 @@ def test_fallback_store_is_streamed_in_bounded_segments(tmp_path: Path, source, 
     with cache:
         assert read_all(cache, ref, PAGE // 2) == data
         idle(cache)
-        assert store.requests == 1 + 5  # page 0, then pages 1..39 in segments of 8 pages
+        assert store.requests == 5  # pages 0..39 in segments of 8 pages
 
 
 def test_jumping_away_stops_the_stream_and_its_waiters_fetch_themselves(tmp_path: Path, source) -> None:
     [(ref, data)] = put_objects(source, [40 * PAGE], seed=14)
     cache, store = streaming_cache(tmp_path, source)
     with cache:
-        store.hold(after_chunks=2)  # the stream delivers page 1 (2 chunks of 700) and stalls
-        assert cache.read(ref, 0, PAGE) == data[:PAGE]
-        assert cache.read(ref, PAGE, 10) == data[PAGE : PAGE + 10]  # starts the stream, waits for page 1
+        store.hold(after_chunks=3)  # the stream delivers pages 0 and 1 (3 chunks of 700) and stalls
+        assert cache.read(ref, 0, PAGE) == data[:PAGE]  # starts the stream, waits for page 0
+        assert cache.read(ref, PAGE, 10) == data[PAGE : PAGE + 10]
         assert store.held.wait(10)
         got: list[bytes] = []
         waiter = threading.Thread(target=lambda: got.append(cache.read(ref, 3 * PAGE, PAGE)))
@@ -212,10 +212,9 @@ def test_idle_reader_ends_the_stream(tmp_path: Path, source) -> None:
     cache, store = streaming_cache(tmp_path, source, stream_idle_seconds=0.05)
     with cache:
         assert cache.read(ref, 0, PAGE) == data[:PAGE]
-        assert cache.read(ref, PAGE, PAGE) == data[PAGE : 2 * PAGE]
-        idle(cache)  # the reader stopped at page 1: the stream gives up after its window
+        idle(cache)  # the reader stopped at page 0: the stream gives up after its window
         assert cache.stats()["streams"]["stopped"] == 1 and store.closed_early == 1
-        assert cache.stats()["streams"]["pages"] == 5  # pages 1..5: reader at page 1, window 4
+        assert cache.stats()["streams"]["pages"] == 5  # pages 0..4: reader at page 0, window 4
 
 
 def test_object_changed_mid_stream_fails_readers_and_stores_nothing_new(tmp_path: Path, source) -> None:
@@ -318,7 +317,7 @@ def test_streams_beyond_the_limit_fall_back_to_readahead_runs(tmp_path: Path, so
     (ref_a, data_a), (ref_b, data_b) = put_objects(source, [30 * PAGE, 30 * PAGE], seed=22)
     cache, store = streaming_cache(tmp_path, source, max_streams=1)
     with cache:
-        store.hold(after_chunks=2)  # the first reader's stream stays open
+        store.hold(after_chunks=3)  # the first reader's stream delivers pages 0..1, stays open
         assert cache.read(ref_a, 0, PAGE) == data_a[:PAGE]
         assert cache.read(ref_a, PAGE, PAGE) == data_a[PAGE : 2 * PAGE]
         assert store.held.wait(10)
