@@ -188,7 +188,11 @@ class ReadOnlyOps(_Ops):
     @_fuse_errors
     async def read(self, fh, off, size):
         if NO_OPEN_FH is not None and fh & NO_OPEN_FH:
-            return await self._thread(self.view.read_inode, fh & ~NO_OPEN_FH, off, size)
+            ino = fh & ~NO_OPEN_FH
+            data = self.view.read_inode_now(ino, off, size)  # in RAM: answered inline, no thread hop
+            if data is not None:
+                return data
+            return await self._thread(self.view.read_inode, ino, off, size)
         return await self._thread(self.view.read, fh, off, size)
 
     async def release(self, fh):

@@ -235,6 +235,15 @@ class ReadOnlyView:
             return b""
         return self.source.read(ref, offset, end - offset)
 
+    def read_inode_now(self, ino: int, offset: int, size: int) -> bytes | None:
+        """``read_inode`` if the bytes are at hand without I/O (the cache's RAM), else None."""
+        if ino in self._virtual:
+            return None
+        ref = self.tree.ref(ino)
+        if offset >= ref.size:
+            return b""
+        return self.source.read_cached(ref, offset, min(size, ref.size - offset))
+
     def _fetch_window(self, h: _Handle, start: int, stop: int) -> bytes:
         assert h.ref is not None and h.pending is not None
         done = h.pending[2]

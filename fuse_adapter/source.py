@@ -24,6 +24,10 @@ class ByteSource(Protocol):
         """Bytes ``[offset, offset+size)`` of ``ref``; ObjectChanged/ObjectNotFound if it moved."""
         ...
 
+    def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
+        """The bytes if they can be had at once without I/O (in RAM), else None."""
+        ...
+
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         """Upcoming read order (best effort)."""
         ...
@@ -48,6 +52,9 @@ class StoreSource:
             return b""
         return store.read(key, offset, end, etag=ref.etag)
 
+    def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
+        return None  # nothing is kept
+
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         pass
 
@@ -68,6 +75,9 @@ class CacheSource:
         if size is not None:
             size = max(0, min(size, ref.size - offset))
         return self._cache.read(ref, offset, size)
+
+    def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
+        return self._cache.read_cached(ref, offset, size)
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         self._cache.hint(refs)

@@ -15,6 +15,10 @@ class RamTier(BudgetedTier):
         super().__init__("ram", budget, policy, **options)
         self._data: dict[PageKey, bytes] = {}
 
+    def holds(self, key: PageKey) -> bool:
+        """Whether the page is in RAM now (no counting, no policy update)."""
+        return key in self._data
+
     def _load(self, key: PageKey) -> bytes | None:
         return self._data.get(key)
 

@@ -157,6 +157,26 @@ class TieredCache:
             return parts[0] if isinstance(parts[0], bytes) else bytes(parts[0])
         return b"".join(parts)
 
+    def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
+        """The bytes if they are in RAM now (a one-page object), else None: then use ``read``.
+
+        Never does I/O or waits, so an event loop may answer from it inline: the FUSE
+        daemon serves a warm file without a hop to a worker thread. Larger objects always
+        take ``read``, which keeps their streams and readahead informed.
+        """
+        ram = self.tiers[0] if self.tiers else None
+        if not isinstance(ram, RamTier) or ref.size > self.page_size or offset < 0:
+            return None
+        end = ref.size if size is None else min(ref.size, offset + max(0, size))
+        key = PageKey(ref.url, ref.etag, self.page_size, 0)
+        if not ram.holds(key):
+            return None
+        data = ram.get(key)
+        if data is None or len(data) != ref.size:
+            return None
+        self._hints.consumed_ref(ref)
+        return data if offset == 0 and end == len(data) else data[offset:end]
+
     def _page(self, key: PageKey, expected: int, *, hot: bool = False) -> bytes:
         if self.tiers:
             data = self.tiers[0].get(key)

@@ -135,3 +135,18 @@ def test_an_unusable_disk_directory_leaves_a_working_cache(make_cache, source, t
     assert [t.name for t in cache.tiers] == ["ram"]
     assert "running without a disk tier" in caplog.text
     assert cache.read(ref) == data and cache.read(ref) == data
+
+
+def test_read_cached_answers_only_from_ram_without_io(make_cache, source) -> None:
+    """What the FUSE daemon answers inline: RAM-held one-page objects, else None (no fetch)."""
+    (small, small_data), (big, _big_data) = put_objects(source, [1000, 5000])
+    cache = make_cache()
+    assert cache.read_cached(small) is None and cache.origin.counters.fetches == 0  # not fetched by it
+    assert cache.read(small) == small_data
+    assert cache.read_cached(small) == small_data
+    assert cache.read_cached(small, 10, 20) == small_data[10:30]
+    assert cache.read_cached(small, 990, 100) == small_data[990:]
+    cache.read(big)
+    assert cache.read_cached(big) is None  # several pages: streams and readahead must see the read
+    cache.tiers[0].delete(PageKey(small.url, small.etag, 1024, 0))  # only on disk now: that is I/O
+    assert cache.read_cached(small) is None and cache.origin.counters.fetches == 6
