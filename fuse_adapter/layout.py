@@ -66,7 +66,18 @@ class MountInfo:
     error: str = ""
 
     def to_json(self) -> bytes:
-        return (json.dumps(self.__dict__, indent=2, sort_keys=True) + "\n").encode()
+        """Pretty JSON padded with spaces to a multiple of 1 KiB.
+
+        The kernel may cache this file's pages (zero-message opens keep the cache) and
+        learns its size from a stat; while the state changes, a reader could otherwise see
+        a new size with old pages or the reverse (truncated JSON, or NULs after it). With a
+        size that stays put, every read is whole JSON: this state or the previous one.
+        """
+        text = json.dumps(self.__dict__, indent=2, sort_keys=True)
+        return (text.ljust(-(-(len(text) + 1) // INFO_PAD) * INFO_PAD - 1) + "\n").encode()
+
+
+INFO_PAD = 1024
 
 
 @dataclass
