@@ -76,8 +76,8 @@ def _configure(args: argparse.Namespace, ctx: CliContext) -> None:
     if args.cache_dir:
         cache_dir = Path(args.cache_dir).resolve()
         config.cache.disk_dir = str(cache_dir / "disk")
-        if not args.workspace:  # a read-only cache dir holds only clean, re-fetchable bytes
-            config.cache.shared_url = (cache_dir / "shared").as_uri()
+        # the shared tier stays what the config says: for a read-only mount none by default
+        # (a local-directory copy beside the disk tier would write every page twice)
     if args.workspace:
         config.cache.profile = "write-back"
 
