@@ -22,7 +22,7 @@ from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectInfo, ObjectRef, ObjectStore
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
     """Poll ``predicate`` until true; fail the test (never hang) after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():

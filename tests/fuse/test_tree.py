@@ -93,7 +93,7 @@ def test_incremental_lookup_waits_until_final() -> None:
     assert tree.dir_complete(tree.lookup(ROOT_INODE, "a"))
     assert not tree.dir_complete(ROOT_INODE)
     tree.finish_feed(feed)
-    waiter.join(timeout=10)
+    waiter.join(timeout=60)
     assert result == [None]
     assert [n for n, _, _ in tree.readdir(ROOT_INODE, 0, wait=True)] == ["a", "b"]
 
