@@ -1,17 +1,26 @@
 """The disk (SSD) tier: one file per page under a directory, indexed in LMDB.
 
 Layout: ``<dir>/pages/<2 hex>/<digest>.page`` (the page format of ``datahub.cache.pages``),
-``<dir>/index/`` (LMDB, see ``datahub.cache.index``), ``<dir>/tmp/`` (pages being written;
-emptied at start). A page is written to ``tmp`` and renamed into place, so a reader never
-sees half a page; every read checks the header (key, etag, size) and the checksum, and a
-page that fails is logged, deleted and reported as a miss, so the cache fetches it again.
+``<dir>/index/`` (LMDB, see ``datahub.cache.index``), ``<dir>/tmp/`` (pages being written
+where ``O_TMPFILE`` is unavailable; emptied at start). A page is written to an unnamed file
+(``O_TMPFILE``) and linked into place whole, or written to ``tmp`` and renamed into place,
+so a reader never sees half a page; every read checks the header (key, etag, size) and the
+checksum, and a page that fails is logged, deleted and reported as a miss, so the cache
+fetches it again.
+
+Why ``O_TMPFILE`` + ``linkat``: a cold read writes one small file per page, and creating a
+named temporary file and renaming it across directories costs two directory updates (and
+lock contention on ``tmp/`` among 16 writer threads); an unnamed file needs one, and a
+crash leaves nothing behind. Paths are resolved relative to an open ``pages/`` directory.
 
 The budget is ``min(disk_bytes, used + free space - disk_min_free_ratio * file system
 size)``: the tier gives way to other users of the disk. ENOSPC while writing is a refused
 put, never a failed read.
 
-At start the index is trusted if every process that had it open closed it; otherwise it
-is rebuilt by reading the page headers (a crash may have left files the index misses).
+Index inserts are deferred and batched (datahub.cache.indexbatch): after a crash a page
+file may exist without an index entry. At start the index is trusted if every process that
+had it open closed it (closing flushes the batch); otherwise it is rebuilt by reading the
+page headers, which finds such files (and drops entries whose file is gone).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from pathlib import Path
 
 from datahub.cache import pages as fmt
 from datahub.cache.index import open_index
+from datahub.cache.indexbatch import IndexBatcher
 from datahub.cache.pages import PageKey
 from datahub.cache.tier import BudgetedTier
 
@@ -58,8 +68,15 @@ class DiskTier(BudgetedTier):
             (self._pages_dir / f"{i:02x}").mkdir(parents=True, exist_ok=True)
         self._pages_prefix = f"{self._pages_dir}/"
         self._tmp_prefix = f"{self._tmp_dir}/{os.getpid()}-"
+        self._pages_fd = os.open(self._pages_dir, os.O_RDONLY | os.O_DIRECTORY)
+        self._tmpfile = self._tmpfile_works()
         self.index = open_index(self.dir / "index")
-        self._open()
+        self._index = IndexBatcher(self.index, self._index_failed)
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
 
     # --- start: check or rebuild the index ------------------------------------------------------
     def _open(self) -> None:
@@ -110,16 +127,32 @@ class DiskTier(BudgetedTier):
 
     def _path(self, key: PageKey) -> str:
         """The page file (a str: pathlib costs more than the I/O on the hot path)."""
-        digest = key.digest
-        return f"{self._pages_prefix}{digest[:2]}/{digest}.page"
+        return self._pages_prefix + _name(key.digest)
+
+    def _tmpfile_works(self) -> bool:
+        """Whether this file system and kernel create unnamed files that ``linkat`` can name
+        (``O_TMPFILE``, and /proc to name the open file); else pages go through ``tmp/``."""
+        probe = f"{self._tmp_prefix}probe"
+        try:
+            fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, 0o644, dir_fd=self._pages_fd)
+        except (OSError, AttributeError):
+            return False
+        try:
+            os.link(f"/proc/self/fd/{fd}", probe, dst_dir_fd=self._pages_fd)  # dir fd: linkat, follows
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+            _unlink(probe)
 
     # --- hooks -----------------------------------------------------------------------------------
     def _load(self, key: PageKey) -> bytes | None:
         """The page's verified bytes: two reads (header, then data straight into the returned
         bytes object, never sliced out of a bigger one: a slice would copy the page again)."""
-        path = self._path(key)
+        name = _name(key.digest)
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(name, os.O_RDONLY, dir_fd=self._pages_fd)
         except FileNotFoundError:
             return None
         try:
@@ -139,45 +172,77 @@ class DiskTier(BudgetedTier):
             "disk cache: page %s of %s (%s) is corrupt: %s; removed, will refetch",
             key.index,
             key.url,
-            path,
+            self._pages_prefix + name,
             problem,
         )
         self.counters.corrupt += 1
-        _unlink(path)
-        self.index.remove(key.digest)
+        _unlink(name, self._pages_fd)
+        self._index.remove(key.digest)
         return None
 
     def _store(self, key: PageKey, data: bytes) -> None:
-        path = self._path(key)
+        name = _name(key.digest)
+        header = fmt.encode_header(key, data)
+        if self._tmpfile:
+            self._store_unnamed(name, header, data)
+        else:
+            self._store_renamed(name, header, data)
+        self._index.add(key, len(data))  # batched: a crash before the flush means a rebuild
+
+    def _store_unnamed(self, name: str, header: bytes, data: bytes) -> None:
+        """Write an unnamed file, then give it its name: a crash before that leaves nothing."""
+        fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, 0o644, dir_fd=self._pages_fd)
+        try:
+            _write_all(fd, header, data, name)
+            try:
+                os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=self._pages_fd)
+            except FileExistsError:  # another process stored it: replace it, as a rename would
+                tmp = f"{self._tmp_prefix}{uuid.uuid4().hex}"
+                os.link(f"/proc/self/fd/{fd}", tmp, dst_dir_fd=self._pages_fd)
+                try:
+                    os.replace(tmp, self._pages_prefix + name)
+                except BaseException:
+                    _unlink(tmp)
+                    raise
+        finally:
+            os.close(fd)
+
+    def _store_renamed(self, name: str, header: bytes, data: bytes) -> None:
         tmp = f"{self._tmp_prefix}{uuid.uuid4().hex}"
         try:
-            header = fmt.encode_header(key, data)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
-                written = os.writev(fd, [header, data])
+                _write_all(fd, header, data, tmp)
             finally:
                 os.close(fd)
-            if written != len(header) + len(data):  # a short write: the file system is full
-                raise OSError(errno.ENOSPC, f"short write of page file {tmp}")
-            os.replace(tmp, path)
+            os.replace(tmp, self._pages_prefix + name)
         except BaseException:
             _unlink(tmp)
             raise
-        try:
-            self.index.add(key, len(data))
-        except BaseException:
-            _unlink(path)  # an unindexed page would use space nobody accounts for
-            raise
+
+    def _index_failed(self, entries: list[tuple[PageKey, int]]) -> None:
+        """The index refused a batch: remove those files, so no bytes exist that nobody accounts for."""
+        for key, _ in entries:
+            _unlink(_name(key.digest), self._pages_fd)
+            self.lost(key)
 
     def _discard(self, key: PageKey) -> None:
-        _unlink(self._path(key))
-        self.index.remove(key.digest)
+        _unlink(_name(key.digest), self._pages_fd)
+        self._index.remove(key.digest)
 
     def _exists(self, key: PageKey) -> bool:
-        return os.path.exists(self._path(key))
+        try:
+            os.stat(_name(key.digest), dir_fd=self._pages_fd)
+            return True
+        except FileNotFoundError:
+            return False
 
     def _forget(self, key: PageKey) -> None:
-        self.index.remove(key.digest)
+        self._index.remove(key.digest)
+
+    def flush_index(self) -> None:
+        """Write every batched index insert now (other processes and ``cache stats`` see them)."""
+        self._index.flush()
 
     def limit(self) -> int:
         now = self._clock()
@@ -193,7 +258,9 @@ class DiskTier(BudgetedTier):
         return self._limit_value
 
     def maintain(self) -> None:
-        """Adopt pages other processes added (when the index says we are far behind), then evict."""
+        """Flush batched index inserts, adopt pages other processes added (when the index
+        says we are far behind), then evict."""
+        self._index.flush(wait=False)
         shared_used = self.index.used()
         if shared_used > self.high * self.limit() and shared_used > 1.1 * self._used:
             fresh = dict(self.index.entries())
@@ -206,11 +273,31 @@ class DiskTier(BudgetedTier):
         super().maintain()
 
     def close(self) -> None:
-        self.index.close()
+        if self._pages_fd < 0:
+            return
+        index = getattr(self, "index", None)
+        if index is not None:
+            try:
+                self._index.flush()
+            finally:
+                index.close()
+        os.close(self._pages_fd)
+        self._pages_fd = -1
 
 
-def _unlink(path: str) -> None:
+def _name(digest: str) -> str:
+    """A page file's path relative to ``pages/``."""
+    return f"{digest[:2]}/{digest}.page"
+
+
+def _write_all(fd: int, header: bytes, data: bytes, what: str) -> None:
+    written = os.writev(fd, [header, data])
+    if written != len(header) + len(data):  # a short write: the file system is full
+        raise OSError(errno.ENOSPC, f"short write of page file {what}")
+
+
+def _unlink(path: str, dir_fd: int | None = None) -> None:
     try:
-        os.unlink(path)
+        os.unlink(path, dir_fd=dir_fd)
     except FileNotFoundError:
         pass

@@ -102,6 +102,17 @@ class PageIndex:
             if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                 self._bump(txn, _USED, size)
 
+    def add_many(self, entries: Iterable[tuple[PageKey, int]]) -> None:
+        """``add`` for many pages in ONE write transaction (datahub.cache.indexbatch)."""
+        added = 0
+        with self._env.begin(write=True) as txn:
+            for key, size in entries:
+                value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+                if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
+                    added += size
+            if added:
+                self._bump(txn, _USED, added)
+
     def remove(self, digest: str) -> None:
         with self._env.begin(write=True) as txn:
             raw = txn.pop(digest.encode(), db=self._pages)

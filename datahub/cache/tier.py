@@ -136,6 +136,7 @@ class BudgetedTier(Tier):
         self._lock = threading.Lock()
         self._sizes: dict[PageKey, int] = {}
         self._pending: dict[PageKey, int] = {}
+        self._lost_pending: set[PageKey] = set()  # lost (``lost``) while still being stored
         self._used = 0  # stored + pending bytes
 
     # --- storage hooks (called without the lock) -------------------------------------------
@@ -232,6 +233,9 @@ class BudgetedTier(Tier):
             stored = False
         with self._lock:
             del self._pending[key]
+            if self._lost_pending and key in self._lost_pending:
+                self._lost_pending.discard(key)
+                stored = False
             if stored:
                 self._sizes[key] = size
                 self.policy.on_insert(key, size)
@@ -253,6 +257,20 @@ class BudgetedTier(Tier):
             self._discard(key)
         except Exception as exc:
             log.warning("%s tier: deleting page %s of %s failed (%s)", self.name, key.index, key.url, exc)
+
+    def lost(self, key: PageKey) -> None:
+        """A page this tier accepted is gone after all (a deferred step of storing it failed,
+        e.g. its index batch): forget it, so it is a miss and not a page nobody can read."""
+        with self._lock:
+            if key in self._pending:
+                self._lost_pending.add(key)  # put() is still storing it: it fails there
+                return
+            size = self._sizes.pop(key, None)
+            if size is None:
+                return
+            self._used -= size
+            self.policy.on_remove(key)
+            self.counters.errors += 1
 
     def contains(self, key: PageKey) -> bool:
         with self._lock:
