@@ -14,6 +14,7 @@ Format 2 (written now) has a fixed binary header; format 1 (JSON header) is stil
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import struct
@@ -51,7 +52,7 @@ class PageKey(NamedTuple):
     @property
     def digest(self) -> str:
         """Names the page's file/object: 40 hex digits of blake2b over ``name``."""
-        return hashlib.blake2b(self.name, digest_size=20).hexdigest()
+        return _digest(self)
 
     @property
     def object_id(self) -> str:
@@ -62,6 +63,13 @@ class PageKey(NamedTuple):
     def name(self) -> bytes:
         """The page's full name as bytes: what its digest hashes and its stored header repeats."""
         return page_name(self.url, self.etag, self.page_size, self.index)
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(key: PageKey) -> str:
+    """Memoised: a cold page asks for its digest about five times (disk lookups, the page
+    file, the index batch), and recent pages are the ones asked again."""
+    return hashlib.blake2b(key.name, digest_size=20).hexdigest()
 
 
 def page_name(url: str, etag: str, page_size: int, index: int) -> bytes:

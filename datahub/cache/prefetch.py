@@ -59,47 +59,71 @@ def run_prefetch(
 ) -> PrefetchReport:
     """Call ``warm(ref) -> (pages fetched, pages already cached, bytes fetched)`` for each ref.
 
-    At most ``2 * concurrency`` refs are in flight, so a generator of ten million records
-    is consumed as the work proceeds, never materialised.
+    ``concurrency`` worker threads each take the next ref from ``refs`` and warm it, so at
+    most ``concurrency`` refs are in flight and a generator of ten million records is
+    consumed as the work proceeds, never materialised. Why workers pulling from the
+    iterator rather than a pool with one future per ref: a future, a Python-level
+    semaphore and a queue hand-off per object cost more CPU than warming a small cached
+    object's bookkeeping, and the run is CPU-bound on small nodes. An error raised by
+    ``refs`` itself stops the run and is raised here once the refs in flight are done.
     """
     report = PrefetchReport()
     cancel = cancel or threading.Event()
-    slots = threading.BoundedSemaphore(2 * concurrency)
-    lock = threading.Lock()
+    source = iter(refs)
+    take_lock = threading.Lock()  # one taker at a time: iterators are not thread-safe
+    lock = threading.Lock()  # the report
+    failure: list[BaseException] = []
 
-    def one(ref: ObjectRef) -> None:
-        try:
-            if cancel.is_set():
-                return
+    def take() -> ObjectRef | None:
+        with take_lock:
+            if cancel.is_set() or failure:
+                return None
+            try:
+                ref = next(source)
+            except StopIteration:
+                return None
+            except BaseException as exc:  # the caller's iterator failed: stop, raise it below
+                failure.append(exc)
+                return None
+            report.objects += 1
+            return ref
+
+    def work() -> None:
+        while (ref := take()) is not None:
             try:
                 fetched, cached, nbytes = warm(ref)
-            except DatahubError as exc:
+            except Exception as exc:
+                message = exc.message if isinstance(exc, DatahubError) else f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, DatahubError):
+                    log.warning("prefetch of %s failed unexpectedly: %s", ref.url, message)
                 with lock:
                     report.failed += 1
                     if len(report.errors) < MAX_REPORTED_FAILURES:
-                        report.errors.append((ref.url, exc.message))
-                return
+                        report.errors.append((ref.url, message))
+                continue
             with lock:
                 report.pages_fetched += fetched
                 report.pages_cached += cached
                 report.bytes_fetched += nbytes
             if progress is not None:
                 progress.update(1, nbytes)
-        finally:
-            slots.release()
 
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="datahub-prefetch") as pool:
-        try:
-            for ref in refs:
-                slots.acquire()
-                if cancel.is_set():
-                    slots.release()
-                    break
-                report.objects += 1
-                pool.submit(one, ref)
-        except KeyboardInterrupt:
-            cancel.set()  # queued refs return at once; the pool waits only for those running
-            raise
+    workers = [
+        threading.Thread(target=work, name=f"datahub-prefetch-{i}", daemon=True)
+        for i in range(max(1, concurrency))
+    ]
+    for t in workers:
+        t.start()
+    try:
+        for t in workers:
+            t.join()
+    except KeyboardInterrupt:
+        cancel.set()  # no new refs are taken; wait only for those running
+        for t in workers:
+            t.join()
+        raise
+    if failure:
+        raise failure[0]
     report.cancelled = cancel.is_set()
     return report
 
