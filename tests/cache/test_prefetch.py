@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from datahub.cache.pages import PageKey
+from datahub.cache.prefetch import run_prefetch
 from datahub.storage.base import ObjectRef
 from tests.cache.conftest import gated_cache, put_objects, wait_for
 
@@ -136,3 +139,23 @@ def test_a_new_hint_replaces_the_previous_order(make_cache, source) -> None:
     wait_for(lambda: all(ram.contains(PageKey(r.url, r.etag, 1024, 0)) for r in refs[5:7]), what="new order")
     assert not ram.contains(PageKey(refs[2].url, refs[2].etag, 1024, 0))
     assert cache._hints.stats()["remaining"] == 3
+
+
+def test_prefetch_workers_report_unexpected_errors_and_raise_an_iterator_failure() -> None:
+    refs = [ObjectRef(f"memory://b/{i}", "e", 10) for i in range(50)]
+
+    def warm(ref: ObjectRef) -> tuple[int, int, int]:
+        if ref.url.endswith("/7"):
+            raise RuntimeError("a bug in a tier")
+        return 1, 0, 10
+
+    report = run_prefetch(refs, warm, concurrency=4)
+    assert (report.objects, report.pages_fetched, report.failed) == (50, 49, 1)
+    assert report.errors == [("memory://b/7", "RuntimeError: a bug in a tier")]
+
+    def failing_listing():
+        yield from refs[:5]
+        raise OSError("catalog listing broke")
+
+    with pytest.raises(OSError, match="catalog listing broke"):
+        run_prefetch(failing_listing(), warm, concurrency=4)
