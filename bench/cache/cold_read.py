@@ -8,7 +8,9 @@ round runs every contender once, in turn (so a burst of load from the shared mac
 all of them alike); medians of ``--rounds`` rounds are reported, with each round's ratios.
 ``datahub, GETs through boto3`` is the same cache with ``StoreRegistry(lean_s3_get=False)``:
 the code before the lean GET, as a same-run baseline (``--no-before`` skips it). Client
-CPU is this process's ``process_time`` per object (the server runs in other processes).
+CPU is this process's ``process_time`` per object; server CPU is that of this process's
+child processes (the moto server, or a Ceph cluster the script started; not a reused one),
+which bounds the wall time from below when the server is CPU-bound.
 
 Usage: .venv/bin/python bench/cache/cold_read.py [--endpoint moto|ceph|both] [--objects 2000]
        (ceph: reuses the cluster named by DATAHUB_TEST_CEPH_ENV, else starts one, ~1 min)
@@ -37,6 +39,25 @@ S3FS, BOTO3, BEFORE, DATAHUB = (
     "datahub, GETs through boto3 (before)",
     "datahub prefetch + read all from the cache",
 )
+
+
+def children_cpu() -> float:
+    """CPU seconds used so far by this process's child processes (the servers it started)."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as fh:
+                pids = fh.read().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])) / tick
+    return total
 
 
 def datahub_run(ep, bucket: str, args, total: int, lean: bool) -> float:
@@ -91,13 +112,15 @@ def bench(kind: str, args) -> None:
         baselines.boto3_threaded_read(client, bucket, keys[:200], threads=16)  # warm the server
         times: dict[str, list[float]] = {name: [] for name in contenders}
         cpu: dict[str, list[float]] = {name: [] for name in contenders}
+        server: dict[str, list[float]] = {name: [] for name in contenders}
         loads = []
         try:
             for _ in range(args.rounds):
                 for name, run in contenders.items():
-                    c0 = time.process_time()
+                    c0, s0 = time.process_time(), children_cpu()
                     times[name].append(run())
                     cpu[name].append(time.process_time() - c0)
+                    server[name].append(children_cpu() - s0)
                 loads.append(os.getloadavg()[0])
         finally:
             baselines.delete_all(client, bucket, keys)
@@ -106,8 +129,14 @@ def bench(kind: str, args) -> None:
     med = {name: statistics.median(t) for name, t in times.items()}
     for name, seconds in med.items():
         client_cpu = statistics.median(cpu[name]) / args.objects * 1e3
+        server_cpu = statistics.median(server[name]) / args.objects * 1e3
         rounds = " ".join(f"{t:.1f}" for t in times[name])
-        row(name, seconds, total, f"  client CPU {client_cpu:.2f} ms/object; rounds: {rounds} s")
+        row(
+            name,
+            seconds,
+            total,
+            f"  client CPU {client_cpu:.2f} ms/object, server {server_cpu:.2f}; rounds: {rounds} s",
+        )
     per_round_s3fs = [s / d for s, d in zip(times[S3FS], times[DATAHUB], strict=True)]
     per_round_boto = [b / d for b, d in zip(times[BOTO3], times[DATAHUB], strict=True)]
     print(
