@@ -17,6 +17,10 @@ The budget is ``min(disk_bytes, used + free space - disk_min_free_ratio * file s
 size)``: the tier gives way to other users of the disk. ENOSPC while writing is a refused
 put, never a failed read.
 
+Pages of at least 1 MiB are written with ``O_DIRECT`` (``datahub.cache.directio``): the RAM
+tier already holds them, and a second copy in the kernel's page cache costs system time
+and evicts the reader's own cached files. Smaller pages are written buffered.
+
 Index inserts are deferred and batched (datahub.cache.indexbatch): after a crash a page
 file may exist without an index entry. At start the index is trusted if every process that
 had it open closed it (closing flushes the batch); otherwise it is rebuilt by reading the
@@ -26,6 +30,7 @@ page headers, which finds such files (and drops entries whose file is gone).
 from __future__ import annotations
 
 import errno
+import fcntl
 import logging
 import os
 import time
@@ -34,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from datahub.cache import pages as fmt
+from datahub.cache.directio import DIRECT_MIN_BYTES, write_direct
 from datahub.cache.index import open_index
 from datahub.cache.indexbatch import IndexBatcher
 from datahub.cache.pages import PageKey
@@ -70,6 +76,7 @@ class DiskTier(BudgetedTier):
         self._tmp_prefix = f"{self._tmp_dir}/{os.getpid()}-"
         self._pages_fd = os.open(self._pages_dir, os.O_RDONLY | os.O_DIRECTORY)
         self._tmpfile = self._tmpfile_works()
+        self._direct = True  # until the file system refuses O_DIRECT
         self.index = open_index(self.dir / "index")
         self._index = IndexBatcher(self.index, self._index_failed)
         try:
@@ -191,9 +198,12 @@ class DiskTier(BudgetedTier):
 
     def _store_unnamed(self, name: str, header: bytes, data: bytes) -> None:
         """Write an unnamed file, then give it its name: a crash before that leaves nothing."""
-        fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, 0o644, dir_fd=self._pages_fd)
+        fd, direct = self._open_unnamed(direct=self._direct and len(data) >= DIRECT_MIN_BYTES)
         try:
-            _write_all(fd, header, data, name)
+            if direct:
+                self._write_direct(fd, header, data, name)
+            else:
+                _write_all(fd, header, data, name)
             try:
                 os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=self._pages_fd)
             except FileExistsError:  # another process stored it: replace it, as a rename would
@@ -206,6 +216,34 @@ class DiskTier(BudgetedTier):
                     raise
         finally:
             os.close(fd)
+
+    def _open_unnamed(self, *, direct: bool) -> tuple[int, bool]:
+        flags = os.O_WRONLY | os.O_TMPFILE
+        if direct:
+            try:
+                return os.open(".", flags | os.O_DIRECT, 0o644, dir_fd=self._pages_fd), True
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self._no_direct(exc)
+        return os.open(".", flags, 0o644, dir_fd=self._pages_fd), False
+
+    def _write_direct(self, fd: int, header: bytes, data: bytes, name: str) -> None:
+        try:
+            write_direct(fd, header, data, name)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            self._no_direct(exc)  # the file system refused the alignment: write it buffered
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            _write_all(fd, header, data, name)
+
+    def _no_direct(self, exc: OSError) -> None:
+        if self._direct:
+            log.info("disk cache %s: O_DIRECT refused (%s); large pages are written buffered", self.dir, exc)
+        self._direct = False
 
     def _store_renamed(self, name: str, header: bytes, data: bytes) -> None:
         tmp = f"{self._tmp_prefix}{uuid.uuid4().hex}"
