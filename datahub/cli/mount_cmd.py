@@ -146,6 +146,15 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     home = config.home_path
     record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
     stopping = threading.Event()
+    if urls:
+        ctx.stores.store(urls[0])  # open the S3 client now, not inside the first read
+    else:
+        threading.Thread(
+            target=_open_stores,
+            args=(view, loaders, ctx.stores, stopping),
+            name="datahub-stores",
+            daemon=True,
+        ).start()
     if args.prefetch:
         threading.Thread(
             target=_prefetch, args=(view, loaders, source, stopping), name="datahub-prefetch", daemon=True
@@ -174,6 +183,24 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     finally:
         daemon.remove_record(home, mountpoint)
     return 0
+
+
+def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
+    """Open the store of each mounted version's first file once its listing is in.
+
+    Opening an S3 store builds a boto3 client (imports and service models: a few hundred
+    ms of CPU); done here, the first read of a large file does not pay it.
+    """
+    for loader in loaders:
+        while not loader.wait(0.5):
+            if stopping.is_set():
+                return
+        first = next(view.tree.walk_files(loader.feed.root), None)
+        if first is not None:
+            try:
+                stores.for_url(first[1].url)
+            except Exception as exc:  # an optimisation: the first read reports the error
+                log.debug("opening the store of %s failed: %s", first[1].url, exc)
 
 
 def _prefetch(view, loaders, source, stopping: threading.Event) -> None:
