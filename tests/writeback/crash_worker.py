@@ -1,11 +1,19 @@
 """A workspace writer run as a real subprocess so tests can SIGKILL it at a known point.
 
 Usage: ``python -m tests.writeback.crash_worker '<json>'`` with ``overrides`` (Config),
-``target_url``, ``mode`` ("write" or "flush"), ``files`` (count) and ``size`` (bytes each).
-Prints ``ACK <path> <sha256>`` after each acknowledged close/fsync, then ``WRITING`` (mode
-write: a file "fresh" is created and written but never fsynced, and "partial" keeps being
-written without fsync until killed) or ``MIDFLUSH`` (mode flush: a flush is
-under way and blocked inside an upload stream until killed). Never exits on its own.
+``target_url``, ``mode`` ("write", "flush" or "overlap"), ``files`` (count) and ``size``
+(bytes each). Prints ``ACK <path> <sha256>`` after each acknowledged close/fsync, then
+``WRITING`` (mode write: a file "fresh" is created and written but never fsynced, and
+"partial" keeps being written without fsync until killed) or ``MIDFLUSH`` (mode flush: a
+flush is under way and blocked inside an upload stream until killed). Never exits on its own.
+
+Mode overlap stops a new file's first close between its two concurrent durable steps
+(``block``): "put" (its record is journaled, its chunk write never starts), "torn" (half
+the chunk is written under its final name), "garbage" (a chunk of the right length but
+wrong bytes, as a power cut can leave one), or "journal" (its chunk is stored, its journal
+commit never happens). Meanwhile an acknowledged file "old" is being overwritten and is
+stuck before its own commit. Markers: ``OLD-BLOCKED``, then ``JOURNALED`` (put, torn,
+garbage) or ``STORED`` and ``JOURNAL-BLOCKED`` (journal).
 """
 
 from __future__ import annotations
@@ -38,6 +46,81 @@ class BlockMidUpload:
             threading.Event().wait()  # until SIGKILL
 
 
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def forever() -> None:
+    threading.Event().wait()  # until SIGKILL
+
+
+def overlap(ws, rng: random.Random, block: str) -> None:
+    """Old file rewritten and stuck before its commit; new file "v" stuck between its steps."""
+    old = rng.randbytes(100_000)
+    with ws.open("old", create=True) as fh:
+        fh.write(0, old)
+    ack("old", old)
+    old_stuck = threading.Event()
+    if block == "journal":
+        apply = ws.journal.apply
+
+        def blocked_apply(doing, fn):
+            if doing == "fsync of 'old'":
+                old_stuck.set()
+                forever()
+            if doing == "fsync of 'v'":
+                say("JOURNAL-BLOCKED")
+                forever()
+            return apply(doing, fn)
+
+        ws.journal.apply = blocked_apply
+        submit_write = ws.submit_write
+
+        def stored_write(key, data, path):
+            future = submit_write(key, data, path)
+            future.add_done_callback(lambda f: say("STORED") if f.exception() is None else None)
+            return future
+
+        ws.submit_write = stored_write
+    else:
+
+        def blocked_put(*args, **kwargs):
+            old_stuck.set()
+            forever()
+
+        ws.chunks.put = blocked_put  # sequential and write-behind uploads never finish
+
+        def cut_write(key, data, path):
+            target = ws.chunks._root / key if ws.chunks._root is not None else None
+            if block in ("torn", "garbage") and target is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data[: len(data) // 2] if block == "torn" else bytes(len(data)))
+            forever()
+
+        ws.submit_write = lambda key, data, path: ws._pool.submit(cut_write, key, data, path)
+        commit_file = ws.commit_file
+
+        def journaled(*args, **kwargs):
+            gen = commit_file(*args, **kwargs)
+            if kwargs.get("unverified"):
+                say("JOURNALED")
+            return gen
+
+        ws.commit_file = journaled
+
+    def rewrite_old() -> None:
+        with ws.open("old") as fh:
+            fh.write(0, rng.randbytes(len(old)))
+
+    threading.Thread(target=rewrite_old, daemon=True).start()
+    old_stuck.wait()
+    say("OLD-BLOCKED")
+    with ws.open("v", create=True) as fh:
+        fh.write(0, rng.randbytes(100_000))
+    say("V-CLOSED")  # must never happen: its close is stuck
+    forever()
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     config = load_config(env={}, overrides=spec["overrides"])
@@ -50,7 +133,9 @@ def main() -> None:
             for offset in range(0, size, 65536):  # many small writes, like a training loop
                 fh.write(offset, data[offset : offset + 65536])
         ack(f"f{i}", data)
-    if spec["mode"] == "write":
+    if spec["mode"] == "overlap":
+        overlap(ws, rng, spec["block"])
+    elif spec["mode"] == "write":
         fh = ws.open("partial", create=True)
         model = bytearray(rng.randbytes(size))
         fh.write(0, model)

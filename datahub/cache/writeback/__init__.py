@@ -7,6 +7,7 @@ another process holds it open); ``docs/writeback.md`` explains the design and it
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +35,7 @@ __all__ = [
     "workspace_stats",
 ]
 
+log = logging.getLogger(__name__)
 SHARED_PREFIX = "writeback"
 DEFAULT_BUFFER_BYTES = 64 * 1024**2
 CHUNK_UPLOAD_CONCURRENCY = 8
@@ -157,24 +159,44 @@ def _recover(ws: Workspace) -> None:
     """Make the journal and the shared tier agree after a crash (or a clean stop).
 
     Files no longer in the namespace (unlinked while open when the process died) are
-    dropped; chunk objects no committed transaction references (uploads of a dead
-    writer, or garbage not yet deleted) are deleted. We hold the owner lock, so no live
-    writer can be mid-upload under our prefix.
+    dropped. An *unverified* record (a new file's first commit, which ran alongside its
+    chunk uploads) is checked: if every chunk it names exists whole (length, and CRC where
+    chunks are written in place), the flag is cleared; otherwise its close never returned,
+    so the file is dropped, name and all, as if it had never been created. Chunk objects
+    no committed transaction references (uploads of a dead writer, chunks of a dropped
+    file, garbage not yet deleted) are deleted. We hold the owner lock, so no live writer
+    can be mid-upload under our prefix.
     """
+    sizes = dict(ws.chunks.objects())
     referenced: set[str] = set()
     used = 0
     with ws.journal.write(f"recovery of {ws.what}") as txn:
-        live = {file_id for _, file_id in txn.tree_files()}
+        paths: dict[int, list[str]] = {}
+        for path, file_id in txn.tree_files():
+            paths.setdefault(file_id, []).append(path)
         for file_id, rec in list(txn.files()):
             keys = [k for k, _ in rec["chunks"].values()]
-            if file_id not in live:
+            if file_id not in paths:
                 txn.del_file(file_id)
                 txn.add_garbage(keys)
                 continue
+            if rec.get("unverified"):
+                if all(ws.chunks.intact(key, n, fp, sizes) for key, (n, fp) in rec["unverified"].items()):
+                    del rec["unverified"]
+                    txn.put_file(file_id, rec)
+                else:
+                    log.warning(
+                        "recovery of %s: dropped %s, whose first close never completed (a chunk is "
+                        "missing or torn)", ws.what, ", ".join(map(repr, paths[file_id])),
+                    )  # fmt: skip
+                    txn.del_file(file_id)
+                    for path in paths[file_id]:
+                        txn.del_entry(path)
+                    continue  # its chunks are unreferenced now: deleted below
             referenced.update(keys)
             used += sum(n for _, n in rec["chunks"].values())
     ws.flusher.used = used
-    ws.delete_unreferenced(key for key in list(ws.chunks.keys()) if key not in referenced)
+    ws.delete_unreferenced(key for key in sizes if key not in referenced)
     ws.flusher.gc()
 
 

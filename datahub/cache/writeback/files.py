@@ -24,6 +24,11 @@ from typing import TYPE_CHECKING
 
 from datahub.errors import InvalidInput
 
+
+class NotFresh(Exception):
+    """The file was written into the journal meanwhile: its first commit cannot be overlapped."""
+
+
 if TYPE_CHECKING:
     from datahub.cache.writeback.workspace import Workspace
 
@@ -253,7 +258,13 @@ class OpenFile:
                 del self.buffers[i]
 
     def fsync(self) -> None:
-        """Durable in the shared tier and committed to the journal before returning."""
+        """Durable in the shared tier and committed to the journal before returning.
+
+        A file that was never journaled (``pending``) has no durable state a crash could
+        damage, so its chunk uploads and its journal commit run at the same time
+        (``_commit_overlapped``). Every other file uploads first and commits after, so a
+        crash at any point leaves its older acknowledged contents whole.
+        """
         with self._commit_lock:
             with self._lock:
                 pending = set(self.dirty)
@@ -261,30 +272,136 @@ class OpenFile:
             if not changed:
                 return
             self._wait_uploads()
+            if self.pending and self.dirty and self._commit_overlapped():
+                return
             with self._lock:
                 pending = set(self.dirty)
             if pending:
                 self._upload(pending)
             with self._lock:
-                last = (self.size + self.cs - 1) // self.cs
-                chunk_map = {i: kl for i, kl in self.chunks.items() if i < last and i not in self.dirty}
-                # a chunk re-dirtied during the upload keeps its committed bytes for now
-                for i in self.dirty:
-                    if i in self.committed and i < last:
-                        chunk_map[i] = self.committed[i]
-                size, mtime = self.size, self.mtime
-                staged = self.staged - self.dirty
-            self.gen = self.ws.commit_file(self.id, self.path, size, mtime, chunk_map)
+                chunk_map, size, mtime, staged = self._snapshot({})
+            gen = self.ws.commit_file(self.id, self.path, size, mtime, chunk_map)
+            self._committed(gen, chunk_map, size, staged)
+
+    def _snapshot(self, uploading: dict[int, tuple[str, int]]) -> tuple[dict, int, float, set[int]]:
+        """(chunk map to commit, size, mtime, staged indices it references); holds ``_lock``.
+
+        ``uploading``: chunks whose upload runs alongside the commit (they are in the map).
+        A chunk dirtied again during its upload keeps its committed bytes for now.
+        """
+        last = (self.size + self.cs - 1) // self.cs
+        chunk_map = {i: kl for i, kl in self.chunks.items() if i < last and i not in self.dirty}
+        for i in self.dirty:
+            if i < last and (i in uploading or i in self.committed):
+                chunk_map[i] = uploading.get(i) or self.committed[i]
+        return chunk_map, self.size, self.mtime, self.staged - self.dirty
+
+    def _committed(self, gen: int, chunk_map: dict, size: int, staged: set[int]) -> None:
+        """Bookkeeping after a successful commit of ``chunk_map``."""
+        self.gen = gen
+        referenced = {key for key, _ in chunk_map.values()}
+        with self._lock:
+            self.committed = chunk_map
+            self.committed_size = size
+            self.staged -= staged
+            self.meta_dirty = False
+            # a key the commit names stays (a truncate may have dropped it meanwhile): the
+            # next commit that leaves it out turns it into journaled garbage
+            discard = [key for key in self.discard if key not in referenced]
+            self.discard = []
+            if self._buffered_bytes_locked() > self.ws.buffer_bytes:
+                for i in [i for i in self.buffers if i not in self.dirty]:
+                    del self.buffers[i]
+        self.ws.delete_unreferenced(discard)
+
+    def _commit_overlapped(self) -> bool:
+        """First commit of a new file: upload its dirty chunks *while* its record commits.
+
+        The record names the chunks before they are durable, so it is committed
+        ``unverified`` with each such chunk's length and fingerprint: if we crash before the
+        uploads finish, recovery finds a chunk missing or torn and drops the file, which is
+        allowed, as this fsync never returned. We return only once both are durable; then
+        the workspace trusts that generation (the flusher uploads only trusted files) and
+        the flag is cleared lazily by the next transaction that rewrites the record.
+
+        False (nothing committed, try the sequential way) when a namespace operation is
+        running or waiting, or it already wrote the file into the journal: namespace
+        transactions never see a record whose chunks may be missing (a rename over an
+        acknowledged file must not depend on an upload that may never land).
+        """
+        if not self.ws.begin_overlap():
+            return False
+        try:
+            if not self.pending:
+                return False
             with self._lock:
-                self.committed = chunk_map
-                self.committed_size = size
-                self.staged -= staged
-                self.meta_dirty = False
-                discard, self.discard = self.discard, []
-                if self._buffered_bytes_locked() > self.ws.buffer_bytes:
-                    for i in [i for i in self.buffers if i not in self.dirty]:
-                        del self.buffers[i]
-            self.ws.delete_unreferenced(discard)
+                todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in sorted(self.dirty)
+                        if i in self.buffers]  # fmt: skip
+                keys = [self.ws.chunks.new_key(self.id, i) for i, _, _ in todo]
+                uploading = {i: (key, len(data)) for (i, data, _), key in zip(todo, keys, strict=True)}
+                chunk_map, size, mtime, staged = self._snapshot(uploading)
+            if not todo:
+                return False
+            proofs = {key: [len(data), self.ws.chunks.fingerprint(data)]
+                      for (_, data, _), key in zip(todo, keys, strict=True)}  # fmt: skip
+            futures = [
+                self.ws.submit_write(key, data, self.path)
+                for (_, data, _), key in zip(todo, keys, strict=True)
+            ]
+            try:
+                gen = self.ws.commit_file(self.id, self.path, size, mtime, chunk_map, unverified=proofs)
+            except NotFresh:
+                self._settle_uploads(todo, keys, futures, committed=False)
+                return False
+            except BaseException:
+                self._settle_uploads(todo, keys, futures, committed=False)
+                raise
+            error = self._settle_uploads(todo, keys, futures, committed=True)
+            if error is not None:
+                self.ws.undo_fresh(self, gen)
+                raise error
+            self.ws.trust(self.id, gen)
+            self._committed(gen, chunk_map, size, staged)
+            return True
+        finally:
+            self.ws.end_overlap()
+
+    def _settle_uploads(
+        self, todo: list[tuple[int, bytes, int]], keys: list[str], futures: list[Future], committed: bool
+    ) -> BaseException | None:
+        """Wait for every upload started alongside a commit; returns the first error.
+
+        If the commit succeeded and every upload too, the chunks are the committed ones;
+        otherwise the uploaded chunks are only staged (the journal does not count on them)
+        and a chunk whose upload failed stays dirty, its bytes still in its buffer.
+        """
+        error: BaseException | None = None
+        done = []
+        for (index, data, version), key, future in zip(todo, keys, futures, strict=True):
+            try:
+                future.result()
+            except BaseException as exc:  # collect them all: no upload may run on after we return
+                error = error or exc
+            else:
+                done.append((index, version, key, len(data)))
+        with self._lock:
+            for index, version, key, length in done:
+                if committed and error is None:
+                    self._install_committed(index, version, key, length)
+                else:
+                    self._install(index, version, key, length)
+        return error
+
+    def _install_committed(self, index: int, version: int, key: str, length: int) -> None:
+        """A chunk the journal already names has landed (caller holds ``_lock``)."""
+        if self.version.get(index, 0) != version or index not in self.dirty:
+            return  # written again or truncated meanwhile: it stays dirty; the next commit drops the key
+        old = self.chunks.get(index)
+        if old is not None and index in self.staged and old[0] != key:
+            self.discard.append(old[0])
+        self.chunks[index] = (key, length)
+        self.staged.discard(index)
+        self.dirty.discard(index)
 
     def _buffered_bytes_locked(self) -> int:
         return sum(len(b) for b in self.buffers.values())

@@ -17,6 +17,12 @@ It runs periodically (``flush_interval``), when the shared tier passes its high 
 (then it also evicts clean files down to the low watermark), on demand and at close.
 Eviction drops a clean file's chunks and remembers its origin object (``src``); opening such
 a file copies it back first (``rehydrate``). Dirty data is never evicted.
+
+A record committed *unverified* (a new file's first commit, overlapped with its chunk
+uploads: see ``Workspace``) may name chunks that are not durable yet. The flusher uploads
+it only once the workspace has seen that generation wholly durable (``Workspace.trusted``);
+until then it counts as still dirty. Recording a trusted file as flushed also clears its
+flag in the journal (the lazy clearing: no transaction of its own).
 """
 
 from __future__ import annotations
@@ -184,6 +190,9 @@ class Flusher:
         start = time.monotonic()
         report = FlushReport(self.ws.name)
         uploads, deletes, srcs = self._plan()
+        ready = [u for u in uploads if self.ws.trusted(u[1], u[2])]
+        report.still_dirty += len(uploads) - len(ready)  # a first close still uploading its chunks
+        uploads = ready
         progress.plan(len(uploads) + len(deletes))
         # An evicted file's bytes live at its src path: move those first, and never overwrite
         # or delete a path that is still some file's only copy.
@@ -259,6 +268,7 @@ class Flusher:
         """Record what the origin now holds; files changed meanwhile simply stay dirty."""
         if not done:
             return
+        cleared = []
         with self.ws.journal.write(f"flush of {len(done)} file(s)") as txn:
             for path, file_id, _rec, state in done:
                 txn.put_origin(path, state)
@@ -269,7 +279,11 @@ class Flusher:
                     continue
                 if current.get("src"):
                     current["src"] = {"path": path, "etag": state["etag"], "len": state["size"]}
+                if current.pop("unverified", None) is not None:  # uploaded, so it was trusted
+                    cleared.append(file_id)
+                if current.get("src") or file_id in cleared:
                     txn.put_file(file_id, current)
+        self.ws.forget_trust(cleared)
         for _path, _id, _rec, state in done:
             report.uploaded += 1
             report.uploaded_bytes += state["size"]
@@ -357,6 +371,7 @@ class Flusher:
             size = sum(n for _, n in rec["chunks"].values())
             txn.add_garbage([k for k, _ in rec["chunks"].values()])
             rec["chunks"] = {}
+            rec.pop("unverified", None)  # clean, so it was uploaded, so it was trusted
             rec["src"] = {"path": path, "etag": state["etag"], "len": state["size"]}
             txn.put_file(file_id, rec)
         self.on_commit(-size)

@@ -17,6 +17,15 @@ exclude each other (``_creating``/``_ns_busy``, creators first: they wait only f
 running transaction, never hold I/O), and ``_ns_epoch`` tells a creator that a file left
 the overlay for the journal between its lookup and its insert.
 
+A new file's first fsync/close overlaps its chunk uploads with that transaction
+(``OpenFile._commit_overlapped``): the record is committed *unverified* (it names chunks
+that may not be durable yet) and the close returns once both are durable. Until the flag
+is cleared lazily, the workspace remembers in memory which generations it saw complete
+(``trust``); the flusher uploads only those, and recovery checks every flagged record's
+chunks (``open_workspace``). Namespace transactions and overlapped commits exclude each
+other (``_overlapping``; a waiting namespace operation sends new closes the sequential
+way), so no namespace change is ever built on a record whose chunks may be missing.
+
 Thread-safe: the FUSE daemon calls it from several worker threads. ``_lock`` guards the
 open-file registry and is never held during I/O.
 """
@@ -32,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from datahub.cache.writeback.chunks import ChunkStore
-from datahub.cache.writeback.files import FileHandle, OpenFile
+from datahub.cache.writeback.files import FileHandle, NotFresh, OpenFile
 from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
 from datahub.cache.writeback.journal import Journal, Txn
 from datahub.errors import (
@@ -99,6 +108,10 @@ class Workspace:
         self._ns_busy = 0  # namespace transactions running (no file is created meanwhile)
         self._creating = 0  # creators between lookup and overlay insert (no namespace txn starts)
         self._ns_epoch = 0  # bumped whenever a file leaves the overlay for the journal
+        self._ns_waiting = 0  # namespace transactions waiting for overlapped commits to end
+        self._overlapping = 0  # first commits running alongside their uploads (no namespace txn)
+        self._trusted: dict[int, int] = {}  # file id -> unverified generation seen fully durable
+        self._unsound: dict[int, int] = {}  # file id -> unverified generation whose upload failed
         self._free_ids: list[int] = []  # reserved file ids, next one last
         self._pool = ThreadPoolExecutor(max(1, upload_concurrency), thread_name_prefix=f"wb-{name}")
         self.on_commit: Callable[[int], None] = lambda delta: None  # flusher hook: shared bytes delta
@@ -166,16 +179,27 @@ class Workspace:
         rename moves the file). No file is created while it runs; if it fails, the files
         stay pending, as its transaction is rolled back."""
         with self._cond:
-            while self._creating:
-                self._cond.wait()
+            self._ns_waiting += 1
+            try:
+                while self._creating or self._overlapping:
+                    self._cond.wait()
+            finally:
+                self._ns_waiting -= 1
             self._ns_busy += 1
             pending = dict(self._pending)
+            unsound = dict(self._unsound)
         try:
             with self.journal.write(doing) as txn:
+                delta = sum(self._empty_unsound(txn, file_id, gen) for file_id, gen in unsound.items())
                 for path, file_id in pending.items():
                     self._materialise(txn, path, file_id)
                 yield txn
             self._settle(set(pending.values()))
+            with self._lock:
+                for file_id, gen in unsound.items():
+                    if self._unsound.get(file_id) == gen:
+                        del self._unsound[file_id]
+            self.on_commit(delta)
         finally:
             with self._cond:
                 self._ns_busy -= 1
@@ -196,6 +220,20 @@ class Workspace:
         txn.put_file(file_id, rec)
         txn.put_entry(path, {"t": "f", "id": file_id})
         return rec
+
+    def _empty_unsound(self, txn: Txn, file_id: int, gen: int) -> int:
+        """A new file whose overlapped first commit failed and could not be undone: its record
+        names chunks that may be missing. A namespace operation acknowledges a created file
+        as empty, so write it as empty, trusted (the uploaded chunks stay staged in memory
+        for the next fsync). Returns the change of shared bytes referenced."""
+        rec = txn.file(file_id)
+        if rec is None or rec["gen"] != gen or not rec.get("unverified"):
+            return 0
+        freed = sum(n for _, n in rec["chunks"].values())
+        rec.update(size=0, gen=gen + 1, chunks={})
+        del rec["unverified"]
+        txn.put_file(file_id, rec)
+        return -freed
 
     def _settle(self, ids: set[int]) -> None:
         """Committed files leave the overlay."""
@@ -450,19 +488,119 @@ class Workspace:
     def submit_upload(self, file_id: int, index: int, data: bytes, path: str) -> Future:
         return self._pool.submit(self.chunks.put, file_id, index, data, path)
 
-    def commit_file(self, file_id: int, path: str, size: int, mtime: float, chunks: dict) -> int:
-        """Point the file at its new chunks in one durable transaction; returns the new generation."""
+    def submit_write(self, key: str, data: bytes, path: str) -> Future:
+        """Upload one chunk under a key chosen beforehand (a commit names it meanwhile)."""
+        return self._pool.submit(self.chunks.write, key, data, path)
+
+    def begin_overlap(self) -> bool:
+        """Enter an overlapped first commit, unless a namespace transaction runs or waits."""
+        with self._cond:
+            if self._ns_busy or self._ns_waiting:
+                return False
+            self._overlapping += 1
+            return True
+
+    def end_overlap(self) -> None:
+        with self._cond:
+            self._overlapping -= 1
+            self._cond.notify_all()
+
+    def trust(self, file_id: int, gen: int) -> None:
+        """Generation ``gen`` of the file, committed unverified, is known to be wholly durable."""
+        with self._lock:
+            self._trusted[file_id] = gen
+
+    def trusted(self, file_id: int, rec: dict) -> bool:
+        """Whether the flusher may upload this record: verified, or unverified but seen durable."""
+        if not rec.get("unverified"):
+            return True
+        with self._lock:
+            return self._trusted.get(file_id) == rec["gen"]
+
+    def forget_trust(self, file_ids: Iterable[int]) -> None:
+        """The records' unverified flags were cleared in the journal."""
+        with self._lock:
+            for file_id in file_ids:
+                self._trusted.pop(file_id, None)
+
+    def undo_fresh(self, of: OpenFile, gen: int) -> None:
+        """An upload of a new file's overlapped first commit failed: take its record out of the
+        journal again, so the file is back to created-but-unacknowledged (what the sequential
+        way leaves after a failed upload). If even that fails, the record stays unverified:
+        the flusher skips it, recovery drops it, a namespace operation writes it empty."""
+        with self._cond:  # back into the overlay first, so no creator finds the path free
+            self._pending[of.path] = of.id
+            of.pending = True
+        try:
+            delta = self.journal.apply(
+                f"undo of the failed first fsync of {of.path!r}",
+                lambda txn: self._undo_in(txn, of.id, of.path, gen),
+            )
+        except Exception:
+            with self._cond:
+                if self._pending.get(of.path) == of.id:
+                    del self._pending[of.path]
+                of.pending = False
+                self._ns_epoch += 1
+                self._unsound[of.id] = gen
+            return
+        self.on_commit(delta)
+
+    def _undo_in(self, txn: Txn, file_id: int, path: str, gen: int) -> int:
+        rec = txn.file(file_id)
+        if rec is None or rec["gen"] != gen or not rec.get("unverified"):
+            raise NotFound(
+                f"the record of {path!r} in {self.what} changed before its failed first fsync was undone"
+            )
+        txn.del_file(file_id)
+        if txn.entry(path) == {"t": "f", "id": file_id}:
+            txn.del_entry(path)
+        return -sum(n for _, n in rec["chunks"].values())
+
+    def commit_file(
+        self,
+        file_id: int,
+        path: str,
+        size: int,
+        mtime: float,
+        chunks: dict,
+        *,
+        unverified: dict | None = None,
+    ) -> int:
+        """Point the file at its new chunks in one durable transaction; returns the new generation.
+
+        ``unverified`` (key -> [length, fingerprint]) marks a first commit whose chunk uploads
+        run alongside it; it raises ``NotFresh`` if the file is in the journal already.
+        """
         delta, gen = self.journal.apply(
-            f"fsync of {path!r}", lambda txn: self._commit_in(txn, file_id, path, size, mtime, chunks)
+            f"fsync of {path!r}",
+            lambda txn: self._commit_in(txn, file_id, path, size, mtime, chunks, unverified),
         )
         self._settle({file_id})
+        if not unverified:
+            with self._lock:
+                self._trusted.pop(file_id, None)
+                self._unsound.pop(file_id, None)
         self.on_commit(delta)
         return gen
 
     def _commit_in(
-        self, txn: Txn, file_id: int, path: str, size: int, mtime: float, chunks: dict
+        self,
+        txn: Txn,
+        file_id: int,
+        path: str,
+        size: int,
+        mtime: float,
+        chunks: dict,
+        unverified: dict | None,
     ) -> tuple[int, int]:
-        rec = txn.file(file_id) or self._materialise(txn, path, file_id)
+        existing = txn.file(file_id)
+        if unverified:  # only a file nothing of which is durable yet may name chunks in flight
+            rec = None if existing is not None else self._materialise(txn, path, file_id)
+            if rec is None:
+                raise NotFresh(path)
+        else:
+            rec = existing or self._materialise(txn, path, file_id)
         if rec is None:
             raise NotFound(f"{path!r} vanished from the journal of {self.what}", path=path)
         old = {k: n for k, n in rec["chunks"].values()}
@@ -475,6 +613,10 @@ class Workspace:
             chunks={str(i): list(v) for i, v in chunks.items()},
         )
         rec.pop("src", None)  # an open file's chunk map is complete (it was reloaded on open)
+        if unverified:
+            rec["unverified"] = unverified
+        else:
+            rec.pop("unverified", None)  # every chunk it names is durable now
         txn.put_file(file_id, rec)
         return sum(new.values()) - sum(old.values()), rec["gen"]
 
