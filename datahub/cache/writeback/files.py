@@ -344,12 +344,16 @@ class OpenFile:
                 return False
             proofs = {key: [len(data), self.ws.chunks.fingerprint(data)]
                       for (_, data, _), key in zip(todo, keys, strict=True)}  # fmt: skip
+            # the commit goes to the pool and the first chunk is written here: the chunk write
+            # (a create + fsync) is the longer step, so it starts without a thread hand-off
+            commit = self.ws.submit_commit(self.id, self.path, size, mtime, chunk_map, proofs)
             futures = [
                 self.ws.submit_write(key, data, self.path)
-                for (_, data, _), key in zip(todo, keys, strict=True)
+                for (_, data, _), key in zip(todo[1:], keys[1:], strict=True)
             ]
+            futures.insert(0, _run_here(self.ws.chunks.write, keys[0], todo[0][1], self.path))
             try:
-                gen = self.ws.commit_file(self.id, self.path, size, mtime, chunk_map, unverified=proofs)
+                gen = commit.result()
             except NotFresh:
                 self._settle_uploads(todo, keys, futures, committed=False)
                 return False
@@ -405,6 +409,16 @@ class OpenFile:
 
     def _buffered_bytes_locked(self) -> int:
         return sum(len(b) for b in self.buffers.values())
+
+
+def _run_here(fn: Callable[..., object], *args: object) -> Future:
+    """Run ``fn`` in this thread; its outcome as a finished Future (like a pool's)."""
+    future: Future = Future()
+    try:
+        future.set_result(fn(*args))
+    except BaseException as exc:  # delivered by result(), like a pool task's
+        future.set_exception(exc)
+    return future
 
 
 class FileHandle:

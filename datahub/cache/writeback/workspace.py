@@ -112,6 +112,7 @@ class Workspace:
         self._overlapping = 0  # first commits running alongside their uploads (no namespace txn)
         self._trusted: dict[int, int] = {}  # file id -> unverified generation seen fully durable
         self._unsound: dict[int, int] = {}  # file id -> unverified generation whose upload failed
+        self._dropped: list[int] = []  # files deleted by the running namespace transaction
         self._free_ids: list[int] = []  # reserved file ids, next one last
         self._pool = ThreadPoolExecutor(max(1, upload_concurrency), thread_name_prefix=f"wb-{name}")
         self.on_commit: Callable[[int], None] = lambda delta: None  # flusher hook: shared bytes delta
@@ -190,11 +191,13 @@ class Workspace:
             unsound = dict(self._unsound)
         try:
             with self.journal.write(doing) as txn:
+                self._dropped = []
                 delta = sum(self._empty_unsound(txn, file_id, gen) for file_id, gen in unsound.items())
                 for path, file_id in pending.items():
                     self._materialise(txn, path, file_id)
                 yield txn
             self._settle(set(pending.values()))
+            self.forget_trust(self._dropped)
             with self._lock:
                 for file_id, gen in unsound.items():
                     if self._unsound.get(file_id) == gen:
@@ -278,6 +281,7 @@ class Workspace:
         else:
             txn.del_file(file_id)
             txn.add_garbage([k for k, _ in rec["chunks"].values()])
+            self._dropped.append(file_id)
 
     def unlink(self, path: str) -> None:
         path = normalize(path)
@@ -449,6 +453,7 @@ class Workspace:
             if rec is not None and rec.get("unlinked"):
                 txn.del_file(of.id)
                 txn.add_garbage([k for k, _ in rec["chunks"].values()])
+        self.forget_trust([of.id])
 
     def journal_record(self, path: str) -> dict:
         """The committed journal record of a file (diagnostics and tests)."""
@@ -491,6 +496,12 @@ class Workspace:
     def submit_write(self, key: str, data: bytes, path: str) -> Future:
         """Upload one chunk under a key chosen beforehand (a commit names it meanwhile)."""
         return self._pool.submit(self.chunks.write, key, data, path)
+
+    def submit_commit(
+        self, file_id: int, path: str, size: int, mtime: float, chunks: dict, unverified: dict
+    ) -> Future:
+        """``commit_file`` of an overlapped first commit, in the pool (its chunk is written meanwhile)."""
+        return self._pool.submit(self.commit_file, file_id, path, size, mtime, chunks, unverified=unverified)
 
     def begin_overlap(self) -> bool:
         """Enter an overlapped first commit, unless a namespace transaction runs or waits."""
