@@ -342,11 +342,10 @@ class OpenFile:
                 chunk_map, size, mtime, staged = self._snapshot(uploading)
             if not todo:
                 return False
-            proofs = {key: [len(data), self.ws.chunks.fingerprint(data)]
-                      for (_, data, _), key in zip(todo, keys, strict=True)}  # fmt: skip
             # the commit goes to the pool and the first chunk is written here: the chunk write
             # (a create + fsync) is the longer step, so it starts without a thread hand-off
-            commit = self.ws.submit_commit(self.id, self.path, size, mtime, chunk_map, proofs)
+            written = [(key, data) for (_, data, _), key in zip(todo, keys, strict=True)]
+            commit = self.ws.submit_commit(self.id, self.path, size, mtime, chunk_map, written)
             futures = [
                 self.ws.submit_write(key, data, self.path)
                 for (_, data, _), key in zip(todo[1:], keys[1:], strict=True)

@@ -498,10 +498,16 @@ class Workspace:
         return self._pool.submit(self.chunks.write, key, data, path)
 
     def submit_commit(
-        self, file_id: int, path: str, size: int, mtime: float, chunks: dict, unverified: dict
+        self, file_id: int, path: str, size: int, mtime: float, chunks: dict, written: list[tuple[str, bytes]]
     ) -> Future:
-        """``commit_file`` of an overlapped first commit, in the pool (its chunk is written meanwhile)."""
-        return self._pool.submit(self.commit_file, file_id, path, size, mtime, chunks, unverified=unverified)
+        """``commit_file`` of an overlapped first commit, run in the pool while the caller writes
+        the chunks ``written`` (key, bytes); their fingerprints are computed there too."""
+
+        def run() -> int:
+            proofs = {key: [len(data), self.chunks.fingerprint(data)] for key, data in written}
+            return self.commit_file(file_id, path, size, mtime, chunks, unverified=proofs)
+
+        return self._pool.submit(run)
 
     def begin_overlap(self) -> bool:
         """Enter an overlapped first commit, unless a namespace transaction runs or waits."""
