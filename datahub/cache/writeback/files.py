@@ -58,6 +58,7 @@ class OpenFile:
         self.version: dict[int, int] = {}
         self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
         self.pending = False  # created but not yet in the journal (the first fsync writes it)
+        self.unlinked = False  # removed from the namespace while open (its record is dropped at last close)
         self.created = self.mtime
         self.discard: list[str] = []  # staged keys replaced before any commit referenced them
 

@@ -271,13 +271,14 @@ class Workspace:
     def _drop_file(self, txn: Txn, file_id: int) -> None:
         """The file left the namespace: delete it now, or at last close if it is still open."""
         with self._lock:
-            still_open = file_id in self._open
+            of = self._open.get(file_id)
         rec = txn.file(file_id)
         if rec is None:
             return
-        if still_open:
+        if of is not None:
             rec["unlinked"] = True
             txn.put_file(file_id, rec)
+            of.unlinked = True  # a hint for _release (the journal decides)
         else:
             txn.del_file(file_id)
             txn.add_garbage([k for k, _ in rec["chunks"].values()])
@@ -444,6 +445,8 @@ class Workspace:
             if of.refs > 0:
                 return
             del self._open[of.id]
+        if not of.unlinked:  # no namespace operation removed it while open: nothing to do
+            return
         with self.journal.read() as txn:
             rec = txn.file(of.id)
         if rec is None or not rec.get("unlinked"):
