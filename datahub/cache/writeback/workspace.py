@@ -3,7 +3,8 @@
 Durability rule: an operation is acknowledged when its journal transaction has committed.
 ``fsync``/``close`` first upload the file's dirty chunks to the shared tier as new immutable
 objects, then commit the new chunk map in one LMDB transaction; a crash at any point leaves
-either the old or the new state, never a mix. Namespace operations (mkdir, rename, unlink …)
+either the old or the new state, never a mix. (A new file's first fsync does both at once;
+see below.) Namespace operations (mkdir, rename, unlink …)
 are single journal transactions. The flusher (``flusher.py``) copies dirty files to the
 origin; ``Workspace`` only keeps the namespace and the open files.
 
