@@ -3,9 +3,7 @@ file system without O_DIRECT (tmpfs) gets the same pages written buffered."""
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import mmap
 import os
 from pathlib import Path
 
@@ -15,39 +13,10 @@ from datahub.cache import DiskTier, make_policy
 from datahub.cache import disk as disk_module
 from datahub.cache.directio import ALIGN, DIRECT_MIN_BYTES, write_direct
 from datahub.cache.pages import PageKey
+from tests.pagecache import resident_pages
 
 BUDGET = 64 << 20
 SIZES = [DIRECT_MIN_BYTES, DIRECT_MIN_BYTES + 1, 3 * DIRECT_MIN_BYTES + ALIGN - 7, 4 << 20]
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-
-
-def resident_pages(path: Path) -> int:
-    """How many of the file's pages are in the page cache (mincore; mapping faults nothing in)."""
-    size = path.stat().st_size
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-    finally:
-        os.close(fd)
-    assert addr != ctypes.c_void_p(-1).value, os.strerror(ctypes.get_errno())
-    try:
-        vec = ctypes.create_string_buffer(-(-size // mmap.PAGESIZE))
-        assert _libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
-        return sum(b & 1 for b in vec.raw)
-    finally:
-        _libc.munmap(addr, size)
 
 
 def key(i: int) -> PageKey:

@@ -15,19 +15,15 @@ that enters the daemon. The mapping also pins the files' dentries and inodes.
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
 from fuse_adapter.fuse_ops import NO_OPEN_FH
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset
+from tests.pagecache import pinned_in_page_cache
 
 pytestmark = pytest.mark.fuse
 
@@ -53,7 +49,7 @@ def test_warm_files_open_and_read_while_the_daemon_is_stopped(env: FuseEnv, file
         def read_all() -> None:
             results["data"] = {path: _read(path) for path in paths}
 
-        with _pinned_in_page_cache(list(paths)):
+        with pinned_in_page_cache(list(paths)):
             os.kill(proc.pid, signal.SIGSTOP)
             try:
                 reader = threading.Thread(target=read_all, daemon=True)
@@ -76,41 +72,3 @@ def _read(path) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-]
-_libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_MAP_FAILED = ctypes.c_void_p(-1).value
-
-
-@contextmanager
-def _pinned_in_page_cache(paths: list[Path]) -> Iterator[None]:
-    """mmap + mlock each (already warm) file, so reclaim cannot drop its cached pages."""
-    mappings: list[tuple[int, int]] = []
-    try:
-        for path in paths:
-            size = path.stat().st_size
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-            finally:
-                os.close(fd)  # the mapping keeps the file (and its dentry) referenced
-            if addr == _MAP_FAILED:
-                raise OSError(ctypes.get_errno(), f"mmap {path}")
-            mappings.append((addr, size))
-            if _libc.mlock(addr, size) != 0:
-                raise OSError(ctypes.get_errno(), f"mlock {path}")
-        yield
-    finally:
-        for addr, size in mappings:
-            _libc.munmap(addr, size)
