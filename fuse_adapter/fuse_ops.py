@@ -136,6 +136,9 @@ class ReadOnlyOps(_Ops):
         text = os.fsdecode(name)
         if text in (".", ".."):
             raise pyfuse3.FUSEError(errno.ENOENT)
+        if self.view.is_hint(text):  # a read-order hint (fuse_adapter.hints): never an entry
+            self.view.hint(text)
+            raise pyfuse3.FUSEError(errno.ENOENT)  # not cached by the kernel, unlike st_ino=0
         ino = self.view.lookup_now(parent_inode, text)
         if ino is ...:  # the incremental listing has not reached this name yet
             ino = await self._thread(self.view.lookup, parent_inode, text)

@@ -64,6 +64,10 @@ class MountInfo:
     skipped: int = 0
     shadowed: int = 0
     error: str = ""
+    hinted: dict = field(default_factory=lambda: {"windows": 0, "files": 0})  # read-order hints taken
+
+    def count_hint(self, files: int) -> None:
+        self.hinted = {"windows": self.hinted["windows"] + 1, "files": self.hinted["files"] + files}
 
     def to_json(self) -> bytes:
         """Pretty JSON padded with spaces to a multiple of 1 KiB.
@@ -123,7 +127,9 @@ def _load_records(
     finally:
         tree.finish_feed(feed, error)
         if info is not None:
-            info.files, info.bytes, info.shadowed = feed.files, feed.bytes, feed.shadowed
+            info.files += feed.files  # a mount of several versions adds up its listings
+            info.bytes += feed.bytes
+            info.shadowed += feed.shadowed
             if error is not None:
                 info.state, info.error = "failed", str(error)
 
@@ -146,6 +152,8 @@ def version_view(
     tree = ListingTree(mtime=time.time())
     view = ReadOnlyView(tree, source, uid=uid, gid=gid, window_bytes=window_bytes)
     info = MountInfo(source=" ".join(f"{s.dataset}@{s.ref or 'latest'}" for s in specs))
+    view.on_hint = info.count_hint
+    view.add_virtual_file(INFO_FILE, info.to_json)
     dataset_dirs: dict[str, int] = {}
     mounted: dict[tuple[str, int], int] = {}
     links: set[tuple[str, str]] = set()
@@ -174,7 +182,7 @@ def version_view(
         tree.sort_static_dir(ds)
     for (dataset, seq), root in mounted.items():
         version = next(v for _, v in resolved if v.dataset == dataset and v.seq == seq)
-        loaders.append(_version_loader(tree, root, catalog_factory, version, None))
+        loaders.append(_version_loader(tree, root, catalog_factory, version, info))
     log.info("mounting %s", ", ".join(info.versions))
     return view, loaders, info
 
@@ -236,6 +244,7 @@ def bucket_view(
     tree = ListingTree(mtime=head.created_at if head else time.time())
     view = ReadOnlyView(tree, source, uid=uid, gid=gid, window_bytes=window_bytes)
     info = MountInfo(source=url)
+    view.on_hint = info.count_hint
     view.add_virtual_file(INFO_FILE, info.to_json)
     if head is not None:
         info.versions.append(f"{dataset}@v{head.seq}")

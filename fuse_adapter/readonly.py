@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from datahub.errors import InvalidInput, NotFound, ReadOnly
 from datahub.storage.base import ObjectRef
+from fuse_adapter.hints import PREFIX as HINT_PREFIX
+from fuse_adapter.hints import HintAssembler
 from fuse_adapter.source import ByteSource
 from fuse_adapter.tree import DIR, FILE, ROOT_INODE, SYMLINK, ListingTree
 
@@ -81,6 +83,9 @@ class ReadOnlyView:
         self._virtual: dict[int, Callable[[], bytes]] = {}
         self._virtual_names: dict[str, int] = {}
         self._virtual_seen: dict[int, tuple[bytes, int]] = {}  # ino -> (content, mtime) last reported
+        self._hints = HintAssembler()
+        #: called with the number of files of each complete hint window (``.datahub`` counts them)
+        self.on_hint: Callable[[int], None] | None = None
 
     # --- virtual files (e.g. ``.datahub``: which snapshot this is) -------------------------------
     def add_virtual_file(self, name: str, content: Callable[[], bytes]) -> int:
@@ -93,6 +98,27 @@ class ReadOnlyView:
 
     def is_virtual(self, ino: int) -> bool:
         return ino in self._virtual
+
+    # --- read-order hints (fuse_adapter.hints) --------------------------------------------------------
+    @staticmethod
+    def is_hint(name: str) -> bool:
+        return name.startswith(HINT_PREFIX)
+
+    def hint(self, name: str) -> int:
+        """Take one hint name; when its window is complete, tell the source. Returns the
+        number of files hinted now (0 while parts are missing; unknown inodes are skipped)."""
+        inodes = self._hints.add(name)
+        if not inodes:
+            return 0
+        refs = []
+        for ino in inodes:
+            if self.tree.exists(ino) and self.tree.attr(ino).kind == FILE:
+                refs.append(self.tree.ref(ino))
+        if refs:
+            self.source.hint(refs)
+        if self.on_hint is not None:
+            self.on_hint(len(refs))
+        return len(refs)
 
     # --- names and attributes ----------------------------------------------------------------------
     def lookup_now(self, parent: int, name: str) -> int | None | object:

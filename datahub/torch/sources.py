@@ -67,7 +67,24 @@ class MountSource:
             return fh.read() if size is None else fh.read(size)
 
     def hint(self, records: Sequence[Record]) -> None:
-        """A mount has its own readahead; nothing to tell it from here."""
+        """Tell a datahub mount the upcoming files (fuse_adapter.hints: a few lookups).
+
+        Best effort: a file that is missing, or a directory that is not a datahub mount,
+        costs a failed ``stat`` and nothing else.
+        """
+        from fuse_adapter.hints import encode
+
+        inodes = []
+        for record in records:
+            try:
+                inodes.append(os.stat(self.root / record.key).st_ino)
+            except OSError:
+                continue
+        for name in encode(inodes):
+            try:
+                os.stat(self.root / name)
+            except OSError:
+                pass  # ENOENT is the answer: the daemon took the hint
 
     def close(self) -> None:
         pass
