@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from pathlib import Path
 
-from datahub.cache.writeback.chunks import file_id_of
+import pytest
+
+from datahub.cache.writeback import chunks as chunks_module
+from datahub.cache.writeback.chunks import ChunkStore, file_id_of
+from datahub.errors import AccessDenied
 from datahub.storage.local import ETAG_XATTR, LocalStore, derived_etag
 from tests.writeback.conftest import CHUNK, Env
 
@@ -57,3 +62,15 @@ def test_chunks_of_many_files_share_directories(env: Env) -> None:
     keys = env.shared_keys()
     assert len(keys) == 5 and len({k.rsplit("/", 1)[0] for k in keys}) == 1
     assert len({file_id_of(k) for k in keys}) == 5
+
+
+def test_a_refused_local_chunk_write_is_access_denied_naming_the_file(tmp_path: Path, monkeypatch) -> None:
+    store = ChunkStore(LocalStore(tmp_path / "root"), "writeback/ws", "workspace 'ws'")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(chunks_module.os, "open", refuse)
+    with pytest.raises(AccessDenied) as caught:
+        store.put(7, 0, b"data", "out/model.pt")
+    assert "out/model.pt" in str(caught.value) and "write access" in str(caught.value)

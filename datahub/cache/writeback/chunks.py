@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from datahub.errors import DatahubError, NoSpace, StorageError
+from datahub.errors import AccessDenied, DatahubError, NoSpace, StorageError
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
 
@@ -157,6 +157,12 @@ def _os_error(exc: OSError, context: str, key: str) -> DatahubError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return NoSpace(
             f"{context}: no space left on the shared tier ({exc.strerror}); free space and retry", key=key
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return AccessDenied(
+            f"{context}: the shared tier refuses writes to chunk {key} ({exc.strerror}); "
+            "give this process write access to the cache directory",
+            key=key,
         )
     return StorageError(f"{context}: local I/O error on chunk {key}: {exc}", key=key)
 
