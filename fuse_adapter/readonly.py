@@ -205,7 +205,7 @@ class ReadOnlyView:
             self._handles[fh] = _Handle(ino, ref, window=frozen)
         return fh
 
-    def read(self, fh: int, offset: int, size: int) -> bytes:
+    def read(self, fh: int, offset: int, size: int) -> bytes | memoryview:
         """Blocking: bytes of the open file (from the window, the cache or the store)."""
         h = self._handles[fh]
         if h.ref is None:
@@ -245,7 +245,7 @@ class ReadOnlyView:
             return data[offset - start : end - start]
         return self.source.read(h.ref, offset, end - offset)
 
-    def read_inode(self, ino: int, offset: int, size: int) -> bytes:
+    def read_inode(self, ino: int, offset: int, size: int) -> bytes | memoryview:
         """Blocking: bytes of a file named by inode, for files the kernel opened without asking.
 
         With zero-message opens (the shim answers OPEN with ENOSYS once, and the kernel then

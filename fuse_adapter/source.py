@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class ByteSource(Protocol):
-    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes:
+    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | memoryview:
         """Bytes ``[offset, offset+size)`` of ``ref``; ObjectChanged/ObjectNotFound if it moved."""
         ...
 
@@ -71,10 +71,10 @@ class CacheSource:
     def __init__(self, cache) -> None:  # cache: datahub.cache.TieredCache
         self._cache = cache
 
-    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes:
+    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | memoryview:
         if size is not None:
             size = max(0, min(size, ref.size - offset))
-        return self._cache.read(ref, offset, size)
+        return self._cache.read(ref, offset, size, view=True)  # a view into the page: no copy
 
     def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
         return self._cache.read_cached(ref, offset, size)

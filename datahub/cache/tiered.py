@@ -124,10 +124,15 @@ class TieredCache:
         self._maintainer.start()
 
     # --- reads -------------------------------------------------------------------------------------
-    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes:
+    def read(
+        self, ref: ObjectRef, offset: int = 0, size: int | None = None, *, view: bool = False
+    ) -> bytes | memoryview:
         """Verified bytes ``[offset, offset+size)`` of the object version ``ref`` names.
 
         Raises ObjectChanged / ObjectNotFound from the origin; never returns wrong bytes.
+        ``view=True`` may return a read-only memoryview into a cached page instead of a
+        copy (pages are immutable ``bytes``): the FUSE daemon hands it to the kernel as is,
+        which saves copying every byte of a large file once more.
         """
         if offset < 0 or (size is not None and size < 0):
             raise InvalidInput(f"invalid read of {ref.url}: offset {offset} and size {size} must be >= 0")
@@ -154,7 +159,7 @@ class TieredCache:
             elif self.readahead_pages:
                 self._readahead(ref, last)
         if len(parts) == 1:
-            return parts[0] if isinstance(parts[0], bytes) else bytes(parts[0])
+            return parts[0] if view or isinstance(parts[0], bytes) else bytes(parts[0])
         return b"".join(parts)
 
     def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:

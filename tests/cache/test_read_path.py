@@ -38,6 +38,18 @@ def test_reads_return_the_source_bytes_across_page_boundaries(make_cache, source
         cache.read(objects[0][0], -1)
 
 
+def test_view_reads_share_the_cached_page_instead_of_copying_it(make_cache, source) -> None:
+    ((ref, data),) = put_objects(source, [5000])
+    cache = make_cache(page_size=1024)
+    inside = cache.read(ref, 1030, 500, view=True)  # within page 1
+    assert isinstance(inside, memoryview) and inside.readonly and inside == data[1030:1530]
+    assert isinstance(inside.obj, bytes) and len(inside.obj) == 1024  # the page itself, not a copy
+    across = cache.read(ref, 1000, 100, view=True)  # pages 0 and 1: joined once
+    assert bytes(across) == data[1000:1100]
+    plain = cache.read(ref, 1030, 500)
+    assert type(plain) is bytes and plain == data[1030:1530]
+
+
 def test_second_read_is_a_ram_hit_and_a_restart_reads_from_disk(make_cache, source) -> None:
     [(ref, data)] = put_objects(source, [3000])
     cache = make_cache()
