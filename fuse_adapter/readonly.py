@@ -261,7 +261,7 @@ class ReadOnlyView:
             return b""
         return self.source.read(ref, offset, end - offset)
 
-    def read_inode_now(self, ino: int, offset: int, size: int) -> bytes | None:
+    def read_inode_now(self, ino: int, offset: int, size: int) -> bytes | memoryview | None:
         """``read_inode`` if the bytes are at hand without I/O (the cache's RAM), else None."""
         if ino in self._virtual:
             return None

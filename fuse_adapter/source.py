@@ -24,7 +24,9 @@ class ByteSource(Protocol):
         """Bytes ``[offset, offset+size)`` of ``ref``; ObjectChanged/ObjectNotFound if it moved."""
         ...
 
-    def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
+    def read_cached(
+        self, ref: ObjectRef, offset: int = 0, size: int | None = None
+    ) -> bytes | memoryview | None:
         """The bytes if they can be had at once without I/O (in RAM), else None."""
         ...
 
@@ -52,7 +54,9 @@ class StoreSource:
             return b""
         return store.read(key, offset, end, etag=ref.etag)
 
-    def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
+    def read_cached(
+        self, ref: ObjectRef, offset: int = 0, size: int | None = None
+    ) -> bytes | memoryview | None:
         return None  # nothing is kept
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:
@@ -76,7 +80,9 @@ class CacheSource:
             size = max(0, min(size, ref.size - offset))
         return self._cache.read(ref, offset, size, view=True)  # a view into the page: no copy
 
-    def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
+    def read_cached(
+        self, ref: ObjectRef, offset: int = 0, size: int | None = None
+    ) -> bytes | memoryview | None:
         return self._cache.read_cached(ref, offset, size)
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:

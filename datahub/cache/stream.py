@@ -119,6 +119,18 @@ class PageStream:
         self._claim_upto(self._reader + 1 + ahead)
         return True
 
+    def note_reader(self, first: int, last: int) -> bool:
+        """``advance`` for a read served from RAM on an event loop: in memory only (no claims,
+        no stop); False if the read is not where this stream expects its reader."""
+        ahead = self.owner.ahead_pages
+        with self._lock:
+            if self._stopped or not self._reader - ahead <= first <= self._reader + ahead + 1:
+                return False
+            self._reader = max(self._reader, last)
+            self._last_read = self.owner.clock()
+            self._lock.notify_all()
+        return True
+
     def stop(self) -> None:
         """Stop early: waiters of claimed pages are released to fetch them themselves."""
         with self._lock:
@@ -407,6 +419,13 @@ class Streams:
         if sequential:
             return self._start(ref, first, fill=False, reader_page=last)
         return False
+
+    def note_read_now(self, ref: ObjectRef, first: int, last: int) -> bool:
+        """A read of RAM-held pages answered inline: True if a sequential stream follows this
+        reader and has been told (then the read needs nothing else); never blocks or does I/O."""
+        with self._lock:
+            current = self._active.get((ref.url, ref.etag))
+        return current is not None and not current.fill and current.note_reader(first, last)
 
     def random_read(self, ref: ObjectRef) -> None:
         """A reader read ``ref`` out of order: every ``fill_after``-th time, fill the object."""

@@ -162,16 +162,22 @@ class TieredCache:
             return parts[0] if view or isinstance(parts[0], bytes) else bytes(parts[0])
         return b"".join(parts)
 
-    def read_cached(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
-        """The bytes if they are in RAM now (a one-page object), else None: then use ``read``.
+    def read_cached(
+        self, ref: ObjectRef, offset: int = 0, size: int | None = None
+    ) -> bytes | memoryview | None:
+        """The bytes if they are in RAM now, else None: then use ``read``.
 
         Never does I/O or waits, so an event loop may answer from it inline: the FUSE
-        daemon serves a warm file without a hop to a worker thread. Larger objects always
-        take ``read``, which keeps their streams and readahead informed.
+        daemon serves a warm file without a hop to a worker thread. A larger object is
+        answered only while a sequential stream follows its reader (the stream is told
+        where the reader is, in memory); any other read of it takes ``read``, which keeps
+        readahead, fills and new streams informed.
         """
         ram = self.tiers[0] if self.tiers else None
-        if not isinstance(ram, RamTier) or ref.size > self.page_size or offset < 0:
+        if not isinstance(ram, RamTier) or offset < 0:
             return None
+        if ref.size > self.page_size:
+            return self._read_streamed_now(ram, ref, offset, size)
         end = ref.size if size is None else min(ref.size, offset + max(0, size))
         key = PageKey(ref.url, ref.etag, self.page_size, 0)
         if not ram.holds(key):
@@ -181,6 +187,29 @@ class TieredCache:
             return None
         self._hints.consumed_ref(ref)
         return data if offset == 0 and end == len(data) else data[offset:end]
+
+    def _read_streamed_now(
+        self, ram: RamTier, ref: ObjectRef, offset: int, size: int | None
+    ) -> bytes | memoryview | None:
+        end = ref.size if size is None else min(ref.size, offset + max(0, size))
+        if offset >= end:
+            return b""
+        ps = self.page_size
+        first, last = offset // ps, (end - 1) // ps
+        keys = [PageKey(ref.url, ref.etag, ps, i) for i in range(first, last + 1)]
+        if not all(ram.holds(k) for k in keys) or not self._streams_io.note_read_now(ref, first, last):
+            return None
+        parts: list[bytes | memoryview] = []
+        for i, key in zip(range(first, last + 1), keys, strict=True):
+            page = ram.get(key)
+            if page is None or len(page) != page_length(ref, ps, i):
+                return None  # evicted meanwhile (or damaged): ``read`` deals with it
+            lo = offset - i * ps if i == first else 0
+            hi = end - i * ps if i == last else len(page)
+            parts.append(page if lo == 0 and hi == len(page) else memoryview(page)[lo:hi])
+        self._note_position(ref, first, last)
+        self._hints.consumed_ref(ref)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def _page(self, key: PageKey, expected: int, *, hot: bool = False) -> bytes:
         if self.tiers:

@@ -336,3 +336,35 @@ def test_no_fill_for_an_object_bigger_than_half_the_largest_tier(tmp_path: Path,
         for page in (500, 20, 300, 7, 450, 99):
             assert cache.read(ref, page * PAGE, 10) == data[page * PAGE : page * PAGE + 10]
         assert cache.stats()["streams"]["fills"] == 0 and store.requests == 6
+
+
+def test_inline_reads_of_a_streamed_object_keep_the_stream_going(tmp_path: Path, source) -> None:
+    """The FUSE daemon's pattern: ``read_cached`` first (inline, RAM only), ``read`` if None.
+    Inline reads tell the stream where the reader is, so it never stalls at its window."""
+    [(ref, data)] = put_objects(source, [60 * PAGE + 77], seed=21)
+    cache, store = streaming_cache(tmp_path, source, stream_ahead_bytes=3 * PAGE)
+    with cache:
+        out, inline = [], 0
+        for off in range(0, ref.size, PAGE // 4):
+            got = cache.read_cached(ref, off, PAGE // 4)
+            if got is None:
+                got = cache.read(ref, off, PAGE // 4)
+                if off >= PAGE:  # let the stream fill its window, so later reads find RAM pages
+                    wait_for(lambda o=off: cache.stats()["streams"]["pages"] >= min(61, o // PAGE + 4))
+            else:
+                inline += 1
+            out.append(bytes(got))
+        assert b"".join(out) == data
+        assert inline > 100, "reads of pages already in RAM were not answered inline"
+        idle(cache)
+        assert store.requests == 1 and cache.stats()["streams"]["failed"] == 0
+
+
+def test_no_inline_answer_for_a_large_object_without_a_stream(tmp_path: Path, source) -> None:
+    [(ref, data)] = put_objects(source, [8 * PAGE], seed=22)
+    cache, _store = streaming_cache(tmp_path, source, stream_min_bytes=0)
+    with cache:
+        assert read_all(cache, ref, PAGE) == data  # every page now in RAM
+        assert cache.read_cached(ref, 0, PAGE) is None  # readahead must see every read
+        small = put_objects(source, [PAGE // 2], seed=23)[0]
+        assert cache.read(small[0]) == small[1] and cache.read_cached(small[0], 0, 10) == small[1][:10]
