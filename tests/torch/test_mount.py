@@ -6,6 +6,8 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,16 +27,30 @@ def _cli(config: Config, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
+@contextmanager
+def _mounted(config: Config, mnt: Path, *sources: str) -> Iterator[None]:
+    """``datahub mount --background``, and always unmounted again (never leave a mount behind)."""
+    mnt.mkdir()
+    started = _cli(config, "mount", str(mnt), *sources, "--background")
+    assert started.returncode == 0, started.stderr
+    try:
+        yield
+    finally:
+        stopped = _cli(config, "umount", str(mnt))
+        if stopped.returncode != 0:
+            subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
+            pid = json.loads(started.stdout or "{}").get("pid")
+            if pid:
+                subprocess.run(["kill", str(pid)], check=False)
+
+
 @pytest.mark.fuse
 @pytest.mark.skipif(shutil.which("fusermount3") is None, reason="needs fuse3")
 def test_version_dataset_through_a_real_mount(config: Config, tmp_path: Path) -> None:
     catalog = open_catalog(config.resolved_catalog_url)
     import_manifest(catalog, config, write_source(tmp_path / "src", 5), "photos")
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    started = _cli(config, "mount", str(mnt), "photos@v1", "--background")
-    assert started.returncode == 0, started.stderr
-    try:
+    with _mounted(config, mnt, "photos@v1"):
         mounted = VersionDataset.from_catalog(catalog, "photos", 1, MountSource(mnt / "photos" / "v1"),
                                               transform=lambda data, labels: (bytes(data), labels["class"]))  # fmt: skip
         cached = VersionDataset.from_catalog(catalog, "photos", 1, CacheSource(config),
@@ -43,13 +59,6 @@ def test_version_dataset_through_a_real_mount(config: Config, tmp_path: Path) ->
         loader = DataLoader(mounted, batch_size=None, shuffle=True, num_workers=2)
         assert sorted(cls for _, cls in loader) == sorted(i % 3 for i in range(5))
         cached.source.close()
-    finally:
-        stopped = _cli(config, "umount", str(mnt))
-        if stopped.returncode != 0:  # never leave our own mount behind
-            subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
-            pid = json.loads(started.stdout or "{}").get("pid")
-            if pid:
-                subprocess.run(["kill", str(pid)], check=False)
     catalog.close()
 
 
@@ -61,10 +70,7 @@ def test_hints_reach_the_mounts_cache(config: Config, tmp_path: Path) -> None:
     catalog = open_catalog(config.resolved_catalog_url)
     import_manifest(catalog, config, write_source(tmp_path / "src", 6), "photos")
     mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    started = _cli(config, "mount", str(mnt), "photos@v1", "--background")
-    assert started.returncode == 0, started.stderr
-    try:
+    with _mounted(config, mnt, "photos@v1"):
         pages = config.resolved_disk_dir / "pages"
         assert not list(pages.rglob("*.page")), "nothing read yet: the cache is empty"
         mounted = VersionDataset.from_catalog(catalog, "photos", 1, MountSource(mnt / "photos" / "v1"))
@@ -74,11 +80,4 @@ def test_hints_reach_the_mounts_cache(config: Config, tmp_path: Path) -> None:
         assert info["files"] == 6
         wait_until(lambda: len(list(pages.rglob("*.page"))) == 3, 60)  # the three hinted files
         assert not list(mnt.glob(".datahub-hint-*")), "hint names are never entries"
-    finally:
-        stopped = _cli(config, "umount", str(mnt))
-        if stopped.returncode != 0:  # never leave our own mount behind
-            subprocess.run(["fusermount3", "-uz", str(mnt)], check=False)
-            pid = json.loads(started.stdout or "{}").get("pid")
-            if pid:
-                subprocess.run(["kill", str(pid)], check=False)
     catalog.close()
