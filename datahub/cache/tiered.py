@@ -149,9 +149,7 @@ class TieredCache:
         parts: list[bytes | memoryview] = []
         for i in range(first, last + 1):
             page = self._page(PageKey(ref.url, ref.etag, ps, i), page_length(ref, ps, i))
-            lo = offset - i * ps if i == first else 0
-            hi = end - i * ps if i == last else len(page)
-            parts.append(page if lo == 0 and hi == len(page) else memoryview(page)[lo:hi])
+            parts.append(_part(page, i * ps, offset, end))
         self._hints.consumed_ref(ref)
         if large and not streamed:
             if not sequential:
@@ -204,9 +202,7 @@ class TieredCache:
             page = ram.get(key)
             if page is None or len(page) != page_length(ref, ps, i):
                 return None  # evicted meanwhile (or damaged): ``read`` deals with it
-            lo = offset - i * ps if i == first else 0
-            hi = end - i * ps if i == last else len(page)
-            parts.append(page if lo == 0 and hi == len(page) else memoryview(page)[lo:hi])
+            parts.append(_part(page, i * ps, offset, end))
         self._note_position(ref, first, last)
         self._hints.consumed_ref(ref)
         return parts[0] if len(parts) == 1 else b"".join(parts)
@@ -573,3 +569,10 @@ def open_cache(config: Config, stores) -> TieredCache:
         fill_after_random_reads=c.fill_after_random_reads,
         fill_concurrency=c.fill_concurrency,
     )
+
+
+def _part(page: bytes, page_start: int, offset: int, end: int) -> bytes | memoryview:
+    """The bytes of ``[offset, end)`` that lie in a page starting at ``page_start``: the page
+    itself when wholly inside, else a view into it (no copy)."""
+    lo, hi = max(0, offset - page_start), min(len(page), end - page_start)
+    return page if lo == 0 and hi == len(page) else memoryview(page)[lo:hi]
