@@ -162,11 +162,17 @@ class Txn:
 
 
 class _Request:
+    """One caller's part of a group commit. ``wake`` is held until a leader hands the request
+    back (done) or hands it the lead: a waiter is woken exactly once, by name, instead of
+    every waiter re-checking a shared condition after every commit."""
+
     def __init__(self, doing: str, fn: Callable[[Txn], Any]) -> None:
         self.doing, self.fn = doing, fn
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
+        self.wake = threading.Lock()
+        self.wake.acquire()
 
     def outcome(self) -> Any:
         if self.error is not None:
@@ -190,7 +196,7 @@ class Journal:
         except (OSError, lmdb.Error) as exc:
             raise _translate(exc, f"cannot open the journal of {what} at {path}", path) from exc
         self._closed = False
-        self._group = threading.Condition()
+        self._group = threading.Lock()  # guards _queue and _leading; never held during I/O
         self._queue: list[_Request] = []
         self._leading = False
 
@@ -228,19 +234,31 @@ class Journal:
         request = _Request(doing, fn)
         with self._group:
             self._queue.append(request)
-            while not request.done and self._leading:
-                self._group.wait()
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            request.wake.acquire()  # released once: our batch is done, or the lead is ours
             if request.done:
                 return request.outcome()
-            self._leading = True
+        self._lead()
+        return request.outcome()
+
+    def _lead(self) -> None:
+        """Commit the whole queue as one batch, wake its callers, then pass the lead to the
+        first caller that queued meanwhile (or give it up). Only the leader commits."""
+        with self._group:
             batch, self._queue = self._queue, []
         try:
             self._commit_batch(batch)
         finally:
             with self._group:
-                self._leading = False
-                self._group.notify_all()
-        return request.outcome()
+                successor = self._queue[0] if self._queue else None
+                self._leading = successor is not None
+            for request in batch:
+                request.done = True
+                request.wake.release()
+            if successor is not None:
+                successor.wake.release()
 
     def _commit_batch(self, batch: list[_Request]) -> None:
         what = batch[0].doing if len(batch) == 1 else f"{len(batch)} operations"
@@ -262,8 +280,6 @@ class Journal:
         except BaseException as exc:
             for request in batch:
                 request.error = exc
-        for request in batch:
-            request.done = True
 
     def close(self) -> None:
         self._closed = True
