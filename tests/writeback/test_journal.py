@@ -43,3 +43,27 @@ def test_group_commit_isolates_each_callers_error(tmp_path: Path) -> None:
     journal.close()
     with pytest.raises(InvalidInput, match="closed"):
         journal.apply("late", lambda txn: None)
+
+
+def test_group_commit_hands_the_lead_on_until_every_caller_returns(tmp_path: Path) -> None:
+    """Many callers over many batches: each one is woken exactly once, with its own result
+    (a lost hand-off would leave a caller waiting forever: the join below gives up after 60 s)."""
+    journal = Journal(tmp_path / "j", "workspace 't'")
+    results: dict[tuple[int, int], object] = {}
+
+    def caller(t: int) -> None:
+        for i in range(150):
+            results[t, i] = journal.apply(
+                f"caller {t}/{i}", lambda txn, t=t, i=i: (txn.put_meta(f"{t}.{i}", "x"), (t, i))[1]
+            )
+
+    threads = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a group-commit caller was never woken"
+    assert results == {(t, i): (t, i) for t in range(8) for i in range(150)}
+    with journal.read() as txn:
+        assert all(txn.meta(f"{t}.{i}") == "x" for t in range(8) for i in range(150))
+    journal.close()
