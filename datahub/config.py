@@ -68,6 +68,9 @@ class CacheConfig:
     shared_bytes: int = 100 * 1024**3
     high_watermark: float = 0.95
     low_watermark: float = 0.80
+    # Write-back chunks under 1 MiB on a local-directory shared tier are appended to pack
+    # files of this size (docs/writeback.md "Pack files"); 0 = one file per chunk.
+    writeback_pack_bytes: int = 32 * 1024**2
     policy: str = "tinylfu"  # eviction policy by name: "lru", "slru", "tinylfu" (scan-resistant)
     origin_concurrency: int = 16
     prefetch_concurrency: int = 16

@@ -14,7 +14,10 @@ the same run as the baseline (create + write + fsync + close of a plain file):
   then the meta page: two flushes);
 - ``chunk object || journal commit`` and ``chunk, no rename || journal commit``: the chunk
   written in a second thread while the journal commits, waiting for both (what a new
-  file's first close does since 2026-11-24: see docs/writeback.md, "unverified records").
+  file's first close does since 2026-11-24: see docs/writeback.md, "unverified records");
+- ``pack append`` and ``pack append || journal commit``: the chunk appended to one open
+  file (``pwrite`` + ``fdatasync``, no create), alone and beside the journal commit: what
+  a small file's first close costs with pack files (datahub/cache/writeback/packs.py).
 
 ``floor ratio`` = baseline / (chunk object + journal commit): the best a single writer can
 reach with one shared-tier object and one journal commit per file, one after the other,
@@ -91,6 +94,20 @@ def one_round(scratch: Path, count: int, data: bytes) -> dict[str, float]:
         journal_commit(i, "d")
         future.result()
 
+    pack_fd = os.open(scratch / "pack", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    pack_end = [0]
+
+    def pack_append(i: int) -> None:
+        """What a pack member costs (datahub/cache/writeback/packs.py): no create."""
+        offset, pack_end[0] = pack_end[0], pack_end[0] + len(data)
+        os.pwrite(pack_fd, data, offset)
+        os.fdatasync(pack_fd)
+
+    def overlapped_pack(i: int) -> None:
+        future = pool.submit(pack_append, i)
+        journal_commit(i, "p")
+        future.result()
+
     try:
         return {
             "baseline (create+write+fsync)": per_file(count, lambda i: write_new(base / f"f{i}", data)),
@@ -99,10 +116,13 @@ def one_round(scratch: Path, count: int, data: bytes) -> dict[str, float]:
             "journal commit (LMDB sync=True)": per_file(count, journal_commit),
             "chunk object || journal commit": per_file(count, overlapped),
             "chunk, no rename || journal commit": per_file(count, overlapped_direct),
+            "pack append (pwrite+fdatasync)": per_file(count, pack_append),
+            "pack append || journal commit": per_file(count, overlapped_pack),
         }
     finally:
         pool.shutdown()
         env.close()
+        os.close(pack_fd)
 
 
 def main() -> None:
@@ -139,7 +159,11 @@ def main() -> None:
     ]
     print(f"\nfloor ratio (chunk object + journal commit): {statistics.median(floors):.2f}  (goal >= 0.6)")
     print(f"floor ratio without rename + directory fsync: {statistics.median(no_rename):.2f}")
-    for name in ("chunk object || journal commit", "chunk, no rename || journal commit"):
+    for name in (
+        "chunk object || journal commit",
+        "chunk, no rename || journal commit",
+        "pack append || journal commit",
+    ):
         ratio = statistics.median(r["baseline (create+write+fsync)"] / r[name] for r in rounds)
         print(f"concurrent floor ratio, {name}: {ratio:.2f}")
 

@@ -99,11 +99,29 @@ def make_env(tmp_path: Path, endpoint: S3Endpoint | None = None, *, shared_s3: b
     return Env(config, StoreRegistry(config), target, endpoint=endpoint, buckets=buckets)
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    e = make_env(tmp_path)
+LAYOUTS = {"packs": {}, "chunk files": {"writeback_pack_bytes": 0}}
+
+
+@pytest.fixture(params=list(LAYOUTS))
+def env(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Env]:
+    """A local shared tier, once with small chunks in pack files (the default) and once
+    with one file per chunk: every property must hold in both layouts."""
+    e = make_env(tmp_path, **LAYOUTS[request.param])
     yield e
     e.close()
+
+
+@pytest.fixture
+def unpacked_env(tmp_path: Path) -> Iterator[Env]:
+    """A local shared tier with one file per chunk (tests of that layout itself)."""
+    e = make_env(tmp_path, writeback_pack_bytes=0)
+    yield e
+    e.close()
+
+
+def objects_of(ws: Workspace, keys) -> set[str]:
+    """The shared-tier objects holding these chunks (a chunk file, or the pack it is in)."""
+    return {ws.chunks.object_of(key) for key in keys}
 
 
 @pytest.fixture

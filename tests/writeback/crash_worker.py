@@ -9,7 +9,7 @@ flush is under way and blocked inside an upload stream until killed). Never exit
 
 Mode overlap stops a new file's first close between its two concurrent durable steps
 (``block``): "put" (its record is journaled, its chunk write never starts), "torn" (half
-the chunk is written under its final name), "garbage" (a chunk of the right length but
+the chunk is written under its final name, or into its range of a pack), "garbage" (a chunk of the right length but
 wrong bytes, as a power cut can leave one), or "journal" (its chunk is stored, its journal
 commit never happens). Meanwhile an acknowledged file "old" is being overwritten and is
 stuck before its own commit. Markers: ``OLD-BLOCKED``, then ``JOURNALED`` (put, torn,
@@ -91,10 +91,13 @@ def overlap(ws, rng: random.Random, block: str) -> None:
         ws.chunks.put = blocked_put  # sequential and write-behind uploads never finish
 
         def cut_write(key, data, path):
-            target = ws.chunks._root / key if ws.chunks._root is not None else None
-            if block in ("torn", "garbage") and target is not None:
+            if block in ("torn", "garbage") and ws.chunks._root is not None:
+                obj, start = ws.chunks.locate(key)  # a chunk file, or its range of a pack
+                target = ws.chunks._root / obj
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data[: len(data) // 2] if block == "torn" else bytes(len(data)))
+                with open(target, "r+b" if target.exists() else "wb") as fh:
+                    fh.seek(start)
+                    fh.write(data[: len(data) // 2] if block == "torn" else bytes(len(data)))
             forever()
 
         ws.chunks.write = cut_write  # the chunk writes of v's first close

@@ -29,7 +29,8 @@ def test_local_put_without_content_etag_reports_the_derived_etag_consistently(tm
     assert store.put("a/c", b"x" * 1000).etag == hashlib.md5(b"x" * 1000).hexdigest()
 
 
-def test_workspace_chunks_in_a_local_shared_tier_are_not_hashed_and_read_back(env: Env) -> None:
+def test_workspace_chunks_in_a_local_shared_tier_are_not_hashed_and_read_back(unpacked_env: Env) -> None:
+    env = unpacked_env
     ws = env.open()
     data = os.urandom(3 * CHUNK + 123)
     with ws.open("f", create=True) as fh:
@@ -54,7 +55,8 @@ def test_file_id_of_reads_both_key_layouts_and_rejects_others() -> None:
     assert file_id_of("nochunk") == -1
 
 
-def test_chunks_of_many_files_share_directories(env: Env) -> None:
+def test_chunks_of_many_files_share_directories(unpacked_env: Env) -> None:
+    env = unpacked_env
     ws = env.open()
     for i in range(5):
         with ws.open(f"f{i}", create=True) as fh:

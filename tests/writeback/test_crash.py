@@ -20,7 +20,7 @@ import pytest
 
 from datahub.cache.writeback import workspace_dir
 from datahub.cache.writeback.journal import Journal
-from tests.writeback.conftest import make_env
+from tests.writeback.conftest import LAYOUTS, make_env, objects_of
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1024**2
@@ -74,12 +74,13 @@ def recover_and_check(env, acked: dict[str, str]) -> None:
         referenced = {k for _, rec in txn.files() for k, _ in rec["chunks"].values()}
         assert not [rec for _, rec in txn.files() if rec.get("unverified")]  # verified or dropped
         assert sorted(path for path, _ in txn.tree_files()) == sorted(acked)
-    assert set(env.shared_keys()) <= referenced  # no orphan chunk of a dead writer is left
+    assert set(env.shared_keys()) <= objects_of(ws, referenced)  # no orphan chunk (or pack) of a dead writer
     ws.close()
 
 
 def spec_for(env, mode: str, **extra) -> dict:
-    cache = {"page_size": MiB, "flush_interval": 3600, "shared_url": env.config.cache.shared_url}
+    cache = {"page_size": MiB, "flush_interval": 3600, "shared_url": env.config.cache.shared_url,
+             "writeback_pack_bytes": env.config.cache.writeback_pack_bytes}  # fmt: skip
     overrides = {"home": env.config.home, "cache": cache}
     overrides.update({"s3": {k: v for k, v in vars(env.config.s3).items() if v is not None}})
     return {"overrides": overrides, "target_url": env.target_url, "mode": mode, **extra}
@@ -109,8 +110,9 @@ def test_sigkill_mid_flush_then_restart_uploads_everything(tmp_path: Path, s3_en
         env.close()
 
 
-def test_sigkill_mid_write_local_default(tmp_path: Path) -> None:
-    env = make_env(tmp_path)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_sigkill_mid_write_local_default(tmp_path: Path, layout: str) -> None:
+    env = make_env(tmp_path, **LAYOUTS[layout])
     try:
         acked = run_until(spec_for(env, "write", files=3, size=MiB + 5), "WRITING")
         recover_and_check(env, acked)
@@ -118,9 +120,12 @@ def test_sigkill_mid_write_local_default(tmp_path: Path) -> None:
         env.close()
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("block", ["put", "torn", "garbage", "journal"])
-def test_sigkill_between_the_overlapped_steps_of_a_first_close(tmp_path: Path, block: str) -> None:
-    env = make_env(tmp_path)
+def test_sigkill_between_the_overlapped_steps_of_a_first_close(
+    tmp_path: Path, block: str, layout: str
+) -> None:
+    env = make_env(tmp_path, **LAYOUTS[layout])
     try:
         markers = (
             {"OLD-BLOCKED", "STORED", "JOURNAL-BLOCKED"}

@@ -15,7 +15,7 @@ from datahub.config import load_config
 from datahub.errors import NoSpace, StorageError
 from datahub.storage import StoreRegistry
 from tests.faults import FlakyProxy
-from tests.writeback.conftest import CHUNK, Env, make_env
+from tests.writeback.conftest import CHUNK, LAYOUTS, Env, make_env
 
 
 @pytest.fixture
@@ -85,10 +85,11 @@ def test_journal_device_full_raises_nospace_and_keeps_acknowledged_files(
         env.close()
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_shared_tier_device_full_raises_nospace_and_keeps_acknowledged_files(
-    tmp_path: Path, tiny_fs: Path
+    tmp_path: Path, tiny_fs: Path, layout: str
 ) -> None:
-    env = make_env(tmp_path, shared_url=(tiny_fs / "shared").as_uri())
+    env = make_env(tmp_path, shared_url=(tiny_fs / "shared").as_uri(), **LAYOUTS[layout])
     try:
         ws = env.open()
         ballast = fill(tiny_fs, 100_000)

@@ -15,7 +15,7 @@ import pytest
 from datahub.cache.writeback import flush_workspace, workspace_dir
 from datahub.cache.writeback.chunks import file_id_of
 from datahub.errors import NotFound
-from tests.writeback.conftest import CHUNK, Env, make_env
+from tests.writeback.conftest import CHUNK, LAYOUTS, Env, make_env, objects_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,15 +83,22 @@ def test_file_changed_during_its_upload_stays_dirty(env: Env) -> None:
     assert ws.dirty() == []
 
 
+def chunk_keys(ws, path: str) -> set[str]:
+    return {key for key, _ in ws.journal_record(path)["chunks"].values()}
+
+
 def test_overwritten_chunks_become_garbage_and_are_deleted(env: Env) -> None:
     ws = env.open()
     write(ws, "f", os.urandom(2 * CHUNK))
-    first = set(env.shared_keys())
+    first = chunk_keys(ws, "f")
     with ws.open("f") as fh:
         fh.write(0, b"x")
     ws.flusher.gc()
-    keys = set(env.shared_keys())
+    keys = chunk_keys(ws, "f")
     assert len(keys) == 2 and len(keys & first) == 1  # only the rewritten chunk was replaced
+    with ws.journal.read() as txn:
+        assert txn.garbage() == []  # the replaced chunk was deleted (or its pack range given up)
+    assert set(env.shared_keys()) == objects_of(ws, keys)
 
 
 def test_crash_orphans_are_removed_on_reopen(env: Env) -> None:
@@ -108,8 +115,9 @@ def test_crash_orphans_are_removed_on_reopen(env: Env) -> None:
         ws2.stat("f")
 
 
-def test_eviction_drops_clean_data_only_and_reloads_on_open(tmp_path: Path) -> None:
-    env = make_env(tmp_path, shared_bytes=10 * CHUNK)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_eviction_drops_clean_data_only_and_reloads_on_open(tmp_path: Path, layout: str) -> None:
+    env = make_env(tmp_path, shared_bytes=10 * CHUNK, **LAYOUTS[layout])
     try:
         ws = env.open(background=False)  # no watermark-triggered flusher racing the explicit evict
         clean = {f"c{i}": os.urandom(2 * CHUNK) for i in range(4)}
@@ -120,8 +128,10 @@ def test_eviction_drops_clean_data_only_and_reloads_on_open(tmp_path: Path) -> N
         assert ws.flusher.used == 11 * CHUNK  # past the high watermark (95 % of 10 chunks)
         freed = ws.flusher.evict(ws.flusher.low)
         assert freed >= 3 * CHUNK and ws.flusher.used <= ws.flusher.low
-        dirty_chunks = [k for k in env.shared_keys() if file_id_of(k) == 5]  # file id 5 = "dirty"
+        dirty_chunks = chunk_keys(ws, "dirty")
+        assert {file_id_of(k) for k in dirty_chunks} == {5}  # file id 5 = "dirty"
         assert len(dirty_chunks) == 3  # dirty data is never evicted
+        assert objects_of(ws, dirty_chunks) <= set(env.shared_keys())
         evicted = [p for p in clean if not ws.journal_record(p)["chunks"]]
         assert evicted
         path = evicted[0]

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from datahub.errors import AlreadyExists, IsADirectory, NotADirectory, NotEmpty, NotFound
-from tests.writeback.conftest import CHUNK, make_env
+from tests.writeback.conftest import CHUNK, LAYOUTS, make_env
 
 # few names, so operations often hit existing files and directories
 PARENTS = st.sampled_from(["", "d1", "d1/d2"])
@@ -41,10 +41,12 @@ def patched(content: bytes, offset: int, data: bytes) -> bytes:
 
 
 class WorkspaceModel(RuleBasedStateMachine):
+    layout = "packs"
+
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="wb-model-"))
-        self.env = make_env(self.tmp)
+        self.env = make_env(self.tmp, **LAYOUTS[self.layout])
         self.ws = self.env.open()
         self.files: dict[str, bytes] = {}
         self.acked: dict[str, bytes] = {}
@@ -174,8 +176,9 @@ class WorkspaceModel(RuleBasedStateMachine):
         self.ws.rename(old, new)
         self.namespace_changed()
         moved = lambda p: new + p[len(old) :] if p == old or p.startswith(old + "/") else p  # noqa: E731
-        self.files = {moved(p): v for p, v in self.files.items()}
-        self.acked = {moved(p): v for p, v in self.acked.items()}
+        # a file moved over another replaces it: drop the target before moving
+        self.files = {moved(p): v for p, v in self.files.items() if p != new}
+        self.acked = {moved(p): v for p, v in self.acked.items() if p != new}
         self.dirs = {moved(p) for p in self.dirs}
 
     # --- an open handle with unacknowledged writes ---------------------------------------------
@@ -251,3 +254,11 @@ TestWorkspaceModel = WorkspaceModel.TestCase
 TestWorkspaceModel.settings = settings(
     max_examples=40, stateful_step_count=30, deadline=None, suppress_health_check=list(HealthCheck)
 )
+
+
+class ChunkFilesModel(WorkspaceModel):
+    layout = "chunk files"
+
+
+TestChunkFilesModel = ChunkFilesModel.TestCase
+TestChunkFilesModel.settings = TestWorkspaceModel.settings

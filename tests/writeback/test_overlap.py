@@ -8,6 +8,7 @@ the workspace is down); test_crash.py kills a real process between the two steps
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -15,11 +16,24 @@ from pathlib import Path
 import pytest
 
 from datahub.errors import NotFound, StorageError
-from tests.writeback.conftest import CHUNK, Env
+from tests.writeback.conftest import CHUNK, Env, objects_of
 
 
-def chunk_path(env: Env, key: str) -> Path:
-    return Path(env.config.resolved_shared_url.removeprefix("file://")) / key
+def damage(env: Env, ws, key: str, length: int, how: str) -> None:
+    """Damage chunk ``key`` (a chunk file, or its range of a pack) the way a crash can."""
+    obj, start = ws.chunks.locate(key)
+    target = Path(env.config.resolved_shared_url.removeprefix("file://")) / obj
+    if how == "missing":  # never written: no file, or a pack that ends before it
+        if start == 0:
+            target.unlink()
+        else:
+            os.truncate(target, start)
+    elif how == "torn":
+        os.truncate(target, start + length // 2)
+    elif how == "garbage":  # right length, wrong bytes: only the CRC tells
+        with open(target, "r+b") as fh:
+            fh.seek(start)
+            fh.write(bytes(length))
 
 
 def wait_for(condition, what: str) -> None:
@@ -51,8 +65,8 @@ def test_first_close_is_unverified_until_flushed_and_trusted_meanwhile(env: Env)
     assert env.origin().read("b") == b"b" * (2 * CHUNK + 5)
 
 
-@pytest.mark.parametrize("damage", ["none", "missing", "torn", "garbage"])
-def test_recovery_checks_every_unverified_chunk(env: Env, damage: str) -> None:
+@pytest.mark.parametrize("how", ["none", "missing", "torn", "garbage"])
+def test_recovery_checks_every_unverified_chunk(env: Env, how: str) -> None:
     ws = env.open()
     with ws.open("old", create=True) as fh:
         fh.write(0, b"o" * 50)
@@ -63,15 +77,10 @@ def test_recovery_checks_every_unverified_chunk(env: Env, damage: str) -> None:
     rec = ws.journal_record("d")
     (key, (length, _fp)), *_ = rec["unverified"].items()
     ws.abandon()  # the flag is still set: a crash now
-    target = chunk_path(env, key)
-    if damage == "missing":
-        target.unlink()
-    elif damage == "torn":
-        target.write_bytes(target.read_bytes()[: length // 2])
-    elif damage == "garbage":
-        target.write_bytes(bytes(length))  # right length, wrong bytes: only the CRC tells
+    if how != "none":
+        damage(env, ws, key, length, how)
     ws = env.open()
-    if damage == "none":
+    if how == "none":
         with ws.open("d") as fh:
             assert fh.read(0, len(data) + 1) == data
         assert "unverified" not in ws.journal_record("d")
@@ -83,7 +92,7 @@ def test_recovery_checks_every_unverified_chunk(env: Env, damage: str) -> None:
     assert {name for name, _ in ws.listdir()} == expected
     with ws.journal.read() as txn:
         referenced = {k for _, r in txn.files() for k, _ in r["chunks"].values()}
-    assert set(env.shared_keys()) == referenced  # the dropped file's chunks are gone too
+    assert set(env.shared_keys()) == objects_of(ws, referenced)  # the dropped file's chunks are gone too
     ws.flush()
     assert set(env.origin_files()) == expected
 

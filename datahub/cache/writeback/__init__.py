@@ -99,7 +99,8 @@ def open_workspace(
         fixed = _fixed_settings(journal, wanted, what, explicit_target=target_url is not None)
         target, chunk_size = fixed["target_url"], int(fixed["chunk_size"])
         shared = stores.store(fixed["shared_url"])
-        chunks = ChunkStore(shared, f"{SHARED_PREFIX}/{name}", what)
+        chunks = ChunkStore(shared, f"{SHARED_PREFIX}/{name}", what, config.cache.writeback_pack_bytes)
+        closers.insert(0, chunks.close)
         ws = Workspace(
             name,
             journal,
@@ -164,8 +165,8 @@ def _recover(ws: Workspace) -> None:
     chunks are written in place), the flag is cleared; otherwise its close never returned,
     so the file is dropped, name and all, as if it had never been created. Chunk objects
     no committed transaction references (uploads of a dead writer, chunks of a dropped
-    file, garbage not yet deleted) are deleted. We hold the owner lock, so no live writer
-    can be mid-upload under our prefix.
+    file, garbage not yet deleted) are deleted, and so are packs none of whose chunks is
+    referenced. We hold the owner lock, so no live writer can be mid-upload under our prefix.
     """
     sizes = dict(ws.chunks.objects())
     referenced: set[str] = set()
@@ -196,7 +197,9 @@ def _recover(ws: Workspace) -> None:
             referenced.update(keys)
             used += sum(n for _, n in rec["chunks"].values())
     ws.flusher.used = used
-    ws.delete_unreferenced(key for key in sizes if key not in referenced)
+    ws.chunks.adopt(referenced)
+    objects = {ws.chunks.object_of(key) for key in referenced}  # a chunk, or the pack holding it
+    ws.delete_unreferenced(key for key in sizes if key not in objects)
     ws.flusher.gc()
 
 

@@ -20,6 +20,12 @@ harmless while no committed record names the chunk (an orphan, deleted by the ne
 opener), and a record that names a chunk before its write is durable (an *unverified*
 record, see ``Workspace``) carries the chunk's length and CRC-32 so recovery can tell a
 torn chunk from a whole one (``intact``).
+
+Chunks smaller than 1 MiB on a local shared tier go into *pack files* instead
+(``packs.py``): appended to one open file, so a small file's close costs no file create.
+Their keys name a byte range of a pack (``<prefix>/packs/<token>/<file id>.<index>.<offset>``);
+this class resolves them, so the rest of the write-back code handles every key alike.
+``object_of`` maps a key to the object that holds it (itself, or its pack).
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ import io
 import os
 import secrets
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from datahub.cache.writeback.packs import PACK_CHUNK_MAX, Packs
 from datahub.errors import AccessDenied, DatahubError, NoSpace, StorageError
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
@@ -50,27 +57,52 @@ def _rewrap(exc: DatahubError, context: str) -> DatahubError:
 class ChunkStore:
     """The shared tier as seen by one workspace: chunk objects under ``prefix``."""
 
-    def __init__(self, store: ObjectStore, prefix: str, what: str) -> None:
+    def __init__(self, store: ObjectStore, prefix: str, what: str, pack_bytes: int = 0) -> None:
         self.store = store
         self.prefix = prefix.strip("/")
         self.what = what
         # A local directory gets chunks written in place (module docstring); any other store
         # gets a normal put, which is atomic (an object exists whole or not at all).
         self._root: Path | None = store.root if isinstance(store, LocalStore) else None
+        # Pack members are recognised whatever ``pack_bytes`` says now: a journal written with
+        # packs must read (and keep) its chunks after a restart with packing switched off.
+        self._packs = Packs(self._root, self.prefix, pack_bytes) if self._root is not None else None
+        self._pack_new = pack_bytes > 0
 
-    def new_key(self, file_id: int, index: int) -> str:
-        """A fresh, never reused name for one upload of chunk ``index`` of ``file_id``."""
+    def new_key(self, file_id: int, index: int, length: int) -> str:
+        """A fresh, never reused name for one upload of ``length`` bytes of chunk ``index``.
+
+        A small chunk's key reserves its place in a pack: write it with ``write`` or give it
+        up with ``delete``.
+        """
+        if self._packs is not None and self._pack_new and length < PACK_CHUNK_MAX:
+            return self._packs.reserve(file_id, index, length)
         return f"{self.prefix}/{file_id // SHARD:x}/{file_id:x}.{index}.{secrets.token_hex(8)}"
 
     def put(self, file_id: int, index: int, data: bytes | bytearray, path: str) -> str:
         """Store ``data`` durably under a new key and return the key."""
-        key = self.new_key(file_id, index)
+        key = self.new_key(file_id, index, len(data))
         self.write(key, data, path)
         return key
 
+    def _member(self, key: str) -> bool:
+        return self._packs is not None and self._packs.owns(key)
+
     def write(self, key: str, data: bytes | bytearray, path: str) -> None:
-        """Store ``data`` durably under ``key`` (from ``new_key``): done when this returns."""
+        """Store ``data`` durably under ``key`` (from ``new_key``): done when this returns.
+
+        A pack member whose write fails is given up (its range is never read).
+        """
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
+        if self._packs is not None and self._packs.owns(key):
+            try:
+                self._packs.write(key, data)
+            except BaseException as exc:
+                self._packs.delete(key)
+                if isinstance(exc, OSError):
+                    raise _os_error(exc, context, key) from exc
+                raise
+            return
         if self._root is not None:
             _write_new(self._root / key, data, context, key)
             return
@@ -85,19 +117,46 @@ class ChunkStore:
         return zlib.crc32(data) if self._root is not None else None
 
     def intact(self, key: str, length: int, fingerprint: int | None, sizes: dict[str, int]) -> bool:
-        """Whether chunk ``key`` exists whole: right length (``sizes`` is a listing) and CRC."""
-        if sizes.get(key) != length:
+        """Whether chunk ``key`` exists whole: right length (``sizes`` is a listing) and CRC.
+
+        A pack member is whole when its pack reaches past its end and its bytes match the CRC
+        (a crash can leave a pack short, or zeros where a concurrent append never landed).
+        """
+        obj, start = self.locate(key)
+        whole = sizes.get(obj, -1) >= start + length if obj != key else sizes.get(key) == length
+        if not whole:
             return False
         if fingerprint is None:
             return True
         try:
-            return zlib.crc32(self.store.read(key, 0, length)) == fingerprint
+            return zlib.crc32(self.store.read(obj, start, start + length)) == fingerprint
         except DatahubError:
             return False
 
+    def locate(self, key: str) -> tuple[str, int]:
+        """(object, offset) where the bytes of chunk ``key`` start."""
+        if self._packs is not None and self._packs.owns(key):
+            _path, offset = self._packs.path_of(key)
+            return self._packs.object_of(key), offset
+        return key, 0
+
+    def object_of(self, key: str) -> str:
+        """The shared-tier object holding chunk ``key``: itself, or its pack."""
+        return self.locate(key)[0]
+
+    def adopt(self, keys: Iterable[str]) -> None:
+        """At open: the chunks the journal references (keeps their packs alive)."""
+        if self._packs is not None:
+            self._packs.adopt([key for key in keys if self._packs.owns(key)])
+
+    def close(self) -> None:
+        if self._packs is not None:
+            self._packs.close()
+
     def get(self, key: str, length: int, path: str) -> bytes:
+        obj, start = self.locate(key)
         try:
-            data = self.store.read(key, 0, length)
+            data = self.store.read(obj, start, start + length)
         except DatahubError as exc:
             raise _rewrap(exc, f"cannot read data of {path!r} from the shared tier of {self.what}") from exc
         if len(data) != length:
@@ -108,6 +167,13 @@ class ChunkStore:
         return data
 
     def delete(self, key: str) -> None:
+        """Delete chunk ``key`` (a pack member: give it up; its pack goes with its last one)."""
+        if self._packs is not None and self._packs.owns(key):
+            try:
+                self._packs.delete(key)
+            except OSError as exc:
+                raise StorageError(f"cannot delete chunk {key} of {self.what}: {exc}", key=key) from exc
+            return
         self.store.delete(key)
 
     def keys(self) -> Iterator[str]:

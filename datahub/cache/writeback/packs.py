@@ -1,0 +1,196 @@
+"""Pack files: many small chunks appended to one file of a local-directory shared tier.
+
+Why: on a local shared tier a small file's close used to create one chunk file and fsync
+it. Creating a file is not free: on the ext4 disk of the test VM an ``O_CREAT|O_EXCL``
+open alone took 0.25-0.38 ms, as long as the fsync, so a 100 KB chunk cost a create, a
+write and an fsync while its journal commit ran beside it. Appending the chunk to a file
+that is already open costs a ``pwrite`` and an ``fdatasync``; concurrent writers append
+to the same pack and their ``fdatasync`` calls share the file system's journal commits
+(bench/writeback/small_file_floor.py, "pack append" rows).
+
+Layout: a pack is the object ``<prefix>/packs/<token>``; a chunk in it is named by the
+*member key* ``<prefix>/packs/<token>/<file id>.<index>.<offset>`` (hex). The member key
+never exists as a file: it is resolved to a byte range of its pack, and the chunk map
+stores the length next to it, as for any chunk. Member keys keep the file id where
+``file_id_of`` finds it, so the flusher's "garbage of an open file" check works unchanged.
+
+Lifetime: a member is *live* from the moment its range is reserved until it is deleted
+(garbage collection, a failed write, an unreferenced upload). A pack is deleted as soon as
+it has no live member: the last delete unlinks it and a new pack is started for the next
+chunk. So the shared tier holds no object without a live member, like the one-object-
+per-chunk layout; what packing adds is *dead space inside a live pack* (a pack lives as
+long as any of its chunks), bounded by the pack size. After a restart, the live sets are
+rebuilt from the journal (``adopt``); packs no record references are deleted by recovery
+like any orphan.
+
+Durability: each append is ``pwrite`` then ``fdatasync`` of the pack, which makes the
+appended bytes and the file size durable; a new pack is created with ``O_EXCL`` and its
+directory fsync'd before its first member is written. Members written *alongside* the
+journal commit that names them (a new file's first close) are recorded with length and
+CRC-32 like in-place chunks: a crash can leave a pack short or with a hole (zeros) where
+a concurrent append had not landed, and recovery tells a torn member from a whole one.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACK_DIR = "packs"
+PACK_CHUNK_MAX = 1 << 20  # chunks below this go into packs; bigger ones get a file of their own
+
+
+@dataclass
+class _Pack:
+    token: str
+    fd: int | None
+    size: int = 0  # bytes reserved so far (the next member's offset)
+    live: set[int] = field(default_factory=set)  # offsets of live members
+    writing: int = 0  # appends in flight (the fd stays open while > 0)
+    sealed: bool = False  # no more reservations (full, or its last member died)
+    doomed: bool = False  # no live member left: unlinked once no append is in flight
+
+
+class Packs:
+    """The packs of one workspace's chunk prefix under a local shared-tier ``root``."""
+
+    def __init__(self, root: Path, prefix: str, pack_bytes: int) -> None:
+        self.root = root
+        self.prefix = f"{prefix}/{PACK_DIR}"
+        self.pack_bytes = pack_bytes
+        self._lock = threading.Lock()  # never held during I/O on a member
+        self._packs: dict[str, _Pack] = {}
+        self._current: _Pack | None = None
+
+    # --- keys ---------------------------------------------------------------------------------
+    def owns(self, key: str) -> bool:
+        """Whether ``key`` is a member key (a range of a pack), not an object of its own."""
+        return key.startswith(self.prefix + "/") and key.count("/") == self.prefix.count("/") + 2
+
+    def object_of(self, key: str) -> str:
+        """The pack object holding member ``key``."""
+        return key.rsplit("/", 1)[0]
+
+    def _parse(self, key: str) -> tuple[str, int]:
+        token = key[len(self.prefix) + 1 :].split("/", 1)[0]
+        return token, int(key.rsplit(".", 1)[1], 16)
+
+    def path_of(self, key: str) -> tuple[Path, int]:
+        """(pack file, offset) of member ``key``."""
+        token, offset = self._parse(key)
+        return self.root / self.prefix / token, offset
+
+    # --- writing ------------------------------------------------------------------------------
+    def reserve(self, file_id: int, index: int, length: int) -> str:
+        """Reserve ``length`` bytes at the end of the current pack; the member key naming them.
+
+        The member is live from now on: ``write`` fills it, ``delete`` gives it up.
+        """
+        with self._lock:
+            pack = self._current
+            if pack is None or pack.sealed or pack.size + length > self.pack_bytes and pack.size > 0:
+                if pack is not None:
+                    self._seal(pack)
+                pack = self._current = self._new_pack()
+            offset = pack.size
+            pack.size += length
+            pack.live.add(offset)
+            pack.writing += 1
+        return f"{self.prefix}/{pack.token}/{file_id:x}.{index}.{offset:x}"
+
+    def write(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Write a reserved member and make it durable (``pwrite`` + ``fdatasync``)."""
+        token, offset = self._parse(key)
+        with self._lock:
+            pack = self._packs[token]
+        try:
+            with memoryview(data) as view:
+                done = 0
+                while done < len(view):
+                    with view[done:] as rest:
+                        done += os.pwrite(pack.fd, rest, offset + done)  # type: ignore[arg-type]
+            os.fdatasync(pack.fd)  # type: ignore[arg-type]
+        finally:
+            with self._lock:
+                pack.writing -= 1
+                self._close_if_idle(pack)
+                unlink = pack.doomed and pack.writing == 0
+            if unlink:
+                self._unlink(pack)
+
+    def _new_pack(self) -> _Pack:
+        """Create the next pack file (caller holds ``_lock``; once per ``pack_bytes``)."""
+        directory = self.root / self.prefix
+        directory.mkdir(parents=True, exist_ok=True)
+        token = secrets.token_hex(8)
+        fd = os.open(directory / token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the pack's name is durable before any member is acknowledged
+        finally:
+            os.close(dir_fd)
+        pack = self._packs[token] = _Pack(token, fd)
+        return pack
+
+    def _seal(self, pack: _Pack) -> None:
+        pack.sealed = True
+        if self._current is pack:
+            self._current = None
+        self._close_if_idle(pack)
+
+    def _close_if_idle(self, pack: _Pack) -> None:
+        if pack.sealed and pack.writing == 0 and pack.fd is not None:
+            os.close(pack.fd)
+            pack.fd = None
+
+    # --- lifetime -----------------------------------------------------------------------------
+    def adopt(self, keys: list[str]) -> None:
+        """After a restart: these members are referenced by the journal (their packs are sealed)."""
+        with self._lock:
+            for key in keys:
+                token, offset = self._parse(key)
+                pack = self._packs.get(token)
+                if pack is None:
+                    pack = self._packs[token] = _Pack(token, None, sealed=True)
+                pack.live.add(offset)
+
+    def delete(self, key: str) -> None:
+        """Give up member ``key``; the pack is unlinked when that was its last live member.
+
+        Idempotent: unknown members are ignored (after a restart, a pack with no member the
+        journal references was deleted by recovery as an orphan).
+        """
+        token, offset = self._parse(key)
+        with self._lock:
+            pack = self._packs.get(token)
+            if pack is None or offset not in pack.live:
+                return
+            pack.live.discard(offset)
+            if pack.live:
+                return
+            self._seal(pack)  # nothing may be appended to a pack about to be unlinked
+            pack.doomed = True
+            if pack.writing:
+                return  # the last append in flight unlinks it
+        self._unlink(pack)
+
+    def _unlink(self, pack: _Pack) -> None:
+        with self._lock:
+            if self._packs.get(pack.token) is not pack:
+                return
+            del self._packs[pack.token]
+        try:
+            os.unlink(self.root / self.prefix / pack.token)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            for pack in self._packs.values():
+                if pack.fd is not None:
+                    os.close(pack.fd)
+                    pack.fd = None
+            self._current = None

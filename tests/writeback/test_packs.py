@@ -1,0 +1,207 @@
+"""Pack files: small chunks appended to shared files of a local shared tier (packs.py).
+
+What must hold: every chunk reads back exactly, after a crash too; a pack is deleted when
+its last live chunk is, and never before; a journal written with packs stays readable
+when packing is switched off; concurrent appends never overlap; a failed append gives its
+range up and loses nothing acknowledged.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+from datahub.cache.writeback.chunks import ChunkStore, file_id_of
+from datahub.cache.writeback.packs import PACK_CHUNK_MAX, Packs
+from datahub.errors import NoSpace
+from datahub.storage.local import LocalStore
+from tests.writeback.conftest import CHUNK, Env, make_env, objects_of
+
+
+def write(ws, path: str, data: bytes) -> None:
+    with ws.open(path, create=True, truncate=True) as fh:
+        fh.write(0, data)
+
+
+def read(ws, path: str) -> bytes:
+    with ws.open(path) as fh:
+        return fh.read(0, ws.stat(path).size + 1)
+
+
+def referenced(ws) -> set[str]:
+    with ws.journal.read() as txn:
+        return {k for _, rec in txn.files() for k, _ in rec["chunks"].values()}
+
+
+@pytest.fixture
+def packed(tmp_path: Path):
+    e = make_env(tmp_path, writeback_pack_bytes=8 * CHUNK)  # small packs: several per test
+    yield e
+    e.close()
+
+
+def test_small_files_share_packs_and_read_back_after_a_crash(packed: Env) -> None:
+    ws = packed.open()
+    rng = random.Random(7)
+    files = {f"f{i}": rng.randbytes(rng.randrange(1, 3 * CHUNK)) for i in range(12)}
+    for path, data in files.items():
+        write(ws, path, data)
+    keys = referenced(ws)
+    assert all("/packs/" in key for key in keys)
+    assert len(set(packed.shared_keys())) < len(keys)  # many chunks per object
+    assert set(packed.shared_keys()) == objects_of(ws, keys)
+    assert all(file_id_of(key) >= 0 for key in keys)  # the flusher finds each chunk's file
+    for path, data in files.items():
+        assert read(ws, path) == data
+    ws = packed.crash_and_reopen(ws)
+    for path, data in files.items():
+        assert read(ws, path) == data
+    ws.flush()
+    assert packed.origin_files() == {p: hashlib.sha256(d).hexdigest() for p, d in files.items()}
+
+
+def test_a_pack_lives_exactly_as_long_as_one_of_its_chunks(packed: Env) -> None:
+    ws = packed.open()
+    for i in range(10):
+        write(ws, f"f{i}", os.urandom(CHUNK))  # one chunk each: 8 per pack
+    assert len(packed.shared_keys()) == 2
+    for i in range(1, 10):
+        if i != 3:
+            ws.unlink(f"f{i}")
+    ws.flusher.gc()
+    # f0 and f3 share the first pack, which therefore stays; the second pack died with f8, f9
+    assert set(packed.shared_keys()) == objects_of(ws, referenced(ws))
+    assert len(packed.shared_keys()) == 1
+    ws.unlink("f0")
+    ws.flusher.gc()
+    assert len(packed.shared_keys()) == 1  # f3 still lives in it
+    assert read(ws, "f3") and ws.stat("f3").size == CHUNK
+    ws.unlink("f3")
+    ws.flusher.gc()
+    assert packed.shared_keys() == []
+    write(ws, "again", b"new pack")  # a dead pack is never appended to again
+    assert read(ws, "again") == b"new pack"
+    assert len(packed.shared_keys()) == 1
+
+
+def test_overwrites_give_old_ranges_up_and_packs_roll_over(packed: Env) -> None:
+    ws = packed.open()
+    for round_ in range(5):
+        write(ws, "f", bytes([round_]) * (3 * CHUNK))
+        ws.flusher.gc()
+        assert set(packed.shared_keys()) == objects_of(ws, referenced(ws))
+    assert read(ws, "f") == bytes([4]) * (3 * CHUNK)
+    root = Path(packed.config.resolved_shared_url.removeprefix("file://"))
+    for key in packed.shared_keys():
+        assert (root / key).stat().st_size <= 8 * CHUNK
+
+
+def test_a_journal_written_with_packs_reads_back_with_packing_off(tmp_path: Path) -> None:
+    env = make_env(tmp_path)
+    ws = env.open()
+    write(ws, "packed", b"p" * (2 * CHUNK + 1))
+    ws.abandon()
+    env.close()
+    env = make_env(tmp_path, writeback_pack_bytes=0)
+    try:
+        ws = env.open()  # recovery must keep the packs the journal references
+        assert read(ws, "packed") == b"p" * (2 * CHUNK + 1)
+        write(ws, "plain", b"q" * 10)
+        assert all("/packs/" not in k for k, _ in ws.journal_record("plain")["chunks"].values())
+        ws.unlink("packed")
+        ws.flusher.gc()
+        assert set(env.shared_keys()) == objects_of(ws, referenced(ws))  # its pack went with it
+        ws.flush()
+        assert env.origin_files() == {"plain": hashlib.sha256(b"q" * 10).hexdigest()}
+    finally:
+        env.close()
+
+
+def test_concurrent_writers_append_without_overlap(packed: Env) -> None:
+    ws = packed.open()
+    files = {f"t{t}/f{i}": random.Random(t * 100 + i).randbytes(1 + (t * 977 + i * 131) % (2 * CHUNK))
+             for t in range(6) for i in range(15)}  # fmt: skip
+    for t in range(6):
+        ws.mkdir(f"t{t}")
+    errors: list[BaseException] = []
+
+    def writer(t: int) -> None:
+        try:
+            for path, data in files.items():
+                if path.startswith(f"t{t}/"):
+                    write(ws, path, data)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    ws = packed.crash_and_reopen(ws)
+    for path, data in files.items():
+        assert read(ws, path) == data, path
+
+
+def test_a_failed_append_raises_nospace_gives_its_range_up_and_a_retry_succeeds(
+    packed: Env, monkeypatch
+) -> None:
+    ws = packed.open()
+    write(ws, "kept", b"k" * 100)
+    real, calls = Packs.write, []
+
+    def full_once(self, key, data):
+        calls.append(key)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, key, data)
+
+    monkeypatch.setattr(Packs, "write", full_once)
+    fh = ws.open("new", create=True)
+    fh.write(0, b"n" * 100)
+    with pytest.raises(NoSpace) as info:
+        fh.close()
+    assert "'new'" in info.value.message and "shared tier" in info.value.message
+    assert ws.journal_record("new") == {}  # nothing of it was acknowledged
+    fh.close()  # the handle stayed open with its data: the retry appends again
+    assert read(ws, "new") == b"n" * 100 and read(ws, "kept") == b"k" * 100
+    ws = packed.crash_and_reopen(ws)
+    assert read(ws, "new") == b"n" * 100 and read(ws, "kept") == b"k" * 100
+    assert set(packed.shared_keys()) == objects_of(ws, referenced(ws))
+
+
+def test_chunk_store_packs_only_small_chunks(tmp_path: Path) -> None:
+    store = ChunkStore(LocalStore(tmp_path / "root"), "writeback/ws", "workspace 'ws'", pack_bytes=1 << 24)
+    try:
+        big = store.put(5, 0, os.urandom(PACK_CHUNK_MAX), "f")
+        small = store.put(5, 1, b"tail", "f")
+        assert "/packs/" not in big and store.object_of(big) == big
+        assert "/packs/" in small and store.object_of(small) != small
+        assert file_id_of(big) == file_id_of(small) == 5
+        assert store.get(small, 4, "f") == b"tail"
+        assert store.locate(small) == (store.object_of(small), 0)
+    finally:
+        store.close()
+
+
+def test_a_pack_whose_last_chunk_dies_mid_append_goes_when_the_append_ends(tmp_path: Path) -> None:
+    packs = Packs(tmp_path, "writeback/ws", 1 << 20)
+    try:
+        key = packs.reserve(1, 0, 5)
+        pack_file, offset = packs.path_of(key)
+        assert offset == 0 and pack_file.exists()
+        packs.delete(key)  # its last chunk is given up while its append is in flight
+        assert pack_file.exists()
+        packs.write(key, b"hello")
+        assert not pack_file.exists()
+        again = packs.reserve(1, 1, 3)
+        assert packs.path_of(again)[0] != pack_file  # a new pack, never the dead one
+    finally:
+        packs.close()
