@@ -25,6 +25,7 @@ import sys
 import threading
 
 from datahub.cache.writeback import open_workspace
+from datahub.cache.writeback.journal import _Request
 from datahub.config import load_config
 from datahub.storage import StoreRegistry
 
@@ -62,18 +63,22 @@ def overlap(ws, rng: random.Random, block: str) -> None:
     ack("old", old)
     old_stuck = threading.Event()
     if block == "journal":
-        apply = ws.journal.apply
+        apply, submit = ws.journal.apply, ws.journal.submit
 
         def blocked_apply(doing, fn):
             if doing == "fsync of 'old'":
                 old_stuck.set()
                 forever()
-            if doing == "fsync of 'v'":
-                say("JOURNAL-BLOCKED")
-                forever()
             return apply(doing, fn)
 
+        def blocked_submit(doing, fn):
+            if doing == "fsync of 'v'":  # v's first commit: queued nowhere, never done
+                say("JOURNAL-BLOCKED")
+                return _Request(doing, fn, detached=True)
+            return submit(doing, fn)
+
         ws.journal.apply = blocked_apply
+        ws.journal.submit = blocked_submit
         write = ws.chunks.write
 
         def stored_write(key, data, path):
@@ -101,15 +106,15 @@ def overlap(ws, rng: random.Random, block: str) -> None:
             forever()
 
         ws.chunks.write = cut_write  # the chunk writes of v's first close
-        commit_file = ws.commit_file
+        submit = ws.journal.submit
 
-        def journaled(*args, **kwargs):
-            gen = commit_file(*args, **kwargs)
-            if kwargs.get("unverified"):
-                say("JOURNALED")
-            return gen
+        def journaled(doing, fn):
+            request = submit(doing, fn)
+            if doing == "fsync of 'v'":  # v's unverified first commit: say when it is durable
+                threading.Thread(target=lambda: (request.wait(), say("JOURNALED")), daemon=True).start()
+            return request
 
-        ws.commit_file = journaled
+        ws.journal.submit = journaled
 
     def rewrite_old() -> None:
         with ws.open("old") as fh:

@@ -69,3 +69,53 @@ def test_group_commit_hands_the_lead_on_until_every_caller_returns(tmp_path: Pat
     with journal.read() as txn:
         assert all(txn.meta(f"{t}.{i}") == "x" for t in range(8) for i in range(150))
     journal.close()
+
+
+def test_submitted_and_applied_commits_mix_and_each_gets_its_own_outcome(tmp_path: Path) -> None:
+    """``submit`` queues without waiting (the committer thread leads when nobody else does);
+    ``apply`` callers and submitters share batches; an error stays with its request."""
+    journal = Journal(tmp_path / "j", "workspace 't'")
+    outcomes: dict[tuple[int, int], object] = {}
+
+    def change(t: int, i: int):
+        def fn(txn):
+            txn.put_meta(f"{t}.{i}", "x")
+            if i % 7 == 3:
+                raise NotFound(f"{t}.{i} fails")
+            return t, i
+
+        return fn
+
+    def caller(t: int) -> None:
+        for i in range(100):
+            try:
+                if t % 2:
+                    outcomes[t, i] = journal.apply(f"{t}/{i}", change(t, i))
+                else:
+                    request = journal.submit(f"{t}/{i}", change(t, i))
+                    outcomes[t, i] = request.wait()
+                    assert request.wait() == outcomes[t, i]  # waiting again is allowed
+            except NotFound as exc:
+                outcomes[t, i] = exc
+
+    lone = journal.submit("alone", lambda txn: txn.put_meta("alone", "1") or "done")
+    assert lone.wait() == "done"  # no other caller: the committer thread led it
+    threads = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(6)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), "a caller or submitter was never woken"
+    with journal.read() as txn:
+        for (t, i), outcome in outcomes.items():
+            if i % 7 == 3:
+                assert isinstance(outcome, NotFound) and txn.meta(f"{t}.{i}") is None
+            else:
+                assert outcome == (t, i) and txn.meta(f"{t}.{i}") == "x"
+        assert txn.meta("alone") == "1"
+    assert len(outcomes) == 600
+    journal.close()  # stops the committer thread
+    assert journal._committer is not None and not journal._committer.is_alive()
+    with pytest.raises(InvalidInput, match="closed"):
+        journal.submit("late", lambda txn: None)

@@ -173,15 +173,18 @@ def test_failed_upload_whose_undo_fails_is_never_flushed_then_emptied_or_dropped
 
 def test_failed_journal_commit_keeps_the_file_pending_and_its_uploads_staged(env: Env) -> None:
     ws = env.open()
-    apply, calls = ws.journal.apply, []
+    submit, calls = ws.journal.submit, []
+
+    def fail(txn):
+        raise StorageError("injected journal failure")
 
     def broken_once(doing, fn):
         if doing == "fsync of 'v'" and not calls:
             calls.append(doing)
-            raise StorageError("injected journal failure")
-        return apply(doing, fn)
+            return submit(doing, fail)
+        return submit(doing, fn)
 
-    ws.journal.apply = broken_once
+    ws.journal.submit = broken_once
     real, writes = ws.chunks.write, []
     ws.chunks.write = lambda key, data, path: (writes.append(key), real(key, data, path))[1]
     fh = ws.open("v", create=True)
@@ -214,14 +217,14 @@ def test_namespace_operations_and_the_flusher_wait_for_an_overlapped_close(env: 
 
     ws.chunks.write = slow_write
     committed = threading.Event()
-    commit_file = ws.commit_file
+    submit = ws.journal.submit
 
-    def commit_hook(*args, **kwargs):
-        gen = commit_file(*args, **kwargs)
-        committed.set()
-        return gen
+    def commit_hook(doing, fn):
+        request = submit(doing, fn)
+        threading.Thread(target=lambda: (request.wait(), committed.set()), daemon=True).start()
+        return request
 
-    ws.commit_file = commit_hook
+    ws.journal.submit = commit_hook
     fh = ws.open("v", create=True)
     fh.write(0, b"new")
     closer = threading.Thread(target=fh.close, daemon=True)

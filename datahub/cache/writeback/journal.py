@@ -166,8 +166,9 @@ class _Request:
     back (done) or hands it the lead: a waiter is woken exactly once, by name, instead of
     every waiter re-checking a shared condition after every commit."""
 
-    def __init__(self, doing: str, fn: Callable[[Txn], Any]) -> None:
+    def __init__(self, doing: str, fn: Callable[[Txn], Any], detached: bool = False) -> None:
         self.doing, self.fn = doing, fn
+        self.detached = detached  # submitted: no thread waits to lead it (the committer does)
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -178,6 +179,14 @@ class _Request:
         if self.error is not None:
             raise self.error
         return self.result
+
+    def wait(self) -> Any:
+        """The result of a submitted request, once its group commit is durable (or its error).
+
+        Any number of threads may wait: each passes the released ``wake`` on (a latch)."""
+        self.wake.acquire()
+        self.wake.release()
+        return self.outcome()
 
 
 class Journal:
@@ -196,9 +205,12 @@ class Journal:
         except (OSError, lmdb.Error) as exc:
             raise _translate(exc, f"cannot open the journal of {what} at {path}", path) from exc
         self._closed = False
-        self._group = threading.Lock()  # guards _queue and _leading; never held during I/O
+        self._group = threading.Lock()  # guards the fields below; never held during I/O
         self._queue: list[_Request] = []
         self._leading = False
+        self._committer: threading.Thread | None = None  # leads for submitted requests
+        self._committer_turn = False
+        self._committer_go = threading.Semaphore(0)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -243,6 +255,45 @@ class Journal:
         self._lead()
         return request.outcome()
 
+    def submit(self, doing: str, fn: Callable[[Txn], T]) -> _Request:
+        """Queue ``fn`` for the next group commit and return at once; ``wait()`` on the result
+        returns what ``fn`` returned once the commit is durable.
+
+        Lets a caller do its own I/O (a new file's chunk write) while its record commits,
+        without a thread-pool hop: the request joins the batch after the one in flight, or,
+        when no commit is running, wakes the journal's committer thread to lead.
+        """
+        self._check_open()
+        request = _Request(doing, fn, detached=True)
+        with self._group:
+            self._queue.append(request)
+            if self._leading:
+                return request
+            self._leading = True
+        self._hand_to_committer()
+        return request
+
+    def _hand_to_committer(self) -> None:
+        """The lead goes to the committer thread (the caller set ``_leading`` for it)."""
+        with self._group:
+            self._committer_turn = True
+            if self._committer is None:
+                self._committer = threading.Thread(
+                    target=self._commit_loop, name=f"journal-{self.path.parent.name}", daemon=True
+                )
+                self._committer.start()
+        self._committer_go.release()
+
+    def _commit_loop(self) -> None:
+        while True:
+            self._committer_go.acquire()
+            with self._group:
+                turn, self._committer_turn = self._committer_turn, False
+            if turn:
+                self._lead()
+            if self._closed:
+                return
+
     def _lead(self) -> None:
         """Commit the whole queue as one batch, wake its callers, then pass the lead to the
         first caller that queued meanwhile (or give it up). Only the leader commits."""
@@ -258,7 +309,10 @@ class Journal:
                 request.done = True
                 request.wake.release()
             if successor is not None:
-                successor.wake.release()
+                if successor.detached:
+                    self._hand_to_committer()
+                else:
+                    successor.wake.release()
 
     def _commit_batch(self, batch: list[_Request]) -> None:
         what = batch[0].doing if len(batch) == 1 else f"{len(batch)} operations"
@@ -282,7 +336,12 @@ class Journal:
                 request.error = exc
 
     def close(self) -> None:
+        """Close; a commit the committer thread is running finishes first."""
         self._closed = True
+        committer = self._committer
+        if committer is not None:
+            self._committer_go.release()
+            committer.join()
         self._env.close()
 
 

@@ -188,9 +188,10 @@ class Packs:
             pass
 
     def close(self) -> None:
+        """Close every pack file; one with an append in flight is closed when that ends (a
+        late ``pwrite`` must never reach a descriptor number reused by another file)."""
         with self._lock:
             for pack in self._packs.values():
-                if pack.fd is not None:
-                    os.close(pack.fd)
-                    pack.fd = None
+                pack.sealed = True
+                self._close_if_idle(pack)
             self._current = None

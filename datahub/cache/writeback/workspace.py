@@ -78,6 +78,20 @@ def _parent(path: str) -> str:
     return path.rpartition("/")[0]
 
 
+class PendingCommit:
+    """A file commit queued with ``Journal.submit``; ``result()`` waits for it and does the
+    bookkeeping ``commit_file`` does after its transaction, in the waiting thread."""
+
+    def __init__(self, ws: Workspace, file_id: int, request) -> None:
+        self._ws, self._file_id, self._request = ws, file_id, request
+
+    def result(self) -> int:
+        delta, gen = self._request.wait()
+        self._ws._settle({self._file_id})
+        self._ws.on_commit(delta)
+        return gen
+
+
 class Workspace:
     """Use ``datahub.cache.writeback.open_workspace``; the constructor wires parts together."""
 
@@ -503,15 +517,16 @@ class Workspace:
 
     def submit_commit(
         self, file_id: int, path: str, size: int, mtime: float, chunks: dict, written: list[tuple[str, bytes]]
-    ) -> Future:
-        """``commit_file`` of an overlapped first commit, run in the pool while the caller writes
-        the chunks ``written`` (key, bytes); their fingerprints are computed there too."""
+    ) -> PendingCommit:
+        """``commit_file`` of an overlapped first commit, queued for the journal's next group
+        commit while the caller writes the chunks ``written`` (key, bytes); their fingerprints
+        are computed by the committing thread."""
 
-        def run() -> int:
+        def change(txn: Txn) -> tuple[int, int]:
             proofs = {key: [len(data), self.chunks.fingerprint(data)] for key, data in written}
-            return self.commit_file(file_id, path, size, mtime, chunks, unverified=proofs)
+            return self._commit_in(txn, file_id, path, size, mtime, chunks, proofs)
 
-        return self._pool.submit(run)
+        return PendingCommit(self, file_id, self.journal.submit(f"fsync of {path!r}", change))
 
     def begin_overlap(self) -> bool:
         """Enter an overlapped first commit, unless a namespace transaction runs or waits."""
