@@ -223,19 +223,24 @@ class Workspace:
                 self._ns_busy -= 1
                 self._cond.notify_all()
 
-    def _materialise(self, txn: Txn, path: str, file_id: int) -> dict | None:
+    def _materialise(self, txn: Txn, path: str, file_id: int, *, committing: bool = False) -> dict | None:
         """Write a created file (empty: nothing of it is acknowledged yet) into the journal;
-        returns its record, or None if it is no longer pending or already there."""
+        returns its record, or None if it is no longer pending or already there.
+
+        ``committing``: the caller (a file commit) found no record and writes the returned
+        one itself; each LMDB call saved releases and re-takes the GIL one time less.
+        """
         with self._lock:
             of = self._open.get(file_id)
             pending = of is not None and of.pending and self._pending.get(path) == file_id
-        if not pending or txn.file(file_id) is not None:
+        if not pending or not committing and txn.file(file_id) is not None:
             return None
         if txn.entry(path) is not None:
             raise AlreadyExists(f"{path!r} in {self.what} was created twice; close one and retry", path=path)
         self._check_parent(txn, path)
         rec = {"size": 0, "mtime": of.created, "mode": FILE_MODE, "gen": 1, "chunks": {}}
-        txn.put_file(file_id, rec)
+        if not committing:
+            txn.put_file(file_id, rec)
         txn.put_entry(path, {"t": "f", "id": file_id})
         return rec
 
@@ -632,11 +637,11 @@ class Workspace:
     ) -> tuple[int, int]:
         existing = txn.file(file_id)
         if unverified:  # only a file nothing of which is durable yet may name chunks in flight
-            rec = None if existing is not None else self._materialise(txn, path, file_id)
+            rec = None if existing is not None else self._materialise(txn, path, file_id, committing=True)
             if rec is None:
                 raise NotFresh(path)
         else:
-            rec = existing or self._materialise(txn, path, file_id)
+            rec = existing or self._materialise(txn, path, file_id, committing=True)
         if rec is None:
             raise NotFound(f"{path!r} vanished from the journal of {self.what}", path=path)
         old = {k: n for k, n in rec["chunks"].values()}
