@@ -46,6 +46,17 @@ def test_group_commit_isolates_each_callers_error(tmp_path: Path) -> None:
         journal.apply("late", lambda txn: None)
 
 
+def run_all(caller, count: int, hung: str) -> None:
+    """Run ``caller(0..count-1)`` in threads; a lost wake-up fails after 60 s, never hangs."""
+    threads = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(count)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), hung
+
+
 def test_group_commit_hands_the_lead_on_until_every_caller_returns(tmp_path: Path) -> None:
     """Many callers over many batches: each one is woken exactly once, with its own result
     (a lost hand-off would leave a caller waiting forever: the join below gives up after 60 s)."""
@@ -58,13 +69,7 @@ def test_group_commit_hands_the_lead_on_until_every_caller_returns(tmp_path: Pat
                 f"caller {t}/{i}", lambda txn, t=t, i=i: (txn.put_meta(f"{t}.{i}", "x"), (t, i))[1]
             )
 
-    threads = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(8)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 60
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-    assert not any(t.is_alive() for t in threads), "a group-commit caller was never woken"
+    run_all(caller, 8, "a group-commit caller was never woken")
     assert results == {(t, i): (t, i) for t in range(8) for i in range(150)}
     with journal.read() as txn:
         assert all(txn.meta(f"{t}.{i}") == "x" for t in range(8) for i in range(150))
@@ -100,13 +105,7 @@ def test_submitted_and_applied_commits_mix_and_each_gets_its_own_outcome(tmp_pat
 
     lone = journal.submit("alone", lambda txn: txn.put_meta("alone", "1") or "done")
     assert lone.wait() == "done"  # no other caller: the committer thread led it
-    threads = [threading.Thread(target=caller, args=(t,), daemon=True) for t in range(6)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 60
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-    assert not any(t.is_alive() for t in threads), "a caller or submitter was never woken"
+    run_all(caller, 6, "a caller or submitter was never woken")
     with journal.read() as txn:
         for (t, i), outcome in outcomes.items():
             if i % 7 == 3:
