@@ -85,8 +85,9 @@ class ChunkStore:
         self.write(key, data, path)
         return key
 
-    def _member(self, key: str) -> bool:
-        return self._packs is not None and self._packs.owns(key)
+    def _pack_of(self, key: str) -> Packs | None:
+        """The packs a member key belongs to; None for a chunk that is an object of its own."""
+        return self._packs if self._packs is not None and self._packs.owns(key) else None
 
     def write(self, key: str, data: bytes | bytearray, path: str) -> None:
         """Store ``data`` durably under ``key`` (from ``new_key``): done when this returns.
@@ -94,11 +95,12 @@ class ChunkStore:
         A pack member whose write fails is given up (its range is never read).
         """
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
-        if self._packs is not None and self._packs.owns(key):
+        packs = self._pack_of(key)
+        if packs is not None:
             try:
-                self._packs.write(key, data)
+                packs.write(key, data)
             except BaseException as exc:
-                self._packs.delete(key)
+                packs.delete(key)
                 if isinstance(exc, OSError):
                     raise _os_error(exc, context, key) from exc
                 raise
@@ -135,9 +137,10 @@ class ChunkStore:
 
     def locate(self, key: str) -> tuple[str, int]:
         """(object, offset) where the bytes of chunk ``key`` start."""
-        if self._packs is not None and self._packs.owns(key):
-            _path, offset = self._packs.path_of(key)
-            return self._packs.object_of(key), offset
+        packs = self._pack_of(key)
+        if packs is not None:
+            _path, offset = packs.path_of(key)
+            return packs.object_of(key), offset
         return key, 0
 
     def object_of(self, key: str) -> str:
@@ -168,9 +171,10 @@ class ChunkStore:
 
     def delete(self, key: str) -> None:
         """Delete chunk ``key`` (a pack member: give it up; its pack goes with its last one)."""
-        if self._packs is not None and self._packs.owns(key):
+        packs = self._pack_of(key)
+        if packs is not None:
             try:
-                self._packs.delete(key)
+                packs.delete(key)
             except OSError as exc:
                 raise StorageError(f"cannot delete chunk {key} of {self.what}: {exc}", key=key) from exc
             return

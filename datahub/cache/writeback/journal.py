@@ -274,15 +274,24 @@ class Journal:
         return request
 
     def _hand_to_committer(self) -> None:
-        """The lead goes to the committer thread (the caller set ``_leading`` for it)."""
+        """The lead goes to the committer thread (the caller set ``_leading`` for it).
+
+        Once the journal is closed the committer is gone: the caller leads instead, and the
+        queued requests fail with the closed journal's error rather than wait forever.
+        """
         with self._group:
-            self._committer_turn = True
-            if self._committer is None:
-                self._committer = threading.Thread(
-                    target=self._commit_loop, name=f"journal-{self.path.parent.name}", daemon=True
-                )
-                self._committer.start()
-        self._committer_go.release()
+            closed = self._closed
+            if not closed:
+                self._committer_turn = True
+                if self._committer is None:
+                    self._committer = threading.Thread(
+                        target=self._commit_loop, name=f"journal-{self.path.parent.name}", daemon=True
+                    )
+                    self._committer.start()
+        if closed:
+            self._lead()
+        else:
+            self._committer_go.release()
 
     def _commit_loop(self) -> None:
         while True:
@@ -315,6 +324,8 @@ class Journal:
                     successor.wake.release()
 
     def _commit_batch(self, batch: list[_Request]) -> None:
+        if not batch:
+            return
         what = batch[0].doing if len(batch) == 1 else f"{len(batch)} operations"
         try:
             with self._env.begin(write=True) as txn:
@@ -337,8 +348,9 @@ class Journal:
 
     def close(self) -> None:
         """Close; a commit the committer thread is running finishes first."""
-        self._closed = True
-        committer = self._committer
+        with self._group:
+            self._closed = True
+            committer = self._committer
         if committer is not None:
             self._committer_go.release()
             committer.join()
