@@ -205,3 +205,24 @@ def test_a_pack_whose_last_chunk_dies_mid_append_goes_when_the_append_ends(tmp_p
         assert packs.path_of(again)[0] != pack_file  # a new pack, never the dead one
     finally:
         packs.close()
+
+
+def test_a_pack_that_cannot_be_created_is_nospace_naming_the_file(packed: Env, monkeypatch) -> None:
+    ws = packed.open()
+    real, calls = Packs._new_pack, []
+
+    def full_once(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self)
+
+    monkeypatch.setattr(Packs, "_new_pack", full_once)
+    fh = ws.open("first", create=True)
+    fh.write(0, b"f" * 100)
+    with pytest.raises(NoSpace) as info:
+        fh.close()
+    assert "'first'" in info.value.message and "free space" in info.value.message
+    assert ws.journal_record("first") == {}
+    fh.close()  # space is back: the retry creates the pack
+    assert read(ws, "first") == b"f" * 100

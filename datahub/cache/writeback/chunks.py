@@ -69,19 +69,23 @@ class ChunkStore:
         self._packs = Packs(self._root, self.prefix, pack_bytes) if self._root is not None else None
         self._pack_new = pack_bytes > 0
 
-    def new_key(self, file_id: int, index: int, length: int) -> str:
+    def new_key(self, file_id: int, index: int, length: int, path: str) -> str:
         """A fresh, never reused name for one upload of ``length`` bytes of chunk ``index``.
 
-        A small chunk's key reserves its place in a pack: write it with ``write`` or give it
-        up with ``delete``.
+        A small chunk's key reserves its place in a pack (which may create the next pack
+        file): write it with ``write`` or give it up with ``delete``.
         """
         if self._packs is not None and self._pack_new and length < PACK_CHUNK_MAX:
-            return self._packs.reserve(file_id, index, length)
+            try:
+                return self._packs.reserve(file_id, index, length)
+            except OSError as exc:
+                context = f"cannot store data of {path!r} in the shared tier of {self.what}"
+                raise _os_error(exc, context, f"{self._packs.prefix}/") from exc
         return f"{self.prefix}/{file_id // SHARD:x}/{file_id:x}.{index}.{secrets.token_hex(8)}"
 
     def put(self, file_id: int, index: int, data: bytes | bytearray, path: str) -> str:
         """Store ``data`` durably under a new key and return the key."""
-        key = self.new_key(file_id, index, len(data))
+        key = self.new_key(file_id, index, len(data), path)
         self.write(key, data, path)
         return key
 

@@ -338,7 +338,7 @@ class OpenFile:
             with self._lock:
                 todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in sorted(self.dirty)
                         if i in self.buffers]  # fmt: skip
-                keys = [self.ws.chunks.new_key(self.id, i, len(data)) for i, data, _ in todo]
+                keys = [self.ws.chunks.new_key(self.id, i, len(data), self.path) for i, data, _ in todo]
                 uploading = {i: (key, len(data)) for (i, data, _), key in zip(todo, keys, strict=True)}
                 chunk_map, size, mtime, staged = self._snapshot(uploading)
             if not todo:
