@@ -39,6 +39,19 @@ def referenced(ws) -> set[str]:
         return {k for _, rec in txn.files() for k, _ in rec["chunks"].values()}
 
 
+def full_once(monkeypatch, method: str) -> None:
+    """``Packs.<method>`` fails once with ENOSPC (the device is full), then works again."""
+    real, calls = getattr(Packs, method), []
+
+    def patched(self, *args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args)
+
+    monkeypatch.setattr(Packs, method, patched)
+
+
 @pytest.fixture
 def packed(tmp_path: Path):
     e = make_env(tmp_path, writeback_pack_bytes=8 * CHUNK)  # small packs: several per test
@@ -155,15 +168,7 @@ def test_a_failed_append_raises_nospace_gives_its_range_up_and_a_retry_succeeds(
 ) -> None:
     ws = packed.open()
     write(ws, "kept", b"k" * 100)
-    real, calls = Packs.write, []
-
-    def full_once(self, key, data):
-        calls.append(key)
-        if len(calls) == 1:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, key, data)
-
-    monkeypatch.setattr(Packs, "write", full_once)
+    full_once(monkeypatch, "write")
     fh = ws.open("new", create=True)
     fh.write(0, b"n" * 100)
     with pytest.raises(NoSpace) as info:
@@ -209,15 +214,7 @@ def test_a_pack_whose_last_chunk_dies_mid_append_goes_when_the_append_ends(tmp_p
 
 def test_a_pack_that_cannot_be_created_is_nospace_naming_the_file(packed: Env, monkeypatch) -> None:
     ws = packed.open()
-    real, calls = Packs._new_pack, []
-
-    def full_once(self):
-        calls.append(1)
-        if len(calls) == 1:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self)
-
-    monkeypatch.setattr(Packs, "_new_pack", full_once)
+    full_once(monkeypatch, "_new_pack")
     fh = ws.open("first", create=True)
     fh.write(0, b"f" * 100)
     with pytest.raises(NoSpace) as info:
