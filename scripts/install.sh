@@ -16,7 +16,7 @@ quiet_pip() { "$VENV/bin/python" -m pip "$@" 2> >(grep -v "^WARNING: Location 'f
 # --- Debian packages -----------------------------------------------------------------
 # fuse3/libfuse3-dev/pkg-config: pyfuse3 (built from source) and real mounts;
 # chromium + chromium-driver: browser tests; ceph-*/radosgw/python3-rados: the real Ceph
-# shared tier used by tests (shared/tools/ceph/ceph-up.sh would install them too);
+# shared tier used by tests (scripts/ceph-dev/ceph-up.sh would install them too);
 # rclone/s3fs: peers in the mount benchmark.
 APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc python3-dev chromium chromium-driver
           ceph-mon ceph-osd ceph-mgr ceph-common radosgw python3-rados rclone s3fs)

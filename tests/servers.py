@@ -21,8 +21,7 @@ import boto3
 from botocore.config import Config as BotoConfig
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("DATAHUB_SHARED", REPO.parent / "shared"))
-CEPH_TOOLS = SHARED / "tools" / "ceph"
+CEPH_TOOLS = REPO / "scripts" / "ceph-dev"
 
 
 def free_port() -> int:
@@ -99,7 +98,7 @@ class MotoServer:
 
 
 class CephCluster:
-    """A throw-away single-node Ceph (mon, osd, rgw) under a temp dir, via shared/tools/ceph.
+    """A throw-away single-node Ceph (mon, osd, rgw) under a temp dir, via scripts/ceph-dev.
 
     ``DATAHUB_TEST_CEPH_ENV=/path/env.sh`` reuses a cluster that is already running
     (faster while developing); it is then left running after the tests.
@@ -112,8 +111,6 @@ class CephCluster:
             env_file = Path(reuse)
             self.dir = env_file.parent
         else:
-            if not (CEPH_TOOLS / "ceph-up.sh").exists():
-                raise RuntimeError(f"Ceph test scripts not found at {CEPH_TOOLS}; set DATAHUB_SHARED")
             self.dir = Path(tempfile.mkdtemp(prefix="datahub-ceph-"))
             env = {k: v for k, v in os.environ.items() if not k.startswith("CEPH_")}
             env["CEPH_WITH_MGR"] = "0"  # librados and RGW work without it; saves RAM and seconds

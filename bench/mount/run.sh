@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduce the mount comparison: `datahub mount s3://bench` beside local disk, rclone (full cache)
-# and s3fs (with cache) on the shared peers harness, same data, same workloads, one run.
+# and s3fs (with cache) on the peers harness (bench/peers), same data, same workloads, one run.
 #
 #   bench/mount/run.sh                 # setup (once; minutes) + all workloads, 1 rep
 #   REPS=3 WORKLOADS=epoch,listing bench/mount/run.sh
@@ -9,8 +9,7 @@
 # Results: $BENCH_WORK/results/raw.jsonl and report.md (copy figures to docs/benchmarks/mount.md).
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
-PEERS="${PEERS:-$REPO/../shared/bench/peers}"
-[[ -d "$PEERS" ]] || PEERS=/work/shared/bench/peers
+PEERS="$REPO/bench/peers"
 export BENCH_WORK="${BENCH_WORK:-/var/tmp/peers-bench-mount}"
 export BENCH_ENDPOINT="${BENCH_ENDPOINT:-http://127.0.0.1:5012}"
 source "$PEERS/env.sh"
