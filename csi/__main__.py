@@ -70,7 +70,15 @@ def main(argv: list[str] | None = None) -> int:
             threading.Thread(
                 target=node.supervise, args=(args.check_interval, stop), name="csi-supervisor", daemon=True
             ).start()
-        controller = ControllerService() if args.mode in ("controller", "all") else None
+        controller = None
+        if args.mode in ("controller", "all"):
+            from csi.volume_records import open_volume_records
+            from datahub.catalog import open_catalog
+
+            catalog_url = config.resolved_catalog_url
+            controller = ControllerService(
+                open_volume_records(catalog_url), catalog=lambda: open_catalog(catalog_url)
+            )
         serve(args.endpoint, name=args.driver_name, node=node, controller=controller, stop=stop)
     except DatahubError as exc:
         logging.getLogger("csi").error("%s", exc.message)

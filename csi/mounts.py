@@ -77,6 +77,34 @@ def mount_points() -> set[str]:
         return {_unescape(line.split()[4]) for line in fh}
 
 
+def mount_entries() -> list[tuple[str, str, str]]:
+    """(mount point, device major:minor, filesystem type) of every mount, from mountinfo."""
+    entries = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            fields = line.split()
+            fstype = fields[fields.index("-") + 1]
+            entries.append((_unescape(fields[4]), fields[2], fstype))
+    return entries
+
+
+def foreign_mount(path: str, own_root: str) -> str | None:
+    """The filesystem type of the mount at ``path`` if it is not one of ours, else None.
+
+    Ours means a bind of a mount under ``own_root`` (the plugin's state dir, where every
+    volume's FUSE mount lives): the bind shows the same device as its source. A tmpfs, a
+    host path or another driver's mount has a device of its own.
+    """
+    path, own_root = canonical(path), canonical(own_root).rstrip("/") + "/"
+    entries = mount_entries()
+    here = [(dev, fstype) for point, dev, fstype in entries if point == path]
+    if not here:
+        return None
+    dev, fstype = here[-1]  # the top of the stack is what the pod (and umount) would see
+    ours = {d for point, d, _ in entries if point.startswith(own_root)}
+    return None if dev in ours else fstype
+
+
 def _unescape(field: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as octal."""
     for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):

@@ -144,7 +144,10 @@ class NodeService:
                         "NodeUnpublishVolume must succeed first",
                         target_path=target,
                     )
-                if existing.fingerprint != fingerprint:
+                asked_readonly = existing.extra.get("requested_readonly")
+                if existing.fingerprint != fingerprint or (
+                    asked_readonly is not None and asked_readonly != req.readonly
+                ):
                     raise AlreadyExists(
                         f"target {target} is already published with different parameters "
                         f"(volume {existing.volume_id!r}); unpublish it first",
@@ -158,18 +161,18 @@ class NodeService:
                     f"target {target} is already a mount point this plugin did not make; unmount it first",
                     target_path=target,
                 )
-            self._publish_new(req.volume_id, target, spec, readonly, fingerprint, overrides, req.context)
+            self._publish_new(req, target, spec, readonly, fingerprint, overrides)
 
     def _publish_new(
         self,
-        volume_id: str,
+        req: PublishRequest,
         target: str,
         spec: VolumeSpec,
         readonly: bool,
         fingerprint: str,
         overrides: dict,
-        context: Mapping[str, str],
     ) -> None:
+        volume_id, context = req.volume_id, req.context
         key = hashlib.sha256(target.encode()).hexdigest()[:16]
         volume_dir = self.state_dir / "volumes" / key
         if spec.kind == "workspace":
@@ -188,6 +191,9 @@ class NodeService:
                 volume_dir=str(volume_dir),
                 resolved=resolved,
                 published_at=time.time(),
+                # the flag as asked: a read-only volume is mounted read-only either way, yet
+                # readonly=false later is a different request (ALREADY_EXISTS), as the spec says
+                extra={"requested_readonly": req.readonly},
             )
             self._start(p, first=True)
         except BaseException:
@@ -234,7 +240,14 @@ class NodeService:
         target = canonical(target_path)
         with self._target(target):
             p = self._get(target)
-            if p is None:  # already unpublished (or never): make sure nothing is left
+            if p is None:  # already unpublished (or never): make sure nothing of ours is left
+                foreign = mounts.foreign_mount(target, str(self.state_dir))
+                if foreign is not None:
+                    raise Conflict(
+                        f"target {target} holds a {foreign} mount this plugin did not make (no volume "
+                        f"{volume_id!r} is published there); it was left mounted: unmount it yourself",
+                        target_path=target,
+                    )
                 mounts.unmount(target, lazy=mounts.health(target) == "broken")
                 _remove_dir(target)
                 return

@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from csi.controller import ControllerService
+from csi.controller import CapacityOutOfRange, ControllerService
 from csi.node import NodeService, OperationPending, PublishRequest
 from csi.proto_gen import csi_pb2 as pb
 from csi.proto_gen import csi_pb2_grpc as rpc
@@ -30,6 +30,7 @@ VENDOR_VERSION = "0.1.0"
 
 # most specific first: the first matching class decides the code
 _STATUS: list[tuple[type[errors.DatahubError], grpc.StatusCode]] = [
+    (CapacityOutOfRange, grpc.StatusCode.OUT_OF_RANGE),
     (errors.InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.ReadOnly, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
@@ -149,6 +150,7 @@ class ControllerServicer(rpc.ControllerServicer):
             [_capability(c) for c in request.volume_capabilities],
             dict(request.parameters),
             required_bytes=request.capacity_range.required_bytes,
+            limit_bytes=request.capacity_range.limit_bytes,
             has_content_source=request.HasField("volume_content_source"),
         )
         volume = pb.Volume(
@@ -178,11 +180,21 @@ class ControllerServicer(rpc.ControllerServicer):
         return pb.ValidateVolumeCapabilitiesResponse(confirmed=confirmed)
 
     @_rpc
-    def ControllerGetCapabilities(self, request, context):
-        create = pb.ControllerServiceCapability.RPC(
-            type=pb.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME
+    def ControllerGetVolume(self, request, context):
+        found = self._controller.get_volume(request.volume_id)
+        volume = pb.Volume(
+            volume_id=found.volume_id, volume_context=found.context, capacity_bytes=found.capacity_bytes
         )
-        return pb.ControllerGetCapabilitiesResponse(capabilities=[pb.ControllerServiceCapability(rpc=create)])
+        return pb.ControllerGetVolumeResponse(volume=volume)
+
+    @_rpc
+    def ControllerGetCapabilities(self, request, context):
+        rpc_type = pb.ControllerServiceCapability.RPC
+        caps = [
+            pb.ControllerServiceCapability(rpc=rpc_type(type=t))
+            for t in (rpc_type.CREATE_DELETE_VOLUME, rpc_type.GET_VOLUME)
+        ]
+        return pb.ControllerGetCapabilitiesResponse(capabilities=caps)
 
 
 # --- serving ----------------------------------------------------------------------------------------

@@ -329,6 +329,11 @@ class ControllerServiceCapability(_message.Message):
             LIST_SNAPSHOTS: _ClassVar[ControllerServiceCapability.RPC.Type]
             CLONE_VOLUME: _ClassVar[ControllerServiceCapability.RPC.Type]
             PUBLISH_READONLY: _ClassVar[ControllerServiceCapability.RPC.Type]
+            EXPAND_VOLUME: _ClassVar[ControllerServiceCapability.RPC.Type]
+            LIST_VOLUMES_PUBLISHED_NODES: _ClassVar[ControllerServiceCapability.RPC.Type]
+            VOLUME_CONDITION: _ClassVar[ControllerServiceCapability.RPC.Type]
+            GET_VOLUME: _ClassVar[ControllerServiceCapability.RPC.Type]
+            SINGLE_NODE_MULTI_WRITER: _ClassVar[ControllerServiceCapability.RPC.Type]
         UNKNOWN: ControllerServiceCapability.RPC.Type
         CREATE_DELETE_VOLUME: ControllerServiceCapability.RPC.Type
         PUBLISH_UNPUBLISH_VOLUME: ControllerServiceCapability.RPC.Type
@@ -338,12 +343,46 @@ class ControllerServiceCapability(_message.Message):
         LIST_SNAPSHOTS: ControllerServiceCapability.RPC.Type
         CLONE_VOLUME: ControllerServiceCapability.RPC.Type
         PUBLISH_READONLY: ControllerServiceCapability.RPC.Type
+        EXPAND_VOLUME: ControllerServiceCapability.RPC.Type
+        LIST_VOLUMES_PUBLISHED_NODES: ControllerServiceCapability.RPC.Type
+        VOLUME_CONDITION: ControllerServiceCapability.RPC.Type
+        GET_VOLUME: ControllerServiceCapability.RPC.Type
+        SINGLE_NODE_MULTI_WRITER: ControllerServiceCapability.RPC.Type
         TYPE_FIELD_NUMBER: _ClassVar[int]
         type: ControllerServiceCapability.RPC.Type
         def __init__(self, type: _Optional[_Union[ControllerServiceCapability.RPC.Type, str]] = ...) -> None: ...
     RPC_FIELD_NUMBER: _ClassVar[int]
     rpc: ControllerServiceCapability.RPC
     def __init__(self, rpc: _Optional[_Union[ControllerServiceCapability.RPC, _Mapping]] = ...) -> None: ...
+
+class ControllerGetVolumeRequest(_message.Message):
+    __slots__ = ("volume_id",)
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
+    volume_id: str
+    def __init__(self, volume_id: _Optional[str] = ...) -> None: ...
+
+class ControllerGetVolumeResponse(_message.Message):
+    __slots__ = ("volume", "status")
+    class VolumeStatus(_message.Message):
+        __slots__ = ("published_node_ids", "volume_condition")
+        PUBLISHED_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+        VOLUME_CONDITION_FIELD_NUMBER: _ClassVar[int]
+        published_node_ids: _containers.RepeatedScalarFieldContainer[str]
+        volume_condition: VolumeCondition
+        def __init__(self, published_node_ids: _Optional[_Iterable[str]] = ..., volume_condition: _Optional[_Union[VolumeCondition, _Mapping]] = ...) -> None: ...
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    volume: Volume
+    status: ControllerGetVolumeResponse.VolumeStatus
+    def __init__(self, volume: _Optional[_Union[Volume, _Mapping]] = ..., status: _Optional[_Union[ControllerGetVolumeResponse.VolumeStatus, _Mapping]] = ...) -> None: ...
+
+class VolumeCondition(_message.Message):
+    __slots__ = ("abnormal", "message")
+    ABNORMAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    abnormal: bool
+    message: str
+    def __init__(self, abnormal: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
 class NodePublishVolumeRequest(_message.Message):
     __slots__ = ("volume_id", "publish_context", "staging_target_path", "target_path", "volume_capability", "readonly", "secrets", "volume_context")

@@ -212,6 +212,11 @@ class ControllerStub:
                 request_serializer=csi_dot_proto__gen_dot_csi__pb2.ControllerGetCapabilitiesRequest.SerializeToString,
                 response_deserializer=csi_dot_proto__gen_dot_csi__pb2.ControllerGetCapabilitiesResponse.FromString,
                 _registered_method=True)
+        self.ControllerGetVolume = channel.unary_unary(
+                '/csi.v1.Controller/ControllerGetVolume',
+                request_serializer=csi_dot_proto__gen_dot_csi__pb2.ControllerGetVolumeRequest.SerializeToString,
+                response_deserializer=csi_dot_proto__gen_dot_csi__pb2.ControllerGetVolumeResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -241,6 +246,12 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ControllerGetVolume(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -263,6 +274,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ControllerGetCapabilities,
                     request_deserializer=csi_dot_proto__gen_dot_csi__pb2.ControllerGetCapabilitiesRequest.FromString,
                     response_serializer=csi_dot_proto__gen_dot_csi__pb2.ControllerGetCapabilitiesResponse.SerializeToString,
+            ),
+            'ControllerGetVolume': grpc.unary_unary_rpc_method_handler(
+                    servicer.ControllerGetVolume,
+                    request_deserializer=csi_dot_proto__gen_dot_csi__pb2.ControllerGetVolumeRequest.FromString,
+                    response_serializer=csi_dot_proto__gen_dot_csi__pb2.ControllerGetVolumeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -373,6 +389,33 @@ class Controller:
             '/csi.v1.Controller/ControllerGetCapabilities',
             csi_dot_proto__gen_dot_csi__pb2.ControllerGetCapabilitiesRequest.SerializeToString,
             csi_dot_proto__gen_dot_csi__pb2.ControllerGetCapabilitiesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ControllerGetVolume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/csi.v1.Controller/ControllerGetVolume',
+            csi_dot_proto__gen_dot_csi__pb2.ControllerGetVolumeRequest.SerializeToString,
+            csi_dot_proto__gen_dot_csi__pb2.ControllerGetVolumeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,6 +23,9 @@ SPEC_FIELDS = {
     },
     "ValidateVolumeCapabilitiesResponse": {"confirmed": 1, "message": 2},
     "ControllerGetCapabilitiesResponse": {"capabilities": 1},
+    "ControllerGetVolumeRequest": {"volume_id": 1},
+    "ControllerGetVolumeResponse": {"volume": 1, "status": 2},
+    "VolumeCondition": {"abnormal": 1, "message": 2},
     "NodePublishVolumeRequest": {
         "volume_id": 1, "publish_context": 2, "staging_target_path": 3, "target_path": 4,
         "volume_capability": 5, "readonly": 6, "secrets": 7, "volume_context": 8,
@@ -49,6 +52,7 @@ def test_services_and_enums() -> None:
             "DeleteVolume",
             "ValidateVolumeCapabilities",
             "ControllerGetCapabilities",
+            "ControllerGetVolume",
         ],
         "csi.v1.Node": ["NodePublishVolume", "NodeUnpublishVolume", "NodeGetCapabilities", "NodeGetInfo"],
     }
@@ -57,4 +61,5 @@ def test_services_and_enums() -> None:
         modes.Value(n) for n in ("SINGLE_NODE_WRITER", "MULTI_NODE_READER_ONLY", "SINGLE_NODE_MULTI_WRITER")
     ] == [1, 3, 7]
     assert pb.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME == 1
+    assert pb.ControllerServiceCapability.RPC.GET_VOLUME == 12
     assert pb.PluginCapability.Service.CONTROLLER_SERVICE == 1

@@ -80,7 +80,8 @@ def test_unpublish_of_a_target_never_published_succeeds(plugin: Plugin, csi_env)
 def test_controller_capabilities(plugin: Plugin) -> None:
     caps = plugin.controller.ControllerGetCapabilities(pb.ControllerGetCapabilitiesRequest(), timeout=10)
     assert [c.rpc.type for c in caps.capabilities] == [
-        pb.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME
+        pb.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME,
+        pb.ControllerServiceCapability.RPC.GET_VOLUME,
     ]
 
 
@@ -137,15 +138,19 @@ def test_validate_volume_capabilities(plugin: Plugin) -> None:
         volume_capabilities=[capability(Mode.MULTI_NODE_READER_ONLY)],
     )
     assert validate(ds, timeout=10).confirmed.volume_capabilities == ds.volume_capabilities
+    # a workspace volume must exist (CreateVolume recorded it) before its capabilities are judged
+    made = plugin.controller.CreateVolume(
+        pb.CreateVolumeRequest(name="w", volume_capabilities=[capability()]), timeout=10
+    ).volume
     ws = pb.ValidateVolumeCapabilitiesRequest(
-        volume_id="w",
-        volume_context={"workspace": "w"},
+        volume_id=made.volume_id,
+        volume_context=made.volume_context,
         volume_capabilities=[capability(Mode.MULTI_NODE_MULTI_WRITER)],
     )
     answer = validate(ws, timeout=10)
     assert not answer.HasField("confirmed") and "single-node" in answer.message
     block = pb.ValidateVolumeCapabilitiesRequest(
-        volume_id="imgs", volume_capabilities=[capability(block=True)]
+        volume_id="imgs", volume_context={"dataset": "imgs"}, volume_capabilities=[capability(block=True)]
     )
     assert not validate(block, timeout=10).HasField("confirmed")
     assert code_of(validate, pb.ValidateVolumeCapabilitiesRequest(volume_capabilities=[capability()])) == (
