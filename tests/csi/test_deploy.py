@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,116 @@ def test_examples_use_the_driver_with_valid_attributes_and_no_secrets_in_pods() 
 @pytest.mark.parametrize("line", ["FROM ", 'ENTRYPOINT ["python", "-m", "csi"]', "fuse3"])
 def test_dockerfile(line: str) -> None:
     assert line in (DEPLOY / "Dockerfile").read_text()
+
+
+# --- issue 14: what a production install needs, and Kubernetes' own schemas ------------------------
+def test_both_workloads_have_a_liveness_probe_sidecar_and_health_port() -> None:
+    for workload in objects("DaemonSet") + objects("Deployment"):
+        name = workload["metadata"]["name"]
+        sidecar = container(workload, "liveness-probe")
+        assert sidecar["image"].startswith("registry.k8s.io/sig-storage/livenessprobe:"), name
+        assert "--csi-address=/csi/csi.sock" in sidecar["args"] and "--health-port=9808" in sidecar["args"]
+        plugin = container(workload, "datahub-csi")
+        assert {"name": "healthz", "containerPort": 9808, "protocol": "TCP"} in plugin["ports"], name
+        assert plugin["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}, name
+        # the sidecar reaches the plugin's socket through the same volume
+        socket_volume = {m["name"] for m in plugin["volumeMounts"] if m["mountPath"] == "/csi"}
+        assert {m["name"] for m in sidecar["volumeMounts"] if m["mountPath"] == "/csi"} == socket_volume
+
+
+def test_every_container_has_resource_requests_and_limits() -> None:
+    for workload in objects("DaemonSet") + objects("Deployment"):
+        for c in pod_spec(workload)["containers"]:
+            resources = c.get("resources", {})
+            for kind in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(resources.get(kind, {})), (
+                    workload["metadata"]["name"],
+                    c["name"],
+                )
+
+
+def test_the_controller_has_a_disruption_budget_and_leader_election_rbac() -> None:
+    [deploy] = objects("Deployment")
+    [pdb] = objects("PodDisruptionBudget")
+    assert pdb["metadata"]["namespace"] == deploy["metadata"]["namespace"]
+    assert pdb["spec"]["selector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["minAvailable"] < deploy["spec"]["replicas"]  # a drain can still proceed
+    assert "--leader-election" in container(deploy, "csi-provisioner")["args"]
+    lease_rules = [
+        rule
+        for role in objects("Role")
+        for rule in role["rules"]
+        if "coordination.k8s.io" in rule["apiGroups"] and "leases" in rule["resources"]
+    ]
+    assert lease_rules and {"get", "watch", "list", "create", "update", "delete"} <= set(
+        lease_rules[0]["verbs"]
+    )
+    [binding] = [b for b in objects("RoleBinding") if b["roleRef"]["name"] == "datahub-csi-leader-election"]
+    assert {s["name"] for s in binding["subjects"]} == {pod_spec(deploy)["serviceAccountName"]}
+
+
+def test_example_pods_see_repaired_mounts() -> None:
+    """docs/csi.md: every example pod's CSI volumeMount sets HostToContainer propagation."""
+    for pod in objects("Pod"):
+        csi_volumes = {
+            v["name"] for v in pod_spec(pod)["volumes"] if "csi" in v or "persistentVolumeClaim" in v
+        }
+        for c in pod_spec(pod)["containers"]:
+            for m in c["volumeMounts"]:
+                if m["name"] in csi_volumes:
+                    assert m.get("mountPropagation") == "HostToContainer", (
+                        pod["metadata"]["name"],
+                        m["name"],
+                    )
+
+
+kubernetes_validate = pytest.importorskip(
+    "kubernetes_validate.utils", reason="kubernetes-validate (dev extra)"
+)
+
+
+def schema_versions() -> list[str]:
+    """From 1.31 to the newest the installed kubernetes-validate bundles (at least the last three)."""
+    versions = sorted({kubernetes_validate.major_minor(v) for v in kubernetes_validate.all_versions()},
+                      key=lambda v: tuple(int(x) for x in v.split(".")))  # fmt: skip
+    supported = [v for v in versions if tuple(int(x) for x in v.split(".")) >= (1, 31)]
+    assert len(supported) >= 3, versions
+    return supported
+
+
+def validate_strict(docs: list[dict], where: str) -> None:
+    for version in schema_versions():
+        for doc in docs:
+            if doc["kind"] == "Kustomization":
+                continue  # a kustomize input, not a Kubernetes object
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                raise AssertionError(
+                    f"{where}: {doc['kind']}/{doc['metadata']['name']} is invalid for Kubernetes {version}: "
+                    f"{exc.message} at {'.'.join(map(str, exc.path))}"
+                ) from exc
+
+
+def test_strict_validation_refuses_a_misspelt_field() -> None:
+    [deploy] = objects("Deployment")
+    container(deploy, "datahub-csi")["livenessprobe"] = container(deploy, "datahub-csi").pop("livenessProbe")
+    with pytest.raises(AssertionError, match="livenessprobe"):
+        validate_strict([deploy], "controller.yaml with a typo")
+
+
+@pytest.mark.parametrize("manifest", sorted(p.name for p in DEPLOY.glob("*.yaml")))
+def test_manifests_pass_kubernetes_validate_strict(manifest: str) -> None:
+    validate_strict(load_all()[manifest], manifest)
+
+
+def test_kustomize_renders_objects_kubernetes_accepts() -> None:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: `kubectl kustomize csi/deploy` cannot be checked here")
+    proc = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rendered = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    kinds = {d["kind"] for d in rendered}
+    assert {"DaemonSet", "Deployment", "PodDisruptionBudget", "CSIDriver", "StorageClass", "Role"} <= kinds
+    validate_strict(rendered, "kubectl kustomize csi/deploy")
