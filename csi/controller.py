@@ -74,6 +74,8 @@ def volume_context(record: VolumeRecord) -> dict[str, str]:
     for key in ("commitTo", "uid", "gid"):
         if record.parameters.get(key):
             context[key] = record.parameters[key]
+    if record.capacity_bytes:
+        context["quotaBytes"] = str(record.capacity_bytes)  # the node mounts it with this quota
     return context
 
 

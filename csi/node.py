@@ -427,6 +427,8 @@ def _mount_args(p: Published, *, first: bool) -> list[str]:
         args += ["--gid", str(spec.gid)]
     if spec.kind == "workspace":
         args += ["--workspace", spec.workspace]
+        if spec.quota_bytes:
+            args += ["--quota", str(spec.quota_bytes)]
         return args + (["--commit-to", spec.commit_to] if spec.commit_to else [])
     if spec.cache == "none":
         args.append("--no-cache")

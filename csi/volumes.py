@@ -28,7 +28,7 @@ CACHE_PROFILES = ("read-only", "none")  # "none": read the object store directly
 _KNOWN = {
     "dataset": {"dataset", "version", "prefix", "cache", "uid", "gid"},
     "bucket": {"bucket", "prefix", "refresh", "cache", "uid", "gid"},
-    "workspace": {"workspace", "commitTo", "uid", "gid"},
+    "workspace": {"workspace", "commitTo", "quotaBytes", "uid", "gid"},
 }
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
@@ -64,6 +64,7 @@ class VolumeSpec:
     cache: str = "read-only"
     uid: int | None = None
     gid: int | None = None
+    quota_bytes: int = 0  # workspace: the most bytes its files may hold (0: no quota)
 
     @property
     def writable(self) -> bool:
@@ -106,6 +107,7 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
             "workspace",
             workspace=check_name(_expand(attrs["workspace"], context, volume_id), "workspace"),
             commit_to=check_name(commit_to, "commitTo dataset") if commit_to else "",
+            quota_bytes=_int_attr(attrs, "quotaBytes", volume_id) or 0,
             **owner,
         )
     prefix = _prefix(attrs.get("prefix", ""), volume_id)

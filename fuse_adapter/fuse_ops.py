@@ -219,6 +219,9 @@ class ReadOnlyOps(_Ops):
     write = create = setxattr = removexattr = fsync = fsyncdir = _erofs
 
 
+QUOTA_BLOCK = 4096  # statfs unit of a quota'd workspace: df rounds a quota down to it, not to 1 MiB
+
+
 class WorkspaceOps(_Ops):
     """FUSE requests -> WorkspaceView (every call blocks on the journal or the shared tier).
 
@@ -229,6 +232,9 @@ class WorkspaceOps(_Ops):
     def __init__(self, view, *, threads: int = 16, timeout: float = 1.0) -> None:
         super().__init__()
         self.view = view  # fuse_adapter.workspace.WorkspaceView
+        view.forget_entry = lambda parent_ino, name: pyfuse3.invalidate_entry_async(
+            parent_ino, os.fsencode(name), ignore_enoent=True
+        )
         self.limiter = trio.CapacityLimiter(threads)
         self.timeout = timeout
 
@@ -324,7 +330,7 @@ class WorkspaceOps(_Ops):
 
     @_fuse_errors
     async def flush(self, fh):
-        await self._thread(self.view.fsync, fh)
+        await self._thread(self.view.flush, fh)
 
     @_fuse_errors
     async def fsync(self, fh, datasync):
@@ -342,6 +348,11 @@ class WorkspaceOps(_Ops):
         s = pyfuse3.StatvfsData()
         s.f_bsize = s.f_frsize = IO_SIZE
         s.f_blocks = s.f_bfree = s.f_bavail = 1 << 30
+        quota = self.view.quota
+        if quota is not None:  # df shows the volume's capacity (fuse_adapter/quota.py)
+            s.f_bsize = s.f_frsize = QUOTA_BLOCK
+            s.f_blocks = quota.limit // QUOTA_BLOCK
+            s.f_bfree = s.f_bavail = quota.available // QUOTA_BLOCK
         s.f_files = s.f_ffree = s.f_favail = 1 << 30
         s.f_namemax = 255
         return s

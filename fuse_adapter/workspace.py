@@ -17,9 +17,11 @@ import itertools
 import os
 import stat
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from datahub.errors import AlreadyExists, InvalidInput, NotFound
+from datahub.errors import AlreadyExists, InvalidInput, NoSpace, NotFound
+from fuse_adapter.quota import Quota
 from fuse_adapter.readonly import Stat
 from fuse_adapter.tree import ROOT_INODE
 
@@ -32,8 +34,14 @@ class _Inode:
 
 
 class WorkspaceView:
-    def __init__(self, workspace, *, uid: int | None = None, gid: int | None = None) -> None:
+    def __init__(
+        self, workspace, *, uid: int | None = None, gid: int | None = None, quota: Quota | None = None
+    ) -> None:
         self.ws = workspace  # datahub.cache.writeback.Workspace
+        self.quota = quota  # None: no limit (fuse_adapter/quota.py)
+        self._short: set[int] = set()  # handles a write of which failed on the quota: discarded at close
+        # set by the FUSE layer: tell the kernel a name is gone (a discarded file)
+        self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
         self._lock = threading.Lock()  # guards the maps below; never held during a Workspace call
@@ -108,6 +116,19 @@ class WorkspaceView:
             if ino is not None:
                 self._inodes[ino].path = None
 
+    # --- quota accounting ---------------------------------------------------------------------------
+    def _file_size(self, path: str) -> int:
+        """Size of the file at ``path`` (0 if there is none, or it is a directory)."""
+        try:
+            attr = self.ws.stat(path)
+        except NotFound:
+            return 0
+        return 0 if attr.is_dir else attr.size
+
+    def _refund(self, nbytes: int) -> None:
+        if self.quota is not None:
+            self.quota.refund(nbytes)
+
     # --- namespace -------------------------------------------------------------------------------
     def lookup(self, parent: int, name: str) -> Stat:
         path = self._child(parent, name)
@@ -128,6 +149,11 @@ class WorkspaceView:
         return st
 
     def truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
+        return (
+            self._charged_truncate(ino, size, fh) if self.quota is not None else self._truncate(ino, size, fh)
+        )
+
+    def _truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
         if fh is not None and fh in self._handles:
             self._handles[fh][1].truncate(size)
             with self._lock:
@@ -139,6 +165,20 @@ class WorkspaceView:
         else:
             self.ws.truncate(self.path_of(ino), size)
         return self.getattr(ino)
+
+    def _charged_truncate(self, ino: int, size: int, fh: int | None) -> Stat:
+        assert self.quota is not None
+        growth = size - self.getattr(ino).size
+        if growth <= 0:  # shrinking frees space once it happened
+            st = self._truncate(ino, size, fh)
+            self.quota.refund(-growth)
+            return st
+        self.quota.charge(growth, self.path_of(ino))
+        try:
+            return self._truncate(ino, size, fh)
+        except BaseException:
+            self.quota.refund(growth)
+            raise
 
     def readdir(self, ino: int, start: int) -> list[tuple[str, Stat, int]]:
         """Entries from offset ``start`` (offsets are positions in the name-sorted listing)."""
@@ -169,7 +209,9 @@ class WorkspaceView:
 
     def unlink(self, parent: int, name: str) -> None:
         path = self._child(parent, name)
+        size = self._file_size(path) if self.quota is not None else 0
         self.ws.unlink(path)
+        self._refund(size)
         self._gone(path)
 
     def rename(self, parent: int, name: str, new_parent: int, new_name: str, *, noreplace: bool) -> None:
@@ -181,7 +223,9 @@ class WorkspaceView:
                 pass
             else:
                 raise AlreadyExists(f"{new!r} already exists in workspace {self.ws.name!r}")
+        replaced = self._file_size(new) if self.quota is not None and old != new else 0
         self.ws.rename(old, new)
+        self._refund(replaced)
         self._moved(old, new)
 
     # --- files -----------------------------------------------------------------------------------
@@ -202,14 +246,18 @@ class WorkspaceView:
                 pass
             else:
                 raise AlreadyExists(f"{path!r} already exists in workspace {self.ws.name!r}")
+        replaced = self._file_size(path) if self.quota is not None else 0
         handle = self.ws.open(path, create=True, truncate=True)
+        self._refund(replaced)
         ino = self._remember(path)
         st = self._stat(ino, self.ws.stat(path))
         return self._register(ino, handle, st), st
 
     def open(self, ino: int, *, truncate: bool) -> int:
         path = self.path_of(ino)
+        emptied = self._file_size(path) if self.quota is not None and truncate else 0
         handle = self.ws.open(path, truncate=truncate)
+        self._refund(emptied)
         return self._register(ino, handle, self._stat(ino, self.ws.stat(path)))
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
@@ -217,7 +265,12 @@ class WorkspaceView:
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
         ino, handle = self._handles[fh]
-        n = handle.write(offset, data)
+        growth = self._charge_write(fh, ino, offset, len(data)) if self.quota is not None else 0
+        try:
+            n = handle.write(offset, data)
+        except BaseException:
+            self._refund(growth)
+            raise
         with self._lock:
             last = self._last.get(ino)
             if last is not None and offset + n > last.size:
@@ -226,15 +279,60 @@ class WorkspaceView:
                 )
         return n
 
+    def _charge_write(self, fh: int, ino: int, offset: int, length: int) -> int:
+        """Charge the bytes a write adds past the end of the file; the whole write or nothing."""
+        assert self.quota is not None
+        with self._lock:  # one writer at a time grows a file's known size and the usage together
+            last = self._last.get(ino)
+            size = last.size if last is not None else 0
+            growth = max(0, offset + length - size)
+            try:
+                self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
+            except NoSpace:
+                self._short.add(fh)
+                raise
+            if last is not None and growth:
+                self._last[ino] = Stat(
+                    ino, last.mode, last.nlink, size + growth, last.mtime_ns, last.uid, last.gid
+                )
+        return growth
+
+    def _check_short(self, fh: int) -> None:
+        if fh in self._short:
+            ino = self._handles[fh][0]
+            raise NoSpace(
+                f"inode {ino} of workspace {self.ws.name!r}: a write to this file failed on the quota; "
+                "the file is incomplete and is discarded when closed (nothing half-written is committed)"
+            )
+
     def fsync(self, fh: int) -> None:
         """Durable in the shared tier and journaled dirty when this returns (write-back promise)."""
+        self._check_short(fh)
         self._handles[fh][1].fsync()
+
+    def flush(self, fh: int) -> None:
+        """A close(2): like fsync, but a file that ran out of quota is discarded first, so the
+        close reports ENOSPC with the file already gone (never committed half-written)."""
+        if fh in self._short:
+            ino = self._handles[fh][0]
+            with self._lock:
+                node = self._inodes.get(ino)
+                path = node.path if node is not None else None
+            if path is not None:
+                self._discard(path)
+        self.fsync(fh)
 
     def release(self, fh: int) -> None:
         with self._lock:
             ino, handle = self._handles.pop(fh)
+            short = fh in self._short
+            self._short.discard(fh)
+            node = self._inodes.get(ino)
+            path = node.path if node is not None else None
         try:
             handle.close()
+            if short and path is not None:
+                self._discard(path)
         finally:
             with self._lock:
                 node = self._inodes.get(ino)
@@ -243,6 +341,21 @@ class WorkspaceView:
                     if node.opened <= 0:
                         self._last.pop(ino, None)
                     self._maybe_drop(ino, node)
+
+    def _discard(self, path: str) -> None:
+        """Remove a file a write of which failed on the quota, so no commit takes it half-written."""
+        size = self._file_size(path)
+        try:
+            self.ws.unlink(path)
+        except NotFound:
+            return
+        self._refund(size)
+        parent, _, name = path.rpartition("/")
+        with self._lock:
+            parent_ino = self._by_path.get(parent)
+        self._gone(path)
+        if parent_ino is not None:
+            self.forget_entry(parent_ino, name)
 
     def release_all(self) -> None:
         """At unmount: close what the kernel did not release (each close is durable)."""

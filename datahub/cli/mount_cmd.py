@@ -43,6 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--commit-to", metavar="DATASET", help="workspace: commit its files as a new version on unmount"
     )
     p.add_argument(
+        "--quota",
+        type=int,
+        metavar="BYTES",
+        help="workspace: the most bytes its files may hold (df shows it; writes past it fail with ENOSPC)",
+    )
+    p.add_argument(
         "--refresh", action="store_true", help="bucket: take a new snapshot instead of the last one"
     )
     p.add_argument("--endpoint", metavar="URL", help="S3 endpoint URL (overrides s3.endpoint_url)")
@@ -93,6 +99,8 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         )
     if args.commit_to and not args.workspace:
         raise InvalidInput("--commit-to only applies to --workspace mounts")
+    if args.quota is not None and (not args.workspace or args.quota <= 0):
+        raise InvalidInput("--quota applies to --workspace mounts and must be a positive number of bytes")
     if "://" in args.mountpoint and len(args.sources) == 1 and "://" not in args.sources[0]:
         # `datahub mount s3://bucket MNT` (source first, as rclone/s3fs take it) means the same
         args.mountpoint, args.sources = args.sources[0], [args.mountpoint]
@@ -244,7 +252,12 @@ def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str)
     from fuse_adapter.workspace import WorkspaceView
 
     workspace = _open_workspace(args.workspace, ctx)
-    view = WorkspaceView(workspace, uid=args.uid, gid=args.gid)
+    quota = None
+    if args.quota:
+        from fuse_adapter.quota import Quota
+
+        quota = Quota.measure(workspace, args.quota)
+    view = WorkspaceView(workspace, uid=args.uid, gid=args.gid, quota=quota)
     home = ctx.config.home_path
     record = daemon.MountRecord(
         mountpoint, os.getpid(), "workspace", source=args.workspace,

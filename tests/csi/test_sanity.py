@@ -96,7 +96,11 @@ def test_create_volume_makes_an_idempotent_workspace_volume(plugin: Plugin) -> N
     again = plugin.controller.CreateVolume(request, timeout=10).volume
     assert first == again
     assert first.volume_id == "pvc-0b9f7c1e-3a44-4d2e-9c1f-5e6a7b8c9d0e"
-    assert dict(first.volume_context) == {"workspace": first.volume_id, "commitTo": "outputs"}
+    assert dict(first.volume_context) == {
+        "workspace": first.volume_id,
+        "commitTo": "outputs",
+        "quotaBytes": str(10 * 1024**3),  # the capacity is the workspace's quota
+    }
     assert first.capacity_bytes == 10 * 1024**3
     odd = plugin.controller.CreateVolume(
         pb.CreateVolumeRequest(name="My Volume!", volume_capabilities=[capability()]), timeout=10
