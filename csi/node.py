@@ -240,14 +240,8 @@ class NodeService:
         target = canonical(target_path)
         with self._target(target):
             p = self._get(target)
+            self._refuse_foreign(target, volume_id)
             if p is None:  # already unpublished (or never): make sure nothing of ours is left
-                foreign = mounts.foreign_mount(target, str(self.state_dir))
-                if foreign is not None:
-                    raise Conflict(
-                        f"target {target} holds a {foreign} mount this plugin did not make (no volume "
-                        f"{volume_id!r} is published there); it was left mounted: unmount it yourself",
-                        target_path=target,
-                    )
                 mounts.unmount(target, lazy=mounts.health(target) == "broken")
                 _remove_dir(target)
                 return
@@ -262,6 +256,17 @@ class NodeService:
             outcome = self._stop_volume(p)
             _remove_dir(target)
             log.info("unpublished %s from %s (%s)", volume_id, target, outcome)
+
+    def _refuse_foreign(self, target: str, volume_id: str) -> None:
+        """Conflict if the top mount on ``target`` is not one of ours (a tmpfs, a host path, another
+        driver's volume, also one stacked on our bind): the plugin never unmounts what it did not mount."""
+        foreign = mounts.foreign_mount(target, str(self.state_dir))
+        if foreign is not None:
+            raise Conflict(
+                f"target {target} holds a {foreign} mount this plugin did not make (volume {volume_id!r} "
+                "is not what is mounted there); it was left mounted: unmount it yourself, then retry",
+                target_path=target,
+            )
 
     def _stop_volume(self, p: Published) -> str:
         """Stop the mount process (the daemon flushes a workspace), make sure the workspace

@@ -245,6 +245,24 @@ def test_unpublish_leaves_a_mount_it_did_not_make(plugin: Plugin, csi_env: CsiEn
         subprocess.run(["umount", target], check=True)
 
 
+@pytest.mark.fuse
+def test_unpublish_leaves_a_mount_stacked_on_its_volume(plugin: Plugin, csi_env: CsiEnv) -> None:
+    target = csi_env.target("stacked-tmpfs")
+    plugin.publish(target, {"dataset": "imgs"}, volume_id="stacked")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", target], check=True)
+    try:
+        err = error_of(
+            plugin.node.NodeUnpublishVolume,
+            pb.NodeUnpublishVolumeRequest(volume_id="stacked", target_path=target),
+        )
+        assert err.code() == grpc.StatusCode.FAILED_PRECONDITION and "tmpfs" in err.details()
+    finally:
+        subprocess.run(["umount", target], check=True)
+    assert Path(target, "README").read_bytes() == b"v2\n"  # the volume is still there, untouched
+    plugin.unpublish(target, "stacked")  # with the stranger gone, the retry succeeds
+    assert not Path(target).exists()
+
+
 # --- the record stores themselves ---------------------------------------------------------------------
 @pytest.mark.parametrize("backend", ["sqlite", "mongomock"])
 def test_volume_records_insert_once_and_delete(tmp_path: Path, backend: str) -> None:
