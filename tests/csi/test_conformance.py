@@ -73,6 +73,27 @@ def test_same_name_with_an_incompatible_capacity_range_is_already_exists(plugin:
     assert get_volume(plugin, "pvc-size").capacity_bytes == GiB
 
 
+def test_racing_create_volumes_for_one_name_end_with_one_volume(plugin: Plugin) -> None:
+    """The external-provisioner may retry while the first call is still running: one record wins."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def attempt(i: int) -> str:
+        request = pb.CreateVolumeRequest(
+            name="pvc-race", volume_capabilities=[capability()], parameters={"commitTo": f"out{i % 2}"}
+        )
+        try:
+            return plugin.controller.CreateVolume(request, timeout=30).volume.volume_context["commitTo"]
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.ALREADY_EXISTS, exc.details()
+            return "refused"
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(attempt, range(16)))
+    winner = get_volume(plugin, "pvc-race").volume_context["commitTo"]
+    assert set(answers) == {winner, "refused"}
+    assert answers.count(winner) == 8  # every request with the winner's parameters got the volume
+
+
 # --- defect 3 and the records behind ValidateVolumeCapabilities / ControllerGetVolume --------
 def test_validate_of_a_volume_never_created_is_not_found(plugin: Plugin) -> None:
     validate = plugin.controller.ValidateVolumeCapabilities
