@@ -4,31 +4,34 @@ Written for a real server: indexes are created at open, writes use ``w="majority
 retryable writes, reads use majority read concern. Tests run it on mongomock, and on a real
 server when ``DATAHUB_TEST_MONGO_URI`` is set.
 
-Crash-safe commit protocol (details in docs/catalog.md). A version is visible exactly when
-its document exists in ``versions``, and readers only ever ask for visible versions, so:
+Commit protocol, fenced by a claim epoch (details in docs/catalog.md). A version is visible
+exactly when its document exists in ``versions``, and readers only ever ask for visible versions:
 
-1. *claim*: insert ``commits/{dataset}@{new}`` (state ``pending``, owner token, lease). The
-   unique ``_id`` makes one writer own sequence ``new``; others get StaleBase or Conflict.
-2. *write*: per batch, renew the lease, close base revisions (``to_seq = new``) and insert
-   the commit's revisions (``from_seq = new``). Neither is visible to readers of any existing
-   version: ranges ``from_seq <= v < to_seq`` for ``v <= base`` are unchanged by them.
-3. *publish*: flip the commit to ``publishing`` with the version document embedded (fenced
-   on owner), insert the version document, mark the commit ``committed``.
+1. *claim*: take ``commits/{dataset}@{new}`` (state ``pending``) under a fresh epoch from a
+   per-dataset counter, with a lease computed by the server (``$$NOW``). A live claim makes us
+   wait; an expired one (compared on the server) is taken over by raising its epoch.
+2. *stage*: per batch, renew the lease (fenced: the claim must still carry our epoch), then
+   upsert the batch's outcome per key into ``staged`` under our epoch. Nothing else is written,
+   so a writer that was fenced out leaves only inert staged documents behind.
+3. *publish*: flip the claim to ``publishing`` with the version document embedded, fenced on our
+   epoch and ``pending``: the one atomic decision. Then roll the winning epoch's staged changes
+   forward into the revisions (close base revisions at ``new``, insert ``from_seq = new`` ones;
+   invisible to every existing version, idempotent), insert the version document, mark the
+   claim ``committed``. Anyone who finds a ``publishing`` claim finishes it the same way.
 
-A writer that fails with an exception cleans its writes up before raising. A writer that
-dies leaves a ``pending`` commit: once its lease expires the next commit on that dataset
-takes it over and undoes it (delete revisions from ``new``, reopen those closed at ``new``);
-a commit found in ``publishing`` is finished instead (its writes are complete). A retry
-with the same ``commit_id`` returns the version that id already created.
+Every step is idempotent, so transient errors (elections, NotPrimary) are retried with the same
+claim. A writer that fails cleans up its claim; one that dies leaves a ``pending`` claim that
+the next commit takes over once the lease expires on the server's clock. A retry with the same
+``commit_id`` returns the version that id already created.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,10 +72,9 @@ def _record(doc: dict[str, Any]) -> Record:
     )
 
 
-def _record_doc(dataset: str, record: Record, seq: int, owner: str) -> dict[str, Any]:
-    """Empty checksum/meta/labels are left out: most records have none."""
-    doc: dict[str, Any] = {"dataset": dataset, "key": record.key, "from_seq": seq, "to_seq": OPEN,
-                           "url": record.url, "etag": record.etag, "size": record.size, "commit": owner}  # fmt: skip
+def _record_doc(record: Record) -> dict[str, Any]:
+    """A record's fields; empty checksum/meta/labels are left out: most records have none."""
+    doc: dict[str, Any] = {"key": record.key, "url": record.url, "etag": record.etag, "size": record.size}
     if record.checksum:
         doc["checksum"] = record.checksum
     if record.meta:
@@ -80,6 +82,47 @@ def _record_doc(dataset: str, record: Record, seq: int, owner: str) -> dict[str,
     if record.labels:
         doc["labels"] = dict(record.labels)
     return doc
+
+
+def _insert_new(collection: Any, docs: list[dict[str, Any]]) -> None:
+    """Insert revisions, skipping those already there (a repeated roll-forward never overwrites)."""
+    try:
+        collection.insert_many(docs, ordered=False)
+    except pymongo.errors.BulkWriteError as exc:
+        if any(e.get("code") != 11000 for e in exc.details.get("writeErrors", [])):
+            raise
+
+
+# Server error codes of elections and shutdowns: the operation did not happen, or retrying it is safe
+# because every protocol step is idempotent.
+_TRANSIENT_CODES = frozenset({6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436})
+
+
+def _transient(exc: BaseException) -> bool:
+    """Worth retrying with the same claim: lost connections, NotPrimary, labelled errors."""
+    if isinstance(exc, pymongo.errors.ServerSelectionTimeoutError):
+        return False  # the driver already waited serverSelectionTimeoutMS for a primary
+    if isinstance(exc, pymongo.errors.AutoReconnect):  # includes NotPrimaryError, NetworkTimeout
+        return True
+    if isinstance(exc, pymongo.errors.PyMongoError) and (
+        exc.has_error_label("RetryableWriteError") or exc.has_error_label("TransientTransactionError")
+    ):
+        return True
+    return isinstance(exc, pymongo.errors.OperationFailure) and exc.code in _TRANSIENT_CODES
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """The right to write ``dataset@seq``, held while ``commits/{id}.epoch == epoch``."""
+
+    dataset: str
+    seq: int
+    base: int
+    epoch: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.dataset}@{self.seq}"
 
 
 def _connect(url: str) -> tuple[Any, str]:
@@ -113,12 +156,19 @@ class MongoCatalogStore(CatalogStore):
         client: Any = None,
         batch_size: int = 2000,
         page_size: int = 2000,
-        lease_seconds: float = 60.0,
+        lease_seconds: float = 15.0,
+        claim_wait_seconds: float = 30.0,
+        retry_seconds: float = 20.0,
         clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
         fault: Callable[[str], None] | None = None,
     ) -> None:
         """``client`` lets tests share one (mock) server between stores; ``fault(point)`` is a
-        test hook called at protocol points ("batch-written", "publishing") to simulate crashes."""
+        test hook called at protocol points ("renewed", "batch-written", "publishing") to
+        simulate crashes and stalls. ``lease_seconds``: how long a silent writer keeps its claim
+        (renewed every batch); ``claim_wait_seconds``: how long a commit waits for a running one;
+        ``retry_seconds``: how long transient errors (elections) are retried. ``clock`` stamps
+        ``created_at``, and stands in for the server's clock only on mongomock."""
         own_client, db_name = _connect(url)
         if client is not None:
             own_client.close()
@@ -127,7 +177,10 @@ class MongoCatalogStore(CatalogStore):
         self.url = url
         self.batch_size, self.page_size = batch_size, page_size
         self.lease_seconds = lease_seconds
-        self.clock = clock
+        self._lease_ms = int(lease_seconds * 1000)
+        self.claim_wait_seconds, self.retry_seconds = claim_wait_seconds, retry_seconds
+        self._server_time = urlsplit(url).scheme != "mongomock"
+        self.clock, self.sleep = clock, sleep
         self.fault = fault or (lambda point: None)
         db = self.client.get_database(
             db_name, write_concern=WriteConcern("majority"), read_concern=ReadConcern("majority")
@@ -135,6 +188,7 @@ class MongoCatalogStore(CatalogStore):
         self.db = db
         self.datasets, self.versions, self.records = db["datasets"], db["versions"], db["records"]
         self.tags, self.tokens, self.commits = db["tags"], db["tokens"], db["commits"]
+        self.staged, self.epochs = db["staged"], db["epochs"]
         with self._translate(f"open catalog {db_name}"):
             self._create_indexes()
 
@@ -143,6 +197,11 @@ class MongoCatalogStore(CatalogStore):
         self.versions.create_index([("dataset", ASCENDING), ("commit_id", ASCENDING)], name="by_commit_id")
         self.commits.create_index([("dataset", ASCENDING), ("commit_id", ASCENDING)], name="by_commit_id")
         self.tags.create_index([("dataset", ASCENDING), ("tag", ASCENDING)], unique=True, name="by_tag")
+        self.staged.create_index(
+            [("dataset", ASCENDING), ("seq", ASCENDING), ("epoch", ASCENDING), ("key", ASCENDING)],
+            unique=True,
+            name="by_claim",
+        )
         self.records.create_index(
             [("dataset", ASCENDING), ("key", ASCENDING), ("from_seq", ASCENDING)], unique=True, name="by_key"
         )
@@ -295,14 +354,13 @@ class MongoCatalogStore(CatalogStore):
                     base=base,
                     head=head,
                 )
-            owner = uuid.uuid4().hex
-            self._claim(dataset, new, base, owner, commit_id)
+            claim = self._claim(dataset, new, base, commit_id)
         try:
             with self._translate(what):
-                version = self._write(dataset, base, owner, changes, message, author, lineage, commit_id)
-                self._publish(dataset, new, owner, version)
+                version = self._write(claim, changes, message, author, lineage, commit_id)
+                self._publish(claim, version)
         except Exception:
-            self._abandon(dataset, new, owner)
+            self._abandon(claim)
             raise
         return self.get_version(dataset, new)
 
@@ -317,97 +375,225 @@ class MongoCatalogStore(CatalogStore):
             return pending["seq"]
         return None
 
-    def _claim(self, dataset: str, new: int, base: int, owner: str, commit_id: str | None) -> None:
-        """Become the one writer of ``dataset@new``, taking over a dead writer's expired claim."""
-        now = self.clock()
-        doc = {"_id": f"{dataset}@{new}", "dataset": dataset, "seq": new, "base": base, "owner": owner,
-               "lease_until": now + self.lease_seconds, "state": "pending", "commit_id": commit_id,
-               "started_at": now}  # fmt: skip
-        try:
-            self.commits.insert_one(doc)
-            return
-        except pymongo.errors.DuplicateKeyError:
-            pass
-        other = self.commits.find_one({"_id": doc["_id"]})
-        if other is None or other["state"] != "pending":  # finished or vanished meanwhile: head moved
-            raise StaleBase(
-                f"cannot commit to dataset {dataset!r} on version {base}: another commit just created "
-                f"version {new}; rebase on the head and retry",
-                dataset=dataset,
-                base=base,
-            )
-        if other["lease_until"] > now:
-            raise Conflict(
-                f"another commit to dataset {dataset!r} (version {new}) is in progress; retry after "
-                f"{other['lease_until'] - now:.0f} s (when its lease expires if it died)",
-                dataset=dataset,
-                version=new,
-            )
-        taken = self.commits.find_one_and_update(
-            {"_id": doc["_id"], "owner": other["owner"], "state": "pending"},
-            {"$set": {k: v for k, v in doc.items() if k != "_id"}},
-        )
-        if taken is None:
-            raise Conflict(f"another writer took over the commit of {dataset!r} version {new}; retry")
-        self._undo(dataset, new)
+    # The protocol below is fenced by the claim's epoch; see the module docstring and
+    # docs/catalog.md "Claims, fencing and leases". Every step is idempotent, so a transient
+    # error (election, lost connection) is retried with the same claim instead of failing.
 
-    def _undo(self, dataset: str, seq: int) -> None:
-        """Remove every trace of an unpublished commit of ``seq`` (idempotent)."""
-        self.records.delete_many({"dataset": dataset, "from_seq": seq})
-        self.records.update_many(
-            {"dataset": dataset, "to_seq": seq}, {"$set": {"to_seq": OPEN}, "$unset": {"closed_by": ""}}
+    def _retrying(self, step: Callable[[], Any]) -> Any:
+        """Run an idempotent protocol step, retrying transient errors for ``retry_seconds``.
+
+        Why: a primary election makes writes fail for a few seconds with NotPrimary /
+        AutoReconnect (labelled ``RetryableWriteError``); the driver retries a write once, and
+        this keeps the commit (same claim, same epoch, same commit id) alive across the election
+        instead of abandoning it."""
+        deadline = time.monotonic() + self.retry_seconds
+        delay = 0.05
+        while True:
+            try:
+                return step()
+            except pymongo.errors.PyMongoError as exc:
+                if not _transient(exc) or time.monotonic() + delay > deadline:
+                    raise
+            self.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _now_ms(self) -> Any:
+        """The lease time source as an aggregation expression: the server's clock (``$$NOW``).
+
+        Lease comparisons happen in the server's update filters, so API servers never compare
+        their own clocks. mongomock has no ``$$NOW``: there ``clock`` stands in for the one
+        server's clock (the only place a local clock decides a lease)."""
+        if self._server_time:
+            return {"$toLong": "$$NOW"}
+        return int(self.clock() * 1000)
+
+    def _next_epoch(self, dataset: str) -> int:
+        """A fencing token: strictly larger than every earlier claim's on this dataset."""
+        doc = self._retrying(
+            lambda: self.epochs.find_one_and_update(
+                {"_id": dataset}, {"$inc": {"epoch": 1}}, upsert=True, return_document=ReturnDocument.AFTER
+            )
         )
+        return int(doc["epoch"])
+
+    def _claim(self, dataset: str, new: int, base: int, commit_id: str | None) -> _Claim:
+        """Become the one writer of ``dataset@new`` under a fresh epoch.
+
+        A claim whose lease is live makes us wait (polling, up to ``claim_wait_seconds``) like
+        SQLite waits on its write lock: the holder either publishes (StaleBase: the facade
+        re-reads the head and retries) or its lease expires on the server's clock and we take
+        the claim over (raising its epoch, which fences the old holder out)."""
+        deadline = time.monotonic() + self.claim_wait_seconds
+        delay = 0.05
+        claim_id = f"{dataset}@{new}"
+        while True:
+            epoch = self._next_epoch(dataset)
+            claim = _Claim(dataset, new, base, epoch)
+            now = self._now_ms()
+            fields = {"dataset": {"$literal": dataset}, "seq": new, "base": base, "epoch": epoch, "state": "pending",
+                      "commit_id": {"$literal": commit_id}, "lease_until": {"$add": [now, self._lease_ms]},
+                      "started_at": now}  # fmt: skip
+            try:  # insert-if-absent whose lease is computed by the server
+                self._retrying(
+                    lambda fields=fields: self.commits.update_one(
+                        {"_id": claim_id, "state": {"$exists": False}}, [{"$set": fields}], upsert=True
+                    )
+                )
+                self._discard_staged(dataset, new, below=epoch)
+                return claim
+            except pymongo.errors.DuplicateKeyError:
+                pass
+            other = self._retrying(lambda: self.commits.find_one({"_id": claim_id}))
+            if other is not None and other.get("epoch") == epoch:  # our own write, retried
+                return claim
+            if other is None or other["state"] != "pending":  # finished or vanished meanwhile: head moved
+                raise StaleBase(
+                    f"cannot commit to dataset {dataset!r} on version {base}: another commit just created "
+                    f"version {new}; rebase on the head and retry",
+                    dataset=dataset,
+                    base=base,
+                )
+            expired = {"_id": claim_id, "epoch": other["epoch"], "state": "pending",
+                       "$expr": {"$lt": ["$lease_until", now]}}  # fmt: skip
+            taken = self._retrying(
+                lambda expired=expired, fields=fields: self.commits.find_one_and_update(
+                    expired, [{"$set": fields}], return_document=ReturnDocument.AFTER
+                )
+            )
+            if taken is not None and taken.get("epoch") == epoch:
+                self._discard_staged(dataset, new, below=epoch)  # the dead writer's staged changes
+                return claim
+            if time.monotonic() + delay > deadline:
+                left = self._lease_left(claim_id)
+                raise Conflict(
+                    f"another commit to dataset {dataset!r} (version {new}) is in progress; retry after "
+                    f"{left:.0f} s (when its lease expires if it died)",
+                    dataset=dataset,
+                    version=new,
+                )
+            self.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    def _lease_left(self, claim_id: str) -> float:
+        """Seconds left on a claim's lease, measured by the server's clock."""
+        docs = list(
+            self.commits.aggregate(
+                [{"$match": {"_id": claim_id}},
+                 {"$project": {"left": {"$subtract": ["$lease_until", self._now_ms()]}}}]
+            )
+        )  # fmt: skip
+        return max(0.0, docs[0]["left"] / 1000) if docs else 0.0
+
+    def _renew(self, claim: _Claim) -> None:
+        """Extend the lease on the server's clock; fenced: fails once another epoch took over."""
+        renewed = self._retrying(
+            lambda: self.commits.update_one(
+                {"_id": claim.id, "epoch": claim.epoch, "state": "pending"},
+                [{"$set": {"lease_until": {"$add": [self._now_ms(), self._lease_ms]}}}],
+            )
+        )
+        if renewed.matched_count == 0:
+            raise self._lost(claim)
+
+    @staticmethod
+    def _lost(claim: _Claim) -> Conflict:
+        return Conflict(
+            f"lost the commit of dataset {claim.dataset!r} version {claim.seq}: its lease expired and "
+            "another writer took over; nothing of it was published; retry",
+            dataset=claim.dataset,
+            version=claim.seq,
+        )
+
+    def _discard_staged(self, dataset: str, seq: int, *, below: int | None = None) -> None:
+        """Delete the staged changes of ``dataset@seq``, or with ``below`` those of every earlier
+        claim on the dataset (dead or fenced-out writers', and leftovers of finished commits:
+        a finished commit was rolled forward in full before its version became visible)."""
+        query: dict[str, Any] = {"dataset": dataset, "seq": seq} if below is None else {
+            "dataset": dataset, "epoch": {"$lt": below}}  # fmt: skip
+        self._retrying(lambda: self.staged.delete_many(query))
 
     def _recover(self, dataset: str, seq: int) -> None:
-        """Finish a commit of ``seq`` that died while publishing (all its writes are in place)."""
-        doc = self.commits.find_one({"_id": f"{dataset}@{seq}", "state": "publishing"})
+        """Finish a commit of ``seq`` that was decided (``publishing``): roll its staged changes
+        forward into the revisions, then make the version visible. Idempotent: any number of
+        servers may run it at once and converge."""
+        doc = self._retrying(
+            lambda: self.commits.find_one({"_id": f"{dataset}@{seq}", "state": "publishing"})
+        )
         if doc is None:
             return
+        self._roll_forward(dataset, seq, doc["epoch"])
         try:
-            self.versions.insert_one(doc["version"])
+            self._retrying(lambda: self.versions.insert_one(doc["version"]))
         except pymongo.errors.DuplicateKeyError:
             pass
-        self.commits.update_one(
-            {"_id": doc["_id"]}, {"$set": {"state": "committed"}, "$unset": {"version": ""}}
-        )
-
-    def _renew(self, dataset: str, new: int, owner: str) -> None:
-        renewed = self.commits.find_one_and_update(
-            {"_id": f"{dataset}@{new}", "owner": owner, "state": "pending"},
-            {"$set": {"lease_until": self.clock() + self.lease_seconds}},
-        )
-        if renewed is None:
-            raise Conflict(
-                f"lost the commit of dataset {dataset!r} version {new}: its lease expired and another "
-                "writer took over; retry",
-                dataset=dataset,
-                version=new,
+        self._retrying(
+            lambda: self.commits.update_one(
+                {"_id": doc["_id"], "state": "publishing"},
+                {"$set": {"state": "committed"}, "$unset": {"version": ""}},
             )
+        )
+        self._discard_staged(dataset, seq)
+
+    def _roll_forward(self, dataset: str, seq: int, epoch: int) -> None:
+        """Apply the winning epoch's staged changes to the revisions, page by page.
+
+        Before the version document exists none of this is visible (ranges of versions
+        ``<= seq - 1`` do not change). Closes only match revisions still open at the head and
+        inserts never overwrite, so a late or concurrent repeat changes nothing."""
+        after = ""
+        while True:
+            page = self._retrying(
+                lambda after=after: list(
+                    self.staged.find({"dataset": dataset, "seq": seq, "epoch": epoch, "key": {"$gt": after}})
+                    .sort("key", ASCENDING)
+                    .limit(self.batch_size)
+                )
+            )
+            if not page:
+                return
+            closes = [d["key"] for d in page if d.get("close") is not None]
+            if closes:
+                self._retrying(
+                    lambda closes=closes: self.records.update_many(
+                        {
+                            "dataset": dataset,
+                            "key": {"$in": closes},
+                            "to_seq": OPEN,
+                            "from_seq": {"$lt": seq},
+                        },
+                        {"$set": {"to_seq": seq}},
+                    )
+                )
+            inserts = [d["record"] | {"dataset": dataset, "from_seq": seq, "to_seq": OPEN, "commit": epoch}
+                       for d in page if d.get("record")]  # fmt: skip
+            if inserts:
+                self._retrying(lambda inserts=inserts: _insert_new(self.records, inserts))
+            after = page[-1]["key"]
 
     def _write(
         self,
-        dataset: str,
-        base: int,
-        owner: str,
+        claim: _Claim,
         changes: Iterable[Change],
         message: str,
         author: str,
         lineage: dict | None,
         commit_id: str | None,
     ) -> dict[str, Any]:
-        new = base + 1
+        """Stage the change set under the claim's epoch; nothing outside ``staged`` is written."""
+        dataset, base, new = claim.dataset, claim.base, claim.seq
         parent = self.versions.find_one({"dataset": dataset, "seq": base}) if base else None
         planner = CommitPlanner(
             dataset,
             base,
-            lambda keys: self._lookup(dataset, keys, OPEN),
-            lambda keys: self._lookup(dataset, keys, new),
+            lambda keys: self._staged_view(claim, keys)[0],
+            lambda keys: self._staged_view(claim, keys)[1],
         )
         for batch in batched(changes, self.batch_size):
             ops = planner.plan(batch)
-            self._renew(dataset, new, owner)
+            self._renew(claim)
+            self.fault("renewed")
             if ops:
-                self._apply(dataset, new, owner, ops)
+                self._stage(claim, ops)
             self.fault("batch-written")
         return {"_id": f"{dataset}@{new}", "dataset": dataset, "seq": new, "parent": base or None,
                 "message": message, "author": author, "created_at": self.clock(),
@@ -422,51 +608,89 @@ class MongoCatalogStore(CatalogStore):
         )
         return {d["key"]: LiveRevision(_record(d), d["from_seq"]) for d in docs}
 
-    def _apply(self, dataset: str, new: int, owner: str, ops: BatchOps) -> None:
-        """Set-based writes, each idempotent, so a retried batch converges to the same state."""
-        if ops.close:
-            self.records.update_many(
-                {"dataset": dataset, "key": {"$in": [k for k, _ in ops.close]}, "to_seq": OPEN,
-                 "from_seq": {"$lt": new}},
-                {"$set": {"to_seq": new, "closed_by": owner}},
-            )  # fmt: skip
-        if ops.reopen:
-            self.records.update_many(
-                {"dataset": dataset, "key": {"$in": [k for k, _ in ops.reopen]}, "to_seq": new},
-                {"$set": {"to_seq": OPEN}, "$unset": {"closed_by": ""}},
+    def _staged_view(
+        self, claim: _Claim, keys: list[str]
+    ) -> tuple[dict[str, LiveRevision], dict[str, LiveRevision]]:
+        """(open at the head as this commit sees it, base revisions this commit closed) for ``keys``:
+        the published head overlaid with this epoch's staged changes."""
+        head = self._retrying(lambda: self._lookup(claim.dataset, keys, OPEN))
+        staged = {
+            d["key"]: d
+            for d in self._retrying(
+                lambda: list(
+                    self.staged.find(
+                        {
+                            "dataset": claim.dataset,
+                            "seq": claim.seq,
+                            "epoch": claim.epoch,
+                            "key": {"$in": keys},
+                        }
+                    )
+                )  # fmt: skip
             )
-        replaced = ops.drop + [r.key for r in ops.upsert]
-        if replaced:
-            self.records.delete_many({"dataset": dataset, "from_seq": new, "key": {"$in": replaced}})
-        if ops.upsert:
-            self.records.insert_many([_record_doc(dataset, r, new, owner) for r in ops.upsert], ordered=False)
+        }
+        live: dict[str, LiveRevision] = {}
+        closed: dict[str, LiveRevision] = {}
+        for key in keys:
+            doc = staged.get(key, {})
+            if key in head and doc.get("close") is not None:
+                closed[key] = head[key]
+            elif key in head:
+                live[key] = head[key]
+            if doc.get("record"):
+                live[key] = LiveRevision(_record(doc["record"]), claim.seq)
+        return live, closed
 
-    def _publish(self, dataset: str, new: int, owner: str, version: dict[str, Any]) -> None:
-        strays = self.records.count_documents(
-            {"dataset": dataset, "from_seq": new, "commit": {"$ne": owner}}, limit=1
-        ) + self.records.count_documents(
-            {"dataset": dataset, "to_seq": new, "closed_by": {"$ne": owner}}, limit=1
-        )
-        if strays:
-            raise Conflict(f"a stalled writer interfered with the commit of {dataset!r} version {new}; retry")
-        flipped = self.commits.find_one_and_update(
-            {"_id": f"{dataset}@{new}", "owner": owner, "state": "pending"},
-            {"$set": {"state": "publishing", "version": version}},
-            return_document=ReturnDocument.AFTER,
-        )
-        if flipped is None:
-            raise Conflict(f"lost the commit of dataset {dataset!r} version {new} to another writer; retry")
+    def _stage(self, claim: _Claim, ops: BatchOps) -> None:
+        """Record one batch's outcome per key in ``staged`` (keyed by epoch: inert for others)."""
+        sets: dict[str, dict[str, Any]] = {}
+        for key, from_seq in ops.close:
+            sets.setdefault(key, {})["close"] = from_seq
+        for key, _ in ops.reopen:
+            sets.setdefault(key, {})["close"] = None
+        for record in ops.upsert:
+            sets.setdefault(record.key, {})["record"] = _record_doc(record)
+        for key in ops.drop:
+            sets.setdefault(key, {})["record"] = None
+        where = {"dataset": claim.dataset, "seq": claim.seq, "epoch": claim.epoch}
+        keys = list(sets)
+
+        def write() -> None:  # replace the keys' staged documents by their merged state (idempotent)
+            docs = {d["key"]: d for d in self.staged.find(where | {"key": {"$in": keys}}, {"_id": 0})}
+            merged = [docs.get(k, where | {"key": k}) | fields for k, fields in sets.items()]
+            self.staged.delete_many(where | {"key": {"$in": keys}})
+            self.staged.insert_many(merged)
+
+        self._retrying(write)
+
+    def _publish(self, claim: _Claim, version: dict[str, Any]) -> None:
+        """The one atomic decision: flip the claim to ``publishing`` if our epoch still holds it."""
+
+        def flip() -> bool:
+            result = self.commits.update_one(
+                {"_id": claim.id, "epoch": claim.epoch, "state": "pending"},
+                {"$set": {"state": "publishing", "version": version}},
+            )
+            if result.matched_count:
+                return True
+            mine = self.commits.find_one({"_id": claim.id, "epoch": claim.epoch})  # a retried flip
+            return mine is not None and mine["state"] in ("publishing", "committed")
+
+        if not self._retrying(flip):
+            raise self._lost(claim)
         self.fault("publishing")
-        self._recover(dataset, new)
+        self._recover(claim.dataset, claim.seq)
 
-    def _abandon(self, dataset: str, new: int, owner: str) -> None:
-        """Undo a failed commit we still own; if that fails too, the lease lets the next writer do it."""
+    def _abandon(self, claim: _Claim) -> None:
+        """Drop a failed commit's staged changes and claim; if that fails too, the lease lets the
+        next writer do it."""
         try:
-            with self._translate(f"abandon commit of {dataset!r} version {new}"):
-                mine = self.commits.find_one({"_id": f"{dataset}@{new}", "owner": owner, "state": "pending"})
-                if mine is not None:
-                    self._undo(dataset, new)
-                    self.commits.delete_one({"_id": mine["_id"], "owner": owner, "state": "pending"})
+            with self._translate(f"abandon commit of {claim.dataset!r} version {claim.seq}"):
+                gone = self.commits.delete_one({"_id": claim.id, "epoch": claim.epoch, "state": "pending"})
+                if gone.deleted_count:
+                    self.staged.delete_many(
+                        {"dataset": claim.dataset, "seq": claim.seq, "epoch": claim.epoch}
+                    )
         except StorageError:
             pass
 

@@ -87,23 +87,25 @@ def test_crash_midway_is_invisible_then_retry_recovers(setup) -> None:
     crashing = second_writer(store, clock, fault=crash_at("batch-written", after=2))
     with pytest.raises(SimulatedCrash):
         crashing.commit("ds", change_set(), commit_id="import-7")
-    # Some revisions of the dead commit are on the server ...
-    assert store.records.count_documents({"dataset": "ds", "from_seq": 2}) > 0
+    # Some changes of the dead commit are on the server (staged under its claim's epoch) ...
+    assert store.staged.count_documents({"dataset": "ds", "seq": 2}) > 0
     # ... yet nobody sees a half-written version.
     reader = Catalog(store)
     assert reader.resolve("ds").seq == 1
     assert listing(reader, 1) == {f"k{i:03d}": "e1" for i in range(40)}
     with pytest.raises(VersionNotFound):
         reader.resolve("ds", 2)
-    # While the dead writer's lease runs, a new commit is refused with a clear conflict.
+    # While the dead writer's lease runs, a new commit waits for it, then gives a clear conflict.
+    impatient = second_writer(store, clock, claim_wait_seconds=0)
     with pytest.raises(Conflict, match="in progress"):
-        reader.commit("ds", [Put(rec("other"))])
+        impatient.commit("ds", [Put(rec("other"))])
     clock.now += 61
     v2 = reader.commit("ds", change_set(), commit_id="import-7")  # the retry takes over and redoes it
     assert v2.seq == 2 and (v2.added, v2.removed, v2.modified) == (1, 1, 20)
     assert listing(reader, 2) == expected_v2()
     assert listing(reader, 1) == {f"k{i:03d}": "e1" for i in range(40)}
     assert store.records.count_documents({"dataset": "ds", "from_seq": 2}) == 21  # no strays left
+    assert store.staged.count_documents({"dataset": "ds"}) == 0
     assert reader.commit("ds", [Put(rec("x"))], commit_id="import-7") == v2  # idempotent afterwards
 
 
@@ -146,6 +148,7 @@ def test_failed_commit_cleans_up_after_itself(setup) -> None:
     assert store.records.count_documents({"dataset": "ds", "from_seq": 2}) == 0
     assert store.records.count_documents({"dataset": "ds", "to_seq": 2}) == 0
     assert store.commits.count_documents({"dataset": "ds", "state": "pending"}) == 0
+    assert store.staged.count_documents({"dataset": "ds"}) == 0
     assert cat.commit("ds", [Put(rec("x"))]).seq == 2  # no lease to wait for
 
 
@@ -172,3 +175,43 @@ def test_commit_writes_documents_in_proportion_to_changes(setup) -> None:
     Catalog(store).commit("ds", [Put(rec("k007", etag="new")), Delete("k012")])
     ranges = sorted((d["from_seq"], d["to_seq"]) for d in store.records.find({"dataset": "ds"}))
     assert ranges == [(1, 2)] * 2 + [(1, OPEN)] * 38 + [(2, OPEN)]
+
+
+def test_writer_stalled_between_renewal_and_write_cannot_touch_published_versions(setup) -> None:
+    """Fencing: A renews its lease, then stalls past it (GC pause, frozen VM, lost primary) while
+    B takes the claim over and publishes v2 and v3. A's late writes must change nothing readers
+    see, and A's commit must fail."""
+    store, clock = setup
+    other = second_writer(store, clock)
+    state: dict[str, object] = {"stalled": False}
+
+    def stall(point: str) -> None:
+        if point == "renewed" and not state["stalled"]:
+            state["stalled"] = True
+            clock.now += 61  # A's lease runs out (on the store's time source) ...
+            assert other.commit("ds", [Put(rec("k003", etag="b")), Delete("k005")]).seq == 2  # ... B wins
+            assert other.commit("ds", [Put(rec("k007", etag="c"))]).seq == 3
+            state["published"] = snapshot(store)
+
+    stalled = second_writer(store, clock, fault=stall)
+    with pytest.raises(Conflict, match="another writer"):
+        stalled.commit("ds", change_set())
+    cat = Catalog(store)
+    assert cat.resolve("ds").seq == 3
+    assert snapshot(store) == state["published"]  # every published revision byte-identical
+    v1 = {f"k{i:03d}": "e1" for i in range(40)}
+    assert listing(cat, 1) == v1
+    assert listing(cat, 2) == {k: e for k, e in v1.items() if k != "k005"} | {"k003": "b"}
+    assert listing(cat, 3) == {k: e for k, e in v1.items() if k != "k005"} | {"k003": "b", "k007": "c"}
+    assert cat.commit("ds", [Put(rec("after"))]).seq == 4  # nothing left to wait for
+
+
+def snapshot(store: MongoCatalogStore) -> list[dict]:
+    """Every record revision and version document as stored (sorted, ids dropped)."""
+    revisions = sorted(
+        (sorted(d.items()) for d in store.records.find({"dataset": "ds"}, {"_id": 0})), key=repr
+    )
+    versions = sorted(
+        (sorted(d.items()) for d in store.versions.find({"dataset": "ds"}, {"_id": 0})), key=repr
+    )
+    return [repr(revisions), repr(versions)]
