@@ -98,7 +98,7 @@ def _insert_new(collection: Any, docs: list[dict[str, Any]]) -> None:
 _TRANSIENT_CODES = frozenset({6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436})
 
 
-def _transient(exc: BaseException) -> bool:
+def _transient(exc: BaseException | None) -> bool:
     """Worth retrying with the same claim: lost connections, NotPrimary, labelled errors."""
     if isinstance(exc, pymongo.errors.ServerSelectionTimeoutError):
         return False  # the driver already waited serverSelectionTimeoutMS for a primary
@@ -340,12 +340,12 @@ class MongoCatalogStore(CatalogStore):
         what = f"commit to dataset {dataset!r}"
         with self._translate(what):
             if commit_id is not None:
-                done = self._finished(dataset, commit_id)
+                done = self._retrying(lambda: self._finished(dataset, commit_id))
                 if done is not None:
                     return self.get_version(dataset, done)
             new = base + 1
-            self._recover(dataset, self._head(dataset) + 1)
-            head = self._head(dataset)
+            self._recover(dataset, self._retrying(lambda: self._head(dataset)) + 1)
+            head = self._retrying(lambda: self._head(dataset))
             if base != head:
                 raise StaleBase(
                     f"cannot commit to dataset {dataset!r} on version {base}: the head is now version "
@@ -391,8 +391,9 @@ class MongoCatalogStore(CatalogStore):
         while True:
             try:
                 return step()
-            except pymongo.errors.PyMongoError as exc:
-                if not _transient(exc) or time.monotonic() + delay > deadline:
+            except (pymongo.errors.PyMongoError, TransientStorageError) as exc:
+                cause = exc.__cause__ if isinstance(exc, TransientStorageError) else exc
+                if not _transient(cause) or time.monotonic() + delay > deadline:
                     raise
             self.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -453,14 +454,18 @@ class MongoCatalogStore(CatalogStore):
                     dataset=dataset,
                     base=base,
                 )
-            expired = {"_id": claim_id, "epoch": other["epoch"], "state": "pending",
+            expired = {"_id": claim_id, "epoch": other.get("epoch"), "state": "pending",
                        "$expr": {"$lt": ["$lease_until", now]}}  # fmt: skip
             taken = self._retrying(
                 lambda expired=expired, fields=fields: self.commits.find_one_and_update(
                     expired, [{"$set": fields}], return_document=ReturnDocument.AFTER
                 )
             )
+            if taken is None:  # not expired, or our takeover went through but its reply was lost
+                taken = self._retrying(lambda: self.commits.find_one({"_id": claim_id}))
             if taken is not None and taken.get("epoch") == epoch:
+                if other.get("epoch") is None:
+                    self._undo_legacy(dataset, new)
                 self._discard_staged(dataset, new, below=epoch)  # the dead writer's staged changes
                 return claim
             if time.monotonic() + delay > deadline:
@@ -473,6 +478,16 @@ class MongoCatalogStore(CatalogStore):
                 )
             self.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _undo_legacy(self, dataset: str, seq: int) -> None:
+        """Remove the direct revision writes of a dead writer of the unfenced protocol (claims
+        without an epoch, from datahub before fencing; stop such servers before upgrading)."""
+        self._retrying(lambda: self.records.delete_many({"dataset": dataset, "from_seq": seq}))
+        self._retrying(
+            lambda: self.records.update_many(
+                {"dataset": dataset, "to_seq": seq}, {"$set": {"to_seq": OPEN}, "$unset": {"closed_by": ""}}
+            )
+        )
 
     def _lease_left(self, claim_id: str) -> float:
         """Seconds left on a claim's lease, measured by the server's clock."""

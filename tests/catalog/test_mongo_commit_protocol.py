@@ -7,17 +7,26 @@ process, it skips the store's own clean-up, so whatever was written stays behind
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Iterator
 
+import pymongo.errors
 import pytest
 
 from datahub.catalog import Catalog, Delete, Put
 from datahub.catalog.mongo_store import MongoCatalogStore
 from datahub.catalog.revisions import OPEN
-from datahub.errors import Conflict, ManifestError, VersionNotFound
+from datahub.errors import Conflict, ManifestError, StorageError, VersionNotFound
 from tests.catalog.conftest import SMALL, mongo_url, rec
 
-KINDS = ["mongomock"] + (["mongo"] if os.environ.get("DATAHUB_TEST_MONGO_URI") else [])
+NO_SERVER = (
+    "needs a real MongoDB replica set: set DATAHUB_TEST_MONGO_URI=mongodb://127.0.0.1:27017/?replicaSet=rs0"
+)
+REAL = pytest.param(
+    "mongo", marks=pytest.mark.skipif(not os.environ.get("DATAHUB_TEST_MONGO_URI"), reason=NO_SERVER)
+)
+KINDS = ["mongomock", REAL]
 
 
 class SimulatedCrash(BaseException):
@@ -35,7 +44,9 @@ class Clock:
 @pytest.fixture(params=KINDS)
 def setup(request: pytest.FixtureRequest) -> Iterator[tuple[MongoCatalogStore, Clock]]:
     clock = Clock()
-    store = MongoCatalogStore(mongo_url(request.param), clock=clock, lease_seconds=60, **SMALL)
+    store = MongoCatalogStore(
+        mongo_url(request.param), clock=clock, lease_seconds=LEASE[request.param], **SMALL
+    )
     cat = Catalog(store)
     cat.create_dataset("ds")
     cat.commit("ds", (Put(rec(f"k{i:03d}")) for i in range(40)))  # v1
@@ -47,11 +58,15 @@ def setup(request: pytest.FixtureRequest) -> Iterator[tuple[MongoCatalogStore, C
         store.close()
 
 
+# On mongomock the lease runs on the tests' fake clock (advanced by 61 s to expire it); a real
+# server measures it on its own clock, so there it is short and a claimant simply waits it out.
+LEASE = {"mongomock": 60.0, "mongo": 5.0}
+
+
 def second_writer(store: MongoCatalogStore, clock: Clock, **kw: object) -> Catalog:
     """Another process on the same server (same client, so mongomock shares the data)."""
-    return Catalog(
-        MongoCatalogStore(store.url, client=store.client, clock=clock, lease_seconds=60, **SMALL, **kw)
-    )
+    options = {"clock": clock, "lease_seconds": store.lease_seconds} | SMALL | kw
+    return Catalog(MongoCatalogStore(store.url, client=store.client, **options))  # type: ignore[arg-type]
 
 
 def crash_at(point: str, after: int = 1):
@@ -215,3 +230,164 @@ def snapshot(store: MongoCatalogStore) -> list[dict]:
         (sorted(d.items()) for d in store.versions.find({"dataset": "ds"}, {"_id": 0})), key=repr
     )
     return [repr(revisions), repr(versions)]
+
+
+def test_racing_commit_waits_for_the_running_one_then_commits_on_the_new_head(setup) -> None:
+    """Like SQLite's write lock: B does not get 409 while A commits; it waits, sees A's version
+    (StaleBase inside the store), and the facade commits B on the new head."""
+    store, clock = setup
+    a_claimed, b_waiting = threading.Event(), threading.Event()
+
+    def a_changes():
+        yield from change_set()[:20]
+        a_claimed.set()
+        assert b_waiting.wait(60), "B never waited for A's claim"
+        yield from change_set()[20:]
+
+    def b_sleep(seconds: float) -> None:
+        b_waiting.set()
+        time.sleep(min(seconds, 0.05))
+
+    results: dict[str, object] = {}
+
+    def run(name: str, cat: Catalog, changes) -> None:
+        try:
+            results[name] = cat.commit("ds", changes)
+        except BaseException as exc:  # reported by the assertions below
+            results[name] = exc
+
+    a = threading.Thread(target=run, args=("a", second_writer(store, clock), a_changes()))
+    a.start()
+    assert a_claimed.wait(60)
+    b = threading.Thread(target=run, args=("b", second_writer(store, clock, sleep=b_sleep), [Put(rec("b"))]))
+    b.start()
+    a.join(120)
+    b.join(120)
+    assert [getattr(results[n], "seq", results[n]) for n in "ab"] == [2, 3]
+    cat = Catalog(store)
+    assert listing(cat, 2) == expected_v2()
+    assert listing(cat, 3) == expected_v2() | {"b": "e1"}
+
+
+def test_dead_writers_claim_is_taken_over_as_soon_as_its_lease_expires(setup) -> None:
+    """A writer that died (or sits behind a partition during an election) blocks the dataset only
+    until its lease runs out on the server's clock; the next commit waits that long, not 60 s more."""
+    store, clock = setup
+    crashing = second_writer(store, clock, fault=crash_at("batch-written", after=1))
+    with pytest.raises(SimulatedCrash):
+        crashing.commit("ds", change_set())
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:  # the server's clock moves on while the claimant waits
+        waits.append(seconds)
+        clock.now += seconds
+        if store._server_time:
+            time.sleep(seconds)
+
+    v2 = second_writer(store, clock, sleep=sleep, claim_wait_seconds=120).commit("ds", [Put(rec("next"))])
+    assert v2.seq == 2 and listing(Catalog(store), 2) == {f"k{i:03d}": "e1" for i in range(40)} | {
+        "next": "e1"
+    }
+    assert waits and sum(waits) <= store.lease_seconds + 2  # taken over right after the lease expired
+
+
+class Flaky:
+    """A collection whose chosen operations fail once with an election error, before or after
+    the operation took effect (a NotPrimary reply, or a connection lost after the write)."""
+
+    def __init__(self, collection, **plan: str) -> None:
+        self._collection, self._plan = collection, dict(plan)
+        self.failed: list[str] = []
+
+    def __getattr__(self, name: str):
+        target = getattr(self._collection, name)
+        when = self._plan.pop(name, None)
+        if when is None:
+            return target
+
+        def flaky(*args, **kwargs):
+            self.failed.append(name)
+            if when == "after":
+                target(*args, **kwargs)
+                raise pymongo.errors.AutoReconnect("connection closed after the write")
+            raise pymongo.errors.NotPrimaryError(
+                "not primary", {"code": 10107, "errorLabels": ["RetryableWriteError"]}
+            )
+
+        return flaky
+
+
+def test_election_mid_commit_is_retried_with_the_same_claim(setup) -> None:
+    store, clock = setup
+    writer = second_writer(store, clock, sleep=lambda s: None)
+    w = writer.store
+    w.staged = Flaky(w.staged, insert_many="after", find="before")  # type: ignore[attr-defined]
+    w.commits = Flaky(w.commits, update_one="after", find_one="before")  # type: ignore[attr-defined]
+    w.records = Flaky(w.records, insert_many="before", update_many="after")  # type: ignore[attr-defined]
+    w.epochs = Flaky(w.epochs, find_one_and_update="before")  # type: ignore[attr-defined]
+    v2 = writer.commit("ds", change_set(), commit_id="import-9")
+    assert sum(len(c.failed) for c in (w.staged, w.commits, w.records, w.epochs)) == 7
+    assert (v2.seq, v2.added, v2.removed, v2.modified) == (2, 1, 1, 20)
+    cat = Catalog(store)
+    assert listing(cat, 2) == expected_v2()
+    assert store.records.count_documents({"dataset": "ds", "from_seq": 2}) == 21
+    assert store.commits.count_documents({"dataset": "ds", "state": {"$ne": "committed"}}) == 0
+    assert cat.commit("ds", [Put(rec("x"))], commit_id="import-9") == v2
+
+
+def test_a_non_transient_error_is_not_retried_and_leaves_nothing(setup) -> None:
+    store, clock = setup
+    writer = second_writer(store, clock, sleep=lambda s: None)
+
+    class Broken(Flaky):
+        def __getattr__(self, name: str):
+            if name == "insert_many":
+                raise pymongo.errors.OperationFailure("disk full", code=14031)
+            return getattr(self._collection, name)
+
+    writer.store.staged = Broken(writer.store.staged)  # type: ignore[attr-defined]
+    with pytest.raises(StorageError, match="disk full"):
+        writer.commit("ds", change_set())
+    cat = Catalog(store)
+    assert cat.resolve("ds").seq == 1 and listing(cat, 1) == {f"k{i:03d}": "e1" for i in range(40)}
+    assert store.commits.count_documents({"dataset": "ds", "state": "pending"}) == 0
+    assert cat.commit("ds", [Put(rec("x"))]).seq == 2
+
+
+def test_lease_is_decided_by_the_server_clock_not_the_claimants(setup) -> None:
+    """Two API servers whose clocks disagree by an hour: the one running ahead must not take over
+    a live claim (it would fence out a healthy writer)."""
+    store, clock = setup
+    if not store._server_time:
+        pytest.skip("mongomock has no server clock ($$NOW); the real-server suite checks this")
+    crashing = second_writer(store, clock, fault=crash_at("batch-written", after=1))
+    with pytest.raises(SimulatedCrash):
+        crashing.commit("ds", change_set())
+    ahead = Clock()
+    ahead.now = clock.now + 3600
+    with pytest.raises(Conflict, match="in progress"):
+        second_writer(store, ahead, claim_wait_seconds=0).commit("ds", [Put(rec("other"))])
+
+
+def test_claim_left_by_the_unfenced_protocol_is_cleaned_up(setup) -> None:
+    """A pending claim without an epoch (a server from before fencing died mid-commit) wrote
+    revisions directly; taking it over removes them."""
+    store, clock = setup
+    store.commits.insert_one(
+        {
+            "_id": "ds@2",
+            "dataset": "ds",
+            "seq": 2,
+            "base": 1,
+            "owner": "old",
+            "state": "pending",
+            "lease_until": 0.0,
+            "commit_id": None,
+        }  # fmt: skip
+    )
+    store.records.update_many({"dataset": "ds", "key": "k004"}, {"$set": {"to_seq": 2, "closed_by": "old"}})
+    store.records.insert_one({"dataset": "ds", "key": "stray", "from_seq": 2, "to_seq": OPEN, "url": "s3://b/s",
+                              "etag": "e", "size": 1, "commit": "old"})  # fmt: skip
+    cat = Catalog(store)
+    assert cat.commit("ds", [Put(rec("new"))]).seq == 2
+    assert listing(cat, 2) == {f"k{i:03d}": "e1" for i in range(40)} | {"new": "e1"}
