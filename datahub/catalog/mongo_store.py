@@ -629,21 +629,8 @@ class MongoCatalogStore(CatalogStore):
         """(open at the head as this commit sees it, base revisions this commit closed) for ``keys``:
         the published head overlaid with this epoch's staged changes."""
         head = self._retrying(lambda: self._lookup(claim.dataset, keys, OPEN))
-        staged = {
-            d["key"]: d
-            for d in self._retrying(
-                lambda: list(
-                    self.staged.find(
-                        {
-                            "dataset": claim.dataset,
-                            "seq": claim.seq,
-                            "epoch": claim.epoch,
-                            "key": {"$in": keys},
-                        }
-                    )
-                )  # fmt: skip
-            )
-        }
+        mine = {"dataset": claim.dataset, "seq": claim.seq, "epoch": claim.epoch, "key": {"$in": keys}}
+        staged = {d["key"]: d for d in self._retrying(lambda: list(self.staged.find(mine)))}
         live: dict[str, LiveRevision] = {}
         closed: dict[str, LiveRevision] = {}
         for key in keys:
@@ -667,13 +654,12 @@ class MongoCatalogStore(CatalogStore):
             sets.setdefault(record.key, {})["record"] = _record_doc(record)
         for key in ops.drop:
             sets.setdefault(key, {})["record"] = None
-        where = {"dataset": claim.dataset, "seq": claim.seq, "epoch": claim.epoch}
-        keys = list(sets)
+        mine = {"dataset": claim.dataset, "seq": claim.seq, "epoch": claim.epoch, "key": {"$in": list(sets)}}
+        before = {d["key"]: d for d in self._retrying(lambda: list(self.staged.find(mine, {"_id": 0})))}
+        merged = [before.get(key, mine | {"key": key}) | fields for key, fields in sets.items()]
 
-        def write() -> None:  # replace the keys' staged documents by their merged state (idempotent)
-            docs = {d["key"]: d for d in self.staged.find(where | {"key": {"$in": keys}}, {"_id": 0})}
-            merged = [docs.get(k, where | {"key": k}) | fields for k, fields in sets.items()]
-            self.staged.delete_many(where | {"key": {"$in": keys}})
+        def write() -> None:  # replace the keys' staged documents by their merged state: idempotent
+            self.staged.delete_many(mine)
             self.staged.insert_many(merged)
 
         self._retrying(write)

@@ -292,21 +292,25 @@ def test_dead_writers_claim_is_taken_over_as_soon_as_its_lease_expires(setup) ->
 
 
 class Flaky:
-    """A collection whose chosen operations fail once with an election error, before or after
-    the operation took effect (a NotPrimary reply, or a connection lost after the write)."""
+    """A collection whose chosen operations fail on every other call with an election error,
+    before the operation took effect (NotPrimary) or after it (connection lost after the write)."""
 
     def __init__(self, collection, **plan: str) -> None:
-        self._collection, self._plan = collection, dict(plan)
-        self.failed: list[str] = []
+        self._collection, self._plan = collection, plan
+        self._calls: dict[str, int] = {}
+        self.failed = 0
 
     def __getattr__(self, name: str):
         target = getattr(self._collection, name)
-        when = self._plan.pop(name, None)
+        when = self._plan.get(name)
         if when is None:
             return target
 
         def flaky(*args, **kwargs):
-            self.failed.append(name)
+            self._calls[name] = self._calls.get(name, 0) + 1
+            if self._calls[name] % 2 == 0:
+                return target(*args, **kwargs)
+            self.failed += 1
             if when == "after":
                 target(*args, **kwargs)
                 raise pymongo.errors.AutoReconnect("connection closed after the write")
@@ -317,21 +321,31 @@ class Flaky:
         return flaky
 
 
-def test_election_mid_commit_is_retried_with_the_same_claim(setup) -> None:
+WRITES = ("insert_many", "update_one", "update_many", "delete_many", "find_one_and_update")
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_election_mid_commit_is_retried_with_the_same_claim(setup, when: str) -> None:
+    """Every other call of every protocol operation fails as during a primary election, with the
+    write not done or done (reply lost); the commit still lands exactly once, and right."""
     store, clock = setup
     writer = second_writer(store, clock, sleep=lambda s: None)
     w = writer.store
-    w.staged = Flaky(w.staged, insert_many="after", find="before")  # type: ignore[attr-defined]
-    w.commits = Flaky(w.commits, update_one="after", find_one="before")  # type: ignore[attr-defined]
-    w.records = Flaky(w.records, insert_many="before", update_many="after")  # type: ignore[attr-defined]
-    w.epochs = Flaky(w.epochs, find_one_and_update="before")  # type: ignore[attr-defined]
-    v2 = writer.commit("ds", change_set(), commit_id="import-9")
-    assert sum(len(c.failed) for c in (w.staged, w.commits, w.records, w.epochs)) == 7
-    assert (v2.seq, v2.added, v2.removed, v2.modified) == (2, 1, 1, 20)
+    plan = dict.fromkeys(WRITES, when) | {"find": "before", "find_one": "before"}
+    for name in ("staged", "commits", "records", "epochs"):
+        setattr(w, name, Flaky(getattr(w, name), **plan))
+    changes = change_set() + [Put(rec("k000", etag="again")), Delete("k002")]  # keys staged twice
+    v2 = writer.commit("ds", changes, commit_id="import-9")
+    assert sum(getattr(w, n).failed for n in ("staged", "commits", "records", "epochs")) >= 10
+    assert (v2.seq, v2.added, v2.removed, v2.modified, v2.record_count) == (2, 1, 2, 19, 39)
     cat = Catalog(store)
-    assert listing(cat, 2) == expected_v2()
-    assert store.records.count_documents({"dataset": "ds", "from_seq": 2}) == 21
+    expected = expected_v2() | {"k000": "again"}
+    del expected["k002"]
+    assert listing(cat, 2) == expected
+    assert listing(cat, 1) == {f"k{i:03d}": "e1" for i in range(40)}
+    assert store.records.count_documents({"dataset": "ds", "from_seq": 2}) == 20
     assert store.commits.count_documents({"dataset": "ds", "state": {"$ne": "committed"}}) == 0
+    assert store.staged.count_documents({}) == 0
     assert cat.commit("ds", [Put(rec("x"))], commit_id="import-9") == v2
 
 
@@ -339,7 +353,10 @@ def test_a_non_transient_error_is_not_retried_and_leaves_nothing(setup) -> None:
     store, clock = setup
     writer = second_writer(store, clock, sleep=lambda s: None)
 
-    class Broken(Flaky):
+    class Broken:
+        def __init__(self, collection) -> None:
+            self._collection = collection
+
         def __getattr__(self, name: str):
             if name == "insert_many":
                 raise pymongo.errors.OperationFailure("disk full", code=14031)
