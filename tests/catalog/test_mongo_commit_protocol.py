@@ -63,6 +63,28 @@ def setup(request: pytest.FixtureRequest) -> Iterator[tuple[MongoCatalogStore, C
 LEASE = {"mongomock": 60.0, "mongo": 5.0}
 
 
+@pytest.fixture
+def atomic_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make each mongomock operation atomic, as each single operation is on a real server.
+
+    mongomock is not a concurrent server: two threads' ``delete_many`` of one document raise
+    KeyError, and two inserts of one ``_id`` can both succeed. Tests that commit from several
+    threads therefore run every collection operation under one lock (cursors still stream)."""
+    import mongomock.collection
+
+    lock = threading.RLock()
+    names = ("insert_one", "insert_many", "update_one", "update_many", "replace_one", "delete_one",
+             "delete_many", "find_one", "find_one_and_update", "count_documents", "aggregate")  # fmt: skip
+    for name in names:
+        original = getattr(mongomock.collection.Collection, name)
+
+        def atomic(self, *args, _original=original, **kwargs):
+            with lock:
+                return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(mongomock.collection.Collection, name, atomic)
+
+
 def second_writer(store: MongoCatalogStore, clock: Clock, **kw: object) -> Catalog:
     """Another process on the same server (same client, so mongomock shares the data)."""
     options = {"clock": clock, "lease_seconds": store.lease_seconds} | SMALL | kw
@@ -232,7 +254,7 @@ def snapshot(store: MongoCatalogStore) -> list[dict]:
     return [repr(revisions), repr(versions)]
 
 
-def test_racing_commit_waits_for_the_running_one_then_commits_on_the_new_head(setup) -> None:
+def test_racing_commit_waits_for_the_running_one_then_commits_on_the_new_head(setup, atomic_ops) -> None:
     """Like SQLite's write lock: B does not get 409 while A commits; it waits, sees A's version
     (StaleBase inside the store), and the facade commits B on the new head."""
     store, clock = setup
@@ -408,3 +430,31 @@ def test_claim_left_by_the_unfenced_protocol_is_cleaned_up(setup) -> None:
     cat = Catalog(store)
     assert cat.commit("ds", [Put(rec("new"))]).seq == 2
     assert listing(cat, 2) == {f"k{i:03d}": "e1" for i in range(40)} | {"new": "e1"}
+
+
+def test_concurrent_commits_on_the_head_all_land_once(setup, atomic_ops) -> None:
+    """Four API servers commit on the head at once: each waits for the running commit, then
+    rebases, so all four land (no 409), each exactly once, in some order."""
+    store, clock = setup
+    start = threading.Barrier(4)
+    results: dict[int, object] = {}
+
+    def run(i: int) -> None:
+        cat = second_writer(store, clock)
+        start.wait(60)
+        try:
+            results[i] = cat.commit("ds", [Put(rec(f"w{i}"))] + [Put(rec(f"w{i}-{j}")) for j in range(20)])
+        except BaseException as exc:  # reported by the assertion below
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(getattr(r, "seq", r) for r in results.values()) == [2, 3, 4, 5]
+    cat = Catalog(store)
+    final = listing(cat, 5)
+    assert len(final) == 40 + 4 * 21 and all(f"w{i}" in final for i in range(4))
+    for v in cat.log("ds"):
+        assert len(listing(cat, v.seq)) == v.record_count
