@@ -596,7 +596,11 @@ class MongoCatalogStore(CatalogStore):
     ) -> dict[str, Any]:
         """Stage the change set under the claim's epoch; nothing outside ``staged`` is written."""
         dataset, base, new = claim.dataset, claim.base, claim.seq
-        parent = self.versions.find_one({"dataset": dataset, "seq": base}) if base else None
+        parent = (
+            self._retrying(lambda: self.versions.find_one({"dataset": dataset, "seq": base}))
+            if base
+            else None
+        )
         planner = CommitPlanner(
             dataset,
             base,
