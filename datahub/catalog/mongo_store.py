@@ -536,7 +536,7 @@ class MongoCatalogStore(CatalogStore):
         )
         if doc is None:
             return
-        self._roll_forward(dataset, seq, doc["epoch"])
+        self._roll_forward(dataset, seq, doc.get("epoch"))  # none: unfenced protocol, writes in place
         try:
             self._retrying(lambda: self.versions.insert_one(doc["version"]))
         except pymongo.errors.DuplicateKeyError:
@@ -549,7 +549,7 @@ class MongoCatalogStore(CatalogStore):
         )
         self._discard_staged(dataset, seq)
 
-    def _roll_forward(self, dataset: str, seq: int, epoch: int) -> None:
+    def _roll_forward(self, dataset: str, seq: int, epoch: int | None) -> None:
         """Apply the winning epoch's staged changes to the revisions, page by page.
 
         Before the version document exists none of this is visible (ranges of versions

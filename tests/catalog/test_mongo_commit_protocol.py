@@ -458,3 +458,20 @@ def test_concurrent_commits_on_the_head_all_land_once(setup, atomic_ops) -> None
     assert len(final) == 40 + 4 * 21 and all(f"w{i}" in final for i in range(4))
     for v in cat.log("ds"):
         assert len(listing(cat, v.seq)) == v.record_count
+
+
+def test_publishing_claim_left_by_the_unfenced_protocol_is_finished(setup) -> None:
+    """The unfenced protocol wrote revisions in place before its flip: a claim it left in
+    ``publishing`` is finished as it was (its version document inserted), not rolled forward."""
+    store, clock = setup
+    store.records.update_many({"dataset": "ds", "key": "k004"}, {"$set": {"to_seq": 2, "closed_by": "old"}})
+    version = store.versions.find_one({"dataset": "ds", "seq": 1}) | {
+        "_id": "ds@2", "seq": 2, "parent": 1, "record_count": 39, "total_bytes": 390,
+        "added": 0, "removed": 1, "modified": 0, "commit_id": "old-1"}  # fmt: skip
+    store.commits.insert_one({"_id": "ds@2", "dataset": "ds", "seq": 2, "base": 1, "owner": "old",
+                              "state": "publishing", "lease_until": 0.0, "commit_id": "old-1",
+                              "version": version})  # fmt: skip
+    cat = Catalog(store)
+    assert cat.resolve("ds").seq == 2
+    assert listing(cat, 2) == {f"k{i:03d}": "e1" for i in range(40) if i != 4}
+    assert cat.commit("ds", [Put(rec("new"))]).seq == 3
