@@ -51,6 +51,12 @@ class ManifestError(InvalidInput):
     code = "invalid_manifest"
 
 
+class NoChanges(InvalidInput):
+    """An empty change set: it would create a version identical to its parent, so none is made."""
+
+    code = "no_changes"
+
+
 class PayloadTooLarge(InvalidInput):
     code, http_status = "payload_too_large", 413
 
@@ -113,6 +119,12 @@ class StaleBase(Conflict):
     """A commit named a base version that is no longer the dataset's head."""
 
     code = "stale_base"
+
+
+class CommitIdReused(Conflict):
+    """A ``commit_id`` sent again with a different change set: it is not a retry."""
+
+    code = "commit_id_reused"
 
 
 class ObjectChanged(DatahubError):

@@ -6,14 +6,38 @@ inputs with the same messages.
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
+from typing import Any
 
-from datahub.errors import InvalidKey, InvalidName
+from datahub.errors import InvalidInput, InvalidKey, InvalidName
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 TAG_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,62}")
+_VERSION_LIKE = re.compile(r"v?[0-9]+|latest")
 MAX_KEY_BYTES = 1024
+# NUL/C0/DEL, and invisible format characters that make a key render as another one:
+# zero-width and direction marks (U+200B-U+200F), bidi embeddings/overrides (U+202A-U+202E)
+# and isolates (U+2066-U+2069): "img/\u202egpj.exe" shows as "img/exe.jpg".
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# The same rules as JSON Schema (ECMA-262) patterns, for the OpenAPI document: schema-valid
+# input is what the checks below accept (tests/test_validation.py holds them to it).
+NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
+TAG_PATTERN = "^(?!latest$)(?!v[0-9]+$)[A-Za-z][A-Za-z0-9._-]{0,62}$"
+REF_PATTERN = "^(v?[0-9]+|[A-Za-z][A-Za-z0-9._-]{0,62})$"
+KEY_PATTERN = (
+    "^(?!/)(?!.*//)(?!.*/$)(?!(.*/)?[.][.]?(/|$))"
+    "[^\\x00-\\x1f\\x7f\\u200b-\\u200f\\u202a-\\u202e\\u2066-\\u2069]+$"
+)
+# Integers stay well inside the stores' signed 64 bits, and exact as JSON Schema numbers
+# (doubles) too: so a schema-valid value is always one the server takes.
+MAX_SEQ = 2**53 - 1  # the largest version number a reference may name
+MAX_SIZE = 2**62  # bytes of one record (4 EiB)
+MAX_JSON_DEPTH = 32  # nesting levels of a record's meta / labels (the mapping itself is level 1)
+MAX_JSON_BYTES = 64 * 1024  # compact JSON size of each of meta / labels
+URL_SCHEMES = ("s3", "file", "memory")  # what datahub.storage can read (its SCHEMES; a test checks)
 
 
 def check_name(name: str, what: str = "dataset") -> str:
@@ -27,11 +51,12 @@ def check_name(name: str, what: str = "dataset") -> str:
 
 
 def check_tag(tag: str) -> str:
-    """Tags start with a letter, so they never collide with version numbers or ``latest``."""
-    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag) or tag == "latest":
+    """Tags never look like version references (``3``, ``v3``, ``latest``): ``@v3`` must always
+    mean version 3, whoever tagged what."""
+    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag) or _VERSION_LIKE.fullmatch(tag):
         raise InvalidName(
-            f"invalid tag {tag!r}: use 1-63 characters from [A-Za-z0-9._-], starting with a letter "
-            "(and not 'latest')",
+            f"invalid tag {tag!r}: use 1-63 characters from [A-Za-z0-9._-], starting with a letter, "
+            "and not a version reference such as 'v3' or 'latest'",
             tag=tag,
         )
     return tag
@@ -49,6 +74,12 @@ def check_key(key: str) -> str:
         raise InvalidKey(f"invalid key {key[:60]!r}...: longer than {MAX_KEY_BYTES} bytes", key=key[:200])
     if _CONTROL.search(key):
         raise InvalidKey(f"invalid key {key!r}: contains NUL or control characters", key=key)
+    if _INVISIBLE.search(key):
+        raise InvalidKey(
+            f"invalid key {key!r}: contains invisible format characters (zero-width or bidirectional "
+            "override, U+200B-U+200F, U+202A-U+202E, U+2066-U+2069) that make it display as another key",
+            key=key,
+        )
     if key.startswith("/"):
         raise InvalidKey(f"invalid key {key!r}: must be relative (no leading '/')", key=key)
     parts = key.split("/")
@@ -63,3 +94,101 @@ def check_prefix(prefix: str) -> str:
         return prefix
     check_key(prefix.rstrip("/") or "x")
     return prefix
+
+
+def check_owner(owner: str, dataset: str) -> str:
+    """A dataset's owner is a principal: an empty one would leave the dataset with no admin."""
+    if not isinstance(owner, str) or not owner.strip():
+        raise InvalidInput(
+            f"invalid owner {owner!r} for dataset {dataset!r}: name a principal", dataset=dataset
+        )
+    return owner
+
+
+def check_record_fields(url: object, etag: object, size: object, key: str) -> None:
+    """A record's object location: a URL some reader supports, a non-empty etag, a 64-bit size."""
+    scheme = url.partition("://")[0].lower() if isinstance(url, str) and "://" in url else ""
+    if scheme not in URL_SCHEMES:
+        raise InvalidInput(
+            f"record {key!r}: unsupported object url {str(url)[:200]!r}; use one of "
+            + ", ".join(f"{s}://" for s in URL_SCHEMES),
+            key=key,
+        )
+    if not isinstance(etag, str) or not etag.strip():
+        raise InvalidInput(
+            f"record {key!r}: empty etag; record the object's etag (or version id) so reads can detect changes",
+            key=key,
+        )
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE:
+        raise InvalidInput(f"record {key!r}: invalid size {size!r}: use 0..{MAX_SIZE}", key=key)
+
+
+def json_depth(value: Any, stop: int = MAX_JSON_DEPTH + 1) -> int:
+    """Nesting depth of a JSON value (a scalar is 0, ``{}`` is 1), counted without recursion
+    and giving up at ``stop``, so even a value nested 10**6 deep costs nothing to refuse."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping | list | tuple):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest >= stop:
+                    return deepest
+            stack.extend((v, depth) for v in (node.values() if isinstance(node, Mapping) else node))
+    return deepest
+
+
+def check_json_field(value: Any, what: str, key: str) -> None:
+    """Bound a record's ``meta`` / ``labels``: at most MAX_JSON_DEPTH levels, MAX_JSON_BYTES.
+
+    Every write path (API, CLI, import, LabelX, pack) commits through the catalog, which calls
+    this: deeper values break JSON encoders and decoders that recurse (pydantic, json), and a
+    version, being immutable, would stay unreadable for good.
+    """
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"record {key!r}: {what} must be a JSON object", key=key)
+    if json_depth(value) > MAX_JSON_DEPTH:
+        raise InvalidInput(
+            f"record {key!r}: {what} is nested deeper than {MAX_JSON_DEPTH} levels; flatten it",
+            key=key,
+        )
+    try:
+        size = len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"record {key!r}: {what} is not plain JSON: {exc}", key=key) from None
+    if size > MAX_JSON_BYTES:
+        raise InvalidInput(
+            f"record {key!r}: {what} is {size} bytes of JSON, over the {MAX_JSON_BYTES}-byte limit; "
+            "store large annotations as objects and reference them",
+            key=key,
+        )
+
+
+UNREADABLE = "datahub_unreadable"  # the marker key read paths show instead of an unreadable field
+_TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels; written before datahub refused such values"
+
+
+def stored_json(value: Any) -> Any:
+    """What read paths show for a stored ``meta`` / ``labels``: the value itself, or, for one
+    written before the limits existed and nested deeper than MAX_JSON_DEPTH, a one-key marker
+    ``{"datahub_unreadable": "..."}``, so every record of every version stays listable,
+    exportable and diffable instead of failing the whole listing."""
+    if json_depth(value) > MAX_JSON_DEPTH:
+        return {UNREADABLE: _TOO_DEEP}
+    return value
+
+
+def load_stored_json(text: str) -> Any:
+    """Decode a stored JSON field for reading; see ``stored_json``. Cheap for normal values: a
+    text with fewer brackets than the depth limit cannot be too deep."""
+    if text.count("{") + text.count("[") <= MAX_JSON_DEPTH:
+        return json.loads(text)
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return {UNREADABLE: _TOO_DEEP}
+    return stored_json(value)

@@ -1,10 +1,30 @@
 """Names and keys from users are refused with clear errors (promise 4)."""
 
+import json
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from datahub.config import load_config, parse_size
 from datahub.errors import InvalidInput, InvalidKey, InvalidName
-from datahub.validation import check_key, check_name, check_tag
+from datahub.storage import SCHEMES
+from datahub.validation import (
+    KEY_PATTERN,
+    MAX_KEY_BYTES,
+    NAME_PATTERN,
+    REF_PATTERN,
+    TAG_PATTERN,
+    URL_SCHEMES,
+    check_json_field,
+    check_key,
+    check_name,
+    check_tag,
+    json_depth,
+    load_stored_json,
+    stored_json,
+)
 
 
 @pytest.mark.parametrize("name", ["a", "imagenet", "coco-2017", "v1.2_x", "0abc", "a" * 63])
@@ -34,9 +54,98 @@ def test_invalid_keys(key):
 
 def test_tags_cannot_look_like_versions():
     assert check_tag("golden") == "golden"
-    for bad in ["latest", "3", "", "-x"]:
+    for good in ["v3a", "V3", "latest2", "vv3", "v"]:
+        assert check_tag(good) == good
+    for bad in ["latest", "3", "", "-x", "v3", "v0", "v007", "v" + "9" * 40]:
         with pytest.raises(InvalidName):
             check_tag(bad)
+
+
+BIDI_AND_INVISIBLE = [
+    chr(c) for c in [*range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+]
+
+
+@pytest.mark.parametrize("char", BIDI_AND_INVISIBLE)
+def test_keys_with_bidi_overrides_or_invisible_format_characters_are_refused(char):
+    with pytest.raises(InvalidKey, match="invisible format characters"):
+        check_key(f"img/{char}gpj.exe")
+
+
+_KEY_CHARS = st.characters(codec="utf-8", exclude_categories=("Cs",))
+
+
+@given(st.text(_KEY_CHARS, min_size=0, max_size=40))
+def test_the_key_schema_pattern_is_exactly_check_key(key):
+    """OpenAPI's key pattern accepts exactly what check_key does (up to the byte-length limit)."""
+    try:
+        check_key(key)
+        ok = True
+    except InvalidKey:
+        ok = False
+    assert ok == bool(re.fullmatch(KEY_PATTERN, key))
+
+
+@given(st.lists(st.text(_KEY_CHARS, min_size=1, max_size=12), min_size=1, max_size=5))
+def test_keys_round_trip_through_check_key(parts):
+    """A key that passes check_key is returned unchanged and survives JSON as itself."""
+    key = "/".join(parts)
+    try:
+        assert check_key(key) == key
+    except InvalidKey:
+        return
+    assert json.loads(json.dumps(key)) == key and len(key.encode()) <= MAX_KEY_BYTES
+
+
+@given(st.text(st.characters(codec="ascii"), max_size=70))
+def test_name_tag_and_ref_patterns_match_the_checks(text):
+    def passes(check) -> bool:
+        try:
+            check(text)
+            return True
+        except InvalidName:
+            return False
+
+    assert passes(check_name) == bool(re.fullmatch(NAME_PATTERN, text))
+    assert passes(check_tag) == bool(re.fullmatch(TAG_PATTERN, text))
+    if passes(check_tag) or re.fullmatch(r"v?[0-9]+|latest", text):
+        assert re.fullmatch(REF_PATTERN, text)
+
+
+def test_record_url_schemes_are_the_readers():
+    assert set(URL_SCHEMES) == set(SCHEMES)
+
+
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"n": value}
+    return value
+
+
+def test_json_depth_counts_without_recursion():
+    assert [json_depth(v) for v in (1, {}, [], {"a": [1]}, nested(32))] == [0, 1, 1, 2, 32]
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    assert json_depth(deep) == 33  # gives up right past the limit, whatever the depth
+
+
+def test_json_field_limits():
+    check_json_field(nested(32), "meta", "k")
+    with pytest.raises(InvalidInput, match="record 'k': labels is nested deeper than 32 levels"):
+        check_json_field(nested(33), "labels", "k")
+    with pytest.raises(InvalidInput, match="over the 65536-byte limit"):
+        check_json_field({"x": "y" * 65536}, "meta", "k")
+    with pytest.raises(InvalidInput, match="not plain JSON"):
+        check_json_field({"x": float("nan")}, "meta", "k")
+
+
+def test_stored_values_of_any_depth_decode_to_a_marker():
+    text = '{"n":' * 100_000 + "1" + "}" * 100_000  # json.loads alone raises RecursionError
+    assert set(load_stored_json(text)) == {"datahub_unreadable"}
+    assert set(stored_json(nested(33))) == {"datahub_unreadable"}
+    assert load_stored_json('{"a":{"b":[1,2]}}') == {"a": {"b": [1, 2]}}
 
 
 def test_sizes_and_config_layers(tmp_path):

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 
 from datahub.api.access import LOCAL, Principal, require
+from datahub.api.schemas import NAME_SHAPE
 from datahub.api.tokens import lookup_token
 from datahub.catalog.model import Dataset
 from datahub.config import Config
@@ -69,7 +70,7 @@ def get_principal(request: Request, services: ServicesDep) -> Principal:
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
-NamePath = Annotated[str, Path(description="dataset name")]
+NamePath = Annotated[str, Path(description="dataset name", json_schema_extra=NAME_SHAPE)]
 
 
 def _dataset_with(role: str):

@@ -21,7 +21,11 @@ log = logging.getLogger(__name__)
 
 
 def error_response(status: int, code: str, message: str, details: dict | None = None) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+    if status == 500:
+        # The server closes the connection after an unhandled error; saying so lets a pooled
+        # client open a new one instead of sending its next request into a reset.
+        headers["Connection"] = "close"
     body = {"error": {"code": code, "message": message, "details": jsonable_encoder(details or {})}}
     return JSONResponse(body, status_code=status, headers=headers)
 

@@ -12,6 +12,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from datahub.catalog import model
+from datahub.validation import (
+    KEY_PATTERN,
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_KEY_BYTES,
+    MAX_SEQ,
+    MAX_SIZE,
+    NAME_PATTERN,
+    REF_PATTERN,
+    TAG_PATTERN,
+)
 
 Role = Literal["reader", "writer", "admin"]
 Json = dict[str, Any]
@@ -21,9 +32,23 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def shape(pattern: str, max_length: int) -> dict[str, Any]:
+    """Schema-only ``pattern`` / ``maxLength`` of a name, tag, ref or key (OpenAPI says exactly
+    what the server takes); the check itself stays in datahub.validation, so a bad value still
+    answers 400 with the code and message every other path gives."""
+    return {"pattern": pattern, "maxLength": max_length}
+
+
+NAME_SHAPE = shape(NAME_PATTERN, 63)
+TAG_SHAPE = shape(TAG_PATTERN, 63)
+REF_SHAPE = shape(REF_PATTERN, 63)
+KEY_SHAPE = shape(KEY_PATTERN, MAX_KEY_BYTES)
+_JSON_FIELD = f"a JSON object, at most {MAX_JSON_DEPTH} levels deep and {MAX_JSON_BYTES} bytes as JSON"
+
+
 # --- datasets ----------------------------------------------------------------------------------
 class DatasetCreate(_In):
-    name: str = Field(description="[a-z0-9][a-z0-9._-]{0,62}")
+    name: str = Field(description="[a-z0-9][a-z0-9._-]{0,62}", json_schema_extra=NAME_SHAPE)
     description: str = Field("", max_length=4096)
     source: str = Field("", max_length=4096, description="default source URL for imports")
     acl: dict[str, Role] = Field(default_factory=dict, description="principal (or *) -> role")
@@ -64,24 +89,29 @@ class VersionPublic(BaseModel):
 
 
 class TagSet(_In):
-    ref: int | str = Field(description="version number, tag or 'latest'")
+    ref: int | str = Field(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)
 
 
 class DeriveCreate(_In):
     where: str = Field(description="record filter, e.g. labels.class=cat")
-    to_dataset: str | None = Field(None, description="another dataset to commit to (default: this one)")
+    to_dataset: str | None = Field(
+        None, description="another dataset to commit to (default: this one)", json_schema_extra=NAME_SHAPE
+    )
     message: str = Field("", max_length=4096)
 
 
 # --- records -----------------------------------------------------------------------------------
 class RecordIn(_In):
-    key: str
-    url: str = Field(description="s3://bucket/key, file:///path or memory://name/key")
-    etag: str
-    size: int = Field(ge=0)
+    key: str = Field(json_schema_extra=KEY_SHAPE)
+    url: str = Field(
+        description="s3://bucket/key, file:///path or memory://name/key",
+        json_schema_extra={"pattern": "^(s3|file|memory)://"},
+    )
+    etag: str = Field(json_schema_extra={"minLength": 1, "pattern": "\\S"})
+    size: int = Field(ge=0, json_schema_extra={"maximum": MAX_SIZE})  # larger: 400 from the catalog
     checksum: str = ""
-    meta: Json = Field(default_factory=dict)
-    labels: Json = Field(default_factory=dict)
+    meta: Json = Field(default_factory=dict, description=_JSON_FIELD)
+    labels: Json = Field(default_factory=dict, description=_JSON_FIELD)
 
 
 class RecordPublic(BaseModel):
@@ -119,12 +149,12 @@ class PutChange(_In):
 
 class DeleteChange(_In):
     op: Literal["delete"]
-    key: str
+    key: str = Field(json_schema_extra=KEY_SHAPE)
 
 
 class PatchChange(_In):
     op: Literal["patch"]
-    key: str
+    key: str = Field(json_schema_extra=KEY_SHAPE)
     meta: Json | None = Field(None, description="merged into the record's meta; null values remove")
     labels: Json | None = Field(None, description="merged into the record's labels; null values remove")
 
@@ -133,11 +163,21 @@ ChangeIn = Annotated[PutChange | DeleteChange | PatchChange, Field(discriminator
 
 
 class CommitCreate(_In):
-    base: int | None = Field(None, ge=0, description="version the changes apply to (null: head)")
+    base: int | None = Field(
+        None,
+        ge=0,
+        description="version the changes apply to (null: head)",
+        json_schema_extra={"maximum": MAX_SEQ},
+    )
     message: str = Field("", max_length=4096)
-    changes: list[ChangeIn]
+    changes: list[ChangeIn] = Field(
+        description="at least one change (an empty set is 400 no_changes)", json_schema_extra={"minItems": 1}
+    )
     commit_id: str | None = Field(
-        None, max_length=128, description="idempotency key: retrying it returns the same version"
+        None,
+        max_length=128,
+        description="idempotency key: retrying it with the same changes returns the same version; "
+        "with other changes, 409 commit_id_reused",
     )
 
 

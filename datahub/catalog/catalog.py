@@ -15,9 +15,19 @@ from typing import Any
 
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
+from datahub.catalog.revisions import ChangeDigest
 from datahub.catalog.store import CatalogStore
-from datahub.errors import DatasetNotFound, InvalidInput, StaleBase, VersionNotFound
-from datahub.validation import check_key, check_name, check_prefix, check_tag
+from datahub.errors import DatasetNotFound, InvalidInput, NoChanges, StaleBase, VersionNotFound
+from datahub.validation import (
+    MAX_SEQ,
+    check_json_field,
+    check_key,
+    check_name,
+    check_owner,
+    check_prefix,
+    check_record_fields,
+    check_tag,
+)
 
 Ref = str | int | None
 _SEQ = re.compile(r"v?(\d+)")
@@ -63,6 +73,8 @@ class Catalog:
         current = self.get_dataset(name)
         if "acl" in fields:
             fields["acl"] = _check_acl(name, fields["acl"] or {})
+        if "owner" in fields:
+            check_owner(fields["owner"], name)
         values = {f: getattr(current, f) for f in _DATASET_FIELDS} | fields
         return self.store.update_dataset(Dataset(name, created_at=current.created_at, **values))
 
@@ -81,11 +93,17 @@ class Catalog:
             return self.store.get_version(dataset, head)
         if isinstance(ref, bool) or not isinstance(ref, int | str):
             raise InvalidInput(f"invalid version reference {ref!r} for dataset {dataset!r}", dataset=dataset)
-        if isinstance(ref, int):
-            return self.store.get_version(dataset, ref)
-        m = _SEQ.fullmatch(ref)
-        if m:
-            return self.store.get_version(dataset, int(m[1]))
+        m = None if isinstance(ref, int) else _SEQ.fullmatch(ref)
+        if isinstance(ref, int) or m:
+            seq = ref if isinstance(ref, int) else int(m[1])  # type: ignore[index]
+            if not 0 < seq <= MAX_SEQ:  # beyond the stores' 64-bit integers: no such version
+                self.get_dataset(dataset)
+                raise VersionNotFound(
+                    f"dataset {dataset!r} has no version {ref}; versions are numbered 1, 2, 3 ...",
+                    dataset=dataset,
+                    version=str(ref)[:40],
+                )
+            return self.store.get_version(dataset, seq)
         check_tag(ref)
         return self.store.get_version(dataset, self.store.tag_target(dataset, ref))
 
@@ -113,13 +131,17 @@ class Catalog:
         generator) at item N aborts the commit with nothing written.
         """
         check_name(dataset)
+        if base is not None and not 0 <= base <= MAX_SEQ:
+            raise InvalidInput(f"invalid base version {base} for dataset {dataset!r}", dataset=dataset)
         validated = _validated(dataset, changes)
+        # with a commit id, the store keeps the change set's digest: a retry must send the same changes
+        consumed = validated if commit_id is None else ChangeDigest(validated)
         for attempt in range(_HEAD_RETRIES + 1):
             try:
                 return self.store.commit(
                     dataset,
                     self.store.head(dataset) if base is None else base,
-                    validated,
+                    consumed,
                     message=message,
                     author=author,
                     lineage=dict(lineage) if lineage else None,
@@ -253,27 +275,43 @@ def _check_acl(dataset: str, acl: Mapping[str, str]) -> dict[str, str]:
 
 
 def _validated(dataset: str, changes: Iterable[Change]) -> Iterator[Change]:
-    """Check every change as the store consumes it, so a bad one aborts the whole commit."""
+    """Check every change as the store consumes it, so a bad one aborts the whole commit.
+
+    This is the one validation point of every write path (API, CLI, import, LabelX, pack all
+    commit through ``Catalog.commit``). An empty change set is refused the same way: it would
+    create a version identical to its parent.
+    """
+    n = 0
     for n, change in enumerate(changes, 1):
         if isinstance(change, Put):
             r = change.record
             check_key(r.key)
-            if not isinstance(r.url, str) or not r.url:
-                raise InvalidInput(
-                    f"change {n} for dataset {dataset!r}: record {r.key!r} needs an object url", key=r.key
-                )
-            if isinstance(r.size, bool) or not isinstance(r.size, int) or r.size < 0:
-                raise InvalidInput(
-                    f"change {n} for dataset {dataset!r}: record {r.key!r} has invalid size {r.size!r}",
-                    key=r.key,
-                )
+            try:
+                check_record_fields(r.url, r.etag, r.size, r.key)
+                check_json_field(r.meta, "meta", r.key)
+                check_json_field(r.labels, "labels", r.key)
+            except InvalidInput as exc:
+                raise InvalidInput(f"change {n} for dataset {dataset!r}: {exc.message}", key=r.key) from None
         elif isinstance(change, Delete | Patch):
             check_key(change.key)
+            if isinstance(change, Patch):
+                try:
+                    check_json_field(change.meta, "meta", change.key)
+                    check_json_field(change.labels, "labels", change.key)
+                except InvalidInput as exc:
+                    raise InvalidInput(
+                        f"change {n} for dataset {dataset!r}: {exc.message}", key=change.key
+                    ) from None
         else:
             raise InvalidInput(
                 f"change {n} for dataset {dataset!r} is a {type(change).__name__}; use Put, Delete or Patch"
             )
         yield change
+    if n == 0:
+        raise NoChanges(
+            f"no changes: the change set for dataset {dataset!r} is empty; no version created",
+            dataset=dataset,
+        )
 
 
 def _changes_between(current: Iterator[Record], wanted: Iterator[Record]) -> Iterator[Change]:

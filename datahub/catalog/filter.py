@@ -74,6 +74,21 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_numeric(field: str, op: str, values: tuple[Any, ...], item: str) -> None:
+    """``size`` compares with numbers only, and so does every ordering comparison (``>``, ``<=``
+    ...) of labels/meta: ``size>abc`` would otherwise match nothing, silently."""
+    numeric = field == "size" or (op in (">", ">=", "<", "<=") and field != "key")
+    if numeric and op != "?" and not all(_is_number(v) for v in values):
+        raise InvalidInput(
+            f"invalid filter term {item!r}: {field}{op} needs a number, e.g. {field}{op}10",
+            term=item,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class RecordFilter:
     terms: tuple[Term, ...]
@@ -105,6 +120,7 @@ class RecordFilter:
                 values = tuple(_parse_value(v) for v in raw.split("|"))
             else:
                 values = (_parse_value(raw),)
+            _check_numeric(m["field"], op, values, item)
             terms.append(Term(m["field"], op, values))
         return cls(tuple(terms))
 

@@ -42,7 +42,16 @@ from pymongo.read_concern import ReadConcern
 
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import EMPTY, Change, Dataset, DiffEntry, Record, TokenInfo, Version
-from datahub.catalog.revisions import OPEN, BatchOps, CommitPlanner, LiveRevision, batched, merge_diff
+from datahub.catalog.revisions import (
+    OPEN,
+    BatchOps,
+    CommitPlanner,
+    LiveRevision,
+    batched,
+    change_digest,
+    merge_diff,
+    replay,
+)
 from datahub.catalog.store import CatalogStore, narrowed, page_hint
 from datahub.errors import (
     AlreadyExists,
@@ -56,6 +65,7 @@ from datahub.errors import (
     TransientStorageError,
     VersionNotFound,
 )
+from datahub.validation import stored_json
 
 _RECORD_FIELDS = {"_id": 0, "key": 1, "url": 1, "etag": 1, "size": 1, "checksum": 1, "meta": 1, "labels": 1}
 
@@ -67,8 +77,8 @@ def _record(doc: dict[str, Any]) -> Record:
         doc["etag"],
         doc["size"],
         doc.get("checksum", ""),
-        doc.get("meta") or EMPTY,
-        doc.get("labels") or EMPTY,
+        stored_json(doc.get("meta") or EMPTY),  # never fails, even on over-deep legacy values
+        stored_json(doc.get("labels") or EMPTY),
     )
 
 
@@ -341,8 +351,14 @@ class MongoCatalogStore(CatalogStore):
         with self._translate(what):
             if commit_id is not None:
                 done = self._retrying(lambda: self._finished(dataset, commit_id))
-                if done is not None:
-                    return self.get_version(dataset, done)
+                if done is not None:  # a retry, if it sends the same changes (else 409)
+                    doc = self._retrying(
+                        lambda: self.versions.find_one(
+                            {"dataset": dataset, "seq": done}, {"commit_digest": 1}
+                        )
+                    )
+                    stored = (doc or {}).get("commit_digest")
+                    return self.get_version(dataset, replay(dataset, commit_id, done, stored, changes))
             new = base + 1
             self._recover(dataset, self._retrying(lambda: self._head(dataset)) + 1)
             head = self._retrying(lambda: self._head(dataset))
@@ -619,7 +635,8 @@ class MongoCatalogStore(CatalogStore):
                 "record_count": (parent["record_count"] if parent else 0) + planner.count_delta,
                 "total_bytes": (parent["total_bytes"] if parent else 0) + planner.bytes_delta,
                 "added": planner.added, "removed": planner.removed, "modified": planner.modified,
-                "lineage": lineage or {}, "commit_id": commit_id}  # fmt: skip
+                "lineage": lineage or {}, "commit_id": commit_id,
+                "commit_digest": change_digest(changes) if commit_id is not None else None}  # fmt: skip
 
     def _lookup(self, dataset: str, keys: list[str], to_seq: int) -> dict[str, LiveRevision]:
         docs = self.records.find(

@@ -15,13 +15,15 @@ is what makes the SQLite and Mongo stores agree (the conformance suite checks th
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from datahub.catalog.model import EMPTY, Change, Delete, DiffEntry, Patch, Put, Record
-from datahub.errors import InvalidInput, RecordNotFound
+from datahub.errors import CommitIdReused, InvalidInput, RecordNotFound
 
 OPEN = 2**62  # to_seq of a revision that is still live at the head
 
@@ -220,3 +222,60 @@ def merge_diff(old_side: Iterator[Record], new_side: Iterator[Record]) -> Iterat
         yield DiffEntry("added", key, None, record)
     if pending is not None:
         yield DiffEntry("removed", pending.key, pending, None)
+
+
+class ChangeDigest:
+    """An iterator over a change set that hashes each change as the store consumes it.
+
+    Why: a ``commit_id`` makes a commit idempotent, but only a retry of the *same* change set
+    may return the earlier version; stores keep this digest next to the commit id so a reused
+    id with other changes is refused (``replay``) instead of silently answered.
+    """
+
+    def __init__(self, changes: Iterable[Change]) -> None:
+        self._changes = iter(changes)
+        self._hash = hashlib.sha256()
+
+    def __iter__(self) -> ChangeDigest:
+        return self
+
+    def __next__(self) -> Change:
+        change = next(self._changes)
+        self._hash.update(_canonical(change))
+        return change
+
+    def hexdigest(self) -> str:
+        """The digest of the whole change set (consuming what the store did not)."""
+        for _ in self:
+            pass
+        return self._hash.hexdigest()
+
+
+def _canonical(change: Change) -> bytes:
+    if isinstance(change, Put):
+        r = change.record
+        row: list[Any] = ["put", r.key, r.url, r.etag, r.size, r.checksum, r.meta, r.labels]
+    elif isinstance(change, Delete):
+        row = ["delete", change.key]
+    else:
+        row = ["patch", change.key, change.meta, change.labels]
+    return json.dumps(row, sort_keys=True, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+def change_digest(changes: Iterable[Change]) -> str | None:
+    """What a store records with a commit id (None when the caller sent no digesting set)."""
+    return changes.hexdigest() if isinstance(changes, ChangeDigest) else None
+
+
+def replay(dataset: str, commit_id: str, seq: int, stored: str | None, changes: Iterable[Change]) -> int:
+    """A commit id seen before: ``seq`` if ``changes`` are the ones it committed, else 409."""
+    digest = change_digest(changes)
+    if stored is not None and digest is not None and digest != stored:
+        raise CommitIdReused(
+            f"commit id {commit_id!r} already created {dataset}@v{seq} with a different change set; "
+            "use a new commit id for new changes (retry only with the same changes)",
+            dataset=dataset,
+            commit_id=commit_id,
+            version=seq,
+        )
+    return seq

@@ -28,7 +28,15 @@ from typing import Any
 
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import EMPTY, Change, Dataset, DiffEntry, Record, TokenInfo, Version
-from datahub.catalog.revisions import OPEN, CommitPlanner, LiveRevision, batched, merge_diff
+from datahub.catalog.revisions import (
+    OPEN,
+    CommitPlanner,
+    LiveRevision,
+    batched,
+    change_digest,
+    merge_diff,
+    replay,
+)
 from datahub.catalog.store import CatalogStore, narrowed, page_hint
 from datahub.errors import (
     AlreadyExists,
@@ -41,8 +49,9 @@ from datahub.errors import (
     VersionNotFound,
 )
 from datahub.sqlite_pool import SQLiteConnections
+from datahub.validation import load_stored_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: versions.commit_digest
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     id INTEGER PRIMARY KEY,
@@ -67,6 +76,7 @@ CREATE TABLE IF NOT EXISTS versions (
     modified INTEGER NOT NULL,
     lineage TEXT,
     commit_id TEXT,
+    commit_digest TEXT,
     PRIMARY KEY (dataset_id, seq)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS versions_commit_id ON versions(dataset_id, commit_id)
@@ -114,7 +124,7 @@ def _dump(value: Any) -> str | None:
 
 
 def _load(text: str | None) -> Any:
-    return json.loads(text) if text else EMPTY
+    return load_stored_json(text) if text else EMPTY
 
 
 def _record(row: tuple) -> Record:
@@ -125,8 +135,8 @@ def _record(row: tuple) -> Record:
         etag,
         size,
         checksum or "",
-        json.loads(meta) if meta else EMPTY,
-        json.loads(labels) if labels else EMPTY,
+        load_stored_json(meta) if meta else EMPTY,  # never fails, even on over-deep legacy values
+        load_stored_json(labels) if labels else EMPTY,
     )
 
 
@@ -165,6 +175,9 @@ class SQLiteCatalogStore(CatalogStore):
             # Only a new file needs the schema: opening must not wait for a running commit.
             if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 conn.executescript(_SCHEMA)
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(versions)")}
+                if "commit_digest" not in columns:  # a version-1 catalog: older commits have none
+                    conn.execute("ALTER TABLE versions ADD COLUMN commit_digest TEXT")
 
     # --- connections -------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -349,10 +362,11 @@ class SQLiteCatalogStore(CatalogStore):
     ) -> int:
         if commit_id is not None:
             row = conn.execute(
-                "SELECT seq FROM versions WHERE dataset_id = ? AND commit_id = ?", (dataset_id, commit_id)
+                "SELECT seq, commit_digest FROM versions WHERE dataset_id = ? AND commit_id = ?",
+                (dataset_id, commit_id),
             ).fetchone()
-            if row:  # a retry of a commit that already succeeded
-                return row[0]
+            if row:  # a retry of a commit that already succeeded, if it sends the same changes
+                return replay(dataset, commit_id, row[0], row[1], changes)
         head = self._head(conn, dataset_id)
         if base != head:
             raise StaleBase(
@@ -406,12 +420,13 @@ class SQLiteCatalogStore(CatalogStore):
                 )  # fmt: skip
         conn.execute(
             "INSERT INTO versions (dataset_id, seq, parent, message, author, created_at, record_count,"
-            " total_bytes, added, removed, modified, lineage, commit_id)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " total_bytes, added, removed, modified, lineage, commit_id, commit_digest)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 dataset_id, new, base or None, message, author, self.clock(),
                 parent[0] + planner.count_delta, parent[1] + planner.bytes_delta,
                 planner.added, planner.removed, planner.modified, _dump(lineage), commit_id,
+                change_digest(changes) if commit_id is not None else None,
             ),
         )  # fmt: skip
         return new

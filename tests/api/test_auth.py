@@ -84,7 +84,8 @@ def test_listing_shows_only_readable_datasets(api: Api):
 def test_creator_becomes_owner(api: Api):
     r = api.post("/v1/datasets", who="eve", json={"name": "eves", "acl": {"alice": "reader"}})
     assert r.status_code == 201 and r.json()["owner"] == "eve"
-    assert api.post("/v1/datasets/eves/commits", who="eve", json={"changes": []}).status_code == 201
+    put = {"op": "put", "record": {"key": "a.jpg", "url": "s3://b/a.jpg", "etag": "e", "size": 1}}
+    assert api.post("/v1/datasets/eves/commits", who="eve", json={"changes": [put]}).status_code == 201
     assert api.get("/v1/datasets/eves", who="bob").status_code == 403
 
 

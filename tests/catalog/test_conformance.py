@@ -7,11 +7,13 @@ import pytest
 from datahub.catalog import Catalog, Delete, Patch, Put, RecordFilter
 from datahub.errors import (
     AlreadyExists,
+    CommitIdReused,
     DatasetNotFound,
     InvalidInput,
     InvalidKey,
     InvalidName,
     ManifestError,
+    NoChanges,
     NotFound,
     RecordNotFound,
     StaleBase,
@@ -220,17 +222,37 @@ def test_bad_keys_refused_and_nothing_written(cat: Catalog) -> None:
 
 def test_idempotent_commit_id(cat: Catalog) -> None:
     first = cat.commit("ds", [Put(rec("x"))], commit_id="import-42", message="m")
-    again = cat.commit("ds", [Put(rec("x")), Put(rec("y"))], commit_id="import-42", base=2)
+    again = cat.commit("ds", [Put(rec("x"))], commit_id="import-42", base=2)  # a retry: same changes
     assert again == first and again.seq == 3
     assert [v.seq for v in cat.log("ds")] == [3, 2, 1]
     assert keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d", "x"]
     assert cat.commit("ds", [Put(rec("y"))], commit_id="import-43").seq == 4
 
 
-def test_empty_change_set_makes_an_identical_version(cat: Catalog) -> None:
-    v3 = cat.commit("ds", [])
-    assert (v3.seq, v3.record_count, v3.added, v3.removed, v3.modified) == (3, 4, 0, 0, 0)
-    assert list(cat.diff("ds", 2, 3)) == []
+@pytest.mark.parametrize(
+    "changes",
+    [
+        [Put(rec("x")), Put(rec("y"))],  # more changes
+        [Put(rec("x", size=2))],  # the same key, another record
+        [Delete("b")],
+    ],
+)
+def test_reused_commit_id_with_other_changes_is_refused(cat: Catalog, changes) -> None:
+    """A reused commit id is a retry only with the same change set; otherwise 409 naming the id."""
+    cat.commit("ds", [Put(rec("x"))], commit_id="import-42")
+    with pytest.raises(CommitIdReused, match="'import-42'.*ds@v3.*different change set") as info:
+        cat.commit("ds", changes, commit_id="import-42")
+    assert info.value.http_status == 409 and info.value.exit_code == 4
+    assert cat.store.head("ds") == 3 and keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d", "x"]
+
+
+def test_empty_change_set_is_refused_and_makes_no_version(cat: Catalog) -> None:
+    with pytest.raises(NoChanges, match="no changes.*'ds'.*no version created"):
+        cat.commit("ds", [])
+    with pytest.raises(NoChanges):
+        cat.commit("ds", iter(()), commit_id="empty-1")
+    assert cat.store.head("ds") == 2 and [v.seq for v in cat.log("ds")] == [2, 1]
+    assert cat.commit("ds", [Put(rec("z"))], commit_id="empty-1").seq == 3  # the id was not used up
 
 
 def test_lineage_is_kept(cat: Catalog) -> None:
@@ -394,3 +416,120 @@ def test_open_catalog_urls(tmp_path) -> None:
     for bad in ["postgres://x/y", "sqlite:///", "catalog.db"]:
         with pytest.raises(InvalidInput, match="catalog URL"):
             open_catalog(bad)
+
+
+# --- hostile input (issue 12): refused with nothing written, every version stays readable -------
+def nested(depth: int) -> dict:
+    value: dict = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"n": value}
+    return value
+
+
+def deep_list(depth: int) -> list:
+    value: list = [1]
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def assert_unchanged(cat: Catalog) -> None:
+    assert cat.store.head("ds") == 2
+    for seq in (1, 2):
+        list(cat.list_records("ds", seq))
+    assert keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        Put(rec("x", meta=nested(33))),
+        Put(rec("x", labels=nested(1000))),
+        Put(rec("x", labels={"a": deep_list(32)})),  # 33 levels with the mapping
+        Put(rec("x", meta={"blob": "x" * (64 * 1024)})),
+        Patch("b", labels=nested(300)),
+        Patch("b", meta={"blob": "x" * (64 * 1024)}),
+    ],
+)
+def test_over_deep_or_large_meta_and_labels_are_refused(cat: Catalog, change) -> None:
+    with pytest.raises(InvalidInput, match="'ds'.*(deeper than 32 levels|over the 65536-byte limit)"):
+        cat.commit("ds", [Put(rec("ok")), change])
+    assert_unchanged(cat)
+
+
+def test_meta_at_the_limits_is_accepted(cat: Catalog) -> None:
+    deep, big = nested(32), {"blob": "x" * (64 * 1024 - 20)}
+    v = cat.commit("ds", [Put(rec("x", meta=deep, labels=big))])
+    assert cat.get_record("ds", v.seq, "x").meta == deep and cat.get_record("ds", v.seq, "x").labels == big
+
+
+@pytest.mark.parametrize("depth", [33, 300])
+def test_over_deep_records_already_stored_stay_readable(cat: Catalog, depth: int) -> None:
+    """Written before the limits (straight to the store): listed, got and diffed with a marker."""
+    cat.store.commit("ds", 2, [Put(rec("deep", meta=nested(depth), labels={"class": "cat"}))])
+    marker = {
+        "datahub_unreadable": "nested deeper than 32 levels; written before datahub refused such values"
+    }
+    got = cat.get_record("ds", 3, "deep")
+    assert got.meta == marker and got.labels == {"class": "cat"}
+    assert [r.meta for r in cat.list_records("ds", 3) if r.key == "deep"] == [marker]
+    assert [(e.kind, e.new.meta) for e in cat.diff("ds", 2, 3)] == [("added", marker)]
+    assert "deep" in keys(cat.list_records("ds", 3, where="labels.class=cat"))
+
+
+@pytest.mark.parametrize("tag", ["v3", "v0", "v12345", "latest", "3"])
+def test_tags_that_look_like_versions_are_refused(cat: Catalog, tag: str) -> None:
+    with pytest.raises(InvalidName, match="version reference"):
+        cat.tag("ds", tag, 1)
+    assert cat.resolve("ds", "v2").seq == 2 and cat.resolve("ds", 1).tags == ()
+
+
+@pytest.mark.parametrize("ref", [2**63, 2**70, "99999999999999999999", "v99999999999999999999", -1, 2**53])
+def test_huge_version_refs_are_not_found(cat: Catalog, ref) -> None:
+    with pytest.raises(VersionNotFound, match="'ds'"):
+        cat.resolve("ds", ref)
+    with pytest.raises(VersionNotFound):
+        list(cat.diff("ds", ref, 2))
+
+
+@pytest.mark.parametrize(
+    ("record", "why"),
+    [
+        (rec("x", size=2**70), "invalid size"),
+        (rec("x", size=2**62 + 1), "invalid size"),
+        (rec("x", etag=""), "empty etag"),
+        (rec("x", etag="  "), "empty etag"),
+    ],
+)
+def test_bad_record_fields_are_refused(cat: Catalog, record, why: str) -> None:
+    with pytest.raises(InvalidInput, match=why):
+        cat.commit("ds", [Put(record)])
+    assert_unchanged(cat)
+
+
+@pytest.mark.parametrize("url", ["ftp://host/x", "http://host/x", "gopher://h/x", "nourl", "s3:/b/x"])
+def test_record_urls_no_reader_supports_are_refused(cat: Catalog, url: str) -> None:
+    record = rec("x")
+    with pytest.raises(InvalidInput, match="unsupported object url"):
+        cat.commit("ds", [Put(type(record)("x", url, "e", 1))])
+    assert_unchanged(cat)
+
+
+def test_base_beyond_64_bits_is_refused(cat: Catalog) -> None:
+    with pytest.raises(InvalidInput, match="invalid base version"):
+        cat.commit("ds", [Put(rec("x"))], base=2**70)
+    assert_unchanged(cat)
+
+
+@pytest.mark.parametrize("spec", ["size>abc", "size=abc", 'size<="10"', "labels.score>high", "meta.n<x"])
+def test_numeric_comparisons_need_numbers(cat: Catalog, spec: str) -> None:
+    with pytest.raises(InvalidInput, match="needs a number"):
+        list(cat.list_records("ds", where=spec))
+
+
+@pytest.mark.parametrize("owner", ["", "  "])
+def test_an_empty_owner_is_refused(cat: Catalog, owner: str) -> None:
+    before = cat.get_dataset("ds")
+    with pytest.raises(InvalidInput, match="invalid owner"):
+        cat.update_dataset("ds", owner=owner)
+    assert cat.get_dataset("ds") == before

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datahub.catalog import Catalog, Delete, Patch, Put, Record
-from datahub.errors import RecordNotFound
+from datahub.errors import NoChanges, RecordNotFound
 from tests.catalog.conftest import make_store, rec
 
 KEYS = ["a", "a/x", "b", "b/y/z", "c"]
@@ -108,6 +108,12 @@ def check_against_model(kind: str, data: st.DataObject) -> None:
                     except RecordNotFound:
                         continue
                     raise AssertionError("a change set touching a missing key was accepted")
+                if not arg:  # an empty change set makes no version
+                    try:
+                        cat.commit("ds", arg)
+                    except NoChanges:
+                        continue
+                    raise AssertionError("an empty change set made a version")
                 v = cat.commit("ds", arg)
                 assert v.seq == len(versions) and v.record_count == len(expected)
                 assert (v.added, v.removed, v.modified) == change_counts(versions[-1], expected)

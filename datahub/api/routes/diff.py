@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from datahub.api.deps import ReadableDataset, ServicesDep
 from datahub.api.routes.pagination import NDJSON, decode_cursor, json_page, ndjson_lines, page
-from datahub.api.schemas import DiffPage, diff_public
+from datahub.api.schemas import REF_SHAPE, DiffPage, diff_public
 
 router = APIRouter(prefix="/v1/datasets/{name}", tags=["diff"])
 
@@ -25,8 +25,13 @@ router = APIRouter(prefix="/v1/datasets/{name}", tags=["diff"])
 def diff(
     dataset: ReadableDataset,
     services: ServicesDep,
-    from_ref: Annotated[str, Query(alias="from", description="older version: number, tag or latest")],
-    to_ref: Annotated[str, Query(alias="to", description="newer version")] = "latest",
+    from_ref: Annotated[
+        str,
+        Query(alias="from", description="older version: number, tag or latest", json_schema_extra=REF_SHAPE),
+    ],
+    to_ref: Annotated[
+        str, Query(alias="to", description="newer version", json_schema_extra=REF_SHAPE)
+    ] = "latest",
     prefix: str = "",
     format: Annotated[Literal["json", "ndjson"], Query(description="ndjson streams everything")] = "json",
     cursor: str | None = None,

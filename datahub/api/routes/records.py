@@ -9,10 +9,11 @@ from fastapi.responses import StreamingResponse
 
 from datahub.api.deps import ReadableDataset, ServicesDep
 from datahub.api.routes.pagination import NDJSON, decode_cursor, json_page, ndjson_lines, page
-from datahub.api.schemas import RecordPage, RecordPublic, record_public
+from datahub.api.schemas import KEY_SHAPE, REF_SHAPE, RecordPage, RecordPublic, record_public
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions/{ref}", tags=["records"])
-RefPath = Annotated[str, Path(description="version number, tag or 'latest'")]
+RefPath = Annotated[str, Path(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)]
+KeyPath = Annotated[str, Path(description="record key", json_schema_extra=KEY_SHAPE)]
 Prefix = Annotated[str, Query(description="only keys starting with this")]
 Filter = Annotated[str | None, Query(description="e.g. labels.class=cat,meta.split!=test (see docs/api.md)")]
 
@@ -42,7 +43,7 @@ def list_records(
 
 
 @router.get("/records/{key:path}")
-def get_record(dataset: ReadableDataset, ref: RefPath, key: str, services: ServicesDep) -> RecordPublic:
+def get_record(dataset: ReadableDataset, ref: RefPath, key: KeyPath, services: ServicesDep) -> RecordPublic:
     catalog = services.catalog
     version = catalog.resolve(dataset.name, ref)
     return record_public(catalog.get_record(dataset.name, version.seq, key))

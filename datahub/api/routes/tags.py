@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response, status
 
 from datahub.api.deps import ServicesDep, WritableDataset
-from datahub.api.schemas import TagSet, VersionPublic, version_public
+from datahub.api.schemas import TAG_SHAPE, TagSet, VersionPublic, version_public
 
+TagPath = Annotated[
+    str, Path(description="tag name (never a version reference)", json_schema_extra=TAG_SHAPE)
+]
 router = APIRouter(prefix="/v1/datasets/{name}/tags", tags=["tags"])
 
 
 @router.put("/{tag}")
-def set_tag(tag: str, body: TagSet, dataset: WritableDataset, services: ServicesDep) -> VersionPublic:
+def set_tag(tag: TagPath, body: TagSet, dataset: WritableDataset, services: ServicesDep) -> VersionPublic:
     """Point ``tag`` at ``ref`` (moving it if it exists); returns the tagged version."""
     catalog = services.catalog
     catalog.tag(dataset.name, tag, body.ref)
@@ -19,6 +24,6 @@ def set_tag(tag: str, body: TagSet, dataset: WritableDataset, services: Services
 
 
 @router.delete("/{tag}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_tag(tag: str, dataset: WritableDataset, services: ServicesDep) -> Response:
+def delete_tag(tag: TagPath, dataset: WritableDataset, services: ServicesDep) -> Response:
     services.catalog.untag(dataset.name, tag)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

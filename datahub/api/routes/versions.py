@@ -9,11 +9,11 @@ from fastapi import APIRouter, Path, Query, status
 
 from datahub.api.access import require
 from datahub.api.deps import PrincipalDep, ReadableDataset, ServicesDep
-from datahub.api.schemas import DeriveCreate, VersionPublic, version_public
+from datahub.api.schemas import REF_SHAPE, DeriveCreate, VersionPublic, version_public
 from datahub.errors import DatasetNotFound
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions", tags=["versions"])
-RefPath = Annotated[str, Path(description="version number, tag or 'latest'")]
+RefPath = Annotated[str, Path(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)]
 
 
 @router.get("")
