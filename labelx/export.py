@@ -22,7 +22,7 @@ from tempfile import SpooledTemporaryFile
 from typing import Any
 
 from datahub.catalog.model import Patch, Put, Record
-from datahub.errors import InvalidInput
+from datahub.errors import CommitIdReused, InvalidInput
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from labelx.images import ImageSource
@@ -76,15 +76,19 @@ def commit_labels(
             yield Patch(item.key, labels={field: item.value})
 
     n_exports = len(service.store.list_exports(project_id))
-    version = service.catalog.commit(
-        project.dataset,
-        changes(),
-        base=None,
-        message=message or f"labels from LabelX project {project.name}",
-        author=user.name,
-        lineage=lineage(project, service, total),
-        commit_id=f"labelx-{project.id}-export-{n_exports + 1}",
-    )
+    try:
+        version = service.catalog.commit(
+            project.dataset,
+            changes(),
+            base=None,
+            message=message or f"labels from LabelX project {project.name}",
+            author=user.name,
+            lineage=lineage(project, service, total),
+            commit_id=f"labelx-{project.id}-export-{n_exports + 1}",
+        )
+    except CommitIdReused as exc:  # that export was committed, and labels were edited since
+        version = service.catalog.resolve(project.dataset, int(exc.details["version"]))  # type: ignore[call-overload]
+        exported = []
     if len(exported) < total:
         # the catalog already had this commit id (a retry after a crash between the catalog
         # commit and our bookkeeping) and did not consume ``changes``: mark exactly the items

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datahub.catalog import Catalog, Delete, Put, Record, Version
-from datahub.errors import BadImage, DatasetNotFound, InvalidInput, ObjectNotFound, StaleBase
+from datahub.errors import BadImage, CommitIdReused, DatasetNotFound, InvalidInput, ObjectNotFound, StaleBase
 from datahub.pack.plan import job_id, split
 from datahub.pack.spec import PackSpec
 from datahub.storage import ObjectStore
@@ -183,4 +183,8 @@ def _commit(
             )
         except StaleBase:
             continue
+        except CommitIdReused as exc:
+            # a concurrent finalize of this job committed first, on another head (so with other
+            # deletes): the job's version is that one
+            return catalog.resolve(target, int(exc.details["version"]))  # type: ignore[call-overload]
     raise StaleBase(f"dataset {target} kept moving while committing pack job {job}; rerun it", dataset=target)
