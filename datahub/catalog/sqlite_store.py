@@ -17,6 +17,7 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import sqlite3
@@ -177,7 +178,8 @@ class SQLiteCatalogStore(CatalogStore):
                 conn.executescript(_SCHEMA)
                 columns = {row[1] for row in conn.execute("PRAGMA table_info(versions)")}
                 if "commit_digest" not in columns:  # a version-1 catalog: older commits have none
-                    conn.execute("ALTER TABLE versions ADD COLUMN commit_digest TEXT")
+                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+                        conn.execute("ALTER TABLE versions ADD COLUMN commit_digest TEXT")
 
     # --- connections -------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:

@@ -86,3 +86,27 @@ def test_commit_writes_rows_in_proportion_to_changes(tmp_path: Path) -> None:
     rows = store._conn().execute("SELECT from_seq, to_seq, COUNT(*) FROM records GROUP BY 1, 2").fetchall()
     assert sorted(rows) == [(1, 2, 2), (1, OPEN, 1998), (2, OPEN, 1)]
     cat.close()
+
+
+def test_a_version_1_catalog_gains_commit_digests_and_keeps_its_commit_ids(tmp_path: Path) -> None:
+    """A catalog written before change-set digests opens, keeps answering its old commit ids
+    (they have no digest, so any retry of them returns their version) and fences new ones."""
+    import sqlite3
+
+    from datahub.errors import CommitIdReused
+
+    path = tmp_path / "c.db"
+    with Catalog(SQLiteCatalogStore(path)) as cat:
+        cat.create_dataset("ds")
+        cat.commit("ds", [Put(rec("a"))], commit_id="old")
+    conn = sqlite3.connect(path)  # turn it back into a version-1 file
+    conn.execute("ALTER TABLE versions DROP COLUMN commit_digest")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with Catalog(SQLiteCatalogStore(path)) as cat:
+        assert cat.commit("ds", [Put(rec("other"))], commit_id="old").seq == 1
+        assert cat.commit("ds", [Put(rec("b"))], commit_id="new").seq == 2
+        with pytest.raises(CommitIdReused, match="'new'"):
+            cat.commit("ds", [Put(rec("c"))], commit_id="new")
+        assert [v.seq for v in cat.log("ds")] == [2, 1]
