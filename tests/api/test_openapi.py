@@ -22,3 +22,52 @@ def test_served_openapi_is_the_same_document(api: Api):
     assert served == openapi_document()
     assert "/v1/datasets/{name}/commits" in served["paths"]
     assert "CommitCreate" in served["components"]["schemas"]
+
+
+def _params(doc: dict) -> list[tuple[str, str, dict]]:
+    return [
+        (path, p["name"], p["schema"])
+        for path, ops in doc["paths"].items()
+        for op in ops.values()
+        for p in op.get("parameters", [])
+        if p["name"] in ("name", "tag", "ref", "key", "from", "to")
+    ]
+
+
+def test_names_tags_refs_and_keys_carry_the_servers_patterns_and_lengths():
+    """Issue 15: the schema says exactly what the server enforces (datahub.validation)."""
+    from datahub import validation as v
+
+    doc = openapi_document()
+    wanted = {
+        "name": (v.NAME_PATTERN, 63),
+        "tag": (v.TAG_PATTERN, 63),
+        "ref": (v.REF_PATTERN, 63),
+        "from": (v.REF_PATTERN, 63),
+        "to": (v.REF_PATTERN, 63),
+        "key": (v.KEY_PATTERN, v.MAX_KEY_BYTES),
+    }
+    params = _params(doc)
+    assert {name for _, name, _ in params} == set(wanted)
+    for path, name, schema in params:
+        assert (schema.get("pattern"), schema.get("maxLength")) == wanted[name], (path, name)
+    schemas = doc["components"]["schemas"]
+    assert schemas["DatasetCreate"]["properties"]["name"]["pattern"] == v.NAME_PATTERN
+    for model in ("RecordIn", "DeleteChange", "PatchChange"):
+        assert schemas[model]["properties"]["key"]["pattern"] == v.KEY_PATTERN
+    record = schemas["RecordIn"]["properties"]
+    assert record["size"]["maximum"] == v.MAX_SIZE and record["etag"]["minLength"] == 1
+    assert schemas["CommitCreate"]["properties"]["changes"]["minItems"] == 1
+    assert schemas["TagSet"]["properties"]["ref"]["pattern"] == v.REF_PATTERN
+
+
+def test_schema_valid_values_are_accepted_and_invalid_ones_refused(api: Api):
+    """The patterns are not decoration: a schema-valid tag is stored, a schema-invalid one is 400."""
+    import re
+
+    from datahub import validation as v
+
+    for tag, ok in [("golden", True), ("v3", False), ("latest", False), ("v3-rc", True)]:
+        assert bool(re.fullmatch(v.TAG_PATTERN, tag)) is ok
+        r = api.put(f"/v1/datasets/pets/tags/{tag}", json={"ref": 1})
+        assert r.status_code == (200 if ok else 400), (tag, r.text)
