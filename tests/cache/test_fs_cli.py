@@ -152,3 +152,28 @@ def test_cli_stats_shows_write_back_workspaces(config, stores) -> None:
     code, out, _ = run_cli(config, "cache", "stats")
     [row] = json.loads(out)["workspaces"]
     assert code == 0 and row["workspace"] == "outputs" and row["dirty_bytes"] == 0  # closing flushed it
+
+
+def test_versions_with_deep_records_stored_earlier_stay_readable(config, dataset, fs) -> None:
+    """Records whose meta is nested 300 and 5,000 deep (stored before datahub refused that; the
+    deeper one as raw catalog text, which ``json.loads`` alone cannot decode) list and read."""
+    import sqlite3
+
+    catalog = open_catalog(config.resolved_catalog_url)
+    a = catalog.get_record("ds", 2, "a.txt")
+    deep: dict = {"leaf": 1}
+    for _ in range(299):
+        deep = {"n": deep}
+    changes = [Put(Record(k, a.url, a.etag, a.size, "", deep, {"x": 1})) for k in ("deep.txt", "deeper.txt")]
+    catalog.store.commit("ds", 2, changes)
+    catalog.close()
+    with sqlite3.connect(config.resolved_catalog_url.removeprefix("sqlite:///")) as conn:
+        conn.execute(
+            "UPDATE records SET meta = ? WHERE key = 'deeper.txt'", ('{"n":' * 5000 + "1" + "}" * 5000,)
+        )
+    assert {"ds@v3/deep.txt", "ds@v3/deeper.txt"} <= set(fs.ls("ds@v3", detail=False))
+    assert fs.info("ds@v3/deeper.txt")["size"] == a.size and len(fs.find("ds@v3")) == 7
+    assert fs.cat("ds@v3/deep.txt") == fs.cat("ds@v3/deeper.txt") == dataset["a.txt@v2"]
+    for ref in ("99999999999999999999", f"v{2**70}"):
+        with pytest.raises(FileNotFoundError):
+            fs.ls(f"ds@{ref}")
