@@ -81,6 +81,33 @@ def test_commit_retried_after_a_crash_makes_one_version(env, tmp_path, monkeypat
     store.close()
 
 
+def test_commit_retried_after_a_crash_and_an_edit_makes_one_version(env, tmp_path, monkeypatch):
+    """The export's commit id now comes with other changes (a label edited between the crash and
+    the retry): the catalog answers 409 commit_id_reused, and LabelX takes that version as its
+    export, marking only what it holds; the edit stays pending for the next commit."""
+    store, service, admin, project = _accepted_project(env, tmp_path, 2)
+    real = store.record_export
+
+    def crash(*args, **kwargs):
+        raise StorageError("disk vanished after the catalog commit")
+
+    monkeypatch.setattr(store, "record_export", crash)
+    with pytest.raises(StorageError):
+        commit_labels(service, admin, project.id)
+    monkeypatch.setattr(store, "record_export", real)
+    it = store.item_by_key(project.id, env.keys[2])
+    store.save_value(it.id, admin.id, it.version, "bird", "annotated")
+    store.submit_task(it.task_id)
+    store.review(it.id, admin.id, store.get_item(it.id).version, True, "")
+    again = commit_labels(service, admin, project.id)
+    assert again.seq == 2 and env.catalog.resolve("pets", None).seq == 2
+    assert store.count_changed(project.id) == 1  # the edit to "bird" is still to be exported
+    v3 = commit_labels(service, admin, project.id)
+    assert (v3.seq, v3.modified) == (3, 1)
+    assert env.catalog.get_record("pets", 3, env.keys[2]).labels["class"] == "bird"
+    store.close()
+
+
 def test_failed_project_creation_leaves_nothing(env, tmp_path):
     store = LabelStore(tmp_path / "lx.db")
     admin = store.create_user("admin", "admin", "x")
