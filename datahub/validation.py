@@ -50,10 +50,12 @@ def check_name(name: str, what: str = "dataset") -> str:
     return name
 
 
-def check_tag(tag: str) -> str:
+def check_tag(tag: str, *, existing: bool = False) -> str:
     """Tags never look like version references (``3``, ``v3``, ``latest``): ``@v3`` must always
-    mean version 3, whoever tagged what."""
-    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag) or _VERSION_LIKE.fullmatch(tag):
+    mean version 3, whoever tagged what. ``existing=True`` (deleting a tag) still accepts such a
+    name, so one stored before the rule can be removed."""
+    version_like = not existing and isinstance(tag, str) and _VERSION_LIKE.fullmatch(tag)
+    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag) or version_like:
         raise InvalidName(
             f"invalid tag {tag!r}: use 1-63 characters from [A-Za-z0-9._-], starting with a letter, "
             "and not a version reference such as 'v3' or 'latest'",

@@ -170,7 +170,7 @@ class Catalog:
         return self.store.get_version(dataset, version.seq)
 
     def untag(self, dataset: str, tag: str) -> None:
-        self.store.delete_tag(check_name(dataset), check_tag(tag))
+        self.store.delete_tag(check_name(dataset), check_tag(tag, existing=True))
 
     # --- records --------------------------------------------------------------------------------
     def list_records(

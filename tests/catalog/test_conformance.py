@@ -484,6 +484,13 @@ def test_tags_that_look_like_versions_are_refused(cat: Catalog, tag: str) -> Non
     assert cat.resolve("ds", "v2").seq == 2 and cat.resolve("ds", 1).tags == ()
 
 
+def test_a_version_like_tag_stored_before_the_rule_can_be_deleted(cat: Catalog) -> None:
+    cat.store.set_tag("ds", "v2", 1)  # as an older datahub allowed
+    assert cat.resolve("ds", "v2").seq == 2  # a version reference always wins
+    cat.untag("ds", "v2")
+    assert cat.resolve("ds", 1).tags == ()
+
+
 @pytest.mark.parametrize("ref", [2**63, 2**70, "99999999999999999999", "v99999999999999999999", -1, 2**53])
 def test_huge_version_refs_are_not_found(cat: Catalog, ref) -> None:
     with pytest.raises(VersionNotFound, match="'ds'"):

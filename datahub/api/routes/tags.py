@@ -7,10 +7,15 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response, status
 
 from datahub.api.deps import ServicesDep, WritableDataset
-from datahub.api.schemas import TAG_SHAPE, TagSet, VersionPublic, version_public
+from datahub.api.schemas import TAG_SHAPE, TagSet, VersionPublic, shape, version_public
+from datahub.validation import TAG_RE
 
 TagPath = Annotated[
     str, Path(description="tag name (never a version reference)", json_schema_extra=TAG_SHAPE)
+]
+# deleting also accepts a version-like name stored before such tags were refused
+ExistingTagPath = Annotated[
+    str, Path(description="tag name", json_schema_extra=shape("^" + TAG_RE.pattern + "$", 63))
 ]
 router = APIRouter(prefix="/v1/datasets/{name}/tags", tags=["tags"])
 
@@ -24,6 +29,6 @@ def set_tag(tag: TagPath, body: TagSet, dataset: WritableDataset, services: Serv
 
 
 @router.delete("/{tag}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_tag(tag: TagPath, dataset: WritableDataset, services: ServicesDep) -> Response:
+def delete_tag(tag: ExistingTagPath, dataset: WritableDataset, services: ServicesDep) -> Response:
     services.catalog.untag(dataset.name, tag)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
