@@ -262,3 +262,21 @@ def test_cli_bad_arguments_change_nothing(
     queue = open_task_queue(config.resolved_catalog_url)
     assert queue._conn().execute("SELECT count(*) FROM datahub_task_jobs").fetchone() == (0,)
     queue.close()
+
+
+def test_a_finalize_repeated_on_the_head_it_made_answers_with_that_version(tmp_path) -> None:
+    """A second finalize of one pack job (say, racing the first) sees the job's own version as the
+    head, so its change set has no deletes: the catalog answers 409 commit_id_reused and the job
+    takes that version, instead of failing or committing again."""
+    from datahub.catalog import Catalog, Put, Record
+    from datahub.catalog.sqlite_store import SQLiteCatalogStore
+    from datahub.pack.job import _commit
+
+    with Catalog(SQLiteCatalogStore(tmp_path / "c.db")) as catalog:
+        catalog.create_dataset("packed")
+        catalog.commit("packed", [Put(Record("old/shard", "memory://x/old", "e0", 1))])
+        records = [Record(f"shards/{i}", f"memory://x/{i}", f"e{i}", 10) for i in range(3)]
+        first = _commit(catalog, "packed", records, "src@v1", {"pack": "src@v1"}, "job-1", "me")
+        again = _commit(catalog, "packed", records, "src@v1", {"pack": "src@v1"}, "job-1", "me")
+        assert first.seq == again.seq == 2 and first.removed == 1
+        assert [v.seq for v in catalog.log("packed")] == [2, 1]
