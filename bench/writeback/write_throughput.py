@@ -146,7 +146,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the file counts (quick runs)")
-    parser.add_argument("--ceph-env", help="env.sh of a running Ceph (scripts/ceph-dev/ceph-up.sh) to bench RGW too")
+    parser.add_argument(
+        "--ceph-env", help="env.sh of a running Ceph (scripts/ceph-dev/ceph-up.sh) to bench RGW too"
+    )
     parser.add_argument("--threads", default="1,4", help="writer thread counts")
     parser.add_argument("--dir", default=None, help="scratch directory on the disk under test")
     parser.add_argument("--page-size", default=None, help="chunk size of the workspace (default 4MiB)")
