@@ -35,6 +35,7 @@ COMMANDS = (
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what `ls | head` reports for a reader that left early
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,7 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _accept_global_flags_after_subcommand(sub)
     return parser
+
+
+def _accept_global_flags_after_subcommand(sub: argparse._SubParsersAction) -> None:
+    """`datahub ls ds --json` works like `datahub --json ls ds`, as users expect of git-like tools.
+
+    The copies default to SUPPRESS so a flag given before the subcommand is not overwritten.
+    """
+    for parser in sub.choices.values():
+        taken = parser._option_string_actions
+        if "--home" not in taken:
+            parser.add_argument("--home", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+        if "--json" not in taken:
+            parser.add_argument(
+                "--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+            )
+        if "-v" not in taken and "--verbose" not in taken:
+            parser.add_argument(
+                "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+            )
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_global_flags_after_subcommand(action)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,6 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "interrupted; partial work was not committed (rerun to resume where supported)", file=sys.stderr
         )
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader (`| head`) closed the pipe: stop quietly like other Unix tools; point
+        # stdout at /dev/null so the interpreter's final flush does not print a traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     finally:
         ctx.close()
 

@@ -193,3 +193,39 @@ def test_the_installed_command_runs_as_a_subprocess(tmp_path, src):
     missing = run("log", "ghost")
     assert missing.returncode == 3 and "error: dataset 'ghost' not found" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_ls_into_closed_pipe_exits_quietly(tmp_path):
+    """`datahub ls ds | head -1`: the reader leaves early; no BrokenPipeError traceback."""
+    src = tmp_path / "many"
+    src.mkdir()
+    for i in range(2500):  # listing > pipe buffer (64 KiB), so the writer meets the closed pipe
+        (src / f"sample-with-a-rather-long-name-{i:06d}.txt").write_text("x")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    base = [sys.executable, "-m", "datahub.cli.main", "--home", str(tmp_path / "var")]
+    subprocess.run([*base, "init"], check=True, env=env, capture_output=True)
+    subprocess.run(
+        [*base, "import", str(src), "--to", "many", "-m", "m"], check=True, env=env, capture_output=True
+    )
+    writer = subprocess.Popen([*base, "ls", "many"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = writer.stdout.readline()
+    writer.stdout.close()  # what `head -1` does after its line
+    err = writer.stderr.read().decode()
+    code = writer.wait(timeout=120)
+    assert first
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert code in (0, 141), (code, err)
+
+
+def test_global_flags_after_the_subcommand(dh):
+    assert dh("dataset", "create", "pets")[0] == 0
+    before = dh("--json", "dataset", "list")
+    after = dh("dataset", "list", "--json")
+    assert before[0] == after[0] == 0
+    assert json.loads(after[1]) == json.loads(before[1])
+
+
+def test_unknown_flag_after_subcommand_is_a_usage_error(dh, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        dh("dataset", "list", "--jsonn")
+    assert exc.value.code == 2
