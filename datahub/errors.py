@@ -184,3 +184,15 @@ class LeaseLost(Conflict):
     """A worker no longer holds a task's lease (it expired and another worker took the task)."""
 
     code = "lease_lost"
+
+
+def error_for_exit_code(exit_code: int | None, message: str) -> DatahubError:
+    """The error a child ``datahub`` process reported by its exit code, to re-raise in the parent.
+
+    A background mount re-executes itself; its exit code (4: a workspace open elsewhere)
+    must reach the caller unchanged, not as a generic failure (1).
+    """
+    for cls in (InvalidInput, NotFound, Conflict, ObjectChanged, AccessDenied, StorageError):
+        if cls.exit_code == exit_code:
+            return cls(message)
+    return DatahubError(message)

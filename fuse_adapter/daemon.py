@@ -11,6 +11,7 @@ flushes), so acknowledged writes still reach the bucket.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -20,17 +21,19 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from datahub.errors import Conflict, DatahubError, InvalidInput
+from datahub.errors import Conflict, DatahubError, InvalidInput, error_for_exit_code
 from datahub.procs import pid_alive
 
 log = logging.getLogger(__name__)
 
 READY = b"ready\n"
+STALE_PROBE_SECONDS = 5.0  # a mount point that does not answer a listing by then is taken as live
 
 
 @dataclass
@@ -99,8 +102,42 @@ def is_mounted(mountpoint: str) -> bool:
         return any(_unescape(line.split()[4]) == target for line in fh)
 
 
-def check_mountpoint(mountpoint: str) -> str:
+def _fstype(mountpoint: str) -> str | None:
+    """The file-system type of what is mounted exactly at ``mountpoint`` (None: nothing is)."""
+    target = canonical(mountpoint)
+    found = None
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            fields = line.split()
+            if _unescape(fields[4]) == target:
+                found = fields[fields.index("-") + 1]  # the last one mounted there is the visible one
+    return found
+
+
+def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
+    """The canonical mount point, ready to mount on: an existing directory, not mounted.
+
+    A FUSE mount left there by a daemon that died (kill -9, OOM) is stale: its directory
+    answers ENOTCONN. It is detached here (lazily, as ``datahub umount`` does), logged, and
+    its record dropped, so mounting again is the way to recover (a workspace replays its
+    journal when opened). A live mount, ours or anyone's, is never touched: Conflict.
+    """
     path = canonical(mountpoint)
+    if is_mounted(path):
+        record = read_record(home, path) if home is not None else None
+        live = record is not None and pid_alive(record.pid)
+        fstype = _fstype(path) or ""
+        if not live and fstype.startswith("fuse") and _is_stale(path):
+            fusermount_detach(path, lazy=True)
+            log.warning(
+                "%s was a stale mount point (its daemon%s died: ENOTCONN); detached it before mounting",
+                mountpoint,
+                f" pid {record.pid}" if record is not None else "",
+            )
+            if record is not None:
+                remove_record(home, path)  # type: ignore[arg-type]
+        else:
+            raise Conflict(f"{mountpoint} is already a mount point: run `datahub umount {mountpoint}` first")
     if not os.path.isdir(path):
         raise InvalidInput(f"mount point {mountpoint} is not a directory: create it first")
     if is_mounted(path):
@@ -160,8 +197,12 @@ def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0)
         return proc.pid
     if proc.poll() is None:
         proc.terminate()
+        proc.wait()
     tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
-    raise DatahubError("the mount did not start: " + (" | ".join(tail) or f"see {log_path}"))
+    # the daemon's exit code is its error's (a workspace open elsewhere: 4): keep it
+    raise error_for_exit_code(
+        proc.returncode, "the mount did not start: " + (" | ".join(tail) or f"see {log_path}")
+    )
 
 
 def signal_ready(fd: int | None) -> None:
@@ -215,12 +256,23 @@ def unmount(
     return outcome
 
 
-def _is_stale(path: str) -> bool:
-    """ENOTCONN from a request that must reach the daemon (stat may be answered from cache)."""
-    try:
-        os.listdir(path)
-    except OSError as exc:
-        import errno
+def _is_stale(path: str, timeout: float = STALE_PROBE_SECONDS) -> bool:
+    """ENOTCONN from a request that must reach the daemon (stat may be answered from cache).
 
-        return exc.errno in (errno.ENOTCONN, errno.ECONNABORTED)
-    return False
+    The probe runs in a daemon thread: a live but hung daemon would block it, and a mount
+    that does not answer in ``timeout`` is taken as live (never detached).
+    """
+    outcome: list[bool] = []
+
+    def probe() -> None:
+        try:
+            os.listdir(path)
+        except OSError as exc:
+            outcome.append(exc.errno in (errno.ENOTCONN, errno.ECONNABORTED))
+        else:
+            outcome.append(False)
+
+    thread = threading.Thread(target=probe, name="datahub-stale-probe", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(outcome and outcome[0])

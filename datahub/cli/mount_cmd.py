@@ -1,6 +1,7 @@
 """``datahub mount`` and ``datahub umount``: FUSE views of dataset versions, buckets and workspaces.
 
     datahub mount MOUNTPOINT DATASET[@REF] ...        read-only: MOUNTPOINT/<dataset>/v<N>/...
+                                                      (a stale mount point of a dead daemon is cleaned first)
     datahub mount MOUNTPOINT s3://bucket[/prefix]     read-only snapshot of a bucket (--refresh: new one)
     datahub mount --workspace NAME MOUNTPOINT [--commit-to DATASET]   writable, write-back
     datahub umount MOUNTPOINT                         flush (rw), unmount; cleans stale mounts
@@ -104,7 +105,7 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
     if "://" in args.mountpoint and len(args.sources) == 1 and "://" not in args.sources[0]:
         # `datahub mount s3://bucket MNT` (source first, as rclone/s3fs take it) means the same
         args.mountpoint, args.sources = args.sources[0], [args.mountpoint]
-    mountpoint = daemon.check_mountpoint(args.mountpoint)
+    mountpoint = daemon.check_mountpoint(args.mountpoint, ctx.config.home_path)  # cleans a stale one
     _configure(args, ctx)
     home = ctx.config.home_path
     if args.background:

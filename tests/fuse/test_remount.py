@@ -1,0 +1,88 @@
+"""Remounting after the daemon died (kill -9): `datahub mount` cleans the stale mount point
+itself and mounts, a workspace recovers from its journal, and a live mount (or a workspace
+open in another live daemon) is never taken over: exit 4 (Conflict)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from fuse_adapter.daemon import is_mounted, read_record
+from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def small(env: FuseEnv) -> Dataset:
+    return upload_dataset(env, "small", {"a/b.txt": b"hello", "c.txt": b"world"})
+
+
+def _kill_9(proc, mnt: Path) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    with pytest.raises(OSError) as exc:
+        os.listdir(mnt)  # the kernel mount outlived its daemon
+    assert exc.value.errno == errno.ENOTCONN
+    assert is_mounted(str(mnt))
+
+
+def test_remount_over_a_stale_workspace_mount_recovers_acknowledged_files(env: FuseEnv) -> None:
+    mnt = env.mountpoint("ws")
+    files = {"out/a.txt": b"alpha\n", "b.bin": os.urandom(300_001), "empty": b""}
+    with env.mounted(mnt, "--workspace", "run1") as proc:
+        for key, data in files.items():
+            (mnt / key).parent.mkdir(parents=True, exist_ok=True)
+            (mnt / key).write_bytes(data)  # each close(2) returned: acknowledged
+        _kill_9(proc, mnt)
+        again = env.cli("mount", str(mnt), "--workspace", "run1", "--background", check=False)
+        try:
+            assert again.returncode == 0, again.stderr
+            assert "stale" in again.stderr  # it says what it cleaned
+            for key, data in files.items():
+                assert (mnt / key).read_bytes() == data
+            record = read_record(env.config.home_path, str(mnt))
+            assert record is not None and record.kind == "workspace" and record.pid != proc.pid
+        finally:
+            out = env.cli("umount", str(mnt))
+        assert "stopped" in out.stdout and not is_mounted(str(mnt))
+
+
+def test_remount_over_a_stale_readonly_mount(env: FuseEnv, small: Dataset) -> None:
+    mnt = env.mountpoint("ro")
+    with env.mounted(mnt, "small") as proc:
+        _kill_9(proc, mnt)
+        again = env.cli("mount", str(mnt), "small", "--background", check=False)
+        try:
+            assert again.returncode == 0, again.stderr
+            assert "stale" in again.stderr
+            assert (mnt / "small" / "v1" / "a" / "b.txt").read_bytes() == b"hello"
+        finally:
+            env.cli("umount", str(mnt))
+    assert not is_mounted(str(mnt))
+
+
+def test_a_live_mount_is_never_taken_over(env: FuseEnv, small: Dataset) -> None:
+    mnt = env.mountpoint("live")
+    with env.mounted(mnt, "small") as proc:
+        for extra in ([], ["--background"]):
+            busy = env.cli("mount", str(mnt), "small", *extra, check=False)
+            assert busy.returncode == 4 and "already a mount point" in busy.stderr
+        assert proc.poll() is None
+        assert (mnt / "small" / "v1" / "c.txt").read_bytes() == b"world"  # still served by its daemon
+
+
+@pytest.mark.parametrize("mode", ["--foreground", "--background"])
+def test_a_second_daemon_on_an_open_workspace_exits_4(env: FuseEnv, mode: str) -> None:
+    first, second = env.mountpoint("first"), env.mountpoint("second")
+    with env.mounted(first, "--workspace", "shared") as proc:
+        (first / "x.txt").write_bytes(b"x")
+        other = env.cli("mount", str(second), "--workspace", "shared", mode, check=False)
+        assert other.returncode == 4, other.stderr
+        assert "already open for writing" in other.stderr
+        assert not is_mounted(str(second))
+        assert proc.poll() is None and (first / "x.txt").read_bytes() == b"x"
