@@ -21,6 +21,11 @@ this module. Everything that would write raises ReadOnly.
 
 from __future__ import annotations
 
+import atexit
+import functools
+import logging
+import weakref
+
 import fsspec
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
@@ -29,6 +34,8 @@ from datahub.config import Config, load_config
 from datahub.errors import NotFound, ReadOnly
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
+
+log = logging.getLogger(__name__)
 
 _SKIP_SUBTREE = "\U0010ffff"  # sorts after every key below a directory: jump past it
 _LIST_BATCH = 1000
@@ -53,6 +60,7 @@ class DatahubFileSystem(AbstractFileSystem):
             config = load_config(config_path, overrides=overrides)
         self.config = config
         self._catalog = self._stores = self._cache = None
+        self._at_exit = None
 
     # --- services, opened on first use --------------------------------------------------------
     @property
@@ -71,10 +79,22 @@ class DatahubFileSystem(AbstractFileSystem):
 
             self._stores = StoreRegistry(self.config)
             self._cache = open_cache(self.config, self._stores)
+            # fsspec users (pandas, torch, a notebook) never call close(): without it the disk
+            # tier's batched index inserts are lost at exit, ``cache stats`` misses the pages and
+            # the next process rebuilds the index from the page files. A weak reference, so an
+            # instance that was closed (or collected) is not kept alive for the exit hook.
+            self._at_exit = functools.partial(_close_at_exit, weakref.ref(self))
+            atexit.register(self._at_exit)
         return self._cache
 
     def close(self) -> None:
-        """Close the cache, stores and catalog (fsspec keeps instances; tests and servers call this)."""
+        """Close the cache, stores and catalog (fsspec keeps instances; tests and servers call this).
+
+        Also run at interpreter exit for an instance whose cache was opened (see ``cache``).
+        """
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
+            self._at_exit = None
         for service in (self._cache, self._stores, self._catalog):
             if service is not None:
                 service.close()
@@ -232,6 +252,17 @@ class DatahubFileSystem(AbstractFileSystem):
         raise ReadOnly(f"datahub://{self._strip_protocol(str(path))}: dataset versions are read-only")
 
     mkdir = makedirs = rmdir = rm_file = _rm = rm = touch = pipe_file = cp_file = mv = put_file = _read_only
+
+
+def _close_at_exit(ref: weakref.ref[DatahubFileSystem]) -> None:
+    """Close a file system its user left open, so its disk tier's index is flushed and trusted."""
+    fs = ref()
+    if fs is None:
+        return
+    try:
+        fs.close()
+    except Exception as exc:  # an exit hook must not turn a clean exit into a traceback
+        log.warning("datahub://: closing the cache at exit failed: %s", exc)
 
 
 class DatahubFile(AbstractBufferedFile):

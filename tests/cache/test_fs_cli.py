@@ -177,3 +177,38 @@ def test_versions_with_deep_records_stored_earlier_stay_readable(config, dataset
     for ref in ("99999999999999999999", f"v{2**70}"):
         with pytest.raises(FileNotFoundError):
             fs.ls(f"ds@{ref}")
+
+
+_READ_AND_EXIT = """
+import sys, fsspec
+with fsspec.open(sys.argv[1], home=sys.argv[2]) as f:
+    sys.stdout.write(str(len(f.read())))
+"""
+
+
+def test_stats_after_another_process_read_through_fsspec_and_exited(config, dataset) -> None:
+    """A reader that never calls close() (a pandas/torch user) still leaves its disk tier closed:
+    ``cache stats`` counts its pages and the next user of the tier trusts the index."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")} | {"PYTHONPATH": repo}
+
+    def read(key: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-c", _READ_AND_EXIT, f"datahub://ds@v1/{key}", config.home]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+    first = read("img/cat/1.jpg")
+    assert first.returncode == 0 and first.stdout == "3000", first.stderr
+    code, out, _ = run_cli(config, "cache", "stats")
+    disk = next(t for t in json.loads(out)["tiers"] if t["tier"] == "disk")
+    assert code == 0 and disk["used_bytes"] == 3000 and disk["entries"] >= 1
+    second = read("img/dog/1.jpg")  # the next user of the disk tier
+    assert second.returncode == 0 and second.stdout == "1024", second.stderr
+    assert "index rebuilt" not in second.stderr and "did not close" not in second.stderr, second.stderr
+    code, out, _ = run_cli(config, "cache", "stats")
+    disk = next(t for t in json.loads(out)["tiers"] if t["tier"] == "disk")
+    assert disk["used_bytes"] == 3000 + 1024
