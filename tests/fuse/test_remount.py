@@ -86,3 +86,35 @@ def test_a_second_daemon_on_an_open_workspace_exits_4(env: FuseEnv, mode: str) -
         assert "already open for writing" in other.stderr
         assert not is_mounted(str(second))
         assert proc.poll() is None and (first / "x.txt").read_bytes() == b"x"
+
+
+def test_umount_of_a_busy_workspace_detaches_it_and_holders_get_enotconn(env: FuseEnv) -> None:
+    """What docs/fuse.md says `datahub umount` does to a mount still in use: it does not wait
+    for holders; the daemon closes their handles (durably) and flushes, the mount is detached
+    lazily, and a process still holding a file or directory there gets ENOTCONN from then on."""
+    mnt = env.mountpoint("busy-ws")
+    with env.mounted(mnt, "--workspace", "busy"):
+        held = os.open(mnt / "held.txt", os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(held, b"written before umount")
+        held_dir = os.open(mnt, os.O_RDONLY | os.O_DIRECTORY)
+        out = env.cli("umount", str(mnt))
+        assert "stopped" in out.stdout and not is_mounted(str(mnt))
+        assert os.listdir(mnt) == []  # the path shows the directory under the mount again
+        with pytest.raises(OSError) as listing:
+            os.listdir(held_dir)
+        with pytest.raises(OSError) as writing:
+            os.write(held, b" and after")
+        closes = []
+        for fd in (held, held_dir):
+            try:
+                os.close(fd)  # the descriptor is released even when close reports an error
+            except OSError as exc:
+                closes.append(exc.errno)
+        assert listing.value.errno == writing.value.errno == errno.ENOTCONN
+        assert set(closes) <= {errno.ENOTCONN}
+    # what was written before the umount was closed and flushed by the daemon: nothing lost
+    env.cli("mount", str(mnt), "--workspace", "busy", "--background")
+    try:
+        assert (mnt / "held.txt").read_bytes() == b"written before umount"
+    finally:
+        env.cli("umount", str(mnt))
