@@ -9,14 +9,13 @@ first (errors name the line), then streamed into one atomic commit.
 from __future__ import annotations
 
 import argparse
-import getpass
 from collections.abc import Iterator
 
 from pydantic import TypeAdapter, ValidationError
 
 from datahub.api.schemas import ChangeIn, to_change, version_public
 from datahub.catalog.model import Change
-from datahub.cli.context import CliContext
+from datahub.cli.context import CliContext, author_or_default
 from datahub.errors import InvalidInput
 
 _CHANGE = TypeAdapter(ChangeIn)
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         read_changes(args.changes),
         base=args.base,
         message=args.message,
-        author=args.author if args.author is not None else getpass.getuser(),
+        author=author_or_default(args.author),
         commit_id=args.commit_id,
     )
     data = version_public(version).model_dump(mode="json")

@@ -7,7 +7,9 @@ the catalog, and closed once at exit.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -105,6 +107,22 @@ class CliContext:
 
     def progress(self, total: int | None, label: str) -> Progress:
         return Progress(total, label, self.err, enabled=not self.json_output)
+
+
+def author_or_default(given: str | None) -> str:
+    """The author a command records: ``--author`` if given, else the login name.
+
+    One rule for every command that makes a version (import, commit, pack, filter), so
+    ``datahub log`` names the same person whichever made it. ``getpass`` falls back from
+    $USER/$LOGNAME to the password database, so cron jobs and containers without $USER still
+    record someone; a uid with no name is recorded as ``uid:N``.
+    """
+    if given is not None:
+        return given
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid:{os.getuid()}"
 
 
 def print_table(rows: list[dict], columns: Sequence[str] | None, out: TextIO) -> None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 
-from datahub.cli.context import CliContext
+from datahub.cli.context import CliContext, author_or_default
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             args.dataset,
             copy=args.copy,
             message=args.message,
-            author=args.author if args.author is not None else getpass.getuser(),
+            author=author_or_default(args.author),
             progress=progress,
         )
     counts = f"{report.added} added, {report.removed} removed, {report.modified} modified"

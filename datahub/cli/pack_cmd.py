@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from datahub.cli.context import CliContext
+from datahub.cli.context import CliContext, author_or_default
 from datahub.pack import PackServices, PackSpec, finalize, pack, start_job, work
 from datahub.pack.job import PackResult, failure
 from datahub.tasks import open_task_queue
@@ -42,14 +42,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lease", type=float, default=60.0, help="task lease in seconds (renewed while working)")
     p.add_argument("--plan-only", action="store_true",
                    help="create the job and print its id; run it with `datahub pack-worker --job ID`")  # fmt: skip
-    p.add_argument("--author", default=os.environ.get("USER", ""), help="author of the packed version")
+    p.add_argument("--author", default=None, help="author of the packed version (default: the current user)")
     p.set_defaults(func=run_pack)
 
     w = sub.add_parser("pack-worker", help="work on a pack job's tasks (any number, on any machine)")
     w.add_argument("--job", required=True, help="job id printed by `datahub pack --plan-only`")
     w.add_argument("--lease", type=float, default=60.0, help="task lease in seconds (renewed while working)")
     w.add_argument("--no-commit", action="store_true", help="do not commit the version when the job is done")
-    w.add_argument("--author", default=os.environ.get("USER", ""), help="author of the packed version")
+    w.add_argument("--author", default=None, help="author of the packed version (default: the current user)")
     w.set_defaults(func=run_worker)
 
 
@@ -78,7 +78,7 @@ def run_pack(args: argparse.Namespace, ctx: CliContext) -> int:
 
     with progress:
         result = pack(ctx.config, ctx.catalog, args.source, args.target, spec, workers=args.workers,
-                      lease_seconds=args.lease, author=args.author, on_progress=on_progress)  # fmt: skip
+                      lease_seconds=args.lease, author=author_or_default(args.author), on_progress=on_progress)  # fmt: skip
     _emit(ctx, result)
     return 0
 
@@ -93,7 +93,8 @@ def run_worker(args: argparse.Namespace, ctx: CliContext) -> int:
             raise error
         state = services.queue.get_job(args.job)
         if state.done and not args.no_commit:
-            _emit(ctx, finalize(ctx.catalog, services.queue, services.objects, args.job, author=args.author))
+            author = author_or_default(args.author)
+            _emit(ctx, finalize(ctx.catalog, services.queue, services.objects, args.job, author=author))
     finally:
         services.close()
     return 0

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import tempfile
@@ -15,7 +14,7 @@ from itertools import islice
 from pathlib import Path
 
 from datahub.api.schemas import diff_public, record_public, version_public
-from datahub.cli.context import CliContext
+from datahub.cli.context import CliContext, author_or_default
 from datahub.validation import check_name
 
 LOG_COLUMNS = (
@@ -159,7 +158,12 @@ def _write_ndjson(records, out, progress) -> None:
 def derive(args: argparse.Namespace, ctx: CliContext) -> int:
     name, ref = split_ref(args.version)
     version = ctx.catalog.derive(
-        name, ref, args.where, to_dataset=args.to_dataset, message=args.message, author=getpass.getuser()
+        name,
+        ref,
+        args.where,
+        to_dataset=args.to_dataset,
+        message=args.message,
+        author=author_or_default(None),
     )
     ctx.emit(
         version_public(version).model_dump(mode="json"),

@@ -280,3 +280,25 @@ def test_a_finalize_repeated_on_the_head_it_made_answers_with_that_version(tmp_p
         again = _commit(catalog, "packed", records, "src@v1", {"pack": "src@v1"}, "job-1", "me")
         assert first.seq == again.seq == 2 and first.removed == 1
         assert [v.seq for v in catalog.log("packed")] == [2, 1]
+
+
+def test_cli_packed_versions_record_an_author_as_imports_do(
+    config: Config, catalog: Catalog, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """With no --author both name the login user, even where $USER is unset (cron, containers)."""
+    for var in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.delenv(var, raising=False)
+    base = ["--home", config.home, "--json"]
+    manifest = write_source(tmp_path / "src", 2)
+    assert cli([*base, "import", str(manifest), "--to", "photos", "-m", "m"]) == 0
+    imported = catalog.resolve("photos").author
+    assert imported  # the login name, from the password database
+    assert cli([*base, "pack", "photos", "--to", "packed", "--resize", "shorter=30", "--workers", "0"]) == 0
+    assert catalog.resolve("packed").author == imported
+    capsys.readouterr()
+    assert cli([*base, "pack", "photos", "--to", "p2", "--resize", "shorter=30", "--plan-only"]) == 0
+    job = json.loads(capsys.readouterr().out)["job"]
+    assert cli([*base, "pack-worker", "--job", job]) == 0
+    assert catalog.resolve("p2").author == imported
+    assert cli([*base, "pack", "photos", "--to", "p3", "--workers", "0", "--author", "ci-bot"]) == 0
+    assert catalog.resolve("p3").author == "ci-bot"
