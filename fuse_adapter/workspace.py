@@ -311,16 +311,31 @@ class WorkspaceView:
         self._handles[fh][1].fsync()
 
     def flush(self, fh: int) -> None:
-        """A close(2): like fsync, but a file that ran out of quota is discarded first, so the
-        close reports ENOSPC with the file already gone (never committed half-written)."""
-        if fh in self._short:
-            ino = self._handles[fh][0]
-            with self._lock:
-                node = self._inodes.get(ino)
-                path = node.path if node is not None else None
-            if path is not None:
-                self._discard(path)
+        """A close(2): like fsync, but a file that ran out of space is discarded, so the close
+        reports ENOSPC with the file already gone, and that is final: it is never committed,
+        neither half-written nor later (when a retry at release or at unmount would succeed).
+
+        Out of space means a write past the quota, or a full shared-tier or journal device
+        at this close (NoSpace). Any other failure (EIO) leaves the file as it was for a retry.
+        """
+        if fh not in self._short:
+            try:
+                self.fsync(fh)
+                return
+            except NoSpace:
+                self._short.add(fh)
+                self._discard_of(fh)
+                raise
+        self._discard_of(fh)
         self.fsync(fh)
+
+    def _discard_of(self, fh: int) -> None:
+        ino = self._handles[fh][0]
+        with self._lock:
+            node = self._inodes.get(ino)
+            path = node.path if node is not None else None
+        if path is not None:
+            self._discard(path)
 
     def release(self, fh: int) -> None:
         with self._lock:
@@ -330,9 +345,9 @@ class WorkspaceView:
             node = self._inodes.get(ino)
             path = node.path if node is not None else None
         try:
-            handle.close()
             if short and path is not None:
-                self._discard(path)
+                self._discard(path)  # first: the close below may succeed now, and must not save it
+            handle.close()
         finally:
             with self._lock:
                 node = self._inodes.get(ino)

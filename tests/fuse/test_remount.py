@@ -13,8 +13,10 @@ import pytest
 
 from fuse_adapter.daemon import is_mounted, read_record
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset
+from tests.writeback import test_faults
 
 pytestmark = pytest.mark.fuse
+tiny_fs = test_faults.tiny_fs  # a real 2 MiB tmpfs (the shared tier runs out of space on it)
 
 
 @pytest.fixture
@@ -116,5 +118,31 @@ def test_umount_of_a_busy_workspace_detaches_it_and_holders_get_enotconn(env: Fu
     env.cli("mount", str(mnt), "--workspace", "busy", "--background")
     try:
         assert (mnt / "held.txt").read_bytes() == b"written before umount"
+    finally:
+        env.cli("umount", str(mnt))
+
+
+def test_a_file_whose_close_returned_enospc_never_appears_later(env: FuseEnv, tiny_fs: Path) -> None:
+    """The shared tier's device is full at close(2): the close fails with ENOSPC and that is
+    final. The file is discarded, so neither the space coming back nor the unmount's final
+    flush of open files saves it afterwards (a job that saw the error never finds it committed)."""
+    with open(env.config_path, "a") as fh:  # [cache] is the config's last section
+        fh.write(f'shared_url = "{(tiny_fs / "shared").as_uri()}"\n')
+    mnt = env.mountpoint("full")
+    with env.mounted(mnt, "--workspace", "full"):
+        (mnt / "kept.txt").write_bytes(b"saved before the device filled")
+        ballast = test_faults.fill(tiny_fs, 100_000)
+        fd = os.open(mnt / "lost.bin", os.O_CREAT | os.O_WRONLY, 0o644)
+        assert os.write(fd, os.urandom(1_000_000)) == 1_000_000  # buffered by the daemon
+        with pytest.raises(OSError) as exc:
+            os.close(fd)  # the chunk upload to the full device fails here
+        assert exc.value.errno == errno.ENOSPC
+        ballast.unlink()  # the space comes back before the unmount
+        assert not (mnt / "lost.bin").exists()
+        assert sorted(os.listdir(mnt)) == ["kept.txt"]
+    env.cli("mount", str(mnt), "--workspace", "full", "--background")
+    try:
+        assert sorted(os.listdir(mnt)) == ["kept.txt"]
+        assert (mnt / "kept.txt").read_bytes() == b"saved before the device filled"
     finally:
         env.cli("umount", str(mnt))
