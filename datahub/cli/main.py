@@ -38,18 +38,24 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what `ls | head` reports for a reader that left early
 
 
+# the options every command shares: (flags, add_argument keywords); given before or after
+# the subcommand (`datahub --json ls ds` or `datahub ls ds --json`)
+GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict], ...] = (
+    (("--config",), {"help": "TOML configuration file (default: $DATAHUB_CONFIG or ./datahub.toml)"}),
+    (("--home",), {"help": "state directory for the embedded default (default: ./var)"}),
+    (("--catalog",), {"help": "catalog URL: sqlite:///path.db or mongodb://host/db"}),
+    (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": "more logging (-vv for debug)"}),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="datahub",
         description="Versioned datasets over object storage, served through a tiered cache.",
     )
-    parser.add_argument(
-        "--config", help="TOML configuration file (default: $DATAHUB_CONFIG or ./datahub.toml)"
-    )
-    parser.add_argument("--home", help="state directory for the embedded default (default: ./var)")
-    parser.add_argument("--catalog", help="catalog URL: sqlite:///path.db or mongodb://host/db")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    for flags, options in GLOBAL_OPTIONS:
+        parser.add_argument(*flags, **options)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -66,20 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
 def _accept_global_flags_after_subcommand(sub: argparse._SubParsersAction) -> None:
     """`datahub ls ds --json` works like `datahub --json ls ds`, as users expect of git-like tools.
 
-    The copies default to SUPPRESS so a flag given before the subcommand is not overwritten.
+    Every subcommand (and sub-subcommand, `cache stats`) gets a copy of each global option it
+    does not define itself. The copies default to SUPPRESS, so a flag given before the
+    subcommand is not overwritten by the copy's default; they are hidden from the
+    subcommand's --help (`datahub --help` lists them once).
     """
     for parser in sub.choices.values():
         taken = parser._option_string_actions
-        if "--home" not in taken:
-            parser.add_argument("--home", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        if "--json" not in taken:
-            parser.add_argument(
-                "--json", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-            )
-        if "-v" not in taken and "--verbose" not in taken:
-            parser.add_argument(
-                "-v", "--verbose", action="count", default=argparse.SUPPRESS, help=argparse.SUPPRESS
-            )
+        for flags, options in GLOBAL_OPTIONS:
+            if not any(flag in taken for flag in flags):
+                parser.add_argument(
+                    *flags, **{**options, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+                )
         for action in parser._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _accept_global_flags_after_subcommand(action)
@@ -97,7 +101,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     ctx = CliContext.from_args(args)
     try:
-        return int(args.func(args, ctx) or 0)
+        code = int(args.func(args, ctx) or 0)
+        ctx.out.flush()  # here, so a reader that left early is met inside this try (not at exit)
+        return code
     except DatahubError as exc:
         ctx.error(exc)
         return exc.exit_code
@@ -109,10 +115,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # the reader (`| head`) closed the pipe: stop quietly like other Unix tools; point
         # stdout at /dev/null so the interpreter's final flush does not print a traceback
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout()
         return EXIT_BROKEN_PIPE
     finally:
         ctx.close()
+
+
+def _silence_stdout() -> None:
+    """Send what is still buffered for stdout to /dev/null (no "Exception ignored" at exit)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (captured in tests)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":
