@@ -90,6 +90,36 @@ def check_key(key: str) -> str:
     return key
 
 
+NAME_MAX = 255  # bytes of one path segment that Linux file systems can hold
+RESERVED_PREFIX = ".datahub-hint-"  # mount lookups of such names are read-order hints, never entries
+
+
+def check_new_key(key: str) -> str:
+    """``check_key`` plus what a new record, imported object or workspace file may not be.
+
+    Applied where keys enter a version (import, commit, workspace create/rename, bucket
+    snapshots); reads keep ``check_key`` so versions stored before these rules stay readable.
+    A segment over ``NAME_MAX`` bytes could be shown by a mount but not copied to a local file
+    system, and a segment beginning with ``RESERVED_PREFIX`` is a hint name that a mount never
+    shows as an entry (docs/semantics.md), so either would be committed and then unreachable.
+    """
+    check_key(key)
+    for segment in key.split("/"):
+        if len(segment.encode("utf-8", "surrogatepass")) > NAME_MAX:
+            raise InvalidKey(
+                f"invalid key {key[:300]!r}: the path segment {segment[:40]!r}... is longer than "
+                f"{NAME_MAX} bytes, which no local file system can hold; shorten it",
+                key=key,
+            )
+        if segment.startswith(RESERVED_PREFIX):
+            raise InvalidKey(
+                f"invalid key {key!r}: names beginning with {RESERVED_PREFIX!r} are reserved for "
+                "mount read-order hints and are never shown as files; rename it",
+                key=key,
+            )
+    return key
+
+
 def check_prefix(prefix: str) -> str:
     """A listing prefix: empty, or a key-like string (a trailing '/' is fine)."""
     if prefix == "":
@@ -116,6 +146,12 @@ def check_record_fields(url: object, etag: object, size: object, key: str) -> No
             + ", ".join(f"{s}://" for s in URL_SCHEMES),
             key=key,
         )
+    from datahub.storage import split_object_url  # lazy: datahub.storage uses this module
+
+    try:  # the URL must name one object that readers can find again (docs/storage.md)
+        split_object_url(url)
+    except InvalidInput as exc:
+        raise InvalidInput(f"record {key!r}: unreadable object url: {exc.message}", key=key) from None
     if not isinstance(etag, str) or not etag.strip():
         raise InvalidInput(
             f"record {key!r}: empty etag; record the object's etag (or version id) so reads can detect changes",

@@ -21,7 +21,9 @@ import os
 import threading
 from collections.abc import Sequence
 
-PREFIX = ".datahub-hint-"
+from datahub.validation import RESERVED_PREFIX
+
+PREFIX = RESERVED_PREFIX  # docs/semantics.md: such names are never entries
 NAME_MAX = 255
 _tokens = itertools.count(1)
 

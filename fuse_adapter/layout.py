@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from datahub.catalog.model import Put, Record, Version
 from datahub.errors import AlreadyExists, DatahubError, InvalidInput
-from datahub.validation import check_key, check_name
+from datahub.validation import check_name, check_new_key
 from fuse_adapter.readonly import ReadOnlyView
 from fuse_adapter.source import ByteSource
 from fuse_adapter.tree import ROOT_INODE, Feed, ListingTree
@@ -271,10 +271,13 @@ def _head(catalog, dataset: str) -> Version | None:
 
 
 def _listing(store, info: MountInfo) -> Iterator[Record]:
-    """The bucket listing as records; keys no file system can show are skipped and counted."""
+    """The bucket listing as records; keys no file system can show are skipped and counted.
+
+    Skipped alike: keys a version may not hold (``check_new_key``), such as reserved
+    ``.datahub-hint-`` names, which are then neither listed, readable nor in the snapshot."""
     for obj in store.list():
         try:
-            check_key(obj.key)
+            check_new_key(obj.key)
         except InvalidInput:
             info.skipped += 1
             continue

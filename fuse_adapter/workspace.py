@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from datahub.errors import AlreadyExists, InvalidInput, NoSpace, NotFound
+from datahub.validation import check_new_key
 from fuse_adapter.quota import Quota
 from fuse_adapter.readonly import Stat
 from fuse_adapter.tree import ROOT_INODE
@@ -65,6 +66,12 @@ class WorkspaceView:
             raise InvalidInput(f"invalid file name {name!r}")
         base = self.path_of(parent)
         return f"{base}/{name}" if base else name
+
+    def _new_child(self, parent: int, name: str) -> str:
+        """The path of a name being created (or renamed to): refused with InvalidKey (EINVAL)
+        if no version could hold it, e.g. a reserved ``.datahub-hint-`` name that a mount of
+        the committed version would never show (docs/semantics.md)."""
+        return check_new_key(self._child(parent, name))
 
     def _remember(self, path: str, lookups: int = 1) -> int:
         with self._lock:
@@ -198,7 +205,7 @@ class WorkspaceView:
                 node.lookups += 1
 
     def mkdir(self, parent: int, name: str) -> Stat:
-        path = self._child(parent, name)
+        path = self._new_child(parent, name)
         self.ws.mkdir(path)
         return self._stat(self._remember(path), self.ws.stat(path))
 
@@ -215,7 +222,7 @@ class WorkspaceView:
         self._gone(path)
 
     def rename(self, parent: int, name: str, new_parent: int, new_name: str, *, noreplace: bool) -> None:
-        old, new = self._child(parent, name), self._child(new_parent, new_name)
+        old, new = self._child(parent, name), self._new_child(new_parent, new_name)
         if noreplace:
             try:
                 self.ws.stat(new)
@@ -238,7 +245,7 @@ class WorkspaceView:
         return fh
 
     def create(self, parent: int, name: str, *, exclusive: bool) -> tuple[int, Stat]:
-        path = self._child(parent, name)
+        path = self._new_child(parent, name)
         if exclusive:
             try:
                 self.ws.stat(path)

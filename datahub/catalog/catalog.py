@@ -23,6 +23,7 @@ from datahub.validation import (
     check_json_field,
     check_key,
     check_name,
+    check_new_key,
     check_owner,
     check_prefix,
     check_record_fields,
@@ -285,7 +286,7 @@ def _validated(dataset: str, changes: Iterable[Change]) -> Iterator[Change]:
     for n, change in enumerate(changes, 1):
         if isinstance(change, Put):
             r = change.record
-            check_key(r.key)
+            check_new_key(r.key)
             try:
                 check_record_fields(r.url, r.etag, r.size, r.key)
                 check_json_field(r.meta, "meta", r.key)

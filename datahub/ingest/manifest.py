@@ -26,7 +26,8 @@ from urllib.parse import unquote, urlsplit
 from datahub.errors import DatahubError, InvalidInput, ManifestError
 from datahub.ingest.items import SourceItem
 from datahub.storage import StoreRegistry
-from datahub.validation import check_key
+from datahub.storage.urls import decode_key
+from datahub.validation import check_new_key
 
 _FIELDS = {"url", "key", "labels", "meta"}
 STAT_BATCH = 256
@@ -87,7 +88,7 @@ def _parse_line(path: str, number: int, text: str) -> ManifestLine:
         if not isinstance(key, str):
             raise fail("'key' must be a string")
         try:
-            check_key(key)
+            check_new_key(key)
         except DatahubError as exc:
             raise fail(exc.message) from None
     for name in ("labels", "meta"):
@@ -145,11 +146,11 @@ def read_manifest(
 
     def resolve(line: ManifestLine) -> SourceItem:
         key = line.key
-        if key is None:  # the URL below the common directory (file URLs are percent-decoded)
+        if key is None:  # the URL below the common directory, decoded as the URL's scheme says
             key = line.url[len(common or "") :]
-            key = unquote(key) if line.url.startswith("file:") else key
+            key = unquote(key) if line.url.startswith("file:") else decode_key(key)
         try:
-            check_key(key)
+            check_new_key(key)
             store, object_key = stores.for_url(line.url)
             info = store.stat(object_key)
         except DatahubError as exc:

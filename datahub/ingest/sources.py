@@ -20,7 +20,7 @@ from datahub.ingest.items import SourceItem
 from datahub.ingest.manifest import read_manifest
 from datahub.ingest.sorting import sorted_items
 from datahub.storage import StoreRegistry, open_store
-from datahub.validation import check_key
+from datahub.validation import check_new_key
 
 MANIFEST_SUFFIXES = (".jsonl", ".ndjson")
 
@@ -77,7 +77,7 @@ def _list_prefix(root_url: str, config: Config) -> Iterator[SourceItem]:
         for info in store.list():
             if info.key.endswith("/") and info.size == 0:
                 continue  # an S3 "folder" marker made by consoles, not a file
-            check_key(info.key)
+            check_new_key(info.key)
             yield SourceItem(info.key, store.url_for(info.key), info.etag, info.size)
     finally:
         store.close()

@@ -22,6 +22,7 @@ from datahub.storage.keys import check_foreign_key, check_object_key
 from datahub.storage.local import LocalStore
 from datahub.storage.memory import MemoryStore, drop_memory_space
 from datahub.storage.transfer import copy_object, open_reader, put_file
+from datahub.storage.urls import decode_key, encode_key
 
 __all__ = [
     "LocalStore",
@@ -31,7 +32,9 @@ __all__ = [
     "ObjectStore",
     "StoreRegistry",
     "copy_object",
+    "decode_key",
     "drop_memory_space",
+    "encode_key",
     "open_reader",
     "open_store",
     "put_file",
@@ -42,24 +45,38 @@ SCHEMES = ("s3", "file", "memory")
 
 
 def _parse(url: str) -> tuple[str, str, str]:
-    """``url`` -> (scheme, authority, path without leading '/'), with clear errors."""
+    """``url`` -> (scheme, authority, key path without the root's '/'), with clear errors.
+
+    ``s3://`` and ``memory://`` paths are decoded by ``datahub.storage.urls.decode_key``;
+    ``file://`` paths are RFC 8089 percent-encoded (as ``Path.as_uri`` writes them).
+    """
     if not isinstance(url, str) or "://" not in url:
         raise InvalidInput(f"invalid storage URL {url!r}: expected s3://, file:// or memory://", url=url)
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
     if scheme not in SCHEMES:
         raise InvalidInput(
             f"unsupported storage URL {url!r}: the scheme must be one of {', '.join(SCHEMES)}", url=url
         )
-    if parts.query or parts.fragment:
-        raise InvalidInput(f"invalid storage URL {url!r}: no query or fragment allowed", url=url)
+    # A raw '?' or '#' is read as part of the key only in s3:// URLs, which catalogs stored
+    # raw before keys were escaped. file:// URLs were always percent-encoded, and memory://
+    # spaces live in one process, so no stored URL of theirs needs the leniency.
+    if scheme != "s3" and ("?" in rest or "#" in rest):
+        raise InvalidInput(
+            f"invalid storage URL {url!r}: no query or fragment allowed in a {scheme}:// URL "
+            "(percent-encode '?' as %3F and '#' as %23)",
+            url=url,
+        )
     if scheme == "file":
+        parts = urlsplit(url)
         if parts.netloc not in ("", "localhost"):
             raise InvalidInput(f"invalid file URL {url!r}: use file:///absolute/path", url=url)
         return scheme, "", unquote(parts.path).lstrip("/")
-    if not parts.netloc:
+    authority, slash, path = rest.partition("/")
+    if not authority or any(c in authority for c in "?#%"):
         raise InvalidInput(f"invalid storage URL {url!r}: it names no bucket or memory space", url=url)
-    return scheme, parts.netloc, parts.path.lstrip("/")
+    # Exactly one '/' separates the bucket from the key: S3 keys may begin with '/'.
+    return scheme, authority, decode_key(path) if slash else ""
 
 
 def split_object_url(url: str) -> tuple[str, str]:

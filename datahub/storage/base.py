@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from datahub.storage.urls import encode_key
+
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
@@ -98,8 +100,12 @@ class ObjectStore(abc.ABC):
 
     # --- derived, shared by every backend -----------------------------------------------------
     def url_for(self, key: str) -> str:
-        """Absolute URL of ``key`` in this store (what records and cache keys hold)."""
-        return f"{self.root_url.rstrip('/')}/{key}"
+        """Absolute URL of ``key`` in this store (what records and cache keys hold).
+
+        The key is escaped by ``datahub.storage.urls.encode_key`` so that any legal key,
+        ``?``, ``#`` and ``%`` included, parses back to itself (docs/storage.md).
+        """
+        return f"{self.root_url.rstrip('/')}/{encode_key(key)}"
 
     def ref(self, key: str) -> ObjectRef:
         info = self.stat(key)

@@ -18,6 +18,7 @@ from typing import BinaryIO
 from datahub.errors import InvalidInput, ObjectChanged, ObjectNotFound
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.keys import check_object_key, check_range, read_all
+from datahub.storage.urls import encode_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,9 @@ class MemoryStore(ObjectStore):
     def __init__(self, name: str, prefix: str = "", clock: Callable[[], float] = time.time) -> None:
         self.name = name
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        self.root_url = f"memory://{name}" + (f"/{self.prefix.rstrip('/')}" if self.prefix else "")
+        self.root_url = f"memory://{name}" + (
+            f"/{encode_key(self.prefix.rstrip('/'))}" if self.prefix else ""
+        )
         self._space = _space(name)
         self._clock = clock
 

@@ -47,6 +47,7 @@ from datahub.storage.keys import check_foreign_key, check_range
 from datahub.storage.retry import RetryPolicy
 from datahub.storage.s3errors import error_for, no_credentials
 from datahub.storage.s3get import Credentials, LeanGetter
+from datahub.storage.urls import encode_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -248,7 +249,7 @@ class S3Store(ObjectStore):
             raise InvalidInput("an S3 store needs a bucket name: s3://bucket[/prefix]")
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        self.root_url = f"s3://{bucket}" + (f"/{self.prefix.rstrip('/')}" if self.prefix else "")
+        self.root_url = f"s3://{bucket}" + (f"/{encode_key(self.prefix.rstrip('/'))}" if self.prefix else "")
         self._owns_connection = connection is None
         self._conn = connection or S3Connection(config, lean_get=lean_get)
         self._client = self._conn.client
