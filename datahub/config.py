@@ -101,6 +101,13 @@ class ApiConfig:
     # Local mode: no authentication. Only allowed when bound to loopback (promise 5).
     local_mode: bool = True
     max_body_bytes: int = 64 * 1024**2
+    # A request body must arrive in full within body_read_timeout seconds (else 408 and the
+    # connection is closed), so a slow sender cannot hold a worker and a buffer forever.
+    body_read_timeout: float = 30.0
+    # Bytes of request bodies buffered at once across all requests (Content-Length is
+    # reserved up front); past it a request gets 503 busy with Retry-After, never an OOM.
+    # Raised to max_body_bytes if smaller, so every body under the limit can get through alone.
+    max_inflight_body_bytes: int = 256 * 1024**2
 
 
 @dataclass

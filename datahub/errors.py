@@ -61,6 +61,12 @@ class PayloadTooLarge(InvalidInput):
     code, http_status = "payload_too_large", 413
 
 
+class BodyTimeout(InvalidInput):
+    """A request body that did not arrive in full within the body-read deadline."""
+
+    code, http_status = "request_timeout", 408
+
+
 class ReadOnly(DatahubError):
     code, http_status, errno, exit_code = "read_only", 405, _errno.EROFS, 2
 
@@ -153,6 +159,12 @@ class TransientStorageError(StorageError):
     """Throttling, 5xx or a timeout: worth retrying with backoff."""
 
     code, http_status = "storage_unavailable", 503
+
+
+class Busy(DatahubError):
+    """The server is at a capacity limit (e.g. request bodies in flight): retry after a moment."""
+
+    code, http_status, errno = "busy", 503, _errno.EAGAIN
 
 
 class NoSpace(DatahubError):

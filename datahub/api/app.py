@@ -1,8 +1,9 @@
 """``create_app(config)``: the FastAPI application, built at the entry point (``datahub serve``).
 
-Layers, outermost first: request metrics, the body size limit (413 before any endpoint
-runs), FastAPI routing with one error shape. Whatever services the app opened itself are
-closed when it shuts down; services passed in belong to the caller.
+Layers, outermost first: request metrics, the body limits (413 size, 408 read deadline,
+503 in-flight budget, all before any endpoint runs), FastAPI routing with one error shape.
+Whatever services the app opened itself are closed when it shuts down; services passed in
+belong to the caller.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from fastapi import FastAPI
 import datahub
 from datahub.api.deps import Services
 from datahub.api.errors import install_error_handlers
-from datahub.api.limits import BodySizeLimit
+from datahub.api.limits import BodyBudget, BodyLimits
 from datahub.api.metrics import MetricsMiddleware, RequestMetrics
 from datahub.api.routes import ROUTERS
 from datahub.api.schemas import ErrorBody
@@ -34,9 +35,11 @@ _ERRORS = {
         401: "unauthenticated",
         403: "the caller lacks the role needed on the dataset",
         404: "unknown dataset, version, tag or record",
+        408: "request body not received within api.body_read_timeout",
         409: "conflict (stale base, name taken)",
         413: "request body larger than api.max_body_bytes",
         422: "request does not match the schema",
+        503: "busy: too many request bodies in flight (api.max_inflight_body_bytes); see Retry-After",
     }.items()
 }
 
@@ -63,6 +66,12 @@ def create_app(config: Config, *, catalog=None, stores=None, cache=None) -> Fast
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
-    app.add_middleware(BodySizeLimit, max_body_bytes=config.api.max_body_bytes)
+    app.add_middleware(
+        BodyLimits,
+        max_body_bytes=config.api.max_body_bytes,
+        body_read_timeout=config.api.body_read_timeout,
+        # One budget per app, i.e. per server process.
+        budget=BodyBudget(max(config.api.max_inflight_body_bytes, config.api.max_body_bytes)),
+    )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     return app

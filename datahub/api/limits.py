@@ -1,76 +1,147 @@
-"""Request body limit (promise 4: oversized requests are refused with 413, nothing changed).
+"""Request body limits: size (413), read deadline (408) and an in-flight budget (503).
 
-An ASGI middleware, because only there can a chunked body (no Content-Length) be counted
-as it arrives: the body is read up to ``max_body_bytes`` before the app sees it; one byte
-more and the client gets 413 without the endpoint ever running. The buffer is bounded by
-the same limit.
+An ASGI middleware, because only there can a body be bounded as it arrives, before any
+endpoint runs (promise 4: a refused request changes nothing):
+
+- size: a ``Content-Length`` above ``max_body_bytes`` is refused at once; a chunked body
+  is counted as it arrives and refused one byte past the limit (413);
+- deadline: the whole body must arrive within ``body_read_timeout`` seconds, so a client
+  trickling bytes cannot hold a buffer and a connection forever (408, ``Connection:
+  close``: the rest of that body would otherwise be read as the next request);
+- budget: the bytes of bodies held at once, across all requests of the process, stay
+  under ``max_inflight_body_bytes``. A declared ``Content-Length`` is reserved up front,
+  chunked bodies as they arrive, and the reservation is held until the response is sent
+  (the endpoint works on the body until then). A request that does not fit gets 503
+  ``busy`` with ``Retry-After``, so concurrent large commits are turned away instead of
+  running the server out of memory.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from datahub.api.errors import error_response
+from datahub.errors import BodyTimeout, Busy, DatahubError, PayloadTooLarge
 
-class BodySizeLimit:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+RETRY_AFTER_SECONDS = 2
+
+
+class BodyBudget:
+    """Bytes of request bodies held at once. Used only from the event loop: no lock needed."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+
+    def take(self, n: int) -> bool:
+        if self.used + n > self.limit:
+            return False
+        self.used += n
+        return True
+
+    def give(self, n: int) -> None:
+        self.used -= n
+
+
+class BodyLimits:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        body_read_timeout: float,
+        budget: BodyBudget,
+    ) -> None:
         self.app, self.max_body_bytes = app, max_body_bytes
+        self.body_read_timeout, self.budget = body_read_timeout, budget
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            await self._refuse(send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # client went away
+        reserved = 0
+        try:
+            declared = dict(scope.get("headers") or []).get(b"content-length")
+            if declared is not None and declared.isdigit():
+                if int(declared) > self.max_body_bytes:
+                    await self._refuse(scope, send, self._too_large())
+                    return
+                if not self.budget.take(int(declared)):
+                    await self._refuse(scope, send, self._busy(int(declared)))
+                    return
+                reserved = int(declared)
+            chunks: list[bytes] = []
+            size = 0
+            refusal: DatahubError | None = None
+            try:
+                async with asyncio.timeout(self.body_read_timeout):
+                    while True:
+                        message = await receive()
+                        if message["type"] != "http.request":  # client went away
+                            return
+                        chunk = message.get("body", b"")
+                        size += len(chunk)
+                        if size > self.max_body_bytes:
+                            refusal = self._too_large()
+                            break
+                        if size > reserved:  # chunked (or a short Content-Length header)
+                            if not self.budget.take(size - reserved):
+                                refusal = self._busy(size)
+                                break
+                            reserved = size
+                        chunks.append(chunk)
+                        if not message.get("more_body", False):
+                            break
+            except TimeoutError:
+                refusal = BodyTimeout(
+                    f"the request body did not arrive within {self.body_read_timeout:g} s "
+                    f"(api.body_read_timeout; {size} bytes received); send it faster or in smaller requests",
+                    body_read_timeout=self.body_read_timeout,
+                    received_bytes=size,
+                )
+            if refusal is not None:
+                del chunks
+                await self._refuse(scope, send, refusal)
                 return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                await self._refuse(send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        body = b"".join(chunks)
-        del chunks
-        replayed = False
+            body = b"".join(chunks)
+            del chunks
+            replayed = False
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            async def replay() -> Message:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
 
-        await self.app(scope, replay, send)
+            await self.app(scope, replay, send)
+        finally:
+            self.budget.give(reserved)
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error": {
-                    "code": "payload_too_large",
-                    "message": f"request body larger than {self.max_body_bytes} bytes (api.max_body_bytes); "
-                    "split the change set into several commits",
-                    "details": {"max_body_bytes": self.max_body_bytes},
-                }
-            }
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
+    def _too_large(self) -> PayloadTooLarge:
+        return PayloadTooLarge(
+            f"request body larger than {self.max_body_bytes} bytes (api.max_body_bytes); "
+            "split the change set into several commits",
+            max_body_bytes=self.max_body_bytes,
         )
-        await send({"type": "http.response.body", "body": body})
+
+    def _busy(self, size: int) -> Busy:
+        return Busy(
+            f"the server is already receiving {self.budget.used} bytes of request bodies and "
+            f"{size} more would exceed api.max_inflight_body_bytes ({self.budget.limit}); "
+            f"retry in {RETRY_AFTER_SECONDS} s",
+            max_inflight_body_bytes=self.budget.limit,
+        )
+
+    async def _refuse(self, scope: Scope, send: Send, error: DatahubError) -> None:
+        response = error_response(error.http_status, error.code, error.message, error.details)
+        if isinstance(error, Busy):
+            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        if isinstance(error, BodyTimeout):
+            # The unread rest of the body must not be parsed as a next request.
+            response.headers["Connection"] = "close"
+
+        async def no_body() -> Message:
+            return {"type": "http.disconnect"}
+
+        await response(scope, no_body, send)
