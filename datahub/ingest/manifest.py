@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from datahub.errors import DatahubError, InvalidInput, ManifestError
 from datahub.ingest.items import SourceItem
-from datahub.storage import StoreRegistry
+from datahub.storage import StoreRegistry, split_object_url
 from datahub.storage.urls import decode_key
 from datahub.validation import check_new_key
 
@@ -100,8 +100,12 @@ def _parse_line(path: str, number: int, text: str) -> ManifestLine:
 def _check_url(url: str, fail) -> None:
     parts = urlsplit(url)
     if parts.scheme in ("s3", "memory"):
-        if not parts.netloc or parts.path in ("", "/"):
-            raise fail(f"URL {url!r} must name an object: {parts.scheme}://bucket/key")
+        try:  # the reader's own parser: a raw '?' or '#' in an s3:// key is part of the key
+            split_object_url(url)
+        except InvalidInput as exc:
+            raise fail(
+                f"URL {url!r} must name an object: {parts.scheme}://bucket/key ({exc.message})"
+            ) from None
     elif parts.scheme == "file":
         if parts.netloc or not parts.path.startswith("/") or parts.path.endswith("/"):
             raise fail(f"URL {url!r} must be an absolute file path: file:///dir/file")
