@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from datahub.catalog.model import ROLES, Dataset
-from datahub.errors import AccessDenied, InvalidInput
+from datahub.errors import AccessDenied, DatasetNotFound, InvalidInput
 
 RANK = {role: i for i, role in enumerate(ROLES)}  # reader 0 < writer 1 < admin 2
 
@@ -42,8 +42,21 @@ def can(principal: Principal, dataset: Dataset, role: str) -> bool:
     return role_rank(principal, dataset) >= RANK[role]
 
 
+def hidden(name: str) -> DatasetNotFound:
+    """The very error a missing dataset gives (same code, message and details), so a caller
+    who may not read a dataset cannot tell it from one that does not exist."""
+    return DatasetNotFound(
+        f"dataset {name!r} not found; create it first or check `datahub dataset list`",
+        dataset=name,
+    )
+
+
 def require(principal: Principal, dataset: Dataset, role: str) -> None:
-    """AccessDenied naming the dataset and the role needed."""
+    """404 (as if missing) unless the caller may read ``dataset``, as GitHub does for private
+    repositories, so names cannot be enumerated; AccessDenied naming the dataset and the role
+    needed when the caller may read it but needs more."""
+    if not can(principal, dataset, "reader"):
+        raise hidden(dataset.name)
     if not can(principal, dataset, role):
         raise AccessDenied(
             f"{principal.name!r} needs the {role} role on dataset {dataset.name!r}; "

@@ -12,6 +12,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.encoders import jsonable_encoder
+from fastapi.openapi.models import Schema
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
 
 import datahub
 from datahub.api.deps import Services
@@ -19,7 +23,7 @@ from datahub.api.errors import install_error_handlers
 from datahub.api.limits import BodyBudget, BodyLimits
 from datahub.api.metrics import MetricsMiddleware, RequestMetrics
 from datahub.api.routes import ROUTERS
-from datahub.api.schemas import ErrorBody
+from datahub.api.schemas import CommitCreate, ErrorBody
 from datahub.config import Config
 
 DESCRIPTION = """Versioned datasets over object storage.
@@ -33,8 +37,8 @@ _ERRORS = {
     for status, text in {
         400: "invalid input (name, key, filter, cursor)",
         401: "unauthenticated",
-        403: "the caller lacks the role needed on the dataset",
-        404: "unknown dataset, version, tag or record",
+        403: "the caller may read the dataset but lacks the role this needs",
+        404: "unknown dataset, version, tag or record (a dataset the caller may not read is unknown)",
         408: "request body not received within api.body_read_timeout",
         409: "conflict (stale base, name taken)",
         413: "request body larger than api.max_body_bytes",
@@ -74,4 +78,28 @@ def create_app(config: Config, *, catalog=None, stores=None, cache=None) -> Fast
         budget=BodyBudget(max(config.api.max_inflight_body_bytes, config.api.max_body_bytes)),
     )
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    _document_models(app, [CommitCreate])
     return app
+
+
+def _document_models(app: FastAPI, models: list[type[BaseModel]]) -> None:
+    """Request models a route parses itself (the streamed commit body) still get their schemas
+    under ``components``, where the route's ``requestBody`` refers to them."""
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = generate()
+            _, defs = models_json_schema(
+                [(m, "validation") for m in models], ref_template="#/components/schemas/{model}"
+            )
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(
+                # the same normalisation FastAPI applies to the schemas it generates itself
+                {
+                    name: jsonable_encoder(Schema.model_validate(d), by_alias=True, exclude_none=True)
+                    for name, d in defs.get("$defs", {}).items()
+                }
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -52,11 +52,12 @@ def test_owner_and_global_admin_administer(api: Api):
     r = api.patch("/v1/datasets/pets", who="owner", json={"acl": {"eve": "reader"}})
     assert r.status_code == 200 and r.json()["acl"] == {"eve": "reader"}
     assert api.get("/v1/datasets/pets", who="eve").status_code == 200
-    assert api.get("/v1/datasets/pets", who="alice").status_code == 403  # the acl was replaced
+    assert api.get("/v1/datasets/pets", who="alice").status_code == 404  # the acl was replaced: hidden
     assert api.patch("/v1/datasets/pets", who="admin", json={"description": "d"}).status_code == 200
 
 
-def test_no_role_is_403_on_every_dataset_route(api: Api):
+def test_no_role_is_404_like_a_missing_dataset_on_every_dataset_route(api: Api):
+    """docs/api.md: a dataset the caller may not read answers exactly as a missing one does."""
     for path in (
         "/v1/datasets/pets",
         "/v1/datasets/pets/versions",
@@ -67,8 +68,15 @@ def test_no_role_is_403_on_every_dataset_route(api: Api):
         "/v1/datasets/pets/diff?from=0&to=1",
     ):
         r = api.get(path, who="eve")
-        assert r.status_code == 403, path
-        assert "needs the reader role on dataset 'pets'" in r.json()["error"]["message"]
+        missing = api.get(path.replace("/pets", "/nopets", 1), who="eve").json()
+        assert r.status_code == 404, path
+        assert r.json() == {
+            "error": {
+                **missing["error"],
+                "message": missing["error"]["message"].replace("nopets", "pets"),
+                "details": {"dataset": "pets"},
+            }
+        }, path
 
 
 def test_listing_shows_only_readable_datasets(api: Api):
@@ -86,7 +94,7 @@ def test_creator_becomes_owner(api: Api):
     assert r.status_code == 201 and r.json()["owner"] == "eve"
     put = {"op": "put", "record": {"key": "a.jpg", "url": "s3://b/a.jpg", "etag": "e", "size": 1}}
     assert api.post("/v1/datasets/eves/commits", who="eve", json={"changes": [put]}).status_code == 201
-    assert api.get("/v1/datasets/eves", who="bob").status_code == 403
+    assert api.get("/v1/datasets/eves", who="bob").status_code == 404
 
 
 def test_revoked_token_is_refused(api: Api):
@@ -119,3 +127,63 @@ def test_only_global_admins_may_commit_server_local_file_urls(api: Api):
     assert r.status_code == 403 and "server-local file" in r.json()["error"]["message"]
     assert api.catalog.store.head("pets") == 1
     assert api.post("/v1/datasets/pets/commits", who="admin", json={"changes": [put]}).status_code == 201
+
+
+def test_unreadable_and_missing_datasets_look_the_same_on_writes_too(api: Api):
+    """Enumeration attack: probing names with any method must not tell hidden from missing."""
+    for who in ("eve",):
+        for name in ("pets", "nopets"):
+            for r in (
+                api.post(f"/v1/datasets/{name}/commits", who=who, json=COMMIT),
+                api.patch(f"/v1/datasets/{name}", who=who, json={"description": "x"}),
+                api.put(f"/v1/datasets/{name}/tags/t", who=who, json={"ref": 1}),
+                api.post(
+                    f"/v1/datasets/{name}/versions/1/derive", who=who, json={"where": "labels.class=cat"}
+                ),
+            ):
+                assert r.status_code == 404, (name, r.request.url)
+                assert r.json()["error"]["code"] == "dataset_not_found"
+                assert r.json()["error"]["message"].startswith(f"dataset {name!r} not found")
+    assert api.catalog.get_dataset("pets").description == ""
+
+
+def test_a_reader_without_writer_still_gets_403(api: Api):
+    r = api.patch("/v1/datasets/pets", who="alice", json={"description": "x"})
+    assert r.status_code == 403 and "needs the admin role" in r.json()["error"]["message"]
+
+
+def test_derive_into_a_new_dataset_makes_the_caller_its_owner_with_no_copied_acl(api: Api):
+    """Attack: a reader derived into a new dataset that copied the source's owner and ACL."""
+    body = {"where": "labels.class=cat", "to_dataset": "alicecats"}
+    r = api.post("/v1/datasets/pets/versions/1/derive", who="alice", json=body)
+    assert r.status_code == 201
+    new = api.catalog.get_dataset("alicecats")
+    assert new.owner == "alice" and new.acl == {}
+    assert api.get("/v1/datasets/alicecats", who="owner").status_code == 404  # not copied
+    assert api.get("/v1/datasets/alicecats", who="bob").status_code == 404
+    # same rule as POST /v1/datasets: the creator owns it
+    direct = api.post("/v1/datasets", who="alice", json={"name": "alicedogs"})
+    assert direct.json()["owner"] == new.owner
+
+
+def test_derive_into_an_existing_dataset_needs_writer_there(api: Api):
+    api.catalog.create_dataset("target", owner="owner", acl={"alice": "reader", "bob": "writer"})
+    body = {"where": "labels.class=cat", "to_dataset": "target"}
+    r = api.post("/v1/datasets/pets/versions/1/derive", who="alice", json=body)
+    assert (
+        r.status_code == 403 and "needs the writer role on dataset 'target'" in r.json()["error"]["message"]
+    )
+    assert api.catalog.store.head("target") == 0
+    api.catalog.create_dataset("hidden", owner="owner")
+    r = api.post("/v1/datasets/pets/versions/1/derive", who="alice", json={**body, "to_dataset": "hidden"})
+    assert r.status_code == 404 and api.catalog.store.head("hidden") == 0
+    assert api.post("/v1/datasets/pets/versions/1/derive", who="bob", json=body).status_code == 201
+    assert api.catalog.get_dataset("target").owner == "owner"
+
+
+def test_derive_with_a_bad_ref_or_filter_creates_nothing(api: Api):
+    for ref, where in (("9", "labels.class=cat"), ("1", "not a filter"), ("1", " ")):
+        body = {"where": where, "to_dataset": "ghost"}
+        r = api.post(f"/v1/datasets/pets/versions/{ref}/derive", who="alice", json=body)
+        assert r.status_code in (400, 404), (ref, where)
+    assert "ghost" not in [d.name for d in api.catalog.list_datasets()]

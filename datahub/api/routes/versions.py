@@ -7,10 +7,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, status
 
-from datahub.api.access import require
+from datahub.api.access import Principal, require
 from datahub.api.deps import PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import REF_SHAPE, DeriveCreate, VersionPublic, version_public
-from datahub.errors import DatasetNotFound
+from datahub.catalog.filter import RecordFilter
+from datahub.catalog.model import Dataset
+from datahub.errors import AlreadyExists, InvalidInput
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions", tags=["versions"])
 RefPath = Annotated[str, Path(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)]
@@ -35,20 +37,38 @@ def get_version(dataset: ReadableDataset, ref: RefPath, services: ServicesDep) -
 def derive(
     dataset: ReadableDataset, ref: RefPath, body: DeriveCreate, services: ServicesDep, principal: PrincipalDep
 ) -> VersionPublic:
-    """Commit the records of ``ref`` that match ``where`` as a new version (here or in ``to_dataset``)."""
+    """Commit the records of ``ref`` that match ``where`` as a new version (here or in ``to_dataset``).
+
+    An existing target needs the writer role. A missing ``to_dataset`` is created under the
+    same rule as ``POST /v1/datasets``: any caller may, and the caller owns it with an empty
+    access list (nothing of the source's owner or ACL is copied, or a reader could mint a
+    dataset its source's admins control, or escalate through one). The ref and the filter are
+    checked first, so a bad request creates nothing.
+    """
     catalog = services.catalog
-    target = body.to_dataset or dataset.name
-    try:
-        require(principal, catalog.get_dataset(target), "writer")
-    except DatasetNotFound:
-        if body.to_dataset is None:
-            raise
+    source = catalog.resolve(dataset.name, ref)
+    where = RecordFilter.parse(body.where)
+    if where is None:
+        raise InvalidInput("derive needs a filter such as labels.class=cat", dataset=dataset.name)
+    if body.to_dataset is None:
+        require(principal, dataset, "writer")
+    else:
+        _writable_or_created(catalog, dataset, body.to_dataset, principal)
     version = catalog.derive(
         dataset.name,
-        ref,
-        body.where,
+        source.seq,
+        where,
         to_dataset=body.to_dataset,
         message=body.message,
         author=principal.name,
     )
     return version_public(version)
+
+
+def _writable_or_created(catalog, source: Dataset, target: str, principal: Principal) -> None:
+    """Create ``target`` owned by the caller, or (when it exists, even if created a moment
+    ago by someone else) require the writer role on it."""
+    try:
+        catalog.create_dataset(target, source.description, source.source, owner=principal.name)
+    except AlreadyExists:
+        require(principal, catalog.get_dataset(target), "writer")
