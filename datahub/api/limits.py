@@ -19,6 +19,7 @@ endpoint runs (promise 4: a refused request changes nothing):
 from __future__ import annotations
 
 import asyncio
+import io
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -70,7 +71,9 @@ class BodyLimits:
                     await self._refuse(scope, send, self._busy(int(declared)))
                     return
                 reserved = int(declared)
-            chunks: list[bytes] = []
+            # BytesIO grows its one buffer in place (and getvalue() hands it over without a
+            # copy), so the body costs its size once, not chunks plus a joined copy.
+            buffer = io.BytesIO()
             size = 0
             refusal: DatahubError | None = None
             try:
@@ -89,7 +92,7 @@ class BodyLimits:
                                 refusal = self._busy(size)
                                 break
                             reserved = size
-                        chunks.append(chunk)
+                        buffer.write(chunk)
                         if not message.get("more_body", False):
                             break
             except TimeoutError:
@@ -100,11 +103,11 @@ class BodyLimits:
                     received_bytes=size,
                 )
             if refusal is not None:
-                del chunks
+                del buffer
                 await self._refuse(scope, send, refusal)
                 return
-            body = b"".join(chunks)
-            del chunks
+            body = buffer.getvalue()
+            del buffer
             replayed = False
 
             async def replay() -> Message:
