@@ -127,6 +127,13 @@ class StaleBase(Conflict):
     code = "stale_base"
 
 
+class PreconditionFailed(Conflict):
+    """An update named a dataset revision (``If-Match``) that is no longer the current one:
+    someone changed the dataset since the caller read it; re-read and retry."""
+
+    code, http_status = "precondition_failed", 412
+
+
 class CommitIdReused(Conflict):
     """A ``commit_id`` sent again with a different change set: it is not a retry."""
 

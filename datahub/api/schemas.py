@@ -69,6 +69,10 @@ class DatasetPublic(BaseModel):
     acl: dict[str, str]
     created_at: float
     head: int = Field(description="newest version number, 0 if none yet")
+    revision: int = Field(
+        description='+1 on every update of the dataset\'s fields; also the ETag ("r<revision>"). '
+        "Send it back as If-Match on PATCH to update only if nobody changed it meanwhile (412)"
+    )
 
 
 # --- versions ----------------------------------------------------------------------------------
@@ -206,6 +210,7 @@ def dataset_public(d: model.Dataset, head: int) -> DatasetPublic:
         acl=dict(d.acl),
         created_at=d.created_at,
         head=head,
+        revision=d.revision,
     )
 
 

@@ -62,8 +62,13 @@ class Catalog:
     def list_datasets(self) -> list[Dataset]:
         return list(self.store.list_datasets())
 
-    def update_dataset(self, name: str, /, **fields: Any) -> Dataset:
-        """Change description, source, owner and/or acl; other fields are refused."""
+    def update_dataset(self, name: str, /, expected_revision: int | None = None, **fields: Any) -> Dataset:
+        """Change description, source, owner and/or acl; other fields are refused.
+
+        Only the fields given are written, in one atomic store update, so concurrent edits
+        of different fields never undo each other. ``expected_revision`` (HTTP ``If-Match``)
+        makes it conditional: PreconditionFailed if the dataset changed since it was read.
+        """
         unknown = sorted(set(fields) - set(_DATASET_FIELDS))
         if unknown:
             raise InvalidInput(
@@ -71,13 +76,14 @@ class Catalog:
                 f"{', '.join(_DATASET_FIELDS)} can change",
                 dataset=name,
             )
-        current = self.get_dataset(name)
+        check_name(name)
         if "acl" in fields:
             fields["acl"] = _check_acl(name, fields["acl"] or {})
         if "owner" in fields:
             check_owner(fields["owner"], name)
-        values = {f: getattr(current, f) for f in _DATASET_FIELDS} | fields
-        return self.store.update_dataset(Dataset(name, created_at=current.created_at, **values))
+        if not fields and expected_revision is None:
+            return self.get_dataset(name)
+        return self.store.update_dataset(name, fields, expected_revision=expected_revision)
 
     # --- versions -------------------------------------------------------------------------------
     def resolve(self, dataset: str, ref: Ref = None) -> Version:

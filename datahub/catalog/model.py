@@ -46,6 +46,7 @@ class Dataset:
     owner: str = ""
     acl: Mapping[str, str] = EMPTY  # principal -> role ("reader" | "writer" | "admin"); "*" = everyone
     created_at: float = 0.0
+    revision: int = 0  # +1 on every update: optimistic concurrency (If-Match / ETag)
 
 
 @dataclass(frozen=True, slots=True)

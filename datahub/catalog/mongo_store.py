@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +52,7 @@ from datahub.catalog.revisions import (
     merge_diff,
     replay,
 )
-from datahub.catalog.store import CatalogStore, narrowed, page_hint
+from datahub.catalog.store import CatalogStore, narrowed, page_hint, revision_mismatch
 from datahub.errors import (
     AlreadyExists,
     Conflict,
@@ -245,7 +245,7 @@ class MongoCatalogStore(CatalogStore):
     # --- datasets -------------------------------------------------------------------------------
     def _dataset(self, doc: dict[str, Any]) -> Dataset:
         return Dataset(doc["_id"], doc.get("description", ""), doc.get("source", ""), doc.get("owner", ""),
-                       doc.get("acl") or EMPTY, doc.get("created_at", 0.0))  # fmt: skip
+                       doc.get("acl") or EMPTY, doc.get("created_at", 0.0), doc.get("revision", 0))  # fmt: skip
 
     def create_dataset(self, dataset: Dataset) -> Dataset:
         doc = {"_id": dataset.name, "description": dataset.description, "source": dataset.source,
@@ -275,16 +275,22 @@ class MongoCatalogStore(CatalogStore):
             docs = list(self.datasets.find().sort("_id", ASCENDING))
         return iter([self._dataset(d) for d in docs])
 
-    def update_dataset(self, dataset: Dataset) -> Dataset:
-        with self._translate(f"update dataset {dataset.name!r}"):
-            result = self.datasets.update_one(
-                {"_id": dataset.name},
-                {"$set": {"description": dataset.description, "source": dataset.source,
-                          "owner": dataset.owner, "acl": dict(dataset.acl)}},
-            )  # fmt: skip
-        if result.matched_count == 0:
-            raise DatasetNotFound(f"dataset {dataset.name!r} not found", dataset=dataset.name)
-        return self.get_dataset(dataset.name)
+    def update_dataset(
+        self, name: str, fields: Mapping[str, Any], *, expected_revision: int | None = None
+    ) -> Dataset:
+        """One ``find_one_and_update``: ``$set`` of just ``fields`` and ``$inc`` of the revision,
+        so a racing update of other fields is never overwritten with what this caller read."""
+        query: dict[str, Any] = {"_id": name}
+        if expected_revision is not None:  # a dataset never updated has no revision field: 0
+            query["revision"] = expected_revision if expected_revision else {"$in": [0, None]}
+        values = {f: dict(v) if f == "acl" else v for f, v in fields.items()}
+        update: dict[str, Any] = {"$inc": {"revision": 1}} | ({"$set": values} if values else {})
+        with self._translate(f"update dataset {name!r}"):
+            doc = self.datasets.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)
+        if doc is None:
+            # DatasetNotFound if it is not there at all
+            raise revision_mismatch(self.get_dataset(name), expected_revision)
+        return self._dataset(doc)
 
     # --- versions -------------------------------------------------------------------------------
     def head(self, dataset: str) -> int:

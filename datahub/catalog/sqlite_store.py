@@ -22,7 +22,7 @@ import heapq
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from datahub.catalog.revisions import (
     merge_diff,
     replay,
 )
-from datahub.catalog.store import CatalogStore, narrowed, page_hint
+from datahub.catalog.store import CatalogStore, narrowed, page_hint, revision_mismatch
 from datahub.errors import (
     AlreadyExists,
     Conflict,
@@ -52,7 +52,7 @@ from datahub.errors import (
 from datahub.sqlite_pool import SQLiteConnections
 from datahub.validation import load_stored_json
 
-SCHEMA_VERSION = 2  # 2: versions.commit_digest
+SCHEMA_VERSION = 3  # 2: versions.commit_digest; 3: datasets.revision
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     id INTEGER PRIMARY KEY,
@@ -61,7 +61,8 @@ CREATE TABLE IF NOT EXISTS datasets (
     source TEXT NOT NULL DEFAULT '',
     owner TEXT NOT NULL DEFAULT '',
     acl TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    revision INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS versions (
     dataset_id INTEGER NOT NULL REFERENCES datasets(id),
@@ -113,6 +114,7 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 PRAGMA user_version = {SCHEMA_VERSION};
 """
+_DATASET_COLS = "name, description, source, owner, acl, created_at, revision"
 _RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
 _VERSION_COLS = (
     "seq, parent, message, author, created_at, record_count, total_bytes, added, removed, modified, lineage"
@@ -180,6 +182,10 @@ class SQLiteCatalogStore(CatalogStore):
                 if "commit_digest" not in columns:  # a version-1 catalog: older commits have none
                     with contextlib.suppress(sqlite3.OperationalError):  # another process added it
                         conn.execute("ALTER TABLE versions ADD COLUMN commit_digest TEXT")
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(datasets)")}
+                if "revision" not in columns:  # a version-1/2 catalog: every dataset at revision 0
+                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+                        conn.execute("ALTER TABLE datasets ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
 
     # --- connections -------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -240,13 +246,13 @@ class SQLiteCatalogStore(CatalogStore):
         return self.get_dataset(dataset.name)
 
     def _dataset(self, row: tuple) -> Dataset:
-        name, description, source, owner, acl, created_at = row
-        return Dataset(name, description, source, owner, _load(acl), created_at)
+        name, description, source, owner, acl, created_at, revision = row
+        return Dataset(name, description, source, owner, _load(acl), created_at, revision)
 
     def get_dataset(self, name: str) -> Dataset:
         rows = self._query(
             f"get dataset {name!r}",
-            "SELECT name, description, source, owner, acl, created_at FROM datasets WHERE name = ?",
+            f"SELECT {_DATASET_COLS} FROM datasets WHERE name = ?",
             (name,),
         )
         if not rows:
@@ -259,19 +265,34 @@ class SQLiteCatalogStore(CatalogStore):
     def list_datasets(self) -> Iterator[Dataset]:
         rows = self._query(
             "list datasets",
-            "SELECT name, description, source, owner, acl, created_at FROM datasets ORDER BY name",
+            f"SELECT {_DATASET_COLS} FROM datasets ORDER BY name",
         )
         return iter([self._dataset(r) for r in rows])
 
-    def update_dataset(self, dataset: Dataset) -> Dataset:
-        with self._translate(f"update dataset {dataset.name!r}"):
-            cur = self._conn().execute(
-                "UPDATE datasets SET description = ?, source = ?, owner = ?, acl = ? WHERE name = ?",
-                (dataset.description, dataset.source, dataset.owner, _dump(dict(dataset.acl)), dataset.name),
+    def update_dataset(
+        self, name: str, fields: Mapping[str, Any], *, expected_revision: int | None = None
+    ) -> Dataset:
+        """One ``UPDATE … RETURNING`` (its own transaction) of just ``fields``, so a racing
+        update of other columns is never overwritten with what this caller read earlier."""
+        values = {f: _dump(dict(v)) if f == "acl" else v for f, v in fields.items()}
+        assignments = "".join(f"{column} = ?, " for column in values)  # names checked by Catalog
+        where, params = "name = ?", [*values.values(), name]
+        if expected_revision is not None:
+            where, params = where + " AND revision = ?", [*params, expected_revision]
+        with self._translate(f"update dataset {name!r}"):
+            row = (
+                self._conn()
+                .execute(
+                    f"UPDATE datasets SET {assignments}revision = revision + 1 WHERE {where} "
+                    f"RETURNING {_DATASET_COLS}",
+                    params,
+                )
+                .fetchone()
             )
-        if cur.rowcount == 0:
-            raise DatasetNotFound(f"dataset {dataset.name!r} not found", dataset=dataset.name)
-        return self.get_dataset(dataset.name)
+        if row is None:
+            # DatasetNotFound if it is not there at all
+            raise revision_mismatch(self.get_dataset(name), expected_revision)
+        return self._dataset(row)
 
     # --- versions -------------------------------------------------------------------------------
     def head(self, dataset: str) -> int:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import abc
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo, Version
-from datahub.errors import RecordNotFound
+from datahub.errors import PreconditionFailed, RecordNotFound
 
 
 class CatalogStore(abc.ABC):
@@ -35,8 +36,16 @@ class CatalogStore(abc.ABC):
         """All datasets in name order."""
 
     @abc.abstractmethod
-    def update_dataset(self, dataset: Dataset) -> Dataset:
-        """Replace description/source/owner/acl of an existing dataset."""
+    def update_dataset(
+        self, name: str, fields: Mapping[str, Any], *, expected_revision: int | None = None
+    ) -> Dataset:
+        """Set only ``fields`` (of description/source/owner/acl) and bump the revision, atomically.
+
+        Never a read-merge-write: a concurrent update of other fields (say an ACL revocation
+        racing a description edit) must not be undone. PreconditionFailed (nothing written)
+        when ``expected_revision`` is given and is not the current revision. Returns the
+        dataset as this update left it.
+        """
 
     # --- versions -------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -143,3 +152,13 @@ def page_hint(page_size: int, limit: int | None, where: RecordFilter | None) -> 
     if limit is not None and where is None:
         return max(1, min(page_size, limit))
     return page_size
+
+
+def revision_mismatch(current: Dataset, expected: int | None) -> PreconditionFailed:
+    """The error for a conditional update that found ``current`` at another revision."""
+    return PreconditionFailed(
+        f"dataset {current.name!r} is at revision {current.revision}, not {expected}: it changed "
+        "since you read it; read it again and retry",
+        dataset=current.name,
+        revision=current.revision,
+    )

@@ -15,6 +15,7 @@ from datahub.errors import (
     ManifestError,
     NoChanges,
     NotFound,
+    PreconditionFailed,
     RecordNotFound,
     StaleBase,
     VersionNotFound,
@@ -74,6 +75,36 @@ def test_dataset_bad_input(catalog: Catalog) -> None:
     with pytest.raises(DatasetNotFound, match="'nope'"):
         catalog.update_dataset("nope", description="z")
     assert [d.name for d in catalog.list_datasets()] == ["x"]
+
+
+def test_update_writes_only_the_fields_sent(catalog: Catalog) -> None:
+    """Issue 12 item 2: an update must never write back fields it did not send, or an edit
+    built on a stale read would undo a concurrent one (e.g. restore a revoked admin)."""
+    catalog.create_dataset("p", description="d0", source="s0", owner="o", acl={"mallory": "admin"})
+    stale = catalog.get_dataset("p")  # what a slow description edit read before the revocation
+    assert stale.revision == 0
+    revoked = catalog.store.update_dataset("p", {"acl": {}})
+    assert revoked.revision == 1 and dict(revoked.acl) == {}
+    edited = catalog.store.update_dataset("p", {"description": "d1"})
+    assert edited.revision == 2 and edited.description == "d1"
+    assert dict(edited.acl) == {} and edited.source == "s0" and edited.owner == "o"
+    assert catalog.get_dataset("p") == edited
+    assert edited.created_at == stale.created_at
+
+
+def test_conditional_update_refuses_a_stale_revision(catalog: Catalog) -> None:
+    catalog.create_dataset("p", description="d0", owner="o", acl={"mallory": "admin"})
+    catalog.update_dataset("p", acl={})
+    with pytest.raises(PreconditionFailed, match=r"'p' is at revision 1, not 0") as err:
+        catalog.update_dataset("p", expected_revision=0, description="stale")
+    assert err.value.http_status == 412 and err.value.details["revision"] == 1
+    assert catalog.get_dataset("p").description == "d0" and catalog.get_dataset("p").revision == 1
+    done = catalog.update_dataset("p", expected_revision=1, description="fresh")
+    assert done.description == "fresh" and done.revision == 2 and dict(done.acl) == {}
+    with pytest.raises(DatasetNotFound, match="'nope'"):
+        catalog.update_dataset("nope", expected_revision=0, description="z")
+    catalog.create_dataset("q")  # never updated: revision 0 matches
+    assert catalog.update_dataset("q", expected_revision=0, source="s3://b/q").revision == 1
 
 
 def test_unknown_dataset_version_tag_named(cat: Catalog) -> None:

@@ -110,3 +110,25 @@ def test_a_version_1_catalog_gains_commit_digests_and_keeps_its_commit_ids(tmp_p
         with pytest.raises(CommitIdReused, match="'new'"):
             cat.commit("ds", [Put(rec("c"))], commit_id="new")
         assert [v.seq for v in cat.log("ds")] == [2, 1]
+
+
+def test_a_version_2_catalog_gains_dataset_revisions(tmp_path: Path) -> None:
+    """A catalog written before dataset revisions opens with every dataset at revision 0."""
+    import sqlite3
+
+    from datahub.errors import PreconditionFailed
+
+    path = tmp_path / "c.db"
+    with Catalog(SQLiteCatalogStore(path)) as cat:
+        cat.create_dataset("ds", description="d", acl={"bob": "admin"})
+    conn = sqlite3.connect(path)  # turn it back into a version-2 file
+    conn.execute("ALTER TABLE datasets DROP COLUMN revision")
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    with Catalog(SQLiteCatalogStore(path)) as cat:
+        assert cat.get_dataset("ds").revision == 0
+        assert cat.update_dataset("ds", expected_revision=0, acl={}).revision == 1
+        with pytest.raises(PreconditionFailed):
+            cat.update_dataset("ds", expected_revision=0, description="stale")
+        assert cat.get_dataset("ds").description == "d"

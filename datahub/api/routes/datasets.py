@@ -2,14 +2,40 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+import re
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Response, status
 
 from datahub.api.access import can
 from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, dataset_public
 from datahub.api.tokens import check_principal
+from datahub.catalog.model import Dataset
+from datahub.errors import InvalidInput
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+_ETAG = re.compile(r'"r(\d{1,18})"')
+
+
+def etag(dataset: Dataset) -> str:
+    """A strong entity tag naming the dataset's revision (its fields, not its versions)."""
+    return f'"r{dataset.revision}"'
+
+
+def expected_revision(if_match: str | None, name: str) -> int | None:
+    """The revision an ``If-Match`` header demands: None for no header or ``*``; -1 (matches
+    nothing, so 412) for a weak or foreign tag, since If-Match compares strongly."""
+    if if_match is None or if_match.strip() == "*":
+        return None
+    tags = [t.strip() for t in if_match.split(",") if t.strip()]
+    if len(tags) != 1:
+        raise InvalidInput(
+            f'If-Match for dataset {name!r} must be one ETag as GET returned it (e.g. "r3") or *',
+            dataset=name,
+        )
+    m = _ETAG.fullmatch(tags[0])
+    return int(m.group(1)) if m else -1
 
 
 def _check_acl(acl: dict[str, str]) -> dict[str, str]:
@@ -43,16 +69,29 @@ def create_dataset(body: DatasetCreate, services: ServicesDep, principal: Princi
 
 
 @router.get("/{name}")
-def get_dataset(dataset: ReadableDataset, services: ServicesDep) -> DatasetPublic:
+def get_dataset(dataset: ReadableDataset, services: ServicesDep, response: Response) -> DatasetPublic:
+    response.headers["ETag"] = etag(dataset)
     return dataset_public(dataset, services.catalog.store.head(dataset.name))
 
 
 @router.patch("/{name}")
-def update_dataset(body: DatasetUpdate, dataset: AdminDataset, services: ServicesDep) -> DatasetPublic:
+def update_dataset(
+    body: DatasetUpdate,
+    dataset: AdminDataset,
+    services: ServicesDep,
+    response: Response,
+    if_match: Annotated[
+        str | None, Header(description='ETag from GET ("r3"): 412 if the dataset changed since')
+    ] = None,
+) -> DatasetPublic:
+    """Write only the fields sent, atomically; with If-Match, only if the revision still matches."""
     fields = body.model_dump(exclude_none=True)
     if "acl" in fields:
         _check_acl(fields["acl"])
     if "owner" in fields and fields["owner"]:
         check_principal(fields["owner"])
-    updated = services.catalog.update_dataset(dataset.name, **fields)
+    updated = services.catalog.update_dataset(
+        dataset.name, expected_revision=expected_revision(if_match, dataset.name), **fields
+    )
+    response.headers["ETag"] = etag(updated)
     return dataset_public(updated, services.catalog.store.head(dataset.name))
