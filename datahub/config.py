@@ -53,6 +53,9 @@ class S3Config:
     max_attempts: int = 6
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
+    # One deadline for a whole storage call: all attempts and backoffs (GETs also cap their
+    # connect/read timeouts to what is left), so a stalled origin fails a read within it.
+    total_timeout: float = 30.0
     max_pool_connections: int = 32
 
 

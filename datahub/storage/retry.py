@@ -7,10 +7,17 @@ multiplied. ``sleep`` and ``random`` are parameters so tests check the schedule 
 
 Full jitter (delay = random() * min(cap, base * 2**n)) spreads the retries of many
 clients throttled at once, instead of having them return in lock-step.
+
+``budget`` is one deadline across all attempts and backoffs of a call (``s3.total_timeout``):
+a stalled endpoint costs the caller at most the budget, whatever ``max_attempts`` and the
+per-attempt timeouts are. Between attempts the budget is checked and a backoff never sleeps
+past it; inside an attempt, ``remaining()`` tells the request how long it may wait
+(``S3Store`` clamps its GET's connect and read timeouts to it).
 """
 
 from __future__ import annotations
 
+import contextvars
 import random as _random
 import time
 from collections.abc import Callable
@@ -21,6 +28,14 @@ from datahub.errors import TransientStorageError
 
 T = TypeVar("T")
 
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("storage_deadline", default=None)
+
+
+def remaining() -> float | None:
+    """Seconds left of the budget of the ``RetryPolicy.call`` running in this thread (None: no budget)."""
+    deadline = _DEADLINE.get()
+    return None if deadline is None else deadline - time.monotonic()
+
 
 @dataclass
 class RetryPolicy:
@@ -29,6 +44,8 @@ class RetryPolicy:
     cap: float = 20.0  # seconds: no single backoff waits longer
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
     random: Callable[[], float] = field(default=_random.random, repr=False)
+    budget: float | None = None  # seconds for the whole call, attempts and backoffs; None: unbounded
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False)
 
     def __post_init__(self) -> None:
         self.max_attempts = max(1, int(self.max_attempts))
@@ -40,22 +57,40 @@ class RetryPolicy:
     def call(
         self, fn: Callable[[], T], on_retry: Callable[[int, TransientStorageError], None] | None = None
     ) -> T:
-        """Run ``fn`` until it succeeds, raises a non-transient error, or attempts run out.
+        """Run ``fn`` until it succeeds, raises a non-transient error, or attempts or budget run out.
 
         After the last attempt the final TransientStorageError is raised, its message
-        saying how many attempts were made.
+        saying how many attempts were made (and that the budget ran out, when it did).
         """
-        for attempt in range(self.max_attempts):
-            try:
-                return fn()
-            except TransientStorageError as exc:
-                if attempt + 1 >= self.max_attempts:
-                    exc.details["attempts"] = self.max_attempts
-                    if self.max_attempts > 1:
-                        exc.message = f"{exc.message} (gave up after {self.max_attempts} attempts)"
-                        exc.args = (exc.message,)
-                    raise
-                if on_retry is not None:
-                    on_retry(attempt, exc)
-                self.sleep(self.backoff(attempt))
+        deadline = None if self.budget is None else self.clock() + self.budget
+        token = _DEADLINE.set(None if deadline is None else time.monotonic() + self.budget)
+        try:
+            for attempt in range(self.max_attempts):
+                try:
+                    return fn()
+                except TransientStorageError as exc:
+                    if attempt + 1 >= self.max_attempts:
+                        self._give_up(exc, attempt + 1, out_of_time=False)
+                        raise
+                    delay = self.backoff(attempt)
+                    if deadline is not None and deadline - self.clock() <= delay:  # no time to try again
+                        self._give_up(exc, attempt + 1, out_of_time=True)
+                        raise
+                    if on_retry is not None:
+                        on_retry(attempt, exc)
+                    self.sleep(delay)
+        finally:
+            _DEADLINE.reset(token)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _give_up(self, exc: TransientStorageError, attempts: int, out_of_time: bool) -> None:
+        exc.details["attempts"] = attempts
+        if out_of_time:
+            exc.details["budget"] = self.budget
+            exc.message = (
+                f"{exc.message} (gave up after {attempts} attempt{'s' if attempts > 1 else ''}: "
+                f"the {self.budget:g} s budget (s3.total_timeout) ran out)"
+            )
+        elif attempts > 1:
+            exc.message = f"{exc.message} (gave up after {attempts} attempts)"
+        exc.args = (exc.message,)

@@ -3,7 +3,9 @@
 The only module that imports boto3/botocore. Every SDK call goes through
 ``S3Store._call``, which translates SDK errors once (table in ``s3errors``) and retries
 transient ones once (``retry.RetryPolicy``); boto's own retry layer is off
-(``total_max_attempts=1``) so attempts never multiply.
+(``total_max_attempts=1``) so attempts never multiply. One deadline, ``s3.total_timeout``,
+bounds a call across all its attempts and backoffs; the GET's connect/read timeouts are
+capped to what is left of it, so a stalled endpoint fails a read within the budget.
 
 Why boto3 and not s3fs: the calls here are synchronous, per-request and need exact
 control of ``Range``/``IfMatch``, pagination and multipart part sizes; s3fs adds an
@@ -44,7 +46,7 @@ from datahub.errors import (
 )
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.keys import check_foreign_key, check_range
-from datahub.storage.retry import RetryPolicy
+from datahub.storage.retry import RetryPolicy, remaining
 from datahub.storage.s3errors import error_for, no_credentials
 from datahub.storage.s3get import Credentials, LeanGetter
 from datahub.storage.urls import encode_key
@@ -253,7 +255,7 @@ class S3Store(ObjectStore):
         self._owns_connection = connection is None
         self._conn = connection or S3Connection(config, lean_get=lean_get)
         self._client = self._conn.client
-        self.retry = retry or RetryPolicy(config.max_attempts)
+        self.retry = retry or RetryPolicy(config.max_attempts, budget=config.total_timeout or None)
         self.page_size = max(1, min(1000, page_size))
         self.multipart_threshold = config.multipart_threshold
         self.multipart_chunk = max(MIN_PART, config.multipart_chunk)
@@ -274,7 +276,11 @@ class S3Store(ObjectStore):
         def on_retry(n: int, exc: TransientStorageError) -> None:
             log.info("retrying S3 call for s3://%s/%s after: %s", self.bucket, key or "", exc.message)
 
-        return self.retry.call(attempt, on_retry)
+        try:
+            return self.retry.call(attempt, on_retry)
+        except TransientStorageError as exc:
+            log.warning("S3 call for s3://%s/%s failed: %s", self.bucket, key or "", exc.message)
+            raise
 
     def _full(self, key: str) -> str:
         check_foreign_key(key)
@@ -411,7 +417,7 @@ class S3Store(ObjectStore):
         if start or end is not None:
             byte_range = f"bytes={start}-" + ("" if end is None else str(end - 1))
         if self._conn.getter is not None:
-            return self._conn.getter.get(self.bucket, full, byte_range, etag)
+            return self._conn.getter.get(self.bucket, full, byte_range, etag, budget=remaining())
         params: dict[str, Any] = {"Bucket": self.bucket, "Key": full}
         if byte_range is not None:
             params["Range"] = byte_range

@@ -154,6 +154,7 @@ class LeanGetter:
         self.path_style = path_style
         self._credentials = credentials
         self._signer = SigV4(region, clock)
+        self._connect_timeout, self._read_timeout = connect_timeout, read_timeout
         self._timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
         tls = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle} if self.scheme == "https" else {}
         self._pools = urllib3.PoolManager(num_pools=64, maxsize=max_pool_connections, block=False, **tls)
@@ -166,11 +167,20 @@ class LeanGetter:
             return f"{bucket}.{self.hostname}{port}", f"/{quoted}"
         return f"{self.hostname}{port}", f"{self.base_path}/{bucket}/{quoted}"
 
-    def get(self, bucket: str, key: str, byte_range: str | None, if_match: str | None) -> Response | None:
+    def get(
+        self,
+        bucket: str,
+        key: str,
+        byte_range: str | None,
+        if_match: str | None,
+        budget: float | None = None,
+    ) -> Response | None:
         """One GET attempt; None when the range starts past the end (416, an empty slice).
 
         Errors are datahub errors named after ``s3://bucket/key`` (ObjectChanged for a failed
-        If-Match); the caller retries TransientStorageError with its policy.
+        If-Match); the caller retries TransientStorageError with its policy. ``budget``
+        (seconds left of the caller's overall deadline) caps the connect and read timeouts,
+        so a stalled endpoint cannot hold the attempt past the deadline.
         """
         where = f"s3://{bucket}/{key}"
         creds = self._credentials()
@@ -192,7 +202,7 @@ class LeanGetter:
                 headers=headers,
                 retries=False,
                 redirect=False,
-                timeout=self._timeout,
+                timeout=self._timeout if budget is None else self._capped(budget),
                 preload_content=False,
                 decode_content=False,
                 assert_same_host=False,
@@ -211,6 +221,12 @@ class LeanGetter:
         if error is None:
             return None
         raise error
+
+    def _capped(self, budget: float) -> urllib3.Timeout:
+        budget = max(budget, 0.001)
+        return urllib3.Timeout(
+            connect=min(self._connect_timeout, budget), read=min(self._read_timeout, budget)
+        )
 
     def _error(
         self, raw: urllib3.HTTPResponse, bucket: str, key: str, if_match: str | None

@@ -63,3 +63,57 @@ def test_one_attempt_means_no_retry(fake_sleep) -> None:
     with pytest.raises(TransientStorageError) as err:
         policy.call(fn)
     assert len(fn.calls) == 1 and "gave up" not in err.value.message
+
+
+class FakeClock:
+    """A clock that the fake sleep and each attempt move forward."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_budget_ends_retries_before_max_attempts() -> None:
+    clock = FakeClock()
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.now += seconds
+
+    def fn() -> str:
+        clock.now += 4.0  # each attempt stalls until its own timeout
+        raise TransientStorageError("s3://b/k too slow", bucket="b", key="k")
+
+    policy = RetryPolicy(
+        max_attempts=50, base=1.0, cap=1.0, sleep=sleep, random=lambda: 1.0, budget=10.0, clock=clock
+    )
+    with pytest.raises(TransientStorageError) as info:
+        policy.call(fn)
+    assert info.value.details["attempts"] == 2  # 4 + 1 + 4 = 9 s; a third try would start past 10 s
+    assert "s3://b/k" in str(info.value) and "s3.total_timeout" in str(info.value)
+    assert slept == [1.0]
+
+
+def test_a_backoff_that_would_cross_the_deadline_gives_up_instead_of_sleeping(fake_sleep) -> None:
+    clock = FakeClock()
+    policy = RetryPolicy(
+        max_attempts=5, base=5.0, cap=5.0, sleep=fake_sleep, random=lambda: 1.0, budget=3.0, clock=clock
+    )
+    fn = failing(10)
+    with pytest.raises(TransientStorageError):
+        policy.call(fn)
+    assert len(fn.calls) == 1 and fake_sleep.slept == []
+
+
+def test_remaining_is_the_budget_left_inside_a_call_only() -> None:
+    from datahub.storage.retry import remaining
+
+    seen: list[float | None] = []
+    assert remaining() is None
+    RetryPolicy(budget=30.0).call(lambda: seen.append(remaining()))
+    RetryPolicy().call(lambda: seen.append(remaining()))
+    assert seen[0] is not None and 0 < seen[0] <= 30.0 and seen[1] is None
+    assert remaining() is None
