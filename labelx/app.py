@@ -16,7 +16,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from datahub.api.errors import http_error_headers
 from datahub.config import Config
 from datahub.errors import DatahubError, PayloadTooLarge, Unauthenticated
 from labelx import pages, routes
@@ -78,6 +80,20 @@ def create_labelx_app(
         if isinstance(exc, Unauthenticated) and wants_page:
             return RedirectResponse(pages.base_path(request) + "/login", status_code=303)
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        """Framework errors (unknown route, wrong method) in the same shape; the headers stay
+        (a 405 lists the allowed methods in ``Allow``)."""
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code in (404, 405):
+            message = f"{message}: {request.method} {request.url.path}"
+        return JSONResponse(
+            {"error": {"code": code, "message": message}},
+            status_code=exc.status_code,
+            headers=http_error_headers(request, exc),
+        )
 
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:

@@ -14,14 +14,22 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from datahub.errors import DatahubError
 
 log = logging.getLogger(__name__)
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
-def error_response(status: int, code: str, message: str, details: dict | None = None) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    details: dict | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    headers = {**(headers or {}), **({"WWW-Authenticate": "Bearer"} if status == 401 else {})}
     if status == 500:
         # The server closes the connection after an unhandled error; saying so lets a pooled
         # client open a new one instead of sending its next request into a reset.
@@ -51,7 +59,27 @@ async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResp
     message = exc.detail if isinstance(exc.detail, str) else "request failed"
     if exc.status_code == 404 and message == "Not Found":
         message = f"no such endpoint: {request.method} {request.url.path}"
-    return error_response(exc.status_code, code, message)
+    return error_response(exc.status_code, code, message, headers=http_error_headers(request, exc))
+
+
+def http_error_headers(request: Request, exc: StarletteHTTPException) -> dict[str, str]:
+    """The framework's headers, with a 405's ``Allow`` naming every method the path accepts
+    (RFC 9110). Starlette lists only the methods of the first route whose path matched, so a
+    path served by several routes (``PUT`` and ``DELETE`` on a tag) would under-report."""
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        # ask every route (``matches`` is the public route interface, and it also looks into
+        # included routers) which of the methods would have been served at this path
+        methods = [
+            m
+            for m in _METHODS
+            if any(
+                r.matches({**request.scope, "method": m})[0] is Match.FULL for r in request.app.router.routes
+            )
+        ]
+        if methods:
+            headers["Allow"] = ", ".join(methods)
+    return headers
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
