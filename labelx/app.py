@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from datahub.api.errors import http_error_headers
 from datahub.config import Config
-from datahub.errors import DatahubError, PayloadTooLarge, Unauthenticated
+from datahub.errors import DatahubError, InvalidInput, PayloadTooLarge, Unauthenticated
 from labelx import pages, routes
 from labelx.deps import LabelX, labelx_db_path
 
@@ -80,6 +81,15 @@ def create_labelx_app(
         if isinstance(exc, Unauthenticated) and wants_page:
             return RedirectResponse(pages.base_path(request) + "/login", status_code=303)
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        """A body or parameter that does not fit its model is bad input (400), like any other."""
+        errors = exc.errors()
+        first = errors[0] if errors else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
+        err = InvalidInput(f"invalid request: {where}: {first.get('msg', 'does not match the schema')}")
+        return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

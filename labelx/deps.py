@@ -1,4 +1,4 @@
-"""What every LabelX route depends on: the app's services, the caller, the JSON body.
+"""What every LabelX route depends on: the app's services and the caller (bodies: labelx.models).
 
 ``Who`` authenticates (API token or session cookie) and enforces CSRF on every
 state-changing request, so no route can forget either.
@@ -6,14 +6,13 @@ state-changing request, so no route can forget either.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from datahub.config import Config
-from datahub.errors import InvalidInput, PayloadTooLarge, Unauthenticated
+from datahub.errors import PayloadTooLarge, Unauthenticated
 from labelx.auth import CSRF_HEADER, SESSION_COOKIE, Auth, Principal, check_csrf
 from labelx.images import ImageSource
 from labelx.service import LabelService
@@ -60,25 +59,9 @@ LX = Annotated[LabelX, Depends(get_labelx)]
 Who = Annotated[Principal, Depends(get_principal)]
 
 
-async def json_body(request: Request) -> dict[str, Any]:
+async def body_within_limit(request: Request) -> None:
+    """A body sent without ``Content-Length`` (chunked) is checked here, once it was read;
+    the app's middleware refuses a declared length over the limit before any of it is read."""
     lx = get_labelx(request)
-    body = await request.body()
-    if len(body) > lx.max_body:
+    if len(await request.body()) > lx.max_body:
         raise PayloadTooLarge(f"request body is larger than {lx.max_body} bytes")
-    try:
-        data = json.loads(body or b"{}")
-    except ValueError as exc:
-        raise InvalidInput(f"request body is not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise InvalidInput("request body must be a JSON object")
-    return data
-
-
-Body = Annotated[dict[str, Any], Depends(json_body)]
-
-
-def int_field(data: dict[str, Any], name: str) -> int:
-    value = data.get(name)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidInput(f"field {name!r} must be an integer")
-    return value

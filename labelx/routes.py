@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -13,107 +13,125 @@ from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from labelx import export
 from labelx.auth import hash_password
-from labelx.deps import LX, Body, Who, int_field
+from labelx.deps import LX, Who, body_within_limit
+from labelx.models import (
+    CommitLabels,
+    Committed,
+    ItemOut,
+    ItemReview,
+    ItemSave,
+    Matched,
+    Ok,
+    ProjectCreate,
+    ProjectOut,
+    Stats,
+    Submitted,
+    TaskAssign,
+    TaskSummary,
+    TaskTaken,
+    TaskView,
+    TokenCreate,
+    TokenOut,
+    TokenRevoke,
+    UserCreate,
+    UserOut,
+)
 from labelx.preannotate import parse_jsonl
 from labelx.service import item_json, project_json
 
-router = APIRouter(prefix="/api")
+router = APIRouter(prefix="/api", dependencies=[Depends(body_within_limit)])
 
 
 @router.get("/me")
-def me(who: Who) -> dict[str, Any]:
-    return {"name": who.user.name, "role": who.user.role}
+def me(who: Who) -> UserOut:
+    return UserOut(name=who.user.name, role=who.user.role)
 
 
 @router.get("/users")
-def users(lx: LX, who: Who) -> list[dict[str, Any]]:
+def users(lx: LX, who: Who) -> list[UserOut]:
     lx.service.require_admin(who.user)
-    return [{"name": u.name, "role": u.role} for u in lx.store.list_users()]
+    return [UserOut(name=u.name, role=u.role) for u in lx.store.list_users()]
 
 
 @router.post("/users", status_code=201)
-def create_user(lx: LX, who: Who, body: Body) -> dict[str, Any]:
+def create_user(lx: LX, who: Who, body: UserCreate) -> UserOut:
     lx.service.require_admin(who.user)
-    user = lx.store.create_user(
-        check_name(str(body.get("name", "")), "user"),
-        str(body.get("role", "annotator")),
-        hash_password(str(body.get("password", ""))),
-    )
-    return {"name": user.name, "role": user.role}
+    user = lx.store.create_user(check_name(body.name, "user"), body.role, hash_password(body.password))
+    return UserOut(name=user.name, role=user.role)
 
 
 @router.post("/tokens", status_code=201)
-def create_token(lx: LX, who: Who, body: Body) -> dict[str, Any]:
-    return {"token": lx.auth.new_token(who.user, str(body.get("description", "")))}
+def create_token(lx: LX, who: Who, body: TokenCreate = TokenCreate()) -> TokenOut:
+    return TokenOut(token=lx.auth.new_token(who.user, body.description))
 
 
 @router.post("/tokens/revoke")
-def revoke_token(lx: LX, who: Who, body: Body) -> dict[str, Any]:
-    lx.auth.revoke_token(who.user, str(body.get("token", "")))
-    return {"ok": True}
+def revoke_token(lx: LX, who: Who, body: TokenRevoke = TokenRevoke()) -> Ok:
+    lx.auth.revoke_token(who.user, body.token)
+    return Ok(ok=True)
 
 
 @router.get("/projects")
-def projects(lx: LX, who: Who) -> list[dict[str, Any]]:
+def projects(lx: LX, who: Who) -> list[ProjectOut]:
     return [project_json(p) for p in lx.service.projects_for(who.user)]
 
 
 @router.post("/projects", status_code=201)
-def create_project(lx: LX, who: Who, body: Body) -> dict[str, Any]:
+def create_project(lx: LX, who: Who, body: ProjectCreate) -> ProjectOut:
     project = lx.service.create_project(
         who.user,
-        name=str(body.get("name", "")),
-        dataset=str(body.get("dataset", "")),
-        ref=body.get("version"),
-        prefix=str(body.get("prefix") or ""),
-        where=str(body.get("filter") or ""),
-        schema=body.get("schema") or {},
-        task_size=int_field({"task_size": body.get("task_size", 50)}, "task_size"),
-        annotators=list(body.get("annotators") or []),
-        round_robin=body.get("assign", "round-robin") != "claim",
+        name=body.name,
+        dataset=body.dataset,
+        ref=body.version,
+        prefix=body.prefix or "",
+        where=body.filter or "",
+        schema=body.schema_ or {},
+        task_size=body.task_size,
+        annotators=list(body.annotators or []),
+        round_robin=body.assign != "claim",
     )
     return project_json(project)
 
 
 @router.get("/projects/{project_id}")
-def project(lx: LX, who: Who, project_id: int) -> dict[str, Any]:
+def project(lx: LX, who: Who, project_id: int) -> ProjectOut:
     return project_json(lx.service.project_for(who.user, project_id))
 
 
 @router.get("/projects/{project_id}/tasks")
-def tasks(lx: LX, who: Who, project_id: int) -> list[dict[str, Any]]:
+def tasks(lx: LX, who: Who, project_id: int) -> list[TaskSummary]:
     return lx.service.tasks_for(who.user, project_id)
 
 
 @router.post("/projects/{project_id}/take-task")
-def take_task(lx: LX, who: Who, project_id: int) -> dict[str, Any]:
-    return {"task_id": lx.service.take_next_task(who.user, project_id)}
+def take_task(lx: LX, who: Who, project_id: int) -> TaskTaken:
+    return TaskTaken(task_id=lx.service.take_next_task(who.user, project_id))
 
 
 @router.get("/projects/{project_id}/stats")
-def stats(lx: LX, who: Who, project_id: int) -> dict[str, Any]:
+def stats(lx: LX, who: Who, project_id: int) -> Stats:
     return lx.service.stats(who.user, project_id)
 
 
 @router.get("/projects/{project_id}/review")
-def review_queue(lx: LX, who: Who, project_id: int) -> list[dict[str, Any]]:
+def review_queue(lx: LX, who: Who, project_id: int) -> list[ItemOut]:
     return lx.service.review_queue(who.user, project_id)
 
 
 @router.post("/projects/{project_id}/commit")
-def commit(lx: LX, who: Who, project_id: int, body: Body) -> dict[str, Any]:
+def commit(lx: LX, who: Who, project_id: int, body: CommitLabels = CommitLabels()) -> Committed:
     version = export.commit_labels(
         lx.service,
         who.user,
         project_id,
-        to_dataset=body.get("to_dataset") or None,
-        message=str(body.get("message") or ""),
+        to_dataset=body.to_dataset or None,
+        message=body.message or "",
     )
-    return {"dataset": version.dataset, "seq": version.seq, "modified": version.modified}
+    return Committed(dataset=version.dataset, seq=version.seq, modified=version.modified)
 
 
 @router.post("/projects/{project_id}/suggestions")
-async def suggestions(request: Request, lx: LX, who: Who, project_id: int) -> dict[str, Any]:
+async def suggestions(request: Request, lx: LX, who: Who, project_id: int) -> Matched:
     lx.service.require_admin(who.user)
     body = await request.body()
     if len(body) > lx.max_body:
@@ -125,7 +143,7 @@ async def suggestions(request: Request, lx: LX, who: Who, project_id: int) -> di
         rows = list(parse_jsonl(lines, lx.service.schema(project), request.query_params.get("model")))
         return lx.store.set_suggestions(project_id, rows)
 
-    return {"matched": await run_in_threadpool(attach)}
+    return Matched(matched=await run_in_threadpool(attach))
 
 
 @router.get("/projects/{project_id}/export/{fmt}")
@@ -161,13 +179,13 @@ def download(lx: LX, who: Who, project_id: int, fmt: str, include: str = "accept
 
 
 @router.put("/tasks/{task_id}/assignee")
-def assign(lx: LX, who: Who, task_id: int, body: Body) -> dict[str, Any]:
-    lx.service.assign(who.user, task_id, body.get("assignee") or None)
-    return {"ok": True}
+def assign(lx: LX, who: Who, task_id: int, body: TaskAssign = TaskAssign()) -> Ok:
+    lx.service.assign(who.user, task_id, body.assignee or None)
+    return Ok(ok=True)
 
 
 @router.get("/tasks/{task_id}")
-def task(lx: LX, who: Who, task_id: int) -> dict[str, Any]:
+def task(lx: LX, who: Who, task_id: int) -> TaskView:
     view = lx.service.task_view(who.user, task_id)
     upcoming = [i for i in lx.store.task_items(task_id) if i.status in ("todo", "rejected")]
     lx.images.hint([ObjectRef(i.url, i.etag, i.size) for i in upcoming])  # fetched ahead by the cache
@@ -175,37 +193,35 @@ def task(lx: LX, who: Who, task_id: int) -> dict[str, Any]:
 
 
 @router.post("/tasks/{task_id}/submit")
-def submit(lx: LX, who: Who, task_id: int) -> dict[str, Any]:
+def submit(lx: LX, who: Who, task_id: int) -> Submitted:
     return lx.service.submit(who.user, task_id)
 
 
 @router.post("/items/{item_id}/claim")
-def claim(lx: LX, who: Who, item_id: int) -> dict[str, Any]:
+def claim(lx: LX, who: Who, item_id: int) -> ItemOut:
     return item_json(lx.service.claim(who.user, item_id))
 
 
 @router.post("/items/{item_id}/release")
-def release(lx: LX, who: Who, item_id: int) -> dict[str, Any]:
+def release(lx: LX, who: Who, item_id: int) -> Ok:
     lx.service.release(who.user, item_id)
-    return {"ok": True}
+    return Ok(ok=True)
 
 
 @router.put("/items/{item_id}")
-def save(lx: LX, who: Who, item_id: int, body: Body) -> dict[str, Any]:
-    item = lx.service.save(
-        who.user, item_id, int_field(body, "version"), body.get("value"), skip=bool(body.get("skip"))
-    )
+def save(lx: LX, who: Who, item_id: int, body: ItemSave) -> ItemOut:
+    item = lx.service.save(who.user, item_id, body.version, body.value, skip=body.skip)
     return item_json(item)
 
 
 @router.post("/items/{item_id}/review")
-def review(lx: LX, who: Who, item_id: int, body: Body) -> dict[str, Any]:
+def review(lx: LX, who: Who, item_id: int, body: ItemReview) -> ItemOut:
     item = lx.service.review(
         who.user,
         item_id,
-        int_field(body, "version"),
-        bool(body.get("accept")),
-        str(body.get("comment") or ""),
+        body.version,
+        body.accept,
+        body.comment or "",
     )
     return item_json(item)
 
