@@ -8,6 +8,13 @@ transient failures (503, throttling, resets, timeouts) in its one retry policy
 (``datahub.storage.retry``, ``s3.max_attempts``), and what it gives up on reaches the
 reader as TransientStorageError.
 
+An object whose read ended in a timeout (a stalled origin: the storage layer's attempts
+or its budget, ``s3.total_timeout``, ran out on timeouts) is not asked again for ``STALL_MEMORY`` seconds: a read
+in that window fails at once with the same error. Why: the kernel re-asks a failed
+readahead at once with a synchronous read of the same page, so without this one read()
+through a mount waited two budgets. Fast failures (503, refused) are not remembered, so a
+recovered origin is seen at once.
+
 ``stream`` reads a long range as chunks of ONE request (``ObjectStore.read_chunks``), for
 the cache's large-object streams (datahub.cache.stream); it holds one origin slot while
 the stream is open and checks the total length like ``fetch``.
@@ -16,14 +23,16 @@ the stream is open and checks the total length like ``fetch``.
 from __future__ import annotations
 
 import queue
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from datahub.cache.pages import PageKey
-from datahub.errors import ObjectChanged
+from datahub.errors import ObjectChanged, TransientStorageError
 from datahub.storage.base import ObjectStore
 
 STREAM_CHUNK = 1 << 20  # bytes per chunk of a streaming read
+STALL_MEMORY = 5.0  # seconds a timed-out object fails at once instead of being asked again
 
 
 @dataclass
@@ -58,6 +67,26 @@ class Origin:
         self.stores = stores
         self._slots = Slots(concurrency)
         self.counters = OriginCounters()
+        self._stalled: dict[tuple[str, str], tuple[float, TransientStorageError]] = {}
+
+    def _check_stalled(self, url: str, etag: str) -> None:
+        """Raise the timeout of ``(url, etag)`` again if it happened within ``STALL_MEMORY``."""
+        hit = self._stalled.get((url, etag))
+        if hit is None:
+            return
+        at, exc = hit
+        if time.monotonic() - at >= STALL_MEMORY:
+            self._stalled.pop((url, etag), None)
+            return
+        raise TransientStorageError(
+            f"{exc.message} (not asked again within {STALL_MEMORY:g} s of timing out)", **exc.details
+        )
+
+    def _remember(self, url: str, etag: str, exc: Exception) -> None:
+        if isinstance(exc, TransientStorageError) and exc.details.get("timed_out"):
+            if len(self._stalled) > 1024:
+                self._stalled.clear()  # bounded: a stalled origin with many objects
+            self._stalled[(url, etag)] = (time.monotonic(), exc)
 
     def fetch(self, key: PageKey, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object version ``key`` names."""
@@ -65,11 +94,13 @@ class Origin:
         # for S3 servers; the etag pins the size, and the length is checked below anyway).
         whole = start == 0 and end - start < key.page_size
         try:
+            self._check_stalled(key.url, key.etag)
             store, object_key = self.stores.for_url(key.url)
             with self._slots:
                 data = store.read(object_key, start, None if whole else end, etag=key.etag)
-        except Exception:
+        except Exception as exc:
             self.counters.errors += 1
+            self._remember(key.url, key.etag, exc)
             raise
         if len(data) != end - start:
             self.counters.errors += 1
@@ -100,6 +131,7 @@ class Origin:
         A stream that ends short or runs long raises ObjectChanged (after the chunks that
         fit). Close the generator to end the request early; the origin slot is released then.
         """
+        self._check_stalled(url, etag)
         store, object_key = self.stores.for_url(url)
         want, got = end - start, 0
         with self._slots:
@@ -115,8 +147,9 @@ class Origin:
                     yield chunk
             except GeneratorExit:
                 raise
-            except Exception:
+            except Exception as exc:
                 self.counters.errors += 1
+                self._remember(url, etag, exc)
                 raise
             finally:
                 close = getattr(chunks, "close", None)

@@ -11,7 +11,7 @@ The contract is exactly ``S3Store.read``'s: the same ``Range`` and ``If-Match`` 
 the same error table (``s3errors.error_for`` on the S3 error code, else the status), and
 one attempt per call: the caller's ``RetryPolicy`` decides on retries (urllib3's own
 retries and redirects are off). Connection errors and timeouts are
-TransientStorageError. Credentials come from the caller (boto's chain: config, profile,
+TransientStorageError (``details["timed_out"]`` for timeouts: the origin stalled). Credentials come from the caller (boto's chain: config, profile,
 environment, instance role) as a function called per request, so refreshed credentials
 are picked up.
 
@@ -109,7 +109,8 @@ class Response:
         try:
             return self._raw.read(n)
         except (uexc.HTTPError, OSError) as exc:
-            raise TransientStorageError(f"S3 stream of {self._where} broke: {exc}") from exc
+            timed_out = {"timed_out": True} if isinstance(exc, uexc.TimeoutError | TimeoutError) else {}
+            raise TransientStorageError(f"S3 stream of {self._where} broke: {exc}", **timed_out) from exc
 
     def read_all(self) -> bytes:
         """The whole body, then the connection goes back to the pool."""
@@ -213,7 +214,10 @@ class LeanGetter:
             ) from exc
         except (uexc.HTTPError, OSError) as exc:
             raise TransientStorageError(
-                f"S3 endpoint unreachable or too slow for {where}: {exc}", bucket=bucket, key=key
+                f"S3 endpoint unreachable or too slow for {where}: {exc}",
+                bucket=bucket,
+                key=key,
+                **({"timed_out": True} if isinstance(exc, uexc.TimeoutError) else {}),
             ) from exc
         if raw.status in (200, 206):
             return Response(raw, where)
