@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from fastapi import Path as PathParam
 
 from datahub.config import Config
 from datahub.errors import PayloadTooLarge, Unauthenticated
@@ -56,6 +57,8 @@ def get_principal(request: Request) -> Principal:
 
 
 LX = Annotated[LabelX, Depends(get_labelx)]
+# ids are SQLite INTEGERs: a larger number is bad input (400), never an overflow deep in a query
+RowId = Annotated[int, PathParam(ge=-(2**63), le=2**63 - 1)]
 Who = Annotated[Principal, Depends(get_principal)]
 
 

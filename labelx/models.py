@@ -7,9 +7,12 @@ format does not change. A body that does not fit is a 400 ``invalid_input`` (see
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field
+
+# a strict integer that fits a SQLite INTEGER (larger ones are bad input, not an overflow)
+StrictInt = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)]
 
 # --- requests ------------------------------------------------------------------------------------
 

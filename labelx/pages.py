@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from datahub.errors import Unauthenticated
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
-from labelx.deps import LX, Who, get_labelx
+from labelx.deps import LX, RowId, Who, get_labelx
 from labelx.service import project_json
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -124,19 +124,19 @@ def home(request: Request, who: Who) -> HTMLResponse:
 
 
 @router.get("/projects/{project_id}", response_class=HTMLResponse)
-def dashboard(request: Request, lx: LX, who: Who, project_id: int) -> HTMLResponse:
+def dashboard(request: Request, lx: LX, who: Who, project_id: RowId) -> HTMLResponse:
     project = lx.service.project_for(who.user, project_id)
     return _page("dashboard.html", project.name, request, who, project=project_json(project))
 
 
 @router.get("/projects/{project_id}/review", response_class=HTMLResponse)
-def review_page(request: Request, lx: LX, who: Who, project_id: int) -> HTMLResponse:
+def review_page(request: Request, lx: LX, who: Who, project_id: RowId) -> HTMLResponse:
     project = lx.service.project_for(who.user, project_id)
     return _page("review.html", f"Review {project.name}", request, who, project=project_json(project))
 
 
 @router.get("/tasks/{task_id}", response_class=HTMLResponse)
-def annotate_page(request: Request, lx: LX, who: Who, task_id: int) -> HTMLResponse:
+def annotate_page(request: Request, lx: LX, who: Who, task_id: RowId) -> HTMLResponse:
     view = lx.service.task_view(who.user, task_id)
     return _page("annotate.html", view["project"]["name"], request, who, task_id=task_id)
 

@@ -13,7 +13,7 @@ from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from labelx import export
 from labelx.auth import hash_password
-from labelx.deps import LX, Who, body_within_limit
+from labelx.deps import LX, RowId, Who, body_within_limit
 from labelx.models import (
     CommitLabels,
     Committed,
@@ -94,32 +94,32 @@ def create_project(lx: LX, who: Who, body: ProjectCreate) -> ProjectOut:
 
 
 @router.get("/projects/{project_id}")
-def project(lx: LX, who: Who, project_id: int) -> ProjectOut:
+def project(lx: LX, who: Who, project_id: RowId) -> ProjectOut:
     return project_json(lx.service.project_for(who.user, project_id))
 
 
 @router.get("/projects/{project_id}/tasks")
-def tasks(lx: LX, who: Who, project_id: int) -> list[TaskSummary]:
+def tasks(lx: LX, who: Who, project_id: RowId) -> list[TaskSummary]:
     return lx.service.tasks_for(who.user, project_id)
 
 
 @router.post("/projects/{project_id}/take-task")
-def take_task(lx: LX, who: Who, project_id: int) -> TaskTaken:
+def take_task(lx: LX, who: Who, project_id: RowId) -> TaskTaken:
     return TaskTaken(task_id=lx.service.take_next_task(who.user, project_id))
 
 
 @router.get("/projects/{project_id}/stats")
-def stats(lx: LX, who: Who, project_id: int) -> Stats:
+def stats(lx: LX, who: Who, project_id: RowId) -> Stats:
     return lx.service.stats(who.user, project_id)
 
 
 @router.get("/projects/{project_id}/review")
-def review_queue(lx: LX, who: Who, project_id: int) -> list[ItemOut]:
+def review_queue(lx: LX, who: Who, project_id: RowId) -> list[ItemOut]:
     return lx.service.review_queue(who.user, project_id)
 
 
 @router.post("/projects/{project_id}/commit")
-def commit(lx: LX, who: Who, project_id: int, body: CommitLabels = CommitLabels()) -> Committed:
+def commit(lx: LX, who: Who, project_id: RowId, body: CommitLabels = CommitLabels()) -> Committed:
     version = export.commit_labels(
         lx.service,
         who.user,
@@ -131,7 +131,7 @@ def commit(lx: LX, who: Who, project_id: int, body: CommitLabels = CommitLabels(
 
 
 @router.post("/projects/{project_id}/suggestions")
-async def suggestions(request: Request, lx: LX, who: Who, project_id: int) -> Matched:
+async def suggestions(request: Request, lx: LX, who: Who, project_id: RowId) -> Matched:
     lx.service.require_admin(who.user)
     body = await request.body()
     if len(body) > lx.max_body:
@@ -147,7 +147,7 @@ async def suggestions(request: Request, lx: LX, who: Who, project_id: int) -> Ma
 
 
 @router.get("/projects/{project_id}/export/{fmt}")
-def download(lx: LX, who: Who, project_id: int, fmt: str, include: str = "accepted") -> Response:
+def download(lx: LX, who: Who, project_id: RowId, fmt: str, include: str = "accepted") -> Response:
     project = lx.service.project_for(who.user, project_id)
     if not who.user.can_review:
         lx.service.require_admin(who.user)
@@ -179,13 +179,13 @@ def download(lx: LX, who: Who, project_id: int, fmt: str, include: str = "accept
 
 
 @router.put("/tasks/{task_id}/assignee")
-def assign(lx: LX, who: Who, task_id: int, body: TaskAssign = TaskAssign()) -> Ok:
+def assign(lx: LX, who: Who, task_id: RowId, body: TaskAssign = TaskAssign()) -> Ok:
     lx.service.assign(who.user, task_id, body.assignee or None)
     return Ok(ok=True)
 
 
 @router.get("/tasks/{task_id}")
-def task(lx: LX, who: Who, task_id: int) -> TaskView:
+def task(lx: LX, who: Who, task_id: RowId) -> TaskView:
     view = lx.service.task_view(who.user, task_id)
     upcoming = [i for i in lx.store.task_items(task_id) if i.status in ("todo", "rejected")]
     lx.images.hint([ObjectRef(i.url, i.etag, i.size) for i in upcoming])  # fetched ahead by the cache
@@ -193,29 +193,29 @@ def task(lx: LX, who: Who, task_id: int) -> TaskView:
 
 
 @router.post("/tasks/{task_id}/submit")
-def submit(lx: LX, who: Who, task_id: int) -> Submitted:
+def submit(lx: LX, who: Who, task_id: RowId) -> Submitted:
     return lx.service.submit(who.user, task_id)
 
 
 @router.post("/items/{item_id}/claim")
-def claim(lx: LX, who: Who, item_id: int) -> ItemOut:
+def claim(lx: LX, who: Who, item_id: RowId) -> ItemOut:
     return item_json(lx.service.claim(who.user, item_id))
 
 
 @router.post("/items/{item_id}/release")
-def release(lx: LX, who: Who, item_id: int) -> Ok:
+def release(lx: LX, who: Who, item_id: RowId) -> Ok:
     lx.service.release(who.user, item_id)
     return Ok(ok=True)
 
 
 @router.put("/items/{item_id}")
-def save(lx: LX, who: Who, item_id: int, body: ItemSave) -> ItemOut:
+def save(lx: LX, who: Who, item_id: RowId, body: ItemSave) -> ItemOut:
     item = lx.service.save(who.user, item_id, body.version, body.value, skip=body.skip)
     return item_json(item)
 
 
 @router.post("/items/{item_id}/review")
-def review(lx: LX, who: Who, item_id: int, body: ItemReview) -> ItemOut:
+def review(lx: LX, who: Who, item_id: RowId, body: ItemReview) -> ItemOut:
     item = lx.service.review(
         who.user,
         item_id,
@@ -227,7 +227,7 @@ def review(lx: LX, who: Who, item_id: int, body: ItemReview) -> ItemOut:
 
 
 @router.get("/items/{item_id}/image")
-def image(lx: LX, who: Who, item_id: int, size: str = "preview") -> Response:
+def image(lx: LX, who: Who, item_id: RowId, size: str = "preview") -> Response:
     item = lx.service.item_for(who.user, item_id)
     ref = ObjectRef(item.url, item.etag, item.size)
     if size == "original":
