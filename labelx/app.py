@@ -24,6 +24,7 @@ from datahub.config import Config
 from datahub.errors import DatahubError, InvalidInput, PayloadTooLarge, Unauthenticated
 from labelx import pages, routes
 from labelx.deps import LabelX, labelx_db_path
+from labelx.models import ERRORS
 
 HERE = Path(__file__).parent
 CSP = (
@@ -71,7 +72,13 @@ def create_labelx_app(
         for obj in owned:  # the cache before the stores it reads through
             obj.close()
 
-    app = FastAPI(title="LabelX", lifespan=lifespan, docs_url="/api/docs", openapi_url="/api/openapi.json")
+    app = FastAPI(
+        title="LabelX",
+        lifespan=lifespan,
+        docs_url="/api/docs",
+        openapi_url="/api/openapi.json",
+        responses=ERRORS,
+    )
     app.state.labelx = lx
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 

@@ -170,3 +170,29 @@ class Committed(BaseModel):
 
 class Matched(BaseModel):
     matched: int
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable machine-readable code, e.g. invalid_input, stale_version")
+    message: str = Field(description="what went wrong and what to do")
+    details: dict[str, Any] | None = None
+
+
+class ErrorBody(BaseModel):
+    """Every LabelX error: ``{"error": {code, message, details?}}``."""
+
+    error: ErrorDetail
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in {
+        400: "invalid input (a body or parameter that does not fit, a bad schema or value)",
+        401: "not logged in and no API token",
+        403: "the caller's role may not do this, or the CSRF token is missing",
+        404: "unknown project, task, item, user or token (or one the caller may not see)",
+        409: "conflict (a stale item version, a name taken, an item claimed by someone else)",
+        412: "the image behind an item changed in storage since the project was made",
+        413: "request body larger than api.max_body_bytes",
+    }.items()
+}

@@ -87,3 +87,14 @@ def test_an_id_or_version_beyond_sqlite_integers_is_400_not_500(app):
     assert resp.status_code == 400
     resp = admin.put("/api/items/1", {"version": huge, "value": "cat"})
     assert resp.status_code == 400 and "version" in resp.json()["error"]["message"]
+
+
+def test_error_answers_are_documented_in_the_error_shape(app):
+    spec = TestClient(app).get("/api/openapi.json").json()
+    op = spec["paths"]["/api/items/{item_id}"]["put"]
+    for status in ("400", "403", "404", "409", "413"):
+        schema = _resolve(spec, op["responses"][status]["content"]["application/json"]["schema"])
+        assert "error" in schema["properties"], status
+    admin = Session(app, "admin")
+    body = admin.put("/api/items/424242", {"version": 1, "value": "cat"}).json()
+    assert set(body) == {"error"} and {"code", "message"} <= set(body["error"])
