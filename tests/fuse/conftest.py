@@ -118,6 +118,16 @@ class Dataset:
     created_at: float
 
 
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Every file below ``root`` as relative path -> bytes, read through the file system."""
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            out[path.relative_to(root).as_posix()] = path.read_bytes()
+    return out
+
+
 def sample_objects(seed: int = 7) -> dict[str, bytes]:
     """Small, empty, odd-sized and multi-MiB objects in a few directories."""
     rng = random.Random(seed)

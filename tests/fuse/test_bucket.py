@@ -11,7 +11,7 @@ import pytest
 from datahub.catalog import open_catalog
 from datahub.storage import StoreRegistry
 from fuse_adapter.layout import snapshot_dataset_name
-from tests.fuse.conftest import FuseEnv, wait_until
+from tests.fuse.conftest import FuseEnv, read_tree, wait_until
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
@@ -27,15 +27,6 @@ def _info(mnt: Path) -> dict:
     return json.loads((mnt / ".datahub").read_text())
 
 
-def _walk(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(dirpath) / name
-            out[path.relative_to(root).as_posix()] = path.read_bytes()
-    return out
-
-
 def test_bucket_mount_snapshots_reuses_and_refreshes(env: FuseEnv) -> None:
     objects = {f"train/c{i % 3}/img_{i:03d}.jpg": os.urandom(1000 + i) for i in range(30)}
     objects["bad//key"] = b"not representable as a path"
@@ -45,7 +36,9 @@ def test_bucket_mount_snapshots_reuses_and_refreshes(env: FuseEnv) -> None:
     dataset = snapshot_dataset_name(url)
     mnt = env.mountpoint("bucket")
     with env.mounted(mnt, url):
-        assert _walk(mnt) == {k: v for k, v in objects.items() if k != "bad//key"}  # .datahub is not listed
+        assert read_tree(mnt) == {
+            k: v for k, v in objects.items() if k != "bad//key"
+        }  # .datahub is not listed
         wait_until(lambda: _info(mnt)["state"] == "ready", 30)
         info = _info(mnt)
         assert info["versions"] == [f"{dataset}@v1"] and info["skipped"] == 1 and info["files"] == 31

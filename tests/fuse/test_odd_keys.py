@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 from urllib.parse import quote
 
 import fsspec
@@ -24,20 +23,11 @@ from datahub.api.server import ApiServer
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.storage import StoreRegistry
-from tests.fuse.conftest import REPO, FuseEnv, wait_until
+from tests.fuse.conftest import REPO, FuseEnv, read_tree, wait_until
 
 pytestmark = pytest.mark.fuse
 
 ODD = {"q?x=1": b"query bytes\n", "hash#frag": b"fragment bytes\n", "pct%41": b"percent bytes\n"}
-
-
-def _walk(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(dirpath) / name
-            out[path.relative_to(root).as_posix()] = path.read_bytes()
-    return out
 
 
 def _datahub(env: FuseEnv, *args: str) -> str:
@@ -94,7 +84,7 @@ def test_imported_odd_keys_read_byte_exact_everywhere(env: FuseEnv) -> None:
     # a real read-only mount of the version
     mnt = env.mountpoint("ro")
     with env.mounted(mnt, "odd@v1"):
-        assert _walk(mnt / "odd" / "v1") == ODD
+        assert read_tree(mnt / "odd" / "v1") == ODD
 
 
 def test_bucket_mount_reads_odd_keys_and_hides_reserved_names(env: FuseEnv) -> None:
@@ -104,13 +94,13 @@ def test_bucket_mount_reads_odd_keys_and_hides_reserved_names(env: FuseEnv) -> N
         client.put_object(Bucket=env.bucket, Key=f"snap/{key}", Body=data)
     mnt = env.mountpoint("bucket")
     with env.mounted(mnt, f"s3://{env.bucket}/snap"):
-        assert _walk(mnt) == ODD  # neither listed nor readable: lookups of such names are hints
+        assert read_tree(mnt) == ODD  # neither listed nor readable: lookups of such names are hints
         assert not (mnt / ".datahub-hint-x").exists()
         wait_until(lambda: json.loads((mnt / ".datahub").read_text())["state"] != "listing", 30)
         info = json.loads((mnt / ".datahub").read_text())
         assert info["state"] == "ready" and info["skipped"] == 2
     with env.mounted(mnt, f"s3://{env.bucket}/snap"):  # the snapshot version, read back
-        assert _walk(mnt) == ODD
+        assert read_tree(mnt) == ODD
 
 
 def test_workspace_files_with_odd_names_commit_and_read_back(env: FuseEnv) -> None:
@@ -138,7 +128,7 @@ def test_workspace_files_with_odd_names_commit_and_read_back(env: FuseEnv) -> No
     assert sorted(_records(env, "outputs")) == sorted(files)
     ro = env.mountpoint("ro")
     with env.mounted(ro, "outputs@v1"):
-        assert _walk(ro / "outputs" / "v1") == files
+        assert read_tree(ro / "outputs" / "v1") == files
 
 
 def test_versions_committed_with_raw_urls_before_the_rule_become_readable(env: FuseEnv) -> None:
@@ -161,4 +151,4 @@ def test_versions_committed_with_raw_urls_before_the_rule_become_readable(env: F
         fs.close()
     mnt = env.mountpoint("legacy")
     with env.mounted(mnt, "legacy@v1"):
-        assert _walk(mnt / "legacy" / "v1") == ODD
+        assert read_tree(mnt / "legacy" / "v1") == ODD
