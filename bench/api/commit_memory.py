@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,8 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_import_api import free_port, wait_healthy  # noqa: E402 - the sibling bench owns the server helpers
 
 
 def vm_hwm_mib(pid: int) -> float:
@@ -32,12 +33,6 @@ def vm_hwm_mib(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmHWM")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def commit_body(target_bytes: int, prefix: str) -> bytes:
@@ -84,15 +79,7 @@ def main() -> None:
         )
         try:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
-                deadline = time.monotonic() + 120
-                while True:
-                    try:
-                        if client.get("/healthz").status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        if time.monotonic() > deadline:
-                            raise
-                        time.sleep(0.1)
+                wait_healthy(client)
                 assert client.post("/v1/datasets", json={"name": "ds"}).status_code == 201
                 before = vm_hwm_mib(server.pid)
                 statuses: list[int] = []
