@@ -9,7 +9,7 @@ user input (names, keys, tags, roles — promise 4), resolution of version refer
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from inspect import GEN_CREATED, getgeneratorstate
 from typing import Any
 
@@ -17,7 +17,7 @@ from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
 from datahub.catalog.revisions import ChangeDigest
 from datahub.catalog.store import CatalogStore
-from datahub.errors import DatasetNotFound, InvalidInput, NoChanges, StaleBase, VersionNotFound
+from datahub.errors import AlreadyExists, DatasetNotFound, InvalidInput, NoChanges, StaleBase, VersionNotFound
 from datahub.validation import (
     MAX_SEQ,
     check_json_field,
@@ -231,34 +231,65 @@ class Catalog:
         to_dataset: str | None = None,
         message: str = "",
         author: str = "",
+        owner: str = "",
+        may_write: Callable[[Dataset], None] | None = None,
     ) -> Version:
         """Commit the records of ``dataset@ref`` matching ``where`` as a new version.
 
-        The target is ``dataset`` itself or ``to_dataset`` (created like the source if it does
-        not exist). The new version's lineage names the source version and the filter.
+        The target is ``dataset`` itself or ``to_dataset``. A missing ``to_dataset`` is created
+        under the same rule as ``create_dataset``: owned by ``owner``, with an empty access
+        list, and nothing of the source's owner or ACL copied (or a reader of the source could
+        mint a dataset that the source's admins control). ``may_write`` is called with an
+        existing target (including one created concurrently by someone else) so a server can
+        refuse callers without the writer role. A derive that would change nothing is refused
+        with NoChanges, and creates no dataset and no version.
         """
         source = self.resolve(dataset, ref)
         filt = RecordFilter.parse(where) if isinstance(where, str) else where
         if filt is None:
             raise InvalidInput("derive needs a filter such as labels.class=cat", dataset=dataset)
         target = dataset if to_dataset is None else check_name(to_dataset)
-        if target != dataset:
-            try:
-                self.store.get_dataset(target)
-            except DatasetNotFound:
-                src = self.get_dataset(dataset)
-                self.create_dataset(target, src.description, src.source, src.owner, src.acl)
+        wanted = _Peekable(self.store.list_records(dataset, source.seq, where=filt))
+        existing = self._derive_target(dataset, target, owner, wanted_any=wanted.peek)
+        if existing is not None and may_write is not None:
+            may_write(existing)
         head = self.store.head(target)
         current = self.store.list_records(target, head) if head else iter(())
-        wanted = self.store.list_records(dataset, source.seq, where=filt)
+        described = f"{dataset}@v{source.seq} where {filt}"
         return self.store.commit(
             target,
             head,
-            _changes_between(current, wanted),
-            message=message or f"derive {dataset}@v{source.seq} where {filt}",
+            _nonempty(_changes_between(current, wanted), target, described),
+            message=message or f"derive {described}",
             author=author,
             lineage={"derived_from": f"{dataset}@v{source.seq}", "filter": str(filt)},
         )
+
+    def _derive_target(
+        self, dataset: str, target: str, owner: str, wanted_any: Callable[[], bool]
+    ) -> Dataset | None:
+        """The existing target dataset, or None once a missing one has been created.
+
+        A missing target is created only if the filter matches something, so an empty
+        derive leaves no empty dataset behind.
+        """
+        if target == dataset:
+            return self.store.get_dataset(target)
+        try:
+            return self.store.get_dataset(target)
+        except DatasetNotFound:
+            pass
+        if not wanted_any():
+            raise NoChanges(
+                f"no record of dataset {dataset!r} matches the filter; {target!r} was not created",
+                dataset=dataset,
+            )
+        src = self.get_dataset(dataset)
+        try:
+            self.create_dataset(target, src.description, src.source, owner)
+        except AlreadyExists:
+            return self.store.get_dataset(target)
+        return None
 
     def close(self) -> None:
         self.store.close()
@@ -340,3 +371,37 @@ def _changes_between(current: Iterator[Record], wanted: Iterator[Record]) -> Ite
 def _reversed(entry: DiffEntry) -> DiffEntry:
     kind = {"added": "removed", "removed": "added"}.get(entry.kind, entry.kind)
     return DiffEntry(kind, entry.key, entry.new, entry.old)  # type: ignore[arg-type]
+
+
+class _Peekable(Iterator[Record]):
+    """An iterator whose first item can be looked at without losing it."""
+
+    def __init__(self, it: Iterator[Record]) -> None:
+        self._it = it
+        self._head: list[Record] = []
+
+    def peek(self) -> bool:
+        if not self._head:
+            nxt = next(self._it, None)
+            if nxt is None:
+                return False
+            self._head.append(nxt)
+        return True
+
+    def __next__(self) -> Record:
+        if self._head:
+            return self._head.pop()
+        return next(self._it)
+
+
+def _nonempty(changes: Iterator[Change], dataset: str, described: str) -> Iterator[Change]:
+    """Pass changes through; refuse (inside the store's transaction) if there were none."""
+    n = 0
+    for n, change in enumerate(changes, 1):  # noqa: B007 - n counts
+        yield change
+    if n == 0:
+        raise NoChanges(
+            f"no changes: dataset {dataset!r} already holds exactly the records of {described}; "
+            "no version created",
+            dataset=dataset,
+        )

@@ -187,3 +187,15 @@ def test_derive_with_a_bad_ref_or_filter_creates_nothing(api: Api):
         r = api.post(f"/v1/datasets/pets/versions/{ref}/derive", who="alice", json=body)
         assert r.status_code in (400, 404), (ref, where)
     assert "ghost" not in [d.name for d in api.catalog.list_datasets()]
+
+
+def test_a_derive_that_matches_nothing_creates_nothing(api: Api):
+    """An empty derive used to make an empty dataset and version; now it is 400 no_changes."""
+    body = {"where": "labels.class=unicorn", "to_dataset": "ghost"}
+    r = api.post("/v1/datasets/pets/versions/1/derive", who="alice", json=body)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "no_changes"
+    assert "ghost" not in [d.name for d in api.catalog.list_datasets()]
+    head = api.catalog.store.head("pets")
+    r = api.post("/v1/datasets/pets/versions/latest/derive", who="owner", json={"where": "size>=0"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "no_changes"
+    assert api.catalog.store.head("pets") == head

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from datahub.catalog import Catalog, Delete, Patch, Put, RecordFilter
+from datahub.catalog import Catalog, Dataset, Delete, Patch, Put, RecordFilter
 from datahub.errors import (
+    AccessDenied,
     AlreadyExists,
     CommitIdReused,
     DatasetNotFound,
@@ -396,11 +397,13 @@ def test_diff_across_many_versions(cat: Catalog) -> None:
 
 # --- derive ----------------------------------------------------------------------------------------
 def test_derive_into_new_dataset(cat: Catalog) -> None:
-    v = cat.derive("ds", 1, "labels.class=cat", to_dataset="cats", author="bob")
+    cat.update_dataset("ds", acl={"carol": "admin"})
+    v = cat.derive("ds", 1, "labels.class=cat", to_dataset="cats", author="bob", owner="bob")
     assert (v.dataset, v.seq, v.record_count, v.author) == ("cats", 1, 2, "bob")
     assert dict(v.lineage) == {"derived_from": "ds@v1", "filter": "labels.class=cat"}
     assert keys(cat.list_records("cats")) == ["b", "c/2"]
-    assert cat.get_dataset("cats").owner == "alice"
+    created = cat.get_dataset("cats")  # the create rule: nothing of the source's owner or ACL
+    assert (created.owner, dict(created.acl)) == ("bob", {})
     again = cat.derive("ds", 2, "labels.class=cat", to_dataset="cats")  # existing target: a new version
     assert again.seq == 2 and keys(cat.list_records("cats")) == ["c/2"]
     assert [(e.kind, e.key) for e in cat.diff("cats", 1, 2)] == [("removed", "b")]
@@ -415,6 +418,38 @@ def test_derive_in_same_dataset(cat: Catalog) -> None:
         cat.derive("ds", 1, "")
     with pytest.raises(InvalidName):
         cat.derive("ds", 1, "labels.class=dog", to_dataset="Bad Name")
+
+
+def test_a_derive_that_changes_nothing_makes_no_version(cat: Catalog) -> None:
+    """Like an empty commit: a derive whose result equals the target's head is refused."""
+    cat.derive("ds", "latest", "labels.class=dog")  # v3
+    with pytest.raises(NoChanges, match="no version created"):
+        cat.derive("ds", "latest", "labels.class=dog")
+    assert cat.resolve("ds").seq == 3
+    cat.derive("ds", 2, "labels.class=dog", to_dataset="dogs")
+    with pytest.raises(NoChanges):
+        cat.derive("ds", 2, "labels.class=dog", to_dataset="dogs")
+    assert cat.resolve("dogs").seq == 1
+
+
+def test_a_derive_matching_nothing_creates_no_dataset(cat: Catalog) -> None:
+    with pytest.raises(NoChanges, match="'empty' was not created"):
+        cat.derive("ds", 1, "labels.class=fish", to_dataset="empty")
+    with pytest.raises(DatasetNotFound):
+        cat.get_dataset("empty")
+
+
+def test_derive_into_an_existing_target_asks_may_write(cat: Catalog) -> None:
+    cat.create_dataset("theirs", owner="carol")
+    seen: list[str] = []
+
+    def refuse(target: Dataset) -> None:
+        seen.append(target.name)
+        raise AccessDenied(f"no writer role on {target.name!r}", dataset=target.name)
+
+    with pytest.raises(AccessDenied):
+        cat.derive("ds", 1, "labels.class=cat", to_dataset="theirs", may_write=refuse)
+    assert seen == ["theirs"] and cat.store.head("theirs") == 0
 
 
 # --- lookups and tokens -----------------------------------------------------------------------------

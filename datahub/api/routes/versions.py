@@ -7,12 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, status
 
-from datahub.api.access import Principal, require
+from datahub.api.access import require
 from datahub.api.deps import PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import REF_SHAPE, DeriveCreate, VersionPublic, version_public
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.model import Dataset
-from datahub.errors import AlreadyExists, InvalidInput
+from datahub.errors import InvalidInput
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions", tags=["versions"])
 RefPath = Annotated[str, Path(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)]
@@ -52,8 +51,6 @@ def derive(
         raise InvalidInput("derive needs a filter such as labels.class=cat", dataset=dataset.name)
     if body.to_dataset is None:
         require(principal, dataset, "writer")
-    else:
-        _writable_or_created(catalog, dataset, body.to_dataset, principal)
     version = catalog.derive(
         dataset.name,
         source.seq,
@@ -61,14 +58,7 @@ def derive(
         to_dataset=body.to_dataset,
         message=body.message,
         author=principal.name,
+        owner=principal.name,
+        may_write=lambda target: require(principal, target, "writer"),
     )
     return version_public(version)
-
-
-def _writable_or_created(catalog, source: Dataset, target: str, principal: Principal) -> None:
-    """Create ``target`` owned by the caller, or (when it exists, even if created a moment
-    ago by someone else) require the writer role on it."""
-    try:
-        catalog.create_dataset(target, source.description, source.source, owner=principal.name)
-    except AlreadyExists:
-        require(principal, catalog.get_dataset(target), "writer")
