@@ -14,8 +14,8 @@ import argparse
 import importlib
 import threading
 
-from datahub.cli.context import CliContext
 from datahub.cli.version_cmd import split_ref
+from datahub.console.context import CliContext
 from datahub.validation import check_prefix
 
 TIER_COLUMNS = ("tier", "used", "limit", "pages", "hits", "misses", "hit_ratio", "evictions", "promotions", "demotions", "errors", "corrupt")  # fmt: skip

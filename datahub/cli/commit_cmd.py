@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from datahub.api.schemas import ChangeIn, to_change, version_public
 from datahub.catalog.model import Change
-from datahub.cli.context import CliContext, author_or_default
+from datahub.console.context import CliContext, author_or_default
 from datahub.errors import InvalidInput
 
 _CHANGE = TypeAdapter(ChangeIn)

@@ -6,7 +6,7 @@ import argparse
 
 from datahub.api.access import check_role
 from datahub.api.schemas import dataset_public
-from datahub.cli.context import CliContext
+from datahub.console.context import CliContext
 from datahub.errors import InvalidInput
 
 COLUMNS = ("name", "head", "owner", "description", "source")

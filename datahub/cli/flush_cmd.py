@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from datahub.cli.context import CliContext
+from datahub.console.context import CliContext
 from datahub.errors import NotFound
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from datahub.cli.context import CliContext, author_or_default
+from datahub.console.context import CliContext, author_or_default
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from datahub.cli.context import CliContext
+from datahub.console.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,135 +1,41 @@
-"""The ``datahub`` command: one module per subcommand, registered here.
+"""The ``datahub`` command: the composition root that registers every package's commands.
 
-Each module in ``COMMANDS`` exposes ``register(subparsers)`` which adds its parser(s) and
-sets ``func=handler(args, ctx) -> int``. This file owns what every command shares:
-global flags, building the Config once, and translating DatahubError into a message and
-a stable exit code (never a bare traceback to a user).
+The library's commands live in this package, one module per subcommand; ``mount``/``umount``
+belong to ``fuse_adapter`` and ``labelx`` to ``labelx``. Only this module (and ``datahub.demo``)
+may import all of them: see docs/architecture.md, "Layers". The shared runtime (global flags,
+error -> exit code) is ``datahub.console.runner``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import logging
-import os
 import sys
 from collections.abc import Sequence
 
-from datahub.cli.context import CliContext
-from datahub.errors import DatahubError
+from datahub.console import runner
 
-# module names under datahub.cli; a missing module (a component not built yet) is skipped
+# fully qualified command modules; a missing one (a component not installed) is skipped
 COMMANDS = (
-    "init_cmd",
-    "serve_cmd",
-    "dataset_cmd",
-    "import_cmd",
-    "commit_cmd",
-    "version_cmd",
-    "token_cmd",
-    "cache_cmd",
-    "mount_cmd",
-    "pack_cmd",
-    "labelx_cmd",
-)
-
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what `ls | head` reports for a reader that left early
-
-
-# the options every command shares: (flags, add_argument keywords); given before or after
-# the subcommand (`datahub --json ls ds` or `datahub ls ds --json`)
-GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict], ...] = (
-    (("--config",), {"help": "TOML configuration file (default: $DATAHUB_CONFIG or ./datahub.toml)"}),
-    (("--home",), {"help": "state directory for the embedded default (default: ./var)"}),
-    (("--catalog",), {"help": "catalog URL: sqlite:///path.db or mongodb://host/db"}),
-    (("--json",), {"action": "store_true", "help": "machine-readable output"}),
-    (("-v", "--verbose"), {"action": "count", "default": 0, "help": "more logging (-vv for debug)"}),
+    "datahub.cli.init_cmd",
+    "datahub.cli.serve_cmd",
+    "datahub.cli.dataset_cmd",
+    "datahub.cli.import_cmd",
+    "datahub.cli.commit_cmd",
+    "datahub.cli.version_cmd",
+    "datahub.cli.token_cmd",
+    "datahub.cli.cache_cmd",
+    "fuse_adapter.mount_cmd",
+    "datahub.cli.pack_cmd",
+    "labelx.labelx_cmd",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="datahub",
-        description="Versioned datasets over object storage, served through a tiered cache.",
-    )
-    for flags, options in GLOBAL_OPTIONS:
-        parser.add_argument(*flags, **options)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"datahub.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"datahub.cli.{name}":
-                continue
-            raise
-        module.register(sub)
-    _accept_global_flags_after_subcommand(sub)
-    return parser
-
-
-def _accept_global_flags_after_subcommand(sub: argparse._SubParsersAction) -> None:
-    """`datahub ls ds --json` works like `datahub --json ls ds`, as users expect of git-like tools.
-
-    Every subcommand (and sub-subcommand, `cache stats`) gets a copy of each global option it
-    does not define itself. The copies default to SUPPRESS, so a flag given before the
-    subcommand is not overwritten by the copy's default; they are hidden from the
-    subcommand's --help (`datahub --help` lists them once).
-    """
-    for parser in sub.choices.values():
-        taken = parser._option_string_actions
-        for flags, options in GLOBAL_OPTIONS:
-            if not any(flag in taken for flag in flags):
-                parser.add_argument(
-                    *flags, **{**options, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
-                )
-        for action in parser._actions:
-            if isinstance(action, argparse._SubParsersAction):
-                _accept_global_flags_after_subcommand(action)
+    return runner.build_parser(COMMANDS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
-    logging.basicConfig(
-        level=os.environ.get("DATAHUB_LOG", "").upper() or level, format="%(levelname)s %(name)s: %(message)s"
-    )
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return EXIT_USAGE
-    ctx = CliContext.from_args(args)
-    try:
-        code = int(args.func(args, ctx) or 0)
-        ctx.out.flush()  # here, so a reader that left early is met inside this try (not at exit)
-        return code
-    except DatahubError as exc:
-        ctx.error(exc)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print(
-            "interrupted; partial work was not committed (rerun to resume where supported)", file=sys.stderr
-        )
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        # the reader (`| head`) closed the pipe: stop quietly like other Unix tools; point
-        # stdout at /dev/null so the interpreter's final flush does not print a traceback
-        _silence_stdout()
-        return EXIT_BROKEN_PIPE
-    finally:
-        ctx.close()
-
-
-def _silence_stdout() -> None:
-    """Send what is still buffered for stdout to /dev/null (no "Exception ignored" at exit)."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # not a real file (captured in tests)
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
+    return runner.run(COMMANDS, argv)
 
 
 if __name__ == "__main__":

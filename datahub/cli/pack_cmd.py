@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from datahub.cli.context import CliContext, author_or_default
+from datahub.console.context import CliContext, author_or_default
 from datahub.pack import PackServices, PackSpec, finalize, pack, start_job, work
 from datahub.pack.job import PackResult, failure
 from datahub.tasks import open_task_queue

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from datahub.cli.context import CliContext
 from datahub.config import Config
+from datahub.console.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from datahub.api.tokens import issue_token, revoke_token
-from datahub.cli.context import CliContext
+from datahub.console.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,7 +14,7 @@ from itertools import islice
 from pathlib import Path
 
 from datahub.api.schemas import diff_public, record_public, version_public
-from datahub.cli.context import CliContext, author_or_default
+from datahub.console.context import CliContext, author_or_default
 from datahub.validation import check_name
 
 LOG_COLUMNS = (

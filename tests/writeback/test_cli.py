@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from datahub.cli.context import CliContext
 from datahub.cli.flush_cmd import add_flush_parser
+from datahub.console.context import CliContext
 from datahub.errors import NotFound
 from tests.writeback.conftest import Env
 

@@ -18,7 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
-from datahub.cli.context import CliContext
+from datahub.console.context import CliContext
 from datahub.errors import InvalidInput
 
 log = logging.getLogger("fuse_adapter")

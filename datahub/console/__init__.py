@@ -1,0 +1,1 @@
+"""The command-line runtime shared by every package that owns ``datahub`` subcommands."""

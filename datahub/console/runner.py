@@ -1,0 +1,124 @@
+"""The command-line runtime every ``datahub`` command shares.
+
+Each command module exposes ``register(subparsers)``, which adds its parser(s) and sets
+``func=handler(args, ctx) -> int``. This module owns what they share: global flags, building
+the Config once, and translating DatahubError into a message and a stable exit code (never a
+bare traceback to a user). It lives below the packages that own commands (the library's
+``datahub.cli``, ``fuse_adapter``, ``labelx``) so they can all use it without importing each
+other; ``datahub.cli.main`` composes them into the one ``datahub`` command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from datahub.console.context import CliContext
+from datahub.errors import DatahubError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what `ls | head` reports for a reader that left early
+
+
+# the options every command shares: (flags, add_argument keywords); given before or after
+# the subcommand (`datahub --json ls ds` or `datahub ls ds --json`)
+GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict], ...] = (
+    (("--config",), {"help": "TOML configuration file (default: $DATAHUB_CONFIG or ./datahub.toml)"}),
+    (("--home",), {"help": "state directory for the embedded default (default: ./var)"}),
+    (("--catalog",), {"help": "catalog URL: sqlite:///path.db or mongodb://host/db"}),
+    (("--json",), {"action": "store_true", "help": "machine-readable output"}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": "more logging (-vv for debug)"}),
+)
+
+
+def build_parser(commands: Sequence[str]) -> argparse.ArgumentParser:
+    """The ``datahub`` parser with the subcommands of ``commands`` (fully qualified module names).
+
+    A missing module (an optional component not installed) is skipped.
+    """
+    parser = argparse.ArgumentParser(
+        prog="datahub",
+        description="Versioned datasets over object storage, served through a tiered cache.",
+    )
+    for flags, options in GLOBAL_OPTIONS:
+        parser.add_argument(*flags, **options)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in commands:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    _accept_global_flags_after_subcommand(sub)
+    return parser
+
+
+def _accept_global_flags_after_subcommand(sub: argparse._SubParsersAction) -> None:
+    """`datahub ls ds --json` works like `datahub --json ls ds`, as users expect of git-like tools.
+
+    Every subcommand (and sub-subcommand, `cache stats`) gets a copy of each global option it
+    does not define itself. The copies default to SUPPRESS, so a flag given before the
+    subcommand is not overwritten by the copy's default; they are hidden from the
+    subcommand's --help (`datahub --help` lists them once).
+    """
+    for parser in sub.choices.values():
+        taken = parser._option_string_actions
+        for flags, options in GLOBAL_OPTIONS:
+            if not any(flag in taken for flag in flags):
+                parser.add_argument(
+                    *flags, **{**options, "default": argparse.SUPPRESS, "help": argparse.SUPPRESS}
+                )
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_global_flags_after_subcommand(action)
+
+
+def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` against ``commands``, run the chosen handler, map errors to exit codes."""
+    parser = build_parser(commands)
+    args = parser.parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(
+        level=os.environ.get("DATAHUB_LOG", "").upper() or level, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    ctx = CliContext.from_args(args)
+    try:
+        code = int(args.func(args, ctx) or 0)
+        ctx.out.flush()  # here, so a reader that left early is met inside this try (not at exit)
+        return code
+    except DatahubError as exc:
+        ctx.error(exc)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(
+            "interrupted; partial work was not committed (rerun to resume where supported)", file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # the reader (`| head`) closed the pipe: stop quietly like other Unix tools; point
+        # stdout at /dev/null so the interpreter's final flush does not print a traceback
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    finally:
+        ctx.close()
+
+
+def _silence_stdout() -> None:
+    """Send what is still buffered for stdout to /dev/null (no "Exception ignored" at exit)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (captured in tests)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
