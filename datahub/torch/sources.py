@@ -67,12 +67,12 @@ class MountSource:
             return fh.read() if size is None else fh.read(size)
 
     def hint(self, records: Sequence[Record]) -> None:
-        """Tell a datahub mount the upcoming files (fuse_adapter.hints: a few lookups).
+        """Tell a datahub mount the upcoming files (datahub.hint_names: a few lookups).
 
         Best effort: a file that is missing, or a directory that is not a datahub mount,
         costs a failed ``stat`` and nothing else.
         """
-        from fuse_adapter.hints import encode
+        from datahub.hint_names import encode
 
         inodes = []
         for record in records:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from datahub.hint_names import NAME_MAX, PREFIX, decode, encode
 from datahub.storage.base import ObjectRef
-from fuse_adapter.hints import NAME_MAX, PREFIX, HintAssembler, decode, encode
+from fuse_adapter.hints import HintAssembler
 from fuse_adapter.readonly import ReadOnlyView
 from fuse_adapter.tree import ROOT_INODE, ListingTree
 
