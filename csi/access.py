@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from datahub.catalog.model import ROLES, Dataset
+from datahub.catalog import ROLES, Dataset
 from datahub.errors import AccessDenied
 
 POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"

@@ -10,11 +10,15 @@ from the base and the content, so retrying after a lost reply does not commit tw
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator
 
-from datahub.cache.writeback import FlushedObject, Workspace
+from datahub.cache.writeback import FlushedObject, Workspace, open_workspace
 from datahub.catalog.model import Change, Delete, Put, Record, Version
+from datahub.config import Config
 from datahub.errors import Conflict, DatasetNotFound, VersionNotFound
+
+log = logging.getLogger(__name__)
 
 
 def commit_workspace(
@@ -53,6 +57,39 @@ def commit_workspace(
         lineage={"workspace": workspace.name, "files": len(objects)},
         commit_id=f"workspace-{digest.hexdigest()[:32]}",
     )
+
+
+def finish_workspace(name: str, config: Config, commit_to: str | None = None) -> Version | None:
+    """Push an unheld workspace's acknowledged files to the object store, and commit them if asked.
+
+    For a supervisor (the CSI node plugin) after the workspace's mount daemon is gone: if
+    the daemon's own flush failed (the object store was down), the files are safe in the
+    journal and shared tier, but nothing else would ever push them out. Opening the
+    workspace replays its journal; raises if the flush or commit fails, so the caller retries.
+    """
+    from datahub.catalog import open_catalog
+    from datahub.storage import StoreRegistry
+
+    with StoreRegistry(config) as stores:
+        workspace = open_workspace(name, config, stores, background=False)
+        try:
+            dirty = workspace.dirty()
+            if dirty:
+                log.warning(
+                    "workspace %s still had %d dirty file(s) after unmount: flushing", name, len(dirty)
+                )
+                workspace.flush()
+            if not commit_to:
+                return None
+            catalog = open_catalog(config.resolved_catalog_url)
+            try:
+                version = commit_workspace(workspace, catalog, commit_to, message=f"workspace {name}")
+            finally:
+                catalog.close()
+            log.info("workspace %s is %s@v%d", name, commit_to, version.seq)
+            return version
+        finally:
+            workspace.close()
 
 
 def _flushed(workspace: Workspace) -> list[FlushedObject]:

@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from datahub.catalog.catalog import Catalog
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.model import Change, Dataset, Delete, DiffEntry, Patch, Put, Record, TokenInfo, Version
+from datahub.catalog.model import (
+    ROLES,
+    Change,
+    Dataset,
+    Delete,
+    DiffEntry,
+    Patch,
+    Put,
+    Record,
+    TokenInfo,
+    Version,
+)
 from datahub.catalog.store import CatalogStore
 from datahub.errors import InvalidInput
 
@@ -40,6 +51,7 @@ def open_catalog(url: str) -> Catalog:
 
 
 __all__ = [
+    "ROLES",
     "Catalog",
     "CatalogStore",
     "Change",
