@@ -37,7 +37,6 @@ MAX_SEQ = 2**53 - 1  # the largest version number a reference may name
 MAX_SIZE = 2**62  # bytes of one record (4 EiB)
 MAX_JSON_DEPTH = 32  # nesting levels of a record's meta / labels (the mapping itself is level 1)
 MAX_JSON_BYTES = 64 * 1024  # compact JSON size of each of meta / labels
-URL_SCHEMES = ("s3", "file", "memory")  # what datahub.storage can read (its SCHEMES; a test checks)
 
 
 def check_name(name: str, what: str = "dataset") -> str:
@@ -135,30 +134,6 @@ def check_owner(owner: str, dataset: str) -> str:
             f"invalid owner {owner!r} for dataset {dataset!r}: name a principal", dataset=dataset
         )
     return owner
-
-
-def check_record_fields(url: object, etag: object, size: object, key: str) -> None:
-    """A record's object location: a URL some reader supports, a non-empty etag, a 64-bit size."""
-    scheme = url.partition("://")[0].lower() if isinstance(url, str) and "://" in url else ""
-    if scheme not in URL_SCHEMES:
-        raise InvalidInput(
-            f"record {key!r}: unsupported object url {str(url)[:200]!r}; use one of "
-            + ", ".join(f"{s}://" for s in URL_SCHEMES),
-            key=key,
-        )
-    from datahub.storage import split_object_url  # lazy: datahub.storage uses this module
-
-    try:  # the URL must name one object that readers can find again (docs/storage.md)
-        split_object_url(url)
-    except InvalidInput as exc:
-        raise InvalidInput(f"record {key!r}: unreadable object url: {exc.message}", key=key) from None
-    if not isinstance(etag, str) or not etag.strip():
-        raise InvalidInput(
-            f"record {key!r}: empty etag; record the object's etag (or version id) so reads can detect changes",
-            key=key,
-        )
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE:
-        raise InvalidInput(f"record {key!r}: invalid size {size!r}: use 0..{MAX_SIZE}", key=key)
 
 
 def json_depth(value: Any, stop: int = MAX_JSON_DEPTH + 1) -> int:

@@ -9,14 +9,12 @@ from hypothesis import strategies as st
 
 from datahub.config import load_config, parse_size
 from datahub.errors import InvalidInput, InvalidKey, InvalidName
-from datahub.storage import SCHEMES
 from datahub.validation import (
     KEY_PATTERN,
     MAX_KEY_BYTES,
     NAME_PATTERN,
     REF_PATTERN,
     TAG_PATTERN,
-    URL_SCHEMES,
     check_json_field,
     check_key,
     check_name,
@@ -110,10 +108,6 @@ def test_name_tag_and_ref_patterns_match_the_checks(text):
     assert passes(check_tag) == bool(re.fullmatch(TAG_PATTERN, text))
     if passes(check_tag) or re.fullmatch(r"v?[0-9]+|latest", text):
         assert re.fullmatch(REF_PATTERN, text)
-
-
-def test_record_url_schemes_are_the_readers():
-    assert set(URL_SCHEMES) == set(SCHEMES)
 
 
 def nested(depth: int) -> dict:

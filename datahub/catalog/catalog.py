@@ -18,6 +18,7 @@ from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Pat
 from datahub.catalog.revisions import ChangeDigest
 from datahub.catalog.store import CatalogStore
 from datahub.errors import AlreadyExists, DatasetNotFound, InvalidInput, NoChanges, StaleBase, VersionNotFound
+from datahub.storage import check_record_fields
 from datahub.validation import (
     MAX_SEQ,
     check_json_field,
@@ -26,7 +27,6 @@ from datahub.validation import (
     check_new_key,
     check_owner,
     check_prefix,
-    check_record_fields,
     check_tag,
 )
 

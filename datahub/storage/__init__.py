@@ -23,8 +23,10 @@ from datahub.storage.local import LocalStore
 from datahub.storage.memory import MemoryStore, drop_memory_space
 from datahub.storage.transfer import copy_object, open_reader, put_file
 from datahub.storage.urls import decode_key, encode_key
+from datahub.validation import MAX_SIZE
 
 __all__ = [
+    "check_record_fields",
     "LocalStore",
     "MemoryStore",
     "ObjectInfo",
@@ -91,6 +93,31 @@ def split_object_url(url: str) -> tuple[str, str]:
     # S3 buckets may hold any key; file and memory keys must be safe paths (no '..').
     (check_foreign_key if scheme == "s3" else check_object_key)(path)
     return (f"{scheme}://{authority}" if scheme != "file" else "file:///"), path
+
+
+def check_record_fields(url: object, etag: object, size: object, key: str) -> None:
+    """A record's object location: a URL some reader supports, a non-empty etag, a 64-bit size.
+
+    Here, not in ``datahub.validation``, because only storage knows which URLs it can read.
+    """
+    scheme = url.partition("://")[0].lower() if isinstance(url, str) and "://" in url else ""
+    if scheme not in SCHEMES:
+        raise InvalidInput(
+            f"record {key!r}: unsupported object url {str(url)[:200]!r}; use one of "
+            + ", ".join(f"{s}://" for s in SCHEMES),
+            key=key,
+        )
+    try:  # the URL must name one object that readers can find again (docs/storage.md)
+        split_object_url(url)
+    except InvalidInput as exc:
+        raise InvalidInput(f"record {key!r}: unreadable object url: {exc.message}", key=key) from None
+    if not isinstance(etag, str) or not etag.strip():
+        raise InvalidInput(
+            f"record {key!r}: empty etag; record the object's etag (or version id) so reads can detect changes",
+            key=key,
+        )
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE:
+        raise InvalidInput(f"record {key!r}: invalid size {size!r}: use 0..{MAX_SIZE}", key=key)
 
 
 def open_store(url: str, config: Config, **options: object) -> ObjectStore:
