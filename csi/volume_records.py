@@ -139,9 +139,9 @@ class MongoVolumeRecords:
 
     def __init__(self, url: str, *, client: Any = None) -> None:
         """``client`` lets tests share one mongomock server with a catalog store."""
-        from datahub.catalog.mongo_store import _connect
+        from datahub.mongo_client import connect
 
-        own_client, db_name = _connect(url)
+        own_client, db_name = connect(url)
         if client is not None:
             own_client.close()
         self._client = client or own_client

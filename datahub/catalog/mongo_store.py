@@ -65,6 +65,7 @@ from datahub.errors import (
     TransientStorageError,
     VersionNotFound,
 )
+from datahub.mongo_client import connect
 from datahub.validation import stored_json
 
 _RECORD_FIELDS = {"_id": 0, "key": 1, "url": 1, "etag": 1, "size": 1, "checksum": 1, "meta": 1, "labels": 1}
@@ -135,27 +136,6 @@ class _Claim:
         return f"{self.dataset}@{self.seq}"
 
 
-def _connect(url: str) -> tuple[Any, str]:
-    """(client, database name) for ``mongodb://``, ``mongodb+srv://`` or ``mongomock://`` URLs."""
-    parts = urlsplit(url)
-    db_name = parts.path.lstrip("/") or "datahub"
-    if parts.scheme == "mongomock":
-        import mongomock  # the sanctioned test stand-in; never used with a mongodb:// URL
-
-        return mongomock.MongoClient(), db_name
-    return (
-        pymongo.MongoClient(
-            url,
-            w="majority",
-            retryWrites=True,
-            retryReads=True,
-            readConcernLevel="majority",
-            serverSelectionTimeoutMS=10_000,
-        ),
-        db_name,
-    )
-
-
 class MongoCatalogStore(CatalogStore):
     """Catalog in MongoDB collections datasets/versions/records/tags/tokens/commits."""
 
@@ -179,7 +159,7 @@ class MongoCatalogStore(CatalogStore):
         (renewed every batch); ``claim_wait_seconds``: how long a commit waits for a running one;
         ``retry_seconds``: how long transient errors (elections) are retried. ``clock`` stamps
         ``created_at``, and stands in for the server's clock only on mongomock."""
-        own_client, db_name = _connect(url)
+        own_client, db_name = connect(url)
         if client is not None:
             own_client.close()
         self.client = client or own_client

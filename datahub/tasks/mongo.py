@@ -16,6 +16,7 @@ import pymongo
 from pymongo.errors import BulkWriteError, PyMongoError
 
 from datahub.errors import Conflict, StorageError
+from datahub.mongo_client import connect
 from datahub.tasks.base import DOING, DONE, FAILED, TODO, Clock, Job, JobNotFound, LeaseLost, Task, TaskQueue
 
 
@@ -143,8 +144,8 @@ class MongoTaskQueue(TaskQueue):
 
 def open_mongo_queue(url: str, clock: Clock = time.time) -> MongoTaskQueue:
     """``mongodb://host/db`` -> a queue in that database (majority writes, retryable)."""
-    client = pymongo.MongoClient(url, w="majority", retryWrites=True)
-    return MongoTaskQueue(client.get_default_database(), clock, client=client)
+    client, db_name = connect(url)
+    return MongoTaskQueue(client.get_database(db_name), clock, client=client)
 
 
 def _new_task(job: str, index: int, payload: Mapping[str, Any], now: float) -> dict[str, Any]:
