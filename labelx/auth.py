@@ -19,7 +19,8 @@ import secrets
 from dataclasses import dataclass
 
 from datahub.errors import AccessDenied, InvalidInput, NotFound, Unauthenticated
-from labelx.store import LabelStore, User
+from labelx.entities import User
+from labelx.store import LabelStore
 
 SESSION_COOKIE = "labelx_session"
 LOGIN_CSRF_COOKIE = "labelx_login_csrf"

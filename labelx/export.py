@@ -25,9 +25,9 @@ from datahub.catalog.model import Patch, Put, Record
 from datahub.errors import CommitIdReused, InvalidInput
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
+from labelx.entities import Item, Project, User
 from labelx.images import ImageSource
 from labelx.service import LabelService
-from labelx.store import Item, Project, User
 
 SPOOL_BYTES = 8 * 1024**2  # downloads larger than this spill to a temp file
 

@@ -20,9 +20,10 @@ from typing import Any
 from datahub.errors import Cancelled, ManifestError
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_key
+from labelx.entities import Project
 from labelx.images import ImageSource
 from labelx.schema import LabelSchema
-from labelx.store import LabelStore, Project
+from labelx.store import LabelStore
 
 MAX_LINE = 1024 * 1024
 

@@ -20,8 +20,9 @@ from typing import Any
 from datahub.catalog.filter import RecordFilter
 from datahub.errors import AccessDenied, InvalidInput, NotFound
 from datahub.validation import check_name, check_prefix
+from labelx.entities import Item, NewItem, Project, Task, User
 from labelx.schema import LabelSchema, parse_schema
-from labelx.store import Item, LabelStore, NewItem, Project, Task, User
+from labelx.store import LabelStore
 
 MAX_TASK_SIZE = 1000
 EDITABLE = ("todo", "annotated", "skipped", "rejected")

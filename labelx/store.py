@@ -1,4 +1,5 @@
-"""LabelX persistence: users, sessions, tokens, projects, tasks and items in one SQLite file.
+"""LabelX persistence: projects, tasks and items (and, via ``labelx.accounts``, users,
+sessions and tokens) in one SQLite file.
 
 The store is the only module that speaks SQL. It keeps the two concurrency promises in
 single statements, so they hold across threads and processes sharing the file:
@@ -19,15 +20,24 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datahub.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from datahub.sqlite_pool import SQLiteConnections
+from labelx.accounts import AccountRecords
+from labelx.entities import (
+    ITEM_COLUMNS,
+    Item,
+    NewItem,
+    Project,
+    Task,
+    dump_json,
+    item_from_row,
+    load_json,
+    project_from_row,
+)
 
-ROLES = ("annotator", "reviewer", "admin")
-ITEM_STATES = ("todo", "annotated", "skipped", "submitted", "accepted", "rejected")
 CLAIM_SECONDS = 600.0
 _BATCH = 2000
 
@@ -63,110 +73,7 @@ CREATE TABLE IF NOT EXISTS exports(
 """
 
 
-@dataclass(frozen=True, slots=True)
-class User:
-    id: int
-    name: str
-    role: str  # "annotator" | "reviewer" | "admin"
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin"
-
-    @property
-    def can_review(self) -> bool:
-        return self.role in ("admin", "reviewer")
-
-
-@dataclass(frozen=True, slots=True)
-class Project:
-    id: int
-    name: str
-    dataset: str
-    version: int
-    prefix: str
-    filter: str
-    schema: dict[str, Any]
-    task_size: int
-    created_by: str
-    created_at: float
-    item_count: int
-
-
-@dataclass(frozen=True, slots=True)
-class Task:
-    id: int
-    project_id: int
-    number: int
-    assignee: int | None
-    assignee_name: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    id: int
-    project_id: int
-    task_id: int
-    position: int
-    key: str
-    url: str
-    etag: str
-    size: int
-    original: Any  # the schema field's value already in the dataset version (or None)
-    value: Any  # the current annotation (or None)
-    status: str
-    version: int
-    annotated_by: int | None
-    annotated_at: float | None
-    reviewed_by: int | None
-    comment: str | None
-    suggestion: dict[str, Any] | None  # {"value": ..., "score": 0.9, "model": "resnet@3"}
-    claimed_by: int | None
-    claimed_until: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class NewItem:
-    key: str
-    url: str
-    etag: str
-    size: int
-    original: Any = None
-
-
-def _dump(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def _load(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-_ITEM_COLS = (
-    "id, project_id, task_id, position, key, url, etag, size, original, value, status, version, "
-    "annotated_by, annotated_at, reviewed_by, comment, suggestion, claimed_by, claimed_until"
-)
-
-
-def _item(row: sqlite3.Row) -> Item:
-    return Item(
-        *row[:8],
-        _load(row[8]),
-        _load(row[9]),
-        *row[10:16],
-        _load(row[16]),
-        row[17],
-        row[18],
-    )
-
-
-def _project(row: sqlite3.Row) -> Project:
-    vals = list(row)
-    vals[6] = json.loads(vals[6])
-    return Project(*vals)
-
-
-class LabelStore:
+class LabelStore(AccountRecords):
     """SQLite-backed LabelX state; ``LabelStore(":memory:")`` is not supported (one file, WAL)."""
 
     def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
@@ -186,91 +93,6 @@ class LabelStore:
 
     def close(self) -> None:
         self._db.close()
-
-    # --- users ---------------------------------------------------------------------------------
-    def create_user(self, name: str, role: str, pw_hash: str) -> User:
-        if role not in ROLES:
-            raise InvalidInput(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
-        try:
-            with self._write() as db:
-                cur = db.execute(
-                    "INSERT INTO users(name, role, pw_hash, created_at) VALUES(?,?,?,?)",
-                    (name, role, pw_hash, self.clock()),
-                )
-        except sqlite3.IntegrityError as exc:
-            raise AlreadyExists(f"user {name!r} already exists; pick another name", user=name) from exc
-        return User(cur.lastrowid, name, role)
-
-    def set_password(self, name: str, pw_hash: str) -> None:
-        with self._write() as db:
-            if db.execute("UPDATE users SET pw_hash=? WHERE name=?", (pw_hash, name)).rowcount == 0:
-                raise NotFound(f"no user {name!r}; create it with `datahub labelx create-user`")
-
-    def user_with_hash(self, name: str) -> tuple[User, str] | None:
-        row = (
-            self._conn().execute("SELECT id, name, role, pw_hash FROM users WHERE name=?", (name,)).fetchone()
-        )
-        return None if row is None else (User(*row[:3]), row[3])
-
-    def get_user(self, user_id: int) -> User:
-        row = self._conn().execute("SELECT id, name, role FROM users WHERE id=?", (user_id,)).fetchone()
-        if row is None:
-            raise NotFound(f"no user with id {user_id}")
-        return User(*row)
-
-    def user_by_name(self, name: str) -> User:
-        row = self._conn().execute("SELECT id, name, role FROM users WHERE name=?", (name,)).fetchone()
-        if row is None:
-            raise NotFound(f"no user {name!r}; create it first (admin page or `datahub labelx create-user`)")
-        return User(*row)
-
-    def list_users(self) -> list[User]:
-        return [User(*r) for r in self._conn().execute("SELECT id, name, role FROM users ORDER BY name")]
-
-    # --- sessions and tokens -------------------------------------------------------------------
-    def create_session(self, id_hash: str, user_id: int, csrf: str, ttl: float) -> None:
-        now = self.clock()
-        with self._write() as db:
-            db.execute("DELETE FROM sessions WHERE expires_at < ?", (now,))
-            db.execute("INSERT INTO sessions VALUES(?,?,?,?)", (id_hash, user_id, csrf, now + ttl))
-
-    def session(self, id_hash: str) -> tuple[User, str] | None:
-        row = (
-            self._conn()
-            .execute(
-                "SELECT u.id, u.name, u.role, s.csrf FROM sessions s JOIN users u ON u.id = s.user_id "
-                "WHERE s.id_hash=? AND s.expires_at >= ?",
-                (id_hash, self.clock()),
-            )
-            .fetchone()
-        )
-        return None if row is None else (User(*row[:3]), row[3])
-
-    def delete_session(self, id_hash: str) -> None:
-        with self._write() as db:
-            db.execute("DELETE FROM sessions WHERE id_hash=?", (id_hash,))
-
-    def create_token(self, token_hash: str, user_id: int, description: str) -> None:
-        with self._write() as db:
-            db.execute("INSERT INTO tokens VALUES(?,?,?,?)", (token_hash, user_id, description, self.clock()))
-
-    def delete_token(self, token_hash: str) -> int | None:
-        """Remove a token; returns the id of the user it belonged to (None if unknown)."""
-        with self._write() as db:
-            row = db.execute("SELECT user_id FROM tokens WHERE token_hash=?", (token_hash,)).fetchone()
-            db.execute("DELETE FROM tokens WHERE token_hash=?", (token_hash,))
-        return None if row is None else row[0]
-
-    def token_user(self, token_hash: str) -> User | None:
-        row = (
-            self._conn()
-            .execute(
-                "SELECT u.id, u.name, u.role FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash=?",
-                (token_hash,),
-            )
-            .fetchone()
-        )
-        return None if row is None else User(*row)
 
     # --- projects ------------------------------------------------------------------------------
     def create_project(
@@ -320,8 +142,8 @@ class LabelStore:
                             (pid, number + 1, assignee),
                         ).lastrowid
                     batch.append(
-                        (pid, task_id, pos, item.key, item.url, item.etag, item.size, _dump(item.original),
-                         _dump(item.original))
+                        (pid, task_id, pos, item.key, item.url, item.etag, item.size, dump_json(item.original),
+                         dump_json(item.original))
                     )  # fmt: skip
                     count += 1
                     if len(batch) >= _BATCH:
@@ -350,13 +172,13 @@ class LabelStore:
         row = self._conn().execute("SELECT * FROM projects WHERE id=?", (project_id,)).fetchone()
         if row is None:
             raise NotFound(f"no project with id {project_id}", project=project_id)
-        return _project(row)
+        return project_from_row(row)
 
     def project_by_name(self, name: str) -> Project:
         row = self._conn().execute("SELECT * FROM projects WHERE name=?", (name,)).fetchone()
         if row is None:
             raise NotFound(f"no project named {name!r}; list them with `datahub labelx projects`")
-        return _project(row)
+        return project_from_row(row)
 
     def list_projects(self, *, member: int | None = None) -> list[Project]:
         if member is None:
@@ -367,7 +189,7 @@ class LabelStore:
                 "OR p.id IN (SELECT project_id FROM tasks WHERE assignee=?) ORDER BY p.id",
                 (member, member),
             )
-        return [_project(r) for r in rows]
+        return [project_from_row(r) for r in rows]
 
     def is_member(self, project_id: int, user_id: int) -> bool:
         return (
@@ -447,34 +269,34 @@ class LabelStore:
     # --- items ---------------------------------------------------------------------------------
     def task_items(self, task_id: int) -> list[Item]:
         rows = self._conn().execute(
-            f"SELECT {_ITEM_COLS} FROM items WHERE task_id=? ORDER BY position", (task_id,)
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE task_id=? ORDER BY position", (task_id,)
         )
-        return [_item(r) for r in rows]
+        return [item_from_row(r) for r in rows]
 
     def get_item(self, item_id: int) -> Item:
-        row = self._conn().execute(f"SELECT {_ITEM_COLS} FROM items WHERE id=?", (item_id,)).fetchone()
+        row = self._conn().execute(f"SELECT {ITEM_COLUMNS} FROM items WHERE id=?", (item_id,)).fetchone()
         if row is None:
             raise NotFound(f"no item with id {item_id}", item=item_id)
-        return _item(row)
+        return item_from_row(row)
 
     def item_by_key(self, project_id: int, key: str) -> Item:
         row = (
             self._conn()
-            .execute(f"SELECT {_ITEM_COLS} FROM items WHERE project_id=? AND key=?", (project_id, key))
+            .execute(f"SELECT {ITEM_COLUMNS} FROM items WHERE project_id=? AND key=?", (project_id, key))
             .fetchone()
         )
         if row is None:
             raise NotFound(f"project {project_id} has no item with key {key!r}", key=key)
-        return _item(row)
+        return item_from_row(row)
 
     def items_by_status(self, project_id: int, statuses: tuple[str, ...], *, limit: int = 100) -> list[Item]:
         marks = ",".join("?" * len(statuses))
         rows = self._conn().execute(
-            f"SELECT {_ITEM_COLS} FROM items WHERE project_id=? AND status IN ({marks}) "
+            f"SELECT {ITEM_COLUMNS} FROM items WHERE project_id=? AND status IN ({marks}) "
             "ORDER BY annotated_at, id LIMIT ?",
             (project_id, *statuses, limit),
         )
-        return [_item(r) for r in rows]
+        return [item_from_row(r) for r in rows]
 
     def iter_items(
         self, project_id: int, statuses: tuple[str, ...] | None = None, *, changed_only: bool = False
@@ -491,7 +313,7 @@ class LabelStore:
             rows = (
                 self._conn()
                 .execute(
-                    f"SELECT {_ITEM_COLS} FROM items WHERE project_id=? AND key > ?{extra} ORDER BY key LIMIT ?",
+                    f"SELECT {ITEM_COLUMNS} FROM items WHERE project_id=? AND key > ?{extra} ORDER BY key LIMIT ?",
                     (project_id, after, *(statuses or ()), _BATCH),
                 )
                 .fetchall()
@@ -499,7 +321,7 @@ class LabelStore:
             if not rows:
                 return
             for r in rows:
-                yield _item(r)
+                yield item_from_row(r)
             after = rows[-1][4]
 
     def count_changed(self, project_id: int) -> int:
@@ -555,7 +377,7 @@ class LabelStore:
                 "UPDATE items SET value=?, status=?, version=version+1, annotated_by=?, annotated_at=?, "
                 "claimed_by=?, claimed_until=?, exported_seq=NULL WHERE id=? AND version=? AND "
                 "(claimed_by IS NULL OR claimed_by=? OR claimed_until < ?)",
-                (_dump(value), status, user_id, now, user_id, now + CLAIM_SECONDS, item_id,
+                (dump_json(value), status, user_id, now, user_id, now + CLAIM_SECONDS, item_id,
                  expected_version, user_id, now),
             )  # fmt: skip
             if cur.rowcount == 0:
@@ -605,7 +427,7 @@ class LabelStore:
         with self._write() as db:
             batch: list[tuple] = []
             for key, sug in suggestions:
-                batch.append((_dump(sug), project_id, key))
+                batch.append((dump_json(sug), project_id, key))
                 if len(batch) >= _BATCH:
                     n += self._set_sugg(db, batch)
                     batch = []
@@ -680,4 +502,4 @@ class LabelStore:
             (project_id,),
         )
         for value, sug, status in rows:
-            yield _load(value), _load(sug), status
+            yield load_json(value), load_json(sug), status

@@ -1,0 +1,112 @@
+"""LabelX accounts: users, browser sessions and API tokens, in the store's SQLite file.
+
+A second responsibility of the store, kept apart from projects and items: who may act, as
+opposed to what they act on. ``LabelStore`` mixes it in, so both share one connection pool
+and one transaction discipline (``_write`` is one immediate transaction).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from datahub.errors import AlreadyExists, InvalidInput, NotFound
+from labelx.entities import ROLES, User
+
+
+class AccountRecords:
+    """Users, sessions and tokens; needs ``_conn``, ``_write`` and ``clock`` from the store."""
+
+    clock: Callable[[], float]
+
+    def _conn(self) -> sqlite3.Connection:  # provided by LabelStore
+        raise NotImplementedError
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:  # provided by LabelStore
+        raise NotImplementedError
+
+    # --- users ---------------------------------------------------------------------------------
+    def create_user(self, name: str, role: str, pw_hash: str) -> User:
+        if role not in ROLES:
+            raise InvalidInput(f"unknown role {role!r}; use one of {', '.join(ROLES)}")
+        try:
+            with self._write() as db:
+                cur = db.execute(
+                    "INSERT INTO users(name, role, pw_hash, created_at) VALUES(?,?,?,?)",
+                    (name, role, pw_hash, self.clock()),
+                )
+        except sqlite3.IntegrityError as exc:
+            raise AlreadyExists(f"user {name!r} already exists; pick another name", user=name) from exc
+        return User(cur.lastrowid, name, role)
+
+    def set_password(self, name: str, pw_hash: str) -> None:
+        with self._write() as db:
+            if db.execute("UPDATE users SET pw_hash=? WHERE name=?", (pw_hash, name)).rowcount == 0:
+                raise NotFound(f"no user {name!r}; create it with `datahub labelx create-user`")
+
+    def user_with_hash(self, name: str) -> tuple[User, str] | None:
+        row = (
+            self._conn().execute("SELECT id, name, role, pw_hash FROM users WHERE name=?", (name,)).fetchone()
+        )
+        return None if row is None else (User(*row[:3]), row[3])
+
+    def get_user(self, user_id: int) -> User:
+        row = self._conn().execute("SELECT id, name, role FROM users WHERE id=?", (user_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no user with id {user_id}")
+        return User(*row)
+
+    def user_by_name(self, name: str) -> User:
+        row = self._conn().execute("SELECT id, name, role FROM users WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"no user {name!r}; create it first (admin page or `datahub labelx create-user`)")
+        return User(*row)
+
+    def list_users(self) -> list[User]:
+        return [User(*r) for r in self._conn().execute("SELECT id, name, role FROM users ORDER BY name")]
+
+    # --- sessions and tokens -------------------------------------------------------------------
+    def create_session(self, id_hash: str, user_id: int, csrf: str, ttl: float) -> None:
+        now = self.clock()
+        with self._write() as db:
+            db.execute("DELETE FROM sessions WHERE expires_at < ?", (now,))
+            db.execute("INSERT INTO sessions VALUES(?,?,?,?)", (id_hash, user_id, csrf, now + ttl))
+
+    def session(self, id_hash: str) -> tuple[User, str] | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT u.id, u.name, u.role, s.csrf FROM sessions s JOIN users u ON u.id = s.user_id "
+                "WHERE s.id_hash=? AND s.expires_at >= ?",
+                (id_hash, self.clock()),
+            )
+            .fetchone()
+        )
+        return None if row is None else (User(*row[:3]), row[3])
+
+    def delete_session(self, id_hash: str) -> None:
+        with self._write() as db:
+            db.execute("DELETE FROM sessions WHERE id_hash=?", (id_hash,))
+
+    def create_token(self, token_hash: str, user_id: int, description: str) -> None:
+        with self._write() as db:
+            db.execute("INSERT INTO tokens VALUES(?,?,?,?)", (token_hash, user_id, description, self.clock()))
+
+    def delete_token(self, token_hash: str) -> int | None:
+        """Remove a token; returns the id of the user it belonged to (None if unknown)."""
+        with self._write() as db:
+            row = db.execute("SELECT user_id FROM tokens WHERE token_hash=?", (token_hash,)).fetchone()
+            db.execute("DELETE FROM tokens WHERE token_hash=?", (token_hash,))
+        return None if row is None else row[0]
+
+    def token_user(self, token_hash: str) -> User | None:
+        row = (
+            self._conn()
+            .execute(
+                "SELECT u.id, u.name, u.role FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash=?",
+                (token_hash,),
+            )
+            .fetchone()
+        )
+        return None if row is None else User(*row)
