@@ -83,12 +83,15 @@ def main() -> None:
                 assert client.post("/v1/datasets", json={"name": "ds"}).status_code == 201
                 before = vm_hwm_mib(server.pid)
                 statuses: list[int] = []
+                errors: list[str] = []
 
                 def send(body: bytes) -> None:
                     r = client.post(
                         "/v1/datasets/ds/commits", content=body, headers={"Content-Type": "application/json"}
                     )
                     statuses.append(r.status_code)
+                    if r.status_code != 201:
+                        errors.append(r.json().get("error", {}).get("message", r.text)[:200])
 
                 t0 = time.monotonic()
                 threads = [threading.Thread(target=send, args=(b,)) for b in bodies]
@@ -105,6 +108,8 @@ def main() -> None:
     print(
         f"body: {args.concurrent} x {len(bodies[0]) / 1e6:.1f} MB ({sent / 2**20:.1f} MiB sent), statuses {statuses}"
     )
+    for message in errors:
+        print(f"  refused: {message}")
     print(f"server VmHWM: {before:.0f} MiB after start-up, {after:.0f} MiB after the commit(s) ({dt:.1f} s)")
     print(
         f"growth {grown:.0f} MiB = {grown * 2**20 / sent:.1f}x the body bytes; peak = {after * 2**20 / sent:.1f}x"

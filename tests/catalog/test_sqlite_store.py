@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Catalog, Delete, Put
+from datahub.catalog import Catalog, Delete, Patch, Put
 from datahub.catalog.revisions import OPEN
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
-from datahub.errors import Conflict
+from datahub.errors import Conflict, RecordNotFound
 from tests.catalog.conftest import rec
 
 WAIT = 60  # generous upper bound for an event; the test never sleeps for synchronisation
@@ -132,3 +132,46 @@ def test_a_version_2_catalog_gains_dataset_revisions(tmp_path: Path) -> None:
         with pytest.raises(PreconditionFailed):
             cat.update_dataset("ds", expected_revision=0, description="stale")
         assert cat.get_dataset("ds").description == "d"
+
+
+N = 4  # the batch size of the boundary tests below
+
+
+def _rows(store: SQLiteCatalogStore) -> list[tuple]:
+    return store._conn().execute("SELECT key, from_seq, to_seq, etag FROM records ORDER BY 1, 2").fetchall()
+
+
+@pytest.mark.parametrize("n", [N - 1, N, N + 1, 2 * N, 2 * N + 1])
+def test_batches_of_n_write_exactly_the_change_set(tmp_path: Path, n: int) -> None:
+    """Batch boundaries change nothing: a change in batch k sees every change of batches < k."""
+    store = SQLiteCatalogStore(tmp_path / "c.db", batch_size=N)
+    cat = Catalog(store)
+    cat.create_dataset("ds")
+    v1 = cat.commit("ds", (Put(rec(f"k{i}")) for i in range(n)))
+    assert v1.record_count == n
+    # the last change of the set touches the first key: a put, then a patch of it, possibly batches apart
+    changes = [Put(rec("k0", etag="second"))] + [Put(rec(f"new{i}")) for i in range(n - 1)]
+    changes.append(Patch("k0", meta={"seen": True}))
+    v2 = cat.commit("ds", changes)
+    assert (v2.record_count, v2.added, v2.modified, v2.removed) == (2 * n - 1, n - 1, 1, 0)
+    k0 = cat.get_record("ds", 2, "k0")
+    assert k0.etag == "second" and k0.meta["seen"] is True
+    assert cat.get_record("ds", 1, "k0").etag == rec("k0").etag
+    cat.close()
+
+
+@pytest.mark.parametrize("bad_at", [N, N + 1, 2 * N + 1])
+def test_a_failing_change_in_a_later_batch_leaves_nothing(tmp_path: Path, bad_at: int) -> None:
+    """The change at position ``bad_at`` (1-based) fails after whole batches were written in the
+    transaction: no version, and not one row differs from before."""
+    store = SQLiteCatalogStore(tmp_path / "c.db", batch_size=N)
+    cat = Catalog(store)
+    cat.create_dataset("ds")
+    cat.commit("ds", [Put(rec("a")), Put(rec("b"))])
+    before = _rows(store)
+    changes = [Delete("a"), *(Put(rec(f"n{i}")) for i in range(bad_at - 2)), Delete("missing")]
+    assert len(changes) == bad_at
+    with pytest.raises(RecordNotFound, match="missing"):
+        cat.commit("ds", changes)
+    assert store.head("ds") == 1 and _rows(store) == before
+    cat.close()

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Iterator
-from typing import Annotated
+from typing import IO, Annotated
 
 from fastapi import APIRouter, Depends, Request, status
 
 from datahub.api.access import Principal
 from datahub.api.commit_body import CommitBody
 from datahub.api.deps import PrincipalDep, ServicesDep, WritableDataset
+from datahub.api.limits import body_file
 from datahub.api.schemas import ChangeIn, PutChange, VersionPublic, to_change, version_public
 from datahub.catalog.model import Change
 from datahub.errors import AccessDenied
@@ -17,12 +19,14 @@ from datahub.errors import AccessDenied
 router = APIRouter(prefix="/v1/datasets/{name}", tags=["commits"])
 
 
-async def _raw_body(request: Request) -> bytes:
-    return await request.body()  # the bytes the body-limits middleware already holds: no copy
+async def _body_file(request: Request) -> IO[bytes]:
+    """The body as the body-limits middleware spooled it (a file: its bytes are not in RAM)."""
+    spooled = body_file(request.scope)
+    return spooled if spooled is not None else io.BytesIO(await request.body())
 
 
-# The body is parsed by CommitBody, one change at a time, not by FastAPI into one model of
-# the whole list (about 18x the body in memory); the OpenAPI still documents CommitCreate
+# The body is parsed by CommitBody from its spooled file, one change at a time, not by FastAPI
+# into one model of the whole list (about 18x the body in memory); the OpenAPI still documents CommitCreate
 # (see datahub.api.openapi).
 COMMIT_REQUEST_BODY = {
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CommitCreate"}}},
@@ -34,7 +38,7 @@ COMMIT_REQUEST_BODY = {
     "/commits", status_code=status.HTTP_201_CREATED, openapi_extra={"requestBody": COMMIT_REQUEST_BODY}
 )
 def commit(
-    raw: Annotated[bytes, Depends(_raw_body)],
+    raw: Annotated[IO[bytes], Depends(_body_file)],
     dataset: WritableDataset,
     services: ServicesDep,
     principal: PrincipalDep,
