@@ -142,6 +142,21 @@ def test_stored_values_of_any_depth_decode_to_a_marker():
     assert load_stored_json('{"a":{"b":[1,2]}}') == {"a": {"b": [1, 2]}}
 
 
+@pytest.mark.parametrize(
+    "text",
+    ['{"a":1}', ' { "a" : [1, 2.5, "\\u00e9", null] } ', '{"a":1}\n', "[]", "7", '"s"', '{"k":{"d":{}}}'],
+)
+def test_stored_json_decodes_as_json_loads_whatever_its_spacing(text):
+    """The listing fast path (the C scanner, no whitespace skipping) falls back to json.loads."""
+    assert load_stored_json(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ['{"a":1} x', '{"a":', "{'a': 1}"])
+def test_stored_json_that_is_not_json_still_raises(text):
+    with pytest.raises(ValueError):
+        load_stored_json(text)
+
+
 def test_sizes_and_config_layers(tmp_path):
     assert parse_size("4MiB") == 4 * 1024**2 and parse_size("2GB") == 2 * 10**9 and parse_size(7) == 7
     with pytest.raises(InvalidInput):

@@ -66,6 +66,34 @@ class Record:
         return ObjectRef(self.url, self.etag, self.size)
 
 
+_new = object.__new__
+_SETTERS = tuple(getattr(Record, name).__set__ for name in Record.__slots__)
+
+
+def record_from_row(
+    key: str,
+    url: str,
+    etag: str,
+    size: int,
+    checksum: str,
+    meta: Mapping[str, Any],
+    labels: Mapping[str, Any],
+) -> Record:
+    """``Record(...)`` for bulk decoding (listings of 10^7 records): the same frozen object,
+    built by setting its slots directly instead of through the generated ``__init__`` and its
+    seven ``object.__setattr__`` calls, which made up a third of a listing's cost per record."""
+    record = _new(Record)
+    set_key, set_url, set_etag, set_size, set_checksum, set_meta, set_labels = _SETTERS
+    set_key(record, key)
+    set_url(record, url)
+    set_etag(record, etag)
+    set_size(record, size)
+    set_checksum(record, checksum)
+    set_meta(record, meta)
+    set_labels(record, labels)
+    return record
+
+
 @dataclass(frozen=True, slots=True)
 class Version:
     """An immutable snapshot. ``seq`` counts 1, 2, 3 … within its dataset."""

@@ -33,7 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.model import EMPTY, Change, Dataset, DiffEntry, Record, TokenInfo, Version
+from datahub.catalog.model import (
+    EMPTY,
+    Change,
+    Dataset,
+    DiffEntry,
+    Record,
+    TokenInfo,
+    Version,
+    record_from_row,
+)
 from datahub.catalog.revisions import (
     OPEN,
     CommitPlanner,
@@ -137,7 +146,7 @@ def _load(text: str | None) -> Any:
 
 def _record(row: tuple) -> Record:
     key, url, etag, size, checksum, meta, labels = row
-    return Record(
+    return record_from_row(
         key,
         url,
         etag,

@@ -3,6 +3,7 @@ gets a clear conflict; the catalog survives reopening."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -174,4 +175,29 @@ def test_a_failing_change_in_a_later_batch_leaves_nothing(tmp_path: Path, bad_at
     with pytest.raises(RecordNotFound, match="missing"):
         cat.commit("ds", changes)
     assert store.head("ds") == 1 and _rows(store) == before
+    cat.close()
+
+
+def test_records_decoded_for_listings_are_the_records_that_were_committed(tmp_path: Path) -> None:
+    """Listings build Records without the dataclass __init__ (record_from_row): equal, frozen
+    and replaceable like any other."""
+    store = SQLiteCatalogStore(tmp_path / "c.db", page_size=3)
+    cat = Catalog(store)
+    cat.create_dataset("ds")
+    committed = [
+        rec(
+            f"k{i}",
+            size=i,
+            checksum="sha256:00" if i % 2 else "",
+            meta={"i": i} if i % 3 else {},
+            labels={"c": "x"},
+        )
+        for i in range(8)
+    ]
+    cat.commit("ds", [Put(r) for r in committed])
+    listed = list(cat.list_records("ds", 1))
+    assert listed == committed
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        listed[0].key = "other"  # type: ignore[misc]
+    assert dataclasses.replace(listed[1], size=99) == dataclasses.replace(committed[1], size=99)
     cat.close()
