@@ -1,8 +1,8 @@
 """S3-compatible object stores (AWS S3, Ceph RGW, MinIO …) through boto3.
 
-The only module that imports boto3/botocore. Every SDK call goes through
-``S3Store._call``, which translates SDK errors once (table in ``s3errors``) and retries
-transient ones once (``retry.RetryPolicy``); boto's own retry layer is off
+The only module that imports boto3 (botocore also signs the lean GET in ``s3get``).
+Every SDK call goes through ``S3Store._call``, which translates SDK errors once (table in
+``s3errors``) and retries transient ones once (``retry.RetryPolicy``); boto's own retry layer is off
 (``total_max_attempts=1``) so attempts never multiply. One deadline, ``s3.total_timeout``,
 bounds a call across all its attempts and backoffs; the GET's connect/read timeouts are
 capped to what is left of it, so a stalled endpoint fails a read within the budget.
@@ -48,7 +48,7 @@ from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.keys import check_foreign_key, check_range
 from datahub.storage.retry import RetryPolicy, remaining
 from datahub.storage.s3errors import error_for, no_credentials
-from datahub.storage.s3get import Credentials, LeanGetter
+from datahub.storage.s3get import CredentialSource, LeanGetter
 from datahub.storage.urls import encode_key
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class S3Connection:
             return LeanGetter(
                 endpoint,
                 self.client.meta.region_name or "us-east-1",
-                self.frozen_credentials,
+                self.credentials,
                 path_style=config.path_style,
                 connect_timeout=config.connect_timeout,
                 read_timeout=config.read_timeout,
@@ -136,15 +136,17 @@ class S3Connection:
         core = self._session._session  # boto3 does not re-export botocore's config lookup
         return core.get_config_variable("ca_bundle") or DEFAULT_CA_BUNDLE
 
-    def frozen_credentials(self) -> Credentials | None:
-        """The current credentials from boto's chain (refreshed ones included), or None."""
+    def credentials(self) -> CredentialSource | None:
+        """Boto's credentials for this session (the client's own chain), or None.
+
+        The object is botocore's, refreshable ones included: the lean GET asks it for
+        ``get_frozen_credentials()`` per request, so rotated temporary keys are used as soon
+        as botocore has refreshed them.
+        """
         creds = self._credentials
         if creds is None:
             creds = self._credentials = self._session.get_credentials()
-            if creds is None:
-                return None
-        frozen = creds.get_frozen_credentials()
-        return Credentials(frozen.access_key, frozen.secret_key, frozen.token)
+        return creds
 
     def close(self) -> None:
         if self.getter is not None:

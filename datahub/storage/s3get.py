@@ -1,99 +1,69 @@
-"""A lean S3 GET: SigV4-signed by hand, sent over a urllib3 connection pool.
+"""A lean S3 GET: signed by botocore's ``S3SigV4Auth``, sent over a urllib3 connection pool.
 
 Why: a cold epoch reads thousands of small objects, and on a 2-core node the client's CPU
 per request decides the throughput. A boto3 ``get_object`` spends most of its ~1-2 ms in
 event hooks, parameter validation, endpoint resolution and response parsing that a
-ranged GET with If-Match does not need. Here a GET is: one cached signing key per day,
-two sha256 and two hmac, one pooled HTTP request (bench/storage/get_cpu.py has the
-figures). Everything else (list, put, multipart, delete, HEAD) stays on boto3 in ``s3``.
+ranged GET with If-Match does not need. Here a GET is: botocore's SigV4 signer over one
+small request object, one pooled HTTP request (bench/storage/get_cpu.py has the figures).
+The signature itself (canonicalisation, session tokens) is botocore's, not ours.
+Everything else (list, put, multipart, delete, HEAD) stays on boto3 in ``s3``.
 
 The contract is exactly ``S3Store.read``'s: the same ``Range`` and ``If-Match`` headers,
 the same error table (``s3errors.error_for`` on the S3 error code, else the status), and
 one attempt per call: the caller's ``RetryPolicy`` decides on retries (urllib3's own
 retries and redirects are off). Connection errors and timeouts are
-TransientStorageError (``details["timed_out"]`` for timeouts: the origin stalled). Credentials come from the caller (boto's chain: config, profile,
-environment, instance role) as a function called per request, so refreshed credentials
-are picked up.
+TransientStorageError (``details["timed_out"]`` for timeouts: the origin stalled).
+
+Credentials are botocore's credential object from the caller's session (boto's chain:
+config, profile, environment, instance role, assumed role), asked for
+``get_frozen_credentials()`` on every request: refreshable temporary credentials rotate
+here exactly when they rotate for boto3, and a session token goes out as
+``X-Amz-Security-Token``.
 
 The only module that imports urllib3.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import quote, urlsplit
 
 import urllib3
 import urllib3.exceptions as uexc
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import ReadOnlyCredentials
 
 from datahub.errors import DatahubError, StorageError, TransientStorageError
 from datahub.storage.s3errors import error_for, no_credentials
 
-EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _ERROR_BODY_LIMIT = 64 * 1024
 _CODE = re.compile(rb"<Code>([^<]*)</Code>")
 _MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
 _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 
 
-@dataclass(frozen=True, slots=True)
-class Credentials:
-    access_key: str
-    secret_key: str
-    token: str | None = None
+class CredentialSource(Protocol):
+    """What botocore's ``Credentials``/``RefreshableCredentials`` offer: a consistent
+    (access key, secret, token) triple, refreshed first when it is about to expire."""
+
+    def get_frozen_credentials(self) -> ReadOnlyCredentials: ...
 
 
-class SigV4:
-    """AWS Signature Version 4 for S3 GETs (header-signed, empty payload).
+def sign_get(
+    url: str, host: str, headers: dict[str, str], credentials: ReadOnlyCredentials, region: str
+) -> None:
+    """Add ``X-Amz-*`` and ``Authorization`` to ``headers`` for ``GET url`` (botocore's SigV4).
 
-    The signing key depends only on (secret, date, region, service), so it is derived once
-    per day instead of four hmacs per request.
+    ``url``'s path is signed and sent as is, so it must already be URI-encoded the way S3
+    canonicalises it (each byte outside ``A-Za-z0-9-._~/`` percent-encoded once).
     """
-
-    def __init__(self, region: str, clock: Callable[[], float] = time.time) -> None:
-        self.region = region
-        self._clock = clock
-        self._keys: dict[tuple[str, str], bytes] = {}  # (secret, yyyymmdd) -> key; a dict set is atomic
-
-    def _signing_key(self, secret: str, day: str) -> bytes:
-        key = self._keys.get((secret, day))
-        if key is None:
-            k = hmac.digest(("AWS4" + secret).encode(), day.encode(), "sha256")
-            for part in (self.region, "s3", "aws4_request"):
-                k = hmac.digest(k, part.encode(), "sha256")
-            if len(self._keys) > 8:
-                self._keys.clear()  # old days and rotated secrets: keep the dict small
-            self._keys[(secret, day)] = key = k
-        return key
-
-    def sign(self, host: str, path: str, creds: Credentials, headers: dict[str, str]) -> None:
-        """Add ``x-amz-*`` and ``Authorization`` to ``headers`` for ``GET path`` on ``host``.
-
-        ``path`` is sent as is, so it must already be URI-encoded the way S3 canonicalises
-        it (each byte outside ``A-Za-z0-9-._~/`` percent-encoded once).
-        """
-        now = time.gmtime(self._clock())
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", now)
-        day = stamp[:8]
-        signed = {"host": host, "x-amz-content-sha256": EMPTY_SHA256, "x-amz-date": stamp}
-        if creds.token:
-            signed["x-amz-security-token"] = creds.token
-        names = ";".join(sorted(signed))
-        canonical = "\n".join(
-            ["GET", path, "", *(f"{k}:{signed[k]}" for k in sorted(signed)), "", names, EMPTY_SHA256]
-        )
-        scope = f"{day}/{self.region}/s3/aws4_request"
-        to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-        signature = hmac.new(self._signing_key(creds.secret_key, day), to_sign.encode(), "sha256").hexdigest()
-        headers.update(signed)
-        headers["Authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={creds.access_key}/{scope}, SignedHeaders={names}, Signature={signature}"
-        )
+    request = AWSRequest("GET", url, headers={"Host": host, **headers})
+    S3SigV4Auth(credentials, "s3", region).add_auth(request)
+    headers.clear()
+    headers.update(request.headers.items())
 
 
 class Response:
@@ -136,14 +106,13 @@ class LeanGetter:
         self,
         endpoint_url: str,
         region: str,
-        credentials: Callable[[], Credentials | None],
+        credentials: Callable[[], CredentialSource | None],
         *,
         path_style: bool,
         connect_timeout: float,
         read_timeout: float,
         max_pool_connections: int,
         ca_bundle: str | None = None,
-        clock: Callable[[], float] = time.time,
     ) -> None:
         parts = urlsplit(endpoint_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -153,8 +122,8 @@ class LeanGetter:
         self.port = parts.port
         self.base_path = parts.path.rstrip("/")
         self.path_style = path_style
+        self.region = region
         self._credentials = credentials
-        self._signer = SigV4(region, clock)
         self._connect_timeout, self._read_timeout = connect_timeout, read_timeout
         self._timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
         tls = {"cert_reqs": "CERT_REQUIRED", "ca_certs": ca_bundle} if self.scheme == "https" else {}
@@ -184,8 +153,8 @@ class LeanGetter:
         so a stalled endpoint cannot hold the attempt past the deadline.
         """
         where = f"s3://{bucket}/{key}"
-        creds = self._credentials()
-        if creds is None:
+        source = self._credentials()
+        if source is None:
             raise no_credentials(bucket, key)
         host, path = self._target(bucket, key)
         headers: dict[str, str] = {}
@@ -193,8 +162,7 @@ class LeanGetter:
             headers["Range"] = byte_range
         if if_match is not None:
             headers["If-Match"] = f'"{if_match}"'
-        self._signer.sign(host, path, creds, headers)
-        headers["Host"] = headers.pop("host")
+        sign_get(f"{self.scheme}://{host}{path}", host, headers, source.get_frozen_credentials(), self.region)
         try:
             pool = self._pools.connection_from_host(host.rsplit(":", 1)[0], self.port, self.scheme)
             raw = pool.urlopen(

@@ -5,7 +5,9 @@ header included, so SigV4 signatures verify upstream). The first ``K`` GETs get 
 status line and headers intact (Content-Length still announcing the whole body), then
 only ``N`` body bytes, then the connection is closed: what a client sees when a server
 or a middlebox drops a stream half way. ``tests/faults.FlakyProxy`` fails requests
-before any byte; this one fails them in the middle. Only loopback, only for tests.
+before any byte; this one fails them in the middle. With ``times=0`` it cuts nothing and
+only records: ``get_headers`` holds the headers of every GET it forwarded (what the
+server saw: signatures, session tokens). Only loopback, only for tests.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class CutProxy:
         self.cut_after = cut_after
         self.gets = 0  # GET requests received
         self.cut = 0  # GET responses cut short
+        self.get_headers: list[dict[str, str]] = []  # the headers of each GET, as forwarded
         self._to_cut = times
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler_class())
@@ -74,6 +77,9 @@ class CutProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 cut = proxy._should_cut(self.command)
+                if self.command == "GET":
+                    with proxy._lock:
+                        proxy.get_headers.append({k.lower(): v for k, v in self.headers.items()})
                 conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
                 try:
                     conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
