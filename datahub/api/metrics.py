@@ -6,6 +6,7 @@ process (tests) count separately.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -28,6 +29,9 @@ class RequestMetrics:
         with self._lock:
             count, seconds = dict(self._count), dict(self._seconds)
         lines = [
+            "# HELP datahub_api_worker_info The server process that answered (serve --workers N: one of N).",
+            "# TYPE datahub_api_worker_info gauge",
+            f'datahub_api_worker_info{{pid="{os.getpid()}"}} 1',
             "# HELP datahub_http_requests_total HTTP requests by method, route template and status.",
             "# TYPE datahub_http_requests_total counter",
         ]

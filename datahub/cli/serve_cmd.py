@@ -21,6 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-labelx", dest="labelx", action="store_false", help="do not serve LabelX under /labelx"
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve from N processes on one socket (default 1; about one per core; see docs/api.md)",
+    )
     p.set_defaults(func=run)
 
 
@@ -43,7 +50,8 @@ def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True)
 
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.api.server import ApiServer, wait_for_signal
+    from datahub.api.server import ApiServer, bind_socket, check_bind, wait_for_signal
+    from datahub.api.workers import check_workers, serve_workers
 
     api = ctx.config.api
     if args.host:
@@ -52,20 +60,42 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         api.port = args.port
     if args.local_mode is not None:
         api.local_mode = args.local_mode
-    app, cache = build_app(ctx.config, ctx.catalog, ctx.stores, labelx=args.labelx)
-    ctx.service("cache", lambda: cache)
-    server = ApiServer(app, ctx.config)  # refuses local mode off loopback, and busy ports
-    server.start()
+    workers = check_workers(args.workers)
+    check_bind(ctx.config)  # before anything listens: local mode only on loopback
+    sock = bind_socket(api.host, api.port)  # a busy port is one clear error, before any fork
+
+    def serve_one(sock) -> int:
+        """One server process: its own catalog connection, stores and cache, opened here."""
+        try:
+            app, cache = build_app(ctx.config, ctx.catalog, ctx.stores, labelx=args.labelx)
+            ctx.service("cache", lambda: cache)
+            server = ApiServer(app, ctx.config, sock=sock)
+            server.start()
+            try:
+                wait_for_signal()
+            finally:
+                server.stop()
+        finally:
+            ctx.close()
+        return 0
+
+    url = _url(api.host, sock.getsockname()[1])
     mode = "local mode, no authentication" if api.local_mode else "bearer tokens required"
-    print(f"datahub API on {server.url} ({mode}); docs at {server.url}/docs; Ctrl-C stops", file=ctx.err)
+    shape = f"{workers} worker processes" if workers > 1 else "one process"
+    print(f"datahub API on {url} ({mode}, {shape}); docs at {url}/docs; Ctrl-C stops", file=ctx.err)
     if args.labelx:
-        print(
-            f"LabelX on {server.url}/labelx/ (users: datahub labelx create-user NAME --role admin)",
-            file=ctx.err,
-        )
-    try:
-        wait_for_signal()
-    finally:
-        server.stop()
+        print(f"LabelX on {url}/labelx/ (users: datahub labelx create-user NAME --role admin)", file=ctx.err)
+    ctx.err.flush()
+    if workers == 1:
+        code = serve_one(sock)
+    else:
+        try:
+            code = serve_workers(workers, sock, serve_one)
+        finally:
+            sock.close()
     print("stopped", file=ctx.err)
-    return 0
+    return code
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
