@@ -164,6 +164,9 @@ def _prefix_bounds(prefix: str) -> tuple[str, tuple[str, ...]]:
     return " AND key >= ? AND key < ?", (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
 
 
+_MAX_REMEMBERED_IDS = 100_000
+
+
 class SQLiteCatalogStore(CatalogStore):
     """Catalog in one SQLite file. Thread-safe: one connection per thread."""
 
@@ -181,6 +184,7 @@ class SQLiteCatalogStore(CatalogStore):
         self.batch_size, self.page_size = batch_size, page_size
         self.busy_timeout_ms = busy_timeout_ms
         self.clock = clock
+        self._ids: dict[str, int] = {}  # dataset name -> row id (see _dataset_id)
         # FULL: a committed version must survive power loss, not only a crash (promise 1)
         self._db = SQLiteConnections(
             self.path,
@@ -231,7 +235,17 @@ class SQLiteCatalogStore(CatalogStore):
             return self._conn().execute(sql, tuple(params)).fetchall()
 
     def _dataset_id(self, name: str) -> int:
+        """The dataset's row id, remembered: datasets are never renamed or deleted, so an id read
+        from a committed row stays right (a request would otherwise spend a query on it per
+        store call, several per API request)."""
+        known = self._ids.get(name)
+        if known is not None:
+            return known
         rows = self._query(f"find dataset {name!r}", "SELECT id FROM datasets WHERE name = ?", (name,))
+        if rows:
+            if len(self._ids) >= _MAX_REMEMBERED_IDS:
+                self._ids.clear()
+            self._ids[name] = rows[0][0]
         if not rows:
             raise DatasetNotFound(
                 f"dataset {name!r} not found; create it first or check `datahub dataset list`",

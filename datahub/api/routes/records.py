@@ -28,11 +28,9 @@ def list_records(
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ) -> Response:
-    catalog = services.catalog
-    version = catalog.resolve(dataset.name, ref)
-    rows = catalog.list_records(
+    rows = services.catalog.list_records(
         dataset.name,
-        version.seq,
+        ref,
         prefix=prefix,
         start_after=decode_cursor(cursor),
         limit=limit + 1,

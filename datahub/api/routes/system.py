@@ -13,7 +13,7 @@ router = APIRouter(tags=["system"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:
     """Answers as long as the process serves requests (no authentication)."""
     return {"status": "ok"}
 
