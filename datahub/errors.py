@@ -174,6 +174,13 @@ class Busy(DatahubError):
     code, http_status, errno = "busy", 503, _errno.EAGAIN
 
 
+class CatalogUnavailable(DatahubError):
+    """A remote catalog (``catalog_url = http(s)://...``) that stayed unreachable, slow or
+    answering garbage through the client's bounded retries; the message names its URL."""
+
+    code, http_status, errno, exit_code = "catalog_unavailable", 503, _errno.EIO, 7
+
+
 class NoSpace(DatahubError):
     code, http_status, errno, exit_code = "no_space", 507, _errno.ENOSPC, 7
 

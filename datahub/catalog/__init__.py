@@ -4,7 +4,9 @@ Open one with ``open_catalog(url)``:
 
 - ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` — the embedded default;
 - ``mongodb://host[:port]/db?...`` (or ``mongodb+srv://``) — production, a replica set;
-- ``mongomock://anything/db`` — an in-process stand-in for tests.
+- ``mongomock://anything/db`` — an in-process stand-in for tests;
+- ``http(s)://host:port`` — a datahub API server (``datahub serve``), with the API token in
+  ``$DATAHUB_API_TOKEN`` (``datahub.catalog.http_store``).
 """
 
 from __future__ import annotations
@@ -40,8 +42,13 @@ def open_store(url: str) -> CatalogStore:
         from datahub.catalog.mongo_store import MongoCatalogStore
 
         return MongoCatalogStore(url)
+    if url.startswith(("http://", "https://")):
+        from datahub.catalog.http_store import HttpCatalogStore
+
+        return HttpCatalogStore(url)  # the API token comes from $DATAHUB_API_TOKEN
     raise InvalidInput(
-        f"unsupported catalog URL {url!r}: use sqlite:///path.db, mongodb://host/db or mongomock://x/db"
+        f"unsupported catalog URL {url!r}: use sqlite:///path.db, mongodb://host/db, mongomock://x/db "
+        "or http(s)://datahub-api:port"
     )
 
 

@@ -1,6 +1,7 @@
 """Catalog fixtures: one ``catalog`` per store so the conformance suite runs against each.
 
-``mongomock`` always runs; set ``DATAHUB_TEST_MONGO_URI=mongodb://host:27017`` to add a real
+``mongomock`` always runs, and so does ``http``: an HttpCatalogStore talking to a real
+``datahub serve`` over SQLite (tests/catalog/remote.py); set ``DATAHUB_TEST_MONGO_URI=mongodb://host:27017`` to add a real
 MongoDB (each test then uses a fresh database that is dropped afterwards).
 
 Stores are built with tiny batch and page sizes so that a few hundred records already
@@ -21,7 +22,7 @@ from datahub.catalog import Catalog, CatalogStore, Record
 from datahub.catalog.mongo_store import MongoCatalogStore
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 
-STORES = ["sqlite", "mongomock"] + (["mongo"] if os.environ.get("DATAHUB_TEST_MONGO_URI") else [])
+STORES = ["sqlite", "mongomock", "http"] + (["mongo"] if os.environ.get("DATAHUB_TEST_MONGO_URI") else [])
 SMALL = {"batch_size": 16, "page_size": 7}
 
 
@@ -38,6 +39,10 @@ def mongo_url(kind: str) -> str:
 def make_store(kind: str, tmp_path: Path, **options: Any) -> CatalogStore:
     if kind == "sqlite":
         return SQLiteCatalogStore(tmp_path / "catalog.db", **(SMALL | options))
+    if kind == "http":
+        from tests.catalog.remote import served_store
+
+        return served_store(tmp_path, SMALL | options)
     return MongoCatalogStore(mongo_url(kind), **(SMALL | options))
 
 
@@ -60,3 +65,10 @@ def catalog(store_kind: str, tmp_path: Path) -> Iterator[Catalog]:
 def rec(key: str, etag: str = "e1", size: int = 10, **fields: object) -> Record:
     """A record pointing at a made-up object; tests only compare catalog metadata."""
     return Record(key, f"s3://bucket/{key}", etag, size, **fields)  # type: ignore[arg-type]
+
+
+def raw_store(catalog: Catalog) -> CatalogStore:
+    """The store to write legacy data to, bypassing today's checks (as an older datahub did):
+    for the ``http`` store, the SQLite store behind its server (the API validates every write)."""
+    backing = getattr(catalog.store, "backing", None)
+    return backing.store if backing is not None else catalog.store

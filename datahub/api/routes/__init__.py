@@ -1,6 +1,6 @@
 """One router per resource; ``ROUTERS`` is the order they are mounted in."""
 
-from datahub.api.routes import commits, datasets, diff, records, system, tags, versions
+from datahub.api.routes import commits, datasets, diff, records, remote, system, tags, versions
 
 ROUTERS = (
     system.router,
@@ -10,4 +10,5 @@ ROUTERS = (
     diff.router,
     commits.router,
     tags.router,
+    remote.router,
 )

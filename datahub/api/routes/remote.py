@@ -1,0 +1,203 @@
+"""/v1/remote: the CatalogStore contract over HTTP, for ``datahub.catalog.http_store``.
+
+Why a separate surface: the public routes speak refs (tags, ``latest``) and pages, while a
+remote store needs the exact store calls (a head, a version by number, a listing after a
+key, a batch lookup, a commit on an explicit base with a client-made commit id). Access is
+checked like the neighbours (reader / writer / admin of the dataset); every write still
+goes through the server's Catalog, so it validates exactly as a local write does.
+Listings are NDJSON ending with ``{"end": n}``: a listing cut by a failure is never
+mistaken for a complete one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from datahub.api.deps import PrincipalDep, ReadableDataset, ServicesDep, WritableDataset
+from datahub.api.remote_models import (
+    CommitHeader,
+    DatasetFull,
+    EndOfListing,
+    HeadPublic,
+    RecordsGet,
+    TagTarget,
+)
+from datahub.api.routes.commits import _allowed, _body_file
+from datahub.api.routes.pagination import NDJSON
+from datahub.api.routes.tags import TagPath
+from datahub.api.schemas import (
+    ChangeIn,
+    DatasetPublic,
+    RecordPublic,
+    VersionPublic,
+    dataset_public,
+    diff_public,
+    record_public,
+    version_public,
+)
+from datahub.errors import AccessDenied, InvalidInput
+
+router = APIRouter(prefix="/v1/remote/datasets", tags=["remote store"])
+_CHANGE: TypeAdapter = TypeAdapter(ChangeIn)
+_LISTING = {200: {"content": {NDJSON: {}}, "description": 'one object per line, then {"end": n}'}}
+Seq = Annotated[int, Query(ge=0, le=2**63 - 1)]
+
+
+def _ndjson(
+    rows: Iterable[Any], convert: Callable[[Any], BaseModel], chunk_bytes: int = 256 * 1024
+) -> Iterator[bytes]:
+    buffer: list[str] = []
+    size = count = 0
+    for row in rows:
+        line = convert(row).model_dump_json() + "\n"
+        buffer.append(line)
+        size += len(line)
+        count += 1
+        if size >= chunk_bytes:
+            yield "".join(buffer).encode()
+            buffer, size = [], 0
+    buffer.append(EndOfListing(end=count).model_dump_json() + "\n")
+    yield "".join(buffer).encode()
+
+
+def _stream(rows: Iterator[Any], convert: Callable[[Any], BaseModel]) -> StreamingResponse:
+    # pull the first row here, so that an unknown dataset/version is an error answer, not a cut stream
+    first: list[Any] = []
+    for row in rows:
+        first.append(row)
+        break
+
+    def chained() -> Iterator[Any]:
+        yield from first
+        yield from rows
+
+    return StreamingResponse(_ndjson(chained(), convert), media_type=NDJSON)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_dataset(body: DatasetFull, services: ServicesDep, principal: PrincipalDep) -> DatasetPublic:
+    """Like ``POST /v1/datasets``, but an admin may name another owner (a store keeps the one it is given)."""
+    owner = body.owner or principal.name
+    if owner != principal.name and not principal.is_admin:
+        raise AccessDenied(
+            f"only admins may create dataset {body.name!r} for another owner ({owner!r})", dataset=body.name
+        )
+    dataset = services.catalog.create_dataset(
+        body.name, description=body.description, source=body.source, owner=owner, acl=body.acl
+    )
+    return dataset_public(dataset, 0)
+
+
+@router.get("/{name}/head")
+def head(dataset: ReadableDataset, services: ServicesDep) -> HeadPublic:
+    return HeadPublic(head=services.catalog.store.head(dataset.name))
+
+
+@router.get("/{name}/versions", response_class=StreamingResponse, responses=_LISTING)
+def list_versions(dataset: ReadableDataset, services: ServicesDep) -> StreamingResponse:
+    """Every version, newest first (VersionPublic lines)."""
+    return _stream(iter(services.catalog.log(dataset.name)), version_public)
+
+
+@router.get("/{name}/versions/{seq}")
+def get_version(dataset: ReadableDataset, seq: int, services: ServicesDep) -> VersionPublic:
+    return version_public(services.catalog.store.get_version(dataset.name, seq))
+
+
+@router.get("/{name}/tags/{tag}")
+def tag_target(dataset: ReadableDataset, tag: TagPath, services: ServicesDep) -> TagTarget:
+    return TagTarget(seq=services.catalog.store.tag_target(dataset.name, tag))
+
+
+@router.put("/{name}/tags/{tag}", status_code=status.HTTP_204_NO_CONTENT)
+def set_tag(dataset: WritableDataset, tag: TagPath, body: TagTarget, services: ServicesDep) -> Response:
+    services.catalog.tag(dataset.name, tag, body.seq)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{name}/records", response_class=StreamingResponse, responses=_LISTING)
+def list_records(
+    dataset: ReadableDataset,
+    services: ServicesDep,
+    seq: Seq,
+    prefix: str = "",
+    start_after: str = "",
+    limit: Annotated[int | None, Query(ge=0)] = None,
+    filter: str | None = None,
+) -> StreamingResponse:
+    """RecordPublic lines in key order, streamed from the store (bounded memory on both sides)."""
+    rows = services.catalog.list_records(
+        dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit, where=filter
+    )
+    return _stream(rows, record_public)
+
+
+@router.post("/{name}/records/get")
+def get_records(dataset: ReadableDataset, body: RecordsGet, services: ServicesDep) -> list[RecordPublic]:
+    """The records among ``keys`` live in version ``seq`` (absent keys are left out)."""
+    found = services.catalog.lookup_records(dataset.name, body.seq, body.keys)
+    return [record_public(found[k]) for k in body.keys if k in found]
+
+
+@router.get("/{name}/diff", response_class=StreamingResponse, responses=_LISTING)
+def diff(
+    dataset: ReadableDataset, services: ServicesDep, a: Seq, b: Seq, prefix: str = ""
+) -> StreamingResponse:
+    """DiffEntryPublic lines from version ``a`` to ``b`` (0 = empty), in key order."""
+    return _stream(services.catalog.diff(dataset.name, a, b, prefix=prefix), diff_public)
+
+
+@router.post("/{name}/commits", status_code=status.HTTP_201_CREATED)
+def commit(
+    raw: Annotated[IO[bytes], Depends(_body_file)],
+    dataset: WritableDataset,
+    services: ServicesDep,
+    principal: PrincipalDep,
+) -> VersionPublic:
+    """NDJSON body: a CommitHeader line, then one change per line, read from the spooled body
+    one line at a time. The base is explicit and the commit id required, so a client retrying
+    a lost answer gets the version its first attempt made, never a second one."""
+    raw.seek(0)  # the spool is handed on where its writer left it
+    lines = iter(raw)
+    header = _header(next(lines, b""), dataset.name)
+    author = header.author if principal.is_admin and header.author else principal.name
+    version = services.catalog.commit(
+        dataset.name,
+        _allowed(_changes(lines, dataset.name), principal, dataset.name),
+        base=header.base,
+        message=header.message,
+        author=author,
+        lineage=header.lineage,
+        commit_id=header.commit_id,
+    )
+    return version_public(version)
+
+
+def _header(line: bytes, dataset: str) -> CommitHeader:
+    try:
+        return CommitHeader.model_validate_json(line)
+    except ValidationError as exc:
+        raise InvalidInput(
+            f"remote commit to dataset {dataset!r}: the first line must be a commit header: "
+            f"{exc.errors()[0]['msg']}",
+            dataset=dataset,
+        ) from None
+
+
+def _changes(lines: Iterator[bytes], dataset: str) -> Iterator[Any]:
+    for number, line in enumerate(lines, start=2):
+        if not line.strip():
+            continue
+        try:
+            yield _CHANGE.validate_json(line)
+        except ValidationError as exc:
+            raise InvalidInput(
+                f"remote commit to dataset {dataset!r}: line {number} is not a change: {exc.errors()[0]['msg']}",
+                dataset=dataset,
+                line=number,
+            ) from None
