@@ -1,0 +1,255 @@
+"""The remote store's failures: a server that is down, answers garbage, or loses an answer.
+
+Every server here is real and on 127.0.0.1: ``datahub serve`` (uvicorn) over SQLite, a tiny
+HTTP server that answers garbage, and a loopback TCP proxy that forwards a commit and then
+drops its answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import socketserver
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog import Catalog, Put, open_store
+from datahub.catalog.http_store import HttpCatalogStore
+from datahub.errors import CatalogUnavailable, DatasetNotFound, InvalidInput, StaleBase, Unauthenticated
+from tests.catalog.conftest import rec
+from tests.catalog.remote import ServedStore, serve, served_store
+
+SECRET = "dh-secret-token-4f1c9a"
+FAST = {"attempts": 3, "backoff": 0.01, "budget": 10.0, "timeout": 5.0}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[ServedStore]:
+    store = served_store(tmp_path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def test_open_store_picks_the_http_store_and_reads_the_token_from_the_environment(
+    served: ServedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DATAHUB_API_TOKEN", served.token)
+    store = open_store(served.url)
+    try:
+        assert isinstance(store, HttpCatalogStore)
+        cat = Catalog(store)
+        cat.create_dataset("ds")
+        cat.commit("ds", [Put(rec("a"))])
+        assert [r.key for r in cat.list_records("ds")] == ["a"]
+    finally:
+        store.close()
+
+
+def test_server_down_is_a_clear_error_naming_the_url_after_bounded_retries() -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    store = HttpCatalogStore(url, token=SECRET, **FAST)
+    with pytest.raises(CatalogUnavailable) as caught:
+        store.head("ds")
+    assert url in str(caught.value) and "3 attempt(s)" in str(caught.value)
+    assert caught.value.details["attempts"] == 3 and SECRET not in str(caught.value)
+    with pytest.raises(CatalogUnavailable):
+        list(store.list_records("ds", 1))
+    with pytest.raises(CatalogUnavailable):  # a commit too, and nothing is half-written anywhere
+        store.commit("ds", 0, [Put(rec("a"))], commit_id="c1")
+
+
+class _Garbage(BaseHTTPRequestHandler):
+    """Answers whatever ``self.server.answer`` says: (status, content type, body)."""
+
+    def do_GET(self) -> None:
+        status, ctype, body = self.server.answer  # type: ignore[attr-defined]
+        self.server.hits += 1  # type: ignore[attr-defined]
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def garbage() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
+    server.hits = 0  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        ((200, "application/json", b"<html>hello</html>"), "not JSON"),
+        ((200, "application/json", b'{"unexpected": true}'), "wrong shape"),
+        ((404, "text/html", b"<h1>Not Found</h1>"), "no datahub error"),
+        ((502, "text/html", b"bad gateway"), "HTTP 502"),
+    ],
+)
+def test_garbage_answers_are_clear_errors(garbage: ThreadingHTTPServer, answer, why: str) -> None:
+    garbage.answer = answer  # type: ignore[attr-defined]
+    url = f"http://127.0.0.1:{garbage.server_address[1]}"
+    store = HttpCatalogStore(url, token=SECRET, **FAST)
+    with pytest.raises(CatalogUnavailable, match=why) as caught:
+        store.get_version("ds", 1)
+    assert url in str(caught.value) and SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (
+            b'{"key": "a", "url": "s3://b/a", "etag": "e", "size": 1, "checksum": "", "meta": {}, "labels": {}}\n',
+            "without its end line",
+        ),
+        (b"not json at all\n", "not JSON"),
+        (b'{"end": 5}\n', "end line saying 5"),
+        (b'{"key": "a"}\n{"end": 1}\n', "wrong shape"),
+    ],
+)
+def test_a_cut_or_garbled_listing_is_an_error_never_a_shorter_listing(
+    garbage: ThreadingHTTPServer, body: bytes, why: str
+) -> None:
+    garbage.answer = (200, "application/x-ndjson", body)  # type: ignore[attr-defined]
+    store = HttpCatalogStore(f"http://127.0.0.1:{garbage.server_address[1]}", **FAST)
+    with pytest.raises(CatalogUnavailable, match=why):
+        list(store.list_records("ds", 1))
+
+
+def test_api_errors_come_back_as_the_local_stores_classes(served: ServedStore) -> None:
+    cat = Catalog(served)
+    with pytest.raises(DatasetNotFound, match="'nope'"):
+        cat.get_dataset("nope")
+    cat.create_dataset("ds")
+    cat.commit("ds", [Put(rec("a"))])
+    with pytest.raises(StaleBase) as caught:
+        cat.commit("ds", [Put(rec("b"))], base=0, commit_id="explicit")
+    assert caught.value.details["dataset"] == "ds"
+    with pytest.raises(InvalidInput, match="run 'datahub token create"):
+        served.get_token("h")
+
+
+def test_tokens_never_appear_in_reprs_errors_or_logs(
+    served: ServedStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    store = HttpCatalogStore(served.url, token=SECRET, **FAST)  # not a token the server knows
+    try:
+        with pytest.raises(Unauthenticated) as caught:
+            store.head("ds")
+        texts = [repr(store), str(store), str(caught.value), repr(caught.value), str(caught.value.details)]
+        texts += [r.getMessage() for r in caplog.records]
+        assert all(SECRET not in t for t in texts)
+    finally:
+        store.close()
+
+
+class _DropFirstCommitAnswer(socketserver.ThreadingTCPServer):
+    """A loopback proxy: forwards every request to ``upstream`` (one connection each), but
+    for the first commit drops the server's answer after the server has applied it."""
+
+    daemon_threads = allow_reuse_address = True
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream, self.commits_seen, self.dropped = upstream, 0, 0
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+
+
+class _ProxyHandler(socketserver.StreamRequestHandler):
+    server: _DropFirstCommitAnswer
+
+    def handle(self) -> None:
+        while True:
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                byte = self.rfile.read(1)
+                if not byte:
+                    return
+                head += byte
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value.strip())
+            body = self.rfile.read(length)
+            answer = self._forward(head, body)
+            with self.server.lock:
+                is_commit = b"/commits " in head.split(b"\r\n")[0]
+                self.server.commits_seen += is_commit
+                drop = is_commit and self.server.dropped == 0
+                self.server.dropped += drop
+            if drop:
+                return  # the commit is applied upstream; its answer never arrives
+            self.wfile.write(answer)
+
+    def _forward(self, head: bytes, body: bytes) -> bytes:
+        # one upstream connection per request, asked to close, so its answer ends at EOF
+        lines = [ln for ln in head.split(b"\r\n") if not ln.lower().startswith(b"connection:")]
+        request = b"\r\n".join(lines[:1] + [b"Connection: close"] + lines[1:])
+        with socket.create_connection(self.server.upstream) as up:
+            up.sendall(request + body)
+            chunks = []
+            while chunk := up.recv(65536):
+                chunks.append(chunk)
+        answer = b"".join(chunks)
+        status_and_headers, _, rest = answer.partition(b"\r\n\r\n")
+        kept = [ln for ln in status_and_headers.split(b"\r\n") if not ln.lower().startswith(b"connection:")]
+        return b"\r\n".join(kept + [b"Connection: keep-alive"]) + b"\r\n\r\n" + rest
+
+
+@pytest.mark.parametrize("commit_id", [None, "caller-made-id"])
+def test_a_commit_whose_answer_is_lost_is_retried_with_the_same_id_and_applied_once(
+    tmp_path: Path, commit_id: str | None
+) -> None:
+    server, backing, token = serve(tmp_path)
+    proxy = _DropFirstCommitAnswer(("127.0.0.1", server.port))
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    store = HttpCatalogStore(f"http://127.0.0.1:{proxy.server_address[1]}", token=token, **FAST)
+    try:
+        cat = Catalog(store)
+        cat.create_dataset("ds")
+        v1 = cat.commit("ds", (Put(rec(k)) for k in ["a", "b"]), commit_id=commit_id)
+        assert proxy.dropped == 1 and proxy.commits_seen == 2  # the answer was lost, the retry answered
+        assert v1.seq == 1 and [v.seq for v in backing.log("ds")] == [1]  # exactly one version
+        assert [r.key for r in backing.list_records("ds", 1)] == ["a", "b"]
+    finally:
+        store.close()
+        proxy.shutdown()
+        proxy.server_close()
+        server.stop()
+        backing.close()
+
+
+def test_listings_stream_in_key_order_across_many_records(served: ServedStore) -> None:
+    cat = Catalog(served)
+    cat.create_dataset("big")
+    keys = [f"k/{i:05d}" for i in range(3000)]
+    cat.commit("big", (Put(rec(k)) for k in keys))
+    listing = cat.list_records("big")
+    first = next(listing)  # parsed as it arrives: the first record before the rest
+    assert first.key == keys[0]
+    assert [first.key] + [r.key for r in listing] == keys
+    assert len(cat.lookup_records("big", 1, keys[::7] + ["absent"])) == len(keys[::7])
