@@ -9,7 +9,6 @@ configuration the mount process will use.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -39,7 +38,7 @@ def to_toml(data: Mapping[str, Any]) -> str:
 
 def write_volume_config(base: Config, overrides: Mapping[str, Any], path: Path) -> Config:
     """Write ``base`` + ``overrides`` (from secrets/volume kind) to ``path`` (0600); return it loaded."""
-    data = dataclasses.asdict(base)
+    data = base.model_dump()
     data["home"] = str(base.home_path)
     for key, value in overrides.items():
         if isinstance(value, Mapping):

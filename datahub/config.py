@@ -4,123 +4,249 @@ Sources, later ones winning: defaults < a TOML file (``--config`` or ``$DATAHUB_
 else ``./datahub.toml`` if present) < environment variables ``DATAHUB_<SECTION>_<FIELD>``
 (e.g. ``DATAHUB_CACHE_RAM_BYTES=2GiB``) < explicit overrides from the caller.
 No module builds a config at import time.
+
+The models are pydantic-settings' (merging, coercion and validation are the library's);
+what is ours: the size syntax (``parse_size``), the ``DATAHUB_*`` names, and errors that
+name the setting and the source it came from. Every setting's description is the
+docstring under its field; ``scripts/gen_settings_doc.py`` writes them to docs/settings.md.
+``Config()`` alone is the defaults: only ``load_config`` reads files and the environment.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from datahub.errors import InvalidInput
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "B": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "T": 1000**4,
           "KI": 1024, "MI": 1024**2, "GI": 1024**3, "TI": 1024**4}  # fmt: skip
+ENV_PREFIX = "DATAHUB_"
 
 
-def parse_size(value: int | str) -> int:
-    """``"4MiB"`` -> 4194304; ints pass through. Used for every byte budget."""
-    if isinstance(value, int):
+def _size(value: Any) -> Any:
+    """``"4MiB"`` -> 4194304 (ValueError if it is not a size); non-strings pass through."""
+    if not isinstance(value, str):
         return value
-    m = _SIZE.match(str(value))
+    m = _SIZE.match(value)
     if not m:
-        raise InvalidInput(
-            f"invalid size {value!r}: use a number with an optional unit such as 512MiB or 2GB"
-        )
+        raise ValueError(f"invalid size {value!r}: use a number with an optional unit such as 512MiB or 2GB")
     unit = (m[2] or "").upper().removesuffix("B")
     return int(float(m[1]) * _UNITS[unit])
 
 
-@dataclass
-class S3Config:
+def parse_size(value: int | str) -> int:
+    """``"4MiB"`` -> 4194304; ints pass through. Used for every byte budget."""
+    try:
+        return int(_size(value))
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def _none_if_empty(value: Any) -> Any:
+    return None if value == "" else value
+
+
+Size = Annotated[int, BeforeValidator(_size)]
+"""A byte count: an int, or a string with an optional unit (``64MiB``, ``1G``, ``512KB``)."""
+OptionalStr = Annotated[str | None, BeforeValidator(_none_if_empty)]
+"""A string where empty means unset (so ``DATAHUB_S3_REGION=`` clears it)."""
+
+
+class _Section(BaseModel):
+    """A ``[section]`` of settings: unknown keys are errors, ``-`` in keys reads as ``_``."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dashes(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            return {str(k).replace("-", "_"): v for k, v in data.items()}
+        return data
+
+
+class S3Config(_Section):
     """How to reach S3-compatible endpoints (AWS, Ceph RGW, MinIO …)."""
 
-    endpoint_url: str | None = None
-    region: str | None = None
-    access_key_id: str | None = None  # None: environment / profile / instance credentials
-    secret_access_key: str | None = None
-    profile: str | None = None
-    path_style: bool = True  # Ceph RGW and MinIO on loopback need path-style addressing
-    multipart_threshold: int = 64 * 1024**2
-    multipart_chunk: int = 16 * 1024**2
-    multipart_concurrency: int = 4  # parts uploaded at once; RAM held <= n * multipart_chunk
+    endpoint_url: OptionalStr = None
+    """Endpoint URL for Ceph RGW, MinIO …; unset: AWS."""
+    region: OptionalStr = None
+    """Region name; unset: boto's default chain."""
+    access_key_id: OptionalStr = None
+    """Access key; unset: environment / profile / instance credentials (boto's chain)."""
+    secret_access_key: OptionalStr = None
+    """Secret key belonging to ``access_key_id``."""
+    profile: OptionalStr = None
+    """Named profile in ~/.aws/config (used when no access key is set)."""
+    path_style: bool = True
+    """Path-style addressing; Ceph RGW and MinIO on loopback need it (false: virtual-hosted when the bucket name allows)."""
+    multipart_threshold: Size = 64 * 1024**2
+    """Objects up to this size are one PutObject; larger ones are multipart uploads."""
+    multipart_chunk: Size = 16 * 1024**2
+    """Part size of multipart uploads."""
+    multipart_concurrency: int = 4
+    """Parts uploaded at once; RAM held <= n * multipart_chunk."""
     max_attempts: int = 6
+    """Attempts per storage call (transient errors are retried with backoff)."""
     connect_timeout: float = 10.0
+    """Seconds to connect, per attempt."""
     read_timeout: float = 60.0
-    # One deadline for a whole storage call: all attempts and backoffs (GETs also cap their
-    # connect/read timeouts to what is left), so a stalled origin fails a read within it.
+    """Seconds without a byte before a read fails, per attempt."""
     total_timeout: float = 30.0
+    """One deadline for a whole storage call: all attempts and backoffs (GETs also cap their connect/read timeouts to what is left), so a stalled origin fails a read within it."""
     max_pool_connections: int = 32
+    """Keep-alive connections per endpoint."""
 
 
-@dataclass
-class CacheConfig:
-    profile: str = "read-only"  # "read-only" | "write-back"
-    page_size: int = 4 * 1024**2
-    ram_bytes: int = 1024**3
-    disk_dir: str = ""  # "" = <home>/cache/disk
-    disk_bytes: int = 20 * 1024**3
+class CacheConfig(_Section):
+    """The tiered read cache and the write-back workspace."""
+
+    profile: str = "read-only"
+    """"read-only" or "write-back"."""
+    page_size: Size = 4 * 1024**2
+    """Cache page size: the unit of caching and of origin reads."""
+    ram_bytes: Size = 1024**3
+    """RAM tier budget (0 = no RAM tier)."""
+    disk_dir: str = ""
+    """Disk tier directory ("" = <home>/cache/disk; if unusable: logged, no disk tier)."""
+    disk_bytes: Size = 20 * 1024**3
+    """Disk tier budget (0 = no disk tier)."""
     disk_min_free_ratio: float = 0.05
-    shared_url: str = ""  # "" = file://<home>/cache/shared ; e.g. s3://cache-bucket/node-a
-    shared_bytes: int = 100 * 1024**3
+    """Leave this share of the file system free."""
+    shared_url: str = ""
+    """Shared tier root, e.g. s3://cache-bucket/node-pool ("" = none for the read path; write-back then uses file://<home>/cache/shared)."""
+    shared_bytes: Size = 100 * 1024**3
+    """Shared tier budget."""
     high_watermark: float = 0.95
+    """Background eviction starts when a tier is this full (0 < low_watermark <= high_watermark <= 1)."""
     low_watermark: float = 0.80
-    # Write-back chunks under 1 MiB on a local-directory shared tier are appended to pack
-    # files of this size (docs/writeback.md "Pack files"); 0 = one file per chunk.
-    writeback_pack_bytes: int = 32 * 1024**2
-    policy: str = "tinylfu"  # eviction policy by name: "lru", "slru", "tinylfu" (scan-resistant)
+    """Background eviction stops when a tier is down to this."""
+    writeback_pack_bytes: Size = 32 * 1024**2
+    """Write-back chunks under 1 MiB on a local-directory shared tier are appended to pack files of this size (docs/writeback.md "Pack files"); 0 = one file per chunk."""
+    policy: str = "tinylfu"
+    """Eviction policy by name: "lru", "slru", "tinylfu" (scan-resistant)."""
     origin_concurrency: int = 16
+    """Parallel origin (S3) reads."""
     prefetch_concurrency: int = 16
+    """Prefetch workers (hint/readahead use up to 8)."""
     readahead_pages: int = 4
-    hint_budget_bytes: int = 512 * 1024**2
-    # Large objects (docs/cache.md "Streams"): a sequential reader of an object of at least
-    # stream_min_bytes is fed by ONE streaming origin read running at most stream_ahead_bytes
-    # ahead of it (0 = never stream; readahead runs instead); at most max_streams at once; a
-    # stream whose reader has not read for stream_idle_seconds stops.
-    stream_min_bytes: int = 64 * 1024**2
-    stream_ahead_bytes: int = 64 * 1024**2
+    """Pages read ahead of a sequential reader of an object below stream_min_bytes, fetched in runs of up to this many pages per GET (0 = off)."""
+    hint_budget_bytes: Size = 512 * 1024**2
+    """Hinted bytes fetched but not yet read; also bounds the readahead queue."""
+    stream_min_bytes: Size = 64 * 1024**2
+    """Objects at least this big are read ahead by ONE streaming origin read (docs/cache.md "Streams"); 0 = never stream, readahead runs instead."""
+    stream_ahead_bytes: Size = 64 * 1024**2
+    """How far a sequential stream runs ahead of its reader."""
     max_streams: int = 4
+    """Sequential streams at once."""
     stream_idle_seconds: float = 10.0
-    # After fill_after_random_reads non-sequential reads of an object of at least
-    # stream_min_bytes and at most fill_whole_object_max bytes (0 = never), the whole object
-    # is streamed into the cache in the background, at most fill_concurrency at once.
-    fill_whole_object_max: int = 4 * 1024**3
+    """A stream whose reader has not read for this long stops."""
+    fill_whole_object_max: Size = 4 * 1024**3
+    """Largest object filled whole (streamed into the cache in the background) after fill_after_random_reads out-of-order reads; also at most half the largest local tier; 0 = never."""
     fill_after_random_reads: int = 4
+    """Out-of-order reads of one object that start a fill."""
     fill_concurrency: int = 1
+    """Whole-object fills at once."""
     flush_interval: float = 30.0
-    journal_dir: str = ""  # "" = <home>/cache/journal
+    """Seconds between write-back flushes."""
+    journal_dir: str = ""
+    """Write-back journal directory ("" = <home>/cache/journal)."""
 
 
-@dataclass
-class ApiConfig:
+class ApiConfig(_Section):
+    """The HTTP API server."""
+
     host: str = "127.0.0.1"
+    """Address the API binds to."""
     port: int = 8080
-    # Local mode: no authentication. Only allowed when bound to loopback (promise 5).
+    """Port the API binds to."""
     local_mode: bool = True
-    max_body_bytes: int = 64 * 1024**2
-    # A request body must arrive in full within body_read_timeout seconds (else 408 and the
-    # connection is closed), so a slow sender cannot hold a worker and a buffer forever.
+    """Local mode: no authentication. Only allowed when bound to loopback (promise 5)."""
+    max_body_bytes: Size = 64 * 1024**2
+    """Largest request body."""
     body_read_timeout: float = 30.0
-    # Bytes of request bodies buffered at once across all requests (Content-Length is
-    # reserved up front); past it a request gets 503 busy with Retry-After, never an OOM.
-    # Raised to max_body_bytes if smaller, so every body under the limit can get through alone.
-    max_inflight_body_bytes: int = 256 * 1024**2
+    """A request body must arrive in full within this many seconds (else 408 and the connection is closed), so a slow sender cannot hold a worker and a buffer forever."""
+    max_inflight_body_bytes: Size = 256 * 1024**2
+    """Bytes of request bodies buffered at once across all requests (Content-Length is reserved up front); past it a request gets 503 busy with Retry-After, never an OOM. Raised to max_body_bytes if smaller."""
 
 
-@dataclass
-class Config:
+# (TOML path or None, environment) of the load_config call in progress; unset: defaults only
+_LOADING: ContextVar[tuple[str | None, Mapping[str, str]] | None] = ContextVar("_LOADING", default=None)
+
+
+class _Env(EnvSettingsSource):
+    """``DATAHUB_*`` variables from the mapping given to ``load_config`` (not always os.environ)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._given = {k: v for k, v in env.items() if not k.startswith(f"{ENV_PREFIX}TEST_")}
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in self._given.items()}
+
+
+class Config(BaseSettings):
+    """All settings; sections ``s3``, ``cache``, ``api``. Attribute access as before."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="_",
+        env_nested_max_split=1,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
+
     home: str = "./var"
-    catalog_url: str = ""  # "" = sqlite:///<home>/catalog.db ; or mongodb://host/db
-    objects_url: str = ""  # datahub-managed prefix ("" = file://<home>/objects)
-    s3: S3Config = field(default_factory=S3Config)
-    cache: CacheConfig = field(default_factory=CacheConfig)
-    api: ApiConfig = field(default_factory=ApiConfig)
+    """Root of every default location (catalog, objects, cache, journal)."""
+    catalog_url: str = ""
+    """Catalog: "" = sqlite:///<home>/catalog.db; or mongodb://host/db."""
+    objects_url: str = ""
+    """Datahub-managed object prefix ("" = file://<home>/objects)."""
+    s3: S3Config = Field(default_factory=S3Config)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    api: ApiConfig = Field(default_factory=ApiConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dashes(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            return {str(k).replace("-", "_"): v for k, v in data.items()}
+        return data
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Highest first: overrides (init kwargs) > DATAHUB_* > the TOML file > defaults."""
+        loading = _LOADING.get()
+        if loading is None:
+            return (init_settings,)
+        path, env = loading
+        sources: list[PydanticBaseSettingsSource] = [init_settings, _Env(settings_cls, env)]
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
 
     # --- derived locations (one place decides every default path) ---------------------------
     @property
@@ -150,37 +276,53 @@ class Config:
         )
 
 
-_SECTIONS = {"s3": S3Config, "cache": CacheConfig, "api": ApiConfig}
+SECTIONS: dict[str, type[_Section]] = {"s3": S3Config, "cache": CacheConfig, "api": ApiConfig}
 
 
-def _coerce(kind: Any, value: Any, name: str) -> Any:
-    try:
-        if kind is bool:
-            return (
-                value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
-            )
-        if kind is int:
-            return parse_size(value) if isinstance(value, str) else int(value)
-        if kind is float:
-            return float(value)
-        if kind == (str | None):
-            return None if value in (None, "") else str(value)
-        return str(value) if kind is str else value
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"invalid configuration value for {name}: {value!r} ({exc})") from exc
+def env_name(section: str | None, field: str) -> str:
+    """The environment variable of a setting: ``DATAHUB_CACHE_RAM_BYTES``, ``DATAHUB_HOME``."""
+    return f"{ENV_PREFIX}{section.upper()}_{field.upper()}" if section else f"{ENV_PREFIX}{field.upper()}"
 
 
-def _apply(target: Any, values: Mapping[str, Any], where: str) -> None:
-    hints = get_type_hints(type(target))
-    names = {f.name for f in dataclasses.fields(target)}
-    for key, value in values.items():
-        key = key.replace("-", "_")
-        if key not in names:
-            raise InvalidInput(f"unknown configuration key {where}{key!r}; known: {', '.join(sorted(names))}")
-        if key in _SECTIONS and isinstance(value, Mapping):
-            _apply(getattr(target, key), value, f"{where}{key}.")
+def _normalised(overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Overrides with ``-`` read as ``_`` in top-level keys (sections do it themselves)."""
+    return {str(k).replace("-", "_"): v for k, v in overrides.items()}
+
+
+def _source(
+    loc: tuple[Any, ...], path: str | None, env: Mapping[str, str], overrides: Mapping[str, Any]
+) -> str:
+    """Where the value at ``loc`` came from, the highest-priority source that has it."""
+    node: Any = overrides
+    for part in loc:
+        node = node.get(part, node.get(str(part).replace("_", "-"))) if isinstance(node, Mapping) else None
+    if node is not None:
+        return "the caller's overrides"
+    var = env_name(str(loc[0]), str(loc[1])) if len(loc) >= 2 else env_name(None, str(loc[0]))
+    if var in env:
+        return f"environment variable {var}"
+    return f"configuration file {path}" if path else "the defaults"
+
+
+def _error(
+    exc: ValidationError, path: str | None, env: Mapping[str, str], overrides: Mapping[str, Any]
+) -> InvalidInput:
+    """One InvalidInput naming each bad setting, its source and what is wrong."""
+    problems = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        name = ".".join(str(p) for p in loc)
+        where = _source(loc, path, env, overrides)
+        if err["type"] == "extra_forbidden":
+            model = SECTIONS.get(str(loc[0])) if len(loc) > 1 else Config
+            known = ", ".join(sorted(model.model_fields)) if model else ""
+            problems.append(f"unknown configuration key {name!r} in {where}; known: {known}")
         else:
-            setattr(target, key, _coerce(hints[key], value, f"{where}{key}"))
+            reason = str(err["msg"]).removeprefix("Value error, ")
+            problems.append(
+                f"invalid configuration value for {name} in {where}: {err.get('input')!r} ({reason})"
+            )
+    return InvalidInput("; ".join(problems))
 
 
 def load_config(
@@ -190,25 +332,21 @@ def load_config(
 ) -> Config:
     """Build a Config from defaults, a TOML file, ``DATAHUB_*`` variables and overrides."""
     env = os.environ if env is None else env
-    cfg = Config()
-    path = path or env.get("DATAHUB_CONFIG") or ("datahub.toml" if Path("datahub.toml").exists() else None)
-    if path:
+    found = path or env.get("DATAHUB_CONFIG") or ("datahub.toml" if Path("datahub.toml").exists() else None)
+    toml = None if found is None else os.fspath(found)
+    if toml is not None:
         try:
-            with open(path, "rb") as fh:
-                _apply(cfg, tomllib.load(fh), "")
+            with open(toml, "rb") as fh:
+                tomllib.load(fh)
         except FileNotFoundError as exc:
-            raise InvalidInput(f"configuration file {path} not found") from exc
+            raise InvalidInput(f"configuration file {toml} not found") from exc
         except tomllib.TOMLDecodeError as exc:
-            raise InvalidInput(f"configuration file {path} is not valid TOML: {exc}") from exc
-    for var, value in env.items():
-        if not var.startswith("DATAHUB_") or var in ("DATAHUB_CONFIG",) or var.startswith("DATAHUB_TEST_"):
-            continue
-        rest = var[len("DATAHUB_") :].lower()
-        section, _, key = rest.partition("_")
-        if section in _SECTIONS and key:
-            _apply(getattr(cfg, section), {key: value}, f"{section}.")
-        elif rest in {f.name for f in dataclasses.fields(cfg)} and rest not in _SECTIONS:
-            _apply(cfg, {rest: value}, "")
-    if overrides:
-        _apply(cfg, overrides, "")
-    return cfg
+            raise InvalidInput(f"configuration file {toml} is not valid TOML: {exc}") from exc
+    given = _normalised(overrides or {})
+    token = _LOADING.set((toml, env))
+    try:
+        return Config(**given)
+    except ValidationError as exc:
+        raise _error(exc, toml, env, given) from None
+    finally:
+        _LOADING.reset(token)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import platform
 import sys
@@ -43,7 +42,7 @@ def compare(
 
 def config_in(home: Path, **cache: object) -> Config:
     config = load_config(env={}, overrides={"home": str(home)})
-    return dataclasses.replace(config, cache=dataclasses.replace(config.cache, **cache))
+    return config.model_copy(update={"cache": config.cache.model_copy(update=cache)})
 
 
 def header(title: str) -> None:

@@ -9,9 +9,10 @@ of dropping them. Every page handed to a reader has the length the object's reco
 size implies, and came either from the origin under its etag or from a tier that
 verified its header and checksum.
 
-Large objects (at least ``stream_min_bytes``) are read ahead by streams instead of runs:
-one streaming origin read per sequential reader, and a background whole-object fill after
-repeated random reads (datahub.cache.stream).
+Sequential readers are read ahead by runs of pages (datahub.cache.readahead); large
+objects (at least ``stream_min_bytes``) by streams instead: one streaming origin read per
+sequential reader, and a background whole-object fill after repeated random reads
+(datahub.cache.stream).
 
 A background thread runs each tier's eviction between the watermarks, reloads pins
 changed by other processes, and writes a stats snapshot for ``datahub cache stats``.
@@ -23,7 +24,6 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -34,18 +34,18 @@ from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
 from datahub.cache.policy import make_policy
 from datahub.cache.prefetch import BackgroundFetcher, HintAhead, PrefetchReport, run_prefetch
 from datahub.cache.ram import RamTier
+from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS, ReadaheadRuns, ReaderPositions
 from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.stream import Streams
-from datahub.cache.tier import Tier
+from datahub.cache.tier import TIER_ERRORS, Tier
 from datahub.config import Config
 from datahub.errors import InvalidInput, StorageError
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
 
-MAX_STREAMS = 4096  # objects whose last read position is remembered for readahead
-MAX_RUN_BYTES = 64 * 1024**2  # one coalesced readahead read fetches at most this much
+__all__ = ["MAX_RUN_BYTES", "MAX_STREAMS", "TieredCache", "build_tiers", "open_cache"]
 
 
 class TieredCache:
@@ -83,15 +83,20 @@ class TieredCache:
         self._memory_pins: dict[str, set[str]] = {}
         self._pinned: frozenset[str] = frozenset()
         self._pin_generation = -1
-        self._streams: OrderedDict[str, int] = OrderedDict()
-        self._streams_lock = threading.Lock()
+        self._positions = ReaderPositions(MAX_STREAMS)
         self._background = BackgroundFetcher(
             workers=min(8, self.prefetch_concurrency), max_queued_bytes=max(hint_budget_bytes, page_size)
         )
+        self._runs = ReadaheadRuns(
+            self.tiers,
+            origin,
+            self._flight,
+            self._background,
+            self._page,
+            page_size=page_size,
+            readahead_pages=self.readahead_pages,
+        )
         self._local_tiers = [t for t in self.tiers if not isinstance(t, SharedTier)]  # contains() is cheap
-        # a whole-object fill must fit the largest local tier with room to spare, or it only churns it
-        budgets = [getattr(t, "budget", 0) for t in self._local_tiers]
-        fill_whole_object_max = min(fill_whole_object_max, max(budgets, default=0) // 2)
         self._streams_io = Streams(
             origin,
             self._flight,
@@ -102,7 +107,7 @@ class TieredCache:
             ahead_bytes=stream_ahead_bytes,
             max_sequential=max_streams,
             idle_seconds=stream_idle_seconds,
-            fill_max_bytes=fill_whole_object_max,
+            fill_max_bytes=_fill_limit(self._local_tiers, fill_whole_object_max),
             fill_after=fill_after_random_reads,
             max_fills=fill_concurrency,
         )
@@ -110,6 +115,15 @@ class TieredCache:
         self._stats_dir = stats_dir
         self._closed = threading.Event()
         self._wake = threading.Event()
+        self._attach_tiers()
+        self._reload_pins()
+        self._maintainer = threading.Thread(
+            target=self._maintain_loop, args=(maintain_interval,), name="datahub-cache-maintain", daemon=True
+        )
+        self._maintainer.start()
+
+    def _attach_tiers(self) -> None:
+        """Give the tiers their hooks into the cache: wake the evictor, pins, demotion."""
         for i, tier in enumerate(self.tiers):
             if hasattr(tier, "wake_evictor"):
                 tier.wake_evictor = self._wake.set
@@ -117,11 +131,6 @@ class TieredCache:
                 tier.is_pinned = self.is_pinned
             if i == 0 and hasattr(tier, "on_evict") and len(self.tiers) > 1:
                 tier.on_evict = self._demote
-        self._reload_pins()
-        self._maintainer = threading.Thread(
-            target=self._maintain_loop, args=(maintain_interval,), name="datahub-cache-maintain", daemon=True
-        )
-        self._maintainer.start()
 
     # --- reads -------------------------------------------------------------------------------------
     def read(
@@ -142,7 +151,7 @@ class TieredCache:
         ps = self.page_size
         first, last = offset // ps, (end - 1) // ps
         large = ref.size > ps
-        previous = self._note_position(ref, first, last) if large else None
+        previous = self._positions.note(ref, first, last) if large else None
         sequential = previous is not None and previous <= first <= previous + 1
         opening = large and previous is None and offset == 0  # most readers from 0 read on
         streamed = large and self._streams_io.follow(ref, first, last, sequential or opening)
@@ -155,7 +164,7 @@ class TieredCache:
             if not sequential:
                 self._streams_io.random_read(ref)
             elif self.readahead_pages:
-                self._readahead(ref, last)
+                self._runs.after_read(ref, last)
         if len(parts) == 1:
             return parts[0] if view or isinstance(parts[0], bytes) else bytes(parts[0])
         return b"".join(parts)
@@ -203,7 +212,7 @@ class TieredCache:
             if page is None or len(page) != page_length(ref, ps, i):
                 return None  # evicted meanwhile (or damaged): ``read`` deals with it
             parts.append(_part(page, i * ps, offset, end))
-        self._note_position(ref, first, last)
+        self._positions.note(ref, first, last)
         self._hints.consumed_ref(ref)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -243,7 +252,7 @@ class TieredCache:
             len(data),
             expected,
         )
-        tier.counters.corrupt += 1
+        tier.counters.add("corrupt")
         tier.delete(key)
 
     def _demote(self, key: PageKey, data: bytes) -> None:
@@ -259,99 +268,6 @@ class TieredCache:
         """Store a streamed page in the fastest tier (``first``) or in the others."""
         for tier in self.tiers[:1] if first else self.tiers[1:]:
             tier.put(key, data, reason="fill", hot=hot)
-
-    def _note_position(self, ref: ObjectRef, first: int, last: int) -> int | None:
-        """Remember where the reader of ``ref`` is; returns the last page of its previous read.
-
-        A sequential reader of a large object (or one starting at offset 0) is fed by a
-        stream, started before its pages are read so that it waits for the stream instead
-        of fetching them itself; other sequential readers get readahead runs after their
-        read; random readers of a large object may start a whole-object fill
-        (datahub.cache.stream).
-        """
-        with self._streams_lock:
-            previous = self._streams.get(ref.url)
-            self._streams[ref.url] = last
-            self._streams.move_to_end(ref.url)
-            while len(self._streams) > MAX_STREAMS:
-                self._streams.popitem(last=False)
-        return previous
-
-    def _readahead(self, ref: ObjectRef, last: int) -> None:
-        """A sequential reader is fetched ahead by whole runs of pages, each ONE range read.
-
-        The window is the ``readahead_pages`` pages after the last one read. A run is issued
-        once the reader has used up half of what is buffered ahead, starting at the first
-        page of the window that is neither in RAM nor being fetched, and covers up to
-        ``readahead_pages`` pages (at most ``MAX_RUN_BYTES`` and the readahead queue's byte
-        bound). Origins that pay per request
-        (S3; moto even reads the whole object for every range) then see one GET per run
-        instead of one per page.
-        """
-        ps, ahead = self.page_size, self.readahead_pages
-        total = page_count(ref.size, ps)
-        start = None
-        for i in range(last + 1, min(last + 1 + ahead, total)):
-            key = PageKey(ref.url, ref.etag, ps, i)
-            if not (self._flight.in_flight(key) or (self.tiers and self.tiers[0].contains(key))):
-                start = i
-                break
-        if start is None or start > last + 1 + ahead // 2:  # enough buffered: wait for a longer run
-            return
-        limit = min(MAX_RUN_BYTES, self._background.max_queued_bytes)  # a run fits the queue
-        count = max(1, min(ahead, total - start, limit // ps))
-        nbytes = min(ref.size, (start + count) * ps) - start * ps
-        key = PageKey(ref.url, ref.etag, ps, start)
-        self._background.submit(key, nbytes, lambda: self._fetch_run(ref, start, count))
-
-    def _fetch_run(self, ref: ObjectRef, start: int, count: int) -> None:
-        """Fetch pages ``start..start+count-1`` of ``ref`` with one origin range read.
-
-        Each page is claimed in the singleflight first, so a reader asking for any of them
-        meanwhile waits for this one read instead of issuing its own. The run stops at the
-        first page some tier holds or another caller is already fetching after it has claimed
-        one; leading pages that are held or being fetched (a reader that outran the queued
-        run) are skipped, not the end of the run. The read carries
-        the etag (If-Match) and its length is checked, so a changed object fails the whole
-        run with ObjectChanged and every waiter gets that error; nothing is stored.
-        """
-        ps = self.page_size
-        keys: list[PageKey] = []
-        claims: list[object] = []
-        settled = 0
-        try:
-            for i in range(start, start + count):
-                key = PageKey(ref.url, ref.etag, ps, i)
-                if self.tiers and self.tiers[0].contains(key):
-                    claim = None
-                elif any(t.contains(key) for t in self.tiers[1:]):
-                    if not keys:  # below RAM: promote it (the per-page path; merges if in flight)
-                        self._page(key, page_length(ref, ps, i), hot=True)
-                    claim = None
-                else:
-                    claim = self._flight.claim(key)
-                if claim is None:
-                    if keys:
-                        break
-                    continue  # the reader (or a tier) got there first: the run starts after it
-                keys.append(key)
-                claims.append(claim)
-            if not keys:
-                return
-            start = keys[0].index
-            lo, hi = start * ps, min(ref.size, (start + len(keys)) * ps)
-            data = self.origin.fetch(keys[0], lo, hi)
-            view = memoryview(data)
-            for j, key in enumerate(keys):
-                page = data if len(keys) == 1 else bytes(view[j * ps : min(len(data), (j + 1) * ps)])
-                for tier in self.tiers:
-                    tier.put(key, page, reason="fill", hot=True)
-                self._flight.settle(key, claims[j], value=page)
-                settled = j + 1
-        except BaseException as exc:
-            for j in range(settled, len(keys)):
-                self._flight.settle(keys[j], claims[j], error=exc)
-            raise
 
     # --- warming -----------------------------------------------------------------------------------
     def _warm(self, ref: ObjectRef) -> tuple[int, int, int]:
@@ -447,12 +363,12 @@ class TieredCache:
         """One round of background work (tests call it directly to be deterministic)."""
         try:
             self._reload_pins()
-        except Exception as exc:
+        except TIER_ERRORS as exc:  # the disk index (LMDB) failed: keep the pins we had
             log.warning("cache: reloading pins failed: %s", exc)
         for tier in self.tiers:
             try:
                 tier.maintain()
-            except Exception as exc:
+            except TIER_ERRORS as exc:  # one tier's failure must not skip the others
                 log.warning("cache: maintenance of the %s tier failed: %s", tier.name, exc)
         if self._stats_dir is not None:
             try:
@@ -466,7 +382,10 @@ class TieredCache:
             self._wake.clear()
             if self._closed.is_set():
                 return
-            self.maintain()
+            try:
+                self.maintain()
+            except Exception:  # the maintainer thread's top level: a bug must not end eviction
+                log.exception("cache: maintenance round failed unexpectedly")
 
     def stats(self) -> dict:
         return {
@@ -495,7 +414,7 @@ class TieredCache:
         for tier in self.tiers:
             try:
                 tier.close()
-            except Exception as exc:
+            except TIER_ERRORS as exc:  # close the other tiers anyway
                 log.warning("cache: closing the %s tier failed: %s", tier.name, exc)
         if self._stats_dir is not None:
             stats_io.remove_snapshot(self._stats_dir)
@@ -569,6 +488,11 @@ def open_cache(config: Config, stores) -> TieredCache:
         fill_after_random_reads=c.fill_after_random_reads,
         fill_concurrency=c.fill_concurrency,
     )
+
+
+def _fill_limit(local_tiers: Sequence[Tier], requested: int) -> int:
+    """A whole-object fill must fit the largest local tier with room to spare, or it only churns it."""
+    return min(requested, max((getattr(t, "budget", 0) for t in local_tiers), default=0) // 2)
 
 
 def _part(page: bytes, page_start: int, offset: int, end: int) -> bytes | memoryview:

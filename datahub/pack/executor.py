@@ -11,8 +11,6 @@ its children and hands their tasks back at once instead of waiting for lease exp
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -36,7 +34,7 @@ def _start(config: Config, job: str, name: str, lease_seconds: float) -> subproc
             "--lease", str(lease_seconds)]  # fmt: skip
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, env=env, text=True)
     assert proc.stdin is not None
-    proc.stdin.write(json.dumps(dataclasses.asdict(config)))
+    proc.stdin.write(config.model_dump_json())
     proc.stdin.close()
     return proc
 

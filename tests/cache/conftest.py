@@ -6,7 +6,6 @@ need to watch or hold origin reads wrap the real store in ``GatedStore``.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 import threading
@@ -32,7 +31,7 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "
 
 
 def with_cache(config: Config, **cache: object) -> Config:
-    return dataclasses.replace(config, cache=dataclasses.replace(config.cache, **cache))
+    return config.model_copy(update={"cache": config.cache.model_copy(update=cache)})
 
 
 def put_objects(

@@ -3,7 +3,6 @@ corrupt page files, and a process that died without closing the disk index."""
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import subprocess
 import sys
@@ -45,9 +44,12 @@ def test_flaky_or_slow_origin_reads_retry_and_return_correct_bytes(fault, s3_con
     with FlakyProxy(
         moto_endpoint.url, fail_first=2, status=status, delay=delay, match=lambda m, p: m == "GET"
     ) as proxy:
-        config = dataclasses.replace(
-            s3_config,
-            s3=dataclasses.replace(s3_config.s3, endpoint_url=proxy.url, max_attempts=4, read_timeout=0.5),
+        config = s3_config.model_copy(
+            update={
+                "s3": s3_config.s3.model_copy(
+                    update={"endpoint_url": proxy.url, "max_attempts": 4, "read_timeout": 0.5}
+                )
+            }
         )
         with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
             for ref, data in objects:
@@ -61,8 +63,8 @@ def test_origin_that_keeps_failing_gives_a_clear_error_and_caches_nothing(s3_con
 
     [(ref, data)] = seed_bucket(moto_endpoint, s3_config, [100])
     with FlakyProxy(moto_endpoint.url, fail_first=100, match=lambda m, p: m == "GET") as proxy:
-        config = dataclasses.replace(
-            s3_config, s3=dataclasses.replace(s3_config.s3, endpoint_url=proxy.url, max_attempts=2)
+        config = s3_config.model_copy(
+            update={"s3": s3_config.s3.model_copy(update={"endpoint_url": proxy.url, "max_attempts": 2})}
         )
         with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
             with pytest.raises(TransientStorageError):

@@ -3,7 +3,6 @@ keeps its invariants (usage within budget, pinned pages never evicted, bytes nev
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import uuid
 
@@ -36,16 +35,18 @@ def test_random_reads_equal_the_source(sizes, page_size, ram, disk, policy, read
     space = f"prop-{uuid.uuid4().hex[:10]}"
     with tempfile.TemporaryDirectory() as home:
         config = load_config(env={}, overrides={"home": home})
-        config = dataclasses.replace(
-            config,
-            cache=dataclasses.replace(
-                config.cache,
-                page_size=page_size,
-                ram_bytes=ram,
-                disk_bytes=disk,
-                policy=policy,
-                readahead_pages=2,
-            ),
+        config = config.model_copy(
+            update={
+                "cache": config.cache.model_copy(
+                    update={
+                        "page_size": page_size,
+                        "ram_bytes": ram,
+                        "disk_bytes": disk,
+                        "policy": policy,
+                        "readahead_pages": 2,
+                    }
+                )
+            }
         )
         with StoreRegistry(config) as stores, open_cache(config, stores) as cache:
             store = stores.store(f"memory://{space}")

@@ -4,7 +4,6 @@ that read; a changed object still fails with ObjectChanged and never mixes bytes
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from pathlib import Path
 
@@ -48,8 +47,8 @@ def test_sequential_read_issues_one_get_per_run_not_per_page(moto_config, moto_e
     with StoreRegistry(moto_config) as registry:
         [(ref, data)] = put_objects(registry.store(f"s3://{bucket}"), [pages * PAGE - 123], seed=3)
     with FlakyProxy(moto_endpoint.url) as proxy:
-        config = dataclasses.replace(
-            moto_config, s3=dataclasses.replace(moto_config.s3, endpoint_url=proxy.url)
+        config = moto_config.model_copy(
+            update={"s3": moto_config.s3.model_copy(update={"endpoint_url": proxy.url})}
         )
         with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
             before = len(proxy.requests)

@@ -5,7 +5,6 @@ the guard" is asserted, never a duration."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -32,15 +31,16 @@ def test_a_cold_read_from_a_stalled_origin_fails_within_the_budget(s3_config, mo
     with StoreRegistry(s3_config) as registry:
         [(ref, _)] = put_objects(registry.store(f"s3://{bucket}/data"), [3000])
     with StallingServer() as server:
-        s3 = dataclasses.replace(
-            s3_config.s3,
-            endpoint_url=server.url,
-            max_attempts=20,
-            connect_timeout=60.0,
-            read_timeout=60.0,
-            total_timeout=1.0,
+        s3 = s3_config.s3.model_copy(
+            update={
+                "endpoint_url": server.url,
+                "max_attempts": 20,
+                "connect_timeout": 60.0,
+                "read_timeout": 60.0,
+                "total_timeout": 1.0,
+            }
         )
-        config = dataclasses.replace(s3_config, s3=s3)
+        config = s3_config.model_copy(update={"s3": s3})
         with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
             error = run_guarded(lambda: cache.read(ref))
             assert isinstance(error, TransientStorageError), error

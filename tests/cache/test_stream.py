@@ -10,7 +10,6 @@ so a replacement mid-stream is seen), and can hold the stream at a gate.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -301,8 +300,8 @@ def test_sequential_read_from_s3_takes_a_few_gets(moto_config, moto_endpoint) ->
     with StoreRegistry(moto_config) as registry:
         [(ref, data)] = put_objects(registry.store(f"s3://{bucket}"), [2 * 2**20 + 77], seed=21)
     with FlakyProxy(moto_endpoint.url) as proxy:
-        config = dataclasses.replace(
-            moto_config, s3=dataclasses.replace(moto_config.s3, endpoint_url=proxy.url)
+        config = moto_config.model_copy(
+            update={"s3": moto_config.s3.model_copy(update={"endpoint_url": proxy.url})}
         )
         with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
             before = len(proxy.requests)
