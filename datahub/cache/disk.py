@@ -182,7 +182,7 @@ class DiskTier(BudgetedTier):
             self._pages_prefix + name,
             problem,
         )
-        self.counters.corrupt += 1
+        self.counters.add("corrupt")
         _unlink(name, self._pages_fd)
         self._index.remove(key.digest)
         return None

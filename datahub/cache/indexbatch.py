@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 from datahub.cache.index import PageIndex
 from datahub.cache.pages import PageKey
+from datahub.cache.tier import TIER_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class IndexBatcher:
             try:
                 self.index.add_many(batch.values())
                 ok = True
-            except Exception as exc:
+            except TIER_ERRORS as exc:  # a bug propagates (after the bookkeeping below)
                 log.warning(
                     "disk cache: recording %d pages in the index failed (%s); removing their files",
                     len(batch),

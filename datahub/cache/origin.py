@@ -25,8 +25,8 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
 
+from datahub.cache.counters import Counters
 from datahub.cache.pages import PageKey
 from datahub.errors import ObjectChanged, TransientStorageError
 from datahub.storage.base import ObjectStore
@@ -35,12 +35,15 @@ STREAM_CHUNK = 1 << 20  # bytes per chunk of a streaming read
 STALL_MEMORY = 5.0  # seconds a timed-out object fails at once instead of being asked again
 
 
-@dataclass
-class OriginCounters:
-    fetches: int = 0  # requests, streams included
-    bytes: int = 0
-    errors: int = 0
-    streams: int = 0  # of the fetches, streaming reads
+class OriginCounters(Counters):
+    """Bumped by every thread that reads through the origin (up to ``concurrency`` at once)."""
+
+    FIELDS = (
+        "fetches",  # requests, streams included
+        "bytes",
+        "errors",
+        "streams",  # of the fetches, streaming reads
+    )
 
 
 class Slots:
@@ -98,20 +101,19 @@ class Origin:
             store, object_key = self.stores.for_url(key.url)
             with self._slots:
                 data = store.read(object_key, start, None if whole else end, etag=key.etag)
-        except Exception as exc:
-            self.counters.errors += 1
+        except Exception as exc:  # counted and re-raised, whatever it is
+            self.counters.add("errors")
             self._remember(key.url, key.etag, exc)
             raise
         if len(data) != end - start:
-            self.counters.errors += 1
+            self.counters.add("errors")
             raise ObjectChanged(
                 f"object {key.url} returned {len(data)} bytes for range [{start}, {end}) of etag {key.etag}: "
                 "it changed behind the snapshot; re-import the object or read a version that records it",
                 url=key.url,
                 etag=key.etag,
             )
-        self.counters.fetches += 1
-        self.counters.bytes += len(data)
+        self.counters.add_many(fetches=1, bytes=len(data))
         return data
 
     def streams_natively(self, url: str) -> bool:
@@ -135,20 +137,19 @@ class Origin:
         store, object_key = self.stores.for_url(url)
         want, got = end - start, 0
         with self._slots:
-            self.counters.fetches += 1
-            self.counters.streams += 1
+            self.counters.add_many(fetches=1, streams=1)
             chunks = store.read_chunks(object_key, start, end, etag=etag, chunk_size=chunk_size)
             try:
                 for chunk in chunks:
                     got += len(chunk)
                     if got > want:
                         break
-                    self.counters.bytes += len(chunk)
+                    self.counters.add("bytes", len(chunk))
                     yield chunk
             except GeneratorExit:
                 raise
-            except Exception as exc:
-                self.counters.errors += 1
+            except Exception as exc:  # counted and re-raised, whatever it is
+                self.counters.add("errors")
                 self._remember(url, etag, exc)
                 raise
             finally:
@@ -156,7 +157,7 @@ class Origin:
                 if close is not None:
                     close()  # ends the request at once when the consumer stops early
         if got != want:
-            self.counters.errors += 1
+            self.counters.add("errors")
             raise ObjectChanged(
                 f"object {url} streamed {got} bytes for range [{start}, {end}) of etag {etag}: "
                 "it changed behind the snapshot; re-import the object or read a version that records it",
@@ -165,4 +166,4 @@ class Origin:
             )
 
     def stats(self) -> dict:
-        return asdict(self.counters)
+        return self.counters.snapshot()

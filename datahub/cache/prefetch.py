@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from datahub.cache.tier import TIER_ERRORS
 from datahub.errors import DatahubError
 from datahub.storage.base import ObjectRef
 
@@ -92,7 +93,7 @@ def run_prefetch(
         while (ref := take()) is not None:
             try:
                 fetched, cached, nbytes = warm(ref)
-            except Exception as exc:
+            except Exception as exc:  # a worker's top level: counted per ref, reported, never fatal
                 message = exc.message if isinstance(exc, DatahubError) else f"{type(exc).__name__}: {exc}"
                 if not isinstance(exc, DatahubError):
                     log.warning("prefetch of %s failed unexpectedly: %s", ref.url, message)
@@ -157,8 +158,10 @@ class BackgroundFetcher:
     def _run(self, key: Hashable, nbytes: int, work: Callable[[], object]) -> None:
         try:
             work()
-        except Exception as exc:  # speculative: the reader will fetch (and see the error) itself
+        except TIER_ERRORS as exc:  # speculative: the reader fetches (and sees the error) itself
             log.debug("background fetch of %s failed: %s", key, exc)
+        except Exception:  # a worker's top level: a bug is logged loudly, the worker lives on
+            log.exception("background fetch of %s failed unexpectedly", key)
         finally:
             with self._lock:
                 self._queued.discard(key)
@@ -238,10 +241,15 @@ class HintAhead:
                 generation = self._generation
             try:
                 self._warm(ref)
+            except TIER_ERRORS as exc:  # speculative: the reader fetches (and sees the error) itself
+                log.debug("hinted fetch of %s failed: %s", ref.url, exc)
+                continue
+            except Exception:  # a worker's top level: a bug is logged loudly, the worker lives on
+                log.exception("hinted fetch of %s failed unexpectedly", ref.url)
+                continue
+            with self._cond:  # several workers count here
                 if generation == self._generation:
                     self.fetched += 1
-            except Exception as exc:
-                log.debug("hinted fetch of %s failed: %s", ref.url, exc)
 
     def _can_take(self) -> bool:
         if self._next >= len(self._refs):

@@ -6,7 +6,8 @@ Pages use the same self-checking format as the disk tier, stored under
 write-back workspace may keep its own objects beside them. Several nodes share the
 budget, so no node can track usage exactly: ``maintain`` lists the pages at most every
 ``sweep_interval`` seconds and, above the high watermark, deletes the oldest (by mtime)
-down to the low watermark. Every failure is a logged miss or a refused put.
+down to the low watermark. Every failure of the store is a counted, logged miss or a
+refused put, through the tier template's one wrapper (datahub.cache.tier.tier_failure).
 
 Puts are written behind: a reader that missed every tier gets its bytes as soon as the
 origin answers, and the upload (a PUT to RGW, or a file write with two fsyncs in a local
@@ -26,7 +27,7 @@ from collections.abc import Callable
 
 from datahub.cache import pages as fmt
 from datahub.cache.pages import PageKey
-from datahub.cache.tier import Tier, TierUsage
+from datahub.cache.tier import Tier, TierUsage, tier_failure
 from datahub.errors import ObjectNotFound
 from datahub.storage.base import ObjectStore
 
@@ -79,19 +80,16 @@ class SharedTier(Tier):
         with self._lock:
             queued = self._queued.get(self.object_key(key))
         if queued is not None:
-            self.counters.hits += 1
+            self.counters.add("hits")
             return queued[1]
-        try:
-            blob = self.store.read(self.object_key(key))
-        except ObjectNotFound:
-            self.counters.misses += 1
-            return None
-        except Exception as exc:
-            log.warning(
-                "shared tier: reading page %s of %s failed (%s); treated as a miss", key.index, key.url, exc
-            )
-            self.counters.errors += 1
-            self.counters.misses += 1
+        blob = None
+        with tier_failure(self, "read", key):
+            try:
+                blob = self.store.read(self.object_key(key))
+            except ObjectNotFound:
+                pass  # a plain miss, not a failure
+        if blob is None:
+            self.counters.add("misses")
             return None
         data, problem = fmt.decode_page(key, blob)
         if data is None:
@@ -101,17 +99,16 @@ class SharedTier(Tier):
                 key.url,
                 problem,
             )
-            self.counters.corrupt += 1
-            self.counters.misses += 1
+            self.counters.add_many(corrupt=1, misses=1)
             self.delete(key)
             return None
-        self.counters.hits += 1
+        self.counters.add("hits")
         return data
 
     def put(self, key: PageKey, data: bytes, *, reason: str = "fill", hot: bool = False) -> bool:
         """Queue the page for upload (waiting for room if the queue is full); False if refused."""
         if len(data) > self.budget or len(data) > self.write_behind_bytes:
-            self.counters.rejected += 1
+            self.counters.add("rejected")
             return False
         okey = self.object_key(key)
         with self._room:
@@ -122,7 +119,7 @@ class SharedTier(Tier):
             ):
                 self._room.wait()
             if self._closed:
-                self.counters.rejected += 1
+                self.counters.add("rejected")
                 return False
             if okey in self._queued:
                 return True
@@ -151,12 +148,10 @@ class SharedTier(Tier):
                 key, data = self._queued[okey]
                 self._uploading = okey
             try:
-                self.store.put(okey, fmt.encode_page(key, data))
-            except Exception as exc:
-                log.warning(
-                    "shared tier: storing page %s of %s failed (%s); not cached", key.index, key.url, exc
-                )
-                self.counters.errors += 1
+                with tier_failure(self, "store", key):
+                    self.store.put(okey, fmt.encode_page(key, data))
+            except Exception:  # the writer thread's top level: a bug here must not stop uploads
+                log.exception("shared tier: uploading page %s of %s failed unexpectedly", key.index, key.url)
             with self._room:
                 self._uploading = None
                 self._queued.pop(okey, None)
@@ -195,20 +190,23 @@ class SharedTier(Tier):
         self._delete_object(key)
 
     def _delete_object(self, key: PageKey) -> None:
-        try:
-            self.store.delete(self.object_key(key))
-        except Exception as exc:
-            log.warning("shared tier: deleting page %s of %s failed (%s)", key.index, key.url, exc)
+        with tier_failure(self, "delete", key, counted=False):
+            try:
+                self.store.delete(self.object_key(key))
+            except ObjectNotFound:
+                pass  # gone already (another node evicted it)
 
     def contains(self, key: PageKey) -> bool:
         with self._lock:
             if self.object_key(key) in self._queued:
                 return True
-        try:
-            self.store.stat(self.object_key(key))
-            return True
-        except Exception:
-            return False
+        with tier_failure(self, "check", key, counted=False):
+            try:
+                self.store.stat(self.object_key(key))
+                return True
+            except ObjectNotFound:
+                return False
+        return False
 
     def usage(self) -> TierUsage:
         with self._lock:
@@ -228,11 +226,10 @@ class SharedTier(Tier):
     def sweep(self) -> int:
         """List the pages; above the high watermark delete the oldest down to the low one."""
         self.flush(timeout=60.0)  # queued pages count once listed, not twice
-        try:
+        infos = None
+        with tier_failure(self, "list", f"{self.store.root_url}{PREFIX}"):
             infos = list(self.store.list(PREFIX))
-        except Exception as exc:
-            log.warning("shared tier: listing %s failed (%s); eviction skipped", self.store.root_url, exc)
-            self.counters.errors += 1
+        if infos is None:
             return 0
         used = sum(i.size for i in infos)
         evicted = 0
@@ -240,15 +237,14 @@ class SharedTier(Tier):
             for info in sorted(infos, key=lambda i: i.mtime):
                 if used <= self.low * self.budget:
                     break
-                try:
+                with tier_failure(self, "evict", info.key, counted=False) as failure:
                     self.store.delete(info.key)
-                except Exception as exc:
-                    log.warning("shared tier: evicting %s failed (%s)", info.key, exc)
+                if failure.failed:
                     continue
                 used -= info.size
                 evicted += 1
         with self._lock:
             self._listed_bytes, self._listed_entries = used, len(infos) - evicted
             self._added_bytes = self._added_entries = 0
-        self.counters.evictions += evicted
+        self.counters.add("evictions", evicted)
         return evicted

@@ -36,8 +36,8 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
+from datahub.cache.counters import Counters
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, page_count, page_length
 from datahub.cache.singleflight import Abandoned, SingleFlight
@@ -51,16 +51,17 @@ MAX_TRACKED = 4096  # objects whose random-read count is remembered
 WRITE_BEHIND_WINDOWS = 4  # the disk writer's queue holds this many stream windows
 
 
-@dataclass
-class StreamCounters:
-    sequential: int = 0  # sequential streams started
-    fills: int = 0  # whole-object fills started
-    requests: int = 0  # origin requests made by streams
-    bytes: int = 0  # bytes received by streams
-    pages: int = 0  # pages stored by streams
-    skipped: int = 0  # pages received but already held by a tier or another fetch
-    stopped: int = 0  # streams stopped early (reader jumped, idle, close)
-    failed: int = 0  # streams ended by an origin error
+class StreamCounters(Counters):
+    FIELDS = (
+        "sequential",  # sequential streams started
+        "fills",  # whole-object fills started
+        "requests",  # origin requests made by streams
+        "bytes",  # bytes received by streams
+        "pages",  # pages stored by streams
+        "skipped",  # pages received but already held by a tier or another fetch
+        "stopped",  # streams stopped early (reader jumped, idle, close)
+        "failed",  # streams ended by an origin error
+    )
 
 
 class PageStream:
@@ -189,7 +190,7 @@ class PageStream:
             error = exc
             self.owner.count(failed=1)
             log.info("stream of %s stopped: %s", self.ref.url, exc)
-        except Exception as exc:
+        except Exception as exc:  # the stream thread's top level: its readers must be released
             error = Abandoned()
             self.owner.count(failed=1)
             log.warning("stream of %s failed: %s; readers fetch their pages themselves", self.ref.url, exc)
@@ -328,8 +329,9 @@ class LowerTierWriter:
                 key, data, hot = self._queue.popleft()  # its bytes count until written
             try:
                 self._keep(key, data, hot, first=False)
-            except Exception as exc:  # tiers never raise; this is a bug guard, not flow control
-                log.warning("writing streamed page %d of %s failed: %s", key.index, key.url, exc)
+            except Exception:  # the writer thread's top level: tiers turn failures into misses,
+                # so only a bug gets here; it must not stop the writer (logged with its traceback)
+                log.exception("writing streamed page %d of %s failed", key.index, key.url)
             with self._cond:
                 if not self._closed:  # close() zeroed the count already
                     self._queued_bytes -= len(data)
@@ -466,10 +468,7 @@ class Streams:
                 return False
             stream = self._active[oid] = PageStream(self, ref, first, fill=fill, reader_page=reader_page)
             self._live.add(stream)
-            if fill:
-                self.counters.fills += 1
-            else:
-                self.counters.sequential += 1
+            self.counters.add("fills" if fill else "sequential")
         if not fill:  # claim the reader's window now: its next read must not race the thread
             stream._claim_upto(stream._claim_limit(first))
         stream.thread.start()
@@ -487,15 +486,13 @@ class Streams:
             self._live.discard(stream)
 
     def count(self, **fields: int) -> None:
-        with self._lock:
-            for name, n in fields.items():
-                setattr(self.counters, name, getattr(self.counters, name) + n)
+        self.counters.add_many(**fields)
 
     def stats(self) -> dict:
         with self._lock:
             active = list(self._active.values())
             return {
-                **asdict(self.counters),
+                **self.counters.snapshot(),
                 "active": len(active),
                 "active_fills": sum(1 for s in active if s.fill),
                 "running": len(self._live),  # threads, including stopped ones still ending

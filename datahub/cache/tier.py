@@ -1,8 +1,13 @@
 """The tier contract and the byte-budgeted base the RAM and disk tiers share.
 
 A tier stores pages and answers ``get(key) -> bytes | None``, ``put(key, data) -> bool``,
-``delete``, ``contains`` and ``usage``. It is an optimisation: any failure inside a tier
-is logged and reported as a miss (get) or a refusal (put), never raised to a reader.
+``delete``, ``contains`` and ``usage``. It is an optimisation: a failing tier is a miss
+(get) or a refusal (put), counted and logged, never raised to a reader. ONE wrapper owns
+that rule, ``tier_failure``: every tier's backend I/O runs inside it. It catches what a
+backend raises when it fails (``TIER_ERRORS``: OSError, lmdb.Error and the project's own
+errors, which the storage layer raises for every store failure) and nothing else, so a
+programming error in a tier (TypeError, AttributeError, KeyError, ...) reaches the caller
+instead of becoming a silent miss.
 
 ``BudgetedTier`` derives everything else from three storage hooks (``_load``, ``_store``,
 ``_discard``): byte accounting, the eviction policy, pins, the admission filter and
@@ -17,25 +22,77 @@ import abc
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+import lmdb
+
+from datahub.cache.counters import Counters
 from datahub.cache.pages import PageKey
 from datahub.cache.policy import EvictionPolicy
+from datahub.errors import DatahubError
 
 log = logging.getLogger(__name__)
 
+# What a tier's backend raises when it fails: the file system and the disk index (OSError,
+# lmdb.Error) and the storage layer behind the shared tier (its errors are DatahubErrors).
+TIER_ERRORS: tuple[type[BaseException], ...] = (OSError, lmdb.Error, DatahubError)
 
-@dataclass
-class TierCounters:
-    hits: int = 0
-    misses: int = 0
-    evictions: int = 0
-    promotions: int = 0  # pages copied up into this tier after a hit further down
-    demotions: int = 0  # pages moved down into this tier when a faster tier evicted them
-    fills: int = 0  # pages stored after an origin fetch
-    rejected: int = 0  # puts refused (admission filter, too big, tier full of pins)
-    errors: int = 0  # tier failures turned into misses
-    corrupt: int = 0  # pages that failed verification and were removed
+# op -> (what was being done, what the failure means for the caller)
+_OPS = {
+    "read": ("reading", "treated as a miss"),
+    "store": ("storing", "not cached"),
+    "delete": ("deleting", "left to eviction"),
+    "evict": ("evicting", "left in place"),
+    "demote": ("demoting", "dropped"),
+    "check": ("checking", "treated as absent"),
+    "list": ("listing", "eviction skipped"),
+}
+
+
+class TierCounters(Counters):
+    FIELDS = (
+        "hits",
+        "misses",
+        "evictions",
+        "promotions",  # pages copied up into this tier after a hit further down
+        "demotions",  # pages moved down into this tier when a faster tier evicted them
+        "fills",  # pages stored after an origin fetch
+        "rejected",  # puts refused (admission filter, too big, tier full of pins)
+        "errors",  # tier failures turned into misses
+        "corrupt",  # pages that failed verification and were removed
+    )
+
+
+class tier_failure:
+    """The one place where a failing tier becomes a miss: counted, logged once, swallowed.
+
+    ``with tier_failure(tier, op, key) as failure:`` runs backend I/O; if it raises one of
+    ``TIER_ERRORS`` the block ends, ``failure.failed`` is True, ``tier.counters.errors`` grows
+    by one (unless ``counted=False``: for steps whose failure costs nothing, like a delete
+    eviction retries) and one warning names the tier, the operation and the page. Any other
+    exception is a bug and propagates. A class, not a generator: this runs on every page
+    read, and a class costs a third of a ``contextlib.contextmanager``.
+    """
+
+    __slots__ = ("tier", "op", "key", "counted", "failed")
+
+    def __init__(self, tier: Tier, op: str, key: PageKey | str, *, counted: bool = True) -> None:
+        self.tier, self.op, self.key, self.counted = tier, op, key, counted
+        self.failed = False
+
+    def __enter__(self) -> tier_failure:
+        return self
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or not isinstance(exc, TIER_ERRORS):
+            return False
+        self.failed = True
+        if self.counted:
+            self.tier.counters.add("errors")
+        doing, meaning = _OPS[self.op]
+        what = f"page {self.key.index} of {self.key.url}" if isinstance(self.key, PageKey) else self.key
+        log.warning("%s tier: %s %s failed (%s); %s", self.tier.name, doing, what, exc, meaning)
+        return True
 
 
 @dataclass(frozen=True)
@@ -83,7 +140,7 @@ class Tier(abc.ABC):
 
     def stats(self) -> dict:
         u = self.usage()
-        c = asdict(self.counters)
+        c = self.counters.snapshot()
         asked = c["hits"] + c["misses"]
         return {
             "tier": self.name,
@@ -95,8 +152,7 @@ class Tier(abc.ABC):
         }
 
     def _count(self, reason: str) -> None:
-        field = {"promote": "promotions", "demote": "demotions"}.get(reason, "fills")
-        setattr(self.counters, field, getattr(self.counters, field) + 1)
+        self.counters.add({"promote": "promotions", "demote": "demotions"}.get(reason, "fills"))
 
 
 class BudgetedTier(Tier):
@@ -165,22 +221,13 @@ class BudgetedTier(Tier):
 
     # --- the tier contract -------------------------------------------------------------------
     def get(self, key: PageKey) -> bytes | None:
-        try:
+        data = None
+        with tier_failure(self, "read", key):
             data = self._load(key)
-        except Exception as exc:
-            log.warning(
-                "%s tier: reading page %s of %s failed (%s); treated as a miss",
-                self.name,
-                key.index,
-                key.url,
-                exc,
-            )
-            self.counters.errors += 1
-            data = None
         lost = False
         with self._lock:
             if data is None:
-                self.counters.misses += 1
+                self.counters.add("misses")
                 self.policy.on_miss(key)
                 size = self._sizes.pop(key, None)
                 if size is not None:
@@ -188,7 +235,7 @@ class BudgetedTier(Tier):
                     self._used -= size
                     self.policy.on_remove(key)
             else:
-                self.counters.hits += 1
+                self.counters.add("hits")
                 if key in self._sizes:
                     self.policy.on_hit(key)
                 elif key not in self._pending:  # stored by another process sharing the directory
@@ -206,35 +253,39 @@ class BudgetedTier(Tier):
             if key in self._sizes or key in self._pending:
                 return True
             if size > limit:
-                self.counters.rejected += 1
+                self.counters.add("rejected")
                 return False
             full = self._used + size > self.high * limit
             if full and not hot and not self.policy.admit(key, self._first_victim()):
-                self.counters.rejected += 1
+                self.counters.add("rejected")
                 return False
             # An admission policy replaces its victim now, keeping the tier at the high
             # watermark; others fill up to the budget and leave the rest to ``maintain``.
             ceiling = self.high * limit if self.policy.replaces_on_admit else limit
             victims = self._take_victims(int(self._used + size - ceiling), partial=False)
             if self._used + size > limit:  # the rest is pinned or being written
-                self.counters.rejected += 1
+                self.counters.add("rejected")
                 return False
             self._pending[key] = size
             self._used += size
             over_high = self._used > self.high * limit
         self._drop(victims)
         try:
-            self._store(key, data)
-            stored = True
-        except Exception as exc:
-            log.warning(
-                "%s tier: storing page %s of %s failed (%s); not cached", self.name, key.index, key.url, exc
-            )
-            stored = False
+            with tier_failure(self, "store", key) as failure:
+                self._store(key, data)
+        except BaseException:  # a bug: give the reservation back, then raise it
+            with self._lock:
+                del self._pending[key]
+                self._lost_pending.discard(key)
+                self._used -= size
+            raise
+        stored = not failure.failed
         with self._lock:
             del self._pending[key]
             if self._lost_pending and key in self._lost_pending:
                 self._lost_pending.discard(key)
+                if stored:  # a deferred step of storing it failed (counted once, here)
+                    self.counters.add("errors")
                 stored = False
             if stored:
                 self._sizes[key] = size
@@ -242,7 +293,6 @@ class BudgetedTier(Tier):
                 self._count(reason)
             else:
                 self._used -= size
-                self.counters.errors += 1
         if over_high:
             self.wake_evictor()
         return stored
@@ -253,10 +303,8 @@ class BudgetedTier(Tier):
             if size is not None:
                 self._used -= size
                 self.policy.on_remove(key)
-        try:
+        with tier_failure(self, "delete", key, counted=False):
             self._discard(key)
-        except Exception as exc:
-            log.warning("%s tier: deleting page %s of %s failed (%s)", self.name, key.index, key.url, exc)
 
     def lost(self, key: PageKey) -> None:
         """A page this tier accepted is gone after all (a deferred step of storing it failed,
@@ -270,16 +318,15 @@ class BudgetedTier(Tier):
                 return
             self._used -= size
             self.policy.on_remove(key)
-            self.counters.errors += 1
+            self.counters.add("errors")
 
     def contains(self, key: PageKey) -> bool:
         with self._lock:
             if key in self._sizes:
                 return True
-        try:
+        with tier_failure(self, "check", key, counted=False):
             return self._exists(key)
-        except Exception:
-            return False
+        return False
 
     def usage(self) -> TierUsage:
         with self._lock:
@@ -323,20 +370,15 @@ class BudgetedTier(Tier):
         for key in chosen:
             self._used -= self._sizes.pop(key)
             self.policy.on_remove(key)
-        self.counters.evictions += len(chosen)
+        self.counters.add("evictions", len(chosen))
         return chosen
 
     def _drop(self, victims: list[PageKey]) -> None:
         for key in victims:
-            try:
+            data = None
+            with tier_failure(self, "evict", key, counted=False) as failure:
                 data = self._discard(key)
-            except Exception as exc:
-                log.warning("%s tier: evicting page %s of %s failed (%s)", self.name, key.index, key.url, exc)
+            if failure.failed or data is None or self.on_evict is None:
                 continue
-            if data is not None and self.on_evict is not None:
-                try:
-                    self.on_evict(key, data)
-                except Exception as exc:  # demotion is best effort
-                    log.warning(
-                        "%s tier: demoting page %s of %s failed (%s)", self.name, key.index, key.url, exc
-                    )
+            with tier_failure(self, "demote", key, counted=False):  # demotion is best effort
+                self.on_evict(key, data)

@@ -304,7 +304,7 @@ class TieredCache:
     ) -> PrefetchReport:
         """Warm ``refs`` with bounded concurrency; a rerun skips what is cached (resume).
 
-        ``progress`` is anything with ``update(n, nbytes)`` (datahub.cli.context.Progress);
+        ``progress`` is anything with ``update(n, nbytes)`` (datahub.console.context.Progress);
         setting ``cancel`` stops it after the refs in flight.
         """
         return run_prefetch(
