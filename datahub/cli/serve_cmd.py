@@ -62,10 +62,18 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         api.local_mode = args.local_mode
     workers = check_workers(args.workers)
     check_bind(ctx.config)  # before anything listens: local mode only on loopback
-    sock = bind_socket(api.host, api.port)  # a busy port is one clear error, before any fork
+    # A busy port is one clear error, before any fork. With several workers this socket only
+    # holds the port: each worker listens on its own SO_REUSEPORT socket, so the kernel
+    # spreads connections evenly instead of waking every worker for each one.
+    sock = bind_socket(api.host, api.port)
+    port = sock.getsockname()[1]
+    if workers > 1:  # a plain bind first: a reuse-port bind would join someone else's group
+        sock.close()
+        sock = bind_socket(api.host, port, reuse_port=True, listen=False)
 
-    def serve_one(sock) -> int:
-        """One server process: its own catalog connection, stores and cache, opened here."""
+    def serve_one(held) -> int:
+        """One server process: its own socket, catalog connection, stores and cache, opened here."""
+        sock = held if workers == 1 else bind_socket(api.host, port, reuse_port=True)
         try:
             app, cache = build_app(ctx.config, ctx.catalog, ctx.stores, labelx=args.labelx)
             ctx.service("cache", lambda: cache)
@@ -79,7 +87,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             ctx.close()
         return 0
 
-    url = _url(api.host, sock.getsockname()[1])
+    url = _url(api.host, port)
     mode = "local mode, no authentication" if api.local_mode else "bearer tokens required"
     shape = f"{workers} worker processes" if workers > 1 else "one process"
     print(f"datahub API on {url} ({mode}, {shape}); docs at {url}/docs; Ctrl-C stops", file=ctx.err)

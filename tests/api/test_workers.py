@@ -141,3 +141,12 @@ def test_bad_worker_counts_are_refused_and_nothing_listens(tmp_path: Path, bad: 
     assert proc.returncode == 2, err
     assert "--workers" in err and "Traceback" not in err
     assert not _healthy(f"http://127.0.0.1:{port}")
+
+
+def test_a_second_server_on_the_same_port_is_refused_not_joined(served: Served, tmp_path: Path):
+    """Workers listen with SO_REUSEPORT; a second server must not silently join their group."""
+    port = served.url.rsplit(":", 1)[1]
+    other = serve(tmp_path / "other", "--port", port, "--workers", "2")
+    _, err = other.communicate(timeout=GUARD)
+    assert other.returncode == 4 and "already in use" in err, err
+    assert served.workers_seen(2) == children(served.proc.pid)
