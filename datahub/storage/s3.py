@@ -7,6 +7,9 @@ Every SDK call goes through ``S3Store._call``, which translates SDK errors once 
 bounds a call across all its attempts and backoffs; the GET's connect/read timeouts are
 capped to what is left of it, so a stalled endpoint fails a read within the budget.
 
+Writes (single PUT, streamed multipart upload, abort on failure) live in ``s3put``,
+mixed into ``S3Store``; the lean GET in ``s3get``; the error table in ``s3errors``.
+
 Why boto3 and not s3fs: the calls here are synchronous, per-request and need exact
 control of ``Range``/``IfMatch``, pagination and multipart part sizes; s3fs adds an
 asyncio loop thread and its own retry and caching layers we would have to disable.
@@ -19,15 +22,11 @@ several S3-compatible servers reject the trailer framing.
 
 from __future__ import annotations
 
-import io
 import logging
-import math
-import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, BinaryIO, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import boto3
@@ -47,15 +46,13 @@ from datahub.errors import (
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.keys import check_foreign_key, check_range
 from datahub.storage.retry import RetryPolicy, remaining
-from datahub.storage.s3errors import error_for, no_credentials
+from datahub.storage.s3errors import error_for, no_credentials, unquote_etag
 from datahub.storage.s3get import CredentialSource, LeanGetter
+from datahub.storage.s3put import MIN_PART, S3Writes, read_exactly
 from datahub.storage.urls import encode_key
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-MIN_PART = 5 * 1024**2  # S3 (and Ceph RGW by default) refuse smaller parts except the last
-MAX_PARTS = 10_000
 
 _NETWORK_ERRORS = (
     bexc.ConnectionError,  # EndpointConnectionError, ConnectTimeoutError …
@@ -205,36 +202,7 @@ def _translate(exc: Exception, bucket: str, key: str | None, expected_etag: str 
     return StorageError(f"S3 request for {where} failed: {exc}", bucket=bucket, key=key)
 
 
-def _etag(raw: str) -> str:
-    return raw.strip('"')
-
-
-def _read_exactly(fh: BinaryIO, n: int) -> bytes:
-    """Up to ``n`` bytes; fewer only at end of file (raw files may return short reads)."""
-    parts, got = [], 0
-    while got < n:
-        chunk = fh.read(n - got)
-        if not chunk:
-            break
-        parts.append(chunk)
-        got += len(chunk)
-    return b"".join(parts)
-
-
-def _remaining_size(fh: BinaryIO) -> int | None:
-    """Bytes left in a seekable file, else None (pipes, sockets, generators)."""
-    try:
-        if not fh.seekable():
-            return None
-        here = fh.tell()
-        end = fh.seek(0, io.SEEK_END)
-        fh.seek(here)
-        return end - here
-    except (OSError, AttributeError, ValueError):
-        return None
-
-
-class S3Store(ObjectStore):
+class S3Store(S3Writes, ObjectStore):
     """A bucket, optionally under a prefix; keys are relative to ``s3://bucket/prefix/``."""
 
     def __init__(
@@ -289,7 +257,7 @@ class S3Store(ObjectStore):
         return self.prefix + key
 
     def _info(self, key: str, size: int, etag: str, modified: Any) -> ObjectInfo:
-        return ObjectInfo(key, int(size), _etag(etag), modified.timestamp())
+        return ObjectInfo(key, int(size), unquote_etag(etag), modified.timestamp())
 
     # --- the five hooks ------------------------------------------------------------------------
     def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
@@ -323,7 +291,7 @@ class S3Store(ObjectStore):
         full = self._full(key)
         if end == start:
             if etag is not None:
-                self._check_etag(key, etag)
+                self._checkunquote_etag(key, etag)
             return b""
 
         def get() -> bytes | None:
@@ -333,11 +301,11 @@ class S3Store(ObjectStore):
         try:
             data = self._call(full, get, expected_etag=etag)
         except ObjectChanged as exc:
-            self._add_current_etag(exc, key)
+            self._add_currentunquote_etag(exc, key)
             raise
         if data is None:  # start at or past the end: no bytes, like a slice
             if etag is not None:
-                self._check_etag(key, etag)
+                self._checkunquote_etag(key, etag)
             return b""
         return data
 
@@ -365,7 +333,7 @@ class S3Store(ObjectStore):
         full = self._full(key)
         if end == start:
             if etag is not None:
-                self._check_etag(key, etag)
+                self._checkunquote_etag(key, etag)
             return
 
         def open_stream() -> tuple[_Body, bytes] | None:
@@ -374,7 +342,7 @@ class S3Store(ObjectStore):
                 return None
             want = min(chunk_size, body.length)
             try:
-                first = _read_exactly(body, want)
+                first = read_exactly(body, want)
             except BaseException:
                 body.close()
                 raise
@@ -386,11 +354,11 @@ class S3Store(ObjectStore):
         try:
             opened = self._call(full, open_stream, expected_etag=etag)
         except ObjectChanged as exc:
-            self._add_current_etag(exc, key)
+            self._add_currentunquote_etag(exc, key)
             raise
         if opened is None:
             if etag is not None:
-                self._check_etag(key, etag)
+                self._checkunquote_etag(key, etag)
             return
         body, chunk = opened
         length, got = body.length, 0
@@ -401,7 +369,7 @@ class S3Store(ObjectStore):
                 if got >= length:
                     return
                 try:
-                    chunk = _read_exactly(body, min(chunk_size, length - got))
+                    chunk = read_exactly(body, min(chunk_size, length - got))
                 except TransientStorageError as exc:
                     raise self._cut_short(key, etag, start, got, length, exc) from exc
             if got < length:
@@ -442,14 +410,14 @@ class S3Store(ObjectStore):
                 head = self._client.head_object(Bucket=self.bucket, Key=self._full(key))
             except (bexc.BotoCoreError, bexc.ClientError):
                 head = None
-            if head is not None and _etag(head["ETag"]) != etag:
+            if head is not None and unquote_etag(head["ETag"]) != etag:
                 return error_for(
                     "PreconditionFailed",
                     412,
                     self.bucket,
                     self._full(key),
                     expected_etag=etag,
-                    actual_etag=_etag(head["ETag"]),
+                    actual_etag=unquote_etag(head["ETag"]),
                 )
         why = f": {cause}" if cause is not None else ""
         return TransientStorageError(
@@ -461,7 +429,7 @@ class S3Store(ObjectStore):
             expected_bytes=length,
         )
 
-    def _check_etag(self, key: str, etag: str) -> None:
+    def _checkunquote_etag(self, key: str, etag: str) -> None:
         current = self.stat(key).etag
         if current != etag:
             raise error_for(
@@ -473,130 +441,16 @@ class S3Store(ObjectStore):
                 actual_etag=current,
             )
 
-    def _add_current_etag(self, exc: ObjectChanged, key: str) -> None:
+    def _add_currentunquote_etag(self, exc: ObjectChanged, key: str) -> None:
         """Best effort: name the object's current etag in the error (one HEAD, no retries)."""
         try:
             head = self._client.head_object(Bucket=self.bucket, Key=self._full(key))
         except (bexc.BotoCoreError, bexc.ClientError):
             return
-        current = _etag(head["ETag"])
+        current = unquote_etag(head["ETag"])
         exc.details["actual"] = current
         exc.message = f"{exc.message}, now {current}"
         exc.args = (exc.message,)
-
-    def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
-        """Single PUT up to ``multipart_threshold`` bytes, else multipart streamed in parts.
-
-        Memory held: at most one part (or the whole object below the threshold), so every
-        request body is bytes that a retry can resend.
-        """
-        full = self._full(key)
-        if isinstance(data, bytes | bytearray | memoryview):
-            payload = bytes(data)
-            self._check_size(full, size, len(payload))
-            if len(payload) <= self.multipart_threshold:
-                return self._put_single(key, full, payload)
-            return self._put_multipart(key, full, io.BytesIO(payload), len(payload), None)
-        known = size if size is not None else _remaining_size(data)
-        if known is not None and known <= self.multipart_threshold:
-            payload = _read_exactly(data, known + 1)
-            self._check_size(full, known, len(payload))
-            return self._put_single(key, full, payload)
-        first = _read_exactly(data, self._part_size(known))
-        if known is None and len(first) < self._part_size(None):
-            return self._put_single(key, full, first)  # a short stream of unknown size
-        return self._put_multipart(key, full, data, known, first)
-
-    def _check_size(self, full: str, declared: int | None, actual: int) -> None:
-        if declared is not None and declared != actual:
-            got = "more bytes" if actual > declared else f"{actual} bytes"
-            raise InvalidInput(
-                f"put of s3://{self.bucket}/{full}: declared size {declared} but the data had {got}",
-                bucket=self.bucket,
-                key=full,
-            )
-
-    def _part_size(self, size: int | None) -> int:
-        if size is None:
-            return self.multipart_chunk
-        return max(self.multipart_chunk, math.ceil(size / MAX_PARTS / MIN_PART) * MIN_PART)
-
-    def _put_single(self, key: str, full: str, payload: bytes) -> ObjectInfo:
-        resp = self._call(full, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=payload))
-        return ObjectInfo(key, len(payload), _etag(resp["ETag"]), self._clock())
-
-    def _put_multipart(
-        self, key: str, full: str, fh: BinaryIO, size: int | None, first: bytes | None
-    ) -> ObjectInfo:
-        """Read parts one at a time and upload up to ``multipart_concurrency`` at once.
-
-        A slot is taken before a part is read and given back once it is sent, so at most
-        ``concurrency`` parts are in memory (being read or sent), whatever the object size.
-        The first failed part stops reading; any failure aborts the upload.
-        """
-        part_size = self._part_size(size)
-        upload = self._call(full, lambda: self._client.create_multipart_upload(Bucket=self.bucket, Key=full))[
-            "UploadId"
-        ]
-        slots = threading.BoundedSemaphore(self.multipart_concurrency)
-        failed = threading.Event()
-
-        def send(number: int, chunk: bytes) -> dict[str, Any]:
-            try:
-                resp = self._call(
-                    full,
-                    lambda: self._client.upload_part(
-                        Bucket=self.bucket, Key=full, UploadId=upload, PartNumber=number, Body=chunk
-                    ),
-                )
-                return {"PartNumber": number, "ETag": resp["ETag"]}
-            except BaseException:
-                failed.set()
-                raise
-            finally:
-                slots.release()
-
-        futures: list[Future[dict[str, Any]]] = []
-        total = 0
-        try:
-            with ThreadPoolExecutor(self.multipart_concurrency, thread_name_prefix="s3-part") as pool:
-                try:
-                    slots.acquire()
-                    chunk = first if first is not None else _read_exactly(fh, part_size)
-                    while chunk and not failed.is_set():
-                        futures.append(pool.submit(send, len(futures) + 1, chunk))
-                        total += len(chunk)
-                        if size is not None and total > size:
-                            break
-                        slots.acquire()
-                        chunk = _read_exactly(fh, part_size)
-                except BaseException:
-                    failed.set()  # reading the source failed (or we were interrupted)
-                    raise
-                finally:
-                    if failed.is_set():
-                        for f in futures:
-                            f.cancel()  # parts not yet started are dropped, running ones finish
-            parts = [f.result() for f in futures]  # re-raises the first failed part
-            self._check_size(full, size, total)
-            done = self._call(
-                full,
-                lambda: self._client.complete_multipart_upload(
-                    Bucket=self.bucket, Key=full, UploadId=upload, MultipartUpload={"Parts": parts}
-                ),
-            )
-        except BaseException:
-            try:  # nothing half-written: drop the parts (best effort; lifecycle rules catch the rest)
-                self._client.abort_multipart_upload(Bucket=self.bucket, Key=full, UploadId=upload)
-            except (bexc.BotoCoreError, bexc.ClientError) as exc:
-                log.warning(
-                    "could not abort multipart upload %s of %s/%s: %s", upload, self.root_url, key, exc
-                )
-            raise
-        etag = _etag(done.get("ETag") or "")
-        if not etag:  # Ceph RGW answers <ETag></ETag> here; the object itself has one
-            return self.stat(key)
-        return ObjectInfo(key, total, etag, self._clock())
 
     def delete(self, key: str) -> None:
         full = self._full(key)

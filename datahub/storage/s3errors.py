@@ -101,3 +101,8 @@ def no_credentials(bucket: str, key: str | None) -> AccessDenied:
         bucket=bucket,
         key=key,
     )
+
+
+def unquote_etag(raw: str) -> str:
+    """An ETag as S3 sends it (``"abc"``, quotes included) -> ``abc``, as datahub stores it."""
+    return raw.strip('"')

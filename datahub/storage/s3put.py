@@ -1,0 +1,192 @@
+"""S3 writes: a single PUT up to ``multipart_threshold``, else a streamed multipart upload.
+
+Split from ``s3`` (reads, listing, the SDK boundary) because writing has its own concerns:
+how many bytes are held in memory (one part per upload slot), part sizing within S3's
+10,000-part limit, declared-size checks, and aborting a failed upload so nothing
+half-written stays behind. ``S3Writes`` is mixed into ``S3Store``; every SDK call still
+goes through ``S3Store._call`` (one translation, one retry policy), so this module imports
+no SDK.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, BinaryIO, TypeVar
+
+from datahub.errors import DatahubError, InvalidInput
+from datahub.storage.base import ObjectInfo
+from datahub.storage.s3errors import unquote_etag
+
+log = logging.getLogger("datahub.storage.s3")
+T = TypeVar("T")
+
+MIN_PART = 5 * 1024**2  # S3 (and Ceph RGW by default) refuse smaller parts except the last
+MAX_PARTS = 10_000
+
+
+def read_exactly(fh: BinaryIO, n: int) -> bytes:
+    """Up to ``n`` bytes; fewer only at end of file (raw files may return short reads)."""
+    parts, got = [], 0
+    while got < n:
+        chunk = fh.read(n - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _remaining_size(fh: BinaryIO) -> int | None:
+    """Bytes left in a seekable file, else None (pipes, sockets, generators)."""
+    try:
+        if not fh.seekable():
+            return None
+        here = fh.tell()
+        end = fh.seek(0, io.SEEK_END)
+        fh.seek(here)
+        return end - here
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+class S3Writes:
+    """``put`` for ``S3Store``: needs its bucket, root URL, multipart settings, ``_call``,
+    ``_client``, ``_clock`` and ``stat`` (declared here for the type checker)."""
+
+    bucket: str
+    root_url: str
+    multipart_threshold: int
+    multipart_chunk: int
+    multipart_concurrency: int
+    _client: Any
+    _clock: Callable[[], float]
+
+    def _call(self, full_key: str | None, fn: Callable[[], T], expected_etag: str | None = None) -> T:
+        raise NotImplementedError
+
+    def stat(self, key: str) -> ObjectInfo:
+        raise NotImplementedError
+
+    def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        """Single PUT up to ``multipart_threshold`` bytes, else multipart streamed in parts.
+
+        Memory held: at most one part (or the whole object below the threshold), so every
+        request body is bytes that a retry can resend.
+        """
+        full = self._full(key)
+        if isinstance(data, bytes | bytearray | memoryview):
+            payload = bytes(data)
+            self._check_size(full, size, len(payload))
+            if len(payload) <= self.multipart_threshold:
+                return self._put_single(key, full, payload)
+            return self._put_multipart(key, full, io.BytesIO(payload), len(payload), None)
+        known = size if size is not None else _remaining_size(data)
+        if known is not None and known <= self.multipart_threshold:
+            payload = read_exactly(data, known + 1)
+            self._check_size(full, known, len(payload))
+            return self._put_single(key, full, payload)
+        first = read_exactly(data, self._part_size(known))
+        if known is None and len(first) < self._part_size(None):
+            return self._put_single(key, full, first)  # a short stream of unknown size
+        return self._put_multipart(key, full, data, known, first)
+
+    def _check_size(self, full: str, declared: int | None, actual: int) -> None:
+        if declared is not None and declared != actual:
+            got = "more bytes" if actual > declared else f"{actual} bytes"
+            raise InvalidInput(
+                f"put of s3://{self.bucket}/{full}: declared size {declared} but the data had {got}",
+                bucket=self.bucket,
+                key=full,
+            )
+
+    def _part_size(self, size: int | None) -> int:
+        if size is None:
+            return self.multipart_chunk
+        return max(self.multipart_chunk, math.ceil(size / MAX_PARTS / MIN_PART) * MIN_PART)
+
+    def _put_single(self, key: str, full: str, payload: bytes) -> ObjectInfo:
+        resp = self._call(full, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=payload))
+        return ObjectInfo(key, len(payload), unquote_etag(resp["ETag"]), self._clock())
+
+    def _put_multipart(
+        self, key: str, full: str, fh: BinaryIO, size: int | None, first: bytes | None
+    ) -> ObjectInfo:
+        """Read parts one at a time and upload up to ``multipart_concurrency`` at once.
+
+        A slot is taken before a part is read and given back once it is sent, so at most
+        ``concurrency`` parts are in memory (being read or sent), whatever the object size.
+        The first failed part stops reading; any failure aborts the upload.
+        """
+        part_size = self._part_size(size)
+        upload = self._call(full, lambda: self._client.create_multipart_upload(Bucket=self.bucket, Key=full))[
+            "UploadId"
+        ]
+        slots = threading.BoundedSemaphore(self.multipart_concurrency)
+        failed = threading.Event()
+
+        def send(number: int, chunk: bytes) -> dict[str, Any]:
+            try:
+                resp = self._call(
+                    full,
+                    lambda: self._client.upload_part(
+                        Bucket=self.bucket, Key=full, UploadId=upload, PartNumber=number, Body=chunk
+                    ),
+                )
+                return {"PartNumber": number, "ETag": resp["ETag"]}
+            except BaseException:
+                failed.set()
+                raise
+            finally:
+                slots.release()
+
+        futures: list[Future[dict[str, Any]]] = []
+        total = 0
+        try:
+            with ThreadPoolExecutor(self.multipart_concurrency, thread_name_prefix="s3-part") as pool:
+                try:
+                    slots.acquire()
+                    chunk = first if first is not None else read_exactly(fh, part_size)
+                    while chunk and not failed.is_set():
+                        futures.append(pool.submit(send, len(futures) + 1, chunk))
+                        total += len(chunk)
+                        if size is not None and total > size:
+                            break
+                        slots.acquire()
+                        chunk = read_exactly(fh, part_size)
+                except BaseException:
+                    failed.set()  # reading the source failed (or we were interrupted)
+                    raise
+                finally:
+                    if failed.is_set():
+                        for f in futures:
+                            f.cancel()  # parts not yet started are dropped, running ones finish
+            parts = [f.result() for f in futures]  # re-raises the first failed part
+            self._check_size(full, size, total)
+            done = self._call(
+                full,
+                lambda: self._client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=full, UploadId=upload, MultipartUpload={"Parts": parts}
+                ),
+            )
+        except BaseException:
+            try:  # nothing half-written: drop the parts (best effort; lifecycle rules catch the rest)
+                self._call(
+                    full,
+                    lambda: self._client.abort_multipart_upload(
+                        Bucket=self.bucket, Key=full, UploadId=upload
+                    ),
+                )
+            except DatahubError as exc:
+                log.warning(
+                    "could not abort multipart upload %s of %s/%s: %s", upload, self.root_url, key, exc
+                )
+            raise
+        etag = unquote_etag(done.get("ETag") or "")
+        if not etag:  # Ceph RGW answers <ETag></ETag> here; the object itself has one
+            return self.stat(key)
+        return ObjectInfo(key, total, etag, self._clock())
