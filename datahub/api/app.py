@@ -48,8 +48,8 @@ _ERRORS = {
 }
 
 
-def create_app(config: Config, *, catalog=None, stores=None, cache=None) -> FastAPI:
-    services = Services(config, catalog=catalog, stores=stores, cache=cache)
+def create_app(config: Config, *, catalog=None, stores=None, cache=None, tasks=None) -> FastAPI:
+    services = Services(config, catalog=catalog, stores=stores, cache=cache, tasks=tasks)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -23,9 +23,9 @@ class Services:
     """What the app serves from. The catalog opens lazily, so building the app (e.g. for the
     OpenAPI document) touches no database; whatever was opened here is closed at shutdown."""
 
-    def __init__(self, config: Config, catalog=None, stores=None, cache=None) -> None:
+    def __init__(self, config: Config, catalog=None, stores=None, cache=None, tasks=None) -> None:
         self.config, self.cache = config, cache
-        self._catalog, self._stores = catalog, stores
+        self._catalog, self._stores, self._tasks = catalog, stores, tasks
         self._owned: list = []
         self._lock = threading.Lock()
 
@@ -38,6 +38,17 @@ class Services:
                 self._catalog = open_catalog(self.config.resolved_catalog_url)
                 self._owned.append(self._catalog)
             return self._catalog
+
+    @property
+    def tasks(self):  # -> datahub.tasks.TaskQueue
+        """The real task queue, next to the served catalog; remote pack workers use it via /v1/tasks."""
+        with self._lock:
+            if self._tasks is None:
+                from datahub.tasks import open_task_queue
+
+                self._tasks = open_task_queue(self.config.resolved_catalog_url)
+                self._owned.append(self._tasks)
+            return self._tasks
 
     def close(self) -> None:
         with self._lock:

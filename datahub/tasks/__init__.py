@@ -2,7 +2,8 @@
 
 ``open_task_queue(catalog_url)`` picks the implementation from the catalog URL, so a job
 is stored next to the catalog it writes to: ``sqlite:///path.db`` -> the same file,
-``mongodb://host/db`` -> the same database. (``mongomock://`` catalogs are per-process
+``mongodb://host/db`` -> the same database, ``http(s)://host:port`` -> the queue of that
+datahub API server (``datahub.tasks.http``). (``mongomock://`` catalogs are per-process
 test doubles; tests build ``MongoTaskQueue`` from a mongomock database directly.)
 """
 
@@ -55,6 +56,11 @@ def open_task_queue(catalog_url: str, clock: Clock = time.time) -> TaskQueue:
         from datahub.tasks.mongo import open_mongo_queue
 
         return open_mongo_queue(catalog_url, clock)
+    if scheme in ("http", "https"):
+        from datahub.tasks.http import HttpTaskQueue
+
+        return HttpTaskQueue(catalog_url)  # the server's queue; leases on the server's clock
     raise InvalidInput(
-        f"no task queue for catalog URL {catalog_url!r}: use sqlite:///path.db or mongodb://host/db"
+        f"no task queue for catalog URL {catalog_url!r}: use sqlite:///path.db, mongodb://host/db "
+        "or http(s)://datahub-api:port"
     )

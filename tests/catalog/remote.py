@@ -28,14 +28,17 @@ class ServedStore(HttpCatalogStore):
         self.backing.close()
 
 
-def serve(tmp_path: Path, store_options: dict[str, Any] | None = None) -> tuple[ApiServer, Catalog, str]:
-    """An API server (not local mode: a real admin token) over a fresh SQLite catalog."""
+def serve(
+    tmp_path: Path, store_options: dict[str, Any] | None = None, tasks: Any = None
+) -> tuple[ApiServer, Catalog, str]:
+    """An API server (not local mode: a real admin token) over a fresh SQLite catalog
+    (and ``tasks``, a TaskQueue, as its task queue if given)."""
     config = load_config(env={}, overrides={"home": str(tmp_path / "served")})
     config.api.host, config.api.port, config.api.local_mode = "127.0.0.1", 0, False
     config.home_path.mkdir(parents=True, exist_ok=True)
     backing = Catalog(SQLiteCatalogStore(config.home_path / "catalog.db", **(store_options or {})))
     token = issue_token(backing.store, "root", admin=True)[0]
-    server = ApiServer(create_app(config, catalog=backing), config)
+    server = ApiServer(create_app(config, catalog=backing, tasks=tasks), config)
     server.start()
     return server, backing, token
 

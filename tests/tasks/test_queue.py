@@ -1,4 +1,5 @@
-"""One conformance suite for every TaskQueue (SQLite file, MongoDB via mongomock)."""
+"""One conformance suite for every TaskQueue (SQLite file, MongoDB via mongomock, and the HTTP
+queue of a real API server)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from datahub.errors import Conflict
 from datahub.tasks import DOING, DONE, FAILED, TODO, JobNotFound, LeaseLost, TaskQueue, open_task_queue
+from datahub.tasks.http import HttpTaskQueue
 from datahub.tasks.mongo import MongoTaskQueue
 from datahub.tasks.sqlite import SqliteTaskQueue
 from tests.tasks.racer import race
@@ -35,10 +37,23 @@ def clock() -> FakeClock:
 MONGO_URI = os.environ.get("DATAHUB_TEST_MONGO_URI", "")  # add a real mongod, as tests/catalog does
 
 
-@pytest.fixture(params=["sqlite", "mongomock"] + (["mongo"] if MONGO_URI else []))
+@pytest.fixture(params=["sqlite", "mongomock", "http"] + (["mongo"] if MONGO_URI else []))
 def queue(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[TaskQueue]:
     if request.param == "sqlite":
         q: TaskQueue = SqliteTaskQueue(tmp_path / "catalog.db", clock)
+    elif request.param == "http":  # HttpTaskQueue -> a real `datahub serve` holding a SQLite queue
+        from tests.catalog.remote import serve
+
+        served = SqliteTaskQueue(tmp_path / "tasks.db", clock)
+        server, backing, token = serve(tmp_path, tasks=served)
+        q = HttpTaskQueue(server.url, token=token)
+
+        def stop() -> None:
+            server.stop()
+            backing.close()
+            served.close()
+
+        request.addfinalizer(stop)
     elif request.param == "mongomock":
         q = MongoTaskQueue(mongomock.MongoClient().get_database("catalog"), clock)
     else:

@@ -42,7 +42,9 @@ from datahub.api.schemas import (
 )
 from datahub.errors import AccessDenied, InvalidInput
 
-router = APIRouter(prefix="/v1/remote/datasets", tags=["remote store"])
+# Not in the public OpenAPI: the wire contract of datahub.catalog.http_store, held by the catalog
+# conformance suite run over a real server (docs/api.md, "Remote store").
+router = APIRouter(prefix="/v1/remote/datasets", tags=["remote store"], include_in_schema=False)
 _CHANGE: TypeAdapter = TypeAdapter(ChangeIn)
 _LISTING = {200: {"content": {NDJSON: {}}, "description": 'one object per line, then {"end": n}'}}
 Seq = Annotated[int, Query(ge=0, le=2**63 - 1)]
@@ -65,7 +67,7 @@ def _ndjson(
     yield "".join(buffer).encode()
 
 
-def _stream(rows: Iterator[Any], convert: Callable[[Any], BaseModel]) -> StreamingResponse:
+def stream_listing(rows: Iterator[Any], convert: Callable[[Any], BaseModel]) -> StreamingResponse:
     # pull the first row here, so that an unknown dataset/version is an error answer, not a cut stream
     first: list[Any] = []
     for row in rows:
@@ -101,7 +103,7 @@ def head(dataset: ReadableDataset, services: ServicesDep) -> HeadPublic:
 @router.get("/{name}/versions", response_class=StreamingResponse, responses=_LISTING)
 def list_versions(dataset: ReadableDataset, services: ServicesDep) -> StreamingResponse:
     """Every version, newest first (VersionPublic lines)."""
-    return _stream(iter(services.catalog.log(dataset.name)), version_public)
+    return stream_listing(iter(services.catalog.log(dataset.name)), version_public)
 
 
 @router.get("/{name}/versions/{seq}")
@@ -134,7 +136,7 @@ def list_records(
     rows = services.catalog.list_records(
         dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit, where=filter
     )
-    return _stream(rows, record_public)
+    return stream_listing(rows, record_public)
 
 
 @router.post("/{name}/records/get")
@@ -149,7 +151,7 @@ def diff(
     dataset: ReadableDataset, services: ServicesDep, a: Seq, b: Seq, prefix: str = ""
 ) -> StreamingResponse:
     """DiffEntryPublic lines from version ``a`` to ``b`` (0 = empty), in key order."""
-    return _stream(services.catalog.diff(dataset.name, a, b, prefix=prefix), diff_public)
+    return stream_listing(services.catalog.diff(dataset.name, a, b, prefix=prefix), diff_public)
 
 
 @router.post("/{name}/commits", status_code=status.HTTP_201_CREATED)

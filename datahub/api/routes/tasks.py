@@ -1,0 +1,116 @@
+"""/v1/tasks/jobs: the server's task queue (next to its catalog) for pack workers on other hosts.
+
+Why: a node then needs an API token, not the database. Creating, deleting and retrying a
+job are admin operations (a job is a unit of work of the whole deployment); a worker's calls
+(claim, renew, complete, fail, release, read) need any valid token, and the lease rules of
+the queue (``datahub.tasks.base``) decide which worker may finish which task.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Response, status
+from fastapi.responses import StreamingResponse
+
+from datahub.api.access import Principal
+from datahub.api.deps import PrincipalDep, ServicesDep
+from datahub.api.routes.pagination import NDJSON
+from datahub.api.routes.remote import stream_listing
+from datahub.api.task_models import (
+    Claimed,
+    Completion,
+    Failure,
+    JobCreate,
+    JobPublic,
+    Lease,
+    RetriedCount,
+    TaskPublic,
+    Worker,
+    job_public,
+    task_public,
+)
+from datahub.errors import AccessDenied
+
+# Not in the public OpenAPI: the wire contract of datahub.tasks.http, held by the task-queue
+# conformance suite run over a real server (docs/api.md, "Remote store").
+router = APIRouter(prefix="/v1/tasks/jobs", tags=["tasks"], include_in_schema=False)
+JobPath = Annotated[str, Path(description="job name", max_length=256)]
+IndexPath = Annotated[int, Path(ge=0, le=2**31)]
+
+
+def _admin(principal: PrincipalDep) -> Principal:
+    if not principal.is_admin:
+        raise AccessDenied("creating, deleting and retrying jobs needs an admin token")
+    return principal
+
+
+AdminDep = Annotated[Principal, Depends(_admin)]
+
+
+@router.put("/{job}")
+def create_job(job: JobPath, body: JobCreate, services: ServicesDep, principal: AdminDep) -> JobPublic:
+    """Idempotent: an existing job with as many tasks keeps its done work (only meta is replaced)."""
+    return job_public(services.tasks.create_job(job, body.payloads, body.meta))
+
+
+@router.get("/{job}")
+def get_job(job: JobPath, services: ServicesDep, principal: PrincipalDep) -> JobPublic:
+    return job_public(services.tasks.get_job(job))
+
+
+@router.delete("/{job}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_job(job: JobPath, services: ServicesDep, principal: AdminDep) -> Response:
+    services.tasks.delete_job(job)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{job}/claim")
+def claim(job: JobPath, body: Lease, services: ServicesDep, principal: PrincipalDep) -> Claimed:
+    task = services.tasks.claim(job, body.worker, body.lease_seconds)
+    return Claimed(task=task_public(task) if task is not None else None)
+
+
+@router.post("/{job}/tasks/{index}/renew")
+def renew(
+    job: JobPath, index: IndexPath, body: Lease, services: ServicesDep, principal: PrincipalDep
+) -> TaskPublic:
+    return task_public(services.tasks.renew(job, index, body.worker, body.lease_seconds))
+
+
+@router.post("/{job}/tasks/{index}/complete")
+def complete(
+    job: JobPath, index: IndexPath, body: Completion, services: ServicesDep, principal: PrincipalDep
+) -> TaskPublic:
+    return task_public(services.tasks.complete(job, index, body.worker, body.result))
+
+
+@router.post("/{job}/tasks/{index}/fail")
+def fail(
+    job: JobPath, index: IndexPath, body: Failure, services: ServicesDep, principal: PrincipalDep
+) -> TaskPublic:
+    return task_public(services.tasks.fail(job, index, body.worker, body.error))
+
+
+@router.post("/{job}/tasks/{index}/release", status_code=status.HTTP_204_NO_CONTENT)
+def release(
+    job: JobPath, index: IndexPath, body: Worker, services: ServicesDep, principal: PrincipalDep
+) -> Response:
+    services.tasks.release(job, index, body.worker)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{job}/retry-failed")
+def retry_failed(job: JobPath, services: ServicesDep, principal: AdminDep) -> RetriedCount:
+    return RetriedCount(count=services.tasks.retry_failed(job))
+
+
+@router.get(
+    "/{job}/tasks",
+    response_class=StreamingResponse,
+    responses={
+        200: {"content": {NDJSON: {}}, "description": 'TaskPublic lines in index order, then {"end": n}'}
+    },
+)
+def tasks(job: JobPath, services: ServicesDep, principal: PrincipalDep) -> StreamingResponse:
+    return stream_listing(iter(services.tasks.tasks(job)), task_public)

@@ -1,0 +1,87 @@
+"""Wire models of the task-queue routes (``datahub.api.routes.tasks``), for remote pack workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from datahub.tasks.base import Job, Task
+
+_LEASE = Field(gt=0, le=86400, description="seconds the lease lasts from now (the server's clock)")
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobCreate(_In):
+    payloads: list[dict[str, Any]] = Field(max_length=1_000_000)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class Lease(_In):
+    worker: str = Field(min_length=1, max_length=256)
+    lease_seconds: float = _LEASE
+
+
+class Completion(_In):
+    worker: str = Field(min_length=1, max_length=256)
+    result: dict[str, Any] = Field(default_factory=dict)
+
+
+class Failure(_In):
+    worker: str = Field(min_length=1, max_length=256)
+    error: str = Field(max_length=65536)
+
+
+class Worker(_In):
+    worker: str = Field(min_length=1, max_length=256)
+
+
+class JobPublic(BaseModel):
+    job: str
+    meta: dict[str, Any]
+    total: int
+    counts: dict[str, int]
+    created_at: float
+
+
+class TaskPublic(BaseModel):
+    job: str
+    index: int
+    state: str
+    payload: dict[str, Any]
+    owner: str
+    lease_until: float
+    attempts: int
+    result: dict[str, Any]
+    error: str
+
+
+class Claimed(BaseModel):
+    task: TaskPublic | None = Field(description="null: nothing claimable right now")
+
+
+class RetriedCount(BaseModel):
+    count: int
+
+
+def job_public(j: Job) -> JobPublic:
+    return JobPublic(
+        job=j.job, meta=dict(j.meta), total=j.total, counts=dict(j.counts), created_at=j.created_at
+    )
+
+
+def task_public(t: Task) -> TaskPublic:
+    return TaskPublic(
+        job=t.job,
+        index=t.index,
+        state=t.state,
+        payload=dict(t.payload),
+        owner=t.owner,
+        lease_until=t.lease_until,
+        attempts=t.attempts,
+        result=dict(t.result),
+        error=t.error,
+    )

@@ -1,0 +1,208 @@
+"""The one HTTP client of the datahub API used by remote components (catalog store, task queue).
+
+Why one: retries, time budgets, error mapping and NDJSON parsing must behave the same for
+every remote call. Transient failures (connection errors, timeouts, 5xx answers) are
+retried up to ``attempts`` times with exponential backoff inside ``budget`` seconds, then
+raise CatalogUnavailable naming the URL (never the token). An ``{"error": {code, message,
+details}}`` answer is raised again as the ``datahub.errors`` class with that code. NDJSON
+listings end with an ``{"end": n}`` line; a listing without it is an error, never a
+shorter listing. The token comes from the caller or ``$DATAHUB_API_TOKEN`` and lives only in
+the pooled client's default headers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import httpx
+
+from datahub.errors import CatalogUnavailable, DatahubError, InvalidInput
+
+TOKEN_ENV = "DATAHUB_API_TOKEN"
+T = TypeVar("T")
+_TRANSIENT = {"internal", "busy", "storage_unavailable", "catalog_unavailable"}
+
+
+def _error_classes() -> dict[str, type[DatahubError]]:
+    """code -> class, from the error tree itself (one table; a new error class is mapped by existing)."""
+    table: dict[str, type[DatahubError]] = {}
+    pending: list[type[DatahubError]] = [DatahubError]
+    while pending:
+        cls = pending.pop()
+        table.setdefault(cls.code, cls)
+        pending.extend(cls.__subclasses__())
+    table["validation_error"] = InvalidInput  # the API's 422 for a request off its schema
+    return table
+
+
+def error_from_answer(status: int, body: Any) -> DatahubError | None:
+    """The datahub error an ``{"error": {code, message, details}}`` answer carries, else None."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+        return None
+    cls = _error_classes().get(error["code"], DatahubError)
+    details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    exc = cls(str(error.get("message") or f"the catalog server answered {status}"), **details)
+    return exc
+
+
+class Retry(Exception):
+    """A transient failure worth another attempt (its text names what happened)."""
+
+
+class ApiClient:
+    """A pooled httpx client of one datahub API server, with the retry and error rules above."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        attempts: int = 5,
+        backoff: float = 0.2,
+        budget: float = 60.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.attempts, self.backoff, self.budget = max(1, attempts), backoff, budget
+        token = token if token is not None else os.environ.get(TOKEN_ENV, "")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.client = httpx.Client(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"ApiClient({self.url!r})"  # never the token
+
+    # --- transport --------------------------------------------------------------------------------
+    def call(self, what: str, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` until it succeeds or the attempts / time budget run out."""
+        deadline = time.monotonic() + self.budget
+        last = ""
+        for n in range(self.attempts):
+            try:
+                return attempt()
+            except Retry as exc:
+                last = str(exc)
+            except httpx.TimeoutException as exc:
+                last = f"timed out ({type(exc).__name__})"
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {_safe(exc)}"
+            pause = self.backoff * 2**n
+            if n + 1 == self.attempts or time.monotonic() + pause > deadline:
+                break
+            time.sleep(pause)
+        raise CatalogUnavailable(
+            f"the catalog server {self.url} did not answer {what} after {n + 1} attempt(s): {last}; "
+            "check that 'datahub serve' runs there and is reachable",
+            url=self.url,
+            attempts=n + 1,
+        )
+
+    def check(self, response: httpx.Response, what: str) -> None:
+        """Raise the mapped error for an error answer; _Retry for a transient one."""
+        if response.status_code < 400:
+            return
+        response.read()
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        error = error_from_answer(response.status_code, body)
+        if response.status_code >= 500 and (error is None or error.code in _TRANSIENT):
+            raise Retry(f"HTTP {response.status_code}" + (f" {error.code}: {error.message}" if error else ""))
+        if error is None:
+            raise CatalogUnavailable(
+                f"the catalog server {self.url} answered {what} with HTTP {response.status_code} "
+                "and no datahub error: is that URL a datahub API server?",
+                url=self.url,
+                status=response.status_code,
+            )
+        raise error
+
+    def json(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
+        def attempt() -> Any:
+            response = self.client.request(method, path, **kwargs)
+            self.check(response, what)
+            if response.status_code == 204:
+                return None
+            try:
+                return response.json()
+            except ValueError:
+                raise Retry(f"answered {what} with something that is not JSON") from None
+
+        return self.call(what, attempt)
+
+    def lines(self, path: str, *, what: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """The objects of an NDJSON listing, parsed as they arrive; the end line must come."""
+
+        def attempt() -> httpx.Response:
+            request = self.client.build_request("GET", path, params=params)
+            response = self.client.send(request, stream=True)
+            try:
+                self.check(response, what)
+            except BaseException:
+                response.close()
+                raise
+            return response
+
+        response = self.call(what, attempt)
+        count = 0
+        try:
+            for line in response.iter_lines():
+                if not line:
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    raise self.garbage(what, "a line that is not JSON") from None
+                if not isinstance(obj, dict):
+                    raise self.garbage(what, "a line that is not a JSON object")
+                if "end" in obj and len(obj) == 1:
+                    if obj["end"] != count:
+                        raise self.garbage(what, f"{count} items but an end line saying {obj['end']}")
+                    return
+                count += 1
+                yield obj
+        except httpx.HTTPError as exc:
+            raise CatalogUnavailable(
+                f"the catalog server {self.url} cut {what} short after {count} item(s): "
+                f"{type(exc).__name__}; nothing after that point was read, retry the call",
+                url=self.url,
+            ) from None
+        finally:
+            response.close()
+        raise CatalogUnavailable(
+            f"the catalog server {self.url} ended {what} after {count} item(s) without its end line: "
+            "the listing is incomplete; retry the call",
+            url=self.url,
+        )
+
+    def garbage(self, what: str, why: str) -> CatalogUnavailable:
+        return CatalogUnavailable(
+            f"the catalog server {self.url} answered {what} with {why}: is that URL a datahub API server?",
+            url=self.url,
+        )
+
+    def decode(self, what: str, convert: Callable[[Any], T], obj: Any) -> T:
+        try:
+            return convert(obj)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise self.garbage(what, "an object of the wrong shape") from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _safe(exc: BaseException) -> str:
+    """A transport error's text (httpx's never carries request headers, so never the token)."""
+    return str(exc) or type(exc).__name__

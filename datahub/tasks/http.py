@@ -1,0 +1,103 @@
+"""The TaskQueue of a remote datahub API server: ``open_task_queue("http(s)://host:port")``.
+
+Why: a pack worker on a node then needs only an API token (``$DATAHUB_API_TOKEN``); the
+server holds the real queue next to its catalog (``/v1/tasks/jobs``). Retries and errors
+follow ``datahub.api_client``. Leases are measured on the server's clock (the ``clock`` of
+this object is not used), so workers on hosts with skewed clocks still agree.
+
+A retried call after a lost answer is safe for reads, create (idempotent), renew and release;
+a repeated ``complete``/``fail`` of a task the first attempt already finished answers
+LeaseLost, and a repeated ``claim`` may leave the first claim's task leased until its lease
+expires, when another worker steals it (the queue's usual recovery).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from datahub.api_client import ApiClient
+from datahub.tasks.base import Job, Task, TaskQueue
+
+
+class HttpTaskQueue(TaskQueue):
+    def __init__(self, url: str, token: str | None = None, **options: Any) -> None:
+        """``options``: timeout, connect_timeout, attempts, backoff, budget (see ApiClient)."""
+        self._api = ApiClient(url, token, **options)
+        self.url = self._api.url
+
+    def __repr__(self) -> str:
+        return f"HttpTaskQueue({self.url!r})"  # never the token
+
+    def _path(self, job: str, *rest: str) -> str:
+        return "/".join([f"/v1/tasks/jobs/{quote(job, safe='')}", *rest])
+
+    def create_job(self, job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Job:
+        what = f"create task job {job!r}"
+        body = {"payloads": [dict(p) for p in payloads], "meta": dict(meta)}
+        return self._api.decode(what, _job, self._api.json("PUT", self._path(job), what=what, json=body))
+
+    def get_job(self, job: str) -> Job:
+        what = f"task job {job!r}"
+        return self._api.decode(what, _job, self._api.json("GET", self._path(job), what=what))
+
+    def claim(self, job: str, worker: str, lease_seconds: float) -> Task | None:
+        what = f"claim a task of job {job!r}"
+        body = {"worker": worker, "lease_seconds": lease_seconds}
+        answer = self._api.json("POST", self._path(job, "claim"), what=what, json=body)
+        return self._api.decode(what, lambda a: _task(a["task"]) if a["task"] is not None else None, answer)
+
+    def renew(self, job: str, index: int, worker: str, lease_seconds: float) -> Task:
+        return self._task_call(job, index, "renew", {"worker": worker, "lease_seconds": lease_seconds})
+
+    def complete(self, job: str, index: int, worker: str, result: Mapping[str, Any]) -> Task:
+        return self._task_call(job, index, "complete", {"worker": worker, "result": dict(result)})
+
+    def fail(self, job: str, index: int, worker: str, error: str) -> Task:
+        return self._task_call(job, index, "fail", {"worker": worker, "error": error})
+
+    def release(self, job: str, index: int, worker: str) -> None:
+        what = f"release task {index} of job {job!r}"
+        self._api.json(
+            "POST", self._path(job, "tasks", str(index), "release"), what=what, json={"worker": worker}
+        )
+
+    def retry_failed(self, job: str) -> int:
+        what = f"retry the failed tasks of job {job!r}"
+        answer = self._api.json("POST", self._path(job, "retry-failed"), what=what)
+        return self._api.decode(what, lambda a: int(a["count"]), answer)
+
+    def tasks(self, job: str) -> Iterator[Task]:
+        what = f"the tasks of job {job!r}"
+        for obj in self._api.lines(self._path(job, "tasks"), what=what, params={}):
+            yield self._api.decode(what, _task, obj)
+
+    def delete_job(self, job: str) -> None:
+        self._api.json("DELETE", self._path(job), what=f"delete task job {job!r}")
+
+    def close(self) -> None:
+        self._api.close()
+
+    def _task_call(self, job: str, index: int, action: str, body: dict[str, Any]) -> Task:
+        what = f"{action} task {index} of job {job!r}"
+        answer = self._api.json("POST", self._path(job, "tasks", str(index), action), what=what, json=body)
+        return self._api.decode(what, _task, answer)
+
+
+def _job(j: Mapping[str, Any]) -> Job:
+    return Job(j["job"], j["meta"], j["total"], j["counts"], j["created_at"])
+
+
+def _task(t: Mapping[str, Any]) -> Task:
+    return Task(
+        t["job"],
+        t["index"],
+        t["state"],
+        t["payload"],
+        t["owner"],
+        t["lease_until"],
+        t["attempts"],
+        t["result"],
+        t["error"],
+    )
