@@ -17,9 +17,10 @@ quiet_pip() { "$VENV/bin/python" -m pip "$@" 2> >(grep -v "^WARNING: Location 'f
 # fuse3/libfuse3-dev/pkg-config: pyfuse3 (built from source) and real mounts;
 # chromium + chromium-driver: browser tests; ceph-*/radosgw/python3-rados: the real Ceph
 # shared tier used by tests (scripts/ceph-dev/ceph-up.sh would install them too);
-# rclone/s3fs: peers in the mount benchmark.
+# rclone/s3fs: peers in the mount benchmark; strace: counts the requests reaching a FUSE
+# daemon (tests/fuse/test_warm_requests.py).
 APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc python3-dev chromium chromium-driver
-          ceph-mon ceph-osd ceph-mgr ceph-common radosgw python3-rados rclone s3fs)
+          ceph-mon ceph-osd ceph-mgr ceph-common radosgw python3-rados rclone s3fs strace)
 if [[ "${SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for p in "${APT_PKGS[@]}"; do
