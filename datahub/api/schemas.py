@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from datahub.api.tokens import PRINCIPAL_RE
 from datahub.catalog import model
 from datahub.validation import (
     KEY_PATTERN,
@@ -25,6 +26,20 @@ from datahub.validation import (
 )
 
 Role = Literal["reader", "writer", "admin"]
+# The schema says what the server accepts; the server checks it itself, so a refusal keeps
+# its clear 400 naming the principal and the dataset (pydantic's would be a generic 422).
+_PRINCIPAL = {"type": "string", "pattern": f"^{PRINCIPAL_RE.pattern}$"}
+Acl = Annotated[
+    dict[str, Role],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": rf"^(\*|{PRINCIPAL_RE.pattern})$"},
+            "additionalProperties": {"enum": ["reader", "writer", "admin"], "type": "string"},
+        }
+    ),
+]
+Principal = Annotated[str, WithJsonSchema(_PRINCIPAL)]
 Json = dict[str, Any]
 
 
@@ -43,6 +58,17 @@ NAME_SHAPE = shape(NAME_PATTERN, 63)
 TAG_SHAPE = shape(TAG_PATTERN, 63)
 REF_SHAPE = shape(REF_PATTERN, 63)
 KEY_SHAPE = shape(KEY_PATTERN, MAX_KEY_BYTES)
+# What datahub.storage.split_object_url accepts for a record's object URL, as one pattern:
+# s3://<bucket>/<any non-empty key not ending in '/'>, memory://<space>/<record key> or
+# file:///<record key> (also file://localhost/). Narrower than the server only where JSON Schema
+# cannot follow it: percent-escapes in file:// and memory:// paths (decoded before the key
+# check) and S3 keys' limit in bytes (the pattern counts characters).
+_SAFE_KEY = KEY_PATTERN[1:-1].replace("\\u2066-\\u2069]", "\\u2066-\\u2069?#%]")
+RECORD_URL_PATTERN = (
+    "^(?:[sS]3://[^/?#%]+/(?![\\s\\S]*/$)[\\s\\S]{1,1024}"
+    f"|[mM][eE][mM][oO][rR][yY]://[^/?#%]+/{_SAFE_KEY}"
+    f"|[fF][iI][lL][eE]://(?:localhost)?/{_SAFE_KEY})$"
+)
 _JSON_FIELD = f"a JSON object, at most {MAX_JSON_DEPTH} levels deep and {MAX_JSON_BYTES} bytes as JSON"
 
 
@@ -51,14 +77,14 @@ class DatasetCreate(_In):
     name: str = Field(description="[a-z0-9][a-z0-9._-]{0,62}", json_schema_extra=NAME_SHAPE)
     description: str = Field("", max_length=4096)
     source: str = Field("", max_length=4096, description="default source URL for imports")
-    acl: dict[str, Role] = Field(default_factory=dict, description="principal (or *) -> role")
+    acl: Acl = Field(default_factory=dict, description="principal (or *) -> role")
 
 
 class DatasetUpdate(_In):
     description: str | None = Field(None, max_length=4096)
     source: str | None = Field(None, max_length=4096)
-    owner: str | None = None
-    acl: dict[str, Role] | None = Field(None, description="replaces the whole access list")
+    owner: Principal | None = None
+    acl: Acl | None = Field(None, description="replaces the whole access list")
 
 
 class DatasetPublic(BaseModel):
@@ -108,8 +134,10 @@ class DeriveCreate(_In):
 class RecordIn(_In):
     key: str = Field(json_schema_extra=KEY_SHAPE)
     url: str = Field(
-        description="s3://bucket/key, file:///path or memory://name/key",
-        json_schema_extra={"pattern": "^(s3|file|memory)://"},
+        description="s3://bucket/key (any key S3 takes, at most 1024 bytes decoded), "
+        "file:///path or memory://name/key (the path / key follows the record-key rules); "
+        "the scheme is case-insensitive",
+        json_schema_extra={"pattern": RECORD_URL_PATTERN},
     )
     etag: str = Field(json_schema_extra={"minLength": 1, "pattern": "\\S"})
     size: int = Field(ge=0, json_schema_extra={"maximum": MAX_SIZE})  # larger: 400 from the catalog

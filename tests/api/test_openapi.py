@@ -74,3 +74,67 @@ def test_schema_valid_values_are_accepted_and_invalid_ones_refused(api: Api):
         assert bool(re.fullmatch(v.TAG_PATTERN, tag)) is ok
         r = api.put(f"/v1/datasets/pets/tags/{tag}", json={"ref": 1})
         assert r.status_code == (200 if ok else 400), (tag, r.text)
+
+
+def test_access_lists_and_owners_carry_the_principal_rule(api: Api):
+    """Schemathesis found acl keys like "" schema-valid yet refused: the rule is in the schema now."""
+    import re
+
+    from datahub.api.tokens import PRINCIPAL_RE
+
+    schemas = openapi_document()["components"]["schemas"]
+    acl = schemas["DatasetCreate"]["properties"]["acl"]
+    key_rule = acl["propertyNames"]["pattern"]
+    assert key_rule == rf"^(\*|{PRINCIPAL_RE.pattern})$"
+    owner = next(
+        s for s in schemas["DatasetUpdate"]["properties"]["owner"]["anyOf"] if s.get("type") == "string"
+    )
+    for i, (principal, valid) in enumerate((
+        ("*", True),
+        ("svc.bot@team+1", True),
+        ("", False),
+        ("-x", False),
+        ("a b", False),
+    )):
+        assert bool(re.fullmatch(key_rule, principal)) is valid
+        r = api.post(
+            "/v1/datasets", json={"name": f"acl{i}", "acl": {principal: "reader"}}
+        )
+        assert r.status_code == (201 if valid else 400), (principal, r.text)
+        if principal != "*":
+            assert bool(re.fullmatch(owner["pattern"], principal)) is valid
+
+
+def test_record_urls_carry_the_storage_rule(api: Api):
+    """Schemathesis found url "s3://" schema-valid yet refused: the record URL pattern is now
+    the rule datahub.storage.split_object_url applies, and the two agree on every sample."""
+    import re
+
+    from datahub.api.schemas import RECORD_URL_PATTERN
+
+    rule = openapi_document()["components"]["schemas"]["RecordIn"]["properties"]["url"]["pattern"]
+    assert rule == RECORD_URL_PATTERN
+    api.post("/v1/datasets", json={"name": "urls"})
+    for i, (url, valid) in enumerate((
+        ("s3://b/k", True),
+        ("S3://b/any key?with#odd%chars\n", True),
+        ("s3://b/../x", True),  # S3 keys datahub did not write may be anything
+        ("memory://m/a/b.jpg", True),
+        ("file:///data/a.jpg", True),
+        ("file://localhost/data/a.jpg", True),
+        ("s3://", False),
+        ("s3://b", False),
+        ("s3://b/", False),
+        ("s3://b/dir/", False),
+        ("s3://b%/k", False),
+        ("memory://m/a/../b", False),
+        ("memory://m/a?b", False),
+        ("file://host/a", False),
+        ("file:///a/./b", False),
+        ("file:///a\x01b", False),
+        ("http://b/k", False),
+    )):
+        assert bool(re.fullmatch(rule, url)) is valid, url
+        record = {"key": f"r{i}", "url": url, "etag": "e", "size": 1}
+        r = api.post("/v1/datasets/urls/commits", json={"changes": [{"op": "put", "record": record}]})
+        assert r.status_code == (201 if valid else 400), (url, r.text)
