@@ -194,7 +194,13 @@ class _Env(EnvSettingsSource):
     """``DATAHUB_*`` variables from the mapping given to ``load_config`` (not always os.environ)."""
 
     def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
-        self._given = {k: v for k, v in env.items() if not k.startswith(f"{ENV_PREFIX}TEST_")}
+        # DATAHUB_TEST_* belong to the test suite; DATAHUB_API_TOKEN is a secret that
+        # datahub.api_client reads itself (a remote catalog's token), never a setting.
+        self._given = {
+            k: v
+            for k, v in env.items()
+            if not k.startswith(f"{ENV_PREFIX}TEST_") and k != f"{ENV_PREFIX}API_TOKEN"
+        }
         super().__init__(settings_cls)
 
     def _load_env_vars(self) -> Mapping[str, str | None]:

@@ -112,3 +112,10 @@ def test_the_settings_reference_is_generated_from_the_model() -> None:
         for name in model.model_fields:
             if name not in gen.SECTIONS:
                 assert f"`{section + '.' if section else ''}{name}`" in committed
+
+
+def test_the_api_token_variable_is_a_secret_not_a_setting() -> None:
+    # DATAHUB_API_TOKEN is read by datahub.api_client for catalog_url = http(s)://...; it
+    # used to be taken as a setting "api.token" and failed every CLI command on a node.
+    cfg = load_config(None, env={"DATAHUB_API_TOKEN": "dh_secret", "DATAHUB_API_PORT": "9000"})
+    assert cfg.api.port == 9000
