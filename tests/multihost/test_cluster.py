@@ -1,0 +1,89 @@
+"""Datahub across hosts on a real (namespaced) network: storage, service, two compute nodes.
+
+See tests/multihost/conftest.py for the cluster and docs/architecture.md ("Testing across
+hosts") for how to run it. Every wait here is a hang guard, never a timing goal.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.multihost.conftest import ORIGIN_BUCKET, Cluster
+from tests.multihost.netns import wait_until
+
+pytestmark = [pytest.mark.netns, pytest.mark.fuse]
+
+PAGE = 4 * 1024**2
+
+
+def objects(seed: int) -> dict[str, bytes]:
+    rng = random.Random(seed)
+    out = {f"train/img_{i:02d}.bin": rng.randbytes(rng.randint(1, 200_000)) for i in range(12)}
+    out["big/blob.bin"] = rng.randbytes(PAGE + 12_345)  # two pages
+    return out
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            out[path.relative_to(root).as_posix()] = path.read_bytes()
+    return out
+
+
+def upload(cluster: Cluster, prefix: str, objs: dict[str, bytes]) -> None:
+    """Put ``objs`` under ``s3://data/<prefix>/`` from the storage host."""
+    src = cluster.root / f"src-{prefix}"
+    for key, data in objs.items():
+        (src / key).parent.mkdir(parents=True, exist_ok=True)
+        (src / key).write_bytes(data)
+    cluster.s3(
+        "import pathlib\n"
+        f"src = pathlib.Path({str(src)!r})\n"
+        "for p in sorted(src.rglob('*')):\n"
+        "    if p.is_file():\n"
+        f"        s3.put_object(Bucket='{ORIGIN_BUCKET}', Key='{prefix}/' + p.relative_to(src).as_posix(), "
+        "Body=p.read_bytes())\n"
+    )
+
+
+def only_version(mnt: Path, dataset: str) -> Path:
+    """The first version of ``dataset`` under a mount (``<mnt>/<dataset>/v1``)."""
+    return mnt / dataset / "v1"
+
+
+def test_cold_read_on_b_of_what_a_warmed_makes_no_origin_get(cluster: Cluster) -> None:
+    objs = objects(1)
+    upload(cluster, "warm", objs)
+    cluster.a.cli("import", f"s3://{ORIGIN_BUCKET}/warm", "--to", "warm")
+    pages = sum(-(-len(d) // PAGE) for d in objs.values())
+
+    with cluster.a.mounted(cluster.root / "mnt-a-warm", "warm") as _:
+        tree = read_tree(only_version(cluster.root / "mnt-a-warm", "warm"))
+        assert tree == objs
+        # A's origin fills go to the shared tier in the background; wait until all are there.
+        wait_until(lambda: cluster.shared_pages() >= pages, 60, f"{pages} pages in the shared tier")
+    assert cluster.origin_gets() > 0  # the count does see A's origin reads
+
+    before = cluster.origin_gets()
+    with cluster.b.mounted(cluster.root / "mnt-b-warm", "warm"):
+        assert read_tree(only_version(cluster.root / "mnt-b-warm", "warm")) == objs
+    assert cluster.origin_gets() == before, "node B read from the origin what node A had warmed"
+
+
+def test_workspace_committed_on_a_reads_byte_identical_on_b(cluster: Cluster) -> None:
+    objs = objects(2)
+    ws = cluster.root / "mnt-a-ws"
+    with cluster.a.mounted(ws, "--workspace", "ws1", "--commit-to", "fromws"):
+        for key, data in objs.items():
+            (ws / key).parent.mkdir(parents=True, exist_ok=True)
+            (ws / key).write_bytes(data)
+    # unmounting committed the workspace as a new version of "fromws" through the service
+    mnt = cluster.root / "mnt-b-ws"
+    with cluster.b.mounted(mnt, "fromws"):
+        assert read_tree(only_version(mnt, "fromws")) == objs
