@@ -31,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -154,28 +156,24 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def one_config(home: Path, workers: int, workload: str, pages: list[str], args: argparse.Namespace) -> dict:
+@contextmanager
+def served(home: Path, workers: int) -> Iterator[tuple[str, int, int]]:
+    """``datahub serve --workers N`` over ``home`` for the block; yields (URL, port, pid) once healthy."""
     port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "datahub.cli.main",
-            "--home",
-            str(home),
-            "serve",
-            "--no-labelx",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-        ],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stderr=subprocess.DEVNULL,
-    )
+    cmd = [sys.executable, "-m", "datahub.cli.main", "--home", str(home), "serve", "--no-labelx"]
+    cmd += ["--port", str(port), "--workers", str(workers)]
+    server = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL)
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
             wait_healthy(client)
+        yield f"http://127.0.0.1:{port}", port, server.pid
+    finally:
+        server.terminate()
+        server.wait(60)
+
+
+def one_config(home: Path, workers: int, workload: str, pages: list[str], args: argparse.Namespace) -> dict:
+    with served(home, workers) as (_, port, pid):
         resolve = [
             f"/v1/datasets/{DATASET}/versions/latest",
             f"/v1/datasets/{DATASET}/versions/1",
@@ -185,7 +183,7 @@ def one_config(home: Path, workers: int, workload: str, pages: list[str], args: 
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(paths, fh)
         load_up = uptime()
-        cpu0 = server_cpu(server.pid)
+        cpu0 = server_cpu(pid)
         out = subprocess.run(
             [
                 sys.executable,
@@ -207,13 +205,10 @@ def one_config(home: Path, workers: int, workload: str, pages: list[str], args: 
             check=True,
         )
         result = json.loads(out.stdout)
-        result["server_cpu_s"] = server_cpu(server.pid) - cpu0
+        result["server_cpu_s"] = server_cpu(pid) - cpu0
         result["uptime"] = load_up
         os.unlink(fh.name)
         return result
-    finally:
-        server.terminate()
-        server.wait(60)
 
 
 def main() -> None:
@@ -243,29 +238,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "var"
         make_catalog(home, args.records)
-        port = free_port()
-        seed = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "datahub.cli.main",
-                "--home",
-                str(home),
-                "serve",
-                "--no-labelx",
-                "--port",
-                str(port),
-            ],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
-                wait_healthy(client)
-            pages = page_paths(f"http://127.0.0.1:{port}", args.page)
-        finally:
-            seed.terminate()
-            seed.wait(60)
+        with served(home, 1) as (url, _, _):
+            pages = page_paths(url, args.page)
         rows = []
         for workload in args.workloads.split(","):
             for workers in [int(w) for w in args.workers.split(",")]:
