@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from datahub.errors import CatalogUnavailable, DatahubError, InvalidInput
+from datahub.errors import CatalogUnavailable, DatahubError, InvalidInput, Unauthenticated
 
 TOKEN_ENV = "DATAHUB_API_TOKEN"
 T = TypeVar("T")
@@ -127,6 +127,9 @@ class ApiClient:
                 url=self.url,
                 status=response.status_code,
             )
+        if isinstance(error, Unauthenticated):
+            hint = f"{error.message} (server {self.url}; this client sends the token in ${TOKEN_ENV})"
+            raise Unauthenticated(hint, **error.details)
         raise error
 
     def json(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:

@@ -157,7 +157,7 @@ def test_tokens_never_appear_in_reprs_errors_or_logs(
     caplog.set_level(logging.DEBUG)
     store = HttpCatalogStore(served.url, token=SECRET, **FAST)  # not a token the server knows
     try:
-        with pytest.raises(Unauthenticated) as caught:
+        with pytest.raises(Unauthenticated, match=r"\$DATAHUB_API_TOKEN") as caught:
             store.head("ds")
         texts = [repr(store), str(store), str(caught.value), repr(caught.value), str(caught.value.details)]
         texts += [r.getMessage() for r in caplog.records]
