@@ -20,21 +20,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
 
+from datahub.cache.writeback.ports import FileHost, NotFresh
 from datahub.errors import InvalidInput
 
 
-class NotFresh(Exception):
-    """The file was written into the journal meanwhile: its first commit cannot be overlapped."""
-
-
-if TYPE_CHECKING:
-    from datahub.cache.writeback.workspace import Workspace
-
-
 class OpenFile:
-    def __init__(self, ws: Workspace, file_id: int, path: str, record: dict) -> None:
+    def __init__(self, ws: FileHost, file_id: int, path: str, record: dict) -> None:
         self.ws = ws
         self.id = file_id
         self.path = path  # for messages; follows renames
@@ -424,7 +416,7 @@ def _run_here(fn: Callable[..., object], *args: object) -> Future:
 class FileHandle:
     """One open of a workspace file (the FUSE layer keeps one per open file descriptor)."""
 
-    def __init__(self, ws: Workspace, of: OpenFile, release: Callable[[OpenFile], None]) -> None:
+    def __init__(self, ws: FileHost, of: OpenFile, release: Callable[[OpenFile], None]) -> None:
         self._ws = ws
         self._of = of
         self._release = release

@@ -35,15 +35,13 @@ from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from datahub.cache.writeback.chunks import FileStream, file_id_of
 from datahub.cache.writeback.journal import Txn
+from datahub.cache.writeback.ports import FlushSource
 from datahub.errors import DatahubError
 from datahub.storage.base import ObjectStore
-
-if TYPE_CHECKING:
-    from datahub.cache.writeback.workspace import Workspace
 
 log = logging.getLogger(__name__)
 _MARK_BATCH = 128  # files recorded clean per journal transaction
@@ -52,7 +50,7 @@ _MARK_BATCH = 128  # files recorded clean per journal transaction
 class Progress(Protocol):
     """``update(1)`` per file uploaded or deleted, ``update(0, nbytes)`` per chunk streamed.
 
-    A sink with a ``total`` attribute left at None (datahub.cli.context.Progress) gets the
+    A sink with a ``total`` attribute left at None (datahub.console.context.Progress) gets the
     number of planned files and deletes once the flush has planned its work.
     """
 
@@ -107,7 +105,7 @@ class _Locked:
 class Flusher:
     def __init__(
         self,
-        ws: Workspace,
+        ws: FlushSource,
         origin: ObjectStore,
         origin_prefix: str,
         *,

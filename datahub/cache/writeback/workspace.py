@@ -27,8 +27,27 @@ chunks (``open_workspace``). Namespace transactions and overlapped commits exclu
 other (``_overlapping``; a waiting namespace operation sends new closes the sequential
 way), so no namespace change is ever built on a record whose chunks may be missing.
 
-Thread-safe: the FUSE daemon calls it from several worker threads. ``_lock`` guards the
-open-file registry and is never held during I/O.
+Thread-safe: the FUSE daemon calls it from several worker threads. The namespace owns the
+locks of the write-back core; the arrows between modules point one way (``workspace``
+imports ``files``, ``flusher``, ``uploads``, ``journal``, ``chunks`` and ``ports``; none of
+them imports it back: ``OpenFile`` and ``Flusher`` see it only through the protocols in
+``ports.py``).
+
+Lock order (take a lock only while holding locks listed above it, never the other way):
+
+1. ``OpenFile._commit_lock`` (one file's fsync: upload, then journal commit) or
+   ``Flusher._mutex`` (one flush or eviction at a time: origin I/O, then journal writes).
+   Both are held across I/O; neither is ever taken while the other is held.
+2. The journal's single writer (``Journal.write``/``apply``/``submit``; LMDB has one write
+   transaction at a time). ``Journal._group`` guards the group-commit queue only and is
+   never held while a change runs or while the disk syncs.
+3. ``Workspace._lock`` (and ``_cond``, the same lock): the open-file registry, the overlay
+   of created files, the namespace/creator/overlap counters and the trust maps. Taken inside
+   journal transactions (``_materialise``), never held during I/O, and no other lock is
+   taken while it is held (it only reads or sets plain attributes of an ``OpenFile``).
+4. Leaves, each taken last and never nested with one another: ``OpenFile._lock`` (and
+   ``_idle``; one file's buffers and upload bookkeeping; it calls nothing of the workspace
+   that locks), ``Packs._lock``, ``Flusher._state`` (counters).
 """
 
 from __future__ import annotations
@@ -37,14 +56,25 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
 
+from datahub.cache.writeback import records
 from datahub.cache.writeback.chunks import ChunkStore
-from datahub.cache.writeback.files import FileHandle, NotFresh, OpenFile
+from datahub.cache.writeback.files import FileHandle, OpenFile
 from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
 from datahub.cache.writeback.journal import Journal, Txn
+from datahub.cache.writeback.model import (
+    DIR_MODE,
+    FILE_MODE,
+    ID_BLOCK,
+    FileAttr,
+    new_record,
+    normalize,
+    parent_of,
+)
+from datahub.cache.writeback.ports import NotFresh, OpenFileView
+from datahub.cache.writeback.uploads import UploadPool
 from datahub.errors import (
     AlreadyExists,
     InvalidInput,
@@ -53,29 +83,6 @@ from datahub.errors import (
     NotEmpty,
     NotFound,
 )
-from datahub.validation import check_key
-
-FILE_MODE = 0o644
-DIR_MODE = 0o755
-ID_BLOCK = 256  # file ids reserved per journal commit (creating a file commits nothing itself)
-
-
-@dataclass(frozen=True, slots=True)
-class FileAttr:
-    size: int
-    mtime: float
-    is_dir: bool
-    mode: int
-
-
-def normalize(path: str) -> str:
-    """``"/a/b/"`` -> ``"a/b"``; ``""`` or ``"/"`` is the root. Refuses ``..`` and friends."""
-    path = path.strip("/")
-    return check_key(path) if path else ""
-
-
-def _parent(path: str) -> str:
-    return path.rpartition("/")[0]
 
 
 class PendingCommit:
@@ -129,7 +136,7 @@ class Workspace:
         self._unsound: dict[int, int] = {}  # file id -> unverified generation whose upload failed
         self._dropped: list[int] = []  # files deleted by the running namespace transaction
         self._free_ids: list[int] = []  # reserved file ids, next one last
-        self._pool = ThreadPoolExecutor(max(1, upload_concurrency), thread_name_prefix=f"wb-{name}")
+        self.uploads = UploadPool(chunks, upload_concurrency, name)
         self.on_commit: Callable[[int], None] = lambda delta: None  # flusher hook: shared bytes delta
         self.flusher: Flusher  # set by open_workspace
         self.closers: list[Callable[[], None]] = []  # journal, stores, owner lock, flush server
@@ -150,7 +157,7 @@ class Workspace:
         return entry
 
     def _check_parent(self, txn: Txn, path: str) -> None:
-        parent = _parent(path)
+        parent = parent_of(path)
         entry = self._lookup(txn, parent)
         if entry is None:
             raise NotFound(
@@ -183,7 +190,7 @@ class Workspace:
                 raise NotADirectory(f"{path!r} in {self.what} is a file, not a directory", path=path)
             entries = dict(txn.children(path))
             with self._lock:
-                created = [(p, i) for p, i in self._pending.items() if _parent(p) == path]
+                created = [(p, i) for p, i in self._pending.items() if parent_of(p) == path]
             for child, file_id in created:
                 entries.setdefault(child.rpartition("/")[2], {"t": "f", "id": file_id})
             return [(name, self._attr(txn, entries[name])) for name in sorted(entries)]
@@ -207,7 +214,7 @@ class Workspace:
         try:
             with self.journal.write(doing) as txn:
                 self._dropped = []
-                delta = sum(self._empty_unsound(txn, file_id, gen) for file_id, gen in unsound.items())
+                delta = sum(records.empty_unsound(txn, file_id, gen) for file_id, gen in unsound.items())
                 for path, file_id in pending.items():
                     self._materialise(txn, path, file_id)
                 yield txn
@@ -238,25 +245,11 @@ class Workspace:
         if txn.entry(path) is not None:
             raise AlreadyExists(f"{path!r} in {self.what} was created twice; close one and retry", path=path)
         self._check_parent(txn, path)
-        rec = {"size": 0, "mtime": of.created, "mode": FILE_MODE, "gen": 1, "chunks": {}}
+        rec = new_record(of.created)
         if not committing:
             txn.put_file(file_id, rec)
         txn.put_entry(path, {"t": "f", "id": file_id})
         return rec
-
-    def _empty_unsound(self, txn: Txn, file_id: int, gen: int) -> int:
-        """A new file whose overlapped first commit failed and could not be undone: its record
-        names chunks that may be missing. A namespace operation acknowledges a created file
-        as empty, so write it as empty, trusted (the uploaded chunks stay staged in memory
-        for the next fsync). Returns the change of shared bytes referenced."""
-        rec = txn.file(file_id)
-        if rec is None or rec["gen"] != gen or not rec.get("unverified"):
-            return 0
-        freed = sum(n for _, n in rec["chunks"].values())
-        rec.update(size=0, gen=gen + 1, chunks={})
-        del rec["unverified"]
-        txn.put_file(file_id, rec)
-        return -freed
 
     def _settle(self, ids: set[int]) -> None:
         """Committed files leave the overlay."""
@@ -300,8 +293,7 @@ class Workspace:
             txn.put_file(file_id, rec)
             of.unlinked = True  # a hint for _release (the journal decides)
         else:
-            txn.del_file(file_id)
-            txn.add_garbage([k for k, _ in rec["chunks"].values()])
+            records.delete_file(txn, file_id, rec)
             self._dropped.append(file_id)
 
     def unlink(self, path: str) -> None:
@@ -337,12 +329,7 @@ class Workspace:
                 txn.del_entry(new)
                 if target["t"] == "f":
                     self._drop_file(txn, target["id"])
-            if entry["t"] == "d":
-                for path, child in txn.descendants(old):
-                    txn.del_entry(path)
-                    txn.put_entry(new + path[len(old) :], child)
-            txn.del_entry(old)
-            txn.put_entry(new, entry)
+            records.move_tree(txn, old, new, entry)
         self._renamed(old, new)
 
     def _renamed(self, old: str, new: str) -> None:
@@ -393,8 +380,7 @@ class Workspace:
                 with self._lock:
                     if self._ns_epoch != epoch or path in self._pending:
                         continue
-                    of = OpenFile(self, file_id, path, {"size": 0, "mtime": self.clock(), "mode": FILE_MODE,
-                                                        "gen": 1, "chunks": {}})  # fmt: skip
+                    of = OpenFile(self, file_id, path, new_record(self.clock()))
                     of.pending, of.refs = True, 1
                     self._open[file_id] = of
                     self._pending[path] = file_id
@@ -474,8 +460,7 @@ class Workspace:
         with self.journal.write(f"close of unlinked {of.path!r}") as txn:
             rec = txn.file(of.id)
             if rec is not None and rec.get("unlinked"):
-                txn.del_file(of.id)
-                txn.add_garbage([k for k, _ in rec["chunks"].values()])
+                records.delete_file(txn, of.id, rec)
         self.forget_trust([of.id])
 
     def journal_record(self, path: str) -> dict:
@@ -495,30 +480,17 @@ class Workspace:
         with self._lock:
             return list(self._open.values())
 
-    # --- used by OpenFile ------------------------------------------------------------------------
+    # --- used by OpenFile (files.FileHost) --------------------------------------------------------
     def upload_many(self, file_id: int, path: str, todo: list[tuple[int, bytes, int]]) -> list[str]:
         """Upload chunks in parallel (bounded pool); all succeed or the first error is raised."""
-        if len(todo) == 1:
-            index, data, _ = todo[0]
-            return [self.chunks.put(file_id, index, data, path)]
-        futures = [self._pool.submit(self.chunks.put, file_id, i, data, path) for i, data, _ in todo]
-        keys, error = [], None
-        for future in futures:
-            try:
-                keys.append(future.result())
-            except Exception as exc:  # collect the rest so no upload runs on after we return
-                error = error or exc
-        if error is not None:
-            self.delete_unreferenced(keys)
-            raise error
-        return keys
+        return self.uploads.upload_many(file_id, path, todo)
 
     def submit_upload(self, file_id: int, index: int, data: bytes, path: str) -> Future:
-        return self._pool.submit(self.chunks.put, file_id, index, data, path)
+        return self.uploads.submit_upload(file_id, index, data, path)
 
     def submit_write(self, key: str, data: bytes, path: str) -> Future:
         """Upload one chunk under a key chosen beforehand (a commit names it meanwhile)."""
-        return self._pool.submit(self.chunks.write, key, data, path)
+        return self.uploads.submit_write(key, data, path)
 
     def submit_commit(
         self, file_id: int, path: str, size: int, mtime: float, chunks: dict, written: list[tuple[str, bytes]]
@@ -564,7 +536,7 @@ class Workspace:
             for file_id in file_ids:
                 self._trusted.pop(file_id, None)
 
-    def undo_fresh(self, of: OpenFile, gen: int) -> None:
+    def undo_fresh(self, of: OpenFileView, gen: int) -> None:
         """An upload of a new file's overlapped first commit failed: take its record out of the
         journal again, so the file is back to created-but-unacknowledged (what the sequential
         way leaves after a failed upload). If even that fails, the record stays unverified:
@@ -575,7 +547,7 @@ class Workspace:
         try:
             delta = self.journal.apply(
                 f"undo of the failed first fsync of {of.path!r}",
-                lambda txn: self._undo_in(txn, of.id, of.path, gen),
+                lambda txn: records.undo_first_commit(txn, of.id, of.path, gen, self.what),
             )
         except Exception:
             with self._cond:
@@ -586,17 +558,6 @@ class Workspace:
                 self._unsound[of.id] = gen
             return
         self.on_commit(delta)
-
-    def _undo_in(self, txn: Txn, file_id: int, path: str, gen: int) -> int:
-        rec = txn.file(file_id)
-        if rec is None or rec["gen"] != gen or not rec.get("unverified"):
-            raise NotFound(
-                f"the record of {path!r} in {self.what} changed before its failed first fsync was undone"
-            )
-        txn.del_file(file_id)
-        if txn.entry(path) == {"t": "f", "id": file_id}:
-            txn.del_entry(path)
-        return -sum(n for _, n in rec["chunks"].values())
 
     def commit_file(
         self,
@@ -644,30 +605,11 @@ class Workspace:
             rec = existing or self._materialise(txn, path, file_id, committing=True)
         if rec is None:
             raise NotFound(f"{path!r} vanished from the journal of {self.what}", path=path)
-        old = {k: n for k, n in rec["chunks"].values()}
-        new = {k: n for k, n in chunks.values()}
-        txn.add_garbage([k for k in old if k not in new])
-        rec.update(
-            size=size,
-            mtime=mtime,
-            gen=rec["gen"] + 1,
-            chunks={str(i): list(v) for i, v in chunks.items()},
-        )
-        rec.pop("src", None)  # an open file's chunk map is complete (it was reloaded on open)
-        if unverified:
-            rec["unverified"] = unverified
-        else:
-            rec.pop("unverified", None)  # every chunk it names is durable now
-        txn.put_file(file_id, rec)
-        return sum(new.values()) - sum(old.values()), rec["gen"]
+        return records.point_at_chunks(txn, file_id, rec, size, mtime, chunks, unverified)
 
     def delete_unreferenced(self, keys: Iterable[str]) -> None:
         """Best effort: objects no journal entry references (a crash leaves them to the next GC)."""
-        for key in keys:
-            try:
-                self.chunks.delete(key)
-            except Exception:
-                pass
+        self.uploads.delete_unreferenced(keys)
 
     # --- flushing and shutdown ---------------------------------------------------------------------
     def flush(self, *, progress: Progress | None = None) -> FlushReport:
@@ -714,7 +656,7 @@ class Workspace:
         self._shutdown()
 
     def _shutdown(self) -> None:
-        self._pool.shutdown(wait=True)
+        self.uploads.shutdown()
         for closer in self.closers:
             try:
                 closer()

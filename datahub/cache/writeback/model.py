@@ -1,0 +1,37 @@
+"""Plain data of the write-back core: attributes, modes and path rules; no I/O, no locks.
+
+Every other module of the package may import this one; it imports none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from datahub.validation import check_key
+
+FILE_MODE = 0o644
+DIR_MODE = 0o755
+ID_BLOCK = 256  # file ids reserved per journal commit (creating a file commits nothing itself)
+
+
+@dataclass(frozen=True, slots=True)
+class FileAttr:
+    size: int
+    mtime: float
+    is_dir: bool
+    mode: int
+
+
+def normalize(path: str) -> str:
+    """``"/a/b/"`` -> ``"a/b"``; ``""`` or ``"/"`` is the root. Refuses ``..`` and friends."""
+    path = path.strip("/")
+    return check_key(path) if path else ""
+
+
+def parent_of(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+def new_record(mtime: float) -> dict:
+    """The journal record of a created file nothing of which is acknowledged yet."""
+    return {"size": 0, "mtime": mtime, "mode": FILE_MODE, "gen": 1, "chunks": {}}

@@ -1,0 +1,109 @@
+"""The small interfaces the write-back parts talk through, so the arrows point one way.
+
+``files.OpenFile`` buffers a file and needs someone to upload its chunks (``Uploader``) and
+someone to commit its chunk map (``Committer``); the ``Flusher`` needs a namespace to read
+the journal from and to ask which records are safe to copy (``FlushSource``). ``Workspace``
+(the namespace) satisfies all three and imports ``files`` and ``flusher``; they import only
+this module, never ``workspace``. ``tests/writeback/test_imports.py`` checks that.
+
+Protocols, not base classes: nothing here runs, and a test double needs no inheritance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # types only; neither module imports back into the namespace
+    from datahub.cache.writeback.chunks import ChunkStore
+    from datahub.cache.writeback.journal import Journal
+
+
+class NotFresh(Exception):
+    """The file was written into the journal meanwhile: its first commit cannot be overlapped."""
+
+
+class PendingResult(Protocol):
+    def result(self) -> int: ...
+
+
+class OpenFileView(Protocol):
+    """What the flusher and the committer see of an open file."""
+
+    id: int
+    path: str
+    pending: bool
+
+
+class Uploader(Protocol):
+    """Chunk uploads for one workspace: a bounded pool over the chunk store."""
+
+    chunks: ChunkStore
+    chunk_size: int
+    buffer_bytes: int
+    max_inflight: int  # write-behind uploads per file
+
+    def upload_many(self, file_id: int, path: str, todo: list[tuple[int, bytes, int]]) -> list[str]: ...
+
+    def submit_upload(self, file_id: int, index: int, data: bytes, path: str) -> Future: ...
+
+    def submit_write(self, key: str, data: bytes, path: str) -> Future: ...
+
+    def delete_unreferenced(self, keys: Iterable[str]) -> None: ...
+
+
+class Committer(Protocol):
+    """Journal commits of one file's chunk map, and the bookkeeping of overlapped first commits."""
+
+    what: str  # "workspace 'name'", for messages
+    clock: Callable[[], float]
+
+    def commit_file(
+        self,
+        file_id: int,
+        path: str,
+        size: int,
+        mtime: float,
+        chunks: dict,
+        *,
+        unverified: dict | None = None,
+    ) -> int: ...
+
+    def submit_commit(
+        self, file_id: int, path: str, size: int, mtime: float, chunks: dict, written: list[tuple[str, bytes]]
+    ) -> PendingResult: ...
+
+    def begin_overlap(self) -> bool: ...
+
+    def end_overlap(self) -> None: ...
+
+    def trust(self, file_id: int, gen: int) -> None: ...
+
+    def undo_fresh(self, of: OpenFileView, gen: int) -> None: ...
+
+
+class FileHost(Uploader, Committer, Protocol):
+    """What an ``OpenFile`` is given: one object that uploads and commits (the workspace)."""
+
+
+class FlushSource(Protocol):
+    """What the flusher needs of the namespace it copies to the origin."""
+
+    name: str
+    what: str
+    chunk_size: int
+    chunks: ChunkStore
+    journal: Journal
+
+    def open_files(self) -> list[OpenFileView]: ...
+
+    def trusted(self, file_id: int, rec: dict) -> bool: ...
+
+    def forget_trust(self, file_ids: Iterable[int]) -> None: ...
+
+    def begin_evict(self, file_id: int) -> bool: ...
+
+    def end_evict(self, file_id: int) -> None: ...
+
+    def delete_unreferenced(self, keys: Iterable[str]) -> None: ...

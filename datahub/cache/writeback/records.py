@@ -1,0 +1,79 @@
+"""Changes to journal records inside one transaction: pure functions of a ``Txn``.
+
+They take no lock and touch no memory of the namespace, so the namespace can run them in
+its own transactions and group commits without any lock held (see ``workspace``'s lock
+order). Each returns what the caller needs to account for (bytes referenced in the shared
+tier, the new generation).
+"""
+
+from __future__ import annotations
+
+from datahub.cache.writeback.journal import Txn
+from datahub.errors import NotFound
+
+
+def delete_file(txn: Txn, file_id: int, rec: dict) -> None:
+    """The file's record goes; its chunks become garbage for the flusher's collector."""
+    txn.del_file(file_id)
+    txn.add_garbage([k for k, _ in rec["chunks"].values()])
+
+
+def empty_unsound(txn: Txn, file_id: int, gen: int) -> int:
+    """A new file whose overlapped first commit failed and could not be undone: its record
+    names chunks that may be missing. A namespace operation acknowledges a created file
+    as empty, so write it as empty, trusted (the uploaded chunks stay staged in memory
+    for the next fsync). Returns the change of shared bytes referenced."""
+    rec = txn.file(file_id)
+    if rec is None or rec["gen"] != gen or not rec.get("unverified"):
+        return 0
+    freed = sum(n for _, n in rec["chunks"].values())
+    rec.update(size=0, gen=gen + 1, chunks={})
+    del rec["unverified"]
+    txn.put_file(file_id, rec)
+    return -freed
+
+
+def undo_first_commit(txn: Txn, file_id: int, path: str, gen: int, what: str) -> int:
+    """Take a failed overlapped first commit out of the journal; returns the bytes delta."""
+    rec = txn.file(file_id)
+    if rec is None or rec["gen"] != gen or not rec.get("unverified"):
+        raise NotFound(f"the record of {path!r} in {what} changed before its failed first fsync was undone")
+    txn.del_file(file_id)
+    if txn.entry(path) == {"t": "f", "id": file_id}:
+        txn.del_entry(path)
+    return -sum(n for _, n in rec["chunks"].values())
+
+
+def point_at_chunks(
+    txn: Txn, file_id: int, rec: dict, size: int, mtime: float, chunks: dict, unverified: dict | None
+) -> tuple[int, int]:
+    """Write the file's new chunk map into ``rec``; returns (shared bytes delta, new generation).
+
+    Chunks the old map named and the new one does not become garbage. ``unverified`` marks
+    a first commit whose chunk uploads may still be running."""
+    old = {k: n for k, n in rec["chunks"].values()}
+    new = {k: n for k, n in chunks.values()}
+    txn.add_garbage([k for k in old if k not in new])
+    rec.update(
+        size=size,
+        mtime=mtime,
+        gen=rec["gen"] + 1,
+        chunks={str(i): list(v) for i, v in chunks.items()},
+    )
+    rec.pop("src", None)  # an open file's chunk map is complete (it was reloaded on open)
+    if unverified:
+        rec["unverified"] = unverified
+    else:
+        rec.pop("unverified", None)  # every chunk it names is durable now
+    txn.put_file(file_id, rec)
+    return sum(new.values()) - sum(old.values()), rec["gen"]
+
+
+def move_tree(txn: Txn, old: str, new: str, entry: dict) -> None:
+    """Move an entry (and, for a directory, everything under it) from ``old`` to ``new``."""
+    if entry["t"] == "d":
+        for path, child in txn.descendants(old):
+            txn.del_entry(path)
+            txn.put_entry(new + path[len(old) :], child)
+    txn.del_entry(old)
+    txn.put_entry(new, entry)

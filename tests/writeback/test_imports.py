@@ -1,0 +1,132 @@
+"""The write-back core's arrows point one way: no import cycle inside the package, and the
+flusher never reaches the namespace (``workspace``), not even for type hints.
+
+Imports are read with ``ast`` from the source, so function-level imports and imports under
+``if TYPE_CHECKING:`` count too: a cycle hidden in either is still a cycle in the design.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import datahub.cache.writeback as writeback
+
+PACKAGE = "datahub.cache.writeback"
+
+
+def _module_name(path: Path, root: Path, package: str) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = [p for p in rel.parts if p != "__init__"]
+    return ".".join([package, *parts])
+
+
+def import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """module -> modules of the same package it imports, anywhere in its source."""
+    modules = {_module_name(p, root, package): p for p in sorted(root.rglob("*.py"))}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".")
+                    anchor = anchor if is_pkg else anchor[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                # ``from pkg import sub`` imports the submodule sub; ``from pkg import Name`` pkg
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            for target in targets:
+                while target and target not in modules and target.startswith(package):
+                    target = target.rpartition(".")[0]  # pkg.mod.Name -> pkg.mod
+                if target in modules and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path (first module repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1 on the stack, 2 done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+ROOT = Path(writeback.__file__).parent
+
+
+def test_the_write_back_package_has_no_import_cycle() -> None:
+    graph = import_graph(ROOT, PACKAGE)
+    assert f"{PACKAGE}.workspace" in graph and f"{PACKAGE}.flusher" in graph
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle in the write-back core: " + " -> ".join(cycle or [])
+
+
+def test_the_flusher_never_imports_the_namespace() -> None:
+    graph = import_graph(ROOT, PACKAGE)
+    seen = reachable(graph, f"{PACKAGE}.flusher")
+    assert f"{PACKAGE}.workspace" not in seen, sorted(seen)
+    assert PACKAGE not in seen, "the flusher imports the package root, which imports the namespace"
+
+
+def test_file_handles_reach_the_namespace_only_through_ports() -> None:
+    graph = import_graph(ROOT, PACKAGE)
+    assert f"{PACKAGE}.workspace" not in reachable(graph, f"{PACKAGE}.files")
+
+
+def test_the_checker_sees_function_level_and_type_checking_imports(tmp_path: Path) -> None:
+    """The check above can fail: a cycle made only of a function-level import and a
+    TYPE_CHECKING import is found, and so is one through a relative import."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text(
+        textwrap.dedent(
+            """
+            from typing import TYPE_CHECKING
+            if TYPE_CHECKING:
+                from pkg.b import B
+            """
+        )
+    )
+    (pkg / "b.py").write_text("def f():\n    from pkg import a\n    return a\n")
+    (pkg / "c.py").write_text("from . import d\n")
+    (pkg / "d.py").write_text("from .c import X\n")
+    graph = import_graph(pkg, "pkg")
+    assert graph["pkg.a"] == {"pkg.b"} and graph["pkg.b"] == {"pkg.a"}
+    assert graph["pkg.c"] == {"pkg.d"} and graph["pkg.d"] == {"pkg.c"}
+    assert find_cycle(graph) == ["pkg.a", "pkg.b", "pkg.a"]
+    del graph["pkg.a"], graph["pkg.b"]
+    assert find_cycle(graph) == ["pkg.c", "pkg.d", "pkg.c"]
+    graph["pkg.d"] = set()
+    assert find_cycle(graph) is None
