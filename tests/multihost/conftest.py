@@ -99,6 +99,21 @@ class Cluster:
     b: Node
     moto_log: Path
     token: str
+    serve_cmd: list[str]
+    serve_env: dict
+    serve_proc: subprocess.Popen | None = None
+
+    def start_service(self) -> None:
+        """Start ``datahub serve`` on the service host and wait until it accepts connections."""
+        log = open(self.root / "service.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.serve_proc = self.service.popen(self.serve_cmd, log=log, env=self.serve_env)
+        wait_for_tcp(self.service, API_PORT)
+
+    def kill_service(self) -> None:
+        """kill -9 the API server (a crashed or rebooting service host)."""
+        assert self.serve_proc is not None
+        self.serve_proc.kill()
+        self.serve_proc.wait(30)
 
     def s3(self, code: str) -> str:
         """Run boto3 ``code`` on the storage host (``s3`` is a client of its moto); returns stdout."""
@@ -171,12 +186,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             [*svc_cli, "token", "create", "--principal", "cluster", "--admin"], env=svc_env
         ).stdout
         token = re.search(r"dh_[A-Za-z0-9_\-]+", out).group(0)
-        service.popen(
-            [*svc_cli, "serve", "--auth", "--host", service.addr, "--port", str(API_PORT), "--no-labelx"],
-            log=open(root / "service.log", "ab"),  # noqa: SIM115
-            env=svc_env,
-        )
-        wait_for_tcp(service, API_PORT)
+        serve = [*svc_cli, "serve", "--auth", "--host", service.addr, "--port", str(API_PORT), "--no-labelx"]
 
         node_env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
         node_env["DATAHUB_API_TOKEN"] = token
@@ -184,6 +194,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             Node(h, root / h.name, _node_config(root / h.name, storage, service), node_env)
             for h in (host_a, host_b)
         ]
-        c = Cluster(net, root, storage, service, nodes[0], nodes[1], moto_log, token)
+        c = Cluster(net, root, storage, service, nodes[0], nodes[1], moto_log, token, serve, svc_env)
+        c.start_service()
         c.s3(f"s3.create_bucket(Bucket='{ORIGIN_BUCKET}')\ns3.create_bucket(Bucket='{SHARED_BUCKET}')")
         yield c

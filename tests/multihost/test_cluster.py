@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.multihost.conftest import ORIGIN_BUCKET, Cluster
+from tests.multihost.conftest import API_PORT, ORIGIN_BUCKET, Cluster
 from tests.multihost.netns import wait_until
 
 pytestmark = [pytest.mark.netns, pytest.mark.fuse]
@@ -87,3 +88,53 @@ def test_workspace_committed_on_a_reads_byte_identical_on_b(cluster: Cluster) ->
     mnt = cluster.root / "mnt-b-ws"
     with cluster.b.mounted(mnt, "fromws"):
         assert read_tree(only_version(mnt, "fromws")) == objs
+
+
+def cat(path: Path, guard: float = 120.0) -> subprocess.CompletedProcess:
+    """Read ``path`` in a separate process, killed after ``guard`` seconds (a hang guard only)."""
+    return subprocess.run(
+        ["timeout", "-s", "KILL", str(guard), "cat", str(path)], capture_output=True, timeout=guard + 30
+    )
+
+
+def test_service_restart_during_an_epoch_on_b(cluster: Cluster) -> None:
+    objs = objects(3)
+    upload(cluster, "epoch", objs)
+    cluster.a.cli("import", f"s3://{ORIGIN_BUCKET}/epoch", "--to", "epoch")
+    mnt = cluster.root / "mnt-b-epoch"
+    with cluster.b.mounted(mnt, "epoch"):
+        version = only_version(mnt, "epoch")
+        assert read_tree(version) == objs  # epoch 1 warms B's cache
+        cluster.kill_service()
+        try:
+            assert read_tree(version) == objs  # epoch 2 goes on without the service
+            down = cluster.b.cli("log", "epoch", check=False)
+            assert down.returncode != 0
+            assert f"{cluster.service.addr}:{API_PORT}" in down.stderr  # names the URL ...
+            assert cluster.token not in down.stderr + down.stdout  # ... never the token
+        finally:
+            cluster.start_service()
+        assert read_tree(version) == objs
+        assert "import s3://data/epoch" in cluster.b.cli("log", "epoch").stdout  # the catalog answers again
+
+
+def test_a_cut_off_node_reads_cached_data_and_fails_uncached_reads_with_eio(cluster: Cluster) -> None:
+    objs = objects(4)
+    upload(cluster, "cut", objs)
+    cluster.a.cli("import", f"s3://{ORIGIN_BUCKET}/cut", "--to", "cut")
+    keys = sorted(objs)
+    cached, uncached = keys[: len(keys) // 2], keys[len(keys) // 2 :]
+    mnt = cluster.root / "mnt-b-cut"
+    with cluster.b.mounted(mnt, "cut"):
+        version = only_version(mnt, "cut")
+        for key in cached:
+            assert (version / key).read_bytes() == objs[key]
+        cluster.b.host.link(up=False)
+        try:
+            for key in cached:
+                assert (version / key).read_bytes() == objs[key]
+            res = cat(version / uncached[0])
+            assert res.returncode == 1, res  # cat's own failure, not the hang guard's SIGKILL
+            assert b"Input/output error" in res.stderr
+        finally:
+            cluster.b.host.link(up=True)
