@@ -130,3 +130,15 @@ def test_the_checker_sees_function_level_and_type_checking_imports(tmp_path: Pat
     assert find_cycle(graph) == ["pkg.c", "pkg.d", "pkg.c"]
     graph["pkg.d"] = set()
     assert find_cycle(graph) is None
+
+
+def test_the_namespace_and_open_files_have_every_member_the_ports_name(unpacked_env) -> None:
+    """The ports are only type hints to the code that uses them; this keeps them true."""
+    from datahub.cache.writeback.ports import FileHost, FlushSource, OpenFileView
+
+    ws = unpacked_env.open()
+    assert isinstance(ws, FileHost) and isinstance(ws, FlushSource)
+    with ws.open("a", create=True) as handle:
+        handle.write(0, b"x")
+        assert [isinstance(of, OpenFileView) for of in ws.open_files()] == [True]
+    assert not isinstance(object(), FileHost) and not isinstance(object(), FlushSource)

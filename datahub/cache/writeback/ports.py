@@ -7,13 +7,14 @@ the journal from and to ask which records are safe to copy (``FlushSource``). ``
 this module, never ``workspace``. ``tests/writeback/test_imports.py`` checks that.
 
 Protocols, not base classes: nothing here runs, and a test double needs no inheritance.
+``tests/writeback/test_imports.py`` checks that the real parts have every member named here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # types only; neither module imports back into the namespace
     from datahub.cache.writeback.chunks import ChunkStore
@@ -28,6 +29,7 @@ class PendingResult(Protocol):
     def result(self) -> int: ...
 
 
+@runtime_checkable
 class OpenFileView(Protocol):
     """What the flusher and the committer see of an open file."""
 
@@ -83,10 +85,12 @@ class Committer(Protocol):
     def undo_fresh(self, of: OpenFileView, gen: int) -> None: ...
 
 
+@runtime_checkable
 class FileHost(Uploader, Committer, Protocol):
     """What an ``OpenFile`` is given: one object that uploads and commits (the workspace)."""
 
 
+@runtime_checkable
 class FlushSource(Protocol):
     """What the flusher needs of the namespace it copies to the origin."""
 
