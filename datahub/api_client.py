@@ -181,6 +181,7 @@ class ApiClient:
                 f"the catalog server {self.url} cut {what} short after {count} item(s): "
                 f"{type(exc).__name__}; nothing after that point was read, retry the call",
                 url=self.url,
+                cut=True,
             ) from None
         finally:
             response.close()
@@ -188,6 +189,7 @@ class ApiClient:
             f"the catalog server {self.url} ended {what} after {count} item(s) without its end line: "
             "the listing is incomplete; retry the call",
             url=self.url,
+            cut=True,
         )
 
     def garbage(self, what: str, why: str) -> CatalogUnavailable:

@@ -40,7 +40,7 @@ from datahub.catalog.model import (
     record_from_row,
 )
 from datahub.catalog.store import CatalogStore
-from datahub.errors import InvalidInput, StaleBase
+from datahub.errors import CatalogUnavailable, InvalidInput, StaleBase
 
 _SPOOL_BYTES = 8 * 1024 * 1024  # a commit body beyond this is spooled to a temporary file
 _CHUNK = 256 * 1024
@@ -187,18 +187,42 @@ class HttpCatalogStore(CatalogStore):
         limit: int | None = None,
         where: RecordFilter | None = None,
     ) -> Iterator[Record]:
+        """Streamed in key order; a stream cut after some records resumes after the last key
+        received (up to the client's attempts), so a long listing survives a dropped connection
+        without repeating or skipping a record."""
         what = f"the records of version {seq} of dataset {dataset!r}"
-        params: dict[str, Any] = {"seq": seq}
-        if prefix:
-            params["prefix"] = prefix
-        if start_after:
-            params["start_after"] = start_after
-        if limit is not None:
-            params["limit"] = limit
-        if where is not None:
-            params["filter"] = str(where)
-        for obj in self._api.lines(f"/v1/remote/datasets/{_seg(dataset)}/records", what=what, params=params):
-            yield self._api.decode(what, _record, obj)
+        path = f"/v1/remote/datasets/{_seg(dataset)}/records"
+        resumes = 0
+        while True:
+            params: dict[str, Any] = {"seq": seq}
+            if prefix:
+                params["prefix"] = prefix
+            if start_after:
+                params["start_after"] = start_after
+            if limit is not None:
+                params["limit"] = limit
+            if where is not None:
+                params["filter"] = str(where)
+            got = 0
+            try:
+                for obj in self._api.lines(path, what=what, params=params):
+                    record = self._api.decode(what, _record, obj)
+                    if start_after and record.key <= start_after:
+                        raise self._api.garbage(
+                            what, f"key {record.key!r} out of order (after {start_after!r})"
+                        )
+                    got += 1
+                    yield record
+                    start_after = record.key
+                return
+            except CatalogUnavailable as exc:
+                resumes += 1
+                if not exc.details.get("cut") or got == 0 or resumes >= self._api.attempts:
+                    raise
+                if limit is not None:
+                    limit -= got
+                    if limit <= 0:
+                        return
 
     def get_record(self, dataset: str, seq: int, key: str) -> Record:
         what = f"record {key!r} of version {seq} of dataset {dataset!r}"

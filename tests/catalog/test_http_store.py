@@ -27,6 +27,13 @@ SECRET = "dh-secret-token-4f1c9a"
 FAST = {"attempts": 3, "backoff": 0.01, "budget": 10.0, "timeout": 5.0}
 
 
+def _line(key: str) -> bytes:
+    return (
+        b'{"key": "%s", "url": "s3://b/%s", "etag": "e", "size": 1, "checksum": "", "meta": {}, "labels": {}}\n'
+        % (key.encode(), key.encode())
+    )
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,13 +127,13 @@ def test_garbage_answers_are_clear_errors(garbage: ThreadingHTTPServer, answer, 
 @pytest.mark.parametrize(
     ("body", "why"),
     [
-        (
-            b'{"key": "a", "url": "s3://b/a", "etag": "e", "size": 1, "checksum": "", "meta": {}, "labels": {}}\n',
-            "without its end line",
-        ),
+        # cut without its end line: the resumed request (start_after=a) gets "a" again here
+        (_line("a"), "out of order"),
+        (b"", "after 0 item"),  # nothing at all, not even the end line
         (b"not json at all\n", "not JSON"),
         (b'{"end": 5}\n', "end line saying 5"),
         (b'{"key": "a"}\n{"end": 1}\n', "wrong shape"),
+        (_line("b") + _line("a") + b'{"end": 2}\n', "out of order"),
     ],
 )
 def test_a_cut_or_garbled_listing_is_an_error_never_a_shorter_listing(
@@ -253,3 +260,39 @@ def test_listings_stream_in_key_order_across_many_records(served: ServedStore) -
     assert first.key == keys[0]
     assert [first.key] + [r.key for r in listing] == keys
     assert len(cat.lookup_records("big", 1, keys[::7] + ["absent"])) == len(keys[::7])
+
+
+class _Scripted(_Garbage):
+    """Answers ``self.server.script[i]`` to the i-th request and records the request paths."""
+
+    def do_GET(self) -> None:
+        self.server.paths.append(self.path)  # type: ignore[attr-defined]
+        script = self.server.script  # type: ignore[attr-defined]
+        self.server.answer = (
+            200,
+            "application/x-ndjson",
+            script[min(len(self.server.paths), len(script)) - 1],
+        )  # type: ignore[attr-defined]
+        super().do_GET()
+
+
+@pytest.mark.parametrize("always_cut", [False, True])
+def test_a_cut_record_listing_resumes_after_the_last_key_or_fails_never_short(always_cut: bool) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    server.hits, server.paths = 0, []  # type: ignore[attr-defined]
+    cut = _line("a") + _line("b")  # no end line: the stream was cut
+    rest = [_line("c"), _line("d")] if always_cut else [_line("c") + b'{"end": 1}\n']
+    server.script = [cut, *rest]  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    store = HttpCatalogStore(f"http://127.0.0.1:{server.server_address[1]}", **FAST)
+    try:
+        if always_cut:
+            with pytest.raises(CatalogUnavailable, match="without its end line"):
+                list(store.list_records("ds", 1))
+        else:
+            assert [r.key for r in store.list_records("ds", 1)] == ["a", "b", "c"]
+            assert "start_after=b" in server.paths[1]  # type: ignore[attr-defined]
+    finally:
+        store.close()
+        server.shutdown()
+        server.server_close()
