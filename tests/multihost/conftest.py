@@ -56,9 +56,13 @@ class Node:
     config_path: Path
     env: dict
 
-    def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+    def cli_argv(self, *args: str) -> list[str]:
+        """The command line of ``datahub ARGS`` with this node's config."""
         prog = FUSE if args[0] in ("mount", "umount") else DATAHUB
-        cmd = [*prog, "--config", str(self.config_path), *args]
+        return [*prog, "--config", str(self.config_path), *args]
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
+        cmd = self.cli_argv(*args)
         return self.host.run(cmd, env=self.env, timeout=timeout, check=check)
 
     @contextlib.contextmanager

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,23 @@ def test_service_restart_during_an_epoch_on_b(cluster: Cluster) -> None:
             cluster.start_service()
         assert read_tree(version) == objs
         assert "import s3://data/epoch" in cluster.b.cli("log", "epoch").stdout  # the catalog answers again
+
+        # A reboot: the service host drops off the network, its server dies and comes back;
+        # a catalog call B made meanwhile retries and succeeds once the host is reachable.
+        cluster.service.link(up=False)
+        try:
+            cluster.kill_service()
+            cluster.start_service()  # listening, but not reachable yet
+            log = open(cluster.root / "b-log-during-reboot.out", "w+b")  # noqa: SIM115
+            call = cluster.b.host.popen([*cluster.b.cli_argv("log", "epoch")], log=log, env=cluster.b.env)
+            time.sleep(1.0)  # let the call start while the host is away (not a timing assertion)
+        finally:
+            cluster.service.link(up=True)
+        assert call.wait(120) == 0, log.name
+        log.seek(0)
+        assert b"import s3://data/epoch" in log.read()
+        log.close()
+        assert read_tree(version) == objs
 
 
 def test_a_cut_off_node_reads_cached_data_and_fails_uncached_reads_with_eio(cluster: Cluster) -> None:
