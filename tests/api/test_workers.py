@@ -68,7 +68,10 @@ def wait_for(predicate, timeout: float = GUARD) -> bool:
 
 def serve(home: Path, *args: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "datahub.cli.main", "--home", str(home), "serve", "--no-labelx", *args]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # its own process group, so a group signal reaches the server and its workers, not pytest
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
 
 
 @pytest.fixture
@@ -107,10 +110,14 @@ def test_two_workers_answer_and_see_each_others_commits(served: Served):
             assert client.get("/v1/datasets/shared/versions/latest").json()["seq"] == 1
 
 
-def test_sigterm_stops_every_worker_and_the_parent_exits_0(served: Served):
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "Ctrl-C to the process group"])
+def test_a_stop_signal_stops_every_worker_and_the_parent_exits_0(served: Served, how: str):
     workers = children(served.proc.pid)
     assert len(workers) == 2
-    served.proc.send_signal(signal.SIGTERM)
+    if how == "Ctrl-C to the process group":  # what a terminal does: every worker gets SIGINT too
+        os.killpg(served.proc.pid, signal.SIGINT)
+    else:
+        served.proc.send_signal(getattr(signal, how))
     assert served.proc.wait(GUARD) == 0
     assert wait_for(lambda: not any(alive(w) for w in workers))
     assert "stopped" in served.proc.stderr.read()
