@@ -110,6 +110,31 @@ def test_two_workers_answer_and_see_each_others_commits(served: Served):
             assert client.get("/v1/datasets/shared/versions/latest").json()["seq"] == 1
 
 
+def _worker_of(client: httpx.Client) -> int:
+    """The pid of the worker behind this client's (kept-alive) connection."""
+    return int(WORKER.search(client.get("/metrics").text).group(1))
+
+
+def test_a_commit_through_one_worker_is_read_through_the_other(served: Served):
+    """One keep-alive connection stays with one worker: commit on one, read on a connection
+    that /metrics shows is served by the other worker."""
+    with httpx.Client(base_url=served.url, timeout=GUARD) as writer:
+        wrote_on = _worker_of(writer)
+        assert writer.post("/v1/datasets", json={"name": "across"}).status_code == 201
+        change = {"op": "put", "record": {"key": "k.jpg", "url": "s3://b/k.jpg", "etag": "e", "size": 1}}
+        assert writer.post("/v1/datasets/across/commits", json={"changes": [change]}).status_code == 201
+        assert _worker_of(writer) == wrote_on  # the whole commit went through that one worker
+    for _ in range(200):
+        with httpx.Client(base_url=served.url, timeout=GUARD) as reader:
+            if _worker_of(reader) == wrote_on:
+                continue
+            page = reader.get("/v1/datasets/across/versions/latest/records").json()
+            assert [r["key"] for r in page["items"]] == ["k.jpg"]
+            assert _worker_of(reader) != wrote_on
+            return
+    pytest.fail(f"no connection reached a worker other than {wrote_on} in 200 tries")
+
+
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "Ctrl-C to the process group"])
 def test_a_stop_signal_stops_every_worker_and_the_parent_exits_0(served: Served, how: str):
     workers = children(served.proc.pid)
