@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -120,9 +121,11 @@ def _read_py(path: Path) -> bytes:
         return f.read()
 
 
+@pytest.mark.parametrize("threads", [1, 8])
 def test_a_warm_pass_sends_the_daemon_only_ioctls_that_libfuse_refuses(
-    env: FuseEnv, files: Dataset, tmp_path: Path
+    env: FuseEnv, files: Dataset, tmp_path: Path, threads: int
 ) -> None:
+    """With 8 reader threads, ioctls queue up and datahub's pyfuse3 answers them in a burst."""
     mnt = env.mountpoint("warmreq")
     with env.mounted(mnt, "warm") as proc:
         root = mnt / "warm" / f"v{files.seq}"
@@ -133,8 +136,8 @@ def test_a_warm_pass_sends_the_daemon_only_ioctls_that_libfuse_refuses(
             time.sleep(0.2)  # let replies to the cold pass (and any late request) drain
             with FuseTrace(proc.pid, tmp_path / "os.trace") as raw:
                 assert {p: _read_os(p) for p in paths} == paths
-            with FuseTrace(proc.pid, tmp_path / "py.trace") as buffered:
-                assert {p: _read_py(p) for p in paths} == paths
+            with FuseTrace(proc.pid, tmp_path / "py.trace") as buffered, ThreadPoolExecutor(threads) as pool:
+                assert dict(zip(paths, pool.map(_read_py, paths), strict=True)) == paths
 
     requests, replies = raw.messages()
     assert requests == [], f"warm os.open/os.read sent the daemon requests with opcodes {requests}"
