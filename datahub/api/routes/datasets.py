@@ -9,13 +9,18 @@ from fastapi import APIRouter, Header, Response, status
 
 from datahub.api.access import can
 from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
-from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, dataset_public
+from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, ErrorBody, dataset_public
 from datahub.api.tokens import check_principal
 from datahub.catalog.model import Dataset
 from datahub.errors import InvalidInput
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 _ETAG = re.compile(r'"r(\d{1,18})"')
+# What expected_revision takes, for the schema: exactly one entity tag once the list is split at
+# commas and blank items (Python's whitespace, as str.strip sees it) are dropped. Any such tag is
+# well formed; one that names no current revision answers 412.
+_SP = "[\\t-\\r\\x1c- \\x85\\xa0]"
+IF_MATCH_PATTERN = f"^({_SP}*,)*[^,]*[^,\\t-\\r\\x1c- \\x85\\xa0][^,]*(,{_SP}*)*$"
 
 
 def etag(dataset: Dataset) -> str:
@@ -74,14 +79,24 @@ def get_dataset(dataset: ReadableDataset, services: ServicesDep, response: Respo
     return dataset_public(dataset, services.catalog.store.head(dataset.name))
 
 
-@router.patch("/{name}")
+@router.patch(
+    "/{name}",
+    responses={
+        412: {"model": ErrorBody, "description": "If-Match names a revision the dataset is no longer at"}
+    },
+)
 def update_dataset(
     body: DatasetUpdate,
     dataset: AdminDataset,
     services: ServicesDep,
     response: Response,
     if_match: Annotated[
-        str | None, Header(description='ETag from GET ("r3"): 412 if the dataset changed since')
+        str | None,
+        Header(
+            description='ETag from GET ("r3"), or *: 412 if the dataset changed since',
+            # schema only: expected_revision checks it, with its clear 400 (not a generic 422)
+            json_schema_extra={"pattern": IF_MATCH_PATTERN},
+        ),
     ] = None,
 ) -> DatasetPublic:
     """Write only the fields sent, atomically; with If-Match, only if the revision still matches."""
