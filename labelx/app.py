@@ -124,6 +124,6 @@ def create_labelx_app(
         response.headers.setdefault("Referrer-Policy", "same-origin")
         return response
 
-    app.include_router(pages.router)
+    app.include_router(pages.router, include_in_schema=False)  # browser pages, not the API
     app.include_router(routes.router)
     return app

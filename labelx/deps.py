@@ -58,7 +58,7 @@ def get_principal(request: Request) -> Principal:
 
 LX = Annotated[LabelX, Depends(get_labelx)]
 # ids are SQLite INTEGERs: a larger number is bad input (400), never an overflow deep in a query
-RowId = Annotated[int, PathParam(ge=-(2**63), le=2**63 - 1)]
+RowId = Annotated[int, PathParam(ge=-(2**53 - 1), le=2**53 - 1)]  # exact as JSON numbers too
 Who = Annotated[Principal, Depends(get_principal)]
 
 

@@ -22,7 +22,7 @@ from tempfile import SpooledTemporaryFile
 from typing import Any
 
 from datahub.catalog.model import Patch, Put, Record
-from datahub.errors import CommitIdReused, InvalidInput
+from datahub.errors import CommitIdReused, Conflict
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from labelx.entities import Item, Project, User
@@ -61,8 +61,8 @@ def commit_labels(
         return _commit_new_dataset(service, user, project, check_name(to_dataset), message, progress)
     field = service.schema(project).field
     total = service.store.count_changed(project_id)
-    if total == 0:
-        raise InvalidInput(
+    if total == 0:  # the request is fine; the project's state is not ready (409, like git's)
+        raise Conflict(
             f"project {project.name!r} has no accepted, changed, not yet exported labels to commit; "
             "review items first"
         )
@@ -159,7 +159,7 @@ def _items(service: LabelService, project: Project, include: str) -> Iterator[It
 def export_csv(service: LabelService, project: Project, include: str = "accepted") -> SpooledTemporaryFile:
     schema = service.schema(project)
     if schema.kind != "classification":
-        raise InvalidInput("CSV export is for classification projects; use COCO or YOLO for detection")
+        raise Conflict("CSV export is for classification projects; use COCO or YOLO for detection")
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
     text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
     writer = csv.writer(text)
@@ -173,7 +173,7 @@ def export_csv(service: LabelService, project: Project, include: str = "accepted
 
 def _require_detection(service: LabelService, project: Project, fmt: str) -> None:
     if service.schema(project).kind != "detection":
-        raise InvalidInput(f"{fmt} export is for detection projects; use CSV for classification")
+        raise Conflict(f"{fmt} export is for detection projects; use CSV for classification")
 
 
 def export_coco(

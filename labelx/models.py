@@ -9,18 +9,35 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
-# a strict integer that fits a SQLite INTEGER (larger ones are bad input, not an overflow)
-StrictInt = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)]
+from datahub.validation import NAME_PATTERN, REF_PATTERN
+from labelx.auth import MIN_PASSWORD
+from labelx.service import MAX_TASK_SIZE
+
+
+def _whole(value: Any) -> Any:
+    """JSON Schema's "integer" admits 3.0: take it as 3 (3.5, "3" and true stay refused)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# a strict integer that fits a SQLite INTEGER (larger ones are bad input, not an overflow) and is
+# exact as a JSON Schema number (a double), so a schema-valid value is always one the server takes
+MAX_INT = 2**53 - 1
+StrictInt = Annotated[int, Field(strict=True, ge=-MAX_INT, le=MAX_INT), BeforeValidator(_whole)]
+# some character that str.strip() keeps (Python's whitespace, which counts \x1c-\x1f too)
+NOT_BLANK = "[^\\t-\\r\\x1c- \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+Role = Literal["annotator", "reviewer", "admin"]  # labelx.entities.ROLES (a test keeps them equal)
+# user, project and dataset names: the server's check_name rule, in the schema
+Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
 
 # --- requests ------------------------------------------------------------------------------------
 
 
 class UserCreate(BaseModel):
-    name: str = Field("", description="user name (same rules as dataset names)")
-    role: str = Field("annotator", description="admin, reviewer or annotator")
-    password: str = Field("", description="at least the minimum length the server enforces")
+    name: Name = Field(description="user name (same rules as dataset names)")
+    role: Role = "annotator"
+    password: str = Field(min_length=MIN_PASSWORD, description=f"at least {MIN_PASSWORD} characters")
 
 
 class TokenCreate(BaseModel):
@@ -31,16 +48,45 @@ class TokenRevoke(BaseModel):
     token: str = ""
 
 
+class LabelClassSpec(BaseModel):
+    name: str = Field(
+        pattern=NOT_BLANK, description="unique in the schema; at most 64 characters once stripped"
+    )
+    color: str | None = Field(None, pattern="^#[0-9a-fA-F]{6}$", description="default: from a palette")
+    key: str | None = Field(
+        None,
+        pattern="^[0-9A-Za-z]$",
+        description="unique one-character shortcut, not a UI key (a s u n p d b z); default: 1, 2, ...",
+    )
+
+
+class LabelSchemaSpec(BaseModel):
+    """The label schema. Rules JSON Schema cannot say (checked by the server, 400): class names
+    and shortcut keys are unique, the UI's own keys are not shortcuts, ``multi`` is for
+    classification only."""
+
+    kind: Literal["classification", "detection"] = "classification"  # labelx.schema.KINDS
+    classes: list[Annotated[str, Field(pattern=NOT_BLANK, max_length=64)] | LabelClassSpec] = Field(
+        min_length=1, max_length=64, description="class names, or objects with name/color/key"
+    )
+    field: str | None = Field(None, pattern="^[A-Za-z_][A-Za-z0-9_]{0,62}$", description="label field")
+    multi: bool = False
+
+
 class ProjectCreate(BaseModel):
-    name: str = ""
-    dataset: str = ""
-    version: StrictInt | str | None = Field(None, description="version number or tag; default latest")
-    prefix: str | None = None
-    filter: str | None = Field(None, description="record filter, as in `datahub ls --where`")
-    schema_: dict[str, Any] | None = Field(None, alias="schema", description="the label schema")
-    task_size: StrictInt = 50
-    annotators: list[str] | None = None
-    assign: Literal["round-robin", "claim"] | str = "round-robin"
+    name: Name
+    dataset: Name
+    version: StrictInt | Annotated[str, Field(pattern=REF_PATTERN)] | None = Field(
+        None, description="version number or tag; default latest"
+    )
+    prefix: str | None = Field(None, description="only keys under this prefix (a key, '/' may end it)")
+    filter: str | None = Field(
+        None, description="record filter, as in `datahub ls --where` (its grammar is checked by the server)"
+    )
+    schema_: LabelSchemaSpec = Field(alias="schema", description="the label schema")
+    task_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TASK_SIZE), BeforeValidator(_whole)] = 50
+    annotators: list[Name] | None = None
+    assign: Literal["round-robin", "claim"] = "round-robin"
 
 
 class CommitLabels(BaseModel):
@@ -59,9 +105,23 @@ class ItemSave(BaseModel):
 
 
 class ItemReview(BaseModel):
+    """Accept (``accept: true``), or reject with a comment that is not blank."""
+
+    model_config = {
+        "json_schema_extra": {
+            "anyOf": [
+                {"required": ["accept"], "properties": {"accept": {"const": True}}},
+                {
+                    "required": ["comment"],
+                    "properties": {"comment": {"type": "string", "pattern": NOT_BLANK}},
+                },
+            ]
+        }
+    }
+
     version: StrictInt
     accept: bool = False
-    comment: str | None = Field(None, description="required when rejecting")
+    comment: str | None = Field(None, description="required (not blank) when rejecting")
 
 
 # --- responses -----------------------------------------------------------------------------------

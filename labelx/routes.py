@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from datahub.errors import InvalidInput, PayloadTooLarge
+from datahub.errors import PayloadTooLarge
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from labelx import export
@@ -85,7 +85,7 @@ def create_project(lx: LX, who: Who, body: ProjectCreate) -> ProjectOut:
         ref=body.version,
         prefix=body.prefix or "",
         where=body.filter or "",
-        schema=body.schema_ or {},
+        schema=body.schema_.model_dump(exclude_none=True),
         task_size=body.task_size,
         annotators=list(body.annotators or []),
         round_robin=body.assign != "claim",
@@ -146,13 +146,26 @@ async def suggestions(request: Request, lx: LX, who: Who, project_id: RowId) -> 
     return Matched(matched=await run_in_threadpool(attach))
 
 
-@router.get("/projects/{project_id}/export/{fmt}")
-def download(lx: LX, who: Who, project_id: RowId, fmt: str, include: str = "accepted") -> Response:
+@router.get(
+    "/projects/{project_id}/export/{fmt}",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "the export file (attachment)",
+            "content": {"text/csv": {}, "application/json": {}, "application/zip": {}},
+        }
+    },
+)
+def download(
+    lx: LX,
+    who: Who,
+    project_id: RowId,
+    fmt: Literal["csv", "coco", "yolo"],
+    include: Literal["accepted", "annotated"] = "accepted",
+) -> Response:
     project = lx.service.project_for(who.user, project_id)
     if not who.user.can_review:
         lx.service.require_admin(who.user)
-    if include not in ("accepted", "annotated"):
-        raise InvalidInput("include must be 'accepted' or 'annotated'")
     makers = {
         "csv": (lambda: export.export_csv(lx.service, project, include), "text/csv", "csv"),
         "coco": (
@@ -162,8 +175,6 @@ def download(lx: LX, who: Who, project_id: RowId, fmt: str, include: str = "acce
         ),
         "yolo": (lambda: export.export_yolo(lx.service, project, include), "application/zip", "zip"),
     }
-    if fmt not in makers:
-        raise InvalidInput(f"unknown export format {fmt!r}; use csv, coco or yolo")
     make, media, ext = makers[fmt]
     spool = make()
     filename = f"{project.name}-{fmt}.{ext}"
@@ -226,8 +237,19 @@ def review(lx: LX, who: Who, item_id: RowId, body: ItemReview) -> ItemOut:
     return item_json(item)
 
 
-@router.get("/items/{item_id}/image")
-def image(lx: LX, who: Who, item_id: RowId, size: str = "preview") -> Response:
+@router.get(
+    "/items/{item_id}/image",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "a JPEG preview, or the original object's bytes for size=original",
+            "content": {"image/jpeg": {}, "application/octet-stream": {}},
+        }
+    },
+)
+def image(
+    lx: LX, who: Who, item_id: RowId, size: Literal["thumb", "preview", "original"] = "preview"
+) -> Response:
     item = lx.service.item_for(who.user, item_id)
     ref = ObjectRef(item.url, item.etag, item.size)
     if size == "original":

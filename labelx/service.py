@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.errors import AccessDenied, InvalidInput, NotFound
+from datahub.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from datahub.validation import check_name, check_prefix
 from labelx.entities import Item, NewItem, Project, Task, User
 from labelx.schema import LabelSchema, parse_schema
@@ -171,8 +171,8 @@ class LabelService:
     def submit(self, user: User, task_id: int) -> dict[str, int]:
         self._task_for(user, task_id, edit=True)
         left = [i.key for i in self.store.task_items(task_id) if i.status in ("todo", "rejected")]
-        if left:
-            raise InvalidInput(
+        if left:  # a well-formed request the task's state refuses: 409, not 400
+            raise Conflict(
                 f"task {task_id} still has {len(left)} item(s) to label (first: {left[0]!r}); "
                 "label or skip them before submitting"
             )

@@ -134,7 +134,7 @@ def test_csv_export_for_classification(app, env):
     _accept_all(app, admin, pid, {1: ["dog", "cat"], 2: ["dog"]})
     rows = list(csv.reader(io.StringIO(admin.get(f"/api/projects/{pid}/export/csv").text)))
     assert rows == [["key", "class"], ["img/0001.jpg", "cat;dog"], ["img/0002.jpg", "dog"]]
-    assert admin.get(f"/api/projects/{pid}/export/coco").status_code == 400
+    assert admin.get(f"/api/projects/{pid}/export/coco").status_code == 409
 
 
 def test_coco_and_yolo_export_for_detection(app, env):

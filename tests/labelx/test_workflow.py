@@ -148,7 +148,7 @@ def test_label_submit_review_reject_fix_accept_commit(app, env):
         skip = wanted[i] is None
         ok(alice.put(f"/api/items/{it['id']}", {"version": it["version"], "value": wanted[i], "skip": skip}))
     early = alice.post(f"/api/tasks/{tid}/submit")
-    assert early.status_code == 400 and "img/0005.jpg" in early.json()["error"]["message"]
+    assert early.status_code == 409 and "img/0005.jpg" in early.json()["error"]["message"]
     ok(alice.put(f"/api/items/{items[5]['id']}", {"version": 0, "value": "cat"}))
     assert ok(alice.post(f"/api/tasks/{tid}/submit")) == {"submitted": 5}
 
@@ -194,8 +194,8 @@ def test_label_submit_review_reject_fix_accept_commit(app, env):
     assert {k: v for k, v in labels.items() if v} == expect
     diff = {d.key for d in env.catalog.diff("pets", 1, 2)}
     assert diff == {env.keys[i] for i in (1, 2, 3, 5)}
-    # nothing new: a second commit is refused and writes nothing
-    assert admin.post(f"/api/projects/{pid}/commit", {}).status_code == 400
+    # nothing new: a second commit is refused (409: the state, not the request, is wrong), writes nothing
+    assert admin.post(f"/api/projects/{pid}/commit", {}).status_code == 409
     assert env.catalog.resolve("pets", None).seq == 2
     stats = ok(admin.get(f"/api/projects/{pid}/stats"))
     assert stats["exports"][0]["seq"] == 2 and stats["exports"][0]["changed"] == 4
