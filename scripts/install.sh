@@ -37,7 +37,7 @@ fi
 # --- virtualenv + pip packages ----------------------------------------------------------
 [[ -x "$VENV/bin/python" ]] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 mkdir -p "$STAMPS"
-# pyfuse3 with datahub's read-by-inode patch (third_party/pyfuse3): before the pins below, which
+# pyfuse3 with datahub's patches (third_party/pyfuse3): before the pins below, which
 # then find pyfuse3 3.5.0 installed. A no-op when that build is already there.
 scripts/build_pyfuse3.sh "$VENV/bin/python"
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
