@@ -24,6 +24,7 @@ from datahub.errors import CatalogUnavailable, DatahubError, InvalidInput, Unaut
 
 TOKEN_ENV = "DATAHUB_API_TOKEN"
 T = TypeVar("T")
+_READ_CHUNK = 1024 * 1024  # bytes per read of a streamed listing
 _TRANSIENT = {"internal", "busy", "storage_unavailable", "catalog_unavailable"}
 
 
@@ -147,6 +148,20 @@ class ApiClient:
 
     def lines(self, path: str, *, what: str, params: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         """The objects of an NDJSON listing, parsed as they arrive; the end line must come."""
+        for batch in self.batches(path, what=what, params=params):
+            for obj in batch:
+                if not isinstance(obj, dict):
+                    raise self.garbage(what, "a line that is not a JSON object")
+                yield obj
+
+    def batches(self, path: str, *, what: str, params: Mapping[str, Any]) -> Iterator[list[Any]]:
+        """The items of an NDJSON listing, a list per chunk read (not yet checked to be objects).
+
+        Why batches: a listing of 10^7 records is CPU-bound on the client; reading large
+        chunks and parsing each chunk's complete lines with one ``json.loads`` of a JSON
+        array does the per-item work in C instead of one Python call per line. The end line
+        must still come, with the count of items sent; an end line is found by the bytes
+        ``"end"``, which every end line holds (a chunk without them holds none)."""
 
         def attempt() -> httpx.Response:
             request = self.client.build_request("GET", path, params=params)
@@ -160,22 +175,31 @@ class ApiClient:
 
         response = self.call(what, attempt)
         count = 0
+        tail = b""
         try:
-            for line in response.iter_lines():
-                if not line:
+            chunks = response.iter_bytes(_READ_CHUNK)
+            while True:
+                chunk = next(chunks, None)
+                if chunk is None:
+                    break  # the stream ended before its end line (a last line without its newline is cut)
+                cut = chunk.rfind(b"\n")
+                if cut < 0:
+                    tail += chunk
                     continue
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    raise self.garbage(what, "a line that is not JSON") from None
-                if not isinstance(obj, dict):
-                    raise self.garbage(what, "a line that is not a JSON object")
-                if "end" in obj and len(obj) == 1:
-                    if obj["end"] != count:
-                        raise self.garbage(what, f"{count} items but an end line saying {obj['end']}")
-                    return
-                count += 1
-                yield obj
+                body, tail = tail + chunk[:cut], chunk[cut + 1 :]
+                items = self._parse(body, what) if body.strip() else []
+                if b'"end"' in body:
+                    for i, obj in enumerate(items):
+                        if isinstance(obj, dict) and "end" in obj and len(obj) == 1:
+                            count += i
+                            if i:
+                                yield items[:i]
+                            if obj["end"] != count:
+                                raise self.garbage(what, f"{count} items but an end line saying {obj['end']}")
+                            return
+                if items:
+                    count += len(items)
+                    yield items
         except httpx.HTTPError as exc:
             raise CatalogUnavailable(
                 f"the catalog server {self.url} cut {what} short after {count} item(s): "
@@ -191,6 +215,23 @@ class ApiClient:
             url=self.url,
             cut=True,
         )
+
+    def _parse(self, body: bytes, what: str) -> list[Any]:
+        """The items of complete NDJSON lines: one parse of them as a JSON array, or line by
+        line (skipping blank lines) when that fails, to name the bad line."""
+        try:
+            return json.loads(b"[" + body.replace(b"\n", b",") + b"]")
+        except ValueError:
+            pass
+        items = []
+        for line in body.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                items.append(json.loads(line))
+            except ValueError:
+                raise self.garbage(what, "a line that is not JSON") from None
+        return items
 
     def garbage(self, what: str, why: str) -> CatalogUnavailable:
         return CatalogUnavailable(

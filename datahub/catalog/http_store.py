@@ -205,15 +205,29 @@ class HttpCatalogStore(CatalogStore):
                 params["filter"] = str(where)
             got = 0
             try:
-                for obj in self._api.lines(path, what=what, params=params):
-                    record = self._api.decode(what, _record, obj)
-                    if start_after and record.key <= start_after:
-                        raise self._api.garbage(
-                            what, f"key {record.key!r} out of order (after {start_after!r})"
-                        )
-                    got += 1
-                    yield record
-                    start_after = record.key
+                for batch in self._api.batches(path, what=what, params=params):
+                    try:
+                        records = [
+                            record_from_row(
+                                r["key"],
+                                r["url"],
+                                r["etag"],
+                                r["size"],
+                                r["checksum"],
+                                r["meta"],
+                                r["labels"],
+                            )
+                            for r in batch
+                        ]
+                    except (KeyError, TypeError, ValueError, AttributeError):
+                        raise self._api.garbage(what, "an object of the wrong shape") from None
+                    for record in records:
+                        key = record.key
+                        if start_after and key <= start_after:
+                            raise self._api.garbage(what, f"key {key!r} out of order (after {start_after!r})")
+                        got += 1
+                        yield record
+                        start_after = key
                 return
             except CatalogUnavailable as exc:
                 resumes += 1

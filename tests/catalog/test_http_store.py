@@ -134,6 +134,12 @@ def test_garbage_answers_are_clear_errors(garbage: ThreadingHTTPServer, answer, 
         (b'{"end": 5}\n', "end line saying 5"),
         (b'{"key": "a"}\n{"end": 1}\n', "wrong shape"),
         (_line("b") + _line("a") + b'{"end": 2}\n', "out of order"),
+        # lines are parsed a chunk at a time: one bad line among good ones still fails
+        (_line("a") + b"not json\n" + _line("b") + b'{"end": 3}\n', "not JSON"),
+        (_line("a") + b"\n" + _line("b") + b'{"end": 1}\n', "end line saying 1"),  # a blank line is no item
+        (_line("a") + b'{"end": 2}\n' + _line("b"), "end line saying 2"),
+        (b'{"key": "a", "url": "s3://b/a", "et', "after 0 item"),  # cut inside the first line
+        (b'[1, 2]\n{"end": 1}\n', "wrong shape"),
     ],
 )
 def test_a_cut_or_garbled_listing_is_an_error_never_a_shorter_listing(
@@ -143,6 +149,14 @@ def test_a_cut_or_garbled_listing_is_an_error_never_a_shorter_listing(
     store = HttpCatalogStore(f"http://127.0.0.1:{garbage.server_address[1]}", **FAST)
     with pytest.raises(CatalogUnavailable, match=why):
         list(store.list_records("ds", 1))
+
+
+def test_a_record_whose_meta_holds_an_end_key_is_a_record_not_the_end(garbage: ThreadingHTTPServer) -> None:
+    line = _line("a").replace(b'"meta": {}', b'"meta": {"end": 1}')
+    garbage.answer = (200, "application/x-ndjson", line + _line("b") + b'{"end": 2}\n')  # type: ignore[attr-defined]
+    store = HttpCatalogStore(f"http://127.0.0.1:{garbage.server_address[1]}", **FAST)
+    records = list(store.list_records("ds", 1))
+    assert [r.key for r in records] == ["a", "b"] and records[0].meta == {"end": 1}
 
 
 def test_api_errors_come_back_as_the_local_stores_classes(served: ServedStore) -> None:

@@ -11,6 +11,7 @@ mistaken for a complete one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Annotated, Any
 
@@ -36,10 +37,10 @@ from datahub.api.schemas import (
     RecordPublic,
     VersionPublic,
     dataset_public,
-    diff_public,
     record_public,
     version_public,
 )
+from datahub.catalog.model import DiffEntry, Record
 from datahub.errors import AccessDenied, InvalidInput
 
 # Not in the public OpenAPI: the wire contract of datahub.catalog.http_store, held by the catalog
@@ -51,23 +52,30 @@ Seq = Annotated[int, Query(ge=0, le=2**63 - 1)]
 
 
 def _ndjson(
-    rows: Iterable[Any], convert: Callable[[Any], BaseModel], chunk_bytes: int = 256 * 1024
+    rows: Iterable[Any], line: Callable[[Any], str], chunk_bytes: int = 256 * 1024
 ) -> Iterator[bytes]:
+    """Lines joined into chunks of about ``chunk_bytes``: one send per chunk, not per item."""
     buffer: list[str] = []
     size = count = 0
     for row in rows:
-        line = convert(row).model_dump_json() + "\n"
-        buffer.append(line)
-        size += len(line)
+        text = line(row)
+        buffer.append(text)
+        size += len(text)
         count += 1
         if size >= chunk_bytes:
-            yield "".join(buffer).encode()
+            yield ("\n".join(buffer) + "\n").encode()
             buffer, size = [], 0
-    buffer.append(EndOfListing(end=count).model_dump_json() + "\n")
-    yield "".join(buffer).encode()
+    buffer.append(EndOfListing(end=count).model_dump_json())
+    yield ("\n".join(buffer) + "\n").encode()
 
 
 def stream_listing(rows: Iterator[Any], convert: Callable[[Any], BaseModel]) -> StreamingResponse:
+    """An NDJSON listing of ``convert(row)`` models."""
+    return stream_lines(rows, lambda row: convert(row).model_dump_json())
+
+
+def stream_lines(rows: Iterator[Any], line: Callable[[Any], str]) -> StreamingResponse:
+    """An NDJSON listing of ``line(row)`` (one JSON object, no newline) per row."""
     # pull the first row here, so that an unknown dataset/version is an error answer, not a cut stream
     first: list[Any] = []
     for row in rows:
@@ -78,7 +86,38 @@ def stream_listing(rows: Iterator[Any], convert: Callable[[Any], BaseModel]) -> 
         yield from first
         yield from rows
 
-    return StreamingResponse(_ndjson(chained(), convert), media_type=NDJSON)
+    return StreamingResponse(_ndjson(chained(), line), media_type=NDJSON)
+
+
+# Record lines are the hot path of every remote listing (10^7 records for a large version):
+# written with the stdlib's C encoder from a plain dict, the same JSON object RecordPublic
+# describes, without building a pydantic model per record (half the route's CPU per row).
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _record_dict(r: Record) -> dict[str, Any]:
+    meta, labels = r.meta, r.labels
+    return {
+        "key": r.key,
+        "url": r.url,
+        "etag": r.etag,
+        "size": r.size,
+        "checksum": r.checksum,
+        "meta": meta if isinstance(meta, dict) else dict(meta),
+        "labels": labels if isinstance(labels, dict) else dict(labels),
+    }
+
+
+def record_line(r: Record) -> str:
+    """A RecordPublic object as one JSON line (no newline)."""
+    return _encode(_record_dict(r))
+
+
+def diff_line(e: DiffEntry) -> str:
+    """A DiffEntryPublic object as one JSON line (no newline)."""
+    old = _record_dict(e.old) if e.old is not None else None
+    new = _record_dict(e.new) if e.new is not None else None
+    return _encode({"kind": e.kind, "key": e.key, "old": old, "new": new})
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
@@ -136,7 +175,7 @@ def list_records(
     rows = services.catalog.list_records(
         dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit, where=filter
     )
-    return stream_listing(rows, record_public)
+    return stream_lines(rows, record_line)
 
 
 @router.post("/{name}/records/get")
@@ -151,7 +190,7 @@ def diff(
     dataset: ReadableDataset, services: ServicesDep, a: Seq, b: Seq, prefix: str = ""
 ) -> StreamingResponse:
     """DiffEntryPublic lines from version ``a`` to ``b`` (0 = empty), in key order."""
-    return stream_listing(services.catalog.diff(dataset.name, a, b, prefix=prefix), diff_public)
+    return stream_lines(services.catalog.diff(dataset.name, a, b, prefix=prefix), diff_line)
 
 
 @router.post("/{name}/commits", status_code=status.HTTP_201_CREATED)
