@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
-from tests.pagecache import pinned_in_page_cache
+from tests.pagecache import pinned_in_page_cache, read_unbuffered
 
 pytestmark = pytest.mark.fuse
 
@@ -105,17 +105,6 @@ def _tracer(task: Path) -> int:
     return int(re.search(r"^TracerPid:\s+(\d+)", status, re.M).group(1))
 
 
-def _read_os(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def _read_py(path: Path) -> bytes:
     with open(path, "rb") as f:  # buffered: open() asks isatty()
         return f.read()
@@ -131,11 +120,11 @@ def test_a_warm_pass_sends_the_daemon_only_ioctls_that_libfuse_refuses(
         root = mnt / "warm" / f"v{files.seq}"
         paths = {root / key: data for key, data in files.objects.items()}
         for path, data in paths.items():  # cold: through the daemon, fills the page cache
-            assert _read_os(path) == data
+            assert read_unbuffered(path) == data
         with pinned_in_page_cache(list(paths)):
             time.sleep(0.2)  # let replies to the cold pass (and any late request) drain
             with FuseTrace(proc.pid, tmp_path / "os.trace") as raw:
-                assert {p: _read_os(p) for p in paths} == paths
+                assert {p: read_unbuffered(p) for p in paths} == paths
             with FuseTrace(proc.pid, tmp_path / "py.trace") as buffered, ThreadPoolExecutor(threads) as pool:
                 assert dict(zip(paths, pool.map(_read_py, paths), strict=True)) == paths
 

@@ -23,7 +23,7 @@ import pytest
 
 from fuse_adapter.fuse_ops import NO_OPEN_FH
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset
-from tests.pagecache import pinned_in_page_cache
+from tests.pagecache import pinned_in_page_cache, read_unbuffered
 
 pytestmark = pytest.mark.fuse
 
@@ -47,7 +47,7 @@ def test_warm_files_open_and_read_while_the_daemon_is_stopped(env: FuseEnv, file
         results: dict = {}
 
         def read_all() -> None:
-            results["data"] = {path: _read(path) for path in paths}
+            results["data"] = {path: read_unbuffered(path) for path in paths}
 
         with pinned_in_page_cache(list(paths)):
             os.kill(proc.pid, signal.SIGSTOP)
@@ -61,14 +61,3 @@ def test_warm_files_open_and_read_while_the_daemon_is_stopped(env: FuseEnv, file
         reader.join(timeout=30)
         assert finished, "a warm open or read waited for the stopped daemon"
         assert results["data"] == paths
-
-
-def _read(path) -> bytes:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
