@@ -189,9 +189,11 @@ def serve_api(demo: Demo) -> None:
     app, cache = build_app(demo.config, demo.catalog, demo.stores)
     demo.cleanup.callback(cache.close)
     server = ApiServer(app, demo.config, sock=demo.listener)
-    server.start()
-    demo.cleanup.callback(server.stop)
+    # Before start, not after: /healthz may answer (and a caller send SIGTERM) before start()
+    # returns, and that signal must stop the demo cleanly, not abort it mid-step.
     demo.serving = True
+    demo.cleanup.callback(server.stop)
+    server.start()
     base = server.url
     login = labelx_admin(demo.config)
     demo.say(f"[serve] API on {base} ({'local mode' if demo.config.api.local_mode else 'tokens required'})")
