@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -65,6 +67,22 @@ def wait_healthy(client: httpx.Client, timeout: float = 120.0) -> None:
         except httpx.TransportError:
             time.sleep(0.1)
     raise RuntimeError("datahub serve did not answer /healthz")
+
+
+@contextmanager
+def served(home: str | Path, *args: str, timeout: float = 120.0) -> Iterator[tuple[str, int, int]]:
+    """``datahub serve ARGS`` over ``home`` in its own process for the block; yields (URL, port,
+    pid) once it answers, and stops it (SIGINT: a clean stop) afterwards. Shared by the API benches."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "datahub.cli.main", "--home", str(home), "serve", "--port", str(port), *args]
+    server = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            wait_healthy(client, timeout)
+        yield f"http://127.0.0.1:{port}", port, server.pid
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(60)
 
 
 def main() -> None:
@@ -112,41 +130,30 @@ def main() -> None:
     base_b = timed(
         "baseline B: Catalog.list_records", lambda: sum(1 for _ in catalog.list_records("ds", "latest")), n
     )
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "datahub.cli.main", "--home", home, "serve", "--port", str(port)],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
-            wait_healthy(client)
+    with served(home) as (url, _, _), httpx.Client(base_url=url, timeout=120) as client:
 
-            def pages() -> None:
-                cursor, seen = None, 0
-                while True:
-                    params = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
-                    body = client.get("/v1/datasets/ds/versions/latest/records", params=params).json()
-                    seen += len(body["items"])
-                    cursor = body["next_cursor"]
-                    if cursor is None:
-                        break
-                assert seen == n, seen
+        def pages() -> None:
+            cursor, seen = None, 0
+            while True:
+                params = {"limit": 1000, **({"cursor": cursor} if cursor else {})}
+                body = client.get("/v1/datasets/ds/versions/latest/records", params=params).json()
+                seen += len(body["items"])
+                cursor = body["next_cursor"]
+                if cursor is None:
+                    break
+            assert seen == n, seen
 
-            def export() -> None:
-                with client.stream("GET", "/v1/datasets/ds/versions/latest/export") as r:
-                    assert sum(1 for _ in r.iter_lines()) == n
+        def export() -> None:
+            with client.stream("GET", "/v1/datasets/ds/versions/latest/export") as r:
+                assert sum(1 for _ in r.iter_lines()) == n
 
-            def small_requests() -> None:
-                for _ in range(200):
-                    client.get("/v1/datasets/ds/versions/latest")
+        def small_requests() -> None:
+            for _ in range(200):
+                client.get("/v1/datasets/ds/versions/latest")
 
-            timed("GET records, pages of 1000", pages, n, base_b)
-            timed("GET export (NDJSON stream)", export, n, base_b)
-            timed("GET one version x200 (requests/s)", small_requests, 200)
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(30)
+        timed("GET records, pages of 1000", pages, n, base_b)
+        timed("GET export (NDJSON stream)", export, n, base_b)
+        timed("GET one version x200 (requests/s)", small_requests, 200)
     stores.close()
     catalog.close()
     drop_memory_space("bench-src")

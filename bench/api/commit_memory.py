@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,7 +23,7 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_import_api import free_port, wait_healthy  # noqa: E402 - the sibling bench owns the server helpers
+from bench_import_api import served  # noqa: E402 - the sibling bench owns the server helpers
 
 
 def vm_hwm_mib(pid: int) -> float:
@@ -70,40 +68,32 @@ def main() -> None:
     args = ap.parse_args()
     bodies = [commit_body(int(args.mb * 1e6), f"c{i}") for i in range(args.concurrent)]
     sent = sum(len(b) for b in bodies)
-    with tempfile.TemporaryDirectory() as home:
-        port = free_port()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "datahub.cli.main", "--home", home, "serve", "--port", str(port)],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
-                wait_healthy(client)
-                assert client.post("/v1/datasets", json={"name": "ds"}).status_code == 201
-                before = vm_hwm_mib(server.pid)
-                statuses: list[int] = []
-                errors: list[str] = []
+    with (
+        tempfile.TemporaryDirectory() as home,
+        served(home) as (url, _, pid),
+        httpx.Client(base_url=url, timeout=600) as client,
+    ):
+        assert client.post("/v1/datasets", json={"name": "ds"}).status_code == 201
+        before = vm_hwm_mib(pid)
+        statuses: list[int] = []
+        errors: list[str] = []
 
-                def send(body: bytes) -> None:
-                    r = client.post(
-                        "/v1/datasets/ds/commits", content=body, headers={"Content-Type": "application/json"}
-                    )
-                    statuses.append(r.status_code)
-                    if r.status_code != 201:
-                        errors.append(r.json().get("error", {}).get("message", r.text)[:200])
+        def send(body: bytes) -> None:
+            r = client.post(
+                "/v1/datasets/ds/commits", content=body, headers={"Content-Type": "application/json"}
+            )
+            statuses.append(r.status_code)
+            if r.status_code != 201:
+                errors.append(r.json().get("error", {}).get("message", r.text)[:200])
 
-                t0 = time.monotonic()
-                threads = [threading.Thread(target=send, args=(b,)) for b in bodies]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-                dt = time.monotonic() - t0
-                after = vm_hwm_mib(server.pid)
-        finally:
-            server.terminate()
-            server.wait(30)
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=send, args=(b,)) for b in bodies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        dt = time.monotonic() - t0
+        after = vm_hwm_mib(pid)
     grown = after - before
     print(
         f"body: {args.concurrent} x {len(bodies[0]) / 1e6:.1f} MB ({sent / 2**20:.1f} MiB sent), statuses {statuses}"

@@ -31,15 +31,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_import_api import free_port, wait_healthy  # noqa: E402 - the sibling bench owns the server helpers
+from bench_import_api import served  # noqa: E402 - the sibling bench owns the server helpers
 
 DATASET = "bench"
 
@@ -156,24 +154,8 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-@contextmanager
-def served(home: Path, workers: int) -> Iterator[tuple[str, int, int]]:
-    """``datahub serve --workers N`` over ``home`` for the block; yields (URL, port, pid) once healthy."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "datahub.cli.main", "--home", str(home), "serve", "--no-labelx"]
-    cmd += ["--port", str(port), "--workers", str(workers)]
-    server = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(REPO)}, stderr=subprocess.DEVNULL)
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
-            wait_healthy(client)
-        yield f"http://127.0.0.1:{port}", port, server.pid
-    finally:
-        server.terminate()
-        server.wait(60)
-
-
 def one_config(home: Path, workers: int, workload: str, pages: list[str], args: argparse.Namespace) -> dict:
-    with served(home, workers) as (_, port, pid):
+    with served(home, "--no-labelx", "--workers", str(workers)) as (_, port, pid):
         resolve = [
             f"/v1/datasets/{DATASET}/versions/latest",
             f"/v1/datasets/{DATASET}/versions/1",
@@ -238,7 +220,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "var"
         make_catalog(home, args.records)
-        with served(home, 1) as (url, _, _):
+        with served(home, "--no-labelx") as (url, _, _):
             pages = page_paths(url, args.page)
         rows = []
         for workload in args.workloads.split(","):
