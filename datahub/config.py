@@ -143,8 +143,8 @@ class CacheConfig(_Section):
     """Eviction policy by name: "lru", "slru", "tinylfu" (scan-resistant)."""
     origin_concurrency: int = 16
     """Parallel origin (S3) reads."""
-    prefetch_concurrency: int = 16
-    """Prefetch workers (hint/readahead use up to 8)."""
+    prefetch_concurrency: int = 128
+    """Warm-up workers (``datahub prefetch``, mount warm-up); they may block in the origin scheduler, which decides how many of their requests run at once. Hint and readahead use up to 8."""
     readahead_pages: int = 4
     """Pages read ahead of a sequential reader of an object below stream_min_bytes, fetched in runs of up to this many pages per GET (0 = off)."""
     hint_budget_bytes: Size = 512 * 1024**2

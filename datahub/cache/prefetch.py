@@ -1,13 +1,34 @@
-"""Fetching ahead of readers: prefetch (warm a set of objects), hints and readahead.
+"""Fetching ahead of readers: warm-up (warm a set of objects), hints and readahead.
 
-- ``run_prefetch`` warms every page of a set of refs with bounded concurrency, progress
-  and cancellation. Pages already in a persistent tier are skipped, so a rerun after an
-  interruption resumes where it stopped. It blocks rather than drops: the caller asked.
+- ``run_prefetch`` warms a set of refs (``datahub prefetch``, ``mount --prefetch``, the
+  CSI ``prefetch`` attribute) so that it never hurts the readers it is meant to help:
+
+  * every origin request it makes is in class ``Priority.WARMUP``, so the origin scheduler
+    serves demand reads (and hints, read-ahead) first and lets warm-up use what is left;
+  * a page any tier already holds (RAM, disk, shared) is skipped without a request, so a
+    rerun over a cached version issues no GET, and a rerun after an interruption resumes;
+  * small objects come first, each warmed whole by one worker; an object of more than
+    ``LARGE_PAGES`` pages is deferred to the end and cut into one-page ranged parts that
+    many workers fetch side by side (one large file never holds up thousands of small ones);
+  * with a ``WarmBudget`` it warms only what fits: each tier takes this pass's pages up to
+    its low watermark, so the tier's evictor never has to drop a page this pass put there;
+    once no persistent tier has room the pass stops (``budget_reached``);
+  * with ``hinted`` (a reader's announced order: order hints, ``datahub.torch`` samplers)
+    the hinted objects are warmed first, in that order, then the rest;
+  * ``cancel`` (Ctrl-C, unmount) stops it: no new part is started, each worker finishes at
+    most the page it is fetching (pages are stored whole or not at all).
+
+  It blocks rather than drops: the caller asked for the whole set.
 - ``HintAhead`` follows a reader's announced order (a training sampler's upcoming keys)
   and keeps the next objects fetched while the bytes fetched but not yet read stay within
   ``hint_budget_bytes``; a read of a hinted object releases it and everything before it.
+  Its requests are in class ``Priority.HINTED``.
 - ``BackgroundFetcher`` runs speculative work (readahead) on a few threads behind a queue
-  bounded in bytes; when the queue is full new work is dropped, never waited for.
+  bounded in bytes; when the queue is full new work is dropped, never waited for. Its
+  requests are in the class it was made with (``Priority.READAHEAD``).
+
+Every worker sets its class itself (``origin_priority`` is a contextvar, and threads do
+not inherit it from the thread that started them).
 """
 
 from __future__ import annotations
@@ -15,17 +36,20 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from datahub.cache.tier import TIER_ERRORS
+from datahub.cache.pages import page_count
+from datahub.cache.priority import Priority, origin_priority
+from datahub.cache.tier import TIER_ERRORS, Tier
 from datahub.errors import DatahubError
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
 
 MAX_REPORTED_FAILURES = 100
+LARGE_PAGES = 4  # an object of more pages is warmed last, as one-page ranged parts
 
 
 @dataclass
@@ -37,6 +61,7 @@ class PrefetchReport:
     failed: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)  # (url, message), first 100
     cancelled: bool = False
+    budget_reached: bool = False  # the cache was full: the rest of the set was not warmed
 
     def as_dict(self) -> dict:
         return {
@@ -47,67 +72,250 @@ class PrefetchReport:
             "failed": self.failed,
             "errors": [{"url": u, "error": e} for u, e in self.errors],
             "cancelled": self.cancelled,
+            "budget_reached": self.budget_reached,
         }
+
+
+@dataclass(frozen=True)
+class WarmUnit:
+    """Pages ``first..last`` (inclusive) of ``ref``, to be stored in the tiers ``keep``.
+
+    ``keep`` is None without a budget (every tier). ``part`` is true for one part of a
+    large object (the object is reported once all its parts are done).
+    """
+
+    ref: ObjectRef
+    first: int
+    last: int
+    keep: tuple[Tier, ...] | None = None
+    part: bool = False
+
+
+class WarmBudget:
+    """How many bytes one warm-up pass may put into each tier: what fits below its low watermark.
+
+    Why the low watermark: a tier's evictor runs from the high down to the low watermark,
+    and an admission policy replaces victims above the high one; a pass that stays below
+    the low watermark with its own pages never makes the tier evict one of them, whatever
+    the policy. Pages found already cached count too (they are part of what the version
+    occupies), so a rerun over a version larger than the cache stops where the first pass
+    did instead of pushing out its first half. The tiers that ``keep`` pages are the
+    persistent ones (RAM only when there is none): when none of them has room the pass
+    stops. RAM takes pages while it has room and is skipped after, so warm-up never churns it.
+    """
+
+    def __init__(self, tiers: Sequence[Tier]) -> None:
+        self._lock = threading.Lock()
+        self.room: dict[Tier, int] = {}
+        for tier in tiers:
+            limit = tier.usage().limit
+            if limit > 0:
+                self.room[tier] = int(limit * getattr(tier, "low", 1.0))
+        persistent = [t for t in self.room if t.persistent]
+        self.keeping = frozenset(persistent or self.room)
+        self.used: dict[Tier, int] = dict.fromkeys(self.room, 0)
+
+    def reserve(self, nbytes: int) -> tuple[Tier, ...] | None:
+        """The tiers that take ``nbytes`` more of this pass (counted now), or None: full."""
+        with self._lock:
+            chosen = tuple(t for t in self.room if self.used[t] + nbytes <= self.room[t])
+            if not any(t in self.keeping for t in chosen):
+                return None
+            for t in chosen:
+                self.used[t] += nbytes
+            return chosen
+
+
+class WarmOrder:
+    """The units of a warm-up pass, in the order they should be fetched (not thread-safe).
+
+    Hinted objects first, then the refs small ones first (as given), then the large ones
+    deferred, each cut into one-page parts. A new hint (its generation changed) is taken up
+    at once; hinted objects are remembered so the refs do not warm (or count) them twice.
+    """
+
+    def __init__(
+        self,
+        refs: Iterable[ObjectRef],
+        page_size: int | None,
+        hinted: Callable[[], tuple[int, Sequence[ObjectRef]]] | None = None,
+    ) -> None:
+        self._source: Iterator[ObjectRef] = iter(refs)
+        self._page_size = page_size
+        self._hinted = hinted
+        self._hint_generation = -1
+        self._hint_refs: Sequence[ObjectRef] = ()
+        self._hint_next = 0
+        self._hint_done: set[tuple[str, str]] = set()
+        self._large: deque[ObjectRef] = deque()
+        self._parts: deque[WarmUnit] = deque()
+        self._source_done = False
+
+    def next(self) -> tuple[ObjectRef, list[WarmUnit]] | None:
+        """The next object and its units (several for a large one), or None when done.
+
+        Raises whatever the refs iterator raises.
+        """
+        ref = self._next_hinted()
+        if ref is not None:
+            return ref, self._units(ref)
+        while not self._source_done:
+            try:
+                ref = next(self._source)
+            except StopIteration:
+                self._source_done = True
+                break
+            if self._hint_done and (ref.url, ref.etag) in self._hint_done:
+                continue  # warmed (and counted) in the hinted order already
+            if self._is_large(ref):
+                self._large.append(ref)
+                continue
+            return ref, self._units(ref)
+        if self._large:
+            ref = self._large.popleft()
+            return ref, self._units(ref)
+        return None
+
+    def _next_hinted(self) -> ObjectRef | None:
+        if self._hinted is None:
+            return None
+        generation, refs = self._hinted()
+        if generation != self._hint_generation:
+            self._hint_generation, self._hint_refs, self._hint_next = generation, refs, 0
+        while self._hint_next < len(self._hint_refs):
+            ref = self._hint_refs[self._hint_next]
+            self._hint_next += 1
+            oid = (ref.url, ref.etag)
+            if oid not in self._hint_done:
+                self._hint_done.add(oid)
+                return ref
+        return None
+
+    def _is_large(self, ref: ObjectRef) -> bool:
+        return self._page_size is not None and page_count(ref.size, self._page_size) > LARGE_PAGES
+
+    def _units(self, ref: ObjectRef) -> list[WarmUnit]:
+        if self._page_size is None:
+            return [WarmUnit(ref, 0, 0)]
+        pages = page_count(ref.size, self._page_size)
+        if pages <= LARGE_PAGES:
+            return [WarmUnit(ref, 0, max(0, pages - 1))]
+        return [WarmUnit(ref, i, i, part=True) for i in range(pages)]
+
+
+def _unit_bytes(unit: WarmUnit, page_size: int | None) -> int:
+    if page_size is None:
+        return unit.ref.size
+    start = unit.first * page_size
+    return max(0, min(unit.ref.size, (unit.last + 1) * page_size) - start)
 
 
 def run_prefetch(
     refs: Iterable[ObjectRef],
-    warm: Callable[[ObjectRef], tuple[int, int, int]],
+    warm: Callable[[WarmUnit], tuple[int, int, int]],
     *,
     concurrency: int,
     progress=None,
     cancel: threading.Event | None = None,
+    page_size: int | None = None,
+    budget: WarmBudget | None = None,
+    hinted: Callable[[], tuple[int, Sequence[ObjectRef]]] | None = None,
+    priority: Priority = Priority.WARMUP,
 ) -> PrefetchReport:
-    """Call ``warm(ref) -> (pages fetched, pages already cached, bytes fetched)`` for each ref.
+    """Call ``warm(unit) -> (pages fetched, pages already cached, bytes fetched)`` per unit.
 
-    ``concurrency`` worker threads each take the next ref from ``refs`` and warm it, so at
-    most ``concurrency`` refs are in flight and a generator of ten million records is
-    consumed as the work proceeds, never materialised. Why workers pulling from the
-    iterator rather than a pool with one future per ref: a future, a Python-level
-    semaphore and a queue hand-off per object cost more CPU than warming a small cached
-    object's bookkeeping, and the run is CPU-bound on small nodes. An error raised by
-    ``refs`` itself stops the run and is raised here once the refs in flight are done.
+    ``concurrency`` worker threads each take the next unit (``WarmOrder``: hinted first,
+    small objects, then large ones in one-page parts when ``page_size`` is given; else one
+    unit per ref) and warm it, so at most ``concurrency`` units are in flight and a
+    generator of ten million records is consumed as the work proceeds, never
+    materialised. Why workers pulling from the order rather than a pool with one future
+    per ref: a future, a Python-level semaphore and a queue hand-off per object cost more
+    CPU than warming a small cached object's bookkeeping, and the run is CPU-bound on
+    small nodes. The worker count may be large (the origin scheduler decides how many of
+    their requests run at once; the others wait there). Units are reserved in ``budget``
+    as they are taken, in order, so the objects warmed when the cache is full are a prefix
+    of the order. An error raised by ``refs`` itself stops the run and is raised here once
+    the units in flight are done.
     """
     report = PrefetchReport()
     cancel = cancel or threading.Event()
-    source = iter(refs)
+    order = WarmOrder(refs, page_size, hinted)
+    pending: deque[WarmUnit] = deque()  # the remaining parts of the object being cut
+    parts_left: dict[tuple[str, str], int] = {}  # large objects in flight -> parts not done
     take_lock = threading.Lock()  # one taker at a time: iterators are not thread-safe
     lock = threading.Lock()  # the report
     failure: list[BaseException] = []
+    failed_large: set[tuple[str, str]] = set()  # large objects a part of which failed
 
-    def take() -> ObjectRef | None:
+    def take() -> WarmUnit | None:
         with take_lock:
-            if cancel.is_set() or failure:
+            if cancel.is_set() or failure or report.budget_reached:
                 return None
-            try:
-                ref = next(source)
-            except StopIteration:
-                return None
-            except BaseException as exc:  # the caller's iterator failed: stop, raise it below
-                failure.append(exc)
-                return None
-            report.objects += 1
-            return ref
+            if not pending:
+                try:
+                    found = order.next()
+                except BaseException as exc:  # the caller's iterator failed: stop, raise it below
+                    failure.append(exc)
+                    return None
+                if found is None:
+                    return None
+                ref, units = found
+                report.objects += 1
+                pending.extend(units)
+                if len(units) > 1:
+                    parts_left[(ref.url, ref.etag)] = len(units)
+            unit = pending.popleft()
+            if budget is not None:
+                keep = budget.reserve(_unit_bytes(unit, page_size))
+                if keep is None:
+                    report.budget_reached = True
+                    pending.clear()
+                    return None
+                unit = WarmUnit(unit.ref, unit.first, unit.last, keep, unit.part)
+            return unit
+
+    def done(unit: WarmUnit) -> bool:
+        """Whether ``unit`` finished its object (the last part of a large one)."""
+        if not unit.part:
+            return True
+        oid = (unit.ref.url, unit.ref.etag)
+        with take_lock:
+            parts_left[oid] -= 1
+            if parts_left[oid]:
+                return False
+            del parts_left[oid]
+            return True
 
     def work() -> None:
-        while (ref := take()) is not None:
-            try:
-                fetched, cached, nbytes = warm(ref)
-            except Exception as exc:  # a worker's top level: counted per ref, reported, never fatal
-                message = exc.message if isinstance(exc, DatahubError) else f"{type(exc).__name__}: {exc}"
-                if not isinstance(exc, DatahubError):
-                    log.warning("prefetch of %s failed unexpectedly: %s", ref.url, message)
+        with origin_priority(priority):
+            while (unit := take()) is not None:
+                ref = unit.ref
+                if unit.part and (ref.url, ref.etag) in failed_large:
+                    done(unit)  # an earlier part failed (changed, gone): the rest would too
+                    continue
+                try:
+                    fetched, cached, nbytes = warm(unit)
+                except Exception as exc:  # a worker's top level: counted per ref, reported, never fatal
+                    message = exc.message if isinstance(exc, DatahubError) else f"{type(exc).__name__}: {exc}"
+                    if not isinstance(exc, DatahubError):
+                        log.warning("prefetch of %s failed unexpectedly: %s", ref.url, message)
+                    done(unit)
+                    with lock:
+                        first = not unit.part or (ref.url, ref.etag) not in failed_large
+                        if unit.part:
+                            failed_large.add((ref.url, ref.etag))  # its other parts are skipped
+                        if first:  # an object counts as failed once, whatever its parts did
+                            report.failed += 1
+                            if len(report.errors) < MAX_REPORTED_FAILURES:
+                                report.errors.append((ref.url, message))
+                    continue
+                finished = done(unit)
                 with lock:
-                    report.failed += 1
-                    if len(report.errors) < MAX_REPORTED_FAILURES:
-                        report.errors.append((ref.url, message))
-                continue
-            with lock:
-                report.pages_fetched += fetched
-                report.pages_cached += cached
-                report.bytes_fetched += nbytes
-            if progress is not None:
-                progress.update(1, nbytes)
+                    report.pages_fetched += fetched
+                    report.pages_cached += cached
+                    report.bytes_fetched += nbytes
+                if progress is not None:
+                    progress.update(1 if finished else 0, nbytes)
 
     workers = [
         threading.Thread(target=work, name=f"datahub-prefetch-{i}", daemon=True)
@@ -119,7 +327,7 @@ def run_prefetch(
         for t in workers:
             t.join()
     except KeyboardInterrupt:
-        cancel.set()  # no new refs are taken; wait only for those running
+        cancel.set()  # no new units are taken; wait only for those running
         for t in workers:
             t.join()
         raise
@@ -132,7 +340,8 @@ def run_prefetch(
 class BackgroundFetcher:
     """Speculative fetches on a few threads, queued bytes bounded; full queue = dropped work."""
 
-    def __init__(self, workers: int, max_queued_bytes: int) -> None:
+    def __init__(self, workers: int, max_queued_bytes: int, priority: Priority = Priority.READAHEAD) -> None:
+        self.priority = priority
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="datahub-ahead")
         self._lock = threading.Lock()
         self._queued: set[Hashable] = set()
@@ -157,7 +366,8 @@ class BackgroundFetcher:
 
     def _run(self, key: Hashable, nbytes: int, work: Callable[[], object]) -> None:
         try:
-            work()
+            with origin_priority(self.priority):  # set here: pool threads do not inherit it
+                work()
         except TIER_ERRORS as exc:  # speculative: the reader fetches (and sees the error) itself
             log.debug("background fetch of %s failed: %s", key, exc)
         except Exception:  # a worker's top level: a bug is logged loudly, the worker lives on
@@ -240,7 +450,8 @@ class HintAhead:
                 self._ahead_bytes += ref.size
                 generation = self._generation
             try:
-                self._warm(ref)
+                with origin_priority(Priority.HINTED):  # a reader announced it: before read-ahead and warm-up
+                    self._warm(ref)
             except TIER_ERRORS as exc:  # speculative: the reader fetches (and sees the error) itself
                 log.debug("hinted fetch of %s failed: %s", ref.url, exc)
                 continue

@@ -32,7 +32,14 @@ from datahub.cache.disk import DiskTier
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
 from datahub.cache.policy import make_policy
-from datahub.cache.prefetch import BackgroundFetcher, HintAhead, PrefetchReport, run_prefetch
+from datahub.cache.prefetch import (
+    BackgroundFetcher,
+    HintAhead,
+    PrefetchReport,
+    WarmBudget,
+    WarmUnit,
+    run_prefetch,
+)
 from datahub.cache.ram import RamTier
 from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS, ReadaheadRuns, ReaderPositions
 from datahub.cache.shared import SharedTier
@@ -55,7 +62,7 @@ class TieredCache:
         origin: Origin,
         *,
         page_size: int = 4 * 1024**2,
-        prefetch_concurrency: int = 16,
+        prefetch_concurrency: int = 128,
         readahead_pages: int = 4,
         hint_budget_bytes: int = 512 * 1024**2,
         pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
@@ -112,6 +119,8 @@ class TieredCache:
             max_fills=fill_concurrency,
         )
         self._hints = HintAhead(self._warm_hot, hint_budget_bytes, workers=min(8, self.prefetch_concurrency))
+        self._hint_lock = threading.Lock()
+        self._hint_order: tuple[int, Sequence[ObjectRef]] = (0, ())  # (generation, refs) for warm-up
         self._stats_dir = stats_dir
         self._closed = threading.Event()
         self._wake = threading.Event()
@@ -270,20 +279,43 @@ class TieredCache:
             tier.put(key, data, reason="fill", hot=hot)
 
     # --- warming -----------------------------------------------------------------------------------
-    def _warm(self, ref: ObjectRef) -> tuple[int, int, int]:
-        """Bring every page of ``ref`` into the cache unless a persistent tier has it."""
-        persistent = [t for t in self.tiers if t.persistent] or self.tiers[:1]
+    def _warm(self, unit: WarmUnit, cancel: threading.Event) -> tuple[int, int, int]:
+        """Bring pages ``unit.first..last`` of ``unit.ref`` in unless a tier holds them.
+
+        Any tier counts (RAM, disk, shared), local ones asked first (cheap), so warming a
+        cached version makes no origin request. Fetched pages go to the tiers the pass's
+        budget chose (``unit.keep``; every tier without a budget). ``cancel`` is checked
+        before each page: a cancelled pass fetches at most the page under way.
+        """
+        ref, ps = unit.ref, self.page_size
         fetched = cached = nbytes = 0
-        for i in range(page_count(ref.size, self.page_size)):
-            key = PageKey(ref.url, ref.etag, self.page_size, i)
-            if any(t.contains(key) for t in persistent):
+        for i in range(unit.first, min(unit.last, page_count(ref.size, ps) - 1) + 1):
+            if cancel.is_set():
+                break
+            key = PageKey(ref.url, ref.etag, ps, i)
+            if self._held(key):
                 cached += 1
                 continue
-            n = page_length(ref, self.page_size, i)
-            self._flight.do(key, lambda k=key, n=n: self._load_below(k, n, False))
+            n = page_length(ref, ps, i)
+            keep = self.tiers if unit.keep is None else unit.keep
+            self._flight.do(key, lambda k=key, n=n, keep=keep: self._fill(k, n, keep))
             fetched += 1
             nbytes += n
         return fetched, cached, nbytes
+
+    def _held(self, key: PageKey) -> bool:
+        """Whether any tier holds ``key``: local tiers first, the shared one (a HEAD) last."""
+        return any(t.contains(key) for t in self._local_tiers) or any(
+            t.contains(key) for t in self.tiers if isinstance(t, SharedTier)
+        )
+
+    def _fill(self, key: PageKey, expected: int, keep: Sequence[Tier]) -> bytes:
+        """Fetch a page from the origin and store it in the tiers ``keep`` (warm-up)."""
+        start = key.index * self.page_size
+        data = self.origin.fetch(key, start, start + expected)
+        for tier in keep:
+            tier.put(key, data, reason="fill")
+        return data
 
     def _warm_hot(self, ref: ObjectRef) -> None:
         """Bring every page of ``ref`` into the fastest tier (it is about to be read)."""
@@ -302,18 +334,38 @@ class TieredCache:
         progress=None,
         cancel: threading.Event | None = None,
     ) -> PrefetchReport:
-        """Warm ``refs`` with bounded concurrency; a rerun skips what is cached (resume).
+        """Warm ``refs`` so that it never hurts readers (datahub.cache.prefetch ``run_prefetch``).
 
-        ``progress`` is anything with ``update(n, nbytes)`` (datahub.console.context.Progress);
-        setting ``cancel`` stops it after the refs in flight.
+        At warm-up priority, with ``prefetch_concurrency`` workers; skips what any tier holds
+        (a rerun over a cached version makes no request, one after an interruption resumes);
+        small objects first, large ones last in one-page parts; only what fits the tiers'
+        budgets (the report says ``budget_reached``); objects a reader announced (``hint``)
+        first. ``progress`` is anything with ``update(n, nbytes)``
+        (datahub.console.context.Progress); setting ``cancel`` stops it after the pages in flight.
         """
+        cancel = cancel or threading.Event()
         return run_prefetch(
-            refs, self._warm, concurrency=self.prefetch_concurrency, progress=progress, cancel=cancel
+            refs,
+            lambda unit: self._warm(unit, cancel),
+            concurrency=self.prefetch_concurrency,
+            progress=progress,
+            cancel=cancel,
+            page_size=self.page_size,
+            budget=WarmBudget(self.tiers),
+            hinted=self._hinted_order,
         )
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:
-        """The reader will read ``refs`` in this order: fetch ahead within hint_budget_bytes."""
+        """The reader will read ``refs`` in this order: fetch ahead within hint_budget_bytes.
+
+        A warm-up pass running meanwhile takes this order first.
+        """
+        with self._hint_lock:
+            self._hint_order = (self._hint_order[0] + 1, refs)
         self._hints.set(refs)
+
+    def _hinted_order(self) -> tuple[int, Sequence[ObjectRef]]:
+        return self._hint_order
 
     # --- pins --------------------------------------------------------------------------------------
     def pin(self, name: str, refs: Iterable[ObjectRef]) -> int:

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from datahub.cache.pages import PageKey
-from datahub.cache.prefetch import run_prefetch
+from datahub.cache.prefetch import WarmUnit, run_prefetch
 from datahub.storage.base import ObjectRef
 from tests.cache.conftest import gated_cache, put_objects, wait_for
 
@@ -144,8 +144,8 @@ def test_a_new_hint_replaces_the_previous_order(make_cache, source) -> None:
 def test_prefetch_workers_report_unexpected_errors_and_raise_an_iterator_failure() -> None:
     refs = [ObjectRef(f"memory://b/{i}", "e", 10) for i in range(50)]
 
-    def warm(ref: ObjectRef) -> tuple[int, int, int]:
-        if ref.url.endswith("/7"):
+    def warm(unit: WarmUnit) -> tuple[int, int, int]:
+        if unit.ref.url.endswith("/7"):
             raise RuntimeError("a bug in a tier")
         return 1, 0, 10
 
