@@ -1,6 +1,7 @@
-"""Object-store access: one small interface (``ObjectStore``), three backends, one registry.
+"""Object-store access: one small interface (``ObjectStore``), four backends, one registry.
 
-Root URLs:  ``s3://bucket[/prefix]``  ``file:///abs/dir``  ``memory://name[/prefix]``.
+Root URLs:  ``s3://bucket[/prefix]``  ``file:///abs/dir``  ``memory://name[/prefix]``
+``rados://pool[/prefix]`` (a Ceph pool, datahub.storage.rados).
 Object URLs (what records and cache keys hold) add a key: ``s3://bucket/a/b.jpg``,
 ``file:///data/a/b.jpg``, ``memory://name/a/b.jpg``.
 
@@ -43,7 +44,7 @@ __all__ = [
     "split_object_url",
 ]
 
-SCHEMES = ("s3", "file", "memory")
+SCHEMES = ("s3", "file", "memory", "rados")
 
 
 def _parse(url: str) -> tuple[str, str, str]:
@@ -53,7 +54,9 @@ def _parse(url: str) -> tuple[str, str, str]:
     ``file://`` paths are RFC 8089 percent-encoded (as ``Path.as_uri`` writes them).
     """
     if not isinstance(url, str) or "://" not in url:
-        raise InvalidInput(f"invalid storage URL {url!r}: expected s3://, file:// or memory://", url=url)
+        raise InvalidInput(
+            f"invalid storage URL {url!r}: expected s3://, file://, memory:// or rados://", url=url
+        )
     scheme, _, rest = url.partition("://")
     scheme = scheme.lower()
     if scheme not in SCHEMES:
@@ -127,6 +130,10 @@ def open_store(url: str, config: Config, **options: object) -> ObjectStore:
         return LocalStore(Path("/") / path)
     if scheme == "memory":
         return MemoryStore(authority, path)
+    if scheme == "rados":
+        from datahub.storage.rados import RadosStore  # python3-rados only when RADOS is used
+
+        return RadosStore(authority, path)
     from datahub.storage.s3 import S3Store  # boto3 is imported only when S3 is used
 
     return S3Store(authority, path, config.s3, **options)

@@ -1,4 +1,4 @@
-"""The object-store contract every backend implements (s3, local directory, memory).
+"""The object-store contract every backend implements (s3, local directory, memory, rados).
 
 The interface is deliberately small: five hooks. Everything else (copying, readers,
 multipart decisions, retries) is built on top of them once, in this package, so the

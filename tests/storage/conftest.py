@@ -1,4 +1,4 @@
-"""One ``backend`` fixture that runs the contract suite over memory, local, moto and Ceph RGW."""
+"""One ``backend`` fixture that runs the contract suite over memory, local, moto, Ceph RGW and RADOS."""
 
 from __future__ import annotations
 
@@ -51,9 +51,27 @@ def make_config(tmp_path: Path, endpoint: S3Endpoint | None = None) -> Config:
     return load_config(env={}, overrides=overrides)
 
 
-@pytest.fixture(params=["memory", "local", "moto", pytest.param("ceph", marks=pytest.mark.ceph)])
+@pytest.fixture(
+    params=[
+        "memory",
+        "local",
+        "moto",
+        pytest.param("ceph", marks=pytest.mark.ceph),
+        pytest.param("rados", marks=pytest.mark.ceph),
+    ]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     kind = request.param
+    if kind == "rados":  # the session Ceph's librados pool, a fresh prefix per test
+        ceph = request.getfixturevalue("ceph_cluster")
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.syspath_prepend(ceph.vars["CEPH_PYLIB"])  # Debian's python3-rados
+        monkeypatch.setenv("CEPH_CONF", ceph.vars["CEPH_CONF"])
+        root = f"rados://{ceph.vars['CEPH_POOL']}/t-{uuid.uuid4().hex[:12]}"
+        b = Backend(kind, root, make_config(tmp_path))
+        yield b
+        b.close()
+        return
     if kind == "memory":
         space = f"t-{uuid.uuid4().hex[:12]}"
         b = Backend(kind, f"memory://{space}/root", make_config(tmp_path))

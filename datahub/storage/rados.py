@@ -1,0 +1,294 @@
+"""A Ceph RADOS pool as an object store: ``rados://pool[/prefix]``, key ``k`` is object ``prefix/k``.
+
+Why: the shared cache tier on Ceph can skip RGW (no HTTP, no bucket index update per
+page) and talk to the OSDs directly. It is the same small ObjectStore contract as S3,
+local and memory, so the shared tier (datahub/cache/shared.py) needs no RADOS code.
+
+Client: Debian's ``python3-rados`` (built for CPython 3.11; a venv imports it from a
+directory holding its ``rados*.so`` put on PYTHONPATH, see scripts/ceph-dev/README.md).
+Which cluster, which identity and which keyring come from Ceph's own client configuration,
+as for the ``rados`` CLI: ``$CEPH_CONF`` (else /etc/ceph/ceph.conf) and ``$CEPH_ARGS``
+(e.g. ``--id datahub``). Ceph's op timeouts default to "wait for ever"; a store whose
+configuration leaves them at 0 sets them to ``DEFAULT_TIMEOUT`` so a node cut off from
+the cluster gets a TransientStorageError (EIO at the mount), never a hang.
+
+Etags: a put writes the content and an xattr ``datahub.etag`` (md5 of the content, what S3
+reports for a single-part upload) in one atomic RADOS write op. Objects without it (written
+by other tools) get ``v<object version>-<size>`` in hex. A conditional read checks the etag
+and reads the bytes on one per-thread I/O context and compares the object versions librados
+reports for both ops, so bytes of another version are never returned under the etag.
+
+Limits: an object is one RADOS object, written whole (no striping): at most
+``MAX_OBJECT_BYTES``. RADOS lists in hash order, so ``list`` collects the names under the
+prefix and sorts them before it streams their stats: cost grows with the pool's object
+count, fine for the shared tier's sweeps (at most one a minute), not for huge origins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from datahub.errors import (
+    AccessDenied,
+    InvalidInput,
+    ObjectChanged,
+    ObjectNotFound,
+    StorageError,
+    TransientStorageError,
+)
+from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.storage.keys import check_object_key, check_range, read_all
+from datahub.storage.urls import encode_key
+
+ETAG_XATTR = "datahub.etag"
+DEFAULT_TIMEOUT = 30  # whole seconds (Ceph refuses fractions), for Ceph op timeouts the configuration leaves at 0 (= for ever)
+MAX_OBJECT_BYTES = 64 * 1024**2  # below Ceph's osd_max_write_size (90 MB) and object size (128 MiB)
+_TIMEOUT_OPTIONS = ("rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout")
+_VERSION_RETRIES = 3  # a conditional read racing a rewrite of the same etag tries again
+
+
+def _import_rados() -> Any:
+    try:
+        import rados  # Debian's python3-rados, needed only by rados:// stores
+    except ImportError as exc:
+        raise StorageError(
+            "rados:// stores need the python3-rados module (Debian package python3-rados); "
+            "from a virtualenv, put the directory holding its rados*.so on PYTHONPATH "
+            f"({exc})"
+        ) from None
+    return rados
+
+
+class RadosStore(ObjectStore):
+    """Thread-safe. Connects on first use (opening a store does no I/O); ``close`` disconnects."""
+
+    def __init__(self, pool: str, prefix: str = "") -> None:
+        self.pool = pool
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.root_url = f"rados://{pool}" + (f"/{encode_key(self.prefix.rstrip('/'))}" if self.prefix else "")
+        self._lock = threading.Lock()
+        self._cluster: Any = None
+        self._local = threading.local()
+        self._ioctxs: list[Any] = []
+        self._closed = False
+
+    # --- connection ----------------------------------------------------------------------------
+    def _connect(self) -> Any:
+        rados = _import_rados()
+        cluster = rados.Rados(conffile="")  # "" = Ceph's search: $CEPH_CONF, /etc/ceph/ceph.conf
+        try:
+            cluster.conf_parse_env()  # $CEPH_ARGS, e.g. --id datahub
+            for option in _TIMEOUT_OPTIONS:
+                if float(cluster.conf_get(option) or 0) <= 0:
+                    cluster.conf_set(option, str(DEFAULT_TIMEOUT))
+            timeout = float(cluster.conf_get("client_mount_timeout"))
+            cluster.connect(timeout=int(max(1, timeout)))
+            if not cluster.pool_exists(self.pool):
+                raise StorageError(
+                    f"{self.root_url}: the Ceph cluster has no pool {self.pool!r}; create it first"
+                )
+        except rados.Error as exc:
+            cluster.shutdown()
+            raise self._error(exc, "connect", "") from None
+        except BaseException:
+            cluster.shutdown()
+            raise
+        return cluster
+
+    def _ioctx(self) -> Any:
+        """This thread's I/O context (its own, so ``get_last_version`` reports this thread's op)."""
+        ioctx = getattr(self._local, "ioctx", None)
+        if ioctx is not None:
+            return ioctx
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"{self.root_url}: the store is closed")
+            if self._cluster is None:
+                self._cluster = self._connect()
+            rados = _import_rados()
+            try:
+                ioctx = self._cluster.open_ioctx(self.pool)
+            except rados.Error as exc:
+                raise self._error(exc, "open pool", "") from None
+            self._ioctxs.append(ioctx)
+        self._local.ioctx = ioctx
+        return ioctx
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            ioctxs, self._ioctxs = self._ioctxs, []
+            cluster, self._cluster = self._cluster, None
+        for ioctx in ioctxs:
+            with contextlib.suppress(Exception):
+                ioctx.close()
+        if cluster is not None:
+            cluster.shutdown()
+
+    # --- errors --------------------------------------------------------------------------------
+    def _error(self, exc: Exception, action: str, key: str) -> Exception:
+        """The one translation of librados errors into datahub.errors."""
+        rados = _import_rados()
+        where = f"object {key!r} in {self.root_url}" if key else self.root_url
+        if isinstance(exc, rados.ObjectNotFound):
+            return ObjectNotFound(f"{where} not found", store=self.root_url, key=key)
+        if isinstance(exc, rados.PermissionError | rados.PermissionDeniedError):
+            return AccessDenied(
+                f"{action} of {where} was denied by Ceph: give the client's key osd caps on pool "
+                f"{self.pool!r} ({exc})",
+                store=self.root_url,
+                key=key,
+            )
+        if isinstance(exc, rados.TimedOut | rados.InterruptedOrTimeoutError | rados.ConnectionShutdown):
+            return TransientStorageError(
+                f"{action} of {where} timed out: the Ceph cluster did not answer ({exc})",
+                store=self.root_url,
+                key=key,
+            )
+        return StorageError(f"{action} of {where} failed: {exc}", store=self.root_url, key=key)
+
+    # --- objects -------------------------------------------------------------------------------
+    def _name(self, key: str) -> str:
+        check_object_key(key)
+        return self.prefix + key
+
+    def _info(self, ioctx: Any, name: str, key: str) -> tuple[ObjectInfo, int]:
+        """Info of one object and the object version it describes."""
+        rados = _import_rados()
+        try:
+            size, mtime = ioctx.stat(name)
+            version = ioctx.get_last_version()
+            try:
+                raw = ioctx.get_xattr(name, ETAG_XATTR).decode("ascii")
+            except rados.NoData:
+                raw = ""
+            if ioctx.get_last_version() != version:
+                raise _Raced
+        except rados.Error as exc:
+            raise self._error(exc, "stat", key) from None
+        md5, _, recorded_size = raw.partition(" ")
+        etag = md5 if md5 and recorded_size == str(size) else f"v{version:x}-{size:x}"
+        return ObjectInfo(key, size, etag, time.mktime(mtime)), version
+
+    def _stat(self, key: str) -> tuple[ObjectInfo, int]:
+        name, ioctx = self._name(key), self._ioctx()
+        for _ in range(_VERSION_RETRIES):
+            with contextlib.suppress(_Raced):
+                return self._info(ioctx, name, key)
+        raise TransientStorageError(
+            f"object {key!r} in {self.root_url} kept changing while read", store=self.root_url, key=key
+        )
+
+    def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
+        full, after = self.prefix + prefix, self.prefix + start_after
+        rados = _import_rados()
+        ioctx = self._ioctx()
+        try:
+            names = sorted(o.key for o in ioctx.list_objects() if o.key.startswith(full) and o.key > after)
+        except rados.Error as exc:
+            raise self._error(exc, "list", prefix) from None
+        cut = len(self.prefix)
+        for name in names:
+            try:
+                info, _ = self._stat(name[cut:])
+            except ObjectNotFound:
+                continue  # deleted since the listing
+            yield info
+
+    def stat(self, key: str) -> ObjectInfo:
+        return self._stat(key)[0]
+
+    def read(self, key: str, start: int = 0, end: int | None = None, etag: str | None = None) -> bytes:
+        check_range(key, start, end)
+        name = self._name(key)
+        rados = _import_rados()
+        ioctx = self._ioctx()
+        for _ in range(_VERSION_RETRIES):
+            info, version = self._stat(key)
+            if etag is not None and info.etag != etag:
+                raise ObjectChanged(
+                    f"object {key!r} in {self.root_url} changed: expected etag {etag}, now {info.etag}",
+                    store=self.root_url,
+                    key=key,
+                    expected=etag,
+                    actual=info.etag,
+                )
+            stop = info.size if end is None else min(end, info.size)
+            if stop <= start:
+                return b""
+            try:
+                data = ioctx.read(name, stop - start, start)
+            except rados.Error as exc:
+                raise self._error(exc, "read", key) from None
+            if ioctx.get_last_version() == version:
+                return data
+        raise TransientStorageError(
+            f"object {key!r} in {self.root_url} kept changing while read", store=self.root_url, key=key
+        )
+
+    def read_chunks(
+        self,
+        key: str,
+        start: int = 0,
+        end: int | None = None,
+        etag: str | None = None,
+        chunk_size: int = 1 << 20,
+    ) -> Iterator[bytes]:
+        """One conditional read per chunk: a rewrite mid-stream is ObjectChanged, never a mix."""
+        check_range(key, start, end)
+        info = self.stat(key)
+        etag = info.etag if etag is None else etag
+        stop = info.size if end is None else min(end, info.size)
+        if etag != info.etag or stop <= start:
+            self.read(key, start, start, etag)  # ObjectChanged naming both etags, or nothing
+            return
+        for offset in range(start, stop, chunk_size):
+            yield self.read(key, offset, min(offset + chunk_size, stop), etag)
+
+    def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        name = self._name(key)
+        payload = read_all(data, key)
+        if size is not None and len(payload) != size:
+            raise InvalidInput(
+                f"put of object {key!r}: declared size {size} but the data had {len(payload)} bytes", key=key
+            )
+        if len(payload) > MAX_OBJECT_BYTES:
+            raise InvalidInput(
+                f"put of object {key!r} in {self.root_url}: {len(payload)} bytes is more than a rados:// "
+                f"store holds in one object ({MAX_OBJECT_BYTES}); use an s3:// store for large objects",
+                key=key,
+            )
+        etag = hashlib.md5(payload).hexdigest()
+        rados = _import_rados()
+        ioctx = self._ioctx()
+        try:
+            op = ioctx.create_write_op()  # content and etag in one atomic op
+            try:
+                op.write_full(payload)
+                op.set_xattr(ETAG_XATTR, f"{etag} {len(payload)}".encode("ascii"))
+                now = time.time()
+                ioctx.operate_write_op(op, name, mtime=int(now))  # the binding's default mtime is 0
+            finally:
+                ioctx.release_write_op(op)
+        except rados.Error as exc:
+            raise self._error(exc, "put", key) from None
+        return ObjectInfo(key, len(payload), etag, float(int(now)))
+
+    def delete(self, key: str) -> None:
+        name = self._name(key)
+        rados = _import_rados()
+        try:
+            self._ioctx().remove_object(name)
+        except rados.ObjectNotFound:
+            pass
+        except rados.Error as exc:
+            raise self._error(exc, "delete", key) from None
+
+
+class _Raced(Exception):
+    """The object changed between two ops of one stat; the caller tries again."""
