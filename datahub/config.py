@@ -110,8 +110,8 @@ class S3Config(_Section):
     """Seconds without a byte before a read fails, per attempt."""
     total_timeout: float = 30.0
     """One deadline for a whole storage call: all attempts and backoffs (GETs also cap their connect/read timeouts to what is left), so a stalled origin fails a read within it."""
-    max_pool_connections: int = 32
-    """Keep-alive connections per endpoint."""
+    max_pool_connections: int = 256
+    """Keep-alive connections per endpoint (as many as cache.origin_max_concurrency, so an adaptive limit that grew does not open a new connection per request)."""
 
 
 class CacheConfig(_Section):
@@ -142,7 +142,11 @@ class CacheConfig(_Section):
     policy: str = "tinylfu"
     """Eviction policy by name: "lru", "slru", "tinylfu" (scan-resistant)."""
     origin_concurrency: int = 16
-    """Parallel origin (S3) reads."""
+    """Origin (S3) requests in flight at the start; the origin scheduler adapts it to measured latency (docs/cache.md "Origin scheduler"), never below this unless the store throttles."""
+    origin_max_concurrency: int = 256
+    """Most origin requests in flight the scheduler may grow to (reads; write-back uploads have their own limit up to the same)."""
+    origin_max_inflight_bytes: Size = 512 * 1024**2
+    """Most bytes of origin read bodies in flight (bounds the memory of many parallel large reads)."""
     prefetch_concurrency: int = 128
     """Warm-up workers (``datahub prefetch``, mount warm-up); they may block in the origin scheduler, which decides how many of their requests run at once. Hint and readahead use up to 8."""
     readahead_pages: int = 4

@@ -42,6 +42,7 @@ def prometheus_text(cache) -> str:
             f"# TYPE {name} {kind}",
             f"{name} {stats['origin'].get(key, 0)}",
         ]
+    lines += _scheduler_lines(stats["origin"].get("scheduler"))
     lines += [
         "# HELP datahub_cache_merged_fetches_total Concurrent misses merged into another caller's fetch.",
         "# TYPE datahub_cache_merged_fetches_total counter",
@@ -54,3 +55,35 @@ def prometheus_text(cache) -> str:
         f"datahub_cache_pinned_objects {stats['pinned_objects']}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _scheduler_lines(sched: dict | None) -> list[str]:
+    """The origin scheduler's limit, per-class in-flight and queued requests, and latency."""
+    if not sched:
+        return []
+
+    def gauge(name: str, help_text: str, value: object) -> list[str]:
+        return [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value}"]
+
+    lines = gauge("datahub_origin_limit", "Origin requests allowed in flight (adaptive).", sched["limit"])
+    lines += gauge(
+        "datahub_origin_flush_limit", "Write-back uploads allowed in flight (adaptive).", sched["flush_limit"]
+    )
+    for key, help_text in (("in_flight", "Origin requests in flight"), ("queued", "Origin requests waiting")):
+        name = f"datahub_origin_{key}"
+        lines += [f"# HELP {name} {help_text}, per priority class.", f"# TYPE {name} gauge"]
+        lines += [f'{name}{{class="{cls}"}} {n}' for cls, n in sched[key].items()]
+    latency = sched.get("latency_ms")
+    base = sched.get("base_latency_ms")
+    if latency is not None:
+        lines += gauge(
+            "datahub_origin_latency_seconds", "Mean origin latency of the last window.", latency / 1000
+        )
+    if base is not None:
+        lines += gauge("datahub_origin_base_latency_seconds", "Lowest recent window latency.", base / 1000)
+    lines += [
+        "# HELP datahub_origin_backoffs_total Limit halvings after throttling or timeouts.",
+        "# TYPE datahub_origin_backoffs_total counter",
+        f"datahub_origin_backoffs_total {sched['backoffs']}",
+    ]
+    return lines

@@ -2,8 +2,9 @@
 
 Every range read carries the etag the page is named by, so an object replaced behind a
 snapshot raises ObjectChanged instead of returning bytes of another object (promise 1);
-a short answer is treated the same way. Parallel reads are bounded by
-``origin_concurrency``. Retries are not repeated here: the storage layer retries
+a short answer is treated the same way. Every request takes a slot of the process's origin
+scheduler (``datahub.cache.scheduler``: priority classes, adaptive concurrency starting at
+``origin_concurrency``). Retries are not repeated here: the storage layer retries
 transient failures (503, throttling, resets, timeouts) in its one retry policy
 (``datahub.storage.retry``, ``s3.max_attempts``), and what it gives up on reaches the
 reader as TransientStorageError.
@@ -22,12 +23,12 @@ the stream is open and checks the total length like ``fetch``.
 
 from __future__ import annotations
 
-import queue
 import time
 from collections.abc import Iterator
 
 from datahub.cache.counters import Counters
 from datahub.cache.pages import PageKey
+from datahub.cache.scheduler import OriginScheduler
 from datahub.errors import ObjectChanged, TransientStorageError
 from datahub.storage.base import ObjectStore
 
@@ -36,7 +37,7 @@ STALL_MEMORY = 5.0  # seconds a timed-out object fails at once instead of being 
 
 
 class OriginCounters(Counters):
-    """Bumped by every thread that reads through the origin (up to ``concurrency`` at once)."""
+    """Bumped by every thread that reads through the origin (as many as the scheduler admits)."""
 
     FIELDS = (
         "fetches",  # requests, streams included
@@ -46,29 +47,13 @@ class OriginCounters(Counters):
     )
 
 
-class Slots:
-    """At most ``n`` holders at once (``with slots:``); the others wait.
-
-    Tokens in a SimpleQueue: taking and returning one is C code, where a
-    threading.BoundedSemaphore is Python code around a Condition, paid twice per origin read.
-    """
-
-    def __init__(self, n: int) -> None:
-        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(max(1, n)):
-            self._tokens.put(None)
-
-    def __enter__(self) -> None:
-        self._tokens.get()
-
-    def __exit__(self, *exc: object) -> None:
-        self._tokens.put(None)
-
-
 class Origin:
-    def __init__(self, stores, concurrency: int = 16) -> None:  # stores: datahub.storage.StoreRegistry
+    def __init__(
+        self, stores, concurrency: int = 16, *, scheduler: OriginScheduler | None = None
+    ) -> None:  # stores: datahub.storage.StoreRegistry
+        """``scheduler``: the process's (``process_scheduler``); else a private one starting at ``concurrency``."""
         self.stores = stores
-        self._slots = Slots(concurrency)
+        self.scheduler = scheduler or OriginScheduler(concurrency)
         self.counters = OriginCounters()
         self._stalled: dict[tuple[str, str], tuple[float, TransientStorageError]] = {}
 
@@ -99,7 +84,7 @@ class Origin:
         try:
             self._check_stalled(key.url, key.etag)
             store, object_key = self.stores.for_url(key.url)
-            with self._slots:
+            with self.scheduler.slot(end - start):
                 data = store.read(object_key, start, None if whole else end, etag=key.etag)
         except Exception as exc:  # counted and re-raised, whatever it is
             self.counters.add("errors")
@@ -136,7 +121,7 @@ class Origin:
         self._check_stalled(url, etag)
         store, object_key = self.stores.for_url(url)
         want, got = end - start, 0
-        with self._slots:
+        with self.scheduler.slot(min(chunk_size, end - start), sample=False):
             self.counters.add_many(fetches=1, streams=1)
             chunks = store.read_chunks(object_key, start, end, etag=etag, chunk_size=chunk_size)
             try:
@@ -166,4 +151,4 @@ class Origin:
             )
 
     def stats(self) -> dict:
-        return self.counters.snapshot()
+        return {**self.counters.snapshot(), "scheduler": self.scheduler.stats()}

@@ -42,6 +42,7 @@ from datahub.cache.prefetch import (
 )
 from datahub.cache.ram import RamTier
 from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS, ReadaheadRuns, ReaderPositions
+from datahub.cache.scheduler import process_scheduler
 from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.stream import Streams
@@ -524,7 +525,12 @@ def open_cache(config: Config, stores) -> TieredCache:
     disk = next((t for t in tiers if isinstance(t, DiskTier)), None)
     return TieredCache(
         tiers,
-        Origin(stores, c.origin_concurrency),
+        Origin(
+            stores,
+            scheduler=process_scheduler(
+                c.origin_concurrency, maximum=c.origin_max_concurrency, max_bytes=c.origin_max_inflight_bytes
+            ),
+        ),
         page_size=c.page_size,
         prefetch_concurrency=c.prefetch_concurrency,
         readahead_pages=c.readahead_pages,

@@ -146,10 +146,14 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
         finally:
             index.close()
     workspaces = _writeback_stats(ctx)
+    schedulers = [
+        {"pid": s["pid"], **s["origin"]["scheduler"]} for s in snapshots if "scheduler" in s.get("origin", {})
+    ]
     result = {
         "processes": [s["pid"] for s in snapshots],
         "tiers": list(tiers.values()),
         "pins": pins,
+        "origin_schedulers": schedulers,
         "workspaces": workspaces,
     }
     if ctx.json_output:
@@ -167,12 +171,30 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
     ]
     ctx.emit(rows, columns=TIER_COLUMNS)
     ctx.emit(None, text=f"counters from {len(snapshots)} running cache process(es); pins: {len(pins)}")
+    for sched in schedulers:
+        ctx.emit(None, text=_scheduler_line(sched))
     if workspaces is None:
         ctx.emit(None, text="write-back: dirty bytes / flush lag unavailable (no journal statistics)")
     elif workspaces:
         columns = ("workspace", "open", "dirty_files", "dirty_bytes", "pending_deletes", "flush_lag_seconds")
         ctx.emit(workspaces, columns=columns)
     return 0
+
+
+def _scheduler_line(s: dict) -> str:
+    """One process's origin scheduler: limit, what is in flight and queued per class, latency."""
+
+    def per_class(counts: dict) -> str:
+        return " ".join(f"{name}={n}" for name, n in counts.items() if n) or "none"
+
+    latency = (
+        "-" if s.get("latency_ms") is None else f"{s['latency_ms']:g} ms (base {s['base_latency_ms']:g} ms)"
+    )
+    return (
+        f"origin scheduler of pid {s['pid']}: limit {s['limit']} (flush {s['flush_limit']}), "
+        f"in flight {per_class(s['in_flight'])}, queued {per_class(s['queued'])}, latency {latency}, "
+        f"backoffs {s['backoffs']}"
+    )
 
 
 def _writeback_stats(ctx: CliContext) -> list[dict] | None:

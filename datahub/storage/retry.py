@@ -17,10 +17,11 @@ past it; inside an attempt, ``remaining()`` tells the request how long it may wa
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import random as _random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -29,6 +30,23 @@ from datahub.errors import TransientStorageError
 T = TypeVar("T")
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("storage_deadline", default=None)
+_OBSERVER: contextvars.ContextVar[Callable[[TransientStorageError], None] | None] = contextvars.ContextVar(
+    "storage_transient_observer", default=None
+)
+
+
+@contextlib.contextmanager
+def observe_transient(callback: Callable[[TransientStorageError], None]) -> Iterator[None]:
+    """Call ``callback`` with every transient failure of an attempt made in this block.
+
+    Why: a throttled attempt that a retry then rescues never reaches the caller as an
+    error, yet it is the signal the origin scheduler must slow down on.
+    """
+    token = _OBSERVER.set(callback)
+    try:
+        yield
+    finally:
+        _OBSERVER.reset(token)
 
 
 def remaining() -> float | None:
@@ -69,6 +87,9 @@ class RetryPolicy:
                 try:
                     return fn()
                 except TransientStorageError as exc:
+                    observer = _OBSERVER.get()
+                    if observer is not None:
+                        observer(exc)
                     if attempt + 1 >= self.max_attempts:
                         self._give_up(exc, attempt + 1, out_of_time=False)
                         raise

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from datahub.cache.scheduler import process_scheduler
 from datahub.cache.writeback.chunks import ChunkStore
 from datahub.cache.writeback.files import FileHandle
 from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
@@ -118,7 +119,12 @@ def open_workspace(
             shared_budget=config.cache.shared_bytes,
             high_watermark=config.cache.high_watermark,
             low_watermark=config.cache.low_watermark,
-            concurrency=config.cache.origin_concurrency,
+            concurrency=config.cache.origin_max_concurrency,
+            scheduler=process_scheduler(
+                config.cache.origin_concurrency,
+                maximum=config.cache.origin_max_concurrency,
+                max_bytes=config.cache.origin_max_inflight_bytes,
+            ),
         )
         ws.on_commit = ws.flusher.on_commit
         _recover(ws)

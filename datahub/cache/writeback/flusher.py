@@ -37,11 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
+from datahub.cache.priority import Priority
+from datahub.cache.scheduler import OriginScheduler
 from datahub.cache.writeback.chunks import FileStream, file_id_of
 from datahub.cache.writeback.journal import Txn
 from datahub.cache.writeback.ports import FlushSource
 from datahub.errors import DatahubError
-from datahub.storage.base import ObjectStore
+from datahub.storage.base import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
 _MARK_BATCH = 128  # files recorded clean per journal transaction
@@ -114,8 +116,11 @@ class Flusher:
         high_watermark: float,
         low_watermark: float,
         concurrency: int,
+        scheduler: OriginScheduler | None = None,
     ) -> None:
+        """``concurrency``: upload threads; ``scheduler`` admits them (class FLUSH, its own adaptive budget)."""
         self.ws = ws
+        self.scheduler = scheduler or OriginScheduler(concurrency)
         self.origin = origin
         self.prefix = origin_prefix.strip("/")
         self.interval = interval
@@ -247,20 +252,21 @@ class Flusher:
         keys = [k for k, _ in rec["chunks"].values()]
         self._pin(keys, +1)
         try:
-            stream = FileStream(
-                rec["size"],
-                self.ws.chunk_size,
-                self._chunk_reader(path, rec),
-                lambda n: progress.update(0, n),
-            )
-            info = self.origin.put(
-                self.origin_key(path), io.BufferedReader(stream, 1 << 20), size=rec["size"]
-            )
+            with self.scheduler.slot(cls=Priority.FLUSH):
+                info, stream = self._put(path, rec, progress)
         finally:
             self._pin(keys, -1)
         progress.update(1)
         return {"id": file_id, "gen": rec["gen"], "etag": info.etag, "size": rec["size"],
                 "sha256": stream.sha256.hexdigest()}  # fmt: skip
+
+    def _put(self, path: str, rec: dict, progress: _Locked) -> tuple[ObjectInfo, FileStream]:
+        """Stream one file's chunks from the shared tier to its origin object."""
+        stream = FileStream(
+            rec["size"], self.ws.chunk_size, self._chunk_reader(path, rec), lambda n: progress.update(0, n)
+        )
+        info = self.origin.put(self.origin_key(path), io.BufferedReader(stream, 1 << 20), size=rec["size"])
+        return info, stream
 
     def _mark(self, done: list, report: FlushReport) -> None:
         """Record what the origin now holds; files changed meanwhile simply stay dirty."""

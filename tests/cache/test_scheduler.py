@@ -1,0 +1,215 @@
+"""The origin scheduler: priority classes, adaptive limit, back-off, bytes bound, stats.
+
+The limit's control loop runs on a fake clock (no sleeping, no timing in assertions); the
+priority tests hold real threads in the scheduler and look at who got a slot.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from datahub.cache.metrics import prometheus_text
+from datahub.cache.priority import Priority, current_priority, origin_priority
+from datahub.cache.scheduler import AdaptiveLimit, OriginScheduler, is_congestion
+from datahub.errors import TransientStorageError
+from datahub.storage.retry import RetryPolicy
+from tests.cache.conftest import gated_cache, put_objects, wait_for
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run_windows(limit: AdaptiveLimit, clock: Clock, latency: float, windows: int, busy: bool = True) -> None:
+    """Feed ``windows`` full windows of requests that each took ``latency`` seconds."""
+    for _ in range(windows):
+        for _ in range(max(8, limit.current // 2)):
+            clock.now += latency / max(1, limit.current)
+            limit.sample(latency, busy)
+        clock.now += latency  # a window lasts at least one base latency
+
+
+def test_limit_ramps_past_100_while_latency_holds() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(16, minimum=2, maximum=256, clock=clock)
+    run_windows(limit, clock, 0.05, 12)
+    assert limit.current >= 128
+    assert limit.base == pytest.approx(0.05)
+
+
+def test_limit_never_grows_when_it_holds_nothing_back() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(16, minimum=2, maximum=256, clock=clock)
+    run_windows(limit, clock, 0.05, 20, busy=False)
+    assert limit.current == 16
+
+
+def test_queueing_latency_shrinks_it_but_never_below_the_configured_start() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(16, minimum=2, maximum=256, clock=clock)
+    run_windows(limit, clock, 0.05, 6)
+    grown = limit.current
+    assert grown > 40
+    run_windows(limit, clock, 0.05 * 4, 3)  # the store queues: latency 4x the base
+    assert 16 <= limit.current < grown
+    run_windows(limit, clock, 0.05 * 4, 60)
+    assert limit.current == 16  # latency alone: as the fixed pool was
+
+
+def test_throttling_halves_once_per_round_trip_down_to_the_minimum() -> None:
+    clock = Clock()
+    limit = AdaptiveLimit(16, minimum=2, maximum=256, clock=clock)
+    run_windows(limit, clock, 0.05, 1)
+    before = limit.current
+    limit.congestion()
+    limit.congestion()  # same episode: one cut
+    assert limit.current == before // 2 and limit.backoffs == 1
+    for _ in range(10):
+        clock.now += 1.0
+        limit.congestion()
+    assert limit.current == 2
+    assert not limit.slow_start
+
+
+def test_congestion_is_throttling_or_timeouts_not_every_failure() -> None:
+    assert is_congestion(TransientStorageError("x", status=503, s3_code="SlowDown"))
+    assert is_congestion(TransientStorageError("x", status=429))
+    assert is_congestion(TransientStorageError("x", timed_out=True))
+    assert not is_congestion(TransientStorageError("x", status=500, s3_code="InternalError"))
+
+
+def hold(scheduler: OriginScheduler, cls: Priority, release: threading.Event, got: list, nbytes: int = 0):
+    def run() -> None:
+        with scheduler.slot(nbytes, cls=cls):
+            got.append(cls)
+            assert release.wait(30)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_demand_never_queues_behind_background_and_classes_go_in_order() -> None:
+    scheduler = OriginScheduler(2, maximum=2)
+    releases = {name: threading.Event() for name in ("warm", "demand", "hinted", "readahead", "warmup")}
+    got: list[Priority] = []
+    warm = [hold(scheduler, Priority.WARMUP, releases["warm"], got) for _ in range(2)]
+    wait_for(lambda: len(got) == 2, what="two warm-up requests in flight")
+    waiting = {
+        c: hold(scheduler, c, releases[c.name.lower()], got)
+        for c in (Priority.WARMUP, Priority.READAHEAD, Priority.HINTED)
+    }
+    wait_for(lambda: sum(scheduler.stats()["queued"].values()) == 3, what="three background waiters")
+    demand = hold(scheduler, Priority.DEMAND, releases["demand"], got)
+    wait_for(lambda: Priority.DEMAND in got, what="the demand read admitted past the background limit")
+    assert scheduler.stats()["queued"] == {"demand": 0, "hinted": 1, "readahead": 1, "warmup": 1, "flush": 0}
+    releases["warm"].set()  # two slots free, but demand holds one of the limit of 2: one waiter goes
+    for t in warm:
+        t.join(10)
+    wait_for(lambda: len(got) == 4, what="the highest waiting class admitted")
+    assert got[3] is Priority.HINTED
+    assert scheduler.stats()["queued"] == {"demand": 0, "hinted": 0, "readahead": 1, "warmup": 1, "flush": 0}
+    releases["demand"].set()
+    demand.join(10)
+    wait_for(lambda: len(got) == 5, what="the next class admitted")
+    assert got[4] is Priority.READAHEAD
+    releases["hinted"].set()
+    waiting[Priority.HINTED].join(10)
+    wait_for(lambda: len(got) == 6, what="warm-up last")
+    assert got[5] is Priority.WARMUP
+    for event in releases.values():
+        event.set()
+    for t in waiting.values():
+        t.join(10)
+    assert scheduler.stats()["in_flight"] == dict.fromkeys((c.name.lower() for c in Priority), 0)
+
+
+def test_flush_has_its_own_budget() -> None:
+    scheduler = OriginScheduler(1, maximum=1)
+    release = threading.Event()
+    got: list[Priority] = []
+    reader = hold(scheduler, Priority.WARMUP, release, got)
+    wait_for(lambda: got == [Priority.WARMUP], what="reads full")
+    flush = hold(scheduler, Priority.FLUSH, release, got)
+    wait_for(lambda: Priority.FLUSH in got, what="a flush upload admitted while reads are full")
+    release.set()
+    reader.join(10)
+    flush.join(10)
+
+
+def test_bytes_in_flight_are_bounded_but_one_request_always_goes() -> None:
+    scheduler = OriginScheduler(8, maximum=8, max_bytes=100)
+    release = threading.Event()
+    got: list[Priority] = []
+    big = hold(scheduler, Priority.WARMUP, release, got, nbytes=500)  # over the bound alone: still admitted
+    wait_for(lambda: len(got) == 1, what="one oversized read")
+    second = hold(scheduler, Priority.WARMUP, release, got, nbytes=10)
+    wait_for(lambda: scheduler.stats()["queued"]["warmup"] == 1, what="the second read waiting for bytes")
+    release.set()
+    big.join(10)
+    second.join(10)
+    assert len(got) == 2
+
+
+def test_a_throttled_attempt_that_a_retry_rescued_still_slows_the_scheduler() -> None:
+    scheduler = OriginScheduler(16)
+    answers = iter([TransientStorageError("slow down", status=503, s3_code="SlowDown"), b"data"])
+
+    def attempt() -> bytes:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    with scheduler.slot(4):
+        assert RetryPolicy(3, sleep=lambda _: None).call(attempt) == b"data"
+    stats = scheduler.stats()
+    assert stats["limit"] == 8 and stats["backoffs"] == 1
+
+
+def test_priority_is_per_thread_and_restored() -> None:
+    seen: list[Priority] = []
+    with origin_priority(Priority.WARMUP):
+        t = threading.Thread(target=lambda: seen.append(current_priority()))
+        t.start()
+        t.join()
+        assert current_priority() is Priority.WARMUP
+    assert current_priority() is Priority.DEMAND
+    assert seen == [Priority.DEMAND]  # a new thread starts as demand: pools must set their class
+
+
+def test_a_demand_read_passes_warm_up_that_fills_the_origin(tmp_path: Path, source) -> None:
+    """Through the real cache: warm-up holds every slot at the store; a reader still gets in."""
+    objects = put_objects(source, [1000] * 7)
+    cache, gated = gated_cache(tmp_path, source, concurrency=2)
+    gated.gate.clear()
+
+    def warm(ref) -> None:
+        with origin_priority(Priority.WARMUP):
+            cache.read(ref)
+
+    warmers = [threading.Thread(target=warm, args=(ref,)) for ref, _ in objects[:6]]
+    for t in warmers:
+        t.start()
+    assert gated.arrived.acquire(timeout=10) and gated.arrived.acquire(timeout=10)
+    stats = cache.origin.scheduler.stats
+    wait_for(lambda: stats()["queued"]["warmup"] == 4, what="four warm-up reads queued")
+    reader = threading.Thread(target=cache.read, args=(objects[6][0],))
+    reader.start()
+    assert gated.arrived.acquire(timeout=10)  # the demand read reached the store
+    assert stats()["in_flight"]["demand"] == 1 and stats()["queued"]["warmup"] == 4
+    gated.gate.set()
+    for t in [*warmers, reader]:
+        t.join(10)
+    assert gated.reads == 7
+    text = prometheus_text(cache)
+    assert 'datahub_origin_queued{class="warmup"} 0' in text
+    assert "datahub_origin_limit " in text
+    cache.close()
