@@ -19,6 +19,22 @@ however many requests a keep-alive connection carries. Not modelled: connection 
 (the kernel completes the client's TCP handshake with the proxy at once, where a real
 network adds a round trip, TLS more), bandwidth limits, jitter and loss.
 
+Throttling (``--throttle-rps N``, ``LatencyProxy(..., throttle_rps=N)``): one token bucket
+for the whole proxy, refilled at N tokens/s and holding at most ``burst`` (default N/10, at
+least 1), full at start. Every request takes a token; a request that finds none is not
+forwarded: the proxy answers it itself with ``503 SlowDown`` and S3's XML error body, as
+an S3 endpoint that throttles does, through the same delayed FIFO (so the client sees it
+after ``latency`` too). To answer per request on a kept-alive HTTP/1.1 connection the proxy
+parses the client's byte stream enough to find request boundaries (head up to the blank
+line, then a ``Content-Length`` body or a chunked one; the body of a rejected request is
+read and dropped, so the connection stays usable). A rejected request that carries
+``Expect: 100-continue`` gets its 503 with ``Connection: close`` (the client may or may not
+send its body then). A request the parser cannot follow (a head over 64 KiB, a body length
+it cannot tell) switches that connection to plain forwarding. Responses are not parsed:
+the 503 is queued behind whatever the server sent before, which keeps the order for clients
+that wait for a response before sending the next request (boto3, rclone, s3fs, curl; none
+pipelines). ``stats()`` gives the number of requests seen and answered 503.
+
 It runs as its own process (``LatencyProxy``) so that its CPU is neither the benchmark's
 ``process_time`` nor under its GIL; ``cpu_seconds()`` gives that CPU so a benchmark can
 report it apart, as infrastructure. The process exits when its parent closes its stdin
@@ -26,17 +42,22 @@ report it apart, as infrastructure. The process exits when its parent closes its
 accepted. Standard library only: usable from any bench, and as a script::
 
     python bench/latency_proxy.py --upstream 127.0.0.1:9000 --latency-ms 20
+    python bench/latency_proxy.py --upstream 127.0.0.1:9000 --latency-ms 10 --throttle-rps 200
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
+import uuid
 from collections import deque
+from collections.abc import Callable
 from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -48,6 +69,190 @@ _CLOSE = object()  # the server's connection is gone: close the client's
 def _require_loopback(host: str, what: str) -> None:
     if host not in LOOPBACK:
         raise ValueError(f"the latency proxy only forwards to loopback, not {what!r}: use 127.0.0.1")
+
+
+class TokenBucket:
+    """``rate`` tokens per second, at most ``burst`` held, full at start; shared by every
+    connection of one proxy. ``clock`` is injectable so a test needs no sleeping."""
+
+    def __init__(self, rate: float, burst: float | None = None, clock: Callable[[], float] = time.monotonic):
+        if rate <= 0:
+            raise ValueError(f"latency proxy: throttle rate {rate} requests/s must be positive")
+        self.rate = rate
+        self.burst = max(1.0, rate / 10) if burst is None else burst
+        if self.burst < 1:
+            raise ValueError(f"latency proxy: throttle burst {self.burst} must be at least 1 request")
+        self.clock = clock
+        self.tokens = self.burst
+        self.stamp = clock()
+
+    def take(self) -> bool:
+        """One token if there is one (True: forward the request), else False (throttle it)."""
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+MAX_HEAD = 64 * 1024  # a longer request head: stop parsing, forward the rest as it is
+
+
+def slow_down_response(method: bytes, close: bool) -> bytes:
+    """S3's answer to a request above its rate: ``503 Slow Down`` with the XML error body
+    (no body bytes for HEAD, as HTTP wants)."""
+    request_id = uuid.uuid4().hex[:16].upper()
+    body = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+        "<Message>Please reduce your request rate.</Message>"
+        f"<RequestId>{request_id}</RequestId><HostId>latency-proxy</HostId></Error>"
+    ).encode()
+    head = (
+        "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+        f"Content-Length: {len(body)}\r\nx-amz-request-id: {request_id}\r\n"
+        f"Connection: {'close' if close else 'keep-alive'}\r\n\r\n"
+    ).encode()
+    return head if method == b"HEAD" else head + body
+
+
+class RequestGate:
+    """Splits one connection's client-to-server bytes into HTTP/1.1 requests and lets each
+    through or not, by ``admit()`` (a token bucket's ``take``).
+
+    ``feed(data)`` returns what to do, in order: ``("forward", bytes)`` to send upstream,
+    ``("reject", method, close)`` to answer one request with a 503 (``close``: then close
+    the connection; everything after it is dropped). No I/O here: the proxy (and a test)
+    act on the list.
+    """
+
+    def __init__(self, admit: Callable[[], bool]) -> None:
+        self.admit = admit
+        self.buf = bytearray()  # bytes not yet decided (an incomplete head or chunk-size line)
+        self.state = "head"  # head | length | chunk_size | chunk_data | trailer | passthrough | closed
+        self.left = 0  # body bytes left (length) or chunk bytes + CRLF left (chunk_data)
+        self.forwarding = True  # the current request's body goes upstream (else it is dropped)
+        self.requests = 0
+        self.rejected = 0
+
+    def feed(self, data: bytes) -> list[tuple]:
+        out: list[tuple] = []
+        if self.state == "closed":
+            return out
+        if self.state == "passthrough":
+            return [("forward", data)] if data else out
+        self.buf += data
+        while self.buf and self.state not in ("closed", "passthrough"):
+            if not self._step(out):
+                break  # need more bytes
+        if self.state == "passthrough" and self.buf:
+            self._emit(out, bytes(self.buf), forward=True)
+            self.buf.clear()
+        return out
+
+    def _emit(self, out: list[tuple], data: bytes, forward: bool) -> None:
+        if not forward or not data:
+            return
+        if out and out[-1][0] == "forward":
+            out[-1] = ("forward", out[-1][1] + data)
+        else:
+            out.append(("forward", data))
+
+    def _body(self, out: list[tuple], n: int) -> None:
+        """Pass on (or drop) the next ``n`` buffered bytes of a body."""
+        self._emit(out, bytes(self.buf[:n]), self.forwarding)
+        del self.buf[:n]
+
+    def _step(self, out: list[tuple]) -> bool:
+        """Consume one unit (a head, a body piece, a chunk line); False if bytes are missing."""
+        if self.state == "head":
+            if self.buf.startswith(b"\r\n"):  # stray CRLF between requests (RFC 9112 2.2)
+                self._emit(out, b"\r\n", True)
+                del self.buf[:2]
+                return True
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buf) > MAX_HEAD:
+                    self.state = "passthrough"
+                return False
+            head = bytes(self.buf[: end + 4])
+            del self.buf[: end + 4]
+            self._head(out, head)
+            return True
+        if self.state == "length":
+            n = min(self.left, len(self.buf))
+            self._body(out, n)
+            self.left -= n
+            if self.left == 0:
+                self.state = "head"
+            return True
+        if self.state in ("chunk_size", "trailer"):
+            end = self.buf.find(b"\r\n")
+            if end < 0:
+                if len(self.buf) > MAX_HEAD:
+                    self.state = "passthrough"
+                return False
+            line = bytes(self.buf[: end + 2])
+            self._body(out, end + 2)
+            if self.state == "trailer":
+                if line == b"\r\n":
+                    self.state = "head"
+                return True
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                self.state = "passthrough"
+                return True
+            if size == 0:
+                self.state = "trailer"
+            else:
+                self.state, self.left = "chunk_data", size + 2  # the data and its CRLF
+            return True
+        if self.state == "chunk_data":
+            n = min(self.left, len(self.buf))
+            self._body(out, n)
+            self.left -= n
+            if self.left == 0:
+                self.state = "chunk_size"
+            return True
+        raise AssertionError(self.state)
+
+    def _head(self, out: list[tuple], head: bytes) -> None:
+        lines = head[:-4].split(b"\r\n")
+        method = lines[0].split(b" ", 1)[0]
+        headers: dict[bytes, bytes] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip().lower()
+        self.requests += 1
+        chunked = b"chunked" in headers.get(b"transfer-encoding", b"")
+        length_text = headers.get(b"content-length", b"0")
+        try:
+            length = int(length_text)
+        except ValueError:
+            length = -1
+        understood = chunked or length >= 0
+        admitted = self.admit() if understood else True
+        self.forwarding = admitted
+        if admitted:
+            self._emit(out, head, True)
+        else:
+            self.rejected += 1
+            close = headers.get(b"expect", b"") == b"100-continue"
+            out.append(("reject", method, close))
+            if close:
+                self.state = "closed"
+                self.buf.clear()
+                return
+        if not understood:
+            self.state = "passthrough"
+        elif chunked:
+            self.state = "chunk_size"
+        elif length > 0:
+            self.state, self.left = "length", length
+        else:
+            self.state = "head"
 
 
 class _Pipe:
@@ -120,13 +325,34 @@ class _Pipe:
                 transport.close()
 
 
-class _ClientSide(asyncio.Protocol):
-    """The accepted connection: connects upstream, then forwards the client's bytes at once."""
+class Throttle:
+    """The proxy-wide token bucket plus counts of the requests it saw and answered 503."""
 
-    def __init__(self, upstream: tuple[str, int], latency: float) -> None:
+    def __init__(self, bucket: TokenBucket) -> None:
+        self.bucket = bucket
+        self.requests = 0
+        self.throttled = 0
+
+    def admit(self) -> bool:
+        self.requests += 1
+        if self.bucket.take():
+            return True
+        self.throttled += 1
+        return False
+
+    def stats(self) -> dict[str, int]:
+        return {"requests": self.requests, "throttled": self.throttled}
+
+
+class _ClientSide(asyncio.Protocol):
+    """The accepted connection: connects upstream, then forwards the client's bytes at once
+    (with a ``throttle``: request by request, answering 503 SlowDown to those above the rate)."""
+
+    def __init__(self, upstream: tuple[str, int], latency: float, throttle: Throttle | None = None) -> None:
         self.upstream = upstream
         self.latency = latency
         self.pipe: _Pipe | None = None
+        self.gate = RequestGate(throttle.admit) if throttle is not None else None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         loop = asyncio.get_running_loop()
@@ -151,8 +377,23 @@ class _ClientSide(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         server = self.pipe.server if self.pipe is not None else None
-        if server is not None and not server.is_closing():
-            server.write(data)
+        if self.gate is None:
+            if server is not None and not server.is_closing():
+                server.write(data)
+            return
+        pipe = self.pipe
+        assert pipe is not None
+        for action in self.gate.feed(data):
+            if action[0] == "forward":
+                if server is not None and not server.is_closing():
+                    server.write(action[1])
+                continue
+            _, method, close = action
+            pipe.delay(slow_down_response(method, close))
+            if close:
+                pipe.delay(_CLOSE)
+                if server is not None:
+                    server.close()
 
     def eof_received(self) -> bool:
         pipe = self.pipe
@@ -212,24 +453,37 @@ class _StdinWatcher(asyncio.Protocol):
 
 
 async def serve(
-    upstream: tuple[str, int], latency: float, port: int = 0, exit_on_stdin_eof: bool = False
+    upstream: tuple[str, int],
+    latency: float,
+    port: int = 0,
+    exit_on_stdin_eof: bool = False,
+    throttle_rps: float | None = None,
+    throttle_burst: float | None = None,
 ) -> None:
     """Proxy 127.0.0.1:``port`` (0: any free port) to ``upstream`` until stopped.
 
     Prints ``listening 127.0.0.1:PORT`` once it accepts connections (how ``LatencyProxy``
-    learns the port). Stops on SIGTERM, or when stdin reaches its end if
+    learns the port). With ``throttle_rps``, prints ``stats {json}`` (requests seen, answered
+    503) on SIGUSR1 and when it stops. Stops on SIGTERM, or when stdin reaches its end if
     ``exit_on_stdin_eof``.
     """
     _require_loopback(upstream[0], upstream[0])
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
+    throttle = Throttle(TokenBucket(throttle_rps, throttle_burst)) if throttle_rps else None
+
+    def print_stats() -> None:
+        print("stats " + json.dumps(throttle.stats() if throttle else {}), flush=True)
+
+    loop.add_signal_handler(signal.SIGUSR1, print_stats)
     if exit_on_stdin_eof:
         await loop.connect_read_pipe(lambda: _StdinWatcher(stop), sys.stdin)
-    server = await loop.create_server(lambda: _ClientSide(upstream, latency), "127.0.0.1", port)
+    server = await loop.create_server(lambda: _ClientSide(upstream, latency, throttle), "127.0.0.1", port)
     print(f"listening 127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await stop.wait()
+    print_stats()
 
 
 def _cpu_of(pid: int) -> float:
@@ -239,24 +493,43 @@ def _cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _parse_stats(line: str) -> dict[str, int]:
+    if not line.startswith("stats "):
+        raise RuntimeError(f"the latency proxy answered {line!r} to a stats request")
+    return json.loads(line[len("stats ") :])
+
+
 class LatencyProxy:
     """A latency proxy in a child process, in front of a loopback ``upstream``.
 
     ``upstream`` is ``http://127.0.0.1:PORT`` (then ``url`` is the same URL pointing at the
     proxy) or ``127.0.0.1:PORT``. Use as a context manager; ``pid`` lets a caller leave the
-    proxy out of its own accounting of child processes.
+    proxy out of its own accounting of child processes. ``throttle_rps``: answer 503
+    SlowDown above that many requests/s (``throttle_burst`` held at most; see the module
+    docstring); ``stats()`` counts them.
     """
 
-    def __init__(self, upstream: str, latency_ms: float) -> None:
+    def __init__(
+        self,
+        upstream: str,
+        latency_ms: float,
+        throttle_rps: float | None = None,
+        throttle_burst: float | None = None,
+    ) -> None:
         parts = urlsplit(upstream if "//" in upstream else f"//{upstream}")
         if parts.hostname is None or parts.port is None:
             raise ValueError(f"latency proxy upstream {upstream!r}: give host:port or a URL with a port")
         _require_loopback(parts.hostname, upstream)
         if latency_ms < 0:
             raise ValueError(f"latency proxy: latency {latency_ms} ms is negative")
+        if throttle_rps is not None:
+            TokenBucket(throttle_rps, throttle_burst)  # the same checks as the child's, here
         self._parts = parts
         self.upstream = (parts.hostname, parts.port)
         self.latency_ms = latency_ms
+        self.throttle_rps = throttle_rps
+        self.throttle_burst = throttle_burst
+        self._final_stats: dict[str, int] | None = None
         self.port = 0
         self._proc: subprocess.Popen[str] | None = None
         self._final_cpu: float | None = None
@@ -274,6 +547,10 @@ class LatencyProxy:
     def start(self) -> LatencyProxy:
         cmd = [sys.executable, os.path.abspath(__file__), "--upstream", "{}:{}".format(*self.upstream)]
         cmd += ["--latency-ms", repr(self.latency_ms), "--exit-on-stdin-eof"]
+        if self.throttle_rps is not None:
+            cmd += ["--throttle-rps", repr(self.throttle_rps)]
+        if self.throttle_burst is not None:
+            cmd += ["--throttle-burst", repr(self.throttle_burst)]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()  # blocks until it listens, or exits
@@ -296,6 +573,14 @@ class LatencyProxy:
             return self._final_cpu
         return _cpu_of(self.pid)
 
+    def stats(self) -> dict[str, int]:
+        """Requests seen and answered 503 so far (all, once stopped); ``{}`` unthrottled."""
+        if self._final_stats is not None:
+            return self._final_stats
+        assert self._proc is not None and self._proc.stdout is not None, "the latency proxy is not started"
+        os.kill(self._proc.pid, signal.SIGUSR1)
+        return _parse_stats(self._proc.stdout.readline())
+
     def stop(self) -> None:
         """Close its stdin (it exits), wait; SIGKILL only if it does not exit in 10 s."""
         proc = self._proc
@@ -312,6 +597,8 @@ class LatencyProxy:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        lines = [line for line in proc.stdout.read().splitlines() if line.startswith("stats ")]
+        self._final_stats = _parse_stats(lines[-1]) if lines else {}
         proc.stdout.close()
 
     def __enter__(self) -> LatencyProxy:
@@ -327,13 +614,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--latency-ms", type=float, required=True, help="delay of server-to-client bytes")
     ap.add_argument("--port", type=int, default=0, help="port to listen on, 127.0.0.1 (0: any free one)")
     ap.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin reaches its end")
+    ap.add_argument("--throttle-rps", type=float, help="answer 503 SlowDown above this many requests/s")
+    ap.add_argument("--throttle-burst", type=float, help="requests the bucket holds (default rps/10, >= 1)")
     args = ap.parse_args(argv)
     host, _, port = args.upstream.rpartition(":")
     _require_loopback(host, args.upstream)
     # Ctrl-C in a terminal reaches the whole process group: the parent stops the proxy.
     if args.exit_on_stdin_eof:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    asyncio.run(serve((host, int(port)), args.latency_ms / 1000, args.port, args.exit_on_stdin_eof))
+    if args.throttle_rps is not None:
+        TokenBucket(args.throttle_rps, args.throttle_burst)  # bad values: a clear error before listening
+    asyncio.run(
+        serve(
+            (host, int(port)),
+            args.latency_ms / 1000,
+            args.port,
+            args.exit_on_stdin_eof,
+            args.throttle_rps,
+            args.throttle_burst,
+        )
+    )
 
 
 if __name__ == "__main__":
