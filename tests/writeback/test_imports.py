@@ -104,6 +104,26 @@ def test_file_handles_reach_the_namespace_only_through_ports() -> None:
     assert f"{PACKAGE}.workspace" not in reachable(graph, f"{PACKAGE}.files")
 
 
+def test_open_files_know_only_the_ports_and_plain_data() -> None:
+    """``OpenFile`` talks to an uploader and a committer (ports.py), not to the parts behind them."""
+    imported = import_graph(ROOT, PACKAGE)[f"{PACKAGE}.files"]
+    assert imported <= {f"{PACKAGE}.ports", f"{PACKAGE}.model"}, sorted(imported)
+
+
+def test_the_namespace_memory_and_the_committer_never_import_the_namespace() -> None:
+    """``overlay`` (the locked memory) and ``commits`` (the journal side of an fsync) sit
+    below ``workspace``; the upload pool knows only the chunk store; the committer never
+    reaches the upload pool or the flusher."""
+    graph = import_graph(ROOT, PACKAGE)
+    for module in ("overlay", "commits", "uploads", "records", "model", "ports"):
+        assert f"{PACKAGE}.workspace" not in reachable(graph, f"{PACKAGE}.{module}"), module
+        assert PACKAGE not in reachable(graph, f"{PACKAGE}.{module}"), module
+    assert graph[f"{PACKAGE}.uploads"] == {f"{PACKAGE}.chunks"}
+    below_commits = reachable(graph, f"{PACKAGE}.commits")
+    assert f"{PACKAGE}.uploads" not in below_commits and f"{PACKAGE}.flusher" not in below_commits
+    assert f"{PACKAGE}.commits" not in reachable(graph, f"{PACKAGE}.overlay")
+
+
 def test_the_checker_sees_function_level_and_type_checking_imports(tmp_path: Path) -> None:
     """The check above can fail: a cycle made only of a function-level import and a
     TYPE_CHECKING import is found, and so is one through a relative import."""
@@ -134,11 +154,14 @@ def test_the_checker_sees_function_level_and_type_checking_imports(tmp_path: Pat
 
 def test_the_namespace_and_open_files_have_every_member_the_ports_name(unpacked_env) -> None:
     """The ports are only type hints to the code that uses them; this keeps them true."""
-    from datahub.cache.writeback.ports import FileHost, FlushSource, OpenFileView
+    from datahub.cache.writeback.ports import Committer, FlushSource, OpenFileView, Uploader
 
     ws = unpacked_env.open()
-    assert isinstance(ws, FileHost) and isinstance(ws, FlushSource)
+    assert isinstance(ws, FlushSource)
     with ws.open("a", create=True) as handle:
         handle.write(0, b"x")
-        assert [isinstance(of, OpenFileView) for of in ws.open_files()] == [True]
-    assert not isinstance(object(), FileHost) and not isinstance(object(), FlushSource)
+        [of] = ws.open_files()
+        assert isinstance(of, OpenFileView)
+        assert isinstance(of.uploads, Uploader) and isinstance(of.committer, Committer)
+    for port in (Committer, FlushSource, Uploader):
+        assert not isinstance(object(), port), port

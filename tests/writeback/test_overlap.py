@@ -241,7 +241,7 @@ def test_namespace_operations_and_the_flusher_wait_for_an_overlapped_close(env: 
         report = ws.flush()  # the record is journaled, its chunk is not stored yet
         assert report.still_dirty == 1 and "v" not in env.origin_files()
         renamer.start()
-        wait_for(lambda: ws._ns_waiting or not renamer.is_alive(), "the rename to wait or finish")
+        wait_for(lambda: ws.overlay.ns_waiting or not renamer.is_alive(), "the rename to wait or finish")
     finally:
         release.set()  # never leave the close stuck, even when an assertion failed
         closer.join()
@@ -257,14 +257,14 @@ def test_namespace_operations_and_the_flusher_wait_for_an_overlapped_close(env: 
 
 def test_a_waiting_namespace_operation_sends_new_closes_the_sequential_way(env: Env) -> None:
     ws = env.open()
-    with ws._cond:
-        ws._ns_waiting += 1
+    with ws.overlay.cond:
+        ws.overlay.ns_waiting += 1
     try:
         with ws.open("s", create=True) as fh:
             fh.write(0, b"s")
     finally:
-        with ws._cond:
-            ws._ns_waiting -= 1
+        with ws.overlay.cond:
+            ws.overlay.ns_waiting -= 1
     assert "unverified" not in ws.journal_record("s")
 
 

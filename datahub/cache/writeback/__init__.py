@@ -126,7 +126,7 @@ def open_workspace(
                 max_bytes=config.cache.origin_max_inflight_bytes,
             ),
         )
-        ws.on_commit = ws.flusher.on_commit
+        ws.commits.on_commit = ws.flusher.on_commit
         _recover(ws)
         if background:
             server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())

@@ -21,16 +21,30 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from datahub.cache.writeback.ports import FileHost, NotFresh
+from datahub.cache.writeback.model import FileSettings
+from datahub.cache.writeback.ports import Committer, NotFresh, Uploader
 from datahub.errors import InvalidInput
 
 
 class OpenFile:
-    def __init__(self, ws: FileHost, file_id: int, path: str, record: dict) -> None:
-        self.ws = ws
+    """One file's buffers; it uploads through ``uploads`` and commits through ``committer``
+    (``ports.py``) and knows nothing else of the workspace."""
+
+    def __init__(
+        self,
+        uploads: Uploader,
+        committer: Committer,
+        settings: FileSettings,
+        file_id: int,
+        path: str,
+        record: dict,
+    ) -> None:
+        self.uploads = uploads
+        self.committer = committer
+        self.settings = settings
         self.id = file_id
         self.path = path  # for messages; follows renames
-        self.cs = ws.chunk_size
+        self.cs = settings.chunk_size
         self.refs = 0
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
@@ -58,7 +72,7 @@ class OpenFile:
     def _stored(self, index: int, key_len: tuple[str, int] | None) -> bytes:
         if key_len is None:
             return b""
-        return self.ws.chunks.get(key_len[0], key_len[1], self.path)
+        return self.uploads.chunks.get(key_len[0], key_len[1], self.path)
 
     def _chunk_view(self, index: int) -> bytes | bytearray:
         """Current bytes of one chunk (possibly shorter than the chunk: the rest is zeros)."""
@@ -139,14 +153,14 @@ class OpenFile:
                 buf[within : within + take] = view[:take]
                 self._touch(index)
                 self.size = max(self.size, pos + take)
-                self.mtime = self.ws.clock()
+                self.mtime = self.settings.clock()
                 if len(buf) == self.cs:
                     full.append(index)
             view = view[take:]
             pos += take
         for index in full:
             self._start_upload(index)
-        if self._buffered_bytes() > self.ws.buffer_bytes:
+        if self._buffered_bytes() > self.settings.buffer_bytes:
             self._write_behind()
         return len(data)
 
@@ -174,7 +188,7 @@ class OpenFile:
                     del buf[within:]
                     self._touch(index)
             self.size = size
-            self.mtime = self.ws.clock()
+            self.mtime = self.settings.clock()
             self.meta_dirty = True
 
     # --- uploads -------------------------------------------------------------------------------
@@ -186,7 +200,7 @@ class OpenFile:
         """Upload the current contents of dirty chunks; re-dirtied chunks stay dirty."""
         with self._lock:
             todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in indices if i in self.buffers]
-        results = self.ws.upload_many(self.id, self.path, todo)
+        results = self.uploads.upload_many(self.id, self.path, todo)
         with self._lock:
             for (index, data, version), key in zip(todo, results, strict=True):
                 self._install(index, version, key, len(data))
@@ -206,11 +220,11 @@ class OpenFile:
     def _start_upload(self, index: int) -> None:
         """Write-behind: a full dirty chunk starts uploading while the writer goes on.
 
-        At most ``ws.max_inflight`` uploads per file are in flight (each holds a copy of
+        At most ``settings.max_inflight`` uploads per file are in flight (each holds a copy of
         its chunk); past that the writer waits, which bounds the memory in bytes.
         """
         with self._lock:
-            while len(self.uploading) >= self.ws.max_inflight:
+            while len(self.uploading) >= self.settings.max_inflight:
                 self._idle.wait()
             buf = self.buffers.get(index)
             if index not in self.dirty or index in self.uploading or buf is None or len(buf) != self.cs:
@@ -219,7 +233,7 @@ class OpenFile:
             data, version = self.buffers.pop(index), self.version.get(index, 0)
             self.inflight[index] = data
             self.uploading.add(index)
-        future = self.ws.submit_upload(self.id, index, data, self.path)
+        future = self.uploads.submit_upload(self.id, index, data, self.path)
         future.add_done_callback(lambda f: self._uploaded(f, index, version, data))
 
     def _uploaded(self, future: Future, index: int, version: int, data: bytearray) -> None:
@@ -273,7 +287,7 @@ class OpenFile:
                 self._upload(pending)
             with self._lock:
                 chunk_map, size, mtime, staged = self._snapshot({})
-            gen = self.ws.commit_file(self.id, self.path, size, mtime, chunk_map)
+            gen = self.committer.commit_file(self.id, self.path, size, mtime, chunk_map)
             self._committed(gen, chunk_map, size, staged)
 
     def _snapshot(self, uploading: dict[int, tuple[str, int]]) -> tuple[dict, int, float, set[int]]:
@@ -302,10 +316,10 @@ class OpenFile:
             # next commit that leaves it out turns it into journaled garbage
             discard = [key for key in self.discard if key not in referenced]
             self.discard = []
-            if self._buffered_bytes_locked() > self.ws.buffer_bytes:
+            if self._buffered_bytes_locked() > self.settings.buffer_bytes:
                 for i in [i for i in self.buffers if i not in self.dirty]:
                     del self.buffers[i]
-        self.ws.delete_unreferenced(discard)
+        self.uploads.delete_unreferenced(discard)
 
     def _commit_overlapped(self) -> bool:
         """First commit of a new file: upload its dirty chunks *while* its record commits.
@@ -322,7 +336,7 @@ class OpenFile:
         transactions never see a record whose chunks may be missing (a rename over an
         acknowledged file must not depend on an upload that may never land).
         """
-        if not self.ws.begin_overlap():
+        if not self.committer.begin_overlap():
             return False
         try:
             if not self.pending:
@@ -330,7 +344,7 @@ class OpenFile:
             with self._lock:
                 todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in sorted(self.dirty)
                         if i in self.buffers]  # fmt: skip
-                keys = [self.ws.chunks.new_key(self.id, i, len(data), self.path) for i, data, _ in todo]
+                keys = [self.uploads.chunks.new_key(self.id, i, len(data), self.path) for i, data, _ in todo]
                 uploading = {i: (key, len(data)) for (i, data, _), key in zip(todo, keys, strict=True)}
                 chunk_map, size, mtime, staged = self._snapshot(uploading)
             if not todo:
@@ -338,12 +352,12 @@ class OpenFile:
             # the commit goes to the pool and the first chunk is written here: the chunk write
             # (a create + fsync) is the longer step, so it starts without a thread hand-off
             written = [(key, data) for (_, data, _), key in zip(todo, keys, strict=True)]
-            commit = self.ws.submit_commit(self.id, self.path, size, mtime, chunk_map, written)
+            commit = self.committer.submit_commit(self.id, self.path, size, mtime, chunk_map, written)
             futures = [
-                self.ws.submit_write(key, data, self.path)
+                self.uploads.submit_write(key, data, self.path)
                 for (_, data, _), key in zip(todo[1:], keys[1:], strict=True)
             ]
-            futures.insert(0, _run_here(self.ws.chunks.write, keys[0], todo[0][1], self.path))
+            futures.insert(0, _run_here(self.uploads.chunks.write, keys[0], todo[0][1], self.path))
             try:
                 gen = commit.result()
             except NotFresh:
@@ -354,13 +368,13 @@ class OpenFile:
                 raise
             error = self._settle_uploads(todo, keys, futures, committed=True)
             if error is not None:
-                self.ws.undo_fresh(self, gen)
+                self.committer.undo_fresh(self, gen)
                 raise error
-            self.ws.trust(self.id, gen)
+            self.committer.trust(self.id, gen)
             self._committed(gen, chunk_map, size, staged)
             return True
         finally:
-            self.ws.end_overlap()
+            self.committer.end_overlap()
 
     def _settle_uploads(
         self, todo: list[tuple[int, bytes, int]], keys: list[str], futures: list[Future], committed: bool
@@ -416,8 +430,8 @@ def _run_here(fn: Callable[..., object], *args: object) -> Future:
 class FileHandle:
     """One open of a workspace file (the FUSE layer keeps one per open file descriptor)."""
 
-    def __init__(self, ws: FileHost, of: OpenFile, release: Callable[[OpenFile], None]) -> None:
-        self._ws = ws
+    def __init__(self, of: OpenFile, release: Callable[[OpenFile], None], what: str) -> None:
+        self._what = what  # "workspace 'name'", for messages
         self._of = of
         self._release = release
         self._closed = False
@@ -428,7 +442,7 @@ class FileHandle:
 
     def _check(self) -> OpenFile:
         if self._closed:
-            raise InvalidInput(f"file handle of {self._of.path!r} in {self._ws.what} is closed")
+            raise InvalidInput(f"file handle of {self._of.path!r} in {self._what} is closed")
         return self._of
 
     def read(self, offset: int, size: int) -> bytes:

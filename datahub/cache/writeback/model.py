@@ -5,6 +5,7 @@ Every other module of the package may import this one; it imports none of them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from datahub.validation import check_key
@@ -20,6 +21,18 @@ class FileAttr:
     mtime: float
     is_dir: bool
     mode: int
+
+
+@dataclass(slots=True)
+class FileSettings:
+    """What every open file of one workspace shares: the chunk size, the RAM budget of its
+    buffers, how many write-behind uploads it may have in flight, and the clock of mtimes.
+    One object per workspace, read live by its open files (a test may lower the budget)."""
+
+    chunk_size: int
+    buffer_bytes: int
+    max_inflight: int
+    clock: Callable[[], float]
 
 
 def normalize(path: str) -> str:

@@ -1,10 +1,11 @@
 """The small interfaces the write-back parts talk through, so the arrows point one way.
 
-``files.OpenFile`` buffers a file and needs someone to upload its chunks (``Uploader``) and
-someone to commit its chunk map (``Committer``); the ``Flusher`` needs a namespace to read
-the journal from and to ask which records are safe to copy (``FlushSource``). ``Workspace``
-(the namespace) satisfies all three and imports ``files`` and ``flusher``; they import only
-this module, never ``workspace``. ``tests/writeback/test_imports.py`` checks that.
+``files.OpenFile`` buffers a file and needs someone to upload its chunks (``Uploader``: the
+bounded pool, ``uploads.UploadPool``) and someone to commit its chunk map (``Committer``:
+``commits.FileCommitter``); the ``Flusher`` needs a namespace to read the journal from and
+to ask which records are safe to copy (``FlushSource``: ``workspace.Workspace``). The
+namespace builds all of them and imports ``files`` and ``flusher``; they import only this
+module (and plain data), never ``workspace``. ``tests/writeback/test_imports.py`` checks that.
 
 Protocols, not base classes: nothing here runs, and a test double needs no inheritance.
 ``tests/writeback/test_imports.py`` checks that the real parts have every member named here.
@@ -12,7 +13,7 @@ Protocols, not base classes: nothing here runs, and a test double needs no inher
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -38,13 +39,11 @@ class OpenFileView(Protocol):
     pending: bool
 
 
+@runtime_checkable
 class Uploader(Protocol):
     """Chunk uploads for one workspace: a bounded pool over the chunk store."""
 
     chunks: ChunkStore
-    chunk_size: int
-    buffer_bytes: int
-    max_inflight: int  # write-behind uploads per file
 
     def upload_many(self, file_id: int, path: str, todo: list[tuple[int, bytes, int]]) -> list[str]: ...
 
@@ -55,11 +54,9 @@ class Uploader(Protocol):
     def delete_unreferenced(self, keys: Iterable[str]) -> None: ...
 
 
+@runtime_checkable
 class Committer(Protocol):
     """Journal commits of one file's chunk map, and the bookkeeping of overlapped first commits."""
-
-    what: str  # "workspace 'name'", for messages
-    clock: Callable[[], float]
 
     def commit_file(
         self,
@@ -83,11 +80,6 @@ class Committer(Protocol):
     def trust(self, file_id: int, gen: int) -> None: ...
 
     def undo_fresh(self, of: OpenFileView, gen: int) -> None: ...
-
-
-@runtime_checkable
-class FileHost(Uploader, Committer, Protocol):
-    """What an ``OpenFile`` is given: one object that uploads and commits (the workspace)."""
 
 
 @runtime_checkable

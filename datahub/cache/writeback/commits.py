@@ -1,0 +1,136 @@
+"""File commits: the journal side of an fsync/close (``ports.Committer``).
+
+``OpenFile`` uploads its chunks through the upload pool, then hands its new chunk map here,
+which points the file's record at it in one durable transaction (writing the record of a
+created file with it: one commit per small file). A new file's first commit may run
+alongside its uploads (``submit_commit``): its record is committed *unverified*; once the
+uploads are durable the file is trusted (``trust``), and if one fails, ``undo_fresh``
+takes the record out again. See ``workspace``'s docstring for the durability rule and
+the lock order: this module holds no lock of its own; it runs journal transactions (lock
+2) and updates the namespace's memory through ``Overlay`` (lock 3) after them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from datahub.cache.writeback import records
+from datahub.cache.writeback.chunks import ChunkStore
+from datahub.cache.writeback.journal import Journal, Txn
+from datahub.cache.writeback.overlay import Overlay
+from datahub.cache.writeback.ports import NotFresh, OpenFileView
+from datahub.errors import NotFound
+
+
+class PendingCommit:
+    """A file commit queued with ``Journal.submit``; ``result()`` waits for it and does the
+    bookkeeping ``commit_file`` does after its transaction, in the waiting thread."""
+
+    def __init__(self, committer: FileCommitter, file_id: int, request) -> None:
+        self._committer, self._file_id, self._request = committer, file_id, request
+
+    def result(self) -> int:
+        delta, gen = self._request.wait()
+        self._committer.overlay.settle({self._file_id})
+        self._committer.on_commit(delta)
+        return gen
+
+
+class FileCommitter:
+    """Commits of open files' chunk maps for one workspace."""
+
+    def __init__(
+        self, journal: Journal, chunks: ChunkStore, overlay: Overlay, on_commit: Callable[[int], None]
+    ) -> None:
+        self.journal = journal
+        self.chunks = chunks
+        self.overlay = overlay
+        self.what = overlay.what
+        self.on_commit = on_commit  # the flusher's account of shared bytes: delta
+
+    def commit_file(
+        self,
+        file_id: int,
+        path: str,
+        size: int,
+        mtime: float,
+        chunks: dict,
+        *,
+        unverified: dict | None = None,
+    ) -> int:
+        """Point the file at its new chunks in one durable transaction; returns the new generation.
+
+        ``unverified`` (key -> [length, fingerprint]) marks a first commit whose chunk uploads
+        run alongside it; it raises ``NotFresh`` if the file is in the journal already.
+        """
+        delta, gen = self.journal.apply(
+            f"fsync of {path!r}",
+            lambda txn: self._commit_in(txn, file_id, path, size, mtime, chunks, unverified),
+        )
+        self.overlay.settle({file_id})
+        if not unverified:
+            self.overlay.verified(file_id)
+        self.on_commit(delta)
+        return gen
+
+    def submit_commit(
+        self, file_id: int, path: str, size: int, mtime: float, chunks: dict, written: list[tuple[str, bytes]]
+    ) -> PendingCommit:
+        """``commit_file`` of an overlapped first commit, queued for the journal's next group
+        commit while the caller writes the chunks ``written`` (key, bytes); their fingerprints
+        are computed by the committing thread."""
+
+        def change(txn: Txn) -> tuple[int, int]:
+            proofs = {key: [len(data), self.chunks.fingerprint(data)] for key, data in written}
+            return self._commit_in(txn, file_id, path, size, mtime, chunks, proofs)
+
+        return PendingCommit(self, file_id, self.journal.submit(f"fsync of {path!r}", change))
+
+    def _commit_in(
+        self,
+        txn: Txn,
+        file_id: int,
+        path: str,
+        size: int,
+        mtime: float,
+        chunks: dict,
+        unverified: dict | None,
+    ) -> tuple[int, int]:
+        existing = txn.file(file_id)
+        materialise = self.overlay.materialise
+        if unverified:  # only a file nothing of which is durable yet may name chunks in flight
+            rec = None if existing is not None else materialise(txn, path, file_id, committing=True)
+            if rec is None:
+                raise NotFresh(path)
+        else:
+            rec = existing or materialise(txn, path, file_id, committing=True)
+        if rec is None:
+            raise NotFound(f"{path!r} vanished from the journal of {self.what}", path=path)
+        return records.point_at_chunks(txn, file_id, rec, size, mtime, chunks, unverified)
+
+    def begin_overlap(self) -> bool:
+        """Enter an overlapped first commit, unless a namespace transaction runs or waits."""
+        return self.overlay.begin_overlap()
+
+    def end_overlap(self) -> None:
+        self.overlay.end_overlap()
+
+    def trust(self, file_id: int, gen: int) -> None:
+        """Generation ``gen`` of the file, committed unverified, is known to be wholly durable."""
+        self.overlay.trust(file_id, gen)
+
+    def undo_fresh(self, of: OpenFileView, gen: int) -> None:
+        """An upload of a new file's overlapped first commit failed: take its record out of the
+        journal again, so the file is back to created-but-unacknowledged (what the sequential
+        way leaves after a failed upload). If even that fails, the record stays unverified:
+        the flusher skips it, recovery drops it, a namespace operation writes it empty."""
+        self.overlay.repend(of)
+        try:
+            delta = self.journal.apply(
+                f"undo of the failed first fsync of {of.path!r}",
+                lambda txn: records.undo_first_commit(txn, of.id, of.path, gen, self.what),
+            )
+        except Exception:  # the journal could not take it back: remember it as unsound
+            self.overlay.keep_unsound(of, gen)
+            return
+        self.on_commit(delta)
