@@ -124,6 +124,24 @@ def test_the_namespace_memory_and_the_committer_never_import_the_namespace() -> 
     assert f"{PACKAGE}.commits" not in reachable(graph, f"{PACKAGE}.overlay")
 
 
+def test_the_module_map_in_docs_architecture_is_the_code() -> None:
+    """docs/architecture.md draws the core's arrows; they are exactly the imports found here
+    (the package root, ``owner`` and the modules importing nothing are left out of the map)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    block = doc.split("**Write-back core.**", 1)[1].split("```", 2)[1]
+    drawn: dict[str, set[str]] = {}
+    for line in block.strip().splitlines():
+        module, _, targets = line.partition("─→")
+        drawn[module.strip()] = {t.strip().removesuffix(" (types only)") for t in targets.split(",")}
+    graph = import_graph(ROOT, PACKAGE)
+    actual = {
+        name.removeprefix(f"{PACKAGE}."): {t.removeprefix(f"{PACKAGE}.") for t in targets}
+        for name, targets in graph.items()
+        if name != PACKAGE and targets
+    }
+    assert drawn == actual
+
+
 def test_the_checker_sees_function_level_and_type_checking_imports(tmp_path: Path) -> None:
     """The check above can fail: a cycle made only of a function-level import and a
     TYPE_CHECKING import is found, and so is one through a relative import."""
