@@ -154,8 +154,12 @@ class ApiClient:
                     raise self.garbage(what, "a line that is not a JSON object")
                 yield obj
 
-    def batches(self, path: str, *, what: str, params: Mapping[str, Any]) -> Iterator[list[Any]]:
+    def batches(
+        self, path: str, *, what: str, params: Mapping[str, Any], header: Any = None
+    ) -> Iterator[list[Any]]:
         """The items of an NDJSON listing, a list per chunk read (not yet checked to be objects).
+        With ``header``, the listing's first line must equal it (a format and its columns) and
+        is not an item: a server speaking another format is an error, never a misread listing.
 
         Why batches: a listing of 10^7 records is CPU-bound on the client; reading large
         chunks and parsing each chunk's complete lines with one ``json.loads`` of a JSON
@@ -188,6 +192,16 @@ class ApiClient:
                     continue
                 body, tail = tail + chunk[:cut], chunk[cut + 1 :]
                 items = self._parse(body, what) if body.strip() else []
+                if header is not None and items:
+                    if items[0] != header:
+                        first = json.dumps(items[0])[:200]
+                        raise self.garbage(
+                            what,
+                            f"a listing in another format (first line {first}, expected {json.dumps(header)}; "
+                            "are client and server different datahub releases?)",
+                        )
+                    del items[0]
+                    header = None
                 if b'"end"' in body:
                     for i, obj in enumerate(items):
                         if isinstance(obj, dict) and "end" in obj and len(obj) == 1:

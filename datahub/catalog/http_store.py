@@ -22,6 +22,10 @@ import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from itertools import islice as _islice
+from itertools import starmap as _starmap
+from operator import itemgetter
+from operator import lt as _lt
 from typing import IO, Any
 from urllib.parse import quote
 
@@ -42,6 +46,13 @@ from datahub.catalog.model import (
 from datahub.catalog.store import CatalogStore
 from datahub.errors import CatalogUnavailable, InvalidInput, StaleBase
 
+# The listing formats of /v1/remote (the first line of each listing; the server writes them
+# from these): one JSON array per item in this column order, where objects with key names
+# cost the client ~1.8x the parsing. Change the format name with the columns.
+RECORD_COLUMNS = ("key", "url", "etag", "size", "checksum", "meta", "labels")
+RECORDS_HEADER = {"format": "datahub.records/2", "columns": list(RECORD_COLUMNS)}
+DIFF_HEADER = {"format": "datahub.diff/2", "columns": ["kind", "key", "old", "new"]}
+_first = itemgetter(0)
 _SPOOL_BYTES = 8 * 1024 * 1024  # a commit body beyond this is spooled to a temporary file
 _CHUNK = 256 * 1024
 _BATCH_KEYS = 10000
@@ -205,29 +216,12 @@ class HttpCatalogStore(CatalogStore):
                 params["filter"] = str(where)
             got = 0
             try:
-                for batch in self._api.batches(path, what=what, params=params):
-                    try:
-                        records = [
-                            record_from_row(
-                                r["key"],
-                                r["url"],
-                                r["etag"],
-                                r["size"],
-                                r["checksum"],
-                                r["meta"],
-                                r["labels"],
-                            )
-                            for r in batch
-                        ]
-                    except (KeyError, TypeError, ValueError, AttributeError):
-                        raise self._api.garbage(what, "an object of the wrong shape") from None
-                    for record in records:
-                        key = record.key
-                        if start_after and key <= start_after:
-                            raise self._api.garbage(what, f"key {key!r} out of order (after {start_after!r})")
-                        got += 1
-                        yield record
-                        start_after = key
+                for rows in self._api.batches(path, what=what, params=params, header=RECORDS_HEADER):
+                    last = self._checked_rows(rows, start_after, what)
+                    # record_from_row is called lazily from C: the rows were checked above
+                    yield from _starmap(record_from_row, rows)
+                    got += len(rows)
+                    start_after = last
                 return
             except CatalogUnavailable as exc:
                 resumes += 1
@@ -237,6 +231,25 @@ class HttpCatalogStore(CatalogStore):
                     limit -= got
                     if limit <= 0:
                         return
+
+    def _checked_rows(self, rows: list[Any], after: str, what: str) -> str:
+        """The last key of a chunk of record rows, after checking that every row is an array of
+        the 7 columns, every key a string, and the keys rising strictly from ``after``; done
+        per chunk in C (``map``), not per record in Python. The other values are the server's,
+        which its catalog checked when they were written."""
+        if set(map(type, rows)) != {list} or set(map(len, rows)) != {len(RECORD_COLUMNS)}:
+            raise self._api.garbage(what, "a record row of the wrong shape")
+        keys = list(map(_first, rows))
+        if set(map(type, keys)) != {str}:
+            raise self._api.garbage(what, "a record row of the wrong shape (a key that is not a string)")
+        ordered = (not after or keys[0] > after) and all(map(_lt, keys, _islice(keys, 1, None)))
+        if not ordered:
+            previous = after
+            for key in keys:
+                if previous and key <= previous:
+                    raise self._api.garbage(what, f"key {key!r} out of order (after {previous!r})")
+                previous = key
+        return keys[-1]
 
     def get_record(self, dataset: str, seq: int, key: str) -> Record:
         what = f"record {key!r} of version {seq} of dataset {dataset!r}"
@@ -261,8 +274,11 @@ class HttpCatalogStore(CatalogStore):
     def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
         what = f"the diff of versions {a}..{b} of dataset {dataset!r}"
         params: dict[str, Any] = {"a": a, "b": b} | ({"prefix": prefix} if prefix else {})
-        for obj in self._api.lines(f"/v1/remote/datasets/{_seg(dataset)}/diff", what=what, params=params):
-            yield self._api.decode(what, _diff_entry, obj)
+        path = f"/v1/remote/datasets/{_seg(dataset)}/diff"
+        for rows in self._api.batches(path, what=what, params=params, header=DIFF_HEADER):
+            if set(map(type, rows)) != {list}:
+                raise self._api.garbage(what, "a diff row of the wrong shape")
+            yield from [self._api.decode(what, _diff_entry, row) for row in rows]
 
     # --- API tokens: the server's business --------------------------------------------------------
     def _tokens_refused(self) -> InvalidInput:
@@ -351,13 +367,13 @@ def _record(r: Mapping[str, Any]) -> Record:
     return record_from_row(r["key"], r["url"], r["etag"], r["size"], r["checksum"], r["meta"], r["labels"])
 
 
-def _diff_entry(e: Mapping[str, Any]) -> DiffEntry:
-    old, new = e["old"], e["new"]
+def _diff_entry(e: list[Any]) -> DiffEntry:
+    kind, key, old, new = e
     return DiffEntry(
-        e["kind"],
-        e["key"],
-        _record(old) if old is not None else None,
-        _record(new) if new is not None else None,
+        kind,
+        key,
+        record_from_row(*old) if old is not None else None,
+        record_from_row(*new) if new is not None else None,
     )
 
 

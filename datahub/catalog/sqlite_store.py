@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import itertools
 import json
 import sqlite3
 import time
@@ -567,8 +568,25 @@ class SQLiteCatalogStore(CatalogStore):
             self._pages(dataset_id, seq, prefix, after, page_hint(self.page_size, limit, where)), where, limit
         )
 
+    def list_record_rows(
+        self, dataset: str, seq: int, *, prefix: str = "", start_after: str = "", limit: int | None = None
+    ) -> Iterator[tuple[str, str, str, int, str | None, Any, Any]]:
+        """The stored rows themselves: meta and labels as their stored JSON text (or None)."""
+        dataset_id = self._dataset_id(dataset)
+        self.get_version(dataset, seq)
+        pages = self._row_pages(dataset_id, seq, prefix, start_after, page_hint(self.page_size, limit, None))
+        rows = itertools.chain.from_iterable(pages)
+        return rows if limit is None else itertools.islice(rows, limit)
+
     def _pages(self, dataset_id: int, seq: int, prefix: str, after: str, page: int) -> Iterator[Record]:
         """Every record live in ``seq`` after ``after``, by keyset pages of ``page`` rows."""
+        for rows in self._row_pages(dataset_id, seq, prefix, after, page):
+            yield from map(_record, rows)
+
+    def _row_pages(
+        self, dataset_id: int, seq: int, prefix: str, after: str, page: int
+    ) -> Iterator[list[tuple]]:
+        """The stored rows of ``_pages``, a list per page."""
         bound_sql, bounds = _prefix_bounds(prefix)
         sql = (
             f"SELECT {_RECORD_COLS} FROM records WHERE dataset_id = ? AND key > ?{bound_sql}"
@@ -576,7 +594,7 @@ class SQLiteCatalogStore(CatalogStore):
         )
         while True:
             rows = self._query("list records", sql, (dataset_id, after, *bounds, seq, seq, page))
-            yield from map(_record, rows)
+            yield rows
             if len(rows) < page:
                 return
             after = rows[-1][0]

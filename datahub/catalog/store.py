@@ -107,6 +107,17 @@ class CatalogStore(abc.ABC):
     ) -> Iterator[Record]:
         """Records live in version ``seq``, in key order, streamed (bounded memory)."""
 
+    def list_record_rows(
+        self, dataset: str, seq: int, *, prefix: str = "", start_after: str = "", limit: int | None = None
+    ) -> Iterator[tuple[str, str, str, int, str | None, Any, Any]]:
+        """``list_records`` as tuples ``(key, url, etag, size, checksum, meta, labels)``, for
+        writing a listing out again (the remote-store route). A store holding meta/labels as
+        JSON text gives that text (a ``str``; ``None`` or ``""`` when empty) undecoded: decoding
+        and encoding it again was half of that route's CPU per record. This default gives
+        the mappings of ``list_records``."""
+        records = self.list_records(dataset, seq, prefix=prefix, start_after=start_after, limit=limit)
+        return ((r.key, r.url, r.etag, r.size, r.checksum, r.meta, r.labels) for r in records)
+
     @abc.abstractmethod
     def get_record(self, dataset: str, seq: int, key: str) -> Record:
         """RecordNotFound naming dataset, version and key if absent."""

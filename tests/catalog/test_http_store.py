@@ -7,6 +7,7 @@ drops its answer.
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import socketserver
@@ -16,9 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from datahub.api.routes.remote import RECORDS_LINE, _ndjson, record_row, stored_row
 from datahub.catalog import Catalog, Put, Record, open_store
-from datahub.catalog.http_store import HttpCatalogStore
+from datahub.catalog.http_store import RECORDS_HEADER, HttpCatalogStore
 from datahub.errors import CatalogUnavailable, DatasetNotFound, InvalidInput, StaleBase, Unauthenticated
 from tests.catalog.conftest import rec
 from tests.catalog.remote import ServedStore, serve, served_store
@@ -27,11 +31,11 @@ SECRET = "dh-secret-token-4f1c9a"
 FAST = {"attempts": 3, "backoff": 0.01, "budget": 10.0, "timeout": 5.0}
 
 
+HEADER = json.dumps(RECORDS_HEADER).encode() + b"\n"  # the first line of every record listing
+
+
 def _line(key: str) -> bytes:
-    return (
-        b'{"key": "%s", "url": "s3://b/%s", "etag": "e", "size": 1, "checksum": "", "meta": {}, "labels": {}}\n'
-        % (key.encode(), key.encode())
-    )
+    return b'["%s", "s3://b/%s", "e", 1, "", {}, {}]\n' % (key.encode(), key.encode())
 
 
 def free_port() -> int:
@@ -128,32 +132,43 @@ def test_garbage_answers_are_clear_errors(garbage: ThreadingHTTPServer, answer, 
     ("body", "why"),
     [
         # cut without its end line: the resumed request (start_after=a) gets "a" again here
-        (_line("a"), "out of order"),
-        (b"", "after 0 item"),  # nothing at all, not even the end line
+        (HEADER + _line("a"), "out of order"),
+        (b"", "after 0 item"),  # nothing at all, not even the header
+        (HEADER, "after 0 item"),  # the header, then nothing
         (b"not json at all\n", "not JSON"),
-        (b'{"end": 5}\n', "end line saying 5"),
-        (b'{"key": "a"}\n{"end": 1}\n', "wrong shape"),
-        (_line("b") + _line("a") + b'{"end": 2}\n', "out of order"),
+        (HEADER + b"not json at all\n", "not JSON"),
+        (HEADER + b'{"end": 5}\n', "end line saying 5"),
+        (HEADER + b'["a"]\n{"end": 1}\n', "wrong shape"),
+        (HEADER + b'{"key": "a"}\n{"end": 1}\n', "wrong shape"),
+        (HEADER + _line("b") + _line("a") + b'{"end": 2}\n', "out of order"),
+        (HEADER + _line("a") + _line("a") + b'{"end": 2}\n', "out of order"),  # a duplicate
+        (HEADER + b'[1, "u", "e", 1, "", {}, {}]\n{"end": 1}\n', "wrong shape"),  # a key that is no string
         # lines are parsed a chunk at a time: one bad line among good ones still fails
-        (_line("a") + b"not json\n" + _line("b") + b'{"end": 3}\n', "not JSON"),
-        (_line("a") + b"\n" + _line("b") + b'{"end": 1}\n', "end line saying 1"),  # a blank line is no item
-        (_line("a") + b'{"end": 2}\n' + _line("b"), "end line saying 2"),
-        (b'{"key": "a", "url": "s3://b/a", "et', "after 0 item"),  # cut inside the first line
-        (b'[1, 2]\n{"end": 1}\n', "wrong shape"),
+        (HEADER + _line("a") + b"not json\n" + _line("b") + b'{"end": 3}\n', "not JSON"),
+        (HEADER + _line("a") + b"\n" + _line("b") + b'{"end": 1}\n', "end line saying 1"),  # blank: no item
+        (HEADER + _line("a") + b'{"end": 2}\n' + _line("b"), "end line saying 2"),
+        (HEADER + b'["a", "s3://b/a", "e', "after 0 item"),  # cut inside the first record
+        (b'["a", "s3', "after 0 item"),  # cut inside the header
+        # the old format (objects with key names), or a header naming other columns
+        (_line("a") + b'{"end": 1}\n', "another format"),
+        (b'{"key": "a", "url": "s3://b/a", "etag": "e", "size": 1}\n{"end": 1}\n', "another format"),
+        (HEADER.replace(b"/2", b"/3") + _line("a") + b'{"end": 1}\n', "another format"),
     ],
 )
 def test_a_cut_or_garbled_listing_is_an_error_never_a_shorter_listing(
     garbage: ThreadingHTTPServer, body: bytes, why: str
 ) -> None:
     garbage.answer = (200, "application/x-ndjson", body)  # type: ignore[attr-defined]
-    store = HttpCatalogStore(f"http://127.0.0.1:{garbage.server_address[1]}", **FAST)
-    with pytest.raises(CatalogUnavailable, match=why):
+    url = f"http://127.0.0.1:{garbage.server_address[1]}"
+    store = HttpCatalogStore(url, **FAST)
+    with pytest.raises(CatalogUnavailable, match=why) as caught:
         list(store.list_records("ds", 1))
+    assert url in str(caught.value)
 
 
 def test_a_record_whose_meta_holds_an_end_key_is_a_record_not_the_end(garbage: ThreadingHTTPServer) -> None:
-    line = _line("a").replace(b'"meta": {}', b'"meta": {"end": 1}')
-    garbage.answer = (200, "application/x-ndjson", line + _line("b") + b'{"end": 2}\n')  # type: ignore[attr-defined]
+    line = _line("a").replace(b", {}, {}]", b', {"end": 1}, {}]')
+    garbage.answer = (200, "application/x-ndjson", HEADER + line + _line("b") + b'{"end": 2}\n')  # type: ignore[attr-defined]
     store = HttpCatalogStore(f"http://127.0.0.1:{garbage.server_address[1]}", **FAST)
     records = list(store.list_records("ds", 1))
     assert [r.key for r in records] == ["a", "b"] and records[0].meta == {"end": 1}
@@ -198,6 +213,29 @@ class _DropFirstCommitAnswer(socketserver.ThreadingTCPServer):
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
 
+    def deliver(self, request_line: bytes, answer: bytes) -> bytes:
+        """What of ``answer`` reaches the client (all of it, or a prefix and then a close)."""
+        is_commit = b"/commits " in request_line
+        self.commits_seen += is_commit
+        drop = is_commit and self.dropped == 0
+        self.dropped += drop
+        return b"" if drop else answer  # a dropped commit is applied upstream; its answer never arrives
+
+
+class _CutFirstListing(_DropFirstCommitAnswer):
+    """A loopback proxy that sends only the first ``fraction`` of the first record listing's
+    answer, then closes the connection (a connection cut mid-stream)."""
+
+    def __init__(self, upstream: tuple[str, int], fraction: float) -> None:
+        super().__init__(upstream)
+        self.fraction, self.listings = fraction, []
+
+    def deliver(self, request_line: bytes, answer: bytes) -> bytes:
+        if b"/records?" not in request_line:
+            return answer
+        self.listings.append(request_line.decode())
+        return answer[: int(len(answer) * self.fraction)] if len(self.listings) == 1 else answer
+
 
 class _ProxyHandler(socketserver.StreamRequestHandler):
     server: _DropFirstCommitAnswer
@@ -218,13 +256,10 @@ class _ProxyHandler(socketserver.StreamRequestHandler):
             body = self.rfile.read(length)
             answer = self._forward(head, body)
             with self.server.lock:
-                is_commit = b"/commits " in head.split(b"\r\n")[0]
-                self.server.commits_seen += is_commit
-                drop = is_commit and self.server.dropped == 0
-                self.server.dropped += drop
-            if drop:
-                return  # the commit is applied upstream; its answer never arrives
-            self.wfile.write(answer)
+                sent = self.server.deliver(head.split(b"\r\n")[0], answer)
+            self.wfile.write(sent)
+            if len(sent) < len(answer):
+                return  # the rest of the answer never arrives: the connection is closed
 
     def _forward(self, head: bytes, body: bytes) -> bytes:
         # one upstream connection per request, asked to close, so its answer ends at EOF
@@ -318,8 +353,10 @@ class _Scripted(_Garbage):
 def test_a_cut_record_listing_resumes_after_the_last_key_or_fails_never_short(always_cut: bool) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
     server.hits, server.paths = 0, []  # type: ignore[attr-defined]
-    cut = _line("a") + _line("b")  # no end line: the stream was cut
-    rest = [_line("c"), _line("d")] if always_cut else [_line("c") + b'{"end": 1}\n']
+    cut = HEADER + _line("a") + _line("b")  # no end line: the stream was cut
+    rest = (
+        [HEADER + _line("c"), HEADER + _line("d")] if always_cut else [HEADER + _line("c") + b'{"end": 1}\n']
+    )
     server.script = [cut, *rest]  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     store = HttpCatalogStore(f"http://127.0.0.1:{server.server_address[1]}", **FAST)
@@ -334,3 +371,109 @@ def test_a_cut_record_listing_resumes_after_the_last_key_or_fails_never_short(al
         store.close()
         server.shutdown()
         server.server_close()
+
+
+# Keys that need escaping in JSON and in a query string (the resumed request's start_after).
+ODD = [
+    'q"uote',
+    "back\\slash",
+    "sp ace",
+    "pl+us",
+    "amp&er=sand",
+    "h#sh?",
+    "\u00e9t\u00e9",
+    "\U0001f600",
+    "col:on;semi",
+]
+
+
+def test_a_listing_cut_mid_stream_by_the_network_resumes_without_loss_or_duplicates(tmp_path: Path) -> None:
+    """A real server behind a proxy that closes the first listing's connection part-way
+    through (inside a line): the client resumes after the last complete record it got, and
+    the listing equals the backing store's, record for record."""
+    server, backing, token = serve(tmp_path)
+    proxy = _CutFirstListing(("127.0.0.1", server.port), fraction=0.6)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    store = HttpCatalogStore(f"http://127.0.0.1:{proxy.server_address[1]}", token=token, **FAST)
+    try:
+        backing.create_dataset("ds")
+        meta = {"caption": "x" * 300, "end": 1}  # ~0.4 KB a line: the 60 % cut is beyond the 1 MiB first read
+        keys = sorted(f"{ODD[i % len(ODD)]}/{i:05d}" for i in range(8000))
+        backing.commit("ds", (Put(Record(k, f"s3://b/{k}", "e", i, "", meta)) for i, k in enumerate(keys)))
+        got = list(store.list_records("ds", 1))
+        assert len(proxy.listings) == 2 and "start_after=" in proxy.listings[1]  # cut once, resumed once
+        assert got == list(backing.list_records("ds", 1))  # nothing lost, nothing twice
+    finally:
+        store.close()
+        proxy.shutdown()
+        proxy.server_close()
+        server.stop()
+        backing.close()
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+_MAPS = st.dictionaries(
+    st.sampled_from(["end", "key", "", "\u00df", '"', "\n"]) | st.text(max_size=6), _JSON, max_size=4
+)
+_RECORDS = st.lists(
+    st.tuples(
+        st.text(min_size=1, max_size=12),
+        st.text(max_size=12),
+        st.text(max_size=8),
+        st.integers(0, 2**63 - 1),
+        st.text(max_size=8),
+        _MAPS,
+        _MAPS,
+    ),
+    max_size=6,
+    unique_by=lambda r: r[0],
+).map(lambda rows: [Record(*r) for r in sorted(rows)])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=_RECORDS, stored=st.booleans())
+def test_record_rows_round_trip_any_text_and_metadata(
+    garbage: ThreadingHTTPServer, records: list[Record], stored: bool
+) -> None:
+    """What the server writes (from Records, or from rows whose meta/labels are a store's JSON
+    text) the client reads back equal: any key, quotes, escapes, non-ASCII, odd meta keys
+    (``end`` too), nested values, 64-bit sizes."""
+
+    def row(r: Record) -> str:
+        if not stored:
+            return record_row(r)
+        text = lambda m: json.dumps(m, separators=(",", ":"), sort_keys=True) if m else None  # noqa: E731
+        return stored_row((r.key, r.url, r.etag, r.size, r.checksum or None, text(r.meta), text(r.labels)))
+
+    body = b"".join(_ndjson(iter(records), row, RECORDS_LINE, chunk_bytes=64))
+    garbage.answer = (200, "application/x-ndjson", body)  # type: ignore[attr-defined]
+    store = HttpCatalogStore(f"http://127.0.0.1:{garbage.server_address[1]}", **FAST)
+    try:
+        assert list(store.list_records("ds", 1)) == records
+    finally:
+        store.close()
+
+
+def test_a_garbage_line_in_a_real_sized_listing_names_the_url(garbage: ThreadingHTTPServer) -> None:
+    """One bad line among thousands (several chunks): an error naming the server's URL, and
+    the records before it were all that was returned."""
+    good = [_line(f"k{i:05d}") for i in range(20000)]
+    body = (
+        HEADER
+        + b"".join(good[:15000])
+        + b"<html>oops</html>\n"
+        + b"".join(good[15000:])
+        + b'{"end": 20001}\n'
+    )
+    garbage.answer = (200, "application/x-ndjson", body)  # type: ignore[attr-defined]
+    url = f"http://127.0.0.1:{garbage.server_address[1]}"
+    store = HttpCatalogStore(url, token=SECRET, **FAST)
+    seen = []
+    with pytest.raises(CatalogUnavailable, match="not JSON") as caught:
+        seen.extend(r.key for r in store.list_records("ds", 1))
+    assert url in str(caught.value) and SECRET not in str(caught.value)
+    assert seen == [f"k{i:05d}" for i in range(len(seen))] and len(seen) < 15000

@@ -6,7 +6,10 @@ key, a batch lookup, a commit on an explicit base with a client-made commit id).
 checked like the neighbours (reader / writer / admin of the dataset); every write still
 goes through the server's Catalog, so it validates exactly as a local write does.
 Listings are NDJSON ending with ``{"end": n}``: a listing cut by a failure is never
-mistaken for a complete one.
+mistaken for a complete one. Record and diff listings start with a header line naming their
+format and columns (``datahub.catalog.http_store.RECORDS_HEADER`` / ``DIFF_HEADER``), then
+one JSON array per item: a client that reads another format fails clearly instead of
+misreading the columns.
 """
 
 from __future__ import annotations
@@ -40,8 +43,10 @@ from datahub.api.schemas import (
     record_public,
     version_public,
 )
+from datahub.catalog.http_store import DIFF_HEADER, RECORDS_HEADER
 from datahub.catalog.model import DiffEntry, Record
 from datahub.errors import AccessDenied, InvalidInput
+from datahub.validation import MAX_JSON_DEPTH, check_prefix, load_stored_json
 
 # Not in the public OpenAPI: the wire contract of datahub.catalog.http_store, held by the catalog
 # conformance suite run over a real server (docs/api.md, "Remote store").
@@ -52,10 +57,11 @@ Seq = Annotated[int, Query(ge=0, le=2**63 - 1)]
 
 
 def _ndjson(
-    rows: Iterable[Any], line: Callable[[Any], str], chunk_bytes: int = 256 * 1024
+    rows: Iterable[Any], line: Callable[[Any], str], header: str = "", chunk_bytes: int = 256 * 1024
 ) -> Iterator[bytes]:
-    """Lines joined into chunks of about ``chunk_bytes``: one send per chunk, not per item."""
-    buffer: list[str] = []
+    """Lines joined into chunks of about ``chunk_bytes``: one send per chunk, not per item.
+    ``header`` (a JSON object naming the format, not counted) comes before the items."""
+    buffer: list[str] = [header] if header else []
     size = count = 0
     for row in rows:
         text = line(row)
@@ -74,8 +80,8 @@ def stream_listing(rows: Iterator[Any], convert: Callable[[Any], BaseModel]) -> 
     return stream_lines(rows, lambda row: convert(row).model_dump_json())
 
 
-def stream_lines(rows: Iterator[Any], line: Callable[[Any], str]) -> StreamingResponse:
-    """An NDJSON listing of ``line(row)`` (one JSON object, no newline) per row."""
+def stream_lines(rows: Iterator[Any], line: Callable[[Any], str], header: str = "") -> StreamingResponse:
+    """An NDJSON listing of ``line(row)`` (one JSON value, no newline) per row, after ``header``."""
     # pull the first row here, so that an unknown dataset/version is an error answer, not a cut stream
     first: list[Any] = []
     for row in rows:
@@ -86,26 +92,18 @@ def stream_lines(rows: Iterator[Any], line: Callable[[Any], str]) -> StreamingRe
         yield from first
         yield from rows
 
-    return StreamingResponse(_ndjson(chained(), line), media_type=NDJSON)
+    return StreamingResponse(_ndjson(chained(), line, header), media_type=NDJSON)
 
 
-# Record lines are the hot path of every remote listing (10^7 records for a large version):
-# written with the stdlib's C encoder from a plain dict, the same JSON object RecordPublic
-# describes, without building a pydantic model per record (half the route's CPU per row).
+# Record rows are the hot path of every remote listing (10^7 records for a large version):
+# one JSON array per record in the column order RECORDS_HEADER declares (the client parses
+# arrays in ~60 % of the time objects with key names take), written from a fixed template
+# with the stdlib's C functions, without building a pydantic model or a dict per record.
+_ROW = "[%s,%s,%s,%d,%s,%s,%s]"
+_quote = json.encoder.encode_basestring_ascii  # a JSON string literal (ASCII, as json.dumps writes it)
 _encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def _record_dict(r: Record) -> dict[str, Any]:
-    meta, labels = r.meta, r.labels
-    return {
-        "key": r.key,
-        "url": r.url,
-        "etag": r.etag,
-        "size": r.size,
-        "checksum": r.checksum,
-        "meta": meta if isinstance(meta, dict) else dict(meta),
-        "labels": labels if isinstance(labels, dict) else dict(labels),
-    }
+RECORDS_LINE = _encode(RECORDS_HEADER)
+DIFF_LINE = _encode(DIFF_HEADER)
 
 
 def _refuse(o: Any) -> Any:
@@ -124,30 +122,45 @@ def _encode_map(value: Any) -> str:
     return "".join(_c_encoder(value, 0)) if _c_encoder else _encode(value)
 
 
-_RECORD_LINE = '{"key":%s,"url":%s,"etag":%s,"size":%d,"checksum":%s,"meta":%s,"labels":%s}'
-_quote = json.encoder.encode_basestring_ascii  # a JSON string literal, as _encode writes it
+def _stored_map(value: Any) -> str:
+    """A meta/labels as JSON text: a store's JSON text as it is when it is too short to nest
+    too deep (else what a direct read shows, see ``load_stored_json``), a mapping encoded."""
+    if not value:
+        return "{}"
+    if isinstance(value, str):
+        if value.count("{") + value.count("[") <= MAX_JSON_DEPTH:
+            return value
+        return _encode_map(load_stored_json(value))
+    return _encode_map(value)
 
 
-def record_line(r: Record) -> str:
-    """A RecordPublic object as one JSON line (no newline): the field names are fixed text,
-    only the values are encoded (an empty meta/labels, the common case, is ``{}`` as is)."""
-    meta, labels = r.meta, r.labels
-    return _RECORD_LINE % (
-        _quote(r.key),
-        _quote(r.url),
-        _quote(r.etag),
-        r.size,
-        _quote(r.checksum),
-        _encode_map(meta) if meta else "{}",
-        _encode_map(labels) if labels else "{}",
+def stored_row(row: tuple[str, str, str, int, str | None, Any, Any]) -> str:
+    """A ``list_record_rows`` row as one JSON array (no newline) in RECORDS_HEADER's column
+    order. The common meta/labels, empty or stored JSON text shorter than the depth limit,
+    are written as they are (JSON in, JSON out: no decode and encode per record)."""
+    key, url, etag, size, checksum, meta, labels = row
+    return _ROW % (
+        _quote(key),
+        _quote(url),
+        _quote(etag),
+        size,
+        _quote(checksum or ""),
+        meta if meta.__class__ is str and len(meta) <= MAX_JSON_DEPTH else _stored_map(meta),
+        labels if labels.__class__ is str and len(labels) <= MAX_JSON_DEPTH else _stored_map(labels),
     )
 
 
-def diff_line(e: DiffEntry) -> str:
-    """A DiffEntryPublic object as one JSON line (no newline)."""
-    old = _record_dict(e.old) if e.old is not None else None
-    new = _record_dict(e.new) if e.new is not None else None
-    return _encode({"kind": e.kind, "key": e.key, "old": old, "new": new})
+def record_row(r: Record) -> str:
+    """A Record as a record row (``stored_row``)."""
+    return stored_row((r.key, r.url, r.etag, r.size, r.checksum, r.meta, r.labels))
+
+
+def diff_row(e: DiffEntry) -> str:
+    """A diff entry as one JSON array (no newline) in DIFF_HEADER's column order: kind, key,
+    and the old and new records as record rows (``null`` where there is none)."""
+    old = record_row(e.old) if e.old is not None else "null"
+    new = record_row(e.new) if e.new is not None else "null"
+    return f"[{_quote(e.kind)},{_quote(e.key)},{old},{new}]"
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
@@ -201,11 +214,19 @@ def list_records(
     limit: Annotated[int | None, Query(ge=0)] = None,
     filter: str | None = None,
 ) -> StreamingResponse:
-    """RecordPublic lines in key order, streamed from the store (bounded memory on both sides)."""
-    rows = services.catalog.list_records(
-        dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit, where=filter
+    """RECORDS_HEADER, then one record row per line in key order, streamed from the store
+    (bounded memory on both sides), then ``{"end": n}``."""
+    if filter:  # the filter needs decoded records
+        records = services.catalog.list_records(
+            dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit, where=filter
+        )
+        return stream_lines(records, record_row, RECORDS_LINE)
+    check_prefix(prefix)
+    version = services.catalog.resolve(dataset.name, seq)
+    rows = services.catalog.store.list_record_rows(
+        dataset.name, version.seq, prefix=prefix, start_after=start_after, limit=limit
     )
-    return stream_lines(rows, record_line)
+    return stream_lines(rows, stored_row, RECORDS_LINE)
 
 
 @router.post("/{name}/records/get")
@@ -219,8 +240,8 @@ def get_records(dataset: ReadableDataset, body: RecordsGet, services: ServicesDe
 def diff(
     dataset: ReadableDataset, services: ServicesDep, a: Seq, b: Seq, prefix: str = ""
 ) -> StreamingResponse:
-    """DiffEntryPublic lines from version ``a`` to ``b`` (0 = empty), in key order."""
-    return stream_lines(services.catalog.diff(dataset.name, a, b, prefix=prefix), diff_line)
+    """DIFF_HEADER, then one diff row per line from version ``a`` to ``b`` (0 = empty), in key order."""
+    return stream_lines(services.catalog.diff(dataset.name, a, b, prefix=prefix), diff_row, DIFF_LINE)
 
 
 @router.post("/{name}/commits", status_code=status.HTTP_201_CREATED)
