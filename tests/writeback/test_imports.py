@@ -180,6 +180,6 @@ def test_the_namespace_and_open_files_have_every_member_the_ports_name(unpacked_
         handle.write(0, b"x")
         [of] = ws.open_files()
         assert isinstance(of, OpenFileView)
-        assert isinstance(of.uploads, Uploader) and isinstance(of.committer, Committer)
+        assert isinstance(of.uploads, Uploader) and isinstance(of.commits, Committer)
     for port in (Committer, FlushSource, Uploader):
         assert not isinstance(object(), port), port

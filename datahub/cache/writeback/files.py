@@ -27,35 +27,29 @@ from datahub.errors import InvalidInput
 
 
 class OpenFile:
-    """One file's buffers; it uploads through ``uploads`` and commits through ``committer``
+    """One file's buffers; it uploads through ``uploads`` and commits through ``commits``
     (``ports.py``) and knows nothing else of the workspace."""
 
     def __init__(
-        self,
-        uploads: Uploader,
-        committer: Committer,
-        settings: FileSettings,
-        file_id: int,
-        path: str,
-        record: dict,
+        self, uploads: Uploader, commits: Committer, conf: FileSettings, file_id: int, path: str, rec: dict
     ) -> None:
         self.uploads = uploads
-        self.committer = committer
-        self.settings = settings
+        self.commits = commits
+        self.settings = conf
         self.id = file_id
         self.path = path  # for messages; follows renames
-        self.cs = settings.chunk_size
+        self.cs = conf.chunk_size
         self.refs = 0
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # an upload in flight finished
         self.uploading: set[int] = set()
         self.inflight: dict[int, bytearray] = {}  # chunk bytes being uploaded (write-behind)
-        self.size: int = record["size"]
-        self.mtime: float = record["mtime"]
-        self.mode: int = record["mode"]
-        self.gen: int = record["gen"]
-        self.chunks: dict[int, tuple[str, int]] = {int(i): (k, n) for i, (k, n) in record["chunks"].items()}
+        self.size: int = rec["size"]
+        self.mtime: float = rec["mtime"]
+        self.mode: int = rec["mode"]
+        self.gen: int = rec["gen"]
+        self.chunks: dict[int, tuple[str, int]] = {int(i): (k, n) for i, (k, n) in rec["chunks"].items()}
         self.committed: dict[int, tuple[str, int]] = dict(self.chunks)
         self.committed_size = self.size
         self.staged: set[int] = set()
@@ -287,7 +281,7 @@ class OpenFile:
                 self._upload(pending)
             with self._lock:
                 chunk_map, size, mtime, staged = self._snapshot({})
-            gen = self.committer.commit_file(self.id, self.path, size, mtime, chunk_map)
+            gen = self.commits.commit_file(self.id, self.path, size, mtime, chunk_map)
             self._committed(gen, chunk_map, size, staged)
 
     def _snapshot(self, uploading: dict[int, tuple[str, int]]) -> tuple[dict, int, float, set[int]]:
@@ -336,7 +330,7 @@ class OpenFile:
         transactions never see a record whose chunks may be missing (a rename over an
         acknowledged file must not depend on an upload that may never land).
         """
-        if not self.committer.begin_overlap():
+        if not self.commits.begin_overlap():
             return False
         try:
             if not self.pending:
@@ -352,7 +346,7 @@ class OpenFile:
             # the commit goes to the pool and the first chunk is written here: the chunk write
             # (a create + fsync) is the longer step, so it starts without a thread hand-off
             written = [(key, data) for (_, data, _), key in zip(todo, keys, strict=True)]
-            commit = self.committer.submit_commit(self.id, self.path, size, mtime, chunk_map, written)
+            commit = self.commits.submit_commit(self.id, self.path, size, mtime, chunk_map, written)
             futures = [
                 self.uploads.submit_write(key, data, self.path)
                 for (_, data, _), key in zip(todo[1:], keys[1:], strict=True)
@@ -368,13 +362,13 @@ class OpenFile:
                 raise
             error = self._settle_uploads(todo, keys, futures, committed=True)
             if error is not None:
-                self.committer.undo_fresh(self, gen)
+                self.commits.undo_fresh(self, gen)
                 raise error
-            self.committer.trust(self.id, gen)
+            self.commits.trust(self.id, gen)
             self._committed(gen, chunk_map, size, staged)
             return True
         finally:
-            self.committer.end_overlap()
+            self.commits.end_overlap()
 
     def _settle_uploads(
         self, todo: list[tuple[int, bytes, int]], keys: list[str], futures: list[Future], committed: bool
