@@ -171,6 +171,7 @@ class Config:
         self.cache_dirs = [self.fmt(c) for c in spec.get("cache_dirs", [])]
         self.backend = spec.get("backend")
         self.workloads = spec.get("workloads", ALL_WORKLOADS)
+        self.args = spec.get("args", {})  # {workload: [extra arguments]}, e.g. {"epoch": ["--threads", "64"]}
         self.env = {k: self.fmt(str(v)) for k, v in spec.get("env", {}).items()}
         self.env_unset = spec.get("env_unset", [])
         sub = spec.get("subdir", "")
@@ -264,6 +265,7 @@ def run_pass(cfg, workload, phase, rep, args, reqlog, extra):
     ]
     if cfg.backend:
         cmd += ["--backend", cfg.backend]
+    cmd += cfg.args.get(workload, [])
     dpid, epid = cfg.daemon_pid(), endpoint_pid()
     d0, e0 = cpu_s(dpid), cpu_s(epid)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
