@@ -1,9 +1,11 @@
 """The multi-host cluster for tests/multihost: storage, service and two compute nodes.
 
-- storage (10.213.0.10): moto in server mode; its request log is the origin GET count.
-  Two buckets: ``data`` (the origin the datasets point at) and ``shared`` (the shared
-  cache tier, ``cache.shared_url = s3://shared/pool``), so a shared-tier read and an origin
-  read are told apart by the bucket in the request line.
+- storage (10.213.0.10): moto in server mode, bucket ``data`` (the origin the datasets
+  point at; moto's request log is the origin GET count), and a tiny Ceph (one mon, one
+  memstore OSD, started by scripts/ceph-dev/ceph-up.sh inside this namespace with
+  ``CEPH_ADDR`` = its address, so it is reachable only over the test network) whose pool
+  ``cache`` is the compute nodes' shared tier (``cache.shared_url = rados://cache/pool``).
+  The nodes hold only a ``client.datahub`` key limited to that pool.
 - service (10.213.0.20): ``datahub serve --auth`` over a SQLite catalog only it opens.
 - a (10.213.0.31) and b (10.213.0.32): each its own home (RAM + disk cache) and its own
   ``datahub mount`` daemon, with ``catalog_url = http://10.213.0.20:8080`` and a token.
@@ -14,6 +16,7 @@ Skipped with the reason when ``ip netns`` cannot be used (not root, no iproute2)
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -30,7 +33,9 @@ from tests.multihost.netns import Host, Network, clean_leftovers, netns_refusal,
 S3_PORT = 5000
 API_PORT = 8080
 ORIGIN_BUCKET = "data"
-SHARED_BUCKET = "shared"
+RADOS_POOL = "cache"
+SHARED_URL = f"rados://{RADOS_POOL}/pool"
+CEPH_UP = Path(__file__).resolve().parents[2] / "scripts" / "ceph-dev"
 KEY = "testing"
 DATAHUB = [str(Path(sys.executable).with_name("datahub"))]
 FUSE = [sys.executable, "-m", "fuse_adapter"]  # the datahub CLI with mount/umount (patched pyfuse3)
@@ -41,6 +46,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("netns") is None:
             continue
+        item.add_marker(pytest.mark.ceph)  # the storage host runs a Ceph (the shared tier)
         if reason is None:
             reason = netns_refusal() or ""
         if reason:
@@ -102,6 +108,7 @@ class Cluster:
     a: Node
     b: Node
     moto_log: Path
+    ceph_env: dict
     token: str
     serve_cmd: list[str]
     serve_env: dict
@@ -133,11 +140,17 @@ class Cluster:
         pattern = re.compile(rf'"GET /{ORIGIN_BUCKET}/[^? ]+[^"]* HTTP/1\.[01]"')
         return len(pattern.findall(self.moto_log.read_text(errors="replace")))
 
+    def rados_reads(self) -> int:
+        """Read ops the storage host's OSD has served (its ``op_r`` counter, via the admin socket)."""
+        out = self.storage.run(
+            ["ceph", "daemon", "osd.0", "perf", "dump"], env=self.ceph_env, timeout=60
+        ).stdout
+        return int(json.loads(out)["osd"]["op_r"])
+
     def shared_pages(self) -> int:
-        out = self.s3(
-            f"r = s3.list_objects_v2(Bucket='{SHARED_BUCKET}', Prefix='pool/pages/')\nprint(r.get('KeyCount', 0))"
-        )
-        return int(out.strip())
+        """Pages in the shared tier: RADOS objects ``pool/pages/*`` in the pool, listed on the storage host."""
+        out = self.storage.run(["rados", "-p", RADOS_POOL, "ls"], env=self.ceph_env, timeout=60).stdout
+        return sum(1 for name in out.split() if name.startswith("pool/pages/"))
 
 
 def _node_config(root: Path, storage: Host, service: Host) -> Path:
@@ -160,18 +173,89 @@ def _node_config(root: Path, storage: Host, service: Host) -> Path:
         "[cache]\n"
         "ram_bytes = 33554432\n"
         "disk_bytes = 268435456\n"
-        f'shared_url = "s3://{SHARED_BUCKET}/pool"\n'
+        f'shared_url = "{SHARED_URL}"\n'
         "shared_bytes = 1073741824\n"
         "flush_interval = 3600.0\n"
     )
     return path
 
 
+def _read_exports(path: Path) -> dict[str, str]:
+    return {
+        name: value
+        for line in path.read_text().splitlines()
+        if line.startswith("export ")
+        for name, _, value in [line[len("export ") :].partition("=")]
+    }
+
+
+@contextlib.contextmanager
+def ceph_on(storage: Host, root: Path) -> Iterator[tuple[dict, dict]]:
+    """A Ceph (mon + memstore OSD, pool ``cache``) on the storage host, stopped on exit.
+
+    Yields (admin env on the storage host, client env of the compute nodes). The nodes get a
+    ceph.conf naming the mon at the storage host's address, a ``client.datahub`` key limited
+    to the pool, and op timeouts of 3 s (a node cut off fails over to the origin, then EIO).
+    """
+    ceph_dir = root / "ceph"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CEPH_")}
+    env.update(CEPH_ADDR=storage.addr, CEPH_POOL=RADOS_POOL, CEPH_WITH_MGR="0", CEPH_WITH_RGW="0")
+    up_log = root / "ceph-up.log"
+    try:
+        with open(up_log, "wb") as out:  # a file, not a pipe: the daemons outlive the script
+            res = subprocess.run(
+                storage.argv(["bash", str(CEPH_UP / "ceph-up.sh"), str(ceph_dir)]),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=600,
+            )
+        if res.returncode != 0:
+            tail = up_log.read_text(errors="replace")[-3000:]
+            raise AssertionError(f"ceph-up.sh on the storage host exited {res.returncode}:\n{tail}")
+        exports = _read_exports(ceph_dir / "env.sh")
+        admin = {k: v for k, v in os.environ.items() if not k.startswith("CEPH_")}
+        admin.update(CEPH_CONF=exports["CEPH_CONF"], CEPH_KEYRING=exports["CEPH_KEYRING"])
+        keyring = root / "ceph.client.datahub.keyring"
+        storage.run(
+            ["ceph", "auth", "get-or-create", "client.datahub", "mon", "allow r", "osd",
+             f"allow rwx pool={RADOS_POOL}", "-o", str(keyring)],
+            env=admin,
+            timeout=60,
+        )  # fmt: skip
+        mon_host = re.search(r"^mon host = (.+)$", (ceph_dir / "ceph.conf").read_text(), re.M).group(1)
+        client_conf = root / "ceph-client.conf"
+        client_conf.write_text(
+            "[global]\n"
+            f"mon host = {mon_host}\n"
+            f"keyring = {keyring}\n"
+            "rados osd op timeout = 3\n"
+            "rados mon op timeout = 3\n"
+            "client mount timeout = 10\n"
+            f"log file = {root / 'ceph-client.log'}\n"
+        )
+        pylib = exports["CEPH_PYLIB"]  # Debian's python3-rados for the venv's CPython 3.11
+        client = {
+            "CEPH_CONF": str(client_conf),
+            "CEPH_ARGS": "--id datahub",
+            "PYTHONPATH": os.pathsep.join(p for p in (pylib, os.environ.get("PYTHONPATH", "")) if p),
+        }
+        yield admin, client
+    finally:
+        subprocess.run(
+            ["bash", str(CEPH_UP / "ceph-down.sh"), str(ceph_dir), "--kill"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     clean_leftovers()
     root = tmp_path_factory.mktemp("multihost")
-    with Network() as net:
+    with Network() as net, contextlib.ExitStack() as stack:
         storage = net.add_host("storage", 10)
         service = net.add_host("service", 20)
         host_a = net.add_host("a", 31)
@@ -180,6 +264,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         moto_log = root / "moto.log"
         moto = Path(sys.executable).with_name("moto_server")
         storage.popen([str(moto), "-H", storage.addr, "-p", str(S3_PORT)], log=open(moto_log, "ab"))  # noqa: SIM115
+        ceph_admin, ceph_client = stack.enter_context(ceph_on(storage, root))
         wait_for_tcp(storage, S3_PORT)
 
         svc_home = root / "service"
@@ -192,13 +277,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         token = re.search(r"dh_[A-Za-z0-9_\-]+", out).group(0)
         serve = [*svc_cli, "serve", "--auth", "--host", service.addr, "--port", str(API_PORT), "--no-labelx"]
 
-        node_env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
-        node_env["DATAHUB_API_TOKEN"] = token
+        node_env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "CEPH_"))}
+        node_env.update(ceph_client, DATAHUB_API_TOKEN=token)
         nodes = [
             Node(h, root / h.name, _node_config(root / h.name, storage, service), node_env)
             for h in (host_a, host_b)
         ]
-        c = Cluster(net, root, storage, service, nodes[0], nodes[1], moto_log, token, serve, svc_env)
+        c = Cluster(
+            net, root, storage, service, nodes[0], nodes[1], moto_log, ceph_admin, token, serve, svc_env
+        )
         c.start_service()
-        c.s3(f"s3.create_bucket(Bucket='{ORIGIN_BUCKET}')\ns3.create_bucket(Bucket='{SHARED_BUCKET}')")
+        c.s3(f"s3.create_bucket(Bucket='{ORIGIN_BUCKET}')")
         yield c

@@ -72,10 +72,12 @@ def test_cold_read_on_b_of_what_a_warmed_makes_no_origin_get(cluster: Cluster) -
         wait_until(lambda: cluster.shared_pages() >= pages, 60, f"{pages} pages in the shared tier")
     assert cluster.origin_gets() > 0  # the count does see A's origin reads
 
-    before = cluster.origin_gets()
+    before, rados_before = cluster.origin_gets(), cluster.rados_reads()
     with cluster.b.mounted(cluster.root / "mnt-b-warm", "warm"):
         assert read_tree(only_version(cluster.root / "mnt-b-warm", "warm")) == objs
     assert cluster.origin_gets() == before, "node B read from the origin what node A had warmed"
+    # ... it read them from RADOS: the storage host's OSD served at least one read per page
+    assert cluster.rados_reads() - rados_before >= pages
 
 
 def test_workspace_committed_on_a_reads_byte_identical_on_b(cluster: Cluster) -> None:

@@ -5,13 +5,17 @@ The ObjectStore contract itself runs on RADOS in test_contract.py (backend ``rad
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
-from datahub.errors import StorageError, TransientStorageError
+from datahub.errors import AccessDenied, StorageError, TransientStorageError
 from datahub.storage import open_store, split_object_url
 from tests.servers import free_port
 from tests.storage.conftest import make_config
@@ -59,3 +63,45 @@ def test_an_unreachable_cluster_is_a_transient_error_not_a_hang(ceph_cluster, tm
     finally:
         store.close()
     assert time.monotonic() - started < 60  # a hang guard, far above the 2 s timeout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ("", {}),
+        ("--id datahub", {"rados_id": "datahub"}),
+        ("--conf x --id=datahub", {"rados_id": "datahub"}),
+        ("-n client.dh --keyring k", {"name": "client.dh"}),
+    ],
+)
+def test_the_client_name_is_read_from_ceph_args(args: str, expected: dict) -> None:
+    from datahub.storage.rados import _client_name
+
+    assert _client_name(args) == expected
+
+
+@pytest.mark.ceph
+def test_a_key_without_caps_on_the_pool_is_access_denied(ceph_cluster, tmp_path, monkeypatch) -> None:
+    """The node's own scoped key (named in $CEPH_ARGS) is used, and Ceph's refusal is named."""
+    monkeypatch.syspath_prepend(ceph_cluster.vars["CEPH_PYLIB"])
+    admin = {k: v for k, v in os.environ.items() if not k.startswith("CEPH_")}
+    admin.update(CEPH_CONF=ceph_cluster.vars["CEPH_CONF"], CEPH_KEYRING=ceph_cluster.vars["CEPH_KEYRING"])
+    client, keyring = f"t-{uuid.uuid4().hex[:8]}", tmp_path / "keyring"
+    subprocess.run(
+        ["ceph", "auth", "get-or-create", f"client.{client}", "mon", "allow r", "osd", "allow rwx pool=elsewhere",
+         "-o", str(keyring)],
+        env=admin, check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    mon_host = re.search(r"^mon host = (.+)$", Path(ceph_cluster.vars["CEPH_CONF"]).read_text(), re.M).group(
+        1
+    )
+    conf = tmp_path / "ceph.conf"
+    conf.write_text(f"[global]\nmon host = {mon_host}\nkeyring = {keyring}\n")
+    monkeypatch.setenv("CEPH_CONF", str(conf))
+    monkeypatch.setenv("CEPH_ARGS", f"--id {client}")
+    store = open_store(f"rados://{ceph_cluster.vars['CEPH_POOL']}/x", make_config(tmp_path))
+    try:
+        with pytest.raises(AccessDenied, match="osd caps on pool"):
+            store.put("k", b"x")
+    finally:
+        store.close()
