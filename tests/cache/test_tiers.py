@@ -1,4 +1,4 @@
-"""One contract suite for every tier: RAM, disk, shared on a directory, moto and Ceph RGW."""
+"""One contract suite for every tier: RAM, disk, shared on a directory, moto, Ceph RGW and RADOS."""
 
 from __future__ import annotations
 
@@ -22,7 +22,14 @@ def key(i: int, etag: str = "e") -> PageKey:
 
 
 @pytest.fixture(
-    params=["ram", "disk", "shared-dir", "shared-moto", pytest.param("shared-ceph", marks=pytest.mark.ceph)]
+    params=[
+        "ram",
+        "disk",
+        "shared-dir",
+        "shared-moto",
+        pytest.param("shared-ceph", marks=pytest.mark.ceph),
+        pytest.param("shared-rados", marks=pytest.mark.ceph),
+    ]
 )
 def tier(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tier]:
     kind = request.param
@@ -34,6 +41,12 @@ def tier(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Tier]:
         overrides: dict = {"home": str(tmp_path / "var")}
         if kind == "shared-dir":
             root = (tmp_path / "shared").as_uri()
+        elif kind == "shared-rados":  # librados straight to the session Ceph's pool
+            ceph = request.getfixturevalue("ceph_cluster")
+            monkeypatch = request.getfixturevalue("monkeypatch")
+            monkeypatch.syspath_prepend(ceph.vars["CEPH_PYLIB"])
+            monkeypatch.setenv("CEPH_CONF", ceph.vars["CEPH_CONF"])
+            root = f"rados://{ceph.vars['CEPH_POOL']}/cache-{os.urandom(6).hex()}"
         else:
             endpoint = request.getfixturevalue(f"{kind.split('-')[1]}_endpoint")
             overrides.update(endpoint.s3_config_overrides())
