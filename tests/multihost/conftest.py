@@ -203,9 +203,19 @@ def ceph_on(storage: Host, root: Path) -> Iterator[tuple[dict, dict]]:
     up_log = root / "ceph-up.log"
     try:
         with open(up_log, "wb") as out:  # a file, not a pipe: the daemons outlive the script
+            # packages first, from the root namespace: apt cannot reach out from the storage host
+            subprocess.run(
+                ["bash", str(CEPH_UP / "ceph-up.sh"), str(ceph_dir)],
+                env={**env, "CEPH_INSTALL_ONLY": "1"},
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=600,
+                check=True,
+            )
             res = subprocess.run(
                 storage.argv(["bash", str(CEPH_UP / "ceph-up.sh"), str(ceph_dir)]),
-                env=env,
+                env={**env, "CEPH_NO_INSTALL": "1"},
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
