@@ -30,11 +30,11 @@ other (``overlapping``; a waiting namespace operation sends new closes the seque
 way), so no namespace change is ever built on a record whose chunks may be missing.
 
 Thread-safe: the FUSE daemon calls it from several worker threads. The namespace owns the
-locks of the write-back core; the arrows between modules point one way (``workspace``
-imports ``commits``, ``overlay``, ``files``, ``flusher``, ``uploads``, ``journal``,
-``chunks`` and ``ports``; none of them imports it back: ``OpenFile`` talks to the upload
-pool and the committer, and the ``Flusher`` to the namespace, only through the protocols
-in ``ports.py``).
+locks of the write-back core (in ``Overlay``); the arrows between modules point one way
+(``workspace`` imports ``commits``, ``overlay``, ``files``, ``flusher``, ``uploads``,
+``records``, ``journal``, ``chunks`` and ``model``; none of them imports it back:
+``OpenFile`` talks to the upload pool and the committer, and the ``Flusher`` to the
+namespace, only through the protocols in ``ports.py``; docs/architecture.md draws the map).
 
 Lock order (take a lock only while holding locks listed above it, never the other way):
 
