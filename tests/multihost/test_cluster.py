@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -78,6 +79,15 @@ def test_cold_read_on_b_of_what_a_warmed_makes_no_origin_get(cluster: Cluster) -
     assert cluster.origin_gets() == before, "node B read from the origin what node A had warmed"
     # ... it read them from RADOS: the storage host's OSD served at least one read per page
     assert cluster.rados_reads() - rados_before >= pages
+
+
+def test_the_rados_tier_listens_only_on_the_storage_hosts_test_address(cluster: Cluster) -> None:
+    """The Ceph the nodes share is bound to 10.213.0.10 in the storage namespace, nowhere else."""
+    out = cluster.storage.run(["ss", "-ltnpH"]).stdout
+    ceph = [line.split() for line in out.splitlines() if '"ceph-' in line]
+    daemons = {re.search(r'"(ceph-[a-z]+)"', parts[-1]).group(1) for parts in ceph}
+    assert daemons == {"ceph-mon", "ceph-osd"}, out
+    assert all(parts[3].rsplit(":", 1)[0] == cluster.storage.addr for parts in ceph), out
 
 
 def test_workspace_committed_on_a_reads_byte_identical_on_b(cluster: Cluster) -> None:
