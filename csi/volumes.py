@@ -3,9 +3,10 @@
 Three kinds (docs/csi.md), chosen by which attribute is present:
 
 * ``dataset`` (+ ``version``: a number, ``v3``, a tag or ``latest``; optional ``prefix``;
-  optional ``cache``): read-only, the version is resolved at publish time and recorded;
-* ``bucket`` (+ optional ``prefix``, ``refresh``): a read-only snapshot, like
-  ``datahub mount MNT s3://bucket/prefix``;
+  optional ``cache``, ``prefetch``): read-only, the version is resolved at publish time and
+  recorded; its cache is warmed in the background unless ``prefetch`` is ``false``;
+* ``bucket`` (+ optional ``prefix``, ``refresh``, ``prefetch``): a read-only snapshot, like
+  ``datahub mount MNT s3://bucket/prefix``; warmed only with ``prefetch: "true"``;
 * ``workspace`` (+ optional ``commitTo``): writable, write-back.
 
 Everything here is plain Python with no gRPC: the server turns requests into these types
@@ -26,8 +27,8 @@ KUBERNETES_PREFIX = "csi.storage.k8s.io/"  # pod info and the ephemeral flag the
 CACHE_PROFILES = ("read-only", "none")  # "none": read the object store directly (--no-cache)
 
 _KNOWN = {
-    "dataset": {"dataset", "version", "prefix", "cache", "uid", "gid"},
-    "bucket": {"bucket", "prefix", "refresh", "cache", "uid", "gid"},
+    "dataset": {"dataset", "version", "prefix", "cache", "prefetch", "uid", "gid"},
+    "bucket": {"bucket", "prefix", "refresh", "cache", "prefetch", "uid", "gid"},
     "workspace": {"workspace", "commitTo", "quotaBytes", "uid", "gid"},
 }
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -65,6 +66,7 @@ class VolumeSpec:
     uid: int | None = None
     gid: int | None = None
     quota_bytes: int = 0  # workspace: the most bytes its files may hold (0: no quota)
+    prefetch: bool | None = None  # background warm-up; None: the mount's default (on for datasets)
 
     @property
     def writable(self) -> bool:
@@ -111,6 +113,7 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
             **owner,
         )
     prefix = _prefix(attrs.get("prefix", ""), volume_id)
+    owner["prefetch"] = _bool_attr(attrs, "prefetch", volume_id)
     cache = attrs.get("cache", "read-only") or "read-only"
     if cache not in CACHE_PROFILES:
         raise InvalidInput(
@@ -132,10 +135,8 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
             f"volume {volume_id!r}: invalid bucket name {bucket!r} (give the bucket name, not a URL)",
             volume_id=volume_id,
         )
-    refresh = attrs.get("refresh", "false").strip().lower()
-    if refresh not in ("true", "false"):
-        raise InvalidInput(f"volume {volume_id!r}: refresh must be true or false", volume_id=volume_id)
-    return VolumeSpec("bucket", bucket=bucket, prefix=prefix, refresh=refresh == "true", cache=cache, **owner)
+    refresh = _bool_attr(attrs, "refresh", volume_id) or False
+    return VolumeSpec("bucket", bucket=bucket, prefix=prefix, refresh=refresh, cache=cache, **owner)
 
 
 _POD_FIELDS = ("pod.name", "pod.namespace", "pod.uid")  # after csi.storage.k8s.io/
@@ -176,6 +177,18 @@ def _int_attr(attrs: Mapping[str, str], name: str, volume_id: str) -> int | None
             f"volume {volume_id!r}: {name} must be a number, not {value!r}", volume_id=volume_id
         )
     return int(value)
+
+
+def _bool_attr(attrs: Mapping[str, str], name: str, volume_id: str) -> bool | None:
+    """``"true"``/``"false"`` (any case, blank: not given -> None)."""
+    value = attrs.get(name, "").strip().lower()
+    if value == "":
+        return None
+    if value not in ("true", "false"):
+        raise InvalidInput(
+            f"volume {volume_id!r}: {name} must be true or false, not {attrs[name]!r}", volume_id=volume_id
+        )
+    return value == "true"
 
 
 def _prefix(prefix: str, volume_id: str) -> str:

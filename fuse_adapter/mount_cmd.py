@@ -1,6 +1,7 @@
 """``datahub mount`` and ``datahub umount``: FUSE views of dataset versions, buckets and workspaces.
 
     datahub mount MOUNTPOINT DATASET[@REF] ...        read-only: MOUNTPOINT/<dataset>/v<N>/...
+                                                      (warms the cache in the background; --no-prefetch: not)
                                                       (a stale mount point of a dead daemon is cleaned first)
     datahub mount MOUNTPOINT s3://bucket[/prefix]     read-only snapshot of a bucket (--refresh: new one)
     datahub mount --workspace NAME MOUNTPOINT [--commit-to DATASET]   writable, write-back
@@ -55,10 +56,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--endpoint", metavar="URL", help="S3 endpoint URL (overrides s3.endpoint_url)")
     p.add_argument("--cache-dir", metavar="DIR", help="local cache directory (overrides cache.disk_dir)")
     p.add_argument("--no-cache", action="store_true", help="read-only: read the object store directly")
-    p.add_argument(
+    warm = p.add_mutually_exclusive_group()
+    warm.add_argument(
         "--prefetch",
+        dest="prefetch",
         action="store_true",
-        help="read-only: warm the cache with every mounted file, in key order",
+        default=None,
+        help="read-only: warm the cache in the background with every mounted file, at low priority "
+        "and only what fits (the default for dataset versions; bucket snapshots only with this flag)",
+    )
+    warm.add_argument(
+        "--no-prefetch", dest="prefetch", action="store_false", help="read-only: no background warm-up"
     )
     p.add_argument("--uid", type=int, help="owner shown for every file (default: the mounting user)")
     p.add_argument("--gid", type=int, help="group shown for every file (default: the mounting user's)")
@@ -164,7 +172,9 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
             name="datahub-stores",
             daemon=True,
         ).start()
-    if args.prefetch:
+    warm_up = warm_up_wanted(args, bucket=bool(urls))
+    log.info("background warm-up: %s", "on (--no-prefetch turns it off)" if warm_up else "off")
+    if warm_up:
         threading.Thread(
             target=_prefetch, args=(view, loaders, source, stopping), name="datahub-prefetch", daemon=True
         ).start()
@@ -192,6 +202,21 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     finally:
         daemon.remove_record(home, mountpoint)
     return 0
+
+
+def warm_up_wanted(args: argparse.Namespace, *, bucket: bool) -> bool:
+    """Whether a read-only mount warms its cache in the background.
+
+    On by default for dataset versions: a training job's first epoch through a plain mount
+    then reads a cache that is filling ahead of it, with no datahub code in the script
+    (issue 13 item 5). It never hurts the reader: warm-up requests are served after
+    demand reads (origin scheduler), skip what is cached, and stop when the cache is full
+    (docs/cache.md "Warm-up"). A bucket snapshot is often far larger than what a job
+    reads, so it warms only when asked (``--prefetch``). ``--no-cache`` keeps nothing to warm.
+    """
+    if args.no_cache:
+        return False
+    return (not bucket) if args.prefetch is None else args.prefetch
 
 
 def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:

@@ -311,7 +311,17 @@ class TieredCache:
         )
 
     def _fill(self, key: PageKey, expected: int, keep: Sequence[Tier]) -> bytes:
-        """Fetch a page from the origin and store it in the tiers ``keep`` (warm-up)."""
+        """Fetch a page from the origin and store it in the tiers ``keep`` (warm-up).
+
+        Looks in the local tiers once more first: a reader's stream or read-ahead may have
+        stored the page since ``_held`` was asked, and fetching it again would send its
+        bytes twice.
+        """
+        for tier in self._local_tiers:
+            if tier.contains(key):
+                data = tier.get(key)
+                if data is not None and len(data) == expected:
+                    return data
         start = key.index * self.page_size
         data = self.origin.fetch(key, start, start + expected)
         for tier in keep:

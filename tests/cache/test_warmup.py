@@ -187,3 +187,59 @@ def test_a_cancelled_warm_up_stops_and_leaves_only_whole_pages(tmp_path, source)
         assert found == 4
     finally:
         disk.close()
+
+
+def test_datahub_prefetch_sends_no_get_once_the_version_is_cached(tmp_path, monkeypatch) -> None:
+    """``datahub prefetch`` against moto: every page once, then a rerun with 0 GETs in moto's log."""
+    import contextlib
+    import io
+    import json
+    import re
+
+    from datahub.catalog import Put, Record, open_catalog
+    from datahub.cli.main import main
+    from datahub.config import load_config
+    from datahub.storage import StoreRegistry
+    from tests.servers import MotoServer
+
+    server = MotoServer()
+    try:
+        endpoint = server.endpoint
+        s3 = endpoint.s3_config_overrides()["s3"]
+        for name, value in s3.items():
+            monkeypatch.setenv(
+                f"DATAHUB_S3_{name.upper()}", str(value).lower() if value is True else str(value)
+            )
+        monkeypatch.setenv("DATAHUB_CACHE_PAGE_SIZE", str(PS))
+        config = load_config(overrides={"home": str(tmp_path / "var")})
+        bucket = endpoint.new_bucket("warm")
+        sizes = [300, 2000, (LARGE_PAGES + 3) * PS + 7, 900]
+        with StoreRegistry(config) as stores:
+            store = stores.store(f"s3://{bucket}/data")
+            objects = put_objects(store, sizes)
+        catalog = open_catalog(config.resolved_catalog_url)
+        catalog.create_dataset("ds")
+        catalog.commit(
+            "ds", [Put(Record(f"k{i}", ref.url, ref.etag, ref.size)) for i, (ref, _) in enumerate(objects)]
+        )
+        catalog.close()
+
+        def gets() -> int:
+            text = Path(server.log.name).read_text(errors="replace")
+            return len(re.findall(rf"GET /{bucket}/data/\S* HTTP/1\.[01]", text))
+
+        def prefetch() -> dict:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                assert main(["--home", config.home, "--json", "prefetch", "ds@v1"]) == 0
+            return json.loads(out.getvalue())
+
+        total = sum(page_count(s, PS) for s in sizes)
+        first = prefetch()
+        assert (first["pages_fetched"], first["pages_cached"], first["budget_reached"]) == (total, 0, False)
+        assert gets() == total
+        again = prefetch()
+        assert (again["pages_fetched"], again["pages_cached"]) == (0, total)
+        assert gets() == total  # the version is cached: not one GET
+    finally:
+        server.stop()

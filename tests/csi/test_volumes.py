@@ -63,6 +63,8 @@ def test_workspace_names_from_pod_info() -> None:
         {"dataset": "imgs", "commitTo": "x"},  # a workspace attribute on a dataset volume
         {"bucket": "s3://bucket"},
         {"bucket": "bucket", "refresh": "maybe"},
+        {"dataset": "imgs", "prefetch": "yes"},
+        {"workspace": "w", "prefetch": "true"},  # nothing to warm in a writable workspace
         {"workspace": "w", "commitTo": "Bad Name"},
         {"workspace": "w", "uid": "-1"},
     ],
@@ -146,3 +148,44 @@ def test_access_lists() -> None:
     ]:
         with pytest.raises(AccessDenied):
             require(dataset, principal, role)
+
+
+def _args_of(context: dict) -> list[str]:
+    from csi.node import _mount_args
+    from csi.state import Published
+
+    spec = parse_context(context, "v")
+    p = Published("/t", "v", spec, True, "f", ["src"], "", "/vol")
+    return _mount_args(p, first=True)
+
+
+def test_prefetch_attribute_reaches_the_mount_and_defaults_to_the_mounts_default() -> None:
+    """Dataset volumes are warmed in the background by default (the mount's default, issue 13
+    item 5); ``prefetch: "false"`` turns it off, and a bucket volume warms only when asked."""
+    assert parse_context({"dataset": "imgs"}, "v").prefetch is None
+    assert parse_context({"dataset": "imgs", "prefetch": "False"}, "v").prefetch is False
+    assert parse_context({"bucket": "my-bucket", "prefetch": "true"}, "v").prefetch is True
+    default = _args_of({"dataset": "imgs"})
+    assert "--prefetch" not in default and "--no-prefetch" not in default
+    assert "--no-prefetch" in _args_of({"dataset": "imgs", "prefetch": "false"})
+    assert "--prefetch" in _args_of({"bucket": "my-bucket", "prefetch": "true"})
+    no_cache = _args_of({"dataset": "imgs", "cache": "none", "prefetch": "true"})
+    assert "--no-cache" in no_cache and "--prefetch" not in no_cache  # nothing to keep a warmed page in
+
+
+def test_the_mount_warms_dataset_versions_by_default_and_buckets_when_asked() -> None:
+    import argparse
+
+    from fuse_adapter.mount_cmd import register, warm_up_wanted
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+
+    def wanted(*argv: str, bucket: bool) -> bool:
+        return warm_up_wanted(parser.parse_args(["mount", "/mnt", "src", *argv]), bucket=bucket)
+
+    assert wanted(bucket=False) and not wanted(bucket=True)
+    assert not wanted("--no-prefetch", bucket=False) and wanted("--prefetch", bucket=True)
+    assert not wanted("--no-cache", bucket=False) and not wanted("--no-cache", "--prefetch", bucket=True)
+    with pytest.raises(SystemExit):  # one or the other
+        parser.parse_args(["mount", "/mnt", "src", "--prefetch", "--no-prefetch"])
