@@ -16,6 +16,12 @@ and measures:
 
 No object is read (record URLs point at a loopback endpoint nothing listens on).
 Goals (issue 16): ready <= 10 s; <= 200 B/entry.
+
+``--catalog remote`` mounts through the remote catalog instead: a real ``datahub serve
+--local`` in its own process over the same SQLite file (127.0.0.1, a free port), and the
+mount (with a home of its own) gets ``DATAHUB_CATALOG_URL=http://127.0.0.1:PORT``, so its
+listing streams over HTTP. ``--catalog both`` (the default) measures both in one run, each
+against its own baseline (the baseline daemon's catalog client is the same kind).
 """
 
 from __future__ import annotations
@@ -27,9 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench" / "api"))
+from bench_import_api import served  # noqa: E402  (datahub serve in its own process)
+
 ENDPOINT = "http://127.0.0.1:9"  # loopback, nothing listens: no object is read
 
 
@@ -54,14 +65,32 @@ cat.close()
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
-def datahub(home: Path, *args: str) -> subprocess.CompletedProcess:
+def datahub(home: Path, *args: str, catalog_url: str = "") -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop("DATAHUB_CATALOG_URL", None)
+    if catalog_url:
+        env["DATAHUB_CATALOG_URL"] = catalog_url
     return subprocess.run(
         [sys.executable, "-m", "datahub.cli.main", "--home", str(home), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
+
+
+@contextmanager
+def catalog_of(home: Path, kind: str) -> Iterator[tuple[Path, str]]:
+    """(the mount's home, its catalog URL): the SQLite file in ``home`` itself, or a
+    ``datahub serve --local`` over it, mounted from a home of its own (``home/client``)."""
+    if kind == "sqlite":
+        yield home, ""
+        return
+    client = home / "client"
+    client.mkdir(exist_ok=True)
+    with served(home, "--local", "--no-labelx", "--host", "127.0.0.1") as (url, _port, _pid):
+        yield client, url
 
 
 def status_mib(pid: int) -> dict[str, float]:
@@ -73,11 +102,17 @@ def status_mib(pid: int) -> dict[str, float]:
     return out
 
 
-def mount_and_measure(home: Path, n: int) -> dict[str, float]:
+def mount_and_measure(home: Path, n: int, kind: str) -> dict[str, float]:
+    with catalog_of(home, kind) as (mount_home, url):
+        return _mount_and_measure(mount_home, n, url)
+
+
+def _mount_and_measure(home: Path, n: int, catalog_url: str) -> dict[str, float]:
     mnt = home / "mnt"
     mnt.mkdir(exist_ok=True)
     t0 = time.perf_counter()
-    out = datahub(home, "mount", str(mnt), "ds@1", "--endpoint", ENDPOINT, "--background").stdout
+    args = ("mount", str(mnt), "ds@1", "--endpoint", ENDPOINT, "--background")
+    out = datahub(home, *args, catalog_url=catalog_url).stdout
     ready = time.perf_counter() - t0
     pid = int(re.search(r"pid (\d+)", out).group(1))  # type: ignore[union-attr]
     try:
@@ -93,7 +128,7 @@ def mount_and_measure(home: Path, n: int) -> dict[str, float]:
             still, rss = (still + 1, rss) if abs(now - rss) < 0.5 else (0, now)
         return {"ready": ready, "listed": listed, **status_mib(pid)}
     finally:
-        datahub(home, "umount", str(mnt))
+        datahub(home, "umount", str(mnt), catalog_url=catalog_url)
 
 
 def uptime() -> str:
@@ -103,7 +138,10 @@ def uptime() -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--entries", type=int, default=1_000_000)
-    n = p.parse_args().entries
+    p.add_argument("--catalog", choices=("sqlite", "remote", "both"), default="both")
+    args = p.parse_args()
+    n = args.entries
+    kinds = ("sqlite", "remote") if args.catalog == "both" else (args.catalog,)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
     print(
         f"mount start/memory: {n:,} entries, git {rev.stdout.strip()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
@@ -113,20 +151,25 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="bench-mount-start-") as home,
     ):
         commit(Path(base_home), 1)
-        base = mount_and_measure(Path(base_home), 1)
         t = time.perf_counter()
         commit(Path(home), n)
         print(f"committed {n:,} records in {time.perf_counter() - t:.1f} s | {uptime()}")
-        load = uptime()
-        big = mount_and_measure(Path(home), n)
+        for kind in kinds:
+            base = mount_and_measure(Path(base_home), 1, kind)
+            load = uptime()
+            big = mount_and_measure(Path(home), n, kind)
+            report(kind, n, base, big, load)
+
+
+def report(kind: str, n: int, base: dict[str, float], big: dict[str, float], load: str) -> None:
     per_entry = (big["VmRSS"] - base["VmRSS"]) * 2**20 / n
-    print(f"baseline daemon (1 entry): ready {base['ready']:.2f} s, VmRSS {base['VmRSS']:.0f} MiB")
+    print(f"[{kind}] baseline daemon (1 entry): ready {base['ready']:.2f} s, VmRSS {base['VmRSS']:.0f} MiB")
     print(
-        f"{n:,} entries: ready {big['ready']:.2f} s (goal <= 10 s: {'met' if big['ready'] <= 10 else 'MISSED'}), "
+        f"[{kind}] {n:,} entries: ready {big['ready']:.2f} s (goal <= 10 s: {'met' if big['ready'] <= 10 else 'MISSED'}), "
         f"whole listing in {big['listed']:.1f} s | {load}"
     )
     print(
-        f"daemon VmRSS {big['VmRSS']:.0f} MiB (anon {big['RssAnon']:.0f}, file {big['RssFile']:.0f}), "
+        f"[{kind}] daemon VmRSS {big['VmRSS']:.0f} MiB (anon {big['RssAnon']:.0f}, file {big['RssFile']:.0f}), "
         f"VmHWM {big['VmHWM']:.0f} MiB; (VmRSS - baseline) / entries = {per_entry:.0f} B/entry "
         f"(goal <= 200: {'met' if per_entry <= 200 else 'MISSED'})"
     )

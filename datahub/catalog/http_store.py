@@ -43,13 +43,13 @@ from datahub.catalog.model import (
     Version,
     record_from_row,
 )
+from datahub.catalog.record_json import RECORD_COLUMNS
 from datahub.catalog.store import CatalogStore
 from datahub.errors import CatalogUnavailable, InvalidInput, StaleBase
 
 # The listing formats of /v1/remote (the first line of each listing; the server writes them
-# from these): one JSON array per item in this column order, where objects with key names
-# cost the client ~1.8x the parsing. Change the format name with the columns.
-RECORD_COLUMNS = ("key", "url", "etag", "size", "checksum", "meta", "labels")
+# from these): one JSON array per item in this column order (record_json), where objects
+# with key names cost the client ~1.8x the parsing. Change the format name with the columns.
 RECORDS_HEADER = {"format": "datahub.records/2", "columns": list(RECORD_COLUMNS)}
 DIFF_HEADER = {"format": "datahub.diff/2", "columns": ["kind", "key", "old", "new"]}
 _first = itemgetter(0)

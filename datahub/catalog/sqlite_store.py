@@ -26,6 +26,7 @@ import contextlib
 import heapq
 import itertools
 import json
+import operator
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -44,6 +45,7 @@ from datahub.catalog.model import (
     Version,
     record_from_row,
 )
+from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import (
     OPEN,
     CommitPlanner,
@@ -65,7 +67,7 @@ from datahub.errors import (
     VersionNotFound,
 )
 from datahub.sqlite_pool import SQLiteConnections
-from datahub.validation import load_stored_json
+from datahub.validation import MAX_JSON_DEPTH, load_stored_json
 
 SCHEMA_VERSION = 3  # 2: versions.commit_digest; 3: datasets.revision
 _SCHEMA = f"""
@@ -134,6 +136,25 @@ _RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
 _VERSION_COLS = (
     "seq, parent, message, author, created_at, record_count, total_bytes, added, removed, modified, lineage"
 )
+
+
+def _maybe_deep(column: str) -> str:
+    """SQL: the stored JSON text in ``column`` might nest deeper than MAX_JSON_DEPTH (the
+    test of ``load_stored_json``: more brackets than the limit)."""
+    brackets = f"length({column}) - length(replace(replace({column}, '{{', ''), '[', ''))"
+    return f"(length({column}) > {MAX_JSON_DEPTH} AND {brackets} > {MAX_JSON_DEPTH})"
+
+
+# ``record_json`` of a stored row, written by SQLite (json_quote escapes as JSON requires);
+# stored meta/labels are compact JSON text and go in as they are, empty ones as {}. NULL
+# for a row whose meta/labels might nest too deep for a client's parser.
+_RECORD_JSON = (
+    f"CASE WHEN {_maybe_deep('meta')} OR {_maybe_deep('labels')} THEN NULL ELSE"
+    " '[' || json_quote(key) || ',' || json_quote(url) || ',' || json_quote(etag) || ',' || size"
+    " || ',' || json_quote(coalesce(checksum, '')) || ',' || coalesce(nullif(meta, ''), '{}')"
+    " || ',' || coalesce(nullif(labels, ''), '{}') || ']' END"
+)
+_second = operator.itemgetter(1)
 
 
 def _dump(value: Any) -> str | None:
@@ -568,15 +589,26 @@ class SQLiteCatalogStore(CatalogStore):
             self._pages(dataset_id, seq, prefix, after, page_hint(self.page_size, limit, where)), where, limit
         )
 
-    def list_record_rows(
+    def list_record_json(
         self, dataset: str, seq: int, *, prefix: str = "", start_after: str = "", limit: int | None = None
-    ) -> Iterator[tuple[str, str, str, int, str | None, Any, Any]]:
-        """The stored rows themselves: meta and labels as their stored JSON text (or None)."""
+    ) -> Iterator[str]:
+        """Written by SQLite itself from the stored row (see ``_RECORD_JSON``): no Python
+        object per column. A record whose meta/labels could nest too deep is NULL there and
+        encoded from ``get_record``, which shows it as a direct read does."""
         dataset_id = self._dataset_id(dataset)
         self.get_version(dataset, seq)
-        pages = self._row_pages(dataset_id, seq, prefix, start_after, page_hint(self.page_size, limit, None))
-        rows = itertools.chain.from_iterable(pages)
-        return rows if limit is None else itertools.islice(rows, limit)
+        page = page_hint(self.page_size, limit, None)
+        pages = self._row_pages(dataset_id, seq, prefix, start_after, page, f"key, {_RECORD_JSON}")
+        lines = itertools.chain.from_iterable(self._json_page(dataset, seq, rows) for rows in pages)
+        return lines if limit is None else itertools.islice(lines, limit)
+
+    def _json_page(self, dataset: str, seq: int, rows: list[tuple]) -> list[str]:
+        lines = list(map(_second, rows))
+        if None in lines:
+            for i, line in enumerate(lines):
+                if line is None:
+                    lines[i] = record_json(self.get_record(dataset, seq, rows[i][0]))
+        return lines
 
     def _pages(self, dataset_id: int, seq: int, prefix: str, after: str, page: int) -> Iterator[Record]:
         """Every record live in ``seq`` after ``after``, by keyset pages of ``page`` rows."""
@@ -584,12 +616,12 @@ class SQLiteCatalogStore(CatalogStore):
             yield from map(_record, rows)
 
     def _row_pages(
-        self, dataset_id: int, seq: int, prefix: str, after: str, page: int
+        self, dataset_id: int, seq: int, prefix: str, after: str, page: int, columns: str = _RECORD_COLS
     ) -> Iterator[list[tuple]]:
-        """The stored rows of ``_pages``, a list per page."""
+        """The rows of ``_pages`` (``columns``, the key first), a list per page."""
         bound_sql, bounds = _prefix_bounds(prefix)
         sql = (
-            f"SELECT {_RECORD_COLS} FROM records WHERE dataset_id = ? AND key > ?{bound_sql}"
+            f"SELECT {columns} FROM records WHERE dataset_id = ? AND key > ?{bound_sql}"
             " AND from_seq <= ? AND to_seq > ? ORDER BY key LIMIT ?"
         )
         while True:

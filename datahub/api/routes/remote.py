@@ -44,9 +44,10 @@ from datahub.api.schemas import (
     version_public,
 )
 from datahub.catalog.http_store import DIFF_HEADER, RECORDS_HEADER
-from datahub.catalog.model import DiffEntry, Record
+from datahub.catalog.model import DiffEntry
+from datahub.catalog.record_json import record_json
 from datahub.errors import AccessDenied, InvalidInput
-from datahub.validation import MAX_JSON_DEPTH, check_prefix, load_stored_json
+from datahub.validation import check_prefix
 
 # Not in the public OpenAPI: the wire contract of datahub.catalog.http_store, held by the catalog
 # conformance suite run over a real server (docs/api.md, "Remote store").
@@ -57,14 +58,14 @@ Seq = Annotated[int, Query(ge=0, le=2**63 - 1)]
 
 
 def _ndjson(
-    rows: Iterable[Any], line: Callable[[Any], str], header: str = "", chunk_bytes: int = 256 * 1024
+    rows: Iterable[Any], line: Callable[[Any], str] | None, header: str = "", chunk_bytes: int = 256 * 1024
 ) -> Iterator[bytes]:
     """Lines joined into chunks of about ``chunk_bytes``: one send per chunk, not per item.
-    ``header`` (a JSON object naming the format, not counted) comes before the items."""
+    ``header`` (a JSON object naming the format, not counted) comes before the items;
+    ``line`` None: the rows are the lines already."""
     buffer: list[str] = [header] if header else []
     size = count = 0
-    for row in rows:
-        text = line(row)
+    for text in rows if line is None else map(line, rows):
         buffer.append(text)
         size += len(text)
         count += 1
@@ -80,8 +81,11 @@ def stream_listing(rows: Iterator[Any], convert: Callable[[Any], BaseModel]) -> 
     return stream_lines(rows, lambda row: convert(row).model_dump_json())
 
 
-def stream_lines(rows: Iterator[Any], line: Callable[[Any], str], header: str = "") -> StreamingResponse:
-    """An NDJSON listing of ``line(row)`` (one JSON value, no newline) per row, after ``header``."""
+def stream_lines(
+    rows: Iterator[Any], line: Callable[[Any], str] | None, header: str = ""
+) -> StreamingResponse:
+    """An NDJSON listing of ``line(row)`` (one JSON value, no newline; the row itself if
+    ``line`` is None) per row, after ``header``."""
     # pull the first row here, so that an unknown dataset/version is an error answer, not a cut stream
     first: list[Any] = []
     for row in rows:
@@ -96,70 +100,20 @@ def stream_lines(rows: Iterator[Any], line: Callable[[Any], str], header: str = 
 
 
 # Record rows are the hot path of every remote listing (10^7 records for a large version):
-# one JSON array per record in the column order RECORDS_HEADER declares (the client parses
-# arrays in ~60 % of the time objects with key names take), written from a fixed template
-# with the stdlib's C functions, without building a pydantic model or a dict per record.
-_ROW = "[%s,%s,%s,%d,%s,%s,%s]"
-_quote = json.encoder.encode_basestring_ascii  # a JSON string literal (ASCII, as json.dumps writes it)
+# one JSON array per record in RECORD_COLUMNS order (record_json), which the client parses
+# in ~60 % of the time objects with key names take; the SQLite store has SQLite write them
+# from the stored rows (no Python object per column).
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 RECORDS_LINE = _encode(RECORDS_HEADER)
 DIFF_LINE = _encode(DIFF_HEADER)
-
-
-def _refuse(o: Any) -> Any:
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-# One C encoder for meta/labels, made once: JSONEncoder.encode builds a new one per call,
-# which was a quarter of a listing's server CPU. Stored meta is decoded JSON (no cycles).
-_c_encoder = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
-    None, _refuse, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True
-)
-
-
-def _encode_map(value: Any) -> str:
-    value = value if isinstance(value, dict) else dict(value)
-    return "".join(_c_encoder(value, 0)) if _c_encoder else _encode(value)
-
-
-def _stored_map(value: Any) -> str:
-    """A meta/labels as JSON text: a store's JSON text as it is when it is too short to nest
-    too deep (else what a direct read shows, see ``load_stored_json``), a mapping encoded."""
-    if not value:
-        return "{}"
-    if isinstance(value, str):
-        if value.count("{") + value.count("[") <= MAX_JSON_DEPTH:
-            return value
-        return _encode_map(load_stored_json(value))
-    return _encode_map(value)
-
-
-def stored_row(row: tuple[str, str, str, int, str | None, Any, Any]) -> str:
-    """A ``list_record_rows`` row as one JSON array (no newline) in RECORDS_HEADER's column
-    order. The common meta/labels, empty or stored JSON text shorter than the depth limit,
-    are written as they are (JSON in, JSON out: no decode and encode per record)."""
-    key, url, etag, size, checksum, meta, labels = row
-    return _ROW % (
-        _quote(key),
-        _quote(url),
-        _quote(etag),
-        size,
-        _quote(checksum or ""),
-        meta if meta.__class__ is str and len(meta) <= MAX_JSON_DEPTH else _stored_map(meta),
-        labels if labels.__class__ is str and len(labels) <= MAX_JSON_DEPTH else _stored_map(labels),
-    )
-
-
-def record_row(r: Record) -> str:
-    """A Record as a record row (``stored_row``)."""
-    return stored_row((r.key, r.url, r.etag, r.size, r.checksum, r.meta, r.labels))
+_quote = json.encoder.encode_basestring_ascii
 
 
 def diff_row(e: DiffEntry) -> str:
     """A diff entry as one JSON array (no newline) in DIFF_HEADER's column order: kind, key,
     and the old and new records as record rows (``null`` where there is none)."""
-    old = record_row(e.old) if e.old is not None else "null"
-    new = record_row(e.new) if e.new is not None else "null"
+    old = record_json(e.old) if e.old is not None else "null"
+    new = record_json(e.new) if e.new is not None else "null"
     return f"[{_quote(e.kind)},{_quote(e.key)},{old},{new}]"
 
 
@@ -220,13 +174,13 @@ def list_records(
         records = services.catalog.list_records(
             dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit, where=filter
         )
-        return stream_lines(records, record_row, RECORDS_LINE)
+        return stream_lines(records, record_json, RECORDS_LINE)
     check_prefix(prefix)
     version = services.catalog.resolve(dataset.name, seq)
-    rows = services.catalog.store.list_record_rows(
+    lines = services.catalog.store.list_record_json(
         dataset.name, version.seq, prefix=prefix, start_after=start_after, limit=limit
     )
-    return stream_lines(rows, stored_row, RECORDS_LINE)
+    return stream_lines(lines, None, RECORDS_LINE)
 
 
 @router.post("/{name}/records/get")
