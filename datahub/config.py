@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+import warnings
 from collections.abc import Mapping
 from contextvars import ContextVar
 from pathlib import Path
@@ -114,6 +115,27 @@ class S3Config(_Section):
     """Keep-alive connections per endpoint (as many as cache.origin_max_concurrency, so an adaptive limit that grew does not open a new connection per request)."""
 
 
+DEPRECATED_CACHE_SETTINGS = {
+    "readahead_pages": "set cache.readahead_bytes (readahead_pages x page_size is used for now)",
+    "stream_ahead_bytes": "set cache.readahead_bytes (its value is used for now)",
+    "max_streams": "ignored; the prefetcher runs up to 4 streams at once",
+    "stream_idle_seconds": "ignored; a stream stops after 10 s without a read",
+    "fill_after_random_reads": "ignored; a fill starts after 4 out-of-order reads",
+    "fill_concurrency": "ignored; one whole-object fill runs at a time",
+}
+"""Read-ahead settings merged away by issue 13 (one prefetcher): accepted, warned about."""
+
+
+def _deprecated_window(old: str, value: Any, page_size: Any) -> int:
+    """``readahead_bytes`` from a deprecated ``readahead_pages`` / ``stream_ahead_bytes``."""
+    try:
+        if old == "readahead_pages":
+            return max(0, int(value)) * int(_size(page_size if page_size is not None else 4 * 1024**2))
+        return int(_size(value))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"invalid deprecated cache.{old}: {value!r}") from exc
+
+
 class CacheConfig(_Section):
     """The tiered read cache and the write-back workspace."""
 
@@ -149,24 +171,32 @@ class CacheConfig(_Section):
     """Most bytes of origin read bodies in flight (bounds the memory of many parallel large reads)."""
     prefetch_concurrency: int = 128
     """Warm-up workers (``datahub prefetch``, mount warm-up); they may block in the origin scheduler, which decides how many of their requests run at once. Hint and readahead use up to 8."""
-    readahead_pages: int = 4
-    """Pages read ahead of a sequential reader of an object below stream_min_bytes, fetched in runs of up to this many pages per GET (0 = off)."""
+    readahead_bytes: Size = 64 * 1024**2
+    """How far the prefetcher reads ahead of a sequential reader (docs/cache.md "Read-ahead"): the window of a large object's stream, and of the readahead runs (one GET each) of smaller objects; 0 = no read-ahead."""
     hint_budget_bytes: Size = 512 * 1024**2
     """Hinted bytes fetched but not yet read; also bounds the readahead queue."""
     stream_min_bytes: Size = 64 * 1024**2
-    """Objects at least this big are read ahead by ONE streaming origin read (docs/cache.md "Streams"); 0 = never stream, readahead runs instead."""
-    stream_ahead_bytes: Size = 64 * 1024**2
-    """How far a sequential stream runs ahead of its reader."""
-    max_streams: int = 4
-    """Sequential streams at once."""
-    stream_idle_seconds: float = 10.0
-    """A stream whose reader has not read for this long stops."""
+    """Objects at least this big are read ahead by ONE streaming origin read per sequential reader (docs/cache.md "Streams"); 0 = never stream, readahead runs instead."""
     fill_whole_object_max: Size = 4 * 1024**3
-    """Largest object filled whole (streamed into the cache in the background) after fill_after_random_reads out-of-order reads; also at most half the largest local tier; 0 = never."""
-    fill_after_random_reads: int = 4
-    """Out-of-order reads of one object that start a fill."""
-    fill_concurrency: int = 1
-    """Whole-object fills at once."""
+    """Largest object filled whole (streamed into the cache in the background) after 4 out-of-order reads of it; also at most half the largest local tier; 0 = never."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated(cls, data: Any) -> Any:
+        """Settings merged into ``readahead_bytes`` or made internal still load, with a warning."""
+        if not isinstance(data, Mapping):
+            return data
+        data = {str(k).replace("-", "_"): v for k, v in data.items()}
+        for old, hint in DEPRECATED_CACHE_SETTINGS.items():
+            if old not in data:
+                continue
+            value = data.pop(old)
+            # FutureWarning: a deprecation meant for users (shown by default, unlike DeprecationWarning)
+            warnings.warn(f"setting cache.{old} is deprecated: {hint}", FutureWarning, stacklevel=2)
+            if old in ("readahead_pages", "stream_ahead_bytes") and "readahead_bytes" not in data:
+                data["readahead_bytes"] = _deprecated_window(old, value, data.get("page_size"))
+        return data
+
     flush_interval: float = 30.0
     """Seconds between write-back flushes."""
     journal_dir: str = ""

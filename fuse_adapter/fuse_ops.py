@@ -122,7 +122,7 @@ class ReadOnlyOps(_Ops):
         super().__init__()
         self.view = view
         self.limiter = trio.CapacityLimiter(threads)
-        self.zero_message_open = zero_message_open and NO_OPEN_FH is not None and not view.window_bytes
+        self.zero_message_open = zero_message_open and NO_OPEN_FH is not None
 
     async def _thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         # read-only work may be abandoned at unmount (e.g. a lookup waiting for a listing)

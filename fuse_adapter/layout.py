@@ -141,7 +141,6 @@ def version_view(
     *,
     uid: int | None = None,
     gid: int | None = None,
-    window_bytes: int = 0,
 ) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
     """``MOUNT/<dataset>/v<seq>/…`` for each spec; refs resolved now, listings load in threads."""
     catalog = catalog_factory()
@@ -150,7 +149,7 @@ def version_view(
     finally:
         catalog.close()
     tree = ListingTree(mtime=time.time())
-    view = ReadOnlyView(tree, source, uid=uid, gid=gid, window_bytes=window_bytes)
+    view = ReadOnlyView(tree, source, uid=uid, gid=gid)
     info = MountInfo(source=" ".join(f"{s.dataset}@{s.ref or 'latest'}" for s in specs))
     view.on_hint = info.count_hint
     view.add_virtual_file(INFO_FILE, info.to_json)
@@ -228,7 +227,6 @@ def bucket_view(
     refresh: bool = False,
     uid: int | None = None,
     gid: int | None = None,
-    window_bytes: int = 0,
 ) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
     """``MOUNT/<key>`` of a bucket prefix, as a snapshot version (reused unless ``refresh``)."""
     dataset = snapshot_dataset_name(url)
@@ -242,7 +240,7 @@ def bucket_view(
     finally:
         catalog.close()
     tree = ListingTree(mtime=head.created_at if head else time.time())
-    view = ReadOnlyView(tree, source, uid=uid, gid=gid, window_bytes=window_bytes)
+    view = ReadOnlyView(tree, source, uid=uid, gid=gid)
     info = MountInfo(source=url)
     view.on_hint = info.count_hint
     view.add_virtual_file(INFO_FILE, info.to_json)

@@ -25,7 +25,6 @@ from datahub.errors import InvalidInput
 log = logging.getLogger("fuse_adapter")
 
 PREFETCH_SORT_LIMIT = 200_000  # above this, prefetch in key order (no sort of a huge list)
-STORE_WINDOW = 32 * 1024**2  # largest sequential window without the cache (one GET each)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--endpoint", metavar="URL", help="S3 endpoint URL (overrides s3.endpoint_url)")
     p.add_argument("--cache-dir", metavar="DIR", help="local cache directory (overrides cache.disk_dir)")
-    p.add_argument("--no-cache", action="store_true", help="read-only: read the object store directly")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="read-only: keep nothing on disk (a small RAM cache for read-ahead only)",
+    )
     warm = p.add_mutually_exclusive_group()
     warm.add_argument(
         "--prefetch",
@@ -138,11 +141,10 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     from datahub.catalog import open_catalog
     from fuse_adapter import daemon, layout
     from fuse_adapter.fuse_ops import MAX_IO, ReadOnlyOps, mount_options, serve
-    from fuse_adapter.source import StoreSource, open_source
+    from fuse_adapter.source import open_source
 
     config = ctx.config
     source = open_source(config, ctx.stores, use_cache=not args.no_cache)
-    window = STORE_WINDOW if isinstance(source, StoreSource) else 0
 
     def catalog_factory():
         return open_catalog(config.resolved_catalog_url)
@@ -153,13 +155,11 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     if urls:
         view, loaders, info = layout.bucket_view(
             urls[0], ctx.stores, catalog_factory, source,
-            refresh=args.refresh, uid=args.uid, gid=args.gid, window_bytes=window,
+            refresh=args.refresh, uid=args.uid, gid=args.gid,
         )  # fmt: skip
     else:
         specs = [layout.VersionSpec.parse(s) for s in args.sources]
-        view, loaders, info = layout.version_view(
-            catalog_factory, specs, source, uid=args.uid, gid=args.gid, window_bytes=window
-        )
+        view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=args.uid, gid=args.gid)
     home = config.home_path
     record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
     stopping = threading.Event()

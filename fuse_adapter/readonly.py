@@ -25,7 +25,6 @@ from fuse_adapter.tree import DIR, FILE, ROOT_INODE, SYMLINK, ListingTree
 
 BLOCK = 512
 IO_SIZE = 1024 * 1024  # st_blksize: buffered readers use it as their read size
-SEQUENTIAL_SLACK = 8 * 1024**2  # a read this far past the window still counts as sequential
 VIRTUAL_BASE = 1 << 62  # inode numbers of generated files, far above the tree's
 
 
@@ -40,24 +39,19 @@ class Stat:
     gid: int
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Handle:
     ino: int
     ref: ObjectRef | None  # None for a virtual file
-    window_start: int = 0
-    window: bytes = b""
-    pending: tuple[int, int, threading.Event] | None = None  # window fetch in flight: (start, stop, done)
+    frozen: bytes = b""  # a virtual file's content, fixed at open
 
 
 class ReadOnlyView:
     """An immutable namespace: the tree for names and attributes, a ByteSource for bytes.
 
-    ``window_bytes`` > 0 lets a sequential reader's window grow (doubling, up to that cap)
-    and keeps it in the open handle, so a sequential reader costs one request per window
-    instead of one per kernel read; concurrent kernel reads (readahead) that fall inside a
-    window being fetched wait for it instead of fetching again; a random reader fetches
-    exactly what it asks for. The cache source does its own paging and
-    readahead, so it runs with 0. All windows together stay below ``window_budget``.
+    The view holds no read policy: each read goes to the source with its offset, size and
+    the open handle's identity, and the source (the cache's prefetcher) alone decides what
+    to read ahead (docs/cache.md "Read-ahead").
     """
 
     def __init__(
@@ -67,16 +61,11 @@ class ReadOnlyView:
         *,
         uid: int | None = None,
         gid: int | None = None,
-        window_bytes: int = 0,
-        window_budget: int = 256 * 1024**2,
     ) -> None:
         self.tree = tree
         self.source = source
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
-        self.window_bytes = window_bytes
-        self._window_budget = window_budget
-        self._window_used = 0
         self._lock = threading.Lock()
         self._handles: dict[int, _Handle] = {}
         self._next_fh = itertools.count(1)
@@ -202,55 +191,25 @@ class ReadOnlyView:
             ref = self.tree.ref(ino)
         fh = next(self._next_fh)
         with self._lock:
-            self._handles[fh] = _Handle(ino, ref, window=frozen)
+            self._handles[fh] = _Handle(ino, ref, frozen)
         return fh
 
     def read(self, fh: int, offset: int, size: int) -> bytes | memoryview:
-        """Blocking: bytes of the open file (from the window, the cache or the store)."""
+        """Blocking: bytes of the open file (the source reads ahead for this handle)."""
         h = self._handles[fh]
         if h.ref is None:
-            return h.window[offset : offset + size]
+            return h.frozen[offset : offset + size]
         end = min(h.ref.size, offset + size)
         if offset >= end:
             return b""
-        if not self.window_bytes:  # the cache source pages and reads ahead itself
-            return self.source.read(h.ref, offset, end - offset)
-        while True:
-            with self._lock:
-                w, ws = h.window, h.window_start
-                if ws <= offset and end <= ws + len(w):
-                    return w[offset - ws : end - ws]
-                pending = h.pending
-                if pending is not None and pending[0] <= offset <= pending[1] + SEQUENTIAL_SLACK:
-                    # inside (or just past) the window being fetched: merge with that miss, then
-                    # look again (a request just past it starts the next window)
-                    wait = pending[2]
-                elif pending is None and ws <= offset <= ws + len(w) + (SEQUENTIAL_SLACK if w else 0):
-                    # a sequential reader (the kernel sends readahead out of order, so allow a
-                    # gap): fetch on from the window's end, doubling the window up to the cap
-                    start = ws + len(w) if offset >= ws + len(w) - 1 else offset
-                    want = min(self.window_bytes, max(end - start, 2 * len(w)))
-                    stop = min(h.ref.size, max(end, start + want))
-                    if self._window_used + (stop - start) > self._window_budget:
-                        break
-                    self._window_used += stop - start
-                    h.pending = (start, stop, threading.Event())
-                    wait = None
-                else:
-                    break  # random access: read just this
-            if wait is not None:
-                wait.wait()
-                continue
-            data = self._fetch_window(h, start, stop)
-            return data[offset - start : end - start]
-        return self.source.read(h.ref, offset, end - offset)
+        return self.source.read(h.ref, offset, end - offset, reader=fh)
 
     def read_inode(self, ino: int, offset: int, size: int) -> bytes | memoryview:
         """Blocking: bytes of a file named by inode, for files the kernel opened without asking.
 
         With zero-message opens (the shim answers OPEN with ENOSYS once, and the kernel then
-        opens every file itself, keeping its page cache) reads carry no handle of ours, so
-        there are no per-handle windows: only for a source that pages by itself (the cache).
+        opens every file itself, keeping its page cache) reads carry no handle of ours: the
+        source then tells readers apart by object only.
         """
         if ino in self._virtual:
             seen = self._virtual_seen.get(ino) or self._observe_virtual(ino)
@@ -270,40 +229,9 @@ class ReadOnlyView:
             return b""
         return self.source.read_cached(ref, offset, min(size, ref.size - offset))
 
-    def _fetch_window(self, h: _Handle, start: int, stop: int) -> bytes:
-        assert h.ref is not None and h.pending is not None
-        done = h.pending[2]
-        try:
-            data = self.source.read(h.ref, start, stop - start)
-        except BaseException:
-            with self._lock:
-                self._window_used -= stop - start
-                h.pending = None
-            done.set()
-            raise
-        with self._lock:
-            self._window_used -= len(h.window)
-            h.window_start, h.window = start, data
-            h.pending = None
-        done.set()
-        return data
-
-    def _reserve(self, n: int) -> bool:
-        with self._lock:
-            if self._window_used + n > self._window_budget:
-                return False
-            self._window_used += n
-            return True
-
-    def _unreserve(self, n: int) -> None:
-        with self._lock:
-            self._window_used -= n
-
     def release(self, fh: int) -> None:
         with self._lock:
-            h = self._handles.pop(fh, None)
-            if h is not None and h.ref is not None:
-                self._window_used -= len(h.window)
+            self._handles.pop(fh, None)
 
     def open_handles(self) -> int:
         return len(self._handles)

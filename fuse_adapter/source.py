@@ -1,16 +1,17 @@
-"""Where a read-only mount gets its bytes: the tiered cache, or the object store directly.
+"""Where a read-only mount gets its bytes: always the tiered cache.
 
-Both speak the cache's shape, ``read(ref, offset, size) -> bytes`` (verified bytes of
-the immutable object ``ref``), so the file system never knows which one it has. The
-cache is the normal path (RAM/SSD tiers, readahead, prefetch); :class:`StoreSource`
-is the fallback when no cache is configured and the baseline the benchmark compares to.
+The mount speaks the cache's shape, ``read(ref, offset, size, reader=...) -> bytes``
+(verified bytes of the immutable object ``ref``) and holds no read policy: the cache's
+prefetcher decides what to read ahead. ``--no-cache`` is the same cache with a small RAM
+tier only (``NO_CACHE_RAM_BYTES``, nothing on disk), so read-ahead has one owner
+whichever way a mount is configured.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Protocol
 
 from datahub.config import Config
@@ -18,10 +19,15 @@ from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
 
+NO_CACHE_RAM_BYTES = 256 * 1024**2  # ``--no-cache``: RAM for read-ahead and the pages being read
+
 
 class ByteSource(Protocol):
-    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | memoryview:
-        """Bytes ``[offset, offset+size)`` of ``ref``; ObjectChanged/ObjectNotFound if it moved."""
+    def read(
+        self, ref: ObjectRef, offset: int = 0, size: int | None = None, *, reader: Hashable = None
+    ) -> bytes | memoryview:
+        """Bytes ``[offset, offset+size)`` of ``ref``; ObjectChanged/ObjectNotFound if it moved.
+        ``reader`` (an open handle) lets the source tell sequential readers apart."""
         ...
 
     def read_cached(
@@ -41,44 +47,18 @@ class ByteSource(Protocol):
     def close(self) -> None: ...
 
 
-class StoreSource:
-    """Range reads straight from the object store, each conditional on the recorded etag."""
-
-    def __init__(self, stores) -> None:  # stores: datahub.storage.StoreRegistry
-        self._stores = stores
-
-    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes:
-        store, key = self._stores.for_url(ref.url)
-        end = ref.size if size is None else min(ref.size, offset + size)
-        if offset >= end:
-            return b""
-        return store.read(key, offset, end, etag=ref.etag)
-
-    def read_cached(
-        self, ref: ObjectRef, offset: int = 0, size: int | None = None
-    ) -> bytes | memoryview | None:
-        return None  # nothing is kept
-
-    def hint(self, refs: Sequence[ObjectRef]) -> None:
-        pass
-
-    def prefetch(self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None) -> object:
-        return None  # nowhere to keep the bytes
-
-    def close(self) -> None:
-        pass
-
-
 class CacheSource:
     """The tiered cache (``datahub.cache.open_cache``): verified pages, readahead, prefetch."""
 
     def __init__(self, cache) -> None:  # cache: datahub.cache.TieredCache
         self._cache = cache
 
-    def read(self, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | memoryview:
+    def read(
+        self, ref: ObjectRef, offset: int = 0, size: int | None = None, *, reader: Hashable = None
+    ) -> bytes | memoryview:
         if size is not None:
             size = max(0, min(size, ref.size - offset))
-        return self._cache.read(ref, offset, size, view=True)  # a view into the page: no copy
+        return self._cache.read(ref, offset, size, view=True, reader=reader)  # a view into the page: no copy
 
     def read_cached(
         self, ref: ObjectRef, offset: int = 0, size: int | None = None
@@ -96,12 +76,12 @@ class CacheSource:
 
 
 def open_source(config: Config, stores, *, use_cache: bool = True) -> ByteSource:
-    """The cache when it is available (and wanted), else direct store reads."""
-    if use_cache:
-        try:
-            from datahub.cache import open_cache
-        except ImportError:
-            log.warning("datahub.cache.open_cache is not available; reading from the object store directly")
-        else:
-            return CacheSource(open_cache(config, stores))
-    return StoreSource(stores)
+    """The tiered cache; without ``use_cache`` one that keeps nothing on disk or in a shared
+    tier and little in RAM (what ``--no-cache`` and the CSI profile "none" promise)."""
+    from datahub.cache import open_cache
+
+    if not use_cache:
+        c = config.cache
+        small = c.model_copy(update={"disk_bytes": 0, "shared_url": "", "ram_bytes": NO_CACHE_RAM_BYTES})
+        config = config.model_copy(update={"cache": small})
+    return CacheSource(open_cache(config, stores))

@@ -22,7 +22,7 @@ if str(ROOT) not in sys.path:
 
 from pydantic.fields import FieldInfo  # noqa: E402
 
-from datahub.config import SECTIONS, Config, _size, env_name  # noqa: E402
+from datahub.config import DEPRECATED_CACHE_SETTINGS, SECTIONS, Config, _size, env_name  # noqa: E402
 
 TARGET = ROOT / "docs" / "settings.md"
 HEAD = """# Settings reference
@@ -97,6 +97,16 @@ def render() -> str:
     for section, model in SECTIONS.items():
         doc = " ".join((model.__doc__ or "").split())
         parts += [f"## `[{section}]`\n", doc, "", *_rows(section, model.model_fields), ""]
+    parts += [
+        "## Deprecated settings\n",
+        "Still accepted (a file or environment that sets them keeps working) with a warning "
+        "(`FutureWarning`) saying what to do instead.",
+        "",
+        "| setting | environment variable | now |",
+        "|---|---|---|",
+        *(f"| `cache.{k}` | `{env_name('cache', k)}` | {v} |" for k, v in DEPRECATED_CACHE_SETTINGS.items()),
+        "",
+    ]
     return "\n".join(parts)
 
 

@@ -119,3 +119,24 @@ def test_the_api_token_variable_is_a_secret_not_a_setting() -> None:
     # used to be taken as a setting "api.token" and failed every CLI command on a node.
     cfg = load_config(None, env={"DATAHUB_API_TOKEN": "dh_secret", "DATAHUB_API_PORT": "9000"})
     assert cfg.api.port == 9000
+
+
+def test_read_ahead_settings_merged_away_still_load_with_a_warning(tmp_path: Path) -> None:
+    """Issue 13 merged the read-ahead knobs: a file or environment that sets an old one
+    keeps working (the window ones map to cache.readahead_bytes) and is told what to do."""
+    path = _toml(tmp_path, "[cache]\npage-size = '1MiB'\nreadahead_pages = 6\nmax_streams = 2\n")
+    with pytest.warns(FutureWarning) as caught:
+        config = load_config(path, env={"DATAHUB_CACHE_STREAM_IDLE_SECONDS": "3"})
+    assert config.cache.readahead_bytes == 6 * 1024**2
+    said = " ".join(str(w.message) for w in caught)
+    for old in ("readahead_pages", "max_streams", "stream_idle_seconds"):
+        assert f"cache.{old} is deprecated" in said
+    assert "cache.readahead_bytes" in said
+    with pytest.warns(FutureWarning, match="stream_ahead_bytes"):
+        config = load_config(env={"DATAHUB_CACHE_STREAM_AHEAD_BYTES": "32MiB"})
+    assert config.cache.readahead_bytes == 32 * 1024**2
+    with pytest.warns(FutureWarning):  # the new setting wins over an old one set beside it
+        config = load_config(env={}, overrides={"cache": {"readahead_bytes": "8MiB", "readahead_pages": 2}})
+    assert config.cache.readahead_bytes == 8 * 1024**2
+    with pytest.raises(InvalidInput, match="readahead_pages"):
+        load_config(env={"DATAHUB_CACHE_READAHEAD_PAGES": "many"})

@@ -31,7 +31,7 @@ def run(
     space = f"epochs-{uuid.uuid4().hex[:8]}"
     with tempfile.TemporaryDirectory() as home:
         config = config_in(
-            Path(home), page_size=size, ram_bytes=ram, disk_bytes=0, policy=policy, readahead_pages=0
+            Path(home), page_size=size, ram_bytes=ram, disk_bytes=0, policy=policy, readahead_bytes=0
         )
         with StoreRegistry(config) as stores, open_cache(config, stores) as cache:
             store = stores.store(f"memory://{space}")

@@ -149,7 +149,7 @@ def main() -> None:
         files = [src / f"p{i}.bin" for i in range(n_pages)]
 
         # --- RAM hits ------------------------------------------------------------------------
-        config = config_in(home / "ram", page_size=page, ram_bytes=2 * total, disk_bytes=0, readahead_pages=0)
+        config = config_in(home / "ram", page_size=page, ram_bytes=2 * total, disk_bytes=0, readahead_bytes=0)
         with StoreRegistry(config) as stores, open_cache(config, stores) as cache:
             store = stores.store(src.as_uri())
             refs = [store.ref(f"p{i}.bin") for i in range(n_pages)]
@@ -171,7 +171,7 @@ def main() -> None:
         verdicts.append(verdict("RAM hit (page minus 2 bytes) / memory copy", r_part, 0.5))
 
         # --- SSD hits ------------------------------------------------------------------------
-        config = config_in(home / "ssd", page_size=page, ram_bytes=0, disk_bytes=4 * total, readahead_pages=0)
+        config = config_in(home / "ssd", page_size=page, ram_bytes=0, disk_bytes=4 * total, readahead_bytes=0)
         with StoreRegistry(config) as stores, open_cache(config, stores) as cache:
             store = stores.store(src.as_uri())
             refs = [store.ref(f"p{i}.bin") for i in range(n_pages)]

@@ -5,7 +5,7 @@ on loopback started here, against two baselines measured in the same run, ``--re
 - download-then-serve: one boto3 ``get_object`` of the whole object, then every read
   sliced from memory (rclone's full cache mode at its best: nothing else runs meanwhile);
 - datahub with whole-object fills off (``fill_whole_object_max = 0``: the code before);
-- datahub with the defaults: after ``fill_after_random_reads`` random reads the object is
+- datahub with the defaults: after 4 random reads (out of order) the object is
   streamed into the cache in the background; reads that miss fetch their page at once.
 
 The workload is the peers harness's large_rand: ``--reads`` reads of 128 KiB at random

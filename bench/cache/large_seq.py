@@ -58,7 +58,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=512)
     ap.add_argument("--read-kib", type=int, default=1024, help="size of each read (FUSE sends 128 KiB)")
-    ap.add_argument("--readahead", type=int, default=4, help="readahead_pages for the runs-only pass")
+    ap.add_argument(
+        "--readahead",
+        type=int,
+        default=4,
+        help="read-ahead window of the runs-only pass, in 4 MiB pages (readahead_bytes)",
+    )
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
     total, read = args.mib * 2**20, args.read_kib * 1024
@@ -80,7 +85,7 @@ def main() -> None:
             assert len(client.get_object(Bucket=bucket, Key=key)["Body"].read()) == total
             rates["boto3"].append(total / (time.perf_counter() - t0) / 2**20)
             t, requests["runs"] = datahub_pass(
-                ep, bucket, key, total, read, stream_min_bytes=0, readahead_pages=args.readahead
+                ep, bucket, key, total, read, stream_min_bytes=0, readahead_bytes=args.readahead * 4 * 1024**2
             )
             rates["runs"].append(total / t / 2**20)
             t, requests["streams"] = datahub_pass(ep, bucket, key, total, read)

@@ -7,14 +7,14 @@ of pages, each ONE origin range read: origins that pay per request (S3; moto eve
 whole object for every range) then see one GET per run instead of one per page. Large
 objects are followed by streams instead (datahub.cache.stream).
 
-Split out of datahub.cache.tiered, which composes both into ``TieredCache.read``.
+Both serve datahub.cache.prefetcher, which decides between runs and streams.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, page_count, page_length
@@ -23,34 +23,45 @@ from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import Tier
 from datahub.storage.base import ObjectRef
 
-MAX_STREAMS = 4096  # objects whose last read position is remembered for readahead
+MAX_STREAMS = 4096  # readers (objects) whose last read position is remembered for readahead
 MAX_RUN_BYTES = 64 * 1024**2  # one coalesced readahead read fetches at most this much
 
 
 class ReaderPositions:
-    """The last page read of the ``MAX_STREAMS`` most recently read objects."""
+    """Where the ``MAX_STREAMS`` most recent readers are, and whether they read sequentially.
+
+    A reader is whatever key the prefetcher gives: (reader identity, object URL) when the
+    caller names its reader (a FUSE file handle), else the object URL alone.
+    """
 
     def __init__(self, limit: int = MAX_STREAMS) -> None:
         self.limit = limit
-        self._last: OrderedDict[str, int] = OrderedDict()
+        self._last: OrderedDict[Hashable, tuple[int, bool]] = OrderedDict()  # (last page, sequential)
         self._lock = threading.Lock()
 
-    def note(self, ref: ObjectRef, first: int, last: int) -> int | None:
-        """Remember where the reader of ``ref`` is; returns the last page of its previous read.
+    def note(self, reader: Hashable, first: int, last: int, window: int = 0) -> tuple[bool, bool]:
+        """``reader`` reads pages ``first..last``: (seen before, sequential).
 
-        A sequential reader of a large object (or one starting at offset 0) is fed by a
-        stream, started before its pages are read so that it waits for the stream instead
-        of fetching them itself; other sequential readers get readahead runs after their
-        read; random readers of a large object may start a whole-object fill
-        (datahub.cache.stream).
+        Sequential: it starts on the page the previous read ended on, or the next. Once a
+        reader is sequential, a read up to one page behind or ``window`` pages past that
+        still is: the kernel sends a sequential reader's reads (its own readahead) out of
+        order, from several threads; its position then stays at the furthest page read.
+        A random reader never gets that slack, so its reads start no read-ahead.
         """
         with self._lock:
-            previous = self._last.get(ref.url)
-            self._last[ref.url] = last
-            self._last.move_to_end(ref.url)
+            previous = self._last.get(reader)
+            if previous is None:
+                sequential = False
+            else:
+                at, streak = previous
+                sequential = at <= first <= at + 1 or (streak and at - 1 <= first <= at + 1 + window)
+                if sequential:
+                    last = max(last, at)
+            self._last[reader] = (last, sequential)
+            self._last.move_to_end(reader)
             while len(self._last) > self.limit:
                 self._last.popitem(last=False)
-        return previous
+        return previous is not None, sequential
 
 
 class ReadaheadRuns:
@@ -114,6 +125,8 @@ class ReadaheadRuns:
         run) are skipped, not the end of the run. The read carries
         the etag (If-Match) and its length is checked, so a changed object fails the whole
         run with ObjectChanged and every waiter gets that error; nothing is stored.
+        It runs on the background fetcher, whose workers schedule their origin requests as
+        ``Priority.READAHEAD`` (they yield to demand reads).
         """
         ps = self.page_size
         keys: list[PageKey] = []

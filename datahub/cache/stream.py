@@ -17,7 +17,13 @@ Two kinds:
 - **fill**: after repeated random reads of a large object, the whole object streams into
   the cache in the background. It claims only the page it is assembling, so a random
   reader of any other page fetches its page at once, as before, instead of waiting behind
-  the fill; pages someone else already holds are skipped.
+  the fill.
+
+A stream never downloads a page it has not claimed: when the next page is held by a tier
+or being fetched by someone else (a reader, a warm-up, a readahead run), the request ends
+there and a new one resumes after it, so every byte comes from the origin once (at most
+the chunk in transit is wasted). Stream threads schedule their requests as
+``Priority.READAHEAD`` (datahub.cache.priority): they yield to demand reads.
 
 Stopping releases the claimed pages with ``Abandoned``: their waiters fetch them
 themselves. ObjectChanged / ObjectNotFound from the origin reach the waiters as they are;
@@ -26,7 +32,8 @@ stored from a stream that returned a wrong length: the length is checked per pag
 the object's recorded size, and in total by ``Origin.stream``.
 
 Over a store whose ``read_chunks`` is the contract's one-piece default, a stream asks for
-ranges of at most ``SEGMENT_BYTES`` (bounded memory, and still few requests).
+ranges of at most ``SEGMENT_BYTES`` (bounded memory, and still few requests). Writing
+streamed pages to the slower tiers is datahub.cache.writebehind's job.
 """
 
 from __future__ import annotations
@@ -34,13 +41,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 
 from datahub.cache.counters import Counters
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.priority import Priority, origin_priority
 from datahub.cache.singleflight import Abandoned, SingleFlight
+from datahub.cache.writebehind import LowerTierWriter
 from datahub.errors import ObjectChanged, ObjectNotFound
 from datahub.storage.base import ObjectRef
 
@@ -75,10 +84,12 @@ class PageStream:
         *,
         fill: bool,
         reader_page: int = -1,
+        reader: Hashable = None,
     ) -> None:
         self.owner = owner
         self.ref = ref
         self.fill = fill
+        self.reader = reader  # whose reads it follows (sequential; None = any reader of the object)
         self.page_size = owner.page_size
         self.total = page_count(ref.size, self.page_size)
         self.first = first
@@ -175,14 +186,18 @@ class PageStream:
 
     # --- the stream's thread ---------------------------------------------------------------------
     def run(self) -> None:
+        with origin_priority(Priority.READAHEAD):  # speculative: demand reads go first
+            self._run()
+
+    def _run(self) -> None:
         error: BaseException | None = None
         try:
             page = self.first
             whole = self.owner.origin.streams_natively(self.ref.url)
             segment_pages = max(1, SEGMENT_BYTES // self.page_size)
             while page < self.total:
-                page = self._skip_held(page)
-                if page >= self.total or not self._wait_for_reader(page):
+                page = self._next_own(page)
+                if page >= self.total:
                     break
                 end = self.total if whole else min(self.total, page + segment_pages)
                 page = self._stream_range(page, end)
@@ -205,14 +220,34 @@ class PageStream:
             self._claim_next = max(self._claim_next, page)
         return page
 
+    def _next_own(self, page: int) -> int:
+        """The first page from ``page`` on that this stream has claimed, once the reader is
+        near it (``total`` when there is none or the stream stopped). Pages a tier holds or
+        another fetch has in flight are not this stream's to download: skipped."""
+        while True:
+            page = self._skip_held(page)
+            if page >= self.total or not self._wait_for_reader(page):
+                return self.total
+            self._claim_upto(self._claim_limit(page))
+            if self._owns(page):
+                return page
+            page += 1
+
+    def _owns(self, page: int) -> bool:
+        """Whether this stream holds the claim of ``page`` (waits for a claim being made)."""
+        with self._lock:
+            while page in self._claiming and not self._stopped:
+                self._lock.wait()
+            return page in self._claims
+
     def _stream_range(self, page: int, end: int) -> int:
-        """Stream pages ``page..end-1``; returns the next page, or ``total`` when stopped.
+        """Stream pages ``page..end-1`` (``page`` claimed); returns the next page, or
+        ``total`` when stopped. The request ends early at a page this stream does not own.
 
         Chunks are asked for page-sized, so a page usually is one chunk, stored as it came
         (no copy); otherwise its parts are joined once.
         """
         ps = self.page_size
-        self._claim_upto(self._claim_limit(page))
         chunks = self.owner.origin.stream(
             self.ref.url, self.ref.etag, page * ps, min(self.ref.size, end * ps), chunk_size=ps
         )
@@ -242,6 +277,8 @@ class PageStream:
                     if page < end and not self._wait_for_reader(page):
                         return self.total
                     self._claim_upto(self._claim_limit(page))
+                    if page < end and not self._owns(page):
+                        return page  # someone else fetches it: end this request, resume after it
         finally:
             chunks.close()
         return page
@@ -290,77 +327,6 @@ class PageStream:
         self.owner.finished(self)
 
 
-class LowerTierWriter:
-    """Writes streamed pages to the slower tiers (disk) on its own thread.
-
-    A stream would otherwise alternate receiving and writing; with the writes here the two
-    overlap (socket reads, checksums and file writes release the GIL). The queue is bounded
-    in bytes: a stream that outruns the disk waits in ``submit``. On close, pages still
-    queued are dropped: they are in the fastest tier already, and the cache is only a cache.
-    """
-
-    def __init__(self, keep: Callable[..., None], max_bytes: int) -> None:
-        self._keep = keep
-        self.max_bytes = max_bytes
-        self._cond = threading.Condition()
-        self._queue: deque[tuple[PageKey, bytes, bool]] = deque()
-        self._queued_bytes = 0
-        self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="datahub-stream-writer", daemon=True)
-        self._thread.start()
-
-    def submit(self, key: PageKey, data: bytes, hot: bool) -> None:
-        with self._cond:
-            while self._queued_bytes and self._queued_bytes + len(data) > self.max_bytes and not self._closed:
-                self._cond.wait()
-            if self._closed:
-                return
-            self._queue.append((key, data, hot))
-            self._queued_bytes += len(data)
-            self._cond.notify_all()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._queue and not self._closed:
-                    self._cond.wait()
-                if self._closed:
-                    return
-                key, data, hot = self._queue.popleft()  # its bytes count until written
-            try:
-                self._keep(key, data, hot, first=False)
-            except Exception:  # the writer thread's top level: tiers turn failures into misses,
-                # so only a bug gets here; it must not stop the writer (logged with its traceback)
-                log.exception("writing streamed page %d of %s failed", key.index, key.url)
-            with self._cond:
-                if not self._closed:  # close() zeroed the count already
-                    self._queued_bytes -= len(data)
-                self._cond.notify_all()
-
-    def drain(self, timeout: float = 10.0) -> bool:
-        """Wait until every queued page is written (tests; True if it was)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while self._queued_bytes:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-        return True
-
-    def queued_bytes(self) -> int:
-        with self._cond:
-            return self._queued_bytes
-
-    def close(self, timeout: float = 10.0) -> None:
-        with self._cond:
-            self._closed = True
-            self._queue.clear()
-            self._queued_bytes = 0
-            self._cond.notify_all()
-        self._thread.join(timeout)
-
-
 class Streams:
     """The cache's streams: which object has one, starting and stopping them, counters."""
 
@@ -404,10 +370,14 @@ class Streams:
         self._random: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._closed = False
 
-    def follow(self, ref: ObjectRef, first: int, last: int, sequential: bool) -> bool:
-        """A reader is about to read pages ``first..last`` of ``ref``: feed or start a stream.
+    def follow(
+        self, ref: ObjectRef, first: int, last: int, sequential: bool, *, reader: Hashable = None
+    ) -> bool:
+        """``reader`` is about to read pages ``first..last`` of ``ref``: feed or start a stream.
 
-        True when a stream covers what comes next (no readahead run is needed).
+        True when a stream covers what comes next (no readahead run is needed). A sequential
+        stream follows one reader: another reader of the same object neither moves nor stops
+        it (the caller falls back to readahead runs, which skip the pages the stream holds).
         """
         if not self.min_bytes or ref.size < self.min_bytes:
             return False
@@ -415,19 +385,28 @@ class Streams:
         with self._lock:
             current = self._active.get(oid)
         if current is not None:
-            if current.fill or current.advance(first, last):
+            if current.fill:
+                return True
+            if current.reader != reader:
+                return False
+            if current.advance(first, last):
                 return True
             self._forget(current)  # it stopped (jumped away, idle or done): make room for a new one
         if sequential:
-            return self._start(ref, first, fill=False, reader_page=last)
+            return self._start(ref, first, fill=False, reader_page=last, reader=reader)
         return False
 
-    def note_read_now(self, ref: ObjectRef, first: int, last: int) -> bool:
+    def note_read_now(self, ref: ObjectRef, first: int, last: int, *, reader: Hashable = None) -> bool:
         """A read of RAM-held pages answered inline: True if a sequential stream follows this
         reader and has been told (then the read needs nothing else); never blocks or does I/O."""
         with self._lock:
             current = self._active.get((ref.url, ref.etag))
-        return current is not None and not current.fill and current.note_reader(first, last)
+        return (
+            current is not None
+            and not current.fill
+            and current.reader == reader
+            and current.note_reader(first, last)
+        )
 
     def random_read(self, ref: ObjectRef) -> None:
         """A reader read ``ref`` out of order: every ``fill_after``-th time, fill the object."""
@@ -449,7 +428,9 @@ class Streams:
                 self._random.popitem(last=False)
         return False
 
-    def _start(self, ref: ObjectRef, first: int, *, fill: bool, reader_page: int = -1) -> bool:
+    def _start(
+        self, ref: ObjectRef, first: int, *, fill: bool, reader_page: int = -1, reader: Hashable = None
+    ) -> bool:
         total = page_count(ref.size, self.page_size)
         if not fill:  # a reader inside cached pages needs no stream (and no thread) yet
             window = range(first, min(total, first + self.ahead_pages))
@@ -466,7 +447,9 @@ class Streams:
                 or running >= (self.max_fills if fill else self.max_sequential)
             ):
                 return False
-            stream = self._active[oid] = PageStream(self, ref, first, fill=fill, reader_page=reader_page)
+            stream = self._active[oid] = PageStream(
+                self, ref, first, fill=fill, reader_page=reader_page, reader=reader
+            )
             self._live.add(stream)
             self.counters.add("fills" if fill else "sequential")
         if not fill:  # claim the reader's window now: its next read must not race the thread

@@ -9,10 +9,10 @@ of dropping them. Every page handed to a reader has the length the object's reco
 size implies, and came either from the origin under its etag or from a tier that
 verified its header and checksum.
 
-Sequential readers are read ahead by runs of pages (datahub.cache.readahead); large
-objects (at least ``stream_min_bytes``) by streams instead: one streaming origin read per
-sequential reader, and a background whole-object fill after repeated random reads
-(datahub.cache.stream).
+What to read ahead is decided by one prefetcher (datahub.cache.prefetcher), told of
+every read: readahead runs of pages for sequential readers, one streaming origin read per
+sequential reader of a large object, a background whole-object fill after repeated random
+reads of one.
 
 A background thread runs each tier's eviction between the watermarks, reloads pins
 changed by other processes, and writes a stats snapshot for ``datahub cache stats``.
@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 
 from datahub.cache import stats as stats_io
@@ -32,20 +32,13 @@ from datahub.cache.disk import DiskTier
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
 from datahub.cache.policy import make_policy
-from datahub.cache.prefetch import (
-    BackgroundFetcher,
-    HintAhead,
-    PrefetchReport,
-    WarmBudget,
-    WarmUnit,
-    run_prefetch,
-)
+from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
+from datahub.cache.prefetcher import Prefetcher
 from datahub.cache.ram import RamTier
-from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS, ReadaheadRuns, ReaderPositions
+from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS
 from datahub.cache.scheduler import process_scheduler
 from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
-from datahub.cache.stream import Streams
 from datahub.cache.tier import TIER_ERRORS, Tier
 from datahub.config import Config
 from datahub.errors import InvalidInput, StorageError
@@ -64,14 +57,13 @@ class TieredCache:
         *,
         page_size: int = 4 * 1024**2,
         prefetch_concurrency: int = 128,
-        readahead_pages: int = 4,
+        readahead_bytes: int = 64 * 1024**2,
         hint_budget_bytes: int = 512 * 1024**2,
         pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
         stats_dir: Path | None = None,
         maintain_interval: float = 2.0,
         policy: str = "",
         stream_min_bytes: int = 64 * 1024**2,
-        stream_ahead_bytes: int = 64 * 1024**2,
         max_streams: int = 4,
         stream_idle_seconds: float = 10.0,
         fill_whole_object_max: int = 4 * 1024**3,
@@ -85,39 +77,29 @@ class TieredCache:
         self.page_size = page_size
         self.policy = policy
         self.prefetch_concurrency = max(1, prefetch_concurrency)
-        self.readahead_pages = max(0, readahead_pages)
         self._flight: SingleFlight[bytes] = SingleFlight()
         self._pin_index = pin_index
         self._memory_pins: dict[str, set[str]] = {}
         self._pinned: frozenset[str] = frozenset()
         self._pin_generation = -1
-        self._positions = ReaderPositions(MAX_STREAMS)
-        self._background = BackgroundFetcher(
-            workers=min(8, self.prefetch_concurrency), max_queued_bytes=max(hint_budget_bytes, page_size)
-        )
-        self._runs = ReadaheadRuns(
+        self._local_tiers = [t for t in self.tiers if not isinstance(t, SharedTier)]  # contains() is cheap
+        self._prefetcher = Prefetcher(  # the one owner of read-ahead (datahub.cache.prefetcher)
             self.tiers,
             origin,
             self._flight,
-            self._background,
             self._page,
             page_size=page_size,
-            readahead_pages=self.readahead_pages,
-        )
-        self._local_tiers = [t for t in self.tiers if not isinstance(t, SharedTier)]  # contains() is cheap
-        self._streams_io = Streams(
-            origin,
-            self._flight,
-            page_size=page_size,
+            readahead_bytes=readahead_bytes,
+            queue_bytes=hint_budget_bytes,
+            workers=min(8, self.prefetch_concurrency),
             cached=self._cached_locally,
             keep=self._keep,
-            min_bytes=stream_min_bytes,
-            ahead_bytes=stream_ahead_bytes,
-            max_sequential=max_streams,
-            idle_seconds=stream_idle_seconds,
+            stream_min_bytes=stream_min_bytes,
             fill_max_bytes=_fill_limit(self._local_tiers, fill_whole_object_max),
-            fill_after=fill_after_random_reads,
-            max_fills=fill_concurrency,
+            max_streams=max_streams,
+            stream_idle_seconds=stream_idle_seconds,
+            fill_after_random_reads=fill_after_random_reads,
+            fill_concurrency=fill_concurrency,
         )
         self._hints = HintAhead(self._warm_hot, hint_budget_bytes, workers=min(8, self.prefetch_concurrency))
         self._hint_lock = threading.Lock()
@@ -144,14 +126,22 @@ class TieredCache:
 
     # --- reads -------------------------------------------------------------------------------------
     def read(
-        self, ref: ObjectRef, offset: int = 0, size: int | None = None, *, view: bool = False
+        self,
+        ref: ObjectRef,
+        offset: int = 0,
+        size: int | None = None,
+        *,
+        view: bool = False,
+        reader: Hashable = None,
     ) -> bytes | memoryview:
         """Verified bytes ``[offset, offset+size)`` of the object version ``ref`` names.
 
         Raises ObjectChanged / ObjectNotFound from the origin; never returns wrong bytes.
         ``view=True`` may return a read-only memoryview into a cached page instead of a
         copy (pages are immutable ``bytes``): the FUSE daemon hands it to the kernel as is,
-        which saves copying every byte of a large file once more.
+        which saves copying every byte of a large file once more. ``reader`` names who
+        reads (e.g. a FUSE file handle) so that the prefetcher tells sequential readers of
+        one object apart; None: all readers of an object count as one.
         """
         if offset < 0 or (size is not None and size < 0):
             raise InvalidInput(f"invalid read of {ref.url}: offset {offset} and size {size} must be >= 0")
@@ -160,21 +150,13 @@ class TieredCache:
             return b""
         ps = self.page_size
         first, last = offset // ps, (end - 1) // ps
-        large = ref.size > ps
-        previous = self._positions.note(ref, first, last) if large else None
-        sequential = previous is not None and previous <= first <= previous + 1
-        opening = large and previous is None and offset == 0  # most readers from 0 read on
-        streamed = large and self._streams_io.follow(ref, first, last, sequential or opening)
+        plan = self._prefetcher.before_read(ref, offset, first, last, reader)
         parts: list[bytes | memoryview] = []
         for i in range(first, last + 1):
             page = self._page(PageKey(ref.url, ref.etag, ps, i), page_length(ref, ps, i))
             parts.append(_part(page, i * ps, offset, end))
         self._hints.consumed_ref(ref)
-        if large and not streamed:
-            if not sequential:
-                self._streams_io.random_read(ref)
-            elif self.readahead_pages:
-                self._runs.after_read(ref, last)
+        self._prefetcher.after_read(ref, last, plan)
         if len(parts) == 1:
             return parts[0] if view or isinstance(parts[0], bytes) else bytes(parts[0])
         return b"".join(parts)
@@ -214,7 +196,7 @@ class TieredCache:
         ps = self.page_size
         first, last = offset // ps, (end - 1) // ps
         keys = [PageKey(ref.url, ref.etag, ps, i) for i in range(first, last + 1)]
-        if not all(ram.holds(k) for k in keys) or not self._streams_io.note_read_now(ref, first, last):
+        if not all(ram.holds(k) for k in keys) or not self._prefetcher.note_read_now(ref, first, last):
             return None
         parts: list[bytes | memoryview] = []
         for i, key in zip(range(first, last + 1), keys, strict=True):
@@ -222,7 +204,6 @@ class TieredCache:
             if page is None or len(page) != page_length(ref, ps, i):
                 return None  # evicted meanwhile (or damaged): ``read`` deals with it
             parts.append(_part(page, i * ps, offset, end))
-        self._positions.note(ref, first, last)
         self._hints.consumed_ref(ref)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -459,8 +440,7 @@ class TieredCache:
             "tiers": [t.stats() for t in self.tiers],
             "origin": self.origin.stats(),
             "merged_fetches": self._flight.merged,
-            "readahead": self._background.stats(),
-            "streams": self._streams_io.stats(),
+            **self._prefetcher.stats(),  # "readahead" (runs' queue) and "streams"
             "hints": self._hints.stats(),
             "pinned_objects": len(self._pinned),
         }
@@ -471,9 +451,8 @@ class TieredCache:
         self._closed.set()
         self._wake.set()
         self._maintainer.join(timeout=10)
-        self._streams_io.close()
         self._hints.close()
-        self._background.close()
+        self._prefetcher.close()
         for tier in self.tiers:
             try:
                 tier.close()
@@ -543,18 +522,13 @@ def open_cache(config: Config, stores) -> TieredCache:
         ),
         page_size=c.page_size,
         prefetch_concurrency=c.prefetch_concurrency,
-        readahead_pages=c.readahead_pages,
+        readahead_bytes=c.readahead_bytes,
         hint_budget_bytes=c.hint_budget_bytes,
         pin_index=disk.index if disk is not None else None,
         stats_dir=stats_io.stats_dir(config),
         policy=c.policy,
         stream_min_bytes=c.stream_min_bytes,
-        stream_ahead_bytes=c.stream_ahead_bytes,
-        max_streams=c.max_streams,
-        stream_idle_seconds=c.stream_idle_seconds,
         fill_whole_object_max=c.fill_whole_object_max,
-        fill_after_random_reads=c.fill_after_random_reads,
-        fill_concurrency=c.fill_concurrency,
     )
 
 

@@ -154,5 +154,5 @@ def gated_cache(
         RamTier(1 << 20, make_policy("lru", 1 << 20)),
         DiskTier(tmp_path / "disk", 1 << 20, make_policy("lru", 1 << 20)),
     ]
-    options = {"page_size": 1024, "readahead_pages": 0, **options}
+    options = {"page_size": 1024, "readahead_bytes": 0, **options}
     return TieredCache(tiers, Origin(registry, concurrency), **options), gated

@@ -86,7 +86,7 @@ def test_hints_fetch_ahead_within_the_byte_budget(make_cache, source) -> None:
 
 def test_sequential_reads_trigger_readahead(make_cache, source) -> None:
     [(ref, data)] = put_objects(source, [10 * 1024])
-    cache = make_cache(readahead_pages=3)
+    cache = make_cache(readahead_bytes=3 * 1024)
     ram = cache.tiers[0]
     assert cache.read(ref, 0, 1024) == data[:1024]
     assert cache.read(ref, 1024, 1024) == data[1024:2048]
@@ -101,29 +101,29 @@ def test_sequential_reads_trigger_readahead(make_cache, source) -> None:
 
 def test_random_reads_do_not_trigger_readahead(make_cache, source) -> None:
     [(ref, data)] = put_objects(source, [10 * 1024])
-    cache = make_cache(readahead_pages=3)
+    cache = make_cache(readahead_bytes=3 * 1024)
     for page in (7, 2, 5, 0):
         assert cache.read(ref, page * 1024, 10) == data[page * 1024 : page * 1024 + 10]
-    assert cache._background.stats()["submitted"] == 0 and cache.origin.counters.fetches == 4
+    assert cache.stats()["readahead"]["submitted"] == 0 and cache.origin.counters.fetches == 4
 
 
 def test_readahead_queue_is_bounded_and_drops_work(tmp_path, source) -> None:
     [(ref, data)] = put_objects(source, [64 * 1024])
-    cache, gated = gated_cache(tmp_path, source, readahead_pages=8, hint_budget_bytes=2048)  # 2 pages
+    cache, gated = gated_cache(tmp_path, source, readahead_bytes=8 * 1024, hint_budget_bytes=2048)  # 2 pages
     with cache:
         cache.read(ref, 1024, 1)
         cache.read(ref, 0, 1)  # not sequential: no readahead yet
-        assert cache._background.stats()["submitted"] == 0
+        assert cache.stats()["readahead"]["submitted"] == 0
         gated.gate.clear()  # held fetches keep the queue full
         assert cache.read(ref, 1024, 1024) == data[1024:2048]  # a RAM hit continuing page 0: sequential
         # one run of pages 2..3: 8 pages wanted, cut to what the queue may hold
-        assert cache._background.stats() == {"submitted": 1, "dropped": 0, "queued_bytes": 2048}
+        assert cache.stats()["readahead"] == {"submitted": 1, "dropped": 0, "queued_bytes": 2048}
         for _ in range(3):  # pages 1 and 0, then the run, reached the origin
             assert gated.arrived.acquire(timeout=10)
         assert cache.read(ref, 1024, 1) == data[1024:1025]  # still sequential: pages 4..5 wanted
-        assert cache._background.stats() == {"submitted": 1, "dropped": 1, "queued_bytes": 2048}
+        assert cache.stats()["readahead"] == {"submitted": 1, "dropped": 1, "queued_bytes": 2048}
         gated.gate.set()
-        wait_for(lambda: cache._background.stats()["queued_bytes"] == 0, what="the queue to drain")
+        wait_for(lambda: cache.stats()["readahead"]["queued_bytes"] == 0, what="the queue to drain")
         assert gated.reads == 3
 
 

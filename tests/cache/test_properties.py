@@ -43,7 +43,7 @@ def test_random_reads_equal_the_source(sizes, page_size, ram, disk, policy, read
                         "ram_bytes": ram,
                         "disk_bytes": disk,
                         "policy": policy,
-                        "readahead_pages": 2,
+                        "readahead_bytes": 2 * page_size,
                     }
                 )
             }

@@ -38,7 +38,7 @@ def moto_config(tmp_path: Path, moto_endpoint):
     config = load_config(
         env={}, overrides={"home": str(tmp_path / "var"), **moto_endpoint.s3_config_overrides()}
     )
-    return with_cache(config, page_size=PAGE, ram_bytes=1 << 20, disk_bytes=1 << 20, readahead_pages=8)
+    return with_cache(config, page_size=PAGE, ram_bytes=1 << 20, disk_bytes=1 << 20, readahead_bytes=8 * PAGE)
 
 
 def test_sequential_read_issues_one_get_per_run_not_per_page(moto_config, moto_endpoint) -> None:
@@ -75,7 +75,7 @@ def test_unsettled_sequential_reads_return_exact_bytes(moto_config, moto_endpoin
 
 def test_reader_of_a_page_in_a_run_merges_into_that_one_read(tmp_path: Path, source) -> None:
     [(ref, data)] = put_objects(source, [8 * PAGE], seed=5)
-    cache, gated = gated_cache(tmp_path, source, readahead_pages=4)
+    cache, gated = gated_cache(tmp_path, source, readahead_bytes=4 * PAGE)
     try:
         assert cache.read(ref, 0, 512) == data[:512]
         assert gated.arrived.acquire(timeout=10)
@@ -89,9 +89,12 @@ def test_reader_of_a_page_in_a_run_merges_into_that_one_read(tmp_path: Path, sou
         gated.gate.set()
         reader.join(10)
         assert got == [data[2 * PAGE + 5 : 2 * PAGE + 105]]
-        assert gated.reads == 2  # page 0, then pages 1..4 in one read
         drained(cache)
+        # page 0, pages 1..4 in one read (page 2's reader took no read of its own), and, as
+        # that reader moved on within its window (still sequential), the next run: 5..7
+        assert gated.reads == 3 and cache.origin.counters.bytes == len(data)
         assert read_sequentially(cache, ref, 512) == data
+        assert gated.reads == 3
     finally:
         gated.gate.set()
         cache.close()
@@ -99,7 +102,7 @@ def test_reader_of_a_page_in_a_run_merges_into_that_one_read(tmp_path: Path, sou
 
 def test_run_failing_on_a_changed_object_fails_its_waiters(tmp_path: Path, source) -> None:
     [(ref, old)] = put_objects(source, [8 * PAGE], seed=6)
-    cache, gated = gated_cache(tmp_path, source, readahead_pages=4)
+    cache, gated = gated_cache(tmp_path, source, readahead_bytes=4 * PAGE)
     try:
         assert cache.read(ref, 0, 512) == old[:512]
         assert gated.arrived.acquire(timeout=10)
@@ -152,3 +155,34 @@ def test_object_changed_mid_sequential_read_never_mixes_bytes(moto_config, moto_
                 assert cache.read(ref, i * PAGE, PAGE) == old[i * PAGE : (i + 1) * PAGE]
             except ObjectChanged:
                 pass
+
+
+def test_sequential_detection_tolerates_the_kernels_disorder_but_not_random_reads() -> None:
+    """Once sequential, a reader stays so through reads one page behind or within its
+    window ahead (the kernel's readahead arrives out of order); a random reader, whose
+    reads happen to land near each other, never gets that slack."""
+    from datahub.cache.readahead import ReaderPositions
+
+    positions = ReaderPositions()
+    kernel_order = [0, 1, 3, 2, 4, 6, 5, 8, 7, 9]
+    seen = [positions.note("seq", p, p, window=4) for p in kernel_order]
+    assert seen[0] == (False, False) and all(s == (True, True) for s in seen[1:])
+    random_order = [7, 2, 5, 0, 3, 9]
+    assert [positions.note("rnd", p, p, window=4)[1] for p in random_order] == [False] * 6
+    assert positions.note("seq", 20, 20, window=4) == (True, False)  # a jump ends the streak
+    assert positions.note("seq", 22, 22, window=4) == (True, False)  # and gives no slack after it
+
+
+def test_readers_of_one_object_are_told_apart_by_identity(tmp_path: Path, source) -> None:
+    """Two handles reading one object sequentially, interleaved, are two sequential readers
+    (each gets readahead); without identities the same reads look random."""
+    [(ref, data)] = put_objects(source, [64 * PAGE], seed=41)
+    for readers, expect_runs in ((("a", "b"), True), ((None, None), False)):
+        cache, _gated = gated_cache(tmp_path / str(expect_runs), source, readahead_bytes=4 * PAGE)
+        with cache:
+            for i in range(8):
+                for reader, start in zip(readers, (0, 32), strict=True):
+                    off = (start + i) * PAGE
+                    assert cache.read(ref, off, PAGE, reader=reader) == data[off : off + PAGE]
+            drained(cache)
+            assert (cache.stats()["readahead"]["submitted"] > 0) is expect_runs

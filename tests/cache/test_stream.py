@@ -107,9 +107,8 @@ def streaming_cache(
     ]
     options = {
         "page_size": PAGE,
-        "readahead_pages": 4,
+        "readahead_bytes": 4 * PAGE,
         "stream_min_bytes": 1,
-        "stream_ahead_bytes": 4 * PAGE,
         **options,
     }
     cache = TieredCache(tiers, Origin(OneStoreRegistry(store, str(source.root))), **options)
@@ -122,7 +121,7 @@ def read_all(cache: TieredCache, ref, chunk: int) -> bytes:
 
 def idle(cache: TieredCache) -> None:
     wait_for(lambda: cache.stats()["streams"]["running"] == 0, what="stream threads to end")
-    assert cache._streams_io.writer.drain(), "streamed pages never reached the disk tier"
+    assert cache._prefetcher.streams.writer.drain(), "streamed pages never reached the disk tier"
 
 
 def test_sequential_read_is_one_streaming_request_with_exact_pages(tmp_path: Path, source) -> None:
@@ -143,9 +142,58 @@ def test_sequential_read_is_one_streaming_request_with_exact_pages(tmp_path: Pat
         assert store.requests == 1
 
 
+def test_stream_never_downloads_pages_another_fetch_has(tmp_path: Path, source) -> None:
+    """Pages some tier holds, or another fetch (a warm-up, a reader) has in flight, are
+    skipped by ending the request and resuming after them: every byte comes once."""
+    [(ref, data)] = put_objects(source, [20 * PAGE], seed=31)
+    cache, store = streaming_cache(tmp_path, source, fill_whole_object_max=0)
+    with cache:
+        assert cache.read(ref, 6 * PAGE, 4 * PAGE) == data[6 * PAGE : 10 * PAGE]  # pages 6-9 held
+        flight = cache._flight
+        held_elsewhere = flight.claim(PageKey(ref.url, ref.etag, PAGE, 14))  # page 14 "in flight"
+        reader = threading.Thread(
+            target=lambda: got.append(
+                b"".join(cache.read(ref, off, PAGE, reader="a") for off in range(0, 20 * PAGE, PAGE))
+            )
+        )
+        got: list[bytes] = []
+        reader.start()
+        wait_for(
+            lambda: (
+                flight.in_flight(PageKey(ref.url, ref.etag, PAGE, 13)) is False
+                and cache.tiers[0].contains(PageKey(ref.url, ref.etag, PAGE, 13))
+            ),
+            what="page 13",
+        )
+        flight.settle(PageKey(ref.url, ref.etag, PAGE, 14), held_elsewhere, value=data[14 * PAGE : 15 * PAGE])
+        reader.join(30)
+        assert got == [data]
+        idle(cache)
+        # page 14 came from the other fetch, pages 6-9 from the first read: never streamed
+        # again (the two requests that ended early wasted at most the chunk in transit)
+        assert len(data) - PAGE <= cache.origin.counters.bytes < len(data) - PAGE + 2 * CHUNK
+        streams = cache.stats()["streams"]
+        assert streams["skipped"] == 0 and streams["requests"] == 3  # from pages 0, 10 and 15
+
+
+def test_reads_slightly_out_of_order_stay_sequential(tmp_path: Path, source) -> None:
+    """The kernel sends a sequential reader's reads out of order (its own readahead, from
+    several threads): that reader keeps its one stream, and nothing counts as random."""
+    [(ref, data)] = put_objects(source, [24 * PAGE], seed=32)
+    cache, store = streaming_cache(tmp_path, source, fill_after_random_reads=2)
+    order = [0, 1, 3, 2, 4, 6, 5, 7, 9, 8, 10, 11, 13, 12, 14, 15, 17, 16, 18, 19, 21, 20, 22, 23]
+    with cache:
+        got = {page: cache.read(ref, page * PAGE, PAGE) for page in order}
+        assert b"".join(got[p] for p in range(24)) == data
+        idle(cache)
+        streams = cache.stats()["streams"]
+        assert streams["sequential"] == 1 and streams["stopped"] == 0 and streams["fills"] == 0
+        assert store.requests == 1 and cache.origin.counters.bytes == len(data)
+
+
 def test_stream_stays_within_its_window_of_the_reader(tmp_path: Path, source) -> None:
     [(ref, data)] = put_objects(source, [40 * PAGE], seed=12)
-    cache, store = streaming_cache(tmp_path, source, stream_ahead_bytes=3 * PAGE)
+    cache, store = streaming_cache(tmp_path, source, readahead_bytes=3 * PAGE)
     with cache:
         assert cache.read(ref, 0, PAGE) == data[:PAGE]  # from offset 0: streamed at once
         assert cache.read(ref, PAGE, PAGE) == data[PAGE : 2 * PAGE]
@@ -160,7 +208,7 @@ def test_stream_stays_within_its_window_of_the_reader(tmp_path: Path, source) ->
 def test_fallback_store_is_streamed_in_bounded_segments(tmp_path: Path, source, monkeypatch) -> None:
     monkeypatch.setattr(stream_mod, "SEGMENT_BYTES", 8 * PAGE)
     [(ref, data)] = put_objects(source, [40 * PAGE - 5], seed=13)
-    cache, store = streaming_cache(tmp_path, source, streams=False, stream_ahead_bytes=16 * PAGE)
+    cache, store = streaming_cache(tmp_path, source, streams=False, readahead_bytes=16 * PAGE)
     with cache:
         assert read_all(cache, ref, PAGE // 2) == data
         idle(cache)
@@ -198,12 +246,12 @@ def test_close_cancels_a_running_stream(tmp_path: Path, source) -> None:
     assert store.held.wait(10)
     closer = threading.Thread(target=cache.close)
     closer.start()
-    wait_for(lambda: cache._streams_io.counters.stopped == 1, what="close to stop the stream")
+    wait_for(lambda: cache._prefetcher.streams.counters.stopped == 1, what="close to stop the stream")
     store.gate.set()
     closer.join(10)
     assert not closer.is_alive()
     assert store.closed_early == 1
-    assert cache._streams_io.stats()["running"] == 0
+    assert cache._prefetcher.streams.stats()["running"] == 0
 
 
 def test_idle_reader_ends_the_stream(tmp_path: Path, source) -> None:
@@ -218,7 +266,7 @@ def test_idle_reader_ends_the_stream(tmp_path: Path, source) -> None:
 
 def test_object_changed_mid_stream_fails_readers_and_stores_nothing_new(tmp_path: Path, source) -> None:
     [(ref, old)] = put_objects(source, [40 * PAGE], seed=17)
-    cache, store = streaming_cache(tmp_path, source, stream_ahead_bytes=8 * PAGE)
+    cache, store = streaming_cache(tmp_path, source, readahead_bytes=8 * PAGE)
     with cache:
         store.hold(after_chunks=4)  # pages 1..2 arrive, then the stream stalls
         got = [cache.read(ref, 0, PAGE), cache.read(ref, PAGE, PAGE)]
@@ -248,11 +296,14 @@ def test_random_reads_start_one_fill_and_later_reads_are_hits(tmp_path: Path, so
         wait_for(lambda: cache.stats()["streams"]["fills"] == 1, what="the fill to start")
         idle(cache)
         streams = cache.stats()["streams"]
-        assert streams["requests"] == 1 and streams["pages"] == 62 and streams["skipped"] == 3
-        assert store.requests == 4  # three random reads, one fill (receiving but skipping 10, 33, 50)
+        # the fill never downloads the pages the random reads fetched (10, 33, 50): its
+        # request ends before each and resumes after it (at most a chunk in transit wasted)
+        assert streams["requests"] == 4 and streams["pages"] == 62 and streams["skipped"] == 0
+        assert len(data) <= cache.origin.counters.bytes < len(data) + 3 * CHUNK
+        assert store.requests == 7  # three random reads, the fill's 0-9, 11-32, 34-49, 51-64
         for page in (7, 64, 0, 41, 50, 13):
             assert cache.read(ref, page * PAGE, PAGE) == data[page * PAGE : (page + 1) * PAGE]
-        assert store.requests == 4
+        assert store.requests == 7
 
 
 def test_random_reader_does_not_wait_behind_a_fill(tmp_path: Path, source) -> None:
@@ -268,7 +319,7 @@ def test_random_reader_does_not_wait_behind_a_fill(tmp_path: Path, source) -> No
         store.gate.set()
         idle(cache)
         assert read_all(cache, ref, 5000) == data
-        assert store.requests == 4
+        assert store.requests == 7  # three reads, the fill's 0-19, 21-39, 41-59, 61-63
 
 
 def test_small_objects_and_disabled_streams_use_readahead_runs(tmp_path: Path, source) -> None:
@@ -291,7 +342,7 @@ def moto_config(tmp_path: Path, moto_endpoint):
         ram_bytes=8 << 20,
         disk_bytes=8 << 20,
         stream_min_bytes=1 << 20,
-        stream_ahead_bytes=512 * 1024,
+        readahead_bytes=512 * 1024,
     )
 
 
@@ -341,7 +392,7 @@ def test_inline_reads_of_a_streamed_object_keep_the_stream_going(tmp_path: Path,
     """The FUSE daemon's pattern: ``read_cached`` first (inline, RAM only), ``read`` if None.
     Inline reads tell the stream where the reader is, so it never stalls at its window."""
     [(ref, data)] = put_objects(source, [60 * PAGE + 77], seed=21)
-    cache, store = streaming_cache(tmp_path, source, stream_ahead_bytes=3 * PAGE)
+    cache, store = streaming_cache(tmp_path, source, readahead_bytes=3 * PAGE)
     with cache:
         out, inline = [], 0
         for off in range(0, ref.size, PAGE // 4):

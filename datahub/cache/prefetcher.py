@@ -1,0 +1,135 @@
+"""The prefetcher: the one owner of read-ahead in datahub.
+
+Every read of an object larger than one page tells the prefetcher where it was (object,
+pages, and the reader's identity when the caller has one, e.g. a FUSE file handle); the
+prefetcher alone decides what to fetch ahead of it. Nothing above the cache (the FUSE
+layer, datahub.fs, datahub.torch) holds any read policy: they pass identities, offsets
+and sizes. The decisions, as in mountpoint-s3's prefetcher:
+
+- **sequential detection per reader**: a read that starts on the page the same reader
+  last read, or the next one, is sequential; a first read at offset 0 is treated as
+  sequential too (most readers from 0 read on). A sequential reader keeps that status
+  through reads slightly out of order (within its read-ahead window: the kernel's own
+  readahead arrives out of order); a random reader gets no such slack. Readers without an
+  identity share one position per object.
+- **large objects** (at least ``stream_min_bytes``): a sequential reader is followed by
+  ONE streaming origin read (datahub.cache.stream) that runs ``readahead_bytes`` ahead;
+  repeated random reads of such an object fill it whole in the background instead.
+- **other objects** (and large ones when no stream is free): readahead runs, each one
+  range read of the pages in the ``readahead_bytes`` window after the reader
+  (datahub.cache.readahead).
+- **random reads** read exactly their pages and start no read-ahead (apart from the
+  whole-object fill after repeated random reads of a large object).
+
+Every origin request the prefetcher makes is scheduled in ``Priority.READAHEAD``
+(datahub.cache.priority), so it yields to demand and hinted reads. A page being fetched
+ahead is claimed in the cache's singleflight first, so a reader asking for it waits for
+that fetch and each byte is fetched once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+
+from datahub.cache.origin import Origin
+from datahub.cache.pages import PageKey
+from datahub.cache.prefetch import BackgroundFetcher
+from datahub.cache.readahead import MAX_STREAMS, ReadaheadRuns, ReaderPositions
+from datahub.cache.singleflight import SingleFlight
+from datahub.cache.stream import Streams
+from datahub.cache.tier import Tier
+from datahub.storage.base import ObjectRef
+
+# what ``before_read`` tells ``after_read`` to do once the reader has its pages
+NOTHING, RANDOM, SEQUENTIAL = 0, 1, 2
+
+
+class Prefetcher:
+    """Sequential detection, readahead runs, streams and fills behind one interface.
+
+    ``page(key, length, hot=True)`` is the cache's per-page read path; ``cached(key)``
+    says whether a local tier holds a page and ``keep(key, data, hot, first=...)`` stores a
+    streamed page (the cache's own). ``readahead_bytes`` is the one read-ahead window (0 =
+    no read-ahead of sequential readers); ``queue_bytes`` bounds the bytes queued for
+    readahead runs.
+    """
+
+    def __init__(
+        self,
+        tiers: Sequence[Tier],
+        origin: Origin,
+        flight: SingleFlight[bytes],
+        page: Callable[..., bytes],
+        *,
+        page_size: int,
+        readahead_bytes: int,
+        queue_bytes: int,
+        workers: int,
+        cached: Callable[[PageKey], bool],
+        keep: Callable[..., None],
+        stream_min_bytes: int,
+        fill_max_bytes: int,
+        max_streams: int = 4,
+        stream_idle_seconds: float = 10.0,
+        fill_after_random_reads: int = 4,
+        fill_concurrency: int = 1,
+    ) -> None:
+        self.page_size = page_size
+        self.readahead_bytes = max(0, readahead_bytes)
+        window = -(-self.readahead_bytes // page_size)  # pages, rounded up
+        self._positions = ReaderPositions(MAX_STREAMS)
+        self.background = BackgroundFetcher(workers=workers, max_queued_bytes=max(queue_bytes, page_size))
+        self.runs = ReadaheadRuns(
+            tiers, origin, flight, self.background, page, page_size=page_size, readahead_pages=window
+        )
+        self.streams = Streams(
+            origin,
+            flight,
+            page_size=page_size,
+            cached=cached,
+            keep=keep,
+            min_bytes=stream_min_bytes,
+            ahead_bytes=max(self.readahead_bytes, page_size),
+            max_sequential=max_streams if window else 0,
+            idle_seconds=stream_idle_seconds,
+            fill_max_bytes=fill_max_bytes,
+            fill_after=fill_after_random_reads,
+            max_fills=fill_concurrency,
+        )
+
+    def before_read(self, ref: ObjectRef, offset: int, first: int, last: int, reader: Hashable = None) -> int:
+        """A reader is about to read pages ``first..last`` of ``ref``; returns what ``after_read``
+        must do. Called before the pages are read, so that a stream started here claims the
+        reader's next pages before the reader fetches them itself."""
+        if ref.size <= self.page_size:
+            return NOTHING  # one page: nothing to read ahead
+        key = ref.url if reader is None else (reader, ref.url)
+        seen, sequential = self._positions.note(key, first, last, self.runs.readahead_pages)
+        opening = not seen and offset == 0
+        if self.streams.follow(ref, first, last, sequential or opening, reader=reader):
+            return NOTHING  # a stream covers what comes next
+        return SEQUENTIAL if sequential else RANDOM
+
+    def after_read(self, ref: ObjectRef, last: int, plan: int) -> None:
+        """The reader has read up to page ``last``: fetch ahead of it, or count a random read."""
+        if plan == SEQUENTIAL:
+            if self.runs.readahead_pages:
+                self.runs.after_read(ref, last)
+        elif plan == RANDOM:
+            self.streams.random_read(ref)
+
+    def note_read_now(self, ref: ObjectRef, first: int, last: int, reader: Hashable = None) -> bool:
+        """A read of RAM-held pages answered without I/O (on an event loop): True if a stream
+        follows this reader and has been told. Never blocks."""
+        if not self.streams.note_read_now(ref, first, last, reader=reader):
+            return False
+        key = ref.url if reader is None else (reader, ref.url)
+        self._positions.note(key, first, last, self.runs.readahead_pages)
+        return True
+
+    def stats(self) -> dict:
+        return {"readahead": self.background.stats(), "streams": self.streams.stats()}
+
+    def close(self) -> None:
+        self.streams.close()
+        self.background.close()
