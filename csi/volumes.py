@@ -24,7 +24,7 @@ from datahub.errors import InvalidInput
 from datahub.validation import check_key, check_name
 
 KUBERNETES_PREFIX = "csi.storage.k8s.io/"  # pod info and the ephemeral flag the kubelet adds
-CACHE_PROFILES = ("read-only", "none")  # "none": read the object store directly (--no-cache)
+CACHE_PROFILES = ("read-only", "none")  # "none": nothing on disk, a small RAM cache (--no-cache)
 
 _KNOWN = {
     "dataset": {"dataset", "version", "prefix", "cache", "prefetch", "uid", "gid"},
