@@ -81,7 +81,8 @@ class WarmUnit:
     """Pages ``first..last`` (inclusive) of ``ref``, to be stored in the tiers ``keep``.
 
     ``keep`` is None without a budget (every tier). ``part`` is true for one part of a
-    large object (the object is reported once all its parts are done).
+    large object (the object is reported once all its parts are done). ``budget`` is the
+    pass's, told when a tier refuses a page (``WarmBudget.refused``).
     """
 
     ref: ObjectRef
@@ -89,6 +90,7 @@ class WarmUnit:
     last: int
     keep: tuple[Tier, ...] | None = None
     part: bool = False
+    budget: WarmBudget | None = None
 
 
 class WarmBudget:
@@ -102,6 +104,10 @@ class WarmBudget:
     did instead of pushing out its first half. The tiers that ``keep`` pages are the
     persistent ones (RAM only when there is none): when none of them has room the pass
     stops. RAM takes pages while it has room and is skipped after, so warm-up never churns it.
+
+    A tier that refuses a page (its admission filter prefers what it holds, e.g. a disk
+    full of another version's popular pages) counts as full from then on: warm-up never
+    pushes out what readers use, and does not keep fetching pages nobody will keep.
     """
 
     def __init__(self, tiers: Sequence[Tier]) -> None:
@@ -114,6 +120,12 @@ class WarmBudget:
         persistent = [t for t in self.room if t.persistent]
         self.keeping = frozenset(persistent or self.room)
         self.used: dict[Tier, int] = dict.fromkeys(self.room, 0)
+
+    def refused(self, tier: Tier) -> None:
+        """``tier`` refused a page of this pass: it takes no more of it."""
+        with self._lock:
+            if tier in self.used:
+                self.used[tier] = self.room[tier] + 1
 
     def reserve(self, nbytes: int) -> tuple[Tier, ...] | None:
         """The tiers that take ``nbytes`` more of this pass (counted now), or None: full."""
@@ -271,7 +283,7 @@ def run_prefetch(
                     report.budget_reached = True
                     pending.clear()
                     return None
-                unit = WarmUnit(unit.ref, unit.first, unit.last, keep, unit.part)
+                unit = WarmUnit(unit.ref, unit.first, unit.last, keep, unit.part, budget)
             return unit
 
     def done(unit: WarmUnit) -> bool:

@@ -280,7 +280,7 @@ class TieredCache:
                 continue
             n = page_length(ref, ps, i)
             keep = self.tiers if unit.keep is None else unit.keep
-            self._flight.do(key, lambda k=key, n=n, keep=keep: self._fill(k, n, keep))
+            self._flight.do(key, lambda k=key, n=n, keep=keep: self._fill(k, n, keep, unit.budget))
             fetched += 1
             nbytes += n
         return fetched, cached, nbytes
@@ -291,7 +291,9 @@ class TieredCache:
             t.contains(key) for t in self.tiers if isinstance(t, SharedTier)
         )
 
-    def _fill(self, key: PageKey, expected: int, keep: Sequence[Tier]) -> bytes:
+    def _fill(
+        self, key: PageKey, expected: int, keep: Sequence[Tier], budget: WarmBudget | None = None
+    ) -> bytes:
         """Fetch a page from the origin and store it in the tiers ``keep`` (warm-up).
 
         Looks in the local tiers once more first: a reader's stream or read-ahead may have
@@ -306,7 +308,8 @@ class TieredCache:
         start = key.index * self.page_size
         data = self.origin.fetch(key, start, start + expected)
         for tier in keep:
-            tier.put(key, data, reason="fill")
+            if not tier.put(key, data, reason="fill") and budget is not None:
+                budget.refused(tier)  # full of pages it prefers: warm-up stops using it
         return data
 
     def _warm_hot(self, ref: ObjectRef) -> None:

@@ -136,6 +136,26 @@ def test_a_version_twice_the_disk_tier_warms_what_fits_in_order_and_stops(make_c
     assert cache.origin.counters.fetches == fits and disk.counters.evictions == 0
 
 
+def test_a_cache_full_of_pages_readers_use_is_left_alone(make_cache, source) -> None:
+    """A disk tier full of another version's popular pages refuses warm pages (tinylfu
+    admission): the pass stops at the first refusal instead of fetching what nobody keeps."""
+    popular = put_objects(source, [PS] * 30, seed=1, prefix="other")
+    version = put_objects(source, [PS] * 20, seed=2, prefix="version")
+    cache = make_cache(disk_bytes=32 * PS, ram_bytes=8 * PS, prefetch_concurrency=1)
+    ram, disk = cache.tiers
+    for _ in range(3):  # readers use these pages again and again
+        for ref, data in popular:
+            assert cache.read(ref) == data
+    cache.maintain()
+    held = [k for ref, _ in popular for k in pages_of(ref) if disk.contains(k)]
+    assert len(held) >= 25
+    evictions, fetches = disk.counters.evictions, cache.origin.counters.fetches
+    report = cache.prefetch(ref for ref, _ in version)
+    assert report.budget_reached and report.failed == 0
+    assert cache.origin.counters.fetches - fetches == 1  # one page refused, then it stopped
+    assert all(disk.contains(k) for k in held) and disk.counters.evictions == evictions
+
+
 def test_a_readers_announced_order_is_warmed_first(tmp_path, source) -> None:
     objects = put_objects(source, [500] * 16)
     names = keys(objects)
