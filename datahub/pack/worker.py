@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Mapping
@@ -59,6 +60,7 @@ class PackServices:
         queue = open_task_queue(config.resolved_catalog_url)
         scratch = config.home_path / "pack" / "scratch"
         scratch.mkdir(parents=True, exist_ok=True)
+        sweep_scratch(scratch)
         services = cls(
             config, catalog, stores, cache, stores.store(config.resolved_objects_url), queue, scratch
         )
@@ -157,7 +159,7 @@ def pack_task(
         )
     wanted = [r for r in records if is_image_key(r.key) or spec.non_image == "copy"]
     services.cache.hint([r.ref for r in wanted])
-    path = services.scratch / f"{job}-{task.index:05d}-{os.getpid()}.lmdb"
+    path = services.scratch / scratch_name(job, task.index)
     writer = ShardWriter(path)
     skipped: list[dict[str, str]] = []
     packed: list[str] = []
@@ -198,6 +200,45 @@ def pack_task(
         path.unlink(missing_ok=True)
     result.update(first=first, last=last_key, keys=packed)
     return result
+
+
+def scratch_name(job: str, index: int) -> str:
+    """``<job>-<task>-<pid>@<host>.lmdb``: whose shard it is, so that a dead worker's can be told
+    from a live one's by the next worker on that host (``sweep_scratch``)."""
+    return f"{job}-{index:05d}-{os.getpid()}@{socket.gethostname()}.lmdb"
+
+
+_SCRATCH_OWNER = re.compile(r"-(\d+)@(.+)\.lmdb(?:\.scratch|\.tmp)?$")
+
+
+def sweep_scratch(scratch: Path) -> list[Path]:
+    """Delete the half-written shards of this host's workers that died (kill -9, OOM killer).
+
+    Why: such a worker runs no cleanup, and its scratch LMDB (up to a shard's size) would stay
+    on the node's disk for good; its task goes to another worker once its lease expires, so
+    nothing will ever read the file. Files of live processes, and of other hosts (a home on
+    shared storage), are kept. Returns what was deleted.
+    """
+    host, gone = socket.gethostname(), []
+    for path in scratch.iterdir():
+        owner = _SCRATCH_OWNER.search(path.name)
+        if owner is None or owner.group(2) != host or _alive(int(owner.group(1))):
+            continue
+        path.unlink(missing_ok=True)
+        gone.append(path)
+    if gone:
+        log.info("removed %d scratch file(s) of dead pack workers in %s", len(gone), scratch)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def _pack_record(

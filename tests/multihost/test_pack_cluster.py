@@ -105,7 +105,7 @@ def freeze_mid_task(node: Node, proc: subprocess.Popen, job: str, guard: float =
             raise AssertionError(f"pack-worker on {node.host.name} exited {proc.returncode} mid-job")
         if time.monotonic() > deadline:
             raise AssertionError(f"pack-worker on {node.host.name} held no task within {guard}s")
-        files = sorted(scratch.glob(f"{job}-*-{proc.pid}.lmdb.scratch")) if scratch.is_dir() else []
+        files = sorted(scratch.glob(f"{job}-*-{proc.pid}@*.lmdb.scratch")) if scratch.is_dir() else []
         if not files:
             time.sleep(0.002)
             continue
@@ -234,8 +234,8 @@ def test_pack_worker_killed_on_a_is_finished_by_b(cluster: Cluster, photos: dict
             worker_a.kill()
             worker_a.wait(30)
         log_a.close()
-    partial = cluster.a.root / "var" / "pack" / "scratch" / f"{job}-{taken:05d}-{worker_a.pid}.lmdb.scratch"
-    assert partial.exists()  # A died with a half-written shard on its disk
+    scratch = cluster.a.root / "var" / "pack" / "scratch"
+    assert list(scratch.glob(f"{job}-{taken:05d}-{worker_a.pid}@*"))  # A died with a half-written shard
 
     # B joins after A's death; A's task comes back to it only once A's lease has expired
     report_b = finish_on_b(cluster, job, total, taken, "packed", (name_a, lease_until))

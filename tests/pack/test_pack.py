@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -21,7 +22,7 @@ from datahub.errors import BadImage, InvalidInput
 from datahub.pack import INDEX_KEY, PackSpec, pack, start_job, work
 from datahub.pack.layout import KIND_IMAGE, KIND_RAW, decode_sample
 from datahub.pack.shard import ShardReader
-from datahub.pack.worker import PackServices
+from datahub.pack.worker import PackServices, sweep_scratch
 from datahub.storage import StoreRegistry
 from datahub.tasks import DONE, open_task_queue
 from tests.pack.conftest import import_manifest, write_source
@@ -199,8 +200,11 @@ def test_pack_interrupted_by_a_killed_worker_resumes(
         proc.wait()
     states = {t.index: (t.state, t.owner) for t in queue.tasks(job)}
     assert states[0][0] == states[1][0] == DONE and states[2] == ("DOING", "doomed")
+    scratch = Path(config.home) / "pack" / "scratch"
+    assert [p.name for p in scratch.glob(f"{job}-00002-*")]  # the dead worker's half-written shard
 
     services = PackServices.open(config)
+    assert not list(scratch.glob(f"{job}-*"))  # the next worker on this host removed it
     try:
         report = work(services, job, worker="rescuer", lease_seconds=30, poll_seconds=0.1)
     finally:
@@ -212,6 +216,26 @@ def test_pack_interrupted_by_a_killed_worker_resumes(
     queue.close()
     result = pack(config, catalog, "photos", "out", spec, workers=0)
     assert result.samples == 6 and result.shards == 6
+
+
+def test_sweep_scratch_removes_only_dead_workers_files_of_this_host(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid that has just exited (a killed worker's)
+    host = socket.gethostname()
+    names = {
+        "dead": f"pack-0123456789abcdef-00002-{dead.pid}@{host}.lmdb.scratch",
+        "dead_tmp": f"pack-0123456789abcdef-00002-{dead.pid}@{host}.lmdb.tmp",
+        "live": f"pack-0123456789abcdef-00003-{os.getpid()}@{host}.lmdb.scratch",
+        "other_host": f"pack-0123456789abcdef-00004-{dead.pid}@not-{host}.lmdb.scratch",
+        "unknown": "notes.txt",
+    }
+    for name in names.values():
+        (tmp_path / name).write_bytes(b"x")
+    gone = sweep_scratch(tmp_path)
+    assert sorted(p.name for p in gone) == sorted([names["dead"], names["dead_tmp"]])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [names["live"], names["other_host"], names["unknown"]]
+    )
 
 
 @pytest.mark.slow
