@@ -13,7 +13,7 @@ from datahub.cache.prefetch import PrefetchReport
 from datahub.cache.ram import RamTier
 from datahub.cache.shared import SharedTier
 from datahub.cache.tier import BudgetedTier, Tier, TierUsage
-from datahub.cache.tiered import TieredCache, open_cache
+from datahub.cache.tiered import TieredCache, assemble_cache, open_cache
 
 __all__ = [
     "POLICIES",
@@ -26,6 +26,7 @@ __all__ = [
     "Tier",
     "TierUsage",
     "TieredCache",
+    "assemble_cache",
     "make_policy",
     "open_cache",
 ]

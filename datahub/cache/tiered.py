@@ -46,73 +46,57 @@ from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_RUN_BYTES", "MAX_STREAMS", "TieredCache", "build_tiers", "open_cache"]
+__all__ = ["MAX_RUN_BYTES", "MAX_STREAMS", "TieredCache", "assemble_cache", "build_tiers", "open_cache"]
 
 
 class TieredCache:
+    """Built by ``open_cache`` (from a Config) or ``assemble_cache`` (from tiers and an
+    origin). The constructor only keeps the parts it is given; ``start`` connects the parts
+    that call back into the cache (prefetcher, hint workers, tier hooks) and starts the
+    background work."""
+
     def __init__(
         self,
         tiers: Sequence[Tier],
         origin: Origin,
         *,
-        page_size: int = 4 * 1024**2,
-        prefetch_concurrency: int = 128,
-        readahead_bytes: int = 64 * 1024**2,
-        hint_budget_bytes: int = 512 * 1024**2,
+        flight: SingleFlight[bytes],
+        page_size: int,
+        prefetch_concurrency: int,
         pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
         stats_dir: Path | None = None,
-        maintain_interval: float = 2.0,
         policy: str = "",
-        stream_min_bytes: int = 64 * 1024**2,
-        max_streams: int = 4,
-        stream_idle_seconds: float = 10.0,
-        fill_whole_object_max: int = 4 * 1024**3,
-        fill_after_random_reads: int = 4,
-        fill_concurrency: int = 1,
     ) -> None:
-        if page_size <= 0:
-            raise InvalidInput(f"cache.page_size must be positive, not {page_size}")
         self.tiers = list(tiers)
         self.origin = origin
         self.page_size = page_size
         self.policy = policy
-        self.prefetch_concurrency = max(1, prefetch_concurrency)
-        self._flight: SingleFlight[bytes] = SingleFlight()
+        self.prefetch_concurrency = prefetch_concurrency
+        self._flight = flight
         self._pin_index = pin_index
         self._memory_pins: dict[str, set[str]] = {}
         self._pinned: frozenset[str] = frozenset()
         self._pin_generation = -1
         self._local_tiers = [t for t in self.tiers if not isinstance(t, SharedTier)]  # contains() is cheap
-        self._prefetcher = Prefetcher(  # the one owner of read-ahead (datahub.cache.prefetcher)
-            self.tiers,
-            origin,
-            self._flight,
-            self._page,
-            page_size=page_size,
-            readahead_bytes=readahead_bytes,
-            queue_bytes=hint_budget_bytes,
-            workers=min(8, self.prefetch_concurrency),
-            cached=self._cached_locally,
-            keep=self._keep,
-            stream_min_bytes=stream_min_bytes,
-            fill_max_bytes=_fill_limit(self._local_tiers, fill_whole_object_max),
-            max_streams=max_streams,
-            stream_idle_seconds=stream_idle_seconds,
-            fill_after_random_reads=fill_after_random_reads,
-            fill_concurrency=fill_concurrency,
-        )
-        self._hints = HintAhead(self._warm_hot, hint_budget_bytes, workers=min(8, self.prefetch_concurrency))
+        self._prefetcher: Prefetcher  # the one owner of read-ahead (datahub.cache.prefetcher); start()
+        self._hints: HintAhead  # set by start()
         self._hint_lock = threading.Lock()
         self._hint_order: tuple[int, Sequence[ObjectRef]] = (0, ())  # (generation, refs) for warm-up
         self._stats_dir = stats_dir
         self._closed = threading.Event()
         self._wake = threading.Event()
+        self._maintainer: threading.Thread | None = None  # started by start()
+
+    def start(self, prefetcher: Prefetcher, hints: HintAhead, *, maintain_interval: float) -> TieredCache:
+        """Connect the parts built around this cache, load the pins, start the maintainer."""
+        self._prefetcher, self._hints = prefetcher, hints
         self._attach_tiers()
         self._reload_pins()
         self._maintainer = threading.Thread(
             target=self._maintain_loop, args=(maintain_interval,), name="datahub-cache-maintain", daemon=True
         )
         self._maintainer.start()
+        return self
 
     def _attach_tiers(self) -> None:
         """Give the tiers their hooks into the cache: wake the evictor, pins, demotion."""
@@ -453,9 +437,11 @@ class TieredCache:
             return
         self._closed.set()
         self._wake.set()
-        self._maintainer.join(timeout=10)
-        self._hints.close()
-        self._prefetcher.close()
+        if self._maintainer is not None:
+            self._maintainer.join(timeout=10)
+        for part in (getattr(self, "_hints", None), getattr(self, "_prefetcher", None)):
+            if part is not None:  # None: never started (a constructed, unstarted cache)
+                part.close()
         for tier in self.tiers:
             try:
                 tier.close()
@@ -469,6 +455,64 @@ class TieredCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def assemble_cache(
+    tiers: Sequence[Tier],
+    origin: Origin,
+    *,
+    page_size: int = 4 * 1024**2,
+    prefetch_concurrency: int = 128,
+    readahead_bytes: int = 64 * 1024**2,
+    hint_budget_bytes: int = 512 * 1024**2,
+    pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
+    stats_dir: Path | None = None,
+    policy: str = "",
+    stream_min_bytes: int = 64 * 1024**2,
+    max_streams: int = 4,
+    stream_idle_seconds: float = 10.0,
+    maintain_interval: float = 2.0,
+    fill_whole_object_max: int = 4 * 1024**3,
+    fill_after_random_reads: int = 4,
+    fill_concurrency: int = 1,
+) -> TieredCache:
+    """A started ``TieredCache`` over built ``tiers`` and ``origin``: its single-flight
+    table, prefetcher and hint workers are made here (``open_cache`` calls this; tests
+    that bring their own tiers do too)."""
+    if page_size <= 0:
+        raise InvalidInput(f"cache.page_size must be positive, not {page_size}")
+    flight: SingleFlight[bytes] = SingleFlight()
+    concurrency = max(1, prefetch_concurrency)
+    cache = TieredCache(
+        tiers,
+        origin,
+        flight=flight,
+        page_size=page_size,
+        prefetch_concurrency=concurrency,
+        pin_index=pin_index,
+        stats_dir=stats_dir,
+        policy=policy,
+    )
+    prefetcher = Prefetcher(
+        cache.tiers,
+        origin,
+        flight,
+        cache._page,
+        page_size=page_size,
+        readahead_bytes=readahead_bytes,
+        queue_bytes=hint_budget_bytes,
+        workers=min(8, concurrency),
+        cached=cache._cached_locally,
+        keep=cache._keep,
+        stream_min_bytes=stream_min_bytes,
+        fill_max_bytes=_fill_limit(cache._local_tiers, fill_whole_object_max),
+        max_streams=max_streams,
+        stream_idle_seconds=stream_idle_seconds,
+        fill_after_random_reads=fill_after_random_reads,
+        fill_concurrency=fill_concurrency,
+    )
+    hints = HintAhead(cache._warm_hot, hint_budget_bytes, workers=min(8, concurrency))
+    return cache.start(prefetcher, hints, maintain_interval=maintain_interval)
 
 
 def build_tiers(config: Config, stores, *, clock: Callable[[], float] = time.monotonic) -> list[Tier]:
@@ -515,7 +559,7 @@ def open_cache(config: Config, stores) -> TieredCache:
     make_policy(c.policy, 1)  # an unknown policy name fails before anything is opened
     tiers = build_tiers(config, stores)
     disk = next((t for t in tiers if isinstance(t, DiskTier)), None)
-    return TieredCache(
+    return assemble_cache(
         tiers,
         Origin(
             stores,

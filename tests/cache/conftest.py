@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache import TieredCache, open_cache
+from datahub.cache import TieredCache, assemble_cache, open_cache
 from datahub.config import Config
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectInfo, ObjectRef, ObjectStore
@@ -155,4 +155,4 @@ def gated_cache(
         DiskTier(tmp_path / "disk", 1 << 20, make_policy("lru", 1 << 20)),
     ]
     options = {"page_size": 1024, "readahead_bytes": 0, **options}
-    return TieredCache(tiers, Origin(registry, concurrency), **options), gated
+    return assemble_cache(tiers, Origin(registry, concurrency), **options), gated

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache import DiskTier, TieredCache, make_policy, open_cache
+from datahub.cache import DiskTier, assemble_cache, make_policy, open_cache
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey
 from datahub.config import load_config
@@ -119,7 +119,7 @@ def test_full_cache_disk_reads_fall_through_to_the_origin(tiny_tmpfs: Path, stor
     # tier really writes into a full file system and meets ENOSPC.
     disk = DiskTier(tiny_tmpfs, 1 << 30, make_policy("lru", 1 << 30), min_free_ratio=0.0, clock=lambda: 0.0)
     assert disk.limit() > 1024**2
-    with TieredCache([disk], Origin(stores), page_size=256 * 1024) as cache:
+    with assemble_cache([disk], Origin(stores), page_size=256 * 1024) as cache:
         fill_and_read(cache, disk, tiny_tmpfs, objects)
 
 

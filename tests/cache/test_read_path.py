@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache import TieredCache
+from datahub.cache import TieredCache, assemble_cache
 from datahub.cache.disk import DiskTier
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey
 from datahub.cache.policy import make_policy
 from datahub.cache.ram import RamTier
+from datahub.cache.singleflight import SingleFlight
 from datahub.errors import InvalidInput, ObjectNotFound
 from datahub.storage.base import ObjectRef
 from tests.cache.conftest import gated_cache, put_objects, wait_for
@@ -111,6 +112,30 @@ def test_origin_parallelism_is_bounded(tmp_path: Path, source) -> None:
     cache.close()
 
 
+def test_the_constructor_only_keeps_its_parts_and_start_connects_them(tmp_path: Path, source, stores) -> None:
+    """``TieredCache(...)`` starts no thread and touches no tier; ``assemble_cache`` builds the
+    prefetcher and hint workers around it and ``start`` hooks the tiers and runs the maintainer."""
+    [(ref, data)] = put_objects(source, [2500])
+    tiers = [
+        RamTier(1 << 20, make_policy("lru", 1 << 20)),
+        DiskTier(tmp_path / "d", 1 << 20, make_policy("lru", 1 << 20)),
+    ]
+    hooks = [(t.on_evict, t.wake_evictor, t.is_pinned) for t in tiers]
+    threads = set(threading.enumerate())
+    bare = TieredCache(tiers, Origin(stores), flight=SingleFlight(), page_size=1024, prefetch_concurrency=1)
+    assert set(threading.enumerate()) == threads
+    assert [(t.on_evict, t.wake_evictor, t.is_pinned) for t in tiers] == hooks
+    bare.close()  # a cache that never started closes its tiers all the same
+    tiers = [
+        RamTier(1 << 20, make_policy("lru", 1 << 20)),
+        DiskTier(tmp_path / "e", 1 << 20, make_policy("lru", 1 << 20)),
+    ]
+    with assemble_cache(tiers, Origin(stores), page_size=1024, prefetch_concurrency=1) as cache:
+        assert any(t.name == "datahub-cache-maintain" for t in threading.enumerate())
+        assert tiers[0].on_evict == cache._demote and tiers[1].is_pinned == cache.is_pinned
+        assert cache.read(ref) == data
+
+
 class BrokenRam(RamTier):
     def _load(self, key):
         raise OSError("simulated tier failure")
@@ -125,7 +150,7 @@ def test_a_failing_tier_is_a_logged_miss_never_a_failed_read(tmp_path: Path, sou
         BrokenRam(1 << 20, make_policy("lru", 1 << 20)),
         DiskTier(tmp_path / "d", 1 << 20, make_policy("lru", 1 << 20)),
     ]
-    cache = TieredCache(tiers, Origin(stores), page_size=1024)
+    cache = assemble_cache(tiers, Origin(stores), page_size=1024)
     assert cache.read(ref) == data
     assert cache.read(ref) == data
     assert tiers[0].counters.errors >= 3 and cache.origin.counters.fetches == 3  # second read: disk

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache import DiskTier, RamTier, TieredCache, make_policy, open_cache
+from datahub.cache import DiskTier, RamTier, TieredCache, assemble_cache, make_policy, open_cache
 from datahub.cache import stream as stream_mod
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey
@@ -111,7 +111,7 @@ def streaming_cache(
         "stream_min_bytes": 1,
         **options,
     }
-    cache = TieredCache(tiers, Origin(OneStoreRegistry(store, str(source.root))), **options)
+    cache = assemble_cache(tiers, Origin(OneStoreRegistry(store, str(source.root))), **options)
     return cache, store
 
 

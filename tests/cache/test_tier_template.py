@@ -24,7 +24,7 @@ from datahub.cache.counters import Counters
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey
 from datahub.cache.tier import tier_failure
-from datahub.cache.tiered import TieredCache
+from datahub.cache.tiered import assemble_cache
 from datahub.errors import TransientStorageError
 from datahub.storage.base import ObjectStore
 from tests.cache.conftest import GatedStore, put_objects
@@ -119,7 +119,7 @@ def test_a_tier_whose_backend_raises_oserror_is_a_counted_logged_miss(caplog) ->
 def test_a_failing_tier_in_front_of_the_cache_is_read_through(tmp_path: Path, source, stores) -> None:
     [(ref, data)] = put_objects(source, [3000])
     tiers = [tier(FailingDisk), DiskTier(tmp_path / "d", 1 << 20, make_policy("lru", 1 << 20))]
-    with TieredCache(tiers, Origin(stores), page_size=1024) as cache:
+    with assemble_cache(tiers, Origin(stores), page_size=1024) as cache:
         assert cache.read(ref) == data and cache.read(ref) == data
         assert cache.origin.counters.fetches == 3  # the second read came from the disk tier
         assert tiers[0].counters.errors == 2 * (3 + 3)  # per read: 3 failed gets, 3 failed puts
@@ -169,7 +169,7 @@ def test_a_tier_with_a_programming_error_raises_instead_of_missing(source, store
 
     [(ref, _data)] = put_objects(source, [500])
     with (
-        TieredCache([tier(BuggyTier)], Origin(stores), page_size=1024) as cache,
+        assemble_cache([tier(BuggyTier)], Origin(stores), page_size=1024) as cache,
         pytest.raises(AttributeError),
     ):
         cache.read(ref)
