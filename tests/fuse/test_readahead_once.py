@@ -55,7 +55,7 @@ def test_sequential_read_through_a_mount_fetches_each_byte_once(env: FuseEnv, fl
     objects = {"streamed.bin": os.urandom(20 * MiB + 123), "runs.bin": os.urandom(6 * MiB + 77)}
     ds = upload_dataset(env, "seq", objects)
     mnt = env.mountpoint("seq")
-    with env.mounted(mnt, "seq", "--no-prefetch", *flags) as proc:  # read-ahead alone: no background warm-up
+    with env.mounted(mnt, "seq", *flags) as proc:
         total = 0
         for name, data in sorted(objects.items()):
             path = Path(mnt, "seq", f"v{ds.seq}", name)
