@@ -17,6 +17,10 @@ and measures:
 No object is read (record URLs point at a loopback endpoint nothing listens on).
 Goals (issue 16): ready <= 10 s; <= 200 B/entry.
 
+The mount runs with ``--no-prefetch``: the figures are the listing index's. The background
+warm-up (on by default for dataset versions) collects every file's ObjectRef in a list
+before it starts, which costs ~300 B/entry more; ``--warm-up`` measures the mount with it.
+
 ``--catalog remote`` mounts through the remote catalog instead: a real ``datahub serve
 --local`` in its own process over the same SQLite file (127.0.0.1, a free port), and the
 mount (with a home of its own) gets ``DATAHUB_CATALOG_URL=http://127.0.0.1:PORT``, so its
@@ -41,6 +45,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "api"))
 from bench_import_api import served  # noqa: E402  (datahub serve in its own process)
 
+WARM_UP = False  # --warm-up: mount with the background warm-up (on by default in `datahub mount`)
 ENDPOINT = "http://127.0.0.1:9"  # loopback, nothing listens: no object is read
 
 
@@ -112,6 +117,7 @@ def _mount_and_measure(home: Path, n: int, catalog_url: str) -> dict[str, float]
     mnt.mkdir(exist_ok=True)
     t0 = time.perf_counter()
     args = ("mount", str(mnt), "ds@1", "--endpoint", ENDPOINT, "--background")
+    args += () if WARM_UP else ("--no-prefetch",)
     out = datahub(home, *args, catalog_url=catalog_url).stdout
     ready = time.perf_counter() - t0
     pid = int(re.search(r"pid (\d+)", out).group(1))  # type: ignore[union-attr]
@@ -139,12 +145,16 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--entries", type=int, default=1_000_000)
     p.add_argument("--catalog", choices=("sqlite", "remote", "both"), default="both")
+    p.add_argument("--warm-up", action="store_true", help="keep the mount's background warm-up on")
     args = p.parse_args()
+    global WARM_UP
+    WARM_UP = args.warm_up
     n = args.entries
     kinds = ("sqlite", "remote") if args.catalog == "both" else (args.catalog,)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
     print(
         f"mount start/memory: {n:,} entries, git {rev.stdout.strip()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f", warm-up {'on' if WARM_UP else 'off (--no-prefetch)'}"
     )
     with (
         tempfile.TemporaryDirectory(prefix="bench-mount-start-") as base_home,
