@@ -48,28 +48,16 @@ class FileCommitter:
         self.what = overlay.what
         self.on_commit = on_commit  # the flusher's account of shared bytes: delta
 
-    def commit_file(
-        self,
-        file_id: int,
-        path: str,
-        size: int,
-        mtime: float,
-        chunks: dict,
-        *,
-        unverified: dict | None = None,
-    ) -> int:
-        """Point the file at its new chunks in one durable transaction; returns the new generation.
-
-        ``unverified`` (key -> [length, fingerprint]) marks a first commit whose chunk uploads
-        run alongside it; it raises ``NotFresh`` if the file is in the journal already.
-        """
+    def commit_file(self, file_id: int, path: str, size: int, mtime: float, chunks: dict) -> int:
+        """Point the file at its new chunks, all durable already, in one durable transaction;
+        returns the new generation. (A first commit whose uploads run alongside goes through
+        ``submit_commit`` instead.)"""
         delta, gen = self.journal.apply(
             f"fsync of {path!r}",
-            lambda txn: self._commit_in(txn, file_id, path, size, mtime, chunks, unverified),
+            lambda txn: self._commit_in(txn, file_id, path, size, mtime, chunks, None),
         )
         self.overlay.settle({file_id})
-        if not unverified:
-            self.overlay.verified(file_id)
+        self.overlay.verified(file_id)
         self.on_commit(delta)
         return gen
 
@@ -96,6 +84,9 @@ class FileCommitter:
         chunks: dict,
         unverified: dict | None,
     ) -> tuple[int, int]:
+        """The change of one file commit. ``unverified`` (key -> [length, fingerprint]) marks a
+        first commit whose chunk uploads run alongside it; it raises ``NotFresh`` if the file
+        is in the journal already."""
         existing = txn.file(file_id)
         materialise = self.overlay.materialise
         if unverified:  # only a file nothing of which is durable yet may name chunks in flight

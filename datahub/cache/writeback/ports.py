@@ -58,16 +58,7 @@ class Uploader(Protocol):
 class Committer(Protocol):
     """Journal commits of one file's chunk map, and the bookkeeping of overlapped first commits."""
 
-    def commit_file(
-        self,
-        file_id: int,
-        path: str,
-        size: int,
-        mtime: float,
-        chunks: dict,
-        *,
-        unverified: dict | None = None,
-    ) -> int: ...
+    def commit_file(self, file_id: int, path: str, size: int, mtime: float, chunks: dict) -> int: ...
 
     def submit_commit(
         self, file_id: int, path: str, size: int, mtime: float, chunks: dict, written: list[tuple[str, bytes]]
