@@ -29,6 +29,8 @@ that fetch and each byte is fetched once.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 
 from datahub.cache.origin import Origin
@@ -39,6 +41,8 @@ from datahub.cache.singleflight import SingleFlight
 from datahub.cache.stream import Streams
 from datahub.cache.tier import Tier
 from datahub.storage.base import ObjectRef
+
+MAX_TRACKED = 4096  # objects whose out-of-order read count is remembered
 
 # what ``before_read`` tells ``after_read`` to do once the reader has its pages
 NOTHING, RANDOM, SEQUENTIAL = 0, 1, 2
@@ -92,10 +96,12 @@ class Prefetcher:
             ahead_bytes=max(self.readahead_bytes, page_size),
             max_sequential=max_streams if window else 0,
             idle_seconds=stream_idle_seconds,
-            fill_max_bytes=fill_max_bytes,
-            fill_after=fill_after_random_reads,
             max_fills=fill_concurrency,
         )
+        self.fill_max_bytes = fill_max_bytes if stream_min_bytes else 0
+        self.fill_after = max(1, fill_after_random_reads)
+        self._random: OrderedDict[tuple[str, str], int] = OrderedDict()  # out-of-order reads per object
+        self._random_lock = threading.Lock()
 
     def before_read(self, ref: ObjectRef, offset: int, first: int, last: int, reader: Hashable = None) -> int:
         """A reader is about to read pages ``first..last`` of ``ref``; returns what ``after_read``
@@ -116,7 +122,22 @@ class Prefetcher:
             if self.runs.readahead_pages:
                 self.runs.after_read(ref, last)
         elif plan == RANDOM:
-            self.streams.random_read(ref)
+            self._random_read(ref)
+
+    def _random_read(self, ref: ObjectRef) -> None:
+        """Every ``fill_after``-th out-of-order read of a large object (up to
+        ``fill_max_bytes``) fills it whole: its reader is likely to come back for more."""
+        if not self.streams.min_bytes <= ref.size <= self.fill_max_bytes:
+            return
+        oid = (ref.url, ref.etag)
+        with self._random_lock:
+            n = self._random.pop(oid, 0) + 1
+            if n < self.fill_after:
+                self._random[oid] = n
+                while len(self._random) > MAX_TRACKED:
+                    self._random.popitem(last=False)
+                return
+        self.streams.fill(ref)
 
     def note_read_now(self, ref: ObjectRef, first: int, last: int, reader: Hashable = None) -> bool:
         """A read of RAM-held pages answered without I/O (on an event loop): True if a stream

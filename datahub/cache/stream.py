@@ -19,10 +19,12 @@ Two kinds:
   reader of any other page fetches its page at once, as before, instead of waiting behind
   the fill.
 
-A stream never downloads a page it has not claimed: when the next page is held by a tier
-or being fetched by someone else (a reader, a warm-up, a readahead run), the request ends
-there and a new one resumes after it, so every byte comes from the origin once (at most
-the chunk in transit is wasted). Stream threads schedule their requests as
+A sequential stream never downloads a page it has not claimed: when the next page is held
+by a tier or being fetched by someone else (a reader, a warm-up, a readahead run), the
+request ends there and a new one resumes after it, so every byte comes from the origin
+once (at most the chunk in transit is wasted). A fill does so only before
+``FILL_SKIP_PAGES`` such pages in a row; it receives a random reader's scattered pages
+again rather than paying a request for each. Stream threads schedule their requests as
 ``Priority.READAHEAD`` (datahub.cache.priority): they yield to demand reads.
 
 Stopping releases the claimed pages with ``Abandoned``: their waiters fetch them
@@ -41,7 +43,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 from datahub.cache.counters import Counters
@@ -56,7 +57,7 @@ from datahub.storage.base import ObjectRef
 log = logging.getLogger(__name__)
 
 SEGMENT_BYTES = 64 * 1024**2  # one request's range when the store cannot stream
-MAX_TRACKED = 4096  # objects whose random-read count is remembered
+FILL_SKIP_PAGES = 4  # a fill ends its request only before this many pages held or in flight
 WRITE_BEHIND_WINDOWS = 4  # the disk writer's queue holds this many stream windows
 
 
@@ -233,6 +234,24 @@ class PageStream:
                 return page
             page += 1
 
+    def _worth_skipping(self, page: int, end: int) -> bool:
+        """Whether to end the request before ``page``, which this stream does not own.
+
+        A sequential stream always does: a reader is following it, and no byte of a page
+        someone else fetches may come twice. A fill (background, no reader) does only before
+        ``FILL_SKIP_PAGES`` pages in a row that others hold or fetch: a random reader's
+        scattered pages cost less received again than a new request each (moto even reads
+        the whole object for every request); a warm-up's stretch of pages does not.
+        """
+        if not self.fill:
+            return True
+        stop = min(end, page + FILL_SKIP_PAGES)
+        for index in range(page, stop):
+            key = self.key(index)
+            if not (self.owner.cached(key) or self.owner.flight.in_flight(key)):
+                return False
+        return stop - page == FILL_SKIP_PAGES
+
     def _owns(self, page: int) -> bool:
         """Whether this stream holds the claim of ``page`` (waits for a claim being made)."""
         with self._lock:
@@ -277,7 +296,7 @@ class PageStream:
                     if page < end and not self._wait_for_reader(page):
                         return self.total
                     self._claim_upto(self._claim_limit(page))
-                    if page < end and not self._owns(page):
+                    if page < end and not self._owns(page) and self._worth_skipping(page, end):
                         return page  # someone else fetches it: end this request, resume after it
         finally:
             chunks.close()
@@ -342,8 +361,6 @@ class Streams:
         ahead_bytes: int = 64 * 1024**2,
         max_sequential: int = 4,
         idle_seconds: float = 10.0,
-        fill_max_bytes: int = 4 * 1024**3,
-        fill_after: int = 4,
         max_fills: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -359,15 +376,12 @@ class Streams:
         self.ahead_pages = max(1, ahead_bytes // page_size)
         self.max_sequential = max(0, max_sequential)
         self.idle_seconds = idle_seconds
-        self.fill_max_bytes = fill_max_bytes
-        self.fill_after = max(1, fill_after)
         self.max_fills = max(0, max_fills)
         self.clock = clock
         self.counters = StreamCounters()
         self._lock = threading.Lock()
         self._active: dict[tuple[str, str], PageStream] = {}  # the stream serving each object
         self._live: set[PageStream] = set()  # streams whose thread has not ended (close joins them)
-        self._random: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._closed = False
 
     def follow(
@@ -408,25 +422,10 @@ class Streams:
             and current.note_reader(first, last)
         )
 
-    def random_read(self, ref: ObjectRef) -> None:
-        """A reader read ``ref`` out of order: every ``fill_after``-th time, fill the object."""
-        if not self.min_bytes or not self.min_bytes <= ref.size <= self.fill_max_bytes:
-            return
-        if self._count_random((ref.url, ref.etag)):
-            self._start(ref, 0, fill=True)
-
-    def _count_random(self, oid: tuple[str, str]) -> bool:
-        """Count a non-sequential read; True on every ``fill_after``-th of one object."""
-        if not self.fill_max_bytes or not self.max_fills:
-            return False
-        with self._lock:
-            n = self._random.pop(oid, 0) + 1
-            if n >= self.fill_after:
-                return True
-            self._random[oid] = n
-            while len(self._random) > MAX_TRACKED:
-                self._random.popitem(last=False)
-        return False
+    def fill(self, ref: ObjectRef) -> bool:
+        """Stream the whole of ``ref`` into the cache in the background (the prefetcher
+        decides when); False if no fill may start now."""
+        return self.max_fills > 0 and self._start(ref, 0, fill=True)
 
     def _start(
         self, ref: ObjectRef, first: int, *, fill: bool, reader_page: int = -1, reader: Hashable = None
