@@ -14,17 +14,23 @@ lives there (see docs/fuse.md).
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import sys
 import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from datahub.console.context import CliContext
 from datahub.errors import InvalidInput
 
+if TYPE_CHECKING:
+    from datahub.storage.base import ObjectRef
+
 log = logging.getLogger("fuse_adapter")
 
-PREFETCH_SORT_LIMIT = 200_000  # above this, prefetch in key order (no sort of a huge list)
+PREFETCH_SORT_LIMIT = 200_000  # above this, warm up in key order, streamed (no list of every ref)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -243,14 +249,24 @@ def _prefetch(view, loaders, source, stopping: threading.Event) -> None:
         while not loader.wait(0.5):
             if stopping.is_set():
                 return
-    refs = [ref for loader in loaders for _key, ref, _mtime in view.tree.walk_files(loader.feed.root)]
-    if len(refs) <= PREFETCH_SORT_LIMIT:
-        refs.sort(key=lambda r: r.size)  # small files first: the most files ready soonest
+    refs = warm_up_order(
+        ref for loader in loaders for _key, ref, _mtime in view.tree.walk_files(loader.feed.root)
+    )
     try:
         report = source.prefetch(refs, cancel=stopping)
         log.info("prefetch finished: %s", report)
     except Exception as exc:  # an optimisation: a failure is logged, reads still work
         log.warning("prefetch stopped: %s", exc)
+
+
+def warm_up_order(listed: Iterator[ObjectRef], limit: int = PREFETCH_SORT_LIMIT) -> Iterable[ObjectRef]:
+    """The order a mount warms its files in: smallest first when there are at most ``limit``
+    (the most files ready soonest), else key order, taken from ``listed`` as the warm-up
+    goes, so a mount of millions of files never holds a list of every file's ref."""
+    first = list(itertools.islice(listed, limit + 1))
+    if len(first) <= limit:
+        return sorted(first, key=lambda r: r.size)
+    return itertools.chain(first, listed)
 
 
 def _open_workspace(name: str, ctx: CliContext):
