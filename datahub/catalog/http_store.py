@@ -3,7 +3,8 @@
 Why: nodes (mounts, CSI node plugins, pack workers, LabelX) then need only an API token
 (``DATAHUB_API_TOKEN``) and scoped S3 credentials, never the database's. Every call maps onto
 ``/v1/remote`` (the store contract: exact sequence numbers, NDJSON listings ending with an
-``{"end": n}`` line) or the public dataset routes, and every error answer
+``{"end": n}`` line; record and diff listings open with a header line naming their format and
+columns, then carry one JSON array per item) or the public dataset routes, and every error answer
 ``{"error": {code, message, details}}`` is raised again as the same ``datahub.errors`` class
 a local store raises.
 
