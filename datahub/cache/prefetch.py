@@ -41,9 +41,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from datahub.cache.pages import page_count
-from datahub.cache.priority import Priority, origin_priority
+from datahub.cache.priority import Priority, origin_cancel, origin_priority
 from datahub.cache.tier import TIER_ERRORS, Tier
-from datahub.errors import DatahubError
+from datahub.errors import Cancelled, DatahubError
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
@@ -299,7 +299,7 @@ def run_prefetch(
             return True
 
     def work() -> None:
-        with origin_priority(priority):
+        with origin_priority(priority), origin_cancel(cancel):
             while (unit := take()) is not None:
                 ref = unit.ref
                 if unit.part and (ref.url, ref.etag) in failed_large:
@@ -307,6 +307,8 @@ def run_prefetch(
                     continue
                 try:
                     fetched, cached, nbytes = warm(unit)
+                except Cancelled:
+                    return  # the pass was cancelled while this worker waited for an origin slot
                 except Exception as exc:  # a worker's top level: counted per ref, reported, never fatal
                     message = exc.message if isinstance(exc, DatahubError) else f"{type(exc).__name__}: {exc}"
                     if not isinstance(exc, DatahubError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
+import threading
 from collections.abc import Iterator
 
 
@@ -45,3 +46,27 @@ def origin_priority(cls: Priority) -> Iterator[None]:
         yield
     finally:
         _CURRENT.reset(token)
+
+
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "origin_cancel", default=None
+)
+
+
+def current_cancel() -> threading.Event | None:
+    """The event that cancels this thread's waits for an origin slot, if any."""
+    return _CANCEL.get()
+
+
+@contextlib.contextmanager
+def origin_cancel(event: threading.Event) -> Iterator[None]:
+    """Setting ``event`` makes a wait for an origin slot inside the block raise Cancelled.
+
+    Why: a warm-up worker queued behind demand reads would otherwise still send its request
+    once admitted, long after the pass was cancelled (Ctrl-C, unmount).
+    """
+    token = _CANCEL.set(event)
+    try:
+        yield
+    finally:
+        _CANCEL.reset(token)

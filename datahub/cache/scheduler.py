@@ -24,6 +24,9 @@ what the store can take. Here every origin request asks for a slot in its class
 - **Bounded memory.** Read requests in flight never hold more than ``max_bytes`` of
   expected bodies (one request always may, so a page larger than the bound still reads).
 
+A wait in a thread under ``origin_cancel(event)`` (warm-up workers) ends with Cancelled
+within ``CANCEL_POLL`` of the event being set, and sends nothing.
+
 The store reports throttling through ``datahub.storage.retry.observe_transient``: every
 transient failure of an attempt, retried or not, reaches the scheduler of the request.
 """
@@ -31,17 +34,19 @@ transient failure of an attempt, retried or not, reaches the scheduler of the re
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from datahub.cache.priority import Priority, current_priority
-from datahub.errors import TransientStorageError
+from datahub.cache.priority import Priority, current_cancel, current_priority
+from datahub.errors import Cancelled, TransientStorageError
 from datahub.storage.retry import observe_transient
 
 READ_CLASSES = (Priority.DEMAND, Priority.HINTED, Priority.READAHEAD, Priority.WARMUP)
+CANCEL_POLL = 0.1  # seconds: how often a cancellable wait looks at its event
 SAMPLE_MAX_BYTES = 1 << 20  # larger reads measure bandwidth, not latency: not sampled
 TOLERANCE_GROW = 1.5  # grow while window latency <= base * this
 TOLERANCE_SHRINK = 2.5  # shrink when window latency > base * this
@@ -207,8 +212,26 @@ class OriginScheduler:
             waiter.lock.acquire()
             self._queues[cls].append(waiter)
             self.queued_total[cls] += 1
-        waiter.lock.acquire()  # released by _dispatch once admitted (accounting done there)
+        cancel = current_cancel()
+        if cancel is None:
+            waiter.lock.acquire()  # released by _dispatch once admitted (accounting done there)
+            return True
+        while not waiter.lock.acquire(timeout=CANCEL_POLL):
+            if cancel.is_set():
+                self._withdraw(waiter)
+        if cancel.is_set():  # admitted as it was cancelled: hand the slot on
+            self.release(cls, nbytes)
+            raise Cancelled("origin request cancelled while it waited for a slot (warm-up stopped)")
         return True
+
+    def _withdraw(self, waiter: _Waiter) -> None:
+        """Take a cancelled waiter out of its queue; if it was admitted meanwhile, leave it to the caller."""
+        with self._lock:
+            try:
+                self._queues[waiter.cls].remove(waiter)
+            except ValueError:
+                return  # admitted: its lock is released, the caller's loop ends
+        raise Cancelled("origin request cancelled while it waited for a slot (warm-up stopped)")
 
     def release(self, cls: Priority, nbytes: int) -> None:
         with self._lock:
@@ -238,25 +261,39 @@ class OriginScheduler:
     def slot(self, nbytes: int = 0, *, cls: Priority | None = None, sample: bool = True) -> Iterator[None]:
         """Hold one origin slot for the block, in the caller's class (``origin_priority``).
 
-        ``nbytes`` is the expected body (the memory bound); ``sample=False`` for requests whose
-        duration is not a latency (a stream held open at the consumer's pace).
+        ``nbytes`` is the expected body (the memory bound); ``sample=False`` for blocks whose
+        duration is not one request's latency (a stream held open at the consumer's pace, or
+        a caller that takes its slot before it knows whether it will send anything).
+
+        Re-entrant: inside a block of the same scheduler, a nested ``slot`` takes no second
+        slot; it only times its request. Why: warm-up takes its slot before it joins a page's
+        single flight, so a reader who merges into that fetch never waits behind warm-up's
+        place in the queue, and a cancelled warm-up never hands its followers an error.
         """
+        held = _HELD.get()
+        if held is not None and held[0] is self:
+            yield from self._timed(held[1], held[2], nbytes, sample)
+            return
         cls = current_priority() if cls is None else cls
         nbytes = 0 if cls is Priority.FLUSH else nbytes
         busy = self.acquire(cls, nbytes)
+        token = _HELD.set((self, cls, busy))
+        try:
+            yield from self._timed(cls, busy, nbytes, sample)
+        finally:
+            _HELD.reset(token)
+            self.release(cls, nbytes)
+
+    def _timed(self, cls: Priority, busy: bool, nbytes: int, sample: bool) -> Iterator[None]:
+        """Run the block with throttling observed; sample its duration if it is a latency."""
         limit = self.flushes if cls is Priority.FLUSH else self.reads
         start = self._clock()
-        try:
-            with observe_transient(lambda exc: self._on_transient(limit, exc)):
-                yield
-        except BaseException:
-            self.release(cls, nbytes)
-            raise
-        elapsed = self._clock() - start
-        with self._lock:
-            if sample and nbytes <= SAMPLE_MAX_BYTES:
+        with observe_transient(lambda exc: self._on_transient(limit, exc)):
+            yield
+        if sample and nbytes <= SAMPLE_MAX_BYTES:
+            elapsed = self._clock() - start
+            with self._lock:
                 limit.sample(elapsed, busy)
-        self.release(cls, nbytes)
 
     def _on_transient(self, limit: AdaptiveLimit, exc: TransientStorageError) -> None:
         if is_congestion(exc):
@@ -285,6 +322,9 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds * 1000, 2)
 
 
+_HELD: contextvars.ContextVar[tuple[OriginScheduler, Priority, bool] | None] = contextvars.ContextVar(
+    "origin_slot_held", default=None
+)
 _PROCESS: OriginScheduler | None = None
 _PROCESS_LOCK = threading.Lock()
 

@@ -264,7 +264,10 @@ class TieredCache:
                 continue
             n = page_length(ref, ps, i)
             keep = self.tiers if unit.keep is None else unit.keep
-            self._flight.do(key, lambda k=key, n=n, keep=keep: self._fill(k, n, keep, unit.budget))
+            # The slot first, then the single flight: a reader who merges into this fetch
+            # never waits behind warm-up's place in the origin queue (scheduler.slot).
+            with self.origin.scheduler.slot(n, sample=False):
+                self._flight.do(key, lambda k=key, n=n, keep=keep: self._fill(k, n, keep, unit.budget))
             fetched += 1
             nbytes += n
         return fetched, cached, nbytes

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from datahub.cache.metrics import prometheus_text
-from datahub.cache.priority import Priority, current_priority, origin_priority
+from datahub.cache.priority import Priority, current_priority, origin_cancel, origin_priority
 from datahub.cache.scheduler import AdaptiveLimit, OriginScheduler, is_congestion
-from datahub.errors import TransientStorageError
+from datahub.errors import Cancelled, TransientStorageError
 from datahub.storage.retry import RetryPolicy
 from tests.cache.conftest import gated_cache, put_objects, wait_for
 
@@ -212,4 +212,63 @@ def test_a_demand_read_passes_warm_up_that_fills_the_origin(tmp_path: Path, sour
     text = prometheus_text(cache)
     assert 'datahub_origin_queued{class="warmup"} 0' in text
     assert "datahub_origin_limit " in text
+    cache.close()
+
+
+def test_a_cancelled_wait_leaves_the_queue_and_sends_nothing() -> None:
+    scheduler = OriginScheduler(1, maximum=1)
+    release, cancel = threading.Event(), threading.Event()
+    got: list[Priority] = []
+    holder = hold(scheduler, Priority.DEMAND, release, got)
+    wait_for(lambda: got == [Priority.DEMAND], what="the limit full")
+    outcome: list[object] = []
+
+    def warm() -> None:
+        with origin_priority(Priority.WARMUP), origin_cancel(cancel):
+            try:
+                with scheduler.slot(10):
+                    outcome.append("sent")
+            except Cancelled as exc:
+                outcome.append(exc)
+
+    t = threading.Thread(target=warm)
+    t.start()
+    wait_for(lambda: scheduler.stats()["queued"]["warmup"] == 1, what="warm-up waiting")
+    cancel.set()
+    t.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], Cancelled)
+    assert scheduler.stats()["queued"]["warmup"] == 0 and scheduler.admitted[Priority.WARMUP] == 0
+    release.set()
+    holder.join(10)
+    assert scheduler.stats()["in_flight"]["demand"] == 0
+
+
+def test_a_nested_slot_takes_no_second_slot() -> None:
+    scheduler = OriginScheduler(1, maximum=1)
+    with scheduler.slot(10, cls=Priority.WARMUP, sample=False), scheduler.slot(10):
+        assert scheduler.stats()["in_flight"]["warmup"] == 1
+    assert scheduler.stats()["in_flight"]["warmup"] == 0
+    assert scheduler.admitted[Priority.WARMUP] == 1
+
+
+def test_a_reader_never_merges_into_a_warm_up_fetch_still_queued(tmp_path: Path, source) -> None:
+    """Warm-up waits for its slot before it leads a page's fetch, so a reader of that page
+    leads it itself instead of waiting behind warm-up's place in the queue."""
+    objects = put_objects(source, [1000] * 3)
+    cache, gated = gated_cache(tmp_path, source, concurrency=2, prefetch_concurrency=3)
+    gated.gate.clear()
+    warm = threading.Thread(target=cache.prefetch, args=([ref for ref, _ in objects],))
+    warm.start()
+    assert gated.arrived.acquire(timeout=10) and gated.arrived.acquire(timeout=10)
+    stats = cache.origin.scheduler.stats
+    wait_for(lambda: stats()["queued"]["warmup"] == 1, what="the third warm-up page queued")
+    readers = [threading.Thread(target=cache.read, args=(ref,)) for ref, _ in objects]
+    for t in readers:
+        t.start()
+    assert gated.arrived.acquire(timeout=10)  # the reader of the queued page fetched it itself
+    assert stats()["in_flight"]["demand"] == 1
+    gated.gate.set()
+    for t in [*readers, warm]:
+        t.join(10)
+    assert gated.reads == 3  # and warm-up, admitted later, found it cached
     cache.close()
