@@ -6,6 +6,7 @@ tier classes (``RamTier``, ``DiskTier``, ``SharedTier``) are reusable on their o
 the write-back workspace in ``datahub.cache.writeback``. See docs/cache.md.
 """
 
+from datahub.cache.assembly import assemble_cache, open_cache
 from datahub.cache.disk import DiskTier
 from datahub.cache.pages import PageKey
 from datahub.cache.policy import POLICIES, make_policy
@@ -13,7 +14,7 @@ from datahub.cache.prefetch import PrefetchReport
 from datahub.cache.ram import RamTier
 from datahub.cache.shared import SharedTier
 from datahub.cache.tier import BudgetedTier, Tier, TierUsage
-from datahub.cache.tiered import TieredCache, assemble_cache, open_cache
+from datahub.cache.tiered import TieredCache
 
 __all__ = [
     "POLICIES",

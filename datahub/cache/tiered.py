@@ -1,4 +1,4 @@
-"""TieredCache: the read path over RAM -> disk -> shared -> origin, and ``open_cache``.
+"""TieredCache: the read path over RAM -> disk -> shared -> origin (built by datahub.cache.assembly).
 
 A read is cut into pages. Each page is looked up tier by tier; a hit further down is
 promoted into every faster tier, and a miss everywhere is fetched from the origin under
@@ -24,29 +24,25 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 from datahub.cache import stats as stats_io
-from datahub.cache.disk import DiskTier
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
-from datahub.cache.policy import make_policy
 from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
 from datahub.cache.prefetcher import Prefetcher
 from datahub.cache.ram import RamTier
 from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS
-from datahub.cache.scheduler import process_scheduler
 from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import TIER_ERRORS, Tier
-from datahub.config import Config
-from datahub.errors import InvalidInput, StorageError
+from datahub.errors import InvalidInput
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MAX_RUN_BYTES", "MAX_STREAMS", "TieredCache", "assemble_cache", "build_tiers", "open_cache"]
+__all__ = ["MAX_RUN_BYTES", "MAX_STREAMS", "TieredCache"]
 
 
 class TieredCache:
@@ -458,133 +454,6 @@ class TieredCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def assemble_cache(
-    tiers: Sequence[Tier],
-    origin: Origin,
-    *,
-    page_size: int = 4 * 1024**2,
-    prefetch_concurrency: int = 128,
-    readahead_bytes: int = 64 * 1024**2,
-    hint_budget_bytes: int = 512 * 1024**2,
-    pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
-    stats_dir: Path | None = None,
-    policy: str = "",
-    stream_min_bytes: int = 64 * 1024**2,
-    max_streams: int = 4,
-    stream_idle_seconds: float = 10.0,
-    maintain_interval: float = 2.0,
-    fill_whole_object_max: int = 4 * 1024**3,
-    fill_after_random_reads: int = 4,
-    fill_concurrency: int = 1,
-) -> TieredCache:
-    """A started ``TieredCache`` over built ``tiers`` and ``origin``: its single-flight
-    table, prefetcher and hint workers are made here (``open_cache`` calls this; tests
-    that bring their own tiers do too)."""
-    if page_size <= 0:
-        raise InvalidInput(f"cache.page_size must be positive, not {page_size}")
-    flight: SingleFlight[bytes] = SingleFlight()
-    concurrency = max(1, prefetch_concurrency)
-    cache = TieredCache(
-        tiers,
-        origin,
-        flight=flight,
-        page_size=page_size,
-        prefetch_concurrency=concurrency,
-        pin_index=pin_index,
-        stats_dir=stats_dir,
-        policy=policy,
-    )
-    prefetcher = Prefetcher(
-        cache.tiers,
-        origin,
-        flight,
-        cache._page,
-        page_size=page_size,
-        readahead_bytes=readahead_bytes,
-        queue_bytes=hint_budget_bytes,
-        workers=min(8, concurrency),
-        cached=cache._cached_locally,
-        keep=cache._keep,
-        stream_min_bytes=stream_min_bytes,
-        fill_max_bytes=_fill_limit(cache._local_tiers, fill_whole_object_max),
-        max_streams=max_streams,
-        stream_idle_seconds=stream_idle_seconds,
-        fill_after_random_reads=fill_after_random_reads,
-        fill_concurrency=fill_concurrency,
-    )
-    hints = HintAhead(cache._warm_hot, hint_budget_bytes, workers=min(8, concurrency))
-    return cache.start(prefetcher, hints, maintain_interval=maintain_interval)
-
-
-def build_tiers(config: Config, stores, *, clock: Callable[[], float] = time.monotonic) -> list[Tier]:
-    """The read-only profile's tiers: RAM, disk, and the shared tier when one is configured.
-
-    A tier whose budget is 0 is left out, and so is a disk tier whose directory cannot be
-    used (logged as an error: reads still work, from RAM and the origin). The shared tier is used only when
-    ``cache.shared_url`` is set explicitly: on a single node a local-directory shared
-    tier would only duplicate the disk tier.
-    """
-    c = config.cache
-    if not 0 < c.low_watermark <= c.high_watermark <= 1:
-        raise InvalidInput(
-            f"cache watermarks must satisfy 0 < low ({c.low_watermark}) <= high ({c.high_watermark}) <= 1"
-        )
-    marks = {"high_watermark": c.high_watermark, "low_watermark": c.low_watermark}
-    tiers: list[Tier] = []
-    if c.ram_bytes > 0:
-        tiers.append(RamTier(c.ram_bytes, make_policy(c.policy, c.ram_bytes), **marks))
-    if c.disk_bytes > 0:
-        try:
-            tiers.append(
-                DiskTier(
-                    config.resolved_disk_dir,
-                    c.disk_bytes,
-                    make_policy(c.policy, c.disk_bytes),
-                    min_free_ratio=c.disk_min_free_ratio,
-                    clock=clock,
-                    **marks,
-                )
-            )
-        except (OSError, StorageError) as exc:  # the cache is an optimisation: read without it
-            log.error(
-                "disk cache at %s unusable (%s); running without a disk tier", config.resolved_disk_dir, exc
-            )
-    if c.shared_url and c.shared_bytes > 0:
-        tiers.append(SharedTier(stores.store(c.shared_url), c.shared_bytes, clock=clock, **marks))
-    return tiers
-
-
-def open_cache(config: Config, stores) -> TieredCache:
-    """The cache for ``config.cache`` reading through ``stores`` (a datahub.storage.StoreRegistry)."""
-    c = config.cache
-    make_policy(c.policy, 1)  # an unknown policy name fails before anything is opened
-    tiers = build_tiers(config, stores)
-    disk = next((t for t in tiers if isinstance(t, DiskTier)), None)
-    return assemble_cache(
-        tiers,
-        Origin(
-            stores,
-            scheduler=process_scheduler(
-                c.origin_concurrency, maximum=c.origin_max_concurrency, max_bytes=c.origin_max_inflight_bytes
-            ),
-        ),
-        page_size=c.page_size,
-        prefetch_concurrency=c.prefetch_concurrency,
-        readahead_bytes=c.readahead_bytes,
-        hint_budget_bytes=c.hint_budget_bytes,
-        pin_index=disk.index if disk is not None else None,
-        stats_dir=stats_io.stats_dir(config),
-        policy=c.policy,
-        stream_min_bytes=c.stream_min_bytes,
-        fill_whole_object_max=c.fill_whole_object_max,
-    )
-
-
-def _fill_limit(local_tiers: Sequence[Tier], requested: int) -> int:
-    """A whole-object fill must fit the largest local tier with room to spare, or it only churns it."""
-    return min(requested, max((getattr(t, "budget", 0) for t in local_tiers), default=0) // 2)
 
 
 def _part(page: bytes, page_start: int, offset: int, end: int) -> bytes | memoryview:

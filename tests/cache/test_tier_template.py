@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from datahub.cache import DiskTier, RamTier, SharedTier, make_policy
+from datahub.cache.assembly import assemble_cache
 from datahub.cache.counters import Counters
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey
 from datahub.cache.tier import tier_failure
-from datahub.cache.tiered import assemble_cache
 from datahub.errors import TransientStorageError
 from datahub.storage.base import ObjectStore
 from tests.cache.conftest import GatedStore, put_objects
