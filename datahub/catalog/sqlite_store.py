@@ -8,9 +8,8 @@ Why it is shaped this way:
 - ``records`` is a WITHOUT ROWID table clustered on (dataset, key, from_seq), so listing a
   version is one ordered range scan; pages are fetched by keyset (``key > last``), never
   OFFSET, and no page query stays open between pages.
-- A commit is ONE ``BEGIN IMMEDIATE`` transaction that consumes the change set in batches
-  (the planner in ``revisions.py`` decides the writes), so an error at change N — a bad key,
-  a stale base, the caller's generator raising — rolls back everything.
+- A commit is ONE ``BEGIN IMMEDIATE`` transaction (``sqlite_commit.py``), so an error at
+  change N — a bad key, a stale base, the caller's generator raising — rolls back everything.
 - Two partial/secondary indexes serve diff: revisions that began in a range (from_seq) and
   revisions that ended in a range (to_seq, closed ones only).
 - Memory stays bounded whatever the change set: batches of ``batch_size`` changes, each
@@ -22,10 +21,8 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import itertools
-import json
 import operator
 import sqlite3
 import time
@@ -35,155 +32,34 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.model import (
-    EMPTY,
-    Change,
-    Dataset,
-    DiffEntry,
-    Record,
-    TokenInfo,
-    Version,
-    record_from_row,
-)
+from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
-from datahub.catalog.revisions import (
-    OPEN,
-    CommitPlanner,
-    LiveRevision,
-    batched,
-    change_digest,
-    merge_diff,
-    replay,
+from datahub.catalog.revisions import OPEN, merge_diff
+from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_version
+from datahub.catalog.sqlite_schema import (
+    DATASET_COLS,
+    RECORD_COLS,
+    RECORD_JSON,
+    VERSION_COLS,
+    dump_json,
+    ensure_schema,
+    load_json,
+    prefix_bounds,
+    record_of_row,
 )
-from datahub.catalog.store import CatalogStore, narrowed, page_hint, revision_mismatch
+from datahub.catalog.store import CatalogStore, diff_page, narrowed, page_hint, revision_mismatch
 from datahub.errors import (
     AlreadyExists,
     Conflict,
     DatasetNotFound,
     NotFound,
     RecordNotFound,
-    StaleBase,
     StorageError,
     VersionNotFound,
 )
 from datahub.sqlite_pool import SQLiteConnections
-from datahub.validation import MAX_JSON_DEPTH, load_stored_json
 
-SCHEMA_VERSION = 3  # 2: versions.commit_digest; 3: datasets.revision
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS datasets (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    description TEXT NOT NULL DEFAULT '',
-    source TEXT NOT NULL DEFAULT '',
-    owner TEXT NOT NULL DEFAULT '',
-    acl TEXT,
-    created_at REAL NOT NULL,
-    revision INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS versions (
-    dataset_id INTEGER NOT NULL REFERENCES datasets(id),
-    seq INTEGER NOT NULL,
-    parent INTEGER,
-    message TEXT NOT NULL DEFAULT '',
-    author TEXT NOT NULL DEFAULT '',
-    created_at REAL NOT NULL,
-    record_count INTEGER NOT NULL,
-    total_bytes INTEGER NOT NULL,
-    added INTEGER NOT NULL,
-    removed INTEGER NOT NULL,
-    modified INTEGER NOT NULL,
-    lineage TEXT,
-    commit_id TEXT,
-    commit_digest TEXT,
-    PRIMARY KEY (dataset_id, seq)
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS versions_commit_id ON versions(dataset_id, commit_id)
-    WHERE commit_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS tags (
-    dataset_id INTEGER NOT NULL,
-    tag TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    PRIMARY KEY (dataset_id, tag)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS records (
-    dataset_id INTEGER NOT NULL,
-    key TEXT NOT NULL,
-    from_seq INTEGER NOT NULL,
-    to_seq INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    etag TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    checksum TEXT,
-    meta TEXT,
-    labels TEXT,
-    PRIMARY KEY (dataset_id, key, from_seq)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS records_began ON records(dataset_id, from_seq, key);
-CREATE INDEX IF NOT EXISTS records_ended ON records(dataset_id, to_seq, key) WHERE to_seq < {OPEN};
-CREATE TABLE IF NOT EXISTS tokens (
-    token_hash TEXT PRIMARY KEY,
-    principal TEXT NOT NULL,
-    is_admin INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    description TEXT NOT NULL DEFAULT '',
-    extra TEXT
-);
-PRAGMA user_version = {SCHEMA_VERSION};
-"""
-_DATASET_COLS = "name, description, source, owner, acl, created_at, revision"
-_RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
-_VERSION_COLS = (
-    "seq, parent, message, author, created_at, record_count, total_bytes, added, removed, modified, lineage"
-)
-
-
-def _maybe_deep(column: str) -> str:
-    """SQL: the stored JSON text in ``column`` might nest deeper than MAX_JSON_DEPTH (the
-    test of ``load_stored_json``: more brackets than the limit)."""
-    brackets = f"length({column}) - length(replace(replace({column}, '{{', ''), '[', ''))"
-    return f"(length({column}) > {MAX_JSON_DEPTH} AND {brackets} > {MAX_JSON_DEPTH})"
-
-
-# ``record_json`` of a stored row, written by SQLite (json_quote escapes as JSON requires);
-# stored meta/labels are compact JSON text and go in as they are, empty ones as {}. NULL
-# for a row whose meta/labels might nest too deep for a client's parser.
-_RECORD_JSON = (
-    f"CASE WHEN {_maybe_deep('meta')} OR {_maybe_deep('labels')} THEN NULL ELSE"
-    " '[' || json_quote(key) || ',' || json_quote(url) || ',' || json_quote(etag) || ',' || size"
-    " || ',' || json_quote(coalesce(checksum, '')) || ',' || coalesce(nullif(meta, ''), '{}')"
-    " || ',' || coalesce(nullif(labels, ''), '{}') || ']' END"
-)
 _second = operator.itemgetter(1)
-
-
-def _dump(value: Any) -> str | None:
-    """JSON only when non-empty: most records have no meta/labels and pay nothing for them."""
-    return json.dumps(value, separators=(",", ":"), sort_keys=True) if value else None
-
-
-def _load(text: str | None) -> Any:
-    return load_stored_json(text) if text else EMPTY
-
-
-def _record(row: tuple) -> Record:
-    key, url, etag, size, checksum, meta, labels = row
-    return record_from_row(
-        key,
-        url,
-        etag,
-        size,
-        checksum or "",
-        load_stored_json(meta) if meta else EMPTY,  # never fails, even on over-deep legacy values
-        load_stored_json(labels) if labels else EMPTY,
-    )
-
-
-def _prefix_bounds(prefix: str) -> tuple[str, tuple[str, ...]]:
-    """SQL range for keys starting with ``prefix`` (uses the key index, unlike LIKE)."""
-    if not prefix:
-        return "", ()
-    return " AND key >= ? AND key < ?", (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1))
 
 
 _MAX_REMEMBERED_IDS = 100_000
@@ -219,18 +95,7 @@ class SQLiteCatalogStore(CatalogStore):
             ),
         )
         with self._translate(f"open catalog {self.path}"):
-            conn = self._conn()
-            # Only a new file needs the schema: opening must not wait for a running commit.
-            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-                conn.executescript(_SCHEMA)
-                columns = {row[1] for row in conn.execute("PRAGMA table_info(versions)")}
-                if "commit_digest" not in columns:  # a version-1 catalog: older commits have none
-                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it
-                        conn.execute("ALTER TABLE versions ADD COLUMN commit_digest TEXT")
-                columns = {row[1] for row in conn.execute("PRAGMA table_info(datasets)")}
-                if "revision" not in columns:  # a version-1/2 catalog: every dataset at revision 0
-                    with contextlib.suppress(sqlite3.OperationalError):  # another process added it
-                        conn.execute("ALTER TABLE datasets ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
+            ensure_schema(self._conn())
 
     # --- connections -------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -288,7 +153,7 @@ class SQLiteCatalogStore(CatalogStore):
                         dataset.description,
                         dataset.source,
                         dataset.owner,
-                        _dump(dict(dataset.acl)),
+                        dump_json(dict(dataset.acl)),
                         created,
                     ),
                 )
@@ -302,12 +167,12 @@ class SQLiteCatalogStore(CatalogStore):
 
     def _dataset(self, row: tuple) -> Dataset:
         name, description, source, owner, acl, created_at, revision = row
-        return Dataset(name, description, source, owner, _load(acl), created_at, revision)
+        return Dataset(name, description, source, owner, load_json(acl), created_at, revision)
 
     def get_dataset(self, name: str) -> Dataset:
         rows = self._query(
             f"get dataset {name!r}",
-            f"SELECT {_DATASET_COLS} FROM datasets WHERE name = ?",
+            f"SELECT {DATASET_COLS} FROM datasets WHERE name = ?",
             (name,),
         )
         if not rows:
@@ -320,7 +185,7 @@ class SQLiteCatalogStore(CatalogStore):
     def list_datasets(self) -> Iterator[Dataset]:
         rows = self._query(
             "list datasets",
-            f"SELECT {_DATASET_COLS} FROM datasets ORDER BY name",
+            f"SELECT {DATASET_COLS} FROM datasets ORDER BY name",
         )
         return iter([self._dataset(r) for r in rows])
 
@@ -329,7 +194,7 @@ class SQLiteCatalogStore(CatalogStore):
     ) -> Dataset:
         """One ``UPDATE … RETURNING`` (its own transaction) of just ``fields``, so a racing
         update of other columns is never overwritten with what this caller read earlier."""
-        values = {f: _dump(dict(v)) if f == "acl" else v for f, v in fields.items()}
+        values = {f: dump_json(dict(v)) if f == "acl" else v for f, v in fields.items()}
         assignments = "".join(f"{column} = ?, " for column in values)  # names checked by Catalog
         where, params = "name = ?", [*values.values(), name]
         if expected_revision is not None:
@@ -339,7 +204,7 @@ class SQLiteCatalogStore(CatalogStore):
                 self._conn()
                 .execute(
                     f"UPDATE datasets SET {assignments}revision = revision + 1 WHERE {where} "
-                    f"RETURNING {_DATASET_COLS}",
+                    f"RETURNING {DATASET_COLS}",
                     params,
                 )
                 .fetchone()
@@ -351,18 +216,13 @@ class SQLiteCatalogStore(CatalogStore):
 
     # --- versions -------------------------------------------------------------------------------
     def head(self, dataset: str) -> int:
-        return self._head(self._conn(), self._dataset_id(dataset))
-
-    @staticmethod
-    def _head(conn: sqlite3.Connection, dataset_id: int) -> int:
-        row = conn.execute("SELECT MAX(seq) FROM versions WHERE dataset_id = ?", (dataset_id,)).fetchone()
-        return row[0] or 0
+        return head_seq(self._conn(), self._dataset_id(dataset))
 
     def _version(self, dataset: str, row: tuple, tags: tuple[str, ...]) -> Version:
         seq, parent, message, author, created, count, nbytes, added, removed, modified, lineage = row
         return Version(
             dataset, seq, parent, message, author, created, tags, count, nbytes, added, removed, modified,
-            _load(lineage),
+            load_json(lineage),
         )  # fmt: skip
 
     def _tags_of(self, dataset_id: int, seq: int | None = None) -> dict[int, tuple[str, ...]]:
@@ -378,7 +238,7 @@ class SQLiteCatalogStore(CatalogStore):
         dataset_id = self._dataset_id(dataset)
         rows = self._query(
             f"get version {dataset}@{seq}",
-            f"SELECT {_VERSION_COLS} FROM versions WHERE dataset_id = ? AND seq = ?",
+            f"SELECT {VERSION_COLS} FROM versions WHERE dataset_id = ? AND seq = ?",
             (dataset_id, seq),
         )
         if not rows:
@@ -394,7 +254,7 @@ class SQLiteCatalogStore(CatalogStore):
         tags = self._tags_of(dataset_id)
         rows = self._query(
             f"list versions of {dataset!r}",
-            f"SELECT {_VERSION_COLS} FROM versions WHERE dataset_id = ? ORDER BY seq DESC",
+            f"SELECT {VERSION_COLS} FROM versions WHERE dataset_id = ? ORDER BY seq DESC",
             (dataset_id,),
         )
         return iter([self._version(dataset, r, tags.get(r[0], ())) for r in rows])
@@ -412,123 +272,12 @@ class SQLiteCatalogStore(CatalogStore):
     ) -> Version:
         dataset_id = self._dataset_id(dataset)
         conn = self._conn()
-        what = f"commit to dataset {dataset!r}"
-        with self._translate(what):
-            conn.execute("BEGIN IMMEDIATE")
-        try:
-            with self._translate(what):
-                seq = self._commit_in_tx(
-                    conn, dataset_id, dataset, base, changes, message, author, lineage, commit_id
-                )
-                conn.execute("COMMIT")
-        except BaseException:
-            conn.rollback()  # nothing half-written: the whole change set or nothing
-            raise
-        finally:
-            # A big commit fills this thread's page cache with the pages it wrote; give them back
-            # (they stay in the OS page cache) instead of holding up to cache_mib per API thread.
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("PRAGMA shrink_memory")
+        with self._translate(f"commit to dataset {dataset!r}"), write_transaction(conn):
+            seq = write_version(
+                conn, dataset_id, dataset, base, changes, message=message, author=author,
+                lineage=lineage, commit_id=commit_id, batch_size=self.batch_size, now=self.clock,
+            )  # fmt: skip
         return self.get_version(dataset, seq)
-
-    def _commit_in_tx(
-        self,
-        conn: sqlite3.Connection,
-        dataset_id: int,
-        dataset: str,
-        base: int,
-        changes: Iterable[Change],
-        message: str,
-        author: str,
-        lineage: dict | None,
-        commit_id: str | None,
-    ) -> int:
-        if commit_id is not None:
-            row = conn.execute(
-                "SELECT seq, commit_digest FROM versions WHERE dataset_id = ? AND commit_id = ?",
-                (dataset_id, commit_id),
-            ).fetchone()
-            if row:  # a retry of a commit that already succeeded, if it sends the same changes
-                return replay(dataset, commit_id, row[0], row[1], changes)
-        head = self._head(conn, dataset_id)
-        if base != head:
-            raise StaleBase(
-                f"cannot commit to dataset {dataset!r} on version {base}: the head is now version {head}; "
-                "rebase your changes on the head and retry",
-                dataset=dataset,
-                base=base,
-                head=head,
-            )
-        new = base + 1
-        if base:
-            parent = conn.execute(
-                "SELECT record_count, total_bytes FROM versions WHERE dataset_id = ? AND seq = ?",
-                (dataset_id, base),
-            ).fetchone()
-        else:
-            parent = (0, 0)
-        planner = CommitPlanner(
-            dataset,
-            base,
-            lambda keys: self._lookup(conn, dataset_id, keys, "to_seq = ?", OPEN),
-            lambda keys: self._lookup(conn, dataset_id, keys, "to_seq = ?", new),
-        )
-        for batch in batched(changes, self.batch_size):
-            ops = planner.plan(batch)
-            if ops.close:
-                conn.executemany(
-                    "UPDATE records SET to_seq = ? WHERE dataset_id = ? AND key = ? AND from_seq = ?",
-                    ((new, dataset_id, k, f) for k, f in ops.close),
-                )
-            if ops.reopen:
-                conn.executemany(
-                    "UPDATE records SET to_seq = ? WHERE dataset_id = ? AND key = ? AND from_seq = ?",
-                    ((OPEN, dataset_id, k, f) for k, f in ops.reopen),
-                )
-            if ops.drop:
-                conn.executemany(
-                    "DELETE FROM records WHERE dataset_id = ? AND key = ? AND from_seq = ?",
-                    ((dataset_id, k, new) for k in ops.drop),
-                )
-            if ops.upsert:
-                conn.executemany(
-                    "INSERT OR REPLACE INTO records"
-                    " (dataset_id, key, from_seq, to_seq, url, etag, size, checksum, meta, labels)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        (dataset_id, r.key, new, OPEN, r.url, r.etag, r.size, r.checksum or None,
-                         _dump(r.meta), _dump(r.labels))
-                        for r in ops.upsert
-                    ),
-                )  # fmt: skip
-        conn.execute(
-            "INSERT INTO versions (dataset_id, seq, parent, message, author, created_at, record_count,"
-            " total_bytes, added, removed, modified, lineage, commit_id, commit_digest)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                dataset_id, new, base or None, message, author, self.clock(),
-                parent[0] + planner.count_delta, parent[1] + planner.bytes_delta,
-                planner.added, planner.removed, planner.modified, _dump(lineage), commit_id,
-                change_digest(changes) if commit_id is not None else None,
-            ),
-        )  # fmt: skip
-        return new
-
-    @staticmethod
-    def _lookup(
-        conn: sqlite3.Connection, dataset_id: int, keys: list[str], cond: str, value: int
-    ) -> dict[str, LiveRevision]:
-        out: dict[str, LiveRevision] = {}
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in conn.execute(
-                f"SELECT {_RECORD_COLS}, from_seq FROM records"
-                f" WHERE dataset_id = ? AND key IN ({marks}) AND {cond}",
-                (dataset_id, *chunk, value),
-            ):
-                out[row[0]] = LiveRevision(_record(row[:7]), row[7])
-        return out
 
     # --- tags -------------------------------------------------------------------------------------
     def set_tag(self, dataset: str, tag: str, seq: int) -> None:
@@ -592,13 +341,13 @@ class SQLiteCatalogStore(CatalogStore):
     def list_record_json(
         self, dataset: str, seq: int, *, prefix: str = "", start_after: str = "", limit: int | None = None
     ) -> Iterator[str]:
-        """Written by SQLite itself from the stored row (see ``_RECORD_JSON``): no Python
+        """Written by SQLite itself from the stored row (see ``RECORD_JSON``): no Python
         object per column. A record whose meta/labels could nest too deep is NULL there and
         encoded from ``get_record``, which shows it as a direct read does."""
         dataset_id = self._dataset_id(dataset)
         self.get_version(dataset, seq)
         page = page_hint(self.page_size, limit, None)
-        pages = self._row_pages(dataset_id, seq, prefix, start_after, page, f"key, {_RECORD_JSON}")
+        pages = self._row_pages(dataset_id, seq, prefix, start_after, page, f"key, {RECORD_JSON}")
         lines = itertools.chain.from_iterable(self._json_page(dataset, seq, rows) for rows in pages)
         return lines if limit is None else itertools.islice(lines, limit)
 
@@ -613,13 +362,13 @@ class SQLiteCatalogStore(CatalogStore):
     def _pages(self, dataset_id: int, seq: int, prefix: str, after: str, page: int) -> Iterator[Record]:
         """Every record live in ``seq`` after ``after``, by keyset pages of ``page`` rows."""
         for rows in self._row_pages(dataset_id, seq, prefix, after, page):
-            yield from map(_record, rows)
+            yield from map(record_of_row, rows)
 
     def _row_pages(
-        self, dataset_id: int, seq: int, prefix: str, after: str, page: int, columns: str = _RECORD_COLS
+        self, dataset_id: int, seq: int, prefix: str, after: str, page: int, columns: str = RECORD_COLS
     ) -> Iterator[list[tuple]]:
         """The rows of ``_pages`` (``columns``, the key first), a list per page."""
-        bound_sql, bounds = _prefix_bounds(prefix)
+        bound_sql, bounds = prefix_bounds(prefix)
         sql = (
             f"SELECT {columns} FROM records WHERE dataset_id = ? AND key > ?{bound_sql}"
             " AND from_seq <= ? AND to_seq > ? ORDER BY key LIMIT ?"
@@ -636,7 +385,7 @@ class SQLiteCatalogStore(CatalogStore):
         self.get_version(dataset, seq)
         rows = self._query(
             "get record",
-            f"SELECT {_RECORD_COLS} FROM records WHERE dataset_id = ? AND key = ?"
+            f"SELECT {RECORD_COLS} FROM records WHERE dataset_id = ? AND key = ?"
             " AND from_seq <= ? AND to_seq > ?",
             (dataset_id, key, seq, seq),
         )
@@ -647,7 +396,7 @@ class SQLiteCatalogStore(CatalogStore):
                 version=seq,
                 key=key,
             )
-        return _record(rows[0])
+        return record_of_row(rows[0])
 
     def get_records(self, dataset: str, seq: int, keys: list[str]) -> dict[str, Record]:
         dataset_id = self._dataset_id(dataset)
@@ -658,11 +407,11 @@ class SQLiteCatalogStore(CatalogStore):
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
                 rows = conn.execute(
-                    f"SELECT {_RECORD_COLS} FROM records WHERE dataset_id = ?"
+                    f"SELECT {RECORD_COLS} FROM records WHERE dataset_id = ?"
                     f" AND key IN ({','.join('?' * len(chunk))}) AND from_seq <= ? AND to_seq > ?",
                     (dataset_id, *chunk, seq, seq),
                 ).fetchall()
-                found.update((row[0], _record(row)) for row in rows)
+                found.update((row[0], record_of_row(row)) for row in rows)
         return found
 
     def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
@@ -676,7 +425,7 @@ class SQLiteCatalogStore(CatalogStore):
 
     def _diff(self, dataset_id: int, a: int, b: int, prefix: str) -> Iterator[DiffEntry]:
         seqs = range(a + 1, b + 1)
-        page = max(64, 8192 // (2 * len(seqs)))
+        page = diff_page(a, b)
         # Revisions that ended in (a, b] and were live at a: the old side, one stream per end seq.
         old = [
             self._revisions(dataset_id, "records_ended", "to_seq", s, "from_seq <= ?", a, prefix, page)
@@ -703,16 +452,16 @@ class SQLiteCatalogStore(CatalogStore):
     ) -> Iterator[Record]:
         """Revisions with ``column == seq`` matching ``cond``, in key order, by keyset pages."""
         extra = f" AND to_seq < {OPEN}" if column == "to_seq" else ""  # lets SQLite use the partial index
-        bound_sql, bounds = _prefix_bounds(prefix)
+        bound_sql, bounds = prefix_bounds(prefix)
         sql = (
-            f"SELECT {_RECORD_COLS} FROM records INDEXED BY {index}"
+            f"SELECT {RECORD_COLS} FROM records INDEXED BY {index}"
             f" WHERE dataset_id = ? AND {column} = ?{extra} AND key > ?{bound_sql}"
             f" AND {cond} ORDER BY key LIMIT ?"
         )
         after = ""
         while True:
             rows = self._query("diff", sql, (dataset_id, seq, after, *bounds, bound, page))
-            yield from map(_record, rows)
+            yield from map(record_of_row, rows)
             if len(rows) < page:
                 return
             after = rows[-1][0]
@@ -729,7 +478,7 @@ class SQLiteCatalogStore(CatalogStore):
                     int(token.is_admin),
                     token.created_at or self.clock(),
                     token.description,
-                    _dump(dict(token.extra)),
+                    dump_json(dict(token.extra)),
                 ),
             )
 
@@ -743,7 +492,7 @@ class SQLiteCatalogStore(CatalogStore):
         if not rows:
             return None
         h, principal, is_admin, created, description, extra = rows[0]
-        return TokenInfo(h, principal, bool(is_admin), created, description, dict(_load(extra)))
+        return TokenInfo(h, principal, bool(is_admin), created, description, dict(load_json(extra)))
 
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"):

@@ -19,7 +19,7 @@ from typing import Any
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
-from datahub.errors import PreconditionFailed, RecordNotFound
+from datahub.errors import PreconditionFailed, RecordNotFound, StaleBase
 
 
 class CatalogStore(abc.ABC):
@@ -172,4 +172,26 @@ def revision_mismatch(current: Dataset, expected: int | None) -> PreconditionFai
         "since you read it; read it again and retry",
         dataset=current.name,
         revision=current.revision,
+    )
+
+
+def prefix_end(prefix: str) -> str:
+    """The smallest string above every key that starts with ``prefix`` (non-empty): keys with the
+    prefix are ``prefix <= key < prefix_end(prefix)``, a range an ordered key index serves."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def diff_page(a: int, b: int) -> int:
+    """Rows per page for each of the 2 * (b - a) revision streams a store's diff merges."""
+    return max(64, 8192 // (2 * (b - a)))
+
+
+def stale_base(dataset: str, base: int, head: int) -> StaleBase:
+    """The error for a commit on ``base`` when the head has moved on to ``head``."""
+    return StaleBase(
+        f"cannot commit to dataset {dataset!r} on version {base}: the head is now version {head}; "
+        "rebase your changes on the head and retry",
+        dataset=dataset,
+        base=base,
+        head=head,
     )

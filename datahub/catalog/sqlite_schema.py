@@ -1,0 +1,150 @@
+"""The SQLite catalog's tables, their migrations, and how values are stored in their rows.
+
+Why a module of its own: the store (``sqlite_store.py``) and its commit path
+(``sqlite_commit.py``) both read and write these rows, and a reader of the file format should
+find the whole of it in one place. The layout itself is explained in ``sqlite_store.py``.
+
+- ``ensure_schema`` creates the tables of a new file and upgrades an older one in place
+  (``PRAGMA user_version`` says which; columns added later have defaults, so old rows stay valid).
+- meta, labels, acl, lineage and extra are compact JSON text, NULL when empty (most records
+  have none and pay nothing for them); ``load_json`` never fails, even on over-deep legacy values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from typing import Any
+
+from datahub.catalog.model import EMPTY, Record, record_from_row
+from datahub.catalog.revisions import OPEN
+from datahub.catalog.store import prefix_end
+from datahub.validation import MAX_JSON_DEPTH, load_stored_json
+
+SCHEMA_VERSION = 3  # 2: versions.commit_digest; 3: datasets.revision
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS datasets (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    description TEXT NOT NULL DEFAULT '',
+    source TEXT NOT NULL DEFAULT '',
+    owner TEXT NOT NULL DEFAULT '',
+    acl TEXT,
+    created_at REAL NOT NULL,
+    revision INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS versions (
+    dataset_id INTEGER NOT NULL REFERENCES datasets(id),
+    seq INTEGER NOT NULL,
+    parent INTEGER,
+    message TEXT NOT NULL DEFAULT '',
+    author TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    record_count INTEGER NOT NULL,
+    total_bytes INTEGER NOT NULL,
+    added INTEGER NOT NULL,
+    removed INTEGER NOT NULL,
+    modified INTEGER NOT NULL,
+    lineage TEXT,
+    commit_id TEXT,
+    commit_digest TEXT,
+    PRIMARY KEY (dataset_id, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS versions_commit_id ON versions(dataset_id, commit_id)
+    WHERE commit_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS tags (
+    dataset_id INTEGER NOT NULL,
+    tag TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (dataset_id, tag)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS records (
+    dataset_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    from_seq INTEGER NOT NULL,
+    to_seq INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    etag TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    checksum TEXT,
+    meta TEXT,
+    labels TEXT,
+    PRIMARY KEY (dataset_id, key, from_seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_began ON records(dataset_id, from_seq, key);
+CREATE INDEX IF NOT EXISTS records_ended ON records(dataset_id, to_seq, key) WHERE to_seq < {OPEN};
+CREATE TABLE IF NOT EXISTS tokens (
+    token_hash TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    is_admin INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    extra TEXT
+);
+PRAGMA user_version = {SCHEMA_VERSION};
+"""
+DATASET_COLS = "name, description, source, owner, acl, created_at, revision"
+RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
+VERSION_COLS = (
+    "seq, parent, message, author, created_at, record_count, total_bytes, added, removed, modified, lineage"
+)
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables of a new file, or bring an older file up to ``SCHEMA_VERSION``.
+
+    Only a file at another version runs any DDL: opening must not wait for a running commit."""
+    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+        return
+    conn.executescript(SCHEMA)
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(versions)")}
+    if "commit_digest" not in columns:  # a version-1 catalog: older commits have none
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+            conn.execute("ALTER TABLE versions ADD COLUMN commit_digest TEXT")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(datasets)")}
+    if "revision" not in columns:  # a version-1/2 catalog: every dataset at revision 0
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+            conn.execute("ALTER TABLE datasets ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
+
+
+def dump_json(value: Any) -> str | None:
+    """JSON only when non-empty: most records have no meta/labels and pay nothing for them."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True) if value else None
+
+
+def load_json(text: str | None) -> Any:
+    """A stored JSON column's value (EMPTY for NULL); never fails, even on over-deep legacy values."""
+    return load_stored_json(text) if text else EMPTY
+
+
+def record_of_row(row: tuple) -> Record:
+    """The Record of a row selected as ``RECORD_COLS``."""
+    key, url, etag, size, checksum, meta, labels = row
+    return record_from_row(key, url, etag, size, checksum or "", load_json(meta), load_json(labels))
+
+
+def prefix_bounds(prefix: str) -> tuple[str, tuple[str, ...]]:
+    """SQL condition (and its parameters) for keys starting with ``prefix``: a range on the key
+    index, unlike LIKE."""
+    if not prefix:
+        return "", ()
+    return " AND key >= ? AND key < ?", (prefix, prefix_end(prefix))
+
+
+def _maybe_deep(column: str) -> str:
+    """SQL: the stored JSON text in ``column`` might nest deeper than MAX_JSON_DEPTH (the
+    test of ``load_stored_json``: more brackets than the limit)."""
+    brackets = f"length({column}) - length(replace(replace({column}, '{{', ''), '[', ''))"
+    return f"(length({column}) > {MAX_JSON_DEPTH} AND {brackets} > {MAX_JSON_DEPTH})"
+
+
+# ``record_json`` of a stored row, written by SQLite (json_quote escapes as JSON requires);
+# stored meta/labels are compact JSON text and go in as they are, empty ones as {}. NULL
+# for a row whose meta/labels might nest too deep for a client's parser.
+RECORD_JSON = (
+    f"CASE WHEN {_maybe_deep('meta')} OR {_maybe_deep('labels')} THEN NULL ELSE"
+    " '[' || json_quote(key) || ',' || json_quote(url) || ',' || json_quote(etag) || ',' || size"
+    " || ',' || json_quote(coalesce(checksum, '')) || ',' || coalesce(nullif(meta, ''), '{}')"
+    " || ',' || coalesce(nullif(labels, ''), '{}') || ']' END"
+)
