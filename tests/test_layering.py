@@ -38,6 +38,8 @@ SDK_HOMES = {
     "pymongo": {
         "datahub.mongo_client",
         "datahub.catalog.mongo_store",
+        "datahub.catalog.mongo_commit",
+        "datahub.catalog.mongo_schema",
         "datahub.tasks.mongo",
         "csi.volume_records",
     },

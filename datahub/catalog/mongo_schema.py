@@ -1,0 +1,70 @@
+"""The MongoDB catalog's documents: the indexes of its collections and how a record is stored.
+
+Why a module of its own: the store's reads (``mongo_store.py``) and the commit protocol
+(``mongo_commit.py``) both read and write these documents; a reader of the data layout finds it
+here whole. A record revision is its record's fields plus ``dataset``, ``from_seq``, ``to_seq``
+(and ``commit``, the epoch that wrote it); ``staged`` holds a commit's outcome per key, and
+``commits``/``epochs`` its claims (see ``mongo_commit.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING
+
+from datahub.catalog.model import EMPTY, Record
+from datahub.validation import stored_json
+
+RECORD_FIELDS = {"_id": 0, "key": 1, "url": 1, "etag": 1, "size": 1, "checksum": 1, "meta": 1, "labels": 1}
+
+
+def record_of_doc(doc: dict[str, Any]) -> Record:
+    """The Record of a record document (a revision, or a staged record)."""
+    return Record(
+        doc["key"],
+        doc["url"],
+        doc["etag"],
+        doc["size"],
+        doc.get("checksum", ""),
+        stored_json(doc.get("meta") or EMPTY),  # never fails, even on over-deep legacy values
+        stored_json(doc.get("labels") or EMPTY),
+    )
+
+
+def record_doc(record: Record) -> dict[str, Any]:
+    """A record's fields; empty checksum/meta/labels are left out: most records have none."""
+    doc: dict[str, Any] = {"key": record.key, "url": record.url, "etag": record.etag, "size": record.size}
+    if record.checksum:
+        doc["checksum"] = record.checksum
+    if record.meta:
+        doc["meta"] = dict(record.meta)
+    if record.labels:
+        doc["labels"] = dict(record.labels)
+    return doc
+
+
+def create_indexes(db: Any) -> None:
+    """Create the indexes every query and protocol step relies on (a no-op when they exist).
+
+    ``by_key``, ``began`` and ``ended`` walk revisions in key order for listings and the two
+    sides of a diff (the store hints them); ``by_claim`` keys a commit's staged changes by
+    epoch; the unique ones make a repeated protocol step a duplicate-key no-op."""
+    db["versions"].create_index([("dataset", ASCENDING), ("seq", DESCENDING)], unique=True, name="by_seq")
+    db["versions"].create_index([("dataset", ASCENDING), ("commit_id", ASCENDING)], name="by_commit_id")
+    db["commits"].create_index([("dataset", ASCENDING), ("commit_id", ASCENDING)], name="by_commit_id")
+    db["tags"].create_index([("dataset", ASCENDING), ("tag", ASCENDING)], unique=True, name="by_tag")
+    db["staged"].create_index(
+        [("dataset", ASCENDING), ("seq", ASCENDING), ("epoch", ASCENDING), ("key", ASCENDING)],
+        unique=True,
+        name="by_claim",
+    )
+    db["records"].create_index(
+        [("dataset", ASCENDING), ("key", ASCENDING), ("from_seq", ASCENDING)], unique=True, name="by_key"
+    )
+    db["records"].create_index(
+        [("dataset", ASCENDING), ("from_seq", ASCENDING), ("key", ASCENDING)], name="began"
+    )
+    db["records"].create_index(
+        [("dataset", ASCENDING), ("to_seq", ASCENDING), ("key", ASCENDING)], name="ended"
+    )
