@@ -45,8 +45,8 @@ from datahub.catalog.model import (
     record_from_row,
 )
 from datahub.catalog.record_json import RECORD_COLUMNS
-from datahub.catalog.store import CatalogStore
-from datahub.errors import CatalogUnavailable, InvalidInput, StaleBase
+from datahub.catalog.store import CatalogStore, stale_base
+from datahub.errors import CatalogUnavailable, InvalidInput
 
 # The listing formats of /v1/remote (the first line of each listing; the server writes them
 # from these): one JSON array per item in this column order (record_json), where objects
@@ -151,13 +151,7 @@ class HttpCatalogStore(CatalogStore):
         sent a commit id: its retry must reach the server, which answers the version that id made."""
         head = self.head(dataset)
         if head != base:
-            raise StaleBase(
-                f"cannot commit to dataset {dataset!r} on version {base}: the head is now version {head}; "
-                "rebase your changes on the head and retry",
-                dataset=dataset,
-                base=base,
-                head=head,
-            )
+            raise stale_base(dataset, base, head)
 
     def head(self, dataset: str) -> int:
         what = f"head of dataset {dataset!r}"
