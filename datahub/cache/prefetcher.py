@@ -16,8 +16,9 @@ and sizes. The decisions, as in mountpoint-s3's prefetcher:
   ONE streaming origin read (datahub.cache.stream) that runs ``readahead_bytes`` ahead;
   repeated random reads of such an object fill it whole in the background instead.
 - **other objects** (and large ones when no stream is free): readahead runs, each one
-  range read of the pages in the ``readahead_bytes`` window after the reader
-  (datahub.cache.readahead).
+  range read of the pages in the window after the reader (datahub.cache.readahead); the
+  window starts at ``INITIAL_RUN_BYTES`` and grows with what the reader has read
+  sequentially, up to ``readahead_bytes``.
 - **random reads** read exactly their pages and start no read-ahead (apart from the
   whole-object fill after repeated random reads of a large object).
 
@@ -43,9 +44,11 @@ from datahub.cache.tier import Tier
 from datahub.storage.base import ObjectRef
 
 MAX_TRACKED = 4096  # objects whose out-of-order read count is remembered
+INITIAL_RUN_BYTES = 16 * 1024**2  # a sequential reader's first runs; then as much as it has read
 
-# what ``before_read`` tells ``after_read`` to do once the reader has its pages
-NOTHING, RANDOM, SEQUENTIAL = 0, 1, 2
+# what ``before_read`` tells ``after_read`` to do once the reader has its pages; a positive
+# plan is a sequential reader's readahead window in pages
+NOTHING, RANDOM = 0, -1
 
 
 class Prefetcher:
@@ -81,6 +84,7 @@ class Prefetcher:
         self.page_size = page_size
         self.readahead_bytes = max(0, readahead_bytes)
         window = -(-self.readahead_bytes // page_size)  # pages, rounded up
+        self.initial_pages = min(window, -(-INITIAL_RUN_BYTES // page_size))
         self._positions = ReaderPositions(MAX_STREAMS)
         self.background = BackgroundFetcher(workers=workers, max_queued_bytes=max(queue_bytes, page_size))
         self.runs = ReadaheadRuns(
@@ -110,17 +114,24 @@ class Prefetcher:
         if ref.size <= self.page_size:
             return NOTHING  # one page: nothing to read ahead
         key = ref.url if reader is None else (reader, ref.url)
-        seen, sequential = self._positions.note(key, first, last, self.runs.readahead_pages)
+        seen, sequential, streak = self._positions.note(key, first, last, self.runs.readahead_pages)
         opening = not seen and offset == 0
         if self.streams.follow(ref, first, last, sequential or opening, reader=reader):
             return NOTHING  # a stream covers what comes next
-        return SEQUENTIAL if sequential else RANDOM
+        return self.run_window(streak) if sequential else RANDOM
+
+    def run_window(self, streak: int) -> int:
+        """The readahead window (pages) of a sequential reader ``streak`` pages into its
+        streak: ``INITIAL_RUN_BYTES`` at first (its first page is not kept waiting for one
+        long GET), then as many pages as it has read, up to ``readahead_bytes``: doubling
+        run by run, as mountpoint-s3's prefetcher grows its requests."""
+        return max(1, min(self.runs.readahead_pages, max(self.initial_pages, streak)))
 
     def after_read(self, ref: ObjectRef, last: int, plan: int) -> None:
         """The reader has read up to page ``last``: fetch ahead of it, or count a random read."""
-        if plan == SEQUENTIAL:
+        if plan > 0:
             if self.runs.readahead_pages:
-                self.runs.after_read(ref, last)
+                self.runs.after_read(ref, last, plan)
         elif plan == RANDOM:
             self._random_read(ref)
 

@@ -36,11 +36,13 @@ class ReaderPositions:
 
     def __init__(self, limit: int = MAX_STREAMS) -> None:
         self.limit = limit
-        self._last: OrderedDict[Hashable, tuple[int, bool]] = OrderedDict()  # (last page, sequential)
+        # (last page, first page of its sequential streak or -1 when its last read was not)
+        self._last: OrderedDict[Hashable, tuple[int, int]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def note(self, reader: Hashable, first: int, last: int, window: int = 0) -> tuple[bool, bool]:
-        """``reader`` reads pages ``first..last``: (seen before, sequential).
+    def note(self, reader: Hashable, first: int, last: int, window: int = 0) -> tuple[bool, bool, int]:
+        """``reader`` reads pages ``first..last``: (seen before, sequential, pages of its
+        sequential streak so far: 0 when not sequential).
 
         Sequential: it starts on the page the previous read ended on, or the next. Once a
         reader is sequential, a read up to one page behind or ``window`` pages past that
@@ -50,18 +52,20 @@ class ReaderPositions:
         """
         with self._lock:
             previous = self._last.get(reader)
+            start = -1
             if previous is None:
                 sequential = False
             else:
                 at, streak = previous
-                sequential = at <= first <= at + 1 or (streak and at - 1 <= first <= at + 1 + window)
+                sequential = at <= first <= at + 1 or (streak >= 0 and at - 1 <= first <= at + 1 + window)
                 if sequential:
                     last = max(last, at)
-            self._last[reader] = (last, sequential)
+                    start = streak if streak >= 0 else at
+            self._last[reader] = (last, start)
             self._last.move_to_end(reader)
             while len(self._last) > self.limit:
                 self._last.popitem(last=False)
-        return previous is not None, sequential
+        return previous is not None, sequential, (last - start + 1 if sequential else 0)
 
 
 class ReadaheadRuns:
@@ -90,16 +94,18 @@ class ReadaheadRuns:
         self.page_size = page_size
         self.readahead_pages = readahead_pages
 
-    def after_read(self, ref: ObjectRef, last: int) -> None:
+    def after_read(self, ref: ObjectRef, last: int, window: int | None = None) -> None:
         """A sequential reader of ``ref`` read up to page ``last``: fetch ahead if it is time.
 
-        The window is the ``readahead_pages`` pages after the last one read. A run is issued
+        The window is the ``window`` pages after the last one read (the prefetcher grows
+        it with the reader's streak; default and most ``readahead_pages``). A run is issued
         once the reader has used up half of what is buffered ahead, starting at the first
         page of the window that is neither in RAM nor being fetched, and covers up to
-        ``readahead_pages`` pages (at most ``MAX_RUN_BYTES`` and the readahead queue's byte
-        bound).
+        window's pages (at most ``MAX_RUN_BYTES`` and the readahead queue's byte bound).
         """
         ps, ahead = self.page_size, self.readahead_pages
+        if window is not None:
+            ahead = max(1, min(ahead, window))
         total = page_count(ref.size, ps)
         start = None
         for i in range(last + 1, min(last + 1 + ahead, total)):

@@ -166,11 +166,12 @@ def test_sequential_detection_tolerates_the_kernels_disorder_but_not_random_read
     positions = ReaderPositions()
     kernel_order = [0, 1, 3, 2, 4, 6, 5, 8, 7, 9]
     seen = [positions.note("seq", p, p, window=4) for p in kernel_order]
-    assert seen[0] == (False, False) and all(s == (True, True) for s in seen[1:])
+    assert seen[0] == (False, False, 0) and all(s[:2] == (True, True) for s in seen[1:])
+    assert [s[2] for s in seen[1:]] == [2, 4, 4, 5, 7, 7, 9, 9, 10]  # pages of the streak so far
     random_order = [7, 2, 5, 0, 3, 9]
     assert [positions.note("rnd", p, p, window=4)[1] for p in random_order] == [False] * 6
-    assert positions.note("seq", 20, 20, window=4) == (True, False)  # a jump ends the streak
-    assert positions.note("seq", 22, 22, window=4) == (True, False)  # and gives no slack after it
+    assert positions.note("seq", 20, 20, window=4) == (True, False, 0)  # a jump ends the streak
+    assert positions.note("seq", 22, 22, window=4) == (True, False, 0)  # and gives no slack after it
 
 
 def test_readers_of_one_object_are_told_apart_by_identity(tmp_path: Path, source) -> None:
@@ -186,3 +187,29 @@ def test_readers_of_one_object_are_told_apart_by_identity(tmp_path: Path, source
                     assert cache.read(ref, off, PAGE, reader=reader) == data[off : off + PAGE]
             drained(cache)
             assert (cache.stats()["readahead"]["submitted"] > 0) is expect_runs
+
+
+def test_a_sequential_readers_runs_grow_from_the_initial_window(tmp_path: Path, source, monkeypatch) -> None:
+    """The first runs are small (the reader's next page is not held up by one long GET);
+    then each covers about what the reader has read so far, up to readahead_bytes."""
+    from datahub.cache import prefetcher
+
+    monkeypatch.setattr(prefetcher, "INITIAL_RUN_BYTES", 2 * PAGE)
+    [(ref, data)] = put_objects(source, [64 * PAGE], seed=43)
+    cache, gated = gated_cache(tmp_path, source, readahead_bytes=16 * PAGE)
+    pages: list[int] = []
+    inner = gated.read
+
+    def counted(key, start=0, end=None, etag=None):
+        pages.append(-(-((ref.size if end is None else end) - start) // PAGE))
+        return inner(key, start, end, etag)
+
+    monkeypatch.setattr(gated, "read", counted)
+    with cache:
+        assert read_sequentially(cache, ref, PAGE) == data  # drained after every read
+    assert pages[:2] == [1, 1]  # pages 0 and 1 by the reader itself: then it is sequential
+    runs = pages[2:]
+    assert runs[0] == 2 and max(runs) == 16  # from the initial window to readahead_bytes
+    growing = all(a <= b for a, b in zip(runs[:-2], runs[1:-1], strict=True))  # the last: cut by the end
+    assert growing, runs
+    assert sum(pages) == 64 and cache.origin.counters.bytes == len(data)  # each page once
