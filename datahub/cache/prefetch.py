@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from datahub.cache.pages import page_count
 from datahub.cache.priority import Priority, origin_cancel, origin_priority
+from datahub.cache.scheduler import OriginScheduler
 from datahub.cache.tier import TIER_ERRORS, Tier
 from datahub.errors import Cancelled, DatahubError
 from datahub.storage.base import ObjectRef
@@ -354,8 +355,18 @@ def run_prefetch(
 class BackgroundFetcher:
     """Speculative fetches on a few threads, queued bytes bounded; full queue = dropped work."""
 
-    def __init__(self, workers: int, max_queued_bytes: int, priority: Priority = Priority.READAHEAD) -> None:
+    def __init__(
+        self,
+        workers: int,
+        max_queued_bytes: int,
+        priority: Priority = Priority.READAHEAD,
+        scheduler: OriginScheduler | None = None,
+    ) -> None:
+        """``scheduler``: each job waits for its origin slot BEFORE it runs (and claims pages), so
+        a reader who wants one of those pages fetches it itself instead of waiting behind this
+        job's place in the origin queue; the job's own requests reuse that slot."""
         self.priority = priority
+        self.scheduler = scheduler
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="datahub-ahead")
         self._lock = threading.Lock()
         self._queued: set[Hashable] = set()
@@ -381,7 +392,11 @@ class BackgroundFetcher:
     def _run(self, key: Hashable, nbytes: int, work: Callable[[], object]) -> None:
         try:
             with origin_priority(self.priority):  # set here: pool threads do not inherit it
-                work()
+                if self.scheduler is None:
+                    work()
+                else:
+                    with self.scheduler.slot(nbytes, sample=False):
+                        work()
         except TIER_ERRORS as exc:  # speculative: the reader fetches (and sees the error) itself
             log.debug("background fetch of %s failed: %s", key, exc)
         except Exception:  # a worker's top level: a bug is logged loudly, the worker lives on

@@ -86,7 +86,9 @@ class Prefetcher:
         window = -(-self.readahead_bytes // page_size)  # pages, rounded up
         self.initial_pages = min(window, -(-INITIAL_RUN_BYTES // page_size))
         self._positions = ReaderPositions(MAX_STREAMS)
-        self.background = BackgroundFetcher(workers=workers, max_queued_bytes=max(queue_bytes, page_size))
+        self.background = BackgroundFetcher(
+            workers=workers, max_queued_bytes=max(queue_bytes, page_size), scheduler=origin.scheduler
+        )
         self.runs = ReadaheadRuns(
             tiers, origin, flight, self.background, page, page_size=page_size, readahead_pages=window
         )

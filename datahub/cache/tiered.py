@@ -301,9 +301,14 @@ class TieredCache:
             key = PageKey(ref.url, ref.etag, self.page_size, i)
             if self.tiers and self.tiers[0].contains(key):
                 continue
-            self._flight.do(
-                key, lambda k=key, i=i: self._load_below(k, page_length(ref, self.page_size, i), True)
-            )
+            n = page_length(ref, self.page_size, i)
+            if self._cached_locally(key):  # a promotion: no origin slot needed
+                self._flight.do(key, lambda k=key, n=n: self._load_below(k, n, True))
+                continue
+            # The slot first, then the single flight, as in _warm: a reader never waits
+            # behind a hinted fetch's place in the origin queue.
+            with self.origin.scheduler.slot(n, sample=False):
+                self._flight.do(key, lambda k=key, n=n: self._load_below(k, n, True))
 
     def prefetch(
         self,

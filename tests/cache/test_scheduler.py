@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from datahub.cache.metrics import prometheus_text
+from datahub.cache.prefetch import BackgroundFetcher
 from datahub.cache.priority import Priority, current_priority, origin_cancel, origin_priority
 from datahub.cache.scheduler import AdaptiveLimit, OriginScheduler, is_congestion
 from datahub.errors import Cancelled, TransientStorageError
@@ -272,3 +273,22 @@ def test_a_reader_never_merges_into_a_warm_up_fetch_still_queued(tmp_path: Path,
         t.join(10)
     assert gated.reads == 3  # and warm-up, admitted later, found it cached
     cache.close()
+
+
+def test_read_ahead_jobs_wait_for_their_slot_before_they_claim_anything() -> None:
+    """A queued read-ahead run has claimed no page yet: a reader of those pages fetches them
+    itself instead of waiting behind the run's place in the origin queue."""
+    scheduler = OriginScheduler(1, maximum=1)
+    release = threading.Event()
+    got: list[Priority] = []
+    holder = hold(scheduler, Priority.DEMAND, release, got)
+    wait_for(lambda: got == [Priority.DEMAND], what="the limit full")
+    fetcher = BackgroundFetcher(workers=1, max_queued_bytes=1 << 20, scheduler=scheduler)
+    ran: list[Priority] = []
+    assert fetcher.submit("run", 10, lambda: ran.append(current_priority()))
+    wait_for(lambda: scheduler.stats()["queued"]["readahead"] == 1, what="the run waiting for its slot")
+    assert ran == []  # it has not started, so it holds no claim
+    release.set()
+    holder.join(10)
+    wait_for(lambda: ran == [Priority.READAHEAD], what="the run admitted in its class")
+    fetcher.close()
