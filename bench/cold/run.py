@@ -257,6 +257,12 @@ def _gets(rec: dict | None) -> str:
     return f"{rec['requests']['GET']:,}"
 
 
+def _last_line(text: str) -> str:
+    """The line of a traceback that says what went wrong (its last one)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "failed"
+
+
 def ceiling(cold: dict | None, warm: dict | None, cores: int) -> float | None:
     """cores / (workload CPU per image, warm torch pass + endpoint CPU per GET, cold torch pass)."""
     if cold is None or warm is None:
@@ -341,7 +347,7 @@ def _table(got: dict, configs: list[str], cores: int, throttle: float | None) ->
             "503s epoch cold / torch cold",
             lambda c: " / ".join(str((get(c, w, "cold") or {}).get("throttled_503", "—")) for w in RATE),
         )
-    errors = [f"{c} {w} {p}: {r['result'].get('error', '')[:200]}" for (c, w, p), r in got.items()
+    errors = [f"{c} {w} {p}: {_last_line(r['result'].get('error', ''))}" for (c, w, p), r in got.items()
               if not r["result"].get("ok", True) or r["result"].get("error")]  # fmt: skip
     lines.append("")
     if errors:
