@@ -69,6 +69,13 @@ OptionalStr = Annotated[str | None, BeforeValidator(_none_if_empty)]
 """A string where empty means unset (so ``DATAHUB_S3_REGION=`` clears it)."""
 
 
+def _dashes_to_underscores(data: Any) -> Any:
+    """``-`` in setting names reads as ``_`` (TOML users write both), at every level."""
+    if isinstance(data, Mapping):
+        return {str(k).replace("-", "_"): v for k, v in data.items()}
+    return data
+
+
 class _Section(BaseModel):
     """A ``[section]`` of settings: unknown keys are errors, ``-`` in keys reads as ``_``."""
 
@@ -77,9 +84,7 @@ class _Section(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _dashes(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            return {str(k).replace("-", "_"): v for k, v in data.items()}
-        return data
+        return _dashes_to_underscores(data)
 
 
 class S3Config(_Section):
@@ -186,7 +191,7 @@ class CacheConfig(_Section):
         """Settings merged into ``readahead_bytes`` or made internal still load, with a warning."""
         if not isinstance(data, Mapping):
             return data
-        data = {str(k).replace("-", "_"): v for k, v in data.items()}
+        data = _dashes_to_underscores(data)
         for old, hint in DEPRECATED_CACHE_SETTINGS.items():
             if old not in data:
                 continue
@@ -265,9 +270,7 @@ class Config(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _dashes(cls, data: Any) -> Any:
-        if isinstance(data, Mapping):
-            return {str(k).replace("-", "_"): v for k, v in data.items()}
-        return data
+        return _dashes_to_underscores(data)
 
     @classmethod
     def settings_customise_sources(

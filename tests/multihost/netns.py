@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from datahub.procs import pid_alive
+
 PREFIX = "dhmh-"
 SUBNET = "10.213.0"  # hosts are SUBNET.<n>/24; nothing here leaves 10.213.0.0/16
 _NAME = re.compile(rf"^{PREFIX}(\d+)-[0-9a-f]+-")
@@ -54,16 +56,6 @@ def netns_refusal() -> str | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _delete_netns(name: str) -> None:
     """Kill what still runs in the namespace (it would keep it alive), then delete it."""
     res = _ip("netns", "pids", name, check=False)
@@ -80,7 +72,7 @@ def clean_leftovers() -> list[str]:
     for line in res.stdout.splitlines():
         name = line.split()[0] if line.split() else ""
         m = _NAME.match(name)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not pid_alive(int(m.group(1))):
             _delete_netns(name)
             gone.append(name)
     return gone

@@ -6,7 +6,6 @@ hosts") for how to run it. Every wait here is a hang guard, never a timing goal.
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fuse.conftest import read_tree
 from tests.multihost.conftest import API_PORT, ORIGIN_BUCKET, Cluster
 from tests.multihost.netns import wait_until
 
@@ -27,15 +27,6 @@ def objects(seed: int) -> dict[str, bytes]:
     rng = random.Random(seed)
     out = {f"train/img_{i:02d}.bin": rng.randbytes(rng.randint(1, 200_000)) for i in range(12)}
     out["big/blob.bin"] = rng.randbytes(PAGE + 12_345)  # two pages
-    return out
-
-
-def read_tree(root: Path) -> dict[str, bytes]:
-    out = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(dirpath) / name
-            out[path.relative_to(root).as_posix()] = path.read_bytes()
     return out
 
 
