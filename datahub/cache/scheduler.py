@@ -170,7 +170,6 @@ class OriginScheduler:
         self._reads_in_flight = 0
         self._bytes_in_flight = 0
         self.admitted: dict[Priority, int] = dict.fromkeys(Priority, 0)
-        self.queued_total: dict[Priority, int] = dict.fromkeys(Priority, 0)
 
     # --- admission -------------------------------------------------------------------------------
     def _reserve(self) -> int:
@@ -211,7 +210,6 @@ class OriginScheduler:
             waiter = _Waiter(cls, nbytes, threading.Lock())
             waiter.lock.acquire()
             self._queues[cls].append(waiter)
-            self.queued_total[cls] += 1
         cancel = current_cancel()
         if cancel is None:
             waiter.lock.acquire()  # released by _dispatch once admitted (accounting done there)
