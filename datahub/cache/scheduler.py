@@ -27,6 +27,16 @@ what the store can take. Here every origin request asks for a slot in its class
 A wait in a thread under ``origin_cancel(event)`` (warm-up workers) ends with Cancelled
 within ``CANCEL_POLL`` of the event being set, and sends nothing.
 
+**Priority inheritance** (``Ticket``). Most background work takes its slot before it claims
+a page in the single flight, so nobody waits on a claim whose owner is still queued. A
+stream cannot: it claims its reader's window before its request is admitted (so that the
+reader's next read waits for the stream instead of racing it). Its claims carry the
+stream's ``Ticket``; a reader who waits on such a claim lends the stream its class. A
+request of the stream that is queued moves to the end of the reader's class's queue (it is
+then served as that class: in its order, within its limit and reserve, released as it); if
+none is queued, the stream's next request is made in that class. Without it, a demand read
+would wait behind every queued demand and hinted request and outside the demand reserve.
+
 The store reports throttling through ``datahub.storage.retry.observe_transient``: every
 transient failure of an attempt, retried or not, reaches the scheduler of the request.
 """
@@ -142,9 +152,39 @@ class AdaptiveLimit:
 
 @dataclass
 class _Waiter:
-    cls: Priority
+    cls: Priority  # raised by OriginScheduler.promote while it queues
     nbytes: int
     lock: threading.Lock
+
+
+class Ticket:
+    """The place in the origin queue of a worker that claims pages before its request is
+    admitted (a stream): waiters for those claims raise it to their class (``joined``).
+
+    ``cls`` is the class of the owner's next request: ``base`` unless a waiter of a higher
+    class joined since the last one was made. Fields change under the scheduler's lock.
+    """
+
+    __slots__ = ("base", "cls", "scheduler", "waiter")
+
+    def __init__(self, scheduler: OriginScheduler, cls: Priority) -> None:
+        self.scheduler = scheduler
+        self.base = cls
+        self.cls = cls
+        self.waiter: _Waiter | None = None  # the owner's request while it queues
+
+    def joined(self) -> None:
+        """Someone waits for a page the owner claimed: lend it the waiter's class."""
+        self.scheduler.promote(self, current_priority())
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[None]:
+        """The owner's origin requests inside the block queue under this ticket."""
+        token = _TICKET.set(self)
+        try:
+            yield
+        finally:
+            _TICKET.reset(token)
 
 
 class OriginScheduler:
@@ -170,6 +210,7 @@ class OriginScheduler:
         self._reads_in_flight = 0
         self._bytes_in_flight = 0
         self.admitted: dict[Priority, int] = dict.fromkeys(Priority, 0)
+        self.promoted = 0  # queued requests raised to a waiter's class (priority inheritance)
 
     # --- admission -------------------------------------------------------------------------------
     def _reserve(self) -> int:
@@ -199,28 +240,73 @@ class OriginScheduler:
             return False
         return any(self._queues[c] for c in READ_CLASSES if c < cls)
 
-    def acquire(self, cls: Priority, nbytes: int) -> bool:
-        """Wait for a slot in ``cls``; True when the limit held this request back (it queued)."""
+    def acquire(self, cls: Priority, nbytes: int, ticket: Ticket | None = None) -> tuple[Priority, bool]:
+        """Wait for a slot in ``cls`` (or the higher class ``ticket`` was raised to).
+
+        Returns the class admitted in (release in it) and whether the limit held this
+        request back (it queued).
+        """
+        if ticket is not None and (ticket.scheduler is not self or cls is Priority.FLUSH):
+            ticket = None  # another scheduler's place in the queue, or an upload: not raised
         with self._lock:
+            if ticket is not None:
+                cls = min(cls, ticket.cls)
+                ticket.cls = ticket.base  # a raise is for one request: later joins raise again
             if not self._queues[cls] and not self._blocked_by_higher(cls) and self._admissible(cls, nbytes):
                 self._admit(cls, nbytes)
                 limit = self.flushes if cls is Priority.FLUSH else self.reads
                 in_flight = self._in_flight[cls] if cls is Priority.FLUSH else self._reads_in_flight
-                return in_flight >= limit.current
+                return cls, in_flight >= limit.current
             waiter = _Waiter(cls, nbytes, threading.Lock())
             waiter.lock.acquire()
             self._queues[cls].append(waiter)
+            if ticket is not None:
+                ticket.waiter = waiter
+        try:
+            self._wait(waiter)
+        finally:
+            if ticket is not None:
+                with self._lock:
+                    ticket.waiter = None
+        return waiter.cls, True  # its class is final once admitted (promote moves queued waiters only)
+
+    def _wait(self, waiter: _Waiter) -> None:
         cancel = current_cancel()
         if cancel is None:
             waiter.lock.acquire()  # released by _dispatch once admitted (accounting done there)
-            return True
+            return
         while not waiter.lock.acquire(timeout=CANCEL_POLL):
             if cancel.is_set():
                 self._withdraw(waiter)
         if cancel.is_set():  # admitted as it was cancelled: hand the slot on
-            self.release(cls, nbytes)
+            self.release(waiter.cls, waiter.nbytes)
             raise Cancelled("origin request cancelled while it waited for a slot (warm-up stopped)")
-        return True
+
+    def promote(self, ticket: Ticket, cls: Priority) -> None:
+        """Raise ``ticket``'s request to ``cls`` (priority inheritance, see the module docstring).
+
+        A queued request moves to the end of ``cls``'s queue, as if it had been made in that
+        class now; otherwise the owner's next request is made in it. A running request is
+        left alone: its owner is working, nobody waits behind its place in the queue.
+        """
+        if cls is Priority.FLUSH:
+            return
+        with self._lock:
+            waiter = ticket.waiter
+            if waiter is not None:
+                if waiter.cls <= cls:
+                    return
+                try:
+                    self._queues[waiter.cls].remove(waiter)
+                except ValueError:
+                    pass  # admitted meanwhile: it runs; the raise is for the next one
+                else:
+                    waiter.cls = cls
+                    self._queues[cls].append(waiter)
+                    self.promoted += 1
+                    self._dispatch()
+                    return
+            ticket.cls = min(ticket.cls, cls)
 
     def _withdraw(self, waiter: _Waiter) -> None:
         """Take a cancelled waiter out of its queue; if it was admitted meanwhile, leave it to the caller."""
@@ -274,7 +360,7 @@ class OriginScheduler:
             return
         cls = current_priority() if cls is None else cls
         nbytes = 0 if cls is Priority.FLUSH else nbytes
-        busy = self.acquire(cls, nbytes)
+        cls, busy = self.acquire(cls, nbytes, _TICKET.get())
         token = _HELD.set((self, cls, busy))
         try:
             yield from self._timed(cls, busy, nbytes, sample)
@@ -313,6 +399,7 @@ class OriginScheduler:
                 "base_latency_ms": _ms(self.reads.base),
                 "flush_latency_ms": _ms(self.flushes.latency),
                 "backoffs": self.reads.backoffs + self.flushes.backoffs,
+                "promoted": self.promoted,
             }
 
 
@@ -323,6 +410,7 @@ def _ms(seconds: float | None) -> float | None:
 _HELD: contextvars.ContextVar[tuple[OriginScheduler, Priority, bool] | None] = contextvars.ContextVar(
     "origin_slot_held", default=None
 )
+_TICKET: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar("origin_ticket", default=None)
 _PROCESS: OriginScheduler | None = None
 _PROCESS_LOCK = threading.Lock()
 

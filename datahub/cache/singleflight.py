@@ -6,15 +6,24 @@ consecutive pages): it claims each key, does one piece of I/O, and settles every
 so concurrent callers of any of those keys wait for that one fetch. A leader that gives a
 key up without a result (a stream stopped before the page arrived) settles it with
 ``Abandoned``: waiters then try again themselves instead of failing.
+
+A claim may name an ``owner`` whose work may not have started yet (a stream claims its
+reader's window before the origin scheduler admits its request): each caller that waits
+for the key calls ``owner.joined()`` first, so the owner can take on the waiter's priority
+(``datahub.cache.scheduler.Ticket``) instead of the waiter queueing behind background work.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Owner(Protocol):
+    def joined(self) -> None: ...
 
 
 class Abandoned(Exception):
@@ -26,13 +35,14 @@ class _Call(Generic[T]):
     a waiter passes it (acquire, release) once it opens. Cheaper than a threading.Event
     (a Condition and two locks built in Python) on a path taken once per cold page."""
 
-    __slots__ = ("error", "gate", "value")
+    __slots__ = ("error", "gate", "owner", "value")
 
-    def __init__(self) -> None:
+    def __init__(self, owner: Owner | None = None) -> None:
         self.gate = threading.Lock()
         self.gate.acquire()
         self.value: T | None = None
         self.error: BaseException | None = None
+        self.owner = owner
 
     def wait(self) -> None:
         with self.gate:
@@ -59,6 +69,8 @@ class SingleFlight(Generic[T]):
                     self.merged += 1
             if leader:
                 break
+            if call.owner is not None:
+                call.owner.joined()
             call.wait()
             if isinstance(call.error, Abandoned):
                 continue
@@ -76,12 +88,15 @@ class SingleFlight(Generic[T]):
                 del self._calls[key]
             call.open()
 
-    def claim(self, key: Hashable) -> object | None:
-        """Become the leader of ``key`` if nobody is; the caller MUST ``settle`` it (finally)."""
+    def claim(self, key: Hashable, owner: Owner | None = None) -> object | None:
+        """Become the leader of ``key`` if nobody is; the caller MUST ``settle`` it (finally).
+
+        ``owner``: told of each caller that waits for the key (see the module docstring).
+        """
         with self._lock:
             if key in self._calls:
                 return None
-            call = self._calls[key] = _Call()
+            call = self._calls[key] = _Call(owner)
             return call
 
     def settle(

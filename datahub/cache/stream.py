@@ -27,6 +27,13 @@ once (at most the chunk in transit is wasted). A fill does so only before
 again rather than paying a request for each. Stream threads schedule their requests as
 ``Priority.READAHEAD`` (datahub.cache.priority): they yield to demand reads.
 
+A stream claims pages before the origin scheduler admits its request (the reader's window
+is claimed on the reader's thread, so its next read never races the stream's thread). Its
+claims therefore carry the stream's scheduler ``Ticket``: a reader who waits for a claimed
+page raises the stream's queued request (or, if none queues, its next one) to the reader's
+class, so a demand read is served in demand order, never behind the stream's place in the
+read-ahead queue (priority inheritance, datahub.cache.scheduler).
+
 Stopping releases the claimed pages with ``Abandoned``: their waiters fetch them
 themselves. ObjectChanged / ObjectNotFound from the origin reach the waiters as they are;
 other failures abandon (the reader's own fetch then retries and reports). Nothing is
@@ -49,6 +56,7 @@ from datahub.cache.counters import Counters
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, page_count, page_length
 from datahub.cache.priority import Priority, origin_priority
+from datahub.cache.scheduler import Ticket
 from datahub.cache.singleflight import Abandoned, SingleFlight
 from datahub.cache.writebehind import LowerTierWriter
 from datahub.errors import ObjectChanged, ObjectNotFound
@@ -101,6 +109,8 @@ class PageStream:
         self._reader = reader_page  # last page the reader read (sequential)
         self._last_read = owner.clock()
         self._stopped = False
+        # its place in the origin queue, which readers waiting for its claims raise
+        self.ticket = Ticket(owner.origin.scheduler, Priority.READAHEAD)
         self.thread = threading.Thread(
             target=self.run, name=f"datahub-{'fill' if fill else 'stream'}", daemon=True
         )
@@ -168,7 +178,7 @@ class PageStream:
                 self._claim_next += 1
                 self._claiming.add(index)
             key = self.key(index)
-            claim = None if self.owner.cached(key) else self.owner.flight.claim(key)
+            claim = None if self.owner.cached(key) else self.owner.flight.claim(key, self.ticket)
             with self._lock:
                 self._claiming.discard(index)
                 self._lock.notify_all()
@@ -187,7 +197,8 @@ class PageStream:
 
     # --- the stream's thread ---------------------------------------------------------------------
     def run(self) -> None:
-        with origin_priority(Priority.READAHEAD):  # speculative: demand reads go first
+        # speculative: demand reads go first, unless a reader waits for its pages (the ticket)
+        with origin_priority(Priority.READAHEAD), self.ticket.use():
             self._run()
 
     def _run(self) -> None:

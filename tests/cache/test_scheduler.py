@@ -6,6 +6,7 @@ priority tests hold real threads in the scheduler and look at who got a slot.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pytest
 from datahub.cache.metrics import prometheus_text
 from datahub.cache.prefetch import BackgroundFetcher
 from datahub.cache.priority import Priority, current_priority, origin_cancel, origin_priority
-from datahub.cache.scheduler import AdaptiveLimit, OriginScheduler, is_congestion
+from datahub.cache.scheduler import AdaptiveLimit, OriginScheduler, Ticket, is_congestion
+from datahub.cache.singleflight import SingleFlight
 from datahub.errors import Cancelled, TransientStorageError
 from datahub.storage.retry import RetryPolicy
 from tests.cache.conftest import gated_cache, put_objects, wait_for
@@ -292,3 +294,192 @@ def test_read_ahead_jobs_wait_for_their_slot_before_they_claim_anything() -> Non
     holder.join(10)
     wait_for(lambda: ran == [Priority.READAHEAD], what="the run admitted in its class")
     fetcher.close()
+
+
+def test_a_reader_of_a_page_a_queued_stream_claimed_is_served_in_demand_order(
+    tmp_path: Path, moto_endpoint
+) -> None:
+    """Issue 13: a stream claims its window before its request is admitted. A reader of a
+    claimed page waits for the stream, so the stream's queued request takes the reader's
+    class: it goes before queued hinted work, within demand's own limit and reserve."""
+    from datahub.cache import RamTier, assemble_cache, make_policy
+    from datahub.cache.origin import Origin
+    from datahub.config import load_config
+    from datahub.storage import StoreRegistry
+
+    config = load_config(
+        env={}, overrides={"home": str(tmp_path / "var"), **moto_endpoint.s3_config_overrides()}
+    )
+    bucket = moto_endpoint.new_bucket("inversion")
+    scheduler = OriginScheduler(2, maximum=2, minimum=2)
+    with StoreRegistry(config) as registry:
+        [(ref, data)] = put_objects(registry.store(f"s3://{bucket}"), [40 * 1024 + 5], seed=13)
+        origin = Origin(registry, scheduler=scheduler)
+        cache = assemble_cache(
+            [RamTier(1 << 20, make_policy("lru", 1 << 20))],
+            origin,
+            page_size=1024,
+            readahead_bytes=4 * 1024,
+            stream_min_bytes=1,
+            fill_whole_object_max=0,
+        )
+        blockers = [threading.Event(), threading.Event()]
+        hinted_release = threading.Event()
+        with cache, contextlib.ExitStack() as stack:
+            stack.callback(lambda: [e.set() for e in (*blockers, hinted_release)])  # never hang on failure
+            got: list[Priority] = []
+            holders = [hold(scheduler, Priority.DEMAND, event, got) for event in blockers]
+            wait_for(lambda: len(got) == 2, what="demand work holding the whole limit")
+            hinted = [hold(scheduler, Priority.HINTED, hinted_release, got) for _ in range(2)]
+            wait_for(lambda: scheduler.stats()["queued"]["hinted"] == 2, what="two hinted requests queued")
+            read: list[bytes] = []
+            reader = threading.Thread(target=lambda: read.append(cache.read(ref, 0, 1024, reader="r")))
+            reader.start()  # starts a stream that claims pages 0..4; its request queues
+            wait_for(lambda: cache._flight.merged >= 1, what="the reader waiting for the stream's page 0")
+            wait_for(
+                lambda: scheduler.stats()["queued"]["demand"] == 1,
+                timeout=10,
+                what="the stream's queued request promoted to the reader's class",
+            )
+            assert scheduler.stats()["queued"] == {
+                "demand": 1,
+                "hinted": 2,
+                "readahead": 0,
+                "warmup": 0,
+                "flush": 0,
+            }
+            blockers[0].set()  # one slot frees: the stream (for the reader) goes, not hinted work
+            holders[0].join(10)
+            reader.join(30)
+            assert read == [data[:1024]]
+            assert scheduler.admitted[Priority.HINTED] == 0
+            assert scheduler.stats()["queued"]["hinted"] == 2
+            blockers[1].set()
+            hinted_release.set()
+            for t in [*holders, *hinted]:
+                t.join(10)
+            cache.read(ref, 1024, 1024, reader="r")  # the reader goes on; then the stream stops at close
+        stats = scheduler.stats()
+        assert stats["in_flight"] == dict.fromkeys((c.name.lower() for c in Priority), 0)
+        assert stats["queued"] == dict.fromkeys((c.name.lower() for c in Priority), 0)
+
+
+def hold_ticket(scheduler: OriginScheduler, ticket: Ticket, release: threading.Event, got: list, **ctx):
+    """A stream's thread: its request queues under ``ticket`` in class READAHEAD."""
+
+    def run() -> None:
+        with origin_priority(Priority.READAHEAD), ticket.use(), contextlib.ExitStack() as stack:
+            if "cancel" in ctx:
+                stack.enter_context(origin_cancel(ctx["cancel"]))
+            try:
+                with scheduler.slot(10, sample=False):
+                    got.append(("ticket", dict(scheduler.stats()["in_flight"])))
+                    assert release.wait(30)
+            except Cancelled as exc:
+                got.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_waiter_on_a_claim_raises_the_owners_queued_request_to_its_class() -> None:
+    scheduler = OriginScheduler(2, maximum=2, minimum=2)
+    flight: SingleFlight[bytes] = SingleFlight()
+    ticket = Ticket(scheduler, Priority.READAHEAD)
+    blockers, later = [threading.Event(), threading.Event()], threading.Event()
+    got: list = []
+    try:
+        holders = [hold(scheduler, Priority.DEMAND, event, got) for event in blockers]
+        wait_for(lambda: len(got) == 2, what="demand work holding the limit")
+        hinted = hold(scheduler, Priority.HINTED, later, got)
+        wait_for(lambda: scheduler.stats()["queued"]["hinted"] == 1, what="hinted work queued")
+        claim = flight.claim("page", ticket)
+        owner = hold_ticket(scheduler, ticket, later, got)
+        wait_for(lambda: scheduler.stats()["queued"]["readahead"] == 1, what="the owner's request queued")
+
+        def warm_up_joins() -> None:
+            with origin_priority(Priority.WARMUP):
+                flight.do("page", lambda: b"never: the claim's owner delivers")
+
+        warm = threading.Thread(target=warm_up_joins)
+        warm.start()
+        wait_for(lambda: flight.merged == 1, what="warm-up waiting for the claim")
+        assert scheduler.stats()["queued"]["readahead"] == 1  # a lower class lends nothing
+        reader = threading.Thread(target=flight.do, args=("page", lambda: b"never"))
+        reader.start()  # a demand reader (the default class) joins the claim
+        wait_for(lambda: scheduler.stats()["queued"]["demand"] == 1, what="the owner's request raised")
+        assert scheduler.stats()["queued"] == {
+            "demand": 1,
+            "hinted": 1,
+            "readahead": 0,
+            "warmup": 0,
+            "flush": 0,
+        }
+        assert scheduler.stats()["promoted"] == 1
+        blockers[0].set()  # one slot frees: the raised request goes before hinted work
+        holders[0].join(10)
+        wait_for(lambda: len(got) == 3, what="the raised request admitted")
+        assert got[2] == ("ticket", {"demand": 2, "hinted": 0, "readahead": 0, "warmup": 0, "flush": 0})
+        assert scheduler.stats()["queued"]["hinted"] == 1
+        flight.settle("page", claim, value=b"page")
+        reader.join(10)
+        warm.join(10)
+        blockers[1].set()
+        later.set()
+        for t in [holders[1], hinted, owner]:
+            t.join(10)
+        stats = scheduler.stats()  # the raised request was released in the class it ran in
+        assert stats["in_flight"] == dict.fromkeys((c.name.lower() for c in Priority), 0)
+        assert scheduler.admitted[Priority.DEMAND] == 3 and scheduler.admitted[Priority.READAHEAD] == 0
+        assert ticket.cls is Priority.READAHEAD and ticket.waiter is None
+    finally:
+        for event in (*blockers, later):
+            event.set()
+
+
+def test_a_raise_while_nothing_queues_applies_to_the_owners_next_request_only() -> None:
+    scheduler = OriginScheduler(2, maximum=2)
+    ticket = Ticket(scheduler, Priority.READAHEAD)
+    with origin_priority(Priority.HINTED):
+        ticket.joined()
+    with origin_priority(Priority.READAHEAD), ticket.use():
+        with scheduler.slot(10, sample=False):
+            assert scheduler.stats()["in_flight"]["hinted"] == 1
+            with origin_priority(Priority.DEMAND):
+                ticket.joined()  # its request runs: the raise is kept for the next one
+        with scheduler.slot(10, sample=False):
+            assert scheduler.stats()["in_flight"]["demand"] == 1
+        with scheduler.slot(10, sample=False):
+            assert scheduler.stats()["in_flight"]["readahead"] == 1
+        with scheduler.slot(cls=Priority.FLUSH):  # uploads are never raised
+            assert scheduler.stats()["in_flight"]["flush"] == 1
+    other = OriginScheduler(2, maximum=2)
+    ticket.joined()
+    with origin_priority(Priority.READAHEAD), ticket.use(), other.slot(10, sample=False):
+        assert other.stats()["in_flight"]["readahead"] == 1  # another scheduler's ticket: ignored
+    assert ticket.cls is Priority.DEMAND  # still waiting for the ticket's own scheduler
+    assert scheduler.stats()["in_flight"] == dict.fromkeys((c.name.lower() for c in Priority), 0)
+
+
+def test_a_raised_request_cancelled_while_it_queues_leaves_no_trace() -> None:
+    scheduler = OriginScheduler(1, maximum=1, minimum=1)
+    ticket = Ticket(scheduler, Priority.READAHEAD)
+    release, cancel = threading.Event(), threading.Event()
+    got: list = []
+    try:
+        holder = hold(scheduler, Priority.DEMAND, release, got)
+        wait_for(lambda: got == [Priority.DEMAND], what="the limit full")
+        owner = hold_ticket(scheduler, ticket, release, got, cancel=cancel)
+        wait_for(lambda: scheduler.stats()["queued"]["readahead"] == 1, what="the owner queued")
+        ticket.joined()
+        assert scheduler.stats()["queued"]["demand"] == 1
+        cancel.set()
+        owner.join(10)
+        assert isinstance(got[1], Cancelled)
+        assert scheduler.stats()["queued"] == dict.fromkeys((c.name.lower() for c in Priority), 0)
+        assert ticket.waiter is None and scheduler.admitted[Priority.DEMAND] == 1
+    finally:
+        release.set()
+    holder.join(10)
+    assert scheduler.stats()["in_flight"] == dict.fromkeys((c.name.lower() for c in Priority), 0)
