@@ -74,10 +74,15 @@ def log(*parts: object) -> None:
     print(time.strftime("%H:%M:%S"), *parts, file=sys.stderr, flush=True)
 
 
-def prepare_data(n: int) -> Path:
-    """Generate (once) and upload the dataset with the peers harness's generator."""
+def prepare_data(n: int, large: int) -> Path:
+    """Generate (once) and upload the dataset with the peers harness's generator.
+
+    ``large``: that many 512 MiB random blobs beside the images. No workload reads them, but
+    they are in the mounted bucket, so the warm-up (and a plain mount's listing) meets them:
+    the issue's "large files in the bucket" variant.
+    """
     manifest = WORK / "manifest.json"
-    cmd = [sys.executable, str(PEERS / "gen_data.py"), "--n", str(n), "--large", "0"]
+    cmd = [sys.executable, str(PEERS / "gen_data.py"), "--n", str(n), "--large", str(large)]
     cmd += ["--endpoint", MOTO_URL, "--bucket", BUCKET]
     subprocess.run(cmd, check=True)
     return manifest
@@ -367,6 +372,7 @@ def main() -> None:
     ap.add_argument("--throttle-latency", type=float, default=10.0, help="ms, the throttled run's latency")
     ap.add_argument("--throttle-configs", default=",".join(THROTTLED_CONFIGS))
     ap.add_argument("--n", type=int, default=2000, help="images")
+    ap.add_argument("--large", type=int, default=0, help="512 MiB blobs in the bucket beside the images")
     ap.add_argument("--limit", type=float, default=120.0, help="seconds per pass (then capped)")
     ap.add_argument("--out", type=Path, default=WORK / "results" / "raw.jsonl")
     ap.add_argument("--report", type=Path, help="only print the markdown report of this JSONL")
@@ -381,7 +387,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     moto = Moto(PORT, WORK / "run")
     try:
-        args.manifest = prepare_data(args.n)
+        args.manifest = prepare_data(args.n, args.large)
         datahub = None
         if any(c.startswith("dh-") for c in configs):
             datahub = Datahub(args.tree.resolve(), args.label)
@@ -390,7 +396,8 @@ def main() -> None:
             load = Path("/proc/loadavg").read_text().split()[:3]
             out.write(json.dumps({"meta": True, "label": args.label, "cpus": os.cpu_count(),
                                   "ts": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                                  "loadavg": load, "commit": datahub.commit if datahub else None}) + "\n")  # fmt: skip
+                                  "loadavg": load, "commit": datahub.commit if datahub else None,
+                                  "images": args.n, "large": args.large}) + "\n")  # fmt: skip
             for latency in [float(x) for x in args.latencies.split(",") if x]:
                 run_latency(args, datahub, latency, None, configs, out)
             if args.throttle_rps:
