@@ -193,7 +193,7 @@ def _scheduler_line(s: dict) -> str:
     return (
         f"origin scheduler of pid {s['pid']}: limit {s['limit']} (flush {s['flush_limit']}), "
         f"in flight {per_class(s['in_flight'])}, queued {per_class(s['queued'])}, latency {latency}, "
-        f"backoffs {s['backoffs']}"
+        f"backoffs {s['backoffs']}, promoted {s.get('promoted', 0)}"
     )
 
 

@@ -354,6 +354,8 @@ def test_a_reader_of_a_page_a_queued_stream_claimed_is_served_in_demand_order(
             assert read == [data[:1024]]
             assert scheduler.admitted[Priority.HINTED] == 0
             assert scheduler.stats()["queued"]["hinted"] == 2
+            assert scheduler.stats()["promoted"] == 1
+            assert "datahub_origin_promoted_total 1" in prometheus_text(cache)
             blockers[1].set()
             hinted_release.set()
             for t in [*holders, *hinted]:
