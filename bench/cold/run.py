@@ -23,7 +23,8 @@ and the cold torch rate as a fraction of it.
 Configurations: ``dh-plain`` (``datahub mount``), ``dh-prefetch`` (``mount --prefetch``),
 ``boto3-8`` / ``boto3-64`` (direct GETs, 8 / 64 threads: the endpoint ceiling),
 ``rclone-full`` (VFS cache full, ``--transfers 64 --checkers 64``), ``s3fs-cache``
-(``use_cache``). The datahub configurations run the datahub source tree given by ``--tree``
+(``use_cache``), ``local`` (the generator's copy on local disk: its warm pass is the page
+cache, the bound of a warm epoch through any mount). The datahub configurations run the datahub source tree given by ``--tree``
 (default: this repository), so an older commit is measured from a ``git worktree``::
 
     git worktree add /tmp/base13 937d701
@@ -66,7 +67,7 @@ from bench.cold.moto import Moto  # noqa: E402
 from bench.latency_proxy import LatencyProxy  # noqa: E402
 
 BUCKET = "bench"
-ALL_CONFIGS = ["dh-plain", "dh-prefetch", "boto3-8", "boto3-64", "rclone-full", "s3fs-cache"]
+ALL_CONFIGS = ["dh-plain", "dh-prefetch", "boto3-8", "boto3-64", "rclone-full", "s3fs-cache", "local"]
 THROTTLED_CONFIGS = ["dh-plain", "dh-prefetch", "boto3-8"]
 
 
@@ -146,7 +147,7 @@ class Datahub:
         }
 
 
-def config_specs(datahub: Datahub | None) -> dict[str, dict]:
+def config_specs(datahub: Datahub | None, epoch_threads: int = 8) -> dict[str, dict]:
     rclone = (
         "rclone mount s3bench:{bucket} {mnt} --config {work}/rclone.conf --read-only --vfs-cache-mode full"
         " --cache-dir {cache} --transfers 64 --checkers 64"
@@ -156,6 +157,7 @@ def config_specs(datahub: Datahub | None) -> dict[str, dict]:
         "passwd_file={work}/s3fs.passwd,use_cache={cache}"
     )
     specs = {
+        "local": {"kind": "local", "root": "{work}/data", "workloads": ["epoch", "torch"]},
         "boto3-8": {
             "kind": "direct",
             "root": "s3://{bucket}",
@@ -186,6 +188,10 @@ def config_specs(datahub: Datahub | None) -> dict[str, dict]:
     if datahub is not None:
         specs["dh-plain"] = datahub.spec(prefetch=False)
         specs["dh-prefetch"] = datahub.spec(prefetch=True)
+    if epoch_threads != 8:  # the epoch workload's default; boto3-64 keeps its 64
+        for name, spec in specs.items():
+            if name != "boto3-64":
+                spec["args"] = {**spec.get("args", {}), "epoch": ["--threads", str(epoch_threads)]}
     return specs
 
 
@@ -203,7 +209,7 @@ def run_latency(
     ) as proxy:
         run_bench.ENDPOINT = proxy.url  # the harness templates {endpoint} and workloads' --endpoint from it
         run_bench.write_peer_credentials()  # rclone.conf / s3fs point at the proxy
-        specs = config_specs(datahub)
+        specs = config_specs(datahub, getattr(args, "epoch_threads", 8))
         reqlog = run_bench.RequestLog(str(WORK / "run" / "moto.log"))
         limits = {w: args.limit for w in ("epoch", "torch")}
         pass_args = SimpleNamespace(limits=limits, limit_scale=1.0, manifest=str(args.manifest))
@@ -367,6 +373,7 @@ def main() -> None:
     ap.add_argument("--latencies", default="0,10,50", help="ms, comma list ('' for none)")
     ap.add_argument("--configs", default=",".join(ALL_CONFIGS))
     ap.add_argument("--workloads", default="epoch,torch")
+    ap.add_argument("--epoch-threads", type=int, default=8, help="reader threads of the epoch workload")
     ap.add_argument("--throttle-rps", type=float, default=150.0, help="0: no throttled run")
     ap.add_argument("--throttle-burst", type=float, default=None, help="default rps/10")
     ap.add_argument("--throttle-latency", type=float, default=10.0, help="ms, the throttled run's latency")
