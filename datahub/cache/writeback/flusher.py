@@ -265,7 +265,8 @@ class Flusher:
         stream = FileStream(
             rec["size"], self.ws.chunk_size, self._chunk_reader(path, rec), lambda n: progress.update(0, n)
         )
-        info = self.origin.put(self.origin_key(path), io.BufferedReader(stream, 1 << 20), size=rec["size"])
+        buffer = max(io.DEFAULT_BUFFER_SIZE, min(1 << 20, rec["size"]))  # many small uploads run at once
+        info = self.origin.put(self.origin_key(path), io.BufferedReader(stream, buffer), size=rec["size"])
         return info, stream
 
     def _mark(self, done: list, report: FlushReport) -> None:
