@@ -176,6 +176,8 @@ class CacheConfig(_Section):
     """Most bytes of origin read bodies in flight (bounds the memory of many parallel large reads)."""
     prefetch_concurrency: int = 128
     """Warm-up workers (``datahub prefetch``, mount warm-up); they may block in the origin scheduler, which decides how many of their requests run at once. Hint and readahead use up to 8."""
+    warmup_idle_seconds: float = 30.0
+    """Warm-up fetches a large object (more than 4 pages) no reader has opened only once readers have been idle this long (docs/cache.md "Warm-up"); 0 = at once."""
     readahead_bytes: Size = 64 * 1024**2
     """How far the prefetcher reads ahead of a sequential reader (docs/cache.md "Read-ahead"): the window of a large object's stream, and of the readahead runs (one GET each) of smaller objects; 0 = no read-ahead."""
     hint_budget_bytes: Size = 512 * 1024**2

@@ -17,6 +17,7 @@ import errno
 import logging
 import os
 import signal
+import threading
 from collections.abc import AsyncIterator, Callable
 from functools import wraps
 from typing import Any
@@ -401,6 +402,27 @@ def set_readahead(mountpoint: str, kib: int) -> None:
             fh.write(str(kib))
     except OSError as exc:
         log.info("could not set readahead of %s to %d KiB: %s", mountpoint, kib, exc)
+
+
+def request_counter() -> Callable[[], int]:
+    """A number that moves with every request this thread reads from /dev/fuse.
+
+    Why: a reader served from the kernel's page cache never reaches the daemon's code, so
+    the cache cannot see that it is busy; but every warm Python ``open()`` still sends the
+    ``isatty`` ioctl, which libfuse reads and answers in the loop's thread (docs/fuse.md).
+    That thread's read syscalls (/proc/self/task/TID/io ``syscr``) count them, at no cost
+    to the requests themselves. Call it in the thread that will run ``serve``.
+    """
+    path = f"/proc/self/task/{threading.get_native_id()}/io"
+
+    def count() -> int:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.startswith(b"syscr"):
+                    return int(line.split()[1])
+        return 0
+
+    return count
 
 
 def serve(

@@ -146,7 +146,7 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
 
     from datahub.catalog import open_catalog
     from fuse_adapter import daemon, layout
-    from fuse_adapter.fuse_ops import MAX_IO, ReadOnlyOps, mount_options, serve
+    from fuse_adapter.fuse_ops import MAX_IO, ReadOnlyOps, mount_options, request_counter, serve
     from fuse_adapter.source import open_source
 
     config = ctx.config
@@ -194,6 +194,7 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         log.info("mounted %s at %s", info.source, mountpoint)
         daemon.signal_ready(args.ready_fd)
 
+    source.watch_requests(request_counter())  # warm-up sees readers the page cache serves
     try:
         serve(
             ReadOnlyOps(view, threads=args.threads, zero_message_open=True),

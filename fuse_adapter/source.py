@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Protocol
 
 from datahub.config import Config
@@ -44,6 +44,10 @@ class ByteSource(Protocol):
         """Warm these objects (blocking; run in a worker thread; stops when ``cancel`` is set)."""
         ...
 
+    def watch_requests(self, counter: Callable[[], int]) -> None:
+        """A counter of the mount's requests: while it moves, readers are busy (warm-up waits)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -70,6 +74,9 @@ class CacheSource:
 
     def prefetch(self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None) -> object:
         return self._cache.prefetch(refs, cancel=cancel)
+
+    def watch_requests(self, counter: Callable[[], int]) -> None:
+        self._cache.activity.watch(counter)
 
     def close(self) -> None:
         self._cache.close()

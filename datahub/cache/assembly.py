@@ -17,7 +17,8 @@ from datahub.cache import stats as stats_io
 from datahub.cache.disk import DiskTier
 from datahub.cache.origin import Origin
 from datahub.cache.policy import make_policy
-from datahub.cache.prefetch import HintAhead
+from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
+from datahub.cache.prefetch import LARGE_PAGES, HintAhead
 from datahub.cache.prefetcher import Prefetcher
 from datahub.cache.ram import RamTier
 from datahub.cache.scheduler import process_scheduler
@@ -50,6 +51,7 @@ def assemble_cache(
     fill_whole_object_max: int = 4 * 1024**3,
     fill_after_random_reads: int = 4,
     fill_concurrency: int = 1,
+    warmup_idle_seconds: float = WARMUP_IDLE_SECONDS,
 ) -> TieredCache:
     """A started ``TieredCache`` over built ``tiers`` and ``origin``: its single-flight
     table, prefetcher and hint workers are made here (``open_cache`` calls this; tests
@@ -67,6 +69,7 @@ def assemble_cache(
         pin_index=pin_index,
         stats_dir=stats_dir,
         policy=policy,
+        activity=ReaderActivity(warmup_idle_seconds, LARGE_PAGES * page_size),
     )
     prefetcher = Prefetcher(
         cache.tiers,
@@ -154,6 +157,7 @@ def open_cache(config: Config, stores) -> TieredCache:
         policy=c.policy,
         stream_min_bytes=c.stream_min_bytes,
         fill_whole_object_max=c.fill_whole_object_max,
+        warmup_idle_seconds=c.warmup_idle_seconds,
     )
 
 

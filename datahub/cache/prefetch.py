@@ -15,6 +15,9 @@
     once no persistent tier has room the pass stops (``budget_reached``);
   * with ``hinted`` (a reader's announced order: order hints, ``datahub.torch`` samplers)
     the hinted objects are warmed first, in that order, then the rest;
+  * with ``hold`` (``datahub.cache.activity``) a large object no reader has opened waits
+    until the readers have been idle a while: it may never be read, and fetching it would
+    compete with a running job for the node's CPU and network;
   * ``cancel`` (Ctrl-C, unmount) stops it: no new part is started, each worker finishes at
     most the page it is fetching (pages are stored whole or not at all).
 
@@ -234,6 +237,7 @@ def run_prefetch(
     budget: WarmBudget | None = None,
     hinted: Callable[[], tuple[int, Sequence[ObjectRef]]] | None = None,
     priority: Priority = Priority.WARMUP,
+    hold: Callable[[ObjectRef, threading.Event], bool] | None = None,
 ) -> PrefetchReport:
     """Call ``warm(unit) -> (pages fetched, pages already cached, bytes fetched)`` per unit.
 
@@ -248,7 +252,9 @@ def run_prefetch(
     their requests run at once; the others wait there). Units are reserved in ``budget``
     as they are taken, in order, so the objects warmed when the cache is full are a prefix
     of the order. An error raised by ``refs`` itself stops the run and is raised here once
-    the units in flight are done.
+    the units in flight are done. ``hold(ref, cancel)`` (``ReaderActivity.hold``) is asked
+    before each part of a large object and may wait (readers busy with other objects);
+    False stops the worker (cancelled).
     """
     report = PrefetchReport()
     cancel = cancel or threading.Event()
@@ -306,6 +312,8 @@ def run_prefetch(
                 if unit.part and (ref.url, ref.etag) in failed_large:
                     done(unit)  # an earlier part failed (changed, gone): the rest would too
                     continue
+                if unit.part and hold is not None and not hold(ref, cancel):
+                    return  # cancelled while readers kept it waiting
                 try:
                     fetched, cached, nbytes = warm(unit)
                 except Cancelled:

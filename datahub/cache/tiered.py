@@ -30,7 +30,8 @@ from pathlib import Path
 from datahub.cache import stats as stats_io
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
-from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
+from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
+from datahub.cache.prefetch import LARGE_PAGES, HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
 from datahub.cache.prefetcher import Prefetcher
 from datahub.cache.ram import RamTier
 from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS
@@ -62,12 +63,15 @@ class TieredCache:
         pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
         stats_dir: Path | None = None,
         policy: str = "",
+        activity: ReaderActivity | None = None,
     ) -> None:
         self.tiers = list(tiers)
         self.origin = origin
         self.page_size = page_size
         self.policy = policy
         self.prefetch_concurrency = prefetch_concurrency
+        # readers' activity: warm-up holds back large objects while readers are busy
+        self.activity = activity or ReaderActivity(WARMUP_IDLE_SECONDS, LARGE_PAGES * page_size)
         self._flight = flight
         self._pin_index = pin_index
         self._memory_pins: dict[str, set[str]] = {}
@@ -130,6 +134,7 @@ class TieredCache:
             return b""
         ps = self.page_size
         first, last = offset // ps, (end - 1) // ps
+        self.activity.saw(ref)
         plan = self._prefetcher.before_read(ref, offset, first, last, reader)
         parts: list[bytes | memoryview] = []
         for i in range(first, last + 1):
@@ -155,6 +160,7 @@ class TieredCache:
         ram = self.tiers[0] if self.tiers else None
         if not isinstance(ram, RamTier) or offset < 0:
             return None
+        self.activity.saw(ref)
         if ref.size > self.page_size:
             return self._read_streamed_now(ram, ref, offset, size)
         end = ref.size if size is None else min(ref.size, offset + max(0, size))
@@ -321,7 +327,8 @@ class TieredCache:
 
         At warm-up priority, with ``prefetch_concurrency`` workers; skips what any tier holds
         (a rerun over a cached version makes no request, one after an interruption resumes);
-        small objects first, large ones last in one-page parts; only what fits the tiers'
+        small objects first, large ones last in one-page parts, each once a reader opened it
+        or the readers have been idle ``activity.idle_seconds``; only what fits the tiers'
         budgets (the report says ``budget_reached``); objects a reader announced (``hint``)
         first. ``progress`` is anything with ``update(n, nbytes)``
         (datahub.console.context.Progress); setting ``cancel`` stops it after the pages in flight.
@@ -336,6 +343,7 @@ class TieredCache:
             page_size=self.page_size,
             budget=WarmBudget(self.tiers),
             hinted=self._hinted_order,
+            hold=self.activity.hold,
         )
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:

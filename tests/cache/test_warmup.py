@@ -263,3 +263,45 @@ def test_datahub_prefetch_sends_no_get_once_the_version_is_cached(tmp_path, monk
         assert gets() == total  # the version is cached: not one GET
     finally:
         server.stop()
+
+
+def test_a_large_object_no_reader_opened_waits_while_readers_are_busy(tmp_path, source) -> None:
+    """Readers busy with other objects hold back a large object's warm-up; opening it releases it."""
+    small, large, other = put_objects(source, [300, (LARGE_PAGES + 2) * PS, 400])
+    cache, store = recording_cache(tmp_path, source, prefetch_concurrency=2, warmup_idle_seconds=3600)
+    with cache:
+        assert cache.read(other[0]) == other[1]  # a reader is busy (idle for an hour: never, here)
+        done: list = []
+        worker = threading.Thread(target=lambda: done.append(cache.prefetch([small[0], large[0]])))
+        worker.start()
+        wait_for(lambda: any(small[0].url.endswith(k) for k, *_ in store.log))
+        worker.join(timeout=1.0)
+        assert worker.is_alive()  # held: nothing of the large object was requested
+        assert not any(large[0].url.endswith(k) for k, *_ in store.log)
+        assert cache.read(large[0], 0, 10) == large[1][:10]  # a reader opens it: warm it now
+        worker.join(timeout=60)
+        assert done and done[0].failed == 0
+        assert done[0].pages_fetched == 1 + page_count(large[0].size, PS) - 1  # page 0 was read
+        assert cache.read(large[0]) == large[1]
+
+
+def test_a_held_large_object_is_warmed_once_readers_are_idle_or_dropped_on_cancel(tmp_path, source) -> None:
+    (ref, data), (other, _) = put_objects(source, [(LARGE_PAGES + 2) * PS, 200])
+    cache, store = recording_cache(tmp_path, source, prefetch_concurrency=2, warmup_idle_seconds=3600)
+    with cache:
+        cache.read(other)
+        store.log.clear()
+        cancel = threading.Event()
+        done: list = []
+        worker = threading.Thread(target=lambda: done.append(cache.prefetch([ref], cancel=cancel)))
+        worker.start()
+        worker.join(timeout=1.0)
+        assert worker.is_alive() and not store.log
+        cancel.set()  # unmount: the held workers stop without a request
+        worker.join(timeout=60)
+        assert done and done[0].cancelled and done[0].pages_fetched == 0 and not store.log
+
+        cache.activity.idle_seconds = 0.2  # readers idle for 0.2 s: the next pass warms it
+        report = cache.prefetch([ref])
+        assert report.pages_fetched == page_count(ref.size, PS) and not report.cancelled
+        assert cache.read(ref) == data
