@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datahub.storage.base import ObjectRef
 
 WARMUP_IDLE_SECONDS = 30.0  # default: cache.warmup_idle_seconds
-POLL_SECONDS = 0.5  # how often a held warm-up worker looks again
+POLL_SECONDS = 1.0  # how often a held warm-up worker looks again; counters are read at most this often
 MAX_OPENED = 100_000  # large objects remembered as opened (bounded memory)
 
 
@@ -36,6 +36,7 @@ class ReaderActivity:
         self._opened: set[str] = set()
         self._counters: list[Callable[[], int]] = []
         self._counts: list[int] = []
+        self._polled = float("-inf")  # when the counters were last read
         self._lock = threading.Lock()
 
     def saw(self, ref: ObjectRef) -> None:
@@ -49,15 +50,22 @@ class ReaderActivity:
         with self._lock:
             self._counters.append(counter)
             self._counts.append(_read(counter))
+            self._polled = float("-inf")
 
     def idle_for(self) -> float:
-        """Seconds since the last read or counted request (inf: none yet)."""
+        """Seconds since the last read or counted request (inf: none yet).
+
+        The counters are read at most once per ``POLL_SECONDS`` whoever asks: a hundred
+        held warm-up workers must not turn into a hundred /proc reads a second.
+        """
         with self._lock:
-            for i, counter in enumerate(self._counters):
-                now = _read(counter)
-                if now != self._counts[i]:
-                    self._counts[i] = now
-                    self._last = time.monotonic()
+            if time.monotonic() - self._polled >= POLL_SECONDS:
+                self._polled = time.monotonic()
+                for i, counter in enumerate(self._counters):
+                    now = _read(counter)
+                    if now != self._counts[i]:
+                        self._counts[i] = now
+                        self._last = time.monotonic()
         return time.monotonic() - self._last
 
     def hold(self, ref: ObjectRef, cancel: threading.Event) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+from datahub.cache import activity as activity_module
 from datahub.cache.activity import ReaderActivity
 from datahub.storage.base import ObjectRef
 
@@ -29,7 +30,8 @@ def test_small_objects_and_opened_large_ones_are_never_held() -> None:
     assert activity.hold(ref(500, "big"), never)
 
 
-def test_a_moving_counter_is_activity_and_a_still_one_is_not() -> None:
+def test_a_moving_counter_is_activity_and_a_still_one_is_not(monkeypatch) -> None:
+    monkeypatch.setattr(activity_module, "POLL_SECONDS", 0.0)  # read the counter on every ask
     activity = ReaderActivity(idle_seconds=3600, large_bytes=100)
     value = [0]
     activity.watch(lambda: value[0])
@@ -39,6 +41,22 @@ def test_a_moving_counter_is_activity_and_a_still_one_is_not() -> None:
     first = activity.idle_for()
     time.sleep(0.05)
     assert activity.idle_for() >= first  # still: the idle time grows
+
+
+def test_counters_are_read_at_most_once_per_poll_period_whoever_asks(monkeypatch) -> None:
+    monkeypatch.setattr(activity_module, "POLL_SECONDS", 3600.0)
+    activity = ReaderActivity(idle_seconds=3600, large_bytes=100)
+    calls = [0]
+
+    def counter() -> int:
+        calls[0] += 1
+        return calls[0]  # moves on every read
+
+    activity.watch(counter)
+    assert calls[0] == 1
+    for _ in range(100):  # many held workers asking at once
+        activity.idle_for()
+    assert calls[0] == 2  # one read for all of them
 
 
 def test_a_counter_that_fails_counts_as_still() -> None:
