@@ -15,8 +15,8 @@
     once no persistent tier has room the pass stops (``budget_reached``);
   * with ``hinted`` (a reader's announced order: order hints, ``datahub.torch`` samplers)
     the hinted objects are warmed first, in that order, then the rest;
-  * with ``hold`` (``datahub.cache.activity``) a large object no reader has opened waits
-    until the readers have been idle a while: it may never be read, and fetching it would
+  * with ``hold`` (``datahub.cache.activity``) a large object no reader has opened or
+    announced waits until the readers have been idle a while: it may never be read, and fetching it would
     compete with a running job for the node's CPU and network;
   * ``cancel`` (Ctrl-C, unmount) stops it: no new part is started, each worker finishes at
     most the page it is fetching (pages are stored whole or not at all).
@@ -41,7 +41,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from datahub.cache.pages import page_count
 from datahub.cache.priority import Priority, origin_cancel, origin_priority
@@ -86,7 +86,8 @@ class WarmUnit:
 
     ``keep`` is None without a budget (every tier). ``part`` is true for one part of a
     large object (the object is reported once all its parts are done). ``budget`` is the
-    pass's, told when a tier refuses a page (``WarmBudget.refused``).
+    pass's, told when a tier refuses a page (``WarmBudget.refused``). ``hinted``: a reader
+    announced it, so it is never held back for idle readers.
     """
 
     ref: ObjectRef
@@ -95,6 +96,7 @@ class WarmUnit:
     keep: tuple[Tier, ...] | None = None
     part: bool = False
     budget: WarmBudget | None = None
+    hinted: bool = False
 
 
 class WarmBudget:
@@ -174,7 +176,7 @@ class WarmOrder:
         """
         ref = self._next_hinted()
         if ref is not None:
-            return ref, self._units(ref)
+            return ref, [replace(u, hinted=True) for u in self._units(ref)]
         while not self._source_done:
             try:
                 ref = next(self._source)
@@ -290,7 +292,7 @@ def run_prefetch(
                     report.budget_reached = True
                     pending.clear()
                     return None
-                unit = WarmUnit(unit.ref, unit.first, unit.last, keep, unit.part, budget)
+                unit = replace(unit, keep=keep, budget=budget)
             return unit
 
     def done(unit: WarmUnit) -> bool:
@@ -312,7 +314,7 @@ def run_prefetch(
                 if unit.part and (ref.url, ref.etag) in failed_large:
                     done(unit)  # an earlier part failed (changed, gone): the rest would too
                     continue
-                if unit.part and hold is not None and not hold(ref, cancel):
+                if unit.part and not unit.hinted and hold is not None and not hold(ref, cancel):
                     return  # cancelled while readers kept it waiting
                 try:
                     fetched, cached, nbytes = warm(unit)

@@ -305,3 +305,25 @@ def test_a_held_large_object_is_warmed_once_readers_are_idle_or_dropped_on_cance
         report = cache.prefetch([ref])
         assert report.pages_fetched == page_count(ref.size, PS) and not report.cancelled
         assert cache.read(ref) == data
+
+
+def test_a_large_object_a_reader_announced_is_not_held(tmp_path, source) -> None:
+    (big, data), (other, _) = put_objects(source, [(LARGE_PAGES + 2) * PS, 200])
+    cache, store = recording_cache(
+        tmp_path, source, prefetch_concurrency=2, warmup_idle_seconds=3600, hint_budget_bytes=1
+    )
+    with cache:
+        cache.read(other)  # readers are busy (for the next hour, as far as the hold knows)
+        store.log.clear()
+        cache.hint([big])  # ... but one announced it will read the large object
+        cancel = threading.Event()
+        done: list = []
+        worker = threading.Thread(target=lambda: done.append(cache.prefetch([big], cancel=cancel)))
+        worker.start()
+        worker.join(timeout=60)  # returns: nothing waits for idle readers
+        cancel.set()
+        worker.join(timeout=60)
+        [report] = done
+        assert report.failed == 0 and not report.cancelled
+        assert report.pages_fetched + report.pages_cached == page_count(big.size, PS)
+        assert cache.read(big) == data
