@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from datahub.cache import stats as stats_io
+from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
 from datahub.cache.disk import DiskTier
 from datahub.cache.origin import Origin
 from datahub.cache.policy import make_policy
-from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
 from datahub.cache.prefetch import LARGE_PAGES, HintAhead
 from datahub.cache.prefetcher import Prefetcher
 from datahub.cache.ram import RamTier

@@ -28,9 +28,9 @@ from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 from datahub.cache import stats as stats_io
+from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
-from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
 from datahub.cache.prefetch import LARGE_PAGES, HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
 from datahub.cache.prefetcher import Prefetcher
 from datahub.cache.ram import RamTier
