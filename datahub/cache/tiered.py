@@ -28,10 +28,10 @@ from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 from datahub.cache import stats as stats_io
-from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
+from datahub.cache.activity import ReaderActivity
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
-from datahub.cache.prefetch import LARGE_PAGES, HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
+from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
 from datahub.cache.prefetcher import Prefetcher
 from datahub.cache.ram import RamTier
 from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS
@@ -63,15 +63,14 @@ class TieredCache:
         pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
         stats_dir: Path | None = None,
         policy: str = "",
-        activity: ReaderActivity | None = None,
+        activity: ReaderActivity,
     ) -> None:
         self.tiers = list(tiers)
         self.origin = origin
         self.page_size = page_size
         self.policy = policy
         self.prefetch_concurrency = prefetch_concurrency
-        # readers' activity: warm-up holds back large objects while readers are busy
-        self.activity = activity or ReaderActivity(WARMUP_IDLE_SECONDS, LARGE_PAGES * page_size)
+        self.activity = activity  # readers' activity: warm-up holds back large objects while readers are busy
         self._flight = flight
         self._pin_index = pin_index
         self._memory_pins: dict[str, set[str]] = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from datahub.cache import TieredCache, assemble_cache
+from datahub.cache.activity import ReaderActivity
 from datahub.cache.disk import DiskTier
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey
@@ -122,7 +123,14 @@ def test_the_constructor_only_keeps_its_parts_and_start_connects_them(tmp_path: 
     ]
     hooks = [(t.on_evict, t.wake_evictor, t.is_pinned) for t in tiers]
     threads = set(threading.enumerate())
-    bare = TieredCache(tiers, Origin(stores), flight=SingleFlight(), page_size=1024, prefetch_concurrency=1)
+    bare = TieredCache(
+        tiers,
+        Origin(stores),
+        flight=SingleFlight(),
+        page_size=1024,
+        prefetch_concurrency=1,
+        activity=ReaderActivity(0, 4096),
+    )
     assert set(threading.enumerate()) == threads
     assert [(t.on_evict, t.wake_evictor, t.is_pinned) for t in tiers] == hooks
     bare.close()  # a cache that never started closes its tiers all the same
