@@ -93,7 +93,7 @@ def _service(ctx):
 
 def _images(ctx):
     from datahub.cache import open_cache
-    from labelx.images import ImageSource
+    from datahub.web.images import ImageSource
 
     cache = ctx.service("cache", lambda: open_cache(ctx.config, ctx.stores))
     return ImageSource(ctx.config.home_path / "labelx" / "previews", cache=cache)
@@ -107,17 +107,38 @@ def _admin(service, name: str):
 
 
 def _serve(args, ctx) -> int:
-    import uvicorn
+    """Serve until SIGINT or SIGTERM, then close the cache through ``ctx``.
 
+    Not ``uvicorn.run``: after a graceful stop it re-raises the signal it caught, so the
+    process died before ``ctx.close()`` and the next start had to rebuild the disk cache's
+    index. The same server and signal wait as ``datahub serve`` instead.
+    """
+    from datahub.api.server import ApiServer, bind_socket, wait_for_signal
     from datahub.cache import open_cache
     from labelx.app import create_labelx_app
 
-    cache = ctx.service("cache", lambda: open_cache(ctx.config, ctx.stores))
-    app = create_labelx_app(
-        ctx.config, catalog=ctx.catalog, stores=ctx.stores, cache=cache, secure_cookies=args.secure_cookies
-    )
-    print(f"LabelX on http://{args.host}:{args.port}/ (Ctrl-C stops)", file=ctx.err)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", proxy_headers=True)
+    sock = bind_socket(args.host, args.port)  # a busy port is one clear error, before slow setup
+    try:
+        cache = ctx.service("cache", lambda: open_cache(ctx.config, ctx.stores))
+        app = create_labelx_app(
+            ctx.config,
+            catalog=ctx.catalog,
+            stores=ctx.stores,
+            cache=cache,
+            secure_cookies=args.secure_cookies,
+        )
+        server = ApiServer(app, ctx.config, sock=sock, local_mode_applies=False)
+    except BaseException:
+        sock.close()
+        raise
+    try:
+        server.start()
+        print(f"LabelX on {server.url}/ (Ctrl-C stops)", file=ctx.err)
+        ctx.err.flush()
+        wait_for_signal()
+    finally:
+        server.stop()
+    print("stopped", file=ctx.err)
     return 0
 
 

@@ -73,10 +73,24 @@ def bind_socket(host: str, port: int, *, reuse_port: bool = False, listen: bool 
 class ApiServer:
     """uvicorn in a background thread; ``start`` returns once requests are answered."""
 
-    def __init__(self, app: FastAPI, config: Config, *, sock: socket.socket | None = None) -> None:
-        """``sock``: a socket already bound by ``bind_socket`` (e.g. reserved before slow setup)."""
-        check_bind(config)
+    def __init__(
+        self,
+        app: FastAPI,
+        config: Config,
+        *,
+        sock: socket.socket | None = None,
+        local_mode_applies: bool = True,
+    ) -> None:
+        """``sock``: a socket already bound by ``bind_socket`` (e.g. reserved before slow setup).
+
+        ``local_mode_applies=False`` for an app that never honours local mode (LabelX always
+        asks for a login), so the API's loopback rule does not refuse its bind.
+        """
+        if local_mode_applies:
+            check_bind(config)
         self.host, self.port = config.api.host, config.api.port
+        if sock is not None:
+            self.host = sock.getsockname()[0]
         self._socket = sock if sock is not None else bind_socket(self.host, self.port)
         self.port = self._socket.getsockname()[1]  # port 0 picks a free one
         self._server = uvicorn.Server(
