@@ -35,6 +35,17 @@ the 503 is queued behind whatever the server sent before, which keeps the order 
 that wait for a response before sending the next request (boto3, rclone, s3fs, curl; none
 pipelines). ``stats()`` gives the number of requests seen and answered 503.
 
+Injected faults (``--control-stdin``, ``LatencyProxy(..., control=True).inject(...)``): a
+chaos run (bench/soak) turns the origin bad for a while by writing lines to the proxy's
+stdin: ``fail SECONDS`` answers every request ``503 SlowDown`` (as above) for that long
+(a 503 burst); ``latency MS SECONDS`` adds MS to the delay of what the server sends for
+that long (a latency spike; several seconds of it is a stalled origin). Bytes queued
+before a spike ends keep their later release time, so nothing is reordered.
+
+``--listen`` binds another address than 127.0.0.1: a private address of a test network
+the caller made itself (a network namespace), never a public one; the upstream stays
+loopback, so the proxy can sit in front of a server inside such a namespace.
+
 It runs as its own process (``LatencyProxy``) so that its CPU is neither the benchmark's
 ``process_time`` nor under its GIL; ``cpu_seconds()`` gives that CPU so a benchmark can
 report it apart, as infrastructure. The process exits when its parent closes its stdin
@@ -49,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import os
 import signal
@@ -57,7 +69,7 @@ import sys
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -69,6 +81,52 @@ _CLOSE = object()  # the server's connection is gone: close the client's
 def _require_loopback(host: str, what: str) -> None:
     if host not in LOOPBACK:
         raise ValueError(f"the latency proxy only forwards to loopback, not {what!r}: use 127.0.0.1")
+
+
+def _require_private(host: str) -> None:
+    """The listen address: loopback, or a private address of a test network (never public)."""
+    if host in LOOPBACK:
+        return
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"the latency proxy listens on an IP address, not {host!r}") from None
+    if not addr.is_private or addr.is_unspecified:
+        raise ValueError(
+            f"the latency proxy listens only on loopback or a private test address, not {host!r}"
+        )
+
+
+class Faults:
+    """Faults injected into the origin for a while (``fail``: 503 to every request;
+    ``latency``: extra delay of what the server sends). ``clock`` is injectable for tests."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.fail_until = 0.0
+        self.extra = 0.0
+        self.extra_until = 0.0
+        self.failed = 0
+
+    def command(self, line: str) -> None:
+        """``fail SECONDS`` or ``latency MS SECONDS``; a bad line raises ValueError."""
+        words = line.split()
+        now = self.clock()
+        if len(words) == 2 and words[0] == "fail":
+            self.fail_until = max(self.fail_until, now + float(words[1]))
+        elif len(words) == 3 and words[0] == "latency":
+            self.extra, self.extra_until = float(words[1]) / 1000, now + float(words[2])
+        else:
+            raise ValueError(f"latency proxy: unknown control line {line!r} (fail S | latency MS S)")
+
+    def failing(self) -> bool:
+        if self.clock() < self.fail_until:
+            self.failed += 1
+            return True
+        return False
+
+    def extra_latency(self) -> float:
+        return self.extra if self.clock() < self.extra_until else 0.0
 
 
 class TokenBucket:
@@ -258,9 +316,10 @@ class RequestGate:
 class _Pipe:
     """One proxied connection: both transports and the delayed server-to-client FIFO."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, latency: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, latency: float, faults: Faults | None = None) -> None:
         self.loop = loop
         self.latency = latency
+        self.faults = faults
         self.client: asyncio.Transport | None = None
         self.server: asyncio.Transport | None = None
         self.pending: deque[tuple[float, object]] = deque()  # (release time, bytes | _EOF | _CLOSE)
@@ -273,7 +332,11 @@ class _Pipe:
     def delay(self, item: object) -> None:
         if self.closed:
             return
-        self.pending.append((self.loop.time() + self.latency, item))
+        extra = self.faults.extra_latency() if self.faults is not None else 0.0
+        release = self.loop.time() + self.latency + extra
+        if self.pending and release < self.pending[-1][0]:
+            release = self.pending[-1][0]  # after a spike: never before what is queued (FIFO)
+        self.pending.append((release, item))
         if self.timer is None:
             self.timer = self.loop.call_at(self.pending[0][0], self.release)
 
@@ -348,15 +411,30 @@ class _ClientSide(asyncio.Protocol):
     """The accepted connection: connects upstream, then forwards the client's bytes at once
     (with a ``throttle``: request by request, answering 503 SlowDown to those above the rate)."""
 
-    def __init__(self, upstream: tuple[str, int], latency: float, throttle: Throttle | None = None) -> None:
+    def __init__(
+        self,
+        upstream: tuple[str, int],
+        latency: float,
+        throttle: Throttle | None = None,
+        faults: Faults | None = None,
+    ) -> None:
         self.upstream = upstream
         self.latency = latency
+        self.faults = faults
         self.pipe: _Pipe | None = None
-        self.gate = RequestGate(throttle.admit) if throttle is not None else None
+        self.gate = None
+        if faults is not None:
+
+            def admit() -> bool:
+                return not faults.failing() and (throttle is None or throttle.admit())
+
+            self.gate = RequestGate(admit)
+        elif throttle is not None:
+            self.gate = RequestGate(throttle.admit)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         loop = asyncio.get_running_loop()
-        self.pipe = pipe = _Pipe(loop, self.latency)
+        self.pipe = pipe = _Pipe(loop, self.latency, self.faults)
         pipe.client = cast(asyncio.Transport, transport)
         pipe.client.pause_reading()  # until the upstream connection is up
         loop.create_task(self._connect(pipe))
@@ -445,8 +523,23 @@ class _ServerSide(asyncio.Protocol):
 
 
 class _StdinWatcher(asyncio.Protocol):
-    def __init__(self, stop: asyncio.Event) -> None:
+    """Stops the proxy at the end of stdin; with ``faults``, each line is a control command."""
+
+    def __init__(self, stop: asyncio.Event, faults: Faults | None = None) -> None:
         self.stop = stop
+        self.faults = faults
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        if self.faults is None:
+            return
+        self.buf += data
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            try:
+                self.faults.command(line.decode())
+            except ValueError as exc:
+                print(f"error {exc}", file=sys.stderr, flush=True)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.stop.set()
@@ -459,28 +552,36 @@ async def serve(
     exit_on_stdin_eof: bool = False,
     throttle_rps: float | None = None,
     throttle_burst: float | None = None,
+    listen: str = "127.0.0.1",
+    control: bool = False,
 ) -> None:
-    """Proxy 127.0.0.1:``port`` (0: any free port) to ``upstream`` until stopped.
+    """Proxy ``listen``:``port`` (0: any free port) to ``upstream`` until stopped.
 
-    Prints ``listening 127.0.0.1:PORT`` once it accepts connections (how ``LatencyProxy``
+    With ``control``, stdin lines inject faults (see the module docstring; implies stopping
+    at the end of stdin). Prints ``listening HOST:PORT`` once it accepts connections (how ``LatencyProxy``
     learns the port). With ``throttle_rps``, prints ``stats {json}`` (requests seen, answered
     503) on SIGUSR1 and when it stops. Stops on SIGTERM, or when stdin reaches its end if
     ``exit_on_stdin_eof``.
     """
     _require_loopback(upstream[0], upstream[0])
+    _require_private(listen)
     loop = asyncio.get_running_loop()
+    faults = Faults() if control else None
     stop = asyncio.Event()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     throttle = Throttle(TokenBucket(throttle_rps, throttle_burst)) if throttle_rps else None
 
     def print_stats() -> None:
-        print("stats " + json.dumps(throttle.stats() if throttle else {}), flush=True)
+        stats = throttle.stats() if throttle else {}
+        if faults is not None:
+            stats["failed"] = faults.failed
+        print("stats " + json.dumps(stats), flush=True)
 
     loop.add_signal_handler(signal.SIGUSR1, print_stats)
-    if exit_on_stdin_eof:
-        await loop.connect_read_pipe(lambda: _StdinWatcher(stop), sys.stdin)
-    server = await loop.create_server(lambda: _ClientSide(upstream, latency, throttle), "127.0.0.1", port)
-    print(f"listening 127.0.0.1:{server.sockets[0].getsockname()[1]}", flush=True)
+    if exit_on_stdin_eof or control:
+        await loop.connect_read_pipe(lambda: _StdinWatcher(stop, faults), sys.stdin)
+    server = await loop.create_server(lambda: _ClientSide(upstream, latency, throttle, faults), listen, port)
+    print(f"listening {listen}:{server.sockets[0].getsockname()[1]}", flush=True)
     async with server:
         await stop.wait()
     print_stats()
@@ -515,11 +616,16 @@ class LatencyProxy:
         latency_ms: float,
         throttle_rps: float | None = None,
         throttle_burst: float | None = None,
+        *,
+        listen: str = "127.0.0.1",
+        control: bool = False,
+        argv_prefix: Sequence[str] = (),
     ) -> None:
         parts = urlsplit(upstream if "//" in upstream else f"//{upstream}")
         if parts.hostname is None or parts.port is None:
             raise ValueError(f"latency proxy upstream {upstream!r}: give host:port or a URL with a port")
         _require_loopback(parts.hostname, upstream)
+        _require_private(listen)
         if latency_ms < 0:
             raise ValueError(f"latency proxy: latency {latency_ms} ms is negative")
         if throttle_rps is not None:
@@ -529,6 +635,9 @@ class LatencyProxy:
         self.latency_ms = latency_ms
         self.throttle_rps = throttle_rps
         self.throttle_burst = throttle_burst
+        self.listen = listen
+        self.control = control
+        self.argv_prefix = list(argv_prefix)
         self._final_stats: dict[str, int] | None = None
         self.port = 0
         self._proc: subprocess.Popen[str] | None = None
@@ -537,7 +646,7 @@ class LatencyProxy:
     @property
     def url(self) -> str:
         """The upstream URL with the proxy's address in place of the server's."""
-        return urlunsplit(self._parts._replace(netloc=f"127.0.0.1:{self.port}"))
+        return urlunsplit(self._parts._replace(netloc=f"{self.listen}:{self.port}"))
 
     @property
     def pid(self) -> int:
@@ -545,8 +654,11 @@ class LatencyProxy:
         return self._proc.pid
 
     def start(self) -> LatencyProxy:
-        cmd = [sys.executable, os.path.abspath(__file__), "--upstream", "{}:{}".format(*self.upstream)]
-        cmd += ["--latency-ms", repr(self.latency_ms), "--exit-on-stdin-eof"]
+        cmd = [*self.argv_prefix, sys.executable, os.path.abspath(__file__)]
+        cmd += ["--upstream", "{}:{}".format(*self.upstream)]
+        cmd += ["--latency-ms", repr(self.latency_ms), "--exit-on-stdin-eof", "--listen", self.listen]
+        if self.control:
+            cmd.append("--control-stdin")
         if self.throttle_rps is not None:
             cmd += ["--throttle-rps", repr(self.throttle_rps)]
         if self.throttle_burst is not None:
@@ -566,6 +678,13 @@ class LatencyProxy:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def inject(self, line: str) -> None:
+        """Send a control line (``fail S``, ``latency MS S``); needs ``control=True``."""
+        assert self.control and self._proc is not None and self._proc.stdin is not None
+        Faults().command(line)  # a bad line fails here, in the caller
+        self._proc.stdin.write(line.strip() + "\n")
+        self._proc.stdin.flush()
 
     def cpu_seconds(self) -> float:
         """CPU (user + system) the proxy process has used so far, or in all once stopped."""
@@ -616,11 +735,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--exit-on-stdin-eof", action="store_true", help="stop when stdin reaches its end")
     ap.add_argument("--throttle-rps", type=float, help="answer 503 SlowDown above this many requests/s")
     ap.add_argument("--throttle-burst", type=float, help="requests the bucket holds (default rps/10, >= 1)")
+    ap.add_argument(
+        "--listen", default="127.0.0.1", help="address to listen on: loopback or a private test address"
+    )
+    ap.add_argument(
+        "--control-stdin", action="store_true", help="stdin lines inject faults: fail S | latency MS S"
+    )
     args = ap.parse_args(argv)
     host, _, port = args.upstream.rpartition(":")
     _require_loopback(host, args.upstream)
+    _require_private(args.listen)
     # Ctrl-C in a terminal reaches the whole process group: the parent stops the proxy.
-    if args.exit_on_stdin_eof:
+    if args.exit_on_stdin_eof or args.control_stdin:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     if args.throttle_rps is not None:
         TokenBucket(args.throttle_rps, args.throttle_burst)  # bad values: a clear error before listening
@@ -632,6 +758,8 @@ def main(argv: list[str] | None = None) -> None:
             args.exit_on_stdin_eof,
             args.throttle_rps,
             args.throttle_burst,
+            args.listen,
+            args.control_stdin,
         )
     )
 
