@@ -22,15 +22,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from datahub.api.errors import http_error_headers
 from datahub.config import Config
 from datahub.errors import DatahubError, InvalidInput, PayloadTooLarge, Unauthenticated
+from datahub.web import security_headers
 from labelx import pages, routes
 from labelx.deps import LabelX, labelx_db_path
 from labelx.models import ERRORS
 
 HERE = Path(__file__).parent
-CSP = (
-    "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
-    "frame-ancestors 'none'; form-action 'self'"
-)
 __all__ = ["create_labelx_app", "labelx_db_path"]
 
 
@@ -119,9 +116,8 @@ def create_labelx_app(
             err = PayloadTooLarge(f"request body is larger than {lx.max_body} bytes")
             return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
         response = await call_next(request)
-        response.headers.setdefault("Content-Security-Policy", CSP)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "same-origin")
+        for name, value in security_headers().items():  # the same CSP as the dataset browser
+            response.headers.setdefault(name, value)
         return response
 
     app.include_router(pages.router, include_in_schema=False)  # browser pages, not the API

@@ -14,8 +14,8 @@ from fastapi import Path as PathParam
 
 from datahub.config import Config
 from datahub.errors import PayloadTooLarge, Unauthenticated
+from datahub.web.images import ImageSource
 from labelx.auth import CSRF_HEADER, SESSION_COOKIE, Auth, Principal, check_csrf
-from labelx.images import ImageSource
 from labelx.service import LabelService
 from labelx.store import LabelStore
 

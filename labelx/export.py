@@ -25,8 +25,8 @@ from datahub.catalog.model import Patch, Put, Record
 from datahub.errors import CommitIdReused, Conflict
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
+from datahub.web.images import ImageSource
 from labelx.entities import Item, Project, User
-from labelx.images import ImageSource
 from labelx.service import LabelService
 
 SPOOL_BYTES = 8 * 1024**2  # downloads larger than this spill to a temp file

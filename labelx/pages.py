@@ -1,28 +1,26 @@
 """The browser pages: login/logout and the HTML shells whose scripts call the JSON API.
 
-Templates are plain HTML with ``$name`` placeholders (string.Template): values are
-HTML-escaped, and the page's data goes into a ``<script type="application/json">`` block,
-so no inline script is needed and the strict Content-Security-Policy holds.
+Templates are Jinja2 (``datahub.web.Pages``, autoescaped) over the base layout the dataset
+browser uses too; the page's data goes into a ``<script type="application/json">`` block, so
+no inline script is needed and the strict Content-Security-Policy holds.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
-from html import escape
 from pathlib import Path
-from string import Template
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from datahub.errors import Unauthenticated
+from datahub.web import Pages
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, get_labelx
 from labelx.service import project_json
 
-TEMPLATES = Path(__file__).parent / "templates"
+PAGES = Pages(Path(__file__).parent / "templates", {"app_name": "LabelX"})
 router = APIRouter()
 
 
@@ -40,24 +38,23 @@ def _secure(request: Request) -> bool:
 
 
 def _render(name: str, request: Request, boot: Any = None, **values: Any) -> HTMLResponse:
-    """Fill a page template: HTML-escaped ``$values`` and a JSON ``$boot`` block for its script."""
-    text = _template_text(name)
-    data = json.dumps(boot or {}).replace("<", "\\u003c")
-    out = Template(text).safe_substitute(
-        base=escape(base_path(request)), boot=data, **{k: escape(str(v)) for k, v in values.items()}
+    """A page: signed-in pages extend ``_layout.html`` (top bar) and load ``static/<page>.js``
+    and ``common.js``; the login page stands alone on the base layout with no script."""
+    base = base_path(request)
+    page = Path(name).stem
+    scripts = [] if boot is None else [f"{base}/static/common.js", f"{base}/static/{page}.js"]
+    return HTMLResponse(
+        PAGES.render(
+            name,
+            base=base,
+            page=page,
+            boot=boot,
+            scripts=scripts,
+            stylesheets=[f"{base}/static/app.css"],
+            favicon=f"{base}/static/favicon.svg",
+            **values,
+        )
     )
-    return HTMLResponse(out)
-
-
-def _template_text(name: str) -> str:
-    """Signed-in pages share ``_layout.html`` (head, scripts, top bar) and fill its ``$content``;
-    each loads ``static/<page>.js`` and gets the body class ``page-<page>``. The login page stands alone.
-    """
-    text = (TEMPLATES / name).read_text()
-    if name == "login.html":
-        return text
-    layout = (TEMPLATES / "_layout.html").read_text()
-    return layout.replace("$content", text).replace("$page", Path(name).stem)
 
 
 def _page(template: str, title: str, request: Request, who: Principal, **boot: Any) -> HTMLResponse:
@@ -69,7 +66,7 @@ def _page(template: str, title: str, request: Request, who: Principal, **boot: A
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, error: str = "") -> HTMLResponse:
     token = secrets.token_urlsafe(24)
-    resp = _render("login.html", request, csrf=token, error=error)
+    resp = _render("login.html", request, title="Log in", csrf=token, error=error)
     resp.set_cookie(
         LOGIN_CSRF_COOKIE,
         token,

@@ -20,8 +20,8 @@ from typing import Any
 from datahub.errors import Cancelled, ManifestError
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_key
+from datahub.web.images import ImageSource
 from labelx.entities import Project
-from labelx.images import ImageSource
 from labelx.schema import LabelSchema
 from labelx.store import LabelStore
 

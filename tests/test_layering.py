@@ -49,6 +49,7 @@ SDK_HOMES = {
     "grpc": {"csi.server", "csi.proto_gen.csi_pb2_grpc"},
     "fsspec": {"datahub.fs"},
     "torch": {"datahub.torch._torch", "fuse_adapter.demo_step", "labelx.torch_model"},
+    "jinja2": {"datahub.web.render"},
 }
 
 
@@ -204,6 +205,14 @@ def test_the_doc_states_the_rules_this_module_checks():
         assert phrase in section, phrase
     for sdk in SDK_HOMES:
         assert re.search(rf"`{sdk}`", section), f"{sdk} missing from docs/architecture.md Layers"
+
+
+def test_html_is_rendered_one_way():
+    """Every page of both web UIs goes through datahub.web (Jinja2, autoescape); no module
+    builds HTML with string.Template any more."""
+    users = {module for module, names in imports().items() if "string" in names or "string.Template" in names}
+    assert not any(under(m, "labelx", "datahub.web", "datahub.browser") for m in users), sorted(users)
+    assert "datahub.web" in imports()["labelx.pages"]
 
 
 def test_the_checker_sees_lazy_and_relative_imports(tmp_path):

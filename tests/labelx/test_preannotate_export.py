@@ -92,8 +92,8 @@ def test_torch_callable_preannotation_by_cli(app, env, tmp_path, capsys):
 def test_torchscript_preannotation(app, env, tmp_path):
     import torch
 
+    from datahub.web.images import ImageSource
     from labelx import preannotate
-    from labelx.images import ImageSource
     from tests.labelx.models import ByColor
 
     path = tmp_path / "model.pt"

@@ -8,9 +8,9 @@ import re
 from fastapi.testclient import TestClient
 
 from datahub.validation import NAME_PATTERN
+from datahub.web.images import PREVIEW_SIZES
 from labelx.auth import MIN_PASSWORD
 from labelx.entities import ROLES
-from labelx.images import PREVIEW_SIZES
 from labelx.models import NOT_BLANK, ItemSave
 from labelx.schema import KINDS
 from labelx.service import MAX_TASK_SIZE

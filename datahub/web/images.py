@@ -1,11 +1,17 @@
-"""Image bytes for the UI and for models: read through the datahub cache, resized with Pillow.
+"""Image bytes for the web UIs (LabelX, the dataset browser) and for models: read through
+the datahub cache, resized with Pillow.
 
-The only module of LabelX that imports Pillow. Originals are read by ``ImageSource.read``
-(the one function that decides between the TieredCache and a direct StoreRegistry read)
-with the record's etag, so a changed object is an ObjectChanged error, never a wrong
-picture. Previews are JPEGs keyed by (url, etag, size): the key names immutable bytes,
-so a preview never goes stale. They live on disk under ``<home>/labelx/previews`` within
-a byte budget (oldest evicted first).
+The one place the web UIs make pictures, so both bound them the same way. Originals are read
+by ``ImageSource.read`` (the one function that decides between the TieredCache and a direct
+StoreRegistry read) with the record's etag, so a changed object is an ObjectChanged error,
+never a wrong picture. Previews are JPEGs keyed by (url, etag, size): the key names immutable
+bytes, so a preview never goes stale. They live on disk (LabelX: ``<home>/labelx/previews``,
+the browser: ``<home>/browser/previews``) within a byte budget (oldest evicted first).
+
+Making a preview is bounded twice: originals larger than ``max_source_bytes`` are refused
+(a page of thumbnails must not pull a 2 GB TIFF through the cache), and at most
+``max_concurrent`` previews are decoded at once per source, so a page asking for 50
+thumbnails queues them instead of running 50 decoders on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -20,19 +26,29 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, PayloadTooLarge
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
 PREVIEW_SIZES = {"thumb": 192, "preview": 1280}
 Image.MAX_IMAGE_PIXELS = 200_000_000
+MAX_SOURCE_BYTES = 64 * 1024**2
 
 
 class ImageSource:
     def __init__(
-        self, preview_dir: Path, *, cache: Any = None, stores: Any = None, budget_bytes: int = 512 * 1024**2
+        self,
+        preview_dir: Path,
+        *,
+        cache: Any = None,
+        stores: Any = None,
+        budget_bytes: int = 512 * 1024**2,
+        max_concurrent: int = 4,
+        max_source_bytes: int = MAX_SOURCE_BYTES,
     ) -> None:
         self.cache, self.stores = cache, stores
+        self.max_source_bytes = max_source_bytes
+        self._decoders = threading.BoundedSemaphore(max_concurrent)
         self.preview_dir = Path(preview_dir)
         self.preview_dir.mkdir(parents=True, exist_ok=True)
         self.budget = budget_bytes
@@ -61,7 +77,17 @@ class ImageSource:
             return path.read_bytes()
         except FileNotFoundError:
             pass
-        data = _resize(self.read(ref), PREVIEW_SIZES[kind], ref.url)
+        if ref.size > self.max_source_bytes:
+            raise PayloadTooLarge(
+                f"{ref.url} is {ref.size} bytes, more than the {self.max_source_bytes} a preview is "
+                "made from; download the original instead"
+            )
+        with self._decoders:
+            try:  # another request may have made it while this one waited
+                return path.read_bytes()
+            except FileNotFoundError:
+                pass
+            data = _resize(self.read(ref), PREVIEW_SIZES[kind], ref.url)
         tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
         tmp.write_bytes(data)
         os.replace(tmp, path)  # readers see the whole preview or none

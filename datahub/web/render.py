@@ -1,0 +1,70 @@
+"""Jinja2 pages with autoescape over the shared ``_base.html`` layout.
+
+Why one environment per UI over a shared loader: each UI keeps its own templates next to its
+code, while ``_base.html`` (head, stylesheet and script tags, the JSON boot block, the top bar)
+comes from here, so a page cannot forget the escaping or put script inline. Every value is
+HTML-escaped by autoescape; data a page's script needs goes into ``<script type=
+"application/json">`` through the ``boot`` filter, which also escapes ``<`` so no string can
+close the block. No inline script or style exists anywhere, so the strict CSP holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
+
+BASE_TEMPLATES = Path(__file__).parent / "templates"
+CSP = (
+    "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; script-src 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
+
+def security_headers() -> dict[str, str]:
+    """The headers every HTML response of both UIs carries (a copy: callers may add to it)."""
+    return dict(SECURITY_HEADERS)
+
+
+def boot_json(value: Any) -> Markup:
+    """JSON for a ``<script type="application/json">`` block: every ``<`` is written ``\\u003c``,
+    so no string in it can end the block (``</script>``) or open a comment (``<!--``)."""
+    return Markup(json.dumps(value, sort_keys=True).replace("<", "\\u003c"))
+
+
+def urlpath(value: str) -> str:
+    """A record key or a name as a URL path: every character but ``/`` percent-escaped."""
+    return quote(str(value), safe="/")
+
+
+def urlpart(value: str) -> str:
+    """A value as one URL path segment or query value (``/`` escaped too)."""
+    return quote(str(value), safe="")
+
+
+class Pages:
+    """A Jinja2 environment over one UI's templates plus the shared base layout."""
+
+    def __init__(self, templates: Path, globals: Mapping[str, Any] | None = None) -> None:
+        self.env = Environment(
+            loader=ChoiceLoader([FileSystemLoader(str(templates)), FileSystemLoader(str(BASE_TEMPLATES))]),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            undefined=StrictUndefined,  # a misspelt name is an error in tests, not an empty string
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        self.env.filters.update(boot=boot_json, urlpath=urlpath, urlpart=urlpart)
+        self.env.globals.update(globals or {})
+
+    def render(self, name: str, **values: Any) -> str:
+        return self.env.get_template(name).render(**values)
