@@ -9,12 +9,12 @@ transient failures (503, throttling, resets, timeouts) in its one retry policy
 (``datahub.storage.retry``, ``s3.max_attempts``), and what it gives up on reaches the
 reader as TransientStorageError.
 
-An object whose read ended in a timeout (a stalled origin: the storage layer's attempts
-or its budget, ``s3.total_timeout``, ran out on timeouts) is not asked again for ``STALL_MEMORY`` seconds: a read
-in that window fails at once with the same error. Why: the kernel re-asks a failed
-readahead at once with a synchronous read of the same page, so without this one read()
-through a mount waited two budgets. Fast failures (503, refused) are not remembered, so a
-recovered origin is seen at once.
+An object whose read ended in a genuine timeout (a stalled origin) is not asked again for
+a few seconds: a read in that window fails at once with the same error. What is
+remembered, for how long and why is ``datahub.cache.stall_memory``'s: only timeouts, never
+refused connections, resets or 5xx; a fixed time after the failure, never renewed by a
+caller who only met the memory; forgotten at once when the same endpoint answers a request
+that began after the failure.
 
 ``stream`` reads a long range as chunks of ONE request (``ObjectStore.read_chunks``), for
 the cache's large-object streams (datahub.cache.stream); it holds one origin slot while
@@ -29,11 +29,11 @@ from collections.abc import Iterator
 from datahub.cache.counters import Counters
 from datahub.cache.pages import PageKey
 from datahub.cache.scheduler import OriginScheduler
-from datahub.errors import ObjectChanged, TransientStorageError
+from datahub.cache.stall_memory import StallMemory
+from datahub.errors import ObjectChanged
 from datahub.storage.base import ObjectStore
 
 STREAM_CHUNK = 1 << 20  # bytes per chunk of a streaming read
-STALL_MEMORY = 5.0  # seconds a timed-out object fails at once instead of being asked again
 
 
 class OriginCounters(Counters):
@@ -55,41 +55,24 @@ class Origin:
         self.stores = stores
         self.scheduler = scheduler or OriginScheduler(concurrency)
         self.counters = OriginCounters()
-        self._stalled: dict[tuple[str, str], tuple[float, TransientStorageError]] = {}
-
-    def _check_stalled(self, url: str, etag: str) -> None:
-        """Raise the timeout of ``(url, etag)`` again if it happened within ``STALL_MEMORY``."""
-        hit = self._stalled.get((url, etag))
-        if hit is None:
-            return
-        at, exc = hit
-        if time.monotonic() - at >= STALL_MEMORY:
-            self._stalled.pop((url, etag), None)
-            return
-        raise TransientStorageError(
-            f"{exc.message} (not asked again within {STALL_MEMORY:g} s of timing out)", **exc.details
-        )
-
-    def _remember(self, url: str, etag: str, exc: Exception) -> None:
-        if isinstance(exc, TransientStorageError) and exc.details.get("timed_out"):
-            if len(self._stalled) > 1024:
-                self._stalled.clear()  # bounded: a stalled origin with many objects
-            self._stalled[(url, etag)] = (time.monotonic(), exc)
+        self.stalls = StallMemory()
 
     def fetch(self, key: PageKey, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object version ``key`` names."""
         # A short first page is the whole object: read it without a Range header (cheaper
         # for S3 servers; the etag pins the size, and the length is checked below anyway).
         whole = start == 0 and end - start < key.page_size
+        self.stalls.check(key.url, key.etag)  # outside the try: meeting the memory never renews it
         try:
-            self._check_stalled(key.url, key.etag)
             store, object_key = self.stores.for_url(key.url)
             with self.scheduler.slot(end - start):
+                started = time.monotonic()
                 data = store.read(object_key, start, None if whole else end, etag=key.etag)
         except Exception as exc:  # counted and re-raised, whatever it is
             self.counters.add("errors")
-            self._remember(key.url, key.etag, exc)
+            self.stalls.failed(key.url, key.etag, exc)
             raise
+        self.stalls.answered(key.url, started)
         if len(data) != end - start:
             self.counters.add("errors")
             raise ObjectChanged(
@@ -118,14 +101,17 @@ class Origin:
         A stream that ends short or runs long raises ObjectChanged (after the chunks that
         fit). Close the generator to end the request early; the origin slot is released then.
         """
-        self._check_stalled(url, etag)
+        self.stalls.check(url, etag)
         store, object_key = self.stores.for_url(url)
         want, got = end - start, 0
         with self.scheduler.slot(min(chunk_size, end - start), sample=False):
+            started = time.monotonic()
             self.counters.add_many(fetches=1, streams=1)
             chunks = store.read_chunks(object_key, start, end, etag=etag, chunk_size=chunk_size)
             try:
                 for chunk in chunks:
+                    if not got:
+                        self.stalls.answered(url, started)
                     got += len(chunk)
                     if got > want:
                         break
@@ -135,7 +121,7 @@ class Origin:
                 raise
             except Exception as exc:  # counted and re-raised, whatever it is
                 self.counters.add("errors")
-                self._remember(url, etag, exc)
+                self.stalls.failed(url, etag, exc)
                 raise
             finally:
                 close = getattr(chunks, "close", None)

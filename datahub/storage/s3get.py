@@ -12,7 +12,10 @@ The contract is exactly ``S3Store.read``'s: the same ``Range`` and ``If-Match`` 
 the same error table (``s3errors.error_for`` on the S3 error code, else the status), and
 one attempt per call: the caller's ``RetryPolicy`` decides on retries (urllib3's own
 retries and redirects are off). Connection errors and timeouts are
-TransientStorageError (``details["timed_out"]`` for timeouts: the origin stalled).
+TransientStorageError; only a genuine timeout (the endpoint accepted, or never answered
+the connect, and then said nothing in time) carries ``details["timed_out"]``: the origin
+stalled. A refused, reset or unresolvable connection is a fast failure and does not, so
+nothing upstream mistakes a down-but-answering origin for a stalled one (``timed_out``).
 
 Credentials are botocore's credential object from the caller's session (boto's chain:
 config, profile, environment, instance role, assumed role), asked for
@@ -43,6 +46,18 @@ _ERROR_BODY_LIMIT = 64 * 1024
 _CODE = re.compile(rb"<Code>([^<]*)</Code>")
 _MESSAGE = re.compile(rb"<Message>([^<]*)</Message>")
 _DNS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether ``exc`` is a genuine timeout, not a fast failure.
+
+    urllib3 2.x makes ``NewConnectionError`` (connection refused, unreachable, and its
+    subclass ``NameResolutionError``) a subclass of ``ConnectTimeoutError``, so an
+    ``isinstance(exc, TimeoutError)`` test calls a refused connection a timeout.
+    """
+    if isinstance(exc, uexc.NewConnectionError):
+        return False
+    return isinstance(exc, uexc.TimeoutError | TimeoutError)
 
 
 class CredentialSource(Protocol):
@@ -79,8 +94,9 @@ class Response:
         try:
             return self._raw.read(n)
         except (uexc.HTTPError, OSError) as exc:
-            timed_out = {"timed_out": True} if isinstance(exc, uexc.TimeoutError | TimeoutError) else {}
-            raise TransientStorageError(f"S3 stream of {self._where} broke: {exc}", **timed_out) from exc
+            raise TransientStorageError(
+                f"S3 stream of {self._where} broke: {exc}", **({"timed_out": True} if timed_out(exc) else {})
+            ) from exc
 
     def read_all(self) -> bytes:
         """The whole body, then the connection goes back to the pool."""
@@ -185,7 +201,7 @@ class LeanGetter:
                 f"S3 endpoint unreachable or too slow for {where}: {exc}",
                 bucket=bucket,
                 key=key,
-                **({"timed_out": True} if isinstance(exc, uexc.TimeoutError) else {}),
+                **({"timed_out": True} if timed_out(exc) else {}),
             ) from exc
         if raw.status in (200, 206):
             return Response(raw, where)
