@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 import datahub
+from datahub.api.body_depth import MAX_BODY_DEPTH
 from datahub.api.deps import Services
 from datahub.api.errors import install_error_handlers
 from datahub.api.limits import BodyBudget, BodyLimits
@@ -35,7 +36,8 @@ unless the server runs in local mode (loopback only). Errors always have the sha
 _ERRORS = {
     status: {"model": ErrorBody, "description": text}
     for status, text in {
-        400: "invalid input (name, key, filter, cursor)",
+        400: "invalid input (name, key, filter, cursor); also a body nested deeper than "
+        f"{MAX_BODY_DEPTH} levels or is not UTF-8 JSON (refused before it is parsed)",
         401: "unauthenticated",
         403: "the caller may read the dataset but lacks the role this needs",
         404: "unknown dataset, version, tag or record (a dataset the caller may not read is unknown)",

@@ -19,6 +19,8 @@ from starlette.routing import Match
 from datahub.errors import DatahubError
 
 log = logging.getLogger(__name__)
+# Framework (starlette / FastAPI) errors by status; each code is listed in docs/api.md.
+_HTTP_CODES = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
@@ -55,10 +57,14 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    code = _HTTP_CODES.get(exc.status_code, "http_error")
     message = exc.detail if isinstance(exc.detail, str) else "request failed"
     if exc.status_code == 404 and message == "Not Found":
         message = f"no such endpoint: {request.method} {request.url.path}"
+    if exc.status_code == 400:
+        # FastAPI's only 400: a body its JSON decoder failed on with something other than a
+        # syntax error (e.g. bytes that are not UTF-8)
+        message = f"request body of {request.method} {request.url.path} could not be parsed ({message}): send UTF-8 JSON"
     return error_response(exc.status_code, code, message, headers=http_error_headers(request, exc))
 
 

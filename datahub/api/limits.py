@@ -26,16 +26,19 @@ and being worked on at once (disk, and the work each body causes), not only RAM.
 from __future__ import annotations
 
 import asyncio
+import re
 import tempfile
 from typing import IO
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from datahub.api.body_depth import MAX_BODY_DEPTH, BodyError, DepthScanner
 from datahub.api.errors import error_response
-from datahub.errors import BodyTimeout, Busy, DatahubError, PayloadTooLarge
+from datahub.errors import BodyTimeout, Busy, DatahubError, InvalidInput, PayloadTooLarge
 
 RETRY_AFTER_SECONDS = 2
 SPOOL_IN_MEMORY = 1024 * 1024  # bodies up to this size are never written to disk
+_DATASET = re.compile(r"/v1/(?:remote/)?datasets/([^/]+)")  # the dataset a refusal names
 _BODY_FILE = "datahub.body_file"  # the scope key under which the spooled body is handed on
 
 
@@ -91,6 +94,7 @@ class BodyLimits:
             spool = spooled = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY, prefix="datahub-body-")  # noqa: SIM115
             size = 0
             refusal: DatahubError | None = None
+            depth = DepthScanner()
             try:
                 async with asyncio.timeout(self.body_read_timeout):
                     while True:
@@ -107,6 +111,11 @@ class BodyLimits:
                                 refusal = self._busy(size)
                                 break
                             reserved = size
+                        try:
+                            depth.feed(chunk)
+                        except BodyError as exc:
+                            refusal = self._unparseable(scope, exc)
+                            break
                         spooled.write(chunk)
                         if not message.get("more_body", False):
                             break
@@ -145,6 +154,18 @@ class BodyLimits:
             f"request body larger than {self.max_body_bytes} bytes (api.max_body_bytes); "
             "split the change set into several commits",
             max_body_bytes=self.max_body_bytes,
+        )
+
+    @staticmethod
+    def _unparseable(scope: Scope, exc: BodyError) -> InvalidInput:
+        path = scope.get("path", "")
+        dataset = m.group(1) if (m := _DATASET.match(path)) else None
+        about = f" for dataset {dataset!r}" if dataset else ""
+        return InvalidInput(
+            f"request body of {scope.get('method', '')} {path}{about} refused within its first "
+            f"{exc.at} bytes: {exc.why}",
+            **({"dataset": dataset} if dataset else {}),
+            max_body_depth=MAX_BODY_DEPTH,
         )
 
     def _busy(self, size: int) -> Busy:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -59,8 +60,15 @@ class Api:
 
 @pytest.fixture
 def api(config: Config) -> Iterator[Api]:
-    config.api.local_mode = False
     config.api.max_body_bytes = 64 * 1024
+    with api_for(config) as api:
+        yield api
+
+
+@contextmanager
+def api_for(config: Config) -> Iterator[Api]:
+    """The app of the ``api`` fixture, on ``config`` as the caller set it."""
+    config.api.local_mode = False
     config.home_path.mkdir(parents=True, exist_ok=True)
     catalog = open_catalog(config.resolved_catalog_url)
     tokens = {
