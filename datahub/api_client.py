@@ -26,6 +26,7 @@ TOKEN_ENV = "DATAHUB_API_TOKEN"
 T = TypeVar("T")
 _READ_CHUNK = 1024 * 1024  # bytes per read of a streamed listing
 _TRANSIENT = {"internal", "busy", "storage_unavailable", "catalog_unavailable"}
+MAX_RETRY_AFTER = 30.0  # seconds: a server asking for longer is waited on no longer than this
 
 
 def _error_classes() -> dict[str, type[DatahubError]]:
@@ -52,7 +53,21 @@ def error_from_answer(status: int, body: Any) -> DatahubError | None:
 
 
 class Retry(Exception):
-    """A transient failure worth another attempt (its text names what happened)."""
+    """A transient failure worth another attempt (its text names what happened); ``after``:
+    the seconds the server asked the client to wait (``Retry-After``), if it said."""
+
+    def __init__(self, message: str, after: float | None = None) -> None:
+        super().__init__(message)
+        self.after = after
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """The delay of a ``Retry-After: <seconds>`` header, capped at ``MAX_RETRY_AFTER`` (an
+    HTTP date or garbage is ignored: the client's own backoff applies)."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value.isdigit():
+        return None
+    return min(float(value), MAX_RETRY_AFTER)
 
 
 class ApiClient:
@@ -90,15 +105,16 @@ class ApiClient:
         deadline = time.monotonic() + self.budget
         last = ""
         for n in range(self.attempts):
+            asked = None
             try:
                 return attempt()
             except Retry as exc:
-                last = str(exc)
+                last, asked = str(exc), exc.after
             except httpx.TimeoutException as exc:
                 last = f"timed out ({type(exc).__name__})"
             except httpx.TransportError as exc:
                 last = f"{type(exc).__name__}: {_safe(exc)}"
-            pause = self.backoff * 2**n
+            pause = max(self.backoff * 2**n, asked or 0.0)  # a busy server says how long to wait
             if n + 1 == self.attempts or time.monotonic() + pause > deadline:
                 break
             time.sleep(pause)
@@ -120,7 +136,10 @@ class ApiClient:
             body = None
         error = error_from_answer(response.status_code, body)
         if response.status_code >= 500 and (error is None or error.code in _TRANSIENT):
-            raise Retry(f"HTTP {response.status_code}" + (f" {error.code}: {error.message}" if error else ""))
+            raise Retry(
+                f"HTTP {response.status_code}" + (f" {error.code}: {error.message}" if error else ""),
+                after=retry_after(response),
+            )
         if error is None:
             raise CatalogUnavailable(
                 f"the catalog server {self.url} answered {what} with HTTP {response.status_code} "

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from datahub.errors import DatahubError
+from datahub.errors import Busy, DatahubError
 
 log = logging.getLogger(__name__)
 # Framework (starlette / FastAPI) errors by status; each code is listed in docs/api.md.
@@ -41,7 +41,14 @@ def error_response(
 
 
 async def _datahub_error(request: Request, exc: DatahubError) -> JSONResponse:
-    return error_response(exc.http_status, exc.code, exc.message, exc.details)
+    return error_response(exc.http_status, exc.code, exc.message, exc.details, headers=retry_after(exc))
+
+
+def retry_after(exc: DatahubError) -> dict[str, str]:
+    """``Retry-After`` for a ``busy`` answer that says when (its ``retry_after`` detail), so
+    clients wait that long instead of guessing (RFC 9110, 10.2.3)."""
+    seconds = exc.details.get("retry_after") if isinstance(exc, Busy) else None
+    return {"Retry-After": str(seconds)} if isinstance(seconds, int) and seconds >= 0 else {}
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

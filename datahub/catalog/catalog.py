@@ -145,15 +145,16 @@ class Catalog:
         consumed = validated if commit_id is None else ChangeDigest(validated)
         for attempt in range(_HEAD_RETRIES + 1):
             try:
-                return self.store.commit(
-                    dataset,
-                    self.store.head(dataset) if base is None else base,
-                    consumed,
-                    message=message,
-                    author=author,
-                    lineage=dict(lineage) if lineage else None,
-                    commit_id=commit_id,
-                )
+                with self.store.commit_turn(dataset):  # the head read below stays the head
+                    return self.store.commit(
+                        dataset,
+                        self.store.head(dataset) if base is None else base,
+                        consumed,
+                        message=message,
+                        author=author,
+                        lineage=dict(lineage) if lineage else None,
+                        commit_id=commit_id,
+                    )
             except StaleBase:
                 # "On the head" means the head when the commit runs: if another commit won the
                 # race before a single change was read, committing on the new head is safe.

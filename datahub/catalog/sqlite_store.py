@@ -21,6 +21,7 @@ Why it is shaped this way:
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import operator
@@ -36,6 +37,7 @@ from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo,
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
 from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_version
+from datahub.catalog.sqlite_gate import RETRY_AFTER_SECONDS, CommitGate
 from datahub.catalog.sqlite_schema import (
     DATASET_COLS,
     RECORD_COLS,
@@ -50,7 +52,7 @@ from datahub.catalog.sqlite_schema import (
 from datahub.catalog.store import CatalogStore, diff_page, narrowed, page_hint, revision_mismatch
 from datahub.errors import (
     AlreadyExists,
-    Conflict,
+    Busy,
     DatasetNotFound,
     NotFound,
     RecordNotFound,
@@ -76,8 +78,11 @@ class SQLiteCatalogStore(CatalogStore):
         page_size: int = 2000,
         cache_mib: int = 16,
         busy_timeout_ms: int = 30_000,
+        commit_wait_s: float = 600.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``commit_wait_s``: how long a commit waits for its turn behind others (see
+        ``sqlite_gate``) before it is refused as busy, nothing written."""
         self.path = Path(path)
         self.batch_size, self.page_size = batch_size, page_size
         self.busy_timeout_ms = busy_timeout_ms
@@ -94,6 +99,7 @@ class SQLiteCatalogStore(CatalogStore):
                 "journal_size_limit = 67108864",
             ),
         )
+        self._gate = CommitGate(f"{self.path}.commit-lock", max_wait=commit_wait_s)
         with self._translate(f"open catalog {self.path}"):
             ensure_schema(self._conn())
 
@@ -103,6 +109,7 @@ class SQLiteCatalogStore(CatalogStore):
 
     def close(self) -> None:
         self._db.close()
+        self._gate.close()
 
     @staticmethod
     @contextmanager
@@ -112,7 +119,12 @@ class SQLiteCatalogStore(CatalogStore):
             yield
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
-                raise Conflict(f"{what}: the catalog stayed busy (locked) past the timeout; retry") from exc
+                # not a conflict the caller caused: the file stayed locked by another writer
+                raise Busy(
+                    f"{what}: the catalog stayed busy (locked by another writer) past the timeout; "
+                    f"nothing was written, retry in {RETRY_AFTER_SECONDS} s",
+                    retry_after=RETRY_AFTER_SECONDS,
+                ) from exc
             raise StorageError(f"{what}: SQLite error: {exc}") from exc
         except sqlite3.Error as exc:
             raise StorageError(f"{what}: SQLite error: {exc}") from exc
@@ -272,12 +284,16 @@ class SQLiteCatalogStore(CatalogStore):
     ) -> Version:
         dataset_id = self._dataset_id(dataset)
         conn = self._conn()
-        with self._translate(f"commit to dataset {dataset!r}"), write_transaction(conn):
+        what = f"commit to dataset {dataset!r}"
+        with self._gate.turn(what), self._translate(what), write_transaction(conn):
             seq = write_version(
                 conn, dataset_id, dataset, base, changes, message=message, author=author,
                 lineage=lineage, commit_id=commit_id, batch_size=self.batch_size, now=self.clock,
             )  # fmt: skip
         return self.get_version(dataset, seq)
+
+    def commit_turn(self, dataset: str) -> contextlib.AbstractContextManager[None]:
+        return self._gate.turn(f"commit to dataset {dataset!r}")
 
     # --- tags -------------------------------------------------------------------------------------
     def set_tag(self, dataset: str, tag: str, seq: int) -> None:

@@ -12,6 +12,7 @@ Every store passes the same conformance suite (``tests/catalog/test_conformance.
 from __future__ import annotations
 
 import abc
+import contextlib
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -69,6 +70,12 @@ class CatalogStore(abc.ABC):
         ``commit_id`` makes the commit idempotent: retrying the same id returns the version
         that id created instead of committing twice.
         """
+
+    def commit_turn(self, dataset: str) -> contextlib.AbstractContextManager[None]:
+        """Hold the store's write turn around "read the head, then commit on it", for a store
+        whose commits take turns (SQLite: one writer per file), so a commit on the head waits
+        its turn instead of losing a race to a commit that started earlier. No-op by default."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     def head(self, dataset: str) -> int:
