@@ -31,7 +31,10 @@ DESCRIPTION = """Versioned datasets over object storage.
 
 Authentication: `Authorization: Bearer <token>` (create one with `datahub token create`),
 unless the server runs in local mode (loopback only). Errors always have the shape
-`{"error": {"code", "message", "details"}}`; see docs/api.md for the codes."""
+`{"error": {"code", "message", "details"}}`; see docs/api.md for the codes.
+
+Request bodies are typed strictly: an `integer` is a JSON integer literal (`7`; never `7.0`,
+`"7"` or `true`), a `string` is never a number, and unknown fields are refused (422)."""
 
 _ERRORS = {
     status: {"model": ErrorBody, "description": text}

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-from datahub.api.schemas import KEY_SHAPE, NAME_SHAPE, Role
+from datahub.api.schemas import KEY_SHAPE, NAME_SHAPE, RequestModel, Role
 from datahub.validation import MAX_SEQ
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class DatasetFull(_In):
+class DatasetFull(RequestModel):
     """A dataset as a store creates it: the owner is the caller's own name unless an admin sends it."""
 
     name: str = Field(json_schema_extra=NAME_SHAPE)
@@ -33,16 +29,16 @@ class HeadPublic(BaseModel):
     head: int = Field(description="newest version number, 0 if none yet")
 
 
-class TagTarget(_In):
+class TagTarget(RequestModel):
     seq: int = Field(ge=1, le=MAX_SEQ)
 
 
-class RecordsGet(_In):
+class RecordsGet(RequestModel):
     seq: int = Field(ge=1, le=MAX_SEQ)
     keys: list[str] = Field(max_length=10000, json_schema_extra={"items": KEY_SHAPE})
 
 
-class CommitHeader(_In):
+class CommitHeader(RequestModel):
     """The first NDJSON line of a remote commit; each further line is one change (ChangeIn)."""
 
     base: int = Field(ge=0, le=MAX_SEQ)

@@ -43,8 +43,14 @@ Principal = Annotated[str, WithJsonSchema(_PRINCIPAL)]
 Json = dict[str, Any]
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RequestModel(BaseModel):
+    """Base of every request body model: unknown fields are refused, and types are strict
+    (issue 24 item 6): an integer is a JSON integer, never ``true``, ``"7"`` or ``7.0``, which
+    lax parsing would have stored as 1, 7 and 7; a string is never a number. The OpenAPI's
+    ``integer`` / ``string`` types say the same (``7.0`` aside, which JSON Schema counts as an
+    integer; the API description says so)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def shape(pattern: str, max_length: int) -> dict[str, Any]:
@@ -73,14 +79,14 @@ _JSON_FIELD = f"a JSON object, at most {MAX_JSON_DEPTH} levels deep and {MAX_JSO
 
 
 # --- datasets ----------------------------------------------------------------------------------
-class DatasetCreate(_In):
+class DatasetCreate(RequestModel):
     name: str = Field(description="[a-z0-9][a-z0-9._-]{0,62}", json_schema_extra=NAME_SHAPE)
     description: str = Field("", max_length=4096)
     source: str = Field("", max_length=4096, description="default source URL for imports")
     acl: Acl = Field(default_factory=dict, description="principal (or *) -> role")
 
 
-class DatasetUpdate(_In):
+class DatasetUpdate(RequestModel):
     description: str | None = Field(None, max_length=4096)
     source: str | None = Field(None, max_length=4096)
     owner: Principal | None = None
@@ -118,11 +124,11 @@ class VersionPublic(BaseModel):
     lineage: Json
 
 
-class TagSet(_In):
+class TagSet(RequestModel):
     ref: int | str = Field(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)
 
 
-class DeriveCreate(_In):
+class DeriveCreate(RequestModel):
     where: str = Field(description="record filter, e.g. labels.class=cat")
     to_dataset: str | None = Field(
         None, description="another dataset to commit to (default: this one)", json_schema_extra=NAME_SHAPE
@@ -131,7 +137,7 @@ class DeriveCreate(_In):
 
 
 # --- records -----------------------------------------------------------------------------------
-class RecordIn(_In):
+class RecordIn(RequestModel):
     key: str = Field(json_schema_extra=KEY_SHAPE)
     url: str = Field(
         description="s3://bucket/key (any key S3 takes, at most 1024 bytes decoded), "
@@ -174,17 +180,17 @@ class DiffPage(BaseModel):
 
 
 # --- commits -----------------------------------------------------------------------------------
-class PutChange(_In):
+class PutChange(RequestModel):
     op: Literal["put"]
     record: RecordIn
 
 
-class DeleteChange(_In):
+class DeleteChange(RequestModel):
     op: Literal["delete"]
     key: str = Field(json_schema_extra=KEY_SHAPE)
 
 
-class PatchChange(_In):
+class PatchChange(RequestModel):
     op: Literal["patch"]
     key: str = Field(json_schema_extra=KEY_SHAPE)
     meta: Json | None = Field(None, description="merged into the record's meta; null values remove")
@@ -194,7 +200,7 @@ class PatchChange(_In):
 ChangeIn = Annotated[PutChange | DeleteChange | PatchChange, Field(discriminator="op")]
 
 
-class CommitCreate(_In):
+class CommitCreate(RequestModel):
     base: int | None = Field(
         None,
         ge=0,

@@ -4,38 +4,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from datahub.api.schemas import RequestModel
 from datahub.tasks.base import Job, Task
 
 _LEASE = Field(gt=0, le=86400, description="seconds the lease lasts from now (the server's clock)")
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class JobCreate(_In):
+class JobCreate(RequestModel):
     payloads: list[dict[str, Any]] = Field(max_length=1_000_000)
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
-class Lease(_In):
+class Lease(RequestModel):
     worker: str = Field(min_length=1, max_length=256)
     lease_seconds: float = _LEASE
 
 
-class Completion(_In):
+class Completion(RequestModel):
     worker: str = Field(min_length=1, max_length=256)
     result: dict[str, Any] = Field(default_factory=dict)
 
 
-class Failure(_In):
+class Failure(RequestModel):
     worker: str = Field(min_length=1, max_length=256)
     error: str = Field(max_length=65536)
 
 
-class Worker(_In):
+class Worker(RequestModel):
     worker: str = Field(min_length=1, max_length=256)
 
 
