@@ -8,7 +8,8 @@ What it does, as a list of steps (``STEPS``) that components extend:
 3. import    — import the manifest as dataset ``sample``; a second run finds no change
                and reuses v1 instead of committing again;
 4. mount     — (fuse_adapter.demo_step) mount ``sample@latest`` and run a DataLoader epoch;
-5. serve     — the HTTP API on 127.0.0.1:8080 (local mode: no tokens, loopback only).
+5. serve     — the HTTP API on 127.0.0.1:8080 (local mode: no tokens, loopback only), the
+               dataset browser at its root and LabelX under /labelx/.
 
 Then it prints the URLs and example CLI commands and waits for Ctrl-C / SIGTERM; every
 step's cleanup (server, mounts …) runs in reverse order on the way out.
@@ -199,6 +200,8 @@ def serve_api(demo: Demo) -> None:
     demo.say(f"[serve] API on {base} ({'local mode' if demo.config.api.local_mode else 'tokens required'})")
     demo.notes += [
         "URLs:",
+        f"  {base}/                          (dataset browser: versions, records, diffs, lineage)",
+        f"  {base}/datasets/{DATASET}/versions/latest",
         f"  {base}/healthz",
         f"  {base}/docs                      (OpenAPI UI)",
         f"  {base}/v1/datasets",

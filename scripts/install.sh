@@ -50,6 +50,20 @@ if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
   echo "$want" > "$STAMPS/pip"
 fi
 
+# --- npm packages (browser tests) ----------------------------------------------------------
+# axe-core: the accessibility checker tests/browser injects into each page. Pinned; fetched
+# from the npm registry into $VENV/node (inside the checkout). Debian's npm only if none is there.
+AXE_CORE_VERSION=4.14.1
+if [[ "$(cat "$STAMPS/npm" 2>/dev/null)" != "axe-core@$AXE_CORE_VERSION" ]]; then
+  if ! command -v npm >/dev/null; then
+    log "apt-get install npm"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends npm >/dev/null
+  fi
+  log "npm install axe-core@$AXE_CORE_VERSION"
+  npm install --silent --no-audit --no-fund --save-exact --prefix "$VENV/node" "axe-core@$AXE_CORE_VERSION" >/dev/null
+  echo "axe-core@$AXE_CORE_VERSION" > "$STAMPS/npm"
+fi
+
 # --- generated code (CSI gRPC stubs), if the CSI package ships a generator ---------------
 if [[ -x csi/gen_proto.sh ]]; then csi/gen_proto.sh "$VENV/bin/python"; fi
 log "ok: $VENV"

@@ -207,6 +207,16 @@ def test_the_doc_states_the_rules_this_module_checks():
         assert re.search(rf"`{sdk}`", section), f"{sdk} missing from docs/architecture.md Layers"
 
 
+def test_the_browser_sits_above_the_api():
+    """datahub.browser uses the API's services, tokens and access rules; the API never imports
+    it (the composition roots mount it), and nothing but those roots does."""
+
+    def rule(module: str, name: str) -> bool:
+        return under(name, "datahub.browser") and not under(module, "datahub.browser", *COMPOSITION_ROOTS)
+
+    assert violations(rule) == []
+
+
 def test_html_is_rendered_one_way():
     """Every page of both web UIs goes through datahub.web (Jinja2, autoescape); no module
     builds HTML with string.Template any more."""

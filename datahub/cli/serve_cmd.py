@@ -32,16 +32,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True) -> tuple[Any, Any]:
-    """The datahub API with LabelX mounted under /labelx, both reading through one cache.
+    """The datahub API, the dataset browser at ``/`` and LabelX under /labelx, all reading
+    through one cache.
 
     Lives in the CLI layer, not in ``datahub.api``, because the library never imports labelx.
     Returns the app and the cache the caller must close after the server stops.
     """
     from datahub.api import create_app
+    from datahub.browser import mount_browser
     from datahub.cache import open_cache
 
     cache = open_cache(config, stores)
     app = create_app(config, catalog=catalog, stores=stores, cache=cache)
+    mount_browser(app, cache=cache, stores=stores)
     if labelx:
         from labelx.app import create_labelx_app
 

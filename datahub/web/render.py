@@ -66,5 +66,5 @@ class Pages:
         self.env.filters.update(boot=boot_json, urlpath=urlpath, urlpart=urlpart)
         self.env.globals.update(globals or {})
 
-    def render(self, name: str, **values: Any) -> str:
-        return self.env.get_template(name).render(**values)
+    def render(self, template: str, /, **values: Any) -> str:
+        return self.env.get_template(template).render(**values)

@@ -67,9 +67,13 @@ def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
         "automobile",
         "bird",
     )
+    # the dataset browser answers at the root, and the demo prints its URL
+    page = httpx.get(f"{url}/datasets/sample/versions/latest")
+    assert page.status_code == 200 and "sample@v1" in page.text
     out, err = stop(proc, signal.SIGINT)
     assert proc.returncode == 0, err
     assert "committed sample@v1 (300 added" in err
+    assert f"{url}/ " in out and "dataset browser" in out
     assert f"{url}/healthz" in out and "datahub --home" in out and "demo stopped cleanly" in out
 
     proc = start(demo, tmp_path)

@@ -1,0 +1,34 @@
+"""The dataset browser: HTML pages at the root of ``datahub serve`` (docs/browser.md).
+
+``mount_browser(app, ...)`` adds the pages, their static files and the thumbnail source to a
+``datahub.api.create_app`` app; the API stays under ``/v1`` and LabelX under ``/labelx/``.
+It lives above ``datahub.api`` (it uses the API's services, tokens and access rules) and is
+mounted by the composition root (``datahub serve``, ``make run``), like LabelX.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from datahub.browser.pages import Browser, router
+from datahub.web.images import ImageSource
+
+STATIC = Path(__file__).parent / "static"
+
+
+def mount_browser(app: FastAPI, *, cache: Any = None, stores: Any = None) -> Browser:
+    """Serve the browser from ``app`` (built by ``create_app``); thumbnails are read through
+    ``cache`` (or straight from ``stores`` without one) and kept under ``<home>/browser``."""
+    services = app.state.services
+    images = ImageSource(services.config.home_path / "browser" / "previews", cache=cache, stores=stores)
+    app.state.browser = browser = Browser(services, images)
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=STATIC), name="browser-static")
+    return browser
+
+
+__all__ = ["Browser", "mount_browser"]

@@ -1,0 +1,128 @@
+"""Label class counts and a size histogram of a version (or a folder of it), as SVG geometry.
+
+Charts never read a whole version: they summarise at most ``SAMPLE`` records of the prefix
+and filter shown, and say so when there were more. Versions are immutable, so a summary is
+kept per (dataset, version, prefix, filter) in a small LRU and costs nothing the second time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from datahub.catalog.model import Record
+
+SAMPLE = 10_000
+TOP_VALUES = 12
+LABEL_FIELDS = 3
+BAR_W, BAR_H, LABEL_W, CHART_W = 240, 18, 150, 460
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    label: str
+    count: int
+    width: int  # pixels
+    y: int
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    title: str
+    bars: tuple[Bar, ...]
+    height: int
+    width: int = CHART_W
+    label_width: int = LABEL_W
+
+    @property
+    def summary(self) -> str:
+        """The chart as text (the image's alternative text)."""
+        return f"{self.title}: " + ", ".join(f"{b.label} {b.count}" for b in self.bars)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    records: int  # how many records were summarised
+    truncated: bool  # True when the prefix/filter holds more than SAMPLE records
+    labels: tuple[Chart, ...]
+    sizes: Chart | None
+
+
+def _bars(pairs: list[tuple[str, int]]) -> tuple[Bar, ...]:
+    top = max((c for _, c in pairs), default=1) or 1
+    return tuple(
+        Bar(label, c, max(1, round(BAR_W * c / top)), i * (BAR_H + 6)) for i, (label, c) in enumerate(pairs)
+    )
+
+
+def _chart(title: str, pairs: list[tuple[str, int]]) -> Chart:
+    bars = _bars(pairs)
+    return Chart(title, bars, max(1, len(bars)) * (BAR_H + 6) + 4)
+
+
+def _scalar(value: object) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return None
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def summarise(records: Iterable[Record]) -> Summary:
+    fields: dict[str, Counter[str]] = {}
+    buckets: Counter[int] = Counter()
+    n = 0
+    truncated = False
+    for record in records:
+        if n == SAMPLE:
+            truncated = True
+            break
+        n += 1
+        buckets[max(record.size, 1).bit_length() - 1] += 1
+        if isinstance(record.labels, Mapping):
+            for name, value in record.labels.items():
+                text = _scalar(value)
+                if text is not None:
+                    fields.setdefault(name, Counter())[text] += 1
+    busiest = sorted(fields.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))[:LABEL_FIELDS]
+    labels = tuple(_chart(f"labels.{name}", counter.most_common(TOP_VALUES)) for name, counter in busiest)
+    sizes = None
+    if buckets:
+        low, high = min(buckets), max(buckets)
+        pairs = [
+            (f"{human_size(2**b)} – {human_size(2 ** (b + 1))}", buckets.get(b, 0))
+            for b in range(low, high + 1)
+        ]
+        sizes = _chart("size", pairs[-16:])
+    return Summary(n, truncated, labels, sizes)
+
+
+class Summaries:
+    """An LRU of summaries keyed by immutable (dataset, version, prefix, filter)."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._items: OrderedDict[tuple, Summary] = OrderedDict()
+        self._lock = threading.Lock()
+        self.capacity = capacity
+
+    def get(self, key: tuple, make) -> Summary:  # make: () -> Summary
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key]
+        made = make()
+        with self._lock:
+            self._items[key] = made
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+        return made

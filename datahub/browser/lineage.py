@@ -1,0 +1,190 @@
+"""Where each version of a dataset came from and what was made from it, laid out as a graph.
+
+Every producer writes its own lineage shape into the version it commits (the importer,
+``Catalog.derive``, LabelX, pack, workspaces, bucket snapshots); ``origin`` reads them all
+into one (kind, source version, detail) triple, so the picture and the version page agree.
+Downstream versions are found by reading the lineage of every version of every dataset the
+caller may read; datasets the caller may not read are never drawn, upstream or downstream.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from datahub.catalog.model import Version
+
+_REF = re.compile(r"^(?P<dataset>[^@]+)@v(?P<seq>\d+)$")
+COL_WIDTH, ROW_HEIGHT, NODE_W, NODE_H, MARGIN = 300, 64, 210, 38, 16
+MAX_VERSIONS = 40  # the graph shows the newest versions; older ones stay in the table
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    kind: str  # import | commit | derive | labelx | pack | workspace | snapshot
+    source: tuple[str, int] | None  # (dataset, version) it was made from, if any
+    detail: str = ""
+
+
+def _ref(text: Any) -> tuple[str, int] | None:
+    m = _REF.match(text) if isinstance(text, str) else None
+    return (m["dataset"], int(m["seq"])) if m else None
+
+
+def origin(lineage: Mapping[str, Any]) -> Origin:
+    """The one reading of every producer's lineage shape."""
+    if "derived_from" in lineage:
+        return Origin("derive", _ref(lineage["derived_from"]), f"where {lineage.get('filter', '')}")
+    if lineage.get("source") == "labelx":
+        return Origin("labelx", _ref(lineage.get("from")), f"LabelX project {lineage.get('project', '')}")
+    if lineage.get("kind") == "pack":
+        seq = lineage.get("source_version")
+        source = (str(lineage.get("source_dataset")), seq) if isinstance(seq, int) else None
+        return Origin("pack", source, f"pack {_spec(lineage.get('params'))}")
+    if isinstance(lineage.get("import"), Mapping):
+        return Origin("import", None, f"import {lineage['import'].get('source', '')}")
+    if "workspace" in lineage:
+        return Origin("workspace", None, f"workspace {lineage['workspace']}")
+    if "snapshot_of" in lineage:
+        return Origin("snapshot", None, f"snapshot of {lineage['snapshot_of']}")
+    return Origin("commit", None, "")
+
+
+def _spec(params: Any) -> str:
+    if isinstance(params, Mapping):
+        return " ".join(f"{k}={v}" for k, v in sorted(params.items()) if v not in (None, "", False))
+    return ""
+
+
+@dataclass
+class Node:
+    id: str
+    label: str
+    dataset: str
+    seq: int
+    column: int  # 0 upstream, 1 this dataset, 2 downstream
+    row: int = 0
+    x: int = 0
+    y: int = 0
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    kind: str
+    detail: str = ""
+    path: str = ""  # SVG path data, filled in by the layout
+    label_x: int = 0
+    label_y: int = 0
+
+
+@dataclass
+class Graph:
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    width: int = 0
+    height: int = 0
+
+
+def node_id(dataset: str, seq: int) -> str:
+    return f"{dataset}@v{seq}"
+
+
+def build(
+    dataset: str,
+    versions: list[Version],
+    others: Iterable[tuple[str, Iterable[Version]]],
+    visible: Container[str],
+) -> Graph:
+    """The graph of ``dataset``'s newest versions, their sources and what was made from them.
+
+    ``others`` yields (name, versions) of every other dataset the caller may read; a source
+    whose dataset is not in ``visible`` (the caller may not read it) is left out.
+    """
+    shown = sorted(versions, key=lambda v: v.seq)[-MAX_VERSIONS:]
+    seqs = {v.seq for v in shown}
+    graph = Graph()
+    nodes: dict[str, Node] = {}
+
+    def add(name: str, seq: int, column: int) -> str:
+        nid = node_id(name, seq)
+        if nid not in nodes:
+            nodes[nid] = Node(nid, nid, name, seq, column)
+        return nid
+
+    for v in shown:
+        add(dataset, v.seq, 1)
+    for v in shown:
+        o = origin(v.lineage)
+        target = node_id(dataset, v.seq)
+        from_parent = o.source is None or o.source == (dataset, v.parent)
+        if v.parent in seqs:  # the commit chain; named by what made the version when it came from its parent
+            kind, detail = (o.kind, o.detail) if from_parent else ("commit", "")
+            graph.edges.append(Edge(node_id(dataset, v.parent), target, kind, detail))  # type: ignore[arg-type]
+        if o.source is None or from_parent:
+            continue
+        name, seq = o.source
+        if name != dataset and name in visible:
+            graph.edges.append(Edge(add(name, seq, 0), target, o.kind, o.detail))
+        elif seq in seqs:
+            graph.edges.append(Edge(node_id(name, seq), target, o.kind, o.detail))
+    for name, their_versions in others:
+        if name == dataset:
+            continue
+        for w in their_versions:
+            o = origin(w.lineage)
+            if o.source and o.source[0] == dataset and o.source[1] in seqs:
+                graph.edges.append(Edge(node_id(dataset, o.source[1]), add(name, w.seq, 2), o.kind, o.detail))
+    graph.nodes = list(nodes.values())
+    _layout(graph, {v.seq: i for i, v in enumerate(shown)})
+    return graph
+
+
+def _layout(graph: Graph, row_of_seq: dict[int, int]) -> None:
+    """Columns left to right (sources, this dataset, products); this dataset's versions one
+    per row, oldest at the top; every other node next to the version it touches."""
+    by_id = {n.id: n for n in graph.nodes}
+    taken: dict[int, set[int]] = {0: set(), 2: set()}
+    for n in graph.nodes:
+        if n.column == 1:
+            n.row = row_of_seq[n.seq]
+    for n in graph.nodes:
+        if n.column == 1:
+            continue
+        near = [
+            by_id[e.target if e.source == n.id else e.source]
+            for e in graph.edges
+            if n.id in (e.source, e.target)
+        ]
+        row = min((m.row for m in near if m.column == 1), default=0)
+        while row in taken[n.column]:
+            row += 1
+        taken[n.column].add(row)
+        n.row = row
+    rows = max((n.row for n in graph.nodes), default=-1) + 1
+    for n in graph.nodes:
+        n.x = MARGIN + n.column * COL_WIDTH
+        n.y = MARGIN + n.row * ROW_HEIGHT
+    graph.width = 2 * MARGIN + 2 * COL_WIDTH + NODE_W
+    graph.height = 2 * MARGIN + max(rows, 1) * ROW_HEIGHT
+    graph.edges = [_route(e, by_id[e.source], by_id[e.target]) for e in graph.edges]
+
+
+def _route(edge: Edge, a: Node, b: Node) -> Edge:
+    if a.column == b.column:  # down the middle column: a curve on the right side
+        x = a.x + NODE_W
+        y1, y2 = a.y + NODE_H // 2, b.y + NODE_H // 2
+        bulge = x + 40 + 6 * abs(b.row - a.row)
+        path = f"M{x},{y1} C{bulge},{y1} {bulge},{y2} {x},{y2}"
+        return _with(edge, path, bulge - 12, (y1 + y2) // 2)
+    x1, y1 = a.x + NODE_W, a.y + NODE_H // 2
+    x2, y2 = b.x, b.y + NODE_H // 2
+    mid = (x1 + x2) // 2
+    return _with(edge, f"M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}", mid, (y1 + y2) // 2 - 4)
+
+
+def _with(edge: Edge, path: str, x: int, y: int) -> Edge:
+    return Edge(edge.source, edge.target, edge.kind, edge.detail, path, x, y)

@@ -1,0 +1,422 @@
+"""The browser's routes: HTML pages under ``/``, thumbnails and chart images.
+
+Every route reads through the same services, tokens and ACLs as the JSON API (``session``
+for the caller, ``datahub.api.access.require`` for the dataset), so a dataset the caller may
+not read is the same 404 here as there. Errors become an HTML page with the error's status
+and message (``PageRoute``); signing in is a redirect to ``/login``. Every response carries
+the shared security headers (``datahub.web.security_headers``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import json
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+
+from datahub.api.access import Principal, require
+from datahub.api.deps import Services
+from datahub.browser import charts, diffs, folders, lineage, listing, session
+from datahub.catalog import Catalog
+from datahub.catalog.filter import RecordFilter
+from datahub.catalog.model import Dataset, Version
+from datahub.errors import (
+    DatahubError,
+    InvalidInput,
+    ObjectChanged,
+    ObjectNotFound,
+    StorageError,
+    Unauthenticated,
+)
+from datahub.validation import check_key, check_prefix
+from datahub.web import Pages, security_headers
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
+PAGE = 100  # entries per page everywhere
+VERSIONS_PAGE = 50
+
+
+class PageRoute(APIRoute):
+    """Errors as pages: a DatahubError renders ``error.html`` with its status; no session is a
+    redirect to the login page; every response gets the security headers."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def run(request: Request) -> Response:
+            try:
+                response = await handler(request)
+            except Unauthenticated:
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                response = RedirectResponse(f"/login?{urlencode({'next': target})}", status_code=303)
+            except DatahubError as exc:
+                response = error_page(request, exc.http_status, exc.code, exc.message)
+            except RequestValidationError:
+                response = error_page(request, 400, "invalid_input", "a parameter of this page is not valid")
+            for name, value in security_headers().items():
+                response.headers.setdefault(name, value)
+            return response
+
+        return run
+
+
+router = APIRouter(route_class=PageRoute, include_in_schema=False)
+
+
+class Browser:
+    """What the pages hold between requests: templates, pictures and the summaries' caches."""
+
+    def __init__(self, services: Services, images: Any) -> None:
+        self.services = services
+        self.images = images
+        self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub"})
+        self.pages.env.filters.update(size=charts.human_size, when=_when)
+        self.summaries = charts.Summaries()
+        self.counts = diffs.Counts()
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.services.catalog
+
+
+def _when(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else ""
+
+
+def browser_of(request: Request) -> Browser:
+    return request.app.state.browser
+
+
+def render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+    b = browser_of(request)
+    principal = getattr(request.state, "principal", None)
+    local = b.services.config.api.local_mode
+    html = b.pages.render(
+        template,
+        stylesheets=["/static/browser.css"],
+        scripts=["/static/browser.js"],
+        favicon="/static/favicon.svg",
+        boot=None,
+        who=principal.name if principal else "",
+        local_mode=local,
+        logout_csrf=request.cookies.get(session.LOGIN_CSRF_COOKIE, ""),
+        **values,
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+def error_page(request: Request, status: int, code: str, message: str) -> HTMLResponse:
+    return render(request, "error.html", status, title=f"{status} {code}", code=code, message=message)
+
+
+def cursor_of(text: str) -> str:
+    """Cursors are base64url of a position in key order, as the API's are."""
+    if not text:
+        return ""
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidInput(f"invalid cursor {text[:40]!r}: follow the page's own links") from None
+
+
+def to_cursor(position: str | None) -> str | None:
+    return None if position is None else base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
+
+
+def _dataset(request: Request, name: str) -> tuple[Browser, Principal, Dataset]:
+    b = browser_of(request)
+    principal = session.caller(request, b.services)
+    dataset = b.catalog.get_dataset(name)
+    require(principal, dataset, "reader")
+    return b, principal, dataset
+
+
+def _filter(text: str) -> RecordFilter | None:
+    return RecordFilter.parse(text) if text.strip() else None
+
+
+def is_image(key: str) -> bool:
+    return key.lower().endswith(IMAGE_SUFFIXES)
+
+
+# --- sign in ------------------------------------------------------------------------------------
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request, next: str = "/", error: str = "") -> Response:
+    b = browser_of(request)
+    token = request.cookies.get(session.LOGIN_CSRF_COOKIE) or session.new_login_csrf()
+    response = render(
+        request,
+        "login.html",
+        title="Sign in",
+        csrf=token,
+        next=_local_path(next),
+        error=error[:200],
+        local=b.services.config.api.local_mode,
+    )
+    _set_form_cookie(request, response, token)
+    return response
+
+
+def _set_form_cookie(request: Request, response: Response, token: str) -> None:
+    response.set_cookie(
+        session.LOGIN_CSRF_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=session.secure(request),
+        path="/",
+    )
+
+
+def _local_path(target: str) -> str:
+    """Only a path of this site may follow a login (no open redirect)."""
+    return target if target.startswith("/") and not target.startswith("//") and "\\" not in target else "/"
+
+
+@router.post("/login")
+def login(
+    request: Request,
+    token: Annotated[str, Form(max_length=session.MAX_TOKEN_CHARS)],
+    csrf: Annotated[str, Form(max_length=200)],
+    next: Annotated[str, Form(max_length=4096)] = "/",
+) -> Response:
+    session.check_form(request, csrf)
+    b = browser_of(request)
+    try:
+        session.check_token(b.services, token)
+    except Unauthenticated as exc:
+        query = urlencode({"next": _local_path(next), "error": exc.message})
+        return RedirectResponse(f"/login?{query}", status_code=303)
+    response = RedirectResponse(_local_path(next), status_code=303)
+    response.set_cookie(
+        session.SESSION_COOKIE,
+        token.strip(),
+        max_age=session.SESSION_SECONDS,
+        httponly=True,
+        samesite="strict",
+        secure=session.secure(request),
+        path="/",
+    )
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Response:
+    session.check_form(request, csrf)
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(session.SESSION_COOKIE, path="/")
+    return response
+
+
+# --- datasets -----------------------------------------------------------------------------------
+@router.get("/", response_class=HTMLResponse)
+def datasets_page(request: Request, q: str = "", after: str = "") -> Response:
+    b = browser_of(request)
+    principal = session.caller(request, b.services)
+    rows, last = listing.dataset_rows(
+        b.catalog, principal, search=q[:200], after=cursor_of(after), limit=PAGE
+    )
+    more = None if last is None else "?" + urlencode({"q": q, "after": to_cursor(last)})
+    return render(request, "datasets.html", title="Datasets", rows=rows, q=q, more=more)
+
+
+@router.get("/datasets/{name}", response_class=HTMLResponse)
+def dataset_page(request: Request, name: str, before: int = 0) -> Response:
+    b, principal, dataset = _dataset(request, name)
+    versions = list(b.catalog.log(name))
+    shown = [v for v in versions if not before or v.seq < before][:VERSIONS_PAGE]
+    older = shown[-1].seq if shown and shown[-1].seq > versions[-1].seq else None
+    visible = {d.name for d in listing.readable(b.catalog, principal)}
+    others = ((other, b.catalog.log(other)) for other in sorted(visible) if other != name)
+    graph = lineage.build(name, versions, others, visible) if versions else lineage.Graph()
+    origins = {v.seq: lineage.origin(v.lineage) for v in shown}
+    return render(
+        request,
+        "dataset.html",
+        title=name,
+        dataset=dataset,
+        versions=shown,
+        origins=origins,
+        tags=listing.tags_of(versions),
+        graph=graph,
+        node=(lineage.NODE_W, lineage.NODE_H),
+        older=older,
+        visible=visible,
+        head=versions[0] if versions else None,
+    )
+
+
+# --- a version ----------------------------------------------------------------------------------
+@router.get("/datasets/{name}/versions/{ref}", response_class=HTMLResponse)
+def version_page(
+    request: Request, name: str, ref: str, prefix: str = "", filter: str = "", cursor: str = ""
+) -> Response:
+    b, _, _ = _dataset(request, name)
+    version = b.catalog.resolve(name, ref)
+    check_prefix(prefix)
+    where = _filter(filter)
+    entries, position = folders.browse(
+        b.catalog, name, version.seq, prefix=prefix, where=where, after=cursor_of(cursor), limit=PAGE
+    )
+    query = {"prefix": prefix, "filter": filter}
+    more = None if position is None else "?" + urlencode({**query, "cursor": to_cursor(position)})
+    chart_query = urlencode(query)
+    summary = b.summaries.get(
+        (name, version.seq, prefix, str(where or "")),
+        lambda: charts.summarise(b.catalog.store.list_records(name, version.seq, prefix=prefix, where=where)),
+    )
+    ref_text = f"{name}@v{version.seq}"
+    return render(
+        request,
+        "version.html",
+        title=ref_text,
+        name=name,
+        version=version,
+        prefix=prefix,
+        filter=filter,
+        crumbs=folders.parent_prefixes(prefix),
+        entries=entries,
+        more=more,
+        is_image=is_image,
+        summary=summary,
+        chart_query=chart_query,
+        snippets=_snippets(name, version, prefix, filter),
+    )
+
+
+def _snippets(name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:
+    ref = f"{name}@v{version.seq}"
+    url = f"datahub://{ref}/{prefix}"
+    where = f", where={filter!r}" if filter else ""
+    pfx = f", prefix={prefix!r}" if prefix else ""
+    return [
+        ("Mount it", f"datahub mount /mnt/{name} {ref}"),
+        ("fsspec URL", url),
+        (
+            "PyTorch",
+            f'VersionDataset.from_catalog(catalog, "{name}", "v{version.seq}", CacheSource(config){pfx}{where})',
+        ),
+    ]
+
+
+@router.get("/datasets/{name}/versions/{ref}/records/{key:path}", response_class=HTMLResponse)
+def record_page(request: Request, name: str, ref: str, key: str) -> Response:
+    b, _, _ = _dataset(request, name)
+    version = b.catalog.resolve(name, ref)
+    record = b.catalog.get_record(name, version.seq, check_key(key))
+    folder = key.rpartition("/")[0]
+    return render(
+        request,
+        "record.html",
+        title=key,
+        name=name,
+        version=version,
+        record=record,
+        crumbs=folders.parent_prefixes(folder + "/" if folder else ""),
+        image=is_image(key),
+        meta=_pretty(record.meta),
+        labels=_pretty(record.labels),
+    )
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+@router.get("/datasets/{name}/versions/{seq}/charts/{which}.svg")
+def chart_image(
+    request: Request, name: str, seq: int, which: str, prefix: str = "", filter: str = ""
+) -> Response:
+    b, _, _ = _dataset(request, name)
+    version = b.catalog.resolve(name, seq)
+    check_prefix(prefix)
+    where = _filter(filter)
+    summary = b.summaries.get(
+        (name, version.seq, prefix, str(where or "")),
+        lambda: charts.summarise(b.catalog.store.list_records(name, version.seq, prefix=prefix, where=where)),
+    )
+    chart = summary.sizes if which == "sizes" else _label_chart(summary, which)
+    svg = b.pages.render("chart.svg", chart=chart)
+    return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "private, max-age=3600"})
+
+
+def _label_chart(summary: charts.Summary, which: str) -> charts.Chart | None:
+    index = which.removeprefix("labels-")
+    if not index.isdigit() or int(index) >= len(summary.labels):
+        raise InvalidInput(f"no chart {which!r}: use sizes or labels-0 … labels-{len(summary.labels) - 1}")
+    return summary.labels[int(index)]
+
+
+@router.get("/thumbs/{name}/{seq}/{key:path}")
+def thumbnail(request: Request, name: str, seq: int, key: str) -> Response:
+    b, _, _ = _dataset(request, name)
+    version = b.catalog.resolve(name, seq)
+    record = b.catalog.get_record(name, version.seq, check_key(key))
+    try:
+        data = b.images.preview(record.ref, "thumb")
+    except (ObjectChanged, ObjectNotFound, InvalidInput, StorageError) as exc:
+        # the record exists but has no picture to show: say why in the picture, so a page of
+        # thumbnails shows every record and its console stays clean
+        svg = b.pages.render("no_preview.svg", reason=_NO_PREVIEW.get(exc.code, exc.code))
+        headers = {"Cache-Control": "no-store", "X-Datahub-Error": exc.code}
+        return Response(svg, media_type="image/svg+xml", headers=headers)
+    # the URL names an immutable version and the preview immutable bytes
+    cache = {"Cache-Control": "private, max-age=604800, immutable"}
+    return Response(data, media_type="image/jpeg", headers=cache)
+
+
+_NO_PREVIEW = {
+    "object_changed": "changed at its origin",
+    "object_not_found": "gone from its origin",
+    "payload_too_large": "too large to preview",
+    "invalid_input": "not an image",
+}
+
+
+# --- a diff -------------------------------------------------------------------------------------
+@router.get("/datasets/{name}/diff", response_class=HTMLResponse)
+def diff_page(
+    request: Request,
+    name: str,
+    from_ref: Annotated[str, Query(alias="from")] = "",
+    to: str = "latest",
+    prefix: str = "",
+    cursor: str = "",
+) -> Response:
+    b, _, _ = _dataset(request, name)
+    versions = list(b.catalog.log(name))
+    if not versions:
+        raise InvalidInput(f"dataset {name!r} has no versions to compare yet", dataset=name)
+    new = b.catalog.resolve(name, to)
+    if not from_ref:
+        from_ref = str(new.parent or 0)
+    old = None if from_ref in ("0", "v0") else b.catalog.resolve(name, from_ref)
+    check_prefix(prefix)
+    a = old.seq if old else 0
+    added, removed, modified = b.counts.get(b.catalog, name, old, new)
+    rows, last = diffs.page(b.catalog, name, a, new.seq, prefix=prefix, after=cursor_of(cursor), limit=PAGE)
+    query = {"from": a, "to": new.seq, "prefix": prefix}
+    more = None if last is None else "?" + urlencode({**query, "cursor": to_cursor(last)})
+    return render(
+        request,
+        "diff.html",
+        title=f"{name}: v{a} → v{new.seq}",
+        name=name,
+        versions=versions,
+        old=a,
+        new=new.seq,
+        prefix=prefix,
+        counts={"added": added, "removed": removed, "modified": modified},
+        rows=rows,
+        more=more,
+        is_image=is_image,
+    )

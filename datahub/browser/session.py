@@ -1,0 +1,79 @@
+"""Who is browsing: exactly the API's callers, with a cookie a browser can carry.
+
+The browser has no accounts of its own: a person signs in with an API token (``datahub token
+create``), which the login form checks against the catalog's token table and keeps in an
+HttpOnly, SameSite=Strict cookie (Secure over https), so page scripts never see it and no
+other site can send it. Every request looks the token up again, so ``datahub token revoke``
+ends a browser session at once. Scripts may send ``Authorization: Bearer`` instead. In
+local mode every caller is the API's ``local`` admin and there is no login. The API itself
+never reads the cookie, so it needs no CSRF defence; the browser's only writes are login and
+logout, which check a double-submit token and the Origin header.
+"""
+
+from __future__ import annotations
+
+import secrets
+from urllib.parse import urlsplit
+
+from fastapi import Request
+
+from datahub.api.access import LOCAL, Principal
+from datahub.api.deps import Services
+from datahub.api.tokens import TOKEN_PREFIX, lookup_token
+from datahub.errors import AccessDenied, Unauthenticated
+
+SESSION_COOKIE = "datahub_session"
+LOGIN_CSRF_COOKIE = "datahub_login_csrf"
+SESSION_SECONDS = 12 * 3600
+MAX_TOKEN_CHARS = 256
+
+
+def caller(request: Request, services: Services) -> Principal:
+    """The API's principal for this request; Unauthenticated when nobody signed in."""
+    known = getattr(request.state, "principal", None)
+    if known is not None:
+        return known
+    if services.config.api.local_mode:
+        principal = LOCAL
+    else:
+        scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+        token = bearer.strip() if scheme.lower() == "bearer" else request.cookies.get(SESSION_COOKIE, "")
+        principal = _principal(services, token)
+    request.state.principal = principal
+    return principal
+
+
+def _principal(services: Services, token: str) -> Principal:
+    if not token:
+        raise Unauthenticated("sign in with an API token first (datahub token create)")
+    info = lookup_token(services.catalog.store, token) if len(token) <= MAX_TOKEN_CHARS else None
+    if info is None:
+        raise Unauthenticated("invalid or revoked token: create a new one with 'datahub token create'")
+    return Principal(info.principal, info.is_admin)
+
+
+def check_token(services: Services, token: str) -> Principal:
+    """The login form's check: the same lookup every later request makes."""
+    token = token.strip()
+    if not token.startswith(TOKEN_PREFIX):
+        raise Unauthenticated(f"that is not a datahub API token (they start with {TOKEN_PREFIX!r})")
+    return _principal(services, token)
+
+
+def new_login_csrf() -> str:
+    return secrets.token_urlsafe(24)
+
+
+def check_form(request: Request, sent: str) -> None:
+    """A login or logout form must come from this site: the Origin header (sent by every
+    browser on a POST) names this host, and the form echoes the cookie's double-submit token."""
+    origin = request.headers.get("origin")
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
+        raise AccessDenied("this form was sent from another site; open the page again and retry")
+    cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    if not cookie or not sent or not secrets.compare_digest(cookie, sent):
+        raise AccessDenied("the form expired; open the page again and retry")
+
+
+def secure(request: Request) -> bool:
+    return request.url.scheme == "https"

@@ -1,0 +1,134 @@
+"""Headless Chromium through selenium (Debian's chromium and chromedriver; nothing downloaded).
+
+``Chrome.visit`` loads a page and checks what every page must hold: no alert opened, no
+console error (a script error, a CSP violation, a failed resource), and no serious or
+critical axe-core violation (axe-core from the npm registry, pinned and fetched by
+scripts/install.sh, injected into the page by the test: the page itself never loads it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+AXE = ROOT / ".venv" / "node" / "node_modules" / "axe-core" / "axe.min.js"
+WAIT = 60  # seconds: an upper bound for page state on a loaded machine, never a sleep
+SHOTS = os.environ.get("DATAHUB_SCREENSHOTS")  # a directory to keep screenshots in
+
+
+class Chrome:
+    def __init__(self, shots: Path) -> None:
+        if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+            pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/install.sh)")
+        if not AXE.exists():
+            pytest.skip(f"axe-core is not installed at {AXE} (scripts/install.sh fetches it)")
+        os.environ["SE_OFFLINE"] = "true"  # selenium manager never goes to the network
+        options = Options()
+        options.binary_location = str(CHROMIUM)
+        for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    "--no-first-run", "--window-size=1360,900"):  # fmt: skip
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self.driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+        self.driver.set_page_load_timeout(WAIT)
+        self.shots = Path(SHOTS) if SHOTS else shots
+        self.axe_source = AXE.read_text()
+
+    def close(self) -> None:
+        self.driver.quit()
+
+    def visit(self, url: str, shot: str | None = None, *, axe: bool = True, error_page: bool = False) -> None:
+        """``error_page``: the page itself answers 4xx (Chromium logs that one load, and only it)."""
+        self.driver.get(url)
+        self.settle()
+        self.check(shot, axe=axe, page_error=url if error_page else None)
+
+    def settle(self) -> None:
+        """Wait until the page and its images finished loading."""
+        WebDriverWait(self.driver, WAIT).until(
+            lambda d: d.execute_script(
+                "return document.readyState === 'complete' && "
+                "Array.from(document.images).every(i => i.complete)"
+            )
+        )
+
+    def check(self, shot: str | None = None, *, axe: bool = True, page_error: str | None = None) -> None:
+        self.no_alert()
+        if shot:
+            self.screenshot(shot)
+        errors = [
+            e
+            for e in self.driver.get_log("browser")
+            if e["level"] == "SEVERE" and not (page_error and e["message"].startswith(page_error + " "))
+        ]
+        assert errors == [], f"console errors on {self.driver.current_url}: {errors}"
+        if axe:
+            bad = self.axe()
+            assert bad == [], f"axe-core on {self.driver.current_url}: {json.dumps(bad, indent=1)[:4000]}"
+
+    def no_alert(self) -> None:
+        try:
+            alert = self.driver.switch_to.alert
+        except NoAlertPresentException:
+            return
+        text = alert.text
+        alert.dismiss()
+        raise AssertionError(f"an alert opened on {self.driver.current_url}: {text!r}")
+
+    def axe(self) -> list[dict]:
+        """Serious and critical violations axe-core finds on the current page."""
+        self.driver.execute_script(self.axe_source)  # through the driver: the page's CSP does not apply
+        result = self.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "axe.run(document, {resultTypes: ['violations']}).then(r => done(JSON.stringify(r.violations)),"
+            " e => done(JSON.stringify([{id: 'axe-error', impact: 'critical', help: String(e)}])));"
+        )
+        violations = json.loads(result)
+        return [
+            {
+                "id": v["id"],
+                "impact": v["impact"],
+                "help": v.get("help"),
+                "nodes": [n.get("html", "")[:200] for n in v.get("nodes", [])][:5],
+            }  # fmt: skip
+            for v in violations
+            if v.get("impact") in ("serious", "critical")
+        ]
+
+    def screenshot(self, name: str) -> Path:
+        self.shots.mkdir(parents=True, exist_ok=True)
+        path = self.shots / f"{name}.png"
+        height = self.driver.execute_script("return document.documentElement.scrollHeight")
+        self.driver.set_window_size(1360, min(max(900, height), 4000))
+        self.driver.save_screenshot(str(path))
+        self.driver.set_window_size(1360, 900)
+        return path
+
+    def find(self, css: str):
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def find_all(self, css: str):
+        return self.driver.find_elements(By.CSS_SELECTOR, css)
+
+
+@pytest.fixture
+def chrome(tmp_path: Path):
+    c = Chrome(tmp_path / "shots")
+    try:
+        yield c
+    finally:
+        c.close()

@@ -1,0 +1,146 @@
+"""Browser fixtures: a real SQLite catalog, real JPEGs in a file:// store, the app ``datahub
+serve`` builds (API + browser), read through the real cache.
+
+``pets`` v1 is 24 JPEGs in folders (``train/cat``, ``train/dog``, ``val``) plus a text file;
+v2 relabels two records, replaces one picture, deletes one and adds one, and is tagged
+``golden``. Hostile strings (HTML and script) sit in a description, a message, keys, labels.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from datahub.catalog import Delete, Patch, Put, Record, open_catalog
+from datahub.cli.serve_cmd import build_app
+from datahub.config import Config, load_config
+from datahub.storage import StoreRegistry, open_store
+from tests.servers import free_port
+
+EVIL = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&"
+EVIL_KEY = "val/<img src=x onerror=alert(3)>&'\".jpg"
+
+
+@dataclass
+class Env:
+    config: Config
+    catalog: object
+    stores: StoreRegistry
+    objects: object
+    tmp: Path
+
+
+def jpeg(color: tuple[int, int, int], size: tuple[int, int] = (160, 120)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, color).save(out, "JPEG")
+    return out.getvalue()
+
+
+def put(objects, key: str, data: bytes, **fields) -> Put:
+    """A record whose bytes are a new object (named by content), as a by-reference import of
+    a changed file would be: the old version's object stays readable."""
+    name = "o/" + hashlib.sha256(data).hexdigest()[:24]
+    info = objects.put(name, data)
+    return Put(Record(key, objects.url_for(name), info.etag, info.size, **fields))
+
+
+def make_env(tmp: Path, *, local_mode: bool = True) -> Env:
+    overrides = {
+        "home": str(tmp / "var"),
+        "catalog_url": f"sqlite:///{tmp / 'catalog.db'}",  # pack's workers open the same catalog
+        "api": {"local_mode": local_mode},
+    }
+    config = load_config(env={}, overrides=overrides)
+    objects = open_store((tmp / "objects").as_uri(), config)
+    catalog = open_catalog(config.resolved_catalog_url)
+    return Env(config, catalog, StoreRegistry(config), objects, tmp)
+
+
+def fill_pets(env: Env) -> None:
+    c, o = env.catalog, env.objects
+    c.create_dataset("pets", description=f"pet pictures {EVIL}", owner="alice")
+    changes = []
+    for i in range(10):
+        changes.append(
+            put(o, f"train/cat/{i:03d}.jpg", jpeg((200, 40 + i * 10, 40)), labels={"class": "cat"})
+        )
+        changes.append(
+            put(o, f"train/dog/{i:03d}.jpg", jpeg((40, 40 + i * 10, 200)), labels={"class": "dog"})
+        )
+    for i in range(3):
+        changes.append(
+            put(o, f"val/{i:03d}.jpg", jpeg((90, 200, 90)), labels={"class": "bird"}, meta={"split": "val"})
+        )
+    changes.append(
+        put(o, EVIL_KEY, jpeg((10, 10, 10)), labels={"class": EVIL, EVIL: "x"}, meta={"note": EVIL})
+    )
+    changes.append(put(o, "README.txt", b"plain text, not an image\n"))
+    c.commit("pets", changes, message=f"import {EVIL}", author="alice")
+    c.commit(
+        "pets",
+        [
+            Patch("train/cat/000.jpg", labels={"class": "dog", "checked": True}),
+            Patch("val/000.jpg", meta={"split": "test"}),
+            put(o, "train/dog/001.jpg", jpeg((250, 250, 0)), labels={"class": "dog"}),
+            Delete("train/cat/009.jpg"),
+            put(o, "train/cat/010.jpg", jpeg((0, 0, 0)), labels={"class": "cat"}),
+        ],
+        message="relabel and fix",
+        author="bob",
+    )
+    c.tag("pets", "golden", 2)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    e = make_env(tmp_path)
+    fill_pets(e)
+    try:
+        yield e
+    finally:
+        e.stores.close()
+        e.catalog.close()
+
+
+@pytest.fixture
+def app(env: Env):
+    app, cache = build_app(env.config, env.catalog, env.stores, labelx=False)
+    try:
+        yield app
+    finally:
+        cache.close()
+
+
+@pytest.fixture
+def client(app) -> Iterator[TestClient]:
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        yield c
+
+
+@pytest.fixture
+def server(app) -> Iterator[str]:
+    """The app on a loopback port, served by uvicorn in a thread (as ``datahub serve`` does)."""
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    started = threading.Event()
+    for _ in range(1200):  # up to 60 s on a loaded machine
+        if srv.started:
+            break
+        started.wait(0.05)
+    assert srv.started, "uvicorn did not start"
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)

@@ -1,0 +1,79 @@
+"""The browser's pages in headless Chromium: every page, hostile names, thumbnails, axe-core.
+
+Each visit checks no alert opened, no console error, and no serious or critical axe-core
+violation (``Chrome.visit``). Screenshots go to ``$DATAHUB_SCREENSHOTS`` when set.
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+import pytest
+
+from tests.browser.chrome import chrome  # noqa: F401 - the fixture
+from tests.browser.conftest import EVIL, EVIL_KEY
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def test_every_page_with_hostile_names(chrome, server):  # noqa: F811
+    c = chrome
+    c.visit(f"{server}/", "1-datasets")
+    assert [a.text for a in c.find_all("a.dataset-link")] == ["pets"]
+    assert EVIL in c.find("td.desc").text  # shown as text, never run
+    c.visit(f"{server}/?q=zzz", "1b-datasets-search-empty")
+    assert c.find("#no-datasets").is_displayed()
+
+    c.visit(f"{server}/datasets/pets", "2-dataset")
+    rows = c.find_all("#versions tbody tr")
+    assert [r.get_attribute("data-seq") for r in rows] == ["2", "1"]  # newest first
+    assert EVIL in c.find('#versions tr[data-seq="1"] .message').text
+    assert "golden → v2" in c.find("#tags").text
+    assert c.find_all('#lineage g.edge[data-source="pets@v1"][data-target="pets@v2"]')
+
+    c.visit(f"{server}/datasets/pets/versions/2", "3-version-root")
+    names = [e.text for e in c.find_all("#entries .entry-name")]
+    assert names == ["README.txt", "train/", "val/"]
+    snippets = c.driver.find_elements("css selector", ".snippet code")
+    assert [s.text for s in snippets][:2] == ["datahub mount /mnt/pets pets@v2", "datahub://pets@v2/"]
+
+    c.visit(f"{server}/datasets/pets/versions/2?prefix=val/", "4-version-val")
+    thumbs = c.find_all("#entries img.thumb")
+    assert len(thumbs) == 4
+    assert all(c.driver.execute_script("return arguments[0].naturalWidth", t) > 0 for t in thumbs)
+    assert EVIL_KEY.removeprefix("val/") in [e.text for e in c.find_all("#entries .entry-name")]
+
+    c.visit(f"{server}/datasets/pets/versions/2?prefix=train/cat/&filter=labels.checked%3F", "5-filtered")
+    assert [e.text for e in c.find_all("#entries .entry-name")] == ["000.jpg"]
+
+    c.visit(f"{server}/datasets/pets/versions/2/records/{quote(EVIL_KEY, safe='/')}", "6-record-hostile")
+    assert c.find("#record-key").text == EVIL_KEY
+    as_json = json.dumps(EVIL, ensure_ascii=False)
+    assert as_json in c.find("#record-labels").text and as_json in c.find("#record-meta").text
+
+    c.visit(f"{server}/datasets/pets/diff?from=1&to=2", "7-diff")
+    assert c.find("#diff-counts").text == "+1 added −1 removed ~3 modified"
+    kinds = {
+        r.get_attribute("data-key"): r.get_attribute("class")
+        for r in c.find_all("#diff-entries > tbody > tr")
+    }
+    assert kinds == {
+        "train/cat/000.jpg": "modified",
+        "train/cat/009.jpg": "removed",
+        "train/cat/010.jpg": "added",
+        "train/dog/001.jpg": "modified",
+        "val/000.jpg": "modified",
+    }
+    relabel = c.find('#diff-entries tr[data-key="train/cat/000.jpg"] table.changes').text
+    assert (
+        "labels.class" in relabel
+        and '"cat"' in relabel
+        and '"dog"' in relabel
+        and "labels.checked" in relabel
+    )
+    picture = c.find_all('#diff-entries tr[data-key="train/dog/001.jpg"] img.thumb')
+    assert len(picture) == 2  # before and after
+    c.visit(f"{server}/datasets/nope", "8-not-found", error_page=True)
+    assert "dataset 'nope' not found" in c.find(".error-message").text
+    c.visit(f"{server}/login", "9-login-local-mode")
