@@ -57,6 +57,11 @@ class Chrome:
         self.settle()
         self.check(shot, axe=axe, page_error=url if error_page else None)
 
+    def wait_for_url(self, check) -> None:
+        """Wait until the page's URL satisfies ``check`` (after a click that navigates), then settle."""
+        WebDriverWait(self.driver, WAIT).until(lambda d: check(d.current_url))
+        self.settle()
+
     def settle(self) -> None:
         """Wait until the page and its images finished loading."""
         WebDriverWait(self.driver, WAIT).until(

@@ -12,6 +12,7 @@ import hashlib
 import io
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,8 +127,8 @@ def client(app) -> Iterator[TestClient]:
         yield c
 
 
-@pytest.fixture
-def server(app) -> Iterator[str]:
+@contextmanager
+def serving(app) -> Iterator[str]:
     """The app on a loopback port, served by uvicorn in a thread (as ``datahub serve`` does)."""
     port = free_port()
     srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
@@ -144,3 +145,9 @@ def server(app) -> Iterator[str]:
     finally:
         srv.should_exit = True
         thread.join(timeout=30)
+
+
+@pytest.fixture
+def server(app) -> Iterator[str]:
+    with serving(app) as url:
+        yield url
