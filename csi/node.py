@@ -437,7 +437,7 @@ def _mount_args(p: Published, *, first: bool) -> list[str]:
         return args + (["--commit-to", spec.commit_to] if spec.commit_to else [])
     if spec.cache == "none":
         args.append("--no-cache")
-    elif spec.prefetch is not None:  # else the mount's default: warm-up on for dataset versions
+    elif spec.prefetch is not None:  # else the mount's default (versions: on; buckets: the policy)
         args.append("--prefetch" if spec.prefetch else "--no-prefetch")
     if spec.kind == "bucket" and spec.refresh and first:
         args.append("--refresh")  # a remount shows the snapshot taken at publish, not a new one

@@ -178,6 +178,14 @@ class CacheConfig(_Section):
     """Warm-up workers (``datahub prefetch``, mount warm-up); they may block in the origin scheduler, which decides how many of their requests run at once. Hint and readahead use up to 8."""
     warmup_idle_seconds: float = 30.0
     """Warm-up fetches a large object (more than 4 pages) no reader has opened only once readers have been idle this long (docs/cache.md "Warm-up"); 0 = at once."""
+    bucket_warmup_objects: int = 5000
+    """A bucket snapshot mounted with neither --prefetch nor --no-prefetch is warmed whole once listed if it fits below the low watermark and has at most this many objects (docs/cache.md "Warm-up of a bucket snapshot"); 0 = never at mount."""
+    bucket_warmup_opens: int = 32
+    """Otherwise this many distinct cold opens within bucket_warmup_window_seconds start a warm-up of the directory that holds them, if it fits."""
+    bucket_warmup_window_seconds: float = 30.0
+    """The window of bucket_warmup_opens."""
+    bucket_warmup_idle_seconds: float = 120.0
+    """An automatic warm-up of a bucket snapshot stops once the mount's readers have been idle this long (a later pattern resumes it)."""
     readahead_bytes: Size = 64 * 1024**2
     """How far the prefetcher reads ahead of a sequential reader (docs/cache.md "Read-ahead"): the window of a large object's stream, and of the readahead runs (one GET each) of smaller objects; 0 = no read-ahead."""
     hint_budget_bytes: Size = 512 * 1024**2

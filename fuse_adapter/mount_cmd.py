@@ -2,6 +2,7 @@
 
     datahub mount MOUNTPOINT DATASET[@REF] ...        read-only: MOUNTPOINT/<dataset>/v<N>/...
                                                       (warms the cache in the background; --no-prefetch: not)
+                                                      (a bucket: warms what fits and readers go through)
                                                       (a stale mount point of a dead daemon is cleaned first)
     datahub mount MOUNTPOINT s3://bucket[/prefix]     read-only snapshot of a bucket (--refresh: new one)
     datahub mount --workspace NAME MOUNTPOINT [--commit-to DATASET]   writable, write-back
@@ -72,7 +73,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         default=None,
         help="read-only: warm the cache in the background with every mounted file, at low priority "
-        "and only what fits (the default for dataset versions; bucket snapshots only with this flag)",
+        "and only what fits (the default for dataset versions; a bucket snapshot without either flag "
+        "warms automatically: whole if small enough to fit, else a directory readers go through)",
     )
     warm.add_argument(
         "--no-prefetch", dest="prefetch", action="store_false", help="read-only: no background warm-up"
@@ -146,6 +148,7 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
 
     from datahub.catalog import open_catalog
     from fuse_adapter import daemon, layout
+    from fuse_adapter.bucket_warmup import ObservedSource
     from fuse_adapter.fuse_ops import MAX_IO, ReadOnlyOps, mount_options, request_counter, serve
     from fuse_adapter.source import open_source
 
@@ -158,9 +161,14 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     urls = [s for s in args.sources if "://" in s]
     if urls and (len(urls) > 1 or len(args.sources) > 1):
         raise InvalidInput("mount one bucket URL at a time, or any number of DATASET[@REF] (not both)")
+    stopping = threading.Event()
+    bucket_warmup = None
     if urls:
+        bucket_warmup = _bucket_warmup(
+            args, config, source, ctx.stores.store(urls[0]).url_for(""), mountpoint, stopping
+        )
         view, loaders, info = layout.bucket_view(
-            urls[0], ctx.stores, catalog_factory, source,
+            urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup),
             refresh=args.refresh, uid=args.uid, gid=args.gid,
         )  # fmt: skip
     else:
@@ -168,25 +176,31 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=args.uid, gid=args.gid)
     home = config.home_path
     record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
-    stopping = threading.Event()
-    if urls:
-        ctx.stores.store(urls[0])  # open the S3 client now, not inside the first read
-    else:
+    if not urls:
         threading.Thread(
             target=_open_stores,
             args=(view, loaders, ctx.stores, stopping),
             name="datahub-stores",
             daemon=True,
         ).start()
-    warm_up = warm_up_wanted(args, bucket=bool(urls))
-    log.info("background warm-up: %s", "on (--no-prefetch turns it off)" if warm_up else "off")
-    if warm_up:
+    if bucket_warmup is not None:
+        log.info("background warm-up: %s", _BUCKET_WARMUP_MODES[bucket_warmup.policy.mode])
+        bucket_warmup.start(
+            lambda: (ref for loader in loaders for _k, ref, _m in view.tree.walk_files(loader.feed.root)),
+            lambda: _listed(loaders, stopping),
+        )
+    elif warm_up_wanted(args):
+        log.info("background warm-up: on (--no-prefetch turns it off)")
         threading.Thread(
             target=_prefetch, args=(view, loaders, source, stopping), name="datahub-prefetch", daemon=True
         ).start()
+    else:
+        log.info("background warm-up: off")
 
     def stop() -> None:
         stopping.set()
+        if bucket_warmup is not None:
+            bucket_warmup.close()
         source.close()
 
     def ready() -> None:
@@ -211,19 +225,58 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     return 0
 
 
-def warm_up_wanted(args: argparse.Namespace, *, bucket: bool) -> bool:
-    """Whether a read-only mount warms its cache in the background.
+def warm_up_wanted(args: argparse.Namespace) -> bool:
+    """Whether a read-only mount of dataset versions warms its cache in the background.
 
-    On by default for dataset versions: a training job's first epoch through a plain mount
-    then reads a cache that is filling ahead of it, with no datahub code in the script
-    (issue 13 item 5). It never hurts the reader: warm-up requests are served after
-    demand reads (origin scheduler), skip what is cached, and stop when the cache is full
-    (docs/cache.md "Warm-up"). A bucket snapshot is often far larger than what a job
-    reads, so it warms only when asked (``--prefetch``). ``--no-cache`` keeps nothing to warm.
+    On by default: a training job's first epoch through a plain mount then reads a cache
+    that is filling ahead of it, with no datahub code in the script (issue 13 item 5). It
+    never hurts the reader: warm-up requests are served after demand reads (origin
+    scheduler), skip what is cached, and stop when the cache is full (docs/cache.md
+    "Warm-up"). ``--no-cache`` keeps nothing to warm. A bucket snapshot follows its own
+    policy (``bucket_warmup_mode``).
     """
     if args.no_cache:
         return False
-    return (not bucket) if args.prefetch is None else args.prefetch
+    return True if args.prefetch is None else args.prefetch
+
+
+def bucket_warmup_mode(args: argparse.Namespace) -> bool | None:
+    """A bucket snapshot's warm-up: True (``--prefetch``), False (``--no-prefetch``, ``--no-cache``)
+    or None: automatic (``datahub.cache.warmup_policy``), because a bucket is often far larger
+    than what a job reads, and warming it whole would cost a GET per object for nothing."""
+    return False if args.no_cache else args.prefetch
+
+
+_BUCKET_WARMUP_MODES = {
+    None: "automatic (a snapshot that fits, or an epoch pattern of reads; --prefetch: all, --no-prefetch: none)",
+    True: "on (--prefetch)",
+    False: "off",
+}
+
+
+def _bucket_warmup(
+    args: argparse.Namespace, config, source, root: str, mountpoint: str, stopping: threading.Event
+):
+    from datahub.cache.warmup_policy import PolicySettings, WarmupPolicy
+    from fuse_adapter.bucket_warmup import BucketWarmup
+
+    c = config.cache
+    settings = PolicySettings(
+        fits_max_objects=c.bucket_warmup_objects,
+        opens=c.bucket_warmup_opens,
+        window_seconds=c.bucket_warmup_window_seconds,
+        idle_stop_seconds=c.bucket_warmup_idle_seconds,
+    )
+    return BucketWarmup(source, WarmupPolicy(settings, bucket_warmup_mode(args), root), mountpoint, stopping)
+
+
+def _listed(loaders, stopping: threading.Event) -> bool:
+    """Wait until every listing is in; False if the mount stops first."""
+    for loader in loaders:
+        while not loader.wait(0.5):
+            if stopping.is_set():
+                return False
+    return True
 
 
 def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
@@ -246,10 +299,8 @@ def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
 
 def _prefetch(view, loaders, source, stopping: threading.Event) -> None:
     """Warm the cache with every file of the mount (after the listings are in), until unmount."""
-    for loader in loaders:
-        while not loader.wait(0.5):
-            if stopping.is_set():
-                return
+    if not _listed(loaders, stopping):
+        return
     refs = warm_up_order(
         ref for loader in loaders for _key, ref, _mtime in view.tree.walk_files(loader.feed.root)
     )

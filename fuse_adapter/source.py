@@ -40,12 +40,31 @@ class ByteSource(Protocol):
         """Upcoming read order (best effort)."""
         ...
 
-    def prefetch(self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None) -> object:
-        """Warm these objects (blocking; run in a worker thread; stops when ``cancel`` is set)."""
+    def prefetch(
+        self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None, progress=None
+    ) -> object:
+        """Warm these objects (blocking; run in a worker thread; stops when ``cancel`` is set);
+        ``progress.update(objects, nbytes)`` as it goes."""
         ...
 
     def watch_requests(self, counter: Callable[[], int]) -> None:
         """A counter of the mount's requests: while it moves, readers are busy (warm-up waits)."""
+        ...
+
+    def holds(self, ref: ObjectRef) -> bool:
+        """Whether ``ref`` is cached on this node (its first page, in a local tier)."""
+        ...
+
+    def idle_for(self) -> float:
+        """Seconds since a reader last read or sent a request (inf: none yet)."""
+        ...
+
+    def warm_room(self) -> int:
+        """The most bytes a warm-up may bring in without evicting any of them."""
+        ...
+
+    def report_warmup(self, status: Callable[[], dict]) -> None:
+        """Show a mount's warm-up status in the cache's stats."""
         ...
 
     def close(self) -> None: ...
@@ -72,11 +91,25 @@ class CacheSource:
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         self._cache.hint(refs)
 
-    def prefetch(self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None) -> object:
-        return self._cache.prefetch(refs, cancel=cancel)
+    def prefetch(
+        self, refs: Iterable[ObjectRef], *, cancel: threading.Event | None = None, progress=None
+    ) -> object:
+        return self._cache.prefetch(refs, cancel=cancel, progress=progress)
 
     def watch_requests(self, counter: Callable[[], int]) -> None:
         self._cache.activity.watch(counter)
+
+    def holds(self, ref: ObjectRef) -> bool:
+        return self._cache.holds(ref)
+
+    def idle_for(self) -> float:
+        return self._cache.activity.idle_for()
+
+    def warm_room(self) -> int:
+        return self._cache.warm_room()
+
+    def report_warmup(self, status: Callable[[], dict]) -> None:
+        self._cache.report_warmup(status)
 
     def close(self) -> None:
         self._cache.close()

@@ -83,3 +83,12 @@ def cache_text(cache) -> str:
     except ImportError:
         return ""
     return prometheus_text(cache)
+
+
+def warmups_text(config) -> str:
+    """The warm-ups of the mounts whose cache shares this home (their stats snapshots): a
+    mount is its own process, so this is how /metrics sees it."""
+    from datahub.cache.metrics import warmup_text
+    from datahub.cache.stats import read_snapshots, stats_dir
+
+    return warmup_text(read_snapshots(stats_dir(config)))

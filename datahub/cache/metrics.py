@@ -90,3 +90,43 @@ def _scheduler_lines(sched: dict | None) -> list[str]:
         f"datahub_origin_promoted_total {sched.get('promoted', 0)}",
     ]
     return lines
+
+
+_WARMUP_FIGURES = {
+    # status key: (metric name, help)
+    "objects_warmed": ("datahub_warmup_objects_warmed", "Objects a mount's warm-up has warmed."),
+    "bytes_warmed": ("datahub_warmup_bytes_fetched", "Bytes a mount's warm-up fetched from the origin."),
+    "objects_left": (
+        "datahub_warmup_objects_left",
+        "Objects the running or stopped warm-up has not reached.",
+    ),
+    "bytes_left": ("datahub_warmup_bytes_left", "Bytes the running or stopped warm-up has not reached."),
+    "objects_skipped": ("datahub_warmup_objects_skipped", "Objects not warmed because they do not fit."),
+    "bytes_skipped": ("datahub_warmup_bytes_skipped", "Bytes not warmed because they do not fit."),
+}
+
+
+def warmup_text(snapshots: list[dict]) -> str:
+    """The background warm-ups of this node's mounts (from their processes' stats snapshots):
+    one series per mount, labelled with the mount point, its state and why it started."""
+    warmups = [w for snap in snapshots for w in snap.get("warmups", [])]
+    if not warmups:
+        return ""
+    lines = [
+        "# HELP datahub_warmup_running Whether a mount's background warm-up is running (1) or not (0).",
+        "# TYPE datahub_warmup_running gauge",
+    ]
+    for w in warmups:
+        labels = _labels(mount=w["mount"], mode=w["mode"], state=w["state"], reason=w.get("reason", ""))
+        lines.append(f"datahub_warmup_running{{{labels}}} {int(w['state'] == 'running')}")
+    for key, (name, help_text) in _WARMUP_FIGURES.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+        lines += [f"{name}{{{_labels(mount=w['mount'])}}} {w.get(key, 0)}" for w in warmups]
+    return "\n".join(lines) + "\n"
+
+
+def _labels(**values: str) -> str:
+    def escape(v: str) -> str:
+        return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    return ",".join(f'{k}="{escape(v)}"' for k, v in values.items())

@@ -127,6 +127,10 @@ class WarmBudget:
         self.keeping = frozenset(persistent or self.room)
         self.used: dict[Tier, int] = dict.fromkeys(self.room, 0)
 
+    def capacity(self) -> int:
+        """The most bytes one pass may warm: the largest room of a tier that keeps pages."""
+        return max((self.room[t] for t in self.keeping), default=0)
+
     def refused(self, tier: Tier) -> None:
         """``tier`` refused a page of this pass: it takes no more of it."""
         with self._lock:

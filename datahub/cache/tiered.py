@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 
 from datahub.cache import stats as stats_io
@@ -85,6 +85,7 @@ class TieredCache:
         self._closed = threading.Event()
         self._wake = threading.Event()
         self._maintainer: threading.Thread | None = None  # started by start()
+        self._warmup_reports: list[Callable[[], dict]] = []  # mounts' warm-ups, for stats()
 
     def start(self, prefetcher: Prefetcher, hints: HintAhead, *, maintain_interval: float) -> TieredCache:
         """Connect the parts built around this cache, load the pins, start the maintainer."""
@@ -345,6 +346,20 @@ class TieredCache:
             hold=self.activity.hold,
         )
 
+    def warm_room(self) -> int:
+        """The most bytes a warm-up pass may bring in without any tier evicting one of them
+        (``WarmBudget``: below the low watermark of a tier that keeps pages)."""
+        return WarmBudget(self.tiers).capacity()
+
+    def holds(self, ref: ObjectRef) -> bool:
+        """Whether a local tier holds the first page of ``ref`` (no I/O beyond an index look-up)."""
+        return self._cached_locally(PageKey(ref.url, ref.etag, self.page_size, 0))
+
+    def report_warmup(self, status: Callable[[], dict]) -> None:
+        """Show ``status()`` (a mount's warm-up) in ``stats()``, hence ``datahub cache stats``
+        and /metrics."""
+        self._warmup_reports.append(status)
+
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         """The reader will read ``refs`` in this order: fetch ahead within hint_budget_bytes.
 
@@ -441,6 +456,7 @@ class TieredCache:
             **self._prefetcher.stats(),  # "readahead" (runs' queue) and "streams"
             "hints": self._hints.stats(),
             "pinned_objects": len(self._pinned),
+            "warmups": [status() for status in self._warmup_reports],
         }
 
     def close(self) -> None:

@@ -149,11 +149,13 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
     schedulers = [
         {"pid": s["pid"], **s["origin"]["scheduler"]} for s in snapshots if "scheduler" in s.get("origin", {})
     ]
+    warmups = [{"pid": s["pid"], **w} for s in snapshots for w in s.get("warmups", [])]
     result = {
         "processes": [s["pid"] for s in snapshots],
         "tiers": list(tiers.values()),
         "pins": pins,
         "origin_schedulers": schedulers,
+        "warmups": warmups,
         "workspaces": workspaces,
     }
     if ctx.json_output:
@@ -173,6 +175,8 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
     ctx.emit(None, text=f"counters from {len(snapshots)} running cache process(es); pins: {len(pins)}")
     for sched in schedulers:
         ctx.emit(None, text=_scheduler_line(sched))
+    for warmup in warmups:
+        ctx.emit(None, text=_warmup_line(warmup))
     if workspaces is None:
         ctx.emit(None, text="write-back: dirty bytes / flush lag unavailable (no journal statistics)")
     elif workspaces:
@@ -194,6 +198,17 @@ def _scheduler_line(s: dict) -> str:
         f"origin scheduler of pid {s['pid']}: limit {s['limit']} (flush {s['flush_limit']}), "
         f"in flight {per_class(s['in_flight'])}, queued {per_class(s['queued'])}, latency {latency}, "
         f"backoffs {s['backoffs']}, promoted {s.get('promoted', 0)}"
+    )
+
+
+def _warmup_line(w: dict) -> str:
+    """One mount's background warm-up: whether it runs, why, and what it warmed, left and skipped."""
+    why = f" ({w['reason']}: {w['scope']})" if w.get("reason") else ""
+    return (
+        f"warm-up of {w['mount']} [{w['mode']}]: {w['state']}{why}; warmed {w['objects_warmed']} objects "
+        f"({_human(w['bytes_warmed'])} fetched), left {w['objects_left']} ({_human(w['bytes_left'])}), "
+        f"skipped {w['objects_skipped']} ({_human(w['bytes_skipped'])}) of {w['objects_total']} "
+        f"({_human(w['bytes_total'])})"
     )
 
 

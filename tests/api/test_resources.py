@@ -175,3 +175,28 @@ def test_metrics_include_the_attached_cache(config):
             drop_memory_space("api-metrics")
     assert "datahub_http_requests_total" in text
     assert f"datahub_origin_bytes_total {info.size}" in text
+
+
+def test_metrics_show_the_warm_up_of_each_mount_sharing_the_home(config):
+    """A mount is a process of its own: /metrics reads its warm-up from its stats snapshot."""
+    import os
+
+    from datahub.api import create_app
+    from datahub.cache.stats import remove_snapshot, stats_dir, write_snapshot
+    from tests.api.conftest import TestClient
+
+    warmup = {
+        "mount": "/mnt/raw", "source": "s3://b/p/", "mode": "auto", "state": "running", "reason": "pattern",
+        "scope": "s3://b/p/train/", "passes": 1, "objects_total": 9, "bytes_total": 90,
+        "objects_warmed": 3, "bytes_warmed": 30, "objects_left": 4, "bytes_left": 40,
+        "objects_skipped": 0, "bytes_skipped": 0,
+    }  # fmt: skip
+    write_snapshot(stats_dir(config), {"pid": os.getpid(), "tiers": [], "warmups": [warmup]})
+    try:
+        with TestClient(create_app(config)) as client:
+            text = client.get("/metrics").text
+    finally:
+        remove_snapshot(stats_dir(config))
+    assert 'datahub_warmup_running{mount="/mnt/raw",mode="auto",state="running",reason="pattern"} 1' in text
+    assert 'datahub_warmup_objects_warmed{mount="/mnt/raw"} 3' in text
+    assert 'datahub_warmup_bytes_left{mount="/mnt/raw"} 40' in text

@@ -173,19 +173,23 @@ def test_prefetch_attribute_reaches_the_mount_and_defaults_to_the_mounts_default
     assert "--no-cache" in no_cache and "--prefetch" not in no_cache  # nothing to keep a warmed page in
 
 
-def test_the_mount_warms_dataset_versions_by_default_and_buckets_when_asked() -> None:
+def test_the_mount_warms_dataset_versions_by_default_and_buckets_by_policy_unless_told() -> None:
     import argparse
 
-    from fuse_adapter.mount_cmd import register, warm_up_wanted
+    from fuse_adapter.mount_cmd import bucket_warmup_mode, register, warm_up_wanted
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
 
-    def wanted(*argv: str, bucket: bool) -> bool:
-        return warm_up_wanted(parser.parse_args(["mount", "/mnt", "src", *argv]), bucket=bucket)
+    def parse(*argv: str) -> argparse.Namespace:
+        return parser.parse_args(["mount", "/mnt", "src", *argv])
 
-    assert wanted(bucket=False) and not wanted(bucket=True)
-    assert not wanted("--no-prefetch", bucket=False) and wanted("--prefetch", bucket=True)
-    assert not wanted("--no-cache", bucket=False) and not wanted("--no-cache", "--prefetch", bucket=True)
+    assert warm_up_wanted(parse()) and bucket_warmup_mode(parse()) is None  # None: the automatic policy
+    assert not warm_up_wanted(parse("--no-prefetch")) and bucket_warmup_mode(parse("--no-prefetch")) is False
+    assert bucket_warmup_mode(parse("--prefetch")) is True
+    assert (
+        not warm_up_wanted(parse("--no-cache"))
+        and bucket_warmup_mode(parse("--no-cache", "--prefetch")) is False
+    )
     with pytest.raises(SystemExit):  # one or the other
         parser.parse_args(["mount", "/mnt", "src", "--prefetch", "--no-prefetch"])

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 
 from datahub.api.deps import PrincipalDep, ServicesDep
-from datahub.api.metrics import cache_text
+from datahub.api.metrics import cache_text, warmups_text
 from datahub.api.schemas import TokenPublic
 
 router = APIRouter(tags=["system"])
@@ -20,8 +20,13 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(request: Request, services: ServicesDep) -> str:
-    """Prometheus text: request counters, and the cache's figures when a cache is attached."""
-    return request.app.state.metrics.prometheus_text() + cache_text(services.cache)
+    """Prometheus text: request counters, the cache's figures when a cache is attached, and
+    the background warm-ups of the mounts sharing this home."""
+    return (
+        request.app.state.metrics.prometheus_text()
+        + cache_text(services.cache)
+        + warmups_text(services.config)
+    )
 
 
 @router.get("/v1/whoami")
