@@ -53,9 +53,15 @@ def origin(lineage: Mapping[str, Any]) -> Origin:
 
 
 def _spec(params: Any) -> str:
-    if isinstance(params, Mapping):
-        return " ".join(f"{k}={v}" for k, v in sorted(params.items()) if v not in (None, "", False))
-    return ""
+    """A pack spec as its CLI flags would say it: the transform's settings that are set."""
+    if not isinstance(params, Mapping):
+        return ""
+    transform = params.get("transform")
+    shown = transform if isinstance(transform, Mapping) else params
+    return " ".join(f"{k}={v}" for k, v in shown.items() if k in _PACK_FLAGS and v not in (None, ""))
+
+
+_PACK_FLAGS = ("resize", "crop", "format", "quality")
 
 
 @dataclass
