@@ -21,7 +21,7 @@ from datahub.fs import DatahubFileSystem
 from datahub.storage import StoreRegistry
 from datahub.storage.s3get import LeanGetter, timed_out
 from tests.cache.conftest import put_objects, with_cache
-from tests.outage_proxy import OutageProxy
+from bench.outage_proxy import OutageProxy
 from tests.storage.stallserver import StallingServer
 from tests.storage.test_s3_stall import run_guarded
 

@@ -10,6 +10,9 @@ ways. Its ``mode`` can change at any moment:
   mode changes (a black-holed network: nothing answers, nothing is refused). Held bytes
   are delivered when the origin is up again, as TCP retransmission would, unless the
   client gave up and closed first.
+- ``"hang"``: like ``"stall"``, but what arrives is dropped, and a connection that carried
+  anything during the hang stays silent for ever, after the origin is back too (a server
+  or middlebox that lost those connections' state): only new connections are answered.
 
 Byte-level, so signed S3 requests reach the upstream unchanged. Only loopback.
 """
@@ -21,7 +24,7 @@ import struct
 import threading
 from urllib.parse import urlsplit
 
-MODES = ("up", "refuse", "stall")
+MODES = ("up", "refuse", "stall", "hang")
 
 
 class OutageProxy:
@@ -34,6 +37,7 @@ class OutageProxy:
         self._mode = "up"
         self._cond = threading.Condition()
         self._conns: set[socket.socket] = set()
+        self._hung: set[socket.socket] = set()  # connections that carried bytes during a hang
         self._closed = False
         self._listener: socket.socket | None = None
         with socket.socket() as probe:
@@ -126,16 +130,21 @@ class OutageProxy:
                 if not data:
                     break
                 with self._cond:
+                    if self._mode == "hang":
+                        self._hung.update((src, dst))
                     while self._mode == "stall" and not self._closed:
                         self._cond.wait()
                     if self._closed:
                         break
+                    if src in self._hung:
+                        continue  # lost: never delivered, never answered
                 dst.sendall(data)
         except OSError:
             pass
         finally:
             with self._cond:
                 self._conns.difference_update((src, dst))
+                self._hung.difference_update((src, dst))
             for sock in (src, dst):
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
