@@ -31,6 +31,12 @@ KEY_PATTERN = (
     "^(?!/)(?!.*//)(?!.*/$)(?!(.*/)?[.][.]?(/|$))"
     "[^\\x00-\\x1f\\x7f\\u200b-\\u200f\\u202a-\\u202e\\u2066-\\u2069]+$"
 )
+# check_prefix: empty, only slashes, or a key (at most MAX_KEY_BYTES, as characters here)
+# followed by any number of slashes.
+PREFIX_PATTERN = (
+    "^(?:/*|(?!/)(?!.*//+[^/])(?!(.*/)?[.][.]?(/|$))(?=.{0,1023}[^/]/*$)"
+    "[^\\x00-\\x1f\\x7f\\u200b-\\u200f\\u202a-\\u202e\\u2066-\\u2069]+)$"
+)
 # Integers stay well inside the stores' signed 64 bits, and exact as JSON Schema numbers
 # (doubles) too: so a schema-valid value is always one the server takes.
 MAX_SEQ = 2**53 - 1  # the largest version number a reference may name

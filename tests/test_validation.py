@@ -13,11 +13,13 @@ from datahub.validation import (
     KEY_PATTERN,
     MAX_KEY_BYTES,
     NAME_PATTERN,
+    PREFIX_PATTERN,
     REF_PATTERN,
     TAG_PATTERN,
     check_json_field,
     check_key,
     check_name,
+    check_prefix,
     check_tag,
     json_depth,
     load_stored_json,
@@ -169,3 +171,18 @@ def test_sizes_and_config_layers(tmp_path):
     assert cfg.resolved_catalog_url == "sqlite:////srv/dh/catalog.db"
     with pytest.raises(InvalidInput, match="unknown configuration key"):
         load_config(env={}, overrides={"cache": {"nope": 1}})
+
+
+_PREFIX_CHARS = st.sampled_from(["a", "b", "/", ".", "\x00", "\x1f", "\u202e", "ü", " "])
+
+
+@given(st.text(_PREFIX_CHARS, max_size=12) | st.text(_KEY_CHARS, max_size=30))
+def test_the_prefix_schema_pattern_is_exactly_check_prefix(prefix):
+    """Issue 24 item 7: a diff or listing prefix with a control character was schema-valid
+    yet refused; OpenAPI's prefix pattern now takes exactly what check_prefix does."""
+    try:
+        check_prefix(prefix)
+        ok = True
+    except InvalidKey:
+        ok = False
+    assert ok == bool(re.fullmatch(PREFIX_PATTERN, prefix)), prefix

@@ -21,6 +21,7 @@ from datahub.validation import (
     MAX_SEQ,
     MAX_SIZE,
     NAME_PATTERN,
+    PREFIX_PATTERN,
     REF_PATTERN,
     TAG_PATTERN,
 )
@@ -64,6 +65,7 @@ NAME_SHAPE = shape(NAME_PATTERN, 63)
 TAG_SHAPE = shape(TAG_PATTERN, 63)
 REF_SHAPE = shape(REF_PATTERN, 63)
 KEY_SHAPE = shape(KEY_PATTERN, MAX_KEY_BYTES)
+PREFIX_SHAPE = {"pattern": PREFIX_PATTERN}  # trailing slashes are free: no maxLength
 # What datahub.storage.split_object_url accepts for a record's object URL, as one pattern:
 # s3://<bucket>/<any non-empty key not ending in '/'>, memory://<space>/<record key> or
 # file:///<record key> (also file://localhost/). Narrower than the server only where JSON Schema

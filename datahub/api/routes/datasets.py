@@ -12,7 +12,7 @@ from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, Servic
 from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, ErrorBody, dataset_public
 from datahub.api.tokens import check_principal
 from datahub.catalog.model import Dataset
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, PreconditionFailed
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 _ETAG = re.compile(r'"r(\d{1,18})"')
@@ -28,19 +28,25 @@ def etag(dataset: Dataset) -> str:
     return f'"r{dataset.revision}"'
 
 
-def expected_revision(if_match: str | None, name: str) -> int | None:
-    """The revision an ``If-Match`` header demands: None for no header or ``*``; -1 (matches
-    nothing, so 412) for a weak or foreign tag, since If-Match compares strongly."""
+def expected_revision(if_match: str | None, dataset: Dataset) -> int | None:
+    """The revision an ``If-Match`` header demands: None for no header or ``*``. A weak or
+    foreign tag matches no revision (If-Match compares strongly): 412 at once, saying so."""
     if if_match is None or if_match.strip() == "*":
         return None
     tags = [t.strip() for t in if_match.split(",") if t.strip()]
     if len(tags) != 1:
         raise InvalidInput(
-            f'If-Match for dataset {name!r} must be one ETag as GET returned it (e.g. "r3") or *',
-            dataset=name,
+            f'If-Match for dataset {dataset.name!r} must be one ETag as GET returned it (e.g. "r3") or *',
+            dataset=dataset.name,
         )
-    m = _ETAG.fullmatch(tags[0])
-    return int(m.group(1)) if m else -1
+    if m := _ETAG.fullmatch(tags[0]):
+        return int(m.group(1))
+    raise PreconditionFailed(
+        f"If-Match {tags[0][:80]!r} names no revision of dataset {dataset.name!r} (its ETag is now "
+        f"{etag(dataset)}); send the ETag GET returned, or * to update whatever the revision",
+        dataset=dataset.name,
+        revision=dataset.revision,
+    )
 
 
 def _check_acl(acl: dict[str, str]) -> dict[str, str]:
@@ -106,7 +112,7 @@ def update_dataset(
     if "owner" in fields and fields["owner"]:
         check_principal(fields["owner"])
     updated = services.catalog.update_dataset(
-        dataset.name, expected_revision=expected_revision(if_match, dataset.name), **fields
+        dataset.name, expected_revision=expected_revision(if_match, dataset), **fields
     )
     response.headers["ETag"] = etag(updated)
     return dataset_public(updated, services.catalog.store.head(dataset.name))

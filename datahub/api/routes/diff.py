@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from datahub.api.deps import ReadableDataset, ServicesDep
 from datahub.api.routes.pagination import NDJSON, decode_cursor, json_page, ndjson_lines, page
+from datahub.api.routes.records import Cursor, Prefix
 from datahub.api.schemas import REF_SHAPE, DiffPage, diff_public
 
 router = APIRouter(prefix="/v1/datasets/{name}", tags=["diff"])
@@ -32,9 +33,9 @@ def diff(
     to_ref: Annotated[
         str, Query(alias="to", description="newer version", json_schema_extra=REF_SHAPE)
     ] = "latest",
-    prefix: str = "",
+    prefix: Prefix = "",
     format: Annotated[Literal["json", "ndjson"], Query(description="ndjson streams everything")] = "json",
-    cursor: str | None = None,
+    cursor: Cursor = "",
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ):
     catalog = services.catalog

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -11,8 +12,14 @@ from fastapi import Response
 from pydantic import BaseModel
 
 from datahub.errors import InvalidInput
+from datahub.validation import MAX_KEY_BYTES
 
 T = TypeVar("T")
+# base64url without padding of a key of at most MAX_KEY_BYTES: what encode_cursor returns
+CURSOR_MAX = -(-MAX_KEY_BYTES * 4 // 3)
+CURSOR_PATTERN = "^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
+_CURSOR = re.compile(CURSOR_PATTERN)
+CURSOR_SHAPE = {"pattern": CURSOR_PATTERN, "maxLength": CURSOR_MAX}
 NDJSON = "application/x-ndjson"
 
 
@@ -27,17 +34,22 @@ def encode_cursor(key: str) -> str:
     return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=")
 
 
-def decode_cursor(cursor: str | None) -> str:
+def decode_cursor(cursor: str) -> str:
+    """The key a cursor names. Any string of CURSOR_PATTERN is taken (the schema says exactly
+    that): one the server did not issue is still a position in key order (bytes that are not
+    UTF-8 decode with U+FFFD), so only its shape can be wrong (400)."""
     if not cursor:
         return ""
-    try:
-        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-        return raw.decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
+    if len(cursor) > CURSOR_MAX or not _CURSOR.fullmatch(cursor):
         raise InvalidInput(
             f"invalid cursor {cursor[:40]!r}: pass back the next_cursor of the previous page",
             cursor=cursor[:200],
-        ) from None
+        )
+    try:
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError):  # not reached: the pattern admits only what decodes
+        raise InvalidInput(f"invalid cursor {cursor[:40]!r}", cursor=cursor[:200]) from None
+    return raw.decode("utf-8", "replace")
 
 
 def page(items: Iterable[T], limit: int, key: Callable[[T], str]) -> tuple[list[T], str | None]:

@@ -8,13 +8,14 @@ from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
 from datahub.api.deps import ReadableDataset, ServicesDep
-from datahub.api.routes.pagination import NDJSON, decode_cursor, json_page, ndjson_lines, page
-from datahub.api.schemas import KEY_SHAPE, REF_SHAPE, RecordPage, RecordPublic, record_public
+from datahub.api.routes.pagination import CURSOR_SHAPE, NDJSON, decode_cursor, json_page, ndjson_lines, page
+from datahub.api.schemas import KEY_SHAPE, PREFIX_SHAPE, REF_SHAPE, RecordPage, RecordPublic, record_public
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions/{ref}", tags=["records"])
 RefPath = Annotated[str, Path(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)]
 KeyPath = Annotated[str, Path(description="record key", json_schema_extra=KEY_SHAPE)]
-Prefix = Annotated[str, Query(description="only keys starting with this")]
+Prefix = Annotated[str, Query(description="only keys starting with this", json_schema_extra=PREFIX_SHAPE)]
+Cursor = Annotated[str, Query(description="next_cursor of the previous page", json_schema_extra=CURSOR_SHAPE)]
 Filter = Annotated[str | None, Query(description="e.g. labels.class=cat,meta.split!=test (see docs/api.md)")]
 
 
@@ -25,7 +26,7 @@ def list_records(
     services: ServicesDep,
     prefix: Prefix = "",
     filter: Filter = None,
-    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    cursor: Cursor = "",
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ) -> Response:
     rows = services.catalog.list_records(
