@@ -363,7 +363,11 @@ class _Pipe:
             if item is _EOF:
                 self.server_eof_sent = True
                 if client.can_write_eof():
-                    client.write_eof()
+                    try:
+                        client.write_eof()
+                    except OSError:  # the client reset the connection meanwhile (ENOTCONN)
+                        self.close_all()
+                        return
                 self.finish_if_done()
             else:  # _CLOSE
                 client.close()
@@ -620,6 +624,7 @@ class LatencyProxy:
         listen: str = "127.0.0.1",
         control: bool = False,
         argv_prefix: Sequence[str] = (),
+        port: int = 0,
     ) -> None:
         parts = urlsplit(upstream if "//" in upstream else f"//{upstream}")
         if parts.hostname is None or parts.port is None:
@@ -639,7 +644,7 @@ class LatencyProxy:
         self.control = control
         self.argv_prefix = list(argv_prefix)
         self._final_stats: dict[str, int] | None = None
-        self.port = 0
+        self.port = port
         self._proc: subprocess.Popen[str] | None = None
         self._final_cpu: float | None = None
 
@@ -659,6 +664,8 @@ class LatencyProxy:
         cmd += ["--latency-ms", repr(self.latency_ms), "--exit-on-stdin-eof", "--listen", self.listen]
         if self.control:
             cmd.append("--control-stdin")
+        if self.port:
+            cmd += ["--port", str(self.port)]
         if self.throttle_rps is not None:
             cmd += ["--throttle-rps", repr(self.throttle_rps)]
         if self.throttle_burst is not None:

@@ -7,14 +7,17 @@ injects a burst far longer than the test (3,600 s), so nothing expires during it
 
 from __future__ import annotations
 
+import asyncio
 import http.client
+import socket
+import struct
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 
 import pytest
 
-from bench.latency_proxy import Faults, LatencyProxy, _require_private
+from bench.latency_proxy import _EOF, Faults, LatencyProxy, _Pipe, _require_private
 from tests.bench.test_latency_proxy_throttle import Recorder
 
 GUARD = 60.0  # socket timeout: only reached if the proxy loses a request or an answer
@@ -107,3 +110,35 @@ def test_inject_refuses_a_bad_line_in_the_caller(upstream: ThreadingHTTPServer) 
     url = f"http://127.0.0.1:{upstream.server_address[1]}"
     with LatencyProxy(url, 0, control=True) as proxy, pytest.raises(ValueError):
         proxy.inject("explode")
+
+
+def test_a_client_reset_before_the_servers_eof_closes_the_pipe_quietly() -> None:
+    """Found by the soak (seed 1): a client that reset its connection (a node cut off, a
+    killed daemon) before the delayed end-of-stream was released made ``write_eof`` raise
+    ENOTCONN inside the timer callback; the pipe was never closed or cleaned up."""
+
+    async def scenario() -> tuple[list[dict], _Pipe]:
+        loop = asyncio.get_running_loop()
+        errors: list[dict] = []
+        loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+        with socket.socket() as lsock:
+            lsock.bind(("127.0.0.1", 0))
+            lsock.listen()
+            transport, _ = await loop.create_connection(asyncio.Protocol, *lsock.getsockname())
+            peer, _ = lsock.accept()
+        transport.pause_reading()  # the reset is not noticed by reading: only the EOF meets it
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()  # RST
+        pipe = _Pipe(loop, 0.0)
+        pipe.client = transport
+        pipe.delay(_EOF)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if pipe.closed or errors:
+                break
+        transport.abort()
+        return errors, pipe
+
+    errors, pipe = asyncio.run(scenario())
+    assert errors == []
+    assert pipe.closed
