@@ -171,7 +171,8 @@ class _BotoBody:
         try:
             return self._body.read(n)
         except bexc.BotoCoreError as exc:  # ReadTimeout, ResponseStreamingError, IncompleteRead
-            raise TransientStorageError(f"S3 stream of {self._where} broke: {exc}") from exc
+            stalled = {"timed_out": True} if isinstance(exc, bexc.ReadTimeoutError) else {}
+            raise TransientStorageError(f"S3 stream of {self._where} broke: {exc}", **stalled) from exc
 
     def read_all(self) -> bytes:
         try:
@@ -196,8 +197,14 @@ def _translate(exc: Exception, bucket: str, key: str | None, expected_etag: str 
     if isinstance(exc, bexc.NoCredentialsError | bexc.PartialCredentialsError):
         return no_credentials(bucket, key)
     if isinstance(exc, _NETWORK_ERRORS):
+        # Only a genuine timeout is a stalled origin (``timed_out``, as the lean GET says it);
+        # EndpointConnectionError (refused, unreachable) is a fast failure.
+        stalled = isinstance(exc, bexc.ConnectTimeoutError | bexc.ReadTimeoutError)
         return TransientStorageError(
-            f"S3 endpoint unreachable or too slow for {where}: {exc}", bucket=bucket, key=key
+            f"S3 endpoint unreachable or too slow for {where}: {exc}",
+            bucket=bucket,
+            key=key,
+            **({"timed_out": True} if stalled else {}),
         )
     return StorageError(f"S3 request for {where} failed: {exc}", bucket=bucket, key=key)
 
