@@ -67,7 +67,12 @@ from bench.cold.moto import Moto  # noqa: E402
 from bench.latency_proxy import LatencyProxy  # noqa: E402
 
 BUCKET = "bench"
-ALL_CONFIGS = ["dh-plain", "dh-prefetch", "boto3-8", "boto3-64", "rclone-full", "s3fs-cache", "local"]
+MANY_BUCKET = "bench-many"  # the small-read case: many small objects, a reader of a few
+ALL_CONFIGS = [
+    "dh-plain", "dh-prefetch", "dh-noprefetch", "dh-version", "dh-3x", "dh-3x-noprefetch",
+    "boto3-8", "boto3-64", "rclone-full", "s3fs-cache", "local",
+]  # fmt: skip
+TOO_LARGE_RAM = 32 * 1024**2  # dh-3x*: a RAM tier far below the snapshot too
 THROTTLED_CONFIGS = ["dh-plain", "dh-prefetch", "boto3-8"]
 
 
@@ -134,20 +139,47 @@ class Datahub:
         subprocess.run([*self.cli.split(), "umount", str(mnt)], env=env, check=True)
         return seconds
 
-    def spec(self, prefetch: bool) -> dict:
-        flags = " --prefetch" if prefetch else ""
+    def spec(
+        self, flags: str = "", *, source: str = "s3://{bucket}", subdir: str = "", env: dict | None = None
+    ) -> dict:
+        """A mount of ``source`` (a bucket by default; ``s3.bench`` is the snapshot's dataset,
+        mounted as a version) with ``flags``; ``env``: settings (``DATAHUB_CACHE_*``)."""
         return {
             "kind": "mount",
-            "mount": f"{self.cli} mount {{mnt}} s3://{{bucket}} --endpoint {{endpoint}} --cache-dir {{cache}}"
+            "mount": f"{self.cli} mount {{mnt}} {source} --endpoint {{endpoint}} --cache-dir {{cache}}"
             f" --foreground{flags}",
             "unmount": f"{self.cli} umount {{mnt}}",
             "cache_dirs": ["{cache}"],
-            "env": self.env,
+            "env": {**self.env, **(env or {})},
+            "subdir": subdir,
             "workloads": ["epoch", "torch"],
         }
 
+    def cache_figures(self, pid: int | None, since: float) -> dict | None:
+        """The mount daemon's cache counters (its stats snapshot, written every 2 s) once it
+        is newer than ``since``: per tier hits, misses, evictions; the warm-up's state."""
+        if pid is None:
+            return None
+        path = self.home / "home" / "cache" / "stats" / f"{pid}.json"
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if path.stat().st_mtime > since:
+                    snap = json.loads(path.read_text())
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.2)
+        else:
+            return None
+        keys = ("hits", "misses", "evictions", "fills", "used_bytes", "limit_bytes")
+        return {
+            "tiers": {t["tier"]: {k: t.get(k, 0) for k in keys} for t in snap.get("tiers", [])},
+            "warmups": snap.get("warmups", []),
+        }
 
-def config_specs(datahub: Datahub | None, epoch_threads: int = 8) -> dict[str, dict]:
+
+def config_specs(datahub: Datahub | None, epoch_threads: int = 8, snapshot_bytes: int = 0) -> dict[str, dict]:
     rclone = (
         "rclone mount s3bench:{bucket} {mnt} --config {work}/rclone.conf --read-only --vfs-cache-mode full"
         " --cache-dir {cache} --transfers 64 --checkers 64"
@@ -186,8 +218,18 @@ def config_specs(datahub: Datahub | None, epoch_threads: int = 8) -> dict[str, d
         },
     }
     if datahub is not None:
-        specs["dh-plain"] = datahub.spec(prefetch=False)
-        specs["dh-prefetch"] = datahub.spec(prefetch=True)
+        specs["dh-plain"] = datahub.spec()  # default flags: the bucket's automatic warm-up policy
+        specs["dh-prefetch"] = datahub.spec(" --prefetch")
+        specs["dh-noprefetch"] = datahub.spec(" --no-prefetch")
+        # the same snapshot mounted as a dataset version (warm-up on by default)
+        specs["dh-version"] = datahub.spec(source="s3.bench", subdir="s3.bench/latest")
+        # the too-large case: a disk tier a third of the snapshot, a small RAM tier
+        small = {
+            "DATAHUB_CACHE_DISK_BYTES": str(max(1, snapshot_bytes // 3)),
+            "DATAHUB_CACHE_RAM_BYTES": str(TOO_LARGE_RAM),
+        }
+        specs["dh-3x"] = datahub.spec(env=small)
+        specs["dh-3x-noprefetch"] = datahub.spec(" --no-prefetch", env=small)
     if epoch_threads != 8:  # the epoch workload's default; boto3-64 keeps its 64
         for name, spec in specs.items():
             if name != "boto3-64":
@@ -209,7 +251,7 @@ def run_latency(
     ) as proxy:
         run_bench.ENDPOINT = proxy.url  # the harness templates {endpoint} and workloads' --endpoint from it
         run_bench.write_peer_credentials()  # rclone.conf / s3fs point at the proxy
-        specs = config_specs(datahub, getattr(args, "epoch_threads", 8))
+        specs = config_specs(datahub, getattr(args, "epoch_threads", 8), getattr(args, "snapshot_bytes", 0))
         reqlog = run_bench.RequestLog(str(WORK / "run" / "moto.log"))
         limits = {w: args.limit for w in ("epoch", "torch")}
         pass_args = SimpleNamespace(limits=limits, limit_scale=1.0, manifest=str(args.manifest))
@@ -233,6 +275,8 @@ def run_latency(
                     for phase in ("cold", "warm"):
                         before = proxy.stats().get("throttled", 0)
                         rec = run_bench.run_pass(cfg, workload, phase, 1, pass_args, reqlog, extra)
+                        if name.startswith("dh-") and datahub is not None:
+                            rec["cache"] = datahub.cache_figures(cfg.daemon_pid(), time.time())
                         rec["throttled_503"] = proxy.stats().get("throttled", 0) - before if throttle else 0
                         out.write(json.dumps(rec) + "\n")
                         out.flush()
@@ -245,6 +289,98 @@ def run_latency(
                                           "result": {"ok": False, "error": str(ex)}}) + "\n")  # fmt: skip
                 finally:
                     cfg.unmount()
+
+
+# the small-read case --------------------------------------------------------------------------
+
+
+def fill_many(n: int) -> None:
+    """``n`` 1 KiB objects in MANY_BUCKET (once: kept while moto runs), 1,000 per directory."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=MOTO_URL)
+    try:
+        s3.create_bucket(Bucket=MANY_BUCKET)
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    last = f"d{(n - 1) // 1000:03d}/o{n - 1:06d}.bin"
+    try:
+        s3.head_object(Bucket=MANY_BUCKET, Key=last)
+        return
+    except s3.exceptions.ClientError:
+        pass
+    from concurrent.futures import ThreadPoolExecutor
+
+    body = os.urandom(1024)
+    t0 = time.time()
+    with ThreadPoolExecutor(32) as pool:
+        keys = (f"d{i // 1000:03d}/o{i:06d}.bin" for i in range(n))
+        list(pool.map(lambda k: s3.put_object(Bucket=MANY_BUCKET, Key=k, Body=body), keys))
+    log(f"small-read: {n:,} objects put in {time.time() - t0:.0f} s")
+
+
+def small_read(args: argparse.Namespace, datahub: Datahub, out) -> None:
+    """Mount a bucket of ``args.small_read`` objects with default flags, read 10 files, wait,
+    count every request (LIST pages and GETs) in moto's log; then again on a remount (the
+    snapshot is reused: no listing)."""
+    import random
+
+    fill_many(args.small_read)
+    reqlog = run_bench.RequestLog(str(WORK / "run" / "moto.log"))
+    rng = random.Random(27)
+    for attempt, flags in (("first mount (new snapshot)", " --refresh"), ("remount (snapshot reused)", "")):
+        spec = datahub.spec(flags, source=f"s3://{MANY_BUCKET}")
+        cfg = run_bench.Config("dh-small-read", spec, {})
+        cfg.unmount()
+        cfg.clear_caches()
+        reqlog.take()
+        t0 = time.time()
+        cfg.mount()
+        info = Path(cfg.root) / ".datahub"
+        while json.loads(info.read_text()).get("state") != "ready":  # the listing is in
+            time.sleep(0.2)
+        listed_s = time.time() - t0
+        cpu0 = run_bench.cpu_s(cfg.daemon_pid())
+        picks = rng.sample(range(args.small_read), 10)
+        for i in picks:
+            (Path(cfg.root) / f"d{i // 1000:03d}/o{i:06d}.bin").read_bytes()
+        time.sleep(args.small_read_wait)  # time for a warm-up to show, if one started
+        figures = datahub.cache_figures(cfg.daemon_pid(), time.time())
+        cpu1 = run_bench.cpu_s(cfg.daemon_pid())
+        cfg.unmount()
+        requests = reqlog.take()
+        rec = {
+            "small_read": True, "label": args.label, "commit": datahub.commit, "attempt": attempt,
+            "objects": args.small_read, "files_read": len(picks), "requests": requests,
+            "listed_s": round(listed_s, 1), "wait_s": args.small_read_wait,
+            "daemon_cpu_s_reads": None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 2),
+            "warmups": (figures or {}).get("warmups"),
+        }  # fmt: skip
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+        log(f"small-read {attempt}: requests {requests}, warm-up {rec['warmups']}")
+
+
+def small_read_report(recs: list[dict]) -> list[str]:
+    rows = [r for r in recs if r.get("small_read")]
+    if not rows:
+        return []
+    lines = [
+        "### The small-read case: 10 files of a bucket mount with default flags",
+        "",
+        "| | objects | LIST pages | GETs of objects | all requests | warm-up |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        q = r["requests"] or {}
+        w = (r.get("warmups") or [{}])[0]
+        state = f"{w.get('state', '—')}, {w.get('passes', 0)} passes, warmed {w.get('objects_warmed', 0)}"
+        total = sum(q.get(k, 0) for k in ("GET", "HEAD", "LIST", "other"))
+        lines.append(
+            f"| {r['label']} {r['attempt']} | {r['objects']:,} | {q.get('LIST', 0)} | {q.get('GET', 0)} "
+            f"| {total} | {state} |"
+        )
+    return [*lines, ""]
 
 
 # report ------------------------------------------------------------------------------------
@@ -289,6 +425,7 @@ def ceiling(cold: dict | None, warm: dict | None, cores: int) -> float | None:
 def report(path: Path) -> str:
     recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     metas = [r for r in recs if r.get("meta")]
+    small = small_read_report(recs)
     recs = [r for r in recs if not r.get("meta") and "config" in r]
     cores = metas[-1]["cpus"] if metas else os.cpu_count() or 1
     groups: dict[tuple, dict] = defaultdict(dict)
@@ -307,6 +444,7 @@ def report(path: Path) -> str:
             lines += [f"datahub at `{', '.join(sorted(commits))}`", ""]
         lines += _table(got, configs, cores, throttle)
     lines.append("† capped: the pass hit its time limit; the rate is over the work done.")
+    lines += ["", *small]
     return "\n".join(lines)
 
 
@@ -353,6 +491,37 @@ def _table(got: dict, configs: list[str], cores: int, throttle: float | None) ->
 
     row("ceiling, img/s", ceil)
     row("cold torch / ceiling", frac)
+
+    def per_file(c: str) -> str:
+        rec = get(c, "torch", "cold")
+        images = (rec or {}).get("result", {}).get("images")
+        cpu = (rec or {}).get("cpu_s", {})
+        if not images or cpu.get("daemon") is None:
+            return "—"
+        return f"{1000 * cpu['daemon'] / images:.2f} / {1000 * cpu['workload'] / images:.2f}"
+
+    row("CPU ms per image, torch cold: daemon / workload", per_file)
+
+    def hit_ratio(c: str) -> str:
+        tiers = ((get(c, "torch", "cold") or {}).get("cache") or {}).get("tiers") or {}
+        ram, disk = tiers.get("ram", {}), tiers.get("disk", {})
+        asked = ram.get("hits", 0) + ram.get("misses", 0)
+        if not asked:
+            return "—"
+        return f"{(ram.get('hits', 0) + disk.get('hits', 0)) / asked:.3f} (disk evictions {disk.get('evictions', 0)})"
+
+    row("page hit ratio, torch cold (RAM+disk)", hit_ratio)
+
+    def warmup(c: str) -> str:
+        ws = ((get(c, "torch", "cold") or {}).get("cache") or {}).get("warmups") or []
+        if not ws:
+            return "—"
+        w = ws[0]
+        return (
+            f"{w['state']} {w['reason'] or ''} warmed {w['objects_warmed']}, skipped {w['objects_skipped']}"
+        )
+
+    row("bucket warm-up after torch cold", warmup)
     if throttle:
         row(
             "503s epoch cold / torch cold",
@@ -382,6 +551,12 @@ def main() -> None:
     ap.add_argument("--large", type=int, default=0, help="512 MiB blobs in the bucket beside the images")
     ap.add_argument("--limit", type=float, default=120.0, help="seconds per pass (then capped)")
     ap.add_argument("--out", type=Path, default=WORK / "results" / "raw.jsonl")
+    ap.add_argument(
+        "--small-read", type=int, default=0, help="objects of the small-read bucket (0: no such case)"
+    )
+    ap.add_argument(
+        "--small-read-wait", type=float, default=15.0, help="seconds after the 10 reads, before counting"
+    )
     ap.add_argument("--report", type=Path, help="only print the markdown report of this JSONL")
     args = ap.parse_args()
     if args.report:
@@ -395,6 +570,7 @@ def main() -> None:
     moto = Moto(PORT, WORK / "run")
     try:
         args.manifest = prepare_data(args.n, args.large)
+        args.snapshot_bytes = sum(e["size"] for e in json.loads(Path(args.manifest).read_text())["entries"])
         datahub = None
         if any(c.startswith("dh-") for c in configs):
             datahub = Datahub(args.tree.resolve(), args.label)
@@ -405,6 +581,8 @@ def main() -> None:
                                   "ts": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                                   "loadavg": load, "commit": datahub.commit if datahub else None,
                                   "images": args.n, "large": args.large}) + "\n")  # fmt: skip
+            if args.small_read and datahub is not None:
+                small_read(args, datahub, out)
             for latency in [float(x) for x in args.latencies.split(",") if x]:
                 run_latency(args, datahub, latency, None, configs, out)
             if args.throttle_rps:
