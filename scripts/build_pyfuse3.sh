@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
 # Build and install pyfuse3 3.5.0 with datahub's patches (read by inode, queued requests
-# answered in C) into a venv (see
-# third_party/pyfuse3/README.md). Idempotent: does nothing when that build is installed.
-#   scripts/build_pyfuse3.sh [PYTHON]     (default: .venv/bin/python)
+# answered in C, and -- against the project's libfuse 3.17 -- FUSE passthrough) into a venv
+# (see third_party/pyfuse3/README.md). Idempotent: does nothing when that build is installed.
+#   scripts/build_pyfuse3.sh [PYTHON] [LIBFUSE_PREFIX]
+# PYTHON defaults to .venv/bin/python. LIBFUSE_PREFIX (scripts/build_libfuse.sh; default: the
+# venv's opt/libfuse) holds libfuse >= 3.16: the build then links it (rpath) and adds
+# passthrough.patch (datahub.3). Without it, the system libfuse and no passthrough (datahub.2).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY=${1:-$ROOT/.venv/bin/python}
+VENV_DIR=$("$PY" -c 'import sys; print(sys.prefix)')
+LIBFUSE=${2:-$VENV_DIR/opt/libfuse}
 VERSION=3.5.0
-LOCAL=datahub.2
-PATCHES=(no-open-read.patch burst.patch)  # in this order
+if [[ -e "$LIBFUSE/lib/pkgconfig/fuse3.pc" ]]; then
+  LOCAL=datahub.3
+  PATCHES=(no-open-read.patch burst.patch passthrough.patch)  # in this order
+  export PKG_CONFIG_PATH="$LIBFUSE/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  # -L first: some Pythons (Debian's) put the multiarch dir, with the system libfuse, before pkg-config's
+  export LDFLAGS="-L$LIBFUSE/lib -Wl,-rpath,$LIBFUSE/lib${LDFLAGS:+ $LDFLAGS}"
+else
+  LOCAL=datahub.2
+  PATCHES=(no-open-read.patch burst.patch)
+  echo "[install] no libfuse >= 3.16 at $LIBFUSE: pyfuse3 without FUSE passthrough (system libfuse)" >&2
+fi
 have=$("$PY" -c 'import importlib.metadata as m; print(m.version("pyfuse3"))' 2>/dev/null || true)
 [[ "$have" == "$VERSION+$LOCAL" ]] && exit 0
 echo "[install] pyfuse3 $VERSION+$LOCAL (sdist + third_party/pyfuse3 patches; was: ${have:-none})" >&2

@@ -18,9 +18,11 @@ quiet_pip() { "$VENV/bin/python" -m pip "$@" 2> >(grep -v "^WARNING: Location 'f
 # chromium + chromium-driver: browser tests; ceph-*/radosgw/python3-rados: the real Ceph
 # shared tier used by tests (scripts/ceph-dev/ceph-up.sh would install them too);
 # rclone/s3fs: peers in the mount benchmark; strace: counts the requests reaching a FUSE
-# daemon (tests/fuse/test_warm_requests.py).
+# daemon (tests/fuse/test_warm_requests.py); meson/ninja-build/dpkg-dev: libfuse 3.17 from
+# Debian's source package (scripts/build_libfuse.sh, FUSE passthrough).
 APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc python3-dev chromium chromium-driver
-          ceph-mon ceph-osd ceph-mgr ceph-common radosgw python3-rados rclone s3fs strace)
+          ceph-mon ceph-osd ceph-mgr ceph-common radosgw python3-rados rclone s3fs strace
+          meson ninja-build dpkg-dev)
 if [[ "${SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for p in "${APT_PKGS[@]}"; do
@@ -34,9 +36,28 @@ if [[ "${SKIP_APT:-0}" != 1 ]]; then
   fi
 fi
 
+# --- libfuse 3.17 (FUSE passthrough; Debian 12 ships 3.14) ------------------------------
+# Built from Debian trixie's fuse3 source package into $VENV/opt/libfuse; its deb-src entry
+# lives in its own sources file. Any failure keeps the system libfuse: mounts then run
+# without passthrough (logged by the mount, docs/fuse.md).
+FUSE_SRC_LIST=/etc/apt/sources.list.d/datahub-fuse3-src.sources
+if [[ "${SKIP_APT:-0}" != 1 && ! -e "$FUSE_SRC_LIST" ]]; then
+  log "adding $FUSE_SRC_LIST (deb-src trixie: fuse3 3.17 source package)"
+  cat >"$FUSE_SRC_LIST" <<'SRC'
+# datahub scripts/install.sh: Debian's fuse3 3.17 source (FUSE passthrough), built into .venv/opt/libfuse
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null || log "apt-get update failed"
+fi
+
 # --- virtualenv + pip packages ----------------------------------------------------------
 [[ -x "$VENV/bin/python" ]] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 mkdir -p "$STAMPS"
+scripts/build_libfuse.sh "$VENV" || log "libfuse 3.17 not built: pyfuse3 uses the system libfuse (no FUSE passthrough)"
 # pyfuse3 with datahub's patches (third_party/pyfuse3): before the pins below, which
 # then find pyfuse3 3.5.0 installed. A no-op when that build is already there.
 scripts/build_pyfuse3.sh "$VENV/bin/python"
