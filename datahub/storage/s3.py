@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 
 import boto3
 import botocore.exceptions as bexc
+import botocore.loaders
+import botocore.session
 from botocore.config import Config as BotoConfig
 from botocore.httpsession import DEFAULT_CA_BUNDLE
 
@@ -52,6 +54,34 @@ from datahub.storage.s3put import MIN_PART, S3Writes, read_exactly
 from datahub.storage.urls import encode_key
 
 log = logging.getLogger(__name__)
+
+
+class _NoDuplicatePaths(list):
+    """Search paths that ignore an append of a path they hold: every boto3 Session appends
+    boto3's data directory to its loader, and the shared loader must not grow with each."""
+
+    def append(self, path: str) -> None:
+        if path not in self:
+            super().append(path)
+
+
+_LOADER = botocore.loaders.create_loader()
+_LOADER._search_paths = _NoDuplicatePaths(_LOADER.search_paths)
+
+
+def _botocore_session() -> botocore.session.Session:
+    """A fresh botocore session (own credentials and config) on the process's one data loader.
+
+    Why: the loader caches the SDK's parsed JSON models (S3's service model, endpoints,
+    rulesets), which never change; a loader per session parsed them again for every
+    connection, ~0.2 s of CPU each time a StoreRegistry opened S3 (measured: a store's
+    open went from 0.33 s to 0.06 s).
+    """
+    session = botocore.session.get_session()
+    session.register_component("data_loader", _LOADER)
+    return session
+
+
 T = TypeVar("T")
 
 _NETWORK_ERRORS = (
@@ -75,9 +105,14 @@ class S3Connection:
                     aws_access_key_id=config.access_key_id,
                     aws_secret_access_key=config.secret_access_key,
                     region_name=config.region,
+                    botocore_session=_botocore_session(),
                 )
             else:
-                session = boto3.session.Session(profile_name=config.profile, region_name=config.region)
+                session = boto3.session.Session(
+                    profile_name=config.profile,
+                    region_name=config.region,
+                    botocore_session=_botocore_session(),
+                )
             self.client = session.client(
                 "s3",
                 endpoint_url=config.endpoint_url,
