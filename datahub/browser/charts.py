@@ -1,8 +1,10 @@
 """Label class counts and a size histogram of a version (or a folder of it), as SVG geometry.
 
 Charts never read a whole version: they summarise at most ``SAMPLE`` records of the prefix
-and filter shown, and say so when there were more. Versions are immutable, so a summary is
-kept per (dataset, version, prefix, filter) in a small LRU and costs nothing the second time.
+and filter shown, and say so when there were more. They are images of their own (``/charts/
+labels.svg``, ``sizes.svg``), so a version page's first byte never waits for a summary.
+Versions are immutable, so a summary is kept per (dataset, version, prefix, filter) in a
+small LRU and costs nothing the second time.
 """
 
 from __future__ import annotations
@@ -105,6 +107,34 @@ def summarise(records: Iterable[Record]) -> Summary:
         ]
         sizes = _chart("size", pairs[-16:])
     return Summary(n, truncated, labels, sizes)
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    chart: Chart
+    y: int  # top of the bars; the title sits just above
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    note: str
+    panels: tuple[Panel, ...]
+    height: int
+    width: int = CHART_W
+
+
+def figure(summary: Summary, which: str) -> Figure:
+    """One image: every label field's counts (``labels``) or the size histogram (``sizes``)."""
+    chosen = list(summary.labels) if which == "labels" else [summary.sizes] if summary.sizes else []
+    counted = f"{summary.records:,}"
+    note = f"of the first {counted} records" if summary.truncated else f"of {counted} records"
+    if not chosen:
+        note = "no labels to count " + note if which == "labels" else "no records " + note
+    panels, y = [], 26
+    for chart in chosen:
+        panels.append(Panel(chart, y + 20))
+        y += 20 + chart.height + 14
+    return Figure(note, tuple(panels), max(y, 40))
 
 
 class Summaries:

@@ -270,10 +270,6 @@ def version_page(
     query = {"prefix": prefix, "filter": filter}
     more = None if position is None else "?" + urlencode({**query, "cursor": to_cursor(position)})
     chart_query = urlencode(query)
-    summary = b.summaries.get(
-        (name, version.seq, prefix, str(where or "")),
-        lambda: charts.summarise(b.catalog.store.list_records(name, version.seq, prefix=prefix, where=where)),
-    )
     ref_text = f"{name}@v{version.seq}"
     return render(
         request,
@@ -287,9 +283,9 @@ def version_page(
         entries=entries,
         more=more,
         is_image=is_image,
-        summary=summary,
         chart_query=chart_query,
         snippets=_snippets(name, version, prefix, filter),
+        sample=charts.SAMPLE,
     )
 
 
@@ -337,6 +333,8 @@ def chart_image(
     request: Request, name: str, seq: int, which: str, prefix: str = "", filter: str = ""
 ) -> Response:
     b, _, _ = _dataset(request, name)
+    if which not in ("labels", "sizes"):
+        raise InvalidInput(f"no chart {which!r}: use labels.svg or sizes.svg")
     version = b.catalog.resolve(name, seq)
     check_prefix(prefix)
     where = _filter(filter)
@@ -344,16 +342,8 @@ def chart_image(
         (name, version.seq, prefix, str(where or "")),
         lambda: charts.summarise(b.catalog.store.list_records(name, version.seq, prefix=prefix, where=where)),
     )
-    chart = summary.sizes if which == "sizes" else _label_chart(summary, which)
-    svg = b.pages.render("chart.svg", chart=chart)
+    svg = b.pages.render("chart.svg", figure=charts.figure(summary, which))
     return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "private, max-age=3600"})
-
-
-def _label_chart(summary: charts.Summary, which: str) -> charts.Chart | None:
-    index = which.removeprefix("labels-")
-    if not index.isdigit() or int(index) >= len(summary.labels):
-        raise InvalidInput(f"no chart {which!r}: use sizes or labels-0 … labels-{len(summary.labels) - 1}")
-    return summary.labels[int(index)]
 
 
 @router.get("/thumbs/{name}/{seq}/{key:path}")
