@@ -1,8 +1,23 @@
-"""One sqlite3 connection per thread to one WAL database file.
+"""A bounded pool of sqlite3 connections to one WAL database file.
 
-sqlite3 connections must not be shared between threads, and the catalog, the task queue
-and LabelX all serve several threads (API workers, pack workers, FUSE threads). This is
-the one place that opens those connections with the same pragmas and closes them all.
+sqlite3 connections must not be used by two threads at once, and the catalog, the task queue
+and LabelX all serve several threads (API workers, pack workers, FUSE threads). This is the
+one place that opens those connections with the same pragmas and closes them all.
+
+Why a bounded pool and not one connection per thread (issue 24 item 9): the API's thread pool
+replaces its idle threads, and every new thread opened a new connection with its own page
+cache (``cache_size``, 16 MiB for the catalog) while the old ones stayed open: one
+``datahub serve`` grew from 75 to 428 MB over repeated load runs. Now:
+
+- ``connection()`` lends a connection for a block (a query, a page, a transaction) and takes
+  it back; at most ``max_connections`` are open, and a thread past that waits for one to be
+  returned. The lease is re-entrant in a thread (a nested block gets the same connection), so
+  a transaction and the reads inside it share one connection. Readers hold no connection
+  between pages, so a slow client never pins one.
+- ``get()`` (for stores whose methods each run one statement and that predate the leases) binds
+  one connection to the calling thread for the thread's life and returns it to the pool when
+  the thread ends: never more than one per live thread, and none kept for a dead one.
+- Idle connections beyond ``max_idle`` are closed, so a burst does not keep its caches.
 """
 
 from __future__ import annotations
@@ -14,8 +29,24 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+class _Binding:
+    """A connection bound to one thread (``get``); goes back to the pool when the thread ends
+    (CPython clears a dead thread's ``threading.local`` values, which drops this object)."""
+
+    __slots__ = ("conn", "depth", "pool")
+
+    def __init__(self, pool: SQLiteConnections, conn: sqlite3.Connection, depth: int) -> None:
+        self.pool, self.conn, self.depth = pool, conn, depth
+
+    def __del__(self) -> None:
+        try:
+            self.pool._give(self.conn)
+        except Exception:
+            pass
+
+
 class SQLiteConnections:
-    """Per-thread connections to ``path`` in WAL mode, so readers never wait for a writer.
+    """Connections to ``path`` in WAL mode, so readers never wait for a writer.
 
     ``synchronous="FULL"`` (the default) makes a committed transaction survive power loss,
     not just a process crash; use ``"NORMAL"`` only for state that may be recomputed.
@@ -28,44 +59,143 @@ class SQLiteConnections:
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
         pragmas: Iterable[str] = (),
+        max_connections: int = 8,
+        max_idle: int = 4,
     ) -> None:
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout = busy_timeout
         self._pragmas = ("journal_mode = WAL", f"synchronous = {synchronous}", *pragmas)
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
+        self.max_connections, self.max_idle = max(1, max_connections), max(0, max_idle)
+        self._local = threading.local()  # this thread's lease or binding
+        self._cond = threading.Condition()
+        self._idle: list[sqlite3.Connection] = []
+        self._open: set[sqlite3.Connection] = set()
+        self._bound: set[sqlite3.Connection] = set()  # bound to a thread by get()
+        self._closed = False
+        self._opening = 0
+        self.opened_total = 0  # connections ever opened (tests, and a leak is easy to see)
+
+    @property
+    def open_count(self) -> int:
+        """Connections open now, lent or idle."""
+        return len(self._open)
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        """A connection for the block (autocommit; transactions are explicit)."""
+        held = getattr(self._local, "held", None)
+        if held is not None:  # nested, or a thread bound by get(): the same connection
+            held.depth += 1
+            try:
+                yield held.conn
+            finally:
+                held.depth -= 1
+            return
+        conn = self._take()
+        lease = _Lease(conn)
+        self._local.held = lease
+        try:
+            yield conn
+        finally:
+            self._local.held = None
+            self._give(conn)
 
     def get(self) -> sqlite3.Connection:
-        """This thread's connection, opened on first use (autocommit; transactions are explicit)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            for pragma in self._pragmas:
-                conn.execute(f"PRAGMA {pragma}")
-            self._local.conn = conn
-            with self._lock:
-                self._all.append(conn)
-        return conn
+        """This thread's connection, bound to it until the thread ends (see the module doc).
+
+        Not counted against ``max_connections`` while bound (a thread that keeps one must not
+        make another wait forever); at most one per live thread."""
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = _Binding(self, self._take(bind=True), depth=1)
+            self._local.held = held
+        return held.conn
 
     @contextmanager
     def immediate(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken up front: all or nothing, never half-written."""
-        conn = self.get()
-        conn.execute("BEGIN IMMEDIATE")
+        with self.connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # --- the pool -------------------------------------------------------------------------------
+    def _take(self, *, bind: bool = False) -> sqlite3.Connection:
+        """An idle connection, else a new one; a lease past ``max_connections`` waits for one
+        to come back, a binding never waits (see ``get``)."""
+        with self._cond:
+            while True:
+                if self._idle:
+                    conn = self._idle.pop()
+                    if bind:
+                        self._bound.add(conn)
+                    return conn
+                if bind or self._closed or self._lendable() < self.max_connections:
+                    self._opening += 1  # counted now: two threads must not both take the last slot
+                    break
+                self._cond.wait()
         try:
-            yield conn
+            return self._open_new(bound=bind)
+        finally:
+            with self._cond:
+                self._opening -= 1
+                self._cond.notify()
+
+    def _lendable(self) -> int:
+        """Connections that count against ``max_connections``: open and unbound, or being opened."""
+        return len(self._open) - len(self._bound) + self._opening
+
+    def _open_new(self, *, bound: bool) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        try:
+            for pragma in self._pragmas:
+                conn.execute(f"PRAGMA {pragma}")
         except BaseException:
-            conn.execute("ROLLBACK")
+            conn.close()
             raise
-        conn.execute("COMMIT")
+        with self._cond:
+            self._open.add(conn)
+            if bound:
+                self._bound.add(conn)
+            self.opened_total += 1
+        return conn
+
+    def _give(self, conn: sqlite3.Connection) -> None:
+        """Back to the idle list, or closed (past ``max_idle``, after ``close``, or mid-transaction:
+        a connection left in a transaction must not be lent to someone else)."""
+        with self._cond:
+            if conn not in self._open:
+                return  # closed by close() meanwhile
+            self._bound.discard(conn)
+            keep = not self._closed and len(self._idle) < self.max_idle and not conn.in_transaction
+            if keep:
+                self._idle.append(conn)
+            else:
+                self._open.discard(conn)
+            self._cond.notify()
+        if not keep:
+            conn.close()
 
     def close(self) -> None:
-        with self._lock:
-            conns, self._all = self._all, []
+        """Close every connection, lent ones included (their holders get ProgrammingError)."""
+        with self._cond:
+            conns, self._open, self._idle, self._bound = list(self._open), set(), [], set()
+            self._closed = True
+            self._cond.notify_all()
         for conn in conns:
             conn.close()
         self._local = threading.local()
+
+
+class _Lease:
+    __slots__ = ("conn", "depth")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.depth = conn, 0

@@ -79,6 +79,7 @@ class SQLiteCatalogStore(CatalogStore):
         cache_mib: int = 16,
         busy_timeout_ms: int = 30_000,
         commit_wait_s: float = 600.0,
+        max_connections: int = 4,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """``commit_wait_s``: how long a commit waits for its turn behind others (see
@@ -98,14 +99,19 @@ class SQLiteCatalogStore(CatalogStore):
                 "temp_store = MEMORY",
                 "journal_size_limit = 67108864",
             ),
+            # a few connections serve any number of threads: reads in WAL run side by side, and
+            # the page caches (cache_mib each) are bounded by this, not by the thread count
+            max_connections=max_connections,
+            max_idle=max_connections,
         )
         self._gate = CommitGate(f"{self.path}.commit-lock", max_wait=commit_wait_s)
-        with self._translate(f"open catalog {self.path}"):
-            ensure_schema(self._conn())
+        with self._translate(f"open catalog {self.path}"), self._db.connection() as conn:
+            ensure_schema(conn)
 
     # --- connections -------------------------------------------------------------------------
-    def _conn(self) -> sqlite3.Connection:
-        return self._db.get()
+    def _conn(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection for one block (a statement, a page, a commit): see sqlite_pool."""
+        return self._db.connection()
 
     def close(self) -> None:
         self._db.close()
@@ -130,8 +136,8 @@ class SQLiteCatalogStore(CatalogStore):
             raise StorageError(f"{what}: SQLite error: {exc}") from exc
 
     def _query(self, what: str, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
-        with self._translate(what):
-            return self._conn().execute(sql, tuple(params)).fetchall()
+        with self._translate(what), self._conn() as conn:
+            return conn.execute(sql, tuple(params)).fetchall()
 
     def _dataset_id(self, name: str) -> int:
         """The dataset's row id, remembered: datasets are never renamed or deleted, so an id read
@@ -156,8 +162,8 @@ class SQLiteCatalogStore(CatalogStore):
     def create_dataset(self, dataset: Dataset) -> Dataset:
         created = dataset.created_at or self.clock()
         try:
-            with self._translate(f"create dataset {dataset.name!r}"):
-                self._conn().execute(
+            with self._translate(f"create dataset {dataset.name!r}"), self._conn() as conn:
+                conn.execute(
                     "INSERT INTO datasets (name, description, source, owner, acl, created_at)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     (
@@ -211,16 +217,12 @@ class SQLiteCatalogStore(CatalogStore):
         where, params = "name = ?", [*values.values(), name]
         if expected_revision is not None:
             where, params = where + " AND revision = ?", [*params, expected_revision]
-        with self._translate(f"update dataset {name!r}"):
-            row = (
-                self._conn()
-                .execute(
-                    f"UPDATE datasets SET {assignments}revision = revision + 1 WHERE {where} "
-                    f"RETURNING {DATASET_COLS}",
-                    params,
-                )
-                .fetchone()
-            )
+        with self._translate(f"update dataset {name!r}"), self._conn() as conn:
+            row = conn.execute(
+                f"UPDATE datasets SET {assignments}revision = revision + 1 WHERE {where} "
+                f"RETURNING {DATASET_COLS}",
+                params,
+            ).fetchone()
         if row is None:
             # DatasetNotFound if it is not there at all
             raise revision_mismatch(self.get_dataset(name), expected_revision)
@@ -228,7 +230,9 @@ class SQLiteCatalogStore(CatalogStore):
 
     # --- versions -------------------------------------------------------------------------------
     def head(self, dataset: str) -> int:
-        return head_seq(self._conn(), self._dataset_id(dataset))
+        dataset_id = self._dataset_id(dataset)
+        with self._translate(f"head of dataset {dataset!r}"), self._conn() as conn:
+            return head_seq(conn, dataset_id)
 
     def _version(self, dataset: str, row: tuple, tags: tuple[str, ...]) -> Version:
         seq, parent, message, author, created, count, nbytes, added, removed, modified, lineage = row
@@ -283,9 +287,9 @@ class SQLiteCatalogStore(CatalogStore):
         commit_id: str | None = None,
     ) -> Version:
         dataset_id = self._dataset_id(dataset)
-        conn = self._conn()
         what = f"commit to dataset {dataset!r}"
-        with self._gate.turn(what), self._translate(what), write_transaction(conn):
+        # the turn first: a commit waiting for it holds no pooled connection
+        with self._gate.turn(what), self._translate(what), self._conn() as conn, write_transaction(conn):
             seq = write_version(
                 conn, dataset_id, dataset, base, changes, message=message, author=author,
                 lineage=lineage, commit_id=commit_id, batch_size=self.batch_size, now=self.clock,
@@ -299,8 +303,8 @@ class SQLiteCatalogStore(CatalogStore):
     def set_tag(self, dataset: str, tag: str, seq: int) -> None:
         dataset_id = self._dataset_id(dataset)
         self.get_version(dataset, seq)
-        with self._translate(f"tag {dataset}@{seq} as {tag!r}"):
-            self._conn().execute(
+        with self._translate(f"tag {dataset}@{seq} as {tag!r}"), self._conn() as conn:
+            conn.execute(
                 "INSERT INTO tags (dataset_id, tag, seq) VALUES (?, ?, ?)"
                 " ON CONFLICT (dataset_id, tag) DO UPDATE SET seq = excluded.seq",
                 (dataset_id, tag, seq),
@@ -308,8 +312,8 @@ class SQLiteCatalogStore(CatalogStore):
 
     def delete_tag(self, dataset: str, tag: str) -> None:
         dataset_id = self._dataset_id(dataset)
-        with self._translate(f"untag {tag!r} in {dataset!r}"):
-            cur = self._conn().execute("DELETE FROM tags WHERE dataset_id = ? AND tag = ?", (dataset_id, tag))
+        with self._translate(f"untag {tag!r} in {dataset!r}"), self._conn() as conn:
+            cur = conn.execute("DELETE FROM tags WHERE dataset_id = ? AND tag = ?", (dataset_id, tag))
         if cur.rowcount == 0:
             raise NotFound(f"dataset {dataset!r} has no tag {tag!r}", dataset=dataset, tag=tag)
 
@@ -418,8 +422,7 @@ class SQLiteCatalogStore(CatalogStore):
         dataset_id = self._dataset_id(dataset)
         self.get_version(dataset, seq)
         found: dict[str, Record] = {}
-        with self._translate("look up records"):
-            conn = self._conn()
+        with self._translate("look up records"), self._conn() as conn:
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
                 rows = conn.execute(
@@ -484,8 +487,8 @@ class SQLiteCatalogStore(CatalogStore):
 
     # --- tokens -----------------------------------------------------------------------------------
     def put_token(self, token: TokenInfo) -> None:
-        with self._translate("store token"):
-            self._conn().execute(
+        with self._translate("store token"), self._conn() as conn:
+            conn.execute(
                 "INSERT OR REPLACE INTO tokens (token_hash, principal, is_admin, created_at, description, extra)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (
@@ -511,5 +514,5 @@ class SQLiteCatalogStore(CatalogStore):
         return TokenInfo(h, principal, bool(is_admin), created, description, dict(load_json(extra)))
 
     def delete_token(self, token_hash: str) -> None:
-        with self._translate("delete token"):
-            self._conn().execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
+        with self._translate("delete token"), self._conn() as conn:
+            conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))

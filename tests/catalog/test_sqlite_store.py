@@ -74,7 +74,8 @@ def test_reopen_keeps_everything(tmp_path: Path) -> None:
 
 def test_file_in_wal_mode(tmp_path: Path) -> None:
     store = SQLiteCatalogStore(tmp_path / "c.db")
-    assert store._conn().execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with store._conn() as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     store.close()
 
 
@@ -85,7 +86,8 @@ def test_commit_writes_rows_in_proportion_to_changes(tmp_path: Path) -> None:
     cat.create_dataset("ds")
     cat.commit("ds", (Put(rec(f"k{i:05d}")) for i in range(2000)))
     cat.commit("ds", [Put(rec("k00007", etag="new")), Delete("k01234")])
-    rows = store._conn().execute("SELECT from_seq, to_seq, COUNT(*) FROM records GROUP BY 1, 2").fetchall()
+    with store._conn() as conn:
+        rows = conn.execute("SELECT from_seq, to_seq, COUNT(*) FROM records GROUP BY 1, 2").fetchall()
     assert sorted(rows) == [(1, 2, 2), (1, OPEN, 1998), (2, OPEN, 1)]
     cat.close()
 
@@ -140,7 +142,8 @@ N = 4  # the batch size of the boundary tests below
 
 
 def _rows(store: SQLiteCatalogStore) -> list[tuple]:
-    return store._conn().execute("SELECT key, from_seq, to_seq, etag FROM records ORDER BY 1, 2").fetchall()
+    with store._conn() as conn:
+        return conn.execute("SELECT key, from_seq, to_seq, etag FROM records ORDER BY 1, 2").fetchall()
 
 
 @pytest.mark.parametrize("n", [N - 1, N, N + 1, 2 * N, 2 * N + 1])
