@@ -107,7 +107,8 @@ class _Garbage(BaseHTTPRequestHandler):
 def garbage() -> Iterator[ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Garbage)
     server.hits = 0  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the serve loop to look at its flag: every 0.05 s, not every 0.5 s
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield server
