@@ -42,7 +42,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"netns: {reason}"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One cluster for both modules here (bringing one up costs ~15 s); torn down after the package."""
     with build_cluster(tmp_path_factory.mktemp("multihost")) as c:
         yield c
