@@ -27,16 +27,15 @@ _INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
 TAG_PATTERN = "^(?!latest$)(?!v[0-9]+$)[A-Za-z][A-Za-z0-9._-]{0,62}$"
 REF_PATTERN = "^(v?[0-9]+|[A-Za-z][A-Za-z0-9._-]{0,62})$"
-KEY_PATTERN = (
+KEY_PATTERN = "^(?!/)(?!.*//)(?!.*/$)(?!(.*/)?[.][.]?(/|$))[^\\x00-\\x1f\\x7f]+$"  # check_key
+# check_new_key, up to its per-segment rules: no invisible format characters either
+NEW_KEY_PATTERN = (
     "^(?!/)(?!.*//)(?!.*/$)(?!(.*/)?[.][.]?(/|$))"
     "[^\\x00-\\x1f\\x7f\\u200b-\\u200f\\u202a-\\u202e\\u2066-\\u2069]+$"
 )
 # check_prefix: empty, only slashes, or a key (at most MAX_KEY_BYTES, as characters here)
 # followed by any number of slashes.
-PREFIX_PATTERN = (
-    "^(?:/*|(?!/)(?!.*//+[^/])(?!(.*/)?[.][.]?(/|$))(?=.{0,1023}[^/]/*$)"
-    "[^\\x00-\\x1f\\x7f\\u200b-\\u200f\\u202a-\\u202e\\u2066-\\u2069]+)$"
-)
+PREFIX_PATTERN = "^(?:/*|(?!/)(?!.*//+[^/])(?!(.*/)?[.][.]?(/|$))(?=.{0,1023}[^/]/*$)[^\\x00-\\x1f\\x7f]+)$"
 # Integers stay well inside the stores' signed 64 bits, and exact as JSON Schema numbers
 # (doubles) too: so a schema-valid value is always one the server takes.
 MAX_SEQ = 2**53 - 1  # the largest version number a reference may name
@@ -81,12 +80,6 @@ def check_key(key: str) -> str:
         raise InvalidKey(f"invalid key {key[:60]!r}...: longer than {MAX_KEY_BYTES} bytes", key=key[:200])
     if _CONTROL.search(key):
         raise InvalidKey(f"invalid key {key!r}: contains NUL or control characters", key=key)
-    if _INVISIBLE.search(key):
-        raise InvalidKey(
-            f"invalid key {key!r}: contains invisible format characters (zero-width or bidirectional "
-            "override, U+200B-U+200F, U+202A-U+202E, U+2066-U+2069) that make it display as another key",
-            key=key,
-        )
     if key.startswith("/"):
         raise InvalidKey(f"invalid key {key!r}: must be relative (no leading '/')", key=key)
     parts = key.split("/")
@@ -103,12 +96,19 @@ def check_new_key(key: str) -> str:
     """``check_key`` plus what a new record, imported object or workspace file may not be.
 
     Applied where keys enter a version (import, commit, workspace create/rename, bucket
-    snapshots); reads keep ``check_key`` so versions stored before these rules stay readable.
+    snapshots); reads, deletes and patches keep ``check_key`` so records stored before these
+    rules (such as a bidi-control key, issue 24 item 4) can still be read and removed.
     A segment over ``NAME_MAX`` bytes could be shown by a mount but not copied to a local file
     system, and a segment beginning with ``RESERVED_PREFIX`` is a hint name that a mount never
     shows as an entry (docs/semantics.md), so either would be committed and then unreachable.
     """
     check_key(key)
+    if _INVISIBLE.search(key):
+        raise InvalidKey(
+            f"invalid key {key!r}: contains invisible format characters (zero-width or bidirectional "
+            "override, U+200B-U+200F, U+202A-U+202E, U+2066-U+2069) that make it display as another key",
+            key=key,
+        )
     for segment in key.split("/"):
         if len(segment.encode("utf-8", "surrogatepass")) > NAME_MAX:
             raise InvalidKey(
@@ -166,10 +166,19 @@ def check_json_field(value: Any, what: str, key: str) -> None:
     this: deeper values break JSON encoders and decoders that recurse (pydantic, json), and a
     version, being immutable, would stay unreadable for good.
     """
-    if value is None or (isinstance(value, Mapping) and not value):
-        return  # most records have no meta/labels: they pay nothing
+    if value is None or (isinstance(value, Mapping) and not value) or isinstance(value, Unreadable):
+        return  # most records have no meta/labels: they pay nothing; a legacy value is carried over
     if not isinstance(value, Mapping):
         raise InvalidInput(f"record {key!r}: {what} must be a JSON object", key=key)
+    if UNREADABLE in value:
+        # the marker as the wire shows it: written back, it would replace the stored value
+        raise InvalidInput(
+            f"record {key!r}: {what} holds {UNREADABLE!r}, the marker shown for a value stored too deep "
+            "to read; it cannot be written as a value (a copy through an export or a remote catalog "
+            "cannot carry the stored value): give the record its real "
+            f"{what}, or derive/patch it on the server that holds it",
+            key=key,
+        )
     try:  # the C encoder first: ~1 us for typical labels, and it bounds its own recursion
         text = _COMPACT.encode(value)
     except RecursionError:
@@ -199,13 +208,66 @@ UNREADABLE = "datahub_unreadable"  # the marker key read paths show instead of a
 _TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels; written before datahub refused such values"
 
 
+class Unreadable(dict):
+    """What read paths show for a stored ``meta`` / ``labels`` nested deeper than MAX_JSON_DEPTH:
+    the one-key marker ``{"datahub_unreadable": "..."}``, carrying the stored value itself
+    (``stored``: the JSON text SQLite holds, or the value MongoDB decoded).
+
+    So a write that leaves the field alone (a labels-only patch, a derive) stores it again as
+    it was, byte for byte, never the marker as if it were real meta (issue 24 item 5); a
+    change that would have to merge into it is refused (``datahub.catalog.revisions``). Two
+    of them are equal when their stored values are.
+    """
+
+    __slots__ = ("stored",)
+
+    def __init__(self, stored: Any) -> None:
+        super().__init__({UNREADABLE: _TOO_DEEP})
+        self.stored = stored
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Unreadable):
+            return dict.__eq__(self, other)  # a plain marker (as the wire shows it) is equal
+        try:
+            return bool(self.stored == other.stored)
+        except RecursionError:
+            return False
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def stored_text(self) -> str:
+        """The stored value as JSON text (exactly the stored text when there is one)."""
+        if isinstance(self.stored, str):
+            return self.stored
+        try:
+            return json.dumps(self.stored, separators=(",", ":"), sort_keys=True)
+        except RecursionError:
+            raise InvalidInput(
+                f"a stored value nested deeper than {MAX_JSON_DEPTH} levels cannot be copied"
+            ) from None
+
+    def stored_value(self) -> Any:
+        """The stored value decoded (exactly the stored value when there is one)."""
+        if not isinstance(self.stored, str):
+            return self.stored
+        try:
+            return json.loads(self.stored)
+        except RecursionError:
+            raise InvalidInput(
+                f"a stored value nested deeper than {MAX_JSON_DEPTH} levels cannot be copied"
+            ) from None
+
+
 def stored_json(value: Any) -> Any:
     """What read paths show for a stored ``meta`` / ``labels``: the value itself, or, for one
-    written before the limits existed and nested deeper than MAX_JSON_DEPTH, a one-key marker
-    ``{"datahub_unreadable": "..."}``, so every record of every version stays listable,
-    exportable and diffable instead of failing the whole listing."""
+    written before the limits existed and nested deeper than MAX_JSON_DEPTH, an ``Unreadable``
+    marker, so every record of every version stays listable, exportable and diffable instead
+    of failing the whole listing."""
     if json_depth(value) > MAX_JSON_DEPTH:
-        return {UNREADABLE: _TOO_DEEP}
+        return Unreadable(value)
     return value
 
 
@@ -226,5 +288,5 @@ def load_stored_json(text: str) -> Any:
     try:
         value = json.loads(text)
     except RecursionError:
-        return {UNREADABLE: _TOO_DEEP}
-    return stored_json(value)
+        return Unreadable(text)
+    return Unreadable(text) if json_depth(value) > MAX_JSON_DEPTH else value

@@ -13,12 +13,14 @@ from datahub.validation import (
     KEY_PATTERN,
     MAX_KEY_BYTES,
     NAME_PATTERN,
+    NEW_KEY_PATTERN,
     PREFIX_PATTERN,
     REF_PATTERN,
     TAG_PATTERN,
     check_json_field,
     check_key,
     check_name,
+    check_new_key,
     check_prefix,
     check_tag,
     json_depth,
@@ -68,8 +70,12 @@ BIDI_AND_INVISIBLE = [
 
 @pytest.mark.parametrize("char", BIDI_AND_INVISIBLE)
 def test_keys_with_bidi_overrides_or_invisible_format_characters_are_refused(char):
+    """New keys keep the rule; a key stored before it is still a key to read and delete
+    (issue 24 item 4), so only ``check_new_key`` refuses it."""
     with pytest.raises(InvalidKey, match="invisible format characters"):
-        check_key(f"img/{char}gpj.exe")
+        check_new_key(f"img/{char}gpj.exe")
+    assert check_key(f"img/{char}gpj.exe") == f"img/{char}gpj.exe"
+    assert not re.fullmatch(NEW_KEY_PATTERN, f"img/{char}gpj.exe")
 
 
 _KEY_CHARS = st.characters(codec="utf-8", exclude_categories=("Cs",))
@@ -84,6 +90,10 @@ def test_the_key_schema_pattern_is_exactly_check_key(key):
     except InvalidKey:
         ok = False
     assert ok == bool(re.fullmatch(KEY_PATTERN, key))
+    assert (ok and not _INVISIBLE_CHARS.search(key)) == bool(re.fullmatch(NEW_KEY_PATTERN, key))
+
+
+_INVISIBLE_CHARS = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 @given(st.lists(st.text(_KEY_CHARS, min_size=1, max_size=12), min_size=1, max_size=5))

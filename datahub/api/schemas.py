@@ -21,6 +21,7 @@ from datahub.validation import (
     MAX_SEQ,
     MAX_SIZE,
     NAME_PATTERN,
+    NEW_KEY_PATTERN,
     PREFIX_PATTERN,
     REF_PATTERN,
     TAG_PATTERN,
@@ -64,14 +65,15 @@ def shape(pattern: str, max_length: int) -> dict[str, Any]:
 NAME_SHAPE = shape(NAME_PATTERN, 63)
 TAG_SHAPE = shape(TAG_PATTERN, 63)
 REF_SHAPE = shape(REF_PATTERN, 63)
-KEY_SHAPE = shape(KEY_PATTERN, MAX_KEY_BYTES)
+KEY_SHAPE = shape(KEY_PATTERN, MAX_KEY_BYTES)  # keys a version may hold: reads, deletes, patches
+NEW_KEY_SHAPE = shape(NEW_KEY_PATTERN, MAX_KEY_BYTES)  # keys a put may add
 PREFIX_SHAPE = {"pattern": PREFIX_PATTERN}  # trailing slashes are free: no maxLength
 # What datahub.storage.split_object_url accepts for a record's object URL, as one pattern:
 # s3://<bucket>/<any non-empty key not ending in '/'>, memory://<space>/<record key> or
 # file:///<record key> (also file://localhost/). Narrower than the server only where JSON Schema
 # cannot follow it: percent-escapes in file:// and memory:// paths (decoded before the key
 # check) and S3 keys' limit in bytes (the pattern counts characters).
-_SAFE_KEY = KEY_PATTERN[1:-1].replace("\\u2066-\\u2069]", "\\u2066-\\u2069?#%]")
+_SAFE_KEY = KEY_PATTERN[1:-1].replace("\\x7f]", "\\x7f?#%]")
 RECORD_URL_PATTERN = (
     "^(?:[sS]3://[^/?#%]+/(?![\\s\\S]*/$)[\\s\\S]{1,1024}"
     f"|[mM][eE][mM][oO][rR][yY]://[^/?#%]+/{_SAFE_KEY}"
@@ -140,7 +142,7 @@ class DeriveCreate(RequestModel):
 
 # --- records -----------------------------------------------------------------------------------
 class RecordIn(RequestModel):
-    key: str = Field(json_schema_extra=KEY_SHAPE)
+    key: str = Field(json_schema_extra=NEW_KEY_SHAPE)
     url: str = Field(
         description="s3://bucket/key (any key S3 takes, at most 1024 bytes decoded), "
         "file:///path or memory://name/key (the path / key follows the record-key rules); "

@@ -14,7 +14,7 @@ from typing import Any
 from pymongo import ASCENDING, DESCENDING
 
 from datahub.catalog.model import EMPTY, Record
-from datahub.validation import stored_json
+from datahub.validation import Unreadable, stored_json
 
 RECORD_FIELDS = {"_id": 0, "key": 1, "url": 1, "etag": 1, "size": 1, "checksum": 1, "meta": 1, "labels": 1}
 
@@ -38,10 +38,15 @@ def record_doc(record: Record) -> dict[str, Any]:
     if record.checksum:
         doc["checksum"] = record.checksum
     if record.meta:
-        doc["meta"] = dict(record.meta)
+        doc["meta"] = _stored(record.meta)
     if record.labels:
-        doc["labels"] = dict(record.labels)
+        doc["labels"] = _stored(record.labels)
     return doc
+
+
+def _stored(value: Any) -> Any:
+    """An over-deep legacy value read back as ``Unreadable`` is written as it was stored."""
+    return value.stored_value() if isinstance(value, Unreadable) else dict(value)
 
 
 def create_indexes(db: Any) -> None:

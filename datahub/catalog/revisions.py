@@ -24,6 +24,7 @@ from typing import Any
 
 from datahub.catalog.model import EMPTY, Change, Delete, DiffEntry, Patch, Put, Record
 from datahub.errors import CommitIdReused, InvalidInput, RecordNotFound
+from datahub.validation import MAX_JSON_DEPTH, Unreadable
 
 OPEN = 2**62  # to_seq of a revision that is still live at the head
 
@@ -114,6 +115,7 @@ class CommitPlanner:
             else:
                 if state.now is None:
                     raise self._missing(change.key, "patch")
+                self._check_mergeable(state.now, change)
                 state.now = patched(state.now, change)
         ops = BatchOps()
         for key, st in states.items():
@@ -161,6 +163,25 @@ class CommitPlanner:
             ops.upsert.append(own_now)
         elif own_now is None and own_before is not None:
             ops.drop.append(key)
+
+    def _check_mergeable(self, record: Record, change: Patch) -> None:
+        """A patch merges into the stored field; one stored too deep to read (``Unreadable``)
+        cannot be merged into without replacing it, so such a patch is refused. Patching the
+        other field carries this one over as stored."""
+        for what, current, update in (
+            ("meta", record.meta, change.meta),
+            ("labels", record.labels, change.labels),
+        ):
+            if update and isinstance(current, Unreadable):
+                raise InvalidInput(
+                    f"cannot patch the {what} of record {record.key!r} in dataset {self.dataset!r}: "
+                    f"its stored {what} is nested deeper than {MAX_JSON_DEPTH} levels (written before "
+                    f"datahub refused such values) and cannot be merged into; put the record again "
+                    f"with the {what} it should have, or patch only its "
+                    f"{'labels' if what == 'meta' else 'meta'}",
+                    dataset=self.dataset,
+                    key=record.key,
+                )
 
     def _missing(self, key: str, verb: str) -> RecordNotFound:
         return RecordNotFound(

@@ -20,7 +20,7 @@ from typing import Any
 from datahub.catalog.model import EMPTY, Record, record_from_row
 from datahub.catalog.revisions import OPEN
 from datahub.catalog.store import prefix_end
-from datahub.validation import MAX_JSON_DEPTH, load_stored_json
+from datahub.validation import MAX_JSON_DEPTH, Unreadable, load_stored_json
 
 SCHEMA_VERSION = 3  # 2: versions.commit_digest; 3: datasets.revision
 SCHEMA = f"""
@@ -109,7 +109,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
 
 
 def dump_json(value: Any) -> str | None:
-    """JSON only when non-empty: most records have no meta/labels and pay nothing for them."""
+    """JSON only when non-empty: most records have no meta/labels and pay nothing for them.
+    An over-deep legacy value read back as ``Unreadable`` is written as it was stored."""
+    if isinstance(value, Unreadable):
+        return value.stored_text()
     return json.dumps(value, separators=(",", ":"), sort_keys=True) if value else None
 
 

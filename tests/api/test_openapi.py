@@ -56,8 +56,9 @@ def test_names_tags_refs_and_keys_carry_the_servers_patterns_and_lengths():
         assert (schema.get("pattern"), schema.get("maxLength")) == wanted[name], (path, name)
     schemas = doc["components"]["schemas"]
     assert schemas["DatasetCreate"]["properties"]["name"]["pattern"] == v.NAME_PATTERN
-    for model in ("RecordIn", "DeleteChange", "PatchChange"):
+    for model in ("DeleteChange", "PatchChange"):  # keys a version may hold (issue 24 item 4)
         assert schemas[model]["properties"]["key"]["pattern"] == v.KEY_PATTERN
+    assert schemas["RecordIn"]["properties"]["key"]["pattern"] == v.NEW_KEY_PATTERN  # keys a put may add
     record = schemas["RecordIn"]["properties"]
     assert record["size"]["maximum"] == v.MAX_SIZE and record["etag"]["minLength"] == 1
     assert schemas["CommitCreate"]["properties"]["changes"]["minItems"] == 1
