@@ -50,8 +50,9 @@ def server(app) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """One Chromium for the module (a launch is seconds); each test logs in in its own context."""
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed")
     with sync_api.sync_playwright() as pw:
