@@ -140,7 +140,7 @@ class Catalog:
         check_name(dataset)
         if base is not None and not 0 <= base <= MAX_SEQ:
             raise InvalidInput(f"invalid base version {base} for dataset {dataset!r}", dataset=dataset)
-        validated = _validated(dataset, changes)
+        validated = validated_changes(dataset, changes)
         # with a commit id, the store keeps the change set's digest: a retry must send the same changes
         consumed = validated if commit_id is None else ChangeDigest(validated)
         for attempt in range(_HEAD_RETRIES + 1):
@@ -313,7 +313,7 @@ def _check_acl(dataset: str, acl: Mapping[str, str]) -> dict[str, str]:
     return dict(acl)
 
 
-def _validated(dataset: str, changes: Iterable[Change]) -> Iterator[Change]:
+def validated_changes(dataset: str, changes: Iterable[Change]) -> Iterator[Change]:
     """Check every change as the store consumes it, so a bad one aborts the whole commit.
 
     This is the one validation point of every write path (API, CLI, import, LabelX, pack all

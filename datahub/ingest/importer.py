@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Protocol
 
+from datahub.catalog.catalog import validated_changes
 from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.config import Config
 from datahub.errors import Cancelled, DatasetNotFound
@@ -111,6 +112,11 @@ def import_source(
             version = None
             if any(counts.values()):
                 if not exists:
+                    # every change passes the commit's checks before the dataset is made, so
+                    # a refused import creates nothing (issue 24 item 2)
+                    spool.seek(0)
+                    for _ in validated_changes(dataset, _read(spool)):
+                        pass
                     catalog.create_dataset(dataset, source=src)  # no owner: that grants API admin
                 spool.seek(0)
                 version = catalog.commit(

@@ -27,7 +27,7 @@ from datahub.errors import DatahubError, InvalidInput, ManifestError
 from datahub.ingest.items import SourceItem
 from datahub.storage import StoreRegistry, split_object_url
 from datahub.storage.urls import decode_key
-from datahub.validation import check_new_key
+from datahub.validation import MAX_JSON_DEPTH, check_json_field, check_new_key
 
 _FIELDS = {"url", "key", "labels", "meta"}
 STAT_BATCH = 256
@@ -70,6 +70,8 @@ def _parse_line(path: str, number: int, text: str) -> ManifestLine:
             value = json.loads(text)
         except ValueError as exc:
             raise fail(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:  # the decoder recurses: about 1,000 levels end it
+            raise fail(f"nested far deeper than labels and meta may be ({MAX_JSON_DEPTH} levels)") from None
     else:
         value = text
     if isinstance(value, str):
@@ -94,6 +96,10 @@ def _parse_line(path: str, number: int, text: str) -> ManifestLine:
     for name in ("labels", "meta"):
         if value.get(name) is not None and not isinstance(value[name], dict):
             raise fail(f"'{name}' must be a JSON object")
+        try:  # the commit's own limits, here so the error names the line (and nothing is created)
+            check_json_field(value.get(name), name, key if isinstance(key, str) else url)
+        except DatahubError as exc:
+            raise fail(exc.message) from None
     return ManifestLine(number, url, key, value.get("labels"), value.get("meta"))
 
 
