@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from datahub.catalog.catalog import validated_changes
 from datahub.catalog.model import Change, Delete, Put, Record, Version
@@ -30,7 +30,7 @@ from datahub.ingest.items import SourceItem
 from datahub.ingest.merge import PlannedChange, new_record, plan_changes
 from datahub.ingest.sources import source_items
 from datahub.storage import StoreRegistry, open_store
-from datahub.validation import check_name
+from datahub.validation import Unreadable, check_name
 
 # Copies in flight. Each holds at most one read chunk plus its spool's RAM part
 # (blobs.CHUNK_BYTES each), so RAM for copying stays under 2 * 8 * 4 MiB = 64 MiB.
@@ -165,8 +165,14 @@ def _write(spool: IO[str], change: Change) -> None:
         spool.write(json.dumps({"delete": change.key}) + "\n")
         return
     r = change.record
-    row = [r.key, r.url, r.etag, r.size, r.checksum, dict(r.meta), dict(r.labels)]
-    spool.write(json.dumps({"put": row}, separators=(",", ":")) + "\n")
+    row = [r.key, r.url, r.etag, r.size, r.checksum, *(_spooled(v) for v in (r.meta, r.labels))]
+    # an over-deep legacy field goes as its stored text, named in "raw", to be stored as it was
+    raw = [i for i, v in ((5, r.meta), (6, r.labels)) if isinstance(v, Unreadable)]
+    spool.write(json.dumps({"put": row, **({"raw": raw} if raw else {})}, separators=(",", ":")) + "\n")
+
+
+def _spooled(value: Any) -> Any:
+    return value.stored_text() if isinstance(value, Unreadable) else dict(value)
 
 
 def _read(spool: IO[str]) -> Iterator[Change]:
@@ -175,5 +181,8 @@ def _read(spool: IO[str]) -> Iterator[Change]:
         if "delete" in row:
             yield Delete(row["delete"])
         else:
-            key, url, etag, size, checksum, meta, labels = row["put"]
+            fields = row["put"]
+            for i in row.get("raw", ()):
+                fields[i] = Unreadable(fields[i])
+            key, url, etag, size, checksum, meta, labels = fields
             yield Put(Record(key, url, etag, size, checksum, meta, labels))

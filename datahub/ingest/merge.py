@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from datahub.catalog.model import Record
-from datahub.errors import ManifestError, StorageError
+from datahub.errors import InvalidInput, ManifestError, StorageError
 from datahub.ingest.items import SourceItem
+from datahub.validation import MAX_JSON_DEPTH, Unreadable
 
 SOURCE_META = "_source"
 Kind = Literal["added", "removed", "modified"]
@@ -39,7 +40,14 @@ class PlannedChange:
 def user_meta(record: Record | None) -> dict[str, Any]:
     if record is None:
         return {}
+    if isinstance(record.meta, Unreadable):
+        return record.meta  # carried over as stored (issue 24 item 5)
     return {k: v for k, v in record.meta.items() if k != SOURCE_META}
+
+
+def _kept(value: Mapping[str, Any]) -> Any:
+    """A head record's field to carry over: a copy, or an over-deep legacy value as stored."""
+    return value if isinstance(value, Unreadable) else dict(value)
 
 
 def source_identity(record: Record) -> tuple[str, str, bool]:
@@ -100,10 +108,17 @@ def new_record(
     item: SourceItem, old: Record | None, located: Callable[[SourceItem], Record] | None
 ) -> Record:
     """The record to put for ``item``: its object (or its copy) plus labels/meta."""
-    labels = dict(item.labels) if item.labels is not None else (dict(old.labels) if old else {})
+    labels = dict(item.labels) if item.labels is not None else _kept(old.labels if old else {})
     meta = dict(item.meta) if item.meta is not None else user_meta(old)
     if located is None:
         return Record(item.key, item.url, item.etag, item.size, "", meta, labels)
+    if isinstance(meta, Unreadable):
+        raise InvalidInput(
+            f"cannot re-import {item.key!r} with --copy: its stored meta is nested deeper than "
+            f"{MAX_JSON_DEPTH} levels (written before datahub refused such values) and the copy's "
+            f"source must be recorded in it; give the line its meta in a manifest, or import without --copy",
+            key=item.key,
+        )
     blob = located(item)
     meta[SOURCE_META] = {"url": item.url, "etag": item.etag}
     return Record(item.key, blob.url, blob.etag, blob.size, blob.checksum, meta, labels)
