@@ -1,0 +1,98 @@
+"""The soak's data, made before the run from the seed: what every read is checked against.
+
+``src`` has three versions (prefixes ``src1/``..``src3/`` of the origin bucket, imported in
+turn, so each version's records point at objects of their own and nothing changes behind a
+committed version); ``photos`` holds small JPEGs for the pack jobs. The manifest maps each
+(dataset, version, key) and each object URL to the sha256 of its bytes, computed here from
+the bytes the harness uploaded, never from anything datahub reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import random
+from pathlib import Path
+
+from PIL import Image
+
+from tests.multihost.cluster import ORIGIN_BUCKET, Cluster
+
+PAGE = 4 * 1024**2
+
+
+def versions(seed: int) -> list[dict[str, bytes]]:
+    """Three versions of ``src``: ~40 files from 1 B to 300 KB and one two-page file; each
+    version changes, adds and removes some."""
+    rng = random.Random(f"{seed}-src")
+    files = {
+        f"d{i % 4}/f{i:03d}.bin": rng.randbytes(rng.choice([1, 700, rng.randint(1, 300_000)]))
+        for i in range(40)
+    }
+    files["big/blob.bin"] = rng.randbytes(PAGE + rng.randint(1, 400_000))
+    out = [dict(files)]
+    for v in (2, 3):
+        keys = sorted(files)
+        for key in rng.sample(keys, 8):
+            files[key] = rng.randbytes(rng.randint(1, 200_000))
+        for key in rng.sample(keys, 4):
+            if key != "big/blob.bin":
+                del files[key]
+        for i in range(5):
+            files[f"v{v}/n{i}.bin"] = rng.randbytes(rng.randint(1, 150_000))
+        out.append(dict(files))
+    return out
+
+
+def jpegs(seed: int, count: int = 24) -> dict[str, bytes]:
+    rng = random.Random(f"{seed}-photos")
+    out = {}
+    for i in range(count):
+        w, h = rng.randint(64, 128), rng.randint(48, 96)
+        buf = io.BytesIO()
+        Image.frombytes("RGB", (w, h), rng.randbytes(w * h * 3)).save(buf, "JPEG", quality=90)
+        out[f"img/{i:04d}.jpg"] = buf.getvalue()
+    return out
+
+
+def upload(cluster: Cluster, prefix: str, objs: dict[str, bytes]) -> None:
+    """Put ``objs`` under ``s3://data/<prefix>/`` from the storage host (straight to moto)."""
+    src = cluster.root / f"src-{prefix}"
+    for key, data in objs.items():
+        (src / key).parent.mkdir(parents=True, exist_ok=True)
+        (src / key).write_bytes(data)
+    cluster.s3(
+        "import pathlib\n"
+        f"src = pathlib.Path({str(src)!r})\n"
+        "for p in sorted(src.rglob('*')):\n"
+        "    if p.is_file():\n"
+        f"        s3.put_object(Bucket='{ORIGIN_BUCKET}', Key='{prefix}/' + p.relative_to(src).as_posix(), "
+        "Body=p.read_bytes())\n"
+    )
+
+
+def _ndjson(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def prepare(cluster: Cluster, seed: int, manifest: Path) -> dict:
+    """Upload and import ``src`` (3 versions) and ``photos`` through node A; write the manifest."""
+    doc: dict = {"datasets": {"src": {}}, "urls": {}, "records": []}
+    for n, files in enumerate(versions(seed), start=1):
+        upload(cluster, f"src{n}", files)
+        cluster.a.cli("import", f"s3://{ORIGIN_BUCKET}/src{n}", "--to", "src", timeout=300)
+        doc["datasets"]["src"][str(n)] = {
+            key: {"sha": hashlib.sha256(data).hexdigest(), "size": len(data)} for key, data in files.items()
+        }
+        for rec in _ndjson(cluster.a.cli("export", f"src@{n}").stdout):
+            sha = doc["datasets"]["src"][str(n)][rec["key"]]["sha"]
+            doc["urls"][rec["url"]] = sha
+            doc["records"].append({k: rec[k] for k in ("key", "url", "etag", "size")})
+    photos = jpegs(seed)
+    upload(cluster, "photos", photos)
+    cluster.a.cli("import", f"s3://{ORIGIN_BUCKET}/photos", "--to", "photos", timeout=300)
+    for rec in _ndjson(cluster.a.cli("export", "photos@1").stdout):
+        doc["urls"][rec["url"]] = hashlib.sha256(photos[rec["key"]]).hexdigest()
+    manifest.write_text(json.dumps(doc))
+    return doc
