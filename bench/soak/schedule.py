@@ -62,6 +62,7 @@ def make_schedule(
 
     def place(at: float, kind: str) -> None:
         targets, lo, hi = KINDS[kind]
+        at = round(at, 2)  # the fault's own start, so "ends before the next starts" is exact
         free = [t for t in targets if busy.get((kind, t), -1.0) < at]
         if not free:
             return
@@ -70,7 +71,7 @@ def make_schedule(
         if at + seconds > end:
             return
         busy[(kind, target)] = at + seconds
-        out.append(Fault(round(at, 2), kind, target, seconds))
+        out.append(Fault(at, kind, target, seconds))
 
     first = list(kinds)
     rng.shuffle(first)
