@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--inflight", required=True)
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--until", type=float, required=True, help="stop at this wall-clock time")
+    ap.add_argument(
+        "--rate", type=float, default=40.0, help="at most this many reads a second (a shared machine)"
+    )
     args = ap.parse_args(argv)
     manifest = json.loads(Path(args.manifest).read_text())["datasets"]
     files = sorted(
@@ -59,7 +62,12 @@ def main(argv: list[str] | None = None) -> None:
     rng = random.Random(f"{args.seed}-{args.node}-{args.via}")
     log, inflight = EventLog(Path(args.events)), Inflight(Path(args.inflight))
     read = None
+    gap = 1.0 / args.rate if args.rate > 0 else 0.0
+    next_at = time.monotonic()
     while time.time() < args.until:
+        next_at = max(next_at + gap, time.monotonic() - 1.0)
+        if next_at > time.monotonic():
+            time.sleep(next_at - time.monotonic())
         ds, seq, key, sha, size = rng.choice(files)
         inflight.begin(f"{args.via} {ds}@{seq}/{key}")
         t0 = time.monotonic()

@@ -70,7 +70,7 @@ class Writer:
 
     def write_file(self, rel: str, *, new: bool) -> None:
         size = self.rng.choice(
-            [0, 1, 100, 4096, self.rng.randint(1, 300_000), self.rng.randint(1, 2_500_000)]
+            [0, 1, 100, 4096, self.rng.randint(1, 300_000), self.rng.randint(1, 1_200_000)]
         )
         data = self.rng.randbytes(size)
         cut = self.rng.randint(0, size) if self.rng.random() < 0.4 else None
