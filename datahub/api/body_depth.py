@@ -25,14 +25,11 @@ from datahub.validation import MAX_JSON_DEPTH
 
 MAX_BODY_DEPTH = 64  # a commit's meta at its 32-level limit sits 36 levels deep in the body
 
-# A complete JSON string. Possessive, and never starting at a quote right after a backslash
-# (in valid JSON only an escaped quote inside a string is), so the string a chunk cuts off is
-# tried once, not once per escaped quote in it: linear time whatever the body.
-_STR = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+'
-_STRING = re.compile(rb"(?<!\\)" + _STR + rb'"', re.DOTALL)
-_UNTERMINATED = re.compile(_STR, re.DOTALL)  # a cut-off string, unless it ends in a lone "\"
+# An escape in a string: dropped first, so an escaped quote never counts as one. Matched left
+# to right, "\\\\" pairs up before a following quote, as a JSON decoder reads it.
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')  # deleted: all that is left
 _SLICE = 64 * 1024
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = bytes.maketrans(b"[]{}", b"\x02\x00\x02\x00")  # an opening bracket +2, any bracket -1
 
 
@@ -52,28 +49,47 @@ class DepthScanner:
     def __init__(self, limit: int = MAX_BODY_DEPTH) -> None:
         self.limit = limit
         self.depth = 0
-        self._carry = b""  # b'"' inside a string, b'"\\' inside one just after a backslash
+        self._in_string = False
+        self._escape = b""  # a backslash that ended the last chunk: it escapes the next byte
         self._seen = 0  # bytes fed so far
         self._done = False  # the body is already invalid JSON: its parser refuses it first
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes, *, last: bool = False) -> None:
+        """The next bytes of the body; ``last``: no more follow."""
+        few = last and not self._seen and data.count(b"[") + data.count(b"{") <= self.limit
+        if few and b"\x00" not in data:  # a whole body with so few brackets cannot nest deeper
+            self._seen = len(data)
+            return
         for at in range(0, len(data), _SLICE):  # bounds the per-slice lists below
             self._feed(data[at : at + _SLICE])
 
     def _feed(self, chunk: bytes) -> None:
+        """Bulk byte operations only (C loops): drop escapes, keep quotes and brackets, drop
+        quote pairs with nothing between them (which changes no bracket's inside-or-outside,
+        that being the parity of the quotes before it); what quotes remain delimit strings
+        that hold brackets, split off in one pass."""
         start, self._seen = self._seen, self._seen + len(chunk)
         if self._done or not chunk:
             return
         if (nul := chunk.find(b"\x00")) >= 0:
             raise BodyError("it is not UTF-8 JSON (it holds a NUL byte): send UTF-8", start + nul + 1)
-        text = self._carry + chunk
-        outside = _STRING.sub(b"", text)
-        self._carry = b""
-        # What is left of a quote on is the string the chunk cut off (no complete one followed).
-        if (quote := outside.find(b'"')) >= 0:
-            self._carry = b'"' if _UNTERMINATED.fullmatch(outside, quote) else b'"\\'
-            outside = outside[:quote]
-        brackets = outside.translate(None, _NOT_BRACKETS)
+        text = self._escape + chunk
+        self._escape = b""
+        if b"\\" in text:
+            text = _ESCAPE.sub(b"", text)
+            if text.endswith(b"\\"):  # unpaired, so cut off from the byte it escapes
+                text, self._escape = text[:-1], b"\\"
+        structure = text.translate(None, _NOT_STRUCTURE)
+        if self._in_string:
+            structure = b'"' + structure
+        structure = structure.replace(b'""', b"")
+        if b'"' in structure:
+            parts = structure.split(b'"')
+            self._in_string = len(parts) % 2 == 0
+            brackets = b"".join(parts[0::2])
+        else:
+            self._in_string = False
+            brackets = structure
         if not brackets:
             return
         opens = brackets.count(b"[") + brackets.count(b"{")

@@ -112,7 +112,7 @@ class BodyLimits:
                                 break
                             reserved = size
                         try:
-                            depth.feed(chunk)
+                            depth.feed(chunk, last=not message.get("more_body", False))
                         except BodyError as exc:
                             refusal = self._unparseable(scope, exc)
                             break

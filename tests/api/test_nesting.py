@@ -151,8 +151,10 @@ def test_scanner_counts_depth_exactly_however_the_body_is_cut(value, cuts, limit
     at, refused = 0, False
     try:
         for size in [*cuts, len(body)]:
-            scanner.feed(body[at : at + size])
+            scanner.feed(body[at : at + size], last=at + size >= len(body))
             at += size
+            if at >= len(body):
+                break
     except BodyError:
         refused = True
     assert refused == (depth > limit)
