@@ -9,8 +9,6 @@ the shared security headers (``datahub.web.security_headers``).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import json
 from collections.abc import Callable, Coroutine
@@ -25,6 +23,7 @@ from fastapi.routing import APIRoute
 
 from datahub.api.access import Principal, require
 from datahub.api.deps import Services
+from datahub.api.routes.pagination import decode_cursor, encode_cursor
 from datahub.browser import charts, diffs, folders, lineage, listing, session
 from datahub.catalog import Catalog
 from datahub.catalog.filter import RecordFilter
@@ -119,17 +118,12 @@ def error_page(request: Request, status: int, code: str, message: str) -> HTMLRe
 
 
 def cursor_of(text: str) -> str:
-    """Cursors are base64url of a position in key order, as the API's are."""
-    if not text:
-        return ""
-    try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise InvalidInput(f"invalid cursor {text[:40]!r}: follow the page's own links") from None
+    """A page's cursor: the API's (base64url of a position in key order), read the API's way."""
+    return decode_cursor(text)
 
 
 def to_cursor(position: str | None) -> str | None:
-    return None if position is None else base64.urlsafe_b64encode(position.encode()).decode().rstrip("=")
+    return None if position is None else encode_cursor(position)
 
 
 def _dataset(request: Request, name: str) -> tuple[Browser, Principal, Dataset]:
@@ -146,6 +140,13 @@ def _filter(text: str) -> RecordFilter | None:
 
 def is_image(key: str) -> bool:
     return key.lower().endswith(IMAGE_SUFFIXES)
+
+
+@router.get("/favicon.ico")
+def favicon() -> Response:
+    """Browsers ask for it on every page without an icon of its own (a chart opened alone)."""
+    icon = (Path(__file__).parent / "static" / "favicon.svg").read_bytes()
+    return Response(icon, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
 
 
 # --- sign in ------------------------------------------------------------------------------------

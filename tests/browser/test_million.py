@@ -1,4 +1,4 @@
-"""A version of 10^6 records browses by pages in Chromium, never loaded whole.
+"""A version of 10^6 records, and a diff of 10^5 entries, browse by pages in Chromium.
 
 The version is built fast, straight through the catalog store's streamed commit (a generator
 of a million Puts, consumed in batches). Ten folders of 10^5 records each: the root lists the
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Put, Record
+from datahub.catalog import Patch, Put, Record
 from datahub.cli.serve_cmd import build_app
 from tests.browser.chrome import chrome  # noqa: F401 - the fixture
 from tests.browser.conftest import make_env, serving
@@ -39,6 +39,8 @@ def big(tmp_path_factory) -> Iterator[str]:
 
     version = env.catalog.store.commit("big", 0, puts(), message="a million records")
     assert version.record_count == N
+    relabel = (Patch(key(i), labels={"class": "checked"}) for i in range(0, N, 10))
+    assert env.catalog.store.commit("big", 1, relabel, message="relabel a tenth").modified == N // 10
     app, cache = build_app(env.config, env.catalog, env.stores, labelx=False)
     try:
         with serving(app) as base:
@@ -55,6 +57,7 @@ def entry_keys(browser) -> list[str]:
 
 def test_a_million_record_version_pages(chrome, big):  # noqa: F811
     chrome.visit(f"{big}/datasets/big/versions/1", "30-million-root")
+    assert chrome.find("#version-title").text == "big@v1"
     assert [e.text for e in chrome.find_all("#entries .entry-name")] == [f"part-{n}/" for n in range(10)]
     chrome.driver.get(f"{big}/datasets/big/versions/1/charts/labels.svg")  # charts: a bounded sample
     assert "of the first 10,000 records" in chrome.driver.page_source
@@ -83,3 +86,19 @@ def test_a_million_record_version_pages(chrome, big):  # noqa: F811
     chrome.wait_for_url(lambda url: "cursor=" in url)
     second = entry_keys(chrome)
     assert len(second) == 100 and second[0] > first[-1] and all(int(k[7:14]) % 7 == 3 for k in second)
+
+
+def test_a_diff_of_10_5_entries_pages(chrome, big):  # noqa: F811
+    chrome.visit(f"{big}/datasets/big/diff?from=1&to=2", "33-big-diff")
+    assert chrome.find("#diff-counts").text == "+0 added −0 removed ~100000 modified"
+    rows = chrome.find_all("#diff-entries > tbody > tr")
+    assert [r.get_attribute("data-key") for r in rows] == [key(i) for i in range(0, 1000, 10)]
+    assert '"checked"' in rows[0].find_element("css selector", "table.changes").text
+    for page in range(2):
+        before = chrome.driver.current_url
+        chrome.find("#next-page").click()
+        chrome.wait_for_url(lambda url, before=before: url != before)
+        chrome.check()
+        start = (page + 1) * 1000
+        got = [r.get_attribute("data-key") for r in chrome.find_all("#diff-entries > tbody > tr")]
+        assert got == [key(i) for i in range(start, start + 1000, 10)]
