@@ -611,7 +611,10 @@ class LatencyProxy:
     proxy) or ``127.0.0.1:PORT``. Use as a context manager; ``pid`` lets a caller leave the
     proxy out of its own accounting of child processes. ``throttle_rps``: answer 503
     SlowDown above that many requests/s (``throttle_burst`` held at most; see the module
-    docstring); ``stats()`` counts them.
+    docstring); ``stats()`` counts them. ``control``: ``inject("fail S")`` / ``inject("latency
+    MS S")`` break the origin for a while; ``listen``: a private test address instead of
+    127.0.0.1; ``argv_prefix``: run the proxy under e.g. ``nsenter --net=…`` (inside a test
+    host's namespace); ``port``: a fixed port (0: any free one).
     """
 
     def __init__(
