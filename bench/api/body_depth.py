@@ -9,6 +9,8 @@ Figures, best of ``--repeat``, process CPU time:
   brackets and escaped quotes), fed in 64 KiB chunks as uvicorn hands them on; baselines in
   the same run: ``json.loads`` of the body, and the commit route's own parse
   (``CommitBody``: both passes, every change validated);
+- two hostile bodies of 20 MB (one string of escaped quotes; strings holding brackets),
+  against ``json.loads`` of each;
 - ``--small`` typical small bodies (a one-put commit, ~300 bytes), scanned one by one, per
   body; baseline: ``json.loads`` + ``CommitCreate.model_validate_json`` of each.
 """
@@ -95,6 +97,13 @@ def main() -> None:
         f"large body {mb:.1f} MB: scan {t_scan:.2f} s CPU ({mb / t_scan:.0f} MB/s); baselines: json.loads "
         f"{t_json:.2f} s, the commit route's parse {t_route:.2f} s; scan / route parse = {t_scan / t_route:.2f}"
     )
+    for name, hostile in (
+        ("20 MB of escaped quotes in one string", b'{"a": "' + b'\\"' * 10_000_000 + b'"}'),
+        ('20 MB of "[" strings', b"[" + b'"[",' * 5_000_000 + b"1]"),
+    ):
+        t_hostile = best(lambda body=hostile: scan(body), args.repeat)
+        t_hostile_json = best(lambda body=hostile: json.loads(body), args.repeat)
+        print(f"{name}: scan {t_hostile:.2f} s CPU; baseline json.loads {t_hostile_json:.2f} s")
     small = json.dumps({"changes": [change(7)]}).encode()
     n = args.small
     t_small = best(lambda: [scan(small) for _ in range(n)], args.repeat)
