@@ -1,7 +1,8 @@
 """Background warm-up of a read-only mount (issue 13 items 3 and 5), counted at the origin.
 
-Each test runs its own moto server, so the GETs of its bucket in the server's request log
-are exactly the requests its mounts sent. Behaviour only: no timing is asserted.
+The module runs its own moto server and each test its own bucket, so the GETs of that
+bucket in the server's request log are exactly the requests the test's mounts sent.
+Behaviour only: no timing is asserted.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ PAGE = 64 * 1024  # small pages, so the two larger objects are warmed as ranged 
 WARMED = 120.0  # seconds a warm-up of this small version may take before the test fails
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def private_moto() -> Iterator[MotoServer]:
+    """The module's own moto: its request log holds only this module's requests, and each
+    test counts those of its own bucket (a server start is ~1 s)."""
     server = MotoServer()
     try:
         yield server
