@@ -1,8 +1,8 @@
 """A bucket snapshot's automatic warm-up (issue 27), counted in a real moto server's request log.
 
-The module runs its own moto server and each test its own bucket, so every GET of that
-bucket in the log was sent by the test's mounts: object reads, ranged or whole, and LIST
-pages alike. Behaviour only: no timing is asserted (waits have generous guards).
+Each test runs its own moto server, so every GET of its bucket in the log was sent by its
+mounts: object reads, ranged or whole, and LIST pages alike. Behaviour only: no timing is
+asserted (waits have generous guards).
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 GUARD = 120.0  # seconds a mount, listing or warm-up of these small buckets may take before a test fails
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def private_moto() -> Iterator[MotoServer]:
-    """The module's own moto: its request log holds only this module's requests, and each
-    test counts those of its own bucket (a server start is ~1 s)."""
     server = MotoServer()
     try:
         yield server
