@@ -41,17 +41,29 @@ fi
 # lives in its own sources file. Any failure keeps the system libfuse: mounts then run
 # without passthrough (logged by the mount, docs/fuse.md).
 FUSE_SRC_LIST=/etc/apt/sources.list.d/datahub-fuse3-src.sources
+# The Debian archive this machine already uses (its first "deb" source), so no host is named here.
+debian_archive() {
+  local uri
+  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [[ -n "$uri" ]] || uri=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  printf '%s' "$uri"
+}
 if [[ "${SKIP_APT:-0}" != 1 && ! -e "$FUSE_SRC_LIST" ]]; then
-  log "adding $FUSE_SRC_LIST (deb-src trixie: fuse3 3.17 source package)"
-  cat >"$FUSE_SRC_LIST" <<'SRC'
+  archive=$(debian_archive)
+  if [[ -n "$archive" ]]; then
+    log "adding $FUSE_SRC_LIST (deb-src trixie from $archive: fuse3 3.17 source package)"
+    cat >"$FUSE_SRC_LIST" <<SRC
 # datahub scripts/install.sh: Debian's fuse3 3.17 source (FUSE passthrough), built into .venv/opt/libfuse
 Types: deb-src
-URIs: http://deb.debian.org/debian
+URIs: $archive
 Suites: trixie
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-  apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null || log "apt-get update failed"
+    apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null || log "apt-get update failed"
+  else
+    log "no Debian archive found in the apt sources: libfuse 3.17 cannot be fetched (no FUSE passthrough)"
+  fi
 fi
 
 # --- virtualenv + pip packages ----------------------------------------------------------
