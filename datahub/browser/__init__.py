@@ -20,12 +20,13 @@ from datahub.web.images import ImageSource
 STATIC = Path(__file__).parent / "static"
 
 
-def mount_browser(app: FastAPI, *, cache: Any = None, stores: Any = None) -> Browser:
+def mount_browser(app: FastAPI, *, cache: Any = None, stores: Any = None, labelx: bool = False) -> Browser:
     """Serve the browser from ``app`` (built by ``create_app``); thumbnails are read through
-    ``cache`` (or straight from ``stores`` without one) and kept under ``<home>/browser``."""
+    ``cache`` (or straight from ``stores`` without one) and kept under ``<home>/browser``.
+    ``labelx``: LabelX is served under ``/labelx/`` too, so the pages link to it."""
     services = app.state.services
     images = ImageSource(services.config.home_path / "browser" / "previews", cache=cache, stores=stores)
-    app.state.browser = browser = Browser(services, images)
+    app.state.browser = browser = Browser(services, images, labelx=labelx)
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="browser-static")
     return browser

@@ -74,9 +74,10 @@ router = APIRouter(route_class=PageRoute, include_in_schema=False)
 class Browser:
     """What the pages hold between requests: templates, pictures and the summaries' caches."""
 
-    def __init__(self, services: Services, images: Any) -> None:
+    def __init__(self, services: Services, images: Any, *, labelx: bool = False) -> None:
         self.services = services
         self.images = images
+        self.labelx = labelx
         self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub"})
         self.pages.env.filters.update(size=charts.human_size, when=_when)
         self.summaries = charts.Summaries()
@@ -107,6 +108,7 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         boot=None,
         who=principal.name if principal else "",
         local_mode=local,
+        labelx=b.labelx,
         logout_csrf=request.cookies.get(session.LOGIN_CSRF_COOKIE, ""),
         **values,
     )

@@ -44,7 +44,7 @@ def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True)
 
     cache = open_cache(config, stores)
     app = create_app(config, catalog=catalog, stores=stores, cache=cache)
-    mount_browser(app, cache=cache, stores=stores)
+    mount_browser(app, cache=cache, stores=stores, labelx=labelx)
     if labelx:
         from labelx.app import create_labelx_app
 

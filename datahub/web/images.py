@@ -21,6 +21,8 @@ import io
 import logging
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,7 @@ class ImageSource:
         self.cache, self.stores = cache, stores
         self.max_source_bytes = max_source_bytes
         self._decoders = threading.BoundedSemaphore(max_concurrent)
+        self._makers: dict[str, list] = {}  # preview name -> [its lock, requests holding or waiting]
         self.preview_dir = Path(preview_dir)
         self.preview_dir.mkdir(parents=True, exist_ok=True)
         self.budget = budget_bytes
@@ -82,17 +85,32 @@ class ImageSource:
                 f"{ref.url} is {ref.size} bytes, more than the {self.max_source_bytes} a preview is "
                 "made from; download the original instead"
             )
-        with self._decoders:
-            try:  # another request may have made it while this one waited
+        with self._making(name), self._decoders:
+            try:  # another request for the same preview made it while this one waited
                 return path.read_bytes()
             except FileNotFoundError:
                 pass
             data = _resize(self.read(ref), PREVIEW_SIZES[kind], ref.url)
-        tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)  # readers see the whole preview or none
+            tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)  # readers see the whole preview or none
         self._account(len(data))
         return data
+
+    @contextmanager
+    def _making(self, name: str) -> Iterator[None]:
+        """One maker per preview: a page that asks twice for a picture decodes it once."""
+        with self._lock:
+            entry = self._makers.setdefault(name, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                if not entry[1]:
+                    del self._makers[name]
 
     def _account(self, added: int) -> None:
         with self._lock:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
+import httpx
 import pytest
 
+from datahub.cli.serve_cmd import build_app
+from datahub.web import CSP
 from tests.browser.chrome import chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import EVIL, EVIL_KEY
+from tests.browser.conftest import EVIL, EVIL_KEY, serving
+from tests.labelx.conftest import PASSWORD, add_users
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -77,3 +81,23 @@ def test_every_page_with_hostile_names(chrome, server):  # noqa: F811
     c.visit(f"{server}/datasets/nope", "8-not-found", error_page=True)
     assert "dataset 'nope' not found" in c.find(".error-message").text
     c.visit(f"{server}/login", "9-login-local-mode")
+
+
+def test_labelx_pages_share_the_layout_and_pass_the_same_checks(chrome, env):  # noqa: F811
+    """LabelX renders through the same base layout (datahub.web); its pages hold to the same
+    bar: no console error, no serious or critical axe-core violation, the same CSP."""
+    app, cache = build_app(env.config, env.catalog, env.stores, labelx=True)
+    try:
+        add_users(next(r.app for r in app.routes if getattr(r, "path", "") == "/labelx"), admin="admin")
+        with serving(app) as base:
+            chrome.visit(f"{base}/labelx/login", "40-labelx-login")
+            chrome.find("#name").send_keys("admin")
+            chrome.find("#password").send_keys(PASSWORD)
+            chrome.find("#login").click()
+            chrome.wait_for_url(lambda url: not url.endswith("/login"))
+            chrome.check("41-labelx-home")
+            assert chrome.find("header.topbar .brand").text == "LabelX"
+            assert httpx.get(f"{base}/labelx/login").headers["content-security-policy"] == CSP
+            assert httpx.get(f"{base}/").headers["content-security-policy"] == CSP
+    finally:
+        cache.close()
