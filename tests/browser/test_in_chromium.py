@@ -21,10 +21,12 @@ from tests.labelx.conftest import PASSWORD, add_users
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def test_every_page_with_hostile_names(chrome, server):  # noqa: F811
+def test_every_page_with_hostile_names(chrome, env, server):  # noqa: F811
     c = chrome
+    # a derive whose filter is hostile: its text is drawn in both datasets' lineage
+    env.catalog.derive("pets", 2, f"labels.class={EVIL}", to_dataset="picked", message=EVIL)
     c.visit(f"{server}/", "1-datasets")
-    assert [a.text for a in c.find_all("a.dataset-link")] == ["pets"]
+    assert [a.text for a in c.find_all("a.dataset-link")] == ["pets", "picked"]
     assert EVIL in c.find("td.desc").text  # shown as text, never run
     c.visit(f"{server}/?q=zzz", "1b-datasets-search-empty")
     assert c.find("#no-datasets").is_displayed()
@@ -35,6 +37,9 @@ def test_every_page_with_hostile_names(chrome, server):  # noqa: F811
     assert EVIL in c.find('#versions tr[data-seq="1"] .message').text
     assert "golden → v2" in c.find("#tags").text
     assert c.find_all('#lineage g.edge[data-source="pets@v1"][data-target="pets@v2"]')
+    assert EVIL in c.find('#lineage-edges li[data-target="picked@v1"]').text
+    c.visit(f"{server}/datasets/picked", "2b-dataset-derived")
+    assert EVIL in c.find('#versions tr[data-seq="1"]').text
 
     c.visit(f"{server}/datasets/pets/versions/2", "3-version-root")
     names = [e.text for e in c.find_all("#entries .entry-name")]
