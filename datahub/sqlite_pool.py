@@ -68,7 +68,8 @@ class SQLiteConnections:
         self._pragmas = ("journal_mode = WAL", f"synchronous = {synchronous}", *pragmas)
         self.max_connections, self.max_idle = max(1, max_connections), max(0, max_idle)
         self._local = threading.local()  # this thread's lease or binding
-        self._cond = threading.Condition()
+        # re-entrant: a dead thread's binding may be given back by a finalizer in any thread
+        self._cond = threading.Condition(threading.RLock())
         self._idle: list[sqlite3.Connection] = []
         self._open: set[sqlite3.Connection] = set()
         self._bound: set[sqlite3.Connection] = set()  # bound to a thread by get()
