@@ -143,9 +143,14 @@ JSON = st.recursive(
 
 
 @settings(max_examples=400, deadline=None)
-@given(JSON, st.lists(st.integers(min_value=1, max_value=40), max_size=30), st.integers(1, 12))
-def test_scanner_counts_depth_exactly_however_the_body_is_cut(value, cuts, limit):
-    body = json.dumps(value, ensure_ascii=False).encode()
+@given(
+    JSON,
+    st.lists(st.integers(min_value=1, max_value=40), max_size=30),
+    st.integers(1, 12),
+    st.sampled_from([None, 400]),  # wide indents: few escapes per byte, the scanner's other path
+)
+def test_scanner_counts_depth_exactly_however_the_body_is_cut(value, cuts, limit, indent):
+    body = json.dumps(value, ensure_ascii=False, indent=indent).encode()
     depth = reference_depth(body.decode())
     scanner = DepthScanner(limit=limit)
     at, refused = 0, False
