@@ -33,6 +33,7 @@ class Client:
         self.ds = f"api-{node}"
         self.keys: set[str] = set()  # keys of the last version this client committed (when known)
         self.seqs: list[int] = []
+        self.created = False
 
     def _call(self, op: str, method: str, path: str, **kw: object) -> httpx.Response | None:
         t0 = time.monotonic()
@@ -60,7 +61,18 @@ class Client:
         return resp if resp is not None and resp.status_code < 400 else None
 
     def setup(self) -> None:
-        self._call("create", "POST", "/v1/datasets", json={"name": self.ds, "description": "soak"})
+        """Create the dataset (again, until it answered: the service may be down at first)."""
+        body = {"name": self.ds, "description": "soak"}
+        resp = self.http_ok_or_exists("create", "POST", "/v1/datasets", json=body)
+        self.created = resp
+
+    def http_ok_or_exists(self, op: str, method: str, path: str, **kw: object) -> bool:
+        if self._call(op, method, path, **kw) is not None:
+            return True
+        try:  # a create whose answer was lost (the service died after committing it): 409 now
+            return self.http.get(f"/v1/datasets/{self.ds}").status_code == 200
+        except httpx.HTTPError:
+            return False
 
     def commit(self) -> None:
         changes = []
@@ -107,6 +119,9 @@ class Client:
         self._call("patch", "PATCH", f"/v1/datasets/{self.ds}", json=body)
 
     def step(self) -> None:
+        if not self.created:
+            self.setup()
+            return
         op = self.rng.choice([self.commit, self.commit, self.tag, self.derive, self.patch])
         op()
 

@@ -47,7 +47,7 @@ class Targets:
     mounts: dict[str, Mount]
     workspaces: dict[str, Mount]
     pack: PackJobs
-    homes: dict[str, Path]  # a node's small file system (cache, journal): what ssd_full fills
+    homes: dict[str, Path]  # small file systems: a node's (cache, journal), the service's (catalog)
     osd_pid: int
     service_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -115,7 +115,7 @@ class Injector:
             host = getattr(t.cluster, target).host
             host.link(up=False)
             return "veth", lambda: host.link(up=True)
-        if kind == "ssd_full":
+        if kind in ("ssd_full", "catalog_full"):
             ballast = _fill(t.homes[target], f"{fault.at}")
             return "file system", lambda: ballast.unlink(missing_ok=True)
         if kind == "osd_stall":

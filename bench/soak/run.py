@@ -33,15 +33,14 @@ from tests.multihost.cluster import API_PORT, S3_PORT, Cluster, Node, build_clus
 REPO = Path(__file__).resolve().parents[2]  # on the clients' PYTHONPATH (bench.soak.*)
 PROXY_PORT = 5001
 HOME_BYTES = "192m"  # each node's tmpfs: disk cache (cache.disk_bytes 256 MiB > this), journal, records
+SERVICE_BYTES = "64m"  # the service's tmpfs: its SQLite catalog
 CYCLE_SECONDS = 15.0
 EXIT_GUARD = 60.0  # after the run ends, a client still inside an operation this long is stalled
 
 
-def _tmpfs(path: Path) -> None:
+def _tmpfs(path: Path, size: str) -> None:
     path.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={HOME_BYTES},mode=0755", "dh-soak", str(path)], check=True
-    )
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "dh-soak", str(path)], check=True)
 
 
 def _umount(path: Path) -> None:
@@ -101,6 +100,8 @@ class Soak:
         self.logs = root / "logs"
         self.events = root / "events"
         self.homes = {n: root / n / "home" for n in ("a", "b")}
+        self.sizes = {"a": HOME_BYTES, "b": HOME_BYTES, "service": SERVICE_BYTES}
+        self.homes["service"] = root / "service"
         self.clients: list[tuple[str, subprocess.Popen, Path | None]] = []
         self.notes: list[str] = []
 
@@ -116,10 +117,14 @@ class Soak:
         run_id = ""
         started = time.time()
         try:
-            for home in self.homes.values():
-                _tmpfs(home)
+            for name, home in self.homes.items():
+                _tmpfs(home, self.sizes[name])
             with build_cluster(
-                self.root, moto_bind="0.0.0.0", node_s3_port=PROXY_PORT, node_home=self.homes.__getitem__
+                self.root,
+                moto_bind="0.0.0.0",
+                node_s3_port=PROXY_PORT,
+                node_home=self.homes.__getitem__,
+                service_home=self.homes["service"],
             ) as cluster:
                 run_id = cluster.net.run_id
                 self._in_cluster(cluster, report)

@@ -26,6 +26,7 @@ KINDS: dict[str, tuple[tuple[str, ...], float, float]] = {
     "partition": (NODES, 1.0, 5.0),  # a node's veth down
     "ssd_full": (NODES, 2.0, 8.0),  # a node's disk (cache, journal) filled to the last byte
     "osd_stall": (("ceph",), 1.0, 4.0),  # the OSD frozen (SIGSTOP), then resumed (SIGCONT)
+    "catalog_full": (("service",), 1.0, 5.0),  # the service's disk (its SQLite catalog) full
 }
 
 

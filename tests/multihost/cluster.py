@@ -256,6 +256,7 @@ def build_cluster(
     moto_bind: str = "",
     node_s3_port: int = S3_PORT,
     node_home: Callable[[str], Path] | None = None,
+    service_home: Path | None = None,
 ) -> Iterator[Cluster]:
     """Build the four hosts under ``root``; everything is stopped and deleted on exit.
 
@@ -263,7 +264,8 @@ def build_cluster(
     address; ``0.0.0.0`` also serves its loopback, where a fault proxy can reach it).
     ``node_s3_port``: the port the compute nodes use on the storage host (a proxy's);
     setup calls (imports on a node) go through it too. ``node_home(name)``: a compute
-    node's home directory (default ``<root>/<name>/var``).
+    node's home directory (default ``<root>/<name>/var``). ``service_home``: the service's
+    (its SQLite catalog; default ``<root>/service``).
     """
     clean_leftovers()
     with Network() as net, contextlib.ExitStack() as stack:
@@ -279,7 +281,7 @@ def build_cluster(
         ceph_admin, ceph_client = stack.enter_context(ceph_on(storage, root))
         wait_for_tcp(storage, S3_PORT)
 
-        svc_home = root / "service"
+        svc_home = service_home or root / "service"
         svc_env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
         svc_cli = [*DATAHUB, "--home", str(svc_home)]
         service.run([*svc_cli, "init"], env=svc_env)
