@@ -306,5 +306,14 @@ class ObservedSource:
     def report_warmup(self, status: Callable[[], dict]) -> None:
         self._source.report_warmup(status)
 
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
+        return self._source.backing_fd(ref, verify=verify)  # a disk-tier hit: not a cold open
+
+    def backs_files(self) -> bool:
+        return self._source.backs_files()
+
+    def report_mount(self, status: Callable[[], dict]) -> None:
+        self._source.report_mount(status)
+
     def close(self) -> None:
         self._source.close()

@@ -26,6 +26,7 @@ import pyfuse3
 import trio
 
 from datahub.errors import DatahubError
+from fuse_adapter.passthrough import PassthroughOpens
 from fuse_adapter.readonly import IO_SIZE, ReadOnlyView, Stat
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,12 @@ class _Ops(pyfuse3.Operations):
 #: set by datahub's build of pyfuse3 (third_party/pyfuse3): read() then receives
 #: ``inode | NO_OPEN_FH`` for files the kernel opened without asking (zero-message open)
 NO_OPEN_FH: int | None = getattr(pyfuse3, "NO_OPEN_FH", None)
+#: set by datahub's build of pyfuse3 against libfuse >= 3.16 (third_party/pyfuse3/passthrough.patch)
+PASSTHROUGH: bool = bool(getattr(pyfuse3, "PASSTHROUGH", False))
+
+
+def _no_passthrough(*args: Any) -> Any:
+    raise OSError(errno.EOPNOTSUPP, "pyfuse3 was built without FUSE passthrough")
 
 
 class ReadOnlyOps(_Ops):
@@ -117,13 +124,41 @@ class ReadOnlyOps(_Ops):
     warm epoch then never enters Python: each file open was two round trips into this
     process, which capped warm reads at a quarter of local disk. It needs datahub's pyfuse3
     build (reads must name the inode) and a view without per-handle windows.
+
+    ``passthrough``: answer the OPEN of a file whose object is wholly in the disk tier with
+    its verified page file as a FUSE passthrough backing file (``fuse_adapter.passthrough``):
+    the kernel serves that handle's reads and mmap itself. It needs OPEN, so it replaces
+    zero-message opens; when the kernel or the pyfuse3 build cannot do it, the mount falls
+    back to zero-message opens (if asked for), logged once.
     """
 
-    def __init__(self, view: ReadOnlyView, *, threads: int = 32, zero_message_open: bool = False) -> None:
+    def __init__(
+        self,
+        view: ReadOnlyView,
+        *,
+        threads: int = 32,
+        zero_message_open: bool = False,
+        passthrough: bool = False,
+    ) -> None:
         super().__init__()
         self.view = view
         self.limiter = trio.CapacityLimiter(threads)
-        self.zero_message_open = zero_message_open and NO_OPEN_FH is not None
+        self._zero_message_wanted = zero_message_open and NO_OPEN_FH is not None
+        self.passthrough = PassthroughOpens(
+            getattr(pyfuse3, "passthrough_open", _no_passthrough),
+            getattr(pyfuse3, "passthrough_close", _no_passthrough),
+            wanted=passthrough,
+        )
+        if passthrough and not PASSTHROUGH:
+            self.passthrough.disable("pyfuse3 built without it (scripts/build_libfuse.sh did not run)")
+        self.enable_passthrough = self.passthrough.active  # asked of the kernel at INIT (pyfuse3)
+        self.zero_message_open = self._zero_message_wanted and not self.passthrough.active
+
+    def init(self) -> None:
+        if self.passthrough.active and not pyfuse3.passthrough_enabled():
+            self.passthrough.disable("the kernel does not offer FUSE passthrough")
+            self.zero_message_open = self._zero_message_wanted
+        super().init()
 
     async def _thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         # read-only work may be abandoned at unmount (e.g. a lookup waiting for a listing)
@@ -185,9 +220,37 @@ class ReadOnlyOps(_Ops):
         write = flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND)
         if self.zero_message_open and not write:
             raise pyfuse3.FUSEError(errno.ENOSYS)  # "open files yourself from now on"
-        fh = self.view.open(inode, write=bool(write))
+        pt = self.passthrough
         virtual = self.view.is_virtual(inode)
+        backing_id = None
+        if pt.active and not write and not virtual:
+            backing_id = pt.existing(inode)
+            if backing_id is None and pt.may_try(inode):
+                # a file verified before: a few metadata syscalls on the local disk, inline
+                # (a thread hop costs more); a first open reads and checks it in a thread
+                fd = self._backing_fd(inode, False)
+                if fd == -1:
+                    fd = await self._thread(self._backing_fd, inode, True)
+                backing_id = pt.register(inode, fd)
+        try:
+            fh = self.view.open(inode, write=bool(write))
+        except BaseException:
+            if backing_id is not None:
+                pt.failed(inode)
+            raise
+        if pt.wanted:
+            pt.opened(fh, inode, backing_id)
+        if backing_id is not None:
+            return pyfuse3.FileInfo(fh=fh, backing_id=backing_id)
         return pyfuse3.FileInfo(fh=fh, keep_cache=not virtual, direct_io=virtual)
+
+    def _backing_fd(self, inode: int, verify: bool) -> int | None:
+        """A backing file (-1: not verified yet, with ``verify=False``), or None on any trouble."""
+        try:
+            return self.view.backing_fd(inode, verify=verify)
+        except Exception as exc:  # the open still succeeds, through the daemon
+            log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
+            return None
 
     @_fuse_errors
     async def read(self, fh, off, size):
@@ -200,6 +263,7 @@ class ReadOnlyOps(_Ops):
         return await self._thread(self.view.read, fh, off, size)
 
     async def release(self, fh):
+        self.passthrough.released(fh)
         self.view.release(fh)
 
     @_fuse_errors

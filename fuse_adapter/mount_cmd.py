@@ -66,6 +66,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="read-only: keep nothing on disk (a small RAM cache for read-ahead only)",
     )
+    p.add_argument(
+        "--no-passthrough",
+        action="store_true",
+        help="read-only: never let the kernel serve files from the disk tier itself (FUSE passthrough); "
+        "every read then goes through the daemon, and warm opens cost no request (docs/fuse.md)",
+    )
     warm = p.add_mutually_exclusive_group()
     warm.add_argument(
         "--prefetch",
@@ -209,9 +215,14 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         daemon.signal_ready(args.ready_fd)
 
     source.watch_requests(request_counter())  # warm-up sees readers the page cache serves
+    ops = ReadOnlyOps(
+        view, threads=args.threads, zero_message_open=True, passthrough=passthrough_wanted(args, source)
+    )
+    source.report_mount(lambda: {"mountpoint": mountpoint, **ops.passthrough.stats()})
+    log.info("opens: %s", ops.passthrough.mode)
     try:
         serve(
-            ReadOnlyOps(view, threads=args.threads, zero_message_open=True),
+            ops,
             mountpoint,
             mount_options(
                 fsname=f"datahub:{info.source}"[:200], read_only=True, allow_other=args.allow_other
@@ -223,6 +234,18 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     finally:
         daemon.remove_record(home, mountpoint)
     return 0
+
+
+def passthrough_wanted(args: argparse.Namespace, source) -> bool:
+    """Whether a read-only mount asks for FUSE passthrough (on by default; docs/fuse.md).
+
+    Only a disk tier that writes format-3 page files (the object's bytes from offset 0) has
+    files to hand the kernel; without one (``--no-cache``, no disk tier, no user xattrs)
+    the mount keeps zero-message opens, which cost no request per warm open.
+    """
+    if args.no_passthrough or args.no_cache:
+        return False
+    return bool(getattr(source, "backs_files", lambda: False)())
 
 
 def warm_up_wanted(args: argparse.Namespace) -> bool:

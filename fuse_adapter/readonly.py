@@ -229,6 +229,15 @@ class ReadOnlyView:
             return b""
         return self.source.read_cached(ref, offset, min(size, ref.size - offset))
 
+    def backing_fd(self, ino: int, *, verify: bool = True) -> int | None:
+        """Blocking: a descriptor of a local file holding exactly this file's verified bytes
+        (for a FUSE passthrough open; the caller closes it), or None (read through us).
+        ``verify=False``: metadata only (a file verified before), -1 if it needs reading."""
+        if ino in self._virtual or self.tree.attr(ino).kind != FILE:
+            return None
+        backing = getattr(self.source, "backing_fd", None)
+        return backing(self.tree.ref(ino), verify=verify) if backing is not None else None
+
     def release(self, fh: int) -> None:
         with self._lock:
             self._handles.pop(fh, None)

@@ -67,6 +67,20 @@ class ByteSource(Protocol):
         """Show a mount's warm-up status in the cache's stats."""
         ...
 
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
+        """A descriptor of a local file holding exactly the verified bytes of ``ref`` (a FUSE
+        passthrough backing file; the caller closes it), or None. ``verify=False``: without
+        reading data; -1 if it would have to (then call again with ``verify=True``)."""
+        ...
+
+    def report_mount(self, status: Callable[[], dict]) -> None:
+        """Show a mount's open mode (passthrough or not) and counts in the cache's stats."""
+        ...
+
+    def backs_files(self) -> bool:
+        """Whether :meth:`backing_fd` can return files (a disk tier of format-3 page files)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -110,6 +124,16 @@ class CacheSource:
 
     def report_warmup(self, status: Callable[[], dict]) -> None:
         self._cache.report_warmup(status)
+
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
+        return self._cache.backing_fd(ref, verify=verify)
+
+    def backs_files(self) -> bool:
+        b = self._cache.backing
+        return b is not None and bool(b.disk.xattr_pages)
+
+    def report_mount(self, status: Callable[[], dict]) -> None:
+        self._cache.report_mount(status)
 
     def close(self) -> None:
         self._cache.close()

@@ -1,5 +1,13 @@
 """The disk (SSD) tier: one file per page under a directory, indexed in LMDB.
 
+A page file holds exactly the page's bytes from offset 0 (format 3) and its header (the
+format-2 header of ``datahub.cache.pages``: name, length, checksum) in the extended
+attribute ``user.datahub.page``. Why: a one-page object's file is then the object itself,
+so a FUSE mount can hand it to the kernel as a passthrough backing file
+(``datahub.cache.backing``) and reads never reach the daemon. A file system without user
+xattrs gets format-2 files (header, then data), which read the same but cannot back a
+passthrough open. A page file without the attribute is read as format 2 (or 1).
+
 Layout: ``<dir>/pages/<2 hex>/<digest>.page`` (the page format of ``datahub.cache.pages``),
 ``<dir>/index/`` (LMDB, see ``datahub.cache.index``), ``<dir>/tmp/`` (pages being written
 where ``O_TMPFILE`` is unavailable; emptied at start). A page is written to an unnamed file
@@ -77,6 +85,7 @@ class DiskTier(BudgetedTier):
         self._pages_fd = os.open(self._pages_dir, os.O_RDONLY | os.O_DIRECTORY)
         self._tmpfile = self._tmpfile_works()
         self._direct = True  # until the file system refuses O_DIRECT
+        self.xattr_pages = self._probe_xattr()  # format 3: the file is the page's bytes
         self.index = open_index(self.dir / "index")
         self._index = IndexBatcher(self.index, self._index_failed)
         try:
@@ -106,6 +115,22 @@ class DiskTier(BudgetedTier):
             self._used += size
             self.policy.on_insert(key, size)
 
+    def _probe_xattr(self) -> bool:
+        """Whether this file system keeps user xattrs on page files (format 3, passthrough)."""
+        probe = f"{self._tmp_prefix}xattr-probe"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.setxattr(fd, fmt.XATTR, b"probe")
+            return os.getxattr(fd, fmt.XATTR) == b"probe"
+        except OSError as exc:
+            log.info(
+                "disk cache %s: no user xattrs (%s): format-2 page files, no FUSE passthrough", self.dir, exc
+            )
+            return False
+        finally:
+            os.close(fd)
+            _unlink(probe)
+
     def _scan(self):
         for sub in self._pages_dir.iterdir():
             for path in sub.iterdir():
@@ -124,6 +149,9 @@ class DiskTier(BudgetedTier):
     def _read_header(path: Path) -> fmt.PageHeader | None:
         try:
             with open(path, "rb") as fh:
+                head = _xattr_header(fh.fileno())
+                if head is not None:
+                    return fmt.parse_header(head)
                 n = fmt.header_length(fh.read(fmt.PREFIX_LEN))
                 if n is None:
                     return None
@@ -163,18 +191,66 @@ class DiskTier(BudgetedTier):
         except FileNotFoundError:
             return None
         try:
-            head = os.pread(fd, fmt.header_size(key), 0)  # a format-2 header of this key exactly
-            n = fmt.header_length(head)
-            if n is not None and n != len(head):  # another format or another name: reread
-                head = os.pread(fd, n, 0)
-            header = fmt.parse_header(head) if n is not None else None
-            size = header.size if header is not None else -1
-            data = os.pread(fd, size, n) if 0 <= size <= key.page_size else b""
+            head = _xattr_header(fd) if self.xattr_pages else None
+            if head is not None:  # format 3: the data is the whole file
+                header = fmt.parse_header(head)
+                size = header.size if header is not None else -1
+                # one byte more than the page: a longer file is damaged (a passthrough
+                # reader would see the extra bytes)
+                data = os.pread(fd, size + 1, 0) if 0 <= size <= key.page_size else b""
+            else:
+                head = os.pread(fd, fmt.header_size(key), 0)  # a format-2 header of this key exactly
+                n = fmt.header_length(head)
+                if n is not None and n != len(head):  # another format or another name: reread
+                    head = os.pread(fd, n, 0)
+                header = fmt.parse_header(head) if n is not None else None
+                size = header.size if header is not None else -1
+                data = os.pread(fd, size, n) if 0 <= size <= key.page_size else b""
         finally:
             os.close(fd)
         problem = fmt.check_page(key, header, data)
         if problem is None:
             return data
+        self._corrupt(key, name, problem)
+        return None
+
+    def open_backing(self, key: PageKey) -> tuple[int, fmt.PageHeader] | None:
+        """An fd (O_RDONLY) of the page file and its header, when the file is format 3 (the
+        page's bytes from offset 0): a FUSE passthrough backing file. Not yet verified:
+        ``datahub.cache.backing`` checks it. None if absent or not format 3."""
+        if not self.xattr_pages:
+            return None
+        try:
+            fd = os.open(_name(key.digest), os.O_RDONLY, dir_fd=self._pages_fd)
+        except FileNotFoundError:
+            return None
+        try:
+            head = _xattr_header(fd)
+            header = fmt.parse_header(head) if head is not None else None
+        except OSError:
+            header = None
+        if header is None:
+            os.close(fd)
+            return None
+        return fd, header
+
+    def touch(self, key: PageKey) -> None:
+        """A hit that did not go through ``get`` (a passthrough open of the page file)."""
+        with self._lock:
+            if key in self._sizes:
+                self.counters.add("hits")
+                self.policy.on_hit(key)
+
+    def corrupt(self, key: PageKey, problem: str) -> None:
+        """A page file found damaged outside ``get`` (a backing file that failed its check)."""
+        self._corrupt(key, _name(key.digest), problem)
+        with self._lock:
+            size = self._sizes.pop(key, None)
+            if size is not None:
+                self._used -= size
+                self.policy.on_remove(key)
+
+    def _corrupt(self, key: PageKey, name: str, problem: str) -> None:
         log.warning(
             "disk cache: page %s of %s (%s) is corrupt: %s; removed, will refetch",
             key.index,
@@ -185,18 +261,19 @@ class DiskTier(BudgetedTier):
         self.counters.add("corrupt")
         _unlink(name, self._pages_fd)
         self._index.remove(key.digest)
-        return None
 
     def _store(self, key: PageKey, data: bytes) -> None:
         name = _name(key.digest)
         header = fmt.encode_header(key, data)
+        # format 3: the header goes to the xattr, the file is the data alone
+        xattr, header = (header, b"") if self.xattr_pages else (None, header)
         if self._tmpfile:
-            self._store_unnamed(name, header, data)
+            self._store_unnamed(name, header, data, xattr)
         else:
-            self._store_renamed(name, header, data)
+            self._store_renamed(name, header, data, xattr)
         self._index.add(key, len(data))  # batched: a crash before the flush means a rebuild
 
-    def _store_unnamed(self, name: str, header: bytes, data: bytes) -> None:
+    def _store_unnamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> None:
         """Write an unnamed file, then give it its name: a crash before that leaves nothing."""
         fd, direct = self._open_unnamed(direct=self._direct and len(data) >= DIRECT_MIN_BYTES)
         try:
@@ -204,6 +281,8 @@ class DiskTier(BudgetedTier):
                 self._write_direct(fd, header, data, name)
             else:
                 _write_all(fd, header, data, name)
+            if xattr is not None:
+                os.setxattr(fd, fmt.XATTR, xattr)
             try:
                 os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=self._pages_fd)
             except FileExistsError:  # another process stored it: replace it, as a rename would
@@ -245,12 +324,14 @@ class DiskTier(BudgetedTier):
             log.info("disk cache %s: O_DIRECT refused (%s); large pages are written buffered", self.dir, exc)
         self._direct = False
 
-    def _store_renamed(self, name: str, header: bytes, data: bytes) -> None:
+    def _store_renamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> None:
         tmp = f"{self._tmp_prefix}{uuid.uuid4().hex}"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 _write_all(fd, header, data, tmp)
+                if xattr is not None:
+                    os.setxattr(fd, fmt.XATTR, xattr)
             finally:
                 os.close(fd)
             os.replace(tmp, self._pages_prefix + name)
@@ -326,6 +407,16 @@ class DiskTier(BudgetedTier):
 def _name(digest: str) -> str:
     """A page file's path relative to ``pages/``."""
     return f"{digest[:2]}/{digest}.page"
+
+
+def _xattr_header(fd: int) -> bytes | None:
+    """The format-3 header of an open page file, or None if it has none (format 2 or 1)."""
+    try:
+        return os.getxattr(fd, fmt.XATTR)
+    except OSError as exc:
+        if exc.errno in (errno.ENODATA, errno.ENOTSUP):
+            return None
+        raise
 
 
 def _write_all(fd: int, header: bytes, data: bytes, what: str) -> None:

@@ -125,6 +125,44 @@ def warmup_text(snapshots: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def mount_text(snapshots: list[dict]) -> str:
+    """How each mount of this node opens files (FUSE passthrough or why not) and how many
+    opens the kernel serves itself (from the mounts' stats snapshots)."""
+    mounts = [m for snap in snapshots for m in snap.get("mounts", [])]
+    if not mounts:
+        return ""
+    lines = [
+        "# HELP datahub_mount_passthrough Whether a mount answers opens with FUSE passthrough (1) or not (0).",
+        "# TYPE datahub_mount_passthrough gauge",
+    ]
+    for m in mounts:
+        labels = _labels(mount=m["mountpoint"], mode=m["mode"])
+        lines.append(f"datahub_mount_passthrough{{{labels}}} {int(m['mode'] == 'passthrough')}")
+    for key, name, kind, help_text in (
+        (
+            "passthrough_opens",
+            "datahub_mount_passthrough_opens_total",
+            "counter",
+            "Opens the kernel serves itself.",
+        ),
+        (
+            "ordinary_opens",
+            "datahub_mount_daemon_opens_total",
+            "counter",
+            "Opens whose reads go through the daemon.",
+        ),
+        (
+            "backing_ids_open",
+            "datahub_mount_backing_ids",
+            "gauge",
+            "Passthrough backing files registered now.",
+        ),
+    ):
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        lines += [f"{name}{{{_labels(mount=m['mountpoint'])}}} {m.get(key, 0)}" for m in mounts]
+    return "\n".join(lines) + "\n"
+
+
 def _labels(**values: str) -> str:
     def escape(v: str) -> str:
         return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

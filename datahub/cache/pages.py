@@ -133,6 +133,10 @@ PREFIX_LEN_V1 = len(MAGIC_V1) + _LEN_V1.size
 
 MAX_HEADER = 64 * 1024
 
+# Format 3 (disk tier): the file is the data alone, from offset 0, and the format-2 header
+# (padding included) is this extended attribute of the file; see datahub.cache.disk.
+XATTR = "user.datahub.page"
+
 
 def header_size(key: PageKey) -> int:
     """Length of the format-2 header of page ``key``: one read of this many bytes gets it all."""

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from datahub.cache import stats as stats_io
 from datahub.cache.activity import ReaderActivity
+from datahub.cache.backing import BackingFiles
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
 from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
@@ -86,6 +87,9 @@ class TieredCache:
         self._wake = threading.Event()
         self._maintainer: threading.Thread | None = None  # started by start()
         self._warmup_reports: list[Callable[[], dict]] = []  # mounts' warm-ups, for stats()
+        self._mount_reports: list[Callable[[], dict]] = []  # mounts' open modes (passthrough), for stats()
+        disk = next((t for t in self.tiers if hasattr(t, "open_backing")), None)
+        self.backing = BackingFiles(disk) if disk is not None else None  # FUSE passthrough
 
     def start(self, prefetcher: Prefetcher, hints: HintAhead, *, maintain_interval: float) -> TieredCache:
         """Connect the parts built around this cache, load the pins, start the maintainer."""
@@ -355,6 +359,24 @@ class TieredCache:
         """Whether a local tier holds the first page of ``ref`` (no I/O beyond an index look-up)."""
         return self._cached_locally(PageKey(ref.url, ref.etag, self.page_size, 0))
 
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
+        """A read-only descriptor of a disk-tier file holding exactly the verified bytes of
+        ``ref`` from offset 0 (a FUSE passthrough backing file; the caller closes it), or
+        None: only an object of one page that is in the disk tier has one. ``verify=False``:
+        no data read; ``datahub.cache.backing.UNVERIFIED`` if it would take one."""
+        if self.backing is None or not 0 < ref.size <= self.page_size:
+            return None
+        key = PageKey(ref.url, ref.etag, self.page_size, 0)
+        fd = self.backing.open(key, ref.size, verify=verify)
+        if fd is not None and fd >= 0:
+            self.activity.saw(ref)
+            self.backing.disk.touch(key)  # a hit: eviction sees the object in use
+        return fd
+
+    def report_mount(self, status: Callable[[], dict]) -> None:
+        """Show ``status()`` (a mount's open mode and passthrough counts) in ``stats()``."""
+        self._mount_reports.append(status)
+
     def report_warmup(self, status: Callable[[], dict]) -> None:
         """Show ``status()`` (a mount's warm-up) in ``stats()``, hence ``datahub cache stats``
         and /metrics."""
@@ -457,7 +479,13 @@ class TieredCache:
             "hints": self._hints.stats(),
             "pinned_objects": len(self._pinned),
             "warmups": [status() for status in self._warmup_reports],
+            "mounts": [status() for status in self._mount_reports],
+            **({"backing": self._backing_stats()} if self.backing is not None else {}),
         }
+
+    def _backing_stats(self) -> dict:
+        b = self.backing
+        return {"format3": bool(b.disk.xattr_pages), "verifications": b.verifications, "rejected": b.rejected}
 
     def close(self) -> None:
         if self._closed.is_set():

@@ -150,12 +150,16 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
         {"pid": s["pid"], **s["origin"]["scheduler"]} for s in snapshots if "scheduler" in s.get("origin", {})
     ]
     warmups = [{"pid": s["pid"], **w} for s in snapshots for w in s.get("warmups", [])]
+    mounts = [{"pid": s["pid"], **m} for s in snapshots for m in s.get("mounts", [])]
+    backing = [{"pid": s["pid"], **s["backing"]} for s in snapshots if "backing" in s]
     result = {
         "processes": [s["pid"] for s in snapshots],
         "tiers": list(tiers.values()),
         "pins": pins,
         "origin_schedulers": schedulers,
         "warmups": warmups,
+        "mounts": mounts,
+        "backing_files": backing,
         "workspaces": workspaces,
     }
     if ctx.json_output:
@@ -177,6 +181,8 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.emit(None, text=_scheduler_line(sched))
     for warmup in warmups:
         ctx.emit(None, text=_warmup_line(warmup))
+    for m in mounts:
+        ctx.emit(None, text=_mount_line(m))
     if workspaces is None:
         ctx.emit(None, text="write-back: dirty bytes / flush lag unavailable (no journal statistics)")
     elif workspaces:
@@ -209,6 +215,14 @@ def _warmup_line(w: dict) -> str:
         f"({_human(w['bytes_warmed'])} fetched), left {w['objects_left']} ({_human(w['bytes_left'])}), "
         f"skipped {w['objects_skipped']} ({_human(w['bytes_skipped'])}) of {w['objects_total']} "
         f"({_human(w['bytes_total'])})"
+    )
+
+
+def _mount_line(m: dict) -> str:
+    """One mount's opens: served by the kernel (FUSE passthrough) or why not, and counts."""
+    return (
+        f"opens of {m['mountpoint']} [{m['mode']}]: {m['passthrough_opens']} passthrough, "
+        f"{m['ordinary_opens']} through the daemon, {m['backing_ids_open']} backing files held"
     )
 
 

@@ -1,5 +1,8 @@
 """Zero-message opens: once files are warm, opening and reading them never enters the daemon.
 
+This is the mount's mode with ``--no-passthrough``, and its fallback when FUSE passthrough
+is unavailable (docs/fuse.md "Reads"); passthrough itself needs OPEN and RELEASE.
+
 The daemon answers the first OPEN with ENOSYS, and the kernel then opens every file of the
 mount itself, keeping its page cache (datahub's pyfuse3 build hands ``read`` the inode).
 The proof is behavioural: with the daemon stopped (SIGSTOP), warm files still open, read
@@ -39,7 +42,7 @@ def files(env: FuseEnv) -> Dataset:
 
 def test_warm_files_open_and_read_while_the_daemon_is_stopped(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("zmo")
-    with env.mounted(mnt, "warm") as proc:
+    with env.mounted(mnt, "warm", "--no-passthrough") as proc:  # passthrough needs OPEN
         root = mnt / "warm" / f"v{files.seq}"
         paths = {root / key: data for key, data in files.objects.items()}
         for path, data in paths.items():  # cold: through the daemon and the cache

@@ -1,0 +1,110 @@
+"""Backing files for FUSE passthrough: a one-page object's disk-tier file, verified first.
+
+A passthrough open hands the kernel a file descriptor, and the kernel then serves every
+read and mmap of that handle from the file without asking the daemon: the daemon never
+sees those bytes again, so it must check them before it hands the file over (promise 2:
+no reader ever sees bytes that fail their checksum).
+
+The first open of a page file reads it whole and checks it against the checksum in its
+header (``datahub.cache.disk``, format 3), then remembers the file's identity and state
+``(dev, ino, size, ctime_ns)``. Every later open compares an ``fstat`` of the descriptor
+it is about to hand over with that record: any write, truncation, chmod or replacement of
+the file moves its ctime or its inode, and the file is then checked again. A file that
+fails is removed from the tier (counted as corrupt) and the open takes the ordinary path,
+which fetches the page again. The kernel keeps the inode of a file it was given, so an
+evicted or replaced file stays valid for the handles that hold it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+
+from datahub.cache import pages as fmt
+from datahub.cache.pages import PageKey
+
+log = logging.getLogger(__name__)
+
+MAX_REMEMBERED = 1 << 20  # verified files remembered (about 100 bytes each)
+
+#: what :meth:`BackingFiles.open` returns with ``verify=False`` for a file it would have to read
+UNVERIFIED = -1
+
+
+class BackingFiles:
+    """Verified, unchanged page files of one disk tier, as descriptors for passthrough."""
+
+    def __init__(self, disk, *, remember: int = MAX_REMEMBERED) -> None:  # disk: DiskTier
+        self.disk = disk
+        self._remember = remember
+        self._lock = threading.Lock()
+        self._verified: OrderedDict[str, tuple[int, int, int, int]] = OrderedDict()
+        self.verifications = 0  # full checks (first opens, and files changed since)
+        self.rejected = 0  # files that failed a check (removed; the open took the normal path)
+
+    def open(self, key: PageKey, size: int, *, verify: bool = True) -> int | None:
+        """A read-only descriptor of the page file holding exactly ``size`` verified bytes
+        of ``key`` (the caller closes it), or None: absent, not format 3, or damaged.
+
+        ``verify=False``: only a file verified before and unchanged since (a few metadata
+        syscalls, no data read: the FUSE loop may call it inline); :data:`UNVERIFIED` if
+        the file would have to be read and checked first."""
+        got = self.disk.open_backing(key)
+        if got is None:
+            return None
+        fd, header = got
+        try:
+            st = os.fstat(fd)
+            state = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
+            digest = key.digest
+            with self._lock:
+                known = self._verified.get(digest)
+            if known == state and st.st_size == size:
+                return _keep(fd)
+            if not verify:
+                os.close(fd)
+                return UNVERIFIED
+            problem = self._check(fd, key, header, size)
+            if problem is None:
+                after = os.fstat(fd)  # changed while it was being read: not this time
+                if (after.st_dev, after.st_ino, after.st_size, after.st_ctime_ns) != state:
+                    return _close(fd)
+                with self._lock:
+                    self._verified[digest] = state
+                    self._verified.move_to_end(digest)
+                    while len(self._verified) > self._remember:
+                        self._verified.popitem(last=False)
+                return _keep(fd)
+            with self._lock:
+                self._verified.pop(digest, None)
+                self.rejected += 1
+            self.disk.corrupt(key, f"backing file: {problem}")
+            return _close(fd)
+        except OSError as exc:
+            log.warning("backing file of %s: %s; reading through the daemon", key.url, exc)
+            return _close(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def _check(self, fd: int, key: PageKey, header: fmt.PageHeader, size: int) -> str | None:
+        self.verifications += 1
+        if header.size != size:
+            return f"holds {header.size} bytes, the object has {size}"
+        data = os.pread(fd, size + 1, 0)  # one more: a longer file would show its tail
+        return fmt.check_page(key, header, data)
+
+    def forget(self) -> None:
+        with self._lock:
+            self._verified.clear()
+
+
+def _keep(fd: int) -> int:
+    return fd
+
+
+def _close(fd: int) -> None:
+    os.close(fd)
+    return None

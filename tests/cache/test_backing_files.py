@@ -1,0 +1,149 @@
+"""Format-3 page files (the page's bytes from offset 0, the header in an xattr) and the
+verified backing files a FUSE passthrough open hands the kernel (datahub.cache.backing)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from datahub.cache import DiskTier, make_policy
+from datahub.cache import pages as fmt
+from datahub.cache.backing import UNVERIFIED, BackingFiles
+from datahub.cache.pages import PageKey
+
+BUDGET = 8 << 20
+
+
+def key(i: int = 0, page_size: int = 4 << 20) -> PageKey:
+    return PageKey(f"s3://bucket/img{i}.jpg", '"etag"', page_size, 0)
+
+
+def make_disk(tmp_path: Path) -> DiskTier:
+    return DiskTier(tmp_path / "disk", BUDGET, make_policy("lru", BUDGET))
+
+
+def test_a_page_file_is_exactly_the_pages_bytes_with_its_header_in_an_xattr(tmp_path: Path) -> None:
+    disk = make_disk(tmp_path)
+    try:
+        assert disk.xattr_pages
+        data = os.urandom(123_457)
+        assert disk.put(key(), data)
+        path = Path(disk._path(key()))
+        assert path.read_bytes() == data
+        header = fmt.parse_header(os.getxattr(path, fmt.XATTR))
+        assert header.key() == key() and header.size == len(data)
+        assert disk.get(key()) == data
+        assert list(disk._scan()) == [(key(), len(data))]  # an index rebuild adopts it
+    finally:
+        disk.close()
+
+
+def test_a_longer_or_damaged_format_3_file_is_a_miss_and_removed(tmp_path: Path) -> None:
+    disk = make_disk(tmp_path)
+    try:
+        for i, damage in enumerate(("tail", "flip", "short")):
+            data = os.urandom(5000)
+            assert disk.put(key(i), data)
+            path = Path(disk._path(key(i)))
+            with open(path, "r+b") as f:
+                if damage == "tail":
+                    f.seek(0, os.SEEK_END)
+                    f.write(b"x")
+                elif damage == "flip":
+                    f.seek(100)
+                    f.write(bytes([data[100] ^ 1]))
+                else:
+                    f.truncate(4999)
+            assert disk.get(key(i)) is None, damage
+            assert not path.exists()
+        assert disk.counters.corrupt == 3
+    finally:
+        disk.close()
+
+
+def test_backing_files_are_verified_once_and_again_after_any_change(tmp_path: Path) -> None:
+    disk = make_disk(tmp_path)
+    backing = BackingFiles(disk)
+    try:
+        data = os.urandom(70_000)
+        disk.put(key(), data)
+        for _ in range(3):
+            fd = backing.open(key(), len(data))
+            assert fd is not None and os.pread(fd, len(data) + 1, 0) == data
+            os.close(fd)
+        assert backing.verifications == 1  # the first open read it whole; later ones fstat
+        path = Path(disk._path(key()))
+        with open(path, "r+b") as f:  # damaged after it was verified: ctime moves
+            f.seek(10)
+            f.write(bytes([data[10] ^ 0xFF]))
+        assert backing.open(key(), len(data)) is None
+        assert backing.rejected == 1 and not path.exists() and disk.counters.corrupt == 1
+        assert backing.open(key(), len(data)) is None  # gone until fetched again
+        disk.put(key(), data)
+        fd = backing.open(key(), len(data))
+        assert fd is not None and os.pread(fd, len(data), 0) == data
+        os.close(fd)
+    finally:
+        disk.close()
+
+
+def test_a_backing_file_of_another_size_than_the_object_is_refused(tmp_path: Path) -> None:
+    disk = make_disk(tmp_path)
+    backing = BackingFiles(disk)
+    try:
+        data = os.urandom(1000)
+        disk.put(key(), data)
+        assert backing.open(key(), 999) is None
+    finally:
+        disk.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.binary(min_size=1, max_size=3000), st.integers(min_value=0), st.integers(min_value=1, max_value=255)
+)
+def test_no_damaged_backing_file_is_ever_handed_out(tmp_path_factory, data: bytes, at: int, xor: int) -> None:
+    """Whatever byte is changed, before or after the first verification, open() returns
+    None or a file with exactly the object's bytes."""
+    disk = make_disk(tmp_path_factory.mktemp("b"))
+    backing = BackingFiles(disk)
+    try:
+        disk.put(key(), data)
+        if at % 2:  # verified (and remembered) first
+            fd = backing.open(key(), len(data))
+            os.close(fd)
+        path = Path(disk._path(key()))
+        with open(path, "r+b") as f:
+            f.seek(at % len(data))
+            b = f.read(1)
+            f.seek(at % len(data))
+            f.write(bytes([b[0] ^ xor]))
+        fd = backing.open(key(), len(data))
+        if fd is not None:
+            try:
+                assert os.pread(fd, len(data) + 1, 0) == data
+            finally:
+                os.close(fd)
+    finally:
+        disk.close()
+
+
+def test_without_verify_only_a_file_verified_before_and_unchanged_is_handed_out(tmp_path: Path) -> None:
+    disk = make_disk(tmp_path)
+    backing = BackingFiles(disk)
+    try:
+        data = os.urandom(9000)
+        disk.put(key(), data)
+        assert backing.open(key(), len(data), verify=False) == UNVERIFIED
+        os.close(backing.open(key(), len(data)))
+        fd = backing.open(key(), len(data), verify=False)
+        assert fd >= 0 and os.pread(fd, len(data) + 1, 0) == data
+        os.close(fd)
+        os.utime(disk._path(key()))  # any change of the file moves its ctime
+        assert backing.open(key(), len(data), verify=False) == UNVERIFIED
+        assert backing.verifications == 1
+    finally:
+        disk.close()

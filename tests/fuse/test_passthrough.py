@@ -1,0 +1,191 @@
+"""FUSE passthrough: a file whose object is wholly in the disk tier is served by the kernel.
+
+The proofs are behavioural, with a real mount, the project's libfuse 3.17 and this
+kernel's passthrough:
+- reads (and mmap) of a handle opened after the object reached the disk tier complete
+  while the daemon is stopped (SIGSTOP), with the handle's page cache dropped first: an
+  ordinary handle would send READ to the stopped daemon;
+- a page file damaged on disk, while mounted (after it was verified and handed to the
+  kernel once) or while unmounted, never reaches a reader: the open takes the ordinary
+  path, which fetches the object again;
+- ``datahub cache stats`` shows the mode and counts passthrough opens.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from fuse_adapter.fuse_ops import PASSTHROUGH
+from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
+from tests.servers import REPO
+
+pytestmark = pytest.mark.fuse
+
+GUARD = 60.0
+FILES = {f"img/f{i:02d}.jpg": os.urandom(50_000 + 7919 * i) for i in range(12)}
+
+
+def test_the_passthrough_build_is_installed() -> None:
+    assert PASSTHROUGH, "pyfuse3 lacks passthrough.patch / libfuse 3.17: run scripts/install.sh"
+
+
+@pytest.fixture
+def files(env: FuseEnv) -> Dataset:
+    return upload_dataset(env, "pt", FILES)
+
+
+def page_files(env: FuseEnv) -> list[Path]:
+    return sorted(env.root.rglob("*.page"))
+
+
+def page_file_of(env: FuseEnv, data: bytes) -> Path:
+    """The disk tier's file holding ``data`` (format 3: the file is the object's bytes)."""
+    for path in page_files(env):
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return path
+    raise AssertionError("no page file holds these bytes")
+
+
+def cache_stats(env: FuseEnv) -> dict:
+    """``datahub cache stats --json`` (the mounts' snapshots)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "datahub.cli.main",
+        "--config",
+        str(env.config_path),
+        "--json",
+        "cache",
+        "stats",
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True, cwd=REPO).stdout
+    return json.loads(out)
+
+
+def mount_stats(env: FuseEnv) -> dict:
+    mounts = cache_stats(env)["mounts"]
+    return mounts[-1] if mounts else {}
+
+
+def warm_into_disk(env: FuseEnv, root: Path) -> None:
+    for key, data in FILES.items():  # cold: through the daemon, written to the disk tier
+        assert (root / key).read_bytes() == data
+    wait_until(lambda: len(page_files(env)) >= len(FILES), GUARD)
+
+
+def read_while_stopped(proc, fds: dict[int, bytes]) -> dict[int, tuple[bytes, bytes]]:
+    """Read each open fd whole (read and mmap) with the daemon stopped; {} if that hung."""
+    for fd in fds:  # an ordinary handle would now need READ requests for every byte
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    got: dict[int, tuple[bytes, bytes]] = {}
+
+    def read_all() -> None:
+        for fd, data in fds.items():
+            plain = os.pread(fd, len(data) + 1, 0)
+            with mmap.mmap(fd, len(data), prot=mmap.PROT_READ) as m:
+                got[fd] = (plain, m[:])
+
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        reader = threading.Thread(target=read_all, daemon=True)
+        reader.start()
+        reader.join(timeout=30)
+        finished = not reader.is_alive()
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    reader.join(timeout=GUARD)
+    return got if finished else {}
+
+
+def test_reads_and_mmap_of_disk_tier_files_never_reach_the_daemon(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("pt")
+    with env.mounted(mnt, "pt") as proc:
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}
+        try:
+            got = read_while_stopped(proc, fds)
+            assert got, "a read of a passthrough handle waited for the stopped daemon"
+            for fd, data in fds.items():
+                assert got[fd] == (data, data)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        wait_until(lambda: mount_stats(env).get("passthrough_opens", 0) >= len(FILES), GUARD)  # snapshots lag
+        assert mount_stats(env)["mode"] == "passthrough"
+        wait_until(lambda: mount_stats(env).get("backing_ids_open") == 0, GUARD)  # released with the handles
+
+
+def test_no_passthrough_keeps_reads_in_the_daemon(env: FuseEnv, files: Dataset) -> None:
+    """The control for the test above: the same reads hang without passthrough."""
+    mnt = env.mountpoint("nopt")
+    with env.mounted(mnt, "pt", "--no-passthrough") as proc:
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        key = next(iter(FILES))
+        fd = os.open(root / key, os.O_RDONLY)
+        try:
+            assert read_while_stopped(proc, {fd: FILES[key]}) == {}
+        finally:
+            os.close(fd)
+        wait_until(lambda: mount_stats(env).get("mode") == "off: --no-passthrough", GUARD)
+
+
+def flip_byte(path: Path, at: int) -> None:
+    os.chmod(path, 0o644)
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0x5A]))
+
+
+def test_a_backing_file_damaged_while_mounted_is_never_served(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("dmg")
+    with env.mounted(mnt, "pt"):
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        for key, data in FILES.items():  # verified and handed to the kernel once
+            assert (root / key).read_bytes() == data
+        wait_until(lambda: mount_stats(env).get("passthrough_opens", 0) >= len(FILES), GUARD)
+        victims = list(FILES)[:4]
+        for i, key in enumerate(victims):
+            flip_byte(page_file_of(env, FILES[key]), 1000 * i + 17)
+        for key in victims:
+            assert (root / key).read_bytes() == FILES[key]
+            with open(root / key, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                assert m[:] == FILES[key]
+        wait_until(
+            lambda: sum(b["rejected"] for b in cache_stats(env)["backing_files"]) >= len(victims), GUARD
+        )
+
+
+def test_a_backing_file_damaged_while_unmounted_is_never_served(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("dmg2")
+    with env.mounted(mnt, "pt"):
+        warm_into_disk(env, mnt / "pt" / f"v{files.seq}")
+    victims = list(FILES)[-3:]
+    flip_byte(page_file_of(env, FILES[victims[0]]), 5)
+    with open(page_file_of(env, FILES[victims[1]]), "ab") as f:  # a longer file
+        f.write(b"tail")
+    path = page_file_of(env, FILES[victims[2]])
+    os.truncate(path, 100)
+    with env.mounted(mnt, "pt"):
+        root = mnt / "pt" / f"v{files.seq}"
+        for key, data in FILES.items():
+            assert (root / key).read_bytes() == data
+        for key in victims:  # fetched again: the next opens are passthrough again
+            fd = os.open(root / key, os.O_RDONLY)
+            try:
+                assert os.pread(fd, len(FILES[key]) + 10, 0) == FILES[key]
+            finally:
+                os.close(fd)
