@@ -9,6 +9,7 @@ from the browser's preview store.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -140,3 +141,22 @@ def test_a_thumbnail_is_made_once_then_served_from_the_preview_store(client, app
     text = client.get("/thumbs/pets/2/README.txt")
     assert text.status_code == 200 and text.headers["x-datahub-error"] == "invalid_input"
     assert "not an image" in text.text
+
+
+def test_versions_page_by_fifty_newest_first(client, env):
+    for i in range(58):  # pets has 2 versions: 60 in all
+        env.catalog.commit("pets", [Patch("README.txt", meta={"n": i})], message=f"edit {i}")
+    first = client.get("/datasets/pets").text
+    seqs = [int(s) for s in re.findall(r'<tr data-seq="(\d+)">', first)]
+    assert seqs == list(range(60, 10, -1))
+    older = re.search(r'id="older" href="\?before=(\d+)"', first)[1]
+    rest = client.get(f"/datasets/pets?before={older}").text
+    assert [int(s) for s in re.findall(r'<tr data-seq="(\d+)">', rest)] == list(range(10, 0, -1))
+    assert 'id="older"' not in rest
+    # a cursor that is not one of the pages' own is a clear 400 page, not a traceback
+    bad = client.get("/datasets/pets/versions/1?cursor=%%%")
+    assert (
+        bad.status_code == 400 and "invalid cursor" in bad.text and "text/html" in bad.headers["content-type"]
+    )
+    bad_filter = client.get("/datasets/pets/versions/1?filter=size>abc")
+    assert bad_filter.status_code == 400 and "size&gt;abc" in bad_filter.text
