@@ -24,6 +24,7 @@ SEED = 26
 SECONDS = 75.0
 
 
+@pytest.mark.timeout(1800)  # a hang guard: setup, 75 s of faults, heals, retried commits, the check
 def test_a_short_soak_keeps_every_promise(tmp_path: Path) -> None:
     soak = Soak(tmp_path / "soak", SEED, SECONDS)
     report = soak.run()
