@@ -31,6 +31,10 @@ HERE = Path(__file__).parent
 __all__ = ["create_labelx_app", "labelx_db_path"]
 
 
+# Framework errors by status, in the codes the API documents (issue 24 item 1: not "http_error").
+_HTTP_CODES = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
+
+
 def create_labelx_app(
     config: Config,
     *,
@@ -99,10 +103,15 @@ def create_labelx_app(
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         """Framework errors (unknown route, wrong method) in the same shape; the headers stay
         (a 405 lists the allowed methods in ``Allow``)."""
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         if exc.status_code in (404, 405):
             message = f"{message}: {request.method} {request.url.path}"
+        if exc.status_code == 400:  # FastAPI's body-parse failure: too deep to decode, or not UTF-8
+            message = (
+                f"request body of {request.method} {request.url.path} could not be parsed (not "
+                "UTF-8, or nested too deep to decode): send UTF-8 JSON"
+            )
         return JSONResponse(
             {"error": {"code": code, "message": message}},
             status_code=exc.status_code,
