@@ -189,3 +189,28 @@ def test_a_backing_file_damaged_while_unmounted_is_never_served(env: FuseEnv, fi
                 assert os.pread(fd, len(FILES[key]) + 10, 0) == FILES[key]
             finally:
                 os.close(fd)
+
+
+def test_an_evicted_backing_file_stays_valid_for_the_handles_that_hold_it(
+    env: FuseEnv, files: Dataset
+) -> None:
+    mnt = env.mountpoint("evict")
+    with env.mounted(mnt, "pt"):
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        key, data = next(iter(FILES.items()))
+        first = os.open(root / key, os.O_RDONLY)  # passthrough: holds the page file's inode
+        try:
+            page_file_of(env, data).unlink()  # what eviction does
+            assert os.pread(first, len(data) + 1, 0) == data
+            second = os.open(root / key, os.O_RDONLY)  # same inode: the same backing file
+            try:
+                assert os.pread(second, len(data) + 1, 0) == data
+                with mmap.mmap(second, len(data), prot=mmap.PROT_READ) as m:
+                    assert m[:] == data
+            finally:
+                os.close(second)
+        finally:
+            os.close(first)
+        wait_until(lambda: mount_stats(env).get("backing_ids_open") == 0, GUARD)
+        assert (root / key).read_bytes() == data  # the file is gone: through the daemon (RAM or origin)
