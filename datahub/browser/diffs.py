@@ -1,8 +1,8 @@
 """A diff between two versions for the browser: counts, then entries a page at a time, with
 the fields of each modified record that changed.
 
-Entries come from the catalog's key-ordered diff from the cursor on, so a page costs the
-entries up to its end, never the versions' sizes. The counts of a diff between a version and
+Entries come from the catalog's key-ordered diff, started at the cursor, so a page costs
+about one page of entries, never the entries before it or the versions' sizes. The counts of a diff between a version and
 its parent are the version's own; any other pair is counted once and kept (versions are
 immutable, so the counts never go stale).
 """
@@ -14,7 +14,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from itertools import dropwhile, islice
+from itertools import islice
 from typing import Any
 
 from datahub.catalog import Catalog
@@ -70,9 +70,7 @@ def _show(value: Any) -> str:
 def page(
     catalog: Catalog, dataset: str, a: int, b: int, *, prefix: str = "", after: str = "", limit: int = 100
 ) -> tuple[list[Row], str | None]:
-    entries: Iterator[DiffEntry] = catalog.diff(dataset, a, b, prefix=prefix)
-    if after:
-        entries = dropwhile(lambda e: e.key <= after, entries)
+    entries: Iterator[DiffEntry] = catalog.diff(dataset, a, b, prefix=prefix, start_after=after)
     taken = list(islice(entries, limit + 1))
     more = len(taken) > limit
     rows = [

@@ -213,15 +213,18 @@ class Catalog:
         wanted = [check_key(k) for k in keys]
         return self.store.get_records(dataset, self.resolve(dataset, ref).seq, wanted)
 
-    def diff(self, dataset: str, from_ref: Ref, to_ref: Ref, *, prefix: str = "") -> Iterator[DiffEntry]:
-        """Changes turning ``from_ref`` into ``to_ref``, in key order (0 names the empty state)."""
+    def diff(
+        self, dataset: str, from_ref: Ref, to_ref: Ref, *, prefix: str = "", start_after: str = ""
+    ) -> Iterator[DiffEntry]:
+        """Changes turning ``from_ref`` into ``to_ref``, in key order (0 names the empty state),
+        from the first key above ``start_after`` on (a page's cursor)."""
         check_prefix(prefix)
         a, b = self._seq(dataset, from_ref), self._seq(dataset, to_ref)
         if a == b:
             return iter(())
         if a < b:
-            return self.store.diff(dataset, a, b, prefix=prefix)
-        return (_reversed(e) for e in self.store.diff(dataset, b, a, prefix=prefix))
+            return self.store.diff(dataset, a, b, prefix=prefix, start_after=start_after)
+        return (_reversed(e) for e in self.store.diff(dataset, b, a, prefix=prefix, start_after=start_after))
 
     def derive(
         self,

@@ -266,9 +266,13 @@ class HttpCatalogStore(CatalogStore):
                 found[record.key] = record
         return found
 
-    def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
+    def diff(
+        self, dataset: str, a: int, b: int, *, prefix: str = "", start_after: str = ""
+    ) -> Iterator[DiffEntry]:
         what = f"the diff of versions {a}..{b} of dataset {dataset!r}"
         params: dict[str, Any] = {"a": a, "b": b} | ({"prefix": prefix} if prefix else {})
+        if start_after:
+            params["start_after"] = start_after
         path = f"/v1/remote/datasets/{_seg(dataset)}/diff"
         for rows in self._api.batches(path, what=what, params=params, header=DIFF_HEADER):
             if set(map(type, rows)) != {list}:

@@ -270,7 +270,9 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         with self._translate(f"get records of {dataset}@{seq}"):
             return {d["key"]: record_of_doc(d) for d in self.records.find(query, RECORD_FIELDS)}
 
-    def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
+    def diff(
+        self, dataset: str, a: int, b: int, *, prefix: str = "", start_after: str = ""
+    ) -> Iterator[DiffEntry]:
         for seq in (a, b):
             if seq:
                 self.get_version(dataset, seq)
@@ -279,11 +281,15 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         seqs = range(a + 1, b + 1)
         page = diff_page(a, b)
         old = [
-            self._revisions(dataset, {"to_seq": s, "from_seq": {"$lte": a}}, "ended", prefix, page)
+            self._revisions(
+                dataset, {"to_seq": s, "from_seq": {"$lte": a}}, "ended", prefix, page, start_after
+            )
             for s in seqs
         ]
         new = [
-            self._revisions(dataset, {"from_seq": s, "to_seq": {"$gt": b}}, "began", prefix, page)
+            self._revisions(
+                dataset, {"from_seq": s, "to_seq": {"$gt": b}}, "began", prefix, page, start_after
+            )
             for s in seqs
         ]
         by_key: Callable[[Record], str] = lambda r: r.key  # noqa: E731

@@ -440,26 +440,32 @@ class SQLiteCatalogStore(CatalogStore):
                 found.update((row[0], record_of_row(row)) for row in rows)
         return found
 
-    def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
+    def diff(
+        self, dataset: str, a: int, b: int, *, prefix: str = "", start_after: str = ""
+    ) -> Iterator[DiffEntry]:
         dataset_id = self._dataset_id(dataset)
         for seq in (a, b):
             if seq:
                 self.get_version(dataset, seq)
         if a >= b:
             raise ValueError("store diff needs a < b; the Catalog facade handles other orders")
-        return self._diff(dataset_id, a, b, prefix)
+        return self._diff(dataset_id, a, b, prefix, start_after)
 
-    def _diff(self, dataset_id: int, a: int, b: int, prefix: str) -> Iterator[DiffEntry]:
+    def _diff(self, dataset_id: int, a: int, b: int, prefix: str, start_after: str) -> Iterator[DiffEntry]:
         seqs = range(a + 1, b + 1)
         page = diff_page(a, b)
         # Revisions that ended in (a, b] and were live at a: the old side, one stream per end seq.
         old = [
-            self._revisions(dataset_id, "records_ended", "to_seq", s, "from_seq <= ?", a, prefix, page)
+            self._revisions(
+                dataset_id, "records_ended", "to_seq", s, "from_seq <= ?", a, prefix, page, start_after
+            )
             for s in seqs
         ]
         # Revisions that began in (a, b] and are still live at b: the new side.
         new = [
-            self._revisions(dataset_id, "records_began", "from_seq", s, "to_seq > ?", b, prefix, page)
+            self._revisions(
+                dataset_id, "records_began", "from_seq", s, "to_seq > ?", b, prefix, page, start_after
+            )
             for s in seqs
         ]
         by_key: Callable[[Record], str] = lambda r: r.key  # noqa: E731
@@ -475,8 +481,10 @@ class SQLiteCatalogStore(CatalogStore):
         bound: int,
         prefix: str,
         page: int,
+        start_after: str = "",
     ) -> Iterator[Record]:
-        """Revisions with ``column == seq`` matching ``cond``, in key order, by keyset pages.
+        """Revisions with ``column == seq`` matching ``cond`` above ``start_after``, in key order,
+        by keyset pages.
 
         The pages start small and grow to ``page`` (x4 each): an API diff page of 50 entries
         read 4,096 rows from each stream, most of the server's CPU on a mixed workload (issue
@@ -488,7 +496,7 @@ class SQLiteCatalogStore(CatalogStore):
             f" WHERE dataset_id = ? AND {column} = ?{extra} AND key > ?{bound_sql}"
             f" AND {cond} ORDER BY key LIMIT ?"
         )
-        after, size = "", min(_FIRST_DIFF_PAGE, page)
+        after, size = start_after, min(_FIRST_DIFF_PAGE, page)
         while True:
             rows = self._query("diff", sql, (dataset_id, seq, after, *bounds, bound, size))
             yield from map(record_of_row, rows)

@@ -130,8 +130,12 @@ class CatalogStore(abc.ABC):
         """RecordNotFound naming dataset, version and key if absent."""
 
     @abc.abstractmethod
-    def diff(self, dataset: str, a: int, b: int, *, prefix: str = "") -> Iterator[DiffEntry]:
-        """Changes from version ``a`` to version ``b`` in key order (a may be 0 = empty)."""
+    def diff(
+        self, dataset: str, a: int, b: int, *, prefix: str = "", start_after: str = ""
+    ) -> Iterator[DiffEntry]:
+        """Changes from version ``a`` to version ``b`` in key order (a may be 0 = empty), from the
+        first key above ``start_after`` on: a deep page of a large diff starts where it is, instead
+        of reading (and dropping) every entry before it."""
 
     def get_records(self, dataset: str, seq: int, keys: list[str]) -> dict[str, Record]:
         """The records among ``keys`` live in version ``seq``; stores may batch this lookup."""

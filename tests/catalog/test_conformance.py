@@ -397,6 +397,28 @@ def test_diff_across_many_versions(cat: Catalog) -> None:
     ]
 
 
+def test_diff_starts_after_a_key(cat: Catalog) -> None:
+    """A page's cursor: the diff from any start key is the whole diff's tail, both ways round,
+    with and without a prefix (start keys on, between, before and after the entries)."""
+    cat.commit("ds", [Put(rec("a"))])  # v3
+    cat.commit("ds", [Put(rec("e")), Delete("c/1")])  # v4
+    cat.commit("ds", [Delete("e"), Put(rec("c/2", etag="e9"))])  # v5
+    starts = ["", "0", "a", "a0", "b", "c", "c/", "c/1", "c/10", "c/2", "d", "e", "zz", "\U0010ffff"]
+    for a, b, prefix in [
+        (1, 5, ""),
+        (5, 1, ""),
+        (0, 5, ""),
+        (2, 5, ""),
+        (1, 2, ""),
+        (5, 0, ""),
+        (1, 5, "c/"),
+    ]:
+        whole = [(e.kind, e.key) for e in cat.diff("ds", a, b, prefix=prefix)]
+        for start in starts:
+            tail = [(e.kind, e.key) for e in cat.diff("ds", a, b, prefix=prefix, start_after=start)]
+            assert tail == [(k, key) for k, key in whole if key > start], (a, b, prefix, start)
+
+
 # --- derive ----------------------------------------------------------------------------------------
 def test_derive_into_new_dataset(cat: Catalog) -> None:
     cat.update_dataset("ds", acl={"carol": "admin"})

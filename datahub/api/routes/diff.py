@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from itertools import dropwhile
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
@@ -39,12 +38,12 @@ def diff(
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ):
     catalog = services.catalog
+    # the cursor decodes before streaming; a page starts at its cursor in the store (a deep page
+    # of a large diff reads one page, not every entry before it)
+    after = "" if format == "ndjson" else decode_cursor(cursor)
     # refs resolve here (0 names the empty state), so an unknown one is a 404 before any streaming
-    entries = catalog.diff(dataset.name, from_ref, to_ref, prefix=prefix)
+    entries = catalog.diff(dataset.name, from_ref, to_ref, prefix=prefix, start_after=after)
     if format == "ndjson":
         return StreamingResponse(ndjson_lines(entries, diff_public), media_type=NDJSON)
-    after = decode_cursor(cursor)
-    if after:
-        entries = dropwhile(lambda e: e.key <= after, entries)
     items, next_cursor = page(entries, limit, key=lambda e: e.key)
     return json_page(DiffPage(items=[diff_public(e) for e in items], next_cursor=next_cursor))

@@ -192,10 +192,12 @@ def get_records(dataset: ReadableDataset, body: RecordsGet, services: ServicesDe
 
 @router.get("/{name}/diff", response_class=StreamingResponse, responses=_LISTING)
 def diff(
-    dataset: ReadableDataset, services: ServicesDep, a: Seq, b: Seq, prefix: str = ""
+    dataset: ReadableDataset, services: ServicesDep, a: Seq, b: Seq, prefix: str = "", start_after: str = ""
 ) -> StreamingResponse:
-    """DIFF_HEADER, then one diff row per line from version ``a`` to ``b`` (0 = empty), in key order."""
-    return stream_lines(services.catalog.diff(dataset.name, a, b, prefix=prefix), diff_row, DIFF_LINE)
+    """DIFF_HEADER, then one diff row per line from version ``a`` to ``b`` (0 = empty), in key
+    order, from the first key above ``start_after``."""
+    entries = services.catalog.diff(dataset.name, a, b, prefix=prefix, start_after=start_after)
+    return stream_lines(entries, diff_row, DIFF_LINE)
 
 
 @router.post("/{name}/commits", status_code=status.HTTP_201_CREATED)
