@@ -27,7 +27,7 @@ from datahub.cache.pages import PageKey
 
 log = logging.getLogger(__name__)
 
-MAX_REMEMBERED = 1 << 20  # verified files remembered (about 100 bytes each)
+MAX_REMEMBERED = 1 << 17  # verified files remembered (about 250 bytes each)
 
 #: what :meth:`BackingFiles.open` returns with ``verify=False`` for a file it would have to read
 UNVERIFIED = -1
@@ -38,11 +38,25 @@ class BackingFiles:
 
     def __init__(self, disk, *, remember: int = MAX_REMEMBERED) -> None:  # disk: DiskTier
         self.disk = disk
-        self._remember = remember
+        self._remember_max = remember
         self._lock = threading.Lock()
         self._verified: OrderedDict[str, tuple[int, int, int, int]] = OrderedDict()
         self.verifications = 0  # full checks (first opens, and files changed since)
         self.rejected = 0  # files that failed a check (removed; the open took the normal path)
+        disk.on_written = self.written
+
+    def written(self, key: PageKey, st: os.stat_result) -> None:
+        """The disk tier wrote this file from bytes it had just checksummed: it counts as
+        verified in the state it was left in (a cold file's first passthrough open then
+        reads nothing back). Any later change moves its ctime, as for a verified file."""
+        self._remember(key.digest, (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
+
+    def _remember(self, digest: str, state: tuple[int, int, int, int]) -> None:
+        with self._lock:
+            self._verified[digest] = state
+            self._verified.move_to_end(digest)
+            while len(self._verified) > self._remember_max:
+                self._verified.popitem(last=False)
 
     def open(self, key: PageKey, size: int, *, verify: bool = True) -> int | None:
         """A read-only descriptor of the page file holding exactly ``size`` verified bytes
@@ -71,11 +85,7 @@ class BackingFiles:
                 after = os.fstat(fd)  # changed while it was being read: not this time
                 if (after.st_dev, after.st_ino, after.st_size, after.st_ctime_ns) != state:
                     return _close(fd)
-                with self._lock:
-                    self._verified[digest] = state
-                    self._verified.move_to_end(digest)
-                    while len(self._verified) > self._remember:
-                        self._verified.popitem(last=False)
+                self._remember(digest, state)
                 return _keep(fd)
             with self._lock:
                 self._verified.pop(digest, None)

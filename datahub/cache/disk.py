@@ -86,6 +86,9 @@ class DiskTier(BudgetedTier):
         self._tmpfile = self._tmpfile_works()
         self._direct = True  # until the file system refuses O_DIRECT
         self.xattr_pages = self._probe_xattr()  # format 3: the file is the page's bytes
+        #: called with (key, fstat) of each first page this process wrote in format 3: bytes
+        #: it checksummed itself, so a passthrough open need not read them back (datahub.cache.backing)
+        self.on_written: Callable[[PageKey, os.stat_result], None] | None = None
         self.index = open_index(self.dir / "index")
         self._index = IndexBatcher(self.index, self._index_failed)
         try:
@@ -268,13 +271,16 @@ class DiskTier(BudgetedTier):
         # format 3: the header goes to the xattr, the file is the data alone
         xattr, header = (header, b"") if self.xattr_pages else (None, header)
         if self._tmpfile:
-            self._store_unnamed(name, header, data, xattr)
+            written = self._store_unnamed(name, header, data, xattr)
+            if written is not None and xattr is not None and self.on_written is not None and key.index == 0:
+                self.on_written(key, written)
         else:
             self._store_renamed(name, header, data, xattr)
         self._index.add(key, len(data))  # batched: a crash before the flush means a rebuild
 
-    def _store_unnamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> None:
-        """Write an unnamed file, then give it its name: a crash before that leaves nothing."""
+    def _store_unnamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> os.stat_result:
+        """Write an unnamed file, then give it its name: a crash before that leaves nothing.
+        Returns the named file's ``fstat`` (its state as written, for ``on_written``)."""
         fd, direct = self._open_unnamed(direct=self._direct and len(data) >= DIRECT_MIN_BYTES)
         try:
             if direct:
@@ -293,6 +299,7 @@ class DiskTier(BudgetedTier):
                 except BaseException:
                     _unlink(tmp)
                     raise
+            return os.fstat(fd)  # after the link: naming a file moves its ctime
         finally:
             os.close(fd)
 

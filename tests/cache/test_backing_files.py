@@ -66,10 +66,10 @@ def test_a_longer_or_damaged_format_3_file_is_a_miss_and_removed(tmp_path: Path)
 
 def test_backing_files_are_verified_once_and_again_after_any_change(tmp_path: Path) -> None:
     disk = make_disk(tmp_path)
-    backing = BackingFiles(disk)
     try:
         data = os.urandom(70_000)
         disk.put(key(), data)
+        backing = BackingFiles(disk)  # as in a later process: it did not write the file
         for _ in range(3):
             fd = backing.open(key(), len(data))
             assert fd is not None and os.pread(fd, len(data) + 1, 0) == data
@@ -133,10 +133,10 @@ def test_no_damaged_backing_file_is_ever_handed_out(tmp_path_factory, data: byte
 
 def test_without_verify_only_a_file_verified_before_and_unchanged_is_handed_out(tmp_path: Path) -> None:
     disk = make_disk(tmp_path)
-    backing = BackingFiles(disk)
     try:
         data = os.urandom(9000)
         disk.put(key(), data)
+        backing = BackingFiles(disk)  # as in a later process: it did not write the file
         assert backing.open(key(), len(data), verify=False) == UNVERIFIED
         os.close(backing.open(key(), len(data)))
         fd = backing.open(key(), len(data), verify=False)
@@ -145,5 +145,25 @@ def test_without_verify_only_a_file_verified_before_and_unchanged_is_handed_out(
         os.utime(disk._path(key()))  # any change of the file moves its ctime
         assert backing.open(key(), len(data), verify=False) == UNVERIFIED
         assert backing.verifications == 1
+    finally:
+        disk.close()
+
+
+def test_a_file_this_process_wrote_needs_no_read_back_until_it_changes(tmp_path: Path) -> None:
+    """The disk tier checksummed the bytes as it wrote them: the first passthrough open of a
+    cold file reads nothing back; a change afterwards is caught like any other."""
+    disk = make_disk(tmp_path)
+    backing = BackingFiles(disk)
+    try:
+        data = os.urandom(20_000)
+        disk.put(key(), data)
+        fd = backing.open(key(), len(data), verify=False)
+        assert fd >= 0 and os.pread(fd, len(data) + 1, 0) == data
+        os.close(fd)
+        assert backing.verifications == 0
+        with open(disk._path(key()), "r+b") as f:
+            f.write(bytes([data[0] ^ 1]))
+        assert backing.open(key(), len(data), verify=False) == UNVERIFIED
+        assert backing.open(key(), len(data)) is None and backing.rejected == 1
     finally:
         disk.close()
