@@ -39,7 +39,14 @@ ROUTES = pytest.mark.parametrize(
 )
 
 
-@ROUTES
+@pytest.mark.parametrize(
+    ("path", "url", "extra"),
+    [
+        (RECORDS, "/v1/datasets/pets/versions/1/records", {}),
+        (DIFF, "/v1/datasets/pets/diff", {"from": 0}),
+        (DIFF, "/v1/datasets/pets/diff", {"from": 0, "format": "ndjson"}),  # streams all, same rule
+    ],
+)
 @ONCE
 @given(cursor=CURSOR_TEXT)
 def test_any_cursor_the_schema_takes_is_taken_and_no_other(api: Api, path, url, extra, cursor):

@@ -40,7 +40,9 @@ def diff(
     catalog = services.catalog
     # the cursor decodes before streaming; a page starts at its cursor in the store (a deep page
     # of a large diff reads one page, not every entry before it)
-    after = "" if format == "ndjson" else decode_cursor(cursor)
+    # (checked with ndjson too, which streams everything: the schema's cursor rule holds for both)
+    after = decode_cursor(cursor)
+    after = "" if format == "ndjson" else after
     # refs resolve here (0 names the empty state), so an unknown one is a 404 before any streaming
     entries = catalog.diff(dataset.name, from_ref, to_ref, prefix=prefix, start_after=after)
     if format == "ndjson":
