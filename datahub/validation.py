@@ -22,6 +22,15 @@ MAX_KEY_BYTES = 1024
 # and isolates (U+2066-U+2069): "img/\u202egpj.exe" shows as "img/exe.jpg".
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    r"""``text`` with each invisible format character written as ``⟨U+202E⟩``: a key stored
+    before the rule (``img/\u202egpj.exe``) must not display as another (``img/exe.jpg``) on a
+    page; HTML escaping leaves these characters as they are."""
+    return _INVISIBLE.sub(lambda m: f"\u27e8U+{ord(m.group()):04X}\u27e9", text)
+
+
 # The same rules as JSON Schema (ECMA-262) patterns, for the OpenAPI document: schema-valid
 # input is what the checks below accept (tests/test_validation.py holds them to it).
 NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"

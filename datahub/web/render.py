@@ -3,7 +3,8 @@
 Why one environment per UI over a shared loader: each UI keeps its own templates next to its
 code, while ``_base.html`` (head, stylesheet and script tags, the JSON boot block, the top bar)
 comes from here, so a page cannot forget the escaping or put script inline. Every value is
-HTML-escaped by autoescape; data a page's script needs goes into ``<script type=
+HTML-escaped by autoescape, and shows invisible format characters (bidi overrides) as
+``⟨U+202E⟩``; data a page's script needs goes into ``<script type=
 "application/json">`` through the ``boot`` filter, which also escapes ``<`` so no string can
 close the block. No inline script or style exists anywhere, so the strict CSP holds.
 """
@@ -17,7 +18,9 @@ from typing import Any
 from urllib.parse import quote
 
 from jinja2 import ChoiceLoader, Environment, FileSystemLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
+
+from datahub.validation import visible
 
 BASE_TEMPLATES = Path(__file__).parent / "templates"
 CSP = (
@@ -42,6 +45,21 @@ def boot_json(value: Any) -> Markup:
     return Markup(json.dumps(value, sort_keys=True).replace("<", "\\u003c"))
 
 
+def shown(value: Any) -> Any:
+    """Every ``{{ … }}`` goes through here (the environment's ``finalize``): a string shows its
+    invisible format characters (``⟨U+202E⟩``), so a legacy key or a label cannot display as
+    another text; escaping alone keeps them. Markup (``boot``, ``verbatim``) is left alone."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
+
+
+def verbatim(value: Any) -> Markup:
+    """A form value sent back as it is (a folder's prefix, a search): escaped, never rewritten
+    by ``shown``, so the next request names the same folder."""
+    return escape(value)
+
+
 def urlpath(value: str) -> str:
     """A record key or a name as a URL path: every character but ``/`` percent-escaped."""
     return quote(str(value), safe="/")
@@ -62,8 +80,9 @@ class Pages:
             undefined=StrictUndefined,  # a misspelt name is an error in tests, not an empty string
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=shown,
         )
-        self.env.filters.update(boot=boot_json, urlpath=urlpath, urlpart=urlpart)
+        self.env.filters.update(boot=boot_json, urlpath=urlpath, urlpart=urlpart, verbatim=verbatim)
         self.env.globals.update(globals or {})
 
     def render(self, template: str, /, **values: Any) -> str:
