@@ -48,7 +48,8 @@ _ERRORS = {
         409: "conflict (stale base, name taken)",
         413: "request body larger than api.max_body_bytes",
         422: "request does not match the schema",
-        503: "busy: too many request bodies in flight (api.max_inflight_body_bytes); see Retry-After",
+        503: "busy: too many request bodies in flight (api.max_inflight_body_bytes), or the catalog is busy "
+        "with other commits (nothing was written); send it again after Retry-After seconds",
     }.items()
 }
 
