@@ -226,8 +226,11 @@ class ReadOnlyOps(_Ops):
         if pt.active and not write and not virtual:
             backing_id = pt.existing(inode)
             if backing_id is None and pt.may_try(inode):
-                # a file verified before: a few metadata syscalls on the local disk, inline
-                # (a thread hop costs more); a first open reads and checks it in a thread
+                # A file verified before: open + getxattr + fstat of its page file, inline.
+                # The one exception to "the loop does in-memory work only": measured, a
+                # thread hop doubles the daemon's CPU per open (docs/benchmarks.md), and the
+                # calls wait for the disk only when the page file's entry is not cached.
+                # A first open reads and checks the file: in a thread.
                 fd = self._backing_fd(inode, False)
                 if fd == -1:
                     fd = await self._thread(self._backing_fd, inode, True)
