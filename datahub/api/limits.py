@@ -47,6 +47,11 @@ def body_file(scope: Scope) -> IO[bytes] | None:
     return scope.get(_BODY_FILE)
 
 
+def _is_form(scope: Scope) -> bool:
+    content_type = dict(scope.get("headers") or []).get(b"content-type", b"").lower()
+    return content_type.startswith((b"multipart/form-data", b"application/x-www-form-urlencoded"))
+
+
 class BodyBudget:
     """Bytes of request bodies held at once. Used only from the event loop: no lock needed."""
 
@@ -94,7 +99,10 @@ class BodyLimits:
             spool = spooled = tempfile.SpooledTemporaryFile(max_size=SPOOL_IN_MEMORY, prefix="datahub-body-")  # noqa: SIM115
             size = 0
             refusal: DatahubError | None = None
-            depth = DepthScanner()
+            # Every body but a form is JSON to some parser (FastAPI decodes a body without a
+            # content type as JSON, the commit routes whatever its type): forms are decoded by
+            # a parser that does not recurse, and may carry binary files.
+            depth = None if _is_form(scope) else DepthScanner()
             try:
                 async with asyncio.timeout(self.body_read_timeout):
                     while True:
@@ -112,7 +120,8 @@ class BodyLimits:
                                 break
                             reserved = size
                         try:
-                            depth.feed(chunk, last=not message.get("more_body", False))
+                            if depth is not None:
+                                depth.feed(chunk, last=not message.get("more_body", False))
                         except BodyError as exc:
                             refusal = self._unparseable(scope, exc)
                             break

@@ -175,3 +175,19 @@ def test_scanner_is_linear_on_a_string_full_of_escaped_quotes():
     for at in range(0, len(body), 65536):
         scanner.feed(body[at : at + 65536])
     assert scanner.depth == 1
+
+
+def test_forms_are_not_scanned(api: Api):
+    """A form (the browser's and LabelX's sign-in, served by the same app) is decoded by a parser
+    that does not recurse, and may carry a binary file: never refused as nested or not UTF-8."""
+    for content_type, body in (
+        ("application/x-www-form-urlencoded", b"next=" + b"[" * 1000),
+        (
+            "multipart/form-data; boundary=x",
+            b'--x\r\nContent-Disposition: form-data; name="f"\r\n\r\n\x00' + b"[" * 1000,
+        ),
+    ):
+        r = api.client.post(
+            "/v1/datasets", content=body, headers={**api.as_("admin"), "Content-Type": content_type}
+        )
+        assert r.status_code < 500 and "nested deeper" not in r.text and "NUL" not in r.text, r.text
