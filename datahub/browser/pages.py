@@ -78,7 +78,9 @@ class Browser:
         self.services = services
         self.images = images
         self.labelx = labelx
-        self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub"})
+        # SUMMARY: characters of a message or description shown in a table row (the version
+        # and dataset pages show them whole; 4 KiB of one message made a row a page long)
+        self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub", "SUMMARY": 200})
         self.pages.env.filters.update(size=charts.human_size, when=_when)
         self.summaries = charts.Summaries()
         self.counts = diffs.Counts()

@@ -58,3 +58,14 @@ def test_pages_show_invisible_format_characters(client, env):
     inside = client.get(pages["in a folder"]).text
     assert f'name="prefix" value="{FOLDER}"' in inside and "we⟨U+2066⟩ird⟨U+2069⟩" in inside
     assert client.get(pages["in a folder"] + "&filter=size%3E1").status_code == 200
+
+
+def test_long_messages_and_descriptions_are_cut_in_tables_and_whole_on_their_page(client, env):
+    long_message, long_description = "m" * 300 + "<end>" + "x" * 3000, "d" * 300 + "<end>" + "y" * 3000
+    env.catalog.create_dataset("wordy", description=long_description)
+    env.catalog.commit("wordy", [Put(Record("a", env.objects.url_for("o/a"), "e", 1))], message=long_message)
+    listing, versions = client.get("/?q=wordy").text, client.get("/datasets/wordy").text
+    assert "d" * 199 + "…" in listing and "d" * 200 not in listing  # 200 characters with the "…"
+    assert "m" * 199 + "…" in versions and "m" * 200 not in versions
+    assert "&lt;end&gt;" + "x" * 3000 in client.get("/datasets/wordy/versions/1").text
+    assert "&lt;end&gt;" + "y" * 3000 in versions  # the dataset's own page has its description whole
