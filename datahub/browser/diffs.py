@@ -55,12 +55,23 @@ def field_changes(old: Record, new: Record) -> tuple[Change, ...]:
         _flat(section, getattr(old, section), a)
         _flat(section, getattr(new, section), b)
         for name in sorted(set(a) | set(b)):
-            if a.get(name, _ABSENT) != b.get(name, _ABSENT):
-                changes.append(Change(name, _show(a.get(name, _ABSENT)), _show(b.get(name, _ABSENT))))
+            before, after = a.get(name, _ABSENT), b.get(name, _ABSENT)
+            if before != after and not _filled(name, before, after, a, b):
+                changes.append(Change(name, _show(before), _show(after)))
     return tuple(changes)
 
 
 _ABSENT = object()
+
+
+def _filled(name: str, before: Any, after: Any, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """An empty mapping that gained (or lost) fields: its fields' own rows say it all, so no
+    "labels {} → (nothing)" row above "labels.class → cat"."""
+    if before == {} and after is _ABSENT:
+        return any(k.startswith(name + ".") for k in b)
+    if after == {} and before is _ABSENT:
+        return any(k.startswith(name + ".") for k in a)
+    return False
 
 
 def _show(value: Any) -> str:
