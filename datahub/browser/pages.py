@@ -81,7 +81,7 @@ class Browser:
         # SUMMARY: characters of a message or description shown in a table row (the version
         # and dataset pages show them whole; 4 KiB of one message made a row a page long)
         self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub", "SUMMARY": 200})
-        self.pages.env.filters.update(size=charts.human_size, when=_when)
+        self.pages.env.filters.update(size=charts.human_size, when=_when, label=_label)
         self.summaries = charts.Summaries()
         self.counts = diffs.Counts()
 
@@ -92,6 +92,14 @@ class Browser:
 
 def _when(ts: float) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M UTC") if ts else ""
+
+
+def _label(value: Any) -> str:
+    """A label value on a record's card as the filter language and the record page write it
+    (JSON: ``true``, ``null``, ``{"x": 1}``, not Python's ``True``, ``None``, ``{'x': 1}``),
+    cut at 80 characters so one large value cannot fill the card."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 def browser_of(request: Request) -> Browser:

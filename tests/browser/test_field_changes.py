@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datahub.browser.diffs import Change, field_changes
-from datahub.catalog import Record
+from datahub.catalog import Put, Record
 
 
 def rec(**fields) -> Record:
@@ -27,3 +27,15 @@ def test_an_emptied_or_removed_field_still_shows():
         Change("etag", "1", "2"),
         Change("meta.s", '"a"', '"b"'),
     )
+
+
+def test_label_values_on_record_cards_are_json(client, env):
+    url = env.objects.url_for("o/a")
+    labels = {"ok": True, "none": None, "box": {"x": [1, "<b>"]}}
+    env.catalog.create_dataset("cards")
+    env.catalog.commit("cards", [Put(Record("a.bin", url, "e", 1, labels=labels))])
+    env.catalog.commit("cards", [Put(Record("b.bin", url, "e", 1, labels={"long": ["v" * 100]}))])
+    page = client.get("/datasets/cards/versions/2").text
+    assert "box={&#34;x&#34;: [1, &#34;&lt;b&gt;&#34;]}" in page and "none=null" in page
+    assert "True" not in page and "None" not in page
+    assert "long=[&#34;" + "v" * 77 + "…" in page and "v" * 78 not in page  # cut at 80 characters
