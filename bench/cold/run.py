@@ -20,7 +20,10 @@ report computes the ceiling of a cold torch epoch on this machine,
 
 and the cold torch rate as a fraction of it.
 
-Configurations: ``dh-plain`` (``datahub mount``), ``dh-prefetch`` (``mount --prefetch``),
+Configurations: ``dh-plain`` (``datahub mount`` of the bucket, default flags: the automatic
+warm-up policy of issue 27), ``dh-prefetch`` (``mount --prefetch``), ``dh-noprefetch`` (a
+mount that never warms), ``dh-version`` (the bucket's snapshot mounted as a dataset version),
+``dh-3x`` / ``dh-3x-noprefetch`` (the too-large case: a disk tier a third of the snapshot),
 ``boto3-8`` / ``boto3-64`` (direct GETs, 8 / 64 threads: the endpoint ceiling),
 ``rclone-full`` (VFS cache full, ``--transfers 64 --checkers 64``), ``s3fs-cache``
 (``use_cache``), ``local`` (the generator's copy on local disk: its warm pass is the page
@@ -31,6 +34,10 @@ cache, the bound of a warm epoch through any mount). The datahub configurations 
     .venv/bin/python bench/cold/run.py --tree /tmp/base13 --label baseline --latencies 0,10,50
     .venv/bin/python bench/cold/run.py --label head --latencies 0,10,50 --configs dh-plain,dh-prefetch
     .venv/bin/python bench/cold/run.py --report /var/tmp/cold-bench/results/raw.jsonl
+
+``--small-read N`` first mounts a bucket of N small objects with default flags and counts
+every request (LIST pages included) of reading 10 of its files, on a new snapshot and on a
+remount (issue 27's small-read case).
 
 Needs root (drop_caches, FUSE), rclone and s3fs for those two configurations, and the
 datahub virtualenv (moto, boto3, torch, Pillow). Everything stays on 127.0.0.1. Work files
@@ -502,15 +509,17 @@ def _table(got: dict, configs: list[str], cores: int, throttle: float | None) ->
 
     row("CPU ms per image, torch cold: daemon / workload", per_file)
 
-    def hit_ratio(c: str) -> str:
-        tiers = ((get(c, "torch", "cold") or {}).get("cache") or {}).get("tiers") or {}
-        ram, disk = tiers.get("ram", {}), tiers.get("disk", {})
-        asked = ram.get("hits", 0) + ram.get("misses", 0)
-        if not asked:
-            return "—"
-        return f"{(ram.get('hits', 0) + disk.get('hits', 0)) / asked:.3f} (disk evictions {disk.get('evictions', 0)})"
+    def disk_tier(c: str) -> str:
+        """The disk tier's page hit ratio (hits / lookups, counted since the mount: cumulative)
+        and its evictions, after the cold and after the warm torch pass."""
+        cells = []
+        for phase in ("cold", "warm"):
+            disk = (((get(c, "torch", phase) or {}).get("cache") or {}).get("tiers") or {}).get("disk")
+            asked = (disk or {}).get("hits", 0) + (disk or {}).get("misses", 0)
+            cells.append("—" if not asked else f"{disk['hits'] / asked:.2f} ({disk.get('evictions', 0)} ev.)")
+        return " / ".join(cells)
 
-    row("page hit ratio, torch cold (RAM+disk)", hit_ratio)
+    row("disk tier hit ratio (evictions), torch cold / warm", disk_tier)
 
     def warmup(c: str) -> str:
         ws = ((get(c, "torch", "cold") or {}).get("cache") or {}).get("warmups") or []
