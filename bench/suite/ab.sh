@@ -22,6 +22,6 @@ for ((i = 1; i <= pairs; i++)); do
     (cd "$work/$t" && PYTHONPATH="$work/$t" "$repo/.venv/bin/python" -m pytest -q -p no:cacheprovider \
       --durations=0 "$@" >"$log" 2>&1) || true
     end=$(date +%s.%N)
-    echo "$t (${!t}) pair $i: $(echo "$end - $start" | bc) s wall; $(tail -1 "$log"); load $(cut -d' ' -f1 /proc/loadavg); log $log"
+    echo "$t (${!t}) pair $i: $(echo "$end - $start" | bc) s wall; $(grep -E "passed|failed|error|no tests ran" "$log" | tail -1); load $(cut -d' ' -f1 /proc/loadavg); log $log"
   done
 done
