@@ -22,7 +22,7 @@ from fuse_adapter.source import ByteSource
 
 log = logging.getLogger("fuse_adapter")
 
-MAX_SEEN = 1_000_000  # objects remembered as read (bounded memory; beyond it no new pattern is seen)
+MAX_SEEN = 1_000_000  # objects remembered as read, by hash (~60 MB at most; beyond it no new pattern is seen)
 POLL_SECONDS = 1.0
 
 
@@ -46,7 +46,7 @@ class BucketWarmup:
         self._poll = poll_seconds
         self._lock = threading.Lock()  # the policy, the status and the pending decision
         self._wake = threading.Event()
-        self._seen: set[str] = set()
+        self._seen: set[int] = set()  # hashes of the URLs readers have read
         self._dirs: dict[str, tuple[int, int]] = {}  # directory URL -> (objects, bytes) below it
         self._room = 0
         self._listed = False
@@ -71,11 +71,12 @@ class BucketWarmup:
     def saw(self, ref: ObjectRef) -> None:
         """A reader reads ``ref`` (called on every cold-path read: cheap after the first)."""
         url = ref.url
-        if url in self._seen or not self._listed or self.policy.mode is not None:
+        key = hash(url)  # a collision only hides one cold open from the pattern
+        if key in self._seen or not self._listed or self.policy.mode is not None:
             return
         if len(self._seen) >= MAX_SEEN:
             return
-        self._seen.add(url)
+        self._seen.add(key)
         if self._source.holds(ref):
             return  # not cold: an earlier mount or the warm-up brought it in
         with self._lock:
