@@ -46,7 +46,8 @@ VERSIONS_PAGE = 50
 
 class PageRoute(APIRoute):
     """Errors as pages: a DatahubError renders ``error.html`` with its status; no session is a
-    redirect to the login page; every response gets the security headers."""
+    redirect to the login page (a bad ``Authorization`` header is a 401 page naming why: a
+    script sent it, and a login form is no answer to a script); every response gets the security headers."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -54,9 +55,13 @@ class PageRoute(APIRoute):
         async def run(request: Request) -> Response:
             try:
                 response = await handler(request)
-            except Unauthenticated:
-                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-                response = RedirectResponse(f"/login?{urlencode({'next': target})}", status_code=303)
+            except Unauthenticated as exc:
+                if "authorization" in request.headers:  # a script's token: say why, as the API does
+                    response = error_page(request, exc.http_status, exc.code, exc.message)
+                    response.headers["WWW-Authenticate"] = "Bearer"
+                else:
+                    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                    response = RedirectResponse(f"/login?{urlencode({'next': target})}", status_code=303)
             except DatahubError as exc:
                 response = error_page(request, exc.http_status, exc.code, exc.message)
             except RequestValidationError:
