@@ -142,6 +142,9 @@ class Datahub:
             env=env,
             check=True,
         )
+        info = mnt / ".datahub"  # the snapshot is committed once the listing is in: wait for it
+        while json.loads(info.read_text()).get("state") == "listing":
+            time.sleep(0.2)
         seconds = time.time() - t0
         subprocess.run([*self.cli.split(), "umount", str(mnt)], env=env, check=True)
         return seconds
