@@ -92,7 +92,10 @@ def page(
 
 
 class Counts:
-    """(added, removed, modified) of a diff, counted once per pair of versions."""
+    """(added, removed, modified) of a diff: a version's own counts against its parent (either
+    way round) or the empty state, known without reading the diff; any other pair counted once
+    and kept (a first visit to ``from=0&to=3`` of a 780,000-record version read the whole diff
+    for its counts: 5 s before the first byte)."""
 
     def __init__(self, capacity: int = 256) -> None:
         self._items: OrderedDict[tuple, tuple[int, int, int]] = OrderedDict()
@@ -102,8 +105,12 @@ class Counts:
     def get(self, catalog: Catalog, dataset: str, a: Version | None, b: Version) -> tuple[int, int, int]:
         if a is not None and b.parent == a.seq:
             return b.added, b.removed, b.modified
-        if a is None and b.parent is None:
-            return b.added, b.removed, b.modified
+        if a is not None and a.parent == b.seq:  # a version back to its parent: its own, swapped
+            return a.removed, a.added, a.modified
+        if a is None:  # from the empty state: every record of b is added
+            return b.record_count, 0, 0
+        if a.seq == b.seq:
+            return 0, 0, 0
         key = (dataset, a.seq if a else 0, b.seq)
         with self._lock:
             if key in self._items:

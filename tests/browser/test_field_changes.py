@@ -39,3 +39,27 @@ def test_label_values_on_record_cards_are_json(client, env):
     assert "box={&#34;x&#34;: [1, &#34;&lt;b&gt;&#34;]}" in page and "none=null" in page
     assert "True" not in page and "None" not in page
     assert "long=[&#34;" + "v" * 77 + "…" in page and "v" * 78 not in page  # cut at 80 characters
+
+
+class CountingCatalog:
+    """The real catalog, counting the diffs read (the counts must come from the versions)."""
+
+    def __init__(self, catalog) -> None:
+        self.catalog, self.diffs = catalog, 0
+
+    def diff(self, *args, **kwargs):
+        self.diffs += 1
+        return self.catalog.diff(*args, **kwargs)
+
+
+def test_diff_counts_known_from_the_versions_read_no_diff(env):
+    from datahub.browser.diffs import Counts
+
+    c, counting = env.catalog, CountingCatalog(env.catalog)
+    versions = {seq: c.resolve("pets", seq) for seq in (1, 2)}  # 0: the empty state
+    counts = Counts()
+    for a, b in [(0, 2), (0, 1), (1, 2), (2, 1), (2, 2)]:
+        entries = list(c.diff("pets", a, b))
+        expected = tuple(sum(e.kind == kind for e in entries) for kind in ("added", "removed", "modified"))
+        assert counts.get(counting, "pets", versions.get(a), versions[b]) == expected, (a, b)
+    assert counting.diffs == 0
