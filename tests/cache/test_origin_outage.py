@@ -13,6 +13,7 @@ import pytest
 import urllib3
 from botocore.credentials import Credentials
 
+from bench.outage_proxy import OutageProxy
 from datahub.cache import open_cache
 from datahub.catalog import Put, Record, open_catalog
 from datahub.config import load_config
@@ -21,7 +22,6 @@ from datahub.fs import DatahubFileSystem
 from datahub.storage import StoreRegistry
 from datahub.storage.s3get import LeanGetter, timed_out
 from tests.cache.conftest import put_objects, with_cache
-from bench.outage_proxy import OutageProxy
 from tests.storage.stallserver import StallingServer
 from tests.storage.test_s3_stall import run_guarded
 

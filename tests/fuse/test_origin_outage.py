@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import make_env, read_tree, upload_dataset
 from bench.outage_proxy import OutageProxy
+from tests.fuse.conftest import make_env, read_tree, upload_dataset
 from tests.storage.test_s3_stall import run_guarded
 
 GUARD = 30.0
