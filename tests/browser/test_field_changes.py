@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from datahub.browser.diffs import Change, field_changes
 from datahub.catalog import Put, Record
 
@@ -63,3 +65,18 @@ def test_diff_counts_known_from_the_versions_read_no_diff(env):
         expected = tuple(sum(e.kind == kind for e in entries) for kind in ("added", "removed", "modified"))
         assert counts.get(counting, "pets", versions.get(a), versions[b]) == expected, (a, b)
     assert counting.diffs == 0
+
+
+def test_a_long_chart_label_keeps_its_start(client, env):
+    """A label value is drawn from its start, cut at its column (whole in its tooltip): a
+    right-anchored text drew a long one past the picture's left edge, its start unseen."""
+    url = env.objects.url_for("o/a")
+    value = '"><svg onload=alert(8)> and then a long tail of words'
+    env.catalog.create_dataset("charted")
+    env.catalog.commit("charted", [Put(Record("a", url, "e", 1, labels={"class": value}))])
+    svg = client.get("/datasets/charted/versions/1/charts/labels.svg").text
+    escaped = value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&#34;")
+    assert f"<title>{escaped}</title>" in svg
+    shown = re.search(r"</title>([^<]*)</text>", svg)[1]
+    assert shown.startswith("&#34;&gt;&lt;svg onload") and shown.endswith("…"), shown
+    assert 'text-anchor="end"' not in svg.split("</clipPath>", 1)[1].split("<rect", 1)[0]
