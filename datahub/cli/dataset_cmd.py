@@ -6,6 +6,7 @@ import argparse
 
 from datahub.api.access import check_role
 from datahub.api.schemas import dataset_public
+from datahub.api.tokens import check_principal
 from datahub.console.context import CliContext
 from datahub.errors import InvalidInput
 
@@ -51,7 +52,7 @@ def parse_grants(items: list[str]) -> dict[str, str]:
             raise InvalidInput(
                 f"invalid access entry {item!r}: use PRINCIPAL=ROLE, e.g. alice=writer or *=reader"
             )
-        acl[principal] = check_role(role)
+        acl[principal if principal == "*" else check_principal(principal)] = check_role(role)
     return acl
 
 
@@ -59,7 +60,13 @@ def _public(ctx: CliContext, dataset) -> dict:
     return dataset_public(dataset, ctx.catalog.store.head(dataset.name)).model_dump(mode="json")
 
 
+def _owner(owner: str | None) -> str | None:
+    """The API's rule for an owner, here too: a name no token could ever carry owns nothing."""
+    return check_principal(owner) if owner else owner
+
+
 def create(args: argparse.Namespace, ctx: CliContext) -> int:
+    _owner(args.owner)
     dataset = ctx.catalog.create_dataset(
         args.name, args.description, args.source, args.owner, parse_grants(args.acl)
     )
@@ -80,6 +87,7 @@ def show(args: argparse.Namespace, ctx: CliContext) -> int:
 def update(args: argparse.Namespace, ctx: CliContext) -> int:
     catalog = ctx.catalog
     fields = {k: getattr(args, k) for k in ("description", "source", "owner") if getattr(args, k) is not None}
+    _owner(fields.get("owner"))
     if args.grant or args.revoke:
         acl = dict(catalog.get_dataset(args.name).acl) | parse_grants(args.grant)
         for principal in args.revoke:
