@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     next_at = time.monotonic()
     while time.time() < args.until:
         next_at = max(next_at + gap, time.monotonic() - 1.0)
-        if next_at > time.monotonic():
-            time.sleep(next_at - time.monotonic())
+        time.sleep(max(0.0, next_at - time.monotonic()))
         ds, seq, key, sha, size = rng.choice(files)
         inflight.begin(f"{args.via} {ds}@{seq}/{key}")
         t0 = time.monotonic()

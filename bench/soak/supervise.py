@@ -38,7 +38,8 @@ class Mount:
         deadline = time.monotonic() + guard
         with self.lock:
             while True:
-                self.mountpoint.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(OSError):  # a stale mount point answers ENOTCONN
+                    self.mountpoint.mkdir(parents=True, exist_ok=True)
                 log = (
                     self.logs
                     / f"mount-{self.node.host.name}-{self.mountpoint.name}-{self.starts + 1:03d}.log"
