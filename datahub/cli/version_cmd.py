@@ -14,7 +14,7 @@ from itertools import islice
 from pathlib import Path
 
 from datahub.api.schemas import diff_public, record_public, version_public
-from datahub.console.context import CliContext, author_or_default
+from datahub.console.context import CliContext, author_or_default, shown
 from datahub.validation import check_name
 
 LOG_COLUMNS = (
@@ -108,7 +108,7 @@ def diff(args: argparse.Namespace, ctx: CliContext) -> int:
     counts = {"added": 0, "removed": 0, "modified": 0}
     for e in entries:
         counts[e.kind] += 1
-        ctx.out.write(f"{sign[e.kind]} {e.key}\n")
+        ctx.out.write(f"{sign[e.kind]} {shown(e.key)}\n")
     print(", ".join(f"{n} {k}" for k, n in counts.items()), file=ctx.err)
     return 0
 

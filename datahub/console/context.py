@@ -10,6 +10,7 @@ import argparse
 import getpass
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -18,6 +19,7 @@ from typing import Any, TextIO
 
 from datahub.config import Config, load_config
 from datahub.errors import DatahubError
+from datahub.validation import visible
 
 
 @dataclass
@@ -83,7 +85,7 @@ class CliContext:
         elif isinstance(data, dict):
             width = max((len(k) for k in data), default=0)
             for k, v in data.items():
-                print(f"{k:<{width}}  {v}", file=self.out)
+                print(f"{k:<{width}}  {shown(str(v))}", file=self.out)
         else:
             print(data, file=self.out)
 
@@ -94,7 +96,7 @@ class CliContext:
             if self.json_output:
                 self.out.write(json.dumps(row, default=str) + "\n")
             else:
-                self.out.write("  ".join(str(row.get(c, "")) for c in columns) + "\n")
+                self.out.write("  ".join(shown(str(row.get(c, ""))) for c in columns) + "\n")
             n += 1
         return n
 
@@ -137,7 +139,22 @@ def print_table(rows: list[dict], columns: Sequence[str] | None, out: TextIO) ->
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(), file=out)
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def shown(text: str) -> str:
+    r"""Text for a person's terminal: control characters written as ``\x1b`` (an escape
+    sequence in a commit message must not clear or recolour the screen, a newline must not
+    break a table row) and invisible format characters as ``⟨U+202E⟩`` (a key stored before
+    the bidi rule must not display as another key). ``--json`` output keeps the exact text."""
+    return visible(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+
+
 def _cell(value: Any) -> str:
+    return shown(_cell_text(value))
+
+
+def _cell_text(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float) and value > 1e9:  # a timestamp
