@@ -82,8 +82,11 @@ def warm_into_disk(env: FuseEnv, root: Path) -> None:
     wait_until(lambda: len(page_files(env)) >= len(FILES), GUARD)
 
 
-def read_while_stopped(proc, fds: dict[int, bytes]) -> dict[int, tuple[bytes, bytes]]:
-    """Read each open fd whole (read and mmap) with the daemon stopped; {} if that hung."""
+def read_while_stopped(proc, fds: dict[int, bytes], wait: float = 30.0) -> dict[int, tuple[bytes, bytes]]:
+    """Read each open fd whole (read and mmap) with the daemon stopped; {} if that hung.
+
+    ``wait``: how long the reads may take while the daemon is stopped (a generous guard
+    where they must finish; where they must hang, a few seconds show it)."""
     for fd in fds:  # an ordinary handle would now need READ requests for every byte
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     got: dict[int, tuple[bytes, bytes]] = {}
@@ -98,7 +101,7 @@ def read_while_stopped(proc, fds: dict[int, bytes]) -> dict[int, tuple[bytes, by
     try:
         reader = threading.Thread(target=read_all, daemon=True)
         reader.start()
-        reader.join(timeout=30)
+        reader.join(timeout=wait)
         finished = not reader.is_alive()
     finally:
         os.kill(proc.pid, signal.SIGCONT)
@@ -134,7 +137,7 @@ def test_no_passthrough_keeps_reads_in_the_daemon(env: FuseEnv, files: Dataset) 
         key = next(iter(FILES))
         fd = os.open(root / key, os.O_RDONLY)
         try:
-            assert read_while_stopped(proc, {fd: FILES[key]}) == {}
+            assert read_while_stopped(proc, {fd: FILES[key]}, wait=3.0) == {}
         finally:
             os.close(fd)
         wait_until(lambda: mount_stats(env).get("mode") == "off: --no-passthrough", GUARD)
