@@ -15,6 +15,8 @@ checker allows each state it could be in, never other bytes).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -33,13 +35,38 @@ def sha(data: bytes) -> str:
 class Writer:
     def __init__(self, node: str, root: Path, log: EventLog, inflight: Inflight, seed: int) -> None:
         self.node, self.root, self.log, self.inflight = node, root, log, inflight
+        self._fd: int | None = None
         self.seed = seed
         self.cycle = -1
         self.rng = random.Random(seed)
         self.certain: dict[str, str] = {}  # path -> sha of the acknowledged contents (files we may touch)
         self.serial = 0
 
+    def root_fd(self) -> int:
+        """The workspace mount's root, held open as a pod's bind mount holds it.
+
+        Why: between a killed daemon's detach and the new daemon's mount the mount point is
+        a bare directory on the node's disk; a writer going by path would write there, and
+        its acknowledgements would be the local disk's, not the workspace's. A held
+        directory descriptor answers ENOTCONN instead, and is taken again only once the
+        path is a mount point (another device than its parent) again.
+        """
+        if self._fd is None:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+            if os.fstat(fd).st_dev == os.stat(self.root.parent).st_dev:
+                os.close(fd)
+                raise OSError(errno.ENOTCONN, f"{self.root} is not mounted (between two daemons)")
+            self._fd = fd
+        return self._fd
+
+    def drop_fd(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
     def start_cycle(self, cycle: int) -> None:
+        self.drop_fd()  # the next cycle is another workspace mount
         self.cycle = cycle
         self.rng = random.Random(f"{self.seed}-{self.node}-{cycle}")
         self.certain = {}
@@ -52,7 +79,12 @@ class Writer:
 
     def _fail(self, path: str, stage: str, exc: BaseException) -> None:
         self._event("fail", path, durable=True, stage=stage, err=classify(exc))
+        self._lost_mount(exc)
         self.certain.pop(path, None)
+
+    def _lost_mount(self, exc: BaseException) -> None:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+            self.drop_fd()  # the daemon is gone: take the mount point again once it serves
 
     def step(self) -> None:
         roll = self.rng.random()
@@ -83,12 +115,14 @@ class Writer:
             sha=sha(data),
             prefix=sha(prefix) if prefix is not None else None,
         )
-        path = self.root / rel
         stage = "open"
         self.inflight.begin(f"write {rel}")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as fh:
+            root = self.root_fd()
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(rel.rsplit("/", 1)[0], dir_fd=root)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+            with os.fdopen(os.open(rel, flags, 0o644, dir_fd=root), "wb") as fh:
                 if prefix is not None:
                     stage = "write"
                     fh.write(prefix)
@@ -112,9 +146,11 @@ class Writer:
         self._event("intent", src, durable=True, kind="rename", to=dst)
         self.inflight.begin(f"rename {src}")
         try:
-            os.rename(self.root / src, self.root / dst)
+            root = self.root_fd()
+            os.rename(src, dst, src_dir_fd=root, dst_dir_fd=root)
         except Exception as exc:
             self._event("fail", src, durable=True, stage="rename", to=dst, err=classify(exc))
+            self._lost_mount(exc)
             self.certain.pop(src, None)
         else:
             self._event("ack", src, durable=True, at="rename", to=dst)
@@ -126,7 +162,7 @@ class Writer:
         self._event("intent", rel, durable=True, kind="delete")
         self.inflight.begin(f"delete {rel}")
         try:
-            os.unlink(self.root / rel)
+            os.unlink(rel, dir_fd=self.root_fd())
         except Exception as exc:
             self._fail(rel, "unlink", exc)
         else:
@@ -141,9 +177,11 @@ class Writer:
         self.inflight.begin(f"read {rel}")
         event: dict = {"node": self.node, "via": "workspace", "ds": "workspace", "key": rel}
         try:
-            data = (self.root / rel).read_bytes()
+            with os.fdopen(os.open(rel, os.O_RDONLY, dir_fd=self.root_fd()), "rb") as fh:
+                data = fh.read()
         except Exception as exc:
             event.update(ok=False, err=classify(exc))
+            self._lost_mount(exc)
         else:
             good = sha(data) == self.certain[rel]
             event.update(ok=good, bytes=len(data), wrong=not good)
