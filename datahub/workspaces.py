@@ -1,8 +1,17 @@
 """Commit a flushed workspace as a dataset version (training outputs are data too).
 
 Lives outside ``datahub.cache`` because the cache knows nothing of the catalog: this module
-is the one place the two meet. Records point at the flushed origin objects with the etag
-(and sha256) the flush recorded, so the version is immutable like any other (promise 1).
+is the one place the two meet.
+
+Records never point at the workspace's own objects (``<objects_url>/workspaces/<name>/<path>``):
+the flusher mirrors the workspace there, so the next flush overwrites a changed file and
+deletes a removed one, and a version that pointed at them would lose its bytes (found by
+the chaos soak, seed 26; ``tests/writeback/test_commit_history.py``). A commit first pins
+each new or changed file as a content-addressed blob (``<objects_url>/blobs/sha256/…``,
+the layout of ``--copy`` imports: a name never gets other bytes), read back from the
+workspace object under the etag the flush recorded; the records point at the blobs, so the
+version is immutable like any other (promise 1). A blob already there (the same bytes
+committed before, by any workspace or import) is not read or written again.
 Only the differences from the dataset's head are committed, and the commit id is derived
 from the base and the content, so retrying after a lost reply does not commit twice.
 """
@@ -11,14 +20,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from datahub.cache.writeback import FlushedObject, Workspace, open_workspace
 from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.config import Config
-from datahub.errors import Conflict, DatasetNotFound, VersionNotFound
+from datahub.errors import Conflict, DatasetNotFound, ObjectChanged, ObjectNotFound, VersionNotFound
+from datahub.ingest.blobs import BLOB_PREFIX, CHUNK_BYTES, blob_key
+from datahub.storage.base import ObjectInfo, ObjectStore
 
 log = logging.getLogger(__name__)
+PIN_THREADS = 8  # files pinned as blobs at once (each reads back and puts one object)
 
 
 def commit_workspace(
@@ -40,7 +54,8 @@ def commit_workspace(
     except VersionNotFound:
         head = None
     base = head.seq if head else 0
-    wanted = {o.path: Record(o.path, o.url, o.etag, o.size, checksum=f"sha256:{o.sha256}") for o in objects}
+    pinned = _head_blobs(catalog, dataset, base, workspace) if head else {}
+    wanted = _pin_blobs(workspace, objects, pinned)
     current = catalog.list_records(dataset, base) if head else iter(())
     changes = list(_changes(current, wanted))
     if not changes and head is not None:
@@ -90,6 +105,72 @@ def finish_workspace(name: str, config: Config, commit_to: str | None = None) ->
             return version
         finally:
             workspace.close()
+
+
+def _head_blobs(catalog, dataset: str, seq: int, workspace: Workspace) -> dict[tuple[str, int], Record]:
+    """The head's records that already point at a blob, by (checksum, size): unchanged files
+    keep them without a read or a write."""
+    if workspace.blobs is None:
+        return {}
+    prefix = workspace.blobs.url_for(BLOB_PREFIX + "/")
+    return {
+        (r.checksum, r.size): r
+        for r in catalog.list_records(dataset, seq)
+        if r.checksum and r.url.startswith(prefix)
+    }
+
+
+def _pin_blobs(
+    workspace: Workspace, objects: list[FlushedObject], pinned: dict[tuple[str, int], Record]
+) -> dict[str, Record]:
+    """Each flushed file as a record pointing at its content-addressed blob."""
+    blobs = workspace.blobs
+    if blobs is None:
+        raise Conflict(
+            f"workspace {workspace.name!r} has no object store to keep committed files in; "
+            "open it with datahub.cache.writeback.open_workspace",
+            workspace=workspace.name,
+        )
+    origin = workspace.flusher.origin
+
+    def pin(o: FlushedObject) -> Record:
+        checksum = f"sha256:{o.sha256}"
+        known = pinned.get((checksum, o.size))
+        if known is not None:
+            return Record(o.path, known.url, known.etag, o.size, checksum=checksum)
+        key = blob_key(o.sha256)
+        try:
+            info = blobs.stat(key)
+        except ObjectNotFound:
+            info = _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key)
+        return Record(o.path, blobs.url_for(key), info.etag, o.size, checksum=checksum)
+
+    with ThreadPoolExecutor(PIN_THREADS, thread_name_prefix=f"pin-{workspace.name}") as pool:
+        return {r.key: r for r in pool.map(pin, objects)}
+
+
+def _copy(origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, target: str) -> ObjectInfo:
+    """Read the workspace object under its flushed etag (ObjectChanged if a later flush
+    replaced it: the commit is then retried on fresh state), check its sha256, put the blob."""
+    digest = hashlib.sha256()
+    with tempfile.SpooledTemporaryFile(max_size=CHUNK_BYTES) as spool:
+        offset = 0
+        while offset < o.size:
+            data = origin.read(key, offset, min(offset + CHUNK_BYTES, o.size), etag=o.etag)
+            if not data:
+                break
+            digest.update(data)
+            spool.write(data)
+            offset += len(data)
+        if offset != o.size or digest.hexdigest() != o.sha256:
+            raise ObjectChanged(
+                f"workspace object {o.url} no longer holds the bytes its flush recorded "
+                f"(sha256 {o.sha256}); commit again",
+                url=o.url,
+                etag=o.etag,
+            )
+        spool.seek(0)
+        return blobs.put(target, spool, o.size)
 
 
 def _flushed(workspace: Workspace) -> list[FlushedObject]:

@@ -4,9 +4,9 @@ the workspace changes and is committed again.
 Found by the chaos soak (bench/soak, seed 26, 30 minutes; docs/reliability.md): the flusher
 uploads each file to a fixed key ``workspaces/<name>/<path>`` and deletes the key of a
 removed file, so the next flush overwrites or deletes objects the earlier version points at
-(its reads then fail ``ObjectChanged`` / not found, or a cache returns the old bytes). Not
-fixed yet: marked strict xfail so this test turns red (XPASS) the day the flusher stops
-re-using keys that a version references; then drop the marker.
+(its reads then fail ``ObjectChanged`` / not found, or a cache returns the old bytes). Fixed:
+a commit pins each file as a content-addressed blob and the records point there
+(``datahub.workspaces``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ def read_version(env: Env, catalog, dataset: str, seq: int) -> dict[str, bytes]:
     return out
 
 
-@pytest.mark.xfail(strict=True, reason="workspace flushes re-use origin keys (docs/reliability.md, seed 26)")
 def test_a_committed_workspace_version_reads_the_same_after_the_next_commit(env: Env, catalog) -> None:
     ws = env.open()
     write(ws, "log.txt", b"loss=1.0")

@@ -127,6 +127,7 @@ def open_workspace(
             ),
         )
         ws.commits.on_commit = ws.flusher.on_commit
+        ws.blobs = stores.store(config.resolved_objects_url)
         _recover(ws)
         if background:
             server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())

@@ -86,6 +86,7 @@ from datahub.errors import (
     NotEmpty,
     NotFound,
 )
+from datahub.storage.base import ObjectStore
 
 
 class Workspace:
@@ -120,6 +121,9 @@ class Workspace:
         self.commits = FileCommitter(journal, chunks, self.overlay, lambda delta: None)
         self._dropped: list[int] = []  # files deleted by the running namespace transaction
         self.flusher: Flusher  # set by open_workspace
+        # where commits keep immutable, content-addressed copies (datahub.workspaces); set by
+        # open_workspace to the objects store; None: commits refuse (nothing to pin bytes in)
+        self.blobs: ObjectStore | None = None
         self.closers: list[Callable[[], None]] = []  # journal, stores, owner lock, flush server
         self._closed = False
 
