@@ -10,6 +10,7 @@ prefix, so a retry or a late duplicate never overwrites bytes a version already 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -23,7 +24,15 @@ from typing import Any
 
 from datahub.catalog import Catalog, Record, open_catalog
 from datahub.config import Config
-from datahub.errors import BadImage, DatahubError, LeaseLost, ObjectChanged, ObjectNotFound, StorageError
+from datahub.errors import (
+    BadImage,
+    DatahubError,
+    LeaseLost,
+    ObjectChanged,
+    ObjectNotFound,
+    StorageError,
+    TransientStorageError,
+)
 from datahub.pack.image import transform_image
 from datahub.pack.layout import KIND_IMAGE, KIND_RAW, Sample, encode_sample
 from datahub.pack.shard import ShardWriter
@@ -34,6 +43,13 @@ from datahub.tasks import Task, TaskQueue, open_task_queue
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3  # a task that crashed its worker this often is marked FAILED
+# A task that fails transiently (the origin gave up after its retries, a scratch disk was
+# full) is tried again in place, under the same lease, this many times in all, before its
+# worker gives it back: each claim counts towards MAX_ATTEMPTS, so three passing outages
+# used to fail a job for good although no record was bad (the chaos soak, seed 26).
+TRANSIENT_TRIES = 5
+TRANSIENT_BACKOFF = 2.0  # seconds before the first try again; doubles, at most 30
+_TRANSIENT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EAGAIN})
 _BAD_SOURCE = (BadImage, ObjectNotFound, ObjectChanged)  # per-record problems: skip or fail
 
 
@@ -111,7 +127,7 @@ def work(
             continue
         heartbeat = _Heartbeat(queue, task, report.worker, lease_seconds)
         try:
-            result = pack_task(services, state.meta, task, lost=heartbeat.lost, on_sample=on_sample)
+            result = _pack_in_place(services, state.meta, task, heartbeat.lost, stop, on_sample)
         except LeaseLost:
             report.lost.append(task.index)
             continue
@@ -132,6 +148,42 @@ def work(
         except LeaseLost:
             report.lost.append(task.index)
     return report
+
+
+def _transient(exc: BaseException) -> bool:
+    if isinstance(exc, TransientStorageError):
+        return True
+    return isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS
+
+
+def _pack_in_place(
+    services: PackServices,
+    meta: Mapping[str, Any],
+    task: Task,
+    lost: threading.Event,
+    stop: threading.Event,
+    on_sample: Callable[[int], None] | None,
+) -> dict[str, Any]:
+    """``pack_task``, tried again after a transient failure (see TRANSIENT_TRIES)."""
+    delay = TRANSIENT_BACKOFF
+    for tried in range(1, TRANSIENT_TRIES + 1):
+        try:
+            return pack_task(services, meta, task, lost=lost, on_sample=on_sample)
+        except (TransientStorageError, OSError) as exc:
+            if not _transient(exc) or tried == TRANSIENT_TRIES:
+                raise
+            log.warning(
+                "task %d of pack job %s failed (%s); trying it again in %.0f s (%d of %d)",
+                task.index, task.job, exc, delay, tried + 1, TRANSIENT_TRIES,
+            )  # fmt: skip
+        if stop.wait(delay):
+            raise LeaseLost(f"pack worker stopped while task {task.index} waited to try again", job=task.job)
+        if lost.is_set():
+            raise LeaseLost(
+                f"lease of task {task.index} of job {task.job} was lost", job=task.job, task=task.index
+            )
+        delay = min(delay * 2, 30.0)
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def pack_task(
