@@ -119,6 +119,22 @@ def unpacked_env(tmp_path: Path) -> Iterator[Env]:
     e.close()
 
 
+def write(ws: Workspace, path: str, data: bytes) -> None:
+    """Create or replace ``path`` with ``data`` in one open/close (one acknowledgement)."""
+    with ws.open(path, create=True, truncate=True) as fh:
+        fh.write(0, data)
+
+
+@pytest.fixture
+def catalog(tmp_path: Path):
+    """An embedded SQLite catalog for commits of workspaces."""
+    from datahub.catalog import open_catalog
+
+    cat = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    yield cat
+    cat.close()
+
+
 def objects_of(ws: Workspace, keys) -> set[str]:
     """The shared-tier objects holding these chunks (a chunk file, or the pack it is in)."""
     return {ws.chunks.object_of(key) for key in keys}

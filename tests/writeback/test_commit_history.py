@@ -11,25 +11,8 @@ a commit pins each file as a content-addressed blob and the records point there
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-from datahub.catalog import open_catalog
 from datahub.workspaces import commit_workspace
-from tests.writeback.conftest import Env
-
-
-@pytest.fixture
-def catalog(tmp_path: Path):
-    cat = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    yield cat
-    cat.close()
-
-
-def write(ws, path: str, data: bytes) -> None:
-    with ws.open(path, create=True, truncate=True) as fh:
-        fh.write(0, data)
+from tests.writeback.conftest import Env, write
 
 
 def read_version(env: Env, catalog, dataset: str, seq: int) -> dict[str, bytes]:

@@ -15,18 +15,13 @@ import pytest
 from datahub.cache.writeback import flush_workspace, workspace_dir
 from datahub.cache.writeback.chunks import file_id_of
 from datahub.errors import NotFound
-from tests.writeback.conftest import CHUNK, LAYOUTS, Env, make_env, objects_of
+from tests.writeback.conftest import CHUNK, LAYOUTS, Env, make_env, objects_of, write
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def write(ws, path: str, data: bytes) -> None:
-    with ws.open(path, create=True, truncate=True) as fh:
-        fh.write(0, data)
 
 
 def wait_until(predicate, timeout: float = 30.0) -> None:

@@ -21,12 +21,7 @@ from datahub.cache.writeback.chunks import ChunkStore, file_id_of
 from datahub.cache.writeback.packs import PACK_CHUNK_MAX, Packs
 from datahub.errors import NoSpace
 from datahub.storage.local import LocalStore
-from tests.writeback.conftest import CHUNK, Env, make_env, objects_of
-
-
-def write(ws, path: str, data: bytes) -> None:
-    with ws.open(path, create=True, truncate=True) as fh:
-        fh.write(0, data)
+from tests.writeback.conftest import CHUNK, Env, make_env, objects_of, write
 
 
 def read(ws, path: str) -> bytes:
