@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests.multihost.cluster import ORIGIN_BUCKET, Cluster
+from tests.multihost.cluster import ORIGIN_BUCKET, Cluster, upload
 
 PAGE = 4 * 1024**2
 
@@ -54,22 +54,6 @@ def jpegs(seed: int, count: int = 24) -> dict[str, bytes]:
         Image.frombytes("RGB", (w, h), rng.randbytes(w * h * 3)).save(buf, "JPEG", quality=90)
         out[f"img/{i:04d}.jpg"] = buf.getvalue()
     return out
-
-
-def upload(cluster: Cluster, prefix: str, objs: dict[str, bytes]) -> None:
-    """Put ``objs`` under ``s3://data/<prefix>/`` from the storage host (straight to moto)."""
-    src = cluster.root / f"src-{prefix}"
-    for key, data in objs.items():
-        (src / key).parent.mkdir(parents=True, exist_ok=True)
-        (src / key).write_bytes(data)
-    cluster.s3(
-        "import pathlib\n"
-        f"src = pathlib.Path({str(src)!r})\n"
-        "for p in sorted(src.rglob('*')):\n"
-        "    if p.is_file():\n"
-        f"        s3.put_object(Bucket='{ORIGIN_BUCKET}', Key='{prefix}/' + p.relative_to(src).as_posix(), "
-        "Body=p.read_bytes())\n"
-    )
 
 
 def _ndjson(text: str) -> list[dict]:

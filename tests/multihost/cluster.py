@@ -304,3 +304,19 @@ def build_cluster(
         c.start_service()
         c.s3(f"s3.create_bucket(Bucket='{ORIGIN_BUCKET}')")
         yield c
+
+
+def upload(cluster: Cluster, prefix: str, objs: dict[str, bytes]) -> None:
+    """Put ``objs`` under ``s3://data/<prefix>/`` from the storage host (straight to moto)."""
+    src = cluster.root / f"src-{prefix}"
+    for key, data in objs.items():
+        (src / key).parent.mkdir(parents=True, exist_ok=True)
+        (src / key).write_bytes(data)
+    cluster.s3(
+        "import pathlib\n"
+        f"src = pathlib.Path({str(src)!r})\n"
+        "for p in sorted(src.rglob('*')):\n"
+        "    if p.is_file():\n"
+        f"        s3.put_object(Bucket='{ORIGIN_BUCKET}', Key='{prefix}/' + p.relative_to(src).as_posix(), "
+        "Body=p.read_bytes())\n"
+    )

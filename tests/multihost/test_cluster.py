@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuse.conftest import read_tree
+from tests.multihost.cluster import upload
 from tests.multihost.conftest import API_PORT, ORIGIN_BUCKET, Cluster
 from tests.multihost.netns import wait_until
 
@@ -28,22 +29,6 @@ def objects(seed: int) -> dict[str, bytes]:
     out = {f"train/img_{i:02d}.bin": rng.randbytes(rng.randint(1, 200_000)) for i in range(12)}
     out["big/blob.bin"] = rng.randbytes(PAGE + 12_345)  # two pages
     return out
-
-
-def upload(cluster: Cluster, prefix: str, objs: dict[str, bytes]) -> None:
-    """Put ``objs`` under ``s3://data/<prefix>/`` from the storage host."""
-    src = cluster.root / f"src-{prefix}"
-    for key, data in objs.items():
-        (src / key).parent.mkdir(parents=True, exist_ok=True)
-        (src / key).write_bytes(data)
-    cluster.s3(
-        "import pathlib\n"
-        f"src = pathlib.Path({str(src)!r})\n"
-        "for p in sorted(src.rglob('*')):\n"
-        "    if p.is_file():\n"
-        f"        s3.put_object(Bucket='{ORIGIN_BUCKET}', Key='{prefix}/' + p.relative_to(src).as_posix(), "
-        "Body=p.read_bytes())\n"
-    )
 
 
 def only_version(mnt: Path, dataset: str) -> Path:
