@@ -516,8 +516,17 @@ def serve(
     async def main() -> None:
         # the receiver exists before the mount does: a signal sent as soon as the mount
         # appears is queued for watch_signals instead of killing the process mid-mount
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
-            pyfuse3.init(ops, mountpoint, options)
+        stops = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+        with trio.open_signal_receiver(*stops) as sigs:
+            # blocked while libfuse mounts: the mount is visible before init returns, and a
+            # stop signal then interrupted libfuse's waitpid ("fuse: waitpid: Interrupted
+            # system call"), failed the init and was re-raised as KeyboardInterrupt (exit
+            # 130, the mount left behind). Unblocked, it reaches the receiver.
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+            try:
+                pyfuse3.init(ops, mountpoint, options)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
             await _serve_mounted(sigs)
 
     async def _serve_mounted(sigs: AsyncIterator[int]) -> None:
