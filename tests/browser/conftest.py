@@ -101,9 +101,10 @@ def fill_pets(env: Env) -> None:
     c.tag("pets", "golden", 2)
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> Iterator[Env]:
-    e = make_env(tmp_path)
+@contextmanager
+def pets_env(tmp_path: Path, *, local_mode: bool = True) -> Iterator[Env]:
+    """A home with the pets dataset, closed afterwards."""
+    e = make_env(tmp_path, local_mode=local_mode)
     fill_pets(e)
     try:
         yield e
@@ -112,13 +113,26 @@ def env(tmp_path: Path) -> Iterator[Env]:
         e.catalog.close()
 
 
-@pytest.fixture
-def app(env: Env):
+@contextmanager
+def browser_app(env: Env):
+    """``datahub serve``'s app over ``env`` (without LabelX), its cache closed afterwards."""
     app, cache = build_app(env.config, env.catalog, env.stores, labelx=False)
     try:
         yield app
     finally:
         cache.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    with pets_env(tmp_path) as e:
+        yield e
+
+
+@pytest.fixture
+def app(env: Env):
+    with browser_app(env) as served:
+        yield served
 
 
 @pytest.fixture

@@ -14,9 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from datahub.api.tokens import issue_token, revoke_token
-from datahub.cli.serve_cmd import build_app
 from tests.browser.chrome import chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import Env, fill_pets, make_env, serving
+from tests.browser.conftest import Env, browser_app, pets_env, serving
 
 PAGES = (
     "/datasets/{d}",
@@ -31,24 +30,16 @@ PAGES = (
 
 @pytest.fixture
 def auth_env(tmp_path: Path) -> Iterator[Env]:
-    e = make_env(tmp_path, local_mode=False)
-    fill_pets(e)
-    e.catalog.derive("pets", 2, "labels.class=dog", to_dataset="secret", owner="bob")
-    e.catalog.update_dataset("secret", description="bob's secret")
-    try:
+    with pets_env(tmp_path, local_mode=False) as e:
+        e.catalog.derive("pets", 2, "labels.class=dog", to_dataset="secret", owner="bob")
+        e.catalog.update_dataset("secret", description="bob's secret")
         yield e
-    finally:
-        e.stores.close()
-        e.catalog.close()
 
 
 @pytest.fixture
 def auth_app(auth_env: Env):
-    app, cache = build_app(auth_env.config, auth_env.catalog, auth_env.stores, labelx=False)
-    try:
-        yield app
-    finally:
-        cache.close()
+    with browser_app(auth_env) as served:
+        yield served
 
 
 def token(env: Env, who: str) -> str:
