@@ -8,31 +8,14 @@ of a 10^5-entry diff cost the whole diff.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from datahub.browser import diffs
 from datahub.catalog import Put, Record, open_catalog
+from tests.catalog.conftest import sqlite_steps as steps
 
 N = 30_000
-
-
-def steps(catalog, run: Callable[[], Any]) -> tuple[int, Any]:
-    counted = [0]
-
-    def tick() -> int:
-        counted[0] += 1
-        return 0
-
-    with catalog.store._conn() as conn:
-        conn.set_progress_handler(tick, 50)
-    try:
-        result = run()
-    finally:
-        with catalog.store._conn() as conn:
-            conn.set_progress_handler(None, 0)
-    return counted[0], result
 
 
 def test_a_deep_diff_page_costs_about_the_first(tmp_path: Path) -> None:

@@ -10,23 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from datahub.catalog import Put, Record, open_catalog
+from tests.catalog.conftest import sqlite_steps
 
 
 def steps(catalog, prefix: str, start_after: str = "") -> tuple[int, list[str]]:
-    counted = [0]
-
-    def tick() -> int:
-        counted[0] += 1
-        return 0
-
-    with catalog.store._conn() as conn:
-        conn.set_progress_handler(tick, 50)
-    try:
-        keys = [r.key for r in catalog.list_records("d", 1, prefix=prefix, start_after=start_after, limit=10)]
-    finally:
-        with catalog.store._conn() as conn:
-            conn.set_progress_handler(None, 0)
-    return counted[0], keys
+    return sqlite_steps(
+        catalog,
+        lambda: [
+            r.key for r in catalog.list_records("d", 1, prefix=prefix, start_after=start_after, limit=10)
+        ],
+    )
 
 
 def test_a_prefix_listing_costs_the_same_at_the_start_and_at_the_end(tmp_path: Path):
