@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from datahub.errors import Conflict, DatahubError, InvalidInput, error_for_exit_code
+from datahub.errors import Conflict, DatahubError, InvalidInput, NoSpace, StorageError, error_for_exit_code
 from datahub.procs import pid_alive
 
 log = logging.getLogger(__name__)
@@ -67,11 +67,23 @@ def record_path(home: Path, mountpoint: str) -> Path:
 
 
 def write_record(home: Path, record: MountRecord) -> Path:
+    """Written once the mount serves: ``datahub umount`` finds the daemon (and the workspace
+    to recover) through it. A failure is the mount's failure, named, with nothing left half-written."""
     path = record_path(home, record.mountpoint)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(record)))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(asdict(record)))
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        error = NoSpace if exc.errno == errno.ENOSPC else StorageError
+        raise error(
+            f"mount {record.mountpoint}: its record {path} could not be written ({exc.strerror}); "
+            f"the mount was undone. Make room or fix {path.parent}, then mount again",
+            mountpoint=record.mountpoint,
+        ) from exc
     return path
 
 

@@ -562,4 +562,24 @@ def serve(
                 pyfuse3.close(unmount=True)
                 log.info("%s %s", "unmounted" if unmounted else "stopped", mountpoint)
 
-    trio.run(main)
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        # one failure inside the nursery (e.g. on_ready could not write the mount record)
+        # reaches the caller as itself, so the CLI reports it as an error, not a traceback
+        only = _single_leaf(group)
+        if only is None:
+            raise
+        raise only from None
+
+
+def _single_leaf(group: BaseExceptionGroup) -> BaseException | None:
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            stack.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 else None

@@ -381,15 +381,31 @@ def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str)
         workspace=args.workspace, commit_to=args.commit_to or "",
     )  # fmt: skip
 
+    became_ready = threading.Event()
+
     def ready() -> None:
         daemon.write_record(home, record)
         log.info("mounted workspace %s at %s", args.workspace, mountpoint)
         daemon.signal_ready(args.ready_fd)
+        became_ready.set()
 
     def stop() -> None:
+        # A mount that failed at start-up (e.g. its record could not be written: disk full)
+        # exits with an error, and its caller mounts again. Committing here would make a
+        # version of whatever the workspace held at that moment, and the retry a second one
+        # under the same name (found by the chaos soak, seed 26). The files stay in the
+        # workspace's journal for the mount that succeeds.
+        commit_to = args.commit_to if became_ready.is_set() else None
+        if args.commit_to and commit_to is None:
+            log.warning(
+                "workspace %s: the mount never became ready, so nothing was committed to %s; "
+                "its files stay in the workspace for the next mount",
+                args.workspace,
+                args.commit_to,
+            )
         try:
             view.release_all()
-            _finish_workspace(workspace, args.commit_to, ctx)
+            _finish_workspace(workspace, commit_to, ctx)
         finally:
             workspace.close()
 

@@ -12,6 +12,7 @@ import random
 import signal
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +21,9 @@ import pytest
 from datahub.catalog import open_catalog
 from datahub.errors import NoSpace, ReadOnly, StorageError
 from datahub.storage import StoreRegistry
+from fuse_adapter.daemon import is_mounted, record_path
 from fuse_adapter.fuse_ops import _errno_of
-from tests.fuse.conftest import FuseEnv
+from tests.fuse.conftest import REPO, FuseEnv
 
 pytestmark = pytest.mark.fuse
 
@@ -223,3 +225,51 @@ def test_commit_to_makes_a_dataset_version(env: FuseEnv) -> None:
     finally:
         catalog.close()
     assert records == {"metrics.json": 12}
+
+
+def test_a_mount_that_never_became_ready_commits_nothing(env: FuseEnv) -> None:
+    """Seed 26 of the chaos soak: a workspace mount that failed at start-up (disk full while
+    writing its mount record) still committed the workspace on its way out, so the mount
+    that succeeded later committed a second version under the same name, and the first one
+    lacked every file acknowledged after it."""
+    mnt = env.mountpoint("ws")
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        catalog.create_dataset("outputs")
+    finally:
+        catalog.close()
+    with env.mounted(mnt, "--workspace", "ws"):  # no --commit-to: the file stays in the workspace
+        (mnt / "kept.txt").write_bytes(b"acknowledged before")
+    # the mount record cannot be written: its directory is a full file system
+    records = record_path(env.config.home_path, str(mnt)).parent
+    records.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "datahub-test-full", str(records)], check=True)
+    try:
+        with pytest.raises(OSError) as full:
+            (records / "filler").write_bytes(b"x" * 65536)
+        assert full.value.errno == errno.ENOSPC
+        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(env.config_path)]
+        cmd += ["mount", str(mnt), "--workspace", "ws", "--commit-to", "outputs", "--foreground"]
+        failed = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert failed.returncode == NoSpace.exit_code, failed.stderr
+        assert not is_mounted(str(mnt))
+        assert "never became ready" in failed.stderr
+        assert "could not be written" in failed.stderr and "Traceback" not in failed.stderr, failed.stderr
+        assert sorted(p.name for p in records.iterdir()) == ["filler"]  # nothing half-written
+    finally:
+        subprocess.run(["umount", str(records)], check=True)
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        assert list(catalog.log("outputs")) == []
+    finally:
+        catalog.close()
+    with env.mounted(mnt, "--workspace", "ws", "--commit-to", "outputs"):
+        (mnt / "later.txt").write_bytes(b"acknowledged after")
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        versions = list(catalog.log("outputs"))
+        records = {r.key: r.size for r in catalog.list_records("outputs", None)}
+    finally:
+        catalog.close()
+    assert len(versions) == 1
+    assert records == {"kept.txt": 19, "later.txt": 18}
