@@ -9,6 +9,7 @@ and reports the median and every value per tree, and the ratio of medians.
 
     git worktree add --detach /tmp/base13 937d701
     .venv/bin/python bench/cold/ab.py --a /tmp/base13 --b . --latency 0 --reps 5
+    .venv/bin/python bench/cold/ab.py --a . --b . --config dh-noprefetch --config-b dh-plain --workload torch
 
 Same harness as ``run.py`` (fresh mount, empty cache, dropped page cache, cold pass then
 warm pass per run); records go to ``$BENCH_WORK/results/ab.jsonl``.
@@ -33,7 +34,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", type=Path, required=True, help="datahub tree A (e.g. the baseline worktree)")
     ap.add_argument("--b", type=Path, required=True, help="datahub tree B (e.g. this repository)")
-    ap.add_argument("--config", default="dh-plain", choices=["dh-plain", "dh-prefetch"])
+    configs = ["dh-plain", "dh-prefetch", "dh-noprefetch", "dh-version"]
+    ap.add_argument("--config", default="dh-plain", choices=configs, help="configuration of A (and of B)")
+    ap.add_argument(
+        "--config-b",
+        choices=configs,
+        help="B's configuration, when the pair compares two configurations of one tree "
+        "(e.g. --a . --b . --config dh-noprefetch --config-b dh-plain: warm passes after a warm-up)",
+    )
     ap.add_argument("--workload", default="epoch", choices=["epoch", "torch"])
     ap.add_argument("--latency", type=float, default=0.0, help="ms")
     ap.add_argument("--reps", type=int, default=5)
@@ -42,6 +50,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="order of the pairs (default: random)")
     ap.add_argument("--out", type=Path, default=run.WORK / "results" / "ab.jsonl")
     args = ap.parse_args()
+    config = {"A": args.config, "B": args.config_b or args.config}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     moto = run.Moto(run.PORT, run.WORK / "run")
@@ -67,7 +76,7 @@ def main() -> None:
                         throttle_burst=None,
                     )
                     start = out.tell()
-                    run.run_latency(pass_args, trees[name], args.latency, None, [args.config], out)
+                    run.run_latency(pass_args, trees[name], args.latency, None, [config[name]], out)
                     out.flush()
                     for line in Path(args.out).read_text()[start:].splitlines():
                         rec = json.loads(line)
@@ -76,11 +85,9 @@ def main() -> None:
                             results[name][rec["phase"]].append(value)
     finally:
         moto.stop()
-    print(
-        f"# {args.config} {args.workload} at L = {args.latency:g} ms, {args.reps} reps, random order per pair"
-    )
+    print(f"# {args.workload} at L = {args.latency:g} ms, {args.reps} reps, random order per pair")
     for name in ("A", "B"):
-        print(f"{name} = {trees[name].commit}")
+        print(f"{name} = {config[name]} on {trees[name].commit}")
     for phase in ("cold", "warm"):
         a, b = results["A"][phase], results["B"][phase]
         if a and b:
