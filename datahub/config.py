@@ -180,6 +180,8 @@ class CacheConfig(_Section):
     """Warm-up fetches a large object (more than 4 pages) no reader has opened only once readers have been idle this long (docs/cache.md "Warm-up"); 0 = at once."""
     bucket_warmup_objects: int = 5000
     """A bucket snapshot mounted with neither --prefetch nor --no-prefetch is warmed whole once listed if it fits below the low watermark and has at most this many objects (docs/cache.md "Warm-up of a bucket snapshot"); 0 = never at mount."""
+    bucket_list_whole_objects: int = 5000
+    """The first mount of a bucket lists it whole (its snapshot) up to this many objects; past that it lists each directory when a reader first needs it, and takes the whole listing as the snapshot only once readers have opened bucket_warmup_opens files (docs/fuse.md "Listing a large bucket by directory"); 0 = always whole."""
     bucket_warmup_opens: int = 32
     """Otherwise this many distinct cold opens within bucket_warmup_window_seconds start a warm-up of the directory that holds them, if it fits."""
     bucket_warmup_window_seconds: float = 30.0

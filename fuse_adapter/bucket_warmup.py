@@ -53,6 +53,8 @@ class BucketWarmup:
         self._pending: Decision | None = None
         self._running: _Pass | None = None
         self._files: Callable[[], Iterator[ObjectRef]] = iter  # set by start()
+        self._want_listing: Callable[[], None] | None = None  # set by start()
+        self._early: set[int] = set()  # hashes of files read before the listing was in
         mode = {None: "auto", True: "flag", False: "off"}[policy.mode]
         self._status: dict = {
             "mount": mountpoint,
@@ -72,7 +74,10 @@ class BucketWarmup:
         """A reader reads ``ref`` (called on every cold-path read: cheap after the first)."""
         url = ref.url
         key = hash(url)  # a collision only hides one cold open from the pattern
-        if key in self._seen or not self._listed or self.policy.mode is not None:
+        if not self._listed:
+            self._before_listed(key)
+            return
+        if key in self._seen or self.policy.mode is not None:
             return
         if len(self._seen) >= MAX_SEEN:
             return
@@ -86,15 +91,45 @@ class BucketWarmup:
         if decision is not None:
             self._wake.set()
 
+    def _before_listed(self, key: int) -> None:
+        """A large bucket listed by directory has no whole listing until asked for it
+        (fuse_adapter.bucket_listing): ask once readers have opened as many distinct files
+        as a pattern needs, so a reader of a handful of files never pays for the listing."""
+        want = self._want_listing
+        if want is None or self.policy.mode is not None:
+            return
+        opens = max(1, self.policy.settings.opens)
+        with self._lock:
+            if len(self._early) >= opens or key in self._early:
+                return
+            self._early.add(key)
+            if len(self._early) < opens:
+                return
+            self._status["state"] = "listing"
+        want()
+
+    def listing_deferred(self) -> None:
+        """The mount lists its bucket by directory: the whole listing waits for readers."""
+        with self._lock:
+            if self._status["state"] == "listing":
+                self._status["state"] = "deferred"
+
     def status(self) -> dict:
         with self._lock:
             return dict(self._status)
 
     # --- the controller ---------------------------------------------------------------------------
-    def start(self, files: Callable[[], Iterator[ObjectRef]], wait_listed: Callable[[], bool]) -> None:
+    def start(
+        self,
+        files: Callable[[], Iterator[ObjectRef]],
+        wait_listed: Callable[[], bool],
+        want_listing: Callable[[], None] | None = None,
+    ) -> None:
         """Run the controller on a thread: ``wait_listed()`` blocks (polling ``stopping``) until
-        the listing is in, False if unmounted meanwhile; ``files()`` yields the snapshot's refs."""
+        the listing is in, False if unmounted meanwhile; ``files()`` yields the snapshot's refs;
+        ``want_listing()`` asks for a listing that waits for readers (a large bucket)."""
         self._files = files
+        self._want_listing = want_listing
         threading.Thread(
             target=self._run, args=(wait_listed,), name="datahub-bucket-warmup", daemon=True
         ).start()

@@ -8,15 +8,15 @@ Two layouts:
 * a bucket snapshot: ``MOUNT/<key>`` plus a generated ``MOUNT/.datahub`` (JSON) naming
   the dataset version the mount is a snapshot of.
 
-Mounting a bucket records exactly which objects the job saw: the first mount lists the
-bucket (incrementally; the mount is browsable while it runs) and commits the listing as
-version N of dataset ``s3.<bucket>[.<prefix>]``. Later mounts show that same snapshot
-from the catalog until ``refresh`` asks for a new one.
+Mounting a bucket records which objects the job saw: the first mount lists the bucket
+(incrementally; the mount is browsable while it runs) and commits the listing as version N
+of dataset ``s3.<bucket>[.<prefix>]``. Later mounts show that same snapshot from the
+catalog until ``refresh`` asks for a new one. A large bucket is listed by directory instead
+and its snapshot is taken only once readers open many files (``bucket_listing``).
 """
 
 from __future__ import annotations
 
-import getpass
 import json
 import logging
 import re
@@ -25,9 +25,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from datahub.catalog.model import Put, Record, Version
+from datahub.catalog.model import Record, Version
 from datahub.errors import AlreadyExists, DatahubError, InvalidInput
-from datahub.validation import check_name, check_new_key
+from datahub.storage.base import ObjectRef
+from datahub.validation import check_name
 from fuse_adapter.readonly import ReadOnlyView
 from fuse_adapter.source import ByteSource
 from fuse_adapter.tree import ROOT_INODE, Feed, ListingTree
@@ -59,6 +60,7 @@ class MountInfo:
     source: str
     versions: list[str] = field(default_factory=list)  # "dataset@vN"
     state: str = "ready"  # "listing" while a bucket snapshot is being taken, "failed" after an error
+    listing: str = "whole"  # "by-directory": a large bucket, each directory listed when first needed
     files: int = 0
     bytes: int = 0
     skipped: int = 0
@@ -91,6 +93,10 @@ class Loader:
     name: str
     thread: threading.Thread
     feed: Feed
+    #: every object of the listing, once it is in
+    files: Callable[[], Iterator[ObjectRef]]
+    #: a bucket listed by directory: take the whole listing (the snapshot) now
+    want_whole: Callable[[], None] | None = None
 
     def wait(self, timeout: float | None = None) -> bool:
         self.thread.join(timeout)
@@ -108,14 +114,24 @@ def _start(name: str, target: Callable[[], None]) -> threading.Thread:
     return thread
 
 
-def _load_records(
-    tree: ListingTree, feed: Feed, records: Iterator[Record], default_mtime: float, info: MountInfo | None
-) -> None:
-    """Stream a version listing into the tree (runs in a loader thread)."""
+def load_records(
+    tree: ListingTree,
+    feed: Feed,
+    records: Iterator[Record],
+    default_mtime: float,
+    info: MountInfo | None,
+    *,
+    limit: int = 0,
+) -> bool:
+    """Stream a listing into the tree (runs in a loader thread). With ``limit``, stop before
+    record ``limit + 1`` and return False, leaving the feed open at its cursor."""
     error: BaseException | None = None
     try:
         batch: list[tuple[str, int, float, str, str]] = []
-        for r in records:
+        for n, r in enumerate(records):
+            if limit and n >= limit:
+                tree.add_files(feed, batch)
+                return False
             batch.append((r.key, r.size, _record_mtime(r, default_mtime), r.url, r.etag))
             if len(batch) >= BATCH:
                 tree.add_files(feed, batch)
@@ -124,14 +140,14 @@ def _load_records(
     except BaseException as exc:  # the mount stays up; lookups below the failure end with EIO
         error = exc
         log.error("loading listing failed: %s", exc)
-    finally:
-        tree.finish_feed(feed, error)
-        if info is not None:
-            info.files += feed.files  # a mount of several versions adds up its listings
-            info.bytes += feed.bytes
-            info.shadowed += feed.shadowed
-            if error is not None:
-                info.state, info.error = "failed", str(error)
+    tree.finish_feed(feed, error)
+    if info is not None:
+        info.files += feed.files  # a mount of several versions adds up its listings
+        info.bytes += feed.bytes
+        info.shadowed += feed.shadowed
+        if error is not None:
+            info.state, info.error = "failed", str(error)
+    return True
 
 
 def version_view(
@@ -196,11 +212,14 @@ def _version_loader(
         catalog = catalog_factory()
         try:
             records = catalog.list_records(version.dataset, version.seq)
-            _load_records(tree, feed, records, version.created_at, info)
+            load_records(tree, feed, records, version.created_at, info)
         finally:
             catalog.close()
 
-    return Loader(name, _start(name, run), feed)
+    def files() -> Iterator[ObjectRef]:
+        return (ref for _key, ref, _mtime in tree.walk_files(root))
+
+    return Loader(name, _start(name, run), feed, files)
 
 
 # --- direct bucket mounts --------------------------------------------------------------------------
@@ -225,10 +244,17 @@ def bucket_view(
     source: ByteSource,
     *,
     refresh: bool = False,
+    whole_max: int = 0,
+    on_by_directory: Callable[[], None] | None = None,
     uid: int | None = None,
     gid: int | None = None,
 ) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
-    """``MOUNT/<key>`` of a bucket prefix, as a snapshot version (reused unless ``refresh``)."""
+    """``MOUNT/<key>`` of a bucket prefix, as a snapshot version (reused unless ``refresh``).
+
+    A new snapshot lists the bucket whole up to ``whole_max`` keys (0: no limit); past
+    that, directory by directory (``bucket_listing``; ``on_by_directory`` is told)."""
+    from fuse_adapter.bucket_listing import BucketLister
+
     dataset = snapshot_dataset_name(url)
     catalog = catalog_factory()
     try:
@@ -251,14 +277,13 @@ def bucket_view(
     info.state = "listing"
     store = stores.store(url)
     feed = tree.start_feed(ROOT_INODE, store.url_for(""))
-
-    def run() -> None:
-        _load_records(tree, feed, _listing(store, info), tree.attr(ROOT_INODE).mtime_ns / 1e9, info)
-        if feed.error is None:
-            _commit_snapshot(tree, catalog_factory, dataset, url, info)
-
+    lister = BucketLister(
+        tree, feed, store, info, catalog_factory, dataset, url,
+        whole_max=whole_max, on_by_directory=on_by_directory,
+    )  # fmt: skip
     log.info("mounting %s: listing it for a new snapshot of dataset %s", url, dataset)
-    return view, [Loader(dataset, _start(dataset, run), feed)], info
+    loader = Loader(dataset, _start(dataset, lister.run), feed, lister.files, lister.want_whole)
+    return view, [loader], info
 
 
 def _head(catalog, dataset: str) -> Version | None:
@@ -266,43 +291,3 @@ def _head(catalog, dataset: str) -> Version | None:
         return catalog.resolve(dataset, None)
     except DatahubError:
         return None
-
-
-def _listing(store, info: MountInfo) -> Iterator[Record]:
-    """The bucket listing as records; keys no file system can show are skipped and counted.
-
-    Skipped alike: keys a version may not hold (``check_new_key``), such as reserved
-    ``.datahub-hint-`` names, which are then neither listed, readable nor in the snapshot."""
-    for obj in store.list():
-        try:
-            check_new_key(obj.key)
-        except InvalidInput:
-            info.skipped += 1
-            continue
-        yield Record(obj.key, store.url_for(obj.key), obj.etag, obj.size, meta={"mtime": obj.mtime})
-
-
-def _commit_snapshot(
-    tree: ListingTree, catalog_factory: CatalogFactory, dataset: str, url: str, info: MountInfo
-) -> None:
-    catalog = catalog_factory()
-    try:
-        changes = (
-            Put(Record(key, ref.url, ref.etag, ref.size, meta={"mtime": mtime_ns / 1e9}))
-            for key, ref, mtime_ns in tree.walk_files(ROOT_INODE)
-        )
-        version = catalog.commit(
-            dataset,
-            changes,
-            message=f"snapshot of {url} taken by a mount",
-            author=getpass.getuser(),
-            lineage={"snapshot_of": url},
-        )
-        info.versions.append(f"{dataset}@v{version.seq}")
-        info.state = "ready"
-        log.info("snapshot of %s committed as %s@v%d (%d files)", url, dataset, version.seq, info.files)
-    except BaseException as exc:
-        info.state, info.error = "failed", f"committing the snapshot failed: {exc}"
-        log.error("%s", info.error)
-    finally:
-        catalog.close()

@@ -175,7 +175,8 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         )
         view, loaders, info = layout.bucket_view(
             urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup),
-            refresh=args.refresh, uid=args.uid, gid=args.gid,
+            refresh=args.refresh, whole_max=bucket_list_whole_max(args, config),
+            on_by_directory=bucket_warmup.listing_deferred, uid=args.uid, gid=args.gid,
         )  # fmt: skip
     else:
         specs = [layout.VersionSpec.parse(s) for s in args.sources]
@@ -192,8 +193,9 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     if bucket_warmup is not None:
         log.info("background warm-up: %s", _BUCKET_WARMUP_MODES[bucket_warmup.policy.mode])
         bucket_warmup.start(
-            lambda: (ref for loader in loaders for _k, ref, _m in view.tree.walk_files(loader.feed.root)),
+            lambda: (ref for loader in loaders for ref in loader.files()),
             lambda: _listed(loaders, stopping),
+            want_listing=loaders[0].want_whole,
         )
     elif warm_up_wanted(args):
         log.info("background warm-up: on (--no-prefetch turns it off)")
@@ -275,6 +277,13 @@ _BUCKET_WARMUP_MODES = {
     True: "on (--prefetch)",
     False: "off",
 }
+
+
+def bucket_list_whole_max(args: argparse.Namespace, config) -> int:
+    """Keys a new bucket snapshot lists whole before it lists by directory (0: all of them).
+
+    ``--prefetch`` warms the whole snapshot at once, so it needs the whole listing at once."""
+    return 0 if bucket_warmup_mode(args) is True else config.cache.bucket_list_whole_objects
 
 
 def _bucket_warmup(

@@ -19,6 +19,12 @@ the rest relies on:
   ``"/"``), nothing more can appear under that name: the answer is final. Until then a
   lookup waits (in a worker thread), and readdir streams only final entries.
 
+A large bucket is not listed whole before a reader can use it (docs/fuse.md "Listing a
+large bucket by directory"): the whole listing may stop at its cursor, and from then on
+each directory is listed by itself (a prefix and a ``/`` delimiter) when a lookup or
+readdir first needs it. A directory's own listing arrives in the same sort order, so the
+same two facts hold per directory with the directory's own cursor.
+
 A key that is both a file and a directory prefix (``a`` and ``a/b``) shows the directory,
 as mountpoint-s3 does; the shadowed file is counted in :attr:`Feed.shadowed`.
 """
@@ -29,7 +35,7 @@ import threading
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from datahub.storage.base import ObjectRef
@@ -41,6 +47,7 @@ _URL_IS_BASE_PLUS_KEY = 4  # flag bit in ``_kind``: the object URL is ``feed.url
 _HIDDEN = 8  # flag bit in ``_kind``: a file shadowed by a directory of the same name
 _KIND_MASK = 3
 _CHILD_SEP = "0"  # chr(ord("/") + 1): every key under "<dir>/<name>" sorts before "<dir>/<name>0"
+_PAST_DIR = "/\U0010ffff"  # a listed subdirectory "name" moves its parent's cursor to name + this
 
 
 class StringTable:
@@ -84,10 +91,22 @@ class Feed:
     skipped: int = 0  # keys a file system cannot show (reported by the loader)
     last_dir: str = ""  # directory of the previous key and its inode: most keys share it
     last_dir_ino: int = 0
+    #: set once the whole listing stopped at ``cursor``: ``by_dir(ino, relpath)`` asks for
+    #: directory ``ino`` to be listed by itself (called under the tree's lock: must not block)
+    by_dir: Callable[[int, str], None] | None = None
 
     def final(self, relpath: str) -> bool:
         """True once nothing more can be added at or below ``relpath``."""
         return self.done or self.cursor >= relpath + _CHILD_SEP
+
+
+@dataclass(slots=True)
+class DirListing:
+    """One directory's own listing, once its feed lists by directory."""
+
+    cursor: str = ""  # the greatest child listed: "name", or name + _PAST_DIR for a subdirectory
+    done: bool = False
+    error: BaseException | None = None
 
 
 @dataclass(slots=True)
@@ -96,6 +115,8 @@ class _Dir:
     feed: Feed | None = None  # None: a static directory (dataset level) built before mounting
     relpath: str = ""  # path relative to feed.root, "" for the root of the feed
     symlinks: dict[int, str] | None = None  # child inode -> target
+    ino: int = 0
+    listing: DirListing | None = None  # asked for (by_dir mode) when first needed
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +175,7 @@ class ListingTree:
         with self._lock:
             feed = Feed(root=root, url_base=url_base.rstrip("/") + "/" if url_base else "")
             self._dirs[root].feed = feed
+            self._dirs[root].ino = root
             return feed
 
     def add_files(self, feed: Feed, entries: list[tuple[str, int, float, str, str]]) -> None:
@@ -172,6 +194,62 @@ class ListingTree:
             feed.error = error
             self._changed.notify_all()
 
+    def list_by_directory(self, feed: Feed, request: Callable[[int, str], None]) -> None:
+        """The whole listing stops at ``feed.cursor``: from now on a directory not yet final
+        is listed by itself, and ``request(ino, relpath)`` is called (once per directory,
+        under the lock) when a lookup or readdir first needs one."""
+        with self._changed:
+            feed.by_dir = request
+            self._changed.notify_all()  # waiters re-check, which asks for their directories
+
+    def listing_start(self, ino: int) -> tuple[str, str]:
+        """(prefix, start_after) of directory ``ino``'s own listing: what the whole listing
+        already added to it is not listed again."""
+        with self._lock:
+            d = self._dirs[ino]
+            assert d.feed is not None
+            prefix = d.relpath + "/" if d.relpath else ""
+            cursor = d.feed.cursor
+            return prefix, cursor if cursor.startswith(prefix) else ""
+
+    def add_listed(
+        self,
+        ino: int,
+        entries: list[tuple[str, int, float, str, str] | str],
+        *,
+        done: bool = False,
+        error: BaseException | None = None,
+    ) -> None:
+        """Children of directory ``ino`` from its own listing, in key order: a file as
+        ``(name, size, mtime, url, etag)``, a subdirectory as its name. Entries at or before
+        the last child already there (the whole listing got them first) are skipped."""
+        with self._changed:
+            d = self._dirs[ino]
+            feed, listing = d.feed, d.listing
+            assert feed is not None and listing is not None, "only a directory being listed by itself"
+            for entry in entries:
+                is_dir = isinstance(entry, str)
+                name = entry if is_dir else entry[0]
+                probe = name.encode("utf-8", "surrogateescape") + (b"/" if is_dir else b"")
+                if not d.children or self._sort_key(d.children[-1]) < probe:
+                    relpath = f"{d.relpath}/{name}" if d.relpath else name
+                    if is_dir:
+                        self._child_dir(ino, name, feed, relpath)
+                    else:
+                        _, size, mtime, url, etag = entry
+                        self._add_leaf(feed, ino, relpath, name, size, mtime, url, etag)
+                listing.cursor = name + _PAST_DIR if is_dir else name
+            listing.done = done or error is not None
+            listing.error = error
+            self._changed.notify_all()
+
+    def _listing(self, d: _Dir) -> DirListing | None:
+        """The directory's own listing; asked for now if the feed lists by directory."""
+        if d.listing is None and d.feed is not None and d.feed.by_dir is not None:
+            d.listing = DirListing()
+            d.feed.by_dir(d.ino, d.relpath)
+        return d.listing
+
     def _add_file(self, feed: Feed, key: str, size: int, mtime: float, url: str, etag: str) -> None:
         dirpath, _, name = key.rpartition("/")
         if dirpath == feed.last_dir and feed.last_dir_ino:
@@ -183,6 +261,11 @@ class ListingTree:
                 relpath = f"{relpath}/{part}" if relpath else part
                 parent = self._child_dir(parent, part, feed, relpath)
             feed.last_dir, feed.last_dir_ino = dirpath, parent
+        self._add_leaf(feed, parent, key, name, size, mtime, url, etag)
+
+    def _add_leaf(
+        self, feed: Feed, parent: int, key: str, name: str, size: int, mtime: float, url: str, etag: str
+    ) -> None:
         extra = self._strings.add(etag)
         kind = FILE
         if url == feed.url_base + key:
@@ -207,7 +290,7 @@ class ListingTree:
             feed.files -= 1
             feed.bytes -= self._size[shadowed]
         ino = self._new_node(parent, name, DIR, 0, self._mtime[feed.root], 0)
-        self._dirs[ino] = _Dir(feed=feed, relpath=relpath)
+        self._dirs[ino] = _Dir(feed=feed, relpath=relpath, ino=ino)
         return ino
 
     def _new_node(self, parent: int, name: str, kind: int, size: int, mtime_ns: int, extra: int) -> int:
@@ -233,7 +316,10 @@ class ListingTree:
     def _final(self, d: _Dir, name: str) -> bool:
         if d.feed is None:
             return True
-        return d.feed.final(f"{d.relpath}/{name}" if d.relpath else name)
+        if d.feed.final(f"{d.relpath}/{name}" if d.relpath else name):
+            return True
+        listing = self._listing(d)
+        return listing is not None and (listing.done or listing.cursor >= name + _CHILD_SEP)
 
     def is_dir(self, ino: int) -> bool:
         return ino in self._dirs
@@ -320,7 +406,10 @@ class ListingTree:
     def _complete(self, d: _Dir) -> bool:
         if d.feed is None:
             return True
-        return d.feed.done or (d.relpath != "" and d.feed.cursor >= d.relpath + _CHILD_SEP)
+        if d.feed.done or (d.relpath != "" and d.feed.cursor >= d.relpath + _CHILD_SEP):
+            return True
+        listing = self._listing(d)
+        return listing is not None and listing.done
 
     def _final_count(self, d: _Dir) -> int:
         """How many leading children can no longer change (all but possibly the last)."""

@@ -53,6 +53,23 @@ class ObjectStore(abc.ABC):
     def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
         """Stream objects whose key starts with ``prefix``, in key order, after ``start_after``."""
 
+    def list_dir(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo | str]:
+        """One level below ``prefix`` (which ends with ``/`` or is empty), in key order after
+        ``start_after``: objects, and each subdirectory once as its key prefix (``"a/b/"``).
+
+        Why: a mount of a large bucket lists only the directories readers reach. This
+        fallback reads every key below and rolls them up; a store with a delimiter (S3)
+        sends one request per page of the level instead.
+        """
+        last = ""
+        for info in self.list(prefix, start_after):
+            cut = info.key.find("/", len(prefix))
+            if cut < 0:
+                yield info
+            elif info.key[: cut + 1] != last:
+                last = info.key[: cut + 1]
+                yield last
+
     @abc.abstractmethod
     def stat(self, key: str) -> ObjectInfo:
         """Size, etag and mtime of one object; ObjectNotFound if absent."""

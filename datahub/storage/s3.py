@@ -323,6 +323,35 @@ class S3Store(S3Writes, ObjectStore):
                 return
             params["ContinuationToken"] = token
 
+    def list_dir(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo | str]:
+        """ListObjectsV2 with the ``/`` delimiter: a page holds up to ``page_size`` objects and
+        subdirectories together, merged here in key order."""
+        params: dict[str, Any] = {
+            "Bucket": self.bucket,
+            "Prefix": self.prefix + prefix,
+            "Delimiter": "/",
+            "MaxKeys": self.page_size,
+        }
+        if start_after:
+            params["StartAfter"] = self.prefix + start_after
+        cut = len(self.prefix)
+        while True:
+            page = self._call(
+                params["Prefix"] or None, lambda p=dict(params): self._client.list_objects_v2(**p)
+            )
+            items: list[tuple[str, ObjectInfo | str]] = [
+                (i["Key"], self._info(i["Key"][cut:], i["Size"], i["ETag"], i["LastModified"]))
+                for i in page.get("Contents", ())
+            ]
+            items += [(p["Prefix"], p["Prefix"][cut:]) for p in page.get("CommonPrefixes", ())]
+            items.sort(key=lambda kv: kv[0])
+            for _key, item in items:
+                yield item
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+            params["ContinuationToken"] = token
+
     def stat(self, key: str) -> ObjectInfo:
         full = self._full(key)
         head = self._call(full, lambda: self._client.head_object(Bucket=self.bucket, Key=full))

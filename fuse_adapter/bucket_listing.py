@@ -1,0 +1,205 @@
+"""How a direct bucket mount lists its bucket: whole when small, by directory when large.
+
+Why: the first mount of a bucket used to list all of it before a reader's lookup could be
+answered past the listing's cursor, so reading ten files of a 100,000-object bucket cost
+100 LIST pages (issue 27). Now (docs/fuse.md "Listing a large bucket by directory"):
+
+* the whole listing runs first, as before, and is committed as the snapshot when the
+  bucket has at most ``cache.bucket_list_whole_objects`` keys;
+* past that many keys it stops, and each directory a lookup or readdir needs is listed by
+  itself (prefix + ``/`` delimiter, every page of that level, once) by a few lister
+  threads: ten files in ten directories cost a root page and ten directory pages;
+* a partial listing is never committed. The snapshot (what a remount reuses and what the
+  warm-up's totals come from) is the whole listing, taken again in the background only
+  when :meth:`BucketLister.want_whole` is called: the warm-up asks once readers have
+  opened as many distinct files as an epoch pattern needs (``bucket_warmup_opens``), so
+  a reader of a handful of files never pays for it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+
+from datahub.catalog.model import Put, Record, Version
+from datahub.errors import InvalidInput
+from datahub.storage.base import ObjectInfo, ObjectRef
+from datahub.validation import check_new_key
+from fuse_adapter.tree import ROOT_INODE, Feed, ListingTree
+
+log = logging.getLogger(__name__)
+
+LISTERS = 4  # directories listed at once (a lookup waits for its own directory's first page)
+FLUSH = 1000  # entries handed to the tree at a time: about one LIST page
+
+
+class BucketLister:
+    """The listing of one bucket mount: ``run`` on the loader thread."""
+
+    def __init__(
+        self,
+        tree: ListingTree,
+        feed: Feed,
+        store,  # datahub.storage.base.ObjectStore
+        info,  # fuse_adapter.layout.MountInfo
+        catalog_factory: Callable[[], object],
+        dataset: str,
+        url: str,
+        *,
+        whole_max: int,
+        on_by_directory: Callable[[], None] | None = None,
+    ) -> None:
+        self._tree = tree
+        self._feed = feed
+        self._store = store
+        self._info = info
+        self._catalog_factory = catalog_factory
+        self._dataset = dataset
+        self._url = url
+        self._whole_max = max(0, whole_max)
+        self._on_by_directory = on_by_directory
+        self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._whole = threading.Event()
+        self._stopped = False
+        self.by_directory = False
+        self.version: Version | None = None  # the committed snapshot, by-directory mode
+
+    # --- the loader thread ------------------------------------------------------------------------
+    def run(self) -> None:
+        from fuse_adapter.layout import load_records  # layout builds this lister: import late
+
+        tree, info = self._tree, self._info
+        mtime = tree.attr(ROOT_INODE).mtime_ns / 1e9
+        whole = load_records(tree, self._feed, self.records(info), mtime, info, limit=self._whole_max)
+        if whole:
+            if self._feed.error is None:
+                refs = tree.walk_files(ROOT_INODE)
+                self.version = self._commit(
+                    Record(k, r.url, r.etag, r.size, meta={"mtime": m / 1e9}) for k, r, m in refs
+                )
+            return
+        self.by_directory = True
+        for i in range(LISTERS):
+            threading.Thread(target=self._serve, name=f"datahub-list-dir-{i}", daemon=True).start()
+        tree.list_by_directory(self._feed, self._request)
+        info.state, info.listing = "ready", "by-directory"
+        log.info(
+            "%s has more than %d objects: listing it by directory as readers reach them; "
+            "the whole listing (the snapshot) waits until readers open many files",
+            self._url, self._whole_max,
+        )  # fmt: skip
+        if self._on_by_directory is not None:
+            self._on_by_directory()
+        self._whole.wait()
+        if self._stopped:
+            return
+        counted = type(info)(source=self._url)  # skipped keys of this listing alone
+        version = self._commit(self.records(counted))
+        info.skipped = counted.skipped
+        if version is not None:
+            info.files, info.bytes = version.record_count, version.total_bytes
+        self.version = version
+
+    def want_whole(self) -> None:
+        """Take the whole listing as the snapshot now (in the background; once)."""
+        if not self._whole.is_set():
+            log.info("readers open many files of %s: taking its whole listing as the snapshot", self._url)
+            self._whole.set()
+
+    def stop(self) -> None:
+        """End the lister threads and a whole listing not yet begun (tests; a mount's process exits)."""
+        self._stopped = True
+        self._whole.set()
+        for _ in range(LISTERS):
+            self._queue.put(0)
+
+    def files(self) -> Iterator[ObjectRef]:
+        """Every object of the snapshot (once the loader thread is done)."""
+        if not self.by_directory:
+            yield from (ref for _k, ref, _m in self._tree.walk_files(ROOT_INODE))
+            return
+        if self.version is None:
+            return
+        catalog = self._catalog_factory()
+        try:
+            for r in catalog.list_records(self.version.dataset, self.version.seq):
+                yield ObjectRef(r.url, r.etag, r.size)
+        finally:
+            catalog.close()
+
+    def records(self, info) -> Iterator[Record]:
+        """The bucket listing as records; keys no file system can show are skipped and counted.
+
+        Skipped alike: keys a version may not hold (``check_new_key``), such as reserved
+        ``.datahub-hint-`` names, which are then neither listed, readable nor in the snapshot."""
+        store = self._store
+        for obj in store.list():
+            try:
+                check_new_key(obj.key)
+            except InvalidInput:
+                info.skipped += 1
+                continue
+            yield Record(obj.key, store.url_for(obj.key), obj.etag, obj.size, meta={"mtime": obj.mtime})
+
+    def _commit(self, records: Iterable[Record]) -> Version | None:
+        info = self._info
+        catalog = self._catalog_factory()
+        try:
+            version = catalog.commit(
+                self._dataset,
+                (Put(r) for r in records),
+                message=f"snapshot of {self._url} taken by a mount",
+                author=getpass.getuser(),
+                lineage={"snapshot_of": self._url},
+            )
+            info.versions.append(f"{self._dataset}@v{version.seq}")
+            info.state = "ready"
+            log.info("snapshot of %s committed as %s@v%d", self._url, self._dataset, version.seq)
+            return version
+        except BaseException as exc:
+            info.state, info.error = "failed", f"committing the snapshot failed: {exc}"
+            log.error("%s", info.error)
+            return None
+        finally:
+            catalog.close()
+
+    # --- directory by directory ---------------------------------------------------------------------
+    def _request(self, ino: int, relpath: str) -> None:
+        self._queue.put(ino)  # called under the tree's lock: only a put
+
+    def _serve(self) -> None:
+        while (ino := self._queue.get()) and not self._stopped:
+            self._list_dir(ino)
+
+    def _list_dir(self, ino: int) -> None:
+        tree, store = self._tree, self._store
+        prefix, after = tree.listing_start(ino)
+        batch: list[tuple[str, int, float, str, str] | str] = []
+        try:
+            for item in store.list_dir(prefix, after):
+                entry = self._entry(prefix, item)
+                if entry is not None:
+                    batch.append(entry)
+                if len(batch) >= FLUSH:
+                    tree.add_listed(ino, batch)
+                    batch = []
+            tree.add_listed(ino, batch, done=True)
+        except Exception as exc:  # a lister thread's top level: lookups there end (ENOENT), the mount stays
+            log.error("listing %s%s failed: %s", self._url.rstrip("/") + "/", prefix, exc)
+            tree.add_listed(ino, batch, error=exc)
+
+    def _entry(self, prefix: str, item: ObjectInfo | str) -> tuple[str, int, float, str, str] | str | None:
+        """A tree entry, or None for a key no file system can show (as the whole listing skips it)."""
+        key = item if isinstance(item, str) else item.key
+        try:
+            check_new_key(key + "x" if isinstance(item, str) else key)
+        except InvalidInput:
+            if not isinstance(item, str):
+                self._info.skipped += 1
+            return None
+        if isinstance(item, str):
+            return item[len(prefix) : -1]
+        return (item.key[len(prefix) :], item.size, item.mtime, self._store.url_for(item.key), item.etag)
