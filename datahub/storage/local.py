@@ -66,6 +66,24 @@ def _file_etag(target: int | str, st: os.stat_result) -> str:
     return derived_etag(st)
 
 
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    """``n`` bytes at ``offset``, fewer only at the end of the file (one ``pread`` unless
+    the kernel returns less, e.g. past 2 GiB)."""
+    if n <= 0:
+        return b""
+    data = os.pread(fd, n, offset)
+    if len(data) == n or not data:
+        return data
+    parts, got = [data], len(data)
+    while got < n:
+        more = os.pread(fd, n - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
 class LocalStore(ObjectStore):
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root).absolute()
@@ -159,12 +177,27 @@ class LocalStore(ObjectStore):
         return self._info(key, str(path), st)
 
     def read(self, key: str, start: int = 0, end: int | None = None, etag: str | None = None) -> bytes:
+        """One open descriptor, its etag checked by ``fstat`` (+ ``getxattr``), one ``pread``.
+
+        Why not ``open(path, "rb").read()``: a cold file through a mount is one read here,
+        and the buffered file object made it ten system calls (``isatty``, three ``lseek``,
+        a second ``read`` to find the end, ...) and as many releases of the GIL, each a
+        hand-over to another of the mount's threads (docs/benchmarks.md, "Cold small
+        file"). A whole read takes the size ``fstat`` saw with the etag.
+        """
         check_range(key, start, end)
         path = self._path(key)
-        with self._errors(key), open(path, "rb") as fh:
-            self._check_open_etag(key, fh, etag)
-            fh.seek(start)
-            return fh.read() if end is None else fh.read(end - start)
+        with self._errors(key):
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                st = os.fstat(fd)
+                if not stat_mod.S_ISREG(st.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, "not a regular file", str(path))
+                if etag is not None:
+                    self._check_etag(key, _file_etag(fd, st), etag)
+                return _pread(fd, (st.st_size if end is None else end) - start, start)
+            finally:
+                os.close(fd)
 
     def read_chunks(
         self,
@@ -208,7 +241,9 @@ class LocalStore(ObjectStore):
         """Check the very file we read from (a put renames a new inode into place)."""
         if etag is None:
             return
-        current = _file_etag(fh.fileno(), os.fstat(fh.fileno()))
+        self._check_etag(key, _file_etag(fh.fileno(), os.fstat(fh.fileno())), etag)
+
+    def _check_etag(self, key: str, current: str, etag: str) -> None:
         if current != etag:
             raise ObjectChanged(
                 f"object {key!r} in {self.root_url} changed: expected etag {etag}, now {current}",

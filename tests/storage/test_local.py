@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from datahub.errors import Conflict, InvalidKey, ObjectChanged
+from datahub.errors import Conflict, InvalidKey, ObjectChanged, ObjectNotFound
 from datahub.storage import LocalStore
 from datahub.storage.local import ETAG_XATTR, TEMP_PREFIX, derived_etag
 
@@ -127,3 +129,29 @@ def test_closing_a_stream_early_closes_the_file(store: LocalStore) -> None:
     assert len(os.listdir("/proc/self/fd")) == before + 1
     stream.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    data=st.binary(max_size=3000),
+    start=st.integers(min_value=0, max_value=3500),
+    length=st.none() | st.integers(min_value=0, max_value=3500),
+)
+def test_a_read_is_the_slice_of_the_file(
+    store: LocalStore, data: bytes, start: int, length: int | None
+) -> None:
+    """One descriptor and one pread per read (not a buffered file object): the bytes are
+    still exactly the slice, with or without an end, past the end included."""
+    etag = store.put("k/obj.bin", data).etag
+    end = None if length is None else start + length
+    assert store.read("k/obj.bin", start, end, etag=etag) == data[start:end]
+
+
+def test_a_read_of_a_directory_or_a_changed_file_fails_by_name(store: LocalStore) -> None:
+    store.put("d/inner.bin", b"x")
+    with pytest.raises(ObjectNotFound):
+        store.read("d", etag="anything")  # a directory is no object, whatever etag is asked for
+    info = store.put("f.bin", b"first")
+    (store.root / "f.bin").write_bytes(b"second, longer")  # in place: the etag no longer matches
+    with pytest.raises(ObjectChanged, match="f.bin"):
+        store.read("f.bin", etag=info.etag)

@@ -1,0 +1,258 @@
+"""Daemon CPU per cold small file (issue 25 item 8), with same-run baselines.
+
+    .venv/bin/python bench/mount/cold.py [--files 2000] [--origins local,moto,moto10] [--passes 2]
+    .venv/bin/python bench/mount/cold.py --tree base=/tmp/base --tree head=/tmp/head  # A/B
+
+``--files`` files of 50-200 KB. Origins: ``local`` (``datahub import`` of a local
+directory: the origin is that directory, no network, so the daemon's own cost shows),
+``moto`` (a moto server on loopback) and ``motoN`` (the same behind
+``bench/latency_proxy.py`` at N ms). Per origin and pass: a fresh mount with an empty
+cache directory (RAM tier at its default), ``drop_caches``, then every file read whole
+with ``open().read()`` in a shuffled order by 8 threads. Printed: files/s, the ratio to
+the same-run baseline (the local directory read directly, page cache dropped), and the
+daemon's CPU per file (utime+stime of the mount process from after ``drop_caches`` to the
+end of the pass and its background stores). Mounts use ``--no-prefetch``, so every
+fetch is a reader's (with the default ``--prefetch`` a warm-up races the readers and
+the per-file figure mixes both). ``--mount-flag`` adds flags (repeatable).
+
+``--profiler CMD``: run ``CMD -p DAEMON_PID`` during each pass and stop it with SIGINT
+after the pass, e.g. ``"py-spy record -f raw -r 200 --gil -o /tmp/p.txt"`` (Python frames of
+the thread holding the GIL), ``"perf record -F 999 -g -o /tmp/p.perf"`` (kernel and native
+frames) or ``"strace -c -f -o /tmp/p.txt"`` (system calls). A profiler costs the daemon CPU
+itself: the CPU figure of a profiled pass is not comparable.
+
+The machine may be shared: files/s moves with other load, CPU per file is the stable figure.
+Everything stays on 127.0.0.1; needs root (FUSE, drop_caches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench.mount.ssd_hit import TICK, daemon_cpu, drop_caches, read_py  # noqa: E402
+from tests.fuse.conftest import FuseEnv, make_env, upload_dataset, wait_until  # noqa: E402
+from tests.servers import MotoServer  # noqa: E402
+
+
+def threads_cpu(pid: int) -> dict[str, list[float]]:
+    """OS thread name -> [utime, stime] seconds, summed over the daemon's live threads."""
+    out: dict[str, list[float]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = name.rstrip("0123456789 ").rstrip("-_:") or name
+        cpu = out.setdefault(name, [0.0, 0.0])
+        cpu[0] += int(fields[11]) / TICK
+        cpu[1] += int(fields[12]) / TICK
+    return out
+
+
+def cold_pass(paths: list[str], threads: int = 8) -> float:
+    order = paths[:]
+    random.shuffle(order)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        for _ in pool.map(read_py, order, chunksize=8):
+            pass
+    return time.perf_counter() - t0
+
+
+def settle(pid: int, cache: Path, n: int) -> None:
+    """Wait until the disk tier holds every file and the daemon's CPU stops moving (its
+    background stores are part of the cost of a cold file)."""
+    wait_until(lambda: sum(1 for _ in cache.rglob("*.page")) >= n, 120)
+    last = daemon_cpu(pid)
+    while True:
+        time.sleep(0.3)
+        now = daemon_cpu(pid)
+        if now - last < 0.011:
+            return
+        last = now
+
+
+def local_env(root: Path, src: Path) -> tuple[Path, str]:
+    """A datahub home whose dataset ``ds`` is ``src`` imported in place."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "datahub.toml"
+    config.write_text(f'home = "{root / "var"}"\n')
+    cmd = [
+        sys.executable,
+        "-m",
+        "datahub.cli.main",
+        "--config",
+        str(config),
+        "import",
+        str(src),
+        "--to",
+        "ds",
+    ]
+    subprocess.run(cmd, check=True, cwd=REPO, capture_output=True)
+    return config, "ds@1"
+
+
+def mount_and_read(
+    config: Path,
+    source: str,
+    mnt: Path,
+    cache: Path,
+    n: int,
+    flags: list[str],
+    spy: list[str] | None,
+    tree: Path = REPO,
+) -> tuple[float, float]:
+    """(seconds, daemon CPU seconds) of one cold pass through a fresh mount over ``cache``, a
+    new directory. Why new, and old ones removed only at the end: ext4 without a journal
+    scans past inodes freed in the last 30 s for each new inode (``recently_deleted``), so a
+    cache deleted just before the pass would charge its deletion to the pass's page files."""
+    mnt.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(config), "mount", str(mnt), source]
+    cmd += ["--cache-dir", str(cache), *flags, "--foreground"]
+    log = open(mnt.parent / f"{mnt.name}.log", "ab")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=tree)  # ``-m``: the tree's datahub
+    try:
+        from fuse_adapter.daemon import is_mounted
+
+        wait_until(lambda: is_mounted(str(mnt)) or proc.poll() is not None, 60)
+        root = mnt / source.split("@")[0] / f"v{source.split('@')[1]}"
+        paths = sorted(str(p) for p in root.rglob("*") if p.is_file())
+        assert len(paths) == n, f"{len(paths)} files in the mount, expected {n}"
+        drop_caches()
+        profiler = None
+        if spy is not None:
+            profiler = subprocess.Popen(
+                [*spy, "-p", str(proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            time.sleep(1)
+        cpu0, threads0 = daemon_cpu(proc.pid), threads_cpu(proc.pid)
+        dt = cold_pass(paths)
+        settle(proc.pid, cache, n)
+        cpu = daemon_cpu(proc.pid) - cpu0
+        threads1 = threads_cpu(proc.pid)
+        parts = []
+        for name, (user, system) in sorted(threads1.items(), key=lambda kv: -sum(kv[1])):
+            u0, s0 = threads0.get(name, (0.0, 0.0))
+            if (user - u0) + (system - s0) >= 0.01:
+                parts.append(f"{name} {(user - u0) / n * 1e6:.0f}+{(system - s0) / n * 1e6:.0f}")
+        print(f"#   daemon threads, user+system us/file (threads alive at the end): {', '.join(parts)}")
+        if profiler is not None:
+            profiler.send_signal(2)
+            profiler.wait(60)
+        return dt, cpu
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "fuse_adapter", "--config", str(config), "umount", str(mnt)],
+            cwd=REPO,
+            capture_output=True,
+        )
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--origins", default="local,moto,moto10")
+    ap.add_argument("--mount-flag", action="append", default=["--no-prefetch"])
+    ap.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="mount with the datahub source tree DIR (a `git worktree` of a commit) instead of this"
+        " checkout; given twice or more, the trees alternate in every pass (a same-run A/B)",
+    )
+    ap.add_argument("--profiler", help="a command run with -p DAEMON_PID during each pass")
+    args = ap.parse_args()
+    rng = random.Random(25)
+    objects = {
+        f"train/c{i % 20:02d}/img_{i:06d}.jpg": rng.randbytes(rng.randint(50_000, 200_000))
+        for i in range(args.files)
+    }
+    total = sum(len(v) for v in objects.values())
+    tmp = Path(tempfile.mkdtemp(prefix="cold-cpu-"))
+    src = tmp / "src"
+    for key, data in objects.items():
+        (src / key).parent.mkdir(parents=True, exist_ok=True)
+        (src / key).write_bytes(data)
+    local_paths = [str(src / k) for k in objects]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    print(f"# cold: {args.files} files (50-200 KB, {total / 1e6:.0f} MB), 8 threads, best of {args.passes}")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  load {os.getloadavg()[0]:.2f}")
+    print(f"# head {commit.stdout.strip()}, kernel {os.uname().release}, flags {' '.join(args.mount_flag)}")
+    trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1])) for t in args.tree] or [("head", REPO)]
+    print(
+        f"{'origin':10} {'tree':10} {'pass':>4} {'files/s':>9} {'local dir':>10} {'ratio':>6} {'daemon us/file':>15}"
+    )
+    moto = proxy = None
+    try:
+        for origin in args.origins.split(","):
+            if origin == "local":
+                config, source = local_env(tmp / "local-home", src)
+            else:
+                from latency_proxy import LatencyProxy
+
+                moto = moto or MotoServer()
+                endpoint = moto.endpoint
+                latency = float(origin[4:] or 0)
+                if latency:
+                    proxy = LatencyProxy(endpoint.url, latency).start()
+                    endpoint = dataclasses.replace(endpoint, url=proxy.url)
+                env: FuseEnv = make_env(tmp / f"{origin}-home", endpoint)
+                ds = upload_dataset(env, "ds", objects)
+                config, source = env.config_path, f"ds@{ds.seq}"
+            for i in range(args.passes):
+                for label, tree in trees:
+                    drop_caches()
+                    base = cold_pass(local_paths)
+                    spy = args.profiler.split() if args.profiler else None
+                    mnt = tmp / "mnt" / origin
+                    dt, cpu = mount_and_read(
+                        config,
+                        source,
+                        mnt,
+                        tmp / f"cache-{origin}-{label}-{i}",
+                        args.files,
+                        args.mount_flag,
+                        spy,
+                        tree,
+                    )
+                    rate, base_rate = args.files / dt, args.files / base
+                    print(
+                        f"{origin:10} {label:10} {i:>4} {rate:>9,.0f} {base_rate:>10,.0f} {rate / base_rate:>6.2f}"
+                        f" {cpu / args.files * 1e6:>15.0f}",
+                        flush=True,
+                    )
+            if proxy is not None:
+                proxy.stop()
+                proxy = None
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        if moto is not None:
+            moto.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
