@@ -84,6 +84,8 @@ class BucketLister:
         self.by_directory = True
         for i in range(LISTERS):
             threading.Thread(target=self._serve, name=f"datahub-list-dir-{i}", daemon=True).start()
+        if self._on_by_directory is not None:
+            self._on_by_directory()
         tree.list_by_directory(self._feed, self._request)
         info.state, info.listing = "ready", "by-directory"
         log.info(
@@ -91,8 +93,6 @@ class BucketLister:
             "the whole listing (the snapshot) waits until readers open many files",
             self._url, self._whole_max,
         )  # fmt: skip
-        if self._on_by_directory is not None:
-            self._on_by_directory()
         self._whole.wait()
         if self._stopped:
             return

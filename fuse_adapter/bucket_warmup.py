@@ -111,7 +111,7 @@ class BucketWarmup:
     def listing_deferred(self) -> None:
         """The mount lists its bucket by directory: the whole listing waits for readers."""
         with self._lock:
-            if self._status["state"] == "listing":
+            if self._status["state"] == "listing" and len(self._early) < max(1, self.policy.settings.opens):
                 self._status["state"] = "deferred"
 
     def status(self) -> dict:

@@ -137,3 +137,24 @@ def test_a_flag_pass_never_stops_for_idle_readers_and_unmount_cancels_it() -> No
     assert (warmup.status()["state"], warmup.status()["reason"]) == ("running", "flag")
     warmup.close()
     assert source.status is not None and source.status()["mount"] == "/mnt/x"
+
+
+def test_a_listing_by_directory_is_asked_for_once_readers_open_as_many_files_as_a_pattern() -> None:
+    clock, source = Clock(), BlockingSource(room=10**6)
+    policy = WarmupPolicy(PolicySettings(fits_max_objects=5, opens=3), None, ROOT, clock)
+    warmup = BucketWarmup(source, policy, "/mnt/x", threading.Event(), clock=clock, poll_seconds=0.01)
+    listed, asked = threading.Event(), []
+    warmup.start(lambda: iter(refs()), lambda: listed.wait(GUARD), want_listing=lambda: asked.append(1))
+    warmup.listing_deferred()  # a large bucket: listed by directory
+    assert warmup.status()["state"] == "deferred"
+    observed = ObservedSource(source, warmup)
+    for r in [refs()[0], refs()[0], refs()[1]]:  # two distinct files: not yet
+        observed.read(r)
+    assert asked == [] and warmup.status()["state"] == "deferred"
+    observed.read(refs()[2])
+    observed.read(refs()[3])
+    assert asked == [1] and warmup.status()["state"] == "listing"  # asked once
+    listed.set()  # the whole listing is in: totals, then the policy decides as usual
+    wait(lambda: warmup.status()["state"] == "waiting")
+    assert warmup.status()["objects_total"] == 20 and source.passes == []
+    warmup.close()
