@@ -89,6 +89,9 @@ class DiskTier(BudgetedTier):
         #: called with (key, fstat) of each first page this process wrote in format 3: bytes
         #: it checksummed itself, so a passthrough open need not read them back (datahub.cache.backing)
         self.on_written: Callable[[PageKey, os.stat_result], None] | None = None
+        #: called with the stat of each first page file this process evicts, before it is
+        #: unlinked: a mount holding it as a passthrough backing file lets it go (its space)
+        self.on_discarded: Callable[[os.stat_result], None] | None = None
         self.index = open_index(self.dir / "index")
         self._index = IndexBatcher(self.index, self._index_failed)
         try:
@@ -220,8 +223,14 @@ class DiskTier(BudgetedTier):
     def open_backing(self, key: PageKey) -> tuple[int, fmt.PageHeader] | None:
         """An fd (O_RDONLY) of the page file and its header, when the file is format 3 (the
         page's bytes from offset 0): a FUSE passthrough backing file. Not yet verified:
-        ``datahub.cache.backing`` checks it. None if absent or not format 3."""
-        if not self.xattr_pages:
+        ``datahub.cache.backing`` checks it. None if absent or not format 3.
+
+        A page this tier does not know (not in its index: a cold file, or one another
+        process stored and this one has not read yet) is None without a system call: the
+        FUSE loop asks at every OPEN, inline, and a probe of a missing file there released
+        the GIL to the fetch threads once per cold file. The ordinary read path still finds
+        another process's page (``get`` probes the file), and the next open passes through."""
+        if not self.xattr_pages or key not in self._sizes:
             return None
         try:
             fd = os.open(_name(key.digest), os.O_RDONLY, dir_fd=self._pages_fd)
@@ -353,6 +362,11 @@ class DiskTier(BudgetedTier):
             self.lost(key)
 
     def _discard(self, key: PageKey) -> None:
+        if self.on_discarded is not None and key.index == 0:
+            try:
+                self.on_discarded(os.stat(_name(key.digest), dir_fd=self._pages_fd))
+            except FileNotFoundError:
+                pass
         _unlink(_name(key.digest), self._pages_fd)
         self._index.remove(key.digest)
 

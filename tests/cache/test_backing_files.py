@@ -167,3 +167,27 @@ def test_a_file_this_process_wrote_needs_no_read_back_until_it_changes(tmp_path:
         assert backing.open(key(), len(data)) is None and backing.rejected == 1
     finally:
         disk.close()
+
+
+def test_a_page_this_tier_does_not_know_is_no_backing_file_until_read(tmp_path: Path, monkeypatch) -> None:
+    """A cold file's passthrough open makes no system call (the FUSE loop asks inline at
+    every OPEN); a page another process stored passes through once a read found it."""
+    other = make_disk(tmp_path)
+    data = os.urandom(12_000)
+    disk = make_disk(tmp_path)  # opened before the other process stores the page
+    try:
+        other.put(key(), data)
+        backing = BackingFiles(disk)
+        probes = []
+        real_open = os.open
+        monkeypatch.setattr(os, "open", lambda *a, **kw: probes.append(a[0]) or real_open(*a, **kw))
+        assert backing.open(key(1), 100) is None and probes == []  # cold: nothing asked of the disk
+        assert backing.open(key(), len(data)) is None and probes == []  # not known here yet
+        monkeypatch.undo()
+        assert disk.get(key()) == data  # the read path probes the file and finds it
+        fd = backing.open(key(), len(data))
+        assert fd >= 0 and os.pread(fd, len(data) + 1, 0) == data
+        os.close(fd)
+    finally:
+        disk.close()
+        other.close()
