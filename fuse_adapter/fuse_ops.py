@@ -26,7 +26,7 @@ import pyfuse3
 import trio
 
 from datahub.errors import DatahubError
-from fuse_adapter.passthrough import PassthroughOpens
+from fuse_adapter.passthrough import PassthroughOpens, fd_state
 from fuse_adapter.readonly import IO_SIZE, ReadOnlyView, Stat
 
 log = logging.getLogger(__name__)
@@ -110,10 +110,39 @@ class _Ops(pyfuse3.Operations):
 NO_OPEN_FH: int | None = getattr(pyfuse3, "NO_OPEN_FH", None)
 #: set by datahub's build of pyfuse3 against libfuse >= 3.16 (third_party/pyfuse3/passthrough.patch)
 PASSTHROUGH: bool = bool(getattr(pyfuse3, "PASSTHROUGH", False))
+#: set by the same build with fastopen.patch: OPEN and RELEASE of published files answered in C
+FASTOPEN: bool = hasattr(pyfuse3, "passthrough_publish")
 
 
-def _no_passthrough(*args: Any) -> Any:
-    raise OSError(errno.EOPNOTSUPP, "pyfuse3 was built without FUSE passthrough")
+class _CTable:
+    """pyfuse3's C table of published backing files (``fuse_adapter.passthrough.Table``)."""
+
+    def publish(self, ino: int, fd: int) -> int:
+        return pyfuse3.passthrough_publish(ino, fd)
+
+    def handle(self, ino: int) -> tuple[int, int] | None:
+        return pyfuse3.passthrough_handle(ino)
+
+    def release(self, fh: int) -> bool:
+        return pyfuse3.passthrough_release(fh)
+
+    def retract(self, ino: int) -> bool:
+        return pyfuse3.passthrough_retract(ino)
+
+    def retract_file(self, st_dev: int, st_ino: int) -> int:
+        return pyfuse3.passthrough_retract_file(st_dev, st_ino)
+
+    def handles(self, ino: int) -> int:
+        return pyfuse3.passthrough_handles(ino)
+
+    def held_fd(self, ino: int) -> int:
+        return pyfuse3.passthrough_held_fd(ino)
+
+    def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None:
+        return pyfuse3.passthrough_revalidate(ino, *state)
+
+    def stats(self) -> dict:
+        return pyfuse3.passthrough_stats()
 
 
 class ReadOnlyOps(_Ops):
@@ -126,10 +155,12 @@ class ReadOnlyOps(_Ops):
     build (reads must name the inode) and a view without per-handle windows.
 
     ``passthrough``: answer the OPEN of a file whose object is wholly in the disk tier with
-    its verified page file as a FUSE passthrough backing file (``fuse_adapter.passthrough``):
-    the kernel serves that handle's reads and mmap itself. It needs OPEN, so it replaces
+    its verified page file as a FUSE passthrough backing file (``fuse_adapter.passthrough``),
+    published to pyfuse3's C table: later opens and releases of it are answered in C, and
+    the kernel serves the handles' reads and mmap itself. It needs OPEN, so it replaces
     zero-message opens; when the kernel or the pyfuse3 build cannot do it, the mount falls
-    back to zero-message opens (if asked for), logged once.
+    back to zero-message opens (if asked for), logged once. ``fastopen=False`` sends those
+    opens and releases to Python instead (a baseline for bench/mount/ssd_hit.py).
     """
 
     def __init__(
@@ -139,18 +170,17 @@ class ReadOnlyOps(_Ops):
         threads: int = 32,
         zero_message_open: bool = False,
         passthrough: bool = False,
+        fastopen: bool = True,
     ) -> None:
         super().__init__()
         self.view = view
         self.limiter = trio.CapacityLimiter(threads)
         self._zero_message_wanted = zero_message_open and NO_OPEN_FH is not None
-        self.passthrough = PassthroughOpens(
-            getattr(pyfuse3, "passthrough_open", _no_passthrough),
-            getattr(pyfuse3, "passthrough_close", _no_passthrough),
-            wanted=passthrough,
-        )
-        if passthrough and not PASSTHROUGH:
-            self.passthrough.disable("pyfuse3 built without it (scripts/build_libfuse.sh did not run)")
+        self.passthrough = PassthroughOpens(_CTable(), wanted=passthrough and FASTOPEN)
+        if passthrough and not FASTOPEN:
+            why = "fastopen.patch" if PASSTHROUGH else "libfuse 3.17 (scripts/build_libfuse.sh did not run)"
+            self.passthrough.disable(f"pyfuse3 built without {why}")
+        self.fastopen = fastopen
         self.enable_passthrough = self.passthrough.active  # asked of the kernel at INIT (pyfuse3)
         self.zero_message_open = self._zero_message_wanted and not self.passthrough.active
 
@@ -158,7 +188,25 @@ class ReadOnlyOps(_Ops):
         if self.passthrough.active and not pyfuse3.passthrough_enabled():
             self.passthrough.disable("the kernel does not offer FUSE passthrough")
             self.zero_message_open = self._zero_message_wanted
+        if FASTOPEN:
+            pyfuse3.passthrough_fastopen(self.fastopen)
+        self._token = trio.lowlevel.current_trio_token()
         super().init()
+
+    def backing_evicted(self, st_dev: int, st_ino: int) -> None:
+        """From the evicting thread: the C table is the loop's, so retract there."""
+        token = getattr(self, "_token", None)
+        if token is not None and self.passthrough.wanted:
+            try:
+                token.run_sync_soon(self._evicted, st_dev, st_ino)
+            except trio.RunFinishedError:
+                pass  # unmounted: every id is closed already
+
+    def _evicted(self, st_dev: int, st_ino: int) -> None:
+        try:  # runs in trio's loop, outside any task: an exception here would end the mount
+            self.passthrough.evicted(st_dev, st_ino)
+        except Exception:
+            log.exception("retracting an evicted backing file")
 
     async def _thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         # read-only work may be abandoned at unmount (e.g. a lookup waiting for a listing)
@@ -217,15 +265,17 @@ class ReadOnlyOps(_Ops):
 
     @_fuse_errors
     async def open(self, inode, flags, ctx):
+        # reached for: writes, virtual files, files not published (yet) to pyfuse3's C table,
+        # and published files C found changed on disk (fastopen.patch answers the others)
         write = flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND)
         if self.zero_message_open and not write:
             raise pyfuse3.FUSEError(errno.ENOSYS)  # "open files yourself from now on"
         pt = self.passthrough
         virtual = self.view.is_virtual(inode)
-        backing_id = None
-        if pt.active and not write and not virtual:
-            backing_id = pt.existing(inode)
-            if backing_id is None and pt.may_try(inode):
+        direct = virtual
+        if pt.wanted and not write and not virtual:
+            got = pt.reuse(inode)
+            if got is None and pt.may_publish(inode):
                 # A file verified before: open + getxattr + fstat of its page file, inline.
                 # The one exception to "the loop does in-memory work only": measured, a
                 # thread hop doubles the daemon's CPU per open (docs/benchmarks.md), and the
@@ -234,18 +284,19 @@ class ReadOnlyOps(_Ops):
                 fd = self._backing_fd(inode, False)
                 if fd == -1:
                     fd = await self._thread(self._backing_fd, inode, True)
-                backing_id = pt.register(inode, fd)
-        try:
-            fh = self.view.open(inode, write=bool(write))
-        except BaseException:
-            if backing_id is not None:
-                pt.failed(inode)
-            raise
+                got = pt.publish(inode, fd)
+            if got is None and pt.held(inode):
+                # its passthrough handles hold a file that changed (e.g. evicted): the kernel
+                # takes no other backing file until they close; check that one again
+                state = await self._thread(self._recheck, inode)
+                got = pt.revalidate(inode, state) if state is not None else None
+                direct = got is None  # the kernel allows direct I/O next to passthrough
+            if got is not None:
+                return pyfuse3.FileInfo(fh=got[0], backing_id=got[1])
+        fh = self.view.open(inode, write=bool(write))
         if pt.wanted:
-            pt.opened(fh, inode, backing_id)
-        if backing_id is not None:
-            return pyfuse3.FileInfo(fh=fh, backing_id=backing_id)
-        return pyfuse3.FileInfo(fh=fh, keep_cache=not virtual, direct_io=virtual)
+            pt.opened(fh, inode, direct=direct)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=not direct, direct_io=direct)
 
     def _backing_fd(self, inode: int, verify: bool) -> int | None:
         """A backing file (-1: not verified yet, with ``verify=False``), or None on any trouble."""
@@ -254,6 +305,23 @@ class ReadOnlyOps(_Ops):
         except Exception as exc:  # the open still succeeds, through the daemon
             log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
             return None
+
+    def _recheck(self, inode: int) -> tuple[int, int, int, int] | None:
+        """Blocking: check the file the C table holds for ``inode`` again; its state
+        (``fd_state``) if it passed and did not change meanwhile, else None."""
+        fd = self.passthrough.held_fd(inode)
+        if fd < 0:
+            return None
+        try:
+            before = fd_state(fd)
+            if self.view.backing_check(inode, fd) and fd_state(fd) == before:
+                return before
+            return None
+        except Exception as exc:
+            log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
+            return None
+        finally:
+            os.close(fd)
 
     @_fuse_errors
     async def read(self, fh, off, size):

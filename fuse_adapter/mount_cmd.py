@@ -72,6 +72,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read-only: never let the kernel serve files from the disk tier itself (FUSE passthrough); "
         "every read then goes through the daemon, and warm opens cost no request (docs/fuse.md)",
     )
+    p.add_argument(
+        "--no-fastopen",
+        action="store_true",
+        help="read-only, for measurements: answer every open and release of a passthrough file in "
+        "Python instead of in pyfuse3's C table (the baseline of bench/mount/ssd_hit.py; docs/fuse.md)",
+    )
     warm = p.add_mutually_exclusive_group()
     warm.add_argument(
         "--prefetch",
@@ -218,9 +224,15 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
 
     source.watch_requests(request_counter())  # warm-up sees readers the page cache serves
     ops = ReadOnlyOps(
-        view, threads=args.threads, zero_message_open=True, passthrough=passthrough_wanted(args, source)
+        view,
+        threads=args.threads,
+        zero_message_open=True,
+        passthrough=passthrough_wanted(args, source),
+        fastopen=not args.no_fastopen,
     )
     source.report_mount(lambda: {"mountpoint": mountpoint, **ops.passthrough.stats()})
+    if ops.passthrough.wanted:  # an evicted page file is let go at once, not at its next open
+        getattr(source, "watch_backing", lambda listener: None)(ops.backing_evicted)
     log.info("opens: %s", ops.passthrough.mode)
     try:
         serve(
@@ -235,6 +247,13 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         )
     finally:
         daemon.remove_record(home, mountpoint)
+        if ops.passthrough.wanted:  # all released with the session (tests count them)
+            pt = ops.passthrough.stats()
+            log.info(
+                "unmounted: %d backing ids opened, %d closed",
+                pt["backing_ids_opened"],
+                pt["backing_ids_closed"],
+            )
     return 0
 
 

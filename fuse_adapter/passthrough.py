@@ -1,20 +1,27 @@
-"""Which opens of a read-only mount the kernel serves itself (FUSE passthrough), and the
-backing ids they hold.
+"""Which opens of a read-only mount the kernel serves itself (FUSE passthrough): the
+Python side of pyfuse3's C table of published backing files.
 
-At OPEN of a file whose object is wholly in the disk tier, the mount registers the
-verified page file as a backing file (``FUSE_DEV_IOC_BACKING_OPEN``) and answers with its
-backing id: the kernel then serves read and mmap of that handle from the file and never
-asks the daemon. Everything else is answered as before (reads through the daemon).
+At OPEN of a file whose object is wholly in the disk tier, the mount verifies the page
+file and *publishes* it to pyfuse3's C table (``passthrough_publish``: a backing id from
+``FUSE_DEV_IOC_BACKING_OPEN`` and the descriptor's fstat). From then on, pyfuse3 answers
+read-only opens of that inode in C, without entering Python, as long as the descriptor
+still fstat()s as it did (any write, truncation, chmod or unlink moves its ctime): the
+kernel serves reads and mmap from the file, and pyfuse3 answers the RELEASE too. A changed
+file is retracted in C and its next open comes here, to be checked again (promise 2: the
+kernel is never handed a file changed since it was verified).
 
-The kernel's rules shape the bookkeeping (fs/fuse/iomode.c): while an inode has a
-passthrough handle open, every open of it must name the same backing file; and a
-passthrough open fails (EIO to the caller) while the inode has an ordinary (cached)
-handle open. So each inode is in one of three states: no handle, ordinary handles only,
-or passthrough handles sharing one backing id; the id is released with the last of them.
-Backing ids are bounded (``max_ids`` inodes at once; more opens take the ordinary path).
+The C table is the single owner of each inode's passthrough state, because the kernel's
+rules (fs/fuse/iomode.c) span both kinds of handles: while an inode has passthrough
+handles, every open of it must name the same backing file, and a cached (ordinary) open
+fails. So this module keeps only the policy: which inodes may be published (none with
+ordinary handles open), the bound (``max_ids``: the least recently published is retracted
+first), retraction on eviction, the fallback when the mount cannot do passthrough, and
+the counters. An ordinary open of an inode whose passthrough handles are still open is
+answered with direct I/O, which the kernel allows next to them.
 
-No pyfuse3 here: the shim passes in the two ioctls, so this runs in plain unit tests.
-All methods run on the FUSE loop's thread (no lock needed).
+No pyfuse3 here: the shim passes in the table (:class:`Table`), so this runs in plain
+unit tests. All methods run on the FUSE loop's thread (no lock needed), except
+:meth:`PassthroughOpens.stats`, which only reads counters.
 """
 
 from __future__ import annotations
@@ -22,8 +29,8 @@ from __future__ import annotations
 import errno
 import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections import OrderedDict
+from typing import Protocol
 
 log = logging.getLogger(__name__)
 
@@ -34,134 +41,162 @@ MAX_BACKING_IDS = 4096
 _MOUNT_WIDE = (errno.EPERM, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTTY, errno.ENOSYS)
 
 
-@dataclass(slots=True)
-class _Backed:
-    backing_id: int
-    handles: int
+class Table(Protocol):
+    """pyfuse3's C table of published backing files (third_party/pyfuse3/fastopen.patch)."""
+
+    def publish(self, ino: int, fd: int) -> int: ...
+    def handle(self, ino: int) -> tuple[int, int] | None: ...
+    def release(self, fh: int) -> bool: ...
+    def retract(self, ino: int) -> bool: ...
+    def retract_file(self, st_dev: int, st_ino: int) -> int: ...
+    def handles(self, ino: int) -> int: ...
+    def held_fd(self, ino: int) -> int: ...
+    def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None: ...
+    def stats(self) -> dict: ...
+
+
+def fd_state(fd: int) -> tuple[int, int, int, int]:
+    """What the C table compares, beyond the file's identity: (size, links, ctime, mtime)."""
+    st = os.fstat(fd)
+    return (st.st_size, st.st_nlink, st.st_ctime_ns, st.st_mtime_ns)
 
 
 class PassthroughOpens:
-    """Per-mount state: backing ids per inode, ordinary handles per inode, counters."""
+    """Per-mount policy over the C table: what to publish, ordinary handles, counters."""
 
-    def __init__(
-        self,
-        open_id: Callable[[int], int],
-        close_id: Callable[[int], None],
-        *,
-        wanted: bool,
-        max_ids: int = MAX_BACKING_IDS,
-    ) -> None:
-        self._open_id = open_id
-        self._close_id = close_id
+    def __init__(self, table: Table, *, wanted: bool, max_ids: int = MAX_BACKING_IDS) -> None:
+        self.table = table
         self.max_ids = max_ids
         self.wanted = wanted
         #: "passthrough", or why not ("off: --no-passthrough", "off: kernel", ...)
         self.mode = "passthrough" if wanted else "off: --no-passthrough"
-        self._backed: dict[int, _Backed] = {}  # ino -> its backing id and passthrough handles
-        self._ordinary: dict[int, int] = {}  # ino -> ordinary handles open
-        self._fh_ino: dict[int, tuple[int, bool]] = {}  # fh -> (ino, passthrough?)
-        self.opens = 0  # passthrough opens answered
+        self._published: OrderedDict[int, None] = OrderedDict()  # least recently published first
+        self._ordinary: dict[int, int] = {}  # ino -> cached (non-direct) ordinary handles open
+        self._fh_ino: dict[int, tuple[int, bool]] = {}  # ordinary fh -> (ino, direct I/O?)
+        self.python_opens = 0  # passthrough opens answered here (the first, or after a change)
         self.ordinary_opens = 0
-        self.ids_opened = 0
-        self.ids_closed = 0
 
     @property
     def active(self) -> bool:
         return self.mode == "passthrough"
 
     def disable(self, why: str) -> None:
-        """Stop passthrough for this mount (logged once); open handles keep theirs."""
+        """Stop publishing for this mount (logged once); open handles keep theirs."""
         if self.active:
             log.warning("FUSE passthrough off for this mount (%s): reads go through the daemon", why)
         self.mode = f"off: {why}"
 
-    # --- OPEN -------------------------------------------------------------------------------
-    def existing(self, ino: int) -> int | None:
-        """The backing id to answer an open of ``ino`` with, without any I/O, if the inode
-        already has passthrough handles (the kernel requires the same one)."""
-        b = self._backed.get(ino)
-        return b.backing_id if b is not None else None
+    # --- OPEN (the ones that reach Python) --------------------------------------------------
+    def reuse(self, ino: int) -> tuple[int, int] | None:
+        """``(fh, backing_id)`` for an open of ``ino`` from its entry in the table, if the
+        file is unchanged (reached here: C does not answer opens, or the entry is retracted)."""
+        if not self.wanted:
+            return None
+        got = self.table.handle(ino)
+        if got is not None:
+            self.python_opens += 1
+        return got
 
-    def may_try(self, ino: int) -> bool:
-        """Whether an open of ``ino`` may look for a backing file (then call :meth:`register`)."""
-        return self.active and ino not in self._ordinary and len(self._backed) < self.max_ids
+    def held(self, ino: int) -> bool:
+        """Whether the table holds a backing id for ``ino`` (its handles are open)."""
+        return self.wanted and self.table.handles(ino) >= 0
 
-    def register(self, ino: int, fd: int | None) -> int | None:
-        """A backing id for ``ino`` from the verified file ``fd`` (closed here), or None for
-        an ordinary open. Call after :meth:`may_try`; other opens may have run meanwhile."""
+    def may_publish(self, ino: int) -> bool:
+        """Whether an open of ``ino`` may look for a backing file (then :meth:`publish`)."""
+        return self.active and ino not in self._ordinary and not self.held(ino)
+
+    def publish(self, ino: int, fd: int | None) -> tuple[int, int] | None:
+        """Publish the verified file ``fd`` (owned by the table after, closed here
+        otherwise) and take a handle of it, or None for an ordinary open. Call after
+        :meth:`may_publish`; other opens may have run meanwhile."""
+        if fd is None:
+            return None
+        owned = False
         try:
-            known = self.existing(ino)
-            if known is not None or fd is None:
-                return known
-            if not self.may_try(ino):
+            if not self.may_publish(ino):
                 return None
+            while len(self._published) >= self.max_ids:
+                old, _ = self._published.popitem(last=False)
+                self.table.retract(old)
             try:
-                backing_id = self._open_id(fd)
+                self.table.publish(ino, fd)
             except OSError as exc:
                 if exc.errno in _MOUNT_WIDE:
                     self.disable(f"backing file refused: {os.strerror(exc.errno)}")
-                else:
+                elif exc.errno not in (errno.EBUSY, errno.ENOSPC):
                     log.warning("FUSE passthrough: backing file of inode %d refused: %s", ino, exc)
                 return None
-            self.ids_opened += 1
-            self._backed[ino] = _Backed(backing_id, 0)
-            return backing_id
+            owned = True
+            self._published[ino] = None
+            return self.reuse(ino)
         finally:
-            if fd is not None:
+            if not owned:
                 os.close(fd)
 
-    def opened(self, fh: int, ino: int, backing_id: int | None) -> None:
-        """Record the handle the open is answered with (passthrough if ``backing_id``)."""
-        if backing_id is not None:
-            self._backed[ino].handles += 1
-            self.opens += 1
-        else:
+    def held_fd(self, ino: int) -> int:
+        """A copy of the descriptor the table holds for ``ino`` (the caller closes it), -1 if none."""
+        return self.table.held_fd(ino)
+
+    def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None:
+        """The held file of ``ino`` was checked again and was in ``state`` (:func:`fd_state`)
+        when it passed: a handle of it, if it is still in that state."""
+        got = self.table.revalidate(ino, state)
+        if got is not None:
+            self.python_opens += 1
+        return got
+
+    def opened(self, fh: int, ino: int, *, direct: bool) -> None:
+        """Record an ordinary handle (``direct``: direct I/O, allowed next to passthrough ones)."""
+        if not direct:
             self._ordinary[ino] = self._ordinary.get(ino, 0) + 1
-            self.ordinary_opens += 1
-        self._fh_ino[fh] = (ino, backing_id is not None)
+        self._fh_ino[fh] = (ino, direct)
+        self.ordinary_opens += 1
 
-    def failed(self, ino: int) -> None:
-        """The open was not answered after :meth:`register` gave an id: drop it if unused."""
-        b = self._backed.get(ino)
-        if b is not None and b.handles == 0:
-            self._release_id(ino, b)
+    def retract(self, ino: int) -> None:
+        """No more passthrough opens of ``ino`` with its published file (e.g. evicted)."""
+        self._published.pop(ino, None)
+        if self.wanted:
+            self.table.retract(ino)
 
-    # --- RELEASE ----------------------------------------------------------------------------
+    def evicted(self, st_dev: int, st_ino: int) -> None:
+        """The tier removed this file: if it is published, retract it (its space comes back
+        with its last handle). Another process's evictions are seen by C at the next open."""
+        if self.wanted:
+            ino = self.table.retract_file(st_dev, st_ino)
+            if ino:
+                self._published.pop(ino, None)
+
+    # --- RELEASE (the ones that reach Python) -----------------------------------------------
     def released(self, fh: int) -> None:
+        if self.wanted and self.table.release(fh):
+            return
         got = self._fh_ino.pop(fh, None)
         if got is None:
             return
-        ino, passthrough = got
-        if passthrough:
-            b = self._backed[ino]
-            b.handles -= 1
-            if b.handles == 0:
-                self._release_id(ino, b)
+        ino, direct = got
+        if direct:
+            return
+        left = self._ordinary[ino] - 1
+        if left:
+            self._ordinary[ino] = left
         else:
-            left = self._ordinary[ino] - 1
-            if left:
-                self._ordinary[ino] = left
-            else:
-                del self._ordinary[ino]
-
-    def _release_id(self, ino: int, b: _Backed) -> None:
-        del self._backed[ino]
-        self.ids_closed += 1
-        try:
-            self._close_id(b.backing_id)
-        except OSError as exc:  # the session is gone (unmount): the kernel freed it
-            log.debug("FUSE passthrough: closing backing id %d: %s", b.backing_id, exc)
-
-    def close_all(self) -> None:
-        for ino, b in list(self._backed.items()):
-            self._release_id(ino, b)
+            del self._ordinary[ino]
 
     # --- visibility -------------------------------------------------------------------------
     def stats(self) -> dict:
+        t = self.table.stats() if self.wanted else {}
         return {
             "mode": self.mode,
-            "passthrough_opens": self.opens,
+            "passthrough_opens": t.get("c_opens", 0) + t.get("py_handles", 0),
+            "passthrough_opens_in_c": t.get("c_opens", 0),
+            "passthrough_opens_in_python": self.python_opens,
+            "releases_in_c": t.get("c_releases", 0),
+            "passthrough_handles_open": t.get("c_opens", 0) + t.get("py_handles", 0) - t.get("releases", 0),
             "ordinary_opens": self.ordinary_opens,
-            "backing_ids_open": len(self._backed),
-            "backing_ids_opened": self.ids_opened,
+            "backing_ids_open": t.get("entries", 0),
+            "backing_ids_opened": t.get("ids_opened", 0),
+            "backing_ids_closed": t.get("ids_closed", 0),
+            "published": t.get("published", 0),
+            "changed_on_disk": t.get("changed", 0),
+            "fastopen": bool(t.get("fastopen", False)),
         }

@@ -238,6 +238,14 @@ class ReadOnlyView:
         backing = getattr(self.source, "backing_fd", None)
         return backing(self.tree.ref(ino), verify=verify) if backing is not None else None
 
+    def backing_check(self, ino: int, fd: int) -> bool:
+        """Blocking: whether ``fd`` (a backing file handed to the kernel before, which has
+        changed since, e.g. was evicted) still holds exactly this file's verified bytes."""
+        check = getattr(self.source, "backing_check", None)
+        if check is None or ino in self._virtual or self.tree.attr(ino).kind != FILE:
+            return False
+        return check(self.tree.ref(ino), fd)
+
     def release(self, fh: int) -> None:
         with self._lock:
             self._handles.pop(fh, None)

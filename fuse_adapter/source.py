@@ -73,6 +73,16 @@ class ByteSource(Protocol):
         reading data; -1 if it would have to (then call again with ``verify=True``)."""
         ...
 
+    def backing_check(self, ref: ObjectRef, fd: int) -> bool:
+        """Whether the descriptor ``fd`` (a backing file from :meth:`backing_fd` that has
+        changed since) still holds exactly the verified bytes of ``ref`` (reads it whole)."""
+        ...
+
+    def watch_backing(self, listener: Callable[[int, int], None]) -> None:
+        """Call ``listener(st_dev, st_ino)`` (from any thread) for each backing file the
+        cache evicts."""
+        ...
+
     def report_mount(self, status: Callable[[], dict]) -> None:
         """Show a mount's open mode (passthrough or not) and counts in the cache's stats."""
         ...
@@ -127,6 +137,12 @@ class CacheSource:
 
     def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
         return self._cache.backing_fd(ref, verify=verify)
+
+    def backing_check(self, ref: ObjectRef, fd: int) -> bool:
+        return self._cache.backing_check(ref, fd)
+
+    def watch_backing(self, listener: Callable[[int, int], None]) -> None:
+        self._cache.watch_backing(listener)
 
     def backs_files(self) -> bool:
         b = self._cache.backing

@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 from datahub.cache import pages as fmt
 from datahub.cache.pages import PageKey
@@ -43,13 +44,23 @@ class BackingFiles:
         self._verified: OrderedDict[str, tuple[int, int, int, int]] = OrderedDict()
         self.verifications = 0  # full checks (first opens, and files changed since)
         self.rejected = 0  # files that failed a check (removed; the open took the normal path)
+        #: told (st_dev, st_ino) of each page file the tier evicts (a mount retracts it)
+        self.listeners: list[Callable[[int, int], None]] = []
         disk.on_written = self.written
+        disk.on_discarded = self.discarded
 
     def written(self, key: PageKey, st: os.stat_result) -> None:
         """The disk tier wrote this file from bytes it had just checksummed: it counts as
         verified in the state it was left in (a cold file's first passthrough open then
         reads nothing back). Any later change moves its ctime, as for a verified file."""
         self._remember(key.digest, (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
+
+    def discarded(self, st: os.stat_result) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(st.st_dev, st.st_ino)
+            except Exception:  # a mount that is going away must not stop an eviction
+                log.exception("backing file listener failed")
 
     def _remember(self, digest: str, state: tuple[int, int, int, int]) -> None:
         with self._lock:
@@ -98,6 +109,28 @@ class BackingFiles:
         except BaseException:
             os.close(fd)
             raise
+
+    def check_held(self, key: PageKey, size: int, fd: int) -> bool:
+        """Whether ``fd``, a file handed out by :meth:`open` that has changed since (evicted,
+        chmod, written), still holds exactly ``size`` verified bytes of ``key``: read whole
+        and checked against the header it carries. Never removes anything: the tier's file
+        of that name may be another, newer one."""
+        try:
+            head = os.getxattr(fd, fmt.XATTR)
+            header = fmt.parse_header(head)
+            if header is None:
+                return False
+            problem = self._check(fd, key, header, size)
+        except OSError as exc:
+            log.warning("backing file of %s: %s; reading through the daemon", key.url, exc)
+            return False
+        if problem is not None:
+            with self._lock:
+                self.rejected += 1
+            log.warning(
+                "backing file of %s held by open handles: %s; reading through the daemon", key.url, problem
+            )
+        return problem is None
 
     def _check(self, fd: int, key: PageKey, header: fmt.PageHeader, size: int) -> str | None:
         self.verifications += 1

@@ -146,6 +146,12 @@ def mount_text(snapshots: list[dict]) -> str:
             "Opens the kernel serves itself.",
         ),
         (
+            "passthrough_opens_in_c",
+            "datahub_mount_passthrough_opens_in_c_total",
+            "counter",
+            "Of those, opens answered in C without entering the daemon's Python (fastopen).",
+        ),
+        (
             "ordinary_opens",
             "datahub_mount_daemon_opens_total",
             "counter",

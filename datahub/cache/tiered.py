@@ -373,6 +373,19 @@ class TieredCache:
             self.backing.disk.touch(key)  # a hit: eviction sees the object in use
         return fd
 
+    def backing_check(self, ref: ObjectRef, fd: int) -> bool:
+        """Whether ``fd``, a backing file of ``ref`` handed out before and changed since (e.g.
+        evicted), still holds exactly its verified bytes (read whole and checked)."""
+        if self.backing is None or not 0 < ref.size <= self.page_size:
+            return False
+        return self.backing.check_held(PageKey(ref.url, ref.etag, self.page_size, 0), ref.size, fd)
+
+    def watch_backing(self, listener: Callable[[int, int], None]) -> None:
+        """Call ``listener(st_dev, st_ino)`` for each backing file the disk tier evicts (from
+        the evicting thread), so a mount stops holding it."""
+        if self.backing is not None:
+            self.backing.listeners.append(listener)
+
     def report_mount(self, status: Callable[[], dict]) -> None:
         """Show ``status()`` (a mount's open mode and passthrough counts) in ``stats()``."""
         self._mount_reports.append(status)

@@ -221,7 +221,8 @@ def _warmup_line(w: dict) -> str:
 def _mount_line(m: dict) -> str:
     """One mount's opens: served by the kernel (FUSE passthrough) or why not, and counts."""
     return (
-        f"opens of {m['mountpoint']} [{m['mode']}]: {m['passthrough_opens']} passthrough, "
+        f"opens of {m['mountpoint']} [{m['mode']}]: {m['passthrough_opens']} passthrough "
+        f"({m.get('passthrough_opens_in_c', 0)} answered in C), "
         f"{m['ordinary_opens']} through the daemon, {m['backing_ids_open']} backing files held"
     )
 

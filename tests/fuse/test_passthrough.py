@@ -13,9 +13,11 @@ kernel's passthrough:
 
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -125,7 +127,9 @@ def test_reads_and_mmap_of_disk_tier_files_never_reach_the_daemon(env: FuseEnv, 
                 os.close(fd)
         wait_until(lambda: mount_stats(env).get("passthrough_opens", 0) >= len(FILES), GUARD)  # snapshots lag
         assert mount_stats(env)["mode"] == "passthrough"
-        wait_until(lambda: mount_stats(env).get("backing_ids_open") == 0, GUARD)  # released with the handles
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        s = mount_stats(env)  # ids are held for published files only (opens answered in C)
+        assert s["backing_ids_open"] == s["published"] <= len(FILES)
 
 
 def test_no_passthrough_keeps_reads_in_the_daemon(env: FuseEnv, files: Dataset) -> None:
@@ -215,5 +219,121 @@ def test_an_evicted_backing_file_stays_valid_for_the_handles_that_hold_it(
                 os.close(second)
         finally:
             os.close(first)
-        wait_until(lambda: mount_stats(env).get("backing_ids_open") == 0, GUARD)
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
         assert (root / key).read_bytes() == data  # the file is gone: through the daemon (RAM or origin)
+
+
+# --- opens answered in C (third_party/pyfuse3/fastopen.patch) ------------------------------
+def read_all(root: Path) -> None:
+    for key, data in FILES.items():
+        assert (root / key).read_bytes() == data
+
+
+def test_opens_of_published_files_never_reach_python(env: FuseEnv, files: Dataset) -> None:
+    """After one open published each file, further opens and releases are answered in C:
+    the count of passthrough opens Python answered stays flat while C's grows."""
+    mnt = env.mountpoint("fast")
+    with env.mounted(mnt, "pt"):
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        read_all(root)  # the first passthrough opens: in Python, which publishes each file
+        wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+        before = mount_stats(env)
+        for _ in range(3):
+            read_all(root)
+        want = before["passthrough_opens_in_c"] + 3 * len(FILES)
+        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_c", 0) >= want, GUARD)
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        after = mount_stats(env)
+        assert after["passthrough_opens_in_python"] == before["passthrough_opens_in_python"]
+        assert after["ordinary_opens"] == before["ordinary_opens"]
+        assert after["releases_in_c"] >= before["releases_in_c"] + 3 * len(FILES)
+        assert after["backing_ids_open"] == after["published"] == len(FILES)
+
+
+def test_no_fastopen_answers_the_same_opens_in_python(env: FuseEnv, files: Dataset) -> None:
+    """The benchmark's baseline: the same passthrough, every open answered by Python."""
+    mnt = env.mountpoint("slow")
+    with env.mounted(mnt, "pt", "--no-fastopen"):
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        read_all(root)
+        read_all(root)
+        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_python", 0) >= 2 * len(FILES), GUARD)
+        s = mount_stats(env)
+        assert s["passthrough_opens_in_c"] == 0 and s["releases_in_c"] == 0 and not s["fastopen"]
+
+
+def test_a_published_file_damaged_on_disk_is_caught_by_c_at_the_next_open(
+    env: FuseEnv, files: Dataset
+) -> None:
+    mnt = env.mountpoint("fastdmg")
+    with env.mounted(mnt, "pt"):
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        read_all(root)
+        read_all(root)  # answered in C: the files are published
+        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_c", 0) >= len(FILES), GUARD)
+        victims = list(FILES)[:3]
+        flip_byte(page_file_of(env, FILES[victims[0]]), 99)
+        os.truncate(page_file_of(env, FILES[victims[1]]), 1000)
+        os.chmod(page_file_of(env, FILES[victims[2]]), 0o600)  # only its ctime moves: checked again
+        for key in victims:
+            fd = os.open(root / key, os.O_RDONLY)
+            try:
+                assert os.pread(fd, len(FILES[key]) + 10, 0) == FILES[key]
+                with mmap.mmap(fd, len(FILES[key]), prot=mmap.PROT_READ) as m:
+                    assert m[:] == FILES[key]
+            finally:
+                os.close(fd)
+        wait_until(lambda: mount_stats(env).get("changed_on_disk", 0) >= len(victims), GUARD)
+        wait_until(lambda: sum(b["rejected"] for b in cache_stats(env)["backing_files"]) >= 2, GUARD)
+        read_all(root)
+
+
+def test_opens_with_write_flags_are_refused_on_a_published_file(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("fastrw")
+    with env.mounted(mnt, "pt"):
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        read_all(root)
+        wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+        key, data = next(iter(FILES.items()))
+        for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND, os.O_RDONLY | os.O_TRUNC):
+            with pytest.raises(OSError) as exc:
+                os.close(os.open(root / key, flags))
+            assert exc.value.errno == errno.EROFS, flags
+        assert (root / key).read_bytes() == data
+
+
+def test_backing_ids_are_all_released_after_eviction_and_at_unmount(env: FuseEnv, files: Dataset) -> None:
+    """Handles answered in C stay valid when their page files are evicted; the ids of
+    evicted files go with their last handle, and every id is closed at unmount."""
+    mnt = env.mountpoint("fastevict")
+    with env.mounted(mnt, "pt"):
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        read_all(root)
+        wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+        fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}  # in C
+        try:
+            for path in page_files(env):
+                path.unlink()  # what eviction does
+            for fd, data in fds.items():
+                assert os.pread(fd, len(data) + 1, 0) == data
+            key, data = next(iter(FILES.items()))
+            again = os.open(root / key, os.O_RDONLY)  # C sees the unlink: Python checks it again
+            try:
+                with mmap.mmap(again, len(data), prot=mmap.PROT_READ) as m:
+                    assert m[:] == data
+            finally:
+                os.close(again)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        read_all(root)  # each open sees its file unlinked: retracted, read through the daemon
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        wait_until(lambda: mount_stats(env).get("backing_ids_open") == 0, GUARD)
+    log = (env.root / "mount-fastevict.log").read_text()
+    opened, closed = map(int, re.findall(r"unmounted: (\d+) backing ids opened, (\d+) closed", log)[-1])
+    assert opened == closed >= len(FILES)

@@ -1,6 +1,8 @@
-"""The bookkeeping of passthrough opens (fuse_adapter.passthrough), without a mount: one
-backing id per inode while it has passthrough handles, never mixed with ordinary handles,
-bounded, always released, and a mount-wide refusal turns passthrough off once."""
+"""The policy of passthrough opens (fuse_adapter.passthrough), without a mount, over a fake
+of pyfuse3's C table (fastopen.patch) that also checks the kernel's rules: an inode never
+has passthrough and cached handles at once, every passthrough handle of an inode names the
+same backing id, ids are bounded and all released, and a mount-wide refusal turns
+passthrough off once."""
 
 from __future__ import annotations
 
@@ -12,97 +14,283 @@ from hypothesis import strategies as st
 
 from fuse_adapter.passthrough import PassthroughOpens
 
+FH_BIT = 1 << 62
 
-class FakeKernel:
-    def __init__(self, refuse: int | None = None) -> None:
-        self.next_id = 1
-        self.open_ids: set[int] = set()
+
+class FakeTable:
+    """What fastopen.h does, with a descriptor's "changed" flag standing in for its fstat."""
+
+    def __init__(self, refuse: int | None = None, capacity: int = 4096) -> None:
         self.refuse = refuse
+        self.capacity = capacity
+        self.next_id = 0
+        self.entries: dict[int, dict] = {}  # ino -> {id, fd, published, handles, changed}
+        self.open_ids: set[int] = set()
+        self.c_opens = 0
+        self.py_handles = 0
+        self.releases = 0
 
-    def open_id(self, fd: int) -> int:
+    # the C side of OPEN and RELEASE (what the kernel would get answered without Python)
+    def c_open(self, ino: int) -> tuple[int, int] | None:
+        e = self.entries.get(ino)
+        if e is None or not e["published"]:
+            return None
+        if e["changed"]:
+            e["published"] = False
+            self._settle(ino)
+            return None
+        e["handles"] += 1
+        self.c_opens += 1
+        return FH_BIT | ino, e["id"]
+
+    def _settle(self, ino: int) -> None:
+        e = self.entries[ino]
+        if not e["published"] and e["handles"] == 0:
+            self.open_ids.remove(e["id"])
+            os.close(e["fd"])
+            del self.entries[ino]
+
+    # the Table protocol
+    def publish(self, ino: int, fd: int) -> int:
+        e = self.entries.get(ino)
+        if e is not None:
+            if not e["changed"]:
+                e["published"] = True
+                os.close(fd)
+                return e["id"]
+            e["published"] = False
+            self._settle(ino)
+            if ino in self.entries:
+                raise OSError(errno.EBUSY, "busy")
+        if len(self.entries) >= self.capacity:
+            raise OSError(errno.ENOSPC, "full")
         if self.refuse is not None:
             raise OSError(self.refuse, os.strerror(self.refuse))
         os.fstat(fd)  # a real, open descriptor
         self.next_id += 1
         self.open_ids.add(self.next_id)
+        self.entries[ino] = {"id": self.next_id, "fd": fd, "published": True, "handles": 0, "changed": False}
         return self.next_id
 
-    def close_id(self, backing_id: int) -> None:
-        self.open_ids.remove(backing_id)
+    def handle(self, ino: int) -> tuple[int, int] | None:
+        e = self.entries.get(ino)
+        if e is None:
+            return None
+        if e["changed"]:
+            if e["published"]:
+                e["published"] = False
+                self._settle(ino)
+            return None
+        e["handles"] += 1
+        self.py_handles += 1
+        return FH_BIT | ino, e["id"]
+
+    def release(self, fh: int) -> bool:
+        if not fh & FH_BIT:
+            return False
+        ino = fh & ~FH_BIT
+        e = self.entries.get(ino)
+        if e is None or e["handles"] == 0:
+            return False
+        e["handles"] -= 1
+        self.releases += 1
+        self._settle(ino)
+        return True
+
+    def retract(self, ino: int) -> bool:
+        e = self.entries.get(ino)
+        if e is None:
+            return False
+        was = e["published"]
+        e["published"] = False
+        self._settle(ino)
+        return was
+
+    def retract_file(self, st_dev: int, st_ino: int) -> int:
+        for ino, e in list(self.entries.items()):
+            st = os.fstat(e["fd"])
+            if (st.st_dev, st.st_ino) == (st_dev, st_ino):
+                e["published"] = False
+                self._settle(ino)
+                return ino
+        return 0
+
+    def handles(self, ino: int) -> int:
+        e = self.entries.get(ino)
+        return -1 if e is None else e["handles"]
+
+    def held_fd(self, ino: int) -> int:
+        e = self.entries.get(ino)
+        return -1 if e is None else os.dup(e["fd"])
+
+    def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None:
+        e = self.entries.get(ino)
+        if e is None:
+            return None
+        e["changed"] = False
+        e["handles"] += 1
+        self.py_handles += 1
+        return FH_BIT | ino, e["id"]
+
+    def stats(self) -> dict:
+        return {
+            "c_opens": self.c_opens,
+            "py_handles": self.py_handles,
+            "releases": self.releases,
+            "entries": len(self.entries),
+            "published": sum(e["published"] for e in self.entries.values()),
+        }
 
 
 def a_fd() -> int:
-    return os.open("/dev/null", os.O_RDONLY)
+    """A descriptor of a file of its own (retract_file tells files apart by identity)."""
+    return os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
 
 
-def test_one_backing_id_per_inode_released_with_its_last_handle() -> None:
-    k = FakeKernel()
-    pt = PassthroughOpens(k.open_id, k.close_id, wanted=True)
-    bid = pt.register(5, a_fd())
-    pt.opened(1, 5, bid)
-    assert pt.existing(5) == bid  # a second open of the inode must use the same id
-    pt.opened(2, 5, pt.existing(5))
-    assert len(k.open_ids) == 1
-    pt.released(1)
-    assert k.open_ids == {bid}
-    pt.released(2)
-    assert k.open_ids == set() and pt.existing(5) is None
+class Mount:
+    """The open/release logic of ReadOnlyOps over the policy, as a driver for the tests."""
+
+    def __init__(self, pt: PassthroughOpens, table: FakeTable) -> None:
+        self.pt, self.table = pt, table
+        self.tokens = 0
+        self.handles: dict[int, tuple[int, str, int]] = {}  # token -> (ino, kind, fh)
+
+    def open(self, ino: int, has_file: bool = True) -> int:
+        """A token for the open handle (fh of C handles repeat: one per inode)."""
+        self.tokens += 1
+        direct = False
+        got = self.table.c_open(ino)
+        if got is None:
+            got = self.pt.reuse(ino)
+            if got is None and self.pt.may_publish(ino):
+                got = self.pt.publish(ino, a_fd() if has_file else None)
+            if got is None and self.pt.held(ino):
+                got = self.pt.revalidate(ino, (0, 0, 0, 0)) if has_file else None
+                direct = got is None
+        if got is not None:
+            self.handles[self.tokens] = (ino, f"pt{got[1]}", got[0])
+        else:
+            self.pt.opened(self.tokens, ino, direct=direct)
+            self.handles[self.tokens] = (ino, "direct" if direct else "cached", self.tokens)
+        return self.tokens
+
+    def release(self, token: int) -> None:
+        _, _, fh = self.handles.pop(token)
+        self.pt.released(fh)
+
+    def check_kernel_rules(self) -> None:
+        kinds: dict[int, set[str]] = {}
+        for ino, kind, _ in self.handles.values():
+            kinds.setdefault(ino, set()).add(kind)
+        for ino, k in kinds.items():
+            pts = {x for x in k if x.startswith("pt")}
+            assert len(pts) <= 1, f"inode {ino}: two backing ids {pts}"
+            assert not (pts and "cached" in k), f"inode {ino}: passthrough and cached handles"
 
 
-def test_an_inode_with_ordinary_handles_is_not_passthrough() -> None:
-    k = FakeKernel()
-    pt = PassthroughOpens(k.open_id, k.close_id, wanted=True)
-    pt.opened(1, 7, None)
-    assert not pt.may_try(7)
-    assert pt.register(7, a_fd()) is None and not k.open_ids
-    pt.released(1)
-    assert pt.may_try(7)
+def test_opens_of_a_published_file_are_answered_in_c() -> None:
+    t = FakeTable()
+    pt = PassthroughOpens(t, wanted=True)
+    m = Mount(pt, t)
+    first = m.open(5)  # Python publishes
+    assert pt.python_opens == 1 and t.c_opens == 0
+    others = [m.open(5) for _ in range(3)]
+    assert t.c_opens == 3 and pt.python_opens == 1
+    for h in [first, *others]:
+        m.release(h)
+    assert t.entries[5]["handles"] == 0 and t.open_ids  # held while published
+    pt.retract(5)
+    assert not t.open_ids and not t.entries
+
+
+def test_a_changed_file_goes_back_to_python_and_is_never_mixed() -> None:
+    t = FakeTable()
+    pt = PassthroughOpens(t, wanted=True)
+    m = Mount(pt, t)
+    h = m.open(5)
+    t.entries[5]["changed"] = True  # written, truncated, chmod'ed or evicted on disk
+    again = m.open(5, has_file=False)  # checked again: it failed -> direct I/O next to it
+    m.check_kernel_rules()
+    assert m.handles[again][1] == "direct"
+    m.release(h)
+    m.release(again)
+    assert not t.open_ids
+    m.release(m.open(5))  # published again from a fresh file
+    assert t.open_ids and not pt._ordinary
+
+
+def test_an_evicted_file_is_let_go_with_its_last_handle() -> None:
+    t = FakeTable()
+    pt = PassthroughOpens(t, wanted=True)
+    m = Mount(pt, t)
+    h = m.open(5)
+    m.release(m.open(6))
+    st5, st6 = (os.fstat(t.entries[i]["fd"]) for i in (5, 6))
+    pt.evicted(st6.st_dev, st6.st_ino)  # no handle: closed at once
+    assert 6 not in t.entries and 6 not in pt._published
+    pt.evicted(st5.st_dev, st5.st_ino)  # held by a handle: closed with it
+    assert t.entries[5]["handles"] == 1 and t.c_open(5) is None
+    m.release(h)
+    assert not t.entries and not t.open_ids
+
+
+def test_an_inode_with_cached_handles_is_not_published() -> None:
+    t = FakeTable()
+    pt = PassthroughOpens(t, wanted=True)
+    m = Mount(pt, t)
+    h = m.open(7, has_file=False)
+    assert not pt.may_publish(7)
+    assert pt.publish(7, a_fd()) is None and not t.open_ids
+    m.release(h)
+    assert pt.may_publish(7)
 
 
 def test_a_mount_wide_refusal_turns_passthrough_off_once() -> None:
-    k = FakeKernel(refuse=errno.EPERM)
-    pt = PassthroughOpens(k.open_id, k.close_id, wanted=True)
-    assert pt.register(3, a_fd()) is None
+    t = FakeTable(refuse=errno.EPERM)
+    pt = PassthroughOpens(t, wanted=True)
+    assert pt.publish(3, a_fd()) is None
     assert not pt.active and pt.mode.startswith("off: backing file refused")
-    assert not pt.may_try(4)
+    assert not pt.may_publish(4)
 
 
-def test_backing_ids_are_bounded() -> None:
-    k = FakeKernel()
-    pt = PassthroughOpens(k.open_id, k.close_id, wanted=True, max_ids=2)
-    for fh, ino in enumerate((1, 2, 3)):
-        bid = pt.register(ino, a_fd()) if pt.may_try(ino) else None
-        pt.opened(fh, ino, bid)
-    assert len(k.open_ids) == 2 and pt.stats()["ordinary_opens"] == 1
+def test_published_files_are_bounded_least_recently_published_first() -> None:
+    t = FakeTable()
+    pt = PassthroughOpens(t, wanted=True, max_ids=2)
+    m = Mount(pt, t)
+    for ino in (1, 2, 3):
+        m.release(m.open(ino))
+    assert sorted(t.entries) == [2, 3]
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3), st.booleans()), max_size=60))
-def test_ids_match_open_handles_whatever_the_order(ops: list[tuple[bool, int, bool]]) -> None:
-    """Any interleaving of opens (with or without a backing file) and releases: an inode
-    never has both kinds of handles, and the ids held are exactly the inodes with
-    passthrough handles; all are released at the end."""
-    k = FakeKernel()
-    pt = PassthroughOpens(k.open_id, k.close_id, wanted=True, max_ids=3)
-    handles: dict[int, tuple[int, bool]] = {}
-    fh = 0
-    for is_open, ino, has_file in ops:
-        if is_open or not handles:
-            fh += 1
-            bid = pt.existing(ino)
-            if bid is None and pt.may_try(ino):
-                bid = pt.register(ino, a_fd() if has_file else None)
-            pt.opened(fh, ino, bid)
-            handles[fh] = (ino, bid is not None)
-        else:
-            victim = sorted(handles)[ino % len(handles)]
-            pt.released(victim)
-            del handles[victim]
-        kinds: dict[int, set[bool]] = {}
-        for i, passthrough in handles.values():
-            kinds.setdefault(i, set()).add(passthrough)
-        assert all(len(v) == 1 for v in kinds.values())
-        assert len(k.open_ids) == sum(1 for v in kinds.values() if v == {True})
-    for h in list(handles):
-        pt.released(h)
-    assert not k.open_ids
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["open", "release", "change", "retract"]), st.integers(0, 3), st.booleans()
+        ),
+        max_size=60,
+    )
+)
+def test_kernel_rules_hold_whatever_the_order(ops: list[tuple[str, int, bool]]) -> None:
+    """Any interleaving of opens (with or without a backing file), releases, files changed
+    on disk and retractions: an inode never has passthrough and cached handles at once,
+    nor two backing ids; ids are bounded; all are released at the end."""
+    t = FakeTable(capacity=3)
+    pt = PassthroughOpens(t, wanted=True, max_ids=2)
+    m = Mount(pt, t)
+    for op, ino, has_file in ops:
+        if op == "open" or (op == "release" and not m.handles):
+            m.open(ino, has_file)
+        elif op == "release":
+            m.release(sorted(m.handles)[ino % len(m.handles)])
+        elif op == "change" and ino in t.entries:
+            t.entries[ino]["changed"] = True
+        elif op == "retract":
+            pt.retract(ino)
+        m.check_kernel_rules()
+        assert len(t.open_ids) <= 3
+    for h in list(m.handles):
+        m.release(h)
+    for ino in range(4):
+        pt.retract(ino)
+    assert not t.open_ids and not pt._ordinary
