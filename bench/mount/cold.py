@@ -32,6 +32,7 @@ import dataclasses
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -197,7 +198,7 @@ def main() -> None:
         (src / key).write_bytes(data)
     local_paths = [str(src / k) for k in objects]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
-    print(f"# cold: {args.files} files (50-200 KB, {total / 1e6:.0f} MB), 8 threads, best of {args.passes}")
+    print(f"# cold: {args.files} files (50-200 KB, {total / 1e6:.0f} MB), 8 threads, {args.passes} passes")
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  load {os.getloadavg()[0]:.2f}")
     print(f"# head {commit.stdout.strip()}, kernel {os.uname().release}, flags {' '.join(args.mount_flag)}")
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1])) for t in args.tree] or [("head", REPO)]
@@ -205,6 +206,7 @@ def main() -> None:
         f"{'origin':10} {'tree':10} {'pass':>4} {'files/s':>9} {'local dir':>10} {'ratio':>6} {'daemon us/file':>15}"
     )
     moto = proxy = None
+    summary: dict[tuple[str, str], list[float]] = {}
     try:
         for origin in args.origins.split(","):
             if origin == "local":
@@ -238,6 +240,7 @@ def main() -> None:
                         tree,
                     )
                     rate, base_rate = args.files / dt, args.files / base
+                    summary.setdefault((origin, label), []).append(cpu / args.files * 1e6)
                     print(
                         f"{origin:10} {label:10} {i:>4} {rate:>9,.0f} {base_rate:>10,.0f} {rate / base_rate:>6.2f}"
                         f" {cpu / args.files * 1e6:>15.0f}",
@@ -246,6 +249,10 @@ def main() -> None:
             if proxy is not None:
                 proxy.stop()
                 proxy = None
+        print(
+            "# median daemon us/file over the passes: "
+            + ", ".join(f"{o} {t} {statistics.median(v):.0f}" for (o, t), v in summary.items())
+        )
     finally:
         if proxy is not None:
             proxy.stop()

@@ -152,6 +152,7 @@ class StoreRegistry:
         self._lean_s3_get = lean_s3_get
         self._lock = threading.Lock()
         self._stores: dict[str, ObjectStore] = {}
+        self._by_root: dict[str, ObjectStore] = {}  # root URLs as asked (``_stores`` is by canonical root)
         self._s3 = None  # one datahub.storage.s3.S3Connection shared by every bucket
         self._closed = False
 
@@ -161,6 +162,9 @@ class StoreRegistry:
 
     def store(self, root_url: str) -> ObjectStore:
         """The cached store for a root URL (``s3://bucket/prefix`` roots are allowed too)."""
+        store = self._by_root.get(root_url)  # the cache asks once per fetch, with a root seen before
+        if store is not None and not self._closed:
+            return store
         scheme, authority, path = _parse(root_url)
         canonical = f"{scheme}://{authority}/{path}".rstrip("/")
         with self._lock:
@@ -170,6 +174,7 @@ class StoreRegistry:
             if store is None:
                 store = self._open(scheme, authority, path, root_url)
                 self._stores[canonical] = store
+            self._by_root[root_url] = store
             return store
 
     def _open(self, scheme: str, authority: str, path: str, root_url: str) -> ObjectStore:
@@ -183,7 +188,7 @@ class StoreRegistry:
 
     def close(self) -> None:
         with self._lock:
-            stores, self._stores = list(self._stores.values()), {}
+            stores, self._stores, self._by_root = list(self._stores.values()), {}, {}
             connection, self._s3 = self._s3, None
             self._closed = True
         for store in stores:
