@@ -331,28 +331,40 @@ def fill_many(n: int) -> None:
 
 def small_read(args: argparse.Namespace, datahub: Datahub, out) -> None:
     """Mount a bucket of ``args.small_read`` objects with default flags, read 10 files, wait,
-    count every request (LIST pages and GETs) in moto's log; then again on a remount (the
-    snapshot is reused: no listing)."""
+    count every request (LIST pages and GETs) in moto's log; then again on a remount (it
+    reuses the snapshot if the first mount took one). The same-run baseline does both with
+    ``cache.bucket_list_whole_objects = 0``: the whole listing first, as before issue 27's
+    listing by directory. ``first_byte_s``: mount start to the first file's bytes."""
     import random
 
     fill_many(args.small_read)
     reqlog = run_bench.RequestLog(str(WORK / "run" / "moto.log"))
     rng = random.Random(27)
-    for attempt, flags in (("first mount (new snapshot)", " --refresh"), ("remount (snapshot reused)", "")):
-        spec = datahub.spec(flags, source=f"s3://{MANY_BUCKET}")
+    whole = {"DATAHUB_CACHE_BUCKET_LIST_WHOLE_OBJECTS": "0"}
+    attempts = (
+        ("first mount", " --refresh", {}),
+        ("remount", "", {}),
+        ("baseline (whole listing) first mount", " --refresh", whole),
+        ("baseline (whole listing) remount", "", whole),
+    )
+    for attempt, flags, env in attempts:
+        spec = datahub.spec(flags, source=f"s3://{MANY_BUCKET}", env=env)
         cfg = run_bench.Config("dh-small-read", spec, {})
         cfg.unmount()
         cfg.clear_caches()
         reqlog.take()
         t0 = time.time()
         cfg.mount()
+        picks = rng.sample(range(args.small_read), 10)
+        (Path(cfg.root) / f"d{picks[0] // 1000:03d}/o{picks[0]:06d}.bin").read_bytes()
+        first_byte_s = time.time() - t0
         info = Path(cfg.root) / ".datahub"
-        while json.loads(info.read_text()).get("state") != "ready":  # the listing is in
+        while json.loads(info.read_text()).get("state") != "ready":  # the listing is in (or by directory)
             time.sleep(0.2)
         listed_s = time.time() - t0
+        listing = json.loads(info.read_text()).get("listing", "whole")
         cpu0 = run_bench.cpu_s(cfg.daemon_pid())
-        picks = rng.sample(range(args.small_read), 10)
-        for i in picks:
+        for i in picks[1:]:
             (Path(cfg.root) / f"d{i // 1000:03d}/o{i:06d}.bin").read_bytes()
         time.sleep(args.small_read_wait)  # time for a warm-up to show, if one started
         figures = datahub.cache_figures(cfg.daemon_pid(), time.time())
@@ -362,7 +374,8 @@ def small_read(args: argparse.Namespace, datahub: Datahub, out) -> None:
         rec = {
             "small_read": True, "label": args.label, "commit": datahub.commit, "attempt": attempt,
             "objects": args.small_read, "files_read": len(picks), "requests": requests,
-            "listed_s": round(listed_s, 1), "wait_s": args.small_read_wait,
+            "listed_s": round(listed_s, 1), "first_byte_s": round(first_byte_s, 2), "listing": listing,
+            "wait_s": args.small_read_wait,
             "daemon_cpu_s_reads": None if cpu0 is None or cpu1 is None else round(cpu1 - cpu0, 2),
             "warmups": (figures or {}).get("warmups"),
         }  # fmt: skip
@@ -378,8 +391,8 @@ def small_read_report(recs: list[dict]) -> list[str]:
     lines = [
         "### The small-read case: 10 files of a bucket mount with default flags",
         "",
-        "| | objects | LIST pages | GETs of objects | all requests | warm-up |",
-        "|---|---|---|---|---|---|",
+        "| | objects | listing | LIST pages | GETs of objects | all requests | first byte (s) | warm-up |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         q = r["requests"] or {}
@@ -387,8 +400,8 @@ def small_read_report(recs: list[dict]) -> list[str]:
         state = f"{w.get('state', '—')}, {w.get('passes', 0)} passes, warmed {w.get('objects_warmed', 0)}"
         total = sum(q.get(k, 0) for k in ("GET", "HEAD", "LIST", "other"))
         lines.append(
-            f"| {r['label']} {r['attempt']} | {r['objects']:,} | {q.get('LIST', 0)} | {q.get('GET', 0)} "
-            f"| {total} | {state} |"
+            f"| {r['label']} {r['attempt']} | {r['objects']:,} | {r.get('listing', '—')} | {q.get('LIST', 0)} "
+            f"| {q.get('GET', 0)} | {total} | {r.get('first_byte_s', '—')} | {state} |"
         )
     return [*lines, ""]
 
