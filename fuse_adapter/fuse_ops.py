@@ -141,6 +141,9 @@ class _CTable:
     def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None:
         return pyfuse3.passthrough_revalidate(ino, *state)
 
+    def drain_hits(self) -> list[int]:
+        return pyfuse3.passthrough_drain_hits()
+
     def stats(self) -> dict:
         return pyfuse3.passthrough_stats()
 

@@ -52,6 +52,7 @@ class Table(Protocol):
     def handles(self, ino: int) -> int: ...
     def held_fd(self, ino: int) -> int: ...
     def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None: ...
+    def drain_hits(self) -> list[int]: ...
     def stats(self) -> dict: ...
 
 
@@ -165,6 +166,11 @@ class PassthroughOpens:
             ino = self.table.retract_file(st_dev, st_ino)
             if ino:
                 self._published.pop(ino, None)
+
+    def drain_hits(self) -> list[int]:
+        """Inodes opened in C since the last call (each once). Any thread: the table's
+        calls all hold the GIL."""
+        return self.table.drain_hits() if self.wanted else []
 
     # --- RELEASE (the ones that reach Python) -----------------------------------------------
     def released(self, fh: int) -> None:

@@ -238,6 +238,13 @@ class ReadOnlyView:
         backing = getattr(self.source, "backing_fd", None)
         return backing(self.tree.ref(ino), verify=verify) if backing is not None else None
 
+    def backing_hit(self, ino: int) -> None:
+        """Opens of this file were answered without the daemon (pyfuse3's C code): the
+        cache counts a hit, so eviction and warm-up see the file in use."""
+        hit = getattr(self.source, "backing_hit", None)
+        if hit is not None and ino not in self._virtual:
+            hit(self.tree.ref(ino))
+
     def backing_check(self, ino: int, fd: int) -> bool:
         """Blocking: whether ``fd`` (a backing file handed to the kernel before, which has
         changed since, e.g. was evicted) still holds exactly this file's verified bytes."""

@@ -83,6 +83,10 @@ class ByteSource(Protocol):
         cache evicts."""
         ...
 
+    def backing_hit(self, ref: ObjectRef) -> None:
+        """An open the kernel was answered for without the daemon (pyfuse3's C code): a hit."""
+        ...
+
     def report_mount(self, status: Callable[[], dict]) -> None:
         """Show a mount's open mode (passthrough or not) and counts in the cache's stats."""
         ...
@@ -143,6 +147,9 @@ class CacheSource:
 
     def watch_backing(self, listener: Callable[[int, int], None]) -> None:
         self._cache.watch_backing(listener)
+
+    def backing_hit(self, ref: ObjectRef) -> None:
+        self._cache.backing_hit(ref)
 
     def backs_files(self) -> bool:
         b = self._cache.backing

@@ -369,9 +369,16 @@ class TieredCache:
         key = PageKey(ref.url, ref.etag, self.page_size, 0)
         fd = self.backing.open(key, ref.size, verify=verify)
         if fd is not None and fd >= 0:
-            self.activity.saw(ref)
-            self.backing.disk.touch(key)  # a hit: eviction sees the object in use
+            self.backing_hit(ref)
         return fd
+
+    def backing_hit(self, ref: ObjectRef) -> None:
+        """An open served by a backing file (also one answered in pyfuse3's C code, reported
+        later): eviction and warm-up see the object in use, as for any cache hit."""
+        if self.backing is None:
+            return
+        self.activity.saw(ref)
+        self.backing.disk.touch(PageKey(ref.url, ref.etag, self.page_size, 0))
 
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
         """Whether ``fd``, a backing file of ``ref`` handed out before and changed since (e.g.

@@ -337,3 +337,22 @@ def test_backing_ids_are_all_released_after_eviction_and_at_unmount(env: FuseEnv
     log = (env.root / "mount-fastevict.log").read_text()
     opened, closed = map(int, re.findall(r"unmounted: (\d+) backing ids opened, (\d+) closed", log)[-1])
     assert opened == closed >= len(FILES)
+
+
+def disk_hits(env: FuseEnv) -> int:
+    return sum(t.get("hits", 0) for t in cache_stats(env)["tiers"] if t["tier"] == "disk")
+
+
+def test_opens_answered_in_c_count_as_disk_tier_hits(env: FuseEnv, files: Dataset) -> None:
+    """Eviction must see published files in use although their opens never reach Python."""
+    mnt = env.mountpoint("fasthits")
+    with env.mounted(mnt, "pt"):
+        root = mnt / "pt" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        read_all(root)
+        wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+        before = disk_hits(env)
+        c_before = mount_stats(env)["passthrough_opens_in_c"]
+        read_all(root)
+        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_c", 0) >= c_before + len(FILES), GUARD)
+        wait_until(lambda: disk_hits(env) >= before + len(FILES), GUARD)

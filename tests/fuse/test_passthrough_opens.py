@@ -40,6 +40,7 @@ class FakeTable:
             self._settle(ino)
             return None
         e["handles"] += 1
+        e["hits"] = e.get("hits", 0) + 1
         self.c_opens += 1
         return FH_BIT | ino, e["id"]
 
@@ -132,6 +133,12 @@ class FakeTable:
         self.py_handles += 1
         return FH_BIT | ino, e["id"]
 
+    def drain_hits(self) -> list[int]:
+        got = [ino for ino, e in self.entries.items() if e.get("hits")]
+        for ino in got:
+            self.entries[ino]["hits"] = 0
+        return got
+
     def stats(self) -> dict:
         return {
             "c_opens": self.c_opens,
@@ -196,6 +203,7 @@ def test_opens_of_a_published_file_are_answered_in_c() -> None:
     assert pt.python_opens == 1 and t.c_opens == 0
     others = [m.open(5) for _ in range(3)]
     assert t.c_opens == 3 and pt.python_opens == 1
+    assert pt.drain_hits() == [5] and pt.drain_hits() == []  # reported to the cache as hits
     for h in [first, *others]:
         m.release(h)
     assert t.entries[5]["handles"] == 0 and t.open_ids  # held while published
