@@ -131,6 +131,11 @@ def mount_and_read(
         from fuse_adapter.daemon import is_mounted
 
         wait_until(lambda: is_mounted(str(mnt)) or proc.poll() is not None, 60)
+        if proc.poll() is not None:
+            log.flush()
+            raise RuntimeError(
+                f"mount exited {proc.returncode}: {(mnt.parent / f'{mnt.name}.log').read_text()}"
+            )
         root = mnt / source.split("@")[0] / f"v{source.split('@')[1]}"
         paths = sorted(str(p) for p in root.rglob("*") if p.is_file())
         assert len(paths) == n, f"{len(paths)} files in the mount, expected {n}"
