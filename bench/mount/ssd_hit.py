@@ -1,15 +1,19 @@
 """SSD-tier hits over a mount, FUSE passthrough vs reads through the daemon vs local disk.
 
-    .venv/bin/python bench/mount/ssd_hit.py [--files 4000] [--passes 2]
+    .venv/bin/python bench/mount/ssd_hit.py [--files 4000] [--passes 2] [--drop 1|3] [--configs ...]
 
 Uploads ``--files`` objects of 50-200 KB to a moto server on loopback and mounts the
 version with the real ``datahub mount ... --foreground`` daemon, **RAM tier off**
 (``cache.ram_bytes = 0``), so every hit is a disk-tier hit. One cold pass fills the disk
-tier; then, in the same run, for each configuration (the mount with passthrough, the
-mount with ``--no-passthrough`` over the same disk tier, and a local-disk copy):
+tier; then, in the same run, for each configuration (the mount with passthrough, whose
+opens and releases of published files pyfuse3 answers in C; the same with
+``--no-fastopen``, which answers them in Python (the baseline of fastopen.patch); the
+mount with ``--no-passthrough`` over the same disk tier; and a local-disk copy):
 
-- *SSD hit*: ``echo 3 > /proc/sys/vm/drop_caches``, then every file read whole with
-  Python ``open(path, "rb").read()`` in a shuffled order, 1 and 8 threads;
+- *SSD hit*: ``echo N > /proc/sys/vm/drop_caches`` (``--drop``: 1 drops the page cache
+  only, as when a dataset is larger than RAM and its dentries stay; 3 also drops dentries
+  and inodes, so every open also sends LOOKUP), then every file read whole with Python
+  ``open(path, "rb").read()`` in a shuffled order, 1 and 8 threads;
 - *warm*: the same pass again without dropping the page cache.
 
 Printed per row: files/s, the ratio to local disk, the daemon's CPU per file (utime+stime
@@ -41,6 +45,14 @@ from tests.servers import MotoServer  # noqa: E402
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+#: mount configurations: name -> extra ``datahub mount`` flags
+CONFIGS = {
+    "passthrough": (),
+    "pt-no-fastopen": ("--no-fastopen",),
+    "no-passthrough": ("--no-passthrough",),
+}
+
+
 def read_py(path: str) -> int:
     with open(path, "rb") as f:
         return len(f.read())
@@ -60,9 +72,12 @@ def cached_bytes() -> int:
     return 0
 
 
+DROP = 3  # --drop
+
+
 def drop_caches() -> None:
     os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    Path("/proc/sys/vm/drop_caches").write_text(f"{DROP}\n")
 
 
 def one_pass(paths: list[str], threads: int, pid: int | None, *, cold: bool) -> tuple[float, float, int]:
@@ -100,7 +115,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=4000)
     ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument(
+        "--drop", type=int, choices=(1, 3), default=3, help="drop_caches level before SSD-hit passes"
+    )
+    ap.add_argument(
+        "--configs",
+        default=",".join(CONFIGS),
+        help=f"comma-separated mounts to measure (of {', '.join(CONFIGS)}; local disk always)",
+    )
     args = ap.parse_args()
+    global DROP
+    DROP = args.drop
+    configs = [c for c in args.configs.split(",") if c]
+    unknown = set(configs) - set(CONFIGS)
+    if unknown:
+        ap.error(f"unknown configs: {', '.join(sorted(unknown))}")
     rng = random.Random(25)
     objects = {
         f"train/c{i % 20:02d}/img_{i:06d}.jpg": rng.randbytes(rng.randint(50_000, 200_000))
@@ -122,7 +151,8 @@ def main() -> None:
         import pyfuse3
 
         print(
-            f"# ssd_hit: {args.files} files (50-200 KB, {total / 1e6:.0f} MB), RAM tier off, best of {args.passes}"
+            f"# ssd_hit: {args.files} files (50-200 KB, {total / 1e6:.0f} MB), RAM tier off, "
+            f"best of {args.passes}, drop_caches {DROP}"
         )
         print(f"# pyfuse3 {pyfuse3.__version__}, kernel {os.uname().release}, nproc {os.cpu_count()}")
         print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  load {os.getloadavg()[0]:.2f}")
@@ -147,9 +177,9 @@ def main() -> None:
                     )
 
         report("local disk", disk_paths, None)
-        for config, flags in (("passthrough", ()), ("no-passthrough", ("--no-passthrough",))):
+        for config in configs:
             mnt = env.mountpoint(config)
-            with env.mounted(mnt, "ssd", *flags) as proc:
+            with env.mounted(mnt, "ssd", *CONFIGS[config]) as proc:
                 root = mnt / "ssd" / f"v{ds.seq}"
                 paths = [str(root / k) for k in objects]
                 for p in paths:  # cold (first config only): fills the disk tier
