@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from fuse_adapter.fuse_ops import PASSTHROUGH
+from fuse_adapter.fuse_ops import FASTOPEN, PASSTHROUGH
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
 from tests.servers import REPO
 
@@ -38,6 +38,7 @@ FILES = {f"img/f{i:02d}.jpg": os.urandom(50_000 + 7919 * i) for i in range(12)}
 
 def test_the_passthrough_build_is_installed() -> None:
     assert PASSTHROUGH, "pyfuse3 lacks passthrough.patch / libfuse 3.17: run scripts/install.sh"
+    assert FASTOPEN, "pyfuse3 lacks fastopen.patch (3.5.0+datahub.4): run scripts/build_pyfuse3.sh"
 
 
 @pytest.fixture
