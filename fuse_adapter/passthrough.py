@@ -21,7 +21,8 @@ answered with direct I/O, which the kernel allows next to them.
 
 No pyfuse3 here: the shim passes in the table (:class:`Table`), so this runs in plain
 unit tests. All methods run on the FUSE loop's thread (no lock needed), except
-:meth:`PassthroughOpens.stats`, which only reads counters.
+:meth:`PassthroughOpens.stats` and :meth:`PassthroughOpens.drain_hits`, whose table
+calls are ordered with the loop's by the GIL (pyfuse3 runs the table with it held).
 """
 
 from __future__ import annotations
