@@ -181,6 +181,15 @@ class CatalogUnavailable(DatahubError):
     code, http_status, errno, exit_code = "catalog_unavailable", 503, _errno.EIO, 7
 
 
+class ListingUnavailable(DatahubError):
+    """A mount's listing has not reached a name because loading it failed (the catalog or
+    the bucket did not answer). Not ENOENT: the name may well exist, and a training job must
+    not skip it as missing. The mount keeps retrying; the message names the version or
+    directory and the cause."""
+
+    code, http_status, errno, exit_code = "listing_unavailable", 503, _errno.EIO, 7
+
+
 class NoSpace(DatahubError):
     code, http_status, errno, exit_code = "no_space", 507, _errno.ENOSPC, 7
 

@@ -73,7 +73,9 @@ class BucketLister:
 
         tree, info = self._tree, self._info
         mtime = tree.attr(ROOT_INODE).mtime_ns / 1e9
-        whole = load_records(tree, self._feed, self.records(info), mtime, info, limit=self._whole_max)
+        whole = load_records(
+            tree, self._feed, lambda cursor: self.records(info, cursor), mtime, info, limit=self._whole_max
+        )
         if whole:
             if self._feed.error is None:
                 refs = tree.walk_files(ROOT_INODE)
@@ -130,13 +132,13 @@ class BucketLister:
         finally:
             catalog.close()
 
-    def records(self, info) -> Iterator[Record]:
+    def records(self, info, start_after: str = "") -> Iterator[Record]:
         """The bucket listing as records; keys no file system can show are skipped and counted.
 
         Skipped alike: keys a version may not hold (``check_new_key``), such as reserved
         ``.datahub-hint-`` names, which are then neither listed, readable nor in the snapshot."""
         store = self._store
-        for obj in store.list():
+        for obj in store.list(start_after=start_after):
             try:
                 check_new_key(obj.key)
             except InvalidInput:
@@ -187,7 +189,7 @@ class BucketLister:
                     tree.add_listed(ino, batch)
                     batch = []
             tree.add_listed(ino, batch, done=True)
-        except Exception as exc:  # a lister thread's top level: lookups there end (ENOENT), the mount stays
+        except Exception as exc:  # a lister thread's top level: lookups there fail (EIO) and ask again
             log.error("listing %s%s failed: %s", self._url.rstrip("/") + "/", prefix, exc)
             tree.add_listed(ino, batch, error=exc)
 

@@ -114,39 +114,62 @@ def _start(name: str, target: Callable[[], None]) -> threading.Thread:
     return thread
 
 
+#: a failed listing load is retried from its cursor after these pauses (doubling, capped)
+RETRY_FIRST, RETRY_MAX = 1.0, 30.0
+
+
 def load_records(
     tree: ListingTree,
     feed: Feed,
-    records: Iterator[Record],
+    records_after: Callable[[str], Iterator[Record]],
     default_mtime: float,
     info: MountInfo | None,
     *,
     limit: int = 0,
+    stopping: threading.Event | None = None,
 ) -> bool:
     """Stream a listing into the tree (runs in a loader thread). With ``limit``, stop before
-    record ``limit + 1`` and return False, leaving the feed open at its cursor."""
-    error: BaseException | None = None
-    try:
+    record ``limit + 1`` and return False, leaving the feed open at its cursor.
+
+    ``records_after(cursor)``: the listing after key ``cursor``. A failure (the catalog or
+    the bucket did not answer) is not the end of the listing: the feed is marked failed
+    (lookups past the cursor answer EIO, never ENOENT) and the load resumes from the cursor
+    after a pause, until it completes or ``stopping`` is set."""
+    added, pause = 0, RETRY_FIRST
+    stopping = stopping or threading.Event()
+    while True:
         batch: list[tuple[str, int, float, str, str]] = []
-        for n, r in enumerate(records):
-            if limit and n >= limit:
-                tree.add_files(feed, batch)
-                return False
-            batch.append((r.key, r.size, _record_mtime(r, default_mtime), r.url, r.etag))
-            if len(batch) >= BATCH:
-                tree.add_files(feed, batch)
-                batch = []
-        tree.add_files(feed, batch)
-    except BaseException as exc:  # the mount stays up; lookups below the failure end with EIO
-        error = exc
-        log.error("loading listing failed: %s", exc)
-    tree.finish_feed(feed, error)
+        try:
+            for r in records_after(feed.cursor):
+                if limit and added >= limit:
+                    tree.add_files(feed, batch)
+                    return False
+                batch.append((r.key, r.size, _record_mtime(r, default_mtime), r.url, r.etag))
+                added += 1
+                if len(batch) >= BATCH:
+                    tree.add_files(feed, batch)
+                    batch = []
+            tree.add_files(feed, batch)
+            break
+        except Exception as exc:  # the mount stays up and retries
+            if batch and not isinstance(exc, ValueError):
+                tree.add_files(feed, batch)  # what did arrive is in key order: keep it
+            tree.fail_feed(feed, exc)
+            if info is not None:
+                info.error = f"listing {feed.name or 'the mount'} failed, retrying in {pause:.0f} s: {exc}"
+            log.error("loading the listing of %s failed (retrying from %r in %.0f s): %s",
+                      feed.name or "the mount", feed.cursor, pause, exc)  # fmt: skip
+            if isinstance(exc, ValueError) or stopping.wait(pause):  # out of order: a retry cannot help
+                if info is not None:
+                    info.state = "failed"
+                return True
+            pause = min(pause * 2, RETRY_MAX)
+    tree.finish_feed(feed)
     if info is not None:
         info.files += feed.files  # a mount of several versions adds up its listings
         info.bytes += feed.bytes
         info.shadowed += feed.shadowed
-        if error is not None:
-            info.state, info.error = "failed", str(error)
+        info.error = ""
     return True
 
 
@@ -205,14 +228,17 @@ def version_view(
 def _version_loader(
     tree: ListingTree, root: int, catalog_factory: CatalogFactory, version: Version, info: MountInfo | None
 ) -> Loader:
-    feed = tree.start_feed(root)
     name = f"{version.dataset}@v{version.seq}"
+    feed = tree.start_feed(root, name=name)
 
     def run() -> None:
         catalog = catalog_factory()
         try:
-            records = catalog.list_records(version.dataset, version.seq)
-            load_records(tree, feed, records, version.created_at, info)
+
+            def records_after(cursor: str) -> Iterator[Record]:
+                return catalog.list_records(version.dataset, version.seq, start_after=cursor)
+
+            load_records(tree, feed, records_after, version.created_at, info)
         finally:
             catalog.close()
 
@@ -276,7 +302,7 @@ def bucket_view(
         return view, [_version_loader(tree, ROOT_INODE, catalog_factory, head, info)], info
     info.state = "listing"
     store = stores.store(url)
-    feed = tree.start_feed(ROOT_INODE, store.url_for(""))
+    feed = tree.start_feed(ROOT_INODE, store.url_for(""), name=url)
     lister = BucketLister(
         tree, feed, store, info, catalog_factory, dataset, url,
         whole_max=whole_max, on_by_directory=on_by_directory,

@@ -38,6 +38,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from datahub.errors import ListingUnavailable
 from datahub.storage.base import ObjectRef
 
 ROOT_INODE = 1  # the FUSE root inode number
@@ -84,7 +85,10 @@ class Feed:
     url_base: str = ""  # most record URLs are url_base + key; those are not stored
     cursor: str = ""  # the greatest key added so far
     done: bool = False
+    #: why loading stopped short of ``done`` (the loader retries; cleared by its progress)
     error: BaseException | None = None
+    failures: int = 0
+    name: str = ""  # "dataset@vN" or the bucket URL, for messages
     files: int = 0
     bytes: int = 0
     shadowed: int = 0  # files hidden by a directory of the same name
@@ -106,7 +110,10 @@ class DirListing:
 
     cursor: str = ""  # the greatest child listed: "name", or name + _PAST_DIR for a subdirectory
     done: bool = False
+    #: why the last attempt stopped short of ``done``; the next lookup that needs this
+    #: directory asks for it again
     error: BaseException | None = None
+    failures: int = 0
 
 
 @dataclass(slots=True)
@@ -170,10 +177,10 @@ class ListingTree:
             assert d.feed is None, "a listing-fed directory is already in order"
             d.children = array("I", sorted(d.children, key=self._sort_key))
 
-    def start_feed(self, root: int, url_base: str = "") -> Feed:
+    def start_feed(self, root: int, url_base: str = "", name: str = "") -> Feed:
         """Keys added through the returned feed are relative to directory ``root``."""
         with self._lock:
-            feed = Feed(root=root, url_base=url_base.rstrip("/") + "/" if url_base else "")
+            feed = Feed(root=root, url_base=url_base.rstrip("/") + "/" if url_base else "", name=name)
             self._dirs[root].feed = feed
             self._dirs[root].ino = root
             return feed
@@ -186,12 +193,22 @@ class ListingTree:
                     raise ValueError(f"listing not in key order: {key!r} after {feed.cursor!r}")
                 self._add_file(feed, key, size, mtime, url, etag)
                 feed.cursor = key
+                feed.error = None  # a retry is making progress: lookups wait for it again
             self._changed.notify_all()
 
-    def finish_feed(self, feed: Feed, error: BaseException | None = None) -> None:
+    def finish_feed(self, feed: Feed) -> None:
         with self._changed:
             feed.done = True
+            feed.error = None
+            self._changed.notify_all()
+
+    def fail_feed(self, feed: Feed, error: BaseException) -> None:
+        """Loading stopped at ``feed.cursor``: names past it are unknown, not absent. Lookups
+        there fail with ListingUnavailable (EIO) until the loader's retry adds more; before
+        this, they answered ENOENT for files the version holds (chaos soak, seed 26)."""
+        with self._changed:
             feed.error = error
+            feed.failures += 1
             self._changed.notify_all()
 
     def list_by_directory(self, feed: Feed, request: Callable[[int, str], None]) -> None:
@@ -239,8 +256,10 @@ class ListingTree:
                         _, size, mtime, url, etag = entry
                         self._add_leaf(feed, ino, relpath, name, size, mtime, url, etag)
                 listing.cursor = name + _PAST_DIR if is_dir else name
-            listing.done = done or error is not None
-            listing.error = error
+            listing.done = done and error is None
+            if error is not None:
+                listing.error = error
+                listing.failures += 1
             self._changed.notify_all()
 
     def _listing(self, d: _Dir) -> DirListing | None:
@@ -249,6 +268,38 @@ class ListingTree:
             d.listing = DirListing()
             d.feed.by_dir(d.ino, d.relpath)
         return d.listing
+
+    def _ask_again(self, d: _Dir) -> None:
+        """A new lookup or readdir of a directory whose own listing failed asks for it again
+        (waiters of the failed attempt were told, and do not ask themselves)."""
+        listing = d.listing
+        if listing is not None and listing.error is not None and not listing.done:
+            assert d.feed is not None and d.feed.by_dir is not None
+            listing.error = None
+            d.feed.by_dir(d.ino, d.relpath)
+
+    def _failures(self, d: _Dir) -> tuple[int, int]:
+        if d.feed is None:
+            return (0, 0)
+        return (d.feed.failures, d.listing.failures if d.listing is not None else 0)
+
+    def _unavailable(self, d: _Dir, name: str | None) -> ListingUnavailable:
+        assert d.feed is not None
+        feed, listing = d.feed, d.listing
+        where = f"{d.relpath}/{name}" if d.relpath and name else (d.relpath or name or "/")
+        if listing is not None and listing.failures and feed.by_dir is not None:
+            cause = listing.error or "its last attempt failed"
+            return ListingUnavailable(
+                f"{feed.name or 'this mount'}: listing directory {d.relpath or '/'!r} failed ({cause}); "
+                f"{where!r} is unknown, not absent. The next lookup lists it again",
+                path=where,
+            )
+        return ListingUnavailable(
+            f"{feed.name or 'this mount'}: its listing stopped before {where!r} "
+            f"({feed.error or 'loading failed'}); the name is unknown, not absent. "
+            "The mount retries the listing: try again shortly",
+            path=where,
+        )
 
     def _add_file(self, feed: Feed, key: str, size: int, mtime: float, url: str, etag: str) -> None:
         dirpath, _, name = key.rpartition("/")
@@ -334,7 +385,16 @@ class ListingTree:
             d = self._dirs.get(parent)
             if d is None:
                 return None
-            self._changed.wait_for(lambda: self._final(d, name), timeout)
+            self._ask_again(d)
+            seen = self._failures(d)
+
+            def settled() -> bool:
+                final = self._final(d, name)  # may ask for the directory's listing (again)
+                return final or self._failures(d) != seen or (d.feed is not None and d.feed.error is not None)
+
+            self._changed.wait_for(settled, timeout)
+            if not self._final(d, name):  # the listing failed (or ``timeout`` passed) short of it
+                raise self._unavailable(d, name)
             return self._find(d, name)
 
     def lookup_now(self, parent: int, name: str) -> object:
@@ -343,7 +403,10 @@ class ListingTree:
             d = self._dirs.get(parent)
             if d is None:
                 return None
+            self._ask_again(d)
             if not self._final(d, name):
+                if d.feed is not None and d.feed.error is not None:
+                    raise self._unavailable(d, name)
                 return ...
             return self._find(d, name)
 
@@ -386,13 +449,19 @@ class ListingTree:
         """
         with self._changed:
             d = self._dirs[ino]
+            self._ask_again(d)
+            seen = self._failures(d)
 
             def ready() -> bool:
-                return self._final_count(d) > start or self._complete(d)
+                if self._final_count(d) > start or self._complete(d):
+                    return True
+                return self._failures(d) != seen or (d.feed is not None and d.feed.error is not None)
 
             if wait:
                 self._changed.wait_for(ready)
             n = self._final_count(d)
+            if wait and n <= start and not self._complete(d):  # failed short of the next entry
+                raise self._unavailable(d, None)
             return [
                 (self._names(c), c, i + 1)
                 for i, c in enumerate(d.children[start:n], start)

@@ -15,6 +15,7 @@ import pytest
 
 from bench.outage_proxy import OutageProxy
 from tests.fuse.conftest import make_env, read_tree, upload_dataset
+from tests.fuse.test_bucket_warmup import put_all
 from tests.storage.test_s3_stall import run_guarded
 
 GUARD = 30.0
@@ -76,3 +77,33 @@ def test_a_reader_retrying_every_second_across_a_stall_reads_once_the_origin_is_
                     assert time.monotonic() - recovered < GUARD, "the reader never saw the origin return"
                     time.sleep(1.0)
             assert data == objects["img/001.jpg"]
+
+
+def test_a_listing_that_failed_answers_eio_not_enoent_and_is_retried(tmp_path, moto_endpoint) -> None:
+    """Chaos soak, seed 26: a daemon whose listing load failed (there: the catalog service
+    killed) answered ENOENT for files the mount holds until the end of the run. Here a
+    bucket mount's listing meets a refusing origin: names are unknown (EIO), not absent,
+    and once the origin is back the listing is retried and every file reads."""
+    with OutageProxy(moto_endpoint.url) as proxy:
+        env, _ = outage_env(tmp_path, moto_endpoint, proxy, n=3)
+        objects = {f"b/{i:03d}.bin": bytes([i]) * (1_000 + i) for i in range(40)}
+        put_all(env, objects)
+        proxy.set_mode("refuse")
+        mnt = env.mountpoint("bucket")
+        with env.mounted(mnt, f"s3://{env.bucket}/data", "--no-prefetch"):
+            path = mnt / "b" / "007.bin"
+            for _ in range(3):  # repeated: a negative entry would be cached by the kernel
+                error = run_guarded(lambda: read_file(path))
+                assert isinstance(error, OSError) and error.errno == errno.EIO, error
+            proxy.set_mode("up")
+            deadline = time.monotonic() + GUARD
+            while True:  # the loader retries after a pause of at most 30 s (doubling from 1 s)
+                try:
+                    data = read_file(path)
+                    break
+                except OSError as exc:
+                    assert exc.errno == errno.EIO, exc
+                    assert time.monotonic() < deadline + 30, "the listing was never retried"
+                    time.sleep(0.5)
+            assert data == objects["b/007.bin"]
+            assert read_tree(mnt / "b") == {k.removeprefix("b/"): v for k, v in objects.items()}
