@@ -301,16 +301,21 @@ class S3Store(S3Writes, ObjectStore):
     def _info(self, key: str, size: int, etag: str, modified: Any) -> ObjectInfo:
         return ObjectInfo(key, int(size), unquote_etag(etag), modified.timestamp())
 
-    # --- the five hooks ------------------------------------------------------------------------
-    def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
-        """ListObjectsV2, one page (``page_size`` keys) at a time, each page retried alone."""
+    def _list_params(self, prefix: str, start_after: str, **extra: str) -> dict[str, Any]:
         params: dict[str, Any] = {
             "Bucket": self.bucket,
             "Prefix": self.prefix + prefix,
             "MaxKeys": self.page_size,
+            **extra,
         }
         if start_after:
             params["StartAfter"] = self.prefix + start_after
+        return params
+
+    # --- the five hooks ------------------------------------------------------------------------
+    def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
+        """ListObjectsV2, one page (``page_size`` keys) at a time, each page retried alone."""
+        params = self._list_params(prefix, start_after)
         cut = len(self.prefix)
         while True:
             page = self._call(
@@ -326,14 +331,7 @@ class S3Store(S3Writes, ObjectStore):
     def list_dir(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo | str]:
         """ListObjectsV2 with the ``/`` delimiter: a page holds up to ``page_size`` objects and
         subdirectories together, merged here in key order."""
-        params: dict[str, Any] = {
-            "Bucket": self.bucket,
-            "Prefix": self.prefix + prefix,
-            "Delimiter": "/",
-            "MaxKeys": self.page_size,
-        }
-        if start_after:
-            params["StartAfter"] = self.prefix + start_after
+        params = self._list_params(prefix, start_after, Delimiter="/")
         cut = len(self.prefix)
         while True:
             page = self._call(

@@ -24,7 +24,7 @@ from datahub.catalog.model import Put, Record
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
 from fuse_adapter.daemon import is_mounted
-from tests.servers import S3Endpoint
+from tests.servers import MotoServer, S3Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
 MOUNT_TIMEOUT = 60.0
@@ -187,3 +187,14 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@pytest.fixture(scope="module")
+def private_moto() -> Iterator[MotoServer]:
+    """The module's own moto: its request log holds only this module's requests, and each
+    test counts those of its own bucket (a server start is ~1 s)."""
+    server = MotoServer()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,6 +1,6 @@
 """The first mount of a large bucket lists it by directory (issue 27), in a real moto server.
 
-Each test runs its own moto server, so every request of its bucket in the log was sent by
+Each test counts the requests of its own bucket in the module's moto log, all sent by
 its mounts. ``cache.bucket_list_whole_objects`` is lowered to 1,000 so that a bucket of
 3,000 objects is "large" (the default, 5,000, would need a bucket too slow to fill in a
 test). Behaviour only: no timing is asserted (waits have generous guards).
@@ -13,7 +13,6 @@ import json
 import os
 import random
 import re
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,15 +33,6 @@ WHOLE_MAX = 1000  # the whole listing stops after two pages (it reads key 1,001 
 #: directories the whole listing finished before it stopped: its cursor is in the last one
 #: (key 1,000), which is not known to be complete and is listed again from that cursor
 LISTED_WHOLE = set(range(WHOLE_MAX // PER_DIR - 1))
-
-
-@pytest.fixture
-def private_moto() -> Iterator[MotoServer]:
-    server = MotoServer()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def key_of(i: int) -> str:

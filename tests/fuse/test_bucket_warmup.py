@@ -12,7 +12,6 @@ import random
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,15 +24,6 @@ from tests.servers import MotoServer
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
 GUARD = 120.0  # seconds a mount, listing or warm-up of these small buckets may take before a test fails
-
-
-@pytest.fixture
-def private_moto() -> Iterator[MotoServer]:
-    server = MotoServer()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def bucket_env(root: Path, moto: MotoServer, **cache: object) -> FuseEnv:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,6 @@ from tests.servers import MotoServer
 
 PAGE = 64 * 1024  # small pages, so the two larger objects are warmed as ranged parts
 WARMED = 120.0  # seconds a warm-up of this small version may take before the test fails
-
-
-@pytest.fixture(scope="module")
-def private_moto() -> Iterator[MotoServer]:
-    """The module's own moto: its request log holds only this module's requests, and each
-    test counts those of its own bucket (a server start is ~1 s)."""
-    server = MotoServer()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
