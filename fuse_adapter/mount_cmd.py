@@ -207,8 +207,14 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         )
     elif warm_up_wanted(args):
         log.info("background warm-up: on (--no-prefetch turns it off)")
+        from fuse_adapter.version_warmup import VersionWarmup
+
+        warmup = VersionWarmup(mountpoint, info.source, source, flag=bool(args.prefetch))
         threading.Thread(
-            target=_prefetch, args=(view, loaders, source, stopping), name="datahub-prefetch", daemon=True
+            target=_prefetch,
+            args=(view, loaders, source, warmup, stopping),
+            name="datahub-prefetch",
+            daemon=True,
         ).start()
     else:
         log.info("background warm-up: off")
@@ -367,18 +373,16 @@ def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
                 log.debug("opening the store of %s failed: %s", first[1].url, exc)
 
 
-def _prefetch(view, loaders, source, stopping: threading.Event) -> None:
+def _prefetch(view, loaders, source, warmup, stopping: threading.Event) -> None:
     """Warm the cache with every file of the mount (after the listings are in), until unmount."""
     if not _listed(loaders, stopping):
         return
     refs = warm_up_order(
         ref for loader in loaders for _key, ref, _mtime in view.tree.walk_files(loader.feed.root)
     )
-    try:
-        report = source.prefetch(refs, cancel=stopping)
-        log.info("prefetch finished: %s", report)
-    except Exception as exc:  # an optimisation: a failure is logged, reads still work
-        log.warning("prefetch stopped: %s", exc)
+    objects = sum(loader.feed.files for loader in loaders)
+    nbytes = sum(loader.feed.bytes for loader in loaders)
+    warmup.run(source, refs, objects, nbytes, stopping)
 
 
 def warm_up_order(listed: Iterator[ObjectRef], limit: int = PREFETCH_SORT_LIMIT) -> Iterable[ObjectRef]:

@@ -17,6 +17,7 @@ from datahub.cache import DiskTier, make_policy
 from datahub.cache.pages import PageKey, page_count, page_length
 from datahub.storage import StoreRegistry
 from tests.fuse.conftest import FuseEnv, make_env, read_tree, upload_dataset, wait_until
+from tests.fuse.test_bucket_warmup import warmup
 from tests.servers import MotoServer
 
 PAGE = 64 * 1024  # small pages, so the two larger objects are warmed as ranged parts
@@ -65,6 +66,16 @@ def test_a_version_mount_warms_by_default_and_a_remount_sends_no_get(
         wait_until(lambda: "prefetch finished" in log.read_text(), WARMED)
         assert "background warm-up: on" in log.read_text()
         assert gets(private_moto, warm_env) == pages(data)  # every page once, nothing twice
+        # shown per mount like a bucket mount's warm-up (`datahub cache stats`, /metrics)
+        wait_until(
+            lambda: (warmup(warm_env, mnt) or {}).get("state") == "done", WARMED
+        )  # published each second
+        shown = warmup(warm_env, mnt)
+        assert shown is not None
+        assert (shown["state"], shown["reason"], shown["mode"]) == ("done", "default", "auto")
+        assert (shown["objects_total"], shown["bytes_total"]) == (len(data), sum(map(len, data.values())))
+        assert (shown["objects_warmed"], shown["bytes_warmed"]) == (len(data), sum(map(len, data.values())))
+        assert (shown["objects_left"], shown["bytes_left"], shown["objects_skipped"]) == (0, 0, 0)
         assert read_tree(mnt / "warm" / "v1") == data
         assert gets(private_moto, warm_env) == pages(data)  # the first epoch read the warm cache
     with warm_env.mounted(mnt, "warm"):
