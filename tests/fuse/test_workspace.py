@@ -210,20 +210,23 @@ def test_restart_after_kill_9_uploads_acknowledged_files(env: FuseEnv) -> None:
     assert _bucket_objects(env) == {"a.txt": b"acknowledged"}
 
 
+@contextlib.contextmanager
+def _catalog(env: FuseEnv) -> Iterator:
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        yield catalog
+    finally:
+        catalog.close()
+
+
 def test_commit_to_makes_a_dataset_version(env: FuseEnv) -> None:
     mnt = env.mountpoint("ws")
-    catalog = open_catalog(env.config.resolved_catalog_url)
-    try:
+    with _catalog(env) as catalog:
         catalog.create_dataset("outputs")
-    finally:
-        catalog.close()
     with env.mounted(mnt, "--workspace", "ws", "--commit-to", "outputs"):
         (mnt / "metrics.json").write_bytes(b'{"acc": 0.9}')
-    catalog = open_catalog(env.config.resolved_catalog_url)
-    try:
+    with _catalog(env) as catalog:
         records = {r.key: r.size for r in catalog.list_records("outputs", None)}
-    finally:
-        catalog.close()
     assert records == {"metrics.json": 12}
 
 
@@ -233,11 +236,8 @@ def test_a_mount_that_never_became_ready_commits_nothing(env: FuseEnv) -> None:
     that succeeded later committed a second version under the same name, and the first one
     lacked every file acknowledged after it."""
     mnt = env.mountpoint("ws")
-    catalog = open_catalog(env.config.resolved_catalog_url)
-    try:
+    with _catalog(env) as catalog:
         catalog.create_dataset("outputs")
-    finally:
-        catalog.close()
     with env.mounted(mnt, "--workspace", "ws"):  # no --commit-to: the file stays in the workspace
         (mnt / "kept.txt").write_bytes(b"acknowledged before")
     # the mount record cannot be written: its directory is a full file system
@@ -258,18 +258,12 @@ def test_a_mount_that_never_became_ready_commits_nothing(env: FuseEnv) -> None:
         assert sorted(p.name for p in records.iterdir()) == ["filler"]  # nothing half-written
     finally:
         subprocess.run(["umount", str(records)], check=True)
-    catalog = open_catalog(env.config.resolved_catalog_url)
-    try:
+    with _catalog(env) as catalog:
         assert list(catalog.log("outputs")) == []
-    finally:
-        catalog.close()
     with env.mounted(mnt, "--workspace", "ws", "--commit-to", "outputs"):
         (mnt / "later.txt").write_bytes(b"acknowledged after")
-    catalog = open_catalog(env.config.resolved_catalog_url)
-    try:
+    with _catalog(env) as catalog:
         versions = list(catalog.log("outputs"))
         records = {r.key: r.size for r in catalog.list_records("outputs", None)}
-    finally:
-        catalog.close()
     assert len(versions) == 1
     assert records == {"kept.txt": 19, "later.txt": 18}
