@@ -6,7 +6,10 @@ file's identity before it is unlinked, so it can let it go and the space comes b
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from datahub.cache import DiskTier, make_policy
 from datahub.cache.backing import BackingFiles
@@ -19,45 +22,48 @@ def key(i: int) -> PageKey:
     return PageKey(f"s3://bucket/img{i}.jpg", '"etag"', 4 << 20, 0)
 
 
-def test_evicted_page_files_are_reported_by_identity_before_they_go(tmp_path: Path) -> None:
+@pytest.fixture
+def tier(tmp_path: Path) -> Iterator[tuple[DiskTier, BackingFiles]]:
     disk = DiskTier(tmp_path / "disk", BUDGET, make_policy("lru", BUDGET))
-    backing = BackingFiles(disk)
+    try:
+        yield disk, BackingFiles(disk)
+    finally:
+        disk.close()
+
+
+def test_evicted_page_files_are_reported_by_identity_before_they_go(
+    tier: tuple[DiskTier, BackingFiles],
+) -> None:
+    disk, backing = tier
     told: list[tuple[int, int]] = []
     backing.listeners.append(lambda dev, ino: told.append((dev, ino)))
+    data = os.urandom(300_000)
+    assert disk.put(key(0), data)
+    fd = backing.open(key(0), len(data))
+    assert fd is not None
     try:
-        data = os.urandom(300_000)
-        assert disk.put(key(0), data)
-        fd = backing.open(key(0), len(data))
-        assert fd is not None
-        try:
-            st = os.fstat(fd)
-            for i in range(1, 8):  # over the budget: the oldest goes
-                disk.put(key(i), os.urandom(300_000))
-            assert (st.st_dev, st.st_ino) in told
-            assert os.fstat(fd).st_nlink == 0  # unlinked after it was reported
-            assert backing.check_held(key(0), len(data), fd)  # still the verified bytes
-        finally:
-            os.close(fd)
+        st = os.fstat(fd)
+        for i in range(1, 8):  # over the budget: the oldest goes
+            disk.put(key(i), os.urandom(300_000))
+        assert (st.st_dev, st.st_ino) in told
+        assert os.fstat(fd).st_nlink == 0  # unlinked after it was reported
+        assert backing.check_held(key(0), len(data), fd)  # still the verified bytes
     finally:
-        disk.close()
+        os.close(fd)
 
 
-def test_a_held_file_changed_in_place_fails_its_check(tmp_path: Path) -> None:
-    disk = DiskTier(tmp_path / "disk", BUDGET, make_policy("lru", BUDGET))
-    backing = BackingFiles(disk)
+def test_a_held_file_changed_in_place_fails_its_check(tier: tuple[DiskTier, BackingFiles]) -> None:
+    disk, backing = tier
+    data = os.urandom(5000)
+    assert disk.put(key(0), data)
+    fd = backing.open(key(0), len(data))
+    assert fd is not None
     try:
-        data = os.urandom(5000)
-        assert disk.put(key(0), data)
-        fd = backing.open(key(0), len(data))
-        assert fd is not None
-        try:
-            path = Path(disk._path(key(0)))
-            os.chmod(path, 0o644)
-            with open(path, "r+b") as f:
-                f.seek(10)
-                f.write(bytes([data[10] ^ 1]))
-            assert not backing.check_held(key(0), len(data), fd)
-        finally:
-            os.close(fd)
+        path = Path(disk._path(key(0)))
+        os.chmod(path, 0o644)
+        with open(path, "r+b") as f:
+            f.seek(10)
+            f.write(bytes([data[10] ^ 1]))
+        assert not backing.check_held(key(0), len(data), fd)
     finally:
-        disk.close()
+        os.close(fd)
