@@ -193,6 +193,7 @@ class ListingTree:
                     raise ValueError(f"listing not in key order: {key!r} after {feed.cursor!r}")
                 self._add_file(feed, key, size, mtime, url, etag)
                 feed.cursor = key
+            if entries:
                 feed.error = None  # a retry is making progress: lookups wait for it again
             self._changed.notify_all()
 
