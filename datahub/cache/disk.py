@@ -38,18 +38,17 @@ page headers, which finds such files (and drops entries whose file is gone).
 from __future__ import annotations
 
 import errno
-import fcntl
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from datahub.cache import pages as fmt
-from datahub.cache.directio import DIRECT_MIN_BYTES, write_direct
 from datahub.cache.index import open_index
 from datahub.cache.indexbatch import IndexBatcher
+from datahub.cache.pagefile import PageWriter
+from datahub.cache.pagefile import unlink as _unlink
 from datahub.cache.pages import PageKey
 from datahub.cache.tier import BudgetedTier
 
@@ -82,10 +81,8 @@ class DiskTier(BudgetedTier):
             (self._pages_dir / f"{i:02x}").mkdir(parents=True, exist_ok=True)
         self._pages_prefix = f"{self._pages_dir}/"
         self._tmp_prefix = f"{self._tmp_dir}/{os.getpid()}-"
-        self._pages_fd = os.open(self._pages_dir, os.O_RDONLY | os.O_DIRECTORY)
-        self._tmpfile = self._tmpfile_works()
-        self._direct = True  # until the file system refuses O_DIRECT
-        self.xattr_pages = self._probe_xattr()  # format 3: the file is the page's bytes
+        self._writer = PageWriter(self.dir)  # the one page-file writer (fetch workers use it too)
+        self._pages_fd = self._writer.pages_fd
         #: called with (key, fstat) of each first page this process wrote in format 3: bytes
         #: it checksummed itself, so a passthrough open need not read them back (datahub.cache.backing)
         self.on_written: Callable[[PageKey, os.stat_result], None] | None = None
@@ -121,22 +118,6 @@ class DiskTier(BudgetedTier):
             self._used += size
             self.policy.on_insert(key, size)
 
-    def _probe_xattr(self) -> bool:
-        """Whether this file system keeps user xattrs on page files (format 3, passthrough)."""
-        probe = f"{self._tmp_prefix}xattr-probe"
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.setxattr(fd, fmt.XATTR, b"probe")
-            return os.getxattr(fd, fmt.XATTR) == b"probe"
-        except OSError as exc:
-            log.info(
-                "disk cache %s: no user xattrs (%s): format-2 page files, no FUSE passthrough", self.dir, exc
-            )
-            return False
-        finally:
-            os.close(fd)
-            _unlink(probe)
-
     def _scan(self):
         for sub in self._pages_dir.iterdir():
             for path in sub.iterdir():
@@ -170,22 +151,26 @@ class DiskTier(BudgetedTier):
         """The page file (a str: pathlib costs more than the I/O on the hot path)."""
         return self._pages_prefix + _name(key.digest)
 
-    def _tmpfile_works(self) -> bool:
-        """Whether this file system and kernel create unnamed files that ``linkat`` can name
-        (``O_TMPFILE``, and /proc to name the open file); else pages go through ``tmp/``."""
-        probe = f"{self._tmp_prefix}probe"
-        try:
-            fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, 0o644, dir_fd=self._pages_fd)
-        except (OSError, AttributeError):
-            return False
-        try:
-            os.link(f"/proc/self/fd/{fd}", probe, dst_dir_fd=self._pages_fd)  # dir fd: linkat, follows
-            return True
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
-            _unlink(probe)
+    # the writer's probes and fallbacks, as attributes of the tier (tests set them)
+    @property
+    def xattr_pages(self) -> bool:
+        return self._writer.xattr_pages
+
+    @property
+    def _tmpfile(self) -> bool:
+        return self._writer.tmpfile
+
+    @_tmpfile.setter
+    def _tmpfile(self, value: bool) -> None:
+        self._writer.tmpfile = value
+
+    @property
+    def _direct(self) -> bool:
+        return self._writer.direct
+
+    @_direct.setter
+    def _direct(self, value: bool) -> None:
+        self._writer.direct = value
 
     # --- hooks -----------------------------------------------------------------------------------
     def _load(self, key: PageKey) -> bytes | None:
@@ -275,85 +260,16 @@ class DiskTier(BudgetedTier):
         self._index.remove(key.digest)
 
     def _store(self, key: PageKey, data: bytes) -> None:
-        name = _name(key.digest)
-        header = fmt.encode_header(key, data)
-        # format 3: the header goes to the xattr, the file is the data alone
-        xattr, header = (header, b"") if self.xattr_pages else (None, header)
-        if self._tmpfile:
-            written = self._store_unnamed(name, header, data, xattr)
-            if written is not None and xattr is not None and self.on_written is not None and key.index == 0:
-                self.on_written(key, written)
-        else:
-            self._store_renamed(name, header, data, xattr)
-        self._index.add(key, len(data))  # batched: a crash before the flush means a rebuild
+        written = self._writer.write(key, data)
+        self._stored(key, len(data), written)
 
-    def _store_unnamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> os.stat_result:
-        """Write an unnamed file, then give it its name: a crash before that leaves nothing.
-        Returns the named file's ``fstat`` (its state as written, for ``on_written``)."""
-        fd, direct = self._open_unnamed(direct=self._direct and len(data) >= DIRECT_MIN_BYTES)
-        try:
-            if direct:
-                self._write_direct(fd, header, data, name)
-            else:
-                _write_all(fd, header, data, name)
-            if xattr is not None:
-                os.setxattr(fd, fmt.XATTR, xattr)
-            try:
-                os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=self._pages_fd)
-            except FileExistsError:  # another process stored it: replace it, as a rename would
-                tmp = f"{self._tmp_prefix}{uuid.uuid4().hex}"
-                os.link(f"/proc/self/fd/{fd}", tmp, dst_dir_fd=self._pages_fd)
-                try:
-                    os.replace(tmp, self._pages_prefix + name)
-                except BaseException:
-                    _unlink(tmp)
-                    raise
-            return os.fstat(fd)  # after the link: naming a file moves its ctime
-        finally:
-            os.close(fd)
-
-    def _open_unnamed(self, *, direct: bool) -> tuple[int, bool]:
-        flags = os.O_WRONLY | os.O_TMPFILE
-        if direct:
-            try:
-                return os.open(".", flags | os.O_DIRECT, 0o644, dir_fd=self._pages_fd), True
-            except OSError as exc:
-                if exc.errno != errno.EINVAL:
-                    raise
-                self._no_direct(exc)
-        return os.open(".", flags, 0o644, dir_fd=self._pages_fd), False
-
-    def _write_direct(self, fd: int, header: bytes, data: bytes, name: str) -> None:
-        try:
-            write_direct(fd, header, data, name)
-        except OSError as exc:
-            if exc.errno != errno.EINVAL:
-                raise
-            self._no_direct(exc)  # the file system refused the alignment: write it buffered
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
-            os.ftruncate(fd, 0)
-            os.lseek(fd, 0, os.SEEK_SET)
-            _write_all(fd, header, data, name)
-
-    def _no_direct(self, exc: OSError) -> None:
-        if self._direct:
-            log.info("disk cache %s: O_DIRECT refused (%s); large pages are written buffered", self.dir, exc)
-        self._direct = False
-
-    def _store_renamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> None:
-        tmp = f"{self._tmp_prefix}{uuid.uuid4().hex}"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                _write_all(fd, header, data, tmp)
-                if xattr is not None:
-                    os.setxattr(fd, fmt.XATTR, xattr)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self._pages_prefix + name)
-        except BaseException:
-            _unlink(tmp)
-            raise
+    def _stored(self, key: PageKey, size: int, written: os.stat_result | None) -> None:
+        """A page file is in place (written by this process or by a fetch worker from bytes
+        it had just checksummed): index it, and remember a first page in format 3 as a
+        verified backing file in the state it was left in (``written``; None: not known)."""
+        if written is not None and self.xattr_pages and self.on_written is not None and key.index == 0:
+            self.on_written(key, written)
+        self._index.add(key, size)  # batched: a crash before the flush means a rebuild
 
     def _index_failed(self, entries: list[tuple[PageKey, int]]) -> None:
         """The index refused a batch: remove those files, so no bytes exist that nobody accounts for."""
@@ -421,7 +337,7 @@ class DiskTier(BudgetedTier):
                 self._index.flush()
             finally:
                 index.close()
-        os.close(self._pages_fd)
+        self._writer.close()
         self._pages_fd = -1
 
 
@@ -438,16 +354,3 @@ def _xattr_header(fd: int) -> bytes | None:
         if exc.errno in (errno.ENODATA, errno.ENOTSUP):
             return None
         raise
-
-
-def _write_all(fd: int, header: bytes, data: bytes, what: str) -> None:
-    written = os.writev(fd, [header, data])
-    if written != len(header) + len(data):  # a short write: the file system is full
-        raise OSError(errno.ENOSPC, f"short write of page file {what}")
-
-
-def _unlink(path: str, dir_fd: int | None = None) -> None:
-    try:
-        os.unlink(path, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass

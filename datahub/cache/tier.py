@@ -248,10 +248,28 @@ class BudgetedTier(Tier):
 
     def put(self, key: PageKey, data: bytes, *, reason: str = "fill", hot: bool = False) -> bool:
         size = len(data)
+        reserved = self.reserve(key, size, hot=hot)
+        if reserved is not True:
+            return reserved is None  # None: held already
+        try:
+            with tier_failure(self, "store", key) as failure:
+                self._store(key, data)
+        except BaseException:  # a bug: give the reservation back, then raise it
+            self.settle(key, size, stored=False)
+            raise
+        return self.settle(key, size, stored=not failure.failed, reason=reason)
+
+    def reserve(self, key: PageKey, size: int, *, hot: bool = False) -> bool | None:
+        """Admit a page of ``size`` bytes before it is stored: True (reserved: the caller
+        stores it, then calls ``settle`` whatever happens), False (refused: admission
+        filter, too big, full of pins) or None (held or being stored already).
+
+        Why separate from ``put``: a fetch worker process writes the page file, and the
+        tier must have made room for it (and chosen its victims) before the file exists."""
         limit = self.limit()
         with self._lock:
             if key in self._sizes or key in self._pending:
-                return True
+                return None
             if size > limit:
                 self.counters.add("rejected")
                 return False
@@ -270,16 +288,13 @@ class BudgetedTier(Tier):
             self._used += size
             over_high = self._used > self.high * limit
         self._drop(victims)
-        try:
-            with tier_failure(self, "store", key) as failure:
-                self._store(key, data)
-        except BaseException:  # a bug: give the reservation back, then raise it
-            with self._lock:
-                del self._pending[key]
-                self._lost_pending.discard(key)
-                self._used -= size
-            raise
-        stored = not failure.failed
+        if over_high:
+            self.wake_evictor()
+        return True
+
+    def settle(self, key: PageKey, size: int, *, stored: bool, reason: str = "fill") -> bool:
+        """End a ``reserve``: the page is stored (counted, tracked) or not (room given back).
+        Returns whether the tier holds it."""
         with self._lock:
             del self._pending[key]
             if self._lost_pending and key in self._lost_pending:
@@ -293,8 +308,6 @@ class BudgetedTier(Tier):
                 self._count(reason)
             else:
                 self._used -= size
-        if over_high:
-            self.wake_evictor()
         return stored
 
     def delete(self, key: PageKey) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from datahub.cache import DiskTier, make_policy
 from datahub.cache import disk as disk_module
+from datahub.cache import pagefile as pagefile_module
 from datahub.cache.directio import ALIGN, DIRECT_MIN_BYTES, write_direct
 from datahub.cache.pages import PageKey
 from tests.pagecache import resident_pages
@@ -96,7 +97,7 @@ def test_a_refused_direct_write_is_rewritten_buffered(
         raise OSError(errno.EINVAL, "bad alignment")
 
     tier = DiskTier(tmp_path / "disk", BUDGET, make_policy("lru", BUDGET))
-    monkeypatch.setattr(disk_module, "write_direct", refusing_write)
+    monkeypatch.setattr(pagefile_module, "write_direct", refusing_write)  # the one page writer
     try:
         data = os.urandom((2 << 20) + 5)
         assert tier.put(key(4), data)
