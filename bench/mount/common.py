@@ -1,0 +1,150 @@
+"""What the mount benchmarks share: readers, the daemon's counters, the page cache, the data.
+
+One module so ssd_hit.py, warm_open.py and ram_loop.py measure the same way: the same
+reader loop, the same CPU accounting of the daemon (utime+stime from /proc/PID/stat), the
+same ``Cached`` figure, the same moto-backed environment (tests/fuse/conftest.py's).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.fuse.conftest import FuseEnv, make_env  # noqa: E402
+from tests.servers import MotoServer  # noqa: E402
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def read_py(path: str) -> int:
+    """Python's buffered open(): what PIL and torch readers do (3.11: one isatty ioctl per open)."""
+    with open(path, "rb") as f:
+        return len(f.read())
+
+
+def read_os(path: str) -> int:
+    """os.open + os.read: no isatty, so a warm open asks the daemon nothing."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        n = 0
+        while chunk := os.read(fd, 1 << 20):
+            n += len(chunk)
+        return n
+    finally:
+        os.close(fd)
+
+
+def daemon_cpu(pid: int | None) -> float:
+    """CPU seconds (user + system) of ``pid`` so far; 0 for local disk (no daemon)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def daemon_reads(pid: int | None) -> int:
+    """Read syscalls of ``pid`` so far: each FUSE request is one read of /dev/fuse."""
+    if pid is None:
+        return 0
+    return next(
+        int(line.split()[1])
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines()
+        if line.startswith("syscr")
+    )
+
+
+def cached_bytes() -> int:
+    """``Cached`` of /proc/meminfo: the page cache, to count how often each byte sits in it."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Cached:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def drop_caches(level: int) -> None:
+    """1: page cache only (a dataset larger than RAM, dentries kept); 3: dentries and inodes too."""
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text(f"{level}\n")
+
+
+def read_all(
+    paths: list[str], threads: int, reader: Callable[[str], int] = read_py, chunksize: int = 16
+) -> float:
+    """Seconds to read every path whole, in the given order, with ``threads`` readers."""
+    t0 = time.perf_counter()
+    if threads == 1:
+        for p in paths:
+            reader(p)
+    else:
+        with ThreadPoolExecutor(threads) as pool:
+            for _ in pool.map(reader, paths, chunksize=chunksize):
+                pass
+    return time.perf_counter() - t0
+
+
+def random_objects(count: int, seed: int, low: int, high: int) -> dict[str, bytes]:
+    """``count`` objects of ``low``-``high`` random bytes in 20 class directories (reproducible)."""
+    rng = random.Random(seed)
+    return {
+        f"train/c{i % 20:02d}/img_{i:06d}.jpg": rng.randbytes(rng.randint(low, high)) for i in range(count)
+    }
+
+
+def local_copy(root: Path, objects: dict[str, bytes]) -> list[str]:
+    """The same objects on local disk: the baseline every mount figure is divided by."""
+    for key, data in objects.items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
+    return [str(root / k) for k in objects]
+
+
+@contextmanager
+def bench_env(tmp: Path, *, ram_bytes: int, disk_bytes: int) -> Iterator[FuseEnv]:
+    """A moto server on loopback and a datahub home over it with the given tier budgets."""
+    moto = MotoServer()
+    try:
+        env = make_env(tmp / "home", moto.endpoint)
+        text = env.config_path.read_text().replace("ram_bytes = 67108864", f"ram_bytes = {ram_bytes}")
+        env.config_path.write_text(text + f"disk_bytes = {disk_bytes}\n")
+        yield env
+    finally:
+        moto.stop()
+
+
+def disk_pages(env: FuseEnv) -> int:
+    """Pages in the disk tier (a small object is one page): to wait until a cold pass landed."""
+    return sum(1 for _ in env.root.rglob("*.page"))
+
+
+def tier_counters(env: FuseEnv, pid: int, after: float, timeout: float = 10.0) -> dict[str, dict]:
+    """Per tier (``ram``, ``disk``): the counters of mount ``pid`` from a stats snapshot written
+    after ``after`` (time.time()), the figures ``datahub cache stats`` adds up. Snapshots are
+    written every maintenance round (2 s), and hits answered in C are folded in once a second,
+    hence the wait."""
+    from datahub.cache.stats import read_snapshots, stats_dir, summarize
+
+    deadline = time.monotonic() + timeout
+    while True:
+        snaps = [s for s in read_snapshots(stats_dir(env.config)) if s.get("pid") == pid]
+        if snaps and snaps[0].get("time", 0) > after or time.monotonic() > deadline:
+            return summarize(snaps)
+        time.sleep(0.2)
+
+
+def header(name: str, text: str) -> None:
+    """The lines every run starts with: what was measured, on what, when, under which load."""
+    import pyfuse3
+
+    print(f"# {name}: {text}")
+    print(f"# pyfuse3 {pyfuse3.__version__}, kernel {os.uname().release}, nproc {os.cpu_count()}")
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  load {os.getloadavg()[0]:.2f}")
