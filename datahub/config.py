@@ -194,6 +194,8 @@ class CacheConfig(_Section):
     """Hinted bytes fetched but not yet read; also bounds the readahead queue."""
     stream_min_bytes: Size = 64 * 1024**2
     """Objects at least this big are read ahead by ONE streaming origin read per sequential reader (docs/cache.md "Streams"); 0 = never stream, readahead runs instead."""
+    fetch_workers: int = 0
+    """Worker processes a mount daemon starts to fetch cold pages from the origin and write them to the disk tier on other cores (docs/cache.md "Fetch worker processes"); -1 = the number of cores, at most 4; 0 = the daemon fetches them itself."""
     fill_whole_object_max: Size = 4 * 1024**3
     """Largest object filled whole (streamed into the cache in the background) after 4 out-of-order reads of it; also at most half the largest local tier; 0 = never."""
 

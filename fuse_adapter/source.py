@@ -171,4 +171,6 @@ def open_source(config: Config, stores, *, use_cache: bool = True) -> ByteSource
         c = config.cache
         small = c.model_copy(update={"disk_bytes": 0, "shared_url": "", "ram_bytes": NO_CACHE_RAM_BYTES})
         config = config.model_copy(update={"cache": small})
-    return CacheSource(open_cache(config, stores))
+    # a mount daemon fetches cold pages in worker processes (cache.fetch_workers): its
+    # request loop keeps a core while the origin's client and the page files use others
+    return CacheSource(open_cache(config, stores, fetch_workers=use_cache))

@@ -86,10 +86,10 @@ def cache_text(cache) -> str:
 
 
 def warmups_text(config) -> str:
-    """The warm-ups and open modes (FUSE passthrough) of the mounts whose cache shares this
+    """The warm-ups, open modes (FUSE passthrough) and fetch workers of the mounts whose cache shares this
     home (their stats snapshots): a mount is its own process, so this is how /metrics sees it."""
-    from datahub.cache.metrics import mount_text, warmup_text
+    from datahub.cache.metrics import fetch_workers_text, mount_text, warmup_text
     from datahub.cache.stats import read_snapshots, stats_dir
 
     snapshots = read_snapshots(stats_dir(config))
-    return warmup_text(snapshots) + mount_text(snapshots)
+    return warmup_text(snapshots) + mount_text(snapshots) + fetch_workers_text(snapshots)

@@ -16,6 +16,7 @@ from pathlib import Path
 from datahub.cache import stats as stats_io
 from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
 from datahub.cache.disk import DiskTier
+from datahub.cache.fetch_workers import FetchWorkers, worker_count
 from datahub.cache.origin import Origin
 from datahub.cache.policy import make_policy
 from datahub.cache.prefetch import LARGE_PAGES, HintAhead
@@ -52,6 +53,7 @@ def assemble_cache(
     fill_after_random_reads: int = 4,
     fill_concurrency: int = 1,
     warmup_idle_seconds: float = WARMUP_IDLE_SECONDS,
+    fetch_workers: FetchWorkers | None = None,
 ) -> TieredCache:
     """A started ``TieredCache`` over built ``tiers`` and ``origin``: its single-flight
     table, prefetcher and hint workers are made here (``open_cache`` calls this; tests
@@ -70,6 +72,7 @@ def assemble_cache(
         stats_dir=stats_dir,
         policy=policy,
         activity=ReaderActivity(warmup_idle_seconds, LARGE_PAGES * page_size),
+        fetch_workers=fetch_workers,
     )
     prefetcher = Prefetcher(
         cache.tiers,
@@ -134,12 +137,23 @@ def build_tiers(config: Config, stores, *, clock: Callable[[], float] = time.mon
     return tiers
 
 
-def open_cache(config: Config, stores) -> TieredCache:
-    """The cache for ``config.cache`` reading through ``stores`` (a datahub.storage.StoreRegistry)."""
+def open_cache(config: Config, stores, *, fetch_workers: bool = False) -> TieredCache:
+    """The cache for ``config.cache`` reading through ``stores`` (a datahub.storage.StoreRegistry).
+
+    ``fetch_workers``: start ``cache.fetch_workers`` worker processes that fetch cold pages
+    into the disk tier (a mount daemon does; a library user such as a training job's
+    fsspec or DataLoader worker does not, as it has cores of its own to spend)."""
     c = config.cache
     make_policy(c.policy, 1)  # an unknown policy name fails before anything is opened
     tiers = build_tiers(config, stores)
     disk = next((t for t in tiers if isinstance(t, DiskTier)), None)
+    count = worker_count(c.fetch_workers) if fetch_workers and disk is not None else 0
+    workers = None
+    if count > 0:
+        try:
+            workers = FetchWorkers(config, count, disk)
+        except OSError as exc:  # an optimisation: fetch in this process instead
+            log.error("fetch workers could not be started (%s); cold pages are fetched by this process", exc)
     return assemble_cache(
         tiers,
         Origin(
@@ -158,6 +172,7 @@ def open_cache(config: Config, stores) -> TieredCache:
         stream_min_bytes=c.stream_min_bytes,
         fill_whole_object_max=c.fill_whole_object_max,
         warmup_idle_seconds=c.warmup_idle_seconds,
+        fetch_workers=workers,
     )
 
 

@@ -50,7 +50,7 @@ from datahub.cache.indexbatch import IndexBatcher
 from datahub.cache.pagefile import PageWriter
 from datahub.cache.pagefile import unlink as _unlink
 from datahub.cache.pages import PageKey
-from datahub.cache.tier import BudgetedTier
+from datahub.cache.tier import BudgetedTier, tier_failure
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +271,36 @@ class DiskTier(BudgetedTier):
             self.on_written(key, written)
         self._index.add(key, size)  # batched: a crash before the flush means a rebuild
 
+    def load_written(self, key: PageKey, size: int, state: tuple[int, int, int, int] | None) -> bytes | None:
+        """The bytes of a page file a fetch worker wrote from bytes it had just checksummed,
+        if the file is still in the state the worker reported (any change since moves its
+        ctime or inode, as for a verified backing file), else None. Without a state (a
+        renamed or format-2 file) the file is read and checked whole, as ``get`` does."""
+        with tier_failure(self, "read", key):
+            if state is None or not self.xattr_pages:
+                return self._load(key)
+            return self._load_unchanged(key, size, state)
+        return None
+
+    def _load_unchanged(self, key: PageKey, size: int, state: tuple[int, int, int, int]) -> bytes | None:
+        try:
+            fd = os.open(_name(key.digest), os.O_RDONLY, dir_fd=self._pages_fd)
+        except FileNotFoundError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns) != state or st.st_size != size:
+                return None
+            data = os.pread(fd, size, 0)
+        finally:
+            os.close(fd)
+        return data if len(data) == size else None
+
+    def stored_elsewhere(self, key: PageKey, size: int, state: tuple[int, int, int, int] | None) -> None:
+        """A fetch worker stored this page (after ``reserve``): index it as if written here."""
+        written = None if state is None else _FileState(state)
+        self._stored(key, size, written)
+
     def _index_failed(self, entries: list[tuple[PageKey, int]]) -> None:
         """The index refused a batch: remove those files, so no bytes exist that nobody accounts for."""
         for key, _ in entries:
@@ -339,6 +369,15 @@ class DiskTier(BudgetedTier):
                 index.close()
         self._writer.close()
         self._pages_fd = -1
+
+
+class _FileState:
+    """The ``os.stat_result`` fields a backing-file record uses, from a worker's answer."""
+
+    __slots__ = ("st_ctime_ns", "st_dev", "st_ino", "st_size")
+
+    def __init__(self, state: tuple[int, int, int, int]) -> None:
+        self.st_dev, self.st_ino, self.st_size, self.st_ctime_ns = state
 
 
 def _name(digest: str) -> str:

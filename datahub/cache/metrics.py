@@ -169,6 +169,28 @@ def mount_text(snapshots: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_WORKER_FIGURES = (
+    # stats key, metric, type, help
+    ("running", "datahub_cache_fetch_workers", "gauge", "Fetch worker processes running (cache.fetch_workers)."),
+    ("fetches", "datahub_cache_fetch_worker_pages_total", "counter", "Cold pages fetched and written by workers."),
+    ("bytes", "datahub_cache_fetch_worker_bytes_total", "counter", "Bytes of those pages."),
+    ("failovers", "datahub_cache_fetch_worker_failovers_total", "counter",
+     "Requests a worker did not finish, fetched by the daemon itself."),
+    ("restarts", "datahub_cache_fetch_worker_restarts_total", "counter", "Workers restarted after they died."),
+)  # fmt: skip
+
+
+def fetch_workers_text(snapshots: list[dict]) -> str:
+    """The fetch worker processes of this node's cache processes (mount daemons), one series
+    per daemon pid (from their stats snapshots)."""
+    pools = [(snap["pid"], snap["fetch_workers"]) for snap in snapshots if "fetch_workers" in snap]
+    lines: list[str] = []
+    for key, name, kind, help_text in _WORKER_FIGURES if pools else ():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+        lines += [f"{name}{{{_labels(pid=pid)}}} {pool.get(key, 0)}" for pid, pool in pools]
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def _labels(**values: str) -> str:
     def escape(v: str) -> str:
         return str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -24,7 +24,8 @@ the stream is open and checks the total length like ``fetch``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from datahub.cache.counters import Counters
 from datahub.cache.pages import PageKey
@@ -34,6 +35,26 @@ from datahub.errors import ObjectChanged
 from datahub.storage.base import ObjectStore
 
 STREAM_CHUNK = 1 << 20  # bytes per chunk of a streaming read
+T = TypeVar("T")
+
+
+def read_range(stores, key: PageKey, start: int, end: int) -> bytes:  # stores: StoreRegistry
+    """Bytes ``[start, end)`` of the object version ``key`` names, read under If-Match; a
+    short answer raises ObjectChanged. The one origin read of a page, in this process or in
+    a fetch worker."""
+    # A short first page is the whole object: read it without a Range header (cheaper
+    # for S3 servers; the etag pins the size, and the length is checked below anyway).
+    whole = start == 0 and end - start < key.page_size
+    store, object_key = stores.for_url(key.url)
+    data = store.read(object_key, start, None if whole else end, etag=key.etag)
+    if len(data) != end - start:
+        raise ObjectChanged(
+            f"object {key.url} returned {len(data)} bytes for range [{start}, {end}) of etag {key.etag}: "
+            "it changed behind the snapshot; re-import the object or read a version that records it",
+            url=key.url,
+            etag=key.etag,
+        )
+    return data
 
 
 class OriginCounters(Counters):
@@ -59,30 +80,28 @@ class Origin:
 
     def fetch(self, key: PageKey, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object version ``key`` names."""
-        # A short first page is the whole object: read it without a Range header (cheaper
-        # for S3 servers; the etag pins the size, and the length is checked below anyway).
-        whole = start == 0 and end - start < key.page_size
+        return self.fetch_via(key, start, end, lambda: read_range(self.stores, key, start, end), len)
+
+    def fetch_via(
+        self, key: PageKey, start: int, end: int, read: Callable[[], T], size: Callable[[T], int]
+    ) -> T:
+        """``read()`` the range ``[start, end)`` of ``key`` under this origin's rules: the
+        stall memory, one scheduler slot in the caller's class, the counters. ``size(result)``
+        is the bytes it read. Why: a fetch worker process (``datahub.cache.fetch_workers``)
+        makes the request, but its slot and its accounting stay this process's, so limits and
+        priority classes hold across workers."""
         self.stalls.check(key.url, key.etag)  # outside the try: meeting the memory never renews it
         try:
-            store, object_key = self.stores.for_url(key.url)
             with self.scheduler.slot(end - start):
                 started = time.monotonic()
-                data = store.read(object_key, start, None if whole else end, etag=key.etag)
+                result = read()
         except Exception as exc:  # counted and re-raised, whatever it is
             self.counters.add("errors")
             self.stalls.failed(key.url, key.etag, exc)
             raise
         self.stalls.answered(key.url, started)
-        if len(data) != end - start:
-            self.counters.add("errors")
-            raise ObjectChanged(
-                f"object {key.url} returned {len(data)} bytes for range [{start}, {end}) of etag {key.etag}: "
-                "it changed behind the snapshot; re-import the object or read a version that records it",
-                url=key.url,
-                etag=key.etag,
-            )
-        self.counters.add_many(fetches=1, bytes=len(data))
-        return data
+        self.counters.add_many(fetches=1, bytes=size(result))
+        return result
 
     def streams_natively(self, url: str) -> bool:
         """Whether the store behind ``url`` serves ``read_chunks`` from one open request.

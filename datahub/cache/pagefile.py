@@ -42,13 +42,14 @@ class PageWriter:
         self.direct = True  # until the file system refuses O_DIRECT
         self.xattr_pages = self._probe_xattr()  # format 3: the file is the page's bytes
 
-    def write(self, key: PageKey, data: bytes) -> os.stat_result | None:
+    def write(self, key: PageKey, data: bytes, *, header: bytes | None = None) -> os.stat_result | None:
         """Write the page file of ``key`` whole under its final name. Returns the file's
         ``fstat`` after naming it (naming moves the ctime): the state in which its bytes were
         checksummed. None when it went through ``tmp/`` and a rename: the name may already
-        hold another process's file by the time it could be looked at."""
+        hold another process's file by the time it could be looked at. ``header``: the
+        page's ``encode_header``, if the caller made it already (it holds the checksum)."""
         name = name_of(key)
-        header = fmt.encode_header(key, data)
+        header = fmt.encode_header(key, data) if header is None else header
         # format 3: the header goes to the xattr, the file is the data alone
         xattr, header = (header, b"") if self.xattr_pages else (None, header)
         if self.tmpfile:

@@ -30,6 +30,7 @@ from pathlib import Path
 from datahub.cache import stats as stats_io
 from datahub.cache.activity import ReaderActivity
 from datahub.cache.backing import BackingFiles
+from datahub.cache.fetch_workers import FetchWorkers
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
 from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
@@ -65,8 +66,11 @@ class TieredCache:
         stats_dir: Path | None = None,
         policy: str = "",
         activity: ReaderActivity,
+        fetch_workers: FetchWorkers | None = None,
     ) -> None:
         self.tiers = list(tiers)
+        #: worker processes that fetch cold pages into the disk tier (datahub.cache.fetch_workers)
+        self.fetch_workers = fetch_workers
         self.origin = origin
         self.page_size = page_size
         self.policy = policy
@@ -218,11 +222,24 @@ class TieredCache:
             for upper in self.tiers[:i]:
                 upper.put(key, data, reason="promote", hot=hot)
             return data
+        return self._from_origin(key, expected, self.tiers, hot=hot)[0]
+
+    def _from_origin(
+        self, key: PageKey, expected: int, keep: Sequence[Tier], *, hot: bool = False
+    ) -> tuple[bytes, list[Tier]]:
+        """Fetch a page and store it in the tiers ``keep``: the bytes, and the tiers that
+        refused them (warm-up's budget wants to know). A fetch worker, if any (and if the
+        disk tier is among ``keep`` and takes the page), reads it and writes the disk file
+        in another process; else, or if the worker did not finish, this process does both."""
         start = key.index * self.page_size
+        workers = self.fetch_workers
+        if workers is not None and workers.disk in keep:
+            data = workers.fetch_page(self.origin, key, start, start + expected, hot=hot)
+            if data is not None:
+                rest = [t for t in keep if t is not workers.disk]
+                return data, [t for t in rest if not t.put(key, data, reason="fill", hot=hot)]
         data = self.origin.fetch(key, start, start + expected)
-        for tier in self.tiers:
-            tier.put(key, data, reason="fill", hot=hot)
-        return data
+        return data, [t for t in keep if not t.put(key, data, reason="fill", hot=hot)]
 
     def _wrong_length(self, tier: Tier, key: PageKey, data: bytes, expected: int) -> None:
         log.warning(
@@ -298,10 +315,9 @@ class TieredCache:
                 data = tier.get(key)
                 if data is not None and len(data) == expected:
                     return data
-        start = key.index * self.page_size
-        data = self.origin.fetch(key, start, start + expected)
-        for tier in keep:
-            if not tier.put(key, data, reason="fill") and budget is not None:
+        data, refused = self._from_origin(key, expected, keep)
+        if budget is not None:
+            for tier in refused:
                 budget.refused(tier)  # full of pages it prefers: warm-up stops using it
         return data
 
@@ -501,6 +517,7 @@ class TieredCache:
             "warmups": [status() for status in self._warmup_reports],
             "mounts": [status() for status in self._mount_reports],
             **({"backing": self._backing_stats()} if self.backing is not None else {}),
+            **({"fetch_workers": self.fetch_workers.stats()} if self.fetch_workers is not None else {}),
         }
 
     def _backing_stats(self) -> dict:
@@ -517,6 +534,8 @@ class TieredCache:
         for part in (getattr(self, "_hints", None), getattr(self, "_prefetcher", None)):
             if part is not None:  # None: never started (a constructed, unstarted cache)
                 part.close()
+        if self.fetch_workers is not None:  # before the tiers: no worker writes into a closed tier
+            self.fetch_workers.close()
         for tier in self.tiers:
             try:
                 tier.close()

@@ -152,6 +152,7 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
     warmups = [{"pid": s["pid"], **w} for s in snapshots for w in s.get("warmups", [])]
     mounts = [{"pid": s["pid"], **m} for s in snapshots for m in s.get("mounts", [])]
     backing = [{"pid": s["pid"], **s["backing"]} for s in snapshots if "backing" in s]
+    workers = [{"pid": s["pid"], **s["fetch_workers"]} for s in snapshots if "fetch_workers" in s]
     result = {
         "processes": [s["pid"] for s in snapshots],
         "tiers": list(tiers.values()),
@@ -160,6 +161,7 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
         "warmups": warmups,
         "mounts": mounts,
         "backing_files": backing,
+        "fetch_workers": workers,
         "workspaces": workspaces,
     }
     if ctx.json_output:
@@ -183,6 +185,8 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.emit(None, text=_warmup_line(warmup))
     for m in mounts:
         ctx.emit(None, text=_mount_line(m))
+    for w in workers:
+        ctx.emit(None, text=_workers_line(w))
     if workspaces is None:
         ctx.emit(None, text="write-back: dirty bytes / flush lag unavailable (no journal statistics)")
     elif workspaces:
@@ -224,6 +228,15 @@ def _mount_line(m: dict) -> str:
         f"opens of {m['mountpoint']} [{m['mode']}]: {m['passthrough_opens']} passthrough "
         f"({m.get('passthrough_opens_in_c', 0)} answered in C), "
         f"{m['ordinary_opens']} through the daemon, {m['backing_ids_open']} backing files held"
+    )
+
+
+def _workers_line(w: dict) -> str:
+    """One daemon's fetch worker processes (cache.fetch_workers) and the cold pages they fetched."""
+    return (
+        f"fetch workers of pid {w['pid']}: {w['running']} running of {w['configured']}, "
+        f"{w['fetches']} pages ({_human(w['bytes'])}) fetched, {w['failovers']} failed over to the daemon, "
+        f"{w['restarts']} restarts"
     )
 
 

@@ -49,6 +49,14 @@ def observe_transient(callback: Callable[[TransientStorageError], None]) -> Iter
         _OBSERVER.reset(token)
 
 
+def report_transient(exc: TransientStorageError) -> None:
+    """Hand ``exc``, a failed attempt made elsewhere (a fetch worker process), to the
+    ``observe_transient`` block this thread is in, as if it had been made here."""
+    observer = _OBSERVER.get()
+    if observer is not None:
+        observer(exc)
+
+
 def remaining() -> float | None:
     """Seconds left of the budget of the ``RetryPolicy.call`` running in this thread (None: no budget)."""
     deadline = _DEADLINE.get()
