@@ -2,18 +2,25 @@
 
     .venv/bin/python bench/mount/cold.py [--files 2000] [--origins local,moto,moto10] [--passes 2]
     .venv/bin/python bench/mount/cold.py --tree base=/tmp/base --tree head=/tmp/head  # A/B
+    .venv/bin/python bench/mount/cold.py --origins local,moto --fetch-workers 0,1,2  # cache.fetch_workers
 
 ``--files`` files of 50-200 KB. Origins: ``local`` (``datahub import`` of a local
 directory: the origin is that directory, no network, so the daemon's own cost shows),
 ``moto`` (a moto server on loopback) and ``motoN`` (the same behind
 ``bench/latency_proxy.py`` at N ms). Per origin and pass: a fresh mount with an empty
-cache directory (RAM tier at its default), ``drop_caches``, then every file read whole
+cache directory (RAM tier at its default), ``drop_caches`` (3), then every file read whole
 with ``open().read()`` in a shuffled order by 8 threads. Printed: files/s, the ratio to
 the same-run baseline (the local directory read directly, page cache dropped), and the
 daemon's CPU per file (utime+stime of the mount process from after ``drop_caches`` to the
 end of the pass and its background stores). Mounts use ``--no-prefetch``, so every
 fetch is a reader's (with the default ``--prefetch`` a warm-up races the readers and
 the per-file figure mixes both). ``--mount-flag`` adds flags (repeatable).
+
+``--fetch-workers 0,1,2``: mount with ``DATAHUB_CACHE_FETCH_WORKERS`` set to each value in
+turn (alternating within every pass, like ``--tree``). The fetch worker processes' CPU per
+file is printed beside the daemon's (from after ``drop_caches`` to the end of the pass and
+its stores; their start-up, once per mount, is before that): a training job on the same
+node loses both.
 
 ``--profiler CMD``: run ``CMD -p DAEMON_PID`` during each pass and stop it with SIGINT
 after the pass, e.g. ``"py-spy record -f raw -r 200 --gil -o /tmp/p.txt"`` (Python frames of
@@ -44,7 +51,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench.mount.ssd_hit import TICK, daemon_cpu, drop_caches, read_py  # noqa: E402
+from bench.mount.common import TICK, daemon_cpu, drop_caches, read_py  # noqa: E402
 from tests.fuse.conftest import FuseEnv, make_env, upload_dataset, wait_until  # noqa: E402
 from tests.servers import MotoServer  # noqa: E402
 
@@ -65,6 +72,28 @@ def threads_cpu(pid: int) -> dict[str, list[float]]:
     return out
 
 
+def children_of(pid: int) -> list[str]:
+    """Pids of the daemon's child processes alive now."""
+    out: list[str] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += (task / "children").read_text().split()
+        except OSError:
+            continue
+    return out
+
+
+def workers_cpu(pid: int) -> float:
+    """CPU seconds of the daemon's child processes alive now (its fetch workers)."""
+    total = 0.0
+    for child in children_of(pid):
+        try:
+            total += daemon_cpu(int(child))
+        except OSError:  # exited meanwhile
+            continue
+    return total
+
+
 def cold_pass(paths: list[str], threads: int = 8) -> float:
     order = paths[:]
     random.shuffle(order)
@@ -79,10 +108,15 @@ def settle(pid: int, cache: Path, n: int) -> None:
     """Wait until the disk tier holds every file and the daemon's CPU stops moving (its
     background stores are part of the cost of a cold file)."""
     wait_until(lambda: sum(1 for _ in cache.rglob("*.page")) >= n, 120)
-    last = daemon_cpu(pid)
+    idle(lambda: daemon_cpu(pid) + workers_cpu(pid))
+
+
+def idle(cpu) -> None:
+    """Wait until ``cpu()`` (CPU seconds) stops moving."""
+    last = cpu()
     while True:
         time.sleep(0.3)
-        now = daemon_cpu(pid)
+        now = cpu()
         if now - last < 0.011:
             return
         last = now
@@ -117,8 +151,9 @@ def mount_and_read(
     flags: list[str],
     spy: list[str] | None,
     tree: Path = REPO,
-) -> tuple[float, float]:
-    """(seconds, daemon CPU seconds) of one cold pass through a fresh mount over ``cache``, a
+    fetch_workers: int = 0,
+) -> tuple[float, float, float]:
+    """(seconds, daemon CPU seconds, fetch workers' CPU seconds) of one cold pass through a fresh mount over ``cache``, a
     new directory. Why new, and old ones removed only at the end: ext4 without a journal
     scans past inodes freed in the last 30 s for each new inode (``recently_deleted``), so a
     cache deleted just before the pass would charge its deletion to the pass's page files."""
@@ -126,7 +161,8 @@ def mount_and_read(
     cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(config), "mount", str(mnt), source]
     cmd += ["--cache-dir", str(cache), *flags, "--foreground"]
     log = open(mnt.parent / f"{mnt.name}.log", "ab")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=tree)  # ``-m``: the tree's datahub
+    env = {**os.environ, "DATAHUB_CACHE_FETCH_WORKERS": str(fetch_workers)}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=tree, env=env)  # ``-m``: the tree's datahub
     try:
         from fuse_adapter.daemon import is_mounted
 
@@ -139,17 +175,20 @@ def mount_and_read(
         root = mnt / source.split("@")[0] / f"v{source.split('@')[1]}"
         paths = sorted(str(p) for p in root.rglob("*") if p.is_file())
         assert len(paths) == n, f"{len(paths)} files in the mount, expected {n}"
-        drop_caches()
+        drop_caches(3)
         profiler = None
         if spy is not None:
             profiler = subprocess.Popen(
                 [*spy, "-p", str(proc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
             time.sleep(1)
-        cpu0, threads0 = daemon_cpu(proc.pid), threads_cpu(proc.pid)
+        wait_until(lambda: len(children_of(proc.pid)) >= fetch_workers, 60)
+        idle(lambda: workers_cpu(proc.pid))  # their start-up (imports) is not a cold file's cost
+        cpu0, threads0, workers0 = daemon_cpu(proc.pid), threads_cpu(proc.pid), workers_cpu(proc.pid)
         dt = cold_pass(paths)
         settle(proc.pid, cache, n)
         cpu = daemon_cpu(proc.pid) - cpu0
+        workers = workers_cpu(proc.pid) - workers0
         threads1 = threads_cpu(proc.pid)
         parts = []
         for name, (user, system) in sorted(threads1.items(), key=lambda kv: -sum(kv[1])):
@@ -160,7 +199,7 @@ def mount_and_read(
         if profiler is not None:
             profiler.send_signal(2)
             profiler.wait(60)
-        return dt, cpu
+        return dt, cpu, workers
     finally:
         subprocess.run(
             [sys.executable, "-m", "fuse_adapter", "--config", str(config), "umount", str(mnt)],
@@ -189,6 +228,11 @@ def main() -> None:
         " checkout; given twice or more, the trees alternate in every pass (a same-run A/B)",
     )
     ap.add_argument("--profiler", help="a command run with -p DAEMON_PID during each pass")
+    ap.add_argument(
+        "--fetch-workers",
+        default="0",
+        help="comma-separated cache.fetch_workers values, alternating in every pass (same-run)",
+    )
     args = ap.parse_args()
     rng = random.Random(25)
     objects = {
@@ -207,11 +251,16 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  load {os.getloadavg()[0]:.2f}")
     print(f"# head {commit.stdout.strip()}, kernel {os.uname().release}, flags {' '.join(args.mount_flag)}")
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1])) for t in args.tree] or [("head", REPO)]
+    counts = [int(w) for w in args.fetch_workers.split(",")]
+    variants = [
+        (label if len(counts) == 1 else f"{label}/w{w}", tree, w) for label, tree in trees for w in counts
+    ]
     print(
-        f"{'origin':10} {'tree':10} {'pass':>4} {'files/s':>9} {'local dir':>10} {'ratio':>6} {'daemon us/file':>15}"
+        f"{'origin':10} {'tree':10} {'pass':>4} {'files/s':>9} {'local dir':>10} {'ratio':>6}"
+        f" {'daemon us/file':>15} {'workers us/file':>16}"
     )
     moto = proxy = None
-    summary: dict[tuple[str, str], list[float]] = {}
+    summary: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     try:
         for origin in args.origins.split(","):
             if origin == "local":
@@ -229,35 +278,39 @@ def main() -> None:
                 ds = upload_dataset(env, "ds", objects)
                 config, source = env.config_path, f"ds@{ds.seq}"
             for i in range(args.passes):
-                for label, tree in trees:
-                    drop_caches()
+                for label, tree, workers in variants:
+                    drop_caches(3)
                     base = cold_pass(local_paths)
                     spy = args.profiler.split() if args.profiler else None
                     mnt = tmp / "mnt" / origin
-                    dt, cpu = mount_and_read(
+                    dt, cpu, wcpu = mount_and_read(
                         config,
                         source,
                         mnt,
-                        tmp / f"cache-{origin}-{label}-{i}",
+                        tmp / f"cache-{origin}-{label.replace('/', '-')}-{i}",
                         args.files,
                         args.mount_flag,
                         spy,
                         tree,
+                        workers,
                     )
                     rate, base_rate = args.files / dt, args.files / base
-                    summary.setdefault((origin, label), []).append(cpu / args.files * 1e6)
+                    per_file, workers_per_file = cpu / args.files * 1e6, wcpu / args.files * 1e6
+                    summary.setdefault((origin, label), []).append(
+                        (rate / base_rate, per_file, workers_per_file)
+                    )
                     print(
                         f"{origin:10} {label:10} {i:>4} {rate:>9,.0f} {base_rate:>10,.0f} {rate / base_rate:>6.2f}"
-                        f" {cpu / args.files * 1e6:>15.0f}",
+                        f" {per_file:>15.0f} {workers_per_file:>16.0f}",
                         flush=True,
                     )
             if proxy is not None:
                 proxy.stop()
                 proxy = None
-        print(
-            "# median daemon us/file over the passes: "
-            + ", ".join(f"{o} {t} {statistics.median(v):.0f}" for (o, t), v in summary.items())
-        )
+        print("# medians over the passes: ratio to the local directory, daemon + workers us/file")
+        for (o, t), v in summary.items():
+            ratio, daemon, workers = (statistics.median(x[k] for x in v) for k in range(3))
+            print(f"#   {o} {t}: ratio {ratio:.2f}, daemon {daemon:.0f} + workers {workers:.0f} us/file")
     finally:
         if proxy is not None:
             proxy.stop()
