@@ -38,7 +38,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import NamedTuple
@@ -56,9 +55,9 @@ from datahub.storage.retry import observe_transient, report_transient
 
 log = logging.getLogger(__name__)
 
-WORKER_THREADS = 8  # requests one worker serves at once
+WORKER_THREADS = 16  # requests one worker serves at once (threads, each with its own pipes)
 RESTARTS_PER_MINUTE = 3
-MAX_WORKERS = 4  # "auto": the number of cores, at most this many
+MAX_WORKERS = 4  # "auto" (-1): one fewer than the cores, at most this many
 _ENTRY = "from datahub.cache.fetch_workers import worker_main; worker_main()"
 
 
@@ -119,95 +118,62 @@ class FetchWorkerCounters(Counters):
 
 
 # --- the daemon's side ------------------------------------------------------------------------
-class _Call:
-    """One request waiting for its answer (a plain lock as the gate, as in SingleFlight)."""
+class _Channel:
+    """One request at a time to one worker thread: the caller writes the request and reads
+    the answer itself (no reader thread between them: each hop would be one more GIL
+    hand-off per cold page in the daemon)."""
 
-    __slots__ = ("answer", "gate")
+    __slots__ = ("answers", "requests", "worker")
 
-    def __init__(self) -> None:
-        self.gate = threading.Lock()
-        self.gate.acquire()
-        self.answer: Written | Failed | None = None
+    def __init__(self, worker: _Worker, requests: Connection, answers: Connection) -> None:
+        self.worker, self.requests, self.answers = worker, requests, answers
+
+    def call(self, request: FetchRequest) -> Written | Failed:
+        try:
+            self.requests.send(request)
+            return self.answers.recv()
+        except (EOFError, OSError) as exc:
+            self.worker.alive = False
+            raise NotFetched(f"fetch worker {self.worker.pid} exited before answering") from exc
+
+    def close(self) -> None:
+        self.requests.close()
+        self.answers.close()
 
 
 class _Worker:
-    def __init__(self, setup: WorkerSetup, on_exit) -> None:
-        req_r, req_w = os.pipe()
-        ans_r, ans_w = os.pipe()
-        env = dict(os.environ)
-        root = str(Path(datahub.__file__).resolve().parents[1])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    """One worker process and its channels (one per worker thread)."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        ours: list[tuple[int, int]] = []  # (request write end, answer read end) per channel
+        theirs: list[int] = []
         try:
+            for _ in range(setup.threads):
+                req_r, req_w = os.pipe()
+                ans_r, ans_w = os.pipe()
+                ours.append((req_w, ans_r))
+                theirs += [req_r, ans_w]
+            env = dict(os.environ)
+            root = str(Path(datahub.__file__).resolve().parents[1])
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", _ENTRY, str(req_r), str(ans_w)],
-                pass_fds=(req_r, ans_w),
+                [sys.executable, "-c", _ENTRY, ",".join(map(str, theirs))],
+                pass_fds=theirs,
                 stdin=subprocess.DEVNULL,
                 env=env,
             )
         except BaseException:
-            for fd in (req_r, req_w, ans_r, ans_w):
+            for fd in theirs + [fd for pair in ours for fd in pair]:
                 os.close(fd)
             raise
-        os.close(req_r)
-        os.close(ans_w)
+        for fd in theirs:
+            os.close(fd)
         self.pid = self.proc.pid
-        self._requests = Connection(req_w, readable=False)
-        self._answers = Connection(ans_r, writable=False)
-        self._lock = threading.Lock()
-        self.pending: dict[int, _Call] = {}
         self.alive = True
-        self._on_exit = on_exit
-        self._requests.send(setup)
-        self._reader = threading.Thread(target=self._read, name="datahub-fetch-worker", daemon=True)
-        self._reader.start()
-
-    def submit(self, request: FetchRequest, call: _Call) -> None:
-        with self._lock:
-            if not self.alive:
-                raise NotFetched(f"fetch worker {self.pid} has exited")
-            self.pending[request.id] = call
-            try:
-                self._requests.send(request)
-            except OSError as exc:  # the worker is gone; its reader thread fails the rest
-                del self.pending[request.id]
-                raise NotFetched(f"fetch worker {self.pid} has exited: {exc}") from exc
-
-    def _read(self) -> None:
-        while True:
-            try:
-                answer = self._answers.recv()
-            except (EOFError, OSError):
-                break
-            with self._lock:
-                call = self.pending.pop(answer.id, None)
-            if call is not None:
-                call.answer = answer
-                call.gate.release()
-        with self._lock:
-            self.alive = False
-            lost, self.pending = list(self.pending.values()), {}
-        for call in lost:
-            call.gate.release()  # answer None: NotFetched
-        with self._lock:
-            self._answers.close()
-            self._requests.close()
-        code = self.proc.wait()
-        self._on_exit(self, code)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """Ask the worker to exit (its request pipe ends); kill it if it does not."""
-        with self._lock:
-            self.alive = False
-            try:
-                self._requests.close()
-            except OSError:
-                pass
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._reader.join(timeout)
+        self.channels = [
+            _Channel(self, Connection(w, readable=False), Connection(r, writable=False)) for w, r in ours
+        ]
+        self.channels[0].requests.send(setup)  # read by the worker before it starts its threads
 
 
 class FetchWorkers:
@@ -220,13 +186,14 @@ class FetchWorkers:
         self._setup = WorkerSetup(config, str(disk.dir), threads)
         self._ids = itertools.count()
         self._lock = threading.Lock()
+        self._free_channel = threading.Condition(self._lock)
+        self._free: collections.deque[_Channel] = collections.deque()
         self._closed = False
         self._restarts: collections.deque[float] = collections.deque()
-        self._restart_limit_logged = False
         self._workers: list[_Worker] = []
         try:
             for _ in range(count):
-                self._workers.append(_Worker(self._setup, self._exited))
+                self._start()
         except BaseException:
             self.close()
             raise
@@ -261,68 +228,102 @@ class FetchWorkers:
             self.disk.settle(key, size, stored=stored)
 
     def _fetch(self, key: PageKey, start: int, end: int) -> Written:
-        call = _Call()
         request = FetchRequest(next(self._ids), key.url, key.etag, key.page_size, key.index, start, end,
                                int(current_priority()))  # fmt: skip
-        self._pick().submit(request, call)
-        call.gate.acquire()
-        answer = call.answer
-        if answer is None:
-            raise NotFetched("the fetch worker exited before answering")
+        channel = self._take()
+        try:
+            answer = channel.call(request)
+        finally:
+            self._give_back(channel)
         for t in answer.transient:
             report_transient(errors.TransientStorageError(t.message, **t.details))
         if isinstance(answer, Failed):
             raise _rebuilt(answer)
         return answer
 
-    def _pick(self) -> _Worker:
+    def _take(self) -> _Channel:
+        """A free channel of a running worker (channels of all workers alternate, so the load
+        spreads); waits while every channel is busy."""
         with self._lock:
-            alive = [w for w in self._workers if w.alive]
-        if not alive:
-            raise NotFetched("no fetch worker is running")
-        return min(alive, key=lambda w: len(w.pending))
+            while True:
+                if self._closed or not self._workers:
+                    raise NotFetched("no fetch worker is running")
+                while self._free:
+                    channel = self._free.popleft()
+                    if channel.worker.alive:
+                        return channel
+                self._free_channel.wait()
+
+    def _give_back(self, channel: _Channel) -> None:
+        with self._lock:
+            if channel.worker.alive and not self._closed:
+                self._free.append(channel)
+                self._free_channel.notify()
+                return
+        channel.close()  # its worker is gone: nobody uses this channel again
 
     # --- workers coming and going ----------------------------------------------------------
-    def _exited(self, worker: _Worker, code: int) -> None:
+    def _start(self) -> None:
+        worker = _Worker(self._setup)
         with self._lock:
-            if self._closed:
-                return
-            self.counters.add("deaths")
+            self._workers.append(worker)
+            # interleave: the next free channels belong to different workers
+            free = list(self._free)
+            self._free.clear()
+            for i in range(max(len(free), len(worker.channels))):
+                if i < len(worker.channels):
+                    self._free.append(worker.channels[i])
+                if i < len(free):
+                    self._free.append(free[i])
+            self._free_channel.notify_all()
+        threading.Thread(target=self._watch, args=(worker,), name="datahub-fetch-watch", daemon=True).start()
+
+    def _watch(self, worker: _Worker) -> None:
+        """Wait for the worker to exit (a thread blocked in waitpid: no cost per request)."""
+        code = worker.proc.wait()
+        worker.alive = False
+        with self._lock:
             if worker in self._workers:
                 self._workers.remove(worker)
-            now = time.monotonic()
+            idle = [c for c in self._free if c.worker is worker]
+            for c in idle:
+                self._free.remove(c)
+            self._free_channel.notify_all()
+            closed = self._closed
+        for c in idle:
+            c.close()
+        if closed:
+            return
+        self.counters.add("deaths")
+        now = time.monotonic()
+        with self._lock:
             while self._restarts and now - self._restarts[0] > 60:
                 self._restarts.popleft()
             restart = len(self._restarts) < RESTARTS_PER_MINUTE
             if restart:
                 self._restarts.append(now)
-            elif not self._restart_limit_logged:
-                self._restart_limit_logged = True
-                log.error(
-                    "fetch workers: %d restarts within a minute; not restarting more this minute "
-                    "(cold pages are fetched by the daemon meanwhile)",
-                    RESTARTS_PER_MINUTE,
-                )
-        log.warning(
-            "fetch worker %d exited (code %s); its requests were fetched by the daemon%s",
-            worker.pid,
-            code,
-            ", restarting it" if restart else "",
-        )
-        if not restart:
-            return
-        try:
-            replacement = _Worker(self._setup, self._exited)
-        except OSError as exc:
-            log.error("fetch workers: restarting one failed: %s", exc)
-            return
-        with self._lock:
-            if self._closed:
-                replacement.stop()
-                return
-            self._workers.append(replacement)
-            self._restart_limit_logged = False
-        self.counters.add("restarts")
+        if restart:
+            log.warning(
+                "fetch worker %d exited (code %s); its requests were fetched by the daemon; restarting it",
+                worker.pid,
+                code,
+            )
+            try:
+                self._start()
+                self.counters.add("restarts")
+            except OSError as exc:
+                log.error("fetch workers: restarting one failed: %s", exc)
+        elif self._restarts_logged_at != self._restarts[0]:
+            self._restarts_logged_at = self._restarts[0]  # once per full window
+            log.error(
+                "fetch worker %d exited (code %s): %d restarts within a minute already, not restarting "
+                "(cold pages are fetched by the daemon meanwhile)",
+                worker.pid,
+                code,
+                RESTARTS_PER_MINUTE,
+            )
+
+    _restarts_logged_at = -1.0
 
     def pids(self) -> list[int]:
         with self._lock:
@@ -331,12 +332,25 @@ class FetchWorkers:
     def stats(self) -> dict:
         return {"configured": self.count, "running": len(self.pids()), **self.counters.snapshot()}
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the workers (SIGTERM, SIGKILL after ``timeout``): a write in progress leaves
+        no file. A reader waiting on one gets NotFetched and fetches its page itself."""
         with self._lock:
             self._closed = True
             workers, self._workers = self._workers, []
+            free, self._free = list(self._free), collections.deque()
+            self._free_channel.notify_all()
         for worker in workers:
-            worker.stop()
+            worker.alive = False
+            worker.proc.terminate()
+        for worker in workers:
+            try:
+                worker.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+                worker.proc.wait()
+        for channel in free:
+            channel.close()
 
 
 def _size(written: Written) -> int:
@@ -353,42 +367,48 @@ def _rebuilt(answer: Failed) -> Exception:
 
 
 def worker_count(setting: int) -> int:
-    """``cache.fetch_workers`` as a number of processes: -1 is the number of cores, at most
-    ``MAX_WORKERS``."""
+    """``cache.fetch_workers`` as a number of processes: -1 is one fewer than the cores
+    (at least 1, at most ``MAX_WORKERS``). Why not one per core: the daemon's request loop
+    (pyfuse3 and trio) needs a core of its own; on 2 cores 2 workers read fewer files/s
+    than 1 (docs/benchmarks.md, "Fetch worker processes")."""
     if setting < 0:
-        return min(MAX_WORKERS, len(os.sched_getaffinity(0)))
+        return max(1, min(MAX_WORKERS, len(os.sched_getaffinity(0)) - 1))
     return setting
 
 
 # --- the worker's side ------------------------------------------------------------------------
 def worker_main() -> None:
-    """A worker process: serve requests from the pipe until it ends."""
+    """A worker process: one thread per channel, each serving its requests in turn, until
+    the daemon closes (or dies: the pipes end)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the daemon decides when its workers stop
     logging.basicConfig(level=logging.WARNING, format="fetch worker %(process)d: %(levelname)s %(message)s")
-    requests = Connection(int(sys.argv[1]), writable=False)
-    answers = Connection(int(sys.argv[2]), readable=False)
-    setup: WorkerSetup = requests.recv()
+    fds = [int(fd) for fd in sys.argv[1].split(",")]
+    channels = [
+        (Connection(fds[i], writable=False), Connection(fds[i + 1], readable=False))
+        for i in range(0, len(fds), 2)
+    ]
+    try:
+        setup: WorkerSetup = channels[0][0].recv()
+    except (EOFError, OSError):
+        os._exit(0)
     from datahub.storage import StoreRegistry
 
     stores = StoreRegistry(setup.config)
     writer = PageWriter(setup.disk_dir)
-    send_lock = threading.Lock()
 
-    def serve(request: FetchRequest) -> None:
-        answer = _serve(stores, writer, request)
-        with send_lock:
-            answers.send(answer)
-
-    pool = ThreadPoolExecutor(setup.threads, thread_name_prefix="fetch")
-    try:
-        while True:
-            try:
+    def serve(requests: Connection, answers: Connection) -> None:
+        try:
+            while True:
                 request = requests.recv()
-            except (EOFError, OSError):
-                break
-            pool.submit(serve, request)
-    finally:
-        os._exit(0)  # requests in flight are abandoned: their unnamed files vanish
+                answers.send(_serve(stores, writer, request))
+        except (EOFError, OSError):
+            os._exit(0)  # the daemon closed or died; writes in flight leave nothing (unnamed files)
+
+    threads = [threading.Thread(target=serve, args=pair, daemon=True) for pair in channels]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def _serve(stores, writer: PageWriter, request: FetchRequest) -> Written | Failed:

@@ -177,7 +177,8 @@ def test_a_worker_killed_mid_fetch_leaves_no_page_and_the_read_succeeds(
             assert not reader.is_alive(), "the read did not return before the guard"
             assert got["data"] == data
             stats = cache.stats()["fetch_workers"]
-            assert stats["failovers"] == 1 and stats["deaths"] == 1 and stats["fetches"] == 0
+            assert stats["failovers"] == 1 and stats["fetches"] == 0
+            wait_for(lambda: cache.fetch_workers.stats()["deaths"] == 1, GUARD, "the death to be seen")
             wait_for(lambda: cache.fetch_workers.stats()["restarts"] == 1, GUARD, "the worker's restart")
             # the page file is the daemon's (right bytes), nothing else was left
             assert [p.read_bytes() for p in _page_files(config)] == [data]
