@@ -195,7 +195,7 @@ class CacheConfig(_Section):
     stream_min_bytes: Size = 64 * 1024**2
     """Objects at least this big are read ahead by ONE streaming origin read per sequential reader (docs/cache.md "Streams"); 0 = never stream, readahead runs instead."""
     fetch_workers: int = 0
-    """Worker processes a mount daemon starts to fetch cold pages from the origin and write them to the disk tier on other cores (docs/cache.md "Fetch worker processes"); -1 = one fewer than the cores (at least 1, at most 4); 0 = the daemon fetches them itself (the default: on 2 cores one worker reads 1.3x the files/s from a local directory but costs 12 % more CPU per file from S3, docs/benchmarks.md)."""
+    """Worker processes a mount daemon starts to fetch cold pages from the origin and write them to the disk tier on other cores (docs/cache.md "Fetch worker processes"); -1 = one fewer than the cores (at least 1, at most 4); 0 = the daemon fetches them itself (the default: on 2 cores one worker reads 1.1-1.3x the files/s from a local directory, but from moto it reads no more and costs 12-29 % more CPU per file; docs/benchmarks.md "Fetch worker processes")."""
     fill_whole_object_max: Size = 4 * 1024**3
     """Largest object filled whole (streamed into the cache in the background) after 4 out-of-order reads of it; also at most half the largest local tier; 0 = never."""
 

@@ -17,14 +17,17 @@ to its final name) and answers with its size, checksum and ``(dev, ino, size, ct
 after linking, or with the error (class and fields of ``datahub.errors``, raised again
 here). It never deletes anything.
 
-One request is one pickled message on the worker's pipe; a worker serves up to
-``WORKER_THREADS`` at once (origin latency, not CPU, is what they wait on). A worker that
-dies fails its requests with ``NotFetched``: the daemon then fetches those pages itself
-(once; a request that killed one worker is not handed to another). The unnamed file of a
-write in progress vanishes with the process, so nothing half-written remains. A dead
-worker is restarted at most ``RESTARTS_PER_MINUTE`` times a minute (each death and the
-limit are logged once). Workers exit when the daemon closes the pool or dies (their
-request pipe ends).
+One request is one pickled message on a channel: a pair of pipes served by one worker
+thread, used by one daemon thread at a time, which writes the request and reads the
+answer itself (a reader thread in between would be one more GIL hand-off per cold page).
+A worker has ``WORKER_THREADS`` channels (origin latency, not CPU, is what its threads
+wait on); free channels of all workers alternate, so the load spreads. A worker that dies
+fails the requests on its channels with ``NotFetched``: the daemon then fetches those
+pages itself (once; a request that killed one worker is not handed to another). The
+unnamed file of a write in progress vanishes with the process, so nothing half-written
+remains. A dead worker is restarted at most ``RESTARTS_PER_MINUTE`` times a minute (each
+restart logged; past the limit logged once per window). Workers exit on SIGTERM when the
+daemon closes the pool, and when the daemon dies (their pipes end).
 """
 
 from __future__ import annotations
