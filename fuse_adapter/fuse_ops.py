@@ -112,6 +112,9 @@ NO_OPEN_FH: int | None = getattr(pyfuse3, "NO_OPEN_FH", None)
 PASSTHROUGH: bool = bool(getattr(pyfuse3, "PASSTHROUGH", False))
 #: set by the same build with fastopen.patch: OPEN and RELEASE of published files answered in C
 FASTOPEN: bool = hasattr(pyfuse3, "passthrough_publish")
+#: set by the build with fastloop.patch: a C thread reads /dev/fuse and answers those opens,
+#: their releases and FUSE_IOCTL without a trio turn
+FASTLOOP: bool = bool(getattr(pyfuse3, "FASTLOOP", False))
 
 
 class _CTable:
@@ -164,6 +167,11 @@ class ReadOnlyOps(_Ops):
     zero-message opens; when the kernel or the pyfuse3 build cannot do it, the mount falls
     back to zero-message opens (if asked for), logged once. ``fastopen=False`` sends those
     opens and releases to Python instead (a baseline for bench/mount/ssd_hit.py).
+
+    ``fastloop``: a C thread of pyfuse3 reads the mount's requests and answers those opens,
+    releases and the ``isatty()`` ioctl of Python's ``open()`` itself; the others reach
+    this class as before. Lone requests then cost no trio turn, which was most of an
+    SSD-tier hit's daemon CPU. ``fastloop=False`` keeps pyfuse3's loop (a baseline).
     """
 
     def __init__(
@@ -174,6 +182,7 @@ class ReadOnlyOps(_Ops):
         zero_message_open: bool = False,
         passthrough: bool = False,
         fastopen: bool = True,
+        fastloop: bool = True,
     ) -> None:
         super().__init__()
         self.view = view
@@ -184,6 +193,7 @@ class ReadOnlyOps(_Ops):
             why = "fastopen.patch" if PASSTHROUGH else "libfuse 3.17 (scripts/build_libfuse.sh did not run)"
             self.passthrough.disable(f"pyfuse3 built without {why}")
         self.fastopen = fastopen
+        self.fastloop = fastloop and FASTLOOP  # read by serve() before pyfuse3.main()
         self.enable_passthrough = self.passthrough.active  # asked of the kernel at INIT (pyfuse3)
         self.zero_message_open = self._zero_message_wanted and not self.passthrough.active
 
@@ -622,6 +632,8 @@ def serve(
 
                 nursery.start_soon(watch_signals)
                 nursery.start_soon(after_mount)
+                if FASTLOOP:  # only read-only mounts ask for it; writes gain nothing from a hop
+                    pyfuse3.passthrough_fastloop(bool(getattr(ops, "fastloop", False)))
                 await pyfuse3.main(min_tasks=4, max_tasks=max_tasks)
                 unmounted = True
                 nursery.cancel_scope.cancel()

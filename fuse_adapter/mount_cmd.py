@@ -80,6 +80,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read-only, for measurements: answer every open and release of a passthrough file in "
         "Python instead of in pyfuse3's C table (the baseline of bench/mount/ssd_hit.py; docs/fuse.md)",
     )
+    p.add_argument(
+        "--no-fastloop",
+        action="store_true",
+        help="read-only, for measurements: read requests on pyfuse3's trio loop instead of its C "
+        "thread, which answers opens and releases of passthrough files and isatty() itself "
+        "(the baseline of bench/mount/ssd_hit.py; docs/fuse.md)",
+    )
     warm = p.add_mutually_exclusive_group()
     warm.add_argument(
         "--prefetch",
@@ -237,6 +244,7 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         zero_message_open=True,
         passthrough=passthrough_wanted(args, source),
         fastopen=not args.no_fastopen,
+        fastloop=not args.no_fastloop,
     )
     source.report_mount(lambda: {"mountpoint": mountpoint, **ops.passthrough.stats()})
     if ops.passthrough.wanted:  # an evicted page file is let go at once, not at its next open

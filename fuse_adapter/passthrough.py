@@ -206,4 +206,7 @@ class PassthroughOpens:
             "published": t.get("published", 0),
             "changed_on_disk": t.get("changed", 0),
             "fastopen": bool(t.get("fastopen", False)),
+            "fastloop": bool(t.get("fastloop", False)),
+            "passthrough_opens_in_loop_thread": t.get("loop_opens", 0),
+            "ioctls_in_loop_thread": t.get("loop_ioctls", 0),
         }

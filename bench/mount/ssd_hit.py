@@ -7,8 +7,10 @@ Uploads ``--files`` objects of 50-200 KB to a moto server on loopback and mounts
 version with the real ``datahub mount ... --foreground`` daemon, **RAM tier off**
 (``cache.ram_bytes = 0``), so every hit is a disk-tier hit. One cold pass fills the disk
 tier; then, in the same run, for each configuration (the mount with passthrough, whose
-opens and releases of published files pyfuse3 answers in C; the same with
-``--no-fastopen``, which answers them in Python (the baseline of fastopen.patch); the
+opens, releases and ``isatty()`` ioctls of published files pyfuse3's C reader thread
+answers; the same with ``--no-fastloop``, answered in C on the trio loop's thread (the
+baseline of fastloop.patch); the same with ``--no-fastopen`` too, which answers them in
+Python (the baseline of fastopen.patch); the
 mount with ``--no-passthrough`` over the same disk tier; and a local-disk copy):
 
 - *SSD hit*: ``echo N > /proc/sys/vm/drop_caches`` (``--drop``: 1 drops the page cache
@@ -62,7 +64,8 @@ from tests.fuse.conftest import upload_dataset, wait_until
 #: mount configurations: name -> extra ``datahub mount`` flags
 CONFIGS = {
     "passthrough": (),
-    "pt-no-fastopen": ("--no-fastopen",),
+    "pt-no-fastloop": ("--no-fastloop",),
+    "pt-no-fastopen": ("--no-fastloop", "--no-fastopen"),
     "no-passthrough": ("--no-passthrough",),
 }
 

@@ -1,0 +1,257 @@
+"""pyfuse3's C reader thread (third_party/pyfuse3/fastloop.patch) on real mounts.
+
+The thread is the only reader of /dev/fuse: it answers OPEN of a published backing file,
+RELEASE of its handles and the ``isatty()`` FUSE_IOCTL itself and hands every other
+request to the trio loop. What must hold:
+- opens it answers are counted (``passthrough_stats``) and read the right bytes;
+- a published file changed on disk is caught by the thread (never its bytes to a reader);
+- eviction retracts, and every backing id is closed by the unmount;
+- the daemon exits cleanly when stopped (the thread waiting in poll()) or lazily unmounted
+  with handles held (ENODEV once they close);
+- many readers racing with files changed on disk end with right bytes and every id closed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fuse_adapter.fuse_ops import FASTLOOP
+from tests.fuse.conftest import Dataset, FuseEnv, is_mounted, upload_dataset, wait_until
+from tests.fuse.test_passthrough import flip_byte, mount_stats, page_file_of, page_files
+
+pytestmark = pytest.mark.fuse
+
+GUARD = 60.0
+FILES = {f"img/g{i:02d}.jpg": os.urandom(40_000 + 6113 * i) for i in range(10)}
+
+
+def test_the_fastloop_build_is_installed() -> None:
+    assert FASTLOOP, "pyfuse3 lacks fastloop.patch (3.5.0+datahub.5): run scripts/build_pyfuse3.sh"
+
+
+@pytest.fixture
+def files(env: FuseEnv) -> Dataset:
+    return upload_dataset(env, "fl", FILES)
+
+
+def read_all(root: Path) -> None:
+    for key, data in FILES.items():
+        with open(root / key, "rb") as f:  # Python's open() sends the isatty() ioctl too
+            assert f.read() == data
+
+
+def publish_all(env: FuseEnv, root: Path) -> None:
+    """Cold reads fill the disk tier; the next opens publish each file to the C table."""
+    read_all(root)
+    wait_until(lambda: len(page_files(env)) >= len(FILES), GUARD)
+    read_all(root)
+    wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+
+
+def ids_at_unmount(env: FuseEnv, name: str) -> tuple[int, int]:
+    log = (env.root / f"mount-{name}.log").read_text()
+    found = re.findall(r"unmounted: (\d+) backing ids opened, (\d+) closed", log)
+    assert found, log[-2000:]
+    opened, closed = map(int, found[-1])
+    return opened, closed
+
+
+def loop_thread_alive(pid: int) -> bool:
+    tasks = Path(f"/proc/{pid}/task")
+    return any((t / "comm").read_text().strip() == "pyfuse3-loop" for t in tasks.iterdir())
+
+
+def test_opens_answered_by_the_loop_thread_are_counted_and_read_right(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("fl")
+    with env.mounted(mnt, "fl") as proc:
+        wait_until(lambda: loop_thread_alive(proc.pid), GUARD)  # started by pyfuse3.main()
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)
+        before = mount_stats(env)
+        assert before["fastloop"] and before["mode"] == "passthrough"
+        for _ in range(3):
+            read_all(root)
+        want = before["passthrough_opens_in_loop_thread"] + 3 * len(FILES)
+        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_loop_thread", 0) >= want, GUARD)
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        after = mount_stats(env)
+        assert after["passthrough_opens_in_python"] == before["passthrough_opens_in_python"]
+        assert after["ordinary_opens"] == before["ordinary_opens"]
+        assert after["releases_in_c"] >= before["releases_in_c"] + 3 * len(FILES)
+        assert after["ioctls_in_loop_thread"] >= before["ioctls_in_loop_thread"] + 3 * len(FILES)
+        assert after["backing_ids_open"] == after["published"] == len(FILES)
+    opened, closed = ids_at_unmount(env, "fl")
+    assert opened == closed >= len(FILES)
+
+
+def test_no_fastloop_reads_requests_on_the_trio_loop(env: FuseEnv, files: Dataset) -> None:
+    """The benchmark's baseline: the same C table, answered on the loop's thread."""
+    mnt = env.mountpoint("nofl")
+    with env.mounted(mnt, "fl", "--no-fastloop") as proc:
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)  # served: pyfuse3.main() runs
+        assert not loop_thread_alive(proc.pid)
+        c_before = mount_stats(env)["passthrough_opens_in_c"]
+        read_all(root)
+        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_c", 0) >= c_before + len(FILES), GUARD)
+        s = mount_stats(env)
+        assert not s["fastloop"] and s["passthrough_opens_in_loop_thread"] == 0
+        assert s["ioctls_in_loop_thread"] == 0
+
+
+def test_a_published_file_changed_on_disk_is_caught_by_the_loop_thread(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("fldmg")
+    with env.mounted(mnt, "fl"):
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)
+        victims = list(FILES)[:3]
+        flip_byte(page_file_of(env, FILES[victims[0]]), 123)
+        os.truncate(page_file_of(env, FILES[victims[1]]), 999)
+        os.utime(page_file_of(env, FILES[victims[2]]), ns=(1, 1))  # only its times move
+        for key in victims:
+            fd = os.open(root / key, os.O_RDONLY)
+            try:
+                assert os.pread(fd, len(FILES[key]) + 10, 0) == FILES[key]
+            finally:
+                os.close(fd)
+        wait_until(lambda: mount_stats(env).get("changed_on_disk", 0) >= len(victims), GUARD)
+        read_all(root)
+    opened, closed = ids_at_unmount(env, "fldmg")
+    assert opened == closed
+
+
+def test_eviction_retracts_and_held_handles_stay_valid(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("flev")
+    with env.mounted(mnt, "fl"):
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)
+        fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}  # the thread
+        try:
+            for path in page_files(env):
+                path.unlink()  # what eviction does
+            for fd, data in fds.items():
+                assert os.pread(fd, len(data) + 1, 0) == data
+        finally:
+            for fd in fds:
+                os.close(fd)
+        read_all(root)  # each open finds its file unlinked: retracted, read through the daemon
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        wait_until(lambda: mount_stats(env).get("backing_ids_open") == mount_stats(env)["published"], GUARD)
+    opened, closed = ids_at_unmount(env, "flev")
+    assert opened == closed >= len(FILES)
+
+
+def test_a_stop_signal_with_handles_held_exits_cleanly(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("flterm")
+    with env.mounted(mnt, "fl") as proc:
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)
+        fds = [os.open(root / key, os.O_RDONLY) for key in FILES]  # answered by the thread
+        try:
+            proc.send_signal(signal.SIGTERM)  # the thread waits in poll(): terminate() stops it
+            assert proc.wait(timeout=GUARD) == 0
+        finally:
+            for fd in fds:
+                os.close(fd)
+        wait_until(lambda: not is_mounted(str(mnt)), GUARD)
+    opened, closed = ids_at_unmount(env, "flterm")
+    assert opened == closed >= len(FILES)
+
+
+def test_a_lazy_unmount_with_handles_held_ends_the_loop_when_they_close(env: FuseEnv, files: Dataset) -> None:
+    """The handles keep the connection (and read right); their close ends it: ENODEV reaches
+    the thread's read, and the end of the session is handed to the trio loop, which returns
+    from pyfuse3.main() as it does on libfuse's own read."""
+    mnt = env.mountpoint("fllazy")
+    with env.mounted(mnt, "fl") as proc:
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)
+        fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}
+        try:
+            subprocess.run(["fusermount3", "-uz", str(mnt)], check=True, timeout=GUARD)
+            assert proc.poll() is None
+            for fd, data in fds.items():
+                assert os.pread(fd, len(data) + 1, 0) == data
+        finally:
+            for fd in fds:
+                os.close(fd)
+        assert proc.wait(timeout=GUARD) == 0
+    opened, closed = ids_at_unmount(env, "fllazy")
+    assert opened == closed >= len(FILES)
+
+
+@pytest.fixture
+def stress_mount(env: FuseEnv, files: Dataset):
+    mnt = env.mountpoint("flstress")
+    with env.mounted(mnt, "fl"):
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)
+        yield root
+    opened, closed = ids_at_unmount(env, "flstress")
+    assert opened == closed >= len(FILES)
+
+
+KEYS = sorted(FILES)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    changes=st.lists(
+        st.tuples(st.sampled_from(["touch", "chmod", "flip"]), st.integers(0, len(KEYS) - 1)),
+        min_size=1,
+        max_size=8,
+    ),
+    seed=st.integers(0, 2**16),
+)
+def test_readers_racing_with_changed_files_read_right_bytes(
+    env: FuseEnv, stress_mount: Path, changes: list[tuple[str, int]], seed: int
+) -> None:
+    """8 threads open, read and close while published files change on disk (the thread
+    retracts them, Python checks them again and publishes them anew): every read is right,
+    and the unmount closes every backing id (checked by the fixture)."""
+    root = stress_mount
+    rng = random.Random(seed)
+    wrong: list[str] = []
+    stop = threading.Event()
+
+    def reader(n: int) -> None:
+        order = [rng.choice(KEYS) for _ in range(60)]
+        for key in order:
+            if stop.is_set():
+                return
+            with open(root / key, "rb") as f:
+                if f.read() != FILES[key]:
+                    wrong.append(key)
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    try:
+        for what, i in changes:
+            try:
+                path = page_file_of(env, FILES[KEYS[i]])
+            except AssertionError:
+                continue  # already changed (a flip) or being fetched again
+            if what == "touch":
+                os.utime(path)
+            elif what == "chmod":
+                os.chmod(path, 0o600)
+            else:
+                flip_byte(path, rng.randrange(len(FILES[KEYS[i]])))
+    finally:
+        for t in threads:
+            t.join(timeout=GUARD)
+        stop.set()
+    assert not any(t.is_alive() for t in threads), "a reader hung"
+    assert wrong == []
+    read_all(root)
