@@ -217,6 +217,13 @@ class FetchWorkers:
             try:
                 written = origin.fetch_via(key, start, end, lambda: self._fetch(key, start, end), _size)
                 data = self.disk.load_written(key, size, written.state)
+                if data is not None and _checksum(data) != written.checksum:
+                    # The file changed between the state check and the read: its bytes never
+                    # reach a reader (promise 2); this process fetches the page again.
+                    log.warning(
+                        "fetch worker: page %d of %s changed on disk after it was written", key.index, key.url
+                    )
+                    data = None
             except NotFetched as exc:
                 log.debug("fetch worker: page %d of %s: %s; fetching it here", key.index, key.url, exc)
                 data = None
@@ -354,6 +361,11 @@ class FetchWorkers:
                 worker.proc.wait()
         for channel in free:
             channel.close()
+
+
+def _checksum(data: bytes) -> int:
+    """The checksum a worker's page header holds (``fmt.encode_header``: the default algorithm)."""
+    return fmt.CHECKSUMS[fmt.DEFAULT_CHECKSUM](data)
 
 
 def _size(written: Written) -> int:

@@ -261,3 +261,23 @@ def test_no_worker_is_left_after_close_or_when_the_daemon_dies(tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_page_file_altered_after_the_worker_wrote_it_never_reaches_a_reader(local, monkeypatch) -> None:
+    """The state check (dev, ino, size, ctime) has a window before the read back: bytes
+    changed in it (here: one byte flipped by whoever reads the file back) fail the worker's
+    checksum, and the daemon fetches the page itself."""
+    config, stores, objects = local
+    with open_cache(config, stores, fetch_workers=True) as cache:
+        disk = cache.fetch_workers.disk
+        real = disk.load_written
+
+        def altered(key, size, state):
+            data = real(key, size, state)
+            return None if data is None else bytes([data[0] ^ 0xFF]) + data[1:]
+
+        monkeypatch.setattr(disk, "load_written", altered)
+        ref, data = next((r, d) for r, d in objects if len(d) > 1)
+        assert cache.read(ref) == data
+        stats = cache.stats()["fetch_workers"]
+        assert stats["failovers"] >= 1 and stats["fetches"] == 0
