@@ -342,8 +342,10 @@ class ObservedSource:
     def report_warmup(self, status: Callable[[], dict]) -> None:
         self._source.report_warmup(status)
 
-    def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
-        return self._source.backing_fd(ref, verify=verify)  # a disk-tier hit: not a cold open
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
+        if fetch:  # a cold open reads the object in (its first READ, done at OPEN)
+            self._warmup.saw(ref)
+        return self._source.backing_fd(ref, verify=verify, fetch=fetch)  # else a disk-tier hit
 
     def backs_files(self) -> bool:
         return self._source.backs_files()

@@ -297,6 +297,12 @@ class ReadOnlyOps(_Ops):
                 fd = self._backing_fd(inode, False)
                 if fd == -1:
                     fd = await self._thread(self._backing_fd, inode, True)
+                elif fd == -2:
+                    # a cold one-page file: its first READ's fetch is done now, in the same
+                    # thread hop, so the kernel serves even this handle from the page file
+                    # (no READ, no reply copy). Its errors are this open's, as the READ's
+                    # would have been (ESTALE for a changed object, EIO, ...).
+                    fd = await self._thread(lambda: self.view.backing_fd(inode, fetch=True))
                 got = pt.publish(inode, fd)
             if got is None and pt.held(inode):
                 # its passthrough handles hold a file that changed (e.g. evicted): the kernel
@@ -314,7 +320,7 @@ class ReadOnlyOps(_Ops):
     def _backing_fd(self, inode: int, verify: bool) -> int | None:
         """A backing file (-1: not verified yet, with ``verify=False``), or None on any trouble."""
         try:
-            return self.view.backing_fd(inode, verify=verify)
+            return self.view.backing_fd(inode, verify=verify, fetch=False)
         except Exception as exc:  # the open still succeeds, through the daemon
             log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
             return None

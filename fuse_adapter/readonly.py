@@ -229,14 +229,17 @@ class ReadOnlyView:
             return b""
         return self.source.read_cached(ref, offset, min(size, ref.size - offset))
 
-    def backing_fd(self, ino: int, *, verify: bool = True) -> int | None:
+    def backing_fd(self, ino: int, *, verify: bool = True, fetch: bool = False) -> int | None:
         """Blocking: a descriptor of a local file holding exactly this file's verified bytes
         (for a FUSE passthrough open; the caller closes it), or None (read through us).
-        ``verify=False``: metadata only (a file verified before), -1 if it needs reading."""
+        ``verify=False``: metadata only (a file verified before), -1 if it needs reading,
+        -2 if the cache does not hold it; ``fetch=True``: read it in first (a cold file)."""
         if ino in self._virtual or self.tree.attr(ino).kind != FILE:
             return None
         backing = getattr(self.source, "backing_fd", None)
-        return backing(self.tree.ref(ino), verify=verify) if backing is not None else None
+        if backing is None:
+            return None
+        return backing(self.tree.ref(ino), verify=verify, fetch=fetch)
 
     def backing_hit(self, ino: int) -> None:
         """Opens of this file were answered without the daemon (pyfuse3's C code): the

@@ -67,10 +67,11 @@ class ByteSource(Protocol):
         """Show a mount's warm-up status in the cache's stats."""
         ...
 
-    def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
         """A descriptor of a local file holding exactly the verified bytes of ``ref`` (a FUSE
         passthrough backing file; the caller closes it), or None. ``verify=False``: without
-        reading data; -1 if it would have to (then call again with ``verify=True``)."""
+        reading data; -1 if it would have to (then call again with ``verify=True``), -2 if
+        the cache does not hold it (``fetch=True`` reads it in first)."""
         ...
 
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
@@ -139,8 +140,8 @@ class CacheSource:
     def report_warmup(self, status: Callable[[], dict]) -> None:
         self._cache.report_warmup(status)
 
-    def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
-        return self._cache.backing_fd(ref, verify=verify)
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
+        return self._cache.backing_fd(ref, verify=verify, fetch=fetch)
 
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
         return self._cache.backing_check(ref, fd)

@@ -32,6 +32,9 @@ MAX_REMEMBERED = 1 << 17  # verified files remembered (about 250 bytes each)
 
 #: what :meth:`BackingFiles.open` returns with ``verify=False`` for a file it would have to read
 UNVERIFIED = -1
+#: what ``TieredCache.backing_fd(verify=False)`` returns for a one-page object the disk tier
+#: does not hold: ``fetch=True`` would read it in, and then it has a backing file
+ABSENT = -2
 
 
 class BackingFiles:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from datahub.cache import stats as stats_io
 from datahub.cache.activity import ReaderActivity
-from datahub.cache.backing import BackingFiles
+from datahub.cache.backing import ABSENT, BackingFiles
 from datahub.cache.fetch_workers import FetchWorkers
 from datahub.cache.origin import Origin
 from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
@@ -375,15 +375,24 @@ class TieredCache:
         """Whether a local tier holds the first page of ``ref`` (no I/O beyond an index look-up)."""
         return self._cached_locally(PageKey(ref.url, ref.etag, self.page_size, 0))
 
-    def backing_fd(self, ref: ObjectRef, *, verify: bool = True) -> int | None:
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
         """A read-only descriptor of a disk-tier file holding exactly the verified bytes of
         ``ref`` from offset 0 (a FUSE passthrough backing file; the caller closes it), or
         None: only an object of one page that is in the disk tier has one. ``verify=False``:
-        no data read; ``datahub.cache.backing.UNVERIFIED`` if it would take one."""
+        no data read; ``datahub.cache.backing.UNVERIFIED`` if it would take one, ``ABSENT``
+        if the disk tier does not hold it. ``fetch=True``: an object it does not hold is
+        read through the cache first, which writes its page file (a cold file's first READ
+        done at its OPEN, so that the kernel serves even that one: its READs and their reply
+        copies never reach the daemon); that read raises as ``read`` does."""
         if self.backing is None or not 0 < ref.size <= self.page_size:
             return None
         key = PageKey(ref.url, ref.etag, self.page_size, 0)
         fd = self.backing.open(key, ref.size, verify=verify)
+        if fd is None and fetch:
+            self.read(ref, 0, ref.size)
+            fd = self.backing.open(key, ref.size, verify=verify)  # None: the tier refused it
+        elif fd is None and not verify and not self._cached_locally(key):
+            return ABSENT  # (a page in RAM only, or an old-format file: read as it is)
         if fd is not None and fd >= 0:
             self.backing_hit(ref)
         return fd

@@ -1,0 +1,153 @@
+"""A cold one-page file fetched whole at its OPEN, so that the kernel serves even its
+first handle (issue 25 item 2): real mounts over moto, the project's libfuse 3.17 and this
+kernel's passthrough.
+
+The proof that the kernel serves a handle is behavioural, as in test_passthrough: its
+``pread`` and ``mmap`` complete while the daemon is stopped (SIGSTOP), with the handle's
+page cache dropped first. Every mapping is closed only after the daemon runs again: the
+first ``close()`` on a fresh mount sends FUSE_FLUSH (Python's mmap closes a dup of the
+descriptor), which the daemon answers ENOSYS once; that request is not a read, and it
+is sent for warm passthrough handles just the same (docs/cache.md "A cold small file
+fetched at OPEN").
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from datahub.storage import StoreRegistry
+from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
+from tests.fuse.test_passthrough import FILES, mount_stats, page_file_of, page_files
+
+pytestmark = pytest.mark.fuse
+
+GUARD = 60.0
+LARGE = os.urandom(5 * 1024**2 + 11)  # more than one page (4 MiB): today's path
+
+
+@pytest.fixture
+def files(env: FuseEnv) -> Dataset:
+    return upload_dataset(env, "pt", {**FILES, "big/large.bin": LARGE})
+
+
+def served_while_stopped(proc, fds: dict[int, bytes], wait: float = 30.0) -> dict[int, tuple[bytes, bytes]]:
+    """``pread`` and ``mmap`` of each fd whole with the daemon stopped; {} if that hung.
+    The mappings are closed after the daemon runs again (see the module's docstring)."""
+    for fd in fds:  # an ordinary handle would now need READ requests for every byte
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    got: dict[int, tuple[bytes, bytes]] = {}
+    maps: list[mmap.mmap] = []
+
+    def read_all() -> None:
+        for fd, data in fds.items():
+            plain = os.pread(fd, len(data) + 1, 0)
+            m = mmap.mmap(fd, len(data), prot=mmap.PROT_READ)
+            maps.append(m)
+            got[fd] = (plain, m[:])
+
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        reader = threading.Thread(target=read_all, daemon=True)
+        reader.start()
+        reader.join(timeout=wait)
+        finished = not reader.is_alive()
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+    reader.join(timeout=GUARD)
+    for m in maps:
+        m.close()
+    return got if finished else {}
+
+
+def open_all(root: Path, keys) -> dict[int, bytes]:
+    return {os.open(root / key, os.O_RDONLY): FILES[key] for key in keys}
+
+
+def close_all(fds: dict[int, bytes]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+def test_a_cold_small_file_is_served_by_the_kernel_from_its_first_open(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("cold")
+    with env.mounted(mnt, "pt", "--no-prefetch") as proc:  # no warm-up: every open is cold
+        root = mnt / "pt" / f"v{files.seq}"
+        assert page_files(env) == []
+        fds = open_all(root, FILES)  # the first opens of each file: nothing cached yet
+        try:
+            for data in FILES.values():
+                page_file_of(env, data)  # fetched during OPEN
+            got = served_while_stopped(proc, fds)
+            assert got, "a read or mmap of a cold-opened handle waited for the stopped daemon"
+            for fd, data in fds.items():
+                assert got[fd] == (data, data)
+        finally:
+            close_all(fds)
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        s = mount_stats(env)
+        assert s["passthrough_opens_in_python"] == len(FILES) and s["ordinary_opens"] == 0
+        assert (root / "big/large.bin").read_bytes() == LARGE  # more than a page: through the daemon
+        wait_until(lambda: mount_stats(env).get("ordinary_opens") == 1, GUARD)
+
+
+def test_a_cold_open_of_a_changed_object_fails_as_before(env: FuseEnv, files: Dataset) -> None:
+    key = next(iter(FILES))
+    with StoreRegistry(env.config) as stores:
+        stores.store(f"s3://{env.bucket}/data").put(key, b"other bytes, another etag")
+    for name, args in (("estale", ()), ("estale-nopt", ("--no-passthrough",))):
+        args = ("--no-prefetch", *args)  # the open is the first to ask for the object
+        mnt = env.mountpoint(name)
+        with env.mounted(mnt, "pt", *args):
+            with pytest.raises(OSError) as exc:
+                (mnt / "pt" / f"v{files.seq}" / key).read_bytes()
+            assert exc.value.errno == errno.ESTALE, name
+            other = list(FILES)[1]
+            assert (mnt / "pt" / f"v{files.seq}" / other).read_bytes() == FILES[other]
+
+
+def test_a_cold_opened_file_evicted_while_held_stays_valid(env: FuseEnv, files: Dataset) -> None:
+    mnt = env.mountpoint("coldevict")
+    with env.mounted(mnt, "pt", "--no-prefetch"):
+        root = mnt / "pt" / f"v{files.seq}"
+        key, data = next(iter(FILES.items()))
+        first = os.open(root / key, os.O_RDONLY)  # cold: fetched, then passthrough
+        try:
+            page_file_of(env, data).unlink()  # what eviction does
+            assert os.pread(first, len(data) + 1, 0) == data
+            with mmap.mmap(first, len(data), prot=mmap.PROT_READ) as m:
+                assert m[:] == data
+            second = os.open(root / key, os.O_RDONLY)  # the same backing file, checked again
+            try:
+                assert os.pread(second, len(data) + 1, 0) == data
+            finally:
+                os.close(second)
+        finally:
+            os.close(first)
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        assert (root / key).read_bytes() == data
+
+
+@pytest.mark.parametrize("flag", ["--no-passthrough", "--no-cache"])
+def test_without_passthrough_a_cold_open_takes_the_daemon_path(
+    env: FuseEnv, files: Dataset, flag: str
+) -> None:
+    """The control: the same cold reads hang with the daemon stopped, as before."""
+    mnt = env.mountpoint("off" + flag)
+    with env.mounted(mnt, "pt", flag) as proc:
+        root = mnt / "pt" / f"v{files.seq}"
+        key = next(iter(FILES))
+        fds = open_all(root, [key])
+        try:
+            assert served_while_stopped(proc, fds, wait=3.0) == {}
+        finally:
+            close_all(fds)
+        assert {k: (root / k).read_bytes() for k in FILES} == FILES
+        if flag == "--no-cache":
+            assert page_files(env) == []
