@@ -151,3 +151,42 @@ def test_without_passthrough_a_cold_open_takes_the_daemon_path(
         assert {k: (root / k).read_bytes() for k in FILES} == FILES
         if flag == "--no-cache":
             assert page_files(env) == []
+
+
+def test_concurrent_cold_opens_of_the_same_files_all_read_right(env: FuseEnv, files: Dataset) -> None:
+    """Opens racing on one cold file each fetch through the single flight; one publishes
+    its page file and the others take handles of that one (or read through the daemon)."""
+    mnt = env.mountpoint("race")
+    with env.mounted(mnt, "pt", "--no-prefetch"):
+        root = mnt / "pt" / f"v{files.seq}"
+        keys = list(FILES)[:4]
+        start = threading.Barrier(8)
+        wrong: list[str] = []
+
+        def reader(i: int) -> None:
+            start.wait(timeout=GUARD)
+            for key in keys[i % 2 :] + keys[: i % 2]:
+                data = FILES[key]
+                fd = os.open(root / key, os.O_RDONLY)
+                try:
+                    with mmap.mmap(fd, len(data), prot=mmap.PROT_READ) as m:
+                        if os.pread(fd, len(data) + 1, 0) != data or m[:] != data:
+                            wrong.append(key)
+                finally:
+                    os.close(fd)
+
+        threads = [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=GUARD)
+        assert not any(t.is_alive() for t in threads) and wrong == []
+        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        s = mount_stats(env)
+        assert s["passthrough_opens"] + s["ordinary_opens"] == 8 * len(keys)
+        # an open that found the page in RAM while the disk file was still being written
+        # was an ordinary one, and no file is published while such handles are open; the
+        # next open of each file, with none open, is served by the kernel
+        for key in keys:
+            assert (root / key).read_bytes() == FILES[key]
+        wait_until(lambda: mount_stats(env).get("published") == len(keys), GUARD)
