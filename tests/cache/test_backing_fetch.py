@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from datahub.cache import open_cache
 from datahub.cache.backing import ABSENT
@@ -67,3 +69,22 @@ def test_a_changed_object_raises_as_a_read_does_and_leaves_no_file(local) -> Non
             cache.backing_fd(stale, fetch=True)
         assert by_open.value.errno == by_read.value.errno
         assert page_files(config) == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(0, 2 * PAGE), min_size=1, max_size=6))
+def test_a_fetched_backing_file_is_the_object_or_there_is_none(local, sizes: list[int]) -> None:
+    """Whatever the sizes, what ``fetch=True`` hands out is exactly the object's bytes, and
+    only a one-page object (not empty) ever has a file."""
+    config, stores, _ = local
+    store = stores.store((Path(config.home).parent / "origin").as_uri())
+    with open_cache(config, stores) as cache:
+        for ref, data in put_objects(store, sizes, seed=len(sizes), prefix=f"h{os.urandom(4).hex()}"):
+            fd = cache.backing_fd(ref, fetch=True)
+            if not 0 < len(data) <= PAGE:
+                assert fd is None
+                continue
+            try:
+                assert os.pread(fd, len(data) + 1, 0) == data
+            finally:
+                os.close(fd)
