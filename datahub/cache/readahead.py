@@ -45,10 +45,17 @@ class ReaderPositions:
         sequential streak so far: 0 when not sequential).
 
         Sequential: it starts on the page the previous read ended on, or the next. Once a
-        reader is sequential, a read up to one page behind or ``window`` pages past that
-        still is: the kernel sends a sequential reader's reads (its own readahead) out of
-        order, from several threads; its position then stays at the furthest page read.
+        reader is sequential, a read up to ``window`` pages behind or past that still is:
+        the kernel sends a sequential reader's reads (its own readahead) out of order, and
+        the daemon's threads reach this point in any order, so a read of page p may come
+        after pages p+2 and p+3 (seen through a real mount under load); its position then
+        stays at the furthest page read. One page of slack behind was too little: one such
+        late read ended the streak, and the file was then fetched page by page and, after
+        a few such reads, by a whole-object fill as well (bytes fetched twice).
         A random reader never gets that slack, so its reads start no read-ahead.
+
+        The same disorder at the start: a reader whose first read seen here is page 1 and
+        whose next is page 0 opens the file sequentially (its streak starts at page 0).
         """
         with self._lock:
             previous = self._last.get(reader)
@@ -57,10 +64,15 @@ class ReaderPositions:
                 sequential = False
             else:
                 at, streak = previous
-                sequential = at <= first <= at + 1 or (streak >= 0 and at - 1 <= first <= at + 1 + window)
+                opening = streak < 0 and first == 0 and at <= 1
+                sequential = (
+                    at <= first <= at + 1
+                    or opening
+                    or (streak >= 0 and at - max(1, window) <= first <= at + 1 + window)
+                )
                 if sequential:
                     last = max(last, at)
-                    start = streak if streak >= 0 else at
+                    start = 0 if opening else streak if streak >= 0 else at
             self._last[reader] = (last, start)
             self._last.move_to_end(reader)
             while len(self._last) > self.limit:

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from datahub.cache import TieredCache, open_cache
 from datahub.config import load_config
@@ -172,6 +174,46 @@ def test_sequential_detection_tolerates_the_kernels_disorder_but_not_random_read
     assert [positions.note("rnd", p, p, window=4)[1] for p in random_order] == [False] * 6
     assert positions.note("seq", 20, 20, window=4) == (True, False, 0)  # a jump ends the streak
     assert positions.note("seq", 22, 22, window=4) == (True, False, 0)  # and gives no slack after it
+
+
+def test_a_late_read_several_pages_behind_keeps_a_sequential_reader_sequential() -> None:
+    """The order a real mount's daemon saw under load (tests/fuse/test_readahead_once.py
+    failed on it): page 2 after page 4, 6 after 8, 14 after 16. With one page of slack
+    behind, page 2 ended the streak for good and the file was fetched page by page."""
+    from datahub.cache.readahead import ReaderPositions
+
+    positions = ReaderPositions()
+    order = [0, 1, 4, 2, 3, 5, 8, 7, 6, 9, 11, 10, 13, 12, 16, 15, 14, 17, 19, 18]
+    seen = [positions.note("fh", p, p, window=8) for p in order]
+    assert [s[1] for s in seen[1:]] == [True] * (len(order) - 1)
+    assert seen[-1][2] == 20  # the streak covers every page read
+    # the same disorder at the start (page 1 seen before page 0) opens the file sequentially
+    opened = [positions.note("fh2", p, p, window=8) for p in [1, 0, 5, 4, 3, 2, 7, 6, 9]]
+    assert [s[1] for s in opened[1:]] == [True] * 8 and opened[-1][2] == 10
+    assert positions.note("rnd", 5, 5, window=8)[1] is False
+    assert positions.note("rnd", 0, 0, window=8)[1] is False  # far from the start: random
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    block=st.integers(1, 4),
+    window=st.integers(8, 16),
+    data=st.data(),
+)
+def test_any_disorder_within_the_window_keeps_a_sequential_reader_sequential(
+    block: int, window: int, data: st.DataObject
+) -> None:
+    """Pages 0 and 1 in order, then blocks of up to half a window shuffled inside: every
+    read after the first is sequential and the position never moves back."""
+    from datahub.cache.readahead import ReaderPositions
+
+    positions = ReaderPositions()
+    order = [0, 1]
+    for b in range(2, 40, block):
+        order += data.draw(st.permutations(list(range(b, min(b + block, 40)))))
+    seen = [positions.note("fh", p, p, window=window) for p in order]
+    assert all(s[1] for s in seen[1:])
+    assert seen[-1][2] == 40
 
 
 def test_readers_of_one_object_are_told_apart_by_identity(tmp_path: Path, source) -> None:
