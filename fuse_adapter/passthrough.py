@@ -31,6 +31,7 @@ import errno
 import logging
 import os
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Protocol
 
 log = logging.getLogger(__name__)
@@ -107,10 +108,18 @@ class PassthroughOpens:
         """Whether an open of ``ino`` may look for a backing file (then :meth:`publish`)."""
         return self.active and ino not in self._ordinary and not self.held(ino)
 
-    def publish(self, ino: int, fd: int | None) -> tuple[int, int] | None:
+    def publish(
+        self, ino: int, fd: int | None, still_verified: Callable[[], bool] | None = None
+    ) -> tuple[int, int] | None:
         """Publish the verified file ``fd`` (owned by the table after, closed here
         otherwise) and take a handle of it, or None for an ordinary open. Call after
-        :meth:`may_publish`; other opens may have run meanwhile."""
+        :meth:`may_publish`; other opens may have run meanwhile.
+
+        ``still_verified()``, asked after the table took its fstat of ``fd``: whether the
+        file is still in the state it was verified in. Why: the table compares every later
+        open with the fstat it takes here, so a change between the verification and that
+        fstat would become its reference; asking after it closes the window (a change
+        after the question is caught by the table at the next open)."""
         if fd is None:
             return None
         owned = False
@@ -130,6 +139,12 @@ class PassthroughOpens:
                 return None
             owned = True
             self._published[ino] = None
+            if still_verified is not None and not still_verified():
+                log.warning(
+                    "FUSE passthrough: backing file of inode %d changed while published; not used", ino
+                )
+                self.retract(ino)
+                return None
             return self.reuse(ino)
         finally:
             if not owned:

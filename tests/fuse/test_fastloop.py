@@ -19,6 +19,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -217,11 +218,20 @@ def test_readers_racing_with_changed_files_read_right_bytes(
     env: FuseEnv, stress_mount: Path, changes: list[tuple[str, int]], seed: int
 ) -> None:
     """8 threads open, read and close while published files change on disk (the thread
-    retracts them, Python checks them again and publishes them anew): every read is right,
-    and the unmount closes every backing id (checked by the fixture)."""
+    retracts them, Python checks them again and publishes them anew): every read of a
+    handle opened after a change is right, and the unmount closes every backing id
+    (checked by the fixture).
+
+    What passthrough does not promise, by design (docs/cache.md, "Backing files"): a handle
+    opened BEFORE its file's bytes were changed in place reads what the file then holds,
+    because the kernel serves it from the file and the check is at each open. So a wrong
+    read is allowed only when its open began before a flip of that file ended and the read
+    ended after that flip began; anything else (a wrong read after the flip, or after a
+    touch or chmod, which change no byte) fails the test."""
     root = stress_mount
     rng = random.Random(seed)
-    wrong: list[str] = []
+    wrong: list[tuple[str, float, float]] = []  # key, open began, read ended
+    flips: dict[str, list[tuple[float, float]]] = {}  # key -> (flip began, flip ended)
     stop = threading.Event()
 
     def reader(n: int) -> None:
@@ -229,9 +239,11 @@ def test_readers_racing_with_changed_files_read_right_bytes(
         for key in order:
             if stop.is_set():
                 return
+            began = time.monotonic()
             with open(root / key, "rb") as f:
-                if f.read() != FILES[key]:
-                    wrong.append(key)
+                ok = f.read() == FILES[key]
+            if not ok:
+                wrong.append((key, began, time.monotonic()))
 
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
     for t in threads:
@@ -247,11 +259,18 @@ def test_readers_racing_with_changed_files_read_right_bytes(
             elif what == "chmod":
                 os.chmod(path, 0o600)
             else:
+                began = time.monotonic()
                 flip_byte(path, rng.randrange(len(FILES[KEYS[i]])))
+                flips.setdefault(KEYS[i], []).append((began, time.monotonic()))
     finally:
         for t in threads:
             t.join(timeout=GUARD)
         stop.set()
+    unexplained = [
+        (key, opened, ended)
+        for key, opened, ended in wrong
+        if not any(opened <= f_end and ended >= f_began for f_began, f_end in flips.get(key, []))
+    ]
     assert not any(t.is_alive() for t in threads), "a reader hung"
-    assert wrong == []
+    assert unexplained == [], (unexplained, flips)
     read_all(root)

@@ -302,3 +302,23 @@ def test_kernel_rules_hold_whatever_the_order(ops: list[tuple[str, int, bool]]) 
     for ino in range(4):
         pt.retract(ino)
     assert not t.open_ids and not pt._ordinary
+
+
+def test_a_file_changed_between_its_check_and_its_publication_is_not_used() -> None:
+    """The table compares later opens with the fstat it takes at publication; a file
+    changed after it was verified but before that fstat must not become the reference:
+    publish asks once more after the table took it, and lets the file go if it changed."""
+    t = FakeTable()
+    pt = PassthroughOpens(t, wanted=True)
+    asked: list[int] = []
+
+    def changed_meanwhile() -> bool:
+        asked.append(len(t.entries))  # asked after the table took the file
+        return False
+
+    assert pt.publish(5, a_fd(), changed_meanwhile) is None
+    assert asked == [1]
+    assert not t.entries and not t.open_ids  # its id and descriptor closed
+    assert pt.may_publish(5)  # the next open checks the file again
+    got = pt.publish(5, a_fd(), lambda: True)
+    assert got is not None and t.entries[5]["handles"] == 1
