@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import signal
 import threading
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pytest
 
 from datahub.storage import StoreRegistry
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
-from tests.fuse.test_passthrough import FILES, mount_stats, page_file_of, page_files
+from tests.fuse.test_passthrough import FILES, mount_stats, page_file_of, page_files, read_while_stopped
 
 pytestmark = pytest.mark.fuse
 
@@ -35,35 +34,6 @@ LARGE = os.urandom(5 * 1024**2 + 11)  # more than one page (4 MiB): today's path
 @pytest.fixture
 def files(env: FuseEnv) -> Dataset:
     return upload_dataset(env, "pt", {**FILES, "big/large.bin": LARGE})
-
-
-def served_while_stopped(proc, fds: dict[int, bytes], wait: float = 30.0) -> dict[int, tuple[bytes, bytes]]:
-    """``pread`` and ``mmap`` of each fd whole with the daemon stopped; {} if that hung.
-    The mappings are closed after the daemon runs again (see the module's docstring)."""
-    for fd in fds:  # an ordinary handle would now need READ requests for every byte
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    got: dict[int, tuple[bytes, bytes]] = {}
-    maps: list[mmap.mmap] = []
-
-    def read_all() -> None:
-        for fd, data in fds.items():
-            plain = os.pread(fd, len(data) + 1, 0)
-            m = mmap.mmap(fd, len(data), prot=mmap.PROT_READ)
-            maps.append(m)
-            got[fd] = (plain, m[:])
-
-    os.kill(proc.pid, signal.SIGSTOP)
-    try:
-        reader = threading.Thread(target=read_all, daemon=True)
-        reader.start()
-        reader.join(timeout=wait)
-        finished = not reader.is_alive()
-    finally:
-        os.kill(proc.pid, signal.SIGCONT)
-    reader.join(timeout=GUARD)
-    for m in maps:
-        m.close()
-    return got if finished else {}
 
 
 def open_all(root: Path, keys) -> dict[int, bytes]:
@@ -84,7 +54,7 @@ def test_a_cold_small_file_is_served_by_the_kernel_from_its_first_open(env: Fuse
         try:
             for data in FILES.values():
                 page_file_of(env, data)  # fetched during OPEN
-            got = served_while_stopped(proc, fds)
+            got = read_while_stopped(proc, fds)
             assert got, "a read or mmap of a cold-opened handle waited for the stopped daemon"
             for fd, data in fds.items():
                 assert got[fd] == (data, data)
@@ -145,7 +115,7 @@ def test_without_passthrough_a_cold_open_takes_the_daemon_path(
         key = next(iter(FILES))
         fds = open_all(root, [key])
         try:
-            assert served_while_stopped(proc, fds, wait=3.0) == {}
+            assert read_while_stopped(proc, fds, wait=3.0) == {}
         finally:
             close_all(fds)
         assert {k: (root / k).read_bytes() for k in FILES} == FILES

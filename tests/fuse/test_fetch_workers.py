@@ -5,13 +5,9 @@ read is right too, and no worker outlives the unmount."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.fuse.conftest import (
-    REPO,
     FuseEnv,
     pid_alive,
     read_tree,
@@ -19,24 +15,9 @@ from tests.fuse.conftest import (
     upload_dataset,
     wait_until,
 )
+from tests.fuse.test_passthrough import cache_stats
 
 GUARD = 60.0
-
-
-def _stats(env: FuseEnv) -> dict:
-    cmd = [
-        sys.executable,
-        "-m",
-        "datahub.cli.main",
-        "--config",
-        str(env.config_path),
-        "--json",
-        "cache",
-        "stats",
-    ]
-    return json.loads(
-        subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True, cwd=REPO).stdout
-    )
 
 
 def _children(pid: int) -> list[int]:
@@ -63,12 +44,12 @@ def test_a_mount_with_fetch_workers_reads_every_file_right(env: FuseEnv) -> None
         one_page = {k for k, v in objects.items() if 0 < len(v) <= 4 * 1024**2}
 
         def fetched() -> int:
-            pools = [p for p in _stats(env)["fetch_workers"] if p["pid"] == proc.pid]
+            pools = [p for p in cache_stats(env)["fetch_workers"] if p["pid"] == proc.pid]
             return pools[0]["fetches"] if pools else 0
 
         # every one-page object's page came from a worker (stats snapshots every 2 s)
         wait_until(lambda: fetched() >= len(one_page), GUARD, interval=0.5)
-        [pool] = [p for p in _stats(env)["fetch_workers"] if p["pid"] == proc.pid]
+        [pool] = [p for p in cache_stats(env)["fetch_workers"] if p["pid"] == proc.pid]
         assert pool["running"] == 2 and pool["failovers"] == 0
         assert read_tree(root) == objects  # again: from RAM, the page files, passthrough
     assert not any(pid_alive(w) and _not_zombie(w) for w in workers)

@@ -89,16 +89,20 @@ def read_while_stopped(proc, fds: dict[int, bytes], wait: float = 30.0) -> dict[
     """Read each open fd whole (read and mmap) with the daemon stopped; {} if that hung.
 
     ``wait``: how long the reads may take while the daemon is stopped (a generous guard
-    where they must finish; where they must hang, a few seconds show it)."""
+    where they must finish; where they must hang, a few seconds show it). The mappings are
+    closed after the daemon runs again: Python's mmap closes a dup of the fd, and the first
+    close() on a fresh mount sends FUSE_FLUSH until the daemon has answered ENOSYS once."""
     for fd in fds:  # an ordinary handle would now need READ requests for every byte
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     got: dict[int, tuple[bytes, bytes]] = {}
+    maps: list[mmap.mmap] = []
 
     def read_all() -> None:
         for fd, data in fds.items():
             plain = os.pread(fd, len(data) + 1, 0)
-            with mmap.mmap(fd, len(data), prot=mmap.PROT_READ) as m:
-                got[fd] = (plain, m[:])
+            m = mmap.mmap(fd, len(data), prot=mmap.PROT_READ)
+            maps.append(m)
+            got[fd] = (plain, m[:])
 
     os.kill(proc.pid, signal.SIGSTOP)
     try:
@@ -109,6 +113,8 @@ def read_while_stopped(proc, fds: dict[int, bytes], wait: float = 30.0) -> dict[
     finally:
         os.kill(proc.pid, signal.SIGCONT)
     reader.join(timeout=GUARD)
+    for m in maps:
+        m.close()
     return got if finished else {}
 
 
