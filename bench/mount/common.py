@@ -148,3 +148,21 @@ def header(name: str, text: str) -> None:
     print(f"# {name}: {text}")
     print(f"# pyfuse3 {pyfuse3.__version__}, kernel {os.uname().release}, nproc {os.cpu_count()}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  load {os.getloadavg()[0]:.2f}")
+
+
+def add_configs_option(ap, known, default: str | None = None) -> None:
+    """``--configs``: comma-separated mount configurations of ``known`` (all by default)."""
+    ap.add_argument(
+        "--configs",
+        default=",".join(known) if default is None else default,
+        help=f"comma-separated mounts to measure (of {', '.join(known)}; local disk always)",
+    )
+
+
+def chosen_configs(ap, args, known) -> list[str]:
+    """The ``--configs`` given, each checked against ``known`` (argparse's error otherwise)."""
+    configs = [c for c in args.configs.split(",") if c]
+    unknown = set(configs) - set(known)
+    if unknown:
+        ap.error(f"unknown configs: {', '.join(sorted(unknown))}")
+    return configs

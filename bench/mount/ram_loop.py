@@ -35,8 +35,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.mount.common import (
+    add_configs_option,
     bench_env,
     cached_bytes,
+    chosen_configs,
     daemon_cpu,
     disk_pages,
     drop_caches,
@@ -68,16 +70,9 @@ def main() -> None:
         "--drop", type=int, choices=(0, 1), default=1, help="drop the page cache before each epoch"
     )
     ap.add_argument("--policy", default="", help="cache.policy for the mounts (default: the config's)")
-    ap.add_argument(
-        "--configs",
-        default=",".join(CONFIGS),
-        help=f"comma-separated mounts to measure (of {', '.join(CONFIGS)}; local disk always)",
-    )
+    add_configs_option(ap, CONFIGS)
     args = ap.parse_args()
-    configs = [c for c in args.configs.split(",") if c]
-    unknown = set(configs) - set(CONFIGS)
-    if unknown:
-        ap.error(f"unknown configs: {', '.join(sorted(unknown))}")
+    configs = chosen_configs(ap, args, CONFIGS)
     threads = [int(t) for t in args.threads.split(",") if t]
     objects = random_objects(args.files, 9, 50_000, 200_000)
     total = sum(len(v) for v in objects.values())

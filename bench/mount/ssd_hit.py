@@ -48,8 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.mount.common import (
     REPO,
+    add_configs_option,
     bench_env,
     cached_bytes,
+    chosen_configs,
     daemon_cpu,
     disk_pages,
     drop_caches,
@@ -111,16 +113,9 @@ def main() -> None:
         "--drop", type=int, choices=(1, 3), default=3, help="drop_caches level before SSD-hit passes"
     )
     ap.add_argument("--reader", choices=tuple(READERS), default="py")
-    ap.add_argument(
-        "--configs",
-        default=",".join(CONFIGS),
-        help=f"comma-separated mounts to measure (of {', '.join(CONFIGS)}; local disk always)",
-    )
+    add_configs_option(ap, CONFIGS)
     args = ap.parse_args()
-    configs = [c for c in args.configs.split(",") if c]
-    unknown = set(configs) - set(CONFIGS)
-    if unknown:
-        ap.error(f"unknown configs: {', '.join(sorted(unknown))}")
+    configs = chosen_configs(ap, args, CONFIGS)
     one_pass, counts, label = READERS[args.reader]
     objects = random_objects(args.files, 25, 50_000, 200_000)
     total = sum(len(v) for v in objects.values())

@@ -33,7 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.mount.common import (
+    add_configs_option,
     bench_env,
+    chosen_configs,
     daemon_cpu,
     daemon_reads,
     local_copy,
@@ -76,11 +78,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--configs", default="default", help=f"comma-separated, of {', '.join(CONFIGS)}")
+    add_configs_option(ap, CONFIGS, default="default")
     args = ap.parse_args()
-    configs = [c for c in args.configs.split(",") if c]
-    if set(configs) - set(CONFIGS):
-        ap.error(f"unknown configs: {', '.join(sorted(set(configs) - set(CONFIGS)))}")
+    configs = chosen_configs(ap, args, CONFIGS)
     objects = random_objects(args.files, 13, 4096, 16384)
     tmp = Path(tempfile.mkdtemp(prefix="warm-open-"))
     try:
