@@ -115,6 +115,8 @@ FASTOPEN: bool = hasattr(pyfuse3, "passthrough_publish")
 #: set by the build with fastloop.patch: a C thread reads /dev/fuse and answers those opens,
 #: their releases and FUSE_IOCTL without a trio turn
 FASTLOOP: bool = bool(getattr(pyfuse3, "FASTLOOP", False))
+#: datahub's pyfuse3 (uring.patch) can take requests from one io_uring queue per CPU
+URING: bool = bool(getattr(pyfuse3, "URING", False))
 
 
 class _CTable:
@@ -172,6 +174,11 @@ class ReadOnlyOps(_Ops):
     releases and the ``isatty()`` ioctl of Python's ``open()`` itself; the others reach
     this class as before. Lone requests then cost no trio turn, which was most of an
     SSD-tier hit's daemon CPU. ``fastloop=False`` keeps pyfuse3's loop (a baseline).
+
+    ``io_uring`` (with ``fastloop``): when the kernel offers FUSE over io_uring at INIT
+    (Linux >= 6.14, ``fuse.enable_uring``), requests come from one queue per CPU, each
+    served by a C thread pinned to that CPU: a reader's request is answered on its own CPU
+    and no other CPU is woken (docs/fuse.md, "Requests over io_uring").
     """
 
     def __init__(
@@ -183,6 +190,7 @@ class ReadOnlyOps(_Ops):
         passthrough: bool = False,
         fastopen: bool = True,
         fastloop: bool = True,
+        io_uring: bool = True,
     ) -> None:
         super().__init__()
         self.view = view
@@ -194,6 +202,8 @@ class ReadOnlyOps(_Ops):
             self.passthrough.disable(f"pyfuse3 built without {why}")
         self.fastopen = fastopen
         self.fastloop = fastloop and FASTLOOP  # read by serve() before pyfuse3.main()
+        self.io_uring = io_uring and self.fastloop and URING
+        self.transport_why = "/dev/fuse" if self.io_uring else "/dev/fuse (--no-io-uring or no C loop thread)"
         self.enable_passthrough = self.passthrough.active  # asked of the kernel at INIT (pyfuse3)
         self.zero_message_open = self._zero_message_wanted and not self.passthrough.active
 
@@ -205,6 +215,24 @@ class ReadOnlyOps(_Ops):
             pyfuse3.passthrough_fastopen(self.fastopen)
         self._token = trio.lowlevel.current_trio_token()
         super().init()
+
+    def transport_stats(self) -> dict:
+        """Where requests come from (io_uring queues, or /dev/fuse and why), and counts."""
+        t = pyfuse3.passthrough_stats() if URING else {}
+        queues = t.get("uring_queues", 0)
+        if queues:
+            requests = f"io_uring ({queues} queues)"
+        elif self.io_uring:
+            requests = "/dev/fuse (the kernel did not take io_uring at INIT)"
+        else:
+            requests = self.transport_why
+        return {
+            "requests": requests,
+            "io_uring_queues": queues,
+            "io_uring_requests": t.get("uring_requests", 0),
+            "io_uring_answered_in_c": t.get("uring_answered", 0),
+            "io_uring_handed_to_python": t.get("uring_handed", 0),
+        }
 
     def backing_evicted(self, st_dev: int, st_ino: int) -> None:
         """From the evicting thread: the C table is the loop's, so retract there."""
@@ -649,6 +677,8 @@ def serve(
                 nursery.start_soon(after_mount)
                 if FASTLOOP:  # only read-only mounts ask for it; writes gain nothing from a hop
                     pyfuse3.passthrough_fastloop(bool(getattr(ops, "fastloop", False)))
+                if URING:
+                    pyfuse3.passthrough_uring(bool(getattr(ops, "io_uring", False)))
                 await pyfuse3.main(min_tasks=4, max_tasks=max_tasks)
                 unmounted = True
                 nursery.cancel_scope.cancel()

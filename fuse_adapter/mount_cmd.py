@@ -87,6 +87,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "thread, which answers opens and releases of passthrough files and isatty() itself "
         "(the baseline of bench/mount/ssd_hit.py; docs/fuse.md)",
     )
+    p.add_argument(
+        "--no-io-uring",
+        action="store_true",
+        help="read-only, for measurements: take requests from /dev/fuse only, even when the kernel "
+        "offers FUSE over io_uring (one queue per CPU; docs/fuse.md)",
+    )
     warm = p.add_mutually_exclusive_group()
     warm.add_argument(
         "--prefetch",
@@ -170,8 +176,17 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
     from datahub.catalog import open_catalog
     from fuse_adapter import daemon, layout
     from fuse_adapter.bucket_warmup import ObservedSource
-    from fuse_adapter.fuse_ops import MAX_IO, ReadOnlyOps, mount_options, request_counter, serve
+    from fuse_adapter.fuse_ops import (
+        FASTLOOP,
+        MAX_IO,
+        URING,
+        ReadOnlyOps,
+        mount_options,
+        request_counter,
+        serve,
+    )
     from fuse_adapter.source import open_source
+    from fuse_adapter.uring import mount_transport
 
     config = ctx.config
     source = open_source(config, ctx.stores, use_cache=not args.no_cache)
@@ -238,6 +253,7 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         daemon.signal_ready(args.ready_fd)
 
     source.watch_requests(request_counter())  # warm-up sees readers the page cache serves
+    use_uring, transport = mount_transport(not args.no_io_uring, not args.no_fastloop and FASTLOOP and URING)
     ops = ReadOnlyOps(
         view,
         threads=args.threads,
@@ -245,8 +261,12 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         passthrough=passthrough_wanted(args, source),
         fastopen=not args.no_fastopen,
         fastloop=not args.no_fastloop,
+        io_uring=use_uring,
     )
-    source.report_mount(lambda: {"mountpoint": mountpoint, **ops.passthrough.stats()})
+    ops.transport_why = transport
+    source.report_mount(
+        lambda: {"mountpoint": mountpoint, **ops.passthrough.stats(), **ops.transport_stats()}
+    )
     if ops.passthrough.wanted:  # an evicted page file is let go at once, not at its next open
         getattr(source, "watch_backing", lambda listener: None)(ops.backing_evicted)
         threading.Thread(

@@ -66,6 +66,7 @@ from tests.fuse.conftest import upload_dataset, wait_until
 #: mount configurations: name -> extra ``datahub mount`` flags
 CONFIGS = {
     "passthrough": (),
+    "pt-no-io-uring": ("--no-io-uring",),
     "pt-no-fastloop": ("--no-fastloop",),
     "pt-no-fastopen": ("--no-fastloop", "--no-fastopen"),
     "no-passthrough": ("--no-passthrough",),

@@ -48,7 +48,7 @@ from tests.fuse.conftest import upload_dataset
 
 READERS: dict[str, Callable[[str], int]] = {"py": read_py, "os": read_os}
 #: mount configurations: name -> extra ``datahub mount`` flags
-CONFIGS = {"default": (), "no-fastloop": ("--no-fastloop",)}
+CONFIGS = {"default": (), "no-io-uring": ("--no-io-uring",), "no-fastloop": ("--no-fastloop",)}
 
 
 def timed_pass(

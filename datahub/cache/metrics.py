@@ -163,6 +163,18 @@ def mount_text(snapshots: list[dict]) -> str:
             "gauge",
             "Passthrough backing files registered now.",
         ),
+        (
+            "io_uring_queues",
+            "datahub_mount_io_uring_queues",
+            "gauge",
+            "FUSE over io_uring queues serving the mount (0: requests come from /dev/fuse).",
+        ),
+        (
+            "io_uring_requests",
+            "datahub_mount_io_uring_requests_total",
+            "counter",
+            "Requests taken from the mount's io_uring queues.",
+        ),
     ):
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
         lines += [f"{name}{{{_labels(mount=m['mountpoint'])}}} {m.get(key, 0)}" for m in mounts]

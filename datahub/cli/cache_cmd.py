@@ -227,7 +227,8 @@ def _mount_line(m: dict) -> str:
     return (
         f"opens of {m['mountpoint']} [{m['mode']}]: {m['passthrough_opens']} passthrough "
         f"({m.get('passthrough_opens_in_c', 0)} answered in C), "
-        f"{m['ordinary_opens']} through the daemon, {m['backing_ids_open']} backing files held"
+        f"{m['ordinary_opens']} through the daemon, {m['backing_ids_open']} backing files held; "
+        f"requests from {m.get('requests', '/dev/fuse')}"
     )
 
 
