@@ -14,7 +14,9 @@ the same-run baseline (the local directory read directly, page cache dropped), a
 daemon's CPU per file (utime+stime of the mount process from after ``drop_caches`` to the
 end of the pass and its background stores). Mounts use ``--no-prefetch``, so every
 fetch is a reader's (with the default ``--prefetch`` a warm-up races the readers and
-the per-file figure mixes both). ``--mount-flag`` adds flags (repeatable).
+the per-file figure mixes both). ``--mount-flag`` adds flags (repeatable). ``--configs
+default,no-io-uring,no-fastloop``: mounts alternating in every pass (FUSE over io_uring,
+its /dev/fuse baseline, and requests read on the trio loop).
 
 ``--fetch-workers 0,1,2``: mount with ``DATAHUB_CACHE_FETCH_WORKERS`` set to each value in
 turn (alternating within every pass, like ``--tree``). The fetch worker processes' CPU per
@@ -51,7 +53,14 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench.mount.common import TICK, daemon_cpu, drop_caches, read_py  # noqa: E402
+from bench.mount.common import (  # noqa: E402
+    TICK,
+    add_configs_option,
+    chosen_configs,
+    daemon_cpu,
+    drop_caches,
+    read_py,
+)
 from tests.fuse.conftest import FuseEnv, make_env, upload_dataset, wait_until  # noqa: E402
 from tests.servers import MotoServer  # noqa: E402
 
@@ -213,6 +222,10 @@ def mount_and_read(
         log.close()
 
 
+#: mount configurations: name -> extra ``datahub mount`` flags (alternating in every pass)
+CONFIGS = {"default": (), "no-io-uring": ("--no-io-uring",), "no-fastloop": ("--no-fastloop",)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=2000)
@@ -233,7 +246,9 @@ def main() -> None:
         default="0",
         help="comma-separated cache.fetch_workers values, alternating in every pass (same-run)",
     )
+    add_configs_option(ap, CONFIGS, default="default")
     args = ap.parse_args()
+    configs = chosen_configs(ap, args, CONFIGS)
     rng = random.Random(25)
     objects = {
         f"train/c{i % 20:02d}/img_{i:06d}.jpg": rng.randbytes(rng.randint(50_000, 200_000))
@@ -253,10 +268,20 @@ def main() -> None:
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1])) for t in args.tree] or [("head", REPO)]
     counts = [int(w) for w in args.fetch_workers.split(",")]
     variants = [
-        (label if len(counts) == 1 else f"{label}/w{w}", tree, w) for label, tree in trees for w in counts
+        (
+            "/".join(
+                [label] + ([config] if len(configs) > 1 else []) + ([f"w{w}"] if len(counts) > 1 else [])
+            ),
+            tree,
+            w,
+            [*args.mount_flag, *CONFIGS[config]],
+        )
+        for label, tree in trees
+        for config in configs
+        for w in counts
     ]
     print(
-        f"{'origin':10} {'tree':10} {'pass':>4} {'files/s':>9} {'local dir':>10} {'ratio':>6}"
+        f"{'origin':10} {'tree':22} {'pass':>4} {'files/s':>9} {'local dir':>10} {'ratio':>6}"
         f" {'daemon us/file':>15} {'workers us/file':>16}"
     )
     moto = proxy = None
@@ -278,7 +303,7 @@ def main() -> None:
                 ds = upload_dataset(env, "ds", objects)
                 config, source = env.config_path, f"ds@{ds.seq}"
             for i in range(args.passes):
-                for label, tree, workers in variants:
+                for label, tree, workers, flags in variants:
                     drop_caches(3)
                     base = cold_pass(local_paths)
                     spy = args.profiler.split() if args.profiler else None
@@ -289,7 +314,7 @@ def main() -> None:
                         mnt,
                         tmp / f"cache-{origin}-{label.replace('/', '-')}-{i}",
                         args.files,
-                        args.mount_flag,
+                        flags,
                         spy,
                         tree,
                         workers,
@@ -300,7 +325,7 @@ def main() -> None:
                         (rate / base_rate, per_file, workers_per_file)
                     )
                     print(
-                        f"{origin:10} {label:10} {i:>4} {rate:>9,.0f} {base_rate:>10,.0f} {rate / base_rate:>6.2f}"
+                        f"{origin:10} {label:22} {i:>4} {rate:>9,.0f} {base_rate:>10,.0f} {rate / base_rate:>6.2f}"
                         f" {per_file:>15.0f} {workers_per_file:>16.0f}",
                         flush=True,
                     )
