@@ -23,7 +23,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from datahub.errors import AccessDenied, Conflict, DatahubError, InvalidInput, NotFound, StorageError
-from fuse_adapter.daemon import canonical, fusermount_detach, is_mounted, pid_alive, spawn_until_ready
+from fuse_adapter.daemon import (
+    DEAD_DAEMON_ERRNOS,
+    canonical,
+    fusermount_detach,
+    is_mounted,
+    pid_alive,
+    spawn_until_ready,
+)
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +120,8 @@ def _unescape(field: str) -> str:
 
 
 def health(path: str, points: set[str] | None = None) -> str:
-    """Returns "ok", "unmounted" or "broken" (ENOTCONN: the FUSE daemon behind the mount died).
+    """Returns "ok", "unmounted" or "broken" (ENOTCONN and the like, ``DEAD_DAEMON_ERRNOS``:
+    the FUSE daemon behind the mount died).
 
     ``points`` (from :func:`mount_points`) saves reading the mount table again. statfs
     always reaches the FUSE daemon (the kernel caches attributes, not statfs), and it is
@@ -125,7 +133,7 @@ def health(path: str, points: set[str] | None = None) -> str:
     try:
         os.statvfs(path)
     except OSError as exc:
-        if exc.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO):
+        if exc.errno in DEAD_DAEMON_ERRNOS or exc.errno == errno.EIO:
             return "broken"
         raise
     return "ok"

@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 
 READY = b"ready\n"
 STALE_PROBE_SECONDS = 5.0  # a mount point that does not answer a listing by then is taken as live
+#: what a request to a FUSE mount whose daemon died fails with: ENOTCONN once the kernel has
+#: ended the connection; a request queued while it ends gets ECONNABORTED, and over io_uring
+#: one handed to a dead daemon's queue gets ECANCELED
+DEAD_DAEMON_ERRNOS = frozenset({errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED})
 
 
 @dataclass
@@ -280,7 +284,7 @@ def _is_stale(path: str, timeout: float = STALE_PROBE_SECONDS) -> bool:
         try:
             os.listdir(path)
         except OSError as exc:
-            outcome.append(exc.errno in (errno.ENOTCONN, errno.ECONNABORTED))
+            outcome.append(exc.errno in DEAD_DAEMON_ERRNOS)
         else:
             outcome.append(False)
 

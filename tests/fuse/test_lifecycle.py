@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import signal
 import subprocess
 
 import pytest
 
-from fuse_adapter.daemon import is_mounted, read_record
+from fuse_adapter.daemon import DEAD_DAEMON_ERRNOS, is_mounted, read_record
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
 
 pytestmark = pytest.mark.fuse
@@ -51,7 +50,7 @@ def test_umount_cleans_a_stale_mount_after_kill_9(env: FuseEnv, small: Dataset) 
         proc.wait(timeout=30)
         with pytest.raises(OSError) as exc:
             os.listdir(mnt)  # the kernel mount outlived its daemon
-        assert exc.value.errno == errno.ENOTCONN
+        assert exc.value.errno in DEAD_DAEMON_ERRNOS  # ENOTCONN once the connection has ended
         assert is_mounted(str(mnt))
         out = env.cli("umount", str(mnt)).stdout
         assert "stale" in out and not is_mounted(str(mnt))
