@@ -22,7 +22,8 @@ and the cold torch rate as a fraction of it.
 
 Configurations: ``dh-plain`` (``datahub mount`` of the bucket, default flags: the automatic
 warm-up policy of issue 27), ``dh-prefetch`` (``mount --prefetch``), ``dh-noprefetch`` (a
-mount that never warms), ``dh-version`` (the bucket's snapshot mounted as a dataset version),
+mount that never warms), ``dh-version`` (the bucket's snapshot mounted as a dataset version;
+``dh-version-dev``, chosen by name only: the same with ``--no-io-uring``),
 ``dh-3x`` / ``dh-3x-noprefetch`` (the too-large case: a disk tier a third of the snapshot),
 ``boto3-8`` / ``boto3-64`` (direct GETs, 8 / 64 threads: the endpoint ceiling),
 ``rclone-full`` (VFS cache full, ``--transfers 64 --checkers 64``), ``s3fs-cache``
@@ -79,6 +80,8 @@ ALL_CONFIGS = [
     "dh-plain", "dh-prefetch", "dh-noprefetch", "dh-version", "dh-3x", "dh-3x-noprefetch",
     "boto3-8", "boto3-64", "rclone-full", "s3fs-cache", "local",
 ]  # fmt: skip
+#: chosen by name only (--configs): same-run baselines of one datahub feature
+EXTRA_CONFIGS = ["dh-version-dev"]
 TOO_LARGE_RAM = 32 * 1024**2  # dh-3x*: a RAM tier far below the snapshot too
 THROTTLED_CONFIGS = ["dh-plain", "dh-prefetch", "boto3-8"]
 
@@ -233,6 +236,8 @@ def config_specs(datahub: Datahub | None, epoch_threads: int = 8, snapshot_bytes
         specs["dh-noprefetch"] = datahub.spec(" --no-prefetch")
         # the same snapshot mounted as a dataset version (warm-up on by default)
         specs["dh-version"] = datahub.spec(source="s3.bench", subdir="s3.bench/latest")
+        # the same with requests from /dev/fuse only (the baseline of FUSE over io_uring)
+        specs["dh-version-dev"] = datahub.spec(" --no-io-uring", source="s3.bench", subdir="s3.bench/latest")
         # the too-large case: a disk tier a third of the snapshot, a small RAM tier
         small = {
             "DATAHUB_CACHE_DISK_BYTES": str(max(1, snapshot_bytes // 3)),
@@ -588,9 +593,9 @@ def main() -> None:
         print(report(args.report))
         return
     configs = [c for c in args.configs.split(",") if c]
-    unknown = set(configs) - set(ALL_CONFIGS)
+    unknown = set(configs) - set(ALL_CONFIGS) - set(EXTRA_CONFIGS)
     if unknown:
-        sys.exit(f"unknown configurations {sorted(unknown)}; known: {ALL_CONFIGS}")
+        sys.exit(f"unknown configurations {sorted(unknown)}; known: {ALL_CONFIGS + EXTRA_CONFIGS}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     moto = Moto(PORT, WORK / "run")
     try:
