@@ -600,23 +600,35 @@ def set_readahead(mountpoint: str, kib: int) -> None:
         log.info("could not set readahead of %s to %d KiB: %s", mountpoint, kib, exc)
 
 
-def request_counter() -> Callable[[], int]:
-    """A number that moves with every request this thread reads from /dev/fuse.
+def c_requests() -> int:
+    """Requests pyfuse3's C threads answered or handed to the loop (fastloop, io_uring): a
+    warm open answered there never makes the loop's thread read anything."""
+    if not FASTLOOP:
+        return 0
+    t = pyfuse3.passthrough_stats()
+    return t["loop_opens"] + t["loop_releases"] + t["loop_ioctls"] + t["loop_handed"]
+
+
+def request_counter(in_c: Callable[[], int] = c_requests) -> Callable[[], int]:
+    """A number that moves with every request the mount serves.
 
     Why: a reader served from the kernel's page cache never reaches the daemon's code, so
     the cache cannot see that it is busy; but every warm Python ``open()`` still sends the
-    ``isatty`` ioctl, which libfuse reads and answers in the loop's thread (docs/fuse.md).
-    That thread's read syscalls (/proc/self/task/TID/io ``syscr``) count them, at no cost
-    to the requests themselves. Call it in the thread that will run ``serve``.
+    ``isatty`` ioctl (and, with passthrough, OPEN and RELEASE). Read on the loop's thread,
+    each is one read syscall of that thread (/proc/self/task/TID/io ``syscr``; call this in
+    the thread that will run ``serve``); answered by pyfuse3's C threads (the default:
+    fastloop, io_uring), each moves their counters (``in_c``). Both cost the requests nothing.
     """
     path = f"/proc/self/task/{threading.get_native_id()}/io"
 
     def count() -> int:
+        reads = 0
         with open(path, "rb") as f:
             for line in f:
                 if line.startswith(b"syscr"):
-                    return int(line.split()[1])
-        return 0
+                    reads = int(line.split()[1])
+                    break
+        return reads + in_c()
 
     return count
 

@@ -9,8 +9,9 @@ network and this node's CPU while a training job is running: measured on 2 cores
 readers have been idle for ``idle_seconds`` (docs/cache.md "Warm-up").
 
 A reader that is served from the kernel's page cache never reaches the cache, so the mount
-also gives a request counter (``watch``): the FUSE loop's reads of /dev/fuse, which count
-the ``isatty`` ioctl every warm Python ``open()`` still sends (docs/fuse.md).
+also gives a request counter (``watch``): the requests it serves, which count the ``isatty``
+ioctl every warm Python ``open()`` still sends, whether the FUSE loop read it or pyfuse3's C
+threads answered it (``fuse_adapter.fuse_ops.request_counter``; docs/fuse.md).
 """
 
 from __future__ import annotations

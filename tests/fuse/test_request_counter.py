@@ -1,12 +1,13 @@
 """fuse_ops.request_counter: it moves with the serving thread's reads (each request the FUSE
-loop reads from /dev/fuse), not with the reads of the threads that look at it."""
+loop reads from /dev/fuse) and with the requests pyfuse3's C threads answer, not with the
+reads of the threads that look at it."""
 
 from __future__ import annotations
 
 import os
 import threading
 
-from fuse_adapter.fuse_ops import request_counter
+from fuse_adapter.fuse_ops import c_requests, request_counter
 
 
 def test_counts_the_reads_of_the_thread_that_made_it_only() -> None:
@@ -15,7 +16,7 @@ def test_counts_the_reads_of_the_thread_that_made_it_only() -> None:
     ready, go, done, leave = (threading.Event() for _ in range(4))
 
     def loop() -> None:  # stands in for the FUSE loop: made here, reads here
-        made.append(request_counter())
+        made.append(request_counter(lambda: 0))
         ready.set()
         go.wait(30)
         os.read(r, 1)
@@ -40,3 +41,26 @@ def test_counts_the_reads_of_the_thread_that_made_it_only() -> None:
     leave.set()
     os.close(r)
     os.close(w)
+
+
+def test_counts_the_requests_answered_in_c_too() -> None:
+    """With fastloop or io_uring (the default) the loop's thread reads nothing for a warm
+    open: pyfuse3's C threads answer it, and their counters move instead."""
+    answered = [0]
+    made: list = []
+    ready, leave = threading.Event(), threading.Event()
+
+    def loop() -> None:  # the serving thread: it reads nothing here
+        made.append(request_counter(lambda: answered[0]))
+        ready.set()
+        leave.wait(30)
+
+    threading.Thread(target=loop, daemon=True).start()
+    assert ready.wait(30)
+    count = made[0]
+    before = count()
+    assert count() == before
+    answered[0] += 3  # e.g. OPEN, the isatty() ioctl and RELEASE of one warm open
+    assert count() == before + 3
+    assert isinstance(c_requests(), int)  # pyfuse3's counters (no mount here: unchanged)
+    leave.set()
