@@ -152,12 +152,24 @@ def test_eviction_retracts_and_held_handles_stay_valid(env: FuseEnv, files: Data
     assert opened == closed >= len(FILES)
 
 
-def test_a_stop_signal_with_handles_held_exits_cleanly(env: FuseEnv, files: Dataset) -> None:
+#: where the C threads take requests from: io_uring queues (the default where the kernel
+#: offers them; the daemon, root, turns the offer on) or /dev/fuse
+TRANSPORTS = {"io_uring": (), "dev-fuse": ("--no-io-uring",)}
+
+
+def uses(env: FuseEnv, transport: str) -> None:
+    want = "io_uring" if transport == "io_uring" else "/dev/fuse"
+    assert mount_stats(env)["requests"].startswith(want), mount_stats(env)
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_a_stop_signal_with_handles_held_exits_cleanly(env: FuseEnv, files: Dataset, transport: str) -> None:
     mnt = env.mountpoint("flterm")
-    with env.mounted(mnt, "fl") as proc:
+    with env.mounted(mnt, "fl", *TRANSPORTS[transport]) as proc:
         root = mnt / "fl" / f"v{files.seq}"
         publish_all(env, root)
-        fds = [os.open(root / key, os.O_RDONLY) for key in FILES]  # answered by the thread
+        uses(env, transport)
+        fds = [os.open(root / key, os.O_RDONLY) for key in FILES]  # answered by the C threads
         try:
             proc.send_signal(signal.SIGTERM)  # the thread waits in poll(): terminate() stops it
             assert proc.wait(timeout=GUARD) == 0
@@ -169,14 +181,18 @@ def test_a_stop_signal_with_handles_held_exits_cleanly(env: FuseEnv, files: Data
     assert opened == closed >= len(FILES)
 
 
-def test_a_lazy_unmount_with_handles_held_ends_the_loop_when_they_close(env: FuseEnv, files: Dataset) -> None:
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_a_lazy_unmount_with_handles_held_ends_the_loop_when_they_close(
+    env: FuseEnv, files: Dataset, transport: str
+) -> None:
     """The handles keep the connection (and read right); their close ends it: ENODEV reaches
     the thread's read, and the end of the session is handed to the trio loop, which returns
-    from pyfuse3.main() as it does on libfuse's own read."""
+    from pyfuse3.main() as it does on libfuse's own read (and stops the io_uring threads)."""
     mnt = env.mountpoint("fllazy")
-    with env.mounted(mnt, "fl") as proc:
+    with env.mounted(mnt, "fl", *TRANSPORTS[transport]) as proc:
         root = mnt / "fl" / f"v{files.seq}"
         publish_all(env, root)
+        uses(env, transport)
         fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}
         try:
             subprocess.run(["fusermount3", "-uz", str(mnt)], check=True, timeout=GUARD)

@@ -8,15 +8,14 @@ hold:
 - a published file changed on disk is caught by a queue thread;
 - Python's answers (LOOKUP, cold opens, READ) go back through the entry they came from,
   also with more requests in flight than a queue has entries;
-- a stop signal or a lazy unmount with handles held ends cleanly, every backing id closed;
+- a stop signal or a lazy unmount with handles held ends cleanly, every backing id closed
+  (tests/fuse/test_fastloop.py, over both io_uring and /dev/fuse);
 - ``--no-io-uring``, and a kernel that does not offer it at INIT, keep /dev/fuse.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import threading
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pytest
 
 from fuse_adapter.fuse_ops import URING
 from fuse_adapter.uring import PARAM
-from tests.fuse.conftest import Dataset, FuseEnv, is_mounted, upload_dataset, wait_until
+from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
 from tests.fuse.test_fastloop import FILES, ids_at_unmount, publish_all, read_all
 from tests.fuse.test_passthrough import flip_byte, mount_stats, page_file_of
 
@@ -54,6 +53,14 @@ def ring_threads(pid: int) -> dict[str, str]:
                 line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list")
             )
     return found
+
+
+def run_all(readers: list[threading.Thread]) -> None:
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join(GUARD)
+    assert not any(t.is_alive() for t in readers), "a reader hung"
 
 
 def test_the_uring_build_is_installed() -> None:
@@ -92,14 +99,9 @@ def test_requests_come_from_one_pinned_queue_per_cpu_and_read_right(env: FuseEnv
                 errors.append((cpu, exc))
 
         errors: list = []
-        readers = [threading.Thread(target=read_on, args=(cpu, errors)) for cpu in sorted(online)]
-        for t in readers:
-            t.start()
-        for t in readers:
-            t.join(GUARD)
-        assert not any(t.is_alive() for t in readers), "a reader hung"
+        run_all([threading.Thread(target=read_on, args=(cpu, errors)) for cpu in sorted(online)])
         assert errors == []
-        opens = 3 * len(FILES) * len(readers)
+        opens = 3 * len(FILES) * len(online)
         # each open: OPEN, the isatty() ioctl and RELEASE, all answered by the queue threads
         want = before["io_uring_answered_in_c"] + 3 * opens
         wait_until(lambda: mount_stats(env)["io_uring_answered_in_c"] >= want, GUARD)  # a newer snapshot
@@ -145,52 +147,10 @@ def test_more_cold_requests_in_flight_than_a_queue_has_entries(env: FuseEnv) -> 
                 if (root / key).read_bytes() != many[key]:
                     wrong.append(key)
 
-        readers = [threading.Thread(target=reader, args=(keys[i::48],)) for i in range(48)]
-        for t in readers:
-            t.start()
-        for t in readers:
-            t.join(GUARD)
-        assert not any(t.is_alive() for t in readers), "a reader hung"
+        run_all([threading.Thread(target=reader, args=(keys[i::48],)) for i in range(48)])
         assert wrong == []
         wait_until(lambda: mount_stats(env).get("io_uring_handed_to_python", 0) >= len(many), GUARD)
         assert mount_stats(env)["io_uring_queues"] > 0
-
-
-def test_a_stop_signal_with_handles_held_exits_cleanly(env: FuseEnv, files: Dataset) -> None:
-    mnt = env.mountpoint("urterm")
-    with env.mounted(mnt, "ur") as proc:
-        root = mnt / "ur" / f"v{files.seq}"
-        publish_all(env, root)
-        assert ring_threads(proc.pid)
-        fds = [os.open(root / key, os.O_RDONLY) for key in FILES]  # answered by queue threads
-        try:
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=GUARD) == 0
-        finally:
-            for fd in fds:
-                os.close(fd)
-        wait_until(lambda: not is_mounted(str(mnt)), GUARD)
-    opened, closed = ids_at_unmount(env, "urterm")
-    assert opened == closed >= len(FILES)
-
-
-def test_a_lazy_unmount_with_handles_held_ends_when_they_close(env: FuseEnv, files: Dataset) -> None:
-    mnt = env.mountpoint("urlazy")
-    with env.mounted(mnt, "ur") as proc:
-        root = mnt / "ur" / f"v{files.seq}"
-        publish_all(env, root)
-        fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}
-        try:
-            subprocess.run(["fusermount3", "-uz", str(mnt)], check=True, timeout=GUARD)
-            assert proc.poll() is None
-            for fd, data in fds.items():
-                assert os.pread(fd, len(data) + 1, 0) == data
-        finally:
-            for fd in fds:
-                os.close(fd)
-        assert proc.wait(timeout=GUARD) == 0
-    opened, closed = ids_at_unmount(env, "urlazy")
-    assert opened == closed >= len(FILES)
 
 
 def test_no_io_uring_keeps_dev_fuse(env: FuseEnv, files: Dataset) -> None:
