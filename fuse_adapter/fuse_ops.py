@@ -175,7 +175,8 @@ class ReadOnlyOps(_Ops):
     this class as before. Lone requests then cost no trio turn, which was most of an
     SSD-tier hit's daemon CPU. ``fastloop=False`` keeps pyfuse3's loop (a baseline).
 
-    ``io_uring`` (with ``fastloop``): when the kernel offers FUSE over io_uring at INIT
+    ``io_uring`` (with ``fastloop``; ``fuse_adapter.uring.mount_transport``: whether to ask,
+    and what the stats say otherwise): when the kernel offers FUSE over io_uring at INIT
     (Linux >= 6.14, ``fuse.enable_uring``), requests come from one queue per CPU, each
     served by a C thread pinned to that CPU: a reader's request is answered on its own CPU
     and no other CPU is woken (docs/fuse.md, "Requests over io_uring").
@@ -190,7 +191,7 @@ class ReadOnlyOps(_Ops):
         passthrough: bool = False,
         fastopen: bool = True,
         fastloop: bool = True,
-        io_uring: bool = True,
+        io_uring: tuple[bool, str] = (False, "/dev/fuse"),
     ) -> None:
         super().__init__()
         self.view = view
@@ -202,8 +203,7 @@ class ReadOnlyOps(_Ops):
             self.passthrough.disable(f"pyfuse3 built without {why}")
         self.fastopen = fastopen
         self.fastloop = fastloop and FASTLOOP  # read by serve() before pyfuse3.main()
-        self.io_uring = io_uring and self.fastloop and URING
-        self.transport_why = "/dev/fuse" if self.io_uring else "/dev/fuse (--no-io-uring or no C loop thread)"
+        self.io_uring, self._transport = io_uring[0] and self.fastloop and URING, io_uring[1]
         self.enable_passthrough = self.passthrough.active  # asked of the kernel at INIT (pyfuse3)
         self.zero_message_open = self._zero_message_wanted and not self.passthrough.active
 
@@ -225,7 +225,7 @@ class ReadOnlyOps(_Ops):
         elif self.io_uring:
             requests = "/dev/fuse (the kernel did not take io_uring at INIT)"
         else:
-            requests = self.transport_why
+            requests = self._transport
         return {
             "requests": requests,
             "io_uring_queues": queues,

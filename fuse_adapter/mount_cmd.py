@@ -253,7 +253,6 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         daemon.signal_ready(args.ready_fd)
 
     source.watch_requests(request_counter())  # warm-up sees readers the page cache serves
-    use_uring, transport = mount_transport(not args.no_io_uring, not args.no_fastloop and FASTLOOP and URING)
     ops = ReadOnlyOps(
         view,
         threads=args.threads,
@@ -261,9 +260,8 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         passthrough=passthrough_wanted(args, source),
         fastopen=not args.no_fastopen,
         fastloop=not args.no_fastloop,
-        io_uring=use_uring,
+        io_uring=mount_transport(not args.no_io_uring, not args.no_fastloop and FASTLOOP and URING),
     )
-    ops.transport_why = transport
     source.report_mount(
         lambda: {"mountpoint": mountpoint, **ops.passthrough.stats(), **ops.transport_stats()}
     )
