@@ -80,11 +80,18 @@ class S3Endpoint:
 
 
 class MotoServer:
-    def __init__(self) -> None:
+    """moto in server mode on loopback. ``keep_alive=True`` (the benchmarks): the same app over
+    HTTP/1.1 keep-alive connections, as a real object store serves them (``tests/moto_http11.py``
+    says why); the tests keep ``moto_server``, which closes every connection."""
+
+    def __init__(self, *, keep_alive: bool = False) -> None:
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="moto-", suffix=".log", delete=False)  # noqa: SIM115 - lives as long as the server
-        exe = Path(sys.executable).with_name("moto_server")
-        cmd = [str(exe), "-H", "127.0.0.1", "-p", str(self.port)]
+        if keep_alive:
+            cmd = [sys.executable, str(Path(__file__).with_name("moto_http11.py"))]
+        else:
+            cmd = [str(Path(sys.executable).with_name("moto_server"))]
+        cmd += ["-H", "127.0.0.1", "-p", str(self.port)]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for_port(self.port)
         self.endpoint = S3Endpoint("moto", f"http://127.0.0.1:{self.port}", "testing", "testing")

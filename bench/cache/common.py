@@ -61,7 +61,7 @@ def row(name: str, seconds: float, nbytes: int | None = None, extra: str = "") -
 def s3_endpoint(kind: str) -> Iterator[S3Endpoint]:
     """A moto server started here, or Ceph RGW: the cluster named by DATAHUB_TEST_CEPH_ENV
     if set (left running), else a throw-away one (~1 min to start, purged after)."""
-    server = MotoServer() if kind == "moto" else CephCluster()
+    server = MotoServer(keep_alive=True) if kind == "moto" else CephCluster()
     try:
         yield server.endpoint
     finally:

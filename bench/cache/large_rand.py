@@ -86,7 +86,7 @@ def main() -> None:
     print(
         f"# {args.reads} reads per pass, capped at {args.max_seconds:.0f} s; load average {os.getloadavg()}"
     )
-    moto = MotoServer()
+    moto = MotoServer(keep_alive=True)
     names = ("boto3_ranged", "download_then_serve", "datahub_no_fill", "datahub_fill")
     rates: dict[str, list[float]] = {n: [] for n in names}
     info: dict[str, str] = {}

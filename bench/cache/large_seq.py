@@ -71,7 +71,7 @@ def main() -> None:
         f"cold sequential read of a {args.mib} MiB object in {args.read_kib} KiB reads from moto on loopback"
     )
     print(f"# load average at start: {os.getloadavg()}")
-    moto = MotoServer()
+    moto = MotoServer(keep_alive=True)
     rates: dict[str, list[float]] = {"boto3": [], "runs": [], "streams": [], "ram_only": []}
     requests: dict[str, int] = {}
     try:

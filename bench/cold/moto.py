@@ -2,8 +2,10 @@
 
 Why its own module: ``run.py`` (read benches) and ``flush.py`` (write-back flush) each need
 an S3 server whose request log they can count and whose CPU they can measure, on a port
-no other bench uses. The log is werkzeug's one line per request, the format the peers
-harness (``bench/peers/run_bench.py`` ``RequestLog``) reads.
+no other bench uses. It is moto's app over HTTP/1.1 keep-alive connections
+(``tests/moto_http11.py``: ``moto_server`` closes every connection, which no real object
+store does); its log has one line per request, the format the peers harness
+(``bench/peers/run_bench.py`` ``RequestLog``) reads.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ class Moto:
         self.run_dir = run_dir
         self.log_path = run_dir / "moto.log"
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the server
-        code = "import sys; from moto.server import main; sys.exit(main())"
+        # HTTP/1.1 keep-alive, as a real object store (tests/moto_http11.py says why)
+        server = Path(__file__).resolve().parents[2] / "tests" / "moto_http11.py"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", code, "-H", "127.0.0.1", "-p", str(port)],
+            [sys.executable, str(server), "-H", "127.0.0.1", "-p", str(port)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

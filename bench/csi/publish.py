@@ -57,7 +57,7 @@ def main() -> int:
     ap.add_argument("--big-mib", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
-    moto = MotoServer()
+    moto = MotoServer(keep_alive=True)
     root = Path(tempfile.mkdtemp(prefix="bench-csi-"))
     plugin: Plugin | None = None
     try:

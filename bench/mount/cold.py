@@ -6,8 +6,11 @@
 
 ``--files`` files of 50-200 KB. Origins: ``local`` (``datahub import`` of a local
 directory: the origin is that directory, no network, so the daemon's own cost shows),
-``moto`` (a moto server on loopback) and ``motoN`` (the same behind
-``bench/latency_proxy.py`` at N ms). Per origin and pass: a fresh mount with an empty
+``moto`` (a moto server on loopback, over HTTP/1.1 keep-alive connections as a real
+object store: ``tests/moto_http11.py``), ``motoN`` (the same behind
+``bench/latency_proxy.py`` at N ms), and ``moto-close`` / ``motoN-close`` (the same through
+``moto_server``, which closes every connection: each GET then pays a TCP connect, the
+harness of the figures before 2026-11-28). Per origin and pass: a fresh mount with an empty
 cache directory (RAM tier at its default), ``drop_caches`` (3), then every file read whole
 with ``open().read()`` in a shuffled order by 8 threads. Printed: files/s, the ratio to
 the same-run baseline (the local directory read directly, page cache dropped), and the
@@ -284,7 +287,8 @@ def main() -> None:
         f"{'origin':10} {'tree':22} {'pass':>4} {'files/s':>9} {'local dir':>10} {'ratio':>6}"
         f" {'daemon us/file':>15} {'workers us/file':>16}"
     )
-    moto = proxy = None
+    motos: dict[bool, MotoServer] = {}  # by keep_alive
+    proxy = None
     summary: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
     try:
         for origin in args.origins.split(","):
@@ -293,9 +297,12 @@ def main() -> None:
             else:
                 from latency_proxy import LatencyProxy
 
-                moto = moto or MotoServer()
-                endpoint = moto.endpoint
-                latency = float(origin[4:] or 0)
+                rest, close, _ = origin[4:].partition("-close")
+                keep_alive = not close
+                if keep_alive not in motos:
+                    motos[keep_alive] = MotoServer(keep_alive=keep_alive)
+                endpoint = motos[keep_alive].endpoint
+                latency = float(rest or 0)
                 if latency:
                     proxy = LatencyProxy(endpoint.url, latency).start()
                     endpoint = dataclasses.replace(endpoint, url=proxy.url)
@@ -339,7 +346,7 @@ def main() -> None:
     finally:
         if proxy is not None:
             proxy.stop()
-        if moto is not None:
+        for moto in motos.values():
             moto.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 

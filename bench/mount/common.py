@@ -111,7 +111,7 @@ def local_copy(root: Path, objects: dict[str, bytes]) -> list[str]:
 @contextmanager
 def bench_env(tmp: Path, *, ram_bytes: int, disk_bytes: int) -> Iterator[FuseEnv]:
     """A moto server on loopback and a datahub home over it with the given tier budgets."""
-    moto = MotoServer()
+    moto = MotoServer(keep_alive=True)
     try:
         env = make_env(tmp / "home", moto.endpoint)
         text = env.config_path.read_text().replace("ram_bytes = 67108864", f"ram_bytes = {ram_bytes}")

@@ -27,9 +27,6 @@ if [[ ! -x "$BENCH_VENV/bin/python" ]]; then
   "$BENCH_VENV/bin/pip" install -q numpy
   "$DATAHUB_PY" -c 'import site; print(site.getsitepackages()[0])' \
     >"$("$BENCH_VENV/bin/python" -c 'import site; print(site.getsitepackages()[0])')/zz_datahub_venv.pth"
-  printf '#!/bin/sh\nexec %s -c "import sys; from moto.server import main; sys.exit(main())" "$@"\n' \
-    "$BENCH_VENV/bin/python" >"$BENCH_VENV/bin/moto_server"
-  chmod +x "$BENCH_VENV/bin/moto_server"
 fi
 "$PEERS/endpoint.sh" start
 if [[ -f "$BENCH_WORK/manifest.json" ]]; then

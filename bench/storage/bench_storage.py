@@ -222,7 +222,7 @@ def main() -> None:
     if not args.skip_local:
         bench_local_list(args.files)
         bench_local_put()
-    moto = MotoServer()
+    moto = MotoServer(keep_alive=True)
     try:
         bench_s3(moto.endpoint, args.reads)
     finally:
