@@ -1,11 +1,11 @@
-"""A lean S3 GET: signed by botocore's ``S3SigV4Auth``, sent over a urllib3 connection pool.
+"""A lean S3 GET: SigV4-signed as botocore's ``S3SigV4Auth`` signs it, sent over a urllib3 pool.
 
 Why: a cold epoch reads thousands of small objects, and on a 2-core node the client's CPU
 per request decides the throughput. A boto3 ``get_object`` spends most of its ~1-2 ms in
 event hooks, parameter validation, endpoint resolution and response parsing that a
-ranged GET with If-Match does not need. Here a GET is: botocore's SigV4 signer over one
-small request object, one pooled HTTP request (bench/storage/get_cpu.py has the figures).
-The signature itself (canonicalisation, session tokens) is botocore's, not ours.
+ranged GET with If-Match does not need. Here a GET is: one SigV4 signature (``sign_get``,
+checked header for header against botocore's signer by the tests), one pooled HTTP request
+(bench/storage/get_cpu.py has the figures).
 Everything else (list, put, multipart, delete, HEAD) stays on boto3 in ``s3``.
 
 The contract is exactly ``S3Store.read``'s: the same ``Range`` and ``If-Match`` headers,
@@ -28,6 +28,9 @@ The only module that imports urllib3.
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import hmac
 import re
 from collections.abc import Callable
 from typing import Protocol
@@ -35,8 +38,6 @@ from urllib.parse import quote, urlsplit
 
 import urllib3
 import urllib3.exceptions as uexc
-from botocore.auth import S3SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.credentials import ReadOnlyCredentials
 
 from datahub.errors import DatahubError, StorageError, TransientStorageError
@@ -67,18 +68,69 @@ class CredentialSource(Protocol):
     def get_frozen_credentials(self) -> ReadOnlyCredentials: ...
 
 
-def sign_get(
-    url: str, host: str, headers: dict[str, str], credentials: ReadOnlyCredentials, region: str
-) -> None:
-    """Add ``X-Amz-*`` and ``Authorization`` to ``headers`` for ``GET url`` (botocore's SigV4).
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()  # a GET has no body; over http S3 signs it
+_SIGNING_KEYS: dict[tuple[str, str, str], bytes] = {}  # (secret, day, region) -> SigV4 signing key
+_SIGNING_KEYS_MAX = 64
 
-    ``url``'s path is signed and sent as is, so it must already be URI-encoded the way S3
-    canonicalises it (each byte outside ``A-Za-z0-9-._~/`` percent-encoded once).
+
+def _signing_key(secret: str, day: str, region: str) -> bytes:
+    """SigV4's derived key (four HMACs), the same for every request of one UTC day: kept.
+    A dict read and write are atomic under the GIL; a race costs one derivation more."""
+    key = _SIGNING_KEYS.get((secret, day, region))
+    if key is None:
+        key = f"AWS4{secret}".encode()
+        for part in (day, region, "s3", "aws4_request"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+        if len(_SIGNING_KEYS) >= _SIGNING_KEYS_MAX:
+            _SIGNING_KEYS.clear()  # rotated credentials or days gone by: start again
+        _SIGNING_KEYS[(secret, day, region)] = key
+    return key
+
+
+def sign_get(
+    path: str,
+    host: str,
+    headers: dict[str, str],
+    credentials: ReadOnlyCredentials,
+    region: str,
+    now: datetime.datetime | None = None,
+) -> None:
+    """Add ``Host``, ``X-Amz-*`` and ``Authorization`` to ``headers`` for ``GET path`` on
+    ``host``: AWS Signature Version 4, exactly as botocore's ``S3SigV4Auth`` signs that
+    request (``tests/storage/test_s3get.py`` checks it header for header).
+
+    Why not botocore's signer: it builds a request object, header maps and the signing key
+    (four HMACs) for every request, ~80 µs of a cold file's CPU held under the GIL; this is
+    one canonical string, one SHA-256 and one HMAC, with the day's key kept.
+
+    ``path`` is signed and sent as is, so it must already be URI-encoded the way S3
+    canonicalises it (each byte outside ``A-Za-z0-9-._~/`` percent-encoded once); S3 signs
+    it without normalising, and signs the (empty) body's SHA-256 over http and https alike
+    for a request without a checksum header.
     """
-    request = AWSRequest("GET", url, headers={"Host": host, **headers})
-    S3SigV4Auth(credentials, "s3", region).add_auth(request)
-    headers.clear()
-    headers.update(request.headers.items())
+    when = now or datetime.datetime.now(datetime.UTC)
+    stamp = when.strftime("%Y%m%dT%H%M%SZ")
+    day = stamp[:8]
+    headers["Host"] = host
+    headers["X-Amz-Date"] = stamp
+    if credentials.token:
+        headers["X-Amz-Security-Token"] = credentials.token
+    headers["X-Amz-Content-SHA256"] = _EMPTY_SHA256
+    signed = {name.lower(): " ".join(value.split()) for name, value in headers.items()}
+    names = sorted(signed)
+    signed_names = ";".join(names)
+    canonical = "GET\n{}\n\n{}\n{}\n{}".format(
+        path, "".join(f"{n}:{signed[n]}\n" for n in names), signed_names, _EMPTY_SHA256
+    )
+    scope = f"{day}/{region}/s3/aws4_request"
+    to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+    signature = hmac.new(
+        _signing_key(credentials.secret_key, day, region), to_sign.encode(), hashlib.sha256
+    ).hexdigest()
+    headers["Authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={credentials.access_key}/{scope}, "
+        f"SignedHeaders={signed_names}, Signature={signature}"
+    )
 
 
 class Response:
@@ -178,7 +230,7 @@ class LeanGetter:
             headers["Range"] = byte_range
         if if_match is not None:
             headers["If-Match"] = f'"{if_match}"'
-        sign_get(f"{self.scheme}://{host}{path}", host, headers, source.get_frozen_credentials(), self.region)
+        sign_get(path, host, headers, source.get_frozen_credentials(), self.region)
         try:
             pool = self._pools.connection_from_host(host.rsplit(":", 1)[0], self.port, self.scheme)
             raw = pool.urlopen(
