@@ -129,6 +129,11 @@ class Tier(abc.ABC):
     @abc.abstractmethod
     def contains(self, key: PageKey) -> bool: ...
 
+    def known(self, key: PageKey) -> bool:
+        """Whether this process knows the tier holds ``key``, with no I/O: a question the
+        FUSE loop asks inline (``contains`` may probe the file system)."""
+        return self.contains(key)
+
     @abc.abstractmethod
     def usage(self) -> TierUsage: ...
 
@@ -333,10 +338,13 @@ class BudgetedTier(Tier):
             self.policy.on_remove(key)
             self.counters.add("errors")
 
-    def contains(self, key: PageKey) -> bool:
+    def known(self, key: PageKey) -> bool:
         with self._lock:
-            if key in self._sizes:
-                return True
+            return key in self._sizes
+
+    def contains(self, key: PageKey) -> bool:
+        if self.known(key):
+            return True
         with tier_failure(self, "check", key, counted=False):
             return self._exists(key)
         return False

@@ -391,8 +391,12 @@ class TieredCache:
         if fd is None and fetch:
             self.read(ref, 0, ref.size)
             fd = self.backing.open(key, ref.size, verify=verify)  # None: the tier refused it
-        elif fd is None and not verify and not self._cached_locally(key):
-            return ABSENT  # (a page in RAM only, or an old-format file: read as it is)
+        elif fd is None and not verify and not any(t.known(key) for t in self._local_tiers):
+            # No probe of the disk (this runs inline on the FUSE loop, where a system call
+            # hands the GIL to the fetch threads): a page another process stored is found
+            # by the fetch's read, and passed through. Known but not a backing file: a
+            # page in RAM only, or an old-format file, read as it is.
+            return ABSENT
         if fd is not None and fd >= 0:
             self.backing_hit(ref)
         return fd

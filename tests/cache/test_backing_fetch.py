@@ -8,6 +8,7 @@ import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -56,6 +57,26 @@ def test_a_cold_one_page_object_is_read_in_and_handed_out_whole(local) -> None:
             os.close(fd)
         assert len(page_files(config)) == 3
         assert cache.backing.verifications == 0
+
+
+def test_a_page_another_process_stored_is_not_probed_inline_and_is_handed_out(local) -> None:
+    """The inline question at OPEN never touches the disk (a system call on the FUSE loop
+    hands the GIL to the fetch threads, once per cold file): a page another cache on the
+    same directory stored is ABSENT there, and the OPEN's fetch finds it in the disk tier
+    (not at the origin, which is gone) and hands it out, checked first."""
+    config, stores, objects = local
+    ref, data = objects[1]
+    with open_cache(config, stores) as other:
+        with open_cache(config, stores) as writer:  # after ``other`` loaded its index
+            writer.read(ref)
+        Path(ref.url.removeprefix("file://")).unlink()  # only the disk tier has the bytes now
+        with mock.patch("datahub.cache.disk.os.stat", side_effect=AssertionError("probed the disk inline")):
+            assert other.backing_fd(ref, verify=False) == ABSENT
+        fd = other.backing_fd(ref, fetch=True)
+        try:
+            assert fd >= 0 and os.pread(fd, len(data) + 1, 0) == data
+        finally:
+            os.close(fd)
 
 
 def test_a_changed_object_raises_as_a_read_does_and_leaves_no_file(local) -> None:
