@@ -331,7 +331,7 @@ class ReadOnlyOps(_Ops):
                     # (no READ, no reply copy). Its errors are this open's, as the READ's
                     # would have been (ESTALE for a changed object, EIO, ...).
                     fd = await self._thread(lambda: self.view.backing_fd(inode, fetch=True))
-                got = pt.publish(inode, fd, lambda: self._still_verified(inode))
+                got = pt.publish(inode, fd, lambda: self._still_verified(inode, fd))
             if got is None and pt.held(inode):
                 # its passthrough handles hold a file that changed (e.g. evicted): the kernel
                 # takes no other backing file until they close; check that one again
@@ -353,14 +353,18 @@ class ReadOnlyOps(_Ops):
             log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
             return None
 
-    def _still_verified(self, inode: int) -> bool:
-        """Whether the page file of ``inode`` is still in the state it was verified in (a
-        metadata check: open, getxattr, fstat; no data read)."""
-        fd = self._backing_fd(inode, False)
-        if fd is None or fd < 0:
+    def _still_verified(self, inode: int, fd: int) -> bool:
+        """Whether ``fd``, just published for ``inode``, is still in the state it was
+        verified in: one ``fstat`` of it, no data read, no file opened by name (each system
+        call on this loop hands the GIL to the fetch threads). ``fd`` belongs to the C table
+        now; only a change the C code finds at an open closes it, and then this ``fstat``
+        fails or sees another file, so the answer is False and the open takes the ordinary
+        path: never a wrong yes."""
+        try:
+            return self.view.backing_unchanged(inode, fd)
+        except Exception as exc:  # the open still succeeds, through the daemon
+            log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
             return False
-        os.close(fd)
-        return True
 
     def _recheck(self, inode: int) -> tuple[int, int, int, int] | None:
         """Blocking: check the file the C table holds for ``inode`` again; its state

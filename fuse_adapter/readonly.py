@@ -248,6 +248,14 @@ class ReadOnlyView:
         if hit is not None and ino not in self._virtual:
             hit(self.tree.ref(ino))
 
+    def backing_unchanged(self, ino: int, fd: int) -> bool:
+        """Whether ``fd`` (from :meth:`backing_fd`) is still in the state it was verified in:
+        one ``fstat``, no data read, so the FUSE loop may ask inline."""
+        unchanged = getattr(self.source, "backing_unchanged", None)
+        if unchanged is None or ino in self._virtual or self.tree.attr(ino).kind != FILE:
+            return False
+        return unchanged(self.tree.ref(ino), fd)
+
     def backing_check(self, ino: int, fd: int) -> bool:
         """Blocking: whether ``fd`` (a backing file handed to the kernel before, which has
         changed since, e.g. was evicted) still holds exactly this file's verified bytes."""

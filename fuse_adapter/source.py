@@ -74,6 +74,11 @@ class ByteSource(Protocol):
         the cache does not hold it (``fetch=True`` reads it in first)."""
         ...
 
+    def backing_unchanged(self, ref: ObjectRef, fd: int) -> bool:
+        """Whether the descriptor ``fd`` (from :meth:`backing_fd`) is still in the state it
+        was verified in (one ``fstat``, no data read)."""
+        ...
+
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
         """Whether the descriptor ``fd`` (a backing file from :meth:`backing_fd` that has
         changed since) still holds exactly the verified bytes of ``ref`` (reads it whole)."""
@@ -142,6 +147,9 @@ class CacheSource:
 
     def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
         return self._cache.backing_fd(ref, verify=verify, fetch=fetch)
+
+    def backing_unchanged(self, ref: ObjectRef, fd: int) -> bool:
+        return self._cache.backing_unchanged(ref, fd)
 
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
         return self._cache.backing_check(ref, fd)

@@ -113,6 +113,19 @@ class BackingFiles:
             os.close(fd)
             raise
 
+    def unchanged(self, key: PageKey, fd: int) -> bool:
+        """Whether ``fd`` is the file verified for ``key``, in the state it was verified in
+        (one ``fstat``, no data read: the FUSE loop asks it inline, after the C table took
+        its own ``fstat`` of a file just published; a change before that one moved the
+        ctime, so a match now means the table's reference is the verified state)."""
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            return False
+        with self._lock:
+            known = self._verified.get(key.digest)
+        return known == (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
+
     def check_held(self, key: PageKey, size: int, fd: int) -> bool:
         """Whether ``fd``, a file handed out by :meth:`open` that has changed since (evicted,
         chmod, written), still holds exactly ``size`` verified bytes of ``key``: read whole

@@ -388,16 +388,18 @@ class TieredCache:
             return None
         key = PageKey(ref.url, ref.etag, self.page_size, 0)
         fd = self.backing.open(key, ref.size, verify=verify)
+        hit = True
         if fd is None and fetch:
-            self.read(ref, 0, ref.size)
+            self.read(ref, 0, ref.size)  # a miss, counted there
             fd = self.backing.open(key, ref.size, verify=verify)  # None: the tier refused it
+            hit = False
         elif fd is None and not verify and not any(t.known(key) for t in self._local_tiers):
             # No probe of the disk (this runs inline on the FUSE loop, where a system call
             # hands the GIL to the fetch threads): a page another process stored is found
             # by the fetch's read, and passed through. Known but not a backing file: a
             # page in RAM only, or an old-format file, read as it is.
             return ABSENT
-        if fd is not None and fd >= 0:
+        if fd is not None and fd >= 0 and hit:
             self.backing_hit(ref)
         return fd
 
@@ -408,6 +410,13 @@ class TieredCache:
             return
         self.activity.saw(ref)
         self.backing.disk.touch(PageKey(ref.url, ref.etag, self.page_size, 0))
+
+    def backing_unchanged(self, ref: ObjectRef, fd: int) -> bool:
+        """Whether ``fd`` (from :meth:`backing_fd`) is still in the state it was verified in:
+        one ``fstat``, no data read, no hit counted (``BackingFiles.unchanged``)."""
+        if self.backing is None or not 0 < ref.size <= self.page_size:
+            return False
+        return self.backing.unchanged(PageKey(ref.url, ref.etag, self.page_size, 0), fd)
 
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
         """Whether ``fd``, a backing file of ``ref`` handed out before and changed since (e.g.

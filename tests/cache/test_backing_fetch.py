@@ -57,6 +57,9 @@ def test_a_cold_one_page_object_is_read_in_and_handed_out_whole(local) -> None:
             os.close(fd)
         assert len(page_files(config)) == 3
         assert cache.backing.verifications == 0
+        # each fetched file was a miss, and only the later opens of it hits (not the fetch)
+        disk = cache.backing.disk.counters.snapshot()
+        assert disk.get("hits", 0) == 3, disk
 
 
 def test_a_page_another_process_stored_is_not_probed_inline_and_is_handed_out(local) -> None:

@@ -169,6 +169,42 @@ def test_a_file_this_process_wrote_needs_no_read_back_until_it_changes(tmp_path:
         disk.close()
 
 
+@settings(max_examples=30, deadline=None)
+@given(change=st.sampled_from(["none", "write", "utime", "chmod", "truncate", "evict", "closed"]))
+def test_unchanged_is_true_only_for_the_verified_state(tmp_path_factory, change: str) -> None:
+    """What a FUSE OPEN asks inline after the C table took a just-published file: one fstat
+    of that descriptor against the verified record. Any change of the file since (bytes,
+    times, mode, length, unlinked by eviction), or a descriptor no longer open, is a no."""
+    disk = make_disk(tmp_path_factory.mktemp("unchanged"))
+    backing = BackingFiles(disk)
+    try:
+        data = os.urandom(7000)
+        disk.put(key(), data)
+        fd = backing.open(key(), len(data), verify=False)  # written here: verified as written
+        assert fd >= 0
+        path = disk._path(key())
+        if change == "write":
+            with open(path, "r+b") as f:
+                f.seek(9)
+                f.write(bytes([data[9] ^ 1]))
+        elif change == "utime":
+            os.utime(path)
+        elif change == "chmod":
+            os.chmod(path, 0o600)
+        elif change == "truncate":
+            os.truncate(path, len(data) - 1)
+        elif change == "evict":
+            disk.delete(key())
+        elif change == "closed":
+            os.close(fd)
+        assert backing.unchanged(key(), fd) is (change == "none")
+        assert backing.unchanged(key(1), fd) is False  # the record of another page
+        if change != "closed":
+            os.close(fd)
+    finally:
+        disk.close()
+
+
 def test_a_page_this_tier_does_not_know_is_no_backing_file_until_read(tmp_path: Path, monkeypatch) -> None:
     """A cold file's passthrough open makes no system call (the FUSE loop asks inline at
     every OPEN); a page another process stored passes through once a read found it."""
