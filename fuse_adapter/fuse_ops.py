@@ -117,6 +117,8 @@ FASTOPEN: bool = hasattr(pyfuse3, "passthrough_publish")
 FASTLOOP: bool = bool(getattr(pyfuse3, "FASTLOOP", False))
 #: datahub's pyfuse3 (uring.patch) can take requests from one io_uring queue per CPU
 URING: bool = bool(getattr(pyfuse3, "URING", False))
+#: datahub's pyfuse3 (lookup.patch): its C threads answer LOOKUPs of names published to it
+LOOKUP_IN_C: bool = FASTLOOP and hasattr(pyfuse3, "lookup_publish")
 
 
 class _CTable:
@@ -175,6 +177,10 @@ class ReadOnlyOps(_Ops):
     this class as before. Lone requests then cost no trio turn, which was most of an
     SSD-tier hit's daemon CPU. ``fastloop=False`` keeps pyfuse3's loop (a baseline).
 
+    ``lookup_in_c`` (with ``fastloop``): publish each positive LOOKUP answer of a tree inode
+    to pyfuse3's C table, whose threads answer later LOOKUPs of that name (the kernel asks
+    again after dropping the dentry); ``False`` is the baseline of bench/mount/ssd_hit.py.
+
     ``io_uring`` (with ``fastloop``; ``fuse_adapter.uring.mount_transport``: whether to ask,
     and what the stats say otherwise): when the kernel offers FUSE over io_uring at INIT
     (Linux >= 6.14, ``fuse.enable_uring``), requests come from one queue per CPU, each
@@ -191,6 +197,7 @@ class ReadOnlyOps(_Ops):
         passthrough: bool = False,
         fastopen: bool = True,
         fastloop: bool = True,
+        lookup_in_c: bool = True,
         io_uring: tuple[bool, str] = (False, "/dev/fuse"),
     ) -> None:
         super().__init__()
@@ -203,6 +210,7 @@ class ReadOnlyOps(_Ops):
             self.passthrough.disable(f"pyfuse3 built without {why}")
         self.fastopen = fastopen
         self.fastloop = fastloop and FASTLOOP  # read by serve() before pyfuse3.main()
+        self._lookup_in_c = lookup_in_c and self.fastloop and LOOKUP_IN_C
         self.io_uring, self._transport = io_uring[0] and self.fastloop and URING, io_uring[1]
         self.enable_passthrough = self.passthrough.active  # asked of the kernel at INIT (pyfuse3)
         self.zero_message_open = self._zero_message_wanted and not self.passthrough.active
@@ -232,6 +240,8 @@ class ReadOnlyOps(_Ops):
             "io_uring_requests": t.get("uring_requests", 0),
             "io_uring_answered_in_c": t.get("uring_answered", 0),
             "io_uring_handed_to_python": t.get("uring_handed", 0),
+            "lookups_answered_in_c": t.get("lookup_answered", 0),
+            "lookup_names_in_c": t.get("lookup_names", 0),
         }
 
     def backing_evicted(self, st_dev: int, st_ino: int) -> None:
@@ -273,7 +283,14 @@ class ReadOnlyOps(_Ops):
             e.st_ino = 0
             e.entry_timeout = RO_TIMEOUT
             return e
-        return _entry(self.view.getattr(ino), self._timeout(ino))
+        e = _entry(self.view.getattr(ino), self._timeout(ino))
+        if self._lookup_in_c and not self.view.is_virtual(ino):
+            # The namespace never changes while mounted and forget() is a no-op, so this
+            # answer stays right: the C threads give it when the kernel asks again after
+            # dropping the dentry (an SSD-tier hit then costs no Python request at all).
+            # Virtual files (their size changes) and hints (never entries) keep coming here.
+            pyfuse3.lookup_publish(parent_inode, name, e)
+        return e
 
     async def forget(self, inode_list):
         pass  # inodes live as long as the mount: nothing to free
@@ -610,7 +627,9 @@ def c_requests() -> int:
     if not FASTLOOP:
         return 0
     t = pyfuse3.passthrough_stats()
-    return t["loop_opens"] + t["loop_releases"] + t["loop_ioctls"] + t["loop_handed"]
+    return (
+        t["loop_opens"] + t["loop_releases"] + t["loop_ioctls"] + t.get("loop_lookups", 0) + t["loop_handed"]
+    )
 
 
 def request_counter(in_c: Callable[[], int] = c_requests) -> Callable[[], int]:

@@ -93,6 +93,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read-only, for measurements: take requests from /dev/fuse only, even when the kernel "
         "offers FUSE over io_uring (one queue per CPU; docs/fuse.md)",
     )
+    p.add_argument(
+        "--no-lookup-in-c",
+        action="store_true",
+        help="read-only, for measurements: answer every LOOKUP in Python, also of names answered "
+        "before, which pyfuse3's C threads answer otherwise (docs/fuse.md)",
+    )
     warm = p.add_mutually_exclusive_group()
     warm.add_argument(
         "--prefetch",
@@ -260,6 +266,7 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         passthrough=passthrough_wanted(args, source),
         fastopen=not args.no_fastopen,
         fastloop=not args.no_fastloop,
+        lookup_in_c=not args.no_lookup_in_c,
         io_uring=mount_transport(not args.no_io_uring, not args.no_fastloop and FASTLOOP and URING),
     )
     source.report_mount(

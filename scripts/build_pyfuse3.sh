@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Build and install pyfuse3 3.5.0 with datahub's patches (read by inode, queued requests
 # answered in C, and -- against the project's libfuse 3.17 -- FUSE passthrough with opens of
-# published backing files answered in C, by a C thread that reads /dev/fuse, and requests over
-# io_uring, one queue per CPU) into a venv
+# published backing files answered in C, by a C thread that reads /dev/fuse, requests over
+# io_uring, one queue per CPU, and LOOKUPs of names answered before answered in C) into a venv
 # (see third_party/pyfuse3/README.md). Idempotent: does nothing when that build is installed.
 #   scripts/build_pyfuse3.sh [PYTHON] [LIBFUSE_PREFIX]
 # PYTHON defaults to .venv/bin/python. LIBFUSE_PREFIX (scripts/build_libfuse.sh; default: the
 # venv's opt/libfuse) holds libfuse >= 3.16: the build then links it (rpath) and adds
-# passthrough.patch, fastopen.patch, fastloop.patch and uring.patch (datahub.6). Without it, the system libfuse and no
+# passthrough.patch, fastopen.patch, fastloop.patch, uring.patch and lookup.patch (datahub.7). Without it, the system libfuse and no
 # passthrough (datahub.2).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,8 +16,8 @@ VENV_DIR=$("$PY" -c 'import sys; print(sys.prefix)')
 LIBFUSE=${2:-$VENV_DIR/opt/libfuse}
 VERSION=3.5.0
 if [[ -e "$LIBFUSE/lib/pkgconfig/fuse3.pc" ]]; then
-  LOCAL=datahub.6
-  PATCHES=(no-open-read.patch burst.patch passthrough.patch fastopen.patch fastloop.patch uring.patch)  # in this order
+  LOCAL=datahub.7
+  PATCHES=(no-open-read.patch burst.patch passthrough.patch fastopen.patch fastloop.patch uring.patch lookup.patch)  # in this order
   export PKG_CONFIG_PATH="$LIBFUSE/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   # -L first: some Pythons (Debian's) put the multiarch dir, with the system libfuse, before pkg-config's
   export LDFLAGS="-L$LIBFUSE/lib -Wl,-rpath,$LIBFUSE/lib${LDFLAGS:+ $LDFLAGS}"

@@ -10,7 +10,9 @@ tier; then, in the same run, for each configuration (the mount with passthrough,
 opens, releases and ``isatty()`` ioctls of published files pyfuse3's C reader thread
 answers; the same with ``--no-fastloop``, answered in C on the trio loop's thread (the
 baseline of fastloop.patch); the same with ``--no-fastopen`` too, which answers them in
-Python (the baseline of fastopen.patch); the
+Python (the baseline of fastopen.patch); ``pt-no-io-uring`` (/dev/fuse);
+``pt-no-lookup-in-c`` (every LOOKUP in Python: with ``--drop 3`` the baseline of
+lookup.patch); the
 mount with ``--no-passthrough`` over the same disk tier; and a local-disk copy):
 
 - *SSD hit*: ``echo N > /proc/sys/vm/drop_caches`` (``--drop``: 1 drops the page cache
@@ -67,6 +69,7 @@ from tests.fuse.conftest import upload_dataset, wait_until
 CONFIGS = {
     "passthrough": (),
     "pt-no-io-uring": ("--no-io-uring",),
+    "pt-no-lookup-in-c": ("--no-lookup-in-c",),
     "pt-no-fastloop": ("--no-fastloop",),
     "pt-no-fastopen": ("--no-fastloop", "--no-fastopen"),
     "no-passthrough": ("--no-passthrough",),

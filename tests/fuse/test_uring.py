@@ -64,7 +64,7 @@ def run_all(readers: list[threading.Thread]) -> None:
 
 
 def test_the_uring_build_is_installed() -> None:
-    assert URING, "pyfuse3 lacks uring.patch (3.5.0+datahub.6): run scripts/build_pyfuse3.sh"
+    assert URING, "pyfuse3 lacks uring.patch (3.5.0+datahub.6 or later): run scripts/build_pyfuse3.sh"
 
 
 @pytest.fixture
