@@ -109,7 +109,15 @@ def test_damaged_format_2_page_files_are_misses_and_removed(tmp_path: Path, dama
     disk = make_disk(tmp_path)
     assert disk.put(KEY, data)
     path = Path(disk._path(KEY))
-    blob = path.read_bytes()
+    # The tier writes format 3 where the file system has user xattrs (data from offset 0,
+    # header in the xattr); an older cache's format-2 file (header + data) is what this
+    # damages. Without this, the "damage" changed data bytes of a format-3 file, and a
+    # data byte already equal to the one written made a damage that changed nothing.
+    blob = encode_page(KEY, data)
+    path.write_bytes(blob)
+    if disk.xattr_pages:
+        os.removexattr(path, fmt.XATTR)
+    assert disk.get(KEY) == data  # read as format 2, before the damage
     n = fmt.header_size(KEY)
     if damage == "other-name":  # a valid page of another key under this key's file name
         blob = encode_page(PageKey(KEY.url, KEY.etag, 4096, 3), data)
