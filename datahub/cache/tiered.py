@@ -388,18 +388,16 @@ class TieredCache:
             return None
         key = PageKey(ref.url, ref.etag, self.page_size, 0)
         fd = self.backing.open(key, ref.size, verify=verify)
-        hit = True
         if fd is None and fetch:
-            self.read(ref, 0, ref.size)  # a miss, counted there
-            fd = self.backing.open(key, ref.size, verify=verify)  # None: the tier refused it
-            hit = False
-        elif fd is None and not verify and not any(t.known(key) for t in self._local_tiers):
+            self.read(ref, 0, ref.size)  # a miss, counted there: no hit for this open
+            return self.backing.open(key, ref.size, verify=verify)  # None: the tier refused it
+        if fd is None and not verify and not any(t.known(key) for t in self._local_tiers):
             # No probe of the disk (this runs inline on the FUSE loop, where a system call
             # hands the GIL to the fetch threads): a page another process stored is found
             # by the fetch's read, and passed through. Known but not a backing file: a
             # page in RAM only, or an old-format file, read as it is.
             return ABSENT
-        if fd is not None and fd >= 0 and hit:
+        if fd is not None and fd >= 0:
             self.backing_hit(ref)
         return fd
 
