@@ -16,15 +16,21 @@ from collections.abc import Mapping
 
 from datahub.catalog import ROLES, Dataset
 from datahub.errors import AccessDenied
+from datahub.validation import SERVICE_ACCOUNT_PREFIX, check_principal
 
 POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
 POD_SERVICE_ACCOUNT = "csi.storage.k8s.io/serviceAccount.name"
 
 
 def pod_principal(context: Mapping[str, str]) -> str | None:
-    """The publishing pod's service account, if the kubelet said which pod it is."""
+    """The publishing pod's service account, if the kubelet said which pod it is.
+
+    Checked against the principal rule every access list is written with (INVALID_ARGUMENT
+    otherwise): a name no grant could hold must not be compared with the list at all."""
     namespace, account = context.get(POD_NAMESPACE), context.get(POD_SERVICE_ACCOUNT)
-    return f"system:serviceaccount:{namespace}:{account}" if namespace and account else None
+    if not (namespace and account):
+        return None
+    return check_principal(f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{account}")
 
 
 def require(dataset: Dataset, principal: str | None, role: str) -> None:

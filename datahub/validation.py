@@ -142,6 +142,36 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
+# Principals name callers in access lists: a token's principal (``datahub token create
+# --principal``: people and services, e.g. ``alice@example.com``), or a pod's Kubernetes service
+# account as the CSI plugin spells it (``csi/access.py``): ``system:serviceaccount:NS:NAME``, with
+# the namespace a DNS-1123 label and the name a DNS-1123 subdomain, as Kubernetes itself
+# validates them. Nothing else: no markup, no control or format characters, nothing overlong.
+# One pattern for Python and for the OpenAPI document (ECMA-262), so both accept the same.
+_TOKEN_PRINCIPAL = "[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}"
+_DNS_LABEL = "[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_DNS_SUBDOMAIN = f"(?=[-a-z0-9.]{{1,253}}$){_DNS_LABEL}(?:[.]{_DNS_LABEL})*"
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+PRINCIPAL_PATTERN = f"^(?:{_TOKEN_PRINCIPAL}|{SERVICE_ACCOUNT_PREFIX}{_DNS_LABEL}:{_DNS_SUBDOMAIN})$"
+# an access list's keys: a principal, or ``*`` for every caller
+ACL_PRINCIPAL_PATTERN = f"^(?:[*]|{_TOKEN_PRINCIPAL}|{SERVICE_ACCOUNT_PREFIX}{_DNS_LABEL}:{_DNS_SUBDOMAIN})$"
+_PRINCIPAL_RE = re.compile(PRINCIPAL_PATTERN)
+
+
+def check_principal(principal: str) -> str:
+    """The one principal rule: the API, the CLI and the CSI plugin all refuse the same names,
+    so an operator can grant every principal a caller can actually present (promise 5)."""
+    if not isinstance(principal, str) or not _PRINCIPAL_RE.fullmatch(principal):
+        raise InvalidName(
+            f"invalid principal {principal!r}: use a token's principal (1-128 characters from "
+            "[A-Za-z0-9._@+-], starting with a letter or digit, e.g. alice@example.com) or a "
+            "Kubernetes service account, system:serviceaccount:NAMESPACE:NAME "
+            "(e.g. system:serviceaccount:team-a:trainer)",
+            principal=principal,
+        )
+    return principal
+
+
 def check_owner(owner: str, dataset: str) -> str:
     """A dataset's owner is a principal: an empty one would leave the dataset with no admin."""
     if not isinstance(owner, str) or not owner.strip():

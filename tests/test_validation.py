@@ -7,14 +7,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from csi.access import POD_NAMESPACE, POD_SERVICE_ACCOUNT, pod_principal
 from datahub.config import load_config, parse_size
 from datahub.errors import InvalidInput, InvalidKey, InvalidName
 from datahub.validation import (
+    ACL_PRINCIPAL_PATTERN,
     KEY_PATTERN,
     MAX_KEY_BYTES,
     NAME_PATTERN,
     NEW_KEY_PATTERN,
     PREFIX_PATTERN,
+    PRINCIPAL_PATTERN,
     REF_PATTERN,
     TAG_PATTERN,
     check_json_field,
@@ -22,6 +25,7 @@ from datahub.validation import (
     check_name,
     check_new_key,
     check_prefix,
+    check_principal,
     check_tag,
     json_depth,
     load_stored_json,
@@ -196,3 +200,77 @@ def test_the_prefix_schema_pattern_is_exactly_check_prefix(prefix):
     except InvalidKey:
         ok = False
     assert ok == bool(re.fullmatch(PREFIX_PATTERN, prefix)), prefix
+
+
+# -- principals (issue 35): one rule for tokens' principals and pods' service accounts ---------
+
+_LABEL = st.from_regex(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", fullmatch=True)
+
+
+@pytest.mark.parametrize(
+    "principal",
+    [
+        "alice",
+        "alice@example.com",
+        "svc.bot@team+1",
+        "a" * 128,
+        "system:serviceaccount:team-a:trainer",
+        "system:serviceaccount:default:default",
+        "system:serviceaccount:kube-system:csi-datahub.node",  # a name is a DNS-1123 subdomain
+        "system:serviceaccount:" + "n" * 63 + ":" + "s" * 63,
+    ],
+)
+def test_principals_datahub_produces_or_documents_are_accepted(principal):
+    assert check_principal(principal) == principal
+    assert re.fullmatch(PRINCIPAL_PATTERN, principal) and re.fullmatch(ACL_PRINCIPAL_PATTERN, principal)
+
+
+@pytest.mark.parametrize(
+    "principal",
+    [
+        "",
+        "*",  # everyone: an access entry, never a principal
+        "<b>x</b>",
+        "alice\u202e",  # bidi override
+        "ali\u200bce",  # zero-width space
+        "alice\n",
+        "al ice",
+        "a" * 129,
+        "a" * 200,
+        "-x",
+        "system:serviceaccount:Team-A:trainer",  # namespaces are lower-case DNS labels
+        "system:serviceaccount:team-a:",
+        "system:serviceaccount::trainer",
+        "system:serviceaccount:team-a:trainer:extra",
+        "system:serviceaccount:-a:trainer",
+        "system:serviceaccount:" + "n" * 64 + ":trainer",  # a label is at most 63 characters
+        "system:serviceaccount:team-a:" + "s" * 254,  # a subdomain is at most 253
+        "system:serviceaccount:team-a:<b>x</b>",
+        "system:group:team-a",
+    ],
+)
+def test_markup_format_characters_and_overlong_principals_are_refused(principal):
+    with pytest.raises(InvalidName, match="invalid principal"):
+        check_principal(principal)
+    assert not re.fullmatch(PRINCIPAL_PATTERN, principal)
+    assert bool(re.fullmatch(ACL_PRINCIPAL_PATTERN, principal)) is (principal == "*")
+
+
+@given(_LABEL, st.lists(_LABEL, min_size=1, max_size=4).map(".".join).filter(lambda n: len(n) <= 253))
+def test_every_service_account_the_csi_plugin_names_can_be_granted(namespace, account):
+    """csi/access.py spells a pod as Kubernetes does; each such name passes the rule grants
+    are written with, else no access list could ever admit that pod."""
+    principal = pod_principal({POD_NAMESPACE: namespace, POD_SERVICE_ACCOUNT: account})
+    assert principal == f"system:serviceaccount:{namespace}:{account}"
+    assert check_principal(principal) == principal
+
+
+@given(st.text(st.sampled_from(["a", "Z", "0", ":", "-", ".", "@", "<", "\u202e", " ", "\n"]), max_size=40))
+def test_the_principal_schema_patterns_are_exactly_check_principal(text):
+    try:
+        check_principal(text)
+        ok = True
+    except InvalidName:
+        ok = False
+    assert ok == bool(re.fullmatch(PRINCIPAL_PATTERN, text))
+    assert (ok or text == "*") == bool(re.fullmatch(ACL_PRINCIPAL_PATTERN, text))

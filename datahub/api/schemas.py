@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from datahub.api.tokens import PRINCIPAL_RE
 from datahub.catalog import model
 from datahub.validation import (
+    ACL_PRINCIPAL_PATTERN,
     KEY_PATTERN,
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,
@@ -23,6 +23,7 @@ from datahub.validation import (
     NAME_PATTERN,
     NEW_KEY_PATTERN,
     PREFIX_PATTERN,
+    PRINCIPAL_PATTERN,
     REF_PATTERN,
     TAG_PATTERN,
 )
@@ -30,13 +31,13 @@ from datahub.validation import (
 Role = Literal["reader", "writer", "admin"]
 # The schema says what the server accepts; the server checks it itself, so a refusal keeps
 # its clear 400 naming the principal and the dataset (pydantic's would be a generic 422).
-_PRINCIPAL = {"type": "string", "pattern": f"^{PRINCIPAL_RE.pattern}$"}
+_PRINCIPAL = {"type": "string", "pattern": PRINCIPAL_PATTERN}
 Acl = Annotated[
     dict[str, Role],
     WithJsonSchema(
         {
             "type": "object",
-            "propertyNames": {"pattern": rf"^(\*|{PRINCIPAL_RE.pattern})$"},
+            "propertyNames": {"pattern": ACL_PRINCIPAL_PATTERN},
             "additionalProperties": {"enum": ["reader", "writer", "admin"], "type": "string"},
         }
     ),

@@ -6,32 +6,20 @@ No FastAPI here, so the CLI (``datahub token create``) issues tokens without the
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 import time
 from collections.abc import Callable
 
 from datahub.catalog.model import TokenInfo
 from datahub.catalog.store import CatalogStore
-from datahub.errors import InvalidName, NotFound
+from datahub.errors import NotFound
+from datahub.validation import check_principal
 
 TOKEN_PREFIX = "dh_"
-PRINCIPAL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}")
 
 
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def check_principal(principal: str) -> str:
-    """Principals name people or services in access lists; ``*`` is reserved for everyone."""
-    if not isinstance(principal, str) or not PRINCIPAL_RE.fullmatch(principal):
-        raise InvalidName(
-            f"invalid principal {principal!r}: use 1-128 characters from [A-Za-z0-9._@+-], "
-            "starting with a letter or digit",
-            principal=principal,
-        )
-    return principal
 
 
 def issue_token(

@@ -6,9 +6,9 @@ import argparse
 
 from datahub.api.access import check_role
 from datahub.api.schemas import dataset_public
-from datahub.api.tokens import check_principal
 from datahub.console.context import CliContext
 from datahub.errors import InvalidInput
+from datahub.validation import check_principal
 
 COLUMNS = ("name", "head", "owner", "description", "source")
 

@@ -81,12 +81,12 @@ def test_access_lists_and_owners_carry_the_principal_rule(api: Api):
     """Schemathesis found acl keys like "" schema-valid yet refused: the rule is in the schema now."""
     import re
 
-    from datahub.api.tokens import PRINCIPAL_RE
+    from datahub.validation import ACL_PRINCIPAL_PATTERN
 
     schemas = openapi_document()["components"]["schemas"]
     acl = schemas["DatasetCreate"]["properties"]["acl"]
     key_rule = acl["propertyNames"]["pattern"]
-    assert key_rule == rf"^(\*|{PRINCIPAL_RE.pattern})$"
+    assert key_rule == ACL_PRINCIPAL_PATTERN
     owner = next(
         s for s in schemas["DatasetUpdate"]["properties"]["owner"]["anyOf"] if s.get("type") == "string"
     )
@@ -94,9 +94,17 @@ def test_access_lists_and_owners_carry_the_principal_rule(api: Api):
         (
             ("*", True),
             ("svc.bot@team+1", True),
+            ("system:serviceaccount:team-a:trainer", True),
+            ("system:serviceaccount:team-a:trainer.v2", True),
             ("", False),
             ("-x", False),
             ("a b", False),
+            ("<b>x</b>", False),
+            ("alice\u202e", False),
+            ("a" * 200, False),
+            ("system:serviceaccount:Team-A:trainer", False),
+            ("system:serviceaccount:team-a:", False),
+            ("system:serviceaccount:team-a:trainer:x", False),
         )
     ):
         assert bool(re.fullmatch(key_rule, principal)) is valid

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Header, Response, status
 from datahub.api.access import can
 from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, ErrorBody, dataset_public
-from datahub.api.tokens import check_principal
 from datahub.catalog.model import Dataset
 from datahub.errors import InvalidInput, PreconditionFailed
+from datahub.validation import check_principal
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 _ETAG = re.compile(r'"r(\d{1,18})"')

@@ -1,0 +1,128 @@
+"""Issue 35: the operator's path to a private dataset, end to end, as docs/csi.md tells it.
+
+A grant written with the CLI (``datahub dataset update D --grant
+system:serviceaccount:NS:SA=reader``) or the API (``PATCH /v1/datasets/D`` with a token),
+then a NodePublishVolume as that pod: the plugin mounts the dataset and the bytes are right.
+Before the grant and after a revoke, PERMISSION_DENIED names the dataset, the principal and
+the role. The access list is never written straight into the catalog here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from datahub.api import create_app
+from datahub.api.tokens import issue_token
+from datahub.catalog import open_catalog
+from tests.csi.conftest import CsiEnv, Plugin
+from tests.csi.test_publish import pod_info
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+pytestmark = pytest.mark.fuse
+
+TRAINER = "system:serviceaccount:team-a:trainer"
+EVAL = "system:serviceaccount:team-b:eval.v2"  # a service account name is a DNS subdomain
+SECRET = {"labels/secret.txt": b"team a only\n", "img/0.bin": os.urandom(70_000)}
+
+
+def datahub(env: CsiEnv, *args: str) -> subprocess.CompletedProcess:
+    """The installed ``datahub`` command, pointed at the plugin's catalog the way an operator
+    would: ``DATAHUB_CONFIG``, no other flag."""
+    command = [str(Path(sys.executable).with_name("datahub")), *args]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    environ["DATAHUB_CONFIG"] = str(env.config_path)
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=environ)
+
+
+@pytest.fixture(scope="module")
+def private(csi_env: CsiEnv) -> str:
+    """A dataset with data and an owner, so it is private: nobody else may mount it yet."""
+    csi_env.commit("private", SECRET)
+    done = datahub(csi_env, "dataset", "update", "private", "--owner", "alice@example.com")
+    assert done.returncode == 0, done.stderr
+    return "private"
+
+
+def assert_denied(plugin: Plugin, env: CsiEnv, dataset: str, principal: str, name: str) -> None:
+    namespace, account = principal.split(":")[2:]
+    target = env.target(name)
+    with pytest.raises(grpc.RpcError) as err:
+        plugin.publish(target, {"dataset": dataset, **pod_info(namespace, account)}, volume_id=name)
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
+    details = err.value.details()
+    assert repr(dataset) in details and principal in details and "reader role" in details, details
+    assert not os.path.exists(target)
+
+
+def assert_mounts(plugin: Plugin, env: CsiEnv, dataset: str, principal: str, name: str) -> None:
+    namespace, account = principal.split(":")[2:]
+    target = env.target(name)
+    plugin.publish(target, {"dataset": dataset, **pod_info(namespace, account)}, volume_id=name)
+    try:
+        for key, data in SECRET.items():
+            assert Path(target, key).read_bytes() == data
+    finally:
+        plugin.unpublish(target, name)
+
+
+def test_a_grant_written_with_the_cli_lets_that_pod_mount_and_a_revoke_stops_it(
+    plugin: Plugin, csi_env: CsiEnv, private: str
+) -> None:
+    assert_denied(plugin, csi_env, private, TRAINER, "cli-before")
+    # exactly the command of docs/csi.md, "Who may publish what"
+    done = datahub(csi_env, "dataset", "update", private, "--grant", f"{TRAINER}=reader")
+    assert done.returncode == 0, done.stderr
+    assert_mounts(plugin, csi_env, private, TRAINER, "cli-granted")
+    assert_denied(plugin, csi_env, private, "system:serviceaccount:team-b:trainer", "cli-other-ns")
+    done = datahub(csi_env, "dataset", "update", private, "--revoke", TRAINER)
+    assert done.returncode == 0, done.stderr
+    assert_denied(plugin, csi_env, private, TRAINER, "cli-revoked")
+
+
+@pytest.fixture(scope="module")
+def admin_api(csi_env: CsiEnv) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    """The real API app on the plugin's catalog, authentication on, with an admin's token."""
+    config = csi_env.config.model_copy(deep=True)
+    config.api.local_mode = False
+    catalog = open_catalog(config.resolved_catalog_url)
+    token, _ = issue_token(catalog.store, "ops", admin=True)
+    try:
+        with TestClient(create_app(config, catalog=catalog)) as client:
+            yield client, {"Authorization": f"Bearer {token}"}
+    finally:
+        catalog.close()
+
+
+def test_the_same_grant_through_the_api(plugin: Plugin, csi_env: CsiEnv, private: str, admin_api) -> None:
+    client, auth = admin_api
+    assert_denied(plugin, csi_env, private, EVAL, "api-before")
+    response = client.patch(f"/v1/datasets/{private}", headers=auth, json={"acl": {EVAL: "reader"}})
+    assert response.status_code == 200, response.text
+    assert response.json()["acl"] == {EVAL: "reader"}
+    assert_mounts(plugin, csi_env, private, EVAL, "api-granted")
+    response = client.patch(f"/v1/datasets/{private}", headers=auth, json={"acl": {}})
+    assert response.status_code == 200, response.text
+    assert_denied(plugin, csi_env, private, EVAL, "api-revoked")
+
+
+def test_a_pod_the_rule_cannot_name_is_refused_before_any_access_check(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """A service account no grant could hold (markup in it) is an invalid request, whatever
+    the access list says: even an open dataset is not mounted for it."""
+    target = csi_env.target("bad-principal")
+    with pytest.raises(grpc.RpcError) as err:
+        plugin.publish(target, {"dataset": "imgs", **pod_info("team-a", "<b>x</b>")}, volume_id="bad")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid principal" in err.value.details()
+    assert not os.path.exists(target)
