@@ -11,9 +11,10 @@ pins from the disk tier's index, so ``stats`` works with no cache process runnin
 from __future__ import annotations
 
 import argparse
-import importlib
 import threading
 
+from datahub.cache.writeback import workspace_stats
+from datahub.cli.flush_cmd import add_flush_parser
 from datahub.cli.version_cmd import split_ref
 from datahub.console.context import CliContext
 from datahub.validation import check_prefix
@@ -41,13 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pins = csub.add_parser("pins", help="list pins")
     pins.set_defaults(func=list_pins)
 
-    try:
-        flush = importlib.import_module("datahub.cli.flush_cmd")
-    except ModuleNotFoundError as exc:
-        if exc.name != "datahub.cli.flush_cmd":
-            raise
-    else:
-        flush.add_flush_parser(csub)  # `cache flush`: write-back workspaces
+    add_flush_parser(csub)  # `cache flush`: write-back workspaces
 
     pf = sub.add_parser("prefetch", help="warm the cache with a dataset version (resumable)")
     pf.add_argument("version", metavar="DATASET@VERSION")
@@ -145,7 +140,7 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
             disk["used_bytes"], disk["entries"], pins = index.used(), index.count(), index.pins()
         finally:
             index.close()
-    workspaces = _writeback_stats(ctx)
+    workspaces = list(workspace_stats(ctx.config))
     schedulers = [
         {"pid": s["pid"], **s["origin"]["scheduler"]} for s in snapshots if "scheduler" in s.get("origin", {})
     ]
@@ -187,9 +182,7 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
         ctx.emit(None, text=_mount_line(m))
     for w in workers:
         ctx.emit(None, text=_workers_line(w))
-    if workspaces is None:
-        ctx.emit(None, text="write-back: dirty bytes / flush lag unavailable (no journal statistics)")
-    elif workspaces:
+    if workspaces:
         columns = ("workspace", "open", "dirty_files", "dirty_bytes", "pending_deletes", "flush_lag_seconds")
         ctx.emit(workspaces, columns=columns)
     return 0
@@ -239,13 +232,3 @@ def _workers_line(w: dict) -> str:
         f"{w['fetches']} pages ({_human(w['bytes'])}) fetched, {w['failovers']} failed over to the daemon, "
         f"{w['restarts']} restarts"
     )
-
-
-def _writeback_stats(ctx: CliContext) -> list[dict] | None:
-    """Dirty bytes and flush lag per workspace, from the write-back journal if it offers them."""
-    try:
-        writeback = importlib.import_module("datahub.cache.writeback")
-    except ModuleNotFoundError:
-        return None
-    reader = getattr(writeback, "workspace_stats", None)
-    return list(reader(ctx.config)) if reader is not None else None
