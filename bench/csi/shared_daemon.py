@@ -11,7 +11,8 @@ pod reads and compares byte for byte. Each pod lists its root (which waits for t
 namespace), stats every entry (``os.walk``) and reads the real objects. Then it counts the
 plugin's mount processes and sums their RSS and PSS (/proc/PID/smaps_rollup; PSS splits
 shared library pages among processes, so it is the fairer sum for many daemons). The
-baseline is one pod alone (one process per target). Configurations alternate per round; the
+baseline is one pod alone (one process per target). The namespace's share is the RSS above
+what a process serving a 1-record version holds (measured too), times the process count. Configurations alternate per round; the
 load average is printed with every row. Goal (issue 38): 1 process and <= 1.1x the memory.
 """
 
@@ -87,8 +88,11 @@ def use(target: str, real: dict[str, bytes]) -> int:
     return entries
 
 
-def run(plugin: Plugin, root: Path, name: str, pods: int, seq: int, real: dict, staged: bool) -> dict:
-    context = {"dataset": "shared", "version": str(seq), "prefetch": "false"}
+def run(
+    plugin: Plugin, root: Path, name: str, pods: int, version: tuple[str, int, dict], staged: bool
+) -> dict:
+    dataset, seq, real = version
+    context = {"dataset": dataset, "version": str(seq), "prefetch": "false"}
     targets = []
     stage = ""
     start = time.perf_counter()
@@ -135,19 +139,22 @@ def main() -> int:
     try:
         env = make_env(root / "env", moto.endpoint)
         seq, real = commit_version(env, args.records, args.per_dir)
+        tiny = {"one.bin": os.urandom(4096)}
+        versions = {"big": ("shared", seq, real), "tiny": ("tiny", env.commit("tiny", tiny), tiny)}
         (root / "plugin").mkdir()
         plugin = Plugin(root / "plugin", env.config_path, check_interval=3600).start()
         configs = {
-            "one pod, one process (baseline)": (1, False),
-            f"{args.pods} pods, a process per target (before staging)": (args.pods, False),
-            f"{args.pods} pods, staged once (one process)": (args.pods, True),
+            "one pod, a 1-record version (process baseline)": (1, False, "tiny"),
+            "one pod, one process (baseline)": (1, False, "big"),
+            f"{args.pods} pods, a process per target (before staging)": (args.pods, False, "big"),
+            f"{args.pods} pods, staged once (one process)": (args.pods, True, "big"),
         }
         rows: dict[str, list[dict]] = {c: [] for c in configs}
         for rnd in range(args.rounds):
             order = list(configs) if rnd % 2 == 0 else list(reversed(configs))  # alternate
             for i, config in enumerate(order):
-                pods, staged = configs[config]
-                rows[config].append(run(plugin, root, f"r{rnd}c{i}", pods, seq, real, staged))
+                pods, staged, version = configs[config]
+                rows[config].append(run(plugin, root, f"r{rnd}c{i}", pods, versions[version], staged))
         uname = subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
         print(f"version: {args.records:,} synthetic records ({args.per_dir} per dir) + {REAL} real objects; "
               f"{args.rounds} rounds, medians; kernel {uname}; {os.cpu_count()} CPUs")  # fmt: skip
@@ -159,10 +166,18 @@ def main() -> int:
             med[config] = m
             print(f"{config:52} {m['daemons']:7.0f} {m['rss'] / 2**20:8.1f} {m['pss'] / 2**20:8.1f} "
                   f"{runs[0]['entries']:11,} {m['seconds']:15.2f} {','.join(r['load'] for r in runs):>12}")  # fmt: skip
-        base, before, staged = (med[c] for c in configs)
+        process, base, before, staged = (med[c] for c in configs)
+
+        def namespace(m: dict) -> float:
+            return m["rss"] - m["daemons"] * process["rss"]
+
+        print(
+            f"namespace RSS (above a 1-record process, per process): one pod {namespace(base) / 2**20:.1f} MiB"
+        )
         for label, m in (("before staging", before), ("staged", staged)):
             print(f"ratio {label} / one pod: daemons {m['daemons'] / base['daemons']:.2f}x, "
-                  f"RSS {m['rss'] / base['rss']:.2f}x, PSS {m['pss'] / base['pss']:.2f}x")  # fmt: skip
+                  f"RSS {m['rss'] / base['rss']:.2f}x, PSS {m['pss'] / base['pss']:.2f}x, "
+                  f"namespace RSS {namespace(m) / 2**20:.1f} MiB = {namespace(m) / namespace(base):.2f}x")  # fmt: skip
         print(f"goal: staged daemons == 1 -> {'met' if staged['daemons'] == 1 else 'NOT met'}; "
               f"staged RSS <= 1.1x one pod -> {'met' if staged['rss'] <= 1.1 * base['rss'] else 'NOT met'}")  # fmt: skip
     finally:
