@@ -636,6 +636,31 @@ class NodeService:
         log.info(
             "volume %s at %s remounted (%s)", p.volume_id, p.target_path, p.resolved or _describe(p.spec)
         )
+        if p.staged:
+            self._rebind_targets(p)
+
+    def _rebind_targets(self, stage: Published) -> None:
+        """Bind every target of a just remounted stage again at once: they all showed the dead mount.
+
+        A target another operation holds is left to it (a publish repairs it, an unpublish
+        removes it) or to the next supervisor pass.
+        """
+        for q in self.published():
+            if q.staging_path != stage.target_path:
+                continue
+            try:
+                with self._target(q.target_path):
+                    current = self._get(q.target_path)
+                    if current is None or current.staging_path != stage.target_path or current.unpublishing:
+                        continue
+                    if mounts.health(current.target_path) != "ok":
+                        mounts.unmount(current.target_path, lazy=True)
+                        self._bind_target(stage, current)
+                        log.info("target %s bound again from %s", current.target_path, stage.target_path)
+            except OperationPending:
+                continue
+            except Exception:  # the others still get theirs; the supervisor retries this one
+                log.exception("could not bind %s again from %s", q.target_path, stage.target_path)
 
     def _looks_healthy(self, p: Published, points: set[str]) -> bool:
         with self._mutex:
