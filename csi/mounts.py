@@ -1,11 +1,11 @@
 """The node's hands: the FUSE mount process of a volume, bind mounts, health checks.
 
-Each published volume gets one mount process: ``python -m fuse_adapter mount`` in the
-foreground (the FUSE engineer's daemon, driven through its CLI like a user would), mounted
-on a private staging directory under the plugin's state dir. The part of that view the pod
-should see (``<dataset>/v<N>/<prefix>`` of a version view, the root of a bucket or
-workspace view) is then bind-mounted onto the CO's target path, read-only when the
-volume or the request is read-only. Stopping goes through ``python -m fuse_adapter umount``,
+Each staged volume (and each target published without staging) gets one mount process:
+``python -m fuse_adapter mount`` in the foreground (the FUSE engineer's daemon, driven
+through its CLI like a user would), mounted on a private directory under the plugin's state
+dir. The part of that view a pod should see (``<dataset>/v<N>/<prefix>`` of a version view,
+the root of a bucket or workspace view) is then bind-mounted onto the CO's staging path and
+onto every target published from it, read-only when the volume or the request is read-only. Stopping goes through ``python -m fuse_adapter umount``,
 which flushes a workspace (and recovers one whose daemon died) before it unmounts.
 """
 

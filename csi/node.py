@@ -1,6 +1,14 @@
-"""The Node service's behaviour, in plain Python: publish, unpublish, and healing broken mounts.
+"""The Node service's behaviour, in plain Python: stage, publish, unpublish, unstage, and healing.
 
-* NodePublishVolume validates the request, resolves what to show (a dataset ref becomes a
+* NodeStageVolume mounts a volume once per node: one mount process on a private dir of the
+  state dir, its view bound onto the CO's staging path. Every NodePublishVolume that names
+  that staging path is then a bind mount of the same view: eight pods on a node reading one
+  PV share one daemon and one namespace. Each publish still checks the pod's access
+  (csi/access.py) itself, and a workspace stage serves one target at a time (one writer).
+  NodeUnstageVolume stops the process (a workspace flushes and commits), and only once no
+  target is published from it.
+* A NodePublishVolume without a staging path (Kubernetes never stages inline volumes)
+  validates the request, resolves what to show (a dataset ref becomes a
   version number, recorded), starts the volume's mount process on a private staging dir,
   bind-mounts the part the pod should see onto the target (read-only unless it is a
   writable workspace published read-write), and records the target in the state file.
@@ -33,19 +41,32 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from csi import access, mounts
 from csi.finish import finish_workspace
 from csi.state import Published, StateFile
 from csi.volume_config import write_volume_config
-from csi.volumes import READER_MODES, Capability, VolumeSpec, check_capability, parse_context, parse_secrets
-from datahub.config import Config
+from csi.volumes import (
+    KUBERNETES_PREFIX,
+    READER_MODES,
+    Capability,
+    VolumeSpec,
+    check_capability,
+    parse_context,
+    parse_secrets,
+)
+from datahub.config import Config, load_config
 from datahub.errors import AlreadyExists, Conflict, DatahubError, DatasetNotFound, InvalidInput, NotFound
 from fuse_adapter.daemon import canonical, is_mounted, pid_alive
+
+if TYPE_CHECKING:
+    from datahub.catalog import Catalog
 
 log = logging.getLogger(__name__)
 
 CHECK_DONE = "health check of published targets done"  # logged (debug) after every pass
+STAGE_WAIT = 10.0  # seconds a publish waits for its stage's lock (held by other publishes for a bind)
 
 
 class OperationPending(Conflict):
@@ -62,6 +83,26 @@ class PublishRequest:
     readonly: bool = False
     context: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, str] = field(default_factory=dict)
+    staging_target_path: str = ""  # set when the volume was staged (NodeStageVolume)
+
+
+@dataclass
+class StageRequest:
+    volume_id: str
+    staging_target_path: str
+    capability: Capability | None
+    context: Mapping[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class VolumeStats:
+    """NodeGetVolumeStats' answer: the volume's condition, and its usage (statfs) when it serves."""
+
+    abnormal: bool
+    message: str
+    bytes: tuple[int, int, int] | None = None  # total, available, used
+    inodes: tuple[int, int, int] | None = None  # total, available, used
 
 
 class NodeService:
@@ -90,15 +131,18 @@ class NodeService:
 
     # --- bookkeeping ----------------------------------------------------------------------
     @contextlib.contextmanager
-    def _target(self, target: str) -> Iterator[None]:
+    def _target(self, target: str, *, wait: float = 0.0) -> Iterator[None]:
         """Exclusive use of ``target`` for one operation; OperationPending if another has it.
 
         The spec's answer to a second call while one is in flight is ABORTED (the CO backs
         off and retries); waiting instead would pile up RPC threads behind a slow mount.
+        ``wait``: how long a publish may wait for its stage, which other publishes hold only
+        for a bind (eight pods starting together should not all back off); a stage being
+        remounted still answers ABORTED after that.
         """
         with self._mutex:
             lock = self._target_locks.setdefault(target, threading.Lock())
-        if not lock.acquire(blocking=False):
+        if not (lock.acquire(timeout=wait) if wait else lock.acquire(blocking=False)):
             raise OperationPending(
                 f"an operation on target {target} is in progress; retry", target_path=target
             )
@@ -129,12 +173,17 @@ class NodeService:
             raise InvalidInput("NodePublishVolume: volume_id is required")
         if not req.target_path or not os.path.isabs(req.target_path):
             raise InvalidInput(f"NodePublishVolume {req.volume_id!r}: target_path must be an absolute path")
+        if req.staging_target_path and not os.path.isabs(req.staging_target_path):
+            raise InvalidInput(
+                f"NodePublishVolume {req.volume_id!r}: staging_target_path must be an absolute path"
+            )
         spec = parse_context(req.context, req.volume_id)
         cap = check_capability(spec, req.capability, req.volume_id)
         overrides = parse_secrets(req.secrets)
         readonly = req.readonly or not spec.writable or cap.access_mode in READER_MODES
         target = canonical(req.target_path)
-        fingerprint = _fingerprint(req, cap, readonly)
+        staging = canonical(req.staging_target_path) if req.staging_target_path else ""
+        fingerprint = _fingerprint(req.volume_id, req.context, cap, readonly, staging)
         with self._target(target):
             existing = self._get(target)
             if existing is not None:
@@ -161,27 +210,45 @@ class NodeService:
                     f"target {target} is already a mount point this plugin did not make; unmount it first",
                     target_path=target,
                 )
-            self._publish_new(req, target, spec, readonly, fingerprint, overrides)
+            # the flag as asked: a read-only volume is mounted read-only either way, yet
+            # readonly=false later is a different request (ALREADY_EXISTS), as the spec says
+            extra = {"requested_readonly": req.readonly}
+            principal = access.pod_principal(req.context)
+            if staging:
+                self._publish_staged(req, target, staging, readonly, fingerprint, overrides, principal, extra)
+                return
+            self._mount_new(req.volume_id, target, spec, readonly, fingerprint, overrides, principal, extra)
+            log.info(
+                "published %s (%s) at %s",
+                req.volume_id,
+                self._get(target).resolved or _describe(spec),
+                target,
+            )
 
-    def _publish_new(
+    def _mount_new(
         self,
-        req: PublishRequest,
-        target: str,
+        volume_id: str,
+        path: str,
         spec: VolumeSpec,
         readonly: bool,
         fingerprint: str,
         overrides: dict,
+        principal: str | None,
+        extra: dict,
+        *,
+        staged: bool = False,
     ) -> None:
-        volume_id, context = req.volume_id, req.context
-        key = hashlib.sha256(target.encode()).hexdigest()[:16]
+        """Start a mount process for ``spec`` and bind its view onto ``path`` (a target, or a
+        staging path when ``staged``: then nobody's access is checked yet, each publish does)."""
+        key = hashlib.sha256(path.encode()).hexdigest()[:16]
         volume_dir = self.state_dir / "volumes" / key
         if spec.kind == "workspace":
             overrides = {**overrides, "cache": {"profile": "write-back"}}
         try:
             config = write_volume_config(self.config, overrides, volume_dir / "datahub.toml")
-            sources, subdir, resolved = _plan(spec, config, access.pod_principal(context))
+            sources, subdir, resolved = _plan(spec, config, principal, check_access=not staged)
             p = Published(
-                target_path=target,
+                target_path=path,
                 volume_id=volume_id,
                 spec=spec,
                 readonly=readonly,
@@ -191,23 +258,203 @@ class NodeService:
                 volume_dir=str(volume_dir),
                 resolved=resolved,
                 published_at=time.time(),
-                # the flag as asked: a read-only volume is mounted read-only either way, yet
-                # readonly=false later is a different request (ALREADY_EXISTS), as the spec says
-                extra={"requested_readonly": req.readonly},
+                extra=extra,
+                staged=staged,
             )
             self._start(p, first=True)
         except BaseException:
             shutil.rmtree(volume_dir, ignore_errors=True)  # nothing half-made stays (not the secrets)
             raise
-        self._put(p, target)
-        log.info("published %s (%s) at %s", volume_id, resolved or _describe(spec), target)
+        self._put(p, path)
+
+    def _publish_staged(
+        self,
+        req: PublishRequest,
+        target: str,
+        staging: str,
+        readonly: bool,
+        fingerprint: str,
+        overrides: dict,
+        principal: str | None,
+        extra: dict,
+    ) -> None:
+        """Bind the view of the volume staged at ``staging`` onto ``target``, once this pod may see it.
+
+        The stage's mount process runs with the stage's credentials (NodeStage secrets): a
+        publish bringing other ones is refused rather than served with credentials it did not
+        choose."""
+        stage = self._get(staging)
+        if stage is None or not stage.staged or stage.unpublishing:
+            raise Conflict(
+                f"volume {req.volume_id!r} is not staged at {staging}; NodeStageVolume must succeed first",
+                volume_id=req.volume_id,
+                target_path=target,
+            )
+        if stage.volume_id != req.volume_id:
+            raise NotFound(
+                f"staging path {staging} holds volume {stage.volume_id!r}, not {req.volume_id!r}",
+                volume_id=req.volume_id,
+            )
+        if _attributes(req.context) != _attributes(stage.extra.get("context", {})):
+            raise Conflict(
+                f"volume {req.volume_id!r} is published with other attributes than it was staged with at "
+                f"{staging} (it shows {stage.resolved or _describe(stage.spec)}); a different version or "
+                "configuration is a different volume",
+                volume_id=req.volume_id,
+                target_path=target,
+            )
+        with self._target(staging, wait=STAGE_WAIT):  # the stage stays as it is until this target is recorded
+            stage = self._get(staging)
+            if stage is None or stage.unpublishing:
+                raise Conflict(
+                    f"volume {req.volume_id!r} is being unstaged from {staging}", target_path=target
+                )
+            if stage.spec.kind == "workspace":
+                holders = [q.target_path for q in self.published() if q.staging_path == staging]
+                if holders:
+                    raise Conflict(
+                        f"workspace {stage.spec.workspace!r} (volume {req.volume_id!r}) is published at "
+                        f"{holders[0]} on this node; a workspace has one writer: unpublish it there first",
+                        volume_id=req.volume_id,
+                        target_path=target,
+                    )
+            config = load_config(stage.config_path, env={})
+            if not _same_settings(overrides, config):
+                raise Conflict(
+                    f"volume {req.volume_id!r} was staged at {staging} with other credentials than this "
+                    "NodePublishVolume brings; a staged volume's mount uses NodeStageVolume's secrets "
+                    "(nodeStageSecretRef): give them there",
+                    volume_id=req.volume_id,
+                    target_path=target,
+                )
+            _check_access(stage.spec, config, principal)
+            if self._health(stage) != "ok":
+                self._recover(stage)
+            p = Published(
+                target_path=target,
+                volume_id=req.volume_id,
+                spec=stage.spec,
+                readonly=readonly or stage.readonly,
+                fingerprint=fingerprint,
+                sources=[],
+                subdir=stage.subdir,
+                volume_dir="",
+                resolved=stage.resolved,
+                published_at=time.time(),
+                extra=extra,
+                staging_path=staging,
+            )
+            self._bind_target(stage, p)
+            self._put(p, target)
+        log.info(
+            "published %s (%s, staged at %s) at %s",
+            req.volume_id,
+            p.resolved or _describe(p.spec),
+            staging,
+            target,
+        )
+
+    def _bind_target(self, stage: Published, p: Published) -> None:
+        """Bind ``stage``'s view onto the target of ``p`` (creating the target dir, removed again on failure)."""
+        created = not os.path.isdir(p.target_path)
+        os.makedirs(p.target_path, exist_ok=True)
+        try:
+            mounts.bind(_view(stage), p.target_path, readonly=p.readonly)
+        except BaseException:
+            if created:
+                _remove_dir(p.target_path)
+            raise
+
+    # --- NodeStageVolume / NodeUnstageVolume ----------------------------------------------------
+    def stage(self, req: StageRequest) -> None:
+        """Mount the volume once for this node (idempotent); publishes bind it into pods."""
+        if not req.volume_id:
+            raise InvalidInput("NodeStageVolume: volume_id is required")
+        if not req.staging_target_path or not os.path.isabs(req.staging_target_path):
+            raise InvalidInput(
+                f"NodeStageVolume {req.volume_id!r}: staging_target_path must be an absolute path"
+            )
+        spec = parse_context(req.context, req.volume_id)
+        cap = check_capability(spec, req.capability, req.volume_id)
+        overrides = parse_secrets(req.secrets)
+        readonly = not spec.writable or cap.access_mode in READER_MODES
+        path = canonical(req.staging_target_path)
+        fingerprint = _fingerprint(req.volume_id, req.context, cap, readonly, "", stage=True)
+        with self._target(path):
+            existing = self._get(path)
+            if existing is not None:
+                if existing.unpublishing:
+                    raise Conflict(
+                        f"volume {existing.volume_id!r} at {path} is being unstaged (its workspace flush "
+                        "failed); NodeUnstageVolume must succeed first",
+                        target_path=path,
+                    )
+                if existing.fingerprint != fingerprint:
+                    raise AlreadyExists(
+                        f"{path} already holds volume {existing.volume_id!r} staged with different parameters; "
+                        "unstage it first",
+                        target_path=path,
+                    )
+                if self._health(existing) != "ok":
+                    self._recover(existing)
+                return
+            if is_mounted(path):
+                raise Conflict(
+                    f"staging path {path} is already a mount point this plugin did not make; unmount it first",
+                    target_path=path,
+                )
+            extra = {"context": _attributes(req.context)}
+            self._mount_new(
+                req.volume_id, path, spec, readonly, fingerprint, overrides, None, extra, staged=True
+            )
+        log.info("staged %s (%s) at %s", req.volume_id, self._get(path).resolved or _describe(spec), path)
+
+    def unstage(self, volume_id: str, staging_target_path: str) -> None:
+        """Stop the staged volume's mount process (a workspace flushes and commits), once nothing is
+        published from it: a pod still reading it keeps it (FAILED_PRECONDITION)."""
+        if not volume_id:
+            raise InvalidInput("NodeUnstageVolume: volume_id is required")
+        if not staging_target_path or not os.path.isabs(staging_target_path):
+            raise InvalidInput(
+                f"NodeUnstageVolume {volume_id!r}: staging_target_path must be an absolute path"
+            )
+        path = canonical(staging_target_path)
+        with self._target(path):
+            s = self._get(path)
+            self._refuse_foreign(path, volume_id)
+            if s is None:  # already unstaged (or never): make sure nothing of ours is left
+                mounts.unmount(path, lazy=mounts.health(path) == "broken")
+                return
+            if not s.staged:
+                raise Conflict(
+                    f"{path} is a target volume {s.volume_id!r} is published at, not a staging path; "
+                    "NodeUnpublishVolume unmounts it",
+                    target_path=path,
+                )
+            if s.volume_id != volume_id:
+                raise NotFound(
+                    f"staging path {path} holds volume {s.volume_id!r}, not {volume_id!r}", target_path=path
+                )
+            users = sorted(q.target_path for q in self.published() if q.staging_path == path)
+            if users:
+                raise Conflict(
+                    f"volume {volume_id!r} staged at {path} is still published at {', '.join(users)}; "
+                    "NodeUnpublishVolume every target first",
+                    target_path=path,
+                )
+            if not s.unpublishing:
+                s.unpublishing = True  # recorded first: the supervisor must not remount it meanwhile
+                self._put(s, path)
+            mounts.unmount(path, lazy=mounts.health(path) != "ok")
+            outcome = self._stop_volume(s)
+            log.info("unstaged %s from %s (%s)", volume_id, path, outcome)
 
     def _start(self, p: Published, *, first: bool) -> None:
         """Start the mount process and bind its view onto the target."""
         process = mounts.MountProcess(p.config_path, p.staging, p.log_path)
         proc = process.start(_mount_args(p, first=first), timeout=self.mount_timeout)
         try:
-            source = os.path.join(p.staging, p.subdir) if p.subdir else p.staging
+            source = _view(p)
             if not os.path.isdir(source):
                 raise NotFound(
                     f"volume {p.volume_id!r}: {p.subdir!r} is not a directory of {p.resolved or _describe(p.spec)}"
@@ -249,6 +496,18 @@ class NodeService:
                 raise NotFound(
                     f"target {target} holds volume {p.volume_id!r}, not {volume_id!r}", target_path=target
                 )
+            if p.staged:
+                raise Conflict(
+                    f"{target} is where volume {volume_id!r} is staged, not a published target; "
+                    "NodeUnstageVolume unmounts it",
+                    target_path=target,
+                )
+            if not p.owns_process:  # a bind of a staged volume: the others bound from it keep reading
+                mounts.unmount(target, lazy=mounts.health(target) != "ok")
+                self._put(None, target)
+                _remove_dir(target)
+                log.info("unpublished %s from %s (staged at %s)", volume_id, target, p.staging_path)
+                return
             if not p.unpublishing:
                 p.unpublishing = True  # recorded first: the supervisor must not remount it meanwhile
                 self._put(p, target)
@@ -281,24 +540,87 @@ class NodeService:
         shutil.rmtree(p.volume_dir, ignore_errors=True)
         return outcome
 
+    # --- NodeGetVolumeStats ---------------------------------------------------------------------
+    def volume_stats(self, volume_id: str, volume_path: str) -> VolumeStats:
+        """Usage and condition of a published target or a staging path.
+
+        The kubelet's volume health monitor shows an abnormal condition as a pod event: with
+        one mount process shared by every pod of a staged volume, a dead process is reported
+        on each of their targets (until the supervisor has remounted it).
+        """
+        if not volume_id:
+            raise InvalidInput("NodeGetVolumeStats: volume_id is required")
+        if not volume_path or not os.path.isabs(volume_path):
+            raise InvalidInput(f"NodeGetVolumeStats {volume_id!r}: volume_path must be an absolute path")
+        path = canonical(volume_path)
+        p = self._get(path)
+        if p is None or p.volume_id != volume_id:
+            raise NotFound(f"volume {volume_id!r} is not staged or published at {path}", volume_id=volume_id)
+        health = self._health(p)
+        if health == "ok":
+            try:
+                st = os.statvfs(path)
+            except OSError as exc:
+                health = f"statfs failed: {exc.strerror}"
+        if health != "ok":
+            return VolumeStats(True, f"{health}; the plugin remounts it at its next health check")
+        size = st.f_frsize
+        served = p.resolved or _describe(p.spec)
+        return VolumeStats(
+            False,
+            f"serving {served}" + (f" (staged at {p.staging_path})" if p.staging_path else ""),
+            bytes=(st.f_blocks * size, st.f_bavail * size, (st.f_blocks - st.f_bfree) * size),
+            inodes=(st.f_files, st.f_favail, st.f_files - st.f_ffree),
+        )
+
     # --- health and recovery ----------------------------------------------------------------
+    def _process_of(self, p: Published) -> Published | None:
+        """The record whose mount process serves ``p``: itself, or the stage it is bound from."""
+        if p.owns_process:
+            return p
+        stage = self._get(p.staging_path)
+        return stage if stage is not None and stage.staged else None
+
     def _daemon_alive(self, p: Published) -> bool:
-        if not p.pid or not pid_alive(p.pid):
+        owner = self._process_of(p)
+        if owner is None or not owner.pid or not pid_alive(owner.pid):
             return False
         try:  # the pid may have been reused by another process since we recorded it
-            with open(f"/proc/{p.pid}/cmdline", "rb") as fh:
-                return p.staging.encode() in fh.read().split(b"\0")
+            with open(f"/proc/{owner.pid}/cmdline", "rb") as fh:
+                return owner.staging.encode() in fh.read().split(b"\0")
         except OSError:
             return False
 
     def _health(self, p: Published, points: set[str] | None = None) -> str:
-        target, staging = mounts.health(p.target_path, points), mounts.health(p.staging, points)
+        owner = self._process_of(p)
+        target = mounts.health(p.target_path, points)
+        staging = mounts.health(owner.staging, points) if owner is not None else "not staged"
         if target == "ok" and staging == "ok" and self._daemon_alive(p):
             return "ok"
         return f"target {target}, FUSE mount {staging}, daemon {'alive' if self._daemon_alive(p) else 'dead'}"
 
+    def _rebind(self, p: Published) -> None:
+        """Bind a target again from its stage, repairing the stage first if its daemon died."""
+        log.warning("target %s of staged volume %s is broken (%s): binding it again", p.target_path,
+                    p.volume_id, self._health(p))  # fmt: skip
+        with self._target(p.staging_path, wait=STAGE_WAIT):
+            stage = self._process_of(p)
+            if stage is None or stage.unpublishing:
+                raise Conflict(
+                    f"target {p.target_path}: volume {p.volume_id!r} is no longer staged at {p.staging_path}",
+                    target_path=p.target_path,
+                )
+            if self._health(stage) != "ok":
+                self._recover(stage)
+            mounts.unmount(p.target_path, lazy=True)
+            self._bind_target(stage, p)
+        log.info("target %s bound again from %s", p.target_path, p.staging_path)
+
     def _recover(self, p: Published) -> None:
         """Detach what is left of a broken volume and mount it again, as recorded."""
+        if not p.owns_process:
+            self._rebind(p)
+            return
         log.warning("volume %s at %s is broken (%s): remounting", p.volume_id, p.target_path, self._health(p))
         mounts.unmount(p.target_path, lazy=True)
         with self._mutex:
@@ -314,6 +636,31 @@ class NodeService:
         log.info(
             "volume %s at %s remounted (%s)", p.volume_id, p.target_path, p.resolved or _describe(p.spec)
         )
+        if p.staged:
+            self._rebind_targets(p)
+
+    def _rebind_targets(self, stage: Published) -> None:
+        """Bind every target of a just remounted stage again at once: they all showed the dead mount.
+
+        A target another operation holds is left to it (a publish repairs it, an unpublish
+        removes it) or to the next supervisor pass.
+        """
+        for q in self.published():
+            if q.staging_path != stage.target_path:
+                continue
+            try:
+                with self._target(q.target_path):
+                    current = self._get(q.target_path)
+                    if current is None or current.staging_path != stage.target_path or current.unpublishing:
+                        continue
+                    if mounts.health(current.target_path) != "ok":
+                        mounts.unmount(current.target_path, lazy=True)
+                        self._bind_target(stage, current)
+                        log.info("target %s bound again from %s", current.target_path, stage.target_path)
+            except OperationPending:
+                continue
+            except Exception:  # the others still get theirs; the supervisor retries this one
+                log.exception("could not bind %s again from %s", q.target_path, stage.target_path)
 
     def _looks_healthy(self, p: Published, points: set[str]) -> bool:
         with self._mutex:
@@ -327,8 +674,15 @@ class NodeService:
 
     def _forget_orphan(self, p: Published) -> None:
         """Stop (and flush) a volume whose target's parent is gone instead of recreating the path."""
+        if p.staged and any(q.staging_path == p.target_path for q in self.published()):
+            log.warning("the parent of staging path %s is gone, yet targets are published from it: kept",
+                        p.target_path)  # fmt: skip
+            return
         log.warning("the parent of target %s is gone: stopping volume %s", p.target_path, p.volume_id)
         mounts.unmount(p.target_path, lazy=True)
+        if not p.owns_process:
+            self._put(None, p.target_path)
+            return
         self._stop_volume(p)
 
     def check_all(self) -> None:
@@ -338,7 +692,8 @@ class NodeService:
         looks wrong is checked again, fresh, under its target lock before it is touched.
         """
         points = mounts.mount_points()
-        for p in self.published():
+        # processes first (stages, inline targets): a target bound from a stage is repaired after it
+        for p in sorted(self.published(), key=lambda p: not p.owns_process):
             if self._looks_healthy(p, points):
                 continue
             try:
@@ -378,16 +733,50 @@ class NodeService:
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-def _fingerprint(req: PublishRequest, cap: Capability, readonly: bool) -> str:
-    """What makes two publish requests "the same" (secrets excluded: they may be rotated)."""
+def _fingerprint(
+    volume_id: str,
+    context: Mapping[str, str],
+    cap: Capability,
+    readonly: bool,
+    staging: str,
+    *,
+    stage: bool = False,
+) -> str:
+    """What makes two publish (or stage) requests "the same" (secrets excluded: they may be rotated)."""
     doc = {
-        "volume_id": req.volume_id,
-        "context": dict(sorted(req.context.items())),
+        "volume_id": volume_id,
+        "context": dict(sorted(context.items())),
         "readonly": readonly,
         "access_mode": cap.access_mode,
         "mount_flags": list(cap.mount_flags),
     }
+    if staging:  # absent for an unstaged target, so fingerprints recorded before staging existed still match
+        doc["staging_target_path"] = staging
+    if stage:
+        doc["stage"] = True
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _attributes(context: Mapping[str, str]) -> dict[str, str]:
+    """The volume's own attributes: the context without the kubelet's pod info (absent at NodeStage)."""
+    return {k: v for k, v in sorted(context.items()) if not k.startswith(KUBERNETES_PREFIX)}
+
+
+def _same_settings(overrides: Mapping, config: Config) -> bool:
+    """Whether ``config`` already holds every field the secrets ``overrides`` set (compared, never logged)."""
+    data = config.model_dump()
+    for key, value in overrides.items():
+        if isinstance(value, Mapping):
+            if any(str((data.get(key) or {}).get(k)) != str(v) for k, v in value.items()):
+                return False
+        elif str(data.get(key)) != str(value):
+            return False
+    return True
+
+
+def _view(p: Published) -> str:
+    """The part of a mount process's FUSE view that targets show (a version, or its prefix)."""
+    return os.path.join(p.staging, p.subdir) if p.subdir else p.staging
 
 
 def _describe(spec: VolumeSpec) -> str:
@@ -398,10 +787,37 @@ def _describe(spec: VolumeSpec) -> str:
     return f"{spec.dataset}@{spec.version}"
 
 
-def _plan(spec: VolumeSpec, config: Config, principal: str | None) -> tuple[list[str], str, str]:
+def _require(catalog: Catalog, spec: VolumeSpec, principal: str | None) -> None:
+    """AccessDenied unless the pod may use what ``spec`` names (csi/access.py); NOT_FOUND for a
+    dataset volume whose dataset is gone."""
+    if spec.kind == "workspace":
+        if spec.commit_to:
+            with contextlib.suppress(DatasetNotFound):  # created by the first commit
+                access.require(catalog.get_dataset(spec.commit_to), principal, "writer")
+    elif spec.kind == "dataset":
+        access.require(catalog.get_dataset(spec.dataset), principal, "reader")  # DatasetNotFound
+
+
+def _check_access(spec: VolumeSpec, config: Config, principal: str | None) -> None:
+    """The pod's access check for a volume staged earlier (each publish checks its own pod)."""
+    if spec.kind == "bucket" or (spec.kind == "workspace" and not spec.commit_to):
+        return  # no catalog access list (docs/csi.md "Who may publish what")
+    from datahub.catalog import open_catalog
+
+    catalog = open_catalog(config.resolved_catalog_url)
+    try:
+        _require(catalog, spec, principal)
+    finally:
+        catalog.close()
+
+
+def _plan(
+    spec: VolumeSpec, config: Config, principal: str | None, *, check_access: bool = True
+) -> tuple[list[str], str, str]:
     """(mount sources, subdir of the FUSE view for the target, resolved version) for a spec.
 
-    Checks the pod's access to the datasets it names (csi/access.py) on the way.
+    Checks the pod's access to the datasets it names (csi/access.py) on the way, unless
+    ``check_access`` is false (NodeStage: no pod yet; every publish of the stage checks).
     """
     if spec.kind == "bucket":
         return [spec.bucket_url], "", ""
@@ -411,11 +827,12 @@ def _plan(spec: VolumeSpec, config: Config, principal: str | None) -> tuple[list
 
     catalog = open_catalog(config.resolved_catalog_url)
     try:
+        if check_access:
+            _require(catalog, spec, principal)
         if spec.kind == "workspace":
-            with contextlib.suppress(DatasetNotFound):  # created by the first commit
-                access.require(catalog.get_dataset(spec.commit_to), principal, "writer")
             return [], "", ""
-        access.require(catalog.get_dataset(spec.dataset), principal, "reader")  # DatasetNotFound
+        if not check_access:
+            catalog.get_dataset(spec.dataset)  # DatasetNotFound
         version = catalog.resolve(spec.dataset, spec.version)  # VersionNotFound
     finally:
         catalog.close()

@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 
 from csi.controller import CapacityOutOfRange, ControllerService
-from csi.node import NodeService, OperationPending, PublishRequest
+from csi.node import NodeService, OperationPending, PublishRequest, StageRequest
 from csi.proto_gen import csi_pb2 as pb
 from csi.proto_gen import csi_pb2_grpc as rpc
 from csi.volumes import Capability
@@ -109,6 +109,26 @@ class NodeServicer(rpc.NodeServicer):
         self._node = node
 
     @_rpc
+    def NodeStageVolume(self, request, context):
+        self._node.stage(
+            StageRequest(
+                volume_id=request.volume_id,
+                staging_target_path=request.staging_target_path,
+                capability=_capability(request.volume_capability)
+                if request.HasField("volume_capability")
+                else None,
+                context=dict(request.volume_context),
+                secrets=dict(request.secrets),
+            )
+        )
+        return pb.NodeStageVolumeResponse()
+
+    @_rpc
+    def NodeUnstageVolume(self, request, context):
+        self._node.unstage(request.volume_id, request.staging_target_path)
+        return pb.NodeUnstageVolumeResponse()
+
+    @_rpc
     def NodePublishVolume(self, request, context):
         self._node.publish(
             PublishRequest(
@@ -120,6 +140,7 @@ class NodeServicer(rpc.NodeServicer):
                 readonly=request.readonly,
                 context=dict(request.volume_context),
                 secrets=dict(request.secrets),
+                staging_target_path=request.staging_target_path,
             )
         )
         return pb.NodePublishVolumeResponse()
@@ -130,8 +151,25 @@ class NodeServicer(rpc.NodeServicer):
         return pb.NodeUnpublishVolumeResponse()
 
     @_rpc
+    def NodeGetVolumeStats(self, request, context):
+        stats = self._node.volume_stats(request.volume_id, request.volume_path)
+        usage = []
+        for unit, values in ((pb.VolumeUsage.BYTES, stats.bytes), (pb.VolumeUsage.INODES, stats.inodes)):
+            if values is not None:
+                total, available, used = values
+                usage.append(pb.VolumeUsage(total=total, available=available, used=used, unit=unit))
+        condition = pb.VolumeCondition(abnormal=stats.abnormal, message=stats.message)
+        return pb.NodeGetVolumeStatsResponse(usage=usage, volume_condition=condition)
+
+    @_rpc
     def NodeGetCapabilities(self, request, context):
-        return pb.NodeGetCapabilitiesResponse()  # no staging: one mount process per published target
+        # staging: one mount process per staged volume, bound into every pod that publishes it;
+        # volume stats with a condition: a dead (shared) mount process shows on every pod using it
+        rpc_type = pb.NodeServiceCapability.RPC
+        types = (rpc_type.STAGE_UNSTAGE_VOLUME, rpc_type.GET_VOLUME_STATS, rpc_type.VOLUME_CONDITION)
+        return pb.NodeGetCapabilitiesResponse(
+            capabilities=[pb.NodeServiceCapability(rpc=rpc_type(type=t)) for t in types]
+        )
 
     @_rpc
     def NodeGetInfo(self, request, context):

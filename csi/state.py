@@ -1,4 +1,13 @@
-"""The node plugin's memory across restarts: which targets it published, and with what.
+"""The node plugin's memory across restarts: which volumes it staged and published, and with what.
+
+Three kinds of record share one list, keyed by path:
+
+* a staged volume (``staged``): NodeStageVolume's mount process, its view bound onto the
+  CO's staging path (the record's ``target_path``);
+* a target published from a staged volume (``staging_path`` set): a bind mount of that
+  stage's view, no process of its own;
+* a target published without staging (an inline volume): its own mount process, as before
+  staging existed (a state file written then loads as such).
 
 One JSON file (``<state_dir>/published.json``) replaced atomically (write a temp file,
 fsync, rename), so a crash leaves either the old or the new state, never half of one. It
@@ -16,12 +25,13 @@ from pathlib import Path
 
 from csi.volumes import VolumeSpec
 
-FORMAT = 1
+FORMAT = 2  # 2: staged volumes and targets bound from them (format 1 files load as inline targets)
 
 
 @dataclass
 class Published:
-    """One published target: the request that made it, what it resolved to, how it is mounted."""
+    """One published target or staged volume: the request that made it, what it resolved to,
+    how it is mounted (see the module docstring for the three kinds)."""
 
     target_path: str
     volume_id: str
@@ -36,6 +46,13 @@ class Published:
     unpublishing: bool = False  # an unpublish started (and failed): never remount, let the CO retry
     published_at: float = 0.0
     extra: dict = field(default_factory=dict)
+    staged: bool = False  # a NodeStageVolume record: target_path is the staging path
+    staging_path: str = ""  # a target bound from the volume staged at this path (no process of its own)
+
+    @property
+    def owns_process(self) -> bool:
+        """A staged volume or an inline target runs a mount process; a bind of a stage does not."""
+        return not self.staging_path
 
     @property
     def staging(self) -> str:

@@ -384,6 +384,59 @@ class VolumeCondition(_message.Message):
     message: str
     def __init__(self, abnormal: _Optional[bool] = ..., message: _Optional[str] = ...) -> None: ...
 
+class NodeStageVolumeRequest(_message.Message):
+    __slots__ = ("volume_id", "publish_context", "staging_target_path", "volume_capability", "secrets", "volume_context")
+    class PublishContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class SecretsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class VolumeContextEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    STAGING_TARGET_PATH_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_CAPABILITY_FIELD_NUMBER: _ClassVar[int]
+    SECRETS_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    volume_id: str
+    publish_context: _containers.ScalarMap[str, str]
+    staging_target_path: str
+    volume_capability: VolumeCapability
+    secrets: _containers.ScalarMap[str, str]
+    volume_context: _containers.ScalarMap[str, str]
+    def __init__(self, volume_id: _Optional[str] = ..., publish_context: _Optional[_Mapping[str, str]] = ..., staging_target_path: _Optional[str] = ..., volume_capability: _Optional[_Union[VolumeCapability, _Mapping]] = ..., secrets: _Optional[_Mapping[str, str]] = ..., volume_context: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class NodeStageVolumeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class NodeUnstageVolumeRequest(_message.Message):
+    __slots__ = ("volume_id", "staging_target_path")
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGING_TARGET_PATH_FIELD_NUMBER: _ClassVar[int]
+    volume_id: str
+    staging_target_path: str
+    def __init__(self, volume_id: _Optional[str] = ..., staging_target_path: _Optional[str] = ...) -> None: ...
+
+class NodeUnstageVolumeResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class NodePublishVolumeRequest(_message.Message):
     __slots__ = ("volume_id", "publish_context", "staging_target_path", "target_path", "volume_capability", "readonly", "secrets", "volume_context")
     class PublishContextEntry(_message.Message):
@@ -441,6 +494,44 @@ class NodeUnpublishVolumeResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class NodeGetVolumeStatsRequest(_message.Message):
+    __slots__ = ("volume_id", "volume_path", "staging_target_path")
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_PATH_FIELD_NUMBER: _ClassVar[int]
+    STAGING_TARGET_PATH_FIELD_NUMBER: _ClassVar[int]
+    volume_id: str
+    volume_path: str
+    staging_target_path: str
+    def __init__(self, volume_id: _Optional[str] = ..., volume_path: _Optional[str] = ..., staging_target_path: _Optional[str] = ...) -> None: ...
+
+class NodeGetVolumeStatsResponse(_message.Message):
+    __slots__ = ("usage", "volume_condition")
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_CONDITION_FIELD_NUMBER: _ClassVar[int]
+    usage: _containers.RepeatedCompositeFieldContainer[VolumeUsage]
+    volume_condition: VolumeCondition
+    def __init__(self, usage: _Optional[_Iterable[_Union[VolumeUsage, _Mapping]]] = ..., volume_condition: _Optional[_Union[VolumeCondition, _Mapping]] = ...) -> None: ...
+
+class VolumeUsage(_message.Message):
+    __slots__ = ("available", "total", "used", "unit")
+    class Unit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        UNKNOWN: _ClassVar[VolumeUsage.Unit]
+        BYTES: _ClassVar[VolumeUsage.Unit]
+        INODES: _ClassVar[VolumeUsage.Unit]
+    UNKNOWN: VolumeUsage.Unit
+    BYTES: VolumeUsage.Unit
+    INODES: VolumeUsage.Unit
+    AVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    available: int
+    total: int
+    used: int
+    unit: VolumeUsage.Unit
+    def __init__(self, available: _Optional[int] = ..., total: _Optional[int] = ..., used: _Optional[int] = ..., unit: _Optional[_Union[VolumeUsage.Unit, str]] = ...) -> None: ...
+
 class NodeGetCapabilitiesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
@@ -460,9 +551,13 @@ class NodeServiceCapability(_message.Message):
             UNKNOWN: _ClassVar[NodeServiceCapability.RPC.Type]
             STAGE_UNSTAGE_VOLUME: _ClassVar[NodeServiceCapability.RPC.Type]
             GET_VOLUME_STATS: _ClassVar[NodeServiceCapability.RPC.Type]
+            EXPAND_VOLUME: _ClassVar[NodeServiceCapability.RPC.Type]
+            VOLUME_CONDITION: _ClassVar[NodeServiceCapability.RPC.Type]
         UNKNOWN: NodeServiceCapability.RPC.Type
         STAGE_UNSTAGE_VOLUME: NodeServiceCapability.RPC.Type
         GET_VOLUME_STATS: NodeServiceCapability.RPC.Type
+        EXPAND_VOLUME: NodeServiceCapability.RPC.Type
+        VOLUME_CONDITION: NodeServiceCapability.RPC.Type
         TYPE_FIELD_NUMBER: _ClassVar[int]
         type: NodeServiceCapability.RPC.Type
         def __init__(self, type: _Optional[_Union[NodeServiceCapability.RPC.Type, str]] = ...) -> None: ...

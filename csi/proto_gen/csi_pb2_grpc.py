@@ -436,6 +436,16 @@ class NodeStub:
         Args:
             channel: A grpc.Channel.
         """
+        self.NodeStageVolume = channel.unary_unary(
+                '/csi.v1.Node/NodeStageVolume',
+                request_serializer=csi_dot_proto__gen_dot_csi__pb2.NodeStageVolumeRequest.SerializeToString,
+                response_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodeStageVolumeResponse.FromString,
+                _registered_method=True)
+        self.NodeUnstageVolume = channel.unary_unary(
+                '/csi.v1.Node/NodeUnstageVolume',
+                request_serializer=csi_dot_proto__gen_dot_csi__pb2.NodeUnstageVolumeRequest.SerializeToString,
+                response_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodeUnstageVolumeResponse.FromString,
+                _registered_method=True)
         self.NodePublishVolume = channel.unary_unary(
                 '/csi.v1.Node/NodePublishVolume',
                 request_serializer=csi_dot_proto__gen_dot_csi__pb2.NodePublishVolumeRequest.SerializeToString,
@@ -445,6 +455,11 @@ class NodeStub:
                 '/csi.v1.Node/NodeUnpublishVolume',
                 request_serializer=csi_dot_proto__gen_dot_csi__pb2.NodeUnpublishVolumeRequest.SerializeToString,
                 response_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodeUnpublishVolumeResponse.FromString,
+                _registered_method=True)
+        self.NodeGetVolumeStats = channel.unary_unary(
+                '/csi.v1.Node/NodeGetVolumeStats',
+                request_serializer=csi_dot_proto__gen_dot_csi__pb2.NodeGetVolumeStatsRequest.SerializeToString,
+                response_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodeGetVolumeStatsResponse.FromString,
                 _registered_method=True)
         self.NodeGetCapabilities = channel.unary_unary(
                 '/csi.v1.Node/NodeGetCapabilities',
@@ -461,6 +476,18 @@ class NodeStub:
 class NodeServicer:
     """Missing associated documentation comment in .proto file."""
 
+    def NodeStageVolume(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NodeUnstageVolume(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def NodePublishVolume(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -468,6 +495,12 @@ class NodeServicer:
         raise NotImplementedError('Method not implemented!')
 
     def NodeUnpublishVolume(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def NodeGetVolumeStats(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -488,6 +521,16 @@ class NodeServicer:
 
 def add_NodeServicer_to_server(servicer, server):
     rpc_method_handlers = {
+            'NodeStageVolume': grpc.unary_unary_rpc_method_handler(
+                    servicer.NodeStageVolume,
+                    request_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodeStageVolumeRequest.FromString,
+                    response_serializer=csi_dot_proto__gen_dot_csi__pb2.NodeStageVolumeResponse.SerializeToString,
+            ),
+            'NodeUnstageVolume': grpc.unary_unary_rpc_method_handler(
+                    servicer.NodeUnstageVolume,
+                    request_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodeUnstageVolumeRequest.FromString,
+                    response_serializer=csi_dot_proto__gen_dot_csi__pb2.NodeUnstageVolumeResponse.SerializeToString,
+            ),
             'NodePublishVolume': grpc.unary_unary_rpc_method_handler(
                     servicer.NodePublishVolume,
                     request_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodePublishVolumeRequest.FromString,
@@ -497,6 +540,11 @@ def add_NodeServicer_to_server(servicer, server):
                     servicer.NodeUnpublishVolume,
                     request_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodeUnpublishVolumeRequest.FromString,
                     response_serializer=csi_dot_proto__gen_dot_csi__pb2.NodeUnpublishVolumeResponse.SerializeToString,
+            ),
+            'NodeGetVolumeStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.NodeGetVolumeStats,
+                    request_deserializer=csi_dot_proto__gen_dot_csi__pb2.NodeGetVolumeStatsRequest.FromString,
+                    response_serializer=csi_dot_proto__gen_dot_csi__pb2.NodeGetVolumeStatsResponse.SerializeToString,
             ),
             'NodeGetCapabilities': grpc.unary_unary_rpc_method_handler(
                     servicer.NodeGetCapabilities,
@@ -518,6 +566,60 @@ def add_NodeServicer_to_server(servicer, server):
  # This class is part of an EXPERIMENTAL API.
 class Node:
     """Missing associated documentation comment in .proto file."""
+
+    @staticmethod
+    def NodeStageVolume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/csi.v1.Node/NodeStageVolume',
+            csi_dot_proto__gen_dot_csi__pb2.NodeStageVolumeRequest.SerializeToString,
+            csi_dot_proto__gen_dot_csi__pb2.NodeStageVolumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NodeUnstageVolume(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/csi.v1.Node/NodeUnstageVolume',
+            csi_dot_proto__gen_dot_csi__pb2.NodeUnstageVolumeRequest.SerializeToString,
+            csi_dot_proto__gen_dot_csi__pb2.NodeUnstageVolumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
 
     @staticmethod
     def NodePublishVolume(request,
@@ -563,6 +665,33 @@ class Node:
             '/csi.v1.Node/NodeUnpublishVolume',
             csi_dot_proto__gen_dot_csi__pb2.NodeUnpublishVolumeRequest.SerializeToString,
             csi_dot_proto__gen_dot_csi__pb2.NodeUnpublishVolumeResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def NodeGetVolumeStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/csi.v1.Node/NodeGetVolumeStats',
+            csi_dot_proto__gen_dot_csi__pb2.NodeGetVolumeStatsRequest.SerializeToString,
+            csi_dot_proto__gen_dot_csi__pb2.NodeGetVolumeStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -201,6 +201,7 @@ class Plugin:
         readonly: bool = False,
         mode: int = Mode.SINGLE_NODE_WRITER,
         secrets: dict[str, str] | None = None,
+        staging: str = "",
     ) -> pb.NodePublishVolumeResponse:
         request = pb.NodePublishVolumeRequest(
             volume_id=volume_id,
@@ -209,8 +210,35 @@ class Plugin:
             readonly=readonly,
             volume_context=context,
             secrets=secrets or {},
+            staging_target_path=staging,
         )
         return self._call(self.node.NodePublishVolume, request, 180)
+
+    def stage(
+        self,
+        staging: str,
+        context: dict[str, str],
+        *,
+        volume_id: str = "vol-1",
+        mode: int = Mode.SINGLE_NODE_WRITER,
+        secrets: dict[str, str] | None = None,
+    ) -> pb.NodeStageVolumeResponse:
+        request = pb.NodeStageVolumeRequest(
+            volume_id=volume_id,
+            staging_target_path=staging,
+            volume_capability=capability(mode),
+            volume_context=context,
+            secrets=secrets or {},
+        )
+        return self._call(self.node.NodeStageVolume, request, 180)
+
+    def stats(self, path: str, volume_id: str = "vol-1") -> pb.NodeGetVolumeStatsResponse:
+        request = pb.NodeGetVolumeStatsRequest(volume_id=volume_id, volume_path=path)
+        return self.node.NodeGetVolumeStats(request, timeout=30)
+
+    def unstage(self, staging: str, volume_id: str = "vol-1") -> pb.NodeUnstageVolumeResponse:
+        request = pb.NodeUnstageVolumeRequest(volume_id=volume_id, staging_target_path=staging)
+        return self._call(self.node.NodeUnstageVolume, request, 300)
 
     def unpublish(self, target: str, volume_id: str = "vol-1") -> pb.NodeUnpublishVolumeResponse:
         request = pb.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=target)
@@ -250,9 +278,12 @@ class Plugin:
     def teardown(self) -> None:
         """Unpublish what the plugin recorded, stop it, then clean up anything left (ours only)."""
         if self.proc is not None and self.proc.poll() is None:
-            for p in self.state():
+            for p in sorted(self.state(), key=lambda p: bool(p.get("staged"))):  # targets before their stage
                 with contextlib.suppress(grpc.RpcError):
-                    self.unpublish(p["target_path"], p["volume_id"])
+                    if p.get("staged"):
+                        self.unstage(p["target_path"], p["volume_id"])
+                    else:
+                        self.unpublish(p["target_path"], p["volume_id"])
         leftover_pids = [p.get("pid", 0) for p in self.state()]
         self.stop()
         for pid in leftover_pids:

@@ -67,6 +67,8 @@ def test_node_daemonset_has_registrar_fuse_propagation_and_privileges() -> None:
     assert plugin["securityContext"]["privileged"] is True
     mounts = {m["mountPath"]: m for m in plugin["volumeMounts"]}
     assert mounts["/var/lib/kubelet/pods"]["mountPropagation"] == "Bidirectional"
+    # NodeStageVolume binds staged volumes under the kubelet's staging dir
+    assert mounts["/var/lib/kubelet/plugins/kubernetes.io/csi"]["mountPropagation"] == "Bidirectional"
     assert mounts["/var/lib/datahub-csi"]["mountPropagation"] == "Bidirectional"
     volumes = {v["name"]: v for v in pod_spec(ds)["volumes"]}
     assert volumes[mounts["/dev/fuse"]["name"]]["hostPath"] == {"path": "/dev/fuse", "type": "CharDevice"}

@@ -40,3 +40,45 @@ def test_a_second_operation_on_a_busy_target_is_refused_not_queued(tmp_path) -> 
 )
 def test_errors_become_grpc_codes(error: errors.DatahubError, code: grpc.StatusCode) -> None:
     assert status_of(error) == code
+
+
+def test_a_state_file_written_before_staging_loads_as_targets_with_their_own_process(tmp_path) -> None:
+    """An upgraded plugin must recover what the previous one published (format 1, no stage fields)."""
+    import json
+
+    from csi.state import StateFile
+
+    spec = {"kind": "dataset", "dataset": "imgs", "version": "1", "bucket": "", "prefix": "", "refresh": False,
+            "workspace": "", "commit_to": "", "cache": "read-only", "uid": None, "gid": None, "quota_bytes": 0,
+            "prefetch": None}  # fmt: skip
+    old = {"target_path": "/pods/a/mount", "volume_id": "v", "spec": spec, "readonly": True, "fingerprint": "f",
+           "sources": ["imgs@1"], "subdir": "imgs/v1", "volume_dir": str(tmp_path / "volumes" / "k"),
+           "resolved": "imgs@v1", "pid": 42, "unpublishing": False, "published_at": 1.0,
+           "extra": {"requested_readonly": False}}  # fmt: skip
+    (tmp_path / "published.json").write_text(json.dumps({"format": 1, "published": [old]}))
+    [p] = StateFile(tmp_path / "published.json").load().values()
+    assert p.owns_process and not p.staged and p.staging_path == "" and p.pid == 42
+
+
+def test_a_publish_may_wait_briefly_for_its_stage_but_not_for_a_target(tmp_path) -> None:
+    import threading
+
+    node = NodeService(
+        load_config(env={}, overrides={"home": str(tmp_path / "home")}), tmp_path / "state", "n"
+    )
+    held, release = threading.Event(), threading.Event()
+
+    def bind() -> None:  # another publish holding the stage for its bind
+        with node._target("/stage"):
+            held.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=bind)
+    worker.start()
+    held.wait(10)
+    with pytest.raises(OperationPending), node._target("/stage"):
+        pass
+    threading.Timer(0.2, release.set).start()
+    with node._target("/stage", wait=10):  # got it once the bind was done
+        pass
+    worker.join()

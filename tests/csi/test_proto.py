@@ -31,6 +31,14 @@ SPEC_FIELDS = {
         "volume_capability": 5, "readonly": 6, "secrets": 7, "volume_context": 8,
     },
     "NodeUnpublishVolumeRequest": {"volume_id": 1, "target_path": 2},
+    "NodeStageVolumeRequest": {
+        "volume_id": 1, "publish_context": 2, "staging_target_path": 3, "volume_capability": 4, "secrets": 5,
+        "volume_context": 6,
+    },
+    "NodeUnstageVolumeRequest": {"volume_id": 1, "staging_target_path": 2},
+    "NodeGetVolumeStatsRequest": {"volume_id": 1, "volume_path": 2, "staging_target_path": 3},
+    "NodeGetVolumeStatsResponse": {"usage": 1, "volume_condition": 2},
+    "VolumeUsage": {"available": 1, "total": 2, "used": 3, "unit": 4},
     "NodeGetCapabilitiesResponse": {"capabilities": 1},
     "NodeGetInfoResponse": {"node_id": 1, "max_volumes_per_node": 2, "accessible_topology": 3},
 }  # fmt: skip
@@ -54,7 +62,15 @@ def test_services_and_enums() -> None:
             "ControllerGetCapabilities",
             "ControllerGetVolume",
         ],
-        "csi.v1.Node": ["NodePublishVolume", "NodeUnpublishVolume", "NodeGetCapabilities", "NodeGetInfo"],
+        "csi.v1.Node": [
+            "NodeStageVolume",
+            "NodeUnstageVolume",
+            "NodePublishVolume",
+            "NodeUnpublishVolume",
+            "NodeGetVolumeStats",
+            "NodeGetCapabilities",
+            "NodeGetInfo",
+        ],
     }
     modes = pb.VolumeCapability.AccessMode.Mode
     assert [
@@ -63,3 +79,7 @@ def test_services_and_enums() -> None:
     assert pb.ControllerServiceCapability.RPC.CREATE_DELETE_VOLUME == 1
     assert pb.ControllerServiceCapability.RPC.GET_VOLUME == 12
     assert pb.PluginCapability.Service.CONTROLLER_SERVICE == 1
+    assert pb.NodeServiceCapability.RPC.STAGE_UNSTAGE_VOLUME == 1
+    assert pb.NodeServiceCapability.RPC.GET_VOLUME_STATS == 2
+    assert pb.NodeServiceCapability.RPC.VOLUME_CONDITION == 4
+    assert pb.VolumeUsage.BYTES == 1 and pb.VolumeUsage.INODES == 2

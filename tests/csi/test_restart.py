@@ -131,3 +131,107 @@ def test_restart_adopts_live_mounts_and_forgets_targets_whose_pod_dir_is_gone(
     assert Path(kept, "README").read_bytes() == b"v1\n"
     restarted.unpublish(kept, "kept")
     assert not os.path.exists(kept)
+
+
+def staging(plugin: Plugin, name: str) -> str:
+    path = plugin.root / "plugins" / name / "globalmount"
+    path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def _stage_two_pods(plugin: Plugin) -> tuple[str, list[str], int]:
+    stage, pods = staging(plugin, "shared"), [target(plugin, "pod-a"), target(plugin, "pod-b")]
+    plugin.stage(stage, {"dataset": "imgs", "version": "1"}, volume_id="shared")
+    for pod in pods:
+        plugin.publish(pod, {"dataset": "imgs", "version": "1"}, volume_id="shared", staging=stage)
+    [daemon] = [p["pid"] for p in plugin.state() if p.get("staged")]
+    # the targets are binds: no process of their own
+    assert [p["pid"] for p in plugin.state() if not p.get("staged")] == [0, 0]
+    return stage, pods, daemon
+
+
+def _serves_v1(csi_env: CsiEnv, *paths: str) -> bool:
+    try:
+        return all(Path(p, "train", "a.bin").read_bytes() == csi_env.files[1]["train/a.bin"] for p in paths)
+    except OSError as exc:
+        assert exc.errno in DEAD_DAEMON_ERRNOS | {errno.ENOENT}, exc
+        return False
+
+
+def test_supervisor_repairs_a_killed_staged_daemon_and_every_target_bound_from_it(
+    own_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    own_plugin.check_interval = 0.5
+    plugin = own_plugin.start()
+    stage, pods, daemon = _stage_two_pods(plugin)
+    os.kill(daemon, signal.SIGKILL)
+    wait_until(lambda: _serves_v1(csi_env, stage, *pods), 90, "the stage and both targets serve again")
+    [after] = [p for p in plugin.state() if p.get("staged")]
+    assert after["pid"] not in (0, daemon) and after["resolved"] == "imgs@v1"
+    for pod in pods:
+        plugin.unpublish(pod, "shared")
+    plugin.unstage(stage, "shared")
+
+
+def test_restart_recovers_staged_and_published_volumes(own_plugin: Plugin, csi_env: CsiEnv) -> None:
+    plugin = own_plugin.start()
+    stage, pods, daemon = _stage_two_pods(plugin)
+    plugin.kill9()  # the plugin alone: its staged daemon keeps serving, and is adopted as it is
+    assert _serves_v1(csi_env, *pods)
+    restarted = Plugin(plugin.root, plugin.config_path, check_interval=3600).start()
+    own_plugin.proc, own_plugin.channel = restarted.proc, restarted.channel
+    assert [p["pid"] for p in restarted.state() if p.get("staged")] == [daemon]
+
+    restarted.kill9()  # now the plugin and the staged daemon
+    os.kill(daemon, signal.SIGKILL)
+    wait_until(lambda: not os.path.exists(f"/proc/{daemon}/cmdline") or _zombie(daemon), 30, "daemon gone")
+    assert_enotconn(pods[0])
+    again = Plugin(plugin.root, plugin.config_path, check_interval=3600).start()  # ready after the check
+    own_plugin.proc, own_plugin.channel = again.proc, again.channel
+    assert _serves_v1(csi_env, stage, *pods)
+    assert Path(pods[1], "README").read_bytes() == b"v1\n"
+    [record] = [p for p in again.state() if p.get("staged")]
+    assert record["pid"] not in (0, daemon)
+    assert sorted(p["target_path"] for p in again.state() if p.get("staging_path") == stage) == sorted(pods)
+    # the same requests again are no-ops; unpublishing one pod leaves the other reading
+    again.stage(stage, {"dataset": "imgs", "version": "1"}, volume_id="shared")
+    again.publish(pods[0], {"dataset": "imgs", "version": "1"}, volume_id="shared", staging=stage)
+    again.unpublish(pods[0], "shared")
+    assert Path(pods[1], "val", "c.txt").read_bytes() == b"see\n"
+    again.unpublish(pods[1], "shared")
+    again.unstage(stage, "shared")
+    assert not [p for p in again.state()]
+
+
+def test_volume_stats_show_a_dead_shared_process_on_every_target_until_one_publish_repairs_all(
+    own_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    import grpc
+
+    from csi.proto_gen import csi_pb2 as pb
+
+    plugin = own_plugin.start()  # no supervisor pass after the first: repairs come from republishing
+    stage, pods, daemon = _stage_two_pods(plugin)
+    healthy = plugin.stats(pods[0], "shared")
+    assert not healthy.volume_condition.abnormal and "imgs@v1" in healthy.volume_condition.message
+    assert {u.unit for u in healthy.usage} == {pb.VolumeUsage.BYTES, pb.VolumeUsage.INODES}
+    for path, volume_id in ((pods[0], "other"), (str(plugin.root / "nowhere"), "shared")):
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.stats(path, volume_id)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as err:
+        plugin.stats("", "shared")
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    os.kill(daemon, signal.SIGKILL)
+    wait_until(lambda: not os.path.exists(f"/proc/{daemon}/cmdline") or _zombie(daemon), 30, "daemon gone")
+    for path in (stage, *pods):
+        condition = plugin.stats(path, "shared").volume_condition
+        assert condition.abnormal and "daemon dead" in condition.message, condition.message
+    # the same publish again remounts the stage, and every target of it is bound again at once
+    plugin.publish(pods[0], {"dataset": "imgs", "version": "1"}, volume_id="shared", staging=stage)
+    assert _serves_v1(csi_env, stage, *pods)
+    assert not any(plugin.stats(path, "shared").volume_condition.abnormal for path in (stage, *pods))
+    for pod in pods:
+        plugin.unpublish(pod, "shared")
+    plugin.unstage(stage, "shared")

@@ -31,10 +31,14 @@ def test_plugin_capabilities_and_probe(plugin: Plugin) -> None:
 # --- Node ---------------------------------------------------------------------------------------
 def test_node_info_and_capabilities(plugin: Plugin) -> None:
     assert plugin.node.NodeGetInfo(pb.NodeGetInfoRequest(), timeout=10).node_id == NODE_ID
-    # no STAGE_UNSTAGE_VOLUME: each published target has its own mount process
-    assert (
-        list(plugin.node.NodeGetCapabilities(pb.NodeGetCapabilitiesRequest(), timeout=10).capabilities) == []
-    )
+    # STAGE_UNSTAGE_VOLUME: one mount process per staged volume, bound into every pod publishing it
+    caps = plugin.node.NodeGetCapabilities(pb.NodeGetCapabilitiesRequest(), timeout=10).capabilities
+    rpc_type = pb.NodeServiceCapability.RPC
+    assert [c.rpc.type for c in caps] == [
+        rpc_type.STAGE_UNSTAGE_VOLUME,
+        rpc_type.GET_VOLUME_STATS,
+        rpc_type.VOLUME_CONDITION,
+    ]
 
 
 def test_publish_without_required_fields_is_invalid_argument(plugin: Plugin, csi_env) -> None:
