@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8090)
     s.add_argument("--secure-cookies", action="store_true", help="mark cookies Secure (behind a TLS proxy)")
-    s.set_defaults(func=_serve)
+    s.set_defaults(func=_serve, creates_catalog=True)
 
     s = sub.add_parser("create-user", help="add a user (password from $LABELX_PASSWORD or a prompt)")
     s.add_argument("name")
