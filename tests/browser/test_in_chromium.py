@@ -105,6 +105,14 @@ def test_labelx_pages_share_the_layout_and_pass_the_same_checks(chrome, env):  #
             chrome.wait_for_url(lambda url: not url.endswith("/login"))
             chrome.check("41-labelx-home")
             assert chrome.find("header.topbar .brand").text == "LabelX"
+            # under datahub serve every LabelX page links back to the dataset browser (issue 37 item 7)
+            assert chrome.find("#datasets-link").get_attribute("href") == f"{base}/"
+            # and LabelX's API reference is served from here too, offline (item 1)
+            chrome.driver.get(f"{base}/labelx/api/docs")
+            WebDriverWait(chrome.driver, WAIT).until(lambda d: d.find_elements("css selector", ".opblock"))
+            chrome.settle()
+            chrome.check("42-labelx-api-docs")
+            assert httpx.get(f"{base}/labelx/api/docs").headers["content-security-policy"] == CSP
             assert httpx.get(f"{base}/labelx/login").headers["content-security-policy"] == CSP
             assert httpx.get(f"{base}/").headers["content-security-policy"] == CSP
     finally:

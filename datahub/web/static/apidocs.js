@@ -10,5 +10,7 @@ window.addEventListener("DOMContentLoaded", () => {
     layout: "BaseLayout",
     deepLinking: false,  // a link inside each operation's toggle button is a nested control
     validatorUrl: null,
+    // Swagger UI's server list (an app mounted under a path lists that path) has no label
+    onComplete: () => document.getElementById("servers")?.setAttribute("aria-label", "Server"),
   });
 });
