@@ -29,12 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = sub.add_parser("create-user", help="add a user (password from $LABELX_PASSWORD or a prompt)")
     s.add_argument("name")
     s.add_argument("--role", choices=("annotator", "reviewer", "admin"), default="annotator")
-    s.set_defaults(func=_create_user)
+    s.set_defaults(func=_create_user, creates_catalog=True)  # the first step on a new home
 
     s = sub.add_parser("create-token", help="create an API token for a user (printed once)")
     s.add_argument("name")
     s.add_argument("--description", default="")
-    s.set_defaults(func=_create_token)
+    s.set_defaults(func=_create_token, creates_catalog=True)
 
     s = sub.add_parser("projects", help="list projects with their progress")
     s.set_defaults(func=_projects)
