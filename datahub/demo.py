@@ -5,8 +5,8 @@ What it does, as a list of steps (``STEPS``) that components extend:
 0. listen    — reserve the API port first, so a busy port fails at once (not after setup);
 1. prepare   — the state directory (``./var`` unless --home/--config say otherwise);
 2. sample    — 300 deterministic JPEGs (10 classes x 30) and a manifest labelling them;
-3. import    — import the manifest as dataset ``sample``; a second run finds no change
-               and reuses v1 instead of committing again;
+3. import    — import the manifest as dataset ``sample``, only if it has no version yet:
+               a later run leaves the dataset as it is (never over the user's versions);
 4. mount     — (fuse_adapter.demo_step) mount ``sample@latest`` and run a DataLoader epoch;
 5. serve     — the HTTP API on 127.0.0.1:8080 (local mode: no tokens, loopback only), the
                dataset browser at its root and LabelX under /labelx/.
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datahub.config import Config, load_config
-from datahub.errors import DatahubError, InvalidInput, NotFound
+from datahub.errors import DatahubError, DatasetNotFound, InvalidInput, NotFound, VersionNotFound
 
 DATASET = "sample"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -163,8 +163,25 @@ def generate_sample(demo: Demo) -> None:
 
 
 def import_sample(demo: Demo) -> None:
+    """Import the sample once: only while ``sample`` has no version yet.
+
+    A later run never imports again, since the manifest would be committed over whatever the
+    user made since (a CLI relabel, a LabelX commit) and undo it at ``latest``; it says what
+    is there and how to import again on purpose."""
     from datahub.ingest import import_source
 
+    try:
+        head = demo.catalog.resolve(DATASET, "latest")
+    except (DatasetNotFound, VersionNotFound):
+        head = None
+    if head is not None:
+        manifest = demo.sample_dir / "manifest.jsonl"
+        demo.say(
+            f"[import] {DATASET} exists (latest v{head.seq}, {head.record_count} records): left as it is, "
+            f"not imported again, so your versions stay; to import the sample on purpose: "
+            f"{cli_hint(demo.config)} import {manifest} --to {DATASET}"
+        )
+        return
     report = import_source(
         demo.catalog,
         demo.config,
@@ -216,10 +233,10 @@ def labelx_admin(config: Config) -> Path:
     import secrets
 
     from labelx.auth import hash_password
-    from labelx.deps import labelx_db_path
+    from labelx.deps import demo_password_path, labelx_db_path
     from labelx.store import LabelStore
 
-    secret = config.home_path / "labelx-admin-password"
+    secret = demo_password_path(config)
     if not secret.exists():
         fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:

@@ -257,6 +257,7 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         daemon.write_record(home, record)
         log.info("mounted %s at %s", info.source, mountpoint)
         daemon.signal_ready(args.ready_fd)
+        say_foreground(args, mountpoint)
 
     source.watch_requests(request_counter())  # warm-up sees readers the page cache serves
     ops = ReadOnlyOps(
@@ -299,6 +300,19 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
                 pt["backing_ids_closed"],
             )
     return 0
+
+
+def say_foreground(args: argparse.Namespace, mountpoint: str) -> None:
+    """A mount started by hand in the foreground says that it holds the shell, and how it ends
+    (a user following a tour otherwise waits for a prompt that never comes). A daemon started
+    by ``--background`` or the CSI plugin (``--ready-fd``) writes to its log only."""
+    if args.ready_fd is None:
+        print(
+            f"mounted at {mountpoint}; this command runs until `datahub umount {mountpoint}` or Ctrl-C "
+            "(--background returns once mounted)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 C_HITS_EVERY = 1.0  # seconds between reports of opens answered in C to the cache
@@ -471,6 +485,7 @@ def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str)
         daemon.write_record(home, record)
         log.info("mounted workspace %s at %s", args.workspace, mountpoint)
         daemon.signal_ready(args.ready_fd)
+        say_foreground(args, mountpoint)
         became_ready.set()
 
     def stop() -> None:

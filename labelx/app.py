@@ -23,9 +23,10 @@ from datahub.api.errors import http_error_headers
 from datahub.config import Config
 from datahub.errors import DatahubError, InvalidInput, PayloadTooLarge, Unauthenticated
 from datahub.web import security_headers
+from datahub.web.apidocs import add_api_docs
 from labelx import pages, routes
 from labelx.deps import LabelX, labelx_db_path
-from labelx.models import ERRORS
+from labelx.models import ERRORS, PATTERN_RULES
 
 HERE = Path(__file__).parent
 __all__ = ["create_labelx_app", "labelx_db_path"]
@@ -33,6 +34,17 @@ __all__ = ["create_labelx_app", "labelx_db_path"]
 
 # Framework errors by status, in the codes the API documents (issue 24 item 1: not "http_error").
 _HTTP_CODES = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
+
+
+def invalid_reason(error: dict[str, Any]) -> str:
+    """What is wrong with one value, in the words of the rule it broke: a pattern is named by
+    its rule (``PATTERN_RULES``), never shown as a regular expression a user must decode."""
+    if error.get("type") == "string_pattern_mismatch":
+        rule = PATTERN_RULES.get(
+            (error.get("ctx") or {}).get("pattern", ""), "does not have the expected form"
+        )
+        return f"{error.get('input')!r}: {rule}"
+    return error.get("msg", "does not match the schema")
 
 
 def create_labelx_app(
@@ -76,10 +88,12 @@ def create_labelx_app(
     app = FastAPI(
         title="LabelX",
         lifespan=lifespan,
-        docs_url="/api/docs",
+        docs_url=None,  # FastAPI's page loads Swagger UI from a CDN: served from here instead
+        redoc_url=None,
         openapi_url="/api/openapi.json",
         responses=ERRORS,
     )
+    add_api_docs(app, title="LabelX", docs_url="/api/docs", openapi_url=app.openapi_url)
     app.state.labelx = lx
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
@@ -96,7 +110,7 @@ def create_labelx_app(
         errors = exc.errors()
         first = errors[0] if errors else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
-        err = InvalidInput(f"invalid request: {where}: {first.get('msg', 'does not match the schema')}")
+        err = InvalidInput(f"invalid request: {where}: {invalid_reason(first)}")
         return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
 
     @app.exception_handler(StarletteHTTPException)

@@ -40,6 +40,12 @@ class LabelX:
         self.max_body = config.api.max_body_bytes
 
 
+def demo_password_path(config: Config) -> Path:
+    """Where ``make run`` keeps the first admin's random password (0600, under the home): the
+    login page names it while it exists, so a new user of the demo is never stuck at the form."""
+    return config.home_path / "labelx-admin-password"
+
+
 def get_labelx(request: Request) -> LabelX:
     return request.app.state.labelx
 

@@ -24,17 +24,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8090)
     s.add_argument("--secure-cookies", action="store_true", help="mark cookies Secure (behind a TLS proxy)")
-    s.set_defaults(func=_serve)
+    s.set_defaults(func=_serve, creates_catalog=True)
 
     s = sub.add_parser("create-user", help="add a user (password from $LABELX_PASSWORD or a prompt)")
     s.add_argument("name")
     s.add_argument("--role", choices=("annotator", "reviewer", "admin"), default="annotator")
-    s.set_defaults(func=_create_user)
+    s.set_defaults(func=_create_user, creates_catalog=True)  # the first step on a new home
 
     s = sub.add_parser("create-token", help="create an API token for a user (printed once)")
     s.add_argument("name")
     s.add_argument("--description", default="")
-    s.set_defaults(func=_create_token)
+    s.set_defaults(func=_create_token, creates_catalog=True)
 
     s = sub.add_parser("projects", help="list projects with their progress")
     s.set_defaults(func=_projects)

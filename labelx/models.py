@@ -11,25 +11,30 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
+from datahub.api.schemas import whole_number  # JSON Schema's integer, as the datahub API takes it
 from datahub.validation import NAME_PATTERN, REF_PATTERN
 from labelx.auth import MIN_PASSWORD
 from labelx.service import MAX_TASK_SIZE
 
-
-def _whole(value: Any) -> Any:
-    """JSON Schema's "integer" admits 3.0: take it as 3 (3.5, "3" and true stay refused)."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 # a strict integer that fits a SQLite INTEGER (larger ones are bad input, not an overflow) and is
 # exact as a JSON Schema number (a double), so a schema-valid value is always one the server takes
 MAX_INT = 2**53 - 1
-StrictInt = Annotated[int, Field(strict=True, ge=-MAX_INT, le=MAX_INT), BeforeValidator(_whole)]
+StrictInt = Annotated[int, Field(strict=True, ge=-MAX_INT, le=MAX_INT), BeforeValidator(whole_number)]
 # some character that str.strip() keeps (Python's whitespace, which counts \x1c-\x1f too)
 NOT_BLANK = "[^\\t-\\r\\x1c- \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
 Role = Literal["annotator", "reviewer", "admin"]  # labelx.entities.ROLES (a test keeps them equal)
 # user, project and dataset names: the server's check_name rule, in the schema
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
+
+# each pattern of a request field, in words (a refused value is reported with these, app.py)
+PATTERN_RULES = {
+    NAME_PATTERN: "use 1-63 characters from a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
+    REF_PATTERN: "use a version number (3 or v3), latest, or a tag",
+    NOT_BLANK: "must not be blank",
+    "^#[0-9a-fA-F]{6}$": "use a colour as #rrggbb (six hexadecimal digits)",
+    "^[0-9A-Za-z]$": "use one letter or digit",
+    "^[A-Za-z_][A-Za-z0-9_]{0,62}$": "use 1-63 characters from A-Z, a-z, 0-9 and '_', not starting with a digit",
+}
 
 # --- requests ------------------------------------------------------------------------------------
 
@@ -84,7 +89,7 @@ class ProjectCreate(BaseModel):
         None, description="record filter, as in `datahub ls --where` (its grammar is checked by the server)"
     )
     schema_: LabelSchemaSpec = Field(alias="schema", description="the label schema")
-    task_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TASK_SIZE), BeforeValidator(_whole)] = 50
+    task_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TASK_SIZE), BeforeValidator(whole_number)] = 50
     annotators: list[Name] | None = None
     assign: Literal["round-robin", "claim"] = "round-robin"
 

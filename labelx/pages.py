@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from datahub.errors import Unauthenticated
 from datahub.web import Pages
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
-from labelx.deps import LX, RowId, Who, get_labelx
+from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
 from labelx.service import project_json
 
 PAGES = Pages(Path(__file__).parent / "templates", {"app_name": "LabelX"})
@@ -66,7 +66,15 @@ def _page(template: str, title: str, request: Request, who: Principal, **boot: A
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, error: str = "") -> HTMLResponse:
     token = secrets.token_urlsafe(24)
-    resp = _render("login.html", request, title="Log in", csrf=token, error=error)
+    demo_password = demo_password_path(get_labelx(request).config)
+    resp = _render(
+        "login.html",
+        request,
+        title="Log in",
+        csrf=token,
+        error=error,
+        demo_password=str(demo_password) if demo_password.exists() else "",
+    )
     resp.set_cookie(
         LOGIN_CSRF_COOKIE,
         token,

@@ -26,6 +26,7 @@ from datahub.api.metrics import MetricsMiddleware, RequestMetrics
 from datahub.api.routes import ROUTERS
 from datahub.api.schemas import CommitCreate, ErrorBody
 from datahub.config import Config
+from datahub.web.apidocs import add_api_docs
 
 DESCRIPTION = """Versioned datasets over object storage.
 
@@ -33,8 +34,9 @@ Authentication: `Authorization: Bearer <token>` (create one with `datahub token 
 unless the server runs in local mode (loopback only). Errors always have the shape
 `{"error": {"code", "message", "details"}}`; see docs/api.md for the codes.
 
-Request bodies are typed strictly: an `integer` is a JSON integer literal (`7`; never `7.0`,
-`"7"` or `true`), a `string` is never a number, and unknown fields are refused (422)."""
+Request bodies are typed strictly: an `integer` is a whole JSON number (`7`, or `7.0` as JSON
+Schema counts it; never `7.5`, `"7"` or `true`), a `string` is never a number, and unknown
+fields are refused (422)."""
 
 _ERRORS = {
     status: {"model": ErrorBody, "description": text}
@@ -70,7 +72,10 @@ def create_app(config: Config, *, catalog=None, stores=None, cache=None, tasks=N
         description=DESCRIPTION,
         lifespan=lifespan,
         responses=_ERRORS,
+        docs_url=None,  # FastAPI's pages load Swagger UI from a CDN: served from here instead
+        redoc_url=None,
     )
+    add_api_docs(app, title="datahub", docs_url="/docs", openapi_url=app.openapi_url)
     app.state.services = services
     app.state.metrics = RequestMetrics()
     install_error_handlers(app)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from datahub.api.schemas import KEY_SHAPE, NAME_SHAPE, RequestModel, Role
+from datahub.api.schemas import KEY_SHAPE, NAME_SHAPE, RequestModel, Role, Whole
 from datahub.validation import MAX_SEQ
 
 
@@ -30,18 +30,18 @@ class HeadPublic(BaseModel):
 
 
 class TagTarget(RequestModel):
-    seq: int = Field(ge=1, le=MAX_SEQ)
+    seq: Whole = Field(ge=1, le=MAX_SEQ)
 
 
 class RecordsGet(RequestModel):
-    seq: int = Field(ge=1, le=MAX_SEQ)
+    seq: Whole = Field(ge=1, le=MAX_SEQ)
     keys: list[str] = Field(max_length=10000, json_schema_extra={"items": KEY_SHAPE})
 
 
 class CommitHeader(RequestModel):
     """The first NDJSON line of a remote commit; each further line is one change (ChangeIn)."""
 
-    base: int = Field(ge=0, le=MAX_SEQ)
+    base: Whole = Field(ge=0, le=MAX_SEQ)
     message: str = Field("", max_length=4096)
     author: str = Field("", max_length=256, description="kept only from admins; others commit as themselves")
     lineage: dict[str, Any] | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from datahub.catalog import model
 from datahub.validation import (
@@ -46,12 +46,24 @@ Principal = Annotated[str, WithJsonSchema(_PRINCIPAL)]
 Json = dict[str, Any]
 
 
+def whole_number(value: Any) -> Any:
+    """A float with no fraction is the integer it equals (``7.0`` is 7); anything else is left
+    for the strict check to refuse (``7.5``, ``"7"``, ``true``)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# A request's integer: what JSON Schema's ``integer`` admits, so the schema and the server say
+# the same thing (issue 37 item 8: ``"size": 201.0`` was schema-valid and refused); nothing
+# lossy is ever taken: 7.5 stays a 422, as do ``"7"`` and ``true``.
+Whole = Annotated[int, BeforeValidator(whole_number)]
+
+
 class RequestModel(BaseModel):
     """Base of every request body model: unknown fields are refused, and types are strict
-    (issue 24 item 6): an integer is a JSON integer, never ``true``, ``"7"`` or ``7.0``, which
-    lax parsing would have stored as 1, 7 and 7; a string is never a number. The OpenAPI's
-    ``integer`` / ``string`` types say the same (``7.0`` aside, which JSON Schema counts as an
-    integer; the API description says so)."""
+    (issue 24 item 6): an integer (``Whole``) is a whole JSON number, never ``true``, ``"7"``
+    or ``7.5``, which lax parsing would have stored as 1, 7 and 7; a string is never a number.
+    The OpenAPI's ``integer`` / ``string`` types say exactly the same (JSON Schema counts
+    ``7.0`` as an integer, and so does the server)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -130,7 +142,7 @@ class VersionPublic(BaseModel):
 
 
 class TagSet(RequestModel):
-    ref: int | str = Field(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)
+    ref: Whole | str = Field(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)
 
 
 class DeriveCreate(RequestModel):
@@ -151,7 +163,7 @@ class RecordIn(RequestModel):
         json_schema_extra={"pattern": RECORD_URL_PATTERN},
     )
     etag: str = Field(json_schema_extra={"minLength": 1, "pattern": "\\S"})
-    size: int = Field(ge=0, json_schema_extra={"maximum": MAX_SIZE})  # larger: 400 from the catalog
+    size: Whole = Field(ge=0, json_schema_extra={"maximum": MAX_SIZE})  # larger: 400 from the catalog
     checksum: str = ""
     meta: Json = Field(default_factory=dict, description=_JSON_FIELD)
     labels: Json = Field(default_factory=dict, description=_JSON_FIELD)
@@ -206,7 +218,7 @@ ChangeIn = Annotated[PutChange | DeleteChange | PatchChange, Field(discriminator
 
 
 class CommitCreate(RequestModel):
-    base: int | None = Field(
+    base: Whole | None = Field(
         None,
         ge=0,
         description="version the changes apply to (null: head)",

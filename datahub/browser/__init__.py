@@ -11,10 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from datahub.browser.pages import Browser, router
+from datahub.browser.pages import Browser, error_page, router
+from datahub.web import security_headers
 from datahub.web.images import ImageSource
 
 STATIC = Path(__file__).parent / "static"
@@ -29,6 +31,21 @@ def mount_browser(app: FastAPI, *, cache: Any = None, stores: Any = None, labelx
     app.state.browser = browser = Browser(services, images, labelx=labelx)
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=STATIC), name="browser-static")
+    api_errors = app.exception_handlers[StarletteHTTPException]
+
+    async def not_found(request: Request, exc: StarletteHTTPException) -> Response:
+        """A page nobody serves, asked for by a browser, is the browser's error page; a script
+        (no ``text/html`` in Accept) and every path under ``/v1/`` keep the API's JSON."""
+        wants_page = "text/html" in request.headers.get("accept", "")
+        if exc.status_code == 404 and wants_page and not request.url.path.startswith("/v1/"):
+            response = error_page(
+                request, 404, "not_found", f"no page at {request.url.path}: start from the datasets at /"
+            )
+            response.headers.update(security_headers())
+            return response
+        return await api_errors(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, not_found)
     return browser
 
 

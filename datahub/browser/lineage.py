@@ -34,21 +34,22 @@ def _ref(text: Any) -> tuple[str, int] | None:
 
 
 def origin(lineage: Mapping[str, Any]) -> Origin:
-    """The one reading of every producer's lineage shape."""
+    """The one reading of every producer's lineage shape. ``detail`` follows ``kind`` on the
+    page ("import /data/pets", "labelx from pets@v2 project review"), so it never repeats it."""
     if "derived_from" in lineage:
         return Origin("derive", _ref(lineage["derived_from"]), f"where {lineage.get('filter', '')}")
     if lineage.get("source") == "labelx":
-        return Origin("labelx", _ref(lineage.get("from")), f"LabelX project {lineage.get('project', '')}")
+        return Origin("labelx", _ref(lineage.get("from")), f"project {lineage.get('project', '')}")
     if lineage.get("kind") == "pack":
         seq = lineage.get("source_version")
         source = (str(lineage.get("source_dataset")), seq) if isinstance(seq, int) else None
-        return Origin("pack", source, f"pack {_spec(lineage.get('params'))}")
+        return Origin("pack", source, _spec(lineage.get("params")))
     if isinstance(lineage.get("import"), Mapping):
-        return Origin("import", None, f"import {lineage['import'].get('source', '')}")
+        return Origin("import", None, str(lineage["import"].get("source", "")))
     if "workspace" in lineage:
-        return Origin("workspace", None, f"workspace {lineage['workspace']}")
+        return Origin("workspace", None, str(lineage["workspace"]))
     if "snapshot_of" in lineage:
-        return Origin("snapshot", None, f"snapshot of {lineage['snapshot_of']}")
+        return Origin("snapshot", None, f"of {lineage['snapshot_of']}")
     return Origin("commit", None, "")
 
 

@@ -313,7 +313,7 @@ def _snippets(name: str, version: Version, prefix: str, filter: str) -> list[tup
     where = f", where={filter!r}" if filter else ""
     pfx = f", prefix={prefix!r}" if prefix else ""
     return [
-        ("Mount it", f"datahub mount /mnt/{name} {ref}"),
+        ("Mount it", f"mkdir -p /mnt/{name} && datahub mount --background /mnt/{name} {ref}"),
         ("fsspec URL", url),
         (
             "PyTorch",

@@ -79,6 +79,23 @@ class PrefetchReport:
             "budget_reached": self.budget_reached,
         }
 
+    def __str__(self) -> str:
+        """One line for a person (the CLI, a mount's log), never the dataclass's repr."""
+        mib = self.bytes_fetched / 2**20
+        line = (
+            f"{self.objects} objects: {self.pages_fetched} pages fetched ({mib:.1f} MiB), "
+            f"{self.pages_cached} already cached, {self.failed} failed"
+        )
+        if self.budget_reached:
+            line += "; stopped: the cache is full (the rest was not warmed)"
+        if self.cancelled:
+            line += "; cancelled"
+        return line
+
+    def error_lines(self) -> list[str]:
+        """Each failed object and why, one a line (the first MAX_REPORTED_FAILURES)."""
+        return [f"  {url}: {error}" for url, error in self.errors]
+
 
 @dataclass(frozen=True)
 class WarmUnit:

@@ -89,6 +89,19 @@ def _check_numeric(field: str, op: str, values: tuple[Any, ...], item: str) -> N
         )
 
 
+def _check_no_doubled_operator(field: str, op: str, raw: str, item: str) -> None:
+    """``labels.class==cat`` reads as ``=`` with the value ``=cat``, which matches nothing, and
+    silently. A bare value starting with ``=`` is refused with the syntax; one that really
+    starts with ``=`` is written as a JSON string (``labels.class="=cat"``)."""
+    if any(v.strip().startswith("=") for v in raw.split("|")):
+        shown = raw.strip().lstrip("=").strip() or "VALUE"
+        raise InvalidInput(
+            f"invalid filter term {item!r}: {op}= is not an operator; write {field}{op}{shown} "
+            f"(operators: = != > >= < <= ?; a value that starts with '=' is quoted: {field}{op}\"={shown}\")",
+            term=item,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class RecordFilter:
     terms: tuple[Term, ...]
@@ -114,6 +127,7 @@ class RecordFilter:
                     term=item,
                 )
             op, raw = m["op"], m["value"]
+            _check_no_doubled_operator(m["field"], op, raw, item)
             if op == "?":
                 values: tuple[Any, ...] = ()
             elif op in ("=", "!="):

@@ -69,7 +69,10 @@ def _warm(ctx: CliContext, name: str, version, prefix: str, label: str) -> int:
     cancel = threading.Event()
     with ctx.progress(total, label) as progress:
         report = cache.prefetch((r.ref for r in records), progress=progress, cancel=cancel)
-    ctx.emit(report.as_dict() | {"version": f"{name}@v{version.seq}"})
+    ctx.emit(
+        report.as_dict() | {"version": f"{name}@v{version.seq}"},
+        text="\n".join([f"{label}: {report}", *report.error_lines()]),
+    )
     return 1 if report.failed else 0
 
 

@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--acl", action="append", default=[], metavar="PRINCIPAL=ROLE", help="grant a role (repeat)"
     )
-    c.set_defaults(func=create)
+    c.set_defaults(func=create, creates_catalog=True)
 
     ls = dsub.add_parser("list", help="all datasets")
     ls.set_defaults(func=list_)

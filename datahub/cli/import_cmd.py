@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--copy", action="store_true", help="copy bytes under the datahub-managed prefix")
     p.add_argument("-m", "--message", default="")
     p.add_argument("--author", default=None, help="default: the current user")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, creates_catalog=True)
 
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:

@@ -11,7 +11,7 @@ from datahub.console.context import CliContext
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("init", help="create the catalog and object directory (idempotent)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, creates_catalog=True)
 
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:

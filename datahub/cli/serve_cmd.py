@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="serve from N processes on one socket (default 1; about one per core; see docs/api.md)",
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, creates_catalog=True)
 
 
 def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True) -> tuple[Any, Any]:

@@ -15,7 +15,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--principal", required=True, help="who the token acts as (used in dataset access lists)")
     c.add_argument("--admin", action="store_true", help="global admin: every role on every dataset")
     c.add_argument("--description", default="")
-    c.set_defaults(func=create)
+    c.set_defaults(func=create, creates_catalog=True)
     r = tsub.add_parser("revoke", help="revoke a token by its secret or its id")
     r.add_argument("token", help="the secret (dh_…) or the id printed by 'token create'")
     r.set_defaults(func=revoke)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from datahub.api.schemas import diff_public, record_public, version_public
 from datahub.console.context import CliContext, author_or_default, shown
-from datahub.validation import check_name
+from datahub.errors import Conflict, VersionNotFound
+from datahub.validation import check_name, check_tag
 
 LOG_COLUMNS = (
     "seq",
@@ -61,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("tag")
     p.add_argument("ref", nargs="?", default="latest")
     p.add_argument("--delete", action="store_true", help="remove the tag")
+    p.add_argument(
+        "--force", action="store_true", help="move a tag that already names another version (as git tag -f)"
+    )
     p.set_defaults(func=tag)
 
     p = sub.add_parser("export", help="a whole version as NDJSON (one record per line)")
@@ -120,10 +124,26 @@ def tag(args: argparse.Namespace, ctx: CliContext) -> int:
             {"dataset": args.dataset, "untagged": args.tag}, text=f"removed tag {args.tag} of {args.dataset}"
         )
         return 0
-    version = ctx.catalog.tag(args.dataset, args.tag, args.ref)
+    catalog = ctx.catalog
+    check_tag(args.tag)
+    target = catalog.resolve(args.dataset, args.ref)
+    try:
+        before: int | None = catalog.resolve(args.dataset, args.tag).seq
+    except VersionNotFound:
+        before = None
+    if before is not None and before != target.seq and not args.force:
+        # a tag names what someone trained or evaluated on: moving it is said, never silent
+        raise Conflict(
+            f"tag {args.tag} of {args.dataset} already names v{before}; to move it to v{target.seq}: "
+            f"datahub tag {args.dataset} {args.tag} {args.ref} --force",
+            dataset=args.dataset,
+            tag=args.tag,
+        )
+    version = catalog.tag(args.dataset, args.tag, target.seq)
+    moved = f" (moved from v{before})" if before is not None and before != version.seq else ""
     ctx.emit(
-        version_public(version).model_dump(mode="json"),
-        text=f"{args.dataset}@{args.tag} -> v{version.seq}",
+        {**version_public(version).model_dump(mode="json"), "previous": before},
+        text=f"{args.dataset}@{args.tag} -> v{version.seq}{moved}",
     )
     return 0
 

@@ -15,10 +15,11 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from datahub.config import Config, load_config
-from datahub.errors import DatahubError
+from datahub.errors import DatahubError, NotFound
 from datahub.validation import visible
 
 
@@ -26,6 +27,9 @@ from datahub.validation import visible
 class CliContext:
     config: Config
     json_output: bool = False
+    # commands that make a catalog where none is (init, import, serve, dataset/token create):
+    # every other command only reads one, and a home without it is a mistake to report
+    creates_catalog: bool = True
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
     _closers: list[Callable[[], None]] = field(default_factory=list)
@@ -38,7 +42,11 @@ class CliContext:
             overrides["home"] = args.home
         if getattr(args, "catalog", None):
             overrides["catalog_url"] = args.catalog
-        return cls(load_config(getattr(args, "config", None), overrides=overrides), json_output=args.json)
+        return cls(
+            load_config(getattr(args, "config", None), overrides=overrides),
+            json_output=args.json,
+            creates_catalog=getattr(args, "creates_catalog", False),
+        )
 
     # --- services ------------------------------------------------------------------------------
     def service(
@@ -57,7 +65,23 @@ class CliContext:
     def catalog(self):  # -> datahub.catalog.Catalog
         from datahub.catalog import open_catalog
 
-        return self.service("catalog", lambda: open_catalog(self.config.resolved_catalog_url))
+        return self.service("catalog", lambda: open_catalog(self.existing_catalog_url()))
+
+    def existing_catalog_url(self) -> str:
+        """The catalog URL, checked first for a command that only reads a catalog: an SQLite
+        file that is not there is an error naming where it was looked for, instead of a new
+        empty catalog (and the whole ``--home`` tree) made by ``datahub dataset list``."""
+        url = self.config.resolved_catalog_url
+        if self.creates_catalog or not url.startswith("sqlite:///"):
+            return url
+        path = Path(url[len("sqlite:///") :])
+        if not path.exists():
+            raise NotFound(
+                f"no catalog at {path} (home {self.config.home_path}): this command reads an existing "
+                "catalog; point at yours with --home DIR (the directory holding catalog.db), --catalog URL, "
+                f"$DATAHUB_HOME or datahub.toml, or create one there with `datahub --home {self.config.home_path} init`"
+            )
+        return url
 
     @property
     def stores(self):  # -> datahub.storage.StoreRegistry

@@ -113,7 +113,9 @@ class LocalStore(ObjectStore):
     @contextlib.contextmanager
     def _errors(self, key: str, writing: bool = False) -> Iterator[None]:
         """The one place OS errors become datahub errors for this backend."""
-        where = f"object {key!r} in {self.root_url}"
+        # the file's whole path, from its leading / (a store rooted at file:/// would otherwise
+        # name the key alone: 'tmp/x/a.jpg' for /tmp/x/a.jpg)
+        where = f"object {key!r} in {self.root_url} (file {os.path.join(self._root_str, key)})"
         try:
             yield
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError) as exc:

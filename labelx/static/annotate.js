@@ -395,6 +395,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("skip").onclick = () => change(null, { skip: true, advance: true });
   $("undo").onclick = undo;
   $("submit").onclick = submitTask;
-  window.addEventListener("resize", fitImage);
+  new ResizeObserver(fitImage).observe($("stage"));  // the window, or a banner shown above it
   load().catch(e => banner(e.message, true));
 });

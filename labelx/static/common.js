@@ -118,11 +118,20 @@ function columnChart(container, points, color = "#3b5bdb") {
   const max = Math.max(1, ...points.map(p => p.value));
   const bw = W / points.length;
   const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
+  // a text centred on a bar near either edge would be cut by the chart's box (".6:00"):
+  // there it starts at the bar's left edge, or ends at its right edge
+  const EDGE = 24;
+  const place = i => {
+    const mid = i * bw + bw / 2;
+    if (mid < EDGE) return { x: i * bw, "text-anchor": "start" };
+    if (mid > W - EDGE) return { x: (i + 1) * bw, "text-anchor": "end" };
+    return { x: mid, "text-anchor": "middle" };
+  };
   points.forEach((p, i) => {
     const h = (H - bottom - top) * p.value / max;
     s.append(svg("rect", { x: i * bw + 2, y: H - bottom - h, width: bw - 4, height: h, rx: 2, fill: color }, svg("title", {}, `${p.label}: ${p.value}`)));
-    if (p.value) s.append(svg("text", { x: i * bw + bw / 2, y: H - bottom - h - 3, "text-anchor": "middle" }, String(p.value)));
-    if (i % 3 === 0) s.append(svg("text", { x: i * bw + bw / 2, y: H - 6, "text-anchor": "middle" }, p.label));
+    if (p.value) s.append(svg("text", { ...place(i), y: H - bottom - h - 3, class: "value" }, String(p.value)));
+    if (i % 3 === 0) s.append(svg("text", { ...place(i), y: H - 6, class: "axis" }, p.label));
   });
   container.append(s);
 }
@@ -137,3 +146,6 @@ document.addEventListener("DOMContentLoaded", () => {
     try { await api("POST", "/logout"); } finally { location.href = BASE + "/login"; }
   });
 });
+
+/** "1 record", "2 records": a count with its noun in the right number. */
+function counted(n, noun, nouns = noun + "s") { return `${n} ${n === 1 ? noun : nouns}`; }

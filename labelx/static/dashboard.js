@@ -72,7 +72,7 @@ async function commit(ev) {
   msg.className = "msg"; msg.textContent = "Committing…";
   try {
     const v = await api("POST", `/api/projects/${P.id}/commit`, { to_dataset: f.get("to_dataset") || null, message: f.get("message") });
-    msg.className = "msg ok"; msg.textContent = `Committed ${v.dataset}@v${v.seq} (${v.modified} records changed).`;
+    msg.className = "msg ok"; msg.textContent = `Committed ${v.dataset}@v${v.seq} (${counted(v.modified, "record")} changed).`;
     msg.dataset.version = `${v.dataset}@v${v.seq}`;
     refresh();
   } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }

@@ -10,7 +10,7 @@ async function load() {
 }
 
 function card(it, i) {
-  const reject = el("input", { placeholder: "reason to reject", "data-comment": it.id, onkeydown: ev => {
+  const reject = el("input", { placeholder: "reason to reject", "aria-label": `reason to reject ${it.key}`, "data-comment": it.id, onkeydown: ev => {
     if (ev.key === "Enter") { ev.preventDefault(); decide(i, false, ev.target.value); }
     if (ev.key === "Escape") ev.target.blur();
   } });
@@ -70,7 +70,19 @@ document.addEventListener("keydown", ev => {
 document.addEventListener("DOMContentLoaded", () => {
   crumbs({ text: "Projects", href: "/" }, { text: P.name, href: `/projects/${P.id}` }, { text: "Review" });
   document.getElementById("title").textContent = `Review · ${P.name}`;
-  document.getElementById("accept-all").addEventListener("click", async () => {
+  // accepting every card at once cannot be taken back here: it asks first, naming how many
+  const all = document.getElementById("accept-all"), ask = document.getElementById("accept-all-confirm");
+  const asking = on => { all.hidden = on; ask.hidden = !on; };
+  all.addEventListener("click", () => {
+    const open = R.items.filter(i => !i.decided).length;
+    if (!open) return;
+    document.getElementById("accept-all-question").textContent = `Accept ${counted(open, "item")} as labelled?`;
+    asking(true);
+    document.getElementById("accept-all-no").focus();
+  });
+  document.getElementById("accept-all-no").addEventListener("click", () => { asking(false); all.focus(); });
+  document.getElementById("accept-all-yes").addEventListener("click", async () => {
+    asking(false);
     for (let i = 0; i < R.items.length; i++) if (!R.items[i].decided) await decide(i, true);
   });
   load().catch(e => document.getElementById("queue").replaceChildren(el("p.msg.err", {}, e.message)));

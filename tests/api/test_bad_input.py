@@ -94,6 +94,9 @@ def test_schema_violation_is_422_in_the_same_shape(api: Api):
 def test_invalid_filter_cursor_and_prefix_are_400(api: Api):
     base = "/v1/datasets/pets/versions/1/records"
     assert "invalid filter term" in error(api.get(base, params={"filter": "color~red"}), 400)["message"]
+    # issue 37 item 5: a doubled '=' was the value "=cat", matching nothing with 200
+    doubled = error(api.get(base, params={"filter": "labels.class==cat"}), 400)["message"]
+    assert "'labels.class==cat'" in doubled and "write labels.class=cat" in doubled
     assert "invalid cursor" in error(api.get(base, params={"cursor": "%%%"}), 400)["message"]
     assert error(api.get(base, params={"prefix": "../x"}), 400)["code"] == "invalid_key"
 

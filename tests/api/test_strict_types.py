@@ -1,6 +1,7 @@
-"""Strict types at the boundary (issue 24 item 6): ``"size": false`` / ``true`` / ``"7"`` / ``7.0``
+"""Strict types at the boundary (issue 24 item 6): ``"size": false`` / ``true`` / ``"7"`` / ``7.5``
 and the like were accepted and stored as 0, 1, 7 and 7. Every request model now refuses a
-value of the wrong JSON type with the usual 422, and nothing is written."""
+value of the wrong JSON type with the usual 422, and nothing is written. A whole number written
+``7.0`` is an integer, as JSON Schema says (issue 37 item 8): taken as 7, never anything lossy."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from datahub.api.schemas import RequestModel
 from tests.api.conftest import Api
 from tests.api.test_bad_input import error
 
-WRONG_INTEGERS = [False, True, "7", 7.0, 7.5, None]
+WRONG_INTEGERS = [False, True, "7", 7.5, 201.25, None]
 
 
 def put(size: object) -> dict:
@@ -26,7 +27,7 @@ def test_a_size_of_the_wrong_type_is_422_and_nothing_is_written(api: Api, size):
     assert api.post("/v1/datasets/pets/commits", json=put(7)).status_code == 201
 
 
-@pytest.mark.parametrize("base", [False, True, "1", 1.0])
+@pytest.mark.parametrize("base", [False, True, "1", 1.5])
 def test_a_commit_base_of_the_wrong_type_is_422(api: Api, base):
     body = {"base": base, "changes": [{"op": "delete", "key": "img/000.jpg"}]}
     assert error(api.post("/v1/datasets/pets/commits", json=body), 422)["code"] == "validation_error"
@@ -37,7 +38,7 @@ def test_a_commit_base_of_the_wrong_type_is_422(api: Api, base):
     ("method", "path", "body"),
     [
         ("PUT", "/v1/datasets/pets/tags/best", {"ref": True}),
-        ("PUT", "/v1/datasets/pets/tags/best", {"ref": 1.0}),
+        ("PUT", "/v1/datasets/pets/tags/best", {"ref": 1.5}),
         ("POST", "/v1/datasets", {"name": "typed", "description": 7}),
         ("PATCH", "/v1/datasets/pets", {"description": False}),
         ("POST", "/v1/datasets/pets/versions/1/derive", {"where": "labels.class=cat", "message": 1}),
@@ -48,7 +49,7 @@ def test_a_commit_base_of_the_wrong_type_is_422(api: Api, base):
         ),
         ("PUT", "/v1/remote/datasets/pets/tags/best", {"seq": "1"}),
         ("PUT", "/v1/remote/datasets/pets/tags/best", {"seq": True}),
-        ("POST", "/v1/remote/datasets/pets/records/get", {"seq": 1.0, "keys": ["img/000.jpg"]}),
+        ("POST", "/v1/remote/datasets/pets/records/get", {"seq": 1.5, "keys": ["img/000.jpg"]}),
         ("PUT", "/v1/tasks/jobs/j1", {"payloads": [{}], "meta": {}, "extra": 1}),
         ("POST", "/v1/tasks/jobs/j1/claim", {"worker": "w", "lease_seconds": "5"}),
         ("POST", "/v1/tasks/jobs/j1/claim", {"worker": "w", "lease_seconds": True}),
@@ -93,4 +94,35 @@ def test_every_request_model_is_strict():
 def test_the_openapi_says_integers_are_integers(api: Api):
     doc = api.get("/openapi.json").json()
     assert doc["components"]["schemas"]["RecordIn"]["properties"]["size"]["type"] == "integer"
-    assert "never `7.0`" in doc["info"]["description"]
+    assert "`7.0` as JSON" in doc["info"]["description"] and "never `7.5`" in doc["info"]["description"]
+
+
+def test_a_whole_number_written_with_a_fraction_is_the_integer_it_equals(api: Api):
+    """Issue 37 item 8: schemathesis sent ``"size": 201.0`` (an ``integer`` to JSON Schema) and
+    got 422; ``7.5`` stays refused (test above)."""
+    assert api.post("/v1/datasets/pets/commits", json=put(201.0)).status_code == 201
+    assert api.catalog.get_record("pets", "latest", "typed.jpg").size == 201
+    assert type(api.catalog.get_record("pets", "latest", "typed.jpg").size) is int
+    body = {"base": 2.0, "changes": [{"op": "delete", "key": "typed.jpg"}]}
+    assert api.post("/v1/datasets/pets/commits", json=body).status_code == 201
+    assert (
+        api.client.put("/v1/datasets/pets/tags/best", json={"ref": 3.0}, headers=api.as_("admin")).status_code
+        == 200
+    )
+    assert api.catalog.resolve("pets", "best").seq == 3
+
+
+def test_if_match_is_a_string_header_and_null_is_a_documented_412(api: Api):
+    """Issue 37 item 8: the schema let ``If-Match`` be JSON null, which a client sends as the
+    text ``null``. A header is a string or absent; ``null`` names no revision: the 412 PATCH
+    documents, with the usual error body."""
+    doc = api.get("/openapi.json").json()
+    patch = doc["paths"]["/v1/datasets/{name}"]["patch"]
+    header = next(p for p in patch["parameters"] if p["name"].lower() == "if-match")
+    assert header["schema"]["type"] == "string" and "anyOf" not in header["schema"]
+    assert "412" in patch["responses"]
+    r = api.client.patch(
+        "/v1/datasets/pets", json={"description": "x"}, headers={**api.as_("admin"), "If-Match": "null"}
+    )
+    err = error(r, 412)
+    assert err["code"] == "precondition_failed" and "'null'" in err["message"]

@@ -4,6 +4,8 @@
 console error (a script error, a CSP violation, a failed resource), and no serious or
 critical axe-core violation (axe-core from the npm registry, pinned and fetched by
 scripts/install.sh, injected into the page by the test: the page itself never loads it).
+The network is closed to Chromium (no name but loopback resolves), as on a machine without
+internet: a page that loads anything from outside fails its visit.
 """
 
 from __future__ import annotations
@@ -40,7 +42,11 @@ class Chrome:
         options.binary_location = str(CHROMIUM)
         for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    "--no-first-run", "--window-size=1360,900"):  # fmt: skip
+                    "--no-first-run", "--window-size=1360,900",
+                    # the network is closed: every name but loopback fails to resolve, so a page
+                    # that loads anything from outside (a CDN) shows it as a console error
+                    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost",
+                    "--no-proxy-server"):  # fmt: skip
             options.add_argument(arg)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
         self.driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)

@@ -82,3 +82,22 @@ def test_the_lineage_graph_of_a_derive_labelx_commit_pack_chain(chrome, env):  #
             assert chrome.find_all('#lineage g.edge[data-source="pets@v2"][data-target="cats@v1"]')
     finally:
         cache.close()
+
+
+@pytest.mark.parametrize(
+    ("lineage", "kind", "detail"),
+    [
+        ({"import": {"source": "/data/pets"}}, "import", "/data/pets"),
+        ({"workspace": "run-42"}, "workspace", "run-42"),
+        ({"source": "labelx", "from": "pets@v2", "project": "review"}, "labelx", "project review"),
+        ({"kind": "pack", "source_dataset": "pets", "source_version": 2, "params": {"resize": "64x64"}},
+         "pack", "resize=64x64"),
+        ({"snapshot_of": "s3://b/p"}, "snapshot", "of s3://b/p"),
+    ],
+)  # fmt: skip
+def test_made_by_never_repeats_the_kind(lineage, kind, detail):
+    """Issue 37 item 7: the dataset page's "Made by" read "import import /data/pets"."""
+    from datahub.browser.lineage import origin
+
+    o = origin(lineage)
+    assert (o.kind, o.detail) == (kind, detail)

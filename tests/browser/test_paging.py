@@ -160,3 +160,7 @@ def test_versions_page_by_fifty_newest_first(client, env):
     )
     bad_filter = client.get("/datasets/pets/versions/1?filter=size>abc")
     assert bad_filter.status_code == 400 and "size&gt;abc" in bad_filter.text
+    # issue 37 item 5: a doubled '=' is the syntax shown, not an empty folder
+    doubled = client.get("/datasets/pets/versions/1?filter=labels.class%3D%3Dcat")
+    assert doubled.status_code == 400 and "is not an operator" in doubled.text
+    assert "write labels.class=cat" in doubled.text

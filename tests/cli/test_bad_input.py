@@ -121,3 +121,20 @@ def test_import_refuses_deep_meta_and_writes_nothing(dh, tmp_path):  # noqa: F81
     assert code == 2 and "deeper than 32 levels" in err and "Traceback" not in err
     code, out, _ = dh("dataset", "list", json_output=True)
     assert all(d["head"] == 0 for d in json.loads(out))
+
+
+@pytest.mark.parametrize(
+    "spec", ["labels.class==cat", "labels.class!==cat", "size>==3", "labels.class=cat|=dog"]
+)
+def test_a_doubled_operator_in_a_filter_exits_2_with_the_syntax(dh, src, spec):  # noqa: F811
+    """Issue 37 item 5: ``labels.class==cat`` parsed as the value ``=cat``, matched nothing, exit 0."""
+    dh("import", str(src), "--to", "pets")
+    code, out, err = dh("ls", "pets@1", "--filter", spec)
+    assert code == 2 and out == "", err
+    assert f"invalid filter term {spec!r}" in err and "is not an operator" in err and "Traceback" not in err
+
+
+def test_a_value_that_starts_with_equals_is_written_as_json(dh, src):  # noqa: F811
+    dh("import", str(src), "--to", "pets")
+    code, _, err = dh("ls", "pets@1", "--filter", 'labels.class="=cat"')
+    assert code == 0, err

@@ -78,6 +78,12 @@ def test_import_log_ls_diff_tag_export(dh, src, tmp_path):
         out.splitlines() == ["- val/cat/3.jpg", "+ val/cat/4.jpg"] and "1 added, 1 removed, 0 modified" in err
     )
     assert dh("tag", "pets", "golden", "1")[1].strip() == "pets@golden -> v1"
+    assert dh("tag", "pets", "golden", "1")[0] == 0  # the same version again: nothing moves
+    # issue 37 item 7: a tag that names another version is not moved silently
+    code, _, err = dh("tag", "pets", "golden", "2")
+    assert code == 4 and "already names v1" in err and "--force" in err
+    assert dh("tag", "pets", "golden", "2", "--force")[1].strip() == "pets@golden -> v2 (moved from v1)"
+    assert dh("tag", "pets", "golden", "1", "--force")[1].strip() == "pets@golden -> v1 (moved from v2)"
     code, out, _ = dh("export", "pets@golden")
     assert [json.loads(line)["key"] for line in out.splitlines()] == sorted(FILES)
     target = tmp_path / "out.ndjson"
@@ -142,6 +148,7 @@ def test_malformed_manifest_exit_code_and_message(dh, tmp_path):
     ],
 )
 def test_errors_map_to_documented_exit_codes(dh, args, code, text):
+    assert dh("init")[0] == 0  # a catalog to look in (without one, reads exit 3 "no catalog at")
     got, _, err = dh(*args)
     assert got == code and text in err
 
@@ -302,3 +309,46 @@ def test_unknown_flag_after_subcommand_is_a_usage_error(dh, tmp_path):
     with pytest.raises(SystemExit) as exc:
         dh("dataset", "list", "--jsonn")
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("dataset", "list"),
+        ("log", "pets"),
+        ("ls", "pets@1"),
+        ("dataset", "show", "pets"),
+        ("tag", "pets", "g", "1"),
+    ],
+)
+def test_a_command_that_reads_never_creates_a_catalog(tmp_path, capsys, monkeypatch, args):
+    """Issue 37 item 6: ``datahub dataset list`` outside a checkout printed ``(none)`` and left a
+    new ./var/catalog.db; ``--home /tmp/typo/dir`` created the whole tree."""
+    monkeypatch.delenv("DATAHUB_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(list(args)) == 3
+    err = capsys.readouterr().err
+    assert f"no catalog at {tmp_path / 'var' / 'catalog.db'}" in err and "--home DIR" in err
+    assert not (tmp_path / "var").exists()
+    typo = tmp_path / "typo" / "dir"
+    assert main(["--home", str(typo), *args]) == 3
+    assert "init" in capsys.readouterr().err and not (tmp_path / "typo").exists()
+
+
+def test_the_commands_that_create_still_create_a_catalog(dh, tmp_path):
+    assert dh("dataset", "create", "pets")[0] == 0  # a fresh home: created on purpose
+    assert dh("dataset", "list")[0] == 0
+
+
+def test_prefetch_prints_sentences_and_whole_paths(dh, src):
+    """Issue 37 item 7: ``datahub prefetch`` printed Python reprs (``[{'url': ...}]``) and an
+    error that dropped the path's leading ``/``."""
+    dh("import", str(src), "--to", "pets")
+    gone = src / "val" / "cat" / "3.jpg"
+    gone.unlink()
+    code, out, err = dh("prefetch", "pets@1")
+    assert code == 1, err
+    assert out.splitlines()[0].startswith("prefetch pets@v1: 3 objects: ") and "1 failed" in out
+    assert "{'" not in out and "PrefetchReport(" not in out and "[{" not in out
+    assert f"(file {gone}) not found" in out  # the whole path, from its leading /
+    assert str(gone).startswith("/")

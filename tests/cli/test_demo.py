@@ -80,10 +80,30 @@ def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
     wait_healthy(proc, url)
     out, err = stop(proc, signal.SIGTERM)
     assert proc.returncode == 0, err
-    assert "sample@v1 is up to date; reused, no new version" in err
+    assert "sample exists (latest v1, 300 records): left as it is" in err
     with open_catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
         assert [v.seq for v in catalog.log("sample")] == [1]
         assert catalog.resolve("sample").record_count == 300
+
+
+def test_a_second_run_never_writes_over_the_users_newer_versions(tmp_path):
+    """Issue 37 item 3: after the user committed v2 (a relabel) and v3 (a removal), a demo
+    restart imported the manifest again as v4 and undid both at ``latest``."""
+    from datahub.catalog import Delete, Patch
+    from datahub.demo import main
+
+    home = tmp_path / "var"
+    quick = ["--home", str(home), "--no-wait", "--skip", "listen", "--skip", "mount", "--skip", "serve"]
+    assert main(quick) == 0
+    with open_catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
+        first = sorted(r.key for r in catalog.list_records("sample", 1))[0]
+        catalog.commit("sample", [Patch(first, labels={"class": "relabelled"})], message="cli relabel")
+        catalog.commit("sample", [Delete(sorted(r.key for r in catalog.list_records("sample", 2))[-1])])
+    assert main(quick) == 0
+    with open_catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
+        assert [v.seq for v in catalog.log("sample")] == [3, 2, 1]
+        assert catalog.get_record("sample", "latest", first).labels == {"class": "relabelled"}
+        assert catalog.resolve("sample").record_count == 299
 
 
 def test_demo_on_a_busy_port_fails_with_a_clear_message(tmp_path):

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from labelx.deps import demo_password_path
 from tests.labelx.conftest import PASSWORD
 from tests.servers import free_port
 
@@ -69,10 +70,36 @@ def shot(page, name: str) -> None:
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
 
 
-def login(browser, base: str, name: str):
-    ctx = browser.new_context(viewport={"width": 1360, "height": 860})
+# What every LabelX page of a test said on its console as an error, threw, or opened as a
+# dialog; a test fails on any of them, as the dataset browser's tests do (Chrome.check).
+PAGE_ERRORS: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def no_page_errors() -> Iterator[None]:
+    PAGE_ERRORS.clear()
+    yield
+    assert PAGE_ERRORS == [], f"LabelX pages logged errors: {PAGE_ERRORS}"
+
+
+def new_page(browser, width: int = 1360, height: int = 860):
+    """A page in a fresh context whose console errors, uncaught exceptions and dialogs are kept."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
     page = ctx.new_page()
     page.set_default_timeout(30_000)
+    page.on("console", lambda m: PAGE_ERRORS.append(f"{page.url}: {m.text}") if m.type == "error" else None)
+    page.on("pageerror", lambda exc: PAGE_ERRORS.append(f"{page.url}: uncaught {exc}"))
+
+    def dialog(d) -> None:
+        PAGE_ERRORS.append(f"{page.url}: a {d.type} dialog opened: {d.message}")
+        d.dismiss()
+
+    page.on("dialog", dialog)
+    return page
+
+
+def login(browser, base: str, name: str, width: int = 1360, height: int = 860):
+    page = new_page(browser, width, height)
     page.goto(f"{base}/login")
     shot(page, "0-login")
     page.fill("#name", name)
@@ -242,3 +269,90 @@ def test_suggestions_accepted_with_one_key_and_undo(app, env, server, browser):
     assert values[:3] == ["dog", "dog", "cat"]
     sugg = service.stats(store.user_by_name("admin"), project.id)["suggestions"]
     assert sugg == {"dog": {"accepted": 2, "corrected": 1, "rate": 0.667}}
+
+
+def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser, tmp_path):
+    """Issue 37 items 4 and 7 in Chromium: the project-name pattern compiles under the ``v``
+    flag and checks in the browser; the login page names the demo's password file; the task
+    page keeps its controls on screen with the banner shown (1400x1000); the reject reason's
+    placeholder fits; "Accept all shown" asks first; the throughput axis is not cut; counts
+    read "1 record". Screenshots go to LABELX_SCREENSHOTS (else this test's directory)."""
+    shots = Path(SHOTS) if SHOTS else tmp_path
+
+    def snap(page, name: str) -> None:
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / f"{name}.png"))
+
+    service, store = app.state.labelx.service, app.state.labelx.store
+    project = service.create_project(
+        store.user_by_name("admin"), name="pets-new", dataset="pets", prefix="img/000", task_size=5,
+        annotators=["alice"], schema={"kind": "classification", "classes": ["cat", "dog", "bird"]},
+    )  # fmt: skip
+    task = store.list_tasks(project.id)[0]["id"]
+
+    # the login page of `make run` says where the admin's password is
+    demo_password_path(env.config).write_text("not-the-password\n")
+    page = new_page(browser)
+    page.goto(f"{server}/login")
+    expect(page.locator("#demo-password")).to_contain_text(str(demo_password_path(env.config)))
+    snap(page, "70-login")
+
+    # the admin's home: the name field's pattern is valid under the v flag and checks
+    admin = login(browser, server, "admin")
+    admin.wait_for_selector("#create-form")
+    name = admin.locator('#create-form input[name="name"]')
+    assert admin.evaluate(
+        "p => new RegExp('^(?:' + p + ')$', 'v').test('cats-v3.review_2')", name.get_attribute("pattern")
+    )
+    name.fill("Bad Name")
+    assert name.evaluate("i => i.validity.patternMismatch") is True
+    name.fill("cats-v3")
+    assert name.evaluate("i => i.validity.valid") is True
+    assert admin.evaluate("[counted(1, 'record'), counted(3, 'record')]") == ["1 record", "3 records"]
+    snap(admin, "71-home")
+
+    # the annotator labels and submits; the banner shows and the controls stay on screen
+    alice = login(browser, server, "alice", 1400, 1000)
+    alice.goto(f"{server}/tasks/{task}")
+    alice.wait_for_selector(".cls")
+    for n, key in enumerate("12312"):
+        expect(alice.locator(f"#items li:nth-child({n + 1})")).to_have_class("cur")
+        alice.keyboard.press(key)
+    wait_saved(alice)
+    alice.click("#submit")
+    expect(alice.locator("#banner")).to_be_visible()
+    expect(alice.locator("#banner")).to_contain_text("submitted")
+    snap(alice, "72-task-submitted-1400x1000")
+    for control in ("#next", "#submit", "#progress"):
+        box = alice.locator(control).bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 1000, (control, box)
+
+    # the reviewer: the reason's placeholder fits, and accepting all asks first
+    rita = login(browser, server, "rita", 1400, 1000)
+    rita.goto(f"{server}/projects/{project.id}/review")
+    rita.wait_for_selector(".rcard [data-comment]")
+    fits = rita.evaluate(
+        """() => [...document.querySelectorAll('[data-comment]')].every(i => {
+             const c = document.createElement('canvas').getContext('2d'), s = getComputedStyle(i);
+             c.font = s.font;
+             const room = i.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+             return c.measureText(i.placeholder).width <= room; })"""
+    )
+    assert fits
+    rita.click("#accept-all")
+    expect(rita.locator("#accept-all-question")).to_have_text("Accept 5 items as labelled?")
+    snap(rita, "73-review-accept-all-asks")
+    rita.click("#accept-all-no")
+    expect(rita.locator("#accept-all")).to_be_visible()
+    assert [i.status for i in store.task_items(task)] == ["submitted"] * 5  # nothing accepted yet
+    rita.click("#accept-all")
+    rita.click("#accept-all-yes")
+    expect(rita.locator(".rcard.accepted")).to_have_count(5)
+
+    # the dashboard: the first hour on the throughput axis is whole
+    admin.goto(f"{server}/projects/{project.id}")
+    admin.wait_for_selector("#commit-btn")
+    admin.wait_for_selector("svg text.axis")
+    first = admin.evaluate("() => document.querySelector('svg text.axis').getBBox().x")
+    assert first >= 0, first
+    snap(admin, "74-dashboard")

@@ -102,3 +102,19 @@ def test_state_conflicts_are_409_not_400(app):
     tid = next(t["id"] for t in tasks if t["assignee"] == "alice")
     early = alice.post(f"/api/tasks/{tid}/submit")
     assert early.status_code == 409 and "to label" in early.json()["error"]["message"]
+
+
+def test_a_refused_name_is_explained_in_words(app):
+    """Issue 37 item 4: a bad project or user name came back as pydantic's raw text, "String
+    should match pattern '^[a-z0-9][a-z0-9._-]{0,62}$'"."""
+    admin = Session(app, "admin")
+    body = {"name": "Bad Name", "dataset": "pets", "schema": {"kind": "classification", "classes": ["cat"]}}
+    r = admin.post("/api/projects", body)
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert message == (
+        "invalid request: name: 'Bad Name': use 1-63 characters from a-z, 0-9, '.', '_' and '-', "
+        "starting with a letter or digit"
+    )
+    r = admin.post("/api/users", {"name": "-x", "role": "annotator", "password": "x" * 20})
+    assert r.status_code == 400 and "String should match" not in r.text and "use 1-63 characters" in r.text

@@ -6,6 +6,7 @@ import re
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Response, status
+from pydantic import WithJsonSchema
 
 from datahub.api.access import can
 from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
@@ -98,11 +99,11 @@ def update_dataset(
     response: Response,
     if_match: Annotated[
         str | None,
-        Header(
-            description='ETag from GET ("r3"), or *: 412 if the dataset changed since',
-            # schema only: expected_revision checks it, with its clear 400 (not a generic 422)
-            json_schema_extra={"pattern": IF_MATCH_PATTERN},
-        ),
+        Header(description='ETag from GET ("r3"), or *: 412 if the dataset changed since'),
+        # schema only: expected_revision checks it, with its clear 400 (not a generic 422). A
+        # header is a string or absent, never JSON null: with a "null" type in the schema a
+        # client sent the text `If-Match: null` as valid (issue 37 item 8), answered 412
+        WithJsonSchema({"type": "string", "pattern": IF_MATCH_PATTERN}),
     ] = None,
 ) -> DatasetPublic:
     """Write only the fields sent, atomically; with If-Match, only if the revision still matches."""
