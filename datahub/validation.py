@@ -184,7 +184,7 @@ def check_json_field(value: Any, what: str, key: str) -> None:
     this: deeper values break JSON encoders and decoders that recurse (pydantic, json), and a
     version, being immutable, would stay unreadable for good.
     """
-    if type(value) is dict:  # the common case, without the ABC checks below
+    if type(value) is dict or (isinstance(value, dict) and not value):  # the common cases, no ABC checks
         if not value:
             return
     elif value is None or (isinstance(value, Mapping) and not value) or isinstance(value, Unreadable):
