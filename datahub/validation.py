@@ -98,6 +98,13 @@ def check_key(key: str) -> str:
 
 
 NAME_MAX = 255  # bytes of one path segment that Linux file systems can hold
+# Keys every rule of check_new_key accepts, recognised at once: ASCII only (so characters are
+# bytes: no control or invisible characters), segments of 1..NAME_MAX characters that never
+# begin with "." (so no ".", "..", or reserved hint name), no leading "/" and no empty segment.
+# Anything else (a segment beginning with ".", any non-ASCII) takes the full checks below.
+_PLAIN_KEY = re.compile(
+    r"(?:[A-Za-z0-9_+=,@~-][A-Za-z0-9_.+=,@~ -]{0,254}/)*[A-Za-z0-9_+=,@~-][A-Za-z0-9_.+=,@~ -]{0,254}"
+)
 RESERVED_PREFIX = ".datahub-hint-"  # mount lookups of such names are read-order hints, never entries
 
 
@@ -111,6 +118,8 @@ def check_new_key(key: str) -> str:
     system, and a segment beginning with ``RESERVED_PREFIX`` is a hint name that a mount never
     shows as an entry (docs/semantics.md), so either would be committed and then unreachable.
     """
+    if type(key) is str and len(key) <= MAX_KEY_BYTES and _PLAIN_KEY.fullmatch(key):
+        return key  # the common case, decided by one C regex (a 10^8-record commit checks 10^8)
     check_key(key)
     if _INVISIBLE.search(key):
         raise InvalidKey(
@@ -205,9 +214,12 @@ def check_json_field(value: Any, what: str, key: str) -> None:
     this: deeper values break JSON encoders and decoders that recurse (pydantic, json), and a
     version, being immutable, would stay unreadable for good.
     """
-    if value is None or (isinstance(value, Mapping) and not value) or isinstance(value, Unreadable):
+    if type(value) is dict or (isinstance(value, dict) and not value):  # the common cases, no ABC checks
+        if not value:
+            return
+    elif value is None or (isinstance(value, Mapping) and not value) or isinstance(value, Unreadable):
         return  # most records have no meta/labels: they pay nothing; a legacy value is carried over
-    if not isinstance(value, Mapping):
+    elif not isinstance(value, Mapping):
         raise InvalidInput(f"record {key!r}: {what} must be a JSON object", key=key)
     if UNREADABLE in value:
         # the marker as the wire shows it: written back, it would replace the stored value
@@ -219,7 +231,9 @@ def check_json_field(value: Any, what: str, key: str) -> None:
             key=key,
         )
     try:  # the C encoder first: ~1 us for typical labels, and it bounds its own recursion
-        text = _COMPACT.encode(value)
+        # a dict goes straight to the C encoder (built once; the cycle a Python caller could
+        # build ends in RecursionError: infinitely deep); other mappings through JSONEncoder
+        text = "".join(_COMPACT_C(value, 0)) if _COMPACT_C and type(value) is dict else _COMPACT.encode(value)
     except RecursionError:
         raise _too_deep(what, key) from None
     except (TypeError, ValueError) as exc:
@@ -243,6 +257,15 @@ def _too_deep(what: str, key: str) -> InvalidInput:
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def _not_json(o: Any) -> Any:
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+_COMPACT_C = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
+    None, _not_json, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, False
+)
 UNREADABLE = "datahub_unreadable"  # the marker key read paths show instead of an unreadable field
 _TOO_DEEP = f"nested deeper than {MAX_JSON_DEPTH} levels; written before datahub refused such values"
 

@@ -278,6 +278,11 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
                 self.get_version(dataset, seq)
         if a >= b:
             raise InvalidInput("store diff needs a < b; the Catalog facade handles other orders")
+        if a == 0:  # from the empty state every record live at b is added: b's listing
+            return (
+                DiffEntry("added", r.key, None, r)
+                for r in self._list(dataset, b, prefix, start_after, None, None)
+            )
         seqs = range(a + 1, b + 1)
         page = diff_page(a, b)
         old = [

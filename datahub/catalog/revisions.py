@@ -98,10 +98,20 @@ class CommitPlanner:
         self.added = self.removed = self.modified = 0
         self.count_delta = self.bytes_delta = 0
         self.changes_seen = 0
+        self._highest = ""  # the largest key of the batches planned so far
 
     def plan(self, batch: list[Change]) -> BatchOps:
         """Apply ``batch`` in order (later changes to a key win) and return the writes."""
         keys = list(dict.fromkeys(_key_of(c) for c in batch))
+        if not keys:
+            return BatchOps()
+        if self.base == 0 and min(keys) > self._highest:
+            # A first version whose batches arrive in key order (an import, an S3 listing, a
+            # sorted change set): no base revisions exist and no earlier batch touched these
+            # keys, so there is nothing to look up and every key's state starts empty.
+            self._highest = max(keys)
+            return self._plan_fresh(batch)
+        self._highest = max(self._highest, max(keys))
         states = self._load(keys)
         for change in batch:
             self.changes_seen += 1
@@ -122,6 +132,30 @@ class CommitPlanner:
             self._account(st)
             self._emit(key, st, ops)
         return ops
+
+    def _plan_fresh(self, batch: list[Change]) -> BatchOps:
+        """``plan`` for keys that have no revision yet, neither in the base nor in this commit:
+        the same outcome as the general path (a put adds, a delete or patch of a key not put
+        earlier in the batch is refused), without a lookup or a state object per key."""
+        now: dict[str, Record | None] = {}
+        for change in batch:
+            self.changes_seen += 1
+            if isinstance(change, Put):
+                now[change.record.key] = change.record
+                continue
+            current = now.get(change.key)  # type: ignore[union-attr]
+            if current is None:
+                raise self._missing(change.key, "delete" if isinstance(change, Delete) else "patch")  # type: ignore[union-attr]
+            if isinstance(change, Delete):
+                now[change.key] = None
+            else:
+                self._check_mergeable(current, change)  # type: ignore[arg-type]
+                now[change.key] = patched(current, change)  # type: ignore[arg-type]
+        upsert = [r for r in now.values() if r is not None]
+        self.added += len(upsert)
+        self.count_delta += len(upsert)
+        self.bytes_delta += sum(r.size for r in upsert)
+        return BatchOps(upsert=upsert)
 
     def _load(self, keys: list[str]) -> dict[str, _KeyState]:
         live = self._lookup_live(keys)

@@ -72,7 +72,7 @@ CREATE TABLE IF NOT EXISTS records (
     labels TEXT,
     PRIMARY KEY (dataset_id, key, from_seq)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS records_began ON records(dataset_id, from_seq, key);
+CREATE INDEX IF NOT EXISTS records_began ON records(dataset_id, from_seq, key) WHERE from_seq > 1;
 CREATE INDEX IF NOT EXISTS records_ended ON records(dataset_id, to_seq, key) WHERE to_seq < {OPEN};
 CREATE TABLE IF NOT EXISTS tokens (
     token_hash TEXT PRIMARY KEY,
@@ -89,6 +89,13 @@ RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
 VERSION_COLS = (
     "seq, parent, message, author, created_at, record_count, total_bytes, added, removed, modified, lineage"
 )
+
+
+# records_began serves the new side of a diff a -> b, revisions that began in (a, b]. Only a
+# diff from the empty state (a = 0) asks for from_seq = 1, and that diff is the listing of b,
+# so the index leaves out every version 1 row: the first (largest) commit of a dataset writes
+# one B-tree instead of two. Files made before keep their full index, which serves the same
+# queries (the queries say ``from_seq > 1`` so that SQLite may use the partial one).
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
@@ -113,7 +120,23 @@ def dump_json(value: Any) -> str | None:
     An over-deep legacy value read back as ``Unreadable`` is written as it was stored."""
     if isinstance(value, Unreadable):
         return value.stored_text()
-    return json.dumps(value, separators=(",", ":"), sort_keys=True) if value else None
+    if not value:
+        return None
+    if _SORTED_ENCODER is not None and type(value) is dict:
+        return "".join(_SORTED_ENCODER(value, 0))  # what json.dumps below writes, without its setup
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _refuse(o: Any) -> Any:
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+# json.dumps(separators=(",", ":"), sort_keys=True) builds this C encoder on every call, which
+# was the largest single cost of a large commit's rows; built once it is the same encoder. No
+# cycle markers: values are validated (``check_json_field``) or read back from the store.
+_SORTED_ENCODER = json.encoder.c_make_encoder and json.encoder.c_make_encoder(
+    None, _refuse, json.encoder.encode_basestring_ascii, None, ":", ",", True, False, True
+)
 
 
 def load_json(text: str | None) -> Any:

@@ -452,6 +452,12 @@ class SQLiteCatalogStore(CatalogStore):
         return self._diff(dataset_id, a, b, prefix, start_after)
 
     def _diff(self, dataset_id: int, a: int, b: int, prefix: str, start_after: str) -> Iterator[DiffEntry]:
+        if a == 0:  # from the empty state every record live at b is added: b's listing
+            page = page_hint(self.page_size, None, None)
+            return (
+                DiffEntry("added", r.key, None, r)
+                for r in self._pages(dataset_id, b, prefix, start_after, min(page, _FIRST_DIFF_PAGE * 16))
+            )
         seqs = range(a + 1, b + 1)
         page = diff_page(a, b)
         # Revisions that ended in (a, b] and were live at a: the old side, one stream per end seq.
@@ -489,7 +495,8 @@ class SQLiteCatalogStore(CatalogStore):
         The pages start small and grow to ``page`` (x4 each): an API diff page of 50 entries
         read 4,096 rows from each stream, most of the server's CPU on a mixed workload (issue
         24 item 9), while a whole diff still reads large pages after the first few."""
-        extra = f" AND to_seq < {OPEN}" if column == "to_seq" else ""  # lets SQLite use the partial index
+        # lets SQLite use the partial indexes (see sqlite_schema: records_began has no version 1 rows)
+        extra = f" AND to_seq < {OPEN}" if column == "to_seq" else " AND from_seq > 1"
         bound_sql, bounds = prefix_bounds(prefix)
         sql = (
             f"SELECT {RECORD_COLS} FROM records INDEXED BY {index}"

@@ -2,13 +2,14 @@
 
 Each line is one change, in the same JSON the HTTP API takes:
 ``{"op": "put", "record": {...}}``, ``{"op": "delete", "key": …}``,
-``{"op": "patch", "key": …, "labels": {…}, "meta": {…}}``. The file is validated completely
-first (errors name the line), then streamed into one atomic commit.
+``{"op": "patch", "key": …, "labels": {…}, "meta": {…}}``. The file is parsed once, streamed
+into one atomic commit: a bad line (the error names it) aborts the commit with nothing written.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 from collections.abc import Iterator
 
 from pydantic import TypeAdapter, ValidationError
@@ -52,12 +53,22 @@ def read_changes(path: str) -> Iterator[Change]:
 
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
-    count = sum(1 for _ in read_changes(args.changes))  # validate everything before writing anything
-    if count == 0:
+    # One pass: a bad line raises inside the commit, which then writes nothing (the catalog's
+    # all-or-nothing rule), so the file is parsed once, not once to check and once to commit.
+    changes = read_changes(args.changes)
+    first = next(changes, None)
+    if first is None:
         raise InvalidInput(f"change set {args.changes} is empty; nothing to commit", path=args.changes)
+    count = 0
+
+    def counted() -> Iterator[Change]:
+        nonlocal count
+        for count, change in enumerate(itertools.chain((first,), changes), start=1):  # noqa: B007
+            yield change
+
     version = ctx.catalog.commit(
         args.dataset,
-        read_changes(args.changes),
+        counted(),
         base=args.base,
         message=args.message,
         author=author_or_default(args.author),

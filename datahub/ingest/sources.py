@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 from datahub.config import Config
 from datahub.errors import InvalidInput
 from datahub.ingest.items import SourceItem
+from datahub.ingest.listing import parallel_list
 from datahub.ingest.manifest import read_manifest
 from datahub.ingest.sorting import sorted_items
 from datahub.storage import StoreRegistry, open_store
@@ -74,7 +75,7 @@ def source_items(
 def _list_prefix(root_url: str, config: Config) -> Iterator[SourceItem]:
     store = open_store(root_url, config)
     try:
-        for info in store.list():
+        for info in parallel_list(store):  # sub-prefixes listed on several threads, in key order
             if info.key.endswith("/") and info.size == 0:
                 continue  # an S3 "folder" marker made by consoles, not a file
             check_new_key(info.key)

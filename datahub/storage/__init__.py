@@ -12,6 +12,7 @@ space, all S3 stores sharing one connection pool; close it once at exit.
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -24,7 +25,7 @@ from datahub.storage.local import LocalStore
 from datahub.storage.memory import MemoryStore, drop_memory_space
 from datahub.storage.transfer import copy_object, open_reader, put_file
 from datahub.storage.urls import decode_key, encode_key
-from datahub.validation import MAX_SIZE
+from datahub.validation import MAX_KEY_BYTES, MAX_SIZE
 
 __all__ = [
     "check_record_fields",
@@ -103,6 +104,29 @@ def check_record_fields(url: object, etag: object, size: object, key: str) -> No
 
     Here, not in ``datahub.validation``, because only storage knows which URLs it can read.
     """
+    if type(url) is str and len(url) <= _PLAIN_S3_MAX and _PLAIN_S3.fullmatch(url):
+        pass  # a plain s3://bucket/key URL (the common case, one C regex): its key needs no checks
+    else:
+        _check_url(url, key)
+    if not isinstance(etag, str) or not etag.strip():
+        raise InvalidInput(
+            f"record {key!r}: empty etag; record the object's etag (or version id) so reads can detect changes",
+            key=key,
+        )
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE:
+        raise InvalidInput(f"record {key!r}: invalid size {size!r}: use 0..{MAX_SIZE}", key=key)
+
+
+# s3://bucket/key where the key has no '%' (nothing to decode), no '?'/'#', does not end with
+# '/', and is ASCII of at most MAX_KEY_BYTES: exactly what split_object_url accepts as is.
+_PLAIN_S3 = re.compile(
+    r"[sS]3://[A-Za-z0-9][A-Za-z0-9._-]{0,62}/"
+    rf"[A-Za-z0-9_.+=,@~ /!*'()$&:;-]{{0,{MAX_KEY_BYTES - 1}}}[A-Za-z0-9_.+=,@~ !*'()$&:;-]"
+)
+_PLAIN_S3_MAX = len("s3://") + 63 + 1 + MAX_KEY_BYTES
+
+
+def _check_url(url: object, key: str) -> None:
     scheme = url.partition("://")[0].lower() if isinstance(url, str) and "://" in url else ""
     if scheme not in SCHEMES:
         raise InvalidInput(
@@ -114,13 +138,6 @@ def check_record_fields(url: object, etag: object, size: object, key: str) -> No
         split_object_url(url)
     except InvalidInput as exc:
         raise InvalidInput(f"record {key!r}: unreadable object url: {exc.message}", key=key) from None
-    if not isinstance(etag, str) or not etag.strip():
-        raise InvalidInput(
-            f"record {key!r}: empty etag; record the object's etag (or version id) so reads can detect changes",
-            key=key,
-        )
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE:
-        raise InvalidInput(f"record {key!r}: invalid size {size!r}: use 0..{MAX_SIZE}", key=key)
 
 
 def open_store(url: str, config: Config, **options: object) -> ObjectStore:

@@ -1,0 +1,300 @@
+"""Catalog figures of issue 38 at 10^7..10^8 records (SQLite), each beside a same-run baseline.
+
+    .venv/bin/python bench/scale/scale.py [--records 100000000] [--baseline 1000000]
+        [--fraction 0.01] [--cli-records 1000000] [--dir DIR] [--keep] [--repeat 10]
+
+Steps, in one process, all through the public ``Catalog`` facade (validation included):
+
+1. a baseline dataset of ``--baseline`` records (flatness is judged against it), then the
+   large one: ``--records`` puts, 10,000 keys per directory
+   (``train/DDDDD/NNNNNNNNN.jpg``) with synthetic ``s3://`` URLs (the objects need not exist),
+   in key order as an S3 listing or an import gives them. The same run times the generator
+   alone (what the bench itself costs) beside the commit;
+2. a commit of ``--fraction`` of the records spread over the key space (60 % modified,
+   20 % deleted, 20 % added): its time against the full commit's (goal <= 3 %);
+3. ``datahub commit --changes FILE.jsonl`` (the CLI, which validates the file and then
+   commits it) of ``--cli-records`` records into a third dataset, as the issue measured;
+4. a real uvicorn server of the app ``datahub serve`` builds, over the same catalog file:
+   time to first byte of the browser's version page (root and a folder), a deep page of the
+   large diff (its middle, by cursor), and the API's first page of records and the same deep
+   diff page, for the large dataset and for the baseline one (goal <= 300 ms each and flat);
+5. peak RSS (``VmHWM``) of the process after the commits (before the server starts) and
+   the catalog's size on disk (goal <= 400 MB).
+
+``--keep`` keeps the catalog (``--dir``) so mount benches can use it: datasets ``big``
+(v1: all records, v2: the small commit) and ``base``. Every step prints the load average
+(the machine may be shared) and this process's CPU seconds beside wall seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "web"))
+
+from datahub.catalog import Delete, Put, Record, open_catalog  # noqa: E402
+
+PER_DIR = 10_000
+GOALS = {"commit_rate": 250_000, "small_ratio": 0.03, "page_ms": 300, "peak_rss_mb": 400}
+
+
+def key_of(i: int) -> str:
+    return f"train/{i // PER_DIR:05d}/{i:09d}.jpg"
+
+
+def record(i: int, generation: int = 0) -> Record:
+    """Record ``i``: a synthetic S3 URL, an etag that changes with ``generation``."""
+    key = key_of(i)
+    return Record(
+        key,
+        f"s3://bench-bucket/imagenet/{key}",
+        f"{i:024x}{generation:08x}",
+        100_000 + i % 50_000,
+        meta={"split": "train"},
+    )
+
+
+def full_changes(n: int) -> Iterator[Put]:
+    return (Put(record(i)) for i in range(n))
+
+
+def small_changes(n: int, fraction: float) -> Iterator[Put | Delete]:
+    """``fraction`` of the records, one every 1/fraction keys: 3 modified, 1 deleted, 1 added
+    (``n + j``, after the last key) in every 5."""
+    step = round(1 / fraction)
+    for j, i in enumerate(range(0, n, step)):
+        kind = j % 5
+        if kind < 3:
+            yield Put(record(i, generation=1))
+        elif kind == 3:
+            yield Delete(key_of(i))
+        else:
+            yield Put(record(n + j))
+
+
+def change_lines(n: int) -> Iterator[str]:
+    """``full_changes(n)`` as the JSON lines ``datahub commit --changes`` reads."""
+    for i in range(n):
+        r = record(i)
+        yield (
+            f'{{"op":"put","record":{{"key":"{r.key}","url":"{r.url}","etag":"{r.etag}",'
+            f'"size":{r.size},"meta":{{"split":"train"}}}}}}\n'
+        )
+
+
+def vm_hwm_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def step(label: str, fn: Callable[[], Any], rows: dict[str, dict]) -> Any:
+    at = load()
+    start, cpu = time.perf_counter(), time.process_time()
+    value = fn()
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    rows[label] = {"wall": wall, "cpu": cpu, "load": at}
+    print(f"{label:<34} {wall:9.2f} s wall {cpu:9.2f} CPU-s  VmHWM {vm_hwm_mb():6.0f} MB  | {at}", flush=True)
+    return value
+
+
+def size_mib(workdir: Path) -> float:
+    return sum(p.stat().st_size for p in workdir.iterdir() if p.name.startswith("catalog.db")) / 2**20
+
+
+def cli_commit(workdir: Path, db: Path, n: int, rows: dict[str, dict]) -> None:
+    """``datahub commit --changes`` of ``n`` records (a subprocess: the CLI as users run it)."""
+    changes = workdir / "changes.jsonl"
+    with changes.open("w") as fh:
+        fh.writelines(change_lines(n))
+    env = {**os.environ, "DATAHUB_HOME": str(workdir / "home"), "DATAHUB_CATALOG_URL": f"sqlite:///{db}"}
+    datahub = [str(Path(sys.executable).with_name("datahub"))]
+    subprocess.run([*datahub, "dataset", "create", "cli"], env=env, check=True, capture_output=True)
+    at = load()
+    start = time.perf_counter()
+    before = os.times()
+    subprocess.run(
+        [*datahub, "commit", "cli", "--changes", str(changes), "-m", "bench"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    wall = time.perf_counter() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    rows["cli commit"] = {"wall": wall, "cpu": cpu, "load": at}
+    print(f"{'datahub commit --changes':<34} {wall:9.2f} s wall {cpu:9.2f} CPU-s  | {at}", flush=True)
+    changes.unlink()
+
+
+def pages(
+    db: Path, workdir: Path, datasets: list[tuple[str, int]], repeat: int
+) -> dict[tuple[str, str], float]:
+    """Median TTFB (s) of each page kind for each (dataset, records), one server for all."""
+    import httpx
+    from browser import Server, ttfb  # bench/web/browser.py: a uvicorn server on loopback
+
+    from datahub.api.routes.pagination import encode_cursor
+    from datahub.cli.serve_cmd import build_app
+    from datahub.config import load_config
+    from datahub.storage import StoreRegistry
+
+    config = load_config(env={}, overrides={"home": str(workdir / "home"), "catalog_url": f"sqlite:///{db}"})
+    catalog = open_catalog(config.resolved_catalog_url)
+    stores = StoreRegistry(config)
+    app, cache = build_app(config, catalog, stores, labelx=False)
+    server = Server(app)
+    out: dict[tuple[str, str], float] = {}
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as client:
+            for name, n in datasets:
+                middle = encode_cursor(key_of(n // 2))
+                folder = key_of(n // 2).rsplit("/", 1)[0] + "/"
+                urls = {
+                    "browser: version root": f"/datasets/{name}/versions/1",
+                    "browser: a folder": f"/datasets/{name}/versions/1?prefix={folder}",
+                    "browser: deep diff page": f"/datasets/{name}/diff?from=1&to=2&cursor={middle}",
+                    "API: first 100 records": f"/v1/datasets/{name}/versions/1/records?limit=100",
+                    "API: deep diff page": f"/v1/datasets/{name}/diff?from=1&to=2&limit=100&cursor={middle}",
+                }
+                print(f"   {name} ({n:,} records, {load()})")
+                for what, url in urls.items():
+                    med, p95 = ttfb(client, url, repeat)
+                    out[(name, what)] = med
+                    print(
+                        f"      {what:28} TTFB median {med * 1000:8.1f} ms  p95 {p95 * 1000:8.1f} ms",
+                        flush=True,
+                    )
+    finally:
+        server.stop()
+        cache.close()
+        stores.close()
+        catalog.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=100_000_000)
+    parser.add_argument("--baseline", type=int, default=1_000_000)
+    parser.add_argument("--fraction", type=float, default=0.01)
+    parser.add_argument("--cli-records", type=int, default=1_000_000, help="0: skip the CLI step")
+    parser.add_argument("--repeat", type=int, default=10, help="requests per page (after 3 warm-up ones)")
+    parser.add_argument("--dir", default=None, help="where the catalog goes (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the catalog (prints its path)")
+    args = parser.parse_args(argv)
+    n, base_n = args.records, args.baseline
+    workdir = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.dir))
+    db = workdir / "catalog.db"
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    print(
+        f"bench/scale/scale.py: {n:,} records (baseline {base_n:,}), {args.fraction:.0%} change, "
+        f"SQLite {sqlite3.sqlite_version}, {db}\n{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
+        f"git {head.stdout.strip() or '?'}, {platform.platform()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, {load()}",
+        flush=True,
+    )
+    rows: dict[str, dict] = {}
+    try:
+        catalog = open_catalog(f"sqlite:///{db}")
+        for name, size in (("base", base_n), ("big", n)):
+            catalog.create_dataset(name)
+            step(
+                f"{name}: generator alone ({size:,})",
+                lambda size=size: sum(1 for _ in full_changes(size)),
+                rows,
+            )
+            step(
+                f"{name}: commit v1 ({size:,})",
+                lambda name=name, size=size: catalog.commit(name, full_changes(size)),
+                rows,
+            )
+            v2 = step(
+                f"{name}: commit v2 ({args.fraction:.0%})",
+                lambda name=name, size=size: catalog.commit(name, small_changes(size, args.fraction)),
+                rows,
+            )
+        catalog.close()
+        peak_commits = vm_hwm_mb()
+        on_disk = size_mib(workdir)
+        print(
+            f"catalog on disk: {on_disk:,.0f} MiB; peak RSS so far (VmHWM) {peak_commits:.0f} MB", flush=True
+        )
+        if args.cli_records:
+            cli_commit(workdir, db, args.cli_records, rows)
+        print(f"\npages, median of {args.repeat} requests ({load()})", flush=True)
+        figures = pages(db, workdir, [("base", base_n), ("big", n)], args.repeat)
+    finally:
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report = summary(n, base_n, args, rows, figures, peak_commits, on_disk, v2)
+    return report
+
+
+def summary(n, base_n, args, rows, figures, peak_commits, on_disk, v2) -> dict[str, Any]:
+    full, small = rows[f"big: commit v1 ({n:,})"], rows[f"big: commit v2 ({args.fraction:.0%})"]
+    gen = rows[f"big: generator alone ({n:,})"]
+    rate, ratio = n / full["wall"], small["wall"] / full["wall"]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    changed = v2.added + v2.removed + v2.modified
+    print(f"\n| measure ({n:,} records; baseline dataset {base_n:,}) | figure | goal | | load at the step |")
+    print("|---|---|---|---|---|")
+    print(
+        f"| full commit | {full['wall']:.1f} s = **{rate:,.0f} records/s** ({n / full['cpu']:,.0f} per CPU-s; "
+        f"the generator alone: {gen['cpu']:.1f} CPU-s of it) | ≥ {GOALS['commit_rate']:,}/s "
+        f"| {verdict(rate >= GOALS['commit_rate'])} | {full['load']} |"
+    )
+    print(
+        f"| {args.fraction:.0%} commit ({changed:,} changes) | {small['wall']:.2f} s = **{ratio:.2%}** of the full "
+        f"commit (CPU {small['cpu'] / full['cpu']:.2%}) | ≤ {GOALS['small_ratio']:.0%} "
+        f"| {verdict(ratio <= GOALS['small_ratio'])} | {small['load']} |"
+    )
+    if "cli commit" in rows:
+        cli = rows["cli commit"]
+        print(
+            f"| `datahub commit --changes`, {args.cli_records:,} records | {cli['wall']:.1f} s = "
+            f"{args.cli_records / cli['wall']:,.0f} records/s ({args.cli_records / cli['cpu']:,.0f} per CPU-s) "
+            f"| — | | {cli['load']} |"
+        )
+    for what in sorted({w for _, w in figures}):
+        big, base = figures[("big", what)], figures[("base", what)]
+        print(
+            f"| {what} | **{big * 1000:.1f} ms** ({base * 1000:.1f} ms at {base_n:,}: x{big / base:.2f}) "
+            f"| ≤ {GOALS['page_ms']} ms | {verdict(big * 1000 <= GOALS['page_ms'])} | |"
+        )
+    print(
+        f"| peak RSS of the catalog operations (VmHWM after the commits) | **{peak_commits:.0f} MB** "
+        f"| ≤ {GOALS['peak_rss_mb']} MB | {verdict(peak_commits <= GOALS['peak_rss_mb'])} | |"
+    )
+    print(
+        f"| catalog on disk | **{on_disk:,.0f} MiB** ({on_disk * 2**20 / (n + base_n):.0f} B/record) | — | | |"
+    )
+    print(f"| peak RSS with the server (VmHWM, end) | {vm_hwm_mb():.0f} MB | — | | {load()} (end) |")
+    return {"rate": rate, "ratio": ratio, "pages": figures, "peak_mb": peak_commits, "disk_mib": on_disk}
+
+
+if __name__ == "__main__":
+    main()
