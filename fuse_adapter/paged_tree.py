@@ -31,11 +31,12 @@ from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 
 from datahub.catalog.model import Record
 from datahub.errors import ListingUnavailable, NotFound
 from datahub.storage.base import ObjectRef
-from fuse_adapter.tree import DIR, FILE, Attr, ListingTree, StringTable
+from fuse_adapter.tree import DIR, FILE, Attr, ListingTree
 
 DIR_SHIFT = 32  # a file's inode: its directory's inode << DIR_SHIFT | (position + 1)
 MAX_DIRS = 1 << 29  # directory inodes stay below this: file inodes stay below 2**61 (virtual files: 2**62)
@@ -67,38 +68,60 @@ class _Dir:
 
 
 class _Page:
-    """One directory's listing, children in key order (a subdirectory sorts as ``name/``)."""
+    """One directory's listing, children in key order (a subdirectory sorts as ``name/``).
 
-    __slots__ = ("sort_keys", "kinds", "sizes", "mtimes", "strings", "inos", "nbytes", "shadowed")
+    Built in columns (:meth:`add` appends to lists, :meth:`finish` packs them into arrays
+    and one bytes blob): about 100 bytes per entry plus its name, URL and etag."""
+
+    __slots__ = (
+        "sort_keys",
+        "kinds",
+        "sizes",
+        "mtimes",
+        "inos",
+        "blob",
+        "ends",
+        "nbytes",
+        "shadowed",
+        "_strings",
+    )
 
     def __init__(self) -> None:
         self.sort_keys: list[str] = []
-        self.kinds = array("B")
-        self.sizes = array("q")
-        self.mtimes = array("q")
-        self.strings = StringTable()  # per child: url at 2i, etag at 2i + 1
-        self.inos = array("Q")
+        self.kinds: list[int] | bytes = []
+        self.sizes: list[int] | array = []
+        self.mtimes: list[int] | array = []
+        self.inos: list[int] | array = []
+        self._strings: list[str] = []  # per child: url at 2i, etag at 2i + 1 (until finish)
+        self.blob = b""
+        self.ends = array("Q")
         self.nbytes = 0
         self.shadowed: set[int] = set()  # positions of files hidden by a directory of their name
 
-    def add(self, sort_key: str, kind: int, ino: int, size: int, mtime_ns: int, url: str, etag: str) -> None:
-        self.sort_keys.append(sort_key)
-        self.kinds.append(kind)
-        self.sizes.append(size)
-        self.mtimes.append(mtime_ns)
-        self.inos.append(ino)
-        self.strings.add(url)
-        self.strings.add(etag)
-        self.nbytes += _ENTRY_OVERHEAD + len(sort_key) + len(url) + len(etag)
-
     def finish(self) -> None:
-        """Hide each file that a directory of the same name shadows (``a`` and ``a/b``: the
-        directory wins, as in a bucket mount and mountpoint-s3)."""
+        """Pack the columns, and hide each file that a directory of the same name shadows
+        (``a`` and ``a/b``: the directory wins, as in a bucket mount and mountpoint-s3)."""
+        encoded = [text.encode("utf-8", "surrogateescape") for text in self._strings]
+        self.blob = b"".join(encoded)
+        self.ends = array("Q", accumulate(map(len, encoded)))
+        self._strings = []
+        self.kinds = bytes(self.kinds)
+        self.sizes, self.mtimes, self.inos = (
+            array("q", self.sizes),
+            array("q", self.mtimes),
+            array("Q", self.inos),
+        )
+        n = len(self.sort_keys)
+        self.nbytes = _ENTRY_OVERHEAD * n + sum(map(len, self.sort_keys)) + len(self.blob)
         for i, kind in enumerate(self.kinds):
             if kind == DIR:
                 j = self.find(self.sort_keys[i][:-1], FILE)
                 if j is not None:
                     self.shadowed.add(j)
+
+    def string(self, index: int) -> str:
+        start = self.ends[index - 1] if index else 0
+        return self.blob[start : self.ends[index]].decode("utf-8", "surrogateescape")
 
     def find(self, sort_key: str, kind: int) -> int | None:
         i = bisect_left(self.sort_keys, sort_key)
@@ -197,15 +220,36 @@ class PagedTree:
         self.loads += 1
         page = _Page()
         version, prefix = where.version, where.prefix
+        cut, default_mtime = len(prefix), version.mtime_ns
+        keys, kinds, sizes, mtimes, inos, strings = (
+            page.sort_keys,
+            page.kinds,
+            page.sizes,
+            page.mtimes,
+            page.inos,
+            page._strings,
+        )
+        base = ino << DIR_SHIFT
         for entry in self._fetch(version, prefix):
-            if len(page.sort_keys) >= MAX_CHILDREN:
+            n = len(keys)
+            if n >= MAX_CHILDREN:
                 raise ValueError(f"more than {MAX_CHILDREN} entries in one directory")
             if isinstance(entry, str):
-                page.add(entry[len(prefix) :], DIR, self._subdir(version, entry), 0, version.mtime_ns, "", "")
-            else:
-                child = ino << DIR_SHIFT | (len(page.sort_keys) + 1)
-                mtime = _mtime_ns(entry, version.mtime_ns)
-                page.add(entry.key[len(prefix) :], FILE, child, entry.size, mtime, entry.url, entry.etag)
+                keys.append(entry[cut:])
+                kinds.append(DIR)
+                sizes.append(0)
+                mtimes.append(default_mtime)
+                inos.append(self._subdir(version, entry))
+                strings += ("", "")
+                continue
+            keys.append(entry.key[cut:])
+            kinds.append(FILE)
+            sizes.append(entry.size)
+            meta = entry.meta
+            mtime = meta.get("mtime") if meta else None
+            mtimes.append(int(mtime * 1e9) if isinstance(mtime, (int, float)) else default_mtime)
+            inos.append(base | (n + 1))
+            strings += (entry.url, entry.etag)
         page.finish()
         return page
 
@@ -235,10 +279,11 @@ class PagedTree:
 
     def resident(self, ino: int) -> bool:
         """Whether requests about ``ino`` can be answered without a catalog query."""
-        if ino >> DIR_SHIFT:
+        parent = ino >> DIR_SHIFT
+        if parent in self._dirs:
             with self._lock:
-                return (ino >> DIR_SHIFT) in self._pages
-        return True  # a directory's own attributes never need its page
+                return parent in self._pages
+        return True  # a directory's own attributes never need its page; nor does a virtual file
 
     def make_resident(self, ino: int) -> None:
         """Blocking: list the directory of file ``ino`` again (its page was dropped)."""
@@ -336,7 +381,7 @@ class PagedTree:
         found = self._file(ino)
         assert found is not None
         page, i = found
-        return ObjectRef(page.strings.get(2 * i), page.strings.get(2 * i + 1), page.sizes[i])
+        return ObjectRef(page.string(2 * i), page.string(2 * i + 1), page.sizes[i])
 
     def walk_files(self, root: int) -> Iterator[tuple[str, ObjectRef, int]]:
         """(key, ref, mtime_ns) of every file below ``root`` in key order, a directory at a
@@ -372,8 +417,3 @@ class PagedTree:
                 "directories_seen": len(self._dirs),
                 "directory_listings": self.loads,
             }
-
-
-def _mtime_ns(record: Record, default_ns: int) -> int:
-    value = record.meta.get("mtime") if record.meta else None
-    return int(value * 1e9) if isinstance(value, (int, float)) else default_ns

@@ -5,6 +5,7 @@ and a directory whose listing fails answers EIO, never ENOENT, until the catalog
 from __future__ import annotations
 
 import errno
+import json
 import os
 
 import pytest
@@ -39,6 +40,8 @@ def test_remote_catalog_mount_pages_and_fails_with_eio(env: FuseEnv) -> None:
         ):
             root = env.mountpoint("paged") / "paged" / f"v{dataset.seq}"
             assert sorted(os.listdir(root)) == ["README.txt", "many", "train"]
+            info = json.loads((env.mountpoint("paged") / ".datahub").read_text())
+            assert (info["files"], info["versions"]) == (len(objects), ["paged@v1"])
             listed = sum("/directory" in p for _m, p in proxy.requests)
             assert listed == 1  # the version's root: one request, nothing else listed
             # the catalog fails every attempt of the next listing: EIO, never ENOENT

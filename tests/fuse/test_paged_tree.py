@@ -23,7 +23,7 @@ from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.errors import CatalogUnavailable, ListingUnavailable
 from fuse_adapter import layout
 from fuse_adapter.paged_tree import DIR_SHIFT, PagedTree, PagedVersion
-from fuse_adapter.readonly import ReadOnlyView
+from fuse_adapter.readonly import VIRTUAL_BASE, ReadOnlyView
 from fuse_adapter.tree import DIR, FILE, ROOT_INODE, ListingTree
 
 DIRS, PER_DIR = 40, 500  # 2 * 10^4 records
@@ -119,6 +119,7 @@ def test_a_file_inode_whose_page_was_dropped_is_not_resident_until_listed_again(
     view.lookup(view.lookup(root, "d011"), "f0001.jpg")  # other pages push d010's out
     assert not tree.resident(f) and tree.resident(d10)  # a directory's own attributes: always
     assert view.getattr(d10).mode & 0o040000
+    assert tree.resident(VIRTUAL_BASE)  # ``.datahub``: never a page's (its GETATTR once answered ENOENT)
     tree.make_resident(f)  # what the shim does in a thread before answering
     assert tree.resident(f) and view.getattr(f).size == 10001
 
