@@ -199,11 +199,14 @@ def version_view(
     """``MOUNT/<dataset>/v<seq>/…`` for each spec; refs resolved now. Each version's
     namespace is paged from the catalog a directory at a time into a cache of
     ``namespace_bytes`` (``paged_tree``): the mount is ready at once, whatever its size."""
+    # kept open for the mount's life: every directory listing shares it (the stores are
+    # thread-safe; SQLite's few pooled connections bound the page caches, not the threads)
     catalog = catalog_factory()
     try:
         resolved: list[tuple[VersionSpec, Version]] = [(s, catalog.resolve(s.dataset, s.ref)) for s in specs]
-    finally:
+    except BaseException:
         catalog.close()
+        raise
     tree = ListingTree(mtime=time.time())
     info = MountInfo(source=" ".join(f"{s.dataset}@{s.ref or 'latest'}" for s in specs))
     dataset_dirs: dict[str, int] = {}
@@ -232,10 +235,9 @@ def version_view(
     tree.sort_static_dir(ROOT_INODE)
     for ds in dataset_dirs.values():
         tree.sort_static_dir(ds)
-    catalogs = CatalogPerThread(catalog_factory)
 
     def fetch(version: PagedVersion, prefix: str) -> Iterator[Record | str]:
-        return catalogs.get().list_directory(version.dataset, version.seq, prefix=prefix)
+        return catalog.list_directory(version.dataset, version.seq, prefix=prefix)
 
     paged = PagedTree(tree, fetch, budget_bytes=namespace_bytes)
     for (dataset, seq), root in mounted.items():
@@ -249,31 +251,6 @@ def version_view(
     view.add_virtual_file(INFO_FILE, info.to_json)
     log.info("mounting %s", ", ".join(info.versions))
     return view, loaders, info
-
-
-class CatalogPerThread:
-    """One catalog client per thread that pages a namespace (a SQLite connection belongs
-    to its thread); all closed with :meth:`close`."""
-
-    def __init__(self, factory: CatalogFactory) -> None:
-        self._factory = factory
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._all: list = []
-
-    def get(self):  # -> datahub.catalog.Catalog
-        catalog = getattr(self._local, "catalog", None)
-        if catalog is None:
-            catalog = self._local.catalog = self._factory()
-            with self._lock:
-                self._all.append(catalog)
-        return catalog
-
-    def close(self) -> None:
-        with self._lock:
-            for catalog in self._all:
-                catalog.close()
-            self._all.clear()
 
 
 #: records per catalog query of a warm-up's stream (a fresh keyset query each, no long cursor)
