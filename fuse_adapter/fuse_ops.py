@@ -121,6 +121,10 @@ URING: bool = bool(getattr(pyfuse3, "URING", False))
 LOOKUP_IN_C: bool = FASTLOOP and hasattr(pyfuse3, "lookup_publish")
 
 
+def _always(_inode: int) -> bool:
+    return True
+
+
 class _CTable:
     """pyfuse3's C table of published backing files (``fuse_adapter.passthrough.Table``)."""
 
@@ -272,7 +276,8 @@ class ReadOnlyOps(_Ops):
         if text in (".", ".."):
             raise pyfuse3.FUSEError(errno.ENOENT)
         if self.view.is_hint(text):  # a read-order hint (fuse_adapter.hints): never an entry
-            self.view.hint(text)
+            # in a thread: its files' directory pages may have to be listed again
+            await self._thread(self.view.hint, text)
             raise pyfuse3.FUSEError(errno.ENOENT)  # not cached by the kernel, unlike st_ino=0
         ino = self.view.lookup_now(parent_inode, text)
         if ino is ...:  # the incremental listing has not reached this name yet
@@ -295,8 +300,16 @@ class ReadOnlyOps(_Ops):
     async def forget(self, inode_list):
         pass  # inodes live as long as the mount: nothing to free
 
+    async def _resident(self, inode: int) -> None:
+        """A version mount's namespace is paged (``paged_tree``): a file whose directory
+        page was dropped is listed again in a thread, never on this loop."""
+        tree = self.view.tree
+        if not getattr(tree, "resident", _always)(inode):
+            await self._thread(tree.make_resident, inode)
+
     @_fuse_errors
     async def getattr(self, inode, ctx=None):
+        await self._resident(inode)
         return _entry(self.view.getattr(inode), self._timeout(inode))
 
     @_fuse_errors
@@ -326,6 +339,7 @@ class ReadOnlyOps(_Ops):
         # reached for: writes, virtual files, files not published (yet) to pyfuse3's C table,
         # and published files C found changed on disk (fastopen.patch answers the others)
         write = flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND)
+        await self._resident(inode)
         if self.zero_message_open and not write:
             raise pyfuse3.FUSEError(errno.ENOSYS)  # "open files yourself from now on"
         pt = self.passthrough
@@ -404,6 +418,7 @@ class ReadOnlyOps(_Ops):
     async def read(self, fh, off, size):
         if NO_OPEN_FH is not None and fh & NO_OPEN_FH:
             ino = fh & ~NO_OPEN_FH
+            await self._resident(ino)
             data = self.view.read_inode_now(ino, off, size)  # in RAM: answered inline, no thread hop
             if data is not None:
                 return data

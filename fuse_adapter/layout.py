@@ -29,6 +29,7 @@ from datahub.catalog.model import Record, Version
 from datahub.errors import AlreadyExists, DatahubError, InvalidInput
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
+from fuse_adapter.paged_tree import PAGE_BUDGET, PagedTree, PagedVersion
 from fuse_adapter.readonly import ReadOnlyView
 from fuse_adapter.source import ByteSource
 from fuse_adapter.tree import ROOT_INODE, Feed, ListingTree
@@ -88,19 +89,32 @@ INFO_PAD = 1024
 
 @dataclass
 class Loader:
-    """One background listing load; ``wait()`` returns once it is in the tree (or failed)."""
+    """One mounted listing; ``wait()`` returns once it is in the tree (or failed).
+
+    A version mount has no load to wait for (``thread`` None: its namespace is paged from
+    the catalog, ``paged_tree``) and knows its totals from the version (``counts``)."""
 
     name: str
-    thread: threading.Thread
-    feed: Feed
-    #: every object of the listing, once it is in
+    thread: threading.Thread | None
+    feed: Feed | None
+    #: every object of the listing, once it is in (streamed)
     files: Callable[[], Iterator[ObjectRef]]
     #: a bucket listed by directory: take the whole listing (the snapshot) now
     want_whole: Callable[[], None] | None = None
+    counts: tuple[int, int] | None = None  # (objects, bytes) when known without the feed
 
     def wait(self, timeout: float | None = None) -> bool:
+        if self.thread is None:
+            return True
         self.thread.join(timeout)
         return not self.thread.is_alive()
+
+    def totals(self) -> tuple[int, int]:
+        """(objects, bytes) of the listing."""
+        if self.counts is not None:
+            return self.counts
+        assert self.feed is not None
+        return self.feed.files, self.feed.bytes
 
 
 def _record_mtime(record: Record, default: float) -> float:
@@ -180,18 +194,21 @@ def version_view(
     *,
     uid: int | None = None,
     gid: int | None = None,
+    namespace_bytes: int = PAGE_BUDGET,
 ) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
-    """``MOUNT/<dataset>/v<seq>/…`` for each spec; refs resolved now, listings load in threads."""
+    """``MOUNT/<dataset>/v<seq>/…`` for each spec; refs resolved now. Each version's
+    namespace is paged from the catalog a directory at a time into a cache of
+    ``namespace_bytes`` (``paged_tree``): the mount is ready at once, whatever its size."""
+    # kept open for the mount's life: every directory listing shares it (the stores are
+    # thread-safe; SQLite's few pooled connections bound the page caches, not the threads)
     catalog = catalog_factory()
     try:
         resolved: list[tuple[VersionSpec, Version]] = [(s, catalog.resolve(s.dataset, s.ref)) for s in specs]
-    finally:
+    except BaseException:
         catalog.close()
+        raise
     tree = ListingTree(mtime=time.time())
-    view = ReadOnlyView(tree, source, uid=uid, gid=gid)
     info = MountInfo(source=" ".join(f"{s.dataset}@{s.ref or 'latest'}" for s in specs))
-    view.on_hint = info.count_hint
-    view.add_virtual_file(INFO_FILE, info.to_json)
     dataset_dirs: dict[str, int] = {}
     mounted: dict[tuple[str, int], int] = {}
     links: set[tuple[str, str]] = set()
@@ -218,11 +235,49 @@ def version_view(
     tree.sort_static_dir(ROOT_INODE)
     for ds in dataset_dirs.values():
         tree.sort_static_dir(ds)
+
+    def fetch(version: PagedVersion, prefix: str) -> Iterator[Record | str]:
+        return catalog.list_directory(version.dataset, version.seq, prefix=prefix)
+
+    paged = PagedTree(tree, fetch, budget_bytes=namespace_bytes)
     for (dataset, seq), root in mounted.items():
         version = next(v for _, v in resolved if v.dataset == dataset and v.seq == seq)
-        loaders.append(_version_loader(tree, root, catalog_factory, version, info))
+        paged.attach(root, PagedVersion(dataset, seq, int(version.created_at * 1e9)), version.record_count)
+        loaders.append(_paged_loader(catalog_factory, version))
+        info.files += version.record_count
+        info.bytes += version.total_bytes
+    view = ReadOnlyView(paged, source, uid=uid, gid=gid)  # type: ignore[arg-type]
+    view.on_hint = info.count_hint
+    view.add_virtual_file(INFO_FILE, info.to_json)
     log.info("mounting %s", ", ".join(info.versions))
     return view, loaders, info
+
+
+#: records per catalog query of a warm-up's stream (a fresh keyset query each, no long cursor)
+FILES_PAGE = 10_000
+
+
+def _paged_loader(catalog_factory: CatalogFactory, version: Version) -> Loader:
+    name = f"{version.dataset}@v{version.seq}"
+
+    def files() -> Iterator[ObjectRef]:
+        """The version's objects in key order, streamed from the catalog a page at a time:
+        the warm-up holds no object per file and needs no namespace in memory."""
+        catalog = catalog_factory()
+        try:
+            after = ""
+            while True:
+                page = list(
+                    catalog.list_records(version.dataset, version.seq, start_after=after, limit=FILES_PAGE)
+                )
+                yield from (ObjectRef(r.url, r.etag, r.size) for r in page)
+                if len(page) < FILES_PAGE:
+                    return
+                after = page[-1].key
+        finally:
+            catalog.close()
+
+    return Loader(name, None, None, files, counts=(version.record_count, version.total_bytes))
 
 
 def _version_loader(

@@ -412,23 +412,21 @@ def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
         while not loader.wait(0.5):
             if stopping.is_set():
                 return
-        first = next(view.tree.walk_files(loader.feed.root), None)
-        if first is not None:
-            try:
-                stores.for_url(first[1].url)
-            except Exception as exc:  # an optimisation: the first read reports the error
-                log.debug("opening the store of %s failed: %s", first[1].url, exc)
+        try:
+            first = next(iter(loader.files()), None)
+            if first is not None:
+                stores.for_url(first.url)
+        except Exception as exc:  # an optimisation: the first read reports the error
+            log.debug("opening the store of %s failed: %s", loader.name, exc)
 
 
 def _prefetch(view, loaders, source, warmup, stopping: threading.Event) -> None:
     """Warm the cache with every file of the mount (after the listings are in), until unmount."""
     if not _listed(loaders, stopping):
         return
-    refs = warm_up_order(
-        ref for loader in loaders for _key, ref, _mtime in view.tree.walk_files(loader.feed.root)
-    )
-    objects = sum(loader.feed.files for loader in loaders)
-    nbytes = sum(loader.feed.bytes for loader in loaders)
+    refs = warm_up_order(ref for loader in loaders for ref in loader.files())
+    objects = sum(loader.totals()[0] for loader in loaders)
+    nbytes = sum(loader.totals()[1] for loader in loaders)
     warmup.run(source, refs, objects, nbytes, stopping)
 
 

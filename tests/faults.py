@@ -90,6 +90,11 @@ class FlakyProxy:
         with self._lock:
             self._to_fail += n
 
+    def heal(self) -> None:
+        """Fail nothing more (failures armed and not yet used are dropped)."""
+        with self._lock:
+            self._to_fail = 0
+
     def _should_fail(self, method: str, path: str) -> bool:
         with self._lock:
             self.requests.append((method, path))

@@ -54,6 +54,10 @@ log = logging.getLogger(__name__)
 
 MAX_REPORTED_FAILURES = 100
 LARGE_PAGES = 4  # an object of more pages is warmed last, as one-page ranged parts
+#: at most this many large objects wait for the end of a pass, and this many hinted objects are
+#: remembered: a pass over 10^8 files never holds an object per file (docs/fuse.md, "The namespace")
+DEFERRED_MAX = 65536
+HINT_DONE_MAX = 65536
 
 
 @dataclass
@@ -171,6 +175,10 @@ class WarmOrder:
     Hinted objects first, then the refs small ones first (as given), then the large ones
     deferred, each cut into one-page parts. A new hint (its generation changed) is taken up
     at once; hinted objects are remembered so the refs do not warm (or count) them twice.
+
+    Bounded: past DEFERRED_MAX deferred large objects, the oldest is warmed at once, and only
+    the last HINT_DONE_MAX hinted objects are remembered (an older one met again in the refs
+    is skipped by the cache as already held, at the cost of an index look-up and a count).
     """
 
     def __init__(
@@ -185,7 +193,7 @@ class WarmOrder:
         self._hint_generation = -1
         self._hint_refs: Sequence[ObjectRef] = ()
         self._hint_next = 0
-        self._hint_done: set[tuple[str, str]] = set()
+        self._hint_done: dict[tuple[str, str], None] = {}  # insertion order: the oldest first
         self._large: deque[ObjectRef] = deque()
         self._parts: deque[WarmUnit] = deque()
         self._source_done = False
@@ -208,7 +216,9 @@ class WarmOrder:
                 continue  # warmed (and counted) in the hinted order already
             if self._is_large(ref):
                 self._large.append(ref)
-                continue
+                if len(self._large) <= DEFERRED_MAX:
+                    continue
+                ref = self._large.popleft()
             return ref, self._units(ref)
         if self._large:
             ref = self._large.popleft()
@@ -226,7 +236,9 @@ class WarmOrder:
             self._hint_next += 1
             oid = (ref.url, ref.etag)
             if oid not in self._hint_done:
-                self._hint_done.add(oid)
+                self._hint_done[oid] = None
+                if len(self._hint_done) > HINT_DONE_MAX:
+                    del self._hint_done[next(iter(self._hint_done))]  # the oldest
                 return ref
         return None
 

@@ -201,6 +201,27 @@ class Catalog:
             dataset, seq, prefix=prefix, start_after=start_after, limit=limit, where=filt
         )
 
+    def list_directory(
+        self,
+        dataset: str,
+        ref: Ref = None,
+        *,
+        prefix: str = "",
+        start_after: str = "",
+        limit: int | None = None,
+    ) -> Iterator[Record | str]:
+        """One directory level of a version (``CatalogStore.list_directory``): its records and
+        its subdirectories as ``prefix + name + "/"``, in key order, streamed."""
+        check_prefix(prefix)
+        if prefix and not prefix.endswith("/"):
+            raise InvalidInput(
+                f"invalid directory {prefix!r}: a directory prefix ends with '/'", prefix=prefix
+            )
+        if limit is not None and limit < 0:
+            raise InvalidInput(f"invalid limit {limit}: use a number >= 0", limit=limit)
+        seq = self.resolve(dataset, ref).seq
+        return self.store.list_directory(dataset, seq, prefix=prefix, start_after=start_after, limit=limit)
+
     def get_record(self, dataset: str, ref: Ref, key: str) -> Record:
         check_key(key)
         return self.store.get_record(dataset, self.resolve(dataset, ref).seq, key)

@@ -53,6 +53,8 @@ from datahub.errors import CatalogUnavailable, InvalidInput
 # with key names cost the client ~1.8x the parsing. Change the format name with the columns.
 RECORDS_HEADER = {"format": "datahub.records/2", "columns": list(RECORD_COLUMNS)}
 DIFF_HEADER = {"format": "datahub.diff/2", "columns": ["kind", "key", "old", "new"]}
+# one directory level: a record row per file, a JSON string (``prefix + name + "/"``) per subdirectory
+DIRECTORY_HEADER = {"format": "datahub.directory/1", "columns": list(RECORD_COLUMNS)}
 _first = itemgetter(0)
 _SPOOL_BYTES = 8 * 1024 * 1024  # a commit body beyond this is spooled to a temporary file
 _CHUNK = 256 * 1024
@@ -226,6 +228,39 @@ class HttpCatalogStore(CatalogStore):
                     limit -= got
                     if limit <= 0:
                         return
+
+    def list_directory(
+        self, dataset: str, seq: int, *, prefix: str = "", start_after: str = "", limit: int | None = None
+    ) -> Iterator[Record | str]:
+        """One request (``/directory``): the server's store lists the level, so a mount's
+        lookup in a directory not loaded yet costs one round trip, never one per subdirectory.
+        A cut stream is an error (CatalogUnavailable), never a shorter directory."""
+        what = f"directory {prefix or '/'!r} of version {seq} of dataset {dataset!r}"
+        params: dict[str, Any] = {"seq": seq}
+        if prefix:
+            params["prefix"] = prefix
+        if start_after:
+            params["start_after"] = start_after
+        if limit is not None:
+            params["limit"] = limit
+        path = f"/v1/remote/datasets/{_seg(dataset)}/directory"
+        previous = start_after
+        for rows in self._api.batches(path, what=what, params=params, header=DIRECTORY_HEADER):
+            for row in rows:
+                if isinstance(row, str):
+                    entry: Record | str = row
+                    at = row
+                    ok = row.startswith(prefix) and row.endswith("/") and "/" not in row[len(prefix) : -1]
+                elif isinstance(row, list) and len(row) == len(RECORD_COLUMNS) and isinstance(row[0], str):
+                    entry = record_from_row(*row)
+                    at = row[0]
+                    ok = at.startswith(prefix) and "/" not in at[len(prefix) :]
+                else:
+                    raise self._api.garbage(what, "an entry of the wrong shape")
+                if not ok or (previous and at <= previous):
+                    raise self._api.garbage(what, f"entry {at!r} out of order or outside the directory")
+                previous = at
+                yield entry
 
     def _checked_rows(self, rows: list[Any], after: str, what: str) -> str:
         """The last key of a chunk of record rows, after checking that every row is an array of

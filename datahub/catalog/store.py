@@ -21,6 +21,7 @@ from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
 from datahub.errors import PreconditionFailed, RecordNotFound, StaleBase
+from datahub.validation import MAX_KEY_BYTES
 
 
 class CatalogStore(abc.ABC):
@@ -125,6 +126,43 @@ class CatalogStore(abc.ABC):
         records = self.list_records(dataset, seq, prefix=prefix, start_after=start_after, limit=limit)
         return map(record_json, records)
 
+    def list_directory(
+        self, dataset: str, seq: int, *, prefix: str = "", start_after: str = "", limit: int | None = None
+    ) -> Iterator[Record | str]:
+        """One directory level of version ``seq``, in key order: each record whose key is
+        ``prefix`` + a name without ``/``, and each subdirectory once, as the string
+        ``prefix + name + "/"`` (it sorts there among the keys). ``start_after`` is a cursor
+        of that order (a key, or a subdirectory's string: its whole subtree is skipped).
+
+        Why: a mount pages its namespace a directory at a time (docs/fuse.md, "The
+        namespace"); ``list_records(prefix=...)`` would read every key below the directory.
+        This reads the directory's own records and, per subdirectory, one record (a keyset
+        seek past the subtree): never a scan of the version. Stores with a cheaper way may
+        override it; the HTTP store sends it as one request."""
+        after = start_after
+        if len(after) > len(prefix) and after.startswith(prefix) and after.endswith("/"):
+            after = past_subtree(after)
+        sent = 0
+        probe = True  # after a subdirectory: one record tells what comes next
+        while limit is None or sent < limit:
+            got = ""  # what ended this query: a subdirectory, a file, or nothing (the end)
+            for record in self.list_records(
+                dataset, seq, prefix=prefix, start_after=after, limit=1 if probe else None
+            ):
+                cut = record.key.find("/", len(prefix))
+                if cut >= 0:
+                    sub = record.key[: cut + 1]
+                    yield sub
+                    sent, after, got = sent + 1, past_subtree(sub), "dir"
+                    break
+                yield record
+                sent, after, got = sent + 1, record.key, "file"
+                if probe or (limit is not None and sent >= limit):
+                    break
+            if not got or (got == "file" and not probe):
+                return
+            probe = got == "dir"  # a file after a probe: stream the files that follow
+
     @abc.abstractmethod
     def get_record(self, dataset: str, seq: int, key: str) -> Record:
         """RecordNotFound naming dataset, version and key if absent."""
@@ -184,6 +222,13 @@ def revision_mismatch(current: Dataset, expected: int | None) -> PreconditionFai
         dataset=current.name,
         revision=current.revision,
     )
+
+
+def past_subtree(directory: str) -> str:
+    """A cursor above every key under ``directory`` (ending in ``/``) and below the next key
+    outside it: no valid key holds more than MAX_KEY_BYTES bytes, so none under the
+    directory reaches this many U+10FFFF (the greatest code point, 4 UTF-8 bytes) after it."""
+    return directory + "\U0010ffff" * (MAX_KEY_BYTES // 4 + 1)
 
 
 def prefix_end(prefix: str) -> str:

@@ -43,7 +43,7 @@ from datahub.api.schemas import (
     record_public,
     version_public,
 )
-from datahub.catalog.http_store import DIFF_HEADER, RECORDS_HEADER
+from datahub.catalog.http_store import DIFF_HEADER, DIRECTORY_HEADER, RECORDS_HEADER
 from datahub.catalog.model import DiffEntry
 from datahub.catalog.record_json import record_json
 from datahub.errors import AccessDenied, InvalidInput
@@ -106,6 +106,7 @@ def stream_lines(
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 RECORDS_LINE = _encode(RECORDS_HEADER)
 DIFF_LINE = _encode(DIFF_HEADER)
+DIRECTORY_LINE = _encode(DIRECTORY_HEADER)
 _quote = json.encoder.encode_basestring_ascii
 
 
@@ -181,6 +182,28 @@ def list_records(
         dataset.name, version.seq, prefix=prefix, start_after=start_after, limit=limit
     )
     return stream_lines(lines, None, RECORDS_LINE)
+
+
+@router.get("/{name}/directory", response_class=StreamingResponse, responses=_LISTING)
+def list_directory(
+    dataset: ReadableDataset,
+    services: ServicesDep,
+    seq: Seq,
+    prefix: str = "",
+    start_after: str = "",
+    limit: Annotated[int | None, Query(ge=0)] = None,
+) -> StreamingResponse:
+    """DIRECTORY_HEADER, then one directory level of version ``seq`` in key order (the
+    store's ``list_directory``): a record row per file, a JSON string per subdirectory,
+    then ``{"end": n}``. A mount pages its namespace with it (docs/fuse.md)."""
+    entries = services.catalog.list_directory(
+        dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit
+    )
+    return stream_lines(entries, _directory_line, DIRECTORY_LINE)
+
+
+def _directory_line(entry: Any) -> str:
+    return _quote(entry) if isinstance(entry, str) else record_json(entry)
 
 
 @router.post("/{name}/records/get")

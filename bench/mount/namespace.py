@@ -1,0 +1,266 @@
+"""A version mount's namespace at 10^6 and 5x10^6 records: paged (this tree) vs whole (a baseline tree).
+
+    .venv/bin/python bench/mount/namespace.py --baseline-tree /tmp/ns-base [--records 1000000 5000000]
+
+``--baseline-tree``: a checkout of the commit before the paged namespace (``git archive
+1c2a17b | tar -x -C /tmp/ns-base``); its daemon runs with the same interpreter and this
+tree's pyfuse3, so the only difference is the namespace code. Without it only the paged
+design is measured.
+
+Per record count, one catalog (SQLite, built with ``datahub commit --changes``, synthetic
+URLs: no object is read) holds ``big`` (keys ``sNN/dNNN/fNNNNN.jpg``, 10^4 per directory,
+10^6 per ``sNN``) and ``tiny`` (one record). For each design, alternating:
+
+* ready: from starting ``datahub mount --no-prefetch`` until ``ls MNT/big/v1`` answers;
+* cold ls: the first listing of a 10^4-entry directory, just after ready;
+* RSS: the daemon's VmRSS after listing 100 random 10^4-entry directories, minus a
+  ``tiny`` mount's after the same ready-and-ls (an empty mount);
+* find: ``find MNT/big/v1/s00 -type f`` (10^6 files), entries per second and daemon CPU
+  seconds per 10^6 entries.
+
+The paged design is also measured through the remote catalog (``datahub serve`` in a
+subprocess, the mount as an API client). Every figure is printed with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PER_DIR, DIRS_PER_TOP = 10_000, 100
+GOALS = {
+    "ready_s": 2.0,
+    "cold_ls_ms_embedded": 100.0,
+    "cold_ls_ms_remote": 250.0,
+    "rss_mb": 300.0,
+    "find_rate": 100_000,
+}
+
+
+def uptime() -> str:
+    return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
+
+
+def key(i: int) -> str:
+    d, f = divmod(i, PER_DIR)
+    top, d = divmod(d, DIRS_PER_TOP)
+    return f"s{top:02}/d{d:03}/f{f:05}.jpg"
+
+
+def write_changes(path: Path, n: int) -> None:
+    with open(path, "w") as out:
+        for i in range(n):
+            k = key(i)
+            rec = {
+                "key": k,
+                "url": f"s3://synthetic-bench/{k}",
+                "etag": f"{i:032x}",
+                "size": 100_000 + i % 997,
+            }
+            out.write(json.dumps({"op": "put", "record": rec}, separators=(",", ":")) + "\n")
+
+
+def datahub(config: Path, *args: str, tree: Path = REPO) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from datahub.cli.main import main; sys.exit(main())", "--config", str(config), *args],
+        capture_output=True, text=True, cwd=tree, env=_env(tree), check=False,
+    )  # fmt: skip
+    if proc.returncode:
+        raise SystemExit(f"datahub {' '.join(args)}: {proc.stderr}")
+    return proc.stdout
+
+
+def _env(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)
+    return env
+
+
+def build(root: Path, n: int) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "datahub.toml"
+    if (root / "built").exists():  # a --dir kept from an earlier run: the same catalog
+        print(f"  reusing the catalog of {n:,} records in {root}")
+        return config
+    config.write_text(f'home = "{root / "var"}"\n[cache]\nram_bytes = 67108864\ndisk_bytes = 0\n')
+    datahub(config, "init")
+    for name, count in (("big", n), ("tiny", 1)):
+        changes = root / f"{name}.jsonl"
+        write_changes(changes, count)
+        datahub(config, "dataset", "create", name)
+        t0 = time.perf_counter()
+        datahub(config, "commit", name, "--changes", str(changes), "-m", "bench")
+        took = time.perf_counter() - t0
+        changes.unlink()
+        if name == "big":
+            size = (root / "var" / "catalog.db").stat().st_size
+            print(
+                f"  built {n:,} records: commit {took:.1f} s ({n / took:,.0f}/s), catalog {size / 1e6:.0f} MB  load {uptime()}"
+            )
+    (root / "built").write_text(str(n))
+    return config
+
+
+class Mount:
+    def __init__(self, config: Path, tree: Path, mnt: Path, spec: str) -> None:
+        self.mnt, self.log = mnt, mnt.with_suffix(".log")
+        mnt.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(config), "mount", str(mnt), spec]
+        self.t0 = time.perf_counter()
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [*cmd, "--no-prefetch", "--foreground"], stdout=log, stderr=log, cwd=tree, env=_env(tree)
+            )
+
+    def wait_ready(self, listed: Path) -> float:
+        """Seconds from start until ``listed`` lists (``self.mounted_s``: until the mount appeared)."""
+        self.mounted_s = 0.0
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"mount exited: {self.log.read_text()[-2000:]}")
+            if os.path.ismount(self.mnt):
+                self.mounted_s = self.mounted_s or time.perf_counter() - self.t0
+                try:
+                    os.listdir(listed)
+                    return time.perf_counter() - self.t0
+                except OSError:
+                    pass
+            time.sleep(0.005)
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return 0.0
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def close(self) -> None:
+        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=False, capture_output=True)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            subprocess.run(["fusermount3", "-uz", str(self.mnt)], check=False, capture_output=True)
+
+
+def measure(config: Path, tree: Path, work: Path, n: int, label: str, rng: random.Random) -> dict:
+    dirs = [
+        f"s{top:02}/d{d:03}"
+        for top in range(max(1, n // (PER_DIR * DIRS_PER_TOP)))
+        for d in range(DIRS_PER_TOP)
+    ]
+    dirs = [d for d in dirs if int(d[1:3]) * DIRS_PER_TOP * PER_DIR + int(d[5:8]) * PER_DIR < n]
+    out: dict = {"design": label, "records": n, "load": uptime()}
+    empty = Mount(config, tree, work / f"empty-{label}", "tiny@v1")
+    try:
+        empty.wait_ready(empty.mnt / "tiny" / "v1")
+        os.listdir(empty.mnt / "tiny" / "v1" / "s00")
+        time.sleep(0.5)
+        empty_rss = empty.rss_mb()
+    finally:
+        empty.close()
+    m = Mount(config, tree, work / f"big-{label}", "big@v1")
+    try:
+        v1 = m.mnt / "big" / "v1"
+        out["ready_s"] = m.wait_ready(v1)
+        out["mounted_s"] = m.mounted_s  # the process started and mounted: the rest is the listing
+        cold = rng.choice(dirs)
+        cpu0, t0 = m.cpu_s(), time.perf_counter()
+        entries = len(os.listdir(v1 / cold))
+        out["cold_ls_ms"] = (time.perf_counter() - t0) * 1000
+        out["cold_ls_cpu_ms"] = (m.cpu_s() - cpu0) * 1000
+        assert entries == PER_DIR, entries
+        for d in rng.sample(dirs, min(100, len(dirs))):
+            os.listdir(v1 / d)
+        time.sleep(0.5)
+        out["rss_mb"] = m.rss_mb() - empty_rss
+        out["empty_rss_mb"] = empty_rss
+        cpu0, t0 = m.cpu_s(), time.perf_counter()
+        found = subprocess.run(
+            ["find", str(v1 / "s00"), "-type", "f"], capture_output=True, check=True
+        ).stdout.count(b"\n")
+        took = time.perf_counter() - t0
+        out["find_entries"] = found
+        out["find_rate"] = found / took
+        out["find_cpu_s_per_1e6"] = (m.cpu_s() - cpu0) / found * 1e6
+        out["rss_after_find_mb"] = m.rss_mb() - empty_rss
+    finally:
+        m.close()
+    return out
+
+
+def serve_remote(config: Path, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from datahub.cli.main import main; sys.exit(main())", "--config", str(config), "serve", "--host", "127.0.0.1",
+         "--port", str(port), "--local", "--no-labelx"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env=_env(REPO),
+    )  # fmt: skip
+    import urllib.request
+
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/datasets", timeout=1).read()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit("datahub serve did not come up")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, nargs="+", default=[1_000_000, 5_000_000])
+    p.add_argument("--baseline-tree", type=Path, help="a checkout of the commit before the paged namespace")
+    p.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed)")
+    args = p.parse_args()
+    work = args.dir or Path(tempfile.mkdtemp(prefix="ns-bench-"))
+    rng = random.Random(38)
+    results = []
+    try:
+        for n in args.records:
+            print(f"{n:,} records  load {uptime()}")
+            config = build(work / f"n{n}", n)
+            designs = [("paged", REPO)] + ([("whole", args.baseline_tree)] if args.baseline_tree else [])
+            for label, tree in designs:
+                r = measure(config, tree, work / f"n{n}", n, label, rng)
+                results.append(r)
+                print("  " + json.dumps(r))
+            port = 20000 + rng.randrange(20000)
+            server = serve_remote(config, port)
+            try:
+                remote = config.with_name("remote.toml")
+                remote.write_text(f'catalog_url = "http://127.0.0.1:{port}"\n' + config.read_text())
+                r = measure(remote, REPO, work / f"n{n}", n, "paged-remote", rng)
+                results.append(r)
+                print("  " + json.dumps(r))
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(
+        "\nsummary (goals: ready <= 2 s, cold ls <= 100 ms embedded / 250 ms remote, RSS <= 300 MB, find >= 100k/s)"
+    )
+    for r in results:
+        print(
+            f"  {r['records']:>9,} {r['design']:<13} ready {r['ready_s']:7.2f} s (mounted {r['mounted_s']:.2f})  "
+            f"cold ls {r['cold_ls_ms']:7.1f} ms ({r['cold_ls_cpu_ms']:.0f} CPU-ms)  "
+            f"RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
+            f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.1f} CPU-s per 10^6)  load {r['load']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,419 @@
+"""The namespace of a version mount, paged from the catalog a directory at a time.
+
+Why: the whole listing of a version used to be loaded into each daemon's heap before its
+root listed (5x10^6 records: 13.5 s, 513 MB). A version is immutable, so nothing forces
+that: a directory is listed when a lookup or readdir first needs it (one
+``Catalog.list_directory`` query, a keyset range over that directory's keys, never a scan
+of the version), and kept in a cache bounded in bytes (least recently used pages go).
+docs/fuse.md, "The namespace of a version mount", has the design and measured figures.
+
+Inode numbers never depend on what the cache holds:
+
+* a directory gets a number the first time its parent is listed, kept for the mount's
+  life (a small table: one entry per directory seen, never per file);
+* a file's number is ``directory << 32 | position + 1``, its position in the directory's
+  listing in key order, which an immutable version never changes.
+
+So a page can be dropped at any time: the kernel (which holds an inode until FORGET) and
+pyfuse3's C lookup table (``lookup_publish``, which answers LOOKUPs of names answered
+before, for the mount's life) keep numbers that still name the same file; the next
+request for one lists its directory again. FORGET stays a no-op.
+
+The static top of the mount (``<dataset>/``, ``v<seq>/``, ref symlinks) is a small
+:class:`ListingTree`; each version directory in it is the root of a paged namespace.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import accumulate
+
+from datahub.catalog.model import Record
+from datahub.errors import ListingUnavailable, NotFound
+from datahub.storage.base import ObjectRef
+from fuse_adapter.tree import DIR, FILE, Attr, ListingTree
+
+DIR_SHIFT = 32  # a file's inode: its directory's inode << DIR_SHIFT | (position + 1)
+MAX_DIRS = 1 << 29  # directory inodes stay below this: file inodes stay below 2**61 (virtual files: 2**62)
+MAX_CHILDREN = (1 << DIR_SHIFT) - 1
+PAGE_BUDGET = 64 * 1024**2  # bytes of directory pages a mount keeps (docs/fuse.md)
+READDIR_CHUNK = 1024  # entries handed to one readdir call (the kernel asks again for the rest)
+_ENTRY_OVERHEAD = 96  # bytes per entry beyond its strings: list slot, str header, arrays
+
+#: ``fetch(version, prefix)``: one directory level of a version in key order
+#: (``Catalog.list_directory``): records, and subdirectories as ``prefix + name + "/"``
+Fetch = Callable[["PagedVersion", str], Iterator["Record | str"]]
+
+
+@dataclass(frozen=True, slots=True)
+class PagedVersion:
+    dataset: str
+    seq: int
+    mtime_ns: int  # of its directories, and of files whose record has no mtime
+
+    @property
+    def name(self) -> str:
+        return f"{self.dataset}@v{self.seq}"
+
+
+@dataclass(slots=True)
+class _Dir:
+    version: PagedVersion
+    prefix: str  # "" for the version's root, else "a/b/"
+
+
+class _Page:
+    """One directory's listing, children in key order (a subdirectory sorts as ``name/``).
+
+    Built in columns (:meth:`add` appends to lists, :meth:`finish` packs them into arrays
+    and one bytes blob): about 100 bytes per entry plus its name, URL and etag."""
+
+    __slots__ = (
+        "sort_keys",
+        "kinds",
+        "sizes",
+        "mtimes",
+        "inos",
+        "blob",
+        "ends",
+        "nbytes",
+        "shadowed",
+        "_strings",
+    )
+
+    def __init__(self) -> None:
+        self.sort_keys: list[str] = []
+        self.kinds: list[int] | bytes = []
+        self.sizes: list[int] | array = []
+        self.mtimes: list[int] | array = []
+        self.inos: list[int] | array = []
+        self._strings: list[str] = []  # per child: url at 2i, etag at 2i + 1 (until finish)
+        self.blob = b""
+        self.ends = array("Q")
+        self.nbytes = 0
+        self.shadowed: set[int] = set()  # positions of files hidden by a directory of their name
+
+    def finish(self) -> None:
+        """Pack the columns, and hide each file that a directory of the same name shadows
+        (``a`` and ``a/b``: the directory wins, as in a bucket mount and mountpoint-s3)."""
+        encoded = [text.encode("utf-8", "surrogateescape") for text in self._strings]
+        self.blob = b"".join(encoded)
+        self.ends = array("Q", accumulate(map(len, encoded)))
+        self._strings = []
+        self.kinds = bytes(self.kinds)
+        self.sizes, self.mtimes, self.inos = (
+            array("q", self.sizes),
+            array("q", self.mtimes),
+            array("Q", self.inos),
+        )
+        n = len(self.sort_keys)
+        self.nbytes = _ENTRY_OVERHEAD * n + sum(map(len, self.sort_keys)) + len(self.blob)
+        for i, kind in enumerate(self.kinds):
+            if kind == DIR:
+                j = self.find(self.sort_keys[i][:-1], FILE)
+                if j is not None:
+                    self.shadowed.add(j)
+
+    def string(self, index: int) -> str:
+        start = self.ends[index - 1] if index else 0
+        return self.blob[start : self.ends[index]].decode("utf-8", "surrogateescape")
+
+    def find(self, sort_key: str, kind: int) -> int | None:
+        i = bisect_left(self.sort_keys, sort_key)
+        if i < len(self.sort_keys) and self.sort_keys[i] == sort_key and self.kinds[i] == kind:
+            return i
+        return None
+
+    def name(self, i: int) -> str:
+        key = self.sort_keys[i]
+        return key[:-1] if self.kinds[i] == DIR else key
+
+
+class _Loading:
+    """A directory being listed: later askers wait for the first one's answer."""
+
+    __slots__ = ("done", "page", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.page: _Page | None = None
+        self.error: ListingUnavailable | None = None
+
+
+class PagedTree:
+    """The read side of :class:`ListingTree` (what ``ReadOnlyView`` asks), for version mounts.
+
+    Thread-safe. ``_lock`` guards the tables and the cache and is never held across a
+    catalog query; methods that may query say so (the FUSE shim runs them in threads, and
+    asks :meth:`resident` first on its loop).
+    """
+
+    def __init__(self, static: ListingTree, fetch: Fetch, *, budget_bytes: int = PAGE_BUDGET) -> None:
+        self.static = static
+        self._fetch = fetch
+        self.budget = budget_bytes
+        self._lock = threading.Lock()
+        self._dirs: dict[int, _Dir] = {}  # every paged directory seen: inode -> where
+        self._dir_inos: dict[tuple[PagedVersion, str], int] = {}
+        self._next_dir = static.inode_count() + 1
+        self._pages: OrderedDict[int, _Page] = OrderedDict()  # least recently used first
+        self._bytes = 0
+        self._loading: dict[int, _Loading] = {}
+        self._records = 0
+        self.loads = 0  # directory listings asked of the catalog (tests, stats)
+
+    # --- building (before mounting) -------------------------------------------------------------
+    def attach(self, root: int, version: PagedVersion, records: int = 0) -> None:
+        """Directory ``root`` of the static tree shows ``version``, paged."""
+        with self._lock:
+            self._dirs[root] = _Dir(version, "")
+            self._dir_inos[version, ""] = root
+            self._records += records
+
+    # --- the cache -------------------------------------------------------------------------------
+    def _page(self, ino: int, *, wait: bool) -> _Page | None:
+        """Directory ``ino``'s page; listed now (blocking: a catalog query) if ``wait``."""
+        with self._lock:
+            page = self._pages.get(ino)
+            if page is not None:
+                self._pages.move_to_end(ino)
+                return page
+            if not wait:
+                return None
+            loading = self._loading.get(ino)
+            first = loading is None
+            if loading is None:
+                loading = self._loading[ino] = _Loading()
+            where = self._dirs[ino]
+        if not first:
+            loading.done.wait()
+        else:
+            try:
+                loading.page = self._list(ino, where)
+            except Exception as exc:  # the catalog failed (part-way or not): unknown, not absent
+                loading.error = ListingUnavailable(
+                    f"{where.version.name}: listing directory {where.prefix or '/'!r} from the catalog "
+                    f"failed ({exc}); its names are unknown, not absent. The next lookup lists it again",
+                    path=where.prefix,
+                )
+            with self._lock:
+                del self._loading[ino]
+                if loading.page is not None:
+                    self._pages[ino] = loading.page
+                    self._bytes += loading.page.nbytes
+                    while self._bytes > self.budget and len(self._pages) > 1:
+                        _, old = self._pages.popitem(last=False)
+                        self._bytes -= old.nbytes
+            loading.done.set()
+        if loading.error is not None:
+            raise loading.error
+        assert loading.page is not None
+        return loading.page
+
+    def _list(self, ino: int, where: _Dir) -> _Page:
+        """One catalog query for directory ``ino``; the page is whole or not at all."""
+        self.loads += 1
+        page = _Page()
+        version, prefix = where.version, where.prefix
+        cut, default_mtime = len(prefix), version.mtime_ns
+        keys, kinds, sizes, mtimes, inos, strings = (
+            page.sort_keys,
+            page.kinds,
+            page.sizes,
+            page.mtimes,
+            page.inos,
+            page._strings,
+        )
+        base = ino << DIR_SHIFT
+        for entry in self._fetch(version, prefix):
+            n = len(keys)
+            if n >= MAX_CHILDREN:
+                raise ValueError(f"more than {MAX_CHILDREN} entries in one directory")
+            if isinstance(entry, str):
+                keys.append(entry[cut:])
+                kinds.append(DIR)
+                sizes.append(0)
+                mtimes.append(default_mtime)
+                inos.append(self._subdir(version, entry))
+                strings += ("", "")
+                continue
+            keys.append(entry.key[cut:])
+            kinds.append(FILE)
+            sizes.append(entry.size)
+            meta = entry.meta
+            mtime = meta.get("mtime") if meta else None
+            mtimes.append(int(mtime * 1e9) if isinstance(mtime, (int, float)) else default_mtime)
+            inos.append(base | (n + 1))
+            strings += (entry.url, entry.etag)
+        page.finish()
+        return page
+
+    def _subdir(self, version: PagedVersion, prefix: str) -> int:
+        with self._lock:
+            ino = self._dir_inos.get((version, prefix))
+            if ino is None:
+                if self._next_dir >= MAX_DIRS:
+                    raise ValueError(f"more than {MAX_DIRS} directories in one mount")
+                ino = self._next_dir
+                self._next_dir += 1
+                self._dirs[ino] = _Dir(version, prefix)
+                self._dir_inos[version, prefix] = ino
+            return ino
+
+    def _file(self, ino: int, *, wait: bool = True) -> tuple[_Page, int] | None:
+        """(page, position) of file inode ``ino``; NotFound if there is no such file."""
+        parent, position = ino >> DIR_SHIFT, (ino & MAX_CHILDREN) - 1
+        if parent not in self._dirs or position < 0:
+            raise NotFound(f"no inode {ino}")
+        page = self._page(parent, wait=wait)
+        if page is None:
+            return None
+        if position >= len(page.sort_keys) or page.kinds[position] != FILE:
+            raise NotFound(f"no inode {ino}")
+        return page, position
+
+    def resident(self, ino: int) -> bool:
+        """Whether requests about ``ino`` can be answered without a catalog query."""
+        parent = ino >> DIR_SHIFT
+        if parent in self._dirs:
+            with self._lock:
+                return parent in self._pages
+        return True  # a directory's own attributes never need its page; nor does a virtual file
+
+    def make_resident(self, ino: int) -> None:
+        """Blocking: list the directory of file ``ino`` again (its page was dropped)."""
+        if ino >> DIR_SHIFT:
+            self._file(ino)
+
+    # --- what ReadOnlyView asks ------------------------------------------------------------------
+    def is_dir(self, ino: int) -> bool:
+        return ino in self._dirs or self.static.is_dir(ino)
+
+    def exists(self, ino: int) -> bool:
+        if ino >> DIR_SHIFT:
+            return (ino >> DIR_SHIFT) in self._dirs
+        return ino in self._dirs or self.static.exists(ino)
+
+    def attr(self, ino: int) -> Attr:
+        """May block (a file whose directory's page was dropped)."""
+        if ino >> DIR_SHIFT:
+            found = self._file(ino)
+            assert found is not None
+            page, i = found
+            return Attr(FILE, page.sizes[i], page.mtimes[i])
+        where = self._dirs.get(ino)
+        if where is not None and where.prefix:
+            return Attr(DIR, 0, where.version.mtime_ns)
+        return self.static.attr(ino)
+
+    def name(self, ino: int) -> str:
+        if ino >> DIR_SHIFT:
+            found = self._file(ino)
+            assert found is not None
+            return found[0].name(found[1])
+        where = self._dirs.get(ino)
+        if where is not None and where.prefix:
+            return where.prefix[:-1].rpartition("/")[2]
+        return self.static.name(ino)
+
+    def readlink(self, ino: int) -> str:
+        return self.static.readlink(ino)
+
+    def lookup_now(self, parent: int, name: str) -> object:
+        """Inode, None (absent) or ``...``: the directory is not listed yet (use :meth:`lookup`)."""
+        if parent not in self._dirs:
+            return self.static.lookup_now(parent, name)
+        page = self._page(parent, wait=False)
+        return ... if page is None else self._find(page, name)
+
+    def lookup(self, parent: int, name: str, timeout: float | None = None) -> int | None:
+        """Blocking: lists directory ``parent`` if it is not in the cache (one catalog query);
+        ListingUnavailable (EIO) if that fails, never None for a name it could not see."""
+        if parent not in self._dirs:
+            return self.static.lookup(parent, name, timeout)
+        page = self._page(parent, wait=True)
+        assert page is not None
+        return self._find(page, name)
+
+    @staticmethod
+    def _find(page: _Page, name: str) -> int | None:
+        i = page.find(name + "/", DIR)
+        if i is None:
+            i = page.find(name, FILE)
+            if i is None or i in page.shadowed:
+                return None
+        return page.inos[i]
+
+    def readdir(self, ino: int, start: int, *, wait: bool = False) -> list[tuple[str, int, int]]:
+        """Children from position ``start`` on, as (name, inode, next position); at most
+        READDIR_CHUNK of them (an empty list is the end). Without ``wait``, empty while the
+        directory is not listed (see :meth:`dir_complete`)."""
+        if ino not in self._dirs:
+            return self.static.readdir(ino, start, wait=wait)
+        page = self._page(ino, wait=wait)
+        if page is None:
+            return []
+        end = min(len(page.sort_keys), start + READDIR_CHUNK)
+        return [(page.name(i), page.inos[i], i + 1) for i in range(start, end) if i not in page.shadowed]
+
+    def dir_complete(self, ino: int) -> bool:
+        """Whether :meth:`readdir` without ``wait`` answers (the directory is listed)."""
+        if ino not in self._dirs:
+            return self.static.dir_complete(ino)
+        with self._lock:
+            return ino in self._pages
+
+    def key(self, ino: int) -> str:
+        found = self._file(ino)
+        assert found is not None
+        page, i = found
+        return self._dirs[ino >> DIR_SHIFT].prefix + page.name(i)
+
+    def ref(self, ino: int) -> ObjectRef:
+        """What the cache needs to read file ``ino``; may block like :meth:`attr`."""
+        if not ino >> DIR_SHIFT:
+            raise IsADirectoryError(ino)
+        found = self._file(ino)
+        assert found is not None
+        page, i = found
+        return ObjectRef(page.string(2 * i), page.string(2 * i + 1), page.sizes[i])
+
+    def walk_files(self, root: int) -> Iterator[tuple[str, ObjectRef, int]]:
+        """(key, ref, mtime_ns) of every file below ``root`` in key order, a directory at a
+        time through the cache (memory stays bounded; each directory costs a query)."""
+        stack = [(root, 0)]
+        while stack:
+            ino, start = stack.pop()
+            entries = self.readdir(ino, start, wait=True)
+            for _name, child, following in entries:
+                if self.is_dir(child):
+                    stack += [(ino, following), (child, 0)]
+                    break
+                yield self.key(child), self.ref(child), self.attr(child).mtime_ns
+            else:
+                if entries:
+                    stack.append((ino, entries[-1][2]))
+
+    # --- accounting --------------------------------------------------------------------------
+    def inode_count(self) -> int:
+        return self.static.inode_count() + self._records
+
+    def nbytes(self) -> int:
+        """Bytes of the directory pages held (the bounded part) and of the directory table."""
+        with self._lock:
+            return self._bytes + 200 * len(self._dirs)
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {
+                "pages": len(self._pages),
+                "page_bytes": self._bytes,
+                "budget_bytes": self.budget,
+                "directories_seen": len(self._dirs),
+                "directory_listings": self.loads,
+            }
