@@ -132,6 +132,7 @@ class FastReads:
             "reads_in_c": self.mode,
             "reads_answered_in_c": t.get("reads", 0),
             "read_bytes_in_c": t.get("bytes", 0),
+            "reads_in_c_direct": t.get("direct", 0),
             "page_files_published": t.get("files", 0),
             "page_files_changed": t.get("changed", 0),
             "reads_handed_to_python": t.get("handed", 0),

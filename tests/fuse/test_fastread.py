@@ -83,6 +83,7 @@ def test_reads_of_disk_tier_files_are_answered_in_c_and_cached_once(env: FuseEnv
         assert s["mode"] == "off: zero-message opens" and s["reads_in_c"] == "on", s
         before = s["reads_answered_in_c"]
         page = {key: page_file_of(env, data) for key, data in FILES.items()}  # reads them: then
+        os.sync()  # (dirty pages cannot be dropped)
         forget_pages(Path("/"), page.values())  # their pages are dropped, as the mount's are
         forget_pages(root, FILES)
         with FuseRequests(mnt) as req:
