@@ -29,6 +29,7 @@ ENOATTR: int
 RENAME_EXCHANGE: FlagT
 RENAME_NOREPLACE: FlagT
 ROOT_INODE: InodeT
+NO_OPEN_FH: int
 trio_token: Optional[TrioToken]
 __version__: str
 _NANOS_PER_SEC: int

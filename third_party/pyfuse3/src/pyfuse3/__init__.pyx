@@ -89,6 +89,8 @@ cdef object py_retval
 cdef object _notify_queue = None
 
 ROOT_INODE = FUSE_ROOT_ID
+#: datahub: read() gets ``ino | NO_OPEN_FH`` as its fh when open() answered ENOSYS
+NO_OPEN_FH = 1 << 63
 __version__ = _pyfuse3.__version__
 
 _NANOS_PER_SEC = 1000000000
