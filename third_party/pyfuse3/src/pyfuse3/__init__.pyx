@@ -833,6 +833,8 @@ def init(ops, mountpoint, options=default_options):
         raise RuntimeError('fuse_session_mount failed')
 
     session_fd = fuse_session_fd(session)
+    # datahub: non-blocking, so a read after trio said readable never stalls the loop
+    os.set_blocking(session_fd, False)
 
 
 @async_wrapper

@@ -258,7 +258,7 @@ async def _session_loop(nursery, int min_tasks, int max_tasks):
             nursery.start_soon(_session_loop, nursery, min_tasks, max_tasks,
                                name=worker_data.get_name())
 
-        if res == -errno.EINTR:
+        if res == -errno.EINTR or res == -errno.EAGAIN:
             continue
         elif res < 0:
             raise OSError(-res, 'fuse_session_receive_buf failed with '
@@ -272,6 +272,10 @@ async def _session_loop(nursery, int min_tasks, int max_tasks):
         #log.debug('%s: processing request...', name)
         save_retval(None)
         fuse_session_process_buf(session, &buf)
+        if py_retval is None:
+            # datahub: answered in C (e.g. FUSE_IOCTL -> ENOSYS): answer the requests
+            # already queued without a trip through trio (the fd is non-blocking).
+            _answer_queued(&buf)
         if py_retval is not None:
             await py_retval
         #log.debug('%s: processing complete.', name)
@@ -279,3 +283,17 @@ async def _session_loop(nursery, int min_tasks, int max_tasks):
     log.debug('%s: terminated', name)
     stdlib.free(buf.mem)
     worker_data.task_count -= 1
+
+
+cdef int _BURST = 64  # datahub: at most this many requests per trio turn
+
+cdef _answer_queued(fuse_buf* buf):
+    """datahub: process queued requests until one needs Python (py_retval is set then,
+    for the caller to await), none is queued (-EAGAIN), or _BURST were answered."""
+    cdef int n
+    for n in range(_BURST):
+        if fuse_session_receive_buf(session, buf) <= 0:
+            return  # -EAGAIN: none queued; EOF and errors: the loop's next read sees them
+        fuse_session_process_buf(session, buf)
+        if py_retval is not None:
+            return
