@@ -30,6 +30,7 @@ RENAME_EXCHANGE: FlagT
 RENAME_NOREPLACE: FlagT
 ROOT_INODE: InodeT
 NO_OPEN_FH: int
+PASSTHROUGH: bool
 trio_token: Optional[TrioToken]
 __version__: str
 _NANOS_PER_SEC: int
@@ -98,6 +99,7 @@ class FileInfo:
     direct_io: bool
     keep_cache: bool
     nonseekable: bool
+    backing_id: int
 
     def __init__(
         self,
@@ -105,6 +107,7 @@ class FileInfo:
         direct_io: bool = ...,
         keep_cache: bool = ...,
         nonseekable: bool = ...,
+        backing_id: int = ...,
     ) -> None: ...
 
 class StatvfsData:
@@ -152,3 +155,7 @@ def get_sup_groups(pid: int) -> set[int]: ...
 def readdir_reply(
     token: ReaddirToken, name: FileNameT, attr: EntryAttributes, next_id: int
 ) -> bool: ...
+
+def passthrough_enabled() -> bool: ...
+def passthrough_open(fd: int) -> int: ...
+def passthrough_close(backing_id: int) -> None: ...

@@ -22,7 +22,7 @@ from fuse_lowlevel cimport *
 from .macros cimport *
 from posix.stat cimport struct_stat, S_IFMT, S_IFDIR, S_IFREG
 from posix.types cimport mode_t, dev_t, off_t
-from libc.stdint cimport uint32_t
+from libc.stdint cimport uint32_t, int32_t
 from libc.stdlib cimport const_char
 from libc cimport stdlib, string, errno
 from posix cimport unistd
@@ -42,6 +42,10 @@ cimport libc_extra
 # EXTERNAL DEFINITIONS #
 ########################
 
+
+cdef extern from "passthrough.h" nogil:
+    int pyfuse3_backing_open(int devfd, int fd)
+    int pyfuse3_backing_close(int devfd, int backing_id)
 
 cdef extern from "<linux/fs.h>" nogil:
   enum:
@@ -91,6 +95,9 @@ cdef object _notify_queue = None
 ROOT_INODE = FUSE_ROOT_ID
 #: datahub: read() gets ``ino | NO_OPEN_FH`` as its fh when open() answered ENOSYS
 NO_OPEN_FH = 1 << 63
+#: datahub: this build can answer open() with a kernel-served backing file (FUSE passthrough)
+PASSTHROUGH = True
+cdef bint passthrough_on = False
 __version__ = _pyfuse3.__version__
 
 _NANOS_PER_SEC = 1000000000
@@ -360,15 +367,26 @@ cdef class FileInfo:
     cdef public bint direct_io
     cdef public bint keep_cache
     cdef public bint nonseekable
+    cdef public int32_t backing_id
 
-    def __cinit__(self, fh=0, direct_io=0, keep_cache=1, nonseekable=0):
+    def __cinit__(self, fh=0, direct_io=0, keep_cache=1, nonseekable=0, backing_id=0):
         self.fh = fh
+        # datahub: > 0 (from passthrough_open) makes libfuse answer FOPEN_PASSTHROUGH
+        self.backing_id = backing_id
         self.direct_io = direct_io
         self.keep_cache = keep_cache
         self.nonseekable = nonseekable
 
     cdef _copy_to_fuse(self, fuse_file_info *out):
         out.fh = self.fh
+        out.backing_id = self.backing_id if self.backing_id > 0 else 0
+        if out.backing_id > 0:
+            # the kernel refuses (EIO to the caller) a passthrough open with any flag
+            # outside FOPEN_PASSTHROUGH_MASK, and FOPEN_KEEP_CACHE is one of them
+            out.keep_cache = 0
+            out.direct_io = 0
+            out.nonseekable = 0
+            return
 
         # Due to how Cython generates its C code, GCC will complain about
         # assigning to the bitfields in the fuse_file_info struct.
@@ -1132,3 +1150,36 @@ def readdir_reply(ReaddirToken token, name, EntryAttributes attr, off_t next_id)
     token.size -= len_
     token.buf = &token.buf[len_]
     return True
+
+
+# --- datahub: FUSE passthrough (third_party/pyfuse3/passthrough.patch) ---------------------
+def passthrough_enabled():
+    '''True once INIT negotiated FUSE passthrough (the file system asked for it with
+    ``Operations.enable_passthrough`` and the kernel offered it).'''
+    return bool(passthrough_on)
+
+
+def passthrough_open(int fd):
+    '''Register *fd* as a backing file; returns its backing id (> 0) for `FileInfo.backing_id`.
+
+    Raises OSError (EPERM without CAP_SYS_ADMIN, EINVAL if the file's file system cannot
+    back a FUSE file, EOPNOTSUPP if passthrough was not negotiated).'''
+    cdef int ret
+    if session == NULL or not passthrough_on:
+        raise OSError(errno.EOPNOTSUPP, 'FUSE passthrough is not enabled on this mount')
+    with nogil:
+        ret = pyfuse3_backing_open(session_fd, fd)
+    if ret < 0:
+        raise OSError(errno.errno, strerror(errno.errno))
+    return ret
+
+
+def passthrough_close(int backing_id):
+    '''Release a backing id. Files opened with it keep their backing file.'''
+    cdef int ret
+    if session == NULL:
+        return
+    with nogil:
+        ret = pyfuse3_backing_close(session_fd, backing_id)
+    if ret < 0:
+        raise OSError(errno.errno, strerror(errno.errno))

@@ -80,6 +80,8 @@ class Operations:
     supports_dot_lookup: bool = True
     enable_writeback_cache: bool = False
     enable_acl: bool = False
+    #: datahub: ask the kernel for FUSE passthrough at INIT (see pyfuse3.passthrough_open)
+    enable_passthrough: bool = False
 
     def init(self) -> None:
         '''Initialize operations.

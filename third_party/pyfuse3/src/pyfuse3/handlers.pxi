@@ -44,6 +44,13 @@ cdef void fuse_init (void *userdata, fuse_conn_info *conn):
     if (operations.enable_acl and
         conn.capable & FUSE_CAP_POSIX_ACL):
         conn.want |= FUSE_CAP_POSIX_ACL
+    # datahub: reads of files opened with a backing id are served by the kernel
+    global passthrough_on
+    passthrough_on = False
+    if (getattr(operations, 'enable_passthrough', False) and
+        conn.capable & FUSE_CAP_PASSTHROUGH):
+        conn.want |= FUSE_CAP_PASSTHROUGH
+        passthrough_on = True
 
     # Blocking rather than async, in case we decide to let the
     # init handler modify `conn` in the future.
