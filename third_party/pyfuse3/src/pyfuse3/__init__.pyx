@@ -22,7 +22,7 @@ from fuse_lowlevel cimport *
 from .macros cimport *
 from posix.stat cimport struct_stat, S_IFMT, S_IFDIR, S_IFREG
 from posix.types cimport mode_t, dev_t, off_t
-from libc.stdint cimport uint32_t, int32_t
+from libc.stdint cimport uint32_t, int32_t, uint64_t, int64_t
 from libc.stdlib cimport const_char
 from libc cimport stdlib, string, errno
 from posix cimport unistd
@@ -46,6 +46,36 @@ cimport libc_extra
 cdef extern from "passthrough.h" nogil:
     int pyfuse3_backing_open(int devfd, int fd)
     int pyfuse3_backing_close(int devfd, int backing_id)
+
+cdef extern from "fastopen.h" nogil:
+    # datahub: OPEN and RELEASE of published backing files answered in C (fastopen.patch)
+    struct pyfuse3_fo_counters:
+        uint64_t c_opens
+        uint64_t c_releases
+        uint64_t releases
+        uint64_t py_handles
+        uint64_t changed
+        uint64_t ids_opened
+        uint64_t ids_closed
+    pyfuse3_fo_counters pyfuse3_fo_n
+    unsigned pyfuse3_fo_count
+    int pyfuse3_fo_answer
+    int PYFUSE3_FO_MAX
+    int pyfuse3_fo_try_open(int devfd, fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi)
+    int pyfuse3_fo_try_release(int devfd, fuse_req_t req, fuse_file_info *fi)
+    int pyfuse3_fo_handle(int devfd, uint64_t ino, uint64_t *fh, int32_t *backing_id)
+    int pyfuse3_fo_release(int devfd, uint64_t fh)
+    int pyfuse3_fo_publish(int devfd, uint64_t ino, int fd)
+    int pyfuse3_fo_retract(int devfd, uint64_t ino)
+    long pyfuse3_fo_handles(uint64_t ino)
+    void pyfuse3_fo_close_all(int devfd)
+    int pyfuse3_fo_held_fd(uint64_t ino)
+    uint64_t pyfuse3_fo_retract_file(int devfd, uint64_t dev, uint64_t st_ino)
+    int pyfuse3_fo_revalidate(uint64_t ino, int64_t size, int64_t nlink, int64_t ctime_ns,
+                              int64_t mtime_ns, uint64_t *fh, int32_t *backing_id)
+    unsigned pyfuse3_fo_published()
+    unsigned pyfuse3_fo_drain_hits(uint64_t *out, unsigned max)
+    int PYFUSE3_FO_SLOTS
 
 cdef extern from "<linux/fs.h>" nogil:
   enum:
@@ -97,6 +127,10 @@ ROOT_INODE = FUSE_ROOT_ID
 NO_OPEN_FH = 1 << 63
 #: datahub: this build can answer open() with a kernel-served backing file (FUSE passthrough)
 PASSTHROUGH = True
+#: datahub: fh bit of passthrough handles owned by the C table (passthrough_publish)
+FASTOPEN_FH = 1 << 62
+#: datahub: inodes the C table holds a backing id for, at most
+FASTOPEN_MAX = 4096
 cdef bint passthrough_on = False
 __version__ = _pyfuse3.__version__
 
@@ -918,6 +952,8 @@ def close(unmount=True):
         log.debug('Calling fuse_session_unmount')
         fuse_session_unmount(session)
 
+    # datahub: every backing id and descriptor the fastopen table holds goes with the session
+    pyfuse3_fo_close_all(session_fd if session != NULL else -1)
     log.debug('Calling fuse_session_destroy')
     fuse_session_destroy(session)
 
@@ -1183,3 +1219,114 @@ def passthrough_close(int backing_id):
         ret = pyfuse3_backing_close(session_fd, backing_id)
     if ret < 0:
         raise OSError(errno.errno, strerror(errno.errno))
+
+
+# --- datahub: opens answered in C (third_party/pyfuse3/fastopen.patch) -----------------------
+cdef int _devfd():
+    return session_fd if session != NULL else -1
+
+
+def passthrough_publish(uint64_t inode, int fd):
+    '''Publish the verified backing file *fd* of *inode*: from now on, read-only opens of
+    the inode are answered in C while the descriptor still fstat()s as now. Returns the
+    backing id; the table owns *fd* then (on error the caller still does).
+
+    Raises OSError: EBUSY (the inode's handles hold another file), ENOSPC (the table holds
+    FASTOPEN_MAX inodes: retract one), or what FUSE_DEV_IOC_BACKING_OPEN said.'''
+    cdef int ret
+    if session == NULL or not passthrough_on:
+        raise OSError(errno.EOPNOTSUPP, 'FUSE passthrough is not enabled on this mount')
+    ret = pyfuse3_fo_publish(session_fd, inode, fd)
+    if ret < 0:
+        raise OSError(-ret, strerror(-ret))
+    return ret
+
+
+def passthrough_handle(uint64_t inode):
+    '''``(fh, backing_id)`` of a new passthrough handle of *inode* for Python to answer an
+    open with (its RELEASE goes to C), or None: no backing id is held for the inode, or its
+    file changed (then retracted).'''
+    cdef uint64_t fh = 0
+    cdef int32_t backing_id = 0
+    if not pyfuse3_fo_handle(_devfd(), inode, &fh, &backing_id):
+        return None
+    return (fh, backing_id)
+
+
+def passthrough_release(uint64_t fh):
+    '''Release a handle from passthrough_handle (when C does not answer RELEASE itself);
+    True if it was one.'''
+    return bool(pyfuse3_fo_release(_devfd(), fh))
+
+
+def passthrough_retract(uint64_t inode):
+    '''No more opens of *inode* answered with its published file (eviction, a changed
+    object); its backing id is closed with its last handle. True if it was published.'''
+    return bool(pyfuse3_fo_retract(_devfd(), inode))
+
+
+def passthrough_retract_file(uint64_t st_dev, uint64_t st_ino):
+    '''Retract the inode whose published file is this one (st_dev, st_ino of the backing
+    file, e.g. evicted from the tier); returns that inode, or 0.'''
+    return pyfuse3_fo_retract_file(_devfd(), st_dev, st_ino)
+
+
+def passthrough_handles(uint64_t inode):
+    '''-1 if the table holds no backing id for *inode*, else its open passthrough handles.'''
+    return pyfuse3_fo_handles(inode)
+
+
+def passthrough_held_fd(uint64_t inode):
+    '''A copy of the descriptor the table holds for *inode* (the caller closes it), or -1.'''
+    return pyfuse3_fo_held_fd(inode)
+
+
+def passthrough_revalidate(uint64_t inode, int64_t size, int64_t nlink, int64_t ctime_ns,
+                           int64_t mtime_ns):
+    '''The held file of *inode* (passthrough_held_fd) was checked again and passed in this
+    fstat state: ``(fh, backing_id)`` of a new handle of it if it is still in that state,
+    else None. For an inode whose handles hold a file that changed (e.g. was evicted): the
+    kernel accepts no other backing file for it until they are released.'''
+    cdef uint64_t fh = 0
+    cdef int32_t backing_id = 0
+    if not pyfuse3_fo_revalidate(inode, size, nlink, ctime_ns, mtime_ns, &fh, &backing_id):
+        return None
+    return (fh, backing_id)
+
+
+def passthrough_drain_hits():
+    '''The inodes whose opens C answered since the last call (each once): C answers them
+    without Python, so the file system counts them as cache hits from here. Like every
+    table call it runs with the GIL held, which is what orders it with the loop thread.'''
+    cdef uint64_t* out = <uint64_t*> stdlib.malloc(PYFUSE3_FO_SLOTS * sizeof(uint64_t))
+    cdef unsigned n, i
+    if out == NULL:
+        raise MemoryError()
+    try:
+        n = pyfuse3_fo_drain_hits(out, PYFUSE3_FO_SLOTS)
+        return [out[i] for i in range(n)]
+    finally:
+        stdlib.free(out)
+
+
+def passthrough_fastopen(bint on):
+    '''Answer OPEN and RELEASE of published files in C (default) or send them to Python
+    (same table; a baseline for benchmarks).'''
+    global pyfuse3_fo_answer
+    pyfuse3_fo_answer = 1 if on else 0
+
+
+def passthrough_stats():
+    '''Counters of the C table.'''
+    return {
+        'c_opens': pyfuse3_fo_n.c_opens,
+        'c_releases': pyfuse3_fo_n.c_releases,
+        'releases': pyfuse3_fo_n.releases,
+        'py_handles': pyfuse3_fo_n.py_handles,
+        'changed': pyfuse3_fo_n.changed,
+        'ids_opened': pyfuse3_fo_n.ids_opened,
+        'ids_closed': pyfuse3_fo_n.ids_closed,
+        'entries': pyfuse3_fo_count,
+        'published': pyfuse3_fo_published(),
+        'fastopen': bool(pyfuse3_fo_answer),
+    }

@@ -379,6 +379,9 @@ async def fuse_link_async (_Container c, newname):
 
 
 cdef void fuse_open (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):
+    # datahub: a published backing file is answered here, no Python (fastopen.h)
+    if pyfuse3_fo_try_open(session_fd, req, ino, fi):
+        return
     cdef _Container c = _Container()
     c.req = req
     c.ino = ino
@@ -398,6 +401,8 @@ async def fuse_open_async (_Container c):
     else:
         fi._copy_to_fuse(&c.fi)
         ret = fuse_reply_open(c.req, &c.fi)
+        if ret != 0:
+            pyfuse3_fo_release(session_fd, c.fi.fh)  # datahub: no RELEASE will come for it
 
     if ret != 0:
         log.error('fuse_link(): fuse_reply_* failed with %s', strerror(-ret))
@@ -504,6 +509,9 @@ async def fuse_flush_async (_Container c):
 
 
 cdef void fuse_release (fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi):
+    # datahub: a handle of the fastopen table is released here, no Python (fastopen.h)
+    if pyfuse3_fo_try_release(session_fd, req, fi):
+        return
     cdef _Container c = _Container()
     c.req = req
     c.fh = fi.fh

@@ -7,6 +7,8 @@ is released when the last handle of its inode is released, which is not always i
 request, so pyfuse3 sends the same ioctls on the session fd itself. The kernel header that
 defines them (linux/fuse.h >= 6.9) is newer than Debian 12's, hence the definitions here.
 */
+#ifndef PYFUSE3_PASSTHROUGH_H
+#define PYFUSE3_PASSTHROUGH_H
 #include <stdint.h>
 #include <sys/ioctl.h>
 
@@ -27,3 +29,4 @@ static inline int pyfuse3_backing_close(int devfd, int backing_id) {
     uint32_t id = (uint32_t)backing_id;
     return ioctl(devfd, PYFUSE3_DEV_IOC_BACKING_CLOSE, &id);
 }
+#endif
