@@ -47,8 +47,9 @@ cdef extern from "passthrough.h" nogil:
     int pyfuse3_backing_open(int devfd, int fd)
     int pyfuse3_backing_close(int devfd, int backing_id)
 
-cdef extern from "fastopen.h" nogil:
-    # datahub: OPEN and RELEASE of published backing files answered in C (fastopen.patch)
+cdef extern from "fastloop.h" nogil:
+    # datahub: OPEN and RELEASE of published backing files answered in C (fastopen.patch);
+    # the table is shared with the fastloop reader thread: every call takes its lock (_l)
     struct pyfuse3_fo_counters:
         uint64_t c_opens
         uint64_t c_releases
@@ -61,21 +62,37 @@ cdef extern from "fastopen.h" nogil:
     unsigned pyfuse3_fo_count
     int pyfuse3_fo_answer
     int PYFUSE3_FO_MAX
-    int pyfuse3_fo_try_open(int devfd, fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi)
-    int pyfuse3_fo_try_release(int devfd, fuse_req_t req, fuse_file_info *fi)
-    int pyfuse3_fo_handle(int devfd, uint64_t ino, uint64_t *fh, int32_t *backing_id)
-    int pyfuse3_fo_release(int devfd, uint64_t fh)
-    int pyfuse3_fo_publish(int devfd, uint64_t ino, int fd)
-    int pyfuse3_fo_retract(int devfd, uint64_t ino)
-    long pyfuse3_fo_handles(uint64_t ino)
-    void pyfuse3_fo_close_all(int devfd)
-    int pyfuse3_fo_held_fd(uint64_t ino)
-    uint64_t pyfuse3_fo_retract_file(int devfd, uint64_t dev, uint64_t st_ino)
-    int pyfuse3_fo_revalidate(uint64_t ino, int64_t size, int64_t nlink, int64_t ctime_ns,
+    int pyfuse3_fo_try_open "pyfuse3_fo_try_open_l"(int devfd, fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi)
+    int pyfuse3_fo_try_release "pyfuse3_fo_try_release_l"(int devfd, fuse_req_t req, fuse_file_info *fi)
+    int pyfuse3_fo_handle "pyfuse3_fo_handle_l"(int devfd, uint64_t ino, uint64_t *fh, int32_t *backing_id)
+    int pyfuse3_fo_release "pyfuse3_fo_release_l"(int devfd, uint64_t fh)
+    int pyfuse3_fo_publish "pyfuse3_fo_publish_l"(int devfd, uint64_t ino, int fd)
+    int pyfuse3_fo_retract "pyfuse3_fo_retract_l"(int devfd, uint64_t ino)
+    long pyfuse3_fo_handles "pyfuse3_fo_handles_l"(uint64_t ino)
+    void pyfuse3_fo_close_all "pyfuse3_fo_close_all_l"(int devfd)
+    int pyfuse3_fo_held_fd "pyfuse3_fo_held_fd_l"(uint64_t ino)
+    uint64_t pyfuse3_fo_retract_file "pyfuse3_fo_retract_file_l"(int devfd, uint64_t dev, uint64_t st_ino)
+    int pyfuse3_fo_revalidate "pyfuse3_fo_revalidate_l"(uint64_t ino, int64_t size, int64_t nlink, int64_t ctime_ns,
                               int64_t mtime_ns, uint64_t *fh, int32_t *backing_id)
-    unsigned pyfuse3_fo_published()
-    unsigned pyfuse3_fo_drain_hits(uint64_t *out, unsigned max)
+    unsigned pyfuse3_fo_published "pyfuse3_fo_published_l"()
+    unsigned pyfuse3_fo_drain_hits "pyfuse3_fo_drain_hits_l"(uint64_t *out, unsigned max)
     int PYFUSE3_FO_SLOTS
+    void pyfuse3_fo_snapshot(pyfuse3_fo_counters *n, unsigned *count)
+    # datahub: a C thread reads /dev/fuse and answers what it can (fastloop.patch)
+    struct pyfuse3_fl_counters:
+        uint64_t opens
+        uint64_t releases
+        uint64_t ioctls
+        uint64_t handed
+        uint64_t wakeups
+    int pyfuse3_fl_want
+    int pyfuse3_fl_start(int devfd)
+    void pyfuse3_fl_signal_stop()
+    void pyfuse3_fl_stop()
+    int pyfuse3_fl_pop(void **mem)
+    void pyfuse3_fl_free(void *mem)
+    void pyfuse3_fl_snapshot(pyfuse3_fl_counters *n)
+    int pyfuse3_fl_evfd()
 
 cdef extern from "<linux/fs.h>" nogil:
   enum:
@@ -131,6 +148,10 @@ PASSTHROUGH = True
 FASTOPEN_FH = 1 << 62
 #: datahub: inodes the C table holds a backing id for, at most
 FASTOPEN_MAX = 4096
+#: datahub: this build can read /dev/fuse on a C thread (passthrough_fastloop)
+FASTLOOP = True
+cdef bint fl_running = False  # the reader thread serves this session's loop
+cdef bint fl_allowed = True   # False with allow_root (libfuse checks the caller's uid)
 cdef bint passthrough_on = False
 __version__ = _pyfuse3.__version__
 
@@ -868,6 +889,8 @@ def init(ops, mountpoint, options=default_options):
     global worker_data
 
     worker_data = _WorkerData()
+    global fl_allowed
+    fl_allowed = 'allow_root' not in options  # datahub: libfuse answers EACCES by uid then
     mountpoint_b = str2bytes(os.path.abspath(mountpoint))
     operations = ops
 
@@ -899,6 +922,14 @@ async def main(int min_tasks=1, int max_tasks=99):
     global trio_token
     trio_token = trio.lowlevel.current_trio_token()
 
+    # datahub: a C thread reads the session fd and answers what it can (fastloop.h); the
+    # loop's tasks then take the rest from its queue. Without it, they read the fd.
+    global fl_running
+    fl_running = False
+    if pyfuse3_fl_want and fl_allowed and not fuse_session_exited(session):
+        fl_running = pyfuse3_fl_start(session_fd) == 0
+        if not fl_running:
+            log.warning('pyfuse3: no fastloop thread, reading /dev/fuse from the trio loop')
     try:
         async with trio.open_nursery() as nursery:
             worker_data.task_count = 1
@@ -906,6 +937,10 @@ async def main(int min_tasks=1, int max_tasks=99):
             nursery.start_soon(_session_loop, nursery, min_tasks, max_tasks,
                                name=worker_data.get_name())
     finally:
+        if fl_running:
+            with nogil:
+                pyfuse3_fl_stop()
+            fl_running = False
         trio_token = None
         if _notify_queue is not None:
             _notify_queue.put(None)
@@ -923,7 +958,12 @@ def terminate():
     '''
 
     fuse_session_exit(session)
-    trio.lowlevel.notify_closing(session_fd)
+    if fl_running:
+        # datahub: the loop's tasks wait on the fastloop queue's eventfd, not the fuse fd
+        pyfuse3_fl_signal_stop()
+        trio.lowlevel.notify_closing(pyfuse3_fl_evfd())
+    else:
+        trio.lowlevel.notify_closing(session_fd)
 
 
 def close(unmount=True):
@@ -1316,17 +1356,36 @@ def passthrough_fastopen(bint on):
     pyfuse3_fo_answer = 1 if on else 0
 
 
+def passthrough_fastloop(bint on):
+    '''Read /dev/fuse on a C thread that answers OPEN and RELEASE of published files and
+    FUSE_IOCTL itself (default), or from the trio loop as pyfuse3 does (a baseline for
+    benchmarks). Takes effect at the next main().'''
+    global pyfuse3_fl_want
+    pyfuse3_fl_want = 1 if on else 0
+
+
 def passthrough_stats():
-    '''Counters of the C table.'''
+    '''Counters of the C table and of the fastloop reader thread.'''
+    cdef pyfuse3_fo_counters n
+    cdef pyfuse3_fl_counters f
+    cdef unsigned count = 0
+    pyfuse3_fo_snapshot(&n, &count)
+    pyfuse3_fl_snapshot(&f)
     return {
-        'c_opens': pyfuse3_fo_n.c_opens,
-        'c_releases': pyfuse3_fo_n.c_releases,
-        'releases': pyfuse3_fo_n.releases,
-        'py_handles': pyfuse3_fo_n.py_handles,
-        'changed': pyfuse3_fo_n.changed,
-        'ids_opened': pyfuse3_fo_n.ids_opened,
-        'ids_closed': pyfuse3_fo_n.ids_closed,
-        'entries': pyfuse3_fo_count,
+        'c_opens': n.c_opens,  # the thread's opens too (loop_opens of them)
+        'c_releases': n.c_releases,
+        'releases': n.releases,
+        'py_handles': n.py_handles,
+        'changed': n.changed,
+        'ids_opened': n.ids_opened,
+        'ids_closed': n.ids_closed,
+        'entries': count,
         'published': pyfuse3_fo_published(),
         'fastopen': bool(pyfuse3_fo_answer),
+        'fastloop': bool(fl_running),
+        'loop_opens': f.opens,
+        'loop_releases': f.releases,
+        'loop_ioctls': f.ioctls,
+        'loop_handed': f.handed,
+        'loop_wakeups': f.wakeups,
     }

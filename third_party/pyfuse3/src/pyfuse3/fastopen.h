@@ -16,7 +16,8 @@ mtime, link count -- a write, truncation, chmod or unlink of the file), the entr
 retracted and the open goes to Python, which checks the file again. A retracted entry keeps
 its backing id until its last handle is released, then closes it and its descriptor.
 
-All calls run on the FUSE loop's thread, with the GIL held: no lock.
+The functions here take no lock: fastloop.h wraps each in pyfuse3_fo_lock, because its
+reader thread answers OPEN and RELEASE without the GIL.
 */
 #ifndef PYFUSE3_FASTOPEN_H
 #define PYFUSE3_FASTOPEN_H

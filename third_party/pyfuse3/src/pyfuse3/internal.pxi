@@ -219,7 +219,8 @@ async def _wait_fuse_readable():
                 log.debug('FUSE session exit flag set while waiting for FUSE fd '
                           'to become readable.')
                 return False
-            await trio.lowlevel.wait_readable(session_fd)
+            # datahub: with the fastloop thread, its queue's eventfd says a request waits
+            await trio.lowlevel.wait_readable(pyfuse3_fl_evfd() if fl_running else session_fd)
             #log.debug('%s: fuse fd readable, unparking next task.', name)
     except trio.ClosedResourceError:
         log.debug('FUSE fd about to be closed.')
@@ -250,7 +251,7 @@ async def _session_loop(nursery, int min_tasks, int max_tasks):
         if not await _wait_fuse_readable():
             break
 
-        res = fuse_session_receive_buf(session, &buf)
+        res = _receive(&buf)
         if not worker_data.active_readers and worker_data.task_count < max_tasks:
             worker_data.task_count += 1
             log.debug('%s: No tasks waiting, starting another worker (now %d total).',
@@ -281,8 +282,33 @@ async def _session_loop(nursery, int min_tasks, int max_tasks):
         #log.debug('%s: processing complete.', name)
 
     log.debug('%s: terminated', name)
-    stdlib.free(buf.mem)
+    if fl_running:
+        pyfuse3_fl_free(buf.mem)
+    else:
+        stdlib.free(buf.mem)
     worker_data.task_count -= 1
+
+
+cdef int _receive(fuse_buf* buf):
+    """datahub: the next request, as fuse_session_receive_buf returns it: from the fastloop
+    thread's queue when it runs (the buffer of the previous request, whose coroutine is
+    done, is freed then), else from the fd."""
+    cdef int res
+    cdef void* mem = NULL
+    if not fl_running:
+        return fuse_session_receive_buf(session, buf)
+    pyfuse3_fl_free(buf.mem)
+    buf.mem = NULL
+    buf.size = 0
+    res = pyfuse3_fl_pop(&mem)
+    if res > 0:
+        buf.mem = mem
+        buf.size = <size_t>res
+        buf.pos = 0
+        buf.flags = 0
+    elif res == 0:
+        fuse_session_exit(session)  # unmounted: what libfuse does on ENODEV
+    return res
 
 
 cdef int _BURST = 64  # datahub: at most this many requests per trio turn
@@ -292,7 +318,7 @@ cdef _answer_queued(fuse_buf* buf):
     for the caller to await), none is queued (-EAGAIN), or _BURST were answered."""
     cdef int n
     for n in range(_BURST):
-        if fuse_session_receive_buf(session, buf) <= 0:
+        if _receive(buf) <= 0:
             return  # -EAGAIN: none queued; EOF and errors: the loop's next read sees them
         fuse_session_process_buf(session, buf)
         if py_retval is not None:
