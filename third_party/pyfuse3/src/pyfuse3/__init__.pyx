@@ -94,6 +94,17 @@ cdef extern from "fastloop.h" nogil:
     void pyfuse3_fl_snapshot(pyfuse3_fl_counters *n)
     int pyfuse3_fl_evfd()
 
+cdef extern from "uring.h" nogil:
+    # datahub: FUSE requests over io_uring, one queue per CPU (uring.h)
+    struct pyfuse3_ur_counters:
+        uint64_t requests
+        uint64_t answered
+        uint64_t handed
+        uint64_t commits
+    int pyfuse3_ur_install(fuse_session *se, int devfd)
+    void pyfuse3_ur_snapshot(pyfuse3_ur_counters *n, int *queues)
+    int pyfuse3_ur_want "pyfuse3_ur.want"
+
 cdef extern from "<linux/fs.h>" nogil:
   enum:
     RENAME_EXCHANGE
@@ -150,6 +161,8 @@ FASTOPEN_FH = 1 << 62
 FASTOPEN_MAX = 4096
 #: datahub: this build can read /dev/fuse on a C thread (passthrough_fastloop)
 FASTLOOP = True
+#: datahub: this build can take requests from io_uring queues (passthrough_uring)
+URING = True
 cdef bint fl_running = False  # the reader thread serves this session's loop
 cdef bint fl_allowed = True   # False with allow_root (libfuse checks the caller's uid)
 cdef bint passthrough_on = False
@@ -927,6 +940,11 @@ async def main(int min_tasks=1, int max_tasks=99):
     global fl_running
     fl_running = False
     if pyfuse3_fl_want and fl_allowed and not fuse_session_exited(session):
+        # datahub: replies go through uring.h's writev, which may offer io_uring at INIT
+        if pyfuse3_ur_want:
+            ur_res = pyfuse3_ur_install(session, session_fd)
+            if ur_res != 0 and ur_res != -errno.EOPNOTSUPP:
+                log.warning('pyfuse3: no io_uring queues (custom io: %s)', os.strerror(-ur_res))
         fl_running = pyfuse3_fl_start(session_fd) == 0
         if not fl_running:
             log.warning('pyfuse3: no fastloop thread, reading /dev/fuse from the trio loop')
@@ -1364,6 +1382,14 @@ def passthrough_fastloop(bint on):
     pyfuse3_fl_want = 1 if on else 0
 
 
+def passthrough_uring(bint on):
+    '''With the fastloop thread: take requests from one io_uring queue per CPU, each
+    served by a thread pinned to its CPU, when the kernel offers it at INIT (Linux >= 6.14
+    with /sys/module/fuse/parameters/enable_uring = Y). Takes effect at the next main().'''
+    global pyfuse3_ur_want
+    pyfuse3_ur_want = 1 if on else 0
+
+
 def passthrough_stats():
     '''Counters of the C table and of the fastloop reader thread.'''
     cdef pyfuse3_fo_counters n
@@ -1371,6 +1397,9 @@ def passthrough_stats():
     cdef unsigned count = 0
     pyfuse3_fo_snapshot(&n, &count)
     pyfuse3_fl_snapshot(&f)
+    cdef pyfuse3_ur_counters u
+    cdef int ur_queues = 0
+    pyfuse3_ur_snapshot(&u, &ur_queues)
     return {
         'c_opens': n.c_opens,  # the thread's opens too (loop_opens of them)
         'c_releases': n.c_releases,
@@ -1388,4 +1417,10 @@ def passthrough_stats():
         'loop_ioctls': f.ioctls,
         'loop_handed': f.handed,
         'loop_wakeups': f.wakeups,
+        'uring': ur_queues > 0,
+        'uring_queues': ur_queues,
+        'uring_requests': u.requests,
+        'uring_answered': u.answered,
+        'uring_handed': u.handed,
+        'uring_commits_from_loop': u.commits,
     }

@@ -226,10 +226,16 @@ static void pyfuse3_fl_push_end(int err) {
     pyfuse3_fl_push(&pyfuse3_fl_end_msg);
 }
 
-/* writev, as libfuse replies (strace-based tests see the same syscalls) */
+/* uring.h: replies to requests taken from an io_uring queue go back through it */
+static ssize_t pyfuse3_ur_send(int fd, struct iovec *iov, int count);
+static void pyfuse3_ur_note_init(const char *buf, size_t n);
+static void pyfuse3_ur_stop(void);
+
+/* writev, as libfuse replies (strace-based tests see the same syscalls), or a commit into
+   the io_uring entry the request came from (uring.h) */
 static int pyfuse3_fl_reply(int devfd, const void *msg, size_t len) {
     struct iovec iov = {(void *)msg, len};
-    ssize_t n = writev(devfd, &iov, 1);
+    ssize_t n = pyfuse3_ur_send(devfd, &iov, 1);
     return n == (ssize_t)len ? 0 : -1;
 }
 
@@ -341,6 +347,7 @@ static void *pyfuse3_fl_main(void *unused) {
         }
         if (pyfuse3_fl_answer(devfd, buf, (size_t)n))
             continue;
+        pyfuse3_ur_note_init(buf, (size_t)n);
         {
             struct pyfuse3_fl_msg *m = malloc(sizeof *m + (size_t)n);
             if (m == NULL) {
@@ -403,6 +410,7 @@ static void pyfuse3_fl_stop(void) {
         return;
     pyfuse3_fl_signal_stop();
     pthread_join(pyfuse3_fl.thread, NULL);
+    pyfuse3_ur_stop(); /* its queue threads push to the queue too */
     pyfuse3_fl.running = 0;
     for (m = pyfuse3_fl.head; m != NULL; m = next) {
         next = m->next;
@@ -463,4 +471,5 @@ static void pyfuse3_fl_snapshot(struct pyfuse3_fl_counters *n) {
     n->ioctls = __atomic_load_n(&pyfuse3_fl.n.ioctls, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&pyfuse3_fl.lock);
 }
+#include "uring.h"
 #endif
