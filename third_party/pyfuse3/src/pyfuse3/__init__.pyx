@@ -83,8 +83,17 @@ cdef extern from "fastloop.h" nogil:
         uint64_t opens
         uint64_t releases
         uint64_t ioctls
+        uint64_t lookups
         uint64_t handed
         uint64_t wakeups
+    # datahub: LOOKUP of published names answered in C (lookup.h)
+    struct pyfuse3_lk_counters:
+        uint64_t published
+        uint64_t refused
+        uint64_t answered
+    int pyfuse3_lk_publish(uint64_t parent, const char *name, size_t len, const fuse_entry_param *e)
+    void pyfuse3_lk_clear()
+    void pyfuse3_lk_snapshot(pyfuse3_lk_counters *n)
     int pyfuse3_fl_want
     int pyfuse3_fl_start(int devfd)
     void pyfuse3_fl_signal_stop()
@@ -1012,6 +1021,7 @@ def close(unmount=True):
 
     # datahub: every backing id and descriptor the fastopen table holds goes with the session
     pyfuse3_fo_close_all(session_fd if session != NULL else -1)
+    pyfuse3_lk_clear()
     log.debug('Calling fuse_session_destroy')
     fuse_session_destroy(session)
 
@@ -1374,6 +1384,14 @@ def passthrough_fastopen(bint on):
     pyfuse3_fo_answer = 1 if on else 0
 
 
+def lookup_publish(uint64_t parent, bytes name, EntryAttributes entry):
+    '''datahub: the file system's answer to LOOKUP(*parent*, *name*) is *entry* for as long
+    as it is mounted (a read-only namespace whose FORGET is a no-op): the C threads answer
+    later LOOKUPs of that name with it (lookup.h), as fuse_reply_entry would. Only positive
+    entries are taken; False if refused (the table is full). Emptied with the session.'''
+    return bool(pyfuse3_lk_publish(parent, <const char *>name, len(name), &entry.fuse_param))
+
+
 def passthrough_fastloop(bint on):
     '''Read /dev/fuse on a C thread that answers OPEN and RELEASE of published files and
     FUSE_IOCTL itself (default), or from the trio loop as pyfuse3 does (a baseline for
@@ -1400,6 +1418,8 @@ def passthrough_stats():
     cdef pyfuse3_ur_counters u
     cdef int ur_queues = 0
     pyfuse3_ur_snapshot(&u, &ur_queues)
+    cdef pyfuse3_lk_counters k
+    pyfuse3_lk_snapshot(&k)
     return {
         'c_opens': n.c_opens,  # the thread's opens too (loop_opens of them)
         'c_releases': n.c_releases,
@@ -1415,6 +1435,10 @@ def passthrough_stats():
         'loop_opens': f.opens,
         'loop_releases': f.releases,
         'loop_ioctls': f.ioctls,
+        'loop_lookups': f.lookups,
+        'lookup_names': k.published,
+        'lookup_refused': k.refused,
+        'lookup_answered': k.answered,
         'loop_handed': f.handed,
         'loop_wakeups': f.wakeups,
         'uring': ur_queues > 0,

@@ -23,6 +23,7 @@ done (pyfuse3_fl_free), as libfuse's receive buffer did.
 #ifndef PYFUSE3_FASTLOOP_H
 #define PYFUSE3_FASTLOOP_H
 #include "fastopen.h"
+#include "lookup.h"
 #include <poll.h>
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
@@ -179,6 +180,7 @@ struct pyfuse3_fl_counters {
     uint64_t opens;    /* OPEN answered by the thread */
     uint64_t releases; /* RELEASE answered by the thread */
     uint64_t ioctls;   /* FUSE_IOCTL answered by the thread */
+    uint64_t lookups;  /* LOOKUP of published names answered by the thread (lookup.h) */
     uint64_t handed;   /* requests handed over to the trio loop */
     uint64_t wakeups;  /* eventfd writes (the loop was idle) */
 };
@@ -247,6 +249,27 @@ static int pyfuse3_fl_answer(int devfd, const char *buf, size_t n) {
     if (in->len != n)
         return 0;
     switch (in->opcode) {
+    case PYFUSE3_FL_LOOKUP: {
+        struct {
+            struct pyfuse3_fl_out h;
+            struct pyfuse3_lk_entry_out e;
+        } r;
+        const char *name = (const char *)arg;
+        size_t room = n - sizeof *in, len;
+        if (n <= sizeof *in || in->total_extlen != 0)
+            return 0;
+        len = strnlen(name, room);
+        if (len == 0 || len == room) /* no terminating NUL: libfuse's business */
+            return 0;
+        memset(&r.h, 0, sizeof r.h);
+        if (!pyfuse3_lk_get(in->nodeid, name, len, &r.e))
+            return 0;
+        r.h.len = sizeof r;
+        r.h.unique = in->unique;
+        pyfuse3_fl_reply(devfd, &r, sizeof r);
+        __atomic_fetch_add(&pyfuse3_fl.n.lookups, 1, __ATOMIC_RELAXED);
+        return 1;
+    }
     case PYFUSE3_FL_OPEN: {
         struct {
             struct pyfuse3_fl_out h;

@@ -364,9 +364,10 @@ static void pyfuse3_ur_request(struct pyfuse3_ur_ent *e, char *scratch, size_t s
         return;
     }
     oplen = n - head - psz;
-    if (psz == 0 && n <= scratch_len) {
+    if (n <= scratch_len) { /* a small request (a LOOKUP's name is its payload): C may answer */
         memcpy(scratch, e->hdr->in_out, head);
         memcpy(scratch + head, e->hdr->op_in, oplen);
+        memcpy(scratch + head + oplen, e->payload, psz);
         if (pyfuse3_fl_answer(pyfuse3_ur.devfd, scratch, n)) {
             __atomic_fetch_add(&pyfuse3_ur.n.answered, 1, __ATOMIC_RELAXED);
             return;
