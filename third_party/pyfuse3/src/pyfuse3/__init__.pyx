@@ -44,6 +44,8 @@ cimport libc_extra
 
 
 cdef extern from "passthrough.h" nogil:
+    int PYFUSE3_FASTPATH  # datahub: built against libfuse >= 3.17 (else the fast path is out)
+    void pyfuse3_fi_set_backing_id(fuse_file_info *fi, int32_t id)
     int pyfuse3_backing_open(int devfd, int fd)
     int pyfuse3_backing_close(int devfd, int backing_id)
 
@@ -163,15 +165,15 @@ ROOT_INODE = FUSE_ROOT_ID
 #: datahub: read() gets ``ino | NO_OPEN_FH`` as its fh when open() answered ENOSYS
 NO_OPEN_FH = 1 << 63
 #: datahub: this build can answer open() with a kernel-served backing file (FUSE passthrough)
-PASSTHROUGH = True
+PASSTHROUGH = bool(PYFUSE3_FASTPATH)
 #: datahub: fh bit of passthrough handles owned by the C table (passthrough_publish)
 FASTOPEN_FH = 1 << 62
 #: datahub: inodes the C table holds a backing id for, at most
 FASTOPEN_MAX = 4096
 #: datahub: this build can read /dev/fuse on a C thread (passthrough_fastloop)
-FASTLOOP = True
+FASTLOOP = bool(PYFUSE3_FASTPATH)
 #: datahub: this build can take requests from io_uring queues (passthrough_uring)
-URING = True
+URING = bool(PYFUSE3_FASTPATH)
 cdef bint fl_running = False  # the reader thread serves this session's loop
 cdef bint fl_allowed = True   # False with allow_root (libfuse checks the caller's uid)
 cdef bint passthrough_on = False
@@ -456,8 +458,8 @@ cdef class FileInfo:
 
     cdef _copy_to_fuse(self, fuse_file_info *out):
         out.fh = self.fh
-        out.backing_id = self.backing_id if self.backing_id > 0 else 0
-        if out.backing_id > 0:
+        pyfuse3_fi_set_backing_id(out, self.backing_id if self.backing_id > 0 else 0)
+        if self.backing_id > 0 and PYFUSE3_FASTPATH:
             # the kernel refuses (EIO to the caller) a passthrough open with any flag
             # outside FOPEN_PASSTHROUGH_MASK, and FOPEN_KEEP_CACHE is one of them
             out.keep_cache = 0
@@ -1397,7 +1399,7 @@ def passthrough_fastloop(bint on):
     FUSE_IOCTL itself (default), or from the trio loop as pyfuse3 does (a baseline for
     benchmarks). Takes effect at the next main().'''
     global pyfuse3_fl_want
-    pyfuse3_fl_want = 1 if on else 0
+    pyfuse3_fl_want = 1 if on and PYFUSE3_FASTPATH else 0
 
 
 def passthrough_uring(bint on):
@@ -1405,7 +1407,7 @@ def passthrough_uring(bint on):
     served by a thread pinned to its CPU, when the kernel offers it at INIT (Linux >= 6.14
     with /sys/module/fuse/parameters/enable_uring = Y). Takes effect at the next main().'''
     global pyfuse3_ur_want
-    pyfuse3_ur_want = 1 if on else 0
+    pyfuse3_ur_want = 1 if on and PYFUSE3_FASTPATH else 0
 
 
 def passthrough_stats():

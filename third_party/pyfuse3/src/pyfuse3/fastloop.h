@@ -143,7 +143,7 @@ static int pyfuse3_fo_try_open_l(int devfd, fuse_req_t req, fuse_ino_t ino, stru
     if (!ok)
         return 0;
     fi->fh = fh;
-    fi->backing_id = id;
+    pyfuse3_fi_set_backing_id(fi, id);
     fi->keep_cache = 0; /* outside FOPEN_PASSTHROUGH_MASK: the kernel would fail the open */
     fi->direct_io = 0;
     fi->nonseekable = 0;
@@ -196,7 +196,8 @@ static struct {
     struct pyfuse3_fl_counters n;
 } pyfuse3_fl = {.lock = PTHREAD_MUTEX_INITIALIZER, .devfd = -1, .evfd = -1, .stopfd = -1};
 
-static int pyfuse3_fl_want = 1; /* 0: the old loop (pyfuse3.passthrough_fastloop(False)) */
+/* 0: the old loop (pyfuse3.passthrough_fastloop(False), or libfuse < 3.17) */
+static int pyfuse3_fl_want = PYFUSE3_FASTPATH;
 
 static void pyfuse3_fl_push(struct pyfuse3_fl_msg *m) {
     int wake;

@@ -347,7 +347,7 @@ static int pyfuse3_fo_try_open(int devfd, fuse_req_t req, fuse_ino_t ino, struct
     if (!pyfuse3_fo_open(devfd, ino, fi->flags, &fh, &id))
         return 0;
     fi->fh = fh;
-    fi->backing_id = id;
+    pyfuse3_fi_set_backing_id(fi, id);
     fi->keep_cache = 0; /* outside FOPEN_PASSTHROUGH_MASK: the kernel would fail the open */
     fi->direct_io = 0;
     fi->nonseekable = 0;

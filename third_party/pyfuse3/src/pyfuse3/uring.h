@@ -308,6 +308,7 @@ static ssize_t pyfuse3_ur_send(int fd, struct iovec *iov, int count) {
     return (ssize_t)total;
 }
 
+#if PYFUSE3_FASTPATH /* fuse_session_custom_io_317: libfuse >= 3.17 */
 static ssize_t pyfuse3_ur_writev_cb(int fd, struct iovec *iov, int count, void *userdata) {
     (void)userdata;
     return pyfuse3_ur_send(fd, iov, count);
@@ -332,6 +333,14 @@ static int pyfuse3_ur_install(struct fuse_session *se, int devfd) {
     r = fuse_session_custom_io_317(se, &io, sizeof io, devfd);
     return r < 0 ? r : 0;
 }
+#else
+static int pyfuse3_ur_install(struct fuse_session *se, int devfd) {
+    (void)se;
+    pyfuse3_ur.state = 0;
+    pyfuse3_ur.devfd = devfd;
+    return -EOPNOTSUPP; /* libfuse < 3.17: no custom writev, every reply goes to /dev/fuse */
+}
+#endif
 
 /* fastloop.h's thread saw INIT: remember it if the kernel offers io_uring */
 static void pyfuse3_ur_note_init(const char *buf, size_t n) {
