@@ -104,6 +104,25 @@ cdef extern from "fastloop.h" nogil:
     void pyfuse3_fl_free(void *mem)
     void pyfuse3_fl_snapshot(pyfuse3_fl_counters *n)
     int pyfuse3_fl_evfd()
+    # datahub: READs of zero-message-open files answered from their page file (fastread.h)
+    struct pyfuse3_fr_counters:
+        uint64_t published
+        uint64_t reads
+        uint64_t bytes
+        uint64_t direct
+        uint64_t changed
+        uint64_t handed
+    int PYFUSE3_FR_MAX
+    int PYFUSE3_FR_SLOTS
+    int pyfuse3_fr_on "pyfuse3_fr.on"
+    int pyfuse3_fr_dontneed "pyfuse3_fr.dontneed"
+    int pyfuse3_fr_direct "pyfuse3_fr.direct"
+    int pyfuse3_fr_publish(uint64_t ino, int fd)
+    int pyfuse3_fr_retract(uint64_t ino)
+    uint64_t pyfuse3_fr_retract_file(uint64_t dev, uint64_t st_ino)
+    unsigned pyfuse3_fr_drain_hits(uint64_t *out, unsigned max)
+    void pyfuse3_fr_clear()
+    void pyfuse3_fr_snapshot(pyfuse3_fr_counters *n, unsigned *count)
 
 cdef extern from "uring.h" nogil:
     # datahub: FUSE requests over io_uring, one queue per CPU (uring.h)
@@ -174,6 +193,10 @@ FASTOPEN_MAX = 4096
 FASTLOOP = bool(PYFUSE3_FASTPATH)
 #: datahub: this build can take requests from io_uring queues (passthrough_uring)
 URING = bool(PYFUSE3_FASTPATH)
+#: datahub: READs of files the kernel opened itself answered in C from published page files
+FASTREAD = bool(PYFUSE3_FASTPATH)
+#: datahub: page files fastread_publish holds at most
+FASTREAD_MAX = 4096
 cdef bint fl_running = False  # the reader thread serves this session's loop
 cdef bint fl_allowed = True   # False with allow_root (libfuse checks the caller's uid)
 cdef bint passthrough_on = False
@@ -1024,6 +1047,7 @@ def close(unmount=True):
     # datahub: every backing id and descriptor the fastopen table holds goes with the session
     pyfuse3_fo_close_all(session_fd if session != NULL else -1)
     pyfuse3_lk_clear()
+    pyfuse3_fr_clear()
     log.debug('Calling fuse_session_destroy')
     fuse_session_destroy(session)
 
@@ -1449,4 +1473,73 @@ def passthrough_stats():
         'uring_answered': u.answered,
         'uring_handed': u.handed,
         'uring_commits_from_loop': u.commits,
+    }
+
+
+# --- datahub: READs answered in C from page files (fastread.h) ------------------------------
+def fastread_publish(uint64_t inode, int fd):
+    '''Publish the verified page file *fd* of *inode* (its bytes from offset 0): from now on
+    READs of the inode with the kernel's handle 0 (zero-message opens) are answered by the C
+    threads from it, while it fstat()s as now, before and after each pread. The table owns
+    *fd* then (on error the caller still does). Raises OSError: ENOSPC (FASTREAD_MAX files
+    published: retract one), EEXIST (published already), EINVAL (not a regular file).'''
+    cdef int ret = pyfuse3_fr_publish(inode, fd)
+    if ret < 0:
+        raise OSError(-ret, strerror(-ret))
+
+
+def fastread_retract(uint64_t inode):
+    '''No more READs of *inode* answered in C; True if it was published. Its descriptor is
+    closed once no C thread reads from it.'''
+    return bool(pyfuse3_fr_retract(inode))
+
+
+def fastread_retract_file(uint64_t st_dev, uint64_t st_ino):
+    '''Retract the inode whose published page file is this one (evicted from the tier);
+    returns that inode, or 0.'''
+    return pyfuse3_fr_retract_file(st_dev, st_ino)
+
+
+def fastread_drain_hits():
+    '''The inodes with a READ answered in C since the last call (each once): the file
+    system counts them as cache hits.'''
+    cdef uint64_t* out = <uint64_t*> stdlib.malloc(PYFUSE3_FR_SLOTS * sizeof(uint64_t))
+    cdef unsigned n, i
+    if out == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            n = pyfuse3_fr_drain_hits(out, PYFUSE3_FR_SLOTS)
+        return [out[i] for i in range(n)]
+    finally:
+        stdlib.free(out)
+
+
+def fastread(bint on, bint dontneed=True, bint direct=True):
+    '''Answer READs of published page files in C (default) or send them to Python (a
+    benchmark baseline). *direct*: read page-aligned READs with O_DIRECT where the file
+    system allows it; *dontneed*: drop the page file's pages after each buffered read. Both
+    keep the bytes in RAM once (the FUSE inode's page cache).'''
+    global pyfuse3_fr_on, pyfuse3_fr_dontneed, pyfuse3_fr_direct
+    pyfuse3_fr_on = 1 if on else 0
+    pyfuse3_fr_dontneed = 1 if dontneed else 0
+    pyfuse3_fr_direct = 1 if direct else 0
+
+
+def fastread_stats():
+    '''Counters of READs answered in C.'''
+    cdef pyfuse3_fr_counters n
+    cdef unsigned count = 0
+    pyfuse3_fr_snapshot(&n, &count)
+    return {
+        'on': bool(pyfuse3_fr_on),
+        'dontneed': bool(pyfuse3_fr_dontneed),
+        'direct': bool(pyfuse3_fr_direct),
+        'files': count,
+        'published': n.published,
+        'reads': n.reads,
+        'bytes': n.bytes,
+        'direct': n.direct,
+        'changed': n.changed,
+        'handed': n.handed,
     }

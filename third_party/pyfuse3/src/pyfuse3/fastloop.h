@@ -24,6 +24,7 @@ done (pyfuse3_fl_free), as libfuse's receive buffer did.
 #define PYFUSE3_FASTLOOP_H
 #include "fastopen.h"
 #include "lookup.h"
+#include "fastread.h"
 #include <poll.h>
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
@@ -72,7 +73,17 @@ struct pyfuse3_fl_ioctl_in {
     uint32_t in_size;
     uint32_t out_size;
 };
+struct pyfuse3_fl_read_in {
+    uint64_t fh;
+    uint64_t offset;
+    uint32_t size;
+    uint32_t read_flags;
+    uint64_t lock_owner;
+    uint32_t flags;
+    uint32_t padding;
+};
 #define PYFUSE3_FL_OPEN 14
+#define PYFUSE3_FL_READ 15
 #define PYFUSE3_FL_RELEASE 18
 #define PYFUSE3_FL_IOCTL 39
 #define PYFUSE3_FL_IOCTL_DIR (1 << 4)
@@ -231,6 +242,7 @@ static void pyfuse3_fl_push_end(int err) {
 
 /* uring.h: replies to requests taken from an io_uring queue go back through it */
 static ssize_t pyfuse3_ur_send(int fd, struct iovec *iov, int count);
+static char *pyfuse3_ur_payload_of(uint64_t unique, size_t *room);
 static void pyfuse3_ur_note_init(const char *buf, size_t n);
 static void pyfuse3_ur_stop(void);
 
@@ -240,6 +252,47 @@ static int pyfuse3_fl_reply(int devfd, const void *msg, size_t len) {
     struct iovec iov = {(void *)msg, len};
     ssize_t n = pyfuse3_ur_send(devfd, &iov, 1);
     return n == (ssize_t)len ? 0 : -1;
+}
+
+/* READ of a file the kernel opened itself (handle 0) whose page file is published
+   (fastread.h): answered from it, 1; else 0 (hand it over). Each answering thread keeps
+   its own buffer, as large as the largest READ it answered. */
+static int pyfuse3_fl_read(int devfd, uint64_t unique, uint64_t ino, uint64_t off, uint32_t size) {
+    static __thread char *buf;
+    static __thread size_t cap;
+    struct pyfuse3_fr_file *f = NULL;
+    struct pyfuse3_fl_out h;
+    struct iovec iov[2];
+    ssize_t got;
+    int direct = 0;
+    size_t room = 0;
+    char *dst = pyfuse3_ur_payload_of(unique, &room); /* over io_uring: the entry's payload */
+    if (dst != NULL && size <= room) {
+        got = pyfuse3_fr_read(ino, off, size, dst, room, &f, &direct);
+    } else {
+        if (size > cap) {
+            size_t want = ((size_t)size + 0xFFFFF) & ~(size_t)0xFFFFF; /* whole MiBs */
+            free(buf);
+            buf = aligned_alloc(4096, want);
+            cap = buf == NULL ? 0 : want;
+            if (buf == NULL)
+                return 0;
+        }
+        dst = buf;
+        got = pyfuse3_fr_read(ino, off, size, buf, cap, &f, &direct);
+    }
+    if (got < 0)
+        return 0;
+    h.len = (uint32_t)(sizeof h + (size_t)got);
+    h.error = 0;
+    h.unique = unique;
+    iov[0].iov_base = &h;
+    iov[0].iov_len = sizeof h;
+    iov[1].iov_base = dst;
+    iov[1].iov_len = (size_t)got;
+    pyfuse3_ur_send(devfd, iov, got ? 2 : 1);
+    pyfuse3_fr_done(f, off, (size_t)got, direct);
+    return 1;
 }
 
 /* 1 if the thread answered the request (exactly as fuse_session_process_buf would), 0 to
@@ -314,6 +367,12 @@ static int pyfuse3_fl_answer(int devfd, const char *buf, size_t n) {
         pyfuse3_fl_reply(devfd, &r, sizeof r);
         __atomic_fetch_add(&pyfuse3_fl.n.releases, 1, __ATOMIC_RELAXED);
         return 1;
+    }
+    case PYFUSE3_FL_READ: {
+        const struct pyfuse3_fl_read_in *r = (const struct pyfuse3_fl_read_in *)arg;
+        if (n < sizeof *in + sizeof *r || r->fh != 0) /* 0: a file the kernel opened itself */
+            return 0;
+        return pyfuse3_fl_read(devfd, in->unique, in->nodeid, r->offset, r->size);
     }
     case PYFUSE3_FL_IOCTL: {
         struct pyfuse3_fl_out r = {sizeof r, -ENOSYS, in->unique};

@@ -185,6 +185,28 @@ static struct pyfuse3_ur_ent *pyfuse3_ur_take(uint64_t unique) {
     return e;
 }
 
+/* The payload buffer of the ring entry that holds request unique, and its size in *room;
+   NULL for a request read from /dev/fuse. Its handler alone writes there until it replies:
+   fastread.h reads a READ's bytes straight into it, and pyfuse3_ur_send then copies
+   nothing. */
+static char *pyfuse3_ur_payload_of(uint64_t unique, size_t *room) {
+    unsigned s;
+    struct pyfuse3_ur_ent *e;
+    char *p = NULL;
+    if (unique == 0 || pyfuse3_ur.state != 3)
+        return NULL;
+    s = pyfuse3_ur_slot(unique);
+    pthread_mutex_lock(&pyfuse3_ur.tlock);
+    for (e = pyfuse3_ur.table[s]; e != NULL; e = e->next)
+        if (e->unique == unique) {
+            p = e->payload;
+            *room = pyfuse3_ur.payload;
+            break;
+        }
+    pthread_mutex_unlock(&pyfuse3_ur.tlock);
+    return p;
+}
+
 /* queue one command of entry e on its ring and submit it; with q->lock held */
 static void pyfuse3_ur_sqe_l(struct pyfuse3_ur_ent *e, int cmd, uint64_t commit_id) {
     struct pyfuse3_ur_queue *q = e->q;
@@ -296,7 +318,8 @@ static ssize_t pyfuse3_ur_send(int fd, struct iovec *iov, int count) {
             len = 0;
             break;
         }
-        memcpy(e->payload + len, (char *)iov[i].iov_base + skip, part);
+        if ((char *)iov[i].iov_base + skip != e->payload + len) /* fastread.h filled it in place */
+            memcpy(e->payload + len, (char *)iov[i].iov_base + skip, part);
         len += part;
     }
     out->len = (uint32_t)(sizeof *out + len);
