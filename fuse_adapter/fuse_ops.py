@@ -26,6 +26,7 @@ import pyfuse3
 import trio
 
 from datahub.errors import DatahubError
+from fuse_adapter.fastread import FastReads
 from fuse_adapter.passthrough import PassthroughOpens, fd_state
 from fuse_adapter.readonly import IO_SIZE, ReadOnlyView, Stat
 
@@ -119,6 +120,9 @@ FASTLOOP: bool = bool(getattr(pyfuse3, "FASTLOOP", False))
 URING: bool = bool(getattr(pyfuse3, "URING", False))
 #: datahub's pyfuse3 (lookup.patch): its C threads answer LOOKUPs of names published to it
 LOOKUP_IN_C: bool = FASTLOOP and hasattr(pyfuse3, "lookup_publish")
+#: datahub's pyfuse3 (fastread.h): its C threads answer READs of zero-message-open files
+#: from published page files
+FASTREAD: bool = FASTLOOP and bool(getattr(pyfuse3, "FASTREAD", False))
 
 
 def _always(_inode: int) -> bool:
@@ -159,6 +163,25 @@ class _CTable:
         return pyfuse3.passthrough_stats()
 
 
+class _FastReadTable:
+    """pyfuse3's C table of published page files (``fuse_adapter.fastread.Table``)."""
+
+    def publish(self, ino: int, fd: int) -> None:
+        pyfuse3.fastread_publish(ino, fd)
+
+    def retract(self, ino: int) -> bool:
+        return pyfuse3.fastread_retract(ino)
+
+    def retract_file(self, st_dev: int, st_ino: int) -> int:
+        return pyfuse3.fastread_retract_file(st_dev, st_ino)
+
+    def drain_hits(self) -> list[int]:
+        return pyfuse3.fastread_drain_hits()
+
+    def stats(self) -> dict:
+        return pyfuse3.fastread_stats() if FASTREAD else {}
+
+
 class ReadOnlyOps(_Ops):
     """FUSE requests -> ReadOnlyView. Writes are refused with EROFS (the mount is also ``ro``).
 
@@ -175,6 +198,13 @@ class ReadOnlyOps(_Ops):
     zero-message opens; when the kernel or the pyfuse3 build cannot do it, the mount falls
     back to zero-message opens (if asked for), logged once. ``fastopen=False`` sends those
     opens and releases to Python instead (a baseline for bench/mount/ssd_hit.py).
+
+    ``fastread`` (with zero-message opens and ``fastloop``; the default read mode): the
+    first READ of a file whose object is wholly in the disk tier publishes its verified
+    page file to pyfuse3's C table (``fuse_adapter.fastread``); the C threads answer later
+    READs of it with a pread, checked by fstat before and after, and drop the page file's
+    pages after the reply (one copy in RAM). A warm open then costs no request and an
+    SSD-tier hit a READ answered in C (docs/fuse.md, "Reads"). ``False``: READs in Python.
 
     ``fastloop``: a C thread of pyfuse3 reads the mount's requests and answers those opens,
     releases and the ``isatty()`` ioctl of Python's ``open()`` itself; the others reach
@@ -201,6 +231,7 @@ class ReadOnlyOps(_Ops):
         passthrough: bool = False,
         fastopen: bool = True,
         fastloop: bool = True,
+        fastread: bool = False,
         lookup_in_c: bool = True,
         io_uring: tuple[bool, str] = (False, "/dev/fuse"),
     ) -> None:
@@ -218,6 +249,19 @@ class ReadOnlyOps(_Ops):
         self.io_uring, self._transport = io_uring[0] and self.fastloop and URING, io_uring[1]
         self.enable_passthrough = self.passthrough.active  # asked of the kernel at INIT (pyfuse3)
         self.zero_message_open = self._zero_message_wanted and not self.passthrough.active
+        off = (
+            "FUSE passthrough"
+            if self.passthrough.active
+            else "--no-fastread"
+            if not fastread
+            else "pyfuse3 built without fastread"
+            if not FASTREAD
+            else "--no-fastloop"
+            if not self.fastloop
+            else "no zero-message opens"
+        )
+        wanted = fastread and FASTREAD and self.fastloop and self.zero_message_open
+        self.fastread = FastReads(_FastReadTable(), wanted=wanted, off=off)
 
     def init(self) -> None:
         if self.passthrough.active and not pyfuse3.passthrough_enabled():
@@ -225,6 +269,10 @@ class ReadOnlyOps(_Ops):
             self.zero_message_open = self._zero_message_wanted
         if FASTOPEN:
             pyfuse3.passthrough_fastopen(self.fastopen)
+        if self.fastread.active and not pyfuse3.passthrough_stats()["fastloop"]:
+            self.fastread.disable("no C thread reads this mount's requests (allow_root)")
+        if FASTREAD:
+            pyfuse3.fastread(self.fastread.active)
         self._token = trio.lowlevel.current_trio_token()
         super().init()
 
@@ -251,7 +299,7 @@ class ReadOnlyOps(_Ops):
     def backing_evicted(self, st_dev: int, st_ino: int) -> None:
         """From the evicting thread: the C table is the loop's, so retract there."""
         token = getattr(self, "_token", None)
-        if token is not None and self.passthrough.wanted:
+        if token is not None and (self.passthrough.wanted or self.fastread.active):
             try:
                 token.run_sync_soon(self._evicted, st_dev, st_ino)
             except trio.RunFinishedError:
@@ -259,7 +307,10 @@ class ReadOnlyOps(_Ops):
 
     def _evicted(self, st_dev: int, st_ino: int) -> None:
         try:  # runs in trio's loop, outside any task: an exception here would end the mount
-            self.passthrough.evicted(st_dev, st_ino)
+            if self.passthrough.wanted:
+                self.passthrough.evicted(st_dev, st_ino)
+            if FASTREAD:
+                self.fastread.evicted(st_dev, st_ino)
         except Exception:
             log.exception("retracting an evicted backing file")
 
@@ -419,11 +470,28 @@ class ReadOnlyOps(_Ops):
         if NO_OPEN_FH is not None and fh & NO_OPEN_FH:
             ino = fh & ~NO_OPEN_FH
             await self._resident(ino)
+            if self.fastread.may_publish(ino):
+                await self._publish_page_file(ino)  # later READs of it: answered in C
             data = self.view.read_inode_now(ino, off, size)  # in RAM: answered inline, no thread hop
             if data is not None:
                 return data
             return await self._thread(self.view.read_inode, ino, off, size)
         return await self._thread(self.view.read, fh, off, size)
+
+    async def _publish_page_file(self, ino: int) -> None:
+        """The first READ of a file (zero-message opens) that reached Python: publish its
+        verified page file, so the C threads answer its later READs. A file verified before
+        is looked up inline (metadata only, as a passthrough open does); one that needs
+        reading is checked in a worker thread, and a cold one-page file is fetched whole
+        there first (this READ's own work, done once). Any trouble: the READ is answered
+        as before, through the cache."""
+        fd = self._backing_fd(ino, False)
+        if fd == -1:
+            fd = await self._thread(self._backing_fd, ino, True)
+        elif fd == -2:
+            fd = await self._thread(lambda: self.view.backing_fd(ino, fetch=True))
+        if fd is not None and fd >= 0:
+            self.fastread.publish(ino, fd, lambda: self._still_verified(ino, fd))
 
     async def flush(self, fh):
         # nothing to flush on a read-only mount: ENOSYS once makes the kernel stop sending

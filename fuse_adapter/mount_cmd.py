@@ -68,11 +68,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="read-only: keep nothing on disk (a small RAM cache for read-ahead only)",
     )
-    p.add_argument(
+    reads = p.add_mutually_exclusive_group()
+    reads.add_argument(
+        "--passthrough",
+        action="store_true",
+        help="read-only: let the kernel serve files of the disk tier itself (FUSE passthrough) instead "
+        "of zero-message opens with READs answered in C; each open then costs an OPEN and a RELEASE, "
+        "a warm epoch half as fast (the baseline of bench/mount/warm_path.py; docs/fuse.md)",
+    )
+    reads.add_argument(
         "--no-passthrough",
         action="store_true",
-        help="read-only: never let the kernel serve files from the disk tier itself (FUSE passthrough); "
-        "every read then goes through the daemon, and warm opens cost no request (docs/fuse.md)",
+        help="read-only: never use FUSE passthrough (the default since zero-message opens with READs "
+        "answered in C are; docs/fuse.md)",
+    )
+    p.add_argument(
+        "--no-fastread",
+        action="store_true",
+        help="read-only, for measurements: answer every READ in Python, also of files whose page "
+        "file pyfuse3's C threads would read (the baseline of bench/mount/warm_path.py; docs/fuse.md)",
     )
     p.add_argument(
         "--no-fastopen",
@@ -267,18 +281,24 @@ def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) 
         passthrough=passthrough_wanted(args, source),
         fastopen=not args.no_fastopen,
         fastloop=not args.no_fastloop,
+        fastread=fastread_wanted(args, source),
         lookup_in_c=not args.no_lookup_in_c,
         io_uring=mount_transport(not args.no_io_uring, not args.no_fastloop and FASTLOOP and URING),
     )
     source.report_mount(
-        lambda: {"mountpoint": mountpoint, **ops.passthrough.stats(), **ops.transport_stats()}
+        lambda: {
+            "mountpoint": mountpoint,
+            **ops.passthrough.stats(),
+            **ops.fastread.stats(),
+            **ops.transport_stats(),
+        }
     )
-    if ops.passthrough.wanted:  # an evicted page file is let go at once, not at its next open
+    if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once
         getattr(source, "watch_backing", lambda listener: None)(ops.backing_evicted)
         threading.Thread(
             target=_count_c_hits, args=(ops, view, stopping), name="datahub-c-hits", daemon=True
         ).start()
-    log.info("opens: %s", ops.passthrough.mode)
+    log.info("opens: %s; READs in C: %s", ops.passthrough.mode, ops.fastread.mode)
     try:
         serve(
             ops,
@@ -319,10 +339,10 @@ C_HITS_EVERY = 1.0  # seconds between reports of opens answered in C to the cach
 
 
 def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Event) -> None:
-    """Opens pyfuse3 answered in C never reach the cache, which would take hot files for
-    cold ones and evict them first: report them as hits, once per file per period."""
+    """Opens and READs pyfuse3 answered in C never reach the cache, which would take hot
+    files for cold ones and evict them first: report them as hits, once per file per period."""
     while not stopping.wait(C_HITS_EVERY):
-        for ino in ops.passthrough.drain_hits():
+        for ino in ops.passthrough.drain_hits() + ops.fastread.drain_hits():
             try:
                 view.backing_hit(ino)
             except Exception as exc:  # a hit not counted must not stop the mount
@@ -330,13 +350,38 @@ def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Even
 
 
 def passthrough_wanted(args: argparse.Namespace, source) -> bool:
-    """Whether a read-only mount asks for FUSE passthrough (on by default; docs/fuse.md).
+    """Whether a read-only mount asks for FUSE passthrough (``--passthrough``; docs/fuse.md).
 
-    Only a disk tier that writes format-3 page files (the object's bytes from offset 0) has
-    files to hand the kernel; without one (``--no-cache``, no disk tier, no user xattrs)
-    the mount keeps zero-message opens, which cost no request per warm open.
+    Not by default: passthrough needs an OPEN and a RELEASE per open, which halves a warm
+    epoch; zero-message opens with READs answered in C from the same page files serve both
+    a warm epoch and SSD-tier hits (:func:`fastread_wanted`). Only a disk tier that writes
+    format-3 page files (the object's bytes from offset 0) has files to hand the kernel;
+    without one (``--no-cache``, no disk tier, no user xattrs) the mount keeps zero-message
+    opens.
     """
     if args.no_passthrough or args.no_cache:
+        return False
+    if not args.passthrough and (args.no_fastread or fastread_possible(args)):
+        return False  # the default: zero-message opens, READs in C
+    return bool(getattr(source, "backs_files", lambda: False)())
+
+
+def fastread_possible(args: argparse.Namespace) -> bool:
+    """Whether pyfuse3's C threads can answer READs here (its build has fastread.h and a C
+    thread reads the requests); if not, the mount keeps passthrough, the next best for
+    SSD-tier hits (a READ through Python costs ten times the daemon CPU)."""
+    from fuse_adapter.fuse_ops import FASTREAD
+
+    return FASTREAD and not args.no_fastloop
+
+
+def fastread_wanted(args: argparse.Namespace, source) -> bool:
+    """Whether a read-only mount's C threads answer READs from page files (the default).
+
+    The same files passthrough would hand the kernel (format-3 page files: the object's
+    bytes from offset 0), read by pyfuse3's C threads instead, so opens stay zero-message.
+    """
+    if args.passthrough or args.no_fastread or args.no_cache or not fastread_possible(args):
         return False
     return bool(getattr(source, "backs_files", lambda: False)())
 

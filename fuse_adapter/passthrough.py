@@ -67,12 +67,14 @@ def fd_state(fd: int) -> tuple[int, int, int, int]:
 class PassthroughOpens:
     """Per-mount policy over the C table: what to publish, ordinary handles, counters."""
 
-    def __init__(self, table: Table, *, wanted: bool, max_ids: int = MAX_BACKING_IDS) -> None:
+    def __init__(
+        self, table: Table, *, wanted: bool, max_ids: int = MAX_BACKING_IDS, off: str = "zero-message opens"
+    ) -> None:
         self.table = table
         self.max_ids = max_ids
         self.wanted = wanted
-        #: "passthrough", or why not ("off: --no-passthrough", "off: kernel", ...)
-        self.mode = "passthrough" if wanted else "off: --no-passthrough"
+        #: "passthrough", or why not ("off: zero-message opens", "off: kernel", ...)
+        self.mode = "passthrough" if wanted else f"off: {off}"
         self._published: OrderedDict[int, None] = OrderedDict()  # least recently published first
         self._ordinary: dict[int, int] = {}  # ino -> cached (non-direct) ordinary handles open
         self._fh_ino: dict[int, tuple[int, bool]] = {}  # ordinary fh -> (ino, direct I/O?)

@@ -1,43 +1,56 @@
 #!/usr/bin/env bash
-# Build and install pyfuse3 3.5.0 with datahub's patches (read by inode, queued requests
-# answered in C, and -- against the project's libfuse 3.17 -- FUSE passthrough with opens of
-# published backing files answered in C, by a C thread that reads /dev/fuse, requests over
-# io_uring, one queue per CPU, and LOOKUPs of names answered before answered in C) into a venv
-# (see third_party/pyfuse3/README.md). Idempotent: does nothing when that build is installed.
+# Build and install datahub's pyfuse3 from its source tree, third_party/pyfuse3 (pyfuse3 3.5.0's
+# sdist plus datahub's commits: reads by inode, queued requests answered in C, FUSE passthrough,
+# opens of published backing files answered in C, a C thread that reads /dev/fuse, requests over
+# io_uring, LOOKUPs answered in C; see third_party/pyfuse3/README.md). No download: only the tree.
 #   scripts/build_pyfuse3.sh [PYTHON] [LIBFUSE_PREFIX]
 # PYTHON defaults to .venv/bin/python. LIBFUSE_PREFIX (scripts/build_libfuse.sh; default: the
-# venv's opt/libfuse) holds libfuse >= 3.16: the build then links it (rpath) and adds
-# passthrough.patch, fastopen.patch, fastloop.patch, uring.patch and lookup.patch (datahub.7). Without it, the system libfuse and no
-# passthrough (datahub.2).
+# venv's opt/libfuse) holds libfuse >= 3.17: the build links it (rpath) and the C fast path is in.
+# Without it the same tree is built against the system's libfuse (3.14 on Debian 12), where the
+# fast path compiles out (pyfuse3.PASSTHROUGH, FASTLOOP and URING are False; see the README).
+# Idempotent: the installed version is 3.5.0+datahub.t<hash>, the hash of the build's inputs (the
+# tree's sources, this script, which libfuse); the same hash installed means nothing to do, so a
+# venv rebuilds once after any change to them and then skips.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY=${1:-$ROOT/.venv/bin/python}
 VENV_DIR=$("$PY" -c 'import sys; print(sys.prefix)')
 LIBFUSE=${2:-$VENV_DIR/opt/libfuse}
+TREE=$ROOT/third_party/pyfuse3
 VERSION=3.5.0
 if [[ -e "$LIBFUSE/lib/pkgconfig/fuse3.pc" ]]; then
-  LOCAL=datahub.7
-  PATCHES=(no-open-read.patch burst.patch passthrough.patch fastopen.patch fastloop.patch uring.patch lookup.patch)  # in this order
+  FUSE_LIB="libfuse $(PKG_CONFIG_PATH="$LIBFUSE/lib/pkgconfig" pkg-config --modversion fuse3) at $LIBFUSE"
   export PKG_CONFIG_PATH="$LIBFUSE/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   # -L first: some Pythons (Debian's) put the multiarch dir, with the system libfuse, before pkg-config's
   export LDFLAGS="-L$LIBFUSE/lib -Wl,-rpath,$LIBFUSE/lib${LDFLAGS:+ $LDFLAGS}"
 else
-  LOCAL=datahub.2
-  PATCHES=(no-open-read.patch burst.patch)
-  echo "[install] no libfuse >= 3.16 at $LIBFUSE: pyfuse3 without FUSE passthrough (system libfuse)" >&2
+  FUSE_LIB="system libfuse $(pkg-config --modversion fuse3)"
+  echo "[install] no libfuse >= 3.17 at $LIBFUSE: pyfuse3 against the $FUSE_LIB, without its C fast path" >&2
 fi
+# The build's inputs: what is copied below. Generated files (Cython's __init__.c, objects,
+# caches) are never inputs, so a stale one can neither be built nor change the key.
+inputs() {
+  (cd "$TREE" && find pyproject.toml setup.cfg README.rst LICENSE util Include src -type f \
+    ! -path 'src/pyfuse3/__init__.c' ! -name '*.so' ! -name '*.o' ! -name '*.pyc' \
+    ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 | LC_ALL=C sort -z)
+}
+KEY=$({ inputs | (cd "$TREE" && xargs -0 sha256sum); sha256sum <"$0"; echo "$FUSE_LIB"; } \
+  | sha256sum | cut -c1-12)
+WANT="$VERSION+datahub.t$KEY"
 have=$("$PY" -c 'import importlib.metadata as m; print(m.version("pyfuse3"))' 2>/dev/null || true)
-[[ "$have" == "$VERSION+$LOCAL" ]] && exit 0
-echo "[install] pyfuse3 $VERSION+$LOCAL (sdist + third_party/pyfuse3 patches; was: ${have:-none})" >&2
+[[ "$have" == "$WANT" ]] && exit 0
+echo "[install] pyfuse3 $WANT from third_party/pyfuse3 ($FUSE_LIB; was: ${have:-none})" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$PY" -m pip download -q --no-deps --no-binary pyfuse3 "pyfuse3==$VERSION" -d "$work" \
-  2> >(grep -v "^WARNING: Location 'file://" >&2)
-tar -xzf "$work"/pyfuse3-$VERSION.tar.gz -C "$work"
-for p in "${PATCHES[@]}"; do
-  patch -s -p1 -d "$work/pyfuse3-$VERSION" <"$ROOT/third_party/pyfuse3/$p"
-done
-SETUPTOOLS_SCM_PRETEND_VERSION="$VERSION+$LOCAL" "$PY" -m pip install -q --no-deps "$work/pyfuse3-$VERSION" \
-  2> >(grep -v "^WARNING: Location 'file://" >&2)
+mkdir "$work/pyfuse3"
+inputs | (cd "$TREE" && xargs -0 cp --parents -t "$work/pyfuse3")
+if ! SETUPTOOLS_SCM_PRETEND_VERSION="$WANT" "$PY" -m pip install -v --no-deps "$work/pyfuse3" \
+  >"$work/build.log" 2>&1; then
+  grep -v "^WARNING: Location 'file://" "$work/build.log" | tail -60 >&2
+  echo "[install] pyfuse3 build failed (the log's end above)" >&2
+  exit 1
+fi
+# what the compiler said: warnings are shown, not hidden by pip
+grep -E "warning:" "$work/build.log" | sort -u | sed 's/^/[install] pyfuse3: /' >&2 || true
 have=$("$PY" -c 'import importlib.metadata as m; print(m.version("pyfuse3"))')
-[[ "$have" == "$VERSION+$LOCAL" ]] || { echo "[install] pyfuse3 build failed: have $have" >&2; exit 1; }
+[[ "$have" == "$WANT" ]] || { echo "[install] pyfuse3 build failed: have $have, want $WANT" >&2; exit 1; }

@@ -70,7 +70,7 @@ fi
 [[ -x "$VENV/bin/python" ]] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 mkdir -p "$STAMPS"
 scripts/build_libfuse.sh "$VENV" || log "libfuse 3.17 not built: pyfuse3 uses the system libfuse (no FUSE passthrough)"
-# pyfuse3 with datahub's patches (third_party/pyfuse3): before the pins below, which
+# pyfuse3 built from its source tree third_party/pyfuse3: before the pins below, which
 # then find pyfuse3 3.5.0 installed. A no-op when that build is already there.
 scripts/build_pyfuse3.sh "$VENV/bin/python"
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)

@@ -219,11 +219,14 @@ def _warmup_line(w: dict) -> str:
 
 
 def _mount_line(m: dict) -> str:
-    """One mount's opens: served by the kernel (FUSE passthrough) or why not, and counts."""
+    """One mount's opens and READs: served by the kernel (FUSE passthrough) or by pyfuse3's C
+    threads from page files (zero-message opens), or why not, and counts."""
     return (
         f"opens of {m['mountpoint']} [{m['mode']}]: {m['passthrough_opens']} passthrough "
         f"({m.get('passthrough_opens_in_c', 0)} answered in C), "
         f"{m['ordinary_opens']} through the daemon, {m['backing_ids_open']} backing files held; "
+        f"READs in C [{m.get('reads_in_c', 'off')}]: {m.get('reads_answered_in_c', 0)} "
+        f"({m.get('page_files_published', 0)} page files held); "
         f"requests from {m.get('requests', '/dev/fuse')}"
     )
 

@@ -19,6 +19,7 @@ from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
 from datahub.pack.layout import KIND_IMAGE, decode_sample
 from datahub.pack.shard import ShardReader
 from datahub.torch._torch import Dataset, Sampler, image_tensor
+from datahub.torch.files import OPEN_BUFFER
 
 Transform = Callable[[bytes | memoryview, Mapping[str, Any]], Any]
 _CHUNK = 16 * 1024**2  # shard download read size (bounded memory)
@@ -175,7 +176,7 @@ def _local_copy(source: Any, record: Record, directory: Path) -> Path:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", buffering=OPEN_BUFFER) as fh:  # explicit: no isatty() (files.py)
             for offset in range(0, record.size, _CHUNK):
                 chunk = source.read(record, offset, min(_CHUNK, record.size - offset))
                 digest.update(chunk)

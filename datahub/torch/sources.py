@@ -14,6 +14,7 @@ from typing import Any
 
 from datahub.catalog import Record
 from datahub.config import Config
+from datahub.torch.files import open_file
 
 
 class CacheSource:
@@ -62,7 +63,7 @@ class MountSource:
         self.root = Path(root)
 
     def read(self, record: Record, offset: int = 0, size: int | None = None) -> bytes:
-        with open(self.root / record.key, "rb") as fh:
+        with open_file(self.root / record.key) as fh:  # no isatty() ioctl (datahub.torch.files)
             fh.seek(offset)
             return fh.read() if size is None else fh.read(size)
 

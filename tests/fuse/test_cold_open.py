@@ -47,7 +47,7 @@ def close_all(fds: dict[int, bytes]) -> None:
 
 def test_a_cold_small_file_is_served_by_the_kernel_from_its_first_open(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("cold")
-    with env.mounted(mnt, "pt", "--no-prefetch") as proc:  # no warm-up: every open is cold
+    with env.mounted(mnt, "pt", "--passthrough", "--no-prefetch") as proc:  # no warm-up: every open is cold
         root = mnt / "pt" / f"v{files.seq}"
         assert page_files(env) == []
         fds = open_all(root, FILES)  # the first opens of each file: nothing cached yet
@@ -71,7 +71,7 @@ def test_a_cold_open_of_a_changed_object_fails_as_before(env: FuseEnv, files: Da
     key = next(iter(FILES))
     with StoreRegistry(env.config) as stores:
         stores.store(f"s3://{env.bucket}/data").put(key, b"other bytes, another etag")
-    for name, args in (("estale", ()), ("estale-nopt", ("--no-passthrough",))):
+    for name, args in (("estale", ("--passthrough",)), ("estale-nopt", ("--no-passthrough",))):
         args = ("--no-prefetch", *args)  # the open is the first to ask for the object
         mnt = env.mountpoint(name)
         with env.mounted(mnt, "pt", *args):
@@ -84,7 +84,7 @@ def test_a_cold_open_of_a_changed_object_fails_as_before(env: FuseEnv, files: Da
 
 def test_a_cold_opened_file_evicted_while_held_stays_valid(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("coldevict")
-    with env.mounted(mnt, "pt", "--no-prefetch"):
+    with env.mounted(mnt, "pt", "--passthrough", "--no-prefetch"):
         root = mnt / "pt" / f"v{files.seq}"
         key, data = next(iter(FILES.items()))
         first = os.open(root / key, os.O_RDONLY)  # cold: fetched, then passthrough
@@ -127,7 +127,7 @@ def test_concurrent_cold_opens_of_the_same_files_all_read_right(env: FuseEnv, fi
     """Opens racing on one cold file each fetch through the single flight; one publishes
     its page file and the others take handles of that one (or read through the daemon)."""
     mnt = env.mountpoint("race")
-    with env.mounted(mnt, "pt", "--no-prefetch"):
+    with env.mounted(mnt, "pt", "--passthrough", "--no-prefetch"):
         root = mnt / "pt" / f"v{files.seq}"
         keys = list(FILES)[:4]
         start = threading.Barrier(8)

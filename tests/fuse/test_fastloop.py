@@ -74,7 +74,7 @@ def loop_thread_alive(pid: int) -> bool:
 
 def test_opens_answered_by_the_loop_thread_are_counted_and_read_right(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("fl")
-    with env.mounted(mnt, "fl") as proc:
+    with env.mounted(mnt, "fl", "--passthrough") as proc:
         wait_until(lambda: loop_thread_alive(proc.pid), GUARD)  # started by pyfuse3.main()
         root = mnt / "fl" / f"v{files.seq}"
         publish_all(env, root)
@@ -98,7 +98,7 @@ def test_opens_answered_by_the_loop_thread_are_counted_and_read_right(env: FuseE
 def test_no_fastloop_reads_requests_on_the_trio_loop(env: FuseEnv, files: Dataset) -> None:
     """The benchmark's baseline: the same C table, answered on the loop's thread."""
     mnt = env.mountpoint("nofl")
-    with env.mounted(mnt, "fl", "--no-fastloop") as proc:
+    with env.mounted(mnt, "fl", "--passthrough", "--no-fastloop") as proc:
         root = mnt / "fl" / f"v{files.seq}"
         publish_all(env, root)  # served: pyfuse3.main() runs
         assert not loop_thread_alive(proc.pid)
@@ -112,7 +112,7 @@ def test_no_fastloop_reads_requests_on_the_trio_loop(env: FuseEnv, files: Datase
 
 def test_a_published_file_changed_on_disk_is_caught_by_the_loop_thread(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("fldmg")
-    with env.mounted(mnt, "fl"):
+    with env.mounted(mnt, "fl", "--passthrough"):
         root = mnt / "fl" / f"v{files.seq}"
         publish_all(env, root)
         victims = list(FILES)[:3]
@@ -133,7 +133,7 @@ def test_a_published_file_changed_on_disk_is_caught_by_the_loop_thread(env: Fuse
 
 def test_eviction_retracts_and_held_handles_stay_valid(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("flev")
-    with env.mounted(mnt, "fl"):
+    with env.mounted(mnt, "fl", "--passthrough"):
         root = mnt / "fl" / f"v{files.seq}"
         publish_all(env, root)
         fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}  # the thread
@@ -154,7 +154,7 @@ def test_eviction_retracts_and_held_handles_stay_valid(env: FuseEnv, files: Data
 
 #: where the C threads take requests from: io_uring queues (the default where the kernel
 #: offers them; the daemon, root, turns the offer on) or /dev/fuse
-TRANSPORTS = {"io_uring": (), "dev-fuse": ("--no-io-uring",)}
+TRANSPORTS = {"io_uring": ("--passthrough",), "dev-fuse": ("--passthrough", "--no-io-uring")}
 
 
 def uses(env: FuseEnv, transport: str) -> None:
@@ -210,7 +210,7 @@ def test_a_lazy_unmount_with_handles_held_ends_the_loop_when_they_close(
 @pytest.fixture
 def stress_mount(env: FuseEnv, files: Dataset):
     mnt = env.mountpoint("flstress")
-    with env.mounted(mnt, "fl"):
+    with env.mounted(mnt, "fl", "--passthrough"):
         root = mnt / "fl" / f"v{files.seq}"
         publish_all(env, root)
         yield root

@@ -67,7 +67,7 @@ def test_a_name_looked_up_before_is_answered_in_c_with_pythons_entry(
 
 def test_missing_names_and_generated_files_still_reach_python(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("lk")
-    with env.mounted(mnt, "lk"):
+    with env.mounted(mnt, "lk", "--passthrough"):
         root = mnt / "lk" / f"v{files.seq}"
         for key in FILES:
             entry(root / key)

@@ -120,7 +120,7 @@ def read_while_stopped(proc, fds: dict[int, bytes], wait: float = 30.0) -> dict[
 
 def test_reads_and_mmap_of_disk_tier_files_never_reach_the_daemon(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("pt")
-    with env.mounted(mnt, "pt") as proc:
+    with env.mounted(mnt, "pt", "--passthrough") as proc:
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}
@@ -151,7 +151,7 @@ def test_no_passthrough_keeps_reads_in_the_daemon(env: FuseEnv, files: Dataset) 
             assert read_while_stopped(proc, {fd: FILES[key]}, wait=3.0) == {}
         finally:
             os.close(fd)
-        wait_until(lambda: mount_stats(env).get("mode") == "off: --no-passthrough", GUARD)
+        wait_until(lambda: mount_stats(env).get("mode") == "off: zero-message opens", GUARD)
 
 
 def flip_byte(path: Path, at: int) -> None:
@@ -165,7 +165,7 @@ def flip_byte(path: Path, at: int) -> None:
 
 def test_a_backing_file_damaged_while_mounted_is_never_served(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("dmg")
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         for key, data in FILES.items():  # verified and handed to the kernel once
@@ -185,7 +185,7 @@ def test_a_backing_file_damaged_while_mounted_is_never_served(env: FuseEnv, file
 
 def test_a_backing_file_damaged_while_unmounted_is_never_served(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("dmg2")
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         warm_into_disk(env, mnt / "pt" / f"v{files.seq}")
     victims = list(FILES)[-3:]
     flip_byte(page_file_of(env, FILES[victims[0]]), 5)
@@ -193,7 +193,7 @@ def test_a_backing_file_damaged_while_unmounted_is_never_served(env: FuseEnv, fi
         f.write(b"tail")
     path = page_file_of(env, FILES[victims[2]])
     os.truncate(path, 100)
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         root = mnt / "pt" / f"v{files.seq}"
         for key, data in FILES.items():
             assert (root / key).read_bytes() == data
@@ -209,7 +209,7 @@ def test_an_evicted_backing_file_stays_valid_for_the_handles_that_hold_it(
     env: FuseEnv, files: Dataset
 ) -> None:
     mnt = env.mountpoint("evict")
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         key, data = next(iter(FILES.items()))
@@ -240,7 +240,7 @@ def test_opens_of_published_files_never_reach_python(env: FuseEnv, files: Datase
     """After one open published each file, further opens and releases are answered in C:
     the count of passthrough opens Python answered stays flat while C's grows."""
     mnt = env.mountpoint("fast")
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)  # the first passthrough opens: in Python, which publishes each file
@@ -261,7 +261,7 @@ def test_opens_of_published_files_never_reach_python(env: FuseEnv, files: Datase
 def test_no_fastopen_answers_the_same_opens_in_python(env: FuseEnv, files: Dataset) -> None:
     """The benchmark's baseline: the same passthrough, every open answered by Python."""
     mnt = env.mountpoint("slow")
-    with env.mounted(mnt, "pt", "--no-fastopen"):
+    with env.mounted(mnt, "pt", "--passthrough", "--no-fastopen"):
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)
@@ -275,7 +275,7 @@ def test_a_published_file_damaged_on_disk_is_caught_by_c_at_the_next_open(
     env: FuseEnv, files: Dataset
 ) -> None:
     mnt = env.mountpoint("fastdmg")
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)
@@ -300,7 +300,7 @@ def test_a_published_file_damaged_on_disk_is_caught_by_c_at_the_next_open(
 
 def test_opens_with_write_flags_are_refused_on_a_published_file(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("fastrw")
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)
@@ -317,7 +317,7 @@ def test_backing_ids_are_all_released_after_eviction_and_at_unmount(env: FuseEnv
     """Handles answered in C stay valid when their page files are evicted; the ids of
     evicted files go with their last handle, and every id is closed at unmount."""
     mnt = env.mountpoint("fastevict")
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)
@@ -353,7 +353,7 @@ def disk_hits(env: FuseEnv) -> int:
 def test_opens_answered_in_c_count_as_disk_tier_hits(env: FuseEnv, files: Dataset) -> None:
     """Eviction must see published files in use although their opens never reach Python."""
     mnt = env.mountpoint("fasthits")
-    with env.mounted(mnt, "pt"):
+    with env.mounted(mnt, "pt", "--passthrough"):
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)

@@ -74,7 +74,7 @@ def files(env: FuseEnv) -> Dataset:
 
 def test_requests_come_from_one_pinned_queue_per_cpu_and_read_right(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("ur")
-    with env.mounted(mnt, "ur") as proc:
+    with env.mounted(mnt, "ur", "--passthrough") as proc:
         root = mnt / "ur" / f"v{files.seq}"
         publish_all(env, root)
         s = mount_stats(env)
@@ -115,7 +115,7 @@ def test_requests_come_from_one_pinned_queue_per_cpu_and_read_right(env: FuseEnv
 
 def test_a_published_file_changed_on_disk_is_caught_by_a_queue_thread(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("urdmg")
-    with env.mounted(mnt, "ur"):
+    with env.mounted(mnt, "ur", "--passthrough"):
         root = mnt / "ur" / f"v{files.seq}"
         publish_all(env, root)
         assert mount_stats(env)["io_uring_queues"] > 0
@@ -136,7 +136,7 @@ def test_more_cold_requests_in_flight_than_a_queue_has_entries(env: FuseEnv) -> 
     many = {f"c/f{i:03d}.bin": os.urandom(20_000 + 97 * i) for i in range(96)}
     ds = upload_dataset(env, "urcold", many)
     mnt = env.mountpoint("urcold")
-    with env.mounted(mnt, "urcold"):
+    with env.mounted(mnt, "urcold", "--passthrough"):
         root = mnt / "urcold" / f"v{ds.seq}"
         keys = sorted(many)
         wrong: list[str] = []
@@ -155,7 +155,7 @@ def test_more_cold_requests_in_flight_than_a_queue_has_entries(env: FuseEnv) -> 
 
 def test_no_io_uring_keeps_dev_fuse(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("urno")
-    with env.mounted(mnt, "ur", "--no-io-uring") as proc:
+    with env.mounted(mnt, "ur", "--passthrough", "--no-io-uring") as proc:
         root = mnt / "ur" / f"v{files.seq}"
         publish_all(env, root)
         read_all(root)
@@ -179,7 +179,7 @@ def test_a_kernel_that_does_not_offer_it_at_init_keeps_dev_fuse(
     PARAM.write_text("N")
     try:
         mnt = env.mountpoint("urinit")
-        with env.mounted(mnt, "ur") as proc:
+        with env.mounted(mnt, "ur", "--passthrough") as proc:
             root = mnt / "ur" / f"v{files.seq}"
             publish_all(env, root)
             read_all(root)

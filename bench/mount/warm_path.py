@@ -1,0 +1,167 @@
+"""Warm epochs and SSD-tier hits through one mount, every read mode side by side (issue 36).
+
+    .venv/bin/python bench/mount/warm_path.py [--files 4000] [--passes 3] [--drop 1|3]
+                                              [--configs default,passthrough,...]
+
+Uploads ``--files`` objects of 50-200 KB to a moto server on loopback and mounts the
+version with the real ``datahub mount ... --foreground`` daemon, **RAM tier off**, so every
+read the kernel sends is a disk-tier hit. The first mount's cold pass fills the disk tier;
+then, for each configuration in turn (``CONFIGS``: the mount's read modes and transports),
+with a **local-disk pass measured right before it** (the ratio's baseline, so both see the
+same machine load):
+
+- *ssd-hit*: ``drop_caches`` (``--drop``: 3 also drops dentries, so each file also costs a
+  LOOKUP, answered in C once known), then every file read whole in a shuffled order;
+- *warm*: the same without dropping anything (the page cache holds every file);
+
+each with Python's default ``open(p, "rb")`` (3.11: an ``isatty()`` ioctl per file) and a
+buffered open (``open(p, "rb", buffering=1 << 20)``: no ioctl; datahub.torch's readers), 1
+and 8 threads. Printed per row: files/s, the ratio to the local-disk pass just before, the
+daemon's CPU per file (utime+stime, /proc/PID/stat, mean over the timed passes), for
+ssd-hit the growth of ``Cached`` per byte read (1.0: each byte cached once), and the FUSE
+requests per file by opcode from the kernel's tracepoint (one more, untimed pass). Files/s
+is the best of ``--passes``. ``uptime`` load is printed with every configuration: the
+machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.mount.common import (
+    add_configs_option,
+    bench_env,
+    cached_bytes,
+    chosen_configs,
+    daemon_cpu,
+    disk_pages,
+    drop_caches,
+    header,
+    local_copy,
+    random_objects,
+    read_all,
+    read_py,
+)
+from tests.fuse.conftest import upload_dataset, wait_until
+from tests.fuse.fuse_tracepoint import FuseRequests, per_file
+
+BUFFER = 1 << 20  # datahub.torch.files.OPEN_BUFFER
+
+
+def read_buffered(path: str) -> int:
+    """An explicit buffer size: Python's open() then asks no isatty() (datahub.torch's readers)."""
+    with open(path, "rb", buffering=BUFFER) as f:
+        return len(f.read())
+
+
+READERS: dict[str, Callable[[str], int]] = {"open": read_py, "buffered": read_buffered}
+
+#: mount configurations: name -> extra ``datahub mount`` flags
+CONFIGS: dict[str, tuple[str, ...]] = {
+    "default": (),  # zero-message opens, READs of disk-tier files answered in C, io_uring
+    "default-devfuse": ("--no-io-uring",),
+    "passthrough": ("--passthrough",),  # the default before issue 36
+    "passthrough-devfuse": ("--passthrough", "--no-io-uring"),
+    "zero-msg-python": ("--no-fastread",),  # zero-message opens, READs in Python
+}
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", type=int, default=4000)
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--drop", type=int, choices=(1, 3), default=3)
+    ap.add_argument("--threads", default="1,8", help="comma-separated reader thread counts")
+    add_configs_option(ap, CONFIGS)
+    args = ap.parse_args()
+    configs = chosen_configs(ap, args, CONFIGS)
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    objects = random_objects(args.files, 25, 50_000, 200_000)
+    total = sum(len(v) for v in objects.values())
+    tmp = Path(tempfile.mkdtemp(prefix="warm-path-"))
+    try:
+        with bench_env(tmp, ram_bytes=0, disk_bytes=4 * 1024**3) as env:
+            ds = upload_dataset(env, "wp", objects)
+            disk_paths = local_copy(tmp / "local", objects)
+            header(
+                "warm_path",
+                f"{args.files} files (50-200 KB, {total / 1e6:.0f} MB), RAM tier off, best of {args.passes}, "
+                f"drop_caches {args.drop} before ssd-hit passes",
+            )
+            print(
+                f"{'config':20} {'pass':7} {'reader':8} {'thr':>3} {'files/s':>8} {'disk f/s':>8} "
+                f"{'ratio':>6} {'us/file':>8} {'Cached/B':>8}  requests per file (tracepoint)"
+            )
+
+            def measure(
+                paths: list[str], reader: Callable[[str], int], n: int, cold: bool, pid: int | None
+            ) -> tuple[float, float, float]:
+                """(best files/s, mean daemon us/file, Cached growth per byte of the best pass)."""
+                best, cpu_total, growth = 0.0, 0.0, 0.0
+                for _ in range(args.passes):
+                    order = paths[:]
+                    random.shuffle(order)
+                    if cold:
+                        drop_caches(args.drop)
+                    cached0, cpu0 = cached_bytes(), daemon_cpu(pid)
+                    rate = len(order) / read_all(order, n, reader)
+                    cpu_total += daemon_cpu(pid) - cpu0
+                    if rate > best:
+                        best, growth = rate, (cached_bytes() - cached0) / total
+                return best, cpu_total / args.passes / len(paths) * 1e6, growth
+
+            def traced(mnt: Path, paths: list[str], reader: Callable[[str], int], n: int, cold: bool) -> str:
+                order = paths[:]
+                random.shuffle(order)
+                if cold:
+                    drop_caches(args.drop)
+                with FuseRequests(mnt) as req:
+                    read_all(order, n, reader)
+                return per_file(req.counts(), len(paths))
+
+            for config in configs:
+                mnt = env.mountpoint(config)
+                with env.mounted(mnt, "wp", *CONFIGS[config]) as proc:
+                    root = mnt / "wp" / f"v{ds.seq}"
+                    paths = [str(root / k) for k in objects]
+                    for p in paths:  # cold (first config only): fills the disk tier
+                        read_py(p)
+                    wait_until(lambda: disk_pages(env) >= len(objects), 300)
+                    print(
+                        f"# {config}: datahub mount {' '.join(CONFIGS[config]) or '(default flags)'}; {load()}"
+                    )
+                    for cold, name in ((True, "ssd-hit"), (False, "warm")):
+                        for rname, reader in READERS.items():
+                            for n in thread_counts:
+                                if not cold:  # the page cache holds every file, as after an epoch
+                                    for p in paths + disk_paths:
+                                        read_py(p)
+                                base, _, _ = measure(disk_paths, reader, n, cold, None)
+                                rate, cpu_us, growth = measure(paths, reader, n, cold, proc.pid)
+                                requests = traced(mnt, paths, reader, n, cold)
+                                grown = f"{growth:8.2f}" if cold else f"{'-':>8}"
+                                print(
+                                    f"{config:20} {name:7} {rname:8} {n:>3} {rate:>8,.0f} {base:>8,.0f} "
+                                    f"{rate / base:>6.2f} {cpu_us:>8.1f} {grown}  {requests}",
+                                    flush=True,
+                                )
+                    print(f"# {config}: done; {load()}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""FUSE requests by opcode, counted by the kernel's own tracepoint for one mount.
+
+``/sys/kernel/tracing/events/fuse/fuse_request_send`` fires for every request the kernel
+sends to a FUSE daemon, over /dev/fuse and over io_uring alike, with the connection (the
+mount's device number) and the opcode. A private trace instance (``instances/<name>``)
+keeps its own buffer and filter, so other users of tracefs on a shared machine are not
+disturbed and do not disturb the count. Root only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+TRACEFS = Path("/sys/kernel/tracing")
+_OPCODE = re.compile(r"fuse_request_send: .*\((\w+)\)")
+
+
+def connection_of(mountpoint: str | os.PathLike[str]) -> int:
+    """The tracepoint's ``connection``: the mount's dev_t in the kernel's encoding (MKDEV)."""
+    dev = os.stat(mountpoint).st_dev
+    return (os.major(dev) << 20) | os.minor(dev)
+
+
+class FuseRequests:
+    """Count the requests one mount's kernel side sends: ``with FuseRequests(mnt) as r: ...;
+    r.counts()``; opcode names as the tracepoint prints them (``FUSE_IOCTL``, ...)."""
+
+    def __init__(self, mountpoint: str | os.PathLike[str], name: str | None = None) -> None:
+        self.connection = connection_of(mountpoint)
+        self.dir = TRACEFS / "instances" / (name or f"datahub-bench-{os.getpid()}")
+        self._counts: Counter[str] = Counter()
+        self.lost = 0
+
+    def __enter__(self) -> FuseRequests:
+        if not (TRACEFS / "events" / "fuse" / "fuse_request_send").is_dir():
+            raise RuntimeError("no fuse tracepoint: needs root, tracefs and Linux >= 6.14")
+        self.dir.mkdir(exist_ok=True)
+        event = self.dir / "events" / "fuse" / "fuse_request_send"
+        (self.dir / "buffer_size_kb").write_text("8192\n")
+        (event / "filter").write_text(f"connection == {self.connection}\n")
+        (self.dir / "trace").write_text("")  # empty the buffer
+        (event / "enable").write_text("1\n")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        (self.dir / "events" / "fuse" / "fuse_request_send" / "enable").write_text("0\n")
+        text = (self.dir / "trace").read_text()
+        self._counts = Counter(m.group(1) for m in map(_OPCODE.search, text.splitlines()) if m)
+        for stats in (self.dir / "per_cpu").glob("cpu*/stats"):
+            for line in stats.read_text().splitlines():
+                if line.startswith("overrun:"):
+                    self.lost += int(line.split()[1])
+        self.dir.rmdir()
+
+    def counts(self) -> Counter[str]:
+        if self.lost:
+            raise RuntimeError(f"the trace buffer lost {self.lost} events: count fewer files")
+        return self._counts
+
+
+def per_file(counts: Counter[str], files: int) -> str:
+    """``OPEN 1.00 IOCTL 1.00 ...`` (requests per file by opcode; ``-`` when none)."""
+    parts = [
+        f"{op.removeprefix('FUSE_')} {n / files:.2f}" for op, n in sorted(counts.items(), key=lambda x: -x[1])
+    ]
+    return " ".join(parts) or "-"
