@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install run test lint unit bench clean
+.PHONY: install run test lint lint-c sanitize unit bench clean
 
 install:
 	@scripts/install.sh
@@ -12,9 +12,17 @@ install:
 run: install
 	$(PY) -m datahub.demo
 
-lint: install
+lint: install lint-c
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# datahub's C in third_party/pyfuse3 with -Wall -Wextra -Wconversion ... -Werror (scripts/lint_c.sh)
+lint-c: install
+	@scripts/lint_c.sh
+
+# pyfuse3's C built with ASan + UBSan runs the C paths' real-mount tests (third_party/pyfuse3/README.md)
+sanitize: install
+	@scripts/sanitize.sh
 
 test: install lint
 	$(PY) -m pytest -q

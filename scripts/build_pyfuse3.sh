@@ -11,6 +11,8 @@
 # Idempotent: the installed version is 3.5.0+datahub.t<hash>, the hash of the build's inputs (the
 # tree's sources, this script, which libfuse); the same hash installed means nothing to do, so a
 # venv rebuilds once after any change to them and then skips.
+# PYFUSE3_SANITIZE=DIR (scripts/sanitize.sh): build with ASan and UBSan instead and install into DIR
+# (pip --target), not into the venv; importing it needs libasan preloaded (see the README).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY=${1:-$ROOT/.venv/bin/python}
@@ -18,6 +20,7 @@ VENV_DIR=$("$PY" -c 'import sys; print(sys.prefix)')
 LIBFUSE=${2:-$VENV_DIR/opt/libfuse}
 TREE=$ROOT/third_party/pyfuse3
 VERSION=3.5.0
+SANITIZE=${PYFUSE3_SANITIZE:-}
 if [[ -e "$LIBFUSE/lib/pkgconfig/fuse3.pc" ]]; then
   FUSE_LIB="libfuse $(PKG_CONFIG_PATH="$LIBFUSE/lib/pkgconfig" pkg-config --modversion fuse3) at $LIBFUSE"
   export PKG_CONFIG_PATH="$LIBFUSE/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
@@ -34,17 +37,32 @@ inputs() {
     ! -path 'src/pyfuse3/__init__.c' ! -name '*.so' ! -name '*.o' ! -name '*.pyc' \
     ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 | LC_ALL=C sort -z)
 }
-KEY=$({ inputs | (cd "$TREE" && xargs -0 sha256sum); sha256sum <"$0"; echo "$FUSE_LIB"; } \
+KEY=$({ inputs | (cd "$TREE" && xargs -0 sha256sum); sha256sum <"$0"; echo "$FUSE_LIB${SANITIZE:+ sanitize}"; } \
   | sha256sum | cut -c1-12)
 WANT="$VERSION+datahub.t$KEY"
-have=$("$PY" -c 'import importlib.metadata as m; print(m.version("pyfuse3"))' 2>/dev/null || true)
+PIP_TO=()
+if [[ -n "$SANITIZE" ]]; then
+  mkdir -p "$SANITIZE"
+  SANITIZE=$(cd "$SANITIZE" && pwd)
+  PIP_TO=(--target "$SANITIZE" --upgrade)
+  export CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1${CFLAGS:+ $CFLAGS}"
+  export LDFLAGS="-fsanitize=address,undefined${LDFLAGS:+ $LDFLAGS}"
+fi
+installed() {
+  if [[ -n "$SANITIZE" ]]; then
+    cat "$SANITIZE/.datahub-version" 2>/dev/null || true
+  else
+    "$PY" -c 'import importlib.metadata as m; print(m.version("pyfuse3"))' 2>/dev/null || true
+  fi
+}
+have=$(installed)
 [[ "$have" == "$WANT" ]] && exit 0
-echo "[install] pyfuse3 $WANT from third_party/pyfuse3 ($FUSE_LIB; was: ${have:-none})" >&2
+echo "[install] pyfuse3 $WANT from third_party/pyfuse3 ($FUSE_LIB${SANITIZE:+, ASan+UBSan into $SANITIZE}; was: ${have:-none})" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/pyfuse3"
 inputs | (cd "$TREE" && xargs -0 cp --parents -t "$work/pyfuse3")
-if ! SETUPTOOLS_SCM_PRETEND_VERSION="$WANT" "$PY" -m pip install -v --no-deps "$work/pyfuse3" \
+if ! SETUPTOOLS_SCM_PRETEND_VERSION="$WANT" "$PY" -m pip install -v --no-deps "${PIP_TO[@]}" "$work/pyfuse3" \
   >"$work/build.log" 2>&1; then
   grep -v "^WARNING: Location 'file://" "$work/build.log" | tail -60 >&2
   echo "[install] pyfuse3 build failed (the log's end above)" >&2
@@ -52,5 +70,6 @@ if ! SETUPTOOLS_SCM_PRETEND_VERSION="$WANT" "$PY" -m pip install -v --no-deps "$
 fi
 # what the compiler said: warnings are shown, not hidden by pip
 grep -E "warning:" "$work/build.log" | sort -u | sed 's/^/[install] pyfuse3: /' >&2 || true
-have=$("$PY" -c 'import importlib.metadata as m; print(m.version("pyfuse3"))')
+[[ -z "$SANITIZE" ]] || echo "$WANT" >"$SANITIZE/.datahub-version"
+have=$(installed)
 [[ "$have" == "$WANT" ]] || { echo "[install] pyfuse3 build failed: have $have, want $WANT" >&2; exit 1; }

@@ -450,6 +450,8 @@ static void *pyfuse3_fl_main(void *unused) {
 /* Start the reader for devfd; 0, or -errno (then the old loop serves the session). */
 static int pyfuse3_fl_start(int devfd) {
     int err;
+    if (!pyfuse3_fl_want)
+        return -EOPNOTSUPP; /* passthrough_fastloop(False), or no fast path in this build */
     pyfuse3_fl.head = pyfuse3_fl.tail = NULL;
     pyfuse3_fl.signalled = 0;
     pyfuse3_fl.stop = 0;

@@ -17,6 +17,7 @@ the other while holding the lock.
 */
 #ifndef PYFUSE3_LOOKUP_H
 #define PYFUSE3_LOOKUP_H
+#include <fuse_lowlevel.h> /* struct fuse_entry_param */
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -109,21 +110,22 @@ static void pyfuse3_lk_fill(struct pyfuse3_lk_entry_out *o, const struct fuse_en
     o->entry_valid_nsec = pyfuse3_lk_nsec(e->entry_timeout);
     o->attr_valid = pyfuse3_lk_sec(e->attr_timeout);
     o->attr_valid_nsec = pyfuse3_lk_nsec(e->attr_timeout);
+    /* the kernel ABI's widths (struct fuse_attr), converted as libfuse's convert_stat does */
     o->attr.ino = st->st_ino;
     o->attr.mode = st->st_mode;
-    o->attr.nlink = st->st_nlink;
+    o->attr.nlink = (uint32_t)st->st_nlink;
     o->attr.uid = st->st_uid;
     o->attr.gid = st->st_gid;
-    o->attr.rdev = st->st_rdev;
-    o->attr.size = st->st_size;
-    o->attr.blksize = st->st_blksize;
-    o->attr.blocks = st->st_blocks;
-    o->attr.atime = st->st_atim.tv_sec;
-    o->attr.mtime = st->st_mtim.tv_sec;
-    o->attr.ctime = st->st_ctim.tv_sec;
-    o->attr.atimensec = st->st_atim.tv_nsec;
-    o->attr.mtimensec = st->st_mtim.tv_nsec;
-    o->attr.ctimensec = st->st_ctim.tv_nsec;
+    o->attr.rdev = (uint32_t)st->st_rdev;
+    o->attr.size = (uint64_t)st->st_size;
+    o->attr.blksize = (uint32_t)st->st_blksize;
+    o->attr.blocks = (uint64_t)st->st_blocks;
+    o->attr.atime = (uint64_t)st->st_atim.tv_sec;
+    o->attr.mtime = (uint64_t)st->st_mtim.tv_sec;
+    o->attr.ctime = (uint64_t)st->st_ctim.tv_sec;
+    o->attr.atimensec = (uint32_t)st->st_atim.tv_nsec; /* 0 .. 999999999 */
+    o->attr.mtimensec = (uint32_t)st->st_mtim.tv_nsec;
+    o->attr.ctimensec = (uint32_t)st->st_ctim.tv_nsec;
 }
 
 /* Publish Python's answer to LOOKUP(parent, name): 1 if the table holds it now, 0 if refused

@@ -427,7 +427,7 @@ static void *pyfuse3_ur_main(void *arg) {
     int i, go, live = q->depth, stop = 0;
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(q->qid, &set);
+    CPU_SET((size_t)q->qid, &set); /* qid: 0 .. nq - 1 */
     (void)sched_setaffinity(0, sizeof set, &set); /* a CPU outside our set: serve it unpinned */
     pthread_mutex_lock(&pyfuse3_ur.tlock);
     while (pyfuse3_ur.released == 0)
@@ -641,8 +641,10 @@ static int pyfuse3_ur_prepare(uint32_t max_write, uint16_t max_pages) {
         char name[16];
         if (pthread_create(&pyfuse3_ur.qs[made].thread, NULL, pyfuse3_ur_main, &pyfuse3_ur.qs[made]) != 0)
             goto fail;
-        snprintf(name, sizeof name, "pyfuse3-ring%d", made);
-        pthread_setname_np(pyfuse3_ur.qs[made].thread, name);
+        /* a name is at most 15 bytes: one that does not fit is not set (the thread keeps its
+           parent's) rather than cut into another queue's */
+        if (snprintf(name, sizeof name, "pyfuse3-ring%d", made) < (int)sizeof name)
+            pthread_setname_np(pyfuse3_ur.qs[made].thread, name);
     }
     pyfuse3_ur.live = nq;
     pyfuse3_ur.state = 2;
