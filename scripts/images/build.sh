@@ -12,6 +12,14 @@ cd "$ROOT"
 # the commit `datahub --version` names inside the image (-dirty: tracked files differ from it)
 commit=$(git rev-parse HEAD)
 [[ -z $(git status --porcelain --untracked-files=no) ]] || commit+=-dirty
+# pip inside the build trusts what the host trusts: a host behind a TLS-inspecting proxy has
+# its CA in the system bundle only. The bundle and a pip.conf naming it are bind-mounted into
+# each RUN step (buildah -v), never copied into a layer.
+cat >"$IMAGES_DIR/pip.conf" <<PIPCONF
+[global]
+cert = /run/datahub-build-ca.crt
+PIPCONF
+trust=(-v "$HOST_CA_BUNDLE:/run/datahub-build-ca.crt:ro" -v "$IMAGES_DIR/pip.conf:/etc/pip.conf:ro")
 targets=("$@")
 ((${#targets[@]})) || targets=(csi server)
 for target in "${targets[@]}"; do
@@ -24,7 +32,7 @@ for target in "${targets[@]}"; do
   start=$SECONDS
   # --layers: unchanged steps (apt, libfuse, pip) are reused when only the code changed
   bld build --isolation chroot --layers --pull=never --format docker \
-    --build-arg "BASE=$BASE_IMAGE" --build-arg "DATAHUB_COMMIT=$commit" \
+    "${trust[@]}" --build-arg "BASE=$BASE_IMAGE" --build-arg "DATAHUB_COMMIT=$commit" \
     -f "$file" -t "$tag" . >"$IMAGES_DIR/build-$target.log" 2>&1 ||
     { tail -40 "$IMAGES_DIR/build-$target.log" >&2; echo "[image] $tag failed: $IMAGES_DIR/build-$target.log" >&2; exit 1; }
   size=$(ctr image inspect --format '{{.Size}}' "$tag")

@@ -4,6 +4,7 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 IMAGES_DIR=${DATAHUB_IMAGES_DIR:-$ROOT/var/images}
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+HOST_CA_BUNDLE=${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 BASE_IMAGE=localhost/datahub-base:bookworm
 CSI_IMAGE=localhost/datahub-csi:dev
 SERVER_IMAGE=localhost/datahub-server:dev

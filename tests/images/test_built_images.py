@@ -278,7 +278,7 @@ def test_server_image_holds_no_build_tools_runs_as_non_root_and_names_its_commit
 def test_server_image_serves_healthz_the_api_with_a_token_and_the_browser(server_root: ImageRoot) -> None:
     user = server_root.config["User"]
     home = server_root.config.get("WorkingDir") or "/var/lib/datahub"
-    env = server_root.env(DATAHUB_HOME=home)
+    env = server_root.env(DATAHUB_HOME=home, HOME=home)
     made = subprocess.run(
         server_root.command("sh", "-c", f"cd {home} && datahub --json token create --principal ci --admin", user=user),
         env=env, capture_output=True, text=True, timeout=120,
