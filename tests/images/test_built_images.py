@@ -223,6 +223,7 @@ def test_csi_plugin_from_the_image_publishes_reads_byte_exact_and_unpublishes(
     plugin = ImagePlugin(csi_root, shared_env.root, shared_env.config_path)
     try:
         plugin.start()
+        assert os.readlink(f"/proc/{plugin.proc.pid}/root") == str(csi_root.path)  # the image's python
         for version, files in sorted(shared_env.files.items()):
             target = shared_env.target(f"pod-v{version}")
             plugin.publish(
