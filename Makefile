@@ -35,3 +35,17 @@ bench: install
 
 clean:
 	rm -rf var .pytest_cache
+
+# --- container images (issue 40; docs/kubernetes.md, "Building the images") ---------------------
+# Built with Debian's buildah (chroot isolation, vfs storage under var/images/) on a Debian 12 base
+# made by debootstrap; no Docker engine, no registry. One build at a time (2-core machine).
+.PHONY: image image-test image-clean
+image:
+	scripts/images/build.sh
+
+# builds first (unchanged steps come from the layer cache), then runs both images from their own roots
+image-test: install image
+	DATAHUB_TEST_IMAGES=1 $(PY) -m pytest -q tests/images
+
+image-clean:
+	scripts/images/clean.sh

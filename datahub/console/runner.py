@@ -17,6 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from datahub import build_info
 from datahub.console.context import CliContext
 from datahub.errors import DatahubError
 
@@ -47,6 +48,7 @@ def build_parser(commands: Sequence[str]) -> argparse.ArgumentParser:
     )
     for flags, options in GLOBAL_OPTIONS:
         parser.add_argument(*flags, **options)
+    parser.add_argument("--version", action=_Version, help="print the release and the commit, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in commands:
         try:
@@ -82,6 +84,11 @@ def _accept_global_flags_after_subcommand(sub: argparse._SubParsersAction) -> No
 
 def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` against ``commands``, run the chosen handler, map errors to exit codes."""
+    if list(sys.argv[1:] if argv is None else argv) == ["--version"]:
+        # before any command module is imported: an image that holds only some components
+        # (the CSI plugin's has no web stack) still says which commit it runs
+        print(build_info.version_line())
+        return 0
     parser = build_parser(commands)
     args = parser.parse_args(argv)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
@@ -111,6 +118,17 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     finally:
         ctx.close()
+
+
+class _Version(argparse.Action):
+    """``--version``: like argparse's own, but asks git only when the flag is given."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(build_info.version_line())
+        parser.exit()
 
 
 def _silence_stdout() -> None:
