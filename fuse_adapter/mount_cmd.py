@@ -72,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-passthrough",
         action="store_true",
         help="read-only: never let the kernel serve files from the disk tier itself (FUSE passthrough); "
-        "every read then goes through the daemon, and warm opens cost no request (docs/fuse.md)",
+        "every read then goes through the daemon, and warm opens cost no request (docs/fuse.md). "
+        "--workspace: every write goes through the daemon instead of a staged file (docs/writeback.md)",
     )
     p.add_argument(
         "--no-fastopen",
@@ -469,7 +470,7 @@ def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str)
 
     def ready() -> None:
         daemon.write_record(home, record)
-        log.info("mounted workspace %s at %s", args.workspace, mountpoint)
+        log.info("mounted workspace %s at %s; writes: %s", args.workspace, mountpoint, view.writes)
         daemon.signal_ready(args.ready_fd)
         became_ready.set()
 
@@ -495,7 +496,7 @@ def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str)
 
     try:
         serve(
-            WorkspaceOps(view, threads=args.threads),
+            WorkspaceOps(view, threads=args.threads, write_passthrough=not args.no_passthrough),
             mountpoint,
             mount_options(
                 fsname=f"datahub-ws:{args.workspace}", read_only=False, allow_other=args.allow_other
