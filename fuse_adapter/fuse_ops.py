@@ -593,6 +593,11 @@ class WorkspaceOps(_Ops):
     async def fsyncdir(self, fh, datasync):
         pass  # namespace changes are journaled (durable) before each reply
 
+    async def getxattr(self, inode, name, ctx):
+        # ENOSYS once makes the kernel stop asking (fc->no_getxattr): it asked for
+        # security.capability before every write(2), one request per write even with passthrough
+        raise pyfuse3.FUSEError(errno.ENOSYS)
+
     @_fuse_errors
     async def statfs(self, ctx):
         s = pyfuse3.StatvfsData()

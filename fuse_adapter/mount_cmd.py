@@ -470,7 +470,7 @@ def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str)
 
     def ready() -> None:
         daemon.write_record(home, record)
-        log.info("mounted workspace %s at %s; writes: %s", args.workspace, mountpoint, view.writes)
+        log.info("mounted workspace %s at %s", args.workspace, mountpoint)
         daemon.signal_ready(args.ready_fd)
         became_ready.set()
 

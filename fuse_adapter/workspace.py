@@ -100,6 +100,7 @@ class WorkspaceView:
     def passthrough_on(self, backing: Backing) -> None:
         self.backing = backing
         self.writes = "passthrough (the kernel writes staged files; FLUSH/FSYNC commit them)"
+        log.info("workspace %r: writes: %s", self.ws.name, self.writes)
 
     def passthrough_off(self, why: str) -> None:
         if self.backing is not None or not self.writes.startswith("off"):

@@ -1,0 +1,154 @@
+"""Writes through a real workspace mount vs the same files written to local disk with fsync.
+
+    .venv/bin/python bench/writeback/mount_writes.py [--rounds 3] [--scale 1.0] [--dir DIR]
+
+Issue 41. Three configurations, measured in the same run and taking turns round by round
+(so a change in the load of the shared machine hits all of them alike):
+
+- ``local``: the baseline, open/write(1 MiB calls)/fsync/close of plain files in a directory
+  on the same disk (durable on disk at close, like the mount's close);
+- ``mount``: ``datahub mount --background --workspace ws MNT`` as a user runs it (passthrough
+  writes when the kernel and the build allow them; the mount's log says which);
+- ``mount --no-passthrough``: the same mount with every WRITE through the daemon (before).
+
+Each mount's close returns once the file is durable in the shared tier (a local directory
+under the home, the embedded default) and journaled. ``cache.flush_interval`` is set to an
+hour so the background copy to the origin (asynchronous, the same for both mounts) does not
+run during a measurement. Workloads: 32 x 16 MiB (a checkpoint) and 1,000 x 100 KB
+(outputs, logs), 1 and 4 writer threads. Printed per case: MiB/s (median of the rounds),
+the ratio to local, the daemon's CPU per MiB written (utime+stime of the mount process),
+FUSE requests per file by opcode (the kernel's fuse_request_send tracepoint, one extra
+round, not timed), and ``uptime`` before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuse_trace import FuseRequests, available  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+MiB = 1024**2
+PIECE = MiB
+
+
+def load() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write_files(directory: Path, count: int, data: bytes, threads: int, fsync: bool) -> float:
+    """Write ``count`` files of ``data`` (1 MiB calls), closing each; seconds taken."""
+    directory.mkdir(parents=True)
+
+    def one(i: int) -> None:
+        fd = os.open(directory / f"f{i:05d}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            for off in range(0, len(data), PIECE):
+                os.write(fd, view[off : off + PIECE])
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)  # the mount's FLUSH: durable in the shared tier when this returns
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(count)))
+    return time.perf_counter() - start
+
+
+class Mount:
+    def __init__(self, root: Path, name: str, extra: list[str]) -> None:
+        self.home = root / f"home-{name}"
+        self.mnt = root / f"mnt-{name}"
+        self.mnt.mkdir()
+        self.config = root / f"{name}.toml"
+        self.config.write_text(f'home = "{self.home}"\n\n[cache]\nflush_interval = 3600\n')
+        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config), "mount", "--background"]
+        out = subprocess.run([*cmd, *extra, "--workspace", "ws", str(self.mnt)], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        self.pid = int(re.search(r"pid (\d+)", out).group(1))
+
+    def log(self) -> str:
+        return "".join(p.read_text() for p in (self.home / "run" / "mounts").glob("*.log"))
+
+    def umount(self) -> None:
+        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config), "umount", str(self.mnt)]
+        subprocess.run(cmd, cwd=REPO, capture_output=True, check=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--dir", default=None, help="where to work (default: a temp dir under /tmp, same disk)")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="wb-mount-", dir=args.dir))
+    workloads = [("32 x 16 MiB", max(1, int(32 * args.scale)), 16 * MiB),
+                 ("1000 x 100 KB", max(1, int(1000 * args.scale)), 100_000)]  # fmt: skip
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  dir {root}")
+    print(f"# load before: {load()}")
+    why_not = available()
+    mounts = {"mount": Mount(root, "pt", []), "mount --no-passthrough": Mount(root, "nopt", ["--no-passthrough"])}
+    try:
+        time.sleep(1)
+        for name, m in mounts.items():
+            writes = [line for line in m.log().splitlines() if "writes" in line]
+            print(f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else 'log: ' + m.log()[-200:]}")
+        for label, count, size in workloads:
+            data = os.urandom(size)
+            total = count * size / MiB
+            for threads in (1, 4):
+                speeds: dict[str, list[float]] = {"local": [], **{k: [] for k in mounts}}
+                cpu: dict[str, list[float]] = {k: [] for k in mounts}
+                for r in range(args.rounds):
+                    tag = f"{label.split()[0]}-{size}-{threads}-{r}"
+                    speeds["local"].append(total / write_files(root / "local" / tag, count, data, threads, True))
+                    for name, m in mounts.items():
+                        before = cpu_seconds(m.pid)
+                        secs = write_files(m.mnt / tag, count, data, threads, False)
+                        cpu[name].append((cpu_seconds(m.pid) - before) / total)
+                        speeds[name].append(total / secs)
+                    shutil.rmtree(root / "local" / tag)
+                local = statistics.median(speeds["local"])
+                print(f"{label:14s} {threads} writer(s): local+fsync {local:7.0f} MiB/s "
+                      f"(rounds {', '.join(f'{s:.0f}' for s in speeds['local'])})")  # fmt: skip
+                for name in mounts:
+                    mine = statistics.median(speeds[name])
+                    print(f"  {name:24s} {mine:7.0f} MiB/s  ratio {mine / local:5.2f}  "
+                          f"daemon CPU {1000 * statistics.median(cpu[name]):6.2f} ms/MiB  "
+                          f"(rounds {', '.join(f'{s:.0f}' for s in speeds[name])})")  # fmt: skip
+                if why_not is None and threads == 1:
+                    for name, m in mounts.items():
+                        with FuseRequests(str(m.mnt)) as reqs:
+                            write_files(m.mnt / f"trace-{size}", count, data, 1, False)
+                        per_file = ", ".join(f"{op.removeprefix('FUSE_')} {n / count:.2f}"
+                                             for op, n in sorted(reqs.counts.items()))  # fmt: skip
+                        print(f"  {name:24s} FUSE requests per file: {per_file}")
+        if why_not is not None:
+            print(f"# FUSE requests not counted: {why_not}")
+        print(f"# load after: {load()}")
+    finally:
+        for m in mounts.values():
+            m.umount()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
