@@ -465,7 +465,9 @@ class WorkspaceOps(_Ops):
     successful close keeps the write-back promise even though ``release`` is asynchronous.
     """
 
-    def __init__(self, view, *, threads: int = 16, timeout: float = 1.0, write_passthrough: bool = False) -> None:
+    def __init__(
+        self, view, *, threads: int = 16, timeout: float = 1.0, write_passthrough: bool = False
+    ) -> None:
         super().__init__()
         self.view = view  # fuse_adapter.workspace.WorkspaceView
         view.forget_entry = lambda parent_ino, name: pyfuse3.invalidate_entry_async(
@@ -478,7 +480,9 @@ class WorkspaceOps(_Ops):
         if not write_passthrough:
             view.passthrough_off("--no-passthrough")
         elif not PASSTHROUGH:
-            view.passthrough_off("pyfuse3 built without libfuse >= 3.16 (scripts/build_libfuse.sh did not run)")
+            view.passthrough_off(
+                "pyfuse3 built without libfuse >= 3.16 (scripts/build_libfuse.sh did not run)"
+            )
 
     def init(self) -> None:
         if self.enable_passthrough:

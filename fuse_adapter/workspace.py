@@ -27,12 +27,12 @@ writes are charged one by one again.
 
 from __future__ import annotations
 
+import errno
 import itertools
+import logging
 import os
 import stat
 import threading
-import errno
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -42,7 +42,6 @@ from datahub.validation import check_new_key
 from fuse_adapter.quota import Quota
 from fuse_adapter.readonly import Stat
 from fuse_adapter.tree import ROOT_INODE
-
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +103,9 @@ class WorkspaceView:
 
     def passthrough_off(self, why: str) -> None:
         if self.backing is not None or not self.writes.startswith("off"):
-            log.warning("workspace %r: passthrough writes off (%s): writes go through the daemon", self.ws.name, why)
+            log.warning(
+                "workspace %r: passthrough writes off (%s): writes go through the daemon", self.ws.name, why
+            )
         self.backing = None
         self.writes = f"off: {why}"
 
@@ -136,7 +137,9 @@ class WorkspaceView:
             if exc.errno in _MOUNT_WIDE:
                 self.passthrough_off(f"backing file refused: {os.strerror(exc.errno)}")
             else:
-                log.warning("workspace %r: backing file refused (%s); writing through the daemon", self.ws.name, exc)
+                log.warning(
+                    "workspace %r: backing file refused (%s); writing through the daemon", self.ws.name, exc
+                )
             return 0
 
     def _unstage(self, ino: int) -> None:
@@ -425,7 +428,9 @@ class WorkspaceView:
     def write(self, fh: int, offset: int, data: bytes) -> int:
         ino, handle = self._handles[fh]
         staged = handle.staged_fd >= 0  # charged at flush, like the kernel's writes to it
-        growth = self._charge_write(fh, ino, offset, len(data)) if self.quota is not None and not staged else 0
+        growth = (
+            self._charge_write(fh, ino, offset, len(data)) if self.quota is not None and not staged else 0
+        )
         try:
             n = handle.write(offset, data)
         except BaseException:
@@ -507,8 +512,9 @@ class WorkspaceView:
             node = self._inodes.get(ino)
             path = node.path if node is not None else None
         try:
-            if short and path is not None:
-                self._discard(path)  # first: the close below may succeed now, and must not save it
+            if short:
+                if path is not None:
+                    self._discard(path)  # first: the close below may succeed now, and must not save it
             elif staged and self.quota is not None:
                 self._handles[fh] = (ino, handle)  # charged like a flush, but a release cannot fail
                 try:

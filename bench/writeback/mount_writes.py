@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuse_trace import FuseRequests, available  # noqa: E402
+from fuse_trace import FuseRequests, available
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1024**2
@@ -105,12 +105,17 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  dir {root}")
     print(f"# load before: {load()}")
     why_not = available()
-    mounts = {"mount": Mount(root, "pt", []), "mount --no-passthrough": Mount(root, "nopt", ["--no-passthrough"])}
+    mounts = {
+        "mount": Mount(root, "pt", []),
+        "mount --no-passthrough": Mount(root, "nopt", ["--no-passthrough"]),
+    }
     try:
         time.sleep(1)
         for name, m in mounts.items():
             writes = [line for line in m.log().splitlines() if "writes" in line]
-            print(f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else 'log: ' + m.log()[-200:]}")
+            print(
+                f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else 'log: ' + m.log()[-200:]}"
+            )
         for label, count, size in workloads:
             data = os.urandom(size)
             total = count * size / MiB
@@ -119,7 +124,9 @@ def main() -> None:
                 cpu: dict[str, list[float]] = {k: [] for k in mounts}
                 for r in range(args.rounds):
                     tag = f"{label.split()[0]}-{size}-{threads}-{r}"
-                    speeds["local"].append(total / write_files(root / "local" / tag, count, data, threads, True))
+                    speeds["local"].append(
+                        total / write_files(root / "local" / tag, count, data, threads, True)
+                    )
                     for name, m in mounts.items():
                         before = cpu_seconds(m.pid)
                         secs = write_files(m.mnt / tag, count, data, threads, False)

@@ -122,7 +122,9 @@ def test_sigkill_mid_write_local_default(tmp_path: Path, layout: str) -> None:
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("size", [100_000, MiB + 5])
-def test_sigkill_while_a_staged_file_is_written_on_after_its_fsync(tmp_path: Path, layout: str, size: int) -> None:
+def test_sigkill_while_a_staged_file_is_written_on_after_its_fsync(
+    tmp_path: Path, layout: str, size: int
+) -> None:
     """Passthrough writes (staged files): every acknowledged file survives, and the file
     written on in place after its fsync keeps exactly its acknowledged bytes (the staged
     file is copied into new chunks at fsync; it is never an acknowledged object itself)."""

@@ -50,7 +50,9 @@ def test_bytes_reach_the_shared_tier_by_copy_not_by_python(env: Env, monkeypatch
     ws = env.open()
     written: list[int] = []
     write_chunk = ws.chunks.write
-    monkeypatch.setattr(ws.chunks, "write", lambda key, data, path: (written.append(len(data)), write_chunk(key, data, path)))
+    monkeypatch.setattr(
+        ws.chunks, "write", lambda key, data, path: (written.append(len(data)), write_chunk(key, data, path))
+    )
     with ws.open("big", create=True, truncate=True, staged=True) as fh:
         staged_write(fh, 0, os.urandom(5 * CHUNK))
     assert written == []

@@ -285,7 +285,9 @@ class Workspace:
         with self._staging_lock:
             if self._staging is None:
                 root = self.chunks.local_root  # beside the chunks: copy_file_range stays in one file system
-                directory = root / STAGING_DIR / self.name if root is not None else self.journal_dir / "staging"
+                directory = (
+                    root / STAGING_DIR / self.name if root is not None else self.journal_dir / "staging"
+                )
                 self._staging = Staging(directory, self.what)
             return self._staging
 
