@@ -172,12 +172,8 @@ class WorkspaceView:
             growth = size - staged.charged
             if growth > 0 and force:
                 self.quota.used += growth
-            else:
-                try:
-                    self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
-                except NoSpace:
-                    self._short.add(fh)
-                    raise
+            else:  # NoSpace: a close discards the file (``flush``), an fsync leaves it as it is
+                self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
             staged.charged = size
 
     # --- the inode <-> path map --------------------------------------------------------------------

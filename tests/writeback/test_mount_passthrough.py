@@ -118,6 +118,22 @@ def test_the_quota_is_charged_at_flush_and_a_file_past_it_is_discarded(env: Env,
     assert quota.used == 6000
 
 
+def test_an_fsync_past_the_quota_discards_nothing(env: Env, monkeypatch) -> None:
+    """docs/semantics.md: an explicit fsync failing with ENOSPC discards nothing; a close
+    after the writer cut the file back saves it."""
+    monkeypatch.setattr("fuse_adapter.workspace.STAGE_HEADROOM", 0)
+    quota = Quota(10_000)
+    view = view_of(env, quota=quota)
+    fh, st, _, _ = view.create(ROOT_INODE, "a", exclusive=False)
+    kernel_write(view, fh, 0, b"a" * 12_000)
+    with pytest.raises(NoSpace):
+        view.fsync(fh)
+    view.truncate(st.ino, 5000, fh)
+    view.flush(fh)
+    view.release(fh)
+    assert view.ws.journal_record("a")["size"] == 5000 and quota.used == 5000
+
+
 def test_a_staged_truncate_is_charged_from_what_was_charged(env: Env, monkeypatch) -> None:
     monkeypatch.setattr("fuse_adapter.workspace.STAGE_HEADROOM", 0)
     quota = Quota(10_000)
