@@ -118,17 +118,20 @@ def run_group(base_name: str, baseline, mounts: dict[str, Mount], workloads, rou
         total = count * size / MiB
         for threads in (1, 4):
             speeds: dict[str, list[float]] = {base_name: [], **{k: [] for k in mounts}}
-            cpu: dict[str, list[float]] = {k: [] for k in mounts}
+            cpu: dict[str, list[float]] = {base_name: [], **{k: [] for k in mounts}}
             for r in range(rounds):
                 tag = f"{label.split()[0]}-{size}-{threads}-{r}"
+                before = time.process_time()  # the baseline's own CPU: its writes and fsyncs (or PUTs)
                 speeds[base_name].append(total / baseline(tag, count, data, threads))
+                cpu[base_name].append((time.process_time() - before) / total)
                 for name, m in mounts.items():
                     before = cpu_seconds(m.pid)
                     secs = write_files(m.mnt / tag, count, data, threads, False)
                     cpu[name].append((cpu_seconds(m.pid) - before) / total)
                     speeds[name].append(total / secs)
             base = statistics.median(speeds[base_name])
-            print(f"{label:14s} {threads} writer(s): {base_name} {base:7.0f} MiB/s "
+            print(f"{label:14s} {threads} writer(s): {base_name} {base:7.0f} MiB/s, its own CPU "
+                  f"{1000 * statistics.median(cpu[base_name]):.2f} ms/MiB "
                   f"(rounds {', '.join(f'{s:.0f}' for s in speeds[base_name])})", flush=True)  # fmt: skip
             for name in mounts:
                 mine = statistics.median(speeds[name])
