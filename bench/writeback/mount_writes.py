@@ -1,7 +1,7 @@
 """Writes through a real workspace mount vs the same files written to local disk with fsync.
 
     .venv/bin/python bench/writeback/mount_writes.py [--rounds 3] [--scale 1.0] [--dir DIR]
-        [--ceph-env /tmp/ceph/env.sh [--only-ceph]]
+        [--ceph-env /tmp/ceph/env.sh [--only-ceph] [--rados]]
 
 Issue 41. Three configurations, measured in the same run and taking turns round by round
 (so a change in the load of the shared machine hits all of them alike):
@@ -110,6 +110,43 @@ def put_files(bucket, prefix: str, count: int, data: bytes, threads: int) -> flo
     return time.perf_counter() - start
 
 
+def rados_group(root: Path, env_file: str):
+    """The mounts with the shared tier on a RADOS pool (``rados://``), against plain
+    librados ``write_full`` calls of the same files with the same concurrency."""
+    env = {}
+    for line in Path(env_file).read_text().splitlines():
+        if line.startswith("export "):
+            name, _, value = line[len("export ") :].partition("=")
+            env[name] = value.strip("'\"")
+    os.environ["CEPH_CONF"] = env["CEPH_CONF"]  # the mounts inherit both
+    os.environ["PYTHONPATH"] = env["CEPH_PYLIB"]
+    sys.path.insert(0, env["CEPH_PYLIB"])
+    import rados
+
+    cluster = rados.Rados(conffile=env["CEPH_CONF"])
+    cluster.connect()
+    ioctx = cluster.open_ioctx(env["CEPH_POOL"])
+
+    def plain(tag: str, count: int, data: bytes, threads: int) -> float:
+        def one(i: int) -> None:
+            ioctx.write_full(f"plain/{tag}/f{i:05d}", data)
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, range(count)))
+        secs = time.perf_counter() - start
+        for i in range(count):
+            ioctx.remove_object(f"plain/{tag}/f{i:05d}")
+        return secs
+
+    mounts = {
+        name: Mount(root, tag, extra, "", f'shared_url = "rados://{env["CEPH_POOL"]}/{tag}"\n')
+        for name, tag, extra in (("mount, RADOS shared tier", "rados-pt", []),
+                                 ("mount --no-passthrough, RADOS", "rados-nopt", ["--no-passthrough"]))
+    }  # fmt: skip
+    return ("librados write_full", plain, mounts)
+
+
 def run_group(base_name: str, baseline, mounts: dict[str, Mount], workloads, rounds: int, why_not) -> None:
     """Every workload, 1 and 4 writers: ``baseline(tag, count, data, threads) -> seconds``
     and each mount, taking turns round by round."""
@@ -158,6 +195,9 @@ def main() -> None:
     ap.add_argument(
         "--only-ceph", action="store_true", help="with --ceph-env: skip the local-directory cases"
     )
+    ap.add_argument(
+        "--rados", action="store_true", help="with --ceph-env: a RADOS shared tier (librados) too"
+    )
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="wb-mount-", dir=args.dir))
     workloads = [("32 x 16 MiB", max(1, int(32 * args.scale)), 16 * MiB),
@@ -201,6 +241,8 @@ def main() -> None:
                                          ("mount --no-passthrough, RGW", "rgw-nopt", ["--no-passthrough"]))
             }  # fmt: skip
             groups.append(("boto3 PUT to RGW", rgw, mounts))
+            if args.rados:
+                groups.append(rados_group(root, args.ceph_env))
         time.sleep(1)
         for _, _, mounts in groups:
             for name, m in mounts.items():
