@@ -8,8 +8,11 @@ way the kernel does for a passthrough handle (``os.pwrite`` on the staged file).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
 import importlib.util
+import mmap
 import os
 import signal
 import sys
@@ -226,6 +229,131 @@ def test_no_passthrough_sends_writes_through_the_daemon(fuse_env) -> None:
         assert reqs.counts["FUSE_WRITE"] >= 1
         assert (mnt / "a").read_bytes() == b"x" * 100_000
     assert "passthrough writes off (--no-passthrough)" in (fuse_env.root / "mount-ws.log").read_text()
+
+
+def _committed(fuse_env, path: str) -> bytes | None:
+    """What the workspace's journal holds for ``path`` once the mount is gone, or None."""
+    from datahub.cache.writeback import open_workspace
+    from datahub.errors import NotFound
+    from datahub.storage import StoreRegistry
+
+    with StoreRegistry(fuse_env.config) as stores:
+        ws = open_workspace("ws", fuse_env.config, stores, background=False)
+        try:
+            with ws.open(path) as fh:
+                return fh.read(0, 1 << 30)
+        except NotFound:
+            return None
+        finally:
+            ws.close()
+
+
+@contextlib.contextmanager
+def _passthrough_mount(fuse_env) -> Iterator[tuple[Path, int]]:
+    """A workspace mount writing through passthrough (mountpoint, daemon pid); unmounted
+    cleanly at the end."""
+    from fuse_adapter import fuse_ops
+    from tests.fuse.conftest import wait_until
+
+    if not fuse_ops.PASSTHROUGH:
+        pytest.skip("pyfuse3 built without libfuse >= 3.16")
+    mnt = fuse_env.mountpoint("ws")
+    log = fuse_env.root / "mount-ws.log"
+    with fuse_env.mounted(mnt, "--workspace", "ws") as proc:
+        wait_until(lambda: "writes: passthrough" in log.read_text(), 10)
+        yield mnt, proc.pid
+    assert proc.returncode == 0, log.read_text()
+
+
+def _staged_files_of(pid: int) -> list[str]:
+    """The staged files (anonymous files under a staging directory) process ``pid`` holds."""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if "staging" in target and target.endswith("(deleted)"):
+                found.append(target)
+    return found
+
+
+def _map(path: Path, size: int) -> mmap.mmap:
+    """numpy.memmap's way: open, size, map shared+writable, close the descriptor."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.ftruncate(fd, size)
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)  # FLUSH: commits the zeros; Python's mmap keeps a dup of the descriptor
+
+
+@pytest.mark.fuse
+def test_numpy_memmap_outputs_are_committed(fuse_env) -> None:
+    """numpy.memmap opens the file, maps it, closes its descriptor, and the program stores
+    through the mapping and flushes (msync): committed when the mapping goes, because
+    Python's mmap keeps a dup of the descriptor, whose close is a FLUSH and RELEASE after
+    the stores (docs/semantics.md)."""
+    import numpy as np
+
+    data = np.frombuffer(os.urandom(2 * MiB + 8), dtype=np.uint8)
+    with _passthrough_mount(fuse_env) as (mnt, pid):
+        out = np.memmap(mnt / "out.npy", dtype=np.uint8, mode="w+", shape=data.shape)
+        assert _staged_files_of(pid)  # staged: the kernel maps the staged file itself
+        out[:] = data
+        out.flush()
+        del out
+        assert (mnt / "out.npy").read_bytes() == data.tobytes()
+    assert _committed(fuse_env, "out.npy") == data.tobytes()
+
+
+@pytest.mark.fuse
+def test_a_staged_file_unlinked_while_mapped_is_not_resurrected(fuse_env) -> None:
+    with _passthrough_mount(fuse_env) as (mnt, pid):
+        mapping = _map(mnt / "gone", 100_000)
+        assert _staged_files_of(pid)
+        mapping[:5] = b"early"
+        os.unlink(mnt / "gone")
+        mapping[:5] = b"after"  # the file is unlinked: its last close must not commit it
+        mapping.flush()
+        mapping.close()
+        assert not (mnt / "gone").exists()
+    assert _committed(fuse_env, "gone") is None
+
+
+@pytest.mark.fuse
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented limit (docs/writeback.md): a mapping holds the backing file, not the FUSE "
+    "file, so RELEASE comes at close(2) and stores after it reach no FUSE request",
+)
+def test_stores_through_a_raw_mapping_after_the_last_close_are_committed(fuse_env) -> None:
+    """A C program's way: mmap(2), close(2), store, msync, munmap, with no descriptor left."""
+    from tests.fuse.conftest import wait_until
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    data = os.urandom(MiB + 7)
+    with _passthrough_mount(fuse_env) as (mnt, pid):
+        fd = os.open(mnt / "raw", os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        os.ftruncate(fd, len(data))
+        addr = libc.mmap(None, len(data), mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        assert _staged_files_of(pid)  # staged: the kernel maps the staged file itself
+        os.close(fd)  # the last close: FLUSH, then RELEASE (handled asynchronously)
+        wait_until(lambda: not _staged_files_of(pid), 10)  # the daemon let the staged file go
+        ctypes.memmove(addr, data, len(data))
+        assert libc.msync(addr, len(data), 4) == 0  # MS_SYNC
+        assert libc.munmap(addr, len(data)) == 0
+    assert _committed(fuse_env, "raw") == data
 
 
 if __name__ == "__main__":
