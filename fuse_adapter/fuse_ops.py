@@ -182,6 +182,24 @@ class _FastReadTable:
         return pyfuse3.fastread_stats() if FASTREAD else {}
 
 
+class _Backing:
+    """pyfuse3's backing-file ioctls (``fuse_adapter.workspace.Backing``)."""
+
+    def open(self, fd: int) -> int:
+        return pyfuse3.passthrough_open(fd)
+
+    def close(self, backing_id: int) -> None:
+        pyfuse3.passthrough_close(backing_id)
+
+
+def _file_info(fh: int, backing_id: int, direct: bool) -> pyfuse3.FileInfo:
+    """A workspace handle: served by the kernel from its staged file (``backing_id``), or
+    through the daemon (``direct``: next to passthrough handles of the same inode)."""
+    if backing_id:
+        return pyfuse3.FileInfo(fh=fh, backing_id=backing_id)
+    return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=direct)
+
+
 class ReadOnlyOps(_Ops):
     """FUSE requests -> ReadOnlyView. Writes are refused with EROFS (the mount is also ``ro``).
 
@@ -530,7 +548,9 @@ class WorkspaceOps(_Ops):
     successful close keeps the write-back promise even though ``release`` is asynchronous.
     """
 
-    def __init__(self, view, *, threads: int = 16, timeout: float = 1.0) -> None:
+    def __init__(
+        self, view, *, threads: int = 16, timeout: float = 1.0, write_passthrough: bool = False
+    ) -> None:
         super().__init__()
         self.view = view  # fuse_adapter.workspace.WorkspaceView
         view.forget_entry = lambda parent_ino, name: pyfuse3.invalidate_entry_async(
@@ -538,6 +558,22 @@ class WorkspaceOps(_Ops):
         )
         self.limiter = trio.CapacityLimiter(threads)
         self.timeout = timeout
+        # passthrough writes (fuse_adapter/workspace.py): asked of the kernel at INIT
+        self.enable_passthrough = write_passthrough and PASSTHROUGH
+        if not write_passthrough:
+            view.passthrough_off("the default; --passthrough stages written files", asked=False)
+        elif not PASSTHROUGH:
+            view.passthrough_off(
+                "pyfuse3 built without libfuse >= 3.16 (scripts/build_libfuse.sh did not run)"
+            )
+
+    def init(self) -> None:
+        if self.enable_passthrough:
+            if pyfuse3.passthrough_enabled():
+                self.view.passthrough_on(_Backing())
+            else:
+                self.view.passthrough_off("the kernel does not offer FUSE passthrough (Linux >= 6.9)")
+        super().init()
 
     async def _thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self.limiter)
@@ -611,15 +647,15 @@ class WorkspaceOps(_Ops):
 
     @_fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):
-        fh, st = await self._thread(
+        fh, st, backing_id, direct = await self._thread(
             self.view.create, parent_inode, os.fsdecode(name), exclusive=bool(flags & os.O_EXCL)
         )
-        return pyfuse3.FileInfo(fh=fh, keep_cache=False), self._entry(st)
+        return _file_info(fh, backing_id, direct), self._entry(st)
 
     @_fuse_errors
     async def open(self, inode, flags, ctx):
-        fh = await self._thread(self.view.open, inode, truncate=bool(flags & os.O_TRUNC))
-        return pyfuse3.FileInfo(fh=fh, keep_cache=False)
+        fh, backing_id, direct = await self._thread(self.view.open, inode, truncate=bool(flags & os.O_TRUNC))
+        return _file_info(fh, backing_id, direct)
 
     @_fuse_errors
     async def read(self, fh, off, size):
@@ -643,6 +679,11 @@ class WorkspaceOps(_Ops):
 
     async def fsyncdir(self, fh, datasync):
         pass  # namespace changes are journaled (durable) before each reply
+
+    async def getxattr(self, inode, name, ctx):
+        # ENOSYS once makes the kernel stop asking (fc->no_getxattr): it asked for
+        # security.capability before every write(2), one request per write even with passthrough
+        raise pyfuse3.FUSEError(errno.ENOSYS)
 
     @_fuse_errors
     async def statfs(self, ctx):

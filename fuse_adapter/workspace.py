@@ -9,22 +9,60 @@ Workspace's, kept intact. No pyfuse3 here; all methods block and run in worker t
 Inodes: one per path the kernel knows (looked up, created, listed with readdirplus).
 A rename moves the path of the inode and of everything below it. ``forget`` drops an
 inode once the kernel has forgotten every lookup and no handle holds it open.
+
+Passthrough writes (``backing`` set, docs/writeback.md "Writes through a mount"): a file
+created, or opened with ``O_TRUNC`` and open nowhere else, is *staged*: its bytes live in
+a local file the workspace made (``Workspace.open(staged=True)``), registered with the
+kernel as the backing file of every handle of that inode while any is open
+(``FUSE_DEV_IOC_BACKING_OPEN``). The kernel then serves the handles' reads and writes
+itself; FLUSH (each close(2)) and FSYNC still reach us and commit the file, which keeps
+the write-back promise. The kernel's rule (fs/fuse/iomode.c) that all opens of an inode
+with passthrough handles name the same backing file holds because all handles of a file
+share one open workspace file: it is staged for all of them or for none. Quota: the kernel
+writes without asking, so a staged file is charged at each flush/fsync and size-changing
+setattr (a close past the quota fails with ENOSPC and discards the file, as a write past
+it does otherwise); within ``STAGE_HEADROOM`` of the quota, new files are not staged, so
+writes are charged one by one again.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
+import logging
 import os
 import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from datahub.errors import AlreadyExists, InvalidInput, NoSpace, NotFound
 from datahub.validation import check_new_key
 from fuse_adapter.quota import Quota
 from fuse_adapter.readonly import Stat
 from fuse_adapter.tree import ROOT_INODE
+
+log = logging.getLogger(__name__)
+
+STAGE_HEADROOM = 64 * 1024**2  # with a quota, files are staged only while this much is left
+#: errors of BACKING_OPEN that mean "this mount cannot do passthrough": no CAP_SYS_ADMIN,
+#: a staging file system that cannot back a FUSE file, passthrough not negotiated
+_MOUNT_WIDE = (errno.EPERM, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTTY, errno.ENOSYS)
+
+
+class Backing(Protocol):
+    """The kernel's backing files (pyfuse3's ``passthrough_open``/``passthrough_close``)."""
+
+    def open(self, fd: int) -> int: ...
+    def close(self, backing_id: int) -> None: ...
+
+
+@dataclass(slots=True)
+class _Staged:
+    backing_id: int  # 0: the kernel refused it; the inode's handles go through the daemon
+    handles: int = 0
+    charged: int = 0  # bytes of the file counted in the quota
 
 
 @dataclass(slots=True)
@@ -52,6 +90,95 @@ class WorkspaceView:
         self._handles: dict[int, tuple[int, object]] = {}  # fh -> (inode, FileHandle)
         self._last: dict[int, Stat] = {}  # last attributes of open inodes (answers fstat after unlink)
         self._next_fh = itertools.count(1)
+        # passthrough writes: set by the FUSE layer once INIT agreed (None: off, see ``writes``)
+        self.backing: Backing | None = None
+        self.writes = "through the daemon"  # how writes reach the workspace (for the mount's log)
+        self._staged: dict[int, _Staged] = {}  # inode -> its staged file's backing id and handles
+
+    # --- passthrough writes ----------------------------------------------------------------------
+    def passthrough_on(self, backing: Backing) -> None:
+        self.backing = backing
+        self.writes = "passthrough (the kernel writes staged files; FLUSH/FSYNC commit them)"
+        log.info("workspace %r: writes: %s", self.ws.name, self.writes)
+
+    def passthrough_off(self, why: str, *, asked: bool = True) -> None:
+        """Writes through the daemon; ``asked=False``: as the mount was told (the default),
+        so said at info level, not as a warning."""
+        if not asked:
+            log.info("workspace %r: writes go through the daemon (%s)", self.ws.name, why)
+        elif self.backing is not None or not self.writes.startswith("off"):
+            log.warning(
+                "workspace %r: passthrough writes off (%s): writes go through the daemon", self.ws.name, why
+            )
+        self.backing = None
+        self.writes = f"off: {why}"
+
+    def _may_stage(self) -> bool:
+        return self.backing is not None and (self.quota is None or self.quota.available >= STAGE_HEADROOM)
+
+    def _backing_of(self, ino: int, handle) -> tuple[int, bool]:
+        """(backing id, direct I/O?) for a new handle of ``ino``: the staged file's id (made on
+        the inode's first staged handle), or (0, False) for an ordinary handle. A staged file
+        the kernel would not take is served through the daemon with direct I/O, which the
+        kernel allows next to passthrough handles."""
+        fd = handle.staged_fd
+        if fd < 0:
+            return 0, False
+        with self._lock:
+            staged = self._staged.get(ino)
+            if staged is None:
+                staged = self._staged[ino] = _Staged(self._open_backing(fd))
+            staged.handles += 1
+            return staged.backing_id, staged.backing_id == 0
+
+    def _open_backing(self, fd: int) -> int:
+        backing = self.backing
+        if backing is None:
+            return 0
+        try:
+            return backing.open(fd)
+        except OSError as exc:
+            if exc.errno in _MOUNT_WIDE:
+                self.passthrough_off(f"backing file refused: {os.strerror(exc.errno)}")
+            else:
+                log.warning(
+                    "workspace %r: backing file refused (%s); writing through the daemon", self.ws.name, exc
+                )
+            return 0
+
+    def _unstage(self, ino: int) -> None:
+        """One staged handle of ``ino`` is gone; the last one lets the backing id go."""
+        with self._lock:
+            staged = self._staged.get(ino)
+            if staged is None:
+                return
+            staged.handles -= 1
+            if staged.handles > 0:
+                return
+            del self._staged[ino]
+        if staged.backing_id and self.backing is not None:
+            try:
+                self.backing.close(staged.backing_id)
+            except OSError as exc:
+                log.warning("workspace %r: closing backing id %d: %s", self.ws.name, staged.backing_id, exc)
+
+    def _charge_staged(self, fh: int, *, force: bool = False) -> None:
+        """Charge the quota with what the kernel wrote to a staged file since the last charge
+        (``force``: take it even past the limit, e.g. at release, where nothing can fail)."""
+        if self.quota is None:
+            return
+        ino, handle = self._handles[fh]
+        size = handle.size()
+        with self._lock:
+            staged = self._staged.get(ino)
+            if staged is None:
+                return
+            growth = size - staged.charged
+            if growth > 0 and force:
+                self.quota.used += growth
+            else:  # NoSpace: a close discards the file (``flush``), an fsync leaves it as it is
+                self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
+            staged.charged = size
 
     # --- the inode <-> path map --------------------------------------------------------------------
     def path_of(self, ino: int) -> str:
@@ -125,7 +252,14 @@ class WorkspaceView:
 
     # --- quota accounting ---------------------------------------------------------------------------
     def _file_size(self, path: str) -> int:
-        """Size of the file at ``path`` (0 if there is none, or it is a directory)."""
+        """Bytes the quota counts for the file at ``path`` (0 if there is none, or it is a
+        directory): its size, or what was charged of a staged file (zeroed: it is refunded)."""
+        with self._lock:
+            ino = self._by_path.get(path)
+            staged = self._staged.get(ino) if ino is not None else None
+            if staged is not None:
+                charged, staged.charged = staged.charged, 0
+                return charged
         try:
             attr = self.ws.stat(path)
         except NotFound:
@@ -175,6 +309,23 @@ class WorkspaceView:
 
     def _charged_truncate(self, ino: int, size: int, fh: int | None) -> Stat:
         assert self.quota is not None
+        with self._lock:
+            staged = self._staged.get(ino)
+            charged = staged.charged if staged is not None else None
+        if charged is not None:  # a staged file: what the kernel wrote was not charged yet
+            growth = size - charged
+            if growth > 0:
+                self.quota.charge(growth, self.path_of(ino))
+            try:
+                st = self._truncate(ino, size, fh)
+            except BaseException:
+                self.quota.refund(growth)
+                raise
+            self.quota.refund(-growth)
+            with self._lock:
+                if staged is not None:
+                    staged.charged = size
+            return st
         growth = size - self.getattr(ino).size
         if growth <= 0:  # shrinking frees space once it happened
             st = self._truncate(ino, size, fh)
@@ -244,7 +395,8 @@ class WorkspaceView:
             self._last[ino] = st
         return fh
 
-    def create(self, parent: int, name: str, *, exclusive: bool) -> tuple[int, Stat]:
+    def create(self, parent: int, name: str, *, exclusive: bool) -> tuple[int, Stat, int, bool]:
+        """(fh, attributes, backing id or 0, direct I/O?) of a new file."""
         path = self._new_child(parent, name)
         if exclusive:
             try:
@@ -254,25 +406,31 @@ class WorkspaceView:
             else:
                 raise AlreadyExists(f"{path!r} already exists in workspace {self.ws.name!r}")
         replaced = self._file_size(path) if self.quota is not None else 0
-        handle = self.ws.open(path, create=True, truncate=True)
+        handle = self.ws.open(path, create=True, truncate=True, staged=self._may_stage())
         self._refund(replaced)
         ino = self._remember(path)
         st = self._stat(ino, self.ws.stat(path))
-        return self._register(ino, handle, st), st
+        backing_id, direct = self._backing_of(ino, handle)
+        return self._register(ino, handle, st), st, backing_id, direct
 
-    def open(self, ino: int, *, truncate: bool) -> int:
+    def open(self, ino: int, *, truncate: bool) -> tuple[int, int, bool]:
+        """(fh, backing id or 0, direct I/O?) of a new handle of ``ino``."""
         path = self.path_of(ino)
         emptied = self._file_size(path) if self.quota is not None and truncate else 0
-        handle = self.ws.open(path, truncate=truncate)
+        handle = self.ws.open(path, truncate=truncate, staged=truncate and self._may_stage())
         self._refund(emptied)
-        return self._register(ino, handle, self._stat(ino, self.ws.stat(path)))
+        backing_id, direct = self._backing_of(ino, handle)
+        return self._register(ino, handle, self._stat(ino, self.ws.stat(path))), backing_id, direct
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         return self._handles[fh][1].read(offset, size)
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
         ino, handle = self._handles[fh]
-        growth = self._charge_write(fh, ino, offset, len(data)) if self.quota is not None else 0
+        staged = handle.staged_fd >= 0  # charged at flush, like the kernel's writes to it
+        growth = (
+            self._charge_write(fh, ino, offset, len(data)) if self.quota is not None and not staged else 0
+        )
         try:
             n = handle.write(offset, data)
         except BaseException:
@@ -315,6 +473,7 @@ class WorkspaceView:
     def fsync(self, fh: int) -> None:
         """Durable in the shared tier and journaled dirty when this returns (write-back promise)."""
         self._check_short(fh)
+        self._charge_staged(fh)
         self._handles[fh][1].fsync()
 
     def flush(self, fh: int) -> None:
@@ -347,15 +506,25 @@ class WorkspaceView:
     def release(self, fh: int) -> None:
         with self._lock:
             ino, handle = self._handles.pop(fh)
+            staged = handle.staged_fd >= 0
             short = fh in self._short
             self._short.discard(fh)
             node = self._inodes.get(ino)
             path = node.path if node is not None else None
         try:
-            if short and path is not None:
-                self._discard(path)  # first: the close below may succeed now, and must not save it
+            if short:
+                if path is not None:
+                    self._discard(path)  # first: the close below may succeed now, and must not save it
+            elif staged and self.quota is not None:
+                self._handles[fh] = (ino, handle)  # charged like a flush, but a release cannot fail
+                try:
+                    self._charge_staged(fh, force=True)
+                finally:
+                    del self._handles[fh]
             handle.close()
         finally:
+            if staged:
+                self._unstage(ino)
             with self._lock:
                 node = self._inodes.get(ino)
                 if node is not None:

@@ -158,7 +158,9 @@ class WorkspaceCycles:
         return f"w-{self.node.host.name}-{cycle}"
 
     def args(self, cycle: int) -> list[str]:
-        return ["--workspace", self.name(cycle), "--commit-to", f"out-{self.node.host.name}"]
+        # --passthrough: the soak's writers exercise staged files (issue 41), opt-in since a shared
+        # writable mmap's stores after the last close(2) never reach a staged file's copy
+        return ["--workspace", self.name(cycle), "--commit-to", f"out-{self.node.host.name}", "--passthrough"]
 
     def _set(self, cycle: int, run: bool) -> None:
         tmp = self.control.with_suffix(".tmp")

@@ -1,7 +1,7 @@
 """A workspace writer run as a real subprocess so tests can SIGKILL it at a known point.
 
 Usage: ``python -m tests.writeback.crash_worker '<json>'`` with ``overrides`` (Config),
-``target_url``, ``mode`` ("write", "flush" or "overlap"), ``files`` (count) and ``size``
+``target_url``, ``mode`` ("write", "flush", "overlap" or "staged"), ``files`` (count) and ``size``
 (bytes each). Prints ``ACK <path> <sha256>`` after each acknowledged close/fsync, then
 ``WRITING`` (mode write: a file "fresh" is created and written but never fsynced, and
 "partial" keeps being written without fsync until killed) or ``MIDFLUSH`` (mode flush: a
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import sys
 import threading
@@ -129,19 +130,46 @@ def overlap(ws, rng: random.Random, block: str) -> None:
     forever()
 
 
+def staged_write(fh, offset: int, data: bytes) -> None:
+    """What the kernel does for a FUSE mount with passthrough writes: write the staged file."""
+    os.pwrite(fh.staged_fd, data, offset)
+
+
+def staged_mode(ws, rng: random.Random, size: int) -> None:
+    """Mode "staged": files written into staged files (``Workspace.open(staged=True)``), then
+    "partial" is fsynced and written on, in place, without another fsync until killed."""
+    fh = ws.open("partial", create=True, truncate=True, staged=True)
+    assert fh.staged_fd >= 0
+    model = rng.randbytes(size)
+    staged_write(fh, 0, model)
+    fh.fsync()
+    ack("partial", model)
+    print("WRITING", flush=True)
+    offset = 0
+    while True:  # unacknowledged writes into the staged file (the acknowledged chunks must not change)
+        staged_write(fh, offset % (2 * size), rng.randbytes(4096))
+        offset += 4096
+
+
 def main() -> None:
     spec = json.loads(sys.argv[1])
     config = load_config(env={}, overrides=spec["overrides"])
     ws = open_workspace("ws", config, StoreRegistry(config), target_url=spec["target_url"])
     rng = random.Random(spec.get("seed", 1))
     size = spec["size"]
+    staged = spec["mode"] == "staged"
     for i in range(spec["files"]):
         data = rng.randbytes(size)
-        with ws.open(f"f{i}", create=True) as fh:
+        with ws.open(f"f{i}", create=True, truncate=staged, staged=staged) as fh:
             for offset in range(0, size, 65536):  # many small writes, like a training loop
-                fh.write(offset, data[offset : offset + 65536])
+                if staged:
+                    staged_write(fh, offset, data[offset : offset + 65536])
+                else:
+                    fh.write(offset, data[offset : offset + 65536])
         ack(f"f{i}", data)
-    if spec["mode"] == "overlap":
+    if spec["mode"] == "staged":
+        staged_mode(ws, rng, size)
+    elif spec["mode"] == "overlap":
         overlap(ws, rng, spec["block"])
     elif spec["mode"] == "write":
         fh = ws.open("partial", create=True)

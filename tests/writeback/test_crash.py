@@ -121,6 +121,34 @@ def test_sigkill_mid_write_local_default(tmp_path: Path, layout: str) -> None:
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("size", [100_000, MiB + 5])
+def test_sigkill_while_a_staged_file_is_written_on_after_its_fsync(
+    tmp_path: Path, layout: str, size: int
+) -> None:
+    """Passthrough writes (staged files): every acknowledged file survives, and the file
+    written on in place after its fsync keeps exactly its acknowledged bytes (the staged
+    file is copied into new chunks at fsync; it is never an acknowledged object itself)."""
+    env = make_env(tmp_path, **LAYOUTS[layout])
+    try:
+        acked = run_until(spec_for(env, "staged", files=3, size=size), "WRITING")
+        assert len(acked) == 4
+        recover_and_check(env, acked)
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_sigkill_while_a_staged_file_is_written_on_s3(tmp_path: Path, s3_endpoint) -> None:
+    env = make_env(tmp_path, s3_endpoint, shared_s3=True, origin_s3=True)
+    try:
+        acked = run_until(spec_for(env, "staged", files=2, size=MiB + 5), "WRITING")
+        assert len(acked) == 3
+        recover_and_check(env, acked)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("block", ["put", "torn", "garbage", "journal"])
 def test_sigkill_between_the_overlapped_steps_of_a_first_close(
     tmp_path: Path, block: str, layout: str

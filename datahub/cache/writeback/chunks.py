@@ -39,7 +39,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from datahub.cache.writeback.packs import PACK_CHUNK_MAX, Packs
+from datahub.cache.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range
 from datahub.errors import AccessDenied, DatahubError, NoSpace, StorageError
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
@@ -68,6 +68,11 @@ class ChunkStore:
         # packs must read (and keep) its chunks after a restart with packing switched off.
         self._packs = Packs(self._root, self.prefix, pack_bytes) if self._root is not None else None
         self._pack_new = pack_bytes > 0
+
+    @property
+    def local_root(self) -> Path | None:
+        """The directory of a local shared tier (None for S3/RGW)."""
+        return self._root
 
     def new_key(self, file_id: int, index: int, length: int, path: str) -> str:
         """A fresh, never reused name for one upload of ``length`` bytes of chunk ``index``.
@@ -114,6 +119,30 @@ class ChunkStore:
             return
         try:
             self.store.put(key, data, size=len(data))
+        except DatahubError as exc:
+            raise _rewrap(exc, context) from exc
+
+    def copy_in(self, key: str, fd: int, offset: int, length: int, path: str) -> None:
+        """``write`` of ``length`` bytes of the local file ``fd`` at ``offset`` (a staged
+        file, ``staged.py``), without carrying them through Python buffers: on a local shared
+        tier ``copy_file_range`` into the chunk file or its pack range, elsewhere a streamed
+        put (the store reads the range in slices as it sends it)."""
+        context = f"cannot store data of {path!r} in the shared tier of {self.what}"
+        packs = self._pack_of(key)
+        if packs is not None:
+            try:
+                packs.copy_in(key, fd, offset, length)
+            except BaseException as exc:
+                packs.delete(key)
+                if isinstance(exc, OSError):
+                    raise _os_error(exc, context, key) from exc
+                raise
+            return
+        if self._root is not None:
+            _copy_new(self._root / key, fd, offset, length, context, key)
+            return
+        try:
+            self.store.put(key, RangeReader(fd, offset, length), size=length)
         except DatahubError as exc:
             raise _rewrap(exc, context) from exc
 
@@ -225,6 +254,57 @@ def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) ->
             raise _os_error(exc, context, key) from exc
         raise
     os.close(fd)
+
+
+def _copy_new(target: Path, fd: int, offset: int, length: int, context: str, key: str) -> None:
+    """``_write_new`` whose bytes are a range of the local file ``fd`` (``copy_file_range``)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    try:
+        try:
+            out = os.open(target, flags, 0o644)
+        except FileNotFoundError:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            out = os.open(target, flags, 0o644)
+    except OSError as exc:
+        raise _os_error(exc, context, key) from exc
+    try:
+        copy_range(fd, offset, out, 0, length)
+        if os.fstat(out).st_size < length:  # the source was cut short meanwhile: zeros, as a hole
+            os.ftruncate(out, length)
+        os.fsync(out)
+    except BaseException as exc:
+        os.close(out)
+        try:
+            os.unlink(target)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise _os_error(exc, context, key) from exc
+        raise
+    os.close(out)
+
+
+class RangeReader(io.RawIOBase):
+    """``length`` bytes of file ``fd`` from ``offset``, read in place with ``pread`` as a
+    store's put asks for them (a streamed upload: one slice in memory at a time). A source
+    cut short meanwhile reads as zeros to the end, so the object has the declared size."""
+
+    def __init__(self, fd: int, offset: int, length: int) -> None:
+        self._fd, self._pos, self._end = fd, offset, offset + length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        want = min(len(buffer), self._end - self._pos)
+        if want <= 0:
+            return 0
+        n = os.preadv(self._fd, [memoryview(buffer)[:want]], self._pos)
+        if n == 0:
+            memoryview(buffer)[:want] = bytes(want)
+            n = want
+        self._pos += n
+        return n
 
 
 def _os_error(exc: OSError, context: str, key: str) -> DatahubError:

@@ -62,6 +62,13 @@ class OpenFile:
         self.created = self.mtime
         self.discard: list[str] = []  # staged keys replaced before any commit referenced them
 
+    def attr(self) -> tuple[int, float]:
+        """(size, mtime) now, unacknowledged writes included."""
+        return self.size, self.mtime
+
+    def closed(self) -> None:
+        """The last handle is gone (``staged.StagedFile`` lets its staged file go here)."""
+
     # --- reading -------------------------------------------------------------------------------
     def _stored(self, index: int, key_len: tuple[str, int] | None) -> bytes:
         if key_len is None:
@@ -433,6 +440,16 @@ class FileHandle:
     @property
     def path(self) -> str:
         return self._of.path
+
+    @property
+    def staged_fd(self) -> int:
+        """The staged file holding this file's bytes (``staged.py``), or -1: the descriptor a
+        FUSE mount registers as the handle's backing file. Owned by the workspace."""
+        return getattr(self._of, "fd", -1)
+
+    def size(self) -> int:
+        """The file's size now (a staged file may have been written by the kernel)."""
+        return self._check().attr()[0]
 
     def _check(self) -> OpenFile:
         if self._closed:

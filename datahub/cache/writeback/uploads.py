@@ -42,6 +42,10 @@ class UploadPool:
         """Upload one chunk under a key chosen beforehand (a commit names it meanwhile)."""
         return self._pool.submit(self.chunks.write, key, data, path)
 
+    def submit_copy(self, key: str, fd: int, offset: int, length: int, path: str) -> Future:
+        """Store a range of a staged file under a key chosen beforehand (``ChunkStore.copy_in``)."""
+        return self._pool.submit(self.chunks.copy_in, key, fd, offset, length, path)
+
     def delete_unreferenced(self, keys: Iterable[str]) -> None:
         """Best effort: objects no journal entry references (a crash leaves them to the next GC)."""
         for key in keys:

@@ -56,6 +56,8 @@ Lock order (take a lock only while holding locks listed above it, never the othe
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -77,6 +79,7 @@ from datahub.cache.writeback.model import (
     normalize,
 )
 from datahub.cache.writeback.overlay import Overlay
+from datahub.cache.writeback.staged import StagedFile, Staging
 from datahub.cache.writeback.uploads import UploadPool
 from datahub.errors import (
     AlreadyExists,
@@ -87,6 +90,8 @@ from datahub.errors import (
     NotFound,
 )
 from datahub.storage.base import ObjectStore
+
+STAGING_DIR = "writeback-staging"  # under a local shared tier; never inside a workspace's chunk prefix
 
 
 class Workspace:
@@ -125,6 +130,9 @@ class Workspace:
         # open_workspace to the objects store; None: commits refuse (nothing to pin bytes in)
         self.blobs: ObjectStore | None = None
         self.closers: list[Callable[[], None]] = []  # journal, stores, owner lock, flush server
+        self.journal_dir = journal.path.parent  # staged files go here when the shared tier is not local
+        self._staging: Staging | None = None
+        self._staging_lock = threading.Lock()  # a leaf: made once
         self._closed = False
 
     # --- lookups ---------------------------------------------------------------------------------
@@ -133,7 +141,8 @@ class Workspace:
             return FileAttr(0, entry["mtime"], True, entry["mode"])
         of = self.overlay.open_file(entry["id"])
         if of is not None:
-            return FileAttr(of.size, of.mtime, False, of.mode)
+            size, mtime = of.attr()
+            return FileAttr(size, mtime, False, of.mode)
         rec = txn.file(entry["id"]) or {"size": 0, "mtime": 0.0, "mode": FILE_MODE}
         return FileAttr(rec["size"], rec["mtime"], False, rec["mode"])
 
@@ -244,31 +253,58 @@ class Workspace:
         self.overlay.renamed(old, new)
 
     # --- files -----------------------------------------------------------------------------------
-    def open(self, path: str, *, create: bool = False, truncate: bool = False) -> FileHandle:
+    def open(
+        self, path: str, *, create: bool = False, truncate: bool = False, staged: bool = False
+    ) -> FileHandle:
+        """A handle of the file at ``path``. ``staged``: if the file is new, or truncated here
+        and open nowhere else, its bytes live in a staged local file (``staged.py``) that the
+        caller may hand to the kernel (``FileHandle.staged_fd``); otherwise as usual."""
         path = normalize(path)
         if path == "":
             raise IsADirectory(f"cannot open the root directory of {self.what} as a file")
-        entry, of = self._create(path) if create else (self._find(path), None)
-        if of is None:
-            if entry["t"] == "d":
-                raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
-            of = self._acquire(entry["id"], path)
+        fd = self.staging().new_fd() if staged and (create or truncate) else -1
+        try:
+            entry, of = self._create(path, fd) if create else (self._find(path), None)
+            if of is None:
+                if entry["t"] == "d":
+                    raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
+                of = self._acquire(entry["id"], path, fd if truncate else -1)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+        if fd >= 0 and getattr(of, "fd", -1) != fd:
+            os.close(fd)  # the file was open already (as it is): the new staged file is not used
         handle = FileHandle(of, self._release, self.what)
-        if truncate and of.size:
+        if truncate and of.attr()[0]:
             handle.truncate(0)
         return handle
+
+    def staging(self) -> Staging:
+        """Where staged files are made (made on first use: it probes the file system)."""
+        with self._staging_lock:
+            if self._staging is None:
+                root = self.chunks.local_root  # beside the chunks: copy_file_range stays in one file system
+                directory = (
+                    root / STAGING_DIR / self.name if root is not None else self.journal_dir / "staging"
+                )
+                self._staging = Staging(directory, self.what)
+            return self._staging
 
     def _find(self, path: str) -> dict:
         with self.journal.read() as txn:
             return self.overlay.entry(txn, path)
 
-    def _new_open_file(self, file_id: int, path: str, rec: dict) -> OpenFile:
+    def _new_open_file(self, file_id: int, path: str, rec: dict, fd: int = -1) -> OpenFile:
+        if fd >= 0:
+            exact = self.staging().exact
+            return StagedFile(self.uploads, self.commits, self.files, file_id, path, rec, fd, exact)
         return OpenFile(self.uploads, self.commits, self.files, file_id, path, rec)
 
-    def _new_created_file(self, file_id: int, path: str) -> OpenFile:
-        return self._new_open_file(file_id, path, new_record(self.clock()))
+    def _new_created_file(self, file_id: int, path: str, fd: int = -1) -> OpenFile:
+        return self._new_open_file(file_id, path, new_record(self.clock()), fd)
 
-    def _create(self, path: str) -> tuple[dict, OpenFile | None]:
+    def _create(self, path: str, fd: int = -1) -> tuple[dict, OpenFile | None]:
         """(entry, None) if ``path`` exists, else (entry, a new open file in the overlay,
         journaled by its first fsync/close). Creators keep namespace transactions from
         starting between their lookup and their insert (``Overlay.begin_create``); a file
@@ -285,7 +321,7 @@ class Workspace:
                         self.overlay.check_parent(txn, path)
                 if entry is not None:
                     return entry, None
-                make = partial(self._new_created_file, file_id, path)
+                make = partial(self._new_created_file, file_id, path, fd)
                 of = self.overlay.insert_created(path, epoch, make)
                 if of is not None:
                     file_id = None
@@ -302,7 +338,9 @@ class Workspace:
         self.overlay.add_ids(ids[1:])
         return ids[0]
 
-    def _acquire(self, file_id: int, path: str) -> OpenFile:
+    def _acquire(self, file_id: int, path: str, fd: int = -1) -> OpenFile:
+        """The open file of ``file_id`` (one more reference); a new one is staged in ``fd``
+        if given (its record's bytes are not copied in: the caller truncates it)."""
         of = self.overlay.begin_acquire(file_id)
         if of is not None:
             return of
@@ -313,7 +351,9 @@ class Workspace:
                 raise NotFound(f"{path!r} was removed from {self.what} while being opened", path=path)
             if rec.get("src"):
                 rec = self.rehydrate(file_id, path, rec)
-            return self.overlay.finish_acquire(file_id, lambda: self._new_open_file(file_id, path, rec))
+            if fd >= 0:
+                rec = dict(rec, chunks={})  # truncated at once: nothing of it is read back
+            return self.overlay.finish_acquire(file_id, lambda: self._new_open_file(file_id, path, rec, fd))
         finally:
             self.overlay.end_acquire(file_id)
 
@@ -330,6 +370,7 @@ class Workspace:
     def _release(self, of: OpenFile) -> None:
         if not self.overlay.release(of):
             return
+        of.closed()
         if not of.unlinked:  # no namespace operation removed it while open: nothing to do
             return
         with self.journal.read() as txn:
@@ -417,6 +458,8 @@ class Workspace:
 
     def _shutdown(self) -> None:
         self.uploads.shutdown()
+        for of in self.open_files():
+            of.closed()
         for closer in self.closers:
             try:
                 closer()

@@ -1,0 +1,265 @@
+"""Writes through a real workspace mount vs the same files written to local disk with fsync.
+
+    .venv/bin/python bench/writeback/mount_writes.py [--rounds 3] [--scale 1.0] [--dir DIR]
+        [--ceph-env /tmp/ceph/env.sh [--only-ceph] [--rados]]
+
+Issue 41. Three configurations, measured in the same run and taking turns round by round
+(so a change in the load of the shared machine hits all of them alike):
+
+- ``local``: the baseline, open/write(1 MiB calls)/fsync/close of plain files in a directory
+  on the same disk (durable on disk at close, like the mount's close);
+- ``mount --passthrough``: ``datahub mount --background --workspace ws MNT --passthrough``
+  (staged files: the kernel writes them; the mount's log says whether passthrough was had);
+- ``mount --no-passthrough``: the same mount with every WRITE through the daemon (the
+  default, since staged files lose stores through a mapping after the last close).
+
+Each mount's close returns once the file is durable in the shared tier (a local directory
+under the home, the embedded default) and journaled. ``cache.flush_interval`` is set to an
+hour so the background copy to the origin (asynchronous, the same for both mounts) does not
+run during a measurement. Workloads: 32 x 16 MiB (a checkpoint) and 1,000 x 100 KB
+(outputs, logs), 1 and 4 writer threads. Printed per case: MiB/s (median of the rounds),
+the ratio to local, the daemon's CPU per MiB written (utime+stime of the mount process),
+FUSE requests per file by opcode (the kernel's fuse_request_send tracepoint, one extra
+round, not timed), and ``uptime`` before and after.
+
+With ``--ceph-env`` (a cluster from scripts/ceph-dev/ceph-up.sh), the same two mounts with
+the shared tier on a Ceph RGW bucket, against a plain boto3 client PUTting the same files
+with the same concurrency (each PUT returns once RGW stored the object).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fuse_trace import FuseRequests, available
+
+REPO = Path(__file__).resolve().parents[2]
+MiB = 1024**2
+PIECE = MiB
+
+
+def load() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def write_files(directory: Path, count: int, data: bytes, threads: int, fsync: bool) -> float:
+    """Write ``count`` files of ``data`` (1 MiB calls), closing each; seconds taken."""
+    directory.mkdir(parents=True)
+
+    def one(i: int) -> None:
+        fd = os.open(directory / f"f{i:05d}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            for off in range(0, len(data), PIECE):
+                os.write(fd, view[off : off + PIECE])
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)  # the mount's FLUSH: durable in the shared tier when this returns
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(count)))
+    return time.perf_counter() - start
+
+
+class Mount:
+    def __init__(self, root: Path, name: str, extra: list[str], sections: str = "", cache: str = "") -> None:
+        self.home = root / f"home-{name}"
+        self.mnt = root / f"mnt-{name}"
+        self.mnt.mkdir()
+        self.config = root / f"{name}.toml"
+        self.config.write_text(f'home = "{self.home}"\n{sections}\n[cache]\nflush_interval = 3600\n{cache}')
+        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config), "mount", "--background"]
+        out = subprocess.run([*cmd, *extra, "--workspace", "ws", str(self.mnt)], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        self.pid = int(re.search(r"pid (\d+)", out).group(1))
+
+    def log(self) -> str:
+        return "".join(p.read_text() for p in (self.home / "run" / "mounts").glob("*.log"))
+
+    def umount(self) -> None:
+        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config), "umount", str(self.mnt)]
+        subprocess.run(cmd, cwd=REPO, capture_output=True, check=False)
+
+
+def put_files(bucket, prefix: str, count: int, data: bytes, threads: int) -> float:
+    """The RGW baseline: a plain boto3 client PUTs the same files with the same concurrency."""
+
+    def one(i: int) -> None:
+        bucket.client.put_object(Bucket=bucket.name, Key=f"{prefix}/f{i:05d}", Body=data)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(count)))
+    return time.perf_counter() - start
+
+
+def rados_group(root: Path, env_file: str):
+    """The mounts with the shared tier on a RADOS pool (``rados://``), against plain
+    librados ``write_full`` calls of the same files with the same concurrency."""
+    env = {}
+    for line in Path(env_file).read_text().splitlines():
+        if line.startswith("export "):
+            name, _, value = line[len("export ") :].partition("=")
+            env[name] = value.strip("'\"")
+    os.environ["CEPH_CONF"] = env["CEPH_CONF"]  # the mounts inherit both
+    os.environ["PYTHONPATH"] = env["CEPH_PYLIB"]
+    sys.path.insert(0, env["CEPH_PYLIB"])
+    import rados
+
+    cluster = rados.Rados(conffile=env["CEPH_CONF"])
+    cluster.connect()
+    ioctx = cluster.open_ioctx(env["CEPH_POOL"])
+
+    def plain(tag: str, count: int, data: bytes, threads: int) -> float:
+        def one(i: int) -> None:
+            ioctx.write_full(f"plain/{tag}/f{i:05d}", data)
+
+        start = time.perf_counter()
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, range(count)))
+        secs = time.perf_counter() - start
+        for i in range(count):
+            ioctx.remove_object(f"plain/{tag}/f{i:05d}")
+        return secs
+
+    mounts = {
+        name: Mount(root, tag, extra, "", f'shared_url = "rados://{env["CEPH_POOL"]}/{tag}"\n')
+        for name, tag, extra in (("mount --passthrough, RADOS", "rados-pt", ["--passthrough"]),
+                                 ("mount --no-passthrough, RADOS", "rados-nopt", ["--no-passthrough"]))
+    }  # fmt: skip
+    return ("librados write_full", plain, mounts)
+
+
+def run_group(base_name: str, baseline, mounts: dict[str, Mount], workloads, rounds: int, why_not) -> None:
+    """Every workload, 1 and 4 writers: ``baseline(tag, count, data, threads) -> seconds``
+    and each mount, taking turns round by round."""
+    for label, count, size in workloads:
+        data = os.urandom(size)
+        total = count * size / MiB
+        for threads in (1, 4):
+            speeds: dict[str, list[float]] = {base_name: [], **{k: [] for k in mounts}}
+            cpu: dict[str, list[float]] = {base_name: [], **{k: [] for k in mounts}}
+            for r in range(rounds):
+                tag = f"{label.split()[0]}-{size}-{threads}-{r}"
+                before = time.process_time()  # the baseline's own CPU: its writes and fsyncs (or PUTs)
+                speeds[base_name].append(total / baseline(tag, count, data, threads))
+                cpu[base_name].append((time.process_time() - before) / total)
+                for name, m in mounts.items():
+                    before = cpu_seconds(m.pid)
+                    secs = write_files(m.mnt / tag, count, data, threads, False)
+                    cpu[name].append((cpu_seconds(m.pid) - before) / total)
+                    speeds[name].append(total / secs)
+            base = statistics.median(speeds[base_name])
+            print(f"{label:14s} {threads} writer(s): {base_name} {base:7.0f} MiB/s, its own CPU "
+                  f"{1000 * statistics.median(cpu[base_name]):.2f} ms/MiB "
+                  f"(rounds {', '.join(f'{s:.0f}' for s in speeds[base_name])})", flush=True)  # fmt: skip
+            for name in mounts:
+                mine = statistics.median(speeds[name])
+                print(f"  {name:32s} {mine:7.0f} MiB/s  ratio {mine / base:5.2f}  "
+                      f"daemon CPU {1000 * statistics.median(cpu[name]):6.2f} ms/MiB  "
+                      f"(rounds {', '.join(f'{s:.0f}' for s in speeds[name])})", flush=True)  # fmt: skip
+            if why_not is None and threads == 1:
+                for name, m in mounts.items():
+                    with FuseRequests(str(m.mnt)) as reqs:
+                        write_files(m.mnt / f"trace-{size}", count, data, 1, False)
+                    per_file = ", ".join(f"{op.removeprefix('FUSE_')} {n / count:.2f}"
+                                         for op, n in sorted(reqs.counts.items()))  # fmt: skip
+                    print(f"  {name:32s} FUSE requests per file: {per_file}", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--dir", default=None, help="where to work (default: a temp dir under /tmp, same disk)")
+    ap.add_argument(
+        "--ceph-env", help="env.sh of a running Ceph (scripts/ceph-dev/ceph-up.sh): RGW shared tier too"
+    )
+    ap.add_argument(
+        "--only-ceph", action="store_true", help="with --ceph-env: skip the local-directory cases"
+    )
+    ap.add_argument(
+        "--rados", action="store_true", help="with --ceph-env: a RADOS shared tier (librados) too"
+    )
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="wb-mount-", dir=args.dir))
+    workloads = [("32 x 16 MiB", max(1, int(32 * args.scale)), 16 * MiB),
+                 ("1000 x 100 KB", max(1, int(1000 * args.scale)), 100_000)]  # fmt: skip
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  dir {root}")
+    print(f"# load before: {load()}")
+    why_not = available()
+    if why_not is not None:
+        print(f"# FUSE requests not counted: {why_not}")
+    groups: list[tuple[str, object, dict[str, Mount]]] = []
+    bucket = None
+    try:
+        if not args.only_ceph:
+
+            def local(tag: str, count: int, data: bytes, threads: int) -> float:
+                secs = write_files(root / "local" / tag, count, data, threads, True)
+                shutil.rmtree(root / "local" / tag)
+                return secs
+
+            mounts = {
+                "mount --passthrough": Mount(root, "pt", ["--passthrough"]),
+                "mount --no-passthrough": Mount(root, "nopt", ["--no-passthrough"]),
+            }
+            groups.append(("local+fsync", local, mounts))
+        if args.ceph_env:
+            from write_throughput import CephBucket
+
+            bucket = CephBucket(args.ceph_env)
+            o = bucket.overrides()
+            s3 = "".join(
+                f"{k} = {v!r}\n".replace("'", '"').replace("True", "true") for k, v in o["s3"].items()
+            )
+            shared = o["cache"]["shared_url"]
+
+            def rgw(tag: str, count: int, data: bytes, threads: int) -> float:
+                return put_files(bucket, f"plain/{tag}", count, data, threads)
+
+            mounts = {
+                name: Mount(root, tag, extra, f"\n[s3]\n{s3}", f'shared_url = "{shared}/{tag}"\n')
+                for name, tag, extra in (("mount --passthrough, RGW", "rgw-pt", ["--passthrough"]),
+                                         ("mount --no-passthrough, RGW", "rgw-nopt", ["--no-passthrough"]))
+            }  # fmt: skip
+            groups.append(("boto3 PUT to RGW", rgw, mounts))
+            if args.rados:
+                groups.append(rados_group(root, args.ceph_env))
+        time.sleep(1)
+        for _, _, mounts in groups:
+            for name, m in mounts.items():
+                writes = [line for line in m.log().splitlines() if "writes" in line]
+                print(f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else m.log()[-200:]}")
+        for base_name, baseline, mounts in groups:
+            run_group(base_name, baseline, mounts, workloads, args.rounds, why_not)
+        print(f"# load after: {load()}")
+    finally:
+        for _, _, mounts in groups:
+            for m in mounts.values():
+                m.umount()
+        if bucket is not None:
+            bucket.remove()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

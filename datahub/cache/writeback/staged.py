@@ -1,0 +1,233 @@
+"""Staged files: a workspace file whose bytes live in an anonymous local file that someone
+else writes (the kernel, for a FUSE mount with passthrough writes), committed to the
+shared tier at each fsync/close without the bytes passing through Python.
+
+Why: through a FUSE mount every WRITE request used to carry its bytes into the daemon and
+through ``OpenFile``'s buffers, which held checkpoints at 0.18 of local disk (issue 41).
+A staged file is registered with the kernel as the FUSE *backing file* of the handles, so
+the kernel writes it directly, and reads of any handle see its bytes. ``fsync()`` (every
+close(2) sends FLUSH, which calls it) keeps the write-back promise: it copies the file's
+chunks into new shared-tier objects (``ChunkStore.copy_in``: ``copy_file_range`` on a
+local shared tier, a streamed put on S3/RGW), then commits the chunk map in one journal
+transaction, and returns only then. The staged file itself is never an acknowledged
+object: the kernel may write it again at any time (another handle, a dup'd descriptor, a
+shared mapping), and acknowledged chunks are immutable.
+
+Rules:
+- A file is staged only when nothing of it has to be copied in: a new file, or one opened
+  with ``O_TRUNC`` that no one else has open (``Workspace.open(..., staged=True)``).
+- Which chunks to copy: all of them, when the file changed since the last commit (size,
+  mtime or ctime of the staged file differ from the state taken before that commit's copy).
+  An unchanged file commits nothing (FLUSH after FSYNC, RELEASE after FLUSH). The check is
+  exact where the kernel gives a changed file a timestamp different from the one last read
+  (multigrain timestamps, Linux >= 6.13 on ext4/xfs/btrfs/tmpfs, probed by ``Staging``);
+  elsewhere a commit counts as certain only when the file's last change was more than
+  ``COARSE_NS`` before its state was read, else the next fsync copies again.
+- A new file of one chunk under 1 MiB reads it (one ``pread``) and goes the overlapped way of
+  ``OpenFile`` (chunk write alongside the record's commit, with the CRC of exactly the bytes
+  written); bigger or already journaled files copy their chunks first, then commit.
+- A staged file is anonymous (``O_TMPFILE``, else created and unlinked at once): a crash
+  leaves nothing to clean up, and loses only what no close acknowledged.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+from datahub.cache.writeback.files import OpenFile
+from datahub.cache.writeback.model import FileSettings
+from datahub.cache.writeback.packs import PACK_CHUNK_MAX
+from datahub.cache.writeback.ports import Committer, NotFresh, Uploader
+from datahub.errors import InvalidInput, StorageError
+
+COARSE_NS = 50_000_000  # older than this, a later change must get another timestamp (coarse clocks)
+
+
+class Staging:
+    """Where one workspace's staged files are made (a directory on local disk: the shared
+    tier's own file system when it is a local directory, so ``copy_file_range`` stays in
+    the kernel, or shares extents on xfs/btrfs)."""
+
+    def __init__(self, directory: Path, what: str) -> None:
+        self.directory = directory
+        self.what = what
+        directory.mkdir(parents=True, exist_ok=True)
+        self.exact = _changes_always_seen(self)
+
+    def new_fd(self) -> int:
+        """An empty anonymous file open for reading and writing."""
+        try:
+            try:
+                return os.open(self.directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                    raise
+            path = self.directory / f"staged-{os.getpid()}-{time.monotonic_ns()}"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            os.unlink(path)
+            return fd
+        except OSError as exc:
+            raise StorageError(
+                f"cannot make a staged file for {self.what} in {self.directory}: {exc.strerror}; "
+                "check that the directory is writable and has space",
+                path=str(self.directory),
+            ) from exc
+
+
+def _changes_always_seen(staging: Staging) -> bool:
+    """Whether every change of a file after an fstat gets a timestamp other than the one
+    that fstat read (multigrain timestamps): 200 one-byte rewrites, each right after an
+    fstat, all seen."""
+    fd = staging.new_fd()
+    try:
+        before = os.fstat(fd).st_ctime_ns
+        for i in range(200):
+            os.pwrite(fd, bytes([i & 0xFF]), 0)
+            now = os.fstat(fd).st_ctime_ns
+            if now == before:
+                return False
+            before = now
+        return True
+    finally:
+        os.close(fd)
+
+
+class StagedFile(OpenFile):
+    """An ``OpenFile`` whose bytes are the staged file ``fd`` (it owns ``fd``)."""
+
+    def __init__(
+        self,
+        uploads: Uploader,
+        commits: Committer,
+        conf: FileSettings,
+        file_id: int,
+        path: str,
+        rec: dict,
+        fd: int,
+        exact: bool,
+    ) -> None:
+        super().__init__(uploads, commits, conf, file_id, path, rec)
+        self.fd = fd
+        self._exact = exact
+        self._synced: tuple[int, int, int] | None = None  # staged state the journal holds, if certain
+
+    # --- what the handles do ---------------------------------------------------------------------
+    def attr(self) -> tuple[int, float]:
+        st = os.fstat(self.fd)
+        return st.st_size, st.st_mtime_ns / 1e9
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0:
+            raise InvalidInput(f"read of {self.path!r}: negative offset or size")
+        return os.pread(self.fd, size, offset)
+
+    def write(self, offset: int, data: bytes) -> int:
+        if offset < 0:
+            raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
+        with memoryview(data) as view:
+            done = 0
+            while done < len(view):
+                done += os.pwrite(self.fd, view[done:], offset + done)
+        return len(data)
+
+    def truncate(self, size: int) -> None:
+        if size < 0:
+            raise InvalidInput(f"truncate of {self.path!r}: negative size {size}")
+        os.ftruncate(self.fd, size)
+
+    def closed(self) -> None:
+        """The last handle is gone (its close committed): the staged file goes."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    # --- fsync ---------------------------------------------------------------------------------
+    def fsync(self) -> None:
+        """Durable in the shared tier and journaled when this returns (see the module)."""
+        with self._commit_lock:
+            st = os.fstat(self.fd)
+            state = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if state == self._synced and not self.pending:
+                return
+            certain = self._exact or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > COARSE_NS
+            size, mtime = st.st_size, st.st_mtime_ns / 1e9
+            small = 0 < size <= self.cs and size < PACK_CHUNK_MAX
+            if not (self.pending and small and self._commit_small(size, mtime)):
+                self._commit_copied(size, mtime)
+            self.size, self.mtime = size, mtime
+            self._synced = state if certain else None
+
+    def _commit_copied(self, size: int, mtime: float) -> None:
+        """Copy every chunk into new objects (in parallel, the first in this thread), then
+        commit the map. A failed copy leaves nothing referenced; a failed commit leaves its
+        chunks for the next commit to drop (``discard``) or recovery to delete."""
+        cs = self.cs
+        todo = [(i, min(cs, size - i * cs)) for i in range((size + cs - 1) // cs)]
+        keys = [self.uploads.chunks.new_key(self.id, i, n, self.path) for i, n in todo]
+        futures = [
+            self.uploads.submit_copy(key, self.fd, i * cs, n, self.path)
+            for (i, n), key in zip(todo[1:], keys[1:], strict=True)
+        ]
+        error: BaseException | None = None
+        if todo:
+            try:
+                self.uploads.chunks.copy_in(keys[0], self.fd, 0, todo[0][1], self.path)
+            except BaseException as exc:
+                error = exc
+        for future in futures:  # every copy ends before we return, whatever failed
+            try:
+                future.result()
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            self.uploads.delete_unreferenced(keys)
+            raise error
+        chunk_map = {i: (key, n) for (i, n), key in zip(todo, keys, strict=True)}
+        try:
+            gen = self.commits.commit_file(self.id, self.path, size, mtime, chunk_map)
+        except BaseException:
+            with self._lock:
+                self.discard.extend(keys)
+            raise
+        self._committed(gen, chunk_map, size, set())
+
+    def _commit_small(self, size: int, mtime: float) -> bool:
+        """A new file of one small chunk: its record commits while the chunk is written
+        (``OpenFile._commit_overlapped``), from one ``pread`` so that the CRC the record
+        carries is that of exactly the bytes written. False: go the sequential way."""
+        if not self.commits.begin_overlap():
+            return False
+        try:
+            if not self.pending:
+                return False
+            data = os.pread(self.fd, size, 0)
+            if len(data) < size:  # cut short meanwhile: the rest is a hole
+                data += bytes(size - len(data))
+            key = self.uploads.chunks.new_key(self.id, 0, size, self.path)
+            chunk_map = {0: (key, size)}
+            commit = self.commits.submit_commit(self.id, self.path, size, mtime, chunk_map, [(key, data)])
+            try:
+                self.uploads.chunks.write(key, data, self.path)
+            except BaseException as exc:
+                write_error: BaseException | None = exc
+            else:
+                write_error = None
+            try:
+                gen = commit.result()
+            except NotFresh:
+                self.uploads.delete_unreferenced([key])
+                return False
+            except BaseException:
+                self.uploads.delete_unreferenced([key])
+                raise
+            if write_error is not None:
+                self.commits.undo_fresh(self, gen)
+                raise write_error
+            self.commits.trust(self.id, gen)
+            self._committed(gen, chunk_map, size, set())
+            return True
+        finally:
+            self.commits.end_overlap()

@@ -1,0 +1,396 @@
+"""Passthrough writes of a workspace mount (issue 41): the FUSE view's side without FUSE
+(backing ids, quota), and a real mount whose writes never reach the daemon.
+
+The view tests run ``fuse_adapter.workspace.WorkspaceView`` over a real workspace with a
+recording stand-in for the kernel's backing-file ioctls, and write each staged file the
+way the kernel does for a passthrough handle (``os.pwrite`` on the staged file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import importlib.util
+import mmap
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from datahub.errors import NoSpace
+from fuse_adapter.quota import Quota
+from fuse_adapter.tree import ROOT_INODE
+from fuse_adapter.workspace import WorkspaceView
+from tests.writeback.conftest import Env
+
+REPO = Path(__file__).resolve().parents[2]
+MiB = 1024**2
+
+
+class Kernel:
+    """Records BACKING_OPEN/CLOSE; ``refuse`` makes BACKING_OPEN fail with that errno."""
+
+    def __init__(self, refuse: int = 0) -> None:
+        self.refuse = refuse
+        self.open_ids: dict[int, int] = {}  # backing id -> fd
+        self.next_id = 1
+
+    def open(self, fd: int) -> int:
+        if self.refuse:
+            raise OSError(self.refuse, os.strerror(self.refuse))
+        self.open_ids[self.next_id] = fd
+        self.next_id += 1
+        return self.next_id - 1
+
+    def close(self, backing_id: int) -> None:
+        del self.open_ids[backing_id]
+
+
+def view_of(env: Env, kernel: Kernel | None = None, quota: Quota | None = None) -> WorkspaceView:
+    view = WorkspaceView(env.open(), quota=quota)
+    view.passthrough_on(kernel or Kernel())
+    return view
+
+
+def kernel_write(view: WorkspaceView, fh: int, offset: int, data: bytes) -> None:
+    os.pwrite(view._handles[fh][1].staged_fd, data, offset)
+
+
+def test_all_handles_of_a_staged_inode_share_one_backing_id(env: Env) -> None:
+    kernel = Kernel()
+    view = view_of(env, kernel)
+    fh, st, backing, direct = view.create(ROOT_INODE, "a", exclusive=False)
+    assert backing and not direct
+    fh2, backing2, _ = view.open(st.ino, truncate=False)  # a reader: the kernel demands the same file
+    assert backing2 == backing and len(kernel.open_ids) == 1
+    kernel_write(view, fh, 0, b"hello")
+    assert view.read(fh2, 0, 10) == b"hello" and view.getattr(st.ino).size == 5
+    view.flush(fh)
+    view.release(fh)
+    assert kernel.open_ids  # still one handle
+    view.release(fh2)
+    assert kernel.open_ids == {}
+    assert view.ws.journal_record("a")["size"] == 5
+
+
+def test_an_existing_file_not_truncated_is_written_through_the_daemon(env: Env) -> None:
+    view = view_of(env)
+    fh, st, _, _ = view.create(ROOT_INODE, "a", exclusive=False)
+    kernel_write(view, fh, 0, b"old")
+    view.flush(fh)
+    view.release(fh)
+    fh, backing, direct = view.open(st.ino, truncate=False)
+    assert (backing, direct) == (0, False)
+    view.write(fh, 3, b"+new")
+    view.release(fh)
+    assert view.ws.journal_record("a")["size"] == 7
+
+
+def test_a_refused_backing_file_turns_passthrough_off_and_the_file_still_works(env: Env) -> None:
+    view = view_of(env, Kernel(refuse=errno.EPERM))  # no CAP_SYS_ADMIN
+    fh, st, backing, direct = view.create(ROOT_INODE, "a", exclusive=False)
+    assert backing == 0 and direct  # served through the daemon, from its staged file
+    view.write(fh, 0, b"via daemon")
+    view.release(fh)
+    assert view.writes.startswith("off: backing file refused")
+    assert view.create(ROOT_INODE, "b", exclusive=False)[2:] == (0, False)  # not staged any more
+    fh, _ = view.open(st.ino, truncate=False)[:2]
+    assert view.read(fh, 0, 100) == b"via daemon"
+
+
+def test_the_quota_is_charged_at_flush_and_a_file_past_it_is_discarded(env: Env, monkeypatch) -> None:
+    monkeypatch.setattr("fuse_adapter.workspace.STAGE_HEADROOM", 0)
+    quota = Quota(10_000)
+    view = view_of(env, quota=quota)
+    fh, _, backing, _ = view.create(ROOT_INODE, "a", exclusive=False)
+    assert backing
+    kernel_write(view, fh, 0, b"a" * 6000)  # the kernel does not ask
+    view.flush(fh)
+    assert quota.used == 6000
+    view.release(fh)
+    fh, _, backing, _ = view.create(ROOT_INODE, "b", exclusive=False)
+    kernel_write(view, fh, 0, b"b" * 6000)
+    with pytest.raises(NoSpace):
+        view.flush(fh)  # close(2) fails with ENOSPC, the file is gone
+    view.release(fh)
+    assert [name for name, _ in view.ws.listdir("")] == ["a"]
+    assert quota.used == 6000
+
+
+def test_an_fsync_past_the_quota_discards_nothing(env: Env, monkeypatch) -> None:
+    """docs/semantics.md: an explicit fsync failing with ENOSPC discards nothing; a close
+    after the writer cut the file back saves it."""
+    monkeypatch.setattr("fuse_adapter.workspace.STAGE_HEADROOM", 0)
+    quota = Quota(10_000)
+    view = view_of(env, quota=quota)
+    fh, st, _, _ = view.create(ROOT_INODE, "a", exclusive=False)
+    kernel_write(view, fh, 0, b"a" * 12_000)
+    with pytest.raises(NoSpace):
+        view.fsync(fh)
+    view.truncate(st.ino, 5000, fh)
+    view.flush(fh)
+    view.release(fh)
+    assert view.ws.journal_record("a")["size"] == 5000 and quota.used == 5000
+
+
+def test_a_staged_truncate_is_charged_from_what_was_charged(env: Env, monkeypatch) -> None:
+    monkeypatch.setattr("fuse_adapter.workspace.STAGE_HEADROOM", 0)
+    quota = Quota(10_000)
+    view = view_of(env, quota=quota)
+    fh, st, _, _ = view.create(ROOT_INODE, "a", exclusive=False)
+    kernel_write(view, fh, 0, b"a" * 4000)  # not charged yet
+    with pytest.raises(NoSpace):
+        view.truncate(st.ino, 10_001, fh)
+    view.truncate(st.ino, 9000, fh)
+    assert quota.used == 9000
+    view.truncate(st.ino, 100, fh)
+    assert quota.used == 100
+    view.flush(fh)
+    view.release(fh)
+    assert quota.used == 100 and view.ws.journal_record("a")["size"] == 100
+
+
+def test_near_the_quota_files_are_not_staged(env: Env) -> None:
+    quota = Quota(1 * MiB)  # less than STAGE_HEADROOM left: every write is charged as it comes
+    view = view_of(env, quota=quota)
+    fh, _, backing, _ = view.create(ROOT_INODE, "a", exclusive=False)
+    assert backing == 0
+    with pytest.raises(NoSpace):
+        view.write(fh, 0, b"x" * (MiB + 1))
+
+
+# --- a real mount ---------------------------------------------------------------------------------
+def _fuse_trace():
+    spec = importlib.util.spec_from_file_location(
+        "fuse_trace", REPO / "bench" / "writeback" / "fuse_trace.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def fuse_env(tmp_path: Path, s3_endpoint) -> Iterator:
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    from tests.fuse.conftest import make_env
+
+    yield make_env(tmp_path / "fuse", s3_endpoint)
+
+
+@pytest.mark.fuse
+def test_a_mount_writes_without_write_requests_and_close_is_durable(fuse_env) -> None:
+    from datahub.cache.writeback import open_workspace
+    from datahub.storage import StoreRegistry
+    from fuse_adapter import fuse_ops
+    from tests.fuse.conftest import wait_until
+
+    if not fuse_ops.PASSTHROUGH:
+        pytest.skip("pyfuse3 built without libfuse >= 3.16")
+    trace = _fuse_trace()
+    if trace.available() is not None:
+        pytest.skip(trace.available())
+    mnt = fuse_env.mountpoint("ws")
+    data = os.urandom(3 * MiB + 11)
+    with fuse_env.mounted(mnt, "--workspace", "ws", "--passthrough") as proc:
+        log = (fuse_env.root / "mount-ws.log").read_text()
+        wait_until(lambda: "writes: passthrough" in (fuse_env.root / "mount-ws.log").read_text(), 10)
+        with trace.FuseRequests(str(mnt)) as reqs:
+            fd = os.open(mnt / "ckpt.pt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            for off in range(0, len(data), MiB):
+                os.write(fd, data[off : off + MiB])
+            assert (mnt / "ckpt.pt").read_bytes() == data  # a reader sees the bytes being written
+            os.close(fd)  # durable in the shared tier and journaled when this returns
+        assert reqs.counts["FUSE_FLUSH"] >= 1 and reqs.counts["FUSE_WRITE"] == 0, (reqs.counts, log)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    with StoreRegistry(fuse_env.config) as stores:
+        ws = open_workspace("ws", fuse_env.config, stores, background=False)
+        try:
+            with ws.open("ckpt.pt") as fh:
+                assert fh.read(0, len(data) + 1) == data
+        finally:
+            ws.close()
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("flags", [(), ("--no-passthrough",)], ids=["default", "no-passthrough"])
+def test_by_default_writes_go_through_the_daemon(fuse_env, flags) -> None:
+    """Staged files are opt-in (--passthrough): a shared writable mmap's stores after the
+    file's last close(2) never reach a staged file's copy (the xfail test below), while
+    through the daemon they are WRITEs and msync an FSYNC."""
+    trace = _fuse_trace()
+    if trace.available() is not None:
+        pytest.skip(trace.available())
+    mnt = fuse_env.mountpoint("ws")
+    with fuse_env.mounted(mnt, "--workspace", "ws", *flags):
+        with trace.FuseRequests(str(mnt)) as reqs:
+            (mnt / "a").write_bytes(b"x" * 100_000)
+        assert reqs.counts["FUSE_WRITE"] >= 1
+        assert (mnt / "a").read_bytes() == b"x" * 100_000
+    log = (fuse_env.root / "mount-ws.log").read_text()
+    assert "writes: passthrough" not in log and "writes go through the daemon" in log
+
+
+def _committed(fuse_env, path: str) -> bytes | None:
+    """What the workspace's journal holds for ``path`` once the mount is gone, or None."""
+    from datahub.cache.writeback import open_workspace
+    from datahub.errors import NotFound
+    from datahub.storage import StoreRegistry
+
+    with StoreRegistry(fuse_env.config) as stores:
+        ws = open_workspace("ws", fuse_env.config, stores, background=False)
+        try:
+            with ws.open(path) as fh:
+                return fh.read(0, 1 << 30)
+        except NotFound:
+            return None
+        finally:
+            ws.close()
+
+
+@contextlib.contextmanager
+def _passthrough_mount(fuse_env) -> Iterator[tuple[Path, int]]:
+    """A workspace mount writing through passthrough (mountpoint, daemon pid); unmounted
+    cleanly at the end."""
+    from fuse_adapter import fuse_ops
+    from tests.fuse.conftest import wait_until
+
+    if not fuse_ops.PASSTHROUGH:
+        pytest.skip("pyfuse3 built without libfuse >= 3.16")
+    mnt = fuse_env.mountpoint("ws")
+    log = fuse_env.root / "mount-ws.log"
+    with fuse_env.mounted(mnt, "--workspace", "ws", "--passthrough") as proc:
+        wait_until(lambda: "writes: passthrough" in log.read_text(), 10)
+        yield mnt, proc.pid
+    assert proc.returncode == 0, log.read_text()
+
+
+def _staged_files_of(pid: int) -> list[str]:
+    """The staged files (anonymous files under a staging directory) process ``pid`` holds."""
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if "staging" in target and target.endswith("(deleted)"):
+                found.append(target)
+    return found
+
+
+def _map(path: Path, size: int) -> mmap.mmap:
+    """numpy.memmap's way: open, size, map shared+writable, close the descriptor."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+    try:
+        os.ftruncate(fd, size)
+        return mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)  # FLUSH: commits the zeros; Python's mmap keeps a dup of the descriptor
+
+
+@pytest.mark.fuse
+def test_numpy_memmap_outputs_are_committed(fuse_env) -> None:
+    """numpy.memmap opens the file, maps it, closes its descriptor, and the program stores
+    through the mapping and flushes (msync): committed when the mapping goes, because
+    Python's mmap keeps a dup of the descriptor, whose close is a FLUSH and RELEASE after
+    the stores (docs/semantics.md)."""
+    import numpy as np
+
+    data = np.frombuffer(os.urandom(2 * MiB + 8), dtype=np.uint8)
+    with _passthrough_mount(fuse_env) as (mnt, pid):
+        out = np.memmap(mnt / "out.npy", dtype=np.uint8, mode="w+", shape=data.shape)
+        assert _staged_files_of(pid)  # staged: the kernel maps the staged file itself
+        out[:] = data
+        out.flush()
+        del out
+        assert (mnt / "out.npy").read_bytes() == data.tobytes()
+    assert _committed(fuse_env, "out.npy") == data.tobytes()
+
+
+@pytest.mark.fuse
+def test_a_staged_file_unlinked_while_mapped_is_not_resurrected(fuse_env) -> None:
+    with _passthrough_mount(fuse_env) as (mnt, pid):
+        mapping = _map(mnt / "gone", 100_000)
+        assert _staged_files_of(pid)
+        mapping[:5] = b"early"
+        os.unlink(mnt / "gone")
+        mapping[:5] = b"after"  # the file is unlinked: its last close must not commit it
+        mapping.flush()
+        mapping.close()
+        assert not (mnt / "gone").exists()
+    assert _committed(fuse_env, "gone") is None
+
+
+@pytest.mark.fuse
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented limit (docs/writeback.md): a mapping holds the backing file, not the FUSE "
+    "file, so RELEASE comes at close(2) and stores after it reach no FUSE request",
+)
+def test_stores_through_a_raw_mapping_after_the_last_close_are_committed(fuse_env) -> None:
+    """A C program's way: mmap(2), close(2), store, msync, munmap, with no descriptor left."""
+    from tests.fuse.conftest import wait_until
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    data = os.urandom(MiB + 7)
+    with _passthrough_mount(fuse_env) as (mnt, pid):
+        fd = os.open(mnt / "raw", os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        os.ftruncate(fd, len(data))
+        addr = libc.mmap(None, len(data), mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        assert _staged_files_of(pid)  # staged: the kernel maps the staged file itself
+        os.close(fd)  # the last close: FLUSH, then RELEASE (handled asynchronously)
+        wait_until(lambda: not _staged_files_of(pid), 10)  # the daemon let the staged file go
+        ctypes.memmove(addr, data, len(data))
+        assert libc.msync(addr, len(data), 4) == 0  # MS_SYNC
+        assert libc.munmap(addr, len(data)) == 0
+    assert _committed(fuse_env, "raw") == data
+
+
+@pytest.mark.fuse
+def test_a_default_mount_keeps_stores_through_a_raw_mapping_after_the_last_close(fuse_env) -> None:
+    """Why staged files are opt-in: through the daemon, the same C-style sequence as above
+    (mmap, close, store, msync, munmap) reaches the workspace as WRITEs and is committed."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    data = os.urandom(MiB + 7)
+    mnt = fuse_env.mountpoint("ws")
+    with fuse_env.mounted(mnt, "--workspace", "ws") as proc:
+        fd = os.open(mnt / "raw", os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        os.ftruncate(fd, len(data))
+        addr = libc.mmap(None, len(data), mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
+        os.close(fd)
+        ctypes.memmove(addr, data, len(data))
+        assert libc.msync(addr, len(data), 4) == 0  # MS_SYNC
+        assert libc.munmap(addr, len(data)) == 0
+    assert proc.returncode == 0
+    assert _committed(fuse_env, "raw") == data
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,181 @@
+"""Staged files (passthrough writes): a file whose bytes someone else writes into a local
+file (the kernel, through a FUSE mount) keeps every write-back promise.
+
+The tests write the staged file with ``os.pwrite`` on ``FileHandle.staged_fd``, exactly
+what the kernel does for a passthrough handle; tests/fuse/test_workspace.py and
+tests/writeback/test_mount_passthrough.py do it through real mounts.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from datahub.cache.writeback.staged import StagedFile
+from datahub.errors import NoSpace, NotFound
+from tests.writeback.conftest import CHUNK, Env, write
+
+SIZES = [0, 100, CHUNK, 3 * CHUNK + 5]
+
+
+def staged_write(fh, offset: int, data: bytes) -> None:
+    os.pwrite(fh.staged_fd, data, offset)
+
+
+def read_all(ws, path: str) -> bytes:
+    with ws.open(path) as fh:
+        return fh.read(0, 1 << 30)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_close_makes_a_staged_file_durable(env: Env, size: int) -> None:
+    ws = env.open()
+    data = os.urandom(size)
+    with ws.open("a.bin", create=True, truncate=True, staged=True) as fh:
+        assert fh.staged_fd >= 0
+        staged_write(fh, 0, data)
+        assert ws.stat("a.bin").size == size  # stat sees what the kernel wrote
+        assert fh.read(0, size + 10) == data
+    assert ws.journal_record("a.bin")["size"] == size
+    ws = env.crash_and_reopen(ws)  # acknowledged: survives a crash
+    assert read_all(ws, "a.bin") == data
+    ws.flush()
+    assert env.origin().read("a.bin") == data
+
+
+def test_bytes_reach_the_shared_tier_by_copy_not_by_python(env: Env, monkeypatch) -> None:
+    """The chunks of a staged file (past the one-chunk small-file case) are copied with
+    ChunkStore.copy_in, never handed to ChunkStore.write as Python bytes."""
+    ws = env.open()
+    written: list[int] = []
+    write_chunk = ws.chunks.write
+    monkeypatch.setattr(
+        ws.chunks, "write", lambda key, data, path: (written.append(len(data)), write_chunk(key, data, path))
+    )
+    with ws.open("big", create=True, truncate=True, staged=True) as fh:
+        staged_write(fh, 0, os.urandom(5 * CHUNK))
+    assert written == []
+    assert len(ws.journal_record("big")["chunks"]) == 5
+
+
+def test_writes_after_an_fsync_never_change_the_acknowledged_chunks(env: Env) -> None:
+    ws = env.open()
+    first, second = os.urandom(2 * CHUNK), os.urandom(CHUNK)
+    fh = ws.open("f", create=True, truncate=True, staged=True)
+    staged_write(fh, 0, first)
+    fh.fsync()
+    staged_write(fh, CHUNK // 2, second)  # unacknowledged, in place
+    ws = env.crash_and_reopen(ws)
+    assert read_all(ws, "f") == first
+
+
+def test_an_unchanged_file_commits_nothing_a_changed_one_commits_again(env: Env) -> None:
+    ws = env.open()
+    fh = ws.open("f", create=True, truncate=True, staged=True)
+    staged_write(fh, 0, b"x" * 1000)
+    fh.fsync()
+    gen = ws.journal_record("f")["gen"]
+    fh.fsync()  # FLUSH after FSYNC, RELEASE after FLUSH: nothing changed
+    assert ws.journal_record("f")["gen"] == gen
+    staged_write(fh, 10, b"y")
+    fh.fsync()
+    assert ws.journal_record("f")["gen"] == gen + 1
+    fh.close()
+    assert read_all(ws, "f") == b"x" * 10 + b"y" + b"x" * 989
+
+
+def test_truncate_of_a_staged_file(env: Env) -> None:
+    ws = env.open()
+    with ws.open("f", create=True, truncate=True, staged=True) as fh:
+        staged_write(fh, 0, b"a" * (2 * CHUNK))
+        fh.truncate(100)
+        assert ws.stat("f").size == 100
+        fh.truncate(CHUNK + 1)  # grown bytes read as zeros
+    assert read_all(ws, "f") == b"a" * 100 + bytes(CHUNK + 1 - 100)
+
+
+def test_only_new_or_truncated_files_are_staged(env: Env) -> None:
+    ws = env.open()
+    write(ws, "old", b"keep me")
+    with ws.open("old", staged=True) as fh:  # not truncated: its bytes stay where they are
+        assert fh.staged_fd == -1
+        assert fh.read(0, 100) == b"keep me"
+    with ws.open("old", truncate=True, staged=True) as fh:
+        assert fh.staged_fd >= 0
+        assert ws.stat("old").size == 0
+        staged_write(fh, 0, b"new")
+    assert read_all(ws, "old") == b"new"
+    ws = env.crash_and_reopen(ws)
+    assert read_all(ws, "old") == b"new"
+
+
+def test_a_file_open_elsewhere_is_not_staged_and_handles_share_it(env: Env) -> None:
+    ws = env.open()
+    plain = ws.open("f", create=True)
+    plain.write(0, b"through python")
+    other = ws.open("f", truncate=True, staged=True)
+    assert other.staged_fd == -1  # all handles of a file share one open file: not staged
+    other.close()
+    plain.close()
+    staged = ws.open("g", create=True, truncate=True, staged=True)
+    second = ws.open("g", staged=True)
+    assert second.staged_fd == staged.staged_fd >= 0  # the same staged file: reads see the writes
+    staged_write(staged, 0, b"seen")
+    assert second.read(0, 10) == b"seen"
+    second.close()
+    staged.close()
+    assert read_all(ws, "g") == b"seen"
+
+
+def test_rename_and_unlink_of_an_open_staged_file(env: Env) -> None:
+    ws = env.open()
+    fh = ws.open("a", create=True, truncate=True, staged=True)
+    staged_write(fh, 0, b"moved")
+    ws.rename("a", "b")
+    fh.close()
+    assert read_all(ws, "b") == b"moved"
+    with pytest.raises(NotFound):
+        ws.stat("a")
+    fh = ws.open("c", create=True, truncate=True, staged=True)
+    staged_write(fh, 0, b"gone")
+    fh.fsync()
+    ws.unlink("c")
+    assert fh.read(0, 10) == b"gone"  # POSIX: readable and writable until the last close
+    staged_write(fh, 4, b"!")
+    fh.close()
+    assert [name for name, _ in ws.listdir("")] == ["b"]
+    ws = env.crash_and_reopen(ws)
+    assert [name for name, _ in ws.listdir("")] == ["b"]
+
+
+def test_a_failed_copy_keeps_the_file_for_a_retry(env: Env, monkeypatch) -> None:
+    ws = env.open()
+    data = os.urandom(3 * CHUNK)
+    fh = ws.open("f", create=True, truncate=True, staged=True)
+    staged_write(fh, 0, data)
+
+    def full(*args, **kwargs):
+        raise NoSpace("shared tier full (test)")
+
+    monkeypatch.setattr(ws.chunks, "copy_in", full)
+    with pytest.raises(NoSpace):
+        fh.fsync()
+    assert ws.journal_record("f") == {}  # nothing half-written is acknowledged
+    monkeypatch.undo()
+    fh.close()  # the retry
+    assert read_all(ws, "f") == data
+    ws = env.crash_and_reopen(ws)
+    assert read_all(ws, "f") == data
+
+
+def test_the_staged_file_goes_with_the_last_handle(env: Env) -> None:
+    ws = env.open()
+    fh = ws.open("f", create=True, truncate=True, staged=True)
+    fd = fh.staged_fd
+    of = fh._of
+    assert isinstance(of, StagedFile)
+    fh.close()
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    assert of.fd == -1
