@@ -324,16 +324,9 @@ def test_a_staged_file_unlinked_while_mapped_is_not_resurrected(fuse_env) -> Non
     assert _committed(fuse_env, "gone") is None
 
 
-@pytest.mark.fuse
-@pytest.mark.xfail(
-    strict=True,
-    reason="documented limit (docs/writeback.md): a mapping holds the backing file, not the FUSE "
-    "file, so RELEASE comes at close(2) and stores after it reach no FUSE request",
-)
-def test_stores_through_a_raw_mapping_after_the_last_close_are_committed(fuse_env) -> None:
-    """A C program's way: mmap(2), close(2), store, msync, munmap, with no descriptor left."""
-    from tests.fuse.conftest import wait_until
-
+def _libc() -> ctypes.CDLL:
+    """mmap(2), msync(2) and munmap(2) as C code calls them: no duplicate descriptor kept
+    (Python's mmap module keeps one, which changes when RELEASE comes)."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [
@@ -346,6 +339,20 @@ def test_stores_through_a_raw_mapping_after_the_last_close_are_committed(fuse_en
     ]
     libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+@pytest.mark.fuse
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented limit (docs/writeback.md): a mapping holds the backing file, not the FUSE "
+    "file, so RELEASE comes at close(2) and stores after it reach no FUSE request",
+)
+def test_stores_through_a_raw_mapping_after_the_last_close_are_committed(fuse_env) -> None:
+    """A C program's way: mmap(2), close(2), store, msync, munmap, with no descriptor left."""
+    from tests.fuse.conftest import wait_until
+
+    libc = _libc()
     data = os.urandom(MiB + 7)
     with _passthrough_mount(fuse_env) as (mnt, pid):
         fd = os.open(mnt / "raw", os.O_RDWR | os.O_CREAT | os.O_TRUNC)
@@ -365,18 +372,7 @@ def test_stores_through_a_raw_mapping_after_the_last_close_are_committed(fuse_en
 def test_a_default_mount_keeps_stores_through_a_raw_mapping_after_the_last_close(fuse_env) -> None:
     """Why staged files are opt-in: through the daemon, the same C-style sequence as above
     (mmap, close, store, msync, munmap) reaches the workspace as WRITEs and is committed."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc = _libc()
     data = os.urandom(MiB + 7)
     mnt = fuse_env.mountpoint("ws")
     with fuse_env.mounted(mnt, "--workspace", "ws") as proc:
