@@ -145,5 +145,7 @@ def test_no_fastread_answers_reads_in_python(env: FuseEnv, files: Dataset) -> No
         with FuseRequests(mnt) as req:
             assert {key: read_buffered(root / key) for key in FILES} == FILES
         assert Counter(req.counts())["FUSE_READ"] >= len(FILES)
+        # the stats of `datahub cache stats` are a snapshot the daemon publishes now and then
+        wait_until(lambda: "reads_in_c" in mount_stats(env), GUARD)
         s = mount_stats(env)
         assert s["reads_in_c"] == "off: --no-fastread" and s["reads_answered_in_c"] == 0, s
