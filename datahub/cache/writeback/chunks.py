@@ -223,8 +223,8 @@ class ChunkStore:
             yield info.key, info.size
 
 
-def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) -> None:
-    """Create ``target`` (it must not exist), write ``data`` in 1 MiB slices, fsync it.
+def _create_new(target: Path, fill: Callable[[int], None], context: str, key: str) -> None:
+    """Create ``target`` (it must not exist), let ``fill(fd)`` write it, fsync it.
 
     On failure the partial file is removed (best effort: a crash leaves it as an orphan).
     """
@@ -238,11 +238,7 @@ def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) ->
     except OSError as exc:
         raise _os_error(exc, context, key) from exc
     try:
-        with memoryview(data) as raw, raw.cast("B") as view:
-            done = 0
-            while done < len(view):
-                with view[done : done + _SLICE] as piece:
-                    done += os.write(fd, piece)
+        fill(fd)
         os.fsync(fd)
     except BaseException as exc:
         os.close(fd)
@@ -256,32 +252,28 @@ def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) ->
     os.close(fd)
 
 
+def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) -> None:
+    """A new file holding ``data``, written in 1 MiB slices."""
+
+    def fill(fd: int) -> None:
+        with memoryview(data) as raw, raw.cast("B") as view:
+            done = 0
+            while done < len(view):
+                with view[done : done + _SLICE] as piece:
+                    done += os.write(fd, piece)
+
+    _create_new(target, fill, context, key)
+
+
 def _copy_new(target: Path, fd: int, offset: int, length: int, context: str, key: str) -> None:
-    """``_write_new`` whose bytes are a range of the local file ``fd`` (``copy_file_range``)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-    try:
-        try:
-            out = os.open(target, flags, 0o644)
-        except FileNotFoundError:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            out = os.open(target, flags, 0o644)
-    except OSError as exc:
-        raise _os_error(exc, context, key) from exc
-    try:
+    """A new file holding a range of the local file ``fd`` (``copy_file_range``)."""
+
+    def fill(out: int) -> None:
         copy_range(fd, offset, out, 0, length)
         if os.fstat(out).st_size < length:  # the source was cut short meanwhile: zeros, as a hole
             os.ftruncate(out, length)
-        os.fsync(out)
-    except BaseException as exc:
-        os.close(out)
-        try:
-            os.unlink(target)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise _os_error(exc, context, key) from exc
-        raise
-    os.close(out)
+
+    _create_new(target, fill, context, key)
 
 
 class RangeReader(io.RawIOBase):
