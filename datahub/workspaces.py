@@ -24,12 +24,12 @@ import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from datahub.cache.writeback import FlushedObject, Workspace, open_workspace
 from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.config import Config
 from datahub.errors import Conflict, DatasetNotFound, ObjectChanged, ObjectNotFound, VersionNotFound
 from datahub.ingest.blobs import BLOB_PREFIX, CHUNK_BYTES, blob_key
 from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.writeback import FlushedObject, Workspace, open_workspace
 
 log = logging.getLogger(__name__)
 PIN_THREADS = 8  # files pinned as blobs at once (each reads back and puts one object)
@@ -128,7 +128,7 @@ def _pin_blobs(
     if blobs is None:
         raise Conflict(
             f"workspace {workspace.name!r} has no object store to keep committed files in; "
-            "open it with datahub.cache.writeback.open_workspace",
+            "open it with datahub.writeback.open_workspace",
             workspace=workspace.name,
         )
     origin = workspace.flusher.origin

@@ -489,7 +489,7 @@ def warm_up_order(listed: Iterator[ObjectRef], limit: int = PREFETCH_SORT_LIMIT)
 
 
 def _open_workspace(name: str, ctx: CliContext):
-    from datahub.cache.writeback import open_workspace
+    from datahub.writeback import open_workspace
 
     return open_workspace(name, ctx.config, ctx.stores)
 

@@ -1,6 +1,6 @@
 """The writable workspace core: FUSE's inode world over the path-based Workspace API.
 
-The write-back Workspace (``datahub.cache.writeback``) speaks paths; the kernel speaks
+The write-back Workspace (``datahub.writeback``) speaks paths; the kernel speaks
 inode numbers with lookup counts. This module keeps that mapping and nothing else: every
 namespace or data operation is one Workspace call, so the write-back promise (a close or
 fsync returns only once the bytes are durable in the shared tier and journaled) is the
@@ -76,7 +76,7 @@ class WorkspaceView:
     def __init__(
         self, workspace, *, uid: int | None = None, gid: int | None = None, quota: Quota | None = None
     ) -> None:
-        self.ws = workspace  # datahub.cache.writeback.Workspace
+        self.ws = workspace  # datahub.writeback.Workspace
         self.quota = quota  # None: no limit (fuse_adapter/quota.py)
         self._short: set[int] = set()  # handles a write of which failed on the quota: discarded at close
         # set by the FUSE layer: tell the kernel a name is gone (a discarded file)

@@ -156,6 +156,22 @@ def test_the_cache_and_the_catalog_know_nothing_of_each_other():
     assert violations(rule) == []
 
 
+def test_write_back_knows_nothing_of_the_catalog_and_little_of_the_cache():
+    """datahub.writeback sits beside the cache: it shares only the origin scheduler and the
+    priority classes; datahub.workspaces, not the write-back core, reaches the catalog."""
+
+    def rule(module: str, name: str) -> bool:
+        if not under(module, "datahub.writeback"):
+            return False
+        if under(name, "datahub.catalog", "datahub.workspaces"):
+            return True
+        return under(name, "datahub.cache") and not under(
+            name, "datahub.cache.scheduler", "datahub.cache.priority"
+        )
+
+    assert violations(rule) == []
+
+
 def test_the_console_runtime_registers_no_commands_of_its_own():
     """datahub.console is below every package that owns commands: it imports none of them."""
 

@@ -47,9 +47,9 @@ import datahub
 from bench.cold.moto import Moto
 from bench.cold.rgw import Rgw
 from bench.latency_proxy import LatencyProxy, _cpu_of
-from datahub.cache.writeback import open_workspace
 from datahub.config import load_config
 from datahub.storage import StoreRegistry
+from datahub.writeback import open_workspace
 
 MiB = 1024**2
 REQUEST = re.compile(r'"([A-Z]+) \S+ HTTP/[\d.]+" (\d{3})')

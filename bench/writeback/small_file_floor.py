@@ -17,7 +17,7 @@ the same run as the baseline (create + write + fsync + close of a plain file):
   file's first close does since 2026-11-24: see docs/writeback.md, "unverified records");
 - ``pack append`` and ``pack append || journal commit``: the chunk appended to one open
   file (``pwrite`` + ``fdatasync``, no create), alone and beside the journal commit: what
-  a small file's first close costs with pack files (datahub/cache/writeback/packs.py).
+  a small file's first close costs with pack files (datahub/writeback/packs.py).
 
 ``floor ratio`` = baseline / (chunk object + journal commit): the best a single writer can
 reach with one shared-tier object and one journal commit per file, one after the other,
@@ -98,7 +98,7 @@ def one_round(scratch: Path, count: int, data: bytes) -> dict[str, float]:
     pack_end = [0]
 
     def pack_append(i: int) -> None:
-        """What a pack member costs (datahub/cache/writeback/packs.py): no create."""
+        """What a pack member costs (datahub/writeback/packs.py): no create."""
         offset, pack_end[0] = pack_end[0], pack_end[0] + len(data)
         os.pwrite(pack_fd, data, offset)
         os.fdatasync(pack_fd)

@@ -32,9 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from datahub.cache.writeback import open_workspace
 from datahub.config import load_config
 from datahub.storage import StoreRegistry
+from datahub.writeback import open_workspace
 
 MiB = 1024**2
 PIECE = MiB

@@ -3,7 +3,7 @@
 It knows nothing of the catalog: it caches immutable bytes named by (object URL, etag)
 in fixed-size pages. ``open_cache(config, stores)`` builds the read-only profile; the
 tier classes (``RamTier``, ``DiskTier``, ``SharedTier``) are reusable on their own, e.g. by
-the write-back workspace in ``datahub.cache.writeback``. See docs/cache.md.
+the write-back workspace in ``datahub.writeback``. See docs/cache.md.
 """
 
 from datahub.cache.assembly import assemble_cache, open_cache

@@ -13,11 +13,11 @@ from __future__ import annotations
 import argparse
 import threading
 
-from datahub.cache.writeback import workspace_stats
 from datahub.cli.flush_cmd import add_flush_parser
 from datahub.cli.version_cmd import split_ref
 from datahub.console.context import CliContext
 from datahub.validation import check_prefix
+from datahub.writeback import workspace_stats
 
 TIER_COLUMNS = ("tier", "used", "limit", "pages", "hits", "misses", "hit_ratio", "evictions", "promotions", "demotions", "errors", "corrupt")  # fmt: skip
 

@@ -26,7 +26,7 @@ def add_flush_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 
 def handle_flush(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.cache.writeback import flush_workspace, list_workspaces
+    from datahub.writeback import flush_workspace, list_workspaces
 
     names = [args.workspace] if args.workspace else list_workspaces(ctx.config)
     if args.workspace and args.workspace not in list_workspaces(ctx.config):

@@ -144,7 +144,7 @@ def test_find_with_depth_and_directories_falls_back_to_walking(fs) -> None:
 
 
 def test_cli_stats_shows_write_back_workspaces(config, stores) -> None:
-    from datahub.cache.writeback import open_workspace
+    from datahub.writeback import open_workspace
 
     ws = open_workspace("outputs", config, stores, background=False)
     with ws, ws.open("ckpt.bin", create=True) as fh:

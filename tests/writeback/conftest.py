@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache.writeback import Workspace, open_workspace
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
+from datahub.writeback import Workspace, open_workspace
 from tests.servers import S3Endpoint
 
 CHUNK = 4096

@@ -25,10 +25,10 @@ import random
 import sys
 import threading
 
-from datahub.cache.writeback import open_workspace
-from datahub.cache.writeback.journal import _Request
 from datahub.config import load_config
 from datahub.storage import StoreRegistry
+from datahub.writeback import open_workspace
+from datahub.writeback.journal import _Request
 
 
 def ack(path: str, data: bytes | bytearray) -> None:

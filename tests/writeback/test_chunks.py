@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache.writeback import chunks as chunks_module
-from datahub.cache.writeback.chunks import ChunkStore, file_id_of
 from datahub.errors import AccessDenied
 from datahub.storage.local import ETAG_XATTR, LocalStore, derived_etag
+from datahub.writeback import chunks as chunks_module
+from datahub.writeback.chunks import ChunkStore, file_id_of
 from tests.writeback.conftest import CHUNK, Env
 
 

@@ -57,7 +57,7 @@ def test_workspace_stats_from_another_process_while_held(env: Env) -> None:
     code = (
         "import json, sys\n"
         "from datahub.config import load_config\n"
-        "from datahub.cache.writeback import workspace_stats\n"
+        "from datahub.writeback import workspace_stats\n"
         "cfg = load_config(env={}, overrides={'home': sys.argv[1]})\n"
         "print(json.dumps(list(workspace_stats(cfg))))\n"
     )

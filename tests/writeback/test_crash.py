@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache.writeback import workspace_dir
-from datahub.cache.writeback.journal import Journal
+from datahub.writeback import workspace_dir
+from datahub.writeback.journal import Journal
 from tests.writeback.conftest import LAYOUTS, make_env, objects_of
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache.writeback import flush_workspace, workspace_dir
-from datahub.cache.writeback.chunks import file_id_of
 from datahub.errors import NotFound
+from datahub.writeback import flush_workspace, workspace_dir
+from datahub.writeback.chunks import file_id_of
 from tests.writeback.conftest import CHUNK, LAYOUTS, Env, make_env, objects_of, write
 
 REPO = Path(__file__).resolve().parents[2]
@@ -176,7 +176,7 @@ def _flush_in_subprocess(env: Env) -> dict:
         "import json, sys\n"
         "from datahub.config import load_config\n"
         "from datahub.storage import StoreRegistry\n"
-        "from datahub.cache.writeback import flush_workspace\n"
+        "from datahub.writeback import flush_workspace\n"
         "cfg = load_config(env={}, overrides=json.loads(sys.argv[1]))\n"
         "print(json.dumps(flush_workspace('ws', cfg, StoreRegistry(cfg)).to_dict()))\n"
     )

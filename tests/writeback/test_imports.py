@@ -11,9 +11,9 @@ import ast
 import textwrap
 from pathlib import Path
 
-import datahub.cache.writeback as writeback
+import datahub.writeback as writeback
 
-PACKAGE = "datahub.cache.writeback"
+PACKAGE = "datahub.writeback"
 
 
 def _module_name(path: Path, root: Path, package: str) -> str:
@@ -172,7 +172,7 @@ def test_the_checker_sees_function_level_and_type_checking_imports(tmp_path: Pat
 
 def test_the_namespace_and_open_files_have_every_member_the_ports_name(unpacked_env) -> None:
     """The ports are only type hints to the code that uses them; this keeps them true."""
-    from datahub.cache.writeback.ports import Committer, FlushSource, OpenFileView, Uploader
+    from datahub.writeback.ports import Committer, FlushSource, OpenFileView, Uploader
 
     ws = unpacked_env.open()
     assert isinstance(ws, FlushSource)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache.writeback.journal import Journal
 from datahub.errors import InvalidInput, NotFound
+from datahub.writeback.journal import Journal
 
 
 def test_group_commit_isolates_each_callers_error(tmp_path: Path) -> None:

@@ -184,8 +184,8 @@ def fuse_env(tmp_path: Path, s3_endpoint) -> Iterator:
 
 @pytest.mark.fuse
 def test_a_mount_writes_without_write_requests_and_close_is_durable(fuse_env) -> None:
-    from datahub.cache.writeback import open_workspace
     from datahub.storage import StoreRegistry
+    from datahub.writeback import open_workspace
     from fuse_adapter import fuse_ops
     from tests.fuse.conftest import wait_until
 
@@ -238,9 +238,9 @@ def test_by_default_writes_go_through_the_daemon(fuse_env, flags) -> None:
 
 def _committed(fuse_env, path: str) -> bytes | None:
     """What the workspace's journal holds for ``path`` once the mount is gone, or None."""
-    from datahub.cache.writeback import open_workspace
     from datahub.errors import NotFound
     from datahub.storage import StoreRegistry
+    from datahub.writeback import open_workspace
 
     with StoreRegistry(fuse_env.config) as stores:
         ws = open_workspace("ws", fuse_env.config, stores, background=False)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache.writeback.chunks import ChunkStore, file_id_of
-from datahub.cache.writeback.packs import PACK_CHUNK_MAX, Packs
 from datahub.errors import NoSpace
 from datahub.storage.local import LocalStore
+from datahub.writeback.chunks import ChunkStore, file_id_of
+from datahub.writeback.packs import PACK_CHUNK_MAX, Packs
 from tests.writeback.conftest import CHUNK, Env, make_env, objects_of, write
 
 

@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from datahub.cache.writeback.staged import StagedFile
 from datahub.errors import NoSpace, NotFound
+from datahub.writeback.staged import StagedFile
 from tests.writeback.conftest import CHUNK, Env, write
 
 SIZES = [0, 100, CHUNK, 3 * CHUNK + 5]

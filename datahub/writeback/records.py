@@ -8,8 +8,8 @@ tier, the new generation).
 
 from __future__ import annotations
 
-from datahub.cache.writeback.journal import Txn
 from datahub.errors import NotFound
+from datahub.writeback.journal import Txn
 
 
 def delete_file(txn: Txn, file_id: int, rec: dict) -> None:

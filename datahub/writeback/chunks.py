@@ -39,10 +39,10 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from datahub.cache.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range
 from datahub.errors import AccessDenied, DatahubError, NoSpace, StorageError
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
+from datahub.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range
 
 SHARD = 1024  # file ids per shared-tier directory
 _SLICE = 1 << 20  # write() size: one multi-MiB write into the page cache measured ~10x slower

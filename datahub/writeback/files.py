@@ -21,9 +21,9 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from datahub.cache.writeback.model import FileSettings
-from datahub.cache.writeback.ports import Committer, NotFresh, Uploader
 from datahub.errors import InvalidInput
+from datahub.writeback.model import FileSettings
+from datahub.writeback.ports import Committer, NotFresh, Uploader
 
 
 class OpenFile:

@@ -37,11 +37,11 @@ import os
 import time
 from pathlib import Path
 
-from datahub.cache.writeback.files import OpenFile
-from datahub.cache.writeback.model import FileSettings
-from datahub.cache.writeback.packs import PACK_CHUNK_MAX
-from datahub.cache.writeback.ports import Committer, NotFresh, Uploader
 from datahub.errors import InvalidInput, StorageError
+from datahub.writeback.files import OpenFile
+from datahub.writeback.model import FileSettings
+from datahub.writeback.packs import PACK_CHUNK_MAX
+from datahub.writeback.ports import Committer, NotFresh, Uploader
 
 COARSE_NS = 50_000_000  # older than this, a later change must get another timestamp (coarse clocks)
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from datahub.cache.writeback import records
-from datahub.cache.writeback.chunks import ChunkStore
-from datahub.cache.writeback.journal import Journal, Txn
-from datahub.cache.writeback.overlay import Overlay
-from datahub.cache.writeback.ports import NotFresh, OpenFileView
 from datahub.errors import NotFound
+from datahub.writeback import records
+from datahub.writeback.chunks import ChunkStore
+from datahub.writeback.journal import Journal, Txn
+from datahub.writeback.overlay import Overlay
+from datahub.writeback.ports import NotFresh, OpenFileView
 
 
 class PendingCommit:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from datahub.cache.writeback.chunks import ChunkStore
+from datahub.writeback.chunks import ChunkStore
 
 
 class UploadPool:

@@ -18,8 +18,8 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # types only; neither module imports back into the namespace
-    from datahub.cache.writeback.chunks import ChunkStore
-    from datahub.cache.writeback.journal import Journal
+    from datahub.writeback.chunks import ChunkStore
+    from datahub.writeback.journal import Journal
 
 
 class NotFresh(Exception):

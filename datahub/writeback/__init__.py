@@ -13,15 +13,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from datahub.cache.scheduler import process_scheduler
-from datahub.cache.writeback.chunks import ChunkStore
-from datahub.cache.writeback.files import FileHandle
-from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
-from datahub.cache.writeback.journal import Journal
-from datahub.cache.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
-from datahub.cache.writeback.workspace import FileAttr, Workspace
 from datahub.config import Config
 from datahub.errors import Conflict, InvalidInput, NotFound
 from datahub.validation import check_name
+from datahub.writeback.chunks import ChunkStore
+from datahub.writeback.files import FileHandle
+from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
+from datahub.writeback.journal import Journal
+from datahub.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
+from datahub.writeback.workspace import FileAttr, Workspace
 
 __all__ = [
     "FileAttr",

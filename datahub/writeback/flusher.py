@@ -39,11 +39,11 @@ from typing import Protocol
 
 from datahub.cache.priority import Priority
 from datahub.cache.scheduler import OriginScheduler
-from datahub.cache.writeback.chunks import FileStream, file_id_of
-from datahub.cache.writeback.journal import Txn
-from datahub.cache.writeback.ports import FlushSource
 from datahub.errors import DatahubError
 from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.writeback.chunks import FileStream, file_id_of
+from datahub.writeback.journal import Txn
+from datahub.writeback.ports import FlushSource
 
 log = logging.getLogger(__name__)
 _MARK_BATCH = 128  # files recorded clean per journal transaction

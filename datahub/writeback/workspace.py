@@ -63,24 +63,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import partial
 
-from datahub.cache.writeback import records
-from datahub.cache.writeback.chunks import ChunkStore
-from datahub.cache.writeback.commits import FileCommitter
-from datahub.cache.writeback.files import FileHandle, OpenFile
-from datahub.cache.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
-from datahub.cache.writeback.journal import Journal, Txn
-from datahub.cache.writeback.model import (
-    DIR_MODE,
-    FILE_MODE,
-    ID_BLOCK,
-    FileAttr,
-    FileSettings,
-    new_record,
-    normalize,
-)
-from datahub.cache.writeback.overlay import Overlay
-from datahub.cache.writeback.staged import StagedFile, Staging
-from datahub.cache.writeback.uploads import UploadPool
 from datahub.errors import (
     AlreadyExists,
     InvalidInput,
@@ -90,12 +72,30 @@ from datahub.errors import (
     NotFound,
 )
 from datahub.storage.base import ObjectStore
+from datahub.writeback import records
+from datahub.writeback.chunks import ChunkStore
+from datahub.writeback.commits import FileCommitter
+from datahub.writeback.files import FileHandle, OpenFile
+from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
+from datahub.writeback.journal import Journal, Txn
+from datahub.writeback.model import (
+    DIR_MODE,
+    FILE_MODE,
+    ID_BLOCK,
+    FileAttr,
+    FileSettings,
+    new_record,
+    normalize,
+)
+from datahub.writeback.overlay import Overlay
+from datahub.writeback.staged import StagedFile, Staging
+from datahub.writeback.uploads import UploadPool
 
 STAGING_DIR = "writeback-staging"  # under a local shared tier; never inside a workspace's chunk prefix
 
 
 class Workspace:
-    """Use ``datahub.cache.writeback.open_workspace``; the constructor wires parts together."""
+    """Use ``datahub.writeback.open_workspace``; the constructor wires parts together."""
 
     def __init__(
         self,

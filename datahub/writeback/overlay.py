@@ -25,10 +25,10 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from datahub.cache.writeback.files import OpenFile
-from datahub.cache.writeback.journal import Txn
-from datahub.cache.writeback.model import new_record, parent_of
 from datahub.errors import AlreadyExists, NotADirectory, NotFound
+from datahub.writeback.files import OpenFile
+from datahub.writeback.journal import Txn
+from datahub.writeback.model import new_record, parent_of
 
 
 class Overlay:
