@@ -1,26 +1,33 @@
-"""What the mount benchmarks share: readers, the daemon's counters, the page cache, the data.
+"""What the mount benchmarks share: readers, the daemon's counters, the page cache, the data,
+and the setup (:func:`dataset_bench`: objects uploaded to moto, a local-disk copy;
+:func:`tiered_mount`: a mount whose disk tier holds every object).
 
-One module so ssd_hit.py, warm_open.py and ram_loop.py measure the same way: the same
-reader loop, the same CPU accounting of the daemon (utime+stime from /proc/PID/stat), the
-same ``Cached`` figure, the same moto-backed environment (tests/fuse/conftest.py's).
+One module so warm_path.py, ssd_hit.py, warm_open.py and ram_loop.py measure the same way:
+the same reader loop, the same CPU accounting of the daemon (utime+stime from
+/proc/PID/stat), the same ``Cached`` figure, the same moto-backed environment
+(tests/fuse/conftest.py's).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.fuse.conftest import FuseEnv, make_env  # noqa: E402
+from tests.fuse.conftest import Dataset, FuseEnv, make_env, upload_dataset, wait_until  # noqa: E402
 from tests.servers import MotoServer  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -119,6 +126,59 @@ def bench_env(tmp: Path, *, ram_bytes: int, disk_bytes: int) -> Iterator[FuseEnv
         yield env
     finally:
         moto.stop()
+
+
+@dataclass
+class BenchData:
+    """One benchmark's data: the objects in a dataset version on moto and on local disk."""
+
+    env: FuseEnv
+    tmp: Path
+    dataset: Dataset
+    objects: dict[str, bytes]
+    disk_paths: list[str]  # the local-disk copy: every ratio's baseline
+
+    @property
+    def total(self) -> int:
+        return sum(len(v) for v in self.objects.values())
+
+
+@contextmanager
+def dataset_bench(
+    prefix: str, name: str, files: int, seed: int, *, ram_bytes: int, disk_bytes: int = 4 * 1024**3
+) -> Iterator[BenchData]:
+    """``files`` objects of 50-200 KB uploaded as dataset ``name`` to a moto server on
+    loopback, with a local-disk copy, under a temporary directory removed afterwards."""
+    objects = random_objects(files, seed, 50_000, 200_000)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+    try:
+        with bench_env(tmp, ram_bytes=ram_bytes, disk_bytes=disk_bytes) as env:
+            ds = upload_dataset(env, name, objects)
+            yield BenchData(env, tmp, ds, objects, local_copy(tmp / "local", objects))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def tiered_mount(
+    data: BenchData, config: str, flags: tuple[str, ...]
+) -> Iterator[tuple[subprocess.Popen, Path, list[str]]]:
+    """The real ``datahub mount --foreground`` daemon with ``flags`` (mountpoint named after
+    ``config``), after a cold pass that puts every object in the disk tier (the first mount
+    fetches them; later ones find them there): (daemon, mountpoint, the files' paths)."""
+    mnt = data.env.mountpoint(config)
+    with data.env.mounted(mnt, data.dataset.name, *flags) as proc:
+        root = mnt / data.dataset.name / f"v{data.dataset.seq}"
+        paths = [str(root / k) for k in data.objects]
+        for p in paths:
+            read_py(p)
+        wait_until(lambda: disk_pages(data.env) >= len(data.objects), 300)
+        yield proc, mnt, paths
+
+
+def load() -> str:
+    """``load 1.23 1.10 0.98``: printed with every configuration (the machine may be shared)."""
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def disk_pages(env: FuseEnv) -> int:

@@ -12,8 +12,9 @@ files itself and the RAM tier is not asked at all. This shows which happens.
 Uploads ``--files`` objects of 50-200 KB (the default: about 256 MiB, twice the RAM tier)
 to a moto server on loopback and mounts the version with the real ``datahub mount ...
 --foreground`` daemon, RAM tier ``--ram-mib``, disk tier big enough for all. For each
-configuration (a local-disk copy; the mount with default flags, i.e. passthrough; the
-mount with ``--no-passthrough``) one cold pass fills the tiers, then ``--epochs`` epochs
+configuration (a local-disk copy; the mount with default flags, i.e. zero-message opens
+with READs of disk-tier files answered in C; the mount with ``--passthrough``) one cold
+pass fills the tiers, then ``--epochs`` epochs
 in a shuffled order each, with 1 and 8 reader threads (Python ``open().read()``). Before
 each epoch ``--drop 1`` drops the page cache (a node whose page cache cannot hold the
 dataset; ``--drop 0`` keeps it). Printed per epoch: files/s, the ratio to local disk (same
@@ -26,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,23 +35,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.mount.common import (
     add_configs_option,
-    bench_env,
     cached_bytes,
     chosen_configs,
     daemon_cpu,
-    disk_pages,
+    dataset_bench,
     drop_caches,
     header,
-    local_copy,
-    random_objects,
     read_all,
-    read_py,
     tier_counters,
+    tiered_mount,
 )
-from tests.fuse.conftest import upload_dataset, wait_until
 
 #: mount configurations: name -> extra ``datahub mount`` flags
-CONFIGS = {"passthrough": (), "no-passthrough": ("--no-passthrough",)}
+CONFIGS = {"default": (), "passthrough": ("--passthrough",)}
 COUNTERS = (("ram", "hits"), ("ram", "misses"), ("ram", "evictions"), ("disk", "hits"), ("disk", "misses"))
 
 
@@ -74,70 +69,59 @@ def main() -> None:
     args = ap.parse_args()
     configs = chosen_configs(ap, args, CONFIGS)
     threads = [int(t) for t in args.threads.split(",") if t]
-    objects = random_objects(args.files, 9, 50_000, 200_000)
-    total = sum(len(v) for v in objects.values())
     ram = args.ram_mib * 1024**2
-    tmp = Path(tempfile.mkdtemp(prefix="ram-loop-"))
-    try:
-        with bench_env(tmp, ram_bytes=ram, disk_bytes=4 * 1024**3) as env:
-            if args.policy:
-                env.config_path.write_text(env.config_path.read_text() + f'policy = "{args.policy}"\n')
-            from datahub.config import load_config
+    with dataset_bench("ram-loop", "loop", args.files, 9, ram_bytes=ram) as data:
+        env, total, disk_paths = data.env, data.total, data.disk_paths
+        if args.policy:
+            env.config_path.write_text(env.config_path.read_text() + f'policy = "{args.policy}"\n')
+        from datahub.config import load_config
 
-            policy = load_config(env.config_path, env={}).cache.policy
-            ds = upload_dataset(env, "loop", objects)
-            disk_paths = local_copy(tmp / "local", objects)
-            header(
-                "ram_loop",
-                f"{args.files} files (50-200 KB, {total / 2**20:.0f} MiB = {total / ram:.2f}x the RAM tier of "
-                f"{args.ram_mib} MiB), policy {policy}, {args.epochs} shuffled epochs, drop_caches "
-                f"{args.drop or 'no'} before each",
-            )
-            print(
-                f"{'config':15} {'thr':>3} {'epoch':>5} {'files/s':>8} {'vs disk':>7} {'us/file':>8} "
-                f"{'ram hit':>7} {'ram miss':>8} {'ram evict':>9} {'disk hit':>8} {'disk miss':>9} {'Cached/B':>8}"
-            )
-            rates: dict[tuple[int, int], float] = {}
+        policy = load_config(env.config_path, env={}).cache.policy
+        header(
+            "ram_loop",
+            f"{args.files} files (50-200 KB, {total / 2**20:.0f} MiB = {total / ram:.2f}x the RAM tier of "
+            f"{args.ram_mib} MiB), policy {policy}, {args.epochs} shuffled epochs, drop_caches "
+            f"{args.drop or 'no'} before each",
+        )
+        print(
+            f"{'config':15} {'thr':>3} {'epoch':>5} {'files/s':>8} {'vs disk':>7} {'us/file':>8} "
+            f"{'ram hit':>7} {'ram miss':>8} {'ram evict':>9} {'disk hit':>8} {'disk miss':>9} {'Cached/B':>8}"
+        )
+        rates: dict[tuple[int, int], float] = {}
 
-            def epochs(config: str, paths: list[str], env_pid: int | None) -> None:
-                for n in threads:
-                    before = tier_counters(env, env_pid, time.time()) if env_pid else {}
-                    for epoch in range(1, args.epochs + 1):
-                        order = paths[:]
-                        random.shuffle(order)
-                        if args.drop:
-                            drop_caches(1)
-                        cached0, cpu0 = cached_bytes(), daemon_cpu(env_pid)
-                        dt = read_all(order, n)
-                        cpu, cached = daemon_cpu(env_pid) - cpu0, cached_bytes() - cached0
-                        rate = len(paths) / dt
-                        if env_pid is None:
-                            rates[(n, epoch)] = rate
-                            counts = ["-"] * len(COUNTERS)
-                        else:
-                            # hits answered in C are folded in once a second: ask for a later snapshot
-                            after = tier_counters(env, env_pid, time.time() + 1.1)
-                            counts = [f"{c:,}" for c in delta(after, before)]
-                            before = after
-                        base = rates.get((n, epoch))
-                        print(
-                            f"{config:15} {n:>3} {epoch:>5} {rate:>8,.0f} {rate / base:>7.2f} "
-                            f"{cpu / len(paths) * 1e6:>8.1f} {counts[0]:>7} {counts[1]:>8} {counts[2]:>9} "
-                            f"{counts[3]:>8} {counts[4]:>9} {cached / total:>8.2f}",
-                            flush=True,
-                        )
+        def epochs(config: str, paths: list[str], env_pid: int | None) -> None:
+            for n in threads:
+                before = tier_counters(env, env_pid, time.time()) if env_pid else {}
+                for epoch in range(1, args.epochs + 1):
+                    order = paths[:]
+                    random.shuffle(order)
+                    if args.drop:
+                        drop_caches(1)
+                    cached0, cpu0 = cached_bytes(), daemon_cpu(env_pid)
+                    dt = read_all(order, n)
+                    cpu, cached = daemon_cpu(env_pid) - cpu0, cached_bytes() - cached0
+                    rate = len(paths) / dt
+                    if env_pid is None:
+                        rates[(n, epoch)] = rate
+                        counts = ["-"] * len(COUNTERS)
+                    else:
+                        # hits answered in C are folded in once a second: ask for a later snapshot
+                        after = tier_counters(env, env_pid, time.time() + 1.1)
+                        counts = [f"{c:,}" for c in delta(after, before)]
+                        before = after
+                    base = rates.get((n, epoch))
+                    print(
+                        f"{config:15} {n:>3} {epoch:>5} {rate:>8,.0f} {rate / base:>7.2f} "
+                        f"{cpu / len(paths) * 1e6:>8.1f} {counts[0]:>7} {counts[1]:>8} {counts[2]:>9} "
+                        f"{counts[3]:>8} {counts[4]:>9} {cached / total:>8.2f}",
+                        flush=True,
+                    )
 
-            epochs("local disk", disk_paths, None)
-            for config in configs:
-                mnt = env.mountpoint(config)
-                with env.mounted(mnt, "loop", *CONFIGS[config]) as proc:
-                    paths = [str(mnt / "loop" / f"v{ds.seq}" / k) for k in objects]
-                    for p in paths:  # first mount: fills the disk tier; each: the RAM tier as far as it goes
-                        read_py(p)
-                    wait_until(lambda: disk_pages(env) >= len(objects), 300)
-                    epochs(config, paths, proc.pid)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        epochs("local disk", disk_paths, None)
+        for config in configs:
+            # the cold pass: the first mount fills the disk tier; each, the RAM tier as far as it goes
+            with tiered_mount(data, config, CONFIGS[config]) as (proc, _, paths):
+                epochs(config, paths, proc.pid)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""SSD-tier hits over a mount, FUSE passthrough vs reads through the daemon vs local disk.
+"""SSD-tier hits over a mount, FUSE passthrough and its C fast paths vs the default read mode vs local disk.
 
     .venv/bin/python bench/mount/ssd_hit.py [--files 4000] [--passes 2] [--drop 1|3] [--configs ...]
                                             [--reader py|torch]
@@ -6,14 +6,14 @@
 Uploads ``--files`` objects of 50-200 KB to a moto server on loopback and mounts the
 version with the real ``datahub mount ... --foreground`` daemon, **RAM tier off**
 (``cache.ram_bytes = 0``), so every hit is a disk-tier hit. One cold pass fills the disk
-tier; then, in the same run, for each configuration (the mount with passthrough, whose
-opens, releases and ``isatty()`` ioctls of published files pyfuse3's C reader thread
-answers; the same with ``--no-fastloop``, answered in C on the trio loop's thread (the
-baseline of fastloop.patch); the same with ``--no-fastopen`` too, which answers them in
-Python (the baseline of fastopen.patch); ``pt-no-io-uring`` (/dev/fuse);
-``pt-no-lookup-in-c`` (every LOOKUP in Python: with ``--drop 3`` the baseline of
-lookup.patch); the
-mount with ``--no-passthrough`` over the same disk tier; and a local-disk copy):
+tier; then, in the same run, for each configuration (the mount with ``--passthrough``,
+whose opens, releases and ``isatty()`` ioctls of published files pyfuse3's C reader thread
+answers; the same with ``--no-fastloop``, answered in C on the trio loop's thread; the same
+with ``--no-fastopen`` too, which answers them in Python; ``pt-no-io-uring`` (/dev/fuse);
+``pt-no-lookup-in-c`` (every LOOKUP in Python: with ``--drop 3`` the baseline of LOOKUPs
+answered in C); the mount with default flags (zero-message opens, READs answered in C from
+the page files; bench/mount/warm_path.py compares the read modes in detail) over the same
+disk tier; and a local-disk copy):
 
 - *SSD hit*: ``echo N > /proc/sys/vm/drop_caches`` (``--drop``: 1 drops the page cache
   only, as when a dataset is larger than RAM and its dentries stay; 3 also drops dentries
@@ -38,10 +38,8 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,28 +49,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.mount.common import (
     REPO,
     add_configs_option,
-    bench_env,
     cached_bytes,
     chosen_configs,
     daemon_cpu,
-    disk_pages,
+    dataset_bench,
     drop_caches,
     header,
     local_copy,
-    random_objects,
     read_all,
     read_py,
+    tiered_mount,
 )
-from tests.fuse.conftest import upload_dataset, wait_until
 
 #: mount configurations: name -> extra ``datahub mount`` flags
 CONFIGS = {
-    "passthrough": (),
-    "pt-no-io-uring": ("--no-io-uring",),
-    "pt-no-lookup-in-c": ("--no-lookup-in-c",),
-    "pt-no-fastloop": ("--no-fastloop",),
-    "pt-no-fastopen": ("--no-fastloop", "--no-fastopen"),
-    "no-passthrough": ("--no-passthrough",),
+    "passthrough": ("--passthrough",),
+    "pt-no-io-uring": ("--passthrough", "--no-io-uring"),
+    "pt-no-lookup-in-c": ("--passthrough", "--no-lookup-in-c"),
+    "pt-no-fastloop": ("--passthrough", "--no-fastloop"),
+    "pt-no-fastopen": ("--passthrough", "--no-fastloop", "--no-fastopen"),
+    "default": (),
 }
 
 
@@ -121,79 +117,64 @@ def main() -> None:
     args = ap.parse_args()
     configs = chosen_configs(ap, args, CONFIGS)
     one_pass, counts, label = READERS[args.reader]
-    objects = random_objects(args.files, 25, 50_000, 200_000)
-    total = sum(len(v) for v in objects.values())
-    tmp = Path(tempfile.mkdtemp(prefix="ssd-hit-"))
-    try:
-        with bench_env(tmp, ram_bytes=0, disk_bytes=4 * 1024**3) as env:
-            ds = upload_dataset(env, "ssd", objects)
-            disk_paths = local_copy(tmp / "local", objects)
-            prime = local_copy(tmp / "prime", {"tiny": b"x"}) * 64
-            header(
-                "ssd_hit",
-                f"{args.files} files (50-200 KB, {total / 1e6:.0f} MB), RAM tier off, reader {args.reader}, "
-                f"best of {args.passes}, drop_caches {args.drop}",
-            )
-            print(
-                f"{'config':16} {'pass':8} {'threads':>7} {'files/s':>9} {'vs disk':>8} "
-                f"{'daemon us/file':>15} {'Cached/byte':>12}"
-            )
-            rows: dict[tuple[str, str, int], float] = {}
+    with dataset_bench("ssd-hit", "ssd", args.files, 25, ram_bytes=0) as data:
+        env, total, disk_paths = data.env, data.total, data.disk_paths
+        prime = local_copy(data.tmp / "prime", {"tiny": b"x"}) * 64
+        header(
+            "ssd_hit",
+            f"{args.files} files (50-200 KB, {total / 1e6:.0f} MB), RAM tier off, reader {args.reader}, "
+            f"best of {args.passes}, drop_caches {args.drop}",
+        )
+        print(
+            f"{'config':16} {'pass':8} {'threads':>7} {'files/s':>9} {'vs disk':>8} "
+            f"{'daemon us/file':>15} {'Cached/byte':>12}"
+        )
+        rows: dict[tuple[str, str, int], float] = {}
 
-            def measure(paths: list[str], n: int, pid: int | None, cold: bool) -> tuple[float, float, int]:
-                best = None
-                for _ in range(args.passes):
-                    if cold:
-                        drop_caches(args.drop)
-                        if args.reader == "torch":  # torch's code back in the page cache, not counted
-                            one_pass(prime, n)
-                    cached0, cpu0 = cached_bytes(), daemon_cpu(pid)
-                    dt = one_pass(paths, n)
-                    got = (dt, daemon_cpu(pid) - cpu0, cached_bytes() - cached0)
-                    if best is None or got[0] < best[0]:
-                        best = got
-                dt, cpu, cached = best
-                return len(paths) / dt, cpu / len(paths) * 1e6, cached
+        def measure(paths: list[str], n: int, pid: int | None, cold: bool) -> tuple[float, float, int]:
+            best = None
+            for _ in range(args.passes):
+                if cold:
+                    drop_caches(args.drop)
+                    if args.reader == "torch":  # torch's code back in the page cache, not counted
+                        one_pass(prime, n)
+                cached0, cpu0 = cached_bytes(), daemon_cpu(pid)
+                dt = one_pass(paths, n)
+                got = (dt, daemon_cpu(pid) - cpu0, cached_bytes() - cached0)
+                if best is None or got[0] < best[0]:
+                    best = got
+            dt, cpu, cached = best
+            return len(paths) / dt, cpu / len(paths) * 1e6, cached
 
-            def report(config: str, paths: list[str], pid: int | None) -> None:
-                for cold, name in ((True, "ssd-hit"), (False, "warm")):
-                    for n in counts:
-                        if not cold:
-                            for p in paths:  # the page cache holds the files (as after an epoch)
-                                read_py(p)
-                        rate, cpu_us, cached = measure(paths, n, pid, cold)
-                        rows[(config, name, n)] = rate
-                        base = rows.get(("local disk", name, n))
-                        ratio = f"{rate / base:8.2f}" if base else f"{'-':>8}"
-                        growth = f"{cached / total:12.2f}" if cold else f"{'-':>12}"
-                        print(
-                            f"{config:16} {name:8} {label.format(n):>7} {rate:>9,.0f} {ratio} "
-                            f"{cpu_us:>15.1f} {growth}",
-                            flush=True,
-                        )
-
-            report("local disk", disk_paths, None)
-            for config in configs:
-                mnt = env.mountpoint(config)
-                with env.mounted(mnt, "ssd", *CONFIGS[config]) as proc:
-                    root = mnt / "ssd" / f"v{ds.seq}"
-                    paths = [str(root / k) for k in objects]
-                    for p in paths:  # cold (first config only): fills the disk tier
-                        read_py(p)
-                    wait_until(lambda: disk_pages(env) >= len(objects), 300)
-                    report(config, paths, proc.pid)
-                    out = subprocess.run(
-                        [sys.executable, "-m", "datahub.cli.main", "--config", str(env.config_path)]
-                        + ["cache", "stats"],
-                        capture_output=True,
-                        text=True,
-                        cwd=REPO,
-                    ).stdout
+        def report(config: str, paths: list[str], pid: int | None) -> None:
+            for cold, name in ((True, "ssd-hit"), (False, "warm")):
+                for n in counts:
+                    if not cold:
+                        for p in paths:  # the page cache holds the files (as after an epoch)
+                            read_py(p)
+                    rate, cpu_us, cached = measure(paths, n, pid, cold)
+                    rows[(config, name, n)] = rate
+                    base = rows.get(("local disk", name, n))
+                    ratio = f"{rate / base:8.2f}" if base else f"{'-':>8}"
+                    growth = f"{cached / total:12.2f}" if cold else f"{'-':>12}"
                     print(
-                        "# " + "\n# ".join(line for line in out.splitlines() if line.startswith("opens of"))
+                        f"{config:16} {name:8} {label.format(n):>7} {rate:>9,.0f} {ratio} "
+                        f"{cpu_us:>15.1f} {growth}",
+                        flush=True,
                     )
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+        report("local disk", disk_paths, None)
+        for config in configs:
+            with tiered_mount(data, config, CONFIGS[config]) as (proc, _, paths):
+                report(config, paths, proc.pid)
+                out = subprocess.run(
+                    [sys.executable, "-m", "datahub.cli.main", "--config", str(env.config_path)]
+                    + ["cache", "stats"],
+                    capture_output=True,
+                    text=True,
+                    cwd=REPO,
+                ).stdout
+                print("# " + "\n# ".join(line for line in out.splitlines() if line.startswith("opens of")))
 
 
 if __name__ == "__main__":

@@ -16,8 +16,12 @@ same machine load):
 
 each with Python's default ``open(p, "rb")`` (3.11: an ``isatty()`` ioctl per file) and a
 buffered open (``open(p, "rb", buffering=1 << 20)``: no ioctl; datahub.torch's readers), 1
-and 8 threads. Printed per row: files/s, the ratio to the local-disk pass just before, the
-daemon's CPU per file (utime+stime, /proc/PID/stat, mean over the timed passes), for
+and 8 threads (``--kinds`` and ``--threads`` pick a subset). Printed per row: files/s, the
+ratio to the local-disk pass just before, the readers' CPU per file on local disk and on
+the mount (this process, getrusage: work passthrough leaves in the reader, the page
+file's disk read and copy, shows here), the daemon's CPU per file (utime+stime,
+/proc/PID/stat; reader + daemon is what a file costs the machine), all means over the
+timed passes, for
 ssd-hit the growth of ``Cached`` per byte read (1.0: each byte cached once), and the FUSE
 requests per file by opcode from the kernel's tracepoint (one more, untimed pass). Files/s
 is the best of ``--passes``. ``uptime`` load is printed with every configuration: the
@@ -27,11 +31,9 @@ machine may be shared.
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import shutil
+import resource
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,19 +41,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.mount.common import (
     add_configs_option,
-    bench_env,
     cached_bytes,
     chosen_configs,
     daemon_cpu,
-    disk_pages,
+    dataset_bench,
     drop_caches,
     header,
-    local_copy,
-    random_objects,
+    load,
     read_all,
     read_py,
+    tiered_mount,
 )
-from tests.fuse.conftest import upload_dataset, wait_until
 from tests.fuse.fuse_tracepoint import FuseRequests, per_file
 
 BUFFER = 1 << 20  # datahub.torch.files.OPEN_BUFFER
@@ -61,6 +61,12 @@ def read_buffered(path: str) -> int:
     """An explicit buffer size: Python's open() then asks no isatty() (datahub.torch's readers)."""
     with open(path, "rb", buffering=BUFFER) as f:
         return len(f.read())
+
+
+def own_cpu() -> float:
+    """CPU seconds (user + system) of this process's threads so far: the readers'."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 READERS: dict[str, Callable[[str], int]] = {"open": read_py, "buffered": read_buffered}
@@ -75,92 +81,78 @@ CONFIGS: dict[str, tuple[str, ...]] = {
 }
 
 
-def load() -> str:
-    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=4000)
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--drop", type=int, choices=(1, 3), default=3)
     ap.add_argument("--threads", default="1,8", help="comma-separated reader thread counts")
+    ap.add_argument("--kinds", default="ssd-hit,warm", help="comma-separated passes: ssd-hit, warm")
     add_configs_option(ap, CONFIGS)
     args = ap.parse_args()
     configs = chosen_configs(ap, args, CONFIGS)
     thread_counts = [int(t) for t in args.threads.split(",")]
-    objects = random_objects(args.files, 25, 50_000, 200_000)
-    total = sum(len(v) for v in objects.values())
-    tmp = Path(tempfile.mkdtemp(prefix="warm-path-"))
-    try:
-        with bench_env(tmp, ram_bytes=0, disk_bytes=4 * 1024**3) as env:
-            ds = upload_dataset(env, "wp", objects)
-            disk_paths = local_copy(tmp / "local", objects)
-            header(
-                "warm_path",
-                f"{args.files} files (50-200 KB, {total / 1e6:.0f} MB), RAM tier off, best of {args.passes}, "
-                f"drop_caches {args.drop} before ssd-hit passes",
-            )
-            print(
-                f"{'config':20} {'pass':7} {'reader':8} {'thr':>3} {'files/s':>8} {'disk f/s':>8} "
-                f"{'ratio':>6} {'us/file':>8} {'Cached/B':>8}  requests per file (tracepoint)"
-            )
+    kinds = [k for k in ("ssd-hit", "warm") if k in args.kinds.split(",")]
+    with dataset_bench("warm-path", "wp", args.files, 25, ram_bytes=0) as data:
+        total, disk_paths = data.total, data.disk_paths
+        header(
+            "warm_path",
+            f"{args.files} files (50-200 KB, {total / 1e6:.0f} MB), RAM tier off, best of {args.passes}, "
+            f"drop_caches {args.drop} before ssd-hit passes",
+        )
+        print(
+            f"{'config':20} {'pass':7} {'reader':8} {'thr':>3} {'files/s':>8} {'disk f/s':>8} "
+            f"{'ratio':>6} {'disk rd':>7} {'rd us':>6} {'dm us':>6} {'Cached/B':>8}  requests per file (tracepoint)"
+        )
 
-            def measure(
-                paths: list[str], reader: Callable[[str], int], n: int, cold: bool, pid: int | None
-            ) -> tuple[float, float, float]:
-                """(best files/s, mean daemon us/file, Cached growth per byte of the best pass)."""
-                best, cpu_total, growth = 0.0, 0.0, 0.0
-                for _ in range(args.passes):
-                    order = paths[:]
-                    random.shuffle(order)
-                    if cold:
-                        drop_caches(args.drop)
-                    cached0, cpu0 = cached_bytes(), daemon_cpu(pid)
-                    rate = len(order) / read_all(order, n, reader)
-                    cpu_total += daemon_cpu(pid) - cpu0
-                    if rate > best:
-                        best, growth = rate, (cached_bytes() - cached0) / total
-                return best, cpu_total / args.passes / len(paths) * 1e6, growth
-
-            def traced(mnt: Path, paths: list[str], reader: Callable[[str], int], n: int, cold: bool) -> str:
+        def measure(
+            paths: list[str], reader: Callable[[str], int], n: int, cold: bool, pid: int | None
+        ) -> tuple[float, float, float, float]:
+            """(best files/s, mean reader and daemon us/file, Cached growth per byte of the best pass)."""
+            best, cpu_total, own_total, growth = 0.0, 0.0, 0.0, 0.0
+            for _ in range(args.passes):
                 order = paths[:]
                 random.shuffle(order)
                 if cold:
                     drop_caches(args.drop)
-                with FuseRequests(mnt) as req:
-                    read_all(order, n, reader)
-                return per_file(req.counts(), len(paths))
+                cached0, cpu0, own0 = cached_bytes(), daemon_cpu(pid), own_cpu()
+                rate = len(order) / read_all(order, n, reader)
+                cpu_total += daemon_cpu(pid) - cpu0
+                own_total += own_cpu() - own0
+                if rate > best:
+                    best, growth = rate, (cached_bytes() - cached0) / total
+            scale = 1e6 / args.passes / len(paths)  # seconds in all passes -> us per file
+            return best, own_total * scale, cpu_total * scale, growth
 
-            for config in configs:
-                mnt = env.mountpoint(config)
-                with env.mounted(mnt, "wp", *CONFIGS[config]) as proc:
-                    root = mnt / "wp" / f"v{ds.seq}"
-                    paths = [str(root / k) for k in objects]
-                    for p in paths:  # cold (first config only): fills the disk tier
-                        read_py(p)
-                    wait_until(lambda: disk_pages(env) >= len(objects), 300)
-                    print(
-                        f"# {config}: datahub mount {' '.join(CONFIGS[config]) or '(default flags)'}; {load()}"
-                    )
-                    for cold, name in ((True, "ssd-hit"), (False, "warm")):
-                        for rname, reader in READERS.items():
-                            for n in thread_counts:
-                                if not cold:  # the page cache holds every file, as after an epoch
-                                    for p in paths + disk_paths:
-                                        read_py(p)
-                                base, _, _ = measure(disk_paths, reader, n, cold, None)
-                                rate, cpu_us, growth = measure(paths, reader, n, cold, proc.pid)
-                                requests = traced(mnt, paths, reader, n, cold)
-                                grown = f"{growth:8.2f}" if cold else f"{'-':>8}"
-                                print(
-                                    f"{config:20} {name:7} {rname:8} {n:>3} {rate:>8,.0f} {base:>8,.0f} "
-                                    f"{rate / base:>6.2f} {cpu_us:>8.1f} {grown}  {requests}",
-                                    flush=True,
-                                )
-                    print(f"# {config}: done; {load()}", flush=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        def traced(mnt: Path, paths: list[str], reader: Callable[[str], int], n: int, cold: bool) -> str:
+            order = paths[:]
+            random.shuffle(order)
+            if cold:
+                drop_caches(args.drop)
+            with FuseRequests(mnt) as req:
+                read_all(order, n, reader)
+            return per_file(req.counts(), len(paths))
+
+        for config in configs:
+            with tiered_mount(data, config, CONFIGS[config]) as (proc, mnt, paths):
+                print(f"# {config}: datahub mount {' '.join(CONFIGS[config]) or '(default flags)'}; {load()}")
+                for name in kinds:
+                    cold = name == "ssd-hit"
+                    for rname, reader in READERS.items():
+                        for n in thread_counts:
+                            if not cold:  # the page cache holds every file, as after an epoch
+                                for p in paths + disk_paths:
+                                    read_py(p)
+                            base, base_us, _, _ = measure(disk_paths, reader, n, cold, None)
+                            rate, own_us, cpu_us, growth = measure(paths, reader, n, cold, proc.pid)
+                            requests = traced(mnt, paths, reader, n, cold)
+                            grown = f"{growth:8.2f}" if cold else f"{'-':>8}"
+                            print(
+                                f"{config:20} {name:7} {rname:8} {n:>3} {rate:>8,.0f} {base:>8,.0f} "
+                                f"{rate / base:>6.2f} {base_us:>7.1f} {own_us:>6.1f} {cpu_us:>6.1f} {grown}  {requests}",
+                                flush=True,
+                            )
+                print(f"# {config}: done; {load()}", flush=True)
 
 
 if __name__ == "__main__":
