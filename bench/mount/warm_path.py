@@ -26,6 +26,11 @@ ssd-hit the growth of ``Cached`` per byte read (1.0: each byte cached once), and
 requests per file by opcode from the kernel's tracepoint (one more, untimed pass). Files/s
 is the best of ``--passes``. ``uptime`` load is printed with every configuration: the
 machine may be shared.
+
+To compare two builds of pyfuse3 (say, a change to fastread.h) in one run, alternately:
+``--baseline-python OTHER/.venv/bin/python --configs default@base,default,default@base,default``
+(a name ending in ``@base`` runs the daemon of that configuration with the other
+interpreter, so with its pyfuse3; the Python code is this tree's either way).
 """
 
 from __future__ import annotations
@@ -34,7 +39,8 @@ import argparse
 import random
 import resource
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -63,6 +69,17 @@ def read_buffered(path: str) -> int:
         return len(f.read())
 
 
+@contextmanager
+def daemon_python(python: str) -> Iterator[None]:
+    """Mounts started in this block run their daemon with ``python`` (tests/fuse/conftest.py
+    starts ``sys.executable -m fuse_adapter``), hence with its pyfuse3 build."""
+    saved, sys.executable = sys.executable, python
+    try:
+        yield
+    finally:
+        sys.executable = saved
+
+
 def own_cpu() -> float:
     """CPU seconds (user + system) of this process's threads so far: the readers'."""
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -88,9 +105,15 @@ def main() -> None:
     ap.add_argument("--drop", type=int, choices=(1, 3), default=3)
     ap.add_argument("--threads", default="1,8", help="comma-separated reader thread counts")
     ap.add_argument("--kinds", default="ssd-hit,warm", help="comma-separated passes: ssd-hit, warm")
-    add_configs_option(ap, CONFIGS)
+    ap.add_argument(
+        "--baseline-python", help="interpreter whose pyfuse3 runs the daemons of NAME@base configs"
+    )
+    known = {**CONFIGS, **{f"{name}@base": flags for name, flags in CONFIGS.items()}}
+    add_configs_option(ap, known, default=",".join(CONFIGS))
     args = ap.parse_args()
-    configs = chosen_configs(ap, args, CONFIGS)
+    configs = chosen_configs(ap, args, known)
+    if any(c.endswith("@base") for c in configs) and not args.baseline_python:
+        ap.error("an @base config needs --baseline-python")
     thread_counts = [int(t) for t in args.threads.split(",")]
     kinds = [k for k in ("ssd-hit", "warm") if k in args.kinds.split(",")]
     with dataset_bench("warm-path", "wp", args.files, 25, ram_bytes=0) as data:
@@ -134,8 +157,11 @@ def main() -> None:
             return per_file(req.counts(), len(paths))
 
         for config in configs:
-            with tiered_mount(data, config, CONFIGS[config]) as (proc, mnt, paths):
-                print(f"# {config}: datahub mount {' '.join(CONFIGS[config]) or '(default flags)'}; {load()}")
+            python = args.baseline_python if config.endswith("@base") else sys.executable
+            with daemon_python(python), tiered_mount(data, config, known[config]) as (proc, mnt, paths):
+                print(
+                    f"# {config}: datahub mount {' '.join(known[config]) or '(default flags)'}; {python}; {load()}"
+                )
                 for name in kinds:
                     cold = name == "ssd-hit"
                     for rname, reader in READERS.items():

@@ -4,7 +4,8 @@
 sends to a FUSE daemon, over /dev/fuse and over io_uring alike, with the connection (the
 mount's device number) and the opcode. A private trace instance (``instances/<name>``)
 keeps its own buffer and filter, so other users of tracefs on a shared machine are not
-disturbed and do not disturb the count. Root only.
+disturbed and do not disturb the count. ``fuse_request_end`` (same instance) gives each
+request's answer: its error field, matched to the request by ``unique``. Root only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 
 TRACEFS = Path("/sys/kernel/tracing")
 _OPCODE = re.compile(r"fuse_request_send: .*\((\w+)\)")
+_SEND = re.compile(r"fuse_request_send: connection \d+ req (\d+) opcode \d+ \((\w+)\)")
+_END = re.compile(r"fuse_request_end: connection \d+ req (\d+) len \d+ error (-?\d+)")
+_EVENTS = ("fuse_request_send", "fuse_request_end")
 
 
 def connection_of(mountpoint: str | os.PathLike[str]) -> int:
@@ -32,23 +36,30 @@ class FuseRequests:
         self.connection = connection_of(mountpoint)
         self.dir = TRACEFS / "instances" / (name or f"datahub-bench-{os.getpid()}")
         self._counts: Counter[str] = Counter()
+        self._answers: Counter[tuple[str, int]] = Counter()
         self.lost = 0
 
     def __enter__(self) -> FuseRequests:
         if not (TRACEFS / "events" / "fuse" / "fuse_request_send").is_dir():
             raise RuntimeError("no fuse tracepoint: needs root, tracefs and Linux >= 6.14")
         self.dir.mkdir(exist_ok=True)
-        event = self.dir / "events" / "fuse" / "fuse_request_send"
         (self.dir / "buffer_size_kb").write_text("8192\n")
-        (event / "filter").write_text(f"connection == {self.connection}\n")
+        for name in _EVENTS:
+            (self.dir / "events" / "fuse" / name / "filter").write_text(f"connection == {self.connection}\n")
         (self.dir / "trace").write_text("")  # empty the buffer
-        (event / "enable").write_text("1\n")
+        for name in _EVENTS:
+            (self.dir / "events" / "fuse" / name / "enable").write_text("1\n")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        (self.dir / "events" / "fuse" / "fuse_request_send" / "enable").write_text("0\n")
+        for name in _EVENTS:
+            (self.dir / "events" / "fuse" / name / "enable").write_text("0\n")
         text = (self.dir / "trace").read_text()
         self._counts = Counter(m.group(1) for m in map(_OPCODE.search, text.splitlines()) if m)
+        sent = {m.group(1): m.group(2) for m in map(_SEND.search, text.splitlines()) if m}
+        self._answers = Counter(
+            (sent.get(m.group(1), "?"), int(m.group(2))) for m in map(_END.search, text.splitlines()) if m
+        )
         for stats in (self.dir / "per_cpu").glob("cpu*/stats"):
             for line in stats.read_text().splitlines():
                 if line.startswith("overrun:"):
@@ -59,6 +70,12 @@ class FuseRequests:
         if self.lost:
             raise RuntimeError(f"the trace buffer lost {self.lost} events: count fewer files")
         return self._counts
+
+    def answers(self) -> Counter[tuple[str, int]]:
+        """(opcode, error of the answer) -> how many requests were answered so (``"?"``:
+        sent before the count began)."""
+        self.counts()
+        return self._answers
 
 
 def per_file(counts: Counter[str], files: int) -> str:
