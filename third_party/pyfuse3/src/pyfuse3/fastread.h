@@ -11,21 +11,23 @@ publishes it here (pyfuse3.fastread_publish(inode, fd)); from then on a READ of 
 with the kernel's handle 0 is answered by the C threads (fastloop.h, uring.h): pread from
 the descriptor, without the GIL.
 
-Promise kept: a changed page file is never served. The descriptor is fstat()ed before and
-after the pread and compared with the state taken at publish time (device, inode, size,
-link count, ctime, mtime: any write, truncation, chmod or unlink moves ctime, and a write
-moves it before it copies data, so a write racing the pread shows in the second fstat). If
-either differs, nothing is sent: the entry is retracted and the request handed to Python,
-which checks the file again.
+Promise kept: a changed page file is never served. The descriptor is fstat()ed after the
+pread and compared with the state taken at publish time (device, inode, size, link count,
+ctime, mtime: any write, truncation, chmod or unlink moves ctime, and a write moves it
+before it copies data, so a write that happened before or raced the pread shows in that
+fstat; a check before the pread as well would only spare a useless pread of a file already
+changed, at the price of a second fstat per READ). If it differs, nothing is sent: the
+entry is retracted and the request handed to Python, which checks the file again.
 
 One copy in RAM: the kernel keeps the bytes in the FUSE inode's page cache (zero-message
 opens keep it), so the page file's own pages would be a second copy. A page-aligned READ
 (the kernel's page cache reads are) is read with O_DIRECT from a second descriptor of the
 same file, straight into the reply buffer (over io_uring the ring entry's payload): no
-page of the page file is cached and one copy fewer is made. Where the file system refuses
-O_DIRECT, or the READ is not aligned, the read is buffered. Either way the range is dropped
-after the reply (POSIX_FADV_DONTNEED: clean pages only, nothing is lost), which also drops
-what an earlier buffered read left (the check that published the file read it whole).
+page of the page file is cached, so nothing needs dropping after the reply, and one copy
+fewer is made. What was cached before (the check that published the file read it whole)
+is dropped once, at the file's first READ answered here (POSIX_FADV_DONTNEED on the whole
+file: clean pages only, nothing is lost). Where the file system refuses O_DIRECT (tmpfs),
+or the READ is not aligned, the read is buffered and its range dropped after the reply.
 
 Concurrency: any number of C threads answer READs while Python publishes and retracts. One
 mutex guards the table; the pread runs outside it, on a reference taken under it (an entry
@@ -52,6 +54,7 @@ struct pyfuse3_fr_file {
     int dfd;         /* the same file opened O_DIRECT (-1: its file system refused) */
     unsigned refs;   /* 1 for the table while published, + 1 per READ in progress */
     int hit;         /* a READ was answered since the last pyfuse3_fr_drain_hits */
+    int dropped;     /* the whole file's cached pages were dropped once (atomic) */
     dev_t dev;
     ino_t st_ino;
     off_t size;
@@ -312,10 +315,6 @@ static ssize_t pyfuse3_fr_read(uint64_t ino, uint64_t off, uint32_t size, char *
     f = pyfuse3_fr_get(ino);
     if (f == NULL)
         return -1;
-    if (fstat(f->fd, &st) != 0 || !pyfuse3_fr_same(f, &st)) {
-        pyfuse3_fr_put(f, 0, 0, 1);
-        return -1;
-    }
     if (off < (uint64_t)f->size) {
         size_t whole;
         if ((uint64_t)f->size - off < want)
@@ -345,7 +344,7 @@ static ssize_t pyfuse3_fr_read(uint64_t ino, uint64_t off, uint32_t size, char *
             got += r;
         }
     }
-    /* a write that raced the pread moved ctime before it copied data */
+    /* the one check: a write before or during the pread moved ctime before it copied data */
     if (fstat(f->fd, &st) != 0 || !pyfuse3_fr_same(f, &st)) {
         pyfuse3_fr_put(f, 0, 0, 1);
         return -1;
@@ -354,11 +353,16 @@ static ssize_t pyfuse3_fr_read(uint64_t ino, uint64_t off, uint32_t size, char *
     return got;
 }
 
-/* After the reply to a READ from pyfuse3_fr_read: one copy in RAM, the kernel's */
+/* After the reply to a READ from pyfuse3_fr_read: one copy in RAM, the kernel's. A direct
+   read cached nothing: only the file's first READ here drops what was cached before it
+   (the check that published it read it whole); a buffered read drops its own range. */
 static void pyfuse3_fr_done(struct pyfuse3_fr_file *f, uint64_t off, size_t n, int direct) {
-    /* also with O_DIRECT: pages cached before (the check that published it read it) go too */
-    if (n && __atomic_load_n(&pyfuse3_fr.dontneed, __ATOMIC_RELAXED))
-        (void)posix_fadvise(f->fd, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED);
+    if (n && __atomic_load_n(&pyfuse3_fr.dontneed, __ATOMIC_RELAXED)) {
+        if (!__atomic_exchange_n(&f->dropped, 1, __ATOMIC_RELAXED))
+            (void)posix_fadvise(f->fd, 0, 0, POSIX_FADV_DONTNEED);
+        else if (!direct)
+            (void)posix_fadvise(f->fd, (off_t)off, (off_t)n, POSIX_FADV_DONTNEED);
+    }
     if (direct)
         __atomic_fetch_add(&pyfuse3_fr.n.direct, 1, __ATOMIC_RELAXED);
     pyfuse3_fr_put(f, 1, n, 0);
