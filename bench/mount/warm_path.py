@@ -20,8 +20,9 @@ and 8 threads (``--kinds`` and ``--threads`` pick a subset). Printed per row: fi
 ratio to the local-disk pass just before, the readers' CPU per file on local disk and on
 the mount (this process, getrusage: work passthrough leaves in the reader, the page
 file's disk read and copy, shows here), the daemon's CPU per file (utime+stime,
-/proc/PID/stat; reader + daemon is what a file costs the machine), all means over the
-timed passes, for
+/proc/PID/stat; reader + daemon is what a file costs the machine), the readers' context
+switches per file on local disk and on the mount (each request a reader waits for is one),
+all means over the timed passes, for
 ssd-hit the growth of ``Cached`` per byte read (1.0: each byte cached once), and the FUSE
 requests per file by opcode from the kernel's tracepoint (one more, untimed pass). Files/s
 is the best of ``--passes``. ``uptime`` load is printed with every configuration: the
@@ -80,10 +81,11 @@ def daemon_python(python: str) -> Iterator[None]:
         sys.executable = saved
 
 
-def own_cpu() -> float:
-    """CPU seconds (user + system) of this process's threads so far: the readers'."""
+def own_cpu() -> tuple[float, int]:
+    """CPU seconds (user + system) and context switches (voluntary + involuntary) of this
+    process's threads so far: the readers'. A request a reader waits for costs it a switch."""
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    return r.ru_utime + r.ru_stime, r.ru_nvcsw + r.ru_nivcsw
 
 
 READERS: dict[str, Callable[[str], int]] = {"open": read_py, "buffered": read_buffered}
@@ -125,14 +127,15 @@ def main() -> None:
         )
         print(
             f"{'config':20} {'pass':7} {'reader':8} {'thr':>3} {'files/s':>8} {'disk f/s':>8} "
-            f"{'ratio':>6} {'disk rd':>7} {'rd us':>6} {'dm us':>6} {'Cached/B':>8}  requests per file (tracepoint)"
+            f"{'ratio':>6} {'disk us':>7} {'rd us':>6} {'dm us':>6} {'disk cs':>7} {'rd cs':>5} {'Cached/B':>8}  requests per file (tracepoint)"
         )
 
         def measure(
             paths: list[str], reader: Callable[[str], int], n: int, cold: bool, pid: int | None
-        ) -> tuple[float, float, float, float]:
-            """(best files/s, mean reader and daemon us/file, Cached growth per byte of the best pass)."""
-            best, cpu_total, own_total, growth = 0.0, 0.0, 0.0, 0.0
+        ) -> tuple[float, float, float, float, float]:
+            """(best files/s, mean reader and daemon us/file, reader context switches per file,
+            Cached growth per byte of the best pass)."""
+            best, cpu_total, own_total, switches, growth = 0.0, 0.0, 0.0, 0, 0.0
             for _ in range(args.passes):
                 order = paths[:]
                 random.shuffle(order)
@@ -141,11 +144,13 @@ def main() -> None:
                 cached0, cpu0, own0 = cached_bytes(), daemon_cpu(pid), own_cpu()
                 rate = len(order) / read_all(order, n, reader)
                 cpu_total += daemon_cpu(pid) - cpu0
-                own_total += own_cpu() - own0
+                own1 = own_cpu()
+                own_total += own1[0] - own0[0]
+                switches += own1[1] - own0[1]
                 if rate > best:
                     best, growth = rate, (cached_bytes() - cached0) / total
             scale = 1e6 / args.passes / len(paths)  # seconds in all passes -> us per file
-            return best, own_total * scale, cpu_total * scale, growth
+            return best, own_total * scale, cpu_total * scale, switches / args.passes / len(paths), growth
 
         def traced(mnt: Path, paths: list[str], reader: Callable[[str], int], n: int, cold: bool) -> str:
             order = paths[:]
@@ -169,13 +174,14 @@ def main() -> None:
                             if not cold:  # the page cache holds every file, as after an epoch
                                 for p in paths + disk_paths:
                                     read_py(p)
-                            base, base_us, _, _ = measure(disk_paths, reader, n, cold, None)
-                            rate, own_us, cpu_us, growth = measure(paths, reader, n, cold, proc.pid)
+                            base, base_us, _, base_cs, _ = measure(disk_paths, reader, n, cold, None)
+                            rate, own_us, cpu_us, cs, growth = measure(paths, reader, n, cold, proc.pid)
                             requests = traced(mnt, paths, reader, n, cold)
                             grown = f"{growth:8.2f}" if cold else f"{'-':>8}"
                             print(
                                 f"{config:20} {name:7} {rname:8} {n:>3} {rate:>8,.0f} {base:>8,.0f} "
-                                f"{rate / base:>6.2f} {base_us:>7.1f} {own_us:>6.1f} {cpu_us:>6.1f} {grown}  {requests}",
+                                f"{rate / base:>6.2f} {base_us:>7.1f} {own_us:>6.1f} {cpu_us:>6.1f} {base_cs:>7.2f} {cs:>5.2f} "
+                                f"{grown}  {requests}",
                                 flush=True,
                             )
                 print(f"# {config}: done; {load()}", flush=True)
