@@ -59,12 +59,12 @@ class Lingering:
         with self._lock:
             return [of for of, _ in self._held.values()]
 
-    def hold(self, of: StagedFile, *, probe: bool = True) -> None:
-        """Take over ``of``'s last reference until nothing else opens its staged file
-        (``probe``: look at once; else at the next event or poll)."""
+    def hold(self, of: StagedFile) -> bool:
+        """Take over ``of``'s last reference until nothing else opens its staged file. False:
+        stopped already (the workspace is closing and commits its open files itself)."""
         with self._lock:
             if self._stopping:
-                raise RuntimeError(f"{self._what} is closing")
+                return False
             if self._thread is None:
                 self._inotify = _libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
                 self._waker_r, self._waker_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
@@ -75,8 +75,8 @@ class Lingering:
                 wd = _libc.inotify_add_watch(self._inotify, f"/proc/self/fd/{of.fd}".encode(), _IN_CLOSE)
             self._held[of.id] = (of, wd)
         of.lingering = True
-        if probe:
-            os.write(self._waker_w, b"x")  # the last open may be gone already
+        os.write(self._waker_w, b"x")  # probe at once: the last open may be gone already
+        return True
 
     def stop(self) -> list[StagedFile]:
         """Stop watching; the files still held (the caller commits and closes them)."""
@@ -122,5 +122,7 @@ class Lingering:
                     of.lingering = False
                     if wd >= 0:
                         _libc.inotify_rm_watch(self._inotify, wd)
-                if not self._finish(of):
-                    self.hold(of, probe=False)
+                if not self._finish(of):  # held again, unwatched: the poll retries, ``stop`` returns it
+                    with self._lock:
+                        self._held[of.id] = (of, -1)
+                        of.lingering = True

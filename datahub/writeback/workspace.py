@@ -423,8 +423,7 @@ class Workspace:
                 "%s: cannot tell whether %r is still mapped (%s): letting it go", self.what, of.path, exc
             )
             return False
-        self.lingering.hold(of)
-        return True
+        return self.lingering.hold(of)
 
     def _finish_lingering(self, of: StagedFile) -> bool:
         """The last other open of a lingering staged file is gone: commit a whole copy (its
