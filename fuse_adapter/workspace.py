@@ -102,8 +102,8 @@ class WorkspaceView:
         log.info("workspace %r: writes: %s", self.ws.name, self.writes)
 
     def passthrough_off(self, why: str, *, asked: bool = True) -> None:
-        """Writes through the daemon; ``asked=False``: as the mount was told
-        (``--no-passthrough``), so said at info level, not as a warning."""
+        """Writes through the daemon; ``asked=False``: as the mount was told (the default),
+        so said at info level, not as a warning."""
         if not asked:
             log.info("workspace %r: writes go through the daemon (%s)", self.ws.name, why)
         elif self.backing is not None or not self.writes.startswith("off"):

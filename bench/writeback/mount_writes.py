@@ -9,9 +9,9 @@ Issue 41. Three configurations, measured in the same run and taking turns round 
 - ``local``: the baseline, open/write(1 MiB calls)/fsync/close of plain files in a directory
   on the same disk (durable on disk at close, like the mount's close);
 - ``mount --passthrough``: ``datahub mount --background --workspace ws MNT --passthrough``
-  (staged files, the default: the kernel writes them; the mount's log says whether
-  passthrough was had);
-- ``mount --no-passthrough``: the same mount with every WRITE through the daemon.
+  (staged files: the kernel writes them; the mount's log says whether passthrough was had);
+- ``mount --no-passthrough``: the same mount with every WRITE through the daemon (the
+  default, since staged files lose stores through a mapping after the last close).
 
 Each mount's close returns once the file is durable in the shared tier (a local directory
 under the home, the embedded default) and journaled. ``cache.flush_interval`` is set to an
