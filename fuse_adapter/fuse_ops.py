@@ -561,7 +561,7 @@ class WorkspaceOps(_Ops):
         # passthrough writes (fuse_adapter/workspace.py): asked of the kernel at INIT
         self.enable_passthrough = write_passthrough and PASSTHROUGH
         if not write_passthrough:
-            view.passthrough_off("--no-passthrough", asked=False)
+            view.passthrough_off("the default; --passthrough stages written files", asked=False)
         elif not PASSTHROUGH:
             view.passthrough_off(
                 "pyfuse3 built without libfuse >= 3.16 (scripts/build_libfuse.sh did not run)"

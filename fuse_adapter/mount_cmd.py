@@ -75,15 +75,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read-only: let the kernel serve files of the disk tier itself (FUSE passthrough) instead "
         "of zero-message opens with READs answered in C; each open then costs an OPEN and a RELEASE, "
         "a warm epoch half as fast (the baseline of bench/mount/warm_path.py; docs/fuse.md). "
-        "--workspace: the default, staged files (each new or truncated file on local disk, written "
-        "by the kernel, durable in the shared tier at close as ever; docs/writeback.md)",
+        "--workspace: stage each new or truncated file on local disk and let the kernel write it "
+        "(disk-speed writes, durable in the shared tier at close as ever); but stores through a "
+        "shared writable mmap after the file's last close(2) are lost (docs/writeback.md)",
     )
     reads.add_argument(
         "--no-passthrough",
         action="store_true",
         help="never use FUSE passthrough: the default for reads (zero-message opens with READs "
-        "answered in C; docs/fuse.md); --workspace: each WRITE through the daemon (msync(MS_SYNC) "
-        "is then an FSYNC, durable in the shared tier)",
+        "answered in C; docs/fuse.md) and for workspace writes (each WRITE through the daemon)",
     )
     p.add_argument(
         "--no-fastread",
@@ -556,7 +556,7 @@ def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str)
 
     try:
         serve(
-            WorkspaceOps(view, threads=args.threads, write_passthrough=not args.no_passthrough),
+            WorkspaceOps(view, threads=args.threads, write_passthrough=args.passthrough),
             mountpoint,
             mount_options(
                 fsname=f"datahub-ws:{args.workspace}", read_only=False, allow_other=args.allow_other
