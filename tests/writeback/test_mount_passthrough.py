@@ -220,9 +220,8 @@ def test_a_mount_writes_without_write_requests_and_close_is_durable(fuse_env) ->
 @pytest.mark.fuse
 @pytest.mark.parametrize("flags", [(), ("--no-passthrough",)], ids=["default", "no-passthrough"])
 def test_by_default_writes_go_through_the_daemon(fuse_env, flags) -> None:
-    """Staged files are opt-in (--passthrough): a shared writable mmap's stores after the
-    file's last close(2) never reach a staged file's copy (the xfail test below), while
-    through the daemon they are WRITEs and msync an FSYNC."""
+    """Staged files are opt-in (--passthrough; docs/writeback.md says why): through the
+    daemon every write is a WRITE and msync an FSYNC."""
     trace = _fuse_trace()
     if trace.available() is not None:
         pytest.skip(trace.available())
@@ -394,8 +393,8 @@ def test_stores_into_pages_dirtied_before_a_commit_are_committed_by_the_next_clo
 
 @pytest.mark.fuse
 def test_a_default_mount_keeps_stores_through_a_raw_mapping_after_the_last_close(fuse_env) -> None:
-    """Why staged files are opt-in: through the daemon, the same C-style sequence as above
-    (mmap, close, store, msync, munmap) reaches the workspace as WRITEs and is committed."""
+    """Through the daemon, the same C-style sequence as above (mmap, close, store, msync,
+    munmap) reaches the workspace as WRITEs and is committed."""
     libc = _libc()
     data = os.urandom(MiB + 7)
     mnt = fuse_env.mountpoint("ws")
