@@ -76,8 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "of zero-message opens with READs answered in C; each open then costs an OPEN and a RELEASE, "
         "a warm epoch half as fast (the baseline of bench/mount/warm_path.py; docs/fuse.md). "
         "--workspace: stage each new or truncated file on local disk and let the kernel write it "
-        "(disk-speed writes, durable in the shared tier at close as ever); but stores through a "
-        "shared writable mmap after the file's last close(2) are lost (docs/writeback.md)",
+        "(disk-speed writes, durable in the shared tier at close as ever); msync is durable on "
+        "local disk only, and writes after an unmount are not refused (docs/writeback.md)",
     )
     reads.add_argument(
         "--no-passthrough",

@@ -522,6 +522,11 @@ class WorkspaceView:
                 finally:
                     del self._handles[fh]
             handle.close()
+            if handle.lingering:
+                log.info(
+                    "workspace %r: %r is still mapped after its last close: committed again when unmapped",
+                    self.ws.name, handle.path,
+                )  # fmt: skip
         finally:
             if staged:
                 self._unstage(ino)

@@ -11,7 +11,7 @@ Issue 41. Three configurations, measured in the same run and taking turns round 
 - ``mount --passthrough``: ``datahub mount --background --workspace ws MNT --passthrough``
   (staged files: the kernel writes them; the mount's log says whether passthrough was had);
 - ``mount --no-passthrough``: the same mount with every WRITE through the daemon (the
-  default, since staged files lose stores through a mapping after the last close).
+  default; docs/writeback.md says why staged files are opt-in).
 
 Each mount's close returns once the file is durable in the shared tier (a local directory
 under the home, the embedded default) and journaled. ``cache.flush_interval`` is set to an

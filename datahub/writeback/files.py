@@ -447,6 +447,12 @@ class FileHandle:
         FUSE mount registers as the handle's backing file. Owned by the workspace."""
         return getattr(self._of, "fd", -1)
 
+    @property
+    def lingering(self) -> bool:
+        """Whether the file stayed open after this handle's close because a mapping still
+        holds its staged file (``lingering.py``): committed again when that goes."""
+        return getattr(self._of, "lingering", False)
+
     def size(self) -> int:
         """The file's size now (a staged file may have been written by the kernel)."""
         return self._check().attr()[0]

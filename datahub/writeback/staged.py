@@ -28,12 +28,31 @@ Rules:
   written); bigger or already journaled files copy their chunks first, then commit.
 - A staged file is anonymous (``O_TMPFILE``, else created and unlinked at once): a crash
   leaves nothing to clean up, and loses only what no close acknowledged.
+- **Shared writable mappings.** Stores through a mapping change no timestamp once their
+  page is dirty and writable, so a store made after a copy into a page dirtied before it
+  would never be seen by the (size, mtime, ctime) check. So a file that may be mapped is
+  written back before each copy (``sync_file_range``: the kernel cleans its pages and
+  write-protects every mapping of them, so the next store faults and moves mtime). "May
+  be mapped": the staged inode's atime moved since it was made (``mmap`` touches it, and so
+  do reads through the mount; our own descriptor is ``O_NOATIME``), or the staging file
+  system does not move atime on mmap (``Staging.atime_seen``: then every file is treated so).
+- **Mappings outlive the last close.** A mapping holds the kernel's backing file, not the
+  FUSE file, so the last RELEASE can come while a process still stores through it
+  (``open; mmap; close; store; munmap``). ``written_elsewhere`` tells (a write lease on our
+  descriptor is refused while any other open of the inode exists, mappings' included); the
+  workspace then keeps the file open (``lingering.py``) and commits a full copy once the
+  last such open is gone.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import fcntl
+import mmap
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -44,6 +63,40 @@ from datahub.writeback.packs import PACK_CHUNK_MAX
 from datahub.writeback.ports import Committer, NotFresh, Uploader
 
 COARSE_NS = 50_000_000  # older than this, a later change must get another timestamp (coarse clocks)
+_SYNC_FILE_RANGE_WAIT_BEFORE, _SYNC_FILE_RANGE_WRITE = 1, 2
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+
+
+def write_protect(fd: int) -> None:
+    """Start writing back every dirty page of ``fd``'s file (after any writeback in flight):
+    the kernel cleans each page and write-protects it in every shared mapping, so the next
+    store through any mapping faults and moves the file's mtime."""
+    if _libc.sync_file_range(fd, 0, 0, _SYNC_FILE_RANGE_WAIT_BEFORE | _SYNC_FILE_RANGE_WRITE) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def written_elsewhere(fd: int) -> bool:
+    """Whether an open of ``fd``'s inode other than ``fd``'s own exists (another descriptor,
+    the kernel's backing file of a FUSE handle or of a mapping): the kernel refuses a write
+    lease then (fs/locks.c, ``check_conflicting_open``). Granted, it is dropped at once; a
+    break in between (an open racing us) is signalled with SIGURG, which is ignored by
+    default, instead of SIGIO, which would end the process."""
+    fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_WRLCK)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EBUSY):
+            return True
+        raise
+    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    return False
+
+
+#: our own reads of a staged file (copies) leave its atime alone: a moved atime means a
+#: mapping (or a read through the mount), see ``StagedFile.maybe_mapped``
+_FLAGS = os.O_RDWR | os.O_CLOEXEC | os.O_NOATIME
 
 
 class Staging:
@@ -56,17 +109,18 @@ class Staging:
         self.what = what
         directory.mkdir(parents=True, exist_ok=True)
         self.exact = _changes_always_seen(self)
+        self.atime_seen = _mmap_moves_atime(self)
 
     def new_fd(self) -> int:
         """An empty anonymous file open for reading and writing."""
         try:
             try:
-                return os.open(self.directory, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+                return os.open(self.directory, os.O_TMPFILE | _FLAGS, 0o600)
             except OSError as exc:
                 if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
                     raise
             path = self.directory / f"staged-{os.getpid()}-{time.monotonic_ns()}"
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | _FLAGS, 0o600)
             os.unlink(path)
             return fd
         except OSError as exc:
@@ -95,6 +149,24 @@ def _changes_always_seen(staging: Staging) -> bool:
         os.close(fd)
 
 
+def _mmap_moves_atime(staging: Staging) -> bool:
+    """Whether mapping a staged file moves its atime here (not on a ``noatime`` mount)."""
+    fd = staging.new_fd()
+    try:
+        os.pwrite(fd, b"x", 0)
+        before = os.fstat(fd).st_atime_ns
+        other = os.open(f"/proc/self/fd/{fd}", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            mmap.mmap(other, 1, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE).close()
+        finally:
+            os.close(other)
+        return os.fstat(fd).st_atime_ns != before
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 class StagedFile(OpenFile):
     """An ``OpenFile`` whose bytes are the staged file ``fd`` (it owns ``fd``)."""
 
@@ -108,11 +180,20 @@ class StagedFile(OpenFile):
         rec: dict,
         fd: int,
         exact: bool,
+        atime_seen: bool = False,
     ) -> None:
         super().__init__(uploads, commits, conf, file_id, path, rec)
         self.fd = fd
         self._exact = exact
         self._synced: tuple[int, int, int] | None = None  # staged state the journal holds, if certain
+        self._atime0 = os.fstat(fd).st_atime_ns if atime_seen else None  # None: treat as maybe mapped
+        self.release_lock = threading.Lock()  # the workspace's last-release decision (lingering.py)
+        self.lingering = False  # its last reference waits for a mapping to go (lingering.py)
+
+    def maybe_mapped(self, st: os.stat_result) -> bool:
+        """Whether some process may have mapped the staged file (its atime moved: mmap touches
+        it, our own descriptor does not), or we cannot tell."""
+        return self._atime0 is None or st.st_atime_ns != self._atime0
 
     # --- what the handles do ---------------------------------------------------------------------
     def attr(self) -> tuple[int, float]:
@@ -145,13 +226,17 @@ class StagedFile(OpenFile):
             os.close(fd)
 
     # --- fsync ---------------------------------------------------------------------------------
-    def fsync(self) -> None:
-        """Durable in the shared tier and journaled when this returns (see the module)."""
+    def fsync(self, *, whole: bool = False) -> None:
+        """Durable in the shared tier and journaled when this returns (see the module).
+        ``whole``: copy even if the file looks unchanged (stores through a mapping that
+        outlived the last close leave no trace we could trust)."""
         with self._commit_lock:
             st = os.fstat(self.fd)
             state = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            if state == self._synced and not self.pending:
+            if state == self._synced and not self.pending and not whole:
                 return
+            if self.maybe_mapped(st):  # after the fstat, before the copy (see the module)
+                write_protect(self.fd)
             certain = self._exact or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > COARSE_NS
             size, mtime = st.st_size, st.st_mtime_ns / 1e9
             small = 0 < size <= self.cs and size < PACK_CHUNK_MAX

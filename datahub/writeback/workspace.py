@@ -38,6 +38,9 @@ namespace, only through the protocols in ``ports.py``; docs/architecture.md draw
 
 Lock order (take a lock only while holding locks listed above it, never the other way):
 
+0. ``StagedFile.release_lock`` (one staged file's last-release decision: whether a mapping
+   keeps it open, ``lingering.py``); held across the probe and the overlay's release only,
+   never while committing; ``Lingering._lock`` is a leaf beside it.
 1. ``OpenFile._commit_lock`` (one file's fsync: upload, then journal commit) or
    ``Flusher._mutex`` (one flush or eviction at a time: origin I/O, then journal writes).
    Both are held across I/O; neither is ever taken while the other is held.
@@ -56,6 +59,7 @@ Lock order (take a lock only while holding locks listed above it, never the othe
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -78,6 +82,7 @@ from datahub.writeback.commits import FileCommitter
 from datahub.writeback.files import FileHandle, OpenFile
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
 from datahub.writeback.journal import Journal, Txn
+from datahub.writeback.lingering import Lingering
 from datahub.writeback.model import (
     DIR_MODE,
     FILE_MODE,
@@ -88,8 +93,10 @@ from datahub.writeback.model import (
     normalize,
 )
 from datahub.writeback.overlay import Overlay
-from datahub.writeback.staged import StagedFile, Staging
+from datahub.writeback.staged import StagedFile, Staging, written_elsewhere
 from datahub.writeback.uploads import UploadPool
+
+log = logging.getLogger(__name__)
 
 STAGING_DIR = "writeback-staging"  # under a local shared tier; never inside a workspace's chunk prefix
 
@@ -132,6 +139,7 @@ class Workspace:
         self.closers: list[Callable[[], None]] = []  # journal, stores, owner lock, flush server
         self.journal_dir = journal.path.parent  # staged files go here when the shared tier is not local
         self._staging: Staging | None = None
+        self.lingering = Lingering(self._finish_lingering, self.what)
         self._staging_lock = threading.Lock()  # a leaf: made once
         self._closed = False
 
@@ -297,8 +305,18 @@ class Workspace:
 
     def _new_open_file(self, file_id: int, path: str, rec: dict, fd: int = -1) -> OpenFile:
         if fd >= 0:
-            exact = self.staging().exact
-            return StagedFile(self.uploads, self.commits, self.files, file_id, path, rec, fd, exact)
+            staging = self.staging()
+            return StagedFile(
+                self.uploads,
+                self.commits,
+                self.files,
+                file_id,
+                path,
+                rec,
+                fd,
+                staging.exact,
+                staging.atime_seen,
+            )
         return OpenFile(self.uploads, self.commits, self.files, file_id, path, rec)
 
     def _new_created_file(self, file_id: int, path: str, fd: int = -1) -> OpenFile:
@@ -368,7 +386,14 @@ class Workspace:
         return self.flusher.rehydrate(file_id, path, rec)
 
     def _release(self, of: OpenFile) -> None:
-        if not self.overlay.release(of):
+        if isinstance(of, StagedFile):
+            with of.release_lock:  # one release decides at a time (``_linger`` reads refs)
+                if self._linger(of):
+                    return
+                last = self.overlay.release(of)
+        else:
+            last = self.overlay.release(of)
+        if not last:
             return
         of.closed()
         if not of.unlinked:  # no namespace operation removed it while open: nothing to do
@@ -382,6 +407,35 @@ class Workspace:
             if rec is not None and rec.get("unlinked"):
                 records.delete_file(txn, of.id, rec)
         self.overlay.forget_trust([of.id])
+
+    def _linger(self, of: StagedFile) -> bool:
+        """Keep the last reference of a staged file that some other open still holds (a
+        mapping that outlived the last close: ``lingering.py``); True if kept."""
+        if of.refs != 1 or of.fd < 0 or of.unlinked or self._closed:
+            return False
+        if not of.maybe_mapped(os.fstat(of.fd)):
+            return False  # never mapped: nothing can write it once its handles are gone
+        try:
+            if not written_elsewhere(of.fd):
+                return False
+        except OSError as exc:
+            log.warning(
+                "%s: cannot tell whether %r is still mapped (%s): letting it go", self.what, of.path, exc
+            )
+            return False
+        return self.lingering.hold(of)
+
+    def _finish_lingering(self, of: StagedFile) -> bool:
+        """The last other open of a lingering staged file is gone: commit a whole copy (its
+        stores left no trace we could trust), then release it. False: hold it longer."""
+        if not of.unlinked:
+            try:
+                of.fsync(whole=True)
+            except Exception as exc:  # kept, retried at the next probe and at close
+                log.warning("%s: committing %r after its mapping went: %s", self.what, of.path, exc)
+                return False
+        self._release(of)
+        return True
 
     def journal_record(self, path: str) -> dict:
         """The committed journal record of a file (diagnostics and tests)."""
@@ -439,8 +493,12 @@ class Workspace:
         self._closed = True
         error: BaseException | None = None
         try:
+            lingering = {of.id for of in self.lingering.stop()}
             for of in self.open_files():
-                of.fsync()
+                if of.id in lingering and not of.unlinked:
+                    of.fsync(whole=True)
+                else:
+                    of.fsync()
             self.flusher.stop()
             self.flusher.flush()
         except BaseException as exc:
@@ -453,6 +511,7 @@ class Workspace:
     def abandon(self) -> None:
         """Drop everything without committing or flushing: what a crash leaves (tests use it)."""
         self._closed = True
+        self.lingering.stop()
         self.flusher.stop()
         self._shutdown()
 

@@ -179,3 +179,52 @@ def test_the_staged_file_goes_with_the_last_handle(env: Env) -> None:
     with pytest.raises(OSError):
         os.fstat(fd)
     assert of.fd == -1
+
+
+def _wait(predicate, timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+def test_a_mapping_that_outlives_the_last_close_is_committed_when_it_goes(env: Env) -> None:
+    """What a FUSE mapping does, without FUSE: another open of the staged inode (the kernel's
+    backing file of a mapping) maps it, the last handle closes, the mapping stores and goes.
+    The workspace keeps the file open until then and commits the stores (lingering.py)."""
+    import mmap
+
+    ws = env.open()
+    fh = ws.open("m", create=True, truncate=True, staged=True)
+    staged_write(fh, 0, b"\0" * 8192)
+    other = os.open(f"/proc/self/fd/{fh.staged_fd}", os.O_RDWR)
+    mapping = mmap.mmap(other, 8192, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    os.close(other)  # the mapping holds its own open of the inode
+    mapping[:5] = b"early"
+    fh.close()  # commits "early"; the mapping still holds the staged file
+    assert fh.lingering and ws.journal_record("m")["size"] == 8192
+    mapping[:5] = b"after"  # a store into a page already dirty: no timestamp moves
+    mapping.close()  # the last other open goes: inotify wakes the workspace
+    _wait(lambda: not fh.lingering)
+    assert read_all(ws, "m")[:5] == b"after"
+    ws = env.crash_and_reopen(ws)  # committed, not only in memory
+    assert read_all(ws, "m")[:5] == b"after"
+
+
+def test_a_file_still_mapped_at_close_of_the_workspace_is_committed_whole(env: Env) -> None:
+    import mmap
+
+    ws = env.open()
+    fh = ws.open("m", create=True, truncate=True, staged=True)
+    staged_write(fh, 0, b"\0" * 4096)
+    other = os.open(f"/proc/self/fd/{fh.staged_fd}", os.O_RDWR)
+    mapping = mmap.mmap(other, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    os.close(other)
+    mapping[:5] = b"early"
+    fh.close()
+    mapping[:5] = b"later"
+    ws.close()  # still mapped: the close commits a whole copy
+    mapping.close()
+    assert read_all(env.open(), "m")[:5] == b"later"
