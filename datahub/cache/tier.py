@@ -232,6 +232,9 @@ class BudgetedTier(Tier):
         self._sizes: dict[PageKey, int] = {}
         self._pending: dict[PageKey, int] = {}
         self._lost_pending: set[PageKey] = set()  # lost (``lost``) while still being stored
+        # victims chosen (no longer counted) whose bytes are still being removed: a read of
+        # one in that window must not take it for a page another process stored
+        self._evicting: set[PageKey] = set()
         self._used = 0  # stored + pending bytes
 
     # --- storage hooks (called without the lock) -------------------------------------------
@@ -277,7 +280,7 @@ class BudgetedTier(Tier):
                 self.counters.add("hits")
                 if key in self._sizes:
                     self.policy.on_hit(key)
-                elif key not in self._pending:  # stored by another process sharing the directory
+                elif key not in self._pending and key not in self._evicting:  # another process stored it
                     self._sizes[key] = len(data)
                     self._used += len(data)
                     self.policy.on_insert(key, len(data))
@@ -425,14 +428,19 @@ class BudgetedTier(Tier):
         for key in chosen:
             self._used -= self._sizes.pop(key)
             self.policy.on_remove(key)
+            self._evicting.add(key)
         self.counters.add("evictions", len(chosen))
         return chosen
 
     def _drop(self, victims: list[PageKey]) -> None:
         for key in victims:
             data = None
-            with tier_failure(self, "evict", key, counted=False) as failure:
-                data = self._discard(key)
+            try:
+                with tier_failure(self, "evict", key, counted=False) as failure:
+                    data = self._discard(key)
+            finally:
+                with self._lock:
+                    self._evicting.discard(key)
             if failure.failed or data is None or self.on_evict is None:
                 continue
             with tier_failure(self, "demote", key, counted=False):  # demotion is best effort
