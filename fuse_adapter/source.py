@@ -143,29 +143,28 @@ class CacheSource:
         return self._cache.warm_room()
 
     def report_warmup(self, status: Callable[[], dict]) -> None:
-        self._cache.report_warmup(status)
+        self._cache.reports.add_warmup(status)
 
     def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
-        return self._cache.backing_fd(ref, verify=verify, fetch=fetch)
+        return self._cache.passthrough.fd(ref, verify=verify, fetch=fetch)
 
     def backing_unchanged(self, ref: ObjectRef, fd: int) -> bool:
-        return self._cache.backing_unchanged(ref, fd)
+        return self._cache.passthrough.unchanged(ref, fd)
 
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
-        return self._cache.backing_check(ref, fd)
+        return self._cache.passthrough.check(ref, fd)
 
     def watch_backing(self, listener: Callable[[int, int], None]) -> None:
-        self._cache.watch_backing(listener)
+        self._cache.passthrough.watch(listener)
 
     def backing_hit(self, ref: ObjectRef) -> None:
-        self._cache.backing_hit(ref)
+        self._cache.passthrough.hit(ref)
 
     def backs_files(self) -> bool:
-        b = self._cache.backing
-        return b is not None and bool(b.disk.xattr_pages)
+        return self._cache.passthrough.available()
 
     def report_mount(self, status: Callable[[], dict]) -> None:
-        self._cache.report_mount(status)
+        self._cache.reports.add_mount(status)
 
     def close(self) -> None:
         self._cache.close()

@@ -2,15 +2,19 @@
 # Build and install datahub's pyfuse3 from its source tree, third_party/pyfuse3 (pyfuse3 3.5.0's
 # sdist plus datahub's commits: reads by inode, queued requests answered in C, FUSE passthrough,
 # opens of published backing files answered in C, a C thread that reads /dev/fuse, requests over
-# io_uring, LOOKUPs answered in C; see third_party/pyfuse3/README.md). No download: only the tree.
+# io_uring, LOOKUPs answered in C; see third_party/pyfuse3/README.md). No source download: only
+# the tree. Its build requirements (Cython, setuptools, setuptools-scm) are the exact wheels
+# third_party/pyfuse3/build-requirements.txt pins by version and sha256, installed into a
+# temporary directory; the build runs without pip's build isolation, which would take whatever
+# the index holds that day.
 #   scripts/build_pyfuse3.sh [PYTHON] [LIBFUSE_PREFIX]
 # PYTHON defaults to .venv/bin/python. LIBFUSE_PREFIX (scripts/build_libfuse.sh; default: the
 # venv's opt/libfuse) holds libfuse >= 3.17: the build links it (rpath) and the C fast path is in.
 # Without it the same tree is built against the system's libfuse (3.14 on Debian 12), where the
 # fast path compiles out (pyfuse3.PASSTHROUGH, FASTLOOP and URING are False; see the README).
 # Idempotent: the installed version is 3.5.0+datahub.t<hash>, the hash of the build's inputs (the
-# tree's sources, this script, which libfuse); the same hash installed means nothing to do, so a
-# venv rebuilds once after any change to them and then skips.
+# tree's sources, the pinned build requirements, this script, which libfuse); the same hash
+# installed means nothing to do, so a venv rebuilds once after any change to them and then skips.
 # PYFUSE3_SANITIZE=DIR (scripts/sanitize.sh): build with ASan and UBSan instead and install into DIR
 # (pip --target), not into the venv; importing it needs libasan preloaded (see the README).
 set -euo pipefail
@@ -19,6 +23,7 @@ PY=${1:-$ROOT/.venv/bin/python}
 VENV_DIR=$("$PY" -c 'import sys; print(sys.prefix)')
 LIBFUSE=${2:-$VENV_DIR/opt/libfuse}
 TREE=$ROOT/third_party/pyfuse3
+BUILD_REQS=$TREE/build-requirements.txt
 VERSION=3.5.0
 SANITIZE=${PYFUSE3_SANITIZE:-}
 if [[ -e "$LIBFUSE/lib/pkgconfig/fuse3.pc" ]]; then
@@ -37,7 +42,7 @@ inputs() {
     ! -path 'src/pyfuse3/__init__.c' ! -name '*.so' ! -name '*.o' ! -name '*.pyc' \
     ! -path '*/__pycache__/*' ! -path '*.egg-info/*' -print0 | LC_ALL=C sort -z)
 }
-KEY=$({ inputs | (cd "$TREE" && xargs -0 sha256sum); sha256sum <"$0"; echo "$FUSE_LIB${SANITIZE:+ sanitize}"; } \
+KEY=$({ inputs | (cd "$TREE" && xargs -0 sha256sum); sha256sum <"$BUILD_REQS"; sha256sum <"$0"; echo "$FUSE_LIB${SANITIZE:+ sanitize}"; } \
   | sha256sum | cut -c1-12)
 WANT="$VERSION+datahub.t$KEY"
 PIP_TO=()
@@ -62,8 +67,17 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/pyfuse3"
 inputs | (cd "$TREE" && xargs -0 cp --parents -t "$work/pyfuse3")
-if ! SETUPTOOLS_SCM_PRETEND_VERSION="$WANT" "$PY" -m pip install -v --no-deps "${PIP_TO[@]}" "$work/pyfuse3" \
-  >"$work/build.log" 2>&1; then
+# the build environment: exactly the pinned wheels (any other version or file fails the hash check)
+if ! "$PY" -m pip install --no-deps --require-hashes --only-binary :all: --target "$work/build-env" \
+  -r "$BUILD_REQS" >"$work/build-env.log" 2>&1; then
+  grep -v "^WARNING: Location 'file://" "$work/build-env.log" | tail -30 >&2
+  echo "[install] pyfuse3's build requirements ($BUILD_REQS) could not be installed" >&2
+  exit 1
+fi
+# --check-build-dependencies: the pins must still satisfy pyproject.toml's [build-system] requires
+if ! PYTHONPATH="$work/build-env${PYTHONPATH:+:$PYTHONPATH}" SETUPTOOLS_SCM_PRETEND_VERSION="$WANT" \
+  "$PY" -m pip install -v --no-deps --no-build-isolation --check-build-dependencies "${PIP_TO[@]}" \
+  "$work/pyfuse3" >"$work/build.log" 2>&1; then
   grep -v "^WARNING: Location 'file://" "$work/build.log" | tail -60 >&2
   echo "[install] pyfuse3 build failed (the log's end above)" >&2
   exit 1

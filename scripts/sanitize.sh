@@ -2,6 +2,9 @@
 # `make sanitize`: pyfuse3's C (third_party/pyfuse3) built with AddressSanitizer and
 # UndefinedBehaviorSanitizer runs the real-mount tests of the C paths; fails on any report.
 #   scripts/sanitize.sh [PYTEST_ARGS...]      (default: the C paths' test files below)
+# The list covers every C path a default mount uses (zero-message opens, READs answered in C
+# from page files: fastread.h, LOOKUPs in C, the reader thread and io_uring) and the
+# passthrough ones a flag turns on.
 # The sanitized build goes to .venv/opt/pyfuse3-sanitize (scripts/build_pyfuse3.sh with
 # PYFUSE3_SANITIZE; rebuilt only when the tree changes), never into the venv: it is put first on
 # PYTHONPATH for this run only, and the mount daemons the tests start inherit that. CPython is not
@@ -16,7 +19,8 @@ DIR=$ROOT/.venv/opt/pyfuse3-sanitize
 REPORTS=$ROOT/var/sanitize
 TESTS=(tests/fuse/test_passthrough.py tests/fuse/test_passthrough_opens.py tests/fuse/test_fastloop.py
        tests/fuse/test_uring.py tests/fuse/test_uring_offer.py tests/fuse/test_lookup_in_c.py
-       tests/fuse/test_zero_message_open.py)
+       tests/fuse/test_zero_message_open.py tests/fuse/test_fastread.py tests/fuse/test_warm_requests.py
+       tests/fuse/test_cold_open.py)
 (($#)) && TESTS=("$@")
 PYFUSE3_SANITIZE=$DIR scripts/build_pyfuse3.sh "$PY"
 LIBASAN=$(gcc -print-file-name=libasan.so)
@@ -31,7 +35,8 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$REPORTS/ubsan
 import sys, pyfuse3
 so = pyfuse3.__file__
 assert so.startswith(sys.argv[1]), f"pyfuse3 came from {so}, not the sanitized build"
-assert pyfuse3.PASSTHROUGH and pyfuse3.FASTLOOP and pyfuse3.URING, "the sanitized build lacks the C fast path"
+assert pyfuse3.PASSTHROUGH and pyfuse3.FASTLOOP and pyfuse3.URING and pyfuse3.FASTREAD, \
+    "the sanitized build lacks the C fast path"
 print(f"[sanitize] pyfuse3 {so}", file=sys.stderr)
 EOF
 grep -q __asan_init "$DIR"/pyfuse3/__init__*.so || { echo "[sanitize] the build has no ASan" >&2; exit 1; }

@@ -18,6 +18,7 @@ from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
 from datahub.cache.disk import DiskTier
 from datahub.cache.fetch_workers import FetchWorkers, worker_count
 from datahub.cache.origin import Origin
+from datahub.cache.pins import Pins, PinStore
 from datahub.cache.policy import make_policy
 from datahub.cache.prefetch import LARGE_PAGES, HintAhead
 from datahub.cache.prefetcher import Prefetcher
@@ -42,7 +43,7 @@ def assemble_cache(
     prefetch_concurrency: int = 128,
     readahead_bytes: int = 64 * 1024**2,
     hint_budget_bytes: int = 512 * 1024**2,
-    pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
+    pin_index: PinStore | None = None,  # the disk tier's index, holding persistent pins, if any
     stats_dir: Path | None = None,
     policy: str = "",
     stream_min_bytes: int = 64 * 1024**2,
@@ -68,7 +69,7 @@ def assemble_cache(
         flight=flight,
         page_size=page_size,
         prefetch_concurrency=concurrency,
-        pin_index=pin_index,
+        pins=Pins(pin_index),
         stats_dir=stats_dir,
         policy=policy,
         activity=ReaderActivity(warmup_idle_seconds, LARGE_PAGES * page_size),
@@ -178,4 +179,4 @@ def open_cache(config: Config, stores, *, fetch_workers: bool = False) -> Tiered
 
 def _fill_limit(local_tiers: Sequence[Tier], requested: int) -> int:
     """A whole-object fill must fit the largest local tier with room to spare, or it only churns it."""
-    return min(requested, max((getattr(t, "budget", 0) for t in local_tiers), default=0) // 2)
+    return min(requested, max((t.budget for t in local_tiers), default=0) // 2)

@@ -352,7 +352,7 @@ class DiskTier(BudgetedTier):
             fresh = dict(self.index.entries())
             with self._lock:
                 for key, size in fresh.items():
-                    if key not in self._sizes and key not in self._pending:
+                    if key not in self._sizes and key not in self._pending and key not in self._evicting:
                         self._sizes[key] = size
                         self._used += size
                         self.policy.on_insert(key, size)

@@ -143,7 +143,7 @@ class WarmBudget:
         for tier in tiers:
             limit = tier.usage().limit
             if limit > 0:
-                self.room[tier] = int(limit * getattr(tier, "low", 1.0))
+                self.room[tier] = int(limit * tier.low)
         persistent = [t for t in self.room if t.persistent]
         self.keeping = frozenset(persistent or self.room)
         self.used: dict[Tier, int] = dict.fromkeys(self.room, 0)

@@ -102,14 +102,44 @@ class TierUsage:
     entries: int
 
 
+def _never_pinned(key: PageKey) -> bool:
+    return False
+
+
+def _no_evictor() -> None:
+    return None
+
+
 class Tier(abc.ABC):
-    """One level of the cache. Implementations never raise from get/put/contains/delete."""
+    """One level of the cache. Implementations never raise from get/put/contains/delete.
+
+    Besides the storage contract, every tier has the same hooks and budget attributes, with
+    defaults here, so the cache connects and asks any tier the same way instead of probing
+    which one has what. The cache sets the hooks in ``TieredCache.start``:
+
+    - ``wake_evictor()``: the tier went over its high watermark; the cache's maintainer
+      runs ``maintain`` soon. Default: nothing (a tier that never calls it).
+    - ``is_pinned(key)``: whether a pin holds the page (``datahub.cache.pins``); a tier
+      that evicts never chooses such a page. Set on persistent tiers only: pins keep
+      pages on disk, not in RAM. Default: nothing is pinned.
+    - ``on_evict(key, data)``: receives pages the fastest tier evicts with their bytes at
+      hand, so they are demoted to the next tier instead of dropped. Default: None.
+
+    ``budget`` (bytes; 0: none) and the watermarks ``high`` and ``low`` (fractions of the
+    limit; 1.0: none) are what warm-up and whole-object fills size themselves by.
+    """
 
     name: str
     persistent: bool = False  # survives a restart (disk, shared)
+    budget: int = 0
+    high: float = 1.0
+    low: float = 1.0
 
     def __init__(self) -> None:
         self.counters = TierCounters()
+        self.wake_evictor: Callable[[], None] = _no_evictor
+        self.is_pinned: Callable[[PageKey], bool] = _never_pinned
+        self.on_evict: Callable[[PageKey, bytes], None] | None = None
 
     @abc.abstractmethod
     def get(self, key: PageKey) -> bytes | None:
@@ -172,6 +202,8 @@ class BudgetedTier(Tier):
       pinned pages refuses new ones instead of exceeding its budget.
     - ``on_evict(key, data)`` receives evicted pages whose bytes the hook returned (the RAM
       tier hands them on, so overflow demotes to disk instead of dropping).
+
+    The hooks (``Tier``) may also be given here, for a tier used without a cache.
     """
 
     def __init__(
@@ -191,13 +223,18 @@ class BudgetedTier(Tier):
         self.budget = budget
         self.policy = policy
         self.high, self.low = high_watermark, low_watermark
-        self.is_pinned = is_pinned or (lambda key: False)
+        if is_pinned is not None:
+            self.is_pinned = is_pinned
         self.on_evict = on_evict
-        self.wake_evictor = wake_evictor or (lambda: None)
+        if wake_evictor is not None:
+            self.wake_evictor = wake_evictor
         self._lock = threading.Lock()
         self._sizes: dict[PageKey, int] = {}
         self._pending: dict[PageKey, int] = {}
         self._lost_pending: set[PageKey] = set()  # lost (``lost``) while still being stored
+        # victims chosen (no longer counted) whose bytes are still being removed: a read of
+        # one in that window must not take it for a page another process stored
+        self._evicting: set[PageKey] = set()
         self._used = 0  # stored + pending bytes
 
     # --- storage hooks (called without the lock) -------------------------------------------
@@ -243,7 +280,7 @@ class BudgetedTier(Tier):
                 self.counters.add("hits")
                 if key in self._sizes:
                     self.policy.on_hit(key)
-                elif key not in self._pending:  # stored by another process sharing the directory
+                elif key not in self._pending and key not in self._evicting:  # another process stored it
                     self._sizes[key] = len(data)
                     self._used += len(data)
                     self.policy.on_insert(key, len(data))
@@ -391,14 +428,19 @@ class BudgetedTier(Tier):
         for key in chosen:
             self._used -= self._sizes.pop(key)
             self.policy.on_remove(key)
+            self._evicting.add(key)
         self.counters.add("evictions", len(chosen))
         return chosen
 
     def _drop(self, victims: list[PageKey]) -> None:
         for key in victims:
             data = None
-            with tier_failure(self, "evict", key, counted=False) as failure:
-                data = self._discard(key)
+            try:
+                with tier_failure(self, "evict", key, counted=False) as failure:
+                    data = self._discard(key)
+            finally:
+                with self._lock:
+                    self._evicting.discard(key)
             if failure.failed or data is None or self.on_evict is None:
                 continue
             with tier_failure(self, "demote", key, counted=False):  # demotion is best effort

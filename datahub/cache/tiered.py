@@ -16,6 +16,11 @@ reads of one.
 
 A background thread runs each tier's eviction between the watermarks, reloads pins
 changed by other processes, and writes a stats snapshot for ``datahub cache stats``.
+
+Three registries beside the read path are objects of their own, attributes of the cache:
+``pins`` (``datahub.cache.pins``: what eviction must keep), ``passthrough``
+(``datahub.cache.passthrough``: backing files for a FUSE mount's passthrough opens) and
+``reports`` (``datahub.cache.reports``: what mounts add to the stats).
 """
 
 from __future__ import annotations
@@ -24,19 +29,23 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 
 from datahub.cache import stats as stats_io
 from datahub.cache.activity import ReaderActivity
-from datahub.cache.backing import ABSENT, BackingFiles
+from datahub.cache.backing import BackingFiles
+from datahub.cache.disk import DiskTier
 from datahub.cache.fetch_workers import FetchWorkers
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey, object_id_of, page_count, page_length
+from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.passthrough import PassthroughFiles
+from datahub.cache.pins import Pins
 from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
 from datahub.cache.prefetcher import Prefetcher
 from datahub.cache.ram import RamTier
 from datahub.cache.readahead import MAX_RUN_BYTES, MAX_STREAMS
+from datahub.cache.reports import StatusReports
 from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import TIER_ERRORS, Tier
@@ -62,7 +71,7 @@ class TieredCache:
         flight: SingleFlight[bytes],
         page_size: int,
         prefetch_concurrency: int,
-        pin_index=None,  # datahub.cache.index.PageIndex holding persistent pins, if any
+        pins: Pins | None = None,  # None: pins in memory only
         stats_dir: Path | None = None,
         policy: str = "",
         activity: ReaderActivity,
@@ -77,10 +86,12 @@ class TieredCache:
         self.prefetch_concurrency = prefetch_concurrency
         self.activity = activity  # readers' activity: warm-up holds back large objects while readers are busy
         self._flight = flight
-        self._pin_index = pin_index
-        self._memory_pins: dict[str, set[str]] = {}
-        self._pinned: frozenset[str] = frozenset()
-        self._pin_generation = -1
+        #: named sets of objects whose pages persistent tiers keep (datahub.cache.pins)
+        self.pins = pins if pins is not None else Pins()
+        #: what mounts add to ``stats()``: their warm-ups and open modes (datahub.cache.reports)
+        self.reports = StatusReports()
+        #: backing files for FUSE passthrough opens (datahub.cache.passthrough); start()
+        self.passthrough: PassthroughFiles
         self._local_tiers = [t for t in self.tiers if not isinstance(t, SharedTier)]  # contains() is cheap
         self._prefetcher: Prefetcher  # the one owner of read-ahead (datahub.cache.prefetcher); start()
         self._hints: HintAhead  # set by start()
@@ -90,16 +101,20 @@ class TieredCache:
         self._closed = threading.Event()
         self._wake = threading.Event()
         self._maintainer: threading.Thread | None = None  # started by start()
-        self._warmup_reports: list[Callable[[], dict]] = []  # mounts' warm-ups, for stats()
-        self._mount_reports: list[Callable[[], dict]] = []  # mounts' open modes (passthrough), for stats()
-        disk = next((t for t in self.tiers if hasattr(t, "open_backing")), None)
-        self.backing = BackingFiles(disk) if disk is not None else None  # FUSE passthrough
 
     def start(self, prefetcher: Prefetcher, hints: HintAhead, *, maintain_interval: float) -> TieredCache:
         """Connect the parts built around this cache, load the pins, start the maintainer."""
         self._prefetcher, self._hints = prefetcher, hints
+        disk = next((t for t in self.tiers if isinstance(t, DiskTier)), None)
+        self.passthrough = PassthroughFiles(
+            BackingFiles(disk) if disk is not None else None,
+            page_size=self.page_size,
+            local_tiers=self._local_tiers,
+            activity=self.activity,
+            read=self.read,
+        )
         self._attach_tiers()
-        self._reload_pins()
+        self.pins.reload()
         self._maintainer = threading.Thread(
             target=self._maintain_loop, args=(maintain_interval,), name="datahub-cache-maintain", daemon=True
         )
@@ -107,13 +122,13 @@ class TieredCache:
         return self
 
     def _attach_tiers(self) -> None:
-        """Give the tiers their hooks into the cache: wake the evictor, pins, demotion."""
+        """Give the tiers their hooks into the cache (declared on ``Tier``): wake the
+        evictor, pins, demotion."""
         for i, tier in enumerate(self.tiers):
-            if hasattr(tier, "wake_evictor"):
-                tier.wake_evictor = self._wake.set
-            if hasattr(tier, "is_pinned") and tier.persistent:  # pins hold pages on disk, not in RAM
-                tier.is_pinned = self.is_pinned
-            if i == 0 and hasattr(tier, "on_evict") and len(self.tiers) > 1:
+            tier.wake_evictor = self._wake.set
+            if tier.persistent:  # pins hold pages on disk, not in RAM
+                tier.is_pinned = self.pins.holds
+            if i == 0 and len(self.tiers) > 1:
                 tier.on_evict = self._demote
 
     # --- reads -------------------------------------------------------------------------------------
@@ -375,69 +390,6 @@ class TieredCache:
         """Whether a local tier holds the first page of ``ref`` (no I/O beyond an index look-up)."""
         return self._cached_locally(PageKey(ref.url, ref.etag, self.page_size, 0))
 
-    def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
-        """A read-only descriptor of a disk-tier file holding exactly the verified bytes of
-        ``ref`` from offset 0 (a FUSE passthrough backing file; the caller closes it), or
-        None: only an object of one page that is in the disk tier has one. ``verify=False``:
-        no data read; ``datahub.cache.backing.UNVERIFIED`` if it would take one, ``ABSENT``
-        if the disk tier does not hold it. ``fetch=True``: an object it does not hold is
-        read through the cache first, which writes its page file (a cold file's first READ
-        done at its OPEN, so that the kernel serves even that one: its READs and their reply
-        copies never reach the daemon); that read raises as ``read`` does."""
-        if self.backing is None or not 0 < ref.size <= self.page_size:
-            return None
-        key = PageKey(ref.url, ref.etag, self.page_size, 0)
-        fd = self.backing.open(key, ref.size, verify=verify)
-        if fd is None and fetch:
-            self.read(ref, 0, ref.size)  # a miss, counted there: no hit for this open
-            return self.backing.open(key, ref.size, verify=verify)  # None: the tier refused it
-        if fd is None and not verify and not any(t.known(key) for t in self._local_tiers):
-            # No probe of the disk (this runs inline on the FUSE loop, where a system call
-            # hands the GIL to the fetch threads): a page another process stored is found
-            # by the fetch's read, and passed through. Known but not a backing file: a
-            # page in RAM only, or an old-format file, read as it is.
-            return ABSENT
-        if fd is not None and fd >= 0:
-            self.backing_hit(ref)
-        return fd
-
-    def backing_hit(self, ref: ObjectRef) -> None:
-        """An open served by a backing file (also one answered in pyfuse3's C code, reported
-        later): eviction and warm-up see the object in use, as for any cache hit."""
-        if self.backing is None:
-            return
-        self.activity.saw(ref)
-        self.backing.disk.touch(PageKey(ref.url, ref.etag, self.page_size, 0))
-
-    def backing_unchanged(self, ref: ObjectRef, fd: int) -> bool:
-        """Whether ``fd`` (from :meth:`backing_fd`) is still in the state it was verified in:
-        one ``fstat``, no data read, no hit counted (``BackingFiles.unchanged``)."""
-        if self.backing is None or not 0 < ref.size <= self.page_size:
-            return False
-        return self.backing.unchanged(PageKey(ref.url, ref.etag, self.page_size, 0), fd)
-
-    def backing_check(self, ref: ObjectRef, fd: int) -> bool:
-        """Whether ``fd``, a backing file of ``ref`` handed out before and changed since (e.g.
-        evicted), still holds exactly its verified bytes (read whole and checked)."""
-        if self.backing is None or not 0 < ref.size <= self.page_size:
-            return False
-        return self.backing.check_held(PageKey(ref.url, ref.etag, self.page_size, 0), ref.size, fd)
-
-    def watch_backing(self, listener: Callable[[int, int], None]) -> None:
-        """Call ``listener(st_dev, st_ino)`` for each backing file the disk tier evicts (from
-        the evicting thread), so a mount stops holding it."""
-        if self.backing is not None:
-            self.backing.listeners.append(listener)
-
-    def report_mount(self, status: Callable[[], dict]) -> None:
-        """Show ``status()`` (a mount's open mode and passthrough counts) in ``stats()``."""
-        self._mount_reports.append(status)
-
-    def report_warmup(self, status: Callable[[], dict]) -> None:
-        """Show ``status()`` (a mount's warm-up) in ``stats()``, hence ``datahub cache stats``
-        and /metrics."""
-        self._warmup_reports.append(status)
-
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         """The reader will read ``refs`` in this order: fetch ahead within hint_budget_bytes.
 
@@ -450,54 +402,11 @@ class TieredCache:
     def _hinted_order(self) -> tuple[int, Sequence[ObjectRef]]:
         return self._hint_order
 
-    # --- pins --------------------------------------------------------------------------------------
-    def pin(self, name: str, refs: Iterable[ObjectRef]) -> int:
-        """Never evict the pages of ``refs`` until ``unpin(name)``; returns the object count.
-
-        Pinning records the intent (persisted in the disk index); warming the pages is a
-        separate ``prefetch``. Re-pinning a name replaces its set.
-        """
-        if not name or "\0" in name:
-            raise InvalidInput(f"invalid pin name {name!r}: use a non-empty name such as DATASET@VERSION")
-        ids = {object_id_of(r.url, r.etag) for r in refs}
-        if self._pin_index is not None:
-            n = self._pin_index.set_pin(name, ids)
-        else:
-            self._memory_pins[name] = ids
-            n = len(ids)
-        self._reload_pins()
-        return n
-
-    def unpin(self, name: str) -> bool:
-        if self._pin_index is not None:
-            found = self._pin_index.remove_pin(name)
-        else:
-            found = self._memory_pins.pop(name, None) is not None
-        self._reload_pins()
-        return found
-
-    def pins(self) -> dict[str, int]:
-        if self._pin_index is not None:
-            return self._pin_index.pins()
-        return {name: len(ids) for name, ids in self._memory_pins.items()}
-
-    def is_pinned(self, key: PageKey) -> bool:
-        return key.object_id in self._pinned
-
-    def _reload_pins(self) -> None:
-        if self._pin_index is None:
-            self._pinned = frozenset().union(*self._memory_pins.values())
-            return
-        generation = self._pin_index.pin_generation()
-        if generation != self._pin_generation:
-            self._pinned = frozenset(self._pin_index.pinned_objects())
-            self._pin_generation = generation
-
     # --- maintenance and stats ---------------------------------------------------------------------
     def maintain(self) -> None:
         """One round of background work (tests call it directly to be deterministic)."""
         try:
-            self._reload_pins()
+            self.pins.reload()
         except TIER_ERRORS as exc:  # the disk index (LMDB) failed: keep the pins we had
             log.warning("cache: reloading pins failed: %s", exc)
         for tier in self.tiers:
@@ -533,16 +442,11 @@ class TieredCache:
             "merged_fetches": self._flight.merged,
             **self._prefetcher.stats(),  # "readahead" (runs' queue) and "streams"
             "hints": self._hints.stats(),
-            "pinned_objects": len(self._pinned),
-            "warmups": [status() for status in self._warmup_reports],
-            "mounts": [status() for status in self._mount_reports],
-            **({"backing": self._backing_stats()} if self.backing is not None else {}),
+            "pinned_objects": len(self.pins),
+            **self.reports.snapshot(),  # "warmups" and "mounts"
+            **({"backing": backing} if (backing := self.passthrough.stats()) is not None else {}),
             **({"fetch_workers": self.fetch_workers.stats()} if self.fetch_workers is not None else {}),
         }
-
-    def _backing_stats(self) -> dict:
-        b = self.backing
-        return {"format3": bool(b.disk.xattr_pages), "verifications": b.verifications, "rejected": b.rejected}
 
     def close(self) -> None:
         if self._closed.is_set():

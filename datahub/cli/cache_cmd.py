@@ -86,7 +86,7 @@ def pin_version(args: argparse.Namespace, ctx: CliContext) -> int:
     prefix = check_prefix(args.prefix)
     pin_name += f":{prefix}" if prefix else ""
     refs = (r.ref for r in ctx.catalog.list_records(name, version.seq, prefix=prefix))
-    count = _cache(ctx).pin(pin_name, refs)
+    count = _cache(ctx).pins.pin(pin_name, refs)
     if args.no_prefetch:
         ctx.emit({"pinned": pin_name, "objects": count})
         return 0
@@ -97,7 +97,7 @@ def unpin_version(args: argparse.Namespace, ctx: CliContext) -> int:
     spec, _, prefix = args.version.partition(":")
     _, _, pin_name = _resolve(ctx, spec)
     pin_name += f":{prefix}" if prefix else ""
-    found = _cache(ctx).unpin(pin_name)
+    found = _cache(ctx).pins.unpin(pin_name)
     ctx.emit(
         {"unpinned": pin_name, "found": found},
         text=f"unpinned {pin_name}" if found else f"{pin_name} was not pinned",

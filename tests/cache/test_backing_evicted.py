@@ -1,5 +1,5 @@
 """A mount holds verified page files open as published FUSE passthrough backing files
-(pyfuse3's C table, fastopen.patch). When the disk tier evicts one, the mount is told the
+(pyfuse3's C table, fastopen.h). When the disk tier evicts one, the mount is told the
 file's identity before it is unlinked, so it can let it go and the space comes back
 (datahub.cache.backing listeners), and a held file that changed can be checked again."""
 

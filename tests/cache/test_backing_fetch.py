@@ -1,4 +1,4 @@
-"""``TieredCache.backing_fd(fetch=True)``: a cold one-page object read in at a FUSE OPEN,
+"""``TieredCache.passthrough.fd(fetch=True)``: a cold one-page object read in at a FUSE OPEN,
 so that even its first handle gets a backing file (issue 25 item 2). A local-directory
 origin, a real disk tier of format-3 page files."""
 
@@ -43,22 +43,22 @@ def test_a_cold_one_page_object_is_read_in_and_handed_out_whole(local) -> None:
     with open_cache(config, stores) as cache:
         for ref, data in objects:
             if len(data) > PAGE:  # more than a page: never a backing file, nothing fetched
-                assert cache.backing_fd(ref, verify=False) is None
-                assert cache.backing_fd(ref, fetch=True) is None
+                assert cache.passthrough.fd(ref, verify=False) is None
+                assert cache.passthrough.fd(ref, fetch=True) is None
                 continue
-            assert cache.backing_fd(ref, verify=False) == ABSENT  # inline at OPEN: cold
-            fd = cache.backing_fd(ref, fetch=True)
+            assert cache.passthrough.fd(ref, verify=False) == ABSENT  # inline at OPEN: cold
+            fd = cache.passthrough.fd(ref, fetch=True)
             try:
                 assert fd >= 0 and os.pread(fd, len(data) + 1, 0) == data
             finally:
                 os.close(fd)
-            fd = cache.backing_fd(ref, verify=False)  # written by us: known, no read back
+            fd = cache.passthrough.fd(ref, verify=False)  # written by us: known, no read back
             assert fd >= 0
             os.close(fd)
         assert len(page_files(config)) == 3
-        assert cache.backing.verifications == 0
+        assert cache.passthrough.backing.verifications == 0
         # each fetched file was a miss, and only the later opens of it hits (not the fetch)
-        disk = cache.backing.disk.counters.snapshot()
+        disk = cache.passthrough.backing.disk.counters.snapshot()
         assert disk.get("hits", 0) == 3, disk
 
 
@@ -74,8 +74,8 @@ def test_a_page_another_process_stored_is_not_probed_inline_and_is_handed_out(lo
             writer.read(ref)
         Path(ref.url.removeprefix("file://")).unlink()  # only the disk tier has the bytes now
         with mock.patch("datahub.cache.disk.os.stat", side_effect=AssertionError("probed the disk inline")):
-            assert other.backing_fd(ref, verify=False) == ABSENT
-        fd = other.backing_fd(ref, fetch=True)
+            assert other.passthrough.fd(ref, verify=False) == ABSENT
+        fd = other.passthrough.fd(ref, fetch=True)
         try:
             assert fd >= 0 and os.pread(fd, len(data) + 1, 0) == data
         finally:
@@ -90,7 +90,7 @@ def test_a_changed_object_raises_as_a_read_does_and_leaves_no_file(local) -> Non
         with pytest.raises(ObjectChanged) as by_read:
             cache.read(stale)
         with pytest.raises(ObjectChanged) as by_open:
-            cache.backing_fd(stale, fetch=True)
+            cache.passthrough.fd(stale, fetch=True)
         assert by_open.value.errno == by_read.value.errno
         assert page_files(config) == []
 
@@ -104,7 +104,7 @@ def test_a_fetched_backing_file_is_the_object_or_there_is_none(local, sizes: lis
     store = stores.store((Path(config.home).parent / "origin").as_uri())
     with open_cache(config, stores) as cache:
         for ref, data in put_objects(store, sizes, seed=len(sizes), prefix=f"h{os.urandom(4).hex()}"):
-            fd = cache.backing_fd(ref, fetch=True)
+            fd = cache.passthrough.fd(ref, fetch=True)
             if not 0 < len(data) <= PAGE:
                 assert fd is None
                 continue

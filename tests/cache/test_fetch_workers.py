@@ -104,11 +104,11 @@ def test_right_bytes_from_a_local_origin_fetched_by_workers(local) -> None:
             assert disk.get(key) == data[:PAGE]
         # a one-page object's file is a verified backing file as written (no read back)
         small = next(r for r, d in objects if 0 < len(d) <= PAGE)
-        verifications = cache.backing.verifications
-        fd = cache.backing_fd(small)
+        verifications = cache.passthrough.backing.verifications
+        fd = cache.passthrough.fd(small)
         assert fd is not None and fd >= 0
         os.close(fd)
-        assert cache.backing.verifications == verifications
+        assert cache.passthrough.backing.verifications == verifications
     assert not any(_alive(p) for p in pids)
     assert _leftovers(config) == []
 

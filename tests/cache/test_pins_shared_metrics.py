@@ -20,7 +20,7 @@ def test_pinned_objects_stay_on_disk_until_unpinned_even_across_restarts(make_ca
     pinned = put_objects(source, [1000] * 4, prefix="pinned")
     others = put_objects(source, [1000] * 20, prefix="other", seed=1)
     cache = make_cache(disk_bytes=8 * 1024, ram_bytes=0, policy="lru")
-    assert cache.pin("ds@v1", (ref for ref, _ in pinned)) == 4
+    assert cache.pins.pin("ds@v1", (ref for ref, _ in pinned)) == 4
     cache.prefetch(ref for ref, _ in pinned)
     for ref, data in others:  # 20 KiB through an 8 KiB disk: everything unpinned churns
         assert cache.read(ref) == data
@@ -31,21 +31,21 @@ def test_pinned_objects_stay_on_disk_until_unpinned_even_across_restarts(make_ca
     cache.close()
 
     again = make_cache(disk_bytes=8 * 1024, ram_bytes=0, policy="lru")
-    assert again.pins() == {"ds@v1": 4}
+    assert again.pins.names() == {"ds@v1": 4}
     for ref, _ in others:
         again.read(ref)
     fetches = again.origin.counters.fetches
     for ref, data in pinned:
         assert again.read(ref) == data
     assert again.origin.counters.fetches == fetches  # pinned pages never left the disk
-    assert again.unpin("ds@v1") and not again.unpin("ds@v1")
+    assert again.pins.unpin("ds@v1") and not again.pins.unpin("ds@v1")
     for ref, _ in others:
         again.read(ref)
         again.maintain()
     [disk] = again.tiers
     assert not all(disk.contains(PageKey(r.url, r.etag, 1024, 0)) for r, _ in pinned)
     with pytest.raises(InvalidInput):
-        again.pin("", [])
+        again.pins.pin("", [])
 
 
 @pytest.mark.parametrize("endpoint_name", ["moto", pytest.param("ceph", marks=pytest.mark.ceph)])

@@ -140,7 +140,7 @@ def test_the_constructor_only_keeps_its_parts_and_start_connects_them(tmp_path: 
     ]
     with assemble_cache(tiers, Origin(stores), page_size=1024, prefetch_concurrency=1) as cache:
         assert any(t.name == "datahub-cache-maintain" for t in threading.enumerate())
-        assert tiers[0].on_evict == cache._demote and tiers[1].is_pinned == cache.is_pinned
+        assert tiers[0].on_evict == cache._demote and tiers[1].is_pinned == cache.pins.holds
         assert cache.read(ref) == data
 
 

@@ -1,4 +1,4 @@
-"""pyfuse3's C reader thread (third_party/pyfuse3/fastloop.patch) on real mounts.
+"""pyfuse3's C reader thread (third_party/pyfuse3/src/pyfuse3/fastloop.h) on real mounts.
 
 The thread is the only reader of /dev/fuse: it answers OPEN of a published backing file,
 RELEASE of its handles and the ``isatty()`` FUSE_IOCTL itself and hands every other
@@ -37,7 +37,7 @@ FILES = {f"img/g{i:02d}.jpg": os.urandom(40_000 + 6113 * i) for i in range(10)}
 
 
 def test_the_fastloop_build_is_installed() -> None:
-    assert FASTLOOP, "pyfuse3 lacks fastloop.patch (3.5.0+datahub.5): run scripts/build_pyfuse3.sh"
+    assert FASTLOOP, "pyfuse3 lacks fastloop.h (third_party/pyfuse3): run scripts/build_pyfuse3.sh"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""LOOKUP answered in C (third_party/pyfuse3/lookup.patch), on real mounts.
+"""LOOKUP answered in C (third_party/pyfuse3/src/pyfuse3/lookup.h), on real mounts.
 
 A read-only mount's namespace never changes and its FORGET is a no-op, so the daemon
 publishes each positive LOOKUP answer to pyfuse3's C table; when the kernel asks again
@@ -27,7 +27,7 @@ GUARD = 60.0
 
 
 def test_the_lookup_build_is_installed() -> None:
-    assert LOOKUP_IN_C, "pyfuse3 lacks lookup.patch (3.5.0+datahub.7): run scripts/build_pyfuse3.sh"
+    assert LOOKUP_IN_C, "pyfuse3 lacks lookup.h (third_party/pyfuse3): run scripts/build_pyfuse3.sh"
 
 
 def entry(path: Path) -> tuple:

@@ -37,8 +37,8 @@ FILES = {f"img/f{i:02d}.jpg": os.urandom(50_000 + 7919 * i) for i in range(12)}
 
 
 def test_the_passthrough_build_is_installed() -> None:
-    assert PASSTHROUGH, "pyfuse3 lacks passthrough.patch / libfuse 3.17: run scripts/install.sh"
-    assert FASTOPEN, "pyfuse3 lacks fastopen.patch (3.5.0+datahub.4): run scripts/build_pyfuse3.sh"
+    assert PASSTHROUGH, "pyfuse3 lacks passthrough.h / libfuse 3.17: run scripts/install.sh"
+    assert FASTOPEN, "pyfuse3 lacks fastopen.h (third_party/pyfuse3): run scripts/build_pyfuse3.sh"
 
 
 @pytest.fixture
@@ -230,7 +230,7 @@ def test_an_evicted_backing_file_stays_valid_for_the_handles_that_hold_it(
         assert (root / key).read_bytes() == data  # the file is gone: through the daemon (RAM or origin)
 
 
-# --- opens answered in C (third_party/pyfuse3/fastopen.patch) ------------------------------
+# --- opens answered in C (third_party/pyfuse3/src/pyfuse3/fastopen.h) ----------------------
 def read_all(root: Path) -> None:
     for key, data in FILES.items():
         assert (root / key).read_bytes() == data

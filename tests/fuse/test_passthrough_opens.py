@@ -1,5 +1,5 @@
 """The policy of passthrough opens (fuse_adapter.passthrough), without a mount, over a fake
-of pyfuse3's C table (fastopen.patch) that also checks the kernel's rules: an inode never
+of pyfuse3's C table (fastopen.h) that also checks the kernel's rules: an inode never
 has passthrough and cached handles at once, every passthrough handle of an inode names the
 same backing id, ids are bounded and all released, and a mount-wide refusal turns
 passthrough off once."""

@@ -1,4 +1,4 @@
-"""FUSE requests over io_uring, one queue per CPU (third_party/pyfuse3/uring.patch), on real mounts.
+"""FUSE requests over io_uring, one queue per CPU (third_party/pyfuse3/src/pyfuse3/uring.h), on real mounts.
 
 A read-only mount run as root turns the kernel's offer on (``fuse.enable_uring``) and its
 INIT reply takes it; one C thread per CPU, pinned there, then answers OPEN of published
@@ -64,7 +64,7 @@ def run_all(readers: list[threading.Thread]) -> None:
 
 
 def test_the_uring_build_is_installed() -> None:
-    assert URING, "pyfuse3 lacks uring.patch (3.5.0+datahub.6 or later): run scripts/build_pyfuse3.sh"
+    assert URING, "pyfuse3 lacks uring.h (third_party/pyfuse3): run scripts/build_pyfuse3.sh"
 
 
 @pytest.fixture

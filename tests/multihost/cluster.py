@@ -38,7 +38,7 @@ SHARED_URL = f"rados://{RADOS_POOL}/pool"
 CEPH_UP = Path(__file__).resolve().parents[2] / "scripts" / "ceph-dev"
 KEY = "testing"
 DATAHUB = [str(Path(sys.executable).with_name("datahub"))]
-FUSE = [sys.executable, "-m", "fuse_adapter"]  # the datahub CLI with mount/umount (patched pyfuse3)
+FUSE = [sys.executable, "-m", "fuse_adapter"]  # the datahub CLI with mount/umount (datahub's pyfuse3)
 
 
 @dataclass

@@ -50,7 +50,7 @@ cdef extern from "passthrough.h" nogil:
     int pyfuse3_backing_close(int devfd, int backing_id)
 
 cdef extern from "fastloop.h" nogil:
-    # datahub: OPEN and RELEASE of published backing files answered in C (fastopen.patch);
+    # datahub: OPEN and RELEASE of published backing files answered in C (fastopen.h);
     # the table is shared with the fastloop reader thread: every call takes its lock (_l)
     struct pyfuse3_fo_counters:
         uint64_t c_opens
@@ -80,7 +80,7 @@ cdef extern from "fastloop.h" nogil:
     unsigned pyfuse3_fo_drain_hits "pyfuse3_fo_drain_hits_l"(uint64_t *out, unsigned max)
     int PYFUSE3_FO_SLOTS
     void pyfuse3_fo_snapshot(pyfuse3_fo_counters *n, unsigned *count)
-    # datahub: a C thread reads /dev/fuse and answers what it can (fastloop.patch)
+    # datahub: a C thread reads /dev/fuse and answers what it can (fastloop.h)
     struct pyfuse3_fl_counters:
         uint64_t opens
         uint64_t releases
@@ -1282,7 +1282,7 @@ def readdir_reply(ReaddirToken token, name, EntryAttributes attr, off_t next_id)
     return True
 
 
-# --- datahub: FUSE passthrough (third_party/pyfuse3/passthrough.patch) ---------------------
+# --- datahub: FUSE passthrough (passthrough.h) ---------------------------------------------
 def passthrough_enabled():
     '''True once INIT negotiated FUSE passthrough (the file system asked for it with
     ``Operations.enable_passthrough`` and the kernel offered it).'''
@@ -1315,7 +1315,7 @@ def passthrough_close(int backing_id):
         raise OSError(errno.errno, strerror(errno.errno))
 
 
-# --- datahub: opens answered in C (third_party/pyfuse3/fastopen.patch) -----------------------
+# --- datahub: opens answered in C (fastopen.h) -----------------------------------------------
 cdef int _devfd():
     return session_fd if session != NULL else -1
 

@@ -403,7 +403,7 @@ static void *pyfuse3_fl_main(void *unused) {
     p[1].fd = pyfuse3_fl.stopfd;
     p[1].events = POLLIN;
     while (!__atomic_load_n(&pyfuse3_fl.stop, __ATOMIC_ACQUIRE)) {
-        ssize_t n = read(devfd, buf, cap); /* non-blocking (burst.patch) */
+        ssize_t n = read(devfd, buf, cap); /* non-blocking (as in _answer_queued, internal.pxi) */
         if (n < 0) {
             int err = errno;
             if (err == EAGAIN) {
