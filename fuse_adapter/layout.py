@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from datahub.catalog.model import Record, Version
+from datahub.catalog.model import DirFile, Record, Version
 from datahub.errors import AlreadyExists, DatahubError, InvalidInput
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
@@ -236,7 +236,7 @@ def version_view(
     for ds in dataset_dirs.values():
         tree.sort_static_dir(ds)
 
-    def fetch(version: PagedVersion, prefix: str) -> Iterator[Record | str]:
+    def fetch(version: PagedVersion, prefix: str) -> Iterator[DirFile | str]:
         return catalog.list_directory(version.dataset, version.seq, prefix=prefix)
 
     paged = PagedTree(tree, fetch, budget_bytes=namespace_bytes)

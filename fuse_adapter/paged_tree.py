@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 
-from datahub.catalog.model import Record
+from datahub.catalog.model import DirFile
 from datahub.errors import ListingUnavailable, NotFound
 from datahub.storage.base import ObjectRef
 from fuse_adapter.tree import DIR, FILE, Attr, ListingTree
@@ -46,8 +46,8 @@ READDIR_CHUNK = 1024  # entries handed to one readdir call (the kernel asks agai
 _ENTRY_OVERHEAD = 96  # bytes per entry beyond its strings: list slot, str header, arrays
 
 #: ``fetch(version, prefix)``: one directory level of a version in key order
-#: (``Catalog.list_directory``): records, and subdirectories as ``prefix + name + "/"``
-Fetch = Callable[["PagedVersion", str], Iterator["Record | str"]]
+#: (``Catalog.list_directory``): DirFile rows, and subdirectories as ``prefix + name + "/"``
+Fetch = Callable[["PagedVersion", str], Iterator["DirFile | str"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,14 +242,13 @@ class PagedTree:
                 inos.append(self._subdir(version, entry))
                 strings += ("", "")
                 continue
-            keys.append(entry.key[cut:])
+            key, url, etag, size, mtime = entry
+            keys.append(key[cut:])
             kinds.append(FILE)
-            sizes.append(entry.size)
-            meta = entry.meta
-            mtime = meta.get("mtime") if meta else None
-            mtimes.append(int(mtime * 1e9) if isinstance(mtime, (int, float)) else default_mtime)
+            sizes.append(size)
+            mtimes.append(default_mtime if mtime is None else int(mtime * 1e9))
             inos.append(base | (n + 1))
-            strings += (entry.url, entry.etag)
+            strings += (url, etag)
         page.finish()
         return page
 

@@ -33,10 +33,12 @@ from urllib.parse import quote
 from datahub.api_client import TOKEN_ENV, ApiClient, Retry
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import (
+    DIR_FILE_COLUMNS,
     Change,
     Dataset,
     Delete,
     DiffEntry,
+    DirFile,
     Patch,
     Put,
     Record,
@@ -53,8 +55,9 @@ from datahub.errors import CatalogUnavailable, InvalidInput
 # with key names cost the client ~1.8x the parsing. Change the format name with the columns.
 RECORDS_HEADER = {"format": "datahub.records/2", "columns": list(RECORD_COLUMNS)}
 DIFF_HEADER = {"format": "datahub.diff/2", "columns": ["kind", "key", "old", "new"]}
-# one directory level: a record row per file, a JSON string (``prefix + name + "/"``) per subdirectory
-DIRECTORY_HEADER = {"format": "datahub.directory/1", "columns": list(RECORD_COLUMNS)}
+# one directory level: a DirFile row per file (key, url, etag, size, mtime: what a mount shows,
+# not the whole record), a JSON string (``prefix + name + "/"``) per subdirectory
+DIRECTORY_HEADER = {"format": "datahub.directory/2", "columns": list(DIR_FILE_COLUMNS)}
 _first = itemgetter(0)
 _SPOOL_BYTES = 8 * 1024 * 1024  # a commit body beyond this is spooled to a temporary file
 _CHUNK = 256 * 1024
@@ -231,7 +234,7 @@ class HttpCatalogStore(CatalogStore):
 
     def list_directory(
         self, dataset: str, seq: int, *, prefix: str = "", start_after: str = "", limit: int | None = None
-    ) -> Iterator[Record | str]:
+    ) -> Iterator[DirFile | str]:
         """One request (``/directory``): the server's store lists the level, so a mount's
         lookup in a directory not loaded yet costs one round trip, never one per subdirectory.
         A cut stream is an error (CatalogUnavailable), never a shorter directory."""
@@ -244,22 +247,20 @@ class HttpCatalogStore(CatalogStore):
         if limit is not None:
             params["limit"] = limit
         path = f"/v1/remote/datasets/{_seg(dataset)}/directory"
-        previous = start_after
+        previous, cut, width = start_after, len(prefix), len(DIR_FILE_COLUMNS)
         for rows in self._api.batches(path, what=what, params=params, header=DIRECTORY_HEADER):
             for row in rows:
-                if isinstance(row, str):
-                    entry: Record | str = row
-                    at = row
-                    ok = row.startswith(prefix) and row.endswith("/") and "/" not in row[len(prefix) : -1]
-                elif isinstance(row, list) and len(row) == len(RECORD_COLUMNS) and isinstance(row[0], str):
-                    entry = record_from_row(*row)
-                    at = row[0]
-                    ok = at.startswith(prefix) and "/" not in at[len(prefix) :]
+                if type(row) is list and len(row) == width and type(key := row[0]) is str:
+                    entry: DirFile | str = tuple(row)  # type: ignore[assignment]
+                    ok = key.startswith(prefix) and "/" not in key[cut:]
+                elif type(row) is str:
+                    entry = key = row
+                    ok = row.startswith(prefix) and row.endswith("/") and "/" not in row[cut:-1]
                 else:
                     raise self._api.garbage(what, "an entry of the wrong shape")
-                if not ok or (previous and at <= previous):
-                    raise self._api.garbage(what, f"entry {at!r} out of order or outside the directory")
-                previous = at
+                if not ok or key <= previous:
+                    raise self._api.garbage(what, f"entry {key!r} out of order or outside the directory")
+                previous = key
                 yield entry
 
     def _checked_rows(self, rows: list[Any], after: str, what: str) -> str:

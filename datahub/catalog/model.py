@@ -66,6 +66,21 @@ class Record:
         return ObjectRef(self.url, self.etag, self.size)
 
 
+#: One file of a directory listing (``CatalogStore.list_directory``), in DIR_FILE_COLUMNS
+#: order: only what a mount's namespace shows of a record. ``mtime`` is the record's
+#: ``meta["mtime"]`` (seconds) when that is a number, else None. Why a plain tuple and not a
+#: Record: a cold 10^4-entry directory spent most of its CPU building Records and decoding
+#: their meta/labels (issue 38 item 1); stores select these columns only.
+DirFile = tuple[str, str, str, int, "float | None"]
+DIR_FILE_COLUMNS = ("key", "url", "etag", "size", "mtime")
+
+
+def dir_file(record: Record) -> DirFile:
+    """The DirFile of ``record`` (for stores that list Records)."""
+    mtime = record.meta.get("mtime") if record.meta else None
+    return (record.key, record.url, record.etag, record.size, mtime if type(mtime) in (int, float) else None)
+
+
 _new = object.__new__
 _SETTERS = tuple(getattr(Record, name).__set__ for name in Record.__slots__)
 

@@ -13,11 +13,21 @@ from typing import Any
 
 from pymongo import ASCENDING, DESCENDING
 
-from datahub.catalog.model import EMPTY, Record
+from datahub.catalog.model import EMPTY, DirFile, Record
 from datahub.catalog.revisions import OPEN
 from datahub.validation import Unreadable, stored_json
 
 RECORD_FIELDS = {"_id": 0, "key": 1, "url": 1, "etag": 1, "size": 1, "checksum": 1, "meta": 1, "labels": 1}
+
+
+DIR_FILE_FIELDS = {"_id": 0, "key": 1, "url": 1, "etag": 1, "size": 1, "meta.mtime": 1}
+
+
+def dir_file_of_doc(doc: dict[str, Any]) -> DirFile:
+    """The DirFile of a record document selected with DIR_FILE_FIELDS."""
+    meta = doc.get("meta")
+    mtime = meta.get("mtime") if type(meta) is dict else None
+    return (doc["key"], doc["url"], doc["etag"], doc["size"], mtime if type(mtime) in (int, float) else None)
 
 
 def record_of_doc(doc: dict[str, Any]) -> Record:

@@ -25,9 +25,15 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
 from pymongo.read_concern import ReadConcern
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.model import EMPTY, Dataset, DiffEntry, Record, TokenInfo, Version
+from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.mongo_commit import MongoCommitProtocol
-from datahub.catalog.mongo_schema import RECORD_FIELDS, create_indexes, record_of_doc
+from datahub.catalog.mongo_schema import (
+    DIR_FILE_FIELDS,
+    RECORD_FIELDS,
+    create_indexes,
+    dir_file_of_doc,
+    record_of_doc,
+)
 from datahub.catalog.revisions import merge_diff
 from datahub.catalog.store import CatalogStore, diff_page, narrowed, page_hint, prefix_end, revision_mismatch
 from datahub.errors import (
@@ -303,20 +309,46 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     def _revisions(
         self, dataset: str, cond: dict[str, Any], index: str, prefix: str, page: int, after: str = ""
     ) -> Iterator[Record]:
-        """Revisions matching ``cond`` after key ``after``, in key order, by keyset pages.
+        """Revisions matching ``cond`` after key ``after``, in key order, by keyset pages."""
+        for docs in self._doc_pages(dataset, cond, index, prefix, page, after, RECORD_FIELDS):
+            yield from map(record_of_doc, docs)
+
+    def _doc_pages(
+        self,
+        dataset: str,
+        cond: dict[str, Any],
+        index: str,
+        prefix: str,
+        page: int,
+        after: str,
+        fields: dict[str, int],
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The documents (``fields`` of them) of ``_revisions``, a list per page.
 
         ``index`` is hinted so the server walks an index already in key order for ``cond``
         instead of sorting a large result in memory."""
         while True:
             query = {"dataset": dataset, **cond, "key": {"$gt": after} | _prefix_range(prefix)}
             with self._translate(f"read records of {dataset!r}"):
-                docs = list(
-                    self.records.find(query, RECORD_FIELDS).sort("key", ASCENDING).hint(index).limit(page)
-                )
-            yield from map(record_of_doc, docs)
+                docs = list(self.records.find(query, fields).sort("key", ASCENDING).hint(index).limit(page))
+            yield docs
             if len(docs) < page:
                 return
             after = docs[-1]["key"]
+
+    def _directory_pages(
+        self, dataset: str, seq: int
+    ) -> Callable[[str, str, int | None], Iterator[list[DirFile]]]:
+        """DirFile's fields alone (``DIR_FILE_FIELDS``: meta's mtime, not all of meta or labels)."""
+        self.get_version(dataset, seq)
+        live = {"from_seq": {"$lte": seq}, "to_seq": {"$gt": seq}}
+
+        def pages(prefix: str, after: str, limit: int | None) -> Iterator[list[DirFile]]:
+            page = page_hint(self.page_size, limit, None)
+            for docs in self._doc_pages(dataset, live, "by_key", prefix, page, after, DIR_FILE_FIELDS):
+                yield list(map(dir_file_of_doc, docs))
+
+        return pages
 
     # --- tokens -----------------------------------------------------------------------------------
     def put_token(self, token: TokenInfo) -> None:

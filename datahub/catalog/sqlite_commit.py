@@ -100,15 +100,18 @@ def write_version(
                 ((dataset_id, k, new) for k in ops.drop),
             )
         if ops.upsert:
+            # rows built in one list comprehension, the empty meta/labels of most records
+            # tested inline: the per-record Python work of a 10^8 commit (sqlite_schema.dump_json
+            # would return None for them too)
             conn.executemany(
                 "INSERT OR REPLACE INTO records"
                 " (dataset_id, key, from_seq, to_seq, url, etag, size, checksum, meta, labels)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
+                [
                     (dataset_id, r.key, new, OPEN, r.url, r.etag, r.size, r.checksum or None,
-                     dump_json(r.meta), dump_json(r.labels))
+                     dump_json(r.meta) if r.meta else None, dump_json(r.labels) if r.labels else None)
                     for r in ops.upsert
-                ),
+                ],
             )  # fmt: skip
     conn.execute(
         "INSERT INTO versions (dataset_id, seq, parent, message, author, created_at, record_count,"

@@ -86,6 +86,12 @@ PRAGMA user_version = {SCHEMA_VERSION};
 """
 DATASET_COLS = "name, description, source, owner, acl, created_at, revision"
 RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
+# DirFile's columns (model.DIR_FILE_COLUMNS): meta's "mtime" when it is a JSON number, read by
+# SQLite's JSON functions (stored meta nests at most MAX_JSON_DEPTH levels, far below their limit).
+DIR_FILE_COLS = (
+    "key, url, etag, size, CASE WHEN meta IS NOT NULL AND json_type(meta, '$.mtime') IN ('integer', 'real')"
+    " THEN json_extract(meta, '$.mtime') END"
+)
 VERSION_COLS = (
     "seq, parent, message, author, created_at, record_count, total_bytes, added, removed, modified, lineage"
 )

@@ -33,13 +33,14 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo, Version
+from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
 from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_version
 from datahub.catalog.sqlite_gate import RETRY_AFTER_SECONDS, CommitGate
 from datahub.catalog.sqlite_schema import (
     DATASET_COLS,
+    DIR_FILE_COLS,
     RECORD_COLS,
     RECORD_JSON,
     VERSION_COLS,
@@ -371,6 +372,20 @@ class SQLiteCatalogStore(CatalogStore):
         pages = self._row_pages(dataset_id, seq, prefix, start_after, page, f"key, {RECORD_JSON}")
         lines = itertools.chain.from_iterable(self._json_page(dataset, seq, rows) for rows in pages)
         return lines if limit is None else itertools.islice(lines, limit)
+
+    def _directory_pages(
+        self, dataset: str, seq: int
+    ) -> Callable[[str, str, int | None], Iterator[list[DirFile]]]:
+        """The DirFile columns selected by SQL (``DIR_FILE_COLS``: the mtime read out of the
+        stored meta by SQLite), so a directory listing builds no Record and decodes no JSON."""
+        dataset_id = self._dataset_id(dataset)
+        self.get_version(dataset, seq)
+
+        def pages(prefix: str, after: str, limit: int | None) -> Iterator[list[DirFile]]:
+            page = page_hint(self.page_size, limit, None)
+            return self._row_pages(dataset_id, seq, prefix, after, page, DIR_FILE_COLS)
+
+        return pages
 
     def _json_page(self, dataset: str, seq: int, rows: list[tuple]) -> list[str]:
         lines = list(map(_second, rows))

@@ -14,14 +14,17 @@ from __future__ import annotations
 import abc
 import contextlib
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.model import Change, Dataset, DiffEntry, Record, TokenInfo, Version
+from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version, dir_file
 from datahub.catalog.record_json import record_json
 from datahub.errors import PreconditionFailed, RecordNotFound, StaleBase
 from datahub.validation import MAX_KEY_BYTES
+
+_first = operator.itemgetter(0)
 
 
 class CatalogStore(abc.ABC):
@@ -128,40 +131,71 @@ class CatalogStore(abc.ABC):
 
     def list_directory(
         self, dataset: str, seq: int, *, prefix: str = "", start_after: str = "", limit: int | None = None
-    ) -> Iterator[Record | str]:
-        """One directory level of version ``seq``, in key order: each record whose key is
-        ``prefix`` + a name without ``/``, and each subdirectory once, as the string
-        ``prefix + name + "/"`` (it sorts there among the keys). ``start_after`` is a cursor
-        of that order (a key, or a subdirectory's string: its whole subtree is skipped).
+    ) -> Iterator[DirFile | str]:
+        """One directory level of version ``seq``, in key order: a DirFile for each record
+        whose key is ``prefix`` + a name without ``/``, and each subdirectory once, as the
+        string ``prefix + name + "/"`` (it sorts there among the keys). ``start_after`` is a
+        cursor of that order (a key, or a subdirectory's string: its whole subtree is skipped).
 
         Why: a mount pages its namespace a directory at a time (docs/fuse.md, "The
         namespace"); ``list_records(prefix=...)`` would read every key below the directory.
-        This reads the directory's own records and, per subdirectory, one record (a keyset
-        seek past the subtree): never a scan of the version. Stores with a cheaper way may
-        override it; the HTTP store sends it as one request."""
+        This reads the directory's own rows and, per subdirectory, one row (a keyset seek
+        past the subtree): never a scan of the version. The rows come from
+        :meth:`_directory_pages`, which a store overrides to select only DirFile's columns;
+        the HTTP store sends the whole call as one request."""
+        pages = self._directory_pages(dataset, seq)
         after = start_after
         if len(after) > len(prefix) and after.startswith(prefix) and after.endswith("/"):
             after = past_subtree(after)
-        sent = 0
-        probe = True  # after a subdirectory: one record tells what comes next
-        while limit is None or sent < limit:
-            got = ""  # what ended this query: a subdirectory, a file, or nothing (the end)
-            for record in self.list_records(
-                dataset, seq, prefix=prefix, start_after=after, limit=1 if probe else None
-            ):
-                cut = record.key.find("/", len(prefix))
-                if cut >= 0:
-                    sub = record.key[: cut + 1]
+        left = -1 if limit is None else limit  # entries still to send (-1: no limit)
+        depth, cut = prefix.count("/"), len(prefix)
+        probe = True  # after a subdirectory: one row tells what comes next
+        while left:
+            sub, files = "", False
+            for rows in pages(prefix, after, 1 if probe else (None if left < 0 else left)):
+                if not rows:
+                    break
+                keys = list(map(_first, rows))
+                # a subdirectory's row has one "/" more than the prefix: counted in C per page
+                n = len(rows)
+                if "".join(keys).count("/") != depth * n:
+                    n = next(i for i, key in enumerate(keys) if key.find("/", cut) >= 0)
+                    sub = keys[n][: keys[n].find("/", cut) + 1]
+                if left >= 0 and n > left:
+                    n, sub = left, ""
+                if n:
+                    yield from rows[:n] if n < len(rows) else rows
+                    after, left, files = keys[n - 1], left - n, True
+                if sub and left:
                     yield sub
-                    sent, after, got = sent + 1, past_subtree(sub), "dir"
+                    after, left = past_subtree(sub), left - 1
+                if sub or not left or probe:
                     break
-                yield record
-                sent, after, got = sent + 1, record.key, "file"
-                if probe or (limit is not None and sent >= limit):
-                    break
-            if not got or (got == "file" and not probe):
+            if sub:
+                probe = True
+            elif probe and files:
+                probe = False  # a file after a probe: stream the files that follow
+            else:
                 return
-            probe = got == "dir"  # a file after a probe: stream the files that follow
+
+    def _directory_pages(
+        self, dataset: str, seq: int
+    ) -> Callable[[str, str, int | None], Iterator[list[DirFile]]]:
+        """For :meth:`list_directory`: after checking that the version exists, a function
+        ``(prefix, after, limit)`` giving the DirFiles of the live records with keys under
+        ``prefix`` above ``after`` (at most ``limit`` of them), in key order, a list per page,
+        read lazily. This default converts :meth:`list_records`; stores override it to
+        select the columns alone."""
+        self.get_version(dataset, seq)
+
+        def pages(prefix: str, after: str, limit: int | None) -> Iterator[list[DirFile]]:
+            records = self.list_records(dataset, seq, prefix=prefix, start_after=after, limit=limit)
+            files = map(dir_file, records)
+            size = 1 if limit == 1 else 1000
+            while chunk := list(itertools.islice(files, size)):
+                yield chunk
+
+        return pages
 
     @abc.abstractmethod
     def get_record(self, dataset: str, seq: int, key: str) -> Record:

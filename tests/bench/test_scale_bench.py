@@ -40,5 +40,12 @@ def test_scale_bench_builds_the_versions_and_reports_every_figure(tmp_path: Path
     assert report["rate"] > 0 and report["disk_mib"] > 0 and report["peak_mb"] > 0
     kinds = {what for _, what in report["pages"]}
     assert len(kinds) == 5 and {name for name, _ in report["pages"]} == {"base", "big"}
-    for line in ("| full commit |", "| 1% commit", "| `datahub commit --changes`", "| catalog on disk |"):
+    assert report["diffed"] == 30 and report["list_rate"] > 0  # v1..v2: 18 modified, 6 removed, 6 added
+    for line in (
+        "| full commit |",
+        "| 1% commit",
+        "| `datahub commit --changes`",
+        "| catalog on disk |",
+        "| list v2 whole",
+    ):
         assert line in out

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from datahub.api.routes.remote import RECORDS_LINE, _ndjson
 from datahub.catalog import Catalog, Put, Record, open_store
-from datahub.catalog.http_store import RECORDS_HEADER, HttpCatalogStore
+from datahub.catalog.http_store import DIRECTORY_HEADER, RECORDS_HEADER, HttpCatalogStore
 from datahub.catalog.record_json import record_json
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.catalog.store import CatalogStore
@@ -171,6 +171,45 @@ def test_a_cut_or_garbled_listing_is_an_error_never_a_shorter_listing(
     with pytest.raises(CatalogUnavailable, match=why) as caught:
         list(store.list_records("ds", 1))
     assert url in str(caught.value)
+
+
+DIR_HEADER = json.dumps(DIRECTORY_HEADER).encode() + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (DIR_HEADER + b'["d/a", "s3://b/a", "e", 1, null]\n"d/s/"\n{"end": 2}\n', None),  # good
+        # a whole record row (the format before DirFile rows), under either header
+        (DIR_HEADER + b'["d/a", "s3://b/a", "e", 1, "", {}, {}]\n{"end": 1}\n', "wrong shape"),
+        (
+            DIR_HEADER.replace(b"/2", b"/1") + b'["d/a", "s3://b/a", "e", 1, null]\n{"end": 1}\n',
+            "another format",
+        ),
+        (
+            DIR_HEADER + b'[1, "s3://b/a", "e", 1, null]\n{"end": 1}\n',
+            "wrong shape",
+        ),  # a key that is no string
+        (DIR_HEADER + b'["d/x/a", "s3://b/a", "e", 1, null]\n{"end": 1}\n', "outside the directory"),
+        (DIR_HEADER + b'["e/a", "s3://b/a", "e", 1, null]\n{"end": 1}\n', "outside the directory"),
+        (DIR_HEADER + b'"d/s/t/"\n{"end": 1}\n', "outside the directory"),
+        (DIR_HEADER + b'"d/s/"\n["d/a", "s3://b/a", "e", 1, null]\n{"end": 2}\n', "out of order"),
+        (
+            DIR_HEADER + b'["d/a", "s3://b/a", "e", 1, null]\n',
+            "after 1 item",
+        ),  # cut: never a shorter directory
+    ],
+)
+def test_a_garbled_directory_listing_is_an_error(
+    garbage: ThreadingHTTPServer, body: bytes, why: str | None
+) -> None:
+    garbage.answer = (200, "application/x-ndjson", body)  # type: ignore[attr-defined]
+    store = HttpCatalogStore(f"http://127.0.0.1:{garbage.server_address[1]}", **FAST)
+    if why is None:
+        assert list(store.list_directory("ds", 1, prefix="d/")) == [("d/a", "s3://b/a", "e", 1, None), "d/s/"]
+        return
+    with pytest.raises(CatalogUnavailable, match=why):
+        list(store.list_directory("ds", 1, prefix="d/"))
 
 
 def test_a_record_whose_meta_holds_an_end_key_is_a_record_not_the_end(garbage: ThreadingHTTPServer) -> None:

@@ -128,7 +128,7 @@ def _failing_tree(fail: list[int]) -> tuple[PagedTree, int]:
     """A one-version tree whose listings fail after ``fail[0]`` entries while ``fail[0] >= 0``."""
     static = ListingTree(mtime=0)
     root = static.add_dir(ROOT_INODE, "v1")
-    entries = [Record(f"k{i:03}", f"s3://b/k{i:03}", "e", i) for i in range(100)]
+    entries = [(f"k{i:03}", f"s3://b/k{i:03}", "e", i, None) for i in range(100)]  # DirFile rows
 
     def fetch(version: PagedVersion, prefix: str):
         for i, entry in enumerate(entries):

@@ -194,7 +194,7 @@ def list_directory(
     limit: Annotated[int | None, Query(ge=0)] = None,
 ) -> StreamingResponse:
     """DIRECTORY_HEADER, then one directory level of version ``seq`` in key order (the
-    store's ``list_directory``): a record row per file, a JSON string per subdirectory,
+    store's ``list_directory``): a DirFile row per file, a JSON string per subdirectory,
     then ``{"end": n}``. A mount pages its namespace with it (docs/fuse.md)."""
     entries = services.catalog.list_directory(
         dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit
@@ -203,7 +203,16 @@ def list_directory(
 
 
 def _directory_line(entry: Any) -> str:
-    return _quote(entry) if isinstance(entry, str) else record_json(entry)
+    """A subdirectory's JSON string, or a DirFile row as one JSON array (an mtime is a JSON
+    number or null; ``repr`` of a float is the shortest form that reads back the same)."""
+    if type(entry) is str:
+        return _quote(entry)
+    key, url, etag, size, mtime = entry
+    return f"[{_quote(key)},{_quote(url)},{_quote(etag)},{size:d},{_number(mtime)}]"
+
+
+def _number(value: float | None) -> str:
+    return "null" if value is None else _encode(value)
 
 
 @router.post("/{name}/records/get")
