@@ -28,6 +28,7 @@ from datahub.catalog.model import Put, Record, Version
 from datahub.errors import InvalidInput
 from datahub.storage.base import ObjectInfo, ObjectRef
 from datahub.validation import check_new_key
+from fuse_adapter.listing_load import load_records
 from fuse_adapter.tree import ROOT_INODE, Feed, ListingTree
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class BucketLister:
         tree: ListingTree,
         feed: Feed,
         store,  # datahub.storage.base.ObjectStore
-        info,  # fuse_adapter.layout.MountInfo
+        info,  # fuse_adapter.mount_info.MountInfo
         catalog_factory: Callable[[], object],
         dataset: str,
         url: str,
@@ -69,8 +70,6 @@ class BucketLister:
 
     # --- the loader thread ------------------------------------------------------------------------
     def run(self) -> None:
-        from fuse_adapter.layout import load_records  # layout builds this lister: import late
-
         tree, info = self._tree, self._info
         mtime = tree.attr(ROOT_INODE).mtime_ns / 1e9
         whole = load_records(

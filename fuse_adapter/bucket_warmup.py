@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from datahub.cache.warmup_policy import Decision, WarmupPolicy
 from datahub.storage.base import ObjectRef
 from fuse_adapter.source import ByteSource
+from fuse_adapter.warmup_order import warm_up_order
 
 log = logging.getLogger("fuse_adapter")
 
@@ -247,8 +248,6 @@ class BucketWarmup:
         return p
 
     def _pass(self, p: _Pass) -> None:
-        from fuse_adapter.mount_cmd import warm_up_order  # the one order of a mount's warm-up
-
         scope = p.decision.scope
         refs = warm_up_order(r for r in self._files() if r.url.startswith(scope))
         try:

@@ -1,9 +1,15 @@
-"""The pyfuse3 shim: the only module that imports pyfuse3 (and trio's FUSE loop).
+"""The pyfuse3 shim: the only module that imports pyfuse3, the C layer's only Python caller.
 
-It adapts the FUSE protocol to two plain-Python cores, and does nothing else:
+It adapts the FUSE protocol to two plain-Python cores and translates errors, nothing else:
 
 * :class:`ReadOnlyOps` over ``readonly.ReadOnlyView`` (dataset versions, bucket snapshots);
 * :class:`WorkspaceOps` over ``workspace.WorkspaceView`` (a writable write-back workspace).
+
+Decisions live elsewhere, as plain code: the fast path (``fast_path``: what a mount asked
+for, what this build can do, what is in effect), the open policy (``passthrough``), READs
+in C (``fastread``), the page-file look-up (``page_files``). ``fuse_session`` drives a
+mount's session through :func:`mount`, :func:`run_requests`, :func:`terminate` and
+:func:`unmount`; ``mount_assembly`` builds the mounts.
 
 Rules kept here: the core raises ``datahub.errors`` types and this module turns them into
 an errno exactly once (:func:`_errno_of`); anything that may block (the listing loader,
@@ -16,19 +22,21 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import signal
-import threading
-from collections.abc import AsyncIterator, Callable
-from functools import wraps
+from collections.abc import Callable
+from functools import partial, wraps
 from typing import Any
 
 import pyfuse3
 import trio
 
 from datahub.errors import DatahubError
+from fuse_adapter.fast_path import Build, FastPath, write_passthrough_off
 from fuse_adapter.fastread import FastReads
-from fuse_adapter.passthrough import PassthroughOpens, fd_state
+from fuse_adapter.mount_sys import requests_in_c
+from fuse_adapter.page_files import still_verified, verified_fd
+from fuse_adapter.passthrough import PassthroughOpens, Route, open_route
 from fuse_adapter.readonly import IO_SIZE, ReadOnlyView, Stat
+from fuse_adapter.uring import transport_stats
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +93,20 @@ def _entry(s: Stat, timeout: float) -> pyfuse3.EntryAttributes:
     return e
 
 
-class _Ops(pyfuse3.Operations):
-    """Both file systems: knows when the kernel's INIT has been answered."""
+class Ops(pyfuse3.Operations):
+    """Both file systems: knows when the kernel's INIT has been answered, and runs blocking
+    work in worker threads under one limiter (``abandon``: such work may be left behind
+    at unmount, e.g. a lookup waiting for a listing; a workspace's journal writes may not)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int, *, abandon: bool) -> None:
         super().__init__()
         self.initialized = trio.Event()
+        self.limiter = trio.CapacityLimiter(threads)
+        self._abandon = abandon
+
+    async def _thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        call = partial(fn, *args, **kwargs)
+        return await trio.to_thread.run_sync(call, limiter=self.limiter, abandon_on_cancel=self._abandon)
 
     def init(self) -> None:
         # called inside the INIT request; the reply is sent before trio runs another task
@@ -105,24 +121,20 @@ class _Ops(pyfuse3.Operations):
     async def listxattr(self, inode, ctx):
         return []
 
+    async def releasedir(self, fh):
+        pass
 
-#: set by datahub's build of pyfuse3 (third_party/pyfuse3): read() then receives
-#: ``inode | NO_OPEN_FH`` for files the kernel opened without asking (zero-message open)
-NO_OPEN_FH: int | None = getattr(pyfuse3, "NO_OPEN_FH", None)
-#: set by datahub's build of pyfuse3 against libfuse >= 3.16 (third_party/pyfuse3/passthrough.patch)
-PASSTHROUGH: bool = bool(getattr(pyfuse3, "PASSTHROUGH", False))
-#: set by the same build with fastopen.patch: OPEN and RELEASE of published files answered in C
-FASTOPEN: bool = hasattr(pyfuse3, "passthrough_publish")
-#: set by the build with fastloop.patch: a C thread reads /dev/fuse and answers those opens,
-#: their releases and FUSE_IOCTL without a trio turn
-FASTLOOP: bool = bool(getattr(pyfuse3, "FASTLOOP", False))
-#: datahub's pyfuse3 (uring.patch) can take requests from one io_uring queue per CPU
-URING: bool = bool(getattr(pyfuse3, "URING", False))
-#: datahub's pyfuse3 (lookup.patch): its C threads answer LOOKUPs of names published to it
-LOOKUP_IN_C: bool = FASTLOOP and hasattr(pyfuse3, "lookup_publish")
-#: datahub's pyfuse3 (fastread.h): its C threads answer READs of zero-message-open files
-#: from published page files
-FASTREAD: bool = FASTLOOP and bool(getattr(pyfuse3, "FASTREAD", False))
+
+#: what this build of pyfuse3 can do, probed once (``fast_path.Build``; docs/architecture.md)
+BUILD = Build.probe(pyfuse3)
+#: the probes one by one, for the tests that skip without a capability
+NO_OPEN_FH: int | None = BUILD.no_open_fh  # read() receives ``inode | NO_OPEN_FH`` (zero-message opens)
+PASSTHROUGH = BUILD.passthrough
+FASTOPEN = BUILD.fastopen
+FASTLOOP = BUILD.fastloop
+URING = BUILD.uring
+LOOKUP_IN_C = BUILD.lookup_in_c
+FASTREAD = BUILD.fastread
 
 
 def _always(_inode: int) -> bool:
@@ -130,66 +142,33 @@ def _always(_inode: int) -> bool:
 
 
 class _CTable:
-    """pyfuse3's C table of published backing files (``fuse_adapter.passthrough.Table``)."""
+    """pyfuse3's C functions named ``prefix + name`` as one object: the tables the policies
+    are given (``passthrough.Table`` and ``workspace.Backing``: "passthrough_";
+    ``fastread.Table``: "fastread_"). Looked up at each call, as a build without a table
+    has none of its functions and the policies then never call them."""
 
-    def publish(self, ino: int, fd: int) -> int:
-        return pyfuse3.passthrough_publish(ino, fd)
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
 
-    def handle(self, ino: int) -> tuple[int, int] | None:
-        return pyfuse3.passthrough_handle(ino)
-
-    def release(self, fh: int) -> bool:
-        return pyfuse3.passthrough_release(fh)
-
-    def retract(self, ino: int) -> bool:
-        return pyfuse3.passthrough_retract(ino)
-
-    def retract_file(self, st_dev: int, st_ino: int) -> int:
-        return pyfuse3.passthrough_retract_file(st_dev, st_ino)
-
-    def handles(self, ino: int) -> int:
-        return pyfuse3.passthrough_handles(ino)
-
-    def held_fd(self, ino: int) -> int:
-        return pyfuse3.passthrough_held_fd(ino)
-
-    def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None:
-        return pyfuse3.passthrough_revalidate(ino, *state)
-
-    def drain_hits(self) -> list[int]:
-        return pyfuse3.passthrough_drain_hits()
-
-    def stats(self) -> dict:
-        return pyfuse3.passthrough_stats()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(pyfuse3, self._prefix + name)
 
 
-class _FastReadTable:
-    """pyfuse3's C table of published page files (``fuse_adapter.fastread.Table``)."""
+class _FastReadTable(_CTable):
+    def __init__(self) -> None:
+        super().__init__("fastread_")
 
-    def publish(self, ino: int, fd: int) -> None:
-        pyfuse3.fastread_publish(ino, fd)
-
-    def retract(self, ino: int) -> bool:
-        return pyfuse3.fastread_retract(ino)
-
-    def retract_file(self, st_dev: int, st_ino: int) -> int:
-        return pyfuse3.fastread_retract_file(st_dev, st_ino)
-
-    def drain_hits(self) -> list[int]:
-        return pyfuse3.fastread_drain_hits()
-
-    def stats(self) -> dict:
+    def stats(self) -> dict:  # asked by every mount's stats, also of a build without the table
         return pyfuse3.fastread_stats() if FASTREAD else {}
 
 
-class _Backing:
-    """pyfuse3's backing-file ioctls (``fuse_adapter.workspace.Backing``)."""
-
-    def open(self, fd: int) -> int:
-        return pyfuse3.passthrough_open(fd)
-
-    def close(self, backing_id: int) -> None:
-        pyfuse3.passthrough_close(backing_id)
+def _statvfs(bsize: int, blocks: int, free: int, files: int, ffree: int) -> pyfuse3.StatvfsData:
+    s = pyfuse3.StatvfsData()
+    s.f_bsize = s.f_frsize = bsize
+    s.f_blocks, s.f_bfree, s.f_bavail = blocks, free, free
+    s.f_files, s.f_ffree, s.f_favail = files, ffree, ffree
+    s.f_namemax = 255
+    return s
 
 
 def _file_info(fh: int, backing_id: int, direct: bool) -> pyfuse3.FileInfo:
@@ -200,93 +179,34 @@ def _file_info(fh: int, backing_id: int, direct: bool) -> pyfuse3.FileInfo:
     return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=direct)
 
 
-class ReadOnlyOps(_Ops):
+class ReadOnlyOps(Ops):
     """FUSE requests -> ReadOnlyView. Writes are refused with EROFS (the mount is also ``ro``).
 
-    ``zero_message_open``: answer the first OPEN with ENOSYS, so the kernel stops sending
-    OPEN and RELEASE for this mount and opens files itself with their page cache kept. A
-    warm epoch then never enters Python: each file open was two round trips into this
-    process, which capped warm reads at a quarter of local disk. It needs datahub's pyfuse3
-    build (reads must name the inode) and a view without per-handle windows.
-
-    ``passthrough``: answer the OPEN of a file whose object is wholly in the disk tier with
-    its verified page file as a FUSE passthrough backing file (``fuse_adapter.passthrough``),
-    published to pyfuse3's C table: later opens and releases of it are answered in C, and
-    the kernel serves the handles' reads and mmap itself. It needs OPEN, so it replaces
-    zero-message opens; when the kernel or the pyfuse3 build cannot do it, the mount falls
-    back to zero-message opens (if asked for), logged once. ``fastopen=False`` sends those
-    opens and releases to Python instead (a baseline for bench/mount/ssd_hit.py).
-
-    ``fastread`` (with zero-message opens and ``fastloop``; the default read mode): the
-    first READ of a file whose object is wholly in the disk tier publishes its verified
-    page file to pyfuse3's C table (``fuse_adapter.fastread``); the C threads answer later
-    READs of it with a pread, checked by fstat before and after, and drop the page file's
-    pages after the reply (one copy in RAM). A warm open then costs no request and an
-    SSD-tier hit a READ answered in C (docs/fuse.md, "Reads"). ``False``: READs in Python.
-
-    ``fastloop``: a C thread of pyfuse3 reads the mount's requests and answers those opens,
-    releases and the ``isatty()`` ioctl of Python's ``open()`` itself; the others reach
-    this class as before. Lone requests then cost no trio turn, which was most of an
-    SSD-tier hit's daemon CPU. ``fastloop=False`` keeps pyfuse3's loop (a baseline).
-
-    ``lookup_in_c`` (with ``fastloop``): publish each positive LOOKUP answer of a tree inode
-    to pyfuse3's C table, whose threads answer later LOOKUPs of that name (the kernel asks
-    again after dropping the dentry); ``False`` is the baseline of bench/mount/ssd_hit.py.
-
-    ``io_uring`` (with ``fastloop``; ``fuse_adapter.uring.mount_transport``: whether to ask,
-    and what the stats say otherwise): when the kernel offers FUSE over io_uring at INIT
-    (Linux >= 6.14, ``fuse.enable_uring``), requests come from one queue per CPU, each
-    served by a C thread pinned to that CPU: a reader's request is answered on its own CPU
-    and no other CPU is woken (docs/fuse.md, "Requests over io_uring").
+    ``fast``: the mount's fast path (``fast_path.decide``: zero-message opens, passthrough
+    opens, READs, LOOKUPs and opens answered in C, io_uring; what each is and why, there).
+    This class only carries it out: it tells pyfuse3 at INIT, hands opens and first READs
+    to the policies (``passthrough``, ``fastread``) and publishes LOOKUP answers.
     """
 
-    def __init__(
-        self,
-        view: ReadOnlyView,
-        *,
-        threads: int = 32,
-        zero_message_open: bool = False,
-        passthrough: bool = False,
-        fastopen: bool = True,
-        fastloop: bool = True,
-        fastread: bool = False,
-        lookup_in_c: bool = True,
-        io_uring: tuple[bool, str] = (False, "/dev/fuse"),
-    ) -> None:
-        super().__init__()
+    def __init__(self, view: ReadOnlyView, fast: FastPath, *, threads: int = 32) -> None:
+        super().__init__(threads, abandon=True)
         self.view = view
-        self.limiter = trio.CapacityLimiter(threads)
-        self._zero_message_wanted = zero_message_open and NO_OPEN_FH is not None
-        self.passthrough = PassthroughOpens(_CTable(), wanted=passthrough and FASTOPEN)
-        if passthrough and not FASTOPEN:
-            why = "fastopen.patch" if PASSTHROUGH else "libfuse 3.17 (scripts/build_libfuse.sh did not run)"
-            self.passthrough.disable(f"pyfuse3 built without {why}")
-        self.fastopen = fastopen
-        self.fastloop = fastloop and FASTLOOP  # read by serve() before pyfuse3.main()
-        self._lookup_in_c = lookup_in_c and self.fastloop and LOOKUP_IN_C
-        self.io_uring, self._transport = io_uring[0] and self.fastloop and URING, io_uring[1]
-        self.enable_passthrough = self.passthrough.active  # asked of the kernel at INIT (pyfuse3)
-        self.zero_message_open = self._zero_message_wanted and not self.passthrough.active
-        off = (
-            "FUSE passthrough"
-            if self.passthrough.active
-            else "--no-fastread"
-            if not fastread
-            else "pyfuse3 built without fastread"
-            if not FASTREAD
-            else "--no-fastloop"
-            if not self.fastloop
-            else "no zero-message opens"
+        self.fast = fast
+        self.passthrough = PassthroughOpens(
+            _CTable("passthrough_"), wanted=fast.passthrough, off=fast.passthrough_off
         )
-        wanted = fastread and FASTREAD and self.fastloop and self.zero_message_open
-        self.fastread = FastReads(_FastReadTable(), wanted=wanted, off=off)
+        self.fastloop = fast.fastloop  # read by serve() before pyfuse3.main()
+        self.io_uring = fast.io_uring  # read by serve() before pyfuse3.main()
+        self.enable_passthrough = fast.passthrough  # asked of the kernel at INIT (pyfuse3)
+        self.zero_message_open = fast.zero_message_open
+        self.fastread = FastReads(_FastReadTable(), wanted=fast.fastread, off=fast.fastread_off)
 
     def init(self) -> None:
         if self.passthrough.active and not pyfuse3.passthrough_enabled():
             self.passthrough.disable("the kernel does not offer FUSE passthrough")
-            self.zero_message_open = self._zero_message_wanted
+            self.zero_message_open = self.fast.zero_message_wanted
         if FASTOPEN:
-            pyfuse3.passthrough_fastopen(self.fastopen)
+            pyfuse3.passthrough_fastopen(self.fast.fastopen)
         if self.fastread.active and not pyfuse3.passthrough_stats()["fastloop"]:
             self.fastread.disable("no C thread reads this mount's requests (allow_root)")
         if FASTREAD:
@@ -296,23 +216,7 @@ class ReadOnlyOps(_Ops):
 
     def transport_stats(self) -> dict:
         """Where requests come from (io_uring queues, or /dev/fuse and why), and counts."""
-        t = pyfuse3.passthrough_stats() if URING else {}
-        queues = t.get("uring_queues", 0)
-        if queues:
-            requests = f"io_uring ({queues} queues)"
-        elif self.io_uring:
-            requests = "/dev/fuse (the kernel did not take io_uring at INIT)"
-        else:
-            requests = self._transport
-        return {
-            "requests": requests,
-            "io_uring_queues": queues,
-            "io_uring_requests": t.get("uring_requests", 0),
-            "io_uring_answered_in_c": t.get("uring_answered", 0),
-            "io_uring_handed_to_python": t.get("uring_handed", 0),
-            "lookups_answered_in_c": t.get("lookup_answered", 0),
-            "lookup_names_in_c": t.get("lookup_names", 0),
-        }
+        return transport_stats(pyfuse3.passthrough_stats() if URING else {}, self.fast)
 
     def backing_evicted(self, st_dev: int, st_ino: int) -> None:
         """From the evicting thread: the C table is the loop's, so retract there."""
@@ -331,10 +235,6 @@ class ReadOnlyOps(_Ops):
                 self.fastread.evicted(st_dev, st_ino)
         except Exception:
             log.exception("retracting an evicted backing file")
-
-    async def _thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        # read-only work may be abandoned at unmount (e.g. a lookup waiting for a listing)
-        return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter, abandon_on_cancel=True)
 
     def _timeout(self, ino: int) -> float:
         return 0.0 if self.view.is_virtual(ino) else RO_TIMEOUT
@@ -358,7 +258,7 @@ class ReadOnlyOps(_Ops):
             e.entry_timeout = RO_TIMEOUT
             return e
         e = _entry(self.view.getattr(ino), self._timeout(ino))
-        if self._lookup_in_c and not self.view.is_virtual(ino):
+        if self.fast.lookup_in_c and not self.view.is_virtual(ino):
             # The namespace never changes while mounted and forget() is a no-op, so this
             # answer stays right: the C threads give it when the kernel asks again after
             # dropping the dentry (an SSD-tier hit then costs no Python request at all).
@@ -394,94 +294,34 @@ class ReadOnlyOps(_Ops):
     async def readdir(self, fh, start_id, token):
         entries = self.view.readdir(fh, start_id, wait=False)
         if not entries and not self.view.dir_complete(fh):
-            entries = await self._thread(lambda: self.view.readdir(fh, start_id, wait=True))
+            entries = await self._thread(self.view.readdir, fh, start_id, wait=True)
         for name, ino, next_id in entries:
             attrs = _entry(self.view.getattr(ino), self._timeout(ino))
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, next_id):
                 return
 
-    async def releasedir(self, fh):
-        pass
-
     @_fuse_errors
     async def open(self, inode, flags, ctx):
         # reached for: writes, virtual files, files not published (yet) to pyfuse3's C table,
-        # and published files C found changed on disk (fastopen.patch answers the others)
-        write = flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND)
+        # and published files C found changed on disk (its open table answers the others)
+        write = bool(flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND))
         await self._resident(inode)
-        if self.zero_message_open and not write:
-            raise pyfuse3.FUSEError(errno.ENOSYS)  # "open files yourself from now on"
         pt = self.passthrough
         virtual = self.view.is_virtual(inode)
+        route = open_route(
+            write=write, virtual=virtual, zero_message_open=self.zero_message_open, passthrough=pt.wanted
+        )
+        if route is Route.ZERO_MESSAGE:
+            raise pyfuse3.FUSEError(errno.ENOSYS)  # "open files yourself from now on"
         direct = virtual
-        if pt.wanted and not write and not virtual:
-            got = pt.reuse(inode)
-            if got is None and pt.may_publish(inode):
-                # A file verified before: open + getxattr + fstat of its page file, inline.
-                # The one exception to "the loop does in-memory work only": measured, a
-                # thread hop doubles the daemon's CPU per open (docs/benchmarks.md), and the
-                # calls wait for the disk only when the page file's entry is not cached.
-                # A first open reads and checks the file: in a thread.
-                fd = self._backing_fd(inode, False)
-                if fd == -1:
-                    fd = await self._thread(self._backing_fd, inode, True)
-                elif fd == -2:
-                    # a cold one-page file: its first READ's fetch is done now, in the same
-                    # thread hop, so the kernel serves even this handle from the page file
-                    # (no READ, no reply copy). Its errors are this open's, as the READ's
-                    # would have been (ESTALE for a changed object, EIO, ...).
-                    fd = await self._thread(lambda: self.view.backing_fd(inode, fetch=True))
-                got = pt.publish(inode, fd, lambda: self._still_verified(inode, fd))
-            if got is None and pt.held(inode):
-                # its passthrough handles hold a file that changed (e.g. evicted): the kernel
-                # takes no other backing file until they close; check that one again
-                state = await self._thread(self._recheck, inode)
-                got = pt.revalidate(inode, state) if state is not None else None
-                direct = got is None  # the kernel allows direct I/O next to passthrough
+        if route is Route.PASSTHROUGH:
+            got, direct = await pt.open(inode, self.view, self._thread)
             if got is not None:
                 return pyfuse3.FileInfo(fh=got[0], backing_id=got[1])
-        fh = self.view.open(inode, write=bool(write))
+        fh = self.view.open(inode, write=write)
         if pt.wanted:
             pt.opened(fh, inode, direct=direct)
         return pyfuse3.FileInfo(fh=fh, keep_cache=not direct, direct_io=direct)
-
-    def _backing_fd(self, inode: int, verify: bool) -> int | None:
-        """A backing file (-1: not verified yet, with ``verify=False``), or None on any trouble."""
-        try:
-            return self.view.backing_fd(inode, verify=verify, fetch=False)
-        except Exception as exc:  # the open still succeeds, through the daemon
-            log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
-            return None
-
-    def _still_verified(self, inode: int, fd: int) -> bool:
-        """Whether ``fd``, just published for ``inode``, is still in the state it was
-        verified in: one ``fstat`` of it, no data read, no file opened by name (each system
-        call on this loop hands the GIL to the fetch threads). ``fd`` belongs to the C table
-        now; only a change the C code finds at an open closes it, and then this ``fstat``
-        fails or sees another file, so the answer is False and the open takes the ordinary
-        path: never a wrong yes."""
-        try:
-            return self.view.backing_unchanged(inode, fd)
-        except Exception as exc:  # the open still succeeds, through the daemon
-            log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
-            return False
-
-    def _recheck(self, inode: int) -> tuple[int, int, int, int] | None:
-        """Blocking: check the file the C table holds for ``inode`` again; its state
-        (``fd_state``) if it passed and did not change meanwhile, else None."""
-        fd = self.passthrough.held_fd(inode)
-        if fd < 0:
-            return None
-        try:
-            before = fd_state(fd)
-            if self.view.backing_check(inode, fd) and fd_state(fd) == before:
-                return before
-            return None
-        except Exception as exc:
-            log.warning("passthrough open of inode %d: %s; reading through the daemon", inode, exc)
-            return None
-        finally:
-            os.close(fd)
 
     @_fuse_errors
     async def read(self, fh, off, size):
@@ -498,18 +338,11 @@ class ReadOnlyOps(_Ops):
 
     async def _publish_page_file(self, ino: int) -> None:
         """The first READ of a file (zero-message opens) that reached Python: publish its
-        verified page file, so the C threads answer its later READs. A file verified before
-        is looked up inline (metadata only, as a passthrough open does); one that needs
-        reading is checked in a worker thread, and a cold one-page file is fetched whole
-        there first (this READ's own work, done once). Any trouble: the READ is answered
-        as before, through the cache."""
-        fd = self._backing_fd(ino, False)
-        if fd == -1:
-            fd = await self._thread(self._backing_fd, ino, True)
-        elif fd == -2:
-            fd = await self._thread(lambda: self.view.backing_fd(ino, fetch=True))
-        if fd is not None and fd >= 0:
-            self.fastread.publish(ino, fd, lambda: self._still_verified(ino, fd))
+        verified page file (``page_files``), so the C threads answer its later READs. Any
+        trouble: the READ is answered as before, through the cache."""
+        fd = await verified_fd(self.view, ino, self._thread)
+        if fd is not None:
+            self.fastread.publish(ino, fd, lambda: still_verified(self.view, ino, fd))
 
     async def flush(self, fh):
         # nothing to flush on a read-only mount: ENOSYS once makes the kernel stop sending
@@ -522,13 +355,7 @@ class ReadOnlyOps(_Ops):
 
     @_fuse_errors
     async def statfs(self, ctx):
-        s = pyfuse3.StatvfsData()
-        s.f_bsize = s.f_frsize = IO_SIZE
-        s.f_blocks = s.f_bfree = s.f_bavail = 0
-        s.f_files = self.view.tree.inode_count()
-        s.f_ffree = s.f_favail = 0
-        s.f_namemax = 255
-        return s
+        return _statvfs(IO_SIZE, 0, 0, self.view.tree.inode_count(), 0)
 
     # every mutation: EROFS (the kernel already refuses most of them on an ``ro`` mount)
     async def _erofs(self, *args: Any, **kwargs: Any) -> Any:
@@ -538,10 +365,7 @@ class ReadOnlyOps(_Ops):
     write = create = setxattr = removexattr = fsync = fsyncdir = _erofs
 
 
-QUOTA_BLOCK = 4096  # statfs unit of a quota'd workspace: df rounds a quota down to it, not to 1 MiB
-
-
-class WorkspaceOps(_Ops):
+class WorkspaceOps(Ops):
     """FUSE requests -> WorkspaceView (every call blocks on the journal or the shared tier).
 
     ``flush`` (each close(2)) and ``fsync`` both make the file durable before replying, so a
@@ -551,32 +375,24 @@ class WorkspaceOps(_Ops):
     def __init__(
         self, view, *, threads: int = 16, timeout: float = 1.0, write_passthrough: bool = False
     ) -> None:
-        super().__init__()
+        super().__init__(threads, abandon=False)
         self.view = view  # fuse_adapter.workspace.WorkspaceView
         view.forget_entry = lambda parent_ino, name: pyfuse3.invalidate_entry_async(
             parent_ino, os.fsencode(name), ignore_enoent=True
         )
-        self.limiter = trio.CapacityLimiter(threads)
         self.timeout = timeout
-        # passthrough writes (fuse_adapter/workspace.py): asked of the kernel at INIT
-        self.enable_passthrough = write_passthrough and PASSTHROUGH
-        if not write_passthrough:
-            view.passthrough_off("the default; --passthrough stages written files", asked=False)
-        elif not PASSTHROUGH:
-            view.passthrough_off(
-                "pyfuse3 built without libfuse >= 3.16 (scripts/build_libfuse.sh did not run)"
-            )
+        off = write_passthrough_off(write_passthrough, BUILD)  # passthrough writes: asked at INIT
+        self.enable_passthrough = not off
+        if off:
+            view.passthrough_off(off, asked=write_passthrough)
 
     def init(self) -> None:
         if self.enable_passthrough:
             if pyfuse3.passthrough_enabled():
-                self.view.passthrough_on(_Backing())
+                self.view.passthrough_on(_CTable("passthrough_"))
             else:
                 self.view.passthrough_off("the kernel does not offer FUSE passthrough (Linux >= 6.9)")
         super().init()
-
-    async def _thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs), limiter=self.limiter)
 
     def _entry(self, s: Stat) -> pyfuse3.EntryAttributes:
         return _entry(s, self.timeout)
@@ -615,9 +431,6 @@ class WorkspaceOps(_Ops):
             if not pyfuse3.readdir_reply(token, os.fsencode(name), self._entry(st), next_id):
                 return
             self.view.confirm_listed(st)
-
-    async def releasedir(self, fh):
-        pass
 
     @_fuse_errors
     async def mkdir(self, parent_inode, name, mode, ctx):
@@ -687,17 +500,9 @@ class WorkspaceOps(_Ops):
 
     @_fuse_errors
     async def statfs(self, ctx):
-        s = pyfuse3.StatvfsData()
-        s.f_bsize = s.f_frsize = IO_SIZE
-        s.f_blocks = s.f_bfree = s.f_bavail = 1 << 30
-        quota = self.view.quota
-        if quota is not None:  # df shows the volume's capacity (fuse_adapter/quota.py)
-            s.f_bsize = s.f_frsize = QUOTA_BLOCK
-            s.f_blocks = quota.limit // QUOTA_BLOCK
-            s.f_bfree = s.f_bavail = quota.available // QUOTA_BLOCK
-        s.f_files = s.f_ffree = s.f_favail = 1 << 30
-        s.f_namemax = 255
-        return s
+        quota = self.view.quota  # df shows the volume's capacity (fuse_adapter/quota.py)
+        bsize, blocks, free = quota.df() if quota is not None else (IO_SIZE, 1 << 30, 1 << 30)
+        return _statvfs(bsize, blocks, free, 1 << 30, 1 << 30)
 
     async def _unsupported(self, *args: Any, **kwargs: Any) -> Any:
         raise pyfuse3.FUSEError(errno.ENOTSUP)
@@ -716,157 +521,32 @@ def mount_options(*, fsname: str, read_only: bool, allow_other: bool = False) ->
     return opts
 
 
-def mount_device(mountpoint: str) -> str:
-    """``major:minor`` of a mount, from /proc/self/mountinfo: no request to the file system
-    (a stat from inside the daemon could wait forever on its own stopped loop)."""
-    target = os.path.abspath(mountpoint)
-    device = None
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            fields = line.split()
-            if fields[4].replace("\\040", " ") == target:
-                device = fields[2]  # the last match is the top-most mount
-    if device is None:
-        raise FileNotFoundError(f"{mountpoint} is not mounted")
-    return device
-
-
-def set_readahead(mountpoint: str, kib: int) -> None:
-    """Raise the kernel readahead of this mount (root only; best effort).
-
-    FUSE starts with the VM default (128 KiB), which caps each sequential read request the
-    kernel sends us; with 1 MiB a cold sequential read costs a quarter as many round trips.
-    """
-    try:
-        path = f"/sys/class/bdi/{mount_device(mountpoint)}/read_ahead_kb"
-        with open(path, "w") as fh:
-            fh.write(str(kib))
-    except OSError as exc:
-        log.info("could not set readahead of %s to %d KiB: %s", mountpoint, kib, exc)
-
-
 def c_requests() -> int:
     """Requests pyfuse3's C threads answered or handed to the loop (fastloop, io_uring): a
     warm open answered there never makes the loop's thread read anything."""
-    if not FASTLOOP:
-        return 0
-    t = pyfuse3.passthrough_stats()
-    return (
-        t["loop_opens"] + t["loop_releases"] + t["loop_ioctls"] + t.get("loop_lookups", 0) + t["loop_handed"]
-    )
+    return requests_in_c(pyfuse3.passthrough_stats()) if FASTLOOP else 0
 
 
-def request_counter(in_c: Callable[[], int] = c_requests) -> Callable[[], int]:
-    """A number that moves with every request the mount serves.
-
-    Why: a reader served from the kernel's page cache never reaches the daemon's code, so
-    the cache cannot see that it is busy; but every warm Python ``open()`` still sends the
-    ``isatty`` ioctl (and, with passthrough, OPEN and RELEASE). Read on the loop's thread,
-    each is one read syscall of that thread (/proc/self/task/TID/io ``syscr``; call this in
-    the thread that will run ``serve``); answered by pyfuse3's C threads (the default:
-    fastloop, io_uring), each moves their counters (``in_c``). Both cost the requests nothing.
-    """
-    path = f"/proc/self/task/{threading.get_native_id()}/io"
-
-    def count() -> int:
-        reads = 0
-        with open(path, "rb") as f:
-            for line in f:
-                if line.startswith(b"syscr"):
-                    reads = int(line.split()[1])
-                    break
-        return reads + in_c()
-
-    return count
+# --- the session: what fuse_session.serve does with pyfuse3 ------------------------------------
+def mount(ops: Ops, mountpoint: str, options: set[str]) -> None:
+    """Mount and open the session (libfuse; the mount is visible before this returns)."""
+    pyfuse3.init(ops, mountpoint, options)
 
 
-def serve(
-    ops: _Ops,
-    mountpoint: str,
-    options: set[str],
-    *,
-    on_ready: Callable[[], None] | None = None,
-    on_stop: Callable[[], None] | None = None,
-    readahead_kib: int = 0,
-    max_tasks: int = 64,
-) -> None:
-    """Mount, serve until unmounted or SIGTERM/SIGINT, then unmount cleanly. Blocks.
-
-    ``on_ready`` runs once the mount is live; ``on_stop`` (blocking, e.g. a workspace
-    flush) runs in a worker thread after requests stop and before the unmount completes.
-    """
-
-    async def main() -> None:
-        # the receiver exists before the mount does: a signal sent as soon as the mount
-        # appears is queued for watch_signals instead of killing the process mid-mount
-        stops = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-        with trio.open_signal_receiver(*stops) as sigs:
-            # blocked while libfuse mounts: the mount is visible before init returns, and a
-            # stop signal then interrupted libfuse's waitpid ("fuse: waitpid: Interrupted
-            # system call"), failed the init and was re-raised as KeyboardInterrupt (exit
-            # 130, the mount left behind). Unblocked, it reaches the receiver.
-            previous = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-            try:
-                pyfuse3.init(ops, mountpoint, options)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-            await _serve_mounted(sigs)
-
-    async def _serve_mounted(sigs: AsyncIterator[int]) -> None:
-        unmounted = False
-        try:
-            async with trio.open_nursery() as nursery:
-
-                async def watch_signals() -> None:
-                    async for sig in sigs:
-                        log.info("signal %d: unmounting %s", sig, mountpoint)
-                        pyfuse3.terminate()
-                        return
-
-                async def after_mount() -> None:
-                    if readahead_kib:
-                        # after INIT: its reply would clamp the readahead back to the default
-                        if isinstance(ops, _Ops):
-                            await ops.initialized.wait()
-                        set_readahead(mountpoint, readahead_kib)
-                    if on_ready is not None:  # in a thread: it may touch the file system
-                        await trio.to_thread.run_sync(on_ready, abandon_on_cancel=True)
-
-                nursery.start_soon(watch_signals)
-                nursery.start_soon(after_mount)
-                if FASTLOOP:  # only read-only mounts ask for it; writes gain nothing from a hop
-                    pyfuse3.passthrough_fastloop(bool(getattr(ops, "fastloop", False)))
-                if URING:
-                    pyfuse3.passthrough_uring(bool(getattr(ops, "io_uring", False)))
-                await pyfuse3.main(min_tasks=4, max_tasks=max_tasks)
-                unmounted = True
-                nursery.cancel_scope.cancel()
-        finally:
-            try:
-                if on_stop is not None:  # a failed flush must still unmount, and then be reported
-                    await trio.to_thread.run_sync(on_stop)
-            finally:
-                pyfuse3.close(unmount=True)
-                log.info("%s %s", "unmounted" if unmounted else "stopped", mountpoint)
-
-    try:
-        trio.run(main)
-    except BaseExceptionGroup as group:
-        # one failure inside the nursery (e.g. on_ready could not write the mount record)
-        # reaches the caller as itself, so the CLI reports it as an error, not a traceback
-        only = _single_leaf(group)
-        if only is None:
-            raise
-        raise only from None
+def terminate() -> None:
+    """Make :func:`run_requests` return (from the loop's thread)."""
+    pyfuse3.terminate()
 
 
-def _single_leaf(group: BaseExceptionGroup) -> BaseException | None:
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [group]
-    while stack:
-        exc = stack.pop()
-        if isinstance(exc, BaseExceptionGroup):
-            stack.extend(exc.exceptions)
-        else:
-            leaves.append(exc)
-    return leaves[0] if len(leaves) == 1 else None
+async def run_requests(ops: Ops, max_tasks: int) -> None:
+    """Serve the mount's requests until it is unmounted or :func:`terminate` is called."""
+    if FASTLOOP:  # only read-only mounts ask for it; writes gain nothing from a hop
+        pyfuse3.passthrough_fastloop(bool(getattr(ops, "fastloop", False)))
+    if URING:
+        pyfuse3.passthrough_uring(bool(getattr(ops, "io_uring", False)))
+    await pyfuse3.main(min_tasks=4, max_tasks=max_tasks)
+
+
+def unmount() -> None:
+    """Close the session and unmount (every backing id and C table entry goes with it)."""
+    pyfuse3.close(unmount=True)

@@ -17,18 +17,20 @@ and its snapshot is taken only once readers open many files (``bucket_listing``)
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from datahub.catalog.model import DirFile, Record, Version
 from datahub.errors import AlreadyExists, DatahubError, InvalidInput
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
+from fuse_adapter.bucket_listing import BucketLister
+from fuse_adapter.listing_load import load_records
+from fuse_adapter.mount_info import INFO_FILE, MountInfo
 from fuse_adapter.paged_tree import PAGE_BUDGET, PagedTree, PagedVersion
 from fuse_adapter.readonly import ReadOnlyView
 from fuse_adapter.source import ByteSource
@@ -36,8 +38,6 @@ from fuse_adapter.tree import ROOT_INODE, Feed, ListingTree
 
 log = logging.getLogger(__name__)
 
-BATCH = 2000  # entries handed to the tree per lock acquisition
-INFO_FILE = ".datahub"
 
 CatalogFactory = Callable[[], object]  # -> datahub.catalog.Catalog (one per loader thread)
 
@@ -52,39 +52,6 @@ class VersionSpec:
         dataset, _, ref = text.partition("@")
         check_name(dataset)
         return cls(dataset, ref or None)
-
-
-@dataclass
-class MountInfo:
-    """What ``.datahub`` says and the mount logs: which versions this mount shows."""
-
-    source: str
-    versions: list[str] = field(default_factory=list)  # "dataset@vN"
-    state: str = "ready"  # "listing" while a bucket snapshot is being taken, "failed" after an error
-    listing: str = "whole"  # "by-directory": a large bucket, each directory listed when first needed
-    files: int = 0
-    bytes: int = 0
-    skipped: int = 0
-    shadowed: int = 0
-    error: str = ""
-    hinted: dict = field(default_factory=lambda: {"windows": 0, "files": 0})  # read-order hints taken
-
-    def count_hint(self, files: int) -> None:
-        self.hinted = {"windows": self.hinted["windows"] + 1, "files": self.hinted["files"] + files}
-
-    def to_json(self) -> bytes:
-        """Pretty JSON padded with spaces to a multiple of 1 KiB.
-
-        The kernel may cache this file's pages (zero-message opens keep the cache) and
-        learns its size from a stat; while the state changes, a reader could otherwise see
-        a new size with old pages or the reverse (truncated JSON, or NULs after it). With a
-        size that stays put, every read is whole JSON: this state or the previous one.
-        """
-        text = json.dumps(self.__dict__, indent=2, sort_keys=True)
-        return (text.ljust(-(-(len(text) + 1) // INFO_PAD) * INFO_PAD - 1) + "\n").encode()
-
-
-INFO_PAD = 1024
 
 
 @dataclass
@@ -117,74 +84,10 @@ class Loader:
         return self.feed.files, self.feed.bytes
 
 
-def _record_mtime(record: Record, default: float) -> float:
-    value = record.meta.get("mtime") if record.meta else None
-    return float(value) if isinstance(value, (int, float)) else default
-
-
 def _start(name: str, target: Callable[[], None]) -> threading.Thread:
     thread = threading.Thread(target=target, name=f"datahub-load-{name}", daemon=True)
     thread.start()
     return thread
-
-
-#: a failed listing load is retried from its cursor after these pauses (doubling, capped)
-RETRY_FIRST, RETRY_MAX = 1.0, 30.0
-
-
-def load_records(
-    tree: ListingTree,
-    feed: Feed,
-    records_after: Callable[[str], Iterator[Record]],
-    default_mtime: float,
-    info: MountInfo | None,
-    *,
-    limit: int = 0,
-    stopping: threading.Event | None = None,
-) -> bool:
-    """Stream a listing into the tree (runs in a loader thread). With ``limit``, stop before
-    record ``limit + 1`` and return False, leaving the feed open at its cursor.
-
-    ``records_after(cursor)``: the listing after key ``cursor``. A failure (the catalog or
-    the bucket did not answer) is not the end of the listing: the feed is marked failed
-    (lookups past the cursor answer EIO, never ENOENT) and the load resumes from the cursor
-    after a pause, until it completes or ``stopping`` is set."""
-    added, pause = 0, RETRY_FIRST
-    stopping = stopping or threading.Event()
-    while True:
-        batch: list[tuple[str, int, float, str, str]] = []
-        try:
-            for r in records_after(feed.cursor):
-                if limit and added >= limit:
-                    tree.add_files(feed, batch)
-                    return False
-                batch.append((r.key, r.size, _record_mtime(r, default_mtime), r.url, r.etag))
-                added += 1
-                if len(batch) >= BATCH:
-                    tree.add_files(feed, batch)
-                    batch = []
-            tree.add_files(feed, batch)
-            break
-        except Exception as exc:  # the mount stays up and retries
-            if batch and not isinstance(exc, ValueError):
-                tree.add_files(feed, batch)  # what did arrive is in key order: keep it
-            tree.fail_feed(feed, exc)
-            if info is not None:
-                info.error = f"listing {feed.name or 'the mount'} failed, retrying in {pause:.0f} s: {exc}"
-            log.error("loading the listing of %s failed (retrying from %r in %.0f s): %s",
-                      feed.name or "the mount", feed.cursor, pause, exc)  # fmt: skip
-            if isinstance(exc, ValueError) or stopping.wait(pause):  # out of order: a retry cannot help
-                if info is not None:
-                    info.state = "failed"
-                return True
-            pause = min(pause * 2, RETRY_MAX)
-    tree.finish_feed(feed)
-    if info is not None:
-        info.files += feed.files  # a mount of several versions adds up its listings
-        info.bytes += feed.bytes
-        info.shadowed += feed.shadowed
-        info.error = ""
-    return True
 
 
 def version_view(
@@ -334,8 +237,6 @@ def bucket_view(
 
     A new snapshot lists the bucket whole up to ``whole_max`` keys (0: no limit); past
     that, directory by directory (``bucket_listing``; ``on_by_directory`` is told)."""
-    from fuse_adapter.bucket_listing import BucketLister
-
     dataset = snapshot_dataset_name(url)
     catalog = catalog_factory()
     try:

@@ -8,18 +8,15 @@
     datahub mount --workspace NAME MOUNTPOINT [--commit-to DATASET]   writable, write-back
     datahub umount MOUNTPOINT                         flush (rw), unmount; cleans stale mounts
 
-The handlers only parse, build the view and hand it to ``fuse_adapter``; everything else
-lives there (see docs/fuse.md).
+The handlers only parse the command line and hand a plain description of the mount to
+``fuse_adapter.mount_assembly``, which builds and serves it (see docs/fuse.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import logging
 import sys
-import threading
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,13 +24,9 @@ from datahub.console.context import CliContext
 from datahub.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from datahub.storage.base import ObjectRef
-    from fuse_adapter.fuse_ops import ReadOnlyOps
-    from fuse_adapter.readonly import ReadOnlyView
+    from fuse_adapter.mount_assembly import ReadOnlyMount
 
 log = logging.getLogger("fuse_adapter")
-
-PREFETCH_SORT_LIMIT = 200_000  # above this, warm up in key order, streamed (no list of every ref)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -188,205 +181,51 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         return 0
     if log.level == logging.NOTSET and logging.getLogger().level > logging.INFO:
         log.setLevel(logging.INFO)  # say what is mounted (the snapshot id) even without -v
+    from fuse_adapter import mount_assembly as assembly
+
+    common = {
+        "mountpoint": mountpoint,
+        "uid": args.uid,
+        "gid": args.gid,
+        "allow_other": args.allow_other,
+        "threads": args.threads,
+        "ready_fd": args.ready_fd,
+    }
     if args.workspace:
-        return _serve_workspace(args, ctx, mountpoint)
-    return _serve_readonly(args, ctx, mountpoint)
-
-
-def _serve_readonly(args: argparse.Namespace, ctx: CliContext, mountpoint: str) -> int:
-    import os
-
-    from datahub.catalog import open_catalog
-    from fuse_adapter import daemon, layout
-    from fuse_adapter.bucket_warmup import ObservedSource
-    from fuse_adapter.fuse_ops import (
-        FASTLOOP,
-        MAX_IO,
-        URING,
-        ReadOnlyOps,
-        mount_options,
-        request_counter,
-        serve,
-    )
-    from fuse_adapter.source import open_source
-    from fuse_adapter.uring import mount_transport
-
-    config = ctx.config
-    source = open_source(config, ctx.stores, use_cache=not args.no_cache)
-
-    def catalog_factory():
-        return open_catalog(config.resolved_catalog_url)
-
-    urls = [s for s in args.sources if "://" in s]
-    if urls and (len(urls) > 1 or len(args.sources) > 1):
-        raise InvalidInput("mount one bucket URL at a time, or any number of DATASET[@REF] (not both)")
-    stopping = threading.Event()
-    bucket_warmup = None
-    if urls:
-        bucket_warmup = _bucket_warmup(
-            args, config, source, ctx.stores.store(urls[0]).url_for(""), mountpoint, stopping
+        workspace = assembly.WorkspaceMount(
+            **common,
+            workspace=args.workspace,
+            commit_to=args.commit_to,
+            quota=args.quota,
+            write_passthrough=args.passthrough,
         )
-        view, loaders, info = layout.bucket_view(
-            urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup),
-            refresh=args.refresh, whole_max=bucket_list_whole_max(args, config),
-            on_by_directory=bucket_warmup.listing_deferred, uid=args.uid, gid=args.gid,
-        )  # fmt: skip
-    else:
-        specs = [layout.VersionSpec.parse(s) for s in args.sources]
-        view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=args.uid, gid=args.gid)
-    home = config.home_path
-    record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
-    if not urls:
-        threading.Thread(
-            target=_open_stores,
-            args=(view, loaders, ctx.stores, stopping),
-            name="datahub-stores",
-            daemon=True,
-        ).start()
-    if bucket_warmup is not None:
-        log.info("background warm-up: %s", _BUCKET_WARMUP_MODES[bucket_warmup.policy.mode])
-        bucket_warmup.start(
-            lambda: (ref for loader in loaders for ref in loader.files()),
-            lambda: _listed(loaders, stopping),
-            want_listing=loaders[0].want_whole,
-        )
-    elif warm_up_wanted(args):
-        log.info("background warm-up: on (--no-prefetch turns it off)")
-        from fuse_adapter.version_warmup import VersionWarmup
+        return assembly.serve_workspace(workspace, ctx)
+    return assembly.serve_readonly(readonly_mount(args, common), ctx)
 
-        warmup = VersionWarmup(mountpoint, info.source, source, flag=bool(args.prefetch))
-        threading.Thread(
-            target=_prefetch,
-            args=(view, loaders, source, warmup, stopping),
-            name="datahub-prefetch",
-            daemon=True,
-        ).start()
-    else:
-        log.info("background warm-up: off")
 
-    def stop() -> None:
-        stopping.set()
-        if bucket_warmup is not None:
-            bucket_warmup.close()
-        source.close()
+def readonly_mount(args: argparse.Namespace, common: dict) -> ReadOnlyMount:
+    """The read-only mount the flags describe (``mount_assembly`` reads no flags)."""
+    from fuse_adapter.fast_path import Asked
+    from fuse_adapter.mount_assembly import ReadOnlyMount
 
-    def ready() -> None:
-        daemon.write_record(home, record)
-        log.info("mounted %s at %s", info.source, mountpoint)
-        daemon.signal_ready(args.ready_fd)
-        say_foreground(args, mountpoint)
-
-    source.watch_requests(request_counter())  # warm-up sees readers the page cache serves
-    ops = ReadOnlyOps(
-        view,
-        threads=args.threads,
-        zero_message_open=True,
-        passthrough=passthrough_wanted(args, source),
+    asked = Asked(
+        passthrough=True if args.passthrough else False if args.no_passthrough else None,
+        fastread=not args.no_fastread,
         fastopen=not args.no_fastopen,
         fastloop=not args.no_fastloop,
-        fastread=fastread_wanted(args, source),
+        io_uring=not args.no_io_uring,
         lookup_in_c=not args.no_lookup_in_c,
-        io_uring=mount_transport(not args.no_io_uring, not args.no_fastloop and FASTLOOP and URING),
     )
-    source.report_mount(
-        lambda: {
-            "mountpoint": mountpoint,
-            **ops.passthrough.stats(),
-            **ops.fastread.stats(),
-            **ops.transport_stats(),
-        }
+    return ReadOnlyMount(
+        **common,
+        sources=tuple(args.sources),
+        use_cache=not args.no_cache,
+        refresh=args.refresh,
+        warm_up=warm_up_wanted(args),
+        prefetch_flag=bool(args.prefetch),
+        bucket_warmup=bucket_warmup_mode(args),
+        asked=asked,
     )
-    if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once
-        getattr(source, "watch_backing", lambda listener: None)(ops.backing_evicted)
-        threading.Thread(
-            target=_count_c_hits, args=(ops, view, stopping), name="datahub-c-hits", daemon=True
-        ).start()
-    log.info("opens: %s; READs in C: %s", ops.passthrough.mode, ops.fastread.mode)
-    try:
-        serve(
-            ops,
-            mountpoint,
-            mount_options(
-                fsname=f"datahub:{info.source}"[:200], read_only=True, allow_other=args.allow_other
-            ),
-            on_ready=ready,
-            on_stop=stop,
-            readahead_kib=4 * MAX_IO // 1024,
-        )
-    finally:
-        daemon.remove_record(home, mountpoint)
-        if ops.passthrough.wanted:  # all released with the session (tests count them)
-            pt = ops.passthrough.stats()
-            log.info(
-                "unmounted: %d backing ids opened, %d closed",
-                pt["backing_ids_opened"],
-                pt["backing_ids_closed"],
-            )
-    return 0
-
-
-def say_foreground(args: argparse.Namespace, mountpoint: str) -> None:
-    """A mount started by hand in the foreground says that it holds the shell, and how it ends
-    (a user following a tour otherwise waits for a prompt that never comes). A daemon started
-    by ``--background`` or the CSI plugin (``--ready-fd``) writes to its log only."""
-    if args.ready_fd is None:
-        print(
-            f"mounted at {mountpoint}; this command runs until `datahub umount {mountpoint}` or Ctrl-C "
-            "(--background returns once mounted)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
-C_HITS_EVERY = 1.0  # seconds between reports of opens answered in C to the cache
-
-
-def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Event) -> None:
-    """Opens and READs pyfuse3 answered in C never reach the cache, which would take hot
-    files for cold ones and evict them first: report them as hits, once per file per period."""
-    while not stopping.wait(C_HITS_EVERY):
-        for ino in ops.passthrough.drain_hits() + ops.fastread.drain_hits():
-            try:
-                view.backing_hit(ino)
-            except Exception as exc:  # a hit not counted must not stop the mount
-                log.debug("counting a hit of inode %d: %s", ino, exc)
-
-
-def passthrough_wanted(args: argparse.Namespace, source) -> bool:
-    """Whether a read-only mount asks for FUSE passthrough (``--passthrough``; docs/fuse.md).
-
-    Not by default: passthrough needs an OPEN and a RELEASE per open, which halves a warm
-    epoch; zero-message opens with READs answered in C from the same page files serve both
-    a warm epoch and SSD-tier hits (:func:`fastread_wanted`). Only a disk tier that writes
-    format-3 page files (the object's bytes from offset 0) has files to hand the kernel;
-    without one (``--no-cache``, no disk tier, no user xattrs) the mount keeps zero-message
-    opens.
-    """
-    if args.no_passthrough or args.no_cache:
-        return False
-    if not args.passthrough and (args.no_fastread or fastread_possible(args)):
-        return False  # the default: zero-message opens, READs in C
-    return bool(getattr(source, "backs_files", lambda: False)())
-
-
-def fastread_possible(args: argparse.Namespace) -> bool:
-    """Whether pyfuse3's C threads can answer READs here (its build has fastread.h and a C
-    thread reads the requests); if not, the mount keeps passthrough, the next best for
-    SSD-tier hits (a READ through Python costs ten times the daemon CPU)."""
-    from fuse_adapter.fuse_ops import FASTREAD
-
-    return FASTREAD and not args.no_fastloop
-
-
-def fastread_wanted(args: argparse.Namespace, source) -> bool:
-    """Whether a read-only mount's C threads answer READs from page files (the default).
-
-    The same files passthrough would hand the kernel (format-3 page files: the object's
-    bytes from offset 0), read by pyfuse3's C threads instead, so opens stay zero-message.
-    """
-    if args.passthrough or args.no_fastread or args.no_cache or not fastread_possible(args):
-        return False
-    return bool(getattr(source, "backs_files", lambda: False)())
 
 
 def warm_up_wanted(args: argparse.Namespace) -> bool:
@@ -411,173 +250,16 @@ def bucket_warmup_mode(args: argparse.Namespace) -> bool | None:
     return False if args.no_cache else args.prefetch
 
 
-_BUCKET_WARMUP_MODES = {
-    None: "automatic (a snapshot that fits, or an epoch pattern of reads; --prefetch: all, --no-prefetch: none)",
-    True: "on (--prefetch)",
-    False: "off",
-}
-
-
-def bucket_list_whole_max(args: argparse.Namespace, config) -> int:
-    """Keys a new bucket snapshot lists whole before it lists by directory (0: all of them).
-
-    ``--prefetch`` warms the whole snapshot at once, so it needs the whole listing at once."""
-    return 0 if bucket_warmup_mode(args) is True else config.cache.bucket_list_whole_objects
-
-
-def _bucket_warmup(
-    args: argparse.Namespace, config, source, root: str, mountpoint: str, stopping: threading.Event
-):
-    from datahub.cache.warmup_policy import PolicySettings, WarmupPolicy
-    from fuse_adapter.bucket_warmup import BucketWarmup
-
-    c = config.cache
-    settings = PolicySettings(
-        fits_max_objects=c.bucket_warmup_objects,
-        opens=c.bucket_warmup_opens,
-        window_seconds=c.bucket_warmup_window_seconds,
-        idle_stop_seconds=c.bucket_warmup_idle_seconds,
-    )
-    return BucketWarmup(source, WarmupPolicy(settings, bucket_warmup_mode(args), root), mountpoint, stopping)
-
-
-def _listed(loaders, stopping: threading.Event) -> bool:
-    """Wait until every listing is in; False if the mount stops first."""
-    for loader in loaders:
-        while not loader.wait(0.5):
-            if stopping.is_set():
-                return False
-    return True
-
-
-def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
-    """Open the store of each mounted version's first file once its listing is in.
-
-    Opening an S3 store builds a boto3 client (imports and service models: a few hundred
-    ms of CPU); done here, the first read of a large file does not pay it.
-    """
-    for loader in loaders:
-        while not loader.wait(0.5):
-            if stopping.is_set():
-                return
-        try:
-            first = next(iter(loader.files()), None)
-            if first is not None:
-                stores.for_url(first.url)
-        except Exception as exc:  # an optimisation: the first read reports the error
-            log.debug("opening the store of %s failed: %s", loader.name, exc)
-
-
-def _prefetch(view, loaders, source, warmup, stopping: threading.Event) -> None:
-    """Warm the cache with every file of the mount (after the listings are in), until unmount."""
-    if not _listed(loaders, stopping):
-        return
-    refs = warm_up_order(ref for loader in loaders for ref in loader.files())
-    objects = sum(loader.totals()[0] for loader in loaders)
-    nbytes = sum(loader.totals()[1] for loader in loaders)
-    warmup.run(source, refs, objects, nbytes, stopping)
-
-
-def warm_up_order(listed: Iterator[ObjectRef], limit: int = PREFETCH_SORT_LIMIT) -> Iterable[ObjectRef]:
-    """The order a mount warms its files in: smallest first when there are at most ``limit``
-    (the most files ready soonest), else key order, taken from ``listed`` as the warm-up
-    goes, so a mount of millions of files never holds a list of every file's ref."""
-    first = list(itertools.islice(listed, limit + 1))
-    if len(first) <= limit:
-        return sorted(first, key=lambda r: r.size)
-    return itertools.chain(first, listed)
-
-
-def _open_workspace(name: str, ctx: CliContext):
-    from datahub.writeback import open_workspace
-
-    return open_workspace(name, ctx.config, ctx.stores)
-
-
-def _finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:
-    """Flush everything acknowledged to the object store, then (optionally) commit it."""
-    report = workspace.flush(progress=ctx.progress(None, f"flushing workspace {workspace.name}"))
-    log.info("flushed workspace %s: %s", workspace.name, report)
-    if commit_to:
-        from datahub.workspaces import commit_workspace
-
-        version = commit_workspace(workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}")
-        log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
-
-
-def _serve_workspace(args: argparse.Namespace, ctx: CliContext, mountpoint: str) -> int:
-    import os
-
-    from fuse_adapter import daemon
-    from fuse_adapter.fuse_ops import WorkspaceOps, mount_options, serve
-    from fuse_adapter.workspace import WorkspaceView
-
-    workspace = _open_workspace(args.workspace, ctx)
-    quota = None
-    if args.quota:
-        from fuse_adapter.quota import Quota
-
-        quota = Quota.measure(workspace, args.quota)
-    view = WorkspaceView(workspace, uid=args.uid, gid=args.gid, quota=quota)
-    home = ctx.config.home_path
-    record = daemon.MountRecord(
-        mountpoint, os.getpid(), "workspace", source=args.workspace,
-        workspace=args.workspace, commit_to=args.commit_to or "",
-    )  # fmt: skip
-
-    became_ready = threading.Event()
-
-    def ready() -> None:
-        daemon.write_record(home, record)
-        log.info("mounted workspace %s at %s", args.workspace, mountpoint)
-        daemon.signal_ready(args.ready_fd)
-        say_foreground(args, mountpoint)
-        became_ready.set()
-
-    def stop() -> None:
-        # A mount that failed at start-up (e.g. its record could not be written: disk full)
-        # exits with an error, and its caller mounts again. Committing here would make a
-        # version of whatever the workspace held at that moment, and the retry a second one
-        # under the same name (found by the chaos soak, seed 26). The files stay in the
-        # workspace's journal for the mount that succeeds.
-        commit_to = args.commit_to if became_ready.is_set() else None
-        if args.commit_to and commit_to is None:
-            log.warning(
-                "workspace %s: the mount never became ready, so nothing was committed to %s; "
-                "its files stay in the workspace for the next mount",
-                args.workspace,
-                args.commit_to,
-            )
-        try:
-            view.release_all()
-            _finish_workspace(workspace, commit_to, ctx)
-        finally:
-            workspace.close()
-
-    try:
-        serve(
-            WorkspaceOps(view, threads=args.threads, write_passthrough=args.passthrough),
-            mountpoint,
-            mount_options(
-                fsname=f"datahub-ws:{args.workspace}", read_only=False, allow_other=args.allow_other
-            ),
-            on_ready=ready,
-            on_stop=stop,
-        )
-    finally:
-        daemon.remove_record(home, mountpoint)
-    return 0
-
-
 def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
     from fuse_adapter import daemon
+    from fuse_adapter.mount_assembly import finish_workspace, open_workspace
 
     def recover(record: daemon.MountRecord) -> None:
         if record.kind != "workspace":
             return
-        workspace = _open_workspace(record.workspace, ctx)  # replays the journal of the dead daemon
+        workspace = open_workspace(record.workspace, ctx)  # replays the journal of the dead daemon
         try:
-            _finish_workspace(workspace, record.commit_to or None, ctx)
+            finish_workspace(workspace, record.commit_to or None, ctx)
         finally:
             workspace.close()
 

@@ -19,20 +19,27 @@ first), retraction on eviction, the fallback when the mount cannot do passthroug
 the counters. An ordinary open of an inode whose passthrough handles are still open is
 answered with direct I/O, which the kernel allows next to them.
 
-No pyfuse3 here: the shim passes in the table (:class:`Table`), so this runs in plain
-unit tests. All methods run on the FUSE loop's thread (no lock needed), except
+The open policy is here too (:func:`open_route`, :meth:`PassthroughOpens.open`): which
+opens take the passthrough path, and what an open gets (a passthrough handle, a cached
+ordinary handle, or a direct-I/O one next to passthrough handles).
+
+No pyfuse3 here: the shim passes in the table (:class:`Table`), the view's page files and
+its worker-thread runner, so this runs in plain unit tests. All methods run on the FUSE loop's thread (no lock needed), except
 :meth:`PassthroughOpens.stats` and :meth:`PassthroughOpens.drain_hits`, whose table
 calls are ordered with the loop's by the GIL (pyfuse3 runs the table with it held).
 """
 
 from __future__ import annotations
 
+import enum
 import errno
 import logging
 import os
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
+
+from fuse_adapter.page_files import BackingFiles, Run, still_verified, verified_fd
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +51,7 @@ _MOUNT_WIDE = (errno.EPERM, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTTY, errno.
 
 
 class Table(Protocol):
-    """pyfuse3's C table of published backing files (third_party/pyfuse3/fastopen.patch)."""
+    """pyfuse3's C table of published backing files (third_party/pyfuse3, fastopen.h)."""
 
     def publish(self, ino: int, fd: int) -> int: ...
     def handle(self, ino: int) -> tuple[int, int] | None: ...
@@ -52,8 +59,45 @@ class Table(Protocol):
     def retract(self, ino: int) -> bool: ...
     def retract_file(self, st_dev: int, st_ino: int) -> int: ...
     def handles(self, ino: int) -> int: ...
+    async def open(self, ino: int, files: BackingFiles, run: Run) -> tuple[tuple[int, int] | None, bool]:
+        """The passthrough part of an open of ``ino`` (:attr:`Route.PASSTHROUGH`):
+        ``((fh, backing_id), False)`` for a passthrough handle, else ``(None, direct)``
+        for an ordinary one, with direct I/O when passthrough handles of ``ino`` are open
+        (the kernel allows it next to them, not a cached handle). ``run``: the shim's
+        worker-thread runner, for the steps that read files."""
+        got = self.reuse(ino)
+        if got is None and self.may_publish(ino):
+            fd = await verified_fd(files, ino, run)
+            got = self.publish(ino, fd, lambda: fd is not None and still_verified(files, ino, fd))
+        if got is None and self.held(ino):
+            # its passthrough handles hold a file that changed (e.g. evicted): the kernel
+            # takes no other backing file until they close; check that one again
+            state = await run(self.recheck, ino, files)
+            got = self.revalidate(ino, state) if state is not None else None
+            return got, got is None
+        return got, False
+
+    def recheck(self, ino: int, files: BackingFiles) -> tuple[int, int, int, int] | None:
+        """Blocking: check the file the C table holds for ``ino`` again; its state
+        (:func:`fd_state`) if it passed and did not change meanwhile, else None."""
+        fd = self.held_fd(ino)
+        if fd < 0:
+            return None
+        try:
+            before = fd_state(fd)
+            if files.backing_check(ino, fd) and fd_state(fd) == before:
+                return before
+            return None
+        except Exception as exc:  # the open still succeeds, through the daemon
+            log.warning("passthrough open of inode %d: %s; reading through the daemon", ino, exc)
+            return None
+        finally:
+            os.close(fd)
+
     def held_fd(self, ino: int) -> int: ...
-    def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None: ...
+    def revalidate(
+        self, ino: int, size: int, nlink: int, ctime_ns: int, mtime_ns: int
+    ) -> tuple[int, int] | None: ...
     def drain_hits(self) -> list[int]: ...
     def stats(self) -> dict: ...
 
@@ -62,6 +106,29 @@ def fd_state(fd: int) -> tuple[int, int, int, int]:
     """What the C table compares, beyond the file's identity: (size, links, ctime, mtime)."""
     st = os.fstat(fd)
     return (st.st_size, st.st_nlink, st.st_ctime_ns, st.st_mtime_ns)
+
+
+class Route(enum.Enum):
+    """Where an OPEN that reached Python goes."""
+
+    #: answer ENOSYS: "open files yourself from now on" (zero-message opens)
+    ZERO_MESSAGE = "zero-message"
+    #: try a passthrough handle first (:meth:`PassthroughOpens.open`), else an ordinary one
+    PASSTHROUGH = "passthrough"
+    #: an ordinary handle through the daemon
+    ORDINARY = "ordinary"
+
+
+def open_route(*, write: bool, virtual: bool, zero_message_open: bool, passthrough: bool) -> Route:
+    """The route of an OPEN that reached Python: writes (refused later by the view, EROFS),
+    virtual files, files not published (yet) to the C table, and published files C found
+    changed on disk. ``passthrough``: :attr:`PassthroughOpens.wanted`. Virtual files (their
+    size changes) always get an ordinary handle, with direct I/O."""
+    if zero_message_open and not write:
+        return Route.ZERO_MESSAGE
+    if passthrough and not write and not virtual:
+        return Route.PASSTHROUGH
+    return Route.ORDINARY
 
 
 class PassthroughOpens:
@@ -152,6 +219,41 @@ class PassthroughOpens:
             if not owned:
                 os.close(fd)
 
+    async def open(self, ino: int, files: BackingFiles, run: Run) -> tuple[tuple[int, int] | None, bool]:
+        """The passthrough part of an open of ``ino`` (:attr:`Route.PASSTHROUGH`):
+        ``((fh, backing_id), False)`` for a passthrough handle, else ``(None, direct)``
+        for an ordinary one, with direct I/O when passthrough handles of ``ino`` are open
+        (the kernel allows it next to them, not a cached handle). ``run``: the shim's
+        worker-thread runner, for the steps that read files."""
+        got = self.reuse(ino)
+        if got is None and self.may_publish(ino):
+            fd = await verified_fd(files, ino, run)
+            got = self.publish(ino, fd, lambda: fd is not None and still_verified(files, ino, fd))
+        if got is None and self.held(ino):
+            # its passthrough handles hold a file that changed (e.g. evicted): the kernel
+            # takes no other backing file until they close; check that one again
+            state = await run(self.recheck, ino, files)
+            got = self.revalidate(ino, state) if state is not None else None
+            return got, got is None
+        return got, False
+
+    def recheck(self, ino: int, files: BackingFiles) -> tuple[int, int, int, int] | None:
+        """Blocking: check the file the C table holds for ``ino`` again; its state
+        (:func:`fd_state`) if it passed and did not change meanwhile, else None."""
+        fd = self.held_fd(ino)
+        if fd < 0:
+            return None
+        try:
+            before = fd_state(fd)
+            if files.backing_check(ino, fd) and fd_state(fd) == before:
+                return before
+            return None
+        except Exception as exc:  # the open still succeeds, through the daemon
+            log.warning("passthrough open of inode %d: %s; reading through the daemon", ino, exc)
+            return None
+        finally:
+            os.close(fd)
+
     def held_fd(self, ino: int) -> int:
         """A copy of the descriptor the table holds for ``ino`` (the caller closes it), -1 if none."""
         return self.table.held_fd(ino)
@@ -159,7 +261,7 @@ class PassthroughOpens:
     def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None:
         """The held file of ``ino`` was checked again and was in ``state`` (:func:`fd_state`)
         when it passed: a handle of it, if it is still in that state."""
-        got = self.table.revalidate(ino, state)
+        got = self.table.revalidate(ino, *state)
         if got is not None:
             self.python_opens += 1
         return got

@@ -15,6 +15,8 @@ import threading
 
 from datahub.errors import NoSpace
 
+QUOTA_BLOCK = 4096  # statfs unit of a quota'd workspace: df rounds a quota down to it, not to 1 MiB
+
 
 class Quota:
     def __init__(self, limit: int, used: int = 0, *, what: str = "workspace") -> None:
@@ -61,3 +63,7 @@ class Quota:
     @property
     def available(self) -> int:
         return max(0, self.limit - self.used)
+
+    def df(self) -> tuple[int, int, int]:
+        """What statfs shows: (block size, blocks, blocks available) of the quota."""
+        return QUOTA_BLOCK, self.limit // QUOTA_BLOCK, self.available // QUOTA_BLOCK

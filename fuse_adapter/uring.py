@@ -19,6 +19,8 @@ import logging
 import os
 from pathlib import Path
 
+from fuse_adapter.fast_path import FastPath
+
 log = logging.getLogger(__name__)
 
 #: the module parameter; DATAHUB_FUSE_URING_PARAM names another file (tests: a parameter
@@ -73,3 +75,25 @@ def mount_transport(wanted: bool, fastloop: bool) -> tuple[bool, str]:
         log.info("requests: /dev/fuse, not io_uring: %s", why)
         return False, f"/dev/fuse ({why})"
     return True, "io_uring (one queue per CPU)"
+
+
+def transport_stats(c_stats: dict, fast: FastPath) -> dict:
+    """What a mount's stats say of its requests: where they come from (io_uring queues, or
+    /dev/fuse and why) and the counts of pyfuse3's C threads (``c_stats``: its
+    ``passthrough_stats()``, empty for a build without io_uring)."""
+    queues = c_stats.get("uring_queues", 0)
+    if queues:
+        requests = f"io_uring ({queues} queues)"
+    elif fast.io_uring:
+        requests = "/dev/fuse (the kernel did not take io_uring at INIT)"
+    else:
+        requests = fast.transport
+    return {
+        "requests": requests,
+        "io_uring_queues": queues,
+        "io_uring_requests": c_stats.get("uring_requests", 0),
+        "io_uring_answered_in_c": c_stats.get("uring_answered", 0),
+        "io_uring_handed_to_python": c_stats.get("uring_handed", 0),
+        "lookups_answered_in_c": c_stats.get("lookup_answered", 0),
+        "lookup_names_in_c": c_stats.get("lookup_names", 0),
+    }

@@ -11,7 +11,7 @@ readers have been idle for ``idle_seconds`` (docs/cache.md "Warm-up").
 A reader that is served from the kernel's page cache never reaches the cache, so the mount
 also gives a request counter (``watch``): the requests it serves, which count the ``isatty``
 ioctl every warm Python ``open()`` still sends, whether the FUSE loop read it or pyfuse3's C
-threads answered it (``fuse_adapter.fuse_ops.request_counter``; docs/fuse.md).
+threads answered it (``fuse_adapter.mount_sys.request_counter``; docs/fuse.md).
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from datahub.catalog.model import Record
 from datahub.errors import CatalogUnavailable, ListingUnavailable
-from fuse_adapter import layout
-from fuse_adapter.layout import MountInfo, load_records
+from fuse_adapter import listing_load
+from fuse_adapter.listing_load import load_records
+from fuse_adapter.mount_info import MountInfo
 from fuse_adapter.tree import ROOT_INODE, ListingTree
 
 
@@ -89,12 +90,12 @@ def test_a_load_that_fails_anywhere_ends_whole(keys: set[str], fail_at: list[int
     tree = ListingTree(mtime=0)
     feed = tree.start_feed(ROOT_INODE, "memory://b", name="ds@v1")
     info = MountInfo(source="ds@v1")
-    old = layout.RETRY_FIRST
-    layout.RETRY_FIRST = 0.0
+    old = listing_load.RETRY_FIRST
+    listing_load.RETRY_FIRST = 0.0
     try:
         assert load_records(tree, feed, records_after, 0.0, info)
     finally:
-        layout.RETRY_FIRST = old
+        listing_load.RETRY_FIRST = old
     assert feed.done and feed.error is None and info.error == ""
     assert sorted(key for key, _ref, _m in tree.walk_files(ROOT_INODE)) == leaves
     assert info.files == len(leaves)

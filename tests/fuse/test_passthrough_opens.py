@@ -124,7 +124,7 @@ class FakeTable:
         e = self.entries.get(ino)
         return -1 if e is None else os.dup(e["fd"])
 
-    def revalidate(self, ino: int, state: tuple[int, int, int, int]) -> tuple[int, int] | None:
+    def revalidate(self, ino: int, *state: int) -> tuple[int, int] | None:
         e = self.entries.get(ino)
         if e is None:
             return None
@@ -154,8 +154,29 @@ def a_fd() -> int:
     return os.open("/tmp", os.O_TMPFILE | os.O_RDWR, 0o600)
 
 
+class _Files:
+    """The view's page files for :class:`Mount`: a fresh file, or none (``has_file``)."""
+
+    def __init__(self, has_file: bool) -> None:
+        self.has_file = has_file
+
+    def backing_fd(self, ino: int, *, verify: bool = True, fetch: bool = False) -> int | None:
+        return a_fd() if self.has_file else None
+
+    def backing_unchanged(self, ino: int, fd: int) -> bool:
+        return True
+
+    def backing_check(self, ino: int, fd: int) -> bool:
+        return self.has_file
+
+
+async def _inline(fn, *args):
+    return fn(*args)
+
+
 class Mount:
-    """The open/release logic of ReadOnlyOps over the policy, as a driver for the tests."""
+    """ReadOnlyOps' open and release over the policy (``PassthroughOpens.open``, run
+    without a loop), after the C table's own answer, as a driver for the tests."""
 
     def __init__(self, pt: PassthroughOpens, table: FakeTable) -> None:
         self.pt, self.table = pt, table
@@ -168,12 +189,12 @@ class Mount:
         direct = False
         got = self.table.c_open(ino)
         if got is None:
-            got = self.pt.reuse(ino)
-            if got is None and self.pt.may_publish(ino):
-                got = self.pt.publish(ino, a_fd() if has_file else None)
-            if got is None and self.pt.held(ino):
-                got = self.pt.revalidate(ino, (0, 0, 0, 0)) if has_file else None
-                direct = got is None
+            coro = self.pt.open(ino, _Files(has_file), _inline)
+            try:
+                coro.send(None)
+                raise AssertionError("the open suspended")
+            except StopIteration as done:
+                got, direct = done.value
         if got is not None:
             self.handles[self.tokens] = (ino, f"pt{got[1]}", got[0])
         else:

@@ -122,7 +122,7 @@ def test_unmount_during_warm_up_leaves_only_whole_pages(warm_env: FuseEnv, priva
 
 def test_the_warm_up_order_is_smallest_first_or_streamed_in_key_order() -> None:
     from datahub.storage.base import ObjectRef
-    from fuse_adapter.mount_cmd import warm_up_order
+    from fuse_adapter.warmup_order import warm_up_order
 
     refs = [ObjectRef(f"s3://b/k{i}", "e", size) for i, size in enumerate([50, 10, 30, 20, 40])]
     assert [r.size for r in warm_up_order(iter(refs), limit=5)] == [10, 20, 30, 40, 50]

@@ -1,4 +1,4 @@
-"""fuse_ops.request_counter: it moves with the serving thread's reads (each request the FUSE
+"""mount_sys.request_counter: it moves with the serving thread's reads (each request the FUSE
 loop reads from /dev/fuse) and with the requests pyfuse3's C threads answer, not with the
 reads of the threads that look at it."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import threading
 
-from fuse_adapter.fuse_ops import c_requests, request_counter
+from fuse_adapter.fuse_ops import c_requests
+from fuse_adapter.mount_sys import request_counter
 
 
 def test_counts_the_reads_of_the_thread_that_made_it_only() -> None:

@@ -1,0 +1,96 @@
+"""Serving a mount: mount it, run its request loop (trio) until it is unmounted or a stop
+signal arrives, then unmount cleanly, with the mount's start-up and shutdown work around it.
+
+The requests themselves are ``fuse_ops``' (the protocol shim and the C layer's only Python
+caller); this module drives the session through its four calls (``mount``,
+``run_requests``, ``terminate``, ``unmount``) and never touches pyfuse3 itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import AsyncIterator, Callable
+
+import trio
+
+from fuse_adapter import fuse_ops
+from fuse_adapter.fuse_ops import Ops
+from fuse_adapter.mount_sys import set_readahead, single_leaf
+
+log = logging.getLogger(__name__)
+
+
+def serve(
+    ops: Ops,
+    mountpoint: str,
+    options: set[str],
+    *,
+    on_ready: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None,
+    readahead_kib: int = 0,
+    max_tasks: int = 64,
+) -> None:
+    """Mount, serve until unmounted or SIGTERM/SIGINT, then unmount cleanly. Blocks.
+
+    ``on_ready`` runs once the mount is live; ``on_stop`` (blocking, e.g. a workspace
+    flush) runs in a worker thread after requests stop and before the unmount completes.
+    """
+
+    async def main() -> None:
+        # the receiver exists before the mount does: a signal sent as soon as the mount
+        # appears is queued for watch_signals instead of killing the process mid-mount
+        stops = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+        with trio.open_signal_receiver(*stops) as sigs:
+            # blocked while libfuse mounts: the mount is visible before init returns, and a
+            # stop signal then interrupted libfuse's waitpid ("fuse: waitpid: Interrupted
+            # system call"), failed the init and was re-raised as KeyboardInterrupt (exit
+            # 130, the mount left behind). Unblocked, it reaches the receiver.
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+            try:
+                fuse_ops.mount(ops, mountpoint, options)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            await _serve_mounted(sigs)
+
+    async def _serve_mounted(sigs: AsyncIterator[int]) -> None:
+        unmounted = False
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def watch_signals() -> None:
+                    async for sig in sigs:
+                        log.info("signal %d: unmounting %s", sig, mountpoint)
+                        fuse_ops.terminate()
+                        return
+
+                async def after_mount() -> None:
+                    if readahead_kib:
+                        # after INIT: its reply would clamp the readahead back to the default
+                        await ops.initialized.wait()
+                        set_readahead(mountpoint, readahead_kib)
+                    if on_ready is not None:  # in a thread: it may touch the file system
+                        await trio.to_thread.run_sync(on_ready, abandon_on_cancel=True)
+
+                nursery.start_soon(watch_signals)
+                nursery.start_soon(after_mount)
+                await fuse_ops.run_requests(ops, max_tasks)
+                unmounted = True
+                nursery.cancel_scope.cancel()
+        finally:
+            try:
+                if on_stop is not None:  # a failed flush must still unmount, and then be reported
+                    await trio.to_thread.run_sync(on_stop)
+            finally:
+                fuse_ops.unmount()
+                log.info("%s %s", "unmounted" if unmounted else "stopped", mountpoint)
+
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        # one failure inside the nursery (e.g. on_ready could not write the mount record)
+        # reaches the caller as itself, so the CLI reports it as an error, not a traceback
+        only = single_leaf(group)
+        if only is None:
+            raise
+        raise only from None

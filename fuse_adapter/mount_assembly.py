@@ -1,0 +1,357 @@
+"""Assembling a mount: the parts of a read-only mount (source, layout, warm-up, fast path,
+the shim) or of a workspace mount, put together and served until unmounted.
+
+``mount_cmd`` parses the command line into a :class:`ReadOnlyMount` or a
+:class:`WorkspaceMount` and hands it here; this module reads no flags. See docs/fuse.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass
+
+from datahub.cache.warmup_policy import PolicySettings, WarmupPolicy
+from datahub.catalog import open_catalog
+from datahub.console.context import CliContext
+from datahub.errors import InvalidInput
+from fuse_adapter import daemon, layout
+from fuse_adapter.bucket_warmup import BucketWarmup, ObservedSource
+from fuse_adapter.fast_path import Asked, decide
+from fuse_adapter.fuse_ops import (
+    BUILD,
+    MAX_IO,
+    ReadOnlyOps,
+    WorkspaceOps,
+    c_requests,
+    mount_options,
+)
+from fuse_adapter.fuse_session import serve
+from fuse_adapter.mount_sys import request_counter
+from fuse_adapter.readonly import ReadOnlyView
+from fuse_adapter.source import open_source
+from fuse_adapter.uring import mount_transport
+from fuse_adapter.version_warmup import VersionWarmup
+from fuse_adapter.warmup_order import warm_up_order
+
+log = logging.getLogger("fuse_adapter")
+
+# The write-back stack (datahub.writeback, LMDB) is imported by the workspace functions
+# only: a read-only mount daemon starts without it.
+
+
+@dataclass(frozen=True)
+class MountSettings:
+    """What every mount is told by its command line."""
+
+    mountpoint: str
+    uid: int | None = None
+    gid: int | None = None
+    allow_other: bool = False
+    threads: int = 32
+    #: a descriptor to write to once mounted (``--background``, the CSI plugin); None: by hand
+    ready_fd: int | None = None
+
+
+@dataclass(frozen=True)
+class ReadOnlyMount(MountSettings):
+    """A read-only mount of dataset versions (``DATASET[@REF] ...``) or of one bucket URL."""
+
+    sources: tuple[str, ...] = ()
+    use_cache: bool = True
+    refresh: bool = False
+    #: a version mount warms its files in the background
+    warm_up: bool = True
+    #: the warm-up was asked for by ``--prefetch`` (its stats say "flag")
+    prefetch_flag: bool = False
+    #: a bucket mount's warm-up: True, False, or None (automatic: ``datahub.cache.warmup_policy``)
+    bucket_warmup: bool | None = None
+    #: the read modes the flags ask for (``fast_path``)
+    asked: Asked = Asked()
+
+
+@dataclass(frozen=True)
+class WorkspaceMount(MountSettings):
+    """A writable mount of a write-back workspace."""
+
+    workspace: str = ""
+    commit_to: str | None = None
+    quota: int | None = None
+    #: stage new files on local disk and let the kernel write them (``--passthrough``)
+    write_passthrough: bool = False
+
+
+def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
+    """Assemble a read-only mount (source, layout, warm-up, fast path) and serve it until
+    unmounted. Blocks."""
+    mountpoint = m.mountpoint
+    config = ctx.config
+    source = open_source(config, ctx.stores, use_cache=m.use_cache)
+
+    def catalog_factory():
+        return open_catalog(config.resolved_catalog_url)
+
+    urls = [s for s in m.sources if "://" in s]
+    if urls and (len(urls) > 1 or len(m.sources) > 1):
+        raise InvalidInput("mount one bucket URL at a time, or any number of DATASET[@REF] (not both)")
+    stopping = threading.Event()
+    bucket_warmup = None
+    if urls:
+        bucket_warmup = _bucket_warmup(
+            m, config, source, ctx.stores.store(urls[0]).url_for(""), mountpoint, stopping
+        )
+        view, loaders, info = layout.bucket_view(
+            urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup),
+            refresh=m.refresh, whole_max=bucket_list_whole_max(m, config),
+            on_by_directory=bucket_warmup.listing_deferred, uid=m.uid, gid=m.gid,
+        )  # fmt: skip
+    else:
+        specs = [layout.VersionSpec.parse(s) for s in m.sources]
+        view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=m.uid, gid=m.gid)
+    home = config.home_path
+    record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
+    if not urls:
+        threading.Thread(
+            target=_open_stores,
+            args=(view, loaders, ctx.stores, stopping),
+            name="datahub-stores",
+            daemon=True,
+        ).start()
+    if bucket_warmup is not None:
+        log.info("background warm-up: %s", _BUCKET_WARMUP_MODES[bucket_warmup.policy.mode])
+        bucket_warmup.start(
+            lambda: (ref for loader in loaders for ref in loader.files()),
+            lambda: _listed(loaders, stopping),
+            want_listing=loaders[0].want_whole,
+        )
+    elif m.warm_up:
+        log.info("background warm-up: on (--no-prefetch turns it off)")
+        warmup = VersionWarmup(mountpoint, info.source, source, flag=m.prefetch_flag)
+        threading.Thread(
+            target=_prefetch,
+            args=(view, loaders, source, warmup, stopping),
+            name="datahub-prefetch",
+            daemon=True,
+        ).start()
+    else:
+        log.info("background warm-up: off")
+
+    def stop() -> None:
+        stopping.set()
+        if bucket_warmup is not None:
+            bucket_warmup.close()
+        source.close()
+
+    def ready() -> None:
+        daemon.write_record(home, record)
+        log.info("mounted %s at %s", info.source, mountpoint)
+        daemon.signal_ready(m.ready_fd)
+        say_foreground(m)
+
+    source.watch_requests(request_counter(c_requests))  # warm-up sees readers the page cache serves
+    backs_files = m.use_cache and bool(getattr(source, "backs_files", lambda: False)())
+    transport = mount_transport(m.asked.io_uring, m.asked.fastloop and BUILD.fastloop and BUILD.uring)
+    fast = decide(m.asked, BUILD, backs_files=backs_files, transport=transport)
+    log.info("fast path: %s", fast.summary())
+    ops = ReadOnlyOps(view, fast, threads=m.threads)
+    source.report_mount(
+        lambda: {
+            "mountpoint": mountpoint,
+            **ops.passthrough.stats(),
+            **ops.fastread.stats(),
+            **ops.transport_stats(),
+        }
+    )
+    if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once
+        getattr(source, "watch_backing", lambda listener: None)(ops.backing_evicted)
+        threading.Thread(
+            target=_count_c_hits, args=(ops, view, stopping), name="datahub-c-hits", daemon=True
+        ).start()
+    log.info("opens: %s; READs in C: %s", ops.passthrough.mode, ops.fastread.mode)
+    try:
+        serve(
+            ops,
+            mountpoint,
+            mount_options(fsname=f"datahub:{info.source}"[:200], read_only=True, allow_other=m.allow_other),
+            on_ready=ready,
+            on_stop=stop,
+            readahead_kib=4 * MAX_IO // 1024,
+        )
+    finally:
+        daemon.remove_record(home, mountpoint)
+        if ops.passthrough.wanted:  # all released with the session (tests count them)
+            pt = ops.passthrough.stats()
+            log.info(
+                "unmounted: %d backing ids opened, %d closed",
+                pt["backing_ids_opened"],
+                pt["backing_ids_closed"],
+            )
+    return 0
+
+
+def say_foreground(m: MountSettings) -> None:
+    """A mount started by hand in the foreground says that it holds the shell, and how it ends
+    (a user following a tour otherwise waits for a prompt that never comes). A daemon started
+    by ``--background`` or the CSI plugin (``--ready-fd``) writes to its log only."""
+    mountpoint = m.mountpoint
+    if m.ready_fd is None:
+        print(
+            f"mounted at {mountpoint}; this command runs until `datahub umount {mountpoint}` or Ctrl-C "
+            "(--background returns once mounted)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+C_HITS_EVERY = 1.0  # seconds between reports of opens answered in C to the cache
+
+
+def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Event) -> None:
+    """Opens and READs pyfuse3 answered in C never reach the cache, which would take hot
+    files for cold ones and evict them first: report them as hits, once per file per period."""
+    while not stopping.wait(C_HITS_EVERY):
+        for ino in ops.passthrough.drain_hits() + ops.fastread.drain_hits():
+            try:
+                view.backing_hit(ino)
+            except Exception as exc:  # a hit not counted must not stop the mount
+                log.debug("counting a hit of inode %d: %s", ino, exc)
+
+
+_BUCKET_WARMUP_MODES = {
+    None: "automatic (a snapshot that fits, or an epoch pattern of reads; --prefetch: all, --no-prefetch: none)",
+    True: "on (--prefetch)",
+    False: "off",
+}
+
+
+def bucket_list_whole_max(m: ReadOnlyMount, config) -> int:
+    """Keys a new bucket snapshot lists whole before it lists by directory (0: all of them).
+
+    ``--prefetch`` warms the whole snapshot at once, so it needs the whole listing at once."""
+    return 0 if m.bucket_warmup is True else config.cache.bucket_list_whole_objects
+
+
+def _bucket_warmup(m: ReadOnlyMount, config, source, root: str, mountpoint: str, stopping: threading.Event):
+    c = config.cache
+    settings = PolicySettings(
+        fits_max_objects=c.bucket_warmup_objects,
+        opens=c.bucket_warmup_opens,
+        window_seconds=c.bucket_warmup_window_seconds,
+        idle_stop_seconds=c.bucket_warmup_idle_seconds,
+    )
+    return BucketWarmup(source, WarmupPolicy(settings, m.bucket_warmup, root), mountpoint, stopping)
+
+
+def _listed(loaders, stopping: threading.Event) -> bool:
+    """Wait until every listing is in; False if the mount stops first."""
+    for loader in loaders:
+        while not loader.wait(0.5):
+            if stopping.is_set():
+                return False
+    return True
+
+
+def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
+    """Open the store of each mounted version's first file once its listing is in.
+
+    Opening an S3 store builds a boto3 client (imports and service models: a few hundred
+    ms of CPU); done here, the first read of a large file does not pay it.
+    """
+    for loader in loaders:
+        while not loader.wait(0.5):
+            if stopping.is_set():
+                return
+        try:
+            first = next(iter(loader.files()), None)
+            if first is not None:
+                stores.for_url(first.url)
+        except Exception as exc:  # an optimisation: the first read reports the error
+            log.debug("opening the store of %s failed: %s", loader.name, exc)
+
+
+def _prefetch(view, loaders, source, warmup, stopping: threading.Event) -> None:
+    """Warm the cache with every file of the mount (after the listings are in), until unmount."""
+    if not _listed(loaders, stopping):
+        return
+    refs = warm_up_order(ref for loader in loaders for ref in loader.files())
+    objects = sum(loader.totals()[0] for loader in loaders)
+    nbytes = sum(loader.totals()[1] for loader in loaders)
+    warmup.run(source, refs, objects, nbytes, stopping)
+
+
+def open_workspace(name: str, ctx: CliContext):
+    """A workspace by name (replays the journal of a dead daemon)."""
+    from datahub import writeback
+
+    return writeback.open_workspace(name, ctx.config, ctx.stores)
+
+
+def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:
+    """Flush everything acknowledged to the object store, then (optionally) commit it."""
+    report = workspace.flush(progress=ctx.progress(None, f"flushing workspace {workspace.name}"))
+    log.info("flushed workspace %s: %s", workspace.name, report)
+    if commit_to:
+        from datahub.workspaces import commit_workspace
+
+        version = commit_workspace(workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}")
+        log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
+
+
+def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
+    """Assemble a writable workspace mount and serve it until unmounted (then flush, and
+    commit if asked). Blocks."""
+    from fuse_adapter.quota import Quota
+    from fuse_adapter.workspace import WorkspaceView
+
+    mountpoint = m.mountpoint
+    workspace = open_workspace(m.workspace, ctx)
+    quota = Quota.measure(workspace, m.quota) if m.quota else None
+    view = WorkspaceView(workspace, uid=m.uid, gid=m.gid, quota=quota)
+    home = ctx.config.home_path
+    record = daemon.MountRecord(
+        mountpoint, os.getpid(), "workspace", source=m.workspace,
+        workspace=m.workspace, commit_to=m.commit_to or "",
+    )  # fmt: skip
+
+    became_ready = threading.Event()
+
+    def ready() -> None:
+        daemon.write_record(home, record)
+        log.info("mounted workspace %s at %s", m.workspace, mountpoint)
+        daemon.signal_ready(m.ready_fd)
+        say_foreground(m)
+        became_ready.set()
+
+    def stop() -> None:
+        # A mount that failed at start-up (e.g. its record could not be written: disk full)
+        # exits with an error, and its caller mounts again. Committing here would make a
+        # version of whatever the workspace held at that moment, and the retry a second one
+        # under the same name (found by the chaos soak, seed 26). The files stay in the
+        # workspace's journal for the mount that succeeds.
+        commit_to = m.commit_to if became_ready.is_set() else None
+        if m.commit_to and commit_to is None:
+            log.warning(
+                "workspace %s: the mount never became ready, so nothing was committed to %s; "
+                "its files stay in the workspace for the next mount",
+                m.workspace,
+                m.commit_to,
+            )
+        try:
+            view.release_all()
+            finish_workspace(workspace, commit_to, ctx)
+        finally:
+            workspace.close()
+
+    try:
+        serve(
+            WorkspaceOps(view, threads=m.threads, write_passthrough=m.write_passthrough),
+            mountpoint,
+            mount_options(fsname=f"datahub-ws:{m.workspace}", read_only=False, allow_other=m.allow_other),
+            on_ready=ready,
+            on_stop=stop,
+        )
+    finally:
+        daemon.remove_record(home, mountpoint)
+    return 0
