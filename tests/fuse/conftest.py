@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache.stats import read_snapshots, stats_dir
+from datahub.cache.stats import read_snapshots, stats_dir, summarize
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.config import Config, load_config
@@ -91,7 +91,8 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> None:
 
 
 def polled_stats(env: FuseEnv) -> dict[str, list[dict]]:
-    """The ``mounts``, ``warmups`` and ``backing_files`` rows of ``datahub cache stats --json``,
+    """The ``mounts``, ``warmups``, ``backing_files`` and ``tiers`` (counters: the disk tier's
+    usage is the CLI's, from the index) rows of ``datahub cache stats --json``,
     read in-process from the snapshot files that command reads (datahub.cache.stats).
 
     For ``wait_until`` polls only: a CLI run per poll is a fresh interpreter (about 1 s of CPU,
@@ -103,6 +104,7 @@ def polled_stats(env: FuseEnv) -> dict[str, list[dict]]:
         for key in ("mounts", "warmups")
     }
     rows["backing_files"] = [{"pid": s["pid"], **s["backing"]} for s in snapshots if "backing" in s]
+    rows["tiers"] = list(summarize(snapshots).values())
     return rows
 
 
