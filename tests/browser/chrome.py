@@ -10,6 +10,7 @@ internet: a page that loads anything from outside fails its visit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 webdriver = pytest.importorskip("selenium.webdriver")
-from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
+from selenium.common.exceptions import NoAlertPresentException, WebDriverException  # noqa: E402
 from selenium.webdriver.chrome.options import Options  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -49,13 +50,36 @@ class Chrome:
                     "--no-proxy-server"):  # fmt: skip
             options.add_argument(arg)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        self.driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-        self.driver.set_page_load_timeout(WAIT)
+        self.options = options
+        self.driver = self._start()
         self.shots = Path(SHOTS) if SHOTS else shots
         self.axe_source = AXE.read_text()
 
+    def _start(self):
+        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=self.options)
+        driver.set_page_load_timeout(WAIT)
+        return driver
+
     def close(self) -> None:
         self.driver.quit()
+
+    def reset(self, shots: Path) -> None:
+        """Make a shared browser look new to the next test: a blank page, no cookies (the
+        servers all live on 127.0.0.1, and a cookie's scope is the host, not the port), no
+        cache, no alert, no console entries left over, the default window size."""
+        try:
+            with contextlib.suppress(NoAlertPresentException):
+                self.driver.switch_to.alert.dismiss()
+            self.driver.get("about:blank")
+            self.driver.execute_cdp_cmd("Network.clearBrowserCookies", {})
+            self.driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+            self.driver.get_log("browser")  # drained: each test sees only its own pages' entries
+            self.driver.set_window_size(1360, 900)
+        except WebDriverException:  # an earlier test left it unusable: a new one
+            with contextlib.suppress(WebDriverException):
+                self.driver.quit()
+            self.driver = self._start()
+        self.shots = Path(SHOTS) if SHOTS else shots
 
     def visit(self, url: str, shot: str | None = None, *, axe: bool = True, error_page: bool = False) -> None:
         """``error_page``: the page itself answers 4xx (Chromium logs that one load, and only it)."""
@@ -137,9 +161,7 @@ class Chrome:
 
 
 @pytest.fixture
-def chrome(tmp_path: Path):
-    c = Chrome(tmp_path / "shots")
-    try:
-        yield c
-    finally:
-        c.close()
+def chrome(chromium: Chrome, tmp_path: Path) -> Chrome:
+    """The package's one Chromium (``chromium`` in tests/browser/conftest.py), reset for this test."""
+    chromium.reset(tmp_path / "shots")
+    return chromium

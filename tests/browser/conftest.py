@@ -165,3 +165,16 @@ def serving(app) -> Iterator[str]:
 def server(app) -> Iterator[str]:
     with serving(app) as url:
         yield url
+
+
+@pytest.fixture(scope="package")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One headless Chromium for this package's tests: a start takes seconds (11 s at load 27
+    on the 2-core machine). ``chrome`` (tests/browser/chrome.py) resets it for each test."""
+    from tests.browser.chrome import Chrome  # skips when selenium is missing, as before
+
+    c = Chrome(tmp_path_factory.mktemp("shots"))
+    try:
+        yield c
+    finally:
+        c.close()

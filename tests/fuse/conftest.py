@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from datahub.cache.stats import read_snapshots, stats_dir, summarize
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.config import Config, load_config
@@ -87,6 +88,30 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not reached within {timeout}s")
         time.sleep(interval)
+
+
+def polled_stats(env: FuseEnv) -> dict[str, list[dict]]:
+    """The ``mounts``, ``warmups``, ``backing_files`` and ``tiers`` (counters: the disk tier's
+    usage is the CLI's, from the index) rows of ``datahub cache stats --json``,
+    read in-process from the snapshot files that command reads (datahub.cache.stats).
+
+    For ``wait_until`` polls only: a CLI run per poll is a fresh interpreter (about 1 s of CPU,
+    several seconds on a loaded machine) competing with the daemon it waits for. Tests check
+    the command's own output (``datahub cache stats``) once the wait is over."""
+    snapshots = read_snapshots(stats_dir(env.config))
+    rows = {
+        key: [{"pid": s["pid"], **row} for s in snapshots for row in s.get(key, [])]
+        for key in ("mounts", "warmups")
+    }
+    rows["backing_files"] = [{"pid": s["pid"], **s["backing"]} for s in snapshots if "backing" in s]
+    rows["tiers"] = list(summarize(snapshots).values())
+    return rows
+
+
+def polled_mount(env: FuseEnv) -> dict:
+    """The last mount's row of ``polled_stats`` (as ``mount_stats`` reads it from the CLI)."""
+    mounts = polled_stats(env)["mounts"]
+    return mounts[-1] if mounts else {}
 
 
 def make_env(root: Path, endpoint: S3Endpoint) -> FuseEnv:

@@ -22,7 +22,7 @@ import pytest
 from datahub.catalog import open_catalog
 from fuse_adapter.layout import snapshot_dataset_name
 from tests.fuse.conftest import FuseEnv, wait_until
-from tests.fuse.test_bucket_warmup import bucket_env, warmup
+from tests.fuse.test_bucket_warmup import bucket_env, polled_warmup, warmup
 from tests.servers import MotoServer
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
@@ -90,7 +90,7 @@ def test_ten_files_of_a_large_bucket_on_the_first_mount(tmp_path: Path, private_
         for i in picks:
             assert (mnt / key_of(i).removeprefix("data/")).read_bytes() == body_of(i)
         # settled: listing by directory ("deferred"), or a whole listing that is in ("waiting")
-        wait_until(lambda: (warmup(env, mnt) or {}).get("state") in ("deferred", "waiting"), GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("state") in ("deferred", "waiting"), GUARD)
         lists, gets, every = reqlog.take()
         # the whole listing's 2 pages, the root's page, one page per directory read (each
         # holds 100 keys); without listing by directory: 3 pages of the whole listing
@@ -155,7 +155,8 @@ def test_many_opens_take_the_whole_listing_as_the_snapshot_a_remount_reuses(
         i = picks[11]
         assert (mnt / key_of(i).removeprefix("data/")).read_bytes() == body_of(i)
         wait_until(lambda: info(mnt)["versions"] == [f"{dataset}@v1"], GUARD)
-        wait_until(lambda: (warmup(env, mnt) or {}).get("objects_total") == n, GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("objects_total") == n, GUARD)
+        assert warmup(env, mnt)["objects_total"] == n  # as the CLI shows it
         assert info(mnt)["files"] == n
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:

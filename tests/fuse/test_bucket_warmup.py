@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from datahub.storage import StoreRegistry
-from tests.fuse.conftest import REPO, FuseEnv, make_env, wait_until
+from tests.fuse.conftest import REPO, FuseEnv, make_env, polled_stats, wait_until
 from tests.servers import MotoServer
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
@@ -69,6 +69,12 @@ def warmup(env: FuseEnv, mnt: Path) -> dict | None:
     return found[0] if found else None
 
 
+def polled_warmup(env: FuseEnv, mnt: Path) -> dict | None:
+    """``warmup`` read in-process, for polls (``polled_stats`` says why)."""
+    found = [w for w in polled_stats(env)["warmups"] if w["mount"] == str(mnt)]
+    return found[0] if found else None
+
+
 def test_a_small_bucket_that_fits_is_warmed_at_mount_without_a_flag(
     tmp_path: Path, private_moto: MotoServer
 ) -> None:
@@ -77,7 +83,7 @@ def test_a_small_bucket_that_fits_is_warmed_at_mount_without_a_flag(
     put_all(env, data)
     mnt = env.mountpoint("fits")
     with env.mounted(mnt, f"s3://{env.bucket}/data"):
-        wait_until(lambda: (warmup(env, mnt) or {}).get("state") == "done", GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("state") == "done", GUARD)
         w = warmup(env, mnt)
         assert (w["mode"], w["reason"], w["objects_warmed"]) == ("auto", "fits", 60)
         assert (w["objects_left"], w["objects_skipped"], w["bytes_warmed"]) == (
@@ -103,7 +109,7 @@ def test_ten_files_of_a_large_bucket_cost_ten_gets_and_its_listing(
     before = all_gets(private_moto, env)
     mnt = env.mountpoint("few")
     with env.mounted(mnt, f"s3://{env.bucket}/data"):
-        wait_until(lambda: (warmup(env, mnt) or {}).get("state") == "waiting", GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("state") == "waiting", GUARD)
         for key in random.Random(3).sample(sorted(data), 10):
             assert (mnt / key).read_bytes() == data[key]
         w = warmup(env, mnt)
@@ -120,12 +126,12 @@ def test_an_epoch_pattern_warms_the_directory_being_read_and_nothing_else(
     put_all(env, train | other)
     mnt = env.mountpoint("epoch")
     with env.mounted(mnt, f"s3://{env.bucket}/data"):
-        wait_until(lambda: (warmup(env, mnt) or {}).get("state") == "waiting", GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("state") == "waiting", GUARD)
         order = sorted(train)
         random.Random(6).shuffle(order)
         for key in order[:20]:  # an epoch begins: shuffled cold opens across train/
             assert (mnt / key).read_bytes() == train[key]
-        wait_until(lambda: (warmup(env, mnt) or {}).get("state") == "done", GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("state") == "done", GUARD)
         w = warmup(env, mnt)
         assert (w["reason"], w["scope"]) == ("pattern", f"s3://{env.bucket}/data/train/")
         assert w["objects_warmed"] == 400 and w["objects_left"] == 0
@@ -149,11 +155,11 @@ def test_a_directory_that_does_not_fit_is_not_warmed(tmp_path: Path, private_mot
     put_all(env, train)
     mnt = env.mountpoint("big")
     with env.mounted(mnt, f"s3://{env.bucket}/data"):
-        wait_until(lambda: (warmup(env, mnt) or {}).get("state") == "waiting", GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("state") == "waiting", GUARD)
         keys = random.Random(9).sample(sorted(train), 40)  # across train/c0..c7
         for key in keys:
             assert (mnt / key).read_bytes() == train[key]
-        wait_until(lambda: (warmup(env, mnt) or {}).get("state") == "skipped", GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("state") == "skipped", GUARD)
         w = warmup(env, mnt)
         assert (w["objects_skipped"], w["passes"], w["objects_warmed"]) == (400, 0, 0)
     assert requests(private_moto, env) == 40  # only what was read
@@ -165,7 +171,7 @@ def test_no_prefetch_never_warms_a_bucket(tmp_path: Path, private_moto: MotoServ
     put_all(env, data)
     mnt = env.mountpoint("off")
     with env.mounted(mnt, f"s3://{env.bucket}/data", "--no-prefetch"):
-        wait_until(lambda: (warmup(env, mnt) or {}).get("state") == "off", GUARD)
+        wait_until(lambda: (polled_warmup(env, mnt) or {}).get("state") == "off", GUARD)
         for key in sorted(data)[:20]:
             assert (mnt / key).read_bytes() == data[key]
         assert warmup(env, mnt)["passes"] == 0

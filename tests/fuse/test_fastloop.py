@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuse_adapter.fuse_ops import FASTLOOP
-from tests.fuse.conftest import Dataset, FuseEnv, is_mounted, upload_dataset, wait_until
+from tests.fuse.conftest import Dataset, FuseEnv, is_mounted, polled_mount, upload_dataset, wait_until
 from tests.fuse.test_passthrough import flip_byte, mount_stats, page_file_of, page_files
 
 pytestmark = pytest.mark.fuse
@@ -56,7 +56,7 @@ def publish_all(env: FuseEnv, root: Path) -> None:
     read_all(root)
     wait_until(lambda: len(page_files(env)) >= len(FILES), GUARD)
     read_all(root)
-    wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+    wait_until(lambda: polled_mount(env).get("published", 0) == len(FILES), GUARD)
 
 
 def ids_at_unmount(env: FuseEnv, name: str) -> tuple[int, int]:
@@ -83,8 +83,8 @@ def test_opens_answered_by_the_loop_thread_are_counted_and_read_right(env: FuseE
         for _ in range(3):
             read_all(root)
         want = before["passthrough_opens_in_loop_thread"] + 3 * len(FILES)
-        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_loop_thread", 0) >= want, GUARD)
-        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_opens_in_loop_thread", 0) >= want, GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
         after = mount_stats(env)
         assert after["passthrough_opens_in_python"] == before["passthrough_opens_in_python"]
         assert after["ordinary_opens"] == before["ordinary_opens"]
@@ -104,7 +104,7 @@ def test_no_fastloop_reads_requests_on_the_trio_loop(env: FuseEnv, files: Datase
         assert not loop_thread_alive(proc.pid)
         c_before = mount_stats(env)["passthrough_opens_in_c"]
         read_all(root)
-        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_c", 0) >= c_before + len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_opens_in_c", 0) >= c_before + len(FILES), GUARD)
         s = mount_stats(env)
         assert not s["fastloop"] and s["passthrough_opens_in_loop_thread"] == 0
         assert s["ioctls_in_loop_thread"] == 0
@@ -125,7 +125,8 @@ def test_a_published_file_changed_on_disk_is_caught_by_the_loop_thread(env: Fuse
                 assert os.pread(fd, len(FILES[key]) + 10, 0) == FILES[key]
             finally:
                 os.close(fd)
-        wait_until(lambda: mount_stats(env).get("changed_on_disk", 0) >= len(victims), GUARD)
+        wait_until(lambda: polled_mount(env).get("changed_on_disk", 0) >= len(victims), GUARD)
+        assert mount_stats(env)["changed_on_disk"] >= len(victims)  # as the CLI shows it
         read_all(root)
     opened, closed = ids_at_unmount(env, "fldmg")
     assert opened == closed
@@ -146,8 +147,8 @@ def test_eviction_retracts_and_held_handles_stay_valid(env: FuseEnv, files: Data
             for fd in fds:
                 os.close(fd)
         read_all(root)  # each open finds its file unlinked: retracted, read through the daemon
-        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
-        wait_until(lambda: mount_stats(env).get("backing_ids_open") == mount_stats(env)["published"], GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
+        wait_until(lambda: polled_mount(env).get("backing_ids_open") == polled_mount(env)["published"], GUARD)
     opened, closed = ids_at_unmount(env, "flev")
     assert opened == closed >= len(FILES)
 

@@ -17,7 +17,7 @@ import pytest
 
 from fuse_adapter.fuse_ops import LOOKUP_IN_C
 from fuse_adapter.layout import INFO_FILE
-from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
+from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, upload_dataset, wait_until
 from tests.fuse.test_fastloop import FILES, TRANSPORTS, uses
 from tests.fuse.test_passthrough import mount_stats
 
@@ -54,13 +54,13 @@ def test_a_name_looked_up_before_is_answered_in_c_with_pythons_entry(
     with env.mounted(mnt, "lk", *TRANSPORTS[transport]):
         root = mnt / "lk" / f"v{files.seq}"
         first = {key: entry(root / key) for key in FILES}  # answered by Python, published
-        wait_until(lambda: mount_stats(env).get("lookup_names_in_c", 0) >= len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("lookup_names_in_c", 0) >= len(FILES), GUARD)
         uses(env, transport)
         before = mount_stats(env)["lookups_answered_in_c"]
         for _ in range(2):
             drop_dentries()
             assert {key: entry(root / key) for key in FILES} == first
-        wait_until(lambda: mount_stats(env)["lookups_answered_in_c"] >= before + 2 * len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env)["lookups_answered_in_c"] >= before + 2 * len(FILES), GUARD)
         for key, data in FILES.items():
             assert (root / key).read_bytes() == data
 
@@ -73,12 +73,12 @@ def test_missing_names_and_generated_files_still_reach_python(env: FuseEnv, file
             entry(root / key)
         info = mnt / INFO_FILE
         assert info.exists()
-        wait_until(lambda: mount_stats(env).get("lookup_names_in_c", 0) >= len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("lookup_names_in_c", 0) >= len(FILES), GUARD)
         names = mount_stats(env)["lookup_names_in_c"]
         for _ in range(2):
             drop_dentries()
             with pytest.raises(FileNotFoundError):
                 os.stat(root / "no-such-file")
             assert entry(info)[5] == len(info.read_bytes())  # its size as generated now
-        wait_until(lambda: mount_stats(env)["lookups_answered_in_c"] > 0, GUARD)
+        wait_until(lambda: polled_mount(env)["lookups_answered_in_c"] > 0, GUARD)
         assert mount_stats(env)["lookup_names_in_c"] == names  # neither was published

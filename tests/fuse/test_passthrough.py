@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from fuse_adapter.fuse_ops import FASTOPEN, PASSTHROUGH
-from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
+from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, polled_stats, upload_dataset, wait_until
 from tests.servers import REPO
 
 pytestmark = pytest.mark.fuse
@@ -132,9 +132,11 @@ def test_reads_and_mmap_of_disk_tier_files_never_reach_the_daemon(env: FuseEnv, 
         finally:
             for fd in fds:
                 os.close(fd)
-        wait_until(lambda: mount_stats(env).get("passthrough_opens", 0) >= len(FILES), GUARD)  # snapshots lag
+        wait_until(
+            lambda: polled_mount(env).get("passthrough_opens", 0) >= len(FILES), GUARD
+        )  # snapshots lag
         assert mount_stats(env)["mode"] == "passthrough"
-        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
         s = mount_stats(env)  # ids are held for published files only (opens answered in C)
         assert s["backing_ids_open"] == s["published"] <= len(FILES)
 
@@ -151,7 +153,8 @@ def test_no_passthrough_keeps_reads_in_the_daemon(env: FuseEnv, files: Dataset) 
             assert read_while_stopped(proc, {fd: FILES[key]}, wait=3.0) == {}
         finally:
             os.close(fd)
-        wait_until(lambda: mount_stats(env).get("mode") == "off: zero-message opens", GUARD)
+        wait_until(lambda: polled_mount(env).get("mode") == "off: zero-message opens", GUARD)
+        assert mount_stats(env)["mode"] == "off: zero-message opens"  # as the CLI shows it
 
 
 def flip_byte(path: Path, at: int) -> None:
@@ -170,7 +173,7 @@ def test_a_backing_file_damaged_while_mounted_is_never_served(env: FuseEnv, file
         warm_into_disk(env, root)
         for key, data in FILES.items():  # verified and handed to the kernel once
             assert (root / key).read_bytes() == data
-        wait_until(lambda: mount_stats(env).get("passthrough_opens", 0) >= len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_opens", 0) >= len(FILES), GUARD)
         victims = list(FILES)[:4]
         for i, key in enumerate(victims):
             flip_byte(page_file_of(env, FILES[key]), 1000 * i + 17)
@@ -226,7 +229,8 @@ def test_an_evicted_backing_file_stays_valid_for_the_handles_that_hold_it(
                 os.close(second)
         finally:
             os.close(first)
-        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
+        assert mount_stats(env)["passthrough_handles_open"] == 0  # as the CLI shows it
         assert (root / key).read_bytes() == data  # the file is gone: through the daemon (RAM or origin)
 
 
@@ -244,13 +248,13 @@ def test_opens_of_published_files_never_reach_python(env: FuseEnv, files: Datase
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)  # the first passthrough opens: in Python, which publishes each file
-        wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("published", 0) == len(FILES), GUARD)
         before = mount_stats(env)
         for _ in range(3):
             read_all(root)
         want = before["passthrough_opens_in_c"] + 3 * len(FILES)
-        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_c", 0) >= want, GUARD)
-        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_opens_in_c", 0) >= want, GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
         after = mount_stats(env)
         assert after["passthrough_opens_in_python"] == before["passthrough_opens_in_python"]
         assert after["ordinary_opens"] == before["ordinary_opens"]
@@ -266,7 +270,7 @@ def test_no_fastopen_answers_the_same_opens_in_python(env: FuseEnv, files: Datas
         warm_into_disk(env, root)
         read_all(root)
         read_all(root)
-        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_python", 0) >= 2 * len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_opens_in_python", 0) >= 2 * len(FILES), GUARD)
         s = mount_stats(env)
         assert s["passthrough_opens_in_c"] == 0 and s["releases_in_c"] == 0 and not s["fastopen"]
 
@@ -280,7 +284,7 @@ def test_a_published_file_damaged_on_disk_is_caught_by_c_at_the_next_open(
         warm_into_disk(env, root)
         read_all(root)
         read_all(root)  # answered in C: the files are published
-        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_c", 0) >= len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_opens_in_c", 0) >= len(FILES), GUARD)
         victims = list(FILES)[:3]
         flip_byte(page_file_of(env, FILES[victims[0]]), 99)
         os.truncate(page_file_of(env, FILES[victims[1]]), 1000)
@@ -293,8 +297,9 @@ def test_a_published_file_damaged_on_disk_is_caught_by_c_at_the_next_open(
                     assert m[:] == FILES[key]
             finally:
                 os.close(fd)
-        wait_until(lambda: mount_stats(env).get("changed_on_disk", 0) >= len(victims), GUARD)
-        wait_until(lambda: sum(b["rejected"] for b in cache_stats(env)["backing_files"]) >= 2, GUARD)
+        wait_until(lambda: polled_mount(env).get("changed_on_disk", 0) >= len(victims), GUARD)
+        wait_until(lambda: sum(b["rejected"] for b in polled_stats(env)["backing_files"]) >= 2, GUARD)
+        assert sum(b["rejected"] for b in cache_stats(env)["backing_files"]) >= 2  # as the CLI shows it
         read_all(root)
 
 
@@ -304,7 +309,8 @@ def test_opens_with_write_flags_are_refused_on_a_published_file(env: FuseEnv, fi
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)
-        wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("published", 0) == len(FILES), GUARD)
+        assert mount_stats(env)["published"] == len(FILES)  # as the CLI shows it
         key, data = next(iter(FILES.items()))
         for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND, os.O_RDONLY | os.O_TRUNC):
             with pytest.raises(OSError) as exc:
@@ -321,7 +327,7 @@ def test_backing_ids_are_all_released_after_eviction_and_at_unmount(env: FuseEnv
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)
-        wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("published", 0) == len(FILES), GUARD)
         fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}  # in C
         try:
             for path in page_files(env):
@@ -339,15 +345,15 @@ def test_backing_ids_are_all_released_after_eviction_and_at_unmount(env: FuseEnv
             for fd in fds:
                 os.close(fd)
         read_all(root)  # each open sees its file unlinked: retracted, read through the daemon
-        wait_until(lambda: mount_stats(env).get("passthrough_handles_open") == 0, GUARD)
-        wait_until(lambda: mount_stats(env).get("backing_ids_open") == 0, GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
+        wait_until(lambda: polled_mount(env).get("backing_ids_open") == 0, GUARD)
     log = (env.root / "mount-fastevict.log").read_text()
     opened, closed = map(int, re.findall(r"unmounted: (\d+) backing ids opened, (\d+) closed", log)[-1])
     assert opened == closed >= len(FILES)
 
 
-def disk_hits(env: FuseEnv) -> int:
-    return sum(t.get("hits", 0) for t in cache_stats(env)["tiers"] if t["tier"] == "disk")
+def disk_hits(env: FuseEnv, stats=cache_stats) -> int:
+    return sum(t.get("hits", 0) for t in stats(env)["tiers"] if t["tier"] == "disk")
 
 
 def test_opens_answered_in_c_count_as_disk_tier_hits(env: FuseEnv, files: Dataset) -> None:
@@ -357,9 +363,10 @@ def test_opens_answered_in_c_count_as_disk_tier_hits(env: FuseEnv, files: Datase
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
         read_all(root)
-        wait_until(lambda: mount_stats(env).get("published", 0) == len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("published", 0) == len(FILES), GUARD)
         before = disk_hits(env)
         c_before = mount_stats(env)["passthrough_opens_in_c"]
         read_all(root)
-        wait_until(lambda: mount_stats(env).get("passthrough_opens_in_c", 0) >= c_before + len(FILES), GUARD)
-        wait_until(lambda: disk_hits(env) >= before + len(FILES), GUARD)
+        wait_until(lambda: polled_mount(env).get("passthrough_opens_in_c", 0) >= c_before + len(FILES), GUARD)
+        wait_until(lambda: disk_hits(env, polled_stats) >= before + len(FILES), GUARD)
+        assert disk_hits(env) >= before + len(FILES)  # as the CLI shows it

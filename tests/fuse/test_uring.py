@@ -23,7 +23,7 @@ import pytest
 
 from fuse_adapter.fuse_ops import URING
 from fuse_adapter.uring import PARAM
-from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
+from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, upload_dataset, wait_until
 from tests.fuse.test_fastloop import FILES, ids_at_unmount, publish_all, read_all
 from tests.fuse.test_passthrough import flip_byte, mount_stats, page_file_of
 
@@ -104,8 +104,8 @@ def test_requests_come_from_one_pinned_queue_per_cpu_and_read_right(env: FuseEnv
         opens = 3 * len(FILES) * len(online)
         # each open: OPEN, the isatty() ioctl and RELEASE, all answered by the queue threads
         want = before["io_uring_answered_in_c"] + 3 * opens
-        wait_until(lambda: mount_stats(env)["io_uring_answered_in_c"] >= want, GUARD)  # a newer snapshot
-        wait_until(lambda: mount_stats(env)["passthrough_handles_open"] == 0, GUARD)
+        wait_until(lambda: polled_mount(env)["io_uring_answered_in_c"] >= want, GUARD)  # a newer snapshot
+        wait_until(lambda: polled_mount(env)["passthrough_handles_open"] == 0, GUARD)
         after = mount_stats(env)
         assert after["passthrough_opens_in_loop_thread"] >= before["passthrough_opens_in_loop_thread"] + opens
         assert after["passthrough_opens_in_python"] == before["passthrough_opens_in_python"]
@@ -124,7 +124,7 @@ def test_a_published_file_changed_on_disk_is_caught_by_a_queue_thread(env: FuseE
         os.truncate(page_file_of(env, FILES[victims[1]]), 500)
         for key in victims:
             assert (root / key).read_bytes() == FILES[key]
-        wait_until(lambda: mount_stats(env).get("changed_on_disk", 0) >= len(victims), GUARD)
+        wait_until(lambda: polled_mount(env).get("changed_on_disk", 0) >= len(victims), GUARD)
         read_all(root)
     opened, closed = ids_at_unmount(env, "urdmg")
     assert opened == closed
@@ -149,7 +149,7 @@ def test_more_cold_requests_in_flight_than_a_queue_has_entries(env: FuseEnv) -> 
 
         run_all([threading.Thread(target=reader, args=(keys[i::48],)) for i in range(48)])
         assert wrong == []
-        wait_until(lambda: mount_stats(env).get("io_uring_handed_to_python", 0) >= len(many), GUARD)
+        wait_until(lambda: polled_mount(env).get("io_uring_handed_to_python", 0) >= len(many), GUARD)
         assert mount_stats(env)["io_uring_queues"] > 0
 
 
@@ -186,6 +186,6 @@ def test_a_kernel_that_does_not_offer_it_at_init_keeps_dev_fuse(
             s = mount_stats(env)
             assert s["requests"] == "/dev/fuse (the kernel did not take io_uring at INIT)", s
             assert s["io_uring_queues"] == 0 and not ring_threads(proc.pid)
-            wait_until(lambda: mount_stats(env)["passthrough_opens_in_loop_thread"] > 0, GUARD)
+            wait_until(lambda: polled_mount(env)["passthrough_opens_in_loop_thread"] > 0, GUARD)
     finally:
         PARAM.write_text(was)
