@@ -59,41 +59,6 @@ class Table(Protocol):
     def retract(self, ino: int) -> bool: ...
     def retract_file(self, st_dev: int, st_ino: int) -> int: ...
     def handles(self, ino: int) -> int: ...
-    async def open(self, ino: int, files: BackingFiles, run: Run) -> tuple[tuple[int, int] | None, bool]:
-        """The passthrough part of an open of ``ino`` (:attr:`Route.PASSTHROUGH`):
-        ``((fh, backing_id), False)`` for a passthrough handle, else ``(None, direct)``
-        for an ordinary one, with direct I/O when passthrough handles of ``ino`` are open
-        (the kernel allows it next to them, not a cached handle). ``run``: the shim's
-        worker-thread runner, for the steps that read files."""
-        got = self.reuse(ino)
-        if got is None and self.may_publish(ino):
-            fd = await verified_fd(files, ino, run)
-            got = self.publish(ino, fd, lambda: fd is not None and still_verified(files, ino, fd))
-        if got is None and self.held(ino):
-            # its passthrough handles hold a file that changed (e.g. evicted): the kernel
-            # takes no other backing file until they close; check that one again
-            state = await run(self.recheck, ino, files)
-            got = self.revalidate(ino, state) if state is not None else None
-            return got, got is None
-        return got, False
-
-    def recheck(self, ino: int, files: BackingFiles) -> tuple[int, int, int, int] | None:
-        """Blocking: check the file the C table holds for ``ino`` again; its state
-        (:func:`fd_state`) if it passed and did not change meanwhile, else None."""
-        fd = self.held_fd(ino)
-        if fd < 0:
-            return None
-        try:
-            before = fd_state(fd)
-            if files.backing_check(ino, fd) and fd_state(fd) == before:
-                return before
-            return None
-        except Exception as exc:  # the open still succeeds, through the daemon
-            log.warning("passthrough open of inode %d: %s; reading through the daemon", ino, exc)
-            return None
-        finally:
-            os.close(fd)
-
     def held_fd(self, ino: int) -> int: ...
     def revalidate(
         self, ino: int, size: int, nlink: int, ctime_ns: int, mtime_ns: int

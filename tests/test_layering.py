@@ -107,6 +107,26 @@ def unit_graph() -> dict[str, set[str]]:
     return graph
 
 
+def cycles_of(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle a depth-first walk of ``graph`` meets, each as the path that closes it."""
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
 def violations(rule) -> list[str]:
     return sorted(
         f"{module} imports {name}"
@@ -182,23 +202,7 @@ def test_the_console_runtime_registers_no_commands_of_its_own():
 
 
 def test_units_form_a_graph_without_cycles():
-    graph = unit_graph()
-    state: dict[str, int] = {}
-    cycles: list[list[str]] = []
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                cycles.append(path[path.index(nxt) :] + [nxt])
-            elif nxt not in state:
-                visit(nxt, [*path, nxt])
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
-    assert cycles == []
+    assert cycles_of(unit_graph()) == []
 
 
 def test_only_the_composition_roots_import_command_modules():
@@ -245,23 +249,7 @@ def test_no_import_cycle_inside_a_unit():
     """Inside each unit, modules import one way. Every import counts, also one inside a
     function or under ``if TYPE_CHECKING:``: a late import that only breaks a cycle at run
     time is still a cycle in the design (the stricter of the two readings, and it holds)."""
-    graph = module_graph()
-    state: dict[str, int] = {}
-    cycles: list[list[str]] = []
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = 1
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                cycles.append(path[path.index(nxt) :] + [nxt])
-            elif nxt not in state:
-                visit(nxt, [*path, nxt])
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
-    assert cycles == []
+    assert cycles_of(module_graph()) == []
 
 
 @pytest.mark.parametrize("sdk", sorted(SDK_HOMES))
