@@ -302,12 +302,21 @@ class TieredCache:
                 continue
             n = page_length(ref, ps, i)
             keep = self.tiers if unit.keep is None else unit.keep
+            led: list[bool] = []  # whether this pass fetched the page, or merged into a reader's fetch
+
+            def fill(k: PageKey = key, n: int = n, keep=keep, led: list[bool] = led) -> bytes:
+                led.append(True)
+                return self._fill(k, n, keep, unit.budget)  # readers merged into this flight take these bytes
+
             # The slot first, then the single flight: a reader who merges into this fetch
             # never waits behind warm-up's place in the origin queue (scheduler.slot).
             with self.origin.scheduler.slot(n, sample=False):
-                self._flight.do(key, lambda k=key, n=n, keep=keep: self._fill(k, n, keep, unit.budget))
-            fetched += 1
-            nbytes += n
+                self._flight.do(key, fill)
+            if led:
+                fetched += 1
+                nbytes += n
+            else:  # a reader's fetch of the page was under way: it brought the page in, not us
+                cached += 1
         return fetched, cached, nbytes
 
     def _held(self, key: PageKey) -> bool:
