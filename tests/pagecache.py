@@ -25,9 +25,14 @@ _libc.mmap.argtypes = [
     ctypes.c_long,
 ]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
 _libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _MAP_FAILED = ctypes.c_void_p(-1).value
+# mmap(2), msync(2) and munmap(2) as C code calls them: no duplicate descriptor kept (Python's
+# mmap module keeps one, which changes when FUSE's RELEASE comes); shared by the mapping tests
+# and bench/writeback/mapping_probe.py
+libc = _libc
 
 
 def _map(path: Path) -> tuple[int, int]:

@@ -32,7 +32,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # tests.pagecache
 from mount_writes import Mount
+
+from tests.pagecache import libc
 
 IN_MODIFY, IN_ATTRIB, IN_CLOSE_WRITE, IN_CLOSE_NOWRITE, IN_OPEN = 0x2, 0x4, 0x8, 0x10, 0x20
 IN_DELETE_SELF, IN_IGNORED = 0x400, 0x8000
@@ -45,18 +48,6 @@ NAMES = {
     IN_DELETE_SELF: "DELETE_SELF",
     IN_IGNORED: "IGNORED",
 }
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-]
-libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
 
 

@@ -324,20 +324,9 @@ def test_a_staged_file_unlinked_while_mapped_is_not_resurrected(fuse_env) -> Non
 
 
 def _libc() -> ctypes.CDLL:
-    """mmap(2), msync(2) and munmap(2) as C code calls them: no duplicate descriptor kept
-    (Python's mmap module keeps one, which changes when RELEASE comes)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    """mmap(2), msync(2) and munmap(2) as C code calls them (tests/pagecache.py)."""
+    from tests.pagecache import libc
+
     return libc
 
 
