@@ -62,6 +62,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import logging
 import mmap
 import os
 import signal
@@ -74,6 +75,8 @@ from datahub.writeback.files import OpenFile
 from datahub.writeback.model import FileSettings
 from datahub.writeback.packs import PACK_CHUNK_MAX
 from datahub.writeback.ports import Committer, NotFresh, Uploader
+
+log = logging.getLogger(__name__)
 
 COARSE_NS = 50_000_000  # older than this, a later change must get another timestamp (coarse clocks)
 #: blocks reserved for a new staged file; a file that grows past its reservation between two
@@ -142,6 +145,12 @@ class Staging:
         self.exact = _changes_always_seen(self)
         self.atime_seen = _mmap_moves_atime(self)
         self.reserves = _reservations_work(self)
+        if not self.reserves:
+            log.warning(
+                "%s: %s cannot reserve blocks (fallocate): no file is staged there, every write "
+                "goes through the daemon (a staged file's failed write would go unseen)",
+                what, directory,
+            )  # fmt: skip
         self._initial: dict[int, int] = {}  # fd -> bytes reserved by new_reserved_fd
         self._lock = threading.Lock()
 
