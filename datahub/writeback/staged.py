@@ -42,6 +42,19 @@ Rules:
   descriptor is refused while any other open of the inode exists, mappings' included); the
   workspace then keeps the file open (``lingering.py``) and commits a full copy once the
   last such open is gone.
+- **Reserved space: no torn file from a full staging disk.** The kernel writes a staged file
+  without telling us, so a ``write(2)`` that fails there with ENOSPC (a short write, then
+  the error) is invisible to the daemon, and the next close would commit the prefix. So
+  every staged file gets its blocks before anyone writes: ``fallocate(KEEP_SIZE)`` of
+  ``[0, reserved)`` when it is made (``STAGE_RESERVE``, or half of what the disk has left
+  if less; none possible: the file is not staged), again after each truncate of ours, and
+  further (to twice the size) at each fsync of a file past half of it. A write inside the
+  reservation cannot fail for space; a write that reaches its end may have, and leaves the
+  file at least ``reserved`` bytes long (the kernel stops a failed write at the first block
+  it cannot get, and a write that started past the end moves nothing). So a file is
+  committed only while ``size < reserved``; otherwise the fsync raises ``NoSpace`` (a close
+  then discards the file: what a failed WRITE does on the daemon path). See
+  docs/writeback.md, "A full staging disk".
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import fcntl
+import logging
 import mmap
 import os
 import signal
@@ -56,16 +70,36 @@ import threading
 import time
 from pathlib import Path
 
-from datahub.errors import InvalidInput, StorageError
+from datahub.errors import InvalidInput, NoSpace, StorageError
 from datahub.writeback.files import OpenFile
 from datahub.writeback.model import FileSettings
 from datahub.writeback.packs import PACK_CHUNK_MAX
 from datahub.writeback.ports import Committer, NotFresh, Uploader
 
+log = logging.getLogger(__name__)
+
 COARSE_NS = 50_000_000  # older than this, a later change must get another timestamp (coarse clocks)
+#: blocks reserved for a new staged file; a file that grows past its reservation between two
+#: of its fsyncs is refused at the second (see the module)
+STAGE_RESERVE = 64 * 1024**2
+_PAGE = mmap.PAGESIZE
 _SYNC_FILE_RANGE_WAIT_BEFORE, _SYNC_FILE_RANGE_WRITE = 1, 2
+_FALLOC_FL_KEEP_SIZE = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+
+
+def reserve(fd: int, upto: int) -> bool:
+    """Give ``fd``'s file every block of ``[0, upto)`` now, its size unchanged
+    (``fallocate(FALLOC_FL_KEEP_SIZE)``), so that no write into that range can fail for
+    space. False if the disk has not that much left."""
+    if upto <= 0 or _libc.fallocate(fd, _FALLOC_FL_KEEP_SIZE, 0, upto) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSPC, errno.EDQUOT):
+        return False
+    raise OSError(err, os.strerror(err))
 
 
 def write_protect(fd: int) -> None:
@@ -110,6 +144,48 @@ class Staging:
         directory.mkdir(parents=True, exist_ok=True)
         self.exact = _changes_always_seen(self)
         self.atime_seen = _mmap_moves_atime(self)
+        self.reserves = _reservations_work(self)
+        if not self.reserves:
+            log.warning(
+                "%s: %s cannot reserve blocks (fallocate): no file is staged there, every write "
+                "goes through the daemon (a staged file's failed write would go unseen)",
+                what, directory,
+            )  # fmt: skip
+        self._initial: dict[int, int] = {}  # fd -> bytes reserved by new_reserved_fd
+        self._lock = threading.Lock()
+
+    def new_reserved_fd(self) -> int:
+        """An empty anonymous file with its first blocks reserved (``STAGE_RESERVE``, or half
+        of what the disk has left if less), or -1: the file cannot be staged (no room left
+        for a reservation, or a file system without ``fallocate``), so it goes through the
+        daemon. ``take_reservation`` tells how much was reserved."""
+        if not self.reserves:
+            return -1
+        st = os.statvfs(self.directory)
+        upto = min(STAGE_RESERVE, st.f_bavail * st.f_frsize // 2) // _PAGE * _PAGE
+        if upto < _PAGE:
+            return -1
+        fd = self.new_fd()
+        try:
+            if not reserve(fd, upto):
+                os.close(fd)
+                return -1
+        except BaseException:
+            os.close(fd)
+            raise
+        with self._lock:
+            self._initial[fd] = upto
+        return fd
+
+    def take_reservation(self, fd: int) -> int:
+        """The bytes ``new_reserved_fd`` reserved for ``fd`` (0 if none)."""
+        with self._lock:
+            return self._initial.pop(fd, 0)
+
+    def forget(self, fd: int) -> None:
+        """``fd`` was closed without becoming a staged file."""
+        with self._lock:
+            self._initial.pop(fd, None)
 
     def new_fd(self) -> int:
         """An empty anonymous file open for reading and writing."""
@@ -149,6 +225,17 @@ def _changes_always_seen(staging: Staging) -> bool:
         os.close(fd)
 
 
+def _reservations_work(staging: Staging) -> bool:
+    """Whether ``fallocate(KEEP_SIZE)`` works here (without it, no staged file)."""
+    fd = staging.new_fd()
+    try:
+        return reserve(fd, _PAGE)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _mmap_moves_atime(staging: Staging) -> bool:
     """Whether mapping a staged file moves its atime here (not on a ``noatime`` mount)."""
     fd = staging.new_fd()
@@ -179,12 +266,15 @@ class StagedFile(OpenFile):
         path: str,
         rec: dict,
         fd: int,
-        exact: bool,
-        atime_seen: bool = False,
+        staging: Staging,
     ) -> None:
         super().__init__(uploads, commits, conf, file_id, path, rec)
         self.fd = fd
-        self._exact = exact
+        self._exact = staging.exact
+        atime_seen = staging.atime_seen
+        #: every block of [0, reserved) is the file's: a write there cannot fail for space
+        self.reserved = staging.take_reservation(fd)
+        self._where = staging.directory
         self._synced: tuple[int, int, int] | None = None  # staged state the journal holds, if certain
         self._atime0 = os.fstat(fd).st_atime_ns if atime_seen else None  # None: treat as maybe mapped
         self.release_lock = threading.Lock()  # the workspace's last-release decision (lingering.py)
@@ -215,9 +305,25 @@ class StagedFile(OpenFile):
         return len(data)
 
     def truncate(self, size: int) -> None:
+        """Truncate, then reserve again: a truncate frees the blocks past ``size`` (ours
+        included), and growing leaves a hole, whose writes would need new blocks."""
         if size < 0:
             raise InvalidInput(f"truncate of {self.path!r}: negative size {size}")
-        os.ftruncate(self.fd, size)
+        with self._commit_lock:
+            os.ftruncate(self.fd, size)
+            self._reserve_past(size, max(self.reserved, size + min(STAGE_RESERVE, max(size, _PAGE))))
+
+    def _reserve_past(self, size: int, upto: int) -> None:
+        """Reserve ``[0, upto)`` (rounded up to a page), else as much past ``size`` as one page
+        more; if not even that, the reservation ends at 0: every later commit is refused
+        until a truncate finds room (the file's bytes past ``size`` are not covered)."""
+        upto = -(-upto // _PAGE) * _PAGE
+        floor = -(-(size + 1) // _PAGE) * _PAGE
+        for want in (upto, floor) if upto > floor else (floor,):
+            if reserve(self.fd, want):
+                self.reserved = want
+                return
+        self.reserved = 0
 
     def closed(self) -> None:
         """The last handle is gone (its close committed): the staged file goes."""
@@ -235,6 +341,16 @@ class StagedFile(OpenFile):
             state = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
             if state == self._synced and not self.pending and not whole:
                 return
+            if st.st_size >= self.reserved:
+                raise NoSpace(
+                    f"{self.path!r}: the kernel wrote its staged file past the {self.reserved:,} bytes "
+                    f"reserved for it in {self._where} ({st.st_size:,} bytes now), where a write may "
+                    "have failed for space without the daemon seeing it; the file is not committed "
+                    "(a close discards it). Free space on that disk, or mount without --passthrough "
+                    "for files written with no fsync every "
+                    f"{STAGE_RESERVE // 2**20} MiB",
+                    path=self.path,
+                )
             if self.maybe_mapped(st):  # after the fstat, before the copy (see the module)
                 write_protect(self.fd)
             certain = self._exact or time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > COARSE_NS
@@ -244,6 +360,9 @@ class StagedFile(OpenFile):
                 self._commit_copied(size, mtime)
             self.size, self.mtime = size, mtime
             self._synced = state if certain else None
+            grown = -(-2 * size // _PAGE) * _PAGE  # room for the next stretch of writes (best effort)
+            if grown > self.reserved and reserve(self.fd, grown):
+                self.reserved = grown
 
     def _commit_copied(self, size: int, mtime: float) -> None:
         """Copy every chunk into new objects (in parallel, the first in this thread), then

@@ -270,7 +270,7 @@ class Workspace:
         path = normalize(path)
         if path == "":
             raise IsADirectory(f"cannot open the root directory of {self.what} as a file")
-        fd = self.staging().new_fd() if staged and (create or truncate) else -1
+        fd = self.staging().new_reserved_fd() if staged and (create or truncate) else -1
         try:
             entry, of = self._create(path, fd) if create else (self._find(path), None)
             if of is None:
@@ -279,9 +279,11 @@ class Workspace:
                 of = self._acquire(entry["id"], path, fd if truncate else -1)
         except BaseException:
             if fd >= 0:
+                self.staging().forget(fd)
                 os.close(fd)
             raise
         if fd >= 0 and getattr(of, "fd", -1) != fd:
+            self.staging().forget(fd)
             os.close(fd)  # the file was open already (as it is): the new staged file is not used
         handle = FileHandle(of, self._release, self.what)
         if truncate and of.attr()[0]:
@@ -314,8 +316,7 @@ class Workspace:
                 path,
                 rec,
                 fd,
-                staging.exact,
-                staging.atime_seen,
+                staging,
             )
         return OpenFile(self.uploads, self.commits, self.files, file_id, path, rec)
 

@@ -159,20 +159,8 @@ def test_a_file_whose_close_returned_enospc_never_appears_later(env: FuseEnv, ti
         env.cli("umount", str(mnt))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="documented limit of --passthrough (docs/writeback.md, 'Limits of staged files'): the kernel "
-    "writes a staged file on the node's disk itself, so a write(2) that fails there with ENOSPC never "
-    "reaches the daemon, and the next close commits the bytes written before it",
-)
-def test_a_staged_file_whose_write_failed_with_enospc_is_never_committed_torn(
-    env: FuseEnv, tiny_fs: Path
-) -> None:
-    """The write-back promise (docs/writeback.md): a committed file holds bytes a writer wrote
-    whole, never a torn prefix of a write that failed. Through the daemon the failing WRITE
-    discards the file; with staged files (``--passthrough``) the failure happens in the
-    kernel. The chaos soak found this case (a node's disk filled mid-write); it is why staged
-    files stay opt-in and the soak's workspaces write through the daemon."""
+def _staging_on(env: FuseEnv, tiny_fs: Path, name: str) -> Path:
+    """The mount point of workspace ``name`` whose staged files live on ``tiny_fs``."""
     from fuse_adapter import fuse_ops
 
     if not fuse_ops.PASSTHROUGH:
@@ -182,10 +170,30 @@ def test_a_staged_file_whose_write_failed_with_enospc_is_never_committed_torn(
     # with a shared tier that is not a local directory, staged files live beside the
     # workspace's journal; only that directory is on the small device, as only a node's disk
     # filled in the soak (the journal and the shared tier had room)
-    staging = env.config.resolved_journal_dir / "workspaces" / "torn" / "staging"
+    staging = env.config.resolved_journal_dir / "workspaces" / name / "staging"
     staging.parent.mkdir(parents=True)
     staging.symlink_to(tiny_fs)
-    mnt = env.mountpoint("torn")
+    return env.mountpoint(name)
+
+
+def _committed(env: FuseEnv, mnt: Path, name: str, file: str) -> bytes | None:
+    """What a fresh mount of workspace ``name`` holds at ``file`` (None: no such file)."""
+    env.cli("mount", str(mnt), "--workspace", name, "--background")
+    try:
+        return (mnt / file).read_bytes() if (mnt / file).exists() else None
+    finally:
+        env.cli("umount", str(mnt))
+
+
+def test_a_staged_file_whose_write_failed_with_enospc_is_never_committed_torn(
+    env: FuseEnv, tiny_fs: Path
+) -> None:
+    """The write-back promise (docs/writeback.md): a committed file holds bytes a writer wrote
+    whole, never a torn prefix of a write that failed. Through the daemon the failing WRITE
+    discards the file; with staged files (``--passthrough``) the failure happens in the
+    kernel. The chaos soak found this case (a node's disk filled mid-write); it is why staged
+    files stay opt-in and the soak's workspaces write through the daemon."""
+    mnt = _staging_on(env, tiny_fs, "torn")
     data = os.urandom(1_500_000)
     with env.mounted(mnt, "--workspace", "torn", "--passthrough"):
         log = env.root / f"mount-{mnt.name}.log"
@@ -202,9 +210,42 @@ def test_a_staged_file_whose_write_failed_with_enospc_is_never_committed_torn(
         except OSError as err:
             assert err.errno == errno.ENOSPC
         ballast.unlink()
-    env.cli("mount", str(mnt), "--workspace", "torn", "--background")
-    try:
-        committed = (mnt / "torn.bin").read_bytes() if (mnt / "torn.bin").exists() else None
-    finally:
-        env.cli("umount", str(mnt))
+    committed = _committed(env, mnt, "torn", "torn.bin")
+    assert committed in (None, data), f"a torn file of {len(committed or b'')} bytes was committed"
+
+
+def test_a_staged_file_truncated_then_rewritten_on_a_full_disk_is_never_committed_torn(
+    env: FuseEnv, tiny_fs: Path
+) -> None:
+    """A truncate frees a staged file's blocks, the ones reserved for it past its end too
+    (docs/writeback.md, "A full staging disk"): the workspace must reserve them again, or a
+    rewrite after ``ftruncate(fd, 0)`` on a disk that filled meanwhile fails with ENOSPC in
+    the kernel while the file is still inside what the daemon believes reserved, and the
+    close commits what came before the failure."""
+    mnt = _staging_on(env, tiny_fs, "retrunc")
+    data = os.urandom(1_500_000)
+    with env.mounted(mnt, "--workspace", "retrunc", "--passthrough"):
+        log = env.root / f"mount-{mnt.name}.log"
+        wait_until(lambda: "writes: passthrough" in log.read_text(), 10)
+        ballast = test_faults.fill(tiny_fs, 400_000)
+        fd = os.open(mnt / "retrunc.bin", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+        assert os.write(fd, b"first draft " * 8_000) == 96_000
+        os.ftruncate(fd, 0)  # a SETATTR: the daemon truncates the staged file
+        more = tiny_fs / "ballast-2"  # the disk fills up to its last block meanwhile
+        with open(more, "wb", buffering=0) as fh, pytest.raises(OSError) as full:
+            while True:
+                fh.write(b"\0" * 4096)
+        assert full.value.errno == errno.ENOSPC
+        written = 0
+        with pytest.raises(OSError) as exc:
+            while written < len(data):
+                written += os.write(fd, data[written:])
+        assert exc.value.errno == errno.ENOSPC and written < len(data)
+        try:
+            os.close(fd)
+        except OSError as err:
+            assert err.errno == errno.ENOSPC
+        more.unlink()
+        ballast.unlink()
+    committed = _committed(env, mnt, "retrunc", "retrunc.bin")
     assert committed in (None, data), f"a torn file of {len(committed or b'')} bytes was committed"

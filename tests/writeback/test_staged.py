@@ -228,3 +228,29 @@ def test_a_file_still_mapped_at_close_of_the_workspace_is_committed_whole(env: E
     ws.close()  # still mapped: the close commits a whole copy
     mapping.close()
     assert read_all(env.open(), "m")[:5] == b"later"
+
+
+def test_a_staged_file_that_outgrew_its_reservation_is_refused_one_fsynced_as_it_grew_is_kept(
+    env: Env, monkeypatch
+) -> None:
+    """docs/writeback.md, "A full staging disk": a write the kernel failed for space leaves a
+    staged file at least as long as its reservation, so a file that long is never committed
+    (the daemon cannot tell it from a torn one); an fsync before the end moves the end on."""
+    from datahub.writeback import staged
+
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 << 20)
+    ws = env.open()
+    data = os.urandom(3 << 19)  # 1.5 MiB
+    refused = ws.open("refused.bin", create=True, truncate=True, staged=True)
+    staged_write(refused, 0, data)
+    with pytest.raises(NoSpace, match="reserved"):
+        refused.fsync()
+    kept = ws.open("kept.bin", create=True, truncate=True, staged=True)
+    staged_write(kept, 0, data[: 900 << 10])
+    kept.fsync()  # 900 KiB inside 1 MiB: committed, and the reservation grows to 1.8 MiB
+    staged_write(kept, 900 << 10, data[900 << 10 :])
+    kept.close()
+    ws = env.crash_and_reopen(ws)
+    assert read_all(ws, "kept.bin") == data
+    with pytest.raises(NotFound):
+        ws.stat("refused.bin")  # never acknowledged: gone with the crash

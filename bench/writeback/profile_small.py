@@ -1,0 +1,130 @@
+"""Where a small file's close costs the daemon: syscalls and a py-spy profile of a mount.
+
+    .venv/bin/python bench/writeback/profile_small.py [--files 300] [--size 100000]
+        [--passthrough | --no-passthrough] [--threads 1] [--py-spy OUT.txt]
+
+Issue 41 (small files at 0.18-0.25 of local disk, ~4.5 ms of daemon CPU per file). One
+workspace mount as ``mount_writes.py`` makes it (local shared tier, flush interval an hour),
+``--files`` files of ``--size`` bytes written in 1 MiB calls and closed, with:
+- ``strace -f -c`` attached to the daemon: calls per file of the syscalls that make a close
+  durable (fsync, fdatasync, sync_file_range, msync) and of the rest, against local disk +
+  fsync's one fsync per file;
+- with ``--py-spy``, ``py-spy record --gil --format raw`` of the daemon (only the thread
+  holding the GIL: Python's CPU), the hottest Python frames printed (own samples and with
+  callees).
+Not timed: strace slows every syscall. Daemon CPU per file is printed from a separate,
+untraced pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mount_writes import Mount, cpu_seconds, load, write_files
+
+DURABLE = ("fsync", "fdatasync", "sync_file_range", "msync", "syncfs")
+
+
+def strace_counts(pid: int, run) -> dict[str, int]:
+    """Syscall counts of process ``pid`` (all threads) while ``run()`` runs."""
+    out = Path(tempfile.mktemp(prefix="strace-"))
+    tracer = subprocess.Popen(
+        ["strace", "-f", "-c", "-o", str(out), "-p", str(pid)], stderr=subprocess.DEVNULL
+    )
+    time.sleep(1.0)  # attached to every thread
+    try:
+        run()
+    finally:
+        tracer.terminate()
+        tracer.wait()
+    counts: dict[str, int] = {}
+    for line in out.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0][0].isdigit() and not line.startswith("100"):
+            counts[parts[-1]] = int(parts[3])
+    out.unlink()
+    return counts
+
+
+def hottest(raw: Path, top: int = 25) -> None:
+    """Print the frames with the most samples (own and with callees) from py-spy's raw output."""
+    own: collections.Counter[str] = collections.Counter()
+    total: collections.Counter[str] = collections.Counter()
+    samples = 0
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        count = int(n)
+        frames = stack.split(";")
+        samples += count
+        own[frames[-1]] += count
+        for frame in set(frames):
+            total[frame] += count
+    print(f"py-spy: {samples} samples (busy threads)")
+    print("  own:")
+    for frame, n in own.most_common(top):
+        print(f"    {n / samples:6.1%}  {frame}")
+    print("  with callees:")
+    for frame, n in total.most_common(top):
+        print(f"    {n / samples:6.1%}  {frame}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--files", type=int, default=300)
+    ap.add_argument("--size", type=int, default=100_000)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--passthrough", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--py-spy", default=None, help="write py-spy's raw profile here and summarize it")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="wb-profile-", dir="/tmp"))
+    data = bytes(range(256)) * (args.size // 256) + bytes(args.size % 256)
+    mode = "--passthrough" if args.passthrough else "--no-passthrough"
+    mount = Mount(root, "p", [mode])
+    try:
+        print(f"load before: {load()}")
+        print(f"mount {mode}: {'passthrough' if 'writes: passthrough' in mount.log() else 'daemon writes'}")
+        local = write_files(root / "local", args.files, data, args.threads, fsync=True)
+        cpu0 = cpu_seconds(mount.pid)
+        took = write_files(mount.mnt / "timed", args.files, data, args.threads, fsync=False)
+        cpu = cpu_seconds(mount.pid) - cpu0
+        print(
+            f"{args.files} x {args.size:,} B, {args.threads} writer(s): local+fsync {local / args.files * 1e3:.2f} ms"
+            f"/file, mount {took / args.files * 1e3:.2f} ms/file (ratio {local / took:.2f}), daemon CPU "
+            f"{cpu / args.files * 1e3:.2f} ms/file"
+        )
+        counts = strace_counts(
+            mount.pid, lambda: write_files(mount.mnt / "traced", args.files, data, args.threads, fsync=False)
+        )
+        print("daemon syscalls per file (strace -f -c):")
+        for name, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+            mark = "  <- durable" if name in DURABLE else ""
+            if n / args.files >= 0.05 or mark:
+                print(f"    {name:20s} {n / args.files:7.2f}{mark}")
+        if args.py_spy:
+            raw = Path(args.py_spy)
+            spy = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(mount.pid), "--format", "raw", "--output", str(raw),
+                 "--rate", "500", "--nonblocking", "--gil"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            time.sleep(1.0)
+            write_files(mount.mnt / "profiled", args.files, data, args.threads, fsync=False)
+            spy.send_signal(2)
+            spy.wait()
+            hottest(raw)
+        print(f"load after: {load()}")
+    finally:
+        mount.umount()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
