@@ -74,7 +74,7 @@ def _dashes_to_underscores(data: Any) -> Any:
 class _Section(BaseModel):
     """A ``[section]`` of settings: unknown keys are errors, ``-`` in keys reads as ``_``."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
@@ -237,7 +237,7 @@ class ApiConfig(_Section):
 class Config(BaseModel):
     """All settings; sections ``s3``, ``cache``, ``api``. Attribute access as before."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     home: str = "./var"
     """Root of every default location (catalog, objects, cache, journal)."""
@@ -283,6 +283,31 @@ class Config(BaseModel):
 
 
 SECTIONS: dict[str, type[_Section]] = {"s3": S3Config, "cache": CacheConfig, "api": ApiConfig}
+
+
+def setting_docs(model: type[BaseModel]) -> dict[str, str]:
+    """The docstring under each field of ``model``: what the settings reference says of it.
+
+    Read from the source when asked (scripts/gen_settings_doc.py), not by pydantic's
+    ``use_attribute_docstrings``, which parsed this module's source in every process that
+    imported it (about 35 ms of each ``datahub`` command's start).
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    body = ast.parse(textwrap.dedent(inspect.getsource(model))).body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:], strict=False):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
 
 
 def env_name(section: str | None, field: str) -> str:

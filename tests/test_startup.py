@@ -27,7 +27,7 @@ HEAVY = (
     "pydantic_settings", "boto3", "botocore", "s3fs", "fsspec", "fastapi", "starlette", "uvicorn",
     "torch", "numpy", "PIL", "lmdb", "pymongo", "grpc", "httpx", "jinja2", "trio", "pyfuse3",
     "multiprocessing", "asyncio", "datahub.cache", "datahub.writeback", "datahub.pack",
-    "datahub.storage.s3", "datahub.api.app", "labelx.app",
+    "datahub.storage.s3", "datahub.api.app", "labelx.app", "fuse_adapter.mount_assembly",
 )  # fmt: skip
 
 # runs ARGV as the `datahub` command would, then writes what was imported to OUT
@@ -101,6 +101,15 @@ def test_catalog_commands_import_no_storage_server_or_cache_library(
 
 def test_the_mount_entry_point_parses_without_the_fuse_and_cache_stack(tmp_path: Path) -> None:
     modules = imported(tmp_path, "fuse_adapter.__main__", "mount", "--help")
+    assert heavy_in(modules) == []
+
+
+def test_unmounting_what_is_not_mounted_needs_no_fuse_cache_or_catalog_stack(tmp_path: Path) -> None:
+    # every FUSE test's teardown runs it; before, it imported the whole mount assembly
+    (tmp_path / "mnt").mkdir()
+    modules = imported(
+        tmp_path, "fuse_adapter.__main__", "--home", str(tmp_path / "h"), "umount", str(tmp_path / "mnt")
+    )
     assert heavy_in(modules) == []
 
 
