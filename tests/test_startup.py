@@ -113,6 +113,15 @@ def test_unmounting_what_is_not_mounted_needs_no_fuse_cache_or_catalog_stack(tmp
     assert heavy_in(modules) == []
 
 
+def test_the_api_server_imports_no_http_client() -> None:
+    # httpx (with its own command line: click, rich, pygments) is the remote catalog's client;
+    # the server's routes only share its wire headers
+    probe = "import sys, datahub.api.app, datahub.browser, labelx.app; print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    modules = set(json.loads(done.stdout.replace("'", '"')))
+    assert "datahub.api.routes.remote" in modules and "httpx" not in modules
+
+
 def test_every_command_is_registered() -> None:
     from datahub.cli.main import build_parser
 
