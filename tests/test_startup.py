@@ -122,6 +122,15 @@ def test_the_api_server_imports_no_http_client() -> None:
     assert "datahub.api.routes.remote" in modules and "httpx" not in modules
 
 
+def test_the_csi_plugin_starts_without_the_write_back_engine_and_the_cache() -> None:
+    # they are needed only when a workspace volume is finished (csi.finish), in that call
+    probe = "import sys, csi.controller, csi.node, csi.server; print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    modules = set(json.loads(done.stdout.replace("'", '"')))
+    assert "csi.finish" in modules
+    assert heavy_in(modules, allowed=("grpc", "asyncio")) == []  # grpc imports asyncio itself
+
+
 def test_every_command_is_registered() -> None:
     from datahub.cli.main import build_parser
 
