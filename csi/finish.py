@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from csi.volumes import VolumeSpec
 from datahub.config import load_config
-from datahub.workspaces import finish_workspace as flush_and_commit
 
 
 def finish_workspace(spec: VolumeSpec, config_path: str) -> None:
     """Flush ``spec``'s workspace to the object store and commit it if asked; raise if it cannot."""
+    # here, not at the top: the plugin starts without the write-back engine and the cache
+    from datahub.workspaces import finish_workspace as flush_and_commit
+
     flush_and_commit(spec.workspace, load_config(config_path, env={}), spec.commit_to or None)

@@ -5,32 +5,27 @@ else ``./datahub.toml`` if present) < environment variables ``DATAHUB_<SECTION>_
 (e.g. ``DATAHUB_CACHE_RAM_BYTES=2GiB``) < explicit overrides from the caller.
 No module builds a config at import time.
 
-The models are pydantic-settings' (merging, coercion and validation are the library's);
-what is ours: the size syntax (``parse_size``), the ``DATAHUB_*`` names, and errors that
-name the setting and the source it came from. Every setting's description is the
+The models are pydantic's (coercion and validation are the library's); what is ours: the
+sources and their merging (``load_config``, a few dozen lines: pydantic-settings did it before
+and cost about 0.3 CPU-s of import in every ``datahub`` process), the size syntax
+(``parse_size``), the ``DATAHUB_*`` names, and errors that name the setting and the source it
+came from. Every setting's description is the
 docstring under its field; ``scripts/gen_settings_doc.py`` writes them to docs/settings.md.
 ``Config()`` alone is the defaults: only ``load_config`` reads files and the environment.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import tomllib
 import warnings
 from collections.abc import Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
 
 from datahub.errors import InvalidInput
 
@@ -79,7 +74,7 @@ def _dashes_to_underscores(data: Any) -> Any:
 class _Section(BaseModel):
     """A ``[section]`` of settings: unknown keys are errors, ``-`` in keys reads as ``_``."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="before")
     @classmethod
@@ -239,37 +234,10 @@ class ApiConfig(_Section):
     """Bytes of request bodies buffered at once across all requests (Content-Length is reserved up front); past it a request gets 503 busy with Retry-After, never an OOM. Raised to max_body_bytes if smaller."""
 
 
-# (TOML path or None, environment) of the load_config call in progress; unset: defaults only
-_LOADING: ContextVar[tuple[str | None, Mapping[str, str]] | None] = ContextVar("_LOADING", default=None)
-
-
-class _Env(EnvSettingsSource):
-    """``DATAHUB_*`` variables from the mapping given to ``load_config`` (not always os.environ)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
-        # DATAHUB_TEST_* belong to the test suite; DATAHUB_API_TOKEN is a secret that
-        # datahub.api_client reads itself (a remote catalog's token), never a setting.
-        self._given = {
-            k: v
-            for k, v in env.items()
-            if not k.startswith(f"{ENV_PREFIX}TEST_") and k != f"{ENV_PREFIX}API_TOKEN"
-        }
-        super().__init__(settings_cls)
-
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        return {k.lower(): v for k, v in self._given.items()}
-
-
-class Config(BaseSettings):
+class Config(BaseModel):
     """All settings; sections ``s3``, ``cache``, ``api``. Attribute access as before."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="_",
-        env_nested_max_split=1,
-        extra="forbid",
-        use_attribute_docstrings=True,
-    )
+    model_config = ConfigDict(extra="forbid")
 
     home: str = "./var"
     """Root of every default location (catalog, objects, cache, journal)."""
@@ -285,25 +253,6 @@ class Config(BaseSettings):
     @classmethod
     def _dashes(cls, data: Any) -> Any:
         return _dashes_to_underscores(data)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Highest first: overrides (init kwargs) > DATAHUB_* > the TOML file > defaults."""
-        loading = _LOADING.get()
-        if loading is None:
-            return (init_settings,)
-        path, env = loading
-        sources: list[PydanticBaseSettingsSource] = [init_settings, _Env(settings_cls, env)]
-        if path is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
-        return tuple(sources)
 
     # --- derived locations (one place decides every default path) ---------------------------
     @property
@@ -334,6 +283,31 @@ class Config(BaseSettings):
 
 
 SECTIONS: dict[str, type[_Section]] = {"s3": S3Config, "cache": CacheConfig, "api": ApiConfig}
+
+
+def setting_docs(model: type[BaseModel]) -> dict[str, str]:
+    """The docstring under each field of ``model``: what the settings reference says of it.
+
+    Read from the source when asked (scripts/gen_settings_doc.py), not by pydantic's
+    ``use_attribute_docstrings``, which parsed this module's source in every process that
+    imported it (about 35 ms of each ``datahub`` command's start).
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    body = ast.parse(textwrap.dedent(inspect.getsource(model))).body[0].body
+    docs = {}
+    for node, after in zip(body, body[1:], strict=False):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
 
 
 def env_name(section: str | None, field: str) -> str:
@@ -382,6 +356,57 @@ def _error(
     return InvalidInput("; ".join(problems))
 
 
+def _env_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings ``DATAHUB_*`` variables give, nested by section.
+
+    Names are case-insensitive and split once after the section: ``DATAHUB_CACHE_RAM_BYTES``
+    is ``cache.ram_bytes``, ``DATAHUB_CATALOG_URL`` the top-level ``catalog_url``. A whole
+    section may be one JSON object (``DATAHUB_S3='{"region": "x"}'``); its single-setting
+    variables win over it. Variables that name no top-level setting or section are not
+    settings (``DATAHUB_CONFIG``, ``DATAHUB_LOG``); ``DATAHUB_TEST_*`` belong to the test suite
+    and ``DATAHUB_API_TOKEN`` is a secret that datahub.api_client reads itself.
+    """
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    prefix = ENV_PREFIX.lower()
+    for key, value in env.items():
+        name = key.lower()
+        if not name.startswith(prefix) or name.startswith(f"{prefix}test_") or name == f"{prefix}api_token":
+            continue
+        name = name[len(prefix) :]
+        if name in SECTIONS:
+            try:
+                top[name] = json.loads(value)
+            except ValueError:
+                top[name] = None
+            if not isinstance(top[name], dict):
+                raise InvalidInput(
+                    f"invalid configuration value for {name} in environment variable {key}: {value!r} "
+                    f"(a whole section is a JSON object; or set one setting, e.g. {env_name(name, 'FIELD')})"
+                ) from None
+        elif name in Config.model_fields:
+            top[name] = value
+        else:
+            section, _, field = name.partition("_")
+            if section in SECTIONS:
+                nested.setdefault(section, {})[field] = value
+    return _merged(top, nested)
+
+
+def _merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Later layers win, key by key inside sections; ``-`` in keys reads as ``_`` throughout."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in _dashes_to_underscores(layer).items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+                out[key] = _merged(out[key], value)
+            elif isinstance(value, Mapping):
+                out[key] = _dashes_to_underscores(value)
+            else:
+                out[key] = value
+    return out
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
@@ -391,19 +416,17 @@ def load_config(
     env = os.environ if env is None else env
     found = path or env.get("DATAHUB_CONFIG") or ("datahub.toml" if Path("datahub.toml").exists() else None)
     toml = None if found is None else os.fspath(found)
+    from_file: dict[str, Any] = {}
     if toml is not None:
         try:
             with open(toml, "rb") as fh:
-                tomllib.load(fh)
+                from_file = tomllib.load(fh)
         except FileNotFoundError as exc:
             raise InvalidInput(f"configuration file {toml} not found") from exc
         except tomllib.TOMLDecodeError as exc:
             raise InvalidInput(f"configuration file {toml} is not valid TOML: {exc}") from exc
     given = _normalised(overrides or {})
-    token = _LOADING.set((toml, env))
     try:
-        return Config(**given)
+        return Config(**_merged(from_file, _env_settings(env), given))
     except ValidationError as exc:
         raise _error(exc, toml, env, given) from None
-    finally:
-        _LOADING.reset(token)

@@ -252,11 +252,13 @@ def bucket_warmup_mode(args: argparse.Namespace) -> bool | None:
 
 def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
     from fuse_adapter import daemon
-    from fuse_adapter.mount_assembly import finish_workspace, open_workspace
 
     def recover(record: daemon.MountRecord) -> None:
         if record.kind != "workspace":
             return
+        # only here: a plain unmount needs none of the FUSE, cache and catalog stack
+        from fuse_adapter.mount_assembly import finish_workspace, open_workspace
+
         workspace = open_workspace(record.workspace, ctx)  # replays the journal of the dead daemon
         try:
             finish_workspace(workspace, record.commit_to or None, ctx)

@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from pydantic import BaseModel  # noqa: E402
 from pydantic.fields import FieldInfo  # noqa: E402
 
-from datahub.config import DEPRECATED_CACHE_SETTINGS, SECTIONS, Config, _size, env_name  # noqa: E402
+from datahub.config import DEPRECATED_CACHE_SETTINGS, SECTIONS, Config, _size, env_name, setting_docs  # noqa: E402
 
 TARGET = ROOT / "docs" / "settings.md"
 HEAD = """# Settings reference
@@ -80,23 +81,24 @@ def _default(info: FieldInfo) -> str:
     return f"`{value}`"
 
 
-def _rows(section: str | None, fields: dict[str, FieldInfo]) -> list[str]:
+def _rows(section: str | None, model: type[BaseModel]) -> list[str]:
     rows = ["| setting | environment variable | type | default | what it does |", "|---|---|---|---|---|"]
-    for name, info in fields.items():
+    docs = setting_docs(model)
+    for name, info in model.model_fields.items():
         if name in SECTIONS:
             continue
         key = f"{section}.{name}" if section else name
-        about = " ".join((info.description or "").split()).replace("|", "\\|").replace("<", "\\<")
+        about = " ".join(docs.get(name, "").split()).replace("|", "\\|").replace("<", "\\<")
         rows.append(f"| `{key}` | `{env_name(section, name)}` | {_type(info)} | {_default(info)} | {about} |")
     return rows
 
 
 def render() -> str:
     """The whole of docs/settings.md."""
-    parts = [HEAD, "## Top level\n", *_rows(None, Config.model_fields), ""]
+    parts = [HEAD, "## Top level\n", *_rows(None, Config), ""]
     for section, model in SECTIONS.items():
         doc = " ".join((model.__doc__ or "").split())
-        parts += [f"## `[{section}]`\n", doc, "", *_rows(section, model.model_fields), ""]
+        parts += [f"## `[{section}]`\n", doc, "", *_rows(section, model), ""]
     parts += [
         "## Deprecated settings\n",
         "Still accepted (a file or environment that sets them keeps working) with a warning "

@@ -30,7 +30,6 @@ from operator import lt as _lt
 from typing import IO, Any
 from urllib.parse import quote
 
-from datahub.api_client import TOKEN_ENV, ApiClient, Retry
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import (
     DIR_FILE_COLUMNS,
@@ -69,6 +68,8 @@ class HttpCatalogStore(CatalogStore):
 
     def __init__(self, url: str, token: str | None = None, **options: Any) -> None:
         """``options``: timeout, connect_timeout, attempts, backoff, budget (see ApiClient)."""
+        from datahub.api_client import ApiClient  # httpx (~0.3 CPU-s): not for the server's routes
+
         self._api = ApiClient(url, token, **options)
         self.url = self._api.url
 
@@ -146,6 +147,8 @@ class HttpCatalogStore(CatalogStore):
                 try:
                     return response.json()
                 except ValueError:
+                    from datahub.api_client import Retry
+
                     raise Retry(f"answered {what} with something that is not JSON") from None
 
             return self._api.decode(what, _version, self._api.call(what, attempt))
@@ -412,4 +415,4 @@ def _diff_entry(e: list[Any]) -> DiffEntry:
     )
 
 
-__all__ = ["TOKEN_ENV", "HttpCatalogStore"]
+__all__ = ["HttpCatalogStore"]

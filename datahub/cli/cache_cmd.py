@@ -17,7 +17,6 @@ from datahub.cli.flush_cmd import add_flush_parser
 from datahub.cli.version_cmd import split_ref
 from datahub.console.context import CliContext
 from datahub.validation import check_prefix
-from datahub.writeback import workspace_stats
 
 TIER_COLUMNS = ("tier", "used", "limit", "pages", "hits", "misses", "hit_ratio", "evictions", "promotions", "demotions", "errors", "corrupt")  # fmt: skip
 
@@ -131,6 +130,7 @@ def _human(n: int) -> str:
 def stats(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.cache.index import open_index
     from datahub.cache.stats import read_snapshots, stats_dir, summarize
+    from datahub.writeback import workspace_stats
 
     snapshots = read_snapshots(stats_dir(ctx.config))
     tiers = summarize(snapshots)

@@ -9,17 +9,29 @@ into one atomic commit: a bad line (the error names it) aborts the commit with n
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from pydantic import TypeAdapter, ValidationError
-
-from datahub.api.schemas import ChangeIn, to_change, version_public
-from datahub.catalog.model import Change
 from datahub.console.context import CliContext, author_or_default
 from datahub.errors import InvalidInput
 
-_CHANGE = TypeAdapter(ChangeIn)
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+    from datahub.api.schemas import ChangeIn
+    from datahub.catalog.model import Change
+
+
+@functools.cache
+def _change_adapter() -> TypeAdapter[ChangeIn]:
+    """The API's change schema, built when a commit runs (not when any command starts)."""
+    from pydantic import TypeAdapter
+
+    from datahub.api.schemas import ChangeIn
+
+    return TypeAdapter(ChangeIn)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def read_changes(path: str) -> Iterator[Change]:
+    from pydantic import ValidationError
+
+    from datahub.api.schemas import to_change
+
+    adapter = _change_adapter()
     try:
         fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below; generator
     except OSError as exc:
@@ -43,7 +60,7 @@ def read_changes(path: str) -> Iterator[Change]:
             if not line.strip():
                 continue
             try:
-                yield to_change(_CHANGE.validate_json(line))
+                yield to_change(adapter.validate_json(line))
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first["loc"])
@@ -74,6 +91,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         author=author_or_default(args.author),
         commit_id=args.commit_id,
     )
+    from datahub.api.schemas import version_public
+
     data = version_public(version).model_dump(mode="json")
     ctx.emit(data, text=f"committed {version.dataset}@v{version.seq}: {count} changes")
     return 0

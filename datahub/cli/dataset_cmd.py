@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from datahub.api.access import check_role
-from datahub.api.schemas import dataset_public
 from datahub.console.context import CliContext
 from datahub.errors import InvalidInput
 from datahub.validation import check_principal
@@ -45,6 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_grants(items: list[str]) -> dict[str, str]:
+    from datahub.api.access import check_role
+
     acl = {}
     for item in items:
         principal, sep, role = item.partition("=")
@@ -57,6 +57,8 @@ def parse_grants(items: list[str]) -> dict[str, str]:
 
 
 def _public(ctx: CliContext, dataset) -> dict:
+    from datahub.api.schemas import dataset_public
+
     return dataset_public(dataset, ctx.catalog.store.head(dataset.name)).model_dump(mode="json")
 
 

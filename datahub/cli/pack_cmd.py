@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
 from datahub.console.context import CliContext, author_or_default
-from datahub.pack import PackServices, PackSpec, finalize, pack, start_job, work
-from datahub.pack.job import PackResult, failure
-from datahub.tasks import open_task_queue
+
+if TYPE_CHECKING:  # the pack engine (PIL, lmdb, worker processes) is imported when a pack runs
+    from datahub.pack import PackSpec
+    from datahub.pack.job import PackResult
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _spec(args: argparse.Namespace) -> PackSpec:
+    from datahub.pack import PackSpec
+
     extra = {"max_pixels": args.max_pixels} if args.max_pixels else {}
     return PackSpec.parse(resize=args.resize, crop=args.crop, rotate=args.rotate, format=args.format,
                           quality=args.quality, shard_size=args.shard_size, non_image=args.non_image,
@@ -61,6 +65,9 @@ def _spec(args: argparse.Namespace) -> PackSpec:
 
 
 def run_pack(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.pack import pack, start_job
+    from datahub.tasks import open_task_queue
+
     spec = _spec(args)
     if args.plan_only:
         queue = open_task_queue(ctx.config.resolved_catalog_url)
@@ -84,6 +91,9 @@ def run_pack(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def run_worker(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.pack import PackServices, finalize, work
+    from datahub.pack.job import failure
+
     services = PackServices.open(ctx.config)
     try:
         report = work(services, args.job, lease_seconds=args.lease)

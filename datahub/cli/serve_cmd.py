@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from datahub.config import Config
 from datahub.console.context import CliContext
+
+if TYPE_CHECKING:
+    from datahub.config import Config
 
 
 def register(sub: argparse._SubParsersAction) -> None:

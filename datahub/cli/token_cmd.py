@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from datahub.api.tokens import issue_token, revoke_token
 from datahub.console.context import CliContext
 
 
@@ -22,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def create(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.api.tokens import issue_token
+
     secret, info = issue_token(
         ctx.catalog.store, args.principal, admin=args.admin, description=args.description
     )
@@ -34,6 +35,8 @@ def create(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def revoke(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.api.tokens import revoke_token
+
     info = revoke_token(ctx.catalog.store, args.token)
     ctx.emit(
         {"revoked": info.token_hash, "principal": info.principal}, text=f"revoked token of {info.principal}"

@@ -13,7 +13,6 @@ import tempfile
 from itertools import islice
 from pathlib import Path
 
-from datahub.api.schemas import diff_public, record_public, version_public
 from datahub.console.context import CliContext, author_or_default, shown
 from datahub.errors import Conflict, VersionNotFound
 from datahub.validation import check_name, check_tag
@@ -83,6 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def log(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.api.schemas import version_public
+
     versions = islice(ctx.catalog.log(args.dataset), args.limit)
     ctx.emit([version_public(v).model_dump(mode="json") for v in versions], columns=LOG_COLUMNS)
     return 0
@@ -97,6 +98,8 @@ def ls(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _record_row(record, full: bool) -> dict:
+    from datahub.api.schemas import record_public
+
     row = record_public(record).model_dump(mode="json")
     if not full:
         row["labels"] = json.dumps(row["labels"], sort_keys=True) if row["labels"] else "-"
@@ -104,6 +107,8 @@ def _record_row(record, full: bool) -> dict:
 
 
 def diff(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.api.schemas import diff_public
+
     entries = ctx.catalog.diff(args.dataset, args.a, args.b, prefix=args.prefix)
     if ctx.json_output:
         ctx.emit_lines((diff_public(e).model_dump(mode="json") for e in entries), columns=())
@@ -118,6 +123,8 @@ def diff(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def tag(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.api.schemas import version_public
+
     if args.delete:
         ctx.catalog.untag(args.dataset, args.tag)
         ctx.emit(
@@ -170,12 +177,16 @@ def export(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _write_ndjson(records, out, progress) -> None:
+    from datahub.api.schemas import record_public
+
     for record in records:
         out.write(json.dumps(record_public(record).model_dump(mode="json"), separators=(",", ":")) + "\n")
         progress.update(1, record.size)
 
 
 def derive(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.api.schemas import version_public
+
     name, ref = split_ref(args.version)
     version = ctx.catalog.derive(
         name,

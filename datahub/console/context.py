@@ -16,11 +16,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from datahub.config import Config, load_config
 from datahub.errors import DatahubError, NotFound
 from datahub.validation import visible
+
+if TYPE_CHECKING:  # the config (pydantic) is imported when a command runs, not for `--help`
+    from datahub.config import Config
 
 
 @dataclass
@@ -37,6 +39,8 @@ class CliContext:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> CliContext:
+        from datahub.config import load_config
+
         overrides: dict[str, Any] = {}
         if getattr(args, "home", None):
             overrides["home"] = args.home

@@ -1,0 +1,141 @@
+"""A ``datahub`` process imports only what its command needs.
+
+Every CLI command, mount daemon and CSI plugin is a fresh interpreter: a library imported at
+the top of a module every process loads (boto3, fastapi, PIL, lmdb, the cache, the pack
+engine …) is paid by ``datahub --help`` and ``datahub ls`` alike, about 1 CPU-s before this
+was cut (docs/benchmarks.md, "Process start"). These tests run real commands in a fresh
+interpreter and check by what is in ``sys.modules``, not by timing, that the libraries a
+command does not use stay unimported, and that every command is still registered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from datahub.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# libraries no read-only catalog command, nor `--help`, needs
+HEAVY = (
+    "pydantic_settings", "boto3", "botocore", "s3fs", "fsspec", "fastapi", "starlette", "uvicorn",
+    "torch", "numpy", "PIL", "lmdb", "pymongo", "grpc", "httpx", "jinja2", "trio", "pyfuse3",
+    "multiprocessing", "asyncio", "datahub.cache", "datahub.writeback", "datahub.pack",
+    "datahub.storage.s3", "datahub.api.app", "labelx.app", "fuse_adapter.mount_assembly",
+)  # fmt: skip
+
+# runs ARGV as the `datahub` command would, then writes what was imported to OUT
+PROBE = """
+import json, sys
+out, module, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.argv = [module, *argv]
+import importlib
+try:
+    code = importlib.import_module(module).main()
+except SystemExit as exc:
+    code = exc.code
+with open(out, "w") as fh:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
+"""
+
+
+def imported(tmp_path: Path, module: str, *argv: str) -> set[str]:
+    """The modules a fresh interpreter holds after ``module``'s main ran with ``argv``."""
+    out = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), module, *argv],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert out.exists(), done.stderr
+    result = json.loads(out.read_text())
+    assert result["code"] in (0, None), done.stderr
+    return set(result["modules"])
+
+
+def heavy_in(modules: set[str], allowed: tuple[str, ...] = ()) -> list[str]:
+    return sorted(h for h in HEAVY if h in modules and h not in allowed)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A catalog with one dataset of three local files (made in this process)."""
+    root = tmp_path_factory.mktemp("startup")
+    src = root / "src"
+    src.mkdir()
+    for i in range(3):
+        (src / f"f{i}.txt").write_text(f"file {i}\n")
+    assert main(["--home", str(root / "home"), "init"]) == 0
+    assert main(["--home", str(root / "home"), "import", str(src), "--to", "ds", "-m", "three"]) == 0
+    return root / "home"
+
+
+def test_help_imports_no_command_library_and_no_config(tmp_path: Path) -> None:
+    modules = imported(tmp_path, "datahub.cli.main", "--help")
+    assert heavy_in(modules) == []
+    assert "pydantic" not in modules  # the config is built only when a command runs
+    # every command is still registered: their modules are imported, only their libraries are not
+    for name in (
+        "datahub.cli.pack_cmd",
+        "datahub.cli.serve_cmd",
+        "fuse_adapter.mount_cmd",
+        "labelx.labelx_cmd",
+    ):
+        assert name in modules
+
+
+@pytest.mark.parametrize("argv", [("ls", "ds"), ("dataset", "list")], ids=" ".join)
+def test_catalog_commands_import_no_storage_server_or_cache_library(
+    tmp_path: Path, home: Path, argv: tuple[str, ...]
+) -> None:
+    modules = imported(tmp_path, "datahub.cli.main", "--home", str(home), *argv)
+    assert heavy_in(modules) == []
+    assert "datahub.catalog" in modules  # it did run against the catalog
+
+
+def test_the_mount_entry_point_parses_without_the_fuse_and_cache_stack(tmp_path: Path) -> None:
+    modules = imported(tmp_path, "fuse_adapter.__main__", "mount", "--help")
+    assert heavy_in(modules) == []
+
+
+def test_unmounting_what_is_not_mounted_needs_no_fuse_cache_or_catalog_stack(tmp_path: Path) -> None:
+    # every FUSE test's teardown runs it; before, it imported the whole mount assembly
+    (tmp_path / "mnt").mkdir()
+    modules = imported(
+        tmp_path, "fuse_adapter.__main__", "--home", str(tmp_path / "h"), "umount", str(tmp_path / "mnt")
+    )
+    assert heavy_in(modules) == []
+
+
+def test_the_api_server_imports_no_http_client() -> None:
+    # httpx (with its own command line: click, rich, pygments) is the remote catalog's client;
+    # the server's routes only share its wire headers
+    probe = "import sys, datahub.api.app, datahub.browser, labelx.app; print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    modules = set(json.loads(done.stdout.replace("'", '"')))
+    assert "datahub.api.routes.remote" in modules and "httpx" not in modules
+
+
+def test_the_csi_plugin_starts_without_the_write_back_engine_and_the_cache() -> None:
+    # they are needed only when a workspace volume is finished (csi.finish), in that call
+    probe = "import sys, csi.controller, csi.node, csi.server; print(sorted(sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    modules = set(json.loads(done.stdout.replace("'", '"')))
+    assert "csi.finish" in modules
+    assert heavy_in(modules, allowed=("grpc", "asyncio")) == []  # grpc imports asyncio itself
+
+
+def test_every_command_is_registered() -> None:
+    from datahub.cli.main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    expected = {"init", "serve", "dataset", "import", "commit", "log", "ls", "diff", "tag", "export",
+                "derive", "token", "cache", "prefetch", "mount", "umount", "pack", "pack-worker", "labelx"}  # fmt: skip
+    assert expected <= set(sub.choices)
