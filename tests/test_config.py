@@ -1,4 +1,4 @@
-"""datahub.config on pydantic-settings: precedence, names, sizes, errors naming the setting
+"""datahub.config (typed pydantic models, sources merged by load_config): precedence, names, sizes, errors naming the setting
 and its source, and the generated settings reference (docs/settings.md) kept current."""
 
 from __future__ import annotations
