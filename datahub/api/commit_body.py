@@ -27,13 +27,12 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from fastapi.exceptions import RequestValidationError
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from datahub.api.schemas import ChangeIn, CommitCreate, DeleteChange, PatchChange, PutChange
+from datahub.api.schemas import CommitCreate, DeleteChange, PatchChange, PutChange, change_adapter
 
 _DECODER = json.JSONDecoder()
 _WS = re.compile(r"[ \t\n\r]*")
-_CHANGE: TypeAdapter[PutChange | DeleteChange | PatchChange] = TypeAdapter(ChangeIn)
 CHUNK = 256 * 1024  # bytes read from the file at a time; the window holds about two of these
 _NEAR_END = 16  # a decode error this close to the window's end may only mean "read more"
 
@@ -206,7 +205,7 @@ class CommitBody:
                 return
             if event == _ITEM:
                 try:
-                    yield _CHANGE.validate_python(value)
+                    yield change_adapter().validate_python(value)
                 except ValidationError as exc:
                     raise RequestValidationError(_located(exc, ("body", "changes", i))) from None
                 i += 1

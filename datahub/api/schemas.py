@@ -7,9 +7,10 @@ converts a validated change into the catalog's Change. Field limits mirror
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
 from datahub.catalog import model
 from datahub.validation import (
@@ -215,6 +216,14 @@ class PatchChange(RequestModel):
 
 
 ChangeIn = Annotated[PutChange | DeleteChange | PatchChange, Field(discriminator="op")]
+
+
+@functools.cache
+def change_adapter() -> TypeAdapter[PutChange | DeleteChange | PatchChange]:
+    """The one validator of a single change, for bodies read a change at a time (the HTTP
+    commit body, the remote catalog's NDJSON, ``datahub commit --changes``); built on first
+    use, so a process that never commits does not pay for it."""
+    return TypeAdapter(ChangeIn)
 
 
 class CommitCreate(RequestModel):

@@ -9,7 +9,6 @@ into one atomic commit: a bad line (the error names it) aborts the commit with n
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -18,20 +17,7 @@ from datahub.console.context import CliContext, author_or_default
 from datahub.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from pydantic import TypeAdapter
-
-    from datahub.api.schemas import ChangeIn
     from datahub.catalog.model import Change
-
-
-@functools.cache
-def _change_adapter() -> TypeAdapter[ChangeIn]:
-    """The API's change schema, built when a commit runs (not when any command starts)."""
-    from pydantic import TypeAdapter
-
-    from datahub.api.schemas import ChangeIn
-
-    return TypeAdapter(ChangeIn)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,9 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def read_changes(path: str) -> Iterator[Change]:
     from pydantic import ValidationError
 
-    from datahub.api.schemas import to_change
+    from datahub.api.schemas import change_adapter, to_change
 
-    adapter = _change_adapter()
+    adapter = change_adapter()
     try:
         fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below; generator
     except OSError as exc:

@@ -20,7 +20,7 @@ from typing import IO, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from datahub.api.deps import PrincipalDep, ReadableDataset, ServicesDep, WritableDataset
 from datahub.api.remote_models import (
@@ -35,10 +35,10 @@ from datahub.api.routes.commits import _allowed, _body_file
 from datahub.api.routes.pagination import NDJSON
 from datahub.api.routes.tags import TagPath
 from datahub.api.schemas import (
-    ChangeIn,
     DatasetPublic,
     RecordPublic,
     VersionPublic,
+    change_adapter,
     dataset_public,
     record_public,
     version_public,
@@ -52,7 +52,6 @@ from datahub.validation import check_prefix
 # Not in the public OpenAPI: the wire contract of datahub.catalog.http_store, held by the catalog
 # conformance suite run over a real server (docs/api.md, "Remote store").
 router = APIRouter(prefix="/v1/remote/datasets", tags=["remote store"], include_in_schema=False)
-_CHANGE: TypeAdapter = TypeAdapter(ChangeIn)
 _LISTING = {200: {"content": {NDJSON: {}}, "description": 'one object per line, then {"end": n}'}}
 Seq = Annotated[int, Query(ge=0, le=2**63 - 1)]
 
@@ -274,7 +273,7 @@ def _changes(lines: Iterator[bytes], dataset: str) -> Iterator[Any]:
         if not line.strip():
             continue
         try:
-            yield _CHANGE.validate_json(line)
+            yield change_adapter().validate_json(line)
         except ValidationError as exc:
             raise InvalidInput(
                 f"remote commit to dataset {dataset!r}: line {number} is not a change: {exc.errors()[0]['msg']}",
