@@ -11,8 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from inspect import GEN_CREATED, getgeneratorstate
+from itertools import islice
 from typing import Any
 
+from datahub.catalog.batch_checks import plain_puts
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
 from datahub.catalog.revisions import ChangeDigest
@@ -342,38 +344,52 @@ def validated_changes(dataset: str, changes: Iterable[Change]) -> Iterator[Chang
 
     This is the one validation point of every write path (API, CLI, import, LabelX, pack all
     commit through ``Catalog.commit``). An empty change set is refused the same way: it would
-    create a version identical to its parent.
+    create a version identical to its parent. Changes are read ``CHECK_CHUNK`` at a time: a
+    chunk of plain puts is checked by C-level passes over its columns
+    (``batch_checks.plain_puts``), any other chunk change by change, which names the bad one.
     """
+    source = iter(changes)
     n = 0
-    for n, change in enumerate(changes, 1):
-        if isinstance(change, Put):
-            r = change.record
-            check_new_key(r.key)
-            try:
-                check_record_fields(r.url, r.etag, r.size, r.key)
-                check_json_field(r.meta, "meta", r.key)
-                check_json_field(r.labels, "labels", r.key)
-            except InvalidInput as exc:
-                raise InvalidInput(f"change {n} for dataset {dataset!r}: {exc.message}", key=r.key) from None
-        elif isinstance(change, Delete | Patch):
-            check_key(change.key)
-            if isinstance(change, Patch):
-                try:
-                    check_json_field(change.meta, "meta", change.key)
-                    check_json_field(change.labels, "labels", change.key)
-                except InvalidInput as exc:
-                    raise InvalidInput(
-                        f"change {n} for dataset {dataset!r}: {exc.message}", key=change.key
-                    ) from None
-        else:
-            raise InvalidInput(
-                f"change {n} for dataset {dataset!r} is a {type(change).__name__}; use Put, Delete or Patch"
-            )
-        yield change
+    while chunk := list(islice(source, CHECK_CHUNK)):
+        if plain_puts(chunk) is None:
+            for i, change in enumerate(chunk, n + 1):
+                _check_change(dataset, i, change)
+        n += len(chunk)
+        yield from chunk
     if n == 0:
         raise NoChanges(
             f"no changes: the change set for dataset {dataset!r} is empty; no version created",
             dataset=dataset,
+        )
+
+
+CHECK_CHUNK = 2000  # changes checked at once (bounded memory: one chunk ahead of the store)
+
+
+def _check_change(dataset: str, n: int, change: Change) -> None:
+    """The checks of change number ``n``, raising InvalidInput that names it and its key."""
+    if isinstance(change, Put):
+        r = change.record
+        check_new_key(r.key)
+        try:
+            check_record_fields(r.url, r.etag, r.size, r.key)
+            check_json_field(r.meta, "meta", r.key)
+            check_json_field(r.labels, "labels", r.key)
+        except InvalidInput as exc:
+            raise InvalidInput(f"change {n} for dataset {dataset!r}: {exc.message}", key=r.key) from None
+    elif isinstance(change, Delete | Patch):
+        check_key(change.key)
+        if isinstance(change, Patch):
+            try:
+                check_json_field(change.meta, "meta", change.key)
+                check_json_field(change.labels, "labels", change.key)
+            except InvalidInput as exc:
+                raise InvalidInput(
+                    f"change {n} for dataset {dataset!r}: {exc.message}", key=change.key
+                ) from None
+    else:
+        raise InvalidInput(
+            f"change {n} for dataset {dataset!r} is a {type(change).__name__}; use Put, Delete or Patch"
         )
 
 

@@ -20,6 +20,8 @@ import heapq
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 from datahub.catalog.model import EMPTY, Change, Delete, DiffEntry, Patch, Put, Record
@@ -102,7 +104,19 @@ class CommitPlanner:
 
     def plan(self, batch: list[Change]) -> BatchOps:
         """Apply ``batch`` in order (later changes to a key win) and return the writes."""
-        keys = list(dict.fromkeys(_key_of(c) for c in batch))
+        if set(map(type, batch)) == {Put}:  # the common batch: keys by one C-level pass
+            keys = list(dict.fromkeys(map(_PUT_KEY, batch)))
+            if self.base == 0 and len(keys) == len(batch) and keys[0] > self._highest and _ascending(keys):
+                # every key new and in order: the batch's records are the version's revisions
+                self._highest = keys[-1]
+                self.changes_seen += len(batch)
+                upsert = list(map(_RECORD, batch))
+                self.added += len(upsert)
+                self.count_delta += len(upsert)
+                self.bytes_delta += sum(map(_SIZE, upsert))
+                return BatchOps(upsert=upsert)
+        else:
+            keys = list(dict.fromkeys(_key_of(c) for c in batch))
         if not keys:
             return BatchOps()
         if self.base == 0 and min(keys) > self._highest:
@@ -237,14 +251,17 @@ def _key_of(change: Change) -> str:
 
 def batched(changes: Iterable[Change], size: int) -> Iterator[list[Change]]:
     """Chunks of ``size`` changes; the source generator is consumed lazily (bounded memory)."""
-    batch: list[Change] = []
-    for change in changes:
-        batch.append(change)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
+    source = iter(changes)
+    while batch := list(islice(source, size)):
         yield batch
+
+
+_PUT_KEY, _RECORD, _SIZE = attrgetter("record.key"), attrgetter("record"), attrgetter("size")
+
+
+def _ascending(keys: list[str]) -> bool:
+    """``keys`` strictly ascending (a C-level pass: pairs compared by ``map``)."""
+    return all(map(str.__lt__, keys, keys[1:]))
 
 
 def merge_diff(old_side: Iterator[Record], new_side: Iterator[Record]) -> Iterator[DiffEntry]:

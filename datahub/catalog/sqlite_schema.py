@@ -133,6 +133,28 @@ def dump_json(value: Any) -> str | None:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
+def dump_json_column(values: list) -> list[str | None]:
+    """``[dump_json(v) for v in values]`` for a batch of rows, in one C encoder call when every
+    value is a plain dict (or empty) without nested containers and without a brace in its
+    strings: the batch's list is encoded once and cut at its ``},{`` boundaries (exact then:
+    every ``{`` starts one of the dicts). A 10^8-record commit encodes 10^8 metas."""
+    full = [v for v in values if v]
+    if not full:
+        return [None] * len(values)
+    if _SORTED_ENCODER is None or not _PLAIN_MAPPINGS.issuperset(map(type, full)):
+        return [dump_json(v) for v in values]
+    whole = "".join(_SORTED_ENCODER(full, 0))
+    if whole.count("{") != len(full) or whole.count("[") != 1:
+        return [dump_json(v) for v in values]
+    texts = iter(map("{%s}".__mod__, whole[2:-2].split("},{")))
+    if len(full) == len(values):
+        return list(texts)
+    return [next(texts) if v else None for v in values]
+
+
+_PLAIN_MAPPINGS = {dict}
+
+
 def _refuse(o: Any) -> Any:
     raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
 
