@@ -102,7 +102,7 @@ NAME_MAX = 255  # bytes of one path segment that Linux file systems can hold
 # bytes: no control or invisible characters), segments of 1..NAME_MAX characters that never
 # begin with "." (so no ".", "..", or reserved hint name), no leading "/" and no empty segment.
 # Anything else (a segment beginning with ".", any non-ASCII) takes the full checks below.
-_PLAIN_KEY = re.compile(
+PLAIN_KEY = re.compile(
     r"(?:[A-Za-z0-9_+=,@~-][A-Za-z0-9_.+=,@~ -]{0,254}/)*[A-Za-z0-9_+=,@~-][A-Za-z0-9_.+=,@~ -]{0,254}"
 )
 RESERVED_PREFIX = ".datahub-hint-"  # mount lookups of such names are read-order hints, never entries
@@ -118,7 +118,7 @@ def check_new_key(key: str) -> str:
     system, and a segment beginning with ``RESERVED_PREFIX`` is a hint name that a mount never
     shows as an entry (docs/semantics.md), so either would be committed and then unreachable.
     """
-    if type(key) is str and len(key) <= MAX_KEY_BYTES and _PLAIN_KEY.fullmatch(key):
+    if type(key) is str and len(key) <= MAX_KEY_BYTES and PLAIN_KEY.fullmatch(key):
         return key  # the common case, decided by one C regex (a 10^8-record commit checks 10^8)
     check_key(key)
     if _INVISIBLE.search(key):

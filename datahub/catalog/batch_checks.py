@@ -23,14 +23,14 @@ from itertools import repeat
 from operator import attrgetter
 
 from datahub.catalog.model import EMPTY, Put, Record
-from datahub.storage import _PLAIN_S3, _PLAIN_S3_MAX
-from datahub.validation import _PLAIN_KEY, MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_KEY_BYTES, MAX_SIZE, UNREADABLE
+from datahub.storage import PLAIN_S3, PLAIN_S3_MAX
+from datahub.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_KEY_BYTES, MAX_SIZE, PLAIN_KEY, UNREADABLE
 
 # Neither pattern's classes hold "\n", so a batch's values joined by newlines match these
 # exactly when every value matches the single pattern (check_new_key's and check_record_fields'
 # own fast tests).
-_PLAIN_KEYS = re.compile(rf"(?:{_PLAIN_KEY.pattern}\n)*{_PLAIN_KEY.pattern}")
-_PLAIN_URLS = re.compile(rf"(?:{_PLAIN_S3.pattern}\n)*{_PLAIN_S3.pattern}")
+_PLAIN_KEYS = re.compile(rf"(?:{PLAIN_KEY.pattern}\n)*{PLAIN_KEY.pattern}")
+_PLAIN_URLS = re.compile(rf"(?:{PLAIN_S3.pattern}\n)*{PLAIN_S3.pattern}")
 
 _RECORD = attrgetter("record")
 _KEY, _URL, _ETAG, _SIZE = attrgetter("key"), attrgetter("url"), attrgetter("etag"), attrgetter("size")
@@ -68,7 +68,7 @@ def plain_puts(batch: list) -> list[Record] | None:
         or set(map(type, etags)) != {str}
         or set(map(type, sizes)) != {int}
         or max(map(len, keys)) > MAX_KEY_BYTES
-        or max(map(len, urls)) > _PLAIN_S3_MAX
+        or max(map(len, urls)) > PLAIN_S3_MAX
         or not _PLAIN_KEYS.fullmatch("\n".join(keys))
         or not _PLAIN_URLS.fullmatch("\n".join(urls))
         or not all(map(str.strip, etags))

@@ -104,7 +104,7 @@ def check_record_fields(url: object, etag: object, size: object, key: str) -> No
 
     Here, not in ``datahub.validation``, because only storage knows which URLs it can read.
     """
-    if type(url) is str and len(url) <= _PLAIN_S3_MAX and _PLAIN_S3.fullmatch(url):
+    if type(url) is str and len(url) <= PLAIN_S3_MAX and PLAIN_S3.fullmatch(url):
         pass  # a plain s3://bucket/key URL (the common case, one C regex): its key needs no checks
     else:
         _check_url(url, key)
@@ -119,11 +119,11 @@ def check_record_fields(url: object, etag: object, size: object, key: str) -> No
 
 # s3://bucket/key where the key has no '%' (nothing to decode), no '?'/'#', does not end with
 # '/', and is ASCII of at most MAX_KEY_BYTES: exactly what split_object_url accepts as is.
-_PLAIN_S3 = re.compile(
+PLAIN_S3 = re.compile(
     r"[sS]3://[A-Za-z0-9][A-Za-z0-9._-]{0,62}/"
     rf"[A-Za-z0-9_.+=,@~ /!*'()$&:;-]{{0,{MAX_KEY_BYTES - 1}}}[A-Za-z0-9_.+=,@~ !*'()$&:;-]"
 )
-_PLAIN_S3_MAX = len("s3://") + 63 + 1 + MAX_KEY_BYTES
+PLAIN_S3_MAX = len("s3://") + 63 + 1 + MAX_KEY_BYTES
 
 
 def _check_url(url: object, key: str) -> None:

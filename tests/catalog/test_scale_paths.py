@@ -49,10 +49,10 @@ def _full_check(fn, value, monkeypatch: pytest.MonkeyPatch, module, name: str) -
 
 def test_plain_key_regex_accepts_only_what_the_full_checks_accept(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in _random_keys(3000):
-        if validation._PLAIN_KEY.fullmatch(key) and len(key) <= validation.MAX_KEY_BYTES:
-            assert _full_check(validation.check_new_key, key, monkeypatch, validation, "_PLAIN_KEY"), key
+        if validation.PLAIN_KEY.fullmatch(key) and len(key) <= validation.MAX_KEY_BYTES:
+            assert _full_check(validation.check_new_key, key, monkeypatch, validation, "PLAIN_KEY"), key
         fast = _accepts(validation.check_new_key, key)
-        assert fast == _full_check(validation.check_new_key, key, monkeypatch, validation, "_PLAIN_KEY"), key
+        assert fast == _full_check(validation.check_new_key, key, monkeypatch, validation, "PLAIN_KEY"), key
 
 
 def _accepts(fn, value) -> bool:
@@ -74,7 +74,7 @@ def test_plain_s3_url_regex_accepts_only_what_the_full_checks_accept(monkeypatch
         def check(u: str) -> None:
             check_record_fields(u, "etag", 1, "k")
 
-        assert _accepts(check, url) == _full_check(check, url, monkeypatch, storage, "_PLAIN_S3"), url
+        assert _accepts(check, url) == _full_check(check, url, monkeypatch, storage, "PLAIN_S3"), url
 
 
 def test_dump_json_writes_what_json_dumps_writes() -> None:
