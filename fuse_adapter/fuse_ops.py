@@ -233,6 +233,8 @@ class ReadOnlyOps(Ops):
         table's counters; switch on the loop when it says so."""
         token = getattr(self, "_token", None)
         mode = self.read_mode
+        if mode.transition and mode.transition_tick(pyfuse3.fastread_stats()["reads"]):
+            pyfuse3.fastread(True)  # O_DIRECT again: the page files' cached pages are gone
         if token is None or not (mode.draining or mode.tick(pyfuse3.passthrough_stats())):
             return
         try:
@@ -252,6 +254,9 @@ class ReadOnlyOps(Ops):
         if self.read_mode.draining and self.read_mode.drained(self.passthrough.handles_open()):
             self.zero_message_open = True  # the next OPEN is answered ENOSYS: no_open
             pyfuse3.passthrough_sample_cached(False)
+            # the first epoch after: the page files are in the page cache, read them there
+            # (buffered, each range dropped after its reply) rather than from the disk
+            pyfuse3.fastread(True, dontneed=True, direct=False)
 
     def backing_evicted(self, st_dev: int, st_ino: int) -> None:
         """From the evicting thread: the C table is the loop's, so retract there."""

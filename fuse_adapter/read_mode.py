@@ -130,6 +130,12 @@ class ReadMode:
         self.aborts = 0
         self._start = clock()
         self._draining_since = 0.0
+        #: after the switch, until the first epoch is over: READs in C read the page file
+        #: buffered (it is in the page cache: passthrough read it there) and drop its range,
+        #: instead of with O_DIRECT from the disk
+        self.transition = False
+        self._reads_at_switch = -1
+        self._reads = 0
 
     @property
     def switched(self) -> bool:
@@ -179,6 +185,7 @@ class ReadMode:
             self.state = "zero-message"
             self.passthrough.disable("zero-message opens (automatic read mode)", warn=False)
             self.switched_after = self._clock() - self._start
+            self.transition = True
             d = self.decision
             log.info(
                 "read mode: switched from passthrough to zero-message opens after %.1f s: %d of %d "
@@ -192,6 +199,24 @@ class ReadMode:
             return True
         if self._clock() - self._draining_since > self.drain_seconds:
             self.abort(handles_open)
+        return False
+
+    def transition_tick(self, reads: int) -> bool:
+        """Once per tick after the switch (``reads``: READs answered in C so far): True when
+        the first epoch after the switch is over, so READs in C may use O_DIRECT again: a
+        tick without READs (the epoch is warm), or twice as many READs as page files were
+        handed over (what the page cache held then is read)."""
+        if not self.transition:
+            return False
+        if self._reads_at_switch < 0:
+            self._reads_at_switch = self._reads = reads
+            return False
+        quiet = reads == self._reads
+        self._reads = reads
+        if quiet or reads - self._reads_at_switch >= 2 * self.carried + 64:
+            self.transition = False
+            log.info("read mode: first epoch after the switch over; READs in C read with O_DIRECT again")
+            return True
         return False
 
     def abort(self, handles_open: int) -> None:

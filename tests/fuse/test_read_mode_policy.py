@@ -107,7 +107,10 @@ def test_the_switch_hands_verified_files_over_and_refuses_changed_ones() -> None
     assert sorted(pt_table.retracted) == [5, 6, 7] and not pt.active and pt.wanted  # releases still served
     assert mode.draining and mode.stats()["read_mode"] == "auto: draining"
     assert not mode.drained(2)  # passthrough handles still open: no ENOSYS yet
-    assert mode.drained(0) and mode.switched
+    assert mode.drained(0) and mode.switched and mode.transition
+    assert not mode.transition_tick(100)  # the first tick after the switch: the reference
+    assert not mode.transition_tick(130)  # the first epoch's READs
+    assert mode.transition_tick(130) and not mode.transition  # a quiet tick: over
     s = mode.stats()
     assert s["read_mode"] == "auto: zero-message" and s["read_mode_page_files_carried"] == 2
     assert not mode.waiting and not mode.tick({"opens_sampled": 99, "opens_resident": 99})
