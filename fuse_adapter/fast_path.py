@@ -22,6 +22,9 @@ The modes, in short (each flag is a ``datahub mount`` option):
   a file wholly in the disk tier is answered with its page file as a FUSE passthrough
   backing file (``fuse_adapter.passthrough``); it needs OPEN, so it replaces zero-message
   opens. ``fastopen`` (``--no-fastopen``): later opens and releases answered in C.
+* automatic (``--auto-read-mode``; :data:`AUTO_DEFAULT` makes it the default): passthrough
+  and READs in C both armed, passthrough first, then one switch to zero-message opens when
+  the working set is in the page cache (``fuse_adapter.read_mode``).
 * ``fastloop`` (``--no-fastloop``): a C thread reads the requests and answers what it can
   (opens, releases, ``isatty()``, published LOOKUPs and READs); the rest reaches Python.
 * ``lookup_in_c`` (``--no-lookup-in-c``): positive LOOKUP answers are published to C.

@@ -155,3 +155,23 @@ def test_a_page_file_changed_in_place_is_never_served_across_the_switch(env: Fus
         wait_until(lambda: mount_stats(env)["page_files_changed"] >= len(after), GUARD)
         forget_pages(root, FILES)
         assert {key: read_buffered(root / key) for key in FILES} == FILES
+
+
+def test_a_new_daemon_starts_in_passthrough_and_decides_again(env: FuseEnv, files: Dataset) -> None:
+    """A restart is a new FUSE connection: the kernel asks OPEN again (``no_open`` was the old
+    connection's), so the mount starts in passthrough over the warm page files and switches
+    again from what its opens find."""
+    mnt = env.mountpoint("amre")
+    with env.mounted(mnt, "am", "--auto-read-mode"):
+        root = mnt / "am" / f"v{files.seq}"
+        warm_into_disk(env, root)
+        switched(env, root)
+    with env.mounted(mnt, "am", "--auto-read-mode") as proc:
+        wait_until(lambda: mount_stats(env).get("pid") == proc.pid, GUARD)
+        assert mount_stats(env)["read_mode"] == "auto: passthrough"
+        with FuseRequests(mnt) as req:
+            assert {key: read_buffered(root / key) for key in FILES} == FILES
+        assert req.counts()["FUSE_OPEN"] == len(FILES), req.counts()
+        switched(env, root)
+        forget_pages(root, FILES)
+        assert {key: read_buffered(root / key) for key in FILES} == FILES
