@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -39,15 +40,19 @@ def drop_page_files(pages: dict[str, Path]) -> None:
     assert all(resident_pages(p) == 0 for p in pages.values())
 
 
-def switched(env: FuseEnv, root: Path, keys: list[str] | None = None) -> None:
-    """Warm passes over ``keys`` (all files) until the mount says it switched: each open
-    finds its page file in the page cache."""
+def switched(env: FuseEnv, root: Path, keys: list[str] | None = None, threads: int = 1) -> None:
+    """Warm passes over ``keys`` (all files) with ``threads`` readers until the mount says it
+    switched: each open finds its page file in the page cache; every byte is checked, so a
+    reader that gets an error or wrong bytes mid-switch fails the test."""
     keys = list(FILES) if keys is None else keys
 
     def done() -> bool:
         if mount_stats(env).get("read_mode") == "auto: zero-message":
             return True
-        assert {key: read_buffered(root / key) for key in keys} == {key: FILES[key] for key in keys}
+        order = keys * 4
+        with ThreadPoolExecutor(threads) as pool:
+            got = list(pool.map(lambda key: read_buffered(root / key), order))
+        assert got == [FILES[key] for key in order]
         return False
 
     wait_until(done, GUARD, interval=0.3)
@@ -78,7 +83,7 @@ def test_a_warm_working_set_switches_to_zero_message_opens(env: FuseEnv, files: 
         root = mnt / "am" / f"v{files.seq}"
         warm_into_disk(env, root)
         pages = page_files_by_key(env)
-        switched(env, root)
+        switched(env, root, threads=8)  # 8 readers across the switch: no error, no wrong byte
         s = mount_stats(env)
         assert s["mode"].startswith("off: zero-message") and s["reads_in_c"] == "on", s
         assert s["read_mode_page_files_carried"] == len(FILES), s
