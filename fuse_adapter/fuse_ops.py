@@ -234,7 +234,8 @@ class ReadOnlyOps(Ops):
         token = getattr(self, "_token", None)
         mode = self.read_mode
         if mode.transition and mode.transition_tick(pyfuse3.fastread_stats()["reads"]):
-            pyfuse3.fastread(True)  # O_DIRECT again: the page files' cached pages are gone
+            pyfuse3.fastread(True)  # O_DIRECT again
+            mode.drop_page_files(lambda ino: self.view.backing_fd(ino, verify=False))  # one copy in RAM
         if token is None or not (mode.draining or mode.tick(pyfuse3.passthrough_stats())):
             return
         try:

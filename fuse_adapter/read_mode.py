@@ -40,6 +40,7 @@ unit tests.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -219,6 +220,35 @@ class ReadMode:
             return True
         return False
 
+    def drop_page_files(self, fd_of: Callable[[int], int | None]) -> int:
+        """Blocking, once the first epoch after the switch is over: drop the cached pages of
+        every page file published for READs in C (``fd_of``: a descriptor of one, metadata
+        only, or None). Why: reads of ordinary handles answered during the draining, and
+        passthrough handles still open after the switch, read page files through the page
+        cache after C's one drop at their first READ; their pages would be a second copy of
+        bytes the FUSE inodes now hold. Returns the files dropped."""
+        dropped, inos = 0, []
+        for _ in range(3):  # the loop's thread may publish meanwhile: copy again
+            try:
+                inos = self.fastread.published_inodes()
+                break
+            except RuntimeError:
+                continue
+        for ino in inos:
+            try:
+                fd = fd_of(ino)
+            except Exception as exc:  # a page file gone meanwhile: nothing to drop
+                log.debug("dropping the page file of inode %d: %s", ino, exc)
+                continue
+            if fd is None or fd < 0:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                dropped += 1
+            finally:
+                os.close(fd)
+        return dropped
+
     def abort(self, handles_open: int) -> None:
         """Give the switch up: passthrough again, the decision from scratch."""
         self.aborts += 1
@@ -249,4 +279,5 @@ class ReadMode:
             "read_mode_opens_resident": d.resident,
             "read_mode_page_files_carried": self.carried,
             "read_mode_switches_given_up": self.aborts,
+            "read_mode_first_epoch_after_switch": self.transition,
         }

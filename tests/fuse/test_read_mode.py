@@ -9,6 +9,7 @@ place, before or after the switch, is never served (promise 2).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,21 +42,33 @@ def drop_page_files(pages: dict[str, Path]) -> None:
 
 
 def switched(env: FuseEnv, root: Path, keys: list[str] | None = None, threads: int = 1) -> None:
-    """Warm passes over ``keys`` (all files) with ``threads`` readers until the mount says it
-    switched: each open finds its page file in the page cache; every byte is checked, so a
-    reader that gets an error or wrong bytes mid-switch fails the test."""
+    """Warm passes over ``keys`` (all files) with ``threads`` readers, without a pause, until
+    the mount says it switched: each open finds its page file in the page cache; every byte is
+    checked, so a reader that gets an error or wrong bytes mid-switch fails the test."""
     keys = list(FILES) if keys is None else keys
+    stop = threading.Event()
+    passes = [0]
 
-    def done() -> bool:
-        if mount_stats(env).get("read_mode") == "auto: zero-message":
-            return True
-        order = keys * 4
+    def read_on() -> None:
         with ThreadPoolExecutor(threads) as pool:
-            got = list(pool.map(lambda key: read_buffered(root / key), order))
-        assert got == [FILES[key] for key in order]
-        return False
+            while not stop.is_set():
+                got = list(pool.map(lambda key: read_buffered(root / key), keys))
+                assert got == [FILES[key] for key in keys]
+                passes[0] += 1
 
-    wait_until(done, GUARD, interval=0.3)
+    with ThreadPoolExecutor(1) as runner:
+        reading = runner.submit(read_on)
+        try:
+            wait_until(
+                lambda: reading.done() or mount_stats(env).get("read_mode") == "auto: zero-message",
+                GUARD,
+                interval=0.3,
+            )
+            time.sleep(0.5)  # and on after it
+        finally:
+            stop.set()
+        reading.result()  # a reader's error or wrong bytes, raised here
+    assert mount_stats(env)["read_mode"] == "auto: zero-message"
 
 
 def test_ssd_tier_hits_stay_in_passthrough_and_send_no_read(env: FuseEnv, files: Dataset) -> None:
@@ -90,6 +103,7 @@ def test_a_warm_working_set_switches_to_zero_message_opens(env: FuseEnv, files: 
         forget_pages(root, FILES)  # (files read after the switch are in the mount's cache)
         with FuseRequests(mnt) as first:  # the first epoch after: a READ per file, in C
             assert {key: read_buffered(root / key) for key in FILES} == FILES
+        wait_until(lambda: not mount_stats(env)["read_mode_first_epoch_after_switch"], GUARD)
         for key in FILES:  # the bytes once in RAM: the mount's pages, not the page file's
             assert resident_pages(pages[key]) == 0, key
             assert resident_pages(root / key) > 0, key
