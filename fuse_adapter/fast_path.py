@@ -22,6 +22,9 @@ The modes, in short (each flag is a ``datahub mount`` option):
   a file wholly in the disk tier is answered with its page file as a FUSE passthrough
   backing file (``fuse_adapter.passthrough``); it needs OPEN, so it replaces zero-message
   opens. ``fastopen`` (``--no-fastopen``): later opens and releases answered in C.
+* automatic (``--auto-read-mode``; :data:`AUTO_DEFAULT` makes it the default): passthrough
+  and READs in C both armed, passthrough first, then one switch to zero-message opens when
+  the working set is in the page cache (``fuse_adapter.read_mode``).
 * ``fastloop`` (``--no-fastloop``): a C thread reads the requests and answers what it can
   (opens, releases, ``isatty()``, published LOOKUPs and READs); the rest reaches Python.
 * ``lookup_in_c`` (``--no-lookup-in-c``): positive LOOKUP answers are published to C.
@@ -31,7 +34,7 @@ The modes, in short (each flag is a ``datahub mount`` option):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class Build:
     lookup_in_c: bool = False
     #: the page-file table: READs answered in C (fastread.h; needs fastloop)
     fastread: bool = False
+    #: the open table measures page-cache residency at each open (the automatic read mode)
+    sample_cached: bool = False
 
     @classmethod
     def probe(cls, pyfuse3: object) -> Build:
@@ -65,6 +70,7 @@ class Build:
             uring=bool(getattr(pyfuse3, "URING", False)),
             lookup_in_c=fastloop and hasattr(pyfuse3, "lookup_publish"),
             fastread=fastloop and bool(getattr(pyfuse3, "FASTREAD", False)),
+            sample_cached=hasattr(pyfuse3, "passthrough_sample_cached"),
         )
 
 
@@ -74,6 +80,9 @@ class Asked:
 
     #: True: ``--passthrough``; False: ``--no-passthrough``; None: the default (see :func:`decide`)
     passthrough: bool | None = None
+    #: ``--auto-read-mode``: passthrough first, zero-message opens once the working set is in
+    #: the page cache (``fuse_adapter.read_mode``); None: the default (:data:`AUTO_DEFAULT`)
+    auto: bool | None = None
     fastread: bool = True
     fastopen: bool = True
     fastloop: bool = True
@@ -107,6 +116,9 @@ class FastPath:
     fastread: bool
     #: why not, when off
     fastread_off: str
+    #: the automatic read mode: ``passthrough`` and ``fastread`` both on, zero-message opens
+    #: from the switch on (``fuse_adapter.read_mode``)
+    auto: bool = False
 
     def fastread_possible(self) -> bool:
         """Whether this build's C threads could answer READs with these flags."""
@@ -118,12 +130,19 @@ class FastPath:
         opens = "zero-message" if self.zero_message_open else "through the daemon"
         if self.passthrough:
             opens = "passthrough" + (", answered in C" if self.fastopen else "")
+        if self.auto:
+            opens = f"automatic ({opens} until the working set is in the page cache, then zero-message)"
         on = {True: "on", False: "off"}
         return (
             f"opens: {opens}; READs in C: {on[self.fastread]}"
             + ("" if self.fastread else f" ({self.fastread_off})")
             + f"; C loop: {on[self.fastloop]}; LOOKUPs in C: {on[self.lookup_in_c]}; requests: {self.transport}"
         )
+
+
+#: whether a mount without ``--passthrough``, ``--no-passthrough`` or ``--auto-read-mode``
+#: chooses its read mode automatically (docs/fuse.md, "The automatic choice")
+AUTO_DEFAULT = False
 
 
 def fastread_possible(asked: Asked, build: Build) -> bool:
@@ -149,13 +168,25 @@ def decide(
     both a warm epoch and SSD-tier hits. Without a build that can answer READs in C (or with
     ``--no-fastloop``), the default falls back to passthrough."""
     possible = fastread_possible(asked, build)
+    auto = (
+        (asked.auto if asked.auto is not None else asked.passthrough is None and AUTO_DEFAULT)
+        and asked.fastread
+        and possible
+        and backs_files
+        and build.fastopen
+        and build.sample_cached
+        and asked.zero_message_open
+        and build.no_open_fh is not None
+    )
+    if auto:  # passthrough first (both tables armed); read_mode switches to zero-message opens
+        asked = replace(asked, passthrough=True)
     if asked.passthrough is False or not backs_files:
         pt_asked = False
     elif asked.passthrough is None and (not asked.fastread or possible):
         pt_asked = False  # the default: zero-message opens, READs in C
     else:
         pt_asked = True
-    fr_asked = asked.passthrough is not True and asked.fastread and possible and backs_files
+    fr_asked = (asked.passthrough is not True or auto) and asked.fastread and possible and backs_files
 
     zero_message_wanted = asked.zero_message_open and build.no_open_fh is not None
     passthrough = pt_asked and build.fastopen
@@ -170,7 +201,7 @@ def decide(
         passthrough_off = "zero-message opens"
     fastloop = asked.fastloop and build.fastloop
     zero_message_open = zero_message_wanted and not passthrough
-    if passthrough:
+    if passthrough and not auto:
         fastread_off = "FUSE passthrough"
     elif not fr_asked:  # also without page files (--no-cache): as the mount has always said
         fastread_off = "--no-fastread"
@@ -180,7 +211,7 @@ def decide(
         fastread_off = "--no-fastloop"
     else:
         fastread_off = "no zero-message opens"
-    fastread = fr_asked and fastloop and zero_message_open
+    fastread = fr_asked and fastloop and (zero_message_open or auto)
     return FastPath(
         asked=asked,
         build=build,
@@ -195,6 +226,7 @@ def decide(
         transport=transport[1],
         fastread=fastread,
         fastread_off="" if fastread else fastread_off,
+        auto=auto and passthrough and fastread,
     )
 
 

@@ -110,6 +110,10 @@ class FastReads:
             if not owned:
                 os.close(fd)
 
+    def published_inodes(self) -> list[int]:
+        """The inodes published, least recently first (a copy: any thread may iterate it)."""
+        return list(self._published)
+
     def retract(self, ino: int) -> None:
         """No more READs of ``ino`` answered in C (its descriptor closes with its last reader)."""
         self._published.pop(ino, None)

@@ -35,6 +35,7 @@ from fuse_adapter.fastread import FastReads
 from fuse_adapter.mount_sys import requests_in_c
 from fuse_adapter.page_files import still_verified, verified_fd
 from fuse_adapter.passthrough import PassthroughOpens, Route, open_route
+from fuse_adapter.read_mode import ReadMode, min_opens_for
 from fuse_adapter.readonly import IO_SIZE, ReadOnlyView, Stat
 from fuse_adapter.uring import transport_stats
 
@@ -200,11 +201,20 @@ class ReadOnlyOps(Ops):
         self.enable_passthrough = fast.passthrough  # asked of the kernel at INIT (pyfuse3)
         self.zero_message_open = fast.zero_message_open
         self.fastread = FastReads(_FastReadTable(), wanted=fast.fastread, off=fast.fastread_off)
+        self.read_mode = ReadMode(
+            auto=fast.auto,
+            passthrough=self.passthrough,
+            fastread=self.fastread,
+            still_verified=lambda ino, fd: still_verified(view, ino, fd),
+            min_opens=min_opens_for(view.tree.inode_count()),
+        )
 
     def init(self) -> None:
         if self.passthrough.active and not pyfuse3.passthrough_enabled():
             self.passthrough.disable("the kernel does not offer FUSE passthrough")
             self.zero_message_open = self.fast.zero_message_wanted
+        if self.fast.build.sample_cached:  # the automatic read mode decides on what C's opens find cached
+            pyfuse3.passthrough_sample_cached(self.read_mode.waiting)
         if FASTOPEN:
             pyfuse3.passthrough_fastopen(self.fast.fastopen)
         if self.fastread.active and not pyfuse3.passthrough_stats()["fastloop"]:
@@ -217,6 +227,37 @@ class ReadOnlyOps(Ops):
     def transport_stats(self) -> dict:
         """Where requests come from (io_uring queues, or /dev/fuse and why), and counts."""
         return transport_stats(pyfuse3.passthrough_stats() if URING else {}, self.fast)
+
+    def read_mode_tick(self) -> None:
+        """Once a second, from the mount's hits thread: feed the automatic read mode the C
+        table's counters; switch on the loop when it says so."""
+        token = getattr(self, "_token", None)
+        mode = self.read_mode
+        if mode.transition and mode.transition_tick(pyfuse3.fastread_stats()["reads"]):
+            pyfuse3.fastread(True)  # O_DIRECT again
+            mode.drop_page_files(lambda ino: self.view.backing_fd(ino, verify=False))  # one copy in RAM
+        if token is None or not (mode.draining or mode.tick(pyfuse3.passthrough_stats())):
+            return
+        try:
+            token.run_sync_soon(self._switch_read_mode)
+        except trio.RunFinishedError:
+            pass  # unmounted
+
+    def _switch_read_mode(self) -> None:
+        """On the loop: begin the switch, or end it if no passthrough handle is open."""
+        try:  # runs in trio's loop, outside any task: an exception here would end the mount
+            self.read_mode.begin()
+            self._drained()
+        except Exception:
+            log.exception("switching the read mode")
+
+    def _drained(self) -> None:
+        if self.read_mode.draining and self.read_mode.drained(self.passthrough.handles_open()):
+            self.zero_message_open = True  # the next OPEN is answered ENOSYS: no_open
+            pyfuse3.passthrough_sample_cached(False)
+            # the first epoch after: the page files are in the page cache, read them there
+            # (buffered, each range dropped after its reply) rather than from the disk
+            pyfuse3.fastread(True, dontneed=True, direct=False)
 
     def backing_evicted(self, st_dev: int, st_ino: int) -> None:
         """From the evicting thread: the C table is the loop's, so retract there."""
@@ -305,6 +346,7 @@ class ReadOnlyOps(Ops):
         # reached for: writes, virtual files, files not published (yet) to pyfuse3's C table,
         # and published files C found changed on disk (its open table answers the others)
         write = bool(flags & os.O_ACCMODE != os.O_RDONLY or flags & (os.O_TRUNC | os.O_APPEND))
+        self._drained()  # the automatic read mode answers ENOSYS once no passthrough handle is open
         await self._resident(inode)
         pt = self.passthrough
         virtual = self.view.is_virtual(inode)

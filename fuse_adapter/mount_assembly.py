@@ -161,6 +161,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
             "mountpoint": mountpoint,
             **ops.passthrough.stats(),
             **ops.fastread.stats(),
+            **ops.read_mode.stats(),
             **ops.transport_stats(),
         }
     )
@@ -169,7 +170,12 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         threading.Thread(
             target=_count_c_hits, args=(ops, view, stopping), name="datahub-c-hits", daemon=True
         ).start()
-    log.info("opens: %s; READs in C: %s", ops.passthrough.mode, ops.fastread.mode)
+    log.info(
+        "opens: %s; READs in C: %s; read mode: %s",
+        ops.passthrough.mode,
+        ops.fastread.mode,
+        ops.read_mode.stats()["read_mode"],
+    )
     try:
         serve(
             ops,
@@ -212,6 +218,7 @@ def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Even
     """Opens and READs pyfuse3 answered in C never reach the cache, which would take hot
     files for cold ones and evict them first: report them as hits, once per file per period."""
     while not stopping.wait(C_HITS_EVERY):
+        ops.read_mode_tick()  # the automatic read mode's evidence, once a tick
         for ino in ops.passthrough.drain_hits() + ops.fastread.drain_hits():
             try:
                 view.backing_hit(ino)

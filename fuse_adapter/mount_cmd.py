@@ -78,6 +78,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="never use FUSE passthrough: the default for reads (zero-message opens with READs "
         "answered in C; docs/fuse.md) and for workspace writes (each WRITE through the daemon)",
     )
+    reads.add_argument(
+        "--auto-read-mode",
+        action="store_true",
+        help="read-only: start with FUSE passthrough (SSD-tier hits served by the kernel, no READ) "
+        "and switch once to zero-message opens when nearly every open finds its page file in the "
+        'page cache (a warm epoch then sends no request; docs/fuse.md, "The automatic choice")',
+    )
     p.add_argument(
         "--no-fastread",
         action="store_true",
@@ -210,6 +217,7 @@ def readonly_mount(args: argparse.Namespace, common: dict) -> ReadOnlyMount:
 
     asked = Asked(
         passthrough=True if args.passthrough else False if args.no_passthrough else None,
+        auto=True if args.auto_read_mode else None,
         fastread=not args.no_fastread,
         fastopen=not args.no_fastopen,
         fastloop=not args.no_fastloop,

@@ -117,11 +117,21 @@ class PassthroughOpens:
     def active(self) -> bool:
         return self.mode == "passthrough"
 
-    def disable(self, why: str) -> None:
+    def disable(self, why: str, *, warn: bool = True) -> None:
         """Stop publishing for this mount (logged once); open handles keep theirs."""
-        if self.active:
+        if self.active and warn:
             log.warning("FUSE passthrough off for this mount (%s): reads go through the daemon", why)
         self.mode = f"off: {why}"
+
+    def enable(self) -> None:
+        """Publish again after :meth:`disable` (the automatic read mode gave a switch up)."""
+        if self.wanted:
+            self.mode = "passthrough"
+
+    def handles_open(self) -> int:
+        """Passthrough handles open now (answered in C or in Python, not yet released)."""
+        t = self.table.stats() if self.wanted else {}
+        return t.get("c_opens", 0) + t.get("py_handles", 0) - t.get("releases", 0)
 
     # --- OPEN (the ones that reach Python) --------------------------------------------------
     def reuse(self, ino: int) -> tuple[int, int] | None:
@@ -251,6 +261,10 @@ class PassthroughOpens:
             ino = self.table.retract_file(st_dev, st_ino)
             if ino:
                 self._published.pop(ino, None)
+
+    def published_inodes(self) -> list[int]:
+        """The inodes published, least recently first (``read_mode`` hands them over)."""
+        return list(self._published)
 
     def drain_hits(self) -> list[int]:
         """Inodes opened in C since the last call (each once). Any thread: the table's

@@ -60,7 +60,11 @@ cdef extern from "fastloop.h" nogil:
         uint64_t changed
         uint64_t ids_opened
         uint64_t ids_closed
+        uint64_t sampled
+        uint64_t resident
+        uint64_t sample_failed
     pyfuse3_fo_counters pyfuse3_fo_n
+    int pyfuse3_fo_sample
     unsigned pyfuse3_fo_count
     int pyfuse3_fo_answer
     int PYFUSE3_FO_MAX
@@ -1410,6 +1414,14 @@ def passthrough_fastopen(bint on):
     pyfuse3_fo_answer = 1 if on else 0
 
 
+def passthrough_sample_cached(bint on):
+    '''datahub: while on, each open answered in C also asks cachestat(2) whether its whole
+    backing file was in the page cache (counted in passthrough_stats()'s opens_sampled and
+    opens_resident): what an automatic read mode decides on. Off by default.'''
+    global pyfuse3_fo_sample
+    pyfuse3_fo_sample = 1 if on else 0
+
+
 def lookup_publish(uint64_t parent, bytes name, EntryAttributes entry):
     '''datahub: the file system's answer to LOOKUP(*parent*, *name*) is *entry* for as long
     as it is mounted (a read-only namespace whose FORGET is a no-op): the C threads answer
@@ -1454,6 +1466,9 @@ def passthrough_stats():
         'changed': n.changed,
         'ids_opened': n.ids_opened,
         'ids_closed': n.ids_closed,
+        'opens_sampled': n.sampled,
+        'opens_resident': n.resident,
+        'opens_sample_failed': n.sample_failed,
         'entries': count,
         'published': pyfuse3_fo_published(),
         'fastopen': bool(pyfuse3_fo_answer),

@@ -11,6 +11,13 @@ of its passthrough handles is open): the backing id, the descriptor it was made 
 descriptor's fstat at publish time and the passthrough handles open (answered here or in
 Python).
 
+While pyfuse3.passthrough_sample_cached(True) is on (datahub's automatic read mode), each
+open answered here also asks cachestat(2) whether the whole backing file was in the page
+cache at that moment, before the reader read a byte: the counters sampled / resident tell
+the file system how many opens would have been warm hits with zero-message opens (the mode
+it switches to when nearly all are; fuse_adapter/read_mode.py). One system call per open,
+under the table's lock; off by default.
+
 Before each answer the descriptor is fstat()ed again: if anything moved (size, ctime,
 mtime, link count -- a write, truncation, chmod or unlink of the file), the entry is
 retracted and the open goes to Python, which checks the file again. A retracted entry keeps
@@ -26,7 +33,12 @@ reader thread answers OPEN and RELEASE without the GIL.
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#ifndef __NR_cachestat
+#define __NR_cachestat 451 /* Linux >= 6.5, the same number on every architecture */
+#endif
 
 #define PYFUSE3_FO_MAX 4096   /* entries (inodes with a backing id) at most */
 #define PYFUSE3_FO_SLOTS 8192 /* power of two, twice MAX: short probes */
@@ -54,12 +66,39 @@ struct pyfuse3_fo_counters {
     uint64_t changed;     /* entries retracted because their file changed */
     uint64_t ids_opened;
     uint64_t ids_closed;
+    uint64_t sampled;       /* opens answered here whose file cachestat(2) measured */
+    uint64_t resident;      /* of them, the whole file was in the page cache */
+    uint64_t sample_failed; /* cachestat(2) failed (ENOSYS before Linux 6.5) */
 };
 
 static struct pyfuse3_fo_entry pyfuse3_fo_table[PYFUSE3_FO_SLOTS];
 static unsigned pyfuse3_fo_count;
 static int pyfuse3_fo_answer = 1; /* 0: OPEN and RELEASE go to Python (same table) */
 static struct pyfuse3_fo_counters pyfuse3_fo_n;
+static int pyfuse3_fo_sample = 0; /* 1: measure each answered open's page-cache residency */
+
+struct pyfuse3_cachestat_range {
+    uint64_t off, len;
+};
+struct pyfuse3_cachestat {
+    uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted, nr_recently_evicted;
+};
+
+/* was the entry's whole file in the page cache (before this open's reader read it)? */
+static void pyfuse3_fo_note_cached(const struct pyfuse3_fo_entry *e) {
+    static long page;
+    struct pyfuse3_cachestat_range r = {0, 0}; /* len 0: to the end of the file */
+    struct pyfuse3_cachestat cs;
+    if (page <= 0)
+        page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    if (syscall(__NR_cachestat, e->fd, &r, &cs, 0) != 0) {
+        pyfuse3_fo_n.sample_failed++;
+        return;
+    }
+    pyfuse3_fo_n.sampled++;
+    if (cs.nr_cache >= ((uint64_t)e->size + (uint64_t)page - 1) / (uint64_t)page)
+        pyfuse3_fo_n.resident++;
+}
 
 static inline unsigned pyfuse3_fo_slot(uint64_t ino) {
     return (unsigned)((ino * 0x9E3779B97F4A7C15ULL) >> 51) & (PYFUSE3_FO_SLOTS - 1);
@@ -155,6 +194,8 @@ static int pyfuse3_fo_open(int devfd, uint64_t ino, int flags, uint64_t *fh, int
     e->handles++;
     e->hits++;
     pyfuse3_fo_n.c_opens++;
+    if (pyfuse3_fo_sample)
+        pyfuse3_fo_note_cached(e);
     *fh = PYFUSE3_FO_FH | ino;
     *backing_id = e->backing_id;
     return 1;
