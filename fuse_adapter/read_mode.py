@@ -24,10 +24,9 @@ reader just read the file), which is why the sample is taken at the open, in C.
 The switch itself (:meth:`ReadMode.switch`, on the FUSE loop): the page files published for
 passthrough are handed to the READ table (``fastread``: the same verified descriptors,
 checked unchanged again), the passthrough entries are retracted so the next OPEN reaches
-Python, which answers ENOSYS (``Route.ZERO_MESSAGE``). Files open at that moment keep their
-passthrough handles (and backing ids) until closed; the kernel lets zero-message handles
-of the same inode coexist with them (handles of a connection without OPEN have no I/O
-mode, fs/fuse/iomode.c). The first epoch after the switch finds every FUSE inode's page
+Python, which answers ENOSYS (``Route.ZERO_MESSAGE``) only once no passthrough handle is
+open (the draining, :class:`ReadMode`: this kernel fails with EIO an open it makes by
+itself of an inode whose passthrough handle is still open). The first epoch after the switch finds every FUSE inode's page
 cache empty (passthrough cached the page files, not the FUSE inodes): each file costs one
 READ, answered in C from the page file, which drops the page file's pages at its first
 READ (one copy in RAM). A daemon restart is a new connection: it starts in passthrough and
