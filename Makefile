@@ -24,8 +24,13 @@ lint-c: install
 sanitize: install
 	@scripts/sanitize.sh
 
+# Two passes (docs/testing.md, "Running the suite in parallel"): every test not marked
+# `exclusive` on $(JOBS) pytest-xdist workers, each test file whole on one worker; then the
+# `exclusive` ones (module parameters, drop_caches, page-cache and tracepoint counts) alone.
+JOBS ?= 2
 test: install lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not exclusive"
+	$(PY) -m pytest -q -m exclusive
 
 unit: install
 	$(PY) -m pytest -q -m "not ceph and not fuse and not browser"

@@ -167,6 +167,7 @@ def test_no_io_uring_keeps_dev_fuse(env: FuseEnv, files: Dataset) -> None:
         )  # /dev/fuse's C thread
 
 
+@pytest.mark.exclusive  # turns the kernel's offer off: a mount started meanwhile would not get io_uring
 def test_a_kernel_that_does_not_offer_it_at_init_keeps_dev_fuse(
     env: FuseEnv, files: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
