@@ -7,11 +7,12 @@ in parallel"): each test file goes to one worker whole, so module fixtures are s
 as in a serial run; a directory in ``SHARED_PACKAGES`` goes to one worker whole (its package
 fixture, e.g. one Chromium, is built once). Tests marked ``exclusive`` change or measure
 state the whole machine shares; a worker skips them and ``make test`` runs them afterwards,
-alone, in a serial pass (``-m exclusive``).
+alone, in a serial pass (the ids its parallel pass listed with ``--exclusive-list``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,15 +25,31 @@ from tests.servers import CephCluster, MotoServer, S3Endpoint
 SHARED_PACKAGES = ("browser", "multihost")
 EXCLUSIVE_SKIP = (
     "exclusive: changes or measures machine-wide state, so it runs alone: "
-    "make test runs it after the parallel pass (pytest -m exclusive, without -n)"
+    "make test runs it after the parallel pass, alone (pytest -m exclusive, without -n)"
 )
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--exclusive-list",
+        metavar="PATH",
+        help="write the node ids of the collected tests marked exclusive to PATH, one a line "
+        "(make test's parallel pass; its serial pass runs them: pytest @PATH)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects them
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker: a serial run
-        return
-    for item in items:
-        if item.get_closest_marker("exclusive") is not None:
+    exclusive = [item for item in items if item.get_closest_marker("exclusive") is not None]
+    listing = config.getoption("exclusive_list")
+    if listing:  # every worker collects the same tests: each writes the same file, whole
+        path = Path(listing)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text("".join(f"{item.nodeid}\n" for item in exclusive))
+        tmp.replace(path)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: never beside another test
+        for item in exclusive:
             item.add_marker(pytest.mark.skip(reason=EXCLUSIVE_SKIP))
 
 
