@@ -23,6 +23,8 @@ from tests.servers import CephCluster, MotoServer, S3Endpoint
 
 # directories whose package-scoped fixture is worth building once: all their files on one worker
 SHARED_PACKAGES = ("browser", "multihost")
+# files there that do not use it: free to go to the other worker
+APART = ("tests/multihost/test_soak.py",)  # builds its own cluster (bench/soak)
 EXCLUSIVE_SKIP = (
     "exclusive: changes or measures machine-wide state, so it runs alone: "
     "make test runs it after the parallel pass, alone (pytest -m exclusive, without -n)"
@@ -58,7 +60,7 @@ def scope_of(nodeid: str) -> str:
     when that is one of SHARED_PACKAGES."""
     path = nodeid.split("::", 1)[0]
     parts = path.split("/")
-    if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_PACKAGES:
+    if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_PACKAGES and path not in APART:
         return "/".join(parts[:2])
     return path
 
