@@ -46,7 +46,10 @@ def ring_threads(pid: int) -> dict[str, str]:
     """{thread name: its allowed CPUs} of the daemon's queue threads."""
     found = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
-        name = (task / "comm").read_text().strip()
+        try:
+            name = (task / "comm").read_text().strip()
+        except FileNotFoundError:  # a thread that ended since the listing
+            continue
         if name.startswith("pyfuse3-ring"):
             status = (task / "status").read_text()
             found[name] = next(
