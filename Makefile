@@ -24,8 +24,16 @@ lint-c: install
 sanitize: install
 	@scripts/sanitize.sh
 
+# Two passes (docs/architecture.md, "Running the suite in parallel"): every test not marked
+# `exclusive` on $(JOBS) pytest-xdist workers, each test file whole on one worker; then the
+# `exclusive` ones (a sysctl, a module parameter) alone, by the ids the first pass listed.
+JOBS ?= 2
+EXCLUSIVE_LIST := var/exclusive-tests.txt
 test: install lint
-	$(PY) -m pytest -q
+	@rm -f $(EXCLUSIVE_LIST); rc=0; set -x; \
+	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not exclusive" --exclusive-list $(EXCLUSIVE_LIST) || rc=$$?; \
+	if [ -s $(EXCLUSIVE_LIST) ]; then $(PY) -m pytest -q @$(EXCLUSIVE_LIST) || rc=$$?; fi; \
+	exit $$rc
 
 unit: install
 	$(PY) -m pytest -q -m "not ceph and not fuse and not browser"

@@ -1,10 +1,18 @@
 """Shared fixtures: real S3 servers (moto, Ceph RGW) and a clean datahub Config per test.
 
 Per-component fixtures live in the component's own ``tests/<component>/conftest.py``.
+
+Parallel runs (``make test``: pytest-xdist, two workers, docs/testing.md "Running the suite
+in parallel"): each test file goes to one worker whole, so module fixtures are set up once
+as in a serial run; a directory in ``SHARED_PACKAGES`` goes to one worker whole (its package
+fixture, e.g. one Chromium, is built once). Tests marked ``exclusive`` change or measure
+state the whole machine shares; a worker skips them and ``make test`` runs them afterwards,
+alone, in a serial pass (the ids its parallel pass listed with ``--exclusive-list``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +20,62 @@ import pytest
 
 from datahub.config import Config, load_config
 from tests.servers import CephCluster, MotoServer, S3Endpoint
+
+# directories whose package-scoped fixture is worth building once: all their files on one worker
+SHARED_PACKAGES = ("browser", "multihost")
+# files there that do not use it: free to go to the other worker
+APART = ("tests/multihost/test_soak.py",)  # builds its own cluster (bench/soak)
+EXCLUSIVE_SKIP = (
+    "exclusive: changes or measures machine-wide state, so it runs alone: "
+    "make test runs it after the parallel pass, alone (pytest -m exclusive, without -n)"
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--exclusive-list",
+        metavar="PATH",
+        help="write the node ids of the collected tests marked exclusive to PATH, one a line "
+        "(make test's parallel pass; its serial pass runs them: pytest @PATH)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects them
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    exclusive = [item for item in items if item.get_closest_marker("exclusive") is not None]
+    listing = config.getoption("exclusive_list")
+    if listing:  # every worker collects the same tests: each writes the same file, whole
+        path = Path(listing)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}")
+        tmp.write_text("".join(f"{item.nodeid}\n" for item in exclusive))
+        tmp.replace(path)
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: never beside another test
+        for item in exclusive:
+            item.add_marker(pytest.mark.skip(reason=EXCLUSIVE_SKIP))
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit a parallel run hands to one worker whole: the test's file, or its directory
+    when that is one of SHARED_PACKAGES."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_PACKAGES and path not in APART:
+        return "/".join(parts[:2])
+    return path
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile`` (make test) with SHARED_PACKAGES kept whole; other modes as xdist has them."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileOrPackage(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return FileOrPackage(config, log)
 
 
 @pytest.fixture(scope="session")

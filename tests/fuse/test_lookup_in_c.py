@@ -46,6 +46,7 @@ def files(env: FuseEnv) -> Dataset:
     return upload_dataset(env, "lk", FILES)
 
 
+@pytest.mark.exclusive  # drop_dentries(): every file system's dentries, inodes and their pages
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))
 def test_a_name_looked_up_before_is_answered_in_c_with_pythons_entry(
     env: FuseEnv, files: Dataset, transport: str
@@ -65,6 +66,7 @@ def test_a_name_looked_up_before_is_answered_in_c_with_pythons_entry(
             assert (root / key).read_bytes() == data
 
 
+@pytest.mark.exclusive  # drop_dentries()
 def test_missing_names_and_generated_files_still_reach_python(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("lk")
     with env.mounted(mnt, "lk", "--passthrough"):
