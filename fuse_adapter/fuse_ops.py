@@ -483,7 +483,8 @@ class WorkspaceOps(Ops):
 
     @_fuse_errors
     async def flush(self, fh):
-        await self._thread(self.view.flush, fh)
+        if not self.view.flush_is_done(fh):  # e.g. a close after fsync: nothing to commit, no hop
+            await self._thread(self.view.flush, fh)
 
     @_fuse_errors
     async def fsync(self, fh, datasync):

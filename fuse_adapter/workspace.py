@@ -482,6 +482,12 @@ class WorkspaceView:
         self._charge_staged(fh)
         self._handles[fh][1].fsync()
 
+    def flush_is_done(self, fh: int) -> bool:
+        """Whether a FLUSH of ``fh`` has nothing to commit (no quota failure, not staged, the
+        file durable and journaled as it is): answered without a worker-thread hop."""
+        entry = self._handles.get(fh)
+        return entry is not None and fh not in self._short and entry[1].committed_now()
+
     def flush(self, fh: int) -> None:
         """A close(2): like fsync, but a file that ran out of space is discarded, so the close
         reports ENOSPC with the file already gone, and that is final: it is never committed,

@@ -298,6 +298,9 @@ class StagedFile(OpenFile):
     def writes_in_memory(self, offset: int, length: int) -> bool:
         return False  # a write goes to the staged file on disk
 
+    def committed_now(self) -> bool:
+        return False  # the kernel may have written the staged file: only fsync can tell (fstat)
+
     def write(self, offset: int, data: bytes) -> int:
         if offset < 0:
             raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")

@@ -49,3 +49,28 @@ def test_staged_files_and_closed_handles_are_never_in_memory(env: Env) -> None:
     plain = ws.open("p", create=True, truncate=True)
     plain.close()
     assert not plain.writes_in_memory(0, 10)
+
+
+def test_committed_now_only_when_a_flush_would_have_nothing_to_commit(env: Env) -> None:
+    ws = env.open()
+    fh = ws.open("f", create=True, truncate=True)
+    assert not fh.committed_now()  # created, not journaled: the first close writes it
+    fh.write(0, b"x" * 100)
+    assert not fh.committed_now()
+    fh.fsync()
+    assert fh.committed_now()  # a close after fsync: nothing left to commit
+    fh.truncate(10)
+    assert not fh.committed_now()  # size changed without a chunk change
+    fh.close()
+    assert not fh.committed_now()
+    reader = ws.open("f")
+    assert reader.committed_now()
+    assert reader.read(0, 100) == b"x" * 10
+    reader.close()
+    staged = ws.open("s", create=True, truncate=True, staged=True)
+    staged.fsync()
+    assert not staged.committed_now()  # only an fstat of the staged file can tell
+    staged.close()
+    again = env.crash_and_reopen(ws)
+    with again.open("f") as fh:
+        assert fh.read(0, 100) == b"x" * 10
