@@ -444,7 +444,8 @@ class WorkspaceOps(Ops):
         text = os.fsdecode(name)
         if text in (".", ".."):
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return self._entry(await self._thread(self.view.lookup, parent_inode, text))
+        # inline, no worker-thread hop: a journal read and in-memory maps (docs/writeback.md)
+        return self._entry(self.view.lookup(parent_inode, text))
 
     async def forget(self, inode_list):
         for ino, n in inode_list:
@@ -452,7 +453,7 @@ class WorkspaceOps(Ops):
 
     @_fuse_errors
     async def getattr(self, inode, ctx=None):
-        return self._entry(await self._thread(self.view.getattr, inode))
+        return self._entry(self.view.getattr(inode))  # inline, as lookup
 
     @_fuse_errors
     async def setattr(self, inode, attr, fields, fh, ctx):
@@ -461,7 +462,7 @@ class WorkspaceOps(Ops):
         if fields.update_size:
             return self._entry(await self._thread(self.view.truncate, inode, attr.st_size, fh))
         # chmod and utimes are accepted and ignored (docs/semantics.md)
-        return self._entry(await self._thread(self.view.getattr, inode))
+        return self._entry(self.view.getattr(inode))
 
     @_fuse_errors
     async def opendir(self, inode, ctx):
@@ -518,11 +519,14 @@ class WorkspaceOps(Ops):
 
     @_fuse_errors
     async def write(self, fh, off, buf):
+        if self.view.writes_in_memory(fh, off, len(buf)):  # a copy into a buffer: no hop
+            return self.view.write(fh, off, buf)
         return await self._thread(self.view.write, fh, off, buf)
 
     @_fuse_errors
     async def flush(self, fh):
-        await self._thread(self.view.flush, fh)
+        if not self.view.flush_is_done(fh):  # e.g. a close after fsync: nothing to commit, no hop
+            await self._thread(self.view.flush, fh)
 
     @_fuse_errors
     async def fsync(self, fh, datasync):

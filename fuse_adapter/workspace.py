@@ -425,6 +425,12 @@ class WorkspaceView:
     def read(self, fh: int, offset: int, size: int) -> bytes:
         return self._handles[fh][1].read(offset, size)
 
+    def writes_in_memory(self, fh: int, offset: int, length: int) -> bool:
+        """Whether ``write`` of this range only copies into the file's buffer (no I/O, no
+        wait): the FUSE layer then answers the WRITE without a worker-thread hop."""
+        entry = self._handles.get(fh)
+        return entry is not None and entry[1].writes_in_memory(offset, length)
+
     def write(self, fh: int, offset: int, data: bytes) -> int:
         ino, handle = self._handles[fh]
         staged = handle.staged_fd >= 0  # charged at flush, like the kernel's writes to it
@@ -475,6 +481,12 @@ class WorkspaceView:
         self._check_short(fh)
         self._charge_staged(fh)
         self._handles[fh][1].fsync()
+
+    def flush_is_done(self, fh: int) -> bool:
+        """Whether a FLUSH of ``fh`` has nothing to commit (no quota failure, not staged, the
+        file durable and journaled as it is): answered without a worker-thread hop."""
+        entry = self._handles.get(fh)
+        return entry is not None and fh not in self._short and entry[1].committed_now()
 
     def flush(self, fh: int) -> None:
         """A close(2): like fsync, but a file that ran out of space is discarded, so the close

@@ -137,6 +137,46 @@ class OpenFile:
         self.dirty.add(index)
         self.version[index] = self.version.get(index, 0) + 1
 
+    def committed_now(self) -> bool:
+        """Whether ``fsync`` would return at once with nothing to do: no commit running (its
+        lock is free now, not waited for), nothing dirty, uploading, staged or pending. The
+        FUSE layer answers such a FLUSH (a close after an fsync, a reader's close) on its
+        request loop: the file's contents are durable and journaled already."""
+        if not self._commit_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._lock:
+                return not (
+                    self.dirty
+                    or self.uploading
+                    or self.staged
+                    or self.meta_dirty
+                    or self.discard
+                    or self.pending
+                )
+        finally:
+            self._commit_lock.release()
+
+    def writes_in_memory(self, offset: int, length: int) -> bool:
+        """Whether ``write(offset, <length bytes>)`` would only copy into a buffer now: one
+        chunk, not filled by it (no upload to start, no wait for an upload slot), no stored
+        chunk to load first, the buffer budget kept (no write-behind). The FUSE layer answers
+        such a WRITE on its request loop instead of hopping to a worker thread; another
+        thread changing the file in between can only make that write do its I/O there."""
+        if offset < 0 or length <= 0:
+            return False
+        index, within = divmod(offset, self.cs)
+        end = within + length
+        if end >= self.cs:
+            return False
+        with self._lock:
+            buf = self.buffers.get(index)
+            if buf is None and index in self.chunks and index not in self.inflight:
+                return False  # a partial write into a stored chunk loads it from the shared tier
+            have = len(buf) if buf is not None else 0
+            growth = max(have, end) - have
+            return self._buffered_bytes_locked() + growth <= self.settings.buffer_bytes
+
     def write(self, offset: int, data: bytes) -> int:
         if offset < 0:
             raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
@@ -467,6 +507,14 @@ class FileHandle:
 
     def write(self, offset: int, data: bytes) -> int:
         return self._check().write(offset, data)
+
+    def committed_now(self) -> bool:
+        """See ``OpenFile.committed_now`` (False for a closed handle or a staged file)."""
+        return not self._closed and self._of.committed_now()
+
+    def writes_in_memory(self, offset: int, length: int) -> bool:
+        """See ``OpenFile.writes_in_memory`` (False for a closed handle or a staged file)."""
+        return not self._closed and self._of.writes_in_memory(offset, length)
 
     def truncate(self, size: int) -> None:
         self._check().truncate(size)

@@ -295,6 +295,12 @@ class StagedFile(OpenFile):
             raise InvalidInput(f"read of {self.path!r}: negative offset or size")
         return os.pread(self.fd, size, offset)
 
+    def writes_in_memory(self, offset: int, length: int) -> bool:
+        return False  # a write goes to the staged file on disk
+
+    def committed_now(self) -> bool:
+        return False  # the kernel may have written the staged file: only fsync can tell (fstat)
+
     def write(self, offset: int, data: bytes) -> int:
         if offset < 0:
             raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
