@@ -65,6 +65,7 @@ def scope_of(nodeid: str) -> str:
     return path
 
 
+@pytest.hookimpl(optionalhook=True)  # a plain pytest without xdist installed still runs
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``--dist loadfile`` (make test) with SHARED_PACKAGES kept whole; other modes as xdist has them."""
     if config.getvalue("dist") != "loadfile":
