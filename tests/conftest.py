@@ -2,8 +2,8 @@
 
 Per-component fixtures live in the component's own ``tests/<component>/conftest.py``.
 
-Parallel runs (``make test``: pytest-xdist, two workers, docs/testing.md "Running the suite
-in parallel"): each test file goes to one worker whole, so module fixtures are set up once
+Parallel runs (``make test``: pytest-xdist, two workers, docs/architecture.md "Running the
+suite in parallel"): each test file goes to one worker whole, so module fixtures are set up once
 as in a serial run; a directory in ``SHARED_PACKAGES`` goes to one worker whole (its package
 fixture, e.g. one Chromium, is built once). Tests marked ``exclusive`` change or measure
 state the whole machine shares; a worker skips them and ``make test`` runs them afterwards,
@@ -25,6 +25,19 @@ from tests.servers import CephCluster, MotoServer, S3Endpoint
 SHARED_PACKAGES = ("browser", "multihost")
 # files there that do not use it: free to go to the other worker
 APART = ("tests/multihost/test_soak.py",)  # builds its own cluster (bench/soak)
+# The longest units of a parallel run (make test's --durations), handed out first: xdist's
+# default order (most tests first) left the one-test 140 s soak and the cluster package to
+# the end, where one worker ran them alone while the other sat idle.
+LONGEST_FIRST = (
+    "tests/multihost/test_soak.py",
+    "tests/multihost",
+    "tests/browser",
+    "tests/fuse/test_bucket_by_directory.py",
+    "tests/api/test_schema_fuzz.py",
+    "tests/catalog/test_http_store.py",
+    "tests/fuse/test_bucket_warmup.py",
+    "tests/labelx/test_schema_fuzz.py",
+)
 EXCLUSIVE_SKIP = (
     "exclusive: changes or measures machine-wide state, so it runs alone: "
     "make test runs it after the parallel pass, alone (pytest -m exclusive, without -n)"
@@ -73,8 +86,18 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
     from xdist.scheduler import LoadFileScheduling
 
     class FileOrPackage(LoadFileScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            if not self.ordered:  # the first assignment: the longest units go out first
+                for scope in reversed(LONGEST_FIRST):
+                    if scope in self.workqueue:
+                        self.workqueue.move_to_end(scope, last=False)
+                self.ordered = True
+            super()._assign_work_unit(node)
 
     return FileOrPackage(config, log)
 
