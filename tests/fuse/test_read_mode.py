@@ -103,14 +103,14 @@ def test_a_warm_working_set_switches_to_zero_message_opens(env: FuseEnv, files: 
         forget_pages(root, FILES)  # (files read after the switch are in the mount's cache)
         with FuseRequests(mnt) as first:  # the first epoch after: a READ per file, in C
             assert {key: read_buffered(root / key) for key in FILES} == FILES
-        wait_until(lambda: not mount_stats(env)["read_mode_first_epoch_after_switch"], GUARD)
+        wait_until(lambda: not mount_stats(env).get("read_mode_first_epoch_after_switch", True), GUARD)
         for key in FILES:  # the bytes once in RAM: the mount's pages, not the page file's
             assert resident_pages(pages[key]) == 0, key
             assert resident_pages(root / key) > 0, key
         counts = first.counts()
         assert not counts["FUSE_OPEN"] and not counts["FUSE_RELEASE"], counts
         assert counts["FUSE_READ"] >= len(FILES), counts
-        wait_until(lambda: mount_stats(env)["reads_answered_in_c"] >= len(FILES), GUARD)
+        wait_until(lambda: mount_stats(env).get("reads_answered_in_c", 0) >= len(FILES), GUARD)
         paths = [root / key for key in FILES]
         with pinned_in_page_cache(paths):
             time.sleep(0.2)
@@ -139,7 +139,8 @@ def test_passthrough_handles_held_open_never_fail_a_reader_and_hold_the_switch(
                 assert {key: read_buffered(root / key) for key in FILES} == FILES
                 for key, fd in held.items():
                     assert os.pread(fd, len(FILES[key]) + 1, 0) == FILES[key], key
-                return mount_stats(env)["read_mode_switches_given_up"] >= 1
+                # no row yet: the mount writes its first stats snapshot at its cache's first maintenance round
+                return mount_stats(env).get("read_mode_switches_given_up", 0) >= 1
 
             wait_until(given_up, GUARD, interval=0.3)
             assert mount_stats(env)["read_mode"] != "auto: zero-message"
