@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from fuse_adapter.fast_path import AUTO_DEFAULT, Asked, Build, decide
 from fuse_adapter.fastread import FastReads
 from fuse_adapter.passthrough import PassthroughOpens
 from fuse_adapter.read_mode import Decision, ReadMode, min_opens_for
+from tests.fuse.test_passthrough_policy import FULL as PASSTHROUGH_FULL
 
-FULL = Build(
-    no_open_fh=1 << 63,
-    passthrough=True,
-    fastopen=True,
-    fastloop=True,
-    uring=True,
-    lookup_in_c=True,
-    fastread=True,
-    sample_cached=True,
-)
+FULL = dataclasses.replace(PASSTHROUGH_FULL, sample_cached=True)  # a build that can sample the page cache
 
 
 def test_warm_ticks_decide_after_enough_opens() -> None:
