@@ -503,9 +503,13 @@ class WorkspaceOps(Ops):
 
     @_fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):
-        fh, st, backing_id, direct = await self._thread(
-            self.view.create, parent_inode, os.fsdecode(name), exclusive=bool(flags & os.O_EXCL)
-        )
+        text, exclusive = os.fsdecode(name), bool(flags & os.O_EXCL)
+        if self.view.creates_in_memory(parent_inode, text):  # an id in hand, nothing staged: no hop
+            fh, st, backing_id, direct = self.view.create(parent_inode, text, exclusive=exclusive)
+        else:
+            fh, st, backing_id, direct = await self._thread(
+                self.view.create, parent_inode, text, exclusive=exclusive
+            )
         return _file_info(fh, backing_id, direct), self._entry(st)
 
     @_fuse_errors
@@ -534,7 +538,10 @@ class WorkspaceOps(Ops):
 
     @_fuse_errors
     async def release(self, fh):
-        await self._thread(self.view.release, fh)
+        if self.view.releases_now(fh):  # nothing to commit or delete: no hop
+            self.view.release(fh)
+        else:
+            await self._thread(self.view.release, fh)
 
     async def fsyncdir(self, fh, datasync):
         pass  # namespace changes are journaled (durable) before each reply

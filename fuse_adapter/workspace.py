@@ -413,6 +413,18 @@ class WorkspaceView:
         backing_id, direct = self._backing_of(ino, handle)
         return self._register(ino, handle, st), st, backing_id, direct
 
+    def creates_in_memory(self, parent: int, name: str) -> bool:
+        """Whether ``create`` of ``name`` would do no I/O and wait for nothing (not staged:
+        a staged file is made and reserved on disk; ``Workspace.creates_in_memory``): the
+        FUSE layer then answers the CREATE without a worker-thread hop."""
+        if self._may_stage():
+            return False
+        try:
+            path = self._child(parent, name)
+        except (InvalidInput, NotFound):
+            return False
+        return self.ws.creates_in_memory(path)
+
     def open(self, ino: int, *, truncate: bool) -> tuple[int, int, bool]:
         """(fh, backing id or 0, direct I/O?) of a new handle of ``ino``."""
         path = self.path_of(ino)
@@ -514,6 +526,18 @@ class WorkspaceView:
             path = node.path if node is not None else None
         if path is not None:
             self._discard(path)
+
+    def releases_now(self, fh: int) -> bool:
+        """Whether a RELEASE of ``fh`` would do no I/O and wait for nothing (not staged, no
+        quota failure, ``FileHandle.releases_now``): answered without a worker-thread hop.
+        The kernel sends RELEASE only after every WRITE of that file's writeback (a shared
+        mapping's pages) has been answered (fs/fuse/file.c, ``fuse_file_release``), and a
+        write answered later would make this False anyway."""
+        entry = self._handles.get(fh)
+        if entry is None or fh in self._short:
+            return False
+        handle = entry[1]
+        return handle.staged_fd < 0 and handle.releases_now()
 
     def release(self, fh: int) -> None:
         with self._lock:

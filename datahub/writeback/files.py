@@ -512,6 +512,12 @@ class FileHandle:
         """See ``OpenFile.committed_now`` (False for a closed handle or a staged file)."""
         return not self._closed and self._of.committed_now()
 
+    def releases_now(self) -> bool:
+        """Whether ``close`` would do no I/O and wait for nothing: nothing to commit
+        (``committed_now``) and no unlinked record to delete at the last close. The FUSE
+        layer answers such a RELEASE on its request loop."""
+        return not self._closed and self._of.committed_now() and not self._of.unlinked
+
     def writes_in_memory(self, offset: int, length: int) -> bool:
         """See ``OpenFile.writes_in_memory`` (False for a closed handle or a staged file)."""
         return not self._closed and self._of.writes_in_memory(offset, length)

@@ -170,6 +170,13 @@ class Overlay:
             self.overlapping -= 1
             self.cond.notify_all()
 
+    def creates_now(self) -> bool:
+        """Whether a creator would neither wait nor commit now: a reserved file id is in hand
+        (no durable reservation to run) and no namespace transaction is running (creators
+        wait for a running one, not for a waiting one). A hint: it may change at once."""
+        with self.lock:
+            return bool(self._free_ids) and not self.ns_busy
+
     # --- file ids -----------------------------------------------------------------------------
     def take_id(self) -> int | None:
         with self.lock:

@@ -290,6 +290,22 @@ class Workspace:
             handle.truncate(0)
         return handle
 
+    def creates_in_memory(self, path: str) -> bool:
+        """Whether ``open(path, create=True)`` (not staged) would do no I/O and wait for
+        nothing now: ``path`` is not there (an existing file may need its evicted bytes
+        fetched from the origin), a file id is in hand and no namespace transaction runs.
+        The FUSE layer answers such a CREATE on its request loop; a thread changing the
+        namespace in between can only make that create wait or reserve ids there (a stall,
+        never a wrong result)."""
+        if not self.overlay.creates_now():
+            return False
+        try:
+            path = normalize(path)
+            with self.journal.read() as txn:
+                return path != "" and self.overlay.lookup(txn, path) is None
+        except InvalidInput:  # an invalid name, a closed workspace: the thread reports it
+            return False
+
     def staging(self) -> Staging:
         """Where staged files are made (made on first use: it probes the file system)."""
         with self._staging_lock:

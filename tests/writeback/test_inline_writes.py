@@ -74,3 +74,45 @@ def test_committed_now_only_when_a_flush_would_have_nothing_to_commit(env: Env) 
     again = env.crash_and_reopen(ws)
     with again.open("f") as fh:
         assert fh.read(0, 100) == b"x" * 10
+
+
+def test_releases_now_only_when_a_close_would_do_no_io(env: Env) -> None:
+    ws = env.open()
+    fh = ws.open("f", create=True, truncate=True)
+    assert not fh.releases_now()  # created, not journaled: the close writes it
+    fh.write(0, b"x" * 100)
+    assert not fh.releases_now()
+    fh.fsync()
+    assert fh.releases_now()  # a release after the close's FLUSH committed: nothing to do
+    fh.close()
+    assert not fh.releases_now()  # closed
+    reader = ws.open("f")
+    assert reader.releases_now()
+    ws.unlink("f")
+    assert not reader.releases_now()  # the last close of an unlinked file deletes its record
+    reader.close()
+    staged = ws.open("s", create=True, truncate=True, staged=True)
+    staged.fsync()
+    assert not staged.releases_now()  # only an fstat of the staged file can tell
+    staged.close()
+    again = env.crash_and_reopen(ws)
+    assert again.listdir("") == [("s", again.stat("s"))]
+
+
+def test_creates_in_memory_only_when_a_create_would_neither_commit_nor_wait(env: Env) -> None:
+    ws = env.open()
+    assert not ws.creates_in_memory("a")  # no file id in hand: the first create reserves a block
+    ws.open("a", create=True, truncate=True).close()
+    assert ws.creates_in_memory("b")
+    pending = ws.open("b", create=True, truncate=True)  # in the overlay, not journaled
+    assert not ws.creates_in_memory("b") and not ws.creates_in_memory("a")  # both exist
+    assert not ws.creates_in_memory("../x") and not ws.creates_in_memory("")
+    ws.overlay.begin_namespace()  # a namespace transaction running: a creator would wait
+    try:
+        assert not ws.creates_in_memory("c")
+    finally:
+        ws.overlay.end_namespace()
+    assert ws.creates_in_memory("c")
+    pending.close()
+    again = env.crash_and_reopen(ws)
+    assert [name for name, _ in again.listdir("")] == ["a", "b"]
