@@ -71,10 +71,10 @@ def insert_sql(dataset_id: int, new: int, to_seq: int) -> tuple[str, str]:
     )
     constants = f"{int(dataset_id)}, {int(new)}, {int(to_seq)}"
     by_row = f"{head} VALUES ({constants}, ?, ?, ?, ?, nullif(?, ''), ?, ?)"
-    by_batch = (
-        f"{head} SELECT {constants}, value ->> 0, value ->> 1, value ->> 2, value ->> 3,"
-        " nullif(value ->> 4, ''), value ->> 5, value ->> 6 FROM json_each(?)"
-    )
+    # json_extract rather than ``->>`` (SQLite 3.38+): the JSON functions the listings use already
+    item = [f"json_extract(value, '$[{i}]')" for i in range(7)]
+    item[4] = f"nullif({item[4]}, '')"
+    by_batch = f"{head} SELECT {constants}, {', '.join(item)} FROM json_each(?)"
     return by_row, by_batch
 
 
