@@ -6,8 +6,11 @@ Rows are prebuilt in Python, then written by ``executemany`` in batches of 2,000
 ``BEGIN IMMEDIATE`` WAL transaction (``synchronous=FULL``), as a commit writes them. Prints
 records per CPU-second and per wall second for today's 10-column row and variants (plain
 INSERT, larger batches, 8/16 KiB pages, no ``url`` column, key columns plus one packed
-value), then today's row written by a second thread fed by this one (``executemany``
-releases the GIL around each ``sqlite3_step``) against the same loop in one thread.
+value, with and without the url), today's row inserted from one JSON array per batch
+(``INSERT … SELECT … FROM json_each(?)``, the encoding counted: how the catalog's commit
+writes them), then today's row written by a second thread fed by this one — ``executemany``
+(which takes the GIL back for every row) and one ``json_each`` statement per batch (the GIL
+released for the whole batch) — against the same loop in one thread.
 """
 
 from __future__ import annotations
@@ -31,6 +34,13 @@ SCHEMA = f"""CREATE TABLE records (dataset_id INTEGER NOT NULL, key TEXT NOT NUL
 CREATE INDEX records_began ON records(dataset_id, from_seq, key) WHERE from_seq > 1;
 CREATE INDEX records_ended ON records(dataset_id, to_seq, key) WHERE to_seq < {OPEN};"""
 INSERT = "INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+BY_BATCH = (
+    "INSERT OR REPLACE INTO records SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4,"
+    " value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9 FROM json_each(?)"
+)
+ENCODE = json.encoder.c_make_encoder(
+    None, None, json.encoder.encode_basestring, None, ":", ",", False, False, True
+)
 PACKED = """CREATE TABLE records (dataset_id INTEGER NOT NULL, key TEXT NOT NULL,
  from_seq INTEGER NOT NULL, to_seq INTEGER NOT NULL, v TEXT,
  PRIMARY KEY (dataset_id, key, from_seq)) WITHOUT ROWID;"""
@@ -82,30 +92,45 @@ def one_thread(
     conn.close()
 
 
-def built_here(path: Path, n: int, threaded: bool) -> None:
-    """Rows built by this loop and written by this thread, or handed to a writer thread."""
+def by_batch(batch: list[tuple]) -> str:
+    return "".join(ENCODE(batch, 0))
+
+
+def built_here(path: Path, n: int, threaded: bool, json_each: bool = False) -> None:
+    """Rows built by this loop and written by this thread, or handed to a writer thread;
+    bound row by row (executemany) or as one JSON array per batch (json_each)."""
     conn = connect(path, SCHEMA)
-    t, c = time.perf_counter(), time.process_time()
+    t, c, own = time.perf_counter(), time.process_time(), time.thread_time()
+
+    def write(batch: list[tuple]) -> None:
+        if json_each:
+            conn.execute(BY_BATCH, (by_batch(batch),))
+        else:
+            conn.executemany(INSERT, batch)
+
     conn.execute("BEGIN IMMEDIATE")
     if threaded:
-        q: queue.Queue = queue.Queue(4)
+        q: queue.Queue = queue.Queue(2)
 
-        def write() -> None:
+        def writing() -> None:
             while (batch := q.get()) is not None:
-                conn.executemany(INSERT, batch)
+                conn.execute(BY_BATCH, (batch,)) if json_each else conn.executemany(INSERT, batch)
 
-        writer = threading.Thread(target=write)
+        writer = threading.Thread(target=writing)
         writer.start()
         for lo in range(0, n, 2000):
-            q.put(rows(lo, min(n, lo + 2000)))
+            batch = rows(lo, min(n, lo + 2000))
+            q.put(by_batch(batch) if json_each else batch)  # the encoding on this thread
         q.put(None)
         writer.join()
     else:
         for lo in range(0, n, 2000):
-            conn.executemany(INSERT, rows(lo, min(n, lo + 2000)))
+            write(rows(lo, min(n, lo + 2000)))
     conn.execute("COMMIT")
-    report("rows built in the loop, " + ("writer thread" if threaded else "one thread"), n,
-           time.perf_counter() - t, time.process_time() - c, path)  # fmt: skip
+    label = f"built in the loop, {'json_each' if json_each else 'executemany'}, "
+    label += "writer thread" if threaded else "one thread"
+    report(label, n, time.perf_counter() - t, time.process_time() - c, path)
+    print(f"{'':42} building thread {time.thread_time() - own:6.2f} CPU-s", flush=True)
     conn.close()
 
 
@@ -132,9 +157,30 @@ def main() -> None:
         packed = [(1, r[1], 1, OPEN, json.dumps([r[5], r[6], r[8]], separators=(",", ":"))) for r in data]
         one_thread(path, "key columns + one packed value", PACKED, "INSERT INTO records VALUES (?, ?, ?, ?, ?)",
                    packed, 4096, 2000)  # fmt: skip
-        del data, no_url, packed
+        with_url = [
+            (1, r[1], 1, OPEN, json.dumps([r[4], r[5], r[6], r[8]], separators=(",", ":"))) for r in data
+        ]
+        one_thread(path, "key columns + one packed value with url", PACKED,
+                   "INSERT INTO records VALUES (?, ?, ?, ?, ?)", with_url, 4096, 2000)  # fmt: skip
+        del no_url, packed, with_url
+        conn = connect(path, SCHEMA)
+        t, c = time.perf_counter(), time.process_time()
+        conn.execute("BEGIN IMMEDIATE")
+        for i in range(0, len(data), 2000):
+            conn.execute(BY_BATCH, (by_batch(data[i : i + 2000]),))
+        conn.execute("COMMIT")
+        report(
+            "10 columns, json_each per batch",
+            len(data),
+            time.perf_counter() - t,
+            time.process_time() - c,
+            path,
+        )
+        conn.close()
+        del data
         for threaded in (False, True, False, True):
             built_here(path, args.rows, threaded)
+            built_here(path, args.rows, threaded, json_each=True)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,11 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
-from operator import attrgetter
 
-from datahub.catalog.model import Change, Record
+from datahub.catalog.model import Change
 from datahub.catalog.revisions import OPEN, CommitPlanner, LiveRevision, batched, change_digest, replay
-from datahub.catalog.sqlite_schema import RECORD_COLS, dump_json, dump_json_column, record_of_row
+from datahub.catalog.sqlite_schema import RECORD_COLS, dump_json, record_of_row
+from datahub.catalog.sqlite_writer import RowWriter
 from datahub.catalog.store import stale_base
 
 _CLOSE_SQL = "UPDATE records SET to_seq = ? WHERE dataset_id = ? AND key = ? AND from_seq = ?"
@@ -83,32 +83,33 @@ def write_version(
         ).fetchone()
     else:
         parent = (0, 0)
-    planner = CommitPlanner(
-        dataset,
-        base,
-        lambda keys: _lookup(conn, dataset_id, keys, "to_seq = ?", OPEN),
-        lambda keys: _lookup(conn, dataset_id, keys, "to_seq = ?", new),
-    )
-    # dataset_id, from_seq and to_seq are the same for every row: integers written into the SQL,
-    # so each row binds only the record's own seven values
-    insert = (
-        "INSERT OR REPLACE INTO records"
-        " (dataset_id, from_seq, to_seq, key, url, etag, size, checksum, meta, labels)"
-        f" VALUES ({int(dataset_id)}, {int(new)}, {OPEN}, ?, ?, ?, ?, nullif(?, ''), ?, ?)"
-    )
-    for batch in batched(changes, batch_size):
-        ops = planner.plan(batch)
-        if ops.close:
-            conn.executemany(_CLOSE_SQL, ((new, dataset_id, k, f) for k, f in ops.close))
-        if ops.reopen:
-            conn.executemany(_CLOSE_SQL, ((OPEN, dataset_id, k, f) for k, f in ops.reopen))
-        if ops.drop:
-            conn.executemany(
-                "DELETE FROM records WHERE dataset_id = ? AND key = ? AND from_seq = ?",
-                ((dataset_id, k, new) for k in ops.drop),
-            )
-        if ops.upsert:
-            conn.executemany(insert, _rows(ops.upsert))
+    with RowWriter(conn, dataset_id, new, OPEN) as rows:
+        # every statement but the inserts runs after the queued inserts (rows.flush): a lookup
+        # must see the revisions this commit wrote in earlier batches
+        def lookup(cond: str, value: int) -> Callable[[list[str]], dict[str, LiveRevision]]:
+            def run(keys: list[str]) -> dict[str, LiveRevision]:
+                rows.flush()
+                return _lookup(conn, dataset_id, keys, cond, value)
+
+            return run
+
+        planner = CommitPlanner(dataset, base, lookup("to_seq = ?", OPEN), lookup("to_seq = ?", new))
+        for batch in batched(changes, batch_size):
+            ops = planner.plan(batch)
+            if ops.close or ops.reopen or ops.drop:
+                rows.flush()
+            if ops.close:
+                conn.executemany(_CLOSE_SQL, ((new, dataset_id, k, f) for k, f in ops.close))
+            if ops.reopen:
+                conn.executemany(_CLOSE_SQL, ((OPEN, dataset_id, k, f) for k, f in ops.reopen))
+            if ops.drop:
+                conn.executemany(
+                    "DELETE FROM records WHERE dataset_id = ? AND key = ? AND from_seq = ?",
+                    ((dataset_id, k, new) for k in ops.drop),
+                )
+            if ops.upsert:
+                rows.write(ops.upsert)
+        rows.flush()
     conn.execute(
         "INSERT INTO versions (dataset_id, seq, parent, message, author, created_at, record_count,"
         " total_bytes, added, removed, modified, lineage, commit_id, commit_digest)"
@@ -121,19 +122,6 @@ def write_version(
         ),
     )  # fmt: skip
     return new
-
-
-_COLUMNS = attrgetter("key", "url", "etag", "size", "checksum")
-_META, _LABELS = attrgetter("meta"), attrgetter("labels")
-
-
-def _rows(records: list[Record]) -> Iterator[tuple]:
-    """The records' rows as the insert binds them, built column by column with C-level passes
-    (one ``map`` per column, ``zip`` for the tuples): a 10^8-record commit builds 10^8 rows.
-    meta/labels are compact sorted JSON text, NULL when empty (``dump_json``)."""
-    metas = dump_json_column(list(map(_META, records)))
-    labels = dump_json_column(list(map(_LABELS, records)))
-    return map(tuple.__add__, map(_COLUMNS, records), zip(metas, labels, strict=True))
 
 
 def _lookup(
