@@ -21,6 +21,9 @@ MAX_KEY_BYTES = 1024
 # zero-width and direction marks (U+200B-U+200F), bidi embeddings/overrides (U+202A-U+202E)
 # and isolates (U+2066-U+2069): "img/\u202egpj.exe" shows as "img/exe.jpg".
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A lone UTF-16 surrogate: Python strings (from JSON "\\ud800", or os.fsdecode) may hold one,
+# but it is not text: it has no UTF-8 form, so no catalog, object store or file system keeps it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 
@@ -77,6 +80,21 @@ def check_tag(tag: str, *, existing: bool = False) -> str:
     return tag
 
 
+_NOT_UTF8 = "holds a lone surrogate (such as \\ud800), which has no UTF-8 form; send valid UTF-8 text"
+
+
+def check_text(value: str, what: str) -> str:
+    """Return ``value`` if it is text a catalog can store, else raise InvalidInput naming ``what``.
+
+    Free text (an etag, a commit message, a description) may hold any character but a lone
+    surrogate: without this check one reached SQLite's or BSON's UTF-8 encoder and came back to
+    the user as a bare ``UnicodeEncodeError``.
+    """
+    if isinstance(value, str) and _SURROGATE.search(value):
+        raise InvalidInput(f"invalid {what} {value[:200]!r}: {_NOT_UTF8}")
+    return value
+
+
 def check_key(key: str) -> str:
     """Return ``key`` if it is a safe relative record key, else raise InvalidKey.
 
@@ -89,6 +107,8 @@ def check_key(key: str) -> str:
         raise InvalidKey(f"invalid key {key[:60]!r}...: longer than {MAX_KEY_BYTES} bytes", key=key[:200])
     if _CONTROL.search(key):
         raise InvalidKey(f"invalid key {key!r}: contains NUL or control characters", key=key)
+    if _SURROGATE.search(key):
+        raise InvalidKey(f"invalid key {key!r}: {_NOT_UTF8}", key=key.encode("utf-8", "replace").decode())
     if key.startswith("/"):
         raise InvalidKey(f"invalid key {key!r}: must be relative (no leading '/')", key=key)
     parts = key.split("/")
@@ -238,6 +258,8 @@ def check_json_field(value: Any, what: str, key: str) -> None:
         raise _too_deep(what, key) from None
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"record {key!r}: {what} is not plain JSON: {exc}", key=key) from None
+    if "\\ud" in text and not _utf8_encodable(value):  # rare: a character above U+FFFF, escaped as a pair
+        raise InvalidInput(f"record {key!r}: {what} {_NOT_UTF8}", key=key)
     size = len(text)  # ASCII (non-ASCII is escaped), so characters are bytes
     if size > MAX_JSON_BYTES:
         raise InvalidInput(
@@ -248,6 +270,15 @@ def check_json_field(value: Any, what: str, key: str) -> None:
     # fewer brackets than the limit cannot nest deeper; only then walk the value
     if text.count("{") + text.count("[") > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
         raise _too_deep(what, key)
+
+
+def _utf8_encodable(value: Any) -> bool:
+    """Whether every string in a JSON value has a UTF-8 form (no lone surrogate)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _too_deep(what: str, key: str) -> InvalidInput:

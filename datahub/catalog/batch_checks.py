@@ -72,6 +72,7 @@ def plain_puts(batch: list) -> list[Record] | None:
         or not _PLAIN_KEYS.fullmatch("\n".join(keys))
         or not _PLAIN_URLS.fullmatch("\n".join(urls))
         or not all(map(str.strip, etags))
+        or not "".join(etags).isascii()
         or min(sizes) < 0
         or max(sizes) > MAX_SIZE
     ):
@@ -95,6 +96,8 @@ def _json_fields_plain(values: list) -> bool:
         return False
     try:
         whole = "".join(_ENCODE(full, 0))  # one C call for the batch (half the cost of one each)
+        if "\\ud" in whole:
+            return False  # a character above U+FFFF, or a lone surrogate: the per-change check decides
         if len(whole) <= MAX_JSON_BYTES and whole.count("{") == len(full) and whole.count("[") == 1:
             return True  # flat dicts (depth 1), none over the size bound since all together are not
         texts = list(map("".join, map(_ENCODE, full, repeat(0))))

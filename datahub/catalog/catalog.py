@@ -30,6 +30,7 @@ from datahub.validation import (
     check_owner,
     check_prefix,
     check_tag,
+    check_text,
 )
 
 Ref = str | int | None
@@ -54,6 +55,8 @@ class Catalog:
         acl: Mapping[str, str] | None = None,
     ) -> Dataset:
         check_name(name)
+        for what, text in (("description", description), ("source", source), ("owner", owner)):
+            check_text(text, f"{what} of dataset {name!r}:")
         return self.store.create_dataset(
             Dataset(name, description, source, owner, _check_acl(name, acl or {}))
         )
@@ -83,6 +86,8 @@ class Catalog:
             fields["acl"] = _check_acl(name, fields["acl"] or {})
         if "owner" in fields:
             check_owner(fields["owner"], name)
+        for what in ("description", "source"):
+            check_text(fields.get(what, ""), f"{what} of dataset {name!r}:")
         if not fields and expected_revision is None:
             return self.get_dataset(name)
         return self.store.update_dataset(name, fields, expected_revision=expected_revision)
@@ -140,6 +145,8 @@ class Catalog:
         generator) at item N aborts the commit with nothing written.
         """
         check_name(dataset)
+        for what, text in (("commit message", message), ("author", author), ("commit id", commit_id or "")):
+            check_text(text, f"{what} for dataset {dataset!r}:")
         if base is not None and not 0 <= base <= MAX_SEQ:
             raise InvalidInput(f"invalid base version {base} for dataset {dataset!r}", dataset=dataset)
         validated = validated_changes(dataset, changes)

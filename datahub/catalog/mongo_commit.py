@@ -410,7 +410,7 @@ class MongoCommitProtocol:
         return {"_id": f"{dataset}@{new}", "dataset": dataset, "seq": new, "parent": base or None,
                 "message": message, "author": author, "created_at": self.clock(),
                 "record_count": (parent["record_count"] if parent else 0) + planner.count_delta,
-                "total_bytes": (parent["total_bytes"] if parent else 0) + planner.bytes_delta,
+                "total_bytes": planner.total_bytes(parent["total_bytes"] if parent else 0),
                 "added": planner.added, "removed": planner.removed, "modified": planner.modified,
                 "lineage": lineage or {}, "commit_id": commit_id,
                 "commit_digest": change_digest(changes) if commit_id is not None else None}  # fmt: skip

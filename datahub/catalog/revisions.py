@@ -28,6 +28,8 @@ from datahub.catalog.model import EMPTY, Change, Delete, DiffEntry, Patch, Put, 
 from datahub.errors import CommitIdReused, InvalidInput, RecordNotFound
 from datahub.validation import MAX_JSON_DEPTH, Unreadable
 
+MAX_VERSION_BYTES = 2**63 - 1  # a version's byte count: a signed 64-bit integer in SQLite and BSON
+
 OPEN = 2**62  # to_seq of a revision that is still live at the head
 
 
@@ -101,6 +103,22 @@ class CommitPlanner:
         self.count_delta = self.bytes_delta = 0
         self.changes_seen = 0
         self._highest = ""  # the largest key of the batches planned so far
+
+    def total_bytes(self, parent_bytes: int) -> int:
+        """The new version's byte count, which both stores keep as a signed 64-bit integer.
+
+        Each record is bounded (``MAX_SIZE``) but a version's sum is not: past 2**63 - 1 the
+        version row could not be written, and SQLite and BSON said so with a bare OverflowError.
+        """
+        total = parent_bytes + self.bytes_delta
+        if total > MAX_VERSION_BYTES:
+            raise InvalidInput(
+                f"dataset {self.dataset!r}: the new version would hold {total} bytes, more than one "
+                f"version can count ({MAX_VERSION_BYTES}); nothing was committed: split the records "
+                "across datasets or check the records' sizes",
+                dataset=self.dataset,
+            )
+        return total
 
     def plan(self, batch: list[Change]) -> BatchOps:
         """Apply ``batch`` in order (later changes to a key win) and return the writes."""

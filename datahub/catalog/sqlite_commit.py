@@ -116,7 +116,7 @@ def write_version(
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             dataset_id, new, base or None, message, author, now(),
-            parent[0] + planner.count_delta, parent[1] + planner.bytes_delta,
+            parent[0] + planner.count_delta, planner.total_bytes(parent[1]),
             planner.added, planner.removed, planner.modified, dump_json(lineage), commit_id,
             change_digest(changes) if commit_id is not None else None,
         ),

@@ -25,7 +25,7 @@ from datahub.storage.local import LocalStore
 from datahub.storage.memory import MemoryStore, drop_memory_space
 from datahub.storage.transfer import copy_object, open_reader, put_file
 from datahub.storage.urls import decode_key, encode_key
-from datahub.validation import MAX_KEY_BYTES, MAX_SIZE
+from datahub.validation import MAX_KEY_BYTES, MAX_SIZE, check_text
 
 __all__ = [
     "check_record_fields",
@@ -113,6 +113,8 @@ def check_record_fields(url: object, etag: object, size: object, key: str) -> No
             f"record {key!r}: empty etag; record the object's etag (or version id) so reads can detect changes",
             key=key,
         )
+    if not etag.isascii():
+        _check_text_field(etag, "etag", key)
     if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE:
         raise InvalidInput(f"record {key!r}: invalid size {size!r}: use 0..{MAX_SIZE}", key=key)
 
@@ -126,7 +128,16 @@ PLAIN_S3 = re.compile(
 PLAIN_S3_MAX = len("s3://") + 63 + 1 + MAX_KEY_BYTES
 
 
+def _check_text_field(value: str, what: str, key: str) -> None:
+    try:
+        check_text(value, what)
+    except InvalidInput as exc:
+        raise InvalidInput(f"record {key!r}: {exc.message}", key=key) from None
+
+
 def _check_url(url: object, key: str) -> None:
+    if isinstance(url, str) and not url.isascii():
+        _check_text_field(url, "object url", key)
     scheme = url.partition("://")[0].lower() if isinstance(url, str) and "://" in url else ""
     if scheme not in SCHEMES:
         raise InvalidInput(
