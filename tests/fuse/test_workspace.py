@@ -267,3 +267,22 @@ def test_a_mount_that_never_became_ready_commits_nothing(env: FuseEnv) -> None:
         records = {r.key: r.size for r in catalog.list_records("outputs", None)}
     assert len(versions) == 1
     assert records == {"kept.txt": 19, "later.txt": 18}
+
+
+def test_a_name_that_is_not_utf8_is_refused_at_create_and_the_commit_holds_the_rest(env: FuseEnv) -> None:
+    """A name with bytes that are not UTF-8 (b"caf\\xe9") reaches the daemon as a lone surrogate
+    (os.fsdecode); no catalog can store such a key, so it is refused as an invalid name (EINVAL,
+    as for any key the workspace refuses), and the rest of the workspace commits. Before, the
+    daemon failed with a bare UnicodeEncodeError, which the kernel saw as EIO."""
+    mnt = env.mountpoint("ws")
+    with _catalog(env) as catalog:
+        catalog.create_dataset("outputs")
+    with env.mounted(mnt, "--workspace", "ws", "--commit-to", "outputs"):
+        with pytest.raises(OSError) as exc:
+            os.open(os.fsencode(mnt) + b"/caf\xe9.bin", os.O_WRONLY | os.O_CREAT, 0o644)
+        assert exc.value.errno == errno.EINVAL
+        (mnt / "café.bin").write_bytes(b"utf-8 is fine")
+        assert os.listdir(mnt) == ["café.bin"]
+    with _catalog(env) as catalog:
+        records = {r.key: r.size for r in catalog.list_records("outputs", None)}
+    assert records == {"café.bin": 13}
