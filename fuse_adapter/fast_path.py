@@ -14,17 +14,19 @@ reads, turns the policy objects' modes off then (``PassthroughOpens.mode``,
 
 The modes, in short (each flag is a ``datahub mount`` option):
 
-* zero-message opens (always asked): the first OPEN is answered ENOSYS, so the kernel opens
-  files itself with their page cache kept; needs a build whose READs name the inode.
-* ``fastread`` (the default; ``--no-fastread``): pyfuse3's C threads answer READs of files
-  whose verified page file was published (``fuse_adapter.fastread``).
-* ``passthrough`` (``--passthrough``, or the default when READs in C are impossible): OPEN of
-  a file wholly in the disk tier is answered with its page file as a FUSE passthrough
-  backing file (``fuse_adapter.passthrough``); it needs OPEN, so it replaces zero-message
-  opens. ``fastopen`` (``--no-fastopen``): later opens and releases answered in C.
-* automatic (``--auto-read-mode``; :data:`AUTO_DEFAULT` makes it the default): passthrough
-  and READs in C both armed, passthrough first, then one switch to zero-message opens when
-  the working set is in the page cache (``fuse_adapter.read_mode``).
+* automatic (the default, :data:`AUTO_DEFAULT`; ``--auto-read-mode`` says so explicitly):
+  passthrough and READs in C both armed, passthrough first, then one switch to zero-message
+  opens when the working set is in the page cache (``fuse_adapter.read_mode``).
+* zero-message opens (``--no-passthrough`` keeps them from the start): the first OPEN is
+  answered ENOSYS, so the kernel opens files itself with their page cache kept; needs a
+  build whose READs name the inode.
+* ``fastread`` (``--no-fastread``): pyfuse3's C threads answer READs of files whose verified
+  page file was published (``fuse_adapter.fastread``).
+* ``passthrough`` (``--passthrough`` for good; the automatic mode's start; the default when
+  READs in C are impossible): OPEN of a file wholly in the disk tier is answered with its
+  page file as a FUSE passthrough backing file (``fuse_adapter.passthrough``); it needs
+  OPEN, so it replaces zero-message opens. ``fastopen`` (``--no-fastopen``): later opens and
+  releases answered in C.
 * ``fastloop`` (``--no-fastloop``): a C thread reads the requests and answers what it can
   (opens, releases, ``isatty()``, published LOOKUPs and READs); the rest reaches Python.
 * ``lookup_in_c`` (``--no-lookup-in-c``): positive LOOKUP answers are published to C.
@@ -141,8 +143,9 @@ class FastPath:
 
 
 #: whether a mount without ``--passthrough``, ``--no-passthrough`` or ``--auto-read-mode``
-#: chooses its read mode automatically (docs/fuse.md, "The automatic choice")
-AUTO_DEFAULT = False
+#: chooses its read mode automatically (docs/fuse.md, "The automatic choice": it serves
+#: SSD-tier hits with no READ and warm epochs with no OPEN, which neither fixed mode does)
+AUTO_DEFAULT = True
 
 
 def fastread_possible(asked: Asked, build: Build) -> bool:
@@ -163,10 +166,12 @@ def decide(
     tables can be handed (a disk tier of format-3 page files: the object's bytes from
     offset 0; False with ``--no-cache``); ``transport``: ``uring.mount_transport``'s answer.
 
-    Passthrough is not the default: it needs an OPEN and a RELEASE per open, which halves a
-    warm epoch; zero-message opens with READs answered in C from the same page files serve
-    both a warm epoch and SSD-tier hits. Without a build that can answer READs in C (or with
-    ``--no-fastloop``), the default falls back to passthrough."""
+    The default is the automatic mode (:data:`AUTO_DEFAULT`): passthrough alone needs an OPEN
+    and a RELEASE per open, which halves a warm epoch; zero-message opens alone make the
+    daemon read every SSD-tier hit (a READ each, 2-3x passthrough's daemon CPU). Where the
+    automatic mode cannot run (no page files, a build without the open table's sampling),
+    the default is zero-message opens with READs in C; without a build that can answer READs
+    in C (or with ``--no-fastloop``), passthrough."""
     possible = fastread_possible(asked, build)
     auto = (
         (asked.auto if asked.auto is not None else asked.passthrough is None and AUTO_DEFAULT)

@@ -65,9 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     reads.add_argument(
         "--passthrough",
         action="store_true",
-        help="read-only: let the kernel serve files of the disk tier itself (FUSE passthrough) instead "
-        "of zero-message opens with READs answered in C; each open then costs an OPEN and a RELEASE, "
-        "a warm epoch half as fast (the baseline of bench/mount/warm_path.py; docs/fuse.md). "
+        help="read-only: let the kernel serve files of the disk tier itself (FUSE passthrough) for "
+        "good, never switching to zero-message opens; each open then costs an OPEN and a RELEASE, "
+        "a warm epoch half as fast (a baseline of bench/mount/warm_path.py; docs/fuse.md). "
         "--workspace: stage each new or truncated file on local disk and let the kernel write it "
         "(disk-speed writes, durable in the shared tier at close as ever); msync is durable on "
         "local disk only, and writes after an unmount are not refused (docs/writeback.md)",
@@ -75,15 +75,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     reads.add_argument(
         "--no-passthrough",
         action="store_true",
-        help="never use FUSE passthrough: the default for reads (zero-message opens with READs "
-        "answered in C; docs/fuse.md) and for workspace writes (each WRITE through the daemon)",
+        help="never use FUSE passthrough: read-only, zero-message opens with READs answered in C "
+        "from the start (each SSD-tier hit a READ through the daemon; docs/fuse.md); for workspace "
+        "writes the default (each WRITE through the daemon)",
     )
     reads.add_argument(
         "--auto-read-mode",
         action="store_true",
-        help="read-only: start with FUSE passthrough (SSD-tier hits served by the kernel, no READ) "
-        "and switch once to zero-message opens when nearly every open finds its page file in the "
-        'page cache (a warm epoch then sends no request; docs/fuse.md, "The automatic choice")',
+        help="read-only, the default: start with FUSE passthrough (SSD-tier hits served by the "
+        "kernel, no READ) and switch once to zero-message opens when nearly every open finds its "
+        'page file in the page cache (a warm epoch then sends no request; docs/fuse.md, "The '
+        'automatic choice")',
     )
     p.add_argument(
         "--no-fastread",

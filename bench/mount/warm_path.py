@@ -93,14 +93,27 @@ READERS: dict[str, Callable[[str], int]] = {"open": read_py, "buffered": read_bu
 
 #: mount configurations: name -> extra ``datahub mount`` flags
 CONFIGS: dict[str, tuple[str, ...]] = {
-    "default": (),  # zero-message opens, READs of disk-tier files answered in C, io_uring
+    # the automatic read mode: passthrough until opens find their page files cached, then
+    # zero-message opens with READs in C; io_uring
+    "default": (),
     "default-devfuse": ("--no-io-uring",),
+    "auto": ("--auto-read-mode",),  # the same as "default", asked for explicitly
+    # zero-message opens with READs of disk-tier files answered in C from the start (the
+    # default from issue 36 until the automatic mode)
+    "zero-msg": ("--no-passthrough",),
     "passthrough": ("--passthrough",),  # the default before issue 36
-    # passthrough until opens find their page files cached, then zero-message opens
-    "auto": ("--auto-read-mode",),
     "passthrough-devfuse": ("--passthrough", "--no-io-uring"),
     "zero-msg-python": ("--no-fastread",),  # zero-message opens, READs in Python
 }
+
+
+#: flags that fix the read mode (the automatic one needs READs in C, the C loop and page files)
+FIXED_READ_MODE = {"--passthrough", "--no-passthrough", "--no-fastread", "--no-fastloop", "--no-cache"}
+
+
+def automatic(flags: tuple[str, ...]) -> bool:
+    """Whether a mount with these flags chooses its read mode automatically (switches once)."""
+    return "--auto-read-mode" in flags or not FIXED_READ_MODE & set(flags)
 
 
 def main() -> None:
@@ -166,10 +179,10 @@ def main() -> None:
 
         def warm_up(config: str, paths: list[str], pid: int, mnt: Path, n: int) -> None:
             """The epochs that warm the mount before the warm rows, their figures printed.
-            With --auto-read-mode they repeat until one sends no OPEN and no READ (the switch
+            In the automatic read mode they repeat until one sends no OPEN and no READ (the switch
             happened, and the epoch after it, which costs one READ per file because
             passthrough cached the page files, not the mount's pages, is over); at most 6."""
-            for _ in range(6 if "--auto-read-mode" in known[config] else 1):
+            for _ in range(6 if automatic(known[config]) else 1):
                 order = paths[:]
                 random.shuffle(order)
                 cpu0 = daemon_cpu(pid)

@@ -1,7 +1,8 @@
 """Stats snapshots: how a CLI process sees the counters of the cache processes running.
 
 Each open cache writes its ``stats()`` as ``<home>/cache/stats/<pid>.json`` on every
-maintenance round (atomically: temp file + rename) and removes it on close.
+maintenance round and when a mount reports to it (atomically: temp file + rename;
+``TieredCache.publish_stats``) and removes it on close.
 ``read_snapshots`` returns the snapshots of processes still alive (and deletes those of
 processes that died without closing); ``summarize`` adds them up per tier. Byte usage of
 the disk tier does not depend on a live process: the CLI reads it from the LMDB index.

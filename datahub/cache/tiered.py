@@ -15,7 +15,8 @@ sequential reader of a large object, a background whole-object fill after repeat
 reads of one.
 
 A background thread runs each tier's eviction between the watermarks, reloads pins
-changed by other processes, and writes a stats snapshot for ``datahub cache stats``.
+changed by other processes, and writes a stats snapshot for ``datahub cache stats``
+(so does a mount reporting its status: ``publish_stats``).
 
 Three registries beside the read path are objects of their own, attributes of the cache:
 ``pins`` (``datahub.cache.pins``: what eviction must keep), ``passthrough``
@@ -89,7 +90,7 @@ class TieredCache:
         #: named sets of objects whose pages persistent tiers keep (datahub.cache.pins)
         self.pins = pins if pins is not None else Pins()
         #: what mounts add to ``stats()``: their warm-ups and open modes (datahub.cache.reports)
-        self.reports = StatusReports()
+        self.reports = StatusReports(on_add=self.publish_stats)
         #: backing files for FUSE passthrough opens (datahub.cache.passthrough); start()
         self.passthrough: PassthroughFiles
         self._local_tiers = [t for t in self.tiers if not isinstance(t, SharedTier)]  # contains() is cheap
@@ -98,6 +99,7 @@ class TieredCache:
         self._hint_lock = threading.Lock()
         self._hint_order: tuple[int, Sequence[ObjectRef]] = (0, ())  # (generation, refs) for warm-up
         self._stats_dir = stats_dir
+        self._stats_lock = threading.Lock()  # one snapshot writer at a time; none after close
         self._closed = threading.Event()
         self._wake = threading.Event()
         self._maintainer: threading.Thread | None = None  # started by start()
@@ -423,7 +425,21 @@ class TieredCache:
                 tier.maintain()
             except TIER_ERRORS as exc:  # one tier's failure must not skip the others
                 log.warning("cache: maintenance of the %s tier failed: %s", tier.name, exc)
-        if self._stats_dir is not None:
+        self.publish_stats()
+
+    def publish_stats(self) -> None:
+        """Write this process's stats snapshot (``datahub cache stats`` and /metrics read it).
+
+        Each maintenance round does, and so does a mount or warm-up when it reports
+        (``reports``): without that, a mount served within the first maintenance interval was
+        missing from ``datahub cache stats`` until the next round. Under a lock: the
+        maintainer and a reporting thread share one temp file, and no snapshot is written
+        after ``close`` removed it (nor before ``start``: ``stats()`` needs its parts)."""
+        if self._stats_dir is None:
+            return
+        with self._stats_lock:
+            if self._closed.is_set() or self._maintainer is None:
+                return
             try:
                 stats_io.write_snapshot(self._stats_dir, self.stats())
             except OSError as exc:
@@ -475,7 +491,8 @@ class TieredCache:
             except TIER_ERRORS as exc:  # close the other tiers anyway
                 log.warning("cache: closing the %s tier failed: %s", tier.name, exc)
         if self._stats_dir is not None:
-            stats_io.remove_snapshot(self._stats_dir)
+            with self._stats_lock:  # after a snapshot being written now
+                stats_io.remove_snapshot(self._stats_dir)
 
     def __enter__(self) -> TieredCache:
         return self

@@ -22,6 +22,7 @@ from datahub.cache.pins import Pins
 from datahub.cache.policy import make_policy
 from datahub.cache.ram import RamTier
 from datahub.cache.reports import StatusReports
+from datahub.cache.stats import read_snapshots
 from datahub.cache.tier import Tier, TierUsage
 from datahub.errors import InvalidInput
 from datahub.storage.base import ObjectRef
@@ -86,6 +87,30 @@ def test_status_reports_call_each_function_at_snapshot_time_by_kind_in_order() -
     reports.add_mount(lambda: {"mount": "b"})
     state["n"] = 7  # a status is read when the snapshot is taken, not when it was added
     assert reports.snapshot() == {"warmups": [{"warmed": 7}], "mounts": [{"mount": "a"}, {"mount": "b"}]}
+
+
+def test_a_mount_is_in_the_stats_snapshot_from_the_moment_it_reports(tmp_path: Path, stores) -> None:
+    """``datahub cache stats`` must show a live mount before the cache's first maintenance
+    round (here an hour away): a mount served within that round's interval was missing."""
+    stats = tmp_path / "stats"
+    tiers = [RamTier(1 << 20, make_policy("lru", 1 << 20))]
+    with assemble_cache(
+        tiers, Origin(stores), page_size=PAGE, stats_dir=stats, maintain_interval=3600
+    ) as cache:
+        state = {"mode": "passthrough"}
+        cache.reports.add_mount(lambda: {"mountpoint": "/mnt/a", **state})
+        assert [s["mounts"] for s in read_snapshots(stats)] == [
+            [{"mountpoint": "/mnt/a", "mode": "passthrough"}]
+        ]
+        cache.reports.add_warmup(lambda: {"mount": "/mnt/a", "state": "listing"})
+        assert [s["warmups"] for s in read_snapshots(stats)] == [[{"mount": "/mnt/a", "state": "listing"}]]
+        state["mode"] = "zero-message"  # later changes show at the next round, as before
+        cache.maintain()
+        assert read_snapshots(stats)[0]["mounts"] == [{"mountpoint": "/mnt/a", "mode": "zero-message"}]
+    assert read_snapshots(stats) == []  # closed: removed, and no report writes it again
+    cache.reports.add_mount(lambda: {"mountpoint": "/mnt/b"})
+    cache.maintain()
+    assert read_snapshots(stats) == []
 
 
 # --- passthrough ------------------------------------------------------------------------------------

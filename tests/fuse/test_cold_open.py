@@ -17,13 +17,21 @@ import errno
 import mmap
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from datahub.storage import StoreRegistry
 from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, upload_dataset, wait_until
-from tests.fuse.test_passthrough import FILES, mount_stats, page_file_of, page_files, read_while_stopped
+from tests.fuse.test_passthrough import (
+    FILES,
+    mount_after,
+    mount_stats,
+    page_file_of,
+    page_files,
+    read_while_stopped,
+)
 
 pytestmark = pytest.mark.fuse
 
@@ -60,7 +68,8 @@ def test_a_cold_small_file_is_served_by_the_kernel_from_its_first_open(env: Fuse
                 assert got[fd] == (data, data)
         finally:
             close_all(fds)
-        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
+        closed = time.time()  # a snapshot from before the opens shows no handle open either
+        wait_until(lambda: mount_after(env, closed).get("passthrough_handles_open") == 0, GUARD)
         s = mount_stats(env)
         assert s["passthrough_opens_in_python"] == len(FILES) and s["ordinary_opens"] == 0
         assert (root / "big/large.bin").read_bytes() == LARGE  # more than a page: through the daemon
@@ -100,7 +109,8 @@ def test_a_cold_opened_file_evicted_while_held_stays_valid(env: FuseEnv, files: 
                 os.close(second)
         finally:
             os.close(first)
-        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
+        closed = time.time()
+        wait_until(lambda: mount_after(env, closed).get("passthrough_handles_open") == 0, GUARD)
         assert mount_stats(env)["passthrough_handles_open"] == 0  # as the CLI shows it
         assert (root / key).read_bytes() == data
 
@@ -152,7 +162,8 @@ def test_concurrent_cold_opens_of_the_same_files_all_read_right(env: FuseEnv, fi
         for t in threads:
             t.join(timeout=GUARD)
         assert not any(t.is_alive() for t in threads) and wrong == []
-        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
+        closed = time.time()
+        wait_until(lambda: mount_after(env, closed).get("passthrough_handles_open") == 0, GUARD)
         s = mount_stats(env)
         assert s["passthrough_opens"] + s["ordinary_opens"] == 8 * len(keys)
         # an open that found the page in RAM while the disk file was still being written

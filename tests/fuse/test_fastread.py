@@ -76,7 +76,7 @@ def read_buffered(path: Path) -> bytes:
 
 def test_reads_of_disk_tier_files_are_answered_in_c_and_cached_once(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("fr")
-    with env.mounted(mnt, "fr"):
+    with env.mounted(mnt, "fr", "--no-passthrough"):  # READs in C from the first
         root = mnt / "fr" / f"v{files.seq}"
         published(env, root)
         s = mount_stats(env)
@@ -102,7 +102,7 @@ def test_a_warm_pass_sends_no_request_with_a_buffered_open_and_ioctls_with_open(
     env: FuseEnv, files: Dataset
 ) -> None:
     mnt = env.mountpoint("frwarm")
-    with env.mounted(mnt, "fr"):
+    with env.mounted(mnt, "fr", "--no-passthrough"):  # READs in C from the first
         root = mnt / "fr" / f"v{files.seq}"
         warm_into_disk(env, root)
         for key in FILES:  # every file in the page cache
@@ -120,7 +120,7 @@ def test_a_warm_pass_sends_no_request_with_a_buffered_open_and_ioctls_with_open(
 
 def test_a_page_file_changed_while_mounted_is_never_served(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("frdmg")
-    with env.mounted(mnt, "fr"):
+    with env.mounted(mnt, "fr", "--no-passthrough"):  # READs in C from the first
         root = mnt / "fr" / f"v{files.seq}"
         published(env, root)
         forget_pages(root, FILES)

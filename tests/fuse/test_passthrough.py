@@ -22,10 +22,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from datahub.cache.stats import read_snapshots, stats_dir
 from fuse_adapter.fuse_ops import FASTOPEN, PASSTHROUGH
 from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, polled_stats, upload_dataset, wait_until
 from tests.servers import REPO
@@ -77,6 +79,20 @@ def cache_stats(env: FuseEnv) -> dict:
 def mount_stats(env: FuseEnv) -> dict:
     mounts = cache_stats(env)["mounts"]
     return mounts[-1] if mounts else {}
+
+
+def mount_after(env: FuseEnv, since: float) -> dict:
+    """The last mount's row of a stats snapshot the daemon took after ``since`` (``time.time()``
+    in this process), else {}: for polls of a state the mount was in before the action too
+    (no passthrough handle open): a mount writes its first snapshot as it starts, so an older
+    snapshot would end the wait before the counters asserted next moved."""
+    rows = [
+        row
+        for s in read_snapshots(stats_dir(env.config))
+        if s.get("time", 0.0) > since
+        for row in s.get("mounts", [])
+    ]
+    return rows[-1] if rows else {}
 
 
 def warm_into_disk(env: FuseEnv, root: Path) -> None:
@@ -229,7 +245,8 @@ def test_an_evicted_backing_file_stays_valid_for_the_handles_that_hold_it(
                 os.close(second)
         finally:
             os.close(first)
-        wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 0, GUARD)
+        closed = time.time()
+        wait_until(lambda: mount_after(env, closed).get("passthrough_handles_open") == 0, GUARD)
         assert mount_stats(env)["passthrough_handles_open"] == 0  # as the CLI shows it
         assert (root / key).read_bytes() == data  # the file is gone: through the daemon (RAM or origin)
 

@@ -127,7 +127,9 @@ def test_held_handles_of_a_changed_file_are_rechecked_and_failing_that_get_direc
 
 
 # --- the fast path: asked, the build, in effect ----------------------------------------------
-def test_the_default_is_zero_message_opens_with_reads_in_c() -> None:
+def test_without_page_cache_sampling_the_default_is_zero_message_opens_with_reads_in_c() -> None:
+    """FULL cannot sample the page cache at opens, so the automatic mode (the default where it
+    can run: test_read_mode_policy) cannot; the default then is zero-message opens."""
     fast = decide(Asked(), FULL, backs_files=True, transport=(True, "io_uring (one queue per CPU)"))
     assert fast.zero_message_open and fast.fastread and fast.fastread_off == ""
     assert not fast.passthrough and fast.passthrough_off == "zero-message opens"

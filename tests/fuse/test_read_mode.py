@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
+from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, upload_dataset, wait_until
 from tests.fuse.fuse_tracepoint import FuseRequests
 from tests.fuse.test_fastread import forget_pages, read_buffered, read_py
 from tests.fuse.test_passthrough import FILES, GUARD, flip_byte, mount_stats, page_file_of, warm_into_disk
@@ -69,6 +69,21 @@ def switched(env: FuseEnv, root: Path, keys: list[str] | None = None, threads: i
             stop.set()
         reading.result()  # a reader's error or wrong bytes, raised here
     assert mount_stats(env)["read_mode"] == "auto: zero-message"
+
+
+def test_a_default_mount_chooses_automatically_and_is_in_cache_stats_once_mounted(
+    env: FuseEnv, files: Dataset
+) -> None:
+    """No read-mode flag: the automatic mode, in passthrough until its opens find the working
+    set in the page cache. And the mount is in ``datahub cache stats`` the moment it is
+    mounted: its row is written as it reports, before it serves, not at its cache's first
+    maintenance round (2 s on), when a poll right after the mount found no row."""
+    mnt = env.mountpoint("amnew")
+    with env.mounted(mnt, "am", "--no-prefetch") as proc:
+        row = polled_mount(env)  # at once, before any maintenance round
+        assert row.get("pid") == proc.pid and row.get("mountpoint") == str(mnt), row
+        assert row["read_mode"] == "auto: passthrough"
+        assert mount_stats(env)["mountpoint"] == str(mnt)  # as `datahub cache stats` shows it
 
 
 def test_ssd_tier_hits_stay_in_passthrough_and_send_no_read(env: FuseEnv, files: Dataset) -> None:

@@ -123,7 +123,11 @@ def test_decide_auto_arms_both_tables_and_starts_in_passthrough() -> None:
     assert not decide(Asked(auto=True), FULL, backs_files=False).auto
     no_open_fh = Build(**{**FULL.__dict__, "no_open_fh": None})
     assert not decide(Asked(auto=True), no_open_fh, backs_files=True).auto
-    assert decide(Asked(), FULL, backs_files=True).auto == AUTO_DEFAULT
+    # no flag: the automatic mode is the default (AUTO_DEFAULT), where it can run
+    default = decide(Asked(), FULL, backs_files=True)
+    assert AUTO_DEFAULT and default.auto and default.passthrough and default.fastread
+    assert default.summary().startswith("opens: automatic (passthrough, answered in C until")
+    assert not decide(Asked(), PASSTHROUGH_FULL, backs_files=True).auto  # no page-cache sampling
 
 
 def test_a_switch_whose_handles_stay_open_is_given_up() -> None:

@@ -67,7 +67,9 @@ def test_a_warm_pass_sends_no_request_but_the_refused_ioctl_of_a_default_open(
 ) -> None:
     """With 8 reader threads, ioctls queue up and datahub's pyfuse3 answers them in a burst."""
     mnt = env.mountpoint("warmreq")
-    with env.mounted(mnt, "warm"):  # the default read mode: zero-message opens
+    with env.mounted(
+        mnt, "warm", "--no-passthrough"
+    ):  # zero-message opens from the first (the default mode switches to them)
         root = mnt / "warm" / f"v{files.seq}"
         paths = {root / key: data for key, data in files.objects.items()}
         for path, data in paths.items():  # cold: through the daemon, fills the page cache
