@@ -6,16 +6,21 @@ address but loopback.
 
 from __future__ import annotations
 
+import http.client
 import os
 import shlex
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import boto3
 from botocore.config import Config as BotoConfig
@@ -95,6 +100,37 @@ class MotoServer:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for_port(self.port)
         self.endpoint = S3Endpoint("moto", f"http://127.0.0.1:{self.port}", "testing", "testing")
+
+    def put_objects(self, bucket: str, objects: Iterable[tuple[str, bytes]], threads: int = 8) -> None:
+        """PUT each (key, bytes) into ``bucket``: plain S3 PUT Object requests from a few threads,
+        naming the endpoint's access key (moto takes the account, and so each object's owner,
+        from it, as for boto3's PUTs) with no real signature (moto verifies none).
+
+        Why not boto3: filling a bucket of thousands of objects for a test, boto3 spent ~4.8
+        CPU-ms per PUT in the test's process (signing, checksums, its event hooks) against
+        ~0.8 here, on the two cores the server and the other worker share (docs/benchmarks.md,
+        "Suite time (branch suite-fast)"). Every answer must be 200.
+        """
+        local = threading.local()
+        credential = f"{self.endpoint.access_key}/20260101/us-east-1/s3/aws4_request"
+        auth = f"AWS4-HMAC-SHA256 Credential={credential}, SignedHeaders=host, Signature=0"
+
+        def put(item: tuple[str, bytes]) -> None:
+            key, body = item
+            conn = getattr(local, "conn", None)
+            if conn is None:
+                conn = local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+            headers = {"Authorization": auth, "Content-Length": str(len(body))}
+            conn.request("PUT", f"/{bucket}/{quote(key)}", body=body, headers=headers)
+            resp = conn.getresponse()
+            text = resp.read()
+            if resp.will_close:
+                conn.close()
+            if resp.status != 200:
+                raise RuntimeError(f"PUT s3://{bucket}/{key} answered {resp.status}: {text[:300]!r}")
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(put, objects))
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -114,8 +114,10 @@ def polled_mount(env: FuseEnv) -> dict:
     return mounts[-1] if mounts else {}
 
 
-def make_env(root: Path, endpoint: S3Endpoint) -> FuseEnv:
-    bucket = endpoint.new_bucket("fuse")
+def make_env(root: Path, endpoint: S3Endpoint, bucket: str | None = None) -> FuseEnv:
+    """A mount's config and home under ``root``, on a new bucket (or ``bucket``, which tests
+    share when filling it is their large cost, e.g. tests/fuse/test_bucket_by_directory.py)."""
+    bucket = bucket or endpoint.new_bucket("fuse")
     root.mkdir(parents=True, exist_ok=True)
     config_path = root / "datahub.toml"
     config_path.write_text(

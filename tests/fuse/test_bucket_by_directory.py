@@ -1,7 +1,8 @@
 """The first mount of a large bucket lists it by directory (issue 27), in a real moto server.
 
-Each test counts the requests of its own bucket in the module's moto log, all sent by
-its mounts. ``cache.bucket_list_whole_objects`` is lowered to 1,000 so that a bucket of
+Both tests share one bucket (filled once, by the module's ``bucket`` fixture), each with its
+own home and catalog; each counts the bucket's requests in the module's moto log during its
+own run, all sent by its mounts. ``cache.bucket_list_whole_objects`` is lowered to 1,000 so that a bucket of
 3,000 objects is "large" (the default, 5,000, would need a bucket too slow to fill in a
 test). Behaviour only: no timing is asserted (waits have generous guards).
 """
@@ -13,7 +14,6 @@ import json
 import os
 import random
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import boto3
@@ -21,13 +21,14 @@ import pytest
 
 from datahub.catalog import open_catalog
 from fuse_adapter.layout import snapshot_dataset_name
-from tests.fuse.conftest import FuseEnv, wait_until
+from tests.fuse.conftest import wait_until
 from tests.fuse.test_bucket_warmup import bucket_env, polled_warmup, warmup
 from tests.servers import MotoServer
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
 GUARD = 120.0
+N = 3000  # 30 directories of 100 (a fill of 15,000 cost the suite minutes; the bench does 100,000)
 PER_DIR = 100
 WHOLE_MAX = 1000  # the whole listing stops after two pages (it reads key 1,001 to know)
 #: directories the whole listing finished before it stopped: its cursor is in the last one
@@ -43,16 +44,14 @@ def body_of(i: int) -> bytes:
     return i.to_bytes(4, "big") * 64
 
 
-def fill(env: FuseEnv, moto: MotoServer, n: int) -> None:
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=moto.endpoint.url,
-        aws_access_key_id=moto.endpoint.access_key,
-        aws_secret_access_key=moto.endpoint.secret_key,
-        region_name="us-east-1",
-    )
-    with ThreadPoolExecutor(32) as pool:
-        list(pool.map(lambda i: s3.put_object(Bucket=env.bucket, Key=key_of(i), Body=body_of(i)), range(n)))
+@pytest.fixture(scope="module")
+def bucket(private_moto: MotoServer) -> str:
+    """One bucket of ``N`` objects for both tests (filling it is their largest cost): each test
+    has its own home and catalog, counts the requests of its own time only, and puts back
+    what it changes."""
+    name = private_moto.endpoint.new_bucket("fuse")
+    private_moto.put_objects(name, ((key_of(i), body_of(i)) for i in range(N)))
+    return name
 
 
 class RequestLog:
@@ -77,10 +76,11 @@ def info(mnt: Path) -> dict:
     return json.loads((mnt / ".datahub").read_text())
 
 
-def test_ten_files_of_a_large_bucket_on_the_first_mount(tmp_path: Path, private_moto: MotoServer) -> None:
-    n = 3000  # 30 directories of 100 (a fill of 15,000 cost the suite minutes; the bench does 100,000)
-    env = bucket_env(tmp_path / "env", private_moto, bucket_list_whole_objects=WHOLE_MAX)
-    fill(env, private_moto, n)
+def test_ten_files_of_a_large_bucket_on_the_first_mount(
+    tmp_path: Path, private_moto: MotoServer, bucket: str, request: pytest.FixtureRequest
+) -> None:
+    n = N
+    env = bucket_env(tmp_path / "env", private_moto, bucket, bucket_list_whole_objects=WHOLE_MAX)
     reqlog = RequestLog(private_moto, env.bucket)
     reqlog.take()
     url = f"s3://{env.bucket}/data"
@@ -108,6 +108,8 @@ def test_ten_files_of_a_large_bucket_on_the_first_mount(tmp_path: Path, private_
 
         # an object changed after its directory was listed: ESTALE, as on a whole snapshot
         changed = next(i for i in range(n) if i not in picks and i // PER_DIR == picks[0] // PER_DIR)
+        # the module's other test shares the bucket: its bytes are put back after this test
+        request.addfinalizer(lambda: private_moto.put_objects(bucket, [(key_of(changed), body_of(changed))]))
         boto3.client(
             "s3", endpoint_url=private_moto.endpoint.url, region_name="us-east-1",
             aws_access_key_id=private_moto.endpoint.access_key,
@@ -132,17 +134,17 @@ def test_ten_files_of_a_large_bucket_on_the_first_mount(tmp_path: Path, private_
 
 
 def test_many_opens_take_the_whole_listing_as_the_snapshot_a_remount_reuses(
-    tmp_path: Path, private_moto: MotoServer
+    tmp_path: Path, private_moto: MotoServer, bucket: str
 ) -> None:
-    n = 3000
+    n = N
     env = bucket_env(
         tmp_path / "env",
         private_moto,
+        bucket,
         bucket_list_whole_objects=WHOLE_MAX,
         bucket_warmup_opens=12,
         bucket_warmup_objects=100,  # no "fits" warm-up of the 3,000 once listed: not what is tested
     )
-    fill(env, private_moto, n)
     reqlog = RequestLog(private_moto, env.bucket)
     url = f"s3://{env.bucket}/data"
     dataset = snapshot_dataset_name(url)
