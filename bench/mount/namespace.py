@@ -23,8 +23,9 @@ subprocess, the mount as an API client). Every figure is printed with the load a
 
 ``--catalog DIR --records N`` measures a catalog kept by ``bench/scale/scale.py --layout tree
 --keep`` (``DIR/catalog.db``, dataset ``big`` v1 of N records, the same keys as here) instead
-of building one: how issue 38's mount figures were taken at 10^8 records. A one-record
-``tiny`` dataset is added to it for the empty mount if it has none.
+of building one: how issue 38's mount figures were taken at 10^8 records. Its ``base``
+(``--baseline`` records) is measured beside ``big``, alternated. The empty mount's one-record
+``tiny`` is then a catalog of its own (the kept one may be busy with scale.py's 1 % commit).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def _env(tree: Path) -> dict[str, str]:
 
 def adopt(root: Path, catalog: Path, n: int) -> Path:
     """A config over the kept catalog ``catalog/catalog.db`` (``big`` v1 must hold ``n``
-    records), with ``tiny`` committed into it once."""
+    records), and ``tiny.toml`` beside it: a one-record catalog for the empty mount."""
     root.mkdir(parents=True, exist_ok=True)
     config = root / "datahub.toml"
     db = (catalog / "catalog.db").resolve()
@@ -106,17 +107,27 @@ def adopt(root: Path, catalog: Path, n: int) -> Path:
 
     cat = open_catalog(f"sqlite:///{db}")
     try:
-        names = {d.name for d in cat.list_datasets()}
-        if "big" not in names:
+        if "big" not in {d.name for d in cat.list_datasets()}:
             raise SystemExit(f"{db} has no dataset 'big': run bench/scale/scale.py --layout tree --keep")
-        if "tiny" not in names:
+    finally:
+        cat.close()
+    # the empty mount's one-record "tiny" lives in a catalog of its own: the kept one may be
+    # busy with a commit (scale.py's 1 % commit runs on while the mounts are measured)
+    tiny_db = root / "tiny" / "catalog.db"
+    if not tiny_db.exists():
+        tiny_db.parent.mkdir(parents=True, exist_ok=True)
+        cat = open_catalog(f"sqlite:///{tiny_db}")
+        try:
             cat.create_dataset("tiny")
             k = key(0)
             cat.commit(
                 "tiny", [Put(Record(k, f"s3://synthetic-bench/{k}", f"{0:032x}", 100_000))], message="bench"
             )
-    finally:
-        cat.close()
+        finally:
+            cat.close()
+    (root / "tiny.toml").write_text(
+        config.read_text().replace(f"sqlite:///{db}", f"sqlite:///{tiny_db.resolve()}")
+    )
     print(f"  the kept catalog {db} ({db.stat().st_size / 2**20:,.0f} MiB), big v1 taken as {n:,} records")
     return config
 
@@ -192,7 +203,14 @@ class Mount:
 
 
 def measure(
-    config: Path, tree: Path, work: Path, n: int, label: str, rng: random.Random, dataset: str = "big"
+    config: Path,
+    tree: Path,
+    work: Path,
+    n: int,
+    label: str,
+    rng: random.Random,
+    dataset: str = "big",
+    empty_config: Path | None = None,
 ) -> dict:
     dirs = [
         f"s{top:02}/d{d:03}"
@@ -207,7 +225,7 @@ def measure(
         "load": uptime(),
         "at": time.strftime("%H:%M:%S"),
     }
-    empty = Mount(config, tree, work / f"empty-{label}", "tiny@v1")
+    empty = Mount(empty_config or config, tree, work / f"empty-{label}", "tiny@v1")
     try:
         empty.wait_ready(empty.mnt / "tiny" / "v1")
         os.listdir(empty.mnt / "tiny" / "v1" / "s00")
@@ -279,12 +297,13 @@ def main() -> None:
         for n in args.records:
             print(f"{n:,} records  load {uptime()}")
             config = adopt(work / f"n{n}", args.catalog, n) if args.catalog else build(work / f"n{n}", n)
+            empty_config = config.with_name("tiny.toml") if args.catalog else None
             # with --catalog, its 10^6-record "base" is measured beside "big", alternated (A B, B A)
             sets = [("base", args.baseline), ("big", n)] if args.catalog else [("big", n)]
             designs = [("paged", REPO)] + ([("whole", args.baseline_tree)] if args.baseline_tree else [])
             for label, tree in designs:
                 for dataset, count in sets:
-                    r = measure(config, tree, work / f"n{n}", count, label, rng, dataset)
+                    r = measure(config, tree, work / f"n{n}", count, label, rng, dataset, empty_config)
                     results.append(r)
                     print("  " + json.dumps(r), flush=True)
             port = 20000 + rng.randrange(20000)
@@ -294,7 +313,9 @@ def main() -> None:
                 own = [line for line in config.read_text().splitlines() if not line.startswith("catalog_url")]
                 remote.write_text(f'catalog_url = "http://127.0.0.1:{port}"\n' + "\n".join(own) + "\n")
                 for dataset, count in sets[::-1]:
-                    r = measure(remote, REPO, work / f"n{n}", count, "paged-remote", rng, dataset)
+                    r = measure(
+                        remote, REPO, work / f"n{n}", count, "paged-remote", rng, dataset, empty_config
+                    )
                     results.append(r)
                     print("  " + json.dumps(r), flush=True)
             finally:
