@@ -20,6 +20,12 @@ URLs: no object is read) holds ``big`` (keys ``sNN/dNNN/fNNNNN.jpg``, 10^4 per d
 
 The paged design is also measured through the remote catalog (``datahub serve`` in a
 subprocess, the mount as an API client). Every figure is printed with the load average.
+
+``--catalog DIR --records N`` measures a catalog kept by ``bench/scale/scale.py --layout tree
+--keep`` (``DIR/catalog.db``, dataset ``big`` v1 of N records, the same keys as here) instead
+of building one: how issue 38's mount figures were taken at 10^8 records. Its ``base``
+(``--baseline`` records) is measured beside ``big``, alternated. The empty mount's one-record
+``tiny`` is then a catalog of its own (the kept one may be busy with scale.py's 1 % commit).
 """
 
 from __future__ import annotations
@@ -83,6 +89,47 @@ def _env(tree: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(tree)
     return env
+
+
+def adopt(root: Path, catalog: Path, n: int) -> Path:
+    """A config over the kept catalog ``catalog/catalog.db`` (``big`` v1 must hold ``n``
+    records), and ``tiny.toml`` beside it: a one-record catalog for the empty mount."""
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "datahub.toml"
+    db = (catalog / "catalog.db").resolve()
+    if not db.exists():
+        raise SystemExit(f"no catalog at {db}: run bench/scale/scale.py --layout tree --keep first")
+    config.write_text(
+        f'home = "{root / "var"}"\ncatalog_url = "sqlite:///{db}"\n[cache]\nram_bytes = 67108864\ndisk_bytes = 0\n'
+    )
+    sys.path.insert(0, str(REPO))
+    from datahub.catalog import Put, Record, open_catalog
+
+    cat = open_catalog(f"sqlite:///{db}")
+    try:
+        if "big" not in {d.name for d in cat.list_datasets()}:
+            raise SystemExit(f"{db} has no dataset 'big': run bench/scale/scale.py --layout tree --keep")
+    finally:
+        cat.close()
+    # the empty mount's one-record "tiny" lives in a catalog of its own: the kept one may be
+    # busy with a commit (scale.py's 1 % commit runs on while the mounts are measured)
+    tiny_db = root / "tiny" / "catalog.db"
+    if not tiny_db.exists():
+        tiny_db.parent.mkdir(parents=True, exist_ok=True)
+        cat = open_catalog(f"sqlite:///{tiny_db}")
+        try:
+            cat.create_dataset("tiny")
+            k = key(0)
+            cat.commit(
+                "tiny", [Put(Record(k, f"s3://synthetic-bench/{k}", f"{0:032x}", 100_000))], message="bench"
+            )
+        finally:
+            cat.close()
+    (root / "tiny.toml").write_text(
+        config.read_text().replace(f"sqlite:///{db}", f"sqlite:///{tiny_db.resolve()}")
+    )
+    print(f"  the kept catalog {db} ({db.stat().st_size / 2**20:,.0f} MiB), big v1 taken as {n:,} records")
+    return config
 
 
 def build(root: Path, n: int) -> Path:
@@ -155,15 +202,30 @@ class Mount:
             subprocess.run(["fusermount3", "-uz", str(self.mnt)], check=False, capture_output=True)
 
 
-def measure(config: Path, tree: Path, work: Path, n: int, label: str, rng: random.Random) -> dict:
+def measure(
+    config: Path,
+    tree: Path,
+    work: Path,
+    n: int,
+    label: str,
+    rng: random.Random,
+    dataset: str = "big",
+    empty_config: Path | None = None,
+) -> dict:
     dirs = [
         f"s{top:02}/d{d:03}"
         for top in range(max(1, n // (PER_DIR * DIRS_PER_TOP)))
         for d in range(DIRS_PER_TOP)
     ]
     dirs = [d for d in dirs if int(d[1:3]) * DIRS_PER_TOP * PER_DIR + int(d[5:8]) * PER_DIR < n]
-    out: dict = {"design": label, "records": n, "load": uptime()}
-    empty = Mount(config, tree, work / f"empty-{label}", "tiny@v1")
+    out: dict = {
+        "design": label,
+        "dataset": dataset,
+        "records": n,
+        "load": uptime(),
+        "at": time.strftime("%H:%M:%S"),
+    }
+    empty = Mount(empty_config or config, tree, work / f"empty-{label}", "tiny@v1")
     try:
         empty.wait_ready(empty.mnt / "tiny" / "v1")
         os.listdir(empty.mnt / "tiny" / "v1" / "s00")
@@ -171,9 +233,9 @@ def measure(config: Path, tree: Path, work: Path, n: int, label: str, rng: rando
         empty_rss = empty.rss_mb()
     finally:
         empty.close()
-    m = Mount(config, tree, work / f"big-{label}", "big@v1")
+    m = Mount(config, tree, work / f"{dataset}-{label}", f"{dataset}@v1")
     try:
-        v1 = m.mnt / "big" / "v1"
+        v1 = m.mnt / dataset / "v1"
         out["ready_s"] = m.wait_ready(v1)
         out["mounted_s"] = m.mounted_s  # the process started and mounted: the rest is the listing
         cold = rng.choice(dirs)
@@ -223,6 +285,10 @@ def main() -> None:
     p.add_argument("--records", type=int, nargs="+", default=[1_000_000, 5_000_000])
     p.add_argument("--baseline-tree", type=Path, help="a checkout of the commit before the paged namespace")
     p.add_argument("--dir", type=Path, help="work directory (default: a temporary one, removed)")
+    p.add_argument("--catalog", type=Path, help="a catalog kept by bench/scale/scale.py --layout tree --keep")
+    p.add_argument(
+        "--baseline", type=int, default=1_000_000, help="with --catalog: records of its dataset 'base'"
+    )
     args = p.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="ns-bench-"))
     rng = random.Random(38)
@@ -230,20 +296,28 @@ def main() -> None:
     try:
         for n in args.records:
             print(f"{n:,} records  load {uptime()}")
-            config = build(work / f"n{n}", n)
+            config = adopt(work / f"n{n}", args.catalog, n) if args.catalog else build(work / f"n{n}", n)
+            empty_config = config.with_name("tiny.toml") if args.catalog else None
+            # with --catalog, its 10^6-record "base" is measured beside "big", alternated (A B, B A)
+            sets = [("base", args.baseline), ("big", n)] if args.catalog else [("big", n)]
             designs = [("paged", REPO)] + ([("whole", args.baseline_tree)] if args.baseline_tree else [])
             for label, tree in designs:
-                r = measure(config, tree, work / f"n{n}", n, label, rng)
-                results.append(r)
-                print("  " + json.dumps(r))
+                for dataset, count in sets:
+                    r = measure(config, tree, work / f"n{n}", count, label, rng, dataset, empty_config)
+                    results.append(r)
+                    print("  " + json.dumps(r), flush=True)
             port = 20000 + rng.randrange(20000)
             server = serve_remote(config, port)
             try:
                 remote = config.with_name("remote.toml")
-                remote.write_text(f'catalog_url = "http://127.0.0.1:{port}"\n' + config.read_text())
-                r = measure(remote, REPO, work / f"n{n}", n, "paged-remote", rng)
-                results.append(r)
-                print("  " + json.dumps(r))
+                own = [line for line in config.read_text().splitlines() if not line.startswith("catalog_url")]
+                remote.write_text(f'catalog_url = "http://127.0.0.1:{port}"\n' + "\n".join(own) + "\n")
+                for dataset, count in sets[::-1]:
+                    r = measure(
+                        remote, REPO, work / f"n{n}", count, "paged-remote", rng, dataset, empty_config
+                    )
+                    results.append(r)
+                    print("  " + json.dumps(r), flush=True)
             finally:
                 server.terminate()
                 server.wait(timeout=30)
@@ -255,7 +329,7 @@ def main() -> None:
     )
     for r in results:
         print(
-            f"  {r['records']:>9,} {r['design']:<13} ready {r['ready_s']:7.2f} s (mounted {r['mounted_s']:.2f})  "
+            f"  {r['records']:>11,} {r.get('dataset', 'big'):<4} {r['design']:<13} ready {r['ready_s']:7.2f} s (mounted {r['mounted_s']:.2f})  "
             f"cold ls {r['cold_ls_ms']:7.1f} ms ({r['cold_ls_cpu_ms']:.0f} CPU-ms)  "
             f"RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
             f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.1f} CPU-s per 10^6)  load {r['load']}"

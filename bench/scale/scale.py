@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/scale/scale.py [--records 100000000] [--baseline 1000000]
         [--fraction 0.01] [--cli-records 1000000] [--dir DIR] [--keep] [--repeat 10]
+        [--layout flat|tree] [--generator-records N] [--list-records N]
 
 Steps, in one process, all through the public ``Catalog`` facade (validation included):
 
@@ -28,7 +29,13 @@ This is the one catalog scale bench: ``bench/catalog/scale.py`` (issue 16: commi
 commit, listing, diff at 10^7) was merged into it.
 
 ``--keep`` keeps the catalog (``--dir``) so mount benches can use it: datasets ``big``
-(v1: all records, v2: the small commit) and ``base``. Every step prints the load average
+(v1: all records, v2: the small commit) and ``base``; with ``--layout tree`` its keys are
+``bench/mount/namespace.py``'s (``sNN/dNNN/fNNNNN.jpg``: 10^6-entry subtrees to ``find``),
+and ``namespace.py --catalog`` mounts it. At 10^8 the steps that say nothing new at that size
+are shrunk: ``--generator-records`` times the generator alone on a sample (scaled in the
+report, and said so), ``--list-records`` lists only the first N records of v2, and
+``--cli-records 0`` skips the CLI. A long commit prints a progress line every 5 % of its
+records, and the catalog files' disk peak during each full commit is sampled every 2 s. Every step prints the load average
 (the machine may be shared) and this process's CPU seconds beside wall seconds.
 """
 
@@ -65,8 +72,20 @@ GOALS = {
 }
 
 
-def key_of(i: int) -> str:
+def key_flat(i: int) -> str:
+    """``train/DDDDD/NNNNNNNNN.jpg``: every 10^4-key directory under one ``train/``."""
     return f"train/{i // PER_DIR:05d}/{i:09d}.jpg"
+
+
+def key_tree(i: int) -> str:
+    """``sNN/dNNN/fNNNNN.jpg`` (bench/mount/namespace.py's keys): 10^4 keys per directory,
+    10^6 per ``sNN``, so a mount has 10^6-entry subtrees to ``find`` (10^8 fills s00..s99)."""
+    d, f = divmod(i, PER_DIR)
+    top, d = divmod(d, 100)
+    return f"s{top:02}/d{d:03}/f{f:05}.jpg"
+
+
+key_of = key_flat  # --layout tree switches it (before any record is made)
 
 
 def record(i: int, generation: int = 0) -> Record:
@@ -81,8 +100,20 @@ def record(i: int, generation: int = 0) -> Record:
     )
 
 
-def full_changes(n: int) -> Iterator[Put]:
-    return (Put(record(i)) for i in range(n))
+def full_changes(
+    n: int, progress: Callable[[int], None] | None = None, every: int = 10_000_000
+) -> Iterator[Put]:
+    """The ``n`` puts of a first version, in key order; ``progress(done)`` is called between
+    chunks of ``every`` records (a long commit says how far it got, at no per-record cost)."""
+    if progress is None:
+        return (Put(record(i)) for i in range(n))
+    return _chunked(n, progress, every)
+
+
+def _chunked(n: int, progress: Callable[[int], None], every: int) -> Iterator[Put]:
+    for start in range(0, n, every):
+        yield from (Put(record(i)) for i in range(start, min(n, start + every)))
+        progress(min(n, start + every))
 
 
 def small_changes(n: int, fraction: float) -> Iterator[Put | Delete]:
@@ -120,6 +151,22 @@ def load() -> str:
     return "load " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def reporter(label: str, workdir: Path) -> Callable[[int], None]:
+    """A progress line for a long step: records generated so far, wall, CPU, RSS, disk, load."""
+    start, cpu = time.perf_counter(), time.process_time()
+
+    def report(done: int) -> None:
+        wall, used = time.perf_counter() - start, time.process_time() - cpu
+        print(
+            f"   {label}: {done:,} records handed over, {wall:,.0f} s wall, {used:,.0f} CPU-s "
+            f"({done / max(used, 1e-9):,.0f}/CPU-s), VmHWM {vm_hwm_mb():.0f} MB, catalog files "
+            f"{size_mib(workdir):,.0f} MiB, {time.strftime('%H:%M:%S', time.gmtime())} UTC | {load()}",
+            flush=True,
+        )
+
+    return report
+
+
 def step(label: str, fn: Callable[[], Any], rows: dict[str, dict]) -> Any:
     at = load()
     start, cpu = time.perf_counter(), time.process_time()
@@ -131,7 +178,45 @@ def step(label: str, fn: Callable[[], Any], rows: dict[str, dict]) -> Any:
 
 
 def size_mib(workdir: Path) -> float:
-    return sum(p.stat().st_size for p in workdir.iterdir() if p.name.startswith("catalog.db")) / 2**20
+    total = 0
+    for p in workdir.iterdir():
+        if p.name.startswith("catalog.db"):
+            try:
+                total += p.stat().st_size
+            except FileNotFoundError:  # the WAL or -shm went away between listing and stat
+                pass
+    return total / 2**20
+
+
+class DiskPeak:
+    """The catalog files' largest total size (file + WAL + shm), sampled every ``every`` s in
+    a thread: a one-transaction commit needs about twice the version it writes at its
+    checkpoint (docs/benchmarks.md, issue 38 item 3, third pass)."""
+
+    def __init__(self, workdir: Path, every: float = 2.0) -> None:
+        import threading
+
+        self.workdir, self.every, self.peak, self.peak_at = workdir, every, 0.0, ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def sample(self) -> None:
+        now = size_mib(self.workdir)
+        if now > self.peak:
+            self.peak, self.peak_at = now, time.strftime("%H:%M:%S", time.gmtime())
+
+    def reset(self) -> float:
+        peak, self.peak = self.peak, 0.0
+        return peak
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def cli_commit(workdir: Path, db: Path, n: int, rows: dict[str, dict]) -> None:
@@ -241,6 +326,7 @@ def _first_byte(client: Any, url: str) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    global key_of
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=100_000_000)
     parser.add_argument("--baseline", type=int, default=1_000_000)
@@ -249,39 +335,74 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=10, help="requests per page (after 3 warm-up ones)")
     parser.add_argument("--dir", default=None, help="where the catalog goes (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the catalog (prints its path)")
+    parser.add_argument(
+        "--layout", choices=("flat", "tree"), default="flat",
+        help="keys train/DDDDD/N.jpg (flat) or bench/mount/namespace.py's sNN/dNNN/fNNNNN.jpg (tree)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--generator-records", type=int, default=None,
+        help="time the generator alone on this many records (default: --records), after the commits",
+    )  # fmt: skip
+    parser.add_argument(
+        "--list-records", type=int, default=None,
+        help="list only the first N records of v2 (default: the whole version)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    key_of = key_tree if args.layout == "tree" else key_flat
     n, base_n = args.records, args.baseline
+    gen_n = n if args.generator_records is None else args.generator_records
     workdir = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.dir))
     db = workdir / "catalog.db"
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
     print(
         f"bench/scale/scale.py: {n:,} records (baseline {base_n:,}), {args.fraction:.0%} change, "
-        f"SQLite {sqlite3.sqlite_version}, {db}\n{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
+        f"{args.layout} keys, SQLite {sqlite3.sqlite_version}, {db}\n"
+        f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, "
         f"git {head.stdout.strip() or '?'}, {platform.platform()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, {load()}",
         flush=True,
     )
     rows: dict[str, dict] = {}
+    disk = DiskPeak(workdir)
     try:
         catalog = open_catalog(f"sqlite:///{db}")
         for name, size in (("base", base_n), ("big", n)):
             catalog.create_dataset(name)
-            step(
-                f"{name}: generator alone ({size:,})",
-                lambda size=size: sum(1 for _ in full_changes(size)),
-                rows,
-            )
+            if name == "base":  # the large one's generator is timed after the commits
+                step(
+                    f"{name}: generator alone ({size:,})",
+                    lambda size=size: sum(1 for _ in full_changes(size)),
+                    rows,
+                )
+            disk.sample()
+            disk.reset()
             step(
                 f"{name}: commit v1 ({size:,})",
-                lambda name=name, size=size: catalog.commit(name, full_changes(size)),
+                lambda name=name, size=size: catalog.commit(
+                    name, full_changes(size, reporter(f"{name} v1", workdir), max(size // 20, 1))
+                ),
                 rows,
             )
+            disk.sample()
+            rows[f"{name}: commit v1 ({size:,})"]["disk_peak"] = disk.reset()
+            print(f"   disk peak during the commit: {rows[f'{name}: commit v1 ({size:,})']['disk_peak']:,.0f} MiB "
+                  f"(catalog files, sampled every {disk.every:.0f} s)", flush=True)  # fmt: skip
             v2 = step(
                 f"{name}: commit v2 ({args.fraction:.0%})",
                 lambda name=name, size=size: catalog.commit(name, small_changes(size, args.fraction)),
                 rows,
             )
-        listed = step("big: list v2 (whole)", lambda: sum(1 for _ in catalog.list_records("big", 2)), rows)
+        gen_label = "big: generator alone" + (f" ({gen_n:,})" if gen_n == n else f", a sample ({gen_n:,})")
+        step(gen_label, lambda: sum(1 for _ in full_changes(gen_n)), rows)
+        rows["big: generator alone"] = {**rows[gen_label], "records": gen_n}
+        listing = catalog.list_records("big", 2, limit=args.list_records)
+        list_label = (
+            "big: list v2 (whole)"
+            if args.list_records is None
+            else f"big: list v2 (first {args.list_records:,})"
+        )
+        listed = step(list_label, lambda: sum(1 for _ in listing), rows)
+        rows["big: list v2"] = rows[list_label]
         diffed = step("big: diff v1..v2 (whole)", lambda: sum(1 for _ in catalog.diff("big", 1, 2)), rows)
         catalog.close()
         peak_commits = vm_hwm_mb()
@@ -294,6 +415,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"\npages, median of {args.repeat} requests ({load()})", flush=True)
         figures = pages(db, workdir, [("base", base_n), ("big", n)], args.repeat)
     finally:
+        disk.stop()
         if args.keep:
             print(f"kept {workdir}")
         else:
@@ -304,7 +426,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def summary(n, base_n, args, rows, figures, peak_commits, on_disk, v2, read) -> dict[str, Any]:
     full, small = rows[f"big: commit v1 ({n:,})"], rows[f"big: commit v2 ({args.fraction:.0%})"]
-    gen = rows[f"big: generator alone ({n:,})"]
+    gen = rows["big: generator alone"]
+    gen_cpu = gen["cpu"] * n / gen["records"]  # scaled from a sample when --generator-records < n
+    sampled = "" if gen["records"] == n else f", scaled from {gen['records']:,} records"
     rate, ratio = n / full["wall"], small["wall"] / full["wall"]
 
     def verdict(ok: bool) -> str:
@@ -315,7 +439,9 @@ def summary(n, base_n, args, rows, figures, peak_commits, on_disk, v2, read) -> 
     print("|---|---|---|---|---|")
     print(
         f"| full commit | {full['wall']:.1f} s = **{rate:,.0f} records/s** ({n / full['cpu']:,.0f} per CPU-s; "
-        f"the generator alone: {gen['cpu']:.1f} CPU-s of it) | ≥ {GOALS['commit_rate']:,}/s "
+        f"the generator alone: {gen_cpu:.1f} CPU-s of it"
+        f"{sampled}; "
+        f"disk peak {full['disk_peak']:,.0f} MiB) | ≥ {GOALS['commit_rate']:,}/s "
         f"| {verdict(rate >= GOALS['commit_rate'])} | {full['load']} |"
     )
     print(
@@ -331,10 +457,10 @@ def summary(n, base_n, args, rows, figures, peak_commits, on_disk, v2, read) -> 
             f"| — | | {cli['load']} |"
         )
     listed, diffed = read
-    listing, diff = rows["big: list v2 (whole)"], rows["big: diff v1..v2 (whole)"]
+    listing, diff = rows["big: list v2"], rows["big: diff v1..v2 (whole)"]
     list_rate = listed / listing["wall"]
     print(
-        f"| list v2 whole ({listed:,} records) | {listing['wall']:.1f} s = **{list_rate:,.0f} records/s** "
+        f"| list v2 {'whole' if args.list_records is None else 'first'} ({listed:,} records) | {listing['wall']:.1f} s = **{list_rate:,.0f} records/s** "
         f"({listed / listing['cpu']:,.0f} per CPU-s) | ≥ {GOALS['list_rate']:,}/s "
         f"| {verdict(list_rate >= GOALS['list_rate'])} | {listing['load']} |"
     )
