@@ -89,8 +89,18 @@ class PageWriter:
             os.close(fd)
             unlink(probe)
 
-    def _store_unnamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> os.stat_result:
-        """Write an unnamed file, then give it its name: a crash before that leaves nothing."""
+    def _store_unnamed(
+        self, name: str, header: bytes, data: bytes, xattr: bytes | None
+    ) -> os.stat_result | None:
+        """Write an unnamed file, then give it its name: a crash before that leaves nothing.
+
+        Its ``fstat`` after naming is returned only if its bytes did not move meanwhile (None
+        otherwise). Why: once named, any process may write the file before that ``fstat``,
+        which would then record a changed file as the checksummed one, and backing files
+        would hand it to the kernel as verified for good (seen: a test's byte flip landing in
+        that window under load served wrong bytes). Nothing else can reach the file before it
+        is named, and the ``fstat`` taken then makes the kernel stamp any later write with a
+        distinct, fine-grained mtime (multigrain timestamps), so a write in the window shows."""
         fd, direct = self._open_unnamed(direct=self.direct and len(data) >= DIRECT_MIN_BYTES)
         try:
             if direct:
@@ -99,6 +109,7 @@ class PageWriter:
                 write_all(fd, header, data, name)
             if xattr is not None:
                 os.setxattr(fd, fmt.XATTR, xattr)
+            unnamed = os.fstat(fd)
             try:
                 os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=self.pages_fd)
             except FileExistsError:  # another process stored it: replace it, as a rename would
@@ -109,7 +120,14 @@ class PageWriter:
                 except BaseException:
                     unlink(tmp)
                     raise
-            return os.fstat(fd)  # after the link: naming a file moves its ctime
+            named = os.fstat(fd)  # after the link: naming a file moves its ctime, not its mtime
+            if (named.st_ino, named.st_size, named.st_mtime_ns) != (
+                unnamed.st_ino,
+                unnamed.st_size,
+                unnamed.st_mtime_ns,
+            ):
+                return None  # written to since its checksum: its first open reads it and checks it
+            return named
         finally:
             os.close(fd)
 

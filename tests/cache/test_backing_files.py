@@ -169,6 +169,38 @@ def test_a_file_this_process_wrote_needs_no_read_back_until_it_changes(tmp_path:
         disk.close()
 
 
+def test_a_file_written_to_as_soon_as_it_is_named_is_never_counted_verified(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Once a page file has its name any process can write it, before the writer's ``fstat``
+    that records the state its bytes were checksummed in. A write landing there (a test's
+    byte flip, under load, in tests/fuse/test_fastloop.py) was recorded as the verified state,
+    and the file was handed to the kernel as verified for good: wrong bytes to every reader.
+    The write here lands exactly there: right after the link, before the writer looks."""
+    disk = make_disk(tmp_path)
+    backing = BackingFiles(disk)
+    data = os.urandom(20_000)
+    real_link = os.link
+
+    def link_then_flip(src, dst, *args, **kwargs):
+        real_link(src, dst, *args, **kwargs)
+        path = disk._path(key())
+        if os.path.exists(path):  # the page file itself, by its new name (not the xattr probe)
+            with open(path, "r+b") as f:
+                f.seek(7)
+                f.write(bytes([data[7] ^ 0x5A]))
+
+    try:
+        monkeypatch.setattr(os, "link", link_then_flip)
+        disk.put(key(), data)
+        monkeypatch.setattr(os, "link", real_link)
+        assert backing.open(key(), len(data), verify=False) == UNVERIFIED  # not remembered as verified
+        assert backing.open(key(), len(data)) is None and backing.rejected == 1  # read, checked, refused
+        assert disk.get(key()) is None
+    finally:
+        disk.close()
+
+
 @settings(max_examples=30, deadline=None)
 @given(change=st.sampled_from(["none", "write", "utime", "chmod", "truncate", "evict", "closed"]))
 def test_unchanged_is_true_only_for_the_verified_state(tmp_path_factory, change: str) -> None:
