@@ -47,6 +47,7 @@ def server(app) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        close_pages()  # before the server goes: a page left polling it would log errors
         srv.should_exit = True
         thread.join(timeout=30)
 
@@ -73,18 +74,29 @@ def shot(page, name: str) -> None:
 # What every LabelX page of a test said on its console as an error, threw, or opened as a
 # dialog; a test fails on any of them, as the dataset browser's tests do (Chrome.check).
 PAGE_ERRORS: list[str] = []
+# The contexts a test opened: closed when its server stops. Left open, a page of one test
+# polled that test's stopped server during the next test (ERR_CONNECTION_REFUSED, "Failed to
+# fetch"), and the next test failed on an error not its own (fresh-clone run, 2026-11-29).
+OPEN_CONTEXTS: list = []
+
+
+def close_pages() -> None:
+    while OPEN_CONTEXTS:
+        OPEN_CONTEXTS.pop().close()
 
 
 @pytest.fixture(autouse=True)
 def no_page_errors() -> Iterator[None]:
     PAGE_ERRORS.clear()
     yield
+    close_pages()
     assert PAGE_ERRORS == [], f"LabelX pages logged errors: {PAGE_ERRORS}"
 
 
 def new_page(browser, width: int = 1360, height: int = 860):
     """A page in a fresh context whose console errors, uncaught exceptions and dialogs are kept."""
     ctx = browser.new_context(viewport={"width": width, "height": height})
+    OPEN_CONTEXTS.append(ctx)
     page = ctx.new_page()
     page.set_default_timeout(30_000)
     page.on("console", lambda m: PAGE_ERRORS.append(f"{page.url}: {m.text}") if m.type == "error" else None)
