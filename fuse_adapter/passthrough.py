@@ -39,6 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
+from datahub.cache.pagefile import settled_stat
 from fuse_adapter.page_files import BackingFiles, Run, still_verified, verified_fd
 
 log = logging.getLogger(__name__)
@@ -67,9 +68,11 @@ class Table(Protocol):
     def stats(self) -> dict: ...
 
 
-def fd_state(fd: int) -> tuple[int, int, int, int]:
-    """What the C table compares, beyond the file's identity: (size, links, ctime, mtime)."""
-    st = os.fstat(fd)
+def fd_state(fd: int, *, settle: bool = False) -> tuple[int, int, int, int]:
+    """What the C table compares, beyond the file's identity: (size, links, ctime, mtime).
+    ``settle``: before a check, a recent mtime is set in the past first, so that any write
+    after it shows (``datahub.cache.pagefile.settled_stat``)."""
+    st = settled_stat(fd) if settle else os.fstat(fd)
     return (st.st_size, st.st_nlink, st.st_ctime_ns, st.st_mtime_ns)
 
 
@@ -219,7 +222,7 @@ class PassthroughOpens:
         if fd < 0:
             return None
         try:
-            before = fd_state(fd)
+            before = fd_state(fd, settle=True)
             if files.backing_check(ino, fd) and fd_state(fd) == before:
                 return before
             return None

@@ -7,9 +7,11 @@ no reader ever sees bytes that fail their checksum).
 
 The first open of a page file reads it whole and checks it against the checksum in its
 header (``datahub.cache.disk``, format 3), then remembers the file's identity and state
-``(dev, ino, size, ctime_ns)``. Every later open compares an ``fstat`` of the descriptor
-it is about to hand over with that record: any write, truncation, chmod or replacement of
-the file moves its ctime or its inode, and the file is then checked again. A file that
+``(dev, ino, size, ctime_ns, mtime_ns)``, its mtime set in the past first if it was recent
+(``datahub.cache.pagefile.settled_stat``). Every later open compares an ``fstat`` of the
+descriptor it is about to hand over with that record: any write, truncation, chmod or
+replacement of the file moves its mtime, its ctime or its inode (a write's mtime differs from
+the past one even where timestamps are coarse), and the file is then checked again. A file that
 fails is removed from the tier (counted as corrupt) and the open takes the ordinary path,
 which fetches the page again. The kernel keeps the inode of a file it was given, so an
 evicted or replaced file stays valid for the handles that hold it.
@@ -24,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from datahub.cache import pages as fmt
+from datahub.cache.pagefile import FileState, file_state, settled_stat
 from datahub.cache.pages import PageKey
 
 log = logging.getLogger(__name__)
@@ -44,7 +47,7 @@ class BackingFiles:
         self.disk = disk
         self._remember_max = remember
         self._lock = threading.Lock()
-        self._verified: OrderedDict[str, tuple[int, int, int, int]] = OrderedDict()
+        self._verified: OrderedDict[str, FileState] = OrderedDict()
         self.verifications = 0  # full checks (first opens, and files changed since)
         self.rejected = 0  # files that failed a check (removed; the open took the normal path)
         #: told (st_dev, st_ino) of each page file the tier evicts (a mount retracts it)
@@ -52,11 +55,11 @@ class BackingFiles:
         disk.on_written = self.written
         disk.on_discarded = self.discarded
 
-    def written(self, key: PageKey, st: os.stat_result) -> None:
+    def written(self, key: PageKey, state: FileState) -> None:
         """The disk tier wrote this file from bytes it had just checksummed: it counts as
         verified in the state it was left in (a cold file's first passthrough open then
-        reads nothing back). Any later change moves its ctime, as for a verified file."""
-        self._remember(key.digest, (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns))
+        reads nothing back). Any later change moves its ctime or mtime, as for a verified file."""
+        self._remember(key.digest, state)
 
     def discarded(self, st: os.stat_result) -> None:
         for listener in list(self.listeners):
@@ -65,7 +68,7 @@ class BackingFiles:
             except Exception:  # a mount that is going away must not stop an eviction
                 log.exception("backing file listener failed")
 
-    def _remember(self, digest: str, state: tuple[int, int, int, int]) -> None:
+    def _remember(self, digest: str, state: FileState) -> None:
         with self._lock:
             self._verified[digest] = state
             self._verified.move_to_end(digest)
@@ -85,7 +88,7 @@ class BackingFiles:
         fd, header = got
         try:
             st = os.fstat(fd)
-            state = (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
+            state = file_state(st)
             digest = key.digest
             with self._lock:
                 known = self._verified.get(digest)
@@ -94,10 +97,10 @@ class BackingFiles:
             if not verify:
                 os.close(fd)
                 return UNVERIFIED
+            state = file_state(settled_stat(fd))  # a recent file: any write from now on shows
             problem = self._check(fd, key, header, size)
             if problem is None:
-                after = os.fstat(fd)  # changed while it was being read: not this time
-                if (after.st_dev, after.st_ino, after.st_size, after.st_ctime_ns) != state:
+                if file_state(os.fstat(fd)) != state:  # changed while it was being read: not this time
                     return _close(fd)
                 self._remember(digest, state)
                 return _keep(fd)
@@ -124,7 +127,7 @@ class BackingFiles:
             return False
         with self._lock:
             known = self._verified.get(key.digest)
-        return known == (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
+        return known == file_state(st)
 
     def check_held(self, key: PageKey, size: int, fd: int) -> bool:
         """Whether ``fd``, a file handed out by :meth:`open` that has changed since (evicted,

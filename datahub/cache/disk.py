@@ -47,7 +47,7 @@ from pathlib import Path
 from datahub.cache import pages as fmt
 from datahub.cache.index import open_index
 from datahub.cache.indexbatch import IndexBatcher
-from datahub.cache.pagefile import PageWriter
+from datahub.cache.pagefile import FileState, PageWriter, file_state
 from datahub.cache.pagefile import unlink as _unlink
 from datahub.cache.pages import PageKey
 from datahub.cache.tier import BudgetedTier, tier_failure
@@ -85,7 +85,7 @@ class DiskTier(BudgetedTier):
         self._pages_fd = self._writer.pages_fd
         #: called with (key, fstat) of each first page this process wrote in format 3: bytes
         #: it checksummed itself, so a passthrough open need not read them back (datahub.cache.backing)
-        self.on_written: Callable[[PageKey, os.stat_result], None] | None = None
+        self.on_written: Callable[[PageKey, FileState], None] | None = None
         #: called with the stat of each first page file this process evicts, before it is
         #: unlinked: a mount holding it as a passthrough backing file lets it go (its space)
         self.on_discarded: Callable[[os.stat_result], None] | None = None
@@ -263,7 +263,7 @@ class DiskTier(BudgetedTier):
         written = self._writer.write(key, data)
         self._stored(key, len(data), written)
 
-    def _stored(self, key: PageKey, size: int, written: os.stat_result | None) -> None:
+    def _stored(self, key: PageKey, size: int, written: FileState | None) -> None:
         """A page file is in place (written by this process or by a fetch worker from bytes
         it had just checksummed): index it, and remember a first page in format 3 as a
         verified backing file in the state it was left in (``written``; None: not known)."""
@@ -271,10 +271,10 @@ class DiskTier(BudgetedTier):
             self.on_written(key, written)
         self._index.add(key, size)  # batched: a crash before the flush means a rebuild
 
-    def load_written(self, key: PageKey, size: int, state: tuple[int, int, int, int] | None) -> bytes | None:
+    def load_written(self, key: PageKey, size: int, state: FileState | None) -> bytes | None:
         """The bytes of a page file a fetch worker wrote from bytes it had just checksummed,
         if the file is still in the state the worker reported (any change since moves its
-        ctime or inode, as for a verified backing file), else None. Without a state (a
+        ctime, mtime or inode, as for a verified backing file), else None. Without a state (a
         renamed or format-2 file) the file is read and checked whole, as ``get`` does."""
         with tier_failure(self, "read", key):
             if state is None or not self.xattr_pages:
@@ -282,24 +282,23 @@ class DiskTier(BudgetedTier):
             return self._load_unchanged(key, size, state)
         return None
 
-    def _load_unchanged(self, key: PageKey, size: int, state: tuple[int, int, int, int]) -> bytes | None:
+    def _load_unchanged(self, key: PageKey, size: int, state: FileState) -> bytes | None:
         try:
             fd = os.open(_name(key.digest), os.O_RDONLY, dir_fd=self._pages_fd)
         except FileNotFoundError:
             return None
         try:
             st = os.fstat(fd)
-            if (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns) != state or st.st_size != size:
+            if file_state(st) != state or st.st_size != size:
                 return None
             data = os.pread(fd, size, 0)
         finally:
             os.close(fd)
         return data if len(data) == size else None
 
-    def stored_elsewhere(self, key: PageKey, size: int, state: tuple[int, int, int, int] | None) -> None:
+    def stored_elsewhere(self, key: PageKey, size: int, state: FileState | None) -> None:
         """A fetch worker stored this page (after ``reserve``): index it as if written here."""
-        written = None if state is None else _FileState(state)
-        self._stored(key, size, written)
+        self._stored(key, size, state)
 
     def _index_failed(self, entries: list[tuple[PageKey, int]]) -> None:
         """The index refused a batch: remove those files, so no bytes exist that nobody accounts for."""
@@ -369,15 +368,6 @@ class DiskTier(BudgetedTier):
                 index.close()
         self._writer.close()
         self._pages_fd = -1
-
-
-class _FileState:
-    """The ``os.stat_result`` fields a backing-file record uses, from a worker's answer."""
-
-    __slots__ = ("st_ctime_ns", "st_dev", "st_ino", "st_size")
-
-    def __init__(self, state: tuple[int, int, int, int]) -> None:
-        self.st_dev, self.st_ino, self.st_size, self.st_ctime_ns = state
 
 
 def _name(digest: str) -> str:

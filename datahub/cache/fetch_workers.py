@@ -50,7 +50,7 @@ from datahub import errors
 from datahub.cache import pages as fmt
 from datahub.cache.counters import Counters
 from datahub.cache.origin import Origin, read_range
-from datahub.cache.pagefile import PageWriter
+from datahub.cache.pagefile import FileState, PageWriter
 from datahub.cache.pages import PageKey
 from datahub.cache.priority import current_priority
 from datahub.config import Config
@@ -93,7 +93,7 @@ class Written(NamedTuple):
     id: int
     size: int
     checksum: int
-    state: tuple[int, int, int, int] | None  # (dev, ino, size, ctime_ns) after linking; None: renamed
+    state: FileState | None  # (dev, ino, size, ctime_ns, mtime_ns) after linking; None: renamed
     transient: tuple[Transient, ...]
 
 
@@ -433,14 +433,13 @@ def _serve(stores, writer: PageWriter, request: FetchRequest) -> Written | Faile
         try:
             data = read_range(stores, key, request.start, request.end)
             header = fmt.encode_header(key, data)
-            st = writer.write(key, data, header=header)
+            state = writer.write(key, data, header=header)
         except errors.DatahubError as exc:
             return Failed(request.id, type(exc).__name__, exc.message, _plain(exc.details), tuple(seen))
         except Exception as exc:  # the page file (ENOSPC, ...) or a bug: the daemon fetches it itself
             log.warning("page %d of %s: %s", key.index, key.url, exc, exc_info=not isinstance(exc, OSError))
             return Failed(request.id, "", f"{type(exc).__name__}: {exc}", {}, tuple(seen))
     checksum = fmt.parse_header(header).checksum
-    state = None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns)
     return Written(request.id, len(data), checksum, state, tuple(seen))
 
 

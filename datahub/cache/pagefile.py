@@ -18,6 +18,7 @@ import errno
 import fcntl
 import logging
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -26,6 +27,35 @@ from datahub.cache.directio import DIRECT_MIN_BYTES, write_direct
 from datahub.cache.pages import PageKey
 
 log = logging.getLogger(__name__)
+
+#: What a page file is verified in: (st_dev, st_ino, st_size, st_ctime_ns, st_mtime_ns).
+FileState = tuple[int, int, int, int, int]
+
+# An mtime older than this is past any clock tick: a later write cannot stamp it (``settled_stat``).
+SETTLED_NS = 500_000_000
+
+
+def file_state(st: os.stat_result) -> FileState:
+    """The state every later check of a page file compares with the one it was verified in."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_ctime_ns, st.st_mtime_ns)
+
+
+def settled_stat(fd: int) -> os.stat_result:
+    """The file's ``fstat``, its mtime first set to a moment already past if it is recent.
+
+    Why: a write stamps a file with the kernel's current time, which is coarse (a clock tick,
+    several ms) on kernels before 6.13 and on file systems without multigrain timestamps. A
+    write landing in the tick of the state taken here would leave that state as it was, and
+    the changed file would be handed out as verified. No write can stamp a time already past,
+    so with an mtime older than a tick any later write shows, on every kernel. An older mtime
+    is left alone: another process holding the file as verified would see its ctime move and
+    read it again. Raises OSError (EPERM) for a recent file this process does not own."""
+    st = os.fstat(fd)
+    now = time.time_ns()
+    if st.st_mtime_ns > now - SETTLED_NS:
+        os.utime(fd, ns=(now, now - 2 * SETTLED_NS))
+        st = os.fstat(fd)
+    return st
 
 
 class PageWriter:
@@ -42,9 +72,9 @@ class PageWriter:
         self.direct = True  # until the file system refuses O_DIRECT
         self.xattr_pages = self._probe_xattr()  # format 3: the file is the page's bytes
 
-    def write(self, key: PageKey, data: bytes, *, header: bytes | None = None) -> os.stat_result | None:
+    def write(self, key: PageKey, data: bytes, *, header: bytes | None = None) -> FileState | None:
         """Write the page file of ``key`` whole under its final name. Returns the file's
-        ``fstat`` after naming it (naming moves the ctime): the state in which its bytes were
+        state after naming it (naming moves the ctime): the state in which its bytes were
         checksummed. None when it went through ``tmp/`` and a rename: the name may already
         hold another process's file by the time it could be looked at. ``header``: the
         page's ``encode_header``, if the caller made it already (it holds the checksum)."""
@@ -89,18 +119,16 @@ class PageWriter:
             os.close(fd)
             unlink(probe)
 
-    def _store_unnamed(
-        self, name: str, header: bytes, data: bytes, xattr: bytes | None
-    ) -> os.stat_result | None:
+    def _store_unnamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> FileState | None:
         """Write an unnamed file, then give it its name: a crash before that leaves nothing.
 
-        Its ``fstat`` after naming is returned only if its bytes did not move meanwhile (None
+        Its state after naming is returned only if its bytes did not move meanwhile (None
         otherwise). Why: once named, any process may write the file before that ``fstat``,
         which would then record a changed file as the checksummed one, and backing files
         would hand it to the kernel as verified for good (seen: a test's byte flip landing in
         that window under load served wrong bytes). Nothing else can reach the file before it
-        is named, and the ``fstat`` taken then makes the kernel stamp any later write with a
-        distinct, fine-grained mtime (multigrain timestamps), so a write in the window shows."""
+        is named; its mtime is set in the past then (``settled_stat``), so any write after it, in the
+        window or later, moves the mtime."""
         fd, direct = self._open_unnamed(direct=self.direct and len(data) >= DIRECT_MIN_BYTES)
         try:
             if direct:
@@ -109,7 +137,7 @@ class PageWriter:
                 write_all(fd, header, data, name)
             if xattr is not None:
                 os.setxattr(fd, fmt.XATTR, xattr)
-            unnamed = os.fstat(fd)
+            unnamed = settled_stat(fd)
             try:
                 os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=self.pages_fd)
             except FileExistsError:  # another process stored it: replace it, as a rename would
@@ -127,7 +155,7 @@ class PageWriter:
                 unnamed.st_mtime_ns,
             ):
                 return None  # written to since its checksum: its first open reads it and checks it
-            return named
+            return file_state(named)
         finally:
             os.close(fd)
 

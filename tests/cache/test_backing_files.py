@@ -4,8 +4,10 @@ verified backing files a FUSE passthrough open hands the kernel (datahub.cache.b
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -259,3 +261,76 @@ def test_a_page_this_tier_does_not_know_is_no_backing_file_until_read(tmp_path: 
     finally:
         disk.close()
         other.close()
+
+
+@pytest.fixture
+def coarse_fs(tmp_path: Path):
+    """A directory on ext2 (a loop-mounted image): a file system without multigrain
+    timestamps, where every write in one clock tick stamps the same mtime and ctime, as on
+    every file system before kernel 6.13. Skipped where it cannot be mounted (not root)."""
+    image, target = tmp_path / "ext2.img", tmp_path / "ext2"
+    target.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(32 << 20)
+    made = subprocess.run(["mkfs.ext2", "-q", "-F", str(image)], capture_output=True, text=True)
+    mounted = made.returncode == 0 and (
+        subprocess.run(["mount", "-o", "loop", str(image), str(target)], capture_output=True).returncode == 0
+    )
+    if not mounted:
+        pytest.skip(f"cannot mount an ext2 image here: {made.stderr.strip() or 'mount -o loop failed'}")
+    try:
+        yield target
+    finally:  # lazily if a descriptor handed out by a failing test still holds it
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(target)], check=True)
+
+
+def _coarse_ticks(directory: Path) -> bool:
+    """Whether two writes with an fstat between them get the same mtime here (one tick),
+    in most of a few tries (a tick may end between them)."""
+    fd = os.open(directory / "probe", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        same = 0
+        for _ in range(5):
+            os.pwrite(fd, b"a", 0)
+            first = os.fstat(fd).st_mtime_ns
+            os.pwrite(fd, b"b", 0)
+            same += os.fstat(fd).st_mtime_ns == first
+        return same >= 3
+    finally:
+        os.close(fd)
+        os.unlink(directory / "probe")
+
+
+def test_a_write_in_the_same_clock_tick_is_seen_where_timestamps_are_coarse(coarse_fs: Path) -> None:
+    """On a file system with coarse timestamps, a same-size write right after a page file is
+    stored (or verified) stamps the mtime and ctime it already had: a state of (dev, ino,
+    size, ctime) did not move, and the changed file was handed out as verified (promise 2).
+    The state is taken with the mtime set in the past, where no later write can stamp it."""
+    disk = DiskTier(coarse_fs / "disk", BUDGET, make_policy("lru", BUDGET))
+    backing = BackingFiles(disk)
+    try:
+        if not (disk.xattr_pages and disk._writer.tmpfile):
+            pytest.skip("ext2 here keeps no user xattrs or has no O_TMPFILE: no backing files")
+        if not _coarse_ticks(coarse_fs):
+            pytest.skip("this ext2 stamps fine-grained times: nothing to show")
+        for i in range(20):  # a tick is milliseconds: most writes land in the store's tick
+            data = os.urandom(20_000)
+            disk.put(key(i), data)
+            with open(disk._path(key(i)), "r+b") as f:  # same size, other bytes, at once
+                f.seek(7)
+                f.write(bytes([data[7] ^ 0x5A]))
+            assert backing.open(key(i), len(data), verify=False) == UNVERIFIED, i
+            assert backing.open(key(i), len(data)) is None, i  # read, checked, refused
+        # a file verified by reading it (not written here) is settled the same way
+        data = os.urandom(20_000)
+        disk.put(key(99), data)
+        backing.forget()
+        fd = backing.open(key(99), len(data))
+        assert fd is not None and fd >= 0
+        os.close(fd)
+        with open(disk._path(key(99)), "r+b") as f:
+            f.write(bytes([data[0] ^ 1]))
+        assert backing.open(key(99), len(data), verify=False) == UNVERIFIED
+    finally:
+        disk.close()
