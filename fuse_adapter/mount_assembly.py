@@ -309,6 +309,7 @@ def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:
 def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     """Assemble a writable workspace mount and serve it until unmounted (then flush, and
     commit if asked). Blocks."""
+    from fuse_adapter.allocator import keep_large_buffers
     from fuse_adapter.quota import Quota
     from fuse_adapter.workspace import WorkspaceView
 
@@ -351,6 +352,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
         finally:
             workspace.close()
 
+    keep_large_buffers()  # the daemon path's 1 MiB WRITE buffers reused, not faulted in anew
     try:
         serve(
             WorkspaceOps(view, threads=m.threads, write_passthrough=m.write_passthrough),

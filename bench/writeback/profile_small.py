@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import shutil
 import subprocess
 import sys
@@ -28,9 +29,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mount_writes import Mount, cpu_seconds, load, write_files
+from mount_writes import Mount, load, write_files
 
 DURABLE = ("fsync", "fdatasync", "sync_file_range", "msync", "syncfs")
+
+
+def user_system(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid`` so far (all its threads, live or ended)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def strace_counts(pid: int, run) -> dict[str, int]:
@@ -92,13 +100,16 @@ def main() -> None:
         print(f"load before: {load()}")
         print(f"mount {mode}: {'passthrough' if 'writes: passthrough' in mount.log() else 'daemon writes'}")
         local = write_files(root / "local", args.files, data, args.threads, fsync=True)
-        cpu0 = cpu_seconds(mount.pid)
+        user0, sys0 = user_system(mount.pid)
         took = write_files(mount.mnt / "timed", args.files, data, args.threads, fsync=False)
-        cpu = cpu_seconds(mount.pid) - cpu0
+        user1, sys1 = user_system(mount.pid)
+        cpu = user1 - user0 + sys1 - sys0
+        mib = args.files * args.size / 2**20
         print(
             f"{args.files} x {args.size:,} B, {args.threads} writer(s): local+fsync {local / args.files * 1e3:.2f} ms"
             f"/file, mount {took / args.files * 1e3:.2f} ms/file (ratio {local / took:.2f}), daemon CPU "
-            f"{cpu / args.files * 1e3:.2f} ms/file"
+            f"{cpu / args.files * 1e3:.2f} ms/file (user {(user1 - user0) / args.files * 1e3:.2f}, system "
+            f"{(sys1 - sys0) / args.files * 1e3:.2f}), {cpu / mib * 1e3:.2f} ms/MiB"
         )
         counts = strace_counts(
             mount.pid, lambda: write_files(mount.mnt / "traced", args.files, data, args.threads, fsync=False)
