@@ -36,7 +36,7 @@ from fuse_adapter.mount_sys import requests_in_c
 from fuse_adapter.page_files import still_verified, verified_fd
 from fuse_adapter.passthrough import PassthroughOpens, Route, open_route
 from fuse_adapter.read_mode import ReadMode, min_opens_for
-from fuse_adapter.readonly import IO_SIZE, ReadOnlyView, Stat
+from fuse_adapter.readonly import DIR_MODE, FILE_MODE, IO_SIZE, ReadOnlyView, Stat
 from fuse_adapter.uring import transport_stats
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,10 @@ FASTREAD = BUILD.fastread
 
 def _always(_inode: int) -> bool:
     return True
+
+
+def _never(_inode: int) -> bool:
+    return False
 
 
 class _CTable:
@@ -333,6 +337,17 @@ class ReadOnlyOps(Ops):
 
     @_fuse_errors
     async def readdir(self, fh, start_id, token):
+        tree = self.view.tree
+        if getattr(tree, "is_paged", _never)(fh):
+            # a paged directory (paged_tree): the reply is packed in C from its page's
+            # columns, no Python object per entry (pyfuse3's readdir_fill, readdir.h)
+            page = tree.columns(fh, wait=False) or await self._thread(tree.columns, fh, wait=True)
+            v = self.view
+            pyfuse3.readdir_fill(
+                token, page.names, page.name_ends, page.kinds, page.skip, page.inos, page.sizes,
+                page.mtimes, start_id, FILE_MODE, DIR_MODE, v.uid, v.gid, IO_SIZE, RO_TIMEOUT,
+            )  # fmt: skip
+            return
         entries = self.view.readdir(fh, start_id, wait=False)
         if not entries and not self.view.dir_complete(fh):
             entries = await self._thread(self.view.readdir, fh, start_id, wait=True)

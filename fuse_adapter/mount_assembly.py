@@ -260,16 +260,29 @@ def _listed(loaders, stopping: threading.Event) -> bool:
     return True
 
 
-def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
-    """Open the store of each mounted version's first file once its listing is in.
+#: seconds without a directory listed from the catalog before the stores are opened
+STORES_QUIET_S = 1.0
 
-    Opening an S3 store builds a boto3 client (imports and service models: a few hundred
-    ms of CPU); done here, the first read of a large file does not pay it.
+
+def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
+    """Open the store of each mounted version's first file once its listing is in and the
+    namespace has been quiet for ``STORES_QUIET_S`` (no directory listed from the catalog).
+
+    Opening an S3 store builds a boto3 client (imports and service models: 410-470 ms of
+    CPU here); done here, the first read of a large file does not pay it. Started at once,
+    it ran beside the first ``ls`` after mounting and held the GIL through much of it (the
+    first cold listing's daemon CPU and wall time both carried it); a reader that opens a
+    file before the quiet second opens the store itself (``StoreRegistry`` is shared).
     """
     for loader in loaders:
         while not loader.wait(0.5):
             if stopping.is_set():
                 return
+    listed = -1
+    while (now := getattr(view.tree, "loads", 0)) != listed:
+        listed = now
+        if stopping.wait(STORES_QUIET_S):
+            return
         try:
             first = next(iter(loader.files()), None)
             if first is not None:

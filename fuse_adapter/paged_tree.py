@@ -32,6 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import itemgetter
 
 from datahub.catalog.model import DirFile
 from datahub.errors import ListingUnavailable, NotFound
@@ -43,7 +44,7 @@ MAX_DIRS = 1 << 29  # directory inodes stay below this: file inodes stay below 2
 MAX_CHILDREN = (1 << DIR_SHIFT) - 1
 PAGE_BUDGET = 64 * 1024**2  # bytes of directory pages a mount keeps (docs/fuse.md)
 READDIR_CHUNK = 1024  # entries handed to one readdir call (the kernel asks again for the rest)
-_ENTRY_OVERHEAD = 96  # bytes per entry beyond its strings: list slot, str header, arrays
+_ENTRY_OVERHEAD = 120  # bytes per entry beyond its strings: list slot, str header, arrays, ends
 
 #: ``fetch(version, prefix)``: one directory level of a version in key order
 #: (``Catalog.list_directory``): DirFile rows, and subdirectories as ``prefix + name + "/"``
@@ -67,11 +68,24 @@ class _Dir:
     prefix: str  # "" for the version's root, else "a/b/"
 
 
+def _pack(texts: list[str] | tuple[str, ...]) -> tuple[bytes, array]:
+    """``texts`` as one UTF-8 blob (surrogateescape: names from ``os.fsdecode``) and the end
+    offset of each: built by C loops (one join, one encode) when they are all ASCII."""
+    joined = "".join(texts)
+    if joined.isascii():
+        return joined.encode("ascii"), array("Q", accumulate(map(len, texts)))
+    encoded = [text.encode("utf-8", "surrogateescape") for text in texts]
+    return b"".join(encoded), array("Q", accumulate(map(len, encoded)))
+
+
 class _Page:
     """One directory's listing, children in key order (a subdirectory sorts as ``name/``).
 
-    Built in columns (:meth:`add` appends to lists, :meth:`finish` packs them into arrays
-    and one bytes blob): about 100 bytes per entry plus its name, URL and etag."""
+    Columns, not an object per entry: the sort keys (a list, for bisecting a lookup), the
+    same names packed as one bytes blob with their end offsets (what pyfuse3's
+    ``readdir_fill`` packs READDIRPLUS replies from, in C), kinds, sizes, mtimes and inodes
+    as arrays, URLs and etags as two more blobs. About 130 bytes per entry plus its name
+    (twice), URL and etag; built by :meth:`PagedTree._list` in one pass of C loops."""
 
     __slots__ = (
         "sort_keys",
@@ -79,49 +93,63 @@ class _Page:
         "sizes",
         "mtimes",
         "inos",
-        "blob",
-        "ends",
+        "names",
+        "name_ends",
+        "urls",
+        "url_ends",
+        "etags",
+        "etag_ends",
+        "skip",
         "nbytes",
         "shadowed",
-        "_strings",
     )
 
-    def __init__(self) -> None:
-        self.sort_keys: list[str] = []
-        self.kinds: list[int] | bytes = []
-        self.sizes: list[int] | array = []
-        self.mtimes: list[int] | array = []
-        self.inos: list[int] | array = []
-        self._strings: list[str] = []  # per child: url at 2i, etag at 2i + 1 (until finish)
-        self.blob = b""
-        self.ends = array("Q")
-        self.nbytes = 0
-        self.shadowed: set[int] = set()  # positions of files hidden by a directory of their name
-
-    def finish(self) -> None:
+    def __init__(
+        self,
+        sort_keys: list[str],
+        kinds: bytes,
+        sizes: array,
+        mtimes: array,
+        inos: array,
+        urls: tuple[str, ...],
+        etags: tuple[str, ...],
+    ) -> None:
         """Pack the columns, and hide each file that a directory of the same name shadows
         (``a`` and ``a/b``: the directory wins, as in a bucket mount and mountpoint-s3)."""
-        encoded = [text.encode("utf-8", "surrogateescape") for text in self._strings]
-        self.blob = b"".join(encoded)
-        self.ends = array("Q", accumulate(map(len, encoded)))
-        self._strings = []
-        self.kinds = bytes(self.kinds)
-        self.sizes, self.mtimes, self.inos = (
-            array("q", self.sizes),
-            array("q", self.mtimes),
-            array("Q", self.inos),
+        self.sort_keys, self.kinds, self.sizes, self.mtimes, self.inos = sort_keys, kinds, sizes, mtimes, inos
+        self.names, self.name_ends = _pack(sort_keys)
+        self.urls, self.url_ends = _pack(urls)
+        self.etags, self.etag_ends = _pack(etags)
+        n = len(sort_keys)
+        self.nbytes = (
+            _ENTRY_OVERHEAD * n
+            + sum(map(len, sort_keys))
+            + len(self.names)
+            + len(self.urls)
+            + len(self.etags)
         )
-        n = len(self.sort_keys)
-        self.nbytes = _ENTRY_OVERHEAD * n + sum(map(len, self.sort_keys)) + len(self.blob)
-        for i, kind in enumerate(self.kinds):
-            if kind == DIR:
-                j = self.find(self.sort_keys[i][:-1], FILE)
-                if j is not None:
-                    self.shadowed.add(j)
+        self.shadowed: set[int] = set()  # positions of files hidden by a directory of their name
+        for i in (i for i, kind in enumerate(kinds) if kind == DIR) if DIR in kinds else ():
+            j = self.find(sort_keys[i][:-1], FILE)
+            if j is not None:
+                self.shadowed.add(j)
+        self.skip: bytes | None = None  # readdir_fill's mask of the shadowed
+        if self.shadowed:
+            mask = bytearray(n)
+            for j in self.shadowed:
+                mask[j] = 1
+            self.skip = bytes(mask)
 
-    def string(self, index: int) -> str:
-        start = self.ends[index - 1] if index else 0
-        return self.blob[start : self.ends[index]].decode("utf-8", "surrogateescape")
+    @staticmethod
+    def _text(blob: bytes, ends: array, index: int) -> str:
+        start = ends[index - 1] if index else 0
+        return blob[start : ends[index]].decode("utf-8", "surrogateescape")
+
+    def url(self, index: int) -> str:
+        return self._text(self.urls, self.url_ends, index)
+
+    def etag(self, index: int) -> str:
+        return self._text(self.etags, self.etag_ends, index)
 
     def find(self, sort_key: str, kind: int) -> int | None:
         i = bisect_left(self.sort_keys, sort_key)
@@ -216,41 +244,33 @@ class PagedTree:
         return loading.page
 
     def _list(self, ino: int, where: _Dir) -> _Page:
-        """One catalog query for directory ``ino``; the page is whole or not at all."""
+        """One catalog query for directory ``ino``; the page is whole or not at all.
+
+        Built column-wise (``zip`` transposes the rows, ``map`` cuts the prefix, arrays take
+        the numbers): per entry, C loops only, except the few subdirectories and any file
+        with an mtime of its own."""
         self.loads += 1
-        page = _Page()
         version, prefix = where.version, where.prefix
-        cut, default_mtime = len(prefix), version.mtime_ns
-        keys, kinds, sizes, mtimes, inos, strings = (
-            page.sort_keys,
-            page.kinds,
-            page.sizes,
-            page.mtimes,
-            page.inos,
-            page._strings,
-        )
-        base = ino << DIR_SHIFT
-        for entry in self._fetch(version, prefix):
-            n = len(keys)
-            if n >= MAX_CHILDREN:
-                raise ValueError(f"more than {MAX_CHILDREN} entries in one directory")
-            if isinstance(entry, str):
-                keys.append(entry[cut:])
-                kinds.append(DIR)
-                sizes.append(0)
-                mtimes.append(default_mtime)
-                inos.append(self._subdir(version, entry))
-                strings += ("", "")
-                continue
-            key, url, etag, size, mtime = entry
-            keys.append(key[cut:])
-            kinds.append(FILE)
-            sizes.append(size)
-            mtimes.append(default_mtime if mtime is None else int(mtime * 1e9))
-            inos.append(base | (n + 1))
-            strings += (url, etag)
-        page.finish()
-        return page
+        rows = list(self._fetch(version, prefix))
+        n = len(rows)
+        if n > MAX_CHILDREN:
+            raise ValueError(f"more than {MAX_CHILDREN} entries in one directory")
+        subdirs = [i for i, row in enumerate(rows) if row.__class__ is str]
+        for i in subdirs:
+            rows[i] = (rows[i], "", "", 0, None)  # a subdirectory: its key is prefix + name + "/"
+        keys, urls, etags, sizes, mtimes = zip(*rows, strict=True) if n else ((),) * 5
+        sort_keys = list(map(itemgetter(slice(len(prefix), None)), keys))
+        kinds = bytearray(n)  # FILE == 0
+        inos = array("Q", range((ino << DIR_SHIFT) + 1, (ino << DIR_SHIFT) + n + 1))
+        for i in subdirs:
+            kinds[i] = DIR
+            inos[i] = self._subdir(version, keys[i])
+        default = version.mtime_ns
+        if mtimes.count(None) == n:
+            times = array("q", [default]) * n
+        else:
+            times = array("q", [default if m is None else int(m * 1e9) for m in mtimes])
+        return _Page(sort_keys, bytes(kinds), array("q", sizes), times, inos, urls, etags)
 
     def _subdir(self, version: PagedVersion, prefix: str) -> int:
         with self._lock:
@@ -360,6 +380,17 @@ class PagedTree:
         end = min(len(page.sort_keys), start + READDIR_CHUNK)
         return [(page.name(i), page.inos[i], i + 1) for i in range(start, end) if i not in page.shadowed]
 
+    def is_paged(self, ino: int) -> bool:
+        """Whether ``ino`` is a paged directory (its listing is a page: :meth:`columns`)."""
+        return ino in self._dirs
+
+    def columns(self, ino: int, *, wait: bool) -> _Page | None:
+        """Paged directory ``ino``'s page, whose columns the FUSE shim packs READDIRPLUS
+        replies from in C (pyfuse3's ``readdir_fill``): entry ``i``'s offset is ``i + 1``,
+        as in :meth:`readdir`. Without ``wait``, None while it is not listed; with it, may
+        block (one catalog query) and raises ListingUnavailable like :meth:`readdir`."""
+        return self._page(ino, wait=wait)
+
     def dir_complete(self, ino: int) -> bool:
         """Whether :meth:`readdir` without ``wait`` answers (the directory is listed)."""
         if ino not in self._dirs:
@@ -380,7 +411,7 @@ class PagedTree:
         found = self._file(ino)
         assert found is not None
         page, i = found
-        return ObjectRef(page.string(2 * i), page.string(2 * i + 1), page.sizes[i])
+        return ObjectRef(page.url(i), page.etag(i), page.sizes[i])
 
     def walk_files(self, root: int) -> Iterator[tuple[str, ObjectRef, int]]:
         """(key, ref, mtime_ns) of every file below ``root`` in key order, a directory at a

@@ -26,6 +26,7 @@ from fuse_adapter.tree import DIR, FILE, ROOT_INODE, SYMLINK, ListingTree
 BLOCK = 512
 IO_SIZE = 1024 * 1024  # st_blksize: buffered readers use it as their read size
 VIRTUAL_BASE = 1 << 62  # inode numbers of generated files, far above the tree's
+FILE_MODE, DIR_MODE, LINK_MODE = stat.S_IFREG | 0o444, stat.S_IFDIR | 0o555, stat.S_IFLNK | 0o777
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,16 +129,16 @@ class ReadOnlyView:
     def getattr(self, ino: int) -> Stat:
         if ino in self._virtual:
             content, mtime = self._observe_virtual(ino)
-            return Stat(ino, stat.S_IFREG | 0o444, 1, len(content), mtime, self.uid, self.gid)
+            return Stat(ino, FILE_MODE, 1, len(content), mtime, self.uid, self.gid)
         if not self.tree.exists(ino):
             raise NotFound(f"no inode {ino}")
         a = self.tree.attr(ino)
         if a.kind == DIR:
-            mode, nlink = stat.S_IFDIR | 0o555, 2
+            mode, nlink = DIR_MODE, 2
         elif a.kind == FILE:
-            mode, nlink = stat.S_IFREG | 0o444, 1
+            mode, nlink = FILE_MODE, 1
         else:
-            mode, nlink = stat.S_IFLNK | 0o777, 1
+            mode, nlink = LINK_MODE, 1
         return Stat(ino, mode, nlink, a.size, a.mtime_ns, self.uid, self.gid)
 
     def _observe_virtual(self, ino: int) -> tuple[bytes, int]:

@@ -20,7 +20,7 @@ REPORTS=$ROOT/var/sanitize
 TESTS=(tests/fuse/test_passthrough.py tests/fuse/test_passthrough_opens.py tests/fuse/test_fastloop.py
        tests/fuse/test_uring.py tests/fuse/test_uring_offer.py tests/fuse/test_lookup_in_c.py
        tests/fuse/test_zero_message_open.py tests/fuse/test_fastread.py tests/fuse/test_warm_requests.py
-       tests/fuse/test_cold_open.py tests/fuse/test_read_mode.py)
+       tests/fuse/test_cold_open.py tests/fuse/test_read_mode.py tests/fuse/test_paged_readdir.py)
 (($#)) && TESTS=("$@")
 PYFUSE3_SANITIZE=$DIR scripts/build_pyfuse3.sh "$PY"
 LIBASAN=$(gcc -print-file-name=libasan.so)

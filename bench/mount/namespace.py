@@ -289,7 +289,19 @@ def main() -> None:
     p.add_argument(
         "--baseline", type=int, default=1_000_000, help="with --catalog: records of its dataset 'base'"
     )
+    p.add_argument(
+        "--baseline-label",
+        default="whole",
+        help="the baseline tree's label (e.g. main: the same design, older code)",
+    )
+    p.add_argument(
+        "--remote-baseline", action="store_true", help="run the baseline tree through the remote catalog too"
+    )
+    p.add_argument("--rounds", type=int, default=1, help="rounds of the designs, alternated (A B, then B A)")
     args = p.parse_args()
+    # a daemon that must compile its sources at every start (no bytecode cache written, e.g.
+    # PYTHONDONTWRITEBYTECODE=1 and no __pycache__) starts ~0.5-1 CPU-s slower: say which
+    print(f"  bytecode written: {not sys.flags.dont_write_bytecode}  load {uptime()}")
     work = args.dir or Path(tempfile.mkdtemp(prefix="ns-bench-"))
     rng = random.Random(38)
     results = []
@@ -300,24 +312,28 @@ def main() -> None:
             empty_config = config.with_name("tiny.toml") if args.catalog else None
             # with --catalog, its 10^6-record "base" is measured beside "big", alternated (A B, B A)
             sets = [("base", args.baseline), ("big", n)] if args.catalog else [("big", n)]
-            designs = [("paged", REPO)] + ([("whole", args.baseline_tree)] if args.baseline_tree else [])
-            for label, tree in designs:
-                for dataset, count in sets:
-                    r = measure(config, tree, work / f"n{n}", count, label, rng, dataset, empty_config)
-                    results.append(r)
-                    print("  " + json.dumps(r), flush=True)
+            base = args.baseline_label
+            designs = [("paged", REPO)] + ([(base, args.baseline_tree)] if args.baseline_tree else [])
             port = 20000 + rng.randrange(20000)
             server = serve_remote(config, port)
             try:
                 remote = config.with_name("remote.toml")
                 own = [line for line in config.read_text().splitlines() if not line.startswith("catalog_url")]
                 remote.write_text(f'catalog_url = "http://127.0.0.1:{port}"\n' + "\n".join(own) + "\n")
-                for dataset, count in sets[::-1]:
-                    r = measure(
-                        remote, REPO, work / f"n{n}", count, "paged-remote", rng, dataset, empty_config
-                    )
-                    results.append(r)
-                    print("  " + json.dumps(r), flush=True)
+                # A B, then B A (embedded), B A, then A B (remote): each design starts a pair once
+                for round_ in range(args.rounds):
+                    order = designs if round_ % 2 == 0 else designs[::-1]
+                    for cfg, kind, pairs in ((config, "", order), (remote, "-remote", order[::-1])):
+                        if kind and not args.remote_baseline:
+                            pairs = pairs[:1] if pairs[0][0] == "paged" else pairs[-1:]
+                        for label, tree in pairs:
+                            for dataset, count in sets if not kind else sets[::-1]:
+                                r = measure(
+                                    cfg, tree, work / f"n{n}", count, label + kind, rng, dataset, empty_config
+                                )
+                                r["round"] = round_ + 1
+                                results.append(r)
+                                print("  " + json.dumps(r), flush=True)
             finally:
                 server.terminate()
                 server.wait(timeout=30)
@@ -329,7 +345,7 @@ def main() -> None:
     )
     for r in results:
         print(
-            f"  {r['records']:>11,} {r.get('dataset', 'big'):<4} {r['design']:<13} ready {r['ready_s']:7.2f} s (mounted {r['mounted_s']:.2f})  "
+            f"  {r['records']:>11,} {r.get('dataset', 'big'):<4} {r['design']:<13} r{r.get('round', 1)} ready {r['ready_s']:7.2f} s (mounted {r['mounted_s']:.2f})  "
             f"cold ls {r['cold_ls_ms']:7.1f} ms ({r['cold_ls_cpu_ms']:.0f} CPU-ms)  "
             f"RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
             f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.1f} CPU-s per 10^6)  load {r['load']}"

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from itertools import islice as _islice
+from itertools import repeat
 from itertools import starmap as _starmap
 from operator import itemgetter
 from operator import lt as _lt
@@ -251,8 +252,14 @@ class HttpCatalogStore(CatalogStore):
             params["limit"] = limit
         path = f"/v1/remote/datasets/{_seg(dataset)}/directory"
         previous, cut, width = start_after, len(prefix), len(DIR_FILE_COLUMNS)
+        depth = prefix.count("/")
         for rows in self._api.batches(path, what=what, params=params, header=DIRECTORY_HEADER):
-            for row in rows:
+            if _files_in_order(rows, prefix, depth, previous, width):
+                # a chunk of file rows alone, checked by C loops: yielded as they are
+                previous = rows[-1][0]
+                yield from map(tuple, rows)
+                continue
+            for row in rows:  # subdirectories among them, or something to report
                 if type(row) is list and len(row) == width and type(key := row[0]) is str:
                     entry: DirFile | str = tuple(row)  # type: ignore[assignment]
                     ok = key.startswith(prefix) and "/" not in key[cut:]
@@ -416,3 +423,19 @@ def _diff_entry(e: list[Any]) -> DiffEntry:
 
 
 __all__ = ["HttpCatalogStore"]
+
+
+def _files_in_order(rows: list[Any], prefix: str, depth: int, previous: str, width: int) -> bool:
+    """Whether ``rows`` (a chunk of a ``/directory`` listing) are all DirFile rows whose keys
+    are strings directly in directory ``prefix`` (``depth`` slashes, all the prefix's),
+    rising strictly from ``previous``: the per-entry checks of ``list_directory``, done per
+    chunk in C (``map``, one ``join``), so a listing's files cost no Python call each. False
+    sends the chunk through the per-entry checks, which also name what is wrong."""
+    if not rows or set(map(type, rows)) != {list} or set(map(len, rows)) != {width}:
+        return False
+    keys = list(map(_first, rows))
+    if set(map(type, keys)) != {str} or not previous < keys[0]:
+        return False
+    if "".join(keys).count("/") != depth * len(keys) or not all(map(str.startswith, keys, repeat(prefix))):
+        return False
+    return all(map(_lt, keys, _islice(keys, 1, None)))

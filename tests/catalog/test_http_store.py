@@ -194,6 +194,21 @@ DIR_HEADER = json.dumps(DIRECTORY_HEADER).encode() + b"\n"
         (DIR_HEADER + b'["e/a", "s3://b/a", "e", 1, null]\n{"end": 1}\n', "outside the directory"),
         (DIR_HEADER + b'"d/s/t/"\n{"end": 1}\n', "outside the directory"),
         (DIR_HEADER + b'"d/s/"\n["d/a", "s3://b/a", "e", 1, null]\n{"end": 2}\n', "out of order"),
+        (  # files alone, checked a chunk at a time: falling or repeated keys are refused too
+            DIR_HEADER
+            + b'["d/b", "s3://b/b", "e", 1, null]\n["d/a", "s3://b/a", "e", 1, null]\n{"end": 2}\n',
+            "out of order",
+        ),
+        (
+            DIR_HEADER
+            + b'["d/a", "s3://b/a", "e", 1, null]\n["d/a", "s3://b/a", "e", 1, null]\n{"end": 2}\n',
+            "out of order",
+        ),
+        (
+            DIR_HEADER
+            + b'["d/a", "s3://b/a", "e", 1, null]\n["d/b/c", "s3://b/c", "e", 1, null]\n{"end": 2}\n',
+            "outside the directory",
+        ),
         (
             DIR_HEADER + b'["d/a", "s3://b/a", "e", 1, null]\n',
             "after 1 item",

@@ -9,7 +9,7 @@ This file is part of pyfuse3. This work may be distributed under
 the terms of the GNU LGPL.
 '''
 
-from typing import List, Literal, Mapping, Optional, Union
+from typing import Any, List, Literal, Mapping, Optional, Union
 
 from trio.lowlevel import TrioToken
 
@@ -160,6 +160,11 @@ def get_sup_groups(pid: int) -> set[int]: ...
 def readdir_reply(
     token: ReaddirToken, name: FileNameT, attr: EntryAttributes, next_id: int
 ) -> bool: ...
+def readdir_fill(
+    token: ReaddirToken, names: bytes, ends: Any, kinds: bytes, skip: bytes | None, inos: Any,
+    sizes: Any, mtimes: Any, start: int, file_mode: int, dir_mode: int, uid: int, gid: int,
+    blksize: int, timeout: float,
+) -> int: ...
 
 def passthrough_enabled() -> bool: ...
 def passthrough_open(fd: int) -> int: ...

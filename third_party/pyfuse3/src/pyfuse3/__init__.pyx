@@ -128,6 +128,23 @@ cdef extern from "fastloop.h" nogil:
     void pyfuse3_fr_clear()
     void pyfuse3_fr_snapshot(pyfuse3_fr_counters *n, unsigned *count)
 
+cdef extern from "readdir.h" nogil:
+    # datahub: READDIRPLUS replies packed from a directory page's columns (readdir.h)
+    struct pyfuse3_rd_common:
+        uint32_t file_mode, dir_mode, file_nlink, dir_nlink, uid, gid, blksize
+        double entry_timeout, attr_timeout
+    struct pyfuse3_rd_page:
+        const char *names
+        const uint64_t *ends
+        const unsigned char *kinds
+        const unsigned char *skip
+        const uint64_t *inos
+        const int64_t *sizes
+        const int64_t *mtimes
+        size_t n
+    size_t pyfuse3_rd_fill(char *buf, size_t size, const pyfuse3_rd_page *p, size_t start,
+                           const pyfuse3_rd_common *c, size_t *next)
+
 cdef extern from "uring.h" nogil:
     # datahub: FUSE requests over io_uring, one queue per CPU (uring.h)
     struct pyfuse3_ur_counters:
@@ -1284,6 +1301,69 @@ def readdir_reply(ReaddirToken token, name, EntryAttributes attr, off_t next_id)
     token.size -= len_
     token.buf = &token.buf[len_]
     return True
+
+
+# --- datahub: READDIRPLUS from a directory page's columns (readdir.h) ---------------------
+cdef const void *_column(object obj, Py_buffer *view, size_t n, size_t itemsize, what) except NULL:
+    """A read-only, contiguous buffer of n items of itemsize bytes (view is released by the caller)."""
+    PyObject_GetBuffer(obj, view, PyBUF_CONTIG_RO)
+    if <size_t>view.len != n * itemsize or (view.itemsize != <Py_ssize_t>itemsize and n):
+        PyBuffer_Release(view)
+        raise ValueError(f"readdir_fill: {what} holds {view.len} bytes, not {n} items of {itemsize}")
+    return view.buf if view.len else <const void *>""
+
+
+def readdir_fill(ReaddirToken token not None, names, ends, bytes kinds not None, skip, inos, sizes, mtimes, size_t start,
+                 uint32_t file_mode, uint32_t dir_mode, uint32_t uid, uint32_t gid,
+                 uint32_t blksize, double timeout):
+    '''datahub: answer a `~Operations.readdir` request with the entries of one directory page
+    from position *start* on, packed in C (readdir.h) as `readdir_reply` would pack each.
+
+    The columns hold one value per entry: *names* (bytes, back to back; a directory's name
+    with a trailing ``/``) ending at *ends* (``array("Q")``), *kinds* (bytes: 0 file,
+    1 directory), *inos* (``array("Q")``), *sizes* and *mtimes* (``array("q")``, mtimes in
+    ns); *skip* is None or bytes (non-zero: not listed). Entry i's offset is i + 1. Files
+    get *file_mode* and one link, directories *dir_mode* and two; entry and attribute
+    timeouts are *timeout*. Returns the position of the first entry not sent (the number of
+    entries at the end of the page). Call it once per request, instead of `readdir_reply`.'''
+    cdef pyfuse3_rd_page p
+    cdef pyfuse3_rd_common c
+    cdef size_t n = len(kinds), nxt = start, used, i
+    cdef Py_buffer bn, be, bi, bs, bm, bk
+    cdef int held = 0
+    p.skip = NULL
+    try:
+        p.names = <const char *>_column(names, &bn, len(names), 1, "names"); held = 1
+        p.ends = <const uint64_t *>_column(ends, &be, n, 8, "ends"); held = 2
+        p.inos = <const uint64_t *>_column(inos, &bi, n, 8, "inos"); held = 3
+        p.sizes = <const int64_t *>_column(sizes, &bs, n, 8, "sizes"); held = 4
+        p.mtimes = <const int64_t *>_column(mtimes, &bm, n, 8, "mtimes"); held = 5
+        if skip is not None:
+            p.skip = <const unsigned char *>_column(skip, &bk, n, 1, "skip"); held = 6
+        p.kinds = <const unsigned char *>PyBytes_AS_STRING(kinds)
+        p.n = n
+        for i in range(n):
+            if p.ends[i] > <uint64_t>bn.len or (i and p.ends[i] < p.ends[i - 1]):
+                raise ValueError("readdir_fill: name ends out of order or past the names")
+        if start >= n or token.size == 0:
+            return start
+        c.file_mode, c.dir_mode, c.file_nlink, c.dir_nlink = file_mode, dir_mode, 1, 2
+        c.uid, c.gid, c.blksize = uid, gid, blksize
+        c.entry_timeout = c.attr_timeout = timeout
+        if token.buf_start == NULL:
+            token.buf_start = <char*> calloc_or_raise(token.size, sizeof(char))
+            token.buf = token.buf_start
+        used = pyfuse3_rd_fill(token.buf, token.size, &p, start, &c, &nxt)
+        token.size -= used
+        token.buf = &token.buf[used]
+        return nxt
+    finally:
+        if held >= 6: PyBuffer_Release(&bk)
+        if held >= 5: PyBuffer_Release(&bm)
+        if held >= 4: PyBuffer_Release(&bs)
+        if held >= 3: PyBuffer_Release(&bi)
+        if held >= 2: PyBuffer_Release(&be)
+        if held >= 1: PyBuffer_Release(&bn)
 
 
 # --- datahub: FUSE passthrough (passthrough.h) ---------------------------------------------
