@@ -78,6 +78,29 @@ def scope_of(nodeid: str) -> str:
     return path
 
 
+def start_rank(scope: str) -> int:
+    """Where a unit goes in a parallel run's queue: LONGEST_FIRST in its order, then the files
+    with a test marked ``slow``, then the rest (xdist's order: most tests first).
+
+    Why: xdist hands out the units with the most tests first, so a slow file of one or two
+    tests (the tour, a fixture of thousands of objects) went out last and ran alone while the
+    other worker sat idle; handed out early, it runs beside the many short files instead."""
+    if scope in LONGEST_FIRST:
+        return LONGEST_FIRST.index(scope)
+    return len(LONGEST_FIRST) + (0 if _marks_slow(scope) else 1)
+
+
+def _marks_slow(scope: str) -> bool:
+    """Whether the unit's file (or a file of the unit's directory) marks a test ``slow``; read
+    from the source, since xdist's controller schedules by node id and never collects."""
+    path = Path(__file__).parent.parent / scope
+    files = sorted(path.glob("test_*.py")) if path.is_dir() else [path]
+    return any(SLOW_MARK in f.read_text(errors="replace") for f in files if f.is_file())
+
+
+SLOW_MARK = "pytest.mark.slow"
+
+
 @pytest.hookimpl(optionalhook=True)  # a plain pytest without xdist installed still runs
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """``--dist loadfile`` (make test) with SHARED_PACKAGES kept whole; other modes as xdist has them."""
@@ -93,9 +116,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
         def _assign_work_unit(self, node: object) -> None:
             if not self.ordered:  # the first assignment: the longest units go out first
-                for scope in reversed(LONGEST_FIRST):
-                    if scope in self.workqueue:
-                        self.workqueue.move_to_end(scope, last=False)
+                for scope in sorted(self.workqueue, key=start_rank):  # stable: xdist's order within a rank
+                    self.workqueue.move_to_end(scope)
                 self.ordered = True
             super()._assign_work_unit(node)
 

@@ -25,6 +25,8 @@ from urllib.parse import quote
 import boto3
 from botocore.config import Config as BotoConfig
 
+from tests.moto_launch import MOTO_SERVER
+
 REPO = Path(__file__).resolve().parent.parent
 CEPH_TOOLS = REPO / "scripts" / "ceph-dev"
 
@@ -95,7 +97,7 @@ class MotoServer:
         if keep_alive:
             cmd = [sys.executable, str(Path(__file__).with_name("moto_http11.py"))]
         else:
-            cmd = [str(Path(sys.executable).with_name("moto_server"))]
+            cmd = list(MOTO_SERVER)  # moto_server, its backend lookup's directory scan done once
         cmd += ["-H", "127.0.0.1", "-p", str(self.port)]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for_port(self.port)

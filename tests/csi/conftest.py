@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from tests.servers import S3Endpoint
 REPO = Path(__file__).resolve().parents[2]
 NODE_ID = "test-node"
 START_TIMEOUT = 60.0
+STOP_GRACE = 30.0  # seconds from SIGTERM to the abort that dumps the stacks
 
 Mode = pb.VolumeCapability.AccessMode.Mode
 
@@ -153,7 +155,10 @@ class Plugin:
         self.channel: grpc.Channel | None = None
 
     def start(self) -> Plugin:
-        cmd = [sys.executable, "-m", "csi", "--endpoint", f"unix://{self.socket}", "--node-id", NODE_ID]
+        # -X faulthandler: a plugin that does not stop on SIGTERM writes its threads' stacks to
+        # its log when stop() aborts it (the plugin alone: its mount processes do not inherit -X)
+        cmd = [sys.executable, "-X", "faulthandler", "-m", "csi", "--endpoint", f"unix://{self.socket}"]
+        cmd += ["--node-id", NODE_ID]
         cmd += ["--state-dir", str(self.state_dir), "--config", str(self.config_path)]
         cmd += ["--check-interval", str(self.check_interval), "--mount-timeout", "90"]
         cmd += ["--unmount-timeout", "120", "-v"]  # -v: tests wait for supervisor passes (CHECK_DONE)
@@ -265,13 +270,25 @@ class Plugin:
             self.channel.close()
 
     def stop(self) -> None:
+        """SIGTERM, as the kubelet stops a plugin; one still running after 30 s (a kubelet's
+        default grace period) is aborted, which makes it write every thread's stack to its log,
+        and the run gets a warning naming the log: where it hung, for the next reader."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(30)
+                self.proc.wait(STOP_GRACE)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.proc.send_signal(signal.SIGABRT)
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+                warnings.warn(
+                    f"the CSI plugin did not stop within {STOP_GRACE:.0f} s of SIGTERM; its "
+                    f"threads' stacks when it was aborted are in {self.log_path}",
+                    stacklevel=2,
+                )
         if self.channel is not None:
             self.channel.close()
 

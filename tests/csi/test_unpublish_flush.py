@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from datahub.catalog import open_catalog
 from tests.csi.conftest import CsiEnv, Plugin, mounts_under, wait_for_checks
+from tests.moto_launch import MOTO_SERVER
 from tests.servers import free_port, wait_for_port
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
@@ -28,10 +28,9 @@ class PrivateMoto:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        exe = Path(sys.executable).with_name("moto_server")
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(exe), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=log
+                [*MOTO_SERVER, "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=log
             )
         wait_for_port(self.port)
 

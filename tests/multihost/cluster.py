@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fuse_adapter.daemon import is_mounted
+from tests.moto_launch import MOTO_SERVER
 from tests.multihost.netns import Host, Network, clean_leftovers, wait_for_tcp, wait_until
 
 S3_PORT = 5000
@@ -275,9 +276,8 @@ def build_cluster(
         host_b = net.add_host("b", 32)
 
         moto_log = root / "moto.log"
-        moto = Path(sys.executable).with_name("moto_server")
         bind = moto_bind or storage.addr
-        storage.popen([str(moto), "-H", bind, "-p", str(S3_PORT)], log=open(moto_log, "ab"))  # noqa: SIM115
+        storage.popen([*MOTO_SERVER, "-H", bind, "-p", str(S3_PORT)], log=open(moto_log, "ab"))  # noqa: SIM115
         ceph_admin, ceph_client = stack.enter_context(ceph_on(storage, root))
         wait_for_tcp(storage, S3_PORT)
 
