@@ -219,11 +219,11 @@ def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Even
     files for cold ones and evict them first: report them as hits, once per file per period."""
     while not stopping.wait(C_HITS_EVERY):
         ops.read_mode_tick()  # the automatic read mode's evidence, once a tick
-        for ino in ops.passthrough.drain_hits() + ops.fastread.drain_hits():
-            try:
-                view.backing_hit(ino)
-            except Exception as exc:  # a hit not counted must not stop the mount
-                log.debug("counting a hit of inode %d: %s", ino, exc)
+        inos = ops.passthrough.drain_hits() + ops.fastread.drain_hits()
+        try:
+            view.backing_hits(inos)
+        except Exception as exc:  # hits not counted must not stop the mount
+            log.debug("counting %d hits: %s", len(inos), exc)
 
 
 _BUCKET_WARMUP_MODES = {

@@ -9,6 +9,7 @@ the shim turns them into errno once.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import stat
 import threading
@@ -22,6 +23,8 @@ from fuse_adapter.hints import PREFIX as HINT_PREFIX
 from fuse_adapter.hints import HintAssembler
 from fuse_adapter.source import ByteSource
 from fuse_adapter.tree import DIR, FILE, ROOT_INODE, SYMLINK, ListingTree
+
+log = logging.getLogger(__name__)
 
 BLOCK = 512
 IO_SIZE = 1024 * 1024  # st_blksize: buffered readers use it as their read size
@@ -242,12 +245,23 @@ class ReadOnlyView:
             return None
         return backing(self.tree.ref(ino), verify=verify, fetch=fetch)
 
-    def backing_hit(self, ino: int) -> None:
-        """Opens of this file were answered without the daemon (pyfuse3's C code): the
-        cache counts a hit, so eviction and warm-up see the file in use."""
-        hit = getattr(self.source, "backing_hit", None)
-        if hit is not None and ino not in self._virtual:
-            hit(self.tree.ref(ino))
+    def backing_hits(self, inos: list[int]) -> None:
+        """Opens of these files were answered without the daemon (pyfuse3's C code): the
+        cache counts a hit of each, so eviction and warm-up see the files in use. One call
+        for a second's worth (thousands in an epoch). An inode gone meanwhile is skipped."""
+        hits = getattr(self.source, "backing_hits", None)
+        if hits is None:
+            return
+        refs = []
+        for ino in inos:
+            if ino in self._virtual:
+                continue
+            try:
+                refs.append(self.tree.ref(ino))
+            except Exception as exc:  # forgotten, or its listing failed: one hit not counted
+                log.debug("counting a hit of inode %d: %s", ino, exc)
+        if refs:
+            hits(refs)
 
     def backing_unchanged(self, ino: int, fd: int) -> bool:
         """Whether ``fd`` (from :meth:`backing_fd`) is still in the state it was verified in:

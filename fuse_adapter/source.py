@@ -89,8 +89,8 @@ class ByteSource(Protocol):
         cache evicts."""
         ...
 
-    def backing_hit(self, ref: ObjectRef) -> None:
-        """An open the kernel was answered for without the daemon (pyfuse3's C code): a hit."""
+    def backing_hits(self, refs: list[ObjectRef]) -> None:
+        """Opens the kernel was answered for without the daemon (pyfuse3's C code): hits."""
         ...
 
     def report_mount(self, status: Callable[[], dict]) -> None:
@@ -157,8 +157,8 @@ class CacheSource:
     def watch_backing(self, listener: Callable[[int, int], None]) -> None:
         self._cache.passthrough.watch(listener)
 
-    def backing_hit(self, ref: ObjectRef) -> None:
-        self._cache.passthrough.hit(ref)
+    def backing_hits(self, refs: list[ObjectRef]) -> None:
+        self._cache.passthrough.hits(refs)
 
     def backs_files(self) -> bool:
         return self._cache.passthrough.available()

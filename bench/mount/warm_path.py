@@ -20,7 +20,8 @@ and 8 threads (``--kinds`` and ``--threads`` pick a subset). Printed per row: fi
 ratio to the local-disk pass just before, the readers' CPU per file on local disk and on
 the mount (this process, getrusage: work passthrough leaves in the reader, the page
 file's disk read and copy, shows here), the daemon's CPU per file (utime+stime,
-/proc/PID/stat; reader + daemon is what a file costs the machine), the readers' context
+/proc/PID/stat; reader + daemon is what a file costs the machine) and of it the Python
+threads' ("py us", the rest is the C threads'), the readers' context
 switches per file on local disk and on the mount (each request a reader waits for is one),
 all means over the timed passes, for
 ssd-hit the growth of ``Cached`` per byte read (1.0: each byte cached once), and the FUSE
@@ -28,15 +29,19 @@ requests per file by opcode from the kernel's tracepoint (one more, untimed pass
 is the best of ``--passes``. ``uptime`` load is printed with every configuration: the
 machine may be shared.
 
-To compare two builds of pyfuse3 (say, a change to fastread.h) in one run, alternately:
+To compare two checkouts (say, a change to fastread.h, or to the daemon's Python) in one
+run, alternately:
 ``--baseline-python OTHER/.venv/bin/python --configs default@base,default,default@base,default``
 (a name ending in ``@base`` runs the daemon of that configuration with the other
-interpreter, so with its pyfuse3; the Python code is this tree's either way).
+interpreter, so with its pyfuse3 and, as it is started with ``PYTHONSAFEPATH=1`` (this
+tree, its working directory, not first on its path), with the Python code that interpreter
+has installed: OTHER's own when OTHER's .venv installed it in editable mode).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
 import sys
@@ -74,12 +79,19 @@ def read_buffered(path: str) -> int:
 @contextmanager
 def daemon_python(python: str) -> Iterator[None]:
     """Mounts started in this block run their daemon with ``python`` (tests/fuse/conftest.py
-    starts ``sys.executable -m fuse_adapter``), hence with its pyfuse3 build."""
+    starts ``sys.executable -m fuse_adapter`` in this tree), hence with its pyfuse3 build;
+    another interpreter's daemon also imports that interpreter's installed code, not this
+    tree's (PYTHONSAFEPATH: ``-m`` then puts no working directory first on the path)."""
     saved, sys.executable = sys.executable, python
+    other = python != saved
+    if other:
+        os.environ["PYTHONSAFEPATH"] = "1"
     try:
         yield
     finally:
         sys.executable = saved
+        if other:
+            os.environ.pop("PYTHONSAFEPATH", None)
 
 
 def own_cpu() -> tuple[float, int]:
@@ -87,6 +99,28 @@ def own_cpu() -> tuple[float, int]:
     process's threads so far: the readers'. A request a reader waits for costs it a switch."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime, r.ru_nvcsw + r.ru_nivcsw
+
+
+def python_cpu(pid: int | None) -> dict[str, int]:
+    """CPU ns so far of each of the daemon's Python threads (every thread not named
+    ``pyfuse3-*``, the C reader and ring threads), by thread id: what of "dm us" is
+    Python's (:func:`python_cpu_since`)."""
+    out: dict[str, int] = {}
+    if pid is None:
+        return out
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if not (task / "comm").read_text().startswith("pyfuse3-"):
+                out[task.name] = int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError):  # the thread ended
+            pass
+    return out
+
+
+def python_cpu_since(before: dict[str, int], pid: int | None) -> float:
+    """CPU seconds of the daemon's Python threads since ``before`` (:func:`python_cpu`):
+    threads that ended meanwhile are not counted (a thread's schedstat goes with it)."""
+    return sum(ns - before.get(tid, 0) for tid, ns in python_cpu(pid).items()) / 1e9
 
 
 READERS: dict[str, Callable[[str], int]] = {"open": read_py, "buffered": read_buffered}
@@ -143,30 +177,32 @@ def main() -> None:
         )
         print(
             f"{'config':20} {'pass':7} {'reader':8} {'thr':>3} {'files/s':>8} {'disk f/s':>8} "
-            f"{'ratio':>6} {'disk us':>7} {'rd us':>6} {'dm us':>6} {'disk cs':>7} {'rd cs':>5} {'Cached/B':>8}  requests per file (tracepoint)"
+            f"{'ratio':>6} {'disk us':>7} {'rd us':>6} {'dm us':>6} {'py us':>5} {'disk cs':>7} {'rd cs':>5} {'Cached/B':>8}  requests per file (tracepoint)"
         )
 
         def measure(
             paths: list[str], reader: Callable[[str], int], n: int, cold: bool, pid: int | None
-        ) -> tuple[float, float, float, float, float]:
-            """(best files/s, mean reader and daemon us/file, reader context switches per file,
-            Cached growth per byte of the best pass)."""
-            best, cpu_total, own_total, switches, growth = 0.0, 0.0, 0.0, 0, 0.0
+        ) -> tuple[float, float, float, float, float, float]:
+            """(best files/s, mean reader, daemon and daemon's Python us/file, reader context
+            switches per file, Cached growth per byte of the best pass)."""
+            best, cpu_total, py_total, own_total, switches, growth = 0.0, 0.0, 0.0, 0.0, 0, 0.0
             for _ in range(args.passes):
                 order = paths[:]
                 random.shuffle(order)
                 if cold:
                     drop_caches(args.drop)
-                cached0, cpu0, own0 = cached_bytes(), daemon_cpu(pid), own_cpu()
+                cached0, cpu0, py0, own0 = cached_bytes(), daemon_cpu(pid), python_cpu(pid), own_cpu()
                 rate = len(order) / read_all(order, n, reader)
                 cpu_total += daemon_cpu(pid) - cpu0
+                py_total += python_cpu_since(py0, pid)
                 own1 = own_cpu()
                 own_total += own1[0] - own0[0]
                 switches += own1[1] - own0[1]
                 if rate > best:
                     best, growth = rate, (cached_bytes() - cached0) / total
             scale = 1e6 / args.passes / len(paths)  # seconds in all passes -> us per file
-            return best, own_total * scale, cpu_total * scale, switches / args.passes / len(paths), growth
+            per_pass = switches / args.passes / len(paths)
+            return best, own_total * scale, cpu_total * scale, py_total * scale, per_pass, growth
 
         def traced(mnt: Path, paths: list[str], reader: Callable[[str], int], n: int, cold: bool) -> str:
             order = paths[:]
@@ -213,13 +249,15 @@ def main() -> None:
                                 warm_up(config, paths, proc.pid, mnt, n)
                                 for p in disk_paths:
                                     read_py(p)
-                            base, base_us, _, base_cs, _ = measure(disk_paths, reader, n, cold, None)
-                            rate, own_us, cpu_us, cs, growth = measure(paths, reader, n, cold, proc.pid)
+                            base, base_us, _, _, base_cs, _ = measure(disk_paths, reader, n, cold, None)
+                            rate, own_us, cpu_us, py_us, cs, growth = measure(
+                                paths, reader, n, cold, proc.pid
+                            )
                             requests = traced(mnt, paths, reader, n, cold)
                             grown = f"{growth:8.2f}" if cold else f"{'-':>8}"
                             print(
                                 f"{config:20} {name:7} {rname:8} {n:>3} {rate:>8,.0f} {base:>8,.0f} "
-                                f"{rate / base:>6.2f} {base_us:>7.1f} {own_us:>6.1f} {cpu_us:>6.1f} {base_cs:>7.2f} {cs:>5.2f} "
+                                f"{rate / base:>6.2f} {base_us:>7.1f} {own_us:>6.1f} {cpu_us:>6.1f} {py_us:>5.1f} {base_cs:>7.2f} {cs:>5.2f} "
                                 f"{grown}  {requests}",
                                 flush=True,
                             )

@@ -41,7 +41,7 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from datahub.cache import pages as fmt
@@ -231,12 +231,18 @@ class DiskTier(BudgetedTier):
             return None
         return fd, header
 
-    def touch(self, key: PageKey) -> None:
-        """A hit that did not go through ``get`` (a passthrough open of the page file)."""
+    def touch(self, keys: Iterable[PageKey]) -> None:
+        """Hits that did not go through ``get`` (passthrough opens of the page files, and
+        READs answered in C): counted and shown to the policy under one lock."""
+        n = 0
         with self._lock:
-            if key in self._sizes:
-                self.counters.add("hits")
-                self.policy.on_hit(key)
+            sizes, on_hit = self._sizes, self.policy.on_hit
+            for key in keys:
+                if key in sizes:
+                    n += 1
+                    on_hit(key)
+        if n:
+            self.counters.add("hits", n)
 
     def corrupt(self, key: PageKey, problem: str) -> None:
         """A page file found damaged outside ``get`` (a backing file that failed its check)."""

@@ -123,7 +123,7 @@ def test_without_a_disk_tier_there_is_never_a_backing_file() -> None:
     assert not files.available() and files.stats() is None
     assert files.fd(a) is None and files.fd(a, verify=False) is None and files.fd(a, fetch=True) is None
     assert not files.unchanged(a, 0) and not files.check(a, 0)
-    files.hit(a)
+    files.hits([a])
     files.watch(lambda dev, ino: None)
     assert reads == []  # nothing to fetch into
 
@@ -161,6 +161,29 @@ def test_a_one_page_object_gets_its_verified_page_file_and_nothing_else_does(tmp
         os.close(fd)
         assert activity.idle_for() < float("inf") and disk.counters.hits == 1  # the open is a disk-tier hit
         assert files.stats() == {"format3": True, "verifications": 1, "rejected": 0}  # check() read it once
+    finally:
+        disk.close()
+
+
+def test_hits_reported_in_a_batch_count_each_stored_object_once(tmp_path: Path) -> None:
+    """Opens answered in C come back as one batch a second: each object the disk tier holds
+    is one hit (and its policy sees it, so it is not evicted first); others count nothing."""
+    disk = DiskTier(tmp_path / "d", 1 << 20, make_policy("tinylfu", 1 << 20))
+    try:
+        a, b, gone = ref("a"), ref("b"), ref("gone")
+        for r in (a, b):
+            disk.put(key(r), b"x" * r.size)
+        activity = ReaderActivity(0, PAGE)
+        files = PassthroughFiles(
+            BackingFiles(disk), page_size=PAGE, local_tiers=[disk], activity=activity, read=lambda r: None
+        )
+        before = disk.policy.sketch.estimate(key(a))
+        files.hits([a, gone, b, a])
+        assert disk.counters.hits == 3  # a twice, b once; the object the tier lacks is no hit
+        assert disk.policy.sketch.estimate(key(a)) == before + 2
+        assert activity.idle_for() < float("inf")  # the readers were seen
+        files.hits([])
+        assert disk.counters.hits == 3
     finally:
         disk.close()
 
