@@ -283,6 +283,7 @@ def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
         listed = now
         if stopping.wait(STORES_QUIET_S):
             return
+    for loader in loaders:
         try:
             first = next(iter(loader.files()), None)
             if first is not None:
