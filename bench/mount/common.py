@@ -161,14 +161,16 @@ def dataset_bench(
 
 @contextmanager
 def tiered_mount(
-    data: BenchData, config: str, flags: tuple[str, ...]
+    data: BenchData, config: str, flags: tuple[str, ...], *, bucket: bool = False
 ) -> Iterator[tuple[subprocess.Popen, Path, list[str]]]:
     """The real ``datahub mount --foreground`` daemon with ``flags`` (mountpoint named after
     ``config``), after a cold pass that puts every object in the disk tier (the first mount
-    fetches them; later ones find them there): (daemon, mountpoint, the files' paths)."""
+    fetches them; later ones find them there): (daemon, mountpoint, the files' paths).
+    ``bucket``: the same objects mounted as a bucket URL (their prefix), not the version."""
     mnt = data.env.mountpoint(config)
-    with data.env.mounted(mnt, data.dataset.name, *flags) as proc:
-        root = mnt / data.dataset.name / f"v{data.dataset.seq}"
+    source = f"s3://{data.env.bucket}/data" if bucket else data.dataset.name
+    with data.env.mounted(mnt, source, *flags) as proc:
+        root = mnt if bucket else mnt / data.dataset.name / f"v{data.dataset.seq}"
         paths = [str(root / k) for k in data.objects]
         for p in paths:
             read_py(p)

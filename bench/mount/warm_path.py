@@ -1,10 +1,11 @@
 """Warm epochs and SSD-tier hits through one mount, every read mode side by side (issue 36).
 
     .venv/bin/python bench/mount/warm_path.py [--files 4000] [--passes 3] [--drop 1|3]
-                                              [--configs default,passthrough,...]
+                                              [--configs default,passthrough,...] [--bucket]
 
 Uploads ``--files`` objects of 50-200 KB to a moto server on loopback and mounts the
-version with the real ``datahub mount ... --foreground`` daemon, **RAM tier off**, so every
+version (``--bucket``: their bucket URL, a bucket mount) with the real ``datahub mount ...
+--foreground`` daemon, **RAM tier off**, so every
 read the kernel sends is a disk-tier hit. The first mount's cold pass fills the disk tier;
 then, for each configuration in turn (``CONFIGS``: the mount's read modes and transports),
 with a **local-disk pass measured right before it** (the ratio's baseline, so both see the
@@ -160,6 +161,11 @@ def main() -> None:
     ap.add_argument(
         "--baseline-python", help="interpreter whose pyfuse3 runs the daemons of NAME@base configs"
     )
+    ap.add_argument(
+        "--bucket",
+        action="store_true",
+        help="mount the objects' bucket URL (a bucket mount), not the version",
+    )
     known = {**CONFIGS, **{f"{name}@base": flags for name, flags in CONFIGS.items()}}
     add_configs_option(ap, known, default=",".join(CONFIGS))
     args = ap.parse_args()
@@ -173,7 +179,7 @@ def main() -> None:
         header(
             "warm_path",
             f"{args.files} files (50-200 KB, {total / 1e6:.0f} MB), RAM tier off, best of {args.passes}, "
-            f"drop_caches {args.drop} before ssd-hit passes",
+            f"drop_caches {args.drop} before ssd-hit passes{', a bucket mount' if args.bucket else ''}",
         )
         print(
             f"{'config':20} {'pass':7} {'reader':8} {'thr':>3} {'files/s':>8} {'disk f/s':>8} "
@@ -237,7 +243,10 @@ def main() -> None:
 
         for config in configs:
             python = args.baseline_python if config.endswith("@base") else sys.executable
-            with daemon_python(python), tiered_mount(data, config, known[config]) as (proc, mnt, paths):
+            with (
+                daemon_python(python),
+                tiered_mount(data, config, known[config], bucket=args.bucket) as (proc, mnt, paths),
+            ):
                 print(
                     f"# {config}: datahub mount {' '.join(known[config]) or '(default flags)'}; {python}; {load()}"
                 )
