@@ -8,7 +8,6 @@ and every open of a bucket mount was read through the daemon, with a warning per
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from datahub.storage import StoreRegistry
 from fuse_adapter.bucket_warmup import ObservedSource
 from fuse_adapter.source import ByteSource
 from tests.fuse.conftest import FuseEnv, wait_until
-from tests.fuse.test_passthrough import FILES, GUARD, page_files, read_while_stopped
+from tests.fuse.test_passthrough import FILES, GUARD, assert_read_while_stopped, page_files
 
 pytestmark = pytest.mark.fuse
 
@@ -42,12 +41,4 @@ def test_a_bucket_mounts_disk_tier_files_are_read_without_the_daemon(env: FuseEn
         for key, data in FILES.items():  # cold: through the daemon, into the disk tier
             assert (root / key).read_bytes() == data
         wait_until(lambda: len(page_files(env)) >= len(FILES), GUARD)
-        fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}
-        try:
-            got = read_while_stopped(proc, fds)
-            assert got, "a read of a bucket mount's disk-tier file waited for the stopped daemon"
-            for fd, data in fds.items():
-                assert got[fd] == (data, data)
-        finally:
-            for fd in fds:
-                os.close(fd)
+        assert_read_while_stopped(proc, root)

@@ -134,20 +134,26 @@ def read_while_stopped(proc, fds: dict[int, bytes], wait: float = 30.0) -> dict[
     return got if finished else {}
 
 
+def assert_read_while_stopped(proc, root: Path) -> None:
+    """Every file of FILES under ``root`` opened, then read whole (read and mmap) with the
+    daemon stopped: each must come back right, none may wait for the daemon."""
+    fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}
+    try:
+        got = read_while_stopped(proc, fds)
+        assert got, "a read of a passthrough handle waited for the stopped daemon"
+        for fd, data in fds.items():
+            assert got[fd] == (data, data)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def test_reads_and_mmap_of_disk_tier_files_never_reach_the_daemon(env: FuseEnv, files: Dataset) -> None:
     mnt = env.mountpoint("pt")
     with env.mounted(mnt, "pt", "--passthrough") as proc:
         root = mnt / "pt" / f"v{files.seq}"
         warm_into_disk(env, root)
-        fds = {os.open(root / key, os.O_RDONLY): data for key, data in FILES.items()}
-        try:
-            got = read_while_stopped(proc, fds)
-            assert got, "a read of a passthrough handle waited for the stopped daemon"
-            for fd, data in fds.items():
-                assert got[fd] == (data, data)
-        finally:
-            for fd in fds:
-                os.close(fd)
+        assert_read_while_stopped(proc, root)
         wait_until(
             lambda: polled_mount(env).get("passthrough_opens", 0) >= len(FILES), GUARD
         )  # snapshots lag
