@@ -30,6 +30,7 @@ import pytest
 from datahub.cache.stats import read_snapshots, stats_dir
 from fuse_adapter.fuse_ops import FASTOPEN, PASSTHROUGH
 from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, polled_stats, upload_dataset, wait_until
+from tests.pagecache import resident_pages
 from tests.servers import REPO
 
 pytestmark = pytest.mark.fuse
@@ -172,6 +173,15 @@ def test_no_passthrough_keeps_reads_in_the_daemon(env: FuseEnv, files: Dataset) 
         key = next(iter(FILES))
         fd = os.open(root / key, os.O_RDONLY)
         try:
+            # the premise: none of the file's pages is cached, so every byte needs the daemon
+            # (a page an eviction could not take yet, e.g. held in another CPU's LRU batch,
+            # would be read from the cache and make this control pass for the wrong reason)
+            for _ in range(50):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                if resident_pages(root / key) == 0:
+                    break
+                time.sleep(0.1)
+            assert resident_pages(root / key) == 0, "the file's pages could not be evicted"
             assert read_while_stopped(proc, {fd: FILES[key]}, wait=3.0) == {}
         finally:
             os.close(fd)
