@@ -142,7 +142,11 @@ def version_view(
     def fetch(version: PagedVersion, prefix: str) -> Iterator[DirFile | str]:
         return catalog.list_directory(version.dataset, version.seq, prefix=prefix)
 
-    paged = PagedTree(tree, fetch, budget_bytes=namespace_bytes)
+    def has_entries(version: PagedVersion, prefix: str) -> bool:
+        listing = catalog.list_directory(version.dataset, version.seq, prefix=prefix, limit=1)
+        return next(iter(listing), None) is not None
+
+    paged = PagedTree(tree, fetch, budget_bytes=namespace_bytes, has_entries=has_entries)
     for (dataset, seq), root in mounted.items():
         version = next(v for _, v in resolved if v.dataset == dataset and v.seq == seq)
         paged.attach(root, PagedVersion(dataset, seq, int(version.created_at * 1e9)), version.record_count)

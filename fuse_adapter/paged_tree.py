@@ -49,6 +49,9 @@ _ENTRY_OVERHEAD = 120  # bytes per entry beyond its strings: list slot, str head
 #: ``fetch(version, prefix)``: one directory level of a version in key order
 #: (``Catalog.list_directory``): DirFile rows, and subdirectories as ``prefix + name + "/"``
 Fetch = Callable[["PagedVersion", str], Iterator["DirFile | str"]]
+#: ``has_entries(version, prefix)``: whether directory ``prefix`` ("a/b/") of a version holds
+#: anything (``Catalog.list_directory`` with ``limit=1``: one keyset seek)
+HasEntries = Callable[["PagedVersion", str], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +184,17 @@ class PagedTree:
     asks :meth:`resident` first on its loop).
     """
 
-    def __init__(self, static: ListingTree, fetch: Fetch, *, budget_bytes: int = PAGE_BUDGET) -> None:
+    def __init__(
+        self,
+        static: ListingTree,
+        fetch: Fetch,
+        *,
+        budget_bytes: int = PAGE_BUDGET,
+        has_entries: HasEntries | None = None,
+    ) -> None:
         self.static = static
         self._fetch = fetch
+        self._has_entries = has_entries
         self.budget = budget_bytes
         self._lock = threading.Lock()
         self._dirs: dict[int, _Dir] = {}  # every paged directory seen: inode -> where
@@ -194,6 +205,7 @@ class PagedTree:
         self._loading: dict[int, _Loading] = {}
         self._records = 0
         self.loads = 0  # directory listings asked of the catalog (tests, stats)
+        self.probes = 0  # one-row directory checks asked of the catalog (tests, stats)
 
     # --- building (before mounting) -------------------------------------------------------------
     def attach(self, root: int, version: PagedVersion, records: int = 0) -> None:
@@ -352,12 +364,43 @@ class PagedTree:
 
     def lookup(self, parent: int, name: str, timeout: float | None = None) -> int | None:
         """Blocking: lists directory ``parent`` if it is not in the cache (one catalog query);
-        ListingUnavailable (EIO) if that fails, never None for a name it could not see."""
+        ListingUnavailable (EIO) if that fails, never None for a name it could not see.
+
+        A name in a directory not listed yet is first tried as a subdirectory, with a one-row
+        query (``has_entries``): a path ``a/b/c`` walked from the root then lists only the
+        directories it reads, not every directory on the way (at 10^8 records a directory of
+        100 subdirectories costs 100 keyset seeks to list, one to probe). Directories win
+        over files of the same name, so a hit is the answer; a miss lists the directory,
+        which alone can say "absent" (and gives a file its position)."""
         if parent not in self._dirs:
             return self.static.lookup(parent, name, timeout)
-        page = self._page(parent, wait=True)
+        page = self._page(parent, wait=False)
+        if page is None and self._has_entries is not None:
+            found = self._probe_subdir(parent, name)
+            if found is not None:
+                return found
+            page = self._page(parent, wait=True)
+        elif page is None:
+            page = self._page(parent, wait=True)
         assert page is not None
         return self._find(page, name)
+
+    def _probe_subdir(self, parent: int, name: str) -> int | None:
+        """Directory ``parent``/``name``'s inode if it holds anything, else None (unknown:
+        the caller lists ``parent``). ListingUnavailable if the catalog cannot say."""
+        where = self._dirs[parent]
+        prefix = f"{where.prefix}{name}/"
+        assert self._has_entries is not None
+        self.probes += 1
+        try:
+            present = self._has_entries(where.version, prefix)
+        except Exception as exc:  # the catalog failed: unknown, not absent
+            raise ListingUnavailable(
+                f"{where.version.name}: looking up directory {prefix!r} in the catalog failed ({exc}); "
+                "the name is unknown, not absent. The next lookup asks again",
+                path=prefix,
+            ) from exc
+        return self._subdir(where.version, prefix) if present else None
 
     @staticmethod
     def _find(page: _Page, name: str) -> int | None:
@@ -446,4 +489,5 @@ class PagedTree:
                 "budget_bytes": self.budget,
                 "directories_seen": len(self._dirs),
                 "directory_listings": self.loads,
+                "directory_probes": self.probes,
             }

@@ -20,7 +20,7 @@ import pytest
 from datahub.catalog import Catalog, Put
 from datahub.catalog.model import Record
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
-from datahub.errors import CatalogUnavailable, ListingUnavailable
+from datahub.errors import CatalogUnavailable, ListingUnavailable, NotFound
 from fuse_adapter import layout
 from fuse_adapter.paged_tree import DIR_SHIFT, PagedTree, PagedVersion
 from fuse_adapter.readonly import VIRTUAL_BASE, ReadOnlyView
@@ -74,19 +74,58 @@ def test_nothing_is_listed_until_needed_then_one_listing_per_directory(catalog_u
     assert [e[0] for e in view.readdir(ROOT_INODE, 0, wait=False)] == ["big"]
     assert view.lookup_now(root, "d007") is ...  # not listed yet: the shim waits in a thread
     d7 = view.lookup(root, "d007")
-    assert tree.loads == 1
+    assert (tree.loads, tree.probes) == (0, 1)  # a subdirectory: one row says so, no listing
     f = view.lookup(d7, "f0042.jpg")
-    assert tree.loads == 2  # one listing for the version root, one for d007: never the version
+    # "d007/f0042.jpg/" holds nothing, so d007 is listed (a file's number is its position):
+    # one listing for the path, never the version root's, never the version's
+    assert (tree.loads, tree.probes) == (1, 2)
     assert view.getattr(f).size == 7042 and tree.ref(f).url == "s3://b/d007/f0042.jpg"
     assert tree.key(f) == "d007/f0042.jpg" and tree.ref(f).etag == "e7-42"
     names = [name for name, _ino, _next in view.readdir(d7, 0, wait=True)]
     assert names == [f"f{i:04}.jpg" for i in range(PER_DIR)]
+    assert tree.loads == 1
+    # the root listed later gives d007 the number its probe gave
+    assert [ino for name, ino, _next in view.readdir(root, 0, wait=True) if name == "d007"] == [d7]
     assert tree.loads == 2
     # the file "d001" is shadowed by the directory "d001/" (as in a bucket mount)
     top = [name for name, _ino, _next in view.readdir(root, 0, wait=True)]
     assert top == [f"d{i:03}" for i in range(DIRS)] + ["top.txt"]
     assert tree.attr(view.lookup(root, "d001")).kind == DIR
     assert view.lookup_now(root, "nope") is None
+
+
+def test_a_name_in_a_directory_not_listed_yet_is_probed_as_a_directory_first(catalog_url: str) -> None:
+    view, tree, root = _view(catalog_url)
+    # "d001" is a file and a directory: the directory wins before any listing, as after one
+    d1 = view.lookup(root, "d001")
+    assert tree.attr(d1).kind == DIR and (tree.loads, tree.probes) == (0, 1)
+    assert tree.attr(view.lookup(root, "top.txt")).kind == FILE  # a miss lists the root
+    assert (tree.loads, tree.probes) == (1, 2)
+    with pytest.raises(NotFound):
+        view.lookup(root, "nope")  # the root is listed now: absent without a probe
+    assert (tree.loads, tree.probes) == (1, 2)
+    assert view.lookup(root, "d001") == d1 and tree.stats()["directory_probes"] == 2
+
+
+def test_a_probe_that_fails_is_eio_never_absent() -> None:
+    static = ListingTree(mtime=0)
+    root = static.add_dir(ROOT_INODE, "v1")
+    listed: list[str] = []
+
+    def fetch(version: PagedVersion, prefix: str):
+        listed.append(prefix)
+        yield ("k", "s3://b/k", "e", 1, None)
+
+    def has_entries(version: PagedVersion, prefix: str) -> bool:
+        raise CatalogUnavailable("the catalog server went away (test)")
+
+    tree = PagedTree(static, fetch, has_entries=has_entries)
+    tree.attach(root, PagedVersion("ds", 1, 0), 1)
+    with pytest.raises(ListingUnavailable) as caught:
+        tree.lookup(root, "sub")
+    assert caught.value.errno == errno.EIO and "ds@v1" in str(caught.value) and "'sub/'" in str(caught.value)
+    assert listed == []  # nothing was answered from a guess
+    assert tree.lookup_now(root, "k") is ...
 
 
 def test_memory_is_bounded_and_inode_numbers_survive_eviction(catalog_url: str) -> None:
