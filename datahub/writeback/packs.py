@@ -25,7 +25,15 @@ like any orphan.
 
 Durability: each append is ``pwrite`` then ``fdatasync`` of the pack, which makes the
 appended bytes and the file size durable; a new pack is created with ``O_EXCL`` and its
-directory fsync'd before its first member is written. Members written *alongside* the
+directory fsync'd before its first member is written. The appends share one descriptor,
+and Linux reports a failed writeback once per open file: the first ``fdatasync`` after the
+failure gets the error, and one that follows finds the failed pages clean and returns 0
+(measured on a loop-mounted ext2 whose device failed once: the second writer's
+``fdatasync`` returned 0 and its bytes read back as zeros). So a pack's flushes take turns,
+a flush covers every append written before it began (a writer whose bytes a flush already
+covered returns without one of its own), and after a failed flush every append of that
+pack not covered before it fails too and the pack is sealed: no append is acknowledged
+unless a flush that began after its bytes were written succeeded. Members written *alongside* the
 journal commit that names them (a new file's first close) are recorded with length and
 CRC-32 like in-place chunks: a crash can leave a pack short or with a hole (zeros) where
 a concurrent append had not landed, and recovery tells a torn member from a whole one.
@@ -53,6 +61,10 @@ class _Pack:
     writing: int = 0  # appends in flight (the fd stays open while > 0)
     sealed: bool = False  # no more reservations (full, or its last member died)
     doomed: bool = False  # no live member left: unlinked once no append is in flight
+    written: int = 0  # appends whose bytes are in the pack (a sequence number)
+    durable: int = 0  # appends covered by a flush that succeeded
+    failed: OSError | None = None  # a flush failed: no later append of this pack succeeds
+    flushing: threading.Lock = field(default_factory=threading.Lock)  # one flush at a time
 
 
 class Packs:
@@ -108,12 +120,13 @@ class Packs:
         with self._lock:
             pack = self._packs[token]
         try:
+            self._refuse_if_failed(pack, key)
             with memoryview(data) as view:
                 done = 0
                 while done < len(view):
                     with view[done:] as rest:
                         done += os.pwrite(pack.fd, rest, offset + done)  # type: ignore[arg-type]
-            os.fdatasync(pack.fd)  # type: ignore[arg-type]
+            self._flush(pack, key)
         finally:
             with self._lock:
                 pack.writing -= 1
@@ -129,8 +142,9 @@ class Packs:
         with self._lock:
             pack = self._packs[token]
         try:
+            self._refuse_if_failed(pack, key)
             copy_range(src_fd, src_offset, pack.fd, offset, length)  # type: ignore[arg-type]
-            os.fdatasync(pack.fd)  # type: ignore[arg-type]
+            self._flush(pack, key)
         finally:
             with self._lock:
                 pack.writing -= 1
@@ -138,6 +152,37 @@ class Packs:
                 unlink = pack.doomed and pack.writing == 0
             if unlink:
                 self._unlink(pack)
+
+    def _flush(self, pack: _Pack, key: str) -> None:
+        """Make member ``key``'s bytes (written by the caller) durable, or raise.
+
+        Flushes of a pack take turns: the errors of one flush are reported to it alone."""
+        with self._lock:
+            pack.written += 1
+            mine = pack.written
+        with pack.flushing:
+            self._refuse_if_failed(pack, key)
+            if pack.durable >= mine:
+                return  # a flush that began after these bytes were written succeeded
+            with self._lock:
+                upto = pack.written  # every append numbered so far has written its bytes
+            try:
+                os.fdatasync(pack.fd)  # type: ignore[arg-type]
+            except OSError as exc:
+                pack.failed = exc
+                with self._lock:
+                    self._seal(pack)  # its descriptor stays open while appends are in flight
+                raise
+            pack.durable = upto
+
+    def _refuse_if_failed(self, pack: _Pack, key: str) -> None:
+        failed = pack.failed
+        if failed is not None:
+            raise OSError(
+                failed.errno or errno.EIO,
+                f"member {key} was not made durable: an earlier flush of pack {pack.token} failed "
+                f"({failed.strerror or failed}), and what it did not write is lost; write the file again",
+            )
 
     def _new_pack(self) -> _Pack:
         """Create the next pack file (caller holds ``_lock``; once per ``pack_bytes``)."""

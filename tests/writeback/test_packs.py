@@ -12,6 +12,7 @@ import errno
 import hashlib
 import os
 import random
+import subprocess
 import threading
 from pathlib import Path
 
@@ -221,3 +222,125 @@ def test_a_pack_that_cannot_be_created_is_nospace_naming_the_file(packed: Env, m
     assert ws.journal_record("first") == {}
     fh.close()  # space is back: the retry creates the pack
     assert read(ws, "first") == b"f" * 100
+
+
+class _FlakyDisk:
+    """A directory on ext2 on a loop device whose backing file lives on a small tmpfs: filling
+    the tmpfs makes every write-back to blocks not allocated yet fail (a device error, as the
+    kernel sees it); emptying it ends the fault. A real transient device fault, no mock."""
+
+    def __init__(self, base: Path) -> None:
+        self.tmpfs, self.root = base / "tmpfs", base / "ext2"
+        self.tmpfs.mkdir()
+        self.root.mkdir()
+
+    def mount(self) -> str | None:
+        """Mounted, or why not."""
+        run = subprocess.run
+        if run(
+            ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(self.tmpfs)], capture_output=True
+        ).returncode:
+            return "cannot mount a tmpfs here"
+        image = self.tmpfs / "disk.img"
+        with open(image, "wb") as f:
+            f.truncate(64 << 20)  # sparse: its blocks are taken from the tmpfs as written
+        made = run(["mkfs.ext2", "-q", "-F", str(image)], capture_output=True, text=True)
+        if (
+            made.returncode
+            or run(
+                ["mount", "-o", "loop,errors=continue", str(image), str(self.root)], capture_output=True
+            ).returncode
+        ):
+            return f"cannot mount an ext2 image here: {made.stderr.strip() or 'mount -o loop failed'}"
+        return None
+
+    def fail(self) -> None:
+        with open(self.tmpfs / "filler", "wb") as f:
+            try:
+                while True:
+                    f.write(bytes(1 << 20))
+                    f.flush()
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+
+    def heal(self) -> None:
+        (self.tmpfs / "filler").unlink(missing_ok=True)
+
+    def unmount(self) -> None:
+        for target in (self.root, self.tmpfs):  # lazily if a descriptor still holds it
+            if subprocess.run(["umount", str(target)], capture_output=True).returncode:
+                subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+@pytest.fixture
+def flaky_disk(tmp_path: Path):
+    disk = _FlakyDisk(tmp_path)
+    why = disk.mount()
+    if why:
+        disk.unmount()
+        pytest.skip(why)
+    try:
+        yield disk
+    finally:
+        disk.unmount()
+
+
+def test_an_append_whose_bytes_a_failed_flush_lost_is_never_acknowledged(flaky_disk, monkeypatch) -> None:
+    """Two appends share the pack's descriptor; both are written, the device fails, the
+    first one's ``fdatasync`` gets the error and the fault ends. Linux reports a write-back
+    error once per open file, so the second one's ``fdatasync`` would find its (lost) pages
+    clean and return 0: its close acknowledged, its bytes zeros on disk. Every append that
+    returns must read back from the disk; both fail here."""
+    packs = Packs(flaky_disk.root, "ws/chunks", 1 << 20)
+    data = {"A": b"a" * 100_000, "B": b"b" * 100_000}
+    keys = {who: packs.reserve(i + 1, 0, len(data[who])) for i, who in enumerate(data)}
+    b_written, a_done = threading.Event(), threading.Event()
+    real_pwrite = os.pwrite
+
+    def pwrite(fd: int, buf, offset: int) -> int:
+        n = real_pwrite(fd, buf, offset)
+        if threading.current_thread().name == "A":
+            assert b_written.wait(30)  # both appends are in the page cache before any flush
+        elif threading.current_thread().name == "B":
+            flaky_disk.fail()
+            b_written.set()
+            assert a_done.wait(30)  # A's flush has met the fault
+            flaky_disk.heal()  # transient: B's own flush would find nothing left to fail
+        return n
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    outcome: dict[str, BaseException | None] = {}
+
+    def append(who: str) -> None:
+        try:
+            packs.write(keys[who], data[who])
+            outcome[who] = None
+        except BaseException as exc:
+            outcome[who] = exc
+        finally:
+            if who == "A":
+                a_done.set()
+
+    threads = [threading.Thread(target=append, args=(who,), name=who) for who in data]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    monkeypatch.undo()
+    assert isinstance(outcome["A"], OSError), outcome  # the fault reached the first flush
+    path, _ = packs.path_of(keys["A"])
+    for who, failed in outcome.items():
+        if failed is None:  # acknowledged: its bytes must be on the disk
+            _, offset = packs.path_of(keys[who])
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                assert os.pread(fd, len(data[who]), offset) == data[who], f"{who} acknowledged, bytes lost"
+            finally:
+                os.close(fd)
+    assert isinstance(outcome["B"], OSError) and "earlier flush" in str(outcome["B"]), outcome
+    # the pack is sealed: the next append goes to a new pack, on the healed disk, and holds
+    key = packs.reserve(3, 0, 10)
+    assert packs.path_of(key)[0] != path
+    packs.write(key, b"c" * 10)
+    packs.close()
