@@ -558,6 +558,12 @@ class WorkspaceOps(Ops):
         else:
             await self._thread(self.view.release, fh)
 
+    @_fuse_errors
+    async def access(self, inode, mode, ctx):
+        # asked only without default_permissions (workspace.owner_only): the caller
+        # is the owner, whose bits grant reading and writing; exec as the mode says (0644 files)
+        return not mode & os.X_OK or bool(self.view.getattr(inode).mode & 0o111)
+
     async def fsyncdir(self, fh, datasync):
         pass  # namespace changes are journaled (durable) before each reply
 
@@ -579,8 +585,19 @@ class WorkspaceOps(Ops):
 
 
 # --- mount lifecycle -----------------------------------------------------------------------------
-def mount_options(*, fsname: str, read_only: bool, allow_other: bool = False) -> set[str]:
+def mount_options(
+    *, fsname: str, read_only: bool, allow_other: bool = False, kernel_permissions: bool = True
+) -> set[str]:
+    """pyfuse3's options (``default_permissions``: the kernel checks modes) plus ours.
+
+    ``kernel_permissions=False`` drops ``default_permissions``, for a mount where only its
+    owner may enter and every file is shown as the owner's (``workspace.owner_only``): the
+    kernel's checks could refuse nothing there, and each cost a GETATTR of the parent
+    directory per created file (a create invalidates the directory's attributes).
+    """
     opts = set(pyfuse3.default_options)
+    if not kernel_permissions:
+        opts.discard("default_permissions")
     opts |= {f"fsname={fsname}", "subtype=datahub"}
     if read_only:
         opts.add("ro")

@@ -325,7 +325,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     commit if asked). Blocks."""
     from fuse_adapter.allocator import keep_large_buffers
     from fuse_adapter.quota import Quota
-    from fuse_adapter.workspace import WorkspaceView
+    from fuse_adapter.workspace import WorkspaceView, owner_only
 
     mountpoint = m.mountpoint
     workspace = open_workspace(m.workspace, ctx)
@@ -371,7 +371,12 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
         serve(
             WorkspaceOps(view, threads=m.threads, write_passthrough=m.write_passthrough),
             mountpoint,
-            mount_options(fsname=f"datahub-ws:{m.workspace}", read_only=False, allow_other=m.allow_other),
+            mount_options(
+                fsname=f"datahub-ws:{m.workspace}",
+                read_only=False,
+                allow_other=m.allow_other,
+                kernel_permissions=not owner_only(allow_other=m.allow_other, uid=view.uid, gid=view.gid),
+            ),
             on_ready=ready,
             on_stop=stop,
         )

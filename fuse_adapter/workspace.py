@@ -593,3 +593,18 @@ class WorkspaceView:
         """At unmount: close what the kernel did not release (each close is durable)."""
         for fh in list(self._handles):
             self.release(fh)
+
+
+def owner_only(*, allow_other: bool, uid: int, gid: int) -> bool:
+    """True when the kernel's mode checks (``default_permissions``) are redundant on a
+    writable mount whose files are 0644 and directories 0755, and why that holds.
+
+    Without ``allow_other`` the kernel lets in only processes whose uid and gid are the
+    mounter's (fs/fuse/dir.c, ``fuse_allow_current_process``); if every entry is shown as
+    owned by that uid and gid, the owner bits (rw- files, rwx directories) grant whatever
+    they may ask. What the kernel checks without the option stays: exec of a regular file
+    (a 0644 file never runs); ``access(2)`` and ``chdir`` ask the daemon (FUSE_ACCESS:
+    ``WorkspaceOps.access`` answers as the owner bits would, X_OK from the mode). With
+    ``allow_other`` or another uid/gid shown, the option stays.
+    """
+    return not allow_other and uid == os.getuid() and gid == os.getgid()

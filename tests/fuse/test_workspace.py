@@ -24,6 +24,7 @@ from datahub.storage import StoreRegistry
 from fuse_adapter.daemon import is_mounted, record_path
 from fuse_adapter.fuse_ops import _errno_of
 from tests.fuse.conftest import REPO, FuseEnv
+from tests.fuse.fuse_tracepoint import FuseRequests
 
 pytestmark = pytest.mark.fuse
 
@@ -286,3 +287,51 @@ def test_a_name_that_is_not_utf8_is_refused_at_create_and_the_commit_holds_the_r
     with _catalog(env) as catalog:
         records = {r.key: r.size for r in catalog.list_records("outputs", None)}
     assert records == {"café.bin": 13}
+
+
+def _super_options(mnt: Path) -> set[str]:
+    """The FUSE superblock's options of mount ``mnt`` (``/proc/self/mountinfo``, last field)."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == str(mnt):
+            return set(fields[-1].split(","))
+    raise AssertionError(f"{mnt} is not mounted")
+
+
+def test_creating_files_sends_no_getattr_of_their_directory(ws: Path) -> None:
+    """A create invalidates the directory's attributes, and with ``default_permissions`` the
+    next path walk asked the daemon for them again: one GETATTR per created file. A mount
+    only its owner can enter needs no kernel mode checks (fuse_adapter.workspace.owner_only)."""
+    (ws / "d").mkdir()
+    with FuseRequests(ws) as requests:
+        for i in range(20):
+            (ws / "d" / f"f{i}").write_bytes(b"x" * 1000)
+    counts = requests.counts()
+    assert counts["FUSE_CREATE"] == 20
+    assert counts["FUSE_GETATTR"] == 0, counts
+    assert "default_permissions" not in _super_options(ws)
+
+
+def test_an_owner_only_mount_refuses_what_the_kernel_refused(ws: Path) -> None:
+    """Without ``default_permissions`` the owner keeps exactly the owner bits' rights: a
+    0644 file does not run, reads and writes are allowed, directories can be entered."""
+    script = ws / "run.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    os.chmod(script, 0o755)  # accepted and ignored: files stay 0644
+    with pytest.raises(PermissionError):
+        subprocess.run([str(script)], check=False)
+    assert not os.access(script, os.X_OK)
+    assert os.access(script, os.R_OK | os.W_OK)
+    (ws / "sub").mkdir()
+    assert os.access(ws / "sub", os.R_OK | os.W_OK | os.X_OK)
+    assert os.listdir(ws / "sub") == []
+    with pytest.raises(PermissionError):
+        os.chown(script, os.getuid() + 1, -1)
+
+
+def test_files_shown_as_another_user_keep_the_kernel_checks(env: FuseEnv) -> None:
+    mnt = env.mountpoint("ws-uid")
+    with env.mounted(mnt, "--workspace", "ws", "--uid", str(os.getuid() + 1)):
+        assert "default_permissions" in _super_options(mnt)
+        (mnt / "f").write_bytes(b"x")  # root (the tests' user) passes the owner bits anyway
+        assert (mnt / "f").stat().st_uid == os.getuid() + 1
