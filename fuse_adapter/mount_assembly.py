@@ -7,6 +7,7 @@ the shim) or of a workspace mount, put together and served until unmounted.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -149,6 +150,8 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         log.info("mounted %s at %s", info.source, mountpoint)
         daemon.signal_ready(m.ready_fd)
         say_foreground(m)
+        if urls:  # a bucket mount built its S3 client before serving: freeze it now
+            daemon.freeze_long_lived()
 
     source.watch_requests(request_counter(c_requests))  # warm-up sees readers the page cache serves
     backs_files = m.use_cache and bool(getattr(source, "backs_files", lambda: False)())
@@ -163,6 +166,8 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
             **ops.fastread.stats(),
             **ops.read_mode.stats(),
             **ops.transport_stats(),
+            "gc_frozen_objects": gc.get_freeze_count(),
+            "gc_full_collections": gc.get_stats()[2]["collections"],
         }
     )
     if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once
@@ -273,6 +278,8 @@ def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
     it ran beside the first ``ls`` after mounting and held the GIL through much of it (the
     first cold listing's daemon CPU and wall time both carried it); a reader that opens a
     file before the quiet second opens the store itself (``StoreRegistry`` is shared).
+    Then the daemon's long-lived objects, the client's ~95,000 among them, are frozen
+    (:func:`daemon.freeze_long_lived`), so full GC collections stop scanning them.
     """
     for loader in loaders:
         while not loader.wait(0.5):
@@ -290,6 +297,7 @@ def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
                 stores.for_url(first.url)
         except Exception as exc:  # an optimisation: the first read reports the error
             log.debug("opening the store of %s failed: %s", loader.name, exc)
+    daemon.freeze_long_lived()  # the S3 client's model data is here now: out of the GC's scans
 
 
 def _prefetch(view, loaders, source, warmup, stopping: threading.Event) -> None:
