@@ -166,7 +166,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
             **ops.fastread.stats(),
             **ops.read_mode.stats(),
             **ops.transport_stats(),
-            "gc_frozen_objects": gc.get_freeze_count(),
+            "gc_frozen_objects": daemon.frozen_objects(),
             "gc_full_collections": gc.get_stats()[2]["collections"],
         }
     )
