@@ -40,7 +40,10 @@ run, alternately:
 (a name ending in ``@base`` runs the daemon of that configuration with the other
 interpreter, so with its pyfuse3 and, as it is started with ``PYTHONSAFEPATH=1`` (this
 tree, its working directory, not first on its path), with the Python code that interpreter
-has installed: OTHER's own when OTHER's .venv installed it in editable mode).
+has installed: OTHER's own when OTHER's .venv installed it in editable mode). With
+``PYTHONPATH=bench/mount/gc_probe`` every full GC collection of every process of the run (the
+daemons, the base's too, inherit it) is logged with its duration to ``$GC_PROBE_DIR``: the
+spikes ``gc.freeze()`` removes, counted for daemons whose code does not report them.
 """
 
 from __future__ import annotations
