@@ -113,13 +113,12 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=m.uid, gid=m.gid)
     home = config.home_path
     record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
-    if not urls:
-        threading.Thread(
-            target=_open_stores,
-            args=(view, loaders, ctx.stores, stopping),
-            name="datahub-stores",
-            daemon=True,
-        ).start()
+    threading.Thread(
+        target=_when_quiet,
+        args=(view, loaders, None if urls else ctx.stores, stopping),
+        name="datahub-stores",
+        daemon=True,
+    ).start()
     if bucket_warmup is not None:
         log.info("background warm-up: %s", _BUCKET_WARMUP_MODES[bucket_warmup.policy.mode])
         bucket_warmup.start(
@@ -150,8 +149,6 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         log.info("mounted %s at %s", info.source, mountpoint)
         daemon.signal_ready(m.ready_fd)
         say_foreground(m)
-        if urls:  # a bucket mount built its S3 client before serving: freeze it now
-            daemon.freeze_long_lived()
 
     source.watch_requests(request_counter(c_requests))  # warm-up sees readers the page cache serves
     backs_files = m.use_cache and bool(getattr(source, "backs_files", lambda: False)())
@@ -269,28 +266,32 @@ def _listed(loaders, stopping: threading.Event) -> bool:
 STORES_QUIET_S = 1.0
 
 
-def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
-    """Open the store of each mounted version's first file once its listing is in and the
-    namespace has been quiet for ``STORES_QUIET_S`` (no directory listed from the catalog).
+def _when_quiet(view, loaders, stores, stopping: threading.Event) -> None:
+    """Once the namespace has been quiet for ``STORES_QUIET_S`` (no directory listed from the
+    catalog): open the store of each mounted version's first file (``stores``; a version
+    mount, once its listing is in), then freeze the daemon's long-lived objects.
 
     Opening an S3 store builds a boto3 client (imports and service models: 410-470 ms of
     CPU here); done here, the first read of a large file does not pay it. Started at once,
     it ran beside the first ``ls`` after mounting and held the GIL through much of it (the
     first cold listing's daemon CPU and wall time both carried it); a reader that opens a
     file before the quiet second opens the store itself (``StoreRegistry`` is shared).
-    Then the daemon's long-lived objects, the client's ~95,000 among them, are frozen
-    (:func:`daemon.freeze_long_lived`), so full GC collections stop scanning them.
+    Then the long-lived objects, the client's ~95,000 among them, are frozen
+    (:func:`daemon.freeze_long_lived`: a full collection first, 0.1-0.4 s with the GIL held,
+    hence also after the quiet second), so full GC collections stop scanning them. A bucket
+    mount (``stores`` None) built its client before serving and only freezes.
     """
-    for loader in loaders:
-        while not loader.wait(0.5):
-            if stopping.is_set():
-                return
+    if stores is not None:
+        for loader in loaders:
+            while not loader.wait(0.5):
+                if stopping.is_set():
+                    return
     listed = -1
     while (now := getattr(view.tree, "loads", 0)) != listed:
         listed = now
         if stopping.wait(STORES_QUIET_S):
             return
-    for loader in loaders:
+    for loader in loaders if stores is not None else ():
         try:
             first = next(iter(loader.files()), None)
             if first is not None:
