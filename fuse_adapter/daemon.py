@@ -238,7 +238,7 @@ def freeze_long_lived() -> int:
 
     Why: a serving daemon keeps ~95,000 tracked objects for good (botocore's endpoint and S3
     model data, loaded with the first S3 client, the modules, the mount's tables), and every
-    full (gen-2) collection walked them all: 45-130 ms with the GIL held, triggered every few
+    full (gen-2) collection walked them all: 45-400 ms with the GIL held, triggered every few
     thousand SSD-tier hits by the hits thread's allocations (docs/benchmarks.md, issue 36).
     Frozen, a collection walks only what was allocated since. Called once what the daemon
     needs for good exists (the stores opened); a ``gc.collect()`` first, so no garbage of the
