@@ -7,6 +7,7 @@ the shim) or of a workspace mount, put together and served until unmounted.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -112,13 +113,12 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=m.uid, gid=m.gid)
     home = config.home_path
     record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
-    if not urls:
-        threading.Thread(
-            target=_open_stores,
-            args=(view, loaders, ctx.stores, stopping),
-            name="datahub-stores",
-            daemon=True,
-        ).start()
+    threading.Thread(
+        target=_when_quiet,
+        args=(view, loaders, None if urls else ctx.stores, stopping),
+        name="datahub-stores",
+        daemon=True,
+    ).start()
     if bucket_warmup is not None:
         log.info("background warm-up: %s", _BUCKET_WARMUP_MODES[bucket_warmup.policy.mode])
         bucket_warmup.start(
@@ -163,6 +163,8 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
             **ops.fastread.stats(),
             **ops.read_mode.stats(),
             **ops.transport_stats(),
+            "gc_frozen_objects": daemon.frozen_objects(),
+            "gc_full_collections": gc.get_stats()[2]["collections"],
         }
     )
     if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once
@@ -264,32 +266,39 @@ def _listed(loaders, stopping: threading.Event) -> bool:
 STORES_QUIET_S = 1.0
 
 
-def _open_stores(view, loaders, stores, stopping: threading.Event) -> None:
-    """Open the store of each mounted version's first file once its listing is in and the
-    namespace has been quiet for ``STORES_QUIET_S`` (no directory listed from the catalog).
+def _when_quiet(view, loaders, stores, stopping: threading.Event) -> None:
+    """Once the namespace has been quiet for ``STORES_QUIET_S`` (no directory listed from the
+    catalog): open the store of each mounted version's first file (``stores``; a version
+    mount, once its listing is in), then freeze the daemon's long-lived objects.
 
     Opening an S3 store builds a boto3 client (imports and service models: 410-470 ms of
     CPU here); done here, the first read of a large file does not pay it. Started at once,
     it ran beside the first ``ls`` after mounting and held the GIL through much of it (the
     first cold listing's daemon CPU and wall time both carried it); a reader that opens a
     file before the quiet second opens the store itself (``StoreRegistry`` is shared).
+    Then the long-lived objects, the client's ~95,000 among them, are frozen
+    (:func:`daemon.freeze_long_lived`: a full collection first, 0.1-0.4 s with the GIL held,
+    hence also after the quiet second), so full GC collections stop scanning them. A bucket
+    mount (``stores`` None) built its client before serving and only freezes.
     """
-    for loader in loaders:
-        while not loader.wait(0.5):
-            if stopping.is_set():
-                return
+    if stores is not None:
+        for loader in loaders:
+            while not loader.wait(0.5):
+                if stopping.is_set():
+                    return
     listed = -1
     while (now := getattr(view.tree, "loads", 0)) != listed:
         listed = now
         if stopping.wait(STORES_QUIET_S):
             return
-    for loader in loaders:
+    for loader in loaders if stores is not None else ():
         try:
             first = next(iter(loader.files()), None)
             if first is not None:
                 stores.for_url(first.url)
         except Exception as exc:  # an optimisation: the first read reports the error
             log.debug("opening the store of %s failed: %s", loader.name, exc)
+    daemon.freeze_long_lived()  # the S3 client's model data is here now: out of the GC's scans
 
 
 def _prefetch(view, loaders, source, warmup, stopping: threading.Event) -> None:

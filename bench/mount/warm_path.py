@@ -8,8 +8,9 @@ version (``--bucket``: their bucket URL, a bucket mount) with the real ``datahub
 --foreground`` daemon, **RAM tier off**, so every
 read the kernel sends is a disk-tier hit. The first mount's cold pass fills the disk tier;
 then, for each configuration in turn (``CONFIGS``: the mount's read modes and transports),
-with a **local-disk pass measured right before it** (the ratio's baseline, so both see the
-same machine load):
+each row in ``--passes`` **rounds of a local-disk pass then a mount pass** (the ratio's
+baseline, measured at the same moment, so both see the same machine load: local disk's own
+rate swings with the load as much as the mount's):
 
 - *ssd-hit*: ``drop_caches`` (``--drop``: 3 also drops dentries, so each file also costs a
   LOOKUP, answered in C once known), then every file read whole in a shuffled order;
@@ -17,17 +18,20 @@ same machine load):
 
 each with Python's default ``open(p, "rb")`` (3.11: an ``isatty()`` ioctl per file) and a
 buffered open (``open(p, "rb", buffering=1 << 20)``: no ioctl; datahub.torch's readers), 1
-and 8 threads (``--kinds`` and ``--threads`` pick a subset). Printed per row: files/s, the
-ratio to the local-disk pass just before, the readers' CPU per file on local disk and on
+and 8 threads (``--kinds`` and ``--threads`` pick a subset). Printed per row: the best
+files/s of the mount and of local disk over the rounds, their ratio ("ratio", issue 13's
+best-of-N) and the median of the rounds' own mount/disk ratios ("pairs": each of passes a
+second apart), the readers' CPU per file on local disk and on
 the mount (this process, getrusage: work passthrough leaves in the reader, the page
 file's disk read and copy, shows here), the daemon's CPU per file (utime+stime,
 /proc/PID/stat; reader + daemon is what a file costs the machine) and of it the Python
-threads' ("py us", the rest is the C threads'), the readers' context
+threads' ("py us", the rest is the C threads'; "py max": its worst pass, where a full GC
+collection shows; the daemon's own count of those is printed per configuration), the readers' context
 switches per file on local disk and on the mount (each request a reader waits for is one),
 all means over the timed passes, for
 ssd-hit the growth of ``Cached`` per byte read (1.0: each byte cached once), and the FUSE
-requests per file by opcode from the kernel's tracepoint (one more, untimed pass). Files/s
-is the best of ``--passes``. ``uptime`` load is printed with every configuration: the
+requests per file by opcode from the kernel's tracepoint (one more, untimed pass).
+``uptime`` load is printed with every configuration: the
 machine may be shared.
 
 To compare two checkouts (say, a change to fastread.h, or to the daemon's Python) in one
@@ -36,7 +40,10 @@ run, alternately:
 (a name ending in ``@base`` runs the daemon of that configuration with the other
 interpreter, so with its pyfuse3 and, as it is started with ``PYTHONSAFEPATH=1`` (this
 tree, its working directory, not first on its path), with the Python code that interpreter
-has installed: OTHER's own when OTHER's .venv installed it in editable mode).
+has installed: OTHER's own when OTHER's .venv installed it in editable mode). With
+``PYTHONPATH=bench/mount/gc_probe`` every full GC collection of every process of the run (the
+daemons, the base's too, inherit it) is logged with its duration to ``$GC_PROBE_DIR``: the
+spikes ``gc.freeze()`` removes, counted for daemons whose code does not report them.
 """
 
 from __future__ import annotations
@@ -49,7 +56,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -124,6 +133,46 @@ def python_cpu_since(before: dict[str, int], pid: int | None) -> float:
     return sum(ns - before.get(tid, 0) for tid, ns in python_cpu(pid).items()) / 1e9
 
 
+@dataclass
+class Row:
+    """One row's figures (:func:`main`'s ``measure``): files/s are bests, CPU seconds and
+    context switches are summed over the passes until :meth:`scale` turns them into means
+    per file (µs, switches)."""
+
+    rate: float = 0.0  # the mount's best files/s
+    base: float = 0.0  # local disk's best files/s
+    pairs: list[float] = field(default_factory=list)  # each round's mount/disk ratio
+    disk_us: float = 0.0
+    rd_us: float = 0.0
+    dm_us: float = 0.0
+    py_us: float = 0.0
+    py_max: float = 0.0  # the daemon's Python µs per file in its worst pass (a full GC collection shows here)
+    disk_cs: float = 0.0
+    rd_cs: float = 0.0
+    growth: float = 0.0
+
+    def scale(self, files: int) -> None:
+        for name in ("disk_us", "rd_us", "dm_us", "py_us"):
+            setattr(self, name, getattr(self, name) * 1e6 / files)
+        self.disk_cs /= files
+        self.rd_cs /= files
+
+
+def gc_counts(env, pid: int) -> str:
+    """The daemon's own count of full (gen-2) GC collections and of objects frozen, from its
+    newest stats snapshot (a daemon whose code does not report them: ``?``)."""
+    from datahub.cache.stats import read_snapshots, stats_dir
+
+    rows = [
+        row
+        for snap in sorted(read_snapshots(stats_dir(env.config)), key=lambda s: s.get("time", 0.0))
+        if snap.get("pid") == pid
+        for row in snap.get("mounts", [])
+    ]
+    row = rows[-1] if rows else {}
+    return f"{row.get('gc_full_collections', '?')} full GC collections so far, {row.get('gc_frozen_objects', '?')} objects frozen"
+
+
 READERS: dict[str, Callable[[str], int]] = {"open": read_py, "buffered": read_buffered}
 
 #: mount configurations: name -> extra ``datahub mount`` flags
@@ -183,32 +232,49 @@ def main() -> None:
         )
         print(
             f"{'config':20} {'pass':7} {'reader':8} {'thr':>3} {'files/s':>8} {'disk f/s':>8} "
-            f"{'ratio':>6} {'disk us':>7} {'rd us':>6} {'dm us':>6} {'py us':>5} {'disk cs':>7} {'rd cs':>5} {'Cached/B':>8}  requests per file (tracepoint)"
+            f"{'ratio':>6} {'pairs':>6} {'disk us':>7} {'rd us':>6} {'dm us':>6} {'py us':>5} {'py max':>6} {'disk cs':>7} {'rd cs':>5} {'Cached/B':>8}  requests per file (tracepoint)"
         )
 
         def measure(
-            paths: list[str], reader: Callable[[str], int], n: int, cold: bool, pid: int | None
-        ) -> tuple[float, float, float, float, float, float]:
-            """(best files/s, mean reader, daemon and daemon's Python us/file, reader context
-            switches per file, Cached growth per byte of the best pass)."""
-            best, cpu_total, py_total, own_total, switches, growth = 0.0, 0.0, 0.0, 0.0, 0, 0.0
+            disk: list[str], paths: list[str], reader: Callable[[str], int], n: int, cold: bool, pid: int
+        ) -> Row:
+            """``--passes`` rounds, each a local-disk pass then a mount pass (same moment, same
+            load): best files/s of each, the ratio of the bests and the median of the rounds'
+            own ratios; means per file over the mount passes (reader, daemon, its Python) and
+            over the disk passes (reader); Cached growth per byte of the best mount pass."""
+            row = Row()
             for _ in range(args.passes):
-                order = paths[:]
-                random.shuffle(order)
-                if cold:
-                    drop_caches(args.drop)
-                cached0, cpu0, py0, own0 = cached_bytes(), daemon_cpu(pid), python_cpu(pid), own_cpu()
-                rate = len(order) / read_all(order, n, reader)
-                cpu_total += daemon_cpu(pid) - cpu0
-                py_total += python_cpu_since(py0, pid)
-                own1 = own_cpu()
-                own_total += own1[0] - own0[0]
-                switches += own1[1] - own0[1]
-                if rate > best:
-                    best, growth = rate, (cached_bytes() - cached0) / total
-            scale = 1e6 / args.passes / len(paths)  # seconds in all passes -> us per file
-            per_pass = switches / args.passes / len(paths)
-            return best, own_total * scale, cpu_total * scale, py_total * scale, per_pass, growth
+                rates = []
+                for target, daemon in ((disk, None), (paths, pid)):
+                    order = target[:]
+                    random.shuffle(order)
+                    if cold:
+                        drop_caches(args.drop)
+                    cached0, cpu0, py0, own0 = (
+                        cached_bytes(),
+                        daemon_cpu(daemon),
+                        python_cpu(daemon),
+                        own_cpu(),
+                    )
+                    rates.append(len(order) / read_all(order, n, reader))
+                    own1 = own_cpu()
+                    if daemon is None:
+                        row.disk_us += own1[0] - own0[0]
+                        row.disk_cs += own1[1] - own0[1]
+                        continue
+                    row.dm_us += daemon_cpu(daemon) - cpu0
+                    py = python_cpu_since(py0, daemon)
+                    row.py_us += py
+                    row.py_max = max(row.py_max, py * 1e6 / len(paths))
+                    row.rd_us += own1[0] - own0[0]
+                    row.rd_cs += own1[1] - own0[1]
+                    if rates[1] > row.rate:
+                        row.growth = (cached_bytes() - cached0) / total
+                row.base = max(row.base, rates[0])
+                row.rate = max(row.rate, rates[1])
+                row.pairs.append(rates[1] / rates[0])
+            row.scale(args.passes * len(paths))
+            return row
 
         def traced(mnt: Path, paths: list[str], reader: Callable[[str], int], n: int, cold: bool) -> str:
             order = paths[:]
@@ -247,8 +313,10 @@ def main() -> None:
                 daemon_python(python),
                 tiered_mount(data, config, known[config], bucket=args.bucket) as (proc, mnt, paths),
             ):
+                time.sleep(2.5)  # the next stats snapshot (every 2 s)
                 print(
-                    f"# {config}: datahub mount {' '.join(known[config]) or '(default flags)'}; {python}; {load()}"
+                    f"# {config}: datahub mount {' '.join(known[config]) or '(default flags)'}; {python}; "
+                    f"after the cold pass: {gc_counts(data.env, proc.pid)}; {load()}"
                 )
                 for name in kinds:
                     cold = name == "ssd-hit"
@@ -258,19 +326,18 @@ def main() -> None:
                                 warm_up(config, paths, proc.pid, mnt, n)
                                 for p in disk_paths:
                                     read_py(p)
-                            base, base_us, _, _, base_cs, _ = measure(disk_paths, reader, n, cold, None)
-                            rate, own_us, cpu_us, py_us, cs, growth = measure(
-                                paths, reader, n, cold, proc.pid
-                            )
+                            r = measure(disk_paths, paths, reader, n, cold, proc.pid)
                             requests = traced(mnt, paths, reader, n, cold)
-                            grown = f"{growth:8.2f}" if cold else f"{'-':>8}"
+                            grown = f"{r.growth:8.2f}" if cold else f"{'-':>8}"
                             print(
-                                f"{config:20} {name:7} {rname:8} {n:>3} {rate:>8,.0f} {base:>8,.0f} "
-                                f"{rate / base:>6.2f} {base_us:>7.1f} {own_us:>6.1f} {cpu_us:>6.1f} {py_us:>5.1f} {base_cs:>7.2f} {cs:>5.2f} "
+                                f"{config:20} {name:7} {rname:8} {n:>3} {r.rate:>8,.0f} {r.base:>8,.0f} "
+                                f"{r.rate / r.base:>6.2f} {median(r.pairs):>6.2f} {r.disk_us:>7.1f} {r.rd_us:>6.1f} "
+                                f"{r.dm_us:>6.1f} {r.py_us:>5.1f} {r.py_max:>6.1f} {r.disk_cs:>7.2f} {r.rd_cs:>5.2f} "
                                 f"{grown}  {requests}",
                                 flush=True,
                             )
-                print(f"# {config}: done; {load()}", flush=True)
+                time.sleep(2.5)  # the next stats snapshot (every 2 s)
+                print(f"# {config}: done; {gc_counts(data.env, proc.pid)}; {load()}", flush=True)
 
 
 if __name__ == "__main__":
