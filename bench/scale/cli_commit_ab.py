@@ -2,7 +2,7 @@
 checkout against an older commit, alternated, same run, same file.
 
     .venv/bin/python bench/scale/cli_commit_ab.py [--base 9dea05b] [--records 1000000] [--rounds 2]
-        [--page-size 16384]
+        [--page-size 16384] [--no-base]
 
 The change-set file (``bench/scale``'s records as the JSON lines ``datahub commit --changes``
 reads, ``scale.change_lines``) is written once. Each round runs, in a fresh process per side
@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--page-size", type=int, default=0, help="also run this checkout on such pages")
+    parser.add_argument("--no-base", action="store_true", help="only this checkout (a large run)")
     parser.add_argument("--dir", default=None, help="where the file and catalogs go (default: a temp dir)")
     args = parser.parse_args()
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
@@ -84,6 +85,8 @@ def main() -> None:
         with changes.open("w") as fh:
             fh.writelines(change_lines(args.records))
         sides = {f"base {args.base}": (str(old), 0), f"head {head.stdout.strip()}": (str(ROOT), 0)}
+        if args.no_base:
+            del sides[f"base {args.base}"]
         if args.page_size:
             sides[f"head, {args.page_size // 1024} KiB pages"] = (str(ROOT), args.page_size)
         print(f"datahub commit --changes A/B, {args.records:,} records, {args.rounds} rounds", flush=True)
