@@ -3,12 +3,16 @@ hand it, with what each shape costs the caller's thread to make.
 
     .venv/bin/python bench/scale/lines_sql.py [--rows 300000] [--rounds 2] [--dir DIR]
 
-Chunks of 2,000 of ``bench/scale``'s change lines are checked by ``put_lines`` first (not
-timed), then each shape is inserted into today's ``records`` table (its two partial
-indexes), in one ``BEGIN IMMEDIATE`` WAL transaction with ``synchronous=FULL``, by one
+Chunks of 2,000 of ``bench/scale``'s change lines, joined into one JSON array each, are
+inserted in each shape into today's ``records`` table (its two partial indexes), in one
+``BEGIN IMMEDIATE`` WAL transaction with ``synchronous=FULL``, by one
 ``INSERT … SELECT … FROM json_each(?)`` per chunk; shapes alternate within each round:
 
-- ``lines``: the lines as they are (today's statement, ``json_extract(value, '$.record.f')``);
+- ``put_lines``: what ``put_lines`` hands the store (its text and the store's statement,
+  ``sqlite_writer.lines_sql``); its build cost is the whole of ``put_lines``, the check of
+  every line included (the other shapes' costs come on top of a check);
+- ``lines``: the lines as they are (``json_extract(value, '$.record.f')``; the first
+  version of ``put_lines``);
 - ``lines, INSERT``: the same without ``OR REPLACE``;
 - ``lines, 16 KiB pages``;
 - ``flat``: ``{"key":…,"url":…}`` (``str.replace`` of the lines' wrapper);
@@ -16,7 +20,7 @@ indexes), in one ``BEGIN IMMEDIATE`` WAL transaction with ``synchronous=FULL``, 
 - ``array+object``: ``["key","url","etag",{"size":…,"meta":…}]`` (``str.replace`` only).
 
 Prints records per CPU-second of the inserts, and the caller's µs per record to build the
-shape (0 for today's), with the load average.
+shape (0 for the lines as they are), with the load average.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from bench.scale.scale import change_lines  # noqa: E402
 from datahub.catalog.put_lines import CHUNK_LINES, put_lines  # noqa: E402
 from datahub.catalog.revisions import OPEN  # noqa: E402
 from datahub.catalog.sqlite_schema import SCHEMA  # noqa: E402
+from datahub.catalog.sqlite_writer import lines_sql  # noqa: E402
 
 WRAP = '{"op":"put","record":'
 ARRAY = re.compile(
@@ -72,6 +77,7 @@ def columns(paths: list[str]) -> str:
 
 RECORD = columns([f"$.record.{f}" for f in ("key", "url", "etag", "size", "meta", "labels")])
 SHAPES = {  # name: (build the text from the lines' array text, SELECT columns, verb, page size)
+    "put_lines": (None, "", "", 4096),  # see run()
     "lines": (None, RECORD, "INSERT OR REPLACE", 4096),
     "lines, INSERT": (None, RECORD, "INSERT", 4096),
     "lines, 16 KiB pages": (None, RECORD, "INSERT OR REPLACE", 16384),
@@ -86,10 +92,14 @@ SHAPES = {  # name: (build the text from the lines' array text, SELECT columns, 
 }  # fmt: skip
 
 
-def run(where: str, texts: list[str], name: str) -> tuple[float, float, tuple]:
+def run(where: str, chunks: list[list[str]], name: str) -> tuple[float, float, tuple]:
     build, select, verb, page = SHAPES[name]
+    texts = ["[" + ",".join(line.rstrip("\n") for line in chunk) + "]" for chunk in chunks]
     c = time.process_time()
-    shaped = [build(t) for t in texts] if build else texts
+    if name == "put_lines":
+        shaped = [put_lines(chunk).text for chunk in chunks]  # type: ignore[union-attr]
+    else:
+        shaped = [build(t) for t in texts] if build else texts
     built = time.process_time() - c
     d = tempfile.mkdtemp(dir=where)
     try:
@@ -102,6 +112,8 @@ def run(where: str, texts: list[str], name: str) -> tuple[float, float, tuple]:
             f"{verb} INTO records (dataset_id, from_seq, to_seq, key, url, etag, size, checksum, meta, labels)"
             f" SELECT 1, 1, {OPEN}, {select} FROM json_each(?)"
         )
+        if name == "put_lines":
+            sql = lines_sql(1, 1, OPEN)
         db.execute("BEGIN IMMEDIATE")
         c = time.process_time()
         for text in shaped:
@@ -122,13 +134,13 @@ def main() -> None:
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
     lines = list(change_lines(args.rows))
-    texts = [put_lines(lines[i : i + CHUNK_LINES]).text for i in range(0, args.rows, CHUNK_LINES)]  # type: ignore[union-attr]
+    chunks = [lines[i : i + CHUNK_LINES] for i in range(0, args.rows, CHUNK_LINES)]
     where = args.dir or tempfile.gettempdir()
     print(f"{args.rows:,} rows, SQLite {sqlite3.sqlite_version}", flush=True)
     expected = None
     for _ in range(args.rounds):
         for name in SHAPES:
-            took, built, first = run(where, texts, name)
+            took, built, first = run(where, chunks, name)
             expected = expected or first
             assert first == expected, (name, first, expected)  # every shape stores the same row
             print(

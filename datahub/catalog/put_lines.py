@@ -6,9 +6,8 @@ checks, the planner, the row) cost ~16 us of the caller's thread, four times the
 record may cost at 250,000 records/s (issue 38 item 3, docs/benchmarks.md). A change-set
 file (``datahub commit --changes``) of plain puts needs none of it: ``put_lines`` matches
 each line of a chunk against one pattern (anchored per line, so a chunk passes only when
-every line is a whole match) and rewrites it into a short JSON array per record in the same
-C pass (``re.subn``), and the SQLite store inserts the chunk with one
-``INSERT … SELECT … FROM json_each(?)`` over those arrays.
+every line is a whole match), and the SQLite store inserts the chunk with one
+``INSERT … SELECT … FROM json_each(?)`` over the lines joined into a JSON array.
 
 The pattern accepts only lines whose checks are decided by the pattern itself and whose
 stored row is the one the per-change path writes, byte for byte:
@@ -46,18 +45,12 @@ from datahub.validation import MAX_KEY_BYTES, PLAIN_KEY, UNREADABLE
 # JSON text is its value.
 _FIELD = rf'\{{"(?!{UNREADABLE}")[A-Za-z0-9_.-]{{1,64}}":(?:"[ !#-\[\]-~]{{0,1024}}"|-?(?:0|[1-9][0-9]{{0,15}}))\}}'
 _LINE = re.compile(
-    rf'^\{{"op":"put","record":\{{"key":"({PLAIN_KEY.pattern})","url":"({PLAIN_S3.pattern})",'
-    rf'"etag":"([!#-\[\]-~][ !#-\[\]-~]{{0,1023}})","size":(0|[1-9][0-9]{{0,17}})'
-    rf'((?:,"meta":{_FIELD})?(?:,"labels":{_FIELD})?)\}}\}}$',
+    rf'^\{{"op":"put","record":\{{"key":"({PLAIN_KEY.pattern})","url":"{PLAIN_S3.pattern}",'
+    rf'"etag":"[!#-\[\]-~][ !#-\[\]-~]{{0,1023}}","size":(0|[1-9][0-9]{{0,17}})'
+    rf'(?:,"meta":{_FIELD})?(?:,"labels":{_FIELD})?\}}\}}$',
     re.MULTILINE,
 )
-assert "\n" not in _LINE.pattern and "\\n" not in _LINE.pattern and _LINE.groups == 5
-# Each line as a shorter JSON array, which SQLite reads ~1.5x faster than the line's nested
-# object: ["key","url","etag",size] and the meta/labels tail as name, value pairs
-# (,"meta",{…},"labels",{…}; the ":" after a name becomes "," below — every '"' is structural,
-# and a one-field object's own field follows "{", never ",").
-_ROW = r'["\1","\2","\3",\4\5]'
-_KEY_SIZE = re.compile(r'^\["([^"]*)",(?:"[^"]*",){2}([0-9]+)', re.MULTILINE)
+assert "\n" not in _LINE.pattern and "\\n" not in _LINE.pattern
 
 CHUNK_LINES = 2000  # lines checked and inserted at once (one statement of the writer thread)
 
@@ -68,9 +61,8 @@ _CHECKED = object()
 class PutLines:
     """Plain puts as JSON lines, every line checked (built only by ``put_lines``).
 
-    ``text`` is one JSON array of the records as ``["key","url","etag",size]`` plus
-    ``"meta",{…}`` / ``"labels",{…}`` when the line has them (what SQLite's ``json_each``
-    reads), ``keys`` the records' keys in line order, ``total_size`` the sum of their sizes."""
+    ``text`` is the lines as one JSON array (what SQLite's ``json_each`` reads), ``keys`` the
+    records' keys in line order, ``total_size`` the sum of their sizes."""
 
     __slots__ = ("text", "keys", "total_size")
 
@@ -85,10 +77,14 @@ class PutLines:
     def puts(self) -> list[Put]:
         """The same changes as ``Put`` objects (for stores that take objects, and digests)."""
         out = []
-        for key, url, etag, size, *tail in json.loads(self.text):
-            fields = dict(zip(tail[::2], tail[1::2], strict=True))
+        for line in json.loads(self.text):
+            r = line["record"]
             out.append(
-                Put(Record(key, url, etag, size, "", fields.get("meta", {}), fields.get("labels", {})))
+                Put(
+                    Record(
+                        r["key"], r["url"], r["etag"], r["size"], "", r.get("meta", {}), r.get("labels", {})
+                    )
+                )
             )
         return out
 
@@ -103,17 +99,13 @@ def put_lines(lines: list[str]) -> PutLines | None:
         text += "\n"
     if text.count("\n") != len(lines):
         return None  # a line with a newline inside (a caller's list, not a file's lines)
-    rows, matched = _LINE.subn(_ROW, text)  # at most one match per line, anchored: all or some failed
-    if matched != len(lines):
+    found = _LINE.findall(text)  # at most one match per line, anchored: all match or some failed
+    if len(found) != len(lines):
         return None
-    found = _KEY_SIZE.findall(rows)
     keys = list(map(_KEY, found))
-    if len(keys) != len(lines) or max(map(len, keys)) > MAX_KEY_BYTES:
+    if max(map(len, keys)) > MAX_KEY_BYTES:
         return None
-    array = f"[{rows[:-1].replace(chr(10), ',')}]".replace(',"meta":{', ',"meta",{').replace(
-        ',"labels":{', ',"labels",{'
-    )
-    return PutLines(array, keys, sum(map(int, map(_SIZE, found))), _CHECKED)
+    return PutLines(f"[{text[:-1].replace(chr(10), ',')}]", keys, sum(map(int, map(_SIZE, found))), _CHECKED)
 
 
 def expanded(changes: Iterable[Change | PutLines]) -> Iterator[Change]:

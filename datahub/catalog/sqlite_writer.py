@@ -80,17 +80,15 @@ def insert_sql(dataset_id: int, new: int, to_seq: int) -> tuple[str, str]:
 
 
 def lines_sql(dataset_id: int, new: int, to_seq: int) -> str:
-    """The statement that inserts a ``PutLines`` chunk (its records as one JSON array of
-    ``["key","url","etag",size,("meta",{…}),("labels",{…})]``) as revisions ``[new, to_seq)``:
-    checksum NULL, absent meta/labels NULL (what the row of the same ``Put`` holds)."""
-    item = [f"json_extract(value, '$[{i}]')" for i in range(8)]
-    meta = f"CASE {item[4]} WHEN 'meta' THEN {item[5]} END"
-    labels = f"CASE 'labels' WHEN {item[4]} THEN {item[5]} WHEN {item[6]} THEN {item[7]} END"
+    """The statement that inserts a ``PutLines`` chunk (its lines as one JSON array) as
+    revisions ``[new, to_seq)``: the columns read from each line's ``record`` (checksum NULL,
+    absent meta/labels NULL: what the row of the same ``Put`` holds)."""
+    fields = ", ".join(f"json_extract(value, '$.record.{f}')" for f in ("key", "url", "etag", "size"))
+    extra = ", ".join(f"json_extract(value, '$.record.{f}')" for f in ("meta", "labels"))
     return (
         "INSERT OR REPLACE INTO records"
         " (dataset_id, from_seq, to_seq, key, url, etag, size, checksum, meta, labels)"
-        f" SELECT {int(dataset_id)}, {int(new)}, {int(to_seq)}, {', '.join(item[:4])}, NULL, {meta}, {labels}"
-        " FROM json_each(?)"
+        f" SELECT {int(dataset_id)}, {int(new)}, {int(to_seq)}, {fields}, NULL, {extra} FROM json_each(?)"
     )
 
 
