@@ -2,7 +2,7 @@
 checkout against an older commit, alternated, same run, same file.
 
     .venv/bin/python bench/scale/cli_commit_ab.py [--base 9dea05b] [--records 1000000] [--rounds 2]
-        [--page-size 16384] [--no-base]
+        [--page-size 16384] [--no-base] [--profile]
 
 The change-set file (``bench/scale``'s records as the JSON lines ``datahub commit --changes``
 reads, ``scale.change_lines``) is written once. Each round runs, in a fresh process per side
@@ -13,7 +13,8 @@ sides). Prints CPU seconds of the whole process during the commit (the figure th
 survives a shared machine), the caller's thread alone (``time.thread_time``; the rest is
 the SQLite writer thread), wall seconds, the 1 % commit against the full one, the catalog's
 size and the load average. ``--page-size`` adds a side: this checkout on a catalog file
-created with that SQLite page size.
+created with that SQLite page size. ``--profile`` prints where the 1 % commit's caller's
+thread spends its CPU (``cProfile`` on ``time.thread_time``, functions by own time).
 """
 
 from __future__ import annotations
@@ -51,9 +52,18 @@ catalog.create_dataset("s")
 t, c, th = time.perf_counter(), time.process_time(), time.thread_time()
 catalog.commit("s", read_changes(path))
 wall, cpu, own = time.perf_counter() - t, time.process_time() - c, time.thread_time() - th
+profile = None
+if sys.argv[6] == "1":  # where the 1 % commit's caller's thread spends its CPU
+    import cProfile
+    profile = cProfile.Profile(time.thread_time)
+    profile.enable()
 t, c = time.perf_counter(), time.process_time()
 catalog.commit("s", small_changes(n, 0.01))
 wall2, cpu2 = time.perf_counter() - t, time.process_time() - c
+if profile is not None:
+    import pstats
+    profile.disable()
+    pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(14)
 catalog.close()
 size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) / 2**20
 shutil.rmtree(d)
@@ -71,6 +81,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--page-size", type=int, default=0, help="also run this checkout on such pages")
     parser.add_argument("--no-base", action="store_true", help="only this checkout (a large run)")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the 1 %% commit's caller's thread (CPU time)"
+    )
     parser.add_argument("--dir", default=None, help="where the file and catalogs go (default: a temp dir)")
     args = parser.parse_args()
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
@@ -94,10 +107,13 @@ def main() -> None:
             for label, (path, page) in sides.items():
                 env = {**os.environ, "PYTHONPATH": path}
                 out = subprocess.run(
-                    [sys.executable, "-c", CHILD, str(changes), str(args.records), tmp, str(page), str(ROOT)],
+                    [sys.executable, "-c", CHILD, str(changes), str(args.records), tmp, str(page), str(ROOT),
+                     "1" if args.profile else "0"],
                     env=env, cwd=tmp, check=True, capture_output=True, text=True,
                 )  # fmt: skip
                 print(f"{label:>22}: {out.stdout.strip()}", flush=True)
+                if args.profile:
+                    print(out.stderr, flush=True)
 
 
 if __name__ == "__main__":
