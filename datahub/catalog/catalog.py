@@ -356,8 +356,7 @@ def validated_changes(dataset: str, changes: Iterable[Change | PutLines]) -> Ite
     commit through ``Catalog.commit``). An empty change set is refused the same way: it would
     create a version identical to its parent. Changes are read ``CHECK_CHUNK`` at a time: a
     chunk of plain puts is checked by C-level passes over its columns
-    (``batch_checks.plain_puts``), and so are the puts of a mixed chunk; any other change is
-    checked alone, in order, which names the bad one;
+    (``batch_checks.plain_puts``), any other chunk change by change, which names the bad one;
     a ``PutLines`` chunk was checked line by line when it was built and passes as it is.
     """
     n = 0
@@ -367,14 +366,8 @@ def validated_changes(dataset: str, changes: Iterable[Change | PutLines]) -> Ite
             yield chunk
             continue
         if plain_puts(chunk) is None:
-            # A chunk mixing puts with deletes/patches (a typical later commit): when its puts
-            # pass as a batch, only the others are checked one by one. The first failing change
-            # is the same either way: no put of such a chunk can fail its checks.
-            puts = [c for c in chunk if type(c) is Put]
-            puts_pass = 0 < len(puts) < len(chunk) and plain_puts(puts) is not None
             for i, change in enumerate(chunk, n + 1):
-                if not (puts_pass and type(change) is Put):
-                    _check_change(dataset, i, change)
+                _check_change(dataset, i, change)
         n += len(chunk)
         yield from chunk
     if n == 0:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Catalog, Delete, Patch, Put, Record
+from datahub.catalog import Catalog, Delete, Put, Record
 from datahub.catalog.batch_checks import plain_puts
-from datahub.catalog.catalog import _check_change, validated_changes
+from datahub.catalog.catalog import _check_change
 from datahub.catalog.model import EMPTY
 from datahub.catalog.sqlite_schema import dump_json, dump_json_column
 from datahub.errors import InvalidInput, InvalidKey
@@ -125,47 +125,6 @@ def test_a_bad_change_in_a_batch_is_named_and_nothing_is_written(tmp_path: Path,
     assert isinstance(caught.value, InvalidKey) or "change 7 for dataset 'd'" in caught.value.message
     assert catalog.store.head("d") == 0
     catalog.store.close()
-
-
-@pytest.mark.parametrize("odd", [*BAD[:6], "delete", "patch"], ids=range(8))
-def test_a_mixed_chunk_names_the_same_bad_change(tmp_path: Path, odd: object) -> None:
-    """Puts mixed with deletes and patches: the puts are checked as a batch when they all
-    pass, the rest one by one; the error is the per-change path's, for the same change."""
-    v1 = [Put(_plain(i)) for i in range(20)]
-    bad: object = Put(odd) if isinstance(odd, Record) else None
-    if odd == "delete":
-        bad = Delete("train/000/../x.jpg")
-    elif odd == "patch":
-        bad = Patch(_plain(3).key, meta=_deep(40))
-    v2 = [Put(_plain(i, meta={"g": 2})) for i in range(0, 6)] + [Delete(_plain(7).key), bad]
-    v2 += [Patch(_plain(9).key, labels={"x": 1}), Put(_plain(30))]
-    errors = []
-    for whole in (True, False):
-        catalog = Catalog(make_store("sqlite", tmp_path / str(whole), batch_size=4))
-        catalog.create_dataset("d")
-        catalog.commit("d", v1)
-        if not whole:  # the per-change path alone: every change checked by itself, in order
-            for i, change in enumerate(v2, 1):
-                try:
-                    _check_change("d", i, change)
-                except InvalidInput as exc:
-                    errors.append((type(exc), exc.message))
-                    break
-            continue
-        with pytest.raises(InvalidInput) as caught:
-            catalog.commit("d", v2)
-        errors.append((type(caught.value), caught.value.message))
-        assert catalog.store.head("d") == 1
-        catalog.store.close()
-    assert errors[0] == errors[1]
-
-
-def test_a_mixed_chunk_of_good_changes_commits() -> None:
-    changes = [Put(_plain(i)) for i in range(5)] + [
-        Delete(_plain(2).key),
-        Patch(_plain(3).key, labels={"a": 1}),
-    ]
-    assert list(validated_changes("d", changes)) == changes
 
 
 def test_json_column_writes_what_dump_json_writes() -> None:
