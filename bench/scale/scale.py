@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/scale/scale.py [--records 100000000] [--baseline 1000000]
         [--fraction 0.01] [--cli-records 1000000] [--dir DIR] [--keep] [--repeat 10]
-        [--layout flat|tree] [--generator-records N] [--list-records N]
+        [--layout flat|tree] [--generator-records N] [--list-records N] [--via objects|lines]
 
 Steps, in one process, all through the public ``Catalog`` facade (validation included):
 
@@ -10,7 +10,9 @@ Steps, in one process, all through the public ``Catalog`` facade (validation inc
    large one: ``--records`` puts, 10,000 keys per directory
    (``train/DDDDD/NNNNNNNNN.jpg``) with synthetic ``s3://`` URLs (the objects need not exist),
    in key order as an S3 listing or an import gives them. The same run times the generator
-   alone (what the bench itself costs) beside the commit;
+   alone (what the bench itself costs) beside the commit. ``--via lines`` commits both
+   from the records' JSON lines in checked chunks (``put_lines``: what ``datahub commit
+   --changes`` hands the catalog; the "generator alone" is then the lines and their checks);
 2. a commit of ``--fraction`` of the records spread over the key space (60 % modified,
    20 % deleted, 20 % added): its time against the full commit's (goal <= 3 %);
 3. ``datahub commit --changes FILE.jsonl`` (the CLI, which validates the file and then
@@ -52,6 +54,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench" / "web"))
 
 from datahub.catalog import Delete, Put, Record, open_catalog  # noqa: E402
+from datahub.catalog.put_lines import CHUNK_LINES, PutLines, put_lines  # noqa: E402
 
 PER_DIR = 10_000
 # list_rate: issue 16's goal for a whole listing, kept from bench/catalog/scale.py (merged here)
@@ -114,6 +118,22 @@ def _chunked(n: int, progress: Callable[[int], None], every: int) -> Iterator[Pu
     for start in range(0, n, every):
         yield from (Put(record(i)) for i in range(start, min(n, start + every)))
         progress(min(n, start + every))
+
+
+def full_line_chunks(
+    n: int, progress: Callable[[int], None] | None = None, every: int = 10_000_000
+) -> Iterator[PutLines]:
+    """``full_changes(n)`` as ``datahub commit --changes`` hands them to the catalog: the
+    lines of ``change_lines`` in chunks checked by ``put_lines`` (``--via lines``)."""
+    lines, done = change_lines(n), 0
+    while chunk := list(islice(lines, CHUNK_LINES)):
+        checked = put_lines(chunk)
+        if checked is None:
+            raise AssertionError(f"the bench's own lines are not plain puts: {chunk[0]!r}")
+        yield checked
+        done += len(chunk)
+        if progress is not None and (done % every < len(chunk) or done == n):
+            progress(done)
 
 
 def small_changes(n: int, fraction: float) -> Iterator[Put | Delete]:
@@ -340,6 +360,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="keys train/DDDDD/N.jpg (flat) or bench/mount/namespace.py's sNN/dNNN/fNNNNN.jpg (tree)",
     )  # fmt: skip
     parser.add_argument(
+        "--via", choices=("objects", "lines"), default="objects",
+        help="full commits from Put objects (a caller's generator) or from checked JSON lines "
+        "(what `datahub commit --changes FILE` hands the catalog, without reading a file)",
+    )  # fmt: skip
+    parser.add_argument(
         "--generator-records", type=int, default=None,
         help="time the generator alone on this many records (default: --records), after the commits",
     )  # fmt: skip
@@ -364,6 +389,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     rows: dict[str, dict] = {}
     disk = DiskPeak(workdir)
+    full = full_line_chunks if args.via == "lines" else full_changes
     try:
         catalog = open_catalog(f"sqlite:///{db}")
         for name, size in (("base", base_n), ("big", n)):
@@ -371,7 +397,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if name == "base":  # the large one's generator is timed after the commits
                 step(
                     f"{name}: generator alone ({size:,})",
-                    lambda size=size: sum(1 for _ in full_changes(size)),
+                    lambda size=size: sum(1 for _ in full(size)),
                     rows,
                 )
             disk.sample()
@@ -379,7 +405,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             step(
                 f"{name}: commit v1 ({size:,})",
                 lambda name=name, size=size: catalog.commit(
-                    name, full_changes(size, reporter(f"{name} v1", workdir), max(size // 20, 1))
+                    name, full(size, reporter(f"{name} v1", workdir), max(size // 20, 1))
                 ),
                 rows,
             )
@@ -393,7 +419,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rows,
             )
         gen_label = "big: generator alone" + (f" ({gen_n:,})" if gen_n == n else f", a sample ({gen_n:,})")
-        step(gen_label, lambda: sum(1 for _ in full_changes(gen_n)), rows)
+        step(gen_label, lambda: sum(1 for _ in full(gen_n)), rows)
         rows["big: generator alone"] = {**rows[gen_label], "records": gen_n}
         listing = catalog.list_records("big", 2, limit=args.list_records)
         list_label = (

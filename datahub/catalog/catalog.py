@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from inspect import GEN_CREATED, getgeneratorstate
-from itertools import islice
 from typing import Any
 
 from datahub.catalog.batch_checks import plain_puts
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
+from datahub.catalog.put_lines import PutLines, batches, expanded
 from datahub.catalog.revisions import ChangeDigest
 from datahub.catalog.store import CatalogStore
 from datahub.errors import AlreadyExists, DatasetNotFound, InvalidInput, NoChanges, StaleBase, VersionNotFound
@@ -131,7 +131,7 @@ class Catalog:
     def commit(
         self,
         dataset: str,
-        changes: Iterable[Change],
+        changes: Iterable[Change | PutLines],
         *,
         base: int | None = None,
         message: str = "",
@@ -150,8 +150,11 @@ class Catalog:
         if base is not None and not 0 <= base <= MAX_SEQ:
             raise InvalidInput(f"invalid base version {base} for dataset {dataset!r}", dataset=dataset)
         validated = validated_changes(dataset, changes)
+        # chunks of checked put lines (``datahub commit --changes``) go to a store that writes
+        # them as they are; any other store gets the same puts as objects
+        flat = validated if self.store.takes_put_lines else expanded(validated)
         # with a commit id, the store keeps the change set's digest: a retry must send the same changes
-        consumed = validated if commit_id is None else ChangeDigest(validated)
+        consumed = flat if commit_id is None else ChangeDigest(flat)
         for attempt in range(_HEAD_RETRIES + 1):
             try:
                 with self.store.commit_turn(dataset):  # the head read below stays the head
@@ -346,18 +349,22 @@ def _check_acl(dataset: str, acl: Mapping[str, str]) -> dict[str, str]:
     return dict(acl)
 
 
-def validated_changes(dataset: str, changes: Iterable[Change]) -> Iterator[Change]:
+def validated_changes(dataset: str, changes: Iterable[Change | PutLines]) -> Iterator[Change | PutLines]:
     """Check every change as the store consumes it, so a bad one aborts the whole commit.
 
     This is the one validation point of every write path (API, CLI, import, LabelX, pack all
     commit through ``Catalog.commit``). An empty change set is refused the same way: it would
     create a version identical to its parent. Changes are read ``CHECK_CHUNK`` at a time: a
     chunk of plain puts is checked by C-level passes over its columns
-    (``batch_checks.plain_puts``), any other chunk change by change, which names the bad one.
+    (``batch_checks.plain_puts``), any other chunk change by change, which names the bad one;
+    a ``PutLines`` chunk was checked line by line when it was built and passes as it is.
     """
-    source = iter(changes)
     n = 0
-    while chunk := list(islice(source, CHECK_CHUNK)):
+    for chunk in batches(changes, CHECK_CHUNK):
+        if isinstance(chunk, PutLines):  # every line was checked when the chunk was built (put_lines)
+            n += len(chunk)
+            yield chunk
+            continue
         if plain_puts(chunk) is None:
             for i, change in enumerate(chunk, n + 1):
                 _check_change(dataset, i, change)

@@ -25,6 +25,7 @@ from operator import attrgetter
 from typing import Any
 
 from datahub.catalog.model import EMPTY, Change, Delete, DiffEntry, Patch, Put, Record
+from datahub.catalog.put_lines import PutLines
 from datahub.errors import CommitIdReused, InvalidInput, RecordNotFound
 from datahub.validation import MAX_JSON_DEPTH, Unreadable
 
@@ -124,15 +125,10 @@ class CommitPlanner:
         """Apply ``batch`` in order (later changes to a key win) and return the writes."""
         if set(map(type, batch)) == {Put}:  # the common batch: keys by one C-level pass
             keys = list(dict.fromkeys(map(_PUT_KEY, batch)))
-            if self.base == 0 and len(keys) == len(batch) and keys[0] > self._highest and _ascending(keys):
-                # every key new and in order: the batch's records are the version's revisions
-                self._highest = keys[-1]
-                self.changes_seen += len(batch)
+            if len(keys) == len(batch):
                 upsert = list(map(_RECORD, batch))
-                self.added += len(upsert)
-                self.count_delta += len(upsert)
-                self.bytes_delta += sum(map(_SIZE, upsert))
-                return BatchOps(upsert=upsert)
+                if self.plan_fresh_puts(keys, sum(map(_SIZE, upsert))):
+                    return BatchOps(upsert=upsert)
         else:
             keys = list(dict.fromkeys(_key_of(c) for c in batch))
         if not keys:
@@ -164,6 +160,20 @@ class CommitPlanner:
             self._account(st)
             self._emit(key, st, ops)
         return ops
+
+    def plan_fresh_puts(self, keys: list[str], total_size: int) -> bool:
+        """Account for a batch of puts of distinct ``keys`` (``total_size`` bytes in all) if
+        they can only add records: a first version, keys ascending and above every key planned
+        so far. True when accounted (the batch's records are then the version's revisions,
+        written as they are); False, with nothing changed, when the batch needs ``plan``."""
+        if not (self.base == 0 and keys and keys[0] > self._highest and _ascending(keys)):
+            return False
+        self._highest = keys[-1]
+        self.changes_seen += len(keys)
+        self.added += len(keys)
+        self.count_delta += len(keys)
+        self.bytes_delta += total_size
+        return True
 
     def _plan_fresh(self, batch: list[Change]) -> BatchOps:
         """``plan`` for keys that have no revision yet, neither in the base nor in this commit:
@@ -331,7 +341,10 @@ class ChangeDigest:
 
     def __next__(self) -> Change:
         change = next(self._changes)
-        self._hash.update(_canonical(change))
+        if isinstance(change, PutLines):  # the digest of the same puts as objects
+            self._hash.update(b"".join(map(_canonical, change.puts())))
+        else:
+            self._hash.update(_canonical(change))
         return change
 
     def hexdigest(self) -> str:

@@ -15,7 +15,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 
 from datahub.catalog.model import Change
-from datahub.catalog.revisions import OPEN, CommitPlanner, LiveRevision, batched, change_digest, replay
+from datahub.catalog.put_lines import PutLines, batches
+from datahub.catalog.revisions import OPEN, CommitPlanner, LiveRevision, change_digest, replay
 from datahub.catalog.sqlite_schema import RECORD_COLS, dump_json, record_of_row
 from datahub.catalog.sqlite_writer import RowWriter
 from datahub.catalog.store import stale_base
@@ -52,7 +53,7 @@ def write_version(
     dataset_id: int,
     dataset: str,
     base: int,
-    changes: Iterable[Change],
+    changes: Iterable[Change | PutLines],
     *,
     message: str,
     author: str,
@@ -94,7 +95,12 @@ def write_version(
             return run
 
         planner = CommitPlanner(dataset, base, lookup("to_seq = ?", OPEN), lookup("to_seq = ?", new))
-        for batch in batched(changes, batch_size):
+        for batch in batches(changes, batch_size):
+            if isinstance(batch, PutLines):
+                if planner.plan_fresh_puts(batch.keys, batch.total_size):
+                    rows.write_lines(batch)  # a first version's puts in key order: rows from the lines
+                    continue
+                batch = batch.puts()  # any other chunk of puts: planned as objects
             ops = planner.plan(batch)
             if ops.close or ops.reopen or ops.drop:
                 rows.flush()

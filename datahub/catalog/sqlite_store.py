@@ -72,6 +72,8 @@ _FIRST_DIFF_PAGE = 64  # rows of a diff stream's first page (see _revisions)
 class SQLiteCatalogStore(CatalogStore):
     """Catalog in one SQLite file. Thread-safe: one connection per thread."""
 
+    takes_put_lines = True  # chunks of checked put lines are inserted from their text
+
     def __init__(
         self,
         path: str | Path,

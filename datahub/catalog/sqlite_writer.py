@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from operator import attrgetter
 
 from datahub.catalog.model import Record
+from datahub.catalog.put_lines import PutLines
 from datahub.catalog.sqlite_schema import dump_json_column
 
 MAX_QUEUED_CHARS = 8 << 20  # a batch text larger than this is written at once, not queued
@@ -78,6 +79,19 @@ def insert_sql(dataset_id: int, new: int, to_seq: int) -> tuple[str, str]:
     return by_row, by_batch
 
 
+def lines_sql(dataset_id: int, new: int, to_seq: int) -> str:
+    """The statement that inserts a ``PutLines`` chunk (its lines as one JSON array) as
+    revisions ``[new, to_seq)``: the columns read from each line's ``record`` (checksum NULL,
+    absent meta/labels NULL: what the row of the same ``Put`` holds)."""
+    fields = ", ".join(f"json_extract(value, '$.record.{f}')" for f in ("key", "url", "etag", "size"))
+    extra = ", ".join(f"json_extract(value, '$.record.{f}')" for f in ("meta", "labels"))
+    return (
+        "INSERT OR REPLACE INTO records"
+        " (dataset_id, from_seq, to_seq, key, url, etag, size, checksum, meta, labels)"
+        f" SELECT {int(dataset_id)}, {int(new)}, {int(to_seq)}, {fields}, NULL, {extra} FROM json_each(?)"
+    )
+
+
 class RowWriter:
     """Inserts batches of new revisions on a second thread (see the module's doc).
 
@@ -88,7 +102,8 @@ class RowWriter:
     def __init__(self, conn: sqlite3.Connection, dataset_id: int, new: int, to_seq: int) -> None:
         self._conn = conn
         self._by_row, self._by_batch = insert_sql(dataset_id, new, to_seq)
-        self._queue: queue.Queue[str | None] = queue.Queue(maxsize=2)
+        self._by_lines = lines_sql(dataset_id, new, to_seq)
+        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
 
@@ -117,10 +132,23 @@ class RowWriter:
             self.flush()
             self._conn.executemany(self._by_row, rows)
             return
+        self._queue_statement(self._by_batch, text)
+
+    def write_lines(self, lines: PutLines) -> None:
+        """Insert a chunk of checked put lines as they are (no Python object per record:
+        SQLite reads the rows from the lines' JSON, ``put_lines``)."""
+        self._raise()
+        if len(lines.text) > MAX_QUEUED_CHARS:
+            self.flush()
+            self._conn.execute(self._by_lines, (lines.text,))
+            return
+        self._queue_statement(self._by_lines, lines.text)
+
+    def _queue_statement(self, sql: str, text: str) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="catalog-commit-rows", daemon=True)
             self._thread.start()
-        self._queue.put(text)
+        self._queue.put((sql, text))
 
     def flush(self) -> None:
         """Wait until every queued batch is inserted (before any other statement on the
@@ -137,12 +165,12 @@ class RowWriter:
 
     def _run(self) -> None:
         while True:
-            text = self._queue.get()
+            item = self._queue.get()
             try:
-                if text is None:
+                if item is None:
                     return
                 if self._error is None and not self._discard:
-                    self._conn.execute(self._by_batch, (text,))
+                    self._conn.execute(item[0], (item[1],))
             except BaseException as exc:  # handed to the caller's thread, raised there
                 self._error = exc
             finally:

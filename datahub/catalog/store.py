@@ -28,6 +28,10 @@ _first = operator.itemgetter(0)
 
 
 class CatalogStore(abc.ABC):
+    # Whether ``commit`` takes ``put_lines.PutLines`` chunks among its changes (the SQLite store
+    # inserts them from their text); the Catalog hands any other store the same puts as objects.
+    takes_put_lines = False
+
     # --- datasets -------------------------------------------------------------------------------
     @abc.abstractmethod
     def create_dataset(self, dataset: Dataset) -> Dataset:

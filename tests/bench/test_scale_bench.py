@@ -55,10 +55,12 @@ def test_scale_bench_tree_layout_samples_and_keeps_a_catalog_for_the_mount_bench
     tmp_path: Path, capsys
 ) -> None:
     """The 10^8 run's options: bench/mount/namespace.py's keys, the generator timed on a
-    sample (scaled, and said so), a listing of the first N records, no CLI step."""
+    sample (scaled, and said so), a listing of the first N records, no CLI step; the full
+    commits from checked JSON lines (``--via lines``)."""
     report = scale.main(
         ["--records", "2000", "--baseline", "1000", "--layout", "tree", "--generator-records", "500",
-         "--list-records", "300", "--cli-records", "0", "--repeat", "1", "--dir", str(tmp_path), "--keep"]
+         "--list-records", "300", "--cli-records", "0", "--repeat", "1", "--dir", str(tmp_path), "--keep",
+         "--via", "lines"]
     )  # fmt: skip
     out = capsys.readouterr().out
     kept = next(Path(line.split()[1]) for line in out.splitlines() if line.startswith("kept "))
@@ -67,6 +69,7 @@ def test_scale_bench_tree_layout_samples_and_keeps_a_catalog_for_the_mount_bench
         keys = [r.key for r in catalog.list_records("big", 1)]
         assert keys[0] == "s00/d000/f00000.jpg" and keys[-1] == "s00/d000/f01999.jpg" and len(keys) == 2000
         assert catalog.resolve("base", 1).record_count == 1000
+        assert next(iter(catalog.list_records("big", 1))) == scale.record(0)  # the record the objects hold
     finally:
         catalog.close()
     assert "scaled from 500 records" in out and "| list v2 first (300 records)" in out
