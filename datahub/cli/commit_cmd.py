@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TextIO
 
 from datahub.console.context import CliContext, author_or_default
 from datahub.errors import InvalidInput
@@ -34,10 +36,46 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def read_changes(path: str) -> Iterator[Change | PutLines]:
+class ReadProgress:
+    """A line on stderr every ``every`` seconds while a change set is read into a commit.
+
+    Why: a commit of 10^8 changes runs for many minutes in one transaction; without a line
+    now and then it cannot be told from a hung one. Commits shorter than ``every`` print
+    nothing. The figures are what was read and handed to the catalog (it writes behind)."""
+
+    def __init__(self, path: str, stream: TextIO, every: float = 10.0) -> None:
+        self.path, self.stream, self.every = path, stream, every
+        self.lines = self.chars = 0
+        self._start = self._last = time.monotonic()
+        try:
+            self._size = os.stat(path).st_size if os.path.isfile(path) else 0
+        except OSError:
+            self._size = 0
+
+    def __call__(self, lines: int, chars: int) -> None:
+        self.lines += lines
+        self.chars += chars
+        now = time.monotonic()
+        if now - self._last < self.every:
+            return
+        self._last = now
+        rate = self.lines / (now - self._start)
+        of = f" of {self._size / 2**20:,.0f}" if self._size else ""
+        print(
+            f"commit: {self.lines:,} lines read from {self.path} "
+            f"({self.chars / 2**20:,.0f}{of} MiB, {rate:,.0f} lines/s, {now - self._start:,.0f} s)",
+            file=self.stream,
+            flush=True,
+        )
+
+
+def read_changes(
+    path: str, progress: Callable[[int, int], None] | None = None
+) -> Iterator[Change | PutLines]:
     """The file's changes, ``CHUNK_LINES`` lines at a time: a chunk of plain put lines as one
     ``PutLines`` (checked whole by ``put_lines``; the SQLite store inserts it from its text),
-    any other chunk line by line through the API's change model, which names a bad line."""
+    any other chunk line by line through the API's change model, which names a bad line.
+    ``progress(lines, chars)`` is told of each chunk read."""
     from datahub.catalog.put_lines import CHUNK_LINES, put_lines
 
     try:
@@ -47,6 +85,8 @@ def read_changes(path: str) -> Iterator[Change | PutLines]:
     with fh:
         number = 0
         while lines := list(itertools.islice(fh, CHUNK_LINES)):
+            if progress is not None:
+                progress(len(lines), sum(map(len, lines)))
             chunk = put_lines(lines)
             if chunk is not None:
                 number += len(lines)
@@ -76,7 +116,7 @@ def _parse_line(path: str, number: int, line: str) -> Change:
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
     # One pass: a bad line raises inside the commit, which then writes nothing (the catalog's
     # all-or-nothing rule), so the file is parsed once, not once to check and once to commit.
-    changes = read_changes(args.changes)
+    changes = read_changes(args.changes, None if ctx.json_output else ReadProgress(args.changes, ctx.err))
     first = next(changes, None)
     if first is None:
         raise InvalidInput(f"change set {args.changes} is empty; nothing to commit", path=args.changes)
