@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -89,6 +90,19 @@ def _procs_mentioning(root: Path) -> list[str]:
 def _netns_of(run_id: str) -> list[str]:
     res = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
     return [line.split()[0] for line in res.stdout.splitlines() if line.startswith(run_id)]
+
+
+def _together(calls: list[Callable[[], object]]) -> None:
+    """Run ``calls`` at once, each in a thread of its own, and wait for all; the first
+    exception (in list order) is raised once all have ended.
+
+    Why: the nodes' mounts, workspace cycles and the pack job are independent of each other
+    (each its own daemon, lock and files; during the run they already go on side by side), and
+    starting or finishing them one after another made the soak wait for each in turn."""
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(call) for call in calls]
+    for future in futures:
+        future.result()
 
 
 def manifest_versions(manifest: Path) -> list[str]:
@@ -190,10 +204,7 @@ class Soak:
         }
         pack = PackJobs([cluster.a, cluster.b], lambda n: self._plan(cluster.a, n), self.logs)
         try:
-            for m in mounts.values():
-                m.start()
-            for c in cycles.values():
-                c.begin()
+            _together([m.start for m in mounts.values()] + [c.begin for c in cycles.values()])
             report["setup_seconds"] = round(time.monotonic() - t_setup, 1)
             mark = self._phase("mounts", mark)
             until = time.time() + self.seconds
@@ -219,11 +230,8 @@ class Soak:
             stalled = self._stop_clients(until)
             mark = self._phase("clients_stop", mark)
             pack.stopping.set()  # no new job: the current one is finished below
-            for c in cycles.values():
-                c.finish()
-            mark = self._phase("workspaces_finish", mark)
-            pack.finish()
-            mark = self._phase("pack_finish", mark)
+            _together([c.finish for c in cycles.values()] + [pack.finish])
+            mark = self._phase("finish", mark)
             report["supervisors"] = {
                 "workspace_cycles": {n: c.cycle + 1 for n, c in cycles.items()},
                 "workspace_commit_attempts": {n: sum(c.attempts.values()) for n, c in cycles.items()},
@@ -235,8 +243,7 @@ class Soak:
                 "mount_starts": {n: m.starts for n, m in mounts.items()},
                 "errors": [e for e in [pack.error, *(c.error for c in cycles.values())] if e],
             }
-            for m in mounts.values():
-                m.umount()
+            _together([m.umount for m in mounts.values()])
             mark = self._phase("umount", mark)
             self._check(cluster, manifest, report, stalled)
             self._phase("check", mark)
