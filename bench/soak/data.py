@@ -17,7 +17,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests.multihost.cluster import ORIGIN_BUCKET, Cluster, upload
+from tests.multihost.cluster import ORIGIN_BUCKET, Cluster, upload_all
 
 PAGE = 4 * 1024**2
 
@@ -63,8 +63,11 @@ def _ndjson(text: str) -> list[dict]:
 def prepare(cluster: Cluster, seed: int, manifest: Path) -> dict:
     """Upload and import ``src`` (3 versions) and ``photos`` through node A; write the manifest."""
     doc: dict = {"datasets": {"src": {}}, "urls": {}, "records": []}
-    for n, files in enumerate(versions(seed), start=1):
-        upload(cluster, f"src{n}", files)
+    photos = jpegs(seed)
+    src = versions(seed)
+    # every prefix in one process; each version is still imported in turn, from its own prefix
+    upload_all(cluster, {**{f"src{n}": files for n, files in enumerate(src, start=1)}, "photos": photos})
+    for n, files in enumerate(src, start=1):
         cluster.a.cli("import", f"s3://{ORIGIN_BUCKET}/src{n}", "--to", "src", timeout=300)
         doc["datasets"]["src"][str(n)] = {
             key: {"sha": hashlib.sha256(data).hexdigest(), "size": len(data)} for key, data in files.items()
@@ -73,8 +76,6 @@ def prepare(cluster: Cluster, seed: int, manifest: Path) -> dict:
             sha = doc["datasets"]["src"][str(n)][rec["key"]]["sha"]
             doc["urls"][rec["url"]] = sha
             doc["records"].append({k: rec[k] for k in ("key", "url", "etag", "size")})
-    photos = jpegs(seed)
-    upload(cluster, "photos", photos)
     cluster.a.cli("import", f"s3://{ORIGIN_BUCKET}/photos", "--to", "photos", timeout=300)
     for rec in _ndjson(cluster.a.cli("export", "photos@1").stdout):
         doc["urls"][rec["url"]] = hashlib.sha256(photos[rec["key"]]).hexdigest()

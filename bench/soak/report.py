@@ -10,6 +10,8 @@ def text(report: dict) -> str:
         f"chaos soak: seed {report['seed']}, {report['seconds']:.0f} s of faults "
         f"(setup {report.get('setup_seconds', '?')} s, wall {report.get('wall_seconds', '?')} s)",
     ]
+    if report.get("phases"):
+        lines.append("phases (s): " + ", ".join(f"{k} {v}" for k, v in report["phases"].items()))
     faults = report.get("faults", [])
     kinds = Counter(f["kind"] for f in faults)
     lines.append(

@@ -308,15 +308,25 @@ def build_cluster(
 
 def upload(cluster: Cluster, prefix: str, objs: dict[str, bytes]) -> None:
     """Put ``objs`` under ``s3://data/<prefix>/`` from the storage host (straight to moto)."""
-    src = cluster.root / f"src-{prefix}"
-    for key, data in objs.items():
-        (src / key).parent.mkdir(parents=True, exist_ok=True)
-        (src / key).write_bytes(data)
+    upload_all(cluster, {prefix: objs})
+
+
+def upload_all(cluster: Cluster, by_prefix: dict[str, dict[str, bytes]]) -> None:
+    """Put each prefix's objects under ``s3://data/<prefix>/``, all in one boto3 process on
+    the storage host (a process of its own costs ~1 CPU-s: boto3's import and its client)."""
+    pairs = []
+    for prefix, objs in by_prefix.items():
+        src = cluster.root / f"src-{prefix}"
+        for key, data in objs.items():
+            (src / key).parent.mkdir(parents=True, exist_ok=True)
+            (src / key).write_bytes(data)
+        pairs.append((str(src), prefix))
     cluster.s3(
         "import pathlib\n"
-        f"src = pathlib.Path({str(src)!r})\n"
-        "for p in sorted(src.rglob('*')):\n"
-        "    if p.is_file():\n"
-        f"        s3.put_object(Bucket='{ORIGIN_BUCKET}', Key='{prefix}/' + p.relative_to(src).as_posix(), "
+        f"for src, prefix in {pairs!r}:\n"
+        "    src = pathlib.Path(src)\n"
+        "    for p in sorted(src.rglob('*')):\n"
+        "        if p.is_file():\n"
+        f"            s3.put_object(Bucket='{ORIGIN_BUCKET}', Key=prefix + '/' + p.relative_to(src).as_posix(), "
         "Body=p.read_bytes())\n"
     )

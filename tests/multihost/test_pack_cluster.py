@@ -15,6 +15,7 @@ hosts"). Every wait here is a hang guard, never a timing goal.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -69,6 +71,46 @@ def task_table(node: Node, job: str) -> list[dict]:
     url = tomllib.loads(node.config_path.read_text())["catalog_url"]  # the service host's API
     argv = [sys.executable, "-c", code, url, job]
     return json.loads(node.host.run(argv, env=node.env).stdout)
+
+
+@contextlib.contextmanager
+def task_tables(node: Node, job: str, every: float = 0.1) -> Iterator[Callable[[], tuple[float, list[dict]]]]:
+    """The job's task table read through the API from ``node`` again and again, by one process.
+
+    Yields ``next_table()``: the next table and the wall-clock time its answer arrived (so a
+    check against a lease compares with when the table was true, as ``task_table`` followed
+    by ``time.time()`` does). Why one process: a ``task_table`` call is a Python start and
+    imports (~0.4 CPU-s) per look; a loop of them took a core from the very pack-worker the
+    test waits for, and this samples the table more often for less.
+    """
+    code = (
+        "import dataclasses, json, sys, time\n"
+        "from datahub.tasks.http import HttpTaskQueue\n"
+        "q = HttpTaskQueue(sys.argv[1])\n"
+        "while True:\n"
+        "    tasks = [dataclasses.asdict(t) for t in q.tasks(sys.argv[2])]\n"
+        "    print(json.dumps({'t': time.time(), 'tasks': tasks}), flush=True)\n"
+        "    time.sleep(float(sys.argv[3]))\n"
+    )
+    url = tomllib.loads(node.config_path.read_text())["catalog_url"]
+    argv = node.host.argv([sys.executable, "-c", code, url, job, str(every)])
+    errors = node.root / f"task-tables-{job}.err"
+    with open(errors, "wb") as err:  # a file, not a pipe nobody reads while the test waits
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=node.env, text=True)
+
+    def next_table() -> tuple[float, list[dict]]:
+        line = proc.stdout.readline()
+        if not line:
+            tail = errors.read_text(errors="replace")[-2000:]
+            raise AssertionError(f"the task table reader on {node.host.name} exited: {tail}")
+        doc = json.loads(line)
+        return doc["t"], doc["tasks"]
+
+    try:
+        yield next_table
+    finally:
+        proc.kill()
+        proc.wait(30)
 
 
 def json_docs(text: str) -> list:
@@ -153,12 +195,14 @@ def finish_on_b(
     worker_b, log = start_worker(cluster.b, job, cluster.root / f"pack-worker-b-{target}.log", LEASE)
     try:
         deadline = time.monotonic() + 300  # a hang guard
-        while worker_b.poll() is None:
-            owner = task_table(cluster.b, job)[taken]["owner"]
-            assert owner == owner_a or time.time() >= lease_until, (
-                f"{owner} took task {taken} from a live lease"
-            )
-            assert time.monotonic() < deadline, f"B's pack-worker still runs after 300s: {log.name}"
+        with task_tables(cluster.b, job) as next_table:
+            while worker_b.poll() is None:
+                seen_at, tasks = next_table()
+                owner = tasks[taken]["owner"]
+                assert owner == owner_a or seen_at >= lease_until, (
+                    f"{owner} took task {taken} from a live lease"
+                )
+                assert time.monotonic() < deadline, f"B's pack-worker still runs after 300s: {log.name}"
         assert worker_b.returncode == 0, log.name
         log.seek(0)
         out = json_docs(log.read().decode())
