@@ -379,8 +379,7 @@ class PagedTree:
             found = self._probe_subdir(parent, name)
             if found is not None:
                 return found
-            page = self._page(parent, wait=True)
-        elif page is None:
+        if page is None:
             page = self._page(parent, wait=True)
         assert page is not None
         return self._find(page, name)
