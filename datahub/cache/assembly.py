@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import lmdb
+
 from datahub.cache import stats as stats_io
 from datahub.cache.activity import WARMUP_IDLE_SECONDS, ReaderActivity
 from datahub.cache.disk import DiskTier
@@ -129,9 +131,14 @@ def build_tiers(config: Config, stores, *, clock: Callable[[], float] = time.mon
                     **marks,
                 )
             )
-        except (OSError, StorageError) as exc:  # the cache is an optimisation: read without it
+        except (OSError, lmdb.Error, StorageError) as exc:  # the cache is an optimisation: read without it
+            # LMDB's own errors too: a full disk fails the index's first write transaction
+            # (lmdb.DiskError), and a service restarted on a full disk must still serve.
             log.error(
-                "disk cache at %s unusable (%s); running without a disk tier", config.resolved_disk_dir, exc
+                "disk cache at %s unusable (%s); running without a disk tier until restarted "
+                "(free space there, or set cache.disk_bytes to 0)",
+                config.resolved_disk_dir,
+                exc,
             )
     if c.shared_url and c.shared_bytes > 0:
         tiers.append(SharedTier(stores.store(c.shared_url), c.shared_bytes, clock=clock, **marks))

@@ -25,6 +25,7 @@ import contextlib
 import heapq
 import itertools
 import operator
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -55,6 +56,7 @@ from datahub.errors import (
     AlreadyExists,
     Busy,
     DatasetNotFound,
+    NoSpace,
     NotFound,
     RecordNotFound,
     StorageError,
@@ -66,6 +68,8 @@ _second = operator.itemgetter(1)
 
 
 _MAX_REMEMBERED_IDS = 100_000
+_SQLITE_FULL, _SQLITE_IOERR = 13, 10  # primary result codes (the low byte of an extended one)
+_NEARLY_FULL_BYTES = 1 << 20
 _FIRST_DIFF_PAGE = 64  # rows of a diff stream's first page (see _revisions)
 
 
@@ -121,13 +125,17 @@ class SQLiteCatalogStore(CatalogStore):
         self._db.close()
         self._gate.close()
 
-    @staticmethod
     @contextmanager
-    def _translate(what: str) -> Iterator[None]:
+    def _translate(self, what: str) -> Iterator[None]:
         """Translate sqlite3 errors into datahub errors once, at this boundary."""
         try:
             yield
         except sqlite3.OperationalError as exc:
+            if _out_of_space(exc, self.path):
+                raise NoSpace(
+                    f"{what}: the file system that holds {self.path} is full ({exc}); "
+                    "nothing was written: free space there and run it again"
+                ) from exc
             if "locked" in str(exc) or "busy" in str(exc):
                 # not a conflict the caller caused: the file stayed locked by another writer
                 raise Busy(
@@ -559,3 +567,23 @@ class SQLiteCatalogStore(CatalogStore):
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"), self._conn() as conn:
             conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
+
+
+def _out_of_space(exc: sqlite3.Error, path: Path) -> bool:
+    """Whether ``exc`` means the catalog's file system is full.
+
+    SQLite says so itself only for a write into the database (SQLITE_FULL). Opening a WAL
+    database on a full file system fails earlier, while its ``-shm`` file is sized, as a plain
+    "disk I/O error": a user would look for a broken disk. So an I/O error also counts when the
+    file system has less than a MiB left for this process.
+    """
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code == _SQLITE_FULL:
+        return True
+    if code != _SQLITE_IOERR:
+        return False
+    try:
+        fs = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return fs.f_bavail * fs.f_frsize < _NEARLY_FULL_BYTES

@@ -11,15 +11,17 @@ other; ``datahub.cli.main`` composes them into the one ``datahub`` command.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from datahub import build_info
 from datahub.console.context import CliContext
-from datahub.errors import DatahubError
+from datahub.errors import DatahubError, NoSpace
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -116,8 +118,34 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not print a traceback
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except Exception as exc:  # the last guard of "never a bare traceback to a user"
+        error = _unexpected(exc, args.command)
+        if args.verbose:
+            traceback.print_exception(exc, file=ctx.err)
+        ctx.error(error)
+        return error.exit_code
     finally:
         ctx.close()
+
+
+_NO_SPACE_TEXTS = ("No space left on device", "database or disk is full", "Disk quota exceeded")
+
+
+def _unexpected(exc: Exception, command: str) -> DatahubError:
+    """An error no layer turned into a DatahubError, as one line that names the command.
+
+    A full disk is the likeliest cause on a working install, and libraries report it in
+    their own words (``lmdb.DiskError``, SQLite's "database or disk is full"), so that case
+    gets the fix in the message; anything else is a bug, and says how to see where it is.
+    """
+    what = f"datahub {command} failed: {type(exc).__name__}: {exc}"
+    if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT) or any(
+        t in str(exc) for t in _NO_SPACE_TEXTS
+    ):
+        return NoSpace(f"{what}; free space on that file system and run it again")
+    return DatahubError(
+        f"{what}; this is a datahub bug: run it again with -v for the traceback and report it"
+    )
 
 
 class _Version(argparse.Action):
