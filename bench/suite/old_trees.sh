@@ -5,10 +5,13 @@
 # (empty); then the two passes run as make test runs them, on short test files, and the wall
 # time of each pass is printed. Run for TREE (a checkout, e.g. a `git archive` of the base) and
 # for this checkout, alternating, with this checkout's .venv.
-#   bench/suite/old_trees.sh BASE-TREE PAIRS FILES
+#   bench/suite/old_trees.sh BASE-TREE PAIRS FILES [PARALLEL-PASS-TEST-PATHS...]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 base=$1 pairs=$2 files=$3
+shift 3
+parallel_tests=("${@:-tests/test_parallel_order.py tests/test_repository.py}")
+read -r -a parallel_tests <<<"${parallel_tests[*]}"
 py="$repo/.venv/bin/python"
 root=$(mktemp -d -t datahub-old-trees-XXXXXX)
 user=$("$py" -c 'import getpass; print(getpass.getuser())')
@@ -28,7 +31,7 @@ for i in range(int(sys.argv[2])):
 " "$root/pytest-of-$user/pytest-10" "$files"
     sync
     for pass in parallel exclusive; do
-      if [ $pass = parallel ]; then args=(-n 2 --dist loadfile tests/test_parallel_order.py tests/test_repository.py)
+      if [ $pass = parallel ]; then args=(-n 2 --dist loadfile "${parallel_tests[@]}")
       else args=(tests/test_config.py); fi
       start=$(date +%s.%N)
       (cd "$tree" && env -u PYTHONDONTWRITEBYTECODE PYTEST_DEBUG_TEMPROOT="$root" PYTHONPATH="$tree" \
