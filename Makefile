@@ -27,12 +27,18 @@ sanitize: install
 # Two passes (docs/architecture.md, "Running the suite in parallel"): every test not marked
 # `exclusive` on $(JOBS) pytest-xdist workers, each test file whole on one worker; then the
 # `exclusive` ones (a sysctl, a module parameter) alone, by the ids the first pass listed.
+# Both passes keep pytest's rewritten modules (`env -u PYTHONDONTWRITEBYTECODE`; this kind of
+# machine sets it): the first pytest process rewrites the plugins' ~270 modules (schemathesis) and
+# the workers and the second pass read them, and the second pass reads the test modules the
+# workers rewrote, instead of every process rewriting them all again (docs/benchmarks.md, "Suite
+# time, seventh stop"). Python and pytest recompile any source newer than its cache.
 JOBS ?= 2
 EXCLUSIVE_LIST := var/exclusive-tests.txt
+TEST_PY := env -u PYTHONDONTWRITEBYTECODE $(PY)
 test: install lint
 	@rm -f $(EXCLUSIVE_LIST); rc=0; set -x; \
-	$(PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not exclusive" --exclusive-list $(EXCLUSIVE_LIST) || rc=$$?; \
-	if [ -s $(EXCLUSIVE_LIST) ]; then $(PY) -m pytest -q @$(EXCLUSIVE_LIST) || rc=$$?; fi; \
+	$(TEST_PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not exclusive" --exclusive-list $(EXCLUSIVE_LIST) || rc=$$?; \
+	if [ -s $(EXCLUSIVE_LIST) ]; then $(TEST_PY) -m pytest -q @$(EXCLUSIVE_LIST) || rc=$$?; fi; \
 	exit $$rc
 
 unit: install

@@ -13,6 +13,7 @@ alone, in a serial pass (the ids its parallel pass listed with ``--exclusive-lis
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -66,6 +67,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: never beside another test
         for item in exclusive:
             item.add_marker(pytest.mark.skip(reason=EXCLUSIVE_SKIP))
+
+
+OLD_TREES = pytest.StashKey[threading.Thread]()  # the controller's thread deleting old trees
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A parallel run's controller deletes the temp trees of old sessions in the background.
+
+    Why: pytest deletes the numbered trees (``/tmp/pytest-of-<user>/pytest-N``) older than the
+    last ``tmp_path_retention_count`` sessions at a session's *exit*, serially, one unlink per
+    file (~1 ms each on this machine's ext4, mounted ``discard``). ``make test``'s exclusive
+    pass was the session that deleted the previous run's whole parallel tree, after its four
+    tests, on an otherwise idle machine. The controller of a parallel run only waits for its
+    workers, so it deletes the same trees (pytest's own rule and function, the same sessions)
+    at its start instead, beside the tests, at the lowest CPU priority; its exit joins it
+    before pytest's own clean-up, which then finds nothing left to do."""
+    config = session.config
+    if not config.pluginmanager.has_plugin("dsession"):  # not a pytest-xdist controller
+        return
+    factory = config._tmp_path_factory
+    if factory._given_basetemp is not None:  # --basetemp: pytest deletes only that, at start
+        return
+    from _pytest.pathlib import LOCK_TIMEOUT, cleanup_numbered_dir
+
+    basetemp = factory.getbasetemp()  # the controller makes it for its workers anyway
+    keep = factory._retention_count if factory._retention_policy != "none" else 0
+    dead_before = basetemp.stat().st_mtime - LOCK_TIMEOUT  # what pytest's exit would use
+
+    def clean() -> None:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # this thread only
+        cleanup_numbered_dir(basetemp.parent, "pytest-", keep, dead_before)
+
+    thread = threading.Thread(target=clean, name="old pytest trees", daemon=True)
+    thread.start()
+    config.stash[OLD_TREES] = thread
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own tmpdir clean-up at session finish
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    thread = session.config.stash.get(OLD_TREES, None)
+    if thread is not None:
+        thread.join()  # never leave a half-deleted tree locked behind (pytest's lock lasts 3 days)
 
 
 def scope_of(nodeid: str) -> str:
