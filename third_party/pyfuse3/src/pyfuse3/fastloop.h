@@ -87,6 +87,7 @@ struct pyfuse3_fl_read_in {
 #define PYFUSE3_FL_RELEASE 18
 #define PYFUSE3_FL_IOCTL 39
 #define PYFUSE3_FL_IOCTL_DIR (1 << 4)
+#define PYFUSE3_FOPEN_NOFLUSH (1 << 5)
 #define PYFUSE3_FOPEN_PASSTHROUGH (1 << 7)
 
 static pthread_mutex_t pyfuse3_fo_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -155,6 +156,7 @@ static int pyfuse3_fo_try_open_l(int devfd, fuse_req_t req, fuse_ino_t ino, stru
         return 0;
     fi->fh = fh;
     pyfuse3_fi_set_backing_id(fi, id);
+    pyfuse3_fi_set_noflush(fi); /* a read-only handle: nothing for close() to flush */
     fi->keep_cache = 0; /* outside FOPEN_PASSTHROUGH_MASK: the kernel would fail the open */
     fi->direct_io = 0;
     fi->nonseekable = 0;
@@ -344,7 +346,7 @@ static int pyfuse3_fl_answer(int devfd, const char *buf, size_t n) {
         r.h.len = sizeof r;
         r.h.unique = in->unique;
         r.o.fh = fh;
-        r.o.open_flags = PYFUSE3_FOPEN_PASSTHROUGH;
+        r.o.open_flags = PYFUSE3_FOPEN_PASSTHROUGH | PYFUSE3_FOPEN_NOFLUSH; /* passthrough.h */
         r.o.backing_id = id;
         if (pyfuse3_fl_reply(devfd, &r, sizeof r) != 0)
             pyfuse3_fo_release_l(devfd, fh); /* the open did not happen: no RELEASE will come */
