@@ -331,3 +331,21 @@ def test_a_handle_opened_in_c_closes_without_a_flush(env: FuseEnv, files: Datase
             wait_until(lambda: polled_mount(env).get("passthrough_opens_in_c", 0) >= 1, GUARD)
         finally:
             os.close(first)
+
+
+@pytest.mark.exclusive  # drop_caches: every file system's dentries and inodes
+def test_forgets_of_a_read_only_mount_are_dropped_by_the_loop_thread(env: FuseEnv, files: Dataset) -> None:
+    """A read-only mount's FORGET is a no-op (its inodes live as long as the mount, and its
+    LOOKUPs are answered in C): after the kernel dropped its dentries and inodes, the
+    FORGETs it sends never reach the trio loop, and every file reads right again (LOOKUPs
+    answered in C, opens by the C threads)."""
+    mnt = env.mountpoint("flfg")
+    with env.mounted(mnt, "fl", "--passthrough"):
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)
+        before = mount_stats(env)
+        Path("/proc/sys/vm/drop_caches").write_text("2\n")  # dentries and inodes: FORGETs
+        wait_until(lambda: polled_mount(env).get("forgets_in_loop_thread", 0) > 0, GUARD)
+        read_all(root)
+        after = mount_stats(env)
+        assert after["forgets_in_loop_thread"] > before["forgets_in_loop_thread"]

@@ -82,6 +82,8 @@ struct pyfuse3_fl_read_in {
     uint32_t flags;
     uint32_t padding;
 };
+#define PYFUSE3_FL_FORGET 2
+#define PYFUSE3_FL_BATCH_FORGET 42
 #define PYFUSE3_FL_OPEN 14
 #define PYFUSE3_FL_READ 15
 #define PYFUSE3_FL_RELEASE 18
@@ -196,6 +198,7 @@ struct pyfuse3_fl_counters {
     uint64_t lookups;  /* LOOKUP of published names answered by the thread (lookup.h) */
     uint64_t handed;   /* requests handed over to the trio loop */
     uint64_t wakeups;  /* eventfd writes (the loop was idle) */
+    uint64_t forgets;  /* FORGET and BATCH_FORGET dropped by the thread (pyfuse3_fl_forget) */
 };
 
 static struct {
@@ -389,6 +392,22 @@ static int pyfuse3_fl_answer(int devfd, const char *buf, size_t n) {
     return 0;
 }
 
+/* FORGET and BATCH_FORGET have no reply, and a file system that publishes LOOKUP answers
+   (lookup.h: a read-only mount, whose inodes live as long as the mount) does nothing with
+   them: 1 if this one is dropped here. After drop_caches or memory pressure the kernel
+   forgets every inode it dropped, and each batch cost a hand-over (a copy, an eventfd
+   wake-up, a trio turn, a Python coroutine) for nothing. They come through /dev/fuse only,
+   never over io_uring. */
+static int pyfuse3_fl_forget(const char *buf, size_t n) {
+    const struct pyfuse3_fl_in *in = (const struct pyfuse3_fl_in *)buf;
+    if (in->len != n || (in->opcode != PYFUSE3_FL_FORGET && in->opcode != PYFUSE3_FL_BATCH_FORGET))
+        return 0;
+    if (!pyfuse3_lk_any())
+        return 0;
+    __atomic_fetch_add(&pyfuse3_fl.n.forgets, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 static void *pyfuse3_fl_main(void *unused) {
     int devfd = pyfuse3_fl.devfd;
     /* what libfuse reads with before INIT: any request fits */
@@ -430,7 +449,7 @@ static void *pyfuse3_fl_main(void *unused) {
             pyfuse3_fl_push_end(EIO); /* libfuse: "short read on fuse device" */
             break;
         }
-        if (pyfuse3_fl_answer(devfd, buf, (size_t)n))
+        if (pyfuse3_fl_answer(devfd, buf, (size_t)n) || pyfuse3_fl_forget(buf, (size_t)n))
             continue;
         pyfuse3_ur_note_init(buf, (size_t)n);
         {
@@ -556,6 +575,7 @@ static void pyfuse3_fl_snapshot(struct pyfuse3_fl_counters *n) {
     n->opens = __atomic_load_n(&pyfuse3_fl.n.opens, __ATOMIC_RELAXED);
     n->releases = __atomic_load_n(&pyfuse3_fl.n.releases, __ATOMIC_RELAXED);
     n->ioctls = __atomic_load_n(&pyfuse3_fl.n.ioctls, __ATOMIC_RELAXED);
+    n->forgets = __atomic_load_n(&pyfuse3_fl.n.forgets, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&pyfuse3_fl.lock);
 }
 #include "uring.h"
