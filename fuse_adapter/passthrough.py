@@ -310,4 +310,5 @@ class PassthroughOpens:
             "fastloop": bool(t.get("fastloop", False)),
             "passthrough_opens_in_loop_thread": t.get("loop_opens", 0),
             "ioctls_in_loop_thread": t.get("loop_ioctls", 0),
+            "forgets_in_loop_thread": t.get("loop_forgets", 0),
         }

@@ -14,6 +14,7 @@ import os
 import stat
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 BLOCK = 512
 IO_SIZE = 1024 * 1024  # st_blksize: buffered readers use it as their read size
 VIRTUAL_BASE = 1 << 62  # inode numbers of generated files, far above the tree's
+#: refs of files handed to pyfuse3's C tables kept for their hits: twice what the two tables
+#: hold at most (4,096 each: fuse_adapter.passthrough, fuse_adapter.fastread)
+HELD_REFS = 16384
 FILE_MODE, DIR_MODE, LINK_MODE = stat.S_IFREG | 0o444, stat.S_IFDIR | 0o555, stat.S_IFLNK | 0o777
 
 
@@ -77,6 +81,10 @@ class ReadOnlyView:
         self._virtual_names: dict[str, int] = {}
         self._virtual_seen: dict[int, tuple[bytes, int]] = {}  # ino -> (content, mtime) last reported
         self._hints = HintAssembler()
+        #: ino -> ref of files whose page file was handed out (:meth:`backing_fd`): the files
+        #: pyfuse3's C tables hold, whose hits :meth:`backing_hits` reports (bounded, oldest out)
+        self._held_refs: OrderedDict[int, ObjectRef] = OrderedDict()
+        self._held_lock = threading.Lock()
         #: called with the number of files of each complete hint window (``.datahub`` counts them)
         self.on_hint: Callable[[int], None] | None = None
 
@@ -243,7 +251,22 @@ class ReadOnlyView:
         backing = getattr(self.source, "backing_fd", None)
         if backing is None:
             return None
-        return backing(self.tree.ref(ino), verify=verify, fetch=fetch)
+        ref = self.tree.ref(ino)
+        fd = backing(ref, verify=verify, fetch=fetch)
+        if fd is not None and fd >= 0:
+            self._hold_ref(ino, ref)
+        return fd
+
+    def _hold_ref(self, ino: int, ref: ObjectRef) -> None:
+        """Remember the ref of a file handed to the C tables: its hits are folded every second
+        (:meth:`backing_hits`), and the tree's ``ref`` builds URL and etag strings anew each
+        time (hashed anew by the cache), most of a fold's Python per hit."""
+        with self._held_lock:
+            held = self._held_refs
+            held[ino] = ref
+            held.move_to_end(ino)
+            while len(held) > HELD_REFS:
+                held.popitem(last=False)
 
     def backing_hits(self, inos: list[int]) -> None:
         """Opens of these files were answered without the daemon (pyfuse3's C code): the
@@ -252,14 +275,20 @@ class ReadOnlyView:
         hits = getattr(self.source, "backing_hits", None)
         if hits is None:
             return
-        refs = []
-        for ino in inos:
+        with self._held_lock:
+            got = self._held_refs.get
+            refs = [got(ino) for ino in inos]
+        for i, ref in enumerate(refs):
+            if ref is not None:
+                continue
+            ino = inos[i]
             if ino in self._virtual:
                 continue
             try:
-                refs.append(self.tree.ref(ino))
+                refs[i] = self.tree.ref(ino)
             except Exception as exc:  # forgotten, or its listing failed: one hit not counted
                 log.debug("counting a hit of inode %d: %s", ino, exc)
+        refs = [ref for ref in refs if ref is not None]
         if refs:
             hits(refs)
 

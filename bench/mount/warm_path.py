@@ -30,7 +30,10 @@ collection shows; the daemon's own count of those is printed per configuration),
 switches per file on local disk and on the mount (each request a reader waits for is one),
 all means over the timed passes, for
 ssd-hit the growth of ``Cached`` per byte read (1.0: each byte cached once), and the FUSE
-requests per file by opcode from the kernel's tracepoint (one more, untimed pass).
+requests per file by opcode from the kernel's tracepoint (one more, untimed pass). Before the
+warm rows: how the local copy's page cache holds it (``warm_anatomy.folios``): as written, in
+large folios, which copy out faster than the order-0 pages readahead leaves (the mount's, and
+local disk's after an ssd-hit row dropped them).
 ``uptime`` load is printed with every configuration: the
 machine may be shared.
 
@@ -320,6 +323,10 @@ def main() -> None:
                 )
                 for name in kinds:
                     cold = name == "ssd-hit"
+                    if not cold:
+                        from bench.mount.warm_anatomy import folios  # (it imports this module)
+
+                        print(f"#   local disk's page cache: {folios(disk_paths[:200])} (200 files)")
                     for rname, reader in READERS.items():
                         for n in thread_counts:
                             if not cold:  # the page cache holds every file, as after an epoch

@@ -8,7 +8,8 @@ request to the trio loop. What must hold:
 - eviction retracts, and every backing id is closed by the unmount;
 - the daemon exits cleanly when stopped (the thread waiting in poll()) or lazily unmounted
   with handles held (ENODEV once they close);
-- many readers racing with files changed on disk end with right bytes and every id closed.
+- many readers racing with files changed on disk end with right bytes and every id closed;
+- a handle opened in C is closed without FUSE_FLUSH (answered with FOPEN_NOFLUSH).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 
 from fuse_adapter.fuse_ops import FASTLOOP
 from tests.fuse.conftest import Dataset, FuseEnv, is_mounted, polled_mount, upload_dataset, wait_until
+from tests.fuse.fuse_tracepoint import FuseRequests
 from tests.fuse.test_passthrough import flip_byte, mount_stats, page_file_of, page_files
 
 pytestmark = pytest.mark.fuse
@@ -296,3 +298,54 @@ def test_readers_racing_with_changed_files_read_right_bytes(
     assert not any(t.is_alive() for t in threads), "a reader hung"
     assert unexplained == [], (unexplained, flips)
     read_all(root)
+
+
+#: every C path that answers an OPEN: the io_uring queue threads and the /dev/fuse thread
+#: share one answer (fastloop.h), the trio loop's thread another (fuse_open, fastopen.h)
+C_OPENS = {"io_uring": ("--passthrough",), "trio-loop": ("--passthrough", "--no-fastloop")}
+
+
+@pytest.mark.parametrize("path", sorted(C_OPENS))
+def test_a_handle_opened_in_c_closes_without_a_flush(env: FuseEnv, files: Dataset, path: str) -> None:
+    """A read-only passthrough handle has nothing to flush: its OPEN is answered with
+    FOPEN_NOFLUSH, so its close() skips fuse_flush (and the FUSE_FLUSH a fresh mount sends
+    until the daemon answered ENOSYS once). The first close on this mount is the one traced:
+    the handle that published the file (answered in Python) stays open meanwhile."""
+    mnt = env.mountpoint("flnf")
+    key, data = next(iter(FILES.items()))
+    with env.mounted(mnt, "fl", *C_OPENS[path]):
+        root = mnt / "fl" / f"v{files.seq}"
+        first = os.open(root / key, os.O_RDONLY)  # cold: fetched at OPEN and published
+        try:
+            wait_until(lambda: polled_mount(env).get("published", 0) == 1, GUARD)
+            with FuseRequests(mnt, name=f"datahub-test-{os.getpid()}") as req:
+                fd = os.open(root / key, os.O_RDONLY)  # answered in C
+                try:
+                    assert os.pread(fd, len(data) + 1, 0) == data
+                finally:
+                    os.close(fd)
+                wait_until(lambda: polled_mount(env).get("passthrough_handles_open") == 1, GUARD)
+            counts = req.counts()
+            assert counts.get("FUSE_OPEN") == 1 and counts.get("FUSE_RELEASE") == 1, counts
+            assert "FUSE_FLUSH" not in counts, counts
+            wait_until(lambda: polled_mount(env).get("passthrough_opens_in_c", 0) >= 1, GUARD)
+        finally:
+            os.close(first)
+
+
+@pytest.mark.exclusive  # drop_caches: every file system's dentries and inodes
+def test_forgets_of_a_read_only_mount_are_dropped_by_the_loop_thread(env: FuseEnv, files: Dataset) -> None:
+    """A read-only mount's FORGET is a no-op (its inodes live as long as the mount, and its
+    LOOKUPs are answered in C): after the kernel dropped its dentries and inodes, the
+    FORGETs it sends never reach the trio loop, and every file reads right again (LOOKUPs
+    answered in C, opens by the C threads)."""
+    mnt = env.mountpoint("flfg")
+    with env.mounted(mnt, "fl", "--passthrough"):
+        root = mnt / "fl" / f"v{files.seq}"
+        publish_all(env, root)
+        before = mount_stats(env)
+        Path("/proc/sys/vm/drop_caches").write_text("2\n")  # dentries and inodes: FORGETs
+        wait_until(lambda: polled_mount(env).get("forgets_in_loop_thread", 0) > 0, GUARD)
+        read_all(root)
+        after = mount_stats(env)
+        assert after["forgets_in_loop_thread"] > before["forgets_in_loop_thread"]

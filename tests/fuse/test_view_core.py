@@ -88,3 +88,40 @@ def test_read_by_inode_serves_what_the_last_stat_reported() -> None:
     assert second.size == 6 and second.mtime_ns > first.mtime_ns  # then drops its cached pages)
     assert view.read_inode(ino, 0, 100) == b"{}{}{}"
     assert view.getattr(ino).mtime_ns == second.mtime_ns  # unchanged content: same mtime
+
+
+class HeldFiles(BytesSource):
+    """A source with page files: every file has one (a descriptor of /dev/null), and the hits
+    reported for files the C tables answered are recorded."""
+
+    def __init__(self, objects: dict[str, bytes]) -> None:
+        super().__init__(objects)
+        self.hits: list[ObjectRef] = []
+
+    def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int:
+        return os.open(os.devnull, os.O_RDONLY)
+
+    def backing_hits(self, refs: list[ObjectRef]) -> None:
+        self.hits += refs
+
+
+def test_hits_of_files_answered_in_c_name_their_objects(monkeypatch) -> None:
+    """The once-a-second fold of opens and READs answered in C: each inode's hit is reported
+    with its object's ref, whether its page file was handed out here lately (kept, bounded) or
+    long ago (found in the tree again); a virtual file has no object and no hit."""
+    import fuse_adapter.readonly as readonly
+
+    monkeypatch.setattr(readonly, "HELD_REFS", 2)
+    tree = ListingTree(mtime=0)
+    feed = tree.start_feed(ROOT_INODE, "memory://b")
+    names = ["a", "b", "c"]
+    tree.add_files(feed, [(k, 1, 0, f"memory://b/{k}", f"etag-{k}") for k in names])
+    tree.finish_feed(feed)
+    source = HeldFiles({f"memory://b/{k}": b"x" for k in names})
+    view = ReadOnlyView(tree, source)
+    inos = [view.lookup(ROOT_INODE, k) for k in names]
+    for ino in inos:  # published in turn: "a" falls out of the two kept
+        os.close(view.backing_fd(ino, verify=False))
+    virtual = view.add_virtual_file(".datahub", lambda: b"{}")
+    view.backing_hits([inos[2], virtual, inos[0], inos[1]])
+    assert source.hits == [ObjectRef(f"memory://b/{k}", f"etag-{k}", 1) for k in ("c", "a", "b")]

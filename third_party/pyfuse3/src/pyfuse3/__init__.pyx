@@ -92,6 +92,7 @@ cdef extern from "fastloop.h" nogil:
         uint64_t lookups
         uint64_t handed
         uint64_t wakeups
+        uint64_t forgets
     # datahub: LOOKUP of published names answered in C (lookup.h)
     struct pyfuse3_lk_counters:
         uint64_t published
@@ -1562,6 +1563,7 @@ def passthrough_stats():
         'lookup_answered': k.answered,
         'loop_handed': f.handed,
         'loop_wakeups': f.wakeups,
+        'loop_forgets': f.forgets,  # FORGETs of a mount that publishes LOOKUPs, dropped in C
         'uring': ur_queues > 0,
         'uring_queues': ur_queues,
         'uring_requests': u.requests,

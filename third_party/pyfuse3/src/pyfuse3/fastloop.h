@@ -82,11 +82,14 @@ struct pyfuse3_fl_read_in {
     uint32_t flags;
     uint32_t padding;
 };
+#define PYFUSE3_FL_FORGET 2
+#define PYFUSE3_FL_BATCH_FORGET 42
 #define PYFUSE3_FL_OPEN 14
 #define PYFUSE3_FL_READ 15
 #define PYFUSE3_FL_RELEASE 18
 #define PYFUSE3_FL_IOCTL 39
 #define PYFUSE3_FL_IOCTL_DIR (1 << 4)
+#define PYFUSE3_FOPEN_NOFLUSH (1 << 5)
 #define PYFUSE3_FOPEN_PASSTHROUGH (1 << 7)
 
 static pthread_mutex_t pyfuse3_fo_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -155,6 +158,7 @@ static int pyfuse3_fo_try_open_l(int devfd, fuse_req_t req, fuse_ino_t ino, stru
         return 0;
     fi->fh = fh;
     pyfuse3_fi_set_backing_id(fi, id);
+    pyfuse3_fi_set_noflush(fi); /* a read-only handle: nothing for close() to flush */
     fi->keep_cache = 0; /* outside FOPEN_PASSTHROUGH_MASK: the kernel would fail the open */
     fi->direct_io = 0;
     fi->nonseekable = 0;
@@ -194,6 +198,7 @@ struct pyfuse3_fl_counters {
     uint64_t lookups;  /* LOOKUP of published names answered by the thread (lookup.h) */
     uint64_t handed;   /* requests handed over to the trio loop */
     uint64_t wakeups;  /* eventfd writes (the loop was idle) */
+    uint64_t forgets;  /* FORGET and BATCH_FORGET dropped by the thread (pyfuse3_fl_forget) */
 };
 
 static struct {
@@ -344,7 +349,7 @@ static int pyfuse3_fl_answer(int devfd, const char *buf, size_t n) {
         r.h.len = sizeof r;
         r.h.unique = in->unique;
         r.o.fh = fh;
-        r.o.open_flags = PYFUSE3_FOPEN_PASSTHROUGH;
+        r.o.open_flags = PYFUSE3_FOPEN_PASSTHROUGH | PYFUSE3_FOPEN_NOFLUSH; /* passthrough.h */
         r.o.backing_id = id;
         if (pyfuse3_fl_reply(devfd, &r, sizeof r) != 0)
             pyfuse3_fo_release_l(devfd, fh); /* the open did not happen: no RELEASE will come */
@@ -385,6 +390,22 @@ static int pyfuse3_fl_answer(int devfd, const char *buf, size_t n) {
     }
     }
     return 0;
+}
+
+/* FORGET and BATCH_FORGET have no reply, and a file system that publishes LOOKUP answers
+   (lookup.h: a read-only mount, whose inodes live as long as the mount) does nothing with
+   them: 1 if this one is dropped here. After drop_caches or memory pressure the kernel
+   forgets every inode it dropped, and each batch cost a hand-over (a copy, an eventfd
+   wake-up, a trio turn, a Python coroutine) for nothing. They come through /dev/fuse only,
+   never over io_uring. */
+static int pyfuse3_fl_forget(const char *buf, size_t n) {
+    const struct pyfuse3_fl_in *in = (const struct pyfuse3_fl_in *)buf;
+    if (in->len != n || (in->opcode != PYFUSE3_FL_FORGET && in->opcode != PYFUSE3_FL_BATCH_FORGET))
+        return 0;
+    if (!pyfuse3_lk_any())
+        return 0;
+    __atomic_fetch_add(&pyfuse3_fl.n.forgets, 1, __ATOMIC_RELAXED);
+    return 1;
 }
 
 static void *pyfuse3_fl_main(void *unused) {
@@ -428,7 +449,7 @@ static void *pyfuse3_fl_main(void *unused) {
             pyfuse3_fl_push_end(EIO); /* libfuse: "short read on fuse device" */
             break;
         }
-        if (pyfuse3_fl_answer(devfd, buf, (size_t)n))
+        if (pyfuse3_fl_answer(devfd, buf, (size_t)n) || pyfuse3_fl_forget(buf, (size_t)n))
             continue;
         pyfuse3_ur_note_init(buf, (size_t)n);
         {
@@ -554,6 +575,7 @@ static void pyfuse3_fl_snapshot(struct pyfuse3_fl_counters *n) {
     n->opens = __atomic_load_n(&pyfuse3_fl.n.opens, __ATOMIC_RELAXED);
     n->releases = __atomic_load_n(&pyfuse3_fl.n.releases, __ATOMIC_RELAXED);
     n->ioctls = __atomic_load_n(&pyfuse3_fl.n.ioctls, __ATOMIC_RELAXED);
+    n->forgets = __atomic_load_n(&pyfuse3_fl.n.forgets, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&pyfuse3_fl.lock);
 }
 #include "uring.h"

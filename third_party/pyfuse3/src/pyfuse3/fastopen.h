@@ -389,6 +389,7 @@ static int pyfuse3_fo_try_open(int devfd, fuse_req_t req, fuse_ino_t ino, struct
         return 0;
     fi->fh = fh;
     pyfuse3_fi_set_backing_id(fi, id);
+    pyfuse3_fi_set_noflush(fi); /* a read-only handle: nothing for close() to flush */
     fi->keep_cache = 0; /* outside FOPEN_PASSTHROUGH_MASK: the kernel would fail the open */
     fi->direct_io = 0;
     fi->nonseekable = 0;

@@ -198,6 +198,15 @@ static void pyfuse3_lk_clear(void) {
     pthread_mutex_unlock(&pyfuse3_lk_lock);
 }
 
+/* 1 if names are published: the file system is one whose FORGET is a no-op (see the top) */
+static int pyfuse3_lk_any(void) {
+    int any;
+    pthread_mutex_lock(&pyfuse3_lk_lock);
+    any = pyfuse3_lk_n.published > 0;
+    pthread_mutex_unlock(&pyfuse3_lk_lock);
+    return any;
+}
+
 static void pyfuse3_lk_snapshot(struct pyfuse3_lk_counters *n) {
     pthread_mutex_lock(&pyfuse3_lk_lock);
     *n = pyfuse3_lk_n;

@@ -63,4 +63,18 @@ static inline void pyfuse3_fi_set_backing_id(struct fuse_file_info *fi, int32_t 
     (void)id;
 #endif
 }
+
+/* A read-only passthrough handle of the open table (fastopen.h) is answered with
+   FOPEN_NOFLUSH too (allowed with passthrough: FOPEN_PASSTHROUGH_MASK, fs/fuse/iomode.c).
+   Without it every close() runs fuse_flush: write_inode_now, the inode's lock around
+   fuse_sync_writes and filemap_check_errors, before it even looks at no_flush -- work for
+   a file nobody can write through this handle. Only the table's handles: a workspace's
+   handles (Python's FileInfo) keep FLUSH, which their close relies on. */
+static inline void pyfuse3_fi_set_noflush(struct fuse_file_info *fi) {
+#if PYFUSE3_FASTPATH
+    fi->noflush = 1;
+#else
+    (void)fi;
+#endif
+}
 #endif
