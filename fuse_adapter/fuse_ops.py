@@ -22,6 +22,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import threading
 from collections.abc import Callable
 from functools import partial, wraps
 from typing import Any
@@ -422,6 +423,34 @@ class ReadOnlyOps(Ops):
     write = create = setxattr = removexattr = fsync = fsyncdir = _erofs
 
 
+def forget_entry_within(timeout: float, parent_ino: int, name: str) -> None:
+    """Make the kernel forget ``name`` in ``parent_ino`` before the caller replies, or wait
+    until its cached entry has expired by itself.
+
+    Why: a file discarded at close (ENOSPC, the quota) must not be seen once its close(2)
+    returned, and the kernel keeps a positive entry for ``timeout`` seconds after its last
+    lookup without asking the daemon. A queued invalidation (``invalidate_entry_async``) ran
+    after the FLUSH reply, so for up to a second the failed file still looked present
+    (``tests/fuse/test_remount.py``, 1 run in 2 under load). The invalidation blocks while
+    the kernel holds the directory for a request in flight (a CREATE beside it), so it runs
+    in a thread of its own and the wait is bounded: the daemon answers ENOENT for the name
+    from the discard on, so after ``timeout`` seconds no positive entry for it can be left.
+    """
+    done = threading.Event()
+
+    def invalidate() -> None:
+        try:
+            pyfuse3.invalidate_entry(parent_ino, os.fsencode(name))
+        except OSError as exc:  # ENOENT: the kernel did not know the entry; nothing to forget
+            if exc.errno != errno.ENOENT:
+                log.warning("could not make the kernel forget %r in directory %d: %s", name, parent_ino, exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=invalidate, name="forget entry", daemon=True).start()
+    done.wait(timeout)
+
+
 class WorkspaceOps(Ops):
     """FUSE requests -> WorkspaceView (every call blocks on the journal or the shared tier).
 
@@ -434,9 +463,7 @@ class WorkspaceOps(Ops):
     ) -> None:
         super().__init__(threads, abandon=False)
         self.view = view  # fuse_adapter.workspace.WorkspaceView
-        view.forget_entry = lambda parent_ino, name: pyfuse3.invalidate_entry_async(
-            parent_ino, os.fsencode(name), ignore_enoent=True
-        )
+        view.forget_entry = partial(forget_entry_within, timeout)
         self.timeout = timeout
         off = write_passthrough_off(write_passthrough, BUILD)  # passthrough writes: asked at INIT
         self.enable_passthrough = not off
