@@ -182,7 +182,7 @@ import typing
 from . import _pyfuse3
 _pyfuse3.FUSEError = FUSEError
 
-from ._pyfuse3 import (Operations, async_wrapper, FileHandleT, FileNameT,
+from ._pyfuse3 import (Operations, async_wrapper, _Resumed, FileHandleT, FileNameT,
                        FlagT, InodeT, ModeT, XAttrNameT)
 
 

@@ -60,6 +60,43 @@ def async_wrapper(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+class _Resumed:
+    """datahub: awaits a coroutine that was already stepped once and suspended with ``trap``.
+
+    pyfuse3's session loop runs a handler's coroutine itself (``coro.send(None)``): most
+    handlers answer without ever suspending. One that suspends has yielded its first trap
+    (a trio or asyncio wait) to the loop's task, which awaits this object to go on: the
+    trap goes up to the event loop, and what the event loop sends or throws back goes
+    down to the coroutine, as ``await coro`` would have done from the start. The coroutine
+    stays in the task that stepped it, the one its trap was made for."""
+
+    __slots__ = ('_coro', '_trap')
+
+    def __init__(self, coro: Any, trap: Any) -> None:
+        self._coro = coro
+        self._trap = trap
+
+    def __await__(self) -> Any:
+        coro, trap = self._coro, self._trap
+        self._coro = self._trap = None
+        while True:
+            try:
+                value = yield trap
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: B036 - every throw goes on to the coroutine
+                try:
+                    trap = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    trap = coro.send(value)
+                except StopIteration as stop:
+                    return stop.value
+
+
 class Operations:
     '''
     This class defines the request handler methods that an pyfuse3 file system

@@ -74,6 +74,36 @@ def current_task() -> 'Optional[asyncio.Task[Any]]':
         return asyncio.current_task()
 
 
+# datahub: what pyfuse3's session loop uses to park a spare task and hand it the reader role
+class Abort:
+    SUCCEEDED = 1
+
+
+_parked: 'dict[asyncio.Task[Any], asyncio.Future[Any]]' = {}
+
+
+async def wait_task_rescheduled(abort_func: Callable[[Any], Any]) -> Any:
+    task = current_task()
+    assert task is not None
+    future: 'asyncio.Future[Any]' = asyncio.get_running_loop().create_future()
+    _parked[task] = future
+    try:
+        return await future
+    except asyncio.CancelledError:
+        abort_func(None)
+        raise
+    finally:
+        _parked.pop(task, None)
+
+
+def reschedule(task: 'asyncio.Task[Any]') -> None:
+    _parked.pop(task).set_result(None)
+
+
+async def cancel_shielded_checkpoint() -> None:
+    await asyncio.sleep(0)
+
+
 class _Nursery:
     async def __aenter__(self) -> "_Nursery":
         self.tasks: 'Set[asyncio.Task[Any]]' = set()

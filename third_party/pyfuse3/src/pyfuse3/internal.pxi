@@ -180,16 +180,24 @@ cdef void* calloc_or_raise(size_t nmemb, size_t size) except NULL:
     return mem
 
 cdef class _WorkerData:
-    """For internal use by pyfuse3 only."""
+    """For internal use by pyfuse3 only.
+
+    datahub: the session's tasks take turns at one *reader* role (``_session_loop``). The
+    reader reads a request and runs its handler's coroutine in the same task until the
+    coroutine first suspends; a handler that answers without waiting costs no hand-off
+    between tasks. Only a handler that must wait hands the role to a spare task (parked in
+    ``spares``), or to a new one, before it suspends."""
 
     cdef int task_count
     cdef int task_serial
-    cdef object read_lock
-    cdef int active_readers
+    cdef list spares         # parked tasks, each waiting to become the reader
+    cdef bint reader_vacant  # max_tasks reached: the next task whose handler ends reads
+    cdef bint ending         # the session ended: parked tasks and finished handlers end
 
     def __init__(self):
-        self.read_lock = None
-        self.active_readers = 0
+        self.spares = []
+        self.reader_vacant = False
+        self.ending = False
 
     cdef get_name(self):
         self.task_serial += 1
@@ -199,94 +207,137 @@ cdef class _WorkerData:
 # the trio module.
 cdef _WorkerData worker_data
 
-async def _wait_fuse_readable():
-    '''Wait for FUSE fd to become readable
 
-    Return True if the fd is readable, or False if the main loop
-    should terminate.
-    '''
+def _abort_spare(raise_cancel):
+    """datahub: a parked spare task is cancelled (its nursery is going): it leaves the spares."""
+    task = trio.lowlevel.current_task()
+    if task in worker_data.spares:
+        worker_data.spares.remove(task)
+    return trio.lowlevel.Abort.SUCCEEDED
 
-    if worker_data.read_lock is None:
-        worker_data.read_lock = trio.Lock()
 
-    #name = trio.lowlevel.current_task().name
-    worker_data.active_readers += 1
-    try:
-        #log.debug('%s: Waiting for read lock...', name)
-        async with worker_data.read_lock:
-            #log.debug('%s: Waiting for fuse fd to become readable...', name)
-            if fuse_session_exited(session):
-                log.debug('FUSE session exit flag set while waiting for FUSE fd '
-                          'to become readable.')
-                return False
-            # datahub: with the fastloop thread, its queue's eventfd says a request waits
-            await trio.lowlevel.wait_readable(pyfuse3_fl_evfd() if fl_running else session_fd)
-            #log.debug('%s: fuse fd readable, unparking next task.', name)
-    except trio.ClosedResourceError:
-        log.debug('FUSE fd about to be closed.')
+async def _take_reader_role(int min_tasks):
+    """datahub: this task's handler is done; may it read again? Yes when the role is vacant,
+    or once a reader hands the role to it parked as a spare; no (the task ends) when the
+    session ended or min_tasks spares are parked already."""
+    if worker_data.ending:
         return False
+    if worker_data.reader_vacant:
+        worker_data.reader_vacant = False
+        return True
+    if len(worker_data.spares) >= min_tasks:
+        return False
+    worker_data.spares.append(trio.lowlevel.current_task())
+    await trio.lowlevel.wait_task_rescheduled(_abort_spare)
+    return not worker_data.ending
 
-    finally:
-        worker_data.active_readers -= 1
 
-    return True
+cdef _hand_over_reader_role(nursery, int min_tasks, int max_tasks):
+    """datahub: the reader's handler is about to wait, so another task reads meanwhile: a
+    parked spare, else a new task, else (max_tasks reached) the first task whose handler
+    ends."""
+    if worker_data.spares:
+        trio.lowlevel.reschedule(worker_data.spares.pop())
+    elif worker_data.task_count < max_tasks:
+        worker_data.task_count += 1
+        nursery.start_soon(_session_loop, nursery, min_tasks, max_tasks, True,
+                           name=worker_data.get_name())
+    else:
+        worker_data.reader_vacant = True
+
+
+cdef _end_session_tasks():
+    """datahub: the reader saw the session end: every parked spare ends, and so does every
+    task whose handler ends later."""
+    worker_data.ending = True
+    while worker_data.spares:
+        trio.lowlevel.reschedule(worker_data.spares.pop())
+
 
 @async_wrapper
-async def _session_loop(nursery, int min_tasks, int max_tasks):
+async def _session_loop(nursery, int min_tasks, int max_tasks, bint reader=True):
+    """datahub: one task of the session loop. pyfuse3's had each task wait its turn at a
+    trio Lock, then in wait_readable, so every request cost a hand-off between tasks and an
+    epoll re-arm (a fifth of a negative LOOKUP's daemon CPU: docs/benchmarks.md, writes6).
+
+    While it is the reader, the task reads the next request without waiting (the fd is
+    non-blocking; with the fastloop thread its queue is popped) and goes back to trio only
+    to wait for the fd when nothing is queued, or after _BURST requests so that other tasks
+    get their turn. A request answered in C (no coroutine) or by a handler that never
+    suspends is done before the next read. A handler that suspends (a worker thread, a
+    lock, a sleep) first hands the reader role over (``_hand_over_reader_role``), then
+    finishes in this task, which reads again if the role is vacant, else parks as a spare
+    or ends. Each task keeps its own receive buffer until its request is done, as before."""
+    global py_retval
     cdef int res
+    cdef int burst = 0
     cdef fuse_buf buf
+    cdef int fd
 
     name = trio.lowlevel.current_task().name
-
     buf.mem = NULL
     buf.size = 0
     buf.pos = 0
     buf.flags = 0
-    while not fuse_session_exited(session):
-        if worker_data.active_readers > min_tasks:
-            log.debug('%s: too many idle tasks (%d total, %d waiting), terminating.',
-                      name, worker_data.task_count, worker_data.active_readers)
-            break
+    try:
+        while True:
+            if not reader:
+                reader = await _take_reader_role(min_tasks)
+                if not reader:
+                    break
+            if fuse_session_exited(session):
+                _end_session_tasks()
+                break
+            res = _receive(&buf)
+            if res == -errno.EINTR or res == -errno.EAGAIN:
+                burst = 0
+                # with the fastloop thread, its queue's eventfd says a request waits
+                fd = pyfuse3_fl_evfd() if fl_running else session_fd
+                try:
+                    await trio.lowlevel.wait_readable(fd)
+                except trio.ClosedResourceError:
+                    log.debug('%s: FUSE fd about to be closed.', name)
+                    _end_session_tasks()
+                    break
+                continue
+            elif res < 0:
+                _end_session_tasks()
+                raise OSError(-res, 'fuse_session_receive_buf failed with '
+                              + strerror(-res))
+            elif res == 0:
+                _end_session_tasks()
+                break
 
-        if not await _wait_fuse_readable():
-            break
-
-        res = _receive(&buf)
-        if not worker_data.active_readers and worker_data.task_count < max_tasks:
-            worker_data.task_count += 1
-            log.debug('%s: No tasks waiting, starting another worker (now %d total).',
-                      name, worker_data.task_count)
-            nursery.start_soon(_session_loop, nursery, min_tasks, max_tasks,
-                               name=worker_data.get_name())
-
-        if res == -errno.EINTR or res == -errno.EAGAIN:
-            continue
-        elif res < 0:
-            raise OSError(-res, 'fuse_session_receive_buf failed with '
-                          + strerror(-res))
-        elif res == 0:
-            break
-
-        # When fuse_session_process_buf() calls back into one of our handler
-        # methods, the handler will start a co-routine and store it in
-        # py_retval.
-        #log.debug('%s: processing request...', name)
-        save_retval(None)
-        fuse_session_process_buf(session, &buf)
-        if py_retval is None:
-            # datahub: answered in C (e.g. FUSE_IOCTL -> ENOSYS): answer the requests
-            # already queued without a trip through trio (the fd is non-blocking).
-            _answer_queued(&buf)
-        if py_retval is not None:
-            await py_retval
-        #log.debug('%s: processing complete.', name)
-
-    log.debug('%s: terminated', name)
-    if fl_running:
-        pyfuse3_fl_free(buf.mem)
-    else:
-        stdlib.free(buf.mem)
-    worker_data.task_count -= 1
+            # When fuse_session_process_buf() calls back into one of our handler
+            # methods, the handler will start a co-routine and store it in
+            # py_retval.
+            py_retval = None
+            fuse_session_process_buf(session, &buf)
+            coro = py_retval
+            py_retval = None
+            if coro is not None:
+                try:
+                    trap = coro.send(None)
+                except StopIteration:
+                    coro = None  # answered without waiting
+            if coro is None:
+                burst += 1
+                if burst >= _BURST:
+                    burst = 0
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                continue
+            # the handler waits: someone else reads meanwhile; it finishes in this task
+            _hand_over_reader_role(nursery, min_tasks, max_tasks)
+            reader = False
+            burst = 0
+            await _Resumed(coro, trap)
+    finally:
+        log.debug('%s: terminated', name)
+        if fl_running:
+            pyfuse3_fl_free(buf.mem)
+        else:
+            stdlib.free(buf.mem)
+        worker_data.task_count -= 1
 
 
 cdef int _receive(fuse_buf* buf):
@@ -312,14 +363,3 @@ cdef int _receive(fuse_buf* buf):
 
 
 cdef int _BURST = 64  # datahub: at most this many requests per trio turn
-
-cdef _answer_queued(fuse_buf* buf):
-    """datahub: process queued requests until one needs Python (py_retval is set then,
-    for the caller to await), none is queued (-EAGAIN), or _BURST were answered."""
-    cdef int n
-    for n in range(_BURST):
-        if _receive(buf) <= 0:
-            return  # -EAGAIN: none queued; EOF and errors: the loop's next read sees them
-        fuse_session_process_buf(session, buf)
-        if py_retval is not None:
-            return
