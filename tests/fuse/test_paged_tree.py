@@ -195,3 +195,62 @@ def test_a_listing_that_fails_part_way_is_eio_never_absent(at: int) -> None:
     assert tree.attr(tree.lookup(root, "k080")).kind == FILE
     assert tree.lookup(root, "absent") is None
     assert len(tree.readdir(root, 0, wait=True)) == 100
+
+
+def _join_read_ahead(tree: PagedTree) -> None:
+    ahead = tree._ahead
+    if ahead is not None:
+        ahead.join(timeout=30)
+
+
+def test_a_walk_in_key_order_reads_the_next_sibling_ahead(catalog_url: str) -> None:
+    """``find`` reads a directory's subdirectories in key order: once two siblings were read one
+    after the other, the next one is listed ahead (in a thread) and is resident when asked."""
+    view, tree, root = _view(catalog_url)
+    children = {name: ino for name, ino, _next in view.readdir(root, 0, wait=True)}  # the parent's page
+    d0, d1, d2, d3 = (children[f"d{d:03}"] for d in range(4))
+    view.readdir(d0, 0, wait=True)
+    _join_read_ahead(tree)
+    assert tree.read_ahead == 0 and not tree.dir_complete(d1)  # one directory is no walk yet
+    # d001 follows d000 (the file "d001" between them, shadowed, is no directory)
+    assert tree.columns(d1, wait=True) is not None
+    _join_read_ahead(tree)
+    assert tree.read_ahead == 1 and tree.dir_complete(d2)  # listed before anyone asked
+    loads = tree.loads
+    assert len(view.readdir(d2, 0, wait=False)) == PER_DIR  # no wait, no listing: it is there
+    assert view.readdir(d2, PER_DIR, wait=False) == []
+    _join_read_ahead(tree)
+    assert tree.loads == loads + 1 and tree.dir_complete(d3)  # and the walk goes on: d003 ahead
+    # a directory read again, or directories out of order, read nothing ahead
+    view.readdir(d2, 0, wait=True)
+    view.readdir(children["d010"], 0, wait=True)
+    view.readdir(children["d009"], 0, wait=True)
+    _join_read_ahead(tree)
+    assert tree.read_ahead == 2 and not tree.dir_complete(children["d011"])
+
+
+def test_a_read_ahead_that_fails_is_not_kept_and_the_reader_lists_again() -> None:
+    static = ListingTree(mtime=0)
+    root = static.add_dir(ROOT_INODE, "v1")
+    failing: set[str] = set()
+
+    def fetch(version: PagedVersion, prefix: str):
+        if prefix == "":
+            yield from (f"s{i}/" for i in range(4))
+            return
+        if prefix in failing:
+            raise CatalogUnavailable("the catalog server went away (test)")
+        yield (f"{prefix}k", f"s3://b/{prefix}k", "e", 1, None)
+
+    tree = PagedTree(static, fetch)
+    tree.attach(root, PagedVersion("ds", 1, 0), 4)
+    subs = {name: ino for name, ino, _next in tree.readdir(root, 0, wait=True)}
+    failing.add("s2/")
+    tree.readdir(subs["s0"], 0, wait=True)
+    tree.readdir(subs["s1"], 0, wait=True)  # reads s2 ahead: it fails
+    _join_read_ahead(tree)
+    assert tree.read_ahead == 1 and not tree.dir_complete(subs["s2"])
+    with pytest.raises(ListingUnavailable):  # still failing: EIO, never an empty directory
+        tree.readdir(subs["s2"], 0, wait=True)
+    failing.clear()
+    assert [name for name, _ino, _next in tree.readdir(subs["s2"], 0, wait=True)] == ["k"]
