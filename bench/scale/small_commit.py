@@ -8,8 +8,8 @@
 version on the head, through the ``Catalog`` facade as ``scale.py``'s 1 % commit does:
 ``--fraction`` of v1's keys, one every ``1/fraction`` keys (60 % modified, 20 % deleted, 20 %
 added), spread over the whole key space; each new version takes the keys at the next offset
-(``base - 1``: v3 changes keys 1, 101, 201, …), so every run changes keys no earlier run
-changed and deletes keys that exist. Added keys are new (``sNNN/...`` past every earlier run's).
+(``(base - 1) * 211 mod 1/fraction``: other leaves than the runs before), so every run
+changes keys no earlier run changed and deletes keys that exist. Added keys are new (``sNNN/...`` past every earlier run's).
 
 It prints, every ``--every`` seconds, a timeline: changes handed to the catalog, this
 process's CPU (user, system) and its caller's thread alone, bytes read and written
@@ -49,7 +49,7 @@ def spread_changes(n: int, fraction: float, base: int) -> Iterator[Put | Delete]
     1 deleted, 1 added (after every earlier run's additions) in every 5, in key order per kind
     as ``scale.small_changes``."""
     step = round(1 / fraction)
-    offset = (base - 1) % step
+    offset = ((base - 1) * 211) % step  # leaves apart from the earlier runs' (~24 rows a leaf)
     added = n + base * (n // step + 1) * 2  # past v2's n + j and every earlier run's
     for j, i in enumerate(range(offset, n, step)):
         kind = j % 5
@@ -113,12 +113,22 @@ def main() -> None:
     p.add_argument("--every", type=float, default=5.0, help="seconds between timeline lines")
     p.add_argument("--profile", action="store_true", help="cProfile the caller's thread")
     p.add_argument(
+        "--evict", action="store_true",
+        help="evict the catalog file from the OS page cache first (POSIX_FADV_DONTNEED): a cold start",
+    )  # fmt: skip
+    p.add_argument(
         "--read-ahead-threads", type=int, default=READ_AHEAD_THREADS,
         help="reader threads reading the next batch's pages ahead (0: none, as before)",
     )  # fmt: skip
     args = p.parse_args()
     scale.key_of = scale.key_tree
     db = (args.catalog / "catalog.db").resolve()
+    if args.evict:
+        fd = os.open(db, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
     catalog = Catalog(SQLiteCatalogStore(db, read_ahead_threads=args.read_ahead_threads))
     base = catalog.resolve(args.dataset).seq
     print(
