@@ -104,7 +104,7 @@ class Timeline:
         self._thread.join()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--catalog", type=Path, required=True, help="a dir kept by scale.py --layout tree --keep")
     p.add_argument("--records", type=int, default=100_000_000, help="records of the dataset's v1")
@@ -120,7 +120,7 @@ def main() -> None:
         "--read-ahead-threads", type=int, default=READ_AHEAD_THREADS,
         help="reader threads reading the next batch's pages ahead (0: none, as before)",
     )  # fmt: skip
-    args = p.parse_args()
+    args = p.parse_args(argv)
     scale.key_of = scale.key_tree
     db = (args.catalog / "catalog.db").resolve()
     if args.evict:
