@@ -44,7 +44,6 @@ MAX_DIRS = 1 << 29  # directory inodes stay below this: file inodes stay below 2
 MAX_CHILDREN = (1 << DIR_SHIFT) - 1
 PAGE_BUDGET = 64 * 1024**2  # bytes of directory pages a mount keeps (docs/fuse.md)
 READDIR_CHUNK = 1024  # entries handed to one readdir call (the kernel asks again for the rest)
-AHEAD_IDLE_S = 5.0  # the read-ahead thread ends after this long without a directory to list
 _ENTRY_OVERHEAD = 120  # bytes per entry beyond its strings: list slot, str header, arrays, ends
 
 #: ``fetch(version, prefix)``: one directory level of a version in key order
@@ -211,12 +210,7 @@ class PagedTree:
         self.probes = 0  # one-row directory checks asked of the catalog (tests, stats)
         self.read_ahead = 0  # of those, listings of a next sibling read ahead (tests, stats)
         self._last_read: dict[int, int] = {}  # parent inode -> position of the child last read
-        # one thread reads ahead, kept while a walk goes on (AHEAD_IDLE_S): a thread per
-        # listing gave each its own malloc arena, +60 MB of RSS over a find (measured)
-        self._ahead_thread: threading.Thread | None = None
-        self._ahead_next: int | None = None  # the directory it lists next
-        self._ahead_busy = False
-        self._ahead_cond = threading.Condition(self._lock)
+        self._ahead: threading.Thread | None = None  # the listing read ahead, if one runs
 
     # --- building (before mounting) -------------------------------------------------------------
     def attach(self, root: int, version: PagedVersion, records: int = 0) -> None:
@@ -484,46 +478,22 @@ class PagedTree:
             if following < 0:
                 return
             sibling = parent.inos[following]
-            if sibling in self._pages or sibling in self._loading:
-                return
-            if self._ahead_busy or self._ahead_next is not None:
+            if sibling in self._pages or sibling in self._loading or self._ahead is not None:
                 return
             self.read_ahead += 1
-            self._ahead_next = sibling
-            if self._ahead_thread is None:
-                self._ahead_thread = threading.Thread(
-                    target=self._read_ahead, name="datahub-dir-ahead", daemon=True
-                )
-                self._ahead_thread.start()
-            self._ahead_cond.notify_all()
-
-    def _read_ahead(self) -> None:
-        """The read-ahead thread: lists each directory it is given; ends once idle for
-        ``AHEAD_IDLE_S`` (the next walk starts another)."""
-        while True:
-            with self._lock:
-                if self._ahead_next is None:
-                    self._ahead_cond.wait(AHEAD_IDLE_S)
-                if self._ahead_next is None:
-                    self._ahead_thread = None
-                    self._ahead_cond.notify_all()
-                    return
-                ino, self._ahead_next, self._ahead_busy = self._ahead_next, None, True
-            try:
-                self._page(ino, wait=True)
-            except Exception:  # not cached: whoever reads it next lists it again (EIO if it fails)
-                pass
-            finally:
-                with self._lock:
-                    self._ahead_busy = False
-                    self._ahead_cond.notify_all()
-
-    def wait_read_ahead(self, timeout: float) -> bool:
-        """Wait until no directory is being read ahead (tests); False on timeout."""
-        with self._lock:
-            return self._ahead_cond.wait_for(
-                lambda: not self._ahead_busy and self._ahead_next is None, timeout
+            ahead = self._ahead = threading.Thread(
+                target=self._read_ahead, args=(sibling,), name="datahub-dir-ahead", daemon=True
             )
+        ahead.start()
+
+    def _read_ahead(self, ino: int) -> None:
+        try:
+            self._page(ino, wait=True)
+        except Exception:  # not cached: whoever reads it next lists it again (EIO if it fails)
+            pass
+        finally:
+            with self._lock:
+                self._ahead = None
 
     def dir_complete(self, ino: int) -> bool:
         """Whether :meth:`readdir` without ``wait`` answers (the directory is listed)."""
