@@ -69,8 +69,6 @@ class PagedVersion:
 class _Dir:
     version: PagedVersion
     prefix: str  # "" for the version's root, else "a/b/"
-    parent: int = 0  # the parent directory's inode (0: a version's root)
-    position: int = -1  # its position in the parent's page (-1: not known yet)
 
 
 def _pack(texts: list[str] | tuple[str, ...]) -> tuple[bytes, array]:
@@ -208,9 +206,6 @@ class PagedTree:
         self._records = 0
         self.loads = 0  # directory listings asked of the catalog (tests, stats)
         self.probes = 0  # one-row directory checks asked of the catalog (tests, stats)
-        self.read_ahead = 0  # of those, listings of a next sibling read ahead (tests, stats)
-        self._last_read: dict[int, int] = {}  # parent inode -> position of the child last read
-        self._ahead: threading.Thread | None = None  # the listing read ahead, if one runs
 
     # --- building (before mounting) -------------------------------------------------------------
     def attach(self, root: int, version: PagedVersion, records: int = 0) -> None:
@@ -281,7 +276,7 @@ class PagedTree:
         inos = array("Q", range((ino << DIR_SHIFT) + 1, (ino << DIR_SHIFT) + n + 1))
         for i in subdirs:
             kinds[i] = DIR
-            inos[i] = self._subdir(version, keys[i], ino, i)
+            inos[i] = self._subdir(version, keys[i])
         default = version.mtime_ns
         if mtimes.count(None) == n:
             times = array("q", [default]) * n
@@ -289,9 +284,7 @@ class PagedTree:
             times = array("q", [default if m is None else int(m * 1e9) for m in mtimes])
         return _Page(sort_keys, bytes(kinds), array("q", sizes), times, inos, urls, etags)
 
-    def _subdir(self, version: PagedVersion, prefix: str, parent: int, position: int = -1) -> int:
-        """Directory ``prefix``'s inode (given now if it has none yet); ``position``: its
-        place in the page of ``parent`` (-1 when a probe found it before its parent was listed)."""
+    def _subdir(self, version: PagedVersion, prefix: str) -> int:
         with self._lock:
             ino = self._dir_inos.get((version, prefix))
             if ino is None:
@@ -299,10 +292,8 @@ class PagedTree:
                     raise ValueError(f"more than {MAX_DIRS} directories in one mount")
                 ino = self._next_dir
                 self._next_dir += 1
-                self._dirs[ino] = _Dir(version, prefix, parent, position)
+                self._dirs[ino] = _Dir(version, prefix)
                 self._dir_inos[version, prefix] = ino
-            elif position >= 0:
-                self._dirs[ino].position = position
             return ino
 
     def _file(self, ino: int, *, wait: bool = True) -> tuple[_Page, int] | None:
@@ -408,7 +399,7 @@ class PagedTree:
                 "the name is unknown, not absent. The next lookup asks again",
                 path=prefix,
             ) from exc
-        return self._subdir(where.version, prefix, parent) if present else None
+        return self._subdir(where.version, prefix) if present else None
 
     @staticmethod
     def _find(page: _Page, name: str) -> int | None:
@@ -425,8 +416,6 @@ class PagedTree:
         directory is not listed (see :meth:`dir_complete`)."""
         if ino not in self._dirs:
             return self.static.readdir(ino, start, wait=wait)
-        if not start:
-            self._sequential(ino)
         page = self._page(ino, wait=wait)
         if page is None:
             return []
@@ -442,58 +431,7 @@ class PagedTree:
         replies from in C (pyfuse3's ``readdir_fill``): entry ``i``'s offset is ``i + 1``,
         as in :meth:`readdir`. Without ``wait``, None while it is not listed; with it, may
         block (one catalog query) and raises ListingUnavailable like :meth:`readdir`."""
-        self._sequential(ino)
         return self._page(ino, wait=wait)
-
-    # --- reading the next sibling ahead ----------------------------------------------------------
-    def _sequential(self, ino: int) -> None:
-        """Directory ``ino`` is being read. If it is the sibling right after the directory of
-        its parent read before it (a walk in key order: ``find``, ``du``, ``ls -R``, a
-        loader), list the sibling after it now, in a thread, while the caller reads this one.
-
-        Why: at 10^8 records a cold directory's rows lie in pages of a 16 GB file that the OS
-        has not cached, so a walk waited for the disk on every directory, then computed; the
-        listing read ahead overlaps the next directory's reads and query with this one's
-        replies (docs/fuse.md, "Reading the next sibling ahead"). Random reads (``ls`` of
-        directories here and there) never trigger it; at most one listing is read ahead at a
-        time, into the same bounded cache, and a failed one is simply not cached (a reader
-        then gets EIO and the next lookup asks again, as for any failed listing)."""
-        where = self._dirs.get(ino)
-        if where is None or where.position < 0:
-            return
-        with self._lock:
-            before = self._last_read.get(where.parent)
-            if before == where.position:
-                return  # the same directory again (each READDIRPLUS of it asks)
-            if len(self._last_read) >= 4096:
-                self._last_read.clear()  # a bound: one position per parent being walked
-            self._last_read[where.parent] = where.position
-            parent = self._pages.get(where.parent)
-            if before is None or parent is None or before >= where.position:
-                return
-            kinds = parent.kinds
-            if kinds.find(DIR, before + 1, where.position) >= 0:
-                return  # a directory was skipped: not a walk in order
-            following = kinds.find(DIR, where.position + 1)
-            if following < 0:
-                return
-            sibling = parent.inos[following]
-            if sibling in self._pages or sibling in self._loading or self._ahead is not None:
-                return
-            self.read_ahead += 1
-            ahead = self._ahead = threading.Thread(
-                target=self._read_ahead, args=(sibling,), name="datahub-dir-ahead", daemon=True
-            )
-        ahead.start()
-
-    def _read_ahead(self, ino: int) -> None:
-        try:
-            self._page(ino, wait=True)
-        except Exception:  # not cached: whoever reads it next lists it again (EIO if it fails)
-            pass
-        finally:
-            with self._lock:
-                self._ahead = None
 
     def dir_complete(self, ino: int) -> bool:
         """Whether :meth:`readdir` without ``wait`` answers (the directory is listed)."""
@@ -551,5 +489,4 @@ class PagedTree:
                 "directories_seen": len(self._dirs),
                 "directory_listings": self.loads,
                 "directory_probes": self.probes,
-                "directories_read_ahead": self.read_ahead,
             }
