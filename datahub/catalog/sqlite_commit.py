@@ -138,10 +138,16 @@ def _looking_ahead(
     stream: Iterator[list[Change] | PutLines], read_ahead: LeafReadAhead
 ) -> Iterator[list[Change] | PutLines]:
     """``stream``'s batches, each yielded once the next one is read and handed to
-    ``read_ahead`` (one batch more in memory: the one whose pages are being read)."""
+    ``read_ahead`` (one batch more in memory: the one whose pages are being read). An error
+    reading the next batch (a bad change, the caller's generator raising) is raised after
+    this batch was planned, as without the look-ahead: an earlier change's error comes first."""
     current = next(stream, None)
     while current is not None:
-        following = next(stream, None)
+        try:
+            following = next(stream, None)
+        except Exception:
+            yield current
+            raise
         if following is not None:
             read_ahead.submit(_keys(following))
         yield current

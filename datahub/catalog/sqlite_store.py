@@ -304,7 +304,7 @@ class SQLiteCatalogStore(CatalogStore):
                 seq = write_version(
                     conn, dataset_id, dataset, base, changes, message=message, author=author,
                     lineage=lineage, commit_id=commit_id, batch_size=self.batch_size, now=self.clock,
-                    read_ahead=read_ahead,
+                    read_ahead=read_ahead if self.read_ahead_threads > 0 else None,
                 )  # fmt: skip
                 read_ahead.close()  # no reader of ours left when COMMIT checkpoints the WAL
         finally:

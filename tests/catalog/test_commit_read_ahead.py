@@ -75,3 +75,31 @@ def test_a_read_ahead_that_fails_changes_nothing(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(sqlite_store, "LeafReadAhead", Failing)
     assert _commit_both(tmp_path / "failing.db", 4) == _commit_both(tmp_path / "plain.db", 0)
+
+
+def test_an_earlier_change_s_error_comes_first_as_without_reading_ahead(tmp_path: Path) -> None:
+    """The look-ahead reads batch k + 1 before batch k is planned; the caller's generator
+    failing there must not hide the error of a change in batch k. (The catalog's checks read
+    ``CHECK_CHUNK`` changes ahead anyway: the failure lies just past that chunk.)"""
+    from datahub.catalog.catalog import CHECK_CHUNK
+    from datahub.errors import RecordNotFound
+
+    catalog = Catalog(SQLiteCatalogStore(tmp_path / "c.db", batch_size=16, read_ahead_threads=2))
+    try:
+        catalog.create_dataset("ds")
+        catalog.commit("ds", [Put(_record(i)) for i in range(N)])
+
+        def changes():
+            new = (Put(Record(f"n/{i:05}", "s3://b/n", "n", 1)) for i in range(CHECK_CHUNK + 20))
+            for i, put in enumerate(new):
+                if i == CHECK_CHUNK - 10:  # in the last batch of the first chunk
+                    yield Delete("no/such/key.jpg")
+                if i == CHECK_CHUNK + 5:  # in the batch after it
+                    raise RuntimeError("the caller's generator failed (test)")
+                yield put
+
+        with pytest.raises(RecordNotFound):
+            catalog.commit("ds", changes())
+        assert catalog.resolve("ds", "latest").seq == 1  # nothing written
+    finally:
+        catalog.close()
