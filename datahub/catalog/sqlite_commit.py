@@ -14,9 +14,10 @@ import contextlib
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 
-from datahub.catalog.model import Change
+from datahub.catalog.model import Change, Put
 from datahub.catalog.put_lines import PutLines, batches
 from datahub.catalog.revisions import OPEN, CommitPlanner, LiveRevision, change_digest, replay
+from datahub.catalog.sqlite_read_ahead import LeafReadAhead
 from datahub.catalog.sqlite_schema import RECORD_COLS, dump_json, record_of_row
 from datahub.catalog.sqlite_writer import RowWriter
 from datahub.catalog.store import stale_base
@@ -61,11 +62,13 @@ def write_version(
     commit_id: str | None,
     batch_size: int,
     now: Callable[[], float],
+    read_ahead: LeafReadAhead | None = None,
 ) -> int:
     """Write version ``base + 1`` of ``dataset`` from ``changes``; returns its seq.
 
     Runs inside the caller's open write transaction and raises (for the caller to roll back)
-    on a stale base, a bad change, or a commit id reused with other changes."""
+    on a stale base, a bad change, or a commit id reused with other changes. ``read_ahead``:
+    a commit on a base reads each next batch's pages ahead with it (``sqlite_read_ahead``)."""
     if commit_id is not None:
         row = conn.execute(
             "SELECT seq, commit_digest FROM versions WHERE dataset_id = ? AND commit_id = ?",
@@ -95,7 +98,8 @@ def write_version(
             return run
 
         planner = CommitPlanner(dataset, base, lookup("to_seq = ?", OPEN), lookup("to_seq = ?", new))
-        for batch in batches(changes, batch_size):
+        stream = batches(changes, batch_size)
+        for batch in _looking_ahead(stream, read_ahead) if base and read_ahead is not None else stream:
             if isinstance(batch, PutLines):
                 if planner.plan_fresh_puts(batch.keys, batch.total_size):
                     rows.write_lines(batch)  # a first version's puts in key order: rows from the lines
@@ -128,6 +132,37 @@ def write_version(
         ),
     )  # fmt: skip
     return new
+
+
+def _looking_ahead(
+    stream: Iterator[list[Change] | PutLines], read_ahead: LeafReadAhead
+) -> Iterator[list[Change] | PutLines]:
+    """``stream``'s batches, each yielded once the next one is read and handed to
+    ``read_ahead`` (one batch more in memory: the one whose pages are being read). An error
+    reading the next batch (a bad change, the caller's generator raising) is raised after
+    this batch was planned, as without the look-ahead: an earlier change's error comes first."""
+    current = next(stream, None)
+    while current is not None:
+        try:
+            following = next(stream, None)
+        except Exception:
+            yield current
+            raise
+        if following is not None:
+            read_ahead.submit(_keys(following))
+        yield current
+        current = following
+
+
+def _keys(batch: list[Change] | PutLines) -> list[str]:
+    if isinstance(batch, PutLines):
+        return batch.keys
+    keys = []
+    for change in batch:  # anything else is refused by the planner, in order
+        key = change.record.key if isinstance(change, Put) else getattr(change, "key", None)
+        if isinstance(key, str):
+            keys.append(key)
+    return keys
 
 
 def _lookup(

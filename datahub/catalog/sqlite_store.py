@@ -39,6 +39,7 @@ from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
 from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_version
 from datahub.catalog.sqlite_gate import RETRY_AFTER_SECONDS, CommitGate
+from datahub.catalog.sqlite_read_ahead import READ_AHEAD_THREADS, LeafReadAhead
 from datahub.catalog.sqlite_schema import (
     DATASET_COLS,
     DIR_FILE_COLS,
@@ -89,10 +90,14 @@ class SQLiteCatalogStore(CatalogStore):
         commit_wait_s: float = 600.0,
         max_connections: int = 4,
         clock: Callable[[], float] = time.time,
+        read_ahead_threads: int = READ_AHEAD_THREADS,
     ) -> None:
         """``commit_wait_s``: how long a commit waits for its turn behind others (see
-        ``sqlite_gate``) before it is refused as busy, nothing written."""
+        ``sqlite_gate``) before it is refused as busy, nothing written. ``read_ahead_threads``:
+        reader threads that read a commit's next batch of pages ahead (``sqlite_read_ahead``;
+        0: none, the commit reads each page when it needs it)."""
         self.path = Path(path)
+        self.read_ahead_threads = read_ahead_threads
         self.batch_size, self.page_size = batch_size, page_size
         self.busy_timeout_ms = busy_timeout_ms
         self.clock = clock
@@ -301,11 +306,17 @@ class SQLiteCatalogStore(CatalogStore):
         dataset_id = self._dataset_id(dataset)
         what = f"commit to dataset {dataset!r}"
         # the turn first: a commit waiting for it holds no pooled connection
-        with self._gate.turn(what), self._translate(what), self._conn() as conn, write_transaction(conn):
-            seq = write_version(
-                conn, dataset_id, dataset, base, changes, message=message, author=author,
-                lineage=lineage, commit_id=commit_id, batch_size=self.batch_size, now=self.clock,
-            )  # fmt: skip
+        read_ahead = LeafReadAhead(self.path, dataset_id, self.read_ahead_threads)
+        try:
+            with self._gate.turn(what), self._translate(what), self._conn() as conn, write_transaction(conn):
+                seq = write_version(
+                    conn, dataset_id, dataset, base, changes, message=message, author=author,
+                    lineage=lineage, commit_id=commit_id, batch_size=self.batch_size, now=self.clock,
+                    read_ahead=read_ahead if self.read_ahead_threads > 0 else None,
+                )  # fmt: skip
+                read_ahead.close()  # no reader of ours left when COMMIT checkpoints the WAL
+        finally:
+            read_ahead.close()
         return self.get_version(dataset, seq)
 
     def commit_turn(self, dataset: str) -> contextlib.AbstractContextManager[None]:
