@@ -19,6 +19,7 @@ from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from tests.cache.conftest import put_objects, with_cache
 from tests.faults import FlakyProxy
+from tests.tmpfs import small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -100,17 +101,8 @@ def test_object_changed_behind_a_snapshot_never_mixes_bytes(
 
 @pytest.fixture
 def tiny_tmpfs(tmp_path: Path):
-    mountpoint = tmp_path / "tiny"
-    mountpoint.mkdir()
-    res = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mountpoint)], capture_output=True, text=True
-    )
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {res.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "tiny", "2m") as mountpoint:
         yield mountpoint
-    finally:
-        subprocess.run(["umount", str(mountpoint)], check=True)
 
 
 def test_full_cache_disk_reads_fall_through_to_the_origin(tiny_tmpfs: Path, stores, source) -> None:

@@ -21,21 +21,13 @@ from datahub.cli.main import main
 from datahub.cli.serve_cmd import build_app
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
+from tests.tmpfs import small_tmpfs
 
 
 @pytest.fixture
 def small_fs(tmp_path: Path):
-    mountpoint = tmp_path / "small"
-    mountpoint.mkdir()
-    res = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mountpoint)], capture_output=True, text=True
-    )
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {res.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "small", "8m") as mountpoint:
         yield mountpoint
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=True)
 
 
 def fill(fs: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,23 +14,15 @@ from datahub.config import load_config
 from datahub.errors import NoSpace, StorageError
 from datahub.storage import StoreRegistry
 from tests.faults import FlakyProxy
+from tests.tmpfs import small_tmpfs
 from tests.writeback.conftest import CHUNK, LAYOUTS, Env, make_env
 
 
 @pytest.fixture
 def tiny_fs(tmp_path: Path) -> Iterator[Path]:
     """A real 2 MiB tmpfs, unmounted in teardown (needs root)."""
-    mount_point = tmp_path / f"tiny-{uuid.uuid4().hex[:6]}"
-    mount_point.mkdir()
-    res = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount_point)], capture_output=True
-    )
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {res.stderr.decode().strip()}")
-    try:
+    with small_tmpfs(tmp_path / f"tiny-{uuid.uuid4().hex[:6]}", "2m") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def fill(directory: Path, leave: int) -> Path:
