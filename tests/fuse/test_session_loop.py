@@ -79,6 +79,7 @@ def loop_fs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Loop]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if is_mounted(fs.mnt):  # busy, or its daemon died (a failed test): detach it, never leave it
             subprocess.run(["fusermount3", "-uz", str(fs.mnt)], capture_output=True)
         log.close()
 
