@@ -12,7 +12,8 @@ the read). Here one thread, which never takes the GIL, is the only reader of the
   writing the reply to the fd itself;
 - it hands every other request over unchanged: a copy of the raw buffer goes to a queue and
   an eventfd wakes the trio loop, which runs fuse_session_process_buf on it as before;
-- the end of the session (ENODEV at unmount, or a read error) is queued as a last,
+- the end of the session (ENODEV at unmount, ECONNABORTED when the connection is torn down
+  under a read, or a read error) is queued as a last,
   sticky message: every loop task that pops it ends as it did on libfuse's own read.
 
 The fastopen table is now shared by two threads: every entry point below takes
@@ -239,6 +240,11 @@ static void pyfuse3_fl_push(struct pyfuse3_fl_msg *m) {
 
 /* queue the end of the session (static: it needs no allocation, e.g. after ENOMEM) */
 static struct pyfuse3_fl_msg pyfuse3_fl_end_msg;
+/* The device read errors that mean the session is over, not that it failed. */
+static int pyfuse3_fl_connection_gone(int err) {
+    return err == ENODEV || err == ECONNABORTED;
+}
+
 static void pyfuse3_fl_push_end(int err) {
     pyfuse3_fl_end_msg.size = 0;
     pyfuse3_fl_end_msg.err = err;
@@ -438,7 +444,10 @@ static void *pyfuse3_fl_main(void *unused) {
             }
             if (err == EINTR || err == ENOENT) /* ENOENT: interrupted before it was read */
                 continue;
-            pyfuse3_fl_push_end(err == ENODEV ? 0 : err); /* ENODEV: unmounted */
+            /* ENODEV: unmounted. ECONNABORTED: the connection was torn down while this read
+               held a request (6.18 gives it when the last handle of a lazily unmounted mount
+               closes as a read is in flight): nothing is left to serve either way. */
+            pyfuse3_fl_push_end(pyfuse3_fl_connection_gone(err) ? 0 : err);
             break;
         }
         if (n == 0) {

@@ -347,7 +347,11 @@ cdef int _receive(fuse_buf* buf):
     cdef int res
     cdef void* mem = NULL
     if not fl_running:
-        return fuse_session_receive_buf(session, buf)
+        res = fuse_session_receive_buf(session, buf)
+        if res == -errno.ECONNABORTED:  # torn down under the read (libfuse knows only ENODEV)
+            fuse_session_exit(session)
+            return 0
+        return res
     pyfuse3_fl_free(buf.mem)
     buf.mem = NULL
     buf.size = 0
