@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,6 +15,7 @@ import httpx
 import pytest
 
 from datahub.catalog import open_catalog
+from fuse_adapter.daemon import is_mounted
 from tests.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -57,10 +59,10 @@ def stop(proc: subprocess.Popen, sig: int) -> tuple[str, str]:
 def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
     home, port = tmp_path / "var", free_port()
     url = f"http://127.0.0.1:{port}"
-    # The FUSE engineer's mount step has its own tests; here: the catalog and API part.
-    demo = ["-m", "datahub.demo", "--home", str(home), "--port", str(port), "--skip", "mount"]
+    # the first run is `make run` whole, its mount step included (a real FUSE mount)
+    demo = ["-m", "datahub.demo", "--home", str(home), "--port", str(port)]
     proc = start(demo, tmp_path)
-    wait_healthy(proc, url)
+    wait_healthy(proc, url, timeout=300.0)  # the mount step runs three epochs before the API starts
     records = httpx.get(f"{url}/v1/datasets/sample/versions/1/records", params={"limit": 5}).json()
     assert len(records["items"]) == 5 and records["items"][0]["labels"]["class"] in (
         "airplane",
@@ -73,10 +75,11 @@ def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
     out, err = stop(proc, signal.SIGINT)
     assert proc.returncode == 0, err
     assert "committed sample@v1 (300 added" in err
+    assert_mount_step(home, out + err)
     assert f"{url}/ " in out and "dataset browser" in out
     assert f"{url}/healthz" in out and "datahub --home" in out and "demo stopped cleanly" in out
 
-    proc = start(demo, tmp_path)
+    proc = start([*demo, "--skip", "mount"], tmp_path)
     wait_healthy(proc, url)
     out, err = stop(proc, signal.SIGTERM)
     assert proc.returncode == 0, err
@@ -84,6 +87,27 @@ def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
     with open_catalog(f"sqlite:///{home / 'catalog.db'}") as catalog:
         assert [v.seq for v in catalog.log("sample")] == [1]
         assert catalog.resolve("sample").record_count == 300
+
+
+def assert_mount_step(home: Path, said: str) -> None:
+    """The mount step as a new user meets it: ``sample@latest`` mounted, a DataLoader epoch over
+    it twice, the same epoch over the sample's own files on local disk as the same-run baseline,
+    and, once the demo has stopped, nothing left mounted or running."""
+    mnt = home / "mnt"
+    if not os.path.exists("/dev/fuse"):
+        assert "[mount] skipped: /dev/fuse is not available here" in said
+        return
+    assert f"sample@latest mounted read-only at {mnt} (v1)" in said
+    epochs = re.findall(r"torch DataLoader (.+?): (\d+) images in [\d.]+s = \d+ images/s", said)
+    assert epochs == [
+        ("epoch 1 over the mount", "300"),
+        ("epoch 2 over the mount", "300"),
+        ("the same epoch over the sample's files on local disk", "300"),
+    ], said
+    assert re.search(r"epoch 2 over the mount ran at [\d.]+x the loader over local disk", said), said
+    assert not is_mounted(str(mnt))
+    leftover = subprocess.run(["pgrep", "-f", f"fuse_adapter.*{mnt}"], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", leftover.stdout
 
 
 def test_a_second_run_never_writes_over_the_users_newer_versions(tmp_path):
