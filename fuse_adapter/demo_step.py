@@ -1,11 +1,11 @@
 """The ``make run`` step of the FUSE adapter: mount the sample version and read an epoch over it.
 
 It mounts ``sample@latest`` read-only (a background daemon, unmounted when the demo
-stops) and runs a torch DataLoader epoch over the mounted files (Pillow decode, two
-worker processes) twice, then once over the sample's own files on local disk, printing
-images/s for each: what a training job would see, cold and cached, next to the same
-loader on local disk, measured in the same run. A lone figure would leave a new user
-guessing whether it is good. torch and Pillow are imported here only, for this step.
+stops) and runs a torch DataLoader epoch over the mounted files twice (Pillow decode
+through ``datahub.torch.image_loader``, the loader docs/torch.md shows; two worker
+processes), then once over the sample's own files on local disk. It prints images/s for
+each and the ratio: a lone figure would leave a new user guessing whether it is good.
+torch and Pillow are imported here only, for this step.
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def mount_and_epoch(demo) -> None:  # demo: datahub.demo.Demo
 
 def _epoch(root: Path) -> tuple[int, float]:
     import torch
-    from PIL import Image
     from torch.utils.data import DataLoader, Dataset
+
+    from datahub.torch import image_loader  # no isatty() ioctl per file (docs/torch.md)
 
     files = sorted(str(p) for p in root.rglob("*.jpg"))
 
@@ -70,8 +71,7 @@ def _epoch(root: Path) -> tuple[int, float]:
             return len(files)
 
         def __getitem__(self, i: int):
-            with Image.open(files[i]) as img:
-                data = img.convert("RGB").resize((64, 64)).tobytes()
+            data = image_loader(files[i]).resize((64, 64)).tobytes()
             return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(64, 64, 3)
 
     start = time.perf_counter()
