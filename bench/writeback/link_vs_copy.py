@@ -1,16 +1,20 @@
 """What getting a staged file's bytes into a local shared tier costs: the copy staged files
-take today (``copy_file_range``) and a direct-I/O copy against a link of the staged file
-itself, in turns, on one file system.
+take today (a byte copy by ``splice``), ``copy_file_range`` and a direct-I/O copy against a
+link of the staged file itself, in turns, on one file system.
 
     .venv/bin/python bench/writeback/link_vs_copy.py [--files 16] [--size 16777216]
         [--chunk 4194304] [--rounds 3] [--dir DIR]
 
 Issue 41, lever 3. Each file is first written as a staged file is (an ``O_TMPFILE`` in
 ``DIR/staging``, 1 MiB ``write`` calls: the writer's part, the same for both and not
-counted), then made durable in ``DIR/shared`` one of three ways:
+counted), then made durable in ``DIR/shared`` one of four ways:
 
-- ``copy`` (``ChunkStore.copy_in`` on a local tier before writes8): per chunk, a new file
-  created with ``O_CREAT|O_EXCL``, ``copy_file_range`` of the chunk's range, ``fsync``;
+- ``copy`` (``ChunkStore.copy_in`` on a local tier): per chunk, a new file created with
+  ``O_CREAT|O_EXCL``, ``packs.copy_range`` of the chunk's range (a byte copy by ``splice``
+  through a pipe), ``fsync``;
+- ``copy_file_range`` (``copy_in`` before writes8): the same with ``copy_file_range``, a
+  page-cache copy on ext4 but a reflink on xfs/btrfs (shared extents, which broke staged
+  files' reservations: ``packs.copy_range``);
 - ``direct`` (tried in writes8, not taken: through a mount it cost wall clock, see
   docs/benchmarks.md, "writes8"): the same, the file ``fallocate``d first, the range read
   into a page-aligned buffer and written from it with ``O_DIRECT``;
@@ -36,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from datahub.writeback.packs import copy_range
+
 MiB = 1024**2
 AT_FDCWD, AT_SYMLINK_FOLLOW = -100, 0x400
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -55,6 +61,21 @@ def staged(directory: Path, data: bytes) -> int:
 
 
 def copy(fd: int, shared: Path, name: str, size: int, chunk: int) -> None:
+    """What ``ChunkStore.copy_in`` does on a local tier: per chunk a new ``O_EXCL`` file,
+    ``copy_range`` (a byte copy by ``splice``, never shared extents), ``fsync``."""
+    for index, off in enumerate(range(0, size, chunk)):
+        out = os.open(shared / f"{name}.{index}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            copy_range(fd, off, out, 0, min(chunk, size - off))
+            os.fsync(out)
+        finally:
+            os.close(out)
+
+
+def cfr(fd: int, shared: Path, name: str, size: int, chunk: int) -> None:
+    """The same with ``copy_file_range`` (``copy_in`` before writes8): a page-cache copy on
+    ext4, a reflink on xfs/btrfs (shared extents: not safe for staged files, see
+    ``packs.copy_range``)."""
     for index, off in enumerate(range(0, size, chunk)):
         out = os.open(shared / f"{name}.{index}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -127,12 +148,19 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="wb-link-", dir=args.dir or "/tmp"))
     data = os.urandom(args.size)
     total = args.files * args.size / MiB
-    cpu: dict[str, list[float]] = {"local write+fsync": [], "copy": [], "direct": [], "link": []}
+    cpu: dict[str, list[float]] = {
+        "local write+fsync": [],
+        "copy": [],
+        "copy_file_range": [],
+        "direct": [],
+        "link": [],
+    }
     wall: dict[str, list[float]] = {k: [] for k in cpu}
     print(f"load before: {load()}", flush=True)
     try:
         for r in range(args.rounds):
-            order = ["copy", "direct", "link"] if r % 2 == 0 else ["link", "direct", "copy"]
+            order = ["copy", "copy_file_range", "direct", "link"]
+            order = order if r % 2 == 0 else order[::-1]
             for way in ["local write+fsync", *order]:
                 work = root / f"{way.split()[0]}-{r}"
                 (work / "staging").mkdir(parents=True)
@@ -145,7 +173,7 @@ def main() -> None:
                     else:
                         fd = staged(work / "staging", data)
                         c0, t0 = time.process_time(), time.perf_counter()
-                        {"copy": copy, "direct": direct, "link": link}[way](
+                        {"copy": copy, "copy_file_range": cfr, "direct": direct, "link": link}[way](
                             fd, work / "shared", f"f{i}", args.size, args.chunk
                         )
                         os.close(fd)
