@@ -80,14 +80,19 @@ def write_files(directory: Path, count: int, data: bytes, threads: int, fsync: b
 
 
 class Mount:
-    def __init__(self, root: Path, name: str, extra: list[str], sections: str = "", cache: str = "") -> None:
+    def __init__(
+        self, root: Path, name: str, extra: list[str], sections: str = "", cache: str = "", repo: Path = REPO
+    ) -> None:
+        """``repo``: the source tree the daemon runs (its working directory, so ``-m
+        fuse_adapter`` imports that tree's code: ``tree_ab.py`` mounts two)."""
         self.home = root / f"home-{name}"
         self.mnt = root / f"mnt-{name}"
         self.mnt.mkdir()
         self.config = root / f"{name}.toml"
         self.config.write_text(f'home = "{self.home}"\n{sections}\n[cache]\nflush_interval = 3600\n{cache}')
         cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config), "mount", "--background"]
-        out = subprocess.run([*cmd, *extra, "--workspace", "ws", str(self.mnt)], cwd=REPO,
+        self.repo = repo
+        out = subprocess.run([*cmd, *extra, "--workspace", "ws", str(self.mnt)], cwd=repo,
                              capture_output=True, text=True, check=True).stdout  # fmt: skip
         self.pid = int(re.search(r"pid (\d+)", out).group(1))
 
@@ -96,7 +101,7 @@ class Mount:
 
     def umount(self) -> None:
         cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config), "umount", str(self.mnt)]
-        subprocess.run(cmd, cwd=REPO, capture_output=True, check=False)
+        subprocess.run(cmd, cwd=self.repo, capture_output=True, check=False)
 
 
 def put_files(bucket, prefix: str, count: int, data: bytes, threads: int) -> float:

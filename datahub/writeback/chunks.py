@@ -125,8 +125,9 @@ class ChunkStore:
     def copy_in(self, key: str, fd: int, offset: int, length: int, path: str) -> None:
         """``write`` of ``length`` bytes of the local file ``fd`` at ``offset`` (a staged
         file, ``staged.py``), without carrying them through Python buffers: on a local shared
-        tier ``copy_file_range`` into the chunk file or its pack range, elsewhere a streamed
-        put (the store reads the range in slices as it sends it)."""
+        tier a byte copy in the kernel (``copy_range``: ``splice``, never shared extents) into
+        the chunk file or its pack range, elsewhere a streamed put (the store reads the range
+        in slices as it sends it)."""
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
         packs = self._pack_of(key)
         if packs is not None:
@@ -266,7 +267,7 @@ def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) ->
 
 
 def _copy_new(target: Path, fd: int, offset: int, length: int, context: str, key: str) -> None:
-    """A new file holding a range of the local file ``fd`` (``copy_file_range``)."""
+    """A new file holding a range of the local file ``fd`` (``copy_range``: a byte copy)."""
 
     def fill(out: int) -> None:
         copy_range(fd, offset, out, 0, length)

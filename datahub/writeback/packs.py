@@ -42,6 +42,7 @@ a concurrent append had not landed, and recovery tells a torn member from a whol
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import secrets
 import threading
@@ -137,7 +138,7 @@ class Packs:
 
     def copy_in(self, key: str, src_fd: int, src_offset: int, length: int) -> None:
         """``write`` of a reserved member whose bytes are ``length`` bytes of file ``src_fd``
-        at ``src_offset``: copied by the kernel (``copy_file_range``), then ``fdatasync``."""
+        at ``src_offset``: copied by the kernel (``copy_range``, a byte copy), then ``fdatasync``."""
         token, offset = self._parse(key)
         with self._lock:
             pack = self._packs[token]
@@ -261,21 +262,25 @@ class Packs:
 
 
 def copy_range(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, length: int) -> None:
-    """Copy ``length`` bytes between two files in the kernel: ``copy_file_range`` (a reflink
-    where the file system shares extents, xfs and btrfs; a page-cache copy on ext4). Where
-    the kernel refuses it (different file systems, old kernels), 1 MiB ``pread``/``pwrite``
-    slices. A source shorter than ``length`` leaves the rest as a hole (zeros)."""
+    """Copy ``length`` bytes between two files in the kernel, as a **byte copy**: ``splice``
+    from the source into a pipe and from the pipe into the destination (the page-cache copy
+    ``copy_file_range`` makes on ext4). Never shared extents: ``copy_file_range`` is a
+    reflink on xfs and btrfs, and a staged file that shared its blocks with the chunks of
+    its last commit needed new blocks (copy-on-write) for any rewrite of them, so a
+    ``write(2)`` *inside its reservation* could fail for space half done, unseen by the
+    daemon, and the next close commit the torn file (docs/writeback.md, "A full staging
+    disk": the reservation is what makes such a failure visible). Where the kernel refuses
+    to splice, 1 MiB ``pread``/``pwrite`` slices. A source shorter than ``length`` leaves
+    the rest as a hole (zeros)."""
     done = 0
     try:
-        while done < length:
-            n = os.copy_file_range(src_fd, dst_fd, length - done, src_offset + done, dst_offset + done)
-            if n == 0:
-                break  # the source ended early (truncated meanwhile): the rest reads as zeros
-            done += n
-        return
+        done = _splice_range(src_fd, src_offset, dst_fd, dst_offset, length)
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
             raise
+        done = exc.done  # type: ignore[attr-defined]
+    else:
+        return
     while done < length:
         piece = os.pread(src_fd, min(1 << 20, length - done), src_offset + done)
         if not piece:
@@ -284,3 +289,38 @@ def copy_range(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, lengt
         while written < len(piece):
             written += os.pwrite(dst_fd, piece[written:], dst_offset + done + written)
         done += len(piece)
+
+
+_PIPE_BYTES = 1 << 20
+
+
+def _splice_range(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, length: int) -> int:
+    """``splice`` the range through a pipe of up to 1 MiB (explicit offsets on both files:
+    a pack's descriptor is shared by concurrent appends, its file position means nothing).
+    Returns the bytes copied (fewer: the source ended); an ``OSError`` carries ``done``, the
+    bytes of the range known to be in place."""
+    done = 0
+    r, w = os.pipe2(os.O_CLOEXEC)
+    try:
+        try:
+            size = fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        except OSError:  # over pipe-max-size or the user's pipe quota: the default (64 KiB)
+            size = fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)
+        while done < length:
+            n = os.splice(src_fd, w, min(size, length - done), offset_src=src_offset + done)
+            if n == 0:
+                break  # the source ended early (truncated meanwhile): the rest reads as zeros
+            moved = 0
+            while moved < n:
+                put = os.splice(r, dst_fd, n - moved, offset_dst=dst_offset + done + moved)
+                if put <= 0:  # no progress and no error: never loop forever
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                moved += put
+            done += n
+        return done
+    except OSError as exc:
+        exc.done = done  # type: ignore[attr-defined]
+        raise
+    finally:
+        os.close(r)
+        os.close(w)

@@ -7,8 +7,8 @@ through ``OpenFile``'s buffers, which held checkpoints at 0.18 of local disk (is
 A staged file is registered with the kernel as the FUSE *backing file* of the handles, so
 the kernel writes it directly, and reads of any handle see its bytes. ``fsync()`` (every
 close(2) sends FLUSH, which calls it) keeps the write-back promise: it copies the file's
-chunks into new shared-tier objects (``ChunkStore.copy_in``: ``copy_file_range`` on a
-local shared tier, a streamed put on S3/RGW), then commits the chunk map in one journal
+chunks into new shared-tier objects (``ChunkStore.copy_in``: a byte copy by ``splice`` on a
+local shared tier, never shared extents, a streamed put on S3/RGW), then commits the chunk map in one journal
 transaction, and returns only then. The staged file itself is never an acknowledged
 object: the kernel may write it again at any time (another handle, a dup'd descriptor, a
 shared mapping), and acknowledged chunks are immutable.
@@ -135,8 +135,9 @@ _FLAGS = os.O_RDWR | os.O_CLOEXEC | os.O_NOATIME
 
 class Staging:
     """Where one workspace's staged files are made (a directory on local disk: the shared
-    tier's own file system when it is a local directory, so ``copy_file_range`` stays in
-    the kernel, or shares extents on xfs/btrfs)."""
+    tier's own file system when it is a local directory, so the copy stays in one file
+    system). Copies never share extents with a staged file (``packs.copy_range``): its
+    reserved blocks must stay its own, or a rewrite could fail for space unseen."""
 
     def __init__(self, directory: Path, what: str) -> None:
         self.directory = directory

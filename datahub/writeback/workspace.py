@@ -310,7 +310,7 @@ class Workspace:
         """Where staged files are made (made on first use: it probes the file system)."""
         with self._staging_lock:
             if self._staging is None:
-                root = self.chunks.local_root  # beside the chunks: copy_file_range stays in one file system
+                root = self.chunks.local_root  # beside the chunks: the copy stays in one file system
                 directory = (
                     root / STAGING_DIR / self.name if root is not None else self.journal_dir / "staging"
                 )
