@@ -84,12 +84,10 @@ class PassthroughFiles:
         ~20 us of daemon CPU on 2 loaded cores, most of an SSD-tier hit's cost (issue 36)."""
         if self.backing is None:
             return
-        saw, size = self._activity.saw, self._page_size
-        keys = []
-        for ref in refs:
-            saw(ref)
-            keys.append(PageKey(ref.url, ref.etag, size, 0))
-        self.backing.disk.touch(keys)
+        refs = refs if isinstance(refs, list | tuple) else list(refs)
+        self._activity.saw_all(refs)
+        size = self._page_size
+        self.backing.disk.touch([PageKey(ref.url, ref.etag, size, 0) for ref in refs])
 
     def unchanged(self, ref: ObjectRef, fd: int) -> bool:
         """Whether ``fd`` (from :meth:`fd`) is still in the state it was verified in: one

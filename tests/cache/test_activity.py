@@ -21,6 +21,19 @@ def test_nothing_read_yet_is_idle_and_a_read_is_activity() -> None:
     assert activity.idle_for() < 3600
 
 
+def test_a_batch_of_hits_is_activity_and_an_empty_one_is_not() -> None:
+    """The once-a-second fold of hits answered in C reports a batch (``saw_all``): an empty
+    second read nothing, so it must not make readers look busy; a batch's large objects count
+    as opened, as one ``saw`` each would."""
+    activity = ReaderActivity(idle_seconds=3600, large_bytes=100)
+    activity.saw_all([])
+    assert activity.idle_for() == float("inf")
+    activity.saw_all(iter([ref(10, "small"), ref(500, "big")]))
+    assert activity.idle_for() < 3600
+    never = threading.Event()
+    assert activity.hold(ref(500, "big"), never)
+
+
 def test_small_objects_and_opened_large_ones_are_never_held() -> None:
     activity = ReaderActivity(idle_seconds=3600, large_bytes=100)
     activity.saw(ref(10, "small"))  # busy from now on

@@ -89,3 +89,28 @@ def test_tinylfu_subset_stays_stable_at_scale_despite_sketch_collisions(shuffle)
     bound = 2000 / 3000
     assert epoch_hit_ratio("tinylfu", 2000, 3000, epochs=3, shuffle=shuffle) >= 0.9 * bound
     assert epoch_hit_ratio("lru", 2000, 3000, shuffle=shuffle) < 0.5 * bound
+
+
+@pytest.mark.parametrize("name", ["lru", "slru", "tinylfu"])
+def test_a_batch_of_hits_leaves_the_state_one_hit_at_a_time_leaves(name: str) -> None:
+    """``on_hits`` (the once-a-second fold of hits answered in C) is ``on_hit`` of each key in
+    order: the same victims' order, segments and sketch counts, across the sketch's halving
+    (a small budget: ``sample`` adds come within the batch) and with keys not stored."""
+    rng = random.Random(7)
+    one, batch = make_policy(name, 40), make_policy(name, 40)
+    for p in (one, batch):
+        for i in range(30):
+            p.on_insert(i, 1 + i % 3)
+    hits = [rng.randrange(40) for _ in range(3000)]  # 30..39 were never stored
+    for key in hits:
+        one.on_hit(key)
+    for start in range(0, len(hits), 700):
+        batch.on_hits(iter(hits[start : start + 700]))  # any iterable
+    assert list(batch.victims()) == list(one.victims())
+    if name != "lru":
+        assert batch._protected_bytes == one._protected_bytes
+        assert list(batch._protected) == list(one._protected)
+    if name == "tinylfu":
+        assert batch.sketch._added == one.sketch._added
+        assert batch.sketch._rows == one.sketch._rows
+        assert [batch.sketch.estimate(k) for k in range(40)] == [one.sketch.estimate(k) for k in range(40)]
