@@ -6,6 +6,7 @@ when a commit lands during it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -238,3 +239,22 @@ def test_a_catalog_set_back_by_an_older_datahub_lists_the_old_way_again(tmp_path
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT dirs FROM datasets").fetchall() == [(0,)]
         assert conn.execute("SELECT count(*) FROM dirs").fetchone() == (0,)
+
+
+def test_datahub_migrate_fills_the_tables_of_an_old_catalog(tmp_path: Path, capsys, monkeypatch) -> None:
+    from datahub.cli.main import main
+
+    monkeypatch.delenv("DATAHUB_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "var"
+    home.mkdir()
+    versions = _made(home / "catalog.db")
+    _legacy(home / "catalog.db")
+    assert main(["--home", str(home), "migrate"]) == 0  # as docs/catalog.md shows it
+    out, err = capsys.readouterr()
+    assert "directory tables filled: ds" in out and "migrate ds: directory table, records: 34/34" in err
+    with sqlite3.connect(home / "catalog.db") as conn:
+        assert conn.execute("SELECT dirs FROM datasets").fetchall() == [(1,)]
+    _check(home / "catalog.db", versions)
+    assert main(["--home", str(home), "--json", "migrate"]) == 0  # again: nothing left to fill
+    assert json.loads(capsys.readouterr().out) == {"filled": []}
