@@ -101,11 +101,13 @@ def write_version(
             return run
 
         def keep_dirs(appeared: list[str], vanished: list[str]) -> None:
+            nonlocal dirs
             if dirs is not None:
                 dirs.add(appeared, vanished)
                 if dirs.pending():  # rarely: the inserts' thread waits for this
                     rows.flush()
-                    dirs.write()
+                    if not dirs.write():  # given up: the dataset lists without it from now on
+                        dirs = None
 
         planner = CommitPlanner(dataset, base, lookup("to_seq = ?", OPEN), lookup("to_seq = ?", new))
         stream = batches(changes, batch_size)

@@ -21,10 +21,13 @@ ones once ``sqlite_dirs_backfill`` has filled it; any other dataset lists as bef
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections import Counter
 
 from datahub.catalog.revisions import OPEN
+
+log = logging.getLogger(__name__)
 
 # distinct directories a commit accumulates counts for before it writes them (a flush of
 # the row writer's queue each time: rarely, so a large commit's inserts keep their thread)
@@ -80,7 +83,31 @@ class DirectoryCounts:
     def pending(self) -> bool:
         return len(self._deltas) >= PENDING_DIRECTORIES
 
-    def write(self) -> None:
+    def write(self) -> bool:
+        """Apply the accumulated counts; False (the table given up, see ``_give_up``) when
+        they do not fit the table."""
+        try:
+            self._write()
+        except _Inconsistent as exc:
+            self._give_up(str(exc))
+            return False
+        return True
+
+    def _give_up(self, why: str) -> None:
+        """A table whose counts do not fit the records (a defect, or rows edited by hand) must
+        neither fail every commit nor answer listings: the dataset goes back to the listing
+        without it, in this commit's transaction, and ``datahub migrate`` fills it again."""
+        log.warning(
+            "dataset id %d: its directory table does not match its records (%s); the dataset lists "
+            "without it until `datahub migrate` fills it again",
+            self._dataset_id,
+            why,
+        )
+        self._conn.execute("UPDATE datasets SET dirs = 0 WHERE id = ?", (self._dataset_id,))
+        self._conn.execute("DELETE FROM dirs WHERE dataset_id = ?", (self._dataset_id,))
+        self._deltas.clear()
+
+    def _write(self) -> None:
         """Apply the accumulated counts, deepest directories first: a directory that appears
         or empties adds or takes one entry of its parent, applied in the same pass."""
         deltas, self._deltas = self._deltas, Counter()
@@ -110,7 +137,7 @@ class DirectoryCounts:
             from_seq, live = row
             live += delta
             if live < 0:
-                raise AssertionError(f"directory {path!r} of dataset id {ds}: live count below 0")
+                raise _Inconsistent(f"directory {path!r}: more entries removed than it held")
             if live:
                 conn.execute(
                     "UPDATE dirs SET live = ? WHERE dataset_id = ? AND parent = ? AND path = ? AND from_seq = ?",
@@ -130,7 +157,7 @@ class DirectoryCounts:
                 )
             return -1
         if delta < 0:
-            raise AssertionError(f"directory {path!r} of dataset id {ds}: entries removed from no live row")
+            raise _Inconsistent(f"directory {path!r}: entries removed from a directory not live at the head")
         # emptied earlier in this commit (its interval ended at ``new``): the same interval goes on
         reopened = conn.execute(
             "UPDATE dirs SET to_seq = ?, live = ? WHERE dataset_id = ? AND parent = ? AND path = ? AND to_seq = ?",
@@ -142,6 +169,10 @@ class DirectoryCounts:
                 (ds, parent, path, new, OPEN, delta),
             )
         return 1
+
+
+class _Inconsistent(Exception):
+    """The table's counts do not fit the commit's changes."""
 
 
 def subdirectories(
