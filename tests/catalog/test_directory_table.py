@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datahub.catalog import Catalog, Delete, Put, sqlite_dirs
+from datahub.catalog import store as store_module
 from datahub.catalog.sqlite_dirs_backfill import backfill
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from tests.catalog.conftest import make_store, rec, sqlite_steps
@@ -48,9 +49,11 @@ def dirs_rows(path: Path) -> list[tuple]:
 @given(st.data())
 def test_every_version_lists_as_the_model_and_the_backfill_fills_the_same_table(data: st.DataObject) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="catalog-dirs-"))
-    pending = sqlite_dirs.PENDING_DIRECTORIES
+    pending, subdirectory_page = sqlite_dirs.PENDING_DIRECTORIES, store_module._SUBDIRECTORY_PAGE
     # counts written after every batch, or once at the end of each commit
     sqlite_dirs.PENDING_DIRECTORIES = data.draw(st.sampled_from([1, 20_000]), label="pending")
+    # subdirectories read 1 or 2 at a time, or all at once
+    store_module._SUBDIRECTORY_PAGE = data.draw(st.sampled_from([1, 2, 256]), label="subdirectory page")
     store = make_store("sqlite", tmp, batch_size=3, page_size=2)
     catalog = Catalog(store)
     try:
@@ -93,7 +96,7 @@ def test_every_version_lists_as_the_model_and_the_backfill_fills_the_same_table(
         assert dirs_rows(tmp / "catalog.db") == kept
         check_listings()
     finally:
-        sqlite_dirs.PENDING_DIRECTORIES = pending
+        sqlite_dirs.PENDING_DIRECTORIES, store_module._SUBDIRECTORY_PAGE = pending, subdirectory_page
         catalog.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
