@@ -84,6 +84,8 @@ def backfill(
     total = conn.execute(
         "SELECT coalesce(SUM(added + modified), 0) FROM versions WHERE dataset_id = ?", (dataset_id,)
     ).fetchone()[0]
+    if progress is not None:  # where this run starts (a resumed pass: past 0)
+        progress(dataset, done, total)
     finished: list[tuple] = []
     since, previous = 0, None
     for key, from_seq, to_seq in _rows(conn, dataset_id, cursor):

@@ -31,11 +31,16 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     bars: dict[str, tuple[Progress, list[int]]] = {}
 
     def progress(dataset: str, done: int, total: int) -> None:
+        """The pass calls this when it starts (``done`` past 0 if it resumes) and at each
+        checkpoint; a bar per pass counts the rows this run reads."""
         if dataset not in bars or done < bars[dataset][1][0]:  # the next dataset, or a pass started over
             for bar, _ in bars.values():
                 bar.close()
             bars.clear()
-            bars[dataset] = (ctx.progress(total, f"migrate {dataset}: directory table, records"), [0])
+            label = f"migrate {dataset}: directory table, records" + (
+                f" (resumed at {done:,})" if done else ""
+            )
+            bars[dataset] = (ctx.progress(total - done, label), [done])
         bar, seen = bars[dataset]
         bar.update(done - seen[0])
         seen[0] = done
