@@ -75,6 +75,7 @@ class BatchOps:
     # directory table counts (the live entries of each directory at the head)
     appeared: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
+    appeared_ascending: bool = False  # ``appeared`` checked to be in ascending key order
 
     def __bool__(self) -> bool:
         return bool(self.close or self.reopen or self.upsert or self.drop)
@@ -132,7 +133,7 @@ class CommitPlanner:
             if len(keys) == len(batch):
                 upsert = list(map(_RECORD, batch))
                 if self.plan_fresh_puts(keys, sum(map(_SIZE, upsert))):
-                    return BatchOps(upsert=upsert, appeared=keys)
+                    return BatchOps(upsert=upsert, appeared=keys, appeared_ascending=True)
         else:
             keys = list(dict.fromkeys(_key_of(c) for c in batch))
         if not keys:

@@ -100,10 +100,10 @@ def write_version(
 
             return run
 
-        def keep_dirs(appeared: list[str], vanished: list[str]) -> None:
+        def keep_dirs(appeared: list[str], vanished: list[str], ascending: bool) -> None:
             nonlocal dirs
             if dirs is not None:
-                dirs.add(appeared, vanished)
+                dirs.add(appeared, vanished, ascending=ascending)
                 if dirs.pending():  # rarely: the inserts' thread waits for this
                     rows.flush()
                     if not dirs.write():  # given up: the dataset lists without it from now on
@@ -115,7 +115,7 @@ def write_version(
             if isinstance(batch, PutLines):
                 if planner.plan_fresh_puts(batch.keys, batch.total_size):
                     rows.write_lines(batch)  # a first version's puts in key order: rows from the lines
-                    keep_dirs(batch.keys, [])
+                    keep_dirs(batch.keys, [], True)  # ascending: plan_fresh_puts checked it
                     continue
                 batch = batch.puts()  # any other chunk of puts: planned as objects
             ops = planner.plan(batch)
@@ -132,7 +132,7 @@ def write_version(
                 )
             if ops.upsert:
                 rows.write(ops.upsert)
-            keep_dirs(ops.appeared, ops.vanished)
+            keep_dirs(ops.appeared, ops.vanished, ops.appeared_ascending)
         rows.flush()
         if dirs is not None:
             dirs.write()

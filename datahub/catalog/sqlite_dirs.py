@@ -40,20 +40,21 @@ def parent_of(path: str) -> str:
     return path[: cut + 1]
 
 
-def count_parents(keys: list[str], sign: int, into: Counter[str]) -> None:
+def count_parents(keys: list[str], sign: int, into: Counter[str], *, ascending: bool = False) -> None:
     """Add ``sign`` per key to the count of the directory holding it (the root excluded).
 
-    Sorted keys of one directory (what a large commit's batches mostly are) are counted as
-    a whole: every key between two with the same parent shares it if none holds a deeper
-    ``/`` (one C-level count over the joined keys)."""
+    Keys the caller knows to be ascending (a first version's batches in key order, checked
+    by the planner) that all lie in one directory, what a large commit's batches mostly
+    are, are counted as a whole: every key between two with the same parent shares it, and
+    is in that directory itself when no key holds a deeper ``/`` (one C-level count over
+    the joined keys). Checking the order here again cost 0.5 ms per 2,000 keys."""
     if not keys:
         return
     first = parent_of(keys[0])
-    if first and first == parent_of(keys[-1]) and keys[0] <= keys[-1]:
-        depth = first.count("/")
-        if "".join(keys).count("/") == depth * len(keys) and all(map(str.__le__, keys, keys[1:])):
-            into[first] += sign * len(keys)
-            return
+    one_level = ascending and first and first == parent_of(keys[-1])
+    if one_level and "".join(keys).count("/") == first.count("/") * len(keys):
+        into[first] += sign * len(keys)
+        return
     for parent, n in Counter(map(parent_of, keys)).items():
         if parent:
             into[parent] += sign * n
@@ -76,8 +77,9 @@ class DirectoryCounts:
         self._conn, self._dataset_id, self._new = conn, dataset_id, new
         self._deltas: Counter[str] = Counter()
 
-    def add(self, appeared: list[str], vanished: list[str]) -> None:
-        count_parents(appeared, 1, self._deltas)
+    def add(self, appeared: list[str], vanished: list[str], *, ascending: bool = False) -> None:
+        """Count a batch's keys (``ascending``: the caller checked that ``appeared`` is)."""
+        count_parents(appeared, 1, self._deltas, ascending=ascending)
         count_parents(vanished, -1, self._deltas)
 
     def pending(self) -> bool:

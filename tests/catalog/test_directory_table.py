@@ -284,3 +284,21 @@ def test_a_table_that_does_not_fit_its_records_is_given_up_not_trusted(tmp_path:
     assert store.fill_directory_tables() == ["ds"]
     store.close()
     _check(path, versions)
+
+
+def test_count_parents_counts_a_sorted_batch_of_one_directory_whole_and_any_other_key_by_key() -> None:
+    from collections import Counter
+
+    from datahub.catalog.sqlite_dirs import count_parents
+
+    cases = [
+        (["d/a", "d/b", "d/c"], True),  # one directory, ascending: the fast path
+        (["d/a", "d/b/x", "d/c"], True),  # a deeper key between: key by key
+        (["d/a", "e/b", "d/c"], False),  # not ascending: key by key
+        (["a", "b/c", "b/d/e"], True),  # the root counts in no directory
+    ]
+    for keys, ascending in cases:
+        counted: Counter[str] = Counter()
+        count_parents(keys, -1, counted, ascending=ascending)
+        expected = Counter(k[: k.rfind("/") + 1] for k in keys if "/" in k)
+        assert counted == Counter({p: -n for p, n in expected.items()}), keys
