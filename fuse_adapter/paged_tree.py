@@ -50,7 +50,8 @@ _ENTRY_OVERHEAD = 120  # bytes per entry beyond its strings: list slot, str head
 #: (``Catalog.list_directory``): DirFile rows, and subdirectories as ``prefix + name + "/"``
 Fetch = Callable[["PagedVersion", str], Iterator["DirFile | str"]]
 #: ``has_entries(version, prefix)``: whether directory ``prefix`` ("a/b/") of a version holds
-#: anything (``Catalog.list_directory`` with ``limit=1``: one keyset seek)
+#: anything (``Catalog.list_directory`` with ``limit=1``: a seek into the directory table and one
+#: into the records, or one keyset seek for a dataset listed without the table)
 HasEntries = Callable[["PagedVersion", str], bool]
 
 

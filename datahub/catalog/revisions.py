@@ -71,6 +71,11 @@ class BatchOps:
     reopen: list[tuple[str, int]] = field(default_factory=list)  # (key, from_seq): to_seq = OPEN
     upsert: list[Record] = field(default_factory=list)  # revision (key, from_seq = new)
     drop: list[str] = field(default_factory=list)  # delete revision (key, from_seq = new)
+    # keys live at the head after this batch and not before it, and the reverse: what a store's
+    # directory table counts (the live entries of each directory at the head)
+    appeared: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    appeared_ascending: bool = False  # ``appeared`` checked to be in ascending key order
 
     def __bool__(self) -> bool:
         return bool(self.close or self.reopen or self.upsert or self.drop)
@@ -128,7 +133,7 @@ class CommitPlanner:
             if len(keys) == len(batch):
                 upsert = list(map(_RECORD, batch))
                 if self.plan_fresh_puts(keys, sum(map(_SIZE, upsert))):
-                    return BatchOps(upsert=upsert)
+                    return BatchOps(upsert=upsert, appeared=keys, appeared_ascending=True)
         else:
             keys = list(dict.fromkeys(_key_of(c) for c in batch))
         if not keys:
@@ -159,6 +164,8 @@ class CommitPlanner:
         for key, st in states.items():
             self._account(st)
             self._emit(key, st, ops)
+            if (st.before is None) != (st.now is None):
+                (ops.vanished if st.now is None else ops.appeared).append(key)
         return ops
 
     def plan_fresh_puts(self, keys: list[str], total_size: int) -> bool:
@@ -197,7 +204,7 @@ class CommitPlanner:
         self.added += len(upsert)
         self.count_delta += len(upsert)
         self.bytes_delta += sum(r.size for r in upsert)
-        return BatchOps(upsert=upsert)
+        return BatchOps(upsert=upsert, appeared=[r.key for r in upsert])
 
     def _load(self, keys: list[str]) -> dict[str, _KeyState]:
         live = self._lookup_live(keys)

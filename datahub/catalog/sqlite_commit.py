@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datahub.catalog.model import Change, Put
 from datahub.catalog.put_lines import PutLines, batches
 from datahub.catalog.revisions import OPEN, CommitPlanner, LiveRevision, change_digest, replay
+from datahub.catalog.sqlite_dirs import DirectoryCounts, indexed
 from datahub.catalog.sqlite_read_ahead import LeafReadAhead
 from datahub.catalog.sqlite_schema import RECORD_COLS, dump_json, record_of_row
 from datahub.catalog.sqlite_writer import RowWriter
@@ -87,6 +88,8 @@ def write_version(
         ).fetchone()
     else:
         parent = (0, 0)
+    # the dataset's directory table (sqlite_dirs), when it has one: kept in this transaction
+    dirs = DirectoryCounts(conn, dataset_id, new) if indexed(conn, dataset_id) else None
     with RowWriter(conn, dataset_id, new, OPEN) as rows:
         # every statement but the inserts runs after the queued inserts (rows.flush): a lookup
         # must see the revisions this commit wrote in earlier batches
@@ -97,12 +100,22 @@ def write_version(
 
             return run
 
+        def keep_dirs(appeared: list[str], vanished: list[str], ascending: bool) -> None:
+            nonlocal dirs
+            if dirs is not None:
+                dirs.add(appeared, vanished, ascending=ascending)
+                if dirs.pending():  # rarely: the inserts' thread waits for this
+                    rows.flush()
+                    if not dirs.write():  # given up: the dataset lists without it from now on
+                        dirs = None
+
         planner = CommitPlanner(dataset, base, lookup("to_seq = ?", OPEN), lookup("to_seq = ?", new))
         stream = batches(changes, batch_size)
         for batch in _looking_ahead(stream, read_ahead) if base and read_ahead is not None else stream:
             if isinstance(batch, PutLines):
                 if planner.plan_fresh_puts(batch.keys, batch.total_size):
                     rows.write_lines(batch)  # a first version's puts in key order: rows from the lines
+                    keep_dirs(batch.keys, [], True)  # ascending: plan_fresh_puts checked it
                     continue
                 batch = batch.puts()  # any other chunk of puts: planned as objects
             ops = planner.plan(batch)
@@ -119,7 +132,10 @@ def write_version(
                 )
             if ops.upsert:
                 rows.write(ops.upsert)
+            keep_dirs(ops.appeared, ops.vanished, ops.appeared_ascending)
         rows.flush()
+        if dirs is not None:
+            dirs.write()
     conn.execute(
         "INSERT INTO versions (dataset_id, seq, parent, message, author, created_at, record_count,"
         " total_bytes, added, removed, modified, lineage, commit_id, commit_digest)"

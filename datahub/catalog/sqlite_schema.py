@@ -22,7 +22,7 @@ from datahub.catalog.revisions import OPEN
 from datahub.catalog.store import prefix_end
 from datahub.validation import MAX_JSON_DEPTH, Unreadable, load_stored_json
 
-SCHEMA_VERSION = 3  # 2: versions.commit_digest; 3: datasets.revision
+SCHEMA_VERSION = 4  # 2: versions.commit_digest; 3: datasets.revision; 4: dirs (sqlite_dirs)
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     id INTEGER PRIMARY KEY,
@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS datasets (
     owner TEXT NOT NULL DEFAULT '',
     acl TEXT,
     created_at REAL NOT NULL,
-    revision INTEGER NOT NULL DEFAULT 0
+    revision INTEGER NOT NULL DEFAULT 0,
+    dirs INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS versions (
     dataset_id INTEGER NOT NULL REFERENCES datasets(id),
@@ -74,6 +75,22 @@ CREATE TABLE IF NOT EXISTS records (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS records_began ON records(dataset_id, from_seq, key) WHERE from_seq > 1;
 CREATE INDEX IF NOT EXISTS records_ended ON records(dataset_id, to_seq, key) WHERE to_seq < {OPEN};
+CREATE TABLE IF NOT EXISTS dirs (
+    dataset_id INTEGER NOT NULL,
+    parent TEXT NOT NULL,
+    path TEXT NOT NULL,
+    from_seq INTEGER NOT NULL,
+    to_seq INTEGER NOT NULL,
+    live INTEGER NOT NULL,
+    PRIMARY KEY (dataset_id, parent, path, from_seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS dirs_backfill (
+    dataset_id INTEGER PRIMARY KEY,
+    head INTEGER NOT NULL,
+    cursor TEXT NOT NULL,
+    stack TEXT NOT NULL,
+    rows_done INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS tokens (
     token_hash TEXT PRIMARY KEY,
     principal TEXT NOT NULL,
@@ -82,7 +99,6 @@ CREATE TABLE IF NOT EXISTS tokens (
     description TEXT NOT NULL DEFAULT '',
     extra TEXT
 );
-PRAGMA user_version = {SCHEMA_VERSION};
 """
 DATASET_COLS = "name, description, source, owner, acl, created_at, revision"
 RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
@@ -107,9 +123,15 @@ VERSION_COLS = (
 def ensure_schema(conn: sqlite3.Connection) -> None:
     """Create the tables of a new file, or bring an older file up to ``SCHEMA_VERSION``.
 
-    Only a file at another version runs any DDL: opening must not wait for a running commit."""
-    if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+    Only a file at another version runs any DDL: opening must not wait for a running commit.
+    An older file's datasets keep ``dirs = 0`` (listed without the directory table) until
+    ``sqlite_dirs_backfill`` fills it. A file at version 4 whose number an older datahub set
+    back (it rewrites ``user_version`` on open) may hold commits that did not keep the
+    directory table: every dataset goes back to ``dirs = 0`` and its rows are dropped."""
+    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    if found == SCHEMA_VERSION:
         return
+    had_dirs = found and "dirs" in {row[1] for row in conn.execute("PRAGMA table_info(datasets)")}
     conn.executescript(SCHEMA)
     columns = {row[1] for row in conn.execute("PRAGMA table_info(versions)")}
     if "commit_digest" not in columns:  # a version-1 catalog: older commits have none
@@ -119,6 +141,21 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     if "revision" not in columns:  # a version-1/2 catalog: every dataset at revision 0
         with contextlib.suppress(sqlite3.OperationalError):  # another process added it
             conn.execute("ALTER TABLE datasets ADD COLUMN revision INTEGER NOT NULL DEFAULT 0")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(datasets)")}
+    if "dirs" not in columns:  # before version 4: no dataset has its directory table yet
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+            conn.execute("ALTER TABLE datasets ADD COLUMN dirs INTEGER NOT NULL DEFAULT 0")
+    elif had_dirs and found < SCHEMA_VERSION:  # set back by an older datahub (see above)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("UPDATE datasets SET dirs = 0")
+            conn.execute("DELETE FROM dirs")
+            conn.execute("DELETE FROM dirs_backfill")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()
+            raise
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # last: a crash before it upgrades again
 
 
 def dump_json(value: Any) -> str | None:

@@ -38,6 +38,8 @@ from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, T
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
 from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_version
+from datahub.catalog.sqlite_dirs import gap_sql, indexed, subdirectories
+from datahub.catalog.sqlite_dirs_backfill import Progress, backfill_all
 from datahub.catalog.sqlite_gate import RETRY_AFTER_SECONDS, CommitGate
 from datahub.catalog.sqlite_read_ahead import READ_AHEAD_THREADS, LeafReadAhead
 from datahub.catalog.sqlite_schema import (
@@ -52,7 +54,16 @@ from datahub.catalog.sqlite_schema import (
     prefix_bounds,
     record_of_row,
 )
-from datahub.catalog.store import CatalogStore, diff_page, narrowed, page_hint, revision_mismatch
+from datahub.catalog.store import (
+    CatalogStore,
+    GapFiles,
+    Subdirectories,
+    diff_page,
+    narrowed,
+    page_hint,
+    prefix_end,
+    revision_mismatch,
+)
 from datahub.errors import (
     AlreadyExists,
     Busy,
@@ -181,8 +192,9 @@ class SQLiteCatalogStore(CatalogStore):
         try:
             with self._translate(f"create dataset {dataset.name!r}"), self._conn() as conn:
                 conn.execute(
-                    "INSERT INTO datasets (name, description, source, owner, acl, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    # dirs = 1: a new dataset's commits keep its directory table from the first
+                    "INSERT INTO datasets (name, description, source, owner, acl, created_at, dirs)"
+                    " VALUES (?, ?, ?, ?, ?, ?, 1)",
                     (
                         dataset.name,
                         dataset.description,
@@ -408,6 +420,34 @@ class SQLiteCatalogStore(CatalogStore):
 
         return pages
 
+    def _directory_index(self, dataset: str, seq: int) -> tuple[Subdirectories, GapFiles] | None:
+        """The directory table's two reads (``sqlite_dirs``), when the dataset's is complete."""
+        dataset_id = self._dataset_id(dataset)
+        self.get_version(dataset, seq)
+        with self._translate(f"read dataset {dataset!r}"), self._conn() as conn:
+            if not indexed(conn, dataset_id):
+                return None
+
+        def subdirs(prefix: str, after: str, limit: int) -> list[tuple[str, bool]]:
+            with self._translate(f"list directory {prefix!r} of {dataset}@{seq}"), self._conn() as conn:
+                return subdirectories(conn, dataset_id, seq, prefix, after, limit)
+
+        def files(prefix: str, after: str, before: str | None, limit: int | None) -> Iterator[list[DirFile]]:
+            page = page_hint(self.page_size, limit, None)
+            upper = before if before is not None else (prefix_end(prefix) if prefix else None)
+            bound = () if upper is None else (upper,)
+            inside = after >= prefix  # else the first page starts at the directory's first key
+            low = after if inside else prefix
+            while True:
+                sql = gap_sql(DIR_FILE_COLS, inside, upper is not None)
+                rows = self._query("list directory", sql, (dataset_id, low, *bound, seq, seq, page))
+                yield rows
+                if len(rows) < page:
+                    return
+                low, inside = rows[-1][0], True
+
+        return subdirs, files
+
     def _json_page(self, dataset: str, seq: int, rows: list[tuple]) -> list[str]:
         lines = list(map(_second, rows))
         if None in lines:
@@ -546,6 +586,12 @@ class SQLiteCatalogStore(CatalogStore):
             if len(rows) < size:
                 return
             after, size = rows[-1][0], min(page, size * 4)
+
+    def fill_directory_tables(self, progress: Progress | None = None) -> list[str]:
+        """Fill the directory table of every dataset committed before the catalog had one
+        (``sqlite_dirs_backfill``: one pass per dataset, resumable, used once complete)."""
+        with self._translate("fill the directory tables"), self._conn() as conn:
+            return backfill_all(conn, progress=progress)
 
     # --- tokens -----------------------------------------------------------------------------------
     def put_token(self, token: TokenInfo) -> None:

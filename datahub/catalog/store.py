@@ -143,10 +143,18 @@ class CatalogStore(abc.ABC):
 
         Why: a mount pages its namespace a directory at a time (docs/fuse.md, "The
         namespace"); ``list_records(prefix=...)`` would read every key below the directory.
-        This reads the directory's own rows and, per subdirectory, one row (a keyset seek
-        past the subtree): never a scan of the version. The rows come from
+        A store with a directory table (:meth:`_directory_index`) reads the subdirectories
+        the level ever had from it and, between two of them, that level's own files: the
+        rows of other versions' subtrees are never read (docs/catalog.md, "Directories").
+        Without one this reads the directory's own rows and, per subdirectory, one row (a
+        keyset seek past the subtree); that probe steps over every row between two live
+        subdirectories that is not live in ``seq``. The rows come from
         :meth:`_directory_pages`, which a store overrides to select only DirFile's columns;
         the HTTP store sends the whole call as one request."""
+        index = self._directory_index(dataset, seq)
+        if index is not None:
+            yield from _by_directory_table(*index, prefix, start_after, limit)
+            return
         pages = self._directory_pages(dataset, seq)
         after = start_after
         if len(after) > len(prefix) and after.startswith(prefix) and after.endswith("/"):
@@ -181,6 +189,16 @@ class CatalogStore(abc.ABC):
                 probe = False  # a file after a probe: stream the files that follow
             else:
                 return
+
+    def _directory_index(self, dataset: str, seq: int) -> tuple[Subdirectories, GapFiles] | None:
+        """For :meth:`list_directory`, when the dataset has a complete directory table: after
+        checking that the version exists, two functions. ``subdirectories(prefix, after,
+        limit)``: the subdirectories of ``prefix`` above ``after`` that ANY version had, in
+        order, each once, with whether it is live in ``seq``. ``files(prefix, after, before,
+        limit)``: the DirFiles of the keys under ``prefix`` live in ``seq`` above ``after`` and
+        below ``before`` (None: the end of the directory), at most ``limit``, a list per page.
+        None (this default): no table, the level is read through :meth:`_directory_pages`."""
+        return None
 
     def _directory_pages(
         self, dataset: str, seq: int
@@ -238,6 +256,47 @@ class CatalogStore(abc.ABC):
 
 
 # --- helpers shared by the stores ---------------------------------------------------------------
+Subdirectories = Callable[[str, str, int], list[tuple[str, bool]]]
+GapFiles = Callable[[str, str, str | None, int | None], Iterator[list[DirFile]]]
+_SUBDIRECTORY_PAGE = 256
+
+
+def _by_directory_table(
+    subdirectories: Subdirectories, files: GapFiles, prefix: str, after: str, limit: int | None
+) -> Iterator[DirFile | str]:
+    """``list_directory`` through a directory table: the level's subdirectories of any version
+    cut it into gaps, and a gap's keys are all files of the level (a key below a deeper
+    ``/`` lies in a subtree, whose directory the table has, so it cannot fall between two
+    neighbours). Per gap one range of live rows, per subdirectory its row: what is read is
+    bounded by the level (its live entries, its dead files, the subdirectories it ever had)."""
+    rest = after[len(prefix) :] if after.startswith(prefix) else ""
+    if "/" in rest:  # a subdirectory (or a key inside one) as the cursor: past its subtree
+        after = past_subtree(prefix + rest[: rest.index("/") + 1])
+    left = limit
+    while left is None or left > 0:
+        found = subdirectories(prefix, after, _SUBDIRECTORY_PAGE)
+        bounds: list[tuple[str | None, bool]] = list(found)
+        if len(found) < _SUBDIRECTORY_PAGE:
+            bounds.append((None, False))  # the gap after the last one, to the directory's end
+        for sub, live in bounds:
+            for rows in files(prefix, after, sub, left):
+                if left is not None:
+                    rows = rows[:left]
+                    left -= len(rows)
+                yield from rows
+                if left == 0:
+                    return
+            if sub is None:
+                return
+            if live:
+                yield sub
+                if left is not None:
+                    left -= 1
+                    if left == 0:
+                        return
+            after = past_subtree(sub)
+
+
 def narrowed(records: Iterator[Record], where: RecordFilter | None, limit: int | None) -> Iterator[Record]:
     """Apply the reference filter semantics and a limit to a streamed listing."""
     if where is not None:

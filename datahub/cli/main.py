@@ -24,6 +24,7 @@ COMMANDS = (
     "datahub.cli.version_cmd",
     "datahub.cli.token_cmd",
     "datahub.cli.cache_cmd",
+    "datahub.cli.migrate_cmd",
     "fuse_adapter.mount_cmd",
     "datahub.cli.pack_cmd",
     "labelx.labelx_cmd",
