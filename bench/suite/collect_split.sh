@@ -20,7 +20,7 @@ for ((i = 1; i <= pairs; i++)); do
     (cd "$tree" && env -u PYTHONDONTWRITEBYTECODE DATAHUB_SUITE_TIMELINE="$tree.jsonl" PYTHONPATH="$tree" \
       /usr/bin/time -f "%U %S %e" -o "$tree.time" "$py" -m pytest -q -p no:cacheprovider -p bench.suite.timeline \
       -n 2 --dist loadfile -m "not exclusive" -k no_test_has_this_name >"$tree.log" 2>&1) || true
-    read -r user sys wall <"$tree.time"
+    read -r user sys wall < <(tail -1 "$tree.time")  # after "Command exited with non-zero status 5"
     echo "$t (${!t}) pair $i: $(echo "$user + $sys" | bc) CPU-s, ${wall} s wall; load $(cut -d' ' -f1 /proc/loadavg); $(grep -E "deselected|no tests ran|error" "$tree.log" | tail -1)"
     "$py" - "$tree.jsonl" <<'PY'
 import json, sys
