@@ -68,7 +68,8 @@ def prepare(cluster: Cluster, seed: int, manifest: Path) -> dict:
     runs beside the next version's import, and ``photos``' import and export beside all of
     ``src``'s: a pinned version never changes once committed, and the two datasets are
     independent, so what each command reads and writes is the same as one after another
-    (that took ~15 s of the soak's set-up, mostly waiting on CLI processes in turn)."""
+    (prepare was 15–18 s of a quiet soak, eight CLI processes in turn: docs/benchmarks.md,
+    "Suite time, round 6")."""
     doc: dict = {"datasets": {"src": {}}, "urls": {}, "records": []}
     photos = jpegs(seed)
     src = versions(seed)
