@@ -32,13 +32,19 @@ sanitize: install
 # the workers and the second pass read them, and the second pass reads the test modules the
 # workers rewrote, instead of every process rewriting them all again (docs/benchmarks.md, "Suite
 # time, seventh stop"). Python and pytest recompile any source newer than its cache.
+# Each pass writes its timeline (which test ran on which worker, when; bench/suite/timeline.py):
+# `$(PY) -m bench.suite.timeline_report var/suite-timeline.jsonl` shows each worker's busy and
+# idle time and the units of the tail.
 JOBS ?= 2
 EXCLUSIVE_LIST := var/exclusive-tests.txt
+TIMELINE := var/suite-timeline
 TEST_PY := env -u PYTHONDONTWRITEBYTECODE $(PY)
 test: install lint
-	@rm -f $(EXCLUSIVE_LIST); rc=0; set -x; \
-	$(TEST_PY) -m pytest -q -n $(JOBS) --dist loadfile -m "not exclusive" --exclusive-list $(EXCLUSIVE_LIST) || rc=$$?; \
-	if [ -s $(EXCLUSIVE_LIST) ]; then $(TEST_PY) -m pytest -q @$(EXCLUSIVE_LIST) || rc=$$?; fi; \
+	@rm -f $(EXCLUSIVE_LIST) $(TIMELINE).jsonl $(TIMELINE)-exclusive.jsonl; mkdir -p var; rc=0; set -x; \
+	DATAHUB_SUITE_TIMELINE=$(TIMELINE).jsonl $(TEST_PY) -m pytest -q -p bench.suite.timeline -n $(JOBS) --dist loadfile \
+	  -m "not exclusive" --exclusive-list $(EXCLUSIVE_LIST) || rc=$$?; \
+	if [ -s $(EXCLUSIVE_LIST) ]; then DATAHUB_SUITE_TIMELINE=$(TIMELINE)-exclusive.jsonl \
+	  $(TEST_PY) -m pytest -q -p bench.suite.timeline @$(EXCLUSIVE_LIST) || rc=$$?; fi; \
 	exit $$rc
 
 unit: install

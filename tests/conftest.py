@@ -12,6 +12,7 @@ alone, in a serial pass (the ids its parallel pass listed with ``--exclusive-lis
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Iterator
@@ -67,6 +68,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: never beside another test
         for item in exclusive:
             item.add_marker(pytest.mark.skip(reason=EXCLUSIVE_SKIP))
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    """The second xdist worker imports the test modules in reverse order before it collects.
+
+    Why: on a fresh checkout (CI, a fresh clone) both workers collect the whole suite at the
+    same time, and pytest rewrites each test module's asserts (parse, rewrite, compile) before
+    it writes it to ``__pycache__``: about half of a worker's collection CPU. In the same order
+    both workers rewrite every module; in opposite orders each reads from ``__pycache__`` the
+    modules the other has already rewritten, and they meet in the middle. The items, their
+    order and what a module runs at import are unchanged: the collection then finds every
+    module already imported. A module that fails to import here is left to the collection,
+    which reports it as usual."""
+    workerinput = getattr(session.config, "workerinput", None)
+    if workerinput is None or workerinput["workerid"] != "gw1":
+        return
+    root = Path(__file__).resolve().parent.parent
+    here = session.config.invocation_params.dir
+    for path in reversed(_test_modules(root, [str(here / arg) for arg in session.config.args])):
+        name = ".".join(path.relative_to(root).with_suffix("").parts)
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # the collection imports it again and reports why (a skip too)
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+
+
+def _test_modules(root: Path, args: list[str]) -> list[Path]:
+    """The test files below the directories among ``args`` (absolute: a run of the whole suite
+    or of directories; files and node ids are imported by the collection alone), each inside
+    packages from ``root`` down, so it imports under the name the collection gives it."""
+    found: list[Path] = []
+    for arg in args:
+        top = Path(arg).resolve()
+        if "::" in arg or not top.is_dir() or not top.is_relative_to(root):
+            continue
+        for path in sorted(top.rglob("test_*.py")):
+            if all(
+                (d / "__init__.py").is_file() for d in path.parents if d != root and d.is_relative_to(root)
+            ):
+                found.append(path)
+    return found
 
 
 OLD_TREES = pytest.StashKey[threading.Thread]()  # the controller's thread deleting old trees

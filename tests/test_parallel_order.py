@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from tests.conftest import LONGEST_FIRST, SLOW_MARK, scope_of, start_rank
+from tests.conftest import LONGEST_FIRST, SLOW_MARK, _test_modules, scope_of, start_rank
 
 TESTS = Path(__file__).resolve().parent
 
@@ -36,3 +36,14 @@ def test_a_shared_package_is_ranked_by_its_files() -> None:
     assert scope_of("tests/browser/test_million.py::test_x") == "tests/browser"
     assert start_rank("tests/browser") == LONGEST_FIRST.index("tests/browser")
     assert start_rank("tests/cli/test_tour.py") < start_rank("tests/test_config.py")
+
+
+def test_the_second_worker_imports_the_suites_test_modules_in_reverse() -> None:
+    """What ``pytest_collection`` imports ahead on worker gw1: every test module below a
+    directory argument, under its package name; file and node-id arguments are left to the
+    collection."""
+    root = TESTS.parent
+    whole = _test_modules(root, [str(TESTS)])
+    assert whole == sorted(TESTS.rglob("test_*.py"))  # every test file is inside packages
+    assert [p for p in whole if p.parent == TESTS / "torch"] == _test_modules(root, [str(TESTS / "torch")])
+    assert _test_modules(root, [str(TESTS / "test_config.py"), f"{TESTS}/fuse::x", "/tmp"]) == []
