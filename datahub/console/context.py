@@ -228,12 +228,13 @@ class Progress:
     def _line(self, now: float) -> str:
         elapsed = max(now - self._start, 1e-9)
         rate = self.done / elapsed
-        mib = self.bytes / 2**20
+        # bytes only for work that counts them (a migration's rows carry none: "0.0 MiB" misled)
+        mib = f" {self.bytes / 2**20:,.1f} MiB" if self.bytes else ""
         if self.total:
             pct = 100 * self.done / self.total
-            eta = (self.total - self.done) / rate if rate else 0
-            return f"{self.label}: {self.done}/{self.total} ({pct:.0f}%) {rate:.0f}/s {mib:.1f} MiB eta {eta:.0f}s "
-        return f"{self.label}: {self.done} {rate:.0f}/s {mib:.1f} MiB "
+            eta = f"{(self.total - self.done) / rate:,.0f}s" if rate else "?"  # no rate yet: unknown, not 0
+            return f"{self.label}: {self.done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f}/s{mib} eta {eta} "
+        return f"{self.label}: {self.done:,} {rate:,.0f}/s{mib} "
 
     def close(self) -> None:
         if self.enabled:
