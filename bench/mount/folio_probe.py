@@ -18,7 +18,6 @@ root (drop_caches, /proc/kpageflags).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import mmap
 import os
 import sys
@@ -29,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from bench.mount.common import dataset_bench, drop_caches, header, load, read_py, tiered_mount
 from bench.mount.warm_anatomy import folios
 from bench.mount.warm_path import CONFIGS
+from tests.pagecache import resident_pages
 
 
 def fill_read(paths: list[str]) -> None:
@@ -68,34 +68,7 @@ def resident(paths: list[str]) -> str:
     """``folios`` of the files wholly resident (mincore first, so that counting does not
     fault in pages of a file that is not cached, e.g. page files after READs in C dropped
     them), and how many files were not."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = (
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    )
-    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
-    cached = []
-    for p in paths:
-        size = os.path.getsize(p)
-        vec = ctypes.create_string_buffer((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE)
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-            try:
-                if libc.mincore(addr, size, vec) != 0:
-                    raise OSError(ctypes.get_errno(), "mincore")
-            finally:
-                libc.munmap(addr, size)
-        finally:
-            os.close(fd)
-        if all(b & 1 for b in vec.raw):
-            cached.append(p)
+    cached = [p for p in paths if resident_pages(Path(p)) == -(-os.path.getsize(p) // mmap.PAGESIZE)]
     return f"{folios(cached)} ({len(paths) - len(cached)} of {len(paths)} files not wholly resident)"
 
 
