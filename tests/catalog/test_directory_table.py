@@ -22,8 +22,25 @@ from datahub.catalog.sqlite_dirs_backfill import backfill
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from tests.catalog.conftest import make_store, rec, sqlite_steps
 
-KEYS = ["a", "a/x", "a/y/z", "a/y/w", "b/c/d", "b/c/g/h", "b/e", "b0", "bb/f", "c"]
-DIRECTORIES = ["", "a/", "a/y/", "b/", "b/c/", "b/c/g/", "bb/"]
+# "a b/c", "a-b/d" and "a.b": names that sort between "a" and "a/" (space, "-" and "." come
+# before "/"), where a seek past a subtree lands; "é/x": a name beyond ASCII
+KEYS = [
+    "a",
+    "a/x",
+    "a/y/z",
+    "a/y/w",
+    "a b/c",
+    "a-b/d",
+    "a.b",
+    "b/c/d",
+    "b/c/g/h",
+    "b/e",
+    "b0",
+    "bb/f",
+    "c",
+    "é/x",
+]
+DIRECTORIES = ["", "a/", "a/y/", "a b/", "a-b/", "b/", "b/c/", "b/c/g/", "bb/", "é/"]
 
 
 def model_level(keys: set[str], prefix: str) -> list[str]:
