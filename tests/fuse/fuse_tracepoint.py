@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -28,6 +29,19 @@ def connection_of(mountpoint: str | os.PathLike[str]) -> int:
     return (os.major(dev) << 20) | os.minor(dev)
 
 
+def ensure_tracefs() -> None:
+    """Mount tracefs where the tracepoint lives if nothing has: a machine without systemd (a
+    fresh CI container) boots with ``/sys/kernel/tracing`` empty, and the counts are what
+    the request tests check, so they must not depend on who mounted it before."""
+    if not (TRACEFS / "events").is_dir():
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True, check=False)
+    if not (TRACEFS / "events" / "fuse" / "fuse_request_send").is_dir():
+        raise RuntimeError(
+            f"no fuse tracepoint under {TRACEFS}: needs root, tracefs (mount -t tracefs nodev {TRACEFS}) "
+            "and Linux >= 6.14 with the fuse module loaded"
+        )
+
+
 class FuseRequests:
     """Count the requests one mount's kernel side sends: ``with FuseRequests(mnt) as r: ...;
     r.counts()``; opcode names as the tracepoint prints them (``FUSE_IOCTL``, ...)."""
@@ -40,8 +54,7 @@ class FuseRequests:
         self.lost = 0
 
     def __enter__(self) -> FuseRequests:
-        if not (TRACEFS / "events" / "fuse" / "fuse_request_send").is_dir():
-            raise RuntimeError("no fuse tracepoint: needs root, tracefs and Linux >= 6.14")
+        ensure_tracefs()
         self.dir.mkdir(exist_ok=True)
         (self.dir / "buffer_size_kb").write_text("8192\n")
         for name in _EVENTS:

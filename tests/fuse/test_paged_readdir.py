@@ -14,7 +14,7 @@ import pytest
 
 from datahub.catalog import Put, Record, open_catalog
 from tests.fuse.conftest import FuseEnv
-from tests.fuse.fuse_tracepoint import TRACEFS, FuseRequests
+from tests.fuse.fuse_tracepoint import FuseRequests
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
 
@@ -63,11 +63,10 @@ def test_readdirplus_from_columns(env: FuseEnv) -> None:
                 assert names == expected  # key order, through every reply
             inodes = {e.name: e.inode() for e in entries}
             assert len(set(inodes.values())) == len(entries)
-            traced = TRACEFS.joinpath("events/fuse/fuse_request_send").is_dir()
-            with FuseRequests(mnt) if traced else _Nothing() as requests:
+            with FuseRequests(mnt) as requests:
                 stats = {e.name: e.stat(follow_symlinks=False) for e in entries}
-            if traced:  # the attributes came with the entries: nothing asked per entry
-                assert not {"FUSE_LOOKUP", "FUSE_GETATTR"} & set(requests.counts())
+            # the attributes came with the entries: nothing asked per entry
+            assert not {"FUSE_LOOKUP", "FUSE_GETATTR"} & set(requests.counts())
             for name, st in stats.items():
                 assert st.st_ino == inodes[name]
                 assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
@@ -87,14 +86,6 @@ def test_readdirplus_from_columns(env: FuseEnv) -> None:
         # a later GETATTR (the kernel's attributes dropped) answers the same as the listing
         fresh = os.lstat(root / "mixed" / "timed.bin")
         assert (fresh.st_size, fresh.st_mtime_ns) == (513, int(1_700_000_000.25 * 1e9))
-
-
-class _Nothing:
-    def __enter__(self) -> _Nothing:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
 
 
 def test_readdir_fill_checks_its_columns() -> None:
