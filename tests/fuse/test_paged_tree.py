@@ -13,7 +13,9 @@ FUSE shim makes. What must hold (issue 38 item 1, docs/fuse.md "The namespace"):
 from __future__ import annotations
 
 import errno
+import gc
 import random
+import threading
 
 import pytest
 
@@ -195,3 +197,50 @@ def test_a_listing_that_fails_part_way_is_eio_never_absent(at: int) -> None:
     assert tree.attr(tree.lookup(root, "k080")).kind == FILE
     assert tree.lookup(root, "absent") is None
     assert len(tree.readdir(root, 0, wait=True)) == 100
+
+
+def test_the_collector_is_held_off_while_listing_and_restored_after() -> None:
+    """A listing's row tuples never reach a collection (docs/fuse.md): the cyclic collector is
+    off while directories are listed, back on when the last concurrent listing ends (also
+    after a failed one), and left off if it was off before."""
+    static = ListingTree(mtime=0)
+    roots = [static.add_dir(ROOT_INODE, f"v{i}") for i in range(2)]
+    inside, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def fetch(version: PagedVersion, prefix: str):
+        seen.append(gc.isenabled())
+        if version.seq == 0:  # the first listing waits until the second has ended
+            inside.set()
+            assert release.wait(10)
+        if version.seq == 2:
+            raise CatalogUnavailable("the catalog server went away (test)")
+        yield ("k", "s3://b/k", "e", 1, None)
+
+    tree = PagedTree(static, fetch)
+    for i, root in enumerate(roots):
+        tree.attach(root, PagedVersion("ds", i, 0), 1)
+    assert gc.isenabled()
+    first = threading.Thread(target=tree.readdir, args=(roots[0], 0), kwargs={"wait": True})
+    first.start()
+    try:
+        assert inside.wait(10)
+        tree.readdir(roots[1], 0, wait=True)  # a second listing, begun and ended meanwhile
+        assert not gc.isenabled()  # the first one still runs
+    finally:
+        release.set()
+        first.join(10)
+    assert seen == [False, False] and gc.isenabled()
+    failing = static.add_dir(ROOT_INODE, "v2")
+    tree.attach(failing, PagedVersion("ds", 2, 0), 1)
+    with pytest.raises(ListingUnavailable):
+        tree.readdir(failing, 0, wait=True)
+    assert gc.isenabled()
+    later = static.add_dir(ROOT_INODE, "v3")
+    tree.attach(later, PagedVersion("ds", 3, 0), 1)
+    gc.disable()
+    try:
+        assert len(tree.readdir(later, 0, wait=True)) == 1 and seen[-1] is False
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
