@@ -244,3 +244,60 @@ def test_the_collector_is_held_off_while_listing_and_restored_after() -> None:
         assert not gc.isenabled()  # off before: left off
     finally:
         gc.enable()
+
+
+def _read_ahead_done() -> None:
+    """Join the read-ahead threads started so far (each ends once nothing waits for it)."""
+    for thread in threading.enumerate():
+        if thread.name == "namespace-read-ahead":
+            thread.join(30)
+            assert not thread.is_alive()
+
+
+def test_a_walk_in_key_order_has_its_next_directory_read_ahead(catalog_url: str) -> None:
+    view, tree, root = _view(catalog_url)
+    tree.columns(root, wait=True)
+    d = {i: view.lookup(root, f"d{i:03}") for i in (5, 6, 7, 8, 20, 21)}
+    tree.columns(d[5], wait=True)
+    _read_ahead_done()
+    assert (tree.loads, tree.read_aheads) == (2, 0)  # one directory is no walk yet
+    tree.columns(d[6], wait=True)  # the one after d005: a walk, d007 is listed meanwhile
+    _read_ahead_done()
+    assert (tree.loads, tree.read_aheads) == (4, 1) and tree.dir_complete(d[7])
+    page = tree.columns(d[7], wait=False)  # no listing now; and d008 is read ahead
+    assert page is not None and page.sort_keys[0] == "f0000.jpg" and len(page.sort_keys) == PER_DIR
+    _read_ahead_done()
+    assert (tree.loads, tree.read_aheads) == (5, 2) and tree.dir_complete(d[8])
+    tree.columns(d[20], wait=True)  # a jump: nothing read ahead
+    _read_ahead_done()
+    assert (tree.loads, tree.read_aheads) == (6, 2) and not tree.dir_complete(d[21])
+    assert tree.stats()["directory_read_aheads"] == 2
+
+
+def test_a_directory_read_ahead_that_fails_is_listed_again_when_read() -> None:
+    static = ListingTree(mtime=0)
+    root = static.add_dir(ROOT_INODE, "v1")
+    failing = {"c/"}
+    listed: list[str] = []
+
+    def fetch(version: PagedVersion, prefix: str):
+        listed.append(prefix)
+        if not prefix:
+            yield from ("a/", "b/", "c/")
+            return
+        yield (f"{prefix}f", f"s3://b/{prefix}f", "e", 1, None)
+        if prefix in failing:
+            raise CatalogUnavailable("the catalog server went away (test)")
+
+    tree = PagedTree(static, fetch)
+    tree.attach(root, PagedVersion("ds", 1, 0), 3)
+    a, b, c = (tree.lookup(root, name) for name in "abc")
+    tree.columns(a, wait=True)
+    tree.columns(b, wait=True)  # reads c ahead (beside b's listing), which fails: nothing is kept
+    _read_ahead_done()
+    assert sorted(listed) == ["", "a/", "b/", "c/"] and not tree.dir_complete(c)
+    with pytest.raises(ListingUnavailable):  # still failing: EIO, never an empty directory
+        tree.columns(c, wait=True)
+    failing.clear()
+    page = tree.columns(c, wait=True)  # the catalog is back: listed again
+    assert page is not None and page.sort_keys == ["f"] and listed[-2:] == ["c/", "c/"]
