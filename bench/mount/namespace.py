@@ -19,7 +19,9 @@ URLs: no object is read) holds ``big`` (keys ``sNN/dNNN/fNNNNN.jpg``, 10^4 per d
   seconds per 10^6 entries.
 
 The paged design is also measured through the remote catalog (``datahub serve`` in a
-subprocess, the mount as an API client). Every figure is printed with the load average.
+subprocess, the mount as an API client), with the server's CPU during the cold ``ls`` and
+the ``find`` beside the daemon's. Every figure is printed with the load average (at the
+mount's start, and again before the ``find``).
 
 ``--catalog DIR --records N`` measures a catalog kept by ``bench/scale/scale.py --layout tree
 --keep`` (``DIR/catalog.db``, dataset ``big`` v1 of N records, the same keys as here) instead
@@ -157,6 +159,12 @@ def build(root: Path, n: int) -> Path:
     return config
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Mount:
     def __init__(self, config: Path, tree: Path, mnt: Path, spec: str) -> None:
         self.mnt, self.log = mnt, mnt.with_suffix(".log")
@@ -190,8 +198,7 @@ class Mount:
         return 0.0
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_s(self.proc.pid)
 
     def close(self) -> None:
         subprocess.run(["fusermount3", "-u", str(self.mnt)], check=False, capture_output=True)
@@ -211,7 +218,10 @@ def measure(
     rng: random.Random,
     dataset: str = "big",
     empty_config: Path | None = None,
+    server: int | None = None,
 ) -> dict:
+    """One mount's figures; ``server``: the pid of the remote catalog's server, whose CPU
+    during the cold ``ls`` and the ``find`` is reported beside the daemon's."""
     dirs = [
         f"s{top:02}/d{d:03}"
         for top in range(max(1, n // (PER_DIR * DIRS_PER_TOP)))
@@ -239,17 +249,21 @@ def measure(
         out["ready_s"] = m.wait_ready(v1)
         out["mounted_s"] = m.mounted_s  # the process started and mounted: the rest is the listing
         cold = rng.choice(dirs)
-        cpu0, t0 = m.cpu_s(), time.perf_counter()
+        server_cpu = (lambda: cpu_s(server)) if server else (lambda: 0.0)
+        cpu0, s0, t0 = m.cpu_s(), server_cpu(), time.perf_counter()
         entries = len(os.listdir(v1 / cold))
         out["cold_ls_ms"] = (time.perf_counter() - t0) * 1000
         out["cold_ls_cpu_ms"] = (m.cpu_s() - cpu0) * 1000
+        if server:
+            out["cold_ls_server_cpu_ms"] = (server_cpu() - s0) * 1000
         assert entries == PER_DIR, entries
         for d in rng.sample(dirs, min(100, len(dirs))):
             os.listdir(v1 / d)
         time.sleep(0.5)
         out["rss_mb"] = m.rss_mb() - empty_rss
         out["empty_rss_mb"] = empty_rss
-        cpu0, t0 = m.cpu_s(), time.perf_counter()
+        out["load_find"] = uptime()
+        cpu0, s0, t0 = m.cpu_s(), server_cpu(), time.perf_counter()
         found = subprocess.run(
             ["find", str(v1 / "s00"), "-type", "f"], capture_output=True, check=True
         ).stdout.count(b"\n")
@@ -257,6 +271,8 @@ def measure(
         out["find_entries"] = found
         out["find_rate"] = found / took
         out["find_cpu_s_per_1e6"] = (m.cpu_s() - cpu0) / found * 1e6
+        if server:
+            out["find_server_cpu_s_per_1e6"] = (server_cpu() - s0) / found * 1e6
         out["rss_after_find_mb"] = m.rss_mb() - empty_rss
     finally:
         m.close()
@@ -329,8 +345,9 @@ def main() -> None:
                         for label, tree in pairs:
                             for dataset, count in sets if not kind else sets[::-1]:
                                 r = measure(
-                                    cfg, tree, work / f"n{n}", count, label + kind, rng, dataset, empty_config
-                                )
+                                    cfg, tree, work / f"n{n}", count, label + kind, rng, dataset, empty_config,
+                                    server.pid if kind else None,
+                                )  # fmt: skip
                                 r["round"] = round_ + 1
                                 results.append(r)
                                 print("  " + json.dumps(r), flush=True)
@@ -344,11 +361,15 @@ def main() -> None:
         "\nsummary (goals: ready <= 2 s, cold ls <= 100 ms embedded / 250 ms remote, RSS <= 300 MB, find >= 100k/s)"
     )
     for r in results:
+        server = "cold_ls_server_cpu_ms" in r
         print(
             f"  {r['records']:>11,} {r.get('dataset', 'big'):<4} {r['design']:<13} r{r.get('round', 1)} ready {r['ready_s']:7.2f} s (mounted {r['mounted_s']:.2f})  "
-            f"cold ls {r['cold_ls_ms']:7.1f} ms ({r['cold_ls_cpu_ms']:.0f} CPU-ms)  "
-            f"RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
-            f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.1f} CPU-s per 10^6)  load {r['load']}"
+            f"cold ls {r['cold_ls_ms']:7.1f} ms ({r['cold_ls_cpu_ms']:.0f} CPU-ms"
+            + (f", server {r['cold_ls_server_cpu_ms']:.0f}" if server else "")
+            + f")  RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
+            f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.1f} CPU-s per 10^6"
+            + (f", server {r['find_server_cpu_s_per_1e6']:.1f}" if server else "")
+            + f")  load {r['load']}, at find {r.get('load_find', '?')}"
         )
 
 
