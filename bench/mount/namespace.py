@@ -385,6 +385,11 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
+    summary(results)
+
+
+def summary(results: list[dict]) -> None:
+    """One line per measured mount (also: ``python -c`` over the JSON lines of a run's output)."""
     print(
         "\nsummary (goals: ready <= 2 s, cold ls <= 100 ms embedded / 250 ms remote, RSS <= 300 MB, find >= 100k/s)"
     )
@@ -394,7 +399,8 @@ def main() -> None:
             f"  {r['records']:>11,} {r.get('dataset', 'big'):<4} {r['design']:<13} r{r.get('round', 1)} ready {r['ready_s']:7.2f} s (mounted {r['mounted_s']:.2f})  "
             f"cold ls {r['cold_ls_ms']:7.1f} ms ({r['cold_ls_cpu_ms']:.0f} CPU-ms"
             + (f", server {r['cold_ls_server_cpu_ms']:.0f}" if server else "")
-            + f", lister {r['cold_ls_lister_cpu_ms']:.0f})"
+            + (f", lister {r['cold_ls_lister_cpu_ms']:.0f}" if "cold_ls_lister_cpu_ms" in r else "")
+            + ")"
             + (
                 f" then {r['cold_more_ms']:.0f} ms ({r['cold_more_cpu_ms']:.0f}"
                 + (f", server {r['cold_more_server_cpu_ms']:.0f}" if server else "")
@@ -402,9 +408,9 @@ def main() -> None:
                 if "cold_more_ms" in r
                 else ""
             )
-            + "  RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
-            f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.1f} CPU-s per 10^6"
-            + (f", server {r['find_server_cpu_s_per_1e6']:.1f}" if server else "")
+            + f"  RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
+            f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.2f} CPU-s per 10^6"
+            + (f", server {r['find_server_cpu_s_per_1e6']:.2f}" if server else "")
             + f")  load {r['load']}, at find {r.get('load_find', '?')}"
         )
 
