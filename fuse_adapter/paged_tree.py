@@ -491,8 +491,8 @@ class PagedTree:
 
         Why: a walk was strictly serial, one directory at a time: the catalog query and the
         page (the daemon's CPU, and through the remote catalog the server's and a round
-        trip), then the walker's kernel turning the READDIRPLUS entries into inodes (~2-3
-        us per entry in its own process), then the next directory's query. Read ahead, the
+        trip), then the walker's kernel turning the READDIRPLUS entries into inodes (2-4 us
+        per entry in its own process), then the next directory's query. Read ahead, the
         next directory's query runs while the kernel takes this one's entries. One thread
         reads ahead, one directory at a time, into the same bounded cache; a walk that
         catches up with it leaves the next directory for it to read after the one at hand
@@ -521,7 +521,12 @@ class PagedTree:
                 return
             start, self._ahead = self._ahead is None, ahead
         if start:
-            threading.Thread(target=self._read_ahead, name="namespace-read-ahead", daemon=True).start()
+            try:
+                threading.Thread(target=self._read_ahead, name="namespace-read-ahead", daemon=True).start()
+            except RuntimeError as exc:  # no thread to be had now: the walk lists it itself
+                log.debug("reading a directory ahead: %s", exc)
+                with self._lock:
+                    self._ahead = None
 
     def _read_ahead(self) -> None:
         """The read-ahead thread: lists ``_ahead`` until no directory is left waiting."""
