@@ -12,14 +12,19 @@ URLs: no object is read) holds ``big`` (keys ``sNN/dNNN/fNNNNN.jpg``, 10^4 per d
 10^6 per ``sNN``) and ``tiny`` (one record). For each design, alternating:
 
 * ready: from starting ``datahub mount --no-prefetch`` until ``ls MNT/big/v1`` answers;
-* cold ls: the first listing of a 10^4-entry directory, just after ready;
+* cold ls: the first listing of a 10^4-entry directory, just after ready (``--cold N``: then
+  N more cold directories, medians), with the CPU of the daemon, of the server (remote) and
+  of the lister itself (the kernel's share: READDIRPLUS entries become dentries and inodes
+  in the process that lists);
 * RSS: the daemon's VmRSS after listing 100 random 10^4-entry directories, minus a
   ``tiny`` mount's after the same ready-and-ls (an empty mount);
 * find: ``find MNT/big/v1/s00 -type f`` (10^6 files), entries per second and daemon CPU
   seconds per 10^6 entries.
 
 The paged design is also measured through the remote catalog (``datahub serve`` in a
-subprocess, the mount as an API client). Every figure is printed with the load average.
+subprocess, the mount as an API client), with the server's CPU during the cold ``ls`` and
+the ``find`` beside the daemon's. Every figure is printed with the load average (at the
+mount's start, and again before the ``find``).
 
 ``--catalog DIR --records N`` measures a catalog kept by ``bench/scale/scale.py --layout tree
 --keep`` (``DIR/catalog.db``, dataset ``big`` v1 of N records, the same keys as here) instead
@@ -35,6 +40,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -157,6 +163,13 @@ def build(root: Path, n: int) -> Path:
     return config
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds of process ``pid``, all its threads (those that ended too), to the
+    nanosecond: Linux's CPU clock of another process (``CPUCLOCK_SCHED`` of ``pid``; /proc's
+    10 ms ticks are too coarse for one 20-50 ms listing)."""
+    return time.clock_gettime((~pid << 3) | 2)
+
+
 class Mount:
     def __init__(self, config: Path, tree: Path, mnt: Path, spec: str) -> None:
         self.mnt, self.log = mnt, mnt.with_suffix(".log")
@@ -190,8 +203,7 @@ class Mount:
         return 0.0
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_s(self.proc.pid)
 
     def close(self) -> None:
         subprocess.run(["fusermount3", "-u", str(self.mnt)], check=False, capture_output=True)
@@ -211,7 +223,13 @@ def measure(
     rng: random.Random,
     dataset: str = "big",
     empty_config: Path | None = None,
+    server: int | None = None,
+    cold_more: int = 0,
 ) -> dict:
+    """One mount's figures; ``server``: the pid of the remote catalog's server, whose CPU
+    during the cold ``ls`` and the ``find`` is reported beside the daemon's; ``cold_more``:
+    cold directories listed after the first one (their medians: a directory's own cost,
+    without the first listing's start-up effects)."""
     dirs = [
         f"s{top:02}/d{d:03}"
         for top in range(max(1, n // (PER_DIR * DIRS_PER_TOP)))
@@ -239,17 +257,38 @@ def measure(
         out["ready_s"] = m.wait_ready(v1)
         out["mounted_s"] = m.mounted_s  # the process started and mounted: the rest is the listing
         cold = rng.choice(dirs)
-        cpu0, t0 = m.cpu_s(), time.perf_counter()
-        entries = len(os.listdir(v1 / cold))
-        out["cold_ls_ms"] = (time.perf_counter() - t0) * 1000
-        out["cold_ls_cpu_ms"] = (m.cpu_s() - cpu0) * 1000
-        assert entries == PER_DIR, entries
+        server_cpu = (lambda: cpu_s(server)) if server else (lambda: 0.0)
+        later = (
+            [d for d in rng.sample(dirs, min(len(dirs), cold_more + 1)) if d != cold][:cold_more]
+            if cold_more
+            else []
+        )
+        listings = []
+        for d in [cold, *later]:  # the first cold ls after mounting, then more cold directories
+            cpu0, s0, t0, me0 = m.cpu_s(), server_cpu(), time.perf_counter(), time.thread_time()
+            entries = len(os.listdir(v1 / d))
+            # wall ms; daemon, server and this process's CPU-ms (the kernel's READDIRPLUS work
+            # runs in the lister: its dentries and inodes)
+            listings.append(
+                ((time.perf_counter() - t0) * 1000, (m.cpu_s() - cpu0) * 1000, (server_cpu() - s0) * 1000,
+                 (time.thread_time() - me0) * 1000)
+            )  # fmt: skip
+            assert entries == PER_DIR, entries
+        (out["cold_ls_ms"], out["cold_ls_cpu_ms"], server_ms, out["cold_ls_lister_cpu_ms"]) = listings[0]
+        if server:
+            out["cold_ls_server_cpu_ms"] = server_ms
+        if later:
+            for i, name in enumerate(
+                ("cold_more_ms", "cold_more_cpu_ms", "cold_more_server_cpu_ms", "cold_more_lister_cpu_ms")
+            ):
+                out[name] = statistics.median(x[i] for x in listings[1:])
         for d in rng.sample(dirs, min(100, len(dirs))):
             os.listdir(v1 / d)
         time.sleep(0.5)
         out["rss_mb"] = m.rss_mb() - empty_rss
         out["empty_rss_mb"] = empty_rss
-        cpu0, t0 = m.cpu_s(), time.perf_counter()
+        out["load_find"] = uptime()
+        cpu0, s0, t0 = m.cpu_s(), server_cpu(), time.perf_counter()
         found = subprocess.run(
             ["find", str(v1 / "s00"), "-type", "f"], capture_output=True, check=True
         ).stdout.count(b"\n")
@@ -257,6 +296,8 @@ def measure(
         out["find_entries"] = found
         out["find_rate"] = found / took
         out["find_cpu_s_per_1e6"] = (m.cpu_s() - cpu0) / found * 1e6
+        if server:
+            out["find_server_cpu_s_per_1e6"] = (server_cpu() - s0) / found * 1e6
         out["rss_after_find_mb"] = m.rss_mb() - empty_rss
     finally:
         m.close()
@@ -298,6 +339,9 @@ def main() -> None:
         "--remote-baseline", action="store_true", help="run the baseline tree through the remote catalog too"
     )
     p.add_argument("--rounds", type=int, default=1, help="rounds of the designs, alternated (A B, then B A)")
+    p.add_argument(
+        "--cold", type=int, default=0, help="cold directories listed after the first one (medians reported)"
+    )
     args = p.parse_args()
     # a daemon that must compile its sources at every start (no bytecode cache written, e.g.
     # PYTHONDONTWRITEBYTECODE=1 and no __pycache__) starts ~0.5-1 CPU-s slower: say which
@@ -329,8 +373,9 @@ def main() -> None:
                         for label, tree in pairs:
                             for dataset, count in sets if not kind else sets[::-1]:
                                 r = measure(
-                                    cfg, tree, work / f"n{n}", count, label + kind, rng, dataset, empty_config
-                                )
+                                    cfg, tree, work / f"n{n}", count, label + kind, rng, dataset, empty_config,
+                                    server.pid if kind else None, args.cold,
+                                )  # fmt: skip
                                 r["round"] = round_ + 1
                                 results.append(r)
                                 print("  " + json.dumps(r), flush=True)
@@ -340,15 +385,33 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
+    summary(results)
+
+
+def summary(results: list[dict]) -> None:
+    """One line per measured mount (also: ``python -c`` over the JSON lines of a run's output)."""
     print(
         "\nsummary (goals: ready <= 2 s, cold ls <= 100 ms embedded / 250 ms remote, RSS <= 300 MB, find >= 100k/s)"
     )
     for r in results:
+        server = "cold_ls_server_cpu_ms" in r
         print(
             f"  {r['records']:>11,} {r.get('dataset', 'big'):<4} {r['design']:<13} r{r.get('round', 1)} ready {r['ready_s']:7.2f} s (mounted {r['mounted_s']:.2f})  "
-            f"cold ls {r['cold_ls_ms']:7.1f} ms ({r['cold_ls_cpu_ms']:.0f} CPU-ms)  "
-            f"RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
-            f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.1f} CPU-s per 10^6)  load {r['load']}"
+            f"cold ls {r['cold_ls_ms']:7.1f} ms ({r['cold_ls_cpu_ms']:.0f} CPU-ms"
+            + (f", server {r['cold_ls_server_cpu_ms']:.0f}" if server else "")
+            + (f", lister {r['cold_ls_lister_cpu_ms']:.0f}" if "cold_ls_lister_cpu_ms" in r else "")
+            + ")"
+            + (
+                f" then {r['cold_more_ms']:.0f} ms ({r['cold_more_cpu_ms']:.0f}"
+                + (f", server {r['cold_more_server_cpu_ms']:.0f}" if server else "")
+                + f", lister {r['cold_more_lister_cpu_ms']:.0f})"
+                if "cold_more_ms" in r
+                else ""
+            )
+            + f"  RSS +{r['rss_mb']:6.1f} MB (after find +{r['rss_after_find_mb']:6.1f})  "
+            f"find {r['find_rate']:9,.0f}/s ({r['find_cpu_s_per_1e6']:.2f} CPU-s per 10^6"
+            + (f", server {r['find_server_cpu_s_per_1e6']:.2f}" if server else "")
+            + f")  load {r['load']}, at find {r.get('load_find', '?')}"
         )
 
 

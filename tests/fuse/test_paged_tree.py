@@ -13,7 +13,9 @@ FUSE shim makes. What must hold (issue 38 item 1, docs/fuse.md "The namespace"):
 from __future__ import annotations
 
 import errno
+import gc
 import random
+import threading
 
 import pytest
 
@@ -195,3 +197,107 @@ def test_a_listing_that_fails_part_way_is_eio_never_absent(at: int) -> None:
     assert tree.attr(tree.lookup(root, "k080")).kind == FILE
     assert tree.lookup(root, "absent") is None
     assert len(tree.readdir(root, 0, wait=True)) == 100
+
+
+def test_the_collector_is_held_off_while_listing_and_restored_after() -> None:
+    """A listing's row tuples never reach a collection (docs/fuse.md): the cyclic collector is
+    off while directories are listed, back on when the last concurrent listing ends (also
+    after a failed one), and left off if it was off before."""
+    static = ListingTree(mtime=0)
+    roots = [static.add_dir(ROOT_INODE, f"v{i}") for i in range(2)]
+    inside, release = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def fetch(version: PagedVersion, prefix: str):
+        seen.append(gc.isenabled())
+        if version.seq == 0:  # the first listing waits until the second has ended
+            inside.set()
+            assert release.wait(10)
+        if version.seq == 2:
+            raise CatalogUnavailable("the catalog server went away (test)")
+        yield ("k", "s3://b/k", "e", 1, None)
+
+    tree = PagedTree(static, fetch)
+    for i, root in enumerate(roots):
+        tree.attach(root, PagedVersion("ds", i, 0), 1)
+    assert gc.isenabled()
+    first = threading.Thread(target=tree.readdir, args=(roots[0], 0), kwargs={"wait": True})
+    first.start()
+    try:
+        assert inside.wait(10)
+        tree.readdir(roots[1], 0, wait=True)  # a second listing, begun and ended meanwhile
+        assert not gc.isenabled()  # the first one still runs
+    finally:
+        release.set()
+        first.join(10)
+    assert seen == [False, False] and gc.isenabled()
+    failing = static.add_dir(ROOT_INODE, "v2")
+    tree.attach(failing, PagedVersion("ds", 2, 0), 1)
+    with pytest.raises(ListingUnavailable):
+        tree.readdir(failing, 0, wait=True)
+    assert gc.isenabled()
+    later = static.add_dir(ROOT_INODE, "v3")
+    tree.attach(later, PagedVersion("ds", 3, 0), 1)
+    gc.disable()
+    try:
+        assert len(tree.readdir(later, 0, wait=True)) == 1 and seen[-1] is False
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
+
+
+def _read_ahead_done() -> None:
+    """Join the read-ahead threads started so far (each ends once nothing waits for it)."""
+    for thread in threading.enumerate():
+        if thread.name == "namespace-read-ahead":
+            thread.join(30)
+            assert not thread.is_alive()
+
+
+def test_a_walk_in_key_order_has_its_next_directory_read_ahead(catalog_url: str) -> None:
+    view, tree, root = _view(catalog_url)
+    tree.columns(root, wait=True)
+    d = {i: view.lookup(root, f"d{i:03}") for i in (5, 6, 7, 8, 20, 21)}
+    tree.columns(d[5], wait=True)
+    _read_ahead_done()
+    assert (tree.loads, tree.read_aheads) == (2, 0)  # one directory is no walk yet
+    tree.columns(d[6], wait=True)  # the one after d005: a walk, d007 is listed meanwhile
+    _read_ahead_done()
+    assert (tree.loads, tree.read_aheads) == (4, 1) and tree.dir_complete(d[7])
+    page = tree.columns(d[7], wait=False)  # no listing now; and d008 is read ahead
+    assert page is not None and page.sort_keys[0] == "f0000.jpg" and len(page.sort_keys) == PER_DIR
+    _read_ahead_done()
+    assert (tree.loads, tree.read_aheads) == (5, 2) and tree.dir_complete(d[8])
+    tree.columns(d[20], wait=True)  # a jump: nothing read ahead
+    _read_ahead_done()
+    assert (tree.loads, tree.read_aheads) == (6, 2) and not tree.dir_complete(d[21])
+    assert tree.stats()["directory_read_aheads"] == 2
+
+
+def test_a_directory_read_ahead_that_fails_is_listed_again_when_read() -> None:
+    static = ListingTree(mtime=0)
+    root = static.add_dir(ROOT_INODE, "v1")
+    failing = {"c/"}
+    listed: list[str] = []
+
+    def fetch(version: PagedVersion, prefix: str):
+        listed.append(prefix)
+        if not prefix:
+            yield from ("a/", "b/", "c/")
+            return
+        yield (f"{prefix}f", f"s3://b/{prefix}f", "e", 1, None)
+        if prefix in failing:
+            raise CatalogUnavailable("the catalog server went away (test)")
+
+    tree = PagedTree(static, fetch)
+    tree.attach(root, PagedVersion("ds", 1, 0), 3)
+    a, b, c = (tree.lookup(root, name) for name in "abc")
+    tree.columns(a, wait=True)
+    tree.columns(b, wait=True)  # reads c ahead (beside b's listing), which fails: nothing is kept
+    _read_ahead_done()
+    assert sorted(listed) == ["", "a/", "b/", "c/"] and not tree.dir_complete(c)
+    with pytest.raises(ListingUnavailable):  # still failing: EIO, never an empty directory
+        tree.columns(c, wait=True)
+    failing.clear()
+    page = tree.columns(c, wait=True)  # the catalog is back: listed again
+    assert page is not None and page.sort_keys == ["f"] and listed[-2:] == ["c/", "c/"]
