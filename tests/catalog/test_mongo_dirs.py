@@ -359,12 +359,13 @@ class Examined:
 
     def __init__(self, records: Any, dirs: Any) -> None:
         self._records, self._dirs = records, dirs
-        self.entries = 0
+        self.entries = self.queries = 0
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._records, name)
 
     def find(self, query: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        self.queries += 1
         return _Counted(self, query, self._records.find(query, *args, **kwargs))
 
 
@@ -394,17 +395,22 @@ class _Counted:
         return iter(docs)
 
 
-def examined(store: MongoCatalogStore, run: Callable[[], Any]) -> tuple[int, Any]:
-    """(index entries of ``records`` examined + ``dirs`` documents read, ``run()``)."""
+def examined(
+    store: MongoCatalogStore, run: Callable[[], Any], queries: list[int] | None = None
+) -> tuple[int, Any]:
+    """(index entries of ``records`` examined + ``dirs`` documents read, ``run()``); ``queries``
+    (a one-item list) gets the number of queries added to it."""
     records, dirs = store.records, store.dirs
     counter = Examined(records, dirs)
     dirs_read = [0]
+    asked = queries if queries is not None else [0]
 
     class CountedDirs:
         def __getattr__(self, name: str) -> Any:
             return getattr(dirs, name)
 
         def find(self, *args: Any, **kwargs: Any) -> Any:
+            asked[0] += 1
             return _Returned(dirs.find(*args, **kwargs), dirs_read)
 
     store.records, store.dirs = counter, CountedDirs()
@@ -412,6 +418,7 @@ def examined(store: MongoCatalogStore, run: Callable[[], Any]) -> tuple[int, Any
         result = run()
     finally:
         store.records, store.dirs = records, dirs
+    asked[0] += counter.queries
     return counter.entries + dirs_read[0], result
 
 
