@@ -26,31 +26,26 @@ pymongo is not imported here (its homes are ``mongo_store``, ``mongo_commit``,
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from datahub.catalog.revisions import OPEN
-from datahub.catalog.sqlite_dirs import count_parents, parent_of
+from datahub.catalog.sqlite_dirs import PendingCounts, parent_of
 
 log = logging.getLogger(__name__)
-
-# distinct directories a commit accumulates deltas for before it resolves them into
-# ``staged_dirs`` (bounded memory, whatever the commit's size)
-PENDING_DIRECTORIES = 20_000
 
 
 class Inconsistent(Exception):
     """The table's counts do not fit the commit's changes."""
 
 
-class StagedDirectories:
+class StagedDirectories(PendingCounts):
     """A commit's changes to its dataset's directory table, staged under the claim's epoch.
 
     ``add(appeared, vanished)`` per planned batch; ``flush()`` when ``pending()`` and once at
-    the end resolves the deltas into ``staged_dirs`` states, deepest directories first (a
-    directory that appears or empties adds or takes one entry of its parent). ``retrying``
-    runs one idempotent step (the protocol's retry of transient errors)."""
+    the end resolves the deltas into ``staged_dirs`` states, a level at a time, deepest first
+    (``PendingCounts``). ``retrying`` runs one idempotent step (the protocol's retry of
+    transient errors)."""
 
     def __init__(
         self,
@@ -61,43 +56,29 @@ class StagedDirectories:
         epoch: int,
         retrying: Callable[[Callable[[], Any]], Any],
     ) -> None:
+        super().__init__()
         self._dirs, self._staged = dirs, staged_dirs
         self._dataset, self._seq, self._epoch = dataset, seq, epoch
         self._retrying = retrying
-        self._deltas: Counter[str] = Counter()
-
-    def add(self, appeared: list[str], vanished: list[str], *, ascending: bool = False) -> None:
-        """Count a batch's keys (``ascending``: the planner checked that ``appeared`` is)."""
-        count_parents(appeared, 1, self._deltas, ascending=ascending)
-        count_parents(vanished, -1, self._deltas)
-
-    def pending(self) -> bool:
-        return len(self._deltas) >= PENDING_DIRECTORIES
 
     def flush(self) -> None:
         """Resolve the accumulated deltas into staged states; Inconsistent when a directory
         would hold fewer than 0 entries (the table does not fit the records)."""
-        deltas, self._deltas = self._deltas, Counter()
-        by_depth: dict[int, dict[str, int]] = {}
-        for path, delta in deltas.items():
-            if delta:
-                by_depth.setdefault(path.count("/"), {})[path] = delta
-        while by_depth:
-            depth = max(by_depth)
-            level = by_depth.pop(depth)
-            states = self._states(list(level))
-            for path, delta in level.items():
-                base_from, live = states[path]
-                now = live + delta
-                if now < 0:
-                    raise Inconsistent(f"directory {path!r}: more entries removed than it held")
-                states[path] = (base_from, now)
-                change = (now > 0) - (live > 0)
-                parent = parent_of(path)
-                if change and parent:
-                    above = by_depth.setdefault(depth - 1, {})
-                    above[parent] = above.get(parent, 0) + change
-            self._write({path: states[path] for path in level})
+        self._resolve(self._level)
+
+    def _level(self, level: dict[str, int]) -> dict[str, int]:
+        """Stage one level's new states; per directory +1/-1 when it appeared/emptied, else 0."""
+        states = self._states(list(level))
+        changes = {}
+        for path, delta in level.items():
+            base_from, live = states[path]
+            now = live + delta
+            if now < 0:
+                raise Inconsistent(f"directory {path!r}: more entries removed than it held")
+            states[path] = (base_from, now)
+            changes[path] = (now > 0) - (live > 0)
+        self._write(states)
+        return changes
 
     def _mine(self) -> dict[str, Any]:
         return {"dataset": self._dataset, "seq": self._seq, "epoch": self._epoch}

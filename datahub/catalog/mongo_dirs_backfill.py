@@ -23,17 +23,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from datahub.catalog.mongo_commit import _insert_new
-from datahub.catalog.revisions import OPEN
-from datahub.catalog.sqlite_dirs import parent_of
 from datahub.catalog.sqlite_dirs_backfill import (
     CHECKPOINT_ROWS,
-    MERGE_AT,
     Progress,
     _dump_stack,
-    _enter,
-    _finish,
     _Frame,
     _load_stack,
+    walk,
 )
 from datahub.errors import Conflict, StaleBase
 
@@ -62,29 +58,15 @@ def backfill(
     if progress is not None:  # where this run starts (a resumed pass: past 0)
         progress(dataset, done, total)
     finished: list[tuple] = []
-    since, previous = 0, None
-    for key, from_seq, to_seq in _rows(store.records, dataset, cursor):
-        if key != previous:
-            if since >= checkpoint_rows and previous is not None:  # between two keys: all of one read
-                if not _checkpoint(store, dataset, head, previous, stack, done, finished):
-                    return False
-                finished, since = [], 0
-                if progress is not None:
-                    progress(dataset, done, total)
-            previous = key
-            parent = parent_of(key)
-            if not stack or stack[-1].path != parent:
-                _enter(stack, parent, finished, 0)
-        if stack:  # a key in the root counts in no directory
-            top = stack[-1]
-            top.intervals.add((from_seq, to_seq))
-            top.live += to_seq == OPEN
-            if len(top.intervals) > MERGE_AT:
-                top.intervals = set(top.merged())
-        done += 1
-        since += 1
-    while stack:
-        _finish(stack, finished, 0)
+    walked = walk(_rows(store.records, dataset, cursor), stack, finished, None, done, checkpoint_rows)
+    for key, done in walked:
+        if key is None:  # the end: every directory finished
+            break
+        if not _checkpoint(store, dataset, head, key, stack, done, finished):
+            return False
+        finished.clear()
+        if progress is not None:
+            progress(dataset, done, total)
     if not _complete(store, dataset, head, finished):
         return False
     if progress is not None:

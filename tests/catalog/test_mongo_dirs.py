@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from datahub.catalog import Catalog, Delete, Put, mongo_dirs
+from datahub.catalog import Catalog, Delete, Put, sqlite_dirs
 from datahub.catalog.mongo_dirs_backfill import backfill
 from datahub.catalog.mongo_store import MongoCatalogStore
 from tests.catalog.conftest import mongo_url, rec
 from tests.catalog.test_directory_table import model_level, mongo_dirs_rows, names
+from tests.catalog.test_mongo_commit_protocol import Clock, SimulatedCrash, crash_at
 
 NO_SERVER = "needs a real MongoDB: set DATAHUB_TEST_MONGO_URI"
 KINDS = [
@@ -28,18 +29,6 @@ KINDS = [
     ),
 ]
 TINY = {"batch_size": 3, "page_size": 2}
-
-
-class SimulatedCrash(BaseException):
-    """Not an Exception: the store gets no chance to clean up, as when its process is killed."""
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture(params=KINDS)
@@ -95,6 +84,15 @@ def versions() -> list[set[str]]:
     return states
 
 
+def committed(store: MongoCatalogStore, count: int = len(COMMITS)) -> Catalog:
+    """The dataset ``ds`` with the first ``count`` commits, on ``store``."""
+    catalog = Catalog(store)
+    catalog.create_dataset("ds")
+    for changes in COMMITS[:count]:
+        catalog.commit("ds", changes)
+    return catalog
+
+
 def check(store: MongoCatalogStore) -> None:
     catalog = Catalog(store)
     for seq, keys in enumerate(versions()[1:], 1):
@@ -118,18 +116,6 @@ def clean_table() -> list[tuple]:
         store.close()
 
 
-def crash_at(point: str, after: int) -> Callable[[str], None]:
-    calls = {"n": 0}
-
-    def fault(where: str) -> None:
-        if where == point:
-            calls["n"] += 1
-            if calls["n"] == after:
-                raise SimulatedCrash(where)
-
-    return fault
-
-
 # every fault point of the protocol, at its first call and (points called per batch or per
 # page) at its second
 STEPS = ["renewed", "batch-written", "dirs-staged", "publishing", "records-rolled", "dirs-rolled"]
@@ -140,7 +126,7 @@ CRASHES = [(point, 1) for point in STEPS] + [(point, 2) for point in STEPS if po
 def test_a_commit_crashed_at_any_step_then_finished_or_redone_leaves_the_same_table(
     stores, point: str, after: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(mongo_dirs, "PENDING_DIRECTORIES", 1)  # states staged after every batch
+    monkeypatch.setattr(sqlite_dirs, "PENDING_DIRECTORIES", 1)  # states staged after every batch
     expected = clean_table()
     store = stores()
     catalog = Catalog(store)
@@ -169,7 +155,7 @@ def test_a_commit_crashed_at_any_step_then_finished_or_redone_leaves_the_same_ta
 def test_a_late_roll_forward_of_an_older_commit_sets_nothing_back(stores, monkeypatch) -> None:
     """A process that read a page of v2's staged states and stalled writes them after v3 was
     published: every write is filtered on the document's ``seq``, so v3's states stay."""
-    monkeypatch.setattr(mongo_dirs, "PENDING_DIRECTORIES", 1)
+    monkeypatch.setattr(sqlite_dirs, "PENDING_DIRECTORIES", 1)
     expected = clean_table()
     store = stores()
     catalog = Catalog(store)
@@ -210,10 +196,7 @@ def test_election_errors_while_the_table_is_written_are_retried(stores) -> None:
 
 def test_a_table_that_does_not_fit_its_records_is_given_up_not_trusted(stores, caplog) -> None:
     store = stores()
-    catalog = Catalog(store)
-    catalog.create_dataset("ds")
-    for changes in COMMITS:
-        catalog.commit("ds", changes)
+    catalog = committed(store)
     store.dirs.update_one({"path": "d0/", "to_seq": {"$gt": 3}}, {"$set": {"live": 1}})  # edited by hand
     catalog.commit("ds", [Delete(f"d0/f{j}") for j in range(4)])
     assert "does not match its records" in caplog.text
@@ -239,10 +222,7 @@ class Killed(Exception):
 def test_the_backfill_of_an_old_dataset_resumes_and_fills_what_commits_keep(stores) -> None:
     expected = clean_table()
     store = stores()
-    catalog = Catalog(store)
-    catalog.create_dataset("ds")
-    for changes in COMMITS:
-        catalog.commit("ds", changes)
+    catalog = committed(store)
     legacy(store)
     check(store)  # listed the old way
     seen: list[tuple[int, int]] = []
@@ -276,10 +256,7 @@ def test_the_backfill_of_an_old_dataset_resumes_and_fills_what_commits_keep(stor
 
 def test_a_commit_during_the_backfill_makes_it_start_over(stores) -> None:
     store = stores()
-    catalog = Catalog(store)
-    catalog.create_dataset("ds")
-    for changes in COMMITS[:2]:
-        catalog.commit("ds", changes)
+    catalog = committed(store, 2)
     legacy(store)
     calls: list[int] = []
 
@@ -302,23 +279,20 @@ def test_a_commit_just_before_the_backfills_claim_makes_it_start_over(stores) ->
     """The flag is set under the claim of head + 1: a commit that took that claim first
     published without keeping the half-filled table, and the pass sees the head moved."""
     store = stores()
-    catalog = Catalog(store)
-    catalog.create_dataset("ds")
-    for changes in COMMITS[:2]:
-        catalog.commit("ds", changes)
+    committed(store, 2)
     legacy(store)
-    committed = {"done": False}
+    landed = {"done": False}
     original = store._claim
 
     def claim_after_a_commit(dataset, new, base, commit_id):
-        if not committed["done"]:  # a commit claims head + 1 just before the pass does
-            committed["done"] = True
+        if not landed["done"]:  # a commit claims head + 1 just before the pass does
+            landed["done"] = True
             Catalog(stores()).commit("ds", COMMITS[2])
         return original(dataset, new, base, commit_id)
 
     store._claim = claim_after_a_commit  # type: ignore[method-assign]
     assert store.fill_directory_tables() == ["ds"]
-    assert committed["done"]
+    assert landed["done"]
     assert mongo_dirs_rows(store) == clean_table()
     check(store)
 
@@ -333,10 +307,7 @@ def test_datahub_migrate_fills_the_tables_of_an_old_mongo_catalog(
     from datahub.cli.main import main
 
     store = stores()
-    catalog = Catalog(store)
-    catalog.create_dataset("ds")
-    for changes in COMMITS:
-        catalog.commit("ds", changes)
+    committed(store)
     legacy(store)
     monkeypatch.setattr(mongomock, "MongoClient", lambda *a, **k: store.client)  # the same server
     monkeypatch.delenv("DATAHUB_CONFIG", raising=False)
