@@ -80,8 +80,8 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         fault: Callable[[str], None] | None = None,
     ) -> None:
         """``client`` lets tests share one (mock) server between stores; ``fault(point)`` is a
-        test hook called at protocol points ("renewed", "batch-written", "publishing") to
-        simulate crashes and stalls. ``lease_seconds``: how long a silent writer keeps its claim
+        test hook called at protocol points ("renewed", "batch-written", "dirs-staged",
+        "publishing", "records-rolled", "dirs-rolled") to simulate crashes and stalls. ``lease_seconds``: how long a silent writer keeps its claim
         (renewed every batch); ``claim_wait_seconds``: how long a commit waits for a running one;
         ``retry_seconds``: how long transient errors (elections) are retried. ``clock`` stamps
         ``created_at``, and stands in for the server's clock only on mongomock."""
