@@ -297,6 +297,35 @@ def test_a_commit_just_before_the_backfills_claim_makes_it_start_over(stores) ->
     check(store)
 
 
+def test_a_backfill_whose_claim_was_taken_over_takes_its_flag_back_and_starts_over(stores) -> None:
+    """The pass stalls past its lease after setting the flag: a commit takes the claim of
+    head + 1 over and publishes. The pass's fenced renewal fails, so it sets the flag back
+    (that commit may have read it unset) and starts over on the new head."""
+    store = stores()
+    committed(store, 2)
+    legacy(store)
+    original, stalls = store._renew, []
+
+    def stall_then_renew(claim) -> None:
+        if not stalls:  # the first renewal: the pass's, after its flag
+            stalls.append(store.datasets.find_one({"_id": "ds"})["dirs"])
+            stores.clock.now += 61  # type: ignore[attr-defined]
+            if store._server_time:
+                time.sleep(store.lease_seconds + 0.5)
+            Catalog(stores()).commit("ds", COMMITS[2])  # takes the expired claim over
+        return original(claim)
+
+    store._renew = stall_then_renew  # type: ignore[method-assign]
+    progress: list[int] = []
+    assert store.fill_directory_tables(progress=lambda d, done, total: progress.append(done)) == ["ds"]
+    assert stalls == [True]  # the flag was set when the pass stalled
+    assert progress.count(0) == 2  # the pass started over once
+    assert store.datasets.find_one({"_id": "ds"})["dirs"] is True
+    assert mongo_dirs_rows(store) == clean_table()
+    assert store.commits.count_documents({"state": "pending"}) == 0
+    check(store)
+
+
 def test_datahub_migrate_fills_the_tables_of_an_old_mongo_catalog(
     stores, kind, capsys, monkeypatch, tmp_path
 ) -> None:
