@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from datahub.catalog import Catalog, Delete, Put, sqlite_dirs
+from datahub.catalog import Catalog, Delete, Put, mongo_dirs, sqlite_dirs
 from datahub.catalog import store as store_module
 from datahub.catalog.mongo_dirs_backfill import backfill as mongo_backfill
 from datahub.catalog.sqlite_dirs_backfill import backfill
@@ -92,9 +92,12 @@ def test_every_version_lists_as_the_model_and_the_backfill_fills_the_same_table(
 ) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="catalog-dirs-"))
     pending, subdirectory_page = sqlite_dirs.PENDING_DIRECTORIES, store_module._SUBDIRECTORY_PAGE
+    per_query = mongo_dirs.STATES_PER_QUERY
     # counts written (SQLite) or resolved into staged states (MongoDB) after every batch, or
     # once at the end of each commit
     sqlite_dirs.PENDING_DIRECTORIES = data.draw(st.sampled_from([1, 20_000]), label="pending")
+    # MongoDB: a level's staged states read and replaced 1 at a time, or all at once
+    mongo_dirs.STATES_PER_QUERY = data.draw(st.sampled_from([1, 1000]), label="states per query")
     # subdirectories read 1 or 2 at a time, or all at once
     store_module._SUBDIRECTORY_PAGE = data.draw(st.sampled_from([1, 2, 256]), label="subdirectory page")
     store = make_store(kind, tmp, batch_size=3, page_size=2)
@@ -140,6 +143,7 @@ def test_every_version_lists_as_the_model_and_the_backfill_fills_the_same_table(
         check_listings()
     finally:
         sqlite_dirs.PENDING_DIRECTORIES, store_module._SUBDIRECTORY_PAGE = pending, subdirectory_page
+        mongo_dirs.STATES_PER_QUERY = per_query
         catalog.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
