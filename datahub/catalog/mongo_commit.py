@@ -40,6 +40,7 @@ import pymongo.errors
 from pymongo import ASCENDING, ReturnDocument
 
 from datahub.catalog.model import Change, Dataset, Version
+from datahub.catalog.mongo_dirs import Inconsistent, StagedDirectories, give_up, state_writes
 from datahub.catalog.mongo_schema import RECORD_FIELDS, record_doc, record_of_doc
 from datahub.catalog.revisions import (
     OPEN,
@@ -100,11 +101,14 @@ class MongoCommitProtocol:
 
     The store provides the collections, the settings and the few reads declared below."""
 
+    datasets: Any
     versions: Any
     records: Any
     commits: Any
     staged: Any
     epochs: Any
+    dirs: Any
+    staged_dirs: Any
     batch_size: int
     retry_seconds: float
     claim_wait_seconds: float
@@ -319,6 +323,7 @@ class MongoCommitProtocol:
         query: dict[str, Any] = {"dataset": dataset, "seq": seq} if below is None else {
             "dataset": dataset, "epoch": {"$lt": below}}  # fmt: skip
         self._retrying(lambda: self.staged.delete_many(query))
+        self._retrying(lambda: self.staged_dirs.delete_many(query))
 
     def _recover(self, dataset: str, seq: int) -> None:
         """Finish a commit of ``seq`` that was decided (``publishing``): roll its staged changes
@@ -347,7 +352,28 @@ class MongoCommitProtocol:
 
         Before the version document exists none of this is visible (ranges of versions
         ``<= seq - 1`` do not change). Closes only match revisions still open at the head and
-        inserts never overwrite, so a late or concurrent repeat changes nothing."""
+        inserts never overwrite, so a late or concurrent repeat changes nothing. Then the
+        directory table's staged states (``mongo_dirs``), written the same way."""
+        self._roll_records_forward(dataset, seq, epoch)
+        mine = {"dataset": dataset, "seq": seq, "epoch": epoch}
+        after = ""
+        while page := self._retrying(
+            lambda after=after: list(
+                self.staged_dirs.find(mine | {"path": {"$gt": after}}, {"_id": 0})
+                .sort("path", ASCENDING)
+                .limit(self.batch_size)
+            )
+        ):
+            after = page[-1]["path"]
+            updates, inserts = state_writes(dataset, seq, page)
+            for where, update in updates:  # one per directory the commit changed: few per record
+                self._retrying(lambda where=where, update=update: self.dirs.update_one(where, update))
+            if inserts:
+                self._retrying(lambda inserts=inserts: _insert_new(self.dirs, inserts))
+            self.fault("dirs-rolled")
+
+    def _roll_records_forward(self, dataset: str, seq: int, epoch: int | None) -> None:
+        """The revisions' part of :meth:`_roll_forward`, a page of staged changes at a time."""
         after = ""
         while True:
             page = self._retrying(
@@ -376,6 +402,7 @@ class MongoCommitProtocol:
                        for d in page if d.get("record")]  # fmt: skip
             if inserts:
                 self._retrying(lambda inserts=inserts: _insert_new(self.records, inserts))
+            self.fault("records-rolled")
             after = page[-1]["key"]
 
     def _write(
@@ -400,13 +427,20 @@ class MongoCommitProtocol:
             lambda keys: self._staged_view(claim, keys)[0],
             lambda keys: self._staged_view(claim, keys)[1],
         )
+        dirs = self._directory_states(claim)
         for batch in batched(changes, self.batch_size):
             ops = planner.plan(batch)
             self._renew(claim)
             self.fault("renewed")
             if ops:
                 self._stage(claim, ops)
+            if dirs is not None:
+                dirs.add(ops.appeared, ops.vanished, ascending=ops.appeared_ascending)
+                if dirs.pending():
+                    dirs = self._flush_directories(claim, dirs)
             self.fault("batch-written")
+        if dirs is not None:
+            self._flush_directories(claim, dirs)
         return {"_id": f"{dataset}@{new}", "dataset": dataset, "seq": new, "parent": base or None,
                 "message": message, "author": author, "created_at": self.clock(),
                 "record_count": (parent["record_count"] if parent else 0) + planner.count_delta,
@@ -414,6 +448,30 @@ class MongoCommitProtocol:
                 "added": planner.added, "removed": planner.removed, "modified": planner.modified,
                 "lineage": lineage or {}, "commit_id": commit_id,
                 "commit_digest": change_digest(changes) if commit_id is not None else None}  # fmt: skip
+
+    def _directory_states(self, claim: _Claim) -> StagedDirectories | None:
+        """The commit's directory table states, if the dataset's table is complete (read after
+        the claim: ``datahub migrate`` sets the flag while it holds a claim itself)."""
+        doc = self._retrying(lambda: self.datasets.find_one({"_id": claim.dataset}, {"dirs": 1}))
+        if not (doc or {}).get("dirs"):
+            return None
+        return StagedDirectories(
+            self.dirs, self.staged_dirs, claim.dataset, claim.seq, claim.epoch, self._retrying
+        )
+
+    def _flush_directories(self, claim: _Claim, dirs: StagedDirectories) -> StagedDirectories | None:
+        """Resolve the pending directory deltas into staged states; None once the table is given
+        up (its counts do not fit the records): this commit stages no states, the dataset
+        lists without the table until ``datahub migrate`` fills it again."""
+        try:
+            dirs.flush()
+        except Inconsistent as exc:
+            give_up(self.datasets, claim.dataset, str(exc), self._retrying)
+            mine = {"dataset": claim.dataset, "seq": claim.seq, "epoch": claim.epoch}
+            self._retrying(lambda: self.staged_dirs.delete_many(mine))
+            return None
+        self.fault("dirs-staged")
+        return dirs
 
     def _lookup(self, dataset: str, keys: list[str], to_seq: int) -> dict[str, LiveRevision]:
         docs = self.records.find(
@@ -487,8 +545,8 @@ class MongoCommitProtocol:
             with self._translate(f"abandon commit of {claim.dataset!r} version {claim.seq}"):
                 gone = self.commits.delete_one({"_id": claim.id, "epoch": claim.epoch, "state": "pending"})
                 if gone.deleted_count:
-                    self.staged.delete_many(
-                        {"dataset": claim.dataset, "seq": claim.seq, "epoch": claim.epoch}
-                    )
+                    mine = {"dataset": claim.dataset, "seq": claim.seq, "epoch": claim.epoch}
+                    self.staged.delete_many(mine)
+                    self.staged_dirs.delete_many(mine)
         except StorageError:
             pass

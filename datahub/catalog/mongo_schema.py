@@ -4,7 +4,8 @@ Why a module of its own: the store's reads (``mongo_store.py``) and the commit p
 (``mongo_commit.py``) both read and write these documents; a reader of the data layout finds it
 here whole. A record revision is its record's fields plus ``dataset``, ``from_seq``, ``to_seq``
 (and ``commit``, the epoch that wrote it); ``staged`` holds a commit's outcome per key, and
-``commits``/``epochs`` its claims (see ``mongo_commit.py``).
+``commits``/``epochs`` its claims (see ``mongo_commit.py``); ``dirs`` is the directory table
+and ``staged_dirs`` a commit's staged directory states (``mongo_dirs.py``).
 """
 
 from __future__ import annotations
@@ -77,6 +78,20 @@ def create_indexes(db: Any) -> None:
     )
     db["records"].create_index(
         [("dataset", ASCENDING), ("key", ASCENDING), ("from_seq", ASCENDING)], unique=True, name="by_key"
+    )
+    # the directory table (``mongo_dirs``): ``by_parent`` lists a level's subdirectories, the
+    # unique ``by_path`` finds a directory's intervals and makes a repeated insert a no-op
+    db["dirs"].create_index(
+        [("dataset", ASCENDING), ("parent", ASCENDING), ("path", ASCENDING), ("from_seq", ASCENDING)],
+        name="by_parent",
+    )
+    db["dirs"].create_index(
+        [("dataset", ASCENDING), ("path", ASCENDING), ("from_seq", ASCENDING)], unique=True, name="by_path"
+    )
+    db["staged_dirs"].create_index(
+        [("dataset", ASCENDING), ("seq", ASCENDING), ("epoch", ASCENDING), ("path", ASCENDING)],
+        unique=True,
+        name="by_claim",
     )
     # Both diff indexes are partial, as SQLite's (docs/catalog.md "MongoDB at 10^8 records"):
     # ``began`` leaves out version 1 (a diff from the empty state is a listing, so nothing asks

@@ -27,6 +27,8 @@ from pymongo.read_concern import ReadConcern
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.mongo_commit import MongoCommitProtocol
+from datahub.catalog.mongo_dirs import subdirectories
+from datahub.catalog.mongo_dirs_backfill import backfill_all
 from datahub.catalog.mongo_schema import (
     DIR_FILE_FIELDS,
     RECORD_FIELDS,
@@ -35,7 +37,17 @@ from datahub.catalog.mongo_schema import (
     record_of_doc,
 )
 from datahub.catalog.revisions import merge_diff
-from datahub.catalog.store import CatalogStore, diff_page, narrowed, page_hint, prefix_end, revision_mismatch
+from datahub.catalog.sqlite_dirs_backfill import Progress
+from datahub.catalog.store import (
+    CatalogStore,
+    GapFiles,
+    Subdirectories,
+    diff_page,
+    narrowed,
+    page_hint,
+    prefix_end,
+    revision_mismatch,
+)
 from datahub.errors import (
     AlreadyExists,
     DatasetNotFound,
@@ -50,7 +62,8 @@ from datahub.mongo_client import connect
 
 
 class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
-    """Catalog in MongoDB collections datasets/versions/records/tags/tokens/commits."""
+    """Catalog in MongoDB collections datasets/versions/records/tags/tokens/commits (and the
+    directory table ``dirs``, ``mongo_dirs``)."""
 
     def __init__(
         self,
@@ -67,8 +80,8 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         fault: Callable[[str], None] | None = None,
     ) -> None:
         """``client`` lets tests share one (mock) server between stores; ``fault(point)`` is a
-        test hook called at protocol points ("renewed", "batch-written", "publishing") to
-        simulate crashes and stalls. ``lease_seconds``: how long a silent writer keeps its claim
+        test hook called at protocol points ("renewed", "batch-written", "dirs-staged",
+        "publishing", "records-rolled", "dirs-rolled") to simulate crashes and stalls. ``lease_seconds``: how long a silent writer keeps its claim
         (renewed every batch); ``claim_wait_seconds``: how long a commit waits for a running one;
         ``retry_seconds``: how long transient errors (elections) are retried. ``clock`` stamps
         ``created_at``, and stands in for the server's clock only on mongomock."""
@@ -92,6 +105,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         self.datasets, self.versions, self.records = db["datasets"], db["versions"], db["records"]
         self.tags, self.tokens, self.commits = db["tags"], db["tokens"], db["commits"]
         self.staged, self.epochs = db["staged"], db["epochs"]
+        self.dirs, self.staged_dirs, self.dirs_backfill = db["dirs"], db["staged_dirs"], db["dirs_backfill"]
         with self._translate(f"open catalog {db_name}"):
             create_indexes(db)
 
@@ -121,8 +135,10 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
                        doc.get("acl") or EMPTY, doc.get("created_at", 0.0), doc.get("revision", 0))  # fmt: skip
 
     def create_dataset(self, dataset: Dataset) -> Dataset:
+        # dirs: a new dataset's commits keep its directory table (mongo_dirs) from the first
         doc = {"_id": dataset.name, "description": dataset.description, "source": dataset.source,
-               "owner": dataset.owner, "acl": dict(dataset.acl), "created_at": dataset.created_at or self.clock()}  # fmt: skip
+               "owner": dataset.owner, "acl": dict(dataset.acl), "created_at": dataset.created_at or self.clock(),
+               "dirs": True}  # fmt: skip
         try:
             with self._translate(f"create dataset {dataset.name!r}"):
                 self.datasets.insert_one(doc)
@@ -322,13 +338,16 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         page: int,
         after: str,
         fields: dict[str, int],
+        before: str | None = None,
     ) -> Iterator[list[dict[str, Any]]]:
-        """The documents (``fields`` of them) of ``_revisions``, a list per page.
+        """The documents (``fields`` of them) of ``_revisions``, a list per page, below key
+        ``before`` when given (a key under ``prefix``).
 
         ``index`` is hinted so the server walks an index already in key order for ``cond``
         instead of sorting a large result in memory."""
+        upper = {} if before is None else {"$lt": before}
         while True:
-            query = {"dataset": dataset, **cond, "key": {"$gt": after} | _prefix_range(prefix)}
+            query = {"dataset": dataset, **cond, "key": {"$gt": after} | _prefix_range(prefix) | upper}
             with self._translate(f"read records of {dataset!r}"):
                 docs = list(self.records.find(query, fields).sort("key", ASCENDING).hint(index).limit(page))
             yield docs
@@ -349,6 +368,33 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
                 yield list(map(dir_file_of_doc, docs))
 
         return pages
+
+    def _directory_index(self, dataset: str, seq: int) -> tuple[Subdirectories, GapFiles] | None:
+        """The directory table's two reads (``mongo_dirs``), when the dataset's is complete."""
+        self.get_version(dataset, seq)
+        with self._translate(f"read dataset {dataset!r}"):
+            doc = self.datasets.find_one({"_id": dataset}, {"dirs": 1})
+        if not (doc or {}).get("dirs"):
+            return None
+        live = {"from_seq": {"$lte": seq}, "to_seq": {"$gt": seq}}
+
+        def subdirs(prefix: str, after: str, limit: int) -> list[tuple[str, bool]]:
+            with self._translate(f"list directory {prefix!r} of {dataset}@{seq}"):
+                return subdirectories(self.dirs, dataset, seq, prefix, after, limit)
+
+        def files(prefix: str, after: str, before: str | None, limit: int | None) -> Iterator[list[DirFile]]:
+            page = page_hint(self.page_size, limit, None)
+            pages = self._doc_pages(dataset, live, "by_key", prefix, page, after, DIR_FILE_FIELDS, before)
+            for docs in pages:
+                yield list(map(dir_file_of_doc, docs))
+
+        return subdirs, files
+
+    def fill_directory_tables(self, progress: Progress | None = None) -> list[str]:
+        """Fill the directory table of every dataset committed before the catalog had one
+        (``mongo_dirs_backfill``: one pass per dataset, resumable, used once complete)."""
+        with self._translate("fill the directory tables"):
+            return backfill_all(self, progress=progress)
 
     # --- tokens -----------------------------------------------------------------------------------
     def put_token(self, token: TokenInfo) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 
 from datahub.catalog.revisions import OPEN
 
@@ -66,15 +67,15 @@ def indexed(conn: sqlite3.Connection, dataset_id: int) -> bool:
     return bool(row and row[0])
 
 
-class DirectoryCounts:
-    """A commit's changes to its dataset's directory table, inside the commit's transaction.
+class PendingCounts:
+    """A commit's per-directory deltas, batch by batch, until its store resolves them: shared
+    by SQLite's table (``DirectoryCounts``) and MongoDB's (``mongo_dirs.StagedDirectories``).
 
     ``add(appeared, vanished)`` per planned batch (keys that became live or stopped being
-    live at the head); ``pending()`` says when ``write`` is due; ``write`` applies the net
-    counts (the caller flushes its queued inserts first: one statement at a time)."""
+    live at the head); ``pending()`` says when the store should resolve them (bounded
+    memory); ``_resolve`` hands them over a directory level at a time, deepest first."""
 
-    def __init__(self, conn: sqlite3.Connection, dataset_id: int, new: int) -> None:
-        self._conn, self._dataset_id, self._new = conn, dataset_id, new
+    def __init__(self) -> None:
         self._deltas: Counter[str] = Counter()
 
     def add(self, appeared: list[str], vanished: list[str], *, ascending: bool = False) -> None:
@@ -84,6 +85,33 @@ class DirectoryCounts:
 
     def pending(self) -> bool:
         return len(self._deltas) >= PENDING_DIRECTORIES
+
+    def _resolve(self, apply_level: Callable[[dict[str, int]], dict[str, int]]) -> None:
+        """Take the accumulated deltas and apply them deepest directories first:
+        ``apply_level(deltas of one level)`` returns per directory +1/-1 when it appeared or
+        emptied (else 0), which adds or takes one entry of its parent, applied in the same pass."""
+        deltas, self._deltas = self._deltas, Counter()
+        by_depth: dict[int, dict[str, int]] = {}
+        for path, delta in deltas.items():
+            if delta:
+                by_depth.setdefault(path.count("/"), {})[path] = delta
+        while by_depth:
+            depth = max(by_depth)
+            for path, change in apply_level(by_depth.pop(depth)).items():
+                parent = parent_of(path)
+                if change and parent:
+                    level = by_depth.setdefault(depth - 1, {})
+                    level[parent] = level.get(parent, 0) + change
+
+
+class DirectoryCounts(PendingCounts):
+    """A commit's changes to its dataset's directory table, inside the commit's transaction:
+    ``write`` applies the net counts when ``pending()`` and at the end (the caller flushes its
+    queued inserts first: one statement at a time)."""
+
+    def __init__(self, conn: sqlite3.Connection, dataset_id: int, new: int) -> None:
+        super().__init__()
+        self._conn, self._dataset_id, self._new = conn, dataset_id, new
 
     def write(self) -> bool:
         """Apply the accumulated counts; False (the table given up, see ``_give_up``) when
@@ -110,21 +138,8 @@ class DirectoryCounts:
         self._deltas.clear()
 
     def _write(self) -> None:
-        """Apply the accumulated counts, deepest directories first: a directory that appears
-        or empties adds or takes one entry of its parent, applied in the same pass."""
-        deltas, self._deltas = self._deltas, Counter()
-        by_depth: dict[int, dict[str, int]] = {}
-        for path, delta in deltas.items():
-            if delta:
-                by_depth.setdefault(path.count("/"), {})[path] = delta
-        while by_depth:
-            depth = max(by_depth)
-            for path, delta in by_depth.pop(depth).items():
-                change = self._apply(path, delta)
-                parent = parent_of(path)
-                if change and parent:
-                    level = by_depth.setdefault(depth - 1, {})
-                    level[parent] = level.get(parent, 0) + change
+        """Apply the accumulated counts, a row at a time, deepest directories first."""
+        self._resolve(lambda level: {path: self._apply(path, delta) for path, delta in level.items()})
 
     def _apply(self, path: str, delta: int) -> int:
         """Add ``delta`` to the live entries of ``path``; +1/-1 when it appeared/emptied, else 0."""

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from datahub.catalog.revisions import OPEN
 from datahub.catalog.sqlite_commit import head_seq, write_transaction
@@ -87,15 +88,46 @@ def backfill(
     if progress is not None:  # where this run starts (a resumed pass: past 0)
         progress(dataset, done, total)
     finished: list[tuple] = []
+    walked = walk(_rows(conn, dataset_id, cursor), stack, finished, dataset_id, done, checkpoint_rows)
+    for key, done in walked:
+        if key is None:  # the end: every directory finished
+            break
+        if not _checkpoint(conn, dataset_id, head, key, stack, done, finished):
+            return False
+        finished.clear()
+        if progress is not None:
+            progress(dataset, done, total)
+    with write_transaction(conn):
+        if not _still(conn, dataset_id, head):
+            return False
+        _write(conn, finished)
+        conn.execute("DELETE FROM dirs_backfill WHERE dataset_id = ?", (dataset_id,))
+        conn.execute("UPDATE datasets SET dirs = 1 WHERE id = ?", (dataset_id,))
+    if progress is not None:
+        progress(dataset, done, total)
+    return True
+
+
+def walk(
+    rows: Iterable[tuple[str, int, int]],
+    stack: list[_Frame],
+    finished: list[tuple],
+    dataset_id: Any,
+    done: int,
+    checkpoint_rows: int,
+) -> Iterator[tuple[str | None, int]]:
+    """The pass itself (shared with ``mongo_dirs_backfill``): over ``rows``, a dataset's
+    revisions ``(key, from_seq, to_seq)`` in key order, from ``stack``, appending finished
+    directories' rows to ``finished``. Every ``checkpoint_rows`` revisions, between two keys,
+    it yields (the last key read whole, revisions read so far): the caller stores ``finished``
+    and the stack, and clears ``finished``. At the end it finishes the stack and yields
+    ``(None, revisions read)``."""
     since, previous = 0, None
-    for key, from_seq, to_seq in _rows(conn, dataset_id, cursor):
+    for key, from_seq, to_seq in rows:
         if key != previous:
             if since >= checkpoint_rows and previous is not None:  # between two keys: all of one read
-                if not _checkpoint(conn, dataset_id, head, previous, stack, done, finished):
-                    return False
-                finished, since = [], 0
-                if progress is not None:
-                    progress(dataset, done, total)
+                yield previous, done
+                since = 0
             previous = key
             parent = parent_of(key)
             if not stack or stack[-1].path != parent:
@@ -110,15 +142,7 @@ def backfill(
         since += 1
     while stack:
         _finish(stack, finished, dataset_id)
-    with write_transaction(conn):
-        if not _still(conn, dataset_id, head):
-            return False
-        _write(conn, finished)
-        conn.execute("DELETE FROM dirs_backfill WHERE dataset_id = ?", (dataset_id,))
-        conn.execute("UPDATE datasets SET dirs = 1 WHERE id = ?", (dataset_id,))
-    if progress is not None:
-        progress(dataset, done, total)
-    return True
+    yield None, done
 
 
 def backfill_all(conn: sqlite3.Connection, *, progress: Progress | None = None) -> list[str]:
@@ -152,7 +176,7 @@ def _rows(conn: sqlite3.Connection, dataset_id: int, cursor: str) -> Iterator[tu
         after = rows[-1][:2]
 
 
-def _enter(stack: list[_Frame], parent: str, finished: list[tuple], dataset_id: int) -> None:
+def _enter(stack: list[_Frame], parent: str, finished: list[tuple], dataset_id: Any) -> None:
     """Make ``parent`` the top of the stack: finish the directories the keys have left, open
     the ones between the deepest still holding them and ``parent``."""
     while stack and not parent.startswith(stack[-1].path):
@@ -164,7 +188,7 @@ def _enter(stack: list[_Frame], parent: str, finished: list[tuple], dataset_id: 
         start = end
 
 
-def _finish(stack: list[_Frame], finished: list[tuple], dataset_id: int) -> None:
+def _finish(stack: list[_Frame], finished: list[tuple], dataset_id: Any) -> None:
     """Pop the top directory: its rows are final; its intervals count in its parent's."""
     frame = stack.pop()
     merged = frame.merged()

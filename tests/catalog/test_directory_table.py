@@ -1,8 +1,9 @@
-"""The SQLite directory table (``sqlite_dirs``): listings of old versions and of versions under
-deleted subtrees are right and read no rows of other versions' subtrees (issue 38: an old
-version's root at 10^8 read 504 MB), commits keep the table, and the backfill of a catalog
-made before it (``sqlite_dirs_backfill``) fills the same table, resumes, and starts over
-when a commit lands during it."""
+"""The directory table (SQLite ``sqlite_dirs``, MongoDB ``mongo_dirs``): listings of old
+versions and of versions under deleted subtrees are right and read no rows of other versions'
+subtrees (issue 38: an old version's root at 10^8 read 504 MB), commits keep the table, and
+the backfill of a catalog made before it (``sqlite_dirs_backfill``, ``mongo_dirs_backfill``)
+fills the same table, resumes, and starts over when a commit lands during it. The model test
+runs on both stores; the Mongo store's own cases are in ``test_mongo_dirs.py``."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from datahub.catalog import Catalog, Delete, Put, sqlite_dirs
+from datahub.catalog import Catalog, Delete, Put, mongo_dirs, sqlite_dirs
 from datahub.catalog import store as store_module
+from datahub.catalog.mongo_dirs_backfill import backfill as mongo_backfill
 from datahub.catalog.sqlite_dirs_backfill import backfill
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from tests.catalog.conftest import make_store, rec, sqlite_steps
@@ -62,16 +64,43 @@ def dirs_rows(path: Path) -> list[tuple]:
         return conn.execute("SELECT * FROM dirs ORDER BY dataset_id, parent, path, from_seq").fetchall()
 
 
+def mongo_dirs_rows(store) -> list[tuple]:
+    """The Mongo table as SQLite's rows (``seq``, the last commit that wrote a document, left out)."""
+    docs = store.dirs.find({}, {"_id": 0, "seq": 0})
+    return sorted((d["dataset"], d["parent"], d["path"], d["from_seq"], d["to_seq"], d["live"]) for d in docs)
+
+
+def refill(kind: str, store, tmp: Path) -> None:
+    """Drop the dataset's table and fill it again with the backfill, across checkpoints of 2 rows."""
+    if kind == "sqlite":
+        with sqlite3.connect(tmp / "catalog.db", isolation_level=None) as conn:
+            conn.execute("UPDATE datasets SET dirs = 0")
+            conn.execute("DELETE FROM dirs")
+            assert backfill(conn, 1, "ds", checkpoint_rows=2)
+    else:
+        store.datasets.update_one({"_id": "ds"}, {"$set": {"dirs": False}})
+        store.dirs.delete_many({})
+        assert mongo_backfill(store, "ds", checkpoint_rows=2)
+        assert store.datasets.find_one({"_id": "ds"})["dirs"] is True
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "mongomock"])
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
-@given(st.data())
-def test_every_version_lists_as_the_model_and_the_backfill_fills_the_same_table(data: st.DataObject) -> None:
+@given(data=st.data())
+def test_every_version_lists_as_the_model_and_the_backfill_fills_the_same_table(
+    kind: str, data: st.DataObject
+) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="catalog-dirs-"))
     pending, subdirectory_page = sqlite_dirs.PENDING_DIRECTORIES, store_module._SUBDIRECTORY_PAGE
-    # counts written after every batch, or once at the end of each commit
+    per_query = mongo_dirs.STATES_PER_QUERY
+    # counts written (SQLite) or resolved into staged states (MongoDB) after every batch, or
+    # once at the end of each commit
     sqlite_dirs.PENDING_DIRECTORIES = data.draw(st.sampled_from([1, 20_000]), label="pending")
+    # MongoDB: a level's staged states read and replaced 1 at a time, or all at once
+    mongo_dirs.STATES_PER_QUERY = data.draw(st.sampled_from([1, 1000]), label="states per query")
     # subdirectories read 1 or 2 at a time, or all at once
     store_module._SUBDIRECTORY_PAGE = data.draw(st.sampled_from([1, 2, 256]), label="subdirectory page")
-    store = make_store("sqlite", tmp, batch_size=3, page_size=2)
+    store = make_store(kind, tmp, batch_size=3, page_size=2)
     catalog = Catalog(store)
     try:
         catalog.create_dataset("ds")
@@ -104,16 +133,17 @@ def test_every_version_lists_as_the_model_and_the_backfill_fills_the_same_table(
                     assert paged == whole
 
         check_listings()
-        kept = dirs_rows(tmp / "catalog.db")
+        rows = (
+            (lambda: dirs_rows(tmp / "catalog.db")) if kind == "sqlite" else (lambda: mongo_dirs_rows(store))
+        )
+        kept = rows()
         # the backfill of the same records, across checkpoints of 2 rows, fills the same table
-        with sqlite3.connect(tmp / "catalog.db", isolation_level=None) as conn:
-            conn.execute("UPDATE datasets SET dirs = 0")
-            conn.execute("DELETE FROM dirs")
-            assert backfill(conn, 1, "ds", checkpoint_rows=2)
-        assert dirs_rows(tmp / "catalog.db") == kept
+        refill(kind, store, tmp)
+        assert rows() == kept
         check_listings()
     finally:
         sqlite_dirs.PENDING_DIRECTORIES, store_module._SUBDIRECTORY_PAGE = pending, subdirectory_page
+        mongo_dirs.STATES_PER_QUERY = per_query
         catalog.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
