@@ -1,8 +1,9 @@
-"""``datahub migrate``: bring an embedded catalog made by an older datahub up to date.
+"""``datahub migrate``: bring a catalog (SQLite or MongoDB) made by an older datahub up to date.
 
-Why a command: opening an older SQLite catalog upgrades its schema at once (cheap DDL), but
-the directory table of a dataset committed before it existed takes a pass over the
-dataset's records (at 10^8 records, minutes), which no open should wait for. Until the pass
+Why a command: opening an older catalog upgrades its schema at once (cheap DDL on SQLite, new
+collections and indexes on MongoDB), but the directory table of a dataset committed before it
+existed takes a pass over the dataset's records (at 10^8 records, minutes), which no open
+should wait for. Until the pass
 is done the dataset lists as before (correct, slower for old versions); the pass is
 resumable, so an interrupted run goes on from its last checkpoint when run again.
 """
@@ -17,7 +18,7 @@ from datahub.console.context import CliContext, Progress
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "migrate",
-        help="fill the directory tables of datasets committed before catalog schema 4 (resumable)",
+        help="fill the directory tables of datasets committed before the catalog kept them (SQLite schema 4, MongoDB; resumable)",
     )
     p.set_defaults(func=run)
 
