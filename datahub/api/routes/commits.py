@@ -60,7 +60,9 @@ def _allowed(changes: Iterable[ChangeIn], principal: Principal, dataset: str) ->
     """A ``file://`` URL names the server's own disk, which readers would then read through
     the server's cache: only global admins (and local mode) may record one over HTTP."""
     for change in changes:
-        if isinstance(change, PutChange) and change.record.url.startswith("file:") and not principal.is_admin:
+        # schemes are case-insensitive (the storage layer reads FILE:// as file://), so is this
+        scheme = change.record.url.partition("://")[0].lower() if isinstance(change, PutChange) else ""
+        if scheme == "file" and not principal.is_admin:
             raise AccessDenied(
                 f"record {change.record.key!r} for dataset {dataset!r} points at a server-local file "
                 f"({change.record.url}); only global admins may commit file:// URLs over HTTP",
