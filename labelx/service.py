@@ -4,6 +4,12 @@ Roles: an *admin* does everything; a *reviewer* sees every project and accepts o
 submitted items; an *annotator* sees only the projects they belong to and only their own
 tasks (another annotator's task is 403, a project they are not in is 404).
 
+Datasets: served by an authenticated datahub (``dataset_acl``), a LabelX account is the
+datahub principal of its name, never a global admin, and the datasets' access lists hold:
+making a project of a dataset (or a new dataset of a project) needs its reader role, and
+committing labels onto it its writer role, as through the API. Otherwise a LabelX admin could
+read and patch every dataset, whatever its access list says.
+
 Item life cycle::
 
     todo ──save──> annotated ──submit task──> submitted ──review──> accepted
@@ -17,6 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from datahub.api.access import Principal, require
 from datahub.catalog.filter import RecordFilter
 from datahub.errors import AccessDenied, Conflict, InvalidInput, NotFound
 from datahub.validation import check_name, check_prefix
@@ -29,8 +36,18 @@ EDITABLE = ("todo", "annotated", "skipped", "rejected")
 
 
 class LabelService:
-    def __init__(self, store: LabelStore, catalog: Any, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: LabelStore,
+        catalog: Any,
+        *,
+        clock: Callable[[], float] = time.time,
+        dataset_acl: bool = False,
+    ) -> None:
+        """``dataset_acl``: check the datasets' access lists (the app under an authenticated
+        datahub); off in local mode and for the CLI, whose catalog access is its own."""
         self.store, self.catalog, self.clock = store, catalog, clock
+        self.dataset_acl = dataset_acl
         self._schemas: dict[int, LabelSchema] = {}
 
     # --- access --------------------------------------------------------------------------------
@@ -64,6 +81,12 @@ class LabelService:
         if not user.is_admin:
             raise AccessDenied("only an admin may do this")
 
+    def require_dataset(self, user: User, dataset: str, role: str) -> None:
+        """The API's answer for ``user`` as a datahub principal: 404 as if missing without the
+        reader role, 403 naming the role needed with less than ``role``."""
+        if self.dataset_acl:
+            require(Principal(user.name), self.catalog.get_dataset(dataset), role)
+
     # --- projects ------------------------------------------------------------------------------
     def create_project(
         self,
@@ -85,6 +108,7 @@ class LabelService:
         assigned to them in turn, otherwise they take tasks one at a time (atomic claim).
         """
         self.require_admin(user)
+        self.require_dataset(user, dataset, "reader")
         check_name(name, "project")
         check_prefix(prefix)
         parsed = parse_schema(schema)
