@@ -57,7 +57,7 @@ let USERS = null;
 /** Admins reassign a task in place; everyone else just sees the name. */
 function assigneeCell(t) {
   if (BOOT.user.role !== "admin" || !USERS) return t.assignee || "unassigned";
-  const sel = el("select", { "data-task": t.id, onchange: async ev => {
+  const sel = el("select", { "data-task": t.id, "aria-label": `Assignee of task ${t.number}`, onchange: async ev => {
     try { await api("PUT", `/api/tasks/${t.id}/assignee`, { assignee: ev.target.value || null }); }
     catch (e) { alert(e.message); }
     refresh();
