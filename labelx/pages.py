@@ -66,7 +66,8 @@ def _page(template: str, title: str, request: Request, who: Principal, **boot: A
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, error: str = "") -> HTMLResponse:
     token = secrets.token_urlsafe(24)
-    demo_password = demo_password_path(get_labelx(request).config)
+    lx = get_labelx(request)
+    demo_password = demo_password_path(lx.config)
     resp = _render(
         "login.html",
         request,
@@ -74,6 +75,7 @@ def login_page(request: Request, error: str = "") -> HTMLResponse:
         csrf=token,
         error=error,
         demo_password=str(demo_password) if demo_password.exists() else "",
+        no_users=not lx.store.has_users(),
     )
     resp.set_cookie(
         LOGIN_CSRF_COOKIE,
