@@ -25,7 +25,7 @@ from typing import Any
 
 from datahub.api.access import Principal, require
 from datahub.catalog.filter import RecordFilter
-from datahub.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from datahub.errors import AccessDenied, Conflict, DatasetNotFound, InvalidInput, NotFound
 from datahub.validation import check_name, check_prefix
 from labelx.entities import Item, NewItem, Project, Task, User
 from labelx.schema import LabelSchema, parse_schema
@@ -83,9 +83,18 @@ class LabelService:
 
     def require_dataset(self, user: User, dataset: str, role: str) -> None:
         """The API's answer for ``user`` as a datahub principal: 404 as if missing without the
-        reader role, 403 naming the role needed with less than ``role``."""
-        if self.dataset_acl:
+        reader role (its message also says how to grant one, alike for a missing dataset, so
+        names still cannot be probed), 403 naming the role needed with less than ``role``."""
+        if not self.dataset_acl:
+            return
+        try:
             require(Principal(user.name), self.catalog.get_dataset(dataset), role)
+        except DatasetNotFound as exc:
+            raise DatasetNotFound(
+                f"{exc.message}; or LabelX user {user.name!r} may not read it: an admin of the "
+                f"dataset grants it with `datahub dataset update {dataset} --grant {user.name}={role}`",
+                dataset=dataset,
+            ) from None
 
     # --- projects ------------------------------------------------------------------------------
     def create_project(

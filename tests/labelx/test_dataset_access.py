@@ -54,7 +54,9 @@ def test_a_labelx_admin_without_a_role_sees_the_dataset_as_missing(authed, env: 
     )
     assert refused.status_code == 404, refused.text
     assert refused.json()["error"]["code"] == "dataset_not_found"
+    # the same words as a missing dataset's, which say how a role is granted
     assert refused.json()["error"]["message"] == missing.json()["error"]["message"].replace("nopets", "pets")
+    assert "datahub dataset update pets --grant admin=reader" in refused.json()["error"]["message"]
     assert ok(admin.get("/api/projects")) == []  # nothing was snapshotted
 
 
