@@ -145,6 +145,26 @@ def test_the_file_url_rule_holds_whatever_the_schemes_case(api: Api):
     assert api.catalog.store.head("pets") == 1
 
 
+def test_only_global_admins_may_commit_rados_urls(api: Api):
+    """A ``rados://`` URL names an object in the deployment's own Ceph pool (the shared cache
+    tier), read with the server's and the nodes' Ceph identity, like file:// names its disk;
+    the public schema does not even list the scheme."""
+    put = {
+        "op": "put",
+        "record": {"key": "x.jpg", "url": "rados://cache/pool/p/0", "etag": "v1-400000", "size": 1},
+    }
+    for url in ("rados://cache/pool/p/0", "RADOS://cache/pool/p/0"):
+        put["record"]["url"] = url
+        r = api.post("/v1/datasets/pets/commits", who="owner", json={"changes": [put]})
+        assert r.status_code == 403 and "rados://" in r.json()["error"]["message"], (url, r.text)
+        header = {"base": 1, "message": "m", "author": "", "lineage": {}, "commit_id": f"c-{url}"}
+        body = "\n".join(json.dumps(x) for x in (header, put)) + "\n"
+        r = api.post("/v1/remote/datasets/pets/commits", who="bob", content=body)
+        assert r.status_code == 403, (url, r.text)
+    assert api.catalog.store.head("pets") == 1
+    assert api.post("/v1/datasets/pets/commits", who="admin", json={"changes": [put]}).status_code == 201
+
+
 def test_unreadable_and_missing_datasets_look_the_same_on_writes_too(api: Api):
     """Enumeration attack: probing names with any method must not tell hidden from missing."""
     for who in ("eve",):
