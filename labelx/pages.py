@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from datahub.errors import Unauthenticated
+from datahub.errors import DatahubError, Unauthenticated
 from datahub.web import Pages
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
@@ -55,6 +55,15 @@ def _render(name: str, request: Request, boot: Any = None, **values: Any) -> HTM
             **values,
         )
     )
+
+
+def error_page(request: Request, exc: DatahubError) -> HTMLResponse:
+    """What a person opening a LabelX page it cannot show reads: the reason, with its status."""
+    response = _render(
+        "error.html", request, title=f"{exc.http_status} {exc.code}", code=exc.code, message=exc.message
+    )
+    response.status_code = exc.http_status
+    return response
 
 
 def _page(template: str, title: str, request: Request, who: Principal, **boot: Any) -> HTMLResponse:

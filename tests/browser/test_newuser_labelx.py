@@ -100,3 +100,30 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
     assert env.catalog.store.head("pets") == 3
     committed = [r.labels.get("class") for r in env.catalog.list_records("pets", 3, prefix="val/")]
     assert committed == ["dog"] * n
+
+
+def test_a_page_labelx_cannot_show_is_a_page_that_says_why(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    """A link to a project that is gone (or a task of someone else's) opened in the browser:
+    an error page in LabelX's look with the reason, not the JSON API's error body."""
+    c = chrome
+    env.config.home_path.mkdir(parents=True, exist_ok=True)
+    password = labelx_admin(env.config).read_text().strip()
+    app, cache = build_app(env.config, env.catalog, env.stores, labelx=True)
+    try:
+        with serving(app) as base:
+            c.visit(f"{base}/labelx/login", "newuser-lx-20-login")
+            c.find("#name").send_keys("admin")
+            c.find("#password").send_keys(password)
+            c.find("#login").click()
+            c.wait_for_url(lambda url: not url.endswith("/login"))
+            c.visit(f"{base}/labelx/projects/999", "newuser-lx-21-no-project", error_page=True)
+            assert c.find(".error-message").text == "no project with id 999"
+            assert c.find(".error-message").get_attribute("data-code") == "not_found"
+            assert c.find("#projects-link").get_attribute("href") == f"{base}/labelx/"
+            c.visit(f"{base}/labelx/tasks/999", "newuser-lx-22-no-task", error_page=True)
+            assert "999" in c.find(".error-message").text
+            # the JSON API keeps its JSON, whoever asks
+            c.driver.get(f"{base}/labelx/api/projects/999")
+            assert '"code":"not_found"' in c.find("body").text
+    finally:
+        cache.close()
