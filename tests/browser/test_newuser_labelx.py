@@ -92,6 +92,9 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
             WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", "#tasks select"))
             c.settle()
             c.check("newuser-lx-9-dashboard")
+            # a command is shown as code, not as markdown's backticks
+            assert c.find("#suggestions code").text == "datahub labelx preannotate"
+            assert "`" not in c.find("#suggestions").text
             c.find("#commit-btn").click()
             _wait_text(c, "#commit-msg", "pets@v3")
             c.check("newuser-lx-10-committed")
