@@ -4,7 +4,8 @@ A pack job's results become the records of its target dataset (``datahub.pack.jo
 commits the shard URLs the workers reported), and its payloads and meta describe its
 source. So working a job is reading the source and writing the target: a token with no role
 on the source must see the job as missing, and one that may not write an existing target
-must not complete, fail or release its tasks.
+must not complete, fail or release its tasks (nor anyone but an admin while the target
+does not exist yet).
 """
 
 from __future__ import annotations
@@ -56,13 +57,21 @@ def test_a_token_with_no_role_on_the_source_sees_no_job_and_cannot_forge_its_res
     assert all('"owner":""' in line and "evil" not in line for line in tasks)
 
 
-def test_a_reader_of_the_source_works_a_job_whose_target_is_not_made_yet(api: Api) -> None:
-    """The target is created by the worker that finalizes (any token may create a dataset)."""
+def test_a_target_not_made_yet_is_worked_by_admins_only(api: Api) -> None:
+    """No role on a missing target can be checked, and a reader of the source (often every
+    caller, '*') must not write its first version: until it exists, only admins work the job."""
     _start(api)
     base = f"/v1/tasks/jobs/{JOB}"
+    assert api.get(base, "alice").status_code == 200  # reading the job is reading the source
     claimed = api.post(f"{base}/claim", "alice", json={"worker": "alice/1", "lease_seconds": 60})
+    assert claimed.status_code == 403, claimed.text
+    message = claimed.json()["error"]["message"]
+    assert "'pets-small', which does not exist yet" in message
+    assert "datahub dataset update pets-small --grant alice=writer" in message
+    assert api.get(base).json()["counts"] == {"TODO": 2}
+    claimed = api.post(f"{base}/claim", json={"worker": "root/1", "lease_seconds": 60})
     assert claimed.status_code == 200 and claimed.json()["task"]["index"] == 0
-    done = api.post(f"{base}/tasks/0/complete", "alice", json={"worker": "alice/1", "result": {"count": 0}})
+    done = api.post(f"{base}/tasks/0/complete", json={"worker": "root/1", "result": {"count": 0}})
     assert done.status_code == 200 and done.json()["state"] == "DONE"
 
 

@@ -6,8 +6,8 @@ are checked against the datasets the job's meta names, since working a job is re
 ``source`` and writing its ``target`` (``datahub.pack.job.finalize`` commits the shard URLs
 the workers report as the target's records): reading the job or its tasks needs the reader
 role on the source, and claim, renew, complete, fail and release need the writer role on the
-target as well once it exists (until then the worker that finalizes creates it, as any token
-may create a dataset). A job whose source the caller may not read answers as a missing job,
+target as well; while the target does not exist (the worker that finalizes creates it) only
+admins work the job, since no role on it can be checked yet. A job whose source the caller may not read answers as a missing job,
 so its name, source and target stay unknown. Admins work every job; a job naming neither
 dataset needs any valid token. Then the lease rules of the queue (``datahub.tasks.base``)
 decide which worker may finish which task.
@@ -70,7 +70,16 @@ def _may_work(services: Services, principal: Principal, job: str, *, write: bool
         try:
             dataset = services.catalog.get_dataset(target)
         except DatasetNotFound:
-            return  # made by the finalizing worker
+            # whoever finalizes creates it; until then no role on it can be checked, and a
+            # reader of the source (often every caller: '*') must not write its first version
+            raise AccessDenied(
+                f"pack job {job!r} writes dataset {target!r}, which does not exist yet: only an admin "
+                f"token may work it until it does; to let {principal.name!r} work it, create it and "
+                f"grant the writer role (datahub dataset create {target}; "
+                f"datahub dataset update {target} --grant {principal.name}=writer)",
+                job=job,
+                dataset=target,
+            ) from None
         require(principal, dataset, "writer")
 
 
