@@ -7,10 +7,10 @@ are checked against the datasets the job's meta names, since working a job is re
 the workers report as the target's records): reading the job or its tasks needs the reader
 role on the source, and claim, renew, complete, fail and release need the writer role on the
 target as well; while the target does not exist (the worker that finalizes creates it) only
-admins work the job, since no role on it can be checked yet. A job whose source the caller may not read answers as a missing job,
-so its name, source and target stay unknown. Admins work every job; a job naming neither
-dataset needs any valid token. Then the lease rules of the queue (``datahub.tasks.base``)
-decide which worker may finish which task.
+admins work the job, since no role on it can be checked yet. A job whose source the caller
+may not read answers as a missing job, so its name, source and target stay unknown. Admins
+work every job; a job naming neither dataset needs any valid token. Then the lease rules of
+the queue (``datahub.tasks.base``) decide which worker may finish which task.
 """
 
 from __future__ import annotations
