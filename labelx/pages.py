@@ -148,6 +148,7 @@ def dashboard(request: Request, lx: LX, who: Who, project_id: RowId) -> HTMLResp
 @router.get("/projects/{project_id}/review", response_class=HTMLResponse)
 def review_page(request: Request, lx: LX, who: Who, project_id: RowId) -> HTMLResponse:
     project = lx.service.project_for(who.user, project_id)
+    lx.service.require_reviewer(who.user)  # the page, not only its queue: an error page says so
     return _page("review.html", f"Review {project.name}", request, who, project=project_json(project))
 
 

@@ -81,6 +81,11 @@ class LabelService:
         if not user.is_admin:
             raise AccessDenied("only an admin may do this")
 
+    @staticmethod
+    def require_reviewer(user: User) -> None:
+        if not user.can_review:
+            raise AccessDenied("only reviewers and admins review")
+
     def require_dataset(self, user: User, dataset: str, role: str) -> None:
         """The API's answer for ``user`` as a datahub principal: 404 as if missing without the
         reader role (its message also says how to grant one, alike for a missing dataset, so
@@ -213,14 +218,12 @@ class LabelService:
 
     # --- review --------------------------------------------------------------------------------
     def review_queue(self, user: User, project_id: int, limit: int = 200) -> list[dict[str, Any]]:
-        if not user.can_review:
-            raise AccessDenied("only reviewers and admins review")
+        self.require_reviewer(user)
         self.project_for(user, project_id)
         return [item_json(i) for i in self.store.items_by_status(project_id, ("submitted",), limit=limit)]
 
     def review(self, user: User, item_id: int, version: int, accept: bool, comment: str = "") -> Item:
-        if not user.can_review:
-            raise AccessDenied("only reviewers and admins review")
+        self.require_reviewer(user)
         item = self.item_for(user, item_id)
         if not accept and not comment.strip():
             raise InvalidInput(f"rejecting item {item.key!r} needs a comment telling the annotator why")
