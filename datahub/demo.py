@@ -103,7 +103,12 @@ def listen(demo: Demo) -> None:
     from datahub.api.server import bind_socket, check_bind
 
     check_bind(demo.config)  # local mode only on loopback
-    demo.listener = bind_socket(demo.config.api.host, demo.config.api.port)
+    # make run passes no arguments: the setting's variable is how its user moves the port
+    demo.listener = bind_socket(
+        demo.config.api.host,
+        demo.config.api.port,
+        other_port="DATAHUB_API_PORT=9090 make run, or .venv/bin/python -m datahub.demo --port 9090",
+    )
     demo.cleanup.callback(demo.listener.close)
 
 

@@ -63,6 +63,10 @@ class AccountRecords:
             raise NotFound(f"no user {name!r}; create it first (admin page or `datahub labelx create-user`)")
         return User(*row)
 
+    def has_users(self) -> bool:
+        """Whether any account exists (the login page tells how to make the first one)."""
+        return self._conn().execute("SELECT 1 FROM users LIMIT 1").fetchone() is not None
+
     def list_users(self) -> list[User]:
         return [User(*r) for r in self._conn().execute("SELECT id, name, role FROM users ORDER BY name")]
 

@@ -102,6 +102,8 @@ def create_labelx_app(
         wants_page = request.method == "GET" and "text/html" in request.headers.get("accept", "")
         if isinstance(exc, Unauthenticated) and wants_page:
             return RedirectResponse(pages.base_path(request) + "/login", status_code=303)
+        if wants_page and not request.url.path.startswith(pages.base_path(request) + "/api/"):
+            return pages.error_page(request, exc)  # a page, not the JSON API's answer
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)
 
     @app.exception_handler(RequestValidationError)

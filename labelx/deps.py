@@ -33,7 +33,7 @@ class LabelX:
     def __init__(self, config: Config, catalog: Any, stores: Any, cache: Any, secure_cookies: bool) -> None:
         self.config = config
         self.store = LabelStore(labelx_db_path(config))
-        self.service = LabelService(self.store, catalog)
+        self.service = LabelService(self.store, catalog, dataset_acl=not config.api.local_mode)
         self.auth = Auth(self.store)
         self.images = ImageSource(config.home_path / "labelx" / "previews", cache=cache, stores=stores)
         self.secure_cookies = secure_cookies

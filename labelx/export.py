@@ -58,7 +58,9 @@ def commit_labels(
     service.require_admin(user)
     project = service.store.get_project(project_id)
     if to_dataset and to_dataset != project.dataset:
+        service.require_dataset(user, project.dataset, "reader")
         return _commit_new_dataset(service, user, project, check_name(to_dataset), message, progress)
+    service.require_dataset(user, project.dataset, "writer")
     field = service.schema(project).field
     total = service.store.count_changed(project_id)
     if total == 0:  # the request is fine; the project's state is not ready (409, like git's)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from datahub.errors import Unauthenticated
+from datahub.errors import DatahubError, Unauthenticated
 from datahub.web import Pages
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
@@ -57,6 +57,15 @@ def _render(name: str, request: Request, boot: Any = None, **values: Any) -> HTM
     )
 
 
+def error_page(request: Request, exc: DatahubError) -> HTMLResponse:
+    """What a person opening a LabelX page it cannot show reads: the reason, with its status."""
+    response = _render(
+        "error.html", request, title=f"{exc.http_status} {exc.code}", code=exc.code, message=exc.message
+    )
+    response.status_code = exc.http_status
+    return response
+
+
 def _page(template: str, title: str, request: Request, who: Principal, **boot: Any) -> HTMLResponse:
     user = {"name": who.user.name, "role": who.user.role}
     data = {"base": base_path(request), "csrf": who.csrf or "", "user": user, **boot}
@@ -66,7 +75,8 @@ def _page(template: str, title: str, request: Request, who: Principal, **boot: A
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, error: str = "") -> HTMLResponse:
     token = secrets.token_urlsafe(24)
-    demo_password = demo_password_path(get_labelx(request).config)
+    lx = get_labelx(request)
+    demo_password = demo_password_path(lx.config)
     resp = _render(
         "login.html",
         request,
@@ -74,6 +84,7 @@ def login_page(request: Request, error: str = "") -> HTMLResponse:
         csrf=token,
         error=error,
         demo_password=str(demo_password) if demo_password.exists() else "",
+        no_users=not lx.store.has_users(),
     )
     resp.set_cookie(
         LOGIN_CSRF_COOKIE,
@@ -137,6 +148,7 @@ def dashboard(request: Request, lx: LX, who: Who, project_id: RowId) -> HTMLResp
 @router.get("/projects/{project_id}/review", response_class=HTMLResponse)
 def review_page(request: Request, lx: LX, who: Who, project_id: RowId) -> HTMLResponse:
     project = lx.service.project_for(who.user, project_id)
+    lx.service.require_reviewer(who.user)  # the page, not only its queue: an error page says so
     return _page("review.html", f"Review {project.name}", request, who, project=project_json(project))
 
 

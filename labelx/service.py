@@ -4,6 +4,12 @@ Roles: an *admin* does everything; a *reviewer* sees every project and accepts o
 submitted items; an *annotator* sees only the projects they belong to and only their own
 tasks (another annotator's task is 403, a project they are not in is 404).
 
+Datasets: served by an authenticated datahub (``dataset_acl``), a LabelX account is the
+datahub principal of its name, never a global admin, and the datasets' access lists hold:
+making a project of a dataset (or a new dataset of a project) needs its reader role, and
+committing labels onto it its writer role, as through the API. Otherwise a LabelX admin could
+read and patch every dataset, whatever its access list says.
+
 Item life cycle::
 
     todo ──save──> annotated ──submit task──> submitted ──review──> accepted
@@ -17,8 +23,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from datahub.api.access import Principal, require
 from datahub.catalog.filter import RecordFilter
-from datahub.errors import AccessDenied, Conflict, InvalidInput, NotFound
+from datahub.errors import AccessDenied, Conflict, DatasetNotFound, InvalidInput, NotFound
 from datahub.validation import check_name, check_prefix
 from labelx.entities import Item, NewItem, Project, Task, User
 from labelx.schema import LabelSchema, parse_schema
@@ -29,8 +36,18 @@ EDITABLE = ("todo", "annotated", "skipped", "rejected")
 
 
 class LabelService:
-    def __init__(self, store: LabelStore, catalog: Any, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: LabelStore,
+        catalog: Any,
+        *,
+        clock: Callable[[], float] = time.time,
+        dataset_acl: bool = False,
+    ) -> None:
+        """``dataset_acl``: check the datasets' access lists (the app under an authenticated
+        datahub); off in local mode and for the CLI, whose catalog access is its own."""
         self.store, self.catalog, self.clock = store, catalog, clock
+        self.dataset_acl = dataset_acl
         self._schemas: dict[int, LabelSchema] = {}
 
     # --- access --------------------------------------------------------------------------------
@@ -64,6 +81,26 @@ class LabelService:
         if not user.is_admin:
             raise AccessDenied("only an admin may do this")
 
+    @staticmethod
+    def require_reviewer(user: User) -> None:
+        if not user.can_review:
+            raise AccessDenied("only reviewers and admins review")
+
+    def require_dataset(self, user: User, dataset: str, role: str) -> None:
+        """The API's answer for ``user`` as a datahub principal: 404 as if missing without the
+        reader role (its message also says how to grant one, alike for a missing dataset, so
+        names still cannot be probed), 403 naming the role needed with less than ``role``."""
+        if not self.dataset_acl:
+            return
+        try:
+            require(Principal(user.name), self.catalog.get_dataset(dataset), role)
+        except DatasetNotFound as exc:
+            raise DatasetNotFound(
+                f"{exc.message}; or LabelX user {user.name!r} may not read it: an admin of the "
+                f"dataset grants it with `datahub dataset update {dataset} --grant {user.name}={role}`",
+                dataset=dataset,
+            ) from None
+
     # --- projects ------------------------------------------------------------------------------
     def create_project(
         self,
@@ -85,6 +122,7 @@ class LabelService:
         assigned to them in turn, otherwise they take tasks one at a time (atomic claim).
         """
         self.require_admin(user)
+        self.require_dataset(user, dataset, "reader")
         check_name(name, "project")
         check_prefix(prefix)
         parsed = parse_schema(schema)
@@ -180,14 +218,12 @@ class LabelService:
 
     # --- review --------------------------------------------------------------------------------
     def review_queue(self, user: User, project_id: int, limit: int = 200) -> list[dict[str, Any]]:
-        if not user.can_review:
-            raise AccessDenied("only reviewers and admins review")
+        self.require_reviewer(user)
         self.project_for(user, project_id)
         return [item_json(i) for i in self.store.items_by_status(project_id, ("submitted",), limit=limit)]
 
     def review(self, user: User, item_id: int, version: int, accept: bool, comment: str = "") -> Item:
-        if not user.can_review:
-            raise AccessDenied("only reviewers and admins review")
+        self.require_reviewer(user)
         item = self.item_for(user, item_id)
         if not accept and not comment.strip():
             raise InvalidInput(f"rejecting item {item.key!r} needs a comment telling the annotator why")

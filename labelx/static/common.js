@@ -93,7 +93,9 @@ function stackedBars(container, rows, series) {
   if (!rows.length) { container.append(el("p.muted", {}, "No data yet.")); return; }
   const W = 560, rowH = 26, left = 110, right = 50;
   const max = Math.max(1, ...rows.map(r => series.reduce((a, s) => a + (r.parts[s.key] || 0), 0)));
-  const s = svg("svg", { viewBox: `0 0 ${W} ${rows.length * rowH + 6}`, role: "img" });
+  // a picture's words for screen readers: what each bar holds, as the tooltips say it
+  const said = rows.map(r => `${r.label}: ${series.filter(ser => r.parts[ser.key]).map(ser => `${ser.label} ${r.parts[ser.key]}`).join(", ") || "none"}`);
+  const s = svg("svg", { viewBox: `0 0 ${W} ${rows.length * rowH + 6}`, role: "img", "aria-label": said.join("; ") });
   rows.forEach((r, i) => {
     const y = i * rowH + 4;
     s.append(svg("text", { x: left - 8, y: y + 14, "text-anchor": "end" }, r.label));
@@ -117,7 +119,8 @@ function columnChart(container, points, color = "#3b5bdb") {
   const W = 560, H = 150, bottom = 20, top = 14;
   const max = Math.max(1, ...points.map(p => p.value));
   const bw = W / points.length;
-  const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
+  const said = points.filter(p => p.value).map(p => `${p.label}: ${p.value}`);
+  const s = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": said.length ? said.join("; ") : "none yet" });
   // a text centred on a bar near either edge would be cut by the chart's box (".6:00"):
   // there it starts at the bar's left edge, or ends at its right edge
   const EDGE = 24;

@@ -33,7 +33,7 @@ async function refresh() {
     label: new Date(h.hour * 1000).toTimeString().slice(0, 5), value: h.items })));
   const sg = Object.entries(s.suggestions);
   const sBox = document.getElementById("suggestions");
-  if (!sg.length) sBox.replaceChildren(el("p.muted", {}, "No suggestions used yet. Import predictions or run `datahub labelx preannotate`."));
+  if (!sg.length) sBox.replaceChildren(el("p.muted", {}, "No suggestions used yet. Import predictions or run ", el("code", {}, "datahub labelx preannotate"), "."));
   else stackedBars(sBox, sg.map(([cls, v]) => ({ label: `${cls} (${Math.round(100 * v.rate)}%)`, parts: v })),
     [{ key: "accepted", color: "#2b8a3e", label: "accepted as is" }, { key: "corrected", color: "#f08c00", label: "corrected" }]);
   document.getElementById("exports").replaceChildren(s.exports.length
@@ -57,7 +57,7 @@ let USERS = null;
 /** Admins reassign a task in place; everyone else just sees the name. */
 function assigneeCell(t) {
   if (BOOT.user.role !== "admin" || !USERS) return t.assignee || "unassigned";
-  const sel = el("select", { "data-task": t.id, onchange: async ev => {
+  const sel = el("select", { "data-task": t.id, "aria-label": `Assignee of task ${t.number}`, onchange: async ev => {
     try { await api("PUT", `/api/tasks/${t.id}/assignee`, { assignee: ev.target.value || null }); }
     catch (e) { alert(e.message); }
     refresh();

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from datahub.api.tokens import hash_token, revoke_token
@@ -125,6 +127,40 @@ def test_only_global_admins_may_commit_server_local_file_urls(api: Api):
     put = {"op": "put", "record": {"key": "x.jpg", "url": "file:///etc/shadow", "etag": "e", "size": 1}}
     r = api.post("/v1/datasets/pets/commits", who="owner", json={"changes": [put]})
     assert r.status_code == 403 and "server-local file" in r.json()["error"]["message"]
+    assert api.catalog.store.head("pets") == 1
+    assert api.post("/v1/datasets/pets/commits", who="admin", json={"changes": [put]}).status_code == 201
+
+
+def test_the_file_url_rule_holds_whatever_the_schemes_case(api: Api):
+    """The storage layer reads ``FILE://`` as ``file://`` (schemes are case-insensitive), so the
+    admin-only rule must too, on the public and the remote commit routes."""
+    for url in ("FILE:///etc/shadow", "File://localhost/etc/shadow", "fIlE:///data/img/000.jpg"):
+        put = {"op": "put", "record": {"key": "x.jpg", "url": url, "etag": "e", "size": 1}}
+        r = api.post("/v1/datasets/pets/commits", who="owner", json={"changes": [put]})
+        assert r.status_code == 403 and "server-local file" in r.json()["error"]["message"], (url, r.text)
+        header = {"base": 1, "message": "m", "author": "", "lineage": {}, "commit_id": f"c-{url}"}
+        body = "\n".join(json.dumps(x) for x in (header, put)) + "\n"
+        r = api.post("/v1/remote/datasets/pets/commits", who="bob", content=body)
+        assert r.status_code == 403 and "server-local file" in r.json()["error"]["message"], (url, r.text)
+    assert api.catalog.store.head("pets") == 1
+
+
+def test_only_global_admins_may_commit_rados_urls(api: Api):
+    """A ``rados://`` URL names an object in the deployment's own Ceph pool (the shared cache
+    tier), read with the server's and the nodes' Ceph identity, like file:// names its disk;
+    the public schema does not even list the scheme."""
+    put = {
+        "op": "put",
+        "record": {"key": "x.jpg", "url": "rados://cache/pool/p/0", "etag": "v1-400000", "size": 1},
+    }
+    for url in ("rados://cache/pool/p/0", "RADOS://cache/pool/p/0"):
+        put["record"]["url"] = url
+        r = api.post("/v1/datasets/pets/commits", who="owner", json={"changes": [put]})
+        assert r.status_code == 403 and "rados://" in r.json()["error"]["message"], (url, r.text)
+        header = {"base": 1, "message": "m", "author": "", "lineage": {}, "commit_id": f"c-{url}"}
+        body = "\n".join(json.dumps(x) for x in (header, put)) + "\n"
+        r = api.post("/v1/remote/datasets/pets/commits", who="bob", content=body)
+        assert r.status_code == 403, (url, r.text)
     assert api.catalog.store.head("pets") == 1
     assert api.post("/v1/datasets/pets/commits", who="admin", json={"changes": [put]}).status_code == 201
 

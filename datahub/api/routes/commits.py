@@ -56,14 +56,22 @@ def commit(
     return version_public(version)
 
 
+# Storage only the deployment itself reaches: the server's disk (file://) and its Ceph pool
+# (rados://, the shared cache tier, read with the server's and the nodes' Ceph identity).
+_SERVER_LOCAL = {"file": "a server-local file", "rados": "an object in the deployment's own Ceph pool"}
+
+
 def _allowed(changes: Iterable[ChangeIn], principal: Principal, dataset: str) -> Iterator[Change]:
-    """A ``file://`` URL names the server's own disk, which readers would then read through
-    the server's cache: only global admins (and local mode) may record one over HTTP."""
+    """A ``file://`` or ``rados://`` URL names the deployment's own storage, which readers
+    would then read through the server's cache or a node's: only global admins (and local
+    mode) may record one over HTTP."""
     for change in changes:
-        if isinstance(change, PutChange) and change.record.url.startswith("file:") and not principal.is_admin:
+        # schemes are case-insensitive (the storage layer reads FILE:// as file://), so is this
+        scheme = change.record.url.partition("://")[0].lower() if isinstance(change, PutChange) else ""
+        if scheme in _SERVER_LOCAL and not principal.is_admin:
             raise AccessDenied(
-                f"record {change.record.key!r} for dataset {dataset!r} points at a server-local file "
-                f"({change.record.url}); only global admins may commit file:// URLs over HTTP",
+                f"record {change.record.key!r} for dataset {dataset!r} points at {_SERVER_LOCAL[scheme]} "
+                f"({change.record.url}); only global admins may commit {scheme}:// URLs over HTTP",
                 dataset=dataset,
                 key=change.record.key,
             )

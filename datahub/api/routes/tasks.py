@@ -1,8 +1,15 @@
 """/v1/tasks/jobs: the server's task queue (next to its catalog) for pack workers on other hosts.
 
 Why: a node then needs an API token, not the database. Creating, deleting and retrying a
-job are admin operations (a job is a unit of work of the whole deployment); a worker's calls
-(claim, renew, complete, fail, release, read) need any valid token, and the lease rules of
+job are admin operations (a job is a unit of work of the whole deployment). A worker's calls
+are checked against the datasets the job's meta names, since working a job is reading its
+``source`` and writing its ``target`` (``datahub.pack.job.finalize`` commits the shard URLs
+the workers report as the target's records): reading the job or its tasks needs the reader
+role on the source, and claim, renew, complete, fail and release need the writer role on the
+target as well; while the target does not exist (the worker that finalizes creates it) only
+admins work the job, since no role on it can be checked yet. A job whose source the caller
+may not read answers as a missing job, so its name, source and target stay unknown. Admins
+work every job; a job naming neither dataset needs any valid token. Then the lease rules of
 the queue (``datahub.tasks.base``) decide which worker may finish which task.
 """
 
@@ -13,8 +20,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Path, Response, status
 from fastapi.responses import StreamingResponse
 
-from datahub.api.access import Principal
-from datahub.api.deps import PrincipalDep, ServicesDep
+from datahub.api.access import Principal, can, require
+from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.routes.pagination import NDJSON
 from datahub.api.routes.remote import stream_listing
 from datahub.api.task_models import (
@@ -30,7 +37,7 @@ from datahub.api.task_models import (
     job_public,
     task_public,
 )
-from datahub.errors import AccessDenied
+from datahub.errors import AccessDenied, DatasetNotFound, JobNotFound
 
 # Not in the public OpenAPI: the wire contract of datahub.tasks.http, held by the task-queue
 # conformance suite run over a real server (docs/api.md, "Remote store").
@@ -48,6 +55,55 @@ def _admin(principal: PrincipalDep) -> Principal:
 AdminDep = Annotated[Principal, Depends(_admin)]
 
 
+def _may_work(services: Services, principal: Principal, job: str, *, write: bool) -> None:
+    """Raise unless ``principal`` may read (``write=False``) or work (``write=True``) ``job``.
+
+    A pack worker holding a token with no role on the source would otherwise read the source's
+    key ranges and report forged shards that become the target's records."""
+    if principal.is_admin:
+        return
+    meta = services.tasks.get_job(job).meta  # JobNotFound for a missing job
+    source, target = meta.get("source"), meta.get("target")
+    if isinstance(source, str) and not _reads(services, principal, source):
+        raise JobNotFound(f"task job {job!r} not found: start it with `datahub pack` first", job=job)
+    if write and isinstance(target, str):
+        try:
+            dataset = services.catalog.get_dataset(target)
+        except DatasetNotFound:
+            # whoever finalizes creates it; until then no role on it can be checked, and a
+            # reader of the source (often every caller: '*') must not write its first version
+            raise AccessDenied(
+                f"pack job {job!r} writes dataset {target!r}, which does not exist yet: only an admin "
+                f"token may work it until it does; to let {principal.name!r} work it, create it and "
+                f"grant the writer role (datahub dataset create {target}; "
+                f"datahub dataset update {target} --grant {principal.name}=writer)",
+                job=job,
+                dataset=target,
+            ) from None
+        require(principal, dataset, "writer")
+
+
+def _reads(services: Services, principal: Principal, name: str) -> bool:
+    try:
+        return can(principal, services.catalog.get_dataset(name), "reader")
+    except DatasetNotFound:
+        return False
+
+
+def _reader(job: JobPath, services: ServicesDep, principal: PrincipalDep) -> Principal:
+    _may_work(services, principal, job, write=False)
+    return principal
+
+
+def _worker(job: JobPath, services: ServicesDep, principal: PrincipalDep) -> Principal:
+    _may_work(services, principal, job, write=True)
+    return principal
+
+
+ReaderDep = Annotated[Principal, Depends(_reader)]
+WorkerDep = Annotated[Principal, Depends(_worker)]
+
+
 @router.put("/{job}")
 def create_job(job: JobPath, body: JobCreate, services: ServicesDep, principal: AdminDep) -> JobPublic:
     """Idempotent: an existing job with as many tasks keeps its done work (only meta is replaced)."""
@@ -55,7 +111,7 @@ def create_job(job: JobPath, body: JobCreate, services: ServicesDep, principal: 
 
 
 @router.get("/{job}")
-def get_job(job: JobPath, services: ServicesDep, principal: PrincipalDep) -> JobPublic:
+def get_job(job: JobPath, services: ServicesDep, principal: ReaderDep) -> JobPublic:
     return job_public(services.tasks.get_job(job))
 
 
@@ -66,35 +122,35 @@ def delete_job(job: JobPath, services: ServicesDep, principal: AdminDep) -> Resp
 
 
 @router.post("/{job}/claim")
-def claim(job: JobPath, body: Lease, services: ServicesDep, principal: PrincipalDep) -> Claimed:
+def claim(job: JobPath, body: Lease, services: ServicesDep, principal: WorkerDep) -> Claimed:
     task = services.tasks.claim(job, body.worker, body.lease_seconds)
     return Claimed(task=task_public(task) if task is not None else None)
 
 
 @router.post("/{job}/tasks/{index}/renew")
 def renew(
-    job: JobPath, index: IndexPath, body: Lease, services: ServicesDep, principal: PrincipalDep
+    job: JobPath, index: IndexPath, body: Lease, services: ServicesDep, principal: WorkerDep
 ) -> TaskPublic:
     return task_public(services.tasks.renew(job, index, body.worker, body.lease_seconds))
 
 
 @router.post("/{job}/tasks/{index}/complete")
 def complete(
-    job: JobPath, index: IndexPath, body: Completion, services: ServicesDep, principal: PrincipalDep
+    job: JobPath, index: IndexPath, body: Completion, services: ServicesDep, principal: WorkerDep
 ) -> TaskPublic:
     return task_public(services.tasks.complete(job, index, body.worker, body.result))
 
 
 @router.post("/{job}/tasks/{index}/fail")
 def fail(
-    job: JobPath, index: IndexPath, body: Failure, services: ServicesDep, principal: PrincipalDep
+    job: JobPath, index: IndexPath, body: Failure, services: ServicesDep, principal: WorkerDep
 ) -> TaskPublic:
     return task_public(services.tasks.fail(job, index, body.worker, body.error))
 
 
 @router.post("/{job}/tasks/{index}/release", status_code=status.HTTP_204_NO_CONTENT)
 def release(
-    job: JobPath, index: IndexPath, body: Worker, services: ServicesDep, principal: PrincipalDep
+    job: JobPath, index: IndexPath, body: Worker, services: ServicesDep, principal: WorkerDep
 ) -> Response:
     services.tasks.release(job, index, body.worker)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -112,5 +168,5 @@ def retry_failed(job: JobPath, services: ServicesDep, principal: AdminDep) -> Re
         200: {"content": {NDJSON: {}}, "description": 'TaskPublic lines in index order, then {"end": n}'}
     },
 )
-def tasks(job: JobPath, services: ServicesDep, principal: PrincipalDep) -> StreamingResponse:
+def tasks(job: JobPath, services: ServicesDep, principal: ReaderDep) -> StreamingResponse:
     return stream_listing(iter(services.tasks.tasks(job)), task_public)

@@ -1,0 +1,109 @@
+"""Who may work a task-queue job over /v1/tasks/jobs (the pack workers' routes).
+
+A pack job's results become the records of its target dataset (``datahub.pack.job.finalize``
+commits the shard URLs the workers reported), and its payloads and meta describe its
+source. So working a job is reading the source and writing the target: a token with no role
+on the source must see the job as missing, and one that may not write an existing target
+must not complete, fail or release its tasks (nor anyone but an admin while the target
+does not exist yet).
+"""
+
+from __future__ import annotations
+
+from tests.api.conftest import Api
+
+JOB = "pack-t1"
+META = {"kind": "pack", "source": "pets", "seq": 1, "target": "pets-small", "spec": {}}
+FORGED = {
+    "count": 1,
+    "url": "s3://elsewhere/evil.lmdb",
+    "etag": "e",
+    "size": 1,
+    "checksum": "",
+    "keys": ["x"],
+}
+
+
+def _start(api: Api) -> None:
+    made = api.put(f"/v1/tasks/jobs/{JOB}", json={"payloads": [{"n": 0}, {"n": 1}], "meta": META})
+    assert made.status_code == 200, made.text
+
+
+def _worker_calls(api: Api, who: str) -> dict[str, object]:
+    base = f"/v1/tasks/jobs/{JOB}"
+    return {
+        "get": api.get(base, who),
+        "tasks": api.get(f"{base}/tasks", who),
+        "claim": api.post(f"{base}/claim", who, json={"worker": f"{who}/1", "lease_seconds": 60}),
+        "renew": api.post(f"{base}/tasks/0/renew", who, json={"worker": f"{who}/1", "lease_seconds": 60}),
+        "complete": api.post(f"{base}/tasks/0/complete", who, json={"worker": f"{who}/1", "result": FORGED}),
+        "fail": api.post(f"{base}/tasks/1/fail", who, json={"worker": f"{who}/1", "error": "no"}),
+        "release": api.post(f"{base}/tasks/0/release", who, json={"worker": f"{who}/1"}),
+    }
+
+
+def test_a_token_with_no_role_on_the_source_sees_no_job_and_cannot_forge_its_results(api: Api) -> None:
+    _start(api)
+    missing = api.get("/v1/tasks/jobs/pack-none", "eve")
+    assert missing.status_code == 404
+    for call, answer in _worker_calls(api, "eve").items():
+        assert answer.status_code == 404, (call, answer.text)
+        assert answer.json()["error"]["code"] == "job_not_found", call
+        assert JOB in answer.json()["error"]["message"]
+        assert "pets" not in answer.text, call  # neither the source nor the target is named
+    job = api.get(f"/v1/tasks/jobs/{JOB}").json()
+    assert job["counts"] == {"TODO": 2}  # nothing claimed, completed or failed
+    tasks = [line for line in api.get(f"/v1/tasks/jobs/{JOB}/tasks").text.splitlines() if '"index"' in line]
+    assert all('"owner":""' in line and "evil" not in line for line in tasks)
+
+
+def test_a_target_not_made_yet_is_worked_by_admins_only(api: Api) -> None:
+    """No role on a missing target can be checked, and a reader of the source (often every
+    caller, '*') must not write its first version: until it exists, only admins work the job."""
+    _start(api)
+    base = f"/v1/tasks/jobs/{JOB}"
+    assert api.get(base, "alice").status_code == 200  # reading the job is reading the source
+    claimed = api.post(f"{base}/claim", "alice", json={"worker": "alice/1", "lease_seconds": 60})
+    assert claimed.status_code == 403, claimed.text
+    message = claimed.json()["error"]["message"]
+    assert "'pets-small', which does not exist yet" in message
+    assert "datahub dataset update pets-small --grant alice=writer" in message
+    assert api.get(base).json()["counts"] == {"TODO": 2}
+    claimed = api.post(f"{base}/claim", json={"worker": "root/1", "lease_seconds": 60})
+    assert claimed.status_code == 200 and claimed.json()["task"]["index"] == 0
+    done = api.post(f"{base}/tasks/0/complete", json={"worker": "root/1", "result": {"count": 0}})
+    assert done.status_code == 200 and done.json()["state"] == "DONE"
+
+
+def test_an_existing_target_needs_the_writer_role(api: Api) -> None:
+    api.catalog.create_dataset("pets-small", owner="owner", acl={"alice": "reader", "bob": "writer"})
+    _start(api)
+    base = f"/v1/tasks/jobs/{JOB}"
+    answers = _worker_calls(api, "alice")  # reads both datasets, writes neither
+    assert answers["get"].status_code == 200  # reading the job is reading the source
+    assert answers["tasks"].status_code == 200
+    for call in ("claim", "renew", "complete", "fail", "release"):
+        answer = answers[call]
+        assert answer.status_code == 403, (call, answer.text)
+        assert answer.json()["error"]["code"] == "access_denied"
+        assert (
+            "writer" in answer.json()["error"]["message"]
+            and "pets-small" in answer.json()["error"]["message"]
+        )
+    assert api.get(base).json()["counts"] == {"TODO": 2}
+    claimed = api.post(f"{base}/claim", "bob", json={"worker": "bob/1", "lease_seconds": 60})
+    assert claimed.status_code == 200 and claimed.json()["task"]["index"] == 0
+    done = api.post(f"{base}/tasks/0/complete", "bob", json={"worker": "bob/1", "result": {"count": 0}})
+    assert done.status_code == 200 and done.json()["state"] == "DONE"
+
+
+def test_a_target_the_worker_cannot_read_answers_as_a_missing_dataset(api: Api) -> None:
+    """As on every route: a dataset the caller may not read is the missing dataset's 404."""
+    api.catalog.create_dataset("pets-small", owner="owner")
+    _start(api)
+    claimed = api.post(
+        f"/v1/tasks/jobs/{JOB}/claim", "alice", json={"worker": "alice/1", "lease_seconds": 60}
+    )
+    assert claimed.status_code == 404, claimed.text
+    assert claimed.json() == api.get("/v1/datasets/pets-small", "alice").json()
+    assert api.get(f"/v1/tasks/jobs/{JOB}").json()["counts"] == {"TODO": 2}

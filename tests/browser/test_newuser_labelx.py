@@ -1,0 +1,130 @@
+"""What a new user of ``make run`` meets in LabelX, page by page, in headless Chromium.
+
+The demo's first admin (``datahub.demo.labelx_admin``: a random password in a 0600 file the
+login page names) signs in, creates a project through the home page's form, labels its task
+by keyboard, submits it, accepts it on the review page and commits it from the dashboard.
+Every page on the way is held to the dataset browser's bar (``Chrome.check``): no alert, no
+console error, no serious or critical axe-core violation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from selenium.webdriver.support.ui import WebDriverWait
+
+from datahub.cli.serve_cmd import build_app
+from datahub.demo import labelx_admin
+from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
+from tests.browser.conftest import Env, serving
+
+
+def _wait_text(c: Chrome, css: str, text: str) -> None:
+    WebDriverWait(c.driver, WAIT).until(lambda d: text in d.find_element("css selector", css).text)
+    c.settle()
+
+
+@contextmanager
+def signed_in(c: Chrome, env: Env, shot: str) -> Iterator[str]:
+    """``make run``'s LabelX over ``env`` (its first admin made as the demo makes it), with that
+    admin signed in through the login page (checked as ``shot``); yields the server's URL."""
+    env.config.home_path.mkdir(parents=True, exist_ok=True)  # make run's "prepare" step
+    password = labelx_admin(env.config).read_text().strip()
+    app, cache = build_app(env.config, env.catalog, env.stores, labelx=True)
+    try:
+        with serving(app) as base:
+            c.visit(f"{base}/labelx/login", shot)
+            assert "labelx-admin-password" in c.find("#demo-password").text
+            c.find("#name").send_keys("admin")
+            c.find("#password").send_keys(password)
+            c.find("#login").click()
+            c.wait_for_url(lambda url: not url.endswith("/login"))
+            yield base
+    finally:
+        cache.close()
+
+
+def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    c = chrome
+    with signed_in(c, env, "newuser-lx-1-login"):
+        _wait_text(c, "#projects", "No projects yet")
+        c.check("newuser-lx-2-home")
+
+        form = {"name": "pets-val", "dataset": "pets", "prefix": "val/", "classes": "cat, dog"}
+        for name, value in form.items():
+            c.find(f"#create-form [name={name}]").send_keys(value)
+        c.find("#create-form [name=annotators]").send_keys("admin")
+        c.find("#create-form button[type=submit]").click()
+        _wait_text(c, "#create-msg", "Created pets-val with")
+        n = len(list(env.catalog.list_records("pets", 2, prefix="val/")))
+        _wait_text(c, "#projects", "pets-val")
+        c.check("newuser-lx-3-created")
+        dashboard = c.find('#projects a.btn[href*="/projects/"]:not([href$="/review"])').get_attribute("href")
+
+        c.find("a[data-task]").click()
+        c.wait_for_url(lambda url: "/tasks/" in url)
+        _wait_text(c, "#item-key", "val/")
+        c.check("newuser-lx-4-annotate")
+        items = len(c.find_all("#items li"))
+        assert items == n
+        for _ in range(items):  # a class key sets the label and moves on
+            shown = c.find("#item-key").text
+            c.find("body").send_keys("2")
+            WebDriverWait(c.driver, WAIT).until(
+                lambda d, shown=shown: (
+                    d.find_element("css selector", "#item-key").text != shown
+                    or not d.find_element("css selector", "#submit").get_attribute("disabled")
+                )
+            )
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: not d.find_element("css selector", "#submit").get_attribute("disabled")
+        )
+        _wait_text(c, "#save-state", "Saved")
+        c.check("newuser-lx-5-labelled")
+        c.find("#submit").click()
+        _wait_text(c, "#item-status", "submitted")
+        c.check("newuser-lx-6-submitted")
+
+        c.visit(f"{dashboard}/review", "newuser-lx-7-review")
+        _wait_text(c, "#count", f"{n} waiting")
+        c.check("newuser-lx-7-review")
+        c.find("#accept-all").click()
+        c.find("#accept-all-yes").click()
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: len(d.find_elements("css selector", ".rcard.accepted")) == n
+        )
+        c.check("newuser-lx-8-accepted")
+
+        c.driver.get(dashboard)
+        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", "#tasks select"))
+        c.settle()
+        c.check("newuser-lx-9-dashboard")
+        # a command is shown as code, not as markdown's backticks
+        assert c.find("#suggestions code").text == "datahub labelx preannotate"
+        assert "`" not in c.find("#suggestions").text
+        c.find("#commit-btn").click()
+        _wait_text(c, "#commit-msg", "pets@v3")
+        c.check("newuser-lx-10-committed")
+    assert env.catalog.store.head("pets") == 3
+    committed = [r.labels.get("class") for r in env.catalog.list_records("pets", 3, prefix="val/")]
+    assert committed == ["dog"] * n
+
+
+def test_a_page_labelx_cannot_show_is_a_page_that_says_why(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    """A link to a project that is gone (or a task of someone else's) opened in the browser:
+    an error page in LabelX's look with the reason, not the JSON API's error body."""
+    c = chrome
+    with signed_in(c, env, "newuser-lx-20-login") as base:
+        c.visit(f"{base}/labelx/projects/999", "newuser-lx-21-no-project", error_page=True)
+        assert c.find(".error-message").text == "no project with id 999"
+        assert c.find(".error-message").get_attribute("data-code") == "not_found"
+        assert c.find("#projects-link").get_attribute("href") == f"{base}/labelx/"
+        c.visit(f"{base}/labelx/tasks/999", "newuser-lx-22-no-task", error_page=True)
+        assert "999" in c.find(".error-message").text
+        # the JSON API keeps its JSON, whoever asks
+        c.driver.get(f"{base}/labelx/api/projects/999")
+        assert '"code":"not_found"' in c.find("body").text
