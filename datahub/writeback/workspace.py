@@ -81,7 +81,7 @@ from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.commits import FileCommitter
 from datahub.writeback.files import FileHandle, OpenFile
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
-from datahub.writeback.journal import Journal, Txn
+from datahub.writeback.journal import OWNER_BOOT, Journal, Txn
 from datahub.writeback.lingering import Lingering
 from datahub.writeback.model import (
     DIR_MODE,
@@ -521,9 +521,19 @@ class Workspace:
         except BaseException as exc:
             error = exc
         finally:
+            self._mark_clean()
             self._shutdown()
         if error is not None:
             raise error
+
+    def _mark_clean(self) -> None:
+        """A durable commit saying this session ended cleanly: every journal transaction is
+        durable, so the next opener has no cover record to look for (``_recover``)."""
+        try:
+            with self.journal.write(f"close of {self.what}") as txn:
+                txn.put_meta(OWNER_BOOT, "")
+        except Exception:  # the next opener then reads the packs' cover records: slower, not wrong
+            log.warning("%s: could not record a clean close", self.what, exc_info=True)
 
     def abandon(self) -> None:
         """Drop everything without committing or flushing: what a crash leaves (tests use it)."""
