@@ -105,6 +105,17 @@ def main() -> None:
                 f"  {t} writer(s): local {local:.0f} MiB/s; ratio {ratios['base']:.2f} -> {ratios['head']:.2f}; "
                 f"daemon CPU {b:.2f} -> {h:.2f} ms/MiB ({h / b:.2f}x)"
             )
+            if args.size < MiB:  # small files: per file, and each round's pair (taken back to back)
+                per = args.size / MiB
+                walls = {n: [per / v * 1e3 for v in speed[f"{n}{t}"]] for n in ("local", "base", "head")}
+                pairs = ", ".join(
+                    f"{x:.2f}/{y:.2f}" for x, y in zip(walls["base"], walls["head"], strict=True)
+                )
+                print(
+                    f"    per file: wall local {statistics.median(walls['local']):.2f}, base "
+                    f"{statistics.median(walls['base']):.2f} -> head {statistics.median(walls['head']):.2f} ms "
+                    f"(rounds, base/head: {pairs}); daemon CPU {b * per:.2f} -> {h * per:.2f} ms"
+                )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
