@@ -8,7 +8,7 @@ archive BASE | tar -x -C DIR``); this tree is "head". Each round mounts a worksp
 tree in turn (as ``tree_ab.py``: the daemon runs in the tree, ``--no-passthrough``, local
 shared tier, flush interval an hour), alternating which goes first, writes ``--files`` files
 of ``--size`` bytes with ``strace -f -T`` attached to the daemon (only the calls that write or
-flush: ``fdatasync``, ``fsync``, ``pwrite64``), and prints per file, by descriptor kind:
+flush: ``fdatasync``, ``fsync``, ``pwrite64``, ``pwritev``), and prints per file, by descriptor kind:
 
 - ``pack``: the pack file (a chunk, and since writes9 the cover record after it);
 - ``journal data``: LMDB's data file (its page writes, and ``fdatasync``: one per commit, and
@@ -97,7 +97,7 @@ def one(root: Path, tree: Path, name: str, args: argparse.Namespace, data: bytes
                 "-f",
                 "-T",
                 "-e",
-                "trace=fdatasync,fsync,pwrite64",
+                "trace=fdatasync,fsync,pwrite64,pwritev,pwritev2",
                 "-o",
                 str(trace),
                 "-p",

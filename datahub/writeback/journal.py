@@ -266,6 +266,10 @@ class Journal:
         with self._group:
             self._cover = first
 
+    def stop_covers(self) -> None:
+        """Commits from now on are not covered (flushed whole): the session is closing."""
+        self.start_covers(0)
+
     def apply(self, doing: str, fn: Callable[[Txn], T]) -> T:
         """Run ``fn`` in a durable write transaction shared with concurrent callers (group commit).
 

@@ -528,7 +528,9 @@ class Workspace:
 
     def _mark_clean(self) -> None:
         """A durable commit saying this session ended cleanly: every journal transaction is
-        durable, so the next opener has no cover record to look for (``_recover``)."""
+        durable, so the next opener has no cover record to look for (``_recover``); a commit
+        still running after it is flushed whole."""
+        self.journal.stop_covers()
         try:
             with self.journal.write(f"close of {self.what}") as txn:
                 txn.put_meta(OWNER_BOOT, "")
