@@ -376,6 +376,9 @@ class OpenFile:
         running or waiting, or it already wrote the file into the journal: namespace
         transactions never see a record whose chunks may be missing (a rename over an
         acknowledged file must not depend on an upload that may never land).
+
+        A file of one chunk gets its key from ``first_key``: in a pack, its record is written
+        beside the chunk (``commit.trailer``) so the journal commit can skip a flush.
         """
         if not self.commits.begin_overlap():
             return False

@@ -28,6 +28,10 @@ is cleared lazily, the workspace remembers in memory which generations it saw co
 chunks (``open_workspace``). Namespace transactions and overlapped commits exclude each
 other (``overlapping``; a waiting namespace operation sends new closes the sequential
 way), so no namespace change is ever built on a record whose chunks may be missing.
+When such a file is one chunk in a pack, its record is also appended to the pack beside
+the chunk, and its journal commit flushes no meta page (``journal.py``, "covered"): a
+power loss that undoes that transaction is repaired by replaying the record at the next
+open (``open_workspace``).
 
 Thread-safe: the FUSE daemon calls it from several worker threads. The namespace owns the
 locks of the write-back core (in ``Overlay``); the arrows between modules point one way
