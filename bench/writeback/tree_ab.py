@@ -14,6 +14,9 @@ and writes ``--files`` files of ``--size`` bytes in 1 MiB calls, closing each, w
 medians: MiB/s and the ratio to the round's local baseline, and the daemon's CPU per MiB
 (utime + stime of the mount process), with ``uptime`` before and after each round.
 The machine is shared: CPU per MiB is the figure to compare; wall clock swings with load.
+Use an even number of rounds: the mount measured second in a round pays up to 2-3x the CPU
+per MiB of the first for 16 MiB files, whichever tree it runs (probably the writeback of the
+first mount's bytes, charged to the second's fsyncs; docs/benchmarks.md, "writes9").
 """
 
 from __future__ import annotations
