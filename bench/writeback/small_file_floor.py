@@ -17,7 +17,11 @@ the same run as the baseline (create + write + fsync + close of a plain file):
   file's first close does since 2026-11-24: see docs/writeback.md, "unverified records");
 - ``pack append`` and ``pack append || journal commit``: the chunk appended to one open
   file (``pwrite`` + ``fdatasync``, no create), alone and beside the journal commit: what
-  a small file's first close costs with pack files (datahub/writeback/packs.py).
+  a small file's first close cost with pack files (datahub/writeback/packs.py) before writes9;
+- ``journal commit, covered`` and ``pack append + record || covered journal commit``: what
+  it costs since (issue 41, lever 1): the file's record appended to the pack beside the
+  chunk, and the journal commit with LMDB's ``metasync=False`` (the data pages' fdatasync,
+  no meta-page flush: datahub/writeback/journal.py, "cover records").
 
 ``floor ratio`` = baseline / (chunk object + journal commit): the best a single writer can
 reach with one shared-tier object and one journal commit per file, one after the other,
@@ -70,6 +74,8 @@ def one_round(scratch: Path, count: int, data: bytes) -> dict[str, float]:
     for d in (base, chunks, direct, both, both_direct):
         d.mkdir()
     env = lmdb.open(str(scratch / "journal"), map_size=1 << 30, sync=True)
+    # the journal since writes9: the meta page is not flushed by a covered commit
+    env_covered = lmdb.open(str(scratch / "journal-covered"), map_size=1 << 30, sync=True, metasync=False)
     record = b"x" * 300  # about one file record with its chunk map
 
     pool = ThreadPoolExecutor(1)
@@ -108,6 +114,20 @@ def one_round(scratch: Path, count: int, data: bytes) -> dict[str, float]:
         journal_commit(i, "p")
         future.result()
 
+    def covered_commit(i: int) -> None:
+        with env_covered.begin(write=True) as txn:
+            txn.put(f"c{i}".encode(), record)
+
+    def overlapped_covered(i: int) -> None:
+        """A new small file's close since writes9: the record appended to the pack beside the
+        chunk (one pwrite, one fdatasync), the journal commit without its meta-page flush."""
+        offset, pack_end[0] = pack_end[0], pack_end[0] + len(data) + len(record) + 16
+        future = pool.submit(
+            lambda: (os.pwrite(pack_fd, data + b"r" * 16 + record, offset), os.fdatasync(pack_fd))
+        )
+        covered_commit(i)
+        future.result()
+
     try:
         return {
             "baseline (create+write+fsync)": per_file(count, lambda i: write_new(base / f"f{i}", data)),
@@ -118,10 +138,13 @@ def one_round(scratch: Path, count: int, data: bytes) -> dict[str, float]:
             "chunk, no rename || journal commit": per_file(count, overlapped_direct),
             "pack append (pwrite+fdatasync)": per_file(count, pack_append),
             "pack append || journal commit": per_file(count, overlapped_pack),
+            "journal commit, covered (metasync=False)": per_file(count, covered_commit),
+            "pack append + record || covered journal commit": per_file(count, overlapped_covered),
         }
     finally:
         pool.shutdown()
         env.close()
+        env_covered.close()
         os.close(pack_fd)
 
 
@@ -163,6 +186,7 @@ def main() -> None:
         "chunk object || journal commit",
         "chunk, no rename || journal commit",
         "pack append || journal commit",
+        "pack append + record || covered journal commit",
     ):
         ratio = statistics.median(r["baseline (create+write+fsync)"] / r[name] for r in rounds)
         print(f"concurrent floor ratio, {name}: {ratio:.2f}")

@@ -14,6 +14,9 @@ and writes ``--files`` files of ``--size`` bytes in 1 MiB calls, closing each, w
 medians: MiB/s and the ratio to the round's local baseline, and the daemon's CPU per MiB
 (utime + stime of the mount process), with ``uptime`` before and after each round.
 The machine is shared: CPU per MiB is the figure to compare; wall clock swings with load.
+Use an even number of rounds: the mount measured second in a round pays up to 2-3x the CPU
+per MiB of the first for 16 MiB files, whichever tree it runs (probably the writeback of the
+first mount's bytes, charged to the second's fsyncs; docs/benchmarks.md, "writes9").
 """
 
 from __future__ import annotations
@@ -105,6 +108,17 @@ def main() -> None:
                 f"  {t} writer(s): local {local:.0f} MiB/s; ratio {ratios['base']:.2f} -> {ratios['head']:.2f}; "
                 f"daemon CPU {b:.2f} -> {h:.2f} ms/MiB ({h / b:.2f}x)"
             )
+            if args.size < MiB:  # small files: per file, and each round's pair (taken back to back)
+                per = args.size / MiB
+                walls = {n: [per / v * 1e3 for v in speed[f"{n}{t}"]] for n in ("local", "base", "head")}
+                pairs = ", ".join(
+                    f"{x:.2f}/{y:.2f}" for x, y in zip(walls["base"], walls["head"], strict=True)
+                )
+                print(
+                    f"    per file: wall local {statistics.median(walls['local']):.2f}, base "
+                    f"{statistics.median(walls['base']):.2f} -> head {statistics.median(walls['head']):.2f} ms "
+                    f"(rounds, base/head: {pairs}); daemon CPU {b * per:.2f} -> {h * per:.2f} ms"
+                )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -16,10 +16,12 @@ from datahub.cache.scheduler import process_scheduler
 from datahub.config import Config
 from datahub.errors import Conflict, InvalidInput, NotFound
 from datahub.validation import check_name
+from datahub.writeback import records
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.files import FileHandle
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
-from datahub.writeback.journal import Journal
+from datahub.writeback.journal import COVER_EPOCH, COVERED, OWNER_BOOT, Journal, Txn
+from datahub.writeback.model import new_record
 from datahub.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
 from datahub.writeback.workspace import FileAttr, Workspace
 
@@ -174,11 +176,25 @@ def _recover(ws: Workspace) -> None:
     no committed transaction references (uploads of a dead writer, chunks of a dropped
     file, garbage not yet deleted) are deleted, and so are packs none of whose chunks is
     referenced. We hold the owner lock, so no live writer can be mid-upload under our prefix.
+
+    First, if the last session that had the journal open did not close it and the machine
+    has booted since, the journal's last transaction may have been undone by the power loss
+    (``journal.py``: covered commits flush no meta page), and the cover records in the packs
+    that it did not commit are written again (``_replay_covers``). A process that died
+    without a reboot lost nothing (its writes were in the kernel's page cache). Then this
+    session gets the next cover epoch, above every number handed out before.
     """
     sizes = dict(ws.chunks.objects())
     referenced: set[str] = set()
     used = 0
+    boot = _boot_id()
     with ws.journal.write(f"recovery of {ws.what}") as txn:
+        if txn.meta(OWNER_BOOT) not in (None, "", boot):
+            _replay_covers(ws, txn, sizes)
+        epoch = int(txn.meta(COVER_EPOCH) or 0) + 1
+        txn.put_meta(COVER_EPOCH, str(epoch))
+        txn.put_meta(COVERED, str(epoch << 32))
+        txn.put_meta(OWNER_BOOT, boot)
         paths: dict[int, list[str]] = {}
         for path, file_id in txn.tree_files():
             paths.setdefault(file_id, []).append(path)
@@ -203,11 +219,36 @@ def _recover(ws: Workspace) -> None:
                     continue  # its chunks are unreferenced now: deleted below
             referenced.update(keys)
             used += sum(n for _, n in rec["chunks"].values())
+    ws.journal.start_covers(epoch << 32)
     ws.flusher.used = used
     ws.chunks.adopt(referenced)
     objects = {ws.chunks.object_of(key) for key in referenced}  # a chunk, or the pack holding it
     ws.delete_unreferenced(key for key in sizes if key not in objects)
     ws.flusher.gc()
+
+
+def _replay_covers(ws: Workspace, txn: Txn, sizes: dict[str, int]) -> None:
+    """Write again the first commits whose cover records (``packs.py``) are numbered above the
+    last ``covered`` the journal holds: they were in the transaction the power loss undid (or
+    their commit never ran: their close never returned, and keeping a file whose bytes are
+    whole is allowed). A record at or below it was committed by a transaction that is still
+    there, so its file was removed since and stays removed. Reads every pack once."""
+    covered = int(txn.meta(COVERED) or 0)
+    found = sorted(ws.chunks.cover_records(sizes), key=lambda kr: kr[1]["c"])
+    for key, cover in found:
+        if cover["c"] > covered and records.replay_cover(txn, key, cover, new_record(cover["mtime"])):
+            log.warning(
+                "recovery of %s: wrote %r again from its record in the shared tier (the journal "
+                "lost its last transaction, a power loss)", ws.what, cover["path"],
+            )  # fmt: skip
+
+
+def _boot_id() -> str:
+    """This boot of the machine (a power loss or a reboot gives another)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
 
 
 def flush_workspace(name: str, config: Config, stores, *, progress: Progress | None = None) -> FlushReport:

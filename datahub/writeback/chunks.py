@@ -42,7 +42,7 @@ from pathlib import Path
 from datahub.errors import AccessDenied, DatahubError, NoSpace, StorageError
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
-from datahub.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range
+from datahub.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range, encode_cover
 
 SHARD = 1024  # file ids per shared-tier directory
 _SLICE = 1 << 20  # write() size: one multi-MiB write into the page cache measured ~10x slower
@@ -74,15 +74,16 @@ class ChunkStore:
         """The directory of a local shared tier (None for S3/RGW)."""
         return self._root
 
-    def new_key(self, file_id: int, index: int, length: int, path: str) -> str:
+    def new_key(self, file_id: int, index: int, length: int, path: str, extra: int = 0) -> str:
         """A fresh, never reused name for one upload of ``length`` bytes of chunk ``index``.
 
         A small chunk's key reserves its place in a pack (which may create the next pack
-        file): write it with ``write`` or give it up with ``delete``.
+        file): write it with ``write`` or give it up with ``delete``; ``extra`` bytes more are
+        reserved after it there for a cover record (``packed`` says whether it went there).
         """
         if self._packs is not None and self._pack_new and length < PACK_CHUNK_MAX:
             try:
-                return self._packs.reserve(file_id, index, length)
+                return self._packs.reserve(file_id, index, length, extra)
             except OSError as exc:
                 context = f"cannot store data of {path!r} in the shared tier of {self.what}"
                 raise _os_error(exc, context, f"{self._packs.prefix}/") from exc
@@ -98,16 +99,33 @@ class ChunkStore:
         """The packs a member key belongs to; None for a chunk that is an object of its own."""
         return self._packs if self._packs is not None and self._packs.owns(key) else None
 
-    def write(self, key: str, data: bytes | bytearray, path: str) -> None:
+    def packed(self, key: str) -> bool:
+        """Whether ``key`` is a pack member (its range can carry a cover record)."""
+        return self._pack_of(key) is not None
+
+    def cover_records(self, sizes: dict[str, int]) -> Iterator[tuple[str, dict]]:
+        """(member key, record) of every cover record in the packs of listing ``sizes``."""
+        if self._packs is None:
+            return
+        for key in sizes:
+            if self._packs.is_pack(key):
+                yield from self._packs.cover_records(key)
+
+    def cover_trailer(self, cover: int, record: dict) -> bytes:
+        """The bytes of a cover record numbered ``cover`` (``packs.encode_cover``)."""
+        return encode_cover(cover, record)
+
+    def write(self, key: str, data: bytes | bytearray, path: str, trailer: bytes = b"") -> None:
         """Store ``data`` durably under ``key`` (from ``new_key``): done when this returns.
 
-        A pack member whose write fails is given up (its range is never read).
+        A pack member whose write fails is given up (its range is never read). ``trailer``: a
+        cover record written after a pack member under the same flush (``packs.py``).
         """
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
         packs = self._pack_of(key)
         if packs is not None:
             try:
-                packs.write(key, data)
+                packs.write(key, data, trailer)
             except BaseException as exc:
                 packs.delete(key)
                 if isinstance(exc, OSError):

@@ -26,8 +26,9 @@ class PendingCommit:
     """A file commit queued with ``Journal.submit``; ``result()`` waits for it and does the
     bookkeeping ``commit_file`` does after its transaction, in the waiting thread."""
 
-    def __init__(self, committer: FileCommitter, file_id: int, request) -> None:
+    def __init__(self, committer: FileCommitter, file_id: int, request, trailer: bytes = b"") -> None:
         self._committer, self._file_id, self._request = committer, file_id, request
+        self.trailer = trailer  # the cover record to write after the chunk (b"": none)
 
     def result(self) -> int:
         delta, gen = self._request.wait()
@@ -61,18 +62,46 @@ class FileCommitter:
         self.on_commit(delta)
         return gen
 
+    def first_key(
+        self, file_id: int, path: str, size: int, mtime: float, data: bytes
+    ) -> tuple[str, dict | None]:
+        """The key of the one chunk of a new file of one chunk, and its cover record (None when
+        the chunk does not go into a pack): room for the record is reserved after the chunk,
+        so the pack's flush makes the record durable with it (``packs.py``, cover records)."""
+        record = {"id": file_id, "path": path, "size": size, "mtime": mtime, "len": len(data)}
+        record["crc"] = self.chunks.fingerprint(data)
+        extra = len(self.chunks.cover_trailer(0, record))
+        key = self.chunks.new_key(file_id, 0, len(data), path, extra)
+        return key, record if self.chunks.packed(key) else None
+
     def submit_commit(
-        self, file_id: int, path: str, size: int, mtime: float, chunks: dict, written: list[tuple[str, bytes]]
+        self,
+        file_id: int,
+        path: str,
+        size: int,
+        mtime: float,
+        chunks: dict,
+        written: list[tuple[str, bytes]],
+        cover: dict | None = None,
     ) -> PendingCommit:
         """``commit_file`` of an overlapped first commit, queued for the journal's next group
         commit while the caller writes the chunks ``written`` (key, bytes); their fingerprints
-        are computed by the committing thread."""
+        are computed by the committing thread. ``cover`` (from ``first_key``): the commit is
+        covered; the caller writes ``PendingCommit.trailer`` after the chunk."""
+        if cover is not None:
+            known = {written[0][0]: [cover["len"], cover["crc"]]}
 
         def change(txn: Txn) -> tuple[int, int]:
-            proofs = {key: [len(data), self.chunks.fingerprint(data)] for key, data in written}
+            proofs = known if cover is not None else {
+                key: [len(data), self.chunks.fingerprint(data)] for key, data in written
+            }  # fmt: skip
             return self._commit_in(txn, file_id, path, size, mtime, chunks, proofs)
 
-        return PendingCommit(self, file_id, self.journal.submit(f"fsync of {path!r}", change))
+        request = self.journal.submit(f"fsync of {path!r}", change, covered=cover is not None)
+        trailer = (
+            self.chunks.cover_trailer(request.cover, cover) if cover is not None and request.cover else b""
+        )
+        return PendingCommit(self, file_id, request, trailer)
 
     def _commit_in(
         self,

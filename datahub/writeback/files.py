@@ -376,16 +376,26 @@ class OpenFile:
         running or waiting, or it already wrote the file into the journal: namespace
         transactions never see a record whose chunks may be missing (a rename over an
         acknowledged file must not depend on an upload that may never land).
+
+        A file of one chunk gets its key from ``first_key``: in a pack, its record is written
+        beside the chunk (``commit.trailer``) so the journal commit can skip a flush.
         """
         if not self.commits.begin_overlap():
             return False
         try:
             if not self.pending:
                 return False
+            cover = None
             with self._lock:
                 todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in sorted(self.dirty)
                         if i in self.buffers]  # fmt: skip
-                keys = [self.uploads.chunks.new_key(self.id, i, len(data), self.path) for i, data, _ in todo]
+                if len(todo) == 1 and todo[0][0] == 0 and self.size <= self.cs:  # a one-chunk file
+                    key, cover = self.commits.first_key(self.id, self.path, self.size, self.mtime, todo[0][1])
+                    keys = [key]
+                else:
+                    keys = [
+                        self.uploads.chunks.new_key(self.id, i, len(data), self.path) for i, data, _ in todo
+                    ]
                 uploading = {i: (key, len(data)) for (i, data, _), key in zip(todo, keys, strict=True)}
                 chunk_map, size, mtime, staged = self._snapshot(uploading)
             if not todo:
@@ -393,12 +403,13 @@ class OpenFile:
             # the commit goes to the pool and the first chunk is written here: the chunk write
             # (a create + fsync) is the longer step, so it starts without a thread hand-off
             written = [(key, data) for (_, data, _), key in zip(todo, keys, strict=True)]
-            commit = self.commits.submit_commit(self.id, self.path, size, mtime, chunk_map, written)
+            commit = self.commits.submit_commit(self.id, self.path, size, mtime, chunk_map, written, cover)
             futures = [
                 self.uploads.submit_write(key, data, self.path)
                 for (_, data, _), key in zip(todo[1:], keys[1:], strict=True)
             ]
-            futures.insert(0, _run_here(self.uploads.chunks.write, keys[0], todo[0][1], self.path))
+            first = todo[0][1]
+            futures.insert(0, _run_here(self.uploads.chunks.write, keys[0], first, self.path, commit.trailer))
             try:
                 gen = commit.result()
             except NotFresh:

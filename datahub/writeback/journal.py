@@ -16,7 +16,22 @@ It holds everything a restart needs, so a committed transaction *is* the acknowl
 - ``garbage``: chunk objects unreferenced by a committed transaction, deleted afterwards
   (crash-safe order: unreference, commit, then delete).
 
-LMDB runs with its default ``sync=True``: ``commit`` returns after fsync.
+Durability: LMDB runs with ``metasync=False``. A commit writes the transaction's pages and
+``fdatasync``s them, then writes the meta page that makes them current *without* a flush of
+its own (the next commit's ``fdatasync`` covers it). LMDB keeps its integrity that way (the
+pages a meta page points at are on disk before it is written); what a power loss can undo
+is the last transaction. So every transaction is followed by ``env.sync()`` (the meta page
+flushed: durable when it returns, as with ``sync=True``), except a group commit all of whose
+requests are *covered*: a new small file's first commit whose record is also appended to
+its pack beside the chunk and made durable by the pack's own ``fdatasync`` (``packs.py``,
+"cover records"). Such a commit costs one journal flush instead of two; if a power loss
+undoes it, recovery replays the record from the pack. Each covered request gets a number
+(``cover``) in queue order, and every group commit stores the highest number handed out
+before it began (``meta covered``): a record numbered above the recovered value was in the
+undone transaction (or never committed); one at or below it was committed in a transaction
+that is still there, so its absence means it was removed since (unlink) and it is not
+replayed. A process kill loses nothing either way (the meta page was written before the
+commit returned; only the kernel's page cache holds it until the next flush).
 """
 
 from __future__ import annotations
@@ -38,6 +53,9 @@ from datahub.errors import InvalidInput, NoSpace, StorageError
 _ID = struct.Struct(">Q")
 T = TypeVar("T")
 _DBS = ("tree", "files", "origin", "garbage", "meta")
+# meta keys of cover records (module docstring): the boot of the session that has the journal
+# open ("" once it closed cleanly), the session number, the highest cover number committed
+OWNER_BOOT, COVER_EPOCH, COVERED = "owner_boot", "cover_epoch", "covered"
 _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
 
 
@@ -169,6 +187,7 @@ class _Request:
     def __init__(self, doing: str, fn: Callable[[Txn], Any], detached: bool = False) -> None:
         self.doing, self.fn = doing, fn
         self.detached = detached  # submitted: no thread waits to lead it (the committer does)
+        self.cover = 0  # > 0: a covered request (its record is in a pack too), in queue order
         self.done = False
         self.result: Any = None
         self.error: BaseException | None = None
@@ -199,18 +218,26 @@ class Journal:
             if not readonly:
                 path.mkdir(parents=True, exist_ok=True)
             self._env = lmdb.open(
-                str(path), max_dbs=len(_DBS), map_size=map_size, subdir=True, sync=True, readonly=readonly
+                str(path),
+                max_dbs=len(_DBS),
+                map_size=map_size,
+                subdir=True,
+                sync=True,
+                metasync=False,
+                readonly=readonly,
             )
             self._dbs = {name: self._env.open_db(name.encode(), create=not readonly) for name in _DBS}
         except (OSError, lmdb.Error) as exc:
             raise _translate(exc, f"cannot open the journal of {what} at {path}", path) from exc
         self._closed = False
+        self._readonly = readonly
         self._group = threading.Lock()  # guards the fields below; never held during I/O
         self._queue: list[_Request] = []
         self._leading = False
         self._committer: threading.Thread | None = None  # leads for submitted requests
         self._committer_turn = False
         self._committer_go = threading.Semaphore(0)
+        self._cover = 0  # the last cover number handed out (0: covering not started)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -229,8 +256,19 @@ class Journal:
         try:
             with self._env.begin(write=True) as txn:
                 yield Txn(txn, self._dbs)
+            self._env.sync(True)  # the meta page too: durable when we return
         except lmdb.Error as exc:
             raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
+
+    def start_covers(self, first: int) -> None:
+        """Cover numbers of this session start after ``first`` (recovery stores it as ``covered``
+        in a durable commit, above every number an earlier session handed out)."""
+        with self._group:
+            self._cover = first
+
+    def stop_covers(self) -> None:
+        """Commits from now on are not covered (flushed whole): the session is closing."""
+        self.start_covers(0)
 
     def apply(self, doing: str, fn: Callable[[Txn], T]) -> T:
         """Run ``fn`` in a durable write transaction shared with concurrent callers (group commit).
@@ -255,17 +293,24 @@ class Journal:
         self._lead()
         return request.outcome()
 
-    def submit(self, doing: str, fn: Callable[[Txn], T]) -> _Request:
+    def submit(self, doing: str, fn: Callable[[Txn], T], covered: bool = False) -> _Request:
         """Queue ``fn`` for the next group commit and return at once; ``wait()`` on the result
         returns what ``fn`` returned once the commit is durable.
 
         Lets a caller do its own I/O (a new file's chunk write) while its record commits,
         without a thread-pool hop: the request joins the batch after the one in flight, or,
         when no commit is running, wakes the journal's committer thread to lead.
+
+        ``covered``: the caller makes the record durable elsewhere too (a pack's cover record,
+        see the module docstring); the request's ``cover`` number, set here in queue order,
+        goes into that record. Only when ``start_covers`` ran (else the request is synced).
         """
         self._check_open()
         request = _Request(doing, fn, detached=True)
         with self._group:
+            if covered and self._cover:
+                self._cover += 1
+                request.cover = self._cover
             self._queue.append(request)
             if self._leading:
                 return request
@@ -308,8 +353,9 @@ class Journal:
         first caller that queued meanwhile (or give it up). Only the leader commits."""
         with self._group:
             batch, self._queue = self._queue, []
+            covered = self._cover  # every number handed out so far is in this batch or before
         try:
-            self._commit_batch(batch)
+            self._commit_batch(batch, covered)
         finally:
             with self._group:
                 successor = self._queue[0] if self._queue else None
@@ -323,12 +369,16 @@ class Journal:
                 else:
                     successor.wake.release()
 
-    def _commit_batch(self, batch: list[_Request]) -> None:
+    def _commit_batch(self, batch: list[_Request], covered: int) -> None:
+        """One transaction for the batch; its meta page is flushed (``env.sync``) unless every
+        request in it is covered by a record in a pack."""
         if not batch:
             return
         what = batch[0].doing if len(batch) == 1 else f"{len(batch)} operations"
         try:
             with self._env.begin(write=True) as txn:
+                if covered:
+                    txn.put(COVERED.encode(), str(covered).encode(), db=self._dbs["meta"])
                 for request in batch:
                     child = self._env.begin(write=True, parent=txn)
                     try:
@@ -338,6 +388,8 @@ class Journal:
                         request.error = exc
                     else:
                         child.commit()
+            if not all(request.cover for request in batch):
+                self._env.sync(True)
         except lmdb.Error as exc:
             error = _translate(exc, f"journal commit failed for {what} in {self.what}", self.path)
             for request in batch:
@@ -354,6 +406,11 @@ class Journal:
         if committer is not None:
             self._committer_go.release()
             committer.join()
+        if not self._readonly:
+            try:
+                self._env.sync(True)  # the last covered commit's meta page
+            except lmdb.Error:
+                pass  # its records are in the packs: recovery replays them if it is lost
         self._env.close()
 
 

@@ -37,20 +37,62 @@ unless a flush that began after its bytes were written succeeded. Members writte
 journal commit that names them (a new file's first close) are recorded with length and
 CRC-32 like in-place chunks: a crash can leave a pack short or with a hole (zeros) where
 a concurrent append had not landed, and recovery tells a torn member from a whole one.
+
+Cover records: a new small file's first commit appends its journal record to the pack
+right after its chunk, in the same reserved range (``COVER_MAGIC``, the record's length and
+CRC-32, the record as JSON), so the pack's one ``fdatasync`` makes both durable and the
+journal commit needs no meta-page flush of its own (``journal.py``: a power loss can undo
+the last journal transaction; recovery finds the record here, ``cover_records``, and
+replays it). The record carries its journal ``cover`` number, the file's id, path, size,
+mtime and the chunk's length and CRC; the chunk's key follows from where the record lies.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import os
 import secrets
+import struct
 import threading
+import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 PACK_DIR = "packs"
 PACK_CHUNK_MAX = 1 << 20  # chunks below this go into packs; bigger ones get a file of their own
+COVER_MAGIC = b"DHWBREC1"
+_COVER_HEAD = struct.Struct(">II")  # record length, CRC-32 of the record
+
+
+def encode_cover(cover: int, record: dict) -> bytes:
+    """A cover record's bytes: magic, length, CRC-32, JSON. The cover number is written with a
+    fixed width, so the length is known before the number is (``cover=0``)."""
+    body = json.dumps({"c": f"{cover:016x}", **record}, separators=(",", ":")).encode()
+    return COVER_MAGIC + _COVER_HEAD.pack(len(body), zlib.crc32(body)) + body
+
+
+def _decode_covers(data: bytes) -> Iterator[tuple[int, dict]]:
+    """(offset, record) of every whole cover record in ``data`` (a pack's bytes). A torn or
+    overwritten record fails its CRC and is skipped; chunk bytes that happen to hold the magic
+    fail it too."""
+    at = data.find(COVER_MAGIC)
+    while at >= 0:
+        head = at + len(COVER_MAGIC)
+        if head + _COVER_HEAD.size <= len(data):
+            length, crc = _COVER_HEAD.unpack_from(data, head)
+            body = data[head + _COVER_HEAD.size : head + _COVER_HEAD.size + length]
+            if len(body) == length and zlib.crc32(body) == crc:
+                try:
+                    record = json.loads(body)
+                    record["c"] = int(record["c"], 16)
+                except (ValueError, KeyError, TypeError):
+                    pass
+                else:
+                    yield at, record
+        at = data.find(COVER_MAGIC, at + 1)
 
 
 @dataclass
@@ -84,6 +126,10 @@ class Packs:
         """Whether ``key`` is a member key (a range of a pack), not an object of its own."""
         return key.startswith(self.prefix + "/") and key.count("/") == self.prefix.count("/") + 2
 
+    def is_pack(self, key: str) -> bool:
+        """Whether object ``key`` (from a listing) is a pack file."""
+        return key.startswith(self.prefix + "/") and key.count("/") == self.prefix.count("/") + 1
+
     def object_of(self, key: str) -> str:
         """The pack object holding member ``key``."""
         return key.rsplit("/", 1)[0]
@@ -97,12 +143,27 @@ class Packs:
         token, offset = self._parse(key)
         return self.root / self.prefix / token, offset
 
+    def member_key(self, token: str, file_id: int, index: int, offset: int) -> str:
+        return f"{self.prefix}/{token}/{file_id:x}.{index}.{offset:x}"
+
+    def cover_records(self, pack: str) -> Iterator[tuple[str, dict]]:
+        """(member key, record) of every whole cover record in pack object ``pack`` (recovery
+        after a power loss: the file system's pages of the whole pack are read once)."""
+        token = pack.rsplit("/", 1)[1]
+        data = (self.root / pack).read_bytes()
+        for at, record in _decode_covers(data):
+            offset = at - record["len"]
+            if offset >= 0:
+                yield self.member_key(token, record["id"], 0, offset), record
+
     # --- writing ------------------------------------------------------------------------------
-    def reserve(self, file_id: int, index: int, length: int) -> str:
+    def reserve(self, file_id: int, index: int, length: int, extra: int = 0) -> str:
         """Reserve ``length`` bytes at the end of the current pack; the member key naming them.
 
-        The member is live from now on: ``write`` fills it, ``delete`` gives it up.
+        The member is live from now on: ``write`` fills it, ``delete`` gives it up. ``extra``
+        bytes more are reserved after it for a cover record (``write``'s ``trailer``).
         """
+        length += extra
         with self._lock:
             pack = self._current
             if pack is None or pack.sealed or pack.size + length > self.pack_bytes and pack.size > 0:
@@ -115,18 +176,16 @@ class Packs:
             pack.writing += 1
         return f"{self.prefix}/{pack.token}/{file_id:x}.{index}.{offset:x}"
 
-    def write(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        """Write a reserved member and make it durable (``pwrite`` + ``fdatasync``)."""
+    def write(self, key: str, data: bytes | bytearray | memoryview, trailer: bytes = b"") -> None:
+        """Write a reserved member and make it durable (``pwrite`` + ``fdatasync``); a
+        ``trailer`` (a cover record, reserved with ``extra``) goes right after it, under the
+        same flush."""
         token, offset = self._parse(key)
         with self._lock:
             pack = self._packs[token]
         try:
             self._refuse_if_failed(pack, key)
-            with memoryview(data) as view:
-                done = 0
-                while done < len(view):
-                    with view[done:] as rest:
-                        done += os.pwrite(pack.fd, rest, offset + done)  # type: ignore[arg-type]
+            _pwrite_all(pack.fd, data, offset, trailer)  # type: ignore[arg-type]
             self._flush(pack, key)
         finally:
             with self._lock:
@@ -259,6 +318,18 @@ class Packs:
                 pack.sealed = True
                 self._close_if_idle(pack)
             self._current = None
+
+
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int, trailer: bytes = b"") -> None:
+    """``data`` then ``trailer`` at ``offset``: one ``pwritev`` in the usual case."""
+    with memoryview(data) as view:
+        length = len(view)
+        done = os.pwritev(fd, [view, trailer], offset) if trailer else 0
+        while done < length:
+            with view[done:] as rest:
+                done += os.pwrite(fd, rest, offset + done)
+    while done < length + len(trailer):
+        done += os.pwrite(fd, trailer[done - length :], offset + done)
 
 
 def copy_range(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, length: int) -> None:

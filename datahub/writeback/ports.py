@@ -27,6 +27,8 @@ class NotFresh(Exception):
 
 
 class PendingResult(Protocol):
+    trailer: bytes  # a cover record to write after the chunk (b"": none)
+
     def result(self) -> int: ...
 
 
@@ -62,8 +64,19 @@ class Committer(Protocol):
 
     def commit_file(self, file_id: int, path: str, size: int, mtime: float, chunks: dict) -> int: ...
 
+    def first_key(
+        self, file_id: int, path: str, size: int, mtime: float, data: bytes
+    ) -> tuple[str, dict | None]: ...
+
     def submit_commit(
-        self, file_id: int, path: str, size: int, mtime: float, chunks: dict, written: list[tuple[str, bytes]]
+        self,
+        file_id: int,
+        path: str,
+        size: int,
+        mtime: float,
+        chunks: dict,
+        written: list[tuple[str, bytes]],
+        cover: dict | None = None,
     ) -> PendingResult: ...
 
     def begin_overlap(self) -> bool: ...

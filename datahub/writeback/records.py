@@ -77,3 +77,21 @@ def move_tree(txn: Txn, old: str, new: str, entry: dict) -> None:
             txn.put_entry(new + path[len(old) :], child)
     txn.del_entry(old)
     txn.put_entry(new, entry)
+
+
+def replay_cover(txn: Txn, key: str, cover: dict, rec: dict) -> bool:
+    """Write a new file's first commit again from its cover record (``packs.py``), after a
+    power loss undid the journal transaction that held it: the record its commit wrote, still
+    unverified (recovery then checks the chunk's length and CRC), and its name. False, and
+    nothing written, when the id or the name is taken or the parent is no directory (then
+    the record is not that of the undone transaction). ``rec``: a created file's record
+    (``model.new_record``), as the first commit found it."""
+    path, file_id, length = cover["path"], cover["id"], cover["len"]
+    parent = txn.entry(path.rpartition("/")[0])
+    if txn.file(file_id) is not None or txn.entry(path) is not None or parent is None or parent["t"] != "d":
+        return False
+    point_at_chunks(
+        txn, file_id, rec, cover["size"], cover["mtime"], {0: (key, length)}, {key: [length, cover["crc"]]}
+    )
+    txn.put_entry(path, {"t": "f", "id": file_id})
+    return True

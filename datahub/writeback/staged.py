@@ -417,11 +417,13 @@ class StagedFile(OpenFile):
             data = os.pread(self.fd, size, 0)
             if len(data) < size:  # cut short meanwhile: the rest is a hole
                 data += bytes(size - len(data))
-            key = self.uploads.chunks.new_key(self.id, 0, size, self.path)
+            key, cover = self.commits.first_key(self.id, self.path, size, mtime, data)
             chunk_map = {0: (key, size)}
-            commit = self.commits.submit_commit(self.id, self.path, size, mtime, chunk_map, [(key, data)])
+            commit = self.commits.submit_commit(
+                self.id, self.path, size, mtime, chunk_map, [(key, data)], cover
+            )
             try:
-                self.uploads.chunks.write(key, data, self.path)
+                self.uploads.chunks.write(key, data, self.path, commit.trailer)
             except BaseException as exc:
                 write_error: BaseException | None = exc
             else:

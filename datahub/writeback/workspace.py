@@ -28,6 +28,10 @@ is cleared lazily, the workspace remembers in memory which generations it saw co
 chunks (``open_workspace``). Namespace transactions and overlapped commits exclude each
 other (``overlapping``; a waiting namespace operation sends new closes the sequential
 way), so no namespace change is ever built on a record whose chunks may be missing.
+When such a file is one chunk in a pack, its record is also appended to the pack beside
+the chunk, and its journal commit flushes no meta page (``journal.py``, "covered"): a
+power loss that undoes that transaction is repaired by replaying the record at the next
+open (``open_workspace``).
 
 Thread-safe: the FUSE daemon calls it from several worker threads. The namespace owns the
 locks of the write-back core (in ``Overlay``); the arrows between modules point one way
@@ -81,7 +85,7 @@ from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.commits import FileCommitter
 from datahub.writeback.files import FileHandle, OpenFile
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
-from datahub.writeback.journal import Journal, Txn
+from datahub.writeback.journal import OWNER_BOOT, Journal, Txn
 from datahub.writeback.lingering import Lingering
 from datahub.writeback.model import (
     DIR_MODE,
@@ -521,9 +525,21 @@ class Workspace:
         except BaseException as exc:
             error = exc
         finally:
+            self._mark_clean()
             self._shutdown()
         if error is not None:
             raise error
+
+    def _mark_clean(self) -> None:
+        """A durable commit saying this session ended cleanly: every journal transaction is
+        durable, so the next opener has no cover record to look for (``_recover``); a commit
+        still running after it is flushed whole."""
+        self.journal.stop_covers()
+        try:
+            with self.journal.write(f"close of {self.what}") as txn:
+                txn.put_meta(OWNER_BOOT, "")
+        except Exception:  # the next opener then reads the packs' cover records: slower, not wrong
+            log.warning("%s: could not record a clean close", self.what, exc_info=True)
 
     def abandon(self) -> None:
         """Drop everything without committing or flushing: what a crash leaves (tests use it)."""

@@ -1,7 +1,7 @@
 """A workspace writer run as a real subprocess so tests can SIGKILL it at a known point.
 
 Usage: ``python -m tests.writeback.crash_worker '<json>'`` with ``overrides`` (Config),
-``target_url``, ``mode`` ("write", "flush", "overlap" or "staged"), ``files`` (count) and ``size``
+``target_url``, ``mode`` ("write", "flush", "overlap", "staged" or "small"), ``files`` (count) and ``size``
 (bytes each). Prints ``ACK <path> <sha256>`` after each acknowledged close/fsync, then
 ``WRITING`` (mode write: a file "fresh" is created and written but never fsynced, and
 "partial" keeps being written without fsync until killed) or ``MIDFLUSH`` (mode flush: a
@@ -72,18 +72,18 @@ def overlap(ws, rng: random.Random, block: str) -> None:
                 forever()
             return apply(doing, fn)
 
-        def blocked_submit(doing, fn):
+        def blocked_submit(doing, fn, covered=False):
             if doing == "fsync of 'v'":  # v's first commit: queued nowhere, never done
                 say("JOURNAL-BLOCKED")
                 return _Request(doing, fn, detached=True)
-            return submit(doing, fn)
+            return submit(doing, fn, covered)
 
         ws.journal.apply = blocked_apply
         ws.journal.submit = blocked_submit
         write = ws.chunks.write
 
-        def stored_write(key, data, path):
-            write(key, data, path)
+        def stored_write(key, data, path, trailer=b""):
+            write(key, data, path, trailer)
             if path == "v":
                 say("STORED")
 
@@ -96,7 +96,7 @@ def overlap(ws, rng: random.Random, block: str) -> None:
 
         ws.chunks.put = blocked_put  # sequential and write-behind uploads never finish
 
-        def cut_write(key, data, path):
+        def cut_write(key, data, path, trailer=b""):
             if block in ("torn", "garbage") and ws.chunks._root is not None:
                 obj, start = ws.chunks.locate(key)  # a chunk file, or its range of a pack
                 target = ws.chunks._root / obj
@@ -109,8 +109,8 @@ def overlap(ws, rng: random.Random, block: str) -> None:
         ws.chunks.write = cut_write  # the chunk writes of v's first close
         submit = ws.journal.submit
 
-        def journaled(doing, fn):
-            request = submit(doing, fn)
+        def journaled(doing, fn, covered=False):
+            request = submit(doing, fn, covered)
             if doing == "fsync of 'v'":  # v's unverified first commit: say when it is durable
                 threading.Thread(target=lambda: (request.wait(), say("JOURNALED")), daemon=True).start()
             return request
@@ -127,6 +127,36 @@ def overlap(ws, rng: random.Random, block: str) -> None:
     with ws.open("v", create=True) as fh:
         fh.write(0, rng.randbytes(100_000))
     say("V-CLOSED")  # must never happen: its close is stuck
+    forever()
+
+
+def small_bytes(path: str, size: int) -> bytes:
+    """The bytes of small file ``path`` in mode "small" (the test recomputes them)."""
+    return random.Random(path).randbytes(size)
+
+
+def small_mode(ws, size: int) -> None:
+    """Mode "small": four writers create files of one chunk (covered first commits: their
+    records go into the packs too) and close them, without pause, until killed; ``ACK``
+    after each close, ``MANY`` once 40 are acknowledged."""
+    out = threading.Lock()
+    acked = [0]
+
+    def writer(t: int) -> None:
+        for n in range(1_000_000):
+            path = f"s{t}-{n}"
+            data = small_bytes(path, size)
+            with ws.open(path, create=True) as fh:
+                fh.write(0, data)
+            with out:  # one whole line per write: the threads' lines never interleave
+                sys.stdout.write(f"ACK {path} {hashlib.sha256(data).hexdigest()}\n")
+                acked[0] += 1
+                if acked[0] == 40:
+                    sys.stdout.write("MANY\n")
+                sys.stdout.flush()
+
+    for t in range(4):
+        threading.Thread(target=writer, args=(t,), daemon=True).start()
     forever()
 
 
@@ -169,6 +199,8 @@ def main() -> None:
         ack(f"f{i}", data)
     if spec["mode"] == "staged":
         staged_mode(ws, rng, size)
+    elif spec["mode"] == "small":
+        small_mode(ws, size)
     elif spec["mode"] == "overlap":
         overlap(ws, rng, spec["block"])
     elif spec["mode"] == "write":

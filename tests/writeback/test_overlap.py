@@ -101,11 +101,11 @@ def failing_writes(ws, count: int = 1) -> list[str]:
     """The next ``count`` overlapped chunk writes fail (nothing stored); returns their keys."""
     real, failed = ws.chunks.write, []
 
-    def write(key, data, path):
+    def write(key, data, path, trailer=b""):
         if len(failed) < count:
             failed.append(key)
             raise StorageError(f"injected failure storing {key}")
-        return real(key, data, path)
+        return real(key, data, path, trailer)
 
     ws.chunks.write = write
     return failed
@@ -178,15 +178,18 @@ def test_failed_journal_commit_keeps_the_file_pending_and_its_uploads_staged(env
     def fail(txn):
         raise StorageError("injected journal failure")
 
-    def broken_once(doing, fn):
+    def broken_once(doing, fn, covered=False):
         if doing == "fsync of 'v'" and not calls:
             calls.append(doing)
-            return submit(doing, fail)
-        return submit(doing, fn)
+            return submit(doing, fail, covered)
+        return submit(doing, fn, covered)
 
     ws.journal.submit = broken_once
     real, writes = ws.chunks.write, []
-    ws.chunks.write = lambda key, data, path: (writes.append(key), real(key, data, path))[1]
+    ws.chunks.write = lambda key, data, path, trailer=b"": (
+        writes.append(key),
+        real(key, data, path, trailer),
+    )[1]
     fh = ws.open("v", create=True)
     fh.write(0, b"v" * 300)
     with pytest.raises(StorageError):
@@ -210,17 +213,17 @@ def test_namespace_operations_and_the_flusher_wait_for_an_overlapped_close(env: 
     release, stored = threading.Event(), threading.Event()
     real = ws.chunks.write
 
-    def slow_write(key, data, path):
+    def slow_write(key, data, path, trailer=b""):
         release.wait()
-        real(key, data, path)
+        real(key, data, path, trailer)
         stored.set()
 
     ws.chunks.write = slow_write
     committed = threading.Event()
     submit = ws.journal.submit
 
-    def commit_hook(doing, fn):
-        request = submit(doing, fn)
+    def commit_hook(doing, fn, covered=False):
+        request = submit(doing, fn, covered)
         threading.Thread(target=lambda: (request.wait(), committed.set()), daemon=True).start()
         return request
 

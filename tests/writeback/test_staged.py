@@ -51,7 +51,12 @@ def test_bytes_reach_the_shared_tier_by_copy_not_by_python(env: Env, monkeypatch
     written: list[int] = []
     write_chunk = ws.chunks.write
     monkeypatch.setattr(
-        ws.chunks, "write", lambda key, data, path: (written.append(len(data)), write_chunk(key, data, path))
+        ws.chunks,
+        "write",
+        lambda key, data, path, trailer=b"": (
+            written.append(len(data)),
+            write_chunk(key, data, path, trailer),
+        ),
     )
     with ws.open("big", create=True, truncate=True, staged=True) as fh:
         staged_write(fh, 0, os.urandom(5 * CHUNK))
