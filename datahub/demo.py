@@ -69,6 +69,12 @@ class Demo:
         return self.config.home_path / "sample"
 
     @property
+    def cli(self) -> str:
+        """How a user types the CLI for this demo's state (``./.venv/bin/datahub --home ...``):
+        after ``make run`` the venv is not on PATH, so a bare ``datahub`` is not found."""
+        return cli_hint(self.config)
+
+    @property
     def catalog(self):  # -> datahub.catalog.Catalog, opened once, closed at exit
         if "catalog" not in self._services:
             from datahub.catalog import open_catalog

@@ -61,7 +61,7 @@ def mount_and_epoch(demo) -> None:  # demo: datahub.demo.Demo
             demo.say(
                 f"[mount] epoch 2 over the mount ran at {local_s / mount_s:.2f}x the loader over local disk"
             )
-    demo.notes += [f"Mounted: ls {root}   (datahub umount {mnt} to stop)"]
+    demo.notes += [f"Mounted: ls {root}   (unmounted when the demo stops; by hand: {demo.cli} umount {mnt})"]
 
 
 def _epochs_in_child(dirs: list[Path]) -> Iterator[tuple[int, float] | str]:

@@ -105,6 +105,9 @@ def assert_mount_step(home: Path, said: str) -> None:
         ("the same epoch over the sample's files on local disk", "300"),
     ], said
     assert re.search(r"epoch 2 over the mount ran at [\d.]+x the loader over local disk", said), said
+    # the unmount it names is a command a user can type after `make run` (the venv is not on PATH)
+    hint = re.search(r"unmounted when the demo stops; by hand: (\S+) --home (\S+) umount (\S+)\)", said)
+    assert hint is not None and os.access(hint.group(1), os.X_OK) and hint.group(3) == str(mnt), said
     assert not is_mounted(str(mnt))
     leftover = subprocess.run(["pgrep", "-f", f"fuse_adapter.*{mnt}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", leftover.stdout
