@@ -53,6 +53,12 @@ def start_job(catalog: Catalog, queue: TaskQueue, source: str, target: str, spec
 
     Re-running resumes: DONE tasks stay done, FAILED ones go back to TODO (e.g. after
     switching to ``--on-corrupt skip``). Nothing is written if the source is refused.
+
+    The target dataset is created here, by the caller, if it is missing: the workers' shards
+    become its records, and a worker may work the job only with the writer role on it
+    (``api/routes/tasks.py``). Created at the finalize instead, it stayed free to take while
+    the job ran: any token could create a dataset of that name first, own it, work the job
+    and read the packed records of a source it may not read.
     """
     name, ref = parse_source(source)
     check_name(target)
@@ -63,6 +69,7 @@ def start_job(catalog: Catalog, queue: TaskQueue, source: str, target: str, spec
     payloads = split(catalog.list_records(name, version.seq), spec, source=f"{name}@v{version.seq}")
     if not payloads:
         raise InvalidInput(f"{name}@v{version.seq} has no records to pack", dataset=name)
+    _ensure_target(catalog, target, f"{name}@v{version.seq}")
     meta = {
         "kind": "pack",
         "source": name,
@@ -150,6 +157,18 @@ def _shard_key(i: int, n: int) -> str:
     return f"shards/{i:05d}-of-{n:05d}.lmdb"
 
 
+def _ensure_target(catalog: Catalog, target: str, source: str) -> None:
+    """The target dataset, created if missing (jobs started before it was created at the
+    start still meet a missing one at their finalize)."""
+    try:
+        catalog.get_dataset(target)
+    except DatasetNotFound:
+        try:
+            catalog.create_dataset(target, description=f"packed from {source}")
+        except Exception:  # created meanwhile (a concurrent start or finalize)
+            catalog.get_dataset(target)
+
+
 def _commit(
     catalog: Catalog,
     target: str,
@@ -159,13 +178,7 @@ def _commit(
     job: str,
     author: str,
 ) -> Version:
-    try:
-        catalog.get_dataset(target)
-    except DatasetNotFound:
-        try:
-            catalog.create_dataset(target, description=f"packed from {source}")
-        except Exception:  # a concurrent finalize created it
-            catalog.get_dataset(target)
+    _ensure_target(catalog, target, source)
     wanted = {r.key for r in records}
     for _ in range(3):  # a concurrent finalize of the same job may win: then its commit id answers
         head = catalog.store.head(target)

@@ -326,3 +326,22 @@ def test_cli_packed_versions_record_an_author_as_imports_do(
     assert catalog.resolve("p2").author == imported
     assert cli([*base, "pack", "photos", "--to", "p3", "--workers", "0", "--author", "ci-bot"]) == 0
     assert catalog.resolve("p3").author == "ci-bot"
+
+
+def test_starting_a_job_creates_its_target_so_no_other_caller_can_take_the_name(
+    config: Config, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The workers' shards become the target's records and a worker needs the writer role on
+    it. Created only at the finalize, the target's name stayed free while the job ran: another
+    token could create it first, own it, work the job and read a packed source it may not read."""
+    from datahub.errors import AlreadyExists
+
+    import_manifest(catalog, config, write_source(tmp_path / "src", 2), "photos")
+    queue = open_task_queue(config.resolved_catalog_url)
+    start_job(catalog, queue, "photos", "out", PackSpec.parse(resize="shorter=40"))
+    queue.close()
+    made = catalog.get_dataset("out")
+    assert made.description == "packed from photos@v1"
+    with pytest.raises(AlreadyExists):
+        catalog.create_dataset("out", owner="squatter")
+    assert catalog.get_dataset("out").owner == made.owner
