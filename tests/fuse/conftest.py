@@ -29,6 +29,9 @@ from tests.servers import MotoServer, S3Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
 MOUNT_TIMEOUT = 60.0
+#: a mount's stats snapshot every 0.2 s, not 2 s: tests poll its counters (``polled_mount``)
+#: after each action, and each poll waited about a second for the next snapshot
+MAINTAIN_INTERVAL = 0.2
 
 
 @dataclass
@@ -133,6 +136,7 @@ def make_env(root: Path, endpoint: S3Endpoint, bucket: str | None = None) -> Fus
         "[cache]\n"
         "ram_bytes = 67108864\n"
         "flush_interval = 3600.0\n"
+        f"maintain_interval = {MAINTAIN_INTERVAL}\n"
     )
     return FuseEnv(root, config_path, load_config(config_path, env={}), bucket, endpoint)
 
