@@ -17,6 +17,7 @@ work=$(mktemp -d -t datahub-suite-ab-XXXXXX)
 for t in base head; do
   mkdir -p "$work/$t"
   git -C "$repo" archive "$(git -C "$repo" rev-parse "${!t}")" | tar -x -C "$work/$t"
+  ln -s "$repo/.venv" "$work/$t/.venv"  # what tests find beside their tree (axe-core for tests/browser)
 done
 for ((i = 1; i <= pairs; i++)); do
   for t in base head; do
