@@ -211,6 +211,8 @@ class CacheConfig(_Section):
                 data["readahead_bytes"] = _deprecated_window(old, value, data.get("page_size"))
         return data
 
+    maintain_interval: float = 2.0
+    """Seconds between the cache's maintenance rounds: pins reloaded, each tier's upkeep, and the stats snapshot that ``datahub cache stats`` and /metrics read (eviction does not wait for a round: a full tier wakes it). The test suite sets it short: its polls of a mount's counters waited up to a round for a fresh snapshot."""
     flush_interval: float = 30.0
     """Seconds between write-back flushes."""
     journal_dir: str = ""

@@ -63,6 +63,8 @@ def assemble_cache(
     that bring their own tiers do too)."""
     if page_size <= 0:
         raise InvalidInput(f"cache.page_size must be positive, not {page_size}")
+    if maintain_interval <= 0:
+        raise InvalidInput(f"cache.maintain_interval must be positive, not {maintain_interval}")
     flight: SingleFlight[bytes] = SingleFlight()
     concurrency = max(1, prefetch_concurrency)
     cache = TieredCache(
@@ -180,6 +182,7 @@ def open_cache(config: Config, stores, *, fetch_workers: bool = False) -> Tiered
         stream_min_bytes=c.stream_min_bytes,
         fill_whole_object_max=c.fill_whole_object_max,
         warmup_idle_seconds=c.warmup_idle_seconds,
+        maintain_interval=c.maintain_interval,
         fetch_workers=workers,
     )
 

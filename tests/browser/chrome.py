@@ -29,6 +29,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 AXE = ROOT / ".venv" / "node" / "node_modules" / "axe-core" / "axe.min.js"
 WAIT = 60  # seconds: an upper bound for page state on a loaded machine, never a sleep
+POLL = 0.05  # seconds between looks at page state (selenium's default, 0.5 s, is a sleep of its own)
 SHOTS = os.environ.get("DATAHUB_SCREENSHOTS")  # a directory to keep screenshots in
 
 
@@ -89,12 +90,16 @@ class Chrome:
 
     def wait_for_url(self, check) -> None:
         """Wait until the page's URL satisfies ``check`` (after a click that navigates), then settle."""
-        WebDriverWait(self.driver, WAIT).until(lambda d: check(d.current_url))
+        self.until(lambda d: check(d.current_url))
         self.settle()
+
+    def until(self, condition):
+        """``condition(driver)``'s first true value, looked at every ``POLL`` s for up to ``WAIT``."""
+        return WebDriverWait(self.driver, WAIT, poll_frequency=POLL).until(condition)
 
     def settle(self) -> None:
         """Wait until the page and its images finished loading."""
-        WebDriverWait(self.driver, WAIT).until(
+        self.until(
             lambda d: d.execute_script(
                 "return document.readyState === 'complete' && "
                 "Array.from(document.images).every(i => i.complete)"

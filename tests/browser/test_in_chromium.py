@@ -14,7 +14,7 @@ import pytest
 
 from datahub.cli.serve_cmd import build_app
 from datahub.web import CSP
-from tests.browser.chrome import WAIT, WebDriverWait, chrome  # noqa: F401 - the fixture
+from tests.browser.chrome import chrome  # noqa: F401 - the fixture
 from tests.browser.conftest import EVIL, EVIL_KEY, serving
 from tests.labelx.conftest import PASSWORD, add_users
 
@@ -109,7 +109,7 @@ def test_labelx_pages_share_the_layout_and_pass_the_same_checks(chrome, env):  #
             assert chrome.find("#datasets-link").get_attribute("href") == f"{base}/"
             # and LabelX's API reference is served from here too, offline (item 1)
             chrome.driver.get(f"{base}/labelx/api/docs")
-            WebDriverWait(chrome.driver, WAIT).until(lambda d: d.find_elements("css selector", ".opblock"))
+            chrome.until(lambda d: d.find_elements("css selector", ".opblock"))
             chrome.settle()
             chrome.check("42-labelx-api-docs")
             assert httpx.get(f"{base}/labelx/api/docs").headers["content-security-policy"] == CSP
@@ -127,7 +127,7 @@ def test_the_api_reference_is_served_from_here_with_the_network_closed(chrome, s
     assert docs.status_code == 200 and docs.headers["content-security-policy"] == CSP
     assert "cdn" not in docs.text.lower() and "<script>" not in docs.text  # nothing inline, nothing outside
     chrome.driver.get(f"{server}/docs")
-    WebDriverWait(chrome.driver, WAIT).until(lambda d: len(d.find_elements("css selector", ".opblock")) > 10)
+    chrome.until(lambda d: len(d.find_elements("css selector", ".opblock")) > 10)
     chrome.settle()
     chrome.check("50-api-docs")
     paths = [e.text for e in chrome.find_all(".opblock-summary-path")]

@@ -46,6 +46,17 @@ def _config(tmp_path: Path, workers: int, **s3: object) -> Config:
     )
 
 
+def _stalled(config: Config, server: StallingServer, timeout: float) -> Config:
+    """``config`` with its S3 origin at ``server``: one attempt, read and total ``timeout``."""
+    update = {
+        "endpoint_url": server.url,
+        "max_attempts": 1,
+        "read_timeout": timeout,
+        "total_timeout": timeout,
+    }
+    return config.model_copy(update={"s3": config.s3.model_copy(update=update)})
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -155,15 +166,7 @@ def test_a_worker_killed_mid_fetch_leaves_no_page_and_the_read_succeeds(
     config = _config(tmp_path, 1, **moto_endpoint.s3_config_overrides())
     with StallingServer() as server, StoreRegistry(config) as stores:
         [(ref, data)] = put_objects(stores.store(f"s3://{bucket}/d"), [PAGE - 100])
-        s3 = config.s3.model_copy(
-            update={
-                "endpoint_url": server.url,
-                "max_attempts": 1,
-                "read_timeout": 120.0,
-                "total_timeout": 120.0,
-            }
-        )
-        stalled = config.model_copy(update={"s3": s3})
+        stalled = _stalled(config, server, 120.0)
         cache = open_cache(config, stores)
         cache.fetch_workers = FetchWorkers(stalled, 1, cache.tiers[1])
         try:
@@ -191,16 +194,18 @@ def test_a_worker_killed_mid_fetch_leaves_no_page_and_the_read_succeeds(
 
 def test_the_scheduler_limit_holds_across_workers(tmp_path: Path, moto_endpoint) -> None:
     """Eight readers, two workers, an origin limit of 3: the stalling origin sees three
-    requests, never more; the rest wait in the daemon's scheduler, not in the workers."""
+    requests, never more; the rest wait in the daemon's scheduler, not in the workers.
+
+    The origin holds the requests (timeouts far beyond the check: nothing can end one before
+    the check but a fourth request, which is what it looks for), then ends them itself: each
+    reader in turn gets the same typed error as in-process, and the origin sees eight
+    requests in all, one per reader."""
     bucket = moto_endpoint.new_bucket("limit")
     config = _config(tmp_path, 2, **moto_endpoint.s3_config_overrides())
     config = with_cache(config, origin_concurrency=3, origin_max_concurrency=3)
     with StallingServer() as server, StoreRegistry(config) as stores:
         objects = put_objects(stores.store(f"s3://{bucket}/d"), [5000] * 8)
-        s3 = config.s3.model_copy(
-            update={"endpoint_url": server.url, "max_attempts": 1, "read_timeout": 5.0, "total_timeout": 5.0}
-        )
-        stalled = config.model_copy(update={"s3": s3})
+        stalled = _stalled(config, server, GUARD)
         cache = open_cache(config, stores)
         cache.origin.scheduler = OriginScheduler(3, maximum=3)
         cache.fetch_workers = FetchWorkers(stalled, 2, cache.tiers[1])
@@ -215,13 +220,37 @@ def test_the_scheduler_limit_holds_across_workers(tmp_path: Path, moto_endpoint)
             wait_for(lambda: server.accepted >= 3, GUARD, "three requests at the origin")
             assert cache.origin.scheduler.stats()["in_flight"]["demand"] == 3
             assert server.accepted == 3
+            server.release()
             for t in threads:
                 t.join(GUARD)
             assert not any(t.is_alive() for t in threads)
         finally:
             cache.close()
-        # the workers' origin timed out: the same typed error as in-process, for every reader
+        assert server.accepted == 8
+        # the workers' origin failed: the same typed error as in-process, for every reader
         assert len(results) == 8 and all(isinstance(e, TransientStorageError) for e in results), results
+
+
+def test_a_worker_whose_origin_stalls_times_out_as_in_process(tmp_path: Path, moto_endpoint) -> None:
+    """A read timeout in a worker is the daemon's error as in-process: TransientStorageError
+    saying the origin stalled (``timed_out``: the scheduler takes it as congestion)."""
+    bucket = moto_endpoint.new_bucket("stall")
+    config = _config(tmp_path, 1, **moto_endpoint.s3_config_overrides())
+    with StallingServer() as server, StoreRegistry(config) as stores:
+        [(ref, _)] = put_objects(stores.store(f"s3://{bucket}/d"), [5000])
+        stalled = _stalled(config, server, 0.5)
+        with StoreRegistry(stalled) as stalled_stores, open_cache(stalled, stalled_stores) as in_process:
+            errors = [_read_or_error(in_process, ref)]
+        cache = open_cache(config, stores)
+        cache.fetch_workers = FetchWorkers(stalled, 1, cache.tiers[1])
+        try:
+            errors.append(_read_or_error(cache, ref))
+        finally:
+            cache.close()
+        assert server.accepted == 2
+    for error in errors:
+        assert isinstance(error, TransientStorageError) and error.details.get("timed_out"), errors
+    assert type(errors[0]) is type(errors[1]) and errors[0].code == errors[1].code
 
 
 def _read_or_error(cache, ref):
