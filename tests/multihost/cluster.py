@@ -24,7 +24,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -279,24 +278,16 @@ def build_cluster(
         moto_log = root / "moto.log"
         bind = moto_bind or storage.addr
         storage.popen([*MOTO_SERVER, "-H", bind, "-p", str(S3_PORT)], log=open(moto_log, "ab"))  # noqa: SIM115
-        # Ceph starts in a thread: ceph-up.sh spends much of its ~10 s waiting for the mon and
-        # the OSD (polls every 0.5 s), time in which moto starts and the service's catalog and
-        # token are made. Stopped with the cluster once started (a failed start stops itself).
-        ceph = ceph_on(storage, root)
-        with ThreadPoolExecutor(1, thread_name_prefix="ceph-up") as pool:
-            ceph_up = pool.submit(ceph.__enter__)
-            try:
-                wait_for_tcp(storage, S3_PORT)
-                svc_home = service_home or root / "service"
-                svc_env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
-                svc_cli = [*DATAHUB, "--home", str(svc_home)]
-                service.run([*svc_cli, "init"], env=svc_env)
-                out = service.run(
-                    [*svc_cli, "token", "create", "--principal", "cluster", "--admin"], env=svc_env
-                ).stdout
-            finally:
-                ceph_admin, ceph_client = ceph_up.result()
-                stack.push(ceph)
+        ceph_admin, ceph_client = stack.enter_context(ceph_on(storage, root))
+        wait_for_tcp(storage, S3_PORT)
+
+        svc_home = service_home or root / "service"
+        svc_env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+        svc_cli = [*DATAHUB, "--home", str(svc_home)]
+        service.run([*svc_cli, "init"], env=svc_env)
+        out = service.run(
+            [*svc_cli, "token", "create", "--principal", "cluster", "--admin"], env=svc_env
+        ).stdout
         token = re.search(r"dh_[A-Za-z0-9_\-]+", out).group(0)
         serve = [*svc_cli, "serve", "--auth", "--host", service.addr, "--port", str(API_PORT), "--no-labelx"]
 
