@@ -34,8 +34,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuse_trace import FuseRequests, available
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from mount_writes import Mount, cpu_seconds, load, write_files
+
+from tests.fuse.fuse_tracepoint import FuseRequests, available
 
 
 def build_of(pid: int) -> str:
@@ -81,7 +83,7 @@ def measure(
             with FuseRequests(str(mount.mnt)) as reqs:
                 write_files(mount.mnt / "traced", args.files, data, 1, False)
             per_file = ", ".join(
-                f"{op.removeprefix('FUSE_')} {n / args.files:.2f}" for op, n in sorted(reqs.counts.items())
+                f"{op.removeprefix('FUSE_')} {n / args.files:.2f}" for op, n in sorted(reqs.counts().items())
             )
             print(f"  {tag}: FUSE requests per file: {per_file}")
     finally:

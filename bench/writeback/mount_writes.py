@@ -42,7 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuse_trace import FuseRequests, available
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.fuse.fuse_tracepoint import FuseRequests, available
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1024**2
@@ -186,7 +187,7 @@ def run_group(base_name: str, baseline, mounts: dict[str, Mount], workloads, rou
                     with FuseRequests(str(m.mnt)) as reqs:
                         write_files(m.mnt / f"trace-{size}", count, data, 1, False)
                     per_file = ", ".join(f"{op.removeprefix('FUSE_')} {n / count:.2f}"
-                                         for op, n in sorted(reqs.counts.items()))  # fmt: skip
+                                         for op, n in sorted(reqs.counts().items()))  # fmt: skip
                     print(f"  {name:32s} FUSE requests per file: {per_file}", flush=True)
 
 

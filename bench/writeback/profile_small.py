@@ -34,8 +34,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fuse_trace import FuseRequests, available
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from mount_writes import Mount, load, write_files
+
+from tests.fuse.fuse_tracepoint import FuseRequests, available
 
 DURABLE = ("fsync", "fdatasync", "sync_file_range", "msync", "syncfs")
 
@@ -169,7 +171,7 @@ def main() -> None:
                 write_files(mount.mnt / "counted", args.files, data, args.threads, fsync=False)
             per_file = ", ".join(
                 f"{op.removeprefix('FUSE_')} {n / args.files:.2f}"
-                for op, n in sorted(requests.counts.items())
+                for op, n in sorted(requests.counts().items())
             )
             print(f"FUSE requests per file: {per_file}")
         else:

@@ -42,6 +42,18 @@ def ensure_tracefs() -> None:
         )
 
 
+def available() -> str | None:
+    """None if the tracepoint can count here, else why not (a benchmark then prints its
+    figures without the request counts; a test fails with the reason instead)."""
+    if os.geteuid() != 0:
+        return "the fuse tracepoint needs root"
+    try:
+        ensure_tracefs()
+    except RuntimeError as exc:
+        return str(exc)
+    return None
+
+
 class FuseRequests:
     """Count the requests one mount's kernel side sends: ``with FuseRequests(mnt) as r: ...;
     r.counts()``; opcode names as the tracepoint prints them (``FUSE_IOCTL``, ...)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import importlib.util
 import mmap
 import os
 import signal
@@ -25,6 +24,7 @@ from datahub.errors import NoSpace
 from fuse_adapter.quota import Quota
 from fuse_adapter.tree import ROOT_INODE
 from fuse_adapter.workspace import WorkspaceView
+from tests.fuse.fuse_tracepoint import FuseRequests
 from tests.writeback.conftest import Env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,15 +164,6 @@ def test_near_the_quota_files_are_not_staged(env: Env) -> None:
 
 
 # --- a real mount ---------------------------------------------------------------------------------
-def _fuse_trace():
-    spec = importlib.util.spec_from_file_location(
-        "fuse_trace", REPO / "bench" / "writeback" / "fuse_trace.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def fuse_env(tmp_path: Path, s3_endpoint) -> Iterator:
     if not os.path.exists("/dev/fuse"):
@@ -191,21 +182,18 @@ def test_a_mount_writes_without_write_requests_and_close_is_durable(fuse_env) ->
 
     if not fuse_ops.PASSTHROUGH:
         pytest.skip("pyfuse3 built without libfuse >= 3.16")
-    trace = _fuse_trace()
-    if trace.available() is not None:
-        pytest.skip(trace.available())
     mnt = fuse_env.mountpoint("ws")
     data = os.urandom(3 * MiB + 11)
     with fuse_env.mounted(mnt, "--workspace", "ws", "--passthrough") as proc:
         log = (fuse_env.root / "mount-ws.log").read_text()
         wait_until(lambda: "writes: passthrough" in (fuse_env.root / "mount-ws.log").read_text(), 10)
-        with trace.FuseRequests(str(mnt)) as reqs:
+        with FuseRequests(str(mnt)) as reqs:
             fd = os.open(mnt / "ckpt.pt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             for off in range(0, len(data), MiB):
                 os.write(fd, data[off : off + MiB])
             assert (mnt / "ckpt.pt").read_bytes() == data  # a reader sees the bytes being written
             os.close(fd)  # durable in the shared tier and journaled when this returns
-        assert reqs.counts["FUSE_FLUSH"] >= 1 and reqs.counts["FUSE_WRITE"] == 0, (reqs.counts, log)
+        assert reqs.counts()["FUSE_FLUSH"] >= 1 and reqs.counts()["FUSE_WRITE"] == 0, (reqs.counts, log)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with StoreRegistry(fuse_env.config) as stores:
@@ -222,14 +210,11 @@ def test_a_mount_writes_without_write_requests_and_close_is_durable(fuse_env) ->
 def test_by_default_writes_go_through_the_daemon(fuse_env, flags) -> None:
     """Staged files are opt-in (--passthrough; docs/writeback.md says why): through the
     daemon every write is a WRITE and msync an FSYNC."""
-    trace = _fuse_trace()
-    if trace.available() is not None:
-        pytest.skip(trace.available())
     mnt = fuse_env.mountpoint("ws")
     with fuse_env.mounted(mnt, "--workspace", "ws", *flags):
-        with trace.FuseRequests(str(mnt)) as reqs:
+        with FuseRequests(str(mnt)) as reqs:
             (mnt / "a").write_bytes(b"x" * 100_000)
-        assert reqs.counts["FUSE_WRITE"] >= 1
+        assert reqs.counts()["FUSE_WRITE"] >= 1
         assert (mnt / "a").read_bytes() == b"x" * 100_000
     log = (fuse_env.root / "mount-ws.log").read_text()
     assert "writes: passthrough" not in log and "writes go through the daemon" in log
