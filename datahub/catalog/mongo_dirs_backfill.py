@@ -29,6 +29,7 @@ from datahub.catalog.sqlite_dirs_backfill import (
     _dump_stack,
     _Frame,
     _load_stack,
+    run_pass,
     walk,
 )
 from datahub.errors import Conflict, StaleBase
@@ -55,23 +56,19 @@ def backfill(
     else:
         cursor, stack, done = saved["cursor"], _load_stack(saved["stack"]), saved["done"]
     total = sum(v.get("added", 0) + v.get("modified", 0) for v in store.versions.find({"dataset": dataset}))
-    if progress is not None:  # where this run starts (a resumed pass: past 0)
-        progress(dataset, done, total)
-    finished: list[tuple] = []
-    walked = walk(_rows(store.records, dataset, cursor), stack, finished, None, done, checkpoint_rows)
-    for key, done in walked:
-        if key is None:  # the end: every directory finished
-            break
-        if not _checkpoint(store, dataset, head, key, stack, done, finished):
-            return False
-        finished.clear()
-        if progress is not None:
-            progress(dataset, done, total)
-    if not _complete(store, dataset, head, finished):
-        return False
-    if progress is not None:
-        progress(dataset, done, total)
-    return True
+    return run_pass(
+        dataset,
+        walk_from=lambda finished: walk(
+            _rows(store.records, dataset, cursor), stack, finished, None, done, checkpoint_rows
+        ),
+        checkpoint=lambda key, rows_done, finished: _checkpoint(
+            store, dataset, head, key, stack, rows_done, finished
+        ),
+        complete=lambda finished: _complete(store, dataset, head, finished),
+        start=done,
+        total=total,
+        progress=progress,
+    )
 
 
 def backfill_all(store: Any, *, progress: Progress | None = None) -> list[str]:

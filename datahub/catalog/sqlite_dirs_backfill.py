@@ -85,24 +85,59 @@ def backfill(
     total = conn.execute(
         "SELECT coalesce(SUM(added + modified), 0) FROM versions WHERE dataset_id = ?", (dataset_id,)
     ).fetchone()[0]
+
+    def complete(finished: list[tuple]) -> bool:
+        with write_transaction(conn):
+            if not _still(conn, dataset_id, head):
+                return False
+            _write(conn, finished)
+            conn.execute("DELETE FROM dirs_backfill WHERE dataset_id = ?", (dataset_id,))
+            conn.execute("UPDATE datasets SET dirs = 1 WHERE id = ?", (dataset_id,))
+        return True
+
+    return run_pass(
+        dataset,
+        walk_from=lambda finished: walk(
+            _rows(conn, dataset_id, cursor), stack, finished, dataset_id, done, checkpoint_rows
+        ),
+        checkpoint=lambda key, rows_done, finished: _checkpoint(
+            conn, dataset_id, head, key, stack, rows_done, finished
+        ),
+        complete=complete,
+        start=done,
+        total=total,
+        progress=progress,
+    )
+
+
+def run_pass(
+    dataset: str,
+    *,
+    walk_from: Callable[[list[tuple]], Iterator[tuple[str | None, int]]],
+    checkpoint: Callable[[str, int, list[tuple]], bool],
+    complete: Callable[[list[tuple]], bool],
+    start: int,
+    total: int,
+    progress: Progress | None,
+) -> bool:
+    """One backfill pass with its checkpoints and progress, for both stores' tables:
+    ``walk_from(finished)`` is :func:`walk` over the store's rows; ``checkpoint(key, done,
+    finished)`` stores a checkpoint and ``complete(finished)`` the last rows and the flag,
+    each False when a commit made the pass stale (it then starts over)."""
+    done = start
     if progress is not None:  # where this run starts (a resumed pass: past 0)
         progress(dataset, done, total)
     finished: list[tuple] = []
-    walked = walk(_rows(conn, dataset_id, cursor), stack, finished, dataset_id, done, checkpoint_rows)
-    for key, done in walked:
+    for key, done in walk_from(finished):
         if key is None:  # the end: every directory finished
             break
-        if not _checkpoint(conn, dataset_id, head, key, stack, done, finished):
+        if not checkpoint(key, done, finished):
             return False
         finished.clear()
         if progress is not None:
             progress(dataset, done, total)
-    with write_transaction(conn):
-        if not _still(conn, dataset_id, head):
-            return False
-        _write(conn, finished)
-        conn.execute("DELETE FROM dirs_backfill WHERE dataset_id = ?", (dataset_id,))
-        conn.execute("UPDATE datasets SET dirs = 1 WHERE id = ?", (dataset_id,))
+    if not complete(finished):
+        return False
     if progress is not None:
         progress(dataset, done, total)
     return True
