@@ -24,16 +24,7 @@ APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc python3-dev chromium chromium-driver
           ceph-mon ceph-osd ceph-mgr ceph-common radosgw python3-rados rclone s3fs strace
           meson ninja-build dpkg-dev)
 if [[ "${SKIP_APT:-0}" != 1 ]]; then
-  missing=()
-  for p in "${APT_PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-  done
-  if ((${#missing[@]})); then
-    log "apt-get install ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
-    apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-  fi
+  APT_LOG_TAG=install scripts/apt_ensure.sh "${APT_PKGS[@]}"
 fi
 
 # --- libfuse 3.17 (FUSE passthrough; Debian 12 ships 3.14) ------------------------------
@@ -88,10 +79,7 @@ fi
 # from the npm registry into $VENV/node (inside the checkout). Debian's npm only if none is there.
 AXE_CORE_VERSION=4.14.1
 if [[ "$(cat "$STAMPS/npm" 2>/dev/null)" != "axe-core@$AXE_CORE_VERSION" ]]; then
-  if ! command -v npm >/dev/null; then
-    log "apt-get install npm"
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends npm >/dev/null
-  fi
+  command -v npm >/dev/null || APT_LOG_TAG=install scripts/apt_ensure.sh npm
   log "npm install axe-core@$AXE_CORE_VERSION"
   npm install --silent --no-audit --no-fund --save-exact --prefix "$VENV/node" "axe-core@$AXE_CORE_VERSION" >/dev/null
   echo "axe-core@$AXE_CORE_VERSION" > "$STAMPS/npm"

@@ -14,7 +14,7 @@ unmount_under() {
   { findmnt -rno TARGET | grep "^$1/" || true; } | sort -r | while read -r m; do umount -l "$m"; done
 }
 if [[ ! -s $BASE_TAR ]]; then
-  command -v debootstrap >/dev/null || { echo "[image] debootstrap is missing: apt-get install debootstrap" >&2; exit 1; }
+  APT_LOG_TAG=image "$(dirname "$0")/../apt_ensure.sh" debootstrap
   root=$IMAGES_DIR/base-rootfs
   if [[ -e $root ]]; then unmount_under "$root"; rm -rf --one-file-system "$root"; fi
   echo "[image] debootstrap bookworm (minbase + python3, python3-venv, ca-certificates) into $root" >&2

@@ -6,7 +6,8 @@
 #   scripts/images/build.sh [csi|server]...      (default: both, one after the other)
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-command -v buildah >/dev/null || { echo "[image] buildah is missing: apt-get install buildah podman" >&2; exit 1; }
+# the image tools are Debian's; `make install` does not need them, so this step fetches them
+APT_LOG_TAG=image "$(dirname "$0")/../apt_ensure.sh" buildah podman debootstrap
 "$(dirname "$0")/base.sh"
 cd "$ROOT"
 # the commit `datahub --version` names inside the image (-dirty: tracked files differ from it)
