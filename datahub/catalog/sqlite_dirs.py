@@ -24,9 +24,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from datahub.catalog.revisions import OPEN
+from datahub.catalog.store import prefix_end
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,40 @@ def subdirectories(
             (seq, seq, dataset_id, prefix, after, limit),
         )
     ]
+
+
+def gap_pages(
+    query: Callable[[str, tuple], list[tuple]],
+    columns: str,
+    dataset_id: int,
+    seq: int,
+    prefix: str,
+    gaps: list[tuple[str, str | None]],
+    limit: int | None,
+    page: int,
+) -> Iterator[list[tuple]]:
+    """The live rows (``columns``, the key first) of a version in the gaps of one directory
+    level, in key order, a list per page of at most ``page`` rows, at most ``limit`` in all:
+    each gap ``(after, before)`` is one range of the key index (``gap_sql``), the last one
+    (``before`` None) runs to the end of the directory. SQLite answers each range in process,
+    so a query per gap costs no round trip (MongoDB sends the gaps as one query)."""
+    end = prefix_end(prefix) if prefix else None
+    for after, before in gaps:
+        upper = before if before is not None else end
+        bound = () if upper is None else (upper,)
+        inside = after >= prefix  # else the first page starts at the directory's first key
+        low = after if inside else prefix
+        while limit is None or limit > 0:
+            want = page if limit is None else min(page, limit)
+            sql = gap_sql(columns, inside, upper is not None)
+            rows = query(sql, (dataset_id, low, *bound, seq, seq, want))
+            if rows:
+                yield rows
+            if limit is not None:
+                limit -= len(rows)
+            if len(rows) < want:
+                break
+            low, inside = rows[-1][0], True
 
 
 def gap_sql(columns: str, after_prefix: bool, bounded: bool) -> str:
