@@ -26,14 +26,12 @@ pymongo is not imported here (its homes are ``mongo_store``, ``mongo_commit``,
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from datahub.catalog.revisions import OPEN
-from datahub.catalog.sqlite_dirs import PendingCounts, parent_of
-from datahub.catalog.store import prefix_end
-
-PAST = "\U0010ffff"  # the greatest code point: a directory followed by it sorts after its subtree
+from datahub.catalog.sqlite_dirs import PendingCounts, gap_bounds, parent_of
+from datahub.catalog.store import Gap
 
 log = logging.getLogger(__name__)
 
@@ -177,52 +175,15 @@ def subdirectories(
     return list(found.items())
 
 
-def gap_pages(
-    find: Callable[[dict[str, Any], int], list[dict[str, Any]]],
-    dataset: str,
-    seq: int,
-    prefix: str,
-    gaps: list[tuple[str, str | None]],
-    limit: int | None,
-    page: int,
-) -> Iterator[list[dict[str, Any]]]:
-    """The revisions live in ``seq`` in the gaps of one directory level (``(after, before)``,
-    the last one running to the directory's end when ``before`` is None), in key order, a
-    list per page, at most ``limit`` in all. ``find(query, n)`` runs one query sorted by key.
-
-    Why one query for all the gaps: each is a round trip on MongoDB, and a level has a gap
-    per subdirectory it ever had (one per page of them, ``_SUBDIRECTORY_PAGE``, 256); the
-    ``$or`` of their key ranges examines the same index entries as one query per gap. The
-    next page starts after the last key read, in the gap that holds it."""
-    while gaps and (limit is None or limit > 0):
-        want = page if limit is None else min(page, limit)
-        docs = find(gap_query(dataset, seq, prefix, gaps), want)
-        if docs:
-            yield docs
-        if len(docs) < want:
-            return
-        if limit is not None:
-            limit -= len(docs)
-        last = docs[-1]["key"]
-        gaps = [(max(after, last), before) for after, before in gaps if before is None or before > last]
-
-
-def gap_query(dataset: str, seq: int, prefix: str, gaps: list[tuple[str, str | None]]) -> dict[str, Any]:
-    """One query for the live revisions in ``gaps`` of the level ``prefix``: a clause per gap,
-    each one range of ``by_key``. A lower bound past a subtree (the directory followed by
-    U+10FFFF, ``store.past_subtree``: about 1 KiB) is sent as its equal ``>= prefix_end``
-    (no valid key lies between them), so 257 gaps stay a small command."""
+def gap_query(dataset: str, seq: int, prefix: str, gaps: list[Gap]) -> dict[str, Any]:
+    """``sqlite_dirs.gap_pages``'s query on MongoDB: the live revisions in ``gaps`` of the level
+    ``prefix``, an ``$or`` of one ``by_key`` range per gap (``gap_bounds``: short bounds, so
+    257 gaps stay a small command). Sent hinted and sorted by key, it is one round trip."""
     live = {"from_seq": {"$lte": seq}, "to_seq": {"$gt": seq}}
-    end = {"$lt": prefix_end(prefix)} if prefix else {}
-    clauses = []
-    for after, before in gaps:
-        skipped = after.rstrip(PAST)
-        if len(skipped) < len(after) and skipped.endswith("/"):
-            low = {"$gte": prefix_end(skipped)}
-        else:
-            low = {"$gt": after} if after >= prefix else {"$gte": prefix}
-        high = end if before is None else {"$lt": before}
-        clauses.append({"dataset": dataset, "key": low | high} | live)
+    clauses = [
+        {"dataset": dataset, "key": {"$gte": low} | ({} if high is None else {"$lt": high})} | live
+        for low, high in gap_bounds(prefix, gaps)
+    ]
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 

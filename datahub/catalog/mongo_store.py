@@ -13,6 +13,7 @@ Commits follow a claim/stage/publish protocol fenced by a claim epoch: ``mongo_c
 from __future__ import annotations
 
 import heapq
+import operator
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from pymongo.read_concern import ReadConcern
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.mongo_commit import MongoCommitProtocol
-from datahub.catalog.mongo_dirs import gap_pages, subdirectories
+from datahub.catalog.mongo_dirs import gap_query, subdirectories
 from datahub.catalog.mongo_dirs_backfill import backfill_all
 from datahub.catalog.mongo_schema import (
     DIR_FILE_FIELDS,
@@ -37,6 +38,7 @@ from datahub.catalog.mongo_schema import (
     record_of_doc,
 )
 from datahub.catalog.revisions import merge_diff
+from datahub.catalog.sqlite_dirs import gap_pages
 from datahub.catalog.sqlite_dirs_backfill import Progress
 from datahub.catalog.store import (
     CatalogStore,
@@ -379,15 +381,15 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
             with self._translate(f"list directory {prefix!r} of {dataset}@{seq}"):
                 return subdirectories(self.dirs, dataset, seq, prefix, after, limit)
 
-        def find(query: dict[str, Any], n: int) -> list[dict[str, Any]]:
-            with self._translate(f"read records of {dataset!r}"):
-                return list(
-                    self.records.find(query, DIR_FILE_FIELDS).sort("key", ASCENDING).hint("by_key").limit(n)
-                )
-
         def files(prefix: str, gaps: list[Gap], limit: int | None) -> Iterator[list[DirFile]]:
+            def find(gaps: list[Gap], n: int) -> list[dict[str, Any]]:
+                query = gap_query(dataset, seq, prefix, gaps)
+                cursor = self.records.find(query, DIR_FILE_FIELDS).sort("key", ASCENDING).hint("by_key")
+                with self._translate(f"list directory {prefix!r} of {dataset}@{seq}"):
+                    return list(cursor.limit(n))
+
             page = page_hint(self.page_size, limit, None)
-            for docs in gap_pages(find, dataset, seq, prefix, gaps, limit, page):
+            for docs in gap_pages(find, _key, gaps, limit, page):
                 yield list(map(dir_file_of_doc, docs))
 
         return subdirs, files
@@ -417,6 +419,9 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"):
             self.tokens.delete_one({"_id": token_hash})
+
+
+_key = operator.itemgetter("key")
 
 
 def _prefix_range(prefix: str) -> dict[str, str]:

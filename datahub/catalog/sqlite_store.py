@@ -39,7 +39,7 @@ from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, T
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
 from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_version
-from datahub.catalog.sqlite_dirs import gap_pages, indexed, subdirectories
+from datahub.catalog.sqlite_dirs import gap_pages, indexed, sqlite_gap_rows, subdirectories
 from datahub.catalog.sqlite_dirs_backfill import Progress, backfill_all
 from datahub.catalog.sqlite_gate import RETRY_AFTER_SECONDS, CommitGate
 from datahub.catalog.sqlite_read_ahead import READ_AHEAD_THREADS, LeafReadAhead
@@ -77,7 +77,7 @@ from datahub.errors import (
 )
 from datahub.sqlite_pool import SQLiteConnections
 
-_second = operator.itemgetter(1)
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 _MAX_REMEMBERED_IDS = 100_000
@@ -435,8 +435,9 @@ class SQLiteCatalogStore(CatalogStore):
 
         def files(prefix: str, gaps: list[Gap], limit: int | None) -> Iterator[list[DirFile]]:
             page = page_hint(self.page_size, limit, None)
-            query = functools.partial(self._query, "list directory")
-            return gap_pages(query, DIR_FILE_COLS, dataset_id, seq, prefix, gaps, limit, page)
+            query = functools.partial(self._query, f"list directory {prefix!r} of {dataset}@{seq}")
+            find = sqlite_gap_rows(query, DIR_FILE_COLS, dataset_id, seq, prefix)
+            return gap_pages(find, _first, gaps, limit, page)
 
         return subdirs, files
 
