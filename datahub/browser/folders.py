@@ -79,10 +79,10 @@ def by_keys(
     dataset: str,
     seq: int,
     *,
-    prefix: str = "",
+    prefix: str,
+    after: str,
+    limit: int,
     where: RecordFilter | None = None,
-    after: str = "",
-    limit: int = 100,
 ) -> tuple[list[Entry], str | None]:
     """``browse`` by walking the key-ordered listing: the way with a filter."""
     entries: list[Entry] = []
