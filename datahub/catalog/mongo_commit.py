@@ -37,7 +37,7 @@ from typing import Any
 
 import pymongo
 import pymongo.errors
-from pymongo import ASCENDING, ReturnDocument
+from pymongo import ASCENDING, InsertOne, ReturnDocument, UpdateMany
 
 from datahub.catalog.model import Change, Dataset, Version
 from datahub.catalog.mongo_dirs import Inconsistent, StagedDirectories, give_up, state_writes
@@ -57,8 +57,13 @@ from datahub.errors import Conflict, StaleBase, StorageError, TransientStorageEr
 
 def _insert_new(collection: Any, docs: list[dict[str, Any]]) -> None:
     """Insert revisions, skipping those already there (a repeated roll-forward never overwrites)."""
+    _new_only(lambda: collection.insert_many(docs, ordered=False))
+
+
+def _new_only(write: Callable[[], Any]) -> None:
+    """Run an unordered bulk ``write``; its inserts of documents already there are skipped."""
     try:
-        collection.insert_many(docs, ordered=False)
+        write()
     except pymongo.errors.BulkWriteError as exc:
         if any(e.get("code") != 11000 for e in exc.details.get("writeErrors", [])):
             raise
@@ -366,10 +371,14 @@ class MongoCommitProtocol:
         ):
             after = page[-1]["path"]
             updates, inserts = state_writes(dataset, seq, page)
-            for where, update in updates:  # one per directory the commit changed: few per record
-                self._retrying(lambda where=where, update=update: self.dirs.update_one(where, update))
-            if inserts:
-                self._retrying(lambda inserts=inserts: _insert_new(self.dirs, inserts))
+            # one round trip per page of states. UpdateMany names one document (the filter holds
+            # by_path's unique fields): UpdateOne's bulk form passes a `sort` that mongomock's
+            # builder refuses, and each update sets a final state, so a repeat changes nothing
+            writes = [UpdateMany(where, update) for where, update in updates] + list(map(InsertOne, inserts))
+            if writes:  # none when every directory of the page was made and emptied again
+                self._retrying(
+                    lambda writes=writes: _new_only(lambda: self.dirs.bulk_write(writes, ordered=False))
+                )
             self.fault("dirs-rolled")
 
     def _roll_records_forward(self, dataset: str, seq: int, epoch: int | None) -> None:

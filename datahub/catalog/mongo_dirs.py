@@ -30,7 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from datahub.catalog.revisions import OPEN
-from datahub.catalog.sqlite_dirs import PendingCounts, parent_of
+from datahub.catalog.sqlite_dirs import PendingCounts, gap_bounds, parent_of
+from datahub.catalog.store import Gap
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +173,18 @@ def subdirectories(
             break  # the level has no more
         after = last
     return list(found.items())
+
+
+def gap_query(dataset: str, seq: int, prefix: str, gaps: list[Gap]) -> dict[str, Any]:
+    """``sqlite_dirs.gap_pages``'s query on MongoDB: the live revisions in ``gaps`` of the level
+    ``prefix``, an ``$or`` of one ``by_key`` range per gap (``gap_bounds``: short bounds, so
+    257 gaps stay a small command). Sent hinted and sorted by key, it is one round trip."""
+    live = {"from_seq": {"$lte": seq}, "to_seq": {"$gt": seq}}
+    clauses = [
+        {"dataset": dataset, "key": {"$gte": low} | ({} if high is None else {"$lt": high})} | live
+        for low, high in gap_bounds(prefix, gaps)
+    ]
+    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
 def give_up(datasets: Any, dataset: str, why: str, retrying: Callable[[Callable[[], Any]], Any]) -> None:

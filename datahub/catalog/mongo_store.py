@@ -13,6 +13,7 @@ Commits follow a claim/stage/publish protocol fenced by a claim epoch: ``mongo_c
 from __future__ import annotations
 
 import heapq
+import operator
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -27,7 +28,7 @@ from pymongo.read_concern import ReadConcern
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.mongo_commit import MongoCommitProtocol
-from datahub.catalog.mongo_dirs import subdirectories
+from datahub.catalog.mongo_dirs import gap_query, subdirectories
 from datahub.catalog.mongo_dirs_backfill import backfill_all
 from datahub.catalog.mongo_schema import (
     DIR_FILE_FIELDS,
@@ -37,9 +38,11 @@ from datahub.catalog.mongo_schema import (
     record_of_doc,
 )
 from datahub.catalog.revisions import merge_diff
+from datahub.catalog.sqlite_dirs import gap_pages
 from datahub.catalog.sqlite_dirs_backfill import Progress
 from datahub.catalog.store import (
     CatalogStore,
+    Gap,
     GapFiles,
     Subdirectories,
     diff_page,
@@ -338,16 +341,13 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         page: int,
         after: str,
         fields: dict[str, int],
-        before: str | None = None,
     ) -> Iterator[list[dict[str, Any]]]:
-        """The documents (``fields`` of them) of ``_revisions``, a list per page, below key
-        ``before`` when given (a key under ``prefix``).
+        """The documents (``fields`` of them) of ``_revisions``, a list per page.
 
         ``index`` is hinted so the server walks an index already in key order for ``cond``
         instead of sorting a large result in memory."""
-        upper = {} if before is None else {"$lt": before}
         while True:
-            query = {"dataset": dataset, **cond, "key": {"$gt": after} | _prefix_range(prefix) | upper}
+            query = {"dataset": dataset, **cond, "key": {"$gt": after} | _prefix_range(prefix)}
             with self._translate(f"read records of {dataset!r}"):
                 docs = list(self.records.find(query, fields).sort("key", ASCENDING).hint(index).limit(page))
             yield docs
@@ -376,16 +376,20 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
             doc = self.datasets.find_one({"_id": dataset}, {"dirs": 1})
         if not (doc or {}).get("dirs"):
             return None
-        live = {"from_seq": {"$lte": seq}, "to_seq": {"$gt": seq}}
 
         def subdirs(prefix: str, after: str, limit: int) -> list[tuple[str, bool]]:
             with self._translate(f"list directory {prefix!r} of {dataset}@{seq}"):
                 return subdirectories(self.dirs, dataset, seq, prefix, after, limit)
 
-        def files(prefix: str, after: str, before: str | None, limit: int | None) -> Iterator[list[DirFile]]:
+        def files(prefix: str, gaps: list[Gap], limit: int | None) -> Iterator[list[DirFile]]:
+            def find(gaps: list[Gap], n: int) -> list[dict[str, Any]]:
+                query = gap_query(dataset, seq, prefix, gaps)
+                cursor = self.records.find(query, DIR_FILE_FIELDS).sort("key", ASCENDING).hint("by_key")
+                with self._translate(f"list directory {prefix!r} of {dataset}@{seq}"):
+                    return list(cursor.limit(n))
+
             page = page_hint(self.page_size, limit, None)
-            pages = self._doc_pages(dataset, live, "by_key", prefix, page, after, DIR_FILE_FIELDS, before)
-            for docs in pages:
+            for docs in gap_pages(find, _key, gaps, limit, page):
                 yield list(map(dir_file_of_doc, docs))
 
         return subdirs, files
@@ -415,6 +419,9 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"):
             self.tokens.delete_one({"_id": token_hash})
+
+
+_key = operator.itemgetter("key")
 
 
 def _prefix_range(prefix: str) -> dict[str, str]:

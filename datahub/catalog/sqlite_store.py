@@ -22,6 +22,7 @@ Why it is shaped this way:
 from __future__ import annotations
 
 import contextlib
+import functools
 import heapq
 import itertools
 import operator
@@ -38,7 +39,7 @@ from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, T
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
 from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_version
-from datahub.catalog.sqlite_dirs import gap_sql, indexed, subdirectories
+from datahub.catalog.sqlite_dirs import gap_pages, indexed, sqlite_gap_rows, subdirectories
 from datahub.catalog.sqlite_dirs_backfill import Progress, backfill_all
 from datahub.catalog.sqlite_gate import RETRY_AFTER_SECONDS, CommitGate
 from datahub.catalog.sqlite_read_ahead import READ_AHEAD_THREADS, LeafReadAhead
@@ -56,12 +57,12 @@ from datahub.catalog.sqlite_schema import (
 )
 from datahub.catalog.store import (
     CatalogStore,
+    Gap,
     GapFiles,
     Subdirectories,
     diff_page,
     narrowed,
     page_hint,
-    prefix_end,
     revision_mismatch,
 )
 from datahub.errors import (
@@ -76,7 +77,7 @@ from datahub.errors import (
 )
 from datahub.sqlite_pool import SQLiteConnections
 
-_second = operator.itemgetter(1)
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 _MAX_REMEMBERED_IDS = 100_000
@@ -432,19 +433,11 @@ class SQLiteCatalogStore(CatalogStore):
             with self._translate(f"list directory {prefix!r} of {dataset}@{seq}"), self._conn() as conn:
                 return subdirectories(conn, dataset_id, seq, prefix, after, limit)
 
-        def files(prefix: str, after: str, before: str | None, limit: int | None) -> Iterator[list[DirFile]]:
+        def files(prefix: str, gaps: list[Gap], limit: int | None) -> Iterator[list[DirFile]]:
             page = page_hint(self.page_size, limit, None)
-            upper = before if before is not None else (prefix_end(prefix) if prefix else None)
-            bound = () if upper is None else (upper,)
-            inside = after >= prefix  # else the first page starts at the directory's first key
-            low = after if inside else prefix
-            while True:
-                sql = gap_sql(DIR_FILE_COLS, inside, upper is not None)
-                rows = self._query("list directory", sql, (dataset_id, low, *bound, seq, seq, page))
-                yield rows
-                if len(rows) < page:
-                    return
-                low, inside = rows[-1][0], True
+            query = functools.partial(self._query, f"list directory {prefix!r} of {dataset}@{seq}")
+            find = sqlite_gap_rows(query, DIR_FILE_COLS, dataset_id, seq, prefix)
+            return gap_pages(find, _first, gaps, limit, page)
 
         return subdirs, files
 

@@ -256,8 +256,10 @@ class CatalogStore(abc.ABC):
 
 
 # --- helpers shared by the stores ---------------------------------------------------------------
+# (after, before): the keys of a level above ``after`` and below ``before`` (None: to its end)
+Gap = tuple[str, str | None]
 Subdirectories = Callable[[str, str, int], list[tuple[str, bool]]]
-GapFiles = Callable[[str, str, str | None, int | None], Iterator[list[DirFile]]]
+GapFiles = Callable[[str, list[Gap], int | None], Iterator[list[DirFile]]]
 _SUBDIRECTORY_PAGE = 256
 
 
@@ -267,34 +269,44 @@ def _by_directory_table(
     """``list_directory`` through a directory table: the level's subdirectories of any version
     cut it into gaps, and a gap's keys are all files of the level (a key below a deeper
     ``/`` lies in a subtree, whose directory the table has, so it cannot fall between two
-    neighbours). Per gap one range of live rows, per subdirectory its row: what is read is
-    bounded by the level (its live entries, its dead files, the subdirectories it ever had)."""
+    neighbours). Per page of subdirectories one read of them and one read of the live rows
+    of all its gaps (``files``: a store sends the gaps as one query), so a level costs two
+    queries per ``_SUBDIRECTORY_PAGE`` subdirectories it ever had, however many are gone in
+    the version; what is read is bounded by the level (its live entries, its dead files,
+    the subdirectories it ever had)."""
     rest = after[len(prefix) :] if after.startswith(prefix) else ""
     if "/" in rest:  # a subdirectory (or a key inside one) as the cursor: past its subtree
         after = past_subtree(prefix + rest[: rest.index("/") + 1])
-    left = limit
-    while left is None or left > 0:
+    left = -1 if limit is None else limit  # entries still to send (-1: no limit)
+    while left:
         found = subdirectories(prefix, after, _SUBDIRECTORY_PAGE)
-        bounds: list[tuple[str | None, bool]] = list(found)
-        if len(found) < _SUBDIRECTORY_PAGE:
-            bounds.append((None, False))  # the gap after the last one, to the directory's end
-        for sub, live in bounds:
-            for rows in files(prefix, after, sub, left):
-                if left is not None:
-                    rows = rows[:left]
-                    left -= len(rows)
-                yield from rows
-                if left == 0:
-                    return
-            if sub is None:
-                return
-            if live:
-                yield sub
-                if left is not None:
-                    left -= 1
-                    if left == 0:
-                        return
+        gaps: list[Gap] = []
+        for sub, _ in found:
+            gaps.append((after, sub))
             after = past_subtree(sub)
+        whole = len(found) < _SUBDIRECTORY_PAGE  # the last page: its last gap runs to the level's end
+        if whole:
+            gaps.append((after, None))
+        live = [sub for sub, is_live in found if is_live]
+        shown = 0  # live subdirectories sent
+        for rows in files(prefix, gaps, None if left < 0 else left):
+            for row in rows:
+                while shown < len(live) and live[shown] < row[0]:
+                    yield live[shown]
+                    shown, left = shown + 1, left - 1
+                    if not left:
+                        return
+                yield row
+                left -= 1
+                if not left:
+                    return
+        for sub in live[shown:]:
+            yield sub
+            left -= 1
+            if not left:
+                return
+        if whole:
+            return
 
 
 def narrowed(records: Iterator[Record], where: RecordFilter | None, limit: int | None) -> Iterator[Record]:

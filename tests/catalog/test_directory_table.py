@@ -349,3 +349,35 @@ def test_count_parents_counts_a_sorted_batch_of_one_directory_whole_and_any_othe
         count_parents(keys, -1, counted, ascending=ascending)
         expected = Counter(k[: k.rfind("/") + 1] for k in keys if "/" in k)
         assert counted == Counter({p: -n for p, n in expected.items()}), keys
+
+
+def _level_statements(tmp_path: Path, gone: int) -> int:
+    """SQLite statements listing the root of a version that keeps 3 of the ``3 + gone``
+    subdirectories its dataset ever had, and 2 files among them."""
+    catalog = Catalog(SQLiteCatalogStore(tmp_path / f"gone-{gone}.db"))
+    try:
+        catalog.create_dataset("ds")
+        subdirectories = [f"s{i:04d}/" for i in range(3 + gone)]
+        kept = subdirectories[:: max(1, len(subdirectories) // 3)][:3]
+        catalog.commit("ds", [Put(rec(k)) for k in ["a", "zz"] + [d + "x" for d in subdirectories]])
+        listed = catalog.commit("ds", [Delete(d + "x") for d in subdirectories if d not in kept]).seq
+        statements: list[str] = []
+        with catalog.store._conn() as conn:
+            conn.set_trace_callback(statements.append)
+            try:
+                level = names(catalog.list_directory("ds", listed))
+            finally:
+                conn.set_trace_callback(None)
+        assert level == ["a", *kept, "zz"]
+        return len(statements)
+    finally:
+        catalog.close()
+
+
+def test_a_level_costs_the_same_statements_however_many_of_its_subdirectories_are_gone(
+    tmp_path: Path,
+) -> None:
+    # one read of the subdirectories and one of the files between them, as on MongoDB
+    # (test_mongo_dirs); before, one statement per subdirectory the level ever had
+    few, many = (_level_statements(tmp_path, gone) for gone in (1, 200))
+    assert few == many, (few, many)
