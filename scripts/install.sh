@@ -83,6 +83,11 @@ if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
   echo "$want" > "$STAMPS/pip"
 fi
 
+# --- the catalog's C insert path (datahub/catalog/_put_rows.c, docs/catalog.md) -----------------
+# Built into the source tree (the editable install imports it from there); without it commits
+# insert the same rows through SQLite's json_each statement.
+scripts/build_put_rows.sh "$VENV/bin/python"
+
 # --- npm packages (browser tests) ----------------------------------------------------------
 # axe-core: the accessibility checker tests/browser injects into each page. Pinned; fetched
 # from the npm registry into $VENV/node (inside the checkout). Debian's npm only if none is there.

@@ -43,7 +43,9 @@ from datahub.validation import MAX_KEY_BYTES, PLAIN_KEY, UNREADABLE
 
 # None of these classes holds "\n", '"' or "\\": a match never spans lines, and every string's
 # JSON text is its value.
-_FIELD = rf'\{{"(?!{UNREADABLE}")[A-Za-z0-9_.-]{{1,64}}":(?:"[ !#-\[\]-~]{{0,1024}}"|-?(?:0|[1-9][0-9]{{0,15}}))\}}'
+_FIELD = (
+    rf'\{{"(?!{UNREADABLE}")[A-Za-z0-9_.-]{{1,64}}":(?:"[ !#-\[\]-~]{{0,1024}}"|0|-?[1-9][0-9]{{0,15}})\}}'
+)
 _LINE = re.compile(
     rf'^\{{"op":"put","record":\{{"key":"({PLAIN_KEY.pattern})","url":"{PLAIN_S3.pattern}",'
     rf'"etag":"[!#-\[\]-~][ !#-\[\]-~]{{0,1023}}","size":(0|[1-9][0-9]{{0,17}})'
