@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.scale.scale import change_lines  # noqa: E402
+from bench.scale.sqlite_ceiling import connect  # noqa: E402
 from datahub.catalog.put_lines import CHUNK_LINES, put_lines  # noqa: E402
 from datahub.catalog.revisions import OPEN  # noqa: E402
 from datahub.catalog.sqlite_schema import SCHEMA  # noqa: E402
@@ -58,7 +59,19 @@ def build(tmp: Path) -> Path:
     exe = tmp / "sqlite_c_ceiling"
     src = Path(__file__).with_name("sqlite_c_ceiling.c")
     subprocess.run(
-        ["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe), str(src), "-lsqlite3"], check=True
+        [
+            "gcc",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{ROOT / 'datahub/catalog'}",
+            "-o",
+            str(exe),
+            str(src),
+            "-lsqlite3",
+        ],
+        check=True,
     )
     return exe
 
@@ -87,19 +100,8 @@ def run_c(exe: Path, db: Path, schema: Path, lines: Path, mode: str, label: str)
     report(label, int(out[0]), float(out[1]), float(out[2]), db)
 
 
-def connect(db: Path) -> sqlite3.Connection:
-    fresh(db)
-    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA page_size = 4096")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("PRAGMA cache_size = -16384")
-    conn.executescript(SCHEMA)
-    return conn
-
-
 def timed(label: str, db: Path, n: int, write: Callable[[sqlite3.Connection], object]) -> None:
-    conn = connect(db)
+    conn = connect(db, SCHEMA)  # sqlite_ceiling's: a fresh file, the catalog's pragmas
     cpu, wall = time.process_time(), time.perf_counter()
     conn.execute("BEGIN IMMEDIATE")
     write(conn)
@@ -111,9 +113,9 @@ def timed(label: str, db: Path, n: int, write: Callable[[sqlite3.Connection], ob
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=300_000)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--dir", default=None)
+    parser.add_argument("--rows", type=int, default=300_000, help="rows each side inserts")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of every side, in turn")
+    parser.add_argument("--dir", default=None, help="where the files go (default: a temp dir)")
     args = parser.parse_args()
     n = args.rows
     print(

@@ -4,8 +4,8 @@
  *   sqlite_c_ceiling DB SCHEMA_FILE LINES_FILE MODE PAGE_SIZE
  *
  * LINES_FILE holds compact put lines (bench/scale's change_lines). They are read and cut into
- * fields before the clock starts, except in the `parse` modes, where cutting them is timed too
- * (what a C insert path in the commit would do). MODE:
+ * fields before the clock starts (by datahub/catalog/_put_rows_lines.h, the commit's own
+ * parser), except in the `parse` modes, where cutting them is timed too. MODE:
  *   rows         today's 10-column row, one prepared INSERT OR REPLACE, one transaction
  *   parse-rows   the same, the lines cut into fields inside the timed loop
  *   packed       key columns plus one packed value (url, etag, size, meta as one JSON text)
@@ -19,17 +19,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "_put_rows_lines.h" /* datahub/catalog: the commit's parser (span, put_row, line) */
+
 #define OPEN_SEQ 4611686018427387904LL /* revisions.OPEN = 2**62 */
-
-typedef struct {
-    const char *p;
-    int n;
-} span;
-
-typedef struct {
-    span key, url, etag, meta, labels;
-    long long size;
-} row;
 
 static double now(clockid_t clock) {
     struct timespec ts;
@@ -57,47 +49,11 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
-/* A string field `"name":"value"` at *at: the value's span; *at moves past it. */
-static int string_field(const char **at, const char *name, span *out) {
-    size_t n = strlen(name);
-    if (strncmp(*at, name, n) != 0)
-        return 0;
-    const char *start = *at + n, *end = strchr(start, '"');
-    if (!end)
-        return 0;
-    out->p = start;
-    out->n = (int)(end - start);
-    *at = end + 1;
-    return 1;
-}
-
-/* An object field `,"name":{...}` (one level, no brace inside: the lines are plain puts). */
-static void object_field(const char **at, const char *name, span *out) {
-    size_t n = strlen(name);
-    out->p = NULL;
-    out->n = 0;
-    if (strncmp(*at, name, n) != 0)
-        return;
-    const char *start = *at + n - 1, *end = strchr(start, '}');
-    out->p = start;
-    out->n = (int)(end - start + 1);
-    *at = end + 1;
-}
-
-/* One line `{"op":"put","record":{"key":"…","url":"…","etag":"…","size":N[,"meta":{…}][,"labels":{…}]}}`. */
-static const char *parse(const char *at, row *r) {
-    if (!string_field(&at, "{\"op\":\"put\",\"record\":{\"key\":\"", &r->key) ||
-        !string_field(&at, ",\"url\":\"", &r->url) || !string_field(&at, ",\"etag\":\"", &r->etag) ||
-        strncmp(at, ",\"size\":", 8) != 0)
+/* One line of the file: the module's own parser (`_put_rows_lines.h`), then its newline. */
+static const char *parse(const char *at, const char *end, put_row *r) {
+    if (!line(&at, end, r) || at == end || *at != '\n')
         return NULL;
-    char *end;
-    r->size = strtoll(at + 8, &end, 10);
-    at = end;
-    object_field(&at, ",\"meta\":{", &r->meta);
-    object_field(&at, ",\"labels\":{", &r->labels);
-    if (strncmp(at, "}}\n", 3) != 0)
-        return NULL;
-    return at + 3;
+    return at + 1;
 }
 
 static void check(int rc, sqlite3 *db, const char *what) {
@@ -134,11 +90,11 @@ int main(int argc, char **argv) {
     size_t lines = 0;
     for (size_t i = 0; i < len; i++)
         lines += text[i] == '\n';
-    row *rows = calloc(lines, sizeof(row));
+    put_row *rows = calloc(lines, sizeof(put_row));
     if (!timed_parse) {
         const char *at = text;
         for (size_t i = 0; i < lines; i++)
-            if (!(at = parse(at, &rows[i]))) {
+            if (!(at = parse(at, text + len, &rows[i]))) {
                 fprintf(stderr, "line %zu is not a plain put\n", i + 1);
                 return 1;
             }
@@ -164,15 +120,15 @@ int main(int argc, char **argv) {
     exec(db, "BEGIN IMMEDIATE");
     const char *at = text;
     for (size_t i = 0; i < lines; i++) {
-        row *r = &rows[i];
-        if (timed_parse && !(at = parse(at, r))) {
+        put_row *r = &rows[i];
+        if (timed_parse && !(at = parse(at, text + len, r))) {
             fprintf(stderr, "line %zu is not a plain put\n", i + 1);
             return 1;
         }
         sqlite3_bind_text(st, 1, r->key.p, r->key.n, SQLITE_STATIC);
         if (packed) { /* ["url","etag",size,meta] */
             int n = sprintf(value, "[\"%.*s\",\"%.*s\",%lld,%.*s]", r->url.n, r->url.p, r->etag.n, r->etag.p,
-                            r->size, r->meta.p ? r->meta.n : 4, r->meta.p ? r->meta.p : "null");
+                            (long long)r->size, r->meta.p ? r->meta.n : 4, r->meta.p ? r->meta.p : "null");
             sqlite3_bind_text(st, 2, value, n, SQLITE_STATIC);
         } else {
             sqlite3_bind_text(st, 2, r->url.p, r->url.n, SQLITE_STATIC);

@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_put_rows_lines.h" /* the parser: span, put_row, line() */
+
 #if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
 #error "the sqlite3.Connection layout used here is CPython 3.11's"
 #endif
@@ -32,16 +34,6 @@
 typedef struct {
     PyObject_HEAD sqlite3 *db; /* CPython 3.11: pysqlite_Connection's first field */
 } connection_head;
-
-typedef struct {
-    const char *p;
-    int n;
-} span;
-
-typedef struct {
-    span key, url, etag, meta, labels;
-    int64_t size;
-} put_row;
 
 static PyObject *connection_type; /* sqlite3.Connection */
 static PyObject *py_sqlite3;
@@ -57,87 +49,7 @@ static sqlite3 *handle_of(PyObject *conn) {
     return db;
 }
 
-/* --- the lines ------------------------------------------------------------------------------ */
-
-static int literal(const char **at, const char *end, const char *text, size_t n) {
-    if ((size_t)(end - *at) < n || memcmp(*at, text, n) != 0)
-        return 0;
-    *at += n;
-    return 1;
-}
-#define LITERAL(at, end, s) literal(at, end, s, sizeof(s) - 1)
-
-/* A JSON string without escapes at *at (the regex admits no '"' or '\\' inside): its content. */
-static int string(const char **at, const char *end, span *out) {
-    if (*at >= end || **at != '"')
-        return 0;
-    const char *start = *at + 1, *close = memchr(start, '"', (size_t)(end - start));
-    if (close == NULL || memchr(start, '\\', (size_t)(close - start)) != NULL || close - start > INT_MAX)
-        return 0;
-    out->p = start;
-    out->n = (int)(close - start);
-    *at = close + 1;
-    return 1;
-}
-
-/* An integer of 1 to 18 digits, no sign, no leading zero (the regex's size). */
-static int size_value(const char **at, const char *end, int64_t *out) {
-    const char *p = *at;
-    int64_t v = 0;
-    int digits = 0;
-    while (p < end && *p >= '0' && *p <= '9' && digits < 19) {
-        v = v * 10 + (*p - '0');
-        p++;
-        digits++;
-    }
-    if (digits == 0 || digits > 18 || (digits > 1 && **at == '0'))
-        return 0;
-    *out = v;
-    *at = p;
-    return 1;
-}
-
-/* A one-field object {"name":"text"} or {"name":integer}, as the regex admits it: its text. */
-static int one_field(const char **at, const char *end, span *out) {
-    const char *start = *at;
-    span name, text;
-    if (!LITERAL(at, end, "{") || !string(at, end, &name) || !LITERAL(at, end, ":"))
-        return 0;
-    if (*at < end && **at == '"') {
-        if (!string(at, end, &text))
-            return 0;
-    } else {
-        const char *p = *at;
-        if (p < end && *p == '-')
-            p++;
-        const char *digits = p;
-        while (p < end && *p >= '0' && *p <= '9' && p - digits < 17)
-            p++;
-        if (p == digits || p - digits > 16 || (*digits == '0' && (p - digits > 1 || digits != *at)))
-            return 0; /* none, too many, a leading zero, or -0 (json.loads reads it as 0) */
-        *at = p;
-    }
-    if (!LITERAL(at, end, "}") || *at - start > INT_MAX)
-        return 0;
-    out->p = start;
-    out->n = (int)(*at - start);
-    return 1;
-}
-
-/* One line of the chunk's array: {"op":"put","record":{"key":K,"url":U,"etag":E,"size":N
- * [,"meta":{…}][,"labels":{…}]}} */
-static int line(const char **at, const char *end, put_row *r) {
-    memset(r, 0, sizeof *r);
-    if (!LITERAL(at, end, "{\"op\":\"put\",\"record\":{\"key\":") || !string(at, end, &r->key) ||
-        !LITERAL(at, end, ",\"url\":") || !string(at, end, &r->url) || !LITERAL(at, end, ",\"etag\":") ||
-        !string(at, end, &r->etag) || !LITERAL(at, end, ",\"size\":") || !size_value(at, end, &r->size))
-        return 0;
-    if (LITERAL(at, end, ",\"meta\":") && !one_field(at, end, &r->meta))
-        return 0;
-    if (LITERAL(at, end, ",\"labels\":") && !one_field(at, end, &r->labels))
-        return 0;
-    return LITERAL(at, end, "}}");
-}
+/* --- the lines (each one cut by _put_rows_lines.h) ------------------------------------------- */
 
 /* The chunk `[line,line,…]`: its rows, or -1 when it is not exactly that shape. */
 static Py_ssize_t parse(const char *text, Py_ssize_t len, put_row *rows, Py_ssize_t cap) {
