@@ -189,8 +189,10 @@ static PyObject *insert(PyObject *self, PyObject *args) {
             if (rc == SQLITE_DONE)
                 rc = SQLITE_OK;
         }
-        if (rc != SQLITE_OK) {
-            rc = sqlite3_extended_errcode(db);
+        if (rc != SQLITE_OK) { /* the extended code where the connection has one (a misuse may not) */
+            int extended = sqlite3_extended_errcode(db);
+            if ((extended & 0xFF) == (rc & 0xFF))
+                rc = extended;
             message = sqlite3_mprintf("%s", sqlite3_errmsg(db));
         }
         sqlite3_finalize(st);

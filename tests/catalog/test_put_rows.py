@@ -138,7 +138,13 @@ def test_sqlite_errors_come_back_as_sqlite3_errors_and_outside_a_transaction_it_
     with pytest.raises(sqlite3.IntegrityError, match="refused here") as caught:
         _put_rows.insert(conn, 1, 1, OPEN, text)
     assert caught.value.sqlite_errorcode & 0xFF == sqlite3.SQLITE_CONSTRAINT
-    conn.execute("ROLLBACK")
+    conn.execute("DROP TRIGGER no")
+    conn.execute("PRAGMA max_page_count = 12")  # a full file: what the store turns into NoSpace
+    many = put_lines([line(f"k/{i:05d}", f"s3://b/k/{i:05d}", "e", i, None, None) for i in range(2000)]).text
+    with pytest.raises(sqlite3.OperationalError, match="full") as caught:
+        _put_rows.insert(conn, 1, 1, OPEN, many)
+    assert caught.value.sqlite_errorcode & 0xFF == sqlite3.SQLITE_FULL
+    assert not conn.in_transaction  # SQLite rolled the whole transaction back itself
     with pytest.raises(ValueError, match="transaction"):
         _put_rows.insert(conn, 1, 1, OPEN, text)
     conn.close()
