@@ -95,6 +95,26 @@ def test_c_stores_the_rows_of_the_json_each_statement(tmp_path: Path, chunk: Put
         sql_side.close()
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(chunk=chunks())
+def test_a_commit_of_the_lines_stores_the_rows_of_the_same_puts_as_objects(
+    tmp_path: Path, chunk: PutLines
+) -> None:
+    """End to end: the C path's version is the one the per-change path writes from the same
+    changes (``PutLines.puts``: what the API's parser makes of the lines), row for row."""
+    here = Path(tempfile.mkdtemp(dir=tmp_path))
+    tables = []
+    for name, changes in (("lines", [chunk]), ("objects", chunk.puts())):
+        catalog = open_catalog(f"sqlite:///{here}/{name}.db")
+        catalog.create_dataset("d")
+        catalog.commit("d", changes)
+        catalog.close()
+        conn = sqlite3.connect(here / f"{name}.db")
+        tables.append(stored(conn))
+        conn.close()
+    assert tables[0] == tables[1] and len(tables[0]) == len(chunk)
+
+
 def test_a_text_not_of_checked_lines_is_refused_with_nothing_inserted(tmp_path: Path) -> None:
     good = put_lines([line(f"k/{i}", f"s3://b/k/{i}", "e", i, {"m": i}, None) for i in range(3)])
     conn = connect(tmp_path / "c.db")
