@@ -19,10 +19,11 @@ quiet_pip() { "$VENV/bin/python" -m pip "$@" 2> >(grep -v "^WARNING: Location 'f
 # shared tier used by tests (scripts/ceph-dev/ceph-up.sh would install them too);
 # rclone/s3fs: peers in the mount benchmark; strace: counts the requests reaching a FUSE
 # daemon (tests/fuse/test_warm_requests.py); meson/ninja-build/dpkg-dev: libfuse 3.17 from
-# Debian's source package (scripts/build_libfuse.sh, FUSE passthrough).
+# Debian's source package (scripts/build_libfuse.sh, FUSE passthrough); libsqlite3-dev: the
+# catalog's C insert path (scripts/build_put_rows.sh).
 APT_PKGS=(fuse3 libfuse3-dev pkg-config gcc python3-dev chromium chromium-driver
           ceph-mon ceph-osd ceph-mgr ceph-common radosgw python3-rados rclone s3fs strace
-          meson ninja-build dpkg-dev)
+          meson ninja-build dpkg-dev libsqlite3-dev)
 if [[ "${SKIP_APT:-0}" != 1 ]]; then
   APT_LOG_TAG=install scripts/apt_ensure.sh "${APT_PKGS[@]}"
 fi
@@ -73,6 +74,11 @@ if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
   quiet_pip install -q -c requirements/constraints.txt -e ".[dev]"
   echo "$want" > "$STAMPS/pip"
 fi
+
+# --- the catalog's C insert path (datahub/catalog/_put_rows.c, docs/catalog.md) -----------------
+# Built into the source tree (the editable install imports it from there); without it commits
+# insert the same rows through SQLite's json_each statement.
+scripts/build_put_rows.sh "$VENV/bin/python" || log "datahub/catalog/_put_rows not built: commits insert through json_each (tests/catalog/test_put_rows.py fails)"
 
 # --- npm packages (browser tests) ----------------------------------------------------------
 # axe-core: the accessibility checker tests/browser injects into each page. Pinned; fetched

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make sanitize`: pyfuse3's C (third_party/pyfuse3) built with AddressSanitizer and
 # UndefinedBehaviorSanitizer runs the real-mount tests of the C paths; fails on any report.
+# Then (without PYTEST_ARGS) the catalog's C, the same way: scripts/sanitize_put_rows.sh.
 #   scripts/sanitize.sh [PYTEST_ARGS...]      (default: the C paths' test files below)
 # The list covers every C path a default mount uses (zero-message opens, READs answered in C
 # from page files: fastread.h, LOOKUPs in C, the reader thread and io_uring) and the
@@ -49,3 +50,5 @@ if compgen -G "$REPORTS/*" >/dev/null; then
 fi
 ((status == 0)) || exit "$status"
 echo "[sanitize] clean: no ASan or UBSan report" >&2
+# the catalog's C insert path (datahub/catalog/_put_rows.c), under the same sanitizers
+(($#)) || "$ROOT/scripts/sanitize_put_rows.sh"

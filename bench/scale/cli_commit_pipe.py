@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> dict:
     config.write_text(f'home = "{work / "home"}"\n')
     datahub = [sys.executable, "-m", "datahub.cli.main", "--config", str(config)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([*datahub, "dataset", "create", "big"], check=True, capture_output=True, env=env)
+    # cwd=ROOT: `python -m` puts the current directory first on sys.path, so started from another
+    # checkout it would import that checkout's datahub, not this one's
+    subprocess.run([*datahub, "dataset", "create", "big"], check=True, capture_output=True, env=env, cwd=ROOT)
     os.mkfifo(pipe)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
@@ -77,6 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
+        cwd=ROOT,
     )
     _, status, usage = os.wait4(commit.pid, 0)
     wall = time.perf_counter() - t0

@@ -6,8 +6,9 @@ checks, the planner, the row) cost ~16 us of the caller's thread, four times the
 record may cost at 250,000 records/s (issue 38 item 3, docs/benchmarks.md). A change-set
 file (``datahub commit --changes``) of plain puts needs none of it: ``put_lines`` matches
 each line of a chunk against one pattern (anchored per line, so a chunk passes only when
-every line is a whole match), and the SQLite store inserts the chunk with one
-``INSERT … SELECT … FROM json_each(?)`` over the lines joined into a JSON array.
+every line is a whole match), and the SQLite store inserts the chunk's lines, joined into
+a JSON array, by C (``put_rows``: it only cuts the checked lines into fields) or else with
+one ``INSERT … SELECT … FROM json_each(?)``.
 
 The pattern accepts only lines whose checks are decided by the pattern itself and whose
 stored row is the one the per-change path writes, byte for byte:
@@ -19,8 +20,9 @@ stored row is the one the per-change path writes, byte for byte:
 - U a plain ``s3://bucket/key`` URL (``storage.PLAIN_S3``); E printable ASCII, not blank,
   without ``"`` or ``\\``; N an integer below 10^18 (< ``MAX_SIZE``);
 - M an object of ONE field, its name plain ASCII and not the ``datahub_unreadable`` marker,
-  its value a plain ASCII string or an integer (so the text is what ``dump_json`` writes:
-  one field needs no sorting; no escapes; no float formatting).
+  its value a plain ASCII string or an integer other than ``-0`` (so the text is what
+  ``dump_json`` writes: one field needs no sorting; no escapes; no float formatting; and
+  ``json.loads`` reads ``-0`` as 0, which the per-change path stores as ``0``).
 
 Any other line (another key order, spaces, a checksum, several meta fields, a float, an
 escape, a delete or patch, a bad value) sends its whole chunk through the per-line parser
@@ -43,7 +45,9 @@ from datahub.validation import MAX_KEY_BYTES, PLAIN_KEY, UNREADABLE
 
 # None of these classes holds "\n", '"' or "\\": a match never spans lines, and every string's
 # JSON text is its value.
-_FIELD = rf'\{{"(?!{UNREADABLE}")[A-Za-z0-9_.-]{{1,64}}":(?:"[ !#-\[\]-~]{{0,1024}}"|-?(?:0|[1-9][0-9]{{0,15}}))\}}'
+_FIELD = (
+    rf'\{{"(?!{UNREADABLE}")[A-Za-z0-9_.-]{{1,64}}":(?:"[ !#-\[\]-~]{{0,1024}}"|0|-?[1-9][0-9]{{0,15}})\}}'
+)
 _LINE = re.compile(
     rf'^\{{"op":"put","record":\{{"key":"({PLAIN_KEY.pattern})","url":"{PLAIN_S3.pattern}",'
     rf'"etag":"[!#-\[\]-~][ !#-\[\]-~]{{0,1023}}","size":(0|[1-9][0-9]{{0,17}})'

@@ -18,6 +18,10 @@ again in the caller's thread, at its next write or ``flush``). The caller flushe
 other statement on the connection (lookups, closes, the version row), so every statement
 sees the rows inserted before it.
 
+A chunk of checked put lines (``write_lines``) is inserted by C where the module is built and
+the connection's handle checks out (``put_rows``: it cuts the lines into fields and binds them,
+GIL released), else by one ``INSERT … SELECT json_extract(…) FROM json_each(?)`` over the text.
+
 Two kinds of batch are bound row by row instead, in the caller's thread: a batch whose text
 holds ``\\u0000`` (SQLite's JSON functions cut a string at an escaped NUL) and one over
 ``MAX_QUEUED_CHARS`` (to bound the memory of batches in flight, ~3 texts of at most that).
@@ -29,11 +33,12 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import attrgetter
 
 from datahub.catalog.model import Record
 from datahub.catalog.put_lines import PutLines
+from datahub.catalog.put_rows import inserter
 from datahub.catalog.sqlite_schema import dump_json_column
 
 MAX_QUEUED_CHARS = 8 << 20  # a batch text larger than this is written at once, not queued
@@ -103,7 +108,8 @@ class RowWriter:
         self._conn = conn
         self._by_row, self._by_batch = insert_sql(dataset_id, new, to_seq)
         self._by_lines = lines_sql(dataset_id, new, to_seq)
-        self._queue: queue.Queue[tuple[str, str] | None] = queue.Queue(maxsize=2)
+        self._in_c = inserter(conn, dataset_id, new, to_seq)  # None: C cannot be used (put_rows)
+        self._queue: queue.Queue[tuple[Callable[[str], object], str] | None] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
 
@@ -132,23 +138,30 @@ class RowWriter:
             self.flush()
             self._conn.executemany(self._by_row, rows)
             return
-        self._queue_statement(self._by_batch, text)
+        self._queue_statement(self._batch, text)
 
     def write_lines(self, lines: PutLines) -> None:
-        """Insert a chunk of checked put lines as they are (no Python object per record:
-        SQLite reads the rows from the lines' JSON, ``put_lines``)."""
+        """Insert a chunk of checked put lines as they are (no Python object per record: C
+        cuts the lines into the rows, ``put_rows``, or SQLite reads them from the lines' JSON)."""
         self._raise()
         if len(lines.text) > MAX_QUEUED_CHARS:
             self.flush()
-            self._conn.execute(self._by_lines, (lines.text,))
+            self._lines(lines.text)
             return
-        self._queue_statement(self._by_lines, lines.text)
+        self._queue_statement(self._lines, lines.text)
 
-    def _queue_statement(self, sql: str, text: str) -> None:
+    def _batch(self, text: str) -> None:
+        self._conn.execute(self._by_batch, (text,))
+
+    def _lines(self, text: str) -> None:
+        if self._in_c is None or self._in_c(text) is None:  # None: not taken, nothing inserted
+            self._conn.execute(self._by_lines, (text,))
+
+    def _queue_statement(self, insert: Callable[[str], object], text: str) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="catalog-commit-rows", daemon=True)
             self._thread.start()
-        self._queue.put((sql, text))
+        self._queue.put((insert, text))
 
     def flush(self) -> None:
         """Wait until every queued batch is inserted (before any other statement on the
@@ -170,7 +183,7 @@ class RowWriter:
                 if item is None:
                     return
                 if self._error is None and not self._discard:
-                    self._conn.execute(item[0], (item[1],))
+                    item[0](item[1])
             except BaseException as exc:  # handed to the caller's thread, raised there
                 self._error = exc
             finally:
