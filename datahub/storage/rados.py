@@ -12,11 +12,17 @@ as for the ``rados`` CLI: ``$CEPH_CONF`` (else /etc/ceph/ceph.conf) and ``$CEPH_
 configuration leaves them at 0 sets them to ``DEFAULT_TIMEOUT`` so a node cut off from
 the cluster gets a TransientStorageError (EIO at the mount), never a hang.
 
-Etags: a put writes the content and an xattr ``datahub.etag`` (md5 of the content, what S3
-reports for a single-part upload) in one atomic RADOS write op. Objects without it (written
-by other tools) get ``v<object version>-<size>`` in hex. A conditional read checks the etag
-and reads the bytes on one per-thread I/O context and compares the object versions librados
-reports for both ops, so bytes of another version are never returned under the etag.
+Etags: ``v<object version>-<size>`` in hex, the version librados reports for the op that
+wrote the object: every write changes it, whoever makes it (a put of ours, a ``write_full``
+of another tool), so an etag never names two contents. A put writes the content and empties
+the xattr ``datahub.etag`` in one atomic RADOS write op; objects put before this scheme hold
+``<md5> <size>`` there and keep that md5 as their etag while their size matches (records of
+them stay readable). The md5 was an identifier, never a check: nothing compared bytes with
+it, and it cost 1.4 ms of CPU per MiB put (more than librados' whole write). Bytes are
+guarded by Ceph itself (the messenger's CRC-32C on the wire, BlueStore's checksums at
+rest). A conditional read checks the etag and reads the bytes on one per-thread I/O context
+and compares the object versions librados reports for both ops, so bytes of another
+version are never returned under the etag.
 
 Limits: an object is one RADOS object, written whole (no striping): at most
 ``MAX_OBJECT_BYTES``. RADOS lists in hash order, so ``list`` collects the names under the
@@ -27,7 +33,6 @@ count, fine for the shared tier's sweeps (at most one a minute), not for huge or
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shlex
 import threading
@@ -196,8 +201,8 @@ class RadosStore(ObjectStore):
                 raise _Raced
         except rados.Error as exc:
             raise self._error(exc, "stat", key) from None
-        md5, _, recorded_size = raw.partition(" ")
-        etag = md5 if md5 and recorded_size == str(size) else f"v{version:x}-{size:x}"
+        md5, _, recorded_size = raw.partition(" ")  # an older put's record (module docstring)
+        etag = md5 if md5 and recorded_size == str(size) else _version_etag(version, size)
         return ObjectInfo(key, size, etag, time.mktime(mtime)), version
 
     def _stat(self, key: str) -> tuple[ObjectInfo, int]:
@@ -298,21 +303,21 @@ class RadosStore(ObjectStore):
                 f"store holds in one object ({MAX_OBJECT_BYTES}); use an s3:// store for large objects",
                 key=key,
             )
-        etag = hashlib.md5(payload).hexdigest()
         rados = _import_rados()
         ioctx = self._ioctx()
         try:
-            op = ioctx.create_write_op()  # content and etag in one atomic op
+            op = ioctx.create_write_op()  # the content, and any md5 an older put recorded gone, at once
             try:
                 op.write_full(payload)
-                op.set_xattr(ETAG_XATTR, f"{etag} {len(payload)}".encode("ascii"))
+                op.set_xattr(ETAG_XATTR, b"")
                 now = time.time()
                 ioctx.operate_write_op(op, name, mtime=int(now))  # the binding's default mtime is 0
             finally:
                 ioctx.release_write_op(op)
+            version = ioctx.get_last_version()  # of this thread's own context: the op above
         except rados.Error as exc:
             raise self._error(exc, "put", key) from None
-        return ObjectInfo(key, len(payload), etag, float(int(now)))
+        return ObjectInfo(key, len(payload), _version_etag(version, len(payload)), float(int(now)))
 
     def delete(self, key: str) -> None:
         name = self._name(key)
@@ -323,6 +328,11 @@ class RadosStore(ObjectStore):
             pass
         except rados.Error as exc:
             raise self._error(exc, "delete", key) from None
+
+
+def _version_etag(version: int, size: int) -> str:
+    """The etag of the object version ``version`` of ``size`` bytes."""
+    return f"v{version:x}-{size:x}"
 
 
 class _Raced(Exception):

@@ -306,6 +306,16 @@ class RangeReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
+    def readall(self) -> bytes:
+        """The rest in one ``pread`` (``read()`` of a raw stream would take it 8 KiB at a time:
+        0.5 ms of CPU per MiB, for a store that keeps whole objects in memory, RADOS)."""
+        want = max(0, self._end - self._pos)
+        data = os.pread(self._fd, want, self._pos) if want else b""
+        if len(data) < want:
+            data += bytes(want - len(data))
+        self._pos = self._end
+        return data
+
     def readinto(self, buffer) -> int:  # type: ignore[override]
         want = min(len(buffer), self._end - self._pos)
         if want <= 0:
