@@ -53,6 +53,7 @@ from datahub.storage.keys import check_object_key, check_range, read_all
 from datahub.storage.urls import encode_key
 
 ETAG_XATTR = "datahub.etag"
+RECORD_XATTR = "datahub.record"  # put_with_record
 DEFAULT_TIMEOUT = 30  # whole seconds (Ceph refuses fractions), for Ceph op timeouts the configuration leaves at 0 (= for ever)
 MAX_OBJECT_BYTES = 64 * 1024**2  # below Ceph's osd_max_write_size (90 MB) and object size (128 MiB)
 _TIMEOUT_OPTIONS = ("rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout")
@@ -291,6 +292,27 @@ class RadosStore(ObjectStore):
             yield self.read(key, offset, min(offset + chunk_size, stop), etag)
 
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        return self._put(key, data, size, b"")
+
+    def put_with_record(self, key: str, data: bytes | bytearray, record: bytes) -> ObjectInfo:
+        """``put``, with ``record`` stored in the object's xattr ``datahub.record`` by the same
+        atomic write op: durable with the bytes or not at all. Why: a write-back cover record
+        (datahub/writeback/chunks.py) rides with its chunk instead of costing a journal flush."""
+        return self._put(key, data, None, record)
+
+    def record(self, key: str) -> bytes:
+        """What ``put_with_record`` stored with object ``key`` (b"" if nothing)."""
+        rados = _import_rados()
+        try:
+            return self._ioctx().get_xattr(self._name(key), RECORD_XATTR)
+        except rados.NoData:
+            return b""
+        except rados.Error as exc:
+            raise self._error(exc, "read the record of", key) from None
+
+    def _put(
+        self, key: str, data: bytes | bytearray | BinaryIO, size: int | None, record: bytes
+    ) -> ObjectInfo:
         name = self._name(key)
         payload = read_all(data, key)
         if size is not None and len(payload) != size:
@@ -310,6 +332,8 @@ class RadosStore(ObjectStore):
             try:
                 op.write_full(payload)
                 op.set_xattr(ETAG_XATTR, b"")
+                if record:
+                    op.set_xattr(RECORD_XATTR, record)
                 now = time.time()
                 ioctx.operate_write_op(op, name, mtime=int(now))  # the binding's default mtime is 0
             finally:

@@ -39,10 +39,11 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from datahub.errors import AccessDenied, DatahubError, NoSpace, StorageError
+from datahub.errors import AccessDenied, DatahubError, NoSpace, ObjectNotFound, StorageError
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
-from datahub.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range, encode_cover
+from datahub.storage.rados import RadosStore
+from datahub.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range, decode_cover, encode_cover
 
 SHARD = 1024  # file ids per shared-tier directory
 _SLICE = 1 << 20  # write() size: one multi-MiB write into the page cache measured ~10x slower
@@ -68,6 +69,8 @@ class ChunkStore:
         # packs must read (and keep) its chunks after a restart with packing switched off.
         self._packs = Packs(self._root, self.prefix, pack_bytes) if self._root is not None else None
         self._pack_new = pack_bytes > 0
+        # A RADOS tier stores a chunk's cover record in the chunk object's write op (an xattr).
+        self._records: RadosStore | None = store if isinstance(store, RadosStore) else None
 
     @property
     def local_root(self) -> Path | None:
@@ -79,7 +82,7 @@ class ChunkStore:
 
         A small chunk's key reserves its place in a pack (which may create the next pack
         file): write it with ``write`` or give it up with ``delete``; ``extra`` bytes more are
-        reserved after it there for a cover record (``packed`` says whether it went there).
+        reserved after it there for a cover record (``carries_cover`` says whether it can have one).
         """
         if self._packs is not None and self._pack_new and length < PACK_CHUNK_MAX:
             try:
@@ -100,11 +103,27 @@ class ChunkStore:
         return self._packs if self._packs is not None and self._packs.owns(key) else None
 
     def packed(self, key: str) -> bool:
-        """Whether ``key`` is a pack member (its range can carry a cover record)."""
+        """Whether ``key`` is a pack member (a byte range of a pack, not an object of its own)."""
         return self._pack_of(key) is not None
 
+    def carries_cover(self, key: str) -> bool:
+        """Whether chunk ``key`` can carry a cover record, made durable by the chunk's own
+        write: a pack member (the record follows it in the pack), or any chunk on RADOS (the
+        record is an xattr set by the chunk's write op)."""
+        return self.packed(key) or self._records is not None
+
     def cover_records(self, sizes: dict[str, int]) -> Iterator[tuple[str, dict]]:
-        """(member key, record) of every cover record in the packs of listing ``sizes``."""
+        """(chunk key, record) of every cover record in the objects of listing ``sizes``: in
+        the packs, or on RADOS in each chunk object's xattr (one read per object; recovery
+        after a power loss only)."""
+        if self._records is not None:
+            for key in sizes:
+                try:
+                    record = decode_cover(self._records.record(key))
+                except ObjectNotFound:
+                    continue
+                if record is not None:
+                    yield key, record
         if self._packs is None:
             return
         for key in sizes:
@@ -119,7 +138,8 @@ class ChunkStore:
         """Store ``data`` durably under ``key`` (from ``new_key``): done when this returns.
 
         A pack member whose write fails is given up (its range is never read). ``trailer``: a
-        cover record written after a pack member under the same flush (``packs.py``).
+        cover record written after a pack member under the same flush (``packs.py``), or on
+        RADOS with the chunk in one write op (``carries_cover``).
         """
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
         packs = self._pack_of(key)
@@ -136,7 +156,10 @@ class ChunkStore:
             _write_new(self._root / key, data, context, key)
             return
         try:
-            self.store.put(key, data, size=len(data))
+            if trailer and self._records is not None:
+                self._records.put_with_record(key, data, trailer)
+            else:
+                self.store.put(key, data, size=len(data))
         except DatahubError as exc:
             raise _rewrap(exc, context) from exc
 

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from datahub.writeback.packs import decode_cover
 from tests.writeback.conftest import CHUNK, Env, make_env, write
+from tests.writeback.test_cover import _another_boot, _in_journal, _journal_dir
 
 pytestmark = pytest.mark.ceph
 
@@ -110,3 +112,32 @@ def test_replaced_and_unlinked_files_leave_no_objects_behind(rados_env: Env) -> 
     ws.flush()  # garbage is collected after the commits that dropped it
     now = {key for key, _ in ws.journal_record("a")["chunks"].values()}
     assert set(rados_env.shared_keys()) == now and not old & now
+
+
+def test_a_first_close_a_power_loss_took_from_the_journal_is_written_again_from_its_chunk(
+    rados_env: Env, tmp_path: Path
+) -> None:
+    """A new small file's first commit on RADOS is covered: its record rides in the chunk's
+    write op (an xattr), so the journal commit flushes no meta page; after a power loss undid
+    that transaction, recovery writes the file again from the record, exactly."""
+    ws = rados_env.open()
+    write(ws, "keep", b"k" * 300)
+    ws.mkdir("d")
+    before = tmp_path / "journal-before"
+    before.mkdir()
+    ws.journal._env.copy(str(before))  # the journal on disk before the next transaction
+    payload = os.urandom(3000)  # one chunk (CHUNK is 4096): a covered first commit
+    write(ws, "d/new", payload)  # acknowledged: its close returned
+    ((key, _),) = ws.journal_record("d/new")["chunks"].values()
+    assert decode_cover(ws.chunks._records.record(key))["path"] == "d/new"
+    ws.abandon()
+    _another_boot(_journal_dir(rados_env), before / "data.mdb")
+    assert not _in_journal(_journal_dir(rados_env), "d/new")  # the power loss took it
+    ws = rados_env.open()
+    assert read_back(ws, "d/new") == payload and read_back(ws, "keep") == b"k" * 300
+    ws.rename("d/new", "d/moved")  # a later commit fences the record: no resurrection
+    ws.abandon()
+    _another_boot(_journal_dir(rados_env))
+    ws = rados_env.open()
+    assert [name for name, _ in ws.listdir("d")] == ["moved"]
+    assert read_back(ws, "d/moved") == payload
