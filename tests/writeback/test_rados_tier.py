@@ -21,11 +21,14 @@ import pytest
 
 from datahub.writeback.packs import decode_cover
 from tests.writeback.conftest import CHUNK, Env, make_env, write
+from tests.writeback.crash_worker import small_bytes
 from tests.writeback.test_cover import _another_boot, _in_journal, _journal_dir
+from tests.writeback.test_crash import recover_and_check, run_until, spec_for
 
 pytestmark = pytest.mark.ceph
 
 SIZES = [0, 100, CHUNK, 3 * CHUNK + 5]
+MiB = 1024**2
 
 
 @pytest.fixture
@@ -141,3 +144,47 @@ def test_a_first_close_a_power_loss_took_from_the_journal_is_written_again_from_
     ws = rados_env.open()
     assert [name for name, _ in ws.listdir("d")] == ["moved"]
     assert read_back(ws, "d/moved") == payload
+
+
+@pytest.fixture
+def rados_worker_env(rados_env: Env, ceph_cluster, monkeypatch) -> Env:
+    """``rados_env`` for a writer in a subprocess (test_crash.py's worker): it finds python3-rados."""
+    monkeypatch.setenv("PYTHONPATH", ceph_cluster.vars["CEPH_PYLIB"])
+    return rados_env
+
+
+@pytest.mark.parametrize(("mode", "size"), [("write", 3 * MiB + 17), ("staged", MiB + 5)])
+def test_sigkill_mid_write_keeps_every_acknowledged_file(rados_worker_env: Env, mode: str, size: int) -> None:
+    """Buffered and staged writers killed with files acknowledged, one never closed, and one
+    written on in place after its fsync: every acknowledged file, exactly, and nothing else."""
+    acked = run_until(spec_for(rados_worker_env, mode, files=3, size=size), "WRITING")
+    assert len(acked) == 4
+    recover_and_check(rados_worker_env, acked)
+
+
+@pytest.mark.parametrize(
+    ("block", "markers"),
+    [("put", {"OLD-BLOCKED", "JOURNALED"}), ("journal", {"OLD-BLOCKED", "STORED", "JOURNAL-BLOCKED"})],
+)
+def test_sigkill_between_the_overlapped_steps_of_a_first_close(
+    rados_worker_env: Env, block: str, markers: set[str]
+) -> None:
+    """Killed with a first close's record journaled and its chunk never written, or its chunk
+    written and its record never committed: the file is dropped, everything acknowledged kept."""
+    acked = run_until(spec_for(rados_worker_env, "overlap", files=1, size=100_000, block=block), markers)
+    recover_and_check(rados_worker_env, acked)
+
+
+def test_sigkill_among_four_writers_of_small_files_loses_no_acknowledged_one(rados_worker_env: Env) -> None:
+    """Covered first commits on RADOS, killed at any moment among four writers: every file
+    whose close returned is there whole; one whose close had not returned, whole or absent."""
+    acked = run_until(spec_for(rados_worker_env, "small", files=0, size=100_000), "MANY")
+    assert len(acked) >= 40
+    ws = rados_worker_env.open()
+    for path, _ in ws.listdir(""):
+        expected = small_bytes(path, 100_000)
+        assert read_back(ws, path) == expected, path
+        assert path not in acked or hashlib.sha256(expected).hexdigest() == acked[path], path
+    assert set(acked) <= {path for path, _ in ws.listdir("")}
+    with ws.journal.read() as txn:
+        assert not [rec for _, rec in txn.files() if rec.get("unverified")]
