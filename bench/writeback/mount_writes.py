@@ -52,6 +52,7 @@ from tests.fuse.fuse_tracepoint import FuseRequests, available
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1024**2
 PIECE = MiB
+CLEANUPS: list = []  # run after the mounts are gone (the RADOS objects of this run)
 
 
 def load() -> str:
@@ -150,8 +151,17 @@ def rados_group(root: Path, env_file: str, trees: dict[str, Path]):
             ioctx.remove_object(f"plain/{tag}/f{i:05d}")
         return secs
 
-    mounts = ceph_mounts(root, "RADOS", "rados", "", lambda tag: f'shared_url = "rados://{env["CEPH_POOL"]}/{tag}"\n',
-                         trees)  # fmt: skip
+    prefix = root.name  # this run's objects: removed at the end (memstore keeps them in RAM)
+    mounts = ceph_mounts(root, "RADOS", "rados", "",
+                         lambda tag: f'shared_url = "rados://{env["CEPH_POOL"]}/{prefix}/{tag}"\n', trees)  # fmt: skip
+
+    def remove_objects() -> None:
+        names = [o.key for o in ioctx.list_objects() if o.key.startswith(prefix + "/")]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(ioctx.remove_object, names))
+        cluster.shutdown()
+
+    CLEANUPS.append(remove_objects)
     return ("librados write_full", plain, mounts)
 
 
@@ -295,6 +305,8 @@ def main() -> None:
                 m.umount()
         if bucket is not None:
             bucket.remove()
+        for cleanup in CLEANUPS:
+            cleanup()
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -37,6 +37,7 @@ import os
 import shlex
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -125,10 +126,14 @@ class RadosStore(ObjectStore):
         return cluster
 
     def _ioctx(self) -> Any:
-        """This thread's I/O context (its own, so ``get_last_version`` reports this thread's op)."""
-        ioctx = getattr(self._local, "ioctx", None)
-        if ioctx is not None:
-            return ioctx
+        """This thread's I/O context (its own, so ``get_last_version`` reports this thread's op).
+
+        Closed when the thread ends (its thread-local holder goes): a mount's request threads
+        come and go (trio lets an idle worker thread exit after 10 s), and every context kept
+        for a dead thread was kept until ``close``, a leak that grew with the mount's uptime."""
+        holder = getattr(self._local, "holder", None)
+        if holder is not None:
+            return holder.ioctx
         with self._lock:
             if self._closed:
                 raise StorageError(f"{self.root_url}: the store is closed")
@@ -140,8 +145,18 @@ class RadosStore(ObjectStore):
             except rados.Error as exc:
                 raise self._error(exc, "open pool", "") from None
             self._ioctxs.append(ioctx)
-        self._local.ioctx = ioctx
+        holder = self._local.holder = _ThreadIoctx(ioctx)
+        weakref.finalize(holder, _release_ioctx, weakref.ref(self), ioctx)
         return ioctx
+
+    def _forget(self, ioctx: Any) -> None:
+        """A thread that used ``ioctx`` ended: close it, unless ``close`` did already."""
+        with self._lock:
+            if ioctx not in self._ioctxs:
+                return
+            self._ioctxs.remove(ioctx)
+        with contextlib.suppress(Exception):
+            ioctx.close()
 
     def close(self) -> None:
         with self._lock:
@@ -352,6 +367,22 @@ class RadosStore(ObjectStore):
             pass
         except rados.Error as exc:
             raise self._error(exc, "delete", key) from None
+
+
+class _ThreadIoctx:
+    """One thread's I/O context, held in the store's thread-local data: when the thread ends,
+    this goes and its finalizer closes the context (``RadosStore._ioctx``)."""
+
+    __slots__ = ("__weakref__", "ioctx")
+
+    def __init__(self, ioctx: Any) -> None:
+        self.ioctx = ioctx
+
+
+def _release_ioctx(store_ref: weakref.ref, ioctx: Any) -> None:
+    store = store_ref()
+    if store is not None:
+        store._forget(ioctx)
 
 
 def _version_etag(version: int, size: int) -> str:
