@@ -37,6 +37,7 @@ import os
 import secrets
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from datahub.errors import AccessDenied, DatahubError, NoSpace, ObjectNotFound, StorageError
@@ -46,6 +47,7 @@ from datahub.storage.rados import RadosStore
 from datahub.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range, decode_cover, encode_cover
 
 SHARD = 1024  # file ids per shared-tier directory
+RECORD_READERS = 8  # RADOS cover records read at once at recovery (one round trip each)
 _SLICE = 1 << 20  # write() size: one multi-MiB write into the page cache measured ~10x slower
 
 
@@ -114,21 +116,26 @@ class ChunkStore:
 
     def cover_records(self, sizes: dict[str, int]) -> Iterator[tuple[str, dict]]:
         """(chunk key, record) of every cover record in the objects of listing ``sizes``: in
-        the packs, or on RADOS in each chunk object's xattr (one read per object; recovery
-        after a power loss only)."""
+        the packs, or on RADOS in each chunk object's xattr (one read per object, 8 at a
+        time; recovery after a power loss only)."""
         if self._records is not None:
-            for key in sizes:
-                try:
-                    record = decode_cover(self._records.record(key))
-                except ObjectNotFound:
-                    continue
-                if record is not None:
-                    yield key, record
+            keys = list(sizes)
+            with ThreadPoolExecutor(RECORD_READERS) as pool:
+                for key, record in zip(keys, pool.map(self._record_of, keys), strict=True):
+                    if record is not None:
+                        yield key, record
         if self._packs is None:
             return
         for key in sizes:
             if self._packs.is_pack(key):
                 yield from self._packs.cover_records(key)
+
+    def _record_of(self, key: str) -> dict | None:
+        """The cover record a RADOS chunk object carries, if any."""
+        try:
+            return decode_cover(self._records.record(key)) if self._records is not None else None
+        except ObjectNotFound:  # deleted since the listing
+            return None
 
     def cover_trailer(self, cover: int, record: dict) -> bytes:
         """The bytes of a cover record numbered ``cover`` (``packs.encode_cover``)."""
