@@ -240,17 +240,13 @@ class LeanGetter:
         (seconds left of the caller's overall deadline) caps the connect and read timeouts,
         so a stalled endpoint cannot hold the attempt past the deadline.
         """
-        where = f"s3://{bucket}/{key}"
-        source = self._credentials()
-        if source is None:
-            raise no_credentials(bucket, key)
-        host, path = self._target(bucket, key)
+        where, credentials, host, path = self._start(bucket, key)
         headers: dict[str, str] = {}
         if byte_range is not None:
             headers["Range"] = byte_range
         if if_match is not None:
             headers["If-Match"] = f'"{if_match}"'
-        sign_get(path, host, headers, source.get_frozen_credentials(), self.region)
+        sign_get(path, host, headers, credentials, self.region)
         raw = self._send("GET", host, path, headers, None, budget, bucket, key, where)
         if raw.status in (200, 206):
             return Response(raw, where)
@@ -265,14 +261,9 @@ class LeanGetter:
         Signed with the body's SHA-256 (as botocore signs a PUT over http): the server checks
         the bytes it got against it. Errors as ``get``'s; the caller retries.
         """
-        where = f"s3://{bucket}/{key}"
-        source = self._credentials()
-        if source is None:
-            raise no_credentials(bucket, key)
-        host, path = self._target(bucket, key)
+        where, credentials, host, path = self._start(bucket, key)
         headers: dict[str, str] = {}
-        digest = hashlib.sha256(payload).hexdigest()
-        sign("PUT", path, host, headers, source.get_frozen_credentials(), self.region, digest)
+        sign("PUT", path, host, headers, credentials, self.region, hashlib.sha256(payload).hexdigest())
         headers["Content-Length"] = str(len(payload))
         raw = self._send("PUT", host, path, headers, payload, budget, bucket, key, where)
         if raw.status == 200:
@@ -286,6 +277,14 @@ class LeanGetter:
         raise error or StorageError(
             f"S3 refused the PUT of {where} (HTTP {raw.status})", bucket=bucket, key=key
         )
+
+    def _start(self, bucket: str, key: str) -> tuple[str, ReadOnlyCredentials, str, str]:
+        """(``s3://bucket/key`` for messages, this request's credentials, host, path)."""
+        source = self._credentials()
+        if source is None:
+            raise no_credentials(bucket, key)
+        host, path = self._target(bucket, key)
+        return f"s3://{bucket}/{key}", source.get_frozen_credentials(), host, path
 
     def _send(
         self,
