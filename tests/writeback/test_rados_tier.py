@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from datahub.writeback.chunks import RangeReader
 from datahub.writeback.packs import decode_cover
 from tests.writeback.conftest import CHUNK, Env, make_env, write
 from tests.writeback.crash_worker import small_bytes
@@ -188,3 +189,25 @@ def test_sigkill_among_four_writers_of_small_files_loses_no_acknowledged_one(rad
     assert set(acked) <= {path for path, _ in ws.listdir("")}
     with ws.journal.read() as txn:
         assert not [rec for _, rec in txn.files() if rec.get("unverified")]
+
+
+def test_a_staged_range_is_read_whole_or_in_pieces_and_a_cut_reads_as_zeros(tmp_path: Path) -> None:
+    """``RangeReader``, what a non-local store's put reads a staged chunk from: ``read()``
+    (RADOS) and ``read(n)`` (S3) give the range's bytes, each in one ``pread``; a source cut
+    short meanwhile reads as zeros to the declared end (the object keeps its size)."""
+    data = os.urandom(10_000)
+    fd = os.open(tmp_path, os.O_TMPFILE | os.O_RDWR)
+    try:
+        os.pwrite(fd, data, 0)
+        assert RangeReader(fd, 100, 5000).read() == data[100:5100]
+        pieces = RangeReader(fd, 100, 5000)
+        assert [pieces.read(3000), pieces.read(3000), pieces.read(3000)] == [
+            data[100:3100],
+            data[3100:5100],
+            b"",
+        ]
+        os.ftruncate(fd, 6000)
+        assert RangeReader(fd, 5000, 3000).read() == data[5000:6000] + bytes(2000)
+        assert RangeReader(fd, 5000, 3000).readall() == data[5000:6000] + bytes(2000)
+    finally:
+        os.close(fd)
