@@ -7,7 +7,7 @@ ranged GET with If-Match does not need. Here a GET is: one SigV4 signature (``si
 checked header for header against botocore's signer by the tests), one pooled HTTP request
 (bench/storage/get_cpu.py has the figures). Single-part PUTs take the same path
 (``LeanGetter.put``, signed with the body's SHA-256: a write-back workspace on RGW puts
-every chunk, and boto3's ``put_object`` cost 1.3-1.7 ms of CPU per 100 KB object,
+every chunk, and boto3's ``put_object`` cost 1.1-1.7 ms of CPU per 100 KB object,
 bench/storage/put_cpu.py). Everything else (list, multipart, delete, HEAD) stays on boto3
 in ``s3``.
 
