@@ -268,8 +268,12 @@ class LeanGetter:
         raw = self._send("PUT", host, path, headers, payload, budget, bucket, key, where)
         if raw.status == 200:
             etag = raw.headers.get("ETag", "")
-            raw.read()  # an empty body: drained, so the connection goes back to the pool
-            raw.release_conn()
+            try:
+                raw.read()  # an empty body: drained, so the connection goes back to the pool
+            except (uexc.HTTPError, OSError):
+                raw.close()  # the object is stored (200); only this connection is lost
+            finally:
+                raw.release_conn()
             if etag:
                 return etag.strip('"')
             raise StorageError(f"S3 answered the PUT of {where} without an ETag", bucket=bucket, key=key)
