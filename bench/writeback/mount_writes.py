@@ -24,7 +24,11 @@ round, not timed), and ``uptime`` before and after.
 
 With ``--ceph-env`` (a cluster from scripts/ceph-dev/ceph-up.sh), the same two mounts with
 the shared tier on a Ceph RGW bucket, against a plain boto3 client PUTting the same files
-with the same concurrency (each PUT returns once RGW stored the object).
+with the same concurrency (each PUT returns once RGW stored the object); ``--rados`` adds
+them on a RADOS pool against plain librados ``write_full`` calls, ``--no-rgw`` leaves RGW out.
+``--base-tree DIR`` (another checkout, e.g. a worktree of main) mounts every Ceph case from
+both trees, "(base)" and "(head)", and the mounts take turns in reverse order every other
+round: an A/B in one run. Small files also get the daemon's CPU per file.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from tests.fuse.fuse_tracepoint import FuseRequests, available
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1024**2
 PIECE = MiB
+CLEANUPS: list = []  # run after the mounts are gone (the RADOS objects of this run)
 
 
 def load() -> str:
@@ -117,7 +122,7 @@ def put_files(bucket, prefix: str, count: int, data: bytes, threads: int) -> flo
     return time.perf_counter() - start
 
 
-def rados_group(root: Path, env_file: str):
+def rados_group(root: Path, env_file: str, trees: dict[str, Path]):
     """The mounts with the shared tier on a RADOS pool (``rados://``), against plain
     librados ``write_full`` calls of the same files with the same concurrency."""
     env = {}
@@ -146,17 +151,46 @@ def rados_group(root: Path, env_file: str):
             ioctx.remove_object(f"plain/{tag}/f{i:05d}")
         return secs
 
-    mounts = {
-        name: Mount(root, tag, extra, "", f'shared_url = "rados://{env["CEPH_POOL"]}/{tag}"\n')
-        for name, tag, extra in (("mount --passthrough, RADOS", "rados-pt", ["--passthrough"]),
-                                 ("mount --no-passthrough, RADOS", "rados-nopt", ["--no-passthrough"]))
-    }  # fmt: skip
+    prefix = root.name  # this run's objects: removed at the end (memstore keeps them in RAM)
+    mounts = ceph_mounts(root, "RADOS", "rados", "",
+                         lambda tag: f'shared_url = "rados://{env["CEPH_POOL"]}/{prefix}/{tag}"\n', trees)  # fmt: skip
+
+    def remove_objects() -> None:
+        names = [o.key for o in ioctx.list_objects() if o.key.startswith(prefix + "/")]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(ioctx.remove_object, names))
+        cluster.shutdown()
+
+    CLEANUPS.append(remove_objects)
     return ("librados write_full", plain, mounts)
 
 
-def run_group(base_name: str, baseline, mounts: dict[str, Mount], workloads, rounds: int, why_not) -> None:
+def ceph_mounts(
+    root: Path, what: str, tag: str, sections: str, cache, trees: dict[str, Path]
+) -> dict[str, Mount]:
+    """The two mounts of a Ceph case (passthrough and not), from each tree of ``trees``
+    (name -> source tree; one unnamed tree: no suffix); ``cache(tag)``: its [cache] lines."""
+    mounts = {}
+    for tree_name, tree in trees.items():
+        for flag, short in (("--passthrough", "pt"), ("--no-passthrough", "nopt")):
+            name = f"mount {flag}, {what}" + (f" ({tree_name})" if tree_name else "")
+            t = f"{tag}-{short}" + (f"-{tree_name}" if tree_name else "")
+            mounts[name] = Mount(root, t, [flag], sections, cache(t), repo=tree)
+    return mounts
+
+
+def run_group(
+    base_name: str,
+    baseline,
+    mounts: dict[str, Mount],
+    workloads,
+    rounds: int,
+    why_not,
+    alternate: bool = False,
+) -> None:
     """Every workload, 1 and 4 writers: ``baseline(tag, count, data, threads) -> seconds``
-    and each mount, taking turns round by round."""
+    and each mount, taking turns round by round (``alternate``: in reverse order every other
+    round, for an A/B of two trees)."""
     for label, count, size in workloads:
         data = os.urandom(size)
         total = count * size / MiB
@@ -168,7 +202,8 @@ def run_group(base_name: str, baseline, mounts: dict[str, Mount], workloads, rou
                 before = time.process_time()  # the baseline's own CPU: its writes and fsyncs (or PUTs)
                 speeds[base_name].append(total / baseline(tag, count, data, threads))
                 cpu[base_name].append((time.process_time() - before) / total)
-                for name, m in mounts.items():
+                order = list(mounts.items())
+                for name, m in order[::-1] if alternate and r % 2 else order:
                     before = cpu_seconds(m.pid)
                     secs = write_files(m.mnt / tag, count, data, threads, False)
                     cpu[name].append((cpu_seconds(m.pid) - before) / total)
@@ -179,8 +214,11 @@ def run_group(base_name: str, baseline, mounts: dict[str, Mount], workloads, rou
                   f"(rounds {', '.join(f'{s:.0f}' for s in speeds[base_name])})", flush=True)  # fmt: skip
             for name in mounts:
                 mine = statistics.median(speeds[name])
+                per_file = (
+                    f" = {statistics.median(cpu[name]) * size / MiB * 1000:.2f} ms/file" if size < MiB else ""
+                )
                 print(f"  {name:32s} {mine:7.0f} MiB/s  ratio {mine / base:5.2f}  "
-                      f"daemon CPU {1000 * statistics.median(cpu[name]):6.2f} ms/MiB  "
+                      f"daemon CPU {1000 * statistics.median(cpu[name]):6.2f} ms/MiB{per_file}  "
                       f"(rounds {', '.join(f'{s:.0f}' for s in speeds[name])})", flush=True)  # fmt: skip
             if why_not is None and threads == 1:
                 for name, m in mounts.items():
@@ -205,7 +243,12 @@ def main() -> None:
     ap.add_argument(
         "--rados", action="store_true", help="with --ceph-env: a RADOS shared tier (librados) too"
     )
+    ap.add_argument(
+        "--rgw", action=argparse.BooleanOptionalAction, default=True, help="with --ceph-env: the RGW cases"
+    )
+    ap.add_argument("--base-tree", help="with --ceph-env: another checkout; every Ceph mount from both trees")
     args = ap.parse_args()
+    trees = {"base": Path(args.base_tree).resolve(), "head": REPO} if args.base_tree else {"": REPO}
     root = Path(tempfile.mkdtemp(prefix="wb-mount-", dir=args.dir))
     workloads = [("32 x 16 MiB", max(1, int(32 * args.scale)), 16 * MiB),
                  ("1000 x 100 KB", max(1, int(1000 * args.scale)), 100_000)]  # fmt: skip
@@ -229,7 +272,7 @@ def main() -> None:
                 "mount --no-passthrough": Mount(root, "nopt", ["--no-passthrough"]),
             }
             groups.append(("local+fsync", local, mounts))
-        if args.ceph_env:
+        if args.ceph_env and args.rgw:
             from write_throughput import CephBucket
 
             bucket = CephBucket(args.ceph_env)
@@ -242,21 +285,19 @@ def main() -> None:
             def rgw(tag: str, count: int, data: bytes, threads: int) -> float:
                 return put_files(bucket, f"plain/{tag}", count, data, threads)
 
-            mounts = {
-                name: Mount(root, tag, extra, f"\n[s3]\n{s3}", f'shared_url = "{shared}/{tag}"\n')
-                for name, tag, extra in (("mount --passthrough, RGW", "rgw-pt", ["--passthrough"]),
-                                         ("mount --no-passthrough, RGW", "rgw-nopt", ["--no-passthrough"]))
-            }  # fmt: skip
+            mounts = ceph_mounts(root, "RGW", "rgw", f"\n[s3]\n{s3}", lambda tag: f'shared_url = "{shared}/{tag}"\n',
+                                 trees)  # fmt: skip
             groups.append(("boto3 PUT to RGW", rgw, mounts))
-            if args.rados:
-                groups.append(rados_group(root, args.ceph_env))
+        if args.ceph_env and args.rados:
+            groups.append(rados_group(root, args.ceph_env, trees))
         time.sleep(1)
         for _, _, mounts in groups:
             for name, m in mounts.items():
                 writes = [line for line in m.log().splitlines() if "writes" in line]
                 print(f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else m.log()[-200:]}")
         for base_name, baseline, mounts in groups:
-            run_group(base_name, baseline, mounts, workloads, args.rounds, why_not)
+            alternate = args.base_tree is not None and base_name != "local+fsync"
+            run_group(base_name, baseline, mounts, workloads, args.rounds, why_not, alternate)
         print(f"# load after: {load()}")
     finally:
         for _, _, mounts in groups:
@@ -264,6 +305,8 @@ def main() -> None:
                 m.umount()
         if bucket is not None:
             bucket.remove()
+        for cleanup in CLEANUPS:
+            cleanup()
         shutil.rmtree(root, ignore_errors=True)
 
 

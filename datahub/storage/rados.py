@@ -12,11 +12,17 @@ as for the ``rados`` CLI: ``$CEPH_CONF`` (else /etc/ceph/ceph.conf) and ``$CEPH_
 configuration leaves them at 0 sets them to ``DEFAULT_TIMEOUT`` so a node cut off from
 the cluster gets a TransientStorageError (EIO at the mount), never a hang.
 
-Etags: a put writes the content and an xattr ``datahub.etag`` (md5 of the content, what S3
-reports for a single-part upload) in one atomic RADOS write op. Objects without it (written
-by other tools) get ``v<object version>-<size>`` in hex. A conditional read checks the etag
-and reads the bytes on one per-thread I/O context and compares the object versions librados
-reports for both ops, so bytes of another version are never returned under the etag.
+Etags: ``v<object version>-<size>`` in hex, the version librados reports for the op that
+wrote the object: every write changes it, whoever makes it (a put of ours, a ``write_full``
+of another tool), so an etag never names two contents. A put writes the content and empties
+the xattr ``datahub.etag`` in one atomic RADOS write op; objects put before this scheme hold
+``<md5> <size>`` there and keep that md5 as their etag while their size matches (records of
+them stay readable). The md5 was an identifier, never a check: nothing compared bytes with
+it, and it cost 1.4 ms of CPU per MiB put (more than librados' whole write). Bytes are
+guarded by Ceph itself (the messenger's CRC-32C on the wire, BlueStore's checksums at
+rest). A conditional read checks the etag and reads the bytes on one per-thread I/O context
+and compares the object versions librados reports for both ops, so bytes of another
+version are never returned under the etag.
 
 Limits: an object is one RADOS object, written whole (no striping): at most
 ``MAX_OBJECT_BYTES``. RADOS lists in hash order, so ``list`` collects the names under the
@@ -27,11 +33,11 @@ count, fine for the shared tier's sweeps (at most one a minute), not for huge or
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shlex
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -48,6 +54,7 @@ from datahub.storage.keys import check_object_key, check_range, read_all
 from datahub.storage.urls import encode_key
 
 ETAG_XATTR = "datahub.etag"
+RECORD_XATTR = "datahub.record"  # put_with_record
 DEFAULT_TIMEOUT = 30  # whole seconds (Ceph refuses fractions), for Ceph op timeouts the configuration leaves at 0 (= for ever)
 MAX_OBJECT_BYTES = 64 * 1024**2  # below Ceph's osd_max_write_size (90 MB) and object size (128 MiB)
 _TIMEOUT_OPTIONS = ("rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout")
@@ -119,10 +126,14 @@ class RadosStore(ObjectStore):
         return cluster
 
     def _ioctx(self) -> Any:
-        """This thread's I/O context (its own, so ``get_last_version`` reports this thread's op)."""
-        ioctx = getattr(self._local, "ioctx", None)
-        if ioctx is not None:
-            return ioctx
+        """This thread's I/O context (its own, so ``get_last_version`` reports this thread's op).
+
+        Closed when the thread ends (its thread-local holder goes): a mount's request threads
+        come and go (trio lets an idle worker thread exit after 10 s), and every context kept
+        for a dead thread was kept until ``close``, a leak that grew with the mount's uptime."""
+        holder = getattr(self._local, "holder", None)
+        if holder is not None:
+            return holder.ioctx
         with self._lock:
             if self._closed:
                 raise StorageError(f"{self.root_url}: the store is closed")
@@ -134,8 +145,18 @@ class RadosStore(ObjectStore):
             except rados.Error as exc:
                 raise self._error(exc, "open pool", "") from None
             self._ioctxs.append(ioctx)
-        self._local.ioctx = ioctx
+        holder = self._local.holder = _ThreadIoctx(ioctx)
+        weakref.finalize(holder, _release_ioctx, weakref.ref(self), ioctx)
         return ioctx
+
+    def _forget(self, ioctx: Any) -> None:
+        """A thread that used ``ioctx`` ended: close it, unless ``close`` did already."""
+        with self._lock:
+            if ioctx not in self._ioctxs:
+                return
+            self._ioctxs.remove(ioctx)
+        with contextlib.suppress(Exception):
+            ioctx.close()
 
     def close(self) -> None:
         with self._lock:
@@ -196,8 +217,8 @@ class RadosStore(ObjectStore):
                 raise _Raced
         except rados.Error as exc:
             raise self._error(exc, "stat", key) from None
-        md5, _, recorded_size = raw.partition(" ")
-        etag = md5 if md5 and recorded_size == str(size) else f"v{version:x}-{size:x}"
+        md5, _, recorded_size = raw.partition(" ")  # an older put's record (module docstring)
+        etag = md5 if md5 and recorded_size == str(size) else _version_etag(version, size)
         return ObjectInfo(key, size, etag, time.mktime(mtime)), version
 
     def _stat(self, key: str) -> tuple[ObjectInfo, int]:
@@ -286,6 +307,27 @@ class RadosStore(ObjectStore):
             yield self.read(key, offset, min(offset + chunk_size, stop), etag)
 
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        return self._put(key, data, size, b"")
+
+    def put_with_record(self, key: str, data: bytes | bytearray, record: bytes) -> ObjectInfo:
+        """``put``, with ``record`` stored in the object's xattr ``datahub.record`` by the same
+        atomic write op: durable with the bytes or not at all. Why: a write-back cover record
+        (datahub/writeback/chunks.py) rides with its chunk instead of costing a journal flush."""
+        return self._put(key, data, None, record)
+
+    def record(self, key: str) -> bytes:
+        """What ``put_with_record`` stored with object ``key`` (b"" if nothing)."""
+        rados = _import_rados()
+        try:
+            return self._ioctx().get_xattr(self._name(key), RECORD_XATTR)
+        except rados.NoData:
+            return b""
+        except rados.Error as exc:
+            raise self._error(exc, "read the record of", key) from None
+
+    def _put(
+        self, key: str, data: bytes | bytearray | BinaryIO, size: int | None, record: bytes
+    ) -> ObjectInfo:
         name = self._name(key)
         payload = read_all(data, key)
         if size is not None and len(payload) != size:
@@ -298,21 +340,23 @@ class RadosStore(ObjectStore):
                 f"store holds in one object ({MAX_OBJECT_BYTES}); use an s3:// store for large objects",
                 key=key,
             )
-        etag = hashlib.md5(payload).hexdigest()
         rados = _import_rados()
         ioctx = self._ioctx()
         try:
-            op = ioctx.create_write_op()  # content and etag in one atomic op
+            op = ioctx.create_write_op()  # the content, and any md5 an older put recorded gone, at once
             try:
                 op.write_full(payload)
-                op.set_xattr(ETAG_XATTR, f"{etag} {len(payload)}".encode("ascii"))
+                op.set_xattr(ETAG_XATTR, b"")
+                if record:
+                    op.set_xattr(RECORD_XATTR, record)
                 now = time.time()
                 ioctx.operate_write_op(op, name, mtime=int(now))  # the binding's default mtime is 0
             finally:
                 ioctx.release_write_op(op)
+            version = ioctx.get_last_version()  # of this thread's own context: the op above
         except rados.Error as exc:
             raise self._error(exc, "put", key) from None
-        return ObjectInfo(key, len(payload), etag, float(int(now)))
+        return ObjectInfo(key, len(payload), _version_etag(version, len(payload)), float(int(now)))
 
     def delete(self, key: str) -> None:
         name = self._name(key)
@@ -323,6 +367,27 @@ class RadosStore(ObjectStore):
             pass
         except rados.Error as exc:
             raise self._error(exc, "delete", key) from None
+
+
+class _ThreadIoctx:
+    """One thread's I/O context, held in the store's thread-local data: when the thread ends,
+    this goes and its finalizer closes the context (``RadosStore._ioctx``)."""
+
+    __slots__ = ("__weakref__", "ioctx")
+
+    def __init__(self, ioctx: Any) -> None:
+        self.ioctx = ioctx
+
+
+def _release_ioctx(store_ref: weakref.ref, ioctx: Any) -> None:
+    store = store_ref()
+    if store is not None:
+        store._forget(ioctx)
+
+
+def _version_etag(version: int, size: int) -> str:
+    """The etag of the object version ``version`` of ``size`` bytes."""
+    return f"v{version:x}-{size:x}"
 
 
 class _Raced(Exception):

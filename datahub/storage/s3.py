@@ -95,7 +95,8 @@ class S3Connection:
     """One pooled, thread-safe boto3 client (and the lean GET beside it); a StoreRegistry
     shares it between buckets.
 
-    ``lean_get=False`` sends GETs through boto3 too (the benchmark's same-run baseline).
+    ``lean_get=False`` sends GETs and single-part PUTs through boto3 too (the benchmarks'
+    same-run baseline).
     """
 
     def __init__(self, config: S3Config, *, lean_get: bool = True) -> None:
@@ -144,7 +145,7 @@ class S3Connection:
         host = urlsplit(endpoint).hostname or ""
         proxies = urllib.request.getproxies()
         if urlsplit(endpoint).scheme in proxies and not urllib.request.proxy_bypass(host):
-            log.info("S3 GETs go through boto3: a proxy is configured for %s", endpoint)
+            log.info("S3 GETs and PUTs go through boto3: a proxy is configured for %s", endpoint)
             return None
         try:
             return LeanGetter(
@@ -158,7 +159,7 @@ class S3Connection:
                 ca_bundle=self._ca_bundle(endpoint),
             )
         except ValueError as exc:
-            log.info("S3 GETs go through boto3: %s", exc)
+            log.info("S3 GETs and PUTs go through boto3: %s", exc)
             return None
 
     def _ca_bundle(self, endpoint: str) -> str | None:

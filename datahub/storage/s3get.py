@@ -5,8 +5,11 @@ per request decides the throughput. A boto3 ``get_object`` spends most of its ~1
 event hooks, parameter validation, endpoint resolution and response parsing that a
 ranged GET with If-Match does not need. Here a GET is: one SigV4 signature (``sign_get``,
 checked header for header against botocore's signer by the tests), one pooled HTTP request
-(bench/storage/get_cpu.py has the figures).
-Everything else (list, put, multipart, delete, HEAD) stays on boto3 in ``s3``.
+(bench/storage/get_cpu.py has the figures). Single-part PUTs take the same path
+(``LeanGetter.put``, signed with the body's SHA-256: a write-back workspace on RGW puts
+every chunk, and boto3's ``put_object`` cost 1.1-1.7 ms of CPU per 100 KB object,
+bench/storage/put_cpu.py). Everything else (list, multipart, delete, HEAD) stays on boto3
+in ``s3``.
 
 The contract is exactly ``S3Store.read``'s: the same ``Range`` and ``If-Match`` headers,
 the same error table (``s3errors.error_for`` on the S3 error code, else the status), and
@@ -95,9 +98,25 @@ def sign_get(
     region: str,
     now: datetime.datetime | None = None,
 ) -> None:
-    """Add ``Host``, ``X-Amz-*`` and ``Authorization`` to ``headers`` for ``GET path`` on
-    ``host``: AWS Signature Version 4, exactly as botocore's ``S3SigV4Auth`` signs that
-    request (``tests/storage/test_s3get.py`` checks it header for header).
+    """``sign`` of a GET (no body)."""
+    sign("GET", path, host, headers, credentials, region, _EMPTY_SHA256, now)
+
+
+def sign(
+    method: str,
+    path: str,
+    host: str,
+    headers: dict[str, str],
+    credentials: ReadOnlyCredentials,
+    region: str,
+    payload_sha256: str,
+    now: datetime.datetime | None = None,
+) -> None:
+    """Add ``Host``, ``X-Amz-*`` and ``Authorization`` to ``headers`` for ``method path`` on
+    ``host`` with a body whose SHA-256 is ``payload_sha256``: AWS Signature Version 4,
+    exactly as botocore's ``S3SigV4Auth`` signs that request (``tests/storage/test_s3get.py``
+    checks it header for header). The server recomputes the body's SHA-256 and refuses a
+    body that does not match (``XAmzContentSHA256Mismatch``): a PUT's bytes are checked.
 
     Why not botocore's signer: it builds a request object, header maps and the signing key
     (four HMACs) for every request, ~80 µs of a cold file's CPU held under the GIL; this is
@@ -115,12 +134,12 @@ def sign_get(
     headers["X-Amz-Date"] = stamp
     if credentials.token:
         headers["X-Amz-Security-Token"] = credentials.token
-    headers["X-Amz-Content-SHA256"] = _EMPTY_SHA256
+    headers["X-Amz-Content-SHA256"] = payload_sha256
     signed = {name.lower(): " ".join(value.split()) for name, value in headers.items()}
     names = sorted(signed)
     signed_names = ";".join(names)
-    canonical = "GET\n{}\n\n{}\n{}\n{}".format(
-        path, "".join(f"{n}:{signed[n]}\n" for n in names), signed_names, _EMPTY_SHA256
+    canonical = "{}\n{}\n\n{}\n{}\n{}".format(
+        method, path, "".join(f"{n}:{signed[n]}\n" for n in names), signed_names, payload_sha256
     )
     scope = f"{day}/{region}/s3/aws4_request"
     to_sign = f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
@@ -168,7 +187,8 @@ class Response:
 
 
 class LeanGetter:
-    """Signed GETs against one S3 endpoint, thread-safe, one pool of keep-alive connections."""
+    """Signed GETs (and single-part PUTs) against one S3 endpoint, thread-safe, one pool of
+    keep-alive connections."""
 
     def __init__(
         self,
@@ -220,22 +240,75 @@ class LeanGetter:
         (seconds left of the caller's overall deadline) caps the connect and read timeouts,
         so a stalled endpoint cannot hold the attempt past the deadline.
         """
-        where = f"s3://{bucket}/{key}"
-        source = self._credentials()
-        if source is None:
-            raise no_credentials(bucket, key)
-        host, path = self._target(bucket, key)
+        where, credentials, host, path = self._start(bucket, key)
         headers: dict[str, str] = {}
         if byte_range is not None:
             headers["Range"] = byte_range
         if if_match is not None:
             headers["If-Match"] = f'"{if_match}"'
-        sign_get(path, host, headers, source.get_frozen_credentials(), self.region)
+        sign_get(path, host, headers, credentials, self.region)
+        raw = self._send("GET", host, path, headers, None, budget, bucket, key, where)
+        if raw.status in (200, 206):
+            return Response(raw, where)
+        error = self._error(raw, bucket, key, if_match)
+        if error is None:
+            return None
+        raise error
+
+    def put(self, bucket: str, key: str, payload: bytes, budget: float | None = None) -> str:
+        """One single-part PUT attempt of ``payload``; the new object's etag.
+
+        Signed with the body's SHA-256 (as botocore signs a PUT over http): the server checks
+        the bytes it got against it. Errors as ``get``'s; the caller retries.
+        """
+        where, credentials, host, path = self._start(bucket, key)
+        headers: dict[str, str] = {}
+        sign("PUT", path, host, headers, credentials, self.region, hashlib.sha256(payload).hexdigest())
+        headers["Content-Length"] = str(len(payload))
+        raw = self._send("PUT", host, path, headers, payload, budget, bucket, key, where)
+        if raw.status == 200:
+            etag = raw.headers.get("ETag", "")
+            try:
+                raw.read()  # an empty body: drained, so the connection goes back to the pool
+            except (uexc.HTTPError, OSError):
+                raw.close()  # the object is stored (200); only this connection is lost
+            finally:
+                raw.release_conn()
+            if etag:
+                return etag.strip('"')
+            raise StorageError(f"S3 answered the PUT of {where} without an ETag", bucket=bucket, key=key)
+        error = self._error(raw, bucket, key, None)
+        raise error or StorageError(
+            f"S3 refused the PUT of {where} (HTTP {raw.status})", bucket=bucket, key=key
+        )
+
+    def _start(self, bucket: str, key: str) -> tuple[str, ReadOnlyCredentials, str, str]:
+        """(``s3://bucket/key`` for messages, this request's credentials, host, path)."""
+        source = self._credentials()
+        if source is None:
+            raise no_credentials(bucket, key)
+        host, path = self._target(bucket, key)
+        return f"s3://{bucket}/{key}", source.get_frozen_credentials(), host, path
+
+    def _send(
+        self,
+        method: str,
+        host: str,
+        path: str,
+        headers: dict[str, str],
+        body: bytes | None,
+        budget: float | None,
+        bucket: str,
+        key: str,
+        where: str,
+    ) -> urllib3.HTTPResponse:
+        """One request on the pool; transport failures as datahub errors (one attempt)."""
         try:
             pool = self._pools.connection_from_host(host.rsplit(":", 1)[0], self.port, self.scheme)
-            raw = pool.urlopen(
-                "GET",
+            return pool.urlopen(
+                method,
                 path,
+                body=body,
                 headers=headers,
                 retries=False,
                 redirect=False,
@@ -255,12 +328,6 @@ class LeanGetter:
                 key=key,
                 **({"timed_out": True} if timed_out(exc) else {}),
             ) from exc
-        if raw.status in (200, 206):
-            return Response(raw, where)
-        error = self._error(raw, bucket, key, if_match)
-        if error is None:
-            return None
-        raise error
 
     def _capped(self, budget: float) -> urllib3.Timeout:
         budget = max(budget, 0.001)

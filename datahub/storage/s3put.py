@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from datahub.errors import DatahubError, InvalidInput
 from datahub.storage.base import ObjectInfo
+from datahub.storage.retry import remaining
 from datahub.storage.s3errors import unquote_etag
 
 log = logging.getLogger("datahub.storage.s3")
@@ -64,6 +65,7 @@ class S3Writes:
     multipart_chunk: int
     multipart_concurrency: int
     _client: Any
+    _conn: Any  # its S3Connection: the lean path, when it has one
     _clock: Callable[[], float]
 
     def _call(self, full_key: str | None, fn: Callable[[], T], expected_etag: str | None = None) -> T:
@@ -110,6 +112,12 @@ class S3Writes:
         return max(self.multipart_chunk, math.ceil(size / MAX_PARTS / MIN_PART) * MIN_PART)
 
     def _put_single(self, key: str, full: str, payload: bytes) -> ObjectInfo:
+        """One PutObject: the lean signed PUT (``s3get``) when the connection has the lean
+        path, else boto3 (0.6-1 ms more client CPU per 100 KB request: a small file's write-back)."""
+        lean = self._conn.getter
+        if lean is not None:
+            etag = self._call(full, lambda: lean.put(self.bucket, full, payload, budget=remaining()))
+            return ObjectInfo(key, len(payload), unquote_etag(etag), self._clock())
         resp = self._call(full, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=payload))
         return ObjectInfo(key, len(payload), unquote_etag(resp["ETag"]), self._clock())
 

@@ -66,13 +66,14 @@ class FileCommitter:
         self, file_id: int, path: str, size: int, mtime: float, data: bytes
     ) -> tuple[str, dict | None]:
         """The key of the one chunk of a new file of one chunk, and its cover record (None when
-        the chunk does not go into a pack): room for the record is reserved after the chunk,
-        so the pack's flush makes the record durable with it (``packs.py``, cover records)."""
+        the chunk cannot carry one, ``ChunkStore.carries_cover``): in a pack, room for the record
+        is reserved after the chunk, so the pack's flush makes the record durable with it
+        (``packs.py``, cover records); on RADOS the record goes with the chunk's write op."""
         record = {"id": file_id, "path": path, "size": size, "mtime": mtime, "len": len(data)}
         record["crc"] = self.chunks.fingerprint(data)
         extra = len(self.chunks.cover_trailer(0, record))
         key = self.chunks.new_key(file_id, 0, len(data), path, extra)
-        return key, record if self.chunks.packed(key) else None
+        return key, record if self.chunks.carries_cover(key) else None
 
     def submit_commit(
         self,

@@ -95,6 +95,13 @@ def _decode_covers(data: bytes) -> Iterator[tuple[int, dict]]:
         at = data.find(COVER_MAGIC, at + 1)
 
 
+def decode_cover(data: bytes) -> dict | None:
+    """The cover record ``data`` starts with, whole (``encode_cover``'s bytes), else None."""
+    for at, record in _decode_covers(data):
+        return record if at == 0 else None
+    return None
+
+
 @dataclass
 class _Pack:
     token: str
