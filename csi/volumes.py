@@ -235,8 +235,19 @@ def workspace_name(request_name: str) -> str:
 
 
 def parse_secrets(secrets: Mapping[str, str]) -> dict:
-    """NodePublish/CreateVolume secrets -> Config overrides (``s3``/``catalog_url`` only)."""
-    overrides: dict = {}
+    """NodePublish/NodeStage secrets -> Config overrides (the ``s3`` section only).
+
+    The secrets live in the pod's namespace, so they may choose how the volume reaches S3,
+    never which catalog the plugin asks: that catalog decides the pod's access check and
+    names the records the mount process reads, as root on the node and with the plugin's own
+    S3 credentials (a catalog of the pod's making could name ``file:///`` paths of the node
+    or any object those credentials reach)."""
+    if "catalogUrl" in secrets:
+        raise InvalidInput(
+            "secret key 'catalogUrl' is not accepted: a volume's secrets come from the pod's "
+            "namespace, and the catalog that decides who may read what is the plugin's own; set "
+            'catalog_url in the plugin\'s configuration (docs/csi.md, "Credentials")'
+        )
     s3: dict = {}
     for key, value in secrets.items():
         field = SECRET_KEYS.get(key)
@@ -244,20 +255,13 @@ def parse_secrets(secrets: Mapping[str, str]) -> dict:
             raise InvalidInput(
                 f"unknown secret key {key!r}; known: {', '.join(sorted(SECRET_KEYS))}"
             )  # never echo the value
-        section, _, name = field.partition(".")
-        if name:
-            s3[name] = value
-        else:
-            overrides[section] = value
-    if s3:
-        overrides["s3"] = s3
-    return overrides
+        s3[field] = value
+    return {"s3": s3} if s3 else {}
 
 
-SECRET_KEYS = {
-    "s3AccessKeyId": "s3.access_key_id",
-    "s3SecretAccessKey": "s3.secret_access_key",
-    "s3Endpoint": "s3.endpoint_url",
-    "s3Region": "s3.region",
-    "catalogUrl": "catalog_url",
+SECRET_KEYS = {  # secret key -> field of the config's [s3] section
+    "s3AccessKeyId": "access_key_id",
+    "s3SecretAccessKey": "secret_access_key",
+    "s3Endpoint": "endpoint_url",
+    "s3Region": "region",
 }

@@ -9,8 +9,12 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
+from datahub.storage import open_store
 from tests.csi.conftest import CsiEnv, Plugin
 
 pytestmark = pytest.mark.fuse
@@ -62,3 +66,40 @@ def test_publish_secrets_reach_only_the_mount_process(keyless_plugin: Plugin, cs
     finally:
         plugin.unpublish(target, "sec")
     assert not volume_dir.exists()  # the credentials are gone with the volume
+
+
+def test_a_pod_secret_cannot_point_the_plugin_at_its_own_catalog(
+    keyless_plugin: Plugin, csi_env: CsiEnv, tmp_path: Path
+) -> None:
+    """A nodePublishSecretRef is a Secret in the pod's namespace. Were ``catalogUrl`` one of its
+    keys, a catalog of the pod's making would decide the access check and name the records the
+    mount process reads as root on the node: here a ``file://`` record of a node file no pod
+    may read (the mount showed its bytes). The secret is refused and nothing is mounted."""
+    node_file = tmp_path / "node-only" / "key.pem"
+    node_file.parent.mkdir()
+    node_file.write_bytes(b"-----BEGIN PRIVATE KEY----- the node's\n")
+    os.chmod(node_file, 0o600)
+    info = open_store(node_file.parent.as_uri(), csi_env.config).stat("key.pem")
+    evil = open_catalog(f"sqlite:///{tmp_path / 'their-catalog.db'}")
+    try:
+        evil.create_dataset("imgs")  # the name of a dataset the pod may not read in the real one
+        record = Record("key.pem", node_file.as_uri(), info.etag, info.size)
+        evil.commit("imgs", [Put(record)], message="theirs")
+    finally:
+        evil.close()
+    target = csi_env.target("their-catalog")
+    secrets = {"catalogUrl": f"sqlite:///{tmp_path / 'their-catalog.db'}", "s3Endpoint": csi_env.endpoint.url}
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            keyless_plugin.publish(
+                target,
+                {"dataset": "imgs", "version": "latest", "cache": "none"},
+                volume_id="theirs",
+                secrets=secrets,
+            )
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+        assert "catalogUrl" in err.value.details() and "their-catalog" not in err.value.details()
+        assert not keyless_plugin.state() and not os.path.exists(os.path.join(target, "key.pem"))
+    finally:
+        if keyless_plugin.state():  # before the fix: it was published; take it down
+            keyless_plugin.unpublish(target, "theirs")
