@@ -29,6 +29,7 @@ shared mutex guards only in-memory maps and is never held during I/O.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -244,6 +245,12 @@ class NodeService:
         volume_dir = self.state_dir / "volumes" / key
         if spec.kind == "workspace":
             overrides = {**overrides, "cache": {"profile": "write-back"}}
+        elif spec.cache != "none" and _own_endpoint(overrides, self.config):
+            # the node's disk and shared tiers keep pages by (URL, etag, page), which name no
+            # endpoint: pages from the endpoint a pod's secrets chose would be served to every
+            # other pod reading those URLs, whatever bytes that endpoint sent
+            spec = dataclasses.replace(spec, cache="none")
+            log.info("volume %s reads from its own S3 endpoint: no shared cache (cache: none)", volume_id)
         try:
             config = write_volume_config(self.config, overrides, volume_dir / "datahub.toml")
             sources, subdir, resolved = _plan(spec, config, principal, check_access=not staged)
@@ -772,6 +779,12 @@ def _same_settings(overrides: Mapping, config: Config) -> bool:
         elif str(data.get(key)) != str(value):
             return False
     return True
+
+
+def _own_endpoint(overrides: Mapping, config: Config) -> bool:
+    """Whether the secrets' ``overrides`` point S3 reads at another endpoint than the plugin's."""
+    chosen = (overrides.get("s3") or {}).get("endpoint_url")
+    return chosen is not None and chosen.rstrip("/") != (config.s3.endpoint_url or "").rstrip("/")
 
 
 def _view(p: Published) -> str:
