@@ -109,7 +109,7 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
         commit_to = attrs.get("commitTo", "")
         return VolumeSpec(
             "workspace",
-            workspace=check_name(_expand(attrs["workspace"], context, volume_id), "workspace"),
+            workspace=_workspace(attrs["workspace"], context, volume_id),
             commit_to=check_name(commit_to, "commitTo dataset") if commit_to else "",
             quota_bytes=_int_attr(attrs, "quotaBytes", volume_id) or 0,
             **owner,
@@ -142,6 +142,37 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
 
 
 _POD_FIELDS = ("pod.name", "pod.namespace", "pod.uid")  # after csi.storage.k8s.io/
+EPHEMERAL = KUBERNETES_PREFIX + "ephemeral"  # "true" on a CSI ephemeral inline volume
+
+
+def _workspace(value: str, context: Mapping[str, str], volume_id: str) -> str:
+    """The workspace a volume names; an inline volume's is ``<pod namespace>.<name>``.
+
+    Anyone who may create a pod writes its inline volumes, and a workspace's files outlive
+    its pod (the node's journal, ``<objects_url>/workspaces/<name>/``): unscoped, a pod of
+    another namespace naming the same workspace (on purpose, or through the same template:
+    pod names are unique only within a namespace) opened those files. A namespace is a DNS
+    label (no dot), so ``<namespace>.`` never begins another namespace's names, nor a
+    provisioned volume's (``pvc-<uid>``)."""
+    name = _expand(value, context, volume_id)
+    if context.get(EPHEMERAL) == "true":
+        namespace = context.get(KUBERNETES_PREFIX + "pod.namespace")
+        if not namespace:
+            raise InvalidInput(
+                f"inline workspace volume {volume_id!r} needs pod info to be its namespace's "
+                "(podInfoOnMount: true on the CSIDriver)",
+                volume_id=volume_id,
+            )
+        name = f"{namespace}.{name}"
+    try:
+        return check_name(name, "workspace")
+    except InvalidInput as exc:
+        inline = (
+            " (an inline volume's workspace is <pod namespace>.<name>)"
+            if context.get(EPHEMERAL) == "true"
+            else ""
+        )
+        raise InvalidInput(f"volume {volume_id!r}: {exc}{inline}", volume_id=volume_id) from None
 
 
 def _expand(value: str, context: Mapping[str, str], volume_id: str) -> str:
