@@ -236,13 +236,16 @@ class Progress:
             return f"{self.label}: {self.done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f}/s{mib} eta {eta} "
         return f"{self.label}: {self.done:,} {rate:,.0f}/s{mib} "
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
+        """End the line: ``done``, or ``stopped by an error`` when the work raised (the error
+        follows on the next line; a line saying "done" above it told the user the opposite)."""
         if self.enabled:
-            self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + " done\n")
+            end = " stopped by an error\n" if failed else " done\n"
+            self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + end)
             self.stream.flush()
 
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(failed=exc_type is not None)
