@@ -7,7 +7,9 @@ principal is ``system:serviceaccount:<namespace>:<name>``, Kubernetes' own name 
 * a dataset with no access list and no owner is open to every pod (as in local mode);
 * otherwise the pod's service account must be its owner or hold a role in its ``acl``
   (any role includes reading; ``*`` grants every pod); committing a workspace into a
-  dataset (``commitTo``) needs ``writer``.
+  dataset (``commitTo``) needs ``writer``;
+* a bucket has no access list, so a bucket volume reads with the S3 credentials its own
+  secrets bring, never the plugin's (``require_own_credentials``).
 """
 
 from __future__ import annotations
@@ -49,4 +51,22 @@ def require(dataset: Dataset, principal: str | None, role: str) -> None:
         "(`datahub dataset update NAME --grant PRINCIPAL=reader`)",
         dataset=dataset.name,
         required_role=role,
+    )
+
+
+def require_own_credentials(overrides: Mapping[str, object], bucket_url: str, volume_id: str) -> None:
+    """AccessDenied unless the volume's secrets give S3 credentials of its own.
+
+    The plugin's credentials read every dataset's objects (it checks each dataset's access
+    list first): a bucket volume served with them let any pod mount the objects bucket, or
+    any other bucket they reach, and read what no access list granted it."""
+    s3 = overrides.get("s3")
+    if isinstance(s3, Mapping) and s3.get("access_key_id") and s3.get("secret_access_key"):
+        return
+    raise AccessDenied(
+        f"bucket volume {volume_id!r} ({bucket_url}) needs S3 credentials of its own: give its "
+        "pod a nodePublishSecretRef (a PV: nodeStageSecretRef) with s3AccessKeyId and "
+        "s3SecretAccessKey; the plugin's own credentials serve only datasets, whose access "
+        "lists it checks",
+        volume_id=volume_id,
     )

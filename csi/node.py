@@ -243,6 +243,8 @@ class NodeService:
         staging path when ``staged``: then nobody's access is checked yet, each publish does)."""
         key = hashlib.sha256(path.encode()).hexdigest()[:16]
         volume_dir = self.state_dir / "volumes" / key
+        if spec.kind == "bucket":
+            access.require_own_credentials(overrides, spec.bucket_url, volume_id)
         if spec.kind == "workspace":
             overrides = {**overrides, "cache": {"profile": "write-back"}}
         elif spec.cache != "none" and _own_endpoint(overrides, self.config):

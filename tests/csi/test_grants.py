@@ -126,3 +126,35 @@ def test_a_pod_the_rule_cannot_name_is_refused_before_any_access_check(
         plugin.publish(target, {"dataset": "imgs", **pod_info("team-a", "<b>x</b>")}, volume_id="bad")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid principal" in err.value.details()
     assert not os.path.exists(target)
+
+
+def test_a_bucket_volume_cannot_read_a_private_dataset_with_the_plugins_credentials(
+    plugin: Plugin, csi_env: CsiEnv, private: str
+) -> None:
+    """The plugin's S3 credentials read every dataset's objects; it checks each dataset's access
+    list before it mounts one. A bucket has no access list: a pod denied the dataset mounted
+    the objects' bucket instead, as a bucket volume without secrets, and read the dataset's
+    bytes with the plugin's credentials. A bucket volume now brings credentials of its own."""
+    assert_denied(plugin, csi_env, private, EVAL, "eval-denied")
+    namespace, account = EVAL.split(":")[2:]
+    target = csi_env.target("eval-bucket")
+    context = {
+        "bucket": csi_env.bucket,
+        "csi.storage.k8s.io/ephemeral": "true",
+        **pod_info(namespace, account),
+    }
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.publish(target, context, volume_id="eval-bucket")
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
+        assert "s3AccessKeyId" in err.value.details() and "nodePublishSecretRef" in err.value.details()
+        assert not os.path.exists(target)
+    finally:
+        if any(p["target_path"] == target for p in plugin.state()):  # before the fix: it mounted
+            plugin.unpublish(target, "eval-bucket")
+    own = {"s3AccessKeyId": csi_env.endpoint.access_key, "s3SecretAccessKey": csi_env.endpoint.secret_key}
+    plugin.publish(target, context, volume_id="eval-bucket", secrets=own)  # credentials of its own: served
+    try:
+        assert os.listdir(target)
+    finally:
+        plugin.unpublish(target, "eval-bucket")
