@@ -35,9 +35,21 @@ def pod_principal(context: Mapping[str, str]) -> str | None:
     return check_principal(f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{account}")
 
 
+def bucket_snapshot(dataset: Dataset) -> bool:
+    """Whether ``dataset`` is the one a bucket mount records its listing in: named after its
+    source URL, ``s3://b/p`` -> ``s3.b.p`` (``fuse_adapter.layout.snapshot_dataset_name``), and
+    made by the mount with no owner and no access list."""
+    scheme, _, rest = dataset.source.partition("://")
+    return bool(rest) and dataset.name.startswith(f"{scheme}.")
+
+
 def require(dataset: Dataset, principal: str | None, role: str) -> None:
-    """AccessDenied naming the dataset, the pod's principal and the role it needs."""
-    if not dataset.acl and not dataset.owner:
+    """AccessDenied naming the dataset, the pod's principal and the role it needs.
+
+    A bucket snapshot is never open to every pod: its records name a bucket's objects, which
+    the plugin would read with its own credentials for a pod that has none for that bucket
+    (a bucket volume must bring its own, ``require_own_credentials``)."""
+    if not dataset.acl and not dataset.owner and not bucket_snapshot(dataset):
         return
     if principal is not None and dataset.owner == principal:
         return
@@ -46,8 +58,11 @@ def require(dataset: Dataset, principal: str | None, role: str) -> None:
     if any(r in ROLES and ROLES.index(r) >= needed for r in granted):
         return
     who = principal or "a pod the kubelet did not identify (set podInfoOnMount: true on the CSIDriver)"
+    what = f"dataset {dataset.name!r}"
+    if bucket_snapshot(dataset):
+        what = f"dataset {dataset.name!r} (a snapshot of bucket {dataset.source}, open to no pod by default)"
     raise AccessDenied(
-        f"{who} needs the {role} role on dataset {dataset.name!r}; ask one of its admins to grant it "
+        f"{who} needs the {role} role on {what}; ask one of its admins to grant it "
         "(`datahub dataset update NAME --grant PRINCIPAL=reader`)",
         dataset=dataset.name,
         required_role=role,

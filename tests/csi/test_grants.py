@@ -158,3 +158,44 @@ def test_a_bucket_volume_cannot_read_a_private_dataset_with_the_plugins_credenti
         assert os.listdir(target)
     finally:
         plugin.unpublish(target, "eval-bucket")
+
+
+def test_a_bucket_snapshot_is_no_dataset_every_pod_may_mount(plugin: Plugin, csi_env: CsiEnv) -> None:
+    """A bucket volume records its listing as a dataset (``s3.<bucket>.<prefix>``), made by the
+    mount with no owner and no access list: "open to every pod". A pod with no credentials for
+    the bucket then mounted that dataset, read with the plugin's credentials, and got what only
+    the bucket's credentials should give. Such a dataset needs an explicit grant."""
+    csi_env.endpoint.client().put_object(
+        Bucket=csi_env.bucket, Key="snap/team-a.txt", Body=b"team a's bucket\n"
+    )
+    own = {"s3AccessKeyId": csi_env.endpoint.access_key, "s3SecretAccessKey": csi_env.endpoint.secret_key}
+    first = csi_env.target("team-a-bucket")
+    inline = {"csi.storage.k8s.io/ephemeral": "true"}
+    bucket = {"bucket": csi_env.bucket, "prefix": "snap", **inline, **pod_info("team-a", "trainer")}
+    plugin.publish(first, bucket, volume_id="a-bucket", secrets=own)
+    try:
+        assert Path(first, "team-a.txt").read_bytes() == b"team a's bucket\n"
+    finally:
+        plugin.unpublish(first, "a-bucket")
+    snapshot = f"s3.{csi_env.bucket}.snap"
+    target = csi_env.target("team-b-snapshot")
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.publish(
+                target, {"dataset": snapshot, **inline, **pod_info("team-b", "eval")}, volume_id="b-snap"
+            )
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
+        assert repr(snapshot) in err.value.details() and "snapshot" in err.value.details()
+        assert not os.path.exists(target)
+    finally:
+        if any(p["target_path"] == target for p in plugin.state()):  # before the fix: it mounted
+            plugin.unpublish(target, "b-snap")
+    done = datahub(
+        csi_env, "dataset", "update", snapshot, "--grant", "system:serviceaccount:team-b:eval=reader"
+    )
+    assert done.returncode == 0, done.stderr
+    plugin.publish(target, {"dataset": snapshot, **inline, **pod_info("team-b", "eval")}, volume_id="b-snap")
+    try:  # granted on purpose: served
+        assert Path(target, "team-a.txt").read_bytes() == b"team a's bucket\n"
+    finally:
+        plugin.unpublish(target, "b-snap")
