@@ -129,14 +129,19 @@ class CliContext:
         return n
 
     def error(self, exc: DatahubError) -> None:
-        if self.json_output:
-            json.dump({"error": exc.to_dict()}, self.err)
-            self.err.write("\n")
-        else:
-            print(f"error: {exc.message}", file=self.err)
+        print_error(exc, self.err, json_output=self.json_output)
 
     def progress(self, total: int | None, label: str) -> Progress:
         return Progress(total, label, self.err, enabled=not self.json_output)
+
+
+def print_error(exc: DatahubError, stream: TextIO, *, json_output: bool) -> None:
+    """An error as the CLI shows it: one ``error: …`` line, or ``{"error": …}`` with ``--json``."""
+    if json_output:
+        json.dump({"error": exc.to_dict()}, stream)
+        stream.write("\n")
+    else:
+        print(f"error: {exc.message}", file=stream)
 
 
 def author_or_default(given: str | None) -> str:
