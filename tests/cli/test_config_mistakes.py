@@ -45,3 +45,19 @@ def test_a_configuration_mistake_is_one_line_not_a_traceback(
     assert says.format(path=path) in run.stderr and len(run.stderr.splitlines()) == 1, run.stderr
     as_json = datahub(tmp_path, "--json", "--config", str(path), "dataset", "list", env=env)
     assert as_json.returncode == 2 and json.loads(as_json.stderr)["error"]["code"] == "invalid_input"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "names"),
+    [(("serve", "--port", "80000"), {}, "(--port)"), (("serve",), {"DATAHUB_API_PORT": "70000"}, "(--port)")],
+    ids=["flag", "variable"],
+)
+def test_a_port_out_of_range_says_so(
+    tmp_path: Path, args: tuple[str, ...], env: dict[str, str], names: str
+) -> None:
+    """It answered "datahub serve failed: OverflowError: bind(): port must be 0-65535.; this is a
+    datahub bug"."""
+    run = datahub(tmp_path, *args, env=env)
+    assert run.returncode == 2, run.stderr
+    port = args[-1] if len(args) > 1 else env["DATAHUB_API_PORT"]
+    assert run.stderr == f"error: port {port} is not a TCP port: use 1-65535 {names}\n"
