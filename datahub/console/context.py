@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from datahub.errors import DatahubError, NotFound
+from datahub.errors import DatahubError, InvalidInput, NotFound
 from datahub.validation import visible
 
 if TYPE_CHECKING:  # the config (pydantic) is imported when a command runs, not for `--help`
@@ -76,6 +76,8 @@ class CliContext:
         file that is not there is an error naming where it was looked for, instead of a new
         empty catalog (and the whole ``--home`` tree) made by ``datahub dataset list``."""
         url = self.config.resolved_catalog_url
+        if self.creates_catalog and url.startswith("sqlite:///"):
+            create_home(self.config)
         if self.creates_catalog or not url.startswith("sqlite:///"):
             return url
         path = Path(url[len("sqlite:///") :])
@@ -133,6 +135,19 @@ class CliContext:
 
     def progress(self, total: int | None, label: str) -> Progress:
         return Progress(total, label, self.err, enabled=not self.json_output)
+
+
+def create_home(config: Config, choose: str = "--home DIR or $DATAHUB_HOME") -> None:
+    """Create the state directory (``config.home_path``); a system that refuses it (a path on a
+    read-only or missing mount, no permission) is InvalidInput naming it and how to choose
+    another (``choose``), not "a datahub bug" and a traceback."""
+    try:
+        config.home_path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(
+            f"cannot create the state directory {config.home_path}: {exc.strerror}; choose another with {choose}",
+            home=str(config.home_path),
+        ) from None
 
 
 def print_error(exc: DatahubError, stream: TextIO, *, json_output: bool) -> None:

@@ -61,3 +61,35 @@ def test_a_port_out_of_range_says_so(
     assert run.returncode == 2, run.stderr
     port = args[-1] if len(args) > 1 else env["DATAHUB_API_PORT"]
     assert run.stderr == f"error: port {port} is not a TCP port: use 1-65535 {names}\n"
+
+
+def test_a_state_directory_that_cannot_be_made_is_named_with_the_way_to_choose_another(
+    tmp_path: Path,
+) -> None:
+    """A --home under a file (as one on a read-only or unmounted path): "datahub init failed:
+    FileNotFoundError ...; this is a datahub bug", and make run printed a traceback."""
+    (tmp_path / "a-file").write_text("")
+    home = tmp_path / "a-file" / "home"
+    for args in (("init",), ("import", str(tmp_path), "--to", "d")):
+        run = datahub(tmp_path, "--home", str(home), *args)
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+        assert (
+            f"error: cannot create the state directory {home}: Not a directory; choose another with --home DIR"
+            in (run.stderr)
+        )
+    demo = subprocess.run(
+        [sys.executable, "-m", "datahub.demo", "--no-wait", "--port", "0", "--skip", "mount"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")},
+            "DATAHUB_HOME": str(home),
+        },
+        cwd=REPO,
+    )
+    assert demo.returncode == 2 and "Traceback" not in demo.stderr, demo.stderr
+    assert demo.stderr == (
+        f"error: cannot create the state directory {home}: Not a directory; choose another with "
+        "DATAHUB_HOME=DIR make run, or .venv/bin/python -m datahub.demo --home DIR\n"
+    )
