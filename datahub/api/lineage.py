@@ -9,7 +9,8 @@ it either: for that caller those fields are ``null`` and the message says ``(hid
 where it named it. The rest (the kind of lineage, the filter, the project, the pack's
 parameters) stays, so the version still says how it was made. Callers who may read the source
 (nodes and pack workers through the remote store, the source's own readers) see the lineage
-as it was committed. The browser draws the same rule (``datahub.browser.lineage``).
+as it was committed. The browser's lineage graph leaves such sources out likewise
+(``datahub.browser.lineage``).
 """
 
 from __future__ import annotations
