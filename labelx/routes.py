@@ -55,7 +55,7 @@ def users(lx: LX, who: Who) -> list[UserOut]:
 
 @router.post("/users", status_code=201)
 def create_user(lx: LX, who: Who, body: UserCreate) -> UserOut:
-    lx.service.require_admin(who.user)
+    lx.service.require_account_maker(who.user, body.name)
     user = lx.store.create_user(check_name(body.name, "user"), body.role, hash_password(body.password))
     return UserOut(name=user.name, role=user.role)
 
