@@ -871,8 +871,11 @@ def _mount_args(p: Published, *, first: bool) -> list[str]:
         args.append("--no-cache")
     elif spec.prefetch is not None:  # else the mount's default (versions: on; buckets: the policy)
         args.append("--prefetch" if spec.prefetch else "--no-prefetch")
-    if spec.kind == "bucket" and spec.refresh and first:
-        args.append("--refresh")  # a remount shows the snapshot taken at publish, not a new one
+    if spec.kind == "bucket" and first:
+        # every publication lists the bucket itself, with its own credentials: the newest version of
+        # s3.<bucket>.<prefix> may be one any API token committed (records naming other objects),
+        # or one another pod's credentials listed. A remount shows the snapshot taken at publish.
+        args.append("--refresh")
     return [*p.sources, *args]
 
 

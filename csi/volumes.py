@@ -6,7 +6,8 @@ Three kinds (docs/csi.md), chosen by which attribute is present:
   optional ``cache``, ``prefetch``): read-only, the version is resolved at publish time and
   recorded; its cache is warmed in the background unless ``prefetch`` is ``false``;
 * ``bucket`` (+ optional ``prefix``, ``refresh``, ``prefetch``): a read-only snapshot, like
-  ``datahub mount MNT s3://bucket/prefix``; warmed by the mount's automatic policy (what
+  ``datahub mount --refresh MNT s3://bucket/prefix`` (every publication lists the bucket:
+  ``refresh`` is accepted and changes nothing); warmed by the mount's automatic policy (what
   fits, or a directory readers go through), always with ``prefetch: "true"``, never with
   ``"false"``;
 * ``workspace`` (+ optional ``commitTo``): writable, write-back.

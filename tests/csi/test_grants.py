@@ -22,6 +22,7 @@ import pytest
 from datahub.api import create_app
 from datahub.api.tokens import issue_token
 from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
 from tests.csi.conftest import CsiEnv, Plugin
 from tests.csi.test_publish import pod_info
 
@@ -199,3 +200,32 @@ def test_a_bucket_snapshot_is_no_dataset_every_pod_may_mount(plugin: Plugin, csi
         assert Path(target, "team-a.txt").read_bytes() == b"team a's bucket\n"
     finally:
         plugin.unpublish(target, "b-snap")
+
+
+def test_a_bucket_volume_shows_its_own_listing_never_a_planted_snapshot(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """A bucket volume reused the newest version of dataset ``s3.<bucket>.<prefix>``, and any
+    API token may create a dataset of that name and commit records into it (naming objects of
+    another bucket). The pod then read those bytes as its bucket's files, and a pod whose own
+    credentials the bucket refuses saw the names another pod's listing recorded. Every first
+    publication now lists the bucket with the volume's own credentials."""
+    client = csi_env.endpoint.client()
+    client.put_object(Bucket=csi_env.bucket, Key="planted/real.txt", Body=b"the bucket's own bytes\n")
+    fake = client.put_object(Bucket=csi_env.bucket, Key="elsewhere/fake.txt", Body=b"PLANTED BYTES\n")
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:  # what POST /v1/datasets and a commit let any token do
+        name = f"s3.{csi_env.bucket}.planted"
+        catalog.create_dataset(name, source=f"s3://{csi_env.bucket}/planted", owner="mallory")
+        url = f"s3://{csi_env.bucket}/elsewhere/fake.txt"
+        catalog.commit(name, [Put(Record("real.txt", url, fake["ETag"].strip('"'), 14))], message="planted")
+    finally:
+        catalog.close()
+    own = {"s3AccessKeyId": csi_env.endpoint.access_key, "s3SecretAccessKey": csi_env.endpoint.secret_key}
+    target = csi_env.target("planted")
+    context = {"bucket": csi_env.bucket, "prefix": "planted", **pod_info("team-a", "trainer")}
+    plugin.publish(target, context, volume_id="planted", secrets=own)
+    try:
+        assert Path(target, "real.txt").read_bytes() == b"the bucket's own bytes\n"
+    finally:
+        plugin.unpublish(target, "planted")
