@@ -7,7 +7,9 @@ principal is ``system:serviceaccount:<namespace>:<name>``, Kubernetes' own name 
 * a dataset with no access list and no owner is open to every pod (as in local mode);
 * otherwise the pod's service account must be its owner or hold a role in its ``acl``
   (any role includes reading; ``*`` grants every pod); committing a workspace into a
-  dataset (``commitTo``) needs ``writer``.
+  dataset (``commitTo``) needs ``writer``;
+* a bucket has no access list, so a bucket volume reads with the S3 credentials its own
+  secrets bring, never the plugin's (``require_own_credentials``).
 """
 
 from __future__ import annotations
@@ -33,9 +35,21 @@ def pod_principal(context: Mapping[str, str]) -> str | None:
     return check_principal(f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{account}")
 
 
+def bucket_snapshot(dataset: Dataset) -> bool:
+    """Whether ``dataset`` is the one a bucket mount records its listing in: named after its
+    source URL, ``s3://b/p`` -> ``s3.b.p`` (``fuse_adapter.layout.snapshot_dataset_name``), and
+    made by the mount with no owner and no access list."""
+    scheme, _, rest = dataset.source.partition("://")
+    return bool(rest) and dataset.name.startswith(f"{scheme}.")
+
+
 def require(dataset: Dataset, principal: str | None, role: str) -> None:
-    """AccessDenied naming the dataset, the pod's principal and the role it needs."""
-    if not dataset.acl and not dataset.owner:
+    """AccessDenied naming the dataset, the pod's principal and the role it needs.
+
+    A bucket snapshot is never open to every pod: its records name a bucket's objects, which
+    the plugin would read with its own credentials for a pod that has none for that bucket
+    (a bucket volume must bring its own, ``require_own_credentials``)."""
+    if not dataset.acl and not dataset.owner and not bucket_snapshot(dataset):
         return
     if principal is not None and dataset.owner == principal:
         return
@@ -44,9 +58,30 @@ def require(dataset: Dataset, principal: str | None, role: str) -> None:
     if any(r in ROLES and ROLES.index(r) >= needed for r in granted):
         return
     who = principal or "a pod the kubelet did not identify (set podInfoOnMount: true on the CSIDriver)"
+    what = f"dataset {dataset.name!r}"
+    if bucket_snapshot(dataset):
+        what = f"dataset {dataset.name!r} (a snapshot of bucket {dataset.source}, open to no pod by default)"
     raise AccessDenied(
-        f"{who} needs the {role} role on dataset {dataset.name!r}; ask one of its admins to grant it "
+        f"{who} needs the {role} role on {what}; ask one of its admins to grant it "
         "(`datahub dataset update NAME --grant PRINCIPAL=reader`)",
         dataset=dataset.name,
         required_role=role,
+    )
+
+
+def require_own_credentials(overrides: Mapping[str, object], bucket_url: str, volume_id: str) -> None:
+    """AccessDenied unless the volume's secrets give S3 credentials of its own.
+
+    The plugin's credentials read every dataset's objects (it checks each dataset's access
+    list first): a bucket volume served with them let any pod mount the objects bucket, or
+    any other bucket they reach, and read what no access list granted it."""
+    s3 = overrides.get("s3")
+    if isinstance(s3, Mapping) and s3.get("access_key_id") and s3.get("secret_access_key"):
+        return
+    raise AccessDenied(
+        f"bucket volume {volume_id!r} ({bucket_url}) needs S3 credentials of its own: give its "
+        "pod a nodePublishSecretRef (a PV: nodeStageSecretRef) with s3AccessKeyId and "
+        "s3SecretAccessKey; the plugin's own credentials serve only datasets, whose access "
+        "lists it checks",
+        volume_id=volume_id,
     )

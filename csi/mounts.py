@@ -145,6 +145,9 @@ def detach_stale(path: str) -> None:
         fusermount_detach(path, lazy=True)
 
 
+_PASSED_ON = ("DATAHUB_LOG", "DATAHUB_API_TOKEN")  # the plugin's DATAHUB_* variables a mount process gets
+
+
 class MountProcess:
     """``python -m fuse_adapter --config CFG mount STAGING ARGS --foreground``, supervised."""
 
@@ -155,8 +158,11 @@ class MountProcess:
 
     def _env(self) -> dict[str, str]:
         # the volume's config file is the whole truth: DATAHUB_* variables of the plugin would
-        # override it (and could carry credentials the volume should not get)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_") or k == "DATAHUB_LOG"}
+        # override it (and could carry credentials the volume should not get). Kept: the log
+        # level, and the plugin's API token, which is no setting (the config file has no place
+        # for it): with an http(s) catalog the mount process reads the catalog the plugin
+        # checked the pod against, as the plugin (without it every mount got 401)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_") or k in _PASSED_ON}
         env["PYTHONUNBUFFERED"] = "1"
         return env
 

@@ -29,6 +29,7 @@ shared mutex guards only in-memory maps and is never held during I/O.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -242,8 +243,16 @@ class NodeService:
         staging path when ``staged``: then nobody's access is checked yet, each publish does)."""
         key = hashlib.sha256(path.encode()).hexdigest()[:16]
         volume_dir = self.state_dir / "volumes" / key
+        if spec.kind == "bucket":
+            access.require_own_credentials(overrides, spec.bucket_url, volume_id)
         if spec.kind == "workspace":
             overrides = {**overrides, "cache": {"profile": "write-back"}}
+        elif spec.cache != "none" and _own_endpoint(overrides, self.config):
+            # the node's disk and shared tiers keep pages by (URL, etag, page), which name no
+            # endpoint: pages from the endpoint a pod's secrets chose would be served to every
+            # other pod reading those URLs, whatever bytes that endpoint sent
+            spec = dataclasses.replace(spec, cache="none")
+            log.info("volume %s reads from its own S3 endpoint: no shared cache (cache: none)", volume_id)
         try:
             config = write_volume_config(self.config, overrides, volume_dir / "datahub.toml")
             sources, subdir, resolved = _plan(spec, config, principal, check_access=not staged)
@@ -774,6 +783,12 @@ def _same_settings(overrides: Mapping, config: Config) -> bool:
     return True
 
 
+def _own_endpoint(overrides: Mapping, config: Config) -> bool:
+    """Whether the secrets' ``overrides`` point S3 reads at another endpoint than the plugin's."""
+    chosen = (overrides.get("s3") or {}).get("endpoint_url")
+    return chosen is not None and chosen.rstrip("/") != (config.s3.endpoint_url or "").rstrip("/")
+
+
 def _view(p: Published) -> str:
     """The part of a mount process's FUSE view that targets show (a version, or its prefix)."""
     return os.path.join(p.staging, p.subdir) if p.subdir else p.staging
@@ -856,8 +871,11 @@ def _mount_args(p: Published, *, first: bool) -> list[str]:
         args.append("--no-cache")
     elif spec.prefetch is not None:  # else the mount's default (versions: on; buckets: the policy)
         args.append("--prefetch" if spec.prefetch else "--no-prefetch")
-    if spec.kind == "bucket" and spec.refresh and first:
-        args.append("--refresh")  # a remount shows the snapshot taken at publish, not a new one
+    if spec.kind == "bucket" and first:
+        # every publication lists the bucket itself, with its own credentials: the newest version of
+        # s3.<bucket>.<prefix> may be one any API token committed (records naming other objects),
+        # or one another pod's credentials listed. A remount shows the snapshot taken at publish.
+        args.append("--refresh")
     return [*p.sources, *args]
 
 

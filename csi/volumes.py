@@ -6,7 +6,8 @@ Three kinds (docs/csi.md), chosen by which attribute is present:
   optional ``cache``, ``prefetch``): read-only, the version is resolved at publish time and
   recorded; its cache is warmed in the background unless ``prefetch`` is ``false``;
 * ``bucket`` (+ optional ``prefix``, ``refresh``, ``prefetch``): a read-only snapshot, like
-  ``datahub mount MNT s3://bucket/prefix``; warmed by the mount's automatic policy (what
+  ``datahub mount --refresh MNT s3://bucket/prefix`` (every publication lists the bucket:
+  ``refresh`` is accepted and changes nothing); warmed by the mount's automatic policy (what
   fits, or a directory readers go through), always with ``prefetch: "true"``, never with
   ``"false"``;
 * ``workspace`` (+ optional ``commitTo``): writable, write-back.
@@ -109,7 +110,7 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
         commit_to = attrs.get("commitTo", "")
         return VolumeSpec(
             "workspace",
-            workspace=check_name(_expand(attrs["workspace"], context, volume_id), "workspace"),
+            workspace=_workspace(attrs["workspace"], context, volume_id),
             commit_to=check_name(commit_to, "commitTo dataset") if commit_to else "",
             quota_bytes=_int_attr(attrs, "quotaBytes", volume_id) or 0,
             **owner,
@@ -142,6 +143,37 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
 
 
 _POD_FIELDS = ("pod.name", "pod.namespace", "pod.uid")  # after csi.storage.k8s.io/
+EPHEMERAL = KUBERNETES_PREFIX + "ephemeral"  # "true" on a CSI ephemeral inline volume
+
+
+def _workspace(value: str, context: Mapping[str, str], volume_id: str) -> str:
+    """The workspace a volume names; an inline volume's is ``<pod namespace>.<name>``.
+
+    Anyone who may create a pod writes its inline volumes, and a workspace's files outlive
+    its pod (the node's journal, ``<objects_url>/workspaces/<name>/``): unscoped, a pod of
+    another namespace naming the same workspace (on purpose, or through the same template:
+    pod names are unique only within a namespace) opened those files. A namespace is a DNS
+    label (no dot), so ``<namespace>.`` never begins another namespace's names, nor a
+    provisioned volume's (``pvc-<uid>``)."""
+    name = _expand(value, context, volume_id)
+    if context.get(EPHEMERAL) == "true":
+        namespace = context.get(KUBERNETES_PREFIX + "pod.namespace")
+        if not namespace:
+            raise InvalidInput(
+                f"inline workspace volume {volume_id!r} needs pod info to be its namespace's "
+                "(podInfoOnMount: true on the CSIDriver)",
+                volume_id=volume_id,
+            )
+        name = f"{namespace}.{name}"
+    try:
+        return check_name(name, "workspace")
+    except InvalidInput as exc:
+        inline = (
+            " (an inline volume's workspace is <pod namespace>.<name>)"
+            if context.get(EPHEMERAL) == "true"
+            else ""
+        )
+        raise InvalidInput(f"volume {volume_id!r}: {exc}{inline}", volume_id=volume_id) from None
 
 
 def _expand(value: str, context: Mapping[str, str], volume_id: str) -> str:
@@ -235,8 +267,19 @@ def workspace_name(request_name: str) -> str:
 
 
 def parse_secrets(secrets: Mapping[str, str]) -> dict:
-    """NodePublish/CreateVolume secrets -> Config overrides (``s3``/``catalog_url`` only)."""
-    overrides: dict = {}
+    """NodePublish/NodeStage secrets -> Config overrides (the ``s3`` section only).
+
+    The secrets live in the pod's namespace, so they may choose how the volume reaches S3,
+    never which catalog the plugin asks: that catalog decides the pod's access check and
+    names the records the mount process reads, as root on the node and with the plugin's own
+    S3 credentials (a catalog of the pod's making could name ``file:///`` paths of the node
+    or any object those credentials reach)."""
+    if "catalogUrl" in secrets:
+        raise InvalidInput(
+            "secret key 'catalogUrl' is not accepted: a volume's secrets come from the pod's "
+            "namespace, and the catalog that decides who may read what is the plugin's own; set "
+            'catalog_url in the plugin\'s configuration (docs/csi.md, "Credentials")'
+        )
     s3: dict = {}
     for key, value in secrets.items():
         field = SECRET_KEYS.get(key)
@@ -244,20 +287,13 @@ def parse_secrets(secrets: Mapping[str, str]) -> dict:
             raise InvalidInput(
                 f"unknown secret key {key!r}; known: {', '.join(sorted(SECRET_KEYS))}"
             )  # never echo the value
-        section, _, name = field.partition(".")
-        if name:
-            s3[name] = value
-        else:
-            overrides[section] = value
-    if s3:
-        overrides["s3"] = s3
-    return overrides
+        s3[field] = value
+    return {"s3": s3} if s3 else {}
 
 
-SECRET_KEYS = {
-    "s3AccessKeyId": "s3.access_key_id",
-    "s3SecretAccessKey": "s3.secret_access_key",
-    "s3Endpoint": "s3.endpoint_url",
-    "s3Region": "s3.region",
-    "catalogUrl": "catalog_url",
+SECRET_KEYS = {  # secret key -> field of the config's [s3] section
+    "s3AccessKeyId": "access_key_id",
+    "s3SecretAccessKey": "secret_access_key",
+    "s3Endpoint": "endpoint_url",
+    "s3Region": "region",
 }

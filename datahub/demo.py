@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datahub.config import Config, load_config
+from datahub.console.context import create_home
 from datahub.errors import DatahubError, DatasetNotFound, InvalidInput, NotFound, VersionNotFound
 
 DATASET = "sample"
@@ -119,7 +120,9 @@ def listen(demo: Demo) -> None:
 
 
 def prepare(demo: Demo) -> None:
-    demo.config.home_path.mkdir(parents=True, exist_ok=True)
+    create_home(
+        demo.config, choose="DATAHUB_HOME=DIR make run, or .venv/bin/python -m datahub.demo --home DIR"
+    )
     demo.say(f"[prepare] state in {demo.config.home_path} (catalog {demo.config.resolved_catalog_url})")
 
 

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from datahub.errors import PayloadTooLarge
+from datahub.errors import ObjectChanged, PayloadTooLarge
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from labelx import export
@@ -55,7 +55,7 @@ def users(lx: LX, who: Who) -> list[UserOut]:
 
 @router.post("/users", status_code=201)
 def create_user(lx: LX, who: Who, body: UserCreate) -> UserOut:
-    lx.service.require_admin(who.user)
+    lx.service.require_account_maker(who.user, body.name)
     user = lx.store.create_user(check_name(body.name, "user"), body.role, hash_password(body.password))
     return UserOut(name=user.name, role=user.role)
 
@@ -252,9 +252,21 @@ def image(
 ) -> Response:
     item = lx.service.item_for(who.user, item_id)
     ref = ObjectRef(item.url, item.etag, item.size)
-    if size == "original":
-        data, media = lx.images.read(ref), "application/octet-stream"
-    else:
-        data, media = lx.images.preview(ref, size), "image/jpeg"
+    try:
+        if size == "original":
+            data, media = lx.images.read(ref), "application/octet-stream"
+        else:
+            data, media = lx.images.preview(ref, size), "image/jpeg"
+    except ObjectChanged:
+        # the storage's message names the bucket, the key and the object's etag now: bytes
+        # nobody committed, which the annotator may not read; say what to do instead
+        project = lx.service.store.get_project(item.project_id)
+        raise ObjectChanged(
+            f"the picture of {item.key!r} changed in storage after project {project.name!r} was made "
+            f"from {project.dataset}@v{project.version}, so it is not shown; ask a LabelX admin to "
+            "re-import the dataset and make a new project from the version that records the new picture",
+            item=item.id,
+            key=item.key,
+        ) from None
     # the URL names immutable bytes for this item (record etag), so browsers may keep it
     return Response(data, media_type=media, headers={"Cache-Control": "private, max-age=86400"})

@@ -81,6 +81,20 @@ class LabelService:
         if not user.is_admin:
             raise AccessDenied("only an admin may do this")
 
+    def require_account_maker(self, user: User, name: str) -> None:
+        """Who may make an account through LabelX: its admins, while LabelX holds no access
+        lists (local mode). Under an authenticated datahub an account is the datahub principal
+        of its name, so making one grants that principal's roles on every dataset: a LabelX
+        admin naming an account after a dataset's owner read and patched that dataset. There
+        the server's operator makes accounts (the CLI, run where the catalog is)."""
+        self.require_admin(user)
+        if self.dataset_acl:
+            raise AccessDenied(
+                f"LabelX account {name!r} would be the datahub principal {name!r} and hold its roles on "
+                "datasets, so under an authenticated datahub accounts are made by the server's operator: "
+                f"`datahub labelx create-user {name} --role ROLE` where the server runs"
+            )
+
     @staticmethod
     def require_reviewer(user: User) -> None:
         if not user.can_review:

@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Request
 
 from datahub.api.access import LOCAL, Principal, require
+from datahub.api.lineage import LineageView
 from datahub.api.schemas import NAME_SHAPE
 from datahub.api.tokens import lookup_token
 from datahub.catalog.model import Dataset
@@ -112,3 +113,12 @@ def _dataset_with(role: str):
 ReadableDataset = Annotated[Dataset, Depends(_dataset_with("reader"))]
 WritableDataset = Annotated[Dataset, Depends(_dataset_with("writer"))]
 AdminDataset = Annotated[Dataset, Depends(_dataset_with("admin"))]
+
+
+def get_lineage_view(request: Request, services: ServicesDep) -> LineageView:
+    """The caller's view of lineages (``datahub.api.lineage``): every route answering a version
+    answers it through this, so no route names a source the caller may not read."""
+    return LineageView(get_principal(request, services), services.catalog.get_dataset)
+
+
+LineageDep = Annotated[LineageView, Depends(get_lineage_view)]

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from datahub.console.context import CliContext
+from datahub.console.context import CliContext, create_home
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
     config = ctx.config
-    config.home_path.mkdir(parents=True, exist_ok=True)
+    create_home(config)
     objects = config.resolved_objects_url
     if objects.startswith("file://"):
         Path(unquote(urlsplit(objects).path)).mkdir(parents=True, exist_ok=True)

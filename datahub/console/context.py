@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from datahub.errors import DatahubError, NotFound
+from datahub.errors import DatahubError, InvalidInput, NotFound
 from datahub.validation import visible
 
 if TYPE_CHECKING:  # the config (pydantic) is imported when a command runs, not for `--help`
@@ -76,6 +76,8 @@ class CliContext:
         file that is not there is an error naming where it was looked for, instead of a new
         empty catalog (and the whole ``--home`` tree) made by ``datahub dataset list``."""
         url = self.config.resolved_catalog_url
+        if self.creates_catalog and url.startswith("sqlite:///"):
+            create_home(self.config)
         if self.creates_catalog or not url.startswith("sqlite:///"):
             return url
         path = Path(url[len("sqlite:///") :])
@@ -129,14 +131,32 @@ class CliContext:
         return n
 
     def error(self, exc: DatahubError) -> None:
-        if self.json_output:
-            json.dump({"error": exc.to_dict()}, self.err)
-            self.err.write("\n")
-        else:
-            print(f"error: {exc.message}", file=self.err)
+        print_error(exc, self.err, json_output=self.json_output)
 
     def progress(self, total: int | None, label: str) -> Progress:
         return Progress(total, label, self.err, enabled=not self.json_output)
+
+
+def create_home(config: Config, choose: str = "--home DIR or $DATAHUB_HOME") -> None:
+    """Create the state directory (``config.home_path``); a system that refuses it (a path on a
+    read-only or missing mount, no permission) is InvalidInput naming it and how to choose
+    another (``choose``), not "a datahub bug" and a traceback."""
+    try:
+        config.home_path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInput(
+            f"cannot create the state directory {config.home_path}: {exc.strerror}; choose another with {choose}",
+            home=str(config.home_path),
+        ) from None
+
+
+def print_error(exc: DatahubError, stream: TextIO, *, json_output: bool) -> None:
+    """An error as the CLI shows it: one ``error: …`` line, or ``{"error": …}`` with ``--json``."""
+    if json_output:
+        json.dump({"error": exc.to_dict()}, stream)
+        stream.write("\n")
+    else:
+        print(f"error: {exc.message}", file=stream)
 
 
 def author_or_default(given: str | None) -> str:
@@ -236,13 +256,16 @@ class Progress:
             return f"{self.label}: {self.done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f}/s{mib} eta {eta} "
         return f"{self.label}: {self.done:,} {rate:,.0f}/s{mib} "
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
+        """End the line: ``done``, or ``stopped by an error`` when the work raised (the error
+        follows on the next line; a line saying "done" above it told the user the opposite)."""
         if self.enabled:
-            self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + " done\n")
+            end = " stopped by an error\n" if failed else " done\n"
+            self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + end)
             self.stream.flush()
 
     def __enter__(self) -> Progress:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        self.close(failed=exc_type is not None)

@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Sequence
 
 from datahub import build_info
-from datahub.console.context import CliContext
+from datahub.console.context import CliContext, print_error
 from datahub.errors import DatahubError, NoSpace
 
 EXIT_USAGE = 2
@@ -100,7 +100,11 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
-    ctx = CliContext.from_args(args)
+    try:
+        ctx = CliContext.from_args(args)
+    except DatahubError as exc:  # a bad --config file, TOML or DATAHUB_* value: no context yet
+        print_error(exc, sys.stderr, json_output=args.json)
+        return exc.exit_code
     try:
         code = int(args.func(args, ctx) or 0)
         ctx.out.flush()  # here, so a reader that left early is met inside this try (not at exit)

@@ -144,7 +144,17 @@ def make_env(root: Path, endpoint: S3Endpoint) -> CsiEnv:
 class Plugin:
     """``python -m csi`` on a unix socket, with the three gRPC stubs."""
 
-    def __init__(self, root: Path, config_path: Path, *, check_interval: float = 0.5) -> None:
+    def __init__(
+        self,
+        root: Path,
+        config_path: Path,
+        *,
+        check_interval: float = 0.5,
+        env: dict[str, str] | None = None,
+        mode: str = "all",
+    ) -> None:
+        self.env = env or {}  # the plugin's own environment (its Secret's variables), on top of none of ours
+        self.mode = mode  # --mode: node, controller or all
         self.root = root
         self.config_path = config_path
         self.socket = root / "csi.sock"
@@ -160,9 +170,9 @@ class Plugin:
         cmd = [sys.executable, "-X", "faulthandler", "-m", "csi", "--endpoint", f"unix://{self.socket}"]
         cmd += ["--node-id", NODE_ID]
         cmd += ["--state-dir", str(self.state_dir), "--config", str(self.config_path)]
-        cmd += ["--check-interval", str(self.check_interval), "--mount-timeout", "90"]
+        cmd += ["--check-interval", str(self.check_interval), "--mount-timeout", "90", "--mode", self.mode]
         cmd += ["--unmount-timeout", "120", "-v"]  # -v: tests wait for supervisor passes (CHECK_DONE)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}, **self.env}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=env)
         self.channel = grpc.insecure_channel(f"unix://{self.socket}")

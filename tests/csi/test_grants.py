@@ -22,6 +22,7 @@ import pytest
 from datahub.api import create_app
 from datahub.api.tokens import issue_token
 from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
 from tests.csi.conftest import CsiEnv, Plugin
 from tests.csi.test_publish import pod_info
 
@@ -126,3 +127,105 @@ def test_a_pod_the_rule_cannot_name_is_refused_before_any_access_check(
         plugin.publish(target, {"dataset": "imgs", **pod_info("team-a", "<b>x</b>")}, volume_id="bad")
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "invalid principal" in err.value.details()
     assert not os.path.exists(target)
+
+
+def test_a_bucket_volume_cannot_read_a_private_dataset_with_the_plugins_credentials(
+    plugin: Plugin, csi_env: CsiEnv, private: str
+) -> None:
+    """The plugin's S3 credentials read every dataset's objects; it checks each dataset's access
+    list before it mounts one. A bucket has no access list: a pod denied the dataset mounted
+    the objects' bucket instead, as a bucket volume without secrets, and read the dataset's
+    bytes with the plugin's credentials. A bucket volume now brings credentials of its own."""
+    assert_denied(plugin, csi_env, private, EVAL, "eval-denied")
+    namespace, account = EVAL.split(":")[2:]
+    target = csi_env.target("eval-bucket")
+    context = {
+        "bucket": csi_env.bucket,
+        "csi.storage.k8s.io/ephemeral": "true",
+        **pod_info(namespace, account),
+    }
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.publish(target, context, volume_id="eval-bucket")
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
+        assert "s3AccessKeyId" in err.value.details() and "nodePublishSecretRef" in err.value.details()
+        assert not os.path.exists(target)
+    finally:
+        if any(p["target_path"] == target for p in plugin.state()):  # before the fix: it mounted
+            plugin.unpublish(target, "eval-bucket")
+    own = {"s3AccessKeyId": csi_env.endpoint.access_key, "s3SecretAccessKey": csi_env.endpoint.secret_key}
+    plugin.publish(target, context, volume_id="eval-bucket", secrets=own)  # credentials of its own: served
+    try:
+        assert os.listdir(target)
+    finally:
+        plugin.unpublish(target, "eval-bucket")
+
+
+def test_a_bucket_snapshot_is_no_dataset_every_pod_may_mount(plugin: Plugin, csi_env: CsiEnv) -> None:
+    """A bucket volume records its listing as a dataset (``s3.<bucket>.<prefix>``), made by the
+    mount with no owner and no access list: "open to every pod". A pod with no credentials for
+    the bucket then mounted that dataset, read with the plugin's credentials, and got what only
+    the bucket's credentials should give. Such a dataset needs an explicit grant."""
+    csi_env.endpoint.client().put_object(
+        Bucket=csi_env.bucket, Key="snap/team-a.txt", Body=b"team a's bucket\n"
+    )
+    own = {"s3AccessKeyId": csi_env.endpoint.access_key, "s3SecretAccessKey": csi_env.endpoint.secret_key}
+    first = csi_env.target("team-a-bucket")
+    inline = {"csi.storage.k8s.io/ephemeral": "true"}
+    bucket = {"bucket": csi_env.bucket, "prefix": "snap", **inline, **pod_info("team-a", "trainer")}
+    plugin.publish(first, bucket, volume_id="a-bucket", secrets=own)
+    try:
+        assert Path(first, "team-a.txt").read_bytes() == b"team a's bucket\n"
+    finally:
+        plugin.unpublish(first, "a-bucket")
+    snapshot = f"s3.{csi_env.bucket}.snap"
+    target = csi_env.target("team-b-snapshot")
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            plugin.publish(
+                target, {"dataset": snapshot, **inline, **pod_info("team-b", "eval")}, volume_id="b-snap"
+            )
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
+        assert repr(snapshot) in err.value.details() and "snapshot" in err.value.details()
+        assert not os.path.exists(target)
+    finally:
+        if any(p["target_path"] == target for p in plugin.state()):  # before the fix: it mounted
+            plugin.unpublish(target, "b-snap")
+    done = datahub(
+        csi_env, "dataset", "update", snapshot, "--grant", "system:serviceaccount:team-b:eval=reader"
+    )
+    assert done.returncode == 0, done.stderr
+    plugin.publish(target, {"dataset": snapshot, **inline, **pod_info("team-b", "eval")}, volume_id="b-snap")
+    try:  # granted on purpose: served
+        assert Path(target, "team-a.txt").read_bytes() == b"team a's bucket\n"
+    finally:
+        plugin.unpublish(target, "b-snap")
+
+
+def test_a_bucket_volume_shows_its_own_listing_never_a_planted_snapshot(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """A bucket volume reused the newest version of dataset ``s3.<bucket>.<prefix>``, and any
+    API token may create a dataset of that name and commit records into it (naming objects of
+    another bucket). The pod then read those bytes as its bucket's files, and a pod whose own
+    credentials the bucket refuses saw the names another pod's listing recorded. Every first
+    publication now lists the bucket with the volume's own credentials."""
+    client = csi_env.endpoint.client()
+    client.put_object(Bucket=csi_env.bucket, Key="planted/real.txt", Body=b"the bucket's own bytes\n")
+    fake = client.put_object(Bucket=csi_env.bucket, Key="elsewhere/fake.txt", Body=b"PLANTED BYTES\n")
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:  # what POST /v1/datasets and a commit let any token do
+        name = f"s3.{csi_env.bucket}.planted"
+        catalog.create_dataset(name, source=f"s3://{csi_env.bucket}/planted", owner="mallory")
+        url = f"s3://{csi_env.bucket}/elsewhere/fake.txt"
+        catalog.commit(name, [Put(Record("real.txt", url, fake["ETag"].strip('"'), 14))], message="planted")
+    finally:
+        catalog.close()
+    own = {"s3AccessKeyId": csi_env.endpoint.access_key, "s3SecretAccessKey": csi_env.endpoint.secret_key}
+    target = csi_env.target("planted")
+    context = {"bucket": csi_env.bucket, "prefix": "planted", **pod_info("team-a", "trainer")}
+    plugin.publish(target, context, volume_id="planted", secrets=own)
+    try:
+        assert Path(target, "real.txt").read_bytes() == b"the bucket's own bytes\n"
+    finally:
+        plugin.unpublish(target, "planted")

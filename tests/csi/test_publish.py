@@ -154,7 +154,11 @@ def test_bucket_volume_is_a_snapshot_of_the_prefix(plugin: Plugin, csi_env: CsiE
     # as the kubelet sends a CSI ephemeral inline volume: a generated id, the ephemeral flag, pod info
     inline = {"csi.storage.k8s.io/ephemeral": "true", **pod_info("default", "default")}
     volume_id = "csi-3f2a9c0d5e6b7a8f"
-    plugin.publish(target, {"bucket": csi_env.bucket, "prefix": "raw", **inline}, volume_id=volume_id)
+    own = {"s3AccessKeyId": csi_env.endpoint.access_key, "s3SecretAccessKey": csi_env.endpoint.secret_key}
+    context = {"bucket": csi_env.bucket, "prefix": "raw", **inline}
+    plugin.publish(
+        target, context, volume_id=volume_id, secrets=own
+    )  # a bucket volume brings its credentials
     try:
         assert Path(target, "x", "1.txt").read_bytes() == b"one"
         assert Path(target, "2.txt").read_bytes() == b"two"

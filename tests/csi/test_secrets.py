@@ -3,14 +3,20 @@ through a 0600 config file in the plugin's state dir, and never appear where a p
 
 from __future__ import annotations
 
+import http.server
 import os
 import re
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
+from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
+from datahub.storage import open_store
 from tests.csi.conftest import CsiEnv, Plugin
 
 pytestmark = pytest.mark.fuse
@@ -62,3 +68,117 @@ def test_publish_secrets_reach_only_the_mount_process(keyless_plugin: Plugin, cs
     finally:
         plugin.unpublish(target, "sec")
     assert not volume_dir.exists()  # the credentials are gone with the volume
+
+
+def test_a_pod_secret_cannot_point_the_plugin_at_its_own_catalog(
+    keyless_plugin: Plugin, csi_env: CsiEnv, tmp_path: Path
+) -> None:
+    """A nodePublishSecretRef is a Secret in the pod's namespace. Were ``catalogUrl`` one of its
+    keys, a catalog of the pod's making would decide the access check and name the records the
+    mount process reads as root on the node: here a ``file://`` record of a node file no pod
+    may read (the mount showed its bytes). The secret is refused and nothing is mounted."""
+    node_file = tmp_path / "node-only" / "key.pem"
+    node_file.parent.mkdir()
+    node_file.write_bytes(b"-----BEGIN PRIVATE KEY----- the node's\n")
+    os.chmod(node_file, 0o600)
+    info = open_store(node_file.parent.as_uri(), csi_env.config).stat("key.pem")
+    evil = open_catalog(f"sqlite:///{tmp_path / 'their-catalog.db'}")
+    try:
+        evil.create_dataset("imgs")  # the name of a dataset the pod may not read in the real one
+        record = Record("key.pem", node_file.as_uri(), info.etag, info.size)
+        evil.commit("imgs", [Put(record)], message="theirs")
+    finally:
+        evil.close()
+    target = csi_env.target("their-catalog")
+    secrets = {"catalogUrl": f"sqlite:///{tmp_path / 'their-catalog.db'}", "s3Endpoint": csi_env.endpoint.url}
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            keyless_plugin.publish(
+                target,
+                {"dataset": "imgs", "version": "latest", "cache": "none"},
+                volume_id="theirs",
+                secrets=secrets,
+            )
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+        assert "catalogUrl" in err.value.details() and "their-catalog" not in err.value.details()
+        assert not keyless_plugin.state() and not os.path.exists(os.path.join(target, "key.pem"))
+    finally:
+        if keyless_plugin.state():  # before the fix: it was published; take it down
+            keyless_plugin.unpublish(target, "theirs")
+
+
+class _TheirEndpoint(http.server.ThreadingHTTPServer):
+    """An S3 endpoint a pod's Secret names, run by whoever wrote that Secret: it answers every
+    GET of a key it knows with other bytes of the recorded size under the recorded etag (an
+    etag is whatever the endpoint says; only a real S3 derives it from the bytes)."""
+
+    def __init__(self, objects: dict[str, tuple[str, bytes]]) -> None:
+        self.objects = objects  # "/bucket/key" -> (etag, bytes)
+        super().__init__(("127.0.0.1", 0), _TheirHandler)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _TheirHandler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        etag, data = self.server.objects.get(self.path.split("?")[0], ("", b""))  # type: ignore[attr-defined]
+        if not etag:
+            self.send_error(404)
+            return
+        ranged = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        start, end = (int(ranged[1]), int(ranged[2] or len(data) - 1)) if ranged else (0, len(data) - 1)
+        body = data[start : end + 1]
+        self.send_response(206 if ranged else 200)
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{start + len(body) - 1}/{len(data)}")
+        self.send_header("ETag", f'"{etag}"')
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_pages_from_an_endpoint_a_pod_chose_are_never_served_to_another_pod(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """The node's disk cache keeps pages by (URL, etag, page), which name no endpoint. A pod
+    whose Secret set ``s3Endpoint`` read a dataset from an endpoint of its choosing, and the
+    next pod on the node to read that dataset (no secrets: the real S3) got those bytes from
+    the cache. Such a volume now keeps its pages to itself (as ``cache: none``)."""
+    real = {"train/x.bin": os.urandom(70_000), "y.txt": b"the real bytes\n"}
+    seq = csi_env.commit("poisoned", real)
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        records = {r.key: r for r in catalog.list_records("poisoned", seq)}
+    finally:
+        catalog.close()
+    objects = {}
+    for key, r in records.items():
+        bucket_key = r.url.removeprefix("s3://")
+        objects[f"/{bucket_key}"] = (r.etag, bytes(b ^ 0xFF for b in real[key]))
+    theirs = _TheirEndpoint(objects)
+    threading.Thread(target=theirs.serve_forever, daemon=True).start()
+    context = {"dataset": "poisoned", "version": str(seq)}
+    first, second = csi_env.target("their-endpoint"), csi_env.target("next-pod")
+    try:
+        plugin.publish(first, context, volume_id="theirs", secrets={"s3Endpoint": theirs.url})
+        try:  # the pod that chose the endpoint reads what it serves (its own business)
+            for key in real:
+                assert (
+                    Path(first, key).read_bytes() == objects[f"/{records[key].url.removeprefix('s3://')}"][1]
+                )
+        finally:
+            plugin.unpublish(first, "theirs")
+        plugin.publish(second, context, volume_id="next")
+        try:
+            for key, data in real.items():
+                assert Path(second, key).read_bytes() == data, key
+        finally:
+            plugin.unpublish(second, "next")
+    finally:
+        theirs.shutdown()
+        theirs.server_close()

@@ -102,16 +102,20 @@ def test_workspace_names_from_volume_names() -> None:
 
 
 def test_secrets_map_to_config_overrides_and_unknown_keys_are_refused() -> None:
-    overrides = parse_secrets(
-        {"s3AccessKeyId": "ak", "s3SecretAccessKey": "sk", "catalogUrl": "mongodb://m/db"}
-    )
-    assert overrides == {
-        "catalog_url": "mongodb://m/db",
-        "s3": {"access_key_id": "ak", "secret_access_key": "sk"},
-    }
+    overrides = parse_secrets({"s3AccessKeyId": "ak", "s3SecretAccessKey": "sk", "s3Endpoint": "http://e"})
+    assert overrides == {"s3": {"access_key_id": "ak", "secret_access_key": "sk", "endpoint_url": "http://e"}}
+    assert parse_secrets({}) == {}
     with pytest.raises(InvalidInput) as exc:
         parse_secrets({"password": "hunter2"})
     assert "hunter2" not in str(exc.value)
+
+
+def test_a_secret_cannot_choose_the_catalog() -> None:
+    """The catalog decides the pod's access check and names what the plugin reads as root."""
+    with pytest.raises(InvalidInput) as exc:
+        parse_secrets({"s3AccessKeyId": "ak", "catalogUrl": "mongodb://attacker/db"})
+    assert "catalogUrl" in str(exc.value) and "plugin's configuration" in str(exc.value)
+    assert "attacker" not in str(exc.value)
 
 
 def test_volume_config_round_trips_through_load_config(tmp_path) -> None:

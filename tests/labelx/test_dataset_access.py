@@ -93,3 +93,20 @@ def test_access_is_checked_again_at_commit(authed, env: Env) -> None:
         assert refused.status_code == 404 and refused.json()["error"]["code"] == "dataset_not_found", body
     assert env.catalog.store.head("pets") == 1
     assert "pets-copy" not in {d.name for d in env.catalog.list_datasets()}
+
+
+def test_a_labelx_admin_cannot_take_a_principals_roles_by_naming_an_account_after_it(
+    authed, env: Env
+) -> None:
+    """An account is the datahub principal of its name. A LabelX admin with no role on ``pets``
+    (404 above) made an account named ``owner`` (the dataset's owner, a principal its admins
+    granted), logged in as it and snapshotted every key and picture of ``pets`` into a project:
+    making an account was granting that principal's roles. Under an authenticated datahub the
+    server's operator makes accounts (``datahub labelx create-user``), never the HTTP API."""
+    env.catalog.update_dataset("pets", owner="owner")
+    admin = Session(authed, "admin", PASSWORD)
+    made = admin.post("/api/users", {"name": "owner", "role": "admin", "password": PASSWORD})
+    assert made.status_code == 403, made.text
+    message = made.json()["error"]["message"]
+    assert "datahub labelx create-user owner" in message and "principal" in message, message
+    assert "owner" not in [u["name"] for u in ok(admin.get("/api/users"))]

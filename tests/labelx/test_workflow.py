@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 from PIL import Image
@@ -246,6 +247,13 @@ def test_changed_object_is_an_error_not_a_wrong_picture(app, env):
     store.put(key, b"replaced behind our back")
     resp = admin.get(f"/api/items/{item['id']}/image?size=preview")
     assert resp.status_code == 412 and resp.json()["error"]["code"] == "object_changed"
+    # it says what to do, and names neither where the object lives nor the etag of the bytes
+    # it holds now (which nobody committed, and the annotator may not read)
+    error = resp.json()["error"]
+    assert "re-import" in error["message"] and env.keys[4] in error["message"]
+    text = json.dumps(error)
+    url = env.catalog.get_record("pets", 1, env.keys[4]).url
+    assert store.stat(key).etag not in text and url not in text and str(store.root_url) not in text
 
 
 def test_value_must_fit_the_schema(app):

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Request, status
 
 from datahub.api.access import Principal
 from datahub.api.commit_body import CommitBody
-from datahub.api.deps import PrincipalDep, ServicesDep, WritableDataset
+from datahub.api.deps import LineageDep, PrincipalDep, ServicesDep, WritableDataset
 from datahub.api.limits import body_file
 from datahub.api.schemas import ChangeIn, PutChange, VersionPublic, to_change, version_public
 from datahub.catalog.model import Change
@@ -42,6 +42,7 @@ def commit(
     dataset: WritableDataset,
     services: ServicesDep,
     principal: PrincipalDep,
+    view: LineageDep,
 ) -> VersionPublic:
     """Atomic: a stale ``base`` gives 409 stale_base and nothing is written."""
     body = CommitBody(raw)
@@ -53,7 +54,7 @@ def commit(
         author=principal.name,
         commit_id=body.fields.commit_id,
     )
-    return version_public(version)
+    return version_public(view.version(version))
 
 
 # Storage only the deployment itself reaches: the server's disk (file://) and its Ceph pool

@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from datahub.api.deps import PrincipalDep, ReadableDataset, ServicesDep, WritableDataset
+from datahub.api.deps import LineageDep, PrincipalDep, ReadableDataset, ServicesDep, WritableDataset
 from datahub.api.remote_models import (
     CommitHeader,
     DatasetFull,
@@ -137,14 +137,14 @@ def head(dataset: ReadableDataset, services: ServicesDep) -> HeadPublic:
 
 
 @router.get("/{name}/versions", response_class=StreamingResponse, responses=_LISTING)
-def list_versions(dataset: ReadableDataset, services: ServicesDep) -> StreamingResponse:
+def list_versions(dataset: ReadableDataset, services: ServicesDep, view: LineageDep) -> StreamingResponse:
     """Every version, newest first (VersionPublic lines)."""
-    return stream_listing(iter(services.catalog.log(dataset.name)), version_public)
+    return stream_listing(iter(services.catalog.log(dataset.name)), lambda v: version_public(view.version(v)))
 
 
 @router.get("/{name}/versions/{seq}")
-def get_version(dataset: ReadableDataset, seq: int, services: ServicesDep) -> VersionPublic:
-    return version_public(services.catalog.store.get_version(dataset.name, seq))
+def get_version(dataset: ReadableDataset, seq: int, services: ServicesDep, view: LineageDep) -> VersionPublic:
+    return version_public(view.version(services.catalog.store.get_version(dataset.name, seq)))
 
 
 @router.get("/{name}/tags/{tag}")
@@ -237,6 +237,7 @@ def commit(
     dataset: WritableDataset,
     services: ServicesDep,
     principal: PrincipalDep,
+    view: LineageDep,
 ) -> VersionPublic:
     """NDJSON body: a CommitHeader line, then one change per line, read from the spooled body
     one line at a time. The base is explicit and the commit id required, so a client retrying
@@ -254,7 +255,7 @@ def commit(
         lineage=header.lineage,
         commit_id=header.commit_id,
     )
-    return version_public(version)
+    return version_public(view.version(version))
 
 
 def _header(line: bytes, dataset: str) -> CommitHeader:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 
-from datahub.api.deps import ServicesDep, WritableDataset
+from datahub.api.deps import LineageDep, ServicesDep, WritableDataset
 from datahub.api.schemas import TAG_SHAPE, TagSet, VersionPublic, shape, version_public
 from datahub.validation import TAG_RE
 
@@ -21,11 +21,13 @@ router = APIRouter(prefix="/v1/datasets/{name}/tags", tags=["tags"])
 
 
 @router.put("/{tag}")
-def set_tag(tag: TagPath, body: TagSet, dataset: WritableDataset, services: ServicesDep) -> VersionPublic:
+def set_tag(
+    tag: TagPath, body: TagSet, dataset: WritableDataset, services: ServicesDep, view: LineageDep
+) -> VersionPublic:
     """Point ``tag`` at ``ref`` (moving it if it exists); returns the tagged version."""
     catalog = services.catalog
     catalog.tag(dataset.name, tag, body.ref)
-    return version_public(catalog.resolve(dataset.name, tag))
+    return version_public(view.version(catalog.resolve(dataset.name, tag)))
 
 
 @router.delete("/{tag}", status_code=status.HTTP_204_NO_CONTENT)

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, status
 
 from datahub.api.access import require
-from datahub.api.deps import PrincipalDep, ReadableDataset, ServicesDep
+from datahub.api.deps import LineageDep, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import REF_SHAPE, DeriveCreate, VersionPublic, version_public
 from datahub.catalog.filter import RecordFilter
 from datahub.errors import InvalidInput
@@ -21,20 +21,28 @@ RefPath = Annotated[str, Path(description="version number, tag or 'latest'", jso
 def list_versions(
     dataset: ReadableDataset,
     services: ServicesDep,
+    view: LineageDep,
     limit: Annotated[int, Query(ge=1, le=10000)] = 100,
 ) -> list[VersionPublic]:
     """Newest first."""
-    return [version_public(v) for v in islice(services.catalog.log(dataset.name), limit)]
+    return [version_public(view.version(v)) for v in islice(services.catalog.log(dataset.name), limit)]
 
 
 @router.get("/{ref}")
-def get_version(dataset: ReadableDataset, ref: RefPath, services: ServicesDep) -> VersionPublic:
-    return version_public(services.catalog.resolve(dataset.name, ref))
+def get_version(
+    dataset: ReadableDataset, ref: RefPath, services: ServicesDep, view: LineageDep
+) -> VersionPublic:
+    return version_public(view.version(services.catalog.resolve(dataset.name, ref)))
 
 
 @router.post("/{ref}/derive", status_code=status.HTTP_201_CREATED)
 def derive(
-    dataset: ReadableDataset, ref: RefPath, body: DeriveCreate, services: ServicesDep, principal: PrincipalDep
+    dataset: ReadableDataset,
+    ref: RefPath,
+    body: DeriveCreate,
+    services: ServicesDep,
+    principal: PrincipalDep,
+    view: LineageDep,
 ) -> VersionPublic:
     """Commit the records of ``ref`` that match ``where`` as a new version (here or in ``to_dataset``).
 
@@ -61,4 +69,4 @@ def derive(
         owner=principal.name,
         may_write=lambda target: require(principal, target, "writer"),
     )
-    return version_public(version)
+    return version_public(view.version(version))

@@ -1,0 +1,81 @@
+"""A node plugin (``--mode node``) that is a client of an authenticated API (docs/deployment.md, docs/kubernetes.md):
+``catalog_url = http://…`` in its configuration and its token as ``DATAHUB_API_TOKEN`` in its
+Secret. The plugin resolved and checked the volume with that token, then started the mount
+process without it (every ``DATAHUB_*`` variable is kept from mount processes), so the mount
+was refused by the server (401) and no dataset volume could be published.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from datahub.api.tokens import issue_token
+from datahub.catalog import open_catalog
+from tests.csi.conftest import CsiEnv, Plugin
+from tests.servers import free_port, wait_for_port
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def api_plugin(csi_env: CsiEnv, tmp_path: Path) -> Iterator[Plugin]:
+    """``datahub serve --auth`` over the environment's catalog, and a plugin whose catalog is it."""
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        token, _ = issue_token(catalog.store, "csi-node")
+        catalog.update_dataset("imgs", acl={"*": "reader"})  # every token, every pod
+    finally:
+        catalog.close()
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    environ["DATAHUB_CONFIG"] = str(csi_env.config_path)
+    serve = [
+        str(Path(sys.executable).with_name("datahub")),
+        "serve",
+        "--auth",
+        "--port",
+        str(port),
+        "--no-labelx",
+    ]
+    with open(tmp_path / "serve.log", "ab") as log:
+        server = subprocess.Popen(serve, stdout=log, stderr=log, env=environ)
+    plugin = None
+    try:
+        wait_for_port(port)
+        config_path = tmp_path / "plugin.toml"
+        config_path.write_text(
+            csi_env.config_path.read_text().replace(
+                f'home = "{csi_env.root / "var"}"\n',
+                f'home = "{tmp_path / "node"}"\ncatalog_url = "http://127.0.0.1:{port}"\n',
+            )
+        )
+        plugin = Plugin(tmp_path, config_path, env={"DATAHUB_API_TOKEN": token}, mode="node")
+        yield plugin.start()
+    finally:
+        if plugin is not None:
+            plugin.teardown()
+        server.terminate()
+        server.wait(30)
+        catalog = open_catalog(csi_env.config.resolved_catalog_url)
+        try:
+            catalog.update_dataset("imgs", acl={})
+        finally:
+            catalog.close()
+
+
+def test_a_dataset_volume_mounts_through_an_authenticated_api(api_plugin: Plugin, csi_env: CsiEnv) -> None:
+    target = csi_env.target("through-api")
+    api_plugin.publish(target, {"dataset": "imgs", "version": "1"}, volume_id="api")
+    try:
+        assert Path(target, "train", "b.bin").read_bytes() == csi_env.files[1]["train/b.bin"]
+        [record] = api_plugin.state()
+        with open(f"/proc/{record['pid']}/cmdline", "rb") as fh:
+            assert b"dh_" not in fh.read()  # the token is never on a command line
+    finally:
+        api_plugin.unpublish(target, "api")
