@@ -136,7 +136,9 @@ def build(
         name, seq = o.source
         if name != dataset and name in visible:
             graph.edges.append(Edge(add(name, seq, 0), target, o.kind, o.detail))
-        elif seq in seqs:
+        elif (
+            name == dataset and seq in seqs
+        ):  # an older version of this dataset (a hidden one is never drawn)
             graph.edges.append(Edge(node_id(name, seq), target, o.kind, o.detail))
     for name, their_versions in others:
         if name == dataset:
