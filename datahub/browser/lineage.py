@@ -10,7 +10,7 @@ caller may read; datasets the caller may not read are never drawn, upstream or d
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +63,7 @@ def _spec(params: Any) -> str:
 
 
 _PACK_FLAGS = ("resize", "crop", "format", "quality")
+SOURCED = ("derive", "labelx", "pack")  # the kinds made from a version they name
 
 
 @dataclass
@@ -100,16 +101,12 @@ def node_id(dataset: str, seq: int) -> str:
     return f"{dataset}@v{seq}"
 
 
-def build(
-    dataset: str,
-    versions: list[Version],
-    others: Iterable[tuple[str, Iterable[Version]]],
-    visible: Container[str],
-) -> Graph:
+def build(dataset: str, versions: list[Version], others: Iterable[tuple[str, Iterable[Version]]]) -> Graph:
     """The graph of ``dataset``'s newest versions, their sources and what was made from them.
 
-    ``others`` yields (name, versions) of every other dataset the caller may read; a source
-    whose dataset is not in ``visible`` (the caller may not read it) is left out.
+    ``versions`` are as the caller may see them (``datahub.api.lineage.LineageView``: a source
+    the caller may not read is null, so it is never drawn); ``others`` yields (name, versions)
+    of every other dataset the caller may read.
     """
     shown = sorted(versions, key=lambda v: v.seq)[-MAX_VERSIONS:]
     seqs = {v.seq for v in shown}
@@ -127,14 +124,15 @@ def build(
     for v in shown:
         o = origin(v.lineage)
         target = node_id(dataset, v.seq)
-        from_parent = o.source is None or o.source == (dataset, v.parent)
+        # a hidden source (null for this caller) is no parent either: that edge is a plain commit
+        from_parent = (o.source is None and o.kind not in SOURCED) or o.source == (dataset, v.parent)
         if v.parent in seqs:  # the commit chain; named by what made the version when it came from its parent
             kind, detail = (o.kind, o.detail) if from_parent else ("commit", "")
             graph.edges.append(Edge(node_id(dataset, v.parent), target, kind, detail))  # type: ignore[arg-type]
         if o.source is None or from_parent:
             continue
         name, seq = o.source
-        if name != dataset and name in visible:
+        if name != dataset:
             graph.edges.append(Edge(add(name, seq, 0), target, o.kind, o.detail))
         elif (
             name == dataset and seq in seqs

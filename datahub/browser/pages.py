@@ -23,6 +23,7 @@ from fastapi.routing import APIRoute
 
 from datahub.api.access import Principal, require
 from datahub.api.deps import Services
+from datahub.api.lineage import LineageView
 from datahub.api.routes.pagination import decode_cursor, encode_cursor
 from datahub.browser import charts, diffs, folders, lineage, listing, session
 from datahub.catalog import Catalog
@@ -151,6 +152,13 @@ def _dataset(request: Request, name: str) -> tuple[Browser, Principal, Dataset]:
     return b, principal, dataset
 
 
+def _lineage_view(b: Browser, principal: Principal) -> LineageView:
+    """The API's rule for what a version says of its source (``datahub.api.lineage``): every
+    page showing a version's message or lineage shows it through this, so no page names a
+    dataset the caller may not read."""
+    return LineageView(principal, b.catalog.get_dataset)
+
+
 def _filter(text: str) -> RecordFilter | None:
     return RecordFilter.parse(text) if text.strip() else None
 
@@ -250,12 +258,13 @@ def datasets_page(request: Request, q: str = "", after: str = "") -> Response:
 @router.get("/datasets/{name}", response_class=HTMLResponse)
 def dataset_page(request: Request, name: str, before: int = 0) -> Response:
     b, principal, dataset = _dataset(request, name)
-    versions = list(b.catalog.log(name))
+    view = _lineage_view(b, principal)
+    versions = [view.version(v) for v in b.catalog.log(name)]
     shown = [v for v in versions if not before or v.seq < before][:VERSIONS_PAGE]
     older = shown[-1].seq if shown and shown[-1].seq > versions[-1].seq else None
     visible = {d.name for d in listing.readable(b.catalog, principal)}
     others = ((other, b.catalog.log(other)) for other in sorted(visible) if other != name)
-    graph = lineage.build(name, versions, others, visible) if versions else lineage.Graph()
+    graph = lineage.build(name, versions, others) if versions else lineage.Graph()
     origins = {v.seq: lineage.origin(v.lineage) for v in shown}
     return render(
         request,
@@ -268,7 +277,6 @@ def dataset_page(request: Request, name: str, before: int = 0) -> Response:
         graph=graph,
         node=(lineage.NODE_W, lineage.NODE_H),
         older=older,
-        visible=visible,
         head=versions[0] if versions else None,
     )
 
@@ -278,8 +286,8 @@ def dataset_page(request: Request, name: str, before: int = 0) -> Response:
 def version_page(
     request: Request, name: str, ref: str, prefix: str = "", filter: str = "", cursor: str = ""
 ) -> Response:
-    b, _, _ = _dataset(request, name)
-    version = b.catalog.resolve(name, ref)
+    b, principal, _ = _dataset(request, name)
+    version = _lineage_view(b, principal).version(b.catalog.resolve(name, ref))
     check_prefix(prefix)
     where = _filter(filter)
     entries, position = folders.browse(

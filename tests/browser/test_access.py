@@ -86,8 +86,9 @@ def test_each_caller_sees_exactly_what_the_api_shows(auth_app, auth_env):
     # bob may read secret, not pets: pets is the upstream of secret, and stays invisible
     b = signed_in(auth_app, token(auth_env, "bob"))
     page = b.get("/datasets/secret").text
-    # (the derive's own commit message names its source, as GET /v1/.../versions shows it too)
+    # nor does the derive's own commit message name it (as GET /v1/.../versions says it)
     assert 'data-node="secret@v1"' in page and 'data-node="pets@' not in page
+    assert "(hidden dataset)" in page and "pets@" not in page
     assert 'href="/datasets/pets' not in page
     assert b.get("/datasets/pets").status_code == 404
 
