@@ -9,8 +9,8 @@ answered past the listing's cursor, so reading ten files of a 100,000-object buc
 * past that many keys it stops, and each directory a lookup or readdir needs is listed by
   itself (prefix + ``/`` delimiter, every page of that level, once) by a few lister
   threads: ten files in ten directories cost a root page and ten directory pages;
-* a partial listing is never committed. The snapshot (what a remount reuses and what the
-  warm-up's totals come from) is the whole listing, taken again in the background only
+* a partial listing is never committed. The snapshot (the record of what the mount
+  showed, and what the warm-up's totals come from) is the whole listing, taken again in the background only
   when :meth:`BucketLister.want_whole` is called: the warm-up asks once readers have
   opened as many distinct files as an epoch pattern needs (``bucket_warmup_opens``), so
   a reader of a handful of files never pays for it.
@@ -24,7 +24,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from datahub.catalog.model import Put, Record, Version
+from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.errors import InvalidInput
 from datahub.storage.base import ObjectInfo, ObjectRef
 from datahub.validation import check_new_key
@@ -35,6 +35,22 @@ log = logging.getLogger(__name__)
 
 LISTERS = 4  # directories listed at once (a lookup waits for its own directory's first page)
 FLUSH = 1000  # entries handed to the tree at a time: about one LIST page
+
+
+def _head_keys(catalog, dataset: str) -> set[str]:
+    """The keys of the snapshot dataset's newest version (none yet: empty)."""
+    head = catalog.store.head(dataset)
+    return {r.key for r in catalog.list_records(dataset, head)} if head else set()
+
+
+def _exactly(records: Iterable[Record], stale: set[str]) -> Iterator[Change]:
+    """Changes making the next version exactly ``records``: puts of them, then deletes of the
+    keys of ``stale`` (the head's) they lack. Puts alone would keep every key of the head:
+    one deleted from the bucket since, or one any token planted in the dataset."""
+    for r in records:
+        stale.discard(r.key)
+        yield Put(r)
+    yield from (Delete(key) for key in sorted(stale))
 
 
 class BucketLister:
@@ -151,7 +167,7 @@ class BucketLister:
         try:
             version = catalog.commit(
                 self._dataset,
-                (Put(r) for r in records),
+                _exactly(records, _head_keys(catalog, self._dataset)),
                 message=f"snapshot of {self._url} taken by a mount",
                 author=getpass.getuser(),
                 lineage={"snapshot_of": self._url},

@@ -8,11 +8,13 @@ Two layouts:
 * a bucket snapshot: ``MOUNT/<key>`` plus a generated ``MOUNT/.datahub`` (JSON) naming
   the dataset version the mount is a snapshot of.
 
-Mounting a bucket records which objects the job saw: the first mount lists the bucket
-(incrementally; the mount is browsable while it runs) and commits the listing as version N
-of dataset ``s3.<bucket>[.<prefix>]``. Later mounts show that same snapshot from the
-catalog until ``refresh`` asks for a new one. A large bucket is listed by directory instead
-and its snapshot is taken only once readers open many files (``bucket_listing``).
+Mounting a bucket records which objects the job saw: every mount lists the bucket itself,
+with its own credentials (incrementally; the mount is browsable while it runs), and commits
+the listing as the next version of dataset ``s3.<bucket>[.<prefix>]``. It never shows an
+earlier version of that dataset instead: any API token may create a dataset of that name
+and commit records naming other objects, which a mount reusing it would read as the
+bucket's files. A large bucket is listed by directory instead and its snapshot is taken
+only once readers open many files (``bucket_listing``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from datahub.catalog.model import DirFile, Record, Version
-from datahub.errors import AlreadyExists, DatahubError, InvalidInput
+from datahub.errors import AlreadyExists, InvalidInput
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from fuse_adapter.bucket_listing import BucketLister
@@ -231,16 +233,17 @@ def bucket_view(
     catalog_factory: CatalogFactory,
     source: ByteSource,
     *,
-    refresh: bool = False,
     whole_max: int = 0,
     on_by_directory: Callable[[], None] | None = None,
     uid: int | None = None,
     gid: int | None = None,
 ) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
-    """``MOUNT/<key>`` of a bucket prefix, as a snapshot version (reused unless ``refresh``).
+    """``MOUNT/<key>`` of a bucket prefix, listed by this mount, committed as a new snapshot.
 
-    A new snapshot lists the bucket whole up to ``whole_max`` keys (0: no limit); past
-    that, directory by directory (``bucket_listing``; ``on_by_directory`` is told)."""
+    The listing is the bucket's own, read with the mount's credentials: an existing version
+    of the snapshot dataset is never shown instead (the module's docstring says why). It is
+    whole up to ``whole_max`` keys (0: no limit); past that, directory by directory
+    (``bucket_listing``; ``on_by_directory`` is told)."""
     dataset = snapshot_dataset_name(url)
     catalog = catalog_factory()
     try:
@@ -248,18 +251,13 @@ def bucket_view(
             catalog.create_dataset(dataset, description=f"snapshots of {url} taken by mounts", source=url)
         except AlreadyExists:
             pass
-        head = None if refresh else _head(catalog, dataset)
     finally:
         catalog.close()
-    tree = ListingTree(mtime=head.created_at if head else time.time())
+    tree = ListingTree(mtime=time.time())
     view = ReadOnlyView(tree, source, uid=uid, gid=gid)
     info = MountInfo(source=url)
     view.on_hint = info.count_hint
     view.add_virtual_file(INFO_FILE, info.to_json)
-    if head is not None:
-        info.versions.append(f"{dataset}@v{head.seq}")
-        log.info("mounting %s: snapshot %s@v%d (use --refresh for a new snapshot)", url, dataset, head.seq)
-        return view, [_version_loader(tree, ROOT_INODE, catalog_factory, head, info)], info
     info.state = "listing"
     store = stores.store(url)
     feed = tree.start_feed(ROOT_INODE, store.url_for(""), name=url)
@@ -270,10 +268,3 @@ def bucket_view(
     log.info("mounting %s: listing it for a new snapshot of dataset %s", url, dataset)
     loader = Loader(dataset, _start(dataset, lister.run), feed, lister.files, lister.want_whole)
     return view, [loader], info
-
-
-def _head(catalog, dataset: str) -> Version | None:
-    try:
-        return catalog.resolve(dataset, None)
-    except DatahubError:
-        return None

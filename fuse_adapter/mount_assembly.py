@@ -62,7 +62,6 @@ class ReadOnlyMount(MountSettings):
 
     sources: tuple[str, ...] = ()
     use_cache: bool = True
-    refresh: bool = False
     #: a version mount warms its files in the background
     warm_up: bool = True
     #: the warm-up was asked for by ``--prefetch`` (its stats say "flag")
@@ -105,7 +104,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         )
         view, loaders, info = layout.bucket_view(
             urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup),
-            refresh=m.refresh, whole_max=bucket_list_whole_max(m, config),
+            whole_max=bucket_list_whole_max(m, config),
             on_by_directory=bucket_warmup.listing_deferred, uid=m.uid, gid=m.gid,
         )  # fmt: skip
     else:

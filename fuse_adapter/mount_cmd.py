@@ -4,7 +4,7 @@
                                                       (warms the cache in the background; --no-prefetch: not)
                                                       (a bucket: warms what fits and readers go through)
                                                       (a stale mount point of a dead daemon is cleaned first)
-    datahub mount MOUNTPOINT s3://bucket[/prefix]     read-only snapshot of a bucket (--refresh: new one)
+    datahub mount MOUNTPOINT s3://bucket[/prefix]     read-only snapshot of a bucket (a new one each mount)
     datahub mount --workspace NAME MOUNTPOINT [--commit-to DATASET]   writable, write-back
     datahub umount MOUNTPOINT                         flush (rw), unmount; cleans stale mounts
 
@@ -52,7 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="workspace: the most bytes its files may hold (df shows it; writes past it fail with ENOSPC)",
     )
     p.add_argument(
-        "--refresh", action="store_true", help="bucket: take a new snapshot instead of the last one"
+        "--refresh",
+        action="store_true",
+        help="bucket: accepted and changes nothing (every bucket mount lists the bucket and takes a new snapshot)",
     )
     p.add_argument("--endpoint", metavar="URL", help="S3 endpoint URL (overrides s3.endpoint_url)")
     p.add_argument("--cache-dir", metavar="DIR", help="local cache directory (overrides cache.disk_dir)")
@@ -230,7 +232,6 @@ def readonly_mount(args: argparse.Namespace, common: dict) -> ReadOnlyMount:
         **common,
         sources=tuple(args.sources),
         use_cache=not args.no_cache,
-        refresh=args.refresh,
         warm_up=warm_up_wanted(args),
         prefetch_flag=bool(args.prefetch),
         bucket_warmup=bucket_warmup_mode(args),
