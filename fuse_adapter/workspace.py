@@ -20,7 +20,7 @@ the write-back promise. The kernel's rule (fs/fuse/iomode.c) that all opens of a
 with passthrough handles name the same backing file holds because all handles of a file
 share one open workspace file: it is staged for all of them or for none. Quota: the kernel
 writes without asking, so a staged file is charged at each flush/fsync and size-changing
-setattr (a close past the quota fails with ENOSPC and discards the file, as a write past
+setattr (a close past the quota fails with ENOSPC and reverts the file, as a write past
 it does otherwise); within ``STAGE_HEADROOM`` of the quota, new files are not staged, so
 writes are charged one by one again.
 """
@@ -78,8 +78,8 @@ class WorkspaceView:
     ) -> None:
         self.ws = workspace  # datahub.writeback.Workspace
         self.quota = quota  # None: no limit (fuse_adapter/quota.py)
-        self._short: set[int] = set()  # handles a write of which failed on the quota: discarded at close
-        # set by the FUSE layer: tell the kernel a name is gone (a discarded file)
+        self._short: set[int] = set()  # handles that ran out of space: their file is reverted at close
+        # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
@@ -176,7 +176,7 @@ class WorkspaceView:
             growth = size - staged.charged
             if growth > 0 and force:
                 self.quota.used += growth
-            else:  # NoSpace: a close discards the file (``flush``), an fsync leaves it as it is
+            else:  # NoSpace: a close reverts the file (``flush``), an fsync leaves it as it is
                 self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
             staged.charged = size
 
@@ -485,7 +485,8 @@ class WorkspaceView:
             ino = self._handles[fh][0]
             raise NoSpace(
                 f"inode {ino} of workspace {self.ws.name!r}: a write to this file failed on the quota; "
-                "the file is incomplete and is discarded when closed (nothing half-written is committed)"
+                "the file is incomplete and goes back to its last fsync or close when closed "
+                "(nothing half-written is committed)"
             )
 
     def fsync(self, fh: int) -> None:
@@ -501,12 +502,15 @@ class WorkspaceView:
         return entry is not None and fh not in self._short and entry[1].committed_now()
 
     def flush(self, fh: int) -> None:
-        """A close(2): like fsync, but a file that ran out of space is discarded, so the close
-        reports ENOSPC with the file already gone, and that is final: it is never committed,
-        neither half-written nor later (when a retry at release or at unmount would succeed).
+        """A close(2): like fsync, but a file that ran out of space goes back to its last
+        acknowledged state (its last successful fsync or close; removed if it has none), so
+        the close reports ENOSPC with the file already reverted, and that is final: what it
+        held unacknowledged is never committed, neither half-written nor later (when a retry
+        at release or at unmount would succeed).
 
-        Out of space means a write past the quota, or a full shared-tier or journal device
-        at this close (NoSpace). Any other failure (EIO) leaves the file as it was for a retry.
+        Out of space means a write past the quota, or a full shared-tier, journal or staging
+        device at this close (NoSpace). Any other failure (EIO) leaves the file as it was for
+        a retry.
         """
         if fh not in self._short:
             try:
@@ -514,18 +518,18 @@ class WorkspaceView:
                 return
             except NoSpace:
                 self._short.add(fh)
-                self._discard_of(fh)
+                self._revert_of(fh)
                 raise
-        self._discard_of(fh)
+        self._revert_of(fh)
         self.fsync(fh)
 
-    def _discard_of(self, fh: int) -> None:
+    def _revert_of(self, fh: int) -> None:
         ino = self._handles[fh][0]
         with self._lock:
             node = self._inodes.get(ino)
             path = node.path if node is not None else None
         if path is not None:
-            self._discard(path)
+            self._revert(path)
 
     def releases_now(self, fh: int) -> bool:
         """Whether a RELEASE of ``fh`` would do no I/O and wait for nothing (not staged, no
@@ -550,7 +554,7 @@ class WorkspaceView:
         try:
             if short:
                 if path is not None:
-                    self._discard(path)  # first: the close below may succeed now, and must not save it
+                    self._revert(path)  # first: the close below may succeed now, and must not save it
             elif staged and self.quota is not None:
                 self._handles[fh] = (ino, handle)  # charged like a flush, but a release cannot fail
                 try:
@@ -574,14 +578,24 @@ class WorkspaceView:
                         self._last.pop(ino, None)
                     self._maybe_drop(ino, node)
 
-    def _discard(self, path: str) -> None:
-        """Remove a file a write of which failed on the quota, so no commit takes it half-written."""
-        size = self._file_size(path)
+    def _revert(self, path: str) -> None:
+        """Put a file that ran out of space back to its last acknowledged state
+        (``Workspace.revert``), so no commit takes it half-written. The path gets a new
+        inode at its next lookup, so the kernel caches nothing of the dropped changes."""
+        charged = self._file_size(path) if self.quota is not None else 0  # zeroes a staged charge
         try:
-            self.ws.unlink(path)
+            gone = self.ws.revert(path)
         except NotFound:
             return
-        self._refund(size)
+        if self.quota is not None:
+            kept = 0 if gone else self.ws.stat(path).size
+            self._refund(charged)
+            with self._lock:
+                self.quota.used += kept  # what was acknowledged stays, even past a lower limit
+                ino = self._by_path.get(path)
+                staged = self._staged.get(ino) if ino is not None else None
+                if staged is not None:
+                    staged.charged = kept
         parent, _, name = path.rpartition("/")
         with self._lock:
             parent_ino = self._by_path.get(parent)

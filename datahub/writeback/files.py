@@ -331,6 +331,38 @@ class OpenFile:
             gen = self.commits.commit_file(self.id, self.path, size, mtime, chunk_map)
             self._committed(gen, chunk_map, size, staged)
 
+    def revert(self, rec: dict) -> None:
+        """Back to ``rec``, the journal's record of this file (its last acknowledged state):
+        every change since is dropped, and the chunks only those changes named are deleted.
+
+        Why: a close that failed for space must not commit the file half-written, neither
+        then nor later, yet must not lose what an earlier fsync or close acknowledged
+        (docs/writeback.md, "Out of space at close"). Afterwards the file reads as ``rec``
+        and an fsync has nothing to commit.
+        """
+        chunks = {int(i): (k, n) for i, (k, n) in rec["chunks"].items()}
+        with self._commit_lock:
+            self._wait_uploads()
+            self._restore(rec["size"], rec["mtime"], chunks)
+            with self._lock:
+                kept = {key for key, _ in chunks.values()}
+                dropped = [key for key, _ in self.chunks.values() if key not in kept]
+                dropped += [key for key in self.discard if key not in kept]
+                self.chunks, self.committed = chunks, dict(chunks)
+                self.size = self.committed_size = rec["size"]
+                self.mtime, self.gen = rec["mtime"], rec["gen"]
+                for index in self.dirty | set(self.buffers):
+                    self.version[index] = self.version.get(index, 0) + 1
+                self.dirty.clear()
+                self.buffers.clear()
+                self.staged.clear()
+                self.discard = []
+                self.meta_dirty = False
+        self.uploads.delete_unreferenced(dropped)
+
+    def _restore(self, size: int, mtime: float, chunks: dict[int, tuple[str, int]]) -> None:
+        """Hook of ``revert`` (holds the commit lock): a staged file rewrites its bytes."""
+
     def _snapshot(self, uploading: dict[int, tuple[str, int]]) -> tuple[dict, int, float, set[int]]:
         """(chunk map to commit, size, mtime, staged indices it references); holds ``_lock``.
 

@@ -53,7 +53,7 @@ Rules:
   file at least ``reserved`` bytes long (the kernel stops a failed write at the first block
   it cannot get, and a write that started past the end moves nothing). So a file is
   committed only while ``size < reserved``; otherwise the fsync raises ``NoSpace`` (a close
-  then discards the file: what a failed WRITE does on the daemon path). See
+  then reverts the file to its last fsync: as after a failed WRITE on the daemon path). See
   docs/writeback.md, "A full staging disk".
 """
 
@@ -338,6 +338,29 @@ class StagedFile(OpenFile):
         if fd >= 0:
             os.close(fd)
 
+    def _restore(self, size: int, mtime: float, chunks: dict[int, tuple[str, int]]) -> None:
+        """``revert``: the staged file holds ``chunks`` again. Emptied first (what no close
+        acknowledged goes at once), reserved again, then written inside the reservation, so
+        no write of ours can fail for space. No room to reserve: the file stays empty with
+        no reservation, which no fsync commits (the journal keeps ``chunks``), and NoSpace."""
+        os.ftruncate(self.fd, 0)
+        self._reserve_past(size, max(size + _PAGE, min(self.reserved, STAGE_RESERVE)))
+        if self.reserved <= size:
+            raise NoSpace(
+                f"{self.path!r}: no room in {self._where} to restore its last acknowledged "
+                f"{size:,} bytes into its staged file; it stays as the journal holds it",
+                path=self.path,
+            )
+        cs = self.cs
+        for index in range((size + cs - 1) // cs):
+            key_len = chunks.get(index)
+            self.write(index * cs, self._stored(index, key_len).ljust(min(cs, size - index * cs), b"\0"))
+        st = os.fstat(self.fd)
+        os.utime(self.fd, ns=(st.st_atime_ns, int(mtime * 1e9)))  # the atime stays: see maybe_mapped
+        st = os.fstat(self.fd)
+        certain = self._exact or time.time_ns() - st.st_ctime_ns > COARSE_NS
+        self._synced = (st.st_size, st.st_mtime_ns, st.st_ctime_ns) if certain else None
+
     # --- fsync ---------------------------------------------------------------------------------
     def fsync(self, *, whole: bool = False) -> None:
         """Durable in the shared tier and journaled when this returns (see the module).
@@ -353,8 +376,8 @@ class StagedFile(OpenFile):
                     f"{self.path!r}: the kernel wrote its staged file past the {self.reserved:,} bytes "
                     f"reserved for it in {self._where} ({st.st_size:,} bytes now), where a write may "
                     "have failed for space without the daemon seeing it; the file is not committed "
-                    "(a close discards it). Free space on that disk, or mount without --passthrough "
-                    "for files written with no fsync every "
+                    "(a close reverts it to its last fsync or close). Free space on that disk, or mount "
+                    "without --passthrough for files written with no fsync every "
                     f"{STAGE_RESERVE // 2**20} MiB",
                     path=self.path,
                 )

@@ -458,6 +458,29 @@ class Workspace:
         self._release(of)
         return True
 
+    def revert(self, path: str) -> bool:
+        """Put the file at ``path`` back to its last acknowledged state, the journal's record
+        of it, dropping every change since (of all its handles); a file with none (created,
+        never acknowledged) is unlinked. True if it was unlinked.
+
+        Why: a close that fails for space must never commit the file half-written, neither
+        then nor later, nor lose what an earlier fsync or close acknowledged
+        (docs/writeback.md, "Out of space at close").
+        """
+        path = normalize(path)
+        with self.journal.read() as txn:
+            entry = self.overlay.entry(txn, path)
+            if entry["t"] != "f":
+                raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
+            rec = txn.file(entry["id"])
+        if rec is None or not self.overlay.trusted(entry["id"], rec):
+            self.unlink(path)  # an untrusted record was never acknowledged (recovery drops it)
+            return True
+        of = self.overlay.open_file(entry["id"])
+        if of is not None:
+            of.revert(rec)
+        return False
+
     def journal_record(self, path: str) -> dict:
         """The committed journal record of a file (diagnostics and tests)."""
         path = normalize(path)

@@ -33,3 +33,18 @@ def test_commit_creates_versions_with_only_the_changes(env: Env, catalog) -> Non
 def _key(url: str, env: Env) -> str:
     _store, key = env.stores.for_url(url)
     return key
+
+
+def test_a_reverted_file_is_committed_as_its_last_acknowledged_state(env: Env, catalog) -> None:
+    """docs/writeback.md, "Out of space at close": a version committed from the workspace
+    holds what the last fsync acknowledged, never the changes a revert dropped."""
+    ws = env.open()
+    fh = ws.open("ckpt", create=True)
+    fh.write(0, b"epoch-1")
+    fh.fsync()
+    fh.write(0, b"half-written epoch-2")
+    ws.revert("ckpt")
+    fh.close()
+    commit_workspace(ws, catalog, "run-8")
+    rec = catalog.get_record("run-8", 1, "ckpt")
+    assert rec.checksum == "sha256:" + hashlib.sha256(b"epoch-1").hexdigest() and rec.size == 7

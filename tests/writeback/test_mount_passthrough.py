@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,36 @@ def test_the_quota_is_charged_at_flush_and_a_file_past_it_is_discarded(env: Env,
     view.release(fh)
     assert [name for name, _ in view.ws.listdir("")] == ["a"]
     assert quota.used == 6000
+
+
+@pytest.mark.parametrize("staged", [True, False])
+def test_a_close_past_the_quota_reverts_the_file_to_its_last_fsync(
+    env: Env, monkeypatch, staged: bool
+) -> None:
+    """docs/writeback.md, "Out of space at close": the close fails with ENOSPC and the file
+    holds what its fsync acknowledged, staged or not; the quota counts exactly that."""
+    monkeypatch.setattr("fuse_adapter.workspace.STAGE_HEADROOM", 0 if staged else 10**12)
+    quota = Quota(10_000)
+    view = view_of(env, quota=quota)
+    fh, st, backing, _ = view.create(ROOT_INODE, "a", exclusive=False)
+    assert bool(backing) is staged
+    write = partial(kernel_write, view) if staged else view.write
+    write(fh, 0, b"a" * 4000)
+    view.fsync(fh)
+    view.truncate(st.ino, 1000, fh)  # changes after the fsync: none of them is kept
+    if staged:
+        write(fh, 1000, b"b" * 12_000)
+    else:
+        with pytest.raises(NoSpace):
+            write(fh, 1000, b"b" * 12_000)
+    with pytest.raises(NoSpace):
+        view.flush(fh)
+    assert view.ws.stat("a").size == 4000 and quota.used == 4000
+    view.release(fh)
+    fh = view.open(view.lookup(ROOT_INODE, "a").ino, truncate=False)[0]
+    assert view.read(fh, 0, 20_000) == b"a" * 4000
+    view.release(fh)
+    assert view.ws.journal_record("a")["size"] == 4000 and quota.used == 4000
 
 
 def test_an_fsync_past_the_quota_discards_nothing(env: Env, monkeypatch) -> None:

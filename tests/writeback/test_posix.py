@@ -205,3 +205,31 @@ def test_unacknowledged_writes_are_not_kept_and_acknowledged_ones_are(env: Env) 
     fh.write(0, b"B" * 5000)  # never fsynced
     ws2 = env.crash_and_reopen(ws)
     assert read_all(ws2, "acked") == b"A" * 5000
+
+
+def test_revert_puts_a_file_back_to_its_last_acknowledged_state(env: Env) -> None:
+    """``Workspace.revert`` (docs/writeback.md, "Out of space at close"): every change since
+    the last fsync/close goes, chunks already uploaded by write-behind included, and nothing
+    of it is committed later; a file with no acknowledged state is unlinked."""
+    ws = env.open()
+    acked = os.urandom(3 * CHUNK + 100)
+    fh = ws.open("f", create=True)
+    fh.write(0, acked)
+    fh.fsync()
+    record = ws.journal_record("f")
+    fh.truncate(CHUNK)
+    fh.write(CHUNK, os.urandom(40 * CHUNK))  # past the buffer budget: write-behind uploads
+    other = ws.open("f")  # a second handle shares the open file, and its changes
+    other.write(0, b"x" * 10)
+    assert ws.revert("f") is False
+    assert ws.stat("f").size == len(acked) and other.read(0, len(acked) + 10) == acked
+    fh.close()
+    other.close()  # nothing left to commit: the record is the acknowledged one
+    assert ws.journal_record("f") == record
+    new = ws.open("new", create=True)
+    new.write(0, b"never acknowledged")
+    assert ws.revert("new") is True
+    new.close()
+    assert [name for name, _ in ws.listdir("")] == ["f"]
+    ws2 = env.crash_and_reopen(ws)
+    assert read_all(ws2, "f") == acked and [name for name, _ in ws2.listdir("")] == ["f"]
