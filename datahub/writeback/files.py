@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, NoSpace
 from datahub.writeback.model import FileSettings
 from datahub.writeback.ports import Committer, NotFresh, Uploader
 
@@ -59,6 +59,7 @@ class OpenFile:
         self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
         self.pending = False  # created but not yet in the journal (the first fsync writes it)
         self.unlinked = False  # removed from the namespace while open (its record is dropped at last close)
+        self.dropped = False  # never acknowledged and dropped at a close that failed for space (``drop``)
         self.created = self.mtime
         self.discard: list[str] = []  # staged keys replaced before any commit referenced them
 
@@ -314,6 +315,8 @@ class OpenFile:
         crash at any point leaves its older acknowledged contents whole.
         """
         with self._commit_lock:
+            if self.dropped:
+                raise self.gone()
             with self._lock:
                 pending = set(self.dirty)
                 changed = bool(pending or self.staged or self.meta_dirty or self.discard or self.pending)
@@ -345,20 +348,55 @@ class OpenFile:
             self._wait_uploads()
             self._restore(rec["size"], rec["mtime"], chunks)
             with self._lock:
-                kept = {key for key, _ in chunks.values()}
-                dropped = [key for key, _ in self.chunks.values() if key not in kept]
-                dropped += [key for key in self.discard if key not in kept]
-                self.chunks, self.committed = chunks, dict(chunks)
-                self.size = self.committed_size = rec["size"]
-                self.mtime, self.gen = rec["mtime"], rec["gen"]
-                for index in self.dirty | set(self.buffers):
-                    self.version[index] = self.version.get(index, 0) + 1
-                self.dirty.clear()
-                self.buffers.clear()
-                self.staged.clear()
-                self.discard = []
-                self.meta_dirty = False
+                dropped = self._reset(chunks, rec["size"], rec["mtime"], rec["gen"])
         self.uploads.delete_unreferenced(dropped)
+
+    def drop(self, leave_overlay: Callable[[], bool]) -> bool:
+        """Drop a created file nothing of which was acknowledged (``pending``): its bytes go,
+        with every chunk it uploaded, and no commit can take it any more: a later write,
+        truncate or fsync raises NoSpace (``gone``). ``leave_overlay`` takes its path out of
+        the namespace's overlay (``Overlay.drop_pending``); False if the file is no longer
+        pending (a commit journaled it meanwhile: revert it to that record instead).
+
+        Why: its close failed for space, and nothing may commit it later (docs/writeback.md,
+        "Out of space at close"). It has no journal record, so this needs no journal write:
+        it works on a full journal device, where unlinking it would fail like its commit.
+        """
+        with self._commit_lock:
+            if not self.pending or not leave_overlay():
+                return False
+            self._wait_uploads()
+            with self._lock:
+                dropped = self._reset({}, 0, self.created, self.gen)
+                self.dropped = True
+        self.uploads.delete_unreferenced(dropped)
+        return True
+
+    def gone(self) -> NoSpace:
+        """The error of a write, truncate or fsync of a dropped file (``drop``)."""
+        return NoSpace(
+            f"{self.path!r} was removed when a close of it failed for space before anything of it "
+            "was acknowledged; nothing written to it is kept (create it again)",
+            path=self.path,
+        )
+
+    def _reset(self, chunks: dict[int, tuple[str, int]], size: int, mtime: float, gen: int) -> list[str]:
+        """Forget every change since the state (chunks, size, mtime, gen); holds ``_lock``.
+        Returns the keys of the chunks only the forgotten changes named."""
+        kept = {key for key, _ in chunks.values()}
+        dropped = [key for key, _ in self.chunks.values() if key not in kept]
+        dropped += [key for key in self.discard if key not in kept]
+        self.chunks, self.committed = chunks, dict(chunks)
+        self.size = self.committed_size = size
+        self.mtime, self.gen = mtime, gen
+        for index in self.dirty | set(self.buffers):
+            self.version[index] = self.version.get(index, 0) + 1
+        self.dirty.clear()
+        self.buffers.clear()
+        self.staged.clear()
+        self.discard = []
+        self.meta_dirty = False
+        return dropped
 
     def _restore(self, size: int, mtime: float, chunks: dict[int, tuple[str, int]]) -> None:
         """Hook of ``revert`` (holds the commit lock): a staged file rewrites its bytes."""
@@ -548,12 +586,19 @@ class FileHandle:
     def read(self, offset: int, size: int) -> bytes:
         return self._check().read(offset, size)
 
+    def _writable(self) -> OpenFile:
+        of = self._check()
+        if of.dropped:
+            raise of.gone()
+        return of
+
     def write(self, offset: int, data: bytes) -> int:
-        return self._check().write(offset, data)
+        return self._writable().write(offset, data)
 
     def committed_now(self) -> bool:
-        """See ``OpenFile.committed_now`` (False for a closed handle or a staged file)."""
-        return not self._closed and self._of.committed_now()
+        """See ``OpenFile.committed_now`` (False for a closed handle, a staged file or a
+        dropped one: its fsync fails)."""
+        return not self._closed and not self._of.dropped and self._of.committed_now()
 
     def releases_now(self) -> bool:
         """Whether ``close`` would do no I/O and wait for nothing: nothing to commit
@@ -563,19 +608,21 @@ class FileHandle:
 
     def writes_in_memory(self, offset: int, length: int) -> bool:
         """See ``OpenFile.writes_in_memory`` (False for a closed handle or a staged file)."""
-        return not self._closed and self._of.writes_in_memory(offset, length)
+        return not self._closed and not self._of.dropped and self._of.writes_in_memory(offset, length)
 
     def truncate(self, size: int) -> None:
-        self._check().truncate(size)
+        self._writable().truncate(size)
 
     def fsync(self) -> None:
         self._check().fsync()
 
     def close(self) -> None:
-        """fsync, then release; on failure the handle stays open so the caller may retry."""
+        """fsync, then release; on failure the handle stays open so the caller may retry.
+        A dropped file (``OpenFile.drop``) has nothing to commit: its handle is released."""
         if self._closed:
             return
-        self._of.fsync()
+        if not self._of.dropped:
+            self._of.fsync()
         self._closed = True
         self._release(self._of)
 

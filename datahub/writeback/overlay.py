@@ -290,6 +290,19 @@ class Overlay:
             self._pending[of.path] = of.id
             of.pending = True
 
+    def drop_pending(self, of: OpenFile) -> bool:
+        """Take a created file out of the overlay without journaling it (``OpenFile.drop``);
+        False if it is no longer pending. Waits for a running namespace transaction, which
+        may be journaling it (``materialise``); none starts while the lock is held."""
+        with self.cond:
+            while self.ns_busy:
+                self.cond.wait()
+            if not of.pending or self._pending.get(of.path) != of.id:
+                return False
+            del self._pending[of.path]
+            of.pending = False
+            return True
+
     def keep_unsound(self, of: OpenFile, gen: int) -> None:
         """Taking a failed first commit back failed too: its record stays in the journal,
         unverified (the flusher skips it, recovery drops it, a namespace operation writes

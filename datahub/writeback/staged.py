@@ -367,6 +367,8 @@ class StagedFile(OpenFile):
         ``whole``: copy even if the file looks unchanged (stores through a mapping that
         outlived the last close leave no trace we could trust)."""
         with self._commit_lock:
+            if self.dropped:
+                raise self.gone()
             st = os.fstat(self.fd)
             state = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
             if state == self._synced and not self.pending and not whole:

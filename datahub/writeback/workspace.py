@@ -432,7 +432,7 @@ class Workspace:
     def _linger(self, of: StagedFile) -> bool:
         """Keep the last reference of a staged file that some other open still holds (a
         mapping that outlived the last close: ``lingering.py``); True if kept."""
-        if of.refs != 1 or of.fd < 0 or of.unlinked or self._closed:
+        if of.refs != 1 or of.fd < 0 or of.unlinked or of.dropped or self._closed:
             return False
         if not of.maybe_mapped(os.fstat(of.fd)):
             return False  # never mapped: nothing can write it once its handles are gone
@@ -449,7 +449,7 @@ class Workspace:
     def _finish_lingering(self, of: StagedFile) -> bool:
         """The last other open of a lingering staged file is gone: commit a whole copy (its
         stores left no trace we could trust), then release it. False: hold it longer."""
-        if not of.unlinked:
+        if not of.unlinked and not of.dropped:
             try:
                 of.fsync(whole=True)
             except Exception as exc:  # kept, retried at the next probe and at close
@@ -460,12 +460,14 @@ class Workspace:
 
     def revert(self, path: str) -> bool:
         """Put the file at ``path`` back to its last acknowledged state, the journal's record
-        of it, dropping every change since (of all its handles); a file with none (created,
-        never acknowledged) is unlinked. True if it was unlinked.
+        of it, dropping every change since (of all its handles); a file with none is removed.
+        True if it was removed.
 
         Why: a close that fails for space must never commit the file half-written, neither
         then nor later, nor lose what an earlier fsync or close acknowledged
-        (docs/writeback.md, "Out of space at close").
+        (docs/writeback.md, "Out of space at close"). A created file not yet in the journal
+        is dropped from the overlay with no journal write (``OpenFile.drop``), so this works
+        on a full journal device too; its open handles then write and commit nothing.
         """
         path = normalize(path)
         with self.journal.read() as txn:
@@ -473,7 +475,12 @@ class Workspace:
             if entry["t"] != "f":
                 raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
             rec = txn.file(entry["id"])
-        if rec is None or not self.overlay.trusted(entry["id"], rec):
+        if rec is None:
+            of = self.overlay.open_file(entry["id"])
+            if of is None or of.drop(partial(self.overlay.drop_pending, of)):
+                return True
+            return self.revert(path)  # a commit journaled it meanwhile: back to that record
+        if not self.overlay.trusted(entry["id"], rec):
             self.unlink(path)  # an untrusted record was never acknowledged (recovery drops it)
             return True
         of = self.overlay.open_file(entry["id"])
@@ -539,6 +546,8 @@ class Workspace:
         try:
             lingering = {of.id for of in self.lingering.stop()}
             for of in self.open_files():
+                if of.dropped:  # nothing of it may be committed (``OpenFile.drop``)
+                    continue
                 if of.id in lingering and not of.unlinked:
                     of.fsync(whole=True)
                 else:

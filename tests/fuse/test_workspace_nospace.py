@@ -16,6 +16,7 @@ import pytest
 
 from tests.fuse.conftest import FuseEnv, wait_until
 from tests.fuse.test_remount import _committed, _kill_9, _staging_on
+from tests.fuse.test_workspace import _catalog
 from tests.writeback import test_faults
 
 pytestmark = pytest.mark.fuse
@@ -121,3 +122,63 @@ def test_a_staged_close_on_a_full_staging_disk_keeps_what_an_fsync_acknowledged(
         more.unlink()
         ballast.unlink()
     assert _committed(env, mnt, "staged-synced", "synced.bin") == acked
+
+
+@pytest.mark.parametrize("end", ["umount", "kill-9"])
+def test_a_new_file_whose_close_failed_on_a_full_journal_device_never_appears_later(
+    env: FuseEnv, tiny_fs: Path, end: str
+) -> None:
+    """The journal's device is full at close(2) of a created file: its commit fails, and so
+    would its removal (a journal write), so the file is dropped from the overlay without one.
+    It never appears: not after the close, not once space is back and a namespace operation
+    journals every created file, not in the version the unmount commits, not after a
+    remount or after kill -9 of the daemon. Main before the fix kept it, pending, and the
+    unmount's close of open files committed it."""
+    name = f"jfull-{end}"
+    journal = env.config.resolved_journal_dir / "workspaces" / name  # on the small device
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    (tiny_fs / "ws").mkdir()
+    journal.symlink_to(tiny_fs / "ws")
+    with _catalog(env) as catalog:
+        catalog.create_dataset(name)
+    mnt = env.mountpoint(name)
+    with env.mounted(mnt, "--workspace", name, "--commit-to", name) as proc:
+        (mnt / "kept.txt").write_bytes(b"saved before the device filled")
+        # created files held open: a namespace transaction journals them all, so the failed
+        # file's removal needs more journal pages than its failed commit left behind
+        held = {
+            f"open{k:03}": os.open(mnt / f"open{k:03}", os.O_CREAT | os.O_WRONLY, 0o644) for k in range(300)
+        }
+        ballast = test_faults.fill(tiny_fs, 64_000)
+        acked = ["kept.txt"]
+        for i in range(500):
+            fd = os.open(mnt / f"f{i}", os.O_CREAT | os.O_WRONLY, 0o644)
+            assert os.write(fd, os.urandom(100_000)) == 100_000
+            try:
+                os.close(fd)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                break
+            acked.append(f"f{i}")
+        else:
+            raise AssertionError("the journal's device never filled up")
+        lost = mnt / f"f{i}"
+        assert not lost.exists()  # main before the fix: it exists (its removal failed too)
+        ballast.unlink()  # the space comes back
+        os.mkdir(mnt / "after")  # journals every created file: not the lost one
+        assert not lost.exists()
+        for fd in held.values():
+            os.close(fd)
+        expected = sorted([*acked, *held])
+        assert sorted(os.listdir(mnt)) == sorted([*expected, "after"])
+        if end == "kill-9":
+            _kill_9(proc, mnt)
+            env.cli("mount", str(mnt), "--workspace", name, "--background")  # over the stale mount
+            try:
+                assert sorted(os.listdir(mnt)) == sorted([*expected, "after"])
+            finally:
+                env.cli("umount", str(mnt))
+    if end == "umount":
+        with _catalog(env) as catalog:
+            assert sorted(r.key for r in catalog.list_records(name, None)) == expected
+    assert _committed(env, mnt, name, lost.name) is None

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from datahub.config import load_config
-from datahub.errors import NoSpace, StorageError
+from datahub.errors import NoSpace, NotFound, StorageError
 from datahub.storage import StoreRegistry
+from datahub.workspaces import commit_workspace
 from tests.faults import FlakyProxy
 from tests.tmpfs import small_tmpfs
 from tests.writeback.conftest import CHUNK, LAYOUTS, Env, make_env
@@ -32,6 +33,16 @@ def fill(directory: Path, leave: int) -> Path:
     with open(ballast, "wb") as fh:
         fh.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
     return ballast
+
+
+def fill_up(directory: Path) -> Path:
+    """Fill a file system to its last block (after ``fill``: a few writes)."""
+    more = directory / f"ballast-{uuid.uuid4().hex[:6]}"
+    with open(more, "wb", buffering=0) as fh, pytest.raises(OSError) as full:
+        while True:
+            fh.write(b"\0" * 4096)
+    assert full.value.errno == 28
+    return more
 
 
 def write_until_full(ws, limit: int = 2000) -> tuple[dict[str, bytes], NoSpace, str]:
@@ -158,3 +169,69 @@ def test_failing_origin_fails_flush_and_keeps_files_dirty(flaky_env) -> None:
     assert ws.dirty() == ["x"]
     broken["bucket"] = None
     assert ws.flush().uploaded == 1 and ws.dirty() == []
+
+
+def test_a_new_file_whose_close_failed_on_a_full_journal_device_is_never_committed_later(
+    tmp_path: Path, tiny_fs: Path, catalog
+) -> None:
+    """docs/writeback.md, "Out of space at close": a created file nothing of which was ever
+    acknowledged, whose close failed because the journal's device is full, is dropped from
+    the overlay without a journal write (its removal could not be journaled either). Neither
+    the space coming back, nor a namespace operation, nor the workspace's close (the mount's
+    unmount), nor a commit, nor a crash brings it back; its handle writes nothing more."""
+    env = make_env(tmp_path, journal_dir=str(tiny_fs / "journal"))
+    try:
+        ws = env.open()
+        ballast = fill(tiny_fs, 64_000)
+        # a reader (a listing, the flusher) keeps LMDB from reusing the pages later commits
+        # free, so even the smallest write transaction needs a new page now
+        # other created files, open and not yet closed: a namespace transaction journals them
+        # all, so the removal of the failed file needs more pages than its failed commit left
+        held = [ws.open(f"open{k:03}", create=True) for k in range(300)]
+        with ws.journal.read():
+            acked: dict[str, bytes] = {}
+            for i in range(2000):
+                path, data = f"f{i}", os.urandom(CHUNK + i)
+                fh = ws.open(path, create=True)
+                fh.write(0, data)
+                try:
+                    fh.close()
+                except NoSpace:
+                    break
+                acked[path] = data
+            else:
+                raise AssertionError("the journal's device never filled up")
+            more = fill_up(tiny_fs)  # to its last block: the removal cannot be journaled either
+            assert ws.revert(path) is True  # main before the fix: NoSpace (its unlink is a journal write)
+        with pytest.raises(NotFound):
+            ws.stat(path)
+        others = sorted([*acked, *(h.path for h in held)])
+        assert sorted(name for name, _ in ws.listdir("")) == others
+        with pytest.raises(NoSpace) as exc:
+            fh.write(0, b"more")  # the handle is still open (as the kernel's may be)
+        assert repr(path) in exc.value.message and exc.value.errno == 28
+        with pytest.raises(NoSpace):
+            fh.fsync()
+        ballast.unlink()  # the space comes back
+        more.unlink()
+        ws.mkdir("after")  # a namespace operation journals every pending file: not this one
+        with pytest.raises(NoSpace):
+            fh.fsync()
+        with pytest.raises(NotFound):
+            ws.stat(path)
+        for handle in held:
+            handle.close()
+        commit_workspace(ws, catalog, "out")
+        assert sorted(r.key for r in catalog.list_records("out", None)) == others
+        ws.close()  # commits the open files (the unmount's final close): not this one
+        ws = env.open()
+        with pytest.raises(NotFound):
+            ws.stat(path)
+        check_acked(ws, acked)
+        ws = env.crash_and_reopen(ws)
+        with pytest.raises(NotFound):
+            ws.stat(path)
+        check_acked(ws, acked)
+        ws.close()
+    finally:
+        env.close()
