@@ -470,17 +470,18 @@ class Workspace:
         on a full journal device too; its open handles then write and commit nothing.
         """
         path = normalize(path)
-        with self.journal.read() as txn:
-            entry = self.overlay.entry(txn, path)
-            if entry["t"] != "f":
-                raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
-            rec = txn.file(entry["id"])
-        if rec is None:
+        for _look in range(2):  # again once if a commit journaled it meanwhile
+            with self.journal.read() as txn:
+                entry = self.overlay.entry(txn, path)
+                if entry["t"] != "f":
+                    raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
+                rec = txn.file(entry["id"])
             of = self.overlay.open_file(entry["id"])
-            if of is None or of.drop(partial(self.overlay.drop_pending, of)):
+            if rec is not None or of is None:
+                break
+            if of.drop(partial(self.overlay.drop_pending, of)):
                 return True
-            return self.revert(path)  # a commit journaled it meanwhile: back to that record
-        if not self.overlay.trusted(entry["id"], rec):
+        if rec is None or not self.overlay.trusted(entry["id"], rec):
             self.unlink(path)  # an untrusted record was never acknowledged (recovery drops it)
             return True
         of = self.overlay.open_file(entry["id"])

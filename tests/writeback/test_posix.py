@@ -13,6 +13,7 @@ from datahub.errors import (
     InvalidInput,
     InvalidKey,
     IsADirectory,
+    NoSpace,
     NotADirectory,
     NotEmpty,
     NotFound,
@@ -233,3 +234,29 @@ def test_revert_puts_a_file_back_to_its_last_acknowledged_state(env: Env) -> Non
     assert [name for name, _ in ws.listdir("")] == ["f"]
     ws2 = env.crash_and_reopen(ws)
     assert read_all(ws2, "f") == acked and [name for name, _ in ws2.listdir("")] == ["f"]
+
+
+def test_a_reverted_new_file_is_dropped_and_its_handles_commit_nothing(env: Env) -> None:
+    """``Workspace.revert`` of a created file not yet journaled drops it from the overlay
+    (docs/writeback.md, "Out of space at close"): every handle of it then fails its writes,
+    truncates and fsyncs with NoSpace, its close releases it and commits nothing, and the
+    path is free for a new file."""
+    ws = env.open()
+    fh = ws.open("new", create=True)
+    fh.write(0, os.urandom(3 * CHUNK))
+    other = ws.open("new")
+    assert ws.revert("new") is True
+    assert ws.listdir("") == []
+    for call in (lambda: other.write(0, b"x"), lambda: other.truncate(0), other.fsync, fh.fsync):
+        with pytest.raises(NoSpace):
+            call()
+    again = ws.open("new", create=True)  # a new file at the path, nothing of the dropped one
+    assert again.read(0, 10) == b""
+    again.write(0, b"second")
+    again.close()
+    fh.close()
+    other.close()
+    ws.mkdir("d")  # a namespace transaction journals every pending file: not the dropped one
+    assert [name for name, _ in ws.listdir("")] == ["d", "new"]
+    ws2 = env.crash_and_reopen(ws)
+    assert read_all(ws2, "new") == b"second"
