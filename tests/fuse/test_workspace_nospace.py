@@ -153,17 +153,21 @@ def test_a_new_file_whose_close_failed_on_a_full_journal_device_never_appears_la
         acked = ["kept.txt"]
         for i in range(500):
             fd = os.open(mnt / f"f{i}", os.O_CREAT | os.O_WRONLY, 0o644)
+            second = os.open(mnt / f"f{i}", os.O_WRONLY)  # another handle of the same file
             assert os.write(fd, os.urandom(100_000)) == 100_000
             try:
                 os.close(fd)
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC
                 break
+            os.close(second)
             acked.append(f"f{i}")
         else:
             raise AssertionError("the journal's device never filled up")
         lost = mnt / f"f{i}"
         assert not lost.exists()  # main before the fix: it exists (its removal failed too)
+        _write_all(second, b"written after the file was dropped")  # ENOSPC now or at close
+        _close_fails_for_space(second)  # it commits nothing either
         ballast.unlink()  # the space comes back
         os.mkdir(mnt / "after")  # journals every created file: not the lost one
         assert not lost.exists()
