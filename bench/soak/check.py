@@ -64,8 +64,8 @@ def workspace_models(events: Iterable[dict]) -> dict[tuple[str, int], Model]:
                 allowed = set(before) | {intent["sha"], EMPTY}
                 if intent.get("prefix"):
                     allowed.add(intent["prefix"])
-                if ev["err"] == "errno:ENOSPC" or kind == "create":
-                    allowed.add(None)
+                if kind == "create":  # a close that fails for space reverts an overwrite to
+                    allowed.add(None)  # its acknowledged contents (docs/writeback.md)
                 model[path] = allowed
             elif kind == "rename":
                 model[ev["to"]] = model.get(ev["to"], {None}) | before
