@@ -2,7 +2,7 @@
 
     PYTHONPATH=. .venv/bin/python bench/storage/bench_storage.py [--files 20000] [--reads 300] [--ceph ENV_SH]
 
-1. LocalStore.list over N small files (stat + getxattr per file) versus
+1. LocalStore.list over N small files (one stat per file; a getxattr too before etag11) versus
    a) the floor: a sorted os.scandir walk with one stat per file, and
    b) what a content etag would cost: reading and md5-hashing every file.
 2. Ranged reads of 64 KiB with If-Match through S3Store versus raw boto3 get_object and

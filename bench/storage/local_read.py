@@ -6,7 +6,7 @@ directory), against the same-run baseline of the buffered file object it replace
 ``--files`` files of 50-200 KB in a temp directory, read whole with their etag checked,
 page cache warm (this measures the read's own CPU, not the disk). Per round, the two
 contenders alternate (so load bursts hit both alike): the baseline (``open(path, "rb")``,
-the etag from ``fstat`` + ``getxattr``, ``seek``, ``read()``: the code before) and
+the etag from ``fstat``, ``seek``, ``read()``: the code before) and
 ``LocalStore.read`` (one descriptor, ``fstat``, ``pread``). Printed: ``process_time`` per
 read, median over rounds, and the system calls per read (counted by ``strace -c -f`` once
 if strace is installed).
@@ -29,13 +29,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from datahub.storage import LocalStore  # noqa: E402
-from datahub.storage.local import _file_etag  # noqa: E402
+from datahub.storage.local import _current_etag  # noqa: E402
 
 
 def baseline_read(store: LocalStore, key: str, etag: str) -> bytes:
     """The read before: a buffered file object."""
     with open(store.root / key, "rb") as fh:
-        if _file_etag(fh.fileno(), os.fstat(fh.fileno())) != etag:
+        if _current_etag(fh.fileno(), os.fstat(fh.fileno()), etag) != etag:
             raise AssertionError("etag changed")
         fh.seek(0)
         return fh.read()

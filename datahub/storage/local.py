@@ -1,16 +1,23 @@
 """A directory as an object store: key ``a/b/c.jpg`` is the file ``<root>/a/b/c.jpg``.
 
-Etags. Objects we write get the md5 of their content (what S3 reports for a single-part
-upload), computed while streaming the put and kept in the extended attribute
-``user.datahub.etag`` together with the size and mtime_ns it belongs to. Files we did
-not write (or whose size/mtime changed since) get a derived etag
-``<inode>-<size>-<mtime_ns>`` in hex. ``put(..., content_etag=False)`` skips the md5 (and
-the attribute) for callers that never use the etag (write-back chunk objects, whose names
-are unique and immutable): the object then has the derived etag, which put returns too.
-Either way stat and list cost one ``stat`` and one ``getxattr`` per file and never read
-contents, so listing 100k files stays cheap, and the etag a put returns is exactly what a
-later stat or list reports. Where the file system has no user xattrs the derived etag is
-used for every file.
+Etags. Every file's etag is ``<inode>-<size>-<mtime_ns>-<ctime_ns>`` in hex, taken from one
+``stat`` (never the contents, so listing 100k files stays cheap). Why the ctime: a program
+that rewrites a file in place and then sets its mtime back (``cp -p`` over a same-size file
+of an equal mtime, ``touch -r``, ``rsync -t``) keeps inode, size and mtime, and only the
+ctime, which no user can set, shows the new content. Without it the old etag passed a
+conditional read of the new bytes while the cache held the old ones under it: a reader got
+a file mixed from both. ``put`` takes the etag with an ``fstat`` after its rename (the last
+change it makes to the file), so it returns exactly what a later stat or list reports.
+
+Anything that moves the ctime counts as a change: ``chmod``, ``chown``, a new or removed
+hard link, an xattr written; a re-import then records such a file as modified, and a read
+under the etag recorded before raises ObjectChanged (re-import it). A file nobody touched
+keeps its etag.
+
+Etags of records taken before the ctime field are checked as they were (``_etag_before_ctime``):
+``<inode>-<size>-<mtime_ns>``, or the md5 an older put kept in the extended attribute
+``user.datahub.etag`` with the size and mtime_ns it belonged to. They keep the old limit (a
+replacement keeping size and mtime goes unnoticed) until a re-import records the new form.
 
 Atomicity: a put writes a temp file in the target directory, fsyncs it, renames it over
 the key and fsyncs the directory; readers see the old or the new file, never a mix.
@@ -21,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import stat as stat_mod
 import tempfile
@@ -48,22 +54,34 @@ _CHUNK = 1024 * 1024
 
 
 def derived_etag(st: os.stat_result) -> str:
-    """The etag of a file datahub did not write: changes whenever it is replaced or touched."""
-    return f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+    """A file's etag: changes whenever it is replaced, rewritten or touched, even with its
+    size and mtime kept (the ctime moves; see the module)."""
+    return f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ctime_ns:x}"
 
 
-def _file_etag(target: int | str, st: os.stat_result) -> str:
+def _current_etag(target: int | str, st: os.stat_result, expected: str) -> str:
+    """The file's etag in the form ``expected`` was taken in, to compare with it."""
+    if expected.count("-") == 3:
+        return derived_etag(st)
+    return _etag_before_ctime(target, st)
+
+
+def _etag_before_ctime(target: int | str, st: os.stat_result) -> str:
+    """What stat and list reported before the ctime field: the md5 an older put recorded in
+    the xattr while size and mtime still match, else ``<inode>-<size>-<mtime_ns>``. Only
+    reads under etags recorded then are checked with it (their old limit: see the module)."""
+    three_fields = f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
     try:
         raw = os.getxattr(target, ETAG_XATTR)
     except OSError:
-        return derived_etag(st)
+        return three_fields
     try:
         md5, size, mtime_ns = raw.decode("ascii").split(" ")
         if int(size) == st.st_size and int(mtime_ns) == st.st_mtime_ns:
             return md5
     except ValueError:
-        pass  # a foreign or damaged attribute: fall back to the derived etag
-    return derived_etag(st)
+        pass  # a foreign or damaged attribute
+    return three_fields
 
 
 def _pread(fd: int, n: int, offset: int) -> bytes:
@@ -135,8 +153,9 @@ class LocalStore(ObjectStore):
                 raise NoSpace(f"no space left to store {where}", store=self.root_url, key=key) from exc
             raise StorageError(f"local I/O error on {where}: {exc}", store=self.root_url, key=key) from exc
 
-    def _info(self, key: str, target: int | str, st: os.stat_result) -> ObjectInfo:
-        return ObjectInfo(key, st.st_size, _file_etag(target, st), st.st_mtime_ns / 1e9)
+    @staticmethod
+    def _info(key: str, st: os.stat_result) -> ObjectInfo:
+        return ObjectInfo(key, st.st_size, derived_etag(st), st.st_mtime_ns / 1e9)
 
     # --- the five hooks ------------------------------------------------------------------------
     def list(self, prefix: str = "", start_after: str = "") -> Iterator[ObjectInfo]:
@@ -174,7 +193,7 @@ class LocalStore(ObjectStore):
             except OSError:
                 continue  # vanished (or dangling) since scandir
             if stat_mod.S_ISREG(st.st_mode):
-                yield self._info(key, entry.path, st)
+                yield self._info(key, st)
 
     def stat(self, key: str) -> ObjectInfo:
         path = self._path(key)
@@ -186,10 +205,10 @@ class LocalStore(ObjectStore):
                 store=self.root_url,
                 key=key,
             )
-        return self._info(key, str(path), st)
+        return self._info(key, st)
 
     def read(self, key: str, start: int = 0, end: int | None = None, etag: str | None = None) -> bytes:
-        """One open descriptor, its etag checked by ``fstat`` (+ ``getxattr``), one ``pread``.
+        """One open descriptor, its etag checked by ``fstat``, one ``pread``.
 
         Why not ``open(path, "rb").read()``: a cold file through a mount is one read here,
         and the buffered file object made it ten system calls (``isatty``, three ``lseek``,
@@ -206,7 +225,7 @@ class LocalStore(ObjectStore):
                 if not stat_mod.S_ISREG(st.st_mode):
                     raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
                 if etag is not None:
-                    self._check_etag(key, _file_etag(fd, st), etag)
+                    self._check_etag(key, _current_etag(fd, st, etag), etag)
                 return _pread(fd, (st.st_size if end is None else end) - start, start)
             finally:
                 os.close(fd)
@@ -253,30 +272,30 @@ class LocalStore(ObjectStore):
         """Check the very file we read from (a put renames a new inode into place)."""
         if etag is None:
             return
-        self._check_etag(key, _file_etag(fh.fileno(), os.fstat(fh.fileno())), etag)
+        self._check_etag(key, _current_etag(fh.fileno(), os.fstat(fh.fileno()), etag), etag)
 
     def _check_etag(self, key: str, current: str, etag: str) -> None:
         if current != etag:
             raise ObjectChanged(
-                f"object {key!r} in {self.root_url} changed: expected etag {etag}, now {current}",
+                f"object {key!r} in {self.root_url} changed: expected etag {etag}, now {current} "
+                "(the file was replaced, rewritten or its metadata changed since it was recorded); "
+                "re-import it, or read a version that records it",
                 store=self.root_url,
                 key=key,
                 expected=etag,
                 actual=current,
             )
 
-    def put(
-        self, key: str, data: bytes | BinaryIO, size: int | None = None, *, content_etag: bool = True
-    ) -> ObjectInfo:
-        """``content_etag=False``: no md5 of the content (it costs a full pass over the bytes);
-        the object gets the derived etag, exactly what a later stat or list reports."""
+    def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        """The etag is the file's after the rename, the last change the put makes to it (a
+        rename moves the ctime on most file systems), so a later stat or list reports it."""
         path = self._path(key)
         with self._errors(key, writing=True):
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
         try:
             with self._errors(key), os.fdopen(fd, "wb") as fh:
-                md5, written = _write_stream(fh, data, content_etag)
+                written = _write_stream(fh, data)
                 if size is not None and written != size:
                     raise InvalidInput(
                         f"put of object {key!r}: declared size {size} but the data had {written} bytes",
@@ -285,14 +304,10 @@ class LocalStore(ObjectStore):
                 fh.flush()
                 os.fchmod(fh.fileno(), 0o644)
                 os.fsync(fh.fileno())
-                st = os.fstat(fh.fileno())
-                if md5 is not None:
-                    with contextlib.suppress(OSError):  # no user xattrs here: derived etags instead
-                        os.setxattr(fh.fileno(), ETAG_XATTR, f"{md5} {st.st_size} {st.st_mtime_ns}".encode())
-                info = self._info(key, fh.fileno(), st)
-            with self._errors(key, writing=True):
-                os.replace(tmp, path)
-                _fsync_dir(path.parent)
+                with self._errors(key, writing=True):
+                    os.replace(tmp, path)
+                    _fsync_dir(path.parent)
+                info = self._info(key, os.fstat(fh.fileno()))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
@@ -308,9 +323,8 @@ class LocalStore(ObjectStore):
                 pass  # absent (a directory is not an object either): deleting is idempotent
 
 
-def _write_stream(fh: BinaryIO, data: bytes | BinaryIO, with_md5: bool = True) -> tuple[str | None, int]:
-    """Copy ``data`` into ``fh`` in 1 MiB chunks; return (md5 hex or None, bytes written)."""
-    md5 = hashlib.md5() if with_md5 else None
+def _write_stream(fh: BinaryIO, data: bytes | BinaryIO) -> int:
+    """Copy ``data`` into ``fh`` in 1 MiB chunks; return the bytes written."""
     if isinstance(data, bytes | bytearray | memoryview):
         # 1 MiB slices of a view (no copy): on Linux one multi-MiB write() into the page
         # cache measured ~10x slower than the same bytes in 1 MiB writes (bench/writeback).
@@ -320,17 +334,12 @@ def _write_stream(fh: BinaryIO, data: bytes | BinaryIO, with_md5: bool = True) -
             for start in range(0, len(view), _CHUNK):
                 with view[start : start + _CHUNK] as piece:
                     fh.write(piece)
-            if md5 is not None:
-                md5.update(view)
-            written = len(view)
-        return (md5.hexdigest() if md5 is not None else None), written
+            return len(view)
     written = 0
     while chunk := data.read(_CHUNK):
         fh.write(chunk)
-        if md5 is not None:
-            md5.update(chunk)
         written += len(chunk)
-    return (md5.hexdigest() if md5 is not None else None), written
+    return written
 
 
 def _fsync_dir(directory: Path) -> None:

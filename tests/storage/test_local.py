@@ -20,12 +20,13 @@ def store(tmp_path: Path) -> LocalStore:
     return LocalStore(tmp_path / "root")
 
 
-def test_put_etag_is_the_md5_and_survives_in_the_xattr(store: LocalStore) -> None:
+def test_put_etag_is_the_files_derived_etag_after_the_rename(store: LocalStore) -> None:
     info = store.put("a/b.bin", b"payload")
-    assert info.etag == hashlib.md5(b"payload").hexdigest()
-    raw = os.getxattr(store.root / "a/b.bin", ETAG_XATTR).decode()
-    assert raw.startswith(info.etag + " 7 ")
+    path = store.root / "a/b.bin"
+    assert info.etag == derived_etag(os.stat(path)) and info.etag.split("-")[1] == "7"
+    assert ETAG_XATTR not in os.listxattr(path)  # no md5 pass, no xattr (its write moves the ctime)
     assert LocalStore(store.root).stat("a/b.bin").etag == info.etag  # a fresh store sees the same
+    assert store.read("a/b.bin", etag=info.etag) == b"payload"
 
 
 def test_foreign_files_get_a_derived_etag_that_changes_when_touched(store: LocalStore) -> None:
@@ -41,13 +42,33 @@ def test_foreign_files_get_a_derived_etag_that_changes_when_touched(store: Local
         store.read("foreign.txt", etag=info.etag)
 
 
-def test_a_file_rewritten_in_place_loses_its_stale_md5(store: LocalStore) -> None:
+def test_a_file_rewritten_in_place_gets_another_etag(store: LocalStore) -> None:
     info = store.put("k", b"original")
-    with open(store.root / "k", "r+b") as fh:  # another program edits in place (xattr kept)
+    with open(store.root / "k", "r+b") as fh:  # another program edits in place
         fh.write(b"ORIG")
     now = store.stat("k")
     assert now.etag != info.etag and now.etag == derived_etag(os.stat(store.root / "k"))
     assert [i.etag for i in store.list()] == [now.etag]
+
+
+def test_records_taken_before_the_ctime_field_are_checked_as_before(store: LocalStore) -> None:
+    """A record's three-field etag, or the md5 an older put kept in the xattr, still reads
+    while inode, size and mtime (and for the md5, the xattr's size and mtime) match, and is
+    ObjectChanged once they do not; a listing names the file in the new form."""
+    path = store.root / "old.bin"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"written before")
+    st = os.stat(path)
+    three_fields = f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+    assert store.read("old.bin", etag=three_fields) == b"written before"
+    md5 = hashlib.md5(b"written before").hexdigest()
+    os.setxattr(path, ETAG_XATTR, f"{md5} {st.st_size} {st.st_mtime_ns}".encode())  # an older put's record
+    assert store.read("old.bin", 8, etag=md5) == b"before"
+    assert store.stat("old.bin").etag == derived_etag(os.stat(path)) != md5
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    for etag in (three_fields, md5):
+        with pytest.raises(ObjectChanged):
+            store.read("old.bin", etag=etag)
 
 
 def test_a_failed_put_leaves_neither_object_nor_temp_file(store: LocalStore) -> None:

@@ -16,17 +16,15 @@ from datahub.writeback.chunks import ChunkStore, file_id_of
 from tests.writeback.conftest import CHUNK, Env
 
 
-def test_local_put_without_content_etag_reports_the_derived_etag_consistently(tmp_path: Path) -> None:
+def test_local_put_reports_the_derived_etag_consistently(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "root")
-    info = store.put("a/b", b"x" * 1000, size=1000, content_etag=False)
+    info = store.put("a/b", b"x" * 1000, size=1000)
     path = tmp_path / "root" / "a" / "b"
     assert info.etag == derived_etag(os.stat(path))
     assert store.stat("a/b").etag == info.etag
     assert [i.etag for i in store.list("a/")] == [info.etag]
     assert store.read("a/b", etag=info.etag) == b"x" * 1000
-    assert ETAG_XATTR not in os.listxattr(path)
-    # the default still records the md5 (what S3 reports for a single-part upload)
-    assert store.put("a/c", b"x" * 1000).etag == hashlib.md5(b"x" * 1000).hexdigest()
+    assert ETAG_XATTR not in os.listxattr(path)  # no md5 pass: puts never hash (docs/storage.md)
 
 
 def test_workspace_chunks_in_a_local_shared_tier_are_not_hashed_and_read_back(unpacked_env: Env) -> None:
