@@ -20,6 +20,7 @@ from hypothesis import strategies as hyp
 
 from datahub.cache import open_cache
 from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
 from datahub.config import Config
 from datahub.errors import ObjectChanged
 from datahub.ingest import import_source
@@ -200,5 +201,31 @@ def test_a_reimport_of_an_unchanged_tree_sees_no_change_and_a_chmod_is_a_change(
             os.chmod(src / "3.bin", 0o600)  # moves the ctime: recorded as modified (docs/storage.md)
             report = import_source(catalog, config, stores, str(src), "ds")
             assert (report.added, report.removed, report.modified) == (0, 0, 1)
+    finally:
+        catalog.close()
+
+
+def test_a_reimport_records_a_file_of_an_older_record_once_in_the_new_form(
+    tmp_path: Path, config: Config
+) -> None:
+    """A record taken before the ctime field (three fields) is read as before, and the next
+    re-import records the file once as modified, in the form with the ctime."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.bin").write_bytes(b"older import")
+    st = os.stat(src / "a.bin")
+    older = f"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+    catalog = open_catalog(config.resolved_catalog_url)
+    try:
+        catalog.create_dataset("ds")
+        catalog.commit("ds", [Put(Record("a.bin", (src / "a.bin").as_uri(), older, st.st_size))])
+        with StoreRegistry(config) as stores:
+            store, key = stores.for_url((src / "a.bin").as_uri())
+            assert store.read(key, etag=older) == b"older import"
+            report = import_source(catalog, config, stores, str(src), "ds")
+            assert (report.added, report.removed, report.modified) == (0, 0, 1)
+            (record,) = catalog.list_records("ds", report.version.seq)
+            assert record.etag == store.stat(key).etag and record.etag.count("-") == 3
+            assert import_source(catalog, config, stores, str(src), "ds").version is None
     finally:
         catalog.close()
