@@ -11,7 +11,9 @@ contenders alternate, each in the other order the next round (so load bursts hit
 - ``put 1 MiB``: ``--puts`` puts of 1 MiB of bytes (ms of CPU per MiB: write, fsync, rename);
 - ``put 4 KiB``: ``--puts`` puts of 4 KiB (ms of CPU per put);
 - ``stat``: one ``stat`` of each of ``--files`` files written by another program (µs per file);
-- ``list``: a listing of the same files (µs per file).
+- ``list``: a listing of the same files (µs per file);
+- ``read``: a whole read of each of those files under its etag (µs per read: this tree
+  checks a ctime etag once more after its ``pread``).
 
 Printed: ``time.process_time`` per unit, the median over rounds and its ratio, and the load
 average before and after. CPU is the figure to compare on a loaded machine, not wall time.
@@ -108,10 +110,17 @@ def main() -> None:
                     for _ in reader.list():
                         pass
 
+                etags = [(info.key, info.etag) for info in reader.list()]
+
+                def read_all(reader=reader, etags=etags) -> None:
+                    for key, etag in etags:
+                        reader.read(key, etag=etag)
+
                 results.setdefault((name, "put 1 MiB (ms/MiB)"), []).append(1e3 * cpu(put_big, args.puts))
                 results.setdefault((name, "put 4 KiB (ms/put)"), []).append(1e3 * cpu(put_small, args.puts))
                 results.setdefault((name, "stat (us/file)"), []).append(1e6 * cpu(stat_all, len(keys)))
                 results.setdefault((name, "list (us/file)"), []).append(1e6 * cpu(list_all, len(keys)))
+                results.setdefault((name, "read (us/read)"), []).append(1e6 * cpu(read_all, len(keys)))
         print(load())
         for what in dict.fromkeys(w for _, w in results):
             medians = {name: statistics.median(results[(name, what)]) for name in names}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -229,3 +230,34 @@ def test_a_reimport_records_a_file_of_an_older_record_once_in_the_new_form(
             assert import_source(catalog, config, stores, str(src), "ds").version is None
     finally:
         catalog.close()
+
+
+def test_a_stream_never_yields_bytes_written_after_it_opened(store: LocalStore) -> None:
+    """The etag is checked at open and again after every chunk: a replacement in place while
+    a stream reads (a write moves the ctime before it copies data) ends it with ObjectChanged
+    before any of the new bytes are yielded."""
+    old, new = b"a" * 4000, b"b" * 4000
+    info = store.put("s", old)
+    stream = store.read_chunks("s", etag=info.etag, chunk_size=1000)
+    assert next(stream) == old[:1000]
+    replace_keeping_size_and_mtime(store.root / "s", new)
+    with pytest.raises(ObjectChanged):
+        next(stream)
+
+
+def test_a_read_racing_a_replacement_is_old_bytes_or_object_changed(store: LocalStore) -> None:
+    """``read`` checks the etag again after its ``pread``: a write racing it moved the ctime
+    before it copied data, so the read never returns bytes of the replacement."""
+    old, new = b"o" * 256 * 1024, b"n" * 256 * 1024
+    for _ in range(60):
+        info = store.put("r", old)
+        writer = threading.Thread(target=replace_keeping_size_and_mtime, args=(store.root / "r", new))
+        writer.start()
+        try:
+            for _ in range(20):
+                try:
+                    assert store.read("r", etag=info.etag) == old
+                except ObjectChanged:
+                    break
+        finally:
+            writer.join()
