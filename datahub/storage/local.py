@@ -12,7 +12,10 @@ change it makes to the file), so it returns exactly what a later stat or list re
 Anything that moves the ctime counts as a change: ``chmod``, ``chown``, a new or removed
 hard link, an xattr written; a re-import then records such a file as modified, and a read
 under the etag recorded before raises ObjectChanged (re-import it). A file nobody touched
-keeps its etag.
+keeps its etag. Reads check the etag before and after their ``pread`` (a write moves the
+ctime before it copies data). Limit: where the ctime clock is coarse (kernels before 6.13,
+file systems without multigrain timestamps), a replacement within the clock tick of the
+last change before the etag was taken still goes unnoticed (docs/storage.md).
 
 Etags of records taken before the ctime field are checked as they were (``_etag_before_ctime``):
 ``<inode>-<size>-<mtime_ns>``, or the md5 an older put kept in the extended attribute
