@@ -177,3 +177,26 @@ def test_a_staged_bucket_volume_is_not_shared_with_a_pod_bringing_other_credenti
         assert not os.path.ismount(target)
     finally:
         plugin.unstage(staging, "pv-bucket")
+
+
+def test_a_bucket_volume_reading_from_an_endpoint_of_its_secrets_keeps_nothing_on_the_nodes_disk(
+    plugin: Plugin, env: CsiEnv, iam: IamMoto
+) -> None:
+    """Pages keep no endpoint in their name: a bucket volume whose Secret names another
+    endpoint (here the same server by another name, which the plugin cannot tell apart) reads
+    with ``cache: none``, as a dataset volume does (tests/csi/test_secrets.py)."""
+    client = env.endpoint.client()
+    client.put_object(Bucket=env.bucket, Key="elsewhere/only.bin", Body=b"x" * 70_000)
+    disk = env.config.resolved_disk_dir
+    before = sorted(str(p) for p in disk.rglob("*.page"))
+    target = env.target("own-endpoint")
+    context = {**bucket_volume(env, "team-a"), "prefix": "elsewhere"}
+    other = {**iam.reader, "s3Endpoint": iam.url.replace("127.0.0.1", "localhost")}
+    plugin.publish(target, context, volume_id="own-endpoint", secrets=other)
+    try:
+        assert read(os.path.join(target, "only.bin")) == b"x" * 70_000
+        (record,) = [p for p in plugin.state() if p["target_path"] == target]
+        assert record["spec"]["cache"] == "none"
+    finally:
+        plugin.unpublish(target, "own-endpoint")
+    assert sorted(str(p) for p in disk.rglob("*.page")) == before
