@@ -16,7 +16,10 @@ emptied, then
 
 Printed per phase: GETs of the objects per file (from moto's access log; LISTs are not
 counted), the mount process's CPU per file (utime+stime from before the pass to the end
-of it), wall seconds (noise on a shared machine) and the load average.
+of it), wall seconds (noise on a shared machine) and the load average. First, the check's
+request alone, in this process, alternating: a 1-byte GET under If-Match (the storage
+layer's lean GET, what the check sends) against a HEAD (boto3's ``head_object``), client
+CPU per request over every object.
 Needs root (FUSE).
 """
 
@@ -100,6 +103,25 @@ def run_tree(env: FuseEnv, moto: MotoServer, name: str, tree: Path, keys: list[s
     return rows
 
 
+def request_cost(env: FuseEnv, keys: list[str]) -> None:
+    """Client CPU per check request: the 1-byte GET the check sends, and a HEAD (A/B, twice)."""
+    from datahub.storage import StoreRegistry
+
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(f"s3://{env.bucket}/data")
+        etags = {info.key: info.etag for info in store.list()}
+        for kind in ("1-byte GET", "HEAD", "1-byte GET", "HEAD"):
+            c0 = time.process_time()
+            for key in keys:
+                if kind == "HEAD":
+                    store.stat(key)
+                else:
+                    store.read(key, 0, 1, etag=etags[key])
+            print(
+                f"check request {kind:10}: {(time.process_time() - c0) / len(keys) * 1e6:5.0f} CPU-µs each  {load()}"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tree", action="append", required=True, help="NAME=DIR (a source tree), repeatable")
@@ -115,6 +137,7 @@ def main() -> None:
         upload_dataset(env, "objects", objects)  # under s3://bucket/data/
         keys = sorted(objects)
         print(f"{args.files} files of 50-200 KB; {load()}")
+        request_cost(env, keys)
         print(f"{'tree':6} {'round':5} {'phase':10} {'GETs/file':>9} {'CPU µs/file':>11} {'wall s':>7}  load")
         for r in range(args.rounds):
             order = trees if r % 2 == 0 else trees[::-1]
