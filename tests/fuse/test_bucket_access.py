@@ -1,0 +1,75 @@
+"""``fuse_adapter.bucket_access``: one check per object per mount, shared by concurrent readers,
+skipped for what the mount's own origin read, never remembered when it fails.
+
+The end-to-end case (a pod that may list but not read is refused another pod's cached pages,
+on moto with IAM authorization) is tests/csi/test_bucket_cache_access.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from datahub.config import load_config
+from datahub.errors import ObjectChanged
+from datahub.storage import StoreRegistry
+from datahub.storage.base import ObjectRef
+from fuse_adapter.bucket_access import ObjectAccess
+from tests.servers import S3Endpoint
+
+
+@pytest.fixture
+def stores(tmp_path: Path, moto_endpoint: S3Endpoint):
+    config = load_config(
+        env={}, overrides={"home": str(tmp_path / "var"), **moto_endpoint.s3_config_overrides()}
+    )
+    with StoreRegistry(config) as registry:
+        yield registry
+
+
+def put(stores: StoreRegistry, endpoint: S3Endpoint, key: str, data: bytes) -> ObjectRef:
+    store = stores.store(f"s3://{endpoint.new_bucket('access')}")
+    info = store.put(key, data)
+    return ObjectRef(store.url_for(key), info.etag, len(data))
+
+
+def test_concurrent_first_reads_of_an_object_share_one_check(stores, moto_endpoint: S3Endpoint) -> None:
+    ref = put(stores, moto_endpoint, "a.bin", b"a" * 5000)
+    access = ObjectAccess(stores)
+    assert not access.allowed(ref)
+    start = threading.Barrier(16)
+
+    def first_read() -> None:
+        start.wait()
+        access.check(ref)
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda _: first_read(), range(16)))
+    assert access.allowed(ref)
+    access.check(ref)
+    assert access.stats() == {"access_allowed": 1, "access_checks": 1, "access_denied": 0}
+
+
+def test_an_object_the_origin_read_for_this_mount_needs_no_check(stores, moto_endpoint: S3Endpoint) -> None:
+    ref = put(stores, moto_endpoint, "b.bin", b"b" * 5000)
+    access = ObjectAccess(stores)
+    access.granted(ref.url, ref.etag)
+    access.check(ref)
+    assert access.allowed(ref) and access.stats()["access_checks"] == 0
+    other = ObjectRef(ref.url, "0" * 32, ref.size)  # another version of it: not granted
+    assert not access.allowed(other)
+
+
+def test_a_failed_check_is_not_remembered(stores, moto_endpoint: S3Endpoint) -> None:
+    ref = put(stores, moto_endpoint, "c.bin", b"c" * 5000)
+    stale = ObjectRef(ref.url, "0" * 32, ref.size)  # the object was replaced behind the snapshot
+    access = ObjectAccess(stores)
+    for _ in range(2):
+        with pytest.raises(ObjectChanged):
+            access.check(stale)
+    assert not access.allowed(stale)
+    assert access.stats() == {"access_allowed": 0, "access_checks": 2, "access_denied": 2}
+    assert access.allowed(ObjectRef(ref.url, ref.etag, 0))  # an empty object has no bytes to keep
