@@ -1,13 +1,16 @@
 """``fuse_adapter.bucket_access``: one check per object per mount, shared by concurrent readers,
-skipped for what the mount's own origin read, never remembered when it fails.
+skipped for what the mount's own origin read, never remembered when it fails; and two users'
+``datahub mount MNT s3://...`` sharing one cache directory, on moto with IAM authorization.
 
-The end-to-end case (a pod that may list but not read is refused another pod's cached pages,
-on moto with IAM authorization) is tests/csi/test_bucket_cache_access.py.
+The CSI case (a pod that may list but not read is refused another pod's cached pages) is
+tests/csi/test_bucket_cache_access.py.
 """
 
 from __future__ import annotations
 
+import errno
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,6 +21,8 @@ from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectRef
 from fuse_adapter.bucket_access import ObjectAccess
+from tests.csi.test_bucket_cache_access import IamMoto
+from tests.fuse.conftest import FuseEnv, make_env
 from tests.servers import S3Endpoint
 
 
@@ -73,3 +78,38 @@ def test_a_failed_check_is_not_remembered(stores, moto_endpoint: S3Endpoint) -> 
     assert not access.allowed(stale)
     assert access.stats() == {"access_allowed": 0, "access_checks": 2, "access_denied": 2}
     assert access.allowed(ObjectRef(ref.url, ref.etag, 0))  # an empty object has no bytes to keep
+
+
+@pytest.fixture(scope="module")
+def iam() -> Iterator[IamMoto]:
+    moto = IamMoto()
+    try:
+        yield moto
+    finally:
+        moto.server.stop()
+
+
+@pytest.mark.fuse
+def test_a_users_bucket_mount_is_not_served_what_another_users_mount_cached(
+    tmp_path: Path, iam: IamMoto
+) -> None:
+    """``datahub mount MNT s3://bucket/prefix`` by two users whose configurations share one
+    home (one cache directory): the second user's credentials may list the bucket, not read it."""
+    first = make_env(tmp_path, iam.endpoint())
+    first.endpoint.client().put_object(Bucket=first.bucket, Key="data/x.bin", Body=b"x" * 90_000)
+    text = first.config_path.read_text()
+    for name, value in iam.admin.items():
+        text = text.replace(value, iam.lister[name])
+    second_path = tmp_path / "lister.toml"
+    second_path.write_text(text)
+    second = FuseEnv(tmp_path, second_path, load_config(second_path, env={}), first.bucket, first.endpoint)
+    url = f"s3://{first.bucket}/data"
+    mnt = first.mountpoint("first")
+    with first.mounted(mnt, url, "--no-prefetch"):
+        assert (mnt / "x.bin").read_bytes() == b"x" * 90_000
+    mnt = second.mountpoint("second")
+    with second.mounted(mnt, url, "--no-prefetch"):
+        assert [p.name for p in mnt.iterdir()] == ["x.bin"]  # listed with the second user's keys
+        with pytest.raises(OSError) as err:
+            (mnt / "x.bin").read_bytes()
+        assert err.value.errno in (errno.EACCES, errno.EIO), err.value
