@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectRef
 from fuse_adapter.bucket_access import ObjectAccess
-from tests.csi.test_bucket_cache_access import IamMoto
+from tests.csi.test_bucket_cache_access import IamMoto, iam  # noqa: F401 - the module's IAM moto fixture
 from tests.fuse.conftest import FuseEnv, make_env
 from tests.servers import S3Endpoint
 
@@ -80,18 +79,10 @@ def test_a_failed_check_is_not_remembered(stores, moto_endpoint: S3Endpoint) -> 
     assert access.allowed(ObjectRef(ref.url, ref.etag, 0))  # an empty object has no bytes to keep
 
 
-@pytest.fixture(scope="module")
-def iam() -> Iterator[IamMoto]:
-    moto = IamMoto()
-    try:
-        yield moto
-    finally:
-        moto.server.stop()
-
-
 @pytest.mark.fuse
 def test_a_users_bucket_mount_is_not_served_what_another_users_mount_cached(
-    tmp_path: Path, iam: IamMoto
+    tmp_path: Path,
+    iam: IamMoto,  # noqa: F811 - the fixture imported above
 ) -> None:
     """``datahub mount MNT s3://bucket/prefix`` by two users whose configurations share one
     home (one cache directory): the second user's credentials may list the bucket, not read it."""
