@@ -12,12 +12,14 @@ stops it when the readers go idle, and reports its state to the cache's stats
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 
 from datahub.cache.warmup_policy import Decision, WarmupPolicy
 from datahub.storage.base import ObjectRef
+from fuse_adapter.bucket_access import ObjectAccess
 from fuse_adapter.source import ByteSource
 from fuse_adapter.warmup_order import warm_up_order
 
@@ -301,24 +303,33 @@ def _dirs_of(url: str, root: str) -> Iterator[str]:
 
 
 class ObservedSource:
-    """The mount's ``ByteSource`` with every read shown to the warm-up first. Every other
-    method of ``ByteSource`` is forwarded as it is (tests/fuse/test_bucket_passthrough.py):
-    one left out is one the view finds missing, and it silently does without (passthrough
-    did, once)."""
+    """The mount's ``ByteSource`` with every read shown to the warm-up first, and (``access``,
+    what a bucket mount always gives) no bytes served of an object this mount's credentials
+    were not allowed to read (``fuse_adapter.bucket_access``). Every other method of
+    ``ByteSource`` is forwarded as it is (tests/fuse/test_bucket_passthrough.py): one left out
+    is one the view finds missing, and it silently does without (passthrough did, once)."""
 
-    def __init__(self, source: ByteSource, warmup: BucketWarmup) -> None:
+    def __init__(self, source: ByteSource, warmup: BucketWarmup, access: ObjectAccess | None = None) -> None:
         self._source = source
         self._warmup = warmup
+        self._access = access
+        if access is not None:
+            source.watch_origin(access.granted)  # a page this process fetched is its own check
 
     def read(
         self, ref: ObjectRef, offset: int = 0, size: int | None = None, *, reader: Hashable = None
     ) -> bytes | memoryview:
         self._warmup.saw(ref)
-        return self._source.read(ref, offset, size, reader=reader)
+        data = self._source.read(ref, offset, size, reader=reader)
+        if self._access is not None:
+            self._access.check(ref)  # after the read: a cold read checked itself at the origin
+        return data
 
     def read_cached(
         self, ref: ObjectRef, offset: int = 0, size: int | None = None
     ) -> bytes | memoryview | None:
+        if self._access is not None and not self._access.allowed(ref):
+            return None  # the reader's thread reads it, and checks first
         return self._source.read_cached(ref, offset, size)  # RAM: not a cold open
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:
@@ -347,7 +358,19 @@ class ObservedSource:
     def backing_fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
         if fetch:  # a cold open reads the object in (its first READ, done at OPEN)
             self._warmup.saw(ref)
-        return self._source.backing_fd(ref, verify=verify, fetch=fetch)  # else a disk-tier hit
+        fd = self._source.backing_fd(ref, verify=verify, fetch=fetch)  # else a disk-tier hit
+        access = self._access
+        if access is None or fd is None or fd < 0 or access.allowed(ref):
+            return fd
+        if not verify:  # on the FUSE loop: no request here, ask again from a worker thread
+            os.close(fd)
+            return -1
+        try:
+            access.check(ref)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def backing_unchanged(self, ref: ObjectRef, fd: int) -> bool:
         return self._source.backing_unchanged(ref, fd)
@@ -366,6 +389,9 @@ class ObservedSource:
 
     def report_mount(self, status: Callable[[], dict]) -> None:
         self._source.report_mount(status)
+
+    def watch_origin(self, listener: Callable[[str, str], None]) -> None:
+        self._source.watch_origin(listener)
 
     def close(self) -> None:
         self._source.close()

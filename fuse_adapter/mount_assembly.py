@@ -19,6 +19,7 @@ from datahub.catalog import open_catalog
 from datahub.console.context import CliContext
 from datahub.errors import InvalidInput
 from fuse_adapter import daemon, layout
+from fuse_adapter.bucket_access import ObjectAccess
 from fuse_adapter.bucket_warmup import BucketWarmup, ObservedSource
 from fuse_adapter.fast_path import Asked, decide
 from fuse_adapter.fuse_ops import (
@@ -98,12 +99,17 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         raise InvalidInput("mount one bucket URL at a time, or any number of DATASET[@REF] (not both)")
     stopping = threading.Event()
     bucket_warmup = None
+    access_stats = dict
     if urls:
         bucket_warmup = _bucket_warmup(
             m, config, source, ctx.stores.store(urls[0]).url_for(""), mountpoint, stopping
         )
+        # the node's cache is shared: S3 must have let this mount's credentials read an
+        # object before its cached bytes are served here (fuse_adapter.bucket_access)
+        access = ObjectAccess(ctx.stores)
+        access_stats = access.stats
         view, loaders, info = layout.bucket_view(
-            urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup),
+            urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup, access),
             whole_max=bucket_list_whole_max(m, config),
             on_by_directory=bucket_warmup.listing_deferred, uid=m.uid, gid=m.gid,
         )  # fmt: skip
@@ -164,6 +170,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
             **ops.transport_stats(),
             "gc_frozen_objects": daemon.frozen_objects(),
             "gc_full_collections": gc.get_stats()[2]["collections"],
+            **access_stats(),
         }
     )
     if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once

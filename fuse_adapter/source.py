@@ -97,6 +97,11 @@ class ByteSource(Protocol):
         """Show a mount's open mode (passthrough or not) and counts in the cache's stats."""
         ...
 
+    def watch_origin(self, listener: Callable[[str, str], None]) -> None:
+        """Call ``listener(url, etag)`` for every object version this process read from the
+        origin itself (with its own credentials)."""
+        ...
+
     def backs_files(self) -> bool:
         """Whether :meth:`backing_fd` can return files (a disk tier of format-3 page files)."""
         ...
@@ -165,6 +170,9 @@ class CacheSource:
 
     def report_mount(self, status: Callable[[], dict]) -> None:
         self._cache.reports.add_mount(status)
+
+    def watch_origin(self, listener: Callable[[str, str], None]) -> None:
+        self._cache.origin.watch(listener)
 
     def close(self) -> None:
         self._cache.close()

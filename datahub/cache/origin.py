@@ -19,6 +19,11 @@ that began after the failure.
 ``stream`` reads a long range as chunks of ONE request (``ObjectStore.read_chunks``), for
 the cache's large-object streams (datahub.cache.stream); it holds one origin slot while
 the stream is open and checks the total length like ``fetch``.
+
+``watch(listener)`` tells a listener every object version the origin answered with bytes:
+a bucket mount serves a page only to a mount whose own credentials S3 let read the object
+(``fuse_adapter.bucket_access``), and a page this process fetched itself is that proof, so
+a cold read needs no second request.
 """
 
 from __future__ import annotations
@@ -77,6 +82,17 @@ class Origin:
         self.scheduler = scheduler or OriginScheduler(concurrency)
         self.counters = OriginCounters()
         self.stalls = StallMemory()
+        self._listeners: list[Callable[[str, str], None]] = []
+
+    def watch(self, listener: Callable[[str, str], None]) -> None:
+        """Call ``listener(url, etag)`` (on the reading thread) whenever the origin answered a
+        read of that object version with bytes: the store let this process's credentials
+        read it."""
+        self._listeners.append(listener)
+
+    def _answered(self, url: str, etag: str) -> None:
+        for listener in self._listeners:
+            listener(url, etag)
 
     def fetch(self, key: PageKey, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the object version ``key`` names."""
@@ -101,6 +117,7 @@ class Origin:
             raise
         self.stalls.answered(key.url, started)
         self.counters.add_many(fetches=1, bytes=size(result))
+        self._answered(key.url, key.etag)
         return result
 
     def streams_natively(self, url: str) -> bool:
@@ -131,6 +148,7 @@ class Origin:
                 for chunk in chunks:
                     if not got:
                         self.stalls.answered(url, started)
+                        self._answered(url, etag)
                     got += len(chunk)
                     if got > want:
                         break
