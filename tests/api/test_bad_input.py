@@ -6,6 +6,9 @@ import pytest
 
 from tests.api.conftest import Api
 
+# a local-mode app answers only requests addressed to this machine (datahub/api/local_mode.py)
+LOCAL = "http://127.0.0.1"
+
 
 def error(r, status: int) -> dict:
     assert r.status_code == status, r.text
@@ -146,7 +149,9 @@ def test_an_unexpected_failure_is_500_in_the_same_shape(config):
         def list_datasets(self):
             raise RuntimeError("secret internals")
 
-    with TestClient(create_app(config, catalog=BrokenCatalog()), raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(config, catalog=BrokenCatalog()), raise_server_exceptions=False, base_url=LOCAL
+    ) as client:
         r = client.get("/v1/datasets")
     assert r.status_code == 500
     assert r.json()["error"]["code"] == "internal" and "secret" not in r.text
