@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from contextlib import contextmanager
 
 import pytest
 
@@ -39,8 +40,8 @@ COMMIT = json.dumps(
 A_PAGE = {"Content-Type": "text/plain;charset=UTF-8", "Origin": "https://evil.example"}
 
 
-@pytest.fixture
-def served(config: Config):
+@contextmanager
+def serving(config: Config, base_url: str = "http://127.0.0.1:8080"):
     """What ``datahub serve`` serves (API, browser, LabelX) on its catalog, with dataset ``pets``."""
     config.home_path.mkdir(parents=True, exist_ok=True)
     catalog = open_catalog(config.resolved_catalog_url)
@@ -48,12 +49,18 @@ def served(config: Config):
     stores = StoreRegistry(config)
     app, cache = build_app(config, catalog, stores)
     try:
-        with TestClient(app, base_url="http://127.0.0.1:8080") as client:
+        with TestClient(app, base_url=base_url) as client:
             yield client, catalog
     finally:
         cache.close()
         stores.close()
         catalog.close()
+
+
+@pytest.fixture
+def served(config: Config):
+    with serving(config) as both:
+        yield both
 
 
 def test_a_web_page_cannot_commit_in_local_mode(served) -> None:
@@ -104,21 +111,11 @@ def test_this_machines_callers_are_served_in_local_mode(served, host: str, origi
 
 def test_with_auth_a_token_is_the_credential_whatever_the_host(config: Config) -> None:
     config.api.local_mode = False
-    config.home_path.mkdir(parents=True, exist_ok=True)
-    catalog = open_catalog(config.resolved_catalog_url)
-    token = issue_token(catalog.store, "root", admin=True)[0]
-    catalog.create_dataset("pets")
-    stores = StoreRegistry(config)
-    app, cache = build_app(config, catalog, stores)
-    try:
-        with TestClient(app, base_url="http://datahub.example.com") as client:
-            auth = {"Authorization": f"Bearer {token}", "Origin": "https://elsewhere.example"}
-            assert client.get("/v1/datasets/pets", headers=auth).status_code == 200
-            assert client.get("/v1/datasets/pets").status_code == 401
-    finally:
-        cache.close()
-        stores.close()
-        catalog.close()
+    with serving(config, base_url="http://datahub.example.com") as (client, catalog):
+        token = issue_token(catalog.store, "root", admin=True)[0]
+        auth = {"Authorization": f"Bearer {token}", "Origin": "https://elsewhere.example"}
+        assert client.get("/v1/datasets/pets", headers=auth).status_code == 200
+        assert client.get("/v1/datasets/pets").status_code == 401
 
 
 def test_liveness_answers_any_host(served) -> None:
