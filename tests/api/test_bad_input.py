@@ -250,6 +250,8 @@ def test_tags_named_like_versions_are_400_and_nothing_is_stored(api: Api, tag):
         f"/v1/datasets/pets/versions/{2**64}/records/img/000.jpg",
         "/v1/datasets/pets/diff?from=99999999999999999999",
         "/v1/datasets/pets/diff?from=1&to=99999999999999999999",
+        f"/v1/remote/datasets/pets/versions/{2**63}",  # the remote store's route: was a 500
+        "/v1/remote/datasets/pets/versions/99999999999999999999",
     ],
 )
 def test_huge_version_numbers_are_404(api: Api, path):

@@ -144,7 +144,8 @@ def list_versions(dataset: ReadableDataset, services: ServicesDep, view: Lineage
 
 @router.get("/{name}/versions/{seq}")
 def get_version(dataset: ReadableDataset, seq: int, services: ServicesDep, view: LineageDep) -> VersionPublic:
-    return version_public(view.version(services.catalog.store.get_version(dataset.name, seq)))
+    # resolve, not the store: a number beyond the stores' 64-bit integers is no such version
+    return version_public(view.version(services.catalog.resolve(dataset.name, seq)))
 
 
 @router.get("/{name}/tags/{tag}")
