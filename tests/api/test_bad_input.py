@@ -356,3 +356,20 @@ def test_keep_alive_survives_bad_input_and_a_500_says_connection_close(config):
         assert conn.getresponse().status == 200
         conn.close()
     catalog.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "made", "acl": {"not a principal": "reader"}},
+        {"name": "made", "acl": {"": "reader"}},
+        {"name": "made", "owner": "no such: principal"},
+    ],
+)
+def test_the_remote_store_refuses_the_access_entries_the_public_route_refuses(api: Api, body):
+    """Nodes create datasets through /v1/remote/datasets: the same principal rule as
+    POST /v1/datasets and PATCH (docs/api.md, "Access lists"), so no entry is stored that no
+    caller can present."""
+    err = error(api.post("/v1/remote/datasets", json=body), 400)
+    assert err["code"] == "invalid_name" and "invalid principal" in err["message"]
+    assert error(api.get("/v1/datasets/made"), 404)["code"] == "dataset_not_found"
