@@ -1,6 +1,7 @@
 """``create_app(config)``: the FastAPI application, built at the entry point (``datahub serve``).
 
-Layers, outermost first: request metrics, the body limits (413 size, 408 read deadline,
+Layers, outermost first: request metrics, local mode's refusal of web pages
+(``local_mode.py``), the body limits (413 size, 408 read deadline,
 503 in-flight budget, all before any endpoint runs), FastAPI routing with one error shape.
 Whatever services the app opened itself are closed when it shuts down; services passed in
 belong to the caller.
@@ -22,6 +23,7 @@ from datahub.api.body_depth import MAX_BODY_DEPTH
 from datahub.api.deps import Services
 from datahub.api.errors import install_error_handlers
 from datahub.api.limits import BodyBudget, BodyLimits
+from datahub.api.local_mode import LocalCallersOnly
 from datahub.api.metrics import MetricsMiddleware, RequestMetrics
 from datahub.api.routes import ROUTERS
 from datahub.api.schemas import CommitCreate, ErrorBody
@@ -88,6 +90,8 @@ def create_app(config: Config, *, catalog=None, stores=None, cache=None, tasks=N
         # One budget per app, i.e. per server process.
         budget=BodyBudget(max(config.api.max_inflight_body_bytes, config.api.max_body_bytes)),
     )
+    # before any body is read: in local mode, what a web page sent is refused (local_mode.py)
+    app.add_middleware(LocalCallersOnly, config=config)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
     _document_models(app, [CommitCreate])
     return app

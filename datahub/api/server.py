@@ -8,7 +8,6 @@ authentication) is refused on anything but a loopback address (promise 5).
 from __future__ import annotations
 
 import errno
-import ipaddress
 import socket
 import threading
 import time
@@ -16,19 +15,9 @@ import time
 import uvicorn
 from fastapi import FastAPI
 
+from datahub.api.local_mode import is_loopback
 from datahub.config import Config
 from datahub.errors import Conflict, DatahubError, InvalidInput
-
-LOOPBACK_NAMES = ("localhost",)
-
-
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(config: Config) -> None:

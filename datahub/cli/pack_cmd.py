@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a corrupt image is reported by key and skipped (default) or fails the job")  # fmt: skip
     p.add_argument("--max-pixels", type=int, default=None, help="decompression-bomb limit per image")
     p.add_argument("--lease", type=float, default=60.0, help="task lease in seconds (renewed while working)")
+    p.add_argument("--restart", action="store_true",
+                   help="pack every task again instead of resuming the job (its done tasks are dropped)")  # fmt: skip
     p.add_argument("--plan-only", action="store_true",
                    help="create the job and print its id; run it with `datahub pack-worker --job ID`")  # fmt: skip
     p.add_argument("--author", default=None, help="author of the packed version (default: the current user)")
@@ -72,7 +74,7 @@ def run_pack(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.plan_only:
         queue = open_task_queue(ctx.config.resolved_catalog_url)
         try:
-            job = start_job(ctx.catalog, queue, args.source, args.target, spec)
+            job = start_job(ctx.catalog, queue, args.source, args.target, spec, restart=args.restart)
         finally:
             queue.close()
         ctx.emit({"job": job.job, "tasks": job.total, "counts": dict(job.counts)})
@@ -85,7 +87,8 @@ def run_pack(args: argparse.Namespace, ctx: CliContext) -> int:
 
     with progress:
         result = pack(ctx.config, ctx.catalog, args.source, args.target, spec, workers=args.workers,
-                      lease_seconds=args.lease, author=author_or_default(args.author), on_progress=on_progress)  # fmt: skip
+                      lease_seconds=args.lease, author=author_or_default(args.author), on_progress=on_progress,
+                      restart=args.restart)  # fmt: skip
     _emit(ctx, result)
     return 0
 
@@ -104,7 +107,10 @@ def run_worker(args: argparse.Namespace, ctx: CliContext) -> int:
         state = services.queue.get_job(args.job)
         if state.done and not args.no_commit:
             author = author_or_default(args.author)
-            _emit(ctx, finalize(ctx.catalog, services.queue, services.objects, args.job, author=author))
+            result = finalize(
+                ctx.catalog, services.queue, services.objects, args.job, stores=services.stores, author=author
+            )
+            _emit(ctx, result)
     finally:
         services.close()
     return 0

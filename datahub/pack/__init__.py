@@ -47,14 +47,16 @@ def pack(
     author: str = "",
     on_progress: Callable[[int, int], None] | None = None,
     cancel: threading.Event | None = None,
+    restart: bool = False,
 ) -> PackResult:
     """Pack ``source`` (``DATASET[@REF]``) into a new version of ``target``; resumable.
 
     ``workers=0`` packs in this process (no child processes), which tests and tiny jobs use.
+    ``restart``: pack every task again instead of resuming (``start_job``).
     """
     queue = open_task_queue(config.resolved_catalog_url)
     try:
-        job = start_job(catalog, queue, source, target, spec).job
+        job = start_job(catalog, queue, source, target, spec, restart=restart).job
         if workers > 0:
             run_local(config, queue, job, workers=workers, lease_seconds=lease_seconds,
                       on_progress=on_progress, cancel=cancel)  # fmt: skip
@@ -68,6 +70,7 @@ def pack(
         if error is not None:
             raise error
         with StoreRegistry(config) as stores:
-            return finalize(catalog, queue, stores.store(config.resolved_objects_url), job, author=author)
+            objects = stores.store(config.resolved_objects_url)
+            return finalize(catalog, queue, objects, job, stores=stores, author=author)
     finally:
         queue.close()

@@ -17,11 +17,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datahub.catalog import Catalog, Delete, Put, Record, Version
-from datahub.errors import BadImage, CommitIdReused, DatasetNotFound, InvalidInput, ObjectNotFound, StaleBase
+from datahub.errors import (
+    BadImage,
+    CommitIdReused,
+    DatahubError,
+    DatasetNotFound,
+    InvalidInput,
+    ObjectNotFound,
+    StaleBase,
+)
 from datahub.pack.plan import job_id, split
 from datahub.pack.spec import PackSpec
-from datahub.storage import ObjectStore
-from datahub.tasks import Job, TaskQueue
+from datahub.storage import ObjectStore, StoreRegistry, split_object_url
+from datahub.tasks import Job, Task, TaskQueue
 from datahub.validation import check_name
 
 INDEX_FORMAT = "datahub.pack.index/1"
@@ -48,11 +56,15 @@ def parse_source(text: str) -> tuple[str, str | None]:
     return name, ref or None
 
 
-def start_job(catalog: Catalog, queue: TaskQueue, source: str, target: str, spec: PackSpec) -> Job:
+def start_job(
+    catalog: Catalog, queue: TaskQueue, source: str, target: str, spec: PackSpec, *, restart: bool = False
+) -> Job:
     """Create (or find again) the job packing ``source`` (``DATASET[@REF]``) into ``target``.
 
     Re-running resumes: DONE tasks stay done, FAILED ones go back to TODO (e.g. after
     switching to ``--on-corrupt skip``). Nothing is written if the source is refused.
+    ``restart`` drops the job's tasks first, so every task is packed again (after the
+    finalize refused a task's reported shard, say).
 
     The target dataset is created here, by the caller, if it is missing: the workers' shards
     become its records, and a worker may work the job only with the writer role on it
@@ -78,6 +90,8 @@ def start_job(catalog: Catalog, queue: TaskQueue, source: str, target: str, spec
         "spec": spec.to_dict(),
         "code_version": CODE_VERSION,
     }
+    if restart:
+        queue.delete_job(job)
     queue.create_job(job, payloads, meta)
     queue.retry_failed(job)
     return queue.get_job(job)
@@ -92,9 +106,19 @@ def failure(queue: TaskQueue, job: str) -> BadImage | None:
 
 
 def finalize(
-    catalog: Catalog, queue: TaskQueue, objects: ObjectStore, job: str, *, author: str = ""
+    catalog: Catalog,
+    queue: TaskQueue,
+    objects: ObjectStore,
+    job: str,
+    *,
+    stores: StoreRegistry,
+    author: str = "",
 ) -> PackResult:
-    """Commit the packed version once every task is DONE (idempotent: one version per job)."""
+    """Commit the packed version once every task is DONE (idempotent: one version per job).
+
+    ``objects`` receives the index; ``stores`` reaches the shards the workers uploaded (each
+    worker under its own ``objects_url``), which are checked before anything is committed
+    (``_checked_shard``)."""
     state = queue.get_job(job)
     if not state.done:
         raise InvalidInput(
@@ -102,8 +126,9 @@ def finalize(
             job=job,
         )
     meta = state.meta
-    results = [t.result for t in queue.tasks(job)]
-    shards = [r for r in results if r.get("count")]
+    tasks = list(queue.tasks(job))
+    results = [t.result for t in tasks]
+    shards = [_checked_shard(stores, t) for t in tasks if t.result.get("count")]
     skipped = [s for r in results for s in r.get("skipped", [])]
     samples = sum(r["count"] for r in shards)
     source = f"{meta['source']}@v{meta['seq']}"
@@ -151,6 +176,56 @@ def finalize(
     version = _commit(catalog, meta["target"], records, source, lineage, job, author)
     copied = sum(r["copied"] for r in shards)
     return PackResult(job, version, len(shards), samples, copied, skipped)
+
+
+def shard_object_name(job: str, index: int, sha256_hex: str) -> str:
+    """Where a worker uploads task ``index``'s shard, below its ``objects_url``: named by the
+    job, the task and the content, so a retry or a late duplicate never overwrites bytes a
+    version already points at, and the finalize can tell this job's shard from any other."""
+    return f"packs/{job}/shard-{index:05d}-{sha256_hex[:16]}.lmdb"
+
+
+def _checked_shard(stores: StoreRegistry, task: Task) -> dict[str, Any]:
+    """``task``'s result, once it is known to describe the shard this job uploaded for it.
+
+    Why: a result is what a worker reported, and a remote worker reports with any token that
+    may write the target (``/v1/tasks``), while the finalize commits as whoever runs it,
+    often a global admin. Trusted as reported, a writer's result of ``file:///…`` (the
+    server's disk) or of any other object became a record only a global admin may commit
+    over HTTP, read by every reader of the target. So the URL must name this task's shard
+    (``shard_object_name``, whichever worker's ``objects_url`` it is under) and the object
+    must be there with the reported etag and size; the checksum's digest is in the name.
+    """
+    result = dict(task.result)
+    url, checksum = result.get("url"), result.get("checksum")
+    digest = checksum[7:] if isinstance(checksum, str) and checksum.startswith("sha256:") else ""
+    why = ""
+    try:
+        if not isinstance(url, str) or len(digest) != 64:
+            why = "it names no uploaded shard (a URL and a sha256 checksum)"
+        else:
+            root, key = split_object_url(url)
+            name = shard_object_name(task.job, task.index, digest)
+            if key != name and not key.endswith("/" + name):
+                why = (
+                    f"it is not this task's shard (its object is named {name!r} below a worker's objects_url)"
+                )
+            else:
+                info = stores.store(root).stat(key)
+                if (info.etag, info.size) != (result.get("etag"), result.get("size")):
+                    why = f"the object there has etag {info.etag} and {info.size} bytes, not as reported"
+    except DatahubError as exc:  # a URL no store reads, a missing object, an unreachable store
+        why = exc.message
+    if why:
+        raise InvalidInput(
+            f"pack job {task.job}: task {task.index}, completed by worker {task.owner!r}, reported the "
+            f"shard {url!r}, which the finalize does not commit: {why}. Nothing was committed. If that "
+            "worker is not one of yours, revoke its token; then pack again with --restart to redo every task",
+            job=task.job,
+            task=task.index,
+            worker=task.owner,
+        )
+    return result
 
 
 def _shard_key(i: int, n: int) -> str:

@@ -34,6 +34,7 @@ from datahub.errors import (
     TransientStorageError,
 )
 from datahub.pack.image import transform_image
+from datahub.pack.job import shard_object_name
 from datahub.pack.layout import KIND_IMAGE, KIND_RAW, Sample, encode_sample
 from datahub.pack.shard import ShardWriter
 from datahub.pack.spec import PackSpec, is_image_key
@@ -324,7 +325,7 @@ def _upload(objects: ObjectStore, job: str, index: int, path: Path) -> dict[str,
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     sha = digest.hexdigest()
-    key = f"packs/{job}/shard-{index:05d}-{sha[:16]}.lmdb"
+    key = shard_object_name(job, index, sha)
     try:
         info = objects.stat(key)  # same name = same bytes: an earlier attempt already uploaded it
     except ObjectNotFound:

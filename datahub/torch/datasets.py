@@ -50,7 +50,15 @@ class VersionDataset(Dataset):
         where: str | None = None,
         transform: Transform | None = None,
     ) -> VersionDataset:
-        return cls(list(catalog.list_records(dataset, ref, prefix=prefix, where=where)), source, transform)
+        """The records of ``dataset@ref`` (resolved once), after the source's ``check_version``
+        (where it has one: CacheSource, MountSource) agrees that it reads that version, so a
+        mount of another version is refused instead of read as this one."""
+        version = catalog.resolve(dataset, ref)
+        check = getattr(source, "check_version", None)
+        if check is not None:
+            check(dataset, version.seq)
+        records = catalog.list_records(dataset, version.seq, prefix=prefix, where=where)
+        return cls(list(records), source, transform)
 
     def __len__(self) -> int:
         return len(self.records)

@@ -7,6 +7,7 @@ inherited from the parent.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +15,10 @@ from typing import Any
 
 from datahub.catalog import Record
 from datahub.config import Config
-from datahub.torch.files import open_file
+from datahub.errors import InvalidInput
+from datahub.torch.files import open_file, read_file
+
+MOUNT_INFO = ".datahub"  # what a datahub mount says at its root: which versions it shows
 
 
 class CacheSource:
@@ -39,6 +43,9 @@ class CacheSource:
     def read(self, record: Record, offset: int = 0, size: int | None = None) -> bytes:
         return self._open().read(record.ref, offset, size)
 
+    def check_version(self, dataset: str, seq: int) -> None:
+        """Nothing to check: each record is read as the object and etag it names."""
+
     def hint(self, records: Sequence[Record]) -> None:
         """Tell the cache the upcoming read order, so it fetches ahead (within its budget)."""
         self._open().hint([r.ref for r in records])
@@ -61,6 +68,39 @@ class MountSource:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+
+    def check_version(self, dataset: str, seq: int) -> None:
+        """Refuse a datahub mount's directory of another version than ``dataset@v<seq>``.
+
+        Why: files are read by key, and a mount shows the versions it was mounted with
+        (``latest`` or a tag resolved at mount time); over another version's directory the
+        records of ``seq`` got that version's bytes under their keys, with their own labels.
+        A directory that is not on a datahub mount (no ``.datahub`` at its mount point) is
+        taken as it is."""
+        shown = self._version_shown()
+        if shown is not None and shown != f"{dataset}@v{seq}":
+            raise InvalidInput(
+                f"{self.root} shows {shown}, not {dataset}@v{seq}: its files are not that version's "
+                f"records. Read {dataset}@v{seq} from its own directory (MOUNT/{dataset}/v{seq}, after "
+                f"`datahub mount MOUNT {dataset}@v{seq}`), or through the cache (CacheSource)",
+                dataset=dataset,
+                version=seq,
+            )
+
+    def _version_shown(self) -> str | None:
+        """``dataset@vN`` this directory shows when it is on a datahub mount, else None."""
+        root = self.root.resolve()  # MOUNT/ds/latest -> MOUNT/ds/v7
+        mount = next((p for p in (root, *root.parents) if os.path.ismount(p)), None)
+        try:
+            versions = json.loads(read_file(mount / MOUNT_INFO))["versions"] if mount else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # not a datahub mount
+        if not isinstance(versions, list):
+            return None
+        parts = root.relative_to(mount).parts  # type: ignore[arg-type]
+        if len(parts) >= 2 and f"{parts[0]}@{parts[1]}" in versions:
+            return f"{parts[0]}@{parts[1]}"  # a version mount: MOUNT/<dataset>/v<seq>/...
+        return versions[0] if len(versions) == 1 else None  # a bucket snapshot: MOUNT/<key>
 
     def read(self, record: Record, offset: int = 0, size: int | None = None) -> bytes:
         with open_file(self.root / record.key) as fh:  # no isatty() ioctl (datahub.torch.files)

@@ -78,6 +78,7 @@ def api_for(config: Config) -> Iterator[Api]:
     catalog.create_dataset("pets", owner="owner", acl={"alice": "reader", "bob": "writer"})
     catalog.commit("pets", (Put(r) for r in PETS_V1), message="v1", author="owner")
     app = create_app(config, catalog=catalog)
-    with TestClient(app) as client:
+    # loopback, as a real client of a server bound to 127.0.0.1 (a local-mode app refuses other hosts)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         yield Api(client, catalog, tokens, config)
     catalog.close()

@@ -6,6 +6,9 @@ import pytest
 
 from tests.api.conftest import Api
 
+# a local-mode app answers only requests addressed to this machine (datahub/api/local_mode.py)
+LOCAL = "http://127.0.0.1"
+
 
 def error(r, status: int) -> dict:
     assert r.status_code == status, r.text
@@ -146,7 +149,9 @@ def test_an_unexpected_failure_is_500_in_the_same_shape(config):
         def list_datasets(self):
             raise RuntimeError("secret internals")
 
-    with TestClient(create_app(config, catalog=BrokenCatalog()), raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(config, catalog=BrokenCatalog()), raise_server_exceptions=False, base_url=LOCAL
+    ) as client:
         r = client.get("/v1/datasets")
     assert r.status_code == 500
     assert r.json()["error"]["code"] == "internal" and "secret" not in r.text
@@ -245,6 +250,8 @@ def test_tags_named_like_versions_are_400_and_nothing_is_stored(api: Api, tag):
         f"/v1/datasets/pets/versions/{2**64}/records/img/000.jpg",
         "/v1/datasets/pets/diff?from=99999999999999999999",
         "/v1/datasets/pets/diff?from=1&to=99999999999999999999",
+        f"/v1/remote/datasets/pets/versions/{2**63}",  # the remote store's route: was a 500
+        "/v1/remote/datasets/pets/versions/99999999999999999999",
     ],
 )
 def test_huge_version_numbers_are_404(api: Api, path):
@@ -349,3 +356,20 @@ def test_keep_alive_survives_bad_input_and_a_500_says_connection_close(config):
         assert conn.getresponse().status == 200
         conn.close()
     catalog.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "made", "acl": {"not a principal": "reader"}},
+        {"name": "made", "acl": {"": "reader"}},
+        {"name": "made", "owner": "no such: principal"},
+    ],
+)
+def test_the_remote_store_refuses_the_access_entries_the_public_route_refuses(api: Api, body):
+    """Nodes create datasets through /v1/remote/datasets: the same principal rule as
+    POST /v1/datasets and PATCH (docs/api.md, "Access lists"), so no entry is stored that no
+    caller can present."""
+    err = error(api.post("/v1/remote/datasets", json=body), 400)
+    assert err["code"] == "invalid_name" and "invalid principal" in err["message"]
+    assert error(api.get("/v1/datasets/made"), 404)["code"] == "dataset_not_found"

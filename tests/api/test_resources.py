@@ -6,6 +6,9 @@ import json
 
 from tests.api.conftest import PETS_V1, Api
 
+# a local-mode app answers only requests addressed to this machine (datahub/api/local_mode.py)
+LOCAL = "http://127.0.0.1"
+
 
 def test_create_and_describe_dataset(api: Api):
     r = api.post("/v1/datasets", json={"name": "birds", "description": "b", "source": "s3://x/birds"})
@@ -168,7 +171,7 @@ def test_metrics_include_the_attached_cache(config):
         cache = open_cache(config, stores)
         try:
             assert cache.read(store.ref("a.bin")) == b"z" * 1000
-            with TestClient(create_app(config, stores=stores, cache=cache)) as client:
+            with TestClient(create_app(config, stores=stores, cache=cache), base_url=LOCAL) as client:
                 text = client.get("/metrics").text
         finally:
             cache.close()
@@ -193,7 +196,7 @@ def test_metrics_show_the_warm_up_of_each_mount_sharing_the_home(config):
     }  # fmt: skip
     write_snapshot(stats_dir(config), {"pid": os.getpid(), "tiers": [], "warmups": [warmup]})
     try:
-        with TestClient(create_app(config)) as client:
+        with TestClient(create_app(config), base_url=LOCAL) as client:
             text = client.get("/metrics").text
     finally:
         remove_snapshot(stats_dir(config))

@@ -107,3 +107,23 @@ def test_a_target_the_worker_cannot_read_answers_as_a_missing_dataset(api: Api) 
     assert claimed.status_code == 404, claimed.text
     assert claimed.json() == api.get("/v1/datasets/pets-small", "alice").json()
     assert api.get(f"/v1/tasks/jobs/{JOB}").json()["counts"] == {"TODO": 2}
+
+
+def test_a_job_whose_target_the_caller_may_not_read_answers_as_a_missing_job(api: Api) -> None:
+    """Reading a job is reading its meta (which names the target) and its tasks' results (the
+    target's shard URLs and keys): a reader of the source who may not read an existing target
+    got both, while the target itself answers that caller as a missing dataset."""
+    api.catalog.create_dataset("pets-small", owner="owner")  # alice reads pets, not pets-small
+    _start(api)
+    api.post(f"/v1/tasks/jobs/{JOB}/claim", json={"worker": "root/1", "lease_seconds": 60})
+    api.post(f"/v1/tasks/jobs/{JOB}/tasks/0/complete", json={"worker": "root/1", "result": FORGED})
+    for path in (f"/v1/tasks/jobs/{JOB}", f"/v1/tasks/jobs/{JOB}/tasks"):
+        answer = api.get(path, "alice")
+        assert answer.status_code == 404, answer.text
+        missing = api.get("/v1/tasks/jobs/pack-none", "alice").json()["error"]
+        assert answer.json()["error"]["code"] == "job_not_found"
+        assert answer.json()["error"]["message"] == missing["message"].replace("pack-none", JOB)
+        assert "pets-small" not in answer.text and "evil" not in answer.text
+    assert api.get(f"/v1/tasks/jobs/{JOB}", "bob").status_code == 404  # bob: no role on pets-small either
+    api.catalog.update_dataset("pets-small", acl={"alice": "reader"})
+    assert api.get(f"/v1/tasks/jobs/{JOB}", "alice").status_code == 200

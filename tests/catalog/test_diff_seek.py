@@ -15,6 +15,10 @@ from datahub.browser import diffs
 from datahub.catalog import Put, Record, open_catalog
 from tests.catalog.conftest import sqlite_steps as steps
 
+# a local-mode app answers only requests addressed to this machine (datahub/api/local_mode.py)
+LOCAL = "http://127.0.0.1"
+
+
 N = 30_000
 
 
@@ -52,7 +56,7 @@ def test_the_api_diff_page_starts_at_its_cursor(tmp_path: Path) -> None:
     keys = [f"k/{i:06d}" for i in range(N)]
     catalog.commit("d", (Put(Record(k, "memory://b/k", "e1", 1)) for k in keys))
     catalog.commit("d", (Put(Record(k, "memory://b/k", "e2", 1)) for k in keys))
-    with TestClient(create_app(config, catalog=catalog)) as client:
+    with TestClient(create_app(config, catalog=catalog), base_url=LOCAL) as client:
 
         def get(cursor: str) -> Any:
             answer = client.get(

@@ -23,6 +23,9 @@ from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
 from tests.tmpfs import small_tmpfs
 
+# a local-mode app answers only requests addressed to this machine (datahub/api/local_mode.py)
+LOCAL = "http://127.0.0.1"
+
 
 @pytest.fixture
 def small_fs(tmp_path: Path):
@@ -57,7 +60,7 @@ def test_the_api_serves_from_a_full_disk_without_its_disk_cache(small_fs: Path) 
         app, cache = build_app(config, catalog, stores)
         try:
             assert not any(isinstance(t, DiskTier) for t in cache.tiers), "no disk tier on a full disk"
-            with TestClient(app) as client:
+            with TestClient(app, base_url=LOCAL) as client:
                 assert client.get("/healthz").status_code == 200
                 listed = client.get("/v1/datasets")
                 assert listed.status_code == 200 and [d["name"] for d in listed.json()] == ["kept"]

@@ -8,12 +8,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from datahub.catalog import open_catalog
+from datahub.catalog import Put, open_catalog
 from datahub.config import Config
+from datahub.errors import InvalidInput
 from datahub.torch import CacheSource, MountSource, VersionDataset
 from datahub.torch._torch import DataLoader
 from tests.fuse.conftest import wait_until
@@ -82,4 +84,36 @@ def test_hints_reach_the_mounts_cache(config: Config, tmp_path: Path) -> None:
         assert info["files"] == 6
         wait_until(lambda: len(list(pages.rglob("*.page"))) == 3, 60)  # the three hinted files
         assert not list(mnt.glob(".datahub-hint-*")), "hint names are never entries"
+    catalog.close()
+
+
+@pytest.mark.fuse
+@pytest.mark.skipif(shutil.which("fusermount3") is None, reason="needs fuse3")
+def test_a_mount_of_another_version_is_refused_not_read_as_this_one(config: Config, tmp_path: Path) -> None:
+    """A mount shows the versions it was mounted with (``latest`` resolved at mount time). A
+    VersionDataset of another version over it read that mount's files under this version's
+    keys: a photo that version 2 replaced came back with version 1's bytes and version 2's
+    labels, silently."""
+    catalog = open_catalog(config.resolved_catalog_url)
+    import_manifest(catalog, config, write_source(tmp_path / "src", 3), "photos")
+    mnt = tmp_path / "mnt"
+    with _mounted(config, mnt, "photos@latest"):  # shows photos/v1, and photos/latest -> v1
+        other = catalog.get_record("photos", 1, "img/00002.jpg")
+        replaced = replace(other, key="img/00001.jpg", labels={"class": 2})
+        assert catalog.commit("photos", [Put(replaced)], message="replace a photo").seq == 2
+        for directory in ("latest", "v1"):
+            with pytest.raises(InvalidInput) as refused:
+                VersionDataset.from_catalog(
+                    catalog, "photos", "latest", MountSource(mnt / "photos" / directory)
+                )
+            message = refused.value.message
+            assert "photos@v1" in message and "photos@v2" in message and "datahub mount" in message
+        same = VersionDataset.from_catalog(catalog, "photos", 1, MountSource(mnt / "photos" / "latest"))
+        cache = CacheSource(config)
+        assert same.source.read(same.records[1]) == cache.read(same.records[1])
+        cache.close()
+        plain = VersionDataset.from_catalog(
+            catalog, "photos", 1, MountSource(tmp_path / "src")
+        )  # not a mount
+        assert len(plain) == 3
     catalog.close()

@@ -50,7 +50,8 @@ def expected_revision(if_match: str | None, dataset: Dataset) -> int | None:
     )
 
 
-def _check_acl(acl: dict[str, str]) -> dict[str, str]:
+def check_acl(acl: dict[str, str]) -> dict[str, str]:
+    """The one principal rule for access-list keys (``*`` aside), for every route that writes one."""
     for principal in acl:
         if principal != "*":
             check_principal(principal)
@@ -75,7 +76,7 @@ def create_dataset(body: DatasetCreate, services: ServicesDep, principal: Princi
         description=body.description,
         source=body.source,
         owner=principal.name,
-        acl=_check_acl(body.acl),
+        acl=check_acl(body.acl),
     )
     return dataset_public(dataset, 0)
 
@@ -109,7 +110,7 @@ def update_dataset(
     """Write only the fields sent, atomically; with If-Match, only if the revision still matches."""
     fields = body.model_dump(exclude_none=True)
     if "acl" in fields:
-        _check_acl(fields["acl"])
+        check_acl(fields["acl"])
     if "owner" in fields and fields["owner"]:
         check_principal(fields["owner"])
     updated = services.catalog.update_dataset(

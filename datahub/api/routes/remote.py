@@ -32,6 +32,7 @@ from datahub.api.remote_models import (
     TagTarget,
 )
 from datahub.api.routes.commits import _allowed, _body_file
+from datahub.api.routes.datasets import check_acl
 from datahub.api.routes.pagination import NDJSON
 from datahub.api.routes.tags import TagPath
 from datahub.api.schemas import (
@@ -47,7 +48,7 @@ from datahub.catalog.http_store import DIFF_HEADER, DIRECTORY_HEADER, RECORDS_HE
 from datahub.catalog.model import DiffEntry
 from datahub.catalog.record_json import record_json
 from datahub.errors import AccessDenied, InvalidInput
-from datahub.validation import check_prefix
+from datahub.validation import check_prefix, check_principal
 
 # Not in the public OpenAPI: the wire contract of datahub.catalog.http_store, held by the catalog
 # conformance suite run over a real server (docs/api.md, "Remote store").
@@ -120,13 +121,13 @@ def diff_row(e: DiffEntry) -> str:
 @router.post("", status_code=status.HTTP_201_CREATED)
 def create_dataset(body: DatasetFull, services: ServicesDep, principal: PrincipalDep) -> DatasetPublic:
     """Like ``POST /v1/datasets``, but an admin may name another owner (a store keeps the one it is given)."""
-    owner = body.owner or principal.name
+    owner = check_principal(body.owner) if body.owner else principal.name
     if owner != principal.name and not principal.is_admin:
         raise AccessDenied(
             f"only admins may create dataset {body.name!r} for another owner ({owner!r})", dataset=body.name
         )
     dataset = services.catalog.create_dataset(
-        body.name, description=body.description, source=body.source, owner=owner, acl=body.acl
+        body.name, description=body.description, source=body.source, owner=owner, acl=check_acl(body.acl)
     )
     return dataset_public(dataset, 0)
 
@@ -144,7 +145,8 @@ def list_versions(dataset: ReadableDataset, services: ServicesDep, view: Lineage
 
 @router.get("/{name}/versions/{seq}")
 def get_version(dataset: ReadableDataset, seq: int, services: ServicesDep, view: LineageDep) -> VersionPublic:
-    return version_public(view.version(services.catalog.store.get_version(dataset.name, seq)))
+    # resolve, not the store: a number beyond the stores' 64-bit integers is no such version
+    return version_public(view.version(services.catalog.resolve(dataset.name, seq)))
 
 
 @router.get("/{name}/tags/{tag}")

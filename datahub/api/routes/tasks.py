@@ -5,10 +5,12 @@ job are admin operations (a job is a unit of work of the whole deployment). A wo
 are checked against the datasets the job's meta names, since working a job is reading its
 ``source`` and writing its ``target`` (``datahub.pack.job.finalize`` commits the shard URLs
 the workers report as the target's records): reading the job or its tasks needs the reader
-role on the source, and claim, renew, complete, fail and release need the writer role on the
-target as well; while the target does not exist (the worker that finalizes creates it) only
-admins work the job, since no role on it can be checked yet. A job whose source the caller
-may not read answers as a missing job, so its name, source and target stay unknown. Admins
+role on the source, and on the target once it exists (the meta names it, the results are its
+shards), and claim, renew, complete, fail and release need the writer role on the
+target as well; while the target does not exist (``datahub pack`` creates it at the start)
+only admins work the job, since no role on it can be checked yet. A job whose source (or
+existing target) the caller may not read answers as a missing job, so its name, source and
+target stay unknown. Admins
 work every job; a job naming neither dataset needs any valid token. Then the lease rules of
 the queue (``datahub.tasks.base``) decide which worker may finish which task.
 """
@@ -65,7 +67,11 @@ def _may_work(services: Services, principal: Principal, job: str, *, write: bool
     meta = services.tasks.get_job(job).meta  # JobNotFound for a missing job
     source, target = meta.get("source"), meta.get("target")
     if isinstance(source, str) and not _reads(services, principal, source):
-        raise JobNotFound(f"task job {job!r} not found: start it with `datahub pack` first", job=job)
+        raise _missing(job)
+    if not write and isinstance(target, str) and _hidden(services, principal, target):
+        # the meta names the target and the tasks' results are its shards: an existing target
+        # the caller may not read answers as missing everywhere else, so the job does too
+        raise _missing(job)
     if write and isinstance(target, str):
         try:
             dataset = services.catalog.get_dataset(target)
@@ -81,6 +87,19 @@ def _may_work(services: Services, principal: Principal, job: str, *, write: bool
                 dataset=target,
             ) from None
         require(principal, dataset, "writer")
+
+
+def _missing(job: str) -> JobNotFound:
+    """The very answer a job that does not exist gives."""
+    return JobNotFound(f"task job {job!r} not found: start it with `datahub pack` first", job=job)
+
+
+def _hidden(services: Services, principal: Principal, name: str) -> bool:
+    """Whether ``name`` exists and the caller may not read it (a missing one hides nothing)."""
+    try:
+        return not can(principal, services.catalog.get_dataset(name), "reader")
+    except DatasetNotFound:
+        return False
 
 
 def _reads(services: Services, principal: Principal, name: str) -> bool:
