@@ -45,9 +45,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.scale import scale  # noqa: E402
-from bench.scale.small_commit import io_bytes, spread_changes  # noqa: E402
+from bench.scale.small_commit import evict, io_bytes, spread_changes  # noqa: E402
 from datahub.catalog import Delete, Put, Record  # noqa: E402
-from datahub.catalog.revisions import OPEN  # noqa: E402
+from datahub.catalog.revisions import OPEN, batched  # noqa: E402
 from datahub.catalog.sqlite_read_ahead import READ_AHEAD_THREADS, LeafReadAhead  # noqa: E402
 from datahub.catalog.sqlite_schema import RECORD_COLS, dump_json  # noqa: E402
 
@@ -78,23 +78,14 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def batches(changes: Iterator[Put | Delete]) -> Iterator[list[Put | Delete]]:
-    batch: list[Put | Delete] = []
-    for change in changes:
-        batch.append(change)
-        if len(batch) == BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def key_of(change: Put | Delete) -> str:
     return change.record.key if isinstance(change, Put) else change.key
 
 
 def lookup(conn: sqlite3.Connection, dataset_id: int, keys: list[str]) -> dict[str, int]:
-    """The open revisions of ``keys`` (as a commit's planner asks), by key: their from_seq."""
+    """The open revisions of ``keys`` by key: their from_seq. The statement of
+    ``sqlite_commit._lookup``, without decoding each row into a ``Record`` (SQLite's side of a
+    lookup; every mode runs this same one)."""
     out: dict[str, int] = {}
     for i in range(0, len(keys), 500):
         chunk = keys[i : i + 500]
@@ -115,11 +106,7 @@ def values(r: Record) -> tuple:
 def run(args: argparse.Namespace) -> None:
     db = (args.catalog / "catalog.db").resolve()
     if args.evict:
-        fd = os.open(db, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict(db)
     conn = connect(db)
     dataset_id, base = conn.execute(
         "SELECT d.id, MAX(v.seq) FROM datasets d JOIN versions v ON v.dataset_id = d.id WHERE d.name = ?",
@@ -145,7 +132,7 @@ def run(args: argparse.Namespace) -> None:
     conn.execute("BEGIN IMMEDIATE" if args.mode == "inplace" else "BEGIN")
     if side is not None:
         side.execute("BEGIN IMMEDIATE")
-    stream = batches(spread_changes(args.records, args.fraction, base))
+    stream = batched(spread_changes(args.records, args.fraction, base), BATCH)
     batch = next(stream, None)
     while batch is not None:
         following = next(stream, None)

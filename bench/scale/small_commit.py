@@ -75,6 +75,15 @@ def clustered_changes(n: int, fraction: float, base: int) -> Iterator[Put]:
         yield Put(scale.record(i, generation=base)) if j % 5 < 4 else Put(scale.record(added + j))
 
 
+def evict(path: Path) -> None:
+    """Drop ``path`` from the OS page cache (POSIX_FADV_DONTNEED): the next run starts cold."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def io_bytes() -> tuple[int, int]:
     fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
     return int(fields["read_bytes"]), int(fields["write_bytes"])
@@ -142,11 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     scale.key_of = scale.key_tree
     db = (args.catalog / "catalog.db").resolve()
     if args.evict:
-        fd = os.open(db, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict(db)
     catalog = Catalog(SQLiteCatalogStore(db, read_ahead_threads=args.read_ahead_threads))
     base = catalog.resolve(args.dataset).seq
     print(
