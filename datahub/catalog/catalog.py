@@ -417,8 +417,8 @@ def changes_between(
     version is its listing, put whole, ``fuse_adapter.bucket_listing``); otherwise only the
     records that differ. ``wanted`` out of key order would delete keys it holds, so it is
     refused with InvalidInput, which rolls the caller's commit back."""
-    wanted = iter(wanted)
-    cur, want = next(current, None), next(wanted, None)
+    source = iter(wanted)
+    cur, want = next(current, None), next(source, None)
     while cur is not None or want is not None:
         if want is None or (cur is not None and cur.key < want.key):
             yield Delete(cur.key)  # type: ignore[union-attr]
@@ -430,7 +430,7 @@ def changes_between(
             if put_unchanged or cur != want:
                 yield Put(want)
             cur = next(current, None)
-        following = next(wanted, None)
+        following = next(source, None)
         if following is not None and following.key <= want.key:
             raise InvalidInput(
                 f"a listing is not in key order: {following.key!r} after {want.key!r}; no version created",
