@@ -194,7 +194,7 @@ def readers(
 ) -> None:
     """What the delta layout costs a reader of version ``new`` (one unfolded version), warm:
     a lookup probes ``records`` and each side table; a listing merges their key ranges."""
-    keys = [scale.key_of(i) for i in range(0, n, n // 10_000)]
+    keys = [scale.key_of(i) for i in range(0, n, max(1, n // 10_000))]
     for k in keys[:2000]:  # warm the pages both variants read
         conn.execute("SELECT 1 FROM records WHERE dataset_id = ? AND key = ?", (dataset_id, k)).fetchall()
 

@@ -25,10 +25,10 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-# Reads in flight at once (each thread one synchronous read). 16, not 4: a cold spread 1 %
-# commit at 10^8 cost 70 CPU-s against 77 with 4 (two pairs in turns; random page reads cost
-# less CPU each with more in flight, and the disk answers more of them per second;
-# docs/catalog.md, "Eighth pass"). Each thread's connection holds a 1 MiB page cache.
+# Reads in flight at once (each thread one synchronous read). 16, not 4: the disk answers
+# about twice the random page reads a second and each costs less CPU, and a cold spread 1 %
+# commit at 10^8 took 4-9 % less CPU (docs/catalog.md, "Eighth pass"; 32 did no better).
+# Each thread's connection holds a 1 MiB page cache.
 READ_AHEAD_THREADS = 16
 _CHUNK = 250  # keys per statement (bound parameters)
 
