@@ -24,7 +24,8 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from datahub.catalog.model import Change, Delete, Put, Record, Version
+from datahub.catalog.catalog import changes_between
+from datahub.catalog.model import Change, Record, Version
 from datahub.errors import InvalidInput
 from datahub.storage.base import ObjectInfo, ObjectRef
 from datahub.validation import check_new_key
@@ -37,20 +38,24 @@ LISTERS = 4  # directories listed at once (a lookup waits for its own directory'
 FLUSH = 1000  # entries handed to the tree at a time: about one LIST page
 
 
-def _head_keys(catalog, dataset: str) -> set[str]:
-    """The keys of the snapshot dataset's newest version (none yet: empty)."""
+def _head_records(catalog, dataset: str) -> Iterator[Record]:
+    """The records of the snapshot dataset's newest version in key order (none yet: none),
+    streamed: the store lists by keyset pages, so a head of 10^7 keys is never held whole
+    (issue 38: a set of its keys took GBs)."""
     head = catalog.store.head(dataset)
-    return {r.key for r in catalog.list_records(dataset, head)} if head else set()
+    return catalog.list_records(dataset, head) if head else iter(())
 
 
-def _exactly(records: Iterable[Record], stale: set[str]) -> Iterator[Change]:
-    """Changes making the next version exactly ``records``: puts of them, then deletes of the
-    keys of ``stale`` (the head's) they lack. Puts alone would keep every key of the head:
-    one deleted from the bucket since, or one any token planted in the dataset."""
-    for r in records:
-        stale.discard(r.key)
-        yield Put(r)
-    yield from (Delete(key) for key in sorted(stale))
+def _exactly(records: Iterable[Record], head: Iterator[Record]) -> Iterator[Change]:
+    """Changes making the next version exactly ``records``: puts of them all, and deletes of
+    the keys of ``head`` they lack. Puts alone would keep every key of the head: one deleted
+    from the bucket since, or one any token planted in the dataset.
+
+    Both sides come in key order (a bucket lists in UTF-8 byte order, which is ``str`` order;
+    the catalog's keys are TEXT in binary order, the same; the tree walks its files in it), so
+    this is a streaming merge holding one record of each side; a listing out of order is
+    refused (the commit rolls back) rather than deleting keys it holds."""
+    return changes_between(head, records, put_unchanged=True)
 
 
 class BucketLister:
@@ -167,7 +172,7 @@ class BucketLister:
         try:
             version = catalog.commit(
                 self._dataset,
-                _exactly(records, _head_keys(catalog, self._dataset)),
+                _exactly(records, _head_records(catalog, self._dataset)),
                 message=f"snapshot of {self._url} taken by a mount",
                 author=getpass.getuser(),
                 lineage={"snapshot_of": self._url},

@@ -18,6 +18,8 @@ process's CPU (user, system) and its caller's thread alone, bytes read and writt
 row), and the ``COMMIT`` with its checkpoint (SQLite's automatic checkpoint runs inside it),
 and the totals with the load average. ``--profile`` adds a cProfile of the caller's thread
 (Python's share; SQLite's statements show as their ``execute`` calls).
+``--clustered`` changes one run of consecutive keys instead (``clustered_changes``: the
+pages a commit touches grow with its changes, not with their spread).
 ``--read-ahead-threads 0`` commits without reading the next batch's pages ahead
 (``sqlite_read_ahead``): run both in turns for an A/B on the same catalog.
 """
@@ -59,6 +61,27 @@ def spread_changes(n: int, fraction: float, base: int) -> Iterator[Put | Delete]
             yield Delete(scale.key_of(i))
         else:
             yield Put(scale.record(added + j))
+
+
+def clustered_changes(n: int, fraction: float, base: int) -> Iterator[Put]:
+    """``fraction`` of v1's ``n`` keys in ONE run of consecutive keys (a region of the key space,
+    as a new shard of a dataset or a re-labelled directory): 4 modified puts and 1 added in
+    every 5, no deletes (an earlier spread run may have deleted keys of the region; a put of
+    one adds it back). Each version takes another region."""
+    count = round(n * fraction)
+    start = (base * 7919 * count) % (n - count)
+    added = n + base * (count + 1) * 2 + 10**9  # apart from every spread run's additions
+    for j, i in enumerate(range(start, start + count)):
+        yield Put(scale.record(i, generation=base)) if j % 5 < 4 else Put(scale.record(added + j))
+
+
+def evict(path: Path) -> None:
+    """Drop ``path`` from the OS page cache (POSIX_FADV_DONTNEED): the next run starts cold."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def io_bytes() -> tuple[int, int]:
@@ -113,6 +136,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--every", type=float, default=5.0, help="seconds between timeline lines")
     p.add_argument("--profile", action="store_true", help="cProfile the caller's thread")
     p.add_argument(
+        "--clustered", action="store_true",
+        help="the changed keys in one region of the key space (clustered_changes), not spread",
+    )  # fmt: skip
+    p.add_argument(
         "--evict", action="store_true",
         help="evict the catalog file from the OS page cache first (POSIX_FADV_DONTNEED): a cold start",
     )  # fmt: skip
@@ -124,16 +151,12 @@ def main(argv: list[str] | None = None) -> None:
     scale.key_of = scale.key_tree
     db = (args.catalog / "catalog.db").resolve()
     if args.evict:
-        fd = os.open(db, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+        evict(db)
     catalog = Catalog(SQLiteCatalogStore(db, read_ahead_threads=args.read_ahead_threads))
     base = catalog.resolve(args.dataset).seq
     print(
         f"bench/scale/small_commit.py: {args.dataset}@v{base} of {db.stat().st_size / 2**30:.1f} GiB, "
-        f"{args.fraction:.2%} of {args.records:,} keys spread -> v{base + 1}, "
+        f"{args.fraction:.2%} of {args.records:,} keys {'clustered' if args.clustered else 'spread'} -> v{base + 1}, "
         f"{args.read_ahead_threads} read-ahead threads; "
         f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load {os.getloadavg()}",
         flush=True,
@@ -142,7 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     marks: dict[str, float] = {}
 
     def counted() -> Iterator[Put | Delete]:
-        for change in spread_changes(args.records, args.fraction, base):
+        changes = clustered_changes if args.clustered else spread_changes
+        for change in changes(args.records, args.fraction, base):
             timeline.handed += 1
             yield change
         marks["changes read"] = time.perf_counter()

@@ -296,7 +296,7 @@ class Catalog:
         return self.store.commit(
             target,
             head,
-            _nonempty(_changes_between(current, wanted), target, described),
+            _nonempty(changes_between(current, wanted), target, described),
             message=message or f"derive {described}",
             author=author,
             lineage={"derived_from": f"{dataset}@v{source.seq}", "filter": str(filt)},
@@ -407,20 +407,36 @@ def _check_change(dataset: str, n: int, change: Change) -> None:
         )
 
 
-def _changes_between(current: Iterator[Record], wanted: Iterator[Record]) -> Iterator[Change]:
-    """Changes turning sorted listing ``current`` into sorted listing ``wanted`` (streaming merge)."""
-    cur, want = next(current, None), next(wanted, None)
+def changes_between(
+    current: Iterator[Record], wanted: Iterable[Record], *, put_unchanged: bool = False
+) -> Iterator[Change]:
+    """Changes turning the listing ``current`` into ``wanted``, both in key order (a streaming
+    merge: one record of each side held, whatever their sizes).
+
+    ``put_unchanged`` puts every record of ``wanted``, equal or not (a bucket snapshot's
+    version is its listing, put whole, ``fuse_adapter.bucket_listing``); otherwise only the
+    records that differ. ``wanted`` out of key order would delete keys it holds, so it is
+    refused with InvalidInput, which rolls the caller's commit back."""
+    source = iter(wanted)
+    cur, want = next(current, None), next(source, None)
     while cur is not None or want is not None:
         if want is None or (cur is not None and cur.key < want.key):
             yield Delete(cur.key)  # type: ignore[union-attr]
             cur = next(current, None)
-        elif cur is None or want.key < cur.key:
+            continue
+        if cur is None or want.key < cur.key:
             yield Put(want)
-            want = next(wanted, None)
         else:
-            if cur != want:
+            if put_unchanged or cur != want:
                 yield Put(want)
-            cur, want = next(current, None), next(wanted, None)
+            cur = next(current, None)
+        following = next(source, None)
+        if following is not None and following.key <= want.key:
+            raise InvalidInput(
+                f"a listing is not in key order: {following.key!r} after {want.key!r}; no version created",
+                key=following.key,
+            )
+        want = following
 
 
 def _reversed(entry: DiffEntry) -> DiffEntry:
