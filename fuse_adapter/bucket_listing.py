@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from datahub.catalog.catalog import changes_between
 from datahub.catalog.model import Change, Record, Version
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, StaleBase
 from datahub.storage.base import ObjectInfo, ObjectRef
 from datahub.validation import check_new_key
 from fuse_adapter.listing_load import load_records
@@ -36,13 +36,13 @@ log = logging.getLogger(__name__)
 
 LISTERS = 4  # directories listed at once (a lookup waits for its own directory's first page)
 FLUSH = 1000  # entries handed to the tree at a time: about one LIST page
+SNAPSHOT_TRIES = 3  # commits refused because the head moved before the snapshot is given up
 
 
-def _head_records(catalog, dataset: str) -> Iterator[Record]:
-    """The records of the snapshot dataset's newest version in key order (none yet: none),
+def _head_records(catalog, dataset: str, head: int) -> Iterator[Record]:
+    """The records of version ``head`` of the snapshot dataset in key order (0: none),
     streamed: the store lists by keyset pages, so a head of 10^7 keys is never held whole
     (issue 38: a set of its keys took GBs)."""
-    head = catalog.store.head(dataset)
     return catalog.list_records(dataset, head) if head else iter(())
 
 
@@ -98,9 +98,11 @@ class BucketLister:
         )
         if whole:
             if self._feed.error is None:
-                refs = tree.walk_files(ROOT_INODE)
                 self.version = self._commit(
-                    Record(k, r.url, r.etag, r.size, meta={"mtime": m / 1e9}) for k, r, m in refs
+                    lambda: (
+                        Record(k, r.url, r.etag, r.size, meta={"mtime": m / 1e9})
+                        for k, r, m in tree.walk_files(ROOT_INODE)
+                    )
                 )
             return
         self.by_directory = True
@@ -118,9 +120,14 @@ class BucketLister:
         self._whole.wait()
         if self._stopped:
             return
-        counted = type(info)(source=self._url)  # skipped keys of this listing alone
-        version = self._commit(self.records(counted))
-        info.skipped = counted.skipped
+        counts = []  # skipped keys of each listing taken (a retry lists again)
+
+        def listing() -> Iterator[Record]:
+            counts.append(type(info)(source=self._url))
+            return self.records(counts[-1])
+
+        version = self._commit(listing)
+        info.skipped = counts[-1].skipped if counts else 0
         if version is not None:
             info.files, info.bytes = version.record_count, version.total_bytes
         self.version = version
@@ -166,17 +173,34 @@ class BucketLister:
                 continue
             yield Record(obj.key, store.url_for(obj.key), obj.etag, obj.size, meta={"mtime": obj.mtime})
 
-    def _commit(self, records: Iterable[Record]) -> Version | None:
+    def _commit(self, records: Callable[[], Iterable[Record]]) -> Version | None:
+        """Commit exactly ``records()`` as the snapshot's next version.
+
+        Why the base and the retries: the deletes are the head's keys the listing lacks, so
+        the head they come from must be the version the commit goes on. Any token may commit
+        to the dataset; one landing between reading the head and the commit's turn made the
+        snapshot go on top of it while deleting only the older head's keys, and its planted
+        records stayed in the snapshot. With ``base`` the store refuses such a commit
+        (StaleBase); the next try reads the new head and lists again."""
         info = self._info
         catalog = self._catalog_factory()
         try:
-            version = catalog.commit(
-                self._dataset,
-                _exactly(records, _head_records(catalog, self._dataset)),
-                message=f"snapshot of {self._url} taken by a mount",
-                author=getpass.getuser(),
-                lineage={"snapshot_of": self._url},
-            )
+            for attempt in range(1, SNAPSHOT_TRIES + 1):
+                head = catalog.store.head(self._dataset) or 0
+                try:
+                    version = catalog.commit(
+                        self._dataset,
+                        _exactly(records(), _head_records(catalog, self._dataset, head)),
+                        base=head,
+                        message=f"snapshot of {self._url} taken by a mount",
+                        author=getpass.getuser(),
+                        lineage={"snapshot_of": self._url},
+                    )
+                    break
+                except StaleBase:
+                    if attempt == SNAPSHOT_TRIES:
+                        raise
+                    log.info("%s changed while its snapshot was committed; taking it again", self._dataset)
             info.versions.append(f"{self._dataset}@v{version.seq}")
             info.state = "ready"
             log.info("snapshot of %s committed as %s@v%d", self._url, self._dataset, version.seq)

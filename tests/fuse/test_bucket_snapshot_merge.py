@@ -78,7 +78,7 @@ def test_a_snapshot_of_1e5_keys_holds_the_head_one_record_at_a_time(tmp_path: Pa
     lister = _lister(url)
     tracemalloc.start()
     try:
-        version = lister._commit(_listing(bucket))
+        version = lister._commit(lambda: _listing(bucket))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -102,7 +102,7 @@ def test_a_snapshot_of_1e5_keys_holds_the_head_one_record_at_a_time(tmp_path: Pa
 
 def test_a_snapshot_deletes_what_the_bucket_lacks_at_either_end_and_between(tmp_path: Path) -> None:
     url = _catalog_with_head(tmp_path, ["a", "a/b", "a0", "m", "planted", "zz"])
-    version = _lister(url)._commit(_listing(["a.txt", "a/b", "b", "m"]))
+    version = _lister(url)._commit(lambda: _listing(["a.txt", "a/b", "b", "m"]))
     assert version is not None
     catalog = open_catalog(url)
     try:
@@ -115,7 +115,7 @@ def test_a_listing_out_of_key_order_commits_nothing(tmp_path: Path) -> None:
     """A merge of a listing out of order would delete keys the bucket holds: refused."""
     url = _catalog_with_head(tmp_path, ["a", "b", "c"])
     lister = _lister(url)
-    assert lister._commit(_listing(["a", "c", "b"])) is None
+    assert lister._commit(lambda: _listing(["a", "c", "b"])) is None
     assert lister._info.state == "failed" and "not in key order" in lister._info.error
     catalog = open_catalog(url)
     try:
@@ -137,3 +137,43 @@ def test_changes_between_is_one_merge_for_derive_and_snapshots(put_unchanged: bo
     assert got == [Delete("a"), *same, Put(_record("c", size=5)), Put(_record("d")), *tail]
     with pytest.raises(InvalidInput, match="not in key order"):
         list(changes_between(iter(current), iter([_record("b"), _record("b")])))
+
+
+def test_records_planted_while_the_snapshot_waits_for_its_turn_are_deleted(tmp_path: Path) -> None:
+    """Any token may commit to the snapshot dataset. A commit landing between the snapshot's
+    reading of the head and its own turn made the snapshot go on top of it while deleting only
+    the older head's keys: the planted record stayed in the snapshot (commit11's finding).
+    Now the snapshot names its base, is refused (StaleBase), and takes the new head again."""
+    url = _catalog_with_head(tmp_path, ["a", "b"])
+    plants: list[int] = []
+
+    class PlantingFirst:
+        """The mount's catalog; another principal's commit lands just before the first one."""
+
+        def __init__(self) -> None:
+            self._catalog = open_catalog(url)
+
+        def __getattr__(self, name: str):
+            return getattr(self._catalog, name)
+
+        def commit(self, dataset: str, changes, **kw):
+            if not plants:
+                other = open_catalog(url)
+                try:
+                    v = other.commit(DATASET, [Put(_record("ghost.txt"))], message="plant", author="mallory")
+                finally:
+                    other.close()
+                plants.append(v.seq)
+            return self._catalog.commit(dataset, changes, **kw)
+
+    lister = BucketLister(
+        None, None, None, MountInfo(source="s3://snap"), PlantingFirst, DATASET, "s3://snap", whole_max=0
+    )  # fmt: skip
+    version = lister._commit(lambda: _listing(["a", "b", "c"]))
+    assert version is not None, lister._info.error
+    assert plants == [2] and version.seq == 3
+    catalog = open_catalog(url)
+    try:
+        assert [r.key for r in catalog.list_records(DATASET, version.seq)] == ["a", "b", "c"]
+    finally:
+        catalog.close()
