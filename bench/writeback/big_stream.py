@@ -73,7 +73,7 @@ def main() -> None:
     try:
         time.sleep(1)
         for name, m in mounts.items():
-            writes = [line for line in m.log().splitlines() if "writes" in line]
+            writes = [line for line in m.log().splitlines() if "writes:" in line]
             print(
                 f"# mount --passthrough ({name}): pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else '?'}"
             )
@@ -92,7 +92,7 @@ def main() -> None:
                     before = cpu_seconds(m.pid)
                     secs, no = stream(m.mnt / f"f-{piece}-{r}", size, piece, False)
                     cpu[name].append((cpu_seconds(m.pid) - before) / (size / MiB))
-                    (m.mnt / f"f-{piece}-{r}").unlink()
+                    (m.mnt / f"f-{piece}-{r}").unlink(missing_ok=True)  # a refused new file is gone
                     if no:
                         refused[name] += 1
                     else:
