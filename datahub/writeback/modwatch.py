@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-MERGE = 0.001  # seconds slept after each batch of events (see the module)
+MERGE = 0.005  # seconds slept after each batch of events (see the module)
 _IN_MODIFY = 0x2
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 _libc = ctypes.CDLL(None, use_errno=True)
