@@ -110,6 +110,8 @@ def main() -> None:
             print(
                 f"# mount --passthrough ({name}): {len(outran)} files outran the watcher (the daemon's log)"
             )
+            for line in outran[:5]:
+                print(f"#   {line.split(': ', 1)[-1]}")
         print(f"# load after: {load()}")
     finally:
         for m in mounts.values():
