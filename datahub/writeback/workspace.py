@@ -585,6 +585,8 @@ class Workspace:
         self.uploads.shutdown()
         for of in self.open_files():
             of.closed()
+        if self._staging is not None:
+            self._staging.close()
         for closer in self.closers:
             try:
                 closer()

@@ -259,3 +259,105 @@ def test_a_staged_file_that_outgrew_its_reservation_is_refused_one_fsynced_as_it
     assert read_all(ws, "kept.bin") == data
     with pytest.raises(NotFound):
         ws.stat("refused.bin")  # never acknowledged: gone with the crash
+
+
+def test_a_staged_file_written_far_past_its_first_reservation_with_no_fsync_is_committed(
+    env: Env, monkeypatch
+) -> None:
+    """Blocker (a) of docs/writeback.md point 7: a single stream of writes (``torch.save``)
+    with no fsync grows far past the reservation made with the file. The watcher hears the
+    writes (inotify) and reserves ahead, so the close commits it. The test waits, before
+    each write that would leave the blocks counted, for the reservation to move: what it
+    checks is that the watcher grows it, not how fast."""
+    from datahub.writeback import staged
+
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 << 20)
+    ws = env.open()
+    data = os.urandom(12 << 20)
+    step = 256 << 10
+    fh = ws.open("ckpt.pt", create=True, truncate=True, staged=True)
+    of = fh._of
+    assert of.reserved == 1 << 20
+    for off in range(0, len(data), step):
+        _wait(lambda off=off: of.reserved > off + step)
+        staged_write(fh, off, data[off : off + step])
+    fh.close()
+    ws = env.crash_and_reopen(ws)
+    assert read_all(ws, "ckpt.pt") == data
+
+
+def test_a_writer_that_outran_the_watcher_is_refused_never_committed(env: Env, monkeypatch) -> None:
+    """The watcher's rule (``StagedFile._extend``): blocks given after the file already
+    reached its reservation are not counted, since a write may have failed for space past
+    it before they were given. Growing then (the watcher late) changes nothing: refused."""
+    from datahub.writeback import staged
+
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 << 20)
+    ws = env.open()
+    fh = ws.open("late.bin", create=True, truncate=True, staged=True)
+    staged_write(fh, 0, os.urandom(5 << 19))  # 2.5 MiB in one write: past the 1 MiB reserved
+    fh._of.grow()  # what the watcher does on the write's event, however late
+    fh._of._extend(16 << 20)  # and what an fsync's growth does
+    assert fh._of.reserved == 1 << 20
+    with pytest.raises(NoSpace, match="reserved"):
+        fh.fsync()
+    with pytest.raises(NoSpace):
+        fh.close()
+    ws = env.crash_and_reopen(ws)
+    with pytest.raises(NotFound):
+        ws.stat("late.bin")
+
+
+def test_a_truncate_that_raced_a_write_past_it_counts_no_new_blocks(env: Env) -> None:
+    """``StagedFile.truncate``: a write past the new size that lands between the truncate
+    and its new reservation had no blocks reserved, so it may have failed half done: the
+    file is refused until a later truncate, never committed torn. The race is made by
+    writing between the two steps (a writer in the kernel can do it at that moment)."""
+    ws = env.open()
+    fh = ws.open("t.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    data = os.urandom(1 << 20)
+    staged_write(fh, 0, data)
+    fh.fsync()
+    real = of._reserve_past
+
+    def racing(size: int, upto: int) -> None:
+        os.pwrite(of.fd, b"w" * 8192, size)  # the kernel writes past the truncated end
+        real(size, upto)
+
+    of._reserve_past = racing
+    fh.truncate(4096)
+    del of._reserve_past
+    assert of.reserved <= 4096
+    with pytest.raises(NoSpace):
+        fh.fsync()
+    fh.truncate(100)  # a truncate with nobody writing: counted again
+    fh.close()
+    assert read_all(env.crash_and_reopen(ws), "t.bin") == data[:100]
+
+
+def test_a_growing_truncate_reserves_the_new_range_before_it_exists(env: Env) -> None:
+    """A write into the hole a growing truncate makes could fail for space half done and
+    leave the size as the truncate set it, which no check sees: so the blocks of the new
+    range are the file's before the file is that long (``StagedFile.truncate``)."""
+    ws = env.open()
+    fh = ws.open("g.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    staged_write(fh, 0, b"a" * 4096)
+    fh.fsync()
+    grown = of.reserved + (8 << 20)  # past what was reserved: the new range needs new blocks
+    calls: list[tuple[int, int]] = []  # (file size when called, bytes reserved after)
+    real = of._reserve_past
+
+    def recorded(size: int, upto: int) -> None:
+        real(size, upto)
+        calls.append((os.fstat(of.fd).st_size, of.reserved))
+
+    of._reserve_past = recorded
+    fh.truncate(grown)
+    del of._reserve_past
+    assert calls[0][0] == 4096 and calls[0][1] > grown, calls  # reserved while still 4 KiB long
+    st = os.fstat(of.fd)
+    assert st.st_size == grown and st.st_blocks * 512 >= grown
+    fh.close()
+    assert read_all(env.crash_and_reopen(ws), "g.bin") == b"a" * 4096 + bytes(grown - 4096)
