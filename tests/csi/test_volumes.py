@@ -131,6 +131,26 @@ def test_volume_config_round_trips_through_load_config(tmp_path) -> None:
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
+def test_a_volumes_secrets_set_its_s3_and_never_the_shared_tiers(tmp_path) -> None:
+    """cache.shared_s3 of a volume's config is the plugin's S3 settings (its own
+    cache.shared_s3 if set, else its [s3]), whatever the secrets give [s3]."""
+    plugin_s3 = {
+        "endpoint_url": "http://rgw:7480",
+        "access_key_id": "plugin",
+        "secret_access_key": "p-secret",
+    }
+    base = load_config(env={}, overrides={"home": str(tmp_path / "home"), "s3": plugin_s3})
+    secrets = parse_secrets({"s3AccessKeyId": "pod", "s3SecretAccessKey": "pod-secret"})
+    loaded = write_volume_config(base, secrets, tmp_path / "a" / "datahub.toml")
+    assert (loaded.s3.access_key_id, loaded.s3.secret_access_key) == ("pod", "pod-secret")
+    assert loaded.cache.shared_s3 == base.s3
+    cache_key = {"access_key_id": "cache", "secret_access_key": "c-secret", "region": "eu-1"}
+    base = load_config(env={}, overrides={"home": str(tmp_path / "home"), "cache": {"shared_s3": cache_key}})
+    loaded = write_volume_config(base, secrets, tmp_path / "b" / "datahub.toml")
+    assert loaded.cache.shared_s3 == base.cache.shared_s3 and loaded.cache.shared_s3.region == "eu-1"
+    assert loaded.s3.access_key_id == "pod"
+
+
 def test_access_lists() -> None:
     from csi.access import pod_principal, require
     from datahub.catalog.model import Dataset
