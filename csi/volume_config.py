@@ -51,6 +51,18 @@ def write_volume_config(base: Config, overrides: Mapping[str, Any], path: Path) 
             data[key] = {**data[key], **value}
         else:
             data[key] = value
+    return _write(base, data, path)
+
+
+def renew_shared_tier(base: Config, path: Path) -> Config:
+    """Rewrite the volume config at ``path`` with the plugin's current shared-tier S3 settings
+    before its mount process is started again: a file written before ``cache.shared_s3``
+    existed (its shared tier used the secrets' keys), or before the plugin's keys were
+    rotated, would otherwise keep them. The secrets in it stay as they are."""
+    return _write(base, load_config(path, env={}).model_dump(), path)
+
+
+def _write(base: Config, data: dict[str, Any], path: Path) -> Config:
     data["cache"]["shared_s3"] = (base.cache.shared_s3 or base.s3).model_dump()  # never the secrets'
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)

@@ -12,14 +12,17 @@ server's request log).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.csi.conftest import CsiEnv, Plugin, make_env
+from fuse_adapter.daemon import DEAD_DAEMON_ERRNOS
+from tests.csi.conftest import CsiEnv, Plugin, make_env, wait_until
 from tests.csi.test_bucket_cache_access import IamMoto, plugin, read  # noqa: F401 - plugin: its fixture, on this module's env
 from tests.csi.test_publish import pod_info
 
@@ -115,3 +118,37 @@ def test_a_workspace_volume_keeps_its_chunks_in_the_shared_tier_with_the_plugins
         Bucket=env.bucket, Key="objects/workspaces/shared-creds/out.bin"
     )
     assert flushed["Body"].read() == data
+
+
+def test_a_remount_gives_a_config_written_before_the_fix_the_plugins_shared_tier_settings(
+    plugin: Plugin,  # noqa: F811 - the fixture imported above
+    env: CsiEnv,
+    iam: SharedMoto,
+) -> None:
+    """A volume published by an older plugin has no ``cache.shared_s3`` in its config file:
+    when the supervisor starts its mount process again, the file gets the plugin's (without,
+    the workspace's shared tier is asked with the tenant's key and the remount fails)."""
+    target = env.target("ws-renewed")
+    context = {"workspace": "renewed", **pod_info("team-a", "trainer")}
+    plugin.publish(target, context, volume_id="ws-renewed", secrets=iam.tenant)
+    try:
+        Path(target, "kept.bin").write_bytes(b"acknowledged")
+        (record,) = [p for p in plugin.state() if p["target_path"] == target]
+        config = Path(record["volume_dir"], "datahub.toml")
+        lines = config.read_text().splitlines(keepends=True)
+        config.write_text("".join(line for line in lines if not line.startswith("shared_s3 =")))
+        os.kill(record["pid"], signal.SIGKILL)
+
+        def serving() -> bool:
+            try:
+                return Path(target, "kept.bin").read_bytes() == b"acknowledged"
+            except OSError as exc:
+                assert exc.errno in DEAD_DAEMON_ERRNOS | {errno.ENOENT}, exc
+                return False
+
+        wait_until(serving, 90, "the remounted workspace serves its acknowledged file")
+        assert "shared_s3 =" in config.read_text() and oct(config.stat().st_mode & 0o777) == "0o600"
+        statuses = shared_requests(iam)
+        assert statuses and "403" not in statuses, "the shared tier was asked with the tenant's key"
+    finally:
+        plugin.unpublish(target, "ws-renewed")

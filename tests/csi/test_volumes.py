@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from csi.volume_config import write_volume_config
+from csi.volume_config import renew_shared_tier, write_volume_config
 from csi.volumes import Capability, check_capability, parse_context, parse_secrets, workspace_name
 from datahub.config import load_config
 from datahub.errors import InvalidInput
@@ -149,6 +149,18 @@ def test_a_volumes_secrets_set_its_s3_and_never_the_shared_tiers(tmp_path) -> No
     loaded = write_volume_config(base, secrets, tmp_path / "b" / "datahub.toml")
     assert loaded.cache.shared_s3 == base.cache.shared_s3 and loaded.cache.shared_s3.region == "eu-1"
     assert loaded.s3.access_key_id == "pod"
+
+
+def test_a_remount_renews_the_shared_tiers_settings_and_keeps_the_secrets(tmp_path) -> None:
+    """A file written before cache.shared_s3 existed gets the plugin's settings there."""
+    path = tmp_path / "vol" / "datahub.toml"
+    path.parent.mkdir()
+    path.write_text('[s3]\naccess_key_id = "pod"\nsecret_access_key = "pod-secret"\n')
+    base = load_config(env={}, overrides={"s3": {"access_key_id": "plugin", "secret_access_key": "p"}})
+    loaded = renew_shared_tier(base, path)
+    assert (loaded.s3.access_key_id, loaded.s3.secret_access_key) == ("pod", "pod-secret")
+    assert loaded.cache.shared_s3 == base.s3
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 
 def test_access_lists() -> None:
