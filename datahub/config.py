@@ -366,9 +366,9 @@ def _error(
             problems.append(f"unknown configuration key {name!r} in {where}; known: {known}")
         else:
             reason = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(
-                f"invalid configuration value for {name} in {where}: {err.get('input')!r} ({reason})"
-            )
+            secret = {"shared_s3", "secret_access_key"} & {str(p) for p in loc}  # may hold a key
+            shown = "(not shown)" if secret else repr(err.get("input"))
+            problems.append(f"invalid configuration value for {name} in {where}: {shown} ({reason})")
     return InvalidInput("; ".join(problems))
 
 
