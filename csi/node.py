@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 from csi import access, mounts
 from csi.finish import finish_workspace
 from csi.state import Published, StateFile
-from csi.volume_config import write_volume_config
+from csi.volume_config import renew_shared_tier, write_volume_config
 from csi.volumes import (
     KUBERNETES_PREFIX,
     READER_MODES,
@@ -640,6 +640,7 @@ class NodeService:
             mounts.MountProcess.kill(proc)
         mounts.wait_exit(p.pid, None, timeout=30)
         mounts.detach_stale(p.staging)
+        renew_shared_tier(self.config, Path(p.config_path))
         self._start(p, first=False)
         self._put(p, p.target_path)
         log.info(

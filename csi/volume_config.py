@@ -1,5 +1,9 @@
 """The config file a volume's mount process runs with: the plugin's Config plus the volume's secrets.
 
+The secrets set ``[s3]``, which serves the volume's own objects; the node's shared tier is
+the platform's, so ``cache.shared_s3`` always holds the plugin's S3 settings (its own
+``cache.shared_s3``, else its ``[s3]``), whatever the secrets say.
+
 Credentials reach the mount process only through this file: mode 0600 inside a 0700
 directory of the plugin's state dir, never under the target path (the pod sees the target)
 and never on a command line (``ps`` shows those). It is written atomically, and read back
@@ -19,6 +23,8 @@ from datahub.config import Config, load_config
 
 
 def _value(value: Any) -> str:
+    if isinstance(value, Mapping):  # an inline table: [cache]'s shared_s3
+        return "{" + ", ".join(f"{k} = {_value(v)}" for k, v in value.items() if v is not None) + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -45,6 +51,19 @@ def write_volume_config(base: Config, overrides: Mapping[str, Any], path: Path) 
             data[key] = {**data[key], **value}
         else:
             data[key] = value
+    return _write(base, data, path)
+
+
+def renew_shared_tier(base: Config, path: Path) -> Config:
+    """Rewrite the volume config at ``path`` with the plugin's current shared-tier S3 settings
+    before its mount process is started again: a file written before ``cache.shared_s3``
+    existed (its shared tier used the secrets' keys), or before the plugin's keys were
+    rotated, would otherwise keep them. The secrets in it stay as they are."""
+    return _write(base, load_config(path, env={}).model_dump(), path)
+
+
+def _write(base: Config, data: dict[str, Any], path: Path) -> Config:
+    data["cache"]["shared_s3"] = (base.cache.shared_s3 or base.s3).model_dump()  # never the secrets'
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     tmp = path.with_suffix(".tmp")

@@ -58,6 +58,18 @@ def _none_if_empty(value: Any) -> Any:
     return None if value == "" else value
 
 
+def _json_object(value: Any) -> Any:
+    """A section given as one JSON object in an environment variable -> its mapping ("" = unset)."""
+    if not isinstance(value, str):
+        return value
+    if not value.strip():
+        return None
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise ValueError("expected a JSON object of [s3] settings") from exc
+
+
 Size = Annotated[int, BeforeValidator(_size)]
 """A byte count: an int, or a string with an optional unit (``64MiB``, ``1G``, ``512KB``)."""
 OptionalStr = Annotated[str | None, BeforeValidator(_none_if_empty)]
@@ -155,6 +167,8 @@ class CacheConfig(_Section):
     """Shared tier root, e.g. s3://cache-bucket/node-pool ("" = none for the read path; write-back then uses file://<home>/cache/shared)."""
     shared_bytes: Size = 100 * 1024**3
     """Shared tier budget."""
+    shared_s3: Annotated[S3Config | None, BeforeValidator(_json_object)] = None
+    """How the shared tier reaches S3: the [s3] settings as a [cache.shared_s3] table (in the environment, one JSON object); unset: [s3]. A CSI volume's mount gets the plugin's own here, whatever its Secret gives [s3] (docs/csi.md "Credentials")."""
     high_watermark: float = 0.95
     """Background eviction starts when a tier is this full (0 < low_watermark <= high_watermark <= 1)."""
     low_watermark: float = 0.80
@@ -352,9 +366,9 @@ def _error(
             problems.append(f"unknown configuration key {name!r} in {where}; known: {known}")
         else:
             reason = str(err["msg"]).removeprefix("Value error, ")
-            problems.append(
-                f"invalid configuration value for {name} in {where}: {err.get('input')!r} ({reason})"
-            )
+            secret = {"shared_s3", "secret_access_key"} & {str(p) for p in loc}  # may hold a key
+            shown = "(not shown)" if secret else repr(err.get("input"))
+            problems.append(f"invalid configuration value for {name} in {where}: {shown} ({reason})")
     return InvalidInput("; ".join(problems))
 
 

@@ -55,6 +55,17 @@ def test_the_file_comes_from_datahub_config_and_env_names_split_at_the_section(t
     assert cfg.api.max_inflight_body_bytes == 1024**2 and cfg.api.body_read_timeout == 2.5
 
 
+def test_the_shared_tiers_s3_settings_are_a_table_or_one_json_variable(tmp_path: Path) -> None:
+    path = _toml(tmp_path, '[cache.shared_s3]\naccess-key-id = "cache"\nregion = "eu-1"\n')
+    assert load_config(path, env={}).cache.shared_s3.access_key_id == "cache"
+    assert load_config(env={}).cache.shared_s3 is None  # unset: the shared tier uses [s3]
+    cfg = load_config(env={"DATAHUB_CACHE_SHARED_S3": '{"region": "eu-2"}'})
+    assert cfg.cache.shared_s3.region == "eu-2" and cfg.cache.shared_s3.path_style is True
+    with pytest.raises(InvalidInput) as exc:
+        load_config(env={"DATAHUB_CACHE_SHARED_S3": '{"secret_access_key": "hunter2",'})
+    assert "DATAHUB_CACHE_SHARED_S3" in str(exc.value) and "hunter2" not in str(exc.value)
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("64MiB", 64 * 1024**2), ("1G", 10**9), ("1.5KiB", 1536), ("512 kb", 512_000), ("42", 42), ("7B", 7)],

@@ -143,7 +143,7 @@ def build_tiers(config: Config, stores, *, clock: Callable[[], float] = time.mon
                 exc,
             )
     if c.shared_url and c.shared_bytes > 0:
-        tiers.append(SharedTier(stores.store(c.shared_url), c.shared_bytes, clock=clock, **marks))
+        tiers.append(SharedTier(stores.shared_store(c.shared_url), c.shared_bytes, clock=clock, **marks))
     return tiers
 
 

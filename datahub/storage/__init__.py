@@ -182,6 +182,7 @@ class StoreRegistry:
         self._stores: dict[str, ObjectStore] = {}
         self._by_root: dict[str, ObjectStore] = {}  # root URLs as asked (``_stores`` is by canonical root)
         self._s3 = None  # one datahub.storage.s3.S3Connection shared by every bucket
+        self._shared: dict[str, ObjectStore] = {}  # shared_store's, by root URL
         self._closed = False
 
     def for_url(self, url: str) -> tuple[ObjectStore, str]:
@@ -205,6 +206,30 @@ class StoreRegistry:
             self._by_root[root_url] = store
             return store
 
+    def shared_store(self, root_url: str) -> ObjectStore:
+        """The store of the shared tier at ``root_url``: S3 is reached with ``cache.shared_s3``
+        when it is set, never with ``[s3]``.
+
+        The shared tier holds pages (and write-back chunks) that every node serves to every
+        reader; a CSI volume's mount has its pod's credentials in ``[s3]`` and the plugin's
+        in ``cache.shared_s3``, so a pod's key neither needs the shared bucket nor may write
+        it (docs/csi.md "Credentials"). Unset (one user, one config): ``store(root_url)``."""
+        settings = self.config.cache.shared_s3
+        scheme, authority, path = _parse(root_url)
+        if settings is None or scheme != "s3":
+            return self.store(root_url)
+        from datahub.storage.s3 import S3Store
+
+        with self._lock:
+            if self._closed:
+                raise InvalidInput("the store registry is closed")
+            store = self._shared.get(root_url)
+            if store is None:  # its own connection: a client holds one set of credentials
+                store = self._shared[root_url] = S3Store(
+                    authority, path, settings, lean_get=self._lean_s3_get
+                )
+            return store
+
     def _open(self, scheme: str, authority: str, path: str, root_url: str) -> ObjectStore:
         if scheme != "s3":
             return open_store(root_url, self.config)
@@ -217,6 +242,8 @@ class StoreRegistry:
     def close(self) -> None:
         with self._lock:
             stores, self._stores, self._by_root = list(self._stores.values()), {}, {}
+            stores += self._shared.values()
+            self._shared = {}
             connection, self._s3 = self._s3, None
             self._closed = True
         for store in stores:

@@ -101,7 +101,7 @@ def open_workspace(
         }
         fixed = _fixed_settings(journal, wanted, what, explicit_target=target_url is not None)
         target, chunk_size = fixed["target_url"], int(fixed["chunk_size"])
-        shared = stores.store(fixed["shared_url"])
+        shared = stores.shared_store(fixed["shared_url"])
         chunks = ChunkStore(shared, f"{SHARED_PREFIX}/{name}", what, config.cache.writeback_pack_bytes)
         closers.insert(0, chunks.close)
         ws = Workspace(

@@ -42,10 +42,15 @@ class IamMoto:
         self.admin = self.user("plugin", ["s3:*"])  # the plugin's own credentials
         self.reader = self.user("team-a", ["s3:ListBucket", "s3:GetObject"])
         self.lister = self.user("team-b", ["s3:ListBucket"])  # may list, may not read
+        self.more_users()
         # from now on every request is authenticated and checked against the policies
         assert requests.post(f"{self.url}/moto-api/reset-auth", data=b"0", timeout=30).ok
 
-    def user(self, name: str, actions: list[str]) -> dict[str, str]:
+    def more_users(self) -> None:
+        """Users a subclass adds while IAM still accepts any request."""
+
+    def user(self, name: str, actions: list[str], *, denied: tuple[str, ...] = ()) -> dict[str, str]:
+        """A user allowed ``actions`` on every resource but the ``denied`` resources' ARNs."""
         iam = boto3.client(
             "iam", endpoint_url=self.url, region_name="us-east-1",
             aws_access_key_id="testing", aws_secret_access_key="testing",
@@ -53,7 +58,8 @@ class IamMoto:
         iam.create_user(UserName=name)
         policy = {
             "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}],
+            "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]
+            + ([{"Effect": "Deny", "Action": "s3:*", "Resource": list(denied)}] if denied else []),
         }
         iam.put_user_policy(UserName=name, PolicyName="s3", PolicyDocument=json.dumps(policy))
         key = iam.create_access_key(UserName=name)["AccessKey"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from csi.volume_config import write_volume_config
+from csi.volume_config import renew_shared_tier, write_volume_config
 from csi.volumes import Capability, check_capability, parse_context, parse_secrets, workspace_name
 from datahub.config import load_config
 from datahub.errors import InvalidInput
@@ -128,6 +128,38 @@ def test_volume_config_round_trips_through_load_config(tmp_path) -> None:
     assert loaded.s3.secret_access_key == tricky
     assert loaded.cache.ram_bytes == 12345 and loaded.cache.profile == "write-back"
     assert loaded.home_path == base.home_path and loaded.s3.path_style is True
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_volumes_secrets_set_its_s3_and_never_the_shared_tiers(tmp_path) -> None:
+    """cache.shared_s3 of a volume's config is the plugin's S3 settings (its own
+    cache.shared_s3 if set, else its [s3]), whatever the secrets give [s3]."""
+    plugin_s3 = {
+        "endpoint_url": "http://rgw:7480",
+        "access_key_id": "plugin",
+        "secret_access_key": "p-secret",
+    }
+    base = load_config(env={}, overrides={"home": str(tmp_path / "home"), "s3": plugin_s3})
+    secrets = parse_secrets({"s3AccessKeyId": "pod", "s3SecretAccessKey": "pod-secret"})
+    loaded = write_volume_config(base, secrets, tmp_path / "a" / "datahub.toml")
+    assert (loaded.s3.access_key_id, loaded.s3.secret_access_key) == ("pod", "pod-secret")
+    assert loaded.cache.shared_s3 == base.s3
+    cache_key = {"access_key_id": "cache", "secret_access_key": "c-secret", "region": "eu-1"}
+    base = load_config(env={}, overrides={"home": str(tmp_path / "home"), "cache": {"shared_s3": cache_key}})
+    loaded = write_volume_config(base, secrets, tmp_path / "b" / "datahub.toml")
+    assert loaded.cache.shared_s3 == base.cache.shared_s3 and loaded.cache.shared_s3.region == "eu-1"
+    assert loaded.s3.access_key_id == "pod"
+
+
+def test_a_remount_renews_the_shared_tiers_settings_and_keeps_the_secrets(tmp_path) -> None:
+    """A file written before cache.shared_s3 existed gets the plugin's settings there."""
+    path = tmp_path / "vol" / "datahub.toml"
+    path.parent.mkdir()
+    path.write_text('[s3]\naccess_key_id = "pod"\nsecret_access_key = "pod-secret"\n')
+    base = load_config(env={}, overrides={"s3": {"access_key_id": "plugin", "secret_access_key": "p"}})
+    loaded = renew_shared_tier(base, path)
+    assert (loaded.s3.access_key_id, loaded.s3.secret_access_key) == ("pod", "pod-secret")
+    assert loaded.cache.shared_s3 == base.s3
     assert oct(path.stat().st_mode & 0o777) == "0o600"
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from datahub.errors import InvalidInput, InvalidKey
+from datahub.config import load_config
+from datahub.errors import InvalidInput, InvalidKey, StorageError
 from datahub.storage import LocalStore, MemoryStore, StoreRegistry, open_store, split_object_url
 from datahub.storage.s3 import S3Store
 from tests.storage.conftest import make_config
@@ -89,6 +90,26 @@ def test_s3_stores_share_one_connection_and_close_once(tmp_path: Path, moto_endp
     reg.close()
     with pytest.raises(InvalidInput, match="closed"):
         reg.for_url(f"s3://{b1}/x/y")
+
+
+def test_the_shared_tiers_store_reaches_s3_with_cache_shared_s3(tmp_path: Path, moto_endpoint) -> None:
+    """[s3] here points at no server: only cache.shared_s3 reaches moto, and only for shared_store."""
+    moto = moto_endpoint.s3_config_overrides()["s3"]
+    nowhere = {**moto, "endpoint_url": "http://127.0.0.1:9", "max_attempts": 1, "total_timeout": 5.0}
+    config = load_config(
+        env={}, overrides={"home": str(tmp_path), "s3": nowhere, "cache": {"shared_s3": moto}}
+    )
+    bucket = moto_endpoint.new_bucket()
+    reg = StoreRegistry(config)
+    shared = reg.shared_store(f"s3://{bucket}/pool")
+    shared.put("pages/p", b"page")
+    assert reg.shared_store(f"s3://{bucket}/pool") is shared and shared.read("pages/p") == b"page"
+    with pytest.raises(StorageError):
+        reg.store(f"s3://{bucket}/pool").read("pages/p")  # [s3]: the other settings
+    assert reg.shared_store("memory://pool") is reg.store("memory://pool")  # no S3: the one store
+    reg.close()
+    with pytest.raises(InvalidInput, match="closed"):
+        reg.shared_store(f"s3://{bucket}/pool")
 
 
 def test_registry_is_thread_safe(config) -> None:
