@@ -391,14 +391,20 @@ def _env_settings(env: Mapping[str, str]) -> dict[str, Any]:
             continue
         name = name[len(prefix) :]
         if name in SECTIONS:
+            # the value is never echoed: a whole section may hold keys (DATAHUB_S3's
+            # secret_access_key), and this message reaches terminals and logs
             try:
                 top[name] = json.loads(value)
+                why = "" if isinstance(top[name], dict) else f"it is a JSON {type(top[name]).__name__}"
+            except json.JSONDecodeError as exc:
+                why = f"it is not valid JSON: {exc.msg} at character {exc.pos}"
             except ValueError:
-                top[name] = None
-            if not isinstance(top[name], dict):
+                why = "it is not valid JSON"
+            if why:
                 raise InvalidInput(
-                    f"invalid configuration value for {name} in environment variable {key}: {value!r} "
-                    f"(a whole section is a JSON object; or set one setting, e.g. {env_name(name, 'FIELD')})"
+                    f"invalid configuration value for {name} in environment variable {key} (value not "
+                    f"shown): {why}; a whole section is one JSON object, or set one setting, e.g. "
+                    f"{env_name(name, 'FIELD')}"
                 ) from None
         elif name in Config.model_fields:
             top[name] = value

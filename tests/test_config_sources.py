@@ -53,3 +53,16 @@ def test_an_empty_file_and_environment_are_the_defaults(tmp_path: Path) -> None:
     path = tmp_path / "datahub.toml"
     path.write_text("")
     assert load_config(path, env={}) == load_config(None, env={}, overrides={})
+
+
+@pytest.mark.parametrize(
+    "value",
+    ['{"secret_access_key": "SECRETKEY123",', '["SECRETKEY123"]', '"SECRETKEY123"'],
+)
+def test_a_bad_whole_section_variable_never_echoes_its_value(value: str) -> None:
+    """A whole section may hold keys (sharedcreds11's finding: a malformed DATAHUB_S3 put its
+    secret_access_key into the error, which reaches terminals and logs)."""
+    with pytest.raises(InvalidInput) as err:
+        load_config(env={"DATAHUB_S3": value})
+    message = err.value.message
+    assert "SECRETKEY123" not in message and "DATAHUB_S3" in message and "value not shown" in message
