@@ -84,6 +84,9 @@ class Browser:
         self.services = services
         self.images = images
         self.labelx = labelx
+        # the command the snippets show: an installed datahub is on the reader's PATH; ``make
+        # run`` serves from a checkout's .venv, which is not, and sets its own (datahub.demo)
+        self.cli = "datahub"
         # SUMMARY: characters of a message or description shown in a table row (the version
         # and dataset pages show them whole; 4 KiB of one message made a row a page long)
         self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub", "SUMMARY": 200})
@@ -310,18 +313,18 @@ def version_page(
         more=more,
         is_image=is_image,
         chart_query=chart_query,
-        snippets=_snippets(name, version, prefix, filter),
+        snippets=_snippets(b.cli, name, version, prefix, filter),
         sample=charts.SAMPLE,
     )
 
 
-def _snippets(name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:
+def _snippets(cli: str, name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:
     ref = f"{name}@v{version.seq}"
     url = f"datahub://{ref}/{prefix}"
     where = f", where={filter!r}" if filter else ""
     pfx = f", prefix={prefix!r}" if prefix else ""
     return [
-        ("Mount it", f"mkdir -p /mnt/{name} && datahub mount --background /mnt/{name} {ref}"),
+        ("Mount it", f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref}"),
         ("fsspec URL", url),
         (
             "PyTorch",
