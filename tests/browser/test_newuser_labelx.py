@@ -128,3 +128,53 @@ def test_a_page_labelx_cannot_show_is_a_page_that_says_why(chrome: Chrome, env: 
         # the JSON API keeps its JSON, whoever asks
         c.driver.get(f"{base}/labelx/api/projects/999")
         assert '"code":"not_found"' in c.find("body").text
+
+
+def test_labelx_pages_fit_a_phone(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    """At 390 px the top bar's "Log out" ran off the bar onto the page (axe: color-contrast),
+    the project form was cut off at its second column, and on a task the side panel covered
+    the image, fitted to a few pixels beside it. Every page LabelX's admin walks now fits:
+    the usual checks, no sideways scroll, and the image to label is in view and large."""
+    c = chrome
+    with signed_in(c, env, "newuser-lx-30-login") as base:
+        c.driver.set_window_size(390, 844)
+        c.visit(f"{base}/labelx/")
+        for name, value in {
+            "name": "phone",
+            "dataset": "pets",
+            "prefix": "val/",
+            "classes": "cat, dog",
+        }.items():
+            c.find(f"#create-form [name={name}]").send_keys(value)
+        c.find("#create-form [name=annotators]").send_keys("admin")
+        c.find("#create-form button[type=submit]").click()
+        _wait_text(c, "#create-msg", "Created phone with")
+        task = c.find("a[data-task]").get_attribute("href")
+        project = task.rsplit("/tasks/", 1)[0] + "/projects/1"
+        c.shots.mkdir(parents=True, exist_ok=True)
+        for name, url in {
+            "home": f"{base}/labelx/",
+            "task": task,
+            "dashboard": project,
+            "review": f"{project}/review",
+            "admin": f"{base}/labelx/admin",
+        }.items():
+            c.visit(url)
+            if name == "task":
+                _wait_text(c, "#item-key", "val/")
+                WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("id", "image").size["width"] > 1)
+            c.driver.save_screenshot(str(c.shots / f"newuser-lx-phone-{name}.png"))
+            c.check()
+            wide = c.driver.execute_script(
+                "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            assert wide[0] <= wide[1], f"{url}: the page scrolls sideways ({wide[0]} px in {wide[1]})"
+        c.driver.get(task)
+        _wait_text(c, "#item-key", "val/")
+        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("id", "image").size["width"] >= 250)
+        on_top = c.driver.execute_script(
+            "const r = document.getElementById('image').getBoundingClientRect();"
+            "const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);"
+            "return !!hit && document.getElementById('frame').contains(hit);"
+        )
+        assert on_top, "the image to label is covered"
