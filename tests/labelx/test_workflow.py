@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import threading
 
 from PIL import Image
@@ -321,3 +323,27 @@ def test_admin_reassigns_a_task(app):
     assert admin.put(f"/api/tasks/{tid}/assignee", {"assignee": "nobody"}).status_code == 404
     ok(admin.put(f"/api/tasks/{tid}/assignee", {"assignee": None}))  # back to the pool
     assert ok(admin.get(f"/api/projects/{pid}/tasks"))[0]["assignee"] is None
+
+
+def test_an_empty_project_names_a_command_that_lists_what_it_matched(app, env, tmp_path):
+    """Before, the refusal said "check them with `datahub version ls`", a command that does
+    not exist (argparse: invalid choice 'version', exit 2)."""
+    from datahub.cli.main import main
+
+    admin = Session(app, "admin")
+    resp = admin.post(
+        "/api/projects",
+        {
+            "name": "none",
+            "dataset": "pets",
+            "prefix": "img/",
+            "filter": "labels.class=unicorn",
+            "schema": SCHEMA,
+        },
+    )
+    assert resp.status_code == 400
+    message = resp.json()["error"]["message"]
+    command = re.search(r"`datahub (.+?)`", message).group(1)
+    assert command == "ls pets@v1 --prefix img/ --filter labels.class=unicorn", message
+    catalog = ["--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]  # the fixture's catalog
+    assert main([*catalog, *shlex.split(command)]) == 0  # it runs, and lists nothing
