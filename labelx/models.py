@@ -86,7 +86,7 @@ class ProjectCreate(BaseModel):
     )
     prefix: str | None = Field(None, description="only keys under this prefix (a key, '/' may end it)")
     filter: str | None = Field(
-        None, description="record filter, as in `datahub ls --where` (its grammar is checked by the server)"
+        None, description="record filter, as in `datahub ls --filter` (its grammar is checked by the server)"
     )
     schema_: LabelSchemaSpec = Field(alias="schema", description="the label schema")
     task_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TASK_SIZE), BeforeValidator(whole_number)] = 50
