@@ -44,6 +44,8 @@ def invalid_reason(error: dict[str, Any]) -> str:
             (error.get("ctx") or {}).get("pattern", ""), "does not have the expected form"
         )
         return f"{error.get('input')!r}: {rule}"
+    if error.get("type") == "extra_forbidden":  # a misspelt field, never ignored
+        return "unknown field (check its spelling; each request's fields are in /labelx/api/docs)"
     return error.get("msg", "does not match the schema")
 
 

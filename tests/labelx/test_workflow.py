@@ -347,3 +347,24 @@ def test_an_empty_project_names_a_command_that_lists_what_it_matched(app, env, t
     assert command == "ls pets@v1 --prefix img/ --filter labels.class=unicorn", message
     catalog = ["--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]  # the fixture's catalog
     assert main([*catalog, *shlex.split(command)]) == 0  # it runs, and lists nothing
+
+
+def test_a_misspelt_field_is_refused_and_never_erases_a_label(app, env):
+    """Before, unknown fields were ignored: ``{"version": 0, "label": "dog"}`` (for ``value``)
+    saved the item with no value at all (200, its label gone), and ``{"accepted": true}`` (for
+    ``accept``) was read as a rejection. Now each is a 400 naming the field, and nothing changes."""
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    alice = Session(app, "alice")
+    item = _task(alice, pid)["items"][0]
+    assert item["value"] == "cat"
+    typo = alice.put(f"/api/items/{item['id']}", {"version": item["version"], "label": "dog"})
+    assert typo.status_code == 400, typo.text
+    assert "label: unknown field" in typo.json()["error"]["message"], typo.text
+    kept = _task(alice, pid)["items"][0]
+    assert (kept["value"], kept["version"]) == ("cat", item["version"])
+
+    saved = ok(alice.put(f"/api/items/{item['id']}", {"version": item["version"], "value": "dog"}))
+    resp = admin.post(f"/api/items/{item['id']}/review", {"version": saved["version"], "accepted": True})
+    assert resp.status_code == 400 and "accepted: unknown field" in resp.json()["error"]["message"], resp.text
+    assert _task(alice, pid)["items"][0]["status"] == "annotated"
