@@ -125,6 +125,14 @@ def test_a_page_labelx_cannot_show_is_a_page_that_says_why(chrome: Chrome, env: 
         assert c.find("#projects-link").get_attribute("href") == f"{base}/labelx/"
         c.visit(f"{base}/labelx/tasks/999", "newuser-lx-22-no-task", error_page=True)
         assert "999" in c.find(".error-message").text
+        # a mistyped address, and a project id that is not a number: pages too (they were the
+        # JSON API's 404 and 400 bodies, shown raw)
+        c.visit(f"{base}/labelx/projets", "newuser-lx-23-no-page", error_page=True)
+        assert c.find(".error-message").text == "no LabelX page at /labelx/projets: start from your projects"
+        assert c.find(".error-message").get_attribute("data-code") == "not_found"
+        c.visit(f"{base}/labelx/projects/abc", "newuser-lx-24-bad-id", error_page=True)
+        assert c.find(".error-message").get_attribute("data-code") == "invalid_input"
+        assert "project_id" in c.find(".error-message").text
         # the JSON API keeps its JSON, whoever asks
         c.driver.get(f"{base}/labelx/api/projects/999")
         assert '"code":"not_found"' in c.find("body").text
