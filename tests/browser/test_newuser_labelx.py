@@ -97,6 +97,8 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
         WebDriverWait(c.driver, WAIT).until(
             lambda d: len(d.find_elements("css selector", ".rcard.accepted")) == n
         )
+        _wait_text(c, "#count", "0 waiting")
+        assert c.find("#accept-all").get_attribute("disabled")  # nothing left: not a button that does nothing
         c.check("newuser-lx-8-accepted")
 
         c.driver.get(dashboard)
