@@ -65,13 +65,24 @@ class PageRoute(APIRoute):
                     response = RedirectResponse(f"/login?{urlencode({'next': target})}", status_code=303)
             except DatahubError as exc:
                 response = error_page(request, exc.http_status, exc.code, exc.message)
-            except RequestValidationError:
-                response = error_page(request, 400, "invalid_input", "a parameter of this page is not valid")
+            except RequestValidationError as exc:
+                response = error_page(request, 400, "invalid_input", _invalid_parameter(exc))
             for name, value in security_headers().items():
                 response.headers.setdefault(name, value)
             return response
 
         return run
+
+
+def _invalid_parameter(exc: RequestValidationError) -> str:
+    """Which parameter of the address does not fit, and why (not only that one does not)."""
+    first = (exc.errors() or [{}])[0]
+    name = str((first.get("loc") or ("parameter",))[-1])
+    if first.get("type") == "int_parsing":
+        reason = f"{first.get('input')!r} is not a valid integer"
+    else:
+        reason = str(first.get("msg", "does not fit"))
+    return f"a parameter of this page is not valid: {name}: {reason}"
 
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
