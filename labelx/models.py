@@ -103,6 +103,11 @@ class ProjectCreate(Body):
 class CommitLabels(Body):
     to_dataset: str | None = Field(None, description="commit into this dataset instead of the source")
     message: str | None = None
+    overwrite: bool = Field(
+        False,
+        description="commit over labels changed at the dataset's head since the project's version "
+        "(without it such a commit is refused, 409, naming them)",
+    )
 
 
 class TaskAssign(Body):

@@ -368,3 +368,35 @@ def test_a_misspelt_field_is_refused_and_never_erases_a_label(app, env):
     resp = admin.post(f"/api/items/{item['id']}/review", {"version": saved["version"], "accepted": True})
     assert resp.status_code == 400 and "accepted: unknown field" in resp.json()["error"]["message"], resp.text
     assert _task(alice, pid)["items"][0]["status"] == "annotated"
+
+
+def _label_all_and_accept(admin: Session, alice: Session, pid: int, value: str) -> None:
+    tid = ok(alice.get(f"/api/projects/{pid}/tasks"))[0]["id"]
+    for it in ok(alice.get(f"/api/tasks/{tid}"))["items"]:
+        ok(alice.post(f"/api/items/{it['id']}/claim"))
+        ok(alice.put(f"/api/items/{it['id']}", {"version": it["version"], "value": value}))
+    ok(alice.post(f"/api/tasks/{tid}/submit"))
+    for it in ok(admin.get(f"/api/tasks/{tid}"))["items"]:
+        ok(admin.post(f"/api/items/{it['id']}/review", {"version": it["version"], "accept": True}))
+
+
+def test_a_commit_never_overwrites_a_label_changed_at_the_head_unseen(app, env):
+    """Before, a project made from pets@v1 (img/0000.jpg: cat) committed its accepted "dog"
+    over the "bird" someone committed at the head (v2) after the snapshot: v3 said dog, and
+    nobody who labelled it had seen "bird". Now the commit is refused (409) naming the record,
+    both labels and the versions, and writes nothing; ``overwrite`` commits over it on purpose."""
+    from datahub.catalog import Patch
+
+    admin, alice = Session(app, "admin"), Session(app, "alice")
+    pid = make_project(admin)["id"]
+    env.catalog.commit("pets", [Patch("img/0000.jpg", labels={"class": "bird"})], message="cli relabel")
+    _label_all_and_accept(admin, alice, pid, "dog")
+    refused = admin.post(f"/api/projects/{pid}/commit", {})
+    assert refused.status_code == 409, refused.text
+    message = refused.json()["error"]["message"]
+    assert "img/0000.jpg" in message and "'bird'" in message and "pets@v2" in message and "pets@v1" in message
+    assert env.catalog.store.head("pets") == 2  # nothing written
+    assert env.catalog.get_record("pets", 2, "img/0000.jpg").labels == {"class": "bird"}
+
+    done = ok(admin.post(f"/api/projects/{pid}/commit", {"overwrite": True}))
+    assert (done["seq"], env.catalog.get_record("pets", 3, "img/0000.jpg").labels) == (3, {"class": "dog"})
