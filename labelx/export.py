@@ -112,8 +112,8 @@ UNSEEN_SHOWN = 5  # records named in the refusal; the count says how many in all
 
 def _refuse_unseen_changes(service: LabelService, project: Project, field: str) -> None:
     """Conflict if an accepted label would replace one committed at the head after the
-    project's version by someone else: a label is seen if it is the version's (the item's
-    original) or the one at this project's last commit into the dataset (its own labels).
+    project's version by someone else: a label is seen if it is the version's, the accepted
+    one, or the one at this project's newest commit into the dataset (its own labels).
     Reads those versions' records of the changed items, a batch at a time."""
     head = service.catalog.resolve(project.dataset, "latest")
     # this project's newest version of the dataset, by its lineage: also one whose export was
@@ -133,18 +133,21 @@ def _refuse_unseen_changes(service: LabelService, project: Project, field: str) 
     def check() -> None:
         nonlocal count
         keys = [i.key for i in batch]
-        records = service.catalog.store.get_records(project.dataset, head.seq, keys)
+        now = service.catalog.store.get_records(project.dataset, head.seq, keys)
+        held = service.catalog.store.get_records(project.dataset, project.version, keys)
         ours = service.catalog.store.get_records(project.dataset, seen_at, keys) if seen_at else {}
         for item in batch:
-            record = records.get(item.key)  # deleted at the head: the commit's RecordNotFound says so
-            now = None if record is None else record.labels.get(field)
-            seen = {json.dumps(v, sort_keys=True) for v in (item.original, item.value)}
-            if item.key in ours:
-                seen.add(json.dumps(ours[item.key].labels.get(field), sort_keys=True))
-            if record is not None and json.dumps(now, sort_keys=True) not in seen:
+            if item.key not in now:  # deleted at the head: the commit's RecordNotFound says so
+                continue
+            label = now[item.key].labels.get(field)
+            # the raw labels, not the item's original (None when the version's label is not one
+            # of the project's classes)
+            before = held[item.key].labels.get(field) if item.key in held else None
+            seen = [before, item.value, *([ours[item.key].labels.get(field)] if item.key in ours else [])]
+            if _canonical(label) not in {_canonical(v) for v in seen}:
                 count += 1
                 if len(unseen) < UNSEEN_SHOWN:
-                    unseen.append(f"{item.key}: {item.original!r} -> {now!r}")
+                    unseen.append(f"{item.key}: {before!r} -> {label!r}")
         batch.clear()
 
     for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
@@ -160,8 +163,12 @@ def _refuse_unseen_changes(service: LabelService, project: Project, field: str) 
             f"{project.dataset}@v{head.seq} since the project's {project.dataset}@v{project.version}, "
             f"which nobody in the project saw: {'; '.join(unseen)}{more}. Review them in a new project "
             f"made from {project.dataset}@v{head.seq}, or commit over them on purpose "
-            "(overwrite: true; datahub labelx commit --overwrite)"
+            "(overwrite: true, the dashboard's 'Commit over' box, or datahub labelx commit --overwrite)"
         )
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def _already_in(service: LabelService, project: Project, seq: int, field: str) -> list[tuple[int, int]]:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 from selenium.webdriver.support.ui import WebDriverWait
 
+from datahub.catalog import Patch
 from datahub.cli.serve_cmd import build_app
 from datahub.demo import labelx_admin
 from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
@@ -108,11 +109,20 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
         # a command is shown as code, not as markdown's backticks
         assert c.find("#suggestions code").text == "datahub labelx preannotate"
         assert "`" not in c.find("#suggestions").text
+        # someone relabels one of these records at the head meanwhile: the commit is refused,
+        # naming it, until the admin ticks "commit over" on purpose
+        env.catalog.commit("pets", [Patch("val/001.jpg", labels={"class": "cat"})], message="cli relabel")
         c.find("#commit-btn").click()
-        _wait_text(c, "#commit-msg", "pets@v3")
+        _wait_text(c, "#commit-msg", "1 accepted label(s) of project 'pets-val'")
+        assert "val/001.jpg: 'bird' -> 'cat'" in c.find("#commit-msg").text
+        refused = dashboard.replace("/labelx/projects/", "/labelx/api/projects/") + "/commit"
+        c.check("newuser-lx-10-refused", page_error=refused)  # its 409 is the one console entry
+        c.find("#commit-overwrite").click()
+        c.find("#commit-btn").click()
+        _wait_text(c, "#commit-msg", "pets@v4")
         c.check("newuser-lx-10-committed")
-    assert env.catalog.store.head("pets") == 3
-    committed = [r.labels.get("class") for r in env.catalog.list_records("pets", 3, prefix="val/")]
+    assert env.catalog.store.head("pets") == 4
+    committed = [r.labels.get("class") for r in env.catalog.list_records("pets", 4, prefix="val/")]
     assert committed == ["dog"] * n
 
 
