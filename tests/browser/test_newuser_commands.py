@@ -12,6 +12,7 @@ page's "Mount it" snippet (``/mnt/`` moved likewise), which mounts for real.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import signal
@@ -124,3 +125,43 @@ def test_the_version_pages_mount_snippet_mounts_as_shown(demo: Demo, tmp_path: P
         if is_mounted(str(point)):
             subprocess.run(["fusermount3", "-uz", str(point)], check=False)
     assert not is_mounted(str(point))
+
+
+def test_the_quickstart_own_data_block_runs_as_written(demo: Demo, moto_endpoint, tmp_path: Path) -> None:
+    """docs/quickstart.md's "Your own data": a directory, an S3 prefix and a manifest, each into
+    its own dataset, then a refresh of the directory that commits only what changed. Put in
+    place first: ``/data/pets`` (this test's directory), ``s3://bucket/`` (a moto bucket with
+    the ``[s3]`` settings the block names, in ``./datahub.toml``) and ``pets.jsonl``."""
+    section = (REPO / "docs" / "quickstart.md").read_text().split("## Your own data", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    first, later = block.split("# later", 1)
+    pets = tmp_path / "data" / "pets"
+    for name in ("cat/1.jpg", "dog/2.jpg"):
+        (pets / name).parent.mkdir(parents=True, exist_ok=True)
+        (pets / name).write_bytes(name.encode() * 50)
+    bucket = moto_endpoint.new_bucket("pets")
+    moto_endpoint.client().put_object(Bucket=bucket, Key="pets/a.jpg", Body=b"a" * 100)
+    (demo.cwd / "pets.jsonl").write_text(
+        json.dumps({"url": (pets / "cat/1.jpg").as_uri(), "key": "cat/1.jpg", "labels": {"class": "cat"}})
+        + "\n"
+    )
+    s3 = moto_endpoint.s3_config_overrides()["s3"]
+    toml = demo.cwd / "datahub.toml"
+    toml.write_text("[s3]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in s3.items()))
+
+    def run(script: str) -> subprocess.CompletedProcess:
+        script = script.replace("/data/pets", str(pets)).replace("s3://bucket/", f"s3://{bucket}/")
+        proc = _shell(script, demo.cwd)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
+            f"{script}\n{proc.stdout}\n{proc.stderr}"
+        )
+        return proc
+
+    try:
+        run(first)
+        (pets / "cat" / "3.jpg").write_bytes(b"new" * 50)  # the source changed
+        proc = run('D=".venv/bin/datahub --home var"\n# later' + later)
+    finally:
+        toml.unlink()
+    assert "committed pets@v2: 1 added, 0 removed, 0 modified" in proc.stdout, proc.stdout
+    assert proc.stdout.strip().endswith("+ cat/3.jpg"), proc.stdout  # the diff: only the change
