@@ -165,3 +165,43 @@ def test_the_quickstart_own_data_block_runs_as_written(demo: Demo, moto_endpoint
         toml.unlink()
     assert "committed pets@v2: 1 added, 0 removed, 0 modified" in proc.stdout, proc.stdout
     assert proc.stdout.strip().endswith("+ cat/3.jpg"), proc.stdout  # the diff: only the change
+
+
+def test_the_quickstart_serving_block_runs_as_written(demo: Demo, tmp_path: Path) -> None:
+    """docs/quickstart.md's "Serving beyond this machine", after "Your own data" made ``pets``
+    (here: a one-file directory): two tokens, a grant, the server on every address (its port
+    moved to a free one), and the curl line with alice's token (``dh_…`` and ``host`` filled
+    in): alice sees pets, and the server stops on SIGTERM."""
+    section = (REPO / "docs" / "quickstart.md").read_text().split("## Serving beyond this machine", 1)[1]
+    lines = re.search(r"```bash\n(.*?)```", section, re.S).group(1).strip().splitlines()
+    setup, serve, curl = lines[:-2], lines[-2], lines[-1]
+    assert serve.startswith("$D serve --auth --host 0.0.0.0 --port 8080"), serve
+    home = tmp_path / "var"  # a home of its own: the demo's server holds its catalog in local mode
+    source = tmp_path / "pets"
+    source.mkdir()
+    (source / "1.jpg").write_bytes(b"x" * 100)
+    d = f'D=".venv/bin/datahub --home {home}"\n'
+    made = _shell(d + f"$D import {source} --to pets\n" + "\n".join(setup), demo.cwd)
+    assert made.returncode == 0, made.stderr
+    alice = re.findall(r"^(dh_\S+)$", made.stdout, re.M)[1]  # the second token printed
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")} | {"PATH": SHELL_PATH}
+    proc = subprocess.Popen(
+        ["bash", "-c", d + "exec " + serve.split("#")[0].replace("8080", str(port))],
+        cwd=demo.cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120  # a hang guard, never a timing goal
+        asked = curl.replace("dh_…", alice).replace("host:8080", f"127.0.0.1:{port}")
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "datahub serve did not answer"
+            answer = _shell(asked + " -sf", demo.cwd)
+            if answer.returncode == 0:
+                break
+            time.sleep(0.2)
+        assert [d["name"] for d in json.loads(answer.stdout)] == ["pets"], answer.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert "bearer tokens required" in err, err  # its clean stop: tests/cli/test_demo.py
