@@ -219,6 +219,7 @@ def serve_api(demo: Demo) -> None:
     from datahub.cli.serve_cmd import build_app
 
     app, cache = build_app(demo.config, demo.catalog, demo.stores)
+    app.state.browser.cli = demo.cli  # the pages' "Mount it" runs as shown: the venv is not on PATH
     demo.cleanup.callback(cache.close)
     server = ApiServer(app, demo.config, sock=demo.listener)
     # Before start, not after: /healthz may answer (and a caller send SIGTERM) before start()

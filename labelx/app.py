@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from datahub.api.errors import http_error_headers
 from datahub.config import Config
-from datahub.errors import DatahubError, InvalidInput, PayloadTooLarge, Unauthenticated
+from datahub.errors import DatahubError, InvalidInput, NotFound, PayloadTooLarge, Unauthenticated
 from datahub.web import security_headers
 from datahub.web.apidocs import add_api_docs
 from labelx import pages, routes
@@ -44,6 +44,8 @@ def invalid_reason(error: dict[str, Any]) -> str:
             (error.get("ctx") or {}).get("pattern", ""), "does not have the expected form"
         )
         return f"{error.get('input')!r}: {rule}"
+    if error.get("type") == "extra_forbidden":  # a misspelt field, never ignored
+        return "unknown field (check its spelling; each request's fields are in /labelx/api/docs)"
     return error.get("msg", "does not match the schema")
 
 
@@ -97,14 +99,24 @@ def create_labelx_app(
     app.state.labelx = lx
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
-    @app.exception_handler(DatahubError)
-    async def _error(request: Request, exc: DatahubError) -> Response:
-        wants_page = request.method == "GET" and "text/html" in request.headers.get("accept", "")
-        if isinstance(exc, Unauthenticated) and wants_page:
-            return RedirectResponse(pages.base_path(request) + "/login", status_code=303)
-        if wants_page and not request.url.path.startswith(pages.base_path(request) + "/api/"):
+    def opens_page(request: Request) -> bool:
+        """A person's browser asking for a page (a GET that accepts HTML)."""
+        return request.method == "GET" and "text/html" in request.headers.get("accept", "")
+
+    def shows_page(request: Request) -> bool:
+        """A page is the answer: a browser opens it, and it is not under /api/ (always JSON)."""
+        return opens_page(request) and not request.url.path.startswith(pages.base_path(request) + "/api/")
+
+    def answer(request: Request, exc: DatahubError) -> Response:
+        if shows_page(request):
             return pages.error_page(request, exc)  # a page, not the JSON API's answer
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)
+
+    @app.exception_handler(DatahubError)
+    async def _error(request: Request, exc: DatahubError) -> Response:
+        if isinstance(exc, Unauthenticated) and opens_page(request):
+            return RedirectResponse(pages.base_path(request) + "/login", status_code=303)
+        return answer(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
@@ -112,13 +124,15 @@ def create_labelx_app(
         errors = exc.errors()
         first = errors[0] if errors else {}
         where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
-        err = InvalidInput(f"invalid request: {where}: {invalid_reason(first)}")
-        return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
+        return answer(request, InvalidInput(f"invalid request: {where}: {invalid_reason(first)}"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         """Framework errors (unknown route, wrong method) in the same shape; the headers stay
         (a 405 lists the allowed methods in ``Allow``)."""
+        if exc.status_code == 404 and shows_page(request):  # a mistyped address: a page too
+            missing = NotFound(f"no LabelX page at {request.url.path}: start from your projects")
+            return pages.error_page(request, missing)
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         message = exc.detail if isinstance(exc.detail, str) else "request failed"
         if exc.status_code in (404, 405):

@@ -53,8 +53,13 @@ def commit_labels(
     to_dataset: str | None = None,
     message: str = "",
     progress: Any = None,
+    overwrite: bool = False,
 ) -> Any:
-    """Write accepted labels as a new version; returns the catalog's Version."""
+    """Write accepted labels as a new version; returns the catalog's Version.
+
+    The labels patch the dataset's head. A record whose label changed at the head since the
+    project's version (someone relabelled it; nobody here saw that label) refuses the commit
+    (``Conflict``, nothing written) unless ``overwrite``: patched blindly, it was lost."""
     service.require_admin(user)
     project = service.store.get_project(project_id)
     if to_dataset and to_dataset != project.dataset:
@@ -68,6 +73,8 @@ def commit_labels(
             f"project {project.name!r} has no accepted, changed, not yet exported labels to commit; "
             "review items first"
         )
+    if not overwrite:
+        _refuse_unseen_changes(service, project, field)
     exported: list[tuple[int, int]] = []  # (item id, version): 16 bytes per change, not whole items
 
     def changes() -> Iterator[Patch]:
@@ -98,6 +105,70 @@ def commit_labels(
         exported = _already_in(service, project, version.seq, field)
     service.store.record_export(project_id, project.dataset, version.seq, exported, user.name)
     return version
+
+
+UNSEEN_SHOWN = 5  # records named in the refusal; the count says how many in all
+
+
+def _refuse_unseen_changes(service: LabelService, project: Project, field: str) -> None:
+    """Conflict if an accepted label would replace one committed at the head after the
+    project's version by someone else: a label is seen if it is the version's, the accepted
+    one, or the one at this project's newest commit into the dataset (its own labels).
+    Reads those versions' records of the changed items, a batch at a time."""
+    head = service.catalog.resolve(project.dataset, "latest")
+    # this project's newest version of the dataset, by its lineage: also one whose export was
+    # not recorded here (a crash between the catalog commit and the bookkeeping)
+    own = (
+        v.seq
+        for v in service.catalog.log(project.dataset)  # newest first
+        if (v.lineage or {}).get("source") == "labelx" and (v.lineage or {}).get("project_id") == project.id
+    )
+    seen_at = next(own, None)
+    if head.seq in (project.version, seen_at):
+        return  # nobody committed since the snapshot or since this project's last commit
+    unseen: list[str] = []
+    count = 0
+    batch: list[Item] = []
+
+    def check() -> None:
+        nonlocal count
+        keys = [i.key for i in batch]
+        now = service.catalog.store.get_records(project.dataset, head.seq, keys)
+        held = service.catalog.store.get_records(project.dataset, project.version, keys)
+        ours = service.catalog.store.get_records(project.dataset, seen_at, keys) if seen_at else {}
+        for item in batch:
+            if item.key not in now:  # deleted at the head: the commit's RecordNotFound says so
+                continue
+            label = now[item.key].labels.get(field)
+            # the raw labels, not the item's original (None when the version's label is not one
+            # of the project's classes)
+            before = held[item.key].labels.get(field) if item.key in held else None
+            seen = [before, item.value, *([ours[item.key].labels.get(field)] if item.key in ours else [])]
+            if _canonical(label) not in {_canonical(v) for v in seen}:
+                count += 1
+                if len(unseen) < UNSEEN_SHOWN:
+                    unseen.append(f"{item.key}: {before!r} -> {label!r}")
+        batch.clear()
+
+    for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
+        batch.append(item)
+        if len(batch) >= 500:
+            check()
+    if batch:
+        check()
+    if count:
+        more = f" (and {count - len(unseen)} more)" if count > len(unseen) else ""
+        raise Conflict(
+            f"{count} accepted label(s) of project {project.name!r} would replace a label changed at "
+            f"{project.dataset}@v{head.seq} since the project's {project.dataset}@v{project.version}, "
+            f"which nobody in the project saw: {'; '.join(unseen)}{more}. Review them in a new project "
+            f"made from {project.dataset}@v{head.seq}, or commit over them on purpose "
+            "(overwrite: true, the dashboard's 'Commit over' box, or datahub labelx commit --overwrite)"
+        )
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 def _already_in(service: LabelService, project: Project, seq: int, field: str) -> list[tuple[int, int]]:

@@ -72,6 +72,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--user", required=True, help="the admin doing this")
     s.add_argument("--to-dataset", default=None, help="a new dataset instead of a new version")
     s.add_argument("--message", default="")
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="commit over labels changed at the head since the project's version",
+    )
     s.set_defaults(func=_commit)
 
     s = sub.add_parser("export", help="download labels as COCO JSON, YOLO zip or CSV")
@@ -236,7 +241,7 @@ def _commit(args, ctx) -> int:
     with ctx.progress(service.store.count_changed(project.id), f"committing {project.name}") as progress:
         version = commit_labels(
             service, _admin(service, args.user), project.id, to_dataset=args.to_dataset,
-            message=args.message, progress=progress,
+            message=args.message, progress=progress, overwrite=args.overwrite,
         )  # fmt: skip
     ctx.emit({"dataset": version.dataset, "version": version.seq, "modified": version.modified,
               "added": version.added})  # fmt: skip

@@ -1,7 +1,8 @@
 """The typed bodies of LabelX's JSON API, so its OpenAPI describes every request and answer.
 
-Request models take exactly the fields the handlers read (unknown fields are ignored, as
-before); response models mirror the JSON the service builds, field for field, so the wire
+Request models take exactly the fields the handlers read, and nothing else: an unknown field
+is a 400 naming it (ignored, a misspelt ``value`` saved an item with no label, and a misspelt
+``accept`` rejected it); response models mirror the JSON the service builds, field for field, so the wire
 format does not change. A body that does not fit is a 400 ``invalid_input`` (see app.py).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from datahub.api.schemas import whole_number  # JSON Schema's integer, as the datahub API takes it
 from datahub.validation import NAME_PATTERN, REF_PATTERN
@@ -36,24 +37,29 @@ PATTERN_RULES = {
     "^[A-Za-z_][A-Za-z0-9_]{0,62}$": "use 1-63 characters from A-Z, a-z, 0-9 and '_', not starting with a digit",
 }
 
+
 # --- requests ------------------------------------------------------------------------------------
+class Body(BaseModel):
+    """A request body: its fields and no others (``additionalProperties: false`` in the schema)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
-class UserCreate(BaseModel):
+class UserCreate(Body):
     name: Name = Field(description="user name (same rules as dataset names)")
     role: Role = "annotator"
     password: str = Field(min_length=MIN_PASSWORD, description=f"at least {MIN_PASSWORD} characters")
 
 
-class TokenCreate(BaseModel):
+class TokenCreate(Body):
     description: str = ""
 
 
-class TokenRevoke(BaseModel):
+class TokenRevoke(Body):
     token: str = ""
 
 
-class LabelClassSpec(BaseModel):
+class LabelClassSpec(Body):
     name: str = Field(
         pattern=NOT_BLANK, description="unique in the schema; at most 64 characters once stripped"
     )
@@ -65,7 +71,7 @@ class LabelClassSpec(BaseModel):
     )
 
 
-class LabelSchemaSpec(BaseModel):
+class LabelSchemaSpec(Body):
     """The label schema. Rules JSON Schema cannot say (checked by the server, 400): class names
     and shortcut keys are unique, the UI's own keys are not shortcuts, ``multi`` is for
     classification only."""
@@ -78,7 +84,7 @@ class LabelSchemaSpec(BaseModel):
     multi: bool = False
 
 
-class ProjectCreate(BaseModel):
+class ProjectCreate(Body):
     name: Name
     dataset: Name
     version: StrictInt | Annotated[str, Field(pattern=REF_PATTERN)] | None = Field(
@@ -86,7 +92,7 @@ class ProjectCreate(BaseModel):
     )
     prefix: str | None = Field(None, description="only keys under this prefix (a key, '/' may end it)")
     filter: str | None = Field(
-        None, description="record filter, as in `datahub ls --where` (its grammar is checked by the server)"
+        None, description="record filter, as in `datahub ls --filter` (its grammar is checked by the server)"
     )
     schema_: LabelSchemaSpec = Field(alias="schema", description="the label schema")
     task_size: Annotated[int, Field(strict=True, ge=1, le=MAX_TASK_SIZE), BeforeValidator(whole_number)] = 50
@@ -94,26 +100,32 @@ class ProjectCreate(BaseModel):
     assign: Literal["round-robin", "claim"] = "round-robin"
 
 
-class CommitLabels(BaseModel):
+class CommitLabels(Body):
     to_dataset: str | None = Field(None, description="commit into this dataset instead of the source")
     message: str | None = None
+    overwrite: bool = Field(
+        False,
+        description="commit over labels changed at the dataset's head since the project's version "
+        "(without it such a commit is refused, 409, naming them)",
+    )
 
 
-class TaskAssign(BaseModel):
+class TaskAssign(Body):
     assignee: str | None = Field(None, description="user name; null or empty unassigns")
 
 
-class ItemSave(BaseModel):
+class ItemSave(Body):
     version: StrictInt = Field(description="the item version this edit is based on (409 if stale)")
     value: Any = None
     skip: bool = False
 
 
-class ItemReview(BaseModel):
+class ItemReview(Body):
     """Accept (``accept: true``), or reject with a comment that is not blank."""
 
-    model_config = {
-        "json_schema_extra": {
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
             "anyOf": [
                 {"required": ["accept"], "properties": {"accept": {"const": True}}},
                 {
@@ -121,8 +133,8 @@ class ItemReview(BaseModel):
                     "properties": {"comment": {"type": "string", "pattern": NOT_BLANK}},
                 },
             ]
-        }
-    }
+        },
+    )
 
     version: StrictInt
     accept: bool = False

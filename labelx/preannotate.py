@@ -87,7 +87,7 @@ def run_model(
     if schema.kind != "classification":
         raise ManifestError(
             "model pre-annotation supports classification projects; import detection predictions "
-            "as JSON lines (`datahub labelx preannotate --predictions file.jsonl`)"
+            f"as JSON lines (`datahub labelx preannotate {project.name} --predictions preds.jsonl`)"
         )
     classify = load_classifier(model_spec, len(schema.classes))
     name = model_version or model_spec

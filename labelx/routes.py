@@ -126,6 +126,7 @@ def commit(lx: LX, who: Who, project_id: RowId, body: CommitLabels = CommitLabel
         project_id,
         to_dataset=body.to_dataset or None,
         message=body.message or "",
+        overwrite=body.overwrite,
     )
     return Committed(dataset=version.dataset, seq=version.seq, modified=version.modified)
 

@@ -16,6 +16,7 @@ while one writer commits. MongoDB support for LabelX is left for later (docs/lab
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -151,9 +152,12 @@ class LabelStore(AccountRecords):
                         batch = []
                 self._insert_items(db, batch)
                 if count == 0:
+                    narrowed = [f"--prefix {shlex.quote(prefix)}"] if prefix else []
+                    narrowed += [f"--filter {shlex.quote(filter)}"] if filter else []
+                    listing = " ".join([f"datahub ls {dataset}@v{version}", *narrowed])
                     raise InvalidInput(
                         f"project {name!r} would be empty: no records of {dataset}@v{version} match "
-                        "the prefix/filter; check them with `datahub version ls`"
+                        f"the prefix/filter; check them with `{listing}`"
                     )
                 db.execute("UPDATE projects SET item_count=? WHERE id=?", (count, pid))
         except sqlite3.IntegrityError as exc:

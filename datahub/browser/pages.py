@@ -65,13 +65,24 @@ class PageRoute(APIRoute):
                     response = RedirectResponse(f"/login?{urlencode({'next': target})}", status_code=303)
             except DatahubError as exc:
                 response = error_page(request, exc.http_status, exc.code, exc.message)
-            except RequestValidationError:
-                response = error_page(request, 400, "invalid_input", "a parameter of this page is not valid")
+            except RequestValidationError as exc:
+                response = error_page(request, 400, "invalid_input", _invalid_parameter(exc))
             for name, value in security_headers().items():
                 response.headers.setdefault(name, value)
             return response
 
         return run
+
+
+def _invalid_parameter(exc: RequestValidationError) -> str:
+    """Which parameter of the address does not fit, and why (not only that one does not)."""
+    first = (exc.errors() or [{}])[0]
+    name = str((first.get("loc") or ("parameter",))[-1])
+    if first.get("type") == "int_parsing":
+        reason = f"{first.get('input')!r} is not a valid integer"
+    else:
+        reason = str(first.get("msg", "does not fit"))
+    return f"a parameter of this page is not valid: {name}: {reason}"
 
 
 router = APIRouter(route_class=PageRoute, include_in_schema=False)
@@ -84,6 +95,9 @@ class Browser:
         self.services = services
         self.images = images
         self.labelx = labelx
+        # the command the snippets show: an installed datahub is on the reader's PATH; ``make
+        # run`` serves from a checkout's .venv, which is not, and sets its own (datahub.demo)
+        self.cli = "datahub"
         # SUMMARY: characters of a message or description shown in a table row (the version
         # and dataset pages show them whole; 4 KiB of one message made a row a page long)
         self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub", "SUMMARY": 200})
@@ -310,18 +324,18 @@ def version_page(
         more=more,
         is_image=is_image,
         chart_query=chart_query,
-        snippets=_snippets(name, version, prefix, filter),
+        snippets=_snippets(b.cli, name, version, prefix, filter),
         sample=charts.SAMPLE,
     )
 
 
-def _snippets(name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:
+def _snippets(cli: str, name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:
     ref = f"{name}@v{version.seq}"
     url = f"datahub://{ref}/{prefix}"
     where = f", where={filter!r}" if filter else ""
     pfx = f", prefix={prefix!r}" if prefix else ""
     return [
-        ("Mount it", f"mkdir -p /mnt/{name} && datahub mount --background /mnt/{name} {ref}"),
+        ("Mount it", f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref}"),
         ("fsspec URL", url),
         (
             "PyTorch",

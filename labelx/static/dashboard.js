@@ -71,7 +71,7 @@ async function commit(ev) {
   const f = new FormData(ev.target), msg = document.getElementById("commit-msg");
   msg.className = "msg"; msg.textContent = "Committing…";
   try {
-    const v = await api("POST", `/api/projects/${P.id}/commit`, { to_dataset: f.get("to_dataset") || null, message: f.get("message") });
+    const v = await api("POST", `/api/projects/${P.id}/commit`, { to_dataset: f.get("to_dataset") || null, message: f.get("message"), overwrite: f.get("overwrite") === "on" });
     msg.className = "msg ok"; msg.textContent = `Committed ${v.dataset}@v${v.seq} (${counted(v.modified, "record")} changed).`;
     msg.dataset.version = `${v.dataset}@v${v.seq}`;
     refresh();

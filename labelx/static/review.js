@@ -32,6 +32,7 @@ function render() {
   if (!R.items.length) q.append(el("p.muted", {}, "Nothing waiting for review."));
   const open = R.items.filter(i => !i.decided).length;
   document.getElementById("count").textContent = `${open} waiting`;
+  document.getElementById("accept-all").disabled = !open;  // with nothing open it did nothing
 }
 function highlight() {
   [...document.querySelectorAll(".rcard")].forEach((n, i) => n.classList.toggle("cur", i === R.cur));

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 from selenium.webdriver.support.ui import WebDriverWait
 
+from datahub.catalog import Patch
 from datahub.cli.serve_cmd import build_app
 from datahub.demo import labelx_admin
 from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
@@ -97,6 +98,8 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
         WebDriverWait(c.driver, WAIT).until(
             lambda d: len(d.find_elements("css selector", ".rcard.accepted")) == n
         )
+        _wait_text(c, "#count", "0 waiting")
+        assert c.find("#accept-all").get_attribute("disabled")  # nothing left: not a button that does nothing
         c.check("newuser-lx-8-accepted")
 
         c.driver.get(dashboard)
@@ -106,11 +109,20 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
         # a command is shown as code, not as markdown's backticks
         assert c.find("#suggestions code").text == "datahub labelx preannotate"
         assert "`" not in c.find("#suggestions").text
+        # someone relabels one of these records at the head meanwhile: the commit is refused,
+        # naming it, until the admin ticks "commit over" on purpose
+        env.catalog.commit("pets", [Patch("val/001.jpg", labels={"class": "cat"})], message="cli relabel")
         c.find("#commit-btn").click()
-        _wait_text(c, "#commit-msg", "pets@v3")
+        _wait_text(c, "#commit-msg", "1 accepted label(s) of project 'pets-val'")
+        assert "val/001.jpg: 'bird' -> 'cat'" in c.find("#commit-msg").text
+        refused = dashboard.replace("/labelx/projects/", "/labelx/api/projects/") + "/commit"
+        c.check("newuser-lx-10-refused", page_error=refused)  # its 409 is the one console entry
+        c.find("#commit-overwrite").click()
+        c.find("#commit-btn").click()
+        _wait_text(c, "#commit-msg", "pets@v4")
         c.check("newuser-lx-10-committed")
-    assert env.catalog.store.head("pets") == 3
-    committed = [r.labels.get("class") for r in env.catalog.list_records("pets", 3, prefix="val/")]
+    assert env.catalog.store.head("pets") == 4
+    committed = [r.labels.get("class") for r in env.catalog.list_records("pets", 4, prefix="val/")]
     assert committed == ["dog"] * n
 
 
@@ -125,6 +137,64 @@ def test_a_page_labelx_cannot_show_is_a_page_that_says_why(chrome: Chrome, env: 
         assert c.find("#projects-link").get_attribute("href") == f"{base}/labelx/"
         c.visit(f"{base}/labelx/tasks/999", "newuser-lx-22-no-task", error_page=True)
         assert "999" in c.find(".error-message").text
+        # a mistyped address, and a project id that is not a number: pages too (they were the
+        # JSON API's 404 and 400 bodies, shown raw)
+        c.visit(f"{base}/labelx/projets", "newuser-lx-23-no-page", error_page=True)
+        assert c.find(".error-message").text == "no LabelX page at /labelx/projets: start from your projects"
+        assert c.find(".error-message").get_attribute("data-code") == "not_found"
+        c.visit(f"{base}/labelx/projects/abc", "newuser-lx-24-bad-id", error_page=True)
+        assert c.find(".error-message").get_attribute("data-code") == "invalid_input"
+        assert "project_id" in c.find(".error-message").text
         # the JSON API keeps its JSON, whoever asks
         c.driver.get(f"{base}/labelx/api/projects/999")
         assert '"code":"not_found"' in c.find("body").text
+
+
+def test_labelx_pages_fit_a_phone(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    """At 390 px the top bar's "Log out" ran off the bar onto the page (axe: color-contrast),
+    the project form was cut off at its second column, and on a task the side panel covered
+    the image, fitted to a few pixels beside it. Every page LabelX's admin walks now fits:
+    the usual checks, no sideways scroll, and the image to label is in view and large."""
+    c = chrome
+    with signed_in(c, env, "newuser-lx-30-login") as base:
+        c.driver.set_window_size(390, 844)
+        c.visit(f"{base}/labelx/")
+        for name, value in {
+            "name": "phone",
+            "dataset": "pets",
+            "prefix": "val/",
+            "classes": "cat, dog",
+        }.items():
+            c.find(f"#create-form [name={name}]").send_keys(value)
+        c.find("#create-form [name=annotators]").send_keys("admin")
+        c.find("#create-form button[type=submit]").click()
+        _wait_text(c, "#create-msg", "Created phone with")
+        task = c.find("a[data-task]").get_attribute("href")
+        project = task.rsplit("/tasks/", 1)[0] + "/projects/1"
+        c.shots.mkdir(parents=True, exist_ok=True)
+        for name, url in {
+            "home": f"{base}/labelx/",
+            "task": task,
+            "dashboard": project,
+            "review": f"{project}/review",
+            "admin": f"{base}/labelx/admin",
+        }.items():
+            c.visit(url)
+            if name == "task":
+                _wait_text(c, "#item-key", "val/")
+                WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("id", "image").size["width"] > 1)
+            c.driver.save_screenshot(str(c.shots / f"newuser-lx-phone-{name}.png"))
+            c.check()
+            wide = c.driver.execute_script(
+                "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
+            assert wide[0] <= wide[1], f"{url}: the page scrolls sideways ({wide[0]} px in {wide[1]})"
+        c.driver.get(task)
+        _wait_text(c, "#item-key", "val/")
+        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("id", "image").size["width"] >= 250)
+        on_top = c.driver.execute_script(
+            "const r = document.getElementById('image').getBoundingClientRect();"
+            "const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);"
+            "return !!hit && document.getElementById('frame').contains(hit);"
+        )
+        assert on_top, "the image to label is covered"

@@ -164,3 +164,13 @@ def test_versions_page_by_fifty_newest_first(client, env):
     doubled = client.get("/datasets/pets/versions/1?filter=labels.class%3D%3Dcat")
     assert doubled.status_code == 400 and "is not an operator" in doubled.text
     assert "write labels.class=cat" in doubled.text
+
+
+def test_a_page_parameter_that_does_not_fit_is_named_with_its_reason(client):
+    """Before, every such page said only "a parameter of this page is not valid", leaving the
+    reader to guess which of the address's parameters, and why."""
+    page = client.get("/datasets/pets?before=abc", headers={"Accept": "text/html"})
+    assert page.status_code == 400 and "text/html" in page.headers["content-type"]
+    assert "before: &#39;abc&#39; is not a valid integer" in page.text, page.text
+    thumb = client.get("/thumbs/pets/x/train/cat/001.jpg")
+    assert thumb.status_code == 400 and "seq: &#39;x&#39; is not a valid integer" in thumb.text

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import threading
 
 from PIL import Image
@@ -321,3 +323,80 @@ def test_admin_reassigns_a_task(app):
     assert admin.put(f"/api/tasks/{tid}/assignee", {"assignee": "nobody"}).status_code == 404
     ok(admin.put(f"/api/tasks/{tid}/assignee", {"assignee": None}))  # back to the pool
     assert ok(admin.get(f"/api/projects/{pid}/tasks"))[0]["assignee"] is None
+
+
+def test_an_empty_project_names_a_command_that_lists_what_it_matched(app, env, tmp_path):
+    """Before, the refusal said "check them with `datahub version ls`", a command that does
+    not exist (argparse: invalid choice 'version', exit 2)."""
+    from datahub.cli.main import main
+
+    admin = Session(app, "admin")
+    resp = admin.post(
+        "/api/projects",
+        {
+            "name": "none",
+            "dataset": "pets",
+            "prefix": "img/",
+            "filter": "labels.class=unicorn",
+            "schema": SCHEMA,
+        },
+    )
+    assert resp.status_code == 400
+    message = resp.json()["error"]["message"]
+    command = re.search(r"`datahub (.+?)`", message).group(1)
+    assert command == "ls pets@v1 --prefix img/ --filter labels.class=unicorn", message
+    catalog = ["--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]  # the fixture's catalog
+    assert main([*catalog, *shlex.split(command)]) == 0  # it runs, and lists nothing
+
+
+def test_a_misspelt_field_is_refused_and_never_erases_a_label(app, env):
+    """Before, unknown fields were ignored: ``{"version": 0, "label": "dog"}`` (for ``value``)
+    saved the item with no value at all (200, its label gone), and ``{"accepted": true}`` (for
+    ``accept``) was read as a rejection. Now each is a 400 naming the field, and nothing changes."""
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    alice = Session(app, "alice")
+    item = _task(alice, pid)["items"][0]
+    assert item["value"] == "cat"
+    typo = alice.put(f"/api/items/{item['id']}", {"version": item["version"], "label": "dog"})
+    assert typo.status_code == 400, typo.text
+    assert "label: unknown field" in typo.json()["error"]["message"], typo.text
+    kept = _task(alice, pid)["items"][0]
+    assert (kept["value"], kept["version"]) == ("cat", item["version"])
+
+    saved = ok(alice.put(f"/api/items/{item['id']}", {"version": item["version"], "value": "dog"}))
+    resp = admin.post(f"/api/items/{item['id']}/review", {"version": saved["version"], "accepted": True})
+    assert resp.status_code == 400 and "accepted: unknown field" in resp.json()["error"]["message"], resp.text
+    assert _task(alice, pid)["items"][0]["status"] == "annotated"
+
+
+def _label_all_and_accept(admin: Session, alice: Session, pid: int, value: str) -> None:
+    tid = ok(alice.get(f"/api/projects/{pid}/tasks"))[0]["id"]
+    for it in ok(alice.get(f"/api/tasks/{tid}"))["items"]:
+        ok(alice.post(f"/api/items/{it['id']}/claim"))
+        ok(alice.put(f"/api/items/{it['id']}", {"version": it["version"], "value": value}))
+    ok(alice.post(f"/api/tasks/{tid}/submit"))
+    for it in ok(admin.get(f"/api/tasks/{tid}"))["items"]:
+        ok(admin.post(f"/api/items/{it['id']}/review", {"version": it["version"], "accept": True}))
+
+
+def test_a_commit_never_overwrites_a_label_changed_at_the_head_unseen(app, env):
+    """Before, a project made from pets@v1 (img/0000.jpg: cat) committed its accepted "dog"
+    over the "bird" someone committed at the head (v2) after the snapshot: v3 said dog, and
+    nobody who labelled it had seen "bird". Now the commit is refused (409) naming the record,
+    both labels and the versions, and writes nothing; ``overwrite`` commits over it on purpose."""
+    from datahub.catalog import Patch
+
+    admin, alice = Session(app, "admin"), Session(app, "alice")
+    pid = make_project(admin)["id"]
+    env.catalog.commit("pets", [Patch("img/0000.jpg", labels={"class": "bird"})], message="cli relabel")
+    _label_all_and_accept(admin, alice, pid, "dog")
+    refused = admin.post(f"/api/projects/{pid}/commit", {})
+    assert refused.status_code == 409, refused.text
+    message = refused.json()["error"]["message"]
+    assert "img/0000.jpg" in message and "'bird'" in message and "pets@v2" in message and "pets@v1" in message
+    assert env.catalog.store.head("pets") == 2  # nothing written
+    assert env.catalog.get_record("pets", 2, "img/0000.jpg").labels == {"class": "bird"}
+
+    done = ok(admin.post(f"/api/projects/{pid}/commit", {"overwrite": True}))
+    assert (done["seq"], env.catalog.get_record("pets", 3, "img/0000.jpg").labels) == (3, {"class": "dog"})
