@@ -330,6 +330,10 @@ class LocalStore(ObjectStore):
                         key=key,
                     )
                 fh.flush()
+                same = _identical_file(path, fh.fileno(), written)
+                if same is not None:  # nothing to change: the object keeps its etag
+                    os.unlink(tmp)
+                    return self._info(key, same)
                 os.fchmod(fh.fileno(), 0o644)
                 os.fsync(fh.fileno())
                 with self._errors(key, writing=True):
@@ -368,6 +372,34 @@ def _write_stream(fh: BinaryIO, data: bytes | BinaryIO) -> int:
         fh.write(chunk)
         written += len(chunk)
     return written
+
+
+def _identical_file(path: Path, fd: int, size: int) -> os.stat_result | None:
+    """The stat of the file at ``path`` if it holds exactly the ``size`` bytes of ``fd``, else None.
+
+    Why: a put of the bytes an object already has must keep its etag, as S3's md5 etag does.
+    The etag names the file (inode, ctime), so replacing it with equal bytes made every record
+    taken of it unreadable (ObjectChanged): content-addressed names (``--copy`` blobs put by
+    two imports at once) put the same bytes under one key by design. Costs a read of the old
+    file only when it has the same size, stopping at the first chunk that differs; the file's
+    stat before and after the comparison must agree, so one rewritten meanwhile is replaced."""
+    try:
+        old = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NOATIME)
+    except OSError:
+        return None  # absent (the common case), a directory, a link, or not ours to read
+    try:
+        before = os.fstat(old)
+        if not stat_mod.S_ISREG(before.st_mode) or before.st_size != size:
+            return None
+        for offset in range(0, size, _CHUNK):
+            n = min(_CHUNK, size - offset)
+            if os.pread(old, n, offset) != os.pread(fd, n, offset):
+                return None
+        os.fsync(old)  # what the put promises of its bytes, whoever wrote them
+        after = os.fstat(old)
+        return after if derived_etag(after) == derived_etag(before) else None
+    finally:
+        os.close(old)
 
 
 def _fsync_dir(directory: Path) -> None:
