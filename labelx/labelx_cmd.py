@@ -118,7 +118,7 @@ def _serve(args, ctx) -> int:
     process died before ``ctx.close()`` and the next start had to rebuild the disk cache's
     index. The same server and signal wait as ``datahub serve`` instead.
     """
-    from datahub.api.server import ApiServer, bind_socket, wait_for_signal
+    from datahub.api.server import ApiServer, bind_socket, stop_signals
     from datahub.cache import open_cache
     from labelx.app import create_labelx_app
 
@@ -136,13 +136,14 @@ def _serve(args, ctx) -> int:
     except BaseException:
         sock.close()
         raise
-    try:
-        server.start()
-        print(f"LabelX on {server.url}/ (Ctrl-C stops)", file=ctx.err)
-        ctx.err.flush()
-        wait_for_signal()
-    finally:
-        server.stop()
+    with stop_signals() as wait:
+        try:
+            server.start()
+            print(f"LabelX on {server.url}/ (Ctrl-C stops)", file=ctx.err)
+            ctx.err.flush()
+            wait()
+        finally:
+            server.stop()
     print("stopped", file=ctx.err)
     return 0
 

@@ -7,10 +7,12 @@ authentication) is refused on anything but a loopback address (promise 5).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 import uvicorn
 from fastapi import FastAPI
@@ -125,8 +127,15 @@ class ApiServer:
         self.stop()
 
 
-def wait_for_signal(signals: tuple[int, ...] | None = None) -> int:
-    """Block the main thread until SIGINT or SIGTERM; returns the signal number."""
+@contextlib.contextmanager
+def stop_signals(signals: tuple[int, ...] | None = None) -> Iterator[Callable[[], int]]:
+    """Catch SIGINT and SIGTERM from here on; yields ``wait``, which blocks the main thread until
+    one came and returns its number. The previous handlers come back on exit.
+
+    Why a context entered before the server starts: ``/healthz`` answers as soon as
+    ``start()`` runs, so a supervisor (or a test) may send SIGTERM before the caller reaches
+    its wait; with the handlers installed only then, that signal killed the process (exit
+    -15) with its cache never closed."""
     import signal
 
     signals = signals or (signal.SIGINT, signal.SIGTERM)
@@ -137,11 +146,14 @@ def wait_for_signal(signals: tuple[int, ...] | None = None) -> int:
         got.append(signum)
         received.set()
 
-    previous = {s: signal.signal(s, handler) for s in signals}
-    try:
+    def wait() -> int:
         while not received.wait(0.5):
             pass
+        return got[0]
+
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield wait
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-    return got[0]

@@ -55,7 +55,7 @@ def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True)
 
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.api.server import ApiServer, bind_socket, check_bind, wait_for_signal
+    from datahub.api.server import ApiServer, bind_socket, check_bind, stop_signals
     from datahub.api.workers import check_workers, serve_workers
 
     api = ctx.config.api
@@ -83,11 +83,12 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             app, cache = build_app(ctx.config, ctx.catalog, ctx.stores, labelx=args.labelx)
             ctx.service("cache", lambda: cache)
             server = ApiServer(app, ctx.config, sock=sock)
-            server.start()
-            try:
-                wait_for_signal()
-            finally:
-                server.stop()
+            with stop_signals() as wait:
+                server.start()
+                try:
+                    wait()
+                finally:
+                    server.stop()
         finally:
             ctx.close()
         return 0
