@@ -114,8 +114,8 @@ class CliContext:
             print_table(data, columns, self.out)
         elif isinstance(data, dict):
             width = max((len(k) for k in data), default=0)
-            for k, v in data.items():
-                print(f"{k:<{width}}  {shown(str(v))}", file=self.out)
+            for k, v in data.items():  # as a table's cells show them: dates, JSON, "-"
+                print(f"{k:<{width}}  {_cell(v)}", file=self.out)
         else:
             print(data, file=self.out)
 

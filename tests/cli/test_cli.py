@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,8 +52,12 @@ def test_dataset_create_list_show_update(dh):
     assert code == 0 and out.splitlines()[0].split()[:3] == ["NAME", "HEAD", "OWNER"] and "pets" in out
     shown = json.loads(dh("dataset", "show", "pets", json_output=True)[1])
     assert shown["acl"] == {"alice": "reader"} and shown["head"] == 0
-    dh("dataset", "update", "pets", "--grant", "bob=writer", "--revoke", "alice")
+    code, out, _ = dh("dataset", "update", "pets", "--grant", "bob=writer", "--revoke", "alice")
     assert json.loads(dh("dataset", "show", "pets", json_output=True)[1])["acl"] == {"bob": "writer"}
+    # a person reads what a table would show: JSON and dates, never Python's repr or epoch seconds
+    fields = dict(line.split(None, 1) for line in out.splitlines() if len(line.split(None, 1)) == 2)
+    assert code == 0 and fields["acl"] == '{"bob": "writer"}', out
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", fields["created_at"]), out
 
 
 def test_import_log_ls_diff_tag_export(dh, src, tmp_path):
