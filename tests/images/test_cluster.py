@@ -1,16 +1,19 @@
 """The two images as a cluster runs them (docs/kubernetes.md, docs/deployment.md "What a node
 holds"): the server image serves the catalog (`datahub serve --auth` as uid 10001, its SQLite
-under its own home), and the CSI image's node plugin (`--mode node`) is its client, with
-`catalog_url = http://…` in its configuration and only an API token, `DATAHUB_API_TOKEN`, in
-its environment (its Secret). Driven over the plugin's gRPC socket as the kubelet drives it,
-these are what an operator meets first after installing both:
+under its own home), and the CSI image's node plugin (`--mode node`) is its client as
+docs/kubernetes.md's overlay makes it one: its configuration file keeps the MongoDB URL the
+controller needs (the ConfigMap both share), and its own variables `DATAHUB_CATALOG_URL =
+http://…` and `DATAHUB_API_TOKEN` (a non-admin token) override it. Driven over the plugin's
+gRPC socket as the kubelet drives it, these are what an operator meets first after installing
+both:
 
 - a dataset PV: staged once (NodeStage), published into pods (NodePublish from the stage);
   every publish checks its pod's service account against the access list the server holds,
   and the pod reads the committed bytes, through a mount process that got the token;
 - an inline workspace written `eval-${pod.name}` is its namespace's, `<namespace>.eval-<pod>`:
   its files reach the object store under that name when the pod's volume goes;
-- a bucket volume reads with credentials of its own only: refused without them.
+- a bucket volume reads with credentials of its own only: refused without them;
+- a dataset the node's token may not read is hidden by the server: NOT_FOUND naming it.
 
 Run by `make image-test` only, like test_built_images.py (which builds and checks the images
 one by one).
@@ -45,6 +48,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.fuse]
 
 TRAINER = "system:serviceaccount:team-a:trainer"
 NODE = "csi-node"  # the node plugin's token's principal: no admin, reader where granted
+CONTROLLER_CATALOG = "mongodb://127.0.0.1:9/datahub?serverSelectionTimeoutMS=3000"
 FILES = {"train/a.bin": os.urandom(200_000), "train/b.bin": b"bee" * 1000, "README": b"v1\n"}
 
 
@@ -66,21 +70,24 @@ class Cluster:
         return str(path)
 
 
-def _commit_dataset(url: str, admin: str, endpoint: S3Endpoint, bucket: str) -> None:
-    """Dataset imgs v1 of FILES (objects put into S3 first), readable by the trainer's
-    service account and by the node's token, through the server's API."""
+def _commit_dataset(url: str, admin: str, endpoint: S3Endpoint, bucket: str, name: str, acl: dict) -> None:
+    """Dataset ``name`` v1 of FILES (objects put into S3 first) with access list ``acl``,
+    through the server's API."""
     client = endpoint.client()
     changes = []
     for key, data in sorted(FILES.items()):
         etag = client.put_object(Bucket=bucket, Key=f"data/{key}", Body=data)["ETag"].strip('"')
         record = {"key": key, "url": f"s3://{bucket}/data/{key}", "etag": etag, "size": len(data)}
         changes.append({"op": "put", "record": record})
-    status, body = _get(url + "/v1/datasets", admin, json.dumps({"name": "imgs"}).encode())
+    status, body = _get(url + "/v1/datasets", admin, json.dumps({"name": name}).encode())
     assert status == 201, body
-    status, body = _get(url + "/v1/datasets/imgs/commits", admin, json.dumps({"changes": changes}).encode())
+    status, body = _get(
+        url + f"/v1/datasets/{name}/commits", admin, json.dumps({"changes": changes}).encode()
+    )
     assert status == 201, body
-    acl = json.dumps({"acl": {TRAINER: "reader", NODE: "reader"}}).encode()
-    status, body = _get(url + "/v1/datasets/imgs", admin, acl, method="PATCH")
+    status, body = _get(
+        url + f"/v1/datasets/{name}", admin, json.dumps({"acl": acl}).encode(), method="PATCH"
+    )
     assert status == 200, body
 
 
@@ -95,11 +102,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint)
             home = server.config.get("WorkingDir") or "/var/lib/datahub"
             admin, node = token(server, home, "ops", admin=True), token(server, home, NODE)
             with serving(server, home) as url:
-                _commit_dataset(url, admin, moto_endpoint, bucket)
+                _commit_dataset(
+                    url, admin, moto_endpoint, bucket, "imgs", {TRAINER: "reader", NODE: "reader"}
+                )
+                _commit_dataset(
+                    url, admin, moto_endpoint, bucket, "hidden", {TRAINER: "reader"}
+                )  # node: no grant
                 config = write_config(root, moto_endpoint, bucket)
-                config.write_text(f'catalog_url = "{url}"\n' + config.read_text())
+                # the ConfigMap's URL, which the controller uses: unreachable here, never used by the node
+                config.write_text(f'catalog_url = "{CONTROLLER_CATALOG}"\n' + config.read_text())
                 csi.bind(root)
-                plugin = ImagePlugin(csi, root, config, env={"DATAHUB_API_TOKEN": node}, mode="node")
+                env = {"DATAHUB_CATALOG_URL": url, "DATAHUB_API_TOKEN": node}
+                plugin = ImagePlugin(csi, root, config, env=env, mode="node")
                 try:
                     plugin.start()
                     yield Cluster(root, plugin, moto_endpoint, bucket)
@@ -178,3 +192,15 @@ def test_a_bucket_volume_reads_with_credentials_of_its_own_only(cluster: Cluster
     finally:
         plugin.unpublish(target, "raw")
     assert mounts_under(cluster.root / "pods") == []
+
+
+def test_a_dataset_the_nodes_token_may_not_read_is_not_found(cluster: Cluster) -> None:
+    """The pod is granted, the node's token is not: the server hides the dataset from the
+    token (404, as if missing), so the pod's volume fails NOT_FOUND naming it (docs/kubernetes.md
+    tells the operator to grant the node's principal reader)."""
+    target = cluster.target("hidden")
+    context = {"dataset": "hidden", "version": "1", **pod_info("team-a", "trainer")}
+    with pytest.raises(grpc.RpcError) as err:
+        cluster.plugin.publish(target, context, volume_id="hidden", readonly=True)
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND and "hidden" in err.value.details()
+    assert target not in mounts_under(cluster.root)
