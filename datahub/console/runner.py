@@ -42,7 +42,9 @@ GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict], ...] = (
 def build_parser(commands: Sequence[str]) -> argparse.ArgumentParser:
     """The ``datahub`` parser with the subcommands of ``commands`` (fully qualified module names).
 
-    A missing module (an optional component not installed) is skipped.
+    A missing module (an optional component not installed: the module, or its package, as the
+    CSI image has no ``labelx``) is skipped; a module whose own import fails on something else
+    missing raises.
     """
     parser = argparse.ArgumentParser(
         prog="datahub",
@@ -56,7 +58,7 @@ def build_parser(commands: Sequence[str]) -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name == name:
+            if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
                 continue
             raise
         module.register(sub)

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.csi.conftest import CsiEnv, Plugin, make_env, mounts_under, wait_until
+from tests.images import put_rows_check
 from tests.servers import S3Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -170,10 +171,19 @@ def check_contents(root: ImageRoot) -> None:
 
 # ------------------------------------------------------------------------------------ CSI plugin
 class ImagePlugin(Plugin):
-    """tests/csi's Plugin, but ``python -m csi`` from the image's root and its venv."""
+    """tests/csi's Plugin, but ``python -m csi`` from the image's root and its venv (``env``:
+    the plugin's own variables, its Secret's, over the image's ENV)."""
 
-    def __init__(self, image: ImageRoot, root: Path, config_path: Path) -> None:
-        super().__init__(root, config_path)
+    def __init__(
+        self,
+        image: ImageRoot,
+        root: Path,
+        config_path: Path,
+        *,
+        env: dict[str, str] | None = None,
+        mode: str = "all",
+    ) -> None:
+        super().__init__(root, config_path, env=env, mode=mode)
         self.image = image
 
     def start(self) -> ImagePlugin:
@@ -183,9 +193,10 @@ class ImagePlugin(Plugin):
             "python", "-m", "csi", "--endpoint", f"unix://{self.socket}", "--node-id", "image-node",
             "--state-dir", str(self.state_dir), "--config", str(self.config_path),
             "--check-interval", str(self.check_interval), "--mount-timeout", "90", "--unmount-timeout", "120", "-v",
+            "--mode", self.mode,
         )  # fmt: skip
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd="/", env=self.image.env())
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd="/", env=self.image.env(**self.env))
         self.channel = grpc.insecure_channel(f"unix://{self.socket}")
         wait_until(self._ready, 60, f"plugin ready (log: {self.log_path})", interval=0.1)
         return self
@@ -242,6 +253,38 @@ def test_csi_plugin_from_the_image_publishes_reads_byte_exact_and_unpublishes(
         plugin.teardown()
 
 
+# ------------------------------------------------------------------------- the catalog's C inserts
+@pytest.mark.parametrize("fixture", ["csi_root", "server_root"])
+def test_a_commit_in_the_image_inserts_its_put_lines_by_c(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """The image build compiles datahub/catalog/_put_rows.c (scripts/build_put_rows.sh, as
+    `make install` does): a first version's plain puts are inserted by C in the image, not by
+    the json_each fallback, and the version holds exactly the committed rows."""
+    root: ImageRoot = request.getfixturevalue(fixture)
+    user = root.config.get("User") or None
+    home = Path("/tmp/put-rows-check")
+    work = root.path / home.relative_to("/")
+    work.mkdir()
+    shutil.copy(Path(__file__).with_name("put_rows_check.py"), work)
+    if user:
+        uid, _, gid = user.partition(":")
+        for path in (work, work / "put_rows_check.py"):
+            os.chown(path, int(uid), int(gid or uid))
+    env = root.env(DATAHUB_HOME=str(home), HOME=str(home))
+    cmd = f"cd {home} && exec python put_rows_check.py {home}"
+    run = subprocess.run(
+        root.command("sh", "-c", cmd, user=user), env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["built"], f"{root.image} has no datahub.catalog._put_rows: commits take the json_each path"
+    inserts = got["inserts"]
+    assert inserts and None not in inserts, f"C did not insert every chunk (None: json_each ran): {inserts}"
+    assert sum(inserts) == put_rows_check.LINES
+    assert got["rows"] == [list(put_rows_check.record(i).values()) for i in range(put_rows_check.LINES)]
+
+
 # ---------------------------------------------------------------------------------------- server
 def _free_port() -> int:
     with socket.socket() as s:
@@ -249,8 +292,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _get(url: str, token: str | None = None, data: bytes | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(url, data=data, method="POST" if data else "GET")
+def _get(url: str, token: str | None = None, data: bytes | None = None, method: str = "") -> tuple[int, str]:
+    request = urllib.request.Request(url, data=data, method=method or ("POST" if data else "GET"))
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     if data:
@@ -276,38 +319,41 @@ def test_server_image_holds_no_build_tools_runs_as_non_root_and_names_its_commit
     assert user and user.split(":")[0] not in ("root", "0"), user
 
 
-def test_server_image_serves_healthz_the_api_with_a_token_and_the_browser(server_root: ImageRoot) -> None:
-    user = server_root.config["User"]
-    home = server_root.config.get("WorkingDir") or "/var/lib/datahub"
-    env = server_root.env(DATAHUB_HOME=home, HOME=home)
+def token(root: ImageRoot, home: str, principal: str, *, admin: bool = False) -> str:
+    """A token made by `datahub token create` in the server image, as its user (the command
+    docs/kubernetes.md runs in a server pod)."""
+    cmd = f"cd {home} && datahub --json token create --principal {principal}" + (" --admin" if admin else "")
     made = subprocess.run(
-        server_root.command("sh", "-c", f"cd {home} && datahub --json token create --principal ci --admin", user=user),
-        env=env, capture_output=True, text=True, timeout=120,
+        root.command("sh", "-c", cmd, user=root.config["User"]),
+        env=root.env(DATAHUB_HOME=home, HOME=home), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    token = json.loads(made.stdout)["token"]
+    return json.loads(made.stdout)["token"]
+
+
+@contextlib.contextmanager
+def serving(root: ImageRoot, home: str) -> Iterator[str]:
+    """`datahub serve --auth` from the server image as its user, its state under ``home``; yields
+    its URL once /healthz answers, and stops it (its log's end in the error if it exits)."""
     port = _free_port()
-    url = f"http://127.0.0.1:{port}"
     cmd = f"cd {home} && exec datahub serve --auth --host 127.0.0.1 --port {port}"
-    log = open(server_root.path / "tmp" / "serve.log", "wb")  # noqa: SIM115 (closed below)
-    proc = subprocess.Popen(server_root.command("sh", "-c", cmd, user=user), env=env, stdout=log, stderr=log)
+    log_path = root.path / "tmp" / "serve.log"
+    env = root.env(DATAHUB_HOME=home, HOME=home)
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            root.command("sh", "-c", cmd, user=root.config["User"]), env=env, stdout=log, stderr=log
+        )
+    url = f"http://127.0.0.1:{port}"
     try:
 
         def up() -> bool:
-            assert proc.poll() is None, (server_root.path / "tmp" / "serve.log").read_text()[-3000:]
+            assert proc.poll() is None, log_path.read_text()[-3000:]
             with contextlib.suppress(OSError):
                 return _get(url + "/healthz")[0] == 200
             return False
 
         wait_until(up, 90, "datahub serve answers /healthz", interval=0.2)
-        assert _get(url + "/v1/datasets")[0] == 401  # --auth: no token, no data
-        status, body = _get(url + "/v1/whoami", token)
-        assert status == 200 and json.loads(body)["principal"] == "ci", body
-        status, body = _get(url + "/v1/datasets", token, json.dumps({"name": "image-check"}).encode())
-        assert status == 201, body
-        status, body = _get(url + "/", token)
-        assert status == 200 and "image-check" in body and "<html" in body.lower(), body[:500]
-        assert _get(url + "/labelx/")[0] in (200, 303, 307, 401)  # LabelX is mounted
+        yield url
     finally:
         proc.terminate()
         try:
@@ -315,7 +361,21 @@ def test_server_image_serves_healthz_the_api_with_a_token_and_the_browser(server
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        log.close()
+
+
+def test_server_image_serves_healthz_the_api_with_a_token_and_the_browser(server_root: ImageRoot) -> None:
+    user = server_root.config["User"]
+    home = server_root.config.get("WorkingDir") or "/var/lib/datahub"
+    ci = token(server_root, home, "ci", admin=True)
+    with serving(server_root, home) as url:
+        assert _get(url + "/v1/datasets")[0] == 401  # --auth: no token, no data
+        status, body = _get(url + "/v1/whoami", ci)
+        assert status == 200 and json.loads(body)["principal"] == "ci", body
+        status, body = _get(url + "/v1/datasets", ci, json.dumps({"name": "image-check"}).encode())
+        assert status == 201, body
+        status, body = _get(url + "/", ci)
+        assert status == 200 and "image-check" in body and "<html" in body.lower(), body[:500]
+        assert _get(url + "/labelx/")[0] in (200, 303, 307, 401)  # LabelX is mounted
     # the server wrote its state as its own user, nothing as root
     owners = {p.stat().st_uid for p in (server_root.path / home.lstrip("/")).rglob("*")}
     assert owners == {int(user.split(":")[0])}, owners
