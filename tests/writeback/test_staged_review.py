@@ -1,0 +1,167 @@
+"""Review of staged files' space rule (issue 41, review11): a close or fsync that returns
+0 commits exactly what the writers wrote, never a prefix of a write that failed for space.
+
+The staging directory is a real small tmpfs, so the kernel's ENOSPC is real. A writer in
+the kernel (a passthrough write) is ``os.pwrite`` on the staged file, as in
+tests/writeback/test_staged.py; where the case is a race, the write is made at the moment
+between two of the daemon's system calls where a kernel writer can land (no lock of ours
+keeps it out), by running it from the daemon's own step.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from datahub.errors import NoSpace, NotFound
+from datahub.writeback import staged
+from datahub.writeback.workspace import STAGING_DIR
+from tests.tmpfs import small_tmpfs
+from tests.writeback.conftest import Env
+from tests.writeback.test_faults import fill, fill_up
+
+KiB, MiB = 1024, 1024**2
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 8 MiB tmpfs (needs root)."""
+    with small_tmpfs(tmp_path / f"staging-{uuid.uuid4().hex[:6]}", "8m") as mount_point:
+        yield mount_point
+
+
+def staged_on(env: Env, disk: Path):
+    """Workspace "ws" whose staged files live on ``disk`` (made before its first staged file)."""
+    ws = env.open()
+    root = ws.chunks.local_root
+    assert root is not None
+    (root / STAGING_DIR).mkdir(parents=True, exist_ok=True)
+    (root / STAGING_DIR / ws.name).symlink_to(disk)
+    return ws
+
+
+def failing_write(fd: int, data: bytes, offset: int) -> int:
+    """A writer's loop of ``write(2)`` that ends in ENOSPC: the bytes it got in (the writer
+    saw the write fail)."""
+    done = 0
+    with pytest.raises(OSError) as exc:
+        while done < len(data):
+            done += os.pwrite(fd, data[done:], offset + done)
+    assert exc.value.errno == errno.ENOSPC
+    return done
+
+
+def committed(env: Env, ws, path: str) -> bytes | None:
+    """What a crash leaves of ``path`` (None: nothing committed)."""
+    ws = env.crash_and_reopen(ws)
+    try:
+        with ws.open(path) as fh:
+            return fh.read(0, 1 << 30)
+    except NotFound:
+        return None
+
+
+def test_a_write_into_a_growing_truncates_hole_that_failed_for_space_is_never_committed(
+    env: Env, small_disk: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, small_disk)
+    fh = ws.open("hole.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    assert of.reserved == 1 * MiB
+    of._staging.watch.remove(of._wd)  # no growth racing the ballast
+    os.pwrite(fh.staged_fd, b"a" * (100 * KiB), 0)
+    real = of._reserve_past
+    got_in: list[int] = []
+
+    def racing(size: int, upto: int) -> None:
+        ballast = fill(small_disk, 500 * KiB)  # the disk fills meanwhile
+        # the kernel writes the hole [1 MiB, 3 MiB) the truncate just made: no block of it is reserved
+        got_in.append(failing_write(of.fd, b"w" * MiB, 1 * MiB))
+        ballast.unlink()  # another writer frees space: the reservation now succeeds
+        real(size, upto)
+
+    monkeypatch.setattr(of, "_reserve_past", racing)
+    fh.truncate(3 * MiB)
+    monkeypatch.undo()
+    assert 0 < got_in[0] < MiB and os.fstat(of.fd).st_size == 3 * MiB  # half done, size unmoved
+    try:
+        fh.close()
+    except NoSpace:
+        pass  # refused: the file is reverted (never acknowledged)
+    got = committed(env, ws, "hole.bin")
+    assert got is None or b"w" not in got, (
+        f"a close returned 0 and committed {got.count(b'w'):,} bytes of a write that failed with ENOSPC"
+    )
+
+
+def test_a_failed_write_past_the_reservation_stays_refused_when_space_comes_back(
+    env: Env, small_disk: Path, monkeypatch
+) -> None:
+    """The watcher and the fsync's growth act after space came back: the blocks they give
+    must not count for a file that a failed write left at its reservation's end."""
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, small_disk)
+    fh = ws.open("past.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    os.pwrite(fh.staged_fd, b"a" * (200 * KiB), 0)
+    of._staging.watch.remove(of._wd)  # this case is about the rule, not the watcher's timing
+    ballast = fill(small_disk, 300 * KiB)
+    assert 0 < failing_write(of.fd, b"w" * (2 * MiB), 200 * KiB) < 2 * MiB
+    ballast.unlink()
+    of.grow()
+    of._extend(6 * MiB)
+    with pytest.raises(NoSpace):
+        fh.fsync()
+    with pytest.raises(NoSpace):
+        fh.close()
+    assert committed(env, ws, "past.bin") is None
+
+
+def test_a_sparse_write_that_failed_on_its_first_byte_leaves_exactly_what_was_written(
+    env: Env, small_disk: Path, monkeypatch
+) -> None:
+    """A write far past the end that gets no block writes nothing and moves no size: the
+    close may commit the file as the writers left it, but never with bytes of that write."""
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, small_disk)
+    fh = ws.open("sparse.bin", create=True, truncate=True, staged=True)
+    fh._of._staging.watch.remove(fh._of._wd)  # no growth racing the ballast
+    data = os.urandom(300 * KiB)
+    os.pwrite(fh.staged_fd, data, 0)
+    ballasts = [fill(small_disk, 64 * KiB)]
+    ballasts.append(fill_up(small_disk))  # to the last block
+    with pytest.raises(OSError) as exc:
+        os.pwrite(fh.staged_fd, b"w" * (64 * KiB), 5 * MiB)
+    assert exc.value.errno == errno.ENOSPC
+    for ballast in ballasts:
+        ballast.unlink()
+    try:
+        fh.close()
+    except NoSpace:
+        pass
+    assert committed(env, ws, "sparse.bin") in (None, data)
+
+
+def test_a_truncate_down_after_a_failed_write_commits_exactly_the_kept_bytes(
+    env: Env, small_disk: Path, monkeypatch
+) -> None:
+    """The writer saw ENOSPC and cut the file back to what it knows was written whole."""
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, small_disk)
+    fh = ws.open("cut.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    of._staging.watch.remove(of._wd)  # the watcher would grow it before the disk fills
+    data = os.urandom(400 * KiB)
+    os.pwrite(fh.staged_fd, data, 0)
+    ballast = fill(small_disk, 200 * KiB)
+    failing_write(fh.staged_fd, b"w" * (3 * MiB), len(data))
+    ballast.unlink()
+    fh.truncate(len(data))
+    fh.close()
+    assert committed(env, ws, "cut.bin") == data
