@@ -1,0 +1,203 @@
+"""Review of staged files through a real workspace mount (issue 41, review11): what a
+close or fsync acknowledged is exactly what the writers wrote, after the close, after a
+remount, after kill -9 of the daemon; a write that failed is never committed; and a file
+the disk has room for is not refused.
+
+Every mount here writes through FUSE passthrough (``--passthrough``), the way
+tests/writeback/test_mount_passthrough.py does.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fuse.conftest import FuseEnv, wait_until
+from tests.tmpfs import small_tmpfs
+
+pytestmark = pytest.mark.fuse
+MiB = 1024**2
+
+
+def _passthrough(env: FuseEnv) -> None:
+    from fuse_adapter import fuse_ops
+
+    if not fuse_ops.PASSTHROUGH:
+        pytest.skip("pyfuse3 built without libfuse >= 3.16")
+
+
+def _wait_passthrough(env: FuseEnv, mnt: Path) -> None:
+    log = env.root / f"mount-{mnt.name}.log"
+    wait_until(lambda: "writes: passthrough" in log.read_text(), 30)
+
+
+def _kill_9(proc) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _remounted(env: FuseEnv, mnt: Path, name: str) -> dict[str, bytes]:
+    """Every file of workspace ``name`` as a fresh mount shows it (after a clean unmount or
+    a kill -9: ``datahub mount`` cleans a stale mount point itself)."""
+    env.cli("mount", str(mnt), "--workspace", name, "--background")
+    try:
+        return {p.name: p.read_bytes() for p in sorted(mnt.iterdir()) if p.is_file()}
+    finally:
+        env.cli("umount", str(mnt))
+
+
+def _pattern(tag: int, size: int) -> bytes:
+    """Bytes that tell which writer and which offset they came from."""
+    block = b"".join(i.to_bytes(8, "little") + tag.to_bytes(8, "little") for i in range(4096))
+    return (block * (size // len(block) + 1))[:size]
+
+
+def test_threads_streaming_past_the_reservation_commit_exactly_what_they_wrote(env: FuseEnv) -> None:
+    """Four threads pwrite interleaved 1 MiB slots of one file, 96 MiB in all with no fsync
+    (past the 64 MiB reserved when the file was made), an O_APPEND log beside it, and many
+    small files written meanwhile; then kill -9. A close that returned 0 committed exactly
+    the bytes written; one that returned ENOSPC (a writer faster than the watcher) left no
+    file."""
+    _passthrough(env)
+    mnt = env.mountpoint("streams")
+    slots, writers = 96, 4
+    big = b"".join(_pattern(i, MiB) for i in range(slots))
+    acked: dict[str, bytes] = {}
+    refused: set[str] = set()
+    with env.mounted(mnt, "--workspace", "streams", "--passthrough") as proc:
+        _wait_passthrough(env, mnt)
+        fd = os.open(mnt / "big.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        log_fd = os.open(mnt / "log.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+        lines: list[bytes] = []
+        lock = threading.Lock()
+
+        def writer(k: int) -> None:
+            for i in range(k, slots, writers):
+                assert os.pwrite(fd, big[i * MiB : (i + 1) * MiB], i * MiB) == MiB
+                line = f"writer {k} slot {i}\n".encode()
+                with lock:
+                    assert os.write(log_fd, line) == len(line)
+                    lines.append(line)
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(writers)]
+        for t in threads:
+            t.start()
+        for n in range(40):  # small files, each acknowledged by its close, while the stream goes on
+            data = os.urandom(1000 + n * 997)
+            (mnt / f"small-{n}").write_bytes(data)
+            acked[f"small-{n}"] = data
+        for t in threads:
+            t.join()
+        for name, fdesc, data in (("big.bin", fd, big), ("log.txt", log_fd, b"".join(lines))):
+            try:
+                os.close(fdesc)
+                acked[name] = data
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+                refused.add(name)
+        for name, data in acked.items():
+            assert (mnt / name).read_bytes() == data, name
+        _kill_9(proc)
+        got = _remounted(env, mnt, "streams")
+    for name, data in acked.items():
+        assert got.get(name) == data, f"{name}: acknowledged by its close, not as written after kill -9"
+    for name in refused:
+        assert name not in got, f"{name}: its close failed with ENOSPC, yet it was committed"
+    assert "log.txt" in acked  # a log of small appends stays far inside its reservation
+
+
+def test_a_file_unlinked_or_renamed_while_written_is_committed_under_its_new_name_only(
+    env: FuseEnv,
+) -> None:
+    """The staged file follows the workspace file: renamed while written, its close commits
+    it under the new name; unlinked while written, nothing comes back after a remount."""
+    _passthrough(env)
+    mnt = env.mountpoint("moves")
+    moved, gone = os.urandom(3 * MiB + 5), os.urandom(2 * MiB)
+    with env.mounted(mnt, "--workspace", "moves", "--passthrough") as proc:
+        _wait_passthrough(env, mnt)
+        fd = os.open(mnt / "old-name", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, moved[:MiB])
+        os.rename(mnt / "old-name", mnt / "new-name")
+        os.write(fd, moved[MiB:])
+        os.close(fd)
+        fd = os.open(mnt / "gone", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.write(fd, gone[:MiB])
+        os.unlink(mnt / "gone")
+        os.write(fd, gone[MiB:])
+        os.fsync(fd)
+        os.close(fd)
+        assert (mnt / "new-name").read_bytes() == moved
+        _kill_9(proc)
+        got = _remounted(env, mnt, "moves")
+    assert got == {"new-name": moved}
+
+
+def test_numpy_memmap_bigger_than_the_first_reservation_is_committed(env: FuseEnv) -> None:
+    """docs/writeback.md names ``numpy.memmap`` outputs as what ``--passthrough`` is for.
+    numpy makes a new memmap by writing one byte at its last offset (seek, write): a file of
+    80 MiB is then past the 64 MiB reserved when it was made, with the disk far from full."""
+    np = pytest.importorskip("numpy")
+    _passthrough(env)
+    mnt = env.mountpoint("arrays")
+    data = np.frombuffer(_pattern(7, 80 * MiB), dtype=np.uint8)
+    with env.mounted(mnt, "--workspace", "arrays", "--passthrough"):
+        _wait_passthrough(env, mnt)
+        out = np.memmap(mnt / "out.npy", dtype=np.uint8, mode="w+", shape=data.shape)
+        out[:] = data
+        out.flush()
+        del out
+        assert (mnt / "out.npy").read_bytes() == data.tobytes()
+    assert _remounted(env, mnt, "arrays") == {"out.npy": data.tobytes()}
+
+
+@pytest.fixture
+def shared_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 48 MiB tmpfs (needs root) for the shared tier, and so for the staged files."""
+    with small_tmpfs(tmp_path / f"shared-{uuid.uuid4().hex[:6]}", "48m") as mount_point:
+        yield mount_point
+
+
+def test_files_open_at_once_do_not_fail_for_space_their_bytes_have(env: FuseEnv, shared_disk: Path) -> None:
+    """A job writing a few shards at once (a data loader's workers): 10 files of 100 KB,
+    open together, on a shared tier with 48 MiB free. Each staged file reserves half of
+    what the disk has left (up to 64 MiB) while it is open, so with ten open the disk is
+    full of reservations and the closes' copies into the shared tier have no room: through
+    the daemon these closes all succeed."""
+    _passthrough(env)
+    with open(env.config_path, "a") as fh:  # [cache] is the config's last section
+        fh.write(f'shared_url = "{(shared_disk / "shared").as_uri()}"\n')
+    mnt = env.mountpoint("shards")
+    shards = {f"shard-{i}": os.urandom(100_000 + i) for i in range(10)}
+    failed: dict[str, str] = {}  # name -> which call failed and how
+    written: dict[str, bytes] = {}  # what each writer got in
+    with env.mounted(mnt, "--workspace", "shards", "--passthrough"):
+        _wait_passthrough(env, mnt)
+        fds = {name: os.open(mnt / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC) for name in shards}
+        for name, fd in fds.items():
+            done = 0
+            try:
+                while done < len(shards[name]):
+                    done += os.write(fd, shards[name][done:])
+            except OSError as exc:
+                failed[name] = f"write: {errno.errorcode[exc.errno]} after {done:,} bytes"
+            written[name] = shards[name][:done]
+        acked = {}
+        for name, fd in fds.items():
+            try:
+                os.close(fd)
+                acked[name] = written[name]
+            except OSError as exc:
+                failed.setdefault(name, f"close: {errno.errorcode[exc.errno]}")
+    got = _remounted(env, mnt, "shards")
+    for name, data in acked.items():  # whatever failed: a close that returned 0 kept exactly the bytes
+        assert got.get(name) == data and name not in failed, f"{name}: close returned 0, committed wrong"
+    assert not failed, f"failed for space ({len(failed)} of {len(shards)} files): {failed}"
+    assert got == shards
