@@ -201,3 +201,59 @@ def test_files_open_at_once_do_not_fail_for_space_their_bytes_have(env: FuseEnv,
         assert got.get(name) == data and name not in failed, f"{name}: close returned 0, committed wrong"
     assert not failed, f"failed for space ({len(failed)} of {len(shards)} files): {failed}"
     assert got == shards
+
+
+def test_a_holder_of_a_staged_file_after_umount_never_gets_an_acknowledgement_that_is_lost(
+    env: FuseEnv,
+) -> None:
+    """docs/writeback.md point 7: after ``datahub umount`` detaches a busy mount, a holder's
+    ``write(2)`` to a staged file still succeeds (the kernel writes the backing file without
+    the FUSE connection) and those bytes are never committed. What must hold then: neither
+    its fsync nor its close returns 0 for them, and what the umount closed is kept."""
+    _passthrough(env)
+    mnt = env.mountpoint("busy")
+    before, after = os.urandom(300_000), os.urandom(200_000)
+    with env.mounted(mnt, "--workspace", "busy", "--passthrough"):
+        _wait_passthrough(env, mnt)
+        held = os.open(mnt / "held.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        assert os.write(held, before) == len(before)
+        env.cli("umount", str(mnt))
+        outcome = {}
+        for call, args in (("write", (held, after)), ("fsync", (held,)), ("close", (held,))):
+            try:
+                getattr(os, call)(*args)
+                outcome[call] = 0
+            except OSError as exc:
+                outcome[call] = exc.errno
+    got = _remounted(env, mnt, "busy")
+    acknowledged = outcome["fsync"] == 0 or outcome["close"] == 0
+    if outcome["write"] == 0 and acknowledged:
+        assert got.get("held.bin") == before + after, f"acknowledged after umount, lost: {outcome}"
+    assert got.get("held.bin") in (before, before + after), outcome
+
+
+def test_kill_9_while_the_watcher_grows_a_stream_keeps_exactly_the_closed_files(env: FuseEnv) -> None:
+    """kill -9 of the daemon while a stream grows its reservation: the files whose close
+    returned are exact after a remount, the stream (never acknowledged) is absent."""
+    _passthrough(env)
+    mnt = env.mountpoint("killed")
+    acked = {f"done-{i}": os.urandom(500_000 + i) for i in range(5)}
+    with env.mounted(mnt, "--workspace", "killed", "--passthrough") as proc:
+        _wait_passthrough(env, mnt)
+        stream = os.open(mnt / "stream.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        for i, (name, data) in enumerate(acked.items()):
+            os.write(stream, _pattern(i, 8 * MiB))
+            (mnt / name).write_bytes(data)
+        _kill_9(proc)
+        try:
+            os.write(stream, b"after the daemon died")  # the backing file may still take it
+        except OSError:
+            pass
+        try:
+            os.close(stream)
+        except OSError:
+            pass
+        else:
+            pytest.fail("a close returned 0 with its daemon dead")
+        got = _remounted(env, mnt, "killed")
+    assert got == acked

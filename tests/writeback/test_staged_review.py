@@ -10,8 +10,10 @@ keeps it out), by running it from the daemon's own step.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,3 +167,77 @@ def test_a_truncate_down_after_a_failed_write_commits_exactly_the_kept_bytes(
     fh.truncate(len(data))
     fh.close()
     assert committed(env, ws, "cut.bin") == data
+
+
+def test_a_write_racing_a_reverts_refill_that_failed_for_space_is_never_committed(
+    env: Env, small_disk: Path, monkeypatch
+) -> None:
+    """``StagedFile._restore`` (a close that failed reverts the file, "Out of space at
+    close") empties the staged file, reserves, and writes the acknowledged bytes back; it
+    checks nothing of a write another handle's writer made into the emptied file before
+    the blocks were given, so a later commit takes that write's prefix with it."""
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, small_disk)
+    fh = ws.open("rev.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    of._staging.watch.remove(of._wd)  # no growth racing the ballast
+    acked = os.urandom(200 * KiB)
+    os.pwrite(of.fd, acked, 0)
+    fh.fsync()
+    other = ws.open("rev.bin")  # a second handle of the same file (another process's open)
+    assert other._of is of
+    os.pwrite(of.fd, b"x" * (2 * MiB), 0)  # one call past the reservation: this close is refused
+    with pytest.raises(NoSpace):
+        fh.fsync()
+    real = of._reserve_past
+    got_in: list[int] = []
+
+    def racing(size: int, upto: int) -> None:
+        ballast = fill(small_disk, 400 * KiB)
+        got_in.append(failing_write(of.fd, b"w" * MiB, 300 * KiB))  # the other writer, emptied under it
+        ballast.unlink()
+        real(size, upto)
+
+    monkeypatch.setattr(of, "_reserve_past", racing)
+    ws.revert("rev.bin")  # what the mount does after the failed close
+    monkeypatch.undo()
+    assert 0 < got_in[0] < MiB
+    with contextlib.suppress(NoSpace):
+        fh.close()
+    os.pwrite(of.fd, acked[:10], 0)  # the other writer goes on: a successful write
+    try:
+        other.close()
+    except NoSpace:
+        pass
+    got = committed(env, ws, "rev.bin")
+    assert got is not None and b"w" not in got, (
+        f"a close returned 0 and committed {got.count(b'w'):,} bytes of a write that failed with ENOSPC"
+        if got
+        else "the acknowledged file was lost"
+    )
+
+
+def test_the_growth_watcher_works_in_a_daemon_with_many_descriptors(env: Env, monkeypatch) -> None:
+    """A daemon holding 1100 descriptors when its first staged file is made (a busy mount):
+    the watcher's inotify descriptor is then past 1023, which ``select.select`` refuses
+    (modwatch.py ``_run``): the thread dies and no reservation grows again."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1300:
+        pytest.skip(f"RLIMIT_NOFILE {soft}")
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        ws = env.open()
+        fh = ws.open("many.bin", create=True, truncate=True, staged=True)
+        of = fh._of
+        os.pwrite(of.fd, b"a" * (600 * KiB), 0)  # past a quarter: the watcher grows it
+        deadline = time.monotonic() + 30
+        while of.reserved == 1 * MiB and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert of.reserved > 1 * MiB, "the watcher never grew the reservation"
+        fh.close()
+    finally:
+        for fd in held:
+            os.close(fd)
