@@ -217,7 +217,7 @@ def test_a_write_racing_a_reverts_refill_that_failed_for_space_is_never_committe
     )
 
 
-def test_the_growth_watcher_works_in_a_daemon_with_many_descriptors(env: Env, monkeypatch) -> None:
+def test_the_growth_watcher_works_in_a_daemon_with_many_descriptors(unpacked_env: Env, monkeypatch) -> None:
     """A daemon holding 1100 descriptors when its first staged file is made (a busy mount):
     the watcher's inotify descriptor is then past 1023, which ``select.select`` refuses
     (modwatch.py ``_run``): the thread dies and no reservation grows again."""
@@ -229,15 +229,46 @@ def test_the_growth_watcher_works_in_a_daemon_with_many_descriptors(env: Env, mo
     monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
     held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     try:
-        ws = env.open()
+        ws = unpacked_env.open()
         fh = ws.open("many.bin", create=True, truncate=True, staged=True)
         of = fh._of
         os.pwrite(of.fd, b"a" * (600 * KiB), 0)  # past a quarter: the watcher grows it
-        deadline = time.monotonic() + 30
-        while of.reserved == 1 * MiB and time.monotonic() < deadline:
+        thread = of._staging.watch._thread
+        deadline = time.monotonic() + 30  # a bound only: a dead thread ends the wait at once
+        while of.reserved == 1 * MiB and thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert of.reserved > 1 * MiB, "the watcher never grew the reservation"
         fh.close()
     finally:
         for fd in held:
             os.close(fd)
+
+
+def test_stores_through_a_shared_mapping_after_a_growing_truncate_land_in_reserved_blocks(
+    env: Env, small_disk: Path, monkeypatch
+) -> None:
+    """Stores through a mapping make no ``IN_MODIFY`` and cannot be refused by the kernel
+    without killing the writer (SIGBUS), so every page a mapping can reach (below the size,
+    which only a truncate of ours moves) must already hold its block: after a truncate past
+    the reservation the whole new size is reserved, and the close commits the stores."""
+    import mmap
+
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, small_disk)
+    fh = ws.open("mapped.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    of._staging.watch.remove(of._wd)  # the truncate alone must do it
+    fh.truncate(3 * MiB)
+    assert of.reserved > 3 * MiB and os.fstat(of.fd).st_blocks * 512 >= 3 * MiB
+    ballast = fill(small_disk, 64 * KiB)  # a full disk cannot fail the stores now
+    data = os.urandom(3 * MiB)
+    other = os.open(f"/proc/self/fd/{of.fd}", os.O_RDWR)  # the kernel's own open of the staged file
+    try:
+        with mmap.mmap(other, 3 * MiB, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as mapping:
+            mapping[:] = data
+            mapping.flush()
+    finally:
+        os.close(other)
+    ballast.unlink()
+    fh.close()
+    assert committed(env, ws, "mapped.bin") == data
