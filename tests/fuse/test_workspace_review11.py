@@ -13,6 +13,7 @@ import contextlib
 import errno
 import os
 import signal
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
@@ -223,3 +224,35 @@ def test_files_open_at_once_do_not_fail_for_space_their_bytes_have(env: FuseEnv,
         assert got.get(name) == data and name not in failed, f"{name}: close returned 0, committed wrong"
     assert not failed, f"failed for space ({len(failed)} of {len(shards)} files): {failed}"
     assert got == shards
+
+
+@pytest.mark.parametrize("writes", ["passthrough", "daemon"])
+def test_more_files_open_at_once_than_the_daemon_has_descriptors(env: FuseEnv, writes: str) -> None:
+    """Each staged file holds a descriptor in the daemon for as long as it is open; a
+    daemon out of descriptors (RLIMIT_NOFILE, here lowered to 256 with prlimit) must serve
+    the files it cannot stage through itself, as a mount without --passthrough does, not
+    fail their open(2) or their close(2). Through the daemon (the same run's baseline) all
+    300 files are committed."""
+    _passthrough(env)
+    mnt = env.mountpoint("fds")
+    files = {f"f-{i}": os.urandom(1000 + i) for i in range(300)}
+    failed: dict[str, str] = {}
+    flags = ("--passthrough",) if writes == "passthrough" else ()
+    with env.mounted(mnt, "--workspace", "fds", *flags) as proc:
+        if flags:
+            _wait_passthrough(env, mnt)
+        subprocess.run(["prlimit", f"--pid={proc.pid}", "--nofile=256:256"], check=True)
+        fds = {}
+        for name in files:
+            try:
+                fds[name] = os.open(mnt / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            except OSError as exc:
+                failed[name] = f"open: {errno.errorcode[exc.errno]}"
+        for name, fd in fds.items():
+            try:
+                os.write(fd, files[name])
+                os.close(fd)
+            except OSError as exc:
+                failed.setdefault(name, f"write/close: {errno.errorcode[exc.errno]}")
+    assert not failed, f"{len(failed)} of {len(files)} failed, e.g. {sorted(failed.items())[:3]}"
+    assert _remounted(env, mnt, "fds") == files
