@@ -272,3 +272,59 @@ def test_stores_through_a_shared_mapping_after_a_growing_truncate_land_in_reserv
     ballast.unlink()
     fh.close()
     assert committed(env, ws, "mapped.bin") == data
+
+
+def test_a_revert_that_finds_no_room_keeps_the_acknowledged_bytes(
+    env: Env, small_disk: Path, monkeypatch
+) -> None:
+    """``StagedFile._restore`` empties the staged file first; when the disk fills between
+    that and its reservation (another writer took the freed blocks), it raises NoSpace and
+    leaves the staged file empty with no reservation. Once space is back, any truncate of
+    ours reserves again, and the next close commits the staged file as it is: an extension
+    of the file (ftruncate, then the new tail) commits zeros where the acknowledged bytes
+    were. Meanwhile the kernel serves every other handle's reads from the empty staged file."""
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, small_disk)
+    fh = ws.open("kept.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    of._staging.watch.remove(of._wd)
+    acked = os.urandom(200 * KiB)
+    os.pwrite(of.fd, acked, 0)
+    fh.fsync()
+    reader = ws.open("kept.bin")
+    os.pwrite(of.fd, b"x" * (2 * MiB), 0)  # past the reservation: this close is refused
+    with pytest.raises(NoSpace):
+        fh.fsync()
+    real = of._reserve_past
+    ballasts: list[Path] = []
+
+    def racing(size: int, upto: int) -> None:
+        ballasts.append(fill(small_disk, 8 * KiB))  # another writer takes the freed blocks
+        ballasts.append(fill_up(small_disk))
+        real(size, upto)
+
+    monkeypatch.setattr(of, "_reserve_past", racing)
+    with contextlib.suppress(NoSpace):
+        ws.revert("kept.bin")
+    monkeypatch.undo()
+    seen = os.pread(of.fd, len(acked) + 1, 0)  # what the kernel serves the reader (passthrough)
+    for ballast in ballasts:
+        ballast.unlink()
+    read = reader.read(0, len(acked) + 1)
+    # the space is back; the other process extends the file it has open by a page (ftruncate,
+    # then a store or write at the new tail: how records are appended to a mapped file)
+    tail = os.urandom(4096)
+    reader.truncate(len(acked) + len(tail))
+    os.pwrite(of.fd, tail, len(acked))
+    with contextlib.suppress(NoSpace):
+        reader.close()
+    with contextlib.suppress(NoSpace):
+        fh.close()
+    got = committed(env, ws, "kept.bin")
+    assert got in (acked, acked + tail), (
+        f"acknowledged bytes replaced: {len(got or b''):,} bytes committed, of them "
+        f"{(got or b'')[: len(acked)].count(0):,} zeros where the acknowledged bytes were"
+    )
+    assert (len(seen), len(read)) == (len(acked),) * 2, (
+        f"a reader of an acknowledged {len(acked):,}-byte file reads {len(seen):,} bytes"
+    )
