@@ -328,3 +328,53 @@ def test_a_revert_that_finds_no_room_keeps_the_acknowledged_bytes(
     assert (len(seen), len(read)) == (len(acked),) * 2, (
         f"a reader of an acknowledged {len(acked):,}-byte file reads {len(seen):,} bytes"
     )
+
+
+@pytest.fixture
+def disk_32m(tmp_path: Path) -> Iterator[Path]:
+    """A real 32 MiB tmpfs (needs root)."""
+    with small_tmpfs(tmp_path / f"staging-{uuid.uuid4().hex[:6]}", "32m") as mount_point:
+        yield mount_point
+
+
+def test_one_streams_reservation_does_not_refuse_another_file_the_disk_has_room_for(
+    env: Env, disk_32m: Path, monkeypatch
+) -> None:
+    """The watcher grows a stream's reservation to four times what it holds (``grow``):
+    a stream of 4 MiB holds 16 MiB of the disk while it is open. Another file of 17 MiB
+    written meanwhile (21 MiB in all on a 32 MiB disk) then cannot get its blocks, and its
+    write fails for space, where the daemon path (and a local disk) would take it. The
+    watcher's steps are taken here after each write (``grow``, what it does on an event)."""
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, disk_32m)
+    step = 256 * KiB
+
+    def stream(fh, size: int) -> bytes:
+        of = fh._of
+        of._staging.watch.remove(of._wd)  # the watcher's steps, taken in order below
+        data = os.urandom(size)
+        for off in range(0, size, step):
+            assert os.pwrite(of.fd, data[off : off + step], off) == min(step, size - off)
+            of.grow()
+        return data
+
+    first = ws.open("stream.bin", create=True, truncate=True, staged=True)
+    stream_data = stream(first, 4 * MiB)
+    held = os.fstat(first._of.fd).st_blocks * 512
+    second = ws.open("other.bin", create=True, truncate=True, staged=True)
+    try:
+        other_data = stream(second, 17 * MiB)
+        second.close()
+        refused = None
+    except (OSError, NoSpace) as exc:
+        refused = exc
+    first.close()
+    ws = env.crash_and_reopen(ws)
+    with ws.open("stream.bin") as fh:
+        assert fh.read(0, 1 << 30) == stream_data
+    assert refused is None, (
+        f"a 17 MiB file on a 32 MiB disk failed for space ({refused}) while a 4 MiB stream "
+        f"held {held / MiB:.0f} MiB of blocks"
+    )
+    with ws.open("other.bin") as fh:
+        assert fh.read(0, 1 << 30) == other_data
