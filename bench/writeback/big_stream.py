@@ -105,6 +105,13 @@ def main() -> None:
                 print(f"  mount --passthrough ({name}): refused {refused[name]}/{args.rounds}; "
                       f"{mine:6.0f} MiB/s, ratio {mine / base:4.2f} (closes that succeeded); daemon CPU "
                       f"{1000 * statistics.median(cpu[name]):.2f} ms/MiB", flush=True)  # fmt: skip
+        for name, m in mounts.items():
+            outran = [line for line in m.log().splitlines() if "before more could be reserved" in line]
+            print(
+                f"# mount --passthrough ({name}): {len(outran)} files outran the watcher (the daemon's log)"
+            )
+            for line in outran[:5]:
+                print(f"#   {line.split(': ', 1)[-1]}")
         print(f"# load after: {load()}")
     finally:
         for m in mounts.values():

@@ -30,6 +30,7 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 MERGE = 0.005  # seconds slept after each batch of events (see the module)
+NICE = -10  # this thread's priority (it runs for microseconds, at most 1/MERGE times a second)
 _IN_MODIFY = 0x2
 _EVENT = struct.Struct("iIII")  # wd, mask, cookie, len (then len bytes of name)
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -109,6 +110,10 @@ class ModifyWatch:
         return True
 
     def _run(self) -> None:
+        try:  # wake up ahead of busy threads on a loaded node: a late watcher refuses a file
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except OSError:  # no CAP_SYS_NICE: the default priority, more refusals under load
+            pass
         fds = [self._waker_r, self._inotify]
         while True:
             select.select(fds, [], [], None)

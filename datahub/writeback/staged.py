@@ -297,6 +297,7 @@ class StagedFile(OpenFile):
         self._atime0 = os.fstat(fd).st_atime_ns if atime_seen else None  # None: treat as maybe mapped
         self.release_lock = threading.Lock()  # the workspace's last-release decision (lingering.py)
         self.lingering = False  # its last reference waits for a mapping to go (lingering.py)
+        self._outran = False  # logged once: the writer passed the reservation first
         self._wd = staging.watch.add(fd, self.grow)  # after every field ``grow`` reads
 
     def maybe_mapped(self, st: os.stat_result) -> bool:
@@ -363,7 +364,9 @@ class StagedFile(OpenFile):
             if self.fd < 0 or self.reserved <= 0:
                 return
             size = os.fstat(self.fd).st_size
-            if GROW_AT * size > self.reserved and size < self.reserved:
+            if size >= self.reserved:
+                self._log_outran(size)
+            elif GROW_AT * size > self.reserved:
                 self._extend(max(GROW_BY * self.reserved, 2 * GROW_BY * size))
 
     def _extend(self, upto: int) -> None:
@@ -379,8 +382,21 @@ class StagedFile(OpenFile):
         upto = min(upto, old + self._staging.room()) // _PAGE * _PAGE
         if upto <= old or not reserve(self.fd, upto):
             return
-        if os.fstat(self.fd).st_size < old:
+        size = os.fstat(self.fd).st_size
+        if size < old:
             self.reserved = upto
+        else:
+            self._log_outran(size)
+
+    def _log_outran(self, size: int) -> None:
+        """Say once why this file's close will be refused (the operator's question)."""
+        if not self._outran:
+            self._outran = True
+            log.warning(
+                "%r: written past its %s reserved bytes (%s bytes now) before more could be reserved: "
+                "its next fsync or close is refused (ENOSPC) unless it is truncated first",
+                self.path, f"{self.reserved:,}", f"{size:,}",
+            )  # fmt: skip
 
     def closed(self) -> None:
         """The last handle is gone (its close committed): the staged file goes."""
