@@ -28,6 +28,7 @@ import select
 import threading
 from collections.abc import Callable
 
+from datahub.writeback.modwatch import stop_thread
 from datahub.writeback.staged import StagedFile, written_elsewhere
 
 log = logging.getLogger(__name__)
@@ -83,12 +84,7 @@ class Lingering:
         with self._lock:
             self._stopping = True
             thread = self._thread
-        if thread is not None:
-            os.write(self._waker_w, b"x")
-            thread.join()
-            for fd in (self._inotify, self._waker_r, self._waker_w):
-                if fd >= 0:
-                    os.close(fd)
+        stop_thread(thread, self._waker_w, (self._inotify, self._waker_r, self._waker_w))
         with self._lock:
             held = [of for of, _ in self._held.values()]
             self._held.clear()

@@ -38,6 +38,19 @@ _libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint
 _libc.inotify_rm_watch.argtypes = [ctypes.c_int, ctypes.c_int]
 
 
+def stop_thread(thread: threading.Thread | None, waker_w: int, fds: tuple[int, ...]) -> None:
+    """End an inotify thread (this module's, ``lingering.py``'s) that has been told to stop:
+    wake it through its pipe ``waker_w``, wait for it, then close its descriptors ``fds``
+    (made with the thread: none if it never started)."""
+    if thread is None:
+        return
+    os.write(waker_w, b"x")
+    thread.join()
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
+
+
 class ModifyWatch:
     """Calls a file's callback (in this object's thread) after the kernel wrote it.
 
@@ -79,13 +92,8 @@ class ModifyWatch:
         with self._lock:
             self._stopping = True
             thread = self._thread
-        if thread is not None:
-            os.write(self._waker_w, b"x")
-            thread.join()
+        stop_thread(thread, self._waker_w, (self._inotify, self._waker_r, self._waker_w))
         with self._lock:
-            for fd in (self._inotify, self._waker_r, self._waker_w):
-                if fd >= 0:
-                    os.close(fd)
             self._inotify = self._waker_r = self._waker_w = -1
             self._calls.clear()
 

@@ -206,8 +206,6 @@ def fuse_env(tmp_path: Path, s3_endpoint) -> Iterator:
 
 @pytest.mark.fuse
 def test_a_mount_writes_without_write_requests_and_close_is_durable(fuse_env) -> None:
-    from datahub.storage import StoreRegistry
-    from datahub.writeback import open_workspace
     from fuse_adapter import fuse_ops
     from tests.fuse.conftest import wait_until
 
@@ -227,11 +225,22 @@ def test_a_mount_writes_without_write_requests_and_close_is_durable(fuse_env) ->
         assert reqs.counts()["FUSE_FLUSH"] >= 1 and reqs.counts()["FUSE_WRITE"] == 0, (reqs.counts, log)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+    with reopened(fuse_env, "ckpt.pt") as fh:
+        assert fh.read(0, len(data) + 1) == data
+
+
+@contextlib.contextmanager
+def reopened(fuse_env, path: str) -> Iterator:
+    """A handle of ``path`` in workspace "ws" as a new opener finds it (after the daemon's
+    kill -9: what recovery gives)."""
+    from datahub.storage import StoreRegistry
+    from datahub.writeback import open_workspace
+
     with StoreRegistry(fuse_env.config) as stores:
         ws = open_workspace("ws", fuse_env.config, stores, background=False)
         try:
-            with ws.open("ckpt.pt") as fh:
-                assert fh.read(0, len(data) + 1) == data
+            with ws.open(path) as fh:
+                yield fh
         finally:
             ws.close()
 
@@ -255,8 +264,6 @@ def test_a_stream_far_past_the_first_reservation_is_committed_at_close(fuse_env)
     (inotify ``IN_MODIFY`` on the staged inode), which reserves ahead, so the close commits
     the file. Before each write the test waits until the staged file holds blocks past it:
     what is checked is that the reservation follows the writer, not how fast."""
-    from datahub.storage import StoreRegistry
-    from datahub.writeback import open_workspace
     from fuse_adapter import fuse_ops
     from tests.fuse.conftest import wait_until
 
@@ -273,15 +280,10 @@ def test_a_stream_far_past_the_first_reservation_is_committed_at_close(fuse_env)
         os.close(fd)  # ENOSPC here before the watcher: past the reservation with no fsync
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    with StoreRegistry(fuse_env.config) as stores:
-        ws = open_workspace("ws", fuse_env.config, stores, background=False)
-        try:
-            with ws.open("big.pt") as fh:
-                for i in (0, 63, 64, 100, pieces - 1):
-                    assert fh.read(i * MiB, MiB) == i.to_bytes(4, "little") * (MiB // 4)
-                assert fh.read(pieces * MiB, 1) == b""
-        finally:
-            ws.close()
+    with reopened(fuse_env, "big.pt") as fh:
+        for i in (0, 63, 64, 100, pieces - 1):
+            assert fh.read(i * MiB, MiB) == i.to_bytes(4, "little") * (MiB // 4)
+        assert fh.read(pieces * MiB, 1) == b""
 
 
 @pytest.mark.fuse
