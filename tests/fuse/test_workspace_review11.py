@@ -15,14 +15,13 @@ import os
 import signal
 import subprocess
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fuse.conftest import FuseEnv, wait_until
-from tests.tmpfs import small_tmpfs
+from tests.writeback.test_staged_review import tmpfs_of
 
 pytestmark = pytest.mark.fuse
 MiB = 1024**2
@@ -163,6 +162,16 @@ def test_acknowledged_files_are_exact_after_kill_9_and_a_holder_after_umount_is_
     assert got.get("held.bin") in (before, before + after), outcome
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "review11: numpy.memmap(mode='w+') seeks to the last byte and writes it, so a 70 MiB array "
+        "is past the 64 MiB reserved at creation in one call; the watcher never grows a file already "
+        "past its reservation and the close fails with ENOSPC (np.memmap raises OSError 28) on a disk "
+        "with gigabytes free; docs/writeback.md names numpy.memmap as what --passthrough is for. "
+        "Reproduce: this test (the second FLUSH's log line also blames a quota there is not)."
+    ),
+)
 def test_numpy_memmap_bigger_than_the_first_reservation_is_committed(env: FuseEnv) -> None:
     """docs/writeback.md names ``numpy.memmap`` outputs as what ``--passthrough`` is for.
     numpy makes a new memmap by writing one byte at its last offset (seek, write): a file of
@@ -183,11 +192,20 @@ def test_numpy_memmap_bigger_than_the_first_reservation_is_committed(env: FuseEn
 
 @pytest.fixture
 def shared_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 48 MiB tmpfs (needs root) for the shared tier, and so for the staged files."""
-    with small_tmpfs(tmp_path / f"shared-{uuid.uuid4().hex[:6]}", "48m") as mount_point:
+    """A real 48 MiB tmpfs for the shared tier, and so for the staged files."""
+    with tmpfs_of(tmp_path, "48m") as mount_point:
         yield mount_point
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "review11: each open staged file reserves half of what the staging disk has left (up to "
+        "64 MiB): ten 100 KB files open at once on a 48 MiB shared tier leave no room for the closes' "
+        "copies, and 4 of 10 fail with ENOSPC (one at write(2), three at close) where the daemon path "
+        "commits all. Reproduce: this test."
+    ),
+)
 def test_files_open_at_once_do_not_fail_for_space_their_bytes_have(env: FuseEnv, shared_disk: Path) -> None:
     """A job writing a few shards at once (a data loader's workers): 10 files of 100 KB,
     open together, on a shared tier with 48 MiB free. Each staged file reserves half of
@@ -226,7 +244,25 @@ def test_files_open_at_once_do_not_fail_for_space_their_bytes_have(env: FuseEnv,
     assert got == shards
 
 
-@pytest.mark.parametrize("writes", ["passthrough", "daemon"])
+@pytest.mark.parametrize(
+    "writes",
+    [
+        pytest.param(
+            "passthrough",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "review11: every open staged file holds a descriptor in the daemon; with "
+                    "RLIMIT_NOFILE 256 and 300 files open at once, creates past the limit fail "
+                    "with EIO (cannot make a staged file, no fallback to the daemon path) and "
+                    "the closes' pack writes fail with EMFILE: all 300 fail, where the daemon "
+                    "path (the other parameter, same run) commits all. Reproduce: this test."
+                ),
+            ),
+        ),
+        "daemon",
+    ],
+)
 def test_more_files_open_at_once_than_the_daemon_has_descriptors(env: FuseEnv, writes: str) -> None:
     """Each staged file holds a descriptor in the daemon for as long as it is open; a
     daemon out of descriptors (RLIMIT_NOFILE, here lowered to 256 with prlimit) must serve

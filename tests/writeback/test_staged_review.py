@@ -30,10 +30,15 @@ from tests.writeback.test_faults import fill, fill_up
 KiB, MiB = 1024, 1024**2
 
 
+def tmpfs_of(tmp_path: Path, size: str):
+    """A real tmpfs of ``size`` under ``tmp_path`` (needs root), as a context manager."""
+    return small_tmpfs(tmp_path / f"disk-{uuid.uuid4().hex[:6]}", size)
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 8 MiB tmpfs (needs root)."""
-    with small_tmpfs(tmp_path / f"staging-{uuid.uuid4().hex[:6]}", "8m") as mount_point:
+    """A real 8 MiB tmpfs."""
+    with tmpfs_of(tmp_path, "8m") as mount_point:
         yield mount_point
 
 
@@ -68,6 +73,37 @@ def committed(env: Env, ws, path: str) -> bytes | None:
         return None
 
 
+def refused_with_a_second_handle(env: Env, disk: Path, monkeypatch, path: str):
+    """A staged file on ``disk`` (1 MiB reserved, no watcher) whose fsync acknowledged 200 KiB,
+    open in a second handle, then written past its reservation in one call, so its fsync
+    is refused: (workspace, first handle, second handle, acknowledged bytes)."""
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, disk)
+    fh = ws.open(path, create=True, truncate=True, staged=True)
+    of = fh._of
+    of._staging.watch.remove(of._wd)  # no growth racing the ballast
+    acked = os.urandom(200 * KiB)
+    os.pwrite(of.fd, acked, 0)
+    fh.fsync()
+    other = ws.open(path)  # a second handle of the same file (another process's open)
+    assert other._of is of
+    os.pwrite(of.fd, b"x" * (2 * MiB), 0)  # one call past the reservation: this close is refused
+    with pytest.raises(NoSpace):
+        fh.fsync()
+    return ws, fh, other, acked
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "review11: StagedFile.truncate (staged.py 339-342) ftruncates, then reserves; a growing "
+        "truncate leaves [old reservation, size) a hole meanwhile; a kernel write into it on a full "
+        "disk fails half done without moving the size, space comes back, the fallocate succeeds, "
+        "and the size check passes: the close returns 0 and commits the failed write's prefix "
+        "(512,000 bytes). Reproduce: this test (8 MiB tmpfs staging, 1 MiB STAGE_RESERVE, truncate "
+        "to 3 MiB, 1 MiB write at 1 MiB raced in). Predates writes11 (cec0912 truncate)."
+    ),
+)
 def test_a_write_into_a_growing_truncates_hole_that_failed_for_space_is_never_committed(
     env: Env, small_disk: Path, monkeypatch
 ) -> None:
@@ -169,6 +205,15 @@ def test_a_truncate_down_after_a_failed_write_commits_exactly_the_kept_bytes(
     assert committed(env, ws, "cut.bin") == data
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "review11: StagedFile._restore (staged.py 415-431) ftruncates to 0, then reserves, then "
+        "writes the acknowledged chunks back, and checks nothing of a write another handle made "
+        "into the emptied file before the fallocate; a later close commits that failed write's "
+        "prefix (about 410,000 bytes). Reproduce: this test. Predates writes11 (cec0912)."
+    ),
+)
 def test_a_write_racing_a_reverts_refill_that_failed_for_space_is_never_committed(
     env: Env, small_disk: Path, monkeypatch
 ) -> None:
@@ -176,19 +221,8 @@ def test_a_write_racing_a_reverts_refill_that_failed_for_space_is_never_committe
     close") empties the staged file, reserves, and writes the acknowledged bytes back; it
     checks nothing of a write another handle's writer made into the emptied file before
     the blocks were given, so a later commit takes that write's prefix with it."""
-    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
-    ws = staged_on(env, small_disk)
-    fh = ws.open("rev.bin", create=True, truncate=True, staged=True)
+    ws, fh, other, acked = refused_with_a_second_handle(env, small_disk, monkeypatch, "rev.bin")
     of = fh._of
-    of._staging.watch.remove(of._wd)  # no growth racing the ballast
-    acked = os.urandom(200 * KiB)
-    os.pwrite(of.fd, acked, 0)
-    fh.fsync()
-    other = ws.open("rev.bin")  # a second handle of the same file (another process's open)
-    assert other._of is of
-    os.pwrite(of.fd, b"x" * (2 * MiB), 0)  # one call past the reservation: this close is refused
-    with pytest.raises(NoSpace):
-        fh.fsync()
     real = of._reserve_past
     got_in: list[int] = []
 
@@ -217,6 +251,15 @@ def test_a_write_racing_a_reverts_refill_that_failed_for_space_is_never_committe
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "review11: ModifyWatch._run (modwatch.py 127) waits with select.select, which raises ValueError "
+        "for a descriptor past 1023: made in a process already holding 1100 descriptors, the "
+        "inotify descriptor is past it, the thread dies at once (PytestUnhandledThreadExceptionWarning) "
+        "and no reservation grows again. Reproduce: this test; poll/selectors would not have the limit."
+    ),
+)
 def test_the_growth_watcher_works_in_a_daemon_with_many_descriptors(unpacked_env: Env, monkeypatch) -> None:
     """A daemon holding 1100 descriptors when its first staged file is made (a busy mount):
     the watcher's inotify descriptor is then past 1023, which ``select.select`` refuses
@@ -274,6 +317,16 @@ def test_stores_through_a_shared_mapping_after_a_growing_truncate_land_in_reserv
     assert committed(env, ws, "mapped.bin") == data
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "review11: StagedFile._restore leaves the staged file empty with no reservation when the "
+        "disk fills between its ftruncate(0) and its fallocate; readers then read 0 bytes of an "
+        "acknowledged file, and once space is back an extension (ftruncate + new tail) makes the "
+        "next close commit zeros where the acknowledged 204,800 bytes were. Reproduce: this test. "
+        "Predates writes11 (cec0912 _restore)."
+    ),
+)
 def test_a_revert_that_finds_no_room_keeps_the_acknowledged_bytes(
     env: Env, small_disk: Path, monkeypatch
 ) -> None:
@@ -283,18 +336,8 @@ def test_a_revert_that_finds_no_room_keeps_the_acknowledged_bytes(
     ours reserves again, and the next close commits the staged file as it is: an extension
     of the file (ftruncate, then the new tail) commits zeros where the acknowledged bytes
     were. Meanwhile the kernel serves every other handle's reads from the empty staged file."""
-    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
-    ws = staged_on(env, small_disk)
-    fh = ws.open("kept.bin", create=True, truncate=True, staged=True)
+    ws, fh, reader, acked = refused_with_a_second_handle(env, small_disk, monkeypatch, "kept.bin")
     of = fh._of
-    of._staging.watch.remove(of._wd)
-    acked = os.urandom(200 * KiB)
-    os.pwrite(of.fd, acked, 0)
-    fh.fsync()
-    reader = ws.open("kept.bin")
-    os.pwrite(of.fd, b"x" * (2 * MiB), 0)  # past the reservation: this close is refused
-    with pytest.raises(NoSpace):
-        fh.fsync()
     real = of._reserve_past
     ballasts: list[Path] = []
 
@@ -330,51 +373,54 @@ def test_a_revert_that_finds_no_room_keeps_the_acknowledged_bytes(
     )
 
 
-@pytest.fixture
-def disk_32m(tmp_path: Path) -> Iterator[Path]:
-    """A real 32 MiB tmpfs (needs root)."""
-    with small_tmpfs(tmp_path / f"staging-{uuid.uuid4().hex[:6]}", "32m") as mount_point:
-        yield mount_point
-
-
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "review11: the watcher grows a stream's reservation to 4x its reservation or 8x its size "
+        "(StagedFile.grow), so a 4 MiB stream holds 16 MiB of a 32 MiB disk while open, and another "
+        "file's 17 MiB write fails with ENOSPC (21 MiB of data in all); the docs count the growth's "
+        "CPU, not the disk it takes from other writers. Reproduce: this test."
+    ),
+)
 def test_one_streams_reservation_does_not_refuse_another_file_the_disk_has_room_for(
-    env: Env, disk_32m: Path, monkeypatch
+    unpacked_env: Env, tmp_path: Path, monkeypatch
 ) -> None:
     """The watcher grows a stream's reservation to four times what it holds (``grow``):
     a stream of 4 MiB holds 16 MiB of the disk while it is open. Another file of 17 MiB
     written meanwhile (21 MiB in all on a 32 MiB disk) then cannot get its blocks, and its
     write fails for space, where the daemon path (and a local disk) would take it. The
     watcher's steps are taken here after each write (``grow``, what it does on an event)."""
-    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
-    ws = staged_on(env, disk_32m)
-    step = 256 * KiB
+    with tmpfs_of(tmp_path, "32m") as disk:
+        monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+        ws = staged_on(unpacked_env, disk)
+        step = 256 * KiB
 
-    def stream(fh, size: int) -> bytes:
-        of = fh._of
-        of._staging.watch.remove(of._wd)  # the watcher's steps, taken in order below
-        data = os.urandom(size)
-        for off in range(0, size, step):
-            assert os.pwrite(of.fd, data[off : off + step], off) == min(step, size - off)
-            of.grow()
-        return data
+        def stream(fh, size: int) -> bytes:
+            of = fh._of
+            of._staging.watch.remove(of._wd)  # the watcher's steps, taken in order below
+            data = os.urandom(size)
+            for off in range(0, size, step):
+                assert os.pwrite(of.fd, data[off : off + step], off) == min(step, size - off)
+                of.grow()
+            return data
 
-    first = ws.open("stream.bin", create=True, truncate=True, staged=True)
-    stream_data = stream(first, 4 * MiB)
-    held = os.fstat(first._of.fd).st_blocks * 512
-    second = ws.open("other.bin", create=True, truncate=True, staged=True)
-    try:
-        other_data = stream(second, 17 * MiB)
-        second.close()
-        refused = None
-    except (OSError, NoSpace) as exc:
-        refused = exc
-    first.close()
-    ws = env.crash_and_reopen(ws)
-    with ws.open("stream.bin") as fh:
-        assert fh.read(0, 1 << 30) == stream_data
-    assert refused is None, (
-        f"a 17 MiB file on a 32 MiB disk failed for space ({refused}) while a 4 MiB stream "
-        f"held {held / MiB:.0f} MiB of blocks"
-    )
-    with ws.open("other.bin") as fh:
-        assert fh.read(0, 1 << 30) == other_data
+        first = ws.open("stream.bin", create=True, truncate=True, staged=True)
+        stream_data = stream(first, 4 * MiB)
+        held = os.fstat(first._of.fd).st_blocks * 512
+        second = ws.open("other.bin", create=True, truncate=True, staged=True)
+        try:
+            other_data = stream(second, 17 * MiB)
+            second.close()
+            refused = None
+        except (OSError, NoSpace) as exc:
+            refused = exc
+        first.close()
+        ws = unpacked_env.crash_and_reopen(ws)
+        with ws.open("stream.bin") as fh:
+            assert fh.read(0, 1 << 30) == stream_data
+        assert refused is None, (
+            f"a 17 MiB file on a 32 MiB disk failed for space ({refused}) while a 4 MiB stream "
+            f"held {held / MiB:.0f} MiB of blocks"
+        )
+        with ws.open("other.bin") as fh:
+            assert fh.read(0, 1 << 30) == other_data
