@@ -332,12 +332,18 @@ class StagedFile(OpenFile):
 
     def truncate(self, size: int) -> None:
         """Truncate, then reserve again: a truncate frees the blocks past ``size`` (ours
-        included), and growing leaves a hole, whose writes would need new blocks."""
+        included), and growing leaves a hole, whose writes would need new blocks. So a
+        growing truncate reserves first (a write into the hole, which a failure for space
+        would leave torn with the size unchanged, finds its blocks there), a shrinking one
+        after; a write past ``size`` in between shows in the size and counts as torn."""
         if size < 0:
             raise InvalidInput(f"truncate of {self.path!r}: negative size {size}")
+        upto = max(self.reserved, size + min(STAGE_RESERVE, max(size, _PAGE)))
         with self._commit_lock, self._reserve_lock:
+            if size > os.fstat(self.fd).st_size:
+                self._reserve_past(size, upto)  # the blocks stay the file's when it grows over them
             os.ftruncate(self.fd, size)
-            self._reserve_past(size, max(self.reserved, size + min(STAGE_RESERVE, max(size, _PAGE))))
+            self._reserve_past(size, upto)
             if os.fstat(self.fd).st_size != size:  # written past ``size`` before the blocks were
                 self.reserved = min(self.reserved, size)  # given: maybe torn, refused (as ``_extend``)
 

@@ -334,3 +334,30 @@ def test_a_truncate_that_raced_a_write_past_it_counts_no_new_blocks(env: Env) ->
     fh.truncate(100)  # a truncate with nobody writing: counted again
     fh.close()
     assert read_all(env.crash_and_reopen(ws), "t.bin") == data[:100]
+
+
+def test_a_growing_truncate_reserves_the_new_range_before_it_exists(env: Env) -> None:
+    """A write into the hole a growing truncate makes could fail for space half done and
+    leave the size as the truncate set it, which no check sees: so the blocks of the new
+    range are the file's before the file is that long (``StagedFile.truncate``)."""
+    ws = env.open()
+    fh = ws.open("g.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    staged_write(fh, 0, b"a" * 4096)
+    fh.fsync()
+    grown = of.reserved + (8 << 20)  # past what was reserved: the new range needs new blocks
+    calls: list[tuple[int, int]] = []  # (file size when called, bytes reserved after)
+    real = of._reserve_past
+
+    def recorded(size: int, upto: int) -> None:
+        real(size, upto)
+        calls.append((os.fstat(of.fd).st_size, of.reserved))
+
+    of._reserve_past = recorded
+    fh.truncate(grown)
+    del of._reserve_past
+    assert calls[0][0] == 4096 and calls[0][1] > grown, calls  # reserved while still 4 KiB long
+    st = os.fstat(of.fd)
+    assert st.st_size == grown and st.st_blocks * 512 >= grown
+    fh.close()
+    assert read_all(env.crash_and_reopen(ws), "g.bin") == b"a" * 4096 + bytes(grown - 4096)
