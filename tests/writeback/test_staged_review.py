@@ -96,12 +96,13 @@ def refused_with_a_second_handle(env: Env, disk: Path, monkeypatch, path: str):
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "review11: StagedFile.truncate (staged.py 339-342) ftruncates, then reserves; a growing "
-        "truncate leaves [old reservation, size) a hole meanwhile; a kernel write into it on a full "
-        "disk fails half done without moving the size, space comes back, the fallocate succeeds, "
-        "and the size check passes: the close returns 0 and commits the failed write's prefix "
-        "(512,000 bytes). Reproduce: this test (8 MiB tmpfs staging, 1 MiB STAGE_RESERVE, truncate "
-        "to 3 MiB, 1 MiB write at 1 MiB raced in). Predates writes11 (cec0912 truncate)."
+        "review11: StagedFile.truncate: a growing truncate on a full disk whose first reservation "
+        "(before the ftruncate, c0c2e24) gets nothing leaves [old reservation, size) a hole; a "
+        "kernel write into it fails half done without moving the size, space comes back, the "
+        "second fallocate succeeds and the size check passes: the close returns 0 and commits "
+        "the failed write's prefix (512,000 bytes). Reproduce: this test (8 MiB tmpfs staging, "
+        "1 MiB STAGE_RESERVE, truncate to 3 MiB, a 1 MiB write at 1 MiB raced in after the "
+        "ftruncate). Before c0c2e24 (and in cec0912) the same without a full disk at the first step."
     ),
 )
 def test_a_write_into_a_growing_truncates_hole_that_failed_for_space_is_never_committed(
@@ -116,12 +117,17 @@ def test_a_write_into_a_growing_truncates_hole_that_failed_for_space_is_never_co
     os.pwrite(fh.staged_fd, b"a" * (100 * KiB), 0)
     real = of._reserve_past
     got_in: list[int] = []
+    ballasts: list[Path] = []
 
     def racing(size: int, upto: int) -> None:
-        ballast = fill(small_disk, 500 * KiB)  # the disk fills meanwhile
-        # the kernel writes the hole [1 MiB, 3 MiB) the truncate just made: no block of it is reserved
-        got_in.append(failing_write(of.fd, b"w" * MiB, 1 * MiB))
-        ballast.unlink()  # another writer frees space: the reservation now succeeds
+        if os.fstat(of.fd).st_size != size:  # a reservation before the ftruncate (writes11's c0c2e24)
+            ballasts.append(fill(small_disk, 500 * KiB))  # the disk is full: it gets nothing
+        else:  # the ftruncate made the hole [1 MiB, 3 MiB), with no block of it reserved
+            if not ballasts:
+                ballasts.append(fill(small_disk, 500 * KiB))  # the disk fills meanwhile
+            got_in.append(failing_write(of.fd, b"w" * MiB, 1 * MiB))  # the kernel writes the hole
+            while ballasts:
+                ballasts.pop().unlink()  # another writer frees space: the reservation now succeeds
         real(size, upto)
 
     monkeypatch.setattr(of, "_reserve_past", racing)
