@@ -214,7 +214,7 @@ def test_a_truncate_down_after_a_failed_write_commits_exactly_the_kept_bytes(
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "review11: StagedFile._restore (staged.py 415-431) ftruncates to 0, then reserves, then "
+        "review11: StagedFile._restore (staged.py 415-437) ftruncates to 0, then reserves, then "
         "writes the acknowledged chunks back, and checks nothing of a write another handle made "
         "into the emptied file before the fallocate; a later close commits that failed write's "
         "prefix (about 410,000 bytes). Reproduce: this test. Predates writes11 (cec0912)."
