@@ -371,7 +371,7 @@ class StagedFile(OpenFile):
                 return
             size = os.fstat(self.fd).st_size
             if size >= self.reserved:
-                self._log_outran(size)
+                self._log_outran(size, "when the watcher heard it")
             elif GROW_AT * size > self.reserved:
                 self._extend(max(GROW_BY * self.reserved, 2 * GROW_BY * size))
 
@@ -392,16 +392,16 @@ class StagedFile(OpenFile):
         if size < old:
             self.reserved = upto
         else:
-            self._log_outran(size)
+            self._log_outran(size, f"once {upto - old:,} more bytes were reserved")
 
-    def _log_outran(self, size: int) -> None:
+    def _log_outran(self, size: int, when: str) -> None:
         """Say once why this file's close will be refused (the operator's question)."""
         if not self._outran:
             self._outran = True
             log.warning(
-                "%r: written past its %s reserved bytes (%s bytes now) before more could be reserved: "
+                "%r: written past its %s reserved bytes (%s bytes %s) before more could be reserved: "
                 "its next fsync or close is refused (ENOSPC) unless it is truncated first",
-                self.path, f"{self.reserved:,}", f"{size:,}",
+                self.path, f"{self.reserved:,}", f"{size:,}", when,
             )  # fmt: skip
 
     def closed(self) -> None:
