@@ -91,10 +91,11 @@ class Lingering:
         return held
 
     def _run(self) -> None:
-        fds = [self._waker_r] + ([self._inotify] if self._inotify >= 0 else [])
+        poller = select.poll()  # not select.select: a busy daemon's descriptors pass 1023 (review11)
+        for fd in [self._waker_r] + ([self._inotify] if self._inotify >= 0 else []):
+            poller.register(fd, select.POLLIN)
         while True:
-            ready = select.select(fds, [], [], POLL)[0]
-            for fd in ready:
+            for fd, _events in poller.poll(int(POLL * 1000)):
                 try:
                     while os.read(fd, 65536):
                         pass

@@ -122,9 +122,11 @@ class ModifyWatch:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         except OSError:  # no CAP_SYS_NICE: the default priority, more refusals under load
             pass
-        fds = [self._waker_r, self._inotify]
+        poller = select.poll()  # not select.select: a busy daemon's descriptors pass 1023 (review11)
+        for fd in (self._waker_r, self._inotify):
+            poller.register(fd, select.POLLIN)
         while True:
-            select.select(fds, [], [], None)
+            poller.poll()
             wds: set[int] = set()
             try:
                 while True:

@@ -340,12 +340,16 @@ class StagedFile(OpenFile):
             raise InvalidInput(f"truncate of {self.path!r}: negative size {size}")
         upto = max(self.reserved, size + min(STAGE_RESERVE, max(size, _PAGE)))
         with self._commit_lock, self._reserve_lock:
+            covered = True
             if size > os.fstat(self.fd).st_size:
                 self._reserve_past(size, upto)  # the blocks stay the file's when it grows over them
+                # no room for the hole: a write into it may fail half done with the size unmoved,
+                # which nothing after could see (review11): refused until a truncate finds room
+                covered = self.reserved > size
             os.ftruncate(self.fd, size)
             self._reserve_past(size, upto)
-            if os.fstat(self.fd).st_size != size:  # written past ``size`` before the blocks were
-                self.reserved = min(self.reserved, size)  # given: maybe torn, refused (as ``_extend``)
+            if os.fstat(self.fd).st_size != size or not covered:  # written past ``size`` before
+                self.reserved = min(self.reserved, size)  # the blocks were given: maybe torn, refused
 
     def _reserve_past(self, size: int, upto: int) -> None:
         """Reserve ``[0, upto)`` (rounded up to a page), else as much past ``size`` as one page
@@ -431,6 +435,9 @@ class StagedFile(OpenFile):
             key_len = chunks.get(index)
             self.write(index * cs, self._stored(index, key_len).ljust(min(cs, size - index * cs), b"\0"))
         st = os.fstat(self.fd)
+        if st.st_size != size:  # another handle wrote past it before the blocks were given: that
+            with self._reserve_lock:  # write may have failed half done (review11): refused until
+                self.reserved = min(self.reserved, size)  # a truncate
         os.utime(self.fd, ns=(st.st_atime_ns, int(mtime * 1e9)))  # the atime stays: see maybe_mapped
         st = os.fstat(self.fd)
         certain = self._exact or time.time_ns() - st.st_ctime_ns > COARSE_NS
