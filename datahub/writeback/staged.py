@@ -298,6 +298,7 @@ class StagedFile(OpenFile):
         self.release_lock = threading.Lock()  # the workspace's last-release decision (lingering.py)
         self.lingering = False  # its last reference waits for a mapping to go (lingering.py)
         self._outran = False  # logged once: the writer passed the reservation first
+        self.unrestored = False  # a revert could not write the acknowledged bytes back (_restore)
         self._wd = staging.watch.add(fd, self.grow)  # after every field ``grow`` reads
 
     def maybe_mapped(self, st: os.stat_result) -> bool:
@@ -347,6 +348,8 @@ class StagedFile(OpenFile):
                 # which nothing after could see (review11): refused until a truncate finds room
                 covered = self.reserved > size
             os.ftruncate(self.fd, size)
+            if size == 0:
+                self.unrestored = False  # nothing is left that a revert should have put back
             self._reserve_past(size, upto)
             if os.fstat(self.fd).st_size != size or not covered:  # written past ``size`` before
                 self.reserved = min(self.reserved, size)  # the blocks were given: maybe torn, refused
@@ -417,23 +420,43 @@ class StagedFile(OpenFile):
             os.close(fd)
 
     def _restore(self, size: int, mtime: float, chunks: dict[int, tuple[str, int]]) -> None:
-        """``revert``: the staged file holds ``chunks`` again. Emptied first (what no close
-        acknowledged goes at once), reserved again, then written inside the reservation, so
-        no write of ours can fail for space. No room to reserve: the file stays empty with
-        no reservation, which no fsync commits (the journal keeps ``chunks``), and NoSpace."""
+        """``revert``: the staged file holds ``chunks`` again. Cut to ``size`` (what no close
+        acknowledged past it goes at once), reserved again, then the acknowledged bytes
+        written over ``[0, size)`` in place: where the file already has blocks (the common
+        case: the bytes a failed write left) no write of ours needs a new one, so readers
+        (the kernel serves them from this file) keep a file of the acknowledged length and
+        bytes even when the disk is full. Emptying it first, as before, left them reading 0
+        bytes of an acknowledged file, and a later extension committed zeros where its bytes
+        were (review11). No room for a block the bytes need: the file is ``unrestored`` and
+        no commit takes it until a truncate to 0 or its last close (the journal keeps
+        ``chunks``, which every later open reads). No room to reserve past ``size``:
+        NoSpace, and every commit is refused until a truncate finds room."""
         with self._reserve_lock:
-            os.ftruncate(self.fd, 0)
+            os.ftruncate(self.fd, size)
             self._reserve_past(size, max(size + _PAGE, min(self.reserved, STAGE_RESERVE)))
-        if self.reserved <= size:
+        cs = self.cs
+        try:
+            for index in range((size + cs - 1) // cs):
+                key_len = chunks.get(index)
+                self.write(index * cs, self._stored(index, key_len).ljust(min(cs, size - index * cs), b"\0"))
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            self.unrestored = True
             raise NoSpace(
                 f"{self.path!r}: no room in {self._where} to restore its last acknowledged "
-                f"{size:,} bytes into its staged file; it stays as the journal holds it",
+                f"{size:,} bytes into its staged file; it is committed by nothing until it is "
+                "truncated to 0 or closed everywhere (it then reads as the journal holds it)",
+                path=self.path,
+            ) from None
+        self.unrestored = False
+        if self.reserved <= size:
+            raise NoSpace(
+                f"{self.path!r}: its last acknowledged {size:,} bytes are back in its staged file, "
+                f"but {self._where} has no room to reserve more: no commit takes it until a "
+                "truncate finds room",
                 path=self.path,
             )
-        cs = self.cs
-        for index in range((size + cs - 1) // cs):
-            key_len = chunks.get(index)
-            self.write(index * cs, self._stored(index, key_len).ljust(min(cs, size - index * cs), b"\0"))
         st = os.fstat(self.fd)
         if st.st_size != size:  # another handle wrote past it before the blocks were given: that
             with self._reserve_lock:  # write may have failed half done (review11): refused until
@@ -455,6 +478,13 @@ class StagedFile(OpenFile):
             state = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
             if state == self._synced and not self.pending and not whole:
                 return
+            if self.unrestored:
+                raise NoSpace(
+                    f"{self.path!r}: a revert found no room to write its acknowledged bytes back into "
+                    f"its staged file in {self._where}; nothing commits it until it is truncated to 0 "
+                    "or closed everywhere (it then reads as its last fsync or close left it)",
+                    path=self.path,
+                )
             if st.st_size >= self.reserved:
                 raise NoSpace(
                     f"{self.path!r}: the kernel wrote its staged file past the {self.reserved:,} bytes "

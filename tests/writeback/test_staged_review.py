@@ -296,16 +296,6 @@ def test_stores_through_a_shared_mapping_after_a_growing_truncate_land_in_reserv
     assert committed(env, ws, "mapped.bin") == data
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review11: StagedFile._restore leaves the staged file empty with no reservation when the "
-        "disk fills between its ftruncate(0) and its fallocate; readers then read 0 bytes of an "
-        "acknowledged file, and once space is back an extension (ftruncate + new tail) makes the "
-        "next close commit zeros where the acknowledged 204,800 bytes were. Reproduce: this test. "
-        "Predates writes11 (cec0912 _restore)."
-    ),
-)
 def test_a_revert_that_finds_no_room_keeps_the_acknowledged_bytes(
     env: Env, small_disk: Path, monkeypatch
 ) -> None:
@@ -403,3 +393,59 @@ def test_one_streams_reservation_does_not_refuse_another_file_the_disk_has_room_
         )
         with ws.open("other.bin") as fh:
             assert fh.read(0, 1 << 30) == other_data
+
+
+def _punch(fd: int, offset: int, length: int) -> None:
+    """Free ``[offset, offset + length)`` of a file, keeping its size (FALLOC_FL_PUNCH_HOLE)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    if libc.fallocate(fd, 0x02 | 0x01, offset, length) != 0:
+        raise OSError(ctypes.get_errno(), "fallocate(PUNCH_HOLE)")
+
+
+def test_a_revert_that_finds_no_block_for_a_hole_commits_nothing_until_truncated_to_zero(
+    env: Env, small_disk: Path, monkeypatch
+) -> None:
+    """The lead's case after review11's: ``_restore`` writes the acknowledged bytes back in
+    place, which needs new blocks only where the failed state left a hole. A full disk there
+    leaves the staged file part restored: no commit may take it (it would mix the failed
+    state into acknowledged bytes) until a truncate to 0; then the writer's new bytes commit."""
+    monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
+    ws = staged_on(env, small_disk)
+    fh = ws.open("holey.bin", create=True, truncate=True, staged=True)
+    of = fh._of
+    of._staging.watch.remove(of._wd)  # no growth racing the ballast
+    acked = os.urandom(200 * KiB)
+    os.pwrite(of.fd, acked, 0)
+    fh.fsync()
+    os.pwrite(of.fd, b"x" * (2 * MiB), 0)  # past its reservation: refused
+    with pytest.raises(NoSpace):
+        fh.fsync()
+    _punch(of.fd, 0, 300 * KiB)  # and no block left under the acknowledged range
+    real = of._reserve_past
+    ballasts: list[Path] = []
+
+    def full(size: int, upto: int) -> None:
+        ballasts.append(fill(small_disk, 8 * KiB))
+        ballasts.append(fill_up(small_disk))  # no block left for the hole
+        real(size, upto)
+
+    monkeypatch.setattr(of, "_reserve_past", full)
+    with pytest.raises(NoSpace):
+        ws.revert("holey.bin")
+    monkeypatch.undo()
+    assert of.unrestored
+    for ballast in ballasts:
+        ballast.unlink()
+    other = ws.open("holey.bin")
+    with pytest.raises(NoSpace):
+        other.fsync()  # space is back, but the staged file is not what was acknowledged
+    other.truncate(0)  # the writer starts over: nothing is left that the revert owed
+    assert not of.unrestored
+    os.pwrite(of.fd, b"fresh", 0)
+    other.close()
+    with contextlib.suppress(NoSpace):
+        fh.close()
+    assert committed(env, ws, "holey.bin") == b"fresh"
