@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import socket
 from typing import TYPE_CHECKING, Any
 
 from datahub.console.context import CliContext
@@ -98,7 +99,11 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     shape = f"{workers} worker processes" if workers > 1 else "one process"
     print(f"datahub API on {url} ({mode}, {shape}); docs at {url}/docs; Ctrl-C stops", file=ctx.err)
     if args.labelx:
-        print(f"LabelX on {url}/labelx/ (users: datahub labelx create-user NAME --role admin)", file=ctx.err)
+        home = f" --home {ctx.config.home_path}" if getattr(args, "home", None) else ""
+        print(
+            f"LabelX on {url}/labelx/ (users: datahub{home} labelx create-user NAME --role admin)",
+            file=ctx.err,
+        )
     ctx.err.flush()
     if workers == 1:
         code = serve_one(sock)
@@ -112,4 +117,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _url(host: str, port: int) -> str:
+    """The URL to print for a bind: a wildcard bind (0.0.0.0, ::) is no address anyone can
+    open, so the machine's own name stands for it (what other machines use)."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
