@@ -168,11 +168,20 @@ class PageStream:
 
     # --- claims ----------------------------------------------------------------------------------
     def _claim_upto(self, limit: int) -> None:
-        """Claim the pages before ``limit`` not yet considered, unless held or being fetched."""
+        """Claim the pages before ``limit`` not yet considered, unless held or being fetched.
+
+        Returns only once every page before ``limit`` is decided, including those another
+        thread is claiming right now: a reader reads next, and a page whose claim is not yet
+        registered would be fetched by that reader a second time, and cut the stream's request.
+        """
         limit = min(limit, self.total)
         while True:
             with self._lock:
-                if self._stopped or self._claim_next >= limit:
+                if self._stopped:
+                    return
+                if self._claim_next >= limit:
+                    while not self._stopped and any(i < limit for i in self._claiming):
+                        self._lock.wait()
                     return
                 index = self._claim_next
                 self._claim_next += 1

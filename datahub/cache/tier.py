@@ -266,6 +266,10 @@ class BudgetedTier(Tier):
         data = None
         with tier_failure(self, "read", key):
             data = self._load(key)
+            if data is None and self.known(key):
+                # Tracked but not there: lost, or stored by another thread since the look
+                # above. Look once more, so a page just stored is not forgotten as lost.
+                data = self._load(key)
         lost = False
         with self._lock:
             if data is None:

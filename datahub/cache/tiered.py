@@ -228,6 +228,13 @@ class TieredCache:
         return self._flight.do(key, lambda: self._load_below(key, expected, hot))
 
     def _load_below(self, key: PageKey, expected: int, hot: bool) -> bytes:
+        # Leading the fetch now, but a stream may have delivered the page between the
+        # caller's miss and this: it is in the fastest tier, and fetching it again would be
+        # a second origin request for bytes the cache holds.
+        if self.tiers and self.tiers[0].known(key):
+            data = self.tiers[0].get(key)
+            if data is not None and len(data) == expected:
+                return data
         for i in range(1, len(self.tiers)):
             tier = self.tiers[i]
             data = tier.get(key)

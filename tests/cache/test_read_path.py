@@ -17,7 +17,7 @@ from datahub.cache.ram import RamTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.errors import InvalidInput, ObjectNotFound
 from datahub.storage.base import ObjectRef
-from tests.cache.conftest import gated_cache, put_objects, wait_for
+from tests.cache.conftest import OneStoreRegistry, gated_cache, put_objects, wait_for
 
 
 def test_reads_return_the_source_bytes_across_page_boundaries(make_cache, source) -> None:
@@ -195,3 +195,26 @@ def test_read_cached_answers_only_from_ram_without_io(make_cache, source) -> Non
     assert cache.read_cached(big) is None  # several pages: streams and readahead must see the read
     cache.tiers[0].delete(PageKey(small.url, small.etag, 1024, 0))  # only on disk now: that is I/O
     assert cache.read_cached(small) is None and cache.origin.counters.fetches == 6
+
+
+def test_a_page_stored_between_a_miss_and_the_fetch_is_not_fetched_again(tmp_path: Path, source) -> None:
+    """A stream delivers a page (fastest tier, then its claim settled) between a reader's
+    miss and the reader's own fetch: the reader takes the delivered page, no second GET."""
+    [(ref, data)] = put_objects(source, [2048])
+    ram = RamTier(1 << 20, make_policy("lru", 1 << 20))
+    cache = assemble_cache([ram], Origin(OneStoreRegistry(source, str(source.root))), page_size=1024)
+    k = PageKey(ref.url, ref.etag, 1024, 1)
+    get = ram.get
+    delivered = []
+
+    def get_then_deliver(page_key: PageKey) -> bytes | None:
+        got = get(page_key)
+        if page_key == k and not delivered:
+            delivered.append(True)
+            assert ram.put(k, data[1024:], hot=True)  # the stream's delivery lands now
+        return got
+
+    ram.get = get_then_deliver  # type: ignore[method-assign]
+    with cache:
+        assert cache.read(ref, 1024, 1024) == data[1024:]
+        assert delivered and cache.origin.counters.snapshot()["fetches"] == 0

@@ -435,3 +435,29 @@ def test_no_inline_answer_for_a_large_object_without_a_stream(tmp_path: Path, so
         assert cache.read_cached(ref, 0, PAGE) is None  # readahead must see every read
         small = put_objects(source, [PAGE // 2], seed=23)[0]
         assert cache.read(small[0]) == small[1] and cache.read_cached(small[0], 0, 10) == small[1][:10]
+
+
+def test_claiming_returns_only_once_the_pages_another_thread_claims_are_decided(tmp_path: Path, source) -> None:
+    """A reader claims up to its window, then reads. A page the stream's thread is in the
+    middle of claiming (taken, not yet registered: the thread was preempted) is not yet the
+    stream's: a reader that went on would fetch it itself and cut the stream's request
+    (seen under load: two extra GETs). So the reader's claiming waits for that decision."""
+    [(ref, _)] = put_objects(source, [24 * PAGE], seed=34)
+    cache, _ = streaming_cache(tmp_path, source)
+    streams = cache._prefetcher.streams
+    stream = stream_mod.PageStream(streams, ref, 0, fill=False, reader_page=8)
+    with stream._lock:  # the thread took page 13 and was preempted before registering it
+        stream._claim_next = 14
+        stream._claiming.add(13)
+    returned = threading.Event()
+    reader = threading.Thread(target=lambda: (stream._claim_upto(14), returned.set()))
+    reader.start()
+    assert not returned.wait(0.3), "the reader went on while page 13's claim was undecided"
+    with stream._lock:  # the thread registers its claim
+        stream._claims[13] = streams.flight.claim(stream.key(13), stream.ticket)
+        stream._claiming.discard(13)
+        stream._lock.notify_all()
+    assert returned.wait(10)
+    reader.join()
+    stream.stop()
+    cache.close()

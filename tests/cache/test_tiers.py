@@ -115,3 +115,30 @@ def test_disk_tier_survives_a_restart(tmp_path: Path) -> None:
     assert t.usage().used == 300 and t.usage().entries == 1
     assert t.get(key(1)) == b"abc" * 100
     t.close()
+
+
+@pytest.mark.parametrize("kind", ["ram", "disk"])
+def test_a_miss_racing_a_put_of_the_same_page_keeps_the_page(kind: str, tmp_path: Path) -> None:
+    """(The budgeted tiers: they account for their pages in this process.) A reader looks (miss), another thread stores the page, then the reader's miss is
+    counted: the page just stored must stay known, not be forgotten as lost (a stream's
+    delivered page was fetched from the origin a second time that way)."""
+    tier: Tier = (
+        RamTier(BUDGET, make_policy("lru", BUDGET))
+        if kind == "ram"
+        else DiskTier(tmp_path / "disk", BUDGET, make_policy("lru", BUDGET))
+    )
+    k = key(7)
+    load = tier._load  # type: ignore[attr-defined]
+    raced = []
+
+    def load_then_put(page_key: PageKey) -> bytes | None:
+        data = load(page_key)
+        if not raced:
+            raced.append(True)
+            assert tier.put(k, b"y" * 100)  # lands between the look and the miss's accounting
+        return data
+
+    tier._load = load_then_put  # type: ignore[attr-defined]
+    got = tier.get(k)
+    assert got in (None, b"y" * 100)
+    assert tier.known(k) and tier.get(k) == b"y" * 100
