@@ -437,7 +437,9 @@ def test_no_inline_answer_for_a_large_object_without_a_stream(tmp_path: Path, so
         assert cache.read(small[0]) == small[1] and cache.read_cached(small[0], 0, 10) == small[1][:10]
 
 
-def test_claiming_returns_only_once_the_pages_another_thread_claims_are_decided(tmp_path: Path, source) -> None:
+def test_claiming_returns_only_once_the_pages_another_thread_claims_are_decided(
+    tmp_path: Path, source
+) -> None:
     """A reader claims up to its window, then reads. A page the stream's thread is in the
     middle of claiming (taken, not yet registered: the thread was preempted) is not yet the
     stream's: a reader that went on would fetch it itself and cut the stream's request
