@@ -10,6 +10,7 @@ from datahub.api.schemas import RequestModel
 from datahub.tasks.base import Job, Task
 
 _LEASE = Field(gt=0, le=86400, description="seconds the lease lasts from now (the server's clock)")
+_LEASE_ID = Field(max_length=256, description="the lease id the claim returned (none: lease_lost)")
 
 
 class JobCreate(RequestModel):
@@ -17,23 +18,28 @@ class JobCreate(RequestModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
-class Lease(RequestModel):
-    worker: str = Field(min_length=1, max_length=256)
+class Claim(RequestModel):
+    worker: str = Field(min_length=1, max_length=256, description="a display label, not an identity")
+    lease_seconds: float = _LEASE
+
+
+class Renewal(RequestModel):
+    lease: str = _LEASE_ID
     lease_seconds: float = _LEASE
 
 
 class Completion(RequestModel):
-    worker: str = Field(min_length=1, max_length=256)
+    lease: str = _LEASE_ID
     result: dict[str, Any] = Field(default_factory=dict)
 
 
 class Failure(RequestModel):
-    worker: str = Field(min_length=1, max_length=256)
+    lease: str = _LEASE_ID
     error: str = Field(max_length=65536)
 
 
-class Worker(RequestModel):
-    worker: str = Field(min_length=1, max_length=256)
+class Held(RequestModel):
+    lease: str = _LEASE_ID
 
 
 class JobPublic(BaseModel):
@@ -54,6 +60,7 @@ class TaskPublic(BaseModel):
     attempts: int
     result: dict[str, Any]
     error: str
+    lease: str = Field("", description="the lease id: only in a claim's answer, to its claimer")
 
 
 class Claimed(BaseModel):
@@ -70,7 +77,8 @@ def job_public(j: Job) -> JobPublic:
     )
 
 
-def task_public(t: Task) -> TaskPublic:
+def task_public(t: Task, *, with_lease: bool = False) -> TaskPublic:
+    """``with_lease`` only for the claimer: a lease id shown to anybody else would be a key to the task."""
     return TaskPublic(
         job=t.job,
         index=t.index,
@@ -81,4 +89,5 @@ def task_public(t: Task) -> TaskPublic:
         attempts=t.attempts,
         result=dict(t.result),
         error=t.error,
+        lease=t.lease if with_lease else "",
     )

@@ -6,7 +6,10 @@ never re-imports the caller's ``__main__`` (no ``if __name__ == "__main__"`` gua
 no torch import per worker when called from a training script), and pulls tasks from the
 queue exactly like remote ``datahub pack-worker`` processes — which may join a local run.
 The parent only watches: it reports progress from the queue and, if interrupted, stops
-its children and hands their tasks back at once instead of waiting for lease expiry.
+its children and hands their tasks back at once instead of waiting for lease expiry. It
+can, since it opened the same database: its listing shows the children's lease ids. Over an
+API server (``http(s)://`` catalog) a listing never shows lease ids, so there the children's
+tasks come back when their leases expire.
 """
 
 from __future__ import annotations
@@ -70,9 +73,9 @@ def run_local(
             p.terminate()
         for p in procs:
             p.wait()
-        for task in queue.tasks(job):
-            if task.state == DOING and task.owner in names:
-                queue.release(job, task.index, task.owner)
+        for task in queue.tasks(job):  # a listing carries lease ids only from the database itself
+            if task.state == DOING and task.owner in names and task.lease:
+                queue.release(job, task.index, task.lease)
         raise
     state = queue.get_job(job)
     if not (state.done or state.failed):

@@ -124,9 +124,9 @@ def work(
             stop.wait(poll_seconds)
             continue
         if task.attempts > MAX_ATTEMPTS:
-            queue.fail(job, task.index, report.worker, f"task {task.index} crashed {MAX_ATTEMPTS} workers")
+            queue.fail(job, task.index, task.lease, f"task {task.index} crashed {MAX_ATTEMPTS} workers")
             continue
-        heartbeat = _Heartbeat(queue, task, report.worker, lease_seconds)
+        heartbeat = _Heartbeat(queue, task, lease_seconds)
         try:
             result = _pack_in_place(services, state.meta, task, heartbeat.lost, stop, on_sample)
         except LeaseLost:
@@ -135,16 +135,16 @@ def work(
         except _BAD_SOURCE as exc:  # only raised under --on-corrupt fail
             heartbeat.stop()
             report.failed = exc.message
-            queue.fail(job, task.index, report.worker, exc.message)
+            queue.fail(job, task.index, task.lease, exc.message)
             break
         except BaseException:
             heartbeat.stop()
-            queue.release(job, task.index, report.worker)  # hand it back at once, not at lease expiry
+            queue.release(job, task.index, task.lease)  # hand it back at once, not at lease expiry
             raise
         finally:
             heartbeat.stop()
         try:
-            queue.complete(job, task.index, report.worker, result)
+            queue.complete(job, task.index, task.lease, result)
             report.done.append(task.index)
         except LeaseLost:
             report.lost.append(task.index)
@@ -337,18 +337,18 @@ def _upload(objects: ObjectStore, job: str, index: int, path: Path) -> dict[str,
 class _Heartbeat:
     """Renews a task's lease every third of its length until stopped; sets ``lost`` on LeaseLost."""
 
-    def __init__(self, queue: TaskQueue, task: Task, worker: str, lease_seconds: float) -> None:
+    def __init__(self, queue: TaskQueue, task: Task, lease_seconds: float) -> None:
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._args = (queue, task, worker, lease_seconds)
+        self._args = (queue, task, lease_seconds)
         self._thread = threading.Thread(target=self._run, name=f"lease-{task.index}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        queue, task, worker, lease = self._args
+        queue, task, lease = self._args
         while not self._stop.wait(lease / 3):
             try:
-                queue.renew(task.job, task.index, worker, lease)
+                queue.renew(task.job, task.index, task.lease, lease)
             except LeaseLost:
                 self.lost.set()
                 return

@@ -1,10 +1,20 @@
 """The durable task queue contract: jobs split into numbered tasks handed out under leases.
 
 A task moves TODO -> DOING (owned by one worker until ``lease_until``) -> DONE, or FAILED
-when its work reported a permanent error. A DOING task whose lease has expired is
-claimable again (lease stealing): that is how a worker that died or hung gives its task
-back without anybody noticing its death. Claims are atomic in the store, so of two
-workers racing for one task exactly one wins.
+when its work reported a permanent error.
+
+Who holds a task is decided by the queue, never by the worker's word: a claim draws a fresh
+random lease id (``Task.lease``; over an API server only the claim's answer carries it,
+listings never do) and records the holder (the authenticated principal behind an API
+server, ``""`` in local mode, where opening the database is all the authority there is);
+renew, complete, fail and release act only for the caller presenting that lease id as that
+holder. A worker's name (``Task.owner``) is a display label: naming another worker proves
+nothing.
+
+A DOING task whose lease has expired is claimable again (lease stealing, under a new lease
+id): that is how a worker that died or hung gives its task back without anybody noticing
+its death. Claims are atomic in the store, so of two workers racing for one task exactly
+one wins.
 
 The queue lives in the catalog's database (same SQLite file, same Mongo database) so a
 job is exactly as durable and as shared as the catalog it writes to. Time comes from an
@@ -14,6 +24,7 @@ injected clock (wall-clock seconds by default, since leases are compared across 
 from __future__ import annotations
 
 import abc
+import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +48,8 @@ __all__ = [
     "LeaseLost",
     "Task",
     "TaskQueue",
+    "lease_lost",
+    "new_lease",
 ]
 
 
@@ -51,6 +64,22 @@ class Task:
     attempts: int = 0
     result: Mapping[str, Any] = field(default_factory=dict)
     error: str = ""
+    lease: str = ""  # the holder's proof; "" where the caller is not the holder (listings over HTTP)
+
+
+def new_lease() -> str:
+    """An unguessable lease id: 128 random bits, so a lease cannot be named, only be held."""
+    return secrets.token_urlsafe(16)
+
+
+def lease_lost(job: str, index: int) -> LeaseLost:
+    """The one answer for a lease that does not hold ``index``: expired and stolen, or never the caller's."""
+    return LeaseLost(
+        f"this lease no longer holds task {index} of job {job}: it expired and another worker took "
+        "the task, or it is not the lease this caller's claim returned; this attempt's result is discarded",
+        job=job,
+        task=index,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,27 +118,30 @@ class TaskQueue(abc.ABC):
         """Meta and per-state counts; JobNotFound naming the job if absent."""
 
     @abc.abstractmethod
-    def claim(self, job: str, worker: str, lease_seconds: float) -> Task | None:
+    def claim(self, job: str, worker: str, lease_seconds: float, *, holder: str = "") -> Task | None:
         """Atomically take the lowest-numbered TODO task, or a DOING task whose lease expired.
 
-        None when nothing is claimable right now (all DONE/FAILED, or leased by live workers).
+        The returned task carries a new ``lease`` id, recorded with ``holder``; ``worker`` is
+        only a label. None when nothing is claimable right now (all DONE/FAILED, or leased).
         """
 
     @abc.abstractmethod
-    def renew(self, job: str, index: int, worker: str, lease_seconds: float) -> Task:
-        """Extend the lease; LeaseLost if ``worker`` no longer owns the task."""
+    def renew(self, job: str, index: int, lease: str, lease_seconds: float, *, holder: str = "") -> Task:
+        """Extend the lease; LeaseLost unless ``lease`` (held by ``holder``) still holds the task."""
 
     @abc.abstractmethod
-    def complete(self, job: str, index: int, worker: str, result: Mapping[str, Any]) -> Task:
-        """DOING -> DONE with ``result``; LeaseLost if ``worker`` lost the task meanwhile."""
+    def complete(
+        self, job: str, index: int, lease: str, result: Mapping[str, Any], *, holder: str = ""
+    ) -> Task:
+        """DOING -> DONE with ``result``; LeaseLost as for renew."""
 
     @abc.abstractmethod
-    def fail(self, job: str, index: int, worker: str, error: str) -> Task:
-        """DOING -> FAILED with ``error`` (a permanent failure); LeaseLost as for complete."""
+    def fail(self, job: str, index: int, lease: str, error: str, *, holder: str = "") -> Task:
+        """DOING -> FAILED with ``error`` (a permanent failure); LeaseLost as for renew."""
 
     @abc.abstractmethod
-    def release(self, job: str, index: int, worker: str) -> None:
-        """DOING -> TODO: a worker leaving gracefully hands its task back at once."""
+    def release(self, job: str, index: int, lease: str, *, holder: str = "") -> None:
+        """DOING -> TODO: a worker leaving gracefully hands its task back at once (no-op if not held)."""
 
     @abc.abstractmethod
     def retry_failed(self, job: str) -> int:

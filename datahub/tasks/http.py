@@ -3,7 +3,9 @@
 Why: a pack worker on a node then needs only an API token (``$DATAHUB_API_TOKEN``); the
 server holds the real queue next to its catalog (``/v1/tasks/jobs``). Retries and errors
 follow ``datahub.api_client``. Leases are measured on the server's clock (the ``clock`` of
-this object is not used), so workers on hosts with skewed clocks still agree.
+this object is not used), so workers on hosts with skewed clocks still agree. The server
+records the token's principal as each lease's holder (``holder`` here is ignored: the caller's
+word is not proof), and only the claim's answer carries the lease id; listings never do.
 
 A retried call after a lost answer is safe for reads, create (idempotent), renew and release;
 a repeated ``complete``/``fail`` of a task the first attempt already finished answers
@@ -42,25 +44,27 @@ class HttpTaskQueue(TaskQueue):
         what = f"task job {job!r}"
         return self._api.decode(what, _job, self._api.json("GET", self._path(job), what=what))
 
-    def claim(self, job: str, worker: str, lease_seconds: float) -> Task | None:
+    def claim(self, job: str, worker: str, lease_seconds: float, *, holder: str = "") -> Task | None:
         what = f"claim a task of job {job!r}"
         body = {"worker": worker, "lease_seconds": lease_seconds}
         answer = self._api.json("POST", self._path(job, "claim"), what=what, json=body)
         return self._api.decode(what, lambda a: _task(a["task"]) if a["task"] is not None else None, answer)
 
-    def renew(self, job: str, index: int, worker: str, lease_seconds: float) -> Task:
-        return self._task_call(job, index, "renew", {"worker": worker, "lease_seconds": lease_seconds})
+    def renew(self, job: str, index: int, lease: str, lease_seconds: float, *, holder: str = "") -> Task:
+        return self._task_call(job, index, "renew", {"lease": lease, "lease_seconds": lease_seconds})
 
-    def complete(self, job: str, index: int, worker: str, result: Mapping[str, Any]) -> Task:
-        return self._task_call(job, index, "complete", {"worker": worker, "result": dict(result)})
+    def complete(
+        self, job: str, index: int, lease: str, result: Mapping[str, Any], *, holder: str = ""
+    ) -> Task:
+        return self._task_call(job, index, "complete", {"lease": lease, "result": dict(result)})
 
-    def fail(self, job: str, index: int, worker: str, error: str) -> Task:
-        return self._task_call(job, index, "fail", {"worker": worker, "error": error})
+    def fail(self, job: str, index: int, lease: str, error: str, *, holder: str = "") -> Task:
+        return self._task_call(job, index, "fail", {"lease": lease, "error": error})
 
-    def release(self, job: str, index: int, worker: str) -> None:
+    def release(self, job: str, index: int, lease: str, *, holder: str = "") -> None:
         what = f"release task {index} of job {job!r}"
         self._api.json(
-            "POST", self._path(job, "tasks", str(index), "release"), what=what, json={"worker": worker}
+            "POST", self._path(job, "tasks", str(index), "release"), what=what, json={"lease": lease}
         )
 
     def retry_failed(self, job: str) -> int:
@@ -100,4 +104,5 @@ def _task(t: Mapping[str, Any]) -> Task:
         t["attempts"],
         t["result"],
         t["error"],
+        t.get("lease", ""),
     )

@@ -4,6 +4,8 @@
 A claim is one ``find_one_and_update`` whose filter accepts TODO or lease-expired DOING
 tasks: the server applies it to a single document atomically, so two racing workers
 cannot both win. Writes use majority write concern where the client is a real server.
+Renew, complete, fail and release match the task's ``lease`` id and ``holder`` in the same
+filter (``datahub.tasks.base``); a document from before those fields matches no lease.
 """
 
 from __future__ import annotations
@@ -17,7 +19,20 @@ from pymongo.errors import BulkWriteError, PyMongoError
 
 from datahub.errors import Conflict, StorageError
 from datahub.mongo_client import connect
-from datahub.tasks.base import DOING, DONE, FAILED, TODO, Clock, Job, JobNotFound, LeaseLost, Task, TaskQueue
+from datahub.tasks.base import (
+    DOING,
+    DONE,
+    FAILED,
+    TODO,
+    Clock,
+    Job,
+    JobNotFound,
+    LeaseLost,
+    Task,
+    TaskQueue,
+    lease_lost,
+    new_lease,
+)
 
 
 class MongoTaskQueue(TaskQueue):
@@ -75,14 +90,20 @@ class MongoTaskQueue(TaskQueue):
             self._jobs.delete_one({"_id": job})
             self._tasks.delete_many({"job": job})
 
-    def claim(self, job: str, worker: str, lease_seconds: float) -> Task | None:
+    def claim(self, job: str, worker: str, lease_seconds: float, *, holder: str = "") -> Task | None:
         now = self.clock()
         with _translated(f"claim a task of job {job}"):
             for state_filter in ({"state": TODO}, {"state": DOING, "lease_until": {"$lte": now}}):
                 doc = self._tasks.find_one_and_update(
                     {"job": job, **state_filter},
                     {
-                        "$set": {"state": DOING, "owner": worker, "lease_until": now + lease_seconds},
+                        "$set": {
+                            "state": DOING,
+                            "owner": worker,
+                            "lease_until": now + lease_seconds,
+                            "lease": new_lease(),
+                            "holder": holder,
+                        },
                         "$inc": {"attempts": 1},
                     },
                     sort=[("idx", pymongo.ASCENDING)],
@@ -92,43 +113,45 @@ class MongoTaskQueue(TaskQueue):
                     return _task(doc)
         return None
 
-    def _owned_update(self, job: str, index: int, worker: str, sets: dict[str, Any]) -> Task:
+    def _owned_update(self, job: str, index: int, lease: str, holder: str, sets: dict[str, Any]) -> Task:
+        """Apply ``sets`` only while ``lease`` of ``holder`` holds the task (one atomic update)."""
+        if not lease:  # documents from before leases had none: an empty id must never match them
+            raise lease_lost(job, index)
         with _translated(f"update task {index} of job {job}"):
             doc = self._tasks.find_one_and_update(
-                {"job": job, "idx": index, "state": DOING, "owner": worker},
+                {"job": job, "idx": index, "state": DOING, "lease": lease, "holder": holder},
                 {"$set": sets},
                 return_document=pymongo.ReturnDocument.AFTER,
             )
         if doc is None:
-            raise LeaseLost(
-                f"worker {worker} no longer holds task {index} of job {job}: its lease expired and "
-                "another worker took it, so this attempt's result is discarded",
-                job=job,
-                task=index,
-            )
+            raise lease_lost(job, index)
         return _task(doc)
 
-    def renew(self, job: str, index: int, worker: str, lease_seconds: float) -> Task:
-        return self._owned_update(job, index, worker, {"lease_until": self.clock() + lease_seconds})
+    def renew(self, job: str, index: int, lease: str, lease_seconds: float, *, holder: str = "") -> Task:
+        return self._owned_update(job, index, lease, holder, {"lease_until": self.clock() + lease_seconds})
 
-    def complete(self, job: str, index: int, worker: str, result: Mapping[str, Any]) -> Task:
-        return self._owned_update(
-            job, index, worker, {"state": DONE, "result": dict(result), "lease_until": 0}
-        )
+    def complete(
+        self, job: str, index: int, lease: str, result: Mapping[str, Any], *, holder: str = ""
+    ) -> Task:
+        sets = {"state": DONE, "result": dict(result), "lease_until": 0, "lease": ""}
+        return self._owned_update(job, index, lease, holder, sets)
 
-    def fail(self, job: str, index: int, worker: str, error: str) -> Task:
-        return self._owned_update(job, index, worker, {"state": FAILED, "error": error, "lease_until": 0})
+    def fail(self, job: str, index: int, lease: str, error: str, *, holder: str = "") -> Task:
+        sets = {"state": FAILED, "error": error, "lease_until": 0, "lease": ""}
+        return self._owned_update(job, index, lease, holder, sets)
 
-    def release(self, job: str, index: int, worker: str) -> None:
+    def release(self, job: str, index: int, lease: str, *, holder: str = "") -> None:
         try:
-            self._owned_update(job, index, worker, {"state": TODO, "owner": "", "lease_until": 0})
+            sets = {"state": TODO, "owner": "", "lease_until": 0, "lease": "", "holder": ""}
+            self._owned_update(job, index, lease, holder, sets)
         except LeaseLost:
             pass
 
     def retry_failed(self, job: str) -> int:
         with _translated(f"retry failed tasks of job {job}"):
             res = self._tasks.update_many(
-                {"job": job, "state": FAILED}, {"$set": {"state": TODO, "owner": "", "error": ""}}
+                {"job": job, "state": FAILED},
+                {"$set": {"state": TODO, "owner": "", "error": "", "lease": "", "holder": ""}},
             )
         return res.modified_count
 
@@ -159,6 +182,8 @@ def _new_task(job: str, index: int, payload: Mapping[str, Any], now: float) -> d
         "attempts": 0,
         "result": {},
         "error": "",
+        "lease": "",
+        "holder": "",
         "created_at": now,
     }
 
@@ -174,6 +199,7 @@ def _task(doc: Mapping[str, Any]) -> Task:
         doc["attempts"],
         doc.get("result") or {},
         doc.get("error", ""),
+        doc.get("lease", ""),
     )
 
 

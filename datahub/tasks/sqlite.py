@@ -2,7 +2,9 @@
 
 One short-lived transaction per call; a claim is a single ``UPDATE … RETURNING`` inside
 ``BEGIN IMMEDIATE``, so SQLite's write lock makes it atomic across threads and processes.
-Each thread gets its own connection (sqlite3 connections must not be shared).
+Each thread gets its own connection (sqlite3 connections must not be shared). A task's
+``lease`` and ``holder`` columns bind it to whoever claimed it (``datahub.tasks.base``); a file
+from before they existed gains them when opened, and its DOING rows (no lease) wait for expiry.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from datahub.tasks.base import (
     LeaseLost,
     Task,
     TaskQueue,
+    lease_lost,
+    new_lease,
 )
 
 _SCHEMA = """
@@ -39,11 +43,13 @@ CREATE TABLE IF NOT EXISTS datahub_tasks (
     owner TEXT NOT NULL DEFAULT '', lease_until REAL NOT NULL DEFAULT 0,
     attempts INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '{}',
     error TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL,
+    lease TEXT NOT NULL DEFAULT '', holder TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (job, idx)
 );
 CREATE INDEX IF NOT EXISTS datahub_tasks_claim ON datahub_tasks (job, state, idx);
 """
-_COLUMNS = "job, idx, state, payload, owner, lease_until, attempts, result, error"
+_COLUMNS = "job, idx, state, payload, owner, lease_until, attempts, result, error, lease"
+_ADDED = {"lease": "lease TEXT NOT NULL DEFAULT ''", "holder": "holder TEXT NOT NULL DEFAULT ''"}
 
 
 class SqliteTaskQueue(TaskQueue):
@@ -53,7 +59,12 @@ class SqliteTaskQueue(TaskQueue):
         # NORMAL: a task state lost to power failure is redone; tasks are idempotent
         self._db = SQLiteConnections(self.path, busy_timeout=busy_timeout, synchronous="NORMAL")
         try:
-            self._conn().executescript(_SCHEMA)  # idempotent DDL; executescript manages its own tx
+            conn = self._conn()
+            conn.executescript(_SCHEMA)  # idempotent DDL; executescript manages its own tx
+            have = {row[1] for row in conn.execute("PRAGMA table_info(datahub_tasks)")}
+            for column, ddl in _ADDED.items():
+                if column not in have:  # a queue file written before leases were bound to holders
+                    _add_column(conn, ddl)
         except sqlite3.Error as exc:
             raise StorageError(f"task queue database {self.path} cannot be opened: {exc}") from exc
 
@@ -111,59 +122,75 @@ class SqliteTaskQueue(TaskQueue):
             db.execute("DELETE FROM datahub_task_jobs WHERE job=?", (job,))
 
     # --- tasks -------------------------------------------------------------------------------
-    def claim(self, job: str, worker: str, lease_seconds: float) -> Task | None:
+    def claim(self, job: str, worker: str, lease_seconds: float, *, holder: str = "") -> Task | None:
         now = self.clock()
         with self._tx() as db:
             row = db.execute(
                 f"""UPDATE datahub_tasks
-                    SET state=?, owner=?, lease_until=?, attempts=attempts+1, updated_at=?
+                    SET state=?, owner=?, lease_until=?, attempts=attempts+1, updated_at=?,
+                        lease=?, holder=?
                     WHERE job=? AND idx = (
                         SELECT idx FROM datahub_tasks
                         WHERE job=? AND (state=? OR (state=? AND lease_until <= ?))
                         ORDER BY state=?, idx LIMIT 1)
                     RETURNING {_COLUMNS}""",
-                (DOING, worker, now + lease_seconds, now, job, job, TODO, DOING, now, DOING),
+                (
+                    DOING,
+                    worker,
+                    now + lease_seconds,
+                    now,
+                    new_lease(),
+                    holder,
+                    job,
+                    job,
+                    TODO,
+                    DOING,
+                    now,
+                    DOING,
+                ),
             ).fetchone()
         return _task(row) if row else None
 
-    def _owned_update(self, job: str, index: int, worker: str, sets: str, params: tuple) -> Task:
+    def _owned_update(self, job: str, index: int, lease: str, holder: str, sets: str, params: tuple) -> Task:
+        """Apply ``sets`` only while ``lease`` of ``holder`` holds the task (one atomic UPDATE)."""
+        if not lease:  # rows from before leases had none: an empty id must never match them
+            raise lease_lost(job, index)
         now = self.clock()
         with self._tx() as db:
             row = db.execute(
                 f"""UPDATE datahub_tasks SET {sets}, updated_at=?
-                    WHERE job=? AND idx=? AND state=? AND owner=? RETURNING {_COLUMNS}""",
-                (*params, now, job, index, DOING, worker),
+                    WHERE job=? AND idx=? AND state=? AND lease=? AND holder=? RETURNING {_COLUMNS}""",
+                (*params, now, job, index, DOING, lease, holder),
             ).fetchone()
         if row is None:
-            raise LeaseLost(
-                f"worker {worker} no longer holds task {index} of job {job}: its lease expired and "
-                "another worker took it, so this attempt's result is discarded",
-                job=job,
-                task=index,
-            )
+            raise lease_lost(job, index)
         return _task(row)
 
-    def renew(self, job: str, index: int, worker: str, lease_seconds: float) -> Task:
-        return self._owned_update(job, index, worker, "lease_until=?", (self.clock() + lease_seconds,))
+    def renew(self, job: str, index: int, lease: str, lease_seconds: float, *, holder: str = "") -> Task:
+        return self._owned_update(job, index, lease, holder, "lease_until=?", (self.clock() + lease_seconds,))
 
-    def complete(self, job: str, index: int, worker: str, result: Mapping[str, Any]) -> Task:
-        return self._owned_update(
-            job, index, worker, "state=?, result=?, lease_until=0", (DONE, json.dumps(dict(result)))
-        )
+    def complete(
+        self, job: str, index: int, lease: str, result: Mapping[str, Any], *, holder: str = ""
+    ) -> Task:
+        sets = "state=?, result=?, lease_until=0, lease=''"
+        return self._owned_update(job, index, lease, holder, sets, (DONE, json.dumps(dict(result))))
 
-    def fail(self, job: str, index: int, worker: str, error: str) -> Task:
-        return self._owned_update(job, index, worker, "state=?, error=?, lease_until=0", (FAILED, error))
+    def fail(self, job: str, index: int, lease: str, error: str, *, holder: str = "") -> Task:
+        sets = "state=?, error=?, lease_until=0, lease=''"
+        return self._owned_update(job, index, lease, holder, sets, (FAILED, error))
 
-    def release(self, job: str, index: int, worker: str) -> None:
+    def release(self, job: str, index: int, lease: str, *, holder: str = "") -> None:
         try:
-            self._owned_update(job, index, worker, "state=?, owner='', lease_until=0", (TODO,))
+            sets = "state=?, owner='', lease_until=0, lease='', holder=''"
+            self._owned_update(job, index, lease, holder, sets, (TODO,))
         except LeaseLost:
             pass  # someone else has it already: nothing to give back
 
     def retry_failed(self, job: str) -> int:
         with self._tx() as db:
             cur = db.execute(
-                "UPDATE datahub_tasks SET state=?, owner='', error='', updated_at=? WHERE job=? AND state=?",
+                "UPDATE datahub_tasks SET state=?, owner='', error='', lease='', holder='', updated_at=? "
+                "WHERE job=? AND state=?",
                 (TODO, self.clock(), job, FAILED),
             )
             return cur.rowcount
@@ -180,6 +207,17 @@ class SqliteTaskQueue(TaskQueue):
         self._db.close()
 
 
+def _add_column(conn: sqlite3.Connection, ddl: str) -> None:
+    try:
+        conn.execute(f"ALTER TABLE datahub_tasks ADD COLUMN {ddl}")
+        conn.commit()
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):  # another process opening the file added it first
+            raise
+
+
 def _task(row: tuple) -> Task:
-    job, idx, state, payload, owner, lease_until, attempts, result, error = row
-    return Task(job, idx, state, json.loads(payload), owner, lease_until, attempts, json.loads(result), error)
+    job, idx, state, payload, owner, lease_until, attempts, result, error, lease = row
+    return Task(
+        job, idx, state, json.loads(payload), owner, lease_until, attempts, json.loads(result), error, lease
+    )

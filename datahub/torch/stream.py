@@ -68,7 +68,7 @@ class TaskStream(IterableDataset):
         try:
             for sample in self.produce(task):
                 if queue.clock() >= renew_at:  # renewed between samples: no thread per worker
-                    queue.renew(self.job, task.index, worker, self.lease_seconds)
+                    queue.renew(self.job, task.index, task.lease, self.lease_seconds)
                     renew_at = queue.clock() + self.lease_seconds / 2
                 yield sample
                 if self.stop.is_set():
@@ -79,11 +79,11 @@ class TaskStream(IterableDataset):
         finally:
             if finished:
                 try:
-                    queue.complete(self.job, task.index, worker, {"worker": worker})
+                    queue.complete(self.job, task.index, task.lease, {"worker": worker})
                 except LeaseLost:
                     pass
             else:  # leaving early (stop, error, consumer closed the generator): hand it back now
-                queue.release(self.job, task.index, worker)
+                queue.release(self.job, task.index, task.lease)
 
 
 def shard_epoch(queue: TaskQueue, job: str, shards: int, meta: Mapping[str, Any] | None = None) -> str:

@@ -35,10 +35,10 @@ def _worker_calls(api: Api, who: str) -> dict[str, object]:
         "get": api.get(base, who),
         "tasks": api.get(f"{base}/tasks", who),
         "claim": api.post(f"{base}/claim", who, json={"worker": f"{who}/1", "lease_seconds": 60}),
-        "renew": api.post(f"{base}/tasks/0/renew", who, json={"worker": f"{who}/1", "lease_seconds": 60}),
-        "complete": api.post(f"{base}/tasks/0/complete", who, json={"worker": f"{who}/1", "result": FORGED}),
-        "fail": api.post(f"{base}/tasks/1/fail", who, json={"worker": f"{who}/1", "error": "no"}),
-        "release": api.post(f"{base}/tasks/0/release", who, json={"worker": f"{who}/1"}),
+        "renew": api.post(f"{base}/tasks/0/renew", who, json={"lease": f"{who}/1", "lease_seconds": 60}),
+        "complete": api.post(f"{base}/tasks/0/complete", who, json={"lease": f"{who}/1", "result": FORGED}),
+        "fail": api.post(f"{base}/tasks/1/fail", who, json={"lease": f"{who}/1", "error": "no"}),
+        "release": api.post(f"{base}/tasks/0/release", who, json={"lease": f"{who}/1"}),
     }
 
 
@@ -71,7 +71,8 @@ def test_a_target_not_made_yet_is_worked_by_admins_only(api: Api) -> None:
     assert api.get(base).json()["counts"] == {"TODO": 2}
     claimed = api.post(f"{base}/claim", json={"worker": "root/1", "lease_seconds": 60})
     assert claimed.status_code == 200 and claimed.json()["task"]["index"] == 0
-    done = api.post(f"{base}/tasks/0/complete", json={"worker": "root/1", "result": {"count": 0}})
+    lease = claimed.json()["task"]["lease"]
+    done = api.post(f"{base}/tasks/0/complete", json={"lease": lease, "result": {"count": 0}})
     assert done.status_code == 200 and done.json()["state"] == "DONE"
 
 
@@ -93,7 +94,8 @@ def test_an_existing_target_needs_the_writer_role(api: Api) -> None:
     assert api.get(base).json()["counts"] == {"TODO": 2}
     claimed = api.post(f"{base}/claim", "bob", json={"worker": "bob/1", "lease_seconds": 60})
     assert claimed.status_code == 200 and claimed.json()["task"]["index"] == 0
-    done = api.post(f"{base}/tasks/0/complete", "bob", json={"worker": "bob/1", "result": {"count": 0}})
+    lease = claimed.json()["task"]["lease"]
+    done = api.post(f"{base}/tasks/0/complete", "bob", json={"lease": lease, "result": {"count": 0}})
     assert done.status_code == 200 and done.json()["state"] == "DONE"
 
 
@@ -115,8 +117,11 @@ def test_a_job_whose_target_the_caller_may_not_read_answers_as_a_missing_job(api
     got both, while the target itself answers that caller as a missing dataset."""
     api.catalog.create_dataset("pets-small", owner="owner")  # alice reads pets, not pets-small
     _start(api)
-    api.post(f"/v1/tasks/jobs/{JOB}/claim", json={"worker": "root/1", "lease_seconds": 60})
-    api.post(f"/v1/tasks/jobs/{JOB}/tasks/0/complete", json={"worker": "root/1", "result": FORGED})
+    lease = api.post(f"/v1/tasks/jobs/{JOB}/claim", json={"worker": "root/1", "lease_seconds": 60})
+    api.post(
+        f"/v1/tasks/jobs/{JOB}/tasks/0/complete",
+        json={"lease": lease.json()["task"]["lease"], "result": FORGED},
+    )
     for path in (f"/v1/tasks/jobs/{JOB}", f"/v1/tasks/jobs/{JOB}/tasks"):
         answer = api.get(path, "alice")
         assert answer.status_code == 404, answer.text

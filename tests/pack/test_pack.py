@@ -9,6 +9,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -18,13 +19,14 @@ import pytest
 from datahub.catalog import Catalog
 from datahub.cli.main import main as cli
 from datahub.config import Config
-from datahub.errors import BadImage, InvalidInput
+from datahub.errors import BadImage, Cancelled, InvalidInput
 from datahub.pack import INDEX_KEY, PackSpec, pack, start_job, work
+from datahub.pack.executor import run_local
 from datahub.pack.layout import KIND_IMAGE, KIND_RAW, decode_sample
 from datahub.pack.shard import ShardReader
 from datahub.pack.worker import PackServices, sweep_scratch
 from datahub.storage import StoreRegistry
-from datahub.tasks import DONE, open_task_queue
+from datahub.tasks import DOING, DONE, TODO, open_task_queue
 from tests.pack.conftest import import_manifest, write_source
 
 
@@ -345,3 +347,35 @@ def test_starting_a_job_creates_its_target_so_no_other_caller_can_take_the_name(
     with pytest.raises(AlreadyExists):
         catalog.create_dataset("out", owner="squatter")
     assert catalog.get_dataset("out").owner == made.owner
+
+
+def test_a_cancelled_local_run_hands_its_workers_tasks_back_by_their_leases(
+    config: Config, catalog: Catalog, tmp_path: Path
+) -> None:
+    """The local executor stops its children on Ctrl-C and releases the tasks they held, at once:
+    it presents each child's lease id (its listing of the same database shows them), since a
+    worker's name no longer releases anything."""
+    import_manifest(catalog, config, write_source(tmp_path / "src", 6), "photos")
+    spec = PackSpec.parse(resize="shorter=40", shard_size="1B")  # six tasks, one photo each
+    queue = open_task_queue(config.resolved_catalog_url)
+    job = start_job(catalog, queue, "photos", "out", spec).job
+    cancel = threading.Event()
+
+    def cancel_once_a_child_holds_a_task(done: int, total: int) -> None:
+        deadline = time.monotonic() + 120  # a hang guard
+        while not any(t.state == DOING for t in queue.tasks(job)):
+            assert time.monotonic() < deadline, "no worker ever claimed a task"
+            time.sleep(0.01)
+        cancel.set()  # the executor's next poll stops the children and releases their tasks
+
+    try:
+        with pytest.raises(Cancelled):
+            run_local(
+                config, queue, job, workers=1, on_progress=cancel_once_a_child_holds_a_task, cancel=cancel
+            )
+        tasks = list(queue.tasks(job))
+        assert not [t.index for t in tasks if t.state == DOING]  # nothing waits for a lease to expire
+        released = [t for t in tasks if t.state == TODO and t.attempts == 1]
+        assert released and all(t.owner == "" and t.lease == "" for t in released)
+    finally:
+        queue.close()

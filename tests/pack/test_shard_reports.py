@@ -54,7 +54,11 @@ def _job_with_a_forged_task(config: Config, catalog: Catalog, tmp_path: Path, fo
         assert claimed.status_code == 200, claimed.text
         index = claimed.json()["task"]["index"]
         forged = forge(dict(done.result), index)
-        answer = api.post(f"{base}/tasks/{index}/complete", "bob", json={"worker": "bob/1", "result": forged})
+        answer = api.post(
+            f"{base}/tasks/{index}/complete",
+            "bob",
+            json={"lease": claimed.json()["task"]["lease"], "result": forged},
+        )
         assert answer.status_code == 200, answer.text
     return job.job, forged["url"]
 

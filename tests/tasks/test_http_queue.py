@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from datahub.api.tokens import issue_token
-from datahub.errors import AccessDenied, CatalogUnavailable, JobNotFound, Unauthenticated
+from datahub.errors import AccessDenied, CatalogUnavailable, JobNotFound, LeaseLost, Unauthenticated
 from datahub.tasks import open_task_queue
 from datahub.tasks.http import HttpTaskQueue
 from tests.catalog.remote import serve
@@ -26,7 +26,7 @@ def test_workers_use_the_servers_queue_and_only_admins_manage_jobs(
         worker = HttpTaskQueue(server.url, token=worker_token)
         task = worker.claim("pack-1", "node-7/1", 30)
         assert task is not None and task.payload == {"n": 0}
-        worker.complete("pack-1", task.index, "node-7/1", {"shard": "s0"})
+        worker.complete("pack-1", task.index, task.lease, {"shard": "s0"})
         assert dict(worker.get_job("pack-1").counts) == {"DONE": 1, "TODO": 1}
         with pytest.raises(AccessDenied, match="admin"):
             worker.create_job("pack-2", [{}], {})
@@ -43,3 +43,48 @@ def test_workers_use_the_servers_queue_and_only_admins_manage_jobs(
         backing.close()
     with pytest.raises(CatalogUnavailable, match=server.url):
         HttpTaskQueue(server.url, token=admin, attempts=2, backoff=0.01).get_job("pack-1")
+
+
+def test_a_worker_name_is_no_proof_only_the_claimers_lease_acts_on_its_task(tmp_path: Path) -> None:
+    """audit11: token B, allowed to work the job, names token A's worker and so renewed, failed or
+    completed A's task (stalling it, or handing back work it never did). The server now binds each
+    lease to the claim's random lease id and the token's principal: a name, or A's lease id shown
+    to B, moves nothing, and A finishes its own task."""
+    server, backing, admin = serve(tmp_path)
+    try:
+        token_a = issue_token(backing.store, "node-a")[0]
+        token_b = issue_token(backing.store, "node-b")[0]
+        HttpTaskQueue(server.url, token=admin).create_job("pack-1", [{"n": 0}, {"n": 1}], {})
+        a, b = HttpTaskQueue(server.url, token=token_a), HttpTaskQueue(server.url, token=token_b)
+        held = a.claim("pack-1", "host-a:101", 30)
+        assert held is not None and held.index == 0
+        _cannot_touch(b, "host-a:101")  # A's display name
+        _cannot_touch(b, held.lease)  # A's own lease id, leaked to B: still not B's lease
+        assert held.lease
+        listed = list(b.tasks("pack-1"))
+        assert (listed[0].state, listed[0].owner) == ("DOING", "host-a:101")
+        assert all(t.lease == "" for t in listed)  # a listing never shows a lease id
+        mine = b.claim("pack-1", "host-a:101", 30)  # B may call its worker anything: a label
+        assert mine is not None and mine.index == 1 and mine.lease != held.lease
+        with pytest.raises(LeaseLost):
+            a.complete("pack-1", 1, "host-a:101", {"shard": "forged"})
+        a.renew("pack-1", 0, held.lease, 30)
+        assert a.complete("pack-1", 0, held.lease, {"shard": "s0"}).result == {"shard": "s0"}
+        b.complete("pack-1", 1, mine.lease, {"shard": "s1"})
+        assert [t.result["shard"] for t in a.tasks("pack-1")] == ["s0", "s1"]
+        a.close()
+        b.close()
+    finally:
+        server.stop()
+        backing.close()
+
+
+def _cannot_touch(queue: HttpTaskQueue, proof: str) -> None:
+    """``queue`` presenting ``proof`` for task 0 of pack-1 finishes, fails and renews nothing."""
+    with pytest.raises(LeaseLost, match="task 0 of job pack-1"):
+        queue.complete("pack-1", 0, proof, {"shard": "forged"})
+    with pytest.raises(LeaseLost):
+        queue.fail("pack-1", 0, proof, "stalled by another token")
+    with pytest.raises(LeaseLost):
+        queue.renew("pack-1", 0, proof, 30)
+    queue.release("pack-1", 0, proof)  # nothing to give back: a no-op, as for a lost lease

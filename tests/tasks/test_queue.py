@@ -78,10 +78,11 @@ def test_tasks_move_todo_doing_done(queue: TaskQueue) -> None:
     assert (t0.index, t0.state, t0.owner, t0.payload, t0.attempts) == (0, DOING, "w1", _payloads(3)[0], 1)
     t1 = queue.claim("j1", "w2", 30)
     assert t1.index == 1
-    queue.complete("j1", 0, "w1", {"shard": "a"})
-    queue.complete("j1", 1, "w2", {"shard": "b"})
+    assert t0.lease and t1.lease and t0.lease != t1.lease
+    queue.complete("j1", 0, t0.lease, {"shard": "a"})
+    queue.complete("j1", 1, t1.lease, {"shard": "b"})
     t2 = queue.claim("j1", "w1", 30)
-    queue.complete("j1", 2, "w1", {"shard": "c"})
+    queue.complete("j1", 2, t2.lease, {"shard": "c"})
     assert t2.index == 2
     assert queue.claim("j1", "w1", 30) is None
     job = queue.get_job("j1")
@@ -91,36 +92,39 @@ def test_tasks_move_todo_doing_done(queue: TaskQueue) -> None:
 
 def test_expired_lease_is_stolen_and_late_owner_loses(queue: TaskQueue, clock: FakeClock) -> None:
     queue.create_job("j", _payloads(1), {})
-    assert queue.claim("j", "slow", 10).index == 0
+    slow = queue.claim("j", "slow", 10)
+    assert slow.index == 0
     clock.now += 9.9
     assert queue.claim("j", "fast", 10) is None  # lease still valid
     clock.now += 0.2
     stolen = queue.claim("j", "fast", 10)
     assert (stolen.index, stolen.owner, stolen.attempts) == (0, "fast", 2)
+    assert stolen.lease != slow.lease  # a steal draws a new lease id: the late owner's is void
     with pytest.raises(LeaseLost, match="task 0 of job j"):
-        queue.complete("j", 0, "slow", {"late": True})
+        queue.complete("j", 0, slow.lease, {"late": True})
     with pytest.raises(LeaseLost):
-        queue.renew("j", 0, "slow", 10)
-    queue.complete("j", 0, "fast", {"ok": True})
+        queue.renew("j", 0, slow.lease, 10)
+    queue.release("j", 0, slow.lease)  # the late owner leaving gives back nothing it lost
+    queue.complete("j", 0, stolen.lease, {"ok": True})
     assert next(queue.tasks("j")).result == {"ok": True}
 
 
 def test_renew_keeps_the_lease(queue: TaskQueue, clock: FakeClock) -> None:
     queue.create_job("j", _payloads(1), {})
-    queue.claim("j", "w", 10)
+    held = queue.claim("j", "w", 10)
     for _ in range(5):
         clock.now += 8
-        queue.renew("j", 0, "w", 10)
+        queue.renew("j", 0, held.lease, 10)
         assert queue.claim("j", "thief", 10) is None
 
 
 def test_release_and_fail_and_retry(queue: TaskQueue) -> None:
     queue.create_job("j", _payloads(2), {})
-    queue.claim("j", "w", 10)
-    queue.release("j", 0, "w")
+    held = queue.claim("j", "w", 10)
+    queue.release("j", 0, held.lease)
     again = queue.claim("j", "v", 10)
     assert (again.index, again.owner) == (0, "v")
-    queue.fail("j", 0, "v", "corrupt image a.jpg")
+    queue.fail("j", 0, again.lease, "corrupt image a.jpg")
     job = queue.get_job("j")
     assert job.failed and job.counts[FAILED] == 1
     assert queue.claim("j", "v", 10).index == 1  # a FAILED task is never handed out again
@@ -128,10 +132,43 @@ def test_release_and_fail_and_retry(queue: TaskQueue) -> None:
     assert queue.claim("j", "v", 10).index == 0
 
 
+def test_a_worker_name_is_no_lease(queue: TaskQueue) -> None:
+    """audit11: naming the worker that claimed a task (its label) renews, finishes, fails or
+    releases nothing; only the lease id the claim returned does."""
+    queue.create_job("j", _payloads(1), {})
+    held = queue.claim("j", "host-a:1", 10)
+    for proof in ("host-a:1", "", held.lease + "x"):
+        with pytest.raises(LeaseLost):
+            queue.complete("j", 0, proof, {"forged": True})
+        with pytest.raises(LeaseLost):
+            queue.fail("j", 0, proof, "stalled")
+        with pytest.raises(LeaseLost):
+            queue.renew("j", 0, proof, 10)
+        queue.release("j", 0, proof)
+    assert next(queue.tasks("j")).state == DOING
+    assert queue.complete("j", 0, held.lease, {"ok": True}).state == DONE
+
+
+def test_a_lease_acts_only_for_its_holder(queue: TaskQueue) -> None:
+    """The holder a claim recorded (the server's authenticated principal) must come with the lease."""
+    if isinstance(queue, HttpTaskQueue):
+        pytest.skip("over HTTP the server names the holder (tests/tasks/test_http_queue.py)")
+    queue.create_job("j", _payloads(1), {})
+    held = queue.claim("j", "w", 10, holder="node-a")
+    with pytest.raises(LeaseLost):
+        queue.complete("j", 0, held.lease, {"forged": True}, holder="node-b")
+    with pytest.raises(LeaseLost):
+        queue.renew("j", 0, held.lease, 10)  # holder "" (local mode) is a holder too
+    queue.release("j", 0, held.lease, holder="node-b")
+    assert queue.renew("j", 0, held.lease, 10, holder="node-a").state == DOING
+    queue.release("j", 0, held.lease, holder="node-a")
+    assert next(queue.tasks("j")).state == TODO
+
+
 def test_create_job_is_idempotent_and_keeps_done_work(queue: TaskQueue) -> None:
     queue.create_job("j", _payloads(2), {"v": 1})
-    queue.claim("j", "w", 10)
-    queue.complete("j", 0, "w", {"r": 1})
+    held = queue.claim("j", "w", 10)
+    queue.complete("j", 0, held.lease, {"r": 1})
     job = queue.create_job("j", _payloads(2), {"v": 2})
     assert job.meta == {"v": 2} and job.counts[DONE] == 1
     with pytest.raises(Conflict, match="already exists with 2 tasks"):
@@ -210,3 +247,42 @@ def test_open_task_queue_uses_the_catalog_sqlite_file(tmp_path: Path) -> None:
     assert (tmp_path / "cat.db").exists()
     with pytest.raises(Exception, match="no task queue"):
         open_task_queue("redis://x")
+
+
+def test_a_queue_file_from_before_leases_gains_them_and_its_held_tasks_expire(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A DOING row written before lease ids existed matches no lease (an empty id included),
+    and comes back when its lease expires, as a dead worker's would."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        """CREATE TABLE datahub_task_jobs (job TEXT PRIMARY KEY, meta TEXT NOT NULL, total INTEGER NOT NULL,
+               created_at REAL NOT NULL);
+           CREATE TABLE datahub_tasks (job TEXT NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL,
+               payload TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', lease_until REAL NOT NULL DEFAULT 0,
+               attempts INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '{}',
+               error TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL, PRIMARY KEY (job, idx));
+           INSERT INTO datahub_task_jobs VALUES ('j', '{}', 1, 0);"""
+    )
+    db.execute(
+        "INSERT INTO datahub_tasks VALUES ('j', 0, 'DOING', '{}', 'old:1', ?, 1, '{}', '', 0)",
+        (clock.now + 10,),
+    )
+    db.commit()
+    db.close()
+    queue = SqliteTaskQueue(path, clock)
+    try:
+        with pytest.raises(LeaseLost):
+            queue.complete("j", 0, "", {"forged": True})
+        with pytest.raises(LeaseLost):
+            queue.complete("j", 0, "old:1", {"forged": True})
+        assert queue.claim("j", "new", 10) is None
+        clock.now += 11
+        taken = queue.claim("j", "new", 10)
+        assert (taken.index, taken.attempts) == (0, 2) and taken.lease
+        assert queue.complete("j", 0, taken.lease, {"ok": True}).state == DONE
+    finally:
+        queue.close()

@@ -11,8 +11,11 @@ target as well; while the target does not exist (``datahub pack`` creates it at 
 only admins work the job, since no role on it can be checked yet. A job whose source (or
 existing target) the caller may not read answers as a missing job, so its name, source and
 target stay unknown. Admins
-work every job; a job naming neither dataset needs any valid token. Then the lease rules of
-the queue (``datahub.tasks.base``) decide which worker may finish which task.
+work every job; a job naming neither dataset needs any valid token. Then the lease decides
+which caller may renew, finish, fail or release which task: a claim's answer carries a new
+lease id, recorded with the caller's principal as its holder, and the other calls present it
+(``datahub.tasks.base``); the worker name in a claim is only a label. Listings never show a
+lease id, so a reader of the job cannot act on a task it did not claim.
 """
 
 from __future__ import annotations
@@ -27,15 +30,16 @@ from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.routes.pagination import NDJSON
 from datahub.api.routes.remote import stream_listing
 from datahub.api.task_models import (
+    Claim,
     Claimed,
     Completion,
     Failure,
+    Held,
     JobCreate,
     JobPublic,
-    Lease,
+    Renewal,
     RetriedCount,
     TaskPublic,
-    Worker,
     job_public,
     task_public,
 )
@@ -141,37 +145,39 @@ def delete_job(job: JobPath, services: ServicesDep, principal: AdminDep) -> Resp
 
 
 @router.post("/{job}/claim")
-def claim(job: JobPath, body: Lease, services: ServicesDep, principal: WorkerDep) -> Claimed:
-    task = services.tasks.claim(job, body.worker, body.lease_seconds)
-    return Claimed(task=task_public(task) if task is not None else None)
+def claim(job: JobPath, body: Claim, services: ServicesDep, principal: WorkerDep) -> Claimed:
+    task = services.tasks.claim(job, body.worker, body.lease_seconds, holder=principal.name)
+    return Claimed(task=task_public(task, with_lease=True) if task is not None else None)
 
 
 @router.post("/{job}/tasks/{index}/renew")
 def renew(
-    job: JobPath, index: IndexPath, body: Lease, services: ServicesDep, principal: WorkerDep
+    job: JobPath, index: IndexPath, body: Renewal, services: ServicesDep, principal: WorkerDep
 ) -> TaskPublic:
-    return task_public(services.tasks.renew(job, index, body.worker, body.lease_seconds))
+    return task_public(
+        services.tasks.renew(job, index, body.lease, body.lease_seconds, holder=principal.name)
+    )
 
 
 @router.post("/{job}/tasks/{index}/complete")
 def complete(
     job: JobPath, index: IndexPath, body: Completion, services: ServicesDep, principal: WorkerDep
 ) -> TaskPublic:
-    return task_public(services.tasks.complete(job, index, body.worker, body.result))
+    return task_public(services.tasks.complete(job, index, body.lease, body.result, holder=principal.name))
 
 
 @router.post("/{job}/tasks/{index}/fail")
 def fail(
     job: JobPath, index: IndexPath, body: Failure, services: ServicesDep, principal: WorkerDep
 ) -> TaskPublic:
-    return task_public(services.tasks.fail(job, index, body.worker, body.error))
+    return task_public(services.tasks.fail(job, index, body.lease, body.error, holder=principal.name))
 
 
 @router.post("/{job}/tasks/{index}/release", status_code=status.HTTP_204_NO_CONTENT)
 def release(
-    job: JobPath, index: IndexPath, body: Worker, services: ServicesDep, principal: WorkerDep
+    job: JobPath, index: IndexPath, body: Held, services: ServicesDep, principal: WorkerDep
 ) -> Response:
-    services.tasks.release(job, index, body.worker)
+    services.tasks.release(job, index, body.lease, holder=principal.name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
