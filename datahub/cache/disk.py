@@ -40,6 +40,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -47,7 +48,7 @@ from pathlib import Path
 from datahub.cache import pages as fmt
 from datahub.cache.index import open_index
 from datahub.cache.indexbatch import IndexBatcher
-from datahub.cache.pagefile import FileState, PageWriter, file_state
+from datahub.cache.pagefile import DIR_MODE, FILE_MODE, FileState, PageWriter, file_state
 from datahub.cache.pagefile import unlink as _unlink
 from datahub.cache.pages import PageKey
 from datahub.cache.tier import BudgetedTier, tier_failure
@@ -76,9 +77,7 @@ class DiskTier(BudgetedTier):
         self._limit_value = budget
         self._pages_dir = self.dir / "pages"
         self._tmp_dir = self.dir / "tmp"
-        self._tmp_dir.mkdir(parents=True, exist_ok=True)
-        for i in range(256):  # made once here, so a write costs no mkdir
-            (self._pages_dir / f"{i:02x}").mkdir(parents=True, exist_ok=True)
+        self._make_private()
         self._pages_prefix = f"{self._pages_dir}/"
         self._tmp_prefix = f"{self._tmp_dir}/{os.getpid()}-"
         self._writer = PageWriter(self.dir)  # the one page-file writer (fetch workers use it too)
@@ -96,6 +95,37 @@ class DiskTier(BudgetedTier):
         except BaseException:
             self.close()
             raise
+
+    # --- start: the directories, owner-only -----------------------------------------------------
+    def _make_private(self) -> None:
+        """Make the tier's directories (mode 0700), and tighten those an earlier version left open.
+
+        Why: a page file holds bytes of whatever dataset or bucket a mount read, fetched with
+        the mount's credentials; a second local user who can enter the directory reads them
+        all, whatever their own access. Earlier versions made the directories with the umask
+        (0755) and page files 0644: when the tier's root is found open to group or others, every
+        page file under it is made 0600 too, once (a walk of the tier, logged). Paths owned by
+        another uid are left as they are (chmod would fail) and logged."""
+        self.dir.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        was_open = _tighten(self.dir, DIR_MODE)
+        for directory in (self._tmp_dir, self._pages_dir, self.dir / "index"):
+            directory.mkdir(exist_ok=True, mode=DIR_MODE)
+            _tighten(directory, DIR_MODE)
+        for i in range(256):  # made once here, so a write costs no mkdir
+            sub = self._pages_dir / f"{i:02x}"
+            sub.mkdir(exist_ok=True, mode=DIR_MODE)
+            _tighten(sub, DIR_MODE)
+        if was_open:
+            started, files = time.monotonic(), 0
+            for sub in self._pages_dir.iterdir():
+                for path in sub.iterdir():
+                    files += _tighten(path, FILE_MODE)
+            log.warning(
+                "disk cache %s: was readable by other users; made owner-only (%d page files, %.1fs)",
+                self.dir,
+                files,
+                time.monotonic() - started,
+            )
 
     # --- start: check or rebuild the index ------------------------------------------------------
     def _open(self) -> None:
@@ -386,3 +416,27 @@ def _xattr_header(fd: int) -> bytes | None:
         if exc.errno in (errno.ENODATA, errno.ENOTSUP):
             return None
         raise
+
+
+def _tighten(path: Path, mode: int) -> bool:
+    """Set ``path``'s mode to ``mode`` if it grants group or others anything; whether it did.
+
+    Symbolic links are followed (a tier's directory may be one); a path gone meanwhile (a page
+    evicted by another process) is nothing to do. A path owned by another uid is logged and
+    left: only its owner may chmod it."""
+    try:
+        st = os.stat(path)
+        if not st.st_mode & 0o077 or not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            return False
+        if st.st_uid != os.geteuid():
+            log.warning(
+                "disk cache: %s (mode %o) belongs to uid %d, not this process: left as it is",
+                path,
+                stat.S_IMODE(st.st_mode),
+                st.st_uid,
+            )
+            return False
+        os.chmod(path, mode)
+    except FileNotFoundError:
+        return False
+    return True

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import lmdb
 
+from datahub.cache.pagefile import DIR_MODE, FILE_MODE
 from datahub.cache.pages import PageKey
 from datahub.errors import StorageError
 from datahub.procs import pid_alive
@@ -55,9 +56,11 @@ class PageIndex:
         self._key = f"{os.getpid()}:{path.resolve()}"
         self._refs = 0
         self._attached = False
-        path.mkdir(parents=True, exist_ok=True)
-        try:
-            self._env = lmdb.open(str(path), map_size=map_size, max_dbs=4, sync=False, metasync=False)
+        path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        try:  # owner-only, as the page files it names (datahub.cache.pagefile.FILE_MODE)
+            self._env = lmdb.open(
+                str(path), map_size=map_size, max_dbs=4, sync=False, metasync=False, mode=FILE_MODE
+            )
         except lmdb.Error as exc:
             raise StorageError(
                 f"cannot open the disk cache index at {path}: {exc}; delete the directory to rebuild it"

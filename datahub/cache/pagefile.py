@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 #: What a page file is verified in: (st_dev, st_ino, st_size, st_ctime_ns, st_mtime_ns).
 FileState = tuple[int, int, int, int, int]
 
+#: Page files are the cached bytes of every dataset and bucket, whoever asked for them: only the
+#: cache's owner may read them (docs/cache.md, "Who may read the cache's files"). Passed at
+#: create, so no umask widens it.
+FILE_MODE = 0o600
+#: The cache's directories: a second uid may neither list nor enter them.
+DIR_MODE = 0o700
+
 # An mtime older than this is past any clock tick: a later write cannot stamp it (``settled_stat``).
 SETTLED_NS = 500_000_000
 
@@ -89,7 +96,7 @@ class PageWriter:
     def _probe_xattr(self) -> bool:
         """Whether this file system keeps user xattrs on page files (format 3, passthrough)."""
         probe = f"{self.tmp_prefix}xattr-probe"
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         try:
             os.setxattr(fd, fmt.XATTR, b"probe")
             return os.getxattr(fd, fmt.XATTR) == b"probe"
@@ -107,7 +114,7 @@ class PageWriter:
         (``O_TMPFILE``, and /proc to name the open file); else pages go through ``tmp/``."""
         probe = f"{self.tmp_prefix}probe"
         try:
-            fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, 0o644, dir_fd=self.pages_fd)
+            fd = os.open(".", os.O_WRONLY | os.O_TMPFILE, FILE_MODE, dir_fd=self.pages_fd)
         except (OSError, AttributeError):
             return False
         try:
@@ -163,12 +170,12 @@ class PageWriter:
         flags = os.O_WRONLY | os.O_TMPFILE
         if direct:
             try:
-                return os.open(".", flags | os.O_DIRECT, 0o644, dir_fd=self.pages_fd), True
+                return os.open(".", flags | os.O_DIRECT, FILE_MODE, dir_fd=self.pages_fd), True
             except OSError as exc:
                 if exc.errno != errno.EINVAL:
                     raise
                 self._no_direct(exc)
-        return os.open(".", flags, 0o644, dir_fd=self.pages_fd), False
+        return os.open(".", flags, FILE_MODE, dir_fd=self.pages_fd), False
 
     def _write_direct(self, fd: int, header: bytes, data: bytes, name: str) -> None:
         try:
@@ -190,7 +197,7 @@ class PageWriter:
     def _store_renamed(self, name: str, header: bytes, data: bytes, xattr: bytes | None) -> None:
         tmp = f"{self.tmp_prefix}{uuid.uuid4().hex}"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             try:
                 write_all(fd, header, data, tmp)
                 if xattr is not None:

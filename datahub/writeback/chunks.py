@@ -280,10 +280,10 @@ def _create_new(target: Path, fill: Callable[[int], None], context: str, key: st
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
         try:
-            fd = os.open(target, flags, 0o644)
+            fd = os.open(target, flags, 0o600)  # owner-only (docs/writeback.md, "Files and their modes")
         except FileNotFoundError:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(target, flags, 0o644)
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(target, flags, 0o600)
     except OSError as exc:
         raise _os_error(exc, context, key) from exc
     try:

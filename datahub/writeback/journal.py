@@ -216,8 +216,8 @@ class Journal:
         self.path = path
         try:
             if not readonly:
-                path.mkdir(parents=True, exist_ok=True)
-            self._env = lmdb.open(
+                path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._env = lmdb.open(  # owner-only: the journal names every file and chunk
                 str(path),
                 max_dbs=len(_DBS),
                 map_size=map_size,
@@ -225,6 +225,7 @@ class Journal:
                 sync=True,
                 metasync=False,
                 readonly=readonly,
+                mode=0o600,
             )
             self._dbs = {name: self._env.open_db(name.encode(), create=not readonly) for name in _DBS}
         except (OSError, lmdb.Error) as exc:

@@ -42,8 +42,12 @@ def socket_path(journal_dir: Path) -> Path:
 class OwnerLock:
     def __init__(self, journal_dir: Path, what: str) -> None:
         self.path = journal_dir / "owner.lock"
-        journal_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # owner-only (docs/writeback.md, "Files and their modes"): the workspace's journal and
+        # staged bytes are below; a directory an earlier version made 0755 is tightened here
+        journal_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if os.stat(journal_dir).st_mode & 0o077:
+            os.chmod(journal_dir, 0o700)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

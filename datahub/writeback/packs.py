@@ -254,9 +254,10 @@ class Packs:
     def _new_pack(self) -> _Pack:
         """Create the next pack file (caller holds ``_lock``; once per ``pack_bytes``)."""
         directory = self.root / self.prefix
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         token = secrets.token_hex(8)
-        fd = os.open(directory / token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        # owner-only, as every file of a workspace's bytes (docs/writeback.md, "Files and their modes")
+        fd = os.open(directory / token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)  # the pack's name is durable before any member is acknowledged

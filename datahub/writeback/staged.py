@@ -147,7 +147,9 @@ class Staging:
     def __init__(self, directory: Path, what: str) -> None:
         self.directory = directory
         self.what = what
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)  # owner-only, as its files (0600)
+        if os.stat(directory).st_mode & 0o077:  # made 0755 by an earlier version
+            os.chmod(directory, 0o700)
         self.exact = _changes_always_seen(self)
         self.atime_seen = _mmap_moves_atime(self)
         self.reserves = _reservations_work(self)
