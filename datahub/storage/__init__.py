@@ -216,6 +216,12 @@ class StoreRegistry:
         it (docs/csi.md "Credentials"). Unset (one user, one config): ``store(root_url)``."""
         settings = self.config.cache.shared_s3
         scheme, authority, path = _parse(root_url)
+        if scheme == "file":  # pages of every dataset: for this uid only (docs/cache.md)
+            with self._lock:
+                store = self._shared.get(root_url)
+                if store is None:
+                    store = self._shared[root_url] = LocalStore(Path("/") / path, private=True)
+                return store
         if settings is None or scheme != "s3":
             return self.store(root_url)
         from datahub.storage.s3 import S3Store

@@ -106,8 +106,13 @@ def _pread(fd: int, n: int, offset: int) -> bytes:
 
 
 class LocalStore(ObjectStore):
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, private: bool = False) -> None:
+        """``private``: objects 0600 in 0700 directories, for a store that holds cached or
+        staged bytes of many datasets (a ``file://`` shared tier), which no other local user
+        may read whatever their own access; otherwise objects are 0644 like any file put."""
         self.root = Path(root).absolute()
+        self._file_mode = 0o600 if private else 0o644
+        self._dir_mode = 0o700 if private else 0o777  # 0o777: the umask decides, as mkdir's
         self._root_str = str(self.root)
         self.root_url = self.root.as_uri()
 
@@ -319,7 +324,7 @@ class LocalStore(ObjectStore):
         rename moves the ctime on most file systems), so a later stat or list reports it."""
         path = self._path(key)
         with self._errors(key, writing=True):
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=self._dir_mode, parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
         try:
             with self._errors(key), os.fdopen(fd, "wb") as fh:
@@ -334,7 +339,7 @@ class LocalStore(ObjectStore):
                 if same is not None:  # nothing to change: the object keeps its etag
                     os.unlink(tmp)
                     return self._info(key, same)
-                os.fchmod(fh.fileno(), 0o644)
+                os.fchmod(fh.fileno(), self._file_mode)
                 os.fsync(fh.fileno())
                 with self._errors(key, writing=True):
                     os.replace(tmp, path)

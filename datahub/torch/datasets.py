@@ -141,7 +141,7 @@ class PackedDataset(Dataset):
             raise InvalidInput(f"{dataset}@v{version.seq} is not a packed version (index format "
                                f"{index.get('format')!r}); pack it with `datahub pack`", dataset=dataset)  # fmt: skip
         directory = Path(cache_dir)
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         paths = [
             _local_copy(source, catalog.get_record(dataset, version.seq, s["record"]), directory)
             for s in index["shards"]
@@ -184,7 +184,10 @@ def _local_copy(source: Any, record: Record, directory: Path) -> Path:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
     try:
-        with open(tmp, "wb", buffering=OPEN_BUFFER) as fh:  # explicit: no isatty() (files.py)
+        # 0600: a shard holds a dataset's bytes, which no other local user may read;
+        # explicit buffering: no isatty() (files.py)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "wb", buffering=OPEN_BUFFER) as fh:
             for offset in range(0, record.size, _CHUNK):
                 chunk = source.read(record, offset, min(_CHUNK, record.size - offset))
                 digest.update(chunk)

@@ -53,7 +53,7 @@ class ImageSource:
         self._decoders = threading.BoundedSemaphore(max_concurrent)
         self._makers: dict[str, list] = {}  # preview name -> [its lock, requests holding or waiting]
         self.preview_dir = Path(preview_dir)
-        self.preview_dir.mkdir(parents=True, exist_ok=True)
+        self.preview_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # dataset images: this uid's
         self.budget = budget_bytes
         self._lock = threading.Lock()
         self._used = sum(p.stat().st_size for p in self.preview_dir.glob("*.jpg"))
@@ -92,7 +92,9 @@ class ImageSource:
                 pass
             data = _resize(self.read(ref), PREVIEW_SIZES[kind], ref.url)
             tmp = path.with_suffix(f".{threading.get_ident()}.tmp")
-            tmp.write_bytes(data)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # no other user reads it
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
             os.replace(tmp, path)  # readers see the whole preview or none
         self._account(len(data))
         return data

@@ -10,6 +10,7 @@ nobody), on a cache whose parent directories it may traverse, or the test could 
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import stat
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from datahub.cache import open_cache
 from datahub.cache.disk import DiskTier
@@ -27,6 +29,8 @@ from datahub.cache.policy import make_policy
 from datahub.catalog import Put, Record, open_catalog
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
+from datahub.storage.base import ObjectRef
+from datahub.web.images import PREVIEW_SIZES, ImageSource
 from datahub.writeback.workspace import STAGING_DIR
 from tests.cache.conftest import put_objects, with_cache
 from tests.fuse.conftest import make_env, read_tree, sample_objects, upload_dataset
@@ -219,3 +223,39 @@ def test_a_second_uid_can_neither_read_a_page_file_nor_list_the_cache(
     for cmd in (["cat", str(page)], ["ls", str(disk)], ["ls", str(disk / "pages")]):
         result = as_nobody(*cmd)
         assert result.returncode != 0 and b"Permission denied" in result.stderr, (cmd, result)
+
+
+def test_a_local_shared_tier_keeps_its_pages_owner_only(tmp_path: Path, open_umask: None) -> None:
+    """A ``file://`` shared tier (``cache.shared_url``; the write-back's default) holds pages
+    of every dataset: its objects are 0600, where a plain local object store's are 0644."""
+    config = load_config(env={}, overrides={"home": str(tmp_path / "var")})
+    stores = StoreRegistry(config)
+    try:
+        shared = stores.shared_store((tmp_path / "shared").as_uri())
+        shared.put("pages/ab/page-1", b"cached bytes")
+        assert stat.S_IMODE(os.stat(tmp_path / "shared" / "pages" / "ab" / "page-1").st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(tmp_path / "shared" / "pages" / "ab").st_mode) == 0o700
+        plain = stores.store((tmp_path / "objects").as_uri())
+        plain.put("a.txt", b"an object")
+        assert stat.S_IMODE(os.stat(tmp_path / "objects" / "a.txt").st_mode) == 0o644
+    finally:
+        stores.close()
+
+
+def test_image_previews_are_owner_only(tmp_path: Path, open_umask: None) -> None:
+    """LabelX's and the browser's previews are decoded dataset images: 0600 in a 0700
+    directory, as the cache's pages."""
+    config = load_config(env={}, overrides={"home": str(tmp_path / "var")})
+    stores = StoreRegistry(config)
+    try:
+        origin = stores.store((tmp_path / "origin").as_uri())
+        image = io.BytesIO()
+        Image.new("RGB", (64, 48), "red").save(image, "JPEG")
+        info = origin.put("img.jpg", image.getvalue())
+        ref = ObjectRef(origin.url_for("img.jpg"), info.etag, info.size)
+        previews = ImageSource(tmp_path / "previews", stores=stores)
+        for kind in PREVIEW_SIZES:
+            assert previews.preview(ref, kind)[:2] == b"\xff\xd8"  # a JPEG
+        assert_owner_only(tmp_path / "previews", at_least=len(PREVIEW_SIZES))
+    finally:
+        stores.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import stat
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -68,6 +69,15 @@ def test_packed_dataset_global_index_over_shards(packed: PackedDataset) -> None:
     assert [packed.locate(i)[1] for i in range(N)] == [f"img/{i:05d}.jpg" for i in range(N)]
     with pytest.raises(IndexError):
         packed[N]
+
+
+def test_packed_dataset_shard_copies_are_owner_only(packed: PackedDataset, tmp_path: Path) -> None:
+    """The local shard copies hold the dataset's bytes: no other local user reads them
+    (docs/cache.md, "Who may read the cache's files")."""
+    shards = tmp_path / "shards"
+    copies = list(shards.glob("*.lmdb"))
+    assert len(copies) >= 3 and oct(stat.S_IMODE(shards.stat().st_mode)) == oct(0o700)
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in copies} == {oct(0o600)}
 
 
 def test_packed_dataset_shuffles_across_shards_with_worker_processes(packed: PackedDataset) -> None:
