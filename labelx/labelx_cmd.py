@@ -15,6 +15,12 @@ import threading
 
 from datahub.errors import AccessDenied, InvalidInput
 
+# what gives LabelX's callers an identity once authentication is on (check_bind's advice)
+ACCOUNTS = (
+    "make its accounts with `datahub labelx create-user NAME --role ROLE` (each holds only the "
+    "roles its name has on the datasets: `datahub dataset update DATASET --grant NAME=writer`)"
+)
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("labelx", help="labeling service: users, projects, pre-annotation, export")
@@ -24,6 +30,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8090)
     s.add_argument("--secure-cookies", action="store_true", help="mark cookies Secure (behind a TLS proxy)")
+    s.add_argument(
+        "--auth",
+        dest="local_mode",
+        action="store_false",
+        default=None,
+        help="accounts hold only their datasets' roles (api.local_mode = false); needed off loopback",
+    )
     s.set_defaults(func=_serve, creates_catalog=True)
 
     s = sub.add_parser("create-user", help="add a user (password from $LABELX_PASSWORD or a prompt)")
@@ -117,11 +130,20 @@ def _serve(args, ctx) -> int:
     Not ``uvicorn.run``: after a graceful stop it re-raises the signal it caught, so the
     process died before ``ctx.close()`` and the next start had to rebuild the disk cache's
     index. The same server and signal wait as ``datahub serve`` instead.
+
+    Local mode only on loopback, as ``datahub serve``: there a LabelX admin acts as the
+    datahub's local admin (every dataset, whatever its access list), which is the person at
+    this machine only while no other machine reaches the server.
     """
-    from datahub.api.server import ApiServer, bind_socket, stop_signals
+    from datahub.api.server import ApiServer, bind_socket, check_bind, stop_signals
     from datahub.cache import open_cache
     from labelx.app import create_labelx_app
 
+    api = ctx.config.api
+    api.host, api.port = args.host, args.port
+    if args.local_mode is not None:
+        api.local_mode = args.local_mode
+    check_bind(ctx.config, ACCOUNTS)  # before anything listens
     sock = bind_socket(args.host, args.port)  # a busy port is one clear error, before slow setup
     try:
         cache = ctx.service("cache", lambda: open_cache(ctx.config, ctx.stores))
@@ -132,7 +154,7 @@ def _serve(args, ctx) -> int:
             cache=cache,
             secure_cookies=args.secure_cookies,
         )
-        server = ApiServer(app, ctx.config, sock=sock, local_mode_applies=False)
+        server = ApiServer(app, ctx.config, sock=sock)
     except BaseException:
         sock.close()
         raise

@@ -21,13 +21,16 @@ from datahub.api.local_mode import is_loopback
 from datahub.config import Config
 from datahub.errors import Conflict, DatahubError, InvalidInput
 
+API_CREDENTIALS = "create tokens with 'datahub token create'"
 
-def check_bind(config: Config) -> None:
-    """Local mode serves everyone as admin, so it must never listen beyond this machine."""
+
+def check_bind(config: Config, credentials: str = API_CREDENTIALS) -> None:
+    """Local mode serves everyone as admin, so it must never listen beyond this machine.
+    ``credentials``: what gives callers an identity once authentication is on."""
     if config.api.local_mode and not is_loopback(config.api.host):
         raise InvalidInput(
             f"refusing local mode (no authentication) on {config.api.host}: bind 127.0.0.1, or turn "
-            "authentication on (--auth / api.local_mode = false) and create tokens with 'datahub token create'",
+            f"authentication on (--auth / api.local_mode = false) and {credentials}",
             host=config.api.host,
         )
 
@@ -75,15 +78,9 @@ class ApiServer:
         config: Config,
         *,
         sock: socket.socket | None = None,
-        local_mode_applies: bool = True,
     ) -> None:
-        """``sock``: a socket already bound by ``bind_socket`` (e.g. reserved before slow setup).
-
-        ``local_mode_applies=False`` for an app that never honours local mode (LabelX always
-        asks for a login), so the API's loopback rule does not refuse its bind.
-        """
-        if local_mode_applies:
-            check_bind(config)
+        """``sock``: a socket already bound by ``bind_socket`` (e.g. reserved before slow setup)."""
+        check_bind(config)
         self.host, self.port = config.api.host, config.api.port
         if sock is not None:
             self.host = sock.getsockname()[0]

@@ -19,8 +19,11 @@ from tests.servers import free_port
 
 def _serve(home: Path, port: int, cwd: Path):
     proc = start(["-m", "datahub.cli.main", "--home", str(home), "labelx", "serve", "--port", str(port)], cwd)
-    url = f"http://127.0.0.1:{port}"
+    return wait_answering(proc, f"http://127.0.0.1:{port}")
 
+
+def wait_answering(proc, url: str):
+    """``proc`` once its LabelX at ``url`` answers the login page."""
     deadline = time.monotonic() + 120  # a hang guard, never a timing goal
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -1,9 +1,22 @@
-"""Opaque cursors for key-ordered listings: base64url of the last key returned."""
+"""Opaque cursors for key-ordered listings: the last key returned, bound to its listing.
+
+A cursor is base64url of ``tag(listing) + key + check``: ``tag`` is 6 bytes of SHA-256 of what
+names the listing (route, dataset, ref, prefix, filter), ``check`` 6 bytes of SHA-256 of the
+rest. Before, any base64url string was taken as a position: a cut or mistyped cursor, or one
+from another dataset, prefix or filter, silently listed from somewhere else (a first page, or
+a page that skipped records) instead of saying so. Now both are 400 naming ``cursor``.
+
+Not an HMAC, on purpose: a position grants nothing (the caller may list the whole listing),
+so there is nothing to keep secret, and no key has to be shared by the workers of
+``datahub serve --workers`` or kept across restarts. The check catches garbage and edits,
+the tag a cursor used on the wrong listing.
+"""
 
 from __future__ import annotations
 
 import base64
-import binascii
+import hashlib
+import hmac
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -15,12 +28,14 @@ from datahub.errors import InvalidInput
 from datahub.validation import MAX_KEY_BYTES
 
 T = TypeVar("T")
+_TAG, _CHECK = 6, 6  # bytes of the listing's tag and of the check around the key
 # base64url without padding of a key of at most MAX_KEY_BYTES: what encode_cursor returns
-CURSOR_MAX = -(-MAX_KEY_BYTES * 4 // 3)
+CURSOR_MAX = -(-(MAX_KEY_BYTES + _TAG + _CHECK) * 4 // 3)
 CURSOR_PATTERN = "^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
 _CURSOR = re.compile(CURSOR_PATTERN)
 CURSOR_SHAPE = {"pattern": CURSOR_PATTERN, "maxLength": CURSOR_MAX}
 NDJSON = "application/x-ndjson"
+START_AGAIN = "start again without ?cursor= and pass back each page's next_cursor unchanged"
 
 
 def json_page(model: BaseModel) -> Response:
@@ -30,34 +45,60 @@ def json_page(model: BaseModel) -> Response:
     return Response(model.model_dump_json(), media_type="application/json")
 
 
-def encode_cursor(key: str) -> str:
-    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii").rstrip("=")
+def listing_of(*parts: str) -> str:
+    """What names one listing, for ``encode_cursor``/``decode_cursor`` (NUL never is in a part)."""
+    return "\0".join(parts)
 
 
-def decode_cursor(cursor: str) -> str:
-    """The key a cursor names. Any string of CURSOR_PATTERN is taken (the schema says exactly
-    that): one the server did not issue is still a position in key order (bytes that are not
-    UTF-8 decode with U+FFFD), so only its shape can be wrong (400)."""
+def _digest(data: bytes, n: int) -> bytes:
+    return hashlib.sha256(data).digest()[:n]
+
+
+def encode_cursor(key: str, listing: str = "") -> str:
+    """The cursor of the position after ``key`` in the listing that ``listing`` names."""
+    body = _digest(listing.encode("utf-8", "surrogatepass"), _TAG) + key.encode("utf-8")
+    return base64.urlsafe_b64encode(body + _digest(body, _CHECK)).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str, listing: str = "") -> str:
+    """The key a cursor of this listing names; "" for none. 400 (naming ``cursor`` and what to
+    do) for one this server did not issue, or issued for another listing."""
     if not cursor:
         return ""
-    if len(cursor) > CURSOR_MAX or not _CURSOR.fullmatch(cursor):
+    shown = cursor[:40]
+    raw = b""
+    if len(cursor) <= CURSOR_MAX and _CURSOR.fullmatch(cursor):
+        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_")
+    body, check = raw[:-_CHECK], raw[-_CHECK:]
+    if len(raw) < _TAG + _CHECK or not hmac.compare_digest(_digest(body, _CHECK), check):
         raise InvalidInput(
-            f"invalid cursor {cursor[:40]!r}: pass back the next_cursor of the previous page",
+            f"invalid cursor {shown!r}: it is not a next_cursor this server gave (cut, changed or "
+            f"made up); {START_AGAIN}",
+            parameter="cursor",
+            cursor=cursor[:200],
+        )
+    if body[:_TAG] != _digest(listing.encode("utf-8", "surrogatepass"), _TAG):
+        raise InvalidInput(
+            f"invalid cursor {shown!r}: it is the next_cursor of another listing (another dataset, "
+            f"version, prefix or filter); {START_AGAIN}",
+            parameter="cursor",
             cursor=cursor[:200],
         )
     try:
-        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-    except (binascii.Error, ValueError):  # not reached: the pattern admits only what decodes
-        raise InvalidInput(f"invalid cursor {cursor[:40]!r}", cursor=cursor[:200]) from None
-    return raw.decode("utf-8", "replace")
+        return body[_TAG:].decode("utf-8")
+    except UnicodeDecodeError:  # only a cursor made up with its check recomputed on purpose
+        raise InvalidInput(f"invalid cursor {shown!r}; {START_AGAIN}", parameter="cursor") from None
 
 
-def page(items: Iterable[T], limit: int, key: Callable[[T], str]) -> tuple[list[T], str | None]:
-    """Take up to ``limit`` items (the iterable yields at most limit + 1) and the cursor for the rest."""
+def page(
+    items: Iterable[T], limit: int, key: Callable[[T], str], listing: str = ""
+) -> tuple[list[T], str | None]:
+    """Take up to ``limit`` items (the iterable yields at most limit + 1) and the cursor for the
+    rest, of the listing that ``listing`` names."""
     taken: list[T] = []
     for item in items:
         if len(taken) == limit:
-            return taken, encode_cursor(key(taken[-1]))
+            return taken, encode_cursor(key(taken[-1]), listing)
         taken.append(item)
     return taken, None
 

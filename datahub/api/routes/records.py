@@ -8,7 +8,15 @@ from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
 from datahub.api.deps import ReadableDataset, ServicesDep
-from datahub.api.routes.pagination import CURSOR_SHAPE, NDJSON, decode_cursor, json_page, ndjson_lines, page
+from datahub.api.routes.pagination import (
+    CURSOR_SHAPE,
+    NDJSON,
+    decode_cursor,
+    json_page,
+    listing_of,
+    ndjson_lines,
+    page,
+)
 from datahub.api.schemas import KEY_SHAPE, PREFIX_SHAPE, REF_SHAPE, RecordPage, RecordPublic, record_public
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions/{ref}", tags=["records"])
@@ -17,6 +25,12 @@ KeyPath = Annotated[str, Path(description="record key", json_schema_extra=KEY_SH
 Prefix = Annotated[str, Query(description="only keys starting with this", json_schema_extra=PREFIX_SHAPE)]
 Cursor = Annotated[str, Query(description="next_cursor of the previous page", json_schema_extra=CURSOR_SHAPE)]
 Filter = Annotated[str | None, Query(description="e.g. labels.class=cat,meta.split!=test (see docs/api.md)")]
+
+
+def records_listing(name: str, ref: str, prefix: str, filter: str | None) -> str:
+    """What a records cursor is bound to: another dataset's, version's, prefix's or filter's
+    cursor would silently skip records here, so it is a 400 instead."""
+    return listing_of("records", name, ref, prefix, filter or "")
 
 
 @router.get("/records", response_model=RecordPage)
@@ -29,15 +43,16 @@ def list_records(
     cursor: Cursor = "",
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ) -> Response:
+    listing = records_listing(dataset.name, ref, prefix, filter)
     rows = services.catalog.list_records(
         dataset.name,
         ref,
         prefix=prefix,
-        start_after=decode_cursor(cursor),
+        start_after=decode_cursor(cursor, listing),
         limit=limit + 1,
         where=filter,
     )
-    items, next_cursor = page(rows, limit, key=lambda r: r.key)
+    items, next_cursor = page(rows, limit, key=lambda r: r.key, listing=listing)
     return json_page(RecordPage(items=[record_public(r) for r in items], next_cursor=next_cursor))
 
 
