@@ -149,9 +149,10 @@ def error_page(request: Request, status: int, code: str, message: str) -> HTMLRe
     return render(request, "error.html", status, title=f"{status} {code}", code=code, message=message)
 
 
-def cursor_of(text: str) -> str:
-    """A page's cursor: the API's (base64url of a position in key order), read the API's way."""
-    return decode_cursor(text)
+def cursor_of(text: str, parameter: str = "cursor") -> str:
+    """A page's cursor: the API's (base64url of a position in key order), read the API's way;
+    a bad one is a 400 naming ``parameter``, the page's own query parameter."""
+    return decode_cursor(text, parameter=parameter)
 
 
 def to_cursor(position: str | None) -> str | None:
@@ -263,7 +264,7 @@ def datasets_page(request: Request, q: str = "", after: str = "") -> Response:
     b = browser_of(request)
     principal = session.caller(request, b.services)
     rows, last = listing.dataset_rows(
-        b.catalog, principal, search=q[:200], after=cursor_of(after), limit=PAGE
+        b.catalog, principal, search=q[:200], after=cursor_of(after, "after"), limit=PAGE
     )
     more = None if last is None else "?" + urlencode({"q": q, "after": to_cursor(last)})
     return render(request, "datasets.html", title="Datasets", rows=rows, q=q, more=more)

@@ -89,3 +89,15 @@ def test_a_diff_cursor_the_server_did_not_give_is_400(api: Api) -> None:
     page = api.get("/v1/datasets/pets/diff", params={"from": 1, "to": 2, "cursor": cursor}).json()
     assert [e["key"] for e in page["items"]] == [f"img/{i:03d}.jpg" for i in range(3, 10)]
     refused(api.get("/v1/datasets/pets/diff", params={"from": 1, "to": 2, "cursor": b64(b"img/005.jpg")}))
+
+
+def test_a_diff_cursor_of_another_diff_or_a_records_listing_is_400(api: Api) -> None:
+    """A diff's cursor names its diff (dataset, both versions, prefix): on another pair of
+    versions it would skip every entry before its key there."""
+    api.catalog.commit("pets", [Put(record(f"img/{i:03d}.jpg", "lion")) for i in range(10)], message="v2")
+    api.catalog.commit("pets", [Put(record(f"img/{i:03d}.jpg", "tiger")) for i in range(10)], message="v3")
+    cursor = first_cursor(api, "/v1/datasets/pets/diff", **{"from": 1, "to": 2})
+    for params in ({"from": 2, "to": 3}, {"from": 1, "to": 3}, {"from": 1, "to": 2, "prefix": "img/00"}):
+        message = refused(api.get("/v1/datasets/pets/diff", params={**params, "cursor": cursor}))
+        assert "another listing" in message, (params, message)
+    assert "another listing" in refused(api.get(RECORDS, params={"cursor": cursor}))

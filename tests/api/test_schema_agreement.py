@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from datahub.api.routes.diff import diff_listing
 from datahub.api.routes.pagination import encode_cursor
 from datahub.api.routes.records import records_listing
 from tests.api.conftest import Api
@@ -64,7 +65,9 @@ def test_a_cursor_the_schema_refuses_is_400_and_one_the_server_gave_of_its_shape
         assert error(r, 400)["code"] == "invalid_input", cursor
     elif cursor:
         assert error(r, 400)["details"]["parameter"] == "cursor", cursor
-    listing = records_listing("pets", "1", "", None) if path == RECORDS else ""
+    listing = (
+        records_listing("pets", "1", "", None) if path == RECORDS else diff_listing("pets", "0", "latest", "")
+    )
     issued = encode_cursor(cursor, listing)
     assert schema_valid(schema, issued)
     r = api.get(url, params={"cursor": issued, "limit": 3, **extra})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from datahub.api.routes.diff import diff_listing
 from datahub.api.routes.pagination import encode_cursor
 from datahub.api.routes.records import records_listing
 from tests.api.conftest import Api
@@ -18,10 +19,16 @@ def issued_cursor(case: Any) -> None:
     query = case.query or {}
     if not query.get("cursor"):
         return
-    listing = ""  # the diff's cursors carry no listing tag
+    params = case.path_parameters or {}
     if case.operation.path.endswith("/records"):
-        params = case.path_parameters or {}
         listing = records_listing(params["name"], params["ref"], query.get("prefix", ""), query.get("filter"))
+    else:  # the diff
+        listing = diff_listing(
+            params["name"],
+            str(query.get("from", "")),
+            str(query.get("to", "latest")),
+            query.get("prefix", ""),
+        )
     query["cursor"] = encode_cursor(str(query["cursor"])[:200], listing)
 
 

@@ -174,3 +174,12 @@ def test_a_page_parameter_that_does_not_fit_is_named_with_its_reason(client):
     assert "before: &#39;abc&#39; is not a valid integer" in page.text, page.text
     thumb = client.get("/thumbs/pets/x/train/cat/001.jpg")
     assert thumb.status_code == 400 and "seq: &#39;x&#39; is not a valid integer" in thumb.text
+
+
+def test_a_made_up_page_position_names_the_pages_own_parameter(client):
+    """The dataset list pages by ``?after=``: a made-up one is refused naming ``after``, not
+    the API's ``?cursor=``, which this page does not have."""
+    page = client.get("/?after=abcd", headers={"Accept": "text/html"})
+    assert page.status_code == 400, page.text
+    assert "invalid after" in page.text and "without ?after=" in page.text, page.text
+    assert "?cursor=" not in page.text

@@ -35,7 +35,10 @@ CURSOR_PATTERN = "^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
 _CURSOR = re.compile(CURSOR_PATTERN)
 CURSOR_SHAPE = {"pattern": CURSOR_PATTERN, "maxLength": CURSOR_MAX}
 NDJSON = "application/x-ndjson"
-START_AGAIN = "start again without ?cursor= and pass back each page's next_cursor unchanged"
+
+
+def _start_again(parameter: str) -> str:
+    return f"start again without ?{parameter}= and pass back each page's next_cursor unchanged"
 
 
 def json_page(model: BaseModel) -> Response:
@@ -60,34 +63,36 @@ def encode_cursor(key: str, listing: str = "") -> str:
     return base64.urlsafe_b64encode(body + _digest(body, _CHECK)).decode("ascii").rstrip("=")
 
 
-def decode_cursor(cursor: str, listing: str = "") -> str:
-    """The key a cursor of this listing names; "" for none. 400 (naming ``cursor`` and what to
-    do) for one this server did not issue, or issued for another listing."""
+def decode_cursor(cursor: str, listing: str = "", *, parameter: str = "cursor") -> str:
+    """The key a cursor of this listing names; "" for none. 400 (naming ``parameter``, the
+    query parameter that carried it, and what to do) for one this server did not issue, or
+    issued for another listing."""
     if not cursor:
         return ""
     shown = cursor[:40]
+    again = _start_again(parameter)
     raw = b""
     if len(cursor) <= CURSOR_MAX and _CURSOR.fullmatch(cursor):
         raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_")
     body, check = raw[:-_CHECK], raw[-_CHECK:]
     if len(raw) < _TAG + _CHECK or not hmac.compare_digest(_digest(body, _CHECK), check):
         raise InvalidInput(
-            f"invalid cursor {shown!r}: it is not a next_cursor this server gave (cut, changed or "
-            f"made up); {START_AGAIN}",
-            parameter="cursor",
+            f"invalid {parameter} {shown!r}: it is not a next_cursor this server gave (cut, changed or "
+            f"made up); {again}",
+            parameter=parameter,
             cursor=cursor[:200],
         )
     if body[:_TAG] != _digest(listing.encode("utf-8", "surrogatepass"), _TAG):
         raise InvalidInput(
-            f"invalid cursor {shown!r}: it is the next_cursor of another listing (another dataset, "
-            f"version, prefix or filter); {START_AGAIN}",
-            parameter="cursor",
+            f"invalid {parameter} {shown!r}: it is the next_cursor of another listing (another dataset, "
+            f"version, prefix or filter); {again}",
+            parameter=parameter,
             cursor=cursor[:200],
         )
     try:
         return body[_TAG:].decode("utf-8")
     except UnicodeDecodeError:  # only a cursor made up with its check recomputed on purpose
-        raise InvalidInput(f"invalid cursor {shown!r}; {START_AGAIN}", parameter="cursor") from None
+        raise InvalidInput(f"invalid {parameter} {shown!r}; {again}", parameter=parameter) from None
 
 
 def page(
