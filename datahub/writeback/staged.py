@@ -162,6 +162,7 @@ class Staging:
                 what, directory,
             )  # fmt: skip
         self._initial: dict[int, int] = {}  # fd -> bytes reserved by new_reserved_fd
+        self._open = 0  # staged files made and not yet closed (they share the room: new_reserved_fd)
         self._lock = threading.Lock()
         self.unstaged_for_fds = 0  # files not staged for want of descriptors (``spare_fd``)
         #: hears the kernel write staged files, so their reservations grow ahead (``StagedFile.grow``)
@@ -178,12 +179,19 @@ class Staging:
 
     def new_reserved_fd(self) -> int:
         """An empty anonymous file with its first blocks reserved (``STAGE_RESERVE``, or half
-        of what the disk has left if less), or -1: the file cannot be staged (no room left
-        for a reservation, or a file system without ``fallocate``), so it goes through the
-        daemon. ``take_reservation`` tells how much was reserved."""
+        of what the disk has left shared by the staged files open, this one included, if
+        less), or -1: the file cannot be staged (no room left for a reservation, a file
+        system without ``fallocate``, too few descriptors), so it goes through the daemon.
+        ``take_reservation`` tells how much was reserved. Why shared: half of what is left
+        each, ten small files open at once held all but 1/1024 of a small disk, and their
+        closes' copies into the shared tier on it failed for space their bytes had
+        (review11); with the share, n files open leave about 0.56/sqrt(n) of it (1/(2k)
+        for the k-th), and a big disk still gives each 64 MiB."""
         if not self.reserves:
             return -1
-        upto = min(STAGE_RESERVE, self.room()) // _PAGE * _PAGE
+        with self._lock:
+            sharing = self._open + 1
+        upto = min(STAGE_RESERVE, self.room() // sharing) // _PAGE * _PAGE
         if upto < _PAGE:
             return -1
         fd = self.spare_fd()
@@ -198,6 +206,7 @@ class Staging:
             raise
         with self._lock:
             self._initial[fd] = upto
+            self._open += 1
         return fd
 
     def take_reservation(self, fd: int) -> int:
@@ -209,6 +218,12 @@ class Staging:
         """``fd`` was closed without becoming a staged file."""
         with self._lock:
             self._initial.pop(fd, None)
+            self._open -= 1
+
+    def gone(self) -> None:
+        """A staged file was closed (``StagedFile.closed``): its reservation is freed."""
+        with self._lock:
+            self._open -= 1
 
     def spare_fd(self) -> int:
         """A new staged file's descriptor, or -1 when the daemon is short of descriptors: the
@@ -459,6 +474,7 @@ class StagedFile(OpenFile):
             fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
+            self._staging.gone()
 
     def _restore(self, size: int, mtime: float, chunks: dict[int, tuple[str, int]]) -> None:
         """``revert``: the staged file holds ``chunks`` again. Cut to ``size`` (what no close
