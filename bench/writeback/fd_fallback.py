@@ -14,6 +14,10 @@ bytes (open, 1 MiB writes, close) with one writer:
 - ``daemon path``: a ``--no-passthrough`` mount (the same files through the daemon; the
   fallen-back files should cost what these do).
 
+``--base-tree DIR`` (another checkout) adds ``fallen back (base)``: a ``--passthrough``
+mount running that tree's code, short of descriptors like the one above: an A/B of the
+fallback itself in one run.
+
 Printed: the daemon's CPU per file (utime+stime of the mount process, ms; the clock tick is
 10 ms, so a round's total is measured, not each file), each round's value and the median,
 the mount log's fallback line, and ``uptime`` before and after. Wall times under load are
@@ -49,6 +53,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=200)
     ap.add_argument("--size", type=int, default=100_000)
     ap.add_argument("--dir", default=None, help="where to work (default: a temp dir under /tmp)")
+    ap.add_argument("--base-tree", help="another checkout: its --passthrough mount falls back too")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="wb-fds-", dir=args.dir))
     data = os.urandom(args.size)
@@ -58,34 +63,48 @@ def main() -> None:
     print(f"# load before: {load()}")
     pt = Mount(root, "pt", ["--passthrough"])
     plain = Mount(root, "nopt", ["--no-passthrough"])
+    base = (
+        Mount(root, "base", ["--passthrough"], repo=Path(args.base_tree).resolve())
+        if args.base_tree
+        else None
+    )
     try:
         time.sleep(1)
         writes = [line for line in pt.log().splitlines() if "writes:" in line]
         print(f"# --passthrough mount: {writes[-1].split(': ', 2)[-1] if writes else pt.log()[-300:]}")
         per_file: dict[str, list[float]] = {"staged": [], "fallen back": [], "daemon path": []}
+        mounts = {"staged": pt, "fallen back": pt, "daemon path": plain}
+        if base is not None:
+            per_file["fallen back (base)"] = []
+            mounts["fallen back (base)"] = base
         for r in range(args.rounds):
             order = list(per_file) if r % 2 == 0 else list(reversed(per_file))
             for case in order:
-                mount = plain if case == "daemon path" else pt
-                if mount is pt:
-                    short = case == "fallen back"
-                    set_soft_limit(pt.pid, len(os.listdir(f"/proc/{pt.pid}/fd")) + 16 if short else None)
+                mount = mounts[case]
+                if mount is not plain:
+                    short = case.startswith("fallen back")
+                    set_soft_limit(
+                        mount.pid, len(os.listdir(f"/proc/{mount.pid}/fd")) + 16 if short else None
+                    )
                 before = cpu_seconds(mount.pid)
                 write_files(mount.mnt / f"r{r}-{case.replace(' ', '-')}", args.files, data, 1, False)
                 per_file[case].append((cpu_seconds(mount.pid) - before) * 1e3 / args.files)
             print(f"# round {r}: " + ", ".join(f"{c} {v[-1]:.2f}" for c, v in per_file.items()))
         set_soft_limit(pt.pid, None)
+        if base is not None:
+            set_soft_limit(base.pid, None)
         fallback = [line for line in pt.log().splitlines() if "to spare" in line]
         print(
             f"# fallback logged: {fallback[0].split(': ', 1)[-1] if fallback else 'NEVER (no file fell back)'}"
         )
-        print("case           daemon CPU ms/file: median [rounds]")
+        print("case                daemon CPU ms/file: median [rounds]")
         for case, values in per_file.items():
-            print(f"{case:14s} {statistics.median(values):6.2f}  [{', '.join(f'{v:.2f}' for v in values)}]")
+            print(f"{case:19s} {statistics.median(values):6.2f}  [{', '.join(f'{v:.2f}' for v in values)}]")
         print(f"# load after: {load()}")
     finally:
-        pt.umount()
-        plain.umount()
+        for mount in (pt, plain, base):
+            if mount is not None:
+                mount.umount()
         shutil.rmtree(root, ignore_errors=True)
 
 

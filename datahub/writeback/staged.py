@@ -165,6 +165,7 @@ class Staging:
         self._open = 0  # staged files made and not yet closed (they share the room: new_reserved_fd)
         self._lock = threading.Lock()
         self.unstaged_for_fds = 0  # files not staged for want of descriptors (``spare_fd``)
+        self._dir_fd = os.open(directory, os.O_PATH | os.O_CLOEXEC)  # for ``_lowest_free``
         #: hears the kernel write staged files, so their reservations grow ahead (``StagedFile.grow``)
         self.watch = ModifyWatch(what)
 
@@ -174,8 +175,11 @@ class Staging:
         return st.f_bavail * st.f_frsize // 2
 
     def close(self) -> None:
-        """Stop the watcher (the workspace's files are closed)."""
+        """Stop the watcher, let the directory go (the workspace's files are closed)."""
         self.watch.close()
+        fd, self._dir_fd = self._dir_fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def new_reserved_fd(self) -> int:
         """An empty anonymous file with its first blocks reserved (``STAGE_RESERVE``, or half
@@ -235,18 +239,26 @@ class Staging:
         that were opened before lower ones were freed fill the reserve (a pack, transient
         pipes; long-lived ones are a handful). Counting every open descriptor would be exact
         and cost 0.1 ms per 250 of them (``/proc/self/fd``); this check costs a
-        ``getrlimit``."""
-        try:
-            fd = self.new_fd()
-        except StorageError as exc:
-            if getattr(exc.__cause__, "errno", None) not in NO_DESCRIPTORS:
-                raise
-            fd = -1
+        ``getrlimit`` and a ``dup`` (``_lowest_free``), so that a file refused makes no
+        staged inode (its ``O_TMPFILE`` open and close cost a refused create 0.5 ms of the
+        daemon's CPU: ``bench/writeback/fd_fallback.py --base-tree``)."""
         limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if fd >= 0 and (limit == resource.RLIM_INFINITY or fd < limit - FD_RESERVE):
-            return fd
+
+        def spare(number: int) -> bool:
+            return number >= 0 and (limit == resource.RLIM_INFINITY or number < limit - FD_RESERVE)
+
+        fd = -1
+        if spare(self._lowest_free()):
+            try:
+                fd = self.new_fd()
+            except StorageError as exc:
+                if getattr(exc.__cause__, "errno", None) not in NO_DESCRIPTORS:
+                    raise
+            if fd >= 0 and not spare(fd):  # another thread took the spare ones meanwhile
+                os.close(fd)
+                fd = -1
         if fd >= 0:
-            os.close(fd)
+            return fd
         with self._lock:
             self.unstaged_for_fds += 1
             first = self.unstaged_for_fds == 1
@@ -258,6 +270,18 @@ class Staging:
                 self.what, FD_RESERVE, limit,
             )  # fmt: skip
         return -1
+
+    def _lowest_free(self) -> int:
+        """The number the next open would get (the lowest free one: a duplicate of our
+        directory's descriptor, closed at once), or -1 if there is none."""
+        try:
+            probe = fcntl.fcntl(self._dir_fd, fcntl.F_DUPFD_CLOEXEC, 0)
+        except OSError as exc:
+            if exc.errno in NO_DESCRIPTORS:
+                return -1
+            raise
+        os.close(probe)
+        return probe
 
     def new_fd(self) -> int:
         """An empty anonymous file open for reading and writing."""
