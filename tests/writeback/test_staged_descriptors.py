@@ -14,6 +14,8 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -111,3 +113,19 @@ def test_a_copy_needs_no_descriptor(tmp_path, few_descriptors: int) -> None:
         os.close(src_fd)
         os.close(dst_fd)
     assert dst.read_bytes() == bytes(10) + data
+
+
+def test_a_passthrough_mount_raises_its_soft_descriptor_limit_to_the_hard_one() -> None:
+    """Each open staged file holds a descriptor: the mount (``passthrough_on``) lifts the
+    soft limit, 1,024 by default, to the hard one. Run in a child, whose limits are its own."""
+    code = (
+        "import resource\n"
+        "from fuse_adapter.workspace import raise_descriptor_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))\n"
+        "raise_descriptor_limit('workspace x')\n"
+        "print(*resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    soft, hard = map(int, out.split())
+    assert soft == hard
