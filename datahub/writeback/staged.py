@@ -194,7 +194,7 @@ class Staging:
         if not self.reserves:
             return -1
         with self._lock:
-            sharing = self._open + 1
+            sharing = max(1, self._open + 1)  # never below 1, whatever a failed open left
         upto = min(STAGE_RESERVE, self.room() // sharing) // _PAGE * _PAGE
         if upto < _PAGE:
             return -1
