@@ -31,6 +31,7 @@ import errno
 import itertools
 import logging
 import os
+import resource
 import stat
 import threading
 from collections.abc import Callable
@@ -100,6 +101,7 @@ class WorkspaceView:
         self.backing = backing
         self.writes = "passthrough (the kernel writes staged files; FLUSH/FSYNC commit them)"
         log.info("workspace %r: writes: %s", self.ws.name, self.writes)
+        raise_descriptor_limit(f"workspace {self.ws.name!r}")
 
     def passthrough_off(self, why: str, *, asked: bool = True) -> None:
         """Writes through the daemon; ``asked=False``: as the mount was told (the default),
@@ -607,6 +609,22 @@ class WorkspaceView:
         """At unmount: close what the kernel did not release (each close is durable)."""
         for fh in list(self._handles):
             self.release(fh)
+
+
+def raise_descriptor_limit(what: str) -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit: each open staged file holds one
+    descriptor in the daemon (often 1,024 by default, against a hard limit of 500,000 or
+    more), and a file that finds too few left goes through the daemon instead
+    (``Staging.spare_fd``), which is slower, never wrong. Once, when passthrough is agreed."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or (hard != resource.RLIM_INFINITY and soft >= hard):
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as exc:
+        log.warning("%s: cannot raise the descriptor limit from %d to %s: %s", what, soft, hard, exc)
+        return
+    log.info("%s: descriptor limit (RLIMIT_NOFILE) raised from %d to %s for staged files", what, soft, hard)
 
 
 def owner_only(*, allow_other: bool, uid: int, gid: int) -> bool:

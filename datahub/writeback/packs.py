@@ -64,6 +64,7 @@ from pathlib import Path
 PACK_DIR = "packs"
 PACK_CHUNK_MAX = 1 << 20  # chunks below this go into packs; bigger ones get a file of their own
 COVER_MAGIC = b"DHWBREC1"
+NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)  # the process's or the system's descriptors are all taken
 _COVER_HEAD = struct.Struct(">II")  # record length, CRC-32 of the record
 
 
@@ -349,15 +350,17 @@ def copy_range(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, lengt
     ``write(2)`` *inside its reservation* could fail for space half done, unseen by the
     daemon, and the next close commit the torn file (docs/writeback.md, "A full staging
     disk": the reservation is what makes such a failure visible). Where the kernel refuses
-    to splice, 1 MiB ``pread``/``pwrite`` slices. A source shorter than ``length`` leaves
-    the rest as a hole (zeros)."""
+    to splice, or no pipe can be made (out of descriptors), 1 MiB ``pread``/``pwrite``
+    slices. A source shorter than ``length`` leaves the rest as a hole (zeros)."""
     done = 0
     try:
         done = _splice_range(src_fd, src_offset, dst_fd, dst_offset, length)
     except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
+        # no pipe to be had (EMFILE/ENFILE: the daemon is out of descriptors) costs a close
+        # nothing but the slices below, which need none (emfile12)
+        if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS, *NO_DESCRIPTORS):
             raise
-        done = exc.done  # type: ignore[attr-defined]
+        done = getattr(exc, "done", 0)  # none before the pipe was made
     else:
         return
     while done < length:

@@ -68,6 +68,7 @@ import fcntl
 import logging
 import mmap
 import os
+import resource
 import signal
 import threading
 import time
@@ -77,7 +78,7 @@ from datahub.errors import InvalidInput, NoSpace, StorageError
 from datahub.writeback.files import OpenFile
 from datahub.writeback.model import FileSettings
 from datahub.writeback.modwatch import ModifyWatch
-from datahub.writeback.packs import PACK_CHUNK_MAX
+from datahub.writeback.packs import NO_DESCRIPTORS, PACK_CHUNK_MAX
 from datahub.writeback.ports import Committer, NotFresh, Uploader
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,9 @@ COARSE_NS = 50_000_000  # older than this, a later change must get another times
 #: blocks reserved for a new staged file; a file that grows past its reservation between two
 #: of its fsyncs is refused at the second (see the module)
 STAGE_RESERVE = 64 * 1024**2
+#: descriptors no staged file may take: what closes' own writes need (a new pack, a chunk
+#: file, a splice pipe per copy in flight), the journal's, the mount's, sockets (``spare_fd``)
+FD_RESERVE = 64
 GROW_AT, GROW_BY = 4, 4  # past 1/GROW_AT of its reservation, a file's grows GROW_BY times (``grow``)
 _PAGE = mmap.PAGESIZE
 _SYNC_FILE_RANGE_WAIT_BEFORE, _SYNC_FILE_RANGE_WRITE = 1, 2
@@ -160,7 +164,10 @@ class Staging:
                 what, directory,
             )  # fmt: skip
         self._initial: dict[int, int] = {}  # fd -> bytes reserved by new_reserved_fd
+        self._open = 0  # staged files made and not yet closed (they share the room: new_reserved_fd)
         self._lock = threading.Lock()
+        self.unstaged_for_fds = 0  # files not staged for want of descriptors (``spare_fd``)
+        self._dir_fd = os.open(directory, os.O_PATH | os.O_CLOEXEC)  # for ``_lowest_free``
         #: hears the kernel write staged files, so their reservations grow ahead (``StagedFile.grow``)
         self.watch = ModifyWatch(what)
 
@@ -170,20 +177,32 @@ class Staging:
         return st.f_bavail * st.f_frsize // 2
 
     def close(self) -> None:
-        """Stop the watcher (the workspace's files are closed)."""
+        """Stop the watcher, let the directory go (the workspace's files are closed)."""
         self.watch.close()
+        fd, self._dir_fd = self._dir_fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def new_reserved_fd(self) -> int:
         """An empty anonymous file with its first blocks reserved (``STAGE_RESERVE``, or half
-        of what the disk has left if less), or -1: the file cannot be staged (no room left
-        for a reservation, or a file system without ``fallocate``), so it goes through the
-        daemon. ``take_reservation`` tells how much was reserved."""
+        of what the disk has left shared by the staged files open, this one included, if
+        less), or -1: the file cannot be staged (no room left for a reservation, a file
+        system without ``fallocate``, too few descriptors), so it goes through the daemon.
+        ``take_reservation`` tells how much was reserved. Why shared: half of what is left
+        each, ten small files open at once held all but 1/1024 of a small disk, and their
+        closes' copies into the shared tier on it failed for space their bytes had
+        (review11); with the share, n files open leave about 0.56/sqrt(n) of it (1/(2k)
+        for the k-th), and a big disk still gives each 64 MiB."""
         if not self.reserves:
             return -1
-        upto = min(STAGE_RESERVE, self.room()) // _PAGE * _PAGE
+        with self._lock:
+            sharing = max(1, self._open + 1)  # never below 1, whatever a failed open left
+        upto = min(STAGE_RESERVE, self.room() // sharing) // _PAGE * _PAGE
         if upto < _PAGE:
             return -1
-        fd = self.new_fd()
+        fd = self.spare_fd()
+        if fd < 0:
+            return -1
         try:
             if not reserve(fd, upto):
                 os.close(fd)
@@ -193,6 +212,7 @@ class Staging:
             raise
         with self._lock:
             self._initial[fd] = upto
+            self._open += 1
         return fd
 
     def take_reservation(self, fd: int) -> int:
@@ -204,6 +224,66 @@ class Staging:
         """``fd`` was closed without becoming a staged file."""
         with self._lock:
             self._initial.pop(fd, None)
+            self._open -= 1
+
+    def gone(self) -> None:
+        """A staged file was closed (``StagedFile.closed``): its reservation is freed."""
+        with self._lock:
+            self._open -= 1
+
+    def spare_fd(self) -> int:
+        """A new staged file's descriptor, or -1 when the daemon is short of descriptors: the
+        open failed with EMFILE/ENFILE, or took one of the last ``FD_RESERVE`` below the soft
+        ``RLIMIT_NOFILE`` (a descriptor is the lowest free number, so then fewer than
+        ``FD_RESERVE`` are left). Such a file goes through the daemon for its whole life,
+        which holds no descriptor per open file, and the reserve stays for the closes' own
+        writes: a staged file only runs them out if descriptors above this one's number
+        that were opened before lower ones were freed fill the reserve (a pack, transient
+        pipes; long-lived ones are a handful). Counting every open descriptor would be exact
+        and cost 0.1 ms per 250 of them (``/proc/self/fd``); this check costs a
+        ``getrlimit`` and a ``dup`` (``_lowest_free``), so that a file refused makes no
+        staged inode (its ``O_TMPFILE`` open and close cost a refused create 0.5 ms of the
+        daemon's CPU: ``bench/writeback/fd_fallback.py --base-tree``)."""
+        limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+        def spare(number: int) -> bool:
+            return number >= 0 and (limit == resource.RLIM_INFINITY or number < limit - FD_RESERVE)
+
+        fd = -1
+        if spare(self._lowest_free()):
+            try:
+                fd = self.new_fd()
+            except StorageError as exc:
+                if getattr(exc.__cause__, "errno", None) not in NO_DESCRIPTORS:
+                    raise
+            if fd >= 0 and not spare(fd):  # another thread took the spare ones meanwhile
+                os.close(fd)
+                fd = -1
+        if fd >= 0:
+            return fd
+        with self._lock:
+            self.unstaged_for_fds += 1
+            first = self.unstaged_for_fds == 1
+        if first:
+            log.warning(
+                "%s: the daemon has fewer than %d of its %d descriptors (RLIMIT_NOFILE) to spare: "
+                "files created while that lasts go through the daemon, not staged (said once; "
+                "count in stats()['unstaged_for_fds'])",
+                self.what, FD_RESERVE, limit,
+            )  # fmt: skip
+        return -1
+
+    def _lowest_free(self) -> int:
+        """The number the next open would get (the lowest free one: a duplicate of our
+        directory's descriptor, closed at once), or -1 if there is none."""
+        try:
+            probe = fcntl.fcntl(self._dir_fd, fcntl.F_DUPFD_CLOEXEC, 0)
+        except OSError as exc:
+            if exc.errno in NO_DESCRIPTORS:
+                return -1
+            raise
+        os.close(probe)
+        return probe
 
     def new_fd(self) -> int:
         """An empty anonymous file open for reading and writing."""
@@ -420,6 +500,7 @@ class StagedFile(OpenFile):
             fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
+            self._staging.gone()
 
     def _restore(self, size: int, mtime: float, chunks: dict[int, tuple[str, int]]) -> None:
         """``revert``: the staged file holds ``chunks`` again. Cut to ``size`` (what no close

@@ -532,7 +532,8 @@ class Workspace:
         return self.flusher.flushed_objects()
 
     def stats(self) -> dict:
-        return self.flusher.stats()
+        staging = self._staging
+        return {**self.flusher.stats(), "unstaged_for_fds": staging.unstaged_for_fds if staging else 0}
 
     def close(self) -> None:
         """Commit open files, flush everything to the origin, stop threads, release the lock.

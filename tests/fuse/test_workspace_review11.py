@@ -197,15 +197,6 @@ def shared_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount_point
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review11: each open staged file reserves half of what the staging disk has left (up to "
-        "64 MiB): ten 100 KB files open at once on a 48 MiB shared tier leave no room for the closes' "
-        "copies, and 4 of 10 fail with ENOSPC (one at write(2), three at close) where the daemon path "
-        "commits all. Reproduce: this test."
-    ),
-)
 def test_files_open_at_once_do_not_fail_for_space_their_bytes_have(env: FuseEnv, shared_disk: Path) -> None:
     """A job writing a few shards at once (a data loader's workers): 10 files of 100 KB,
     open together, on a shared tier with 48 MiB free. Each staged file reserves half of
@@ -246,22 +237,9 @@ def test_files_open_at_once_do_not_fail_for_space_their_bytes_have(env: FuseEnv,
 
 @pytest.mark.parametrize(
     "writes",
-    [
-        pytest.param(
-            "passthrough",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "review11: every open staged file holds a descriptor in the daemon; with "
-                    "RLIMIT_NOFILE 256 and 300 files open at once, creates past the limit fail "
-                    "with EIO (cannot make a staged file, no fallback to the daemon path) and "
-                    "the closes' pack writes fail with EMFILE: all 300 fail, where the daemon "
-                    "path (the other parameter, same run) commits all. Reproduce: this test."
-                ),
-            ),
-        ),
-        "daemon",
-    ],
+    # passthrough: a strict xfail until emfile12 (creates past the limit failed with EIO, the
+    # closes with EMFILE: all 300); files short of descriptors now go through the daemon
+    ["passthrough", "daemon"],
 )
 def test_more_files_open_at_once_than_the_daemon_has_descriptors(env: FuseEnv, writes: str) -> None:
     """Each staged file holds a descriptor in the daemon for as long as it is open; a
