@@ -17,8 +17,8 @@ from datahub.errors import AccessDenied, InvalidInput
 
 # what gives LabelX's callers an identity once authentication is on (check_bind's advice)
 ACCOUNTS = (
-    "make its accounts with `datahub labelx create-user NAME --role ROLE` (each holds only the "
-    "roles its name has on the datasets: `datahub dataset update DATASET --grant NAME=writer`)"
+    "make its accounts with `datahub labelx create-user NAME --role annotator` (or reviewer, admin; "
+    "each holds only the roles its name has on the datasets: `datahub dataset update DATASET --grant NAME=writer`)"
 )
 
 

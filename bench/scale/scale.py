@@ -280,6 +280,7 @@ def pages(
     import httpx
     from browser import Server  # bench/web/browser.py: a uvicorn server on loopback
 
+    from datahub.api.routes.diff import diff_listing
     from datahub.api.routes.pagination import encode_cursor
     from datahub.cli.serve_cmd import build_app
     from datahub.config import load_config
@@ -292,14 +293,15 @@ def pages(
     server = Server(app)
     urls: dict[str, dict[str, str]] = {}
     for name, n in datasets:
-        middle = encode_cursor(key_of(n // 2))
+        middle = encode_cursor(key_of(n // 2))  # the browser's pages: a position, no listing
+        api_middle = encode_cursor(key_of(n // 2), diff_listing(name, "1", "2", ""))  # the API's: its diff
         folder = key_of(n // 2).rsplit("/", 1)[0] + "/"
         urls[name] = {
             "browser: version root": f"/datasets/{name}/versions/1",
             "browser: a folder": f"/datasets/{name}/versions/1?prefix={folder}",
             "browser: deep diff page": f"/datasets/{name}/diff?from=1&to=2&cursor={middle}",
             "API: first 100 records": f"/v1/datasets/{name}/versions/1/records?limit=100",
-            "API: deep diff page": f"/v1/datasets/{name}/diff?from=1&to=2&limit=100&cursor={middle}",
+            "API: deep diff page": f"/v1/datasets/{name}/diff?from=1&to=2&limit=100&cursor={api_middle}",
         }
     names = [name for name, _ in datasets]
     samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
