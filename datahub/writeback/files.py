@@ -58,6 +58,9 @@ class OpenFile:
         self.version: dict[int, int] = {}
         self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
         self.pending = False  # created but not yet in the journal (the first fsync writes it)
+        # journaled empty by a namespace operation, never acknowledged: the next fsync or
+        # close commits it even unchanged, as the acknowledgement a revert then keeps
+        self.unacked: bool = bool(rec.get("unacked"))
         self.unlinked = False  # removed from the namespace while open (its record is dropped at last close)
         self.dropped = False  # never acknowledged and dropped at a close that failed for space (``drop``)
         self.created = self.mtime
@@ -154,6 +157,7 @@ class OpenFile:
                     or self.meta_dirty
                     or self.discard
                     or self.pending
+                    or self.unacked
                 )
         finally:
             self._commit_lock.release()
@@ -319,7 +323,9 @@ class OpenFile:
                 raise self.gone()
             with self._lock:
                 pending = set(self.dirty)
-                changed = bool(pending or self.staged or self.meta_dirty or self.discard or self.pending)
+                changed = bool(
+                    pending or self.staged or self.meta_dirty or self.discard or self.pending or self.unacked
+                )
             if not changed:
                 return
             self._wait_uploads()
@@ -417,6 +423,7 @@ class OpenFile:
     def _committed(self, gen: int, chunk_map: dict, size: int, staged: set[int]) -> None:
         """Bookkeeping after a successful commit of ``chunk_map``."""
         self.gen = gen
+        self.unacked = False
         referenced = {key for key, _ in chunk_map.values()}
         with self._lock:
             self.committed = chunk_map

@@ -481,8 +481,10 @@ class Workspace:
                 break
             if of.drop(partial(self.overlay.drop_pending, of)):
                 return True
-        if rec is None or not self.overlay.trusted(entry["id"], rec):
-            self.unlink(path)  # an untrusted record was never acknowledged (recovery drops it)
+        if rec is None or rec.get("unacked") or not self.overlay.trusted(entry["id"], rec):
+            # never acknowledged: journaled empty by a namespace operation (``materialise``),
+            # or untrusted (recovery drops it)
+            self.unlink(path)
             return True
         of = self.overlay.open_file(entry["id"])
         if of is not None:
