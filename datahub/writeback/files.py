@@ -349,12 +349,29 @@ class OpenFile:
         (docs/writeback.md, "Out of space at close"). Afterwards the file reads as ``rec``
         and an fsync has nothing to commit.
         """
+        self._back_to(rec, removed=False)
+
+    def forsake(self, rec: dict) -> None:
+        """Like ``drop``, for a file the journal holds with nothing of it acknowledged
+        (``rec``: unacked or untrusted), which ``Workspace.revert`` has just unlinked: every
+        change since ``rec`` is dropped, with no write into the staged file, and no commit
+        can take the file any more (``gone``); the unlinked record goes at its last close.
+
+        Why: otherwise its handles' closes commit the refused bytes again (into the
+        unlinked record) and a staged file's release fails for space like the close did,
+        keeping it open until the unmount, whose commit of open files then fails too.
+        """
+        self._back_to(rec, removed=True)
+
+    def _back_to(self, rec: dict, *, removed: bool) -> None:
         chunks = {int(i): (k, n) for i, (k, n) in rec["chunks"].items()}
         with self._commit_lock:
             self._wait_uploads()
-            self._restore(rec["size"], rec["mtime"], chunks)
+            if not removed:
+                self._restore(rec["size"], rec["mtime"], chunks)
             with self._lock:
                 dropped = self._reset(chunks, rec["size"], rec["mtime"], rec["gen"])
+                self.dropped = self.dropped or removed
         self.uploads.delete_unreferenced(dropped)
 
     def drop(self, leave_overlay: Callable[[], bool]) -> bool:
