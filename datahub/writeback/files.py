@@ -58,6 +58,9 @@ class OpenFile:
         self.version: dict[int, int] = {}
         self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
         self.pending = False  # created but not yet in the journal (the first fsync writes it)
+        # journaled empty by a namespace operation, never acknowledged: the next fsync or
+        # close commits it even unchanged, as the acknowledgement a revert then keeps
+        self.unacked: bool = bool(rec.get("unacked"))
         self.unlinked = False  # removed from the namespace while open (its record is dropped at last close)
         self.dropped = False  # never acknowledged and dropped at a close that failed for space (``drop``)
         self.created = self.mtime
@@ -154,6 +157,7 @@ class OpenFile:
                     or self.meta_dirty
                     or self.discard
                     or self.pending
+                    or self.unacked
                 )
         finally:
             self._commit_lock.release()
@@ -319,7 +323,9 @@ class OpenFile:
                 raise self.gone()
             with self._lock:
                 pending = set(self.dirty)
-                changed = bool(pending or self.staged or self.meta_dirty or self.discard or self.pending)
+                changed = bool(
+                    pending or self.staged or self.meta_dirty or self.discard or self.pending or self.unacked
+                )
             if not changed:
                 return
             self._wait_uploads()
@@ -343,12 +349,29 @@ class OpenFile:
         (docs/writeback.md, "Out of space at close"). Afterwards the file reads as ``rec``
         and an fsync has nothing to commit.
         """
+        self._back_to(rec, removed=False)
+
+    def forsake(self, rec: dict) -> None:
+        """Like ``drop``, for a file the journal holds with nothing of it acknowledged
+        (``rec``: unacked or untrusted), which ``Workspace.revert`` has just unlinked: every
+        change since ``rec`` is dropped, with no write into the staged file, and no commit
+        can take the file any more (``gone``); the unlinked record goes at its last close.
+
+        Why: otherwise its handles' closes commit the refused bytes again (into the
+        unlinked record) and a staged file's release fails for space like the close did,
+        keeping it open until the unmount, whose commit of open files then fails too.
+        """
+        self._back_to(rec, removed=True)
+
+    def _back_to(self, rec: dict, *, removed: bool) -> None:
         chunks = {int(i): (k, n) for i, (k, n) in rec["chunks"].items()}
         with self._commit_lock:
             self._wait_uploads()
-            self._restore(rec["size"], rec["mtime"], chunks)
+            if not removed:
+                self._restore(rec["size"], rec["mtime"], chunks)
             with self._lock:
                 dropped = self._reset(chunks, rec["size"], rec["mtime"], rec["gen"])
+                self.dropped = self.dropped or removed
         self.uploads.delete_unreferenced(dropped)
 
     def drop(self, leave_overlay: Callable[[], bool]) -> bool:
@@ -417,6 +440,7 @@ class OpenFile:
     def _committed(self, gen: int, chunk_map: dict, size: int, staged: set[int]) -> None:
         """Bookkeeping after a successful commit of ``chunk_map``."""
         self.gen = gen
+        self.unacked = False
         referenced = {key for key, _ in chunk_map.values()}
         with self._lock:
             self.committed = chunk_map

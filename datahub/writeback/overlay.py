@@ -97,7 +97,9 @@ class Overlay:
             raise AlreadyExists(f"{path!r} in {self.what} was created twice; close one and retry", path=path)
         self.check_parent(txn, path)
         rec = new_record(of.created)
-        if not committing:
+        if not committing:  # journaled by a namespace operation: nothing of it acknowledged yet
+            rec["unacked"] = True
+            of.unacked = True  # its next fsync or close commits it, even unchanged
             txn.put_file(file_id, rec)
         txn.put_entry(path, {"t": "f", "id": file_id})
         return rec

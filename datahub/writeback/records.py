@@ -20,14 +20,15 @@ def delete_file(txn: Txn, file_id: int, rec: dict) -> None:
 
 def empty_unsound(txn: Txn, file_id: int, gen: int) -> int:
     """A new file whose overlapped first commit failed and could not be undone: its record
-    names chunks that may be missing. A namespace operation acknowledges a created file
+    names chunks that may be missing. A namespace operation makes a created file durable
     as empty, so write it as empty, trusted (the uploaded chunks stay staged in memory
-    for the next fsync). Returns the change of shared bytes referenced."""
+    for the next fsync), and ``unacked``: no fsync or close of it succeeded, so a revert
+    removes it. Returns the change of shared bytes referenced."""
     rec = txn.file(file_id)
     if rec is None or rec["gen"] != gen or not rec.get("unverified"):
         return 0
     freed = sum(n for _, n in rec["chunks"].values())
-    rec.update(size=0, gen=gen + 1, chunks={})
+    rec.update(size=0, gen=gen + 1, chunks={}, unacked=True)
     del rec["unverified"]
     txn.put_file(file_id, rec)
     return -freed
@@ -61,6 +62,7 @@ def point_at_chunks(
         chunks={str(i): list(v) for i, v in chunks.items()},
     )
     rec.pop("src", None)  # an open file's chunk map is complete (it was reloaded on open)
+    rec.pop("unacked", None)  # this commit is the file's own fsync or close
     if unverified:
         rec["unverified"] = unverified
     else:

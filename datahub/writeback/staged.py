@@ -559,7 +559,7 @@ class StagedFile(OpenFile):
                 raise self.gone()
             st = os.fstat(self.fd)
             state = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            if state == self._synced and not self.pending and not whole:
+            if state == self._synced and not self.pending and not self.unacked and not whole:
                 return
             if self.unrestored:
                 raise NoSpace(

@@ -174,12 +174,16 @@ class Workspace:
             return [(name, self._attr(txn, entries[name])) for name in sorted(entries)]
 
     @contextmanager
-    def _namespace_change(self, doing: str) -> Iterator[Txn]:
+    def _namespace_change(self, doing: str, *, journal_created: bool = True) -> Iterator[Txn]:
         """A namespace transaction that first writes every created, uncommitted file into the
         journal (so the operation sees one namespace: rmdir finds the directory not empty, a
         rename moves the file). No file is created while it runs; if it fails, the files
-        stay pending, as its transaction is rolled back."""
+        stay pending, as its transaction is rolled back. ``journal_created=False``: an
+        operation on one journaled path only (``revert``'s removal), which must not make
+        other files durable: created files stay in the overlay, unsound records as they are."""
         pending, unsound = self.overlay.begin_namespace()
+        if not journal_created:
+            pending, unsound = {}, {}
         try:
             with self.journal.write(doing) as txn:
                 self._dropped = []
@@ -229,10 +233,12 @@ class Workspace:
             self._dropped.append(file_id)
 
     def unlink(self, path: str) -> None:
-        path = normalize(path)
+        self._unlink(normalize(path), f"unlink {path!r}")
+
+    def _unlink(self, path: str, doing: str, *, journal_created: bool = True) -> None:
         if path == "":
             raise IsADirectory(f"cannot unlink the root directory of {self.what}")
-        with self._namespace_change(f"unlink {path!r}") as txn:
+        with self._namespace_change(doing, journal_created=journal_created) as txn:
             entry = self.overlay.entry(txn, path)
             if entry["t"] == "d":
                 raise IsADirectory(f"{path!r} in {self.what} is a directory; use rmdir", path=path)
@@ -481,13 +487,14 @@ class Workspace:
                 break
             if of.drop(partial(self.overlay.drop_pending, of)):
                 return True
-        if rec is None or not self.overlay.trusted(entry["id"], rec):
-            self.unlink(path)  # an untrusted record was never acknowledged (recovery drops it)
-            return True
+        unacked = rec is None or rec.get("unacked") or not self.overlay.trusted(entry["id"], rec)
+        if unacked:  # journaled empty by a namespace operation (``materialise``), or untrusted
+            # (recovery drops it): never acknowledged. Other created files stay unjournaled.
+            self._unlink(path, f"unlink {path!r}: its close failed for space", journal_created=False)
         of = self.overlay.open_file(entry["id"])
-        if of is not None:
-            of.revert(rec)
-        return False
+        if of is not None and rec is not None:
+            (of.forsake if unacked else of.revert)(rec)
+        return bool(unacked)
 
     def journal_record(self, path: str) -> dict:
         """The committed journal record of a file (diagnostics and tests)."""
