@@ -41,8 +41,12 @@ class CommitGate:
         max_queued: int = 8,
         max_wait: float = 600.0,
         retry_after: int = RETRY_AFTER_SECONDS,
+        mode: int = 0o600,
     ) -> None:
+        """``mode``: the lock file's, if it creates it: the catalog file's own (everyone who may
+        commit to the catalog must open it), as SQLite gives its -wal and -shm files."""
         self.lock_path = Path(lock_path)
+        self.mode = mode
         self.max_queued, self.max_wait, self.retry_after = max_queued, max_wait, retry_after
         self._turn = threading.Lock()  # the holder of the process's turn, then of the flock
         self._count = threading.Lock()
@@ -115,7 +119,7 @@ class CommitGate:
         file would share the lock)."""
         if self._fd is None or self._fd_pid != os.getpid():
             self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, self.mode)
             self._fd_pid = os.getpid()
         return self._fd
 

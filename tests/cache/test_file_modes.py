@@ -26,6 +26,7 @@ from datahub.cache import open_cache
 from datahub.cache.disk import DiskTier
 from datahub.cache.pages import PageKey
 from datahub.cache.policy import make_policy
+from datahub.catalog import Put, Record, open_catalog
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectRef
@@ -147,6 +148,41 @@ def test_a_workspace_writes_its_journal_chunks_and_staged_files_owner_only(
         ws.close()
     finally:
         env.close()
+
+
+def _commit(path: Path) -> None:
+    """Create a dataset and commit a version to it (the commit takes the commit lock)."""
+    catalog = open_catalog(f"sqlite:///{path}")
+    try:
+        catalog.create_dataset("d")
+        catalog.commit("d", [Put(Record("a.bin", "s3://b/a.bin", "e1", 1))])
+    finally:
+        catalog.close()
+
+
+def test_a_new_catalog_its_wal_and_its_commit_lock_are_owner_only(tmp_path: Path, open_umask: None) -> None:
+    path = tmp_path / "catalog.db"
+    sqlite = open_catalog(f"sqlite:///{path}")  # held open: the -wal and -shm files stay
+    try:
+        _commit(path)
+        names = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    finally:
+        sqlite.close()
+    assert {"catalog.db", "catalog.db-wal", "catalog.db-shm", "catalog.db.commit-lock"} <= set(names)
+    assert set(names.values()) == {0o600}, names
+
+
+def test_an_existing_catalogs_mode_is_kept_and_its_commit_lock_follows(
+    tmp_path: Path, open_umask: None
+) -> None:
+    """A catalog its owner shared with a group stays shared: who may read it is their choice,
+    and every group member who may commit must open the lock."""
+    path = tmp_path / "catalog.db"
+    open_catalog(f"sqlite:///{path}").close()
+    os.chmod(path, 0o660)
+    _commit(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o660
+    assert stat.S_IMODE((tmp_path / "catalog.db.commit-lock").stat().st_mode) == 0o660
 
 
 def test_a_disk_tier_an_earlier_version_left_open_is_tightened_when_it_opens(tmp_path: Path) -> None:
