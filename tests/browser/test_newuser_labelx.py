@@ -169,7 +169,11 @@ def test_labelx_pages_fit_a_phone(chrome: Chrome, env: Env) -> None:  # noqa: F8
         c.find("#create-form [name=annotators]").send_keys("admin")
         c.find("#create-form button[type=submit]").click()
         _wait_text(c, "#create-msg", "Created phone with")
-        task = c.find("a[data-task]").get_attribute("href")
+        # the message comes first, then the list is fetched again: wait for the new card
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: d.find_elements("css selector", "[data-project=phone] a[data-task]")
+        )
+        task = c.find("[data-project=phone] a[data-task]").get_attribute("href")
         project = task.rsplit("/tasks/", 1)[0] + "/projects/1"
         c.shots.mkdir(parents=True, exist_ok=True)
         for name, url in {
