@@ -29,6 +29,7 @@ import operator
 import os
 import sqlite3
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -649,20 +650,41 @@ def _create_private(path: Path) -> int:
     mode. An existing catalog's mode is left as it is: who may read it is its owner's choice
     (a catalog a group shares), and the commit lock follows it.
 
-    Never opens an existing catalog: closing any descriptor of the database file drops every
-    POSIX lock this process holds on it, SQLite's own connections' included (its WAL locks),
-    and another connection of the process then read a stale state (tests/csi/test_grants.py:
-    a grant made through the API was not seen). A file that does not exist has no lock on it.
+    Never holds a descriptor of the catalog path itself, not even of a file it has just made:
+    closing any descriptor of the database file drops every POSIX lock this process holds on
+    it, SQLite's own connections' included (its WAL locks), and another connection of the
+    process then reads a stale state (tests/csi/test_grants.py: a grant made through the API
+    was not seen). So the empty file is made under a private name, closed, then linked into
+    place (``link`` fails if another thread or process made the catalog meanwhile), and
+    another thread opening the same new catalog never sees a descriptor of it closed.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        try:
-            return stat.S_IMODE(os.stat(path).st_mode) & 0o666
-        except OSError:
-            return 0o600
     except OSError:
         return 0o600  # SQLite's own open reports the failure, with the catalog's context
-    os.close(fd)  # created just now: no connection of this process has it open
+    if path.exists():
+        return _mode_of(path)
+    staged = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        os.close(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except OSError:
+        return 0o600  # an unwritable directory: SQLite's own open reports it
+    try:
+        os.link(staged, path)
+    except FileExistsError:
+        return _mode_of(path)
+    except OSError:  # a file system without hard links: made in place, closed at once
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        return _mode_of(path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
     return 0o600
+
+
+def _mode_of(path: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o666
+    except OSError:
+        return 0o600

@@ -10,6 +10,7 @@ nobody), on a cache whose parent directories it may traverse, or the test could 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shutil
@@ -183,6 +184,33 @@ def test_an_existing_catalogs_mode_is_kept_and_its_commit_lock_follows(
     _commit(path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o660
     assert stat.S_IMODE((tmp_path / "catalog.db.commit-lock").stat().st_mode) == 0o660
+
+
+def test_making_a_new_catalog_never_closes_a_descriptor_of_it(tmp_path: Path, monkeypatch) -> None:
+    """Closing any descriptor of the database file drops every POSIX lock the process holds on
+    it, SQLite's WAL locks included: a thread that made the new file and closed it after
+    another thread of the process had opened the catalog (the file existed by then) dropped
+    that thread's locks. So the file is made under another name and linked into place."""
+    from datahub.catalog import sqlite_store
+
+    path = tmp_path / "catalog.db"
+    closed_of_catalog: list[int] = []  # descriptors closed while the catalog's name was theirs
+    real_close = os.close
+
+    def watched_close(fd: int) -> None:
+        st = os.fstat(fd)
+        with contextlib.suppress(FileNotFoundError):
+            named = path.stat()
+            if (named.st_dev, named.st_ino) == (st.st_dev, st.st_ino):
+                closed_of_catalog.append(fd)
+        real_close(fd)
+
+    monkeypatch.setattr(sqlite_store.os, "close", watched_close)
+    assert sqlite_store._create_private(path) == 0o600
+    monkeypatch.undo()
+    assert closed_of_catalog == []
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["catalog.db"]  # no staged name left
 
 
 def test_a_disk_tier_an_earlier_version_left_open_is_tightened_when_it_opens(tmp_path: Path) -> None:
