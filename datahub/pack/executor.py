@@ -70,9 +70,13 @@ def run_local(
             p.wait(timeout=EXIT_GRACE_SECONDS)
     except BaseException:
         for p in procs:
-            p.terminate()
+            p.terminate()  # each hands its own task back by its lease, then exits
         for p in procs:
-            p.wait()
+            try:
+                p.wait(timeout=EXIT_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:  # its hand-back hangs (an unreachable catalog)
+                p.kill()
+                p.wait()
         for task in queue.tasks(job):  # a listing carries lease ids only from the database itself
             if task.state == DOING and task.owner in names and task.lease:
                 queue.release(job, task.index, task.lease)

@@ -349,6 +349,48 @@ def test_starting_a_job_creates_its_target_so_no_other_caller_can_take_the_name(
     assert catalog.get_dataset("out").owner == made.owner
 
 
+def test_a_cancelled_local_run_over_a_remote_catalog_hands_tasks_back_at_once(
+    config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over HTTP a listing never shows a lease id, so the executor cannot hand its children's
+    tasks back itself: each child, stopped by SIGTERM, unwinds and releases its own task by its
+    lease. Before, the children died at SIGTERM and their tasks waited for the lease (60 s)."""
+    from datahub.catalog import open_catalog
+    from tests.catalog.remote import serve
+
+    server, backing, admin = serve(tmp_path)
+    try:
+        import_manifest(backing, config, write_source(tmp_path / "src", 6), "photos")
+        monkeypatch.setenv("DATAHUB_API_TOKEN", admin)
+        remote = config.model_copy(update={"catalog_url": server.url})
+        catalog = open_catalog(server.url)
+        queue = open_task_queue(server.url)
+        spec = PackSpec.parse(resize="shorter=40", shard_size="1B")  # six tasks, one photo each
+        job = start_job(catalog, queue, "photos", "out", spec).job
+        cancel = threading.Event()
+
+        def cancel_once_a_child_holds_a_task(done: int, total: int) -> None:
+            deadline = time.monotonic() + 120  # a hang guard
+            while not any(t.state == DOING for t in queue.tasks(job)):
+                assert time.monotonic() < deadline, "no worker ever claimed a task"
+                time.sleep(0.01)
+            cancel.set()
+
+        with pytest.raises(Cancelled):
+            run_local(
+                remote, queue, job, workers=2, lease_seconds=600, on_progress=cancel_once_a_child_holds_a_task,
+                cancel=cancel,
+            )  # fmt: skip
+        tasks = list(queue.tasks(job))
+        assert not [t.index for t in tasks if t.state == DOING], "a task waits for its lease to expire"
+        assert [t for t in tasks if t.state == TODO and t.attempts == 1]
+        queue.close()
+        catalog.close()
+    finally:
+        server.stop()
+        backing.close()
+
+
 def test_a_cancelled_local_run_hands_its_workers_tasks_back_by_their_leases(
     config: Config, catalog: Catalog, tmp_path: Path
 ) -> None:
