@@ -349,6 +349,20 @@ def test_starting_a_job_creates_its_target_so_no_other_caller_can_take_the_name(
     assert catalog.get_dataset("out").owner == made.owner
 
 
+def _cancel_once_a_child_holds_a_task(queue, job: str, cancel: threading.Event):
+    """An ``on_progress`` that sets ``cancel`` once a child holds a task: the executor's next
+    poll then stops the children, which hand their tasks back."""
+
+    def on_progress(done: int, total: int) -> None:
+        deadline = time.monotonic() + 120  # a hang guard
+        while not any(t.state == DOING for t in queue.tasks(job)):
+            assert time.monotonic() < deadline, "no worker ever claimed a task"
+            time.sleep(0.01)
+        cancel.set()
+
+    return on_progress
+
+
 def test_a_cancelled_local_run_over_a_remote_catalog_hands_tasks_back_at_once(
     config: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -368,18 +382,10 @@ def test_a_cancelled_local_run_over_a_remote_catalog_hands_tasks_back_at_once(
         spec = PackSpec.parse(resize="shorter=40", shard_size="1B")  # six tasks, one photo each
         job = start_job(catalog, queue, "photos", "out", spec).job
         cancel = threading.Event()
-
-        def cancel_once_a_child_holds_a_task(done: int, total: int) -> None:
-            deadline = time.monotonic() + 120  # a hang guard
-            while not any(t.state == DOING for t in queue.tasks(job)):
-                assert time.monotonic() < deadline, "no worker ever claimed a task"
-                time.sleep(0.01)
-            cancel.set()
-
         with pytest.raises(Cancelled):
             run_local(
-                remote, queue, job, workers=2, lease_seconds=600, on_progress=cancel_once_a_child_holds_a_task,
-                cancel=cancel,
+                remote, queue, job, workers=2, lease_seconds=600,
+                on_progress=_cancel_once_a_child_holds_a_task(queue, job, cancel), cancel=cancel,
             )  # fmt: skip
         tasks = list(queue.tasks(job))
         assert not [t.index for t in tasks if t.state == DOING], "a task waits for its lease to expire"
@@ -402,14 +408,7 @@ def test_a_cancelled_local_run_hands_its_workers_tasks_back_by_their_leases(
     queue = open_task_queue(config.resolved_catalog_url)
     job = start_job(catalog, queue, "photos", "out", spec).job
     cancel = threading.Event()
-
-    def cancel_once_a_child_holds_a_task(done: int, total: int) -> None:
-        deadline = time.monotonic() + 120  # a hang guard
-        while not any(t.state == DOING for t in queue.tasks(job)):
-            assert time.monotonic() < deadline, "no worker ever claimed a task"
-            time.sleep(0.01)
-        cancel.set()  # the executor's next poll stops the children and releases their tasks
-
+    cancel_once_a_child_holds_a_task = _cancel_once_a_child_holds_a_task(queue, job, cancel)
     try:
         with pytest.raises(Cancelled):
             run_local(
