@@ -15,7 +15,8 @@ overlay (``Overlay``) until its first fsync/close, whose transaction writes its 
 entry together with its data (one durable commit per small file instead of two; POSIX
 lets a created file nobody fsynced vanish in a crash, and nothing half-written can reach
 the journal). Namespace operations first write every pending file into their own
-transaction, so they always see one namespace; creators and namespace transactions
+transaction (empty, ``unacked``: a revert or recovery removes it until its own fsync or
+close commits it), so they always see one namespace; creators and namespace transactions
 exclude each other (``creating``/``ns_busy``, creators first: they wait only for a
 running transaction, never hold I/O), and ``epoch`` tells a creator that a file left
 the overlay for the journal between its lookup and its insert.
