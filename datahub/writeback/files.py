@@ -11,8 +11,9 @@ through another, as in POSIX). Its state:
 
 ``_lock`` guards only memory and is never held during I/O. ``_commit_lock`` serialises the
 fsyncs of one file (upload + journal commit) and the reverts of it (``commits_held``), and
-is held by nothing else, so reads and writes never wait for the network. A per-chunk version counter tells an upload whether
-its chunk was written again meanwhile (then it stays dirty).
+is held by nothing else, so reads and writes never wait for the network. A per-chunk
+version counter tells an upload whether its chunk was written again meanwhile (then it
+stays dirty).
 """
 
 from __future__ import annotations
