@@ -172,7 +172,13 @@ def _recover(ws: Workspace) -> None:
     dropped. An *unverified* record (a new file's first commit, which ran alongside its
     chunk uploads) is checked: if every chunk it names exists whole (length, and CRC where
     chunks are written in place), the flag is cleared; otherwise its close never returned,
-    so the file is dropped, name and all, as if it had never been created. Chunk objects
+    so the file is dropped, name and all, as if it had never been created. So is an
+    *unacked* one: a created file that a namespace operation journaled empty (so that
+    operation saw one namespace) and that no fsync or close of its own acknowledged since.
+    Kept, it came back empty under its name after a crash, or absent when no namespace
+    operation happened to run beside it: a crash's outcome depended on unrelated operations,
+    and an empty file looked like a finished output (revert13). A rename of it acknowledged
+    a name, not its bytes: it goes too. Chunk objects
     no committed transaction references (uploads of a dead writer, chunks of a dropped
     file, garbage not yet deleted) are deleted, and so are packs none of whose chunks is
     referenced. We hold the owner lock, so no live writer can be mid-upload under our prefix.
@@ -204,6 +210,14 @@ def _recover(ws: Workspace) -> None:
                 txn.del_file(file_id)
                 txn.add_garbage(keys)
                 continue
+            if rec.get("unacked"):  # created, journaled empty by a namespace operation, never
+                # acknowledged by a commit of its own: what a crash loses (see the docstring)
+                log.info(
+                    "recovery of %s: dropped %s, created and never fsynced or closed",
+                    ws.what, ", ".join(map(repr, paths[file_id])),
+                )  # fmt: skip
+                _drop_named(txn, file_id, paths[file_id])
+                continue  # its chunks (none: it is empty) are unreferenced now
             if rec.get("unverified"):
                 if all(ws.chunks.intact(key, n, fp, sizes) for key, (n, fp) in rec["unverified"].items()):
                     del rec["unverified"]
@@ -213,9 +227,7 @@ def _recover(ws: Workspace) -> None:
                         "recovery of %s: dropped %s, whose first close never completed (a chunk is "
                         "missing or torn)", ws.what, ", ".join(map(repr, paths[file_id])),
                     )  # fmt: skip
-                    txn.del_file(file_id)
-                    for path in paths[file_id]:
-                        txn.del_entry(path)
+                    _drop_named(txn, file_id, paths[file_id])
                     continue  # its chunks are unreferenced now: deleted below
             referenced.update(keys)
             used += sum(n for _, n in rec["chunks"].values())
@@ -225,6 +237,13 @@ def _recover(ws: Workspace) -> None:
     objects = {ws.chunks.object_of(key) for key in referenced}  # a chunk, or the pack holding it
     ws.delete_unreferenced(key for key in sizes if key not in objects)
     ws.flusher.gc()
+
+
+def _drop_named(txn: Txn, file_id: int, paths: list[str]) -> None:
+    """Drop a file nothing of which survives recovery, name and all, as if never created."""
+    txn.del_file(file_id)
+    for path in paths:
+        txn.del_entry(path)
 
 
 def _replay_covers(ws: Workspace, txn: Txn, sizes: dict[str, int]) -> None:

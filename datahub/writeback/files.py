@@ -10,16 +10,18 @@ through another, as in POSIX). Its state:
   uploaded early (write-behind) and clean buffers dropped.
 
 ``_lock`` guards only memory and is never held during I/O. ``_commit_lock`` serialises the
-fsyncs of one file (upload + journal commit) and is held by nothing else, so reads and
-writes never wait for the network. A per-chunk version counter tells an upload whether
-its chunk was written again meanwhile (then it stays dirty).
+fsyncs of one file (upload + journal commit) and the reverts of it (``commits_held``), and
+is held by nothing else, so reads and writes never wait for the network. A per-chunk
+version counter tells an upload whether its chunk was written again meanwhile (then it
+stays dirty).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 
 from datahub.errors import InvalidInput, NoSpace
 from datahub.writeback.model import FileSettings
@@ -340,6 +342,18 @@ class OpenFile:
             gen = self.commits.commit_file(self.id, self.path, size, mtime, chunk_map)
             self._committed(gen, chunk_map, size, staged)
 
+    @contextmanager
+    def commits_held(self) -> Iterator[None]:
+        """No fsync or close of this file commits while this is held; ``revert``, ``forsake``
+        and ``drop`` are called under it.
+
+        Why: ``Workspace.revert`` reads the file's journal record, decides from it, then
+        removes the file or puts it back; a commit of another handle in between returns 0
+        and would then be undone (revert13). Under this the three are one step with
+        respect to the file's commits."""
+        with self._commit_lock:
+            yield
+
     def revert(self, rec: dict) -> None:
         """Back to ``rec``, the journal's record of this file (its last acknowledged state):
         every change since is dropped, and the chunks only those changes named are deleted.
@@ -347,7 +361,8 @@ class OpenFile:
         Why: a close that failed for space must not commit the file half-written, neither
         then nor later, yet must not lose what an earlier fsync or close acknowledged
         (docs/writeback.md, "Out of space at close"). Afterwards the file reads as ``rec``
-        and an fsync has nothing to commit.
+        and an fsync has nothing to commit. The caller holds ``commits_held`` since it read
+        ``rec``.
         """
         self._back_to(rec, removed=False)
 
@@ -356,6 +371,7 @@ class OpenFile:
         (``rec``: unacked or untrusted), which ``Workspace.revert`` has just unlinked: every
         change since ``rec`` is dropped, with no write into the staged file, and no commit
         can take the file any more (``gone``); the unlinked record goes at its last close.
+        The caller holds ``commits_held`` since it read ``rec``.
 
         Why: otherwise its handles' closes commit the refused bytes again (into the
         unlinked record) and a staged file's release fails for space like the close did,
@@ -365,13 +381,12 @@ class OpenFile:
 
     def _back_to(self, rec: dict, *, removed: bool) -> None:
         chunks = {int(i): (k, n) for i, (k, n) in rec["chunks"].items()}
-        with self._commit_lock:
-            self._wait_uploads()
-            if not removed:
-                self._restore(rec["size"], rec["mtime"], chunks)
-            with self._lock:
-                dropped = self._reset(chunks, rec["size"], rec["mtime"], rec["gen"])
-                self.dropped = self.dropped or removed
+        self._wait_uploads()
+        if not removed:
+            self._restore(rec["size"], rec["mtime"], chunks)
+        with self._lock:
+            dropped = self._reset(chunks, rec["size"], rec["mtime"], rec["gen"])
+            self.dropped = self.dropped or removed
         self.uploads.delete_unreferenced(dropped)
 
     def drop(self, leave_overlay: Callable[[], bool]) -> bool:
@@ -384,14 +399,14 @@ class OpenFile:
         Why: its close failed for space, and nothing may commit it later (docs/writeback.md,
         "Out of space at close"). It has no journal record, so this needs no journal write:
         it works on a full journal device, where unlinking it would fail like its commit.
+        The caller holds ``commits_held``.
         """
-        with self._commit_lock:
-            if not self.pending or not leave_overlay():
-                return False
-            self._wait_uploads()
-            with self._lock:
-                dropped = self._reset({}, 0, self.created, self.gen)
-                self.dropped = True
+        if not self.pending or not leave_overlay():
+            return False
+        self._wait_uploads()
+        with self._lock:
+            dropped = self._reset({}, 0, self.created, self.gen)
+            self.dropped = True
         self.uploads.delete_unreferenced(dropped)
         return True
 

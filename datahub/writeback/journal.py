@@ -10,8 +10,8 @@ It holds everything a restart needs, so a committed transaction *is* the acknowl
   ``unverified`` (``{key: [length, crc32 or null]}``) marks a new file's first commit whose
   chunk uploads ran alongside it; recovery checks those chunks (see ``Workspace``).
   ``unacked`` marks a created file a namespace operation wrote in as empty before any
-  fsync or close of it succeeded: a revert removes it (``Workspace.revert``); the file's
-  next commit clears it.
+  fsync or close of it succeeded: a revert removes it (``Workspace.revert``), and so does
+  recovery after a crash (``open_workspace``); the file's next commit clears it.
 - ``origin``: what the origin holds at each path (file id, generation, etag, size, sha256).
   A path is dirty exactly when ``origin`` does not match the tree's file id and generation,
   and an ``origin`` path missing from the tree is a pending delete: no separate dirty flag

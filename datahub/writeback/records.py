@@ -20,10 +20,10 @@ def delete_file(txn: Txn, file_id: int, rec: dict) -> None:
 
 def empty_unsound(txn: Txn, file_id: int, gen: int) -> int:
     """A new file whose overlapped first commit failed and could not be undone: its record
-    names chunks that may be missing. A namespace operation makes a created file durable
-    as empty, so write it as empty, trusted (the uploaded chunks stay staged in memory
+    names chunks that may be missing. A namespace operation journals a created file as
+    empty, so write it as empty, trusted (the uploaded chunks stay staged in memory
     for the next fsync), and ``unacked``: no fsync or close of it succeeded, so a revert
-    removes it. Returns the change of shared bytes referenced."""
+    or recovery removes it. Returns the change of shared bytes referenced."""
     rec = txn.file(file_id)
     if rec is None or rec["gen"] != gen or not rec.get("unverified"):
         return 0

@@ -15,7 +15,8 @@ overlay (``Overlay``) until its first fsync/close, whose transaction writes its 
 entry together with its data (one durable commit per small file instead of two; POSIX
 lets a created file nobody fsynced vanish in a crash, and nothing half-written can reach
 the journal). Namespace operations first write every pending file into their own
-transaction, so they always see one namespace; creators and namespace transactions
+transaction (empty, ``unacked``: a revert or recovery removes it until its own fsync or
+close commits it), so they always see one namespace; creators and namespace transactions
 exclude each other (``creating``/``ns_busy``, creators first: they wait only for a
 running transaction, never hold I/O), and ``epoch`` tells a creator that a file left
 the overlay for the journal between its lookup and its insert.
@@ -45,9 +46,13 @@ Lock order (take a lock only while holding locks listed above it, never the othe
 0. ``StagedFile.release_lock`` (one staged file's last-release decision: whether a mapping
    keeps it open, ``lingering.py``); held across the probe and the overlay's release only,
    never while committing; ``Lingering._lock`` is a leaf beside it.
-1. ``OpenFile._commit_lock`` (one file's fsync: upload, then journal commit) or
-   ``Flusher._mutex`` (one flush or eviction at a time: origin I/O, then journal writes).
-   Both are held across I/O; neither is ever taken while the other is held.
+1. ``OpenFile._commit_lock`` (one file's fsync: upload, then journal commit; or a
+   ``revert`` of it, ``OpenFile.commits_held``, across its record read, its decision and
+   its removal's namespace transaction) or ``Flusher._mutex`` (one flush or eviction at a
+   time: origin I/O, then journal writes). Both are held across I/O; neither is ever taken
+   while the other is held, nor two commit locks at once. A namespace transaction waits
+   for creators and overlapped first commits (``Overlay.begin_namespace``), which never
+   wait for another file's commit lock.
 2. The journal's single writer (``Journal.write``/``apply``/``submit``; LMDB has one write
    transaction at a time). ``Journal._group`` guards the group-commit queue only and is
    never held while a change runs or while the disk syncs.
@@ -233,12 +238,10 @@ class Workspace:
             self._dropped.append(file_id)
 
     def unlink(self, path: str) -> None:
-        self._unlink(normalize(path), f"unlink {path!r}")
-
-    def _unlink(self, path: str, doing: str, *, journal_created: bool = True) -> None:
+        path = normalize(path)
         if path == "":
             raise IsADirectory(f"cannot unlink the root directory of {self.what}")
-        with self._namespace_change(doing, journal_created=journal_created) as txn:
+        with self._namespace_change(f"unlink {path!r}") as txn:
             entry = self.overlay.entry(txn, path)
             if entry["t"] == "d":
                 raise IsADirectory(f"{path!r} in {self.what} is a directory; use rmdir", path=path)
@@ -474,27 +477,62 @@ class Workspace:
         (docs/writeback.md, "Out of space at close"). A created file not yet in the journal
         is dropped from the overlay with no journal write (``OpenFile.drop``), so this works
         on a full journal device too; its open handles then write and commit nothing.
+
+        The record is read, judged and acted on under the file's commit lock
+        (``OpenFile.commits_held``), and a removal checks in its own transaction that the
+        record and the name are still the ones judged: an fsync or close of another handle
+        that returned 0 is never undone (revert13). If either changed, look again.
         """
         path = normalize(path)
-        for _look in range(2):  # again once if a commit journaled it meanwhile
-            with self.journal.read() as txn:
-                entry = self.overlay.entry(txn, path)
-                if entry["t"] != "f":
-                    raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
-                rec = txn.file(entry["id"])
-            of = self.overlay.open_file(entry["id"])
-            if rec is not None or of is None:
-                break
-            if of.drop(partial(self.overlay.drop_pending, of)):
-                return True
-        unacked = rec is None or rec.get("unacked") or not self.overlay.trusted(entry["id"], rec)
-        if unacked:  # journaled empty by a namespace operation (``materialise``), or untrusted
-            # (recovery drops it): never acknowledged. Other created files stay unjournaled.
-            self._unlink(path, f"unlink {path!r}: its close failed for space", journal_created=False)
-        of = self.overlay.open_file(entry["id"])
+        while True:
+            file_id = self._file_at(path)[0]["id"]
+            of = self.overlay.open_file(file_id)
+            if of is None:  # nothing commits it unless it is opened: the removal's check sees that
+                outcome = self._revert_held(path, file_id, None)
+            else:
+                with of.commits_held():
+                    outcome = self._revert_held(path, file_id, of)
+            if outcome is not None:
+                return outcome
+
+    def _file_at(self, path: str) -> tuple[dict, dict | None]:
+        """(the entry of the file at ``path``, its journal record or None)."""
+        with self.journal.read() as txn:
+            entry = self.overlay.entry(txn, path)
+            if entry["t"] != "f":
+                raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
+            return entry, txn.file(entry["id"])
+
+    def _revert_held(self, path: str, file_id: int, of: OpenFile | None) -> bool | None:
+        """``revert`` of file ``file_id``, whose commits ``of`` holds off (None: not open);
+        None if the file at ``path`` changed meanwhile (look again)."""
+        entry, rec = self._file_at(path)
+        if entry["id"] != file_id:
+            return None  # renamed away or replaced since the lookup
+        if rec is None and of is not None:  # created, in the overlay only (or journaled meanwhile)
+            return True if of.drop(partial(self.overlay.drop_pending, of)) else None
+        unacked = rec is None or rec.get("unacked") or not self.overlay.trusted(file_id, rec)
+        # unacked: journaled empty by a namespace operation (``materialise``), or untrusted
+        # (recovery drops it): never acknowledged. Other created files stay unjournaled.
+        if unacked and not self._remove_refused(path, file_id, rec):
+            return None
         if of is not None and rec is not None:
             (of.forsake if unacked else of.revert)(rec)
         return bool(unacked)
+
+    def _remove_refused(self, path: str, file_id: int, rec: dict | None) -> bool:
+        """Unlink ``path`` for ``revert`` if it still names file ``file_id`` and the journal
+        still holds ``rec`` for it; False, and nothing changed, if not (a namespace operation
+        moved or rewrote it, or it was opened and committed since ``rec`` was read). It
+        journals no other created file, so none becomes durable on its behalf."""
+        doing = f"unlink {path!r}: its close failed for space"
+        with self._namespace_change(doing, journal_created=False) as txn:
+            entry = self.overlay.lookup(txn, path)
+            if entry is None or entry.get("id") != file_id or txn.file(file_id) != rec:
+                return False
+            txn.del_entry(path)
+            self._drop_file(txn, file_id)
+        return True
 
     def journal_record(self, path: str) -> dict:
         """The committed journal record of a file (diagnostics and tests)."""
