@@ -34,6 +34,7 @@ import functools
 import importlib
 import importlib.util
 import io
+import json
 import re
 import shlex
 import subprocess
@@ -539,6 +540,50 @@ def test_every_repository_path_the_docs_cite_exists() -> None:
     assert not missing, "paths the docs cite that are not in the repository:\n" + "\n".join(missing)
 
 
+ROUTE_SPAN = re.compile(r"`(GET|POST|PUT|PATCH|DELETE) ((?:/|…/|\.\.\./)[^`?\s]*)[^`]*`")
+
+
+def shown_routes(doc: str) -> Iterator[tuple[str, str, str]]:
+    """(file:line, method, path) for every ```METHOD /path``` span of ``doc``; a path that
+    starts with ``…/`` names a route by its end."""
+    for lineno, line in enumerate((REPO / doc).read_text().splitlines(), 1):
+        for m in ROUTE_SPAN.finditer(line):
+            yield f"{doc}:{lineno}", m.group(1), m.group(2)
+
+
+def _route_matches(shown: str, route: str) -> bool:
+    """``shown``'s segments against a route template's: a ``{x}``/``<x>`` on either side
+    stands for any one segment, ``{key:path}`` for the rest; ``…/`` matches the route's end."""
+    want, have = shown.split("/"), route.split("/")
+    if want[0] in ("…", "..."):
+        want = want[1:]
+        have = have[-len(want) :] if not have[-1].endswith(":path}") else have
+    if have[-1].endswith(":path}") and len(want) >= len(have):
+        want = [*want[: len(have) - 1], "{rest}"]
+    return len(want) == len(have) and all(
+        w == h or re.fullmatch(r"\{[^}]*\}|<[^>]*>", w) or re.fullmatch(r"\{[^}]*\}", h)
+        for w, h in zip(want, have, strict=True)
+    )
+
+
+def test_every_api_route_the_docs_show_exists() -> None:
+    """The routes of the API (public and internal) and of LabelX, as the code declares them."""
+    from datahub.api.routes import ROUTERS
+    from labelx.routes import router as labelx_router
+
+    routes = [(m, r.path) for router in (*ROUTERS, labelx_router) for r in router.routes for m in r.methods]
+    shown = [row for doc in doc_files() if doc != HISTORY for row in shown_routes(doc)]
+    assert len(shown) > 20, shown
+    missing = [
+        f"{where}: {method} {path}"
+        for where, method, path in shown
+        if not any(m == method and _route_matches(path, route) for m, route in routes)
+    ]
+    assert not missing, "routes the docs show that the API does not have:\n" + "\n".join(missing)
+    assert not _route_matches("/v1/datasets/{name}/nothing", "/v1/datasets/{name}/diff")
+    assert _route_matches("…/tags/v3", "/v1/datasets/{name}/tags/{tag}")
+
+
 def test_the_cheap_commands_the_docs_show_run() -> None:
     """``datahub --help`` and ``datahub --version`` as a user types them (the console script)."""
     datahub = Path(sys.executable).parent / "datahub"
@@ -550,6 +595,52 @@ def test_the_cheap_commands_the_docs_show_run() -> None:
         assert re.search(rf"^\s+{name}\s", helped.stdout, re.M), f"datahub --help lists no {name}"
     version = subprocess.run([datahub, "--version"], capture_output=True, text=True, timeout=120)
     assert version.returncode == 0 and re.match(r"datahub \S+ \(commit \S+\)", version.stdout), version
+
+
+# commands that only read (or, `init`, make) a home: the docs' ones run for real on a new home
+READ_ONLY = {
+    ("init",),
+    ("dataset", "list"),
+    ("cache", "stats"),
+    ("cache", "pins"),
+    ("cache", "flush"),
+    ("migrate",),
+}
+GLOBAL_VALUED = {"--home", "--config", "--catalog"}  # where: the test's own home stands for them
+
+
+def _without_locations(args: tuple[str, ...]) -> list[str]:
+    out, value_next = [], False
+    for arg in args:
+        if not value_next and arg.split("=", 1)[0] not in GLOBAL_VALUED:
+            out.append(arg)
+        value_next = not value_next and arg in GLOBAL_VALUED
+    return out
+
+
+def test_the_read_only_commands_the_docs_show_run_on_a_new_home(tmp_path: Path) -> None:
+    """Each shown as a user types it, in a directory of its own (so ``./var`` is the home),
+    after ``datahub init``; ``--json`` kept, the location flags left to the test's home."""
+    runs: dict[tuple[str, ...], str] = {}
+    for c in checked_commands():
+        if c.program != "datahub":
+            continue
+        words = _without_locations(c.args)
+        rest = tuple(w for w in words if w not in ("--json", "-v"))
+        if rest in READ_ONLY:
+            runs.setdefault((*rest, *(["--json"] if "--json" in words else [])), c.shown.where)
+    assert {("cache", "stats"), ("cache", "stats", "--json"), ("dataset", "list")} <= set(runs), runs
+    datahub = Path(sys.executable).parent / "datahub"
+    env = {"PATH": f"{datahub.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    for argv in [("init",), *sorted(runs)]:
+        done = subprocess.run(
+            [datahub, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+        where = runs.get(argv, "first")
+        assert done.returncode == 0, f"{where}: datahub {' '.join(argv)} -> {done.returncode}: {done.stderr}"
+        assert "Traceback" not in done.stderr, done.stderr
+        if "--json" in argv:
+            json.loads(done.stdout)
 
 
 # ---------------------------------------------------------------- the checks' own checks
