@@ -404,6 +404,26 @@ def test_every_datahub_command_shown_parses() -> None:
     assert not failures, "commands the docs show that the CLI rejects:\n" + "\n".join(failures)
 
 
+def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield (*path, name)
+                yield from _subcommands(sub, (*path, name))
+
+
+def test_every_subcommand_the_cli_has_is_shown_in_the_docs() -> None:
+    """The other way round: a command nobody can read about is as wrong as a documented one
+    that does not exist."""
+    shown = set()
+    for c in checked_commands():
+        if c.program == "datahub":
+            words = [w for w in _without_locations(c.args) if w not in ("--json", "-v")]
+            shown.update(tuple(words[:n]) for n in range(1, len(words) + 1))
+    missing = [" ".join(path) for path in _subcommands(real_parser("datahub")) if path not in shown]
+    assert not missing, "datahub subcommands no doc shows: " + ", ".join(missing)
+
+
 def makefile_targets() -> set[str]:
     text = (REPO / "Makefile").read_text()
     return {t for m in re.finditer(r"^([\w. -]+?)\s*:(?!=)", text, re.M) for t in m.group(1).split()}
