@@ -63,7 +63,7 @@ PLACEHOLDERS = {
     "…": "x",  # a flag's value left out (`--home …`)
 }
 # where one letter means two things: (the flag before it, the placeholder) -> its value there
-AFTER_FLAG = {("--port", "P"): "8080"}
+AFTER_FLAG = {("--port", "P"): "8080", ("--prefix", "P"): "train/"}
 ELLIPSIS = {"…", "..."}  # "more of the same": dropped as a word; inside a URL, a prefix
 KNOWN_PREFIX = re.compile(r"^(s3://)(…|\.\.\.)$")
 REDIRECT = re.compile(r"^\d?>>?(&\d)?")  # `> FILE`, `2>&1`: the shell's, not the command's
@@ -374,12 +374,21 @@ def _run_by_doc_tests() -> dict[str, str]:
         section = (REPO / doc).read_text().split(heading, 1)[1]
         blocks.append((re.search(r"```(?:bash|sh)\n(.*?)```", section, re.S).group(1), test))
     return {
-        part: test for block, test in blocks for line in block.splitlines() for part in split_commands(line)
+        " ".join(part.split()): test
+        for block, test in blocks
+        for line in block.splitlines()
+        for part in split_commands(line)
     }
 
 
 CHECKED_AS = {"datahub": "parsed", "fuse_adapter": "parsed", "csi": "parsed", "make": "make -n"}
 CHECKED_AS |= {"module": "module exists, --help flags", "script": "file exists, --help flags"}
+
+
+def _checked_as(parsed: list[Command]) -> str:
+    if not parsed:
+        return "-"
+    return "paths exist" if parsed[0].target == "pytest" else CHECKED_AS.get(parsed[0].program, "-")
 
 
 def inventory() -> str:
@@ -390,12 +399,12 @@ def inventory() -> str:
     rows, per_doc = [], {}
     for doc in doc_files():
         for shown, parsed in doc_commands(doc):
-            if shown.text in runs:
-                today = f"run by {runs[shown.text]}"
+            if " ".join(shown.text.split()) in runs:
+                today = f"run by {runs[' '.join(shown.text.split())]}"
             else:
                 holder = next((p for p, text in sources.items() if shown.text in text), None)
                 today = f"text in {holder.relative_to(REPO)}" if holder else ""
-            how = "history" if doc == HISTORY else CHECKED_AS.get(parsed[0].program, "-") if parsed else "-"
+            how = "history" if doc == HISTORY else _checked_as(parsed)
             kind = "block " if shown.fenced else "inline"
             rows.append(f"{shown.where:26} {kind} {shown.text[:80]:80} | {how:26} | {today}")
             counts = per_doc.setdefault(doc, [0, 0, 0])

@@ -45,15 +45,19 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from tests.doc_commands import (
     HISTORY,
     PARSED,
     REPO,
     all_commands,
     checked_commands,
+    commands,
     doc_files,
     parse_error,
     real_parser,
+    shown_commands,
     split_commands,
     variants,
 )
@@ -396,6 +400,41 @@ def test_the_read_only_commands_the_docs_show_run_on_a_new_home(tmp_path: Path) 
         assert "Traceback" not in done.stderr, done.stderr
         if "--json" in argv:
             json.loads(done.stdout)
+
+
+@pytest.mark.slow  # about 17 CLI processes: 80 s on a loaded 2-core machine
+def test_the_cache_commands_block_runs_as_written(tmp_path: Path) -> None:
+    """docs/cache.md's command block, every line and each of its ``[...]`` forms, in order, on
+    a home whose ``imagenet`` has a v3 (three imports of a local directory that changes).
+    ``cache flush --workspace W`` is left out: a workspace exists only once a mount made it."""
+    block = [c for s in shown_commands("docs/cache.md") if s.fenced for c in commands(s)]
+    assert [c.args[:2] for c in block if c.program == "datahub"][:2] == [
+        ("cache", "stats"),
+        ("prefetch", "imagenet@v3"),
+    ]
+    datahub = Path(sys.executable).parent / "datahub"
+    env = {"PATH": f"{datahub.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def run(*args: str) -> str:
+        done = subprocess.run(
+            [datahub, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (
+            f"datahub {' '.join(args)}: {done.stderr}"
+        )
+        return done.stdout
+
+    for n in (1, 2, 3):
+        for key in ("train/cat/1.jpg", f"train/dog/{n}.jpg", "val/cat/9.jpg"):
+            (tmp_path / "src" / key).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "src" / key).write_bytes(f"{key} of import {n}".encode())
+        run("import", "src", "--to", "imagenet", "-m", f"import {n}")
+    ran = [c.args for c in block if c.program == "datahub" and "--workspace" not in c.args]
+    for args in ran:
+        run(*args)
+    assert ("cache", "pin", "imagenet@v3", "--prefix", "train/") in ran and ran[-1] == ("cache", "flush")
+    pins = run("cache", "pins").split()
+    assert "imagenet@v3:train/" in pins and "imagenet@v3" not in pins  # pinned with a prefix, then unpinned
 
 
 # ---------------------------------------------------------------- the checks' own checks
