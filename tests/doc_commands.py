@@ -359,6 +359,8 @@ BLOCK_TESTS = (
     ("docs/quickstart.md", "## Try it", "tests/browser/test_newuser_commands.py"),
     ("docs/quickstart.md", "## Your own data", "tests/browser/test_newuser_commands.py"),
     ("docs/quickstart.md", "## Serving beyond this machine", "tests/browser/test_newuser_commands.py"),
+    ("docs/fuse.md", "## Use", "tests/test_docs_commands.py"),
+    ("docs/cache.md", "## Operations", "tests/test_docs_commands.py"),
 )
 
 
@@ -372,7 +374,7 @@ def _run_by_doc_tests() -> dict[str, str]:
     ]
     for doc, heading, test in BLOCK_TESTS:
         section = (REPO / doc).read_text().split(heading, 1)[1]
-        blocks.append((re.search(r"```(?:bash|sh)\n(.*?)```", section, re.S).group(1), test))
+        blocks.append((re.search(r"```(?:bash|sh)?\n(.*?)```", section, re.S).group(1), test))
     return {
         " ".join(part.split()): test
         for block, test in blocks

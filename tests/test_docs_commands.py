@@ -22,8 +22,8 @@ it against the code:
 - ``METHOD /path`` names a route of the API or of LabelX; a ``python`` block is valid Python
   and imports only names datahub's packages have.
 - run for real: ``datahub --help``, ``datahub --version``, the shown commands that only read
-  a home (``cache stats``, ``dataset list`` ...) on a new home, and docs/cache.md's command
-  block as written.
+  a home (``cache stats``, ``dataset list`` ...) on a new home, docs/cache.md's command
+  block and docs/fuse.md's "Use" block (real mounts) as written.
 
 docs/benchmarks.md is inventoried but not checked: each of its sections records what ran at
 its own commit and is never edited afterwards.
@@ -39,6 +39,7 @@ import ast
 import importlib
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -438,6 +439,111 @@ def test_the_cache_commands_block_runs_as_written(tmp_path: Path) -> None:
     assert ("cache", "pin", "imagenet@v3", "--prefix", "train/") in ran and ran[-1] == ("cache", "flush")
     pins = run("cache", "pins").split()
     assert "imagenet@v3:train/" in pins and "imagenet@v3" not in pins  # pinned with a prefix, then unpinned
+
+
+def _fuse_use_block() -> list[str]:
+    """docs/fuse.md's "Use" block: its command lines, as written."""
+    section = (REPO / "docs/fuse.md").read_text().split("## Use", 1)[1]
+    body = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line for line in body.splitlines() if line.startswith("datahub ")]
+
+
+@pytest.mark.fuse
+@pytest.mark.slow  # four datahub imports, three mount daemons: about a minute on a loaded machine
+@pytest.mark.timeout(600)
+def test_the_fuse_use_block_runs_as_written(tmp_path: Path, moto_endpoint) -> None:
+    """docs/fuse.md's "Use" block, line by line. A mount line stays in the foreground, as the
+    doc says it does without ``--background``, so each is started and left running; the last
+    line unmounts the workspace. Put in place first, as README's tour test does: ``/mnt/``
+    becomes this test's directory (its mount points made), ``s3://bucket/`` a fresh bucket
+    and ``http://127.0.0.1:9000`` the local S3 server; ``imagenet`` gets three versions and
+    ``coco`` a tag ``best``. Then the block's claims: ``MNT/<dataset>/v<N>`` and
+    ``latest -> vN``, the bucket's snapshot named in ``.datahub``, the workspace's files
+    committed to ``outputs`` by the unmount."""
+    from datahub.catalog import open_catalog
+    from datahub.storage import StoreRegistry
+    from fuse_adapter.daemon import is_mounted
+    from tests.fuse.conftest import make_env, wait_until
+
+    env = make_env(tmp_path / "home", moto_endpoint)
+    with StoreRegistry(env.config) as stores:
+        for i in range(3):
+            stores.store(f"s3://{env.bucket}").put(f"train/part-{i}.txt", f"row {i}\n".encode())
+    bindir = Path(sys.executable).parent
+    shell_env = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "DATAHUB_CONFIG": str(env.config_path),
+    }
+
+    def run(line: str) -> None:
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=tmp_path, env=shell_env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, f"{line}: {done.stdout}\n{done.stderr}"
+
+    for n in (1, 2, 3):
+        (tmp_path / "src" / "train").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / "train" / f"{n}.txt").write_text(f"import {n}\n")
+        run(f"datahub import src --to imagenet -m 'import {n}'")
+    run("datahub import src --to coco && datahub tag coco best 1")
+
+    mnt = tmp_path / "mnt"
+    lines = [
+        line.replace("/mnt/", f"{mnt}/").replace("s3://bucket/", f"s3://{env.bucket}/")
+        .replace("http://127.0.0.1:9000", moto_endpoint.url)
+        for line in _fuse_use_block()
+    ]  # fmt: skip
+    assert [line.split()[1] for line in lines] == ["mount", "mount", "mount", "umount"], lines
+    points = {name: mnt / name for name in ("data", "b", "out")}
+    for point in points.values():
+        point.mkdir(parents=True)
+    daemons = []
+    try:
+        for line, point in zip(lines[:3], points.values(), strict=True):
+            log = open(tmp_path / f"{point.name}.log", "w")  # noqa: SIM115 (closed with the daemon)
+            proc = subprocess.Popen(
+                ["bash", "-c", f"exec {line}"], cwd=tmp_path, env=shell_env, stdout=log, stderr=log
+            )
+            daemons.append((proc, log))
+            wait_until(
+                lambda p=point, d=proc: is_mounted(str(p)) or d.poll() is not None, 120
+            )  # a hang guard
+            assert is_mounted(str(point)), f"{line}: {(tmp_path / f'{point.name}.log').read_text()}"
+        assert os.readlink(points["data"] / "imagenet" / "latest") == "v3"
+        assert os.readlink(points["data"] / "coco" / "best") == "v1"
+        assert (points["data"] / "imagenet" / "v3" / "train" / "3.txt").read_text() == "import 3\n"
+        assert {f for _, _, files in os.walk(points["b"]) for f in files} >= {"part-0.txt", "part-2.txt"}
+        assert f"s3.{env.bucket}.train@v1" in (points["b"] / ".datahub").read_text()
+        (points["out"] / "metrics.txt").write_text("epoch 1: loss 0.42\n")
+        run(lines[3])
+        assert not is_mounted(str(points["out"]))
+    finally:
+        for point in points.values():
+            if is_mounted(str(point)):
+                subprocess.run(
+                    [bindir / "datahub", "umount", str(point)],
+                    env=shell_env,
+                    capture_output=True,
+                    timeout=300,
+                )
+            if is_mounted(str(point)):
+                subprocess.run(["fusermount3", "-uz", str(point)], check=False)
+        for proc, log in daemons:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+    assert all(proc.returncode == 0 for proc, _ in daemons), [proc.returncode for proc, _ in daemons]
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        assert [r.key for r in catalog.list_records("outputs", catalog.resolve("outputs").seq)] == [
+            "metrics.txt"
+        ]
+    finally:
+        catalog.close()
 
 
 # ---------------------------------------------------------------- the checks' own checks
