@@ -397,7 +397,11 @@ def inventory() -> str:
     """Every command the docs show: where, fenced or inline, how this module checks it, and
     which test runs it today (or only holds its exact text)."""
     runs = _run_by_doc_tests()
-    sources = {p: p.read_text() for p in (REPO / "tests").rglob("*.py") if p.name != "test_docs_commands.py"}
+    sources = {
+        p: p.read_text()
+        for p in (REPO / "tests").rglob("*.py")
+        if p.name not in ("test_docs_commands.py", "doc_commands.py")
+    }
     rows, per_doc = [], {}
     for doc in doc_files():
         for shown, parsed in doc_commands(doc):
