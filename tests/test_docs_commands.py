@@ -19,7 +19,8 @@ it against the code:
 - ``make TARGET`` names a target of the Makefile, and ``make -n TARGET`` runs;
   ``python -m X`` names a module; ``bench/...py``, the paths given to pytest and every
   repository path the docs cite exist; shown ``--flags`` appear in the program's ``--help``.
-- ``METHOD /path`` names a route of the API or of LabelX; a ``python`` block is valid Python
+- ``kubectl apply -k DIR`` names a kustomization of the repository; ``METHOD /path`` names
+  a route of the API or of LabelX; a ``python`` block is valid Python
   and imports only names datahub's packages have.
 - run for real: ``datahub --help``, ``datahub --version``, the shown commands that only read
   a home (``cache stats``, ``dataset list`` ...) on a new home, docs/cache.md's command
@@ -227,6 +228,22 @@ def test_every_bench_script_and_module_shown_exists_and_takes_its_flags() -> Non
             for flag in sorted(flags):
                 if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text):
                     missing.append(f"{c.shown.where}: `{c.shown.text}`: {flag} is not in its --help")
+    assert not missing, "\n".join(missing)
+
+
+def test_every_kustomization_kubectl_is_shown_applying_exists() -> None:
+    """``kubectl apply -k DIR`` / ``kubectl kustomize DIR``: DIR holds a kustomization.yaml."""
+    dirs = {
+        (c.shown.where, c.args[i + 1])
+        for c in checked_commands()
+        if c.program == "kubectl"
+        for i, arg in enumerate(c.args[:-1])
+        if arg in ("-k", "kustomize")
+    }
+    assert {d for _, d in dirs} >= {"csi/deploy", "csi/deploy/server"}, dirs
+    missing = [
+        f"{where}: {d}" for where, d in sorted(dirs) if not (REPO / d / "kustomization.yaml").is_file()
+    ]
     assert not missing, "\n".join(missing)
 
 
