@@ -414,7 +414,13 @@ class Flusher:
         with self.ws.journal.read() as txn:
             for path, file_id in txn.tree_files():
                 rec, state = txn.file(file_id), txn.origin(path)
-                if rec and state and state["id"] == file_id and state["gen"] == rec["gen"]:
+                if (
+                    rec
+                    and not rec.get("unacked")
+                    and state
+                    and state["id"] == file_id
+                    and state["gen"] == rec["gen"]
+                ):
                     url = self.origin.url_for(self.origin_key(path))
                     out.append(FlushedObject(path, url, state["etag"], state["size"], state["sha256"]))
         return out
@@ -437,15 +443,29 @@ def plan(txn: Txn) -> tuple[list[tuple[str, int, dict]], list[str], dict[str, in
     uploads, srcs = [], {}
     for path, file_id in txn.tree_files():
         rec = txn.file(file_id)
-        if rec is None:
+        if rec is None or rec.get("unacked"):
             continue
         if rec.get("src"):
             srcs[rec["src"]["path"]] = file_id
         state = txn.origin(path)
         if state is None or state["id"] != file_id or state["gen"] != rec["gen"]:
             uploads.append((path, file_id, rec))
-    deletes = [p for p, _ in txn.origins() if (e := txn.entry(p)) is None or e["t"] != "f"]
+    deletes = [p for p, _ in txn.origins() if not _acknowledged_file(txn, p)]
     return uploads, deletes, srcs
+
+
+def _acknowledged_file(txn: Txn, path: str) -> bool:
+    """Whether ``path`` names a file the origin should hold: one whose bytes some fsync or
+    close acknowledged. An ``unacked`` record (created, journaled empty by a namespace
+    operation, never fsynced or closed) is not one: uploaded, it was an empty object that
+    ``commit_workspace`` pinned into a version though no close had returned (revert13), and
+    a revert or a crash then removes it anyway. Its path is absent from the origin until the
+    file's own fsync or close."""
+    entry = txn.entry(path)
+    if entry is None or entry["t"] != "f":
+        return False
+    rec = txn.file(entry["id"])
+    return rec is not None and not rec.get("unacked")
 
 
 def dirty_summary(name: str, txn: Txn, now: float) -> dict:

@@ -100,3 +100,39 @@ def test_the_origin_object_of_a_dropped_file_goes_at_the_next_flush(env: Env) ->
     ws2 = env.crash_and_reopen(ws)
     ws2.flush()
     assert sorted(env.origin_files()) == ["kept"]
+
+
+def test_a_file_no_fsync_or_close_acknowledged_is_neither_flushed_nor_committed(env: Env, catalog) -> None:
+    """revert13's finding: a namespace operation journals the open created file empty and
+    ``unacked``, and the flusher uploaded that record, so the origin held an empty
+    checkpoint.bin, it counted as clean, and ``commit_workspace`` pinned an empty file no
+    close had acknowledged into a version. Its path stays out of the origin (and a version)
+    until its own close; an object an earlier file left at that path is deleted, since the
+    unlink that removed that file was acknowledged."""
+    from datahub.workspaces import commit_workspace
+
+    ws = env.open()
+    with ws.open("checkpoint.bin", create=True) as old:
+        old.write(0, b"the previous run's checkpoint")
+    ws.flush()
+    assert len(env.origin_files()) == 1
+    v1 = commit_workspace(ws, catalog, "outputs")
+    assert [r.key for r in catalog.list_records("outputs", v1.seq)] == ["checkpoint.bin"]
+    ws.unlink("checkpoint.bin")
+    fh = ws.open("checkpoint.bin", create=True)
+    data = os.urandom(100_000)
+    fh.write(0, data)  # still being written: never fsynced nor closed
+    ws.mkdir("logs")  # any namespace operation journals it, empty and unacked
+    ws.flush()
+    assert env.origin_files() == {}
+    assert ws.dirty() == []
+    assert [o.path for o in ws.flushed_objects()] == []
+    version = commit_workspace(ws, catalog, "outputs")
+    assert [r.key for r in catalog.list_records("outputs", version.seq)] == []
+    fh.close()  # acknowledged now: flushed and committed whole
+    ws.flush()
+    assert [o.path for o in ws.flushed_objects()] == ["checkpoint.bin"]
+    version = commit_workspace(ws, catalog, "outputs")
+    (record,) = catalog.list_records("outputs", version.seq)
+    assert (record.key, record.size) == ("checkpoint.bin", len(data))
+    ws.close()
