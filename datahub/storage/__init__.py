@@ -184,13 +184,31 @@ class StoreRegistry:
         self._s3 = None  # one datahub.storage.s3.S3Connection shared by every bucket
         self._shared: dict[str, ObjectStore] = {}  # shared_store's, by root URL
         self._closed = False
+        # (root URL, bucket, key prefix) of an s3:// objects_url reached with objects_s3
+        self._objects: tuple[str, str, str] | None = None
+        self._objects_s3 = None  # their own S3Connection: a client holds one set of credentials
+        settings = config.objects_s3
+        if settings is not None and settings != config.s3 and config.objects_url:
+            scheme, authority, path = _parse(config.objects_url)
+            if scheme == "s3":
+                self._objects = (config.objects_url, authority, path.strip("/"))
 
     def for_url(self, url: str) -> tuple[ObjectStore, str]:
         root, key = split_object_url(url)
+        if self._objects is not None:
+            objects_root, bucket, prefix = self._objects
+            if root == f"s3://{bucket}" and (not prefix or key.startswith(prefix + "/")):
+                return self.store(objects_root), key[len(prefix) + 1 :] if prefix else key
         return self.store(root), key
 
     def store(self, root_url: str) -> ObjectStore:
-        """The cached store for a root URL (``s3://bucket/prefix`` roots are allowed too)."""
+        """The cached store for a root URL (``s3://bucket/prefix`` roots are allowed too).
+
+        A root at or under an s3:// ``objects_url`` is reached with ``objects_s3`` when that is
+        set: the platform's objects bucket (blobs, pack shards, workspaces' flush targets) is
+        the platform's, and a CSI dataset or workspace volume, whose publish the catalog
+        authorised, reaches it with the plugin's keys while ``[s3]`` holds its pod's
+        (docs/csi.md "Credentials"). Everything else is reached with ``[s3]``."""
         store = self._by_root.get(root_url)  # the cache asks once per fetch, with a root seen before
         if store is not None and not self._closed:
             return store
@@ -241,20 +259,35 @@ class StoreRegistry:
             return open_store(root_url, self.config)
         from datahub.storage.s3 import S3Connection, S3Store
 
+        if self._under_objects(authority, path):
+            settings = self.config.objects_s3
+            if self._objects_s3 is None:
+                self._objects_s3 = S3Connection(settings, lean_get=self._lean_s3_get)
+            return S3Store(authority, path, settings, connection=self._objects_s3)
         if self._s3 is None:
             self._s3 = S3Connection(self.config.s3, lean_get=self._lean_s3_get)
         return S3Store(authority, path, self.config.s3, connection=self._s3)
+
+    def _under_objects(self, bucket: str, path: str) -> bool:
+        """Whether the S3 root ``s3://bucket/path`` is ``objects_url`` or below it (and
+        ``objects_s3`` reaches it)."""
+        if self._objects is None:
+            return False
+        _, objects_bucket, prefix = self._objects
+        path = path.strip("/")
+        return bucket == objects_bucket and (not prefix or path == prefix or path.startswith(prefix + "/"))
 
     def close(self) -> None:
         with self._lock:
             stores, self._stores, self._by_root = list(self._stores.values()), {}, {}
             stores += self._shared.values()
             self._shared = {}
-            connection, self._s3 = self._s3, None
+            connections = [c for c in (self._s3, self._objects_s3) if c is not None]
+            self._s3 = self._objects_s3 = None
             self._closed = True
         for store in stores:
             store.close()
-        if connection is not None:
+        for connection in connections:
             connection.close()
 
     def __enter__(self) -> StoreRegistry:
