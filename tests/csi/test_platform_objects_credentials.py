@@ -34,12 +34,14 @@ from datahub.config import load_config
 from datahub.ingest.blobs import blob_key
 from datahub.storage import StoreRegistry
 from fuse_adapter.daemon import DEAD_DAEMON_ERRNOS
+from tests.csi import test_bucket_cache_access
 from tests.csi.conftest import CsiEnv, Plugin, make_env, wait_until
 from tests.csi.test_bucket_cache_access import IamMoto, read
 from tests.csi.test_publish import pod_info
 
 pytestmark = pytest.mark.fuse
 
+plugin = test_bucket_cache_access.plugin  # its module-scoped plugin fixture, on this module's env
 PLATFORM = "platform-objects"  # objects_url = s3://platform-objects/objects
 TENANT = "tenant-data"  # the tenant's own bucket, where it imported a record from
 FILES = {  # record key -> (root of the object, bytes)
@@ -99,15 +101,6 @@ def env(tmp_path_factory: pytest.TempPathFactory, iam: PlatformMoto) -> CsiEnv:
     finally:
         catalog.close()
     return env
-
-
-@pytest.fixture(scope="module")
-def plugin(env: CsiEnv) -> Iterator[Plugin]:
-    p = Plugin(env.root, env.config_path)
-    try:
-        yield p.start()
-    finally:
-        p.teardown()
 
 
 def log_size(iam: PlatformMoto) -> int:

@@ -11,9 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from datahub.config import load_config
+from datahub.config import Config, load_config
 from datahub.errors import StorageError
 from datahub.storage import StoreRegistry
+
+
+def config(tmp_path: Path, s3: dict, objects_s3: dict | None, objects_url: str) -> Config:
+    overrides = {"home": str(tmp_path), "s3": s3, "objects_s3": objects_s3, "objects_url": objects_url}
+    return load_config(env={}, overrides=overrides)
 
 
 def test_urls_under_objects_url_use_objects_s3_and_the_rest_of_the_bucket_does_not(
@@ -25,16 +30,7 @@ def test_urls_under_objects_url_use_objects_s3_and_the_rest_of_the_bucket_does_n
     client = moto_endpoint.client()
     for key in ("objects/blobs/sha256/ab", "objects/workspaces/w/f", "objects", "objectsx/y", "elsewhere/z"):
         client.put_object(Bucket=bucket, Key=key, Body=key.encode())
-    config = load_config(
-        env={},
-        overrides={
-            "home": str(tmp_path),
-            "s3": nowhere,
-            "objects_s3": moto,
-            "objects_url": f"s3://{bucket}/objects",
-        },
-    )
-    with StoreRegistry(config) as reg:
+    with StoreRegistry(config(tmp_path, nowhere, moto, f"s3://{bucket}/objects")) as reg:
         store, key = reg.for_url(f"s3://{bucket}/objects/blobs/sha256/ab")
         assert store.read(key) == b"objects/blobs/sha256/ab"
         assert store.url_for(key) == f"s3://{bucket}/objects/blobs/sha256/ab"  # the same object, named alike
@@ -55,16 +51,7 @@ def test_without_objects_s3_or_with_the_same_settings_every_url_uses_one_connect
     moto = moto_endpoint.s3_config_overrides()["s3"]
     bucket = moto_endpoint.new_bucket()
     for objects_s3 in (None, moto):
-        config = load_config(
-            env={},
-            overrides={
-                "home": str(tmp_path),
-                "s3": moto,
-                "objects_s3": objects_s3,
-                "objects_url": f"s3://{bucket}/o",
-            },
-        )
-        with StoreRegistry(config) as reg:
+        with StoreRegistry(config(tmp_path, moto, objects_s3, f"s3://{bucket}/o")) as reg:
             inside, key = reg.for_url(f"s3://{bucket}/o/blob")
             outside, _ = reg.for_url(f"s3://{bucket}/x")
             assert inside is outside and key == "o/blob"
