@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 from csi import access, mounts
 from csi.finish import finish_workspace
 from csi.state import Published, StateFile
-from csi.volume_config import renew_shared_tier, write_volume_config
+from csi.volume_config import renew_platform_keys, write_volume_config
 from csi.volumes import (
     KUBERNETES_PREFIX,
     READER_MODES,
@@ -254,7 +254,12 @@ class NodeService:
             spec = dataclasses.replace(spec, cache="none")
             log.info("volume %s reads from its own S3 endpoint: no shared cache (cache: none)", volume_id)
         try:
-            config = write_volume_config(self.config, overrides, volume_dir / "datahub.toml")
+            config = write_volume_config(
+                self.config,
+                overrides,
+                volume_dir / "datahub.toml",
+                catalog_authorised=spec.catalog_authorised,
+            )
             sources, subdir, resolved = _plan(spec, config, principal, check_access=not staged)
             p = Published(
                 target_path=path,
@@ -640,7 +645,7 @@ class NodeService:
             mounts.MountProcess.kill(proc)
         mounts.wait_exit(p.pid, None, timeout=30)
         mounts.detach_stale(p.staging)
-        renew_shared_tier(self.config, Path(p.config_path))
+        renew_platform_keys(self.config, Path(p.config_path), catalog_authorised=p.spec.catalog_authorised)
         self._start(p, first=False)
         self._put(p, p.target_path)
         log.info(

@@ -2,7 +2,11 @@
 
 The secrets set ``[s3]``, which serves the volume's own objects; the node's shared tier is
 the platform's, so ``cache.shared_s3`` always holds the plugin's S3 settings (its own
-``cache.shared_s3``, else its ``[s3]``), whatever the secrets say.
+``cache.shared_s3``, else its ``[s3]``), whatever the secrets say. So is the platform's objects
+bucket (``objects_url``: blobs, pack shards, workspaces' flush targets): a dataset or workspace
+volume, whose publish the catalog authorised, gets the plugin's settings as ``objects_s3``
+(its own ``objects_s3``, else its ``[s3]``); a bucket volume, which names its bucket itself,
+never does, even when that bucket is the platform's.
 
 Credentials reach the mount process only through this file: mode 0600 inside a 0700
 directory of the plugin's state dir, never under the target path (the pod sees the target)
@@ -42,8 +46,13 @@ def to_toml(data: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_volume_config(base: Config, overrides: Mapping[str, Any], path: Path) -> Config:
-    """Write ``base`` + ``overrides`` (from secrets/volume kind) to ``path`` (0600); return it loaded."""
+def write_volume_config(
+    base: Config, overrides: Mapping[str, Any], path: Path, *, catalog_authorised: bool
+) -> Config:
+    """Write ``base`` + ``overrides`` (from secrets/volume kind) to ``path`` (0600); return it loaded.
+
+    ``catalog_authorised``: the volume is a dataset or workspace, whose publish the catalog's
+    access check decides; only such a volume reaches ``objects_url`` with the plugin's keys."""
     data = base.model_dump()
     data["home"] = str(base.home_path)
     for key, value in overrides.items():
@@ -51,19 +60,23 @@ def write_volume_config(base: Config, overrides: Mapping[str, Any], path: Path) 
             data[key] = {**data[key], **value}
         else:
             data[key] = value
-    return _write(base, data, path)
+    return _write(base, data, path, catalog_authorised)
 
 
-def renew_shared_tier(base: Config, path: Path) -> Config:
-    """Rewrite the volume config at ``path`` with the plugin's current shared-tier S3 settings
-    before its mount process is started again: a file written before ``cache.shared_s3``
-    existed (its shared tier used the secrets' keys), or before the plugin's keys were
-    rotated, would otherwise keep them. The secrets in it stay as they are."""
-    return _write(base, load_config(path, env={}).model_dump(), path)
+def renew_platform_keys(base: Config, path: Path, *, catalog_authorised: bool) -> Config:
+    """Rewrite the volume config at ``path`` with the plugin's current shared-tier and
+    objects-bucket S3 settings before its mount process is started again: a file written
+    before ``cache.shared_s3`` or ``objects_s3`` existed (the secrets' keys reached those
+    buckets), or before the plugin's keys were rotated, would otherwise keep them. The
+    secrets in it stay as they are."""
+    return _write(base, load_config(path, env={}).model_dump(), path, catalog_authorised)
 
 
-def _write(base: Config, data: dict[str, Any], path: Path) -> Config:
+def _write(base: Config, data: dict[str, Any], path: Path, catalog_authorised: bool) -> Config:
     data["cache"]["shared_s3"] = (base.cache.shared_s3 or base.s3).model_dump()  # never the secrets'
+    # the platform's objects bucket: the plugin's keys for what the catalog authorised, and
+    # for a bucket volume nothing (to_toml leaves None out), even if the plugin sets objects_s3
+    data["objects_s3"] = (base.objects_s3 or base.s3).model_dump() if catalog_authorised else None
     path.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(path.parent, 0o700)
     tmp = path.with_suffix(".tmp")

@@ -76,6 +76,13 @@ class VolumeSpec:
         return self.kind == "workspace"
 
     @property
+    def catalog_authorised(self) -> bool:
+        """Whether the catalog's access check decides this volume's publish (a dataset or a
+        workspace), so its mount may reach the platform's objects bucket with the plugin's
+        keys. A bucket volume names its bucket itself: only its own secrets serve it."""
+        return self.kind != "bucket"
+
+    @property
     def bucket_url(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
 

@@ -261,6 +261,8 @@ class Config(BaseModel):
     """Catalog: "" = sqlite:///<home>/catalog.db; or mongodb://host/db."""
     objects_url: str = ""
     """Datahub-managed object prefix ("" = file://<home>/objects)."""
+    objects_s3: Annotated[S3Config | None, BeforeValidator(_json_object)] = None
+    """How URLs under an s3:// objects_url are reached: the [s3] settings as an [objects_s3] table (in the environment, one JSON object); unset: [s3]. A CSI dataset or workspace volume's mount gets the plugin's own here, whatever its Secret gives [s3]; a bucket volume's never (docs/csi.md "Credentials")."""
     s3: S3Config = Field(default_factory=S3Config)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
@@ -366,7 +368,8 @@ def _error(
             problems.append(f"unknown configuration key {name!r} in {where}; known: {known}")
         else:
             reason = str(err["msg"]).removeprefix("Value error, ")
-            secret = {"shared_s3", "secret_access_key"} & {str(p) for p in loc}  # may hold a key
+            # a setting that may hold a key is never shown
+            secret = {"shared_s3", "objects_s3", "secret_access_key"} & {str(p) for p in loc}
             shown = "(not shown)" if secret else repr(err.get("input"))
             problems.append(f"invalid configuration value for {name} in {where}: {shown} ({reason})")
     return InvalidInput("; ".join(problems))

@@ -151,8 +151,29 @@ def _check_url(url: object, key: str) -> None:
         raise InvalidInput(f"record {key!r}: unreadable object url: {exc.message}", key=key) from None
 
 
+def _objects_prefix(config: Config) -> tuple[str, str] | None:
+    """(bucket, key prefix) of an s3:// ``objects_url`` that ``objects_s3`` reaches, else None
+    (no ``objects_s3``, or the same settings as ``[s3]``: one client serves both)."""
+    if config.objects_s3 is None or config.objects_s3 == config.s3 or not config.objects_url:
+        return None
+    scheme, authority, path = _parse(config.objects_url)
+    return (authority, path.strip("/")) if scheme == "s3" else None
+
+
+def _under(objects: tuple[str, str] | None, bucket: str, path: str) -> bool:
+    """Whether the S3 root ``s3://bucket/path`` is the ``objects`` prefix or below it."""
+    if objects is None:
+        return False
+    objects_bucket, prefix = objects
+    path = path.strip("/")
+    return bucket == objects_bucket and (not prefix or path == prefix or path.startswith(prefix + "/"))
+
+
 def open_store(url: str, config: Config, **options: object) -> ObjectStore:
-    """Open the store for a root URL. ``options`` go to the backend (e.g. ``page_size`` for S3)."""
+    """Open the store for a root URL. ``options`` go to the backend (e.g. ``page_size`` for S3).
+
+    An S3 root at or under ``objects_url`` is reached with ``objects_s3`` when that is set
+    (``StoreRegistry.store`` says why), any other with ``[s3]``."""
     scheme, authority, path = _parse(url)
     if scheme == "file":
         return LocalStore(Path("/") / path)
@@ -164,7 +185,8 @@ def open_store(url: str, config: Config, **options: object) -> ObjectStore:
         return RadosStore(authority, path)
     from datahub.storage.s3 import S3Store  # boto3 is imported only when S3 is used
 
-    return S3Store(authority, path, config.s3, **options)
+    settings = config.objects_s3 if _under(_objects_prefix(config), authority, path) else config.s3
+    return S3Store(authority, path, settings, **options)
 
 
 class StoreRegistry:
@@ -184,13 +206,25 @@ class StoreRegistry:
         self._s3 = None  # one datahub.storage.s3.S3Connection shared by every bucket
         self._shared: dict[str, ObjectStore] = {}  # shared_store's, by root URL
         self._closed = False
+        self._objects = _objects_prefix(config)  # (bucket, prefix) reached with objects_s3
+        self._objects_s3 = None  # their own S3Connection: a client holds one set of credentials
 
     def for_url(self, url: str) -> tuple[ObjectStore, str]:
         root, key = split_object_url(url)
+        if self._objects is not None:
+            bucket, prefix = self._objects
+            if root == f"s3://{bucket}" and (not prefix or key.startswith(prefix + "/")):
+                return self.store(self.config.objects_url), key[len(prefix) + 1 :] if prefix else key
         return self.store(root), key
 
     def store(self, root_url: str) -> ObjectStore:
-        """The cached store for a root URL (``s3://bucket/prefix`` roots are allowed too)."""
+        """The cached store for a root URL (``s3://bucket/prefix`` roots are allowed too).
+
+        A root at or under an s3:// ``objects_url`` is reached with ``objects_s3`` when that is
+        set: the platform's objects bucket (blobs, pack shards, workspaces' flush targets) is
+        the platform's, and a CSI dataset or workspace volume, whose publish the catalog
+        authorised, reaches it with the plugin's keys while ``[s3]`` holds its pod's
+        (docs/csi.md "Credentials"). Everything else is reached with ``[s3]``."""
         store = self._by_root.get(root_url)  # the cache asks once per fetch, with a root seen before
         if store is not None and not self._closed:
             return store
@@ -241,6 +275,11 @@ class StoreRegistry:
             return open_store(root_url, self.config)
         from datahub.storage.s3 import S3Connection, S3Store
 
+        if _under(self._objects, authority, path):
+            settings = self.config.objects_s3
+            if self._objects_s3 is None:
+                self._objects_s3 = S3Connection(settings, lean_get=self._lean_s3_get)
+            return S3Store(authority, path, settings, connection=self._objects_s3)
         if self._s3 is None:
             self._s3 = S3Connection(self.config.s3, lean_get=self._lean_s3_get)
         return S3Store(authority, path, self.config.s3, connection=self._s3)
@@ -250,11 +289,12 @@ class StoreRegistry:
             stores, self._stores, self._by_root = list(self._stores.values()), {}, {}
             stores += self._shared.values()
             self._shared = {}
-            connection, self._s3 = self._s3, None
+            connections = [c for c in (self._s3, self._objects_s3) if c is not None]
+            self._s3 = self._objects_s3 = None
             self._closed = True
         for store in stores:
             store.close()
-        if connection is not None:
+        for connection in connections:
             connection.close()
 
     def __enter__(self) -> StoreRegistry:

@@ -54,8 +54,26 @@ def private_moto(tmp_path: Path) -> Iterator[PrivateMoto]:
         moto.stop()
 
 
+@pytest.fixture
+def plugin(csi_env: CsiEnv, private_moto: PrivateMoto, tmp_path: Path) -> Iterator[Plugin]:
+    """A plugin whose objects bucket (``objects_url``, a workspace's flush target) lives on the
+    private server: a workspace volume flushes there with the plugin's ``objects_s3``, whatever
+    its secrets say (docs/csi.md "Credentials")."""
+    config = tmp_path / "datahub.toml"
+    config.write_text(
+        csi_env.config_path.read_text()
+        + f'\n[objects_s3]\nendpoint_url = "{private_moto.url}"\naccess_key_id = "testing"\n'
+        'secret_access_key = "testing"\nregion = "us-east-1"\nmax_attempts = 2\n'
+    )
+    p = Plugin(tmp_path, config)
+    try:
+        yield p.start()
+    finally:
+        p.teardown()
+
+
 def test_unpublish_fails_and_keeps_the_volume_until_the_flush_succeeds(
-    plugin: Plugin, csi_env: CsiEnv, private_moto: PrivateMoto
+    plugin: Plugin, csi_env: CsiEnv, private_moto: PrivateMoto, tmp_path: Path
 ) -> None:
     import boto3
     from botocore.config import Config as BotoConfig
@@ -67,11 +85,9 @@ def test_unpublish_fails_and_keeps_the_volume_until_the_flush_succeeds(
         )  # fmt: skip
 
     private_client().create_bucket(Bucket=csi_env.bucket)
-    target = csi_env.target("ws-outage")
-    secrets = {"s3Endpoint": private_moto.url}  # this volume's objects live on the private server
-    plugin.publish(
-        target, {"workspace": "outage", "commitTo": "outage-out"}, volume_id="outage", secrets=secrets
-    )
+    (tmp_path / "pods" / "ws-outage").mkdir(parents=True)
+    target = str(tmp_path / "pods" / "ws-outage" / "mount")
+    plugin.publish(target, {"workspace": "outage", "commitTo": "outage-out"}, volume_id="outage")
     Path(target, "model.bin").write_bytes(b"acknowledged before the outage")
 
     private_moto.stop()  # the object store goes away before the pod ends
@@ -85,9 +101,7 @@ def test_unpublish_fails_and_keeps_the_volume_until_the_flush_succeeds(
     wait_for_checks(plugin, 3)
     assert not [m for m in mounts_under(Path(target).parent)]  # not remounted behind the CO's back
     with pytest.raises(grpc.RpcError) as err:  # nor published again before the unpublish succeeded
-        plugin.publish(
-            target, {"workspace": "outage", "commitTo": "outage-out"}, volume_id="outage", secrets=secrets
-        )
+        plugin.publish(target, {"workspace": "outage", "commitTo": "outage-out"}, volume_id="outage")
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
 
     private_moto.start()  # back (empty: moto keeps nothing), the CO retries

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from csi.volume_config import renew_shared_tier, write_volume_config
+from csi.volume_config import renew_platform_keys, write_volume_config
 from csi.volumes import Capability, check_capability, parse_context, parse_secrets, workspace_name
 from datahub.config import load_config
 from datahub.errors import InvalidInput
@@ -123,7 +123,10 @@ def test_volume_config_round_trips_through_load_config(tmp_path) -> None:
     tricky = 'quote " backslash \\ newline \n unicode é'
     path = tmp_path / "vol" / "datahub.toml"
     loaded = write_volume_config(
-        base, {"s3": {"secret_access_key": tricky}, "cache": {"profile": "write-back"}}, path
+        base,
+        {"s3": {"secret_access_key": tricky}, "cache": {"profile": "write-back"}},
+        path,
+        catalog_authorised=True,
     )
     assert loaded.s3.secret_access_key == tricky
     assert loaded.cache.ram_bytes == 12345 and loaded.cache.profile == "write-back"
@@ -141,12 +144,12 @@ def test_a_volumes_secrets_set_its_s3_and_never_the_shared_tiers(tmp_path) -> No
     }
     base = load_config(env={}, overrides={"home": str(tmp_path / "home"), "s3": plugin_s3})
     secrets = parse_secrets({"s3AccessKeyId": "pod", "s3SecretAccessKey": "pod-secret"})
-    loaded = write_volume_config(base, secrets, tmp_path / "a" / "datahub.toml")
+    loaded = write_volume_config(base, secrets, tmp_path / "a" / "datahub.toml", catalog_authorised=True)
     assert (loaded.s3.access_key_id, loaded.s3.secret_access_key) == ("pod", "pod-secret")
     assert loaded.cache.shared_s3 == base.s3
     cache_key = {"access_key_id": "cache", "secret_access_key": "c-secret", "region": "eu-1"}
     base = load_config(env={}, overrides={"home": str(tmp_path / "home"), "cache": {"shared_s3": cache_key}})
-    loaded = write_volume_config(base, secrets, tmp_path / "b" / "datahub.toml")
+    loaded = write_volume_config(base, secrets, tmp_path / "b" / "datahub.toml", catalog_authorised=True)
     assert loaded.cache.shared_s3 == base.cache.shared_s3 and loaded.cache.shared_s3.region == "eu-1"
     assert loaded.s3.access_key_id == "pod"
 
@@ -157,10 +160,37 @@ def test_a_remount_renews_the_shared_tiers_settings_and_keeps_the_secrets(tmp_pa
     path.parent.mkdir()
     path.write_text('[s3]\naccess_key_id = "pod"\nsecret_access_key = "pod-secret"\n')
     base = load_config(env={}, overrides={"s3": {"access_key_id": "plugin", "secret_access_key": "p"}})
-    loaded = renew_shared_tier(base, path)
+    loaded = renew_platform_keys(base, path, catalog_authorised=True)
     assert (loaded.s3.access_key_id, loaded.s3.secret_access_key) == ("pod", "pod-secret")
-    assert loaded.cache.shared_s3 == base.s3
+    assert loaded.cache.shared_s3 == base.s3 and loaded.objects_s3 == base.s3
     assert oct(path.stat().st_mode & 0o777) == "0o600"
+
+
+def test_only_a_catalog_authorised_volume_gets_the_plugins_objects_keys(tmp_path) -> None:
+    """objects_s3 of a dataset or workspace volume's config is the plugin's (its own
+    objects_s3 if set, else its [s3]); a bucket volume's config has none, even when the
+    plugin sets one, and a remount of it drops one it was given."""
+    plugin_s3 = {"access_key_id": "plugin", "secret_access_key": "p-secret"}
+    objects = {"access_key_id": "objects", "secret_access_key": "o-secret", "region": "eu-1"}
+    secrets = parse_secrets({"s3AccessKeyId": "pod", "s3SecretAccessKey": "pod-secret"})
+    base = load_config(env={}, overrides={"home": str(tmp_path / "home"), "s3": plugin_s3})
+    loaded = write_volume_config(base, secrets, tmp_path / "a" / "datahub.toml", catalog_authorised=True)
+    assert loaded.objects_s3 == base.s3 and loaded.s3.access_key_id == "pod"
+    base = load_config(
+        env={}, overrides={"home": str(tmp_path / "home"), "s3": plugin_s3, "objects_s3": objects}
+    )
+    loaded = write_volume_config(base, secrets, tmp_path / "b" / "datahub.toml", catalog_authorised=True)
+    assert loaded.objects_s3 == base.objects_s3 and loaded.objects_s3.region == "eu-1"
+    path = tmp_path / "c" / "datahub.toml"
+    loaded = write_volume_config(base, secrets, path, catalog_authorised=False)
+    assert loaded.objects_s3 is None and loaded.s3.access_key_id == "pod"
+    assert "objects_s3" not in path.read_text() and "o-secret" not in path.read_text()
+    (tmp_path / "d").mkdir()
+    path = tmp_path / "d" / "datahub.toml"
+    path.write_text(
+        '[s3]\naccess_key_id = "pod"\nsecret_access_key = "pod-secret"\n[objects_s3]\naccess_key_id = "x"\n'
+    )
+    assert renew_platform_keys(base, path, catalog_authorised=False).objects_s3 is None
 
 
 def test_access_lists() -> None:
