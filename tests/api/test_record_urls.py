@@ -95,8 +95,14 @@ def test_a_tenant_cannot_read_another_datasets_object_through_its_own_dataset(tm
                 resp = client.post("/v1/datasets/mine/commits", json={"changes": [change]}, headers=bearer)
                 assert resp.status_code == 403, "the commit must be refused, not the read left to chance"
                 assert "mine" in resp.json()["error"]["message"] and url in resp.json()["error"]["message"]
-                thumb = _signed_in(app, carol).get("/thumbs/mine/1/stolen.jpg")
+                browser = _signed_in(app, carol)
+                thumb = browser.get("/thumbs/mine/1/stolen.jpg")
                 assert thumb.status_code == 404 and thumb.headers["content-type"] != "image/jpeg"
+                # the read this guards: once such a record is in her dataset (a global admin's
+                # commit is not restricted), carol gets the picture, read with the server's stores
+                env.catalog.commit("mine", [Put(Record("stolen.jpg", url, info.etag, info.size))])
+                thumb = browser.get("/thumbs/mine/1/stolen.jpg")
+                assert thumb.status_code == 200 and thumb.headers["content-type"] == "image/jpeg"
         finally:
             drop_memory_space(space.removeprefix("memory://"))
 
@@ -219,3 +225,68 @@ def test_blobs_the_platform_names_by_content_are_allowed(api: Api):
 
 def test_global_admins_are_not_restricted(api: Api):
     assert commit(api, "pets", "admin", put("any", "s3://anything/at/all")).status_code == 201
+
+
+# --- the CLI ---------------------------------------------------------------------------------------
+def test_the_cli_adds_and_removes_sources_through_a_server(tmp_path: Path, monkeypatch, capsys):
+    from datahub.cli.main import main
+    from tests.catalog.remote import serve
+
+    server, backing, admin = serve(tmp_path)
+    eve = issue_token(backing.store, "eve")[0]
+    monkeypatch.delenv("DATAHUB_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def dh(token: str, *args: str) -> tuple[int, str, str]:
+        monkeypatch.setenv("DATAHUB_API_TOKEN", token)
+        code = main(["--home", str(tmp_path / "client"), "--catalog", server.url, "--json", *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    try:
+        assert dh(eve, "dataset", "create", "evs")[0] == 0
+        code, _, err = dh(eve, "dataset", "update", "evs", "--add-source", "s3://b/eve/")
+        assert code == 6 and "only global admins may set the sources" in err, err
+        code, out, err = dh(
+            admin, "dataset", "update", "evs", "--add-source", "s3://b/eve/", "--add-source", "s3://c/"
+        )
+        assert code == 0 and json.loads(out)["sources"] == ["s3://b/eve/", "s3://c/"], err
+        code, out, err = dh(admin, "dataset", "update", "evs", "--remove-source", "s3://c/")
+        assert code == 0 and json.loads(out)["sources"] == ["s3://b/eve/"], err
+        code, _, err = dh(admin, "dataset", "update", "evs", "--add-source", "s3://b/no-slash")
+        assert code == 2 and "invalid source 's3://b/no-slash'" in err, err
+        assert backing.get_dataset("evs").sources == ("s3://b/eve/",)
+    finally:
+        server.stop()
+        backing.close()
+
+
+# --- the stored field ------------------------------------------------------------------------------
+def test_a_sqlite_catalog_from_before_sources_gets_the_column_and_keeps_its_directory_table(tmp_path: Path):
+    import sqlite3
+
+    from datahub.catalog import open_catalog
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    catalog = open_catalog(url)
+    catalog.create_dataset("d")
+    catalog.commit("d", [Put(Record("a/x", "s3://b/a/x", "e", 1))])
+    catalog.close()
+    conn = sqlite3.connect(tmp_path / "c.db")
+    conn.execute("ALTER TABLE datasets DROP COLUMN sources")  # a file of schema version 4
+    conn.execute("PRAGMA user_version = 4")
+    conn.commit()
+    conn.close()
+    catalog = open_catalog(url)
+    try:
+        assert catalog.get_dataset("d").sources == ()
+        assert catalog.update_dataset("d", sources=["S3://b/a/"]).sources == ("s3://b/a/",)
+        assert catalog.get_dataset("d").sources == ("s3://b/a/",)
+    finally:
+        catalog.close()
+    conn = sqlite3.connect(tmp_path / "c.db")
+    try:  # version 4 already kept the directory table: the upgrade to 5 must not drop it
+        assert conn.execute("SELECT dirs FROM datasets").fetchone() == (1,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (5,)
+    finally:
+        conn.close()
