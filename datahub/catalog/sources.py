@@ -16,6 +16,7 @@ segments is under no prefix, so no spelling of a URL escapes its prefix.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from datahub.errors import InvalidInput
@@ -75,23 +76,31 @@ def check_source(source: object, dataset: str) -> str:
 
 
 def under(url: str, prefixes: Iterable[str]) -> bool:
-    """Whether the object ``url`` names lies under one of ``prefixes`` (checked prefixes)."""
+    """Whether the object ``url`` names lies under one of ``prefixes`` (checked prefixes).
+
+    Compared as the storage layer reads the URL: the scheme in lower case and, only when the
+    URL has a ``%``, its escapes decoded (``datahub.storage.urls``); without one the key is
+    the URL's text as it is, so the common case is one ``startswith`` (a commit of 10^6 puts
+    checks 10^6 URLs)."""
     prefixes = tuple(prefixes)
-    if not prefixes:
+    scheme, sep, rest = url.partition("://")
+    if not prefixes or not sep:
         return False
-    try:
-        root, key = split_object_url(url)
-    except InvalidInput:
+    if "%" in rest:
+        try:
+            root, key = split_object_url(url)
+        except InvalidInput:
+            return False
+        rest = f"{root.partition('://')[2]}/{key}"
+    else:
+        key = rest.partition("/")[2]
+    if _DOTS.search(key):
         return False
-    if _dot_segments(key):
-        return False
-    for prefix in prefixes:
-        scheme, _, rest = prefix.partition("://")
-        authority, _, key_prefix = rest.partition("/")
-        if root == f"{scheme}://{authority}" and key.startswith(key_prefix):
-            return True
-    return False
+    return f"{scheme.lower()}://{rest}".startswith(prefixes)
+
+
+_DOTS = re.compile(r"(?:^|/)\.\.?(?:/|$)")
 
 
 def _dot_segments(key: str) -> bool:
-    return any(segment in (".", "..") for segment in key.split("/")) if key else False
+    return _DOTS.search(key) is not None
