@@ -290,3 +290,21 @@ def test_a_sqlite_catalog_from_before_sources_gets_the_column_and_keeps_its_dire
         assert conn.execute("PRAGMA user_version").fetchone() == (5,)
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "mongomock", "http"])
+def test_every_store_keeps_a_datasets_sources(kind: str, tmp_path: Path):
+    from datahub.catalog import Catalog
+    from tests.catalog.conftest import make_store
+
+    catalog = Catalog(make_store(kind, tmp_path))
+    try:
+        catalog.create_dataset("d", owner="o")
+        assert catalog.get_dataset("d").sources == ()
+        updated = catalog.update_dataset("d", sources=["s3://b/x/", "MEMORY://m/"])
+        assert updated.sources == ("s3://b/x/", "memory://m/") == catalog.get_dataset("d").sources
+        assert [d.sources for d in catalog.list_datasets()] == [("s3://b/x/", "memory://m/")]
+        assert catalog.update_dataset("d", description="other").sources == ("s3://b/x/", "memory://m/")
+        assert catalog.update_dataset("d", sources=[]).sources == ()
+    finally:
+        catalog.store.close()
