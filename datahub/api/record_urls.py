@@ -11,6 +11,11 @@ never granted. So, over HTTP, a caller that is not a global admin may put a reco
 - it is a content-addressed blob the platform itself names
   (``<objects_url>/blobs/sha256/<ab>/<cd>/<64 hex>``): the hash is the capability, argued
   in docs/api.md; or
+- it is a shard or the index of the pack job the commit's lineage names (remote route,
+  ``lineage.kind == "pack"``), when the server's task queue holds that job with this dataset
+  as its target: a shard exactly as a DONE task reported it, named as that task's shard
+  (``datahub.pack.job.shard_object_name``, the finalize's own check), the index named
+  ``packs/<job>/index-<16 hex>.json``; or
 - the same key already holds the same URL, etag and size in a version the caller may read:
   this dataset's head (a label edit re-puts what is there) or the version the commit's
   lineage names as its source, if the caller may read that dataset (a copy such as LabelX's
@@ -24,13 +29,16 @@ only, whatever the sources say. Global admins and local mode are not restricted.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from datahub.api.access import Principal
 from datahub.api.schemas import ChangeIn, PutChange, to_change
 from datahub.catalog.model import Change, Dataset, Put, Record
 from datahub.catalog.sources import check_source, under
-from datahub.errors import AccessDenied, InvalidInput, VersionNotFound
+from datahub.errors import AccessDenied, InvalidInput, JobNotFound, VersionNotFound
+from datahub.storage import split_object_url
+from datahub.tasks.base import DONE
 
 BATCH = 512  # changes held back at most while their puts wait for one batched lookup
 SETTING = "api.commit_sources"
@@ -68,10 +76,11 @@ class RecordUrls:
         server_prefixes: tuple[str, ...] = (),
         blobs: re.Pattern[str] | None = None,
         source: tuple[str, int] | None = None,
+        pack: PackJob | None = None,
     ) -> None:
         self.catalog, self.principal, self.dataset = catalog, principal, dataset
         self.prefixes = (*dataset.sources, *server_prefixes)
-        self.blobs, self.source = blobs, source
+        self.blobs, self.source, self.pack = blobs, source, pack
 
     def changes(self, changes: Iterable[ChangeIn]) -> Iterator[Change]:
         """``changes`` as catalog changes, in order; AccessDenied (403) at the first put this
@@ -85,7 +94,7 @@ class RecordUrls:
             if self.principal.is_admin:
                 yield converted
                 continue
-            if isinstance(converted, Put) and not self._allowed(converted.record.url):
+            if isinstance(converted, Put) and not self._allowed(converted.record):
                 unproven.append(converted)
             window.append(converted)
             if not unproven or len(window) >= BATCH:
@@ -107,8 +116,13 @@ class RecordUrls:
                 key=change.record.key,
             )
 
-    def _allowed(self, url: str) -> bool:
-        return under(url, self.prefixes) or (self.blobs is not None and self.blobs.fullmatch(url) is not None)
+    def _allowed(self, record: Record) -> bool:
+        url = record.url
+        return (
+            under(url, self.prefixes)
+            or (self.blobs is not None and self.blobs.fullmatch(url) is not None)
+            or (self.pack is not None and self.pack.made(record))
+        )
 
     def _prove(self, puts: list[Put]) -> None:
         """Each put's record already stands at its key in a version this caller may read."""
@@ -145,20 +159,70 @@ class RecordUrls:
         )
 
 
+class PackJob:
+    """What a pack job's finalize commits: its DONE tasks' shards and its index (see above)."""
+
+    def __init__(self, job: str, shards: frozenset[tuple[str, str, int]]) -> None:
+        self.shards = shards
+        self._index = re.compile(rf"(?:[\s\S]*/)?packs/{re.escape(job)}/index-[0-9a-f]{{16}}\.json")
+
+    def made(self, record: Record) -> bool:
+        if (record.url, record.etag, record.size) in self.shards:
+            return True
+        try:
+            return self._index.fullmatch(split_object_url(record.url)[1]) is not None
+        except InvalidInput:
+            return False
+
+
+def pack_job(tasks, dataset: str, lineage: Mapping[str, Any] | None) -> PackJob | None:
+    """The pack job a commit's lineage names, if the server's task queue (``TaskQueue``) holds
+    it with ``dataset`` as its target; the shards its DONE tasks reported under their own names."""
+    from datahub.pack.job import shard_object_name
+
+    job = (lineage or {}).get("job")
+    if (lineage or {}).get("kind") != "pack" or not isinstance(job, str):
+        return None
+    try:
+        if tasks.get_job(job).meta.get("target") != dataset:
+            return None
+    except JobNotFound:
+        return None
+    shards = set()
+    for task in tasks.tasks(job):
+        result = task.result
+        url, checksum = result.get("url"), result.get("checksum")
+        digest = checksum[7:] if isinstance(checksum, str) and checksum.startswith("sha256:") else ""
+        if task.state != DONE or not isinstance(url, str) or len(digest) != 64:
+            continue
+        try:
+            key = split_object_url(url)[1]
+        except InvalidInput:
+            continue
+        name = shard_object_name(job, task.index, digest)
+        if key == name or key.endswith("/" + name):
+            shards.add((url, result.get("etag"), result.get("size")))
+    return PackJob(job, frozenset(shards))
+
+
 def _same(found: Record | None, put: Record) -> bool:
     return found is not None and (found.url, found.etag, found.size) == (put.url, put.etag, put.size)
 
 
 def commit_rule(
-    services, principal: Principal, dataset: Dataset, source: tuple[str, int] | None = None
+    services, principal: Principal, dataset: Dataset, view=None, lineage: Mapping[str, Any] | None = None
 ) -> RecordUrls:
-    """The rule for a commit served by ``services`` (``datahub.api.deps.Services``)."""
+    """The rule for a commit served by ``services`` (``datahub.api.deps.Services``); ``view``
+    (the caller's LineageView) and ``lineage`` for a remote commit that sends one."""
     config = services.config
+    if principal.is_admin:  # nothing is checked: no lineage, task queue or setting is read
+        return RecordUrls(services.catalog, principal, dataset)
     return RecordUrls(
         services.catalog,
         principal,
         dataset,
         server_prefixes=server_sources(config.api.commit_sources),
         blobs=blob_pattern(config.resolved_objects_url),
-        source=source,
+        source=view.readable_source(lineage) if view is not None and lineage else None,
+        pack=pack_job(services.tasks, dataset.name, lineage) if lineage else None,
     )

@@ -210,6 +210,67 @@ def test_a_copy_names_a_source_version_the_caller_may_read(api: Api):
     assert remote_commit(api, "copy", "alice", relabel, cid="c3").status_code == 201
 
 
+# --- pack finalizes -------------------------------------------------------------------------------
+def _pack_job(api: Api, job: str, target: str, worker_root: str) -> list[dict]:
+    """A job of the server's task queue whose two tasks are DONE, each reporting its shard."""
+    from datahub.pack.job import shard_object_name
+
+    tasks = api.client.app.state.services.tasks
+    tasks.create_job(job, [{"i": 0}, {"i": 1}], {"target": target, "source": "pets"})
+    shards = []
+    for _ in range(2):
+        task = tasks.claim(job, "w", 60)
+        digest = f"{task.index:02d}" * 32
+        url = f"{worker_root}/{shard_object_name(job, task.index, digest)}"
+        result = {
+            "url": url,
+            "etag": f"s{task.index}",
+            "size": 100 + task.index,
+            "checksum": f"sha256:{digest}",
+        }
+        tasks.complete(job, task.index, task.lease, result)
+        shards.append(put(f"shards/{task.index:05d}-of-00002.lmdb", url, result["etag"], result["size"]))
+    return shards
+
+
+def test_a_writers_pack_finalize_commits_the_shards_its_job_reported(api: Api):
+    """A worker finalizing over HTTP (a writer of the target, not an admin) commits the shards
+    the job's tasks reported, wherever its workers' objects_url is, and the job's index."""
+    shards = _pack_job(api, "job-a", "pets", "s3://worker-bucket/node1")
+    index = put("index.json", "s3://worker-bucket/node1/packs/job-a/index-0123456789abcdef.json", "ix", 9)
+    lineage = {"kind": "pack", "job": "job-a", "source": "pets@v2"}
+    assert remote_commit(api, "pets", "bob", *shards, index, lineage=lineage).status_code == 201
+    # what the job did not report is not its shard: another etag, another job's name, no lineage
+    forged = put("shards/x", shards[0]["record"]["url"], "other", 100)
+    refused(
+        remote_commit(api, "pets", "bob", forged, lineage=lineage, cid="c2"),
+        "shards/x",
+        forged["record"]["url"],
+    )
+    other = put("index.json", "s3://worker-bucket/node1/packs/job-b/index-0123456789abcdef.json", "ix", 9)
+    refused(
+        remote_commit(api, "pets", "bob", other, lineage=lineage, cid="c3"),
+        "index.json",
+        other["record"]["url"],
+    )
+    theft = put("shards/y", f"{BUCKET}/tenants/owner/a.bin", "ea", 5)
+    refused(
+        remote_commit(api, "pets", "bob", theft, lineage=lineage, cid="c4"),
+        "shards/y",
+        theft["record"]["url"],
+    )
+
+
+def test_a_pack_job_of_another_target_allows_nothing_here(api: Api):
+    shards = _pack_job(api, "job-c", "elsewhere", "s3://worker-bucket/node1")
+    lineage = {"kind": "pack", "job": "job-c", "source": "pets@v2"}
+    refused(remote_commit(api, "pets", "bob", shards[0], lineage=lineage), shards[0]["record"]["key"],
+            shards[0]["record"]["url"])  # fmt: skip
+    missing = {"kind": "pack", "job": "no-such-job", "source": "pets@v2"}
+    refused(remote_commit(api, "pets", "bob", shards[0], lineage=missing, cid="c2"), shards[0]["record"]["key"],
+            shards[0]["record"]["url"])  # fmt: skip
+
+
 # --- (c) content-addressed blobs ------------------------------------------------------------------
 def test_blobs_the_platform_names_by_content_are_allowed(api: Api):
     digest = "ab" + "cd" + "0" * 60

@@ -251,7 +251,7 @@ def commit(
     author = header.author if principal.is_admin and header.author else principal.name
     version = services.catalog.commit(
         dataset.name,
-        commit_rule(services, principal, dataset, view.readable_source(header.lineage)).changes(
+        commit_rule(services, principal, dataset, view, header.lineage).changes(
             _changes(lines, dataset.name)
         ),
         base=header.base,
