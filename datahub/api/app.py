@@ -25,6 +25,7 @@ from datahub.api.errors import install_error_handlers
 from datahub.api.limits import BodyBudget, BodyLimits
 from datahub.api.local_mode import LocalCallersOnly
 from datahub.api.metrics import MetricsMiddleware, RequestMetrics
+from datahub.api.record_urls import server_sources
 from datahub.api.routes import ROUTERS
 from datahub.api.schemas import CommitCreate, ErrorBody
 from datahub.config import Config
@@ -59,6 +60,7 @@ _ERRORS = {
 
 
 def create_app(config: Config, *, catalog=None, stores=None, cache=None, tasks=None) -> FastAPI:
+    server_sources(config.api.commit_sources)  # a bad setting stops the start, not each commit
     services = Services(config, catalog=catalog, stores=stores, cache=cache, tasks=tasks)
 
     @asynccontextmanager

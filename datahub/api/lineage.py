@@ -55,6 +55,17 @@ class LineageView:
                 self._readable[name] = False
         return self._readable[name]
 
+    def readable_source(self, lineage: Mapping[str, Any] | None) -> tuple[str, int] | None:
+        """The version (dataset, seq) a commit's ``lineage`` says it was made from, when it
+        names one as ``name@vN`` and this caller may read that dataset; else None."""
+        found = _source(lineage or {})
+        if found is None:
+            return None
+        name, _, ref = found[0].partition("@")
+        if not (ref[:1] == "v" and ref[1:].isdigit() and len(ref) < 20) or not self._may_read(name):
+            return None
+        return name, int(ref[1:])
+
     def version(self, v: Version) -> Version:
         """``v`` as this caller may see it (the same object when nothing is hidden)."""
         found = _source(v.lineage)

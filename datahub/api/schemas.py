@@ -109,6 +109,12 @@ class DatasetUpdate(RequestModel):
     source: str | None = Field(None, max_length=4096)
     owner: Principal | None = None
     acl: Acl | None = Field(None, description="replaces the whole access list")
+    sources: list[str] | None = Field(
+        None,
+        max_length=64,
+        description="global admins only: replaces the URL prefixes (s3://bucket/team/, ending in /) "
+        "under which anyone else may commit record URLs over HTTP (docs/api.md, Record URLs)",
+    )
 
 
 class DatasetPublic(BaseModel):
@@ -117,6 +123,9 @@ class DatasetPublic(BaseModel):
     source: str
     owner: str
     acl: dict[str, str]
+    sources: list[str] = Field(
+        description="URL prefixes a global admin allowed this dataset's records under (docs/api.md, Record URLs)"
+    )
     created_at: float
     head: int = Field(description="newest version number, 0 if none yet")
     revision: int = Field(
@@ -268,6 +277,7 @@ def dataset_public(d: model.Dataset, head: int) -> DatasetPublic:
         source=d.source,
         owner=d.owner,
         acl=dict(d.acl),
+        sources=list(d.sources),
         created_at=d.created_at,
         head=head,
         revision=d.revision,

@@ -18,6 +18,7 @@ from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
 from datahub.catalog.put_lines import PutLines, batches, expanded
 from datahub.catalog.revisions import ChangeDigest
+from datahub.catalog.sources import check_sources
 from datahub.catalog.store import CatalogStore
 from datahub.errors import AlreadyExists, DatasetNotFound, InvalidInput, NoChanges, StaleBase, VersionNotFound
 from datahub.storage import check_record_fields
@@ -35,7 +36,7 @@ from datahub.validation import (
 
 Ref = str | int | None
 _SEQ = re.compile(r"v?(\d+)")
-_DATASET_FIELDS = ("description", "source", "owner", "acl")
+_DATASET_FIELDS = ("description", "source", "owner", "acl", "sources")
 _HEAD_RETRIES = 3  # commits "on the head" that lose a race before reading any change
 
 
@@ -68,7 +69,7 @@ class Catalog:
         return list(self.store.list_datasets())
 
     def update_dataset(self, name: str, /, expected_revision: int | None = None, **fields: Any) -> Dataset:
-        """Change description, source, owner and/or acl; other fields are refused.
+        """Change description, source, owner, acl and/or sources; other fields are refused.
 
         Only the fields given are written, in one atomic store update, so concurrent edits
         of different fields never undo each other. ``expected_revision`` (HTTP ``If-Match``)
@@ -86,6 +87,8 @@ class Catalog:
             fields["acl"] = _check_acl(name, fields["acl"] or {})
         if "owner" in fields:
             check_owner(fields["owner"], name)
+        if "sources" in fields:
+            fields["sources"] = check_sources(fields["sources"] or (), name)
         for what in ("description", "source"):
             check_text(fields.get(what, ""), f"{what} of dataset {name!r}:")
         if not fields and expected_revision is None:

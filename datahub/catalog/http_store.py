@@ -109,7 +109,7 @@ class HttpCatalogStore(CatalogStore):
     ) -> Dataset:
         what = f"update dataset {name!r}"
         headers = {"If-Match": f'"r{expected_revision}"'} if expected_revision is not None else {}
-        body = {k: (dict(v) if k == "acl" else v) for k, v in fields.items()}
+        body = {k: (dict(v) if k == "acl" else list(v) if k == "sources" else v) for k, v in fields.items()}
         answer = self._api.json("PATCH", f"/v1/datasets/{_seg(name)}", what=what, json=body, headers=headers)
         return self._api.decode(what, _dataset, answer)
 
@@ -386,8 +386,9 @@ def _change_json(change: Change) -> dict[str, Any]:
 
 def _dataset(d: Mapping[str, Any]) -> Dataset:
     return Dataset(
-        d["name"], d["description"], d["source"], d["owner"], dict(d["acl"]), d["created_at"], d["revision"]
-    )
+        d["name"], d["description"], d["source"], d["owner"], dict(d["acl"]), d["created_at"], d["revision"],
+        tuple(d.get("sources") or ()),
+    )  # fmt: skip
 
 
 def _version(v: Mapping[str, Any]) -> Version:

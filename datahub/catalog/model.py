@@ -47,6 +47,9 @@ class Dataset:
     acl: Mapping[str, str] = EMPTY  # principal -> role ("reader" | "writer" | "admin"); "*" = everyone
     created_at: float = 0.0
     revision: int = 0  # +1 on every update: optimistic concurrency (If-Match / ETag)
+    # URL prefixes a global admin allowed this dataset's records under: over HTTP, a commit by
+    # anyone else may put only such URLs, or ones it can already read (docs/api.md, "Record URLs")
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,7 +135,8 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     # --- datasets -------------------------------------------------------------------------------
     def _dataset(self, doc: dict[str, Any]) -> Dataset:
         return Dataset(doc["_id"], doc.get("description", ""), doc.get("source", ""), doc.get("owner", ""),
-                       doc.get("acl") or EMPTY, doc.get("created_at", 0.0), doc.get("revision", 0))  # fmt: skip
+                       doc.get("acl") or EMPTY, doc.get("created_at", 0.0), doc.get("revision", 0),
+                       tuple(doc.get("sources") or ()))  # fmt: skip
 
     def create_dataset(self, dataset: Dataset) -> Dataset:
         # dirs: a new dataset's commits keep its directory table (mongo_dirs) from the first
@@ -175,7 +176,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         query: dict[str, Any] = {"_id": name}
         if expected_revision is not None:  # a dataset never updated has no revision field: 0
             query["revision"] = expected_revision if expected_revision else {"$in": [0, None]}
-        values = {f: dict(v) if f == "acl" else v for f, v in fields.items()}
+        values = {f: dict(v) if f == "acl" else list(v) if f == "sources" else v for f, v in fields.items()}
         update: dict[str, Any] = {"$inc": {"revision": 1}} | ({"$set": values} if values else {})
         with self._translate(f"update dataset {name!r}"):
             doc = self.datasets.find_one_and_update(query, update, return_document=ReturnDocument.AFTER)

@@ -22,7 +22,9 @@ from datahub.catalog.revisions import OPEN
 from datahub.catalog.store import prefix_end
 from datahub.validation import MAX_JSON_DEPTH, Unreadable, load_stored_json
 
-SCHEMA_VERSION = 4  # 2: versions.commit_digest; 3: datasets.revision; 4: dirs (sqlite_dirs)
+SCHEMA_VERSION = (
+    5  # 2: versions.commit_digest; 3: datasets.revision; 4: dirs (sqlite_dirs); 5: datasets.sources
+)
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     id INTEGER PRIMARY KEY,
@@ -33,7 +35,8 @@ CREATE TABLE IF NOT EXISTS datasets (
     acl TEXT,
     created_at REAL NOT NULL,
     revision INTEGER NOT NULL DEFAULT 0,
-    dirs INTEGER NOT NULL DEFAULT 0
+    dirs INTEGER NOT NULL DEFAULT 0,
+    sources TEXT
 );
 CREATE TABLE IF NOT EXISTS versions (
     dataset_id INTEGER NOT NULL REFERENCES datasets(id),
@@ -100,7 +103,7 @@ CREATE TABLE IF NOT EXISTS tokens (
     extra TEXT
 );
 """
-DATASET_COLS = "name, description, source, owner, acl, created_at, revision"
+DATASET_COLS = "name, description, source, owner, acl, created_at, revision, sources"
 RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
 # DirFile's columns (model.DIR_FILE_COLUMNS): meta's "mtime" when it is a JSON number, read by
 # SQLite's JSON functions (stored meta nests at most MAX_JSON_DEPTH levels, far below their limit).
@@ -145,7 +148,7 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     if "dirs" not in columns:  # before version 4: no dataset has its directory table yet
         with contextlib.suppress(sqlite3.OperationalError):  # another process added it
             conn.execute("ALTER TABLE datasets ADD COLUMN dirs INTEGER NOT NULL DEFAULT 0")
-    elif had_dirs and found < SCHEMA_VERSION:  # set back by an older datahub (see above)
+    elif had_dirs and found < 4:  # set back by an older datahub (see above)
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute("UPDATE datasets SET dirs = 0")
@@ -155,6 +158,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         except BaseException:
             conn.rollback()
             raise
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(datasets)")}
+    if "sources" not in columns:  # before version 5: no dataset has sources (NULL: none)
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+            conn.execute("ALTER TABLE datasets ADD COLUMN sources TEXT")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # last: a crash before it upgrades again
 
 

@@ -217,8 +217,10 @@ class SQLiteCatalogStore(CatalogStore):
         return self.get_dataset(dataset.name)
 
     def _dataset(self, row: tuple) -> Dataset:
-        name, description, source, owner, acl, created_at, revision = row
-        return Dataset(name, description, source, owner, load_json(acl), created_at, revision)
+        name, description, source, owner, acl, created_at, revision, sources = row
+        return Dataset(
+            name, description, source, owner, load_json(acl), created_at, revision, tuple(load_json(sources))
+        )
 
     def get_dataset(self, name: str) -> Dataset:
         rows = self._query(
@@ -245,7 +247,9 @@ class SQLiteCatalogStore(CatalogStore):
     ) -> Dataset:
         """One ``UPDATE … RETURNING`` (its own transaction) of just ``fields``, so a racing
         update of other columns is never overwritten with what this caller read earlier."""
-        values = {f: dump_json(dict(v)) if f == "acl" else v for f, v in fields.items()}
+        values = {
+            f: dump_json(_json_column(f, v)) if f in ("acl", "sources") else v for f, v in fields.items()
+        }
         assignments = "".join(f"{column} = ?, " for column in values)  # names checked by Catalog
         where, params = "name = ?", [*values.values(), name]
         if expected_revision is not None:
@@ -620,6 +624,11 @@ class SQLiteCatalogStore(CatalogStore):
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"), self._conn() as conn:
             conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
+
+
+def _json_column(field: str, value: Any) -> Any:
+    """A dataset's JSON column as JSON takes it: the access list a dict, the sources a list."""
+    return dict(value) if field == "acl" else list(value)
 
 
 def _out_of_space(exc: sqlite3.Error, path: Path) -> bool:

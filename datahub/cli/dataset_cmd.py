@@ -32,13 +32,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("name")
     s.set_defaults(func=show)
 
-    u = dsub.add_parser("update", help="change description/source/owner or grant/revoke roles")
+    u = dsub.add_parser(
+        "update", help="change description/source/owner, grant/revoke roles, add/remove sources"
+    )
     u.add_argument("name")
     u.add_argument("--description")
     u.add_argument("--source")
     u.add_argument("--owner")
     u.add_argument("--grant", action="append", default=[], metavar="PRINCIPAL=ROLE")
     u.add_argument("--revoke", action="append", default=[], metavar="PRINCIPAL")
+    u.add_argument(
+        "--add-source",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="global admins: let writers commit record URLs under PREFIX (s3://bucket/team/)",
+    )
+    u.add_argument("--remove-source", action="append", default=[], metavar="PREFIX")
     u.set_defaults(func=update)
 
 
@@ -95,7 +105,16 @@ def update(args: argparse.Namespace, ctx: CliContext) -> int:
         for principal in args.revoke:
             acl.pop(principal, None)
         fields["acl"] = acl
+    if args.add_source or args.remove_source:
+        from datahub.catalog.sources import check_sources
+
+        removed = set(check_sources(args.remove_source, args.name))
+        sources = (*catalog.get_dataset(args.name).sources, *args.add_source)
+        fields["sources"] = [p for p in check_sources(sources, args.name) if p not in removed]
     if not fields:
-        raise InvalidInput("nothing to update: give --description, --source, --owner, --grant or --revoke")
+        raise InvalidInput(
+            "nothing to update: give --description, --source, --owner, --grant, --revoke, "
+            "--add-source or --remove-source"
+        )
     ctx.emit(_public(ctx, catalog.update_dataset(args.name, **fields)))
     return 0

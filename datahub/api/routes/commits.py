@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator
 from typing import IO, Annotated
 
 from fastapi import APIRouter, Depends, Request, status
 
-from datahub.api.access import Principal
 from datahub.api.commit_body import CommitBody
 from datahub.api.deps import LineageDep, PrincipalDep, ServicesDep, WritableDataset
 from datahub.api.limits import body_file
-from datahub.api.schemas import ChangeIn, PutChange, VersionPublic, to_change, version_public
-from datahub.catalog.model import Change
-from datahub.errors import AccessDenied
+from datahub.api.record_urls import commit_rule
+from datahub.api.schemas import VersionPublic, version_public
 
 router = APIRouter(prefix="/v1/datasets/{name}", tags=["commits"])
 
@@ -44,36 +41,15 @@ def commit(
     principal: PrincipalDep,
     view: LineageDep,
 ) -> VersionPublic:
-    """Atomic: a stale ``base`` gives 409 stale_base and nothing is written."""
+    """Atomic: a stale ``base`` gives 409 stale_base and nothing is written. A put whose URL
+    the caller may not record (``datahub.api.record_urls``) gives 403 and nothing is written."""
     body = CommitBody(raw)
     version = services.catalog.commit(
         dataset.name,
-        _allowed(body.changes(), principal, dataset.name),
+        commit_rule(services, principal, dataset).changes(body.changes()),
         base=body.fields.base,
         message=body.fields.message,
         author=principal.name,
         commit_id=body.fields.commit_id,
     )
     return version_public(view.version(version))
-
-
-# Storage only the deployment itself reaches: the server's disk (file://) and its Ceph pool
-# (rados://, the shared cache tier, read with the server's and the nodes' Ceph identity).
-_SERVER_LOCAL = {"file": "a server-local file", "rados": "an object in the deployment's own Ceph pool"}
-
-
-def _allowed(changes: Iterable[ChangeIn], principal: Principal, dataset: str) -> Iterator[Change]:
-    """A ``file://`` or ``rados://`` URL names the deployment's own storage, which readers
-    would then read through the server's cache or a node's: only global admins (and local
-    mode) may record one over HTTP."""
-    for change in changes:
-        # schemes are case-insensitive (the storage layer reads FILE:// as file://), so is this
-        scheme = change.record.url.partition("://")[0].lower() if isinstance(change, PutChange) else ""
-        if scheme in _SERVER_LOCAL and not principal.is_admin:
-            raise AccessDenied(
-                f"record {change.record.key!r} for dataset {dataset!r} points at {_SERVER_LOCAL[scheme]} "
-                f"({change.record.url}); only global admins may commit {scheme}:// URLs over HTTP",
-                dataset=dataset,
-                key=change.record.key,
-            )
-        yield to_change(change)

@@ -12,7 +12,7 @@ from datahub.api.access import can
 from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, ErrorBody, dataset_public
 from datahub.catalog.model import Dataset
-from datahub.errors import InvalidInput, PreconditionFailed
+from datahub.errors import AccessDenied, InvalidInput, PreconditionFailed
 from datahub.validation import check_principal
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -97,6 +97,7 @@ def update_dataset(
     body: DatasetUpdate,
     dataset: AdminDataset,
     services: ServicesDep,
+    principal: PrincipalDep,
     response: Response,
     if_match: Annotated[
         str | None,
@@ -107,8 +108,16 @@ def update_dataset(
         WithJsonSchema({"type": "string", "pattern": IF_MATCH_PATTERN}),
     ] = None,
 ) -> DatasetPublic:
-    """Write only the fields sent, atomically; with If-Match, only if the revision still matches."""
+    """Write only the fields sent, atomically; with If-Match, only if the revision still matches.
+    ``sources`` only from a global admin: they say which storage the platform reads on behalf
+    of the dataset's writers, which a dataset's own admin (any tenant) must not decide."""
     fields = body.model_dump(exclude_none=True)
+    if "sources" in fields and not principal.is_admin:
+        raise AccessDenied(
+            f"only global admins may set the sources of dataset {dataset.name!r} (the storage prefixes "
+            "its writers may commit record URLs under); ask one to add the prefix",
+            dataset=dataset.name,
+        )
     if "acl" in fields:
         check_acl(fields["acl"])
     if "owner" in fields and fields["owner"]:

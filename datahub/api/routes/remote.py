@@ -23,6 +23,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from datahub.api.deps import LineageDep, PrincipalDep, ReadableDataset, ServicesDep, WritableDataset
+from datahub.api.record_urls import commit_rule
 from datahub.api.remote_models import (
     CommitHeader,
     DatasetFull,
@@ -31,7 +32,7 @@ from datahub.api.remote_models import (
     RecordsGet,
     TagTarget,
 )
-from datahub.api.routes.commits import _allowed, _body_file
+from datahub.api.routes.commits import _body_file
 from datahub.api.routes.datasets import check_acl
 from datahub.api.routes.pagination import NDJSON
 from datahub.api.routes.tags import TagPath
@@ -250,7 +251,9 @@ def commit(
     author = header.author if principal.is_admin and header.author else principal.name
     version = services.catalog.commit(
         dataset.name,
-        _allowed(_changes(lines, dataset.name), principal, dataset.name),
+        commit_rule(services, principal, dataset, view, header.lineage).changes(
+            _changes(lines, dataset.name)
+        ),
         base=header.base,
         message=header.message,
         author=author,

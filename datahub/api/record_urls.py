@@ -1,0 +1,228 @@
+"""Which object URLs a commit over HTTP may record (the confused-deputy rule, docs/api.md "Record URLs").
+
+Why: a record's URL is read with the deployment's credentials, not the committer's (a mount
+process with the CSI plugin's keys, the API server's previews, pack workers). Before this
+rule any writer of any dataset, one it created itself included, could commit
+``s3://<platform bucket>/<another tenant's key>``, mount its dataset and read bytes it was
+never granted. So, over HTTP, a caller that is not a global admin may put a record only if
+
+- its URL is under a prefix a global admin allowed: the dataset's ``sources`` or the
+  server's ``api.commit_sources`` (``datahub.catalog.sources.under``); or
+- it is a content-addressed blob the platform itself names
+  (``<objects_url>/blobs/sha256/<ab>/<cd>/<64 hex>``): the hash is the capability, argued
+  in docs/api.md; or
+- it is a shard or the index of the pack job the commit's lineage names (remote route,
+  ``lineage.kind == "pack"``), when the server's task queue holds that job with this dataset
+  as its target: a shard exactly as a DONE task reported it, named as that task's shard
+  (``datahub.pack.job.shard_object_name``, the finalize's own check), the index named
+  ``packs/<job>/index-<16 hex>.json``; or
+- the same key already holds the same URL, etag and size in a version the caller may read:
+  this dataset's head (a label edit re-puts what is there) or the version the commit's
+  lineage names as its source, if the caller may read that dataset (a copy such as LabelX's
+  or a derive done on the client). One batched, indexed lookup by key per such put, only
+  for puts the prefixes did not allow.
+
+``file://`` and ``rados://`` (the deployment's own disk and Ceph pool) stay global-admin
+only, whatever the sources say. Global admins and local mode are not restricted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from datahub.api.access import Principal
+from datahub.api.schemas import ChangeIn, PutChange, to_change
+from datahub.catalog.model import Change, Dataset, Put, Record
+from datahub.catalog.sources import check_source, under
+from datahub.errors import AccessDenied, InvalidInput, JobNotFound, VersionNotFound
+from datahub.storage import split_object_url
+from datahub.tasks.base import DONE
+
+BATCH = 512  # changes held back at most while their puts wait for one batched lookup
+SETTING = "api.commit_sources"
+
+# Storage only the deployment itself reaches: the server's disk (file://) and its Ceph pool
+# (rados://, the shared cache tier, read with the server's and the nodes' Ceph identity).
+_SERVER_LOCAL = {"file": "a server-local file", "rados": "an object in the deployment's own Ceph pool"}
+
+
+def server_sources(setting: str) -> tuple[str, ...]:
+    """The server-wide prefixes of ``api.commit_sources`` (space-separated), checked."""
+    try:
+        return tuple(check_source(prefix, "*") for prefix in setting.split())
+    except InvalidInput as exc:
+        raise InvalidInput(f"setting {SETTING}: {exc}", setting=SETTING) from None
+
+
+def blob_pattern(objects_url: str) -> re.Pattern[str]:
+    """The URLs of the content-addressed blobs the platform writes under ``objects_url``
+    (``datahub.ingest.blobs.blob_key``): the full 64-digit hash, nothing shorter."""
+    root = re.escape(objects_url.rstrip("/"))
+    return re.compile(rf"{root}/blobs/sha256/([0-9a-f]{{2}})/([0-9a-f]{{2}})/\1\2[0-9a-f]{{60}}")
+
+
+class RecordUrls:
+    """The rule for one commit by ``principal`` to ``dataset``; ``source`` is the readable
+    version (dataset, seq) its lineage names, if any."""
+
+    def __init__(
+        self,
+        catalog,  # datahub.catalog.Catalog
+        principal: Principal,
+        dataset: Dataset,
+        *,
+        server_prefixes: tuple[str, ...] = (),
+        blobs: re.Pattern[str] | None = None,
+        source: tuple[str, int] | None = None,
+        pack: PackJob | None = None,
+    ) -> None:
+        self.catalog, self.principal, self.dataset = catalog, principal, dataset
+        self.prefixes = (*dataset.sources, *server_prefixes)
+        self.blobs, self.source, self.pack = blobs, source, pack
+
+    def changes(self, changes: Iterable[ChangeIn]) -> Iterator[Change]:
+        """``changes`` as catalog changes, in order; AccessDenied (403) at the first put this
+        caller may not make, which aborts the commit with nothing written."""
+        window: list[Change] = []
+        unproven: list[Put] = []
+        for change in changes:
+            if isinstance(change, PutChange):
+                self._check_scheme(change)
+            converted = to_change(change)
+            if self.principal.is_admin:
+                yield converted
+                continue
+            if isinstance(converted, Put) and not self._allowed(converted.record):
+                unproven.append(converted)
+            window.append(converted)
+            if not unproven or len(window) >= BATCH:
+                self._prove(unproven)
+                yield from window
+                window, unproven = [], []
+        self._prove(unproven)
+        yield from window
+
+    def _check_scheme(self, change: PutChange) -> None:
+        # schemes are case-insensitive (the storage layer reads FILE:// as file://), so is this
+        scheme = change.record.url.partition("://")[0].lower()
+        if scheme in _SERVER_LOCAL and not self.principal.is_admin:
+            raise AccessDenied(
+                f"record {change.record.key!r} for dataset {self.dataset.name!r} points at "
+                f"{_SERVER_LOCAL[scheme]} ({change.record.url}); only global admins may commit "
+                f"{scheme}:// URLs over HTTP",
+                dataset=self.dataset.name,
+                key=change.record.key,
+            )
+
+    def _allowed(self, record: Record) -> bool:
+        url = record.url
+        return (
+            under(url, self.prefixes)
+            or (self.blobs is not None and self.blobs.fullmatch(url) is not None)
+            or (self.pack is not None and self.pack.made(record))
+        )
+
+    def _prove(self, puts: list[Put]) -> None:
+        """Each put's record already stands at its key in a version this caller may read."""
+        if not puts:
+            return
+        keys = list(dict.fromkeys(p.record.key for p in puts))
+        name = self.dataset.name
+        known = [self._lookup(name, self.catalog.store.head(name), keys)]
+        if self.source is not None:
+            known.append(self._lookup(*self.source, keys))
+        for put in puts:
+            if not any(_same(found.get(put.record.key), put.record) for found in known):
+                raise self._refused(put.record)
+
+    def _lookup(self, dataset: str, seq: int, keys: list[str]) -> dict[str, Record]:
+        if seq <= 0:
+            return {}
+        try:
+            return self.catalog.lookup_records(dataset, seq, keys)
+        except VersionNotFound:  # a lineage naming a version that is not there proves nothing
+            return {}
+
+    def _refused(self, record: Record) -> AccessDenied:
+        name = self.dataset.name
+        return AccessDenied(
+            f"record {record.key!r} of the commit to dataset {name!r} points at {record.url}, which is "
+            f"under none of the dataset's sources ({', '.join(self.prefixes) or 'none'}) and is not "
+            "already a record this caller may read (same key, URL, etag and size); the platform would "
+            "read it with its own credentials. Ask a global admin to add the prefix to the dataset's "
+            f"sources (datahub dataset update {name} --add-source s3://bucket/prefix/)",
+            dataset=name,
+            key=record.key,
+            url=record.url,
+        )
+
+
+class PackJob:
+    """What a pack job's finalize commits: its DONE tasks' shards and its index (see above)."""
+
+    def __init__(self, job: str, shards: frozenset[tuple[str, str, int]]) -> None:
+        self.shards = shards
+        self._index = re.compile(rf"(?:[\s\S]*/)?packs/{re.escape(job)}/index-[0-9a-f]{{16}}\.json")
+
+    def made(self, record: Record) -> bool:
+        if (record.url, record.etag, record.size) in self.shards:
+            return True
+        try:
+            return self._index.fullmatch(split_object_url(record.url)[1]) is not None
+        except InvalidInput:
+            return False
+
+
+def pack_job(tasks, dataset: str, lineage: Mapping[str, Any] | None) -> PackJob | None:
+    """The pack job a commit's lineage names, if the server's task queue (``TaskQueue``) holds
+    it with ``dataset`` as its target; the shards its DONE tasks reported under their own names."""
+    from datahub.pack.job import shard_object_name
+
+    job = (lineage or {}).get("job")
+    if (lineage or {}).get("kind") != "pack" or not isinstance(job, str):
+        return None
+    try:
+        if tasks.get_job(job).meta.get("target") != dataset:
+            return None
+    except JobNotFound:
+        return None
+    shards = set()
+    for task in tasks.tasks(job):
+        result = task.result
+        url, checksum = result.get("url"), result.get("checksum")
+        digest = checksum[7:] if isinstance(checksum, str) and checksum.startswith("sha256:") else ""
+        if task.state != DONE or not isinstance(url, str) or len(digest) != 64:
+            continue
+        try:
+            key = split_object_url(url)[1]
+        except InvalidInput:
+            continue
+        name = shard_object_name(job, task.index, digest)
+        if key == name or key.endswith("/" + name):
+            shards.add((url, result.get("etag"), result.get("size")))
+    return PackJob(job, frozenset(shards))
+
+
+def _same(found: Record | None, put: Record) -> bool:
+    return found is not None and (found.url, found.etag, found.size) == (put.url, put.etag, put.size)
+
+
+def commit_rule(
+    services, principal: Principal, dataset: Dataset, view=None, lineage: Mapping[str, Any] | None = None
+) -> RecordUrls:
+    """The rule for a commit served by ``services`` (``datahub.api.deps.Services``); ``view``
+    (the caller's LineageView) and ``lineage`` for a remote commit that sends one."""
+    config = services.config
+    if principal.is_admin:  # nothing is checked: no lineage, task queue or setting is read
+        return RecordUrls(services.catalog, principal, dataset)
+    return RecordUrls(
+        services.catalog,
+        principal,
+        dataset,
+        server_prefixes=server_sources(config.api.commit_sources),
+        blobs=blob_pattern(config.resolved_objects_url),
+        source=view.readable_source(lineage) if view is not None and lineage else None,
+        pack=pack_job(services.tasks, dataset.name, lineage) if lineage else None,
+    )
