@@ -342,15 +342,6 @@ def test_a_revert_that_finds_no_room_keeps_the_acknowledged_bytes(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review11: the watcher grows a stream's reservation to 4x its reservation or 8x its size "
-        "(StagedFile.grow), so a 4 MiB stream holds 16 MiB of a 32 MiB disk while open, and another "
-        "file's 17 MiB write fails with ENOSPC (21 MiB of data in all); the docs count the growth's "
-        "CPU, not the disk it takes from other writers. Reproduce: this test."
-    ),
-)
 def test_one_streams_reservation_does_not_refuse_another_file_the_disk_has_room_for(
     unpacked_env: Env, tmp_path: Path, monkeypatch
 ) -> None:
