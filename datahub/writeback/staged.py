@@ -488,6 +488,8 @@ class StagedFile(OpenFile):
         it lands in reserved blocks below ``upto``. A writer that outran us (``size >= R``)
         keeps ``R``: refused at close, as without this, never committed torn."""
         old = self.reserved
+        if upto <= old:  # most fsyncs' growth (a small file's): no system call
+            return
         before = os.fstat(self.fd).st_size
         upto = min(upto, before + self._staging.ahead(max(0, old - before))) // _PAGE * _PAGE
         if upto <= old or not reserve(self.fd, upto):
