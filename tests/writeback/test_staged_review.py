@@ -346,10 +346,12 @@ def test_one_streams_reservation_does_not_refuse_another_file_the_disk_has_room_
     unpacked_env: Env, tmp_path: Path, monkeypatch
 ) -> None:
     """The watcher grows a stream's reservation to four times what it holds (``grow``):
-    a stream of 4 MiB holds 16 MiB of the disk while it is open. Another file of 17 MiB
-    written meanwhile (21 MiB in all on a 32 MiB disk) then cannot get its blocks, and its
-    write fails for space, where the daemon path (and a local disk) would take it. The
-    watcher's steps are taken here after each write (``grow``, what it does on an event)."""
+    before reserve13 a stream of 4 MiB held 16 MiB of the disk while it was open, and another
+    file of 17 MiB written meanwhile (21 MiB in all on a 32 MiB disk) could not get its
+    blocks: its write failed for space, where the daemon path (and a local disk) would take
+    it. Now what a file holds past its end is at most a quarter of the room the disk would
+    have without it (``Staging.ahead``). The watcher's steps are taken here after each write
+    (``grow``, what it does on an event)."""
     with tmpfs_of(tmp_path, "32m") as disk:
         monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
         ws = staged_on(unpacked_env, disk)
