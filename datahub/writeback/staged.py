@@ -183,8 +183,8 @@ class Staging:
         a quarter of what the disk would have left without them (``AHEAD_SHARE``). Why
         bounded so: those blocks are nobody's bytes yet, and the growth's multiples
         (``StagedFile.grow``) let a 4 MiB stream hold 16 MiB of a 32 MiB disk, where
-        another file's 17 MiB write then failed for space (review11); this way another
-        writer always finds three quarters of the room the daemon path would give it."""
+        another file's 17 MiB write then failed for space (review11); this way each open
+        file leaves the others at least three quarters of the room it found."""
         st = os.statvfs(self.directory)
         return (st.f_bavail * st.f_frsize + held) // AHEAD_SHARE
 
