@@ -486,9 +486,10 @@ class WorkspaceView:
         if fh in self._short:
             ino = self._handles[fh][0]
             raise NoSpace(
-                f"inode {ino} of workspace {self.ws.name!r}: a write to this file failed on the quota; "
-                "the file is incomplete and goes back to its last fsync or close when closed "
-                "(nothing half-written is committed)"
+                f"inode {ino} of workspace {self.ws.name!r}: an earlier write or close of this handle ran "
+                "out of space (the quota, or a full shared-tier, journal or staging disk: the first "
+                "error said which); the file is incomplete and goes back to its last fsync or close "
+                "when closed (nothing half-written is committed)"
             )
 
     def fsync(self, fh: int) -> None:

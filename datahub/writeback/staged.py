@@ -49,9 +49,10 @@ Rules:
   ``[0, reserved)`` when it is made (``STAGE_RESERVE``, or half of what the disk has left
   if less; none possible: the file is not staged), again after each truncate of ours, and
   further as the kernel writes it: ``ModifyWatch`` hears each write (inotify ``IN_MODIFY``)
-  and ``grow`` reserves far ahead of a file past a quarter of its reservation, counting the new blocks
-  only if the file was still inside the old ones after they were given (``_extend``); at
-  each fsync too. A write inside the
+  and ``grow`` reserves far ahead of a file past a quarter of its reservation (past its end,
+  never more than a quarter of what the disk would have left without them: other files'
+  writes need that room), counting the new blocks only if the file was still inside the old
+  ones after they were given (``_extend``); at each fsync too. A write inside the
   reservation cannot fail for space; a write that reaches its end may have, and leaves the
   file at least ``reserved`` bytes long (the kernel stops a failed write at the first block
   it cannot get, and a write that started past the end moves nothing). So a file is
@@ -91,6 +92,7 @@ STAGE_RESERVE = 64 * 1024**2
 #: file, a splice pipe per copy in flight), the journal's, the mount's, sockets (``spare_fd``)
 FD_RESERVE = 64
 GROW_AT, GROW_BY = 4, 4  # past 1/GROW_AT of its reservation, a file's grows GROW_BY times (``grow``)
+AHEAD_SHARE = 4  # blocks a file holds past its end: at most 1/4 of the room (``Staging.ahead``)
 _PAGE = mmap.PAGESIZE
 _SYNC_FILE_RANGE_WAIT_BEFORE, _SYNC_FILE_RANGE_WRITE = 1, 2
 _FALLOC_FL_KEEP_SIZE = 1
@@ -175,6 +177,16 @@ class Staging:
         """Bytes a reservation may take now: half of what the disk has left."""
         st = os.statvfs(self.directory)
         return st.f_bavail * st.f_frsize // 2
+
+    def ahead(self, held: int) -> int:
+        """Bytes a growing file may hold reserved past its end, ``held`` of them already:
+        a quarter of what the disk would have left without them (``AHEAD_SHARE``). Why
+        bounded so: those blocks are nobody's bytes yet, and the growth's multiples
+        (``StagedFile.grow``) let a 4 MiB stream hold 16 MiB of a 32 MiB disk, where
+        another file's 17 MiB write then failed for space (review11); this way each open
+        file leaves the others at least three quarters of the room it found."""
+        st = os.statvfs(self.directory)
+        return (st.f_bavail * st.f_frsize + held) // AHEAD_SHARE
 
     def close(self) -> None:
         """Stop the watcher, let the directory go (the workspace's files are closed)."""
@@ -451,7 +463,8 @@ class StagedFile(OpenFile):
     def grow(self) -> None:
         """The kernel wrote the staged file (``ModifyWatch``'s thread): once it is past a
         quarter of its reservation, reserve far ahead of the writer (to ``max(4 * reserved,
-        8 * size)``, at most half of what the disk has left), soundly (``_extend``). Early
+        8 * size)``, past its end at most a quarter of the disk's room: ``Staging.ahead``),
+        soundly (``_extend``). Early
         and far: the watcher must win a race against a writer it only hears after each
         call, and blocks are cheap to reserve and free (``fallocate`` of 256 MiB and its
         release: 0.2-0.35 ms of CPU on this VM's ext4, ``bench/writeback/reserve_cost.py``)."""
@@ -465,16 +478,20 @@ class StagedFile(OpenFile):
                 self._extend(max(GROW_BY * self.reserved, 2 * GROW_BY * size))
 
     def _extend(self, upto: int) -> None:
-        """Reserve ``[0, upto)`` (capped by ``Staging.room``), and count it only if the file
-        is still shorter than the old reservation ``R`` *after* the blocks were given
-        (``_reserve_lock`` held). Sound: a write that failed for space before the
+        """Reserve ``[0, upto)`` (capped by ``Staging.ahead``: never more than a quarter of
+        the room the disk would have without this file's blocks past its end), and count it
+        only if the file is still shorter than the old reservation ``R`` *after* the blocks
+        were given (``_reserve_lock`` held). Sound: a write that failed for space before the
         ``fallocate`` left the file at least ``R`` long (it could fail only past ``R``, and
         the kernel stops it at the first block it cannot get), and the file system
         serializes ``fallocate`` with buffered writes (the inode lock), so any write after
         it lands in reserved blocks below ``upto``. A writer that outran us (``size >= R``)
         keeps ``R``: refused at close, as without this, never committed torn."""
         old = self.reserved
-        upto = min(upto, old + self._staging.room()) // _PAGE * _PAGE
+        if upto <= old:  # most fsyncs' growth (a small file's): no system call
+            return
+        before = os.fstat(self.fd).st_size
+        upto = min(upto, before + self._staging.ahead(max(0, old - before))) // _PAGE * _PAGE
         if upto <= old or not reserve(self.fd, upto):
             return
         size = os.fstat(self.fd).st_size

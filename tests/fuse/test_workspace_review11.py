@@ -169,7 +169,11 @@ def test_acknowledged_files_are_exact_after_kill_9_and_a_holder_after_umount_is_
         "is past the 64 MiB reserved at creation in one call; the watcher never grows a file already "
         "past its reservation and the close fails with ENOSPC (np.memmap raises OSError 28) on a disk "
         "with gigabytes free; docs/writeback.md names numpy.memmap as what --passthrough is for. "
-        "Reproduce: this test (the second FLUSH's log line also blames a quota there is not)."
+        "Reproduce: this test (the second FLUSH's log line blamed a quota there was not: reserve13 "
+        "made it name every cause of space). "
+        "reserve13: left, as no sound rule takes it: a write from the same offset that got its "
+        "first page and failed for space at the 70 MiB boundary leaves the same size, blocks and "
+        "event (docs/writeback.md, 'A sparse jump past the reservation is refused, soundly')."
     ),
 )
 def test_numpy_memmap_bigger_than_the_first_reservation_is_committed(env: FuseEnv) -> None:

@@ -342,23 +342,16 @@ def test_a_revert_that_finds_no_room_keeps_the_acknowledged_bytes(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review11: the watcher grows a stream's reservation to 4x its reservation or 8x its size "
-        "(StagedFile.grow), so a 4 MiB stream holds 16 MiB of a 32 MiB disk while open, and another "
-        "file's 17 MiB write fails with ENOSPC (21 MiB of data in all); the docs count the growth's "
-        "CPU, not the disk it takes from other writers. Reproduce: this test."
-    ),
-)
 def test_one_streams_reservation_does_not_refuse_another_file_the_disk_has_room_for(
     unpacked_env: Env, tmp_path: Path, monkeypatch
 ) -> None:
     """The watcher grows a stream's reservation to four times what it holds (``grow``):
-    a stream of 4 MiB holds 16 MiB of the disk while it is open. Another file of 17 MiB
-    written meanwhile (21 MiB in all on a 32 MiB disk) then cannot get its blocks, and its
-    write fails for space, where the daemon path (and a local disk) would take it. The
-    watcher's steps are taken here after each write (``grow``, what it does on an event)."""
+    before reserve13 a stream of 4 MiB held 16 MiB of the disk while it was open, and another
+    file of 17 MiB written meanwhile (21 MiB in all on a 32 MiB disk) could not get its
+    blocks: its write failed for space, where the daemon path (and a local disk) would take
+    it. Now what a file holds past its end is at most a quarter of the room the disk would
+    have without it (``Staging.ahead``). The watcher's steps are taken here after each write
+    (``grow``, what it does on an event)."""
     with tmpfs_of(tmp_path, "32m") as disk:
         monkeypatch.setattr(staged, "STAGE_RESERVE", 1 * MiB)
         ws = staged_on(unpacked_env, disk)
