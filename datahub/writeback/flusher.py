@@ -439,33 +439,29 @@ class Flusher:
 
 
 def plan(txn: Txn) -> tuple[list[tuple[str, int, dict]], list[str], dict[str, int]]:
-    """(dirty files as (path, id, record), pending origin deletes, src path -> evicted file id)."""
-    uploads, srcs = [], {}
+    """(dirty files as (path, id, record), pending origin deletes, src path -> evicted file id).
+
+    An ``unacked`` record (created, journaled empty by a namespace operation, never fsynced or
+    closed) is not a file the origin should hold: uploaded, it was an empty object that
+    ``commit_workspace`` pinned into a version though no close had returned (revert13), and
+    a revert or a crash then removes it anyway. Its path is left out of the origin until the
+    file's own fsync or close, and an object an earlier file left there is deleted (that
+    file's unlink was acknowledged)."""
+    uploads, srcs, unacked = [], {}, set()
     for path, file_id in txn.tree_files():
         rec = txn.file(file_id)
-        if rec is None or rec.get("unacked"):
+        if rec is None:
+            continue
+        if rec.get("unacked"):
+            unacked.add(path)
             continue
         if rec.get("src"):
             srcs[rec["src"]["path"]] = file_id
         state = txn.origin(path)
         if state is None or state["id"] != file_id or state["gen"] != rec["gen"]:
             uploads.append((path, file_id, rec))
-    deletes = [p for p, _ in txn.origins() if not _acknowledged_file(txn, p)]
+    deletes = [p for p, _ in txn.origins() if p in unacked or (e := txn.entry(p)) is None or e["t"] != "f"]
     return uploads, deletes, srcs
-
-
-def _acknowledged_file(txn: Txn, path: str) -> bool:
-    """Whether ``path`` names a file the origin should hold: one whose bytes some fsync or
-    close acknowledged. An ``unacked`` record (created, journaled empty by a namespace
-    operation, never fsynced or closed) is not one: uploaded, it was an empty object that
-    ``commit_workspace`` pinned into a version though no close had returned (revert13), and
-    a revert or a crash then removes it anyway. Its path is absent from the origin until the
-    file's own fsync or close."""
-    entry = txn.entry(path)
-    if entry is None or entry["t"] != "f":
-        return False
-    rec = txn.file(entry["id"])
-    return rec is not None and not rec.get("unacked")
 
 
 def dirty_summary(name: str, txn: Txn, now: float) -> dict:
