@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -86,6 +87,10 @@ class S3Endpoint:
         }
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_REQUEST = re.compile(r'"([A-Z]+) (\S+) HTTP/1\.[01]" (\d{3})')
+
+
 class MotoServer:
     """moto in server mode on loopback. ``keep_alive=True`` (the benchmarks): the same app over
     HTTP/1.1 keep-alive connections, as a real object store serves them (``tests/moto_http11.py``
@@ -102,6 +107,29 @@ class MotoServer:
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for_port(self.port)
         self.endpoint = S3Endpoint("moto", f"http://127.0.0.1:{self.port}", "testing", "testing")
+
+    def log_size(self) -> int:
+        """Where the request log ends now: ``answered(bucket, since=...)`` then sees only later requests."""
+        return Path(self.log.name).stat().st_size
+
+    def answered(self, bucket: str, *, since: int = 0) -> list[tuple[str, str, int]]:
+        """(method, target, status) of every request for ``bucket`` the server logged after
+        byte ``since`` of its log, in order.
+
+        Why one parser: the server's log colours the request of every answer but a 200 (ANSI
+        escapes between the opening quote and the method: 206 ranges, 204 deletes, every
+        403), so a pattern written against a plain line silently counts successes only; a
+        check for "no 403" then cannot fail."""
+        with open(self.log.name, "rb") as fh:
+            fh.seek(since)
+            text = fh.read().decode(errors="replace")
+        text = _ANSI.sub("", text[: text.rfind("\n") + 1])  # complete lines only
+        found = _REQUEST.findall(text)
+        return [
+            (m, t, int(code))
+            for m, t, code in found
+            if t == f"/{bucket}" or t.startswith((f"/{bucket}/", f"/{bucket}?"))
+        ]
 
     def put_objects(self, bucket: str, objects: Iterable[tuple[str, bytes]], threads: int = 8) -> None:
         """PUT each (key, bytes) into ``bucket``: plain S3 PUT Object requests from a few threads,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,8 +62,7 @@ def env(tmp_path_factory: pytest.TempPathFactory, iam: SharedMoto) -> CsiEnv:
 
 def shared_requests(iam: SharedMoto) -> list[str]:
     """The statuses of every request the server answered for the shared tier's bucket."""
-    log = Path(iam.server.log.name).read_text(errors="replace")
-    return re.findall(rf'"[A-Z]+ /{SHARED_BUCKET}(?:[/?]\S*)? HTTP/1\.[01]" (\d+)', log)
+    return [str(status) for _, _, status in iam.server.answered(SHARED_BUCKET)]
 
 
 def shared_objects(env: CsiEnv, prefix: str) -> list[str]:

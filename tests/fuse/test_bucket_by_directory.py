@@ -55,21 +55,21 @@ def bucket(private_moto: MotoServer) -> str:
 
 
 class RequestLog:
-    """The bucket's requests in moto's log since the last ``take``: (LIST pages, object GETs, all)."""
+    """The bucket's requests in moto's log since the last ``take``: (LIST pages, object GETs, all),
+    whatever their status (``MotoServer.answered``: a 206 range's line is coloured)."""
 
     def __init__(self, moto: MotoServer, bucket: str) -> None:
-        self._path = Path(moto.log.name)
+        self._moto = moto
         self._bucket = bucket
         self._seen = 0
 
     def take(self) -> tuple[int, int, int]:
-        text = self._path.read_text(errors="replace")
-        new, self._seen = text[self._seen :], len(text)
-        b = re.escape(self._bucket)
-        lists = len(re.findall(rf'"GET /{b}/?\?\S*list-type=2\S* HTTP', new))
-        gets = len(re.findall(rf'"GET /{b}/data/\S* HTTP', new))
-        every = len(re.findall(rf'"[A-Z]+ /{b}[/? ]', new))
-        return lists, gets, every
+        new = self._moto.answered(self._bucket, since=self._seen)
+        self._seen = self._moto.log_size()
+        b = self._bucket
+        lists = sum(1 for m, t, _ in new if m == "GET" and re.match(rf"/{re.escape(b)}/?\?\S*list-type=2", t))
+        gets = sum(1 for m, t, _ in new if m == "GET" and t.startswith(f"/{b}/data/"))
+        return lists, gets, len(new)
 
 
 def info(mnt: Path) -> dict:
