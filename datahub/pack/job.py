@@ -204,14 +204,15 @@ def _checked_shard(stores: StoreRegistry, task: Task) -> dict[str, Any]:
         if not isinstance(url, str) or len(digest) != 64:
             why = "it names no uploaded shard (a URL and a sha256 checksum)"
         else:
-            root, key = split_object_url(url)
+            _, key = split_object_url(url)
             name = shard_object_name(task.job, task.index, digest)
             if key != name and not key.endswith("/" + name):
                 why = (
                     f"it is not this task's shard (its object is named {name!r} below a worker's objects_url)"
                 )
             else:
-                info = stores.store(root).stat(key)
+                store, relative = stores.for_url(url)  # the objects bucket with objects_s3's keys
+                info = store.stat(relative)
                 if (info.etag, info.size) != (result.get("etag"), result.get("size")):
                     why = f"the object there has etag {info.etag} and {info.size} bytes, not as reported"
     except DatahubError as exc:  # a URL no store reads, a missing object, an unreachable store
