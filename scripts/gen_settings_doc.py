@@ -119,7 +119,10 @@ def main() -> int:
     text = render()
     if args.check:
         if TARGET.read_text() != text:
-            print(f"{TARGET.relative_to(ROOT)} is stale: run scripts/gen_settings_doc.py", file=sys.stderr)
+            print(
+                f"{TARGET.relative_to(ROOT)} is stale: run .venv/bin/python scripts/gen_settings_doc.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     TARGET.write_text(text)

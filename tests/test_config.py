@@ -118,7 +118,9 @@ def test_the_settings_reference_is_generated_from_the_model() -> None:
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
     committed = (ROOT / "docs" / "settings.md").read_text()
-    assert committed == gen.render(), "docs/settings.md is stale: run scripts/gen_settings_doc.py"
+    assert committed == gen.render(), (
+        "docs/settings.md is stale: run .venv/bin/python scripts/gen_settings_doc.py"
+    )
     for section, model in [(None, Config), *gen.SECTIONS.items()]:
         for name in model.model_fields:
             if name not in gen.SECTIONS:
