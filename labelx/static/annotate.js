@@ -249,22 +249,54 @@ async function submitTask() {
   } catch (e) { banner(e.message, true); }
 }
 
+// --- keys: one table drives the handler and the help dialog, so the help names every key the
+// page acts on and no key it does not (the help was a hand-written line that had drifted) ------
+const skipItem = () => change(null, { skip: true, advance: true });
+function deselect() { S.sel = -1; renderOverlay(); renderBoxList(); }
+const KEYS = [
+  { keys: ["enter"], shown: ["Enter"], what: "keep the label shown and go to the next item", run: confirmNext },
+  { keys: ["n", "arrowright"], shown: ["N", "→"], what: "next item", run: () => show(S.cur + 1) },
+  { keys: ["p", "arrowleft"], shown: ["P", "←"], what: "previous item", run: () => show(S.cur - 1) },
+  { keys: ["s"], shown: ["S"], what: "skip this item", run: skipItem },
+  { keys: ["a"], shown: ["A"], what: "take the suggestion", run: acceptSuggestion },
+  { keys: ["z", "u"], shown: ["Z", "U", "Ctrl+Z"], what: "undo the last change to this item", run: undo },
+  { keys: ["d", "delete", "backspace"], shown: ["D", "Del"], what: "delete the selected box", run: deleteBox, boxes: true },
+  { keys: ["escape"], shown: ["Esc"], what: "deselect the box", run: deselect, boxes: true },
+  { keys: ["?"], shown: ["?"], what: "show or hide these shortcuts", run: toggleKeys },
+];
+
+function classAction(c) {
+  if (S.schema.kind === "detection") return `class ${c.name} for new boxes, or for the selected box`;
+  return S.schema.multi ? `add or remove ${c.name}` : `label ${c.name} and go to the next item`;
+}
+function renderKeys() {
+  const detection = S.schema.kind === "detection";
+  const row = (shown, what) => el("tr", {}, el("th", { scope: "row" }, shown.map(k => el("kbd", {}, k))), el("td", {}, what));
+  $("keys-list").replaceChildren(
+    ...S.schema.classes.map(c => row([c.key], classAction(c))),
+    ...KEYS.filter(b => detection || !b.boxes).map(b => row(b.shown, b.what)));
+  $("keys-mouse").hidden = !detection;
+}
+function toggleKeys() {
+  const d = $("keys");
+  if (d.open) { d.close(); return; }
+  renderKeys();
+  d.showModal();
+}
+
 document.addEventListener("keydown", ev => {
   if (!S.view || ev.target.closest("input, textarea, select")) return;
+  if ($("keys").open) {  // the help is on top: ? closes it (Esc and Enter on Close do natively)
+    if (ev.key === "?") { toggleKeys(); ev.preventDefault(); }
+    return;
+  }
   if (ev.ctrlKey && ev.key.toLowerCase() === "z") { undo(); ev.preventDefault(); return; }
   if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
   const k = ev.key.toLowerCase();
   const cls = S.schema.classes.find(c => c.key === k);
-  if (cls) classKey(cls);
-  else if (k === "a") acceptSuggestion();
-  else if (k === "s") change(null, { skip: true, advance: true });
-  else if (k === "z" || k === "u") undo();
-  else if (k === "n" || k === "arrowright") show(S.cur + 1);
-  else if (k === "p" || k === "arrowleft") show(S.cur - 1);
-  else if (k === "enter") confirmNext();
-  else if (k === "d" || k === "delete" || k === "backspace") deleteBox();
-  else if (k === "escape") { S.sel = -1; renderOverlay(); renderBoxList(); }
-  else return;
+  const run = cls ? () => classKey(cls) : KEYS.find(b => b.keys.includes(k))?.run;
+  if (!run) return;
+  run();
   ev.preventDefault();
 });
 
@@ -395,6 +427,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("skip").onclick = () => change(null, { skip: true, advance: true });
   $("undo").onclick = undo;
   $("submit").onclick = submitTask;
+  $("keys-open").onclick = () => { if (S.view) toggleKeys(); };
+  $("keys-close").onclick = () => $("keys").close();
   new ResizeObserver(fitImage).observe($("stage"));  // the window, or a banner shown above it
   load().catch(e => banner(e.message, true));
 });
