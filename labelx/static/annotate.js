@@ -32,6 +32,7 @@ function show(index) {
   S.cur = Math.max(0, Math.min(S.items.length - 1, index));
   if (prev && prev !== item()) maybeRelease(prev);
   S.sel = -1;
+  $("hint").textContent = "";
   history.replaceState(null, "", `#${S.cur}`);
   const it = item();
   const img = $("image");
@@ -129,6 +130,7 @@ function renderItems() {
 function change(value, { skip = false, advance = false } = {}) {
   const it = item();
   if (!editable(it)) { flash(); return; }
+  $("hint").textContent = "";
   const hist = S.history.get(it.id) || [];
   hist.push({ value: it.value, status: it.status });
   S.history.set(it.id, hist);
@@ -141,7 +143,8 @@ function change(value, { skip = false, advance = false } = {}) {
 function undo() {
   const it = item();
   const hist = S.history.get(it.id);
-  if (!hist || !hist.length || !editable(it)) { flash(); return; }
+  if (!editable(it)) { flash(); return; }
+  if (!hist || !hist.length) { flash("Nothing to undo on this item."); return; }
   const prev = hist.pop();
   it.value = prev.value;
   it.status = prev.status === "skipped" ? "skipped" : (prev.value === null || prev.value === undefined ? "todo" : "annotated");
@@ -202,7 +205,13 @@ function saveState(state) {
 }
 window.addEventListener("beforeunload", ev => { if (pending.size || saving) { ev.preventDefault(); ev.returnValue = ""; } });
 
-function flash() { const s = $("stage"); s.animate([{ opacity: 0.6 }, { opacity: 1 }], 200); }
+/** A key or button that cannot act here: the stage blinks and, when the banner does not already
+ * say why (a submitted item, another annotator's task), the bar says what to do instead. A blink
+ * alone read as a button that does nothing ("Next" on an item with no label yet). */
+function flash(why = "") {
+  $("stage").animate([{ opacity: 0.6 }, { opacity: 1 }], 200);
+  $("hint").textContent = why;
+}
 
 // --- actions ------------------------------------------------------------------------------------
 function classKey(c) {
@@ -221,20 +230,20 @@ function classKey(c) {
 }
 function acceptSuggestion() {
   const it = item();
-  if (!it.suggestion) { flash(); return; }
+  if (!it.suggestion) { flash("This item has no suggestion to take."); return; }
   change(JSON.parse(JSON.stringify(it.suggestion.value)), { advance: S.schema.kind !== "detection" });
 }
 function confirmNext() {
   const it = item();
   if (editable(it) && (it.status === "todo" || it.status === "rejected")) {
     const value = it.value !== null && it.value !== undefined ? it.value : (S.schema.kind === "classification" && !S.schema.multi ? null : []);
-    if (value === null) { flash(); return; }
+    if (value === null) { flash("No label to confirm yet: pick a class first, or S to skip it, N to go on without one."); return; }
     change(value, { advance: true });
   } else show(S.cur + 1);
 }
 function deleteBox() {
   const it = item();
-  if (S.sel < 0 || !Array.isArray(it.value)) { flash(); return; }
+  if (S.sel < 0 || !Array.isArray(it.value)) { flash(S.schema.kind === "detection" ? "Select a box first (click it), then D deletes it." : "There are no boxes in this project."); return; }
   const boxes = it.value.filter((_, i) => i !== S.sel);
   S.sel = -1;
   change(boxes);

@@ -4,7 +4,8 @@ The page is keyboard-first, but its only help was a collapsed "Keyboard" line wr
 it said "1…9" for classes whose keys are the schema's (a letter here), and left out Enter and
 Esc. Now a visible "Keyboard shortcuts ?" button and the ``?`` key open a dialog listed from
 the table the key handler itself reads, with each class's own key; while it is open, keys do
-not label the item behind it.
+not label the item behind it. And a key or button that cannot act here ("Next" on an item
+with no label yet) says what to do instead of only blinking the image.
 """
 
 from __future__ import annotations
@@ -55,13 +56,21 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         _wait_text(c, "#item-key", "val/")
         first = c.find("#item-key").text
 
+        # "Next" (and Enter) on an item with no label yet: the bar says what to do (it blinked)
+        c.find("#next").click()
+        _wait_text(c, "#hint", "No label to confirm yet: pick a class first")
+        assert c.find("#item-key").text == first
+        c.find("body").send_keys("a")
+        _wait_text(c, "#hint", "This item has no suggestion to take.")
+        c.check("lx-keys-2-hint")
+
         # a visible way in, for whoever does not know the ? key
         opener = c.find("#keys-open")
         assert opener.is_displayed() and "?" in opener.text
 
         c.find("body").send_keys("?")
         WebDriverWait(c.driver, WAIT).until(lambda d: _help_open(c))
-        c.check("lx-keys-2-help")  # axe-core with the dialog on top
+        c.check("lx-keys-3-help")  # axe-core with the dialog on top
         rows = _rows(c)
         # each class by its own key (not "1…9"), then every key the handler acts on
         assert rows["c"] == "label cat and go to the next item"
@@ -84,8 +93,16 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         c.find("#items li").click()
         _wait_text(c, "#current", "cat")
 
-        # by mouse, and Esc closes it; at a phone's width it fits the window
+        # at a phone's width the hint wraps in its bar, and the help opens by touch, fits the
+        # window, and Esc closes it
         c.driver.set_window_size(390, 844)
+        c.find("#items li:nth-child(2)").click()
+        c.find("#next").click()
+        _wait_text(c, "#hint", "No label to confirm yet")
+        wide = c.driver.execute_script(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert wide[0] <= wide[1], f"the page scrolls sideways ({wide[0]} px in {wide[1]})"
         c.find("#keys-open").click()
         WebDriverWait(c.driver, WAIT).until(lambda d: _help_open(c))
         c.check()
