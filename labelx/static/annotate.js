@@ -252,9 +252,10 @@ function deleteBox() {
 async function submitTask() {
   try {
     const res = await api("POST", `/api/tasks/${BOOT.task_id}/submit`);
-    banner(`Submitted ${res.submitted} item(s) for review.`);
     const view = await api("GET", `/api/tasks/${BOOT.task_id}`);
     S.items = view.items; render();
+    // after render: its banner for a submitted item ("can no longer be changed") hid this one
+    banner(`Submitted ${counted(res.submitted, "item")} for review: a reviewer accepts them or sends them back here.`);
   } catch (e) { banner(e.message, true); }
 }
 

@@ -110,7 +110,7 @@ async function importPredictions(ev) {
   try {
     const model = encodeURIComponent(f.get("model") || "");
     const r = await api("POST", `/api/projects/${P.id}/suggestions?model=${model}`, file);
-    msg.className = "msg ok"; msg.textContent = `${r.matched} items got a suggestion.`;
+    msg.className = "msg ok"; msg.textContent = `${counted(r.matched, "item")} got a suggestion.`;
   } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
 }
 
@@ -118,7 +118,7 @@ document.addEventListener("DOMContentLoaded", () => {
   crumbs({ text: "Projects", href: "/" }, { text: P.name });
   document.getElementById("title").textContent = P.name;
   document.getElementById("subtitle").textContent =
-    `${P.dataset}@v${P.version}${P.prefix ? " · prefix " + P.prefix : ""}${P.filter ? " · filter " + P.filter : ""} · ${P.schema.kind}${P.schema.multi ? " (multi-label)" : ""} → labels.${P.schema.field} · ${P.item_count} items`;
+    `${P.dataset}@v${P.version}${P.prefix ? " · prefix " + P.prefix : ""}${P.filter ? " · filter " + P.filter : ""} · ${P.schema.kind}${P.schema.multi ? " (multi-label)" : ""} → labels.${P.schema.field} · ${counted(P.item_count, "item")}`;
   const review = document.getElementById("review-link");
   review.href = `${BASE}/projects/${P.id}/review`;
   review.hidden = BOOT.user.role === "annotator";

@@ -23,7 +23,7 @@ async function loadProjects() {
     const mine = canReview ? tasks.slice(0, 6) : tasks;
     const card = el("div.project", { "data-project": p.name },
       el("div.row", {}, el("h3", {}, el("a", { href: `${BASE}/projects/${p.id}` }, p.name)), el("span.pill", {}, p.schema.kind + (p.schema.multi ? " · multi" : ""))),
-      el("div.muted", {}, `${p.dataset}@v${p.version}${p.prefix ? " · " + p.prefix : ""} · ${p.item_count} items · ${tasks.length} tasks`),
+      el("div.muted", {}, `${p.dataset}@v${p.version}${p.prefix ? " · " + p.prefix : ""} · ${counted(p.item_count, "item")} · ${counted(tasks.length, "task")}`),
       el("div.tasks", {}, mine.map(taskRow)),
       el("div.row", {},
         canReview ? el("a.btn.small", { href: `${BASE}/projects/${p.id}/review` }, "Review") : null,
@@ -53,7 +53,7 @@ async function createProject(ev) {
   msg.className = "msg"; msg.textContent = "Creating…";
   try {
     const p = await api("POST", "/api/projects", body);
-    msg.className = "msg ok"; msg.textContent = `Created ${p.name} with ${p.item_count} items.`;
+    msg.className = "msg ok"; msg.textContent = `Created ${p.name} with ${counted(p.item_count, "item")}.`;
     ev.target.reset(); loadProjects();
   } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
 }

@@ -41,6 +41,9 @@ def test_a_commit_links_to_its_version_and_diff_in_the_dataset_browser(chrome: C
     with signed_in(c, env, "lx-links-1-login") as base:
         project = c.driver.execute_async_script(ACCEPTED)
         assert isinstance(project, int), project
+        c.visit(f"{base}/labelx/")
+        _wait_text(c, "[data-project=links]", "4 items")
+        assert c.find("[data-project=links] div.muted").text.endswith(" · 4 items · 1 task")  # was "1 tasks"
         dashboard = f"{base}/labelx/projects/{project}"
         c.visit(dashboard)
         c.find("#commit-btn").click()

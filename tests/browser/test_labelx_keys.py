@@ -113,3 +113,21 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         assert box[0] >= 0 and box[1] <= box[2], f"the help does not fit a phone: {box}"
         c.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
         WebDriverWait(c.driver, WAIT).until(lambda d: not _help_open(c))
+
+        # the rest by key, then submitted: the page says so (the item's own "can no longer be
+        # changed" banner replaced that message at once)
+        for _ in range(3):
+            shown = c.find("#item-key").text
+            c.find("body").send_keys("2")
+            WebDriverWait(c.driver, WAIT).until(
+                lambda d, shown=shown: (
+                    d.find_element("id", "item-key").text != shown
+                    or not d.find_element("id", "submit").get_attribute("disabled")
+                )
+            )
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: not d.find_element("id", "submit").get_attribute("disabled")
+        )
+        c.find("#submit").click()
+        _wait_text(c, "#banner", "Submitted 4 items for review")
+        c.check()
