@@ -255,7 +255,7 @@ async function submitTask() {
     const view = await api("GET", `/api/tasks/${BOOT.task_id}`);
     S.items = view.items; render();
     // after render: its banner for a submitted item ("can no longer be changed") hid this one
-    banner(`Submitted ${counted(res.submitted, "item")} for review: a reviewer accepts them or sends them back here.`);
+    banner(`${counted(res.submitted, "item")} submitted for review: a reviewer accepts them or sends them back here.`);
   } catch (e) { banner(e.message, true); }
 }
 

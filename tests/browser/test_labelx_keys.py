@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env
-from tests.browser.test_newuser_labelx import _wait_text, signed_in
+from tests.browser.test_newuser_labelx import _wait_text, label_by_key, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -116,18 +116,7 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
 
         # the rest by key, then submitted: the page says so (the item's own "can no longer be
         # changed" banner replaced that message at once)
-        for _ in range(3):
-            shown = c.find("#item-key").text
-            c.find("body").send_keys("2")
-            WebDriverWait(c.driver, WAIT).until(
-                lambda d, shown=shown: (
-                    d.find_element("id", "item-key").text != shown
-                    or not d.find_element("id", "submit").get_attribute("disabled")
-                )
-            )
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: not d.find_element("id", "submit").get_attribute("disabled")
-        )
+        label_by_key(c, "2", 3)
         c.find("#submit").click()
-        _wait_text(c, "#banner", "Submitted 4 items for review")
+        _wait_text(c, "#banner", "4 items submitted for review")
         c.check()
