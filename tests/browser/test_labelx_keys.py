@@ -111,6 +111,12 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
             "return [r.left, r.right, window.innerWidth];"
         )
         assert box[0] >= 0 and box[1] <= box[2], f"the help does not fit a phone: {box}"
+        in_view = c.driver.execute_script(
+            "const h = window.innerHeight, t = document.getElementById('keys-title').getBoundingClientRect(),"
+            " b = document.getElementById('keys-close').getBoundingClientRect();"
+            "return t.top >= 0 && b.bottom <= h;"
+        )
+        assert in_view, "the help's title or its Close button is out of view"
         c.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
         WebDriverWait(c.driver, WAIT).until(lambda d: not _help_open(c))
 
