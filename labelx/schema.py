@@ -20,8 +20,11 @@ from datahub.errors import InvalidInput
 KINDS = ("classification", "detection")
 _COLOR = re.compile(r"#[0-9a-fA-F]{6}")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+# 20 distinct colors: an 11th class repeated the 1st, and its boxes looked like the 1st's
 PALETTE = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4",
-           "#42d4f4", "#f032e6", "#9a6324", "#469990", "#808000")  # fmt: skip
+           "#42d4f4", "#f032e6", "#9a6324", "#469990", "#808000",
+           "#800000", "#000075", "#ffe119", "#bfef45", "#aaffc3",
+           "#dcbeff", "#fabed4", "#ffd8b1", "#a9a9a9", "#000000")  # fmt: skip
 MAX_BOXES = 500
 
 

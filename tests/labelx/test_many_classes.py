@@ -31,6 +31,8 @@ def test_a_project_of_twelve_named_classes_is_made_with_a_key_for_each(app) -> N
     project = make_project(admin, schema={"kind": "classification", "classes": TWELVE})
     keys = [c["key"] for c in project["schema"]["classes"]]
     assert keys == ["1", "2", "3", "4", "5", "6", "7", "8", "9", "0", "c", "e"]
+    colors = [c["color"] for c in project["schema"]["classes"]]
+    assert len(set(colors)) == 12, colors  # the 11th had the 1st's color, its boxes alike
 
 
 def test_a_key_given_to_one_class_is_not_given_to_another(app) -> None:
