@@ -35,6 +35,16 @@ const done = arguments[arguments.length - 1];
 })().then(done, e => done(String(e)));
 """
 
+# the "commit over" checkbox stands left of its sentence, within the sentence's height
+BESIDE = """
+const box = document.getElementById('commit-overwrite').getBoundingClientRect();
+const text = Array.from(document.getElementById('commit-overwrite').parentNode.childNodes)
+  .find(n => n.nodeType === Node.TEXT_NODE && n.textContent.trim());
+const range = document.createRange(); range.selectNodeContents(text);
+const r = range.getBoundingClientRect();
+return box.top >= r.top && box.bottom <= r.bottom && box.right <= r.left;
+"""
+
 
 def test_a_commit_links_to_its_version_and_diff_in_the_dataset_browser(chrome: Chrome, env: Env) -> None:  # noqa: F811
     c = chrome
@@ -46,6 +56,10 @@ def test_a_commit_links_to_its_version_and_diff_in_the_dataset_browser(chrome: C
         assert c.find("[data-project=links] div.muted").text.endswith(" · 4 items · 1 task")  # was "1 tasks"
         dashboard = f"{base}/labelx/projects/{project}"
         c.visit(dashboard)
+        for size in ((1360, 900), (390, 844)):  # "commit over": its box sat above its sentence
+            c.driver.set_window_size(*size)
+            assert c.driver.execute_script(BESIDE), f"the overwrite box is not beside its sentence at {size}"
+        c.driver.set_window_size(1360, 900)
         c.find("#commit-btn").click()
         _wait_text(c, "#commit-msg", "Committed pets@v3")
         c.check("lx-links-2-committed")
