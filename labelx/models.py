@@ -67,7 +67,10 @@ class LabelClassSpec(Body):
     key: str | None = Field(
         None,
         pattern="^[0-9A-Za-z]$",
-        description="unique one-character shortcut, not a UI key (a s u n p d b z); default: 1, 2, ...",
+        description=(
+            "unique one-character shortcut, not a UI key (a s u n p d b z); default: 1-9, 0, then the "
+            "letters left free, by position (at most 28 classes get one)"
+        ),
     )
 
 

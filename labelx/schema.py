@@ -20,8 +20,11 @@ from datahub.errors import InvalidInput
 KINDS = ("classification", "detection")
 _COLOR = re.compile(r"#[0-9a-fA-F]{6}")
 _FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+# 20 distinct colors: an 11th class repeated the 1st, and its boxes looked like the 1st's
 PALETTE = ("#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4",
-           "#42d4f4", "#f032e6", "#9a6324", "#469990", "#808000")  # fmt: skip
+           "#42d4f4", "#f032e6", "#9a6324", "#469990", "#808000",
+           "#800000", "#000075", "#ffe119", "#bfef45", "#aaffc3",
+           "#dcbeff", "#fabed4", "#ffd8b1", "#a9a9a9", "#000000")  # fmt: skip
 MAX_BOXES = 500
 
 
@@ -116,6 +119,26 @@ class LabelSchema:
             return None
 
 
+RESERVED_KEYS = frozenset("asunpdbz")  # the annotation page's own keys
+# a class without a key of its own gets the one at its position: 1-9 and 0 (as before), then the
+# letters the page leaves free; the form names classes only, and an 11th class had no key, so
+# a project of more than 10 classes could not be made from it
+AUTO_KEYS = "1234567890" + "".join(ch for ch in "abcdefghijklmnopqrstuvwxyz" if ch not in RESERVED_KEYS)
+
+
+def _default_key(position: int, name: str, taken: set[str]) -> str:
+    """The key at ``position`` in AUTO_KEYS, or the first one left when another class has it."""
+    preferred = AUTO_KEYS[position : position + 1]
+    free = [k for k in preferred + AUTO_KEYS if k not in taken]
+    if not free:
+        raise InvalidInput(
+            f"class {name!r} gets no shortcut key: each class needs its own and there are "
+            f"{len(AUTO_KEYS)} (1-9, 0 and the letters the annotation page does not use); "
+            f"use at most {len(AUTO_KEYS)} classes"
+        )
+    return free[0]
+
+
 def parse_schema(spec: dict[str, Any]) -> LabelSchema:
     """Build a schema from its wire form; classes may be plain names (colors/keys assigned)."""
     if not isinstance(spec, dict):
@@ -126,6 +149,8 @@ def parse_schema(spec: dict[str, Any]) -> LabelSchema:
     raw = spec.get("classes") or []
     if not isinstance(raw, list) or not raw or len(raw) > 64:
         raise InvalidInput("a label schema needs 1 to 64 classes")
+    explicit = {str(c["key"]).lower() for c in raw if isinstance(c, dict) and c.get("key")}
+    used: set[str] = set()
     classes: list[LabelClass] = []
     for i, c in enumerate(raw):
         c = {"name": c} if isinstance(c, str) else c
@@ -137,16 +162,16 @@ def parse_schema(spec: dict[str, Any]) -> LabelSchema:
         color = c.get("color") or PALETTE[i % len(PALETTE)]
         if not _COLOR.fullmatch(color):
             raise InvalidInput(f"color {color!r} of class {name!r} must look like #rrggbb")
-        key = str(c.get("key") or ((i + 1) % 10 if i < 10 else ""))
+        key = str(c["key"]) if c.get("key") else _default_key(i, name, explicit | used)
         if len(key) != 1 or not key.isalnum():
             raise InvalidInput(f"class {name!r} needs a single-character shortcut key (digit or letter)")
+        used.add(key.lower())
         classes.append(LabelClass(name, color.lower(), key.lower()))
     if len({c.name for c in classes}) != len(classes):
         raise InvalidInput("class names must be unique")
     if len({c.key for c in classes}) != len(classes):
         raise InvalidInput("shortcut keys must be unique")
-    reserved = {"a", "s", "u", "n", "p", "d", "b", "z"}  # UI keys
-    clash = {c.key for c in classes} & reserved
+    clash = {c.key for c in classes} & RESERVED_KEYS
     if clash:
         raise InvalidInput(
             f"shortcut keys {sorted(clash)} are reserved by the UI; use digits or other letters"

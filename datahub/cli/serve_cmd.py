@@ -97,7 +97,12 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     url = _url(api.host, port)
     mode = "local mode, no authentication" if api.local_mode else "bearer tokens required"
     shape = f"{workers} worker processes" if workers > 1 else "one process"
-    print(f"datahub API on {url} ({mode}, {shape}); docs at {url}/docs; Ctrl-C stops", file=ctx.err)
+    # the browser first: it is what a person opens (this line named only the API and its docs)
+    print(
+        f"datahub API on {url} ({mode}, {shape}); dataset browser at {url}/, API docs at {url}/docs; "
+        "Ctrl-C stops",
+        file=ctx.err,
+    )
     if args.labelx:
         home = f" --home {ctx.config.home_path}" if getattr(args, "home", None) else ""
         print(

@@ -32,6 +32,7 @@ function show(index) {
   S.cur = Math.max(0, Math.min(S.items.length - 1, index));
   if (prev && prev !== item()) maybeRelease(prev);
   S.sel = -1;
+  $("hint").textContent = "";
   history.replaceState(null, "", `#${S.cur}`);
   const it = item();
   const img = $("image");
@@ -129,6 +130,7 @@ function renderItems() {
 function change(value, { skip = false, advance = false } = {}) {
   const it = item();
   if (!editable(it)) { flash(); return; }
+  $("hint").textContent = "";
   const hist = S.history.get(it.id) || [];
   hist.push({ value: it.value, status: it.status });
   S.history.set(it.id, hist);
@@ -141,7 +143,8 @@ function change(value, { skip = false, advance = false } = {}) {
 function undo() {
   const it = item();
   const hist = S.history.get(it.id);
-  if (!hist || !hist.length || !editable(it)) { flash(); return; }
+  if (!editable(it)) { flash(); return; }
+  if (!hist || !hist.length) { flash("Nothing to undo on this item."); return; }
   const prev = hist.pop();
   it.value = prev.value;
   it.status = prev.status === "skipped" ? "skipped" : (prev.value === null || prev.value === undefined ? "todo" : "annotated");
@@ -202,7 +205,13 @@ function saveState(state) {
 }
 window.addEventListener("beforeunload", ev => { if (pending.size || saving) { ev.preventDefault(); ev.returnValue = ""; } });
 
-function flash() { const s = $("stage"); s.animate([{ opacity: 0.6 }, { opacity: 1 }], 200); }
+/** A key or button that cannot act here: the stage blinks and, when the banner does not already
+ * say why (a submitted item, another annotator's task), the bar says what to do instead. A blink
+ * alone read as a button that does nothing ("Next" on an item with no label yet). */
+function flash(why = "") {
+  $("stage").animate([{ opacity: 0.6 }, { opacity: 1 }], 200);
+  $("hint").textContent = why;
+}
 
 // --- actions ------------------------------------------------------------------------------------
 function classKey(c) {
@@ -221,20 +230,20 @@ function classKey(c) {
 }
 function acceptSuggestion() {
   const it = item();
-  if (!it.suggestion) { flash(); return; }
+  if (!it.suggestion) { flash("This item has no suggestion to take."); return; }
   change(JSON.parse(JSON.stringify(it.suggestion.value)), { advance: S.schema.kind !== "detection" });
 }
 function confirmNext() {
   const it = item();
   if (editable(it) && (it.status === "todo" || it.status === "rejected")) {
     const value = it.value !== null && it.value !== undefined ? it.value : (S.schema.kind === "classification" && !S.schema.multi ? null : []);
-    if (value === null) { flash(); return; }
+    if (value === null) { flash("No label to confirm yet: pick a class first, or S to skip it, N to go on without one."); return; }
     change(value, { advance: true });
   } else show(S.cur + 1);
 }
 function deleteBox() {
   const it = item();
-  if (S.sel < 0 || !Array.isArray(it.value)) { flash(); return; }
+  if (S.sel < 0 || !Array.isArray(it.value)) { flash(S.schema.kind === "detection" ? "Select a box first (click it), then D deletes it." : "There are no boxes in this project."); return; }
   const boxes = it.value.filter((_, i) => i !== S.sel);
   S.sel = -1;
   change(boxes);
@@ -243,28 +252,61 @@ function deleteBox() {
 async function submitTask() {
   try {
     const res = await api("POST", `/api/tasks/${BOOT.task_id}/submit`);
-    banner(`Submitted ${res.submitted} item(s) for review.`);
     const view = await api("GET", `/api/tasks/${BOOT.task_id}`);
     S.items = view.items; render();
+    // after render: its banner for a submitted item ("can no longer be changed") hid this one
+    banner(`${counted(res.submitted, "item")} submitted for review: a reviewer accepts them or sends them back here.`);
   } catch (e) { banner(e.message, true); }
+}
+
+// --- keys: one table drives the handler and the help dialog, so the help names every key the
+// page acts on and no key it does not (the help was a hand-written line that had drifted) ------
+const skipItem = () => change(null, { skip: true, advance: true });
+function deselect() { S.sel = -1; renderOverlay(); renderBoxList(); }
+const KEYS = [
+  { keys: ["enter"], shown: ["Enter"], what: "keep the label shown and go to the next item", run: confirmNext },
+  { keys: ["n", "arrowright"], shown: ["N", "→"], what: "next item", run: () => show(S.cur + 1) },
+  { keys: ["p", "arrowleft"], shown: ["P", "←"], what: "previous item", run: () => show(S.cur - 1) },
+  { keys: ["s"], shown: ["S"], what: "skip this item", run: skipItem },
+  { keys: ["a"], shown: ["A"], what: "take the suggestion", run: acceptSuggestion },
+  { keys: ["z", "u"], shown: ["Z", "U", "Ctrl+Z"], what: "undo the last change to this item", run: undo },
+  { keys: ["d", "delete", "backspace"], shown: ["D", "Del"], what: "delete the selected box", run: deleteBox, boxes: true },
+  { keys: ["escape"], shown: ["Esc"], what: "deselect the box", run: deselect, boxes: true },
+  { keys: ["?"], shown: ["?"], what: "show or hide these shortcuts", run: toggleKeys },
+];
+
+function classAction(c) {
+  if (S.schema.kind === "detection") return `class ${c.name} for new boxes, or for the selected box`;
+  return S.schema.multi ? `add or remove ${c.name}` : `label ${c.name} and go to the next item`;
+}
+function renderKeys() {
+  const detection = S.schema.kind === "detection";
+  const row = (shown, what) => el("tr", {}, el("th", { scope: "row" }, shown.map(k => el("kbd", {}, k))), el("td", {}, what));
+  $("keys-list").replaceChildren(
+    ...S.schema.classes.map(c => row([c.key], classAction(c))),
+    ...KEYS.filter(b => detection || !b.boxes).map(b => row(b.shown, b.what)));
+  $("keys-mouse").hidden = !detection;
+}
+function toggleKeys() {
+  const d = $("keys");
+  if (d.open) { d.close(); return; }
+  renderKeys();
+  d.showModal();
 }
 
 document.addEventListener("keydown", ev => {
   if (!S.view || ev.target.closest("input, textarea, select")) return;
+  if ($("keys").open) {  // the help is on top: ? closes it (Esc and Enter on Close do natively)
+    if (ev.key === "?") { toggleKeys(); ev.preventDefault(); }
+    return;
+  }
   if (ev.ctrlKey && ev.key.toLowerCase() === "z") { undo(); ev.preventDefault(); return; }
   if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
   const k = ev.key.toLowerCase();
   const cls = S.schema.classes.find(c => c.key === k);
-  if (cls) classKey(cls);
-  else if (k === "a") acceptSuggestion();
-  else if (k === "s") change(null, { skip: true, advance: true });
-  else if (k === "z" || k === "u") undo();
-  else if (k === "n" || k === "arrowright") show(S.cur + 1);
-  else if (k === "p" || k === "arrowleft") show(S.cur - 1);
-  else if (k === "enter") confirmNext();
-  else if (k === "d" || k === "delete" || k === "backspace") deleteBox();
-  else if (k === "escape") { S.sel = -1; renderOverlay(); renderBoxList(); }
-  else return;
+  const run = cls ? () => classKey(cls) : KEYS.find(b => b.keys.includes(k))?.run;
+  if (!run) return;
+  run();
   ev.preventDefault();
 });
 
@@ -395,6 +437,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("skip").onclick = () => change(null, { skip: true, advance: true });
   $("undo").onclick = undo;
   $("submit").onclick = submitTask;
+  $("keys-open").onclick = () => { if (S.view) toggleKeys(); };
+  $("keys-close").onclick = () => $("keys").close();
   new ResizeObserver(fitImage).observe($("stage"));  // the window, or a banner shown above it
   load().catch(e => banner(e.message, true));
 });

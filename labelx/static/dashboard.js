@@ -38,7 +38,11 @@ async function refresh() {
     [{ key: "accepted", color: "#2b8a3e", label: "accepted as is" }, { key: "corrected", color: "#f08c00", label: "corrected" }]);
   document.getElementById("exports").replaceChildren(s.exports.length
     ? el("table.table", {}, el("tr", {}, el("th", {}, "dataset"), el("th", {}, "version"), el("th", {}, "records changed"), el("th", {}, "by")),
-        s.exports.map(e => el("tr", {}, el("td", {}, e.dataset), el("td", {}, `v${e.seq}`), el("td", {}, e.changed), el("td", {}, e.author))))
+        s.exports.map(e => {
+          const diff = diffLink(e.dataset, e.seq, "diff");
+          return el("tr", {}, el("td", {}, e.dataset), el("td", {}, versionLink(e.dataset, e.seq, `v${e.seq}`), diff ? [" · ", diff] : null),
+            el("td", {}, e.changed), el("td", {}, e.author));
+        }))
     : "none yet");
   const tasks = await api("GET", `/api/projects/${P.id}/tasks`);
   const table = el("table.table", {}, el("tr", {}, el("th", {}, "task"), el("th", {}, "assignee"), el("th", {}, "progress"), el("th", {}, "state")));
@@ -51,6 +55,23 @@ async function refresh() {
   }
   document.getElementById("tasks").replaceChildren(table);
   document.getElementById("take-task").hidden = BOOT.user.role !== "annotator";
+}
+
+/** Where LabelX runs inside `datahub serve` (the layout has the "Datasets" link only then), a
+ * committed version links to the dataset browser's page of it and to its diff from its parent;
+ * where LabelX stands alone it is only named. Before, it was only named everywhere: a user went
+ * to look for the new version by hand. */
+function browserUrl(dataset, path) {
+  const root = document.getElementById("datasets-link");
+  return root ? `${root.getAttribute("href").replace(/\/$/, "")}/datasets/${encodeURIComponent(dataset)}${path}` : null;
+}
+function versionLink(dataset, seq, text) {
+  const href = browserUrl(dataset, `/versions/${seq}`);
+  return href ? el("a", { href, "data-version": `${dataset}@v${seq}` }, text) : text;
+}
+function diffLink(dataset, seq, text) {
+  const href = browserUrl(dataset, `/diff?to=${seq}`);
+  return href ? el("a", { href, "data-diff": `${dataset}@v${seq}`, title: `what ${dataset}@v${seq} changed` }, text) : null;
 }
 
 let USERS = null;
@@ -72,7 +93,10 @@ async function commit(ev) {
   msg.className = "msg"; msg.textContent = "Committing…";
   try {
     const v = await api("POST", `/api/projects/${P.id}/commit`, { to_dataset: f.get("to_dataset") || null, message: f.get("message"), overwrite: f.get("overwrite") === "on" });
-    msg.className = "msg ok"; msg.textContent = `Committed ${v.dataset}@v${v.seq} (${counted(v.modified, "record")} changed).`;
+    msg.className = "msg ok";
+    const diff = diffLink(v.dataset, v.seq, "see what changed");
+    msg.replaceChildren("Committed ", versionLink(v.dataset, v.seq, `${v.dataset}@v${v.seq}`),
+      ` (${counted(v.modified, "record")} changed)`, ...(diff ? [": ", diff] : []), ".");
     msg.dataset.version = `${v.dataset}@v${v.seq}`;
     refresh();
   } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
@@ -86,7 +110,7 @@ async function importPredictions(ev) {
   try {
     const model = encodeURIComponent(f.get("model") || "");
     const r = await api("POST", `/api/projects/${P.id}/suggestions?model=${model}`, file);
-    msg.className = "msg ok"; msg.textContent = `${r.matched} items got a suggestion.`;
+    msg.className = "msg ok"; msg.textContent = `${counted(r.matched, "item")} got a suggestion.`;
   } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
 }
 
@@ -94,7 +118,7 @@ document.addEventListener("DOMContentLoaded", () => {
   crumbs({ text: "Projects", href: "/" }, { text: P.name });
   document.getElementById("title").textContent = P.name;
   document.getElementById("subtitle").textContent =
-    `${P.dataset}@v${P.version}${P.prefix ? " · prefix " + P.prefix : ""}${P.filter ? " · filter " + P.filter : ""} · ${P.schema.kind}${P.schema.multi ? " (multi-label)" : ""} → labels.${P.schema.field} · ${P.item_count} items`;
+    `${P.dataset}@v${P.version}${P.prefix ? " · prefix " + P.prefix : ""}${P.filter ? " · filter " + P.filter : ""} · ${P.schema.kind}${P.schema.multi ? " (multi-label)" : ""} → labels.${P.schema.field} · ${counted(P.item_count, "item")}`;
   const review = document.getElementById("review-link");
   review.href = `${BASE}/projects/${P.id}/review`;
   review.hidden = BOOT.user.role === "annotator";

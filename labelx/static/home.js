@@ -13,6 +13,13 @@ function taskRow(t) {
     canReview ? el("span.muted", {}, t.assignee || "unassigned") : null, bar, el("span.muted", {}, `${done}/${t.total}`), flags);
 }
 
+/** An annotator is sent only their own tasks: "0 tasks" beside "Take next task" read as a
+ * project with nothing to do. */
+function taskCount(n) {
+  if (canReview) return counted(n, "task");
+  return n ? `${counted(n, "task")} of yours` : "no task of yours yet";
+}
+
 async function loadProjects() {
   const box = document.getElementById("projects");
   const projects = await api("GET", "/api/projects");
@@ -23,7 +30,7 @@ async function loadProjects() {
     const mine = canReview ? tasks.slice(0, 6) : tasks;
     const card = el("div.project", { "data-project": p.name },
       el("div.row", {}, el("h3", {}, el("a", { href: `${BASE}/projects/${p.id}` }, p.name)), el("span.pill", {}, p.schema.kind + (p.schema.multi ? " · multi" : ""))),
-      el("div.muted", {}, `${p.dataset}@v${p.version}${p.prefix ? " · " + p.prefix : ""} · ${p.item_count} items · ${tasks.length} tasks`),
+      el("div.muted", {}, `${p.dataset}@v${p.version}${p.prefix ? " · " + p.prefix : ""} · ${counted(p.item_count, "item")} · ${taskCount(tasks.length)}`),
       el("div.tasks", {}, mine.map(taskRow)),
       el("div.row", {},
         canReview ? el("a.btn.small", { href: `${BASE}/projects/${p.id}/review` }, "Review") : null,
@@ -53,7 +60,7 @@ async function createProject(ev) {
   msg.className = "msg"; msg.textContent = "Creating…";
   try {
     const p = await api("POST", "/api/projects", body);
-    msg.className = "msg ok"; msg.textContent = `Created ${p.name} with ${p.item_count} items.`;
+    msg.className = "msg ok"; msg.textContent = `Created ${p.name} with ${counted(p.item_count, "item")}.`;
     ev.target.reset(); loadProjects();
   } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
 }

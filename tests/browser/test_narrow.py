@@ -2,7 +2,8 @@
 
 Each page passes the usual visit (no console error, no serious or critical axe-core
 violation) at that width, and: the page itself never scrolls sideways (a wide table or graph
-scrolls inside its own card), no breadcrumb is broken across lines, and the lineage graph
+scrolls inside its own card), no breadcrumb is broken across lines, a diff's changed fields
+and thumbnails are in view (in five columns they lay past the card's edge), and the lineage graph
 opens on this dataset's own versions (its middle column), not on an empty stretch of its
 left column.
 """
@@ -44,6 +45,14 @@ def test_every_page_fits_a_phone(chrome, env, server):  # noqa: F811
             a.text for a in c.find_all(".crumbs a, .crumbs span") if c.driver.execute_script(lines, a) > 1
         ]
         assert broken == [], f"{path}: breadcrumbs broken across lines: {broken}"
+        if name == "diff":  # what changed is in view, not past the card's right edge
+            out = c.driver.execute_script(
+                "const card = document.getElementById('diff-entries').closest('.card').getBoundingClientRect();"
+                "return Array.from(document.querySelectorAll('#diff-entries .changes, #diff-entries .thumb'))"
+                " .filter(t => t.getBoundingClientRect().right > card.right + 0.5)"
+                " .map(t => t.closest('tr').dataset.key);"
+            )
+            assert out == [], f"{path}: changes of {out} lie past the card's right edge"
         if c.find_all("#lineage"):
             seen = c.driver.execute_script(
                 "const box = document.querySelector('.graph-scroll').getBoundingClientRect();"

@@ -26,6 +26,23 @@ def _wait_text(c: Chrome, css: str, text: str) -> None:
     c.settle()
 
 
+def label_by_key(c: Chrome, key: str, items: int) -> None:
+    """Press a class key on ``items`` items in turn (a class key sets the label and moves on),
+    then wait until the task can be submitted."""
+    for _ in range(items):
+        shown = c.find("#item-key").text
+        c.find("body").send_keys(key)
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d, shown=shown: (
+                d.find_element("css selector", "#item-key").text != shown
+                or not d.find_element("css selector", "#submit").get_attribute("disabled")
+            )
+        )
+    WebDriverWait(c.driver, WAIT).until(
+        lambda d: not d.find_element("css selector", "#submit").get_attribute("disabled")
+    )
+
+
 @contextmanager
 def signed_in(c: Chrome, env: Env, shot: str) -> Iterator[str]:
     """``make run``'s LabelX over ``env`` (its first admin made as the demo makes it), with that
@@ -72,18 +89,7 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
         c.check("newuser-lx-4-annotate")
         items = len(c.find_all("#items li"))
         assert items == n
-        for _ in range(items):  # a class key sets the label and moves on
-            shown = c.find("#item-key").text
-            c.find("body").send_keys("2")
-            WebDriverWait(c.driver, WAIT).until(
-                lambda d, shown=shown: (
-                    d.find_element("css selector", "#item-key").text != shown
-                    or not d.find_element("css selector", "#submit").get_attribute("disabled")
-                )
-            )
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: not d.find_element("css selector", "#submit").get_attribute("disabled")
-        )
+        label_by_key(c, "2", items)
         _wait_text(c, "#save-state", "Saved")
         c.check("newuser-lx-5-labelled")
         c.find("#submit").click()
