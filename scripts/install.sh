@@ -12,6 +12,20 @@ STAMPS=$VENV/.stamps
 log() { printf '[install] %s\n' "$*" >&2; }
 # this machine's pip config names optional local wheel dirs that may not exist; hide only that noise
 quiet_pip() { "$VENV/bin/python" -m pip "$@" 2> >(grep -v "^WARNING: Location 'file://" >&2); }
+# A long quiet step says it is alive: "[install] LABEL: still running (N s)" every 30 s.
+# Why: pip -q prints nothing for minutes on a first install, which looked hung (newuser13).
+with_heartbeat() {
+  local label=$1 start=$SECONDS ticker rc=0
+  shift
+  (  # its sleep is killed with it: a sleep left behind would hold a pipe on stderr open
+    trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+    while :; do sleep 30 & nap=$!; wait "$nap"; log "$label: still running ($((SECONDS - start)) s)"; done
+  ) &
+  ticker=$!
+  "$@" || rc=$?
+  kill "$ticker" 2>/dev/null; wait "$ticker" 2>/dev/null || true
+  return "$rc"
+}
 
 # --- Debian packages -----------------------------------------------------------------
 # fuse3/libfuse3-dev/pkg-config: pyfuse3 (built from source) and real mounts;
@@ -67,11 +81,11 @@ scripts/build_libfuse.sh "$VENV" || log "libfuse 3.17 not built: pyfuse3 uses th
 scripts/build_pyfuse3.sh "$VENV/bin/python"
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
 if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
-  log "pip install (constraints: requirements/constraints.txt)"
+  log "pip install (constraints: requirements/constraints.txt): pip, then torch, then datahub and its dependencies; a few minutes the first time"
   quiet_pip install -q --upgrade pip >/dev/null
   # torch: exactly 2.13.0, a CPU wheel on local disk; any other spec pulls a multi-GB CUDA build.
-  quiet_pip install -q -c requirements/constraints.txt 'torch==2.13.0'
-  quiet_pip install -q -c requirements/constraints.txt -e ".[dev]"
+  with_heartbeat "pip install torch==2.13.0 (CPU)" quiet_pip install -q -c requirements/constraints.txt 'torch==2.13.0'
+  with_heartbeat "pip install -e .[dev]" quiet_pip install -q -c requirements/constraints.txt -e ".[dev]"
   echo "$want" > "$STAMPS/pip"
 fi
 
