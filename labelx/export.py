@@ -64,7 +64,8 @@ def commit_labels(
     project = service.store.get_project(project_id)
     if to_dataset and to_dataset != project.dataset:
         service.require_dataset(user, project.dataset, "reader")
-        return _commit_new_dataset(service, user, project, check_name(to_dataset), message, progress)
+        service.require_new_dataset(user, check_name(to_dataset))
+        return _commit_new_dataset(service, user, project, to_dataset, message, progress)
     service.require_dataset(user, project.dataset, "writer")
     field = service.schema(project).field
     total = service.store.count_changed(project_id)

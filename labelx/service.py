@@ -23,7 +23,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from datahub.api.access import Principal, require
+from datahub.api.access import Principal, require, require_creatable
 from datahub.catalog.filter import RecordFilter
 from datahub.errors import AccessDenied, Conflict, DatasetNotFound, InvalidInput, NotFound
 from datahub.validation import check_name, check_prefix
@@ -114,6 +114,12 @@ class LabelService:
                 f"dataset grants it with `datahub dataset update {dataset} --grant {user.name}={role}`",
                 dataset=dataset,
             ) from None
+
+    def require_new_dataset(self, user: User, name: str) -> None:
+        """The API's rule for a dataset ``user`` creates (a bucket snapshot's name is a global
+        admin's, ``access.require_creatable``), which a LabelX account never is."""
+        if self.dataset_acl:
+            require_creatable(Principal(user.name), name)
 
     # --- projects ------------------------------------------------------------------------------
     def create_project(

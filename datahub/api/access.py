@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from datahub.catalog.model import ROLES, Dataset
 from datahub.errors import AccessDenied, DatasetNotFound, InvalidInput
+from datahub.storage import SCHEMES
 
 RANK = {role: i for i, role in enumerate(ROLES)}  # reader 0 < writer 1 < admin 2
 
@@ -64,3 +65,28 @@ def require(principal: Principal, dataset: Dataset, role: str) -> None:
             dataset=dataset.name,
             required_role=role,
         )
+
+
+def snapshot_name(name: str) -> bool:
+    """Whether ``name`` is one a bucket mount records its listing under: ``<scheme>.…`` for a
+    storage scheme (``s3://b/p`` -> ``s3.b.p``, ``fuse_adapter.layout.snapshot_dataset_name``)."""
+    scheme, dot, _ = name.partition(".")
+    return bool(dot) and scheme in SCHEMES
+
+
+def require_creatable(principal: Principal, name: str) -> None:
+    """AccessDenied unless ``principal`` may create a dataset named ``name`` over HTTP.
+
+    Why: a bucket mount commits the listing it made with its own credentials (keys, etags,
+    sizes) into dataset ``s3.<bucket>.<prefix>``, the one that already has that name
+    included. Created first by a token, that dataset was the token's: its owner read another
+    tenant's bucket listing and then the objects, through the platform's credentials (a CSI
+    dataset volume, the browser's thumbnails). So those names are global admins' to create."""
+    if principal.is_admin or not snapshot_name(name):
+        return
+    raise AccessDenied(
+        f"dataset name {name!r} is reserved for the snapshots bucket mounts record "
+        f"({name.partition('.')[0]}.<bucket>.<prefix>); only a global admin may create it: "
+        "pick a name that does not start with a storage scheme and a dot",
+        dataset=name,
+    )

@@ -18,6 +18,7 @@ import pytest
 from datahub.api.tokens import issue_token
 from datahub.catalog import open_catalog
 from tests.csi.conftest import CsiEnv, Plugin
+from tests.csi.test_publish import pod_info
 from tests.servers import free_port, wait_for_port
 
 pytestmark = pytest.mark.fuse
@@ -79,3 +80,28 @@ def test_a_dataset_volume_mounts_through_an_authenticated_api(api_plugin: Plugin
             assert b"dh_" not in fh.read()  # the token is never on a command line
     finally:
         api_plugin.unpublish(target, "api")
+
+
+def test_a_bucket_volume_of_a_node_without_an_admin_token_still_mounts_and_makes_a_snapshot_of_nobody(
+    api_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """A bucket mount creates its snapshot dataset (``s3.<bucket>.<prefix>``) through the
+    remote store with the node's token. Over HTTP only global admins create such names
+    (docs/api.md, "Access lists"), but the remote store makes one for any token as a mount
+    does: the mount still serves the bucket, and the dataset is nobody's (before, it was the
+    node token's principal's, and any token's that made it first)."""
+    csi_env.endpoint.client().put_object(Bucket=csi_env.bucket, Key="node-snap/a.txt", Body=b"a\n")
+    own = {"s3AccessKeyId": csi_env.endpoint.access_key, "s3SecretAccessKey": csi_env.endpoint.secret_key}
+    target = csi_env.target("node-bucket")
+    context = {"bucket": csi_env.bucket, "prefix": "node-snap", **pod_info("team-a", "trainer")}
+    api_plugin.publish(target, context, volume_id="node-bucket", secrets=own)
+    try:
+        assert Path(target, "a.txt").read_bytes() == b"a\n"
+    finally:
+        api_plugin.unpublish(target, "node-bucket")
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        dataset = catalog.get_dataset(f"s3.{csi_env.bucket}.node-snap")
+    finally:
+        catalog.close()
+    assert (dataset.owner, dataset.acl, dataset.source) == ("", {}, f"s3://{csi_env.bucket}/node-snap")

@@ -110,3 +110,18 @@ def test_a_labelx_admin_cannot_take_a_principals_roles_by_naming_an_account_afte
     message = made.json()["error"]["message"]
     assert "datahub labelx create-user owner" in message and "principal" in message, message
     assert "owner" not in [u["name"] for u in ok(admin.get("/api/users"))]
+
+
+def test_a_labelx_commit_cannot_create_a_dataset_a_bucket_mount_would_commit_into(authed, env: Env) -> None:
+    """``s3.<bucket>.<prefix>`` is where a bucket mount commits its listing, into whatever
+    dataset has the name: made by a LabelX account, it was the account's, which then read
+    another tenant's bucket through the platform. Only a global admin creates such a name
+    (docs/api.md, "Access lists"), and a LabelX account never is one."""
+    _grant(env.catalog, admin="reader")
+    admin = Session(authed, "admin", PASSWORD)
+    pid = ok(_project(admin), 201)["id"]
+    _label_one_and_accept(admin, pid)
+    refused = admin.post(f"/api/projects/{pid}/commit", {"to_dataset": "s3.platform.team-b"})
+    assert refused.status_code == 403, refused.text
+    assert "reserved for the snapshots bucket mounts record" in refused.json()["error"]["message"]
+    assert "s3.platform.team-b" not in {d.name for d in env.catalog.list_datasets()}

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response, status
 from pydantic import WithJsonSchema
 
-from datahub.api.access import can
+from datahub.api.access import can, require_creatable
 from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, ErrorBody, dataset_public
 from datahub.catalog.model import Dataset
@@ -70,7 +70,10 @@ def list_datasets(services: ServicesDep, principal: PrincipalDep) -> list[Datase
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 def create_dataset(body: DatasetCreate, services: ServicesDep, principal: PrincipalDep) -> DatasetPublic:
-    """Any authenticated caller may create a dataset; the creator becomes its owner (admin)."""
+    """Any authenticated caller may create a dataset, but only a global admin one named like a
+    bucket snapshot (`s3.…`, `memory.…`, `file.…`, `rados.…`: 403, docs/api.md "Access lists");
+    the creator becomes its owner (admin)."""
+    require_creatable(principal, body.name)
     dataset = services.catalog.create_dataset(
         body.name,
         description=body.description,

@@ -7,11 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, status
 
-from datahub.api.access import require
+from datahub.api.access import require, require_creatable, snapshot_name
 from datahub.api.deps import LineageDep, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import REF_SHAPE, DeriveCreate, VersionPublic, version_public
 from datahub.catalog.filter import RecordFilter
-from datahub.errors import InvalidInput
+from datahub.errors import DatasetNotFound, InvalidInput
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions", tags=["versions"])
 RefPath = Annotated[str, Path(description="version number, tag or 'latest'", json_schema_extra=REF_SHAPE)]
@@ -59,6 +59,11 @@ def derive(
         raise InvalidInput("derive needs a filter such as labels.class=cat", dataset=dataset.name)
     if body.to_dataset is None:
         require(principal, dataset, "writer")
+    elif snapshot_name(body.to_dataset) and not principal.is_admin:
+        try:  # an existing one is written as any other (the writer role); a new one is made here
+            catalog.get_dataset(body.to_dataset)
+        except DatasetNotFound:
+            require_creatable(principal, body.to_dataset)
     version = catalog.derive(
         dataset.name,
         source.seq,
