@@ -58,11 +58,19 @@ from csi.volumes import (
     parse_secrets,
 )
 from datahub.config import Config, load_config
-from datahub.errors import AlreadyExists, Conflict, DatahubError, DatasetNotFound, InvalidInput, NotFound
+from datahub.errors import (
+    AccessDenied,
+    AlreadyExists,
+    Conflict,
+    DatahubError,
+    DatasetNotFound,
+    InvalidInput,
+    NotFound,
+)
 from fuse_adapter.daemon import canonical, is_mounted, pid_alive
 
 if TYPE_CHECKING:
-    from datahub.catalog import Catalog
+    from datahub.catalog import Catalog, Dataset
 
 log = logging.getLogger(__name__)
 
@@ -813,10 +821,36 @@ def _require(catalog: Catalog, spec: VolumeSpec, principal: str | None) -> None:
     dataset volume whose dataset is gone."""
     if spec.kind == "workspace":
         if spec.commit_to:
-            with contextlib.suppress(DatasetNotFound):  # created by the first commit
-                access.require(catalog.get_dataset(spec.commit_to), principal, "writer")
+            access.require(_commit_target(catalog, spec, principal), principal, "writer")
     elif spec.kind == "dataset":
         access.require(catalog.get_dataset(spec.dataset), principal, "reader")  # DatasetNotFound
+
+
+def _commit_target(catalog: Catalog, spec: VolumeSpec, principal: str | None) -> Dataset:
+    """The dataset a workspace volume commits into (``commitTo``), made now, owned by the
+    publishing pod's service account, if it does not exist yet.
+
+    Why at publish: the writer check could only run on a dataset that existed, and the
+    workspace's commit at unstage took whatever dataset had that name by then. Another token
+    could create it meanwhile (``POST /v1/datasets``), own it, grant ``*`` the writer role,
+    and receive the pod's outputs (audit13). A remote catalog whose plugin token may not name
+    another owner makes it the plugin's, with the pod's service account as its admin."""
+    try:
+        return catalog.get_dataset(spec.commit_to)
+    except DatasetNotFound:
+        pass
+    from datahub.workspaces import outputs_description
+
+    description = outputs_description(spec.workspace)
+    try:
+        try:
+            return catalog.create_dataset(spec.commit_to, description=description, owner=principal or "")
+        except AccessDenied:
+            if not principal:
+                raise
+            return catalog.create_dataset(spec.commit_to, description=description, acl={principal: "admin"})
+    except AlreadyExists:  # another publish made it meanwhile: its access list decides
+        return catalog.get_dataset(spec.commit_to)
 
 
 def _check_access(spec: VolumeSpec, config: Config, principal: str | None) -> None:

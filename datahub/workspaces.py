@@ -35,20 +35,27 @@ log = logging.getLogger(__name__)
 PIN_THREADS = 8  # files pinned as blobs at once (each reads back and puts one object)
 
 
+def outputs_description(workspace: str) -> str:
+    """The description of a dataset made to hold a workspace's commits."""
+    return f"outputs of workspace {workspace!r}"
+
+
 def commit_workspace(
     workspace: Workspace, catalog, dataset: str, *, message: str = "", author: str = ""
-) -> Version:
+) -> Version | None:
     """Flush ``workspace`` and commit its files as the next version of ``dataset``.
 
     The dataset is created if it does not exist. Raises Conflict if files keep changing
     while we flush (commit once writers pause); returns the head unchanged if the
-    workspace already equals it.
+    workspace already equals it, and None if the workspace is empty and the dataset has no
+    version yet (an empty change set makes no version; before, it failed the unmount, and a
+    CSI workspace whose pod wrote nothing could not be unpublished).
     """
     objects = _flushed(workspace)
     try:
         catalog.get_dataset(dataset)
     except DatasetNotFound:
-        catalog.create_dataset(dataset, description=f"outputs of workspace {workspace.name!r}")
+        catalog.create_dataset(dataset, description=outputs_description(workspace.name))
     try:
         head: Version | None = catalog.resolve(dataset, None)
     except VersionNotFound:
@@ -58,7 +65,7 @@ def commit_workspace(
     wanted = _pin_blobs(workspace, objects, pinned)
     current = catalog.list_records(dataset, base) if head else iter(())
     changes = list(_changes(current, wanted))
-    if not changes and head is not None:
+    if not changes:  # nothing to commit: the head as it is (None: an empty workspace, no version yet)
         return head
     digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
     for o in sorted(objects, key=lambda o: o.path):
@@ -101,10 +108,14 @@ def finish_workspace(name: str, config: Config, commit_to: str | None = None) ->
                 version = commit_workspace(workspace, catalog, commit_to, message=f"workspace {name}")
             finally:
                 catalog.close()
-            log.info("workspace %s is %s@v%d", name, commit_to, version.seq)
+            log.info("workspace %s is %s", name, _committed_as(commit_to, version))
             return version
         finally:
             workspace.close()
+
+
+def _committed_as(dataset: str, version: Version | None) -> str:
+    return f"{dataset}@v{version.seq}" if version is not None else f"empty: nothing committed to {dataset}"
 
 
 def _head_blobs(catalog, dataset: str, seq: int, workspace: Workspace) -> dict[tuple[str, int], Record]:

@@ -332,7 +332,10 @@ def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:
         from datahub.workspaces import commit_workspace
 
         version = commit_workspace(workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}")
-        log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
+        if version is None:
+            log.info("workspace %s is empty: nothing committed to %s", workspace.name, commit_to)
+        else:
+            log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
 
 
 def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:

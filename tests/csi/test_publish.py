@@ -203,6 +203,50 @@ def test_dataset_access_lists_apply_to_the_pods_service_account(plugin: Plugin, 
         plugin.unpublish(target, "acl")
 
 
+def test_a_workspace_commit_target_is_made_at_publish_for_the_pod(plugin: Plugin, csi_env: CsiEnv) -> None:
+    """audit13: the writer check on ``commitTo`` ran only if that dataset existed, and the
+    commit at unpublish took whatever dataset had the name by then: another token created it,
+    owned it, granted ``*`` the writer role and received the pod's outputs. The dataset is now
+    made at publish, owned by the pod's service account; the name is no longer free."""
+    from datahub.catalog import open_catalog
+    from datahub.errors import AlreadyExists
+
+    target = csi_env.target("ws-own")
+    pod = pod_info("team-a", "trainer")
+    plugin.publish(target, {"workspace": "w-own", "commitTo": "own-results", **pod}, volume_id="w-own")
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        try:
+            made = catalog.get_dataset("own-results")
+            assert (made.owner, made.acl) == ("system:serviceaccount:team-a:trainer", {})
+            with pytest.raises(AlreadyExists):
+                catalog.create_dataset("own-results", owner="mallory", acl={"*": "writer"})
+            Path(target, "out.txt").write_bytes(b"the pod's outputs")
+        finally:
+            plugin.unpublish(target, "w-own")
+        [record] = list(catalog.list_records("own-results", None))
+        assert record.key == "out.txt" and catalog.get_dataset("own-results").owner == made.owner
+        with pytest.raises(grpc.RpcError) as err:  # another pod may not commit into it
+            plugin.publish(
+                target,
+                {"workspace": "w-b", "commitTo": "own-results", **pod_info("team-b", "x")},
+                volume_id="w-b",
+            )
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        catalog.close()
+
+
+def test_a_workspace_volume_its_pod_wrote_nothing_in_unpublishes(plugin: Plugin, csi_env: CsiEnv) -> None:
+    """An empty change set makes no version; the commit at unpublish failed on it
+    (INVALID_ARGUMENT "no changes"), so the kubelet could never unpublish such a volume."""
+    target = csi_env.target("ws-empty")
+    plugin.publish(target, {"workspace": "w-empty", "commitTo": "empty-results"}, volume_id="w-empty")
+    Path(target, "logs").mkdir()
+    plugin.unpublish(target, "w-empty")
+    assert not os.path.exists(target)
+
+
 def test_a_workspace_is_published_at_one_target_per_node(plugin: Plugin, csi_env: CsiEnv) -> None:
     first, second = csi_env.target("ws-one"), csi_env.target("ws-two")
     plugin.publish(first, {"workspace": "single"}, volume_id="single")

@@ -48,3 +48,15 @@ def test_a_reverted_file_is_committed_as_its_last_acknowledged_state(env: Env, c
     commit_workspace(ws, catalog, "run-8")
     rec = catalog.get_record("run-8", 1, "ckpt")
     assert rec.checksum == "sha256:" + hashlib.sha256(b"epoch-1").hexdigest() and rec.size == 7
+
+
+def test_an_empty_workspace_commits_nothing_and_does_not_fail(env: Env, catalog) -> None:
+    """A job that wrote no file: no version (an empty change set makes none), and no error,
+    which failed the unmount (a CSI workspace whose pod wrote nothing was never unpublished)."""
+    ws = env.open()
+    ws.mkdir("logs")  # a directory is no record
+    assert commit_workspace(ws, catalog, "run-empty") is None
+    assert catalog.get_dataset("run-empty").name == "run-empty"
+    assert list(catalog.log("run-empty")) == []
+    write(ws, "logs/a.txt", b"now one")
+    assert commit_workspace(ws, catalog, "run-empty").seq == 1
