@@ -128,8 +128,8 @@ def _deferred() -> Iterator[None]:
     try:
         yield
     finally:
-        signum = _deferring[1]
-        _deferring[:] = [False, 0]
+        _deferring[0] = False  # first: a signal from now on is raised by the handler itself,
+        signum = _deferring[1]  # one before was recorded here (read after, so never lost)
         if signum:
             raise Stopped(signum)
 
