@@ -22,6 +22,14 @@ never granted. So, over HTTP, a caller that is not a global admin may put a reco
   or a derive done on the client). One batched, indexed lookup by key per such put, only
   for puts the prefixes did not allow.
 
+Whichever of these allows it, a put under ``<objects_url>/blobs/`` that claims a checksum
+must be a blob the platform names and claim that blob's own hash: ``commit_workspace`` keeps
+an unchanged file's head record by its ``(checksum, size)`` alone when it points under the
+blobs (``datahub.workspaces._head_blobs``), so a writer's record naming its own blob with
+another file's checksum (every reader sees the checksums), or a re-put of a blob record with
+another checksum, pointed that file at the writer's bytes at the next workspace commit
+(review13).
+
 ``file://`` and ``rados://`` (the deployment's own disk and Ceph pool) stay global-admin
 only, whatever the sources say. Global admins and local mode are not restricted.
 """
@@ -56,11 +64,36 @@ def server_sources(setting: str) -> tuple[str, ...]:
         raise InvalidInput(f"setting {SETTING}: {exc}", setting=SETTING) from None
 
 
-def blob_pattern(objects_url: str) -> re.Pattern[str]:
-    """The URLs of the content-addressed blobs the platform writes under ``objects_url``
-    (``datahub.ingest.blobs.blob_key``): the full 64-digit hash, nothing shorter."""
-    root = re.escape(objects_url.rstrip("/"))
-    return re.compile(rf"{root}/blobs/sha256/([0-9a-f]{{2}})/([0-9a-f]{{2}})/\1\2[0-9a-f]{{60}}")
+class PlatformBlobs:
+    """The content-addressed blobs the platform writes under ``objects_url``
+    (``datahub.ingest.blobs.blob_key``): the full 64-digit hash, nothing shorter. URLs are
+    compared with the scheme in lower case, as the storage layer reads them."""
+
+    def __init__(self, objects_url: str) -> None:
+        root = _lower_scheme(objects_url.rstrip("/"))
+        self._scheme, _, rest = root.partition("://")
+        self._after = f"://{rest}/blobs/"  # what follows the scheme in every URL under the blobs
+        self._blob = re.compile(
+            rf"{re.escape(root)}/blobs/sha256/([0-9a-f]{{2}})/([0-9a-f]{{2}})/(\1\2[0-9a-f]{{60}})"
+        )
+
+    def named(self, url: str) -> bool:
+        """Whether ``url`` is a blob the platform names."""
+        return self._blob.fullmatch(_lower_scheme(url)) is not None
+
+    def claims_other_content(self, record: Record) -> bool:
+        """Whether ``record`` points under the blobs with a checksum that is not its blob's hash.
+        A put with no checksum, or not under the blobs, costs one ``startswith``."""
+        url, n = record.url, len(self._scheme)
+        if not record.checksum or not url.startswith(self._after, n) or url[:n].lower() != self._scheme:
+            return False
+        found = self._blob.fullmatch(_lower_scheme(url))
+        return found is None or record.checksum != f"sha256:{found[3]}"
+
+
+def _lower_scheme(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme.lower()}{sep}{rest}"
 
 
 class RecordUrls:
@@ -74,7 +107,7 @@ class RecordUrls:
         dataset: Dataset,
         *,
         server_prefixes: tuple[str, ...] = (),
-        blobs: re.Pattern[str] | None = None,
+        blobs: PlatformBlobs | None = None,
         source: tuple[str, int] | None = None,
         pack: PackJob | None = None,
     ) -> None:
@@ -94,8 +127,10 @@ class RecordUrls:
             if self.principal.is_admin:
                 yield converted
                 continue
-            if isinstance(converted, Put) and not self._allowed(converted.record):
-                unproven.append(converted)
+            if isinstance(converted, Put):
+                self._check_checksum(converted.record)
+                if not self._allowed(converted.record):
+                    unproven.append(converted)
             window.append(converted)
             if not unproven or len(window) >= BATCH:
                 self._prove(unproven)
@@ -120,8 +155,22 @@ class RecordUrls:
         url = record.url
         return (
             under(url, self.prefixes)
-            or (self.blobs is not None and self.blobs.fullmatch(url) is not None)
+            or (self.blobs is not None and self.blobs.named(url))
             or (self.pack is not None and self.pack.made(record))
+        )
+
+    def _check_checksum(self, record: Record) -> None:
+        """A put under the platform's blobs claims no content but its blob's (module docstring)."""
+        if self.blobs is None or not self.blobs.claims_other_content(record):
+            return
+        name = self.dataset.name
+        raise AccessDenied(
+            f"record {record.key!r} of the commit to dataset {name!r} points under the platform's "
+            f"blobs ({record.url}) with checksum {record.checksum!r}, which is not the blob's own "
+            "hash; a blob is named by its content: record its sha256, or no checksum",
+            dataset=name,
+            key=record.key,
+            url=record.url,
         )
 
     def _prove(self, puts: list[Put]) -> None:
@@ -222,7 +271,7 @@ def commit_rule(
         principal,
         dataset,
         server_prefixes=server_sources(config.api.commit_sources),
-        blobs=blob_pattern(config.resolved_objects_url),
+        blobs=PlatformBlobs(config.resolved_objects_url),
         source=view.readable_source(lineage) if view is not None and lineage else None,
         pack=pack_job(services.tasks, dataset.name, lineage) if lineage else None,
     )
