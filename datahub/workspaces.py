@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.config import Config
 from datahub.errors import Conflict, DatasetNotFound, ObjectChanged, ObjectNotFound, VersionNotFound
-from datahub.ingest.blobs import BLOB_PREFIX, CHUNK_BYTES, blob_key
+from datahub.ingest.blobs import CHUNK_BYTES, blob_key
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.writeback import FlushedObject, Workspace, open_workspace
 
@@ -120,15 +120,21 @@ def _committed_as(dataset: str, version: Version | None) -> str:
 
 def _head_blobs(catalog, dataset: str, seq: int, workspace: Workspace) -> dict[tuple[str, int], Record]:
     """The head's records that already point at a blob, by (checksum, size): unchanged files
-    keep them without a read or a write."""
+    keep them without a read or a write.
+
+    Only a record whose URL is the very blob its checksum names counts: a writer could
+    commit a record pointing at a blob of its own bytes under another file's checksum (every
+    reader sees checksums), and a later workspace commit then pointed the victim's unchanged
+    file at the writer's bytes (review13)."""
     if workspace.blobs is None:
         return {}
-    prefix = workspace.blobs.url_for(BLOB_PREFIX + "/")
-    return {
-        (r.checksum, r.size): r
-        for r in catalog.list_records(dataset, seq)
-        if r.checksum and r.url.startswith(prefix)
-    }
+    blobs = workspace.blobs
+    found = {}
+    for r in catalog.list_records(dataset, seq):
+        digest = r.checksum[len("sha256:") :] if r.checksum and r.checksum.startswith("sha256:") else ""
+        if len(digest) == 64 and r.url == blobs.url_for(blob_key(digest)):
+            found[(r.checksum, r.size)] = r
+    return found
 
 
 def _pin_blobs(

@@ -60,3 +60,30 @@ def test_an_empty_workspace_commits_nothing_and_does_not_fail(env: Env, catalog)
     assert list(catalog.log("run-empty")) == []
     write(ws, "logs/a.txt", b"now one")
     assert commit_workspace(ws, catalog, "run-empty").seq == 1
+
+
+def test_a_record_naming_another_files_checksum_is_never_reused_for_it(env: Env, catalog) -> None:
+    """review13: the head's blob records were reused by (checksum, size) alone. A writer
+    commits a record pointing at a blob of its own bytes under the victim's checksum; the
+    next workspace commit pointed the victim's unchanged file at those bytes."""
+    import io
+
+    from datahub.catalog import Put, Record
+    from datahub.ingest.blobs import blob_key
+
+    victim, evil = b"victim", b"evil!!"  # the same size
+    ws = env.open()
+    write(ws, "a.txt", victim)
+    commit_workspace(ws, catalog, "run-x")
+    evil_sha = hashlib.sha256(evil).hexdigest()
+    info = ws.blobs.put(blob_key(evil_sha), io.BytesIO(evil), len(evil))
+    forged = Record(
+        "zz", ws.blobs.url_for(blob_key(evil_sha)), info.etag, len(evil),
+        checksum="sha256:" + hashlib.sha256(victim).hexdigest(),
+    )  # fmt: skip
+    catalog.commit("run-x", [Put(forged)])
+    write(ws, "b.txt", b"a change, so the next commit writes a version")
+    version = commit_workspace(ws, catalog, "run-x")
+    record = catalog.get_record("run-x", version.seq, "a.txt")
+    origin, key = env.stores.for_url(record.url)
+    assert origin.read(key) == victim
