@@ -14,6 +14,10 @@ answered past the listing's cursor, so reading ten files of a 100,000-object buc
   when :meth:`BucketLister.want_whole` is called: the warm-up asks once readers have
   opened as many distinct files as an epoch pattern needs (``bucket_warmup_opens``), so
   a reader of a handful of files never pays for it.
+
+A snapshot is committed only into a dataset as mounts make it (``foreign_snapshot``);
+otherwise the listing is served, not recorded, and a by-directory mount's warm-up streams
+the whole listing from the bucket each time instead of from the snapshot.
 """
 
 from __future__ import annotations
@@ -167,7 +171,8 @@ class BucketLister:
             self._queue.put(0)
 
     def files(self) -> Iterator[ObjectRef]:
-        """Every object of the snapshot (once the loader thread is done)."""
+        """Every object of the snapshot (once the loader thread is done); with none committed
+        into a foreign dataset, of the bucket's listing taken again (by directory)."""
         if not self.by_directory:
             yield from (ref for _k, ref, _m in self._tree.walk_files(ROOT_INODE))
             return
