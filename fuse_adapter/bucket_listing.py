@@ -152,7 +152,8 @@ class BucketLister:
             return self.records(counts[-1])
 
         version = self._commit(listing)
-        info.skipped = counts[-1].skipped if counts else 0
+        if counts:  # else nothing was listed whole (a foreign dataset): the directories' count stays
+            info.skipped = counts[-1].skipped
         if version is not None:
             info.files, info.bytes = version.record_count, version.total_bytes
         self.version = version
