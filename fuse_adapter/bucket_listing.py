@@ -14,6 +14,10 @@ answered past the listing's cursor, so reading ten files of a 100,000-object buc
   when :meth:`BucketLister.want_whole` is called: the warm-up asks once readers have
   opened as many distinct files as an epoch pattern needs (``bucket_warmup_opens``), so
   a reader of a handful of files never pays for it.
+
+A snapshot is committed only into a dataset as mounts make it (``foreign_snapshot``);
+otherwise the listing is served, not recorded, and a by-directory mount's warm-up streams
+the whole listing from the bucket each time instead of from the snapshot.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 
 from datahub.catalog.catalog import changes_between
-from datahub.catalog.model import Change, Record, Version
+from datahub.catalog.model import Change, Dataset, Record, Version
 from datahub.errors import InvalidInput, StaleBase
 from datahub.storage.base import ObjectInfo, ObjectRef
 from datahub.validation import check_new_key
@@ -37,6 +41,26 @@ log = logging.getLogger(__name__)
 LISTERS = 4  # directories listed at once (a lookup waits for its own directory's first page)
 FLUSH = 1000  # entries handed to the tree at a time: about one LIST page
 SNAPSHOT_TRIES = 3  # commits refused because the head moved before the snapshot is given up
+
+
+def foreign_snapshot(dataset: Dataset, url: str) -> str:
+    """Why a mount of ``url`` must not commit its listing into ``dataset``; "" when it may.
+
+    It may only into the dataset as mounts make it (``layout.bucket_view``; the remote
+    store's ``mount_made``; ``csi/access.bucket_snapshot``): no owner, no access list, and
+    ``url`` as its source (a trailing ``/`` names the same prefix). Anyone else's dataset of
+    that name (made before only admins could, by a node's token, by a local user) gave its
+    owner, or those its access list names, this mount's listing of a bucket they may not
+    list, and then its objects through the platform's credentials (a CSI dataset volume,
+    the browser's previews)."""
+    why = []
+    if dataset.owner:
+        why.append(f"owned by {dataset.owner!r}")
+    if dataset.acl:
+        why.append(f"an access list granting {', '.join(sorted(dataset.acl))}")
+    if dataset.source.rstrip("/") != url.rstrip("/"):
+        why.append(f"source {dataset.source!r}, not {url!r}")
+    return "; ".join(why)
 
 
 def _head_records(catalog, dataset: str, head: int) -> Iterator[Record]:
@@ -88,6 +112,7 @@ class BucketLister:
         self._stopped = False
         self.by_directory = False
         self.version: Version | None = None  # the committed snapshot, by-directory mode
+        self.refused = ""  # why no snapshot is committed (foreign_snapshot); the listing is served
 
     # --- the loader thread ------------------------------------------------------------------------
     def run(self) -> None:
@@ -127,7 +152,8 @@ class BucketLister:
             return self.records(counts[-1])
 
         version = self._commit(listing)
-        info.skipped = counts[-1].skipped if counts else 0
+        if counts:  # else nothing was listed whole (a foreign dataset): the directories' count stays
+            info.skipped = counts[-1].skipped
         if version is not None:
             info.files, info.bytes = version.record_count, version.total_bytes
         self.version = version
@@ -146,11 +172,16 @@ class BucketLister:
             self._queue.put(0)
 
     def files(self) -> Iterator[ObjectRef]:
-        """Every object of the snapshot (once the loader thread is done)."""
+        """Every object of the snapshot (once the loader thread is done); with none committed
+        into a foreign dataset, of the bucket's listing taken again (by directory)."""
         if not self.by_directory:
             yield from (ref for _k, ref, _m in self._tree.walk_files(ROOT_INODE))
             return
         if self.version is None:
+            if self.refused:  # no snapshot to read it from: the bucket's own listing, again
+                yield from (
+                    ObjectRef(r.url, r.etag, r.size) for r in self.records(type(self._info)(source=self._url))
+                )
             return
         catalog = self._catalog_factory()
         try:
@@ -186,6 +217,10 @@ class BucketLister:
         catalog = self._catalog_factory()
         try:
             for attempt in range(1, SNAPSHOT_TRIES + 1):
+                why = foreign_snapshot(catalog.get_dataset(self._dataset), self._url)
+                if why:
+                    self._refuse(why)
+                    return None
                 head = catalog.store.head(self._dataset) or 0
                 try:
                     version = catalog.commit(
@@ -202,7 +237,7 @@ class BucketLister:
                         raise
                     log.info("%s changed while its snapshot was committed; taking it again", self._dataset)
             info.versions.append(f"{self._dataset}@v{version.seq}")
-            info.state = "ready"
+            info.state, info.snapshot = "ready", "committed"
             log.info("snapshot of %s committed as %s@v%d", self._url, self._dataset, version.seq)
             return version
         except BaseException as exc:
@@ -211,6 +246,19 @@ class BucketLister:
             return None
         finally:
             catalog.close()
+
+    def _refuse(self, why: str) -> None:
+        """Serve the listing without committing it (``foreign_snapshot`` says why)."""
+        self.refused = why
+        info = self._info
+        info.state = "ready"
+        info.snapshot = (
+            f"not committed: dataset {self._dataset!r} is not a snapshot as bucket mounts make it ({why})"
+        )
+        log.warning(
+            "the listing of %s is served, %s; mounts record their snapshots once that dataset is deleted",
+            self._url, info.snapshot,
+        )  # fmt: skip
 
     # --- directory by directory ---------------------------------------------------------------------
     def _request(self, ino: int, relpath: str) -> None:

@@ -13,8 +13,11 @@ with its own credentials (incrementally; the mount is browsable while it runs), 
 the listing as the next version of dataset ``s3.<bucket>[.<prefix>]``. It never shows an
 earlier version of that dataset instead: any API token may create a dataset of that name
 and commit records naming other objects, which a mount reusing it would read as the
-bucket's files. A large bucket is listed by directory instead and its snapshot is taken
-only once readers open many files (``bucket_listing``).
+bucket's files. Nor does it commit into a dataset of that name made otherwise than mounts
+make it (no owner, no access list, the mount's URL as its source): its owner would read
+this mount's listing of a bucket they may not list (``bucket_listing.foreign_snapshot``);
+the listing is then served unrecorded. A large bucket is listed by directory instead and
+its snapshot is taken only once readers open many files (``bucket_listing``).
 """
 
 from __future__ import annotations
@@ -238,7 +241,8 @@ def bucket_view(
     uid: int | None = None,
     gid: int | None = None,
 ) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
-    """``MOUNT/<key>`` of a bucket prefix, listed by this mount, committed as a new snapshot.
+    """``MOUNT/<key>`` of a bucket prefix, listed by this mount, committed as a new snapshot
+    when the dataset of its name is one mounts make (made here when missing).
 
     The listing is the bucket's own, read with the mount's credentials: an existing version
     of the snapshot dataset is never shown instead (the module's docstring says why). It is

@@ -22,6 +22,9 @@ class MountInfo:
     skipped: int = 0
     shadowed: int = 0
     error: str = ""
+    #: a bucket mount's snapshot: "committed", or "not committed: <why>" (the dataset of its name
+    #: is not one mounts make: bucket_listing.foreign_snapshot); "" until then and for versions
+    snapshot: str = ""
     hinted: dict = field(default_factory=lambda: {"windows": 0, "files": 0})  # read-order hints taken
 
     def count_hint(self, files: int) -> None:

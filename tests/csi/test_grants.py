@@ -9,6 +9,7 @@ the role. The access list is never written straight into the catalog here.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from datahub.api import create_app
 from datahub.api.tokens import issue_token
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
-from tests.csi.conftest import CsiEnv, Plugin
+from tests.csi.conftest import CsiEnv, Plugin, wait_until
 from tests.csi.test_publish import pod_info
 
 with warnings.catch_warnings():
@@ -209,7 +210,8 @@ def test_a_bucket_volume_shows_its_own_listing_never_a_planted_snapshot(
     API token may create a dataset of that name and commit records into it (naming objects of
     another bucket). The pod then read those bytes as its bucket's files, and a pod whose own
     credentials the bucket refuses saw the names another pod's listing recorded. Every first
-    publication now lists the bucket with the volume's own credentials."""
+    publication now lists the bucket with the volume's own credentials, and commits that
+    listing into no dataset someone owns: mallory's gets no new version (snapshot13's finding)."""
     client = csi_env.endpoint.client()
     client.put_object(Bucket=csi_env.bucket, Key="planted/real.txt", Body=b"the bucket's own bytes\n")
     fake = client.put_object(Bucket=csi_env.bucket, Key="elsewhere/fake.txt", Body=b"PLANTED BYTES\n")
@@ -227,5 +229,15 @@ def test_a_bucket_volume_shows_its_own_listing_never_a_planted_snapshot(
     plugin.publish(target, context, volume_id="planted", secrets=own)
     try:
         assert Path(target, "real.txt").read_bytes() == b"the bucket's own bytes\n"
+        wait_until(
+            lambda: json.loads(Path(target, ".datahub").read_text())["state"] == "ready", 30, "the listing"
+        )
+        info = json.loads(Path(target, ".datahub").read_text())
+        assert info["versions"] == [] and info["snapshot"].startswith(f"not committed: dataset {name!r}")
     finally:
         plugin.unpublish(target, "planted")
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        assert catalog.store.head(name) == 1
+    finally:
+        catalog.close()

@@ -68,7 +68,7 @@ def _start(
     feed = tree.start_feed(ROOT_INODE, store.url_for(""))
     catalog = open_catalog(catalog_url)
     try:
-        catalog.create_dataset("s3.x")
+        catalog.create_dataset("s3.x", source=store.root_url)  # as the mount makes it
     except AlreadyExists:
         pass
     finally:

@@ -43,7 +43,7 @@ def _catalog_with_head(tmp_path: Path, keys: list[str]) -> str:
     url = f"sqlite:///{tmp_path / 'catalog.db'}"
     catalog = open_catalog(url)
     try:
-        catalog.create_dataset(DATASET, source="s3://snap", owner="mallory")
+        catalog.create_dataset(DATASET, source="s3://snap")  # as a mount makes it; any local user commits
         catalog.commit(DATASET, (Put(_record(k)) for k in keys), message="head", author="mallory")
     finally:
         catalog.close()
