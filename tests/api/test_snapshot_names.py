@@ -64,6 +64,17 @@ def test_a_node_makes_a_snapshot_through_the_remote_store_as_a_mount_does_owned_
     assert name not in [d["name"] for d in api.get("/v1/datasets", "eve").json()]
 
 
+def test_a_node_with_an_admin_token_makes_its_snapshot_owned_by_nobody_too(api: Api) -> None:
+    """snapshot13: a mount commits only into a snapshot shaped as mounts make it (no owner),
+    and the remote store gave an admin's token one owned by its principal, so a node holding
+    an admin token (docs/kubernetes.md offers one) recorded no snapshot at all."""
+    name, source = "s3.platform.team-c", "s3://platform/team-c"
+    made = api.post("/v1/remote/datasets", "admin", json={"name": name, "source": source})
+    assert made.status_code == 201, made.text
+    dataset = api.catalog.get_dataset(name)
+    assert (dataset.owner, dataset.acl, dataset.source) == ("", {}, source)
+
+
 def test_other_names_with_dots_stay_anyones_and_admins_create_snapshot_names(api: Api) -> None:
     for name in ("s3-results", "s3x.train", "results.s3", "files.v2"):
         assert api.post("/v1/datasets", "eve", json={"name": name}).status_code == 201, name
