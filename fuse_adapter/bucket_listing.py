@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from datahub.catalog.catalog import changes_between
 from datahub.catalog.model import Change, Dataset, Record, Version
-from datahub.errors import InvalidInput, StaleBase
+from datahub.errors import DatasetNotFound, InvalidInput, StaleBase
 from datahub.storage.base import ObjectInfo, ObjectRef
 from datahub.validation import check_new_key
 from fuse_adapter.listing_load import load_records
@@ -112,7 +112,9 @@ class BucketLister:
         self._stopped = False
         self.by_directory = False
         self.version: Version | None = None  # the committed snapshot, by-directory mode
-        self.refused = ""  # why no snapshot is committed (foreign_snapshot); the listing is served
+        self.refused = (
+            ""  # why no snapshot is committed (foreign_snapshot, unreadable); the listing is served
+        )
 
     # --- the loader thread ------------------------------------------------------------------------
     def run(self) -> None:
@@ -217,9 +219,23 @@ class BucketLister:
         catalog = self._catalog_factory()
         try:
             for attempt in range(1, SNAPSHOT_TRIES + 1):
-                why = foreign_snapshot(catalog.get_dataset(self._dataset), self._url)
+                try:
+                    dataset = catalog.get_dataset(self._dataset)
+                except DatasetNotFound:  # made by this mount, yet not this catalog client's to read
+                    self.refused = "its dataset cannot be read with this mount's catalog credentials"
+                    self._unrecorded(
+                        f"not committed: dataset {self._dataset!r} cannot be read with this mount's "
+                        "catalog credentials (over HTTP only a global admin's token reads a bucket "
+                        "snapshot's dataset; or it was deleted meanwhile)"
+                    )
+                    return None
+                why = foreign_snapshot(dataset, self._url)
                 if why:
-                    self._refuse(why)
+                    self.refused = why
+                    self._unrecorded(
+                        f"not committed: dataset {self._dataset!r} is not a snapshot as bucket mounts "
+                        f"make it ({why}); mounts record their snapshots once that dataset is deleted"
+                    )
                     return None
                 head = catalog.store.head(self._dataset) or 0
                 try:
@@ -247,18 +263,16 @@ class BucketLister:
         finally:
             catalog.close()
 
-    def _refuse(self, why: str) -> None:
-        """Serve the listing without committing it (``foreign_snapshot`` says why)."""
-        self.refused = why
+    def _unrecorded(self, snapshot: str) -> None:
+        """Serve the listing without committing it; ``.datahub`` and the log say why.
+
+        Why not "failed": the mount lists and serves the bucket as it is either way; only the
+        record of it is missing. A node whose API token is not a global admin's made the
+        ownerless snapshot dataset (the remote store lets it) but may not read it, and its
+        mount showed ``"state": "failed"`` for a listing it served."""
         info = self._info
-        info.state = "ready"
-        info.snapshot = (
-            f"not committed: dataset {self._dataset!r} is not a snapshot as bucket mounts make it ({why})"
-        )
-        log.warning(
-            "the listing of %s is served, %s; mounts record their snapshots once that dataset is deleted",
-            self._url, info.snapshot,
-        )  # fmt: skip
+        info.state, info.snapshot = "ready", snapshot
+        log.warning("the listing of %s is served, %s", self._url, snapshot)
 
     # --- directory by directory ---------------------------------------------------------------------
     def _request(self, ino: int, relpath: str) -> None:

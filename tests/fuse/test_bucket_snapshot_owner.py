@@ -138,3 +138,37 @@ def test_a_large_bucket_listed_by_directory_commits_nothing_into_a_foreign_datas
         assert sorted(r.url for r in lister.files()) == sorted(store.url_for(k) for k in KEYS)
     finally:
         lister.stop()
+
+
+def test_a_node_whose_token_may_not_read_its_snapshot_serves_the_listing_unrecorded(
+    tmp_path: Path, store: MemoryStore
+) -> None:
+    """Over HTTP a node whose token is not a global admin's makes the ownerless snapshot
+    dataset (the remote store lets it, as a mount does) but may not read it (404), and its
+    mount said ``"state": "failed"`` for a listing it served: it is ready, unrecorded."""
+    from datahub.api.tokens import issue_token
+    from datahub.catalog import Catalog
+    from datahub.catalog.http_store import HttpCatalogStore
+    from tests.catalog.remote import serve
+
+    server, backing, _admin = serve(tmp_path)
+    try:
+        node = issue_token(backing.store, "node-1")[0]
+        dataset = f"memory.{store.name}"
+        remote = Catalog(HttpCatalogStore(server.url, token=node))
+        remote.create_dataset(dataset, source=store.root_url)  # as bucket_view makes it
+        remote.close()
+        tree = ListingTree(mtime=0)
+        info = MountInfo(source=store.root_url)
+        lister = BucketLister(
+            tree, tree.start_feed(ROOT_INODE, store.url_for("")), store, info,
+            lambda: Catalog(HttpCatalogStore(server.url, token=node)), dataset, store.root_url, whole_max=0,
+        )  # fmt: skip
+        lister.run()
+        assert (info.state, info.error, lister.version) == ("ready", "", None)
+        assert info.snapshot.startswith(f"not committed: dataset {dataset!r} cannot be read"), info.snapshot
+        assert sorted(r.url for r in lister.files()) == sorted(store.url_for(k) for k in KEYS)
+        assert backing.store.head(dataset) in (None, 0)
+    finally:
+        server.stop()
+        backing.close()
