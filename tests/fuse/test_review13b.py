@@ -54,3 +54,43 @@ def test_a_trailing_slash_names_the_same_snapshot_and_another_bucket_does_not() 
     assert foreign_snapshot(made, "s3://b/p") == ""
     assert snapshot_dataset_name("s3://b.p/q") == snapshot_dataset_name("s3://b/p/q")
     assert foreign_snapshot(Dataset("s3.b.p.q", source="s3://b/p/q"), "s3://b.p/q")
+
+
+def test_a_mount_of_an_upper_case_scheme_serves_its_listing_and_commits_none(tmp_path) -> None:
+    """The mount's own path (``BucketLister``, a real in-memory bucket and SQLite catalog):
+    the dataset made as ``layout.bucket_view`` makes it for ``MEMORY://…`` gets no version,
+    and ``.datahub`` says why; the listing is served all the same."""
+    from datahub.catalog import open_catalog
+    from datahub.storage.memory import MemoryStore, drop_memory_space
+    from fuse_adapter.bucket_listing import BucketLister
+    from fuse_adapter.mount_info import MountInfo
+    from fuse_adapter.tree import ROOT_INODE, ListingTree
+
+    store = MemoryStore("review13b-upper")
+    try:
+        for key in ("a/1.bin", "b/2.bin"):
+            store.put(key, key.encode())
+        url = "MEMORY://" + store.root_url.partition("://")[2]
+        dataset = snapshot_dataset_name(url)
+        catalog_url = f"sqlite:///{tmp_path / 'catalog.db'}"
+        catalog = open_catalog(catalog_url)
+        try:
+            catalog.create_dataset(dataset, description="as bucket_view makes it", source=url)
+        finally:
+            catalog.close()
+        tree = ListingTree(mtime=0)
+        info = MountInfo(source=url)
+        lister = BucketLister(
+            tree, tree.start_feed(ROOT_INODE, store.url_for("")), store, info,
+            lambda: open_catalog(catalog_url), dataset, url, whole_max=0,
+        )  # fmt: skip
+        lister.run()
+        catalog = open_catalog(catalog_url)
+        try:
+            assert (catalog.store.head(dataset) or 0) == 0, "the listing went into a dataset open to every pod"
+        finally:
+            catalog.close()
+        assert info.state == "ready" and "not in lower case" in info.snapshot, info.snapshot
+        assert info.files == 2
+    finally:
+        drop_memory_space(store.name)
