@@ -87,7 +87,9 @@ def test_a_mount_of_an_upper_case_scheme_serves_its_listing_and_commits_none(tmp
         lister.run()
         catalog = open_catalog(catalog_url)
         try:
-            assert (catalog.store.head(dataset) or 0) == 0, "the listing went into a dataset open to every pod"
+            assert (catalog.store.head(dataset) or 0) == 0, (
+                "the listing went into a dataset open to every pod"
+            )
         finally:
             catalog.close()
         assert info.state == "ready" and "not in lower case" in info.snapshot, info.snapshot
