@@ -118,14 +118,17 @@ def _committed_as(dataset: str, version: Version | None) -> str:
     return f"{dataset}@v{version.seq}" if version is not None else f"empty: nothing committed to {dataset}"
 
 
-def _head_blobs(catalog, dataset: str, seq: int, workspace: Workspace) -> dict[tuple[str, int], Record]:
-    """The head's records that already point at a blob, by (checksum, size): unchanged files
-    keep them without a read or a write.
+def _head_blobs(catalog, dataset: str, seq: int, workspace: Workspace) -> dict[str, Record]:
+    """The head's records that already point at a blob, by key: a file unchanged since
+    (the same checksum and size at the same key) keeps its record without a read or a write.
 
     Only a record whose URL is the very blob its checksum names counts: a writer could
     commit a record pointing at a blob of its own bytes under another file's checksum (every
     reader sees checksums), and a later workspace commit then pointed the victim's unchanged
-    file at the writer's bytes (review13)."""
+    file at the writer's bytes (review13). And only the record at the file's own key: one
+    at another key could name the right blob with a made-up etag (the API checks no etag),
+    and was reused for every file of that blob, whose reads then all failed (review13b). A
+    file whose blob only another key names costs one stat of the blob instead."""
     if workspace.blobs is None:
         return {}
     blobs = workspace.blobs
@@ -133,12 +136,12 @@ def _head_blobs(catalog, dataset: str, seq: int, workspace: Workspace) -> dict[t
     for r in catalog.list_records(dataset, seq):
         digest = r.checksum[len("sha256:") :] if r.checksum and r.checksum.startswith("sha256:") else ""
         if len(digest) == 64 and r.url == blobs.url_for(blob_key(digest)):
-            found[(r.checksum, r.size)] = r
+            found[r.key] = r
     return found
 
 
 def _pin_blobs(
-    workspace: Workspace, objects: list[FlushedObject], pinned: dict[tuple[str, int], Record]
+    workspace: Workspace, objects: list[FlushedObject], pinned: dict[str, Record]
 ) -> dict[str, Record]:
     """Each flushed file as a record pointing at its content-addressed blob."""
     blobs = workspace.blobs
@@ -152,9 +155,9 @@ def _pin_blobs(
 
     def pin(o: FlushedObject) -> Record:
         checksum = f"sha256:{o.sha256}"
-        known = pinned.get((checksum, o.size))
-        if known is not None:
-            return Record(o.path, known.url, known.etag, o.size, checksum=checksum)
+        known = pinned.get(o.path)
+        if known is not None and (known.checksum, known.size) == (checksum, o.size):
+            return known
         key = blob_key(o.sha256)
         try:
             info = blobs.stat(key)

@@ -48,11 +48,14 @@ def foreign_snapshot(dataset: Dataset, url: str) -> str:
 
     It may only into the dataset as mounts make it (``layout.bucket_view``; the remote
     store's ``mount_made``; ``csi/access.bucket_snapshot``): no owner, no access list, and
-    ``url`` as its source (a trailing ``/`` names the same prefix). Anyone else's dataset of
-    that name (made before only admins could, by a node's token, by a local user) gave its
-    owner, or those its access list names, this mount's listing of a bucket they may not
-    list, and then its objects through the platform's credentials (a CSI dataset volume,
-    the browser's previews)."""
+    ``url`` as its source (a trailing ``/`` names the same prefix) with its scheme in lower
+    case: the name always is (``S3://b/p`` makes ``s3.b.p``), and the CSI plugin knows a
+    snapshot by its source's scheme as written starting its name
+    (``csi/access.bucket_snapshot``), so one made by a mount of ``S3://b/p`` was open to every
+    pod (review13b). Anyone else's dataset of that name (made before only admins could, by a
+    node's token, by a local user) gave its owner, or those its access list names, this
+    mount's listing of a bucket they may not list, and then its objects through the
+    platform's credentials (a CSI dataset volume, the browser's previews)."""
     why = []
     if dataset.owner:
         why.append(f"owned by {dataset.owner!r}")
@@ -60,6 +63,9 @@ def foreign_snapshot(dataset: Dataset, url: str) -> str:
         why.append(f"an access list granting {', '.join(sorted(dataset.acl))}")
     if dataset.source.rstrip("/") != url.rstrip("/"):
         why.append(f"source {dataset.source!r}, not {url!r}")
+    scheme = dataset.source.partition("://")[0]
+    if scheme != scheme.lower():  # the name is in lower case: csi/access.bucket_snapshot missed it
+        why.append(f"a source whose scheme {scheme!r} is not in lower case (mount {scheme.lower()}://…)")
     return "; ".join(why)
 
 
