@@ -835,10 +835,18 @@ def _commit_target(catalog: Catalog, spec: VolumeSpec, principal: str | None) ->
     could create it meanwhile (``POST /v1/datasets``), own it, grant ``*`` the writer role,
     and receive the pod's outputs (audit13). A remote catalog whose plugin token may not name
     another owner makes it the plugin's, with the pod's service account as its admin."""
+    from datahub.catalog import snapshot_name
+
     try:
         return catalog.get_dataset(spec.commit_to)
     except DatasetNotFound:
-        pass
+        if snapshot_name(spec.commit_to):  # made by a pod, every mount of that bucket recorded nothing
+            raise AccessDenied(
+                f"commitTo {spec.commit_to!r} is the name bucket mounts record a snapshot under "
+                f"({spec.commit_to.partition('.')[0]}.<bucket>.<prefix>); commit the workspace into "
+                "a dataset whose name does not start with a storage scheme and a dot",
+                dataset=spec.commit_to,
+            ) from None
     from datahub.workspaces import outputs_description
 
     description = outputs_description(spec.workspace)

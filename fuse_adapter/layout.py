@@ -23,14 +23,14 @@ its snapshot is taken only once readers open many files (``bucket_listing``).
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from datahub.catalog.model import DirFile, Record, Version
-from datahub.errors import AlreadyExists, InvalidInput
+from datahub.catalog.snapshots import snapshot_dataset_name
+from datahub.errors import AlreadyExists
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from fuse_adapter.bucket_listing import BucketLister
@@ -216,20 +216,6 @@ def _version_loader(
 
 
 # --- direct bucket mounts --------------------------------------------------------------------------
-def snapshot_dataset_name(url: str) -> str:
-    """``s3://bench/train/`` -> ``s3.bench.train``: a valid, stable dataset name per bucket prefix."""
-    scheme, _, rest = url.partition("://")
-    if not rest:
-        raise InvalidInput(f"not an object-store URL: {url!r} (use s3://bucket[/prefix])")
-    name = ".".join([scheme, *[p for p in rest.split("/") if p]]).lower()
-    name = re.sub(r"[^a-z0-9._-]", "-", name)
-    if len(name) > 63:
-        import hashlib
-
-        name = name[:54] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
-    return check_name(name, "snapshot dataset")
-
-
 def bucket_view(
     url: str,
     stores,  # datahub.storage.StoreRegistry
@@ -248,6 +234,8 @@ def bucket_view(
     of the snapshot dataset is never shown instead (the module's docstring says why). It is
     whole up to ``whole_max`` keys (0: no limit); past that, directory by directory
     (``bucket_listing``; ``on_by_directory`` is told)."""
+    scheme, sep, rest = url.partition("://")
+    url = f"{scheme.lower()}{sep}{rest}"  # the snapshot's name is in lower case, so is its source
     dataset = snapshot_dataset_name(url)
     catalog = catalog_factory()
     try:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from datahub.catalog.model import ROLES, Dataset
+from datahub.catalog.snapshots import snapshot_name
 from datahub.errors import AccessDenied, DatasetNotFound, InvalidInput
-from datahub.storage import SCHEMES
 
 RANK = {role: i for i, role in enumerate(ROLES)}  # reader 0 < writer 1 < admin 2
 
@@ -65,13 +65,6 @@ def require(principal: Principal, dataset: Dataset, role: str) -> None:
             dataset=dataset.name,
             required_role=role,
         )
-
-
-def snapshot_name(name: str) -> bool:
-    """Whether ``name`` is one a bucket mount records its listing under: ``<scheme>.…`` for a
-    storage scheme (``s3://b/p`` -> ``s3.b.p``, ``fuse_adapter.layout.snapshot_dataset_name``)."""
-    scheme, dot, _ = name.partition(".")
-    return bool(dot) and scheme in SCHEMES
 
 
 def require_creatable(principal: Principal, name: str) -> None:

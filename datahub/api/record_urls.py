@@ -23,12 +23,12 @@ never granted. So, over HTTP, a caller that is not a global admin may put a reco
   for puts the prefixes did not allow.
 
 Whichever of these allows it, a put under ``<objects_url>/blobs/`` that claims a checksum
-must be a blob the platform names and claim that blob's own hash: ``commit_workspace`` keeps
-an unchanged file's head record by its ``(checksum, size)`` alone when it points under the
-blobs (``datahub.workspaces._head_blobs``), so a writer's record naming its own blob with
-another file's checksum (every reader sees the checksums), or a re-put of a blob record with
-another checksum, pointed that file at the writer's bytes at the next workspace commit
-(review13).
+must be a blob the platform names and claim that blob's own hash: ``commit_workspace`` kept
+an unchanged file's head record by its ``(checksum, size)`` alone when it pointed under the
+blobs, so a writer's record naming its own blob with another file's checksum (every reader
+sees the checksums), or a re-put of a blob record with another checksum, pointed that file at
+the writer's bytes at the next workspace commit (review13). ``_head_blobs`` itself now keeps
+only the record at the file's own key whose URL is the blob its checksum names.
 
 ``file://`` and ``rados://`` (the deployment's own disk and Ceph pool) stay global-admin
 only, whatever the sources say. Global admins and local mode are not restricted.

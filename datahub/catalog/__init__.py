@@ -25,6 +25,7 @@ from datahub.catalog.model import (
     TokenInfo,
     Version,
 )
+from datahub.catalog.snapshots import snapshot_dataset_name, snapshot_name
 from datahub.catalog.store import CatalogStore
 from datahub.errors import InvalidInput
 
@@ -73,4 +74,6 @@ __all__ = [
     "Version",
     "open_catalog",
     "open_store",
+    "snapshot_dataset_name",
+    "snapshot_name",
 ]

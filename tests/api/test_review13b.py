@@ -25,18 +25,6 @@ def test_a_name_a_token_may_create_is_never_the_one_a_mount_commits_into(api: Ap
         api.catalog.get_dataset(NAME)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review13b: mount_made checks that the source's scheme is the name's, not that the "
-        "source is the prefix the name is made from. Reproduce: eve's token POSTs "
-        "/v1/remote/datasets {'name': 's3.platform.team-b', 'source': 's3://eve-bucket/x'} -> "
-        "201, ownerless; every later mount of s3://platform/team-b finds that source foreign "
-        "(bucket_listing.foreign_snapshot) and commits no snapshot, and only a global admin can "
-        "delete it. The check needs fuse_adapter.layout.snapshot_dataset_name, which datahub "
-        "may not import (tests/test_layering.py): it needs a home in the library."
-    ),
-)
 def test_a_token_cannot_make_a_snapshot_whose_source_another_prefix_is(api: Api) -> None:
     squat = api.post("/v1/remote/datasets", "eve", json={"name": NAME, "source": "s3://eve-bucket/x"})
     assert squat.status_code == 403, squat.text

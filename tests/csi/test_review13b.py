@@ -57,20 +57,6 @@ def test_two_pods_publishing_one_new_commit_target_at_once_get_one_owner(tmp_pat
     assert outcome[owner] == "allowed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review13b: commitTo may name a bucket snapshot (s3.tenant.data); _commit_target makes "
-        "it owned by the pod's service account (a local catalog, or a global admin's plugin "
-        "token: POST /v1/datasets lets only admins create such names, and the plugin's token "
-        "is one), so a pod takes the name only global admins may create, and every later mount "
-        "of s3://tenant/data finds it foreign and commits no snapshot. Reproduce: "
-        "_require(catalog, VolumeSpec(kind='workspace', workspace='w', commit_to='s3.tenant.data'), "
-        "'system:serviceaccount:team-a:trainer') succeeds and creates the dataset. The name rule "
-        "(datahub.api.access.snapshot_name) is not importable from csi (tests/test_layering.py "
-        "CSI_MAY_IMPORT): it needs a home csi may import."
-    ),
-)
 @pytest.mark.parametrize("name", ["s3.tenant.data", "memory.space.x", "file.data", "rados.pool"])
 def test_a_pod_cannot_take_a_bucket_snapshots_name_as_its_commit_target(tmp_path: Path, name: str) -> None:
     catalog = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")

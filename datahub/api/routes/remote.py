@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from datahub.api.access import require_creatable, snapshot_name
+from datahub.api.access import require_creatable
 from datahub.api.deps import LineageDep, PrincipalDep, ReadableDataset, ServicesDep, WritableDataset
 from datahub.api.record_urls import commit_rule
 from datahub.api.remote_models import (
@@ -49,6 +49,7 @@ from datahub.api.schemas import (
 from datahub.catalog.http_store import DIFF_HEADER, DIRECTORY_HEADER, RECORDS_HEADER
 from datahub.catalog.model import DiffEntry
 from datahub.catalog.record_json import record_json
+from datahub.catalog.snapshots import names_snapshot_of, snapshot_name
 from datahub.errors import AccessDenied, InvalidInput
 from datahub.validation import check_prefix, check_principal
 
@@ -146,7 +147,12 @@ def mount_made(body: DatasetFull) -> bool:
     scheme its name starts with (so ``csi/access.py`` keeps it from every pod). It is made so,
     owned by nobody: the caller gets no role on the listing a mount commits into it. An
     admin's token too: a mount commits only into a snapshot shaped so (docs/fuse.md, "Bucket
-    snapshots"), and one owned by the node's admin principal made its mounts commit nothing."""
+    snapshots"), and one owned by the node's admin principal made its mounts commit nothing.
+
+    The source must be the very bucket URL the name is the snapshot of: with only its scheme
+    checked, any token made ``s3.platform.team-b`` with another bucket as its source, and every
+    mount of ``s3://platform/team-b`` then found a foreign snapshot and recorded nothing,
+    until a global admin deleted it (review13b)."""
     scheme = body.name.partition(".")[0]
     return (
         snapshot_name(body.name)
@@ -154,7 +160,7 @@ def mount_made(body: DatasetFull) -> bool:
         and not body.acl
         # as written, not in lower case: csi/access.py compares the source's scheme so
         and body.source.partition("://")[0] == scheme
-        and bool(body.source.partition("://")[2])
+        and names_snapshot_of(body.name, body.source)
     )
 
 
