@@ -80,6 +80,9 @@ class WorkspaceView:
         self.ws = workspace  # datahub.writeback.Workspace
         self.quota = quota  # None: no limit (fuse_adapter/quota.py)
         self._short: set[int] = set()  # handles that ran out of space: their file is reverted at close
+        # short handles whose file a close already reverted: not again at the next close or the
+        # release (a staged file is rewritten whole; another handle's later writes are its own)
+        self._reverted: set[int] = set()
         # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
         self.uid = os.getuid() if uid is None else uid
@@ -527,7 +530,9 @@ class WorkspaceView:
         self.fsync(fh)
 
     def _revert_of(self, fh: int) -> None:
-        self._revert(*self._handles[fh])
+        if fh not in self._reverted:
+            self._revert(*self._handles[fh])
+            self._reverted.add(fh)
 
     def releases_now(self, fh: int) -> bool:
         """Whether a RELEASE of ``fh`` would do no I/O and wait for nothing (not staged, no
@@ -545,11 +550,13 @@ class WorkspaceView:
         with self._lock:
             ino, handle = self._handles.pop(fh)
             staged = handle.staged_fd >= 0
-            short = fh in self._short
+            short, reverted = fh in self._short, fh in self._reverted
             self._short.discard(fh)
+            self._reverted.discard(fh)
         try:
             if short:
-                self._revert(ino, handle)  # first: the close below may succeed now, and must not save it
+                if not reverted:  # first: the close below may succeed now, and must not save it
+                    self._revert(ino, handle)
             elif staged and self.quota is not None:
                 self._handles[fh] = (ino, handle)  # charged like a flush, but a release cannot fail
                 try:

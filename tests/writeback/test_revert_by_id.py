@@ -9,10 +9,15 @@ and has not yet told the overlay, an unlink before the revert), so nothing depen
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from datahub.errors import NoSpace, NotFound
 from datahub.writeback import Workspace
+from fuse_adapter.quota import Quota
+from fuse_adapter.tree import ROOT_INODE
+from fuse_adapter.workspace import WorkspaceView
 from tests.writeback.conftest import Env
 
 
@@ -106,3 +111,24 @@ def test_a_revert_by_id_of_a_closed_file_acts_where_it_is_now(env: Env) -> None:
         ws.revert("a", file_id=file_id)
     assert _content(ws, "a") == b"another file"
     ws.close()
+
+
+def test_a_short_handle_is_reverted_once_so_writes_made_after_its_failed_close_stay(env: Env) -> None:
+    """The view reverts a short handle's file at its first failed close, not again at its
+    release: by id it would find the file again (its name is gone from the view's map), and
+    drop what another handle wrote since, whose close then returned 0 with its bytes gone."""
+    view = WorkspaceView(env.open(), quota=Quota(64))
+    fh_a, _, _, _ = view.create(ROOT_INODE, "f", exclusive=False)
+    view.write(fh_a, 0, b"acked")
+    view.flush(fh_a)
+    with pytest.raises(NoSpace):
+        view.write(fh_a, 0, os.urandom(100))  # past the quota: this handle is short
+    with pytest.raises(NoSpace):
+        view.flush(fh_a)  # its close fails for space: "f" is back to "acked"
+    fh_b, _, _ = view.open(view.lookup(ROOT_INODE, "f").ino, truncate=False)
+    view.write(fh_b, 0, b"later")
+    view.release(fh_a)
+    view.flush(fh_b)  # returns: the close succeeded
+    view.release(fh_b)
+    assert _content(view.ws, "f") == b"later", "a close that returned 0 lost its bytes"
+    view.ws.close()
