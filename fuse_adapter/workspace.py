@@ -80,6 +80,9 @@ class WorkspaceView:
         self.ws = workspace  # datahub.writeback.Workspace
         self.quota = quota  # None: no limit (fuse_adapter/quota.py)
         self._short: set[int] = set()  # handles that ran out of space: their file is reverted at close
+        # short handles whose file a close already reverted: not again at the next close or the
+        # release (a staged file is rewritten whole; another handle's later writes are its own)
+        self._reverted: set[int] = set()
         # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
         self.uid = os.getuid() if uid is None else uid
@@ -527,12 +530,9 @@ class WorkspaceView:
         self.fsync(fh)
 
     def _revert_of(self, fh: int) -> None:
-        ino = self._handles[fh][0]
-        with self._lock:
-            node = self._inodes.get(ino)
-            path = node.path if node is not None else None
-        if path is not None:
-            self._revert(path)
+        if fh not in self._reverted:
+            self._revert(*self._handles[fh])
+            self._reverted.add(fh)
 
     def releases_now(self, fh: int) -> bool:
         """Whether a RELEASE of ``fh`` would do no I/O and wait for nothing (not staged, no
@@ -550,14 +550,13 @@ class WorkspaceView:
         with self._lock:
             ino, handle = self._handles.pop(fh)
             staged = handle.staged_fd >= 0
-            short = fh in self._short
+            short, reverted = fh in self._short, fh in self._reverted
             self._short.discard(fh)
-            node = self._inodes.get(ino)
-            path = node.path if node is not None else None
+            self._reverted.discard(fh)
         try:
             if short:
-                if path is not None:
-                    self._revert(path)  # first: the close below may succeed now, and must not save it
+                if not reverted:  # first: the close below may succeed now, and must not save it
+                    self._revert(ino, handle)
             elif staged and self.quota is not None:
                 self._handles[fh] = (ino, handle)  # charged like a flush, but a release cannot fail
                 try:
@@ -581,28 +580,44 @@ class WorkspaceView:
                         self._last.pop(ino, None)
                     self._maybe_drop(ino, node)
 
-    def _revert(self, path: str) -> None:
-        """Put a file that ran out of space back to its last acknowledged state
-        (``Workspace.revert``), so no commit takes it half-written. The path gets a new
-        inode at its next lookup, so the kernel caches nothing of the dropped changes."""
-        charged = self._file_size(path) if self.quota is not None else 0  # zeroes a staged charge
+    def _revert(self, ino: int, handle) -> None:
+        """Put the file of ``handle`` (``ino``), which ran out of space, back to its last
+        acknowledged state (``Workspace.revert``), so no commit takes it half-written. It is
+        reverted by its file id, never by the path this view knew: a rename may have put
+        another file there, whose unsaved writes that revert would drop (review13). Its
+        path gets a new inode at its next lookup, so the kernel caches nothing of the
+        dropped changes; a file with no name left (unlinked or replaced) changes no quota
+        count (its unlink or the rename counted it out)."""
+        with self._lock:
+            node = self._inodes.get(ino)
+            path = node.path if node is not None else None
+            staged = self._staged.get(ino)
+            charged = staged.charged if staged is not None else None
+        if self.quota is not None and charged is None:
+            charged = handle.size()
         try:
-            gone = self.ws.revert(path)
+            gone = self.ws.revert(path or "", file_id=handle.file_id)
         except NotFound:
             return
+        if gone is None:
+            return
         if self.quota is not None:
-            kept = 0 if gone else self.ws.stat(path).size
-            self._refund(charged)
+            kept = 0 if gone else handle.size()
+            self._refund(charged or 0)
             with self._lock:
                 self.quota.used += kept  # what was acknowledged stays, even past a lower limit
-                ino = self._by_path.get(path)
-                staged = self._staged.get(ino) if ino is not None else None
+                staged = self._staged.get(ino)
                 if staged is not None:
                     staged.charged = kept
-        parent, _, name = path.rpartition("/")
-        with self._lock:
+        with self._lock:  # the name this view knows for ``ino``, if it still names it
+            node = self._inodes.get(ino)
+            path = node.path if node is not None else None
+            if path is None or self._by_path.get(path) != ino:
+                return
+            del self._by_path[path]
+            node.path = None
+            parent, _, name = path.rpartition("/")
             parent_ino = self._by_path.get(parent)
-        self._gone(path)
         if parent_ino is not None:
             self.forget_entry(parent_ino, name)
 

@@ -602,6 +602,11 @@ class FileHandle:
         return self._of.path
 
     @property
+    def file_id(self) -> int:
+        """The file this handle opened, whatever its path now (``Workspace.revert`` acts on it)."""
+        return self._of.id
+
+    @property
     def staged_fd(self) -> int:
         """The staged file holding this file's bytes (``staged.py``), or -1: the descriptor a
         FUSE mount registers as the handle's backing file. Owned by the workspace."""

@@ -467,10 +467,18 @@ class Workspace:
         self._release(of)
         return True
 
-    def revert(self, path: str) -> bool:
-        """Put the file at ``path`` back to its last acknowledged state, the journal's record
-        of it, dropping every change since (of all its handles); a file with none is removed.
-        True if it was removed.
+    def revert(self, path: str, *, file_id: int | None = None) -> bool | None:
+        """Put a file back to its last acknowledged state, the journal's record of it,
+        dropping every change since (of all its handles); a file with none is removed.
+        True if this removed it, False if it kept it, None if it had no name any more
+        (unlinked or replaced while open: its changes are dropped, its record goes at its
+        last close).
+
+        ``file_id``: the file to revert, whatever path it has now; ``path`` is then only
+        where to look for it first. The FUSE view passes its handle's file: a rename that
+        put another file at the path the view knew must not make the revert act on that
+        file, whose open handle would lose its unsaved writes and whose close would then
+        return 0 with its bytes gone (review13). Without ``file_id``: the file at ``path``.
 
         Why: a close that fails for space must never commit the file half-written, neither
         then nor later, nor lose what an earlier fsync or close acknowledged
@@ -485,15 +493,15 @@ class Workspace:
         """
         path = normalize(path)
         while True:
-            file_id = self._file_at(path)[0]["id"]
-            of = self.overlay.open_file(file_id)
+            target = self._file_at(path)[0]["id"] if file_id is None else file_id
+            of = self.overlay.open_file(target)
             if of is None:  # nothing commits it unless it is opened: the removal's check sees that
-                outcome = self._revert_held(path, file_id, None)
+                outcome = self._revert_held(path, target, None)
             else:
                 with of.commits_held():
-                    outcome = self._revert_held(path, file_id, of)
-            if outcome is not None:
-                return outcome
+                    outcome = self._revert_held(path, target, of)
+            if outcome != "again":
+                return {"removed": True, "kept": False, "nameless": None}[outcome]
 
     def _file_at(self, path: str) -> tuple[dict, dict | None]:
         """(the entry of the file at ``path``, its journal record or None)."""
@@ -503,22 +511,44 @@ class Workspace:
                 raise IsADirectory(f"{path!r} in {self.what} is a directory", path=path)
             return entry, txn.file(entry["id"])
 
-    def _revert_held(self, path: str, file_id: int, of: OpenFile | None) -> bool | None:
-        """``revert`` of file ``file_id``, whose commits ``of`` holds off (None: not open);
-        None if the file at ``path`` changed meanwhile (look again)."""
-        entry, rec = self._file_at(path)
-        if entry["id"] != file_id:
-            return None  # renamed away or replaced since the lookup
+    def _name_of(
+        self, txn: Txn, file_id: int, hint: str, of: OpenFile | None, rec: dict | None
+    ) -> str | None:
+        """The path of file ``file_id`` in ``txn`` (with the overlay), or None if it has none.
+        ``hint``, then its open file's path, are tried first; a journaled file found at
+        neither was moved by a rename that has not told the overlay yet (rare): the
+        namespace is searched for it."""
+        for path in (hint, of.path if of is not None else None):
+            if path is not None and (self.overlay.lookup(txn, path) or {}).get("id") == file_id:
+                return path
+        if rec is None or rec.get("unlinked"):
+            return None
+        return next((path for path, found in txn.tree_files() if found == file_id), None)
+
+    def _revert_held(self, hint: str, file_id: int, of: OpenFile | None) -> str:
+        """``revert`` of file ``file_id``, whose commits ``of`` holds off (None: not open):
+        "removed", "kept", "nameless", or "again" if it changed meanwhile (look again)."""
+        with self.journal.read() as txn:
+            rec = txn.file(file_id)
+            path = self._name_of(txn, file_id, hint, of, rec)
+        if path is None:
+            if of is None:
+                raise NotFound(f"the file last at {hint!r} is no longer in {self.what}", path=hint)
+            if rec is None:  # dropped already, or a commit journaled it since the lookup
+                return "nameless" if of.dropped else "again"
+            unacked = rec.get("unacked") or not self.overlay.trusted(file_id, rec)
+            (of.forsake if unacked else of.revert)(rec)  # unlinked: its last close deletes it
+            return "nameless"
         if rec is None and of is not None:  # created, in the overlay only (or journaled meanwhile)
-            return True if of.drop(partial(self.overlay.drop_pending, of)) else None
+            return "removed" if of.drop(partial(self.overlay.drop_pending, of)) else "again"
         unacked = rec is None or rec.get("unacked") or not self.overlay.trusted(file_id, rec)
         # unacked: journaled empty by a namespace operation (``materialise``), or untrusted
         # (recovery drops it): never acknowledged. Other created files stay unjournaled.
         if unacked and not self._remove_refused(path, file_id, rec):
-            return None
+            return "again"
         if of is not None and rec is not None:
             (of.forsake if unacked else of.revert)(rec)
-        return bool(unacked)
+        return "removed" if unacked else "kept"
 
     def _remove_refused(self, path: str, file_id: int, rec: dict | None) -> bool:
         """Unlink ``path`` for ``revert`` if it still names file ``file_id`` and the journal

@@ -1,9 +1,10 @@
 """Adversarial cases of what this stop merged in the write-back core (review13).
 
 revert13 made ``Workspace.revert`` one step with respect to the file's commits, and recovery
-drop ``unacked`` records. The first test shows what the revert still gets wrong from the FUSE
-view: it is asked by *path*, and re-resolves the path, so a revert meant for one handle's
-file acts on whatever file a concurrent rename put there. The others pin down cases the
+drop ``unacked`` records. The first test showed what the revert still got wrong from the FUSE
+view: it was asked by *path*, and re-resolved the path, so a revert meant for one handle's
+file acted on whatever file a concurrent rename put there (revertid13 fixed it: the view
+reverts by its handle's file id, ``tests/writeback/test_revert_by_id.py``). The others pin down cases the
 brief named where an acknowledged file must survive a crash whole (they pass: recovery drops
 only records that nothing acknowledged).
 """
@@ -26,18 +27,6 @@ def _content(ws, path: str) -> bytes:
         return fh.read(0, ws.stat(path).size)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review13: the FUSE view reverts a handle that ran out of space by the path its inode had "
-        "(fuse_adapter/workspace.py _revert_of/release -> Workspace.revert(path)); a rename that "
-        "replaced that path just before (the workspace renamed, the view's maps not yet moved, or "
-        "the path read before the rename) makes the revert act on the OTHER file: its open "
-        "handle's unsaved writes are dropped, and that handle's close then returns 0 with its "
-        "bytes gone. Fix: revert by the handle's file id (Workspace.revert given the id, acting "
-        "only while the path still names that file), called from the view with its handle's id"
-    ),
-)
 def test_a_revert_for_a_short_handle_never_touches_the_file_a_rename_put_at_its_path(env: Env) -> None:
     view = WorkspaceView(env.open(), quota=Quota(64))
     fh_y, _, _, _ = view.create(ROOT_INODE, "other", exclusive=False)
