@@ -192,7 +192,16 @@ class ItemOut(BaseModel):
     task_id: int
     position: int
     key: str
-    original: Any
+    original: Any = Field(
+        description="the version's label if it is a value of the project's schema (the starting value)"
+    )
+    dataset_label: Any = Field(
+        description="the version's label as the dataset has it, whether or not it fits the schema"
+    )
+    dataset_label_fits: bool = Field(
+        description="false when dataset_label is not a value of the schema: committing a label replaces it; "
+        "a skipped item keeps it"
+    )
     value: Any
     status: str
     version: int
