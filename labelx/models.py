@@ -249,6 +249,10 @@ class Stats(BaseModel):
         description="per class: accepted, corrected and the acceptance rate"
     )
     exports: list[ExportOut]
+    replaces_unfit: int = Field(
+        description="accepted labels the next commit writes over a version's label that is not a value "
+        "of the schema (dataset_label_fits false)"
+    )
 
 
 class Committed(BaseModel):

@@ -313,6 +313,7 @@ class LabelService:
                 c: {**v, "rate": round(v["accepted"] / max(1, sum(v.values())), 3)} for c, v in sugg.items()
             },
             "exports": self.store.list_exports(project_id),
+            "replaces_unfit": self.store.count_changed(project_id, unfit_only=True),
         }
 
 

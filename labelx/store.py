@@ -365,13 +365,15 @@ class LabelStore(AccountRecords):
             if done:
                 db.execute("UPDATE projects SET dataset_labels_read=1 WHERE id=?", (project_id,))
 
-    def count_changed(self, project_id: int) -> int:
-        """How many items ``iter_items(..., ("accepted",), changed_only=True)`` would yield."""
+    def count_changed(self, project_id: int, *, unfit_only: bool = False) -> int:
+        """How many items ``iter_items(..., ("accepted",), changed_only=True)`` would yield;
+        ``unfit_only``: of those, how many replace a version's label that does not fit the schema."""
+        unfit = " AND original IS NULL AND dataset_label IS NOT NULL" if unfit_only else ""
         return (
             self._conn()
             .execute(
                 "SELECT COUNT(*) FROM items WHERE project_id=? AND status='accepted' AND exported_seq IS NULL "
-                "AND value IS NOT original",
+                "AND value IS NOT original" + unfit,
                 (project_id,),
             )
             .fetchone()[0]

@@ -58,3 +58,13 @@ def test_a_label_that_is_not_a_class_is_shown_and_what_a_commit_does_to_it(chrom
         assert was == {key: f"was: {EVIL if key == EVIL_KEY else 'bird'}{tail}" for key in was}
         assert len(was) == total and EVIL_KEY in was
         c.check("lx-foreign-3-review")
+
+        # accepted, the dashboard says what the commit does to those labels before it is made
+        c.find("#accept-all").click()
+        c.find("#accept-all-yes").click()
+        _wait_text(c, "#count", "0 waiting")
+        c.visit(f"{base}/labelx/projects/{pid}")
+        _wait_text(
+            c, "#commit-unfit", f"The next commit replaces {total} labels of pets@v{version} that are not"
+        )
+        c.check("lx-foreign-4-dashboard")

@@ -72,7 +72,10 @@ def test_a_picked_class_replaces_it_at_commit_and_a_skip_keeps_it(app, env):
     assert SHIP not in queue
     for q in queue.values():
         ok(rita.post(f"/api/items/{q['id']}/review", {"version": q["version"], "accept": True}))
+    # the dashboard says how many such labels the commit replaces: TRUCK's, not the skipped SHIP's
+    assert ok(admin.get(f"/api/projects/{pid}/stats"))["replaces_unfit"] == 1
     v = ok(admin.post(f"/api/projects/{pid}/commit", {}))
+    assert ok(admin.get(f"/api/projects/{pid}/stats"))["replaces_unfit"] == 0
     assert env.catalog.get_record("pets", v["seq"], TRUCK).labels == {"class": "dog"}
     assert env.catalog.get_record("pets", v["seq"], SHIP).labels == {"class": "ship"}
 
