@@ -43,6 +43,9 @@ class Project:
     created_by: str
     created_at: float
     item_count: int
+    # False for a project of a labelx.db made before items kept their version's label whatever
+    # its shape: the service reads those labels from the catalog once (LabelStore._migrate)
+    dataset_labels_read: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,14 @@ class Item:
     suggestion: dict[str, Any] | None  # {"value": ..., "score": 0.9, "model": "resnet@3"}
     claimed_by: int | None
     claimed_until: float | None
+    # the schema field's value in the dataset version as it is there, whether or not it fits the
+    # schema (``original`` is None for ``"truck"`` in a cat/dog project; this is ``"truck"``)
+    dataset_label: Any = None
+
+    @property
+    def dataset_label_fits(self) -> bool:
+        """Whether the version's label is a value of the project's schema (or there is none)."""
+        return self.dataset_label is None or self.original is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +95,7 @@ class NewItem:
     etag: str
     size: int
     original: Any = None
+    dataset_label: Any = None
 
 
 def dump_json(value: Any) -> str | None:
@@ -96,7 +108,7 @@ def load_json(text: str | None) -> Any:
 
 ITEM_COLUMNS = (
     "id, project_id, task_id, position, key, url, etag, size, original, value, status, version, "
-    "annotated_by, annotated_at, reviewed_by, comment, suggestion, claimed_by, claimed_until"
+    "annotated_by, annotated_at, reviewed_by, comment, suggestion, claimed_by, claimed_until, dataset_label"
 )
 
 
@@ -109,10 +121,12 @@ def item_from_row(row: sqlite3.Row) -> Item:
         load_json(row[16]),
         row[17],
         row[18],
+        load_json(row[19]),
     )
 
 
 def project_from_row(row: sqlite3.Row) -> Project:
     vals = list(row)
     vals[6] = json.loads(vals[6])
+    vals[11] = bool(vals[11])
     return Project(*vals)

@@ -192,7 +192,16 @@ class ItemOut(BaseModel):
     task_id: int
     position: int
     key: str
-    original: Any
+    original: Any = Field(
+        description="the version's label if it is a value of the project's schema (the starting value)"
+    )
+    dataset_label: Any = Field(
+        description="the version's label as the dataset has it, whether or not it fits the schema"
+    )
+    dataset_label_fits: bool = Field(
+        description="false when dataset_label is not a value of the schema: committing a label replaces it; "
+        "a skipped item keeps it"
+    )
     value: Any
     status: str
     version: int
@@ -240,6 +249,10 @@ class Stats(BaseModel):
         description="per class: accepted, corrected and the acceptance rate"
     )
     exports: list[ExportOut]
+    replaces_unfit: int = Field(
+        description="accepted labels the next commit writes over a version's label that is not a value "
+        "of the schema (dataset_label_fits false)"
+    )
 
 
 class Committed(BaseModel):

@@ -25,13 +25,14 @@ from typing import Any
 
 from datahub.api.access import Principal, require, require_creatable
 from datahub.catalog.filter import RecordFilter
-from datahub.errors import AccessDenied, Conflict, DatasetNotFound, InvalidInput, NotFound
+from datahub.errors import AccessDenied, Conflict, DatasetNotFound, InvalidInput, NotFound, VersionNotFound
 from datahub.validation import check_name, check_prefix
 from labelx.entities import Item, NewItem, Project, Task, User
 from labelx.schema import LabelSchema, parse_schema
 from labelx.store import LabelStore
 
 MAX_TASK_SIZE = 1000
+_READ_BATCH = 2000  # item keys (records) read per catalog request when migrating a project
 EDITABLE = ("todo", "annotated", "skipped", "rejected")
 
 
@@ -60,7 +61,30 @@ class LabelService:
         project = self.store.get_project(project_id)
         if not user.can_review and not self.store.is_member(project_id, user.id):
             raise NotFound(f"no project with id {project_id}", project=project_id)
+        if not project.dataset_labels_read:
+            self._read_dataset_labels(project)
         return project
+
+    def _read_dataset_labels(self, project: Project) -> None:
+        """Migrate a project of an old labelx.db, once: keep each item's label as its version
+        has it, also one that is not a value of the schema (which that file did not keep, so
+        the page showed no label and a commit replaced one nobody saw). A batch of records at a
+        time; a version the catalog no longer has leaves the project as it was, to retry."""
+        field = self.schema(project).field
+        after = ""
+        try:
+            while True:
+                keys = self.store.item_keys(project.id, after=after, limit=_READ_BATCH)
+                records = (
+                    self.catalog.store.get_records(project.dataset, project.version, keys) if keys else {}
+                )
+                labels = {k: records[k].labels.get(field) if k in records else None for k in keys}
+                self.store.set_dataset_labels(project.id, labels, done=len(keys) < _READ_BATCH)
+                if len(keys) < _READ_BATCH:
+                    return
+                after = keys[-1]
+        except (DatasetNotFound, VersionNotFound):
+            return
 
     def _task_for(self, user: User, task_id: int, *, edit: bool = False) -> Task:
         task = self.store.get_task(task_id)
@@ -153,7 +177,15 @@ class LabelService:
         members = [self.store.user_by_name(n).id for n in (annotators or [])]
         records = self.catalog.list_records(dataset, version.seq, prefix=prefix, where=flt)
         items = (
-            NewItem(r.key, r.url, r.etag, r.size, parsed.existing_value(dict(r.labels))) for r in records
+            NewItem(
+                r.key,
+                r.url,
+                r.etag,
+                r.size,
+                parsed.existing_value(dict(r.labels)),
+                r.labels.get(parsed.field),
+            )
+            for r in records
         )
         return self.store.create_project(
             name=name,
@@ -281,6 +313,7 @@ class LabelService:
                 c: {**v, "rate": round(v["accepted"] / max(1, sum(v.values())), 3)} for c, v in sugg.items()
             },
             "exports": self.store.list_exports(project_id),
+            "replaces_unfit": self.store.count_changed(project_id, unfit_only=True),
         }
 
 
@@ -307,6 +340,8 @@ def item_json(i: Item) -> dict[str, Any]:
         "position": i.position,
         "key": i.key,
         "original": i.original,
+        "dataset_label": i.dataset_label,
+        "dataset_label_fits": i.dataset_label_fits,
         "value": i.value,
         "status": i.status,
         "version": i.version,

@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS tokens(
 CREATE TABLE IF NOT EXISTS projects(
   id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, dataset TEXT NOT NULL, version INTEGER NOT NULL,
   prefix TEXT NOT NULL, filter TEXT NOT NULL, schema TEXT NOT NULL, task_size INTEGER NOT NULL,
-  created_by TEXT NOT NULL, created_at REAL NOT NULL, item_count INTEGER NOT NULL DEFAULT 0);
+  created_by TEXT NOT NULL, created_at REAL NOT NULL, item_count INTEGER NOT NULL DEFAULT 0,
+  dataset_labels_read INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS members(
   project_id INTEGER NOT NULL, user_id INTEGER NOT NULL, PRIMARY KEY(project_id, user_id));
 CREATE TABLE IF NOT EXISTS tasks(
@@ -64,7 +65,7 @@ CREATE TABLE IF NOT EXISTS items(
   key TEXT NOT NULL, url TEXT NOT NULL, etag TEXT NOT NULL, size INTEGER NOT NULL,
   original TEXT, value TEXT, status TEXT NOT NULL DEFAULT 'todo', version INTEGER NOT NULL DEFAULT 0,
   annotated_by INTEGER, annotated_at REAL, reviewed_by INTEGER, reviewed_at REAL, comment TEXT,
-  suggestion TEXT, claimed_by INTEGER, claimed_until REAL, exported_seq INTEGER);
+  suggestion TEXT, claimed_by INTEGER, claimed_until REAL, exported_seq INTEGER, dataset_label TEXT);
 CREATE INDEX IF NOT EXISTS items_task ON items(task_id, position);
 CREATE UNIQUE INDEX IF NOT EXISTS items_key ON items(project_id, key);
 CREATE INDEX IF NOT EXISTS items_status ON items(project_id, status);
@@ -83,6 +84,23 @@ class LabelStore(AccountRecords):
         # FULL: an autosaved label must survive power loss ("nothing is lost")
         self._db = SQLiteConnections(self.path, synchronous="FULL", pragmas=("foreign_keys = ON",))
         self._conn().executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring a labelx.db made before ``items.dataset_label`` up to date (in one transaction,
+        re-checked inside it, so two processes opening the same old file both succeed).
+
+        Its projects are marked unread (``dataset_labels_read = 0``): their items' labels as
+        the version has them are read from the catalog by the service on first use
+        (``LabelService.project_for``); before, only a label that fitted the schema was kept."""
+        with self._write() as db:
+            columns = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+            if "dataset_label" not in columns:
+                db.execute("ALTER TABLE items ADD COLUMN dataset_label TEXT")
+                db.execute("UPDATE items SET dataset_label = original")  # what the file kept, until read
+            columns = {row[1] for row in db.execute("PRAGMA table_info(projects)")}
+            if "dataset_labels_read" not in columns:
+                db.execute("ALTER TABLE projects ADD COLUMN dataset_labels_read INTEGER NOT NULL DEFAULT 0")
 
     # --- connections ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -122,7 +140,7 @@ class LabelStore(AccountRecords):
             with self._write() as db:
                 pid = db.execute(
                     "INSERT INTO projects(name, dataset, version, prefix, filter, schema, task_size, "
-                    "created_by, created_at) VALUES(?,?,?,?,?,?,?,?,?)",
+                    "created_by, created_at, dataset_labels_read) VALUES(?,?,?,?,?,?,?,?,?,1)",
                     (name, dataset, version, prefix, filter, json.dumps(schema), task_size, created_by, now),
                 ).lastrowid
                 db.executemany(
@@ -144,7 +162,7 @@ class LabelStore(AccountRecords):
                         ).lastrowid
                     batch.append(
                         (pid, task_id, pos, item.key, item.url, item.etag, item.size, dump_json(item.original),
-                         dump_json(item.original))
+                         dump_json(item.original), dump_json(item.dataset_label))
                     )  # fmt: skip
                     count += 1
                     if len(batch) >= _BATCH:
@@ -167,8 +185,8 @@ class LabelStore(AccountRecords):
     @staticmethod
     def _insert_items(db: sqlite3.Connection, batch: list[tuple]) -> None:
         db.executemany(
-            "INSERT INTO items(project_id, task_id, position, key, url, etag, size, original, value) "
-            "VALUES(?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO items(project_id, task_id, position, key, url, etag, size, original, value, "
+            "dataset_label) VALUES(?,?,?,?,?,?,?,?,?,?)",
             batch,
         )
 
@@ -328,13 +346,34 @@ class LabelStore(AccountRecords):
                 yield item_from_row(r)
             after = rows[-1][4]
 
-    def count_changed(self, project_id: int) -> int:
-        """How many items ``iter_items(..., ("accepted",), changed_only=True)`` would yield."""
+    def item_keys(self, project_id: int, *, after: str, limit: int) -> list[str]:
+        """A page of a project's item keys in key order (bounded memory for a whole-project pass)."""
+        rows = self._conn().execute(
+            "SELECT key FROM items WHERE project_id=? AND key > ? ORDER BY key LIMIT ?",
+            (project_id, after, limit),
+        )
+        return [r[0] for r in rows]
+
+    def set_dataset_labels(self, project_id: int, labels: dict[str, Any], *, done: bool = False) -> None:
+        """Store items' labels as the project's version has them (key -> raw value, or None);
+        ``done`` marks the project read, so the migration of an old labelx.db runs once."""
+        with self._write() as db:
+            db.executemany(
+                "UPDATE items SET dataset_label=? WHERE project_id=? AND key=?",
+                [(dump_json(v), project_id, k) for k, v in labels.items()],
+            )
+            if done:
+                db.execute("UPDATE projects SET dataset_labels_read=1 WHERE id=?", (project_id,))
+
+    def count_changed(self, project_id: int, *, unfit_only: bool = False) -> int:
+        """How many items ``iter_items(..., ("accepted",), changed_only=True)`` would yield;
+        ``unfit_only``: of those, how many replace a version's label that does not fit the schema."""
+        unfit = " AND original IS NULL AND dataset_label IS NOT NULL" if unfit_only else ""
         return (
             self._conn()
             .execute(
                 "SELECT COUNT(*) FROM items WHERE project_id=? AND status='accepted' AND exported_seq IS NULL "
-                "AND value IS NOT original",
+                "AND value IS NOT original" + unfit,
                 (project_id,),
             )
             .fetchone()[0]

@@ -55,8 +55,12 @@ function render() {
   renderClasses();
   renderSuggestion(it);
   const ex = $("existing");
-  ex.hidden = it.original === null || it.original === undefined;
-  ex.textContent = `In ${S.view.project.dataset}@v${S.view.project.version}: ${describe(it.original)}`;
+  // the version's label as the dataset has it, also one the schema has no class for: the annotator
+  // sees what a class picked here replaces at commit (a skipped item keeps it)
+  ex.hidden = it.dataset_label === null || it.dataset_label === undefined;
+  ex.classList.toggle("foreign", !it.dataset_label_fits);
+  ex.textContent = `In ${S.view.project.dataset}@v${S.view.project.version}: ${describeDatasetLabel(it)}` +
+    (it.dataset_label_fits ? "" : ". Kept unless you pick a class: a class picked here replaces it when the labels are committed; S skips the item and keeps it.");
   $("current").replaceChildren(el("span.muted", {}, "Label: "), el("b", {}, describe(it.value)));
   renderOverlay();
   renderBoxList();

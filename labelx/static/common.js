@@ -72,6 +72,14 @@ function describe(value) {
   const names = [...new Set(value.map(b => b.label))].join(", ");
   return `${value.length} box${value.length === 1 ? "" : "es"}: ${names}`;
 }
+/* The label an item's record has in the project's version, as the dataset has it: one that is not
+ * a value of the schema ("truck" in a cat/dog project) is shown too, and marked as such. */
+function describeDatasetLabel(it) {
+  const v = it.dataset_label;
+  const plain = typeof v === "string" || (Array.isArray(v) && v.every(x => typeof x === "string"));
+  const text = it.dataset_label_fits || plain ? describe(v) : JSON.stringify(v);
+  return it.dataset_label_fits ? text : `${text} (not one of this project's classes)`;
+}
 function classColor(schema, name) {
   const c = schema.classes.find(c => c.name === name);
   return c ? c.color : "#888";

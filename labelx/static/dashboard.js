@@ -44,6 +44,13 @@ async function refresh() {
             el("td", {}, e.changed), el("td", {}, e.author));
         }))
     : "none yet");
+  // what a commit does to a label the version holds outside the classes: it is replaced
+  const unfit = document.getElementById("commit-unfit");
+  unfit.hidden = !s.replaces_unfit;
+  const one = s.replaces_unfit === 1;
+  unfit.textContent = `The next commit replaces ${counted(s.replaces_unfit, "label")} of ${P.dataset}@v${P.version} ` +
+    `that ${one ? "is" : "are"} not one of this project's classes with the accepted class (the annotation page ` +
+    `and the review showed ${one ? "it" : "them"}); skipped items keep theirs.`;
   const tasks = await api("GET", `/api/projects/${P.id}/tasks`);
   const table = el("table.table", {}, el("tr", {}, el("th", {}, "task"), el("th", {}, "assignee"), el("th", {}, "progress"), el("th", {}, "state")));
   for (const t of tasks) {

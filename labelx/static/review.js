@@ -20,7 +20,8 @@ function card(it, i) {
     el("div.body", {},
       el("div.value", {}, describe(it.value)),
       el("div.muted.mono", {}, it.key),
-      it.original !== null && JSON.stringify(it.original) !== JSON.stringify(it.value) ? el("div.muted", {}, `was: ${describe(it.original)}`) : null,
+      it.dataset_label !== null && JSON.stringify(it.dataset_label_fits ? it.original : it.dataset_label) !== JSON.stringify(it.value)
+        ? el("div.muted.was", {}, `was: ${describeDatasetLabel(it)}` + (it.dataset_label_fits ? "" : "; accepting replaces it at commit")) : null,
       it.decided ? el("span.pill." + it.decided, {}, it.decided) :
         el("div.acts", {}, el("button.btn.small.good", { type: "button", onclick: () => decide(i, true) }, "Accept"),
           reject, el("button.btn.small.bad", { type: "button", onclick: () => decide(i, false, reject.value) }, "Reject"))));

@@ -1,0 +1,70 @@
+"""LabelX shows a record's label as the dataset has it, also one that is not a project class.
+
+``pets``' ``val/`` records say ``bird``; a project of classes cat and dog showed "Label: —"
+and no "In pets@v2: bird" for them, so the annotator never learnt what a picked class would
+replace at commit. Now the annotation page says it, marked as not one of the project's
+classes and what happens to it, and the review card says what accepting replaces.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.chrome import Chrome, chrome  # noqa: F401
+from tests.browser.conftest import EVIL, EVIL_KEY, Env
+from tests.browser.test_newuser_labelx import _wait_text, label_by_key, signed_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PROJECT = {
+    "name": "birds-as-pets",
+    "dataset": "pets",
+    "prefix": "val/",
+    "annotators": ["admin"],
+    "schema": {"kind": "classification", "classes": ["cat", "dog"]},
+}
+
+
+def test_a_label_that_is_not_a_class_is_shown_and_what_a_commit_does_to_it(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    c = chrome
+    with signed_in(c, env, "lx-foreign-1-login") as base:
+        made = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "api('POST', '/api/projects', arguments[0]).then(p => api('GET', `/api/projects/${p.id}/tasks`)"
+            ".then(t => done([p.id, p.version, t[0].id, t[0].total])), e => done(String(e)));",
+            PROJECT,
+        )
+        assert isinstance(made, list), made
+        pid, version, task, total = made
+        c.visit(f"{base}/labelx/tasks/{task}")
+        _wait_text(c, "#existing", f"In pets@v{version}: bird (not one of this project's classes)")
+        assert "Kept unless you pick a class" in c.find("#existing").text
+        assert c.find("#existing").is_displayed()
+        assert c.find("#current").text == "Label: —"  # no class fits: nothing is preset
+        c.check("lx-foreign-2-annotate")
+
+        label_by_key(c, "2", total)
+        _wait_text(c, "#save-state", "Saved")
+        c.find("#submit").click()
+        _wait_text(c, "#item-status", "submitted")
+        c.visit(f"{base}/labelx/projects/{pid}/review")
+        _wait_text(c, "#count", f"{total} waiting")
+        was = {
+            n.get_attribute("data-item"): n.find_element("css selector", ".was").text
+            for n in c.find_all(".rcard")
+        }
+        tail = " (not one of this project's classes); accepting replaces it at commit"
+        # the hostile label of the fixture's hostile record is shown as text, like the others
+        assert was == {key: f"was: {EVIL if key == EVIL_KEY else 'bird'}{tail}" for key in was}
+        assert len(was) == total and EVIL_KEY in was
+        c.check("lx-foreign-3-review")
+
+        # accepted, the dashboard says what the commit does to those labels before it is made
+        c.find("#accept-all").click()
+        c.find("#accept-all-yes").click()
+        _wait_text(c, "#count", "0 waiting")
+        c.visit(f"{base}/labelx/projects/{pid}")
+        _wait_text(
+            c, "#commit-unfit", f"The next commit replaces {total} labels of pets@v{version} that are not"
+        )
+        c.check("lx-foreign-4-dashboard")
