@@ -12,7 +12,7 @@ import pytest
 
 from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import EVIL, EVIL_KEY, Env
-from tests.browser.test_newuser_labelx import _wait_text, label_by_key, signed_in
+from tests.browser.test_newuser_labelx import _wait_text, label_by_key, project_in_page, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -28,14 +28,8 @@ PROJECT = {
 def test_a_label_that_is_not_a_class_is_shown_and_what_a_commit_does_to_it(chrome: Chrome, env: Env) -> None:  # noqa: F811
     c = chrome
     with signed_in(c, env, "lx-foreign-1-login") as base:
-        made = c.driver.execute_async_script(
-            "const done = arguments[arguments.length - 1];"
-            "api('POST', '/api/projects', arguments[0]).then(p => api('GET', `/api/projects/${p.id}/tasks`)"
-            ".then(t => done([p.id, p.version, t[0].id, t[0].total])), e => done(String(e)));",
-            PROJECT,
-        )
-        assert isinstance(made, list), made
-        pid, version, task, total = made
+        made = project_in_page(c, PROJECT)
+        pid, version, task, total = made["id"], made["version"], made["task"], made["total"]
         c.visit(f"{base}/labelx/tasks/{task}")
         _wait_text(c, "#existing", f"In pets@v{version}: bird (not one of this project's classes)")
         assert "Kept unless you pick a class" in c.find("#existing").text

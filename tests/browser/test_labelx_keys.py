@@ -16,7 +16,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env
-from tests.browser.test_newuser_labelx import _wait_text, label_by_key, signed_in
+from tests.browser.test_newuser_labelx import _wait_text, label_by_key, project_in_page, signed_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -45,13 +45,7 @@ def _help_open(c: Chrome) -> bool:
 def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env: Env) -> None:  # noqa: F811
     c = chrome
     with signed_in(c, env, "lx-keys-1-login") as base:
-        task = c.driver.execute_async_script(
-            "const done = arguments[arguments.length - 1];"
-            "api('POST', '/api/projects', arguments[0])"
-            ".then(p => api('GET', `/api/projects/${p.id}/tasks`)).then(t => done(t[0].id), e => done(String(e)));",
-            PROJECT,
-        )
-        assert isinstance(task, int), task
+        task = project_in_page(c, PROJECT)["task"]
         c.visit(f"{base}/labelx/tasks/{task}")
         _wait_text(c, "#item-key", "val/")
         first = c.find("#item-key").text

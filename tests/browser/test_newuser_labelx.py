@@ -26,6 +26,20 @@ def _wait_text(c: Chrome, css: str, text: str) -> None:
     c.settle()
 
 
+def project_in_page(c: Chrome, project: dict) -> dict:
+    """Create ``project`` through the page's own ``api()`` (the signed-in session), and
+    return its id, the version it labels, and its first task's id and item count."""
+    made = c.driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "api('POST', '/api/projects', arguments[0]).then(p => api('GET', `/api/projects/${p.id}/tasks`)"
+        ".then(t => done({id: p.id, version: p.version, task: t[0].id, total: t[0].total})),"
+        " e => done(String(e)));",
+        project,
+    )
+    assert isinstance(made, dict), made
+    return made
+
+
 def label_by_key(c: Chrome, key: str, items: int) -> None:
     """Press a class key on ``items`` items in turn (a class key sets the label and moves on),
     then wait until the task can be submitted."""
