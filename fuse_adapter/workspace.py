@@ -80,8 +80,8 @@ class WorkspaceView:
         self.ws = workspace  # datahub.writeback.Workspace
         self.quota = quota  # None: no limit (fuse_adapter/quota.py)
         self._short: set[int] = set()  # handles that ran out of space: their file is reverted at close
-        # short handles whose file a close already reverted: not again at the next close or the
-        # release (a staged file is rewritten whole; another handle's later writes are its own)
+        # short handles whose file a close already reverted: not again at the next close or
+        # the release while another handle shares the file (``_again``)
         self._reverted: set[int] = set()
         # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
@@ -516,7 +516,8 @@ class WorkspaceView:
 
         Out of space means a write past the quota, or a full shared-tier, journal or staging
         device at this close (NoSpace). Any other failure (EIO) leaves the file as it was for
-        a retry.
+        a retry. Every later close of a short handle (a dup of the descriptor) is refused too,
+        and reverts again if no other handle has the file open (``_again``).
         """
         if fh not in self._short:
             try:
@@ -530,9 +531,25 @@ class WorkspaceView:
         self.fsync(fh)
 
     def _revert_of(self, fh: int) -> None:
-        if fh not in self._reverted:
-            self._revert(*self._handles[fh])
+        """Revert the file of a short handle whose close is refused now, unless a close of it
+        reverted it already and another handle shares the file (``_again``)."""
+        ino, handle = self._handles[fh]
+        if self._again(fh in self._reverted, handle):
+            self._revert(ino, handle)
             self._reverted.add(fh)
+
+    @staticmethod
+    def _again(reverted: bool, handle) -> bool:
+        """Whether a refused close (or the release after one) of a short handle reverts its
+        file: always the first time; again only if no other handle has the file open.
+
+        Why (dupfd13): one handle is one open file description, so a ``dup(2)`` of the
+        descriptor whose close was refused (or one a child inherited) still writes through
+        it, and each of its later closes is refused too; what it wrote since the revert must
+        not be committed then, nor at the release. Alone, a revert drops it. With another
+        handle open, a revert would drop that handle's unsaved writes while its close
+        returns 0 (d3c5a43); the file is left to that close instead."""
+        return not reverted or not handle.shared
 
     def releases_now(self, fh: int) -> bool:
         """Whether a RELEASE of ``fh`` would do no I/O and wait for nothing (not staged, no
@@ -553,17 +570,20 @@ class WorkspaceView:
             short, reverted = fh in self._short, fh in self._reverted
             self._short.discard(fh)
             self._reverted.discard(fh)
+        commit = True
         try:
-            if short:
-                if not reverted:  # first: the close below may succeed now, and must not save it
+            if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)
+                if self._again(reverted, handle):  # the close below must not save it
                     self._revert(ino, handle)
+                else:  # another handle's close commits or refuses the file
+                    commit = False
             elif staged and self.quota is not None:
                 self._handles[fh] = (ino, handle)  # charged like a flush, but a release cannot fail
                 try:
                     self._charge_staged(fh, force=True)
                 finally:
                     del self._handles[fh]
-            handle.close()
+            handle.close(commit=commit)
             if handle.lingering:
                 log.info(
                     "workspace %r: %r is still mapped after its last close: committed again when unmapped",

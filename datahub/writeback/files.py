@@ -660,12 +660,22 @@ class FileHandle:
     def fsync(self) -> None:
         self._check().fsync()
 
-    def close(self) -> None:
+    @property
+    def shared(self) -> bool:
+        """Whether another handle holds this file open (all share one ``OpenFile``)."""
+        return self._of.refs > 1
+
+    def close(self, *, commit: bool = True) -> None:
         """fsync, then release; on failure the handle stays open so the caller may retry.
-        A dropped file (``OpenFile.drop``) has nothing to commit: its handle is released."""
+        A dropped file (``OpenFile.drop``) has nothing to commit: its handle is released.
+
+        ``commit=False``: release only, for a handle whose close was refused for space
+        while another handle still holds the file (``shared``): what it holds is that
+        handle's to commit or refuse at its own close (docs/writeback.md, "Out of space
+        at close"); a commit here would acknowledge bytes whose close returned ENOSPC."""
         if self._closed:
             return
-        if not self._of.dropped:
+        if commit and not self._of.dropped:
             self._of.fsync()
         self._closed = True
         self._release(self._of)
