@@ -232,7 +232,7 @@ class BucketLister:
                     self._unrecorded(
                         f"not committed: dataset {self._dataset!r} cannot be read with this mount's "
                         "catalog credentials (over HTTP only a global admin's token reads a bucket "
-                        "snapshot's dataset; or it was deleted meanwhile)"
+                        "snapshot's dataset)"
                     )
                     return None
                 why = foreign_snapshot(dataset, self._url)
@@ -240,7 +240,8 @@ class BucketLister:
                     self.refused = why
                     self._unrecorded(
                         f"not committed: dataset {self._dataset!r} is not a snapshot as bucket mounts "
-                        f"make it ({why}); mounts record their snapshots once that dataset is deleted"
+                        f"make it ({why}); its listing is served, but no mount of this bucket records a "
+                        "snapshot while that dataset has an owner, an access list or another source"
                     )
                     return None
                 head = catalog.store.head(self._dataset) or 0
