@@ -505,6 +505,7 @@ class WorkspaceView:
         self._check_short(fh)
         self._charge_staged(fh)
         self._handles[fh][1].fsync()
+        self._check_short(fh)  # a revert for another handle ran meanwhile (``_refuse_dropped``)
         with self._lock:
             self._dirty.discard(fh)
 
@@ -623,11 +624,11 @@ class WorkspaceView:
             charged = staged.charged if staged is not None else None
         if self.quota is not None and charged is None:
             charged = handle.size()
+        self._refuse_dropped(handle)  # before: an fsync racing the revert sees it after its commit
         try:
             gone = self.ws.revert(path or "", file_id=handle.file_id)
         except NotFound:
             return
-        self._refuse_dropped(handle)
         if gone is None:
             return
         if self.quota is not None:
@@ -655,8 +656,10 @@ class WorkspaceView:
         since its own last successful fsync or close is made short, so its close reports
         ENOSPC. Why: the revert dropped every change of the open file since its last
         acknowledgement, that handle's too; its close used to return 0 with its bytes gone
-        (review13c). Conservative: bytes another handle's fsync acknowledged meanwhile are
-        kept by the revert, and that close is refused all the same. A staged file's writes
+        (review13c). Marked before the revert, and ``fsync`` looks again after its commit,
+        so a close racing the revert is refused too. Conservative: bytes another handle's
+        fsync (or that racing close) acknowledged are kept by the revert, and that close is
+        refused all the same. A staged file's writes
         (``--passthrough``) go to the kernel, not here: not seen (docs/writeback.md)."""
         with self._lock:
             for fh in self._dirty:

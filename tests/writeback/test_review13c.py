@@ -182,3 +182,37 @@ def test_another_handles_writes_before_a_refused_close_are_not_lost_behind_a_clo
     if not refused:
         assert _content(view.ws, "f") == b"B's bytes", "a close that returned 0 lost its bytes"
     view.ws.close()
+
+
+def test_a_close_racing_the_revert_that_dropped_its_bytes_is_refused(env: Env) -> None:
+    """b's close passed its check for space, then a's refused close reverted the file
+    (dropping b's bytes) before b's commit: b's close must not return 0. The order is forced
+    with a hook at b's commit, not by timing."""
+    view = _view(env)
+    ino = _acked(view)
+    a, _, _ = view.open(ino, truncate=False)
+    b, _, _ = view.open(ino, truncate=False)
+    view.write(b, 0, b"B's bytes")
+    with pytest.raises(NoSpace):
+        view.write(a, 0, os.urandom(100))
+    handle_b = view._handles[b][1]
+    commit = handle_b.fsync
+
+    def revert_first() -> None:
+        with pytest.raises(NoSpace):
+            view.flush(a)  # a's close: refused, the file goes back to "acked"
+        commit()
+
+    handle_b.fsync = revert_first
+    try:
+        view.flush(b)
+    except NoSpace:
+        refused = True
+    else:
+        refused = False
+    handle_b.fsync = commit
+    view.release(a)
+    view.release(b)
+    if not refused:
+        assert _content(view.ws, "f") == b"B's bytes", "a close that returned 0 lost its bytes"
+    view.ws.close()
