@@ -158,26 +158,36 @@ def test_a_crash_between_a_refused_close_and_the_release_keeps_the_acknowledged_
     ws.close()
 
 
-def test_another_handles_writes_before_a_refused_close_are_not_lost_behind_a_close_of_0(env: Env) -> None:
-    """Handle b wrote (within the quota) before handle a's close was refused for space; a's
-    revert drops every change since the last acknowledgement, b's too. b's close must then
-    not return 0 with its bytes gone: either they are kept or its close is refused."""
-    view = _view(env)
+def _a_short_and_b_wrote(view: WorkspaceView) -> tuple[int, int]:
+    """Two handles of "f" (acknowledged b"acked"): b wrote b"B's bytes" within the quota,
+    a's write went past it (a is short)."""
     ino = _acked(view)
     a, _, _ = view.open(ino, truncate=False)
     b, _, _ = view.open(ino, truncate=False)
     view.write(b, 0, b"B's bytes")
     with pytest.raises(NoSpace):
         view.write(a, 0, os.urandom(100))
+    return a, b
+
+
+def _close_refused(view: WorkspaceView, fh: int) -> bool:
+    try:
+        view.flush(fh)
+    except NoSpace:
+        return True
+    return False
+
+
+def test_another_handles_writes_before_a_refused_close_are_not_lost_behind_a_close_of_0(env: Env) -> None:
+    """Handle b wrote (within the quota) before handle a's close was refused for space; a's
+    revert drops every change since the last acknowledgement, b's too. b's close must then
+    not return 0 with its bytes gone: either they are kept or its close is refused."""
+    view = _view(env)
+    a, b = _a_short_and_b_wrote(view)
     with pytest.raises(NoSpace):
         view.flush(a)
     view.release(a)
-    try:
-        view.flush(b)
-    except NoSpace:
-        refused = True
-    else:
-        refused = False
+    refused = _close_refused(view, b)
     view.release(b)
     if not refused:
         assert _content(view.ws, "f") == b"B's bytes", "a close that returned 0 lost its bytes"
@@ -189,12 +199,7 @@ def test_a_close_racing_the_revert_that_dropped_its_bytes_is_refused(env: Env) -
     (dropping b's bytes) before b's commit: b's close must not return 0. The order is forced
     with a hook at b's commit, not by timing."""
     view = _view(env)
-    ino = _acked(view)
-    a, _, _ = view.open(ino, truncate=False)
-    b, _, _ = view.open(ino, truncate=False)
-    view.write(b, 0, b"B's bytes")
-    with pytest.raises(NoSpace):
-        view.write(a, 0, os.urandom(100))
+    a, b = _a_short_and_b_wrote(view)
     handle_b = view._handles[b][1]
     commit = handle_b.fsync
 
@@ -204,12 +209,7 @@ def test_a_close_racing_the_revert_that_dropped_its_bytes_is_refused(env: Env) -
         commit()
 
     handle_b.fsync = revert_first
-    try:
-        view.flush(b)
-    except NoSpace:
-        refused = True
-    else:
-        refused = False
+    refused = _close_refused(view, b)
     handle_b.fsync = commit
     view.release(a)
     view.release(b)
