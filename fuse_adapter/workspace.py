@@ -83,6 +83,10 @@ class WorkspaceView:
         # short handles whose file a close already reverted: not again at the next close or
         # the release while another handle shares the file (``_again``)
         self._reverted: set[int] = set()
+        # handles that wrote through the daemon since their own last successful fsync or close:
+        # a revert of their file for another handle drops those bytes, so their close is
+        # refused too (``_refuse_dropped``), never 0 with the bytes gone (review13c)
+        self._dirty: set[int] = set()
         # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
         self.uid = os.getuid() if uid is None else uid
@@ -460,6 +464,7 @@ class WorkspaceView:
             self._refund(growth)
             raise
         with self._lock:
+            self._dirty.add(fh)
             last = self._last.get(ino)
             if last is not None and offset + n > last.size:
                 self._last[ino] = Stat(
@@ -500,6 +505,9 @@ class WorkspaceView:
         self._check_short(fh)
         self._charge_staged(fh)
         self._handles[fh][1].fsync()
+        self._check_short(fh)  # a revert for another handle ran meanwhile (``_refuse_dropped``)
+        with self._lock:
+            self._dirty.discard(fh)
 
     def flush_is_done(self, fh: int) -> bool:
         """Whether a FLUSH of ``fh`` has nothing to commit (no quota failure, not staged, the
@@ -570,6 +578,7 @@ class WorkspaceView:
             short, reverted = fh in self._short, fh in self._reverted
             self._short.discard(fh)
             self._reverted.discard(fh)
+            self._dirty.discard(fh)
         commit = True
         try:
             if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)
@@ -615,6 +624,7 @@ class WorkspaceView:
             charged = staged.charged if staged is not None else None
         if self.quota is not None and charged is None:
             charged = handle.size()
+        self._refuse_dropped(handle)  # before: an fsync racing the revert sees it after its commit
         try:
             gone = self.ws.revert(path or "", file_id=handle.file_id)
         except NotFound:
@@ -640,6 +650,22 @@ class WorkspaceView:
             parent_ino = self._by_path.get(parent)
         if parent_ino is not None:
             self.forget_entry(parent_ino, name)
+
+    def _refuse_dropped(self, handle) -> None:
+        """After a revert of ``handle``'s file: every other handle of that file that wrote
+        since its own last successful fsync or close is made short, so its close reports
+        ENOSPC. Why: the revert dropped every change of the open file since its last
+        acknowledgement, that handle's too; its close used to return 0 with its bytes gone
+        (review13c). Marked before the revert, and ``fsync`` looks again after its commit,
+        so a close racing the revert is refused too. Conservative: bytes another handle's
+        fsync (or that racing close) acknowledged are kept by the revert, and that close is
+        refused all the same. A staged file's writes
+        (``--passthrough``) go to the kernel, not here: not seen (docs/writeback.md)."""
+        with self._lock:
+            for fh in self._dirty:
+                other = self._handles.get(fh)
+                if other is not None and other[1] is not handle and other[1].file_id == handle.file_id:
+                    self._short.add(fh)
 
     def release_all(self) -> None:
         """At unmount: close what the kernel did not release (each close is durable)."""
