@@ -18,6 +18,7 @@ Item life cycle::
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -25,11 +26,21 @@ from typing import Any
 
 from datahub.api.access import Principal, require, require_creatable
 from datahub.catalog.filter import RecordFilter
-from datahub.errors import AccessDenied, Conflict, DatasetNotFound, InvalidInput, NotFound, VersionNotFound
+from datahub.errors import (
+    AccessDenied,
+    Conflict,
+    DatahubError,
+    DatasetNotFound,
+    InvalidInput,
+    NotFound,
+    VersionNotFound,
+)
 from datahub.validation import check_name, check_prefix
 from labelx.entities import Item, NewItem, Project, Task, User
 from labelx.schema import LabelSchema, parse_schema
 from labelx.store import LabelStore
+
+log = logging.getLogger(__name__)
 
 MAX_TASK_SIZE = 1000
 _READ_BATCH = 2000  # item keys (records) read per catalog request when migrating a project
@@ -85,6 +96,11 @@ class LabelService:
                 after = keys[-1]
         except (DatasetNotFound, VersionNotFound):
             return
+        except DatahubError as exc:  # a catalog that is down: the pages need only labelx.db
+            log.warning(
+                "labels of project %d (%s@v%d) not read from the catalog yet: %s; tried again at its next use",
+                project.id, project.dataset, project.version, exc.message,
+            )  # fmt: skip
 
     def _task_for(self, user: User, task_id: int, *, edit: bool = False) -> Task:
         task = self.store.get_task(task_id)

@@ -136,3 +136,33 @@ def test_an_old_project_whose_dataset_is_gone_still_opens(app, env, tmp_path):
     finally:
         again.state.labelx.store.close()
         other.close()
+
+
+def test_an_old_project_opens_and_saves_while_the_catalog_is_down(app, env, monkeypatch):
+    """review13c: the one-time read of an old project's labels ran inside its first request,
+    and a catalog that was down (not a missing dataset) failed the project's pages, saving a
+    label included, which needed only labelx.db before. They work; the read is tried again."""
+    from datahub.errors import CatalogUnavailable
+
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    path = app.state.labelx.store.path
+    app.state.labelx.store.close()
+    _make_old(path)
+    again = create_labelx_app(env.config, catalog=env.catalog, stores=env.stores, cache=env.cache)
+    try:
+
+        def down(*_args, **_kwargs):
+            raise CatalogUnavailable("the catalog is down (test)")
+
+        monkeypatch.setattr(env.catalog.store, "get_records", down)
+        alice = Session(again, "alice")
+        it = _items(alice, pid)["img/0000.jpg"]
+        saved = ok(alice.put(f"/api/items/{it['id']}", {"version": it["version"], "value": "dog"}))
+        assert saved["value"] == "dog"
+        assert not again.state.labelx.store.get_project(pid).dataset_labels_read
+        monkeypatch.undo()
+        _items(alice, pid)  # the catalog is back: the next use reads them
+        assert again.state.labelx.store.get_project(pid).dataset_labels_read
+    finally:
+        again.state.labelx.store.close()
