@@ -349,6 +349,12 @@ def test_starting_a_job_creates_its_target_so_no_other_caller_can_take_the_name(
     assert catalog.get_dataset("out").owner == made.owner
 
 
+# A task long enough (100 photos, about a second to pack) that the child still holds it when
+# the executor stops it: with one photo per task, a child could finish its task between the
+# moment it was seen holding it and the stop, and there was then nothing to hand back.
+SLOW_TASK_PHOTOS = 100
+
+
 def _cancel_once_a_child_holds_a_task(queue, job: str, cancel: threading.Event):
     """An ``on_progress`` that sets ``cancel`` once a child holds a task: the executor's next
     poll then stops the children, which hand their tasks back."""
@@ -374,12 +380,12 @@ def test_a_cancelled_local_run_over_a_remote_catalog_hands_tasks_back_at_once(
 
     server, backing, admin = serve(tmp_path)
     try:
-        import_manifest(backing, config, write_source(tmp_path / "src", 6), "photos")
+        import_manifest(backing, config, write_source(tmp_path / "src", SLOW_TASK_PHOTOS), "photos")
         monkeypatch.setenv("DATAHUB_API_TOKEN", admin)
         remote = config.model_copy(update={"catalog_url": server.url})
         catalog = open_catalog(server.url)
         queue = open_task_queue(server.url)
-        spec = PackSpec.parse(resize="shorter=40", shard_size="1B")  # six tasks, one photo each
+        spec = PackSpec.parse(resize="shorter=40", shard_size="64MB")  # one task of them all
         job = start_job(catalog, queue, "photos", "out", spec).job
         cancel = threading.Event()
         with pytest.raises(Cancelled):
@@ -403,8 +409,8 @@ def test_a_cancelled_local_run_hands_its_workers_tasks_back_by_their_leases(
     """The local executor stops its children on Ctrl-C and releases the tasks they held, at once:
     it presents each child's lease id (its listing of the same database shows them), since a
     worker's name no longer releases anything."""
-    import_manifest(catalog, config, write_source(tmp_path / "src", 6), "photos")
-    spec = PackSpec.parse(resize="shorter=40", shard_size="1B")  # six tasks, one photo each
+    import_manifest(catalog, config, write_source(tmp_path / "src", SLOW_TASK_PHOTOS), "photos")
+    spec = PackSpec.parse(resize="shorter=40", shard_size="64MB")  # one task of them all
     queue = open_task_queue(config.resolved_catalog_url)
     job = start_job(catalog, queue, "photos", "out", spec).job
     cancel = threading.Event()
