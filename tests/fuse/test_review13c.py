@@ -9,8 +9,9 @@ import os
 import pytest
 
 from tests.fuse.conftest import FuseEnv
+from tests.fuse.test_workspace_dupfd13 import quota_mount
 from tests.fuse.test_workspace_nospace import FLAGS, QUOTA, _close_fails_for_space, _write_all
-from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
+from tests.fuse.test_workspace_review11 import _kill_9, _remounted
 
 pytestmark = pytest.mark.fuse
 
@@ -20,9 +21,7 @@ def test_a_short_handle_renamed_and_unlinked_commits_nothing(env: FuseEnv, flags
     name = f"r13c-{flags}"
     mnt = env.mountpoint(name)
     acked, other = os.urandom(100_000), os.urandom(50_000)
-    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA), *FLAGS[flags]) as proc:
-        if flags == "passthrough":
-            _wait_passthrough(env, mnt)
+    with quota_mount(env, mnt, name, flags) as proc:
         fd = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
         fd2 = os.dup(fd)
         assert os.write(fd, acked) == len(acked)
@@ -49,9 +48,7 @@ def test_another_handles_bytes_dropped_by_a_refused_close_are_not_acknowledged(
     name = f"r13c-other-{flags}"
     mnt = env.mountpoint(name)
     acked, fresh = os.urandom(100_000), os.urandom(8192)
-    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA), *FLAGS[flags]) as proc:
-        if flags == "passthrough":
-            _wait_passthrough(env, mnt)
+    with quota_mount(env, mnt, name, flags) as proc:
         (mnt / "f.bin").write_bytes(acked)
         b = os.open(mnt / "f.bin", os.O_RDWR)
         assert os.pwrite(b, fresh, 0) == len(fresh)
@@ -79,9 +76,7 @@ def test_a_staged_writers_bytes_dropped_by_a_refused_close_are_not_acknowledged(
     name = f"r13c-staged-{flags}"
     mnt = env.mountpoint(name)
     acked, fresh = os.urandom(100_000), os.urandom(8192)
-    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA), *FLAGS[flags]) as proc:
-        if flags == "passthrough":
-            _wait_passthrough(env, mnt)
+    with quota_mount(env, mnt, name, flags) as proc:
         b = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
         assert os.write(b, acked) == len(acked)
         os.fsync(b)

@@ -17,6 +17,9 @@ that handle's close keeps its bytes (second test).
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,16 @@ from tests.writeback.test_revert_by_id import _content, _record_of
 pytestmark = pytest.mark.fuse
 
 
+@contextmanager
+def quota_mount(env: FuseEnv, mnt: Path, name: str, flags: str) -> Iterator[subprocess.Popen]:
+    """Workspace ``name`` at ``mnt`` with the small quota and the ``flags`` case's options,
+    passthrough ready when asked; yields the daemon's process."""
+    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA), *FLAGS[flags]) as proc:
+        if flags == "passthrough":
+            _wait_passthrough(env, mnt)
+        yield proc
+
+
 @pytest.mark.parametrize("flags", FLAGS)
 def test_writes_through_a_dup_after_a_refused_close_are_not_committed_by_the_release(
     env: FuseEnv, flags: str
@@ -42,9 +55,7 @@ def test_writes_through_a_dup_after_a_refused_close_are_not_committed_by_the_rel
     mnt = env.mountpoint(name)
     acked = os.urandom(300_000)
     late = os.urandom(8192)  # page-aligned, inside the acknowledged size: no quota growth
-    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA), *FLAGS[flags]) as proc:
-        if flags == "passthrough":
-            _wait_passthrough(env, mnt)
+    with quota_mount(env, mnt, name, flags) as proc:
         # one handle only (the kernel sends a RELEASE after the close returns, so another
         # closed just before could still hold the file open): acknowledged by an fsync
         fd1 = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)  # staged with --passthrough
@@ -72,9 +83,7 @@ def test_a_second_handle_keeps_its_bytes_when_a_dup_of_a_refused_handle_is_relea
     name = f"dupfd-other-{flags}"
     mnt = env.mountpoint(name)
     acked, fresh = os.urandom(300_000), os.urandom(8192)
-    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA), *FLAGS[flags]) as proc:
-        if flags == "passthrough":
-            _wait_passthrough(env, mnt)
+    with quota_mount(env, mnt, name, flags) as proc:
         (mnt / "f.bin").write_bytes(acked)
         fd1 = os.open(mnt / "f.bin", os.O_RDWR | os.O_TRUNC)
         fd2 = os.dup(fd1)
