@@ -214,11 +214,8 @@ class NodeService:
                 if self._health(existing) != "ok":
                     self._recover(existing)
                 return
-            if is_mounted(target):
-                raise Conflict(
-                    f"target {target} is already a mount point this plugin did not make; unmount it first",
-                    target_path=target,
-                )
+            self._refuse_unusable_path(target, req.volume_id)
+            self._clear_leftover(target, volume_id=req.volume_id)
             # the flag as asked: a read-only volume is mounted read-only either way, yet
             # readonly=false later is a different request (ALREADY_EXISTS), as the spec says
             extra = {"requested_readonly": req.readonly}
@@ -251,6 +248,7 @@ class NodeService:
         staging path when ``staged``: then nobody's access is checked yet, each publish does)."""
         key = hashlib.sha256(path.encode()).hexdigest()[:16]
         volume_dir = self.state_dir / "volumes" / key
+        self._stop_leftover_process(volume_dir)
         if spec.kind == "bucket":
             access.require_own_credentials(overrides, spec.bucket_url, volume_id)
         if spec.kind == "workspace":
@@ -387,6 +385,67 @@ class NodeService:
                 _remove_dir(p.target_path)
             raise
 
+    def _refuse_unusable_path(self, path: str, volume_id: str) -> None:
+        """Conflict for a new target or staging path that is a symlink or a file, or that lies
+        inside (or holds) another recorded volume's path or the plugin's state dir.
+
+        ``mount`` follows a symlink: a bind onto a link named another pod's volume (or any host
+        directory) was stacked there, and unpublishing the link left that pod a dead mount. A
+        path inside a writable volume was created in the pod's files (and flushed with them),
+        and its bind kept the outer volume from unmounting (csi14).
+        """
+        if os.path.islink(path):
+            raise Conflict(
+                f"{path} is a symbolic link; volume {volume_id!r} is mounted only on a directory "
+                "the CO made (a bind would land where the link points)",
+                target_path=path,
+            )
+        if os.path.lexists(path) and not os.path.isdir(path):  # was INTERNAL: makedirs' EEXIST
+            raise Conflict(
+                f"{path} exists and is not a directory; volume {volume_id!r} is mounted on a directory",
+                target_path=path,
+            )
+        for other in [str(self.state_dir), *(q.target_path for q in self.published())]:
+            if other != path and (_inside(path, other) or _inside(other, path)):
+                raise Conflict(
+                    f"{path} lies {'inside' if _inside(path, other) else 'above'} {other}, which this "
+                    f"plugin uses for another volume or its state; volume {volume_id!r} is not mounted there",
+                    target_path=path,
+                )
+
+    def _clear_leftover(self, path: str, *, volume_id: str) -> None:
+        """Unmount what a call on the unrecorded ``path`` left there when a crash cut it short.
+
+        A SIGKILL between a mount (or bind) and the state write that records it leaves a bind
+        of one of our own FUSE mounts on the path and no record: the kubelet's retry must
+        succeed, not find "a mount point this plugin did not make" for ever (csi14). Anything
+        that is not a bind of ours (a tmpfs, a host path, another driver's volume) is left as
+        it is and refused.
+        """
+        while is_mounted(path):
+            foreign = mounts.foreign_mount(path, str(self.state_dir))
+            if foreign is not None:
+                raise Conflict(
+                    f"{path} holds a {foreign} mount this plugin did not make (volume {volume_id!r} "
+                    "cannot be mounted there); unmount it first",
+                    target_path=path,
+                )
+            log.warning("%s holds a mount of ours with no record (a call cut short by a crash): unmounting it",
+                        path)  # fmt: skip
+            mounts.unmount(path, lazy=True)
+
+    def _stop_leftover_process(self, volume_dir: Path) -> None:
+        """Stop a mount process no record owns on ``volume_dir`` (its path's record was lost to a
+        crash before it was written): a new one is about to mount there, and the old one would
+        otherwise run, unseen, for ever (a workspace's still flushes what it acknowledged)."""
+        leftover = mounts.MountProcess(
+            str(volume_dir / "datahub.toml"), str(volume_dir / "mnt"), str(volume_dir / "mount.log")
+        )
+        if not is_mounted(leftover.staging) or not os.path.exists(leftover.config_path):
+            return
+        log.warning("stopping the unrecorded mount process of %s (a call cut short by a crash)", volume_dir)
+        leftover.stop(timeout=self.unmount_timeout)
+
     # --- NodeStageVolume / NodeUnstageVolume ----------------------------------------------------
     def stage(self, req: StageRequest) -> None:
         """Mount the volume once for this node (idempotent); publishes bind it into pods."""
@@ -420,11 +479,8 @@ class NodeService:
                 if self._health(existing) != "ok":
                     self._recover(existing)
                 return
-            if is_mounted(path):
-                raise Conflict(
-                    f"staging path {path} is already a mount point this plugin did not make; unmount it first",
-                    target_path=path,
-                )
+            self._refuse_unusable_path(path, req.volume_id)
+            self._clear_leftover(path, volume_id=req.volume_id)
             extra = {"context": _attributes(req.context)}
             self._mount_new(
                 req.volume_id, path, spec, readonly, fingerprint, overrides, None, extra, staged=True
@@ -511,6 +567,8 @@ class NodeService:
             p = self._get(target)
             self._refuse_foreign(target, volume_id)
             if p is None:  # already unpublished (or never): make sure nothing of ours is left
+                if os.path.islink(target):  # never published (publish refuses links): nothing to undo
+                    return
                 mounts.unmount(target, lazy=mounts.health(target) == "broken")
                 _remove_dir(target)
                 return
@@ -778,6 +836,11 @@ def _fingerprint(
     if stage:
         doc["stage"] = True
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _inside(path: str, other: str) -> bool:
+    """Whether ``path`` lies strictly below the directory ``other`` (both canonical)."""
+    return path.startswith(other.rstrip("/") + "/")
 
 
 def _attributes(context: Mapping[str, str]) -> dict[str, str]:
