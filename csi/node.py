@@ -246,8 +246,7 @@ class NodeService:
     ) -> None:
         """Start a mount process for ``spec`` and bind its view onto ``path`` (a target, or a
         staging path when ``staged``: then nobody's access is checked yet, each publish does)."""
-        key = hashlib.sha256(path.encode()).hexdigest()[:16]
-        volume_dir = self.state_dir / "volumes" / key
+        volume_dir = self._volume_dir(path)
         self._stop_leftover_process(volume_dir)
         if spec.kind == "bucket":
             access.require_own_credentials(overrides, spec.bucket_url, volume_id)
@@ -434,6 +433,10 @@ class NodeService:
                         path)  # fmt: skip
             mounts.unmount(path, lazy=True)
 
+    def _volume_dir(self, path: str) -> Path:
+        """The private dir (mount point, config file, log) of the volume mounted for ``path``."""
+        return self.state_dir / "volumes" / hashlib.sha256(path.encode()).hexdigest()[:16]
+
     def _stop_leftover_process(self, volume_dir: Path) -> None:
         """Stop a mount process no record owns on ``volume_dir`` (its path's record was lost to a
         crash before it was written): a new one is about to mount there, and the old one would
@@ -445,6 +448,14 @@ class NodeService:
             return
         log.warning("stopping the unrecorded mount process of %s (a call cut short by a crash)", volume_dir)
         leftover.stop(timeout=self.unmount_timeout)
+
+    def _forget_leftover(self, path: str) -> None:
+        """For an unrecorded ``path`` being unstaged or unpublished: stop a mount process a crash
+        left for it (a workspace flushes what it acknowledged) and remove its config (secrets)."""
+        volume_dir = self._volume_dir(path)
+        self._stop_leftover_process(volume_dir)
+        if not is_mounted(str(volume_dir / "mnt")):  # never delete through a mount
+            shutil.rmtree(volume_dir, ignore_errors=True)
 
     # --- NodeStageVolume / NodeUnstageVolume ----------------------------------------------------
     def stage(self, req: StageRequest) -> None:
@@ -502,6 +513,7 @@ class NodeService:
             self._refuse_foreign(path, volume_id)
             if s is None:  # already unstaged (or never): make sure nothing of ours is left
                 mounts.unmount(path, lazy=mounts.health(path) == "broken")
+                self._forget_leftover(path)
                 return
             if not s.staged:
                 raise Conflict(
@@ -570,6 +582,7 @@ class NodeService:
                 if os.path.islink(target):  # never published (publish refuses links): nothing to undo
                     return
                 mounts.unmount(target, lazy=mounts.health(target) == "broken")
+                self._forget_leftover(target)
                 _remove_dir(target)
                 return
             if p.volume_id != volume_id:

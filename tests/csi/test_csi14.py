@@ -260,3 +260,29 @@ def test_one_workspace_staged_on_two_nodes_sharing_a_catalog_has_one_writer(
         )
     finally:
         node_b.teardown()
+
+
+def test_unstage_and_unpublish_after_a_crash_lost_the_record_stop_the_unrecorded_process(
+    own_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """The kubelet treats the dropped connection as "uncertain" and, once the pod is gone, calls
+    NodeUnstage / NodeUnpublish instead of retrying: the process must not run on unseen."""
+    plugin = own_plugin.start()
+    stage, pod = staging(plugin, "gone-stage"), target(plugin, "gone-inline")
+    plugin.stage(stage, V1, volume_id="gone")
+    plugin.publish(pod, {"workspace": "csi14-gone"}, volume_id="gone-ws")
+    Path(pod, "kept.txt").write_bytes(b"acknowledged")
+    orphans = [p["pid"] for p in plugin.state()]
+    plugin.kill9()
+    _forget(plugin, stage)
+    _forget(plugin, pod)
+    again = _restart(own_plugin)
+    again.unstage(stage, "gone")
+    again.unpublish(pod, "gone-ws")
+    assert all(_gone(pid) for pid in orphans)
+    assert fuse_mounts(again) == [] and mounts_under(again.root) == []
+    assert os.listdir(again.state_dir / "volumes") == []  # no config (with its secrets) left behind
+    listed = csi_env.endpoint.client().list_objects_v2(
+        Bucket=csi_env.bucket, Prefix="objects/workspaces/csi14-gone/"
+    )
+    assert [o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", [])] == ["kept.txt"]  # flushed
