@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,8 +68,9 @@ def _gone(pid: int) -> bool:
     return not os.path.exists(f"/proc/{pid}/cmdline") or _zombie(pid)
 
 
+@pytest.mark.parametrize("bound", [True, False], ids=["after-bind", "before-bind"])
 def test_a_stage_whose_record_a_crash_lost_is_staged_again_with_one_daemon(
-    own_plugin: Plugin, csi_env: CsiEnv
+    own_plugin: Plugin, csi_env: CsiEnv, bound: bool
 ) -> None:
     plugin = own_plugin.start()
     stage = staging(plugin, "lost-stage")
@@ -76,6 +78,8 @@ def test_a_stage_whose_record_a_crash_lost_is_staged_again_with_one_daemon(
     [orphan] = [p["pid"] for p in plugin.state() if p.get("staged")]
     plugin.kill9()  # between the mount (done) and the state write (never happened)
     _forget(plugin, stage)
+    if not bound:  # killed even before the bind: the process serves its private dir only
+        subprocess.run(["umount", stage], check=True)
     again = _restart(own_plugin)
     again.stage(stage, V1, volume_id="lost")  # the kubelet retries the stage it never saw succeed
     [record] = [p for p in again.state() if p.get("staged")]
@@ -178,8 +182,6 @@ def test_a_target_inside_another_volume_is_refused_and_writes_nothing_there(
 def test_a_mount_the_plugin_did_not_make_is_still_refused_and_left_alone(
     own_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
-    import subprocess
-
     plugin = own_plugin.start()
     pod, stage = target(plugin, "tmpfs-pod"), staging(plugin, "tmpfs-stage")
     for path in (pod, stage):
