@@ -422,13 +422,7 @@ class NodeService:
         it is and refused.
         """
         while is_mounted(path):
-            foreign = mounts.foreign_mount(path, str(self.state_dir))
-            if foreign is not None:
-                raise Conflict(
-                    f"{path} holds a {foreign} mount this plugin did not make (volume {volume_id!r} "
-                    "cannot be mounted there); unmount it first",
-                    target_path=path,
-                )
+            self._refuse_foreign(path, volume_id)
             log.warning("%s holds a mount of ours with no record (a call cut short by a crash): unmounting it",
                         path)  # fmt: skip
             mounts.unmount(path, lazy=True)

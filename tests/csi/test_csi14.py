@@ -58,6 +58,14 @@ def _forget(plugin: Plugin, path: str) -> None:
     state_file.write_text(json.dumps(doc))
 
 
+def _refused(plugin: Plugin, *paths: str, context: dict[str, str] = V1, volume_id: str = "in") -> None:
+    """NodePublishVolume and NodeStageVolume at each of ``paths`` answer FAILED_PRECONDITION."""
+    for path in paths:
+        for call in (plugin.publish, plugin.stage):
+            code = code_of(lambda c=call, p=path: c(p, context, volume_id=volume_id))
+            assert code == grpc.StatusCode.FAILED_PRECONDITION, (call.__name__, path)
+
+
 def _restart(own_plugin: Plugin) -> Plugin:
     restarted = Plugin(own_plugin.root, own_plugin.config_path, check_interval=3600).start()
     own_plugin.proc, own_plugin.channel = restarted.proc, restarted.channel  # teardown stops this one
@@ -138,9 +146,7 @@ def test_a_target_that_is_a_symlink_is_refused_and_the_volume_it_names_is_untouc
     stage = staging(plugin, "link-stage")
     os.rmdir(stage)
     os.symlink(pod_a, stage)
-    v2 = {"dataset": "imgs", "version": "2"}
-    assert code_of(lambda: plugin.publish(pod_b, v2, volume_id="b")) == grpc.StatusCode.FAILED_PRECONDITION
-    assert code_of(lambda: plugin.stage(stage, v2, volume_id="s")) == grpc.StatusCode.FAILED_PRECONDITION
+    _refused(plugin, pod_b, stage, context={"dataset": "imgs", "version": "2"}, volume_id="b")
     assert Path(pod_a, "README").read_bytes() == b"v1\n"  # nothing stacked on pod a's volume
     assert mounts_under(plugin.root / "pods") == [pod_a]
     assert [p["target_path"] for p in plugin.state()] == [pod_a]
@@ -160,19 +166,16 @@ def test_a_target_inside_another_volume_is_refused_and_writes_nothing_there(
     ws = target(plugin, "outer-ws")
     plugin.publish(ws, {"workspace": "csi14-outer"}, volume_id="ws")
     inner = os.path.join(ws, "inner")
-    assert code_of(lambda: plugin.publish(inner, V1, volume_id="in")) == grpc.StatusCode.FAILED_PRECONDITION
+    _refused(plugin, inner)
     assert os.listdir(ws) == []  # no directory made in the pod's workspace (it would be flushed)
     stage = os.path.join(ws, "stage")
-    assert code_of(lambda: plugin.stage(stage, V1, volume_id="in")) == grpc.StatusCode.FAILED_PRECONDITION
+    _refused(plugin, stage)
     # nor one holding a volume below it, nor one inside the plugin's own state dir
     parent = str(plugin.root / "pods")
-    assert code_of(lambda: plugin.publish(parent, V1, volume_id="in")) == grpc.StatusCode.FAILED_PRECONDITION
     private = str(plugin.state_dir / "volumes")
-    assert code_of(lambda: plugin.publish(private, V1, volume_id="in")) == grpc.StatusCode.FAILED_PRECONDITION
     a_file = target(plugin, "a-file")
     Path(a_file).write_bytes(b"not a directory")  # was INTERNAL (a traceback: makedirs' EEXIST)
-    assert code_of(lambda: plugin.publish(a_file, V1, volume_id="in")) == grpc.StatusCode.FAILED_PRECONDITION
-    assert code_of(lambda: plugin.stage(a_file, V1, volume_id="in")) == grpc.StatusCode.FAILED_PRECONDITION
+    _refused(plugin, parent, private, a_file)
     assert Path(a_file).read_bytes() == b"not a directory"
     assert os.listdir(ws) == [] and [p["target_path"] for p in plugin.state()] == [ws]
     plugin.unpublish(ws, "ws")
@@ -189,8 +192,7 @@ def test_a_mount_the_plugin_did_not_make_is_still_refused_and_left_alone(
         subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", path], check=True)
         Path(path, "precious").write_bytes(b"keep me")
     try:
-        assert code_of(lambda: plugin.publish(pod, V1, volume_id="t")) == grpc.StatusCode.FAILED_PRECONDITION
-        assert code_of(lambda: plugin.stage(stage, V1, volume_id="t")) == grpc.StatusCode.FAILED_PRECONDITION
+        _refused(plugin, pod, stage)
         for path in (pod, stage):
             assert Path(path, "precious").read_bytes() == b"keep me"
         assert plugin.state() == [] and fuse_mounts(plugin) == []
