@@ -106,6 +106,7 @@ def test_a_publish_whose_record_a_crash_lost_is_published_again(own_plugin: Plug
     stage, pod = staging(plugin, "lost-bind"), target(plugin, "lost-bind-pod")
     plugin.stage(stage, V1, volume_id="lost")
     plugin.publish(pod, V1, volume_id="lost", staging=stage)
+    daemon = fuse_daemons(plugin).pop()
     plugin.kill9()  # between the bind (done) and the state write (never happened)
     _forget(plugin, pod)
     again = _restart(own_plugin)
@@ -113,8 +114,13 @@ def test_a_publish_whose_record_a_crash_lost_is_published_again(own_plugin: Plug
     assert [p["target_path"] for p in again.state() if p.get("staging_path") == stage] == [pod]
     assert _serves_v1(csi_env, pod)
     assert mounts_under(Path(pod).parent) == [pod]  # one bind, not two stacked
-    again.unpublish(pod, "lost")
-    assert mounts_under(Path(pod).parent) == []
+    # the next pod after the restart shares the adopted daemon
+    second = target(again, "lost-bind-second")
+    again.publish(second, V1, volume_id="lost", staging=stage)
+    assert fuse_daemons(again) == {daemon} and _serves_v1(csi_env, second)
+    for path in (pod, second):
+        again.unpublish(path, "lost")
+        assert mounts_under(Path(path).parent) == []
     again.unstage(stage, "lost")
 
 
