@@ -11,11 +11,22 @@ page in ``Origin``; so in local mode both must name this machine (``localhost``,
 With ``--auth`` the bearer token is the credential, which no other site can make a browser
 send, so nothing is checked here. ``/healthz`` answers everyone as before: it says only that the
 process serves, and a liveness probe may name any host.
+
+Nor does a loopback bind keep out the other users of this machine (a shared workstation, a
+GPU box): every local account reaches 127.0.0.1 too, and was the global admin there, though the
+catalog file and the cache are the server's user's alone (0600). So a connection is answered
+only when its other end, the client's socket, belongs to the server's own user (or root, who
+reads that user's files anyway): ``peer_uid`` finds that socket in ``/proc/net/tcp`` (``tcp6``)
+by its address and port, the way ``identd`` does. A socket no process holds any more (its
+sender closed it after sending: an orphan, listed with no owner) is refused too, as is one
+that cannot be found. This is Linux's table; datahub serves on Linux only (FUSE).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import sys
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -57,8 +68,56 @@ def refusal(headers: dict[bytes, bytes]) -> str | None:
     return None
 
 
+PROC_NET = "/proc/net"
+
+
+def _proc_address(host: str, port: int) -> str:
+    """``host:port`` as ``/proc/net/tcp*`` writes it: each 32-bit word of the address in the
+    machine's byte order, as hex, then the port in hex (``0100007F:1F90``)."""
+    packed = ipaddress.ip_address(host).packed
+    words = (int.from_bytes(packed[i : i + 4], sys.byteorder) for i in range(0, len(packed), 4))
+    return "".join(f"{w:08X}" for w in words) + f":{port:04X}"
+
+
+def peer_uid(client: tuple[str, int], server: tuple[str, int], proc_net: str = PROC_NET) -> int | None:
+    """The user owning the client's end of this machine's TCP connection ``client`` -> ``server``
+    (an orphan socket, which no process holds, has none): None when there is none."""
+    family = "tcp6" if ipaddress.ip_address(client[0]).version == 6 else "tcp"
+    local, remote = _proc_address(*client), _proc_address(*server)
+    try:
+        with open(os.path.join(proc_net, family), encoding="ascii") as table:
+            for line in table:
+                fields = line.split()
+                # sl local rem st queues timer retransmits uid timeout inode
+                if len(fields) > 9 and fields[1] == local and fields[2] == remote:
+                    return int(fields[7]) if fields[9] != "0" else None
+    except OSError:
+        return None
+    return None
+
+
+def foreign_user(scope: Scope) -> str | None:
+    """Why the client of ``scope`` may not be answered as this server's user, or None.
+
+    A client that is no IP address (an in-process test client) has no socket to check."""
+    client, server = scope.get("client"), scope.get("server")
+    if not client or not server:
+        return None
+    try:
+        ipaddress.ip_address(client[0])
+    except ValueError:
+        return None
+    uid = peer_uid((client[0], int(client[1])), (server[0], int(server[1])))
+    if uid is None:
+        return "no process of this machine holds the connection it came on any more"
+    if uid not in (os.geteuid(), 0):
+        return f"it came from another user of this machine (uid {uid})"
+    return None
+
+
 class LocalCallersOnly:
-    """ASGI middleware: in local mode, refuse (403 ``access_denied``) what a web page sent."""
+    """ASGI middleware: in local mode, refuse (403 ``access_denied``) what a web page or
+    another user of this machine sent."""
 
     def __init__(self, app: ASGIApp, config: Config) -> None:
         self.app, self.config = app, config
@@ -66,13 +125,16 @@ class LocalCallersOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.config.api.local_mode and scope["path"] != "/healthz":
             why = refusal(dict(scope.get("headers") or []))
+            hint = f"open it as http://127.0.0.1:{self.config.api.port}/ (or localhost), or serve it"
+            if why is None and (why := foreign_user(scope)) is not None:
+                hint = "its user may serve it"
             if why is not None:
                 response = error_response(
                     403,
                     "access_denied",
-                    f"this server runs in local mode (no authentication), which answers only programs "
-                    f"on this machine, and {why}: open it as http://127.0.0.1:{self.config.api.port}/ "
-                    "(or localhost), or serve it with --auth and tokens (datahub token create)",
+                    f"this server runs in local mode (no authentication), which answers only the programs "
+                    f"of its own user on this machine, and {why}: {hint} with --auth and tokens "
+                    "(datahub token create)",
                 )
                 await response(scope, receive, send)
                 return
