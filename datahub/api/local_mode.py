@@ -16,17 +16,19 @@ Nor does a loopback bind keep out the other users of this machine (a shared work
 GPU box): every local account reaches 127.0.0.1 too, and was the global admin there, though the
 catalog file and the cache are the server's user's alone (0600). So a connection is answered
 only when its other end, the client's socket, belongs to the server's own user (or root, who
-reads that user's files anyway): ``peer_uid`` finds that socket in ``/proc/net/tcp`` (``tcp6``)
-by its address and port, the way ``identd`` does. A socket no process holds any more (its
-sender closed it after sending: an orphan, listed with no owner) is refused too, as is one
-that cannot be found. This is Linux's table; datahub serves on Linux only (FUSE).
+reads that user's files anyway): ``peer_uid`` asks the kernel's socket table (sock_diag, as
+``ss`` does) for that socket by its addresses and ports, and reads its owner. A socket no
+process holds any more (its sender closed it after sending: an orphan, listed with no owner)
+is refused too, as is one that cannot be found. This is Linux's table; datahub serves on
+Linux only (FUSE).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
-import sys
+import socket
+import struct
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -68,32 +70,44 @@ def refusal(headers: dict[bytes, bytes]) -> str | None:
     return None
 
 
-PROC_NET = "/proc/net"
+# sock_diag (linux/sock_diag.h, linux/inet_diag.h): the kernel's socket table, as ``ss`` reads it
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST = 4, 20, 1
+_NO_COOKIE = 0xFFFFFFFF
+_ID_AT = 16 + 4  # nlmsghdr, then inet_diag_msg: family, state, timer, retrans, then its sockid
+_UID_AT = _ID_AT + 48 + 12  # past the sockid and expires, rqueue, wqueue
 
 
-def _proc_address(host: str, port: int) -> str:
-    """``host:port`` as ``/proc/net/tcp*`` writes it: each 32-bit word of the address in the
-    machine's byte order, as hex, then the port in hex (``0100007F:1F90``)."""
-    packed = ipaddress.ip_address(host).packed
-    words = (int.from_bytes(packed[i : i + 4], sys.byteorder) for i in range(0, len(packed), 4))
-    return "".join(f"{w:08X}" for w in words) + f":{port:04X}"
-
-
-def peer_uid(client: tuple[str, int], server: tuple[str, int], proc_net: str = PROC_NET) -> int | None:
-    """The user owning the client's end of this machine's TCP connection ``client`` -> ``server``
-    (an orphan socket, which no process holds, has none): None when there is none."""
-    family = "tcp6" if ipaddress.ip_address(client[0]).version == 6 else "tcp"
-    local, remote = _proc_address(*client), _proc_address(*server)
+def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The user owning the client's end of this host's TCP connection ``client`` -> ``server``;
+    None when no process holds it (an orphan or a closed socket, listed with inode 0) or it is
+    not found. One exact lookup by the four-tuple (a few µs in the kernel): reading
+    ``/proc/net/tcp`` instead cost ms per request on a host with thousands of sockets."""
+    ip, peer = ipaddress.ip_address(client[0]), ipaddress.ip_address(server[0])
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    sockid = (
+        struct.pack("!HH", client[1], server[1])
+        + ip.packed.ljust(16, b"\0")
+        + peer.packed.ljust(16, b"\0")
+        + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE)
+    )
+    request = struct.pack("=BBBxI", family, socket.IPPROTO_TCP, 0, 0xFFFFFFFF) + sockid
+    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0)
     try:
-        with open(os.path.join(proc_net, family), encoding="ascii") as table:
-            for line in table:
-                fields = line.split()
-                # sl local rem st queues timer retransmits uid timeout inode
-                if len(fields) > 9 and fields[1] == local and fields[2] == remote:
-                    return int(fields[7]) if fields[9] != "0" else None
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
+            diag.settimeout(5)
+            diag.sendto(header + request, (0, 0))
+            answer = diag.recv(65536)
     except OSError:
         return None
-    return None
+    # an NLMSG_ERROR (no such socket) is no inet_diag_msg; with no connected socket of that
+    # four-tuple the kernel answers a listening one of the client's address and port, which
+    # is not the client's socket
+    if len(answer) < _UID_AT + 8 or struct.unpack_from("=H", answer, 4)[0] != _SOCK_DIAG_BY_FAMILY:
+        return None
+    if answer[_ID_AT : _ID_AT + 36] != sockid[:36]:
+        return None
+    uid, inode = struct.unpack_from("=II", answer, _UID_AT)
+    return uid if inode else None
 
 
 def foreign_user(scope: Scope) -> str | None:

@@ -6,7 +6,7 @@ the server's user's alone (0600, docs/cache.md "Who may read the cache's files")
 other account of a shared machine reaches 127.0.0.1 as well, and over HTTP it listed, read
 and wrote every dataset (and, as a local admin, could commit ``file://`` or ``s3://`` records
 that the server then reads with its user's files and keys). Now a request whose connection
-another user holds is 403, found by the client socket's owner in ``/proc/net/tcp``.
+another user holds is 403, found by the client socket's owner in the kernel's socket table.
 
 The other user is ``nobody``, reached from a forked child that drops to it (the tests need
 root for that, as the suite's other ``nobody`` checks do).
@@ -176,7 +176,8 @@ def body_text(answer: bytes) -> str:
 
 
 def test_peer_uid_reads_the_clients_socket(served) -> None:
-    """The lookup itself: this process's own connection is found as its own user's."""
+    """The lookup itself: this process's own connection is found as its own user's, a
+    connection that does not exist as nobody's."""
     from datahub.api.local_mode import peer_uid
 
     server, _ = served
