@@ -13,8 +13,7 @@ from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from labelx import export
 from labelx.auth import hash_password
-from labelx.deps import LX, LabelX, RowId, Who, body_within_limit
-from labelx.entities import Item
+from labelx.deps import LX, RowId, Who, body_within_limit
 from labelx.models import (
     CommitLabels,
     Committed,
@@ -260,33 +259,6 @@ def image(
         else:
             data, media = lx.images.preview(ref, size), "image/jpeg"
     except DatahubError as exc:
-        raise _not_shown(lx, item, exc) from None
+        raise lx.service.picture_error(item, exc) from None
     # the URL names immutable bytes for this item (record etag), so browsers may keep it
     return Response(data, media_type=media, headers={"Cache-Control": "private, max-age=86400"})
-
-
-# Why a picture is not shown, by the storage error's code, and what to do about it.
-_NOT_SHOWN = {
-    "object_changed": (
-        "changed in storage after the project was made, so it is not shown; ask a LabelX admin to "
-        "re-import the dataset and make a new project from the version that records the new picture"
-    ),
-    "object_not_found": "is gone from storage; ask a LabelX admin to check the dataset's objects",
-    "payload_too_large": "is too large to preview; open it whole with size=original",
-    "invalid_input": "is not an image LabelX can show; skip the item (S) or ask a LabelX admin",
-}
-
-
-def _not_shown(lx: LabelX, item: Item, exc: DatahubError) -> DatahubError:
-    """The storage's error as an annotator may read it: the same code and status, naming the
-    item's key and project. Why: storage messages name the record's URL (bucket and key, the
-    server's path of a ``file://`` object) and an object's etag now, which an item never shows:
-    an annotator need not be able to read the dataset at all (docs/labelx.md)."""
-    project = lx.service.store.get_project(item.project_id)
-    reason = _NOT_SHOWN.get(exc.code, f"could not be read from storage ({exc.code}); try again later")
-    return type(exc)(
-        f"the picture of {item.key!r} in project {project.name!r} ({project.dataset}@v{project.version}) "
-        f"{reason}",
-        item=item.id,
-        key=item.key,
-    )
