@@ -22,7 +22,7 @@ from tempfile import SpooledTemporaryFile
 from typing import Any
 
 from datahub.catalog.model import Patch, Put, Record
-from datahub.errors import CommitIdReused, Conflict
+from datahub.errors import CommitIdReused, Conflict, DatahubError
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from datahub.web.images import ImageSource
@@ -259,7 +259,10 @@ def export_coco(
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
     imgs, anns = [], []
     for image_id, item in enumerate(_items(service, project, include), 1):
-        w, h = images.size(ObjectRef(item.url, item.etag, item.size))
+        try:
+            w, h = images.size(ObjectRef(item.url, item.etag, item.size))
+        except DatahubError as exc:
+            raise service.picture_error(item, exc) from None
         imgs.append({"id": image_id, "file_name": item.key, "width": w, "height": h})
         for box in item.value:
             x, y, bw, bh = box["bbox"]

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from datahub.errors import ObjectChanged, PayloadTooLarge
+from datahub.errors import DatahubError, PayloadTooLarge
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from labelx import export
@@ -258,16 +258,7 @@ def image(
             data, media = lx.images.read(ref), "application/octet-stream"
         else:
             data, media = lx.images.preview(ref, size), "image/jpeg"
-    except ObjectChanged:
-        # the storage's message names the bucket, the key and the object's etag now: bytes
-        # nobody committed, which the annotator may not read; say what to do instead
-        project = lx.service.store.get_project(item.project_id)
-        raise ObjectChanged(
-            f"the picture of {item.key!r} changed in storage after project {project.name!r} was made "
-            f"from {project.dataset}@v{project.version}, so it is not shown; ask a LabelX admin to "
-            "re-import the dataset and make a new project from the version that records the new picture",
-            item=item.id,
-            key=item.key,
-        ) from None
+    except DatahubError as exc:
+        raise lx.service.picture_error(item, exc) from None
     # the URL names immutable bytes for this item (record etag), so browsers may keep it
     return Response(data, media_type=media, headers={"Cache-Control": "private, max-age=86400"})

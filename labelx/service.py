@@ -45,6 +45,16 @@ log = logging.getLogger(__name__)
 MAX_TASK_SIZE = 1000
 _READ_BATCH = 2000  # item keys (records) read per catalog request when migrating a project
 EDITABLE = ("todo", "annotated", "skipped", "rejected")
+# Why a picture is not shown (LabelService.picture_error), by the storage error's code, and what to do.
+_NOT_SHOWN = {
+    "object_changed": (
+        "changed in storage after the project was made, so it is not shown; ask a LabelX admin to "
+        "re-import the dataset and make a new project from the version that records the new picture"
+    ),
+    "object_not_found": "is gone from storage; ask a LabelX admin to check the dataset's objects",
+    "payload_too_large": "is too large to preview; open it whole with size=original",
+    "invalid_input": "is not an image LabelX can show; skip the item (S) or ask a LabelX admin",
+}
 
 
 class LabelService:
@@ -115,6 +125,21 @@ class LabelService:
         item = self.store.get_item(item_id)
         self._task_for(user, item.task_id, edit=edit)
         return item
+
+    def picture_error(self, item: Item, exc: DatahubError) -> DatahubError:
+        """A storage error about ``item``'s picture as anyone shown the item may read it: the
+        same code and status, naming the item's key and project. Why: storage messages name the
+        record's URL (bucket and key, the server's path of a ``file://`` object) and an object's
+        etag now, which an item never shows: its annotators and reviewers need not be able to
+        read the dataset at all (docs/labelx.md)."""
+        project = self.store.get_project(item.project_id)
+        reason = _NOT_SHOWN.get(exc.code, f"could not be read from storage ({exc.code}); try again later")
+        return type(exc)(
+            f"the picture of {item.key!r} in project {project.name!r} ({project.dataset}@v{project.version}) "
+            f"{reason}",
+            item=item.id,
+            key=item.key,
+        )
 
     @staticmethod
     def require_admin(user: User) -> None:

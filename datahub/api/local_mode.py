@@ -11,11 +11,24 @@ page in ``Origin``; so in local mode both must name this machine (``localhost``,
 With ``--auth`` the bearer token is the credential, which no other site can make a browser
 send, so nothing is checked here. ``/healthz`` answers everyone as before: it says only that the
 process serves, and a liveness probe may name any host.
+
+Nor does a loopback bind keep out the other users of this machine (a shared workstation, a
+GPU box): every local account reaches 127.0.0.1 too, and was the global admin there, though the
+catalog file and the cache are the server's user's alone (0600). So a connection is answered
+only when its other end, the client's socket, belongs to the server's own user (or root, who
+reads that user's files anyway): ``peer_uid`` asks the kernel's socket table (sock_diag, as
+``ss`` does) for that socket by its addresses and ports, and reads its owner. A socket no
+process holds any more (its sender closed it after sending: an orphan, listed with no owner)
+is refused too, as is one that cannot be found. This is Linux's table; datahub serves on
+Linux only (FUSE).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
+import socket
+import struct
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -57,8 +70,68 @@ def refusal(headers: dict[bytes, bytes]) -> str | None:
     return None
 
 
+# sock_diag (linux/sock_diag.h, linux/inet_diag.h): the kernel's socket table, as ``ss`` reads it
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST = 4, 20, 1
+_NO_COOKIE = 0xFFFFFFFF
+_ID_AT = 16 + 4  # nlmsghdr, then inet_diag_msg: family, state, timer, retrans, then its sockid
+_UID_AT = _ID_AT + 48 + 12  # past the sockid and expires, rqueue, wqueue
+
+
+def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
+    """The user owning the client's end of this host's TCP connection ``client`` -> ``server``;
+    None when no process holds it (an orphan or a closed socket, listed with inode 0) or it is
+    not found. One exact lookup by the four-tuple (a few µs in the kernel): reading
+    ``/proc/net/tcp`` instead cost ms per request on a host with thousands of sockets."""
+    ip, peer = ipaddress.ip_address(client[0]), ipaddress.ip_address(server[0])
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    sockid = (
+        struct.pack("!HH", client[1], server[1])
+        + ip.packed.ljust(16, b"\0")
+        + peer.packed.ljust(16, b"\0")
+        + struct.pack("=III", 0, _NO_COOKIE, _NO_COOKIE)
+    )
+    request = struct.pack("=BBBxI", family, socket.IPPROTO_TCP, 0, 0xFFFFFFFF) + sockid
+    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0)
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
+            diag.settimeout(5)
+            diag.sendto(header + request, (0, 0))
+            answer = diag.recv(65536)
+    except OSError:
+        return None
+    # an NLMSG_ERROR (no such socket) is no inet_diag_msg; with no connected socket of that
+    # four-tuple the kernel answers a listening one of the client's address and port, which
+    # is not the client's socket
+    if len(answer) < _UID_AT + 8 or struct.unpack_from("=H", answer, 4)[0] != _SOCK_DIAG_BY_FAMILY:
+        return None
+    if answer[_ID_AT : _ID_AT + 36] != sockid[:36]:
+        return None
+    uid, inode = struct.unpack_from("=II", answer, _UID_AT)
+    return uid if inode else None
+
+
+def foreign_user(scope: Scope) -> str | None:
+    """Why the client of ``scope`` may not be answered as this server's user, or None.
+
+    A client that is no IP address (an in-process test client) has no socket to check."""
+    client, server = scope.get("client"), scope.get("server")
+    if not client or not server:
+        return None
+    try:
+        ipaddress.ip_address(client[0])
+    except ValueError:
+        return None
+    uid = peer_uid((client[0], int(client[1])), (server[0], int(server[1])))
+    if uid is None:
+        return "no process of this machine holds the connection it came on any more"
+    if uid not in (os.geteuid(), 0):
+        return f"it came from another user of this machine (uid {uid})"
+    return None
+
+
 class LocalCallersOnly:
-    """ASGI middleware: in local mode, refuse (403 ``access_denied``) what a web page sent."""
+    """ASGI middleware: in local mode, refuse (403 ``access_denied``) what a web page or
+    another user of this machine sent."""
 
     def __init__(self, app: ASGIApp, config: Config) -> None:
         self.app, self.config = app, config
@@ -66,13 +139,16 @@ class LocalCallersOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and self.config.api.local_mode and scope["path"] != "/healthz":
             why = refusal(dict(scope.get("headers") or []))
+            hint = f"open it as http://127.0.0.1:{self.config.api.port}/ (or localhost), or serve it"
+            if why is None and (why := foreign_user(scope)) is not None:
+                hint = "its user may serve it"
             if why is not None:
                 response = error_response(
                     403,
                     "access_denied",
-                    f"this server runs in local mode (no authentication), which answers only programs "
-                    f"on this machine, and {why}: open it as http://127.0.0.1:{self.config.api.port}/ "
-                    "(or localhost), or serve it with --auth and tokens (datahub token create)",
+                    f"this server runs in local mode (no authentication), which answers only the programs "
+                    f"of its own user on this machine, and {why}: {hint} with --auth and tokens "
+                    "(datahub token create)",
                 )
                 await response(scope, receive, send)
                 return

@@ -86,9 +86,17 @@ class ApiServer:
             self.host = sock.getsockname()[0]
         self._socket = sock if sock is not None else bind_socket(self.host, self.port)
         self.port = self._socket.getsockname()[1]  # port 0 picks a free one
+        # local mode checks whose socket the client is (local_mode.foreign_user): the client's
+        # address must be the socket's, never one an X-Forwarded-For header of a loopback caller
+        # names (uvicorn trusts those from 127.0.0.1 by default)
         self._server = uvicorn.Server(
             uvicorn.Config(
-                app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=5
+                app,
+                log_level="warning",
+                lifespan="on",
+                access_log=False,
+                timeout_graceful_shutdown=5,
+                proxy_headers=not config.api.local_mode,
             )
         )
         self._thread = threading.Thread(
