@@ -209,17 +209,32 @@ def spawn_until_ready(
 
 def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0) -> int:
     """Run ``datahub <argv>`` as a detached mount daemon; return its pid once mounted."""
+    start = log_path.stat().st_size if log_path.exists() else 0
     proc, ready = spawn_until_ready(argv, log_path, timeout=timeout)
     if ready:
         return proc.pid
     if proc.poll() is None:
         proc.terminate()
         proc.wait()
-    tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
     # the daemon's exit code is its error's (a workspace open elsewhere: 4): keep it
     raise error_for_exit_code(
-        proc.returncode, "the mount did not start: " + (" | ".join(tail) or f"see {log_path}")
+        proc.returncode, "the mount did not start: " + (why_not_started(log_path, start) or f"see {log_path}")
     )
+
+
+def why_not_started(log_path: Path, start: int, lines: int = 5) -> str:
+    """What a daemon that did not start wrote to its log from byte ``start`` on, as one line.
+
+    Only this start's lines: the log of a mount point is appended to by every start, so its
+    last lines may be an earlier try's error (a typo fixed since). The daemon's own error
+    lines (``error: ...``) are the reason when it wrote any, without their prefix (the
+    caller says ``error:`` once); else its last ``lines`` lines.
+    """
+    with open(log_path, "rb") as fh:
+        fh.seek(start)
+        written = fh.read().decode(errors="replace").strip().splitlines()
+    errors = [line.removeprefix("error: ") for line in written if line.startswith("error: ")]
+    return " | ".join(errors or written[-lines:])
 
 
 def signal_ready(fd: int | None) -> None:

@@ -80,3 +80,21 @@ def _alive(pid: int) -> bool:
         ]
         != "Z"
     )
+
+
+def test_a_background_mount_that_fails_says_only_its_own_error(env: FuseEnv, small: Dataset) -> None:
+    """The error of a failed ``--background`` start is this start's, from the daemon's log.
+
+    The log is appended to by every start on that mount point: read from its end, a typo
+    fixed in the next try (`smal@v1`, then `small@v9`) answered with the first try's
+    "dataset 'smal' not found" as well, and a start that wrote nothing with only the old one.
+    """
+    mnt = env.mountpoint("failing")
+    first = env.cli("mount", str(mnt), "smal@v1", "--background", check=False)
+    assert first.returncode == 3 and "dataset 'smal' not found" in first.stderr
+    second = env.cli("mount", str(mnt), "small@v9", "--background", check=False)
+    assert second.returncode == 3, second.stderr
+    assert "'small' has no version 9" in second.stderr
+    assert "smal'" not in second.stderr, second.stderr
+    assert "error: the mount did not start: error:" not in second.stderr  # said once
+    assert not is_mounted(str(mnt))
