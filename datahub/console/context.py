@@ -205,8 +205,8 @@ def _cell(value: Any) -> str:
 def _cell_text(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float) and value > 1e9:  # a timestamp
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    if isinstance(value, float) and value > 1e9:  # a timestamp: in UTC and saying so, as the browser
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) or "-"
     if isinstance(value, dict):
