@@ -132,7 +132,7 @@ def _fstype(mountpoint: str) -> str | None:
 
 
 def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
-    """The canonical mount point, ready to mount on: an existing directory, not mounted.
+    """The canonical mount point, ready to mount on: an existing empty directory, not mounted.
 
     A FUSE mount left there by a daemon that died (kill -9, OOM) is stale: its directory
     answers ENOTCONN. It is detached here (lazily, as ``datahub umount`` does), logged, and
@@ -159,7 +159,24 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
         raise InvalidInput(f"mount point {mountpoint} is not a directory: create it first")
     if is_mounted(path):
         raise Conflict(f"{mountpoint} is already a mount point: run `datahub umount {mountpoint}` first")
+    held = _some_entries(path)
+    if held:
+        raise InvalidInput(
+            f"mount point {mountpoint} is not empty (it holds {held}): mount on an empty directory; "
+            "mounted over, its own files would be hidden until the unmount"
+        )
     return path
+
+
+def _some_entries(path: str, most: int = 3) -> str:
+    """A few names a directory holds, for a message ("" when empty or unreadable: the mount says)."""
+    try:
+        with os.scandir(path) as entries:
+            names = [entry.name for _, entry in zip(range(most + 1), entries, strict=False)]
+    except PermissionError:
+        return ""
+    shown = ", ".join(repr(name) for name in names[:most])
+    return shown + (", …" if len(names) > most else "")
 
 
 def fusermount_detach(mountpoint: str, *, lazy: bool) -> None:
