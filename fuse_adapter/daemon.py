@@ -132,7 +132,7 @@ def _fstype(mountpoint: str) -> str | None:
 
 
 def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
-    """The canonical mount point, ready to mount on: an existing directory, not mounted.
+    """The canonical mount point, ready to mount on: an existing empty directory, not mounted.
 
     A FUSE mount left there by a daemon that died (kill -9, OOM) is stale: its directory
     answers ENOTCONN. It is detached here (lazily, as ``datahub umount`` does), logged, and
@@ -159,7 +159,24 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
         raise InvalidInput(f"mount point {mountpoint} is not a directory: create it first")
     if is_mounted(path):
         raise Conflict(f"{mountpoint} is already a mount point: run `datahub umount {mountpoint}` first")
+    held = _some_entries(path)
+    if held:
+        raise InvalidInput(
+            f"mount point {mountpoint} is not empty (it holds {held}): mount on an empty directory; "
+            "mounted over, its own files would be hidden until the unmount"
+        )
     return path
+
+
+def _some_entries(path: str, most: int = 3) -> str:
+    """A few names a directory holds, for a message ("" when empty or unreadable: the mount says)."""
+    try:
+        with os.scandir(path) as entries:
+            names = [entry.name for _, entry in zip(range(most + 1), entries, strict=False)]
+    except PermissionError:
+        return ""
+    shown = ", ".join(repr(name) for name in names[:most])
+    return shown + (", …" if len(names) > most else "")
 
 
 def fusermount_detach(mountpoint: str, *, lazy: bool) -> None:
@@ -209,17 +226,32 @@ def spawn_until_ready(
 
 def start_background(argv: Sequence[str], log_path: Path, timeout: float = 60.0) -> int:
     """Run ``datahub <argv>`` as a detached mount daemon; return its pid once mounted."""
+    start = log_path.stat().st_size if log_path.exists() else 0
     proc, ready = spawn_until_ready(argv, log_path, timeout=timeout)
     if ready:
         return proc.pid
     if proc.poll() is None:
         proc.terminate()
         proc.wait()
-    tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
     # the daemon's exit code is its error's (a workspace open elsewhere: 4): keep it
     raise error_for_exit_code(
-        proc.returncode, "the mount did not start: " + (" | ".join(tail) or f"see {log_path}")
+        proc.returncode, "the mount did not start: " + (why_not_started(log_path, start) or f"see {log_path}")
     )
+
+
+def why_not_started(log_path: Path, start: int, lines: int = 5) -> str:
+    """What a daemon that did not start wrote to its log from byte ``start`` on, as one line.
+
+    Only this start's lines: the log of a mount point is appended to by every start, so its
+    last lines may be an earlier try's error (a typo fixed since). The daemon's own error
+    lines (``error: ...``) are the reason when it wrote any, without their prefix (the
+    caller says ``error:`` once); else its last ``lines`` lines.
+    """
+    with open(log_path, "rb") as fh:
+        fh.seek(start)
+        written = fh.read().decode(errors="replace").strip().splitlines()
+    errors = [line.removeprefix("error: ") for line in written if line.startswith("error: ")]
+    return " | ".join(errors or written[-lines:])
 
 
 def signal_ready(fd: int | None) -> None:

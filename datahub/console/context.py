@@ -205,8 +205,8 @@ def _cell(value: Any) -> str:
 def _cell_text(value: Any) -> str:
     if value is None:
         return "-"
-    if isinstance(value, float) and value > 1e9:  # a timestamp
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    if isinstance(value, float) and value > 1e9:  # a timestamp: in UTC and saying so, as the browser
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(value))
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value)) or "-"
     if isinstance(value, dict):
@@ -256,11 +256,12 @@ class Progress:
             return f"{self.label}: {self.done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f}/s{mib} eta {eta} "
         return f"{self.label}: {self.done:,} {rate:,.0f}/s{mib} "
 
-    def close(self, *, failed: bool = False) -> None:
-        """End the line: ``done``, or ``stopped by an error`` when the work raised (the error
-        follows on the next line; a line saying "done" above it told the user the opposite)."""
+    def close(self, *, failed: bool = False, interrupted: bool = False) -> None:
+        """End the line: ``done``, ``stopped by an error`` when the work raised (the error
+        follows on the next line; a line saying "done" above it told the user the opposite),
+        or ``interrupted`` by Ctrl-C (no error: the user stopped it)."""
         if self.enabled:
-            end = " stopped by an error\n" if failed else " done\n"
+            end = " interrupted\n" if interrupted else " stopped by an error\n" if failed else " done\n"
             self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + end)
             self.stream.flush()
 
@@ -268,4 +269,5 @@ class Progress:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        self.close(failed=exc_type is not None)
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        self.close(failed=exc_type is not None, interrupted=interrupted)

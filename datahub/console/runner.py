@@ -115,9 +115,7 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
         ctx.error(exc)
         return exc.exit_code
     except KeyboardInterrupt:
-        print(
-            "interrupted; partial work was not committed (rerun to resume where supported)", file=sys.stderr
-        )
+        print(_interrupted(args), file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # the reader (`| head`) closed the pipe: stop quietly like other Unix tools; point
@@ -132,6 +130,25 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     finally:
         ctx.close()
+
+
+# the arguments that name what a command works on, in the order a message prefers them
+_TARGETS = ("dataset", "target", "to_dataset", "version")
+
+
+def _interrupted(args: argparse.Namespace) -> str:
+    """What Ctrl-C stopped, naming the command and its dataset or version, and what to do.
+
+    Every command commits at its end or not at all (``import``, ``commit``, ``derive``), or
+    keeps what it finished and goes on from there (``pack``, ``migrate``, ``cache prefetch``),
+    so running the same command again is always the way on.
+    """
+    target = next((getattr(args, name) for name in _TARGETS if getattr(args, name, None)), None)
+    on = f" on {target!r}" if isinstance(target, str) else ""
+    return (
+        f"datahub {args.command} interrupted (Ctrl-C){on}: nothing half-committed; "
+        "run the same command again to finish it"
+    )
 
 
 _NO_SPACE_TEXTS = ("No space left on device", "database or disk is full", "Disk quota exceeded")

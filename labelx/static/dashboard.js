@@ -30,7 +30,8 @@ async function refresh() {
   stackedBars(document.getElementById("chart-classes"),
     P.schema.classes.map(cl => ({ label: cl.name, parts: s.per_class[cl.name] || {} })), STATES);
   columnChart(document.getElementById("chart-hours"), s.per_hour.map(h => ({
-    label: new Date(h.hour * 1000).toTimeString().slice(0, 5), value: h.items })));
+    // UTC, as the heading says and as every time of the dataset browser and the CLI
+    label: new Date(h.hour * 1000).toISOString().slice(11, 16), value: h.items })));
   const sg = Object.entries(s.suggestions);
   const sBox = document.getElementById("suggestions");
   if (!sg.length) sBox.replaceChildren(el("p.muted", {}, "No suggestions used yet. Import predictions or run ", el("code", {}, "datahub labelx preannotate"), "."));

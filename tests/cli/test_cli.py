@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_dataset_create_list_show_update(dh):
     # a person reads what a table would show: JSON and dates, never Python's repr or epoch seconds
     fields = dict(line.split(None, 1) for line in out.splitlines() if len(line.split(None, 1)) == 2)
     assert code == 0 and fields["acl"] == '{"bob": "writer"}', out
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", fields["created_at"]), out
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", fields["created_at"]), out
 
 
 def test_import_log_ls_diff_tag_export(dh, src, tmp_path):
@@ -357,3 +358,30 @@ def test_prefetch_prints_sentences_and_whole_paths(dh, src):
     assert "{'" not in out and "PrefetchReport(" not in out and "[{" not in out
     assert f"(file {gone}) not found" in out  # the whole path, from its leading /
     assert str(gone).startswith("/")
+
+
+def test_times_say_their_zone_and_match_the_browser(tmp_path, src):
+    """`datahub log` and `dataset show` write times in UTC and say so, as the dataset browser
+    does: a bare local time (`07:21:22`) read on a machine in another zone, or beside the
+    browser's `07:21 UTC`, named another instant."""
+    from datahub.browser.pages import _when
+
+    exe = Path(sys.executable).with_name("datahub")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TZ": "America/New_York"}
+    env.pop("DATAHUB_CONFIG", None)
+
+    def run(*args: str) -> str:
+        cmd = [str(exe), "--home", str(tmp_path / "var"), *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    run("import", str(src), "--to", "pets")
+    created = json.loads(run("--json", "log", "pets"))[0]["created_at"]
+    utc = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(created))
+    row = run("log", "pets").splitlines()[1]
+    assert row.split(None, 1)[1].startswith(utc + " "), row
+    assert utc[:16] + " UTC" == _when(created)  # the browser's minute, the same instant
+    out = run("dataset", "show", "pets")
+    shown = dict(line.split(None, 1) for line in out.splitlines() if len(line.split(None, 1)) == 2)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", shown["created_at"]), shown

@@ -80,3 +80,38 @@ def _alive(pid: int) -> bool:
         ]
         != "Z"
     )
+
+
+def test_a_background_mount_that_fails_says_only_its_own_error(env: FuseEnv, small: Dataset) -> None:
+    """The error of a failed ``--background`` start is this start's, from the daemon's log.
+
+    The log is appended to by every start on that mount point: read from its end, a typo
+    fixed in the next try (`smal@v1`, then `small@v9`) answered with the first try's
+    "dataset 'smal' not found" as well, and a start that wrote nothing with only the old one.
+    """
+    mnt = env.mountpoint("failing")
+    first = env.cli("mount", str(mnt), "smal@v1", "--background", check=False)
+    assert first.returncode == 3 and "dataset 'smal' not found" in first.stderr
+    second = env.cli("mount", str(mnt), "small@v9", "--background", check=False)
+    assert second.returncode == 3, second.stderr
+    assert "'small' has no version 9" in second.stderr
+    assert "smal'" not in second.stderr, second.stderr
+    assert "error: the mount did not start: error:" not in second.stderr  # said once
+    assert not is_mounted(str(mnt))
+
+
+def test_a_mount_point_that_holds_files_is_refused(env: FuseEnv, small: Dataset) -> None:
+    """A mount point is an existing empty directory (README, `mount --help`): mounted over,
+    a directory's own files vanish from view until the unmount (a job reading `/mnt/out`
+    sees none of the outputs it left there), so it is refused, naming the directory, as
+    rclone and s3fs refuse it. (The foreground mount checks the same, in the same place.)"""
+    mnt = env.mountpoint("holds-files")
+    (mnt / "notes.txt").write_text("mine")
+    try:
+        refused = env.cli("mount", str(mnt), "small@v1", "--background", check=False)
+        assert refused.returncode == 2, refused.stderr
+        assert f"mount point {mnt} is not empty" in refused.stderr and "notes.txt" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        assert not is_mounted(str(mnt)) and (mnt / "notes.txt").read_text() == "mine"
+    finally:
+        env.teardown(mnt, None)

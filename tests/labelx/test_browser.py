@@ -368,3 +368,32 @@ def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser, t
     first = admin.evaluate("() => document.querySelector('svg text.axis').getBBox().x")
     assert first >= 0, first
     snap(admin, "74-dashboard")
+
+
+def test_the_throughput_hours_are_utc_and_say_so(app, env, server, browser):
+    """The dashboard's hours are UTC and its heading says so, as every time of the dataset
+    browser: drawn in the viewer's zone without saying it, the axis of a reviewer in New York
+    put this hour's labels five hours before the time `datahub log` and the browser show."""
+    service, store = app.state.labelx.service, app.state.labelx.store
+    project = service.create_project(
+        store.user_by_name("admin"), name="pets-hours", dataset="pets", prefix="img/000", task_size=5,
+        schema={"kind": "classification", "classes": ["cat", "dog"]},
+    )  # fmt: skip
+    ctx = browser.new_context(viewport={"width": 1360, "height": 860}, timezone_id="America/New_York")
+    OPEN_CONTEXTS.append(ctx)
+    page = ctx.new_page()
+    page.goto(f"{server}/login")
+    page.fill("#name", "admin")
+    page.fill("#password", PASSWORD)
+    page.click("#login")
+    page.wait_for_url(f"{server}/")
+    assert page.evaluate("new Date(0).getTimezoneOffset()") == 300  # the page's zone is New York's
+    before = time.time()
+    page.goto(f"{server}/projects/{project.id}")
+    page.wait_for_selector("#chart-hours svg rect title", state="attached")
+    after = time.time()
+    first = page.locator("#chart-hours svg rect title").first.text_content()
+    # the first hour of the last 24, in UTC (either side of an hour that turned during the load)
+    starts = {time.strftime("%H:00", time.gmtime((int(t) // 3600 - 23) * 3600)) for t in (before, after)}
+    assert first.split(": ")[0] in starts, (first, starts)
+    expect(page.locator("#chart-hours").locator("xpath=..").locator("h2")).to_contain_text("UTC")
