@@ -659,12 +659,18 @@ class WorkspaceView:
         (review13c). Marked before the revert, and ``fsync`` looks again after its commit,
         so a close racing the revert is refused too. Conservative: bytes another handle's
         fsync (or that racing close) acknowledged are kept by the revert, and that close is
-        refused all the same. A staged file's writes
-        (``--passthrough``) go to the kernel, not here: not seen (docs/writeback.md)."""
+        refused all the same.
+
+        A handle with a backing file (``--passthrough``) is written by the kernel, which
+        never says which handle wrote, so every other such handle of the file is made short,
+        readers included: before, a staged writer's close returned 0 after the revert had
+        put its file back without its bytes (review14wb)."""
         with self._lock:
-            for fh in self._dirty:
-                other = self._handles.get(fh)
-                if other is not None and other[1] is not handle and other[1].file_id == handle.file_id:
+            for fh, (ino, other) in self._handles.items():
+                if other is handle or other.file_id != handle.file_id:
+                    continue
+                staged = self._staged.get(ino)
+                if fh in self._dirty or (staged is not None and staged.backing_id):
                     self._short.add(fh)
 
     def release_all(self) -> None:
