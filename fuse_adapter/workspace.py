@@ -87,6 +87,10 @@ class WorkspaceView:
         # a revert of their file for another handle drops those bytes, so their close is
         # refused too (``_refuse_dropped``), never 0 with the bytes gone (review13c)
         self._dirty: set[int] = set()
+        # inodes whose name an unlink or a replacing rename took while they were open: their
+        # bytes went out of the quota then and go with their last close, so nothing written
+        # to them later is charged (before, it stayed charged until the next mount: review14wb)
+        self._nameless: set[int] = set()
         # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
         self.uid = os.getuid() if uid is None else uid
@@ -183,6 +187,9 @@ class WorkspaceView:
             if staged is None:
                 return
             growth = size - staged.charged
+            if ino in self._nameless:  # out of the quota since its name went (``_nameless``)
+                staged.charged = size
+                return
             if growth > 0 and force:
                 self.quota.used += growth
             else:  # NoSpace: a close reverts the file (``flush``), an fsync leaves it as it is
@@ -237,6 +244,7 @@ class WorkspaceView:
     def _maybe_drop(self, ino: int, node: _Inode) -> None:
         if node.lookups <= 0 and node.opened <= 0:
             del self._inodes[ino]
+            self._nameless.discard(ino)
             if node.path is not None and self._by_path.get(node.path) == ino:
                 del self._by_path[node.path]
 
@@ -248,6 +256,7 @@ class WorkspaceView:
             replaced = self._by_path.pop(new, None)
             if replaced is not None:
                 self._inodes[replaced].path = None
+                self._nameless.add(replaced)
             for path, ino in moved:
                 newpath = new + path[len(old) :]
                 self._by_path[newpath] = ino
@@ -258,6 +267,7 @@ class WorkspaceView:
             ino = self._by_path.pop(path, None)
             if ino is not None:
                 self._inodes[ino].path = None
+                self._nameless.add(ino)
 
     # --- quota accounting ---------------------------------------------------------------------------
     def _file_size(self, path: str) -> int:
@@ -299,9 +309,9 @@ class WorkspaceView:
         return st
 
     def truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
-        return (
-            self._charged_truncate(ino, size, fh) if self.quota is not None else self._truncate(ino, size, fh)
-        )
+        with self._lock:
+            charged = self.quota is not None and ino not in self._nameless
+        return self._charged_truncate(ino, size, fh) if charged else self._truncate(ino, size, fh)
 
     def _truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
         if fh is not None and fh in self._handles:
@@ -478,7 +488,7 @@ class WorkspaceView:
         with self._lock:  # one writer at a time grows a file's known size and the usage together
             last = self._last.get(ino)
             size = last.size if last is not None else 0
-            growth = max(0, offset + length - size)
+            growth = 0 if ino in self._nameless else max(0, offset + length - size)
             try:
                 self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
             except NoSpace:

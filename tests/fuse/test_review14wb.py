@@ -140,3 +140,40 @@ def test_an_fsync_then_writes_past_the_quota_then_kill_9_keeps_the_fsynced_bytes
         with contextlib.suppress(OSError):  # the daemon is gone: nothing of this close is acknowledged
             os.close(fd)
     assert _remounted(env, mnt, name) == {"f.bin": acked}
+
+
+def _available(mnt) -> int:
+    st = os.statvfs(mnt)
+    return st.f_bavail * st.f_frsize
+
+
+@pytest.mark.parametrize("flags", FLAGS)
+def test_a_file_unlinked_or_replaced_while_written_leaves_no_charge_in_the_quota(
+    env: FuseEnv, flags: str
+) -> None:
+    """Files written on after their unlink, or after a rename replaced them, and then
+    closed: their bytes are gone, so the quota (``df``) is whole again afterwards."""
+    name = f"r14wb-quota-{flags}"
+    mnt = env.mountpoint(name)
+    chunk = os.urandom(1024**2)
+    with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), *FLAGS[flags]):
+        if flags == "passthrough":
+            _wait_passthrough(env, mnt)
+        whole = _available(mnt)
+        fd = os.open(mnt / "gone.bin", os.O_CREAT | os.O_WRONLY, 0o644)
+        for _ in range(4):
+            os.write(fd, chunk)
+        os.unlink(mnt / "gone.bin")
+        for _ in range(4):
+            os.write(fd, chunk)
+        os.close(fd)
+        fd = os.open(mnt / "old.bin", os.O_CREAT | os.O_WRONLY, 0o644)
+        for _ in range(4):
+            os.write(fd, chunk)
+        (mnt / "new.bin").write_bytes(b"new")
+        os.rename(mnt / "new.bin", mnt / "old.bin")
+        for _ in range(4):
+            os.write(fd, chunk)
+        os.close(fd)
+        assert (mnt / "old.bin").read_bytes() == b"new"
+        assert whole - _available(mnt) == 4096, "bytes of files without a name are still charged"
