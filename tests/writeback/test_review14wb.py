@@ -104,6 +104,27 @@ def test_commits_racing_rewrites_name_whole_acknowledged_generations(env: Env, c
     assert len(seen) > 1, "the commits saw one generation only: no race was tested"
 
 
+def test_a_stat_that_found_a_staged_file_open_as_its_last_release_closed_it(env: Env) -> None:
+    """``stat`` looks a file up among the open files, then asks it its size; the last
+    release can close a staged file between the two (the overlay lookup is the hook here,
+    returning the file as it found it). Before the fix the size came from ``fstat`` of a
+    closed descriptor: EBADF (an open of the file through a mount failed so, found by the
+    first test of tests/fuse/test_review14wb.py), or, had the number been read before the
+    close and reused by another open of the daemon after it, another file's size."""
+    ws = env.open()
+    data = _generation(1)
+    fh = ws.open("s", create=True, truncate=True, staged=True)
+    os.pwrite(fh.staged_fd, data, 0)
+    of = ws.overlay.open_file(fh.file_id)
+    fh.close()
+    lookup = ws.overlay.open_file
+    ws.overlay.open_file = lambda file_id: of if file_id == of.id else lookup(file_id)
+    attr = ws.stat("s")
+    ws.overlay.open_file = lookup
+    assert attr.size == len(data)
+    assert ws.open("s").read(0, len(data) + 1) == data
+
+
 STAGED_SIZE = 5 * 1024**2 // 2  # three 1 MiB chunks (``spec_for``): copied, then committed
 
 
