@@ -60,7 +60,8 @@ def test_open_dirty_files_renamed_over_unlinked_truncated_and_appended(env: Fuse
     - ``b`` renamed over ``a`` while ``a`` is open and dirty: ``a``'s close drops nothing
       of ``b`` and resurrects nothing of itself;
     - ``c`` unlinked while open and dirty: gone, also after the crash;
-    - ``d`` cut by a second handle's ftruncate while the first goes on writing: a hole of zeros;
+    - ``d`` cut by a second handle's ftruncate while the first goes on writing: a hole of
+      zeros; ``g`` the same, cut by path (a SETATTR without a handle);
     - ``e`` appended to by two ``O_APPEND`` handles in turn: every write whole, in order;
     - a hard link is refused (no hard links) and changes nothing."""
     name = f"r14wb-ns-{flags}"
@@ -96,6 +97,13 @@ def test_open_dirty_files_renamed_over_unlinked_truncated_and_appended(env: Fuse
         os.close(fd1)
         d_want = d_head[:50_000] + bytes(150_000) + d_tail
 
+        fg = os.open(mnt / "g", os.O_CREAT | os.O_RDWR, 0o644)  # the same, cut by path
+        assert os.write(fg, d_head) == len(d_head)
+        os.truncate(mnt / "g", 50_000)
+        assert os.pwrite(fg, d_tail, 200_000) == len(d_tail)
+        assert os.fstat(fg).st_size == 210_000
+        os.close(fg)
+
         e1 = os.open(mnt / "e", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
         e2 = os.open(mnt / "e", os.O_WRONLY | os.O_APPEND)
         for i, part in enumerate(parts):
@@ -105,7 +113,7 @@ def test_open_dirty_files_renamed_over_unlinked_truncated_and_appended(env: Fuse
 
         with pytest.raises(OSError):
             os.link(mnt / "a", mnt / "hard")
-        want = {"a": b_bytes, "d": d_want, "e": b"".join(parts)}
+        want = {"a": b_bytes, "d": d_want, "e": b"".join(parts), "g": d_want}
         assert {p.name: p.read_bytes() for p in sorted(mnt.iterdir())} == want
         _kill_9(proc)
     assert _remounted(env, mnt, name) == want
