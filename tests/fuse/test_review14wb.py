@@ -9,6 +9,7 @@ covered only handles whose writes reach the daemon)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 
 import pytest
@@ -16,9 +17,11 @@ import pytest
 from tests.fuse.conftest import FuseEnv
 from tests.fuse.test_workspace_nospace import FLAGS, QUOTA, _close_fails_for_space, _write_all
 from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
+from tests.writeback import test_faults
 from tests.writeback.test_mount_passthrough import _staged_files_of
 
 pytestmark = pytest.mark.fuse
+tiny_fs = test_faults.tiny_fs  # a real 2 MiB tmpfs
 
 #: room for staging (``STAGE_HEADROOM`` is 64 MiB); a sparse write past it runs out of quota
 BIG_QUOTA = 100 * 1024**2
@@ -185,3 +188,33 @@ def test_a_file_unlinked_or_replaced_while_written_leaves_no_charge_in_the_quota
         os.close(fd)
         assert (mnt / "old.bin").read_bytes() == b"new"
         assert whole - _available(mnt) == 4096, "bytes of files without a name are still charged"
+
+
+def test_an_fsync_refused_on_a_full_shared_tier_then_kill_9_keeps_the_last_acknowledged_bytes(
+    env: FuseEnv, tiny_fs
+) -> None:
+    """fsync (0); the shared tier's device fills; more writes and an fsync refused with
+    ENOSPC (which discards nothing: the handle keeps its bytes for a retry); the space comes
+    back, a second file is written and closed (0) beside it; kill -9 with the first file
+    still open. A fresh mount holds the first file's fsynced bytes exactly (nothing of the
+    refused fsync, neither whole nor in part) and the second file whole."""
+    with open(env.config_path, "a") as fh:  # [cache] is the config's last section
+        fh.write(f'shared_url = "{(tiny_fs / "shared").as_uri()}"\n')
+    name = "r14wb-fullfsync"
+    mnt = env.mountpoint(name)
+    acked, other = os.urandom(100_000), os.urandom(60_000)
+    with env.mounted(mnt, "--workspace", name) as proc:
+        fd = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
+        assert os.write(fd, acked) == len(acked)
+        os.fsync(fd)
+        ballast = test_faults.fill(tiny_fs, 100_000)
+        assert os.pwrite(fd, os.urandom(1_000_000), 50_000) == 1_000_000
+        with pytest.raises(OSError) as refused:
+            os.fsync(fd)
+        assert refused.value.errno == errno.ENOSPC
+        ballast.unlink()
+        (mnt / "g.bin").write_bytes(other)
+        _kill_9(proc)
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    assert _remounted(env, mnt, name) == {"f.bin": acked, "g.bin": other}
