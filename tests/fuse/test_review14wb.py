@@ -27,6 +27,16 @@ tiny_fs = test_faults.tiny_fs  # a real 2 MiB tmpfs
 BIG_QUOTA = 100 * 1024**2
 
 
+def _after_close(fd: int, acked: bytes, fresh: bytes) -> bytes:
+    """What the file must hold once ``fd``, which wrote ``fresh`` over the start of ``acked``,
+    is closed: ``acked`` if the close was refused, else its bytes too."""
+    try:
+        os.close(fd)
+    except OSError:
+        return acked
+    return fresh + acked[len(fresh) :]
+
+
 def test_a_staged_writers_bytes_dropped_by_a_revert_are_not_acknowledged(env: FuseEnv) -> None:
     """b creates a staged file, acknowledges it, then rewrites its first page through the
     kernel; a opens the file (sharing the staged file), writes one byte far past the quota
@@ -45,12 +55,7 @@ def test_a_staged_writers_bytes_dropped_by_a_revert_are_not_acknowledged(env: Fu
         a = os.open(mnt / "f.bin", os.O_RDWR)
         assert os.pwrite(a, b"x", 2 * BIG_QUOTA) == 1  # sparse: charged at a's close
         _close_fails_for_space(a)
-        try:
-            os.close(b)
-        except OSError:
-            want = acked  # refused: b's bytes were not acknowledged
-        else:
-            want = fresh + acked[len(fresh) :]  # 0: they must be there
+        want = _after_close(b, acked, fresh)
         assert (mnt / "f.bin").read_bytes() == want, "a close that returned 0 lost its bytes"
         _kill_9(proc)
     assert _remounted(env, mnt, name) == {"f.bin": want}
