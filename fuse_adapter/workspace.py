@@ -87,10 +87,11 @@ class WorkspaceView:
         # a revert of their file for another handle drops those bytes, so their close is
         # refused too (``_refuse_dropped``), never 0 with the bytes gone (review13c)
         self._dirty: set[int] = set()
-        # inodes whose name an unlink or a replacing rename took while they were open: their
-        # bytes went out of the quota then and go with their last close, so nothing written
-        # to them later is charged (before, it stayed charged until the next mount: review14wb)
-        self._nameless: set[int] = set()
+        # inodes whose name an unlink or a replacing rename took while they were open, with the
+        # bytes charged for writes through the daemon to them since: their size went out of the
+        # quota then, and what they grow by is refunded at their last close (before, it stayed
+        # charged until the next mount: review14wb). A staged file's growth is not charged.
+        self._nameless: dict[int, int] = {}
         # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
         self.uid = os.getuid() if uid is None else uid
@@ -244,7 +245,7 @@ class WorkspaceView:
     def _maybe_drop(self, ino: int, node: _Inode) -> None:
         if node.lookups <= 0 and node.opened <= 0:
             del self._inodes[ino]
-            self._nameless.discard(ino)
+            self._nameless.pop(ino, None)
             if node.path is not None and self._by_path.get(node.path) == ino:
                 del self._by_path[node.path]
 
@@ -256,7 +257,7 @@ class WorkspaceView:
             replaced = self._by_path.pop(new, None)
             if replaced is not None:
                 self._inodes[replaced].path = None
-                self._nameless.add(replaced)
+                self._nameless.setdefault(replaced, 0)
             for path, ino in moved:
                 newpath = new + path[len(old) :]
                 self._by_path[newpath] = ino
@@ -267,7 +268,7 @@ class WorkspaceView:
             ino = self._by_path.pop(path, None)
             if ino is not None:
                 self._inodes[ino].path = None
-                self._nameless.add(ino)
+                self._nameless.setdefault(ino, 0)
 
     # --- quota accounting ---------------------------------------------------------------------------
     def _file_size(self, path: str) -> int:
@@ -472,6 +473,9 @@ class WorkspaceView:
             n = handle.write(offset, data)
         except BaseException:
             self._refund(growth)
+            with self._lock:
+                if ino in self._nameless:
+                    self._nameless[ino] -= growth
             raise
         with self._lock:
             self._dirty.add(fh)
@@ -488,12 +492,14 @@ class WorkspaceView:
         with self._lock:  # one writer at a time grows a file's known size and the usage together
             last = self._last.get(ino)
             size = last.size if last is not None else 0
-            growth = 0 if ino in self._nameless else max(0, offset + length - size)
+            growth = max(0, offset + length - size)
             try:
                 self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
             except NoSpace:
                 self._short.add(fh)
                 raise
+            if ino in self._nameless:
+                self._nameless[ino] += growth
             if last is not None and growth:
                 self._last[ino] = Stat(
                     ino, last.mode, last.nlink, size + growth, last.mtime_ns, last.uid, last.gid
@@ -611,13 +617,17 @@ class WorkspaceView:
         finally:
             if staged:
                 self._unstage(ino)
+            refund = 0
             with self._lock:
                 node = self._inodes.get(ino)
                 if node is not None:
                     node.opened -= 1
                     if node.opened <= 0:
                         self._last.pop(ino, None)
+                        if ino in self._nameless:  # its last close: its bytes are gone
+                            refund, self._nameless[ino] = self._nameless[ino], 0
                     self._maybe_drop(ino, node)
+            self._refund(refund)
 
     def _revert(self, ino: int, handle) -> None:
         """Put the file of ``handle`` (``ino``), which ran out of space, back to its last
