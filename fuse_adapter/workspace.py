@@ -87,6 +87,11 @@ class WorkspaceView:
         # a revert of their file for another handle drops those bytes, so their close is
         # refused too (``_refuse_dropped``), never 0 with the bytes gone (review13c)
         self._dirty: set[int] = set()
+        # inodes whose name an unlink or a replacing rename took while they were open, with the
+        # bytes charged for writes through the daemon to them since: their size went out of the
+        # quota then, and what they grow by is refunded at their last close (before, it stayed
+        # charged until the next mount: review14wb). A staged file's growth is not charged.
+        self._nameless: dict[int, int] = {}
         # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
         self.uid = os.getuid() if uid is None else uid
@@ -183,6 +188,9 @@ class WorkspaceView:
             if staged is None:
                 return
             growth = size - staged.charged
+            if ino in self._nameless:  # out of the quota since its name went (``_nameless``)
+                staged.charged = size
+                return
             if growth > 0 and force:
                 self.quota.used += growth
             else:  # NoSpace: a close reverts the file (``flush``), an fsync leaves it as it is
@@ -237,6 +245,7 @@ class WorkspaceView:
     def _maybe_drop(self, ino: int, node: _Inode) -> None:
         if node.lookups <= 0 and node.opened <= 0:
             del self._inodes[ino]
+            self._nameless.pop(ino, None)
             if node.path is not None and self._by_path.get(node.path) == ino:
                 del self._by_path[node.path]
 
@@ -248,6 +257,7 @@ class WorkspaceView:
             replaced = self._by_path.pop(new, None)
             if replaced is not None:
                 self._inodes[replaced].path = None
+                self._nameless.setdefault(replaced, 0)
             for path, ino in moved:
                 newpath = new + path[len(old) :]
                 self._by_path[newpath] = ino
@@ -258,6 +268,7 @@ class WorkspaceView:
             ino = self._by_path.pop(path, None)
             if ino is not None:
                 self._inodes[ino].path = None
+                self._nameless.setdefault(ino, 0)
 
     # --- quota accounting ---------------------------------------------------------------------------
     def _file_size(self, path: str) -> int:
@@ -299,9 +310,9 @@ class WorkspaceView:
         return st
 
     def truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
-        return (
-            self._charged_truncate(ino, size, fh) if self.quota is not None else self._truncate(ino, size, fh)
-        )
+        with self._lock:
+            charged = self.quota is not None and ino not in self._nameless
+        return self._charged_truncate(ino, size, fh) if charged else self._truncate(ino, size, fh)
 
     def _truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
         if fh is not None and fh in self._handles:
@@ -462,6 +473,9 @@ class WorkspaceView:
             n = handle.write(offset, data)
         except BaseException:
             self._refund(growth)
+            with self._lock:
+                if ino in self._nameless:
+                    self._nameless[ino] -= growth
             raise
         with self._lock:
             self._dirty.add(fh)
@@ -484,6 +498,8 @@ class WorkspaceView:
             except NoSpace:
                 self._short.add(fh)
                 raise
+            if ino in self._nameless:
+                self._nameless[ino] += growth
             if last is not None and growth:
                 self._last[ino] = Stat(
                     ino, last.mode, last.nlink, size + growth, last.mtime_ns, last.uid, last.gid
@@ -601,13 +617,17 @@ class WorkspaceView:
         finally:
             if staged:
                 self._unstage(ino)
+            refund = 0
             with self._lock:
                 node = self._inodes.get(ino)
                 if node is not None:
                     node.opened -= 1
                     if node.opened <= 0:
                         self._last.pop(ino, None)
+                        if ino in self._nameless:  # its last close: its bytes are gone
+                            refund, self._nameless[ino] = self._nameless[ino], 0
                     self._maybe_drop(ino, node)
+            self._refund(refund)
 
     def _revert(self, ino: int, handle) -> None:
         """Put the file of ``handle`` (``ino``), which ran out of space, back to its last
@@ -659,12 +679,18 @@ class WorkspaceView:
         (review13c). Marked before the revert, and ``fsync`` looks again after its commit,
         so a close racing the revert is refused too. Conservative: bytes another handle's
         fsync (or that racing close) acknowledged are kept by the revert, and that close is
-        refused all the same. A staged file's writes
-        (``--passthrough``) go to the kernel, not here: not seen (docs/writeback.md)."""
+        refused all the same.
+
+        A handle with a backing file (``--passthrough``) is written by the kernel, which
+        never says which handle wrote, so every other such handle of the file is made short,
+        readers included: before, a staged writer's close returned 0 after the revert had
+        put its file back without its bytes (review14wb)."""
         with self._lock:
-            for fh in self._dirty:
-                other = self._handles.get(fh)
-                if other is not None and other[1] is not handle and other[1].file_id == handle.file_id:
+            for fh, (ino, other) in self._handles.items():
+                if other is handle or other.file_id != handle.file_id:
+                    continue
+                staged = self._staged.get(ino)
+                if fh in self._dirty or (staged is not None and staged.backing_id):
                     self._short.add(fh)
 
     def release_all(self) -> None:

@@ -39,7 +39,7 @@ from typing import Protocol
 
 from datahub.cache.priority import Priority
 from datahub.cache.scheduler import OriginScheduler
-from datahub.errors import DatahubError
+from datahub.errors import Conflict, DatahubError
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.writeback.chunks import FileStream, file_id_of
 from datahub.writeback.journal import Txn
@@ -410,19 +410,28 @@ class Flusher:
         return sorted([u[0] for u in uploads] + deletes)
 
     def flushed_objects(self) -> list[FlushedObject]:
+        """Every acknowledged file with the origin object that holds it, read in one journal
+        transaction; Conflict if one is not flushed at its current generation.
+
+        Why all or nothing: ``commit_workspace`` commits this list as the whole workspace, and
+        deletes from the version each file it lacks. It used to leave out a dirty file, so an
+        fsync landing between the caller's flush and this read made a version without that
+        acknowledged file (review14wb: a checkpoint rewritten in place while committed)."""
         out = []
         with self.ws.journal.read() as txn:
             for path, file_id in txn.tree_files():
                 rec, state = txn.file(file_id), txn.origin(path)
-                if (
-                    rec
-                    and not rec.get("unacked")
-                    and state
-                    and state["id"] == file_id
-                    and state["gen"] == rec["gen"]
-                ):
-                    url = self.origin.url_for(self.origin_key(path))
-                    out.append(FlushedObject(path, url, state["etag"], state["size"], state["sha256"]))
+                if rec is None or rec.get("unacked"):
+                    continue
+                if state is None or state["id"] != file_id or state["gen"] != rec["gen"]:
+                    raise Conflict(
+                        f"{path!r} in workspace {self.ws.name!r} changed after it was flushed; "
+                        "flush again (commit once writers pause)",
+                        workspace=self.ws.name,
+                        path=path,
+                    )
+                url = self.origin.url_for(self.origin_key(path))
+                out.append(FlushedObject(path, url, state["etag"], state["size"], state["sha256"]))
         return out
 
     def stats(self) -> dict:

@@ -402,7 +402,15 @@ class StagedFile(OpenFile):
 
     # --- what the handles do ---------------------------------------------------------------------
     def attr(self) -> tuple[int, float]:
-        st = os.fstat(self.fd)
+        """The staged file's size and mtime; once the last release closed it (``closed``; a
+        ``stat`` may have found it open just before), what its last commit left. Under
+        ``_reserve_lock``, which ``closed`` takes: an ``fstat`` of the descriptor after it was
+        closed failed with EBADF, or read another file's attributes had its number been
+        reused meanwhile (review14wb)."""
+        with self._reserve_lock:
+            if self.fd < 0:
+                return self.size, self.mtime
+            st = os.fstat(self.fd)
         return st.st_size, st.st_mtime_ns / 1e9
 
     def read(self, offset: int, size: int) -> bytes:

@@ -603,7 +603,8 @@ class Workspace:
         return self.flusher.dirty_paths()
 
     def flushed_objects(self) -> list[FlushedObject]:
-        """Clean files with the origin object that holds them (for commit_workspace)."""
+        """Every acknowledged file with the origin object that holds it, or Conflict if one is
+        not flushed as it is now (for commit_workspace: ``Flusher.flushed_objects``)."""
         return self.flusher.flushed_objects()
 
     def stats(self) -> dict:
