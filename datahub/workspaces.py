@@ -197,7 +197,10 @@ def _flushed(workspace: Workspace) -> list[FlushedObject]:
     for _attempt in range(2):
         workspace.flush()
         if not workspace.dirty():
-            return workspace.flushed_objects()
+            try:  # a close or fsync between dirty() and this read makes it refuse: flush again
+                return workspace.flushed_objects()
+            except Conflict:
+                continue
     raise Conflict(
         f"workspace {workspace.name!r} kept changing while it was flushed for a commit; "
         "commit again once writers pause",
