@@ -556,7 +556,10 @@ class WorkspaceOps(Ops):
 
     @_fuse_errors
     async def open(self, inode, flags, ctx):
-        fh, backing_id, direct = await self._thread(self.view.open, inode, truncate=bool(flags & os.O_TRUNC))
+        writable = flags & os.O_ACCMODE != os.O_RDONLY
+        fh, backing_id, direct = await self._thread(
+            self.view.open, inode, truncate=bool(flags & os.O_TRUNC), writable=writable
+        )
         return _file_info(fh, backing_id, direct)
 
     @_fuse_errors

@@ -87,6 +87,8 @@ class WorkspaceView:
         # a revert of their file for another handle drops those bytes, so their close is
         # refused too (``_refuse_dropped``), never 0 with the bytes gone (review13c)
         self._dirty: set[int] = set()
+        # handles opened read-only: the kernel writes nothing through them, passthrough or not
+        self._readers: set[int] = set()
         # inodes whose name an unlink or a replacing rename took while they were open, with the
         # bytes charged for writes through the daemon to them since: their size went out of the
         # quota then, and what they grow by is refunded at their last close (before, it stayed
@@ -445,14 +447,19 @@ class WorkspaceView:
             return False
         return self.ws.creates_in_memory(path)
 
-    def open(self, ino: int, *, truncate: bool) -> tuple[int, int, bool]:
-        """(fh, backing id or 0, direct I/O?) of a new handle of ``ino``."""
+    def open(self, ino: int, *, truncate: bool, writable: bool = True) -> tuple[int, int, bool]:
+        """(fh, backing id or 0, direct I/O?) of a new handle of ``ino``; ``writable`` False for
+        an ``O_RDONLY`` open, which a revert for another handle never refuses (``_refuse_dropped``)."""
         path = self.path_of(ino)
         emptied = self._file_size(path) if self.quota is not None and truncate else 0
         handle = self.ws.open(path, truncate=truncate, staged=truncate and self._may_stage())
         self._refund(emptied)
         backing_id, direct = self._backing_of(ino, handle)
-        return self._register(ino, handle, self._stat(ino, self.ws.stat(path))), backing_id, direct
+        fh = self._register(ino, handle, self._stat(ino, self.ws.stat(path)))
+        if not writable:
+            with self._lock:
+                self._readers.add(fh)
+        return fh, backing_id, direct
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         return self._handles[fh][1].read(offset, size)
@@ -595,6 +602,7 @@ class WorkspaceView:
             self._short.discard(fh)
             self._reverted.discard(fh)
             self._dirty.discard(fh)
+            self._readers.discard(fh)
         commit = True
         try:
             if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)
@@ -682,14 +690,16 @@ class WorkspaceView:
         refused all the same.
 
         A handle with a backing file (``--passthrough``) is written by the kernel, which
-        never says which handle wrote, so every other such handle of the file is made short,
-        readers included: before, a staged writer's close returned 0 after the revert had
+        never says which handle wrote, so every other such handle of the file opened for
+        writing is made short (an ``O_RDONLY`` one cannot have written): before, a staged writer's close returned 0 after the revert had
         put its file back without its bytes (review14wb)."""
         with self._lock:
             for fh, (ino, other) in self._handles.items():
                 if other is handle or other.file_id != handle.file_id:
                     continue
                 staged = self._staged.get(ino)
+                if fh in self._readers:
+                    continue
                 if fh in self._dirty or (staged is not None and staged.backing_id):
                     self._short.add(fh)
 

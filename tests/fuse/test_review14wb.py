@@ -61,6 +61,32 @@ def test_a_staged_writers_bytes_dropped_by_a_revert_are_not_acknowledged(env: Fu
     assert _remounted(env, mnt, name) == {"f.bin": want}
 
 
+def test_a_reader_open_across_a_revert_of_a_staged_file_closes_cleanly(env: FuseEnv) -> None:
+    """The conservative rule above refuses every other handle that may have written; an
+    ``O_RDONLY`` handle cannot have, so its close returns 0 and leaves the file alone (before,
+    its close reported ENOSPC and reverted the file again)."""
+    name = "r14wb-reader"
+    mnt = env.mountpoint(name)
+    acked = os.urandom(100_000)
+    with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), "--passthrough") as proc:
+        _wait_passthrough(env, mnt)
+        b = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
+        assert _staged_files_of(proc.pid), "the file is not staged: the test checks nothing"
+        assert os.write(b, acked) == len(acked)
+        os.fsync(b)  # b stays open, so a shares its staged file
+        reader = os.open(mnt / "f.bin", os.O_RDONLY)
+        a = os.open(mnt / "f.bin", os.O_RDWR)
+        assert os.pwrite(a, b"x", 2 * BIG_QUOTA) == 1
+        _close_fails_for_space(a)
+        assert os.pread(reader, len(acked), 0) == acked
+        os.close(reader)  # raised ENOSPC before
+        with contextlib.suppress(OSError):
+            os.close(b)  # a staged writer: refused (the kernel never says whether it wrote)
+        assert (mnt / "f.bin").read_bytes() == acked
+        _kill_9(proc)
+    assert _remounted(env, mnt, name) == {"f.bin": acked}
+
+
 @pytest.mark.parametrize("flags", FLAGS)
 def test_open_dirty_files_renamed_over_unlinked_truncated_and_appended(env: FuseEnv, flags: str) -> None:
     """Namespace operations on open, dirty files (docs/writeback.md, "Semantics"), every
