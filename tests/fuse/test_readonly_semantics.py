@@ -1,9 +1,11 @@
 """The rows of docs/semantics.md's read-only table that no test named: `readlink`, `statfs`,
-the `stat` fields beyond mode and times (symlinks, `st_blksize`, `st_nlink`) and `mmap` reads,
-each on a real read-only mount of the sample dataset (the module-scoped ``ro_mount``)."""
+the `stat` fields beyond mode and times (symlinks, `st_blksize`, `st_nlink`), `mmap` reads and
+the ENOENT of an object deleted behind the version, each on a real read-only mount (the
+sample dataset's module-scoped ``ro_mount``, or a dataset of the test's own)."""
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import stat
@@ -11,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import Dataset
+from datahub.storage import StoreRegistry
+from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset
 
 pytestmark = pytest.mark.fuse
 
@@ -54,3 +57,19 @@ def test_mmap_reads_are_byte_exact(ro_mount: Path, sample: Dataset) -> None:
         assert m[:] == data
         middle = len(data) // 2
         assert m[middle : middle + 4097] == data[middle : middle + 4097]
+
+
+def test_an_object_deleted_behind_the_version_reads_enoent(env: FuseEnv) -> None:
+    """The read is conditional on the recorded object: one deleted from the bucket after the
+    commit answers ENOENT (never other bytes), and its neighbours still read."""
+    objects = {"a.bin": b"a" * 5000, "b.bin": b"b" * 7000}
+    ds = upload_dataset(env, "gone", objects)
+    with StoreRegistry(env.config) as stores:
+        stores.store(f"s3://{env.bucket}/data").delete("a.bin")
+    mnt = env.mountpoint("gone")
+    with env.mounted(mnt, "gone", "--no-prefetch"):  # the read is the first to ask for it
+        root = mnt / "gone" / f"v{ds.seq}"
+        with pytest.raises(OSError) as exc:
+            (root / "a.bin").read_bytes()
+        assert exc.value.errno == errno.ENOENT
+        assert (root / "b.bin").read_bytes() == objects["b.bin"]
