@@ -16,7 +16,7 @@ lint: install lint-c
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# datahub's C in third_party/pyfuse3 with -Wall -Wextra -Wconversion ... -Werror (scripts/lint_c.sh)
+# datahub's C (third_party/pyfuse3, the catalog's, a benchmark's) with -Wall -Wextra -Wconversion ... -Werror (scripts/lint_c.sh)
 lint-c: install
 	@scripts/lint_c.sh
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make lint-c` (part of `make lint`, so of `make test`): datahub's C in third_party/pyfuse3
+# `make lint-c` (part of `make lint`, so of `make test`): datahub's C (third_party/pyfuse3 first)
 # compiled with -Wall -Wextra -Wconversion and more, -Werror: any warning fails.
 #   scripts/lint_c.sh [LIBFUSE_PREFIX]     (default: .venv/opt/libfuse)
 # Each header is compiled as a translation unit of its own (each must include what it uses;
@@ -10,10 +10,15 @@
 # Python.h defines it first. -Wno-unused-function only: a header's static functions that this
 # one-header unit does not call (the extension calls them) are not defects.
 # pyfuse3's own Cython output is not held to this (Cython's code is not ours to fix); the real
-# build prints its warnings (scripts/build_pyfuse3.sh).
+# build prints its warnings (scripts/build_pyfuse3.sh). Upstream pyfuse3's own C (macros.c,
+# darwin_compat.c, ...) is not either.
+# Then datahub's other C, with the same flags: the catalog's insert path (datahub/catalog/_put_rows.c
+# with its _put_rows_lines.h, against this Python's headers) and the benchmark that reuses that
+# header (bench/scale/sqlite_c_ceiling.c).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 LIBFUSE=${1:-$ROOT/.venv/opt/libfuse}
+PY=${PYTHON:-$ROOT/.venv/bin/python}
 SRC=$ROOT/third_party/pyfuse3/src/pyfuse3
 HEADERS=(passthrough.h fastopen.h lookup.h readdir.h fastread.h fastloop.h)
 FLAGS=(-std=gnu11 -O2 -D_GNU_SOURCE -DFUSE_USE_VERSION=32 -Werror -Wall -Wextra -Wconversion
@@ -39,5 +44,13 @@ for pc in "${builds[@]}"; do
     fi
   done
 done
-((fail == 0)) && echo "[lint-c] ok: ${HEADERS[*]} (libfuse ${#builds[@]} build(s))" >&2
+PYINCLUDE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+OTHER=(datahub/catalog/_put_rows.c bench/scale/sqlite_c_ceiling.c)
+for c in "${OTHER[@]}"; do
+  if ! "$CC" "${FLAGS[@]}" -I"$PYINCLUDE" -I"$ROOT/datahub/catalog" -c -o /dev/null "$ROOT/$c"; then
+    echo "[lint-c] $c: the warnings above are errors" >&2
+    fail=1
+  fi
+done
+((fail == 0)) && echo "[lint-c] ok: ${HEADERS[*]} (libfuse ${#builds[@]} build(s)); ${OTHER[*]}" >&2
 exit "$fail"
