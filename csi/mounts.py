@@ -30,6 +30,7 @@ from fuse_adapter.daemon import (
     is_mounted,
     pid_alive,
     spawn_until_ready,
+    why_not_started,
 )
 
 log = logging.getLogger(__name__)
@@ -173,12 +174,14 @@ class MountProcess:
         """Start the daemon and return once it serves; raise the daemon's error if it does not."""
         Path(self.staging).mkdir(parents=True, exist_ok=True)
         args = ["--config", self.config_path, "mount", self.staging, *mount_args]
-        proc, ready = spawn_until_ready(args, Path(self.log_path), timeout=timeout, env=self._env())
+        log = Path(self.log_path)
+        start = log.stat().st_size if log.exists() else 0  # every start appends to this log
+        proc, ready = spawn_until_ready(args, log, timeout=timeout, env=self._env())
         if ready:
             return proc
         self.kill(proc)
         detach_stale(self.staging)
-        tail = " | ".join(Path(self.log_path).read_text(errors="replace").strip().splitlines()[-3:])
+        tail = why_not_started(log, start) if log.exists() else ""
         error = _EXIT_ERRORS.get(proc.returncode or 0, DatahubError)
         raise error(f"the mount process failed (exit {proc.returncode}): {tail or 'see ' + self.log_path}")
 
