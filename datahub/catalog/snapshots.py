@@ -6,6 +6,16 @@ keeps such names from tokens (``datahub.api.access.require_creatable``) and make
 node only as a mount would (``datahub.api.routes.remote.mount_made``); the CSI plugin keeps a
 ``commitTo`` from taking one (``csi.node``). Any of them claiming a snapshot's name for
 something else stopped every mount of that bucket from recording its listing (review13b).
+
+Why no two URLs share a name (snapname14): a mount commits only into the snapshot whose
+source is its own URL, so a URL whose name another URL's snapshot already held recorded
+nothing, and any token could make that other snapshot through the remote store's
+mount-shaped create (``s3.platform.team-b`` with source ``s3://platform/Team-B``). The old
+map lower-cased, turned odd characters into ``-``, joined bucket and path with ``.``, and
+cut long names to an 8-hex hash, so ``s3://platform.team-b``, ``s3://platform/team b`` and a
+chosen long URL all met ``s3://platform/team-b``. Now a *plain* URL keeps its readable name,
+and every other gets a name marked by ``--`` (which no plain name holds) and 80 bits of
+sha256 of the URL itself.
 """
 
 from __future__ import annotations
@@ -18,19 +28,39 @@ from datahub.storage import SCHEMES
 from datahub.validation import check_name
 
 MAX_NAME = 63
+HASHED = "--"  # in every name made with a hash, in no plain name
+HASH_HEX = 20  # 80 bits: matching a given URL's name by a chosen URL costs ~2^80 sha256 runs
+
+# A plain URL, its trailing '/' stripped: a scheme in lower case, then bucket and path
+# segments of [a-z0-9_-] ("--" is excluded below). Its name joins them with '.', which no
+# segment holds, so the name gives the URL back: no other URL has it.
+_SEGMENTS = r"[a-z0-9_-]+(?:/[a-z0-9_-]+)*"
+_PLAIN = re.compile(rf"(?:s3|memory|rados)://{_SEGMENTS}|file:///{_SEGMENTS}")
 
 
 def snapshot_dataset_name(url: str) -> str:
-    """``s3://bench/train/`` -> ``s3.bench.train``: a valid, stable dataset name per bucket
-    prefix (lower case; hashed past 63 characters)."""
-    scheme, _, rest = url.partition("://")
+    """The dataset bucket mounts of ``url`` record their listings in; no other URL's.
+
+    A plain URL (``s3://bench/train/`` -> ``s3.bench.train``: a lower-case scheme, segments
+    of ``[a-z0-9_-]`` without ``--``, 63 characters at most) keeps the readable name mounts
+    always gave it. Any other gets a readable prefix, ``--`` and 20 hex of sha256 of the URL
+    (``s3://platform/Team-B`` -> ``s3.platform.team-b--…``). A trailing ``/`` names the same
+    prefix (``bucket_listing.foreign_snapshot`` says so too), so it never changes the name."""
+    scheme, sep, rest = url.partition("://")
     if not rest:
         raise InvalidInput(f"not an object-store URL: {url!r} (use s3://bucket[/prefix])")
-    name = ".".join([scheme, *[p for p in rest.split("/") if p]]).lower()
-    name = re.sub(r"[^a-z0-9._-]", "-", name)
-    if len(name) > MAX_NAME:
-        name = name[:54] + "-" + hashlib.sha256(name.encode()).hexdigest()[:8]
-    return check_name(name, "snapshot dataset")
+    if scheme.lower() not in SCHEMES:
+        raise InvalidInput(
+            f"not an object-store URL: {url!r} (the scheme must be one of {', '.join(SCHEMES)})", url=url
+        )
+    exact = f"{scheme}{sep}{rest.rstrip('/')}"
+    path = re.sub(r"[^a-z0-9._-]", "-", ".".join(p for p in rest.split("/") if p).lower())
+    readable = f"{scheme.lower()}.{path}"
+    if _PLAIN.fullmatch(exact) and HASHED not in exact and len(readable) <= MAX_NAME:
+        return check_name(readable, "snapshot dataset")
+    # surrogatepass: a lone surrogate a JSON body may hold hashes too, and still one way only
+    digest = hashlib.sha256(exact.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_HEX]
+    return check_name(f"{readable[: MAX_NAME - len(HASHED) - HASH_HEX]}{HASHED}{digest}", "snapshot dataset")
 
 
 def snapshot_name(name: str) -> bool:
