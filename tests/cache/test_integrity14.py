@@ -1,0 +1,148 @@
+"""Adversarial reads of the cache itself (integrity14): page files of the disk tier damaged,
+replaced or deleted under a verified backing file; eviction racing many readers over tiny
+budgets, with two caches sharing one disk directory; the tiers' byte accounting after it.
+What a reader may get: the object's bytes, never others (promise 2; docs/cache.md,
+"Pages", "Backing files", "Processes sharing a cache directory").
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from datahub.cache import TieredCache
+from datahub.cache.disk import DiskTier
+from datahub.cache.pages import PageKey
+from datahub.cache.pagefile import name_of
+from datahub.cache.ram import RamTier
+from datahub.storage.base import ObjectRef, ObjectStore
+from tests.cache.conftest import put_objects
+
+PAGE = 4096
+
+
+def _disk(cache: TieredCache) -> DiskTier:
+    return next(t for t in cache.tiers if isinstance(t, DiskTier))
+
+
+def _page_file(cache: TieredCache, ref: ObjectRef, index: int = 0) -> Path:
+    disk = _disk(cache)
+    return Path(disk._writer.pages_prefix) / name_of(PageKey(ref.url, ref.etag, PAGE, index))
+
+
+def _backing_bytes(cache: TieredCache, ref: ObjectRef) -> bytes | None:
+    """What a passthrough open of ``ref`` would hand the kernel: the whole backing file, or
+    None (no backing file: the open reads through the daemon)."""
+    fd = cache.passthrough.fd(ref)
+    if fd is None:
+        return None
+    try:
+        return os.pread(fd, ref.size + PAGE, 0)
+    finally:
+        os.close(fd)
+
+
+def _flip(path: Path) -> None:
+    with open(path, "r+b") as fh:
+        byte = fh.read(1)
+        fh.seek(0)
+        fh.write(bytes([byte[0] ^ 0x01]))
+
+
+def _truncate(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def _extend(path: Path) -> None:
+    with open(path, "ab") as fh:
+        fh.write(b"tail")
+
+
+def _symlink_to_other_page(other: Path) -> Callable[[Path], None]:
+    def damage(path: Path) -> None:
+        path.unlink()
+        path.symlink_to(other)
+
+    return damage
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "extend", "symlink", "delete"])
+def test_a_verified_backing_file_damaged_after_its_check_is_never_handed_out(
+    make_cache: Callable[..., TieredCache], source: ObjectStore, damage: str
+) -> None:
+    cache = make_cache(page_size=PAGE, ram_bytes=0, disk_bytes=1024**2)
+    (ref, data), (other_ref, other_data) = put_objects(source, [3000, 3000], seed=14)
+    assert cache.read(ref) == data and cache.read(other_ref) == other_data
+    assert _backing_bytes(cache, ref) == data  # verified (written from checked bytes)
+    path = _page_file(cache, ref)
+    {
+        "flip": _flip,
+        "truncate": _truncate,
+        "extend": _extend,
+        "symlink": _symlink_to_other_page(_page_file(cache, other_ref)),
+        "delete": Path.unlink,
+    }[damage](path)
+    got = _backing_bytes(cache, ref)
+    assert got is None or got == data, f"{damage}: a damaged backing file was handed out"
+    assert cache.read(ref) == data
+    assert cache.read(other_ref) == other_data  # the symlink's target is left alone
+    assert _backing_bytes(cache, ref) in (None, data)
+
+
+def _reader(
+    caches: list[TieredCache], objects: list[tuple[ObjectRef, bytes]], seed: int, rounds: int, wrong: list
+) -> None:
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        cache = rng.choice(caches)
+        ref, data = rng.choice(objects)
+        start = rng.randrange(0, ref.size)
+        size = rng.randrange(1, 3 * PAGE)
+        got = cache.read(ref, start, size)
+        if got != data[start : start + size]:
+            wrong.append((ref.url, start, size))
+
+
+def _ram_bytes(tier: RamTier) -> int:
+    return sum(len(v) for v in tier._data.values())
+
+
+def _disk_bytes(tier: DiskTier) -> int:
+    root = Path(tier._writer.pages_prefix)
+    return sum(p.stat().st_size for p in root.rglob("*.page"))
+
+
+def test_eviction_racing_many_readers_on_two_caches_of_one_directory_serves_only_right_bytes(
+    make_cache: Callable[..., TieredCache], source: ObjectStore, tmp_path: Path
+) -> None:
+    shared_dir = str(tmp_path / "shared-disk")
+    # budgets of a few pages against 60 objects of 1-4 pages: every read evicts something
+    caches = [
+        make_cache(page_size=PAGE, ram_bytes=6 * PAGE, disk_bytes=24 * PAGE, disk_dir=shared_dir)
+        for _ in range(2)
+    ]
+    rng = random.Random(1414)
+    objects = put_objects(source, [rng.randrange(1, 4 * PAGE) for _ in range(60)], seed=1414)
+    wrong: list = []
+    threads = [
+        threading.Thread(target=_reader, args=(caches, objects, seed, 150, wrong)) for seed in range(8)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+    for cache in caches:
+        ram, disk = cache.tiers[0], _disk(cache)
+        assert isinstance(ram, RamTier)
+        assert ram.usage().used == _ram_bytes(ram), "the RAM tier's byte count drifted from its pages"
+        assert ram.usage().used <= ram.budget
+        assert disk.usage().used <= disk.limit()
+    # every page file left is a whole, verified page (what a later reader gets)
+    for ref, data in objects:
+        assert caches[0].read(ref) == data

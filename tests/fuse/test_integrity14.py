@@ -1,0 +1,122 @@
+"""Adversarial reads through real mounts (integrity14): objects changed, deleted or replaced
+by a prefix under a bucket mount, in every read mode, and a dataset version whose record no
+longer matches its object. What a reader may get: the bytes of the version it mounted, or an
+error (ESTALE for a changed object, ENOENT for a deleted one, EIO); never the new bytes and
+never a mix (promise 2; docs/fuse.md, "Bucket snapshots"; docs/cache.md, "The read path").
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from datahub.storage import StoreRegistry
+from tests.fuse.conftest import FuseEnv, upload_dataset
+
+pytestmark = pytest.mark.fuse
+
+MODES = {
+    "auto": (),
+    "passthrough": ("--passthrough",),
+    "no-passthrough": ("--no-passthrough",),
+    "no-fastread": ("--no-passthrough", "--no-fastread"),
+    "no-cache": ("--no-cache",),
+}
+
+
+def _read_or_errno(path: Path) -> bytes | int:
+    """The file's bytes through the mount, or the errno its open or read failed with."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        return exc.errno
+    try:
+        got = bytearray()
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return bytes(got)
+            got += chunk
+    except OSError as exc:
+        return exc.errno
+    finally:
+        os.close(fd)
+
+
+def _same_size_other_bytes(rng: random.Random, old: bytes) -> bytes:
+    new = bytearray(rng.randbytes(len(old)))
+    new[0] = old[0] ^ 0xFF  # differs from the first byte on
+    return bytes(new)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_objects_changed_under_a_bucket_mount_are_never_served_as_the_snapshot(
+    env: FuseEnv, mode: str
+) -> None:
+    rng = random.Random(14)
+    size_small, size_large = 50_000, 9 * 1024**2 + 5  # one page; three pages and a stream
+    old = {
+        "read/small.bin": rng.randbytes(size_small),  # read before the change: in the cache
+        "read/large.bin": rng.randbytes(size_large),
+        "cold/small.bin": rng.randbytes(size_small),  # never read before the change
+        "cold/large.bin": rng.randbytes(size_large),
+        "gone/deleted.bin": rng.randbytes(size_small),
+        "gone/prefix": rng.randbytes(size_small),  # becomes "gone/prefix/inner" (a directory)
+    }
+    url = f"s3://{env.bucket}/data"
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(url)
+        for key, data in old.items():
+            store.put(key, data)
+        mnt = env.mountpoint("bucket")
+        with env.mounted(mnt, url, "--no-prefetch", *MODES[mode]):
+            held = os.open(mnt / "read" / "large.bin", os.O_RDONLY)  # a handle open across the change
+            try:
+                assert os.pread(held, 4096, 0) == old["read/large.bin"][:4096]
+                for key in ("read/small.bin", "read/large.bin"):
+                    assert (mnt / key).read_bytes() == old[key]
+                new = {key: _same_size_other_bytes(rng, data) for key, data in old.items()}
+                for key in ("read/small.bin", "read/large.bin", "cold/small.bin", "cold/large.bin"):
+                    store.put(key, new[key])
+                store.delete("gone/deleted.bin")
+                store.delete("gone/prefix")
+                store.put("gone/prefix/inner", new["gone/prefix"])
+
+                got = os.pread(held, size_large, 0)
+                assert got == old["read/large.bin"] or got == old["read/large.bin"][: len(got)]
+                for key in old:
+                    result = _read_or_errno(mnt / key)
+                    if key.startswith("read/"):  # cached under the snapshot's etag: its bytes
+                        assert result == old[key], f"{key}: not the snapshot's bytes ({mode})"
+                    elif key.startswith("cold/"):  # changed before any byte was read
+                        assert result == errno.ESTALE, (key, result if isinstance(result, int) else "bytes")
+                    else:  # deleted, or a directory now: gone
+                        assert result == errno.ENOENT, (key, result if isinstance(result, int) else "bytes")
+            finally:
+                os.close(held)
+
+
+def test_a_version_whose_object_was_overwritten_fails_the_read_and_logs_the_key(env: FuseEnv) -> None:
+    """Someone overwrote the S3 object of a committed record with bytes of the same size:
+    the version's file fails (ESTALE: the object changed behind the version), its
+    neighbours read as committed, and the daemon's log names the object."""
+    rng = random.Random(141)
+    objects = {"train/ok.bin": rng.randbytes(70_000), "train/overwritten.bin": rng.randbytes(70_000)}
+    objects["train/big.bin"] = rng.randbytes(6 * 1024**2 + 3)
+    dataset = upload_dataset(env, "victim", objects)
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(f"s3://{env.bucket}/data")
+        for key in ("train/overwritten.bin", "train/big.bin"):
+            store.put(key, _same_size_other_bytes(rng, objects[key]))
+    mnt = env.mountpoint("ro")
+    with env.mounted(mnt, f"{dataset.name}@{dataset.seq}"):  # warm-up on: it meets the change first
+        root = mnt / dataset.name / f"v{dataset.seq}"
+        assert (root / "train" / "ok.bin").read_bytes() == objects["train/ok.bin"]
+        for key in ("train/overwritten.bin", "train/big.bin"):
+            assert _read_or_errno(root / key) == errno.ESTALE, key
+    log = (env.root / f"mount-{mnt.name}.log").read_text()
+    assert "data/train/overwritten.bin" in log and "data/train/big.bin" in log
