@@ -1,6 +1,8 @@
 """Adversarial reads of the cache itself (integrity14): page files of the disk tier damaged,
 replaced or deleted under a verified backing file; eviction racing many readers over tiny
-budgets, with two caches sharing one disk directory; the tiers' byte accounting after it.
+budgets, with two caches sharing one disk directory; the tiers' byte accounting after it;
+a FIFO (or a symlink to one) at a page file's name, which blocked a read, a passthrough open
+and an index rebuild until a writer came.
 What a reader may get: the object's bytes, never others (promise 2; docs/cache.md,
 "Pages", "Backing files", "Processes sharing a cache directory").
 """
@@ -15,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from datahub.cache import TieredCache
+from datahub.cache import TieredCache, make_policy
 from datahub.cache.disk import DiskTier
-from datahub.cache.pages import PageKey
 from datahub.cache.pagefile import name_of
+from datahub.cache.pages import PageKey
 from datahub.cache.ram import RamTier
 from datahub.storage.base import ObjectRef, ObjectStore
 from tests.cache.conftest import put_objects
+from tests.cache.test_disk_writes import BUDGET, crash_after
 
 PAGE = 4096
 
@@ -146,3 +149,68 @@ def test_eviction_racing_many_readers_on_two_caches_of_one_directory_serves_only
     # every page file left is a whole, verified page (what a later reader gets)
     for ref, data in objects:
         assert caches[0].read(ref) == data
+
+
+def _returns(fn: Callable[[], object], unblock: Path) -> tuple[bool, object]:
+    """(whether ``fn()`` returned within a minute, what it returned). A call still blocked
+    then is released by opening the FIFO ``unblock`` for writing, so the test never hangs."""
+    result: list[object] = []
+    thread = threading.Thread(target=lambda: result.append(fn()), daemon=True)
+    thread.start()
+    thread.join(60)
+    blocked = thread.is_alive()
+    if blocked:
+        os.close(os.open(unblock, os.O_WRONLY | os.O_NONBLOCK))  # a writer: the reader's open returns
+        thread.join(60)
+    return not blocked, result[0] if result else None
+
+
+@pytest.mark.parametrize("how", ["fifo", "symlink-to-fifo"])
+def test_a_page_file_replaced_by_a_fifo_never_blocks_a_read_or_an_open(
+    make_cache: Callable[..., TieredCache], source: ObjectStore, tmp_path: Path, how: str
+) -> None:
+    """A FIFO at a page file's name (or a symlink to one) blocked the reader's ``open`` until
+    some writer opened it: a cache read for ever, and a passthrough open for ever on the FUSE
+    loop, which asks for a verified file inline (the whole mount then hangs). Page files are
+    opened without following a symlink and without waiting: such a name is a miss, the page
+    is fetched again and its file put back in place."""
+    cache = make_cache(page_size=PAGE, ram_bytes=0, disk_bytes=1024**2)
+    [(ref, data)] = put_objects(source, [3000], seed=141)
+    assert cache.read(ref) == data and _backing_bytes(cache, ref) == data
+    path, fifo = _page_file(cache, ref), tmp_path / "fifo"
+    os.mkfifo(fifo)
+    path.unlink()
+    if how == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(fifo)
+    returned, fd = _returns(lambda: cache.passthrough.fd(ref, verify=False), path)  # the FUSE loop's ask
+    if isinstance(fd, int) and fd >= 0:
+        os.close(fd)
+    assert returned, f"a passthrough open blocked on a {how} at the page file's name"
+    returned, got = _returns(lambda: cache.read(ref), path)
+    assert returned, f"a cache read blocked on a {how} at the page file's name"
+    assert got == data
+    assert path.is_file() and not path.is_symlink()  # fetched again, its file back in place
+    assert _backing_bytes(cache, ref) == data
+
+
+def test_an_index_rebuild_never_blocks_on_a_fifo_among_the_page_files(tmp_path: Path) -> None:
+    """After a crash the index is rebuilt from the page files' headers: a FIFO among them
+    (or a symlink to one) blocked that start for ever; it is removed as unreadable."""
+    crash_after(tmp_path, "assert t.put(key(1), data(1))\nt.flush_index()")
+    sub = tmp_path / "d" / "pages" / "00"
+    sub.mkdir(exist_ok=True)
+    fifo, link = sub / ("0" * 40 + ".page"), sub / ("1" * 40 + ".page")
+    os.mkfifo(fifo)
+    link.symlink_to(fifo)
+    returned, rebuilt = _returns(
+        lambda: DiskTier(str(tmp_path / "d"), BUDGET, make_policy("lru", BUDGET)), fifo
+    )
+    assert returned, "the index rebuild blocked on a FIFO among the page files"
+    assert isinstance(rebuilt, DiskTier)
+    try:
+        assert not fifo.exists() and not link.is_symlink()
+        assert rebuilt.get(PageKey("s3://bucket/obj1", "e", 1024, 0)) == bytes([1]) * 101
+    finally:
+        rebuilt.close()
