@@ -106,3 +106,23 @@ def no_credentials(bucket: str, key: str | None) -> AccessDenied:
 def unquote_etag(raw: str) -> str:
     """An ETag as S3 sends it (``"abc"``, quotes included) -> ``abc``, as datahub stores it."""
     return raw.strip('"')
+
+
+def check_answer_etag(answered: str | None, expected: str | None, bucket: str, key: str) -> None:
+    """Raise ObjectChanged when a GET sent under If-Match ``expected`` was answered with the
+    bytes of another object version (its ``ETag`` header, ``answered``, names another one).
+
+    Why: If-Match is the only tie between a recorded etag and the bytes read. A server or
+    proxy that ignores the condition answers 200 with whatever the key now holds, and the
+    cache would serve and keep those bytes under the old etag's page names. The answer's
+    own ETag is checked as well, at no cost; an answer without one is left to If-Match."""
+    if expected is None or answered is None or unquote_etag(answered) == expected:
+        return
+    raise error_for(
+        "PreconditionFailed",
+        412,
+        bucket,
+        key,
+        message=f"the server answered a GET under If-Match with etag {unquote_etag(answered)}",
+        expected_etag=expected,
+    )

@@ -13,18 +13,26 @@ import os
 import random
 import threading
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
-from datahub.cache import TieredCache, make_policy
+from datahub.cache import TieredCache, make_policy, open_cache
 from datahub.cache.disk import DiskTier
 from datahub.cache.pagefile import name_of
 from datahub.cache.pages import PageKey
 from datahub.cache.ram import RamTier
+from datahub.config import load_config
+from datahub.errors import ObjectChanged
+from datahub.fs import DatahubFileSystem
+from datahub.ingest import import_source
+from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectRef, ObjectStore
-from tests.cache.conftest import put_objects
+from tests.cache.conftest import put_objects, with_cache
 from tests.cache.test_disk_writes import BUDGET, crash_after
+from tests.faults import FlakyProxy
+from tests.servers import S3Endpoint
 
 PAGE = 4096
 
@@ -214,3 +222,104 @@ def test_an_index_rebuild_never_blocks_on_a_fifo_among_the_page_files(tmp_path: 
         assert rebuilt.get(PageKey("s3://bucket/obj1", "e", 1024, 0)) == bytes([1]) * 101
     finally:
         rebuilt.close()
+
+
+class IfMatchIgnored(FlakyProxy):
+    """A real S3 server (moto) behind a proxy that drops ``If-Match`` from every request: an
+    endpoint that ignores the condition (an older S3-compatible server, a caching proxy)."""
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        base = super()._handler_class()
+
+        class Handler(base):  # type: ignore[valid-type, misc]
+            def _forward(self, body: bytes) -> None:
+                del self.headers["If-Match"]
+                super()._forward(body)
+
+        return Handler
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-get", "boto3-get"])
+def test_an_origin_that_ignores_if_match_never_serves_another_objects_bytes(
+    tmp_path: Path, moto_endpoint: S3Endpoint, lean: bool
+) -> None:
+    """The record's etag is the only thing tying a version to its bytes: every origin read
+    sends it as If-Match. A server that ignored it answered 200 with the new object, and
+    the cache served those bytes under the old etag (and kept them under its name). The
+    answer's own ETag names the object it holds: a read whose answer names another one
+    fails with ObjectChanged, as a 412 would."""
+    bucket = moto_endpoint.new_bucket("ifmatch")
+    base = load_config(
+        env={}, overrides={"home": str(tmp_path / "var"), **moto_endpoint.s3_config_overrides()}
+    )
+    rng = random.Random(4141)  # not put_objects' seed: other bytes
+    with StoreRegistry(base) as registry:
+        store = registry.store(f"s3://{bucket}/data")
+        objects = put_objects(store, [3000, 3 * PAGE + 5], seed=1414)
+        for i, (_, data) in enumerate(objects):  # overwritten behind the records, same sizes
+            store.put(f"obj/{i:05d}.bin", rng.randbytes(len(data)))
+    with IfMatchIgnored(moto_endpoint.url) as proxy:
+        config = with_cache(
+            base.model_copy(update={"s3": base.s3.model_copy(update={"endpoint_url": proxy.url})}),
+            page_size=PAGE,
+            ram_bytes=1 << 20,
+            disk_bytes=1 << 20,
+        )
+        with StoreRegistry(config, lean_s3_get=lean) as registry, open_cache(config, registry) as cache:
+            for ref, _ in objects:
+                origin, key = registry.for_url(ref.url)
+                with pytest.raises(ObjectChanged):
+                    origin.read(key, 0, ref.size, etag=ref.etag)
+                with pytest.raises(ObjectChanged):
+                    list(origin.read_chunks(key, 0, ref.size, etag=ref.etag, chunk_size=1000))
+                with pytest.raises(ObjectChanged):
+                    cache.read(ref)
+                with pytest.raises(ObjectChanged):
+                    cache.read(ref, ref.size - 10, 10)  # the last page alone
+    assert any(method == "GET" for method, _ in proxy.requests)  # the reads did reach the proxy
+
+
+def test_a_pinned_version_read_through_datahub_fs_never_returns_a_newer_versions_bytes(
+    tmp_path: Path, moto_endpoint: S3Endpoint
+) -> None:
+    """``datahub://ds@1/...`` while the objects are overwritten in place and re-imported as
+    version 2 (an import by reference: both versions name the same URLs): a file open on
+    version 1 and new reads of it give version 1's bytes or ObjectChanged, never version 2's;
+    version 2 and ``latest`` give the new bytes."""
+    bucket = moto_endpoint.new_bucket("pinned")
+    config = with_cache(
+        load_config(env={}, overrides={"home": str(tmp_path / "var"), **moto_endpoint.s3_config_overrides()}),
+        page_size=PAGE,
+        ram_bytes=1 << 20,
+        disk_bytes=1 << 20,
+    )
+    rng = random.Random(1441)
+    old = {"a.bin": rng.randbytes(5 * PAGE + 7), "b.bin": rng.randbytes(2000)}
+    new = {key: rng.randbytes(len(data)) for key, data in old.items()}
+    fs = DatahubFileSystem(config=config)
+    try:
+        with StoreRegistry(config) as stores:
+            store = stores.store(f"s3://{bucket}/src")
+            for key, data in old.items():
+                store.put(key, data)
+            import_source(fs.catalog, config, stores, f"s3://{bucket}/src", "pinned")
+            held = fs.open("pinned@1/a.bin")
+            assert held.read(PAGE) == old["a.bin"][:PAGE]
+            for key, data in new.items():
+                store.put(key, data)
+            import_source(fs.catalog, config, stores, f"s3://{bucket}/src", "pinned")
+        try:
+            rest = held.read()
+        except ObjectChanged:
+            pass
+        else:
+            assert rest == old["a.bin"][PAGE:]
+        for key in old:
+            try:
+                assert fs.cat_file(f"pinned@1/{key}") == old[key]
+            except ObjectChanged:
+                pass
+            assert fs.cat_file(f"pinned@2/{key}") == new[key]
+            assert fs.cat_file(f"pinned/{key}") == new[key]
+    finally:
+        fs.close()
