@@ -7,6 +7,7 @@ never a mix (promise 2; docs/fuse.md, "Bucket snapshots"; docs/cache.md, "The re
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -16,6 +17,7 @@ import pytest
 
 from datahub.storage import StoreRegistry
 from tests.fuse.conftest import FuseEnv, upload_dataset
+from tests.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.fuse
 
@@ -120,3 +122,60 @@ def test_a_version_whose_object_was_overwritten_fails_the_read_and_logs_the_key(
             assert _read_or_errno(root / key) == errno.ESTALE, key
     log = (env.root / f"mount-{mnt.name}.log").read_text()
     assert "data/train/overwritten.bin" in log and "data/train/big.bin" in log
+
+
+def test_objects_replaced_while_the_bucket_warm_up_runs_are_never_mixed_or_new(env: FuseEnv) -> None:
+    """A warm-up under way (``--prefetch``) when every object is overwritten with bytes of
+    the same size: each file reads whole as the snapshot had it, or fails with ESTALE."""
+    rng = random.Random(1414)
+    old = {f"w/{i:03d}.bin": rng.randbytes(rng.choice([3000, 70_000, 5 * 1024**2 + 1])) for i in range(24)}
+    url = f"s3://{env.bucket}/warm"
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(url)
+        for key, data in old.items():
+            store.put(key, data)
+        mnt = env.mountpoint("bucket")
+        with env.mounted(mnt, url, "--prefetch"):
+            for key, data in old.items():  # at once: the warm-up has just started
+                store.put(key, _same_size_other_bytes(rng, data))
+            for key, data in old.items():
+                result = _read_or_errno(mnt / key)
+                if isinstance(result, int):
+                    assert result == errno.ESTALE, (key, errno.errorcode.get(result, result))
+                else:
+                    assert result == data, f"{key}: not the snapshot's bytes"
+
+
+def test_a_cache_directory_that_fills_up_during_fills_never_costs_a_right_byte(
+    env: FuseEnv, tmp_path: Path
+) -> None:
+    """The cache's file system runs out of space under the mount (another writer fills it
+    after the disk tier measured its room): page files that no longer fit are refused, and
+    every read, cold or warm, through passthrough and the daemon alike, is byte-exact."""
+    rng = random.Random(4114)
+    objects = {
+        f"f/{i:03d}.bin": rng.randbytes(rng.choice([3000, 200_000, 3 * 1024**2 + 9])) for i in range(20)
+    }
+    url = f"s3://{env.bucket}/full"
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(url)
+        for key, data in objects.items():
+            store.put(key, data)
+    with small_tmpfs(tmp_path / "small", "16m") as cache_dir:
+        mnt = env.mountpoint("bucket")
+        with env.mounted(mnt, url, "--no-prefetch", "--cache-dir", str(cache_dir)):
+            keys = sorted(objects)
+            for key in keys[:4]:
+                assert (mnt / key).read_bytes() == objects[key]
+            ballast = cache_dir / "ballast"
+            # fill what is left: the next fills meet ENOSPC
+            with open(ballast, "wb") as fh, contextlib.suppress(OSError):
+                while True:
+                    fh.write(b"\0" * (1 << 20))
+                    fh.flush()
+            for _ in range(2):  # cold (ENOSPC), then again (what was refused is fetched again)
+                for key in keys:
+                    assert (mnt / key).read_bytes() == objects[key], key
+            ballast.unlink()
+            for key in keys:
+                assert (mnt / key).read_bytes() == objects[key], key
