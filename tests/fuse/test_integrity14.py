@@ -11,12 +11,13 @@ import contextlib
 import errno
 import os
 import random
+import threading
 from pathlib import Path
 
 import pytest
 
 from datahub.storage import StoreRegistry
-from tests.fuse.conftest import FuseEnv, upload_dataset
+from tests.fuse.conftest import FuseEnv, polled_stats, upload_dataset
 from tests.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.fuse
@@ -179,3 +180,57 @@ def test_a_cache_directory_that_fills_up_during_fills_never_costs_a_right_byte(
             ballast.unlink()
             for key in keys:
                 assert (mnt / key).read_bytes() == objects[key], key
+
+
+def test_two_mounts_sharing_one_small_cache_directory_serve_only_right_bytes(env: FuseEnv) -> None:
+    """Two bucket mounts (one in passthrough, one with READs in C) over one disk directory
+    whose budget holds a few files: each mount evicts the page files the other has verified,
+    published or holds open, while four readers go through both; every byte is checked, and
+    handles opened before the evictions read right to the end."""
+    text = env.config_path.read_text().replace("ram_bytes = 67108864", "ram_bytes = 262144")
+    # [cache] is the config's last section; lru: every newcomer evicts
+    env.config_path.write_text(text + 'disk_bytes = 1500000\npolicy = "lru"\n')
+    rng = random.Random(4411)
+    objects = {f"s/{i:03d}.bin": rng.randbytes(rng.choice([3000, 90_000, 400_000])) for i in range(40)}
+    url = f"s3://{env.bucket}/shared"
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(url)
+        for key, data in objects.items():
+            store.put(key, data)
+    a, b = env.mountpoint("a"), env.mountpoint("b")
+    with (
+        env.mounted(a, url, "--no-prefetch", "--passthrough"),
+        env.mounted(b, url, "--no-prefetch", "--no-passthrough"),
+    ):
+        keys = sorted(objects)
+        held = {key: os.open(a / key, os.O_RDONLY) for key in keys[:5]}
+        wrong: list[str] = []
+
+        def reader(seed: int) -> None:
+            r = random.Random(seed)
+            for _ in range(120):
+                key = r.choice(keys)
+                root = r.choice((a, b))
+                fd = os.open(root / key, os.O_RDONLY)
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # the next read reaches the files
+                    if os.pread(fd, len(objects[key]) + 1, 0) != objects[key]:
+                        wrong.append(f"{root.name}/{key}")
+                finally:
+                    os.close(fd)
+
+        threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        try:
+            for key, fd in held.items():
+                if os.pread(fd, len(objects[key]) + 1, 0) != objects[key]:
+                    wrong.append(f"held {key}")
+        finally:
+            for fd in held.values():
+                os.close(fd)
+        assert wrong == []
+        disk = next(t for t in polled_stats(env)["tiers"] if t["tier"] == "disk")
+        assert disk["evictions"] > 0 and disk["hits"] > 0  # the race was run
