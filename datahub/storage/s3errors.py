@@ -126,3 +126,31 @@ def check_answer_etag(answered: str | None, expected: str | None, bucket: str, k
         message=f"the server answered a GET under If-Match with etag {unquote_etag(answered)}",
         expected_etag=expected,
     )
+
+
+def check_answer_range(
+    status: int, content_range: str | None, length: int, start: int, end: int | None, bucket: str, key: str
+) -> None:
+    """Raise StorageError when the answer (``status``, ``Content-Range``, ``length`` bytes of
+    body) to a GET of bytes ``[start, end)`` holds other bytes: a ``206`` whose range starts
+    elsewhere, or a ``200`` (the whole object: the server ignored ``Range``) that is not
+    exactly that slice (a range from 0 that covers the object is).
+
+    Why: a streamed range (``read_chunks``, what the cache's large-object streams read
+    through) counts the bytes it receives, not where they came from, so it yielded the
+    object's first bytes as the bytes from ``start``, and ``read`` returned more than it was
+    asked for."""
+    if status == 206:
+        first = (content_range or "").removeprefix("bytes ").split("-", 1)[0].strip()
+        if content_range is None or (first.isdigit() and int(first) == start):
+            return
+    elif start == 0 and (end is None or length <= end):
+        return
+    raise StorageError(
+        f"S3 answered a GET of bytes [{start}, {end}) of s3://{bucket}/{key} with other bytes (status "
+        f"{status}, Content-Range {content_range!r}, {length} bytes): the endpoint ignores Range, and "
+        "datahub reads ranges",
+        bucket=bucket,
+        key=key,
+        status=status,
+    )

@@ -43,8 +43,8 @@ import urllib3
 import urllib3.exceptions as uexc
 from botocore.credentials import ReadOnlyCredentials
 
-from datahub.errors import DatahubError, ObjectChanged, StorageError, TransientStorageError
-from datahub.storage.s3errors import check_answer_etag, error_for, no_credentials
+from datahub.errors import DatahubError, StorageError, TransientStorageError
+from datahub.storage.s3errors import check_answer_etag, check_answer_range, error_for, no_credentials
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _CODE = re.compile(rb"<Code>([^<]*)</Code>")
@@ -251,7 +251,14 @@ class LeanGetter:
         if raw.status in (200, 206):
             try:
                 check_answer_etag(raw.headers.get("ETag"), if_match, bucket, key)
-            except ObjectChanged:
+                if byte_range is not None:
+                    first, last = byte_range.removeprefix("bytes=").split("-", 1)
+                    length = int(raw.headers.get("Content-Length", "0"))
+                    end = int(last) + 1 if last else None
+                    check_answer_range(
+                        raw.status, raw.headers.get("Content-Range"), length, int(first), end, bucket, key
+                    )
+            except DatahubError:
                 raw.close()  # its body must never reach the next request on this connection
                 raise
             return Response(raw, where)

@@ -9,6 +9,7 @@ What a reader may get: the object's bytes, never others (promise 2; docs/cache.m
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -24,7 +25,7 @@ from datahub.cache.pagefile import name_of
 from datahub.cache.pages import PageKey
 from datahub.cache.ram import RamTier
 from datahub.config import load_config
-from datahub.errors import ObjectChanged
+from datahub.errors import DatahubError, ObjectChanged
 from datahub.fs import DatahubFileSystem
 from datahub.ingest import import_source
 from datahub.storage import StoreRegistry
@@ -224,16 +225,20 @@ def test_an_index_rebuild_never_blocks_on_a_fifo_among_the_page_files(tmp_path: 
         rebuilt.close()
 
 
-class IfMatchIgnored(FlakyProxy):
-    """A real S3 server (moto) behind a proxy that drops ``If-Match`` from every request: an
-    endpoint that ignores the condition (an older S3-compatible server, a caching proxy)."""
+class HeaderIgnored(FlakyProxy):
+    """A real S3 server (moto) behind a proxy that drops one request header (``If-Match``,
+    ``Range``): an endpoint that ignores it (an older S3-compatible server, a caching proxy)."""
+
+    def __init__(self, upstream_url: str, header: str) -> None:
+        self.header = header
+        super().__init__(upstream_url)
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        base = super()._handler_class()
+        base, header = super()._handler_class(), self.header
 
         class Handler(base):  # type: ignore[valid-type, misc]
             def _forward(self, body: bytes) -> None:
-                del self.headers["If-Match"]
+                del self.headers[header]
                 super()._forward(body)
 
         return Handler
@@ -258,7 +263,7 @@ def test_an_origin_that_ignores_if_match_never_serves_another_objects_bytes(
         objects = put_objects(store, [3000, 3 * PAGE + 5], seed=1414)
         for i, (_, data) in enumerate(objects):  # overwritten behind the records, same sizes
             store.put(f"obj/{i:05d}.bin", rng.randbytes(len(data)))
-    with IfMatchIgnored(moto_endpoint.url) as proxy:
+    with HeaderIgnored(moto_endpoint.url, "If-Match") as proxy:
         config = with_cache(
             base.model_copy(update={"s3": base.s3.model_copy(update={"endpoint_url": proxy.url})}),
             page_size=PAGE,
@@ -323,3 +328,48 @@ def test_a_pinned_version_read_through_datahub_fs_never_returns_a_newer_versions
             assert fs.cat_file(f"pinned/{key}") == new[key]
     finally:
         fs.close()
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean-get", "boto3-get"])
+def test_an_origin_that_ignores_range_never_serves_bytes_from_another_offset(
+    tmp_path: Path, moto_endpoint: S3Endpoint, lean: bool
+) -> None:
+    """A server may ignore ``Range`` and answer 200 with the whole object. ``read_chunks``
+    (what the cache's streams read through) yielded the object's first bytes as the bytes
+    from its start, and ``read`` returned the whole object for a range from 0. An answer to
+    a ranged GET must be that range (206 and its ``Content-Range``, or a 200 that is exactly
+    the slice), else the read fails; never bytes of another offset. (The sequential read
+    through the cache below held before the change too: its length checks caught it.)"""
+    bucket = moto_endpoint.new_bucket("range")
+    base = load_config(
+        env={}, overrides={"home": str(tmp_path / "var"), **moto_endpoint.s3_config_overrides()}
+    )
+    with StoreRegistry(base) as registry:
+        [(ref, data)] = put_objects(registry.store(f"s3://{bucket}/data"), [6 * PAGE + 5], seed=4)
+    with HeaderIgnored(moto_endpoint.url, "Range") as proxy:
+        config = base.model_copy(update={"s3": base.s3.model_copy(update={"endpoint_url": proxy.url})})
+        with StoreRegistry(config, lean_s3_get=lean) as registry:
+            origin, key = registry.for_url(ref.url)
+            for start, end in ((PAGE, 3 * PAGE), (2 * PAGE, ref.size), (0, PAGE)):
+                got = b""
+                with contextlib.suppress(DatahubError):
+                    for chunk in origin.read_chunks(key, start, end, etag=ref.etag, chunk_size=1000):
+                        got += chunk
+                assert got == data[start : start + len(got)], f"bytes of another offset for [{start}, {end})"
+                with contextlib.suppress(DatahubError):
+                    assert origin.read(key, start, end, etag=ref.etag) == data[start:end]
+        # a sequential reader through the cache: streams and read-ahead runs, pages kept
+        cached = with_cache(
+            config,
+            page_size=PAGE,
+            ram_bytes=1 << 20,
+            disk_bytes=1 << 20,
+            stream_min_bytes=PAGE,
+            readahead_bytes=4 * PAGE,
+        )
+        with StoreRegistry(cached, lean_s3_get=lean) as registry, open_cache(cached, registry) as cache:
+            for _ in range(2):  # the second pass reads what the first one kept
+                for offset in range(0, ref.size, 1000):
+                    with contextlib.suppress(DatahubError):
+                        assert cache.read(ref, offset, 1000) == data[offset : offset + 1000], offset
+    assert any(method == "GET" for method, _ in proxy.requests)
