@@ -12,11 +12,13 @@ import errno
 import os
 import random
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from datahub.storage import StoreRegistry
+from datahub.storage.base import ObjectStore
 from tests.fuse.conftest import FuseEnv, polled_stats, upload_dataset
 from tests.tmpfs import small_tmpfs
 
@@ -50,6 +52,16 @@ def _read_or_errno(path: Path) -> bytes | int:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def _filled(env: FuseEnv, url: str, objects: dict[str, bytes]) -> Iterator[ObjectStore]:
+    """The store of ``url`` (a bucket prefix), holding ``objects``, for the block."""
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(url)
+        for key, data in objects.items():
+            store.put(key, data)
+        yield store
+
+
 def _same_size_other_bytes(rng: random.Random, old: bytes) -> bytes:
     new = bytearray(rng.randbytes(len(old)))
     new[0] = old[0] ^ 0xFF  # differs from the first byte on
@@ -71,10 +83,7 @@ def test_objects_changed_under_a_bucket_mount_are_never_served_as_the_snapshot(
         "gone/prefix": rng.randbytes(size_small),  # becomes "gone/prefix/inner" (a directory)
     }
     url = f"s3://{env.bucket}/data"
-    with StoreRegistry(env.config) as stores:
-        store = stores.store(url)
-        for key, data in old.items():
-            store.put(key, data)
+    with _filled(env, url, old) as store:
         mnt = env.mountpoint("bucket")
         with env.mounted(mnt, url, "--no-prefetch", *MODES[mode]):
             held = os.open(mnt / "read" / "large.bin", os.O_RDONLY)  # a handle open across the change
@@ -131,10 +140,7 @@ def test_objects_replaced_while_the_bucket_warm_up_runs_are_never_mixed_or_new(e
     rng = random.Random(1414)
     old = {f"w/{i:03d}.bin": rng.randbytes(rng.choice([3000, 70_000, 5 * 1024**2 + 1])) for i in range(24)}
     url = f"s3://{env.bucket}/warm"
-    with StoreRegistry(env.config) as stores:
-        store = stores.store(url)
-        for key, data in old.items():
-            store.put(key, data)
+    with _filled(env, url, old) as store:
         mnt = env.mountpoint("bucket")
         with env.mounted(mnt, url, "--prefetch"):
             for key, data in old.items():  # at once: the warm-up has just started
@@ -158,10 +164,8 @@ def test_a_cache_directory_that_fills_up_during_fills_never_costs_a_right_byte(
         f"f/{i:03d}.bin": rng.randbytes(rng.choice([3000, 200_000, 3 * 1024**2 + 9])) for i in range(20)
     }
     url = f"s3://{env.bucket}/full"
-    with StoreRegistry(env.config) as stores:
-        store = stores.store(url)
-        for key, data in objects.items():
-            store.put(key, data)
+    with _filled(env, url, objects):
+        pass
     with small_tmpfs(tmp_path / "small", "16m") as cache_dir:
         mnt = env.mountpoint("bucket")
         with env.mounted(mnt, url, "--no-prefetch", "--cache-dir", str(cache_dir)):
@@ -193,10 +197,8 @@ def test_two_mounts_sharing_one_small_cache_directory_serve_only_right_bytes(env
     rng = random.Random(4411)
     objects = {f"s/{i:03d}.bin": rng.randbytes(rng.choice([3000, 90_000, 400_000])) for i in range(40)}
     url = f"s3://{env.bucket}/shared"
-    with StoreRegistry(env.config) as stores:
-        store = stores.store(url)
-        for key, data in objects.items():
-            store.put(key, data)
+    with _filled(env, url, objects):
+        pass
     a, b = env.mountpoint("a"), env.mountpoint("b")
     with (
         env.mounted(a, url, "--no-prefetch", "--passthrough"),
