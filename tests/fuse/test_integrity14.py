@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectStore
 from tests.fuse.conftest import FuseEnv, polled_stats, upload_dataset
@@ -236,3 +238,45 @@ def test_two_mounts_sharing_one_small_cache_directory_serve_only_right_bytes(env
         assert wrong == []
         disk = next(t for t in polled_stats(env)["tiers"] if t["tier"] == "disk")
         assert disk["evictions"] > 0 and disk["hits"] > 0  # the race was run
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="integrity14: MountSource reads MOUNT/ds/latest/<key> by the path it was given, "
+    "resolved only in check_version; a remount that moves latest serves the new version's "
+    "bytes under the pinned version's records (datahub/torch/sources.py, not integrity14's files)",
+)
+def test_a_pinned_version_read_through_latest_never_gets_a_remounted_newer_versions_bytes(
+    env: FuseEnv,
+) -> None:
+    """``VersionDataset.from_catalog(catalog, ds, 1, MountSource(MOUNT/ds/latest))``: the
+    check sees ``latest -> v1`` and passes. The mount is then restarted (a CSI volume's
+    daemon restarted, a script's remount) after version 2 was committed, so ``latest -> v2``:
+    the dataset still holds version 1's records, and must read version 1's bytes or fail."""
+    rng = random.Random(4141)
+    v1 = {"x/a.bin": rng.randbytes(5000), "x/b.bin": rng.randbytes(7000)}
+    dataset = upload_dataset(env, "pinned", v1)
+    v2 = {key: _same_size_other_bytes(rng, data) for key, data in v1.items()}
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(f"s3://{env.bucket}/data2")
+        changes = [Put(Record(k, store.url_for(k), store.put(k, d).etag, len(d))) for k, d in v2.items()]
+    mnt = env.mountpoint("ro")
+    from datahub.torch import MountSource, VersionDataset  # here: torch's import only for this test
+
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        with env.mounted(mnt, dataset.name):
+            pinned = VersionDataset.from_catalog(
+                catalog, dataset.name, 1, MountSource(mnt / dataset.name / "latest"), transform=lambda d, _: d
+            )
+            assert [pinned[i] for i in range(len(pinned))] == [v1[r.key] for r in pinned.records]
+        catalog.commit(dataset.name, changes, message="v2")
+        with env.mounted(mnt, dataset.name):  # the same mount point, mounted again: latest -> v2
+            for i, record in enumerate(pinned.records):
+                try:
+                    got = pinned[i]
+                except OSError:
+                    continue
+                assert got == v1[record.key], f"{record.key}: version 2's bytes under version 1's record"
+    finally:
+        catalog.close()
