@@ -30,7 +30,7 @@ from datahub.fs import DatahubFileSystem
 from datahub.ingest import import_source
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectRef, ObjectStore
-from tests.cache.conftest import put_objects, with_cache
+from tests.cache.conftest import put_objects, wait_for, with_cache
 from tests.cache.test_disk_writes import BUDGET, crash_after
 from tests.faults import FlakyProxy
 from tests.servers import S3Endpoint
@@ -152,9 +152,16 @@ def test_eviction_racing_many_readers_on_two_caches_of_one_directory_serves_only
     for cache in caches:
         ram, disk = cache.tiers[0], _disk(cache)
         assert isinstance(ram, RamTier)
-        assert ram.usage().used == _ram_bytes(ram), "the RAM tier's byte count drifted from its pages"
+        # the maintenance thread may be between choosing victims and removing them: once it is
+        # done, the count is the pages' bytes again (a drift never converges)
+        wait_for(
+            lambda r=ram: r.usage().used == _ram_bytes(r), what="the RAM tier's count to match its pages"
+        )
         assert ram.usage().used <= ram.budget
-        assert disk.usage().used <= disk.limit()
+        # pages the other cache stored are adopted on a hit without evicting: a budget shared
+        # by processes holds after a maintenance round, not atomically (docs/cache.md)
+        disk.maintain()
+        assert disk.usage().used <= disk.high * disk.limit()
     # every page file left is a whole, verified page (what a later reader gets)
     for ref, data in objects:
         assert caches[0].read(ref) == data
