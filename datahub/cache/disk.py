@@ -55,6 +55,13 @@ from datahub.cache.tier import BudgetedTier, tier_failure
 
 log = logging.getLogger(__name__)
 
+#: How page files are opened: never through a symlink, never waiting. Why: a FIFO at a page
+#: file's name (or a symlink to one) blocked ``open`` until some writer came, a cache read for
+#: ever and, since the FUSE loop asks for a verified backing file inline, a whole mount. Such a
+#: name is now an error (ELOOP) or reads nothing (ESPIPE): a miss, and the page's fill puts its
+#: file back in place (``tests/cache/test_integrity14.py``).
+PAGE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+
 
 class DiskTier(BudgetedTier):
     persistent = True
@@ -165,7 +172,9 @@ class DiskTier(BudgetedTier):
     @staticmethod
     def _read_header(path: Path) -> fmt.PageHeader | None:
         try:
-            with open(path, "rb") as fh:
+            with open(os.open(path, PAGE_OPEN), "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    return None  # a FIFO, a device: unreadable, removed
                 head = _xattr_header(fh.fileno())
                 if head is not None:
                     return fmt.parse_header(head)
@@ -208,7 +217,7 @@ class DiskTier(BudgetedTier):
         bytes object, never sliced out of a bigger one: a slice would copy the page again)."""
         name = _name(key.digest)
         try:
-            fd = os.open(name, os.O_RDONLY, dir_fd=self._pages_fd)
+            fd = os.open(name, PAGE_OPEN, dir_fd=self._pages_fd)
         except FileNotFoundError:
             return None
         try:
@@ -248,9 +257,11 @@ class DiskTier(BudgetedTier):
         if not self.xattr_pages or key not in self._sizes:
             return None
         try:
-            fd = os.open(_name(key.digest), os.O_RDONLY, dir_fd=self._pages_fd)
-        except FileNotFoundError:
-            return None
+            fd = os.open(_name(key.digest), PAGE_OPEN, dir_fd=self._pages_fd)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP):  # absent, or a symlink: no backing file
+                return None
+            raise
         try:
             head = _xattr_header(fd)
             header = fmt.parse_header(head) if head is not None else None
@@ -317,7 +328,7 @@ class DiskTier(BudgetedTier):
 
     def _load_unchanged(self, key: PageKey, size: int, state: FileState) -> bytes | None:
         try:
-            fd = os.open(_name(key.digest), os.O_RDONLY, dir_fd=self._pages_fd)
+            fd = os.open(_name(key.digest), PAGE_OPEN, dir_fd=self._pages_fd)
         except FileNotFoundError:
             return None
         try:

@@ -48,7 +48,13 @@ from datahub.errors import (
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.keys import check_foreign_key, check_range
 from datahub.storage.retry import RetryPolicy, remaining
-from datahub.storage.s3errors import error_for, no_credentials, unquote_etag
+from datahub.storage.s3errors import (
+    check_answer_etag,
+    check_answer_range,
+    error_for,
+    no_credentials,
+    unquote_etag,
+)
 from datahub.storage.s3get import CredentialSource, LeanGetter
 from datahub.storage.s3put import MIN_PART, S3Writes, read_exactly
 from datahub.storage.urls import encode_key
@@ -468,6 +474,15 @@ class S3Store(S3Writes, ObjectStore):
         except bexc.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "InvalidRange":
                 return None
+            raise
+        try:
+            check_answer_etag(resp.get("ETag"), etag, self.bucket, full)
+            if byte_range is not None:
+                status = resp["ResponseMetadata"]["HTTPStatusCode"]
+                length = int(resp["ContentLength"])
+                check_answer_range(status, resp.get("ContentRange"), length, start, end, self.bucket, full)
+        except DatahubError:
+            resp["Body"].close()
             raise
         return _BotoBody(resp["Body"], int(resp["ContentLength"]), f"s3://{self.bucket}/{full}")
 

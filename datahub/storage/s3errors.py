@@ -106,3 +106,51 @@ def no_credentials(bucket: str, key: str | None) -> AccessDenied:
 def unquote_etag(raw: str) -> str:
     """An ETag as S3 sends it (``"abc"``, quotes included) -> ``abc``, as datahub stores it."""
     return raw.strip('"')
+
+
+def check_answer_etag(answered: str | None, expected: str | None, bucket: str, key: str) -> None:
+    """Raise ObjectChanged when a GET sent under If-Match ``expected`` was answered with the
+    bytes of another object version (its ``ETag`` header, ``answered``, names another one).
+
+    Why: If-Match is the only tie between a recorded etag and the bytes read. A server or
+    proxy that ignores the condition answers 200 with whatever the key now holds, and the
+    cache would serve and keep those bytes under the old etag's page names. The answer's
+    own ETag is checked as well, at no cost; an answer without one is left to If-Match."""
+    if expected is None or answered is None or unquote_etag(answered) == expected:
+        return
+    raise error_for(
+        "PreconditionFailed",
+        412,
+        bucket,
+        key,
+        message=f"the server answered a GET under If-Match with etag {unquote_etag(answered)}",
+        expected_etag=expected,
+    )
+
+
+def check_answer_range(
+    status: int, content_range: str | None, length: int, start: int, end: int | None, bucket: str, key: str
+) -> None:
+    """Raise StorageError when the answer (``status``, ``Content-Range``, ``length`` bytes of
+    body) to a GET of bytes ``[start, end)`` holds other bytes: a ``206`` whose range starts
+    elsewhere, or a ``200`` (the whole object: the server ignored ``Range``) that is not
+    exactly that slice (a range from 0 that covers the object is).
+
+    Why: a streamed range (``read_chunks``, what the cache's large-object streams read
+    through) counts the bytes it receives, not where they came from, so it yielded the
+    object's first bytes as the bytes from ``start``, and ``read`` returned more than it was
+    asked for."""
+    if status == 206:
+        first = (content_range or "").removeprefix("bytes ").split("-", 1)[0].strip()
+        if content_range is None or (first.isdigit() and int(first) == start):
+            return
+    elif start == 0 and (end is None or length <= end):
+        return
+    raise StorageError(
+        f"S3 answered a GET of bytes [{start}, {end}) of s3://{bucket}/{key} with other bytes (status "
+        f"{status}, Content-Range {content_range!r}, {length} bytes): the endpoint ignores Range, and "
+        "datahub reads ranges",
+        bucket=bucket,
+        key=key,
+        status=status,
+    )

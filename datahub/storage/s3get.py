@@ -44,7 +44,7 @@ import urllib3.exceptions as uexc
 from botocore.credentials import ReadOnlyCredentials
 
 from datahub.errors import DatahubError, StorageError, TransientStorageError
-from datahub.storage.s3errors import error_for, no_credentials
+from datahub.storage.s3errors import check_answer_etag, check_answer_range, error_for, no_credentials
 
 _ERROR_BODY_LIMIT = 64 * 1024
 _CODE = re.compile(rb"<Code>([^<]*)</Code>")
@@ -249,6 +249,18 @@ class LeanGetter:
         sign_get(path, host, headers, credentials, self.region)
         raw = self._send("GET", host, path, headers, None, budget, bucket, key, where)
         if raw.status in (200, 206):
+            try:
+                check_answer_etag(raw.headers.get("ETag"), if_match, bucket, key)
+                if byte_range is not None:
+                    first, last = byte_range.removeprefix("bytes=").split("-", 1)
+                    length = int(raw.headers.get("Content-Length", "0"))
+                    end = int(last) + 1 if last else None
+                    check_answer_range(
+                        raw.status, raw.headers.get("Content-Range"), length, int(first), end, bucket, key
+                    )
+            except DatahubError:
+                raw.close()  # its body must never reach the next request on this connection
+                raise
             return Response(raw, where)
         error = self._error(raw, bucket, key, if_match)
         if error is None:
