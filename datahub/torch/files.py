@@ -13,6 +13,7 @@ CPython 3.14 drops the call for regular files (gh-90102); these helpers cost not
 
 from __future__ import annotations
 
+import ctypes
 import os
 from typing import Any, BinaryIO
 
@@ -29,6 +30,33 @@ def read_file(path: str | os.PathLike[str]) -> bytes:
     """The whole file, with no ``isatty()`` ioctl."""
     with open_file(path) as fh:
         return fh.read()
+
+
+_STATX_MNT_ID_UNIQUE = 0x4000  # Linux 6.8+: a mount's 64-bit id, never reused
+_AT_EMPTY_PATH, _AT_STATX_DONT_SYNC = 0x1000, 0x4000
+_STX_MASK, _STX_MNT_ID = 0, 144  # offsets in struct statx (256 bytes)
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def mount_id(fd: int) -> int | None:
+    """The unique id of the mount ``fd`` lies on (``statx`` ``STATX_MNT_ID_UNIQUE``), or None
+    where the kernel has none (before Linux 6.8) or glibc has no ``statx``.
+
+    Why this and not ``st_dev``: a FUSE mount's device number is freed at its unmount and
+    handed to the next mount, so a directory mounted again usually has the same ``st_dev``;
+    the unique mount id never repeats. Asked with ``AT_STATX_DONT_SYNC`` and no attribute of
+    the file, so a FUSE daemon gets no request."""
+    statx = getattr(_libc, "statx", None)
+    if statx is None:
+        return None
+    buf = ctypes.create_string_buffer(256)
+    flags = _AT_EMPTY_PATH | _AT_STATX_DONT_SYNC
+    if statx(fd, b"", flags, _STATX_MNT_ID_UNIQUE, buf) != 0:
+        return None
+    raw = buf.raw
+    if not int.from_bytes(raw[_STX_MASK : _STX_MASK + 4], "little") & _STATX_MNT_ID_UNIQUE:
+        return None
+    return int.from_bytes(raw[_STX_MNT_ID : _STX_MNT_ID + 8], "little")
 
 
 def image_loader(path: str | os.PathLike[str]) -> Any:

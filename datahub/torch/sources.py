@@ -15,8 +15,8 @@ from typing import Any
 
 from datahub.catalog import Record
 from datahub.config import Config
-from datahub.errors import InvalidInput
-from datahub.torch.files import open_file, read_file
+from datahub.errors import InvalidInput, ObjectChanged
+from datahub.torch.files import mount_id, open_file, read_file
 
 MOUNT_INFO = ".datahub"  # what a datahub mount says at its root: which versions it shows
 
@@ -68,6 +68,11 @@ class MountSource:
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+        # once check_version passed on a datahub mount: the version it showed, the directory it
+        # resolved to (MOUNT/ds/latest -> MOUNT/ds/v7) and the mount's unique id (``mount_id``)
+        self._pinned: str | None = None
+        self._read_root = self.root
+        self._mount: int | None = None
 
     def check_version(self, dataset: str, seq: int) -> None:
         """Refuse a datahub mount's directory of another version than ``dataset@v<seq>``.
@@ -77,7 +82,7 @@ class MountSource:
         records of ``seq`` got that version's bytes under their keys, with their own labels.
         A directory that is not on a datahub mount (no ``.datahub`` at its mount point) is
         taken as it is."""
-        shown = self._version_shown()
+        shown = self._version_shown(self.root)
         if shown is not None and shown != f"{dataset}@v{seq}":
             raise InvalidInput(
                 f"{self.root} shows {shown}, not {dataset}@v{seq}: its files are not that version's "
@@ -86,10 +91,13 @@ class MountSource:
                 dataset=dataset,
                 version=seq,
             )
+        if shown is not None:
+            self._pinned, self._read_root = shown, self.root.resolve()
+            self._mount = self._mount_of(self._read_root)
 
-    def _version_shown(self) -> str | None:
-        """``dataset@vN`` this directory shows when it is on a datahub mount, else None."""
-        root = self.root.resolve()  # MOUNT/ds/latest -> MOUNT/ds/v7
+    def _version_shown(self, directory: Path) -> str | None:
+        """``dataset@vN`` ``directory`` shows when it is on a datahub mount, else None."""
+        root = directory.resolve()  # MOUNT/ds/latest -> MOUNT/ds/v7
         mount = next((p for p in (root, *root.parents) if os.path.ismount(p)), None)
         try:
             versions = json.loads(read_file(mount / MOUNT_INFO))["versions"] if mount else None
@@ -103,9 +111,43 @@ class MountSource:
         return versions[0] if len(versions) == 1 else None  # a bucket snapshot: MOUNT/<key>
 
     def read(self, record: Record, offset: int = 0, size: int | None = None) -> bytes:
-        with open_file(self.root / record.key) as fh:  # no isatty() ioctl (datahub.torch.files)
+        try:
+            fh = open_file(self._read_root / record.key)  # no isatty() ioctl (datahub.torch.files)
+        except FileNotFoundError:
+            self._still_pinned()  # a mount that no longer shows the version says so
+            raise
+        with fh:
+            if self._mount is not None and mount_id(fh.fileno()) != self._mount:
+                self._still_pinned()
             fh.seek(offset)
             return fh.read() if size is None else fh.read(size)
+
+    def _still_pinned(self) -> None:
+        """After the mount under a checked directory changed (mounted again: a CSI daemon's
+        restart, a script's remount), go on only if it still shows the version checked.
+
+        Why: records are read by key; ``latest`` or a bucket snapshot's root may show another
+        version after a remount, and its bytes would come back under the checked version's
+        records (integrity14). The version's own directory (``v7``) is read, and a bucket
+        snapshot's root is checked again here, at the first read on the new mount."""
+        if self._pinned is None:
+            return
+        shown = self._version_shown(self._read_root) if self._read_root.exists() else None
+        if shown != self._pinned:
+            raise ObjectChanged(
+                f"{self.root} was mounted again and no longer shows {self._pinned} "
+                f"(it shows {shown or 'no datahub version'}): the records read are that version's. "
+                f"Mount {self._pinned} again there, or build the dataset from what it shows now"
+            )
+        self._mount = self._mount_of(self._read_root)
+
+    @staticmethod
+    def _mount_of(directory: Path) -> int | None:
+        fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            return mount_id(fd)
+        finally:
+            os.close(fd)
 
     def hint(self, records: Sequence[Record]) -> None:
         """Tell a datahub mount the upcoming files (datahub.hint_names: a few lookups).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import random
 import threading
@@ -19,9 +20,10 @@ import pytest
 
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
+from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectStore
-from tests.fuse.conftest import FuseEnv, polled_stats, upload_dataset
+from tests.fuse.conftest import FuseEnv, polled_stats, upload_dataset, wait_until
 from tests.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.fuse
@@ -240,12 +242,6 @@ def test_two_mounts_sharing_one_small_cache_directory_serve_only_right_bytes(env
         assert disk["evictions"] > 0 and disk["hits"] > 0  # the race was run
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="integrity14: MountSource reads MOUNT/ds/latest/<key> by the path it was given, "
-    "resolved only in check_version; a remount that moves latest serves the new version's "
-    "bytes under the pinned version's records (datahub/torch/sources.py, not integrity14's files)",
-)
 def test_a_pinned_version_read_through_latest_never_gets_a_remounted_newer_versions_bytes(
     env: FuseEnv,
 ) -> None:
@@ -275,8 +271,48 @@ def test_a_pinned_version_read_through_latest_never_gets_a_remounted_newer_versi
             for i, record in enumerate(pinned.records):
                 try:
                     got = pinned[i]
-                except OSError:
+                except (OSError, ObjectChanged):  # refused: v1's directory is gone, or says so
                     continue
                 assert got == v1[record.key], f"{record.key}: version 2's bytes under version 1's record"
+    finally:
+        catalog.close()
+
+
+def _recorded_snapshot(mnt: Path) -> list[str]:
+    """The versions a bucket mount shows once its listing is recorded (in the background)."""
+    wait_until(lambda: json.loads((mnt / ".datahub").read_text())["versions"], timeout=30)
+    return json.loads((mnt / ".datahub").read_text())["versions"]
+
+
+def test_a_pinned_bucket_snapshot_read_after_a_remount_never_gets_the_new_listings_bytes(
+    env: FuseEnv,
+) -> None:
+    """A bucket mount's root shows one snapshot version and carries no version in its paths:
+    mounted again after the objects changed, it shows a new snapshot at the same paths. A
+    ``VersionDataset`` built on the first snapshot must refuse (ObjectChanged), never read
+    the new objects' bytes under the old snapshot's records."""
+    from datahub.torch import MountSource, VersionDataset  # here: torch's import only for this test
+
+    rng = random.Random(4142)
+    old = {"a.bin": rng.randbytes(5000), "d/b.bin": rng.randbytes(7000)}
+    url = f"s3://{env.bucket}/snap"
+    mnt = env.mountpoint("snap")
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        with _filled(env, url, old) as store:
+            with env.mounted(mnt, url, "--no-prefetch"):
+                [shown] = _recorded_snapshot(mnt)
+                name, _, version = shown.partition("@")
+                pinned = VersionDataset.from_catalog(
+                    catalog, name, int(version.removeprefix("v")), MountSource(mnt), transform=lambda d, _: d
+                )
+                assert [pinned[i] for i in range(len(pinned))] == [old[r.key] for r in pinned.records]
+            for key, data in old.items():
+                store.put(key, _same_size_other_bytes(rng, data))
+            with env.mounted(mnt, url, "--no-prefetch"):
+                assert _recorded_snapshot(mnt) != [shown]
+                for i in range(len(pinned)):
+                    with pytest.raises(ObjectChanged):
+                        pinned[i]
     finally:
         catalog.close()
