@@ -102,7 +102,7 @@ class WriterLease:
             self._lost = exc.message
             log.error("%s: %s", self.what, exc.message)
             return False
-        except DatahubError as exc:
+        except Exception as exc:  # any failure is a missed renewal: the fence counts the time
             left = self.ttl - self.margin - (self._clock() - self._renewed_at)
             log.warning(
                 "%s: renewing the writer lease failed (%s); writes stop in %.0f s", self.what, exc, left

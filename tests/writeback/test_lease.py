@@ -111,3 +111,38 @@ def test_a_holder_whose_lapsed_lease_was_taken_over_refuses_closes_and_pushes_no
     assert not (tmp_path / "objects" / "workspaces" / "shared" / "early.txt").exists()
     stores_a.close()
     stores_b.close()
+
+
+def test_a_holder_that_cannot_renew_stops_acknowledging_before_its_lease_can_lapse(tmp_path: Path) -> None:
+    """The catalog stays locked (a long commit on a shared SQLite file): every renewal fails
+    with Busy. Once ``ttl - ttl/6`` passed since the last renewal, closes fail with EIO,
+    before another node could take the lease."""
+    import sqlite3
+
+    store = SQLiteCatalogStore(tmp_path / "catalog.db", busy_timeout_ms=50)
+    config, stores = node(tmp_path, "a")
+    ws = open_workspace("shared", config, stores, lease=store, lease_ttl=0.6)
+    blocker = sqlite3.connect(tmp_path / "catalog.db", isolation_level=None)
+    try:
+        fh = ws.open("f", create=True, truncate=True)
+        fh.write(0, b"written while the catalog is locked")
+        blocker.execute("BEGIN EXCLUSIVE")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                ws.journal.fence("probe")
+            except StorageError as exc:
+                assert "not renewed for" in exc.message
+                break
+            time.sleep(0.05)
+        with pytest.raises(StorageError, match="no longer holds the writer lease") as e:
+            fh.close()
+        assert e.value.errno == errno.EIO
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        with pytest.raises(StorageError):
+            ws.close()
+        stores.close()
+        store.close()
+    assert not (tmp_path / "objects" / "workspaces" / "shared" / "f").exists()
