@@ -23,6 +23,7 @@ import logging
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.config import Config
@@ -87,31 +88,42 @@ def finish_workspace(name: str, config: Config, commit_to: str | None = None) ->
     For a supervisor (the CSI node plugin) after the workspace's mount daemon is gone: if
     the daemon's own flush failed (the object store was down), the files are safe in the
     journal and shared tier, but nothing else would ever push them out. Opening the
-    workspace replays its journal; raises if the flush or commit fails, so the caller retries.
+    workspace replays its journal (under the writer lease, like every open with a catalog);
+    raises if the flush or commit fails, so the caller retries.
     """
     from datahub.catalog import open_catalog
     from datahub.storage import StoreRegistry
 
-    with StoreRegistry(config) as stores:
-        workspace = open_workspace(name, config, stores, background=False)
-        try:
-            dirty = workspace.dirty()
-            if dirty:
-                log.warning(
-                    "workspace %s still had %d dirty file(s) after unmount: flushing", name, len(dirty)
-                )
-                workspace.flush()
-            if not commit_to:
-                return None
-            catalog = open_catalog(config.resolved_catalog_url)
+    url = config.resolved_catalog_url
+    catalog = open_catalog(url) if commit_to or leased(url) else None
+    try:
+        with StoreRegistry(config) as stores:
+            lease = catalog.store if catalog is not None and leased(url) else None
+            workspace = open_workspace(name, config, stores, background=False, lease=lease)
             try:
+                dirty = workspace.dirty()
+                if dirty:
+                    log.warning(
+                        "workspace %s still had %d dirty file(s) after unmount: flushing", name, len(dirty)
+                    )
+                    workspace.flush()
+                if not commit_to or catalog is None:
+                    return None
                 version = commit_workspace(workspace, catalog, commit_to, message=f"workspace {name}")
+                log.info("workspace %s is %s", name, _committed_as(commit_to, version))
+                return version
             finally:
-                catalog.close()
-            log.info("workspace %s is %s", name, _committed_as(commit_to, version))
-            return version
-        finally:
-            workspace.close()
+                workspace.close()
+    finally:
+        if catalog is not None:
+            catalog.close()
+
+
+def leased(catalog_url: str) -> bool:
+    """Whether workspaces opened with this catalog take their writer lease there: always, but
+    for an SQLite catalog that does not exist (embedded use on one machine, where nothing else
+    shares the workspace and the journal's flock is the one-writer rule; docs/writeback.md)."""
+    return not catalog_url.startswith("sqlite:///") or Path(catalog_url[len("sqlite:///") :]).exists()
 
 
 def _committed_as(dataset: str, version: Version | None) -> str:

@@ -318,10 +318,13 @@ def _prefetch(view, loaders, source, warmup, stopping: threading.Event) -> None:
 
 
 def open_workspace(name: str, ctx: CliContext):
-    """A workspace by name (replays the journal of a dead daemon)."""
+    """A workspace by name (replays the journal of a dead daemon), under its writer lease in
+    the catalog when there is one (``datahub.workspaces.leased``): another node's open fails."""
     from datahub import writeback
+    from datahub.workspaces import leased
 
-    return writeback.open_workspace(name, ctx.config, ctx.stores)
+    lease = ctx.catalog.store if leased(ctx.config.resolved_catalog_url) else None
+    return writeback.open_workspace(name, ctx.config, ctx.stores, lease=lease)
 
 
 def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:

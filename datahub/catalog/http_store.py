@@ -32,6 +32,7 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from datahub.catalog.filter import RecordFilter
+from datahub.catalog.leases import Lease, LeaseChange
 from datahub.catalog.model import (
     DIR_FILE_COLUMNS,
     Change,
@@ -332,6 +333,39 @@ class HttpCatalogStore(CatalogStore):
             "'datahub token create/revoke' on the API server (against its own catalog URL)",
             url=self.url,
         )
+
+    # --- writer leases: /v1/remote/leases (datahub.api.routes.leases) ---------------------------
+    def acquire_lease(self, name: str, owner: str, holder: str, ttl: float) -> Lease:
+        body = {"owner": owner, "holder": holder, "ttl": ttl}
+        return self._lease(
+            "POST", f"/v1/remote/leases/{_seg(name)}", f"take the writer lease of {name!r}", body
+        )
+
+    def renew_lease(self, name: str, owner: str, epoch: int, ttl: float) -> Lease:
+        body = {"owner": owner, "epoch": epoch, "ttl": ttl}
+        return self._lease(
+            "POST", f"/v1/remote/leases/{_seg(name)}/renew", f"renew the writer lease of {name!r}", body
+        )
+
+    def release_lease(self, name: str, owner: str, epoch: int) -> None:
+        what = f"release the writer lease of {name!r}"
+        self._api.json(
+            "POST",
+            f"/v1/remote/leases/{_seg(name)}/release",
+            what=what,
+            json={"owner": owner, "epoch": epoch},
+        )
+
+    def _lease(self, method: str, path: str, what: str, body: dict[str, Any]) -> Lease:
+        answer = self._api.json(method, path, what=what, json=body)
+        return self._api.decode(
+            what,
+            lambda d: Lease(d["name"], d["owner"], d["holder"], int(d["epoch"]), float(d["expires"])),
+            answer,
+        )
+
+    def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:
+        raise AssertionError("the server takes the turn: acquire/renew/release_lease call its routes")
 
     def put_token(self, token: TokenInfo) -> None:
         raise self._tokens_refused()

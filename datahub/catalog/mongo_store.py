@@ -12,6 +12,7 @@ Commits follow a claim/stage/publish protocol fenced by a claim epoch: ``mongo_c
 
 from __future__ import annotations
 
+import calendar
 import heapq
 import operator
 import time
@@ -26,6 +27,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
 from pymongo.read_concern import ReadConcern
 
 from datahub.catalog.filter import RecordFilter
+from datahub.catalog.leases import Lease, LeaseChange
 from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.mongo_commit import MongoCommitProtocol
 from datahub.catalog.mongo_dirs import gap_query, subdirectories
@@ -53,6 +55,7 @@ from datahub.catalog.store import (
 )
 from datahub.errors import (
     AlreadyExists,
+    Busy,
     DatasetNotFound,
     InvalidInput,
     NotFound,
@@ -107,7 +110,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         self.db = db
         self.datasets, self.versions, self.records = db["datasets"], db["versions"], db["records"]
         self.tags, self.tokens, self.commits = db["tags"], db["tokens"], db["commits"]
-        self.staged, self.epochs = db["staged"], db["epochs"]
+        self.staged, self.epochs, self.leases = db["staged"], db["epochs"], db["leases"]
         self.dirs, self.staged_dirs, self.dirs_backfill = db["dirs"], db["staged_dirs"], db["dirs_backfill"]
         with self._translate(f"open catalog {db_name}"):
             create_indexes(db)
@@ -420,6 +423,45 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"):
             self.tokens.delete_one({"_id": token_hash})
+
+    # --- writer leases: one document per lease, changed by compare-and-swap ----------------------
+    def _lease_now(self) -> float:
+        """The server's clock (every node compares expiries on one clock); mongomock: ``clock``."""
+        if not self._server_time:
+            return self.clock()
+        local = self.db.command("hello")["localTime"]  # a naive UTC datetime
+        return calendar.timegm(local.utctimetuple()) + local.microsecond / 1e6
+
+    def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:
+        """Read the lease, apply ``change`` (which may raise Conflict), and write it back only if the
+        document is still the one read (owner, epoch and expiry): a racing node's write makes the
+        update match nothing, and the turn is read again."""
+        for _attempt in range(8):
+            with self._translate(what):
+                doc = self.leases.find_one({"_id": name})
+                now = self._lease_now()
+            fields = ("owner", "holder", "epoch", "expires")
+            lease = change(Lease(name, *(doc[f] for f in fields)) if doc else None, now)
+            if lease is None:
+                return None
+            new = {f: getattr(lease, f) for f in fields}
+            try:
+                with self._translate(what):
+                    if doc is None:
+                        self.leases.insert_one({"_id": name, **new})
+                        return lease
+                    seen = {
+                        "_id": name,
+                        "owner": doc["owner"],
+                        "epoch": doc["epoch"],
+                        "expires": doc["expires"],
+                    }
+                    if self.leases.replace_one(seen, new).matched_count:
+                        return lease
+            except StorageError as exc:
+                if not isinstance(exc.__cause__, pymongo.errors.DuplicateKeyError):
+                    raise
+        raise Busy(f"{what}: other nodes kept changing the lease; retry", retry_after=1)
 
 
 _key = operator.itemgetter("key")

@@ -22,9 +22,9 @@ from datahub.catalog.revisions import OPEN
 from datahub.catalog.store import prefix_end
 from datahub.validation import MAX_JSON_DEPTH, Unreadable, load_stored_json
 
-SCHEMA_VERSION = (
-    5  # 2: versions.commit_digest; 3: datasets.revision; 4: dirs (sqlite_dirs); 5: datasets.sources
-)
+# 2: versions.commit_digest; 3: datasets.revision; 4: dirs (sqlite_dirs); 5: datasets.sources;
+# 6: leases (writer leases of workspaces, datahub.catalog.leases; made by the CREATE below)
+SCHEMA_VERSION = 6
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     id INTEGER PRIMARY KEY,
@@ -101,6 +101,13 @@ CREATE TABLE IF NOT EXISTS tokens (
     created_at REAL NOT NULL,
     description TEXT NOT NULL DEFAULT '',
     extra TEXT
+);
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    expires REAL NOT NULL
 );
 """
 DATASET_COLS = "name, description, source, owner, acl, created_at, revision, sources"

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
+from datahub.catalog.leases import Lease, LeaseChange
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
@@ -624,6 +625,28 @@ class SQLiteCatalogStore(CatalogStore):
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"), self._conn() as conn:
             conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
+
+    # --- writer leases ----------------------------------------------------------------------------
+    def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:
+        """Read ``name``'s lease, apply ``change`` (which may raise Conflict) and write its result,
+        in one BEGIN IMMEDIATE transaction: two nodes asking at once are serialised by SQLite."""
+        with self._translate(what), self._conn() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT name, owner, holder, epoch, expires FROM leases WHERE name = ?", (name,)
+                ).fetchone()
+                lease = change(Lease(*row) if row else None, self.clock())
+                if lease is not None:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO leases (name, owner, holder, epoch, expires) VALUES (?, ?, ?, ?, ?)",
+                        (lease.name, lease.owner, lease.holder, lease.epoch, lease.expires),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.rollback()
+                raise
+        return lease
 
 
 def _json_column(field: str, value: Any) -> Any:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
+from datahub.catalog.leases import Lease, LeaseChange, check_request, decide, released, renewed
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version, dir_file
 from datahub.catalog.record_json import record_json
 from datahub.errors import PreconditionFailed, RecordNotFound, StaleBase
@@ -250,6 +251,36 @@ class CatalogStore(abc.ABC):
 
     @abc.abstractmethod
     def delete_token(self, token_hash: str) -> None: ...
+
+    # --- writer leases (datahub.catalog.leases: the rule every store applies) ------------------
+    def acquire_lease(self, name: str, owner: str, holder: str, ttl: float) -> Lease:
+        """Take ``name``'s lease for ``ttl`` s if free, lapsed or ``owner``'s; Conflict otherwise."""
+        check_request(name, owner, holder, ttl)
+        return self._lease_turn(
+            f"take the writer lease of {name!r}",
+            name,
+            lambda cur, now: decide(cur, name, owner, holder, ttl, now),
+        )
+
+    def renew_lease(self, name: str, owner: str, epoch: int, ttl: float) -> Lease:
+        """Extend ``owner``'s lease at ``epoch`` by ``ttl`` s from now; Conflict if it was lost."""
+        check_request(name, owner, "", ttl)
+        return self._lease_turn(
+            f"renew the writer lease of {name!r}",
+            name,
+            lambda cur, now: renewed(cur, name, owner, epoch, ttl, now),
+        )
+
+    def release_lease(self, name: str, owner: str, epoch: int) -> None:
+        """Free the lease if it is still ``owner``'s at ``epoch`` (its epoch is kept); else nothing."""
+        self._lease_turn(
+            f"release the writer lease of {name!r}", name, lambda cur, now: released(cur, owner, epoch)
+        )
+
+    @abc.abstractmethod
+    def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:
+        """Read ``name``'s lease, apply ``change(current, now)`` (it may raise Conflict; None: write
+        nothing) and store its result atomically against any other node's turn."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections/files."""

@@ -21,6 +21,7 @@ from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.files import FileHandle
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
 from datahub.writeback.journal import COVER_EPOCH, COVERED, OWNER_BOOT, Journal, Txn
+from datahub.writeback.lease import LEASE_TTL, LeasePort, WriterLease
 from datahub.writeback.model import new_record
 from datahub.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
 from datahub.writeback.workspace import FileAttr, Workspace
@@ -78,12 +79,18 @@ def open_workspace(
     clock: Callable[[], float] = time.time,
     buffer_bytes: int | None = None,
     background: bool = True,
+    lease: LeasePort | None = None,
+    lease_ttl: float = LEASE_TTL,
 ) -> Workspace:
     """Open (or create) workspace ``name`` for writing; replays the journal after a crash.
 
     ``target_url`` is where flushed files go (default ``<objects_url>/workspaces/<name>``);
     it is fixed at creation. ``background=False`` runs no flusher thread and no flush
     server (one-shot tools). Raises Conflict naming the PID if another process has it open.
+    ``lease``: where the workspace's writer lease lives (the catalog store, shared by every
+    node that may open it; ``lease.py``), held for ``lease_ttl`` s at a time: Conflict naming
+    the holder if another node has it, and writes stop (EIO) if it is lost. None: the flock
+    only (one machine, no catalog).
     """
     check_name(name, "workspace")
     what = f"workspace {name!r}"
@@ -91,7 +98,12 @@ def open_workspace(
     lock = OwnerLock(directory, what)
     closers: list[Callable[[], None]] = [lock.release]
     try:
+        held = WriterLease(lease, name, what, directory, ttl=lease_ttl) if lease is not None else None
+        if held is not None:
+            closers.insert(0, held.release)
         journal = Journal(directory / "lmdb", what)
+        if held is not None:
+            journal.fence = held.check
         closers.insert(0, journal.close)
         default_target = f"{config.resolved_objects_url.rstrip('/')}/workspaces/{name}"
         wanted = {

@@ -191,6 +191,7 @@ class Flusher:
 
     def _flush(self, progress: _Locked) -> FlushReport:
         start = time.monotonic()
+        self.ws.journal.fence(f"flush of {self.ws.what}")  # a lapsed writer pushes nothing
         report = FlushReport(self.ws.name)
         uploads, deletes, srcs = self._plan()
         ready = [u for u in uploads if self.ws.trusted(u[1], u[2])]
@@ -266,6 +267,7 @@ class Flusher:
             rec["size"], self.ws.chunk_size, self._chunk_reader(path, rec), lambda n: progress.update(0, n)
         )
         buffer = max(io.DEFAULT_BUFFER_SIZE, min(1 << 20, rec["size"]))  # many small uploads run at once
+        self.ws.journal.fence(f"upload of {path!r} from {self.ws.what}")  # over a new holder's file
         info = self.origin.put(self.origin_key(path), io.BufferedReader(stream, buffer), size=rec["size"])
         return info, stream
 
@@ -299,6 +301,7 @@ class Flusher:
         for path in paths:
             if path in protected:
                 continue
+            self.ws.journal.fence(f"delete of {path!r} from {self.ws.what}")
             self.origin.delete(self.origin_key(path))
             gone.append(path)
             progress.update(1)

@@ -242,6 +242,9 @@ class Journal:
         self._committer_turn = False
         self._committer_go = threading.Semaphore(0)
         self._cover = 0  # the last cover number handed out (0: covering not started)
+        # called with what is being done before every write transaction; raises (StorageError)
+        # once this process may no longer write the workspace (``lease.WriterLease.check``)
+        self.fence: Callable[[str], None] = _unfenced
 
     def _check_open(self) -> None:
         if self._closed:
@@ -257,6 +260,7 @@ class Journal:
     def write(self, doing: str) -> Iterator[Txn]:
         """A write transaction; ``doing`` (e.g. "fsync of 'a/b'") names the operation in errors."""
         self._check_open()
+        self.fence(doing)
         try:
             with self._env.begin(write=True) as txn:
                 yield Txn(txn, self._dbs)
@@ -380,6 +384,7 @@ class Journal:
             return
         what = batch[0].doing if len(batch) == 1 else f"{len(batch)} operations"
         try:
+            self.fence(what)  # before anything of the batch is committed: every request fails
             with self._env.begin(write=True) as txn:
                 if covered:
                     txn.put(COVERED.encode(), str(covered).encode(), db=self._dbs["meta"])
@@ -442,3 +447,7 @@ def _translate(exc: BaseException, context: str, path: Path) -> Exception:
     if full:
         return NoSpace(f"{context}: no space left on the journal device ({text}); free space and retry")
     return StorageError(f"{context}: {text}")
+
+
+def _unfenced(doing: str) -> None:
+    """The fence of a workspace no lease guards (embedded, single-machine use: the flock only)."""

@@ -238,12 +238,6 @@ def test_one_workspace_staged_at_two_staging_paths_still_has_one_writer(
     assert mounts_under(plugin.root) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="csi14: a workspace's one-writer rule is a flock in the node's own journal dir; two "
-    "nodes sharing one catalog and objects bucket both mount it read-write (Kubernetes does not "
-    "keep a ReadWriteOnce PV on one node without attach, and the driver has attachRequired: false)",
-)
 def test_one_workspace_staged_on_two_nodes_sharing_a_catalog_has_one_writer(
     own_plugin: Plugin, csi_env: CsiEnv, tmp_path: Path
 ) -> None:

@@ -79,6 +79,25 @@ def test_workspace_committed_on_a_reads_byte_identical_on_b(cluster: Cluster) ->
         assert read_tree(only_version(mnt, "fromws")) == objs
 
 
+def test_a_workspace_held_on_a_is_refused_on_b_through_the_remote_catalog(cluster: Cluster) -> None:
+    """Two machines, one ``datahub serve`` catalog (and one RADOS shared tier, where both would
+    keep the workspace's chunks under one prefix): the second ``mount --workspace`` of a name
+    fails (exit 4, Conflict) naming the first holder and its principal; once a unmounted
+    (releasing the lease), b mounts it."""
+    ws_a, ws_b = cluster.root / "mnt-a-lease", cluster.root / "mnt-b-lease"
+    with cluster.a.mounted(ws_a, "--workspace", "leased"):
+        (ws_a / "out.txt").write_bytes(b"written on a")
+        with (
+            pytest.raises(AssertionError, match="exited 4"),
+            cluster.b.mounted(ws_b, "--workspace", "leased"),
+        ):
+            pass
+    log = (cluster.b.root / "mount-mnt-b-lease.log").read_text()
+    assert re.search(r"workspace 'leased' is open for writing elsewhere: host \S+ pid \d+ \[", log), log
+    with cluster.b.mounted(ws_b, "--workspace", "leased"):  # a released it when it unmounted
+        (ws_b / "out.txt").write_bytes(b"written on b")
+
+
 def cat(path: Path, guard: float = 120.0) -> subprocess.CompletedProcess:
     """Read ``path`` in a separate process, killed after ``guard`` seconds (a hang guard only)."""
     return subprocess.run(

@@ -1,6 +1,6 @@
 """One router per resource; ``ROUTERS`` is the order they are mounted in."""
 
-from datahub.api.routes import commits, datasets, diff, records, remote, system, tags, tasks, versions
+from datahub.api.routes import commits, datasets, diff, leases, records, remote, system, tags, tasks, versions
 
 ROUTERS = (
     system.router,
@@ -11,5 +11,6 @@ ROUTERS = (
     commits.router,
     tags.router,
     remote.router,
+    leases.router,
     tasks.router,
 )

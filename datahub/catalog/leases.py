@@ -1,0 +1,107 @@
+"""Writer leases: one holder per name (a workspace) among every node that shares the catalog.
+
+Why in the catalog: a workspace's one-writer rule used to be a ``flock`` in the node's own
+journal directory, so two nodes (two CSI node plugins, two ``datahub mount --workspace`` on
+two machines) sharing one catalog and one objects bucket both wrote the workspace, and the
+last flush silently replaced the other's acknowledged files. The catalog is the one thing
+they share; a lease there makes the second opener anywhere fail (docs/writeback.md, "One writer").
+
+A lease row is (name, owner, holder, epoch, expires). ``owner`` is the holder's secret id
+(the journal's, ``datahub.writeback.lease``), never shown to others; ``holder`` says who
+it is for people (host, pid); ``epoch`` grows each time another owner takes the lease;
+``expires`` is a time on the store's clock. Every store applies the same rule
+(``decide``): a lease may be taken when it is free, lapsed, or already the caller's; renewed
+and released only by its owner at its epoch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from datahub.errors import Conflict, InvalidInput
+from datahub.validation import check_name, check_text
+
+MAX_TTL = 3600.0
+MAX_HOLDER = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    name: str
+    owner: str
+    holder: str
+    epoch: int
+    expires: float
+
+
+# (the lease now, or None if there is none; the store's clock) -> the lease to store, or None
+LeaseChange = Callable[["Lease | None", float], "Lease | None"]
+
+
+def check_request(name: str, owner: str, holder: str, ttl: float) -> None:
+    """InvalidInput for a lease request no store should keep (bounded strings, a sane ttl)."""
+    check_name(name, "workspace")
+    if not owner or len(owner) > 128 or not owner.isascii() or not owner.isprintable():
+        raise InvalidInput(f"lease of {name!r}: the owner id must be 1-128 printable ASCII characters")
+    check_text(holder, f"lease of {name!r}: holder:")
+    if len(holder) > MAX_HOLDER:
+        raise InvalidInput(f"lease of {name!r}: the holder description is over {MAX_HOLDER} characters")
+    if not 0 < ttl <= MAX_TTL:
+        raise InvalidInput(f"lease of {name!r}: ttl must be in (0, {MAX_TTL:g}] seconds, not {ttl!r}")
+
+
+def decide(current: Lease | None, name: str, owner: str, holder: str, ttl: float, now: float) -> Lease:
+    """The lease after ``owner`` asks for ``name`` at ``now``; Conflict if someone else holds it."""
+    if current is None:
+        return Lease(name, owner, holder, 1, now + ttl)
+    if current.owner == owner:
+        return Lease(name, owner, holder, current.epoch, now + ttl)
+    if current.expires > now:
+        raise held(current, now)
+    return Lease(name, owner, holder, current.epoch + 1, now + ttl)
+
+
+def renewed(current: Lease | None, name: str, owner: str, epoch: int, ttl: float, now: float) -> Lease:
+    """The lease renewed for ``ttl`` more seconds; Conflict if it is no longer ``owner``'s at ``epoch``
+    (taken over after it lapsed, or released)."""
+    if current is None or current.owner != owner or current.epoch != epoch or current.expires <= 0:
+        raise lost(name, epoch, current, now)
+    return Lease(name, owner, current.holder, epoch, now + ttl)
+
+
+def released(current: Lease | None, owner: str, epoch: int) -> Lease | None:
+    """The lease freed (``expires`` 0; owner and epoch kept, so the next owner's epoch is higher),
+    or None (nothing to write) when it is not ``owner``'s at ``epoch`` any more."""
+    if current is None or current.owner != owner or current.epoch != epoch:
+        return None
+    return Lease(current.name, owner, current.holder, epoch, 0.0)
+
+
+def held(current: Lease, now: float) -> Conflict:
+    left = max(0.0, current.expires - now)
+    return Conflict(
+        f"workspace {current.name!r} is open for writing elsewhere: {current.holder} holds its "
+        f"writer lease (epoch {current.epoch}), which lapses in {left:.0f} s unless renewed "
+        f"(at {time.strftime('%H:%M:%S', time.gmtime(current.expires))} UTC); unmount it there "
+        "(or unstage its volume), or wait for the lease to lapse if that node is gone",
+        workspace=current.name,
+        holder=current.holder,
+        epoch=current.epoch,
+        lapses_in=round(left, 1),
+    )
+
+
+def lost(name: str, epoch: int, current: Lease | None, now: float) -> Conflict:
+    by = (
+        f"; {current.holder} holds it now (epoch {current.epoch})"
+        if current and current.expires > now
+        else ""
+    )
+    return Conflict(
+        f"the writer lease of workspace {name!r} (epoch {epoch}) is no longer ours: it lapsed and was "
+        f"taken over, or was released{by}; stop writing and reopen the workspace",
+        workspace=name,
+        epoch=epoch,
+    )

@@ -1,0 +1,91 @@
+"""Writer leases (datahub.catalog.leases) on every store: sqlite, mongomock, and the HTTP
+store over a real API server (conftest's ``catalog`` fixture runs each)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from datahub.catalog import Catalog
+from datahub.errors import Conflict, InvalidInput, InvalidName
+
+
+def test_a_lease_is_taken_once_renewed_by_its_owner_and_passes_on_at_a_higher_epoch(catalog: Catalog) -> None:
+    store = catalog.store
+    first = store.acquire_lease("ws", "owner-a", "host a pid 1", 60)
+    assert (first.name, first.owner, first.epoch) == ("ws", "owner-a", 1)
+    assert first.holder.startswith("host a pid 1")
+    assert first.expires > time.time() + 30
+    with pytest.raises(
+        Conflict, match=r"workspace 'ws' is open for writing elsewhere: host a pid 1.* lapses in"
+    ) as e:
+        store.acquire_lease("ws", "owner-b", "host b pid 2", 60)
+    assert e.value.details["epoch"] == 1 and "owner-a" not in e.value.message  # the id stays secret
+    assert store.acquire_lease("ws", "owner-a", "host a pid 3", 60).epoch == 1  # already ours
+    assert store.renew_lease("ws", "owner-a", 1, 60).epoch == 1
+    with pytest.raises(Conflict, match="no longer ours"):
+        store.renew_lease("ws", "owner-b", 1, 60)
+    store.release_lease("ws", "owner-b", 1)  # not b's: nothing happens
+    with pytest.raises(Conflict):
+        store.acquire_lease("ws", "owner-b", "host b pid 2", 60)
+    store.release_lease("ws", "owner-a", 1)
+    with pytest.raises(Conflict, match="no longer ours"):
+        store.renew_lease("ws", "owner-a", 1, 60)  # released: renewing does not take it back
+    second = store.acquire_lease("ws", "owner-b", "host b pid 2", 60)
+    assert second.epoch == 2
+    with pytest.raises(Conflict, match=r"\(epoch 1\) is no longer ours.*host b pid 2"):
+        store.renew_lease("ws", "owner-a", 1, 60)
+    assert store.acquire_lease("other", "owner-a", "host a pid 1", 60).epoch == 1  # one lease per name
+
+
+def test_a_lapsed_lease_is_taken_over_and_its_old_owner_cannot_renew_it(catalog: Catalog) -> None:
+    store = catalog.store
+    store.acquire_lease("ws", "owner-a", "host a pid 1", 0.2)
+    deadline = time.monotonic() + 60
+    while True:  # until the store's clock passes the expiry
+        try:
+            taken = store.acquire_lease("ws", "owner-b", "host b pid 2", 60)
+            break
+        except Conflict:
+            assert time.monotonic() < deadline, "the lease never lapsed"
+            time.sleep(0.05)
+    assert taken.epoch == 2 and taken.owner == "owner-b"
+    with pytest.raises(Conflict, match="no longer ours"):
+        store.renew_lease("ws", "owner-a", 1, 60)
+    store.release_lease("ws", "owner-a", 1)  # a late release of the old holder frees nothing
+    assert store.renew_lease("ws", "owner-b", 2, 60).epoch == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "owner", "ttl", "error"),
+    [("Bad Name", "o", 10, InvalidName), ("ws", "", 10, InvalidInput), ("ws", "o", 0, InvalidInput),
+     ("ws", "o", 10**6, InvalidInput)],
+)  # fmt: skip
+def test_a_malformed_lease_request_is_refused(
+    catalog: Catalog, name: str, owner: str, ttl: float, error
+) -> None:
+    with pytest.raises(error):
+        catalog.store.acquire_lease(name, owner, "host", ttl)
+
+
+def test_a_version_5_sqlite_catalog_gains_the_lease_table(tmp_path) -> None:
+    """Schema 6 adds ``leases``; a file written before opens, keeps its datasets, and leases work."""
+    import sqlite3
+
+    from datahub.catalog.sqlite_store import SQLiteCatalogStore
+
+    path = tmp_path / "c.db"
+    with Catalog(SQLiteCatalogStore(path)) as cat:
+        cat.create_dataset("ds", description="d")
+    conn = sqlite3.connect(path)  # turn it back into a version-5 file
+    conn.execute("DROP TABLE leases")
+    conn.execute("PRAGMA user_version = 5")
+    conn.commit()
+    conn.close()
+    with Catalog(SQLiteCatalogStore(path)) as cat:
+        assert cat.get_dataset("ds").description == "d"
+        assert cat.store.acquire_lease("ws", "owner-a", "host a", 60).epoch == 1
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+    conn.close()

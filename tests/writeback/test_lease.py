@@ -1,0 +1,148 @@
+"""One writer per workspace across nodes: the writer lease in the catalog (lease14).
+
+Two "nodes" are two homes (two journal directories, so the flock never meets) sharing one
+SQLite catalog and one objects directory, as two CSI node plugins share them."""
+
+from __future__ import annotations
+
+import errno
+import time
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog.sqlite_store import SQLiteCatalogStore
+from datahub.config import load_config
+from datahub.errors import Conflict, StorageError
+from datahub.storage import StoreRegistry
+from datahub.writeback import open_workspace
+from tests.writeback.conftest import CHUNK, write
+
+
+class Clock:
+    """The catalog's clock, moved by the test (a lease lapses without waiting for it)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def node(tmp_path: Path, name: str):
+    objects = (tmp_path / "objects").as_uri()
+    config = load_config(
+        env={},
+        overrides={"home": str(tmp_path / name), "objects_url": objects,
+                   "cache": {"page_size": CHUNK, "flush_interval": 3600}},
+    )  # fmt: skip
+    return config, StoreRegistry(config)
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def catalog(tmp_path: Path, clock: Clock):
+    store = SQLiteCatalogStore(tmp_path / "catalog.db", clock=clock)
+    yield store
+    store.close()
+
+
+def test_a_second_node_is_refused_naming_the_holder_and_may_open_after_the_first_closes(
+    tmp_path: Path, catalog: SQLiteCatalogStore
+) -> None:
+    (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
+    ws = open_workspace("shared", config_a, stores_a, lease=catalog)
+    try:
+        with pytest.raises(
+            Conflict, match=r"workspace 'shared' is open for writing elsewhere: host \S+ pid \d+"
+        ) as e:
+            open_workspace("shared", config_b, stores_b, lease=catalog)
+        assert "lapses in" in e.value.message and e.value.details["epoch"] == 1
+        write(ws, "out.txt", b"node a")
+    finally:
+        ws.close()
+    ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)  # released at close
+    try:
+        assert ws_b.journal.fence("probe") is None
+    finally:
+        ws_b.close()
+    assert (tmp_path / "objects" / "workspaces" / "shared" / "out.txt").read_bytes() == b"node a"
+    stores_a.close()
+    stores_b.close()
+
+
+def test_a_holder_whose_lapsed_lease_was_taken_over_refuses_closes_and_pushes_nothing(
+    tmp_path: Path, catalog: SQLiteCatalogStore, clock: Clock
+) -> None:
+    """Node a stops renewing in time (the catalog's clock jumps past its ttl); node b takes the
+    workspace over. Node a's next renewal is refused: its closes, fsyncs and flushes fail
+    with EIO and its file never reaches the bucket over node b's."""
+    (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
+    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=0.9)
+    write(ws_a, "early.txt", b"acknowledged before the takeover")
+    clock.now += 60  # a's lease lapsed in the catalog's eyes
+    ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)
+    try:
+        write(ws_b, "out.txt", b"node b")
+        ws_b.flush()
+        fh = ws_a.open("out.txt", create=True, truncate=True)
+        fh.write(0, b"node a, after losing the lease")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # a's renewal thread (every 0.3 s) learns it lost
+            try:
+                ws_a.journal.fence("probe")
+            except StorageError:
+                break
+            time.sleep(0.05)
+        with pytest.raises(StorageError, match="no longer holds the writer lease of workspace 'shared'") as e:
+            fh.close()
+        assert e.value.errno == errno.EIO
+        with pytest.raises(StorageError, match="writer lease"):
+            ws_a.flush()
+        with pytest.raises(StorageError, match="writer lease"):
+            ws_a.close()
+    finally:
+        ws_b.close()
+    assert (tmp_path / "objects" / "workspaces" / "shared" / "out.txt").read_bytes() == b"node b"
+    assert not (tmp_path / "objects" / "workspaces" / "shared" / "early.txt").exists()
+    stores_a.close()
+    stores_b.close()
+
+
+def test_a_holder_that_cannot_renew_stops_acknowledging_before_its_lease_can_lapse(tmp_path: Path) -> None:
+    """The catalog stays locked (a long commit on a shared SQLite file): every renewal fails
+    with Busy. Once ``ttl - ttl/6`` passed since the last renewal, closes fail with EIO,
+    before another node could take the lease."""
+    import sqlite3
+
+    store = SQLiteCatalogStore(tmp_path / "catalog.db", busy_timeout_ms=50)
+    config, stores = node(tmp_path, "a")
+    ws = open_workspace("shared", config, stores, lease=store, lease_ttl=0.6)
+    blocker = sqlite3.connect(tmp_path / "catalog.db", isolation_level=None)
+    try:
+        fh = ws.open("f", create=True, truncate=True)
+        fh.write(0, b"written while the catalog is locked")
+        blocker.execute("BEGIN EXCLUSIVE")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                ws.journal.fence("probe")
+            except StorageError as exc:
+                assert "not renewed for" in exc.message
+                break
+            time.sleep(0.05)
+        with pytest.raises(StorageError, match="no longer holds the writer lease") as e:
+            fh.close()
+        assert e.value.errno == errno.EIO
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        with pytest.raises(StorageError):
+            ws.close()
+        stores.close()
+        store.close()
+    assert not (tmp_path / "objects" / "workspaces" / "shared" / "f").exists()
