@@ -26,6 +26,7 @@ def add_flush_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 
 def handle_flush(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.workspaces import leased
     from datahub.writeback import flush_workspace, list_workspaces
 
     names = [args.workspace] if args.workspace else list_workspaces(ctx.config)
@@ -35,10 +36,11 @@ def handle_flush(args: argparse.Namespace, ctx: CliContext) -> int:
             "`datahub cache flush` without --workspace flushes all of them",
             workspace=args.workspace,
         )
+    lease = ctx.catalog.store if leased(ctx.config.resolved_catalog_url) else None
     rows = []
     for name in names:
         with ctx.progress(None, f"flush {name}") as progress:
-            report = flush_workspace(name, ctx.config, ctx.stores, progress=progress)
+            report = flush_workspace(name, ctx.config, ctx.stores, progress=progress, lease=lease)
         row = {k: v for k, v in report.to_dict().items() if k != "errors"}
         rows.append({**row, "seconds": round(report.seconds, 3)})
     ctx.emit(rows, columns=["workspace", "uploaded", "uploaded_bytes", "deleted", "still_dirty", "seconds"])

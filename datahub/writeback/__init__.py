@@ -282,20 +282,26 @@ def _boot_id() -> str:
         return "unknown"
 
 
-def flush_workspace(name: str, config: Config, stores, *, progress: Progress | None = None) -> FlushReport:
-    """Flush workspace ``name`` from any process: ask its owner, or open it and flush here."""
+def flush_workspace(
+    name: str, config: Config, stores, *, progress: Progress | None = None, lease: LeasePort | None = None
+) -> FlushReport:
+    """Flush workspace ``name`` from any process: ask its owner, or open it and flush here,
+    under its writer lease (``lease``: the catalog's store) as every writer's open takes it, so
+    a node that lost the workspace to another never pushes over the new holder's files."""
     check_name(name, "workspace")
     what = f"workspace {name!r}"
     directory = workspace_dir(config, name)
     if not (directory / "lmdb").is_dir():
         raise NotFound(f"{what} does not exist under {config.resolved_journal_dir}", workspace=name)
+    refused: Conflict | None = None
     for _attempt in range(3):
         if is_locked(directory):
             return FlushReport.from_dict(request_flush(socket_path(directory), what))
         try:
-            ws = open_workspace(name, config, stores, background=False)
-        except Conflict:
-            continue  # opened by someone else just now: ask them
+            ws = open_workspace(name, config, stores, background=False, lease=lease)
+        except Conflict as exc:  # opened by someone else just now (ask them), or leased elsewhere
+            refused = exc
+            continue
         with ws:
             return ws.flush(progress=progress)
-    raise Conflict(f"{what} changed owner repeatedly while trying to flush it; retry")
+    raise refused or Conflict(f"{what} changed owner repeatedly while trying to flush it; retry")

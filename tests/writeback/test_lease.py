@@ -15,7 +15,7 @@ from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.config import load_config
 from datahub.errors import Conflict, StorageError
 from datahub.storage import StoreRegistry
-from datahub.writeback import open_workspace
+from datahub.writeback import flush_workspace, open_workspace
 from tests.writeback.conftest import CHUNK, write
 
 
@@ -146,3 +146,23 @@ def test_a_holder_that_cannot_renew_stops_acknowledging_before_its_lease_can_lap
         stores.close()
         store.close()
     assert not (tmp_path / "objects" / "workspaces" / "shared" / "f").exists()
+
+
+def test_a_flush_from_another_node_is_refused_while_the_workspace_is_leased_elsewhere(
+    tmp_path: Path, catalog: SQLiteCatalogStore
+) -> None:
+    """``datahub cache flush`` on node b opens b's journal of the workspace to push it: under
+    the lease, as every writer's open, so a node that lost the workspace never pushes over
+    the holder's files (before: it opened without the lease and pushed)."""
+    (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
+    ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)  # b once held it
+    ws_b.close()
+    ws = open_workspace("shared", config_a, stores_a, lease=catalog)
+    try:
+        with pytest.raises(Conflict, match=r"workspace 'shared' is open for writing elsewhere"):
+            flush_workspace("shared", config_b, stores_b, lease=catalog)
+    finally:
+        ws.close()
+    assert flush_workspace("shared", config_b, stores_b, lease=catalog).errors == []
+    stores_a.close()
+    stores_b.close()
