@@ -67,7 +67,7 @@ from datahub.errors import (
     InvalidInput,
     NotFound,
 )
-from fuse_adapter.daemon import canonical, is_mounted, pid_alive
+from fuse_adapter.daemon import canonical, is_mount_daemon, is_mounted
 
 if TYPE_CHECKING:
     from datahub.catalog import Catalog, Dataset
@@ -669,14 +669,8 @@ class NodeService:
         return stage if stage is not None and stage.staged else None
 
     def _daemon_alive(self, p: Published) -> bool:
-        owner = self._process_of(p)
-        if owner is None or not owner.pid or not pid_alive(owner.pid):
-            return False
-        try:  # the pid may have been reused by another process since we recorded it
-            with open(f"/proc/{owner.pid}/cmdline", "rb") as fh:
-                return owner.staging.encode() in fh.read().split(b"\0")
-        except OSError:
-            return False
+        owner = self._process_of(p)  # its pid may have been reused by another process since
+        return owner is not None and is_mount_daemon(owner.pid, owner.staging)
 
     def _health(self, p: Published, points: set[str] | None = None) -> str:
         owner = self._process_of(p)
