@@ -374,15 +374,8 @@ class NodeService:
         )
 
     def _bind_target(self, stage: Published, p: Published) -> None:
-        """Bind ``stage``'s view onto the target of ``p`` (creating the target dir, removed again on failure)."""
-        created = not os.path.isdir(p.target_path)
-        os.makedirs(p.target_path, exist_ok=True)
-        try:
-            mounts.bind(_view(stage), p.target_path, readonly=p.readonly)
-        except BaseException:
-            if created:
-                _remove_dir(p.target_path)
-            raise
+        """Bind ``stage``'s view onto the target of ``p`` (see :func:`_place_view`)."""
+        _place_view(_view(stage), p.target_path, readonly=p.readonly)
 
     def _refuse_unusable_path(self, path: str, volume_id: str) -> None:
         """Conflict for a new target or staging path that is a symlink or a file, or that lies
@@ -545,14 +538,7 @@ class NodeService:
                     " (check the prefix attribute)",
                     volume_id=p.volume_id,
                 )
-            created = not os.path.isdir(p.target_path)
-            os.makedirs(p.target_path, exist_ok=True)
-            try:
-                mounts.bind(source, p.target_path, readonly=p.readonly)
-            except BaseException:
-                if created:
-                    _remove_dir(p.target_path)
-                raise
+            _place_view(source, p.target_path, readonly=p.readonly)
         except BaseException:
             with contextlib.suppress(DatahubError, OSError, subprocess.SubprocessError):
                 process.stop(timeout=self.unmount_timeout)
@@ -693,8 +679,7 @@ class NodeService:
                 )
             if self._health(stage) != "ok":
                 self._recover(stage)
-            mounts.unmount(p.target_path, lazy=True)
-            self._bind_target(stage, p)
+            self._bind_target(stage, p)  # beneath the dead bind: the target is never bare
         log.info("target %s bound again from %s", p.target_path, p.staging_path)
 
     def _recover(self, p: Published) -> None:
@@ -703,7 +688,9 @@ class NodeService:
             self._rebind(p)
             return
         log.warning("volume %s at %s is broken (%s): remounting", p.volume_id, p.target_path, self._health(p))
-        mounts.unmount(p.target_path, lazy=True)
+        # the dead view stays on the target until the new one is mounted beneath it: unmounted
+        # first, the target would be the node's plain directory for the seconds the new process
+        # takes to start, and a propagating container's writes there would be lost (csi14)
         with self._mutex:
             proc = self._children.pop(p.target_path, None)
         if self._daemon_alive(p):  # alive but not serving: it cannot be trusted with the volume
@@ -736,7 +723,6 @@ class NodeService:
                     if current is None or current.staging_path != stage.target_path or current.unpublishing:
                         continue
                     if mounts.health(current.target_path) != "ok":
-                        mounts.unmount(current.target_path, lazy=True)
                         self._bind_target(stage, current)
                         log.info("target %s bound again from %s", current.target_path, stage.target_path)
             except OperationPending:
@@ -989,6 +975,23 @@ def _mount_args(p: Published, *, first: bool) -> list[str]:
         # or one another pod's credentials listed. A remount shows the snapshot taken at publish.
         args.append("--refresh")
     return [*p.sources, *args]
+
+
+def _place_view(source: str, target: str, *, readonly: bool) -> None:
+    """Bind ``source`` onto ``target``: in place of what is mounted there (a dead view being
+    repaired, replaced without a gap), else on the directory, created if missing (and removed
+    again if the bind fails)."""
+    if is_mounted(target):
+        mounts.replace(source, target, readonly=readonly)
+        return
+    created = not os.path.isdir(target)
+    os.makedirs(target, exist_ok=True)
+    try:
+        mounts.bind(source, target, readonly=readonly)
+    except BaseException:
+        if created:
+            _remove_dir(target)
+        raise
 
 
 def _remove_dir(path: str) -> None:

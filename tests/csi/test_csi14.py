@@ -300,38 +300,56 @@ def test_unstage_and_unpublish_after_a_crash_lost_the_record_stop_the_unrecorded
     assert [o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", [])] == ["kept.txt"]  # flushed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="csi14: a repair unmounts the target before the new mount process is ready; for those "
-    "seconds the target is the node's plain directory, and a pod whose volumeMount propagates "
-    "(HostToContainer, as every example pod sets) writes there: the rebind hides the files, they "
-    "never reach the workspace, and NodeUnpublish then fails on the non-empty directory",
-)
+@pytest.mark.parametrize("staged", [False, True], ids=["inline", "staged"])
 def test_writes_while_a_dead_workspace_is_repaired_reach_the_workspace(
-    own_plugin: Plugin, csi_env: CsiEnv
+    own_plugin: Plugin, csi_env: CsiEnv, staged: bool
 ) -> None:
-    """Reproduction: publish an inline workspace, SIGKILL its mount process, and while the
-    supervisor repairs it keep writing ``late.txt`` into the target (the path a propagating
-    container sees). A write lands while nothing is mounted there, succeeds, and is lost."""
+    """Publish a workspace (inline, or bound from its stage), SIGKILL its mount process, and
+    while the supervisor repairs it keep writing ``late.txt`` into the target (the path a
+    propagating container sees). The target must never be the node's plain directory: a
+    write there succeeded and was hidden by the new bind (lost, and NodeUnpublish then failed
+    on the non-empty directory). A write during the repair fails (the dead mount) or reaches
+    the workspace."""
     from tests.csi.test_publish import read_tree
 
     own_plugin.check_interval = 0.5
     plugin = own_plugin.start()
-    pod = target(plugin, "repaired-ws")
-    plugin.publish(pod, {"workspace": "csi14-repaired"}, volume_id="ws")
-    [record] = plugin.state()
-    os.kill(record["pid"], signal.SIGKILL)
-    landed = False
+    pod, stage = target(plugin, "repaired-ws"), staging(plugin, "repaired-stage")
+    context = {"workspace": "csi14-repaired"}
+    if staged:
+        plugin.stage(stage, context, volume_id="ws")
+    plugin.publish(pod, context, volume_id="ws", **({"staging": stage} if staged else {}))
+    [killed] = [p["pid"] for p in plugin.state() if p.get("pid")]
+    os.kill(killed, signal.SIGKILL)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (landed and _serves(pod)):
-        if not landed and os.path.isdir(pod) and not is_mounted(pod):
-            with contextlib.suppress(OSError):
-                Path(pod, "late.txt").write_bytes(b"written during the repair")
-                landed = not is_mounted(pod)  # it went to the node's disk, under the target
+    while _serves(pod) and time.monotonic() < deadline:  # until the kernel ends the connection
         time.sleep(0.005)
-    assert landed, "the target was never seen unmounted during the repair"
-    # what the pod wrote (and was told was written) is in its workspace
+    refused, bare = 0, 0
+    while time.monotonic() < deadline and not _serves(pod):
+        try:
+            Path(pod, "late.txt").write_bytes(b"written during the repair")
+        except OSError:
+            refused += 1
+        if not is_mounted(pod):
+            bare += 1
+        time.sleep(0)  # no pause: a staged target is bare only between two commands
+    assert _serves(pod) and refused, "the dead mount was never seen, or never repaired"
+    assert bare == 0, f"the target was the node's plain directory during the repair ({bare} looks)"
+    while [p["pid"] for p in plugin.state() if p.get("pid")] == [killed] and time.monotonic() < deadline:
+        time.sleep(0.05)  # the new pid is recorded just after the new view is in place
+    assert [p["pid"] for p in plugin.state() if p.get("pid")] not in ([], [killed])
+    if "late.txt" not in os.listdir(pod):  # every write during the repair was refused: write now
+        Path(pod, "late.txt").write_bytes(b"written during the repair")
     assert read_tree(pod).get("late.txt") == b"written during the repair"
+    plugin.unpublish(pod, "ws")  # nothing hidden under the target: its directory is removed
+    assert not os.path.exists(pod)
+    if staged:
+        plugin.unstage(stage, "ws")
+    assert mounts_under(plugin.root) == []
+    listed = csi_env.endpoint.client().list_objects_v2(
+        Bucket=csi_env.bucket, Prefix="objects/workspaces/csi14-repaired/"
+    )
+    assert [o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", [])] == ["late.txt"]
 
 
 def _serves(path: str) -> bool:
