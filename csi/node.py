@@ -18,8 +18,9 @@
   ``fuse_adapter umount`` (a workspace flushes, and commits if asked), forgets the target
   and removes it. A target that is already gone is success.
 * The supervisor (and the first pass at start) checks every recorded target: a mount whose
-  daemon died answers ENOTCONN; it is detached (lazily) and mounted again with the
-  *recorded* version, so a restart never switches a pod to another version.
+  daemon died answers ENOTCONN; it is mounted again with the *recorded* version (so a
+  restart never switches a pod to another version), the new view beneath the dead one,
+  which is then detached: the target is never the bare directory a pod could write into.
 
 One operation at a time per target: a per-target lock is held across the mount work (that
 is its purpose) and a second caller gets OperationPending (ABORTED) instead of waiting; the

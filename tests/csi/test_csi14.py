@@ -352,6 +352,52 @@ def test_writes_while_a_dead_workspace_is_repaired_reach_the_workspace(
     assert [o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", [])] == ["late.txt"]
 
 
+def test_a_propagating_container_sees_the_repaired_workspace_and_no_dead_mount(
+    own_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """The repair swaps the dead view for the new one beneath it; a container whose mount of
+    the pods dir is a slave of the node's (HostToContainer: here ``unshare --propagation
+    slave``) must get the same swap: one mount at the target, the new one, serving."""
+    own_plugin.check_interval = 0.5
+    plugin = own_plugin.start()
+    pods = plugin.root / "pods"
+    pods.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "pods", str(pods)], check=True)
+    subprocess.run(["mount", "--make-shared", str(pods)], check=True)  # as the kubelet's pods dir
+    container = subprocess.Popen(["unshare", "-m", "--propagation", "slave", "sleep", "300"])
+    try:
+        while Path(f"/proc/{container.pid}/comm").read_text().strip() != "sleep":
+            time.sleep(0.01)  # until unshare has made the slave namespace and runs sleep in it
+        assert os.readlink(f"/proc/{container.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        pod = target(plugin, "propagated-ws")
+        plugin.publish(pod, {"workspace": "csi14-propagated"}, volume_id="ws")
+        Path(pod, "before.txt").write_bytes(b"acknowledged")
+        _in(container, ["test", "-f", f"{pod}/before.txt"])  # the bind propagated
+        [killed] = [p["pid"] for p in plugin.state()]
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while [p["pid"] for p in plugin.state()] == [killed] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _serves(pod)
+        assert _in(container, ["cat", f"{pod}/before.txt"]) == "acknowledged"  # replayed, seen there
+        _in(container, ["sh", "-c", f"echo x > {pod}/after.txt"])
+        assert Path(pod, "after.txt").read_bytes() == b"x\n"  # written in the container: in the workspace
+        seen = _in(container, ["cat", "/proc/self/mountinfo"]).split("\n")
+        assert [line.split()[4] for line in seen if line].count(pod) == 1  # the dead one is gone there too
+        plugin.unpublish(pod, "ws")
+        assert not os.path.exists(pod)
+    finally:
+        container.kill()
+        container.wait()
+
+
+def _in(container: subprocess.Popen, cmd: list[str]) -> str:
+    """Run ``cmd`` in the mount namespace of ``container``; its output."""
+    done = subprocess.run(["nsenter", "-t", str(container.pid), "-m", *cmd], capture_output=True, text=True)
+    assert done.returncode == 0, (cmd, done.stderr)
+    return done.stdout
+
+
 def _serves(path: str) -> bool:
     try:
         os.statvfs(path)
