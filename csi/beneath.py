@@ -9,8 +9,8 @@ target never shows the directory under it.
 
 Linux 6.5 and later: ``open_tree(2)`` clones the source into a detached mount,
 ``mount_setattr(2)`` makes that clone read-only before anyone sees it, and ``move_mount(2)``
-with ``MOVE_MOUNT_BENEATH`` attaches it under the top mount. util-linux has no ``--beneath``
-before 2.39, so the system calls are made here through libc's ``syscall``. A kernel that
+with ``MOVE_MOUNT_BENEATH`` attaches it under the top mount. The node image's util-linux
+(2.38) has no ``--beneath``, so the system calls are made here through libc's ``syscall``. A kernel that
 refuses (older: EINVAL for the unknown flag, ENOSYS without the calls) gets False, with
 nothing changed, and the caller falls back to unmounting first.
 """
