@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from csi import beneath
 from datahub.errors import AccessDenied, Conflict, DatahubError, InvalidInput, NotFound, StorageError
 from fuse_adapter.daemon import (
     DEAD_DAEMON_ERRNOS,
@@ -61,6 +62,23 @@ def bind(source: str, target: str, *, readonly: bool) -> None:
         except DatahubError:
             unmount(target, lazy=True)  # never leave a writable target behind
             raise
+
+
+def replace(source: str, target: str, *, readonly: bool) -> None:
+    """Bind ``source`` onto the mount point ``target`` in place of what is mounted there (the
+    view of a dead mount process) without the target ever being its bare directory.
+
+    The new bind goes beneath the old top, which is then detached (csi/beneath.py). A kernel
+    without MOVE_MOUNT_BENEATH (before Linux 6.5) gets the old order, logged: unmount, then
+    bind, and for that moment a propagating container sees (and writes into) the directory.
+    """
+    if beneath.bind_beneath(source, target, readonly=readonly):
+        unmount(target, lazy=True)  # the dead top; the new view beneath it is uncovered
+        return
+    log.warning("this kernel cannot mount beneath %s (Linux 6.5 can): unmounting it before binding "
+                "the new view; until then the target is a plain directory", target)  # fmt: skip
+    unmount(target, lazy=True)
+    bind(source, target, readonly=readonly)
 
 
 def unmount(path: str, *, lazy: bool = False) -> None:

@@ -18,8 +18,9 @@
   ``fuse_adapter umount`` (a workspace flushes, and commits if asked), forgets the target
   and removes it. A target that is already gone is success.
 * The supervisor (and the first pass at start) checks every recorded target: a mount whose
-  daemon died answers ENOTCONN; it is detached (lazily) and mounted again with the
-  *recorded* version, so a restart never switches a pod to another version.
+  daemon died answers ENOTCONN; it is mounted again with the *recorded* version (so a
+  restart never switches a pod to another version), the new view beneath the dead one,
+  which is then detached: the target is never the bare directory a pod could write into.
 
 One operation at a time per target: a per-target lock is held across the mount work (that
 is its purpose) and a second caller gets OperationPending (ABORTED) instead of waiting; the
@@ -67,7 +68,7 @@ from datahub.errors import (
     InvalidInput,
     NotFound,
 )
-from fuse_adapter.daemon import canonical, is_mounted, pid_alive
+from fuse_adapter.daemon import canonical, is_mount_daemon, is_mounted
 
 if TYPE_CHECKING:
     from datahub.catalog import Catalog, Dataset
@@ -374,15 +375,8 @@ class NodeService:
         )
 
     def _bind_target(self, stage: Published, p: Published) -> None:
-        """Bind ``stage``'s view onto the target of ``p`` (creating the target dir, removed again on failure)."""
-        created = not os.path.isdir(p.target_path)
-        os.makedirs(p.target_path, exist_ok=True)
-        try:
-            mounts.bind(_view(stage), p.target_path, readonly=p.readonly)
-        except BaseException:
-            if created:
-                _remove_dir(p.target_path)
-            raise
+        """Bind ``stage``'s view onto the target of ``p`` (see :func:`_place_view`)."""
+        _place_view(_view(stage), p.target_path, readonly=p.readonly)
 
     def _refuse_unusable_path(self, path: str, volume_id: str) -> None:
         """Conflict for a new target or staging path that is a symlink or a file, or that lies
@@ -545,14 +539,7 @@ class NodeService:
                     " (check the prefix attribute)",
                     volume_id=p.volume_id,
                 )
-            created = not os.path.isdir(p.target_path)
-            os.makedirs(p.target_path, exist_ok=True)
-            try:
-                mounts.bind(source, p.target_path, readonly=p.readonly)
-            except BaseException:
-                if created:
-                    _remove_dir(p.target_path)
-                raise
+            _place_view(source, p.target_path, readonly=p.readonly)
         except BaseException:
             with contextlib.suppress(DatahubError, OSError, subprocess.SubprocessError):
                 process.stop(timeout=self.unmount_timeout)
@@ -669,14 +656,8 @@ class NodeService:
         return stage if stage is not None and stage.staged else None
 
     def _daemon_alive(self, p: Published) -> bool:
-        owner = self._process_of(p)
-        if owner is None or not owner.pid or not pid_alive(owner.pid):
-            return False
-        try:  # the pid may have been reused by another process since we recorded it
-            with open(f"/proc/{owner.pid}/cmdline", "rb") as fh:
-                return owner.staging.encode() in fh.read().split(b"\0")
-        except OSError:
-            return False
+        owner = self._process_of(p)  # its pid may have been reused by another process since
+        return owner is not None and is_mount_daemon(owner.pid, owner.staging)
 
     def _health(self, p: Published, points: set[str] | None = None) -> str:
         owner = self._process_of(p)
@@ -699,8 +680,7 @@ class NodeService:
                 )
             if self._health(stage) != "ok":
                 self._recover(stage)
-            mounts.unmount(p.target_path, lazy=True)
-            self._bind_target(stage, p)
+            self._bind_target(stage, p)  # beneath the dead bind: the target is never bare
         log.info("target %s bound again from %s", p.target_path, p.staging_path)
 
     def _recover(self, p: Published) -> None:
@@ -709,7 +689,9 @@ class NodeService:
             self._rebind(p)
             return
         log.warning("volume %s at %s is broken (%s): remounting", p.volume_id, p.target_path, self._health(p))
-        mounts.unmount(p.target_path, lazy=True)
+        # the dead view stays on the target until the new one is mounted beneath it: unmounted
+        # first, the target would be the node's plain directory for the seconds the new process
+        # takes to start, and a propagating container's writes there would be lost (csi14)
         with self._mutex:
             proc = self._children.pop(p.target_path, None)
         if self._daemon_alive(p):  # alive but not serving: it cannot be trusted with the volume
@@ -742,7 +724,6 @@ class NodeService:
                     if current is None or current.staging_path != stage.target_path or current.unpublishing:
                         continue
                     if mounts.health(current.target_path) != "ok":
-                        mounts.unmount(current.target_path, lazy=True)
                         self._bind_target(stage, current)
                         log.info("target %s bound again from %s", current.target_path, stage.target_path)
             except OperationPending:
@@ -995,6 +976,23 @@ def _mount_args(p: Published, *, first: bool) -> list[str]:
         # or one another pod's credentials listed. A remount shows the snapshot taken at publish.
         args.append("--refresh")
     return [*p.sources, *args]
+
+
+def _place_view(source: str, target: str, *, readonly: bool) -> None:
+    """Bind ``source`` onto ``target``: in place of what is mounted there (a dead view being
+    repaired, replaced without a gap), else on the directory, created if missing (and removed
+    again if the bind fails)."""
+    if is_mounted(target):
+        mounts.replace(source, target, readonly=readonly)
+        return
+    created = not os.path.isdir(target)
+    os.makedirs(target, exist_ok=True)
+    try:
+        mounts.bind(source, target, readonly=readonly)
+    except BaseException:
+        if created:
+            _remove_dir(target)
+        raise
 
 
 def _remove_dir(path: str) -> None:

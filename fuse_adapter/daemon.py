@@ -119,6 +119,31 @@ def is_mounted(mountpoint: str) -> bool:
         return any(_unescape(line.split()[4]) == target for line in fh)
 
 
+def is_mount_daemon(pid: int, mountpoint: str) -> bool:
+    """True if ``pid`` is alive and is the mount process of ``mountpoint``: one of its
+    command-line arguments names that mount point (a relative one read against the
+    process's working directory, as it was when the process resolved it).
+
+    A recorded pid outlives its process (kill -9, OOM, a reboot): the kernel may have given it
+    to an unrelated process since, which must never get the SIGTERM meant for the daemon, be
+    waited for, or make a dead mount look live. ``datahub umount`` and the CSI plugin both ask this.
+    """
+    if not pid or not pid_alive(pid):
+        return False
+    target = canonical(mountpoint)
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = [os.fsdecode(a) for a in fh.read().split(b"\0") if a]
+        if target in args:
+            return True
+        # only arguments ending in the mount point's name are resolved (no lookups for the rest)
+        named = [a for a in args if os.path.basename(a.rstrip("/")) == os.path.basename(target)]
+        cwd = os.readlink(f"/proc/{pid}/cwd") if named else ""
+    except OSError:
+        return False
+    return any(canonical(os.path.join(cwd, a.rstrip("/"))) == target for a in named)
+
+
 def _fstype(mountpoint: str) -> str | None:
     """The file-system type of what is mounted exactly at ``mountpoint`` (None: nothing is)."""
     target = canonical(mountpoint)
@@ -142,7 +167,7 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
     path = canonical(mountpoint)
     if is_mounted(path):
         record = read_record(home, path) if home is not None else None
-        live = record is not None and pid_alive(record.pid)
+        live = record is not None and is_mount_daemon(record.pid, path)
         fstype = _fstype(path) or ""
         if not live and fstype.startswith("fuse") and _is_stale(path):
             fusermount_detach(path, lazy=True)
@@ -306,7 +331,7 @@ def unmount(
     """Stop the daemon of ``mountpoint`` cleanly, or clean up after a dead one. Returns what it did."""
     path = canonical(mountpoint)
     record = read_record(home, path)
-    if record is not None and pid_alive(record.pid):
+    if record is not None and is_mount_daemon(record.pid, path):
         os.kill(record.pid, signal.SIGTERM)  # the daemon flushes (rw) and unmounts itself
         deadline = time.monotonic() + timeout
         while pid_alive(record.pid):

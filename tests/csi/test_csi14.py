@@ -294,38 +294,102 @@ def test_unstage_and_unpublish_after_a_crash_lost_the_record_stop_the_unrecorded
     assert [o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", [])] == ["kept.txt"]  # flushed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="csi14: a repair unmounts the target before the new mount process is ready; for those "
-    "seconds the target is the node's plain directory, and a pod whose volumeMount propagates "
-    "(HostToContainer, as every example pod sets) writes there: the rebind hides the files, they "
-    "never reach the workspace, and NodeUnpublish then fails on the non-empty directory",
-)
+@pytest.mark.parametrize("staged", [False, True], ids=["inline", "staged"])
 def test_writes_while_a_dead_workspace_is_repaired_reach_the_workspace(
-    own_plugin: Plugin, csi_env: CsiEnv
+    own_plugin: Plugin, csi_env: CsiEnv, staged: bool
 ) -> None:
-    """Reproduction: publish an inline workspace, SIGKILL its mount process, and while the
-    supervisor repairs it keep writing ``late.txt`` into the target (the path a propagating
-    container sees). A write lands while nothing is mounted there, succeeds, and is lost."""
+    """Publish a workspace (inline, or bound from its stage), SIGKILL its mount process, and
+    while the supervisor repairs it keep writing ``late.txt`` into the target (the path a
+    propagating container sees). The target must never be the node's plain directory: a
+    write there succeeded and was hidden by the new bind (lost, and NodeUnpublish then failed
+    on the non-empty directory). A write during the repair fails (the dead mount) or reaches
+    the workspace."""
     from tests.csi.test_publish import read_tree
 
     own_plugin.check_interval = 0.5
     plugin = own_plugin.start()
-    pod = target(plugin, "repaired-ws")
-    plugin.publish(pod, {"workspace": "csi14-repaired"}, volume_id="ws")
-    [record] = plugin.state()
-    os.kill(record["pid"], signal.SIGKILL)
-    landed = False
+    pod, stage = target(plugin, "repaired-ws"), staging(plugin, "repaired-stage")
+    context = {"workspace": "csi14-repaired"}
+    if staged:
+        plugin.stage(stage, context, volume_id="ws")
+    plugin.publish(pod, context, volume_id="ws", **({"staging": stage} if staged else {}))
+    [killed] = [p["pid"] for p in plugin.state() if p.get("pid")]
+    os.kill(killed, signal.SIGKILL)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (landed and _serves(pod)):
-        if not landed and os.path.isdir(pod) and not is_mounted(pod):
-            with contextlib.suppress(OSError):
-                Path(pod, "late.txt").write_bytes(b"written during the repair")
-                landed = not is_mounted(pod)  # it went to the node's disk, under the target
+    while _serves(pod) and time.monotonic() < deadline:  # until the kernel ends the connection
         time.sleep(0.005)
-    assert landed, "the target was never seen unmounted during the repair"
-    # what the pod wrote (and was told was written) is in its workspace
+    refused, bare = 0, 0
+    while time.monotonic() < deadline and not _serves(pod):
+        try:
+            Path(pod, "late.txt").write_bytes(b"written during the repair")
+        except OSError:
+            refused += 1
+        if not is_mounted(pod):
+            bare += 1
+        time.sleep(0)  # no pause: a staged target is bare only between two commands
+    assert _serves(pod) and refused, "the dead mount was never seen, or never repaired"
+    assert bare == 0, f"the target was the node's plain directory during the repair ({bare} looks)"
+    while [p["pid"] for p in plugin.state() if p.get("pid")] == [killed] and time.monotonic() < deadline:
+        time.sleep(0.05)  # the new pid is recorded just after the new view is in place
+    assert [p["pid"] for p in plugin.state() if p.get("pid")] not in ([], [killed])
+    if "late.txt" not in os.listdir(pod):  # every write during the repair was refused: write now
+        Path(pod, "late.txt").write_bytes(b"written during the repair")
     assert read_tree(pod).get("late.txt") == b"written during the repair"
+    plugin.unpublish(pod, "ws")  # nothing hidden under the target: its directory is removed
+    assert not os.path.exists(pod)
+    if staged:
+        plugin.unstage(stage, "ws")
+    assert mounts_under(plugin.root) == []
+    listed = csi_env.endpoint.client().list_objects_v2(
+        Bucket=csi_env.bucket, Prefix="objects/workspaces/csi14-repaired/"
+    )
+    assert [o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", [])] == ["late.txt"]
+
+
+def test_a_propagating_container_sees_the_repaired_workspace_and_no_dead_mount(
+    own_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """The repair swaps the dead view for the new one beneath it; a container whose mount of
+    the pods dir is a slave of the node's (HostToContainer: here ``unshare --propagation
+    slave``) must get the same swap: one mount at the target, the new one, serving."""
+    own_plugin.check_interval = 0.5
+    plugin = own_plugin.start()
+    pods = plugin.root / "pods"
+    pods.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "pods", str(pods)], check=True)
+    subprocess.run(["mount", "--make-shared", str(pods)], check=True)  # as the kubelet's pods dir
+    container = subprocess.Popen(["unshare", "-m", "--propagation", "slave", "sleep", "300"])
+    try:
+        while Path(f"/proc/{container.pid}/comm").read_text().strip() != "sleep":
+            time.sleep(0.01)  # until unshare has made the slave namespace and runs sleep in it
+        assert os.readlink(f"/proc/{container.pid}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+        pod = target(plugin, "propagated-ws")
+        plugin.publish(pod, {"workspace": "csi14-propagated"}, volume_id="ws")
+        Path(pod, "before.txt").write_bytes(b"acknowledged")
+        _in(container, ["test", "-f", f"{pod}/before.txt"])  # the bind propagated
+        [killed] = [p["pid"] for p in plugin.state()]
+        os.kill(killed, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while [p["pid"] for p in plugin.state()] == [killed] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _serves(pod)
+        assert _in(container, ["cat", f"{pod}/before.txt"]) == "acknowledged"  # replayed, seen there
+        _in(container, ["sh", "-c", f"echo x > {pod}/after.txt"])
+        assert Path(pod, "after.txt").read_bytes() == b"x\n"  # written in the container: in the workspace
+        seen = _in(container, ["cat", "/proc/self/mountinfo"]).split("\n")
+        assert [line.split()[4] for line in seen if line].count(pod) == 1  # the dead one is gone there too
+        plugin.unpublish(pod, "ws")
+        assert not os.path.exists(pod)
+    finally:
+        container.kill()
+        container.wait()
+
+
+def _in(container: subprocess.Popen, cmd: list[str]) -> str:
+    """Run ``cmd`` in the mount namespace of ``container``; its output."""
+    done = subprocess.run(["nsenter", "-t", str(container.pid), "-m", *cmd], capture_output=True, text=True)
+    assert done.returncode == 0, (cmd, done.stderr)
+    return done.stdout
 
 
 def _serves(path: str) -> bool:

@@ -98,7 +98,15 @@ def test_supervisor_remounts_a_volume_whose_mount_process_died(own_plugin: Plugi
     wait_until(lambda: plugin.state()[0]["pid"] != record["pid"], 30, "the new pid recorded")
     [after] = plugin.state()
     assert after["resolved"] == "imgs@v2" and after["published_at"] == record["published_at"]
+    assert _mount_options(ds) == [["ro"]]  # one mount (the dead one detached), read-only as published
     plugin.unpublish(ds, "ds")
+
+
+def _mount_options(path: str) -> list[list[str]]:
+    """The read-only flag of every mount at ``path``, bottom first (per-mount options only)."""
+    with open("/proc/self/mountinfo") as fh:
+        entries = [line.split() for line in fh]
+    return [[o for o in e[5].split(",") if o in ("ro", "rw")] for e in entries if e[4] == path]
 
 
 def _zombie(pid: int) -> bool:
@@ -168,6 +176,7 @@ def test_supervisor_repairs_a_killed_staged_daemon_and_every_target_bound_from_i
     wait_until(lambda: _serves_v1(csi_env, stage, *pods), 90, "the stage and both targets serve again")
     [after] = [p for p in plugin.state() if p.get("staged")]
     assert after["pid"] not in (0, daemon) and after["resolved"] == "imgs@v1"
+    assert [_mount_options(path) for path in (stage, *pods)] == [[["ro"]]] * 3  # no dead mount left below
     for pod in pods:
         plugin.unpublish(pod, "shared")
     plugin.unstage(stage, "shared")

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from fuse_adapter.daemon import DEAD_DAEMON_ERRNOS, is_mounted, read_record
+from fuse_adapter.daemon import (
+    DEAD_DAEMON_ERRNOS,
+    is_mount_daemon,
+    is_mounted,
+    read_record,
+    record_path,
+    write_record,
+)
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
 
 pytestmark = pytest.mark.fuse
@@ -55,6 +65,47 @@ def test_umount_cleans_a_stale_mount_after_kill_9(env: FuseEnv, small: Dataset) 
         out = env.cli("umount", str(mnt)).stdout
         assert "stale" in out and not is_mounted(str(mnt))
         assert os.listdir(mnt) == []
+
+
+def test_umount_never_signals_a_process_that_reused_a_dead_daemons_pid(env: FuseEnv, small: Dataset) -> None:
+    """The record of a daemon killed by -9 names a pid the kernel has given to an unrelated
+    process: umount must clean the stale mount, not SIGTERM that process and wait for it."""
+    mnt = env.mountpoint("reused")
+    stranger = subprocess.Popen(["sleep", "300"])
+    try:
+        with env.mounted(mnt, "small") as proc:
+            wait_until(lambda: read_record(env.config.home_path, str(mnt)) is not None, 60)  # once it serves
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            record = read_record(env.config.home_path, str(mnt))
+            assert record is not None and record.pid == proc.pid
+            write_record(env.config.home_path, dataclasses.replace(record, pid=stranger.pid))
+            out = env.cli("umount", str(mnt)).stdout
+            assert "stale" in out and not is_mounted(str(mnt))
+            assert stranger.poll() is None  # untouched (it used to get the SIGTERM and be waited for)
+            assert not record_path(env.config.home_path, str(mnt)).exists()
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_a_mount_daemon_is_told_from_a_process_that_names_another_path(tmp_path: Path) -> None:
+    """The check both ``datahub umount`` and the CSI plugin trust a recorded pid with: the
+    process must name the mount point, absolute or relative to its working directory."""
+    code = "import sys, time; sys.stdout.write('up'); sys.stdout.flush(); time.sleep(300)"
+    (tmp_path / "mnt").mkdir()
+    for args in (["mnt"], ["./mnt/"], [str(tmp_path / "mnt")]):
+        proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=tmp_path, stdout=subprocess.PIPE)
+        try:
+            assert proc.stdout is not None and proc.stdout.read(2) == b"up"
+            assert is_mount_daemon(proc.pid, str(tmp_path / "mnt")), args
+            assert not is_mount_daemon(proc.pid, str(tmp_path / "other")), args
+            assert not is_mount_daemon(proc.pid, str(tmp_path / "sub" / "mnt")), args
+        finally:
+            proc.kill()
+            proc.wait()
+    assert not is_mount_daemon(proc.pid, str(tmp_path / "mnt"))  # gone: dead, whatever it named
+    assert not is_mount_daemon(0, str(tmp_path / "mnt"))
 
 
 def test_mount_refuses_a_busy_mountpoint_and_bad_input(env: FuseEnv, small: Dataset) -> None:
