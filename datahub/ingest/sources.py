@@ -39,6 +39,13 @@ def describe_source(src: str) -> tuple[str, str]:
             return "manifest", str(path)
         if path.is_dir():
             return "prefix", path.as_uri()
+        if path.exists():  # a named pipe, a socket, a device: a manifest is read twice
+            raise InvalidInput(
+                f"import source {src!r} is neither a regular file nor a directory (a named pipe?): "
+                "a manifest is read twice (its common directory, then its lines), so save it to a "
+                "file and import that",
+                source=src,
+            )
         raise InvalidInput(
             f"import source {src!r} does not exist: give a directory, a .jsonl manifest or an s3:// prefix",
             source=src,

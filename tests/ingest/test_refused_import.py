@@ -6,6 +6,7 @@ SQLite and on the MongoDB store (mongomock)."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
 
 import pytest
@@ -77,3 +78,14 @@ def test_the_cli_exits_2_naming_the_file_and_line_and_creates_nothing(dh, tmp_pa
     assert code == 2 and f"{path} line 3" in err and "Traceback" not in err, err
     code, out, _ = dh("dataset", "list", json_output=True)
     assert code == 0 and json.loads(out) == []
+
+
+def test_a_named_pipe_as_the_manifest_is_refused_saying_what_to_do(dh, tmp_path):  # noqa: F811
+    """A manifest is read twice, so a pipe cannot be one; before, the CLI said the source did
+    not exist (newuser14)."""
+    fifo = tmp_path / "list.jsonl"
+    os.mkfifo(fifo)
+    code, _, err = dh("import", str(fifo), "--to", "x")
+    assert code == 2 and "named pipe" in err and "save it to a file" in err and "does not exist" not in err, (
+        err
+    )
