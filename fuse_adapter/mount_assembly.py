@@ -94,28 +94,35 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
     def catalog_factory():
         return open_catalog(config.resolved_catalog_url)
 
-    urls = [s for s in m.sources if "://" in s]
-    if urls and (len(urls) > 1 or len(m.sources) > 1):
-        raise InvalidInput("mount one bucket URL at a time, or any number of DATASET[@REF] (not both)")
     stopping = threading.Event()
     bucket_warmup = None
     access_stats = dict
-    if urls:
-        bucket_warmup = _bucket_warmup(
-            m, config, source, ctx.stores.store(urls[0]).url_for(""), mountpoint, stopping
-        )
-        # the node's cache is shared: S3 must have let this mount's credentials read an
-        # object before its cached bytes are served here (fuse_adapter.bucket_access)
-        access = ObjectAccess(ctx.stores)
-        access_stats = access.stats
-        view, loaders, info = layout.bucket_view(
-            urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup, access),
-            whole_max=bucket_list_whole_max(m, config),
-            on_by_directory=bucket_warmup.listing_deferred, uid=m.uid, gid=m.gid,
-        )  # fmt: skip
-    else:
-        specs = [layout.VersionSpec.parse(s) for s in m.sources]
-        view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=m.uid, gid=m.gid)
+    try:  # a mount that fails before it serves (no such dataset) closes its cache: the next
+        # start would otherwise rebuild its index, as after a crash
+        urls = [s for s in m.sources if "://" in s]
+        if urls and (len(urls) > 1 or len(m.sources) > 1):
+            raise InvalidInput("mount one bucket URL at a time, or any number of DATASET[@REF] (not both)")
+        if urls:
+            bucket_warmup = _bucket_warmup(
+                m, config, source, ctx.stores.store(urls[0]).url_for(""), mountpoint, stopping
+            )
+            # the node's cache is shared: S3 must have let this mount's credentials read an
+            # object before its cached bytes are served here (fuse_adapter.bucket_access)
+            access = ObjectAccess(ctx.stores)
+            access_stats = access.stats
+            view, loaders, info = layout.bucket_view(
+                urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup, access),
+                whole_max=bucket_list_whole_max(m, config),
+                on_by_directory=bucket_warmup.listing_deferred, uid=m.uid, gid=m.gid,
+            )  # fmt: skip
+        else:
+            specs = [layout.VersionSpec.parse(s) for s in m.sources]
+            view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=m.uid, gid=m.gid)
+    except BaseException:
+        if bucket_warmup is not None:
+            bucket_warmup.close()
+        source.close()
+        raise
     home = config.home_path
     record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
     threading.Thread(

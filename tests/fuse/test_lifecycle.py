@@ -151,6 +151,18 @@ def test_a_background_mount_that_fails_says_only_its_own_error(env: FuseEnv, sma
     assert not is_mounted(str(mnt))
 
 
+def test_a_mount_that_fails_before_serving_closes_its_cache(env: FuseEnv, small: Dataset) -> None:
+    """A start that fails (no such version) closes the disk cache it opened: the next start
+    finds it closed and does not rebuild its index as after a crash (newuser14's finding)."""
+    mnt = env.mountpoint("closes-cache")
+    failed = env.cli("mount", str(mnt), "small@v9", "--background", check=False)
+    assert failed.returncode == 3, failed.stderr
+    with env.mounted(mnt, "small@v1"):
+        pass
+    log = (env.root / f"mount-{mnt.name}.log").read_text()
+    assert "a previous process did not close it" not in log, log
+
+
 def test_a_mount_point_that_holds_files_is_refused(env: FuseEnv, small: Dataset) -> None:
     """A mount point is an existing empty directory (README, `mount --help`): mounted over,
     a directory's own files vanish from view until the unmount (a job reading `/mnt/out`
