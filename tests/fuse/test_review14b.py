@@ -1,0 +1,192 @@
+"""review14b: adversarial checks of this stop's quota and mount-point changes on real mounts.
+
+The quota (``--quota``) counts what a workspace mount holds; a file whose name went while it
+was open (``WorkspaceView._nameless``) is out of the count, and what it grows by through the
+daemon is charged until its last close (04b9d71). These tests grow such files in the ways a
+program can (writes, ``ftruncate``), open and drop them many times, and read ``df`` after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.fuse.conftest import FuseEnv, wait_until
+from tests.fuse.test_review14wb import BIG_QUOTA, _available
+from tests.fuse.test_workspace_nospace import QUOTA, _close_fails_for_space
+from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
+from tests.writeback.test_mount_passthrough import _staged_files_of
+
+pytestmark = pytest.mark.fuse
+
+
+def _charged_back_to(mnt, whole: int, expected: int = 0) -> int:
+    """What the quota charges once the RELEASEs (sent after close(2) returns) are in."""
+
+    def charged() -> int:
+        return whole - _available(mnt)
+
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: charged() == expected, 30)
+    return charged()
+
+
+def test_an_unlinked_open_file_cannot_pass_the_quota_by_ftruncate(env: FuseEnv) -> None:
+    """A named file grown by ``ftruncate`` past the quota is refused (ENOSPC), and writes into
+    the hole are charged with it. An unlinked one was not charged at all for the growth, so its
+    writes into the hole (below the new size, "no growth") were never charged either: a
+    program could fill the shared tier through one unlinked file, past any quota."""
+    name = "r14b-nameless-truncate"
+    mnt = env.mountpoint(name)
+    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA)):
+        whole = _available(mnt)
+        fd = os.open(mnt / "named.bin", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            with pytest.raises(OSError) as named:
+                os.ftruncate(fd, 4 * QUOTA)
+            assert named.value.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        os.unlink(mnt / "named.bin")
+        assert _charged_back_to(mnt, whole) == 0
+
+        fd = os.open(mnt / "gone.bin", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            os.unlink(mnt / "gone.bin")
+            with pytest.raises(OSError) as nameless:  # main: 0, then 4 MB written uncharged
+                os.ftruncate(fd, 4 * QUOTA)
+            assert nameless.value.errno == errno.ENOSPC
+            # within the quota it grows, charged until its last close
+            os.ftruncate(fd, QUOTA // 2)
+            assert whole - _available(mnt) >= QUOTA // 2 - 4096  # df counts 4 KiB blocks
+            os.pwrite(fd, os.urandom(QUOTA // 4), 0)
+        finally:
+            os.close(fd)
+        assert _charged_back_to(mnt, whole) == 0, "an unlinked file's growth is still charged"
+
+
+def test_the_quota_comes_back_after_many_files_unlinked_or_replaced_while_open(env: FuseEnv) -> None:
+    """Fifty rounds of: a file written, unlinked while open, written on; a new file at the same
+    path open at once and written; an older one replaced by a rename while open. After the
+    closes ``df`` shows exactly what is left (the last round's files)."""
+    name = "r14b-quota-cycles"
+    mnt = env.mountpoint(name)
+    chunk = os.urandom(4096)
+    with env.mounted(mnt, "--workspace", name, "--quota", str(100 * QUOTA)):
+        whole = _available(mnt)
+        for i in range(50):
+            first = os.open(mnt / "f.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            os.write(first, chunk)
+            os.unlink(mnt / "f.bin")
+            second = os.open(mnt / "f.bin", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+            os.write(first, chunk)
+            os.write(second, chunk * 2)
+            old = os.open(mnt / "old.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+            os.write(old, chunk * 3)
+            (mnt / "new.bin").write_bytes(chunk[: i + 1])
+            os.rename(mnt / "new.bin", mnt / "old.bin")
+            os.write(old, chunk)
+            for fd in (first, second, old):
+                os.close(fd)
+        left = (mnt / "f.bin").stat().st_size + (mnt / "old.bin").stat().st_size
+        assert left == 2 * len(chunk) + 50
+        # df counts in 4 KiB blocks: what is left, rounded up to whole blocks
+        assert _charged_back_to(mnt, whole, 3 * 4096) == 3 * 4096
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs root")
+def test_a_mount_point_its_user_cannot_list_is_refused() -> None:
+    """``datahub mount`` refuses a non-empty mount point (9ae6d33), but one its user may enter
+    and write (all fusermount3 asks) yet not list (mode 0300) passed as empty: its files were
+    mounted over, hidden until the unmount. Unlistable, it cannot be known empty: refused."""
+    from fuse_adapter.daemon import check_mountpoint
+
+    base = Path(tempfile.mkdtemp(prefix="r14b-unlistable-", dir="/var/tmp"))  # nobody reaches it
+    try:
+        base.chmod(0o711)
+        mnt = base / "mnt"
+        mnt.mkdir()
+        (mnt / "results.csv").write_text("the job's outputs")
+        os.chown(mnt, NOBODY, NOBODY)
+        mnt.chmod(0o300)
+        said = _as_nobody(lambda: check_mountpoint(str(mnt)))
+    finally:
+        shutil.rmtree(base)
+    assert said.startswith("InvalidInput: "), said  # main: "allowed"
+    assert str(mnt) in said and "cannot be listed" in said
+
+
+def _as_nobody(act) -> str:
+    """What ``act`` does as user ``nobody`` (a forked child): "allowed", or the error it raised."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            try:
+                act()
+                os.write(write, b"allowed")
+            except Exception as exc:  # what the CLI reports (exit 2 for InvalidInput)
+                os.write(write, f"{type(exc).__name__}: {exc}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        said = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return said
+
+
+def test_a_revert_of_a_staged_file_refuses_an_appender_and_spares_a_mapped_reader(env: FuseEnv) -> None:
+    """``_refuse_dropped`` with the handles review14wb did not try: ``c`` opened
+    ``O_WRONLY|O_APPEND`` appends through the kernel, ``m`` is opened ``O_RDONLY`` and mapped
+    (``PROT_READ``: it cannot write), and the file is renamed before ``a`` writes past the
+    quota. The revert (by file id, at the new name) drops ``c``'s append: ``c``'s close must
+    say so (ENOSPC), or the file must hold its bytes; ``m``'s close returns 0; the file reads
+    back as the last acknowledged state, also after kill -9 and a fresh mount."""
+    name = "r14b-appender"
+    mnt = env.mountpoint(name)
+    acked, tail = os.urandom(100_000), os.urandom(5000)
+    with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), "--passthrough") as proc:
+        _wait_passthrough(env, mnt)
+        b = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
+        assert _staged_files_of(proc.pid), "the file is not staged: the test checks nothing"
+        assert os.write(b, acked) == len(acked)
+        os.fsync(b)
+        c = os.open(mnt / "f.bin", os.O_WRONLY | os.O_APPEND)
+        assert os.write(c, tail) == len(tail)
+        m = os.open(mnt / "f.bin", os.O_RDONLY)
+        view = mmap.mmap(m, len(acked), prot=mmap.PROT_READ)
+        assert view[:100] == acked[:100]
+        os.rename(mnt / "f.bin", mnt / "g.bin")
+        a = os.open(mnt / "g.bin", os.O_RDWR)
+        assert os.pwrite(a, b"x", 2 * BIG_QUOTA) == 1  # sparse: charged at a's close
+        _close_fails_for_space(a)
+        try:
+            os.close(c)
+        except OSError as refused:
+            assert refused.errno == errno.ENOSPC
+            want = acked
+        else:  # 0: its tail must be there
+            want = acked + tail
+        view.close()
+        os.close(m)  # a reader: 0
+        with contextlib.suppress(OSError):
+            os.close(b)  # a staged writer: refused (the kernel never says whether it wrote)
+        assert sorted(os.listdir(mnt)) == ["g.bin"]
+        assert (mnt / "g.bin").read_bytes() == want, "a close that returned 0 lost its bytes"
+        _kill_9(proc)
+    assert _remounted(env, mnt, name) == {"g.bin": want}
