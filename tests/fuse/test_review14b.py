@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.api.test_audit14 import NOBODY, as_nobody
 from tests.fuse.conftest import FuseEnv, wait_until
 from tests.fuse.test_review14wb import BIG_QUOTA, _available
 from tests.fuse.test_workspace_nospace import QUOTA, _close_fails_for_space
@@ -101,9 +102,6 @@ def test_the_quota_comes_back_after_many_files_unlinked_or_replaced_while_open(e
         assert _charged_back_to(mnt, whole, 3 * 4096) == 3 * 4096
 
 
-NOBODY = 65534
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="acting as another user needs root")
 def test_a_mount_point_its_user_cannot_list_is_refused() -> None:
     """``datahub mount`` refuses a non-empty mount point (9ae6d33), but one its user may enter
@@ -119,35 +117,20 @@ def test_a_mount_point_its_user_cannot_list_is_refused() -> None:
         (mnt / "results.csv").write_text("the job's outputs")
         os.chown(mnt, NOBODY, NOBODY)
         mnt.chmod(0o300)
-        said = _as_nobody(lambda: check_mountpoint(str(mnt)))
+        said = as_nobody(lambda: _outcome(lambda: check_mountpoint(str(mnt)))).decode()
     finally:
         shutil.rmtree(base)
     assert said.startswith("InvalidInput: "), said  # main: "allowed"
     assert str(mnt) in said and "cannot be listed" in said
 
 
-def _as_nobody(act) -> str:
-    """What ``act`` does as user ``nobody`` (a forked child): "allowed", or the error it raised."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        try:
-            os.close(read)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            try:
-                act()
-                os.write(write, b"allowed")
-            except Exception as exc:  # what the CLI reports (exit 2 for InvalidInput)
-                os.write(write, f"{type(exc).__name__}: {exc}".encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        said = pipe.read().decode()
-    os.waitpid(pid, 0)
-    return said
+def _outcome(act) -> bytes:
+    """What ``act`` did: "allowed", or the error it raised (InvalidInput: the CLI exits 2)."""
+    try:
+        act()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}".encode()
+    return b"allowed"
 
 
 def test_a_revert_of_a_staged_file_refuses_an_appender_and_spares_a_mapped_reader(env: FuseEnv) -> None:
