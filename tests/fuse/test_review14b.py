@@ -179,3 +179,34 @@ def test_a_revert_of_a_staged_file_refuses_an_appender_and_spares_a_mapped_reade
         assert (mnt / "g.bin").read_bytes() == want, "a close that returned 0 lost its bytes"
         _kill_9(proc)
     assert _remounted(env, mnt, name) == {"g.bin": want}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review14b: a file cut to a size within the quota (charged), then unlinked (its whole size "
+    "refunded), then filled below that size is charged nothing: writes into a hole add no growth, and a "
+    "nameless file is charged only its growth (WorkspaceView._charge_write, _nameless)",
+)
+def test_a_hole_made_before_the_unlink_cannot_be_filled_past_the_quota(env: FuseEnv) -> None:
+    """Three files, each cut to 0.9 of the quota while named (charged), unlinked (refunded),
+    then filled with 0.9 of the quota of data, all open at once: 2.7 times the quota held by
+    the mount, and no write refused. The daemon holds their bytes until their last close."""
+    name = "r14b-hole-then-unlink"
+    mnt = env.mountpoint(name)
+    size = QUOTA * 9 // 10
+    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA)):
+        fds = []
+        try:
+            with pytest.raises(OSError) as exc:
+                for i in range(3):
+                    fd = os.open(mnt / f"scratch{i}", os.O_CREAT | os.O_RDWR, 0o644)
+                    fds.append(fd)
+                    os.ftruncate(fd, size)
+                    os.unlink(mnt / f"scratch{i}")
+                    os.pwrite(fd, os.urandom(size), 0)
+                    os.fsync(fd)
+            assert exc.value.errno == errno.ENOSPC
+        finally:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
