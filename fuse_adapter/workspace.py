@@ -319,7 +319,9 @@ class WorkspaceView:
     def truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
         """Why a nameless file's growth is charged too: writes below its size add nothing to
         charge, so an ``ftruncate`` that grew it uncharged let the writes that fill the hole
-        pass the quota (review14b). A staged one's growth is never charged (``_nameless``)."""
+        pass the quota (review14b). A staged one's growth is never charged (``_nameless``).
+        Its shrink refunds what it grew by since its name went (it grows at its end, so a cut
+        takes that first): a scratch file emptied and refilled was charged each round again."""
         with self._lock:
             charged = self.quota is not None and not (ino in self._nameless and ino in self._staged)
         return self._charged_truncate(ino, size, fh) if charged else self._truncate(ino, size, fh)
@@ -357,11 +359,13 @@ class WorkspaceView:
                     staged.charged = size
             return st
         growth = size - self.getattr(ino).size
-        with self._lock:
-            nameless = ino in self._nameless
-        if growth <= 0:  # shrinking frees space once it happened; a nameless file's at its last close
+        if growth <= 0:  # shrinking frees space once it happened
             st = self._truncate(ino, size, fh)
-            self.quota.refund(0 if nameless else -growth)
+            with self._lock:  # a nameless file: what it grew by since (charged) is at its end, cut first
+                freed = min(-growth, self._nameless[ino]) if ino in self._nameless else -growth
+                if ino in self._nameless:
+                    self._nameless[ino] -= freed
+            self.quota.refund(freed)
             return st
         self.quota.charge(growth, self._label(ino))
         try:

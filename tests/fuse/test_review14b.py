@@ -73,6 +73,30 @@ def test_an_unlinked_open_file_cannot_pass_the_quota_by_ftruncate(env: FuseEnv) 
         assert _charged_back_to(mnt, whole) == 0, "an unlinked file's growth is still charged"
 
 
+def test_an_unlinked_scratch_file_emptied_and_refilled_stays_within_its_size(env: FuseEnv) -> None:
+    """A scratch file (open, unlink, then reused: ``ftruncate(fd, 0)`` and written again, as
+    ``tmpfile()`` users do) holds at most one round's bytes, so thirty rounds of a tenth of
+    the quota fit. A shrink of an unlinked file refunded nothing, so each round's bytes were
+    charged again on top of the last until a write failed with ENOSPC."""
+    name = "r14b-scratch"
+    mnt = env.mountpoint(name)
+    block = os.urandom(QUOTA // 10)
+    with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA)):
+        whole = _available(mnt)
+        fd = os.open(mnt / "scratch", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            os.unlink(mnt / "scratch")
+            for _ in range(30):  # main: ENOSPC after about ten rounds
+                os.ftruncate(fd, 0)
+                assert os.pwrite(fd, block, 0) == len(block)
+                os.fsync(fd)
+            assert os.pread(fd, len(block) + 1, 0) == block
+            assert whole - _available(mnt) <= len(block) + 4096  # one round's bytes, in 4 KiB blocks
+        finally:
+            os.close(fd)
+        assert _charged_back_to(mnt, whole) == 0
+
+
 @pytest.mark.parametrize("flags", FLAGS)
 def test_the_quota_comes_back_after_many_files_unlinked_or_replaced_while_open(
     env: FuseEnv, flags: str
