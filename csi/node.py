@@ -592,8 +592,13 @@ class NodeService:
 
     def _refuse_foreign(self, target: str, volume_id: str) -> None:
         """Conflict if the top mount on ``target`` is not one of ours (a tmpfs, a host path, another
-        driver's volume, also one stacked on our bind): the plugin never unmounts what it did not mount."""
-        foreign = mounts.foreign_mount(target, str(self.state_dir))
+        driver's volume, also one stacked on our bind): the plugin never unmounts what it did not mount.
+
+        Ours are the mounts under ``volumes/`` of the state dir (``_volume_dir``), not anything
+        under the state dir: another plugin instance whose state dir lies inside this one's
+        (a canary release at <state>/canary) has its FUSE mounts there too, and its pods' binds
+        were taken for ours and unmounted (review14b)."""
+        foreign = mounts.foreign_mount(target, str(self.state_dir / "volumes"))
         if foreign is not None:
             raise Conflict(
                 f"target {target} holds a {foreign} mount this plugin did not make (volume {volume_id!r} "

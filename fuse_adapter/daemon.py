@@ -194,12 +194,19 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
 
 
 def _some_entries(path: str, most: int = 3) -> str:
-    """A few names a directory holds, for a message ("" when empty or unreadable: the mount says)."""
+    """A few names a directory holds, for a message ("" when empty).
+
+    A directory its user may not list is refused: fusermount3 asks only for write access to
+    the mount point, so a mode 0300 directory mounted, and the files it held were hidden
+    until the unmount (review14b). Unlistable, it cannot be known empty."""
     try:
         with os.scandir(path) as entries:
             names = [entry.name for _, entry in zip(range(most + 1), entries, strict=False)]
-    except PermissionError:
-        return ""
+    except PermissionError as exc:
+        raise InvalidInput(
+            f"mount point {path} cannot be listed ({exc.strerror}), so it cannot be known empty: mount on "
+            "an empty directory you may read; mounted over, its own files would be hidden until the unmount"
+        ) from exc
     shown = ", ".join(repr(name) for name in names[:most])
     return shown + (", …" if len(names) > most else "")
 

@@ -196,7 +196,7 @@ class WorkspaceView:
             if growth > 0 and force:
                 self.quota.used += growth
             else:  # NoSpace: a close reverts the file (``flush``), an fsync leaves it as it is
-                self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
+                self.quota.charge(growth, self._label(ino))
             staged.charged = size
 
     # --- the inode <-> path map --------------------------------------------------------------------
@@ -288,6 +288,11 @@ class WorkspaceView:
             return 0
         return 0 if attr.is_dir else attr.size
 
+    def _label(self, ino: int) -> str:
+        """How a quota error names the file: its path, or its inode once its name went."""
+        node = self._inodes.get(ino)
+        return (node.path if node is not None else None) or f"inode {ino}"
+
     def _refund(self, nbytes: int) -> None:
         if self.quota is not None:
             self.quota.refund(nbytes)
@@ -312,8 +317,13 @@ class WorkspaceView:
         return st
 
     def truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
+        """Why a nameless file's growth is charged too: writes below its size add nothing to
+        charge, so an ``ftruncate`` that grew it uncharged let the writes that fill the hole
+        pass the quota (review14b). A staged one's growth is never charged (``_nameless``).
+        Its shrink refunds what it grew by since its name went (it grows at its end, so a cut
+        takes that first): a scratch file emptied and refilled was charged each round again."""
         with self._lock:
-            charged = self.quota is not None and ino not in self._nameless
+            charged = self.quota is not None and not (ino in self._nameless and ino in self._staged)
         return self._charged_truncate(ino, size, fh) if charged else self._truncate(ino, size, fh)
 
     def _truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
@@ -351,14 +361,22 @@ class WorkspaceView:
         growth = size - self.getattr(ino).size
         if growth <= 0:  # shrinking frees space once it happened
             st = self._truncate(ino, size, fh)
-            self.quota.refund(-growth)
+            with self._lock:  # a nameless file: what it grew by since (charged) is at its end, cut first
+                freed = min(-growth, self._nameless[ino]) if ino in self._nameless else -growth
+                if ino in self._nameless:
+                    self._nameless[ino] -= freed
+            self.quota.refund(freed)
             return st
-        self.quota.charge(growth, self.path_of(ino))
+        self.quota.charge(growth, self._label(ino))
         try:
-            return self._truncate(ino, size, fh)
+            st = self._truncate(ino, size, fh)
         except BaseException:
             self.quota.refund(growth)
             raise
+        with self._lock:
+            if ino in self._nameless:  # refunded at its last close, as its writes are
+                self._nameless[ino] += growth
+        return st
 
     def readdir(self, ino: int, start: int) -> list[tuple[str, Stat, int]]:
         """Entries from offset ``start`` (offsets are positions in the name-sorted listing)."""
@@ -501,7 +519,7 @@ class WorkspaceView:
             size = last.size if last is not None else 0
             growth = max(0, offset + length - size)
             try:
-                self.quota.charge(growth, self._inodes[ino].path or f"inode {ino}")
+                self.quota.charge(growth, self._label(ino))
             except NoSpace:
                 self._short.add(fh)
                 raise
