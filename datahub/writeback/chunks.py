@@ -396,12 +396,24 @@ class FileStream(io.RawIOBase):
     ``chunk(index) -> bytes`` returns the stored bytes of one chunk (maybe shorter than the
     chunk size, the rest being zeros); the stream pads and clips to ``size`` and computes the
     sha256 of what it served, so the flusher records a checksum without a second pass.
+
+    ``before_last()`` runs before the last chunk is served and may raise: the flusher's writer
+    fence. A store makes an object once it has its last byte, so an upload that began while
+    this node held the workspace's lease and outlived it fails there instead of landing over
+    the new holder's file (review14c); what is left is the time the store takes from the last
+    byte read to the object made (docs/writeback.md, "One writer").
     """
 
     def __init__(
-        self, size: int, chunk_size: int, chunk: Callable[[int], bytes], on_chunk: Callable[[int], None]
+        self,
+        size: int,
+        chunk_size: int,
+        chunk: Callable[[int], bytes],
+        on_chunk: Callable[[int], None],
+        before_last: Callable[[], None] = lambda: None,
     ) -> None:
         self.size, self.chunk_size, self._chunk, self._on_chunk = size, chunk_size, chunk, on_chunk
+        self._before_last = before_last
         self._index = 0
         self._buf = memoryview(b"")
         self.sha256 = hashlib.sha256()
@@ -414,6 +426,8 @@ class FileStream(io.RawIOBase):
         if start >= self.size:
             return False
         want = min(self.chunk_size, self.size - start)
+        if start + want >= self.size:
+            self._before_last()
         data = self._chunk(self._index)[:want]
         if len(data) < want:
             data = data + bytes(want - len(data))

@@ -263,11 +263,16 @@ class Flusher:
 
     def _put(self, path: str, rec: dict, progress: _Locked) -> tuple[ObjectInfo, FileStream]:
         """Stream one file's chunks from the shared tier to its origin object."""
+        fenced = f"upload of {path!r} from {self.ws.what}"  # over a new holder's file
         stream = FileStream(
-            rec["size"], self.ws.chunk_size, self._chunk_reader(path, rec), lambda n: progress.update(0, n)
+            rec["size"],
+            self.ws.chunk_size,
+            self._chunk_reader(path, rec),
+            lambda n: progress.update(0, n),
+            before_last=lambda: self.ws.journal.fence(fenced),  # an upload that outlived the lease
         )
         buffer = max(io.DEFAULT_BUFFER_SIZE, min(1 << 20, rec["size"]))  # many small uploads run at once
-        self.ws.journal.fence(f"upload of {path!r} from {self.ws.what}")  # over a new holder's file
+        self.ws.journal.fence(fenced)
         info = self.origin.put(self.origin_key(path), io.BufferedReader(stream, buffer), size=rec["size"])
         return info, stream
 

@@ -69,11 +69,6 @@ def test_a_holder_killed_and_restarted_on_its_node_takes_its_lease_back_and_nobo
     stores_b.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review14c: the fence is checked only before an upload starts; an upload in flight "
-    "when the lease lapses completes over the new holder's flushed file (lost write)",
-)
 def test_an_upload_in_flight_when_the_lease_is_taken_over_does_not_replace_the_new_holders_file(
     tmp_path: Path, catalog: SQLiteCatalogStore, clock: Clock
 ) -> None:
