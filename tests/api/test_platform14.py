@@ -1,0 +1,105 @@
+"""What a platform engineer meets following docs/deployment.md and docs/api.md (platform14).
+
+1. A token that holds no role on an existing dataset and tries to create it (an import
+   ``--to`` it, a workspace ``--commit-to`` it: the client finds it "missing", as the server
+   hides it, and creates it) was told ``dataset 'x' already exists; pick another name``. The
+   user picked no name to create: they meant to write into that dataset, and what they need
+   is a role on it. The 409 now says that the name is taken by a dataset this token holds no
+   role on, and what to do (another name, or ask its admins for a role). The 409 itself
+   already told the caller the name is taken, so the message reveals nothing more.
+2. docs/deployment.md told operators to run ``datahub token create <principal>``, which the
+   CLI refuses (``--principal`` is required): every ``datahub token create`` and ``datahub
+   dataset update`` command the docs give with arguments parses as the CLI's flags.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from datahub.api.tokens import issue_token
+from datahub.catalog import Catalog
+from datahub.catalog.http_store import HttpCatalogStore
+from datahub.cli.main import build_parser
+from datahub.errors import AlreadyExists
+from tests.api.conftest import Api
+from tests.catalog.remote import serve
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def _taken_by_a_hidden_dataset(resp, who: str) -> None:
+    assert resp.status_code == 409, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "already_exists" and error["details"]["dataset"] == "pets"
+    message = error["message"]
+    assert f"'{who}' holds no role on it" in message, message
+    assert "ask one of its admins" in message and f"--grant {who}=writer" in message, message
+
+
+@pytest.mark.parametrize("route", ["/v1/datasets", "/v1/remote/datasets"])
+def test_creating_a_dataset_the_token_may_not_read_says_it_holds_no_role_there(api: Api, route: str) -> None:
+    _taken_by_a_hidden_dataset(api.post(route, "eve", json={"name": "pets"}), "eve")
+    assert api.catalog.get_dataset("pets").owner == "owner"  # untouched
+
+
+def test_a_caller_who_reads_the_dataset_gets_the_plain_answer(api: Api) -> None:
+    resp = api.post("/v1/datasets", "alice", json={"name": "pets"})
+    assert resp.status_code == 409
+    assert "holds no role" not in resp.json()["error"]["message"]
+
+
+def test_over_the_remote_catalog_a_create_of_a_hidden_dataset_names_the_missing_role(tmp_path: Path) -> None:
+    """The path a node takes (an import or a workspace commit creating its target)."""
+    server, backing, _ = serve(tmp_path)
+    node = issue_token(backing.store, "csi-node")[0]
+    backing.create_dataset("results", owner="team-a")
+    catalog = Catalog(HttpCatalogStore(server.url, token=node))
+    try:
+        with pytest.raises(AlreadyExists, match="'csi-node' holds no role on it"):
+            catalog.create_dataset("results")
+    finally:
+        catalog.close()
+        server.stop()
+        backing.close()
+
+
+def _doc_commands(words: str) -> list[tuple[str, str]]:
+    """Every ``datahub <words> ...`` with arguments in the docs' code (inline or fenced)."""
+    found = []
+    for doc in sorted(DOCS.glob("*.md")):
+        if doc.name == "benchmarks.md":
+            continue
+        for span in re.findall(r"```.*?```|`[^`]+`", doc.read_text(), re.S):
+            lines = (
+                span.strip("`").splitlines()
+                if span.startswith("```")
+                else [" ".join(span.strip("`").split())]
+            )
+            for line in lines:
+                m = re.search(rf"(?:^|\s)datahub ({words} \S.*)", line)
+                if m:
+                    command = re.split(r" #|\||&&|;|\)", m.group(1))[0]
+                    found.append((doc.name, command.replace("[", "").replace("]", "")))
+    return found
+
+
+@pytest.mark.parametrize("words", ["token create", "dataset update"])
+def test_the_docs_commands_parse_as_the_cli_flags(words: str) -> None:
+    commands = _doc_commands(words)
+    assert commands, words
+    parser, refused = build_parser(), []
+    for doc, command in commands:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                parser.parse_args(shlex.split(command))
+            except SystemExit as exc:
+                if exc.code:
+                    refused.append(f"{doc}: datahub {command}: {err.getvalue().strip().splitlines()[-1]}")
+    assert not refused, "\n".join(refused)
