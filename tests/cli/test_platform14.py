@@ -10,6 +10,11 @@ as shown wherever the docs give them with arguments, inline or fenced.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.doc_commands import checked_commands, parse_error
@@ -29,3 +34,41 @@ def test_the_access_commands_the_docs_show_parse_as_written(words: tuple[str, st
         if (error := parse_error(c.program, c.args)) is not None
     ]
     assert not refused, "\n".join(refused)
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_with_a_bad_commit_sources_setting_stops_before_it_says_it_serves(
+    tmp_path: Path, workers: str
+) -> None:
+    """``api.commit_sources`` (docs/deployment.md, "Where records may point") is checked
+    before the server binds or prints that it serves. Before, it was checked as each process
+    built its app: ``datahub serve`` printed "datahub API on …", then the error; with
+    ``--workers 2`` each worker died and was started again until the supervisor gave up; and
+    every attempt left the disk cache it had opened unclosed, so the next start rebuilt its
+    index as after a crash."""
+    config = tmp_path / "datahub.toml"
+    config.write_text(f'home = "{tmp_path / "var"}"\n[api]\ncommit_sources = "s3://team-bucket/raw"\n')
+    datahub = str(Path(sys.executable).with_name("datahub"))
+    argv = [
+        datahub,
+        "--config",
+        str(config),
+        "serve",
+        "--auth",
+        "--no-labelx",
+        "--port",
+        "0",
+        "--workers",
+        workers,
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    proc = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )  # a hang guard
+    err = proc.stderr
+    assert proc.returncode != 0, err
+    assert "setting api.commit_sources" in err and "'s3://team-bucket/raw'" in err and "ending in /" in err, (
+        err
+    )
+    assert "datahub API on" not in err and "worker" not in err and "Traceback" not in err, err
+    assert not (tmp_path / "var" / "cache").exists(), err  # nothing opened
