@@ -39,19 +39,24 @@ def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True)
     through one cache.
 
     Lives in the CLI layer, not in ``datahub.api``, because the library never imports labelx.
-    Returns the app and the cache the caller must close after the server stops.
+    Returns the app and the cache the caller must close after the server stops; a failure
+    on the way closes it here (left open, the next start rebuilt its index as after a crash).
     """
     from datahub.api import create_app
     from datahub.browser import mount_browser
     from datahub.cache import open_cache
 
     cache = open_cache(config, stores)
-    app = create_app(config, catalog=catalog, stores=stores, cache=cache)
-    mount_browser(app, cache=cache, stores=stores, labelx=labelx)
-    if labelx:
-        from labelx.app import create_labelx_app
+    try:
+        app = create_app(config, catalog=catalog, stores=stores, cache=cache)
+        mount_browser(app, cache=cache, stores=stores, labelx=labelx)
+        if labelx:
+            from labelx.app import create_labelx_app
 
-        app.mount("/labelx", create_labelx_app(config, catalog=catalog, stores=stores, cache=cache))
+            app.mount("/labelx", create_labelx_app(config, catalog=catalog, stores=stores, cache=cache))
+    except BaseException:
+        cache.close()
+        raise
     return app, cache
 
 

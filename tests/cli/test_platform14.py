@@ -72,3 +72,28 @@ def test_serve_with_a_bad_commit_sources_setting_stops_before_it_says_it_serves(
     )
     assert "datahub API on" not in err and "worker" not in err and "Traceback" not in err, err
     assert not (tmp_path / "var" / "cache").exists(), err  # nothing opened
+
+
+def test_a_serve_that_fails_while_building_its_app_closes_the_cache_it_opened(tmp_path: Path) -> None:
+    """A start that fails after the disk cache is open (here LabelX cannot open
+    ``<home>/labelx.db``, a directory) closes that cache: the next start finds it closed and
+    does not rebuild its index as after a crash (mount's twin: tests/fuse/test_lifecycle.py)."""
+    config = tmp_path / "datahub.toml"
+    config.write_text(f'home = "{tmp_path / "var"}"\n')
+    (tmp_path / "var" / "labelx.db").mkdir(parents=True)
+    datahub = str(Path(sys.executable).with_name("datahub"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    runs = [
+        subprocess.run(
+            [datahub, "--config", str(config), "serve", "--port", "0"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,  # a hang guard
+        )
+        for _ in range(2)
+    ]
+    assert all(run.returncode != 0 for run in runs), runs
+    assert (tmp_path / "var" / "cache" / "disk").is_dir(), runs[0].stderr  # the cache was opened
+    assert "a previous process did not close it" not in runs[1].stderr, runs[1].stderr
