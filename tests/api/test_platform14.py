@@ -58,3 +58,23 @@ def test_over_the_remote_catalog_a_create_of_a_hidden_dataset_names_the_missing_
         catalog.close()
         server.stop()
         backing.close()
+
+
+BLOB = "blobs/sha256/ab/cd/abcd" + "0" * 60
+
+
+@pytest.mark.parametrize("root", ["file:///home/u/.datahub/objects", "s3://team-bucket/objects"])
+def test_a_blob_pinned_under_another_objects_url_says_to_use_the_servers(api: Api, root: str) -> None:
+    """``datahub import DIR --to D --copy`` (or a workspace commit) by a client whose
+    ``objects_url`` is not the server's (its default, ``file://<home>/objects``) pins blobs
+    the platform does not read: refused, as before, but the message said only that file://
+    URLs are for global admins (or to ask for a source prefix), never what the user had to
+    change: its ``objects_url``, to the server's."""
+    assert api.post("/v1/datasets", "eve", json={"name": "mine"}).status_code == 201
+    put = {"op": "put", "record": {"key": "a.txt", "url": f"{root}/{BLOB}", "etag": "e", "size": 3}}
+    resp = api.post("/v1/datasets/mine/commits", "eve", json={"changes": [put]})
+    assert resp.status_code == 403, resp.text
+    message = resp.json()["error"]["message"]
+    server = api.config.resolved_objects_url.rstrip("/")
+    assert f'objects_url = "{server}"' in message and "DATAHUB_OBJECTS_URL" in message, message
+    assert api.catalog.store.head("mine") == 0
