@@ -63,7 +63,7 @@ def test_over_the_remote_catalog_a_create_of_a_hidden_dataset_names_the_missing_
 BLOB = "blobs/sha256/ab/cd/abcd" + "0" * 60
 
 
-@pytest.mark.parametrize("root", ["file:///home/u/.datahub/objects", "s3://team-bucket/objects"])
+@pytest.mark.parametrize("root", ["file:///var/tmp/u/objects", "s3://team-bucket/objects"])
 def test_a_blob_pinned_under_another_objects_url_says_to_use_the_servers(api: Api, root: str) -> None:
     """``datahub import DIR --to D --copy`` (or a workspace commit) by a client whose
     ``objects_url`` is not the server's (its default, ``file://<home>/objects``) pins blobs
