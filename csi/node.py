@@ -890,7 +890,10 @@ def _commit_target(catalog: Catalog, spec: VolumeSpec, principal: str | None) ->
     workspace's commit at unstage took whatever dataset had that name by then. Another token
     could create it meanwhile (``POST /v1/datasets``), own it, grant ``*`` the writer role,
     and receive the pod's outputs (audit13). A remote catalog whose plugin token may not name
-    another owner makes it the plugin's, with the pod's service account as its admin."""
+    another owner makes it the plugin's, with the pod's service account as its admin. One that
+    exists but is hidden from the plugin's token (a server's catalog) is PERMISSION_DENIED
+    naming that token's principal and the role it needs: before, the lookup after the refused
+    create said NOT_FOUND "create it first" of a dataset that exists (platform14)."""
     from datahub.catalog import snapshot_name
 
     try:
@@ -913,8 +916,15 @@ def _commit_target(catalog: Catalog, spec: VolumeSpec, principal: str | None) ->
             if not principal:
                 raise
             return catalog.create_dataset(spec.commit_to, description=description, acl={principal: "admin"})
-    except AlreadyExists:  # another publish made it meanwhile: its access list decides
-        return catalog.get_dataset(spec.commit_to)
+    except AlreadyExists as taken:  # another publish made it meanwhile: its access list decides
+        try:
+            return catalog.get_dataset(spec.commit_to)
+        except DatasetNotFound:  # it exists, hidden from the plugin's catalog token (a server's)
+            raise AccessDenied(
+                f"commitTo {spec.commit_to!r}: the node plugin's catalog token may not write it, and the "
+                f"workspace's commit would use that token ({taken})",
+                dataset=spec.commit_to,
+            ) from None
 
 
 def _check_access(spec: VolumeSpec, config: Config, principal: str | None) -> None:

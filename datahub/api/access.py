@@ -7,11 +7,13 @@ local mode (no authentication, loopback only) the caller is the global admin ``l
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from datahub.catalog.model import ROLES, Dataset
 from datahub.catalog.snapshots import snapshot_name
-from datahub.errors import AccessDenied, DatasetNotFound, InvalidInput
+from datahub.errors import AccessDenied, AlreadyExists, DatasetNotFound, InvalidInput
 
 RANK = {role: i for i, role in enumerate(ROLES)}  # reader 0 < writer 1 < admin 2
 
@@ -50,6 +52,34 @@ def hidden(name: str) -> DatasetNotFound:
         f"dataset {name!r} not found; create it first or check `datahub dataset list`",
         dataset=name,
     )
+
+
+@contextmanager
+def creating(principal: Principal, name: str, lookup: Callable[[str], Dataset]) -> Iterator[None]:
+    """Around a create of dataset ``name`` by ``principal``: a name taken by a dataset the caller
+    may not read is refused with a message saying so and what to do.
+
+    Why: every other route hides such a dataset (``hidden``), so clients that create their
+    target when it is "missing" (``datahub import --to``, a workspace's ``--commit-to``, a CSI
+    ``commitTo``) came here and got "already exists; pick another name", though the caller
+    meant to write into it and needs a role on it. The 409 itself tells that the name is
+    taken (names are global), so saying the caller holds no role there reveals nothing more.
+    """
+    try:
+        yield
+    except AlreadyExists as exc:
+        try:
+            readable = can(principal, lookup(name), "reader")
+        except DatasetNotFound:
+            readable = True  # deleted meanwhile: the plain answer
+        if readable:
+            raise
+        raise AlreadyExists(
+            f"dataset {name!r} already exists (dataset names are global) and {principal.name!r} holds no role "
+            f"on it, so it is hidden from this token: pick another name, or ask one of its admins to grant "
+            f"the role you need (datahub dataset update {name} --grant {principal.name}=writer)",
+            dataset=name,
+        ) from exc
 
 
 def require(principal: Principal, dataset: Dataset, role: str) -> None:

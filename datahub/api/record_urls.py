@@ -70,7 +70,7 @@ class PlatformBlobs:
     compared with the scheme in lower case, as the storage layer reads them."""
 
     def __init__(self, objects_url: str) -> None:
-        root = _lower_scheme(objects_url.rstrip("/"))
+        self.root = root = _lower_scheme(objects_url.rstrip("/"))
         self._scheme, _, rest = root.partition("://")
         self._after = f"://{rest}/blobs/"  # what follows the scheme in every URL under the blobs
         self._blob = re.compile(
@@ -81,6 +81,19 @@ class PlatformBlobs:
         """Whether ``url`` is a blob the platform names."""
         return self._blob.fullmatch(_lower_scheme(url)) is not None
 
+    def hint(self, url: str) -> str:
+        """What to change when ``url`` is laid out as a blob but under another root: the client
+        that pinned it (``import --copy``, a workspace commit) has an ``objects_url`` other than
+        the server's, its default ``file://<home>/objects`` say. "" for any other URL."""
+        if self.named(url) or not _ELSEWHERE.search(url):
+            return ""
+        return (
+            "; it is a blob pinned under another objects_url than the server's: set "
+            f'objects_url = "{self.root}" in the configuration of the client that made it (or '
+            "DATAHUB_OBJECTS_URL), "
+            "so import --copy and workspace commits pin their blobs where the platform reads them"
+        )
+
     def claims_other_content(self, record: Record) -> bool:
         """Whether ``record`` points under the blobs with a checksum that is not its blob's hash.
         A put with no checksum, or not under the blobs, costs one ``startswith``."""
@@ -89,6 +102,9 @@ class PlatformBlobs:
             return False
         found = self._blob.fullmatch(_lower_scheme(url))
         return found is None or record.checksum != f"sha256:{found[3]}"
+
+
+_ELSEWHERE = re.compile(r"/blobs/sha256/([0-9a-f]{2})/([0-9a-f]{2})/\1\2[0-9a-f]{60}$")  # any root's blob
 
 
 def _lower_scheme(url: str) -> str:
@@ -146,7 +162,7 @@ class RecordUrls:
             raise AccessDenied(
                 f"record {change.record.key!r} for dataset {self.dataset.name!r} points at "
                 f"{_SERVER_LOCAL[scheme]} ({change.record.url}); only global admins may commit "
-                f"{scheme}:// URLs over HTTP",
+                f"{scheme}:// URLs over HTTP{self._hint(change.record.url)}",
                 dataset=self.dataset.name,
                 key=change.record.key,
             )
@@ -194,6 +210,9 @@ class RecordUrls:
         except VersionNotFound:  # a lineage naming a version that is not there proves nothing
             return {}
 
+    def _hint(self, url: str) -> str:
+        return self.blobs.hint(url) if self.blobs is not None else ""
+
     def _refused(self, record: Record) -> AccessDenied:
         name = self.dataset.name
         return AccessDenied(
@@ -201,7 +220,7 @@ class RecordUrls:
             f"under none of the dataset's sources ({', '.join(self.prefixes) or 'none'}) and is not "
             "already a record this caller may read (same key, URL, etag and size); the platform would "
             "read it with its own credentials. Ask a global admin to add the prefix to the dataset's "
-            f"sources (datahub dataset update {name} --add-source s3://bucket/prefix/)",
+            f"sources (datahub dataset update {name} --add-source s3://bucket/prefix/){self._hint(record.url)}",
             dataset=name,
             key=record.key,
             url=record.url,

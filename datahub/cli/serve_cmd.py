@@ -39,23 +39,29 @@ def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True)
     through one cache.
 
     Lives in the CLI layer, not in ``datahub.api``, because the library never imports labelx.
-    Returns the app and the cache the caller must close after the server stops.
+    Returns the app and the cache the caller must close after the server stops; a failure
+    on the way closes it here (left open, the next start rebuilt its index as after a crash).
     """
     from datahub.api import create_app
     from datahub.browser import mount_browser
     from datahub.cache import open_cache
 
     cache = open_cache(config, stores)
-    app = create_app(config, catalog=catalog, stores=stores, cache=cache)
-    mount_browser(app, cache=cache, stores=stores, labelx=labelx)
-    if labelx:
-        from labelx.app import create_labelx_app
+    try:
+        app = create_app(config, catalog=catalog, stores=stores, cache=cache)
+        mount_browser(app, cache=cache, stores=stores, labelx=labelx)
+        if labelx:
+            from labelx.app import create_labelx_app
 
-        app.mount("/labelx", create_labelx_app(config, catalog=catalog, stores=stores, cache=cache))
+            app.mount("/labelx", create_labelx_app(config, catalog=catalog, stores=stores, cache=cache))
+    except BaseException:
+        cache.close()
+        raise
     return app, cache
 
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.api.record_urls import server_sources
     from datahub.api.server import ApiServer, bind_socket, check_bind, stop_signals
     from datahub.api.workers import check_workers, serve_workers
 
@@ -68,6 +74,10 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         api.local_mode = args.local_mode
     workers = check_workers(args.workers)
     check_bind(ctx.config)  # before anything listens: local mode only on loopback
+    # create_app checks it too, but in each process after the cache is open and the line below
+    # said the server runs: a bad setting printed that line, left the cache unclosed (the next
+    # start rebuilt its index) and, with --workers, restarted dying workers (platform14)
+    server_sources(ctx.config.api.commit_sources)
     # A busy port is one clear error, before any fork. With several workers this socket only
     # holds the port: each worker listens on its own SO_REUSEPORT socket, so the kernel
     # spreads connections evenly instead of waking every worker for each one.

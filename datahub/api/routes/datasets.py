@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response, status
 from pydantic import WithJsonSchema
 
-from datahub.api.access import can, require_creatable
+from datahub.api.access import can, creating, require_creatable
 from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, ErrorBody, dataset_public
 from datahub.catalog.model import Dataset
@@ -74,13 +74,14 @@ def create_dataset(body: DatasetCreate, services: ServicesDep, principal: Princi
     bucket snapshot (`s3.…`, `memory.…`, `file.…`, `rados.…`: 403, docs/api.md "Access lists");
     the creator becomes its owner (admin)."""
     require_creatable(principal, body.name)
-    dataset = services.catalog.create_dataset(
-        body.name,
-        description=body.description,
-        source=body.source,
-        owner=principal.name,
-        acl=check_acl(body.acl),
-    )
+    with creating(principal, body.name, services.catalog.get_dataset):
+        dataset = services.catalog.create_dataset(
+            body.name,
+            description=body.description,
+            source=body.source,
+            owner=principal.name,
+            acl=check_acl(body.acl),
+        )
     return dataset_public(dataset, 0)
 
 

@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from datahub.api.access import require_creatable
+from datahub.api.access import creating, require_creatable
 from datahub.api.deps import LineageDep, PrincipalDep, ReadableDataset, ServicesDep, WritableDataset
 from datahub.api.record_urls import commit_rule
 from datahub.api.remote_models import (
@@ -135,9 +135,10 @@ def create_dataset(body: DatasetFull, services: ServicesDep, principal: Principa
             f"only admins may create dataset {body.name!r} for another owner ({owner!r})", dataset=body.name
         )
     require_creatable(principal, body.name)
-    dataset = services.catalog.create_dataset(
-        body.name, description=body.description, source=body.source, owner=owner, acl=check_acl(body.acl)
-    )
+    with creating(principal, body.name, services.catalog.get_dataset):
+        dataset = services.catalog.create_dataset(
+            body.name, description=body.description, source=body.source, owner=owner, acl=check_acl(body.acl)
+        )
     return dataset_public(dataset, 0)
 
 
