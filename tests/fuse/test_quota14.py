@@ -23,12 +23,19 @@ from tests.fuse.test_workspace_review11 import _wait_passthrough
 pytestmark = pytest.mark.fuse
 
 
+def _blocks(nbytes: int) -> int:
+    """What ``df`` shows of ``nbytes`` charged: whole 4 KiB blocks (``Quota.df``)."""
+    return -(-nbytes // 4096) * 4096
+
+
+@pytest.mark.parametrize("how", ["unlink", "rename"])
 @pytest.mark.parametrize("flags", FLAGS)
-def test_df_counts_an_unlinked_file_until_its_last_close(env: FuseEnv, flags: str) -> None:
-    """Written and fsynced (charged, staged or not), then unlinked while open: ``df`` still
-    counts its bytes, through a second descriptor's close too, and gives them back at the
-    last close. Before, ``df`` dropped them at the unlink while the daemon still held them."""
-    name = f"q14-df-{flags}"
+def test_df_counts_a_file_whose_name_went_until_its_last_close(env: FuseEnv, flags: str, how: str) -> None:
+    """Written and fsynced (charged, staged or not), then unlinked, or replaced by a rename,
+    while open: ``df`` still counts its bytes, through a second descriptor's close too, and
+    gives them back at the last close. Before, ``df`` dropped them when the name went while
+    the daemon still held them."""
+    name = f"q14-df-{flags}-{how}"
     mnt = env.mountpoint(name)
     data = os.urandom(4 * 1024**2)
     with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), *FLAGS[flags]):
@@ -37,20 +44,28 @@ def test_df_counts_an_unlinked_file_until_its_last_close(env: FuseEnv, flags: st
         whole = _available(mnt)
         fd = os.open(mnt / "held.bin", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
         other = os.open(mnt / "held.bin", os.O_RDONLY)
+        left = 0  # what the workspace holds by name at the end
         try:
             assert os.write(fd, data) == len(data)
             os.fsync(fd)
-            os.unlink(mnt / "held.bin")
-            assert whole - _available(mnt) == len(data), "an unlinked open file left the quota"
+            if how == "unlink":
+                os.unlink(mnt / "held.bin")
+            else:
+                (mnt / "new.bin").write_bytes(b"new")
+                os.rename(mnt / "new.bin", mnt / "held.bin")
+                left = 3
+            assert whole - _available(mnt) == _blocks(len(data) + left), "the open file left the quota"
             os.close(other)
             other = -1
-            assert _charged_back_to(mnt, whole, len(data)) == len(data)
+            assert _charged_back_to(mnt, whole, _blocks(len(data) + left)) == _blocks(len(data) + left)
             assert os.pread(fd, len(data), 0) == data
         finally:
             if other >= 0:
                 os.close(other)
             os.close(fd)
-        assert _charged_back_to(mnt, whole) == 0, "its last close did not refund it"
+        assert _charged_back_to(mnt, whole, _blocks(left)) == _blocks(left), (
+            "its last close did not refund it"
+        )
 
 
 def test_a_staged_file_unlinked_while_open_cannot_pass_the_quota(env: FuseEnv) -> None:
