@@ -4,8 +4,9 @@ A CSI workspace volume's capacity (the PVC's ``storage`` request) is this quota.
 shows it (statfs: size = the quota, available = what is left), and a write that would pass
 it fails as a whole with ENOSPC. Usage is measured once at mount (the sizes of the
 workspace's files) and then kept up to date by the view on every write, truncate, unlink
-and replacing rename (a file open when its name goes is counted out then, and what is
-written to it afterwards is refunded at its last close: ``WorkspaceView._nameless``); it counts file
+and replacing rename (a file open when its name goes stays counted, charged as any file,
+until its last close refunds it, as ext4 keeps an open unlinked file's blocks:
+``WorkspaceView._nameless``); it counts file
 sizes, not shared-tier chunks, which is what a pod can see and reason about. Concurrent writers are charged under one lock, so together they
 never pass the limit.
 """

@@ -90,9 +90,11 @@ class WorkspaceView:
         # handles opened read-only: the kernel writes nothing through them, passthrough or not
         self._readers: set[int] = set()
         # inodes whose name an unlink or a replacing rename took while they were open, with the
-        # bytes charged for writes through the daemon to them since: their size went out of the
-        # quota then, and what they grow by is refunded at their last close (before, it stayed
-        # charged until the next mount: review14wb). A staged file's growth is not charged.
+        # bytes the quota counts for them (a staged one's are its ``_Staged.charged`` while it is
+        # staged): as on ext4, a file open with no name keeps its space, charged as any file's
+        # (growth charged, cuts refunded), until its last close refunds it (``release``). Before,
+        # the name's going refunded the whole size, and a hole cut while it was named was then
+        # filled uncharged, past any quota (review14b).
         self._nameless: dict[int, int] = {}
         # set by the FUSE layer: tell the kernel a name is gone (a reverted file gets a new inode)
         self.forget_entry: Callable[[int, str], None] = lambda parent_ino, name: None
@@ -162,16 +164,20 @@ class WorkspaceView:
                 )
             return 0
 
-    def _unstage(self, ino: int) -> None:
-        """One staged handle of ``ino`` is gone; the last one lets the backing id go."""
-        with self._lock:
-            staged = self._staged.get(ino)
-            if staged is None:
-                return
-            staged.handles -= 1
-            if staged.handles > 0:
-                return
-            del self._staged[ino]
+    def _unstage(self, ino: int) -> _Staged | None:
+        """One staged handle of ``ino`` is gone (the caller holds ``_lock``); the last one
+        drops the record and returns it, for its backing id to go (``_close_backing``) and
+        its charge to a file without a name (``release``)."""
+        staged = self._staged.get(ino)
+        if staged is None:
+            return None
+        staged.handles -= 1
+        if staged.handles > 0:
+            return None
+        del self._staged[ino]
+        return staged
+
+    def _close_backing(self, staged: _Staged) -> None:
         if staged.backing_id and self.backing is not None:
             try:
                 self.backing.close(staged.backing_id)
@@ -190,9 +196,6 @@ class WorkspaceView:
             if staged is None:
                 return
             growth = size - staged.charged
-            if ino in self._nameless:  # out of the quota since its name went (``_nameless``)
-                staged.charged = size
-                return
             if growth > 0 and force:
                 self.quota.used += growth
             else:  # NoSpace: a close reverts the file (``flush``), an fsync leaves it as it is
@@ -251,7 +254,9 @@ class WorkspaceView:
             if node.path is not None and self._by_path.get(node.path) == ino:
                 del self._by_path[node.path]
 
-    def _moved(self, old: str, new: str) -> None:
+    def _moved(self, old: str, new: str, replaced_charge: int = 0) -> None:
+        """A rename of ``old`` to ``new``; ``replaced_charge``: what the quota counted for a
+        file it replaced there."""
         with self._lock:
             moved = [(p, i) for p, i in self._by_path.items() if p == old or p.startswith(old + "/")]
             for path, _ in moved:
@@ -259,28 +264,49 @@ class WorkspaceView:
             replaced = self._by_path.pop(new, None)
             if replaced is not None:
                 self._inodes[replaced].path = None
-                self._nameless.setdefault(replaced, 0)
+            refund = self._name_went(replaced, replaced_charge)
             for path, ino in moved:
                 newpath = new + path[len(old) :]
                 self._by_path[newpath] = ino
                 self._inodes[ino].path = newpath
+        self._refund(refund)
 
-    def _gone(self, path: str) -> None:
+    def _gone(self, path: str, charged: int = 0) -> None:
+        """``path``'s name went (unlink, rmdir); ``charged``: what the quota counted for it."""
         with self._lock:
             ino = self._by_path.pop(path, None)
             if ino is not None:
                 self._inodes[ino].path = None
-                self._nameless.setdefault(ino, 0)
+            refund = self._name_went(ino, charged)
+        self._refund(refund)
+
+    def _name_went(self, ino: int | None, charged: int) -> int:
+        """What to refund now that the name of ``ino`` (None: not known here) went: all it was
+        charged (``charged``) if no handle has it open, else nothing: it keeps its charge until
+        its last close (``_nameless``). Decided under ``_lock``, as ``release`` decides its
+        last close, so exactly one of the two refunds it."""
+        if ino is None or self._inodes[ino].opened <= 0:
+            return charged
+        if ino in self._staged:  # its charge stays in its ``_Staged`` (``_file_size`` left it there)
+            self._nameless[ino] = 0
+        else:  # the size its writes were charged against, with any charged since ``charged`` was read
+            last = self._last.get(ino)
+            self._nameless[ino] = charged if last is None else last.size
+        return 0
 
     # --- quota accounting ---------------------------------------------------------------------------
-    def _file_size(self, path: str) -> int:
+    def _file_size(self, path: str, *, emptied: bool = False) -> int:
         """Bytes the quota counts for the file at ``path`` (0 if there is none, or it is a
-        directory): its size, or what was charged of a staged file (zeroed: it is refunded)."""
+        directory): its size, or what was charged of a staged file (``emptied``: an open with
+        ``O_TRUNC`` empties it, so that is zeroed to be refunded; a name that goes leaves it
+        there, as the open file keeps its charge: ``_name_went``)."""
         with self._lock:
             ino = self._by_path.get(path)
             staged = self._staged.get(ino) if ino is not None else None
             if staged is not None:
-                charged, staged.charged = staged.charged, 0
+                charged = staged.charged
+                if emptied:
+                    staged.charged = 0
                 return charged
         try:
             attr = self.ws.stat(path)
@@ -317,14 +343,13 @@ class WorkspaceView:
         return st
 
     def truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
-        """Why a nameless file's growth is charged too: writes below its size add nothing to
-        charge, so an ``ftruncate`` that grew it uncharged let the writes that fill the hole
-        pass the quota (review14b). A staged one's growth is never charged (``_nameless``).
-        Its shrink refunds what it grew by since its name went (it grows at its end, so a cut
-        takes that first): a scratch file emptied and refilled was charged each round again."""
-        with self._lock:
-            charged = self.quota is not None and not (ino in self._nameless and ino in self._staged)
-        return self._charged_truncate(ino, size, fh) if charged else self._truncate(ino, size, fh)
+        """Charged with a quota, a file without a name too (``_nameless``): writes below its
+        size add nothing to charge, so a growth left uncharged would let the writes that
+        fill the hole pass the quota (review14b), and a cut refunds what it frees, so a
+        scratch file emptied and refilled is charged one round's bytes, not every round's."""
+        if self.quota is None:
+            return self._truncate(ino, size, fh)
+        return self._charged_truncate(ino, size, fh)
 
     def _truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
         if fh is not None and fh in self._handles:
@@ -347,7 +372,7 @@ class WorkspaceView:
         if charged is not None:  # a staged file: what the kernel wrote was not charged yet
             growth = size - charged
             if growth > 0:
-                self.quota.charge(growth, self.path_of(ino))
+                self.quota.charge(growth, self._label(ino))
             try:
                 st = self._truncate(ino, size, fh)
             except BaseException:
@@ -361,7 +386,7 @@ class WorkspaceView:
         growth = size - self.getattr(ino).size
         if growth <= 0:  # shrinking frees space once it happened
             st = self._truncate(ino, size, fh)
-            with self._lock:  # a nameless file: what it grew by since (charged) is at its end, cut first
+            with self._lock:  # a nameless file's count never goes below 0 (``_nameless``)
                 freed = min(-growth, self._nameless[ino]) if ino in self._nameless else -growth
                 if ino in self._nameless:
                     self._nameless[ino] -= freed
@@ -374,7 +399,7 @@ class WorkspaceView:
             self.quota.refund(growth)
             raise
         with self._lock:
-            if ino in self._nameless:  # refunded at its last close, as its writes are
+            if ino in self._nameless:  # refunded at its last close
                 self._nameless[ino] += growth
         return st
 
@@ -409,8 +434,7 @@ class WorkspaceView:
         path = self._child(parent, name)
         size = self._file_size(path) if self.quota is not None else 0
         self.ws.unlink(path)
-        self._refund(size)
-        self._gone(path)
+        self._gone(path, size)
 
     def rename(self, parent: int, name: str, new_parent: int, new_name: str, *, noreplace: bool) -> None:
         old, new = self._child(parent, name), self._new_child(new_parent, new_name)
@@ -423,8 +447,7 @@ class WorkspaceView:
                 raise AlreadyExists(f"{new!r} already exists in workspace {self.ws.name!r}")
         replaced = self._file_size(new) if self.quota is not None and old != new else 0
         self.ws.rename(old, new)
-        self._refund(replaced)
-        self._moved(old, new)
+        self._moved(old, new, replaced)
 
     # --- files -----------------------------------------------------------------------------------
     def _register(self, ino: int, handle: object, st: Stat) -> int:
@@ -445,7 +468,7 @@ class WorkspaceView:
                 pass
             else:
                 raise AlreadyExists(f"{path!r} already exists in workspace {self.ws.name!r}")
-        replaced = self._file_size(path) if self.quota is not None else 0
+        replaced = self._file_size(path, emptied=True) if self.quota is not None else 0
         handle = self.ws.open(path, create=True, truncate=True, staged=self._may_stage())
         self._refund(replaced)
         ino = self._remember(path)
@@ -469,7 +492,7 @@ class WorkspaceView:
         """(fh, backing id or 0, direct I/O?) of a new handle of ``ino``; ``writable`` False for
         an ``O_RDONLY`` open, which a revert for another handle never refuses (``_refuse_dropped``)."""
         path = self.path_of(ino)
-        emptied = self._file_size(path) if self.quota is not None and truncate else 0
+        emptied = self._file_size(path, emptied=True) if self.quota is not None and truncate else 0
         handle = self.ws.open(path, truncate=truncate, staged=truncate and self._may_stage())
         self._refund(emptied)
         backing_id, direct = self._backing_of(ino, handle)
@@ -641,10 +664,11 @@ class WorkspaceView:
                     self.ws.name, handle.path,
                 )  # fmt: skip
         finally:
-            if staged:
-                self._unstage(ino)
             refund = 0
-            with self._lock:
+            with self._lock:  # one hold: an unlink (``_name_went``) sees the file staged and open, or neither
+                dropped = self._unstage(ino) if staged else None
+                if dropped is not None and ino in self._nameless:  # its charge, now its record went
+                    self._nameless[ino] += dropped.charged
                 node = self._inodes.get(ino)
                 if node is not None:
                     node.opened -= 1
@@ -653,6 +677,8 @@ class WorkspaceView:
                         if ino in self._nameless:  # its last close: its bytes are gone
                             refund, self._nameless[ino] = self._nameless[ino], 0
                     self._maybe_drop(ino, node)
+            if dropped is not None:
+                self._close_backing(dropped)
             self._refund(refund)
 
     def _revert(self, ino: int, handle) -> None:
@@ -662,7 +688,7 @@ class WorkspaceView:
         another file there, whose unsaved writes that revert would drop (review13). Its
         path gets a new inode at its next lookup, so the kernel caches nothing of the
         dropped changes; a file with no name left (unlinked or replaced) changes no quota
-        count (its unlink or the rename counted it out)."""
+        count here: it keeps its charge until its last close refunds it (``_nameless``)."""
         with self._lock:
             node = self._inodes.get(ino)
             path = node.path if node is not None else None

@@ -1,8 +1,9 @@
 """review14b: adversarial checks of this stop's quota and mount-point changes on real mounts.
 
 The quota (``--quota``) counts what a workspace mount holds; a file whose name went while it
-was open (``WorkspaceView._nameless``) is out of the count, and what it grows by through the
-daemon is charged until its last close (04b9d71). These tests grow such files in the ways a
+was open (``WorkspaceView._nameless``) stays in the count, charged as any file, until its
+last close refunds it (quota14; before, its size left the count with its name and only its
+growth through the daemon was charged: 04b9d71). These tests grow such files in the ways a
 program can (writes, ``ftruncate``), open and drop them many times, and read ``df`` after.
 """
 
@@ -205,12 +206,6 @@ def test_a_revert_of_a_staged_file_refuses_an_appender_and_spares_a_mapped_reade
     assert _remounted(env, mnt, name) == {"g.bin": want}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review14b: a file cut to a size within the quota (charged), then unlinked (its whole size "
-    "refunded), then filled below that size is charged nothing: writes into a hole add no growth, and a "
-    "nameless file is charged only its growth (WorkspaceView._charge_write, _nameless)",
-)
 def test_a_hole_made_before_the_unlink_cannot_be_filled_past_the_quota(env: FuseEnv) -> None:
     """Three files, each cut to 0.9 of the quota while named (charged), unlinked (refunded),
     then filled with 0.9 of the quota of data, all open at once: 2.7 times the quota held by
