@@ -83,7 +83,15 @@ class LabelStore(AccountRecords):
         self.clock = clock
         # FULL: an autosaved label must survive power loss ("nothing is lost")
         self._db = SQLiteConnections(self.path, synchronous="FULL", pragmas=("foreign_keys = ON",))
-        self._conn().executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
+        try:
+            self._conn().executescript(_SCHEMA)  # idempotent; executescript manages its own transaction
+        except sqlite3.DatabaseError as exc:  # a directory, a file of something else, no permission
+            self._db.close()
+            raise InvalidInput(
+                f"LabelX cannot open its database {self.path} ({exc}): it must be an SQLite file "
+                "this user may read and write, or not exist yet (move aside what is there)",
+                path=self.path,
+            ) from exc
         self._migrate()
 
     def _migrate(self) -> None:
