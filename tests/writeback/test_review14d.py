@@ -6,6 +6,8 @@ Two "nodes" are two homes sharing one SQLite catalog and one objects bucket, as 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,7 +22,7 @@ from datahub.writeback import open_workspace
 from tests.faults import FlakyProxy
 from tests.servers import S3Endpoint
 from tests.writeback.conftest import CHUNK, write
-from tests.writeback.test_lease import Clock, catalog, clock
+from tests.writeback.test_lease import Clock, catalog, clock, node
 
 __all__ = ["catalog", "clock"]  # fixtures
 
@@ -67,14 +69,7 @@ def test_an_s3_put_retried_after_the_lease_was_taken_over_does_not_replace_the_n
                 ws_b.flush()
             finally:
                 ws_b.close()
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # a's renewal thread learns it lost the lease
-                try:
-                    ws_a.journal.fence("probe")
-                except StorageError:
-                    return
-                time.sleep(0.05)
-            raise AssertionError("node a never learnt it lost the lease")
+            _wait_fenced(ws_a)
 
         def first_put_of_the_file(method: str, path: str) -> bool:
             if (
@@ -108,8 +103,68 @@ def test_an_s3_put_retried_after_the_lease_was_taken_over_does_not_replace_the_n
     assert held["Body"].read() == b"node b's acknowledged bytes"
 
 
+def _wait_fenced(ws) -> None:
+    """Until the workspace's renewal thread learns it lost the lease (its fence closes)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            ws.journal.fence("probe")
+        except StorageError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{ws.what} never learnt it lost the lease")
+
+
 def _flush_ignoring_the_fence(ws) -> None:
     try:
         ws.flush()
     except StorageError:
         pass  # recording the upload (or the upload itself) is fenced
+
+
+def _flush_cli(tmp_path: Path, home: str, catalog_url: str) -> subprocess.CompletedProcess:
+    """``datahub cache flush --workspace shared`` as node ``home`` runs it, in its own process."""
+    config = tmp_path / f"{home}-{len(catalog_url)}.toml"
+    config.write_text(
+        f'home = "{tmp_path / home}"\n'
+        f'objects_url = "{(tmp_path / "objects").as_uri()}"\n'
+        f'catalog_url = "{catalog_url}"\n'
+        f"[cache]\npage_size = {CHUNK}\nflush_interval = 3600.0\n"
+    )
+    argv = [sys.executable, "-c", "from datahub.cli.main import main; raise SystemExit(main())"]
+    argv += ["--config", str(config), "cache", "flush", "--workspace", "shared"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[2])
+
+
+def test_the_flush_command_on_a_node_that_lost_the_workspace_pushes_nothing(
+    tmp_path: Path, catalog: SQLiteCatalogStore, clock: Clock
+) -> None:
+    """e69d934 through the command itself (its test calls ``flush_workspace``): node b's
+    journal holds a file its fenced close could not push; a took the workspace over and
+    flushed its own. ``datahub cache flush`` on b exits 4 naming the holder while a holds
+    it, and 7 naming the server when the catalog it takes the lease at does not answer
+    (never a flush without the lease); the bucket keeps a's bytes either way."""
+    (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
+    ws_b = open_workspace("shared", config_b, stores_b, lease=catalog, lease_ttl=0.9)
+    write(ws_b, "model.bin", b"node b's bytes, never pushed")
+    clock.now += 60  # b's lease lapsed at the catalog
+    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog)
+    try:
+        _wait_fenced(ws_b)
+        with pytest.raises(StorageError):
+            ws_b.close()  # its final flush is fenced: the file stays dirty in b's journal
+        write(ws_a, "model.bin", b"node a's acknowledged bytes")
+        ws_a.flush()
+        held_elsewhere = _flush_cli(tmp_path, "b", f"sqlite:///{tmp_path / 'catalog.db'}")
+        down = _flush_cli(tmp_path, "b", "http://127.0.0.1:9")
+    finally:
+        ws_a.close()
+        stores_a.close()
+        stores_b.close()
+    assert held_elsewhere.returncode == 4, held_elsewhere.stderr
+    assert "open for writing elsewhere" in held_elsewhere.stderr
+    assert "Traceback" not in held_elsewhere.stderr
+    assert down.returncode == 7, down.stderr
+    assert "http://127.0.0.1:9" in down.stderr and "Traceback" not in down.stderr
+    held = (tmp_path / "objects" / "workspaces" / "shared" / "model.bin").read_bytes()
+    assert held == b"node a's acknowledged bytes"
