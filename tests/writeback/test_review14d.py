@@ -6,6 +6,7 @@ Two "nodes" are two homes sharing one SQLite catalog and one objects bucket, as 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -27,9 +28,9 @@ from tests.writeback.test_lease import Clock, catalog, clock, node
 __all__ = ["catalog", "clock"]  # fixtures
 
 
-def _s3_node(tmp_path: Path, name: str, bucket: str, endpoint_url: str, endpoint: S3Endpoint):
+def _s3_node(tmp_path: Path, name: str, bucket: str, endpoint_url: str, endpoint: S3Endpoint, **s3_settings):
     """A node whose objects live in ``bucket``, reached through ``endpoint_url``."""
-    s3 = endpoint.s3_config_overrides()["s3"] | {"endpoint_url": endpoint_url}
+    s3 = endpoint.s3_config_overrides()["s3"] | {"endpoint_url": endpoint_url, **s3_settings}
     config = load_config(
         env={},
         overrides={"home": str(tmp_path / name), "objects_url": f"s3://{bucket}/objects", "s3": s3,
@@ -168,3 +169,63 @@ def test_the_flush_command_on_a_node_that_lost_the_workspace_pushes_nothing(
     assert "http://127.0.0.1:9" in down.stderr and "Traceback" not in down.stderr
     held = (tmp_path / "objects" / "workspaces" / "shared" / "model.bin").read_bytes()
     assert held == b"node a's acknowledged bytes"
+
+
+@pytest.mark.parametrize("origin", ["local", "s3-multipart"])
+def test_an_upload_fenced_at_its_last_chunk_leaves_nothing_and_counts_nothing(
+    tmp_path: Path, catalog: SQLiteCatalogStore, clock: Clock, moto_endpoint: S3Endpoint, origin: str
+) -> None:
+    """Node a's upload of a 6 MiB file passes the fence before it starts; while it reads its
+    first chunk, b takes the workspace over and flushes the same path. a's stream then
+    refuses its last chunk (e42f76a): the store's put fails from inside its read. Nothing
+    of a's may stay: no temporary file beside the object (local), no multipart upload
+    left open (S3), the object is b's, and a's flush reports the failure and no upload."""
+    if origin == "local":
+        (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
+    else:
+        bucket = moto_endpoint.new_bucket("rv14d")
+        small = {"multipart_threshold": 1024**2, "multipart_chunk": 5 * 1024**2}
+        config_a, stores_a = _s3_node(tmp_path, "a", bucket, moto_endpoint.url, moto_endpoint, **small)
+        config_b, stores_b = _s3_node(tmp_path, "b", bucket, moto_endpoint.url, moto_endpoint, **small)
+    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=0.9)
+    write(ws_a, "model.bin", os.urandom(6 * 1024**2))
+    real_get = ws_a.chunks.get
+    reads: list[str] = []
+
+    def get_taking_over_first(key: str, length: int, path: str) -> bytes:
+        if not reads:  # the first chunk a's upload reads: b takes over meanwhile
+            clock.now += 60
+            ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)
+            try:
+                write(ws_b, "model.bin", b"node b's acknowledged bytes")
+                ws_b.flush()
+            finally:
+                ws_b.close()
+            _wait_fenced(ws_a)
+        reads.append(key)
+        return real_get(key, length, path)
+
+    ws_a.chunks.get = get_taking_over_first
+    try:
+        with pytest.raises(StorageError):
+            ws_a.flush()
+        assert reads, "a's upload never read a chunk: the test checks nothing"
+        assert ws_a.flusher.last_error is not None and "lease" in ws_a.flusher.last_error
+        assert ws_a.dirty() == ["model.bin"]
+    finally:
+        ws_a.chunks.get = real_get
+        try:
+            ws_a.close()
+        except StorageError:
+            pass  # fenced: expected
+        stores_a.close()
+        stores_b.close()
+    if origin == "local":
+        folder = tmp_path / "objects" / "workspaces" / "shared"
+        assert sorted(p.name for p in folder.iterdir()) == ["model.bin"]
+        assert (folder / "model.bin").read_bytes() == b"node b's acknowledged bytes"
+    else:
+        client = moto_endpoint.client()
+        assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+        held = client.get_object(Bucket=bucket, Key="objects/workspaces/shared/model.bin")["Body"].read()
+        assert held == b"node b's acknowledged bytes"
