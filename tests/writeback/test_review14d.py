@@ -62,16 +62,6 @@ def test_an_s3_put_retried_after_the_lease_was_taken_over_does_not_replace_the_n
         write(ws_a, "model.bin", b"node a's older bytes")
         took_over: list[BaseException | None] = []
 
-        def take_over() -> None:  # runs while a's first PUT of model.bin waits for its answer
-            clock.now += 60  # a's lease lapsed at the catalog while its upload runs
-            ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)
-            try:
-                write(ws_b, "model.bin", b"node b's acknowledged bytes")
-                ws_b.flush()
-            finally:
-                ws_b.close()
-            _wait_fenced(ws_a)
-
         def first_put_of_the_file(method: str, path: str) -> bool:
             if (
                 method != "PUT"
@@ -79,8 +69,8 @@ def test_an_s3_put_retried_after_the_lease_was_taken_over_does_not_replace_the_n
                 or took_over
             ):
                 return False
-            try:
-                take_over()
+            try:  # while a's first PUT of model.bin waits for its answer
+                _take_over(ws_a, clock, catalog, config_b, stores_b)
                 took_over.append(None)
             except BaseException as exc:  # reported by the test, not lost in the proxy's thread
                 took_over.append(exc)
@@ -92,16 +82,33 @@ def test_an_s3_put_retried_after_the_lease_was_taken_over_does_not_replace_the_n
         flusher.start()
         flusher.join(120)
         assert not flusher.is_alive()
-        try:
-            ws_a.close()
-        except StorageError:
-            pass  # fenced: expected
-        stores_a.close()
-        stores_b.close()
+        _close_fenced(ws_a, stores_a, stores_b)
     assert took_over == [None], took_over
     assert proxy.failed == 1
     held = moto_endpoint.client().get_object(Bucket=bucket, Key="objects/workspaces/shared/model.bin")
     assert held["Body"].read() == b"node b's acknowledged bytes"
+
+
+def _take_over(ws_a, clock: Clock, catalog: SQLiteCatalogStore, config_b, stores_b) -> None:
+    """a's lease lapses at the catalog; node b opens the workspace, writes model.bin and
+    flushes it; then a's renewal thread learns it lost the lease."""
+    clock.now += 60
+    ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)
+    try:
+        write(ws_b, "model.bin", b"node b's acknowledged bytes")
+        ws_b.flush()
+    finally:
+        ws_b.close()
+    _wait_fenced(ws_a)
+
+
+def _close_fenced(ws_a, *stores) -> None:
+    try:
+        ws_a.close()
+    except StorageError:
+        pass  # fenced: expected
+    for store in stores:
+        store.close()
 
 
 def _wait_fenced(ws) -> None:
@@ -194,14 +201,7 @@ def test_an_upload_fenced_at_its_last_chunk_leaves_nothing_and_counts_nothing(
 
     def get_taking_over_first(key: str, length: int, path: str) -> bytes:
         if not reads:  # the first chunk a's upload reads: b takes over meanwhile
-            clock.now += 60
-            ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)
-            try:
-                write(ws_b, "model.bin", b"node b's acknowledged bytes")
-                ws_b.flush()
-            finally:
-                ws_b.close()
-            _wait_fenced(ws_a)
+            _take_over(ws_a, clock, catalog, config_b, stores_b)
         reads.append(key)
         return real_get(key, length, path)
 
@@ -214,12 +214,7 @@ def test_an_upload_fenced_at_its_last_chunk_leaves_nothing_and_counts_nothing(
         assert ws_a.dirty() == ["model.bin"]
     finally:
         ws_a.chunks.get = real_get
-        try:
-            ws_a.close()
-        except StorageError:
-            pass  # fenced: expected
-        stores_a.close()
-        stores_b.close()
+        _close_fenced(ws_a, stores_a, stores_b)
     if origin == "local":
         folder = tmp_path / "objects" / "workspaces" / "shared"
         assert sorted(p.name for p in folder.iterdir()) == ["model.bin"]
