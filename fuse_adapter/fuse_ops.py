@@ -22,10 +22,12 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import string
 import threading
 from collections.abc import Callable
 from functools import partial, wraps
 from typing import Any
+from urllib.parse import quote
 
 import pyfuse3
 import trio
@@ -628,12 +630,24 @@ def mount_options(
     opts = set(pyfuse3.default_options)
     if not kernel_permissions:
         opts.discard("default_permissions")
-    opts |= {f"fsname={fsname}", "subtype=datahub"}
+    opts |= {f"fsname={_option_value(fsname)}", "subtype=datahub"}
     if read_only:
         opts.add("ro")
     if allow_other:
         opts.add("allow_other")
     return opts
+
+
+#: what a ``-o`` value keeps as is: libfuse splits options at commas (a backslash escapes)
+_OPTION_SAFE = "".join(c for c in string.punctuation if c not in ",\\%")
+
+
+def _option_value(text: str) -> str:
+    """``text`` as one mount option's value: commas, backslashes, ``%``, spaces and non-ASCII
+    percent-encoded. Why: pyfuse3 passes options as ASCII and libfuse splits them at commas,
+    so a bucket mount of a prefix any S3 key may hold (``a,b``, ``données``) failed to
+    mount at all, after its cache was opened (review14d)."""
+    return quote(text, safe=_OPTION_SAFE)
 
 
 def c_requests() -> int:

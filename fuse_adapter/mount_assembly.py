@@ -97,6 +97,20 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
     stopping = threading.Event()
     bucket_warmup = None
     access_stats = dict
+
+    def stop() -> None:
+        """Stop the background work and close the cache, once: at the unmount (``serve``'s
+        ``on_stop``) or when the start fails before it serves, so the next start finds the
+        cache closed instead of rebuilding its index as after a crash."""
+        if stopped.is_set():
+            return
+        stopped.set()
+        stopping.set()
+        if bucket_warmup is not None:
+            bucket_warmup.close()
+        source.close()
+
+    stopped = threading.Event()
     try:  # a mount that fails before it serves (no such dataset) closes its cache: the next
         # start would otherwise rebuild its index, as after a crash
         urls = [s for s in m.sources if "://" in s]
@@ -119,79 +133,72 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
             specs = [layout.VersionSpec.parse(s) for s in m.sources]
             view, loaders, info = layout.version_view(catalog_factory, specs, source, uid=m.uid, gid=m.gid)
     except BaseException:
-        if bucket_warmup is not None:
-            bucket_warmup.close()
-        source.close()
+        stop()
         raise
     home = config.home_path
     record = daemon.MountRecord(mountpoint, os.getpid(), "readonly", source=info.source)
-    threading.Thread(
-        target=_when_quiet,
-        args=(view, loaders, None if urls else ctx.stores, stopping),
-        name="datahub-stores",
-        daemon=True,
-    ).start()
-    if bucket_warmup is not None:
-        log.info("background warm-up: %s", _BUCKET_WARMUP_MODES[bucket_warmup.policy.mode])
-        bucket_warmup.start(
-            lambda: (ref for loader in loaders for ref in loader.files()),
-            lambda: _listed(loaders, stopping),
-            want_listing=loaders[0].want_whole,
-        )
-    elif m.warm_up:
-        log.info("background warm-up: on (--no-prefetch turns it off)")
-        warmup = VersionWarmup(mountpoint, info.source, source, flag=m.prefetch_flag)
+    ops: ReadOnlyOps | None = None
+    try:
         threading.Thread(
-            target=_prefetch,
-            args=(view, loaders, source, warmup, stopping),
-            name="datahub-prefetch",
+            target=_when_quiet,
+            args=(view, loaders, None if urls else ctx.stores, stopping),
+            name="datahub-stores",
             daemon=True,
         ).start()
-    else:
-        log.info("background warm-up: off")
-
-    def stop() -> None:
-        stopping.set()
         if bucket_warmup is not None:
-            bucket_warmup.close()
-        source.close()
+            log.info("background warm-up: %s", _BUCKET_WARMUP_MODES[bucket_warmup.policy.mode])
+            bucket_warmup.start(
+                lambda: (ref for loader in loaders for ref in loader.files()),
+                lambda: _listed(loaders, stopping),
+                want_listing=loaders[0].want_whole,
+            )
+        elif m.warm_up:
+            log.info("background warm-up: on (--no-prefetch turns it off)")
+            warmup = VersionWarmup(mountpoint, info.source, source, flag=m.prefetch_flag)
+            threading.Thread(
+                target=_prefetch,
+                args=(view, loaders, source, warmup, stopping),
+                name="datahub-prefetch",
+                daemon=True,
+            ).start()
+        else:
+            log.info("background warm-up: off")
 
-    def ready() -> None:
-        daemon.write_record(home, record)
-        log.info("mounted %s at %s", info.source, mountpoint)
-        daemon.signal_ready(m.ready_fd)
-        say_foreground(m)
+        def ready() -> None:
+            daemon.write_record(home, record)
+            log.info("mounted %s at %s", info.source, mountpoint)
+            daemon.signal_ready(m.ready_fd)
+            say_foreground(m)
 
-    source.watch_requests(request_counter(c_requests))  # warm-up sees readers the page cache serves
-    backs_files = m.use_cache and bool(getattr(source, "backs_files", lambda: False)())
-    transport = mount_transport(m.asked.io_uring, m.asked.fastloop and BUILD.fastloop and BUILD.uring)
-    fast = decide(m.asked, BUILD, backs_files=backs_files, transport=transport)
-    log.info("fast path: %s", fast.summary())
-    ops = ReadOnlyOps(view, fast, threads=m.threads)
-    source.report_mount(
-        lambda: {
-            "mountpoint": mountpoint,
-            **ops.passthrough.stats(),
-            **ops.fastread.stats(),
-            **ops.read_mode.stats(),
-            **ops.transport_stats(),
-            "gc_frozen_objects": daemon.frozen_objects(),
-            "gc_full_collections": gc.get_stats()[2]["collections"],
-            **access_stats(),
-        }
-    )
-    if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once
-        getattr(source, "watch_backing", lambda listener: None)(ops.backing_evicted)
-        threading.Thread(
-            target=_count_c_hits, args=(ops, view, stopping), name="datahub-c-hits", daemon=True
-        ).start()
-    log.info(
-        "opens: %s; READs in C: %s; read mode: %s",
-        ops.passthrough.mode,
-        ops.fastread.mode,
-        ops.read_mode.stats()["read_mode"],
-    )
-    try:
+        source.watch_requests(request_counter(c_requests))  # warm-up sees readers the page cache serves
+        backs_files = m.use_cache and bool(getattr(source, "backs_files", lambda: False)())
+        transport = mount_transport(m.asked.io_uring, m.asked.fastloop and BUILD.fastloop and BUILD.uring)
+        fast = decide(m.asked, BUILD, backs_files=backs_files, transport=transport)
+        log.info("fast path: %s", fast.summary())
+        ops = ReadOnlyOps(view, fast, threads=m.threads)
+        source.report_mount(
+            lambda: {
+                "mountpoint": mountpoint,
+                **ops.passthrough.stats(),
+                **ops.fastread.stats(),
+                **ops.read_mode.stats(),
+                **ops.transport_stats(),
+                "gc_frozen_objects": daemon.frozen_objects(),
+                "gc_full_collections": gc.get_stats()[2]["collections"],
+                **access_stats(),
+            }
+        )
+        if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once
+            getattr(source, "watch_backing", lambda listener: None)(ops.backing_evicted)
+            threading.Thread(
+                target=_count_c_hits, args=(ops, view, stopping), name="datahub-c-hits", daemon=True
+            ).start()
+        log.info(
+            "opens: %s; READs in C: %s; read mode: %s",
+            ops.passthrough.mode,
+            ops.fastread.mode,
+            ops.read_mode.stats()["read_mode"],
+        )
         serve(
             ops,
             mountpoint,
@@ -201,8 +208,9 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
             readahead_kib=4 * MAX_IO // 1024,
         )
     finally:
+        stop()  # no-op after serve's on_stop; else the mount itself failed (a bad option, /dev/fuse)
         daemon.remove_record(home, mountpoint)
-        if ops.passthrough.wanted:  # all released with the session (tests count them)
+        if ops is not None and ops.passthrough.wanted:  # all released with the session (tests count them)
             pt = ops.passthrough.stats()
             log.info(
                 "unmounted: %d backing ids opened, %d closed",
