@@ -35,6 +35,28 @@ _OBSERVER: contextvars.ContextVar[Callable[[TransientStorageError], None] | None
 )
 
 
+_GUARD: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "storage_guard", default=None
+)
+
+
+@contextlib.contextmanager
+def guard_attempts(check: Callable[[], None]) -> Iterator[None]:
+    """Run ``check`` before every attempt of a storage call made in this block (it may raise).
+
+    Why: a retried request sends again what it read long before, when the caller may no
+    longer be entitled to: the write-back flusher's upload resent after its workspace's lease
+    was taken over landed the old holder's bytes over the new holder's file (review14d). The
+    flusher passes its writer fence. Calls on other threads (a multipart upload's parts) do
+    not see it; the requests that make an object (a single PUT, a multipart's completion) run
+    on the caller's."""
+    token = _GUARD.set(check)
+    try:
+        yield
+    finally:
+        _GUARD.reset(token)
+
+
 @contextlib.contextmanager
 def observe_transient(callback: Callable[[TransientStorageError], None]) -> Iterator[None]:
     """Call ``callback`` with every transient failure of an attempt made in this block.
@@ -91,7 +113,10 @@ class RetryPolicy:
         deadline = None if self.budget is None else self.clock() + self.budget
         token = _DEADLINE.set(None if deadline is None else time.monotonic() + self.budget)
         try:
+            guard = _GUARD.get()
             for attempt in range(self.max_attempts):
+                if guard is not None:
+                    guard()
                 try:
                     return fn()
                 except TransientStorageError as exc:

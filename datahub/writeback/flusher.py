@@ -41,6 +41,7 @@ from datahub.cache.priority import Priority
 from datahub.cache.scheduler import OriginScheduler
 from datahub.errors import Conflict, DatahubError
 from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.storage.retry import guard_attempts
 from datahub.writeback.chunks import FileStream, file_id_of
 from datahub.writeback.journal import Txn
 from datahub.writeback.ports import FlushSource
@@ -273,7 +274,8 @@ class Flusher:
         )
         buffer = max(io.DEFAULT_BUFFER_SIZE, min(1 << 20, rec["size"]))  # many small uploads run at once
         self.ws.journal.fence(fenced)
-        info = self.origin.put(self.origin_key(path), io.BufferedReader(stream, buffer), size=rec["size"])
+        with guard_attempts(lambda: self.ws.journal.fence(fenced)):  # and before each retried request
+            info = self.origin.put(self.origin_key(path), io.BufferedReader(stream, buffer), size=rec["size"])
         return info, stream
 
     def _mark(self, done: list, report: FlushReport) -> None:

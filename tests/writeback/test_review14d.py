@@ -39,13 +39,6 @@ def _s3_node(tmp_path: Path, name: str, bucket: str, endpoint_url: str, endpoint
     return config, StoreRegistry(config)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review14d: the fence is checked before the last chunk is read, but an S3 store reads "
-    "a single PUT's whole body first and then retries the PUT (s3.max_attempts, backoffs, "
-    "timeouts) without asking the fence again: a retry after the takeover lands node a's "
-    "older bytes over node b's flushed file (needs a fenced write at the store: a conditional PUT)",
-)
 def test_an_s3_put_retried_after_the_lease_was_taken_over_does_not_replace_the_new_holders_file(
     tmp_path: Path, catalog: SQLiteCatalogStore, clock: Clock, moto_endpoint: S3Endpoint
 ) -> None:
