@@ -119,7 +119,7 @@ class ApiClient:
                 break
             time.sleep(pause)
         raise CatalogUnavailable(
-            f"the catalog server {self.url} did not answer {what} after {n + 1} attempt(s): {last}; "
+            f"the catalog server {self.url} did not answer after {n + 1} attempt(s) ({what}): {last}; "
             "check that 'datahub serve' runs there and is reachable",
             url=self.url,
             attempts=n + 1,

@@ -558,7 +558,8 @@ class WorkspaceOps(Ops):
 
     @_fuse_errors
     async def open(self, inode, flags, ctx):
-        writable = flags & os.O_ACCMODE != os.O_RDONLY
+        # O_RDONLY|O_TRUNC truncates on Linux: a change a revert could undo, so not a reader
+        writable = flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC)
         fh, backing_id, direct = await self._thread(
             self.view.open, inode, truncate=bool(flags & os.O_TRUNC), writable=writable
         )
