@@ -21,10 +21,9 @@ import pytest
 
 from tests.api.test_audit14 import NOBODY, as_nobody
 from tests.fuse.conftest import FuseEnv, wait_until
-from tests.fuse.test_review14wb import BIG_QUOTA, _available
+from tests.fuse.test_review14wb import BIG_QUOTA, _available, staged_and_acknowledged
 from tests.fuse.test_workspace_nospace import FLAGS, QUOTA, _close_fails_for_space
 from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
-from tests.writeback.test_mount_passthrough import _staged_files_of
 
 pytestmark = pytest.mark.fuse
 
@@ -172,14 +171,8 @@ def test_a_revert_of_a_staged_file_refuses_an_appender_and_spares_a_mapped_reade
     say so (ENOSPC), or the file must hold its bytes; ``m``'s close returns 0; the file reads
     back as the last acknowledged state, also after kill -9 and a fresh mount."""
     name = "r14b-appender"
-    mnt = env.mountpoint(name)
     acked, tail = os.urandom(100_000), os.urandom(5000)
-    with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), "--passthrough") as proc:
-        _wait_passthrough(env, mnt)
-        b = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
-        assert _staged_files_of(proc.pid), "the file is not staged: the test checks nothing"
-        assert os.write(b, acked) == len(acked)
-        os.fsync(b)
+    with staged_and_acknowledged(env, name, acked) as (mnt, proc, b):
         c = os.open(mnt / "f.bin", os.O_WRONLY | os.O_APPEND)
         assert os.write(c, tail) == len(tail)
         m = os.open(mnt / "f.bin", os.O_RDONLY)

@@ -13,10 +13,9 @@ import os
 import pytest
 
 from tests.fuse.conftest import FuseEnv
-from tests.fuse.test_review14wb import BIG_QUOTA
+from tests.fuse.test_review14wb import BIG_QUOTA, staged_and_acknowledged
 from tests.fuse.test_workspace_nospace import _close_fails_for_space
-from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
-from tests.writeback.test_mount_passthrough import _staged_files_of
+from tests.fuse.test_workspace_review11 import _kill_9, _remounted
 
 
 @pytest.mark.parametrize("prefix", ["a,b", "données"], ids=["comma", "non-ascii"])
@@ -48,14 +47,12 @@ def test_a_reader_reopened_for_writing_or_mapped_shared_writable_cannot_slip_pas
     writable handle, so the bytes written through it and dropped by the revert make its
     close fail (ENOSPC) instead of returning 0; the file stays as acknowledged."""
     name = "r14d-reader"
-    mnt = env.mountpoint(name)
     acked = os.urandom(100_000)
-    with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), "--passthrough") as proc:
-        _wait_passthrough(env, mnt)
-        b = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
-        assert _staged_files_of(proc.pid), "the file is not staged: the test checks nothing"
-        assert os.write(b, acked) == len(acked)
-        os.fsync(b)  # b stays open, so the others share its staged file
+    with staged_and_acknowledged(env, name, acked) as (
+        mnt,
+        proc,
+        b,
+    ):  # b stays open, so the others share its staged file
         reader = os.open(mnt / "f.bin", os.O_RDONLY)
         with pytest.raises(PermissionError):
             mmap.mmap(reader, len(acked), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)

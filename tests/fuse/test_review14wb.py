@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +27,22 @@ tiny_fs = test_faults.tiny_fs  # a real 2 MiB tmpfs
 
 #: room for staging (``STAGE_HEADROOM`` is 64 MiB); a sparse write past it runs out of quota
 BIG_QUOTA = 100 * 1024**2
+
+
+@contextlib.contextmanager
+def staged_and_acknowledged(env: FuseEnv, name: str, acked: bytes) -> Iterator[tuple[Path, object, int]]:
+    """A ``--passthrough`` workspace mount under ``BIG_QUOTA`` holding ``f.bin`` staged,
+    written with ``acked`` and fsynced through handle ``b``, which is left open: (mount
+    point, the mount's process, b). The mount point is known before the block, so a test
+    can remount it after."""
+    mnt = env.mountpoint(name)
+    with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), "--passthrough") as proc:
+        _wait_passthrough(env, mnt)
+        b = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
+        assert _staged_files_of(proc.pid), "the file is not staged: the test checks nothing"
+        assert os.write(b, acked) == len(acked)
+        os.fsync(b)
+        yield mnt, proc, b
 
 
 def _after_close(fd: int, acked: bytes, fresh: bytes) -> bytes:
@@ -43,14 +61,8 @@ def test_a_staged_writers_bytes_dropped_by_a_revert_are_not_acknowledged(env: Fu
     and its close is refused for space: the revert drops b's page too, so b's close must
     report it (before the fix: 0, and the file read back without b's bytes)."""
     name = "r14wb-staged"
-    mnt = env.mountpoint(name)
     acked, fresh = os.urandom(100_000), os.urandom(8192)
-    with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), "--passthrough") as proc:
-        _wait_passthrough(env, mnt)
-        b = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
-        assert _staged_files_of(proc.pid), "the file is not staged: the test checks nothing"
-        assert os.write(b, acked) == len(acked)
-        os.fsync(b)
+    with staged_and_acknowledged(env, name, acked) as (mnt, proc, b):
         assert os.pwrite(b, fresh, 0) == len(fresh)  # the kernel writes it; the daemon sees nothing
         a = os.open(mnt / "f.bin", os.O_RDWR)
         assert os.pwrite(a, b"x", 2 * BIG_QUOTA) == 1  # sparse: charged at a's close
@@ -66,14 +78,12 @@ def test_a_reader_open_across_a_revert_of_a_staged_file_closes_cleanly(env: Fuse
     ``O_RDONLY`` handle cannot have, so its close returns 0 and leaves the file alone (before,
     its close reported ENOSPC and reverted the file again)."""
     name = "r14wb-reader"
-    mnt = env.mountpoint(name)
     acked = os.urandom(100_000)
-    with env.mounted(mnt, "--workspace", name, "--quota", str(BIG_QUOTA), "--passthrough") as proc:
-        _wait_passthrough(env, mnt)
-        b = os.open(mnt / "f.bin", os.O_CREAT | os.O_RDWR, 0o644)
-        assert _staged_files_of(proc.pid), "the file is not staged: the test checks nothing"
-        assert os.write(b, acked) == len(acked)
-        os.fsync(b)  # b stays open, so a shares its staged file
+    with staged_and_acknowledged(env, name, acked) as (
+        mnt,
+        proc,
+        b,
+    ):  # b stays open, so a shares its staged file
         reader = os.open(mnt / "f.bin", os.O_RDONLY)
         a = os.open(mnt / "f.bin", os.O_RDWR)
         assert os.pwrite(a, b"x", 2 * BIG_QUOTA) == 1
