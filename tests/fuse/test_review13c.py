@@ -9,6 +9,7 @@ import os
 import pytest
 
 from tests.fuse.conftest import FuseEnv
+from tests.fuse.test_review14wb import _after_close
 from tests.fuse.test_workspace_dupfd13 import quota_mount
 from tests.fuse.test_workspace_nospace import FLAGS, QUOTA, _close_fails_for_space, _write_all
 from tests.fuse.test_workspace_review11 import _kill_9, _remounted
@@ -55,12 +56,7 @@ def test_another_handles_bytes_dropped_by_a_refused_close_are_not_acknowledged(
         a = os.open(mnt / "f.bin", os.O_RDWR)
         _write_all(a, os.urandom(2 * QUOTA))
         _close_fails_for_space(a)
-        try:
-            os.close(b)
-        except OSError:
-            want = acked  # refused: b's bytes were not acknowledged
-        else:
-            want = fresh + acked[len(fresh) :]  # 0: they must be there
+        want = _after_close(b, acked, fresh)  # refused: acked; 0: b's bytes must be there
         assert (mnt / "f.bin").read_bytes() == want, "a close that returned 0 lost its bytes"
         _kill_9(proc)
     assert _remounted(env, mnt, name) == {"f.bin": want}
@@ -84,12 +80,7 @@ def test_a_staged_writers_bytes_dropped_by_a_refused_close_are_not_acknowledged(
         a = os.open(mnt / "f.bin", os.O_RDWR)
         _write_all(a, os.urandom(2 * QUOTA))
         _close_fails_for_space(a)
-        try:
-            os.close(b)
-        except OSError:
-            want = acked
-        else:
-            want = fresh + acked[len(fresh) :]
+        want = _after_close(b, acked, fresh)  # refused: acked; 0: b's bytes must be there
         assert (mnt / "f.bin").read_bytes() == want, "a close that returned 0 lost its bytes"
         _kill_9(proc)
     assert _remounted(env, mnt, name) == {"f.bin": want}
