@@ -99,7 +99,9 @@ def finish_workspace(name: str, config: Config, commit_to: str | None = None) ->
     try:
         with StoreRegistry(config) as stores:
             lease = catalog.store if catalog is not None and leased(url) else None
-            workspace = open_workspace(name, config, stores, background=False, lease=lease)
+            workspace = open_workspace(
+                name, config, stores, background=False, lease=lease, commit_to=commit_to or ""
+            )
             try:
                 dirty = workspace.dirty()
                 if dirty:

@@ -332,14 +332,15 @@ def _prefetch(view, loaders, source, warmup, stopping: threading.Event) -> None:
     warmup.run(source, refs, objects, nbytes, stopping)
 
 
-def open_workspace(name: str, ctx: CliContext):
+def open_workspace(name: str, ctx: CliContext, commit_to: str | None = None):
     """A workspace by name (replays the journal of a dead daemon), under its writer lease in
-    the catalog when there is one (``datahub.workspaces.leased``): another node's open fails."""
+    the catalog when there is one (``datahub.workspaces.leased``): another node's open fails.
+    The lease names ``commit_to``: a server lets only its writers take it."""
     from datahub import writeback
     from datahub.workspaces import leased
 
     lease = ctx.catalog.store if leased(ctx.config.resolved_catalog_url) else None
-    return writeback.open_workspace(name, ctx.config, ctx.stores, lease=lease)
+    return writeback.open_workspace(name, ctx.config, ctx.stores, lease=lease, commit_to=commit_to or "")
 
 
 def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:
@@ -364,7 +365,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     from fuse_adapter.workspace import WorkspaceView, owner_only
 
     mountpoint = m.mountpoint
-    workspace = open_workspace(m.workspace, ctx)
+    workspace = open_workspace(m.workspace, ctx, m.commit_to)
     quota = Quota.measure(workspace, m.quota) if m.quota else None
     view = WorkspaceView(workspace, uid=m.uid, gid=m.gid, quota=quota)
     home = ctx.config.home_path

@@ -270,7 +270,8 @@ def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
         # only here: a plain unmount needs none of the FUSE, cache and catalog stack
         from fuse_adapter.mount_assembly import finish_workspace, open_workspace
 
-        workspace = open_workspace(record.workspace, ctx)  # replays the journal of the dead daemon
+        # replays the journal of the dead daemon
+        workspace = open_workspace(record.workspace, ctx, record.commit_to)
         try:
             finish_workspace(workspace, record.commit_to or None, ctx)
         finally:

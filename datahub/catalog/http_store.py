@@ -335,8 +335,12 @@ class HttpCatalogStore(CatalogStore):
         )
 
     # --- writer leases: /v1/remote/leases (datahub.api.routes.leases) ---------------------------
-    def acquire_lease(self, name: str, owner: str, holder: str, ttl: float) -> Lease:
-        body = {"owner": owner, "holder": holder, "ttl": ttl}
+    def acquire_lease(self, name: str, owner: str, holder: str, ttl: float, dataset: str = "") -> Lease:
+        """The server checks the caller's writer role on the commit target (its own read of the
+        lease's, and ``dataset``): docs/api.md, "Workspace writer leases"."""
+        body: dict[str, Any] = {"owner": owner, "holder": holder, "ttl": ttl}
+        if dataset:
+            body["dataset"] = dataset
         return self._lease(
             "POST", f"/v1/remote/leases/{_seg(name)}", f"take the writer lease of {name!r}", body
         )
@@ -356,11 +360,23 @@ class HttpCatalogStore(CatalogStore):
             json={"owner": owner, "epoch": epoch},
         )
 
+    def break_lease(self, name: str, dataset: str = "") -> Lease | None:
+        """A global admin's break (the server answers 403 to others); None if there was no lease."""
+        what = f"break the writer lease of {name!r}"
+        answer = self._api.json(
+            "POST", f"/v1/remote/leases/{_seg(name)}/break", what=what, json={"dataset": dataset}
+        )
+        return None if answer is None else self._decode_lease(what, answer)
+
     def _lease(self, method: str, path: str, what: str, body: dict[str, Any]) -> Lease:
-        answer = self._api.json(method, path, what=what, json=body)
+        return self._decode_lease(what, self._api.json(method, path, what=what, json=body))
+
+    def _decode_lease(self, what: str, answer: Any) -> Lease:
         return self._api.decode(
             what,
-            lambda d: Lease(d["name"], d["owner"], d["holder"], int(d["epoch"]), float(d["expires"])),
+            lambda d: Lease(
+                d["name"], d["owner"], d["holder"], int(d["epoch"]), float(d["expires"]), d.get("dataset", "")
+            ),
             answer,
         )
 

@@ -6,12 +6,16 @@ two machines) sharing one catalog and one objects bucket both wrote the workspac
 last flush silently replaced the other's acknowledged files. The catalog is the one thing
 they share; a lease there makes the second opener anywhere fail (docs/writeback.md, "One writer").
 
-A lease row is (name, owner, holder, epoch, expires). ``owner`` is the holder's secret id
-(the journal's, ``datahub.writeback.lease``), never shown to others; ``holder`` says who
-it is for people (host, pid); ``epoch`` grows each time another owner takes the lease;
-``expires`` is a time on the store's clock. Every store applies the same rule
-(``decide``): a lease may be taken when it is free, lapsed, or already the caller's; renewed
-and released only by its owner at its epoch.
+A lease row is (name, owner, holder, epoch, expires, dataset). ``owner`` is the holder's
+secret id (the journal's, ``datahub.writeback.lease``), never shown to others; ``holder``
+says who it is for people (host, pid); ``epoch`` grows each time another owner takes the
+lease; ``expires`` is a time on the store's clock; ``dataset`` is the workspace's commit
+target (``commitTo``), what it writes into the catalog: kept when the lease is released or
+lapses, so the API knows whose workspace a name is (a caller needs the writer role on it to
+take the lease, ``datahub.api.routes.leases``), and replaced only by a take that names
+another. Every store applies the same rule (``decide``): a lease may be taken when it is
+free, lapsed, or already the caller's; renewed and released only by its owner at its epoch;
+broken (freed, its commit target forgotten) by whoever may (the API: a global admin).
 """
 
 from __future__ import annotations
@@ -34,15 +38,18 @@ class Lease:
     holder: str
     epoch: int
     expires: float
+    dataset: str = ""  # the workspace's commit target ("": none known)
 
 
 # (the lease now, or None if there is none; the store's clock) -> the lease to store, or None
 LeaseChange = Callable[["Lease | None", float], "Lease | None"]
 
 
-def check_request(name: str, owner: str, holder: str, ttl: float) -> None:
+def check_request(name: str, owner: str, holder: str, ttl: float, dataset: str = "") -> None:
     """InvalidInput for a lease request no store should keep (bounded strings, a sane ttl)."""
     check_name(name, "workspace")
+    if dataset:
+        check_name(dataset, "commit target dataset")
     if not owner or len(owner) > 128 or not owner.isascii() or not owner.isprintable():
         raise InvalidInput(f"lease of {name!r}: the owner id must be 1-128 printable ASCII characters")
     check_text(holder, f"lease of {name!r}: holder:")
@@ -52,15 +59,37 @@ def check_request(name: str, owner: str, holder: str, ttl: float) -> None:
         raise InvalidInput(f"lease of {name!r}: ttl must be in (0, {MAX_TTL:g}] seconds, not {ttl!r}")
 
 
-def decide(current: Lease | None, name: str, owner: str, holder: str, ttl: float, now: float) -> Lease:
-    """The lease after ``owner`` asks for ``name`` at ``now``; Conflict if someone else holds it."""
+def decide(
+    current: Lease | None,
+    name: str,
+    owner: str,
+    holder: str,
+    ttl: float,
+    now: float,
+    dataset: str = "",
+    bound: str | None = None,
+) -> Lease:
+    """The lease after ``owner`` asks for ``name`` at ``now`` for commit target ``dataset`` ("":
+    keep the one it has); Conflict if someone else holds it.
+
+    ``bound``: the commit target the caller's access was checked against (the API reads the
+    lease, checks, then takes it); Conflict if the lease names another by now, so a check
+    never lets a take through on a target that changed in between (None: nothing checked)."""
+    target = current.dataset if current else ""
+    if bound is not None and bound != target:
+        raise Conflict(
+            f"the commit target of workspace {name!r} changed while its writer lease was being "
+            f"taken (now {target or 'none'}); retry",
+            workspace=name,
+        )
+    dataset = dataset or target
     if current is None:
-        return Lease(name, owner, holder, 1, now + ttl)
+        return Lease(name, owner, holder, 1, now + ttl, dataset)
     if current.owner == owner:
-        return Lease(name, owner, holder, current.epoch, now + ttl)
+        return Lease(name, owner, holder, current.epoch, now + ttl, dataset)
     if current.expires > now:
         raise held(current, now)
-    return Lease(name, owner, holder, current.epoch + 1, now + ttl)
+    return Lease(name, owner, holder, current.epoch + 1, now + ttl, dataset)
 
 
 def renewed(current: Lease | None, name: str, owner: str, epoch: int, ttl: float, now: float) -> Lease:
@@ -68,7 +97,7 @@ def renewed(current: Lease | None, name: str, owner: str, epoch: int, ttl: float
     (taken over after it lapsed, or released)."""
     if current is None or current.owner != owner or current.epoch != epoch or current.expires <= 0:
         raise lost(name, epoch, current, now)
-    return Lease(name, owner, current.holder, epoch, now + ttl)
+    return Lease(name, owner, current.holder, epoch, now + ttl, current.dataset)
 
 
 def released(current: Lease | None, owner: str, epoch: int) -> Lease | None:
@@ -76,7 +105,20 @@ def released(current: Lease | None, owner: str, epoch: int) -> Lease | None:
     or None (nothing to write) when it is not ``owner``'s at ``epoch`` any more."""
     if current is None or current.owner != owner or current.epoch != epoch:
         return None
-    return Lease(current.name, owner, current.holder, epoch, 0.0)
+    return Lease(current.name, owner, current.holder, epoch, 0.0, current.dataset)
+
+
+def broken(current: Lease | None, dataset: str) -> Lease | None:
+    """The lease taken from whoever holds it, now, with ``dataset`` as the workspace's commit
+    target ("": none known); None when there is no lease.
+
+    For a name held by the wrong caller (who renews it for ever) or by a node known to be gone:
+    the next take needs no owner id and no waiting for the ttl. The owner id is cleared, so no
+    holder renews, releases or takes it back at its epoch: a live holder's next renewal is
+    refused and it fences, and the next take is at a higher epoch."""
+    if current is None:
+        return None
+    return Lease(current.name, "", current.holder, current.epoch, 0.0, dataset)
 
 
 def held(current: Lease, now: float) -> Conflict:

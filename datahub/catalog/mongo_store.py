@@ -434,17 +434,19 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
 
     def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:
         """Read the lease, apply ``change`` (which may raise Conflict), and write it back only if the
-        document is still the one read (owner, epoch and expiry): a racing node's write makes the
+        document is still the one read (owner, epoch, expiry, target): a racing node's write makes the
         update match nothing, and the turn is read again."""
         for _attempt in range(8):
             with self._translate(what):
                 doc = self.leases.find_one({"_id": name})
                 now = self._lease_now()
             fields = ("owner", "holder", "epoch", "expires")
-            lease = change(Lease(name, *(doc[f] for f in fields)) if doc else None, now)
+            lease = change(
+                Lease(name, *(doc[f] for f in fields), doc.get("dataset", "")) if doc else None, now
+            )
             if lease is None:
                 return None
-            new = {f: getattr(lease, f) for f in fields}
+            new = {f: getattr(lease, f) for f in (*fields, "dataset")}
             try:
                 with self._translate(what):
                     if doc is None:
@@ -455,6 +457,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
                         "owner": doc["owner"],
                         "epoch": doc["epoch"],
                         "expires": doc["expires"],
+                        "dataset": doc.get("dataset"),  # None matches a document from before it
                     }
                     if self.leases.replace_one(seen, new).matched_count:
                         return lease

@@ -23,8 +23,9 @@ from datahub.catalog.store import prefix_end
 from datahub.validation import MAX_JSON_DEPTH, Unreadable, load_stored_json
 
 # 2: versions.commit_digest; 3: datasets.revision; 4: dirs (sqlite_dirs); 5: datasets.sources;
-# 6: leases (writer leases of workspaces, datahub.catalog.leases; made by the CREATE below)
-SCHEMA_VERSION = 6
+# 6: leases (writer leases of workspaces, datahub.catalog.leases; made by the CREATE below);
+# 7: leases.dataset (the workspace's commit target, which the API checks a taker's role on)
+SCHEMA_VERSION = 7
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     id INTEGER PRIMARY KEY,
@@ -107,7 +108,8 @@ CREATE TABLE IF NOT EXISTS leases (
     owner TEXT NOT NULL,
     holder TEXT NOT NULL,
     epoch INTEGER NOT NULL,
-    expires REAL NOT NULL
+    expires REAL NOT NULL,
+    dataset TEXT NOT NULL DEFAULT ''
 );
 """
 DATASET_COLS = "name, description, source, owner, acl, created_at, revision, sources"
@@ -169,6 +171,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     if "sources" not in columns:  # before version 5: no dataset has sources (NULL: none)
         with contextlib.suppress(sqlite3.OperationalError):  # another process added it
             conn.execute("ALTER TABLE datasets ADD COLUMN sources TEXT")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(leases)")}
+    if "dataset" not in columns:  # before version 7: no lease names its commit target
+        with contextlib.suppress(sqlite3.OperationalError):  # another process added it
+            conn.execute("ALTER TABLE leases ADD COLUMN dataset TEXT NOT NULL DEFAULT ''")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # last: a crash before it upgrades again
 
 

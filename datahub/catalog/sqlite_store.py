@@ -634,13 +634,14 @@ class SQLiteCatalogStore(CatalogStore):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 row = conn.execute(
-                    "SELECT name, owner, holder, epoch, expires FROM leases WHERE name = ?", (name,)
+                    "SELECT name, owner, holder, epoch, expires, dataset FROM leases WHERE name = ?", (name,)
                 ).fetchone()
                 lease = change(Lease(*row) if row else None, self.clock())
                 if lease is not None:
                     conn.execute(
-                        "INSERT OR REPLACE INTO leases (name, owner, holder, epoch, expires) VALUES (?, ?, ?, ?, ?)",
-                        (lease.name, lease.owner, lease.holder, lease.epoch, lease.expires),
+                        "INSERT OR REPLACE INTO leases (name, owner, holder, epoch, expires, dataset)"
+                        " VALUES (?, ?, ?, ?, ?, ?)",
+                        (lease.name, lease.owner, lease.holder, lease.epoch, lease.expires, lease.dataset),
                     )
                 conn.execute("COMMIT")
             except BaseException:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.leases import Lease, LeaseChange, check_request, decide, released, renewed
+from datahub.catalog.leases import Lease, LeaseChange, broken, check_request, decide, released, renewed
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version, dir_file
 from datahub.catalog.record_json import record_json
 from datahub.errors import PreconditionFailed, RecordNotFound, StaleBase
@@ -253,13 +253,36 @@ class CatalogStore(abc.ABC):
     def delete_token(self, token_hash: str) -> None: ...
 
     # --- writer leases (datahub.catalog.leases: the rule every store applies) ------------------
-    def acquire_lease(self, name: str, owner: str, holder: str, ttl: float) -> Lease:
-        """Take ``name``'s lease for ``ttl`` s if free, lapsed or ``owner``'s; Conflict otherwise."""
-        check_request(name, owner, holder, ttl)
+    def acquire_lease(
+        self, name: str, owner: str, holder: str, ttl: float, dataset: str = "", *, bound: str | None = None
+    ) -> Lease:
+        """Take ``name``'s lease for ``ttl`` s if free, lapsed or ``owner``'s; Conflict otherwise.
+
+        ``dataset``: the workspace's commit target, kept in the lease ("": keep the one it has).
+        ``bound``: the target the caller's access was checked against (``leases.decide``)."""
+        check_request(name, owner, holder, ttl, dataset)
         return self._lease_turn(
             f"take the writer lease of {name!r}",
             name,
-            lambda cur, now: decide(cur, name, owner, holder, ttl, now),
+            lambda cur, now: decide(cur, name, owner, holder, ttl, now, dataset, bound),
+        )
+
+    def lease(self, name: str) -> Lease | None:
+        """``name``'s lease as stored now (lapsed or released ones too), None if it never had one."""
+        seen: list[Lease | None] = [None]
+
+        def read(cur: Lease | None, now: float) -> None:
+            seen[0] = cur
+
+        self._lease_turn(f"read the writer lease of {name!r}", name, read)
+        return seen[0]
+
+    def break_lease(self, name: str, dataset: str = "") -> Lease | None:
+        """Free ``name``'s lease from whoever holds it, with ``dataset`` as its commit target
+        (``leases.broken``); None if it has none. Only for callers allowed to (the API: admins)."""
+        check_request(name, "-", "", 1, dataset)
+        return self._lease_turn(
+            f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset)
         )
 
     def renew_lease(self, name: str, owner: str, epoch: int, ttl: float) -> Lease:

@@ -81,6 +81,7 @@ def open_workspace(
     background: bool = True,
     lease: LeasePort | None = None,
     lease_ttl: float = LEASE_TTL,
+    commit_to: str = "",
 ) -> Workspace:
     """Open (or create) workspace ``name`` for writing; replays the journal after a crash.
 
@@ -90,7 +91,9 @@ def open_workspace(
     ``lease``: where the workspace's writer lease lives (the catalog store, shared by every
     node that may open it; ``lease.py``), held for ``lease_ttl`` s at a time: Conflict naming
     the holder if another node has it, and writes stop (EIO) if it is lost. None: the flock
-    only (one machine, no catalog).
+    only (one machine, no catalog). ``commit_to``: the dataset the caller commits the workspace
+    into, named in the lease (a server lets only its writers take it; "": none, or the one the
+    lease already names).
     """
     check_name(name, "workspace")
     what = f"workspace {name!r}"
@@ -98,7 +101,11 @@ def open_workspace(
     lock = OwnerLock(directory, what)
     closers: list[Callable[[], None]] = [lock.release]
     try:
-        held = WriterLease(lease, name, what, directory, ttl=lease_ttl) if lease is not None else None
+        held = (
+            WriterLease(lease, name, what, directory, ttl=lease_ttl, dataset=commit_to)
+            if lease is not None
+            else None
+        )
         if held is not None:
             closers.insert(0, held.release)
         journal = Journal(directory / "lmdb", what)

@@ -46,7 +46,9 @@ class HeldLease(Protocol):
 class LeasePort(Protocol):
     """Where leases live: ``datahub.catalog.store.CatalogStore`` has these three."""
 
-    def acquire_lease(self, name: str, owner: str, holder: str, ttl: float) -> HeldLease: ...
+    def acquire_lease(
+        self, name: str, owner: str, holder: str, ttl: float, dataset: str = ""
+    ) -> HeldLease: ...
 
     def renew_lease(self, name: str, owner: str, epoch: int, ttl: float) -> HeldLease: ...
 
@@ -54,7 +56,11 @@ class LeasePort(Protocol):
 
 
 class WriterLease:
-    """Takes ``name``'s lease (Conflict naming the holder if another has it) and keeps it."""
+    """Takes ``name``'s lease (Conflict naming the holder if another has it) and keeps it.
+
+    ``dataset``: the workspace's commit target (``commitTo``; "": none, or the one its lease
+    already names). The catalog keeps it in the lease, and a server lets only a caller who may
+    write it take the lease (docs/writeback.md, "One writer per workspace")."""
 
     def __init__(
         self,
@@ -65,6 +71,7 @@ class WriterLease:
         *,
         ttl: float = LEASE_TTL,
         clock: Callable[[], float] = time.monotonic,
+        dataset: str = "",
     ) -> None:
         self.name, self.what, self.ttl = name, what, ttl
         self.margin = ttl / 6  # room for the nodes' clocks and the renewal's own round trip
@@ -72,7 +79,7 @@ class WriterLease:
         self.owner = _owner_id(journal_dir)
         holder = f"host {socket.gethostname()} pid {os.getpid()}"
         started = clock()
-        self.epoch = port.acquire_lease(name, self.owner, holder, ttl).epoch
+        self.epoch = port.acquire_lease(name, self.owner, holder, ttl, dataset).epoch
         self._renewed_at = started
         self._lost: str | None = None
         self._stop = threading.Event()

@@ -69,10 +69,74 @@ def test_a_malformed_lease_request_is_refused(
         catalog.store.acquire_lease(name, owner, "host", ttl)
 
 
+def test_a_lease_keeps_its_commit_target_until_a_take_names_another(catalog: Catalog) -> None:
+    """The target survives release and lapse (it says whose workspace the name is); a take that
+    names none keeps it, one that names another replaces it."""
+    store = catalog.store
+    assert store.acquire_lease("ws", "owner-a", "host a", 60, "pets").dataset == "pets"
+    store.release_lease("ws", "owner-a", 1)
+    taken = store.acquire_lease("ws", "owner-b", "host b", 60)  # e.g. `datahub cache flush`
+    assert (taken.epoch, taken.dataset) == (2, "pets")
+    assert store.renew_lease("ws", "owner-b", 2, 60).dataset == "pets"
+    store.release_lease("ws", "owner-b", 2)
+    assert store.acquire_lease("ws", "owner-b", "host b", 60, "outputs").dataset == "outputs"
+    assert store.acquire_lease("fresh", "owner-a", "host a", 60).dataset == ""
+    with pytest.raises(InvalidName):
+        store.acquire_lease("ws2", "owner-a", "host a", 60, "Bad Target")
+
+
+def test_an_admin_break_frees_a_held_lease_and_fences_its_holder(catalog: Catalog) -> None:
+    """A break (the API: global admins only) takes the lease from a live holder at once: the
+    holder can neither renew nor take it back at its epoch, its late release frees nothing,
+    the next take is at a higher epoch, and the break names the target to keep."""
+    store = catalog.store
+    store.acquire_lease("ws", "squatter", "host e", 3600, "mine")
+    broken = store.break_lease("ws", "pets")
+    assert broken is not None and (broken.owner, broken.expires, broken.dataset) == ("", 0.0, "pets")
+    with pytest.raises(Conflict, match="no longer ours"):
+        store.renew_lease("ws", "squatter", 1, 3600)
+    store.release_lease("ws", "squatter", 1)
+    taken = store.acquire_lease("ws", "node-b", "host b", 60)
+    assert (taken.owner, taken.epoch, taken.dataset) == ("node-b", 2, "pets")
+    with pytest.raises(Conflict, match="open for writing elsewhere"):
+        store.acquire_lease("ws", "squatter", "host e", 3600)
+    assert store.break_lease("never-leased") is None
+
+
+def test_a_version_6_sqlite_catalog_keeps_its_leases_and_gains_their_commit_target(tmp_path) -> None:
+    """Schema 7 adds ``leases.dataset``; a version-6 file opens, its leases are still held
+    (no target: the next take that names one sets it)."""
+    import sqlite3
+
+    from datahub.catalog.sqlite_schema import SCHEMA_VERSION
+    from datahub.catalog.sqlite_store import SQLiteCatalogStore
+
+    path = tmp_path / "c.db"
+    with Catalog(SQLiteCatalogStore(path)) as cat:
+        cat.create_dataset("ds", description="d")
+        cat.store.acquire_lease("ws", "owner-a", "host a", 600, "ds")
+    conn = sqlite3.connect(path)  # turn it back into a version-6 file
+    conn.execute("ALTER TABLE leases DROP COLUMN dataset")
+    conn.execute("PRAGMA user_version = 6")
+    conn.commit()
+    conn.close()
+    with Catalog(SQLiteCatalogStore(path)) as cat:
+        assert cat.get_dataset("ds").description == "d"
+        with pytest.raises(Conflict, match="open for writing elsewhere: host a"):
+            cat.store.acquire_lease("ws", "owner-b", "host b", 60)
+        renewed = cat.store.renew_lease("ws", "owner-a", 1, 60)
+        assert (renewed.epoch, renewed.dataset) == (1, "")
+        assert cat.store.acquire_lease("ws", "owner-a", "host a", 60, "ds").dataset == "ds"
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
+    conn.close()
+
+
 def test_a_version_5_sqlite_catalog_gains_the_lease_table(tmp_path) -> None:
     """Schema 6 adds ``leases``; a file written before opens, keeps its datasets, and leases work."""
     import sqlite3
 
+    from datahub.catalog.sqlite_schema import SCHEMA_VERSION
     from datahub.catalog.sqlite_store import SQLiteCatalogStore
 
     path = tmp_path / "c.db"
@@ -87,5 +151,5 @@ def test_a_version_5_sqlite_catalog_gains_the_lease_table(tmp_path) -> None:
         assert cat.get_dataset("ds").description == "d"
         assert cat.store.acquire_lease("ws", "owner-a", "host a", 60).epoch == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()

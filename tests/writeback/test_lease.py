@@ -166,3 +166,43 @@ def test_a_flush_from_another_node_is_refused_while_the_workspace_is_leased_else
     assert flush_workspace("shared", config_b, stores_b, lease=catalog).errors == []
     stores_a.close()
     stores_b.close()
+
+
+def test_over_the_api_a_workspace_is_leased_by_the_writers_of_its_commit_target(tmp_path: Path) -> None:
+    """lease15: the mount names its ``--commit-to`` in the lease, and a server lets only that
+    dataset's writers take it. A token with no role is refused naming no target (the workspace
+    is then a global admin's) and after bob's node used the name; bob's ``datahub cache flush``
+    (naming no target) is allowed on the target his lease recorded."""
+    from datahub.api.tokens import issue_token
+    from datahub.catalog.http_store import HttpCatalogStore
+    from datahub.errors import AccessDenied
+    from tests.catalog.remote import serve
+
+    server, backing, _admin = serve(tmp_path / "server")
+    (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
+    clients = []
+    try:
+        backing.create_dataset("pets", owner="owner", acl={"bob": "writer"})
+        as_bob, as_eve = (
+            HttpCatalogStore(server.url, token=issue_token(backing.store, p)[0]) for p in ("bob", "eve")
+        )
+        clients += [as_bob, as_eve]
+        with pytest.raises(AccessDenied, match="names no commit target"):
+            open_workspace("training", config_b, stores_b, lease=as_eve)
+        ws = open_workspace("training", config_a, stores_a, lease=as_bob, commit_to="pets")
+        try:
+            write(ws, "model.pt", b"weights")
+        finally:
+            ws.close()
+        assert backing.store.lease("training").dataset == "pets"
+        with pytest.raises(AccessDenied, match="commits into a dataset 'eve' may not write"):
+            open_workspace("training", config_b, stores_b, lease=as_eve)
+        assert flush_workspace("training", config_a, stores_a, lease=as_bob) is not None
+    finally:
+        for client in clients:
+            client.close()
+        stores_a.close()
+        stores_b.close()
+        server.stop()
+        backing.close()
+    assert (tmp_path / "objects" / "workspaces" / "training" / "model.pt").read_bytes() == b"weights"

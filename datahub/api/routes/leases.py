@@ -1,12 +1,20 @@
 """/v1/remote/leases/{name}: workspace writer leases for ``datahub.catalog.http_store``.
 
-Who may: any authenticated caller (in local mode, the local admin). A workspace is not a
-catalog object with an access list: a node writes it with its own object-store credentials
-(``objects/workspaces/<name>``), and ``commitTo`` is checked where the commit happens. So a
-lease grants nothing a caller could not already do; it only makes two writers of one
-workspace refuse each other. The server appends the caller's principal to the holder it
-records, so the Conflict another node sees names who holds it, and a caller cannot pose as
-another principal. Renewing or releasing needs the owner id, which only the holder knows.
+Who may take one: a caller who may write what the workspace writes into the catalog, its
+commit target (``commitTo``), which the lease keeps (``datahub.catalog.leases``): the writer
+role on the target the lease already names and on the one the request names, if any. A
+workspace that names no target writes only the platform's objects bucket, with a node's own
+credentials the server cannot see: its lease is a global admin's (local mode: the local
+admin). Why: any authenticated token could take any workspace's lease for an hour and renew it
+for ever, so a token with no role anywhere refused another tenant's writer (review14c). A
+missing target counts as writable by a caller who may create it (the mount's commit creates
+it). A lapsed lease passes to anyone allowed by the same rule: a replacement node, with a
+token that may commit what the dead one committed, takes over. A global admin may also break
+a lease (``/break``): free it from whoever holds it, naming the target it commits into now.
+
+The server appends the caller's principal to the holder it records, so the Conflict another
+node sees names who holds it, and a caller cannot pose as another principal. Renewing or
+releasing needs the owner id, which only the holder knows.
 """
 
 from __future__ import annotations
@@ -14,19 +22,23 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
-from datahub.api.deps import PrincipalDep, ServicesDep
+from datahub.api.access import Principal, require, require_creatable
+from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.schemas import NAME_SHAPE, RequestModel, Whole
 from datahub.catalog.leases import MAX_TTL, Lease
+from datahub.errors import AccessDenied, DatasetNotFound
 from datahub.validation import check_name
 
 router = APIRouter(prefix="/v1/remote/leases", tags=["remote store"], include_in_schema=False)
 Owner = Field(min_length=1, max_length=128)
+Target = Field("", max_length=63, description="the workspace's commit target (commitTo); '': none")
 
 
 class LeaseTake(RequestModel):
     owner: str = Owner
     holder: str = Field(max_length=160)
     ttl: float = Field(gt=0, le=MAX_TTL)
+    dataset: str = Target
 
 
 class LeaseRenew(RequestModel):
@@ -40,6 +52,10 @@ class LeaseRelease(RequestModel):
     epoch: Whole = Field(ge=1)
 
 
+class LeaseBreak(RequestModel):
+    dataset: str = Target
+
+
 class LeasePublic(BaseModel):
     """A lease as its holder sees it (the owner id is its own)."""
 
@@ -48,20 +64,70 @@ class LeasePublic(BaseModel):
     holder: str
     epoch: int
     expires: float
+    dataset: str
 
 
 def _public(lease: Lease) -> LeasePublic:
     return LeasePublic(
-        name=lease.name, owner=lease.owner, holder=lease.holder, epoch=lease.epoch, expires=lease.expires
+        name=lease.name,
+        owner=lease.owner,
+        holder=lease.holder,
+        epoch=lease.epoch,
+        expires=lease.expires,
+        dataset=lease.dataset,
     )
+
+
+def _require_writer(principal: Principal, services: Services, name: str, bound: str, dataset: str) -> None:
+    """AccessDenied (or the 404 of a named dataset the caller may not read) unless ``principal``
+    may write the commit target the lease names (``bound``) and the one it asks for; a
+    workspace with neither is a global admin's."""
+    if principal.is_admin:
+        return
+    if not (bound or dataset):
+        raise AccessDenied(
+            f"workspace {name!r} names no commit target, so it writes only the platform's objects "
+            f"bucket and its writer lease is a global admin's to take over the API; mount it with "
+            f"--commit-to a dataset {principal.name!r} may write (a CSI volume: commitTo), or use an "
+            "admin token",
+            workspace=name,
+        )
+    if dataset:
+        _require_target(principal, services, dataset)
+    if bound and bound != dataset:
+        try:
+            _require_target(principal, services, bound)
+        except (AccessDenied, DatasetNotFound):
+            raise AccessDenied(
+                f"workspace {name!r} commits into a dataset {principal.name!r} may not write (its "
+                "writer lease names it), so this token may not take the lease: ask an admin of that "
+                "dataset for the writer role, or a global admin to break the lease if the name was "
+                f"taken by the wrong caller (POST /v1/remote/leases/{name}/break)",
+                workspace=name,
+            ) from None
+
+
+def _require_target(principal: Principal, services: Services, target: str) -> None:
+    """The writer role on ``target``; a missing one counts if the caller may create it (the
+    workspace's commit creates it)."""
+    try:
+        found = services.catalog.get_dataset(target)
+    except DatasetNotFound:
+        require_creatable(principal, target)
+        return
+    require(principal, found, "writer")
 
 
 @router.post("/{name}")
 def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: ServicesDep) -> LeasePublic:
+    name = check_name(name, "workspace")
+    dataset = check_name(body.dataset, "commit target dataset") if body.dataset else ""
+    store = services.catalog.store
+    current = store.lease(name)
+    bound = current.dataset if current else ""
+    _require_writer(principal, services, name, bound, dataset)
     holder = f"{body.holder} [{principal.name}]"
-    return _public(
-        services.catalog.store.acquire_lease(check_name(name, "workspace"), body.owner, holder, body.ttl)
-    )
+    return _public(store.acquire_lease(name, body.owner, holder, body.ttl, dataset, bound=bound))
 
 
 @router.post("/{name}/renew")
@@ -77,3 +143,21 @@ def release(name: str, body: LeaseRelease, principal: PrincipalDep, services: Se
     del principal
     services.catalog.store.release_lease(check_name(name, "workspace"), body.owner, body.epoch)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{name}/break", response_model=None)
+def break_(
+    name: str, body: LeaseBreak, principal: PrincipalDep, services: ServicesDep
+) -> LeasePublic | Response:
+    """A global admin frees the lease from whoever holds it (its holder fences at its next
+    renewal); 204 if the workspace never had one."""
+    name = check_name(name, "workspace")
+    if not principal.is_admin:
+        raise AccessDenied(
+            f"only a global admin may break the writer lease of workspace {name!r}; "
+            "its holder releases it at unmount, or it lapses within its ttl if that node is gone",
+            workspace=name,
+        )
+    dataset = check_name(body.dataset, "commit target dataset") if body.dataset else ""
+    lease = services.catalog.store.break_lease(name, dataset)
+    return Response(status_code=status.HTTP_204_NO_CONTENT) if lease is None else _public(lease)
