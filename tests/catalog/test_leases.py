@@ -3,6 +3,7 @@ store over a real API server (conftest's ``catalog`` fixture runs each)."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
@@ -103,11 +104,24 @@ def test_an_admin_break_frees_a_held_lease_and_fences_its_holder(catalog: Catalo
     assert store.break_lease("never-leased") is None
 
 
+def user_version(path, version: int | None = None, *statements: str) -> int:
+    """The schema version of the SQLite file at ``path``, after turning it back into a
+    ``version`` file if given (``statements`` undo what came after that version)."""
+    conn = sqlite3.connect(path)
+    try:
+        for statement in statements:
+            conn.execute(statement)
+        if version is not None:
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.commit()
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+
+
 def test_a_version_6_sqlite_catalog_keeps_its_leases_and_gains_their_commit_target(tmp_path) -> None:
     """Schema 7 adds ``leases.dataset``; a version-6 file opens, its leases are still held
     (no target: the next take that names one sets it)."""
-    import sqlite3
-
     from datahub.catalog.sqlite_schema import SCHEMA_VERSION
     from datahub.catalog.sqlite_store import SQLiteCatalogStore
 
@@ -115,11 +129,7 @@ def test_a_version_6_sqlite_catalog_keeps_its_leases_and_gains_their_commit_targ
     with Catalog(SQLiteCatalogStore(path)) as cat:
         cat.create_dataset("ds", description="d")
         cat.store.acquire_lease("ws", "owner-a", "host a", 600, "ds")
-    conn = sqlite3.connect(path)  # turn it back into a version-6 file
-    conn.execute("ALTER TABLE leases DROP COLUMN dataset")
-    conn.execute("PRAGMA user_version = 6")
-    conn.commit()
-    conn.close()
+    user_version(path, 6, "ALTER TABLE leases DROP COLUMN dataset")
     with Catalog(SQLiteCatalogStore(path)) as cat:
         assert cat.get_dataset("ds").description == "d"
         with pytest.raises(Conflict, match="open for writing elsewhere: host a"):
@@ -127,29 +137,19 @@ def test_a_version_6_sqlite_catalog_keeps_its_leases_and_gains_their_commit_targ
         renewed = cat.store.renew_lease("ws", "owner-a", 1, 60)
         assert (renewed.epoch, renewed.dataset) == (1, "")
         assert cat.store.acquire_lease("ws", "owner-a", "host a", 60, "ds").dataset == "ds"
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 7
-    conn.close()
+    assert user_version(path) == SCHEMA_VERSION == 7
 
 
 def test_a_version_5_sqlite_catalog_gains_the_lease_table(tmp_path) -> None:
     """Schema 6 adds ``leases``; a file written before opens, keeps its datasets, and leases work."""
-    import sqlite3
-
     from datahub.catalog.sqlite_schema import SCHEMA_VERSION
     from datahub.catalog.sqlite_store import SQLiteCatalogStore
 
     path = tmp_path / "c.db"
     with Catalog(SQLiteCatalogStore(path)) as cat:
         cat.create_dataset("ds", description="d")
-    conn = sqlite3.connect(path)  # turn it back into a version-5 file
-    conn.execute("DROP TABLE leases")
-    conn.execute("PRAGMA user_version = 5")
-    conn.commit()
-    conn.close()
+    user_version(path, 5, "DROP TABLE leases")
     with Catalog(SQLiteCatalogStore(path)) as cat:
         assert cat.get_dataset("ds").description == "d"
         assert cat.store.acquire_lease("ws", "owner-a", "host a", 60).epoch == 1
-    conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    conn.close()
+    assert user_version(path) == SCHEMA_VERSION

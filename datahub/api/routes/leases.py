@@ -19,6 +19,8 @@ releasing needs the owner id, which only the holder knows.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
@@ -68,14 +70,7 @@ class LeasePublic(BaseModel):
 
 
 def _public(lease: Lease) -> LeasePublic:
-    return LeasePublic(
-        name=lease.name,
-        owner=lease.owner,
-        holder=lease.holder,
-        epoch=lease.epoch,
-        expires=lease.expires,
-        dataset=lease.dataset,
-    )
+    return LeasePublic(**asdict(lease))
 
 
 def _require_writer(principal: Principal, services: Services, name: str, bound: str, dataset: str) -> None:
