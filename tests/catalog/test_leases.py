@@ -153,3 +153,18 @@ def test_a_version_5_sqlite_catalog_gains_the_lease_table(tmp_path) -> None:
         assert cat.get_dataset("ds").description == "d"
         assert cat.store.acquire_lease("ws", "owner-a", "host a", 60).epoch == 1
     assert user_version(path) == SCHEMA_VERSION
+
+
+def test_a_take_checked_against_a_commit_target_that_changed_meanwhile_is_refused() -> None:
+    """The API reads the lease, checks the caller's role on its target, then takes it naming
+    the target it checked (``bound``): a target changed in between (a break, another take) is
+    Conflict, never a take on a target nobody checked."""
+    from datahub.catalog.leases import Lease, decide
+
+    released = Lease("ws", "owner-a", "host a", 3, 0.0, "pets")
+    with pytest.raises(Conflict, match=r"commit target of workspace 'ws' changed .* \(now pets\)"):
+        decide(released, "ws", "owner-b", "host b", 60, 100.0, "mine", bound="")
+    with pytest.raises(Conflict, match=r"now none\)"):
+        decide(None, "ws", "owner-b", "host b", 60, 100.0, bound="pets")
+    taken = decide(released, "ws", "owner-b", "host b", 60, 100.0, bound="pets")
+    assert (taken.epoch, taken.dataset, taken.expires) == (4, "pets", 160.0)
