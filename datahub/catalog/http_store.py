@@ -360,12 +360,11 @@ class HttpCatalogStore(CatalogStore):
             json={"owner": owner, "epoch": epoch},
         )
 
-    def break_lease(self, name: str, dataset: str = "") -> Lease | None:
+    def break_lease(self, name: str, dataset: str = "", *, at_once: bool = False) -> Lease | None:
         """A global admin's break (the server answers 403 to others); None if there was no lease."""
         what = f"break the writer lease of {name!r}"
-        answer = self._api.json(
-            "POST", f"/v1/remote/leases/{_seg(name)}/break", what=what, json={"dataset": dataset}
-        )
+        body = {"dataset": dataset, "at_once": at_once}
+        answer = self._api.json("POST", f"/v1/remote/leases/{_seg(name)}/break", what=what, json=body)
         return None if answer is None else self._decode_lease(what, answer)
 
     def _lease(self, method: str, path: str, what: str, body: dict[str, Any]) -> Lease:

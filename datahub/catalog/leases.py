@@ -15,7 +15,8 @@ lapses, so the API knows whose workspace a name is (a caller needs the writer ro
 take the lease, ``datahub.api.routes.leases``), and replaced only by a take that names
 another. Every store applies the same rule (``decide``): a lease may be taken when it is
 free, lapsed, or already the caller's; renewed and released only by its owner at its epoch;
-broken (freed, its commit target forgotten) by whoever may (the API: a global admin).
+broken (no longer renewable, freed at its expiry or at once, on the commit target the break
+names) by whoever may (the API: a global admin).
 """
 
 from __future__ import annotations
@@ -108,24 +109,30 @@ def released(current: Lease | None, owner: str, epoch: int) -> Lease | None:
     return Lease(current.name, owner, current.holder, epoch, 0.0, current.dataset)
 
 
-def broken(current: Lease | None, dataset: str) -> Lease | None:
-    """The lease taken from whoever holds it, now, with ``dataset`` as the workspace's commit
-    target ("": none known); None when there is no lease.
+def broken(current: Lease | None, dataset: str, at_once: bool) -> Lease | None:
+    """The lease taken from whoever holds it, with ``dataset`` as the workspace's commit target
+    ("": the one it has); None when there is no lease.
 
-    For a name held by the wrong caller (who renews it for ever) or by a node known to be gone:
-    the next take needs no owner id and no waiting for the ttl. The owner id is cleared, so no
-    holder renews, releases or takes it back at its epoch: a live holder's next renewal is
-    refused and it fences, and the next take is at a higher epoch."""
+    For a name held by the wrong caller (who renews it for ever) or by a node known to be gone.
+    The owner id is cleared, so no holder renews, releases or takes it back at its epoch: a
+    live holder's next renewal is refused and it fences, and the next take is at a higher
+    epoch. The lease stays held until the expiry it had, by when a live holder has fenced
+    (it fences before its lease can lapse, on its own clock), so a break never makes two
+    writers; ``at_once`` frees it now, for a holder known to write nothing any more (a dead
+    node, a token that never had the workspace): a live writer would go on until its next
+    renewal, and the next holder's recovery would delete its new chunks as orphans."""
     if current is None:
         return None
-    return Lease(current.name, "", current.holder, current.epoch, 0.0, dataset)
+    expires = 0.0 if at_once else current.expires
+    return Lease(current.name, "", current.holder, current.epoch, expires, dataset or current.dataset)
 
 
 def held(current: Lease, now: float) -> Conflict:
     left = max(0.0, current.expires - now)
+    until = "(broken: it cannot be renewed)" if not current.owner else "unless renewed"
     return Conflict(
         f"workspace {current.name!r} is open for writing elsewhere: {current.holder} holds its "
-        f"writer lease (epoch {current.epoch}), which lapses in {left:.0f} s unless renewed "
+        f"writer lease (epoch {current.epoch}), which lapses in {left:.0f} s {until} "
         f"(at {time.strftime('%H:%M:%S', time.gmtime(current.expires))} UTC); unmount it there "
         "(or unstage its volume), or wait for the lease to lapse if that node is gone",
         workspace=current.name,

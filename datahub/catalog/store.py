@@ -277,12 +277,13 @@ class CatalogStore(abc.ABC):
         self._lease_turn(f"read the writer lease of {name!r}", name, read)
         return seen[0]
 
-    def break_lease(self, name: str, dataset: str = "") -> Lease | None:
-        """Free ``name``'s lease from whoever holds it, with ``dataset`` as its commit target
-        (``leases.broken``); None if it has none. Only for callers allowed to (the API: admins)."""
+    def break_lease(self, name: str, dataset: str = "", *, at_once: bool = False) -> Lease | None:
+        """Take ``name``'s lease from whoever holds it, with ``dataset`` as its commit target ("":
+        the one it has; ``leases.broken``: freed at its expiry, or ``at_once``); None if it has none. Only for
+        callers allowed to (the API: global admins)."""
         check_request(name, "-", "", 1, dataset)
         return self._lease_turn(
-            f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset)
+            f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset, at_once)
         )
 
     def renew_lease(self, name: str, owner: str, epoch: int, ttl: float) -> Lease:

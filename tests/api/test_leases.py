@@ -81,8 +81,9 @@ def test_a_replacement_node_takes_a_lapsed_lease_with_a_token_that_may_commit_th
 def test_a_global_admin_breaks_a_squatted_lease_for_the_tenant(api: Api) -> None:
     """eve takes a never-used name first, bound to her own dataset (first come, as dataset
     names are), and renews it for ever: bob is refused. A global admin breaks it naming the
-    tenant's target: bob takes it at once at the next epoch, eve's renewal is refused and she
-    may not take it again. Only a global admin may break (bob, the owner of pets: 403)."""
+    tenant's target, at once (eve writes nothing there): bob takes it at the next epoch, eve's
+    renewal is refused and she may not take it again. Only a global admin may break (bob, the
+    owner of pets: 403)."""
     assert api.post("/v1/datasets", "eve", json={"name": "eve-out"}).status_code == 201
     code, squat, text = take(api, "eve", "eve-out", ttl=3600)
     assert code == 200, text
@@ -90,7 +91,7 @@ def test_a_global_admin_breaks_a_squatted_lease_for_the_tenant(api: Api) -> None
     for who in ("bob", "owner", "eve"):
         r = api.post(f"{LEASE}/break", who, json={"dataset": "pets"})
         assert r.status_code == 403 and "only a global admin" in r.text, (who, r.text)
-    r = api.post(f"{LEASE}/break", "admin", json={"dataset": "pets"})
+    r = api.post(f"{LEASE}/break", "admin", json={"dataset": "pets", "at_once": True})
     assert r.status_code == 200 and r.json()["dataset"] == "pets" and squat["owner"] not in r.text
     code, bob, text = take(api, "bob", "pets")
     assert code == 200 and bob["epoch"] == squat["epoch"] + 1, text
@@ -98,3 +99,16 @@ def test_a_global_admin_breaks_a_squatted_lease_for_the_tenant(api: Api) -> None
     assert api.post(f"{LEASE}/renew", "eve", json=renew).status_code == 409
     assert take(api, "eve", "eve-out", owner=squat["owner"])[0] == 403
     assert api.post("/v1/remote/leases/never-used/break", "admin", json={}).status_code == 204
+
+
+def test_a_break_without_at_once_leaves_a_live_writer_its_lease_until_it_has_fenced(api: Api) -> None:
+    """By default a break only stops renewals: bob's node fences at its next renewal, and the
+    lease is free at the expiry it had, never while bob may still be writing."""
+    code, bob, text = take(api, "bob", "pets", ttl=600)
+    assert code == 200, text
+    r = api.post(f"{LEASE}/break", "admin", json={})
+    assert r.status_code == 200 and (r.json()["expires"], r.json()["dataset"]) == (bob["expires"], "pets")
+    renew = {"owner": bob["owner"], "epoch": bob["epoch"], "ttl": 600}
+    assert api.post(f"{LEASE}/renew", "bob", json=renew).status_code == 409
+    code, _, text = take(api, "bob", "pets")  # a writer of its target, refused only while it is held
+    assert code == 409 and "broken: it cannot be renewed" in text, text

@@ -86,17 +86,27 @@ def test_a_lease_keeps_its_commit_target_until_a_take_names_another(catalog: Cat
         store.acquire_lease("ws2", "owner-a", "host a", 60, "Bad Target")
 
 
-def test_an_admin_break_frees_a_held_lease_and_fences_its_holder(catalog: Catalog) -> None:
-    """A break (the API: global admins only) takes the lease from a live holder at once: the
-    holder can neither renew nor take it back at its epoch, its late release frees nothing,
-    the next take is at a higher epoch, and the break names the target to keep."""
+def test_an_admin_break_fences_the_holder_and_frees_the_lease_at_its_expiry_or_at_once(
+    catalog: Catalog,
+) -> None:
+    """A break (the API: global admins only) takes the lease from its holder: the holder can
+    neither renew nor take it back at its epoch and its late release frees nothing. It stays
+    held until its expiry (a live holder fences first: never two writers), or is free at once
+    (``at_once``: a holder known gone); the next take is at a higher epoch, on the target the
+    break names."""
     store = catalog.store
     store.acquire_lease("ws", "squatter", "host e", 3600, "mine")
     broken = store.break_lease("ws", "pets")
-    assert broken is not None and (broken.owner, broken.expires, broken.dataset) == ("", 0.0, "pets")
+    assert broken is not None and (broken.owner, broken.dataset) == ("", "pets")
+    assert broken.expires > time.time() + 3000  # the expiry it had
     with pytest.raises(Conflict, match="no longer ours"):
         store.renew_lease("ws", "squatter", 1, 3600)
     store.release_lease("ws", "squatter", 1)
+    with pytest.raises(Conflict, match=r"lapses in \d+ s \(broken: it cannot be renewed\)"):
+        store.acquire_lease("ws", "node-b", "host b", 60)
+    with pytest.raises(Conflict):
+        store.acquire_lease("ws", "squatter", "host e", 3600)
+    assert store.break_lease("ws", "pets", at_once=True).expires == 0.0
     taken = store.acquire_lease("ws", "node-b", "host b", 60)
     assert (taken.owner, taken.epoch, taken.dataset) == ("node-b", 2, "pets")
     with pytest.raises(Conflict, match="open for writing elsewhere"):

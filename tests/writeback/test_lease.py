@@ -39,6 +39,20 @@ def node(tmp_path: Path, name: str):
     return config, StoreRegistry(config)
 
 
+def close_fenced(ws, fh) -> None:
+    """Once ``ws``'s renewal thread (every ttl/3) was refused, ``fh``'s close fails with EIO."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            ws.journal.fence("probe")
+        except StorageError:
+            break
+        time.sleep(0.05)
+    with pytest.raises(StorageError, match=f"no longer holds the writer lease of workspace {ws.name!r}") as e:
+        fh.close()
+    assert e.value.errno == errno.EIO
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
@@ -91,16 +105,7 @@ def test_a_holder_whose_lapsed_lease_was_taken_over_refuses_closes_and_pushes_no
         ws_b.flush()
         fh = ws_a.open("out.txt", create=True, truncate=True)
         fh.write(0, b"node a, after losing the lease")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # a's renewal thread (every 0.3 s) learns it lost
-            try:
-                ws_a.journal.fence("probe")
-            except StorageError:
-                break
-            time.sleep(0.05)
-        with pytest.raises(StorageError, match="no longer holds the writer lease of workspace 'shared'") as e:
-            fh.close()
-        assert e.value.errno == errno.EIO
+        close_fenced(ws_a, fh)
         with pytest.raises(StorageError, match="writer lease"):
             ws_a.flush()
         with pytest.raises(StorageError, match="writer lease"):
@@ -206,3 +211,28 @@ def test_over_the_api_a_workspace_is_leased_by_the_writers_of_its_commit_target(
         server.stop()
         backing.close()
     assert (tmp_path / "objects" / "workspaces" / "training" / "model.pt").read_bytes() == b"weights"
+
+
+def test_a_broken_lease_fences_its_live_holder_before_another_node_may_take_it(
+    tmp_path: Path, catalog: SQLiteCatalogStore, clock: Clock
+) -> None:
+    """An admin breaks node a's lease while a is writing: a's next renewal is refused and it
+    fences (its close fails with EIO, nothing of it is flushed), and node b is refused until
+    the lease's own expiry, then takes it (lease15)."""
+    (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
+    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=0.9, commit_to="pets")
+    fh = ws_a.open("late.txt", create=True)
+    fh.write(0, b"node a, after the break")
+    assert catalog.break_lease("shared").dataset == "pets"
+    with pytest.raises(Conflict, match="broken: it cannot be renewed"):
+        open_workspace("shared", config_b, stores_b, lease=catalog)
+    close_fenced(ws_a, fh)
+    with pytest.raises(StorageError, match="writer lease"):
+        ws_a.close()
+    clock.now += 60  # the broken lease's expiry passed
+    ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)
+    ws_b.close()
+    assert catalog.lease("shared").epoch == 2
+    assert not (tmp_path / "objects" / "workspaces" / "shared" / "late.txt").exists()
+    stores_a.close()
+    stores_b.close()

@@ -10,7 +10,8 @@ for ever, so a token with no role anywhere refused another tenant's writer (revi
 missing target counts as writable by a caller who may create it (the mount's commit creates
 it). A lapsed lease passes to anyone allowed by the same rule: a replacement node, with a
 token that may commit what the dead one committed, takes over. A global admin may also break
-a lease (``/break``): free it from whoever holds it, naming the target it commits into now.
+a lease (``/break``): take it from whoever holds it, naming the target it commits into now if
+that was wrong (``datahub.catalog.leases.broken``).
 
 The server appends the caller's principal to the holder it records, so the Conflict another
 node sees names who holds it, and a caller cannot pose as another principal. Renewing or
@@ -56,6 +57,7 @@ class LeaseRelease(RequestModel):
 
 class LeaseBreak(RequestModel):
     dataset: str = Target
+    at_once: bool = False
 
 
 class LeasePublic(BaseModel):
@@ -144,8 +146,9 @@ def release(name: str, body: LeaseRelease, principal: PrincipalDep, services: Se
 def break_(
     name: str, body: LeaseBreak, principal: PrincipalDep, services: ServicesDep
 ) -> LeasePublic | Response:
-    """A global admin frees the lease from whoever holds it (its holder fences at its next
-    renewal); 204 if the workspace never had one."""
+    """A global admin takes the lease from whoever holds it (its holder fences at its next
+    renewal; the lease is free at its expiry, or at once with ``at_once``); 204 if the
+    workspace never had one."""
     name = check_name(name, "workspace")
     if not principal.is_admin:
         raise AccessDenied(
@@ -154,5 +157,5 @@ def break_(
             workspace=name,
         )
     dataset = check_name(body.dataset, "commit target dataset") if body.dataset else ""
-    lease = services.catalog.store.break_lease(name, dataset)
+    lease = services.catalog.store.break_lease(name, dataset, at_once=body.at_once)
     return Response(status_code=status.HTTP_204_NO_CONTENT) if lease is None else _public(lease)
