@@ -278,9 +278,9 @@ class CatalogStore(abc.ABC):
         return seen[0]
 
     def break_lease(self, name: str, dataset: str = "", *, at_once: bool = False) -> Lease | None:
-        """Take ``name``'s lease from whoever holds it, with ``dataset`` as its commit target ("":
-        the one it has; ``leases.broken``: freed at its expiry, or ``at_once``); None if it has none. Only for
-        callers allowed to (the API: global admins)."""
+        """Take ``name``'s lease from whoever holds it (``leases.broken``: free at its expiry, or
+        ``at_once``), with ``dataset`` as its commit target ("": the one it has); None if it
+        has none. Only for callers allowed to (the API: global admins)."""
         check_request(name, "-", "", 1, dataset)
         return self._lease_turn(
             f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset, at_once)
