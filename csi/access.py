@@ -8,6 +8,8 @@ principal is ``system:serviceaccount:<namespace>:<name>``, Kubernetes' own name 
 * otherwise the pod's service account must be its owner or hold a role in its ``acl``
   (any role includes reading; ``*`` grants every pod); committing a workspace into a
   dataset (``commitTo``) needs ``writer``;
+* the commit itself is made with the plugin's own catalog credentials: with a server as its
+  catalog, that token needs ``writer`` too (``require_plugin_writer``), asked at publish;
 * a bucket has no access list, so a bucket volume reads with the S3 credentials its own
   secrets bring, never the plugin's (``require_own_credentials``).
 """
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from datahub.catalog import ROLES, Dataset
+from datahub.catalog import ROLES, Catalog, Dataset
 from datahub.errors import AccessDenied
 from datahub.validation import SERVICE_ACCOUNT_PREFIX, check_principal
 
@@ -84,4 +86,30 @@ def require_own_credentials(overrides: Mapping[str, object], bucket_url: str, vo
         "s3SecretAccessKey; the plugin's own credentials serve only datasets, whose access "
         "lists it checks",
         volume_id=volume_id,
+    )
+
+
+def require_plugin_writer(catalog: Catalog, dataset: str, workspace: str) -> None:
+    """AccessDenied unless the plugin's own catalog credentials may commit into ``dataset``.
+
+    The commit a workspace volume makes when it is unpublished (unstaged) uses the plugin's
+    credentials, not the pod's. A token that could only read the ``commitTo`` dataset
+    published the volume, then every NodeUnpublishVolume failed on the refused commit and
+    the pod stayed Terminating until someone granted ``writer`` (csinode15). So it is asked
+    now, of the server (``GET /v1/datasets/{name}/access``), before anything is mounted. A
+    database catalog has no caller: the plugin writes it itself."""
+    answer = catalog.store.caller_role(dataset)  # the pod's check found it: readable
+    if answer is None:
+        return
+    principal, role = answer
+    if ROLES.index(role) >= ROLES.index("writer"):
+        return
+    raise AccessDenied(
+        f"commitTo {dataset!r}: the node plugin's catalog token ({principal!r}) holds only the {role} "
+        f"role on it, and workspace {workspace!r} is committed with that token when the volume is "
+        f"unpublished: ask one of the dataset's admins to grant it writer (`datahub dataset update "
+        f"{dataset} --grant {principal}=writer`), then publish again",
+        dataset=dataset,
+        principal=principal,
+        required_role="writer",
     )

@@ -8,12 +8,19 @@ plugin opens the workspace itself (replaying its journal), flushes whatever is s
 and commits to ``commitTo`` (a no-op when the daemon already did it). If that fails the
 error reaches the CO, which retries NodeUnpublishVolume; the record stays until it works
 (promise 3: nothing acknowledged is lost).
+
+A commit the catalog refuses (the plugin's token lost ``writer`` on ``commitTo`` after the
+publish, which checks it) is PERMISSION_DENIED, and the volume stays too: committing without
+the role is not the plugin's to do, and forgetting the volume would leave the pod's outputs
+uncommitted in a workspace only this node holds. The message says the files are safe and
+what ends it; the kubelet shows it in the pod's events on every retry.
 """
 
 from __future__ import annotations
 
 from csi.volumes import VolumeSpec
 from datahub.config import load_config
+from datahub.errors import AccessDenied, AlreadyExists, DatasetNotFound
 
 
 def finish_workspace(spec: VolumeSpec, config_path: str) -> None:
@@ -21,4 +28,18 @@ def finish_workspace(spec: VolumeSpec, config_path: str) -> None:
     # here, not at the top: the plugin starts without the write-back engine and the cache
     from datahub.workspaces import finish_workspace as flush_and_commit
 
-    flush_and_commit(spec.workspace, load_config(config_path, env={}), spec.commit_to or None)
+    try:
+        flush_and_commit(spec.workspace, load_config(config_path, env={}), spec.commit_to or None)
+    except (AccessDenied, AlreadyExists, DatasetNotFound) as refused:
+        if not spec.commit_to or refused.details.get("dataset") != spec.commit_to:
+            raise
+        raise AccessDenied(
+            f"workspace {spec.workspace!r} is flushed to the object store and kept, but its commit into "
+            f"{spec.commit_to!r} was refused: {refused.message}. The plugin keeps the volume until the "
+            "commit succeeds (the pod's outputs are not dropped): grant the node plugin's catalog token "
+            "the writer role on that dataset, and the next retry (NodeUnpublishVolume; NodeUnstageVolume "
+            "for a staged volume) commits and finishes",
+            dataset=spec.commit_to,
+            workspace=spec.workspace,
+            required_role="writer",
+        ) from refused

@@ -609,7 +609,18 @@ class NodeService:
     def _stop_volume(self, p: Published) -> str:
         """Stop the mount process (the daemon flushes a workspace), make sure the workspace
         reached the object store, then forget the volume and its credentials."""
-        outcome = mounts.MountProcess(p.config_path, p.staging, p.log_path).stop(timeout=self.unmount_timeout)
+        try:
+            outcome = mounts.MountProcess(p.config_path, p.staging, p.log_path).stop(
+                timeout=self.unmount_timeout
+            )
+        except (AccessDenied, Conflict):
+            # the umount's own commit of the stopped daemon's workspace, refused (the token lost writer
+            # on commitTo: 403, or 409 once the dataset is hidden from it) or conflicting: with the
+            # daemon gone, finish_workspace below tries again and, refused, says that the files are
+            # flushed and kept and what ends it (csinode15)
+            if p.spec.kind != "workspace" or not p.spec.commit_to or self._daemon_alive(p):
+                raise
+            outcome = "stopped; its commit failed, tried again"
         with self._mutex:
             proc = self._children.pop(p.target_path, None)
         mounts.wait_exit(p.pid, proc, timeout=30)
@@ -878,6 +889,7 @@ def _require(catalog: Catalog, spec: VolumeSpec, principal: str | None) -> None:
     if spec.kind == "workspace":
         if spec.commit_to:
             access.require(_commit_target(catalog, spec, principal), principal, "writer")
+            access.require_plugin_writer(catalog, spec.commit_to, spec.workspace)
     elif spec.kind == "dataset":
         access.require(catalog.get_dataset(spec.dataset), principal, "reader")  # DatasetNotFound
 
@@ -946,7 +958,8 @@ def _plan(
     """(mount sources, subdir of the FUSE view for the target, resolved version) for a spec.
 
     Checks the pod's access to the datasets it names (csi/access.py) on the way, unless
-    ``check_access`` is false (NodeStage: no pod yet; every publish of the stage checks).
+    ``check_access`` is false (NodeStage: no pod yet; every publish of the stage checks). A
+    workspace's ``commitTo`` is checked for the plugin's own token either way: it commits.
     """
     if spec.kind == "bucket":
         return [spec.bucket_url], "", ""
@@ -959,6 +972,8 @@ def _plan(
         if check_access:
             _require(catalog, spec, principal)
         if spec.kind == "workspace":
+            if not check_access:
+                _stage_commit_check(catalog, spec)
             return [], "", ""
         if not check_access:
             catalog.get_dataset(spec.dataset)  # DatasetNotFound
@@ -967,6 +982,17 @@ def _plan(
         catalog.close()
     subdir = f"{spec.dataset}/v{version.seq}" + (f"/{spec.prefix}" if spec.prefix else "")
     return [f"{spec.dataset}@{version.seq}"], subdir, f"{spec.dataset}@v{version.seq}"
+
+
+def _stage_commit_check(catalog: Catalog, spec: VolumeSpec) -> None:
+    """At NodeStage (no pod yet): AccessDenied if the plugin's token could not commit the
+    workspace into an existing ``commitTo`` at unstage. One that does not exist, or is hidden
+    from the token, is the first publish's to make or refuse (``_commit_target``)."""
+    try:
+        catalog.get_dataset(spec.commit_to)
+    except DatasetNotFound:
+        return
+    access.require_plugin_writer(catalog, spec.commit_to, spec.workspace)
 
 
 def _mount_args(p: Published, *, first: bool) -> list[str]:

@@ -54,6 +54,21 @@ def hidden(name: str) -> DatasetNotFound:
     )
 
 
+def hidden_target(name: str, principal: Principal) -> DatasetNotFound:
+    """404 for a write target the caller named (a derive's ``to_dataset``) and may not read.
+
+    Still ``dataset_not_found`` with no more details than a missing dataset's, so the answer
+    says nothing of the dataset (its owner, access list, versions). But the plain "create it
+    first" sent the caller to create a target a derive creates itself when it is missing:
+    the message says what the 404 means here and both ways on."""
+    return DatasetNotFound(
+        f"to_dataset {name!r} is missing or not visible to {principal.name!r} (a dataset the caller holds "
+        "no role on answers as a missing one): derive into a new name, which it creates, or ask the "
+        f"dataset's admins for the writer role (datahub dataset update {name} --grant {principal.name}=writer)",
+        dataset=name,
+    )
+
+
 @contextmanager
 def creating(principal: Principal, name: str, lookup: Callable[[str], Dataset]) -> Iterator[None]:
     """Around a create of dataset ``name`` by ``principal``: a name taken by a dataset the caller

@@ -259,6 +259,16 @@ class TokenPublic(BaseModel):
     is_admin: bool
 
 
+class DatasetAccess(BaseModel):
+    """The caller's own standing on one dataset (``GET /v1/datasets/{name}/access``)."""
+
+    dataset: str
+    principal: str
+    role: Role = Field(
+        description="the caller's highest role on the dataset (its owner and global admins: admin)"
+    )
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str

@@ -98,6 +98,13 @@ class HttpCatalogStore(CatalogStore):
             what, _dataset, self._api.json("GET", f"/v1/datasets/{_seg(name)}", what=what)
         )
 
+    def caller_role(self, name: str) -> tuple[str, str]:
+        """(this token's principal, its highest role on dataset ``name``), as the server decides
+        (``GET /v1/datasets/{name}/access``); DatasetNotFound if the token may not read it."""
+        what = f"ask for this token's role on dataset {name!r}"
+        answer = self._api.json("GET", f"/v1/datasets/{_seg(name)}/access", what=what)
+        return self._api.decode(what, lambda a: (str(a["principal"]), str(a["role"])), answer)
+
     def list_datasets(self) -> Iterator[Dataset]:
         what = "list datasets"
         answer = self._api.json("GET", "/v1/datasets", what=what)

@@ -306,6 +306,13 @@ class CatalogStore(abc.ABC):
         """Read ``name``'s lease, apply ``change(current, now)`` (it may raise Conflict; None: write
         nothing) and store its result atomically against any other node's turn."""
 
+    def caller_role(self, name: str) -> tuple[str, str] | None:
+        """(principal, highest role) of the caller this store acts for on dataset ``name``, or None
+        for a store that is the database itself: no caller, every write is this process's own.
+        A client that writes later for someone else asks it first (the CSI plugin's commitTo)."""
+        del name
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections/files."""
 

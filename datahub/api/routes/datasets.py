@@ -8,10 +8,17 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Response, status
 from pydantic import WithJsonSchema
 
-from datahub.api.access import can, creating, require_creatable
+from datahub.api.access import can, creating, require_creatable, role_rank
 from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
-from datahub.api.schemas import DatasetCreate, DatasetPublic, DatasetUpdate, ErrorBody, dataset_public
-from datahub.catalog.model import Dataset
+from datahub.api.schemas import (
+    DatasetAccess,
+    DatasetCreate,
+    DatasetPublic,
+    DatasetUpdate,
+    ErrorBody,
+    dataset_public,
+)
+from datahub.catalog.model import ROLES, Dataset
 from datahub.errors import AccessDenied, InvalidInput, PreconditionFailed
 from datahub.validation import check_principal
 
@@ -89,6 +96,21 @@ def create_dataset(body: DatasetCreate, services: ServicesDep, principal: Princi
 def get_dataset(dataset: ReadableDataset, services: ServicesDep, response: Response) -> DatasetPublic:
     response.headers["ETag"] = etag(dataset)
     return dataset_public(dataset, services.catalog.store.head(dataset.name))
+
+
+@router.get("/{name}/access")
+def caller_access(dataset: ReadableDataset, principal: PrincipalDep) -> DatasetAccess:
+    """The caller's principal and highest role on the dataset, as the server decides it.
+
+    Why: a client that writes later, on someone else's behalf, asks before it takes the job.
+    A CSI node plugin published a workspace volume whose ``commitTo`` its token could only
+    read; the commit at unpublish was refused, every retry too, and the pod hung in
+    Terminating. Computing the role from ``acl`` and ``owner`` on the client would repeat this
+    module's rule and miss global admins. A dataset the caller may not read is 404, as on
+    every route."""
+    return DatasetAccess(
+        dataset=dataset.name, principal=principal.name, role=ROLES[role_rank(principal, dataset)]
+    )
 
 
 @router.patch(

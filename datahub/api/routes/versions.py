@@ -7,10 +7,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, status
 
-from datahub.api.access import require, require_creatable, snapshot_name
+from datahub.api.access import Principal, can, hidden_target, require, require_creatable, snapshot_name
 from datahub.api.deps import LineageDep, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import REF_SHAPE, DeriveCreate, VersionPublic, version_public
 from datahub.catalog.filter import RecordFilter
+from datahub.catalog.model import Dataset
 from datahub.errors import DatasetNotFound, InvalidInput
 
 router = APIRouter(prefix="/v1/datasets/{name}/versions", tags=["versions"])
@@ -72,6 +73,14 @@ def derive(
         message=body.message,
         author=principal.name,
         owner=principal.name,
-        may_write=lambda target: require(principal, target, "writer"),
+        may_write=lambda target: _may_write_target(principal, target),
     )
     return version_public(view.version(version))
+
+
+def _may_write_target(principal: Principal, target: Dataset) -> None:
+    """The writer role on an existing ``to_dataset``; one the caller may not read is the 404
+    of ``hidden_target``, whose message fits a target (docs/api.md "403 or 404")."""
+    if not can(principal, target, "reader"):
+        raise hidden_target(target.name, principal)
+    require(principal, target, "writer")
