@@ -613,9 +613,10 @@ class NodeService:
             outcome = mounts.MountProcess(p.config_path, p.staging, p.log_path).stop(
                 timeout=self.unmount_timeout
             )
-        except (AccessDenied, Conflict):
+        except (AccessDenied, Conflict, NotFound):
             # the umount's own commit of the stopped daemon's workspace, refused (the token lost writer
-            # on commitTo: 403, or 409 once the dataset is hidden from it) or conflicting: with the
+            # on commitTo: 403, or 409 once the dataset is hidden from it; or its writer lease, which
+            # names commitTo, refused as the hidden dataset's 404: exit 3) or conflicting: with the
             # daemon gone, finish_workspace below tries again and, refused, says that the files are
             # flushed and kept and what ends it (csinode15)
             if p.spec.kind != "workspace" or not p.spec.commit_to or self._daemon_alive(p):

@@ -31,7 +31,12 @@ def test_a_writer_of_the_commit_target_takes_the_lease_and_keeps_it_the_tenants(
     for _ in range(2):
         assert take(api, "alice", "pets")[0] == 403  # a reader of pets
         code, _, text = take(api, "eve", "pets")
-        assert code == 404 and "dataset 'pets' not found" in text  # hidden, as everywhere
+        # hidden, as everywhere: a missing dataset's code; the message names the grant, not "create it"
+        assert (
+            code == 404
+            and '"dataset_not_found"' in text
+            and "'pets' is missing or not visible to 'eve'" in text
+        )
         code, _, text = take(api, "eve", "eve-out")
         assert code == 403 and "commits into a dataset 'eve' may not write" in text, text
         assert "pets" not in text  # a dataset she may not read is never named to her

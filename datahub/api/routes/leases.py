@@ -25,7 +25,7 @@ from dataclasses import asdict
 from fastapi import APIRouter, Response, status
 from pydantic import BaseModel, Field
 
-from datahub.api.access import Principal, require, require_creatable
+from datahub.api.access import Principal, can, require, require_creatable
 from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.schemas import NAME_SHAPE, RequestModel, Whole
 from datahub.catalog.leases import MAX_TTL, Lease
@@ -106,12 +106,22 @@ def _require_writer(principal: Principal, services: Services, name: str, bound: 
 
 def _require_target(principal: Principal, services: Services, target: str) -> None:
     """The writer role on ``target``; a missing one counts if the caller may create it (the
-    workspace's commit creates it)."""
+    workspace's commit creates it). One hidden from the caller is a missing dataset's 404, but
+    its message says so and names the grant: "create it first" sent a node whose role was
+    taken away to create a dataset that exists."""
     try:
         found = services.catalog.get_dataset(target)
     except DatasetNotFound:
         require_creatable(principal, target)
         return
+    if not can(principal, found, "reader"):
+        raise DatasetNotFound(
+            f"commit target {target!r} is missing or not visible to {principal.name!r} (a dataset the "
+            "caller holds no role on answers as a missing one), so this token may not take the "
+            "writer lease of a workspace committed into it: ask the dataset's admins for the writer "
+            f"role (datahub dataset update {target} --grant {principal.name}=writer)",
+            dataset=target,
+        )
     require(principal, found, "writer")
 
 
