@@ -2,7 +2,8 @@
 
 sqlite3 connections must not be used by two threads at once, and the catalog, the task queue
 and LabelX all serve several threads (API workers, pack workers, FUSE threads). This is the
-one place that opens those connections with the same pragmas and closes them all.
+one place that opens those connections with the same pragmas and closes them all, and that
+creates a new database file owner-only (``create_private``).
 
 Why a bounded pool and not one connection per thread (issue 24 item 9): the API's thread pool
 replaces its idle threads, and every new thread opened a new connection with its own page
@@ -22,7 +23,10 @@ cache (``cache_size``, 16 MiB for the catalog) while the old ones stayed open: o
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -63,7 +67,7 @@ class SQLiteConnections:
         max_idle: int = 4,
     ) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.mode = create_private(Path(self.path))  # the file's mode: 0600 when made here
         self._busy_timeout = busy_timeout
         self._pragmas = ("journal_mode = WAL", f"synchronous = {synchronous}", *pragmas)
         self.max_connections, self.max_idle = max(1, max_connections), max(0, max_idle)
@@ -200,3 +204,53 @@ class _Lease:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn, self.depth = conn, 0
+
+
+def create_private(path: Path) -> int:
+    """Create the database file ``path`` owner-only (0600) if it does not exist yet; its mode
+    either way (SQLite gives the ``-wal`` and ``-shm`` files the database's mode).
+
+    Why: the catalog (and the task queue in the same file) holds every dataset's records,
+    access lists and tokens' records, and LabelX's database a copy of its projects' records and
+    its accounts' password hashes; SQLite would create any of them with the umask (0644).
+    Whichever of them opens a new file first makes it, so each opens through here. An existing file's mode is left as it
+    is: who may read it is its owner's choice (a catalog a group shares).
+
+    Never holds a descriptor of the database path itself, not even of a file it has just
+    made: closing any descriptor of the database file drops every POSIX lock this process
+    holds on it, SQLite's own connections' included (its WAL locks), and another connection
+    of the process then reads a stale state (tests/csi/test_grants.py: a grant made through
+    the API was not seen). So the empty file is made under a private name, closed, then
+    linked into place (``link`` fails if another thread or process made it meanwhile), and
+    another thread opening the same new database never sees a descriptor of it closed.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return 0o600  # SQLite's own open reports the failure, with the caller's context
+    if path.exists():
+        return _mode_of(path)
+    staged = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        os.close(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except OSError:
+        return 0o600  # an unwritable directory: SQLite's own open reports it
+    try:
+        os.link(staged, path)
+    except FileExistsError:
+        return _mode_of(path)
+    except OSError:  # a file system without hard links: made in place, closed at once
+        with contextlib.suppress(OSError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        return _mode_of(path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(staged)
+    return 0o600
+
+
+def _mode_of(path: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o666
+    except OSError:
+        return 0o600

@@ -14,6 +14,8 @@ from contextlib import AbstractContextManager
 from datahub.errors import AlreadyExists, InvalidInput, NotFound
 from labelx.entities import ROLES, User
 
+DISABLED = "!disabled"  # a password hash no password matches (``set_password``)
+
 
 class AccountRecords:
     """Users, sessions and tokens; needs ``_conn``, ``_write`` and ``clock`` from the store."""
@@ -40,10 +42,21 @@ class AccountRecords:
             raise AlreadyExists(f"user {name!r} already exists; pick another name", user=name) from exc
         return User(cur.lastrowid, name, role)
 
-    def set_password(self, name: str, pw_hash: str) -> None:
+    def set_password(self, name: str, pw_hash: str) -> tuple[int, int]:
+        """Replace ``name``'s password hash (``DISABLED``: no password opens the account) and end
+        every session and API token of the account, in one transaction: who held the old
+        password, or a session or token made with it, is out. Returns (sessions, tokens) ended.
+
+        Why both: sessions last hours and API tokens never expire, so a new password alone
+        left a person who was let go acting as the account's datahub principal."""
         with self._write() as db:
-            if db.execute("UPDATE users SET pw_hash=? WHERE name=?", (pw_hash, name)).rowcount == 0:
-                raise NotFound(f"no user {name!r}; create it with `datahub labelx create-user`")
+            row = db.execute("SELECT id FROM users WHERE name=?", (name,)).fetchone()
+            if row is None:
+                raise NotFound(f"no user {name!r}; create it with `datahub labelx create-user`", user=name)
+            db.execute("UPDATE users SET pw_hash=? WHERE id=?", (pw_hash, row[0]))
+            sessions = db.execute("DELETE FROM sessions WHERE user_id=?", (row[0],)).rowcount
+            tokens = db.execute("DELETE FROM tokens WHERE user_id=?", (row[0],)).rowcount
+        return sessions, tokens
 
     def user_with_hash(self, name: str) -> tuple[User, str] | None:
         row = (

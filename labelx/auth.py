@@ -19,6 +19,7 @@ import secrets
 from dataclasses import dataclass
 
 from datahub.errors import AccessDenied, InvalidInput, NotFound, Unauthenticated
+from labelx.accounts import DISABLED
 from labelx.entities import User
 from labelx.store import LabelStore
 
@@ -73,8 +74,9 @@ class Auth:
     def login(self, name: str, password: str) -> tuple[str, str]:
         """Return (session id, csrf token); Unauthenticated on a bad name or password."""
         found = self.store.user_with_hash(name)
-        # hash even for unknown users, so timing does not reveal which names exist
-        ok = verify_password(password, found[1] if found else _DUMMY_HASH) and found is not None
+        usable = found is not None and found[1] != DISABLED
+        # hash even for unknown or disabled users, so timing does not reveal which names exist
+        ok = verify_password(password, found[1] if found and usable else _DUMMY_HASH) and usable
         if not ok or found is None:
             raise Unauthenticated("wrong user name or password")
         session_id, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)

@@ -44,6 +44,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--role", choices=("annotator", "reviewer", "admin"), default="annotator")
     s.set_defaults(func=_create_user, creates_catalog=True)  # the first step on a new home
 
+    s = sub.add_parser(
+        "set-password",
+        help="give a user a new password (from $LABELX_PASSWORD or a prompt); ends their sessions and API tokens",
+    )
+    s.add_argument("name")
+    s.set_defaults(func=_set_password)
+
+    s = sub.add_parser(
+        "disable-user",
+        help="take a user's account away: no password opens it, its sessions and API tokens end",
+    )
+    s.add_argument("name")
+    s.set_defaults(func=_disable_user)
+
     s = sub.add_parser("create-token", help="create an API token for a user (printed once)")
     s.add_argument("name")
     s.add_argument("--description", default="")
@@ -174,9 +188,36 @@ def _create_user(args, ctx) -> int:
     from datahub.validation import check_name
     from labelx.auth import hash_password
 
-    password = os.environ.get("LABELX_PASSWORD") or getpass.getpass(f"password for {args.name}: ")
+    password = _password(f"password for {args.name}: ")
     user = _service(ctx).store.create_user(check_name(args.name, "user"), args.role, hash_password(password))
     ctx.emit({"name": user.name, "role": user.role})
+    return 0
+
+
+def _set_password(args, ctx) -> int:
+    from labelx.auth import hash_password
+
+    return _replace_password(args.name, hash_password(_password(f"new password for {args.name}: ")), ctx)
+
+
+def _password(prompt: str) -> str:
+    """From ``$LABELX_PASSWORD`` (scripts, tests) or asked for, never an argument (``ps`` shows those)."""
+    return os.environ.get("LABELX_PASSWORD") or getpass.getpass(prompt)
+
+
+def _disable_user(args, ctx) -> int:
+    """Where the server runs (its operator), as ``create-user``: a set-password gives it back."""
+    from labelx.accounts import DISABLED
+
+    return _replace_password(args.name, DISABLED, ctx)
+
+
+def _replace_password(name: str, pw_hash: str, ctx) -> int:
+    sessions, tokens = _service(ctx).store.set_password(name, pw_hash)
+    ctx.emit(
+        {"user": name, "sessions_ended": sessions, "tokens_revoked": tokens},
+        text=f"{name}: {sessions} session(s) ended, {tokens} API token(s) revoked",
+    )
     return 0
 
 

@@ -28,8 +28,6 @@ import itertools
 import operator
 import os
 import sqlite3
-import stat
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -112,7 +110,6 @@ class SQLiteCatalogStore(CatalogStore):
         reader threads that read a commit's next batch of pages ahead (``sqlite_read_ahead``;
         0: none, the commit reads each page when it needs it)."""
         self.path = Path(path)
-        mode = _create_private(self.path)
         self.read_ahead_threads = read_ahead_threads
         self.batch_size, self.page_size = batch_size, page_size
         self.busy_timeout_ms = busy_timeout_ms
@@ -133,7 +130,7 @@ class SQLiteCatalogStore(CatalogStore):
             max_connections=max_connections,
             max_idle=max_connections,
         )
-        self._gate = CommitGate(f"{self.path}.commit-lock", max_wait=commit_wait_s, mode=mode)
+        self._gate = CommitGate(f"{self.path}.commit-lock", max_wait=commit_wait_s, mode=self._db.mode)
         with self._translate(f"open catalog {self.path}"), self._db.connection() as conn:
             ensure_schema(conn)
 
@@ -673,51 +670,3 @@ def _out_of_space(exc: sqlite3.Error, path: Path) -> bool:
     except OSError:
         return False
     return fs.f_bavail * fs.f_frsize < _NEARLY_FULL_BYTES
-
-
-def _create_private(path: Path) -> int:
-    """Create the catalog file owner-only (0600) if it does not exist yet; its mode either way.
-
-    Why: it holds every dataset's records and access lists and the API tokens' records, and
-    SQLite would create it with the umask (0644), then give its -wal and -shm files the same
-    mode. An existing catalog's mode is left as it is: who may read it is its owner's choice
-    (a catalog a group shares), and the commit lock follows it.
-
-    Never holds a descriptor of the catalog path itself, not even of a file it has just made:
-    closing any descriptor of the database file drops every POSIX lock this process holds on
-    it, SQLite's own connections' included (its WAL locks), and another connection of the
-    process then reads a stale state (tests/csi/test_grants.py: a grant made through the API
-    was not seen). So the empty file is made under a private name, closed, then linked into
-    place (``link`` fails if another thread or process made the catalog meanwhile), and
-    another thread opening the same new catalog never sees a descriptor of it closed.
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return 0o600  # SQLite's own open reports the failure, with the catalog's context
-    if path.exists():
-        return _mode_of(path)
-    staged = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
-    try:
-        os.close(os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    except OSError:
-        return 0o600  # an unwritable directory: SQLite's own open reports it
-    try:
-        os.link(staged, path)
-    except FileExistsError:
-        return _mode_of(path)
-    except OSError:  # a file system without hard links: made in place, closed at once
-        with contextlib.suppress(OSError):
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        return _mode_of(path)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(staged)
-    return 0o600
-
-
-def _mode_of(path: Path) -> int:
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode) & 0o666
-    except OSError:
-        return 0o600

@@ -7,22 +7,25 @@ process that wants a flush (``datahub cache flush``) connects to that unix socke
 ``flush``, and gets the FlushReport back as one JSON line; when nobody holds the lock it
 opens the workspace and flushes itself.
 
-Socket paths are limited to ~107 bytes, so a long journal path gets a socket under the
-temp dir named by a hash of the journal path instead.
+The socket is ``<journal>/flush.sock``, in the workspace's 0700 journal directory, so only
+the owner's user (and root) can reach it. Socket addresses are limited to ~107 bytes: a
+longer path is bound and reached through a descriptor of its directory
+(``/proc/self/fd/N/flush.sock``). Why not a short name in the temp directory (as before,
+audit15's finding): there another user of the machine could connect when the umask let
+them (make the owner flush, read its report), or create the name first and keep the
+workspace from opening.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
 import os
 import socket
-import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from datahub.errors import Conflict, DatahubError, StorageError
@@ -32,11 +35,21 @@ _MAX_SOCKET_PATH = 100
 
 
 def socket_path(journal_dir: Path) -> Path:
-    candidate = journal_dir / "flush.sock"
-    if len(str(candidate)) <= _MAX_SOCKET_PATH:
-        return candidate
-    digest = hashlib.sha256(str(journal_dir).encode()).hexdigest()[:20]
-    return Path(tempfile.gettempdir()) / f"datahub-wb-{digest}.sock"
+    return journal_dir / "flush.sock"
+
+
+@contextlib.contextmanager
+def _address(path: Path) -> Iterator[str]:
+    """``path`` as an address ``bind``/``connect`` take: itself when short enough, else the
+    same file named through a descriptor of its directory, held open for the call."""
+    if len(str(path)) <= _MAX_SOCKET_PATH:
+        yield str(path)
+        return
+    directory = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{directory}/{path.name}"
+    finally:
+        os.close(directory)
 
 
 class OwnerLock:
@@ -99,7 +112,8 @@ class FlushServer:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # left by a crashed owner; we hold the lock, so it is ours to replace
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.bind(str(path))
+        with _address(path) as address:
+            self._sock.bind(address)
         self._sock.listen(8)
         self._stopping = False
         self._thread = threading.Thread(target=self._serve, name="flush-server", daemon=True)
@@ -150,7 +164,8 @@ def request_flush(path: Path, what: str, timeout: float | None = None) -> dict:
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
-            sock.connect(str(path))
+            with _address(path) as address:
+                sock.connect(address)
             sock.sendall(b"flush\n")
             with sock.makefile("rb") as stream:
                 line = stream.readline()

@@ -191,7 +191,7 @@ def test_making_a_new_catalog_never_closes_a_descriptor_of_it(tmp_path: Path, mo
     it, SQLite's WAL locks included: a thread that made the new file and closed it after
     another thread of the process had opened the catalog (the file existed by then) dropped
     that thread's locks. So the file is made under another name and linked into place."""
-    from datahub.catalog import sqlite_store
+    from datahub import sqlite_pool
 
     path = tmp_path / "catalog.db"
     closed_of_catalog: list[int] = []  # descriptors closed while the catalog's name was theirs
@@ -205,8 +205,8 @@ def test_making_a_new_catalog_never_closes_a_descriptor_of_it(tmp_path: Path, mo
                 closed_of_catalog.append(fd)
         real_close(fd)
 
-    monkeypatch.setattr(sqlite_store.os, "close", watched_close)
-    assert sqlite_store._create_private(path) == 0o600
+    monkeypatch.setattr(sqlite_pool.os, "close", watched_close)
+    assert sqlite_pool.create_private(path) == 0o600
     monkeypatch.undo()
     assert closed_of_catalog == []
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -72,9 +72,10 @@ def _may_work(services: Services, principal: Principal, job: str, *, write: bool
     source, target = meta.get("source"), meta.get("target")
     if isinstance(source, str) and not _reads(services, principal, source):
         raise _missing(job)
-    if not write and isinstance(target, str) and _hidden(services, principal, target):
+    if isinstance(target, str) and _hidden(services, principal, target):
         # the meta names the target and the tasks' results are its shards: an existing target
-        # the caller may not read answers as missing everywhere else, so the job does too
+        # the caller may not read answers as missing everywhere else, so the job does too, on
+        # the workers' routes as well (they answered the target's own 404, naming it: audit15)
         raise _missing(job)
     if write and isinstance(target, str):
         try:
