@@ -11,7 +11,13 @@ Issue 41. Three configurations, measured in the same run and taking turns round 
 - ``mount --passthrough``: ``datahub mount --background --workspace ws MNT --passthrough``
   (staged files: the kernel writes them; the mount's log says whether passthrough was had);
 - ``mount --no-passthrough``: the same mount with every WRITE through the daemon (the
-  default; docs/writeback.md says why staged files are opt-in).
+  default; docs/writeback.md says why staged files are opt-in);
+- ``mount --writeback-cache`` (with ``--mounts ...,wbc``): the daemon path with the kernel's
+  write-back cache (write(2) returns from the page cache; the kernel sends the pages in
+  large WRITEs, at the latest at close).
+
+``--mounts`` picks the mounts (``pt``, ``nopt``, ``wbc``; default ``pt,nopt``); with
+``--alternate`` they take turns in reverse order every other round (an A/B in one run).
 
 Each mount's close returns once the file is durable in the shared tier (a local directory
 under the home, the embedded default) and journaled. ``cache.flush_interval`` is set to an
@@ -247,6 +253,8 @@ def main() -> None:
         "--rgw", action=argparse.BooleanOptionalAction, default=True, help="with --ceph-env: the RGW cases"
     )
     ap.add_argument("--base-tree", help="with --ceph-env: another checkout; every Ceph mount from both trees")
+    ap.add_argument("--mounts", default="pt,nopt", help="local shared tier: which of pt, nopt, wbc to mount")
+    ap.add_argument("--alternate", action="store_true", help="the mounts in reverse order every other round")
     args = ap.parse_args()
     trees = {"base": Path(args.base_tree).resolve(), "head": REPO} if args.base_tree else {"": REPO}
     root = Path(tempfile.mkdtemp(prefix="wb-mount-", dir=args.dir))
@@ -267,10 +275,8 @@ def main() -> None:
                 shutil.rmtree(root / "local" / tag)
                 return secs
 
-            mounts = {
-                "mount --passthrough": Mount(root, "pt", ["--passthrough"]),
-                "mount --no-passthrough": Mount(root, "nopt", ["--no-passthrough"]),
-            }
+            flags = {"pt": ["--passthrough"], "nopt": ["--no-passthrough"], "wbc": ["--writeback-cache"]}
+            mounts = {f"mount {' '.join(flags[k])}": Mount(root, k, flags[k]) for k in args.mounts.split(",")}
             groups.append(("local+fsync", local, mounts))
         if args.ceph_env and args.rgw:
             from write_throughput import CephBucket
@@ -296,7 +302,7 @@ def main() -> None:
                 writes = [line for line in m.log().splitlines() if "writes" in line]
                 print(f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else m.log()[-200:]}")
         for base_name, baseline, mounts in groups:
-            alternate = args.base_tree is not None and base_name != "local+fsync"
+            alternate = args.alternate or (args.base_tree is not None and base_name != "local+fsync")
             run_group(base_name, baseline, mounts, workloads, args.rounds, why_not, alternate)
         print(f"# load after: {load()}")
     finally:
