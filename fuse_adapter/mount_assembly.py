@@ -408,7 +408,10 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     try:
         serve(
             WorkspaceOps(
-                view, threads=m.threads, write_passthrough=m.write_passthrough, writeback_cache=m.writeback_cache
+                view,
+                threads=m.threads,
+                write_passthrough=m.write_passthrough,
+                writeback_cache=m.writeback_cache,
             ),
             mountpoint,
             mount_options(

@@ -525,6 +525,31 @@ class WorkspaceView:
         return entry is not None and entry[1].writes_in_memory(offset, length)
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
+        if not self.kernel_cache:
+            return self._write(fh, offset, data)
+        try:
+            return self._write(fh, offset, data)
+        except NoSpace:
+            self._short_file(fh)
+            return len(data)
+
+    def _short_file(self, fh: int) -> None:
+        """A WRITE from the kernel's write-back cache found no space (the quota, a full
+        device): every writable handle of its file is made short and the WRITE is answered
+        as done, its bytes dropped. Why: refused, the kernel would keep the error for the
+        close, which then returns it without a FLUSH (fs/fuse/file.c ``fuse_flush``), so the
+        file would be reverted only by the RELEASE, after ``close()`` returned: a reader right
+        after it saw the file missing or half-written. Answered, the close's FLUSH reverts the
+        file before it returns ENOSPC (``flush``), as on the daemon path. Every handle, since
+        the kernel picks the WRITE's handle among the file's writable ones: whichever closes
+        first reports it, and none open then can commit the dropped range as written."""
+        file_id = self._handles[fh][1].file_id
+        with self._lock:
+            for other, (_, handle) in self._handles.items():
+                if handle.file_id == file_id and other not in self._readers:
+                    self._short.add(other)
+
+    def _write(self, fh: int, offset: int, data: bytes) -> int:
         ino, handle = self._handles[fh]
         staged = handle.staged_fd >= 0  # charged at flush, like the kernel's writes to it
         growth = (

@@ -62,7 +62,11 @@ def test_reads_append_and_mappings_of_files_being_written(env: FuseEnv) -> None:
             m.flush()
         assert (mnt / "f.bin").read_bytes() == first + more
         assert (mnt / "log").read_bytes() == b"one\ntwo\nthree\n"
-    want = {"f.bin": first + more, "log": b"one\ntwo\nthree\n", "map.bin": b"\0" * 100 + b"hello" + b"\0" * 9895}
+    want = {
+        "f.bin": first + more,
+        "log": b"one\ntwo\nthree\n",
+        "map.bin": b"\0" * 100 + b"hello" + b"\0" * 9895,
+    }
     assert _remounted(env, mnt, "wbc-posix") == want
 
 
