@@ -110,3 +110,31 @@ def test_small_writes_reach_the_daemon_as_few_large_writes(env: FuseEnv) -> None
             writes[bool(flags)] = reqs.counts()["FUSE_WRITE"] / 5
             assert all((mnt / f"f{i}").read_bytes() == data for i in range(5))
     assert writes == {False: 25, True: 1}
+
+
+def test_umount_of_a_busy_mount_commits_what_a_holder_left_in_the_page_cache(env: FuseEnv) -> None:
+    """``datahub umount`` of a mount a process still writes: the daemon closes its file
+    durably, with the bytes the kernel still held dirty (``mount_sys.sync_mount`` before the
+    daemon stops serving). The holder is its own process, opening the file itself: a dup of
+    its descriptor closed by a fork of the test (a subprocess's exec) would flush the pages
+    and hide the defect. Before: the file was committed with 0 bytes."""
+    mnt = env.mountpoint("wbc-busy")
+    data = b"written before umount" * 50_000
+    script = (
+        "import os, sys, time\n"
+        f"fd = os.open({str(mnt / 'held.bin')!r}, os.O_CREAT | os.O_WRONLY, 0o644)\n"
+        f"os.write(fd, {data[:21]!r} * 50_000)\n"
+        "print('written', flush=True)\n"
+        "sys.stdin.read()\n"
+        "try:\n    os.close(fd)\nexcept OSError as exc:\n    print(exc.errno, flush=True)\n"
+    )
+    with env.mounted(mnt, "--workspace", "wbc-busy", WBC):
+        holder = subprocess.Popen(
+            [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "written\n"
+            assert "stopped" in env.cli("umount", str(mnt)).stdout
+        finally:
+            holder.communicate("", timeout=60)
+    assert _remounted(env, mnt, "wbc-busy") == {"held.bin": data}
