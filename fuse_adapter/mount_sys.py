@@ -1,6 +1,6 @@
 """What a mount is to the kernel, outside the FUSE protocol: its device in
-/proc/self/mountinfo, its readahead in /sys/class/bdi, and a count of the requests it
-serves. Plain Python (no pyfuse3), used by the shim and the mount's assembly.
+/proc/self/mountinfo, its readahead in /sys/class/bdi, its page cache written back
+(``sync_mount``), and a count of the requests it serves. Plain Python (no pyfuse3), used by the shim and the mount's assembly.
 """
 
 from __future__ import annotations

@@ -525,11 +525,11 @@ class WorkspaceView:
         return entry is not None and entry[1].writes_in_memory(offset, length)
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
-        if not self.kernel_cache:
-            return self._write(fh, offset, data)
         try:
             return self._write(fh, offset, data)
         except NoSpace:
+            if not self.kernel_cache:
+                raise
             self._short_file(fh)
             return len(data)
 
