@@ -102,7 +102,9 @@ def test_a_second_daemon_on_an_open_workspace_exits_4(env: FuseEnv, mode: str) -
 
 
 @pytest.mark.parametrize("flags", [[], ["--writeback-cache"]], ids=["daemon", "writeback-cache"])
-def test_umount_of_a_busy_workspace_detaches_it_and_holders_get_enotconn(env: FuseEnv, flags: list[str]) -> None:
+def test_umount_of_a_busy_workspace_detaches_it_and_holders_get_enotconn(
+    env: FuseEnv, flags: list[str]
+) -> None:
     """What docs/fuse.md says `datahub umount` does to a mount still in use: it does not wait
     for holders; the daemon closes their handles (durably) and flushes, the mount is detached
     lazily, and a process still holding a file or directory there gets ENOTCONN from then on.
