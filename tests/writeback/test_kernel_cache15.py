@@ -27,6 +27,8 @@ def test_a_cached_write_past_the_quota_is_answered_and_every_writer_refused_at_c
     reader, _, _ = view.open(ino, truncate=False, writable=False)
     view.write(b, 0, b"within")  # the kernel's WRITE for a's pages may come on b's handle
     assert view.write(b, 0, os.urandom(100)) == 100  # past the quota: answered, dropped
+    with pytest.raises(NoSpace):
+        view.fsync(a)  # an fsync is refused (and reverts nothing)
     for fh in (a, b):
         with pytest.raises(NoSpace):
             view.flush(fh)  # refused, the file back to what its close acknowledged
