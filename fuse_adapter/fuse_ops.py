@@ -32,7 +32,7 @@ from urllib.parse import quote
 import pyfuse3
 import trio
 
-from datahub.errors import DatahubError
+from datahub.errors import DatahubError, InvalidInput
 from fuse_adapter.fast_path import Build, FastPath, write_passthrough_off
 from fuse_adapter.fastread import FastReads
 from fuse_adapter.mount_sys import requests_in_c
@@ -461,7 +461,13 @@ class WorkspaceOps(Ops):
     """
 
     def __init__(
-        self, view, *, threads: int = 16, timeout: float = 1.0, write_passthrough: bool = False
+        self,
+        view,
+        *,
+        threads: int = 16,
+        timeout: float = 1.0,
+        write_passthrough: bool = False,
+        writeback_cache: bool = False,
     ) -> None:
         super().__init__(threads, abandon=False)
         self.view = view  # fuse_adapter.workspace.WorkspaceView
@@ -471,6 +477,13 @@ class WorkspaceOps(Ops):
         self.enable_passthrough = not off
         if off:
             view.passthrough_off(off, asked=write_passthrough)
+        # the kernel's write-back cache (FUSE_WRITEBACK_CACHE, asked at INIT by pyfuse3): the
+        # kernel refuses passthrough next to it, so it is for the daemon path only
+        if writeback_cache and not off:
+            raise InvalidInput("the kernel's write-back cache and passthrough writes exclude each other")
+        self.enable_writeback_cache = writeback_cache
+        if writeback_cache:
+            view.kernel_cache_on()
 
     def init(self) -> None:
         if self.enable_passthrough:

@@ -82,6 +82,8 @@ class WorkspaceMount(MountSettings):
     quota: int | None = None
     #: stage new files on local disk and let the kernel write them (``--passthrough``)
     write_passthrough: bool = False
+    #: the kernel's write-back cache on the daemon path (``--writeback-cache``)
+    writeback_cache: bool = False
 
 
 def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
@@ -406,7 +408,12 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     keep_large_buffers()  # the daemon path's 1 MiB WRITE buffers reused, not faulted in anew
     try:
         serve(
-            WorkspaceOps(view, threads=m.threads, write_passthrough=m.write_passthrough),
+            WorkspaceOps(
+                view,
+                threads=m.threads,
+                write_passthrough=m.write_passthrough,
+                writeback_cache=m.writeback_cache,
+            ),
             mountpoint,
             mount_options(
                 fsname=f"datahub-ws:{m.workspace}",

@@ -120,6 +120,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read-only, for measurements: answer every LOOKUP in Python, also of names answered "
         "before, which pyfuse3's C threads answer otherwise (docs/fuse.md)",
     )
+    p.add_argument(
+        "--writeback-cache",
+        action="store_true",
+        help="--workspace, without --passthrough: let the kernel keep written pages in its page cache "
+        "(FUSE write-back cache) and send them to the daemon in large WRITEs, at the latest when the "
+        "file is closed; close and fsync stay durable in the shared tier. A write past the quota then "
+        "fails at close, not at write (docs/writeback.md)",
+    )
     warm = p.add_mutually_exclusive_group()
     warm.add_argument(
         "--prefetch",
@@ -175,6 +183,11 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         raise InvalidInput("--commit-to only applies to --workspace mounts")
     if args.quota is not None and (not args.workspace or args.quota <= 0):
         raise InvalidInput("--quota applies to --workspace mounts and must be a positive number of bytes")
+    if args.writeback_cache and (not args.workspace or args.passthrough):
+        raise InvalidInput(
+            "--writeback-cache applies to --workspace mounts without --passthrough (the kernel "
+            "refuses passthrough next to its write-back cache)"
+        )
     if "://" in args.mountpoint and len(args.sources) == 1 and "://" not in args.sources[0]:
         # `datahub mount s3://bucket MNT` (source first, as rclone/s3fs take it) means the same
         args.mountpoint, args.sources = args.sources[0], [args.mountpoint]
@@ -209,6 +222,7 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
             commit_to=args.commit_to,
             quota=args.quota,
             write_passthrough=args.passthrough,
+            writeback_cache=args.writeback_cache,
         )
         return assembly.serve_workspace(workspace, ctx)
     return assembly.serve_readonly(readonly_mount(args, common), ctx)

@@ -1,10 +1,11 @@
 """What a mount is to the kernel, outside the FUSE protocol: its device in
-/proc/self/mountinfo, its readahead in /sys/class/bdi, and a count of the requests it
-serves. Plain Python (no pyfuse3), used by the shim and the mount's assembly.
+/proc/self/mountinfo, its readahead in /sys/class/bdi, its page cache written back
+(``sync_mount``), and a count of the requests it serves. Plain Python (no pyfuse3), used by the shim and the mount's assembly.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import threading
@@ -26,6 +27,29 @@ def mount_device(mountpoint: str) -> str:
     if device is None:
         raise FileNotFoundError(f"{mountpoint} is not mounted")
     return device
+
+
+def sync_mount(mountpoint: str) -> bool:
+    """``syncfs`` of the mount: the kernel writes back its dirty pages, as WRITEs to this
+    daemon, which must still be serving; False (nothing done) if the path is no longer this
+    mount (a syncfs there would sync the file system under it).
+
+    Why: with the kernel's write-back cache (a workspace's ``--writeback-cache``) bytes a
+    holder wrote sit in the page cache until a close, an fsync or the kernel's own
+    writeback. ``datahub umount`` of a busy mount stops the daemon, which then closes the
+    holders' handles durably; without this the pages still in the cache were never sent
+    and the file was committed without them (0 bytes, where the daemon path kept them)."""
+    fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        st = os.fstat(fd)
+        if f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}" != mount_device(mountpoint):
+            return False
+        if ctypes.CDLL(None, use_errno=True).syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs of {mountpoint}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+    return True
 
 
 def set_readahead(mountpoint: str, kib: int) -> None:

@@ -111,6 +111,8 @@ class WorkspaceView:
         self.backing: Backing | None = None
         self.writes = "through the daemon"  # how writes reach the workspace (for the mount's log)
         self._staged: dict[int, _Staged] = {}  # inode -> its staged file's backing id and handles
+        # the kernel's write-back cache (``kernel_cache_on``): WRITEs carry any writable handle
+        self.kernel_cache = False
 
     # --- passthrough writes ----------------------------------------------------------------------
     def passthrough_on(self, backing: Backing) -> None:
@@ -118,6 +120,17 @@ class WorkspaceView:
         self.writes = "passthrough (the kernel writes staged files; FLUSH/FSYNC commit them)"
         log.info("workspace %r: writes: %s", self.ws.name, self.writes)
         raise_descriptor_limit(f"workspace {self.ws.name!r}")
+
+    def kernel_cache_on(self) -> None:
+        """Writes through the daemon from the kernel's write-back cache (``--writeback-cache``):
+        write(2) returns once its bytes are in the page cache, and the kernel sends them in
+        WRITEs later, all of them before the FLUSH of a close (fs/fuse/file.c ``fuse_flush``).
+        Those WRITEs carry the file handle the kernel picks among the file's writable ones, not
+        the one that wrote, so ``_refuse_dropped`` counts every other writable handle as
+        having written, as for staged files."""
+        self.kernel_cache = True
+        self.writes = "through the daemon from the kernel's write-back cache (FLUSH/FSYNC commit)"
+        log.info("workspace %r: writes: %s", self.ws.name, self.writes)
 
     def passthrough_off(self, why: str, *, asked: bool = True) -> None:
         """Writes through the daemon; ``asked=False``: as the mount was told (the default),
@@ -512,6 +525,31 @@ class WorkspaceView:
         return entry is not None and entry[1].writes_in_memory(offset, length)
 
     def write(self, fh: int, offset: int, data: bytes) -> int:
+        try:
+            return self._write(fh, offset, data)
+        except NoSpace:
+            if not self.kernel_cache:
+                raise
+            self._short_file(fh)
+            return len(data)
+
+    def _short_file(self, fh: int) -> None:
+        """A WRITE from the kernel's write-back cache found no space (the quota, a full
+        device): every writable handle of its file is made short and the WRITE is answered
+        as done, its bytes dropped. Why: refused, the kernel would keep the error for the
+        close, which then returns it without a FLUSH (fs/fuse/file.c ``fuse_flush``), so the
+        file would be reverted only by the RELEASE, after ``close()`` returned: a reader right
+        after it saw the file missing or half-written. Answered, the close's FLUSH reverts the
+        file before it returns ENOSPC (``flush``), as on the daemon path. Every handle, since
+        the kernel picks the WRITE's handle among the file's writable ones: whichever closes
+        first reports it, and none open then can commit the dropped range as written."""
+        file_id = self._handles[fh][1].file_id
+        with self._lock:
+            for other, (_, handle) in self._handles.items():
+                if handle.file_id == file_id and other not in self._readers:
+                    self._short.add(other)
+
+    def _write(self, fh: int, offset: int, data: bytes) -> int:
         ino, handle = self._handles[fh]
         staged = handle.staged_fd >= 0  # charged at flush, like the kernel's writes to it
         growth = (
@@ -744,7 +782,7 @@ class WorkspaceView:
                 staged = self._staged.get(ino)
                 if fh in self._readers:
                     continue
-                if fh in self._dirty or (staged is not None and staged.backing_id):
+                if fh in self._dirty or self.kernel_cache or (staged is not None and staged.backing_id):
                     self._short.add(fh)
 
     def release_all(self) -> None:

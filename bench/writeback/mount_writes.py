@@ -11,13 +11,20 @@ Issue 41. Three configurations, measured in the same run and taking turns round 
 - ``mount --passthrough``: ``datahub mount --background --workspace ws MNT --passthrough``
   (staged files: the kernel writes them; the mount's log says whether passthrough was had);
 - ``mount --no-passthrough``: the same mount with every WRITE through the daemon (the
-  default; docs/writeback.md says why staged files are opt-in).
+  default; docs/writeback.md says why staged files are opt-in);
+- ``mount --writeback-cache`` (with ``--mounts ...,wbc``): the daemon path with the kernel's
+  write-back cache (write(2) returns from the page cache; the kernel sends the pages in
+  large WRITEs, at the latest at close).
+
+``--mounts`` picks the mounts (``pt``, ``nopt``, ``wbc``; default ``pt,nopt``); with
+``--alternate`` they take turns in reverse order every other round (an A/B in one run).
 
 Each mount's close returns once the file is durable in the shared tier (a local directory
 under the home, the embedded default) and journaled. ``cache.flush_interval`` is set to an
 hour so the background copy to the origin (asynchronous, the same for both mounts) does not
 run during a measurement. Workloads: 32 x 16 MiB (a checkpoint) and 1,000 x 100 KB
-(outputs, logs), 1 and 4 writer threads. Printed per case: MiB/s (median of the rounds),
+(outputs, logs), 1 and 4 writer threads, in write(2) calls of 1 MiB (``--piece``: e.g. 8192,
+what Python's buffered files and many loggers write at a time). Printed per case: MiB/s (median of the rounds),
 the ratio to local, the daemon's CPU per MiB written (utime+stime of the mount process),
 FUSE requests per file by opcode (the kernel's fuse_request_send tracepoint, one extra
 round, not timed), and ``uptime`` before and after.
@@ -51,7 +58,7 @@ from tests.fuse.fuse_tracepoint import FuseRequests, available
 
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1024**2
-PIECE = MiB
+PIECE = MiB  # bytes per write(2) call (``--piece``)
 CLEANUPS: list = []  # run after the mounts are gone (the RADOS objects of this run)
 
 
@@ -247,13 +254,18 @@ def main() -> None:
         "--rgw", action=argparse.BooleanOptionalAction, default=True, help="with --ceph-env: the RGW cases"
     )
     ap.add_argument("--base-tree", help="with --ceph-env: another checkout; every Ceph mount from both trees")
+    ap.add_argument("--piece", type=int, default=MiB, help="bytes per write(2) call (default 1 MiB)")
+    ap.add_argument("--mounts", default="pt,nopt", help="local shared tier: which of pt, nopt, wbc to mount")
+    ap.add_argument("--alternate", action="store_true", help="the mounts in reverse order every other round")
     args = ap.parse_args()
+    global PIECE
+    PIECE = args.piece
     trees = {"base": Path(args.base_tree).resolve(), "head": REPO} if args.base_tree else {"": REPO}
     root = Path(tempfile.mkdtemp(prefix="wb-mount-", dir=args.dir))
     workloads = [("32 x 16 MiB", max(1, int(32 * args.scale)), 16 * MiB),
                  ("1000 x 100 KB", max(1, int(1000 * args.scale)), 100_000)]  # fmt: skip
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  dir {root}")
-    print(f"# load before: {load()}")
+    print(f"# load before: {load()}; {PIECE} bytes per write(2)")
     why_not = available()
     if why_not is not None:
         print(f"# FUSE requests not counted: {why_not}")
@@ -267,10 +279,8 @@ def main() -> None:
                 shutil.rmtree(root / "local" / tag)
                 return secs
 
-            mounts = {
-                "mount --passthrough": Mount(root, "pt", ["--passthrough"]),
-                "mount --no-passthrough": Mount(root, "nopt", ["--no-passthrough"]),
-            }
+            flags = {"pt": ["--passthrough"], "nopt": ["--no-passthrough"], "wbc": ["--writeback-cache"]}
+            mounts = {f"mount {' '.join(flags[k])}": Mount(root, k, flags[k]) for k in args.mounts.split(",")}
             groups.append(("local+fsync", local, mounts))
         if args.ceph_env and args.rgw:
             from write_throughput import CephBucket
@@ -296,7 +306,7 @@ def main() -> None:
                 writes = [line for line in m.log().splitlines() if "writes" in line]
                 print(f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else m.log()[-200:]}")
         for base_name, baseline, mounts in groups:
-            alternate = args.base_tree is not None and base_name != "local+fsync"
+            alternate = args.alternate or (args.base_tree is not None and base_name != "local+fsync")
             run_group(base_name, baseline, mounts, workloads, args.rounds, why_not, alternate)
         print(f"# load after: {load()}")
     finally:

@@ -29,10 +29,11 @@ from tests.fuse.fuse_tracepoint import FuseRequests
 pytestmark = pytest.mark.fuse
 
 
-@pytest.fixture
-def ws(env: FuseEnv) -> Iterator[Path]:
+@pytest.fixture(params=[[], ["--writeback-cache"]], ids=["daemon", "writeback-cache"])
+def ws(env: FuseEnv, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """The workspace mounted as by default, and with the kernel's write-back cache."""
     mnt = env.mountpoint("ws")
-    with env.mounted(mnt, "--workspace", "ws"):
+    with env.mounted(mnt, "--workspace", "ws", *request.param):
         yield mnt
 
 

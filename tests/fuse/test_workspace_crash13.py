@@ -18,15 +18,15 @@ from tests.fuse.test_workspace_review11 import _kill_9, _passthrough, _remounted
 pytestmark = pytest.mark.fuse
 
 
-@pytest.mark.parametrize("writes", ["daemon", "passthrough"])
+@pytest.mark.parametrize("writes", ["daemon", "passthrough", "writeback-cache"])
 def test_created_files_never_closed_are_absent_after_a_rename_and_kill_9(env: FuseEnv, writes: str) -> None:
-    flags = ["--passthrough"] if writes == "passthrough" else []
-    if flags:
+    flags = {"daemon": [], "passthrough": ["--passthrough"], "writeback-cache": ["--writeback-cache"]}[writes]
+    if writes == "passthrough":
         _passthrough(env)
     mnt = env.mountpoint(f"crash13-{writes}")
     moved, old_final = os.urandom(300_000), os.urandom(5000)
     with env.mounted(mnt, "--workspace", "crash13", *flags) as proc:
-        if flags:
+        if writes == "passthrough":
             _wait_passthrough(env, mnt)
         (mnt / "final").write_bytes(old_final)  # acknowledged by its close
         stream = os.open(mnt / "stream.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)

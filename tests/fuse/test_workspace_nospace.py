@@ -23,7 +23,7 @@ pytestmark = pytest.mark.fuse
 tiny_fs = test_faults.tiny_fs  # a real 2 MiB tmpfs
 
 QUOTA = 1_000_000
-FLAGS = {"default": [], "passthrough": ["--passthrough"]}
+FLAGS = {"default": [], "passthrough": ["--passthrough"], "writeback-cache": ["--writeback-cache"]}
 
 
 def _write_all(fd: int, data: bytes, *, fails: bool = False) -> None:

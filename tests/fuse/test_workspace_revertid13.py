@@ -24,13 +24,16 @@ from tests.fuse.test_workspace_nospace import QUOTA, _close_fails_for_space, _wr
 pytestmark = pytest.mark.fuse
 
 
-@pytest.mark.parametrize("flags", [[], ["--passthrough"]], ids=["default", "passthrough"])
+@pytest.mark.parametrize(
+    "flags", [[], ["--passthrough"], ["--writeback-cache"]], ids=["default", "passthrough", "writeback-cache"]
+)
 def test_a_close_refused_for_space_after_a_rename_over_its_file_leaves_the_new_file_whole(
     env: FuseEnv, flags: list[str]
 ) -> None:
-    mnt = env.mountpoint(f"renamed-over-{len(flags)}")
+    tag = flags[0].lstrip("-") if flags else "default"
+    mnt = env.mountpoint(f"renamed-over-{tag}")
     fresh = os.urandom(100_000)
-    with env.mounted(mnt, "--workspace", f"renamed-over-{len(flags)}", "--quota", str(QUOTA), *flags):
+    with env.mounted(mnt, "--workspace", f"renamed-over-{tag}", "--quota", str(QUOTA), *flags):
         (mnt / "other.bin").write_bytes(b"acknowledged")
         other = os.open(mnt / "other.bin", os.O_WRONLY | os.O_TRUNC)
         assert os.write(other, fresh) == len(fresh)  # not acknowledged until its close

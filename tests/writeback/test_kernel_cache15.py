@@ -1,0 +1,52 @@
+"""writes15: the view's rule for a WRITE past the quota from the kernel's write-back cache
+(``--writeback-cache``, ``WorkspaceView._short_file``). The kernel sends a file's dirty pages
+on any of its writable handles and, if a WRITE is refused, returns the error at the close
+without a FLUSH; so the WRITE is answered as done with its bytes dropped, every writable
+handle of the file is refused at its close (which reverts the file first), and a reader is
+not. The real-mount side is tests/fuse/test_workspace_nospace.py's ``writeback-cache`` case."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from datahub.errors import NoSpace
+from fuse_adapter.quota import Quota
+from fuse_adapter.workspace import WorkspaceView
+from tests.writeback.conftest import Env
+from tests.writeback.test_review13c import _acked, _content
+
+
+def test_a_cached_write_past_the_quota_is_answered_and_every_writer_refused_at_close(env: Env) -> None:
+    view = WorkspaceView(env.open(), quota=Quota(64))
+    view.kernel_cache_on()
+    ino = _acked(view)  # "f" holds b"acked", acknowledged
+    a, _, _ = view.open(ino, truncate=False)
+    b, _, _ = view.open(ino, truncate=False)
+    reader, _, _ = view.open(ino, truncate=False, writable=False)
+    view.write(b, 0, b"within")  # the kernel's WRITE for a's pages may come on b's handle
+    assert view.write(b, 0, os.urandom(100)) == 100  # past the quota: answered, dropped
+    with pytest.raises(NoSpace):
+        view.fsync(a)  # an fsync is refused (and reverts nothing)
+    for fh in (a, b):
+        with pytest.raises(NoSpace):
+            view.flush(fh)  # refused, the file back to what its close acknowledged
+        assert _content(view.ws, "f") == b"acked"
+    view.flush(reader)  # a reader's close is not refused
+    for fh in (a, b, reader):
+        view.release(fh)
+    assert _content(view.ws, "f") == b"acked"
+    assert view.quota is not None and view.quota.used == 5
+    view.ws.close()
+
+
+def test_without_the_cache_the_write_itself_fails(env: Env) -> None:
+    """The daemon path as before: the WRITE is the write(2), refused with ENOSPC there."""
+    view = WorkspaceView(env.open(), quota=Quota(64))
+    ino = _acked(view)
+    a, _, _ = view.open(ino, truncate=False)
+    with pytest.raises(NoSpace):
+        view.write(a, 0, os.urandom(100))
+    view.release(a)
+    view.ws.close()
