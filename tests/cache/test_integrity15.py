@@ -9,6 +9,7 @@ handed out as the file (promise 2; docs/cache.md, "The read path").
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,8 @@ from datahub.cache import open_cache
 from datahub.config import Config, load_config
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
-from datahub.storage.base import ObjectRef
-from tests.cache.conftest import put_objects, with_cache
+from datahub.storage.base import ObjectRef, ObjectStore
+from tests.cache.conftest import gated_cache, put_objects, wait_for, with_cache
 from tests.servers import S3Endpoint
 
 PAGE = 4096
@@ -96,3 +97,28 @@ def test_a_record_of_whole_pages_shorter_than_its_object_is_never_served_as_a_pr
         ((ref, _),) = put_objects(registry.store(root), [3 * PAGE + 5], seed=2)
         with pytest.raises(ObjectChanged):
             cache.read(ObjectRef(ref.url, ref.etag, 2 * PAGE))
+
+
+def test_a_reader_merged_into_another_records_fetch_of_a_page_never_gets_its_length(
+    tmp_path: Path, source: ObjectStore
+) -> None:
+    """Two records name one object version (same URL and etag) with different sizes: the
+    object's own and a shorter one. Their last pages have one name, so a read of the short
+    record that arrives while the whole record's fetch of that page is under way waits for it
+    (single flight) and used to be handed that page: its slice of it, the object's bytes cut
+    at the short record's end, with no error. A real mount did this whenever its warm-up
+    fetched the page first (tests/fuse/test_integrity15.py)."""
+    ((ref, data),) = put_objects(source, [2 * 1024 + 500], seed=15)  # three 1 KiB pages
+    short = ObjectRef(ref.url, ref.etag, 2 * 1024 + 7)
+    cache, gated = gated_cache(tmp_path, source)
+    with cache, ThreadPoolExecutor(2) as pool:
+        gated.gate.clear()
+        whole_tail = pool.submit(cache.read, ref, 2048, 500)
+        assert gated.arrived.acquire(timeout=30)  # the whole record's fetch holds the origin
+        merged = cache._flight.merged
+        short_tail = pool.submit(cache.read, short, 2048, 7)
+        wait_for(lambda: cache._flight.merged > merged, what="the short record's read to wait for that fetch")
+        gated.gate.set()
+        assert whole_tail.result(30) == data[2048:]
+        with pytest.raises(ObjectChanged):
+            short_tail.result(30)
