@@ -24,6 +24,7 @@ import pytest
 
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
+from datahub.storage import StoreRegistry
 from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, polled_stats, upload_dataset, wait_until
 from tests.fuse.test_fastread import forget_pages, published, read_buffered
 from tests.fuse.test_integrity14 import MODES, _read_or_errno
@@ -147,3 +148,63 @@ def test_a_record_shorter_than_its_object_fails_the_read_in_every_mode(env: Fuse
         assert _read_or_errno(mnt / "short" / f"v{seq}" / "train" / "long.bin") == errno.ESTALE
         got = _read_or_errno(mnt / "whole" / f"v{whole.seq}" / "train" / "long.bin")
         assert got == objects["train/long.bin"]
+
+
+#: keys that only differ in ways a file system or a path parser might fold: Unicode
+#: normalisation (NFC, NFD), case, a file and a directory of one name with a marker object,
+#: a doubled slash, dot segments, a 255-byte name and a longer one
+TWINS = [
+    "uni/caf\u00e9.bin",
+    "uni/cafe\u0301.bin",
+    "case/A.bin",
+    "case/a.bin",
+    "both/a",
+    "both/a/",
+    "both/a/inner.bin",
+    "dbl//x.bin",
+    "dbl/x.bin",
+    "dot/./x.bin",
+    "dot/../x.bin",
+    "dot/x.bin",
+    "long/" + "n" * 251 + ".bin",
+    "long/" + "m" * 300 + ".bin",
+]
+
+
+@pytest.mark.parametrize("listing", ["whole", "by-directory"])
+def test_bucket_keys_that_differ_only_in_normalisation_case_or_slashes_each_read_their_own_bytes(
+    env: FuseEnv, monkeypatch: pytest.MonkeyPatch, listing: str
+) -> None:
+    """A bucket mount shows each key as a path, or not at all (counted as skipped): every file
+    it shows reads the bytes of the object whose key is exactly that path, both twins of a
+    pair that differ only in Unicode normalisation or case are shown, and no key is shown under
+    another's path (``a`` and ``a/`` and ``a/inner``, ``dbl//x`` and ``dbl/x``, ``dot/../x``),
+    whether the bucket is listed whole or directory by directory. Listed by directory, ``both``
+    (``a``, ``a/``, ``a/inner.bin``) read as an empty directory: the whole listing had stopped
+    after ``both/a``, so that shadowed file was its only final child and the readdir answered
+    no entry, which ends a directory (``ListingTree.readdir``)."""
+    rng = random.Random(1515)
+    objects = {key: rng.randbytes(1000 + i) for i, key in enumerate(TWINS)}
+    url = f"s3://{env.bucket}/twins-{listing}"
+    if listing == "by-directory":  # more keys than this: each directory is listed by itself
+        monkeypatch.setenv("DATAHUB_CACHE_BUCKET_LIST_WHOLE_OBJECTS", "2")
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(url)
+        for key, data in objects.items():
+            store.put(key, data)
+    mnt = env.mountpoint("twins")
+    with env.mounted(mnt, url, "--no-prefetch"):
+        # first thing: a directory listed by itself whose first key is a file shadowed by a
+        # directory of its name (``both/a`` then ``both/a/``) listed as empty before
+        assert sorted(os.listdir(mnt / "both")) == ["a"]
+        shown = {
+            os.path.relpath(os.path.join(d, f), mnt): Path(d, f).read_bytes()
+            for d, _, names in os.walk(mnt)
+            for f in names
+        }
+    assert shown, "the mount shows no file"
+    for path, data in shown.items():
+        assert path in objects and data == objects[path], path[:80]
+    for pair in (TWINS[0:2], TWINS[2:4]):
+        assert all(key in shown for key in pair), pair
+    assert "both/a/inner.bin" in shown and "dbl/x.bin" in shown and "dot/x.bin" in shown
