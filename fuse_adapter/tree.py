@@ -446,28 +446,35 @@ class ListingTree:
         """Children from index ``start`` on that are final, as (name, inode, next index).
 
         With ``wait`` (worker threads only) it blocks until at least one more final child
-        exists or the directory is complete; an empty list then means the end.
+        that is shown exists or the directory is complete; an empty list then means the end.
+        A final child may be hidden (a file shadowed by a directory of its name): while a
+        directory is listed by itself, its final children can be that file alone, and
+        answering no entry for it ended the directory for the kernel (integrity15).
         """
         with self._changed:
             d = self._dirs[ino]
             self._ask_again(d)
             seen = self._failures(d)
 
-            def ready() -> bool:
+            def ready() -> bool:  # reads ``start`` as it is at each call
                 if self._final_count(d) > start or self._complete(d):
                     return True
                 return self._failures(d) != seen or (d.feed is not None and d.feed.error is not None)
 
-            if wait:
-                self._changed.wait_for(ready)
-            n = self._final_count(d)
-            if wait and n <= start and not self._complete(d):  # failed short of the next entry
-                raise self._unavailable(d, None)
-            return [
-                (self._names(c), c, i + 1)
-                for i, c in enumerate(d.children[start:n], start)
-                if not self._kind[c] & _HIDDEN
-            ]
+            while True:
+                if wait:
+                    self._changed.wait_for(ready)
+                n = self._final_count(d)
+                if wait and n <= start and not self._complete(d):  # failed short of the next entry
+                    raise self._unavailable(d, None)
+                shown = [
+                    (self._names(c), c, i + 1)
+                    for i, c in enumerate(d.children[start:n], start)
+                    if not self._kind[c] & _HIDDEN
+                ]
+                if shown or not wait or n <= start:
+                    return shown
+                start = n  # only hidden children so far: wait for the next ones
 
     def dir_complete(self, ino: int) -> bool:
         with self._lock:

@@ -48,10 +48,14 @@ def read_range(stores, key: PageKey, start: int, end: int) -> bytes:  # stores: 
     short answer raises ObjectChanged. The one origin read of a page, in this process or in
     a fetch worker."""
     # A short first page is the whole object: read it without a Range header (cheaper
-    # for S3 servers; the etag pins the size, and the length is checked below anyway).
+    # for S3 servers; the length is checked below). The etag pins the object, not the size
+    # a record claims for it: a range that ends inside a page ends where the record says the
+    # object ends, so it asks for one byte more, which only a longer object has (a ranged
+    # answer that ends where it was asked to says nothing of what follows).
     whole = start == 0 and end - start < key.page_size
     store, object_key = stores.for_url(key.url)
-    data = store.read(object_key, start, None if whole else end, etag=key.etag)
+    stop = None if whole else end + 1 if end % key.page_size else end
+    data = store.read(object_key, start, stop, etag=key.etag)
     if len(data) != end - start:
         raise ObjectChanged(
             f"object {key.url} returned {len(data)} bytes for range [{start}, {end}) of etag {key.etag}: "
@@ -130,12 +134,21 @@ class Origin:
         return type(store).read_chunks is not ObjectStore.read_chunks
 
     def stream(
-        self, url: str, etag: str, start: int, end: int, chunk_size: int = STREAM_CHUNK
+        self,
+        url: str,
+        etag: str,
+        start: int,
+        end: int,
+        chunk_size: int = STREAM_CHUNK,
+        *,
+        to_end: bool = False,
     ) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of the object version ``(url, etag)`` as chunks, under If-Match.
 
         A stream that ends short or runs long raises ObjectChanged (after the chunks that
-        fit). Close the generator to end the request early; the origin slot is released then.
+        fit). ``to_end``: ``end`` is where the record says the object ends; one byte more is
+        asked for, so an object longer than its record runs long (as in ``read_range``).
+        Close the generator to end the request early; the origin slot is released then.
         """
         self.stalls.check(url, etag)
         store, object_key = self.stores.for_url(url)
@@ -143,7 +156,8 @@ class Origin:
         with self.scheduler.slot(min(chunk_size, end - start), sample=False):
             started = time.monotonic()
             self.counters.add_many(fetches=1, streams=1)
-            chunks = store.read_chunks(object_key, start, end, etag=etag, chunk_size=chunk_size)
+            stop = end + 1 if to_end else end
+            chunks = store.read_chunks(object_key, start, stop, etag=etag, chunk_size=chunk_size)
             try:
                 for chunk in chunks:
                     if not got:

@@ -287,8 +287,9 @@ class PageStream:
         (no copy); otherwise its parts are joined once.
         """
         ps = self.page_size
+        stop = min(self.ref.size, end * ps)
         chunks = self.owner.origin.stream(
-            self.ref.url, self.ref.etag, page * ps, min(self.ref.size, end * ps), chunk_size=ps
+            self.ref.url, self.ref.etag, page * ps, stop, chunk_size=ps, to_end=stop == self.ref.size
         )
         self.owner.count(requests=1)
         parts: list[bytes | memoryview] = []

@@ -225,7 +225,13 @@ class TieredCache:
                 if len(data) == expected:
                     return data
                 self._wrong_length(self.tiers[0], key, data, expected)
-        return self._flight.do(key, lambda: self._load_below(key, expected, hot))
+        data = self._flight.do(key, lambda: self._load_below(key, expected, hot))
+        if len(data) == expected:
+            return data
+        # Merged into a fetch of this page (a reader's, a readahead run's, a stream's) for a
+        # record that claims another size for the same object version: its page is checked
+        # against its record, not ours. Load it for ours, which checks the length.
+        return self._load_below(key, expected, hot)
 
     def _load_below(self, key: PageKey, expected: int, hot: bool) -> bytes:
         # Leading the fetch now, but a stream may have delivered the page between the

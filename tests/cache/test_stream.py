@@ -54,7 +54,8 @@ class StreamingStore(ObjectStore):
     def read_chunks(self, key, start=0, end=None, etag=None, chunk_size=1 << 20) -> Iterator[bytes]:
         with self._lock:
             self.requests += 1
-        end = self.inner.stat(key).size if end is None else end
+        size = self.inner.stat(key).size  # a range past the object ends at its end, as on every store
+        end = size if end is None else min(end, size)
         pos, sent = start, 0
         try:
             while pos < end:
