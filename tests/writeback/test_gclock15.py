@@ -21,7 +21,7 @@ from datahub.errors import Conflict, ObjectChanged
 from datahub.workspaces import commit_workspace
 from datahub.writeback.flusher import _Turns
 from tests.writeback.conftest import CHUNK, Env, objects_of
-from tests.writeback.test_review14wb import SIZE, _generation
+from tests.writeback.test_review14wb import SIZE, _generation, flush_until
 
 HANG_GUARD = 60.0  # seconds: only a guard against a hang, never a measure of speed
 FLUSHERS = 3  # threads flushing in a loop (the background flusher, `datahub cache flush`s)
@@ -55,13 +55,6 @@ def test_a_commit_finishes_while_a_writer_rewrites_and_flushers_loop_unpaced(env
         except BaseException as exc:  # reported by the test
             errors.append(exc)
 
-    def flush() -> None:
-        try:
-            while not stop.is_set():
-                ws.flush()
-        except BaseException as exc:
-            errors.append(exc)
-
     versions: list = []
 
     def commit() -> None:
@@ -75,7 +68,10 @@ def test_a_commit_finishes_while_a_writer_rewrites_and_flushers_loop_unpaced(env
         except BaseException as exc:
             errors.append(exc)
 
-    workers = [threading.Thread(target=rewrite), *(threading.Thread(target=flush) for _ in range(FLUSHERS))]
+    workers = [
+        threading.Thread(target=rewrite),
+        *(threading.Thread(target=flush_until, args=(ws, stop, errors)) for _ in range(FLUSHERS)),
+    ]
     for t in workers:
         t.start()
     committer = threading.Thread(target=commit)
