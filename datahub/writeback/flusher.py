@@ -49,6 +49,7 @@ from datahub.writeback.ports import FlushSource
 
 log = logging.getLogger(__name__)
 _MARK_BATCH = 128  # files recorded clean per journal transaction
+_UNLIST = 128  # open files' garbage chunks taken off the journal's list per transaction (``gc``)
 
 
 class Progress(Protocol):
@@ -388,48 +389,46 @@ class Flusher:
         delete a chunk the planned upload is about to read.
 
         An open file's garbage is kept (a handle may still be reading such a chunk) in
-        memory, ``_deferred``, and taken off the journal's list: left there, a writer
-        rewriting a file it keeps open grew the list by every generation, and every flush
-        read all of it again (gclock15). Nothing is lost if the process dies: the next open
-        deletes every chunk object no record references (``open_workspace``)."""
+        memory, ``_deferred``, and taken off the journal's list in batches (``_UNLIST``
+        keys, or with the collection's own transaction): left there, a writer rewriting a
+        file it keeps open grew the list by every generation, and every flush read all of it
+        again (gclock15); taken off at every collection, it cost a journal commit per flush.
+        Nothing is lost if the process dies: the next open deletes every chunk object no
+        record references (``open_workspace``)."""
         with self.ws.journal.read() as txn:
-            listed = txn.garbage()
+            listed = set(txn.garbage())
         open_ids = {of.id for of in self.ws.open_files()}
         with self._state:
             pinned = set(self._pins)
-        unlist = []  # keys the journal's garbage list may forget: deleted, or deferred
-        due = []
+        kept = []  # listed keys of open files: deferred, off the list in batches
+        due = set()
         for key in listed:
             owner = file_id_of(key)
             if owner in open_ids:
                 self._deferred.setdefault(owner, set()).add(key)
-                unlist.append(key)
+                kept.append(key)
             else:
-                due.append(key)
-        remembered = set()
+                due.add(key)
         for owner in [o for o in self._deferred if o not in open_ids]:
-            remembered |= self._deferred.pop(owner)
-        gone, failed = 0, False
-        for key in due + sorted(remembered):
-            if failed or key in pinned:
-                if key in remembered:
-                    self._deferred.setdefault(file_id_of(key), set()).add(key)
-                continue
-            try:
-                self.ws.chunks.delete(key)
-            except DatahubError as exc:
-                log.warning("cannot delete garbage chunk %s of %s: %s", key, self.ws.what, exc.message)
-                failed = True
-                if key in remembered:
-                    self._deferred.setdefault(file_id_of(key), set()).add(key)
-                continue
-            gone += 1
-            if key not in remembered:
-                unlist.append(key)
-        if unlist:
+            due |= self._deferred.pop(owner)
+        gone: list[str] = []
+        failed = False
+        for key in sorted(due):
+            if key not in pinned and not failed:
+                try:
+                    self.ws.chunks.delete(key)
+                    gone.append(key)
+                    continue
+                except DatahubError as exc:  # the rest waits for the next collection
+                    log.warning("cannot delete garbage chunk %s of %s: %s", key, self.ws.what, exc.message)
+                    failed = True
+            if key not in listed:
+                self._deferred.setdefault(file_id_of(key), set()).add(key)
+        unlist = [key for key in gone if key in listed]
+        if unlist or len(kept) >= _UNLIST:
             with self.ws.journal.write("garbage collection") as txn:
-                txn.del_garbage(unlist)
-        return gone
+                txn.del_garbage(unlist + kept)
+        return len(gone)
 
     def evict(self, target: int) -> int:
         """Drop chunks of clean, closed files (oldest first) until ``used <= target``."""
