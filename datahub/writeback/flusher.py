@@ -110,12 +110,12 @@ class _Locked:
 class _Turns:
     """The flusher's mutex, granted in the order it was asked for (first come, first served).
 
-    Why not a ``threading.Lock``: it goes to whichever thread grabs it first, and a thread
-    that flushes in a loop (beside a writer rewriting a file, whose garbage every flush then
-    collects) took it again before a waiting ``commit``, ``datahub cache flush`` or close ran:
-    their flush waited for as long as the loop went on (review14wb's race test hung 300 s;
-    tests/writeback/test_gclock15.py). Here a caller waits for the turns asked before its
-    own only: the one running and the ones already queued, never one asked after it."""
+    Why not a ``threading.Lock``: it goes to whichever thread grabs it first, so a thread
+    that flushes in a loop can take it again, over and over, before a waiting commit,
+    ``datahub cache flush`` or close gets it (the more likely the busier the machine; one
+    suspect of review14wb's race test hanging 300 s, gclock15). Here a caller waits for the
+    turns asked before its own only: the one running and the ones already queued, never
+    one asked after it."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()  # guards the fields below; never held while waiting
