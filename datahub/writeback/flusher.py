@@ -4,14 +4,14 @@ Dirty is derived, never flagged: the journal's ``origin`` table says which (file
 generation) the origin holds at each path, so a path is dirty when that differs from the
 namespace, and an origin path no longer in the namespace is a pending delete. A flush:
 
-1. plans from one read transaction (uploads and deletes);
+1. deletes garbage chunks (unreferenced by a committed transaction) from the shared tier,
+   then plans from one read transaction (uploads and deletes);
 2. streams each dirty file, chunk by chunk, to ``<target>/<path>`` (the store goes multipart
    for large files) — bounded parallelism, one chunk per stream in memory;
 3. records what the origin now holds, in batched transactions. A file written during its
    upload keeps a newer generation, so it stays dirty: the generation check is implicit;
 4. deletes origin objects of removed/renamed paths, after the uploads (data always exists
-   somewhere), then forgets them;
-5. deletes garbage chunks (unreferenced by a committed transaction) from the shared tier.
+   somewhere), then forgets them.
 
 It runs periodically (``flush_interval``), when the shared tier passes its high watermark
 (then it also evicts clean files down to the low watermark), on demand and at close.
@@ -31,9 +31,10 @@ import io
 import logging
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterable
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
@@ -48,6 +49,7 @@ from datahub.writeback.ports import FlushSource
 
 log = logging.getLogger(__name__)
 _MARK_BATCH = 128  # files recorded clean per journal transaction
+_UNLIST = 128  # open files' garbage chunks taken off the journal's list per transaction (``gc``)
 
 
 class Progress(Protocol):
@@ -105,6 +107,56 @@ class _Locked:
             self._progress.total = total  # type: ignore[union-attr]
 
 
+class _Turns:
+    """The flusher's mutex, granted in the order it was asked for (first come, first served).
+
+    Why not a ``threading.Lock``: it goes to whichever thread grabs it first, so a thread
+    that flushes in a loop can take it again, over and over, before a waiting commit,
+    ``datahub cache flush`` or close gets it (the more likely the busier the machine; one
+    suspect of review14wb's race test hanging 300 s, gclock15). Here a caller waits for the
+    turns asked before its own only: the one running and the ones already queued, never
+    one asked after it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()  # guards the fields below; never held while waiting
+        self._held = False
+        self._waiting: deque[threading.Lock] = deque()  # one locked latch per waiter, in order
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        self._acquire()
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _acquire(self) -> None:
+        with self._guard:
+            if not self._held:
+                self._held = True
+                return
+            latch = threading.Lock()
+            latch.acquire()
+            self._waiting.append(latch)
+        try:
+            latch.acquire()  # released by the holder handing its turn to us
+        except BaseException:  # interrupted: give up our place, or the turn handed to us
+            with self._guard:
+                handed = latch not in self._waiting
+                if not handed:
+                    self._waiting.remove(latch)
+            if handed:
+                self._release()
+            raise
+
+    def _release(self) -> None:
+        with self._guard:
+            if self._waiting:
+                self._waiting.popleft().release()  # the turn passes on: still held
+            else:
+                self._held = False
+
+
 class Flusher:
     def __init__(
         self,
@@ -129,9 +181,10 @@ class Flusher:
         self.low = int(shared_budget * low_watermark)
         self.budget = shared_budget
         self.concurrency = max(1, concurrency)
-        self._mutex = threading.Lock()  # one flush/evict at a time; serialises only flushers
+        self._mutex = _Turns()  # one flush/evict/gc at a time, in arrival order; serialises only flushers
         self._state = threading.Lock()  # guards the counters below; never held during I/O
         self._pins: Counter[str] = Counter()
+        self._deferred: dict[int, set[str]] = {}  # open files' garbage, off the journal (``gc``; in the turn)
         self.used = 0  # bytes of chunk objects referenced by the journal
         self.last_flush: float | None = None
         self.last_error: str | None = None
@@ -187,13 +240,16 @@ class Flusher:
             return plan(txn)
 
     def flush(self, *, progress: Progress | None = None) -> FlushReport:
-        with self._mutex:
+        with self._mutex.turn():
             return self._flush(_Locked(progress))
 
     def _flush(self, progress: _Locked) -> FlushReport:
         start = time.monotonic()
         self.ws.journal.fence(f"flush of {self.ws.what}")  # a lapsed writer pushes nothing
         report = FlushReport(self.ws.name)
+        # Garbage first: collected after the uploads, it sat between this flush's record of
+        # what the origin holds and a commit's read of it, where any fsync made it Conflict.
+        self.gc()
         uploads, deletes, srcs = self._plan()
         ready = [u for u in uploads if self.ws.trusted(u[1], u[2])]
         report.still_dirty += len(uploads) - len(ready)  # a first close still uploading its chunks
@@ -227,7 +283,6 @@ class Flusher:
         self._mark(done, report)
         if error is None:
             self._delete(deletes, set(srcs), report, progress)
-        self.gc()
         report.seconds = time.monotonic() - start
         if error is not None:
             self.last_error = error.message
@@ -327,33 +382,58 @@ class Flusher:
                     del self._pins[key]
 
     def gc(self) -> int:
-        """Delete garbage chunks, except those pinned by a running upload or of an open file."""
+        """Delete garbage chunks, except those pinned by a running upload or of an open file.
+
+        Runs in the flusher's turn (or before the flusher starts): a flush pins a file's
+        chunks only after planning it, so a collector running beside that window could
+        delete a chunk the planned upload is about to read.
+
+        An open file's garbage is kept (a handle may still be reading such a chunk) in
+        memory, ``_deferred``, and taken off the journal's list in batches (``_UNLIST``
+        keys, or with the collection's own transaction): left there, a writer rewriting a
+        file it keeps open grew the list by every generation, and every flush read all of it
+        again (gclock15); taken off at every collection, it cost a journal commit per flush.
+        Nothing is lost if the process dies: the next open deletes every chunk object no
+        record references (``open_workspace``)."""
         with self.ws.journal.read() as txn:
-            keys = txn.garbage()
-        if not keys:
-            return 0
+            listed = set(txn.garbage())
         open_ids = {of.id for of in self.ws.open_files()}
         with self._state:
             pinned = set(self._pins)
-        gone = []
-        for key in keys:
-            if key in pinned or file_id_of(key) in open_ids:
-                continue
-            try:
-                self.ws.chunks.delete(key)
-            except DatahubError as exc:
-                log.warning("cannot delete garbage chunk %s of %s: %s", key, self.ws.what, exc.message)
-                break
-            gone.append(key)
-        if gone:
+        kept = []  # listed keys of open files: deferred, off the list in batches
+        due = set()
+        for key in listed:
+            owner = file_id_of(key)
+            if owner in open_ids:
+                self._deferred.setdefault(owner, set()).add(key)
+                kept.append(key)
+            else:
+                due.add(key)
+        for owner in [o for o in self._deferred if o not in open_ids]:
+            due |= self._deferred.pop(owner)
+        gone: list[str] = []
+        failed = False
+        for key in sorted(due):
+            if key not in pinned and not failed:
+                try:
+                    self.ws.chunks.delete(key)
+                    gone.append(key)
+                    continue
+                except DatahubError as exc:  # the rest waits for the next collection
+                    log.warning("cannot delete garbage chunk %s of %s: %s", key, self.ws.what, exc.message)
+                    failed = True
+            if key not in listed:
+                self._deferred.setdefault(file_id_of(key), set()).add(key)
+        unlist = [key for key in gone if key in listed]
+        if unlist or len(kept) >= _UNLIST:
             with self.ws.journal.write("garbage collection") as txn:
-                txn.del_garbage(gone)
+                txn.del_garbage(unlist + kept)
         return len(gone)
 
     def evict(self, target: int) -> int:
         """Drop chunks of clean, closed files (oldest first) until ``used <= target``."""
         freed = 0
-        with self._mutex:
+        with self._mutex.turn():
             with self.ws.journal.read() as txn:
                 clean = []
                 for path, file_id in txn.tree_files():
@@ -375,7 +455,7 @@ class Flusher:
                     freed += self._evict_one(path, file_id)
                 finally:
                     self.ws.end_evict(file_id)
-        self.gc()
+            self.gc()  # in the turn: a flush's plan and pins never race the collector
         return freed
 
     def _evict_one(self, path: str, file_id: int) -> int:

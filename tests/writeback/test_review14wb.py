@@ -24,6 +24,19 @@ from tests.writeback.test_crash import REPO, recover_and_check, spec_for
 SIZE = 3 * CHUNK + 123  # several chunks, a short tail
 
 
+def flush_until(ws, stop: threading.Event, errors: list[BaseException]) -> None:
+    """Flush ``ws`` again and again, without a breath, until ``stop``; errors go to ``errors``.
+
+    Unpaced since gclock15: before, garbage collection inside the commit's window and a
+    lock a looping thread could take back at once kept a committer waiting past the suite's
+    300 s timeout, and this loop and the rewriter took a 2 ms breath per round."""
+    try:
+        while not stop.is_set():
+            ws.flush()
+    except BaseException as exc:  # reported by the test
+        errors.append(exc)
+
+
 def _generation(n: int, size: int = SIZE) -> bytes:
     """Bytes that tell generation ``n`` at every 8-byte word."""
     word = n.to_bytes(8, "little")
@@ -58,26 +71,15 @@ def test_commits_racing_rewrites_name_whole_acknowledged_generations(env: Env, c
                     else:
                         fh.write(offset, data[offset : offset + CHUNK])
                 begun[hashlib.sha256(data).hexdigest()] = n
-                fh.fsync()
-                # a breath: each generation leaves garbage the flusher's gc removes under its
-                # lock; unpaced on a loaded machine, the rewriter outran it (see flush below)
-                stop.wait(0.002)
+                fh.fsync()  # no breath: the flusher keeps up since gclock15 (test_gclock15.py)
             fh.close()
         except BaseException as exc:  # reported by the test
             errors.append(exc)
 
-    def flush() -> None:
-        try:
-            while not stop.is_set():
-                ws.flush()
-                # a breath between flushes: the flusher's lock is not fair, and a thread that
-                # takes it again at once kept the committer's flush waiting past the suite's
-                # 300 s timeout (a fresh suite, 2026-11-30); the two still race every flush
-                stop.wait(0.002)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=rewrite), threading.Thread(target=flush)]
+    threads = [
+        threading.Thread(target=rewrite),
+        threading.Thread(target=flush_until, args=(ws, stop, errors)),
+    ]
     for t in threads:
         t.start()
     committed = []
