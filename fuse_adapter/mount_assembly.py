@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datahub.cache.warmup_policy import PolicySettings, WarmupPolicy
 from datahub.catalog import open_catalog
 from datahub.console.context import CliContext
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, NotFound
 from fuse_adapter import daemon, layout
 from fuse_adapter.bucket_access import ObjectAccess
 from fuse_adapter.bucket_warmup import BucketWarmup, ObservedSource
@@ -342,18 +342,37 @@ def open_workspace(name: str, ctx: CliContext):
     return writeback.open_workspace(name, ctx.config, ctx.stores, lease=lease)
 
 
-def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:
-    """Flush everything acknowledged to the object store, then (optionally) commit it."""
+def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> str:
+    """Flush everything acknowledged to the object store, then (optionally) commit it.
+
+    Returns what it did, in words (``datahub umount`` prints it: the user learns which version
+    holds the files, not only that the mount stopped)."""
     report = workspace.flush(progress=ctx.progress(None, f"flushing workspace {workspace.name}"))
     log.info("flushed workspace %s: %s", workspace.name, report)
-    if commit_to:
-        from datahub.workspaces import commit_workspace
+    if not commit_to:
+        return f"workspace {workspace.name} flushed (no --commit-to: nothing committed)"
+    from datahub.workspaces import commit_workspace
 
-        version = commit_workspace(workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}")
-        if version is None:
-            log.info("workspace %s is empty: nothing committed to %s", workspace.name, commit_to)
-        else:
-            log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
+    version = commit_workspace(workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}")
+    if version is None:
+        log.info("workspace %s is empty: nothing committed to %s", workspace.name, commit_to)
+        return f"workspace {workspace.name} flushed; it is empty, so nothing was committed to {commit_to}"
+    log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
+    return f"workspace {workspace.name} flushed; its files are {commit_to}@v{version.seq}"
+
+
+def catalog_for_commit(commit_to: str, ctx: CliContext) -> None:
+    """Refuse a ``--commit-to`` mount before it serves when there is no catalog to commit into.
+
+    Why: the commit runs at unmount. On a home with no catalog the mount took every write of a
+    training run and ``datahub umount`` then failed with "no catalog" (exit 3), committing
+    nothing (newuser15). Now the start fails the same way, before anything is written."""
+    try:
+        ctx.existing_catalog_url()
+    except NotFound as exc:
+        raise NotFound(
+            f"--commit-to {commit_to} commits into a catalog at unmount, and there is none: {exc}"
+        ) from None
 
 
 def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
@@ -364,6 +383,8 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     from fuse_adapter.workspace import WorkspaceView, owner_only
 
     mountpoint = m.mountpoint
+    if m.commit_to:
+        catalog_for_commit(m.commit_to, ctx)
     workspace = open_workspace(m.workspace, ctx)
     quota = Quota.measure(workspace, m.quota) if m.quota else None
     view = WorkspaceView(workspace, uid=m.uid, gid=m.gid, quota=quota)

@@ -264,15 +264,15 @@ def bucket_warmup_mode(args: argparse.Namespace) -> bool | None:
 def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
     from fuse_adapter import daemon
 
-    def recover(record: daemon.MountRecord) -> None:
+    def recover(record: daemon.MountRecord) -> str | None:
         if record.kind != "workspace":
-            return
+            return None
         # only here: a plain unmount needs none of the FUSE, cache and catalog stack
         from fuse_adapter.mount_assembly import finish_workspace, open_workspace
 
         workspace = open_workspace(record.workspace, ctx)  # replays the journal of the dead daemon
         try:
-            finish_workspace(workspace, record.commit_to or None, ctx)
+            return finish_workspace(workspace, record.commit_to or None, ctx)
         finally:
             workspace.close()
 
