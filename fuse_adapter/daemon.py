@@ -99,6 +99,18 @@ def read_record(home: Path, mountpoint: str) -> MountRecord | None:
         return None
 
 
+def workspace_mount(home: Path, workspace: str, pid: int | None) -> MountRecord | None:
+    """The mount of ``home`` that serves ``workspace`` from process ``pid``, if any: so a second
+    mount of a workspace in use names where it is mounted and how to unmount it, not only the
+    process that holds it open."""
+    for path in sorted(_runtime_dir(home).glob("*.json")):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            record = MountRecord(**json.loads(path.read_text()))
+            if record.kind == "workspace" and record.workspace == workspace and record.pid == pid:
+                return record
+    return None
+
+
 def remove_record(home: Path, mountpoint: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         record_path(home, mountpoint).unlink()

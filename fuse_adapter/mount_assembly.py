@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datahub.cache.warmup_policy import PolicySettings, WarmupPolicy
 from datahub.catalog import open_catalog
 from datahub.console.context import CliContext
-from datahub.errors import InvalidInput, NotFound
+from datahub.errors import Conflict, InvalidInput, NotFound
 from fuse_adapter import daemon, layout
 from fuse_adapter.bucket_access import ObjectAccess
 from fuse_adapter.bucket_warmup import BucketWarmup, ObservedSource
@@ -385,7 +385,19 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     mountpoint = m.mountpoint
     if m.commit_to:
         catalog_for_commit(m.commit_to, ctx)
-    workspace = open_workspace(m.workspace, ctx)
+    try:
+        workspace = open_workspace(m.workspace, ctx)
+    except Conflict as exc:
+        held = daemon.workspace_mount(ctx.config.home_path, m.workspace, exc.details.get("pid"))
+        if held is None:
+            raise
+        raise Conflict(
+            f"workspace {m.workspace!r} is already open for writing by the mount at {held.mountpoint} "
+            f"(pid {held.pid}), and a workspace has one writer: unmount it there first "
+            f"(`datahub umount {held.mountpoint}`), or mount another workspace name",
+            pid=held.pid,
+            mountpoint=held.mountpoint,
+        ) from None
     quota = Quota.measure(workspace, m.quota) if m.quota else None
     view = WorkspaceView(workspace, uid=m.uid, gid=m.gid, quota=quota)
     home = ctx.config.home_path

@@ -56,3 +56,23 @@ def test_a_commit_to_mount_without_a_catalog_is_refused_before_it_takes_a_write(
         assert is_mounted(str(mnt))
     finally:
         env.teardown(mnt, None)
+
+
+def test_a_second_mount_of_a_workspace_names_the_mount_that_holds_it(env: FuseEnv) -> None:
+    """A second ``datahub mount --workspace run-42`` said the workspace was open "by process N",
+    to "close it there, or use `datahub cache flush`": no word of the mount to unmount."""
+    first, second = env.mountpoint("out"), env.mountpoint("out2")
+    try:
+        env.cli("mount", "--background", "--workspace", "run-42", str(first))
+        for how in ("--background", "--foreground"):
+            other = env.cli("mount", how, "--workspace", "run-42", str(second), check=False)
+            assert other.returncode == 4, other.stderr
+            assert f"already open for writing by the mount at {first} (pid " in other.stderr
+            assert f"(`datahub umount {first}`)" in other.stderr
+            assert not is_mounted(str(second))
+        env.cli("umount", str(first))
+        env.cli("mount", "--background", "--workspace", "run-42", str(second))  # as the message says
+        assert is_mounted(str(second))
+    finally:
+        env.teardown(second, None)
+        env.teardown(first, None)
