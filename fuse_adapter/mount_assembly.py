@@ -351,9 +351,14 @@ def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> str:
     log.info("flushed workspace %s: %s", workspace.name, report)
     if not commit_to:
         return f"workspace {workspace.name} flushed (no --commit-to: nothing committed)"
+    from datahub.console.context import author_or_default
     from datahub.workspaces import commit_workspace
 
-    version = commit_workspace(workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}")
+    # the login name, as every command that makes a version records it (the browser showed "—")
+    author = author_or_default(None)
+    version = commit_workspace(
+        workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}", author=author
+    )
     if version is None:
         log.info("workspace %s is empty: nothing committed to %s", workspace.name, commit_to)
         return f"workspace {workspace.name} flushed; it is empty, so nothing was committed to {commit_to}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+
 import pytest
 
 from datahub.catalog import open_catalog
@@ -27,6 +29,11 @@ def test_umount_of_a_workspace_says_which_version_holds_its_files(env: FuseEnv) 
         (mnt / "metrics.txt").write_text("epoch 2: loss 0.30\n")
         out = env.cli("umount", str(mnt)).stdout
         assert out.strip() == f"{mnt}: stopped: workspace run-42 flushed; its files are outputs@v2", out
+
+        with open_catalog(
+            env.config.resolved_catalog_url
+        ) as catalog:  # who made them, as `datahub log` shows
+            assert [catalog.resolve("outputs", n).author for n in (1, 2)] == [getpass.getuser()] * 2
 
         env.cli("mount", "--background", "--workspace", "scratch", str(mnt))
         out = env.cli("umount", str(mnt)).stdout
