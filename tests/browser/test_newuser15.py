@@ -32,3 +32,25 @@ def test_the_size_chart_counts_every_record_whatever_the_span_of_sizes(
     assert sum(counts) == 2, texts
     assert len(counts) == 16, texts  # still 16 bars at most
     assert texts[2].startswith("0 B – 512 B") and counts[0] == 1, texts  # the first bar holds the small file
+
+
+def test_a_mistyped_version_links_back_to_its_dataset_and_shows_commands_as_code(
+    chrome: Chrome,  # noqa: F811
+    server: str,
+) -> None:
+    """A version, record or filter typo under an existing dataset: the error page showed the
+    message's command with its backticks (`datahub log pets`) and linked only to "All datasets"."""
+    c = chrome
+    for path in ("/datasets/pets/versions/9", "/datasets/pets/versions/2/records/nope.jpg"):
+        c.visit(f"{server}{path}", "newuser15-typo", error_page=True)
+        back = c.driver.find_element("link text", "Back to pets")
+        assert back.get_attribute("href") == f"{server}/datasets/pets"
+        assert [a.text for a in c.find_all(".crumbs a")] == ["Datasets", "pets"]
+    c.visit(f"{server}/datasets/pets/versions/9", "newuser15-typo-version", error_page=True)
+    assert c.find(".error-message").text == "dataset 'pets' has no version 9; see datahub log pets"
+    assert c.find(".error-message code").text == "datahub log pets"
+    c.driver.find_element("link text", "Back to pets").click()
+    c.wait_for_url(lambda url: url == f"{server}/datasets/pets")
+    # a missing dataset's page links nowhere but the list (an unreadable one's is the same page)
+    c.visit(f"{server}/datasets/nope/versions/1", "newuser15-typo-dataset", error_page=True)
+    assert not c.driver.find_elements("link text", "Back to nope") and not c.find_all(".crumbs a")
