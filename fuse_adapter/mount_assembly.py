@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datahub.cache.warmup_policy import PolicySettings, WarmupPolicy
 from datahub.catalog import open_catalog
 from datahub.console.context import CliContext
-from datahub.errors import Conflict, InvalidInput, NotFound
+from datahub.errors import Conflict, InvalidInput
 from fuse_adapter import daemon, layout
 from fuse_adapter.bucket_access import ObjectAccess
 from fuse_adapter.bucket_warmup import BucketWarmup, ObservedSource
@@ -366,20 +366,6 @@ def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> str:
     return f"workspace {workspace.name} flushed; its files are {commit_to}@v{version.seq}"
 
 
-def catalog_for_commit(commit_to: str, ctx: CliContext) -> None:
-    """Refuse a ``--commit-to`` mount before it serves when there is no catalog to commit into.
-
-    Why: the commit runs at unmount. On a home with no catalog the mount took every write of a
-    training run and ``datahub umount`` then failed with "no catalog" (exit 3), committing
-    nothing (newuser15). Now the start fails the same way, before anything is written."""
-    try:
-        ctx.existing_catalog_url()
-    except NotFound as exc:
-        raise NotFound(
-            f"--commit-to {commit_to} commits into a catalog at unmount, and there is none: {exc}"
-        ) from None
-
-
 def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     """Assemble a writable workspace mount and serve it until unmounted (then flush, and
     commit if asked). Blocks."""
@@ -388,8 +374,6 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     from fuse_adapter.workspace import WorkspaceView, owner_only
 
     mountpoint = m.mountpoint
-    if m.commit_to:
-        catalog_for_commit(m.commit_to, ctx)
     try:
         workspace = open_workspace(m.workspace, ctx)
     except Conflict as exc:

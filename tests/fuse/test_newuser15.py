@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import os
 
 import pytest
 
@@ -59,6 +60,12 @@ def test_a_commit_to_mount_without_a_catalog_is_refused_before_it_takes_a_write(
             assert "--commit-to outputs commits into a catalog at unmount, and there is none" in proc.stderr
             assert f"no catalog at {catalog}" in proc.stderr and " init`" in proc.stderr
             assert not is_mounted(str(mnt))
+        # a dataset version is read from the catalog: the same refusal, and no empty catalog made
+        for how in ("--background", "--foreground"):
+            proc = env.cli("mount", how, str(mnt), "sample@v1", check=False)
+            assert proc.returncode == 3, (proc.returncode, proc.stderr)
+            assert f"no catalog at {catalog}" in proc.stderr and "not found" not in proc.stderr, proc.stderr
+            assert not is_mounted(str(mnt)) and not os.path.exists(catalog)
         env.cli("mount", "--background", "--workspace", "run-1", str(mnt))  # no commit: no catalog needed
         assert is_mounted(str(mnt))
     finally:
