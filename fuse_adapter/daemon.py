@@ -99,6 +99,18 @@ def read_record(home: Path, mountpoint: str) -> MountRecord | None:
         return None
 
 
+def workspace_mount(home: Path, workspace: str, pid: int | None) -> MountRecord | None:
+    """The mount of ``home`` that serves ``workspace`` from process ``pid``, if any: so a second
+    mount of a workspace in use names where it is mounted and how to unmount it, not only the
+    process that holds it open."""
+    for path in sorted(_runtime_dir(home).glob("*.json")):
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            record = MountRecord(**json.loads(path.read_text()))
+            if record.kind == "workspace" and record.workspace == workspace and record.pid == pid:
+                return record
+    return None
+
+
 def remove_record(home: Path, mountpoint: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         record_path(home, mountpoint).unlink()
@@ -333,9 +345,10 @@ def unmount(
     mountpoint: str,
     *,
     timeout: float = 600.0,
-    recover: Callable[[MountRecord], None] | None = None,
+    recover: Callable[[MountRecord], str | None] | None = None,
 ) -> str:
-    """Stop the daemon of ``mountpoint`` cleanly, or clean up after a dead one. Returns what it did."""
+    """Stop the daemon of ``mountpoint`` cleanly, or clean up after a dead one. Returns what it did,
+    with what ``recover`` said it did (a workspace: flushed, and which version holds its files)."""
     path = canonical(mountpoint)
     record = read_record(home, path)
     if record is not None and is_mount_daemon(record.pid, path):
@@ -351,11 +364,13 @@ def unmount(
         if is_mounted(path):
             fusermount_detach(path, lazy=True)
         remove_record(home, path)
+        outcome = "stopped"
         if recover is not None:
             # The daemon is not our child, so its exit status is unknown: re-check its final flush
             # (a no-op when it succeeded; otherwise flushed again here, and a failure reaches the user).
-            recover(record)
-        return "stopped"
+            said = recover(record)
+            outcome += f": {said}" if said else ""
+        return outcome
     outcome = "not mounted"
     if is_mounted(path):
         stale = _is_stale(path)
@@ -363,8 +378,8 @@ def unmount(
         outcome = "cleaned stale mount" if stale else "unmounted"
     if record is not None:
         if recover is not None:
-            recover(record)  # e.g. replay the journal of a crashed workspace and flush it
-            outcome += " and recovered"
+            said = recover(record)  # e.g. replay the journal of a crashed workspace and flush it
+            outcome += f" and recovered: {said}" if said else " and recovered"
         remove_record(home, path)
     return outcome
 

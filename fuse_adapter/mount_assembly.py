@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datahub.cache.warmup_policy import PolicySettings, WarmupPolicy
 from datahub.catalog import open_catalog
 from datahub.console.context import CliContext
-from datahub.errors import InvalidInput
+from datahub.errors import Conflict, InvalidInput
 from fuse_adapter import daemon, layout
 from fuse_adapter.bucket_access import ObjectAccess
 from fuse_adapter.bucket_warmup import BucketWarmup, ObservedSource
@@ -345,18 +345,28 @@ def open_workspace(name: str, ctx: CliContext, commit_to: str | None = None):
     return writeback.open_workspace(name, ctx.config, ctx.stores, lease=lease, commit_to=commit_to or "")
 
 
-def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> None:
-    """Flush everything acknowledged to the object store, then (optionally) commit it."""
+def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> str:
+    """Flush everything acknowledged to the object store, then (optionally) commit it.
+
+    Returns what it did, in words (``datahub umount`` prints it: the user learns which version
+    holds the files, not only that the mount stopped)."""
     report = workspace.flush(progress=ctx.progress(None, f"flushing workspace {workspace.name}"))
     log.info("flushed workspace %s: %s", workspace.name, report)
-    if commit_to:
-        from datahub.workspaces import commit_workspace
+    if not commit_to:
+        return f"workspace {workspace.name} flushed (no --commit-to: nothing committed)"
+    from datahub.console.context import author_or_default
+    from datahub.workspaces import commit_workspace
 
-        version = commit_workspace(workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}")
-        if version is None:
-            log.info("workspace %s is empty: nothing committed to %s", workspace.name, commit_to)
-        else:
-            log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
+    # the login name, as every command that makes a version records it (the browser showed "—")
+    author = author_or_default(None)
+    version = commit_workspace(
+        workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}", author=author
+    )
+    if version is None:
+        log.info("workspace %s is empty: nothing committed to %s", workspace.name, commit_to)
+        return f"workspace {workspace.name} flushed; it is empty, so nothing was committed to {commit_to}"
+    log.info("committed workspace %s as %s@v%d", workspace.name, commit_to, version.seq)
+    return f"workspace {workspace.name} flushed; its files are {commit_to}@v{version.seq}"
 
 
 def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
@@ -367,7 +377,19 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     from fuse_adapter.workspace import WorkspaceView, owner_only
 
     mountpoint = m.mountpoint
-    workspace = open_workspace(m.workspace, ctx, m.commit_to)
+    try:
+        workspace = open_workspace(m.workspace, ctx, m.commit_to)
+    except Conflict as exc:
+        held = daemon.workspace_mount(ctx.config.home_path, m.workspace, exc.details.get("pid"))
+        if held is None:
+            raise
+        raise Conflict(
+            f"workspace {m.workspace!r} is already open for writing by the mount at {held.mountpoint} "
+            f"(pid {held.pid}), and a workspace has one writer: unmount it there first "
+            f"(`datahub umount {held.mountpoint}`), or mount another workspace name",
+            pid=held.pid,
+            mountpoint=held.mountpoint,
+        ) from None
     quota = Quota.measure(workspace, m.quota) if m.quota else None
     view = WorkspaceView(workspace, uid=m.uid, gid=m.gid, quota=quota)
     home = ctx.config.home_path

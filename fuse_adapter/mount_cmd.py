@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from datahub.console.context import CliContext
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from fuse_adapter.mount_assembly import ReadOnlyMount
@@ -191,6 +191,7 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
     if "://" in args.mountpoint and len(args.sources) == 1 and "://" not in args.sources[0]:
         # `datahub mount s3://bucket MNT` (source first, as rclone/s3fs take it) means the same
         args.mountpoint, args.sources = args.sources[0], [args.mountpoint]
+    require_catalog(args, ctx)
     mountpoint = daemon.check_mountpoint(args.mountpoint, ctx.config.home_path)  # cleans a stale one
     _configure(args, ctx)
     home = ctx.config.home_path
@@ -226,6 +227,28 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         )
         return assembly.serve_workspace(workspace, ctx)
     return assembly.serve_readonly(readonly_mount(args, common), ctx)
+
+
+def require_catalog(args: argparse.Namespace, ctx: CliContext) -> None:
+    """Refuse, before anything starts or is written, a mount that needs a catalog where there is
+    none (an SQLite file that does not exist): dataset versions are read from it, and
+    ``--commit-to`` commits into it at unmount. As every command that reads a catalog, exit 3
+    naming where it looked and ``datahub init``, leaving no tree behind.
+
+    Why (newuser15): a ``--commit-to`` mount took a training run's writes and only ``datahub
+    umount`` failed with "no catalog", committing nothing; a version mount under a mistyped
+    ``--home`` made an empty catalog and a tree there, then said the dataset was not found. A
+    bucket mount or a plain workspace keeps working without one."""
+    if not args.commit_to and all("://" in s for s in args.sources):
+        return
+    try:
+        ctx.existing_catalog_url()
+    except NotFound as exc:
+        if args.commit_to:
+            raise NotFound(
+                f"--commit-to {args.commit_to} commits into a catalog at unmount, and there is none: {exc}"
+            ) from None
+        raise
 
 
 def readonly_mount(args: argparse.Namespace, common: dict) -> ReadOnlyMount:
@@ -278,16 +301,16 @@ def bucket_warmup_mode(args: argparse.Namespace) -> bool | None:
 def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
     from fuse_adapter import daemon
 
-    def recover(record: daemon.MountRecord) -> None:
+    def recover(record: daemon.MountRecord) -> str | None:
         if record.kind != "workspace":
-            return
+            return None
         # only here: a plain unmount needs none of the FUSE, cache and catalog stack
         from fuse_adapter.mount_assembly import finish_workspace, open_workspace
 
         # replays the journal of the dead daemon
         workspace = open_workspace(record.workspace, ctx, record.commit_to)
         try:
-            finish_workspace(workspace, record.commit_to or None, ctx)
+            return finish_workspace(workspace, record.commit_to or None, ctx)
         finally:
             workspace.close()
 

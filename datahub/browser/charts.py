@@ -19,6 +19,7 @@ from datahub.catalog.model import Record
 SAMPLE = 10_000
 TOP_VALUES = 12
 LABEL_FIELDS = 3
+SIZE_BARS = 16  # the histogram's bars at most; smaller sizes are counted in its first bar
 BAR_W, BAR_H, LABEL_W, CHART_W = 240, 18, 150, 460
 
 
@@ -100,13 +101,28 @@ def summarise(records: Iterable[Record]) -> Summary:
     labels = tuple(_chart(f"labels.{name}", counter.most_common(TOP_VALUES)) for name, counter in busiest)
     sizes = None
     if buckets:
-        low, high = min(buckets), max(buckets)
-        pairs = [
-            (f"{human_size(2**b)} – {human_size(2 ** (b + 1))}", buckets.get(b, 0))
-            for b in range(low, high + 1)
-        ]
-        sizes = _chart("size", pairs[-16:])
+        sizes = _chart("size", _size_bars(buckets))
     return Summary(n, truncated, labels, sizes)
+
+
+def _size_bars(buckets: Counter[int]) -> list[tuple[str, int]]:
+    """The histogram's bars, one per power of two from the smallest size to the largest.
+
+    At most ``SIZE_BARS``: when the sizes span more, the first bar starts at 0 B and counts
+    every smaller record too, so the bars always add up to the records summarised. Cutting
+    the smallest powers off instead dropped those records from a chart that said "of 2
+    records" (a 19-byte metrics file beside an 8 MiB checkpoint showed one bar of 1).
+    """
+    low, high = min(buckets), max(buckets)
+    first = max(low, high - SIZE_BARS + 1)
+    pairs = [
+        (f"{human_size(2**b)} – {human_size(2 ** (b + 1))}", buckets.get(b, 0))
+        for b in range(first, high + 1)
+    ]
+    if first > low:
+        below = sum(count for b, count in buckets.items() if b < first)
+        pairs[0] = (f"0 B – {human_size(2 ** (first + 1))}", pairs[0][1] + below)
+    return pairs
 
 
 @dataclass(frozen=True, slots=True)

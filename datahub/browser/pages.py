@@ -146,7 +146,18 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
 
 
 def error_page(request: Request, status: int, code: str, message: str) -> HTMLResponse:
-    return render(request, "error.html", status, title=f"{status} {code}", code=code, message=message)
+    """The error as a page. Under a dataset's address (a version, record, diff or filter that
+    does not fit) it links back to that dataset, which exists: a new user who mistyped a version
+    had only "All datasets". Never for ``dataset_not_found`` or a refusal, so an unreadable
+    dataset's page stays exactly a missing one's (docs/browser.md, "Access")."""
+    name = (
+        request.path_params.get("name", "")
+        if code != "dataset_not_found" and status not in (401, 403)
+        else ""
+    )
+    return render(
+        request, "error.html", status, title=f"{status} {code}", code=code, message=message, dataset=name
+    )
 
 
 def cursor_of(text: str, parameter: str = "cursor") -> str:

@@ -92,9 +92,41 @@ def log(args: argparse.Namespace, ctx: CliContext) -> int:
 def ls(args: argparse.Namespace, ctx: CliContext) -> int:
     name, ref = split_ref(args.version)
     records = ctx.catalog.list_records(name, ref, prefix=args.prefix, where=args.filter, limit=args.limit)
-    rows = (_record_row(r, ctx.json_output) for r in records)
-    ctx.emit_lines(rows, columns=("key", "size", "etag", "labels"))
+    listed = 0
+
+    def rows():
+        nonlocal listed
+        for record in records:
+            listed += 1
+            yield _record_row(record, ctx.json_output)
+
+    ctx.emit_lines(rows(), columns=("key", "size", "etag", "labels"))
+    if not listed and not ctx.json_output and (args.prefix or args.filter) and args.limit != 0:
+        print(_nothing_listed(ctx, name, ref, args.prefix, args.filter), file=ctx.err)
     return 0
+
+
+def _nothing_listed(ctx: CliContext, name: str, ref: str, prefix: str, where: str | None) -> str:
+    """Why ``ls`` printed nothing, with what is there, on stderr (stdout stays empty for pipes).
+
+    Why: a typo in a prefix (``trian/``) or a filter's field (``labels.clas=cat``) printed
+    nothing at all and exited 0, as a version with no such records does (newuser15). Costs one
+    directory level and one record read, only when nothing was listed."""
+    what = f"no record of {name}@{ref}" + (f" under prefix {shown(prefix)!r}" if prefix else "")
+    what += f" matches {shown(where)!r}" if where else ""
+    here = next(iter(ctx.catalog.list_records(name, ref, prefix=prefix, limit=1)), None)
+    if here is None:  # the prefix holds nothing: the folders and files beside it
+        parent = prefix[: prefix.rstrip("/").rfind("/") + 1]
+        # a subdirectory comes as its string, a file as a DirFile row whose first field is its key
+        beside = [
+            e if isinstance(e, str) else e[0]
+            for e in ctx.catalog.list_directory(name, ref, prefix=parent, limit=6)
+        ]
+        names = ", ".join(shown(e[len(parent) :]) for e in beside[:5]) + (", …" if len(beside) > 5 else "")
+        return f"{what}; {f'{shown(parent)!r}' if parent else 'the top level'} holds: {names or 'nothing'}"
+    fields = [f"labels.{k}" for k in sorted(here.labels)] + [f"meta.{k}" for k in sorted(here.meta)]
+    has = f"the fields {', '.join(fields)}" if fields else "no labels or meta"
+    return f"{what}; its first record ({shown(here.key)}) has {has}"
 
 
 def _record_row(record, full: bool) -> dict:
