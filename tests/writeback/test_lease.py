@@ -19,6 +19,13 @@ from datahub.writeback import flush_workspace, open_workspace
 from tests.writeback.conftest import CHUNK, write
 
 
+# A holder's lease in the tests that want it kept until a takeover: renewed every second and
+# self-fenced after 2.5 s without a renewal, so a loaded machine's renewal thread keeps it
+# (0.9 s fenced node a before its upload read a chunk at load 15), while a holder still learns of
+# a takeover within a second.
+LEASE_TTL = 3.0
+
+
 class Clock:
     """The catalog's clock, moved by the test (a lease lapses without waiting for it)."""
 
@@ -96,7 +103,7 @@ def test_a_holder_whose_lapsed_lease_was_taken_over_refuses_closes_and_pushes_no
     workspace over. Node a's next renewal is refused: its closes, fsyncs and flushes fail
     with EIO and its file never reaches the bucket over node b's."""
     (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
-    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=0.9)
+    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=LEASE_TTL)
     write(ws_a, "early.txt", b"acknowledged before the takeover")
     clock.now += 60  # a's lease lapsed in the catalog's eyes
     ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)
@@ -220,7 +227,7 @@ def test_a_broken_lease_fences_its_live_holder_before_another_node_may_take_it(
     fences (its close fails with EIO, nothing of it is flushed), and node b is refused until
     the lease's own expiry, then takes it (lease15)."""
     (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
-    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=0.9, commit_to="pets")
+    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=LEASE_TTL, commit_to="pets")
     fh = ws_a.open("late.txt", create=True)
     fh.write(0, b"node a, after the break")
     assert catalog.break_lease("shared").dataset == "pets"

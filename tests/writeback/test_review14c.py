@@ -17,7 +17,7 @@ from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.errors import Conflict, DatahubError, StorageError
 from datahub.writeback import open_workspace
 from tests.writeback.conftest import write
-from tests.writeback.test_lease import Clock, catalog, clock, node
+from tests.writeback.test_lease import LEASE_TTL, Clock, catalog, clock, node
 
 __all__ = ["catalog", "clock"]  # fixtures
 
@@ -79,7 +79,7 @@ def test_an_upload_in_flight_when_the_lease_is_taken_over_does_not_replace_the_n
     acknowledged bytes: a fenced holder pushes nothing over a new holder's files
     (docs/writeback.md, "One writer")."""
     (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
-    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=0.9)
+    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=LEASE_TTL)
     write(ws_a, "model.bin", b"node a's older bytes")
     origin = ws_a.flusher.origin
     started, go = threading.Event(), threading.Event()
