@@ -75,10 +75,11 @@ fi
 # --- virtualenv + pip packages ----------------------------------------------------------
 [[ -x "$VENV/bin/python" ]] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 mkdir -p "$STAMPS"
-scripts/build_libfuse.sh "$VENV" || log "libfuse 3.17 not built: pyfuse3 uses the system libfuse (no FUSE passthrough)"
+# both builds are quiet for minutes on a first install (no output under load for ~4 min: newuser15)
+with_heartbeat "libfuse 3.17 build" scripts/build_libfuse.sh "$VENV" || log "libfuse 3.17 not built: pyfuse3 uses the system libfuse (no FUSE passthrough)"
 # pyfuse3 built from its source tree third_party/pyfuse3: before the pins below, which
 # then find pyfuse3 3.5.0 installed. A no-op when that build is already there.
-scripts/build_pyfuse3.sh "$VENV/bin/python"
+with_heartbeat "pyfuse3 build" scripts/build_pyfuse3.sh "$VENV/bin/python"
 want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
 if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
   log "pip install (constraints: requirements/constraints.txt): pip, then torch, then datahub and its dependencies; a few minutes the first time"
