@@ -12,6 +12,7 @@ alone, in a serial pass (the ids its parallel pass listed with ``--exclusive-lis
 
 from __future__ import annotations
 
+import fcntl
 import importlib
 import os
 import threading
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from datahub.config import Config, load_config
-from tests.servers import CephCluster, MotoServer, S3Endpoint
+from tests.servers import CephCluster, MotoServer, S3Endpoint, stop_ceph
 
 # directories whose package-scoped fixture is worth building once: all their files on one worker
 SHARED_PACKAGES = ("browser", "multihost")
@@ -152,6 +153,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     thread = session.config.stash.get(OLD_TREES, None)
     if thread is not None:
         thread.join()  # never leave a half-deleted tree locked behind (pytest's lock lasts 3 days)
+    if session.config.pluginmanager.has_plugin("dsession"):  # a parallel run's controller, workers done
+        pointer = session.config._tmp_path_factory.getbasetemp() / CEPH_OF_THE_RUN
+        if pointer.exists():
+            stop_ceph(Path(pointer.read_text()).parent)
 
 
 def scope_of(nodeid: str) -> str:
@@ -220,12 +225,39 @@ def moto_endpoint() -> Iterator[S3Endpoint]:
 
 
 @pytest.fixture(scope="session")
-def ceph_cluster() -> Iterator[CephCluster]:
-    cluster = CephCluster()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+def ceph_cluster(
+    pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CephCluster]:
+    """The real Ceph (mon, OSD, RGW); in a parallel run, one for all its workers.
+
+    Why one: each xdist worker started its own (3 CPU-s and 12 s of that worker at load 9,
+    then its daemons' idle CPU and memory to the end), though every test makes its own
+    buckets, pool prefixes and keys. The first worker that needs it starts it, under a lock
+    in the run's temp root where it writes the cluster's env.sh; the others reuse it; the
+    controller stops it once every worker is done (``pytest_sessionfinish``)."""
+    if not hasattr(pytestconfig, "workerinput"):
+        cluster = CephCluster()
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+        return
+    yield _ceph_of_the_run(tmp_path_factory.getbasetemp().parent)  # a worker's: <controller's>/popen-gwN
+
+
+CEPH_OF_THE_RUN = "ceph-env.txt"  # in a parallel run's temp root: the env.sh of its one Ceph
+
+
+def _ceph_of_the_run(run_root: Path) -> CephCluster:
+    with open(run_root / "ceph.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits while the first starts it
+        pointer = run_root / CEPH_OF_THE_RUN
+        if pointer.exists():
+            return CephCluster(reuse=Path(pointer.read_text()))
+        cluster = CephCluster()
+        if cluster.owned:  # not a DATAHUB_TEST_CEPH_ENV cluster: the controller stops it
+            pointer.write_text(str(cluster.dir / "env.sh"))
+        return cluster
 
 
 @pytest.fixture(scope="session")

@@ -174,11 +174,12 @@ class CephCluster:
     """A throw-away single-node Ceph (mon, osd, rgw) under a temp dir, via scripts/ceph-dev.
 
     ``DATAHUB_TEST_CEPH_ENV=/path/env.sh`` reuses a cluster that is already running
-    (faster while developing); it is then left running after the tests.
+    (faster while developing); it is then left running after the tests. So does ``reuse``
+    (the env.sh of the cluster a parallel run's first worker started: tests/conftest.py).
     """
 
-    def __init__(self) -> None:
-        reuse = os.environ.get("DATAHUB_TEST_CEPH_ENV")
+    def __init__(self, reuse: Path | None = None) -> None:
+        reuse = reuse or os.environ.get("DATAHUB_TEST_CEPH_ENV")
         self.owned = not reuse
         if reuse:
             env_file = Path(reuse)
@@ -227,16 +228,21 @@ class CephCluster:
 
     def stop(self) -> None:
         if self.owned:
-            try:
-                subprocess.run(
-                    ["bash", str(CEPH_TOOLS / "ceph-down.sh"), str(self.dir), "--purge", "--kill"],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    timeout=120,
-                )
-            except subprocess.TimeoutExpired:
-                pass  # a stuck teardown must not hang the test session; the daemons die with the VM
+            stop_ceph(self.dir)
+
+
+def stop_ceph(cluster_dir: Path) -> None:
+    """Stop the daemons ceph-up.sh started in ``cluster_dir`` and delete it."""
+    try:
+        subprocess.run(
+            ["bash", str(CEPH_TOOLS / "ceph-down.sh"), str(cluster_dir), "--purge", "--kill"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
+    except subprocess.TimeoutExpired:
+        pass  # a stuck teardown must not hang the test session; the daemons die with the VM
 
 
 def _read_exports(path: Path) -> dict[str, str]:

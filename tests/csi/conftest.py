@@ -302,8 +302,9 @@ class Plugin:
         if self.channel is not None:
             self.channel.close()
 
-    def teardown(self) -> None:
-        """Unpublish what the plugin recorded, stop it, then clean up anything left (ours only)."""
+    def unpublish_all(self) -> None:
+        """Unpublish and unstage every volume the plugin recorded (targets before their stage),
+        if it runs: what a test left, before the plugin is stopped or handed to the next test."""
         if self.proc is not None and self.proc.poll() is None:
             for p in sorted(self.state(), key=lambda p: bool(p.get("staged"))):  # targets before their stage
                 with contextlib.suppress(grpc.RpcError):
@@ -311,6 +312,10 @@ class Plugin:
                         self.unstage(p["target_path"], p["volume_id"])
                     else:
                         self.unpublish(p["target_path"], p["volume_id"])
+
+    def teardown(self) -> None:
+        """Unpublish what the plugin recorded, stop it, then clean up anything left (ours only)."""
+        self.unpublish_all()
         leftover_pids = [p.get("pid", 0) for p in self.state()]
         self.stop()
         for pid in leftover_pids:
@@ -342,6 +347,15 @@ def plugin(csi_env: CsiEnv) -> Iterator[Plugin]:
         yield p.start()
     finally:
         p.teardown()
+
+
+def handed_clean(plugin: Plugin) -> Iterator[Plugin]:
+    """A module's plugin for one test, as a function fixture yields it (``yield from``): what the
+    test left published is unpublished after it, so the next test starts with none, as with a
+    plugin of its own. Why share: a plugin's start and stop is about 1.6 s of a worker at load
+    12 (docs/benchmarks.md, suite15); a test that kills or restarts its plugin keeps its own."""
+    yield plugin
+    plugin.unpublish_all()
 
 
 def wait_for_checks(plugin: Plugin, passes: int, timeout: float = 60.0) -> None:

@@ -17,16 +17,17 @@ import pytest
 
 from datahub.api.tokens import issue_token
 from datahub.catalog import open_catalog
-from tests.csi.conftest import CsiEnv, Plugin
+from tests.csi.conftest import CsiEnv, Plugin, handed_clean
 from tests.csi.test_publish import pod_info
 from tests.servers import free_port, wait_for_port
 
 pytestmark = pytest.mark.fuse
 
 
-@pytest.fixture
-def api_plugin(csi_env: CsiEnv, tmp_path: Path) -> Iterator[Plugin]:
+@pytest.fixture(scope="module")
+def api_module_plugin(csi_env: CsiEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
     """``datahub serve --auth`` over the environment's catalog, and a plugin whose catalog is it."""
+    tmp_path = tmp_path_factory.mktemp("api")
     catalog = open_catalog(csi_env.config.resolved_catalog_url)
     try:
         token, _ = issue_token(catalog.store, "csi-node")
@@ -68,6 +69,12 @@ def api_plugin(csi_env: CsiEnv, tmp_path: Path) -> Iterator[Plugin]:
             catalog.update_dataset("imgs", acl={})
         finally:
             catalog.close()
+
+
+@pytest.fixture
+def api_plugin(api_module_plugin: Plugin) -> Iterator[Plugin]:
+    """``api_module_plugin``, with nothing published before and after the test."""
+    yield from handed_clean(api_module_plugin)
 
 
 def test_a_dataset_volume_mounts_through_an_authenticated_api(api_plugin: Plugin, csi_env: CsiEnv) -> None:

@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from fuse_adapter.daemon import is_mounted
-from tests.csi.conftest import CsiEnv, Plugin, _cmdline_mentions, mounts_under
+from tests.csi.conftest import CsiEnv, Plugin, _cmdline_mentions, handed_clean, mounts_under
 from tests.csi.test_restart import _serves_v1, _zombie, staging, target
 from tests.csi.test_stage import code_of, fuse_daemons, fuse_mounts
 
@@ -40,6 +40,26 @@ def own_plugin(csi_env: CsiEnv, tmp_path: Path) -> Iterator[Plugin]:
         for pid in _processes_under(tmp_path):  # a mount process no record names (the crash tests)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def quiet_module_plugin(csi_env: CsiEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
+    """One plugin with no periodic pass for the module's tests that never kill nor restart it."""
+    root = tmp_path_factory.mktemp("csi14-quiet")
+    plugin = Plugin(root, csi_env.config_path, check_interval=3600)
+    try:
+        yield plugin.start()
+    finally:
+        plugin.teardown()
+        for pid in _processes_under(root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def quiet_plugin(quiet_module_plugin: Plugin) -> Iterator[Plugin]:
+    """``quiet_module_plugin``, started, with nothing published before and after the test."""
+    yield from handed_clean(quiet_module_plugin)
 
 
 def _processes_under(root: Path) -> list[int]:
@@ -145,9 +165,9 @@ def test_an_inline_publish_whose_record_a_crash_lost_is_published_again(
 
 
 def test_a_target_that_is_a_symlink_is_refused_and_the_volume_it_names_is_untouched(
-    own_plugin: Plugin, csi_env: CsiEnv
+    quiet_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
-    plugin = own_plugin.start()
+    plugin = quiet_plugin
     pod_a, pod_b = target(plugin, "link-a"), target(plugin, "link-b")
     plugin.publish(pod_a, V1, volume_id="a")
     os.symlink(pod_a, pod_b)  # pod b's target names pod a's volume
@@ -168,9 +188,9 @@ def test_a_target_that_is_a_symlink_is_refused_and_the_volume_it_names_is_untouc
 
 
 def test_a_target_inside_another_volume_is_refused_and_writes_nothing_there(
-    own_plugin: Plugin, csi_env: CsiEnv
+    quiet_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
-    plugin = own_plugin.start()
+    plugin = quiet_plugin
     ws = target(plugin, "outer-ws")
     plugin.publish(ws, {"workspace": "csi14-outer"}, volume_id="ws")
     inner = os.path.join(ws, "inner")
@@ -191,9 +211,9 @@ def test_a_target_inside_another_volume_is_refused_and_writes_nothing_there(
 
 
 def test_a_mount_the_plugin_did_not_make_is_still_refused_and_left_alone(
-    own_plugin: Plugin, csi_env: CsiEnv
+    quiet_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
-    plugin = own_plugin.start()
+    plugin = quiet_plugin
     pod, stage = target(plugin, "tmpfs-pod"), staging(plugin, "tmpfs-stage")
     for path in (pod, stage):
         os.makedirs(path, exist_ok=True)
@@ -210,9 +230,9 @@ def test_a_mount_the_plugin_did_not_make_is_still_refused_and_left_alone(
 
 
 def test_one_workspace_staged_at_two_staging_paths_still_has_one_writer(
-    own_plugin: Plugin, csi_env: CsiEnv
+    quiet_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
-    plugin = own_plugin.start()
+    plugin = quiet_plugin
     first, second = staging(plugin, "ws-one"), staging(plugin, "ws-two")
     context = {"workspace": "csi14-two-stages"}
     plugin.stage(first, context, volume_id="ws")

@@ -23,12 +23,12 @@ import pytest
 
 from datahub.catalog import open_catalog
 from tests.csi.conftest import CsiEnv, Mode, Plugin, mounts_under
-from tests.csi.test_api_catalog import api_plugin
+from tests.csi.test_api_catalog import api_module_plugin, api_plugin
 from tests.csi.test_deploy import load_all
 from tests.csi.test_publish import pod_info
 
 pytestmark = pytest.mark.fuse
-__all__ = ["api_plugin"]  # the fixture, used by name
+__all__ = ["api_module_plugin", "api_plugin"]  # the fixtures, used by name
 
 SA = "system:serviceaccount:team-a:trainer"
 READ_ONLY_MANY = Mode.MULTI_NODE_READER_ONLY

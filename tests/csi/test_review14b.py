@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.csi.conftest import CsiEnv, Plugin
-from tests.csi.test_csi14 import V1, _refused, own_plugin  # noqa: F401 (fixture)
+from tests.csi.test_csi14 import V1, _refused, quiet_module_plugin, quiet_plugin  # noqa: F401 (fixtures)
 from tests.csi.test_restart import _serves_v1, staging, target
 from tests.csi.test_stage import fuse_daemons
 
@@ -45,13 +45,13 @@ def _left_serving(other: Plugin, csi_env: CsiEnv, pod: str, daemons: set[int]) -
 
 
 def test_a_target_holding_a_sibling_instances_volume_is_refused(
-    own_plugin: Plugin,  # noqa: F811
+    quiet_plugin: Plugin,  # noqa: F811
     csi_env: CsiEnv,
     tmp_path: Path,
 ) -> None:
     """Two plugin instances with state dirs side by side: one's publish or stage onto the
     other's pod target is FAILED_PRECONDITION, and the other's volume serves on."""
-    plugin = own_plugin.start()
+    plugin = quiet_plugin
     with _other_instance(tmp_path / "other", csi_env.config_path, plugin) as (other, pod):
         daemons = fuse_daemons(other)
         _refused(plugin, pod)
@@ -60,7 +60,7 @@ def test_a_target_holding_a_sibling_instances_volume_is_refused(
 
 
 def test_a_target_holding_a_nested_instances_volume_is_refused(
-    own_plugin: Plugin,  # noqa: F811
+    quiet_plugin: Plugin,  # noqa: F811
     csi_env: CsiEnv,
 ) -> None:
     """The same with the other instance's root inside this plugin's state dir (two releases
@@ -69,7 +69,7 @@ def test_a_target_holding_a_nested_instances_volume_is_refused(
     target is where this plugin's pods are, outside its state dir, as the kubelet's are.)
     Before the fix the publish succeeded: the other instance's bind on its pod was unmounted
     and this plugin's volume bound there in its place."""
-    plugin = own_plugin.start()
+    plugin = quiet_plugin
     with _other_instance(plugin.state_dir / "canary", csi_env.config_path, plugin) as (other, pod):
         daemons = fuse_daemons(other)
         _refused(plugin, pod)

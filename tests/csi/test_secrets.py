@@ -17,26 +17,33 @@ import pytest
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.storage import open_store
-from tests.csi.conftest import CsiEnv, Plugin
+from tests.csi.conftest import CsiEnv, Plugin, handed_clean
 
 pytestmark = pytest.mark.fuse
 
 SECRET = "s3cr3t-Value-for-this-test"
 
 
-@pytest.fixture
-def keyless_plugin(csi_env: CsiEnv, tmp_path: Path) -> Iterator[Plugin]:
+@pytest.fixture(scope="module")
+def keyless_module_plugin(csi_env: CsiEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
     """A plugin whose own config has no credentials and an endpoint where nothing listens."""
+    root = tmp_path_factory.mktemp("keyless")
     text = csi_env.config_path.read_text()
     text = re.sub(r'endpoint_url = ".*"', 'endpoint_url = "http://127.0.0.1:9"', text)
     text = re.sub(r"(access_key_id|secret_access_key) = .*\n", "", text)
-    config_path = tmp_path / "plugin.toml"
+    config_path = root / "plugin.toml"
     config_path.write_text(text)
-    plugin = Plugin(tmp_path, config_path)
+    plugin = Plugin(root, config_path)
     try:
         yield plugin.start()
     finally:
         plugin.teardown()
+
+
+@pytest.fixture
+def keyless_plugin(keyless_module_plugin: Plugin) -> Iterator[Plugin]:
+    """``keyless_module_plugin``, with nothing published before and after the test."""
+    yield from handed_clean(keyless_module_plugin)
 
 
 def test_publish_secrets_reach_only_the_mount_process(keyless_plugin: Plugin, csi_env: CsiEnv) -> None:
