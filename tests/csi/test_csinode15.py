@@ -24,11 +24,11 @@ import pytest
 from datahub.catalog import open_catalog
 from datahub.errors import DatasetNotFound
 from tests.csi.conftest import CsiEnv, Plugin, mounts_under
-from tests.csi.test_api_catalog import api_plugin
+from tests.csi.test_api_catalog import api_module_plugin, api_plugin
 from tests.csi.test_publish import pod_info
 
 pytestmark = pytest.mark.fuse
-__all__ = ["api_plugin"]  # the fixture, used by name
+__all__ = ["api_module_plugin", "api_plugin"]  # the fixtures, used by name
 
 SA = "system:serviceaccount:team-a:trainer"
 NODE = "csi-node"  # the principal of the node token api_plugin issues
