@@ -18,7 +18,6 @@ from datahub.storage import StoreRegistry
 from datahub.writeback import flush_workspace, open_workspace
 from tests.writeback.conftest import CHUNK, write
 
-
 # A holder's lease in the tests that want it kept until a takeover: renewed every second and
 # self-fenced after 2.5 s without a renewal, so a loaded machine's renewal thread keeps it
 # (0.9 s fenced node a before its upload read a chunk at load 15), while a holder still learns of
