@@ -2,13 +2,17 @@
 
 Three thin servicers turn protobuf requests into the plain types of ``node``/``controller``
 and back; :func:`status_of` is the one translation of ``datahub.errors`` into gRPC status
-codes. The server listens on a unix socket (``unix:///csi/csi.sock``), as a CO expects.
+codes. The server listens on a unix socket (``unix:///csi/csi.sock``), as a CO expects; the socket
+is its owner's alone (:data:`SOCKET_MODE`): whoever can connect can publish any volume as
+any pod, so the umask must not decide who can.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent import futures
@@ -27,6 +31,9 @@ from datahub import errors
 log = logging.getLogger(__name__)
 
 VENDOR_VERSION = "0.1.0"
+# owner only: the kubelet and the sidecars (registrar, livenessprobe, provisioner) connect as
+# root, the plugin's own user (the manifests pin runAsUser: 0 on every container of the socket)
+SOCKET_MODE = 0o600
 
 # most specific first: the first matching class decides the code
 _STATUS: list[tuple[type[errors.DatahubError], grpc.StatusCode]] = [
@@ -246,6 +253,37 @@ def socket_path(endpoint: str) -> str:
     return path
 
 
+def _make_dirs(path: str) -> None:
+    """``os.makedirs`` giving 0755 to every directory it makes, not the umask's mode (0777
+    under umask 0): whoever may write a directory on the socket's path may put their own
+    socket there and receive the kubelet's calls, secrets included."""
+    if os.path.isdir(path):
+        return
+    _make_dirs(os.path.dirname(path))
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o755)
+
+
+def _listen_privately(server: grpc.Server, path: str) -> None:
+    """Listen on ``path`` with :data:`SOCKET_MODE`, never reachable by anyone else meanwhile.
+
+    gRPC binds and listens in ``add_insecure_port``, with the mode the process umask gives
+    (0777 under umask 0), and has no option for it; ``fchmod`` on a socket's fd changes the
+    socket's own inode, not the bound path's. So the socket is bound in a fresh 0700
+    directory beside ``path`` (nobody else can reach it there), chmod-ed on its path, then
+    renamed over ``path`` (atomic; it also replaces a socket left by a previous run)."""
+    private = tempfile.mkdtemp(prefix=".s", dir=os.path.dirname(path))  # 0700 whatever the umask
+    bound = os.path.join(private, "s")  # short: unix socket paths hold 107 bytes
+    try:
+        server.add_insecure_port(f"unix://{bound}")
+        os.chmod(bound, SOCKET_MODE)
+        os.replace(bound, path)
+    finally:
+        if os.path.lexists(bound):
+            os.unlink(bound)
+        os.rmdir(private)
+
+
 def serve(
     endpoint: str,
     *,
@@ -257,9 +295,7 @@ def serve(
 ) -> None:
     """Serve until ``stop`` is set (the entry point sets it on SIGTERM/SIGINT)."""
     path = socket_path(endpoint)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if os.path.exists(path):
-        os.unlink(path)  # left by a previous run (a live plugin would hold the DaemonSet slot)
+    _make_dirs(os.path.dirname(path))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="csi-rpc"))
 
     def ready() -> bool:
@@ -272,7 +308,7 @@ def serve(
         rpc.add_NodeServicer_to_server(NodeServicer(node), server)
     if controller is not None:
         rpc.add_ControllerServicer_to_server(ControllerServicer(controller), server)
-    server.add_insecure_port(f"unix://{path}")
+    _listen_privately(server, path)
     server.start()
     log.info("serving CSI %s on %s", name, endpoint)
     stop.wait()

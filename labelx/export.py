@@ -282,21 +282,46 @@ def export_coco(
     return out
 
 
+COLLISIONS_SHOWN = 5  # colliding key pairs named in the YOLO refusal; the count says how many in all
+
+
 def export_yolo(service: LabelService, project: Project, include: str = "accepted") -> SpooledTemporaryFile:
-    """A zip: ``classes.txt`` plus ``labels/<key stem>.txt`` lines ``class cx cy w h`` (0..1)."""
+    """A zip: ``classes.txt`` plus ``labels/<key stem>.txt`` lines ``class cx cy w h`` (0..1).
+
+    YOLO pairs an image with the label file of the same path and stem, so two keys of one
+    stem in one directory (``a/x.jpg``, ``a/x.png``) would share ``labels/a/x.txt``: one
+    image's boxes would be served for both. No YOLO layout keeps both, so such an export is
+    refused (``Conflict``), naming the keys; nothing is written."""
     _require_detection(service, project, "YOLO")
     schema = service.schema(project)
     index = {c.name: n for n, c in enumerate(schema.classes)}
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
+    owner: dict[str, str] = {}  # label file -> the key it was written for (the zip holds its names too)
+    collisions: list[str] = []
+    count = 0
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("classes.txt", "".join(c.name + "\n" for c in schema.classes))
         for item in _items(service, project, include):
+            name = str(PurePosixPath("labels") / PurePosixPath(item.key).with_suffix(".txt"))
+            if name in owner:
+                count += 1
+                if len(collisions) < COLLISIONS_SHOWN:
+                    collisions.append(f"{owner[name]} and {item.key} -> {name}")
+                continue
+            owner[name] = item.key
             lines = []
             for box in item.value:
                 x, y, w, h = box["bbox"]
                 lines.append(f"{index[box['label']]} {x + w / 2:.6f} {y + h / 2:.6f} {w:.6f} {h:.6f}\n")
-            zf.writestr(
-                str(PurePosixPath("labels") / PurePosixPath(item.key).with_suffix(".txt")), "".join(lines)
-            )
+            zf.writestr(name, "".join(lines))
+    if count:
+        out.close()
+        more = f" (and {count - len(collisions)} more)" if count > len(collisions) else ""
+        raise Conflict(
+            f"YOLO export of project {project.name!r}: {count} labelled image(s) share a label file with "
+            f"another image of the same directory and stem, and YOLO would read one's boxes for both: "
+            f"{'; '.join(collisions)}{more}. Give the images distinct stems in the dataset (a new "
+            "version), or export COCO, which names each image by its whole key"
+        )
     out.seek(0)
     return out

@@ -152,7 +152,9 @@ class Plugin:
         check_interval: float = 0.5,
         env: dict[str, str] | None = None,
         mode: str = "all",
+        umask: int = -1,
     ) -> None:
+        self.umask = umask  # the plugin's umask (-1: ours)
         self.env = env or {}  # the plugin's own environment (its Secret's variables), on top of none of ours
         self.mode = mode  # --mode: node, controller or all
         self.root = root
@@ -174,7 +176,7 @@ class Plugin:
         cmd += ["--unmount-timeout", "120", "-v"]  # -v: tests wait for supervisor passes (CHECK_DONE)
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}, **self.env}
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=env)
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=env, umask=self.umask)
         self.channel = grpc.insecure_channel(f"unix://{self.socket}")
         wait_until(self._ready, START_TIMEOUT, f"plugin ready (log: {self.log_path})", interval=0.1)
         return self

@@ -235,3 +235,21 @@ def test_kustomize_renders_objects_kubernetes_accepts() -> None:
     kinds = {d["kind"] for d in rendered}
     assert {"DaemonSet", "Deployment", "PodDisruptionBudget", "CSIDriver", "StorageClass", "Role"} <= kinds
     validate_strict(rendered, "kubectl kustomize csi/deploy")
+
+
+# --- leftovers15: the socket is 0600, its owner's alone --------------------------------------------
+def test_every_container_of_the_socket_runs_as_the_plugins_user() -> None:
+    """The plugin makes its socket 0600 (csi.server.SOCKET_MODE): a sidecar running as any other
+    user than the plugin's (root: the images set no USER) would be refused at connect."""
+    for workload in objects("DaemonSet") + objects("Deployment"):
+        name = workload["metadata"]["name"]
+        plugin = container(workload, "datahub-csi")
+        [socket_volume] = {m["name"] for m in plugin["volumeMounts"] if m["mountPath"] == "/csi"}
+        sharing = [
+            c
+            for c in pod_spec(workload)["containers"]
+            if any(m["name"] == socket_volume for m in c["volumeMounts"])
+        ]
+        assert len(sharing) >= 3, name  # the plugin, the livenessprobe and the registrar / provisioner
+        for c in sharing:
+            assert c.get("securityContext", {}).get("runAsUser") == 0, f"{name}/{c['name']}"
