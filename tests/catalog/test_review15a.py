@@ -1,0 +1,65 @@
+"""review15a: writer leases stored before lease15 (no commit target) on Mongo.
+
+A lease document written before lease15 has no ``dataset`` field. The compare-and-swap of
+``MongoCatalogStore._lease_turn`` matches it with ``dataset: None``; these check that every
+turn on such a document (take, renew, release, break) still works and that a racing write
+is still caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog.mongo_store import MongoCatalogStore
+from datahub.errors import Conflict
+from tests.catalog.conftest import make_store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> MongoCatalogStore:
+    made = make_store("mongomock", tmp_path)
+    assert isinstance(made, MongoCatalogStore)
+    yield made
+    made.close()
+
+
+def _legacy(store: MongoCatalogStore, name: str, owner: str, expires: float, epoch: int = 1) -> None:
+    """A lease document as a datahub before lease15 wrote it: no ``dataset``."""
+    store.leases.insert_one(
+        {"_id": name, "owner": owner, "holder": f"host of {owner}", "epoch": epoch, "expires": expires}
+    )
+
+
+def test_a_live_lease_from_before_lease15_is_renewed_released_and_then_bound(
+    store: MongoCatalogStore,
+) -> None:
+    now = store.clock()
+    _legacy(store, "ws", "owner-a", now + 600)
+    with pytest.raises(Conflict, match="open for writing elsewhere: host of owner-a"):
+        store.acquire_lease("ws", "owner-b", "host b", 60, "pets")
+    renewed = store.renew_lease("ws", "owner-a", 1, 60)
+    assert (renewed.epoch, renewed.dataset) == (1, "")
+    store.release_lease("ws", "owner-a", 1)
+    assert store.lease("ws").expires == 0.0
+    taken = store.acquire_lease("ws", "owner-b", "host b", 60, "pets")
+    assert (taken.epoch, taken.dataset) == (2, "pets")
+    assert store.leases.find_one({"_id": "ws"})["dataset"] == "pets"
+
+
+def test_a_break_of_a_lease_from_before_lease15_fences_its_holder(store: MongoCatalogStore) -> None:
+    _legacy(store, "ws", "owner-a", store.clock() + 600)
+    broken = store.break_lease("ws", "pets", at_once=True)
+    assert (broken.owner, broken.expires, broken.dataset) == ("", 0.0, "pets")
+    with pytest.raises(Conflict, match="no longer ours"):
+        store.renew_lease("ws", "owner-a", 1, 60)
+
+
+def test_a_bound_take_on_a_legacy_document_rebound_meanwhile_is_refused(store: MongoCatalogStore) -> None:
+    """The API read the legacy lease (no target), checked the caller on that, and takes it with
+    ``bound=""``; another server bound it to ``pets`` in between: Conflict, not a take."""
+    _legacy(store, "ws", "owner-a", 0.0)
+    store.acquire_lease("ws", "owner-c", "host c", 60, "pets")
+    store.release_lease("ws", "owner-c", 2)
+    with pytest.raises(Conflict, match="changed while"):
+        store.acquire_lease("ws", "owner-b", "host b", 60, "eve-out", bound="")
