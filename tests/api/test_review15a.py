@@ -63,6 +63,27 @@ def test_a_renewal_by_a_token_with_no_role_learns_nothing_of_the_holder(api: Api
     assert lost.status_code == 409 and "second node [bob] holds it now" in lost.text, lost.text
 
 
+def test_a_take_naming_a_hidden_bucket_snapshot_answers_as_a_missing_one(api: Api) -> None:
+    """Only a global admin may create a dataset named like a bucket snapshot
+    (``s3.<bucket>.<prefix>``), so ``POST /v1/datasets`` answers eve the same 403 whether one
+    exists or not. A lease take naming one answered 404 when it existed (hidden from her) and
+    403 when it did not: an oracle for which buckets the platform's mounts have recorded."""
+    api.catalog.create_dataset("s3.team-b-raw.images", owner="root")
+    hidden = api.post(
+        LEASE, "eve", json={"owner": "o1", "holder": "e", "ttl": 30, "dataset": "s3.team-b-raw.images"}
+    )
+    missing = api.post(
+        LEASE, "eve", json={"owner": "o1", "holder": "e", "ttl": 30, "dataset": "s3.team-x-raw.images"}
+    )
+    assert hidden.status_code == missing.status_code == 403, (hidden.text, missing.text)
+    assert hidden.content.replace(b"team-b", b"team-x") == missing.content
+    assert sorted(hidden.headers.items()) == sorted(missing.headers.items())
+    # the dataset routes agree: create is the same 403, reading it the same 404
+    for name in ("s3.team-b-raw.images", "s3.team-x-raw.images"):
+        assert api.post("/v1/datasets", "eve", json={"name": name}).status_code == 403
+        assert api.get(f"/v1/datasets/{name}/access", "eve").status_code == 404
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="leases.decide names the new target in its Conflict ('(now secret-set)'), and "
@@ -103,3 +124,24 @@ def test_an_admins_workspace_with_no_commit_target_is_not_first_come_after_its_r
     squat = {"owner": uuid.uuid4().hex, "holder": "eve", "ttl": 3600, "dataset": "eve-out"}
     r = api.post("/v1/remote/leases/scratch", "eve", json=squat)
     assert r.status_code == 403 and "eve-out" not in api.catalog.store.lease("scratch").dataset, r.text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="datahub/api/routes/versions.py (not review15a's to change): a derive into a hidden "
+    "snapshot-named to_dataset is _may_write_target's 404, a missing one require_creatable's 403",
+)
+def test_a_derive_into_a_hidden_bucket_snapshot_answers_as_into_a_missing_one(api: Api) -> None:
+    """The derive route has the lease take's oracle: alice, a reader of ``pets``, derives into
+    ``s3.<bucket>.<prefix>`` names; an existing (hidden) one answered 404, a missing one 403."""
+    api.catalog.create_dataset("s3.team-b-raw.images", owner="root")
+    answers = [
+        api.post(
+            "/v1/datasets/pets/versions/1/derive",
+            "alice",
+            json={"where": "labels.class=cat", "to_dataset": name},
+        )
+        for name in ("s3.team-b-raw.images", "s3.team-x-raw.images")
+    ]
+    assert answers[0].status_code == answers[1].status_code == 403, [a.text for a in answers]
+    assert answers[0].content.replace(b"team-b", b"team-x") == answers[1].content

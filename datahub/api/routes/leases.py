@@ -115,6 +115,9 @@ def _require_target(principal: Principal, services: Services, target: str) -> No
         require_creatable(principal, target)
         return
     if not can(principal, found, "reader"):
+        # a name the caller may not create answers as a missing one does (403), not 404: else a
+        # bucket snapshot's name (s3.<bucket>.<prefix>) told whether it exists (review15a)
+        require_creatable(principal, target)
         raise DatasetNotFound(
             f"commit target {target!r} is missing or not visible to {principal.name!r} (a dataset the "
             "caller holds no role on answers as a missing one), so this token may not take the "
