@@ -1,12 +1,14 @@
-"""review15a: writer leases stored before lease15 (no commit target) on Mongo.
+"""review15a: writer leases' commit target (lease15) where two writers meet the store.
 
 A lease document written before lease15 has no ``dataset`` field. The compare-and-swap of
 ``MongoCatalogStore._lease_turn`` matches it with ``dataset: None``; these check that every
-turn on such a document (take, renew, release, break) still works and that a racing write
-is still caught."""
+turn on such a document (take, renew, release, break) still works and that a take checked
+against no target is refused once the name is bound. And two servers on one SQLite file:
+the bound-target check is made inside the store's transaction, so only one binds a name."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from tests.catalog.conftest import make_store
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> MongoCatalogStore:
+def store(tmp_path: Path) -> Iterator[MongoCatalogStore]:
     made = make_store("mongomock", tmp_path)
     assert isinstance(made, MongoCatalogStore)
     yield made
@@ -63,3 +65,26 @@ def test_a_bound_take_on_a_legacy_document_rebound_meanwhile_is_refused(store: M
     store.release_lease("ws", "owner-c", 2)
     with pytest.raises(Conflict, match="changed while"):
         store.acquire_lease("ws", "owner-b", "host b", 60, "eve-out", bound="")
+
+
+def test_two_servers_on_one_sqlite_file_never_both_bind_a_fresh_name(tmp_path: Path) -> None:
+    """Two API servers share one catalog file. Each read the fresh name's lease (none), checked
+    its caller against no target, and takes it bound to that: the second take, whose caller
+    was never checked against the target the first bound, is refused, before and after the
+    first holder releases (the check has to be made again on the target as it is now)."""
+    from datahub.catalog.sqlite_store import SQLiteCatalogStore
+
+    one, two = SQLiteCatalogStore(tmp_path / "c.db"), SQLiteCatalogStore(tmp_path / "c.db")
+    try:
+        assert one.lease("ws") is None and two.lease("ws") is None
+        first = one.acquire_lease("ws", "owner-a", "node a [bob]", 60, "pets", bound="")
+        assert (first.epoch, first.dataset) == (1, "pets")
+        with pytest.raises(Conflict, match="changed while"):
+            two.acquire_lease("ws", "owner-e", "node e [eve]", 60, "eve-out", bound="")
+        one.release_lease("ws", "owner-a", 1)
+        with pytest.raises(Conflict, match="changed while"):
+            two.acquire_lease("ws", "owner-e", "node e [eve]", 60, "eve-out", bound="")
+        assert one.lease("ws").dataset == two.lease("ws").dataset == "pets"
+    finally:
+        one.close()
+        two.close()
