@@ -8,6 +8,7 @@ the bound-target check is made inside the store's transaction, so only one binds
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from datahub.catalog.mongo_store import MongoCatalogStore
 from datahub.errors import Conflict
 from tests.catalog.conftest import make_store
+from tests.labelx.test_audit15 import usual_umask  # noqa: F401 - a fixture
 
 
 @pytest.fixture
@@ -88,3 +90,24 @@ def test_two_servers_on_one_sqlite_file_never_both_bind_a_fresh_name(tmp_path: P
     finally:
         one.close()
         two.close()
+
+
+def test_a_new_catalog_through_a_symlink_is_owner_only(tmp_path: Path, usual_umask: None) -> None:  # noqa: F811
+    """``home/catalog.db`` is a link to a file not made yet on another volume (a home kept small,
+    the catalog on a data disk). ``create_private`` saw no file (``exists`` follows the link),
+    its ``link`` into place met the link itself, and it returned as if done: SQLite then made
+    the target with the umask, 0644, readable by every account (audit15's rule)."""
+    from datahub.catalog import open_catalog
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "catalog.db").symlink_to(tmp_path / "data" / "catalog.db")
+    catalog = open_catalog(f"sqlite:///{tmp_path / 'home' / 'catalog.db'}")
+    try:
+        catalog.create_dataset("pets", owner="alice")
+        made = [f for f in (tmp_path / "data").iterdir() if not f.name.startswith(".")]
+        assert "catalog.db" in {f.name for f in made}
+        assert {f.name: oct(stat.S_IMODE(f.stat().st_mode)) for f in made} == {f.name: "0o600" for f in made}
+    finally:
+        catalog.close()
+    assert sorted(p.name for p in (tmp_path / "home").iterdir()) == ["catalog.db"]  # no stray staged file
