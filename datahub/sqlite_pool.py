@@ -223,7 +223,12 @@ def create_private(path: Path) -> int:
     the API was not seen). So the empty file is made under a private name, closed, then
     linked into place (``link`` fails if another thread or process made it meanwhile), and
     another thread opening the same new database never sees a descriptor of it closed.
+
+    A path that is a symbolic link is made at the file it names, which SQLite opens: else the
+    link itself met the ``link`` above, and SQLite made a link to a file not there yet with
+    the umask (review15a).
     """
+    path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:

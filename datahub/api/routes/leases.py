@@ -28,8 +28,8 @@ from pydantic import BaseModel, Field
 from datahub.api.access import Principal, can, require, require_creatable
 from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.schemas import NAME_SHAPE, RequestModel, Whole
-from datahub.catalog.leases import MAX_TTL, Lease
-from datahub.errors import AccessDenied, DatasetNotFound
+from datahub.catalog.leases import MAX_TTL, Lease, lost
+from datahub.errors import AccessDenied, Conflict, DatasetNotFound
 from datahub.validation import check_name
 
 router = APIRouter(prefix="/v1/remote/leases", tags=["remote store"], include_in_schema=False)
@@ -115,6 +115,9 @@ def _require_target(principal: Principal, services: Services, target: str) -> No
         require_creatable(principal, target)
         return
     if not can(principal, found, "reader"):
+        # a name the caller may not create answers as a missing one does (403), not 404: else a
+        # bucket snapshot's name (s3.<bucket>.<prefix>) told whether it exists (review15a)
+        require_creatable(principal, target)
         raise DatasetNotFound(
             f"commit target {target!r} is missing or not visible to {principal.name!r} (a dataset the "
             "caller holds no role on answers as a missing one), so this token may not take the "
@@ -139,10 +142,28 @@ def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: Servi
 
 @router.post("/{name}/renew")
 def renew(name: str, body: LeaseRenew, principal: PrincipalDep, services: ServicesDep) -> LeasePublic:
-    del principal  # authenticated; the owner id is what proves the lease is the caller's
-    return _public(
-        services.catalog.store.renew_lease(check_name(name, "workspace"), body.owner, body.epoch, body.ttl)
-    )
+    """The owner id is what proves the lease is the caller's; no role is checked. A refused
+    renewal names who holds the lease now only to a caller who may take it (review15a)."""
+    name = check_name(name, "workspace")
+    store = services.catalog.store
+    try:
+        return _public(store.renew_lease(name, body.owner, body.epoch, body.ttl))
+    except Conflict:
+        current = store.lease(name)
+        if current is None or _may_take(principal, services, name, current.dataset):
+            raise
+        raise lost(name, body.epoch, None, 0.0) from None
+
+
+def _may_take(principal: Principal, services: Services, name: str, bound: str) -> bool:
+    """Whether ``principal`` passes the take's check on a lease bound to ``bound``: only such a
+    caller learns who holds it (host, pid, principal). Why: renew checks no role, and its 409
+    named the holder to any token, the very thing the take's check keeps from a stranger."""
+    try:
+        _require_writer(principal, services, name, bound, "")
+    except (AccessDenied, DatasetNotFound):
+        return False
+    return True
 
 
 @router.post("/{name}/release", status_code=status.HTTP_204_NO_CONTENT)
