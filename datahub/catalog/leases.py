@@ -78,9 +78,10 @@ def decide(
     never lets a take through on a target that changed in between (None: nothing checked)."""
     target = current.dataset if current else ""
     if bound is not None and bound != target:
+        # the new target is not named: the caller was checked against the old one only, and
+        # may not read the new one (review15a)
         raise Conflict(
-            f"the commit target of workspace {name!r} changed while its writer lease was being "
-            f"taken (now {target or 'none'}); retry",
+            f"the commit target of workspace {name!r} changed while its writer lease was being taken; retry",
             workspace=name,
         )
     dataset = dataset or target

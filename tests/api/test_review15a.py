@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from datahub.catalog.leases import Lease, decide
 from datahub.errors import Conflict
 from tests.api.conftest import Api
@@ -84,11 +82,6 @@ def test_a_take_naming_a_hidden_bucket_snapshot_answers_as_a_missing_one(api: Ap
         assert api.get(f"/v1/datasets/{name}/access", "eve").status_code == 404
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="leases.decide names the new target in its Conflict ('(now secret-set)'), and "
-    "tests/catalog/test_leases.py asserts that text; left for the lead (a race window only)",
-)
 def test_a_target_changed_under_a_take_is_not_named_to_the_taker() -> None:
     """The API checks the caller's role on the lease's target, then takes it; if another take
     bound the workspace to another dataset in between, ``decide`` refuses (Conflict). That
@@ -103,11 +96,6 @@ def test_a_target_changed_under_a_take_is_not_named_to_the_taker() -> None:
         raise AssertionError("a take whose checked target changed went through")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a lease bound to no target ('') counts as never leased: any token binds it to a dataset "
-    "of its own; '' cannot tell an admin's no-target workspace from a row from before schema 7",
-)
 def test_an_admins_workspace_with_no_commit_target_is_not_first_come_after_its_release(api: Api) -> None:
     """docs/api.md: a workspace with no commit target is a global admin's to lease over the
     API. The admin's node mounts ``scratch`` with no --commit-to, then unmounts (release: the
@@ -126,11 +114,6 @@ def test_an_admins_workspace_with_no_commit_target_is_not_first_come_after_its_r
     assert r.status_code == 403 and "eve-out" not in api.catalog.store.lease("scratch").dataset, r.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="datahub/api/routes/versions.py (not review15a's to change): a derive into a hidden "
-    "snapshot-named to_dataset is _may_write_target's 404, a missing one require_creatable's 403",
-)
 def test_a_derive_into_a_hidden_bucket_snapshot_answers_as_into_a_missing_one(api: Api) -> None:
     """The derive route has the lease take's oracle: alice, a reader of ``pets``, derives into
     ``s3.<bucket>.<prefix>`` names; an existing (hidden) one answered 404, a missing one 403."""

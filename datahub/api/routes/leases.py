@@ -75,10 +75,15 @@ def _public(lease: Lease) -> LeasePublic:
     return LeasePublic(**asdict(lease))
 
 
-def _require_writer(principal: Principal, services: Services, name: str, bound: str, dataset: str) -> None:
+def _require_writer(
+    principal: Principal, services: Services, name: str, bound: str, dataset: str, *, leased: bool
+) -> None:
     """AccessDenied (or the 404 of a named dataset the caller may not read) unless ``principal``
     may write the commit target the lease names (``bound``) and the one it asks for; a
-    workspace with neither is a global admin's."""
+    workspace with neither, or one leased before (``leased``) with no target, is a global
+    admin's. Why the second: a lease bound to no target is an admin's no-target workspace (or
+    one leased before targets were recorded); taking it naming a dataset of one's own made
+    the name first come again after every release (review15a)."""
     if principal.is_admin:
         return
     if not (bound or dataset):
@@ -87,6 +92,14 @@ def _require_writer(principal: Principal, services: Services, name: str, bound: 
             f"bucket and its writer lease is a global admin's to take over the API; mount it with "
             f"--commit-to a dataset {principal.name!r} may write (a CSI volume: commitTo), or use an "
             "admin token",
+            workspace=name,
+        )
+    if leased and not bound:
+        raise AccessDenied(
+            f"workspace {name!r} was leased with no commit target (an admin's workspace, or one "
+            "leased before the catalog recorded targets), so only a global admin may take its "
+            "writer lease: an admin binds it to the dataset it commits into with POST "
+            f'/v1/remote/leases/{name}/break and {{"dataset": ...}}, then its writers take it',
             workspace=name,
         )
     if dataset:
@@ -135,7 +148,7 @@ def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: Servi
     store = services.catalog.store
     current = store.lease(name)
     bound = current.dataset if current else ""
-    _require_writer(principal, services, name, bound, dataset)
+    _require_writer(principal, services, name, bound, dataset, leased=current is not None)
     holder = f"{body.holder} [{principal.name}]"
     return _public(store.acquire_lease(name, body.owner, holder, body.ttl, dataset, bound=bound))
 
@@ -160,7 +173,7 @@ def _may_take(principal: Principal, services: Services, name: str, bound: str) -
     caller learns who holds it (host, pid, principal). Why: renew checks no role, and its 409
     named the holder to any token, the very thing the take's check keeps from a stranger."""
     try:
-        _require_writer(principal, services, name, bound, "")
+        _require_writer(principal, services, name, bound, "", leased=True)
     except (AccessDenied, DatasetNotFound):
         return False
     return True

@@ -82,5 +82,8 @@ def _may_write_target(principal: Principal, target: Dataset) -> None:
     """The writer role on an existing ``to_dataset``; one the caller may not read is the 404
     of ``hidden_target``, whose message fits a target (docs/api.md "403 or 404")."""
     if not can(principal, target, "reader"):
+        # a name the caller could not create (a bucket snapshot's) answers the missing name's
+        # 403 first: a 404 for it told which buckets the platform's mounts recorded (review15a)
+        require_creatable(principal, target.name)
         raise hidden_target(target.name, principal)
     require(principal, target, "writer")
