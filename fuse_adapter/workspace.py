@@ -549,6 +549,27 @@ class WorkspaceView:
                 if handle.file_id == file_id and other not in self._readers:
                     self._short.add(other)
 
+    def _dropped_beside(self, fh: int) -> bool:
+        """With the kernel's write-back cache: whether another handle of ``fh``'s file was made
+        short by a dropped WRITE (``_short_file``) and its close has not reverted the file yet.
+        The file then holds a hole where the dropped pages were, which no close or fsync may
+        commit: a reader's close commits nothing and its fsync is refused; a handle opened for
+        writing since is refused as every writable one was. Why (review15wb): the reader's
+        close wrote the pages back (the drop), then committed the half-written file; the
+        writer's ENOSPC close then "reverted" to that commit, which stayed."""
+        if not self.kernel_cache:
+            return False
+        with self._lock:
+            entry = self._handles.get(fh)
+            if entry is None:
+                return False
+            file_id = entry[1].file_id
+            return any(
+                other in self._short and other not in self._reverted and handle.file_id == file_id
+                for other, (_, handle) in self._handles.items()
+                if other != fh
+            )
+
     def _write(self, fh: int, offset: int, data: bytes) -> int:
         ino, handle = self._handles[fh]
         staged = handle.staged_fd >= 0  # charged at flush, like the kernel's writes to it
@@ -593,7 +614,7 @@ class WorkspaceView:
         return growth
 
     def _check_short(self, fh: int) -> None:
-        if fh in self._short:
+        if fh in self._short or self._dropped_beside(fh):
             ino = self._handles[fh][0]
             raise NoSpace(
                 f"inode {ino} of workspace {self.ws.name!r}: an earlier write or close of this handle ran "
@@ -629,6 +650,8 @@ class WorkspaceView:
         a retry. Every later close of a short handle (a dup of the descriptor) is refused too,
         and reverts again if no other handle has the file open (``_again``).
         """
+        if fh in self._readers and self._dropped_beside(fh):
+            return  # a reader acknowledges nothing; the writers' closes report the drop
         if fh not in self._short:
             try:
                 self.fsync(fh)
@@ -674,6 +697,7 @@ class WorkspaceView:
         return handle.staged_fd < 0 and handle.releases_now()
 
     def release(self, fh: int) -> None:
+        holed = fh in self._readers and self._dropped_beside(fh)  # commits nothing (``flush``)
         with self._lock:
             ino, handle = self._handles.pop(fh)
             staged = handle.staged_fd >= 0
@@ -682,7 +706,7 @@ class WorkspaceView:
             self._reverted.discard(fh)
             self._dirty.discard(fh)
             self._readers.discard(fh)
-        commit = True
+        commit = not holed
         try:
             if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)
                 if self._again(reverted, handle):  # the close below must not save it
