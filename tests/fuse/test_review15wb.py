@@ -445,3 +445,45 @@ def test_umount_while_a_writer_keeps_writing_commits_a_whole_prefix(env: FuseEnv
     files = _remounted(env, mnt, "rv-umount")
     got = files.get("stream.bin", b"")
     assert got == (block * 4000)[: len(got)]
+
+
+def _errno_of_call(fn, *args) -> int:
+    try:
+        fn(*args)
+    except OSError as exc:
+        return exc.errno
+    return 0
+
+
+@pytest.mark.parametrize("retry", ["fsync", "close"])
+def test_a_failed_write_back_is_never_acknowledged_by_a_later_fsync_or_close(
+    env: FuseEnv, retry: str
+) -> None:
+    """A page the kernel wrote back in a WRITE that failed (the chunk it falls into could not
+    be read from the shared tier, which was out of reach for a moment: here its directory
+    moved away) is clean in the page cache and never sent again. The fsync that sent it
+    fails; a later fsync or close of the same descriptor, once the shared tier is back, must
+    not return 0 unless the page is durable (docs/writeback.md: "a retry may succeed")."""
+    mnt = env.mountpoint("rv-eio")
+    shared = env.root / "var" / "cache" / "shared" / "writeback" / "rv-eio"
+    old, page = os.urandom(3 * MiB), os.urandom(4096)
+    with env.mounted(mnt, "--workspace", "rv-eio", WBC):
+        (mnt / "f.bin").write_bytes(old)
+    with env.mounted(mnt, "--workspace", "rv-eio", WBC) as proc:  # nothing of f.bin in its RAM
+        fd = os.open(mnt / "f.bin", os.O_WRONLY)
+        os.pwrite(fd, page, 4096)  # a whole page: no READ of it first, the page cache only
+        shared.rename(shared.with_name("away"))
+        try:
+            first = _errno_of_call(os.fsync, fd)
+        finally:
+            shared.with_name("away").rename(shared)
+        second = _errno_of_call(os.fsync if retry == "fsync" else os.close, fd)
+        _kill_9(proc)
+        if retry == "fsync":
+            _errno_of_call(os.close, fd)
+    got = _remounted(env, mnt, "rv-eio")["f.bin"]
+    assert first != 0
+    if second == 0:  # acknowledged: the page must be there
+        assert got[4096:8192] == page
+    else:
+        assert got == old
