@@ -499,3 +499,26 @@ def test_a_failed_write_back_is_never_acknowledged_by_a_later_fsync_or_close(
         assert got[4096:8192] == page
     else:
         assert got == old
+
+
+def test_a_mapping_cannot_pass_the_quota_and_its_msync_is_acknowledged(env: FuseEnv) -> None:
+    """A shared mapping only stores within the file's size, which the kernel asks the daemon
+    for (SETATTR, synchronous also with the write-back cache): a grow past the quota fails at
+    the ftruncate itself, and stores within the size it allows are acknowledged by msync,
+    after a kill -9 too."""
+    mnt = env.mountpoint("rv-mapq")
+    acked = os.urandom(MiB)
+    with env.mounted(mnt, "--workspace", "rv-mapq", "--quota", str(QUOTA), WBC) as proc:
+        (mnt / "m.bin").write_bytes(acked)
+        fd = os.open(mnt / "m.bin", os.O_RDWR)
+        with pytest.raises(OSError) as exc:
+            os.ftruncate(fd, 2 * QUOTA)
+        assert exc.value.errno == errno.ENOSPC and os.fstat(fd).st_size == MiB
+        os.ftruncate(fd, 2 * MiB)
+        stores = os.urandom(2 * MiB)
+        with mmap.mmap(fd, 2 * MiB) as m:
+            m[:] = stores
+            m.flush()  # msync(MS_SYNC): acknowledged
+        _kill_9(proc)
+        _close_errno(fd)
+    assert _remounted(env, mnt, "rv-mapq") == {"m.bin": stores}
