@@ -522,3 +522,30 @@ def test_a_mapping_cannot_pass_the_quota_and_its_msync_is_acknowledged(env: Fuse
         _kill_9(proc)
         _close_errno(fd)
     assert _remounted(env, mnt, "rv-mapq") == {"m.bin": stores}
+
+
+def test_the_same_name_written_again_while_a_short_handle_of_the_old_file_is_open(env: FuseEnv) -> None:
+    """Two opens of a new file, one writes past the quota: its close reverts (the file goes);
+    the name is created and written again while the other handle is still open; that
+    handle's close is refused too, leaves the new file alone, and the quota counts only the
+    new file (a second refund of the old one would let later writes past the limit)."""
+    mnt = env.mountpoint("rv-again")
+    new = os.urandom(MiB)
+    with env.mounted(mnt, "--workspace", "rv-again", "--quota", str(QUOTA), WBC) as proc:
+        a = os.open(mnt / "x.bin", os.O_CREAT | os.O_WRONLY, 0o644)
+        b = os.open(mnt / "x.bin", os.O_WRONLY)
+        os.write(a, os.urandom(QUOTA + MiB))
+        assert _close_errno(a) == errno.ENOSPC
+        assert not (mnt / "x.bin").exists()
+        c = os.open(mnt / "x.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        os.write(c, new)
+        assert _close_errno(c) == 0
+        assert _close_errno(b) == errno.ENOSPC
+        assert (mnt / "x.bin").read_bytes() == new
+        fill = os.urandom(QUOTA - MiB - 4096)  # what the quota has left, nearly
+        (mnt / "fill.bin").write_bytes(fill)
+        over = os.open(mnt / "over.bin", os.O_CREAT | os.O_WRONLY, 0o644)
+        os.write(over, os.urandom(MiB))
+        assert _close_errno(over) == errno.ENOSPC  # past the quota: refused
+        _kill_9(proc)
+    assert _remounted(env, mnt, "rv-again") == {"x.bin": new, "fill.bin": fill}
