@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from datahub.errors import AlreadyExists, InvalidInput, NoSpace, NotFound
+from datahub.errors import AlreadyExists, DatahubError, InvalidInput, NoSpace, NotFound, StorageError
 from datahub.validation import check_new_key
 from fuse_adapter.quota import Quota
 from fuse_adapter.readonly import Stat
@@ -83,6 +83,9 @@ class WorkspaceView:
         # short handles whose file a close already reverted: not again at the next close or
         # the release while another handle shares the file (``_again``)
         self._reverted: set[int] = set()
+        # short handles whose file lost a cached WRITE to an error other than space (EIO):
+        # refused with StorageError, not NoSpace (``_short_file``)
+        self._failed: set[int] = set()
         # handles that wrote through the daemon since their own last successful fsync or close:
         # a revert of their file for another handle drops those bytes, so their close is
         # refused too (``_refuse_dropped``), never 0 with the bytes gone (review13c)
@@ -532,8 +535,12 @@ class WorkspaceView:
                 raise
             self._short_file(fh)
             return len(data)
+        except (DatahubError, OSError):
+            if self.kernel_cache and fh in self._handles:
+                self._short_file(fh, failed=True)
+            raise
 
-    def _short_file(self, fh: int) -> None:
+    def _short_file(self, fh: int, *, failed: bool = False) -> None:
         """A WRITE from the kernel's write-back cache found no space (the quota, a full
         device): every writable handle of its file is made short and the WRITE is answered
         as done, its bytes dropped. Why: refused, the kernel would keep the error for the
@@ -542,12 +549,43 @@ class WorkspaceView:
         after it saw the file missing or half-written. Answered, the close's FLUSH reverts the
         file before it returns ENOSPC (``flush``), as on the daemon path. Every handle, since
         the kernel picks the WRITE's handle among the file's writable ones: whichever closes
-        first reports it, and none open then can commit the dropped range as written."""
+        first reports it, and none open then can commit the dropped range as written.
+
+        ``failed``: the WRITE failed for another reason (EIO, e.g. the chunk it falls into
+        could not be read from the shared tier) and is refused: the kernel reports that error
+        once (to the fsync or close that wrote the page back, or to any close of the file)
+        and keeps the page clean, never sending it again. So the handles are made short too:
+        a later fsync or close is refused (StorageError) and the close reverts the file.
+        Before (review15wb), a retried fsync, or the close after a failed fsync, returned 0
+        and committed the file without the page."""
         file_id = self._handles[fh][1].file_id
         with self._lock:
             for other, (_, handle) in self._handles.items():
                 if handle.file_id == file_id and other not in self._readers:
                     self._short.add(other)
+                    if failed:
+                        self._failed.add(other)
+
+    def _dropped_beside(self, fh: int) -> bool:
+        """With the kernel's write-back cache: whether another handle of ``fh``'s file was made
+        short by a dropped WRITE (``_short_file``) and its close has not reverted the file yet.
+        The file then holds a hole where the dropped pages were, which no close or fsync may
+        commit: a reader's close commits nothing and its fsync is refused; a handle opened for
+        writing since is refused as every writable one was. Why (review15wb): the reader's
+        close wrote the pages back (the drop), then committed the half-written file; the
+        writer's ENOSPC close then "reverted" to that commit, which stayed."""
+        if not self.kernel_cache:
+            return False
+        with self._lock:
+            entry = self._handles.get(fh)
+            if entry is None:
+                return False
+            file_id = entry[1].file_id
+            return any(
+                other in self._short and other not in self._reverted and handle.file_id == file_id
+                for other, (_, handle) in self._handles.items()
+                if other != fh
+            )
 
     def _write(self, fh: int, offset: int, data: bytes) -> int:
         ino, handle = self._handles[fh]
@@ -593,7 +631,14 @@ class WorkspaceView:
         return growth
 
     def _check_short(self, fh: int) -> None:
-        if fh in self._short:
+        if fh in self._failed:
+            ino = self._handles[fh][0]
+            raise StorageError(
+                f"inode {ino} of workspace {self.ws.name!r}: a write-back of this file's cached pages "
+                "failed (the first error said why); the file is incomplete and goes back to its last "
+                "fsync or close when closed (nothing half-written is committed)"
+            )
+        if fh in self._short or self._dropped_beside(fh):
             ino = self._handles[fh][0]
             raise NoSpace(
                 f"inode {ino} of workspace {self.ws.name!r}: an earlier write or close of this handle ran "
@@ -625,10 +670,13 @@ class WorkspaceView:
         at release or at unmount would succeed).
 
         Out of space means a write past the quota, or a full shared-tier, journal or staging
-        device at this close (NoSpace). Any other failure (EIO) leaves the file as it was for
-        a retry. Every later close of a short handle (a dup of the descriptor) is refused too,
+        device at this close (NoSpace). Any other failure (EIO) at the commit leaves the file
+        as it was for a retry; with the kernel's write-back cache, a WRITE that failed made the
+        handle short (``_short_file``): its close is refused and reverts. Every later close of a short handle (a dup of the descriptor) is refused too,
         and reverts again if no other handle has the file open (``_again``).
         """
+        if fh in self._readers and self._dropped_beside(fh):
+            return  # a reader acknowledges nothing; the writers' closes report the drop
         if fh not in self._short:
             try:
                 self.fsync(fh)
@@ -674,15 +722,17 @@ class WorkspaceView:
         return handle.staged_fd < 0 and handle.releases_now()
 
     def release(self, fh: int) -> None:
+        holed = fh in self._readers and self._dropped_beside(fh)  # commits nothing (``flush``)
         with self._lock:
             ino, handle = self._handles.pop(fh)
             staged = handle.staged_fd >= 0
             short, reverted = fh in self._short, fh in self._reverted
             self._short.discard(fh)
+            self._failed.discard(fh)
             self._reverted.discard(fh)
             self._dirty.discard(fh)
             self._readers.discard(fh)
-        commit = True
+        commit = not holed
         try:
             if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)
                 if self._again(reverted, handle):  # the close below must not save it
