@@ -1,19 +1,32 @@
-"""review15c: a readdir that waits past hidden children (integrity15, ``ListingTree.readdir``)
-when the directory's own listing fails part-way, or ends with nothing more.
+"""review15c: integrity15 through the tree and real mounts.
+
+A readdir that waits past hidden children (``ListingTree.readdir``) when the directory's own
+listing fails part-way, or ends with nothing more.
 
 A file shadowed by a directory of its name is hidden; a directory listed by itself may have
 only that file final so far. The wait past it must end: with the directory's next child,
 with its end, or, when its listing fails, with ListingUnavailable (EIO), never an empty
 answer (which ends the directory for the kernel: ENOENT-like, a missing child) and never a
 hang.
+
+Two records of one object, the whole and a shorter one, read in turns through a mount in
+every read mode, the whole one first.
 """
 
 from __future__ import annotations
 
+import errno
+import random
 import threading
 
+import pytest
+
+from datahub.catalog import open_catalog
+from datahub.catalog.model import Put, Record
 from datahub.errors import CatalogUnavailable, ListingUnavailable
 from fuse_adapter.tree import ROOT_INODE, ListingTree
+from tests.fuse.conftest import FuseEnv, upload_dataset
+from tests.fuse.test_integrity14 import MODES, _read_or_errno
 
 
 def _shadowed(keys: tuple[str, ...]) -> tuple[ListingTree, int, list[int]]:
@@ -90,3 +103,34 @@ def test_a_readdir_past_a_hidden_child_ends_when_the_directory_ends() -> None:
     assert [name for name, _ino, _next in got[0]] == ["a"]
     (_name, _ino, nxt) = got[0][-1]
     assert tree.readdir(d, nxt, wait=True) == []
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_the_whole_record_read_first_then_a_short_record_of_its_object_in_turns(
+    env: FuseEnv, mode: str
+) -> None:
+    """integrity15's mount test reads the short record first. Here the record that names the
+    object whole is read first (its page files written, a one-page file's published to C or
+    handed to the kernel for passthrough), then the short record and the whole one in turns:
+    the short one fails with ESTALE every time (the whole record's page has another length),
+    and the whole one reads its bytes every time (a short read's check of the page file may
+    remove it: the whole record then fetches it again, never reads the short length)."""
+    rng = random.Random(1515)
+    objects = {"train/small.bin": rng.randbytes(70_000), "train/long.bin": rng.randbytes(6 * 1024**2 + 3)}
+    claims = {"train/small.bin": 60_001, "train/long.bin": 5 * 1024**2 + 1}
+    whole = upload_dataset(env, "whole", objects)
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        records = [catalog.get_record(whole.name, str(whole.seq), key) for key in objects]
+        catalog.create_dataset("short")
+        puts = [Put(Record(r.key, r.url, r.etag, claims[r.key])) for r in records]
+        seq = catalog.commit("short", puts, message="sizes shorter than the objects").seq
+    finally:
+        catalog.close()
+    mnt = env.mountpoint("turns")
+    with env.mounted(mnt, "whole", "short", *MODES[mode]):
+        for _ in range(3):
+            for key, data in objects.items():
+                assert _read_or_errno(mnt / "whole" / f"v{whole.seq}" / key) == data, key
+                assert _read_or_errno(mnt / "short" / f"v{seq}" / key) == errno.ESTALE, key
