@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from datahub.config import Config, load_config
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry, drop_memory_space
 from datahub.storage.base import ObjectRef, ObjectStore
-from tests.cache.conftest import gated_cache, put_objects, wait_for, with_cache
+from tests.cache.conftest import merged_reads, put_objects, with_cache
 from tests.cache.test_integrity15 import READS
 from tests.servers import S3Endpoint
 
@@ -142,18 +141,9 @@ def test_a_correct_record_merged_into_a_short_records_failing_fetch_reads_its_by
     reader must still get its bytes, not that error (the object did not change)."""
     ((ref, data),) = put_objects(source, [2 * 1024 + 500], seed=15)  # three 1 KiB pages
     short = ObjectRef(ref.url, ref.etag, 2 * 1024 + 7)
-    cache, gated = gated_cache(tmp_path, source)
-    with cache, ThreadPoolExecutor(2) as pool:
-        gated.gate.clear()
-        short_tail = pool.submit(cache.read, short, 2048, 7)
-        assert gated.arrived.acquire(timeout=30)  # the short record's fetch holds the origin
-        merged = cache._flight.merged
-        whole_tail = pool.submit(cache.read, ref, 2048, 500)
-        wait_for(lambda: cache._flight.merged > merged, what="the whole record's read to wait for that fetch")
-        gated.gate.set()
-        with pytest.raises(ObjectChanged):
-            short_tail.result(30)
-        assert whole_tail.result(30) == data[2048:]
+    short_tail, whole_tail = merged_reads(tmp_path, source, (short, 2048, 7), (ref, 2048, 500))
+    assert isinstance(short_tail, ObjectChanged), short_tail
+    assert whole_tail == data[2048:]
 
 
 @pytest.mark.parametrize("order", ["short-first", "whole-first"])
