@@ -50,7 +50,7 @@ from datahub.cache.reports import StatusReports
 from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import TIER_ERRORS, Tier
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, ObjectChanged
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
@@ -225,12 +225,25 @@ class TieredCache:
                 if len(data) == expected:
                     return data
                 self._wrong_length(self.tiers[0], key, data, expected)
-        data = self._flight.do(key, lambda: self._load_below(key, expected, hot))
-        if len(data) == expected:
-            return data
+        led = False
+
+        def lead() -> bytes:
+            nonlocal led
+            led = True
+            return self._load_below(key, expected, hot)
+
         # Merged into a fetch of this page (a reader's, a readahead run's, a stream's) for a
-        # record that claims another size for the same object version: its page is checked
-        # against its record, not ours. Load it for ours, which checks the length.
+        # record that claims another size for the same object version: its page, or its
+        # ObjectChanged, was checked against its record, not ours (a shorter record's fetch
+        # fails where ours reads). Load it for ours, which checks the length (review15c).
+        try:
+            data = self._flight.do(key, lead)
+        except ObjectChanged:
+            if led:
+                raise
+            data = None
+        if data is not None and len(data) == expected:
+            return data
         return self._load_below(key, expected, hot)
 
     def _load_below(self, key: PageKey, expected: int, hot: bool) -> bytes:

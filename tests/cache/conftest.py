@@ -156,3 +156,31 @@ def gated_cache(
     ]
     options = {"page_size": 1024, "readahead_bytes": 0, **options}
     return assemble_cache(tiers, Origin(registry, concurrency), **options), gated
+
+
+#: a read: (record, offset, size), as ``TieredCache.read`` takes it
+Read = tuple[ObjectRef, int, int]
+
+
+def merged_reads(tmp_path: Path, source: ObjectStore, leader: Read, follower: Read) -> tuple[object, object]:
+    """``leader``'s read fetches its page, held at the origin's gate, while ``follower``'s
+    read of the same page merges into that fetch (single flight); then the gate opens. What
+    each read returned, or the exception it raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def outcome(future) -> object:
+        try:
+            return future.result(30)
+        except Exception as exc:  # the test checks which
+            return exc
+
+    cache, gated = gated_cache(tmp_path, source)
+    with cache, ThreadPoolExecutor(2) as pool:
+        gated.gate.clear()
+        first = pool.submit(cache.read, *leader)
+        assert gated.arrived.acquire(timeout=30)  # the leader's fetch holds the origin
+        merged = cache._flight.merged
+        second = pool.submit(cache.read, *follower)
+        wait_for(lambda: cache._flight.merged > merged, what="the follower's read to wait for that fetch")
+        gated.gate.set()
+        return outcome(first), outcome(second)

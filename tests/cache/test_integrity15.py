@@ -9,7 +9,6 @@ handed out as the file (promise 2; docs/cache.md, "The read path").
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from datahub.config import Config, load_config
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectRef, ObjectStore
-from tests.cache.conftest import gated_cache, put_objects, wait_for, with_cache
+from tests.cache.conftest import merged_reads, put_objects, with_cache
 from tests.servers import S3Endpoint
 
 PAGE = 4096
@@ -110,15 +109,6 @@ def test_a_reader_merged_into_another_records_fetch_of_a_page_never_gets_its_len
     fetched the page first (tests/fuse/test_integrity15.py)."""
     ((ref, data),) = put_objects(source, [2 * 1024 + 500], seed=15)  # three 1 KiB pages
     short = ObjectRef(ref.url, ref.etag, 2 * 1024 + 7)
-    cache, gated = gated_cache(tmp_path, source)
-    with cache, ThreadPoolExecutor(2) as pool:
-        gated.gate.clear()
-        whole_tail = pool.submit(cache.read, ref, 2048, 500)
-        assert gated.arrived.acquire(timeout=30)  # the whole record's fetch holds the origin
-        merged = cache._flight.merged
-        short_tail = pool.submit(cache.read, short, 2048, 7)
-        wait_for(lambda: cache._flight.merged > merged, what="the short record's read to wait for that fetch")
-        gated.gate.set()
-        assert whole_tail.result(30) == data[2048:]
-        with pytest.raises(ObjectChanged):
-            short_tail.result(30)
+    whole_tail, short_tail = merged_reads(tmp_path, source, (ref, 2048, 500), (short, 2048, 7))
+    assert whole_tail == data[2048:]
+    assert isinstance(short_tail, ObjectChanged), short_tail
