@@ -34,6 +34,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -239,6 +240,8 @@ def main() -> int:
             print(row)
     finally:
         moto.stop()
+        if root.as_posix() not in Path("/proc/self/mountinfo").read_text():
+            shutil.rmtree(root, ignore_errors=True)  # never through a mount left behind
     return 0
 
 
