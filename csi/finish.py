@@ -18,28 +18,27 @@ what ends it; the kubelet shows it in the pod's events on every retry.
 
 from __future__ import annotations
 
-from csi.volumes import VolumeSpec
 from datahub.config import load_config
 from datahub.errors import AccessDenied, AlreadyExists, DatasetNotFound
 
 
-def finish_workspace(spec: VolumeSpec, config_path: str) -> None:
-    """Flush ``spec``'s workspace to the object store and commit it if asked; raise if it cannot."""
+def finish_workspace(workspace: str, commit_to: str, config_path: str) -> None:
+    """Flush ``workspace`` to the object store and commit it into ``commit_to`` if set; raise if it cannot."""
     # here, not at the top: the plugin starts without the write-back engine and the cache
     from datahub.workspaces import finish_workspace as flush_and_commit
 
     try:
-        flush_and_commit(spec.workspace, load_config(config_path, env={}), spec.commit_to or None)
+        flush_and_commit(workspace, load_config(config_path, env={}), commit_to or None)
     except (AccessDenied, AlreadyExists, DatasetNotFound) as refused:
-        if not spec.commit_to or refused.details.get("dataset") != spec.commit_to:
+        if not commit_to or refused.details.get("dataset") != commit_to:
             raise
         raise AccessDenied(
-            f"workspace {spec.workspace!r} is flushed to the object store and kept, but its commit into "
-            f"{spec.commit_to!r} was refused: {refused.message}. The plugin keeps the volume until the "
+            f"workspace {workspace!r} is flushed to the object store and kept, but its commit into "
+            f"{commit_to!r} was refused: {refused.message}. The plugin keeps the volume until the "
             "commit succeeds (the pod's outputs are not dropped): grant the node plugin's catalog token "
             "the writer role on that dataset, and the next retry (NodeUnpublishVolume; NodeUnstageVolume "
             "for a staged volume) commits and finishes",
-            dataset=spec.commit_to,
-            workspace=spec.workspace,
+            dataset=commit_to,
+            workspace=workspace,
             required_role="writer",
         ) from refused

@@ -68,7 +68,7 @@ from datahub.errors import (
     InvalidInput,
     NotFound,
 )
-from fuse_adapter.daemon import canonical, is_mount_daemon, is_mounted
+from fuse_adapter.daemon import MountRecord, canonical, is_mount_daemon, is_mounted
 
 if TYPE_CHECKING:
     from datahub.catalog import Catalog, Dataset
@@ -435,7 +435,14 @@ class NodeService:
         if not is_mounted(leftover.staging) or not os.path.exists(leftover.config_path):
             return
         log.warning("stopping the unrecorded mount process of %s (a call cut short by a crash)", volume_dir)
-        leftover.stop(timeout=self.unmount_timeout)
+
+        def recover(record: MountRecord) -> str | None:  # its daemon did not finish: no spec, its record
+            if record.kind != "workspace":
+                return None
+            finish_workspace(record.workspace, record.commit_to, leftover.config_path)
+            return f"workspace {record.workspace} flushed"
+
+        leftover.stop(timeout=self.unmount_timeout, recover=recover)
 
     def _forget_leftover(self, path: str) -> None:
         """For an unrecorded ``path`` being unstaged or unpublished: stop a mount process a crash
@@ -609,27 +616,19 @@ class NodeService:
     def _stop_volume(self, p: Published) -> str:
         """Stop the mount process (the daemon flushes a workspace), make sure the workspace
         reached the object store, then forget the volume and its credentials."""
-        try:
-            outcome = mounts.MountProcess(p.config_path, p.staging, p.log_path).stop(
-                timeout=self.unmount_timeout
-            )
-        except (AccessDenied, Conflict, NotFound):
-            # the umount's own commit of the stopped daemon's workspace, refused (the token lost writer
-            # on commitTo: 403, or 409 once the dataset is hidden from it; or its writer lease, which
-            # names commitTo, refused as the hidden dataset's 404: exit 3) or conflicting: with the
-            # daemon gone, finish_workspace below tries again and, refused, says that the files are
-            # flushed and kept and what ends it (csinode15)
-            if p.spec.kind != "workspace" or not p.spec.commit_to or self._daemon_alive(p):
-                raise
-            outcome = "stopped; its commit failed, tried again"
+        stopped = mounts.MountProcess(p.config_path, p.staging, p.log_path).stop(timeout=self.unmount_timeout)
         with self._mutex:
             proc = self._children.pop(p.target_path, None)
         mounts.wait_exit(p.pid, proc, timeout=30)
-        if p.spec.kind == "workspace":
-            finish_workspace(p.spec, p.config_path)  # raises (the CO retries) if it cannot flush
+        if p.spec.kind == "workspace" and not stopped.finished:
+            # the daemon did not say its final flush and commit succeeded (its flush or commit
+            # failed, it was killed, or this is a retry after its exit): reopen the workspace and do
+            # them here; raises (the CO retries) if it cannot flush, PERMISSION_DENIED if the catalog
+            # refuses the commit, with the files kept (csinode15)
+            finish_workspace(p.spec.workspace, p.spec.commit_to, p.config_path)
         self._put(None, p.target_path)
         shutil.rmtree(p.volume_dir, ignore_errors=True)
-        return outcome
+        return stopped.outcome
 
     # --- NodeGetVolumeStats ---------------------------------------------------------------------
     def volume_stats(self, volume_id: str, volume_path: str) -> VolumeStats:

@@ -32,6 +32,22 @@ async def _write_back(mountpoint: str) -> None:
             log.warning("writing back the page cache of %s before stopping: %s", mountpoint, exc)
 
 
+async def _outlast_attributes(deadline: float) -> None:
+    """Keep the connection until the attributes the kernel holds have expired (the mount's
+    attribute timeout after the last request answered), before the unmount ends it.
+
+    Why: with the kernel's write-back cache a holder's ``write(2)`` goes to the page cache
+    without a request while the file's attributes are fresh; on a connection already ended
+    it then succeeded, its bytes never to be committed. Expired, the write asks for them
+    first (nobody answers now) and gets ENOTCONN once the unmount ends the connection, as
+    docs/fuse.md says. ``datahub umount`` used to take longer than the timeout by itself (it
+    reopened the workspace); since unpublish15 it does not, so the daemon waits, at most the
+    timeout (1 s) less its flush and commit, and only on ``--writeback-cache`` mounts.
+    """
+    with trio.CancelScope(shield=True):
+        await trio.sleep_until(deadline)
+
+
 def serve(
     ops: Ops,
     mountpoint: str,
@@ -91,10 +107,13 @@ def serve(
                 unmounted = True
                 nursery.cancel_scope.cancel()
         finally:
+            served_until = trio.current_time()  # no request is answered from here on
             try:
                 if on_stop is not None:  # a failed flush must still unmount, and then be reported
                     await trio.to_thread.run_sync(on_stop)
             finally:
+                if getattr(ops, "enable_writeback_cache", False):
+                    await _outlast_attributes(served_until + getattr(ops, "timeout", 0.0))
                 fuse_ops.unmount()
                 log.info("%s %s", "unmounted" if unmounted else "stopped", mountpoint)
 

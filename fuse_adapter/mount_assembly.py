@@ -423,9 +423,15 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
             )
         try:
             view.release_all()
-            finish_workspace(workspace, commit_to, ctx)
+            said = finish_workspace(workspace, commit_to, ctx)
+            # nothing open any more: the close below can acknowledge nothing the commit missed
+            settled = not workspace.open_files()
         finally:
             workspace.close()
+        if settled and commit_to == m.commit_to:
+            # after the close (its lease released): ``datahub umount`` (the CSI plugin) need not
+            # reopen the workspace to re-check this flush and commit
+            daemon.write_finished(home, mountpoint, said)
 
     keep_large_buffers()  # the daemon path's 1 MiB WRITE buffers reused, not faulted in anew
     try:

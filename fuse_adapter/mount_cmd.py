@@ -314,6 +314,8 @@ def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
         finally:
             workspace.close()
 
-    outcome = daemon.unmount(ctx.config.home_path, args.mountpoint, timeout=args.timeout, recover=recover)
+    outcome = daemon.unmount(
+        ctx.config.home_path, args.mountpoint, timeout=args.timeout, recover=recover
+    ).outcome
     ctx.emit({"mountpoint": args.mountpoint, "outcome": outcome}, text=f"{args.mountpoint}: {outcome}")
     return 0
