@@ -18,11 +18,11 @@ import pytest
 
 from datahub.catalog import open_catalog
 from tests.csi.conftest import CsiEnv, Plugin, mounts_under, wait_until
-from tests.csi.test_api_catalog import api_plugin
+from tests.csi.test_api_catalog import api_module_plugin, api_plugin
 from tests.csi.test_csinode15 import NODE, SA, _inline, _records, _refused, _set_acl
 
 pytestmark = pytest.mark.fuse
-__all__ = ["api_plugin"]  # the fixture, used by name
+__all__ = ["api_module_plugin", "api_plugin"]  # the fixtures, used by name
 
 
 def _restart(plugin: Plugin) -> None:
