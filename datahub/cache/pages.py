@@ -89,6 +89,13 @@ def page_length(ref: ObjectRef, page_size: int, index: int) -> int:
     return max(0, min(page_size, ref.size - index * page_size))
 
 
+def ends(ref: ObjectRef, key: PageKey) -> bool:
+    """Whether page ``key`` is the last of ``ref``: its origin read asks one byte past the
+    record's end (``datahub.cache.origin.read_range``). The page's name cannot say so: a
+    record shorter than its object has pages of the same names as the object's own."""
+    return (key.index + 1) * key.page_size >= ref.size
+
+
 def pages_of(ref: ObjectRef, page_size: int) -> list[PageKey]:
     return [PageKey(ref.url, ref.etag, page_size, i) for i in range(page_count(ref.size, page_size))]
 

@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.pages import PageKey, ends, page_count, page_length
 from datahub.cache.prefetch import BackgroundFetcher
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import Tier
@@ -157,7 +157,7 @@ class ReadaheadRuns:
                     claim = None
                 elif any(t.contains(key) for t in self.tiers[1:]):
                     if not keys:  # below RAM: promote it (the per-page path; merges if in flight)
-                        self._page(key, page_length(ref, ps, i), hot=True)
+                        self._page(key, page_length(ref, ps, i), to_end=ends(ref, key), hot=True)
                     claim = None
                 else:
                     claim = self._flight.claim(key)
@@ -171,7 +171,7 @@ class ReadaheadRuns:
                 return
             start = keys[0].index
             lo, hi = start * ps, min(ref.size, (start + len(keys)) * ps)
-            data = self.origin.fetch(keys[0], lo, hi)
+            data = self.origin.fetch(keys[0], lo, hi, to_end=hi == ref.size)
             view = memoryview(data)
             for j, key in enumerate(keys):
                 page = data if len(keys) == 1 else bytes(view[j * ps : min(len(data), (j + 1) * ps)])
