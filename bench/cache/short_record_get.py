@@ -10,7 +10,9 @@ record's bytes and one more. This measures what the header costs on the path it 
   ``--size``-byte objects with If-Match through ``S3Store.read`` (the lean GET), unranged
   (before) and ranged to one byte past the end (after), alternating within each round;
 * for a record of ``--claimed`` bytes of a ``--big``-byte object: the bytes each read moves
-  and its CPU, before and after.
+  and its CPU, before and after;
+* the client code the header adds, without the network (low noise): ``sign_get`` with and
+  without a ``Range`` header, and ``check_answer_range`` on a 206, per call.
 
 Both make one request per read. The machine is shared: wall figures under load are noise
 and are printed only for completeness; the load average is printed.
@@ -33,9 +35,13 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from botocore.credentials import ReadOnlyCredentials  # noqa: E402
+
 from bench.cache.common import load_average, s3_endpoint  # noqa: E402
 from datahub.config import load_config  # noqa: E402
 from datahub.storage.s3 import S3Store  # noqa: E402
+from datahub.storage.s3errors import check_answer_range  # noqa: E402
+from datahub.storage.s3get import sign_get  # noqa: E402
 
 
 def measure(fn: Callable[[str], int], keys: list[str], gets: int) -> tuple[float, float, int]:
@@ -73,6 +79,36 @@ def alternate(
     return results
 
 
+def header_code(calls: int, rounds: int) -> None:
+    """CPU per call of what the Range header adds on the client, alternating within rounds."""
+    creds = ReadOnlyCredentials("AKIDEXAMPLE", "secret", None)
+
+    def sign(ranged: bool) -> None:
+        headers = {"If-Match": '"0123456789abcdef0123456789abcdef"'}
+        if ranged:
+            headers["Range"] = "bytes=0-100000"
+        sign_get("/bucket/obj/00001", "127.0.0.1:9000", headers, creds, "us-east-1")
+
+    def check() -> None:
+        check_answer_range(206, "bytes 0-99999/100000", 100000, 0, 100001, "bucket", "obj/00001")
+
+    contenders = {
+        "sign_get, If-Match (before)": lambda: sign(False),
+        "sign_get, If-Match + Range (after)": lambda: sign(True),
+        "check_answer_range on a 206 (after only)": check,
+    }
+    results: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            c0 = time.process_time()
+            for _ in range(calls):
+                fn()
+            results[name].append((time.process_time() - c0) / calls * 1e6)
+    print(f"\n## client code only, {calls} calls a round, {rounds} rounds ({load_average()})")
+    for name, runs in results.items():
+        print(f"{name:<44} {statistics.median(runs):8.2f} us/call   " + " ".join(f"{r:.2f}" for r in runs))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gets", type=int, default=2000)
@@ -82,6 +118,7 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=64 << 20, help="bytes of the object a short record names")
     ap.add_argument("--claimed", type=int, default=1, help="bytes the short record claims")
     ap.add_argument("--big-gets", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=20000, help="calls a round of the client-code part")
     args = ap.parse_args()
     print(f"# cold one-page origin read, unranged (before) vs ranged (after); "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")  # fmt: skip
@@ -120,6 +157,7 @@ def main() -> None:
             short,
         )
         store.close()
+    header_code(args.calls, args.rounds)
 
 
 if __name__ == "__main__":
