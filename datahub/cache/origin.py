@@ -155,7 +155,9 @@ class Origin:
 
         A stream that ends short or runs long raises ObjectChanged (after the chunks that
         fit). ``to_end``: ``end`` is where the record says the object ends; one byte more is
-        asked for, so an object longer than its record runs long (as in ``read_range``).
+        asked for, so an object longer than its record runs long (as in ``read_range``), and
+        the chunk that reaches ``end`` is yielded only once the answer ended there (else a
+        consumer would store the record's last page before the extra byte arrived).
         Close the generator to end the request early; the origin slot is released then.
         """
         self.stalls.check(url, etag)
