@@ -77,6 +77,7 @@ class FetchRequest(NamedTuple):
     etag: str
     page_size: int
     index: int
+    ends_record: bool  # PageKey.ends_record
     start: int
     end: int
     to_end: bool  # ``end`` is where the record ends (datahub.cache.origin.read_range)
@@ -241,7 +242,7 @@ class FetchWorkers:
             self.disk.settle(key, size, stored=stored)
 
     def _fetch(self, key: PageKey, start: int, end: int, to_end: bool) -> Written:
-        request = FetchRequest(next(self._ids), key.url, key.etag, key.page_size, key.index, start, end,
+        request = FetchRequest(next(self._ids), key.url, key.etag, key.page_size, key.index, key.ends_record, start, end,
                                to_end, int(current_priority()))  # fmt: skip
         channel = self._take()
         try:
@@ -430,7 +431,7 @@ def worker_main() -> None:
 
 
 def _serve(stores, writer: PageWriter, request: FetchRequest) -> Written | Failed:
-    key = PageKey(request.url, request.etag, request.page_size, request.index)
+    key = PageKey(request.url, request.etag, request.page_size, request.index, request.ends_record)
     seen: list[Transient] = []
     with observe_transient(lambda exc: seen.append(Transient(exc.message, _plain(exc.details)))):
         try:

@@ -6,7 +6,7 @@ cache of the truth held by the page files themselves (their headers), so it is w
 without fsync and rebuilt from the files whenever a process that had it open died
 without closing it (its pid is still registered as a holder).
 
-Databases: ``pages`` digest -> JSON (url, etag, page_size, index, size);
+Databases: ``pages`` digest -> JSON (url, etag, page_size, index, size, ends_record);
 ``pins`` pin name NUL object id -> b""; ``meta`` used bytes, pin generation, holders.
 """
 
@@ -100,7 +100,7 @@ class PageIndex:
 
     # --- pages -----------------------------------------------------------------------------------
     def add(self, key: PageKey, size: int) -> None:
-        value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+        value = json.dumps([key.url, key.etag, key.page_size, key.index, size, key.ends_record]).encode()
         with self._env.begin(write=True) as txn:
             if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                 self._bump(txn, _USED, size)
@@ -110,7 +110,9 @@ class PageIndex:
         added = 0
         with self._env.begin(write=True) as txn:
             for key, size in entries:
-                value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+                value = json.dumps(
+                    [key.url, key.etag, key.page_size, key.index, size, key.ends_record]
+                ).encode()
                 if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                     added += size
             if added:
@@ -125,8 +127,9 @@ class PageIndex:
     def entries(self) -> Iterator[tuple[PageKey, int]]:
         with self._env.begin(db=self._pages) as txn:
             for _, raw in txn.cursor():
-                url, etag, page_size, index, size = json.loads(raw)
-                yield PageKey(url, etag, page_size, index), size
+                # [url, etag, page_size, index, size] and, since shortrec15, PageKey.ends_record
+                url, etag, page_size, index, size, *ends_record = json.loads(raw)
+                yield PageKey(url, etag, page_size, index, *ends_record), size
 
     def replace_all(self, entries: Iterable[tuple[PageKey, int]]) -> None:
         """Rebuild: the pages database becomes exactly ``entries``."""
@@ -134,7 +137,9 @@ class PageIndex:
             txn.drop(self._pages, delete=False)
             txn.put(_USED, _INT.pack(0), db=self._meta)
             for key, size in entries:
-                value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+                value = json.dumps(
+                    [key.url, key.etag, key.page_size, key.index, size, key.ends_record]
+                ).encode()
                 if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                     self._bump(txn, _USED, size)
 

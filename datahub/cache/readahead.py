@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey, ends, page_count, page_length
+from datahub.cache.pages import PageKey, ends, page_count, page_key, page_length
 from datahub.cache.prefetch import BackgroundFetcher
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import Tier
@@ -121,7 +121,7 @@ class ReadaheadRuns:
         total = page_count(ref.size, ps)
         start = None
         for i in range(last + 1, min(last + 1 + ahead, total)):
-            key = PageKey(ref.url, ref.etag, ps, i)
+            key = page_key(ref, ps, i)
             if not (self._flight.in_flight(key) or (self.tiers and self.tiers[0].contains(key))):
                 start = i
                 break
@@ -130,7 +130,7 @@ class ReadaheadRuns:
         limit = min(MAX_RUN_BYTES, self._background.max_queued_bytes)  # a run fits the queue
         count = max(1, min(ahead, total - start, limit // ps))
         nbytes = min(ref.size, (start + count) * ps) - start * ps
-        key = PageKey(ref.url, ref.etag, ps, start)
+        key = page_key(ref, ps, start)
         self._background.submit(key, nbytes, lambda: self.fetch_run(ref, start, count))
 
     def fetch_run(self, ref: ObjectRef, start: int, count: int) -> None:
@@ -152,7 +152,7 @@ class ReadaheadRuns:
         settled = 0
         try:
             for i in range(start, start + count):
-                key = PageKey(ref.url, ref.etag, ps, i)
+                key = page_key(ref, ps, i)
                 if self.tiers and self.tiers[0].contains(key):
                     claim = None
                 elif any(t.contains(key) for t in self.tiers[1:]):

@@ -39,7 +39,7 @@ from datahub.cache.backing import BackingFiles
 from datahub.cache.disk import DiskTier
 from datahub.cache.fetch_workers import FetchWorkers
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey, ends, page_count, page_length
+from datahub.cache.pages import PageKey, ends, page_count, page_key, page_length
 from datahub.cache.passthrough import PassthroughFiles
 from datahub.cache.pins import Pins
 from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
@@ -163,7 +163,7 @@ class TieredCache:
         plan = self._prefetcher.before_read(ref, offset, first, last, reader)
         parts: list[bytes | memoryview] = []
         for i in range(first, last + 1):
-            key = PageKey(ref.url, ref.etag, ps, i)
+            key = page_key(ref, ps, i)
             page = self._page(key, page_length(ref, ps, i), to_end=ends(ref, key))
             parts.append(_part(page, i * ps, offset, end))
         self._hints.consumed_ref(ref)
@@ -190,7 +190,7 @@ class TieredCache:
         if ref.size > self.page_size:
             return self._read_streamed_now(ram, ref, offset, size)
         end = ref.size if size is None else min(ref.size, offset + max(0, size))
-        key = PageKey(ref.url, ref.etag, self.page_size, 0)
+        key = page_key(ref, self.page_size, 0)
         if not ram.holds(key):
             return None
         data = ram.get(key)
@@ -207,7 +207,7 @@ class TieredCache:
             return b""
         ps = self.page_size
         first, last = offset // ps, (end - 1) // ps
-        keys = [PageKey(ref.url, ref.etag, ps, i) for i in range(first, last + 1)]
+        keys = [page_key(ref, ps, i) for i in range(first, last + 1)]
         if not all(ram.holds(k) for k in keys) or not self._prefetcher.note_read_now(ref, first, last):
             return None
         parts: list[bytes | memoryview] = []
@@ -314,7 +314,7 @@ class TieredCache:
         for i in range(unit.first, min(unit.last, page_count(ref.size, ps) - 1) + 1):
             if cancel.is_set():
                 break
-            key = PageKey(ref.url, ref.etag, ps, i)
+            key = page_key(ref, ps, i)
             if self._held(key):
                 cached += 1
                 continue
@@ -373,7 +373,7 @@ class TieredCache:
     def _warm_hot(self, ref: ObjectRef) -> None:
         """Bring every page of ``ref`` into the fastest tier (it is about to be read)."""
         for i in range(page_count(ref.size, self.page_size)):
-            key = PageKey(ref.url, ref.etag, self.page_size, i)
+            key = page_key(ref, self.page_size, i)
             if self.tiers and self.tiers[0].contains(key):
                 continue
             n, last = page_length(ref, self.page_size, i), ends(ref, key)
@@ -422,7 +422,7 @@ class TieredCache:
 
     def holds(self, ref: ObjectRef) -> bool:
         """Whether a local tier holds the first page of ``ref`` (no I/O beyond an index look-up)."""
-        return self._cached_locally(PageKey(ref.url, ref.etag, self.page_size, 0))
+        return self._cached_locally(page_key(ref, self.page_size, 0))
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         """The reader will read ``refs`` in this order: fetch ahead within hint_budget_bytes.
