@@ -100,8 +100,9 @@ def page_length(ref: ObjectRef, page_size: int, index: int) -> int:
 
 def ends(ref: ObjectRef, key: PageKey) -> bool:
     """Whether page ``key`` is the last of ``ref``: its origin read asks one byte past the
-    record's end (``datahub.cache.origin.read_range``). The page's name cannot say so: a
-    record shorter than its object has pages of the same names as the object's own."""
+    record's end (``datahub.cache.origin.read_range``). A ragged last page's name is the
+    object's page of that index (``ends_record`` marks only a whole last page), so the
+    record, not the name, says it."""
     return (key.index + 1) * key.page_size >= ref.size
 
 
