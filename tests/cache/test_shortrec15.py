@@ -116,3 +116,16 @@ def test_a_page_file_names_the_end_of_its_record_and_an_index_rebuilt_from_it_ke
     for key in (last, inner):
         header = fmt.parse_header(fmt.encode_header(key, b"x" * 1024))
         assert header is not None and header.key() == key
+
+
+def test_the_disk_index_keeps_the_name_of_a_page_that_ends_its_record(
+    make_cache: Callable[..., TieredCache], source: ObjectStore
+) -> None:
+    """The disk tier's index (read back at every start and by ``maintain``) gives back the
+    last page of a whole-page object under its own name, the others as before."""
+    cache = make_cache(page_size=1024, readahead_bytes=0, stream_min_bytes=0)
+    ((ref, data),) = put_objects(source, [2 * 1024], seed=12)
+    assert cache.read(ref) == data
+    disk = cache.tiers[1]
+    disk._index.flush(wait=True)
+    assert {key for key, _ in disk.index.entries() if key.url == ref.url} == set(pages_of(ref, 1024))
