@@ -77,8 +77,10 @@ class FetchRequest(NamedTuple):
     etag: str
     page_size: int
     index: int
+    ends_record: bool  # PageKey.ends_record
     start: int
     end: int
+    to_end: bool  # ``end`` is where the record ends (datahub.cache.origin.read_range)
     priority: int  # datahub.cache.priority.Priority of the reader (for the worker's log)
 
 
@@ -203,19 +205,21 @@ class FetchWorkers:
 
     # --- a page ----------------------------------------------------------------------------
     def fetch_page(
-        self, origin: Origin, key: PageKey, start: int, end: int, *, hot: bool = False
+        self, origin: Origin, key: PageKey, start: int, end: int, *, to_end: bool, hot: bool = False
     ) -> bytes | None:
         """The verified bytes of ``key``'s range ``[start, end)``, fetched by a worker and
         stored as the disk tier's page file, or None: fetch it in this process (the tier
         refused the page, or the worker did not finish it). Origin errors are raised as in
-        ``Origin.fetch``."""
+        ``Origin.fetch``; ``to_end`` as there."""
         size = end - start
         if self.disk.reserve(key, size, hot=hot) is not True:
             return None
         stored = False
         try:
             try:
-                written = origin.fetch_via(key, start, end, lambda: self._fetch(key, start, end), _size)
+                written = origin.fetch_via(
+                    key, start, end, lambda: self._fetch(key, start, end, to_end), _size
+                )
                 data = self.disk.load_written(key, size, written.state)
                 if data is not None and _checksum(data) != written.checksum:
                     # The file changed between the state check and the read: its bytes never
@@ -237,9 +241,9 @@ class FetchWorkers:
         finally:
             self.disk.settle(key, size, stored=stored)
 
-    def _fetch(self, key: PageKey, start: int, end: int) -> Written:
-        request = FetchRequest(next(self._ids), key.url, key.etag, key.page_size, key.index, start, end,
-                               int(current_priority()))  # fmt: skip
+    def _fetch(self, key: PageKey, start: int, end: int, to_end: bool) -> Written:
+        request = FetchRequest(next(self._ids), key.url, key.etag, key.page_size, key.index, key.ends_record, start, end,
+                               to_end, int(current_priority()))  # fmt: skip
         channel = self._take()
         try:
             answer = channel.call(request)
@@ -427,11 +431,11 @@ def worker_main() -> None:
 
 
 def _serve(stores, writer: PageWriter, request: FetchRequest) -> Written | Failed:
-    key = PageKey(request.url, request.etag, request.page_size, request.index)
+    key = PageKey(request.url, request.etag, request.page_size, request.index, request.ends_record)
     seen: list[Transient] = []
     with observe_transient(lambda exc: seen.append(Transient(exc.message, _plain(exc.details)))):
         try:
-            data = read_range(stores, key, request.start, request.end)
+            data = read_range(stores, key, request.start, request.end, to_end=request.to_end)
             header = fmt.encode_header(key, data)
             state = writer.write(key, data, header=header)
         except errors.DatahubError as exc:

@@ -6,7 +6,7 @@ cache of the truth held by the page files themselves (their headers), so it is w
 without fsync and rebuilt from the files whenever a process that had it open died
 without closing it (its pid is still registered as a holder).
 
-Databases: ``pages`` digest -> JSON (url, etag, page_size, index, size);
+Databases: ``pages`` digest -> JSON (url, etag, page_size, index, size[, true]: ``_entry``);
 ``pins`` pin name NUL object id -> b""; ``meta`` used bytes, pin generation, holders.
 """
 
@@ -100,7 +100,7 @@ class PageIndex:
 
     # --- pages -----------------------------------------------------------------------------------
     def add(self, key: PageKey, size: int) -> None:
-        value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+        value = _entry(key, size)
         with self._env.begin(write=True) as txn:
             if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                 self._bump(txn, _USED, size)
@@ -110,7 +110,7 @@ class PageIndex:
         added = 0
         with self._env.begin(write=True) as txn:
             for key, size in entries:
-                value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+                value = _entry(key, size)
                 if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                     added += size
             if added:
@@ -125,8 +125,8 @@ class PageIndex:
     def entries(self) -> Iterator[tuple[PageKey, int]]:
         with self._env.begin(db=self._pages) as txn:
             for _, raw in txn.cursor():
-                url, etag, page_size, index, size = json.loads(raw)
-                yield PageKey(url, etag, page_size, index), size
+                url, etag, page_size, index, size, *ends_record = json.loads(raw)  # see _entry
+                yield PageKey(url, etag, page_size, index, *ends_record), size
 
     def replace_all(self, entries: Iterable[tuple[PageKey, int]]) -> None:
         """Rebuild: the pages database becomes exactly ``entries``."""
@@ -134,7 +134,7 @@ class PageIndex:
             txn.drop(self._pages, delete=False)
             txn.put(_USED, _INT.pack(0), db=self._meta)
             for key, size in entries:
-                value = json.dumps([key.url, key.etag, key.page_size, key.index, size]).encode()
+                value = _entry(key, size)
                 if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                     self._bump(txn, _USED, size)
 
@@ -197,3 +197,12 @@ class PageIndex:
                 if not cursor.delete():
                     break
         return n
+
+
+def _entry(key: PageKey, size: int) -> bytes:
+    """A page's index value: ``[url, etag, page_size, index, size]``, and ``true`` after it
+    for a page that ends its record (``PageKey.ends_record``) only. Why only then: a process
+    of an older version sharing the directory reads five fields and fails on a sixth; it
+    meets one only for such pages, never for the rest of the cache."""
+    fields: list = [key.url, key.etag, key.page_size, key.index, size]
+    return json.dumps([*fields, True] if key.ends_record else fields).encode()

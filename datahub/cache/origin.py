@@ -43,18 +43,23 @@ STREAM_CHUNK = 1 << 20  # bytes per chunk of a streaming read
 T = TypeVar("T")
 
 
-def read_range(stores, key: PageKey, start: int, end: int) -> bytes:  # stores: StoreRegistry
+def read_range(stores, key: PageKey, start: int, end: int, *, to_end: bool) -> bytes:  # stores: StoreRegistry
     """Bytes ``[start, end)`` of the object version ``key`` names, read under If-Match; a
     short answer raises ObjectChanged. The one origin read of a page, in this process or in
-    a fetch worker."""
-    # A short first page is the whole object: read it without a Range header (cheaper
-    # for S3 servers; the length is checked below). The etag pins the object, not the size
-    # a record claims for it: a range that ends inside a page ends where the record says the
-    # object ends, so it asks for one byte more, which only a longer object has (a ranged
-    # answer that ends where it was asked to says nothing of what follows).
-    whole = start == 0 and end - start < key.page_size
+    a fetch worker.
+
+    ``to_end``: ``end`` is where the caller's record says the object ends (the range holds
+    the record's last page). The etag pins the object, not the size a record claims for it,
+    and a ranged answer that ends where it was asked to says nothing of what follows: such a
+    range asks for one byte more, which only an object longer than its record has, and the
+    length check below turns that into ObjectChanged. Whether a page is the last cannot be
+    told from its name or its length (a record of whole pages ends on a page boundary), so
+    the caller, who holds the record, says it."""
+    # Always a bounded range, a small object's only page too: a record claiming a few bytes
+    # of a multi-GB object then costs those bytes and one more, never the whole body before
+    # the length check (bench/cache/short_record_get.py: the Range header's client CPU).
     store, object_key = stores.for_url(key.url)
-    stop = None if whole else end + 1 if end % key.page_size else end
+    stop = end + 1 if to_end else end
     data = store.read(object_key, start, stop, etag=key.etag)
     if len(data) != end - start:
         raise ObjectChanged(
@@ -98,9 +103,12 @@ class Origin:
         for listener in self._listeners:
             listener(url, etag)
 
-    def fetch(self, key: PageKey, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of the object version ``key`` names."""
-        return self.fetch_via(key, start, end, lambda: read_range(self.stores, key, start, end), len)
+    def fetch(self, key: PageKey, start: int, end: int, *, to_end: bool = False) -> bytes:
+        """Bytes ``[start, end)`` of the object version ``key`` names; ``to_end``: ``end`` is
+        where the caller's record ends (``read_range``)."""
+        return self.fetch_via(
+            key, start, end, lambda: read_range(self.stores, key, start, end, to_end=to_end), len
+        )
 
     def fetch_via(
         self, key: PageKey, start: int, end: int, read: Callable[[], T], size: Callable[[T], int]
@@ -147,12 +155,15 @@ class Origin:
 
         A stream that ends short or runs long raises ObjectChanged (after the chunks that
         fit). ``to_end``: ``end`` is where the record says the object ends; one byte more is
-        asked for, so an object longer than its record runs long (as in ``read_range``).
+        asked for, so an object longer than its record runs long (as in ``read_range``), and
+        the chunk that reaches ``end`` is yielded only once the answer ended there (else a
+        consumer would store the record's last page before the extra byte arrived).
         Close the generator to end the request early; the origin slot is released then.
         """
         self.stalls.check(url, etag)
         store, object_key = self.stores.for_url(url)
         want, got = end - start, 0
+        last: bytes | None = None  # to_end: the chunk that reaches ``end``, held until the answer ends
         with self.scheduler.slot(min(chunk_size, end - start), sample=False):
             started = time.monotonic()
             self.counters.add_many(fetches=1, streams=1)
@@ -167,6 +178,13 @@ class Origin:
                     if got > want:
                         break
                     self.counters.add("bytes", len(chunk))
+                    if to_end and got == want:
+                        # The record's last bytes: a consumer stores them as the record's last
+                        # page, so they are handed out only once the object proves to end here
+                        # (a chunk boundary on the record's end leaves the extra byte for the
+                        # next chunk).
+                        last = chunk
+                        continue
                     yield chunk
             except GeneratorExit:
                 raise
@@ -186,6 +204,8 @@ class Origin:
                 url=url,
                 etag=etag,
             )
+        if last is not None:
+            yield last
 
     def stats(self) -> dict:
         return {**self.counters.snapshot(), "scheduler": self.scheduler.stats()}

@@ -3,7 +3,9 @@
 An object is cut into fixed-size pages (``page_size``; a small object is one page). A page
 is named by (object URL, etag, page size, index): the etag makes the name refer to
 immutable bytes, so a cached page never goes stale, and an object that changed gets new
-names instead of overwriting old ones.
+names instead of overwriting old ones. The last page of a record of whole pages is named
+apart (``ends_record``, ``page_key``): the etag pins the object, not the size a record
+claims for it.
 
 Persistent tiers (disk, shared) store a page as a header followed by the data. The header
 repeats the page's name, its length and a checksum of the data (xxh3 from the ``xxhash``
@@ -48,6 +50,9 @@ class PageKey(NamedTuple):
     etag: str
     page_size: int
     index: int
+    #: the last page of a record that ends on a page boundary (``page_key``): named apart
+    #: from the page of the same index of a longer record of the same object version
+    ends_record: bool = False
 
     @property
     def digest(self) -> str:
@@ -62,7 +67,7 @@ class PageKey(NamedTuple):
     @property
     def name(self) -> bytes:
         """The page's full name as bytes: what its digest hashes and its stored header repeats."""
-        return page_name(self.url, self.etag, self.page_size, self.index)
+        return page_name(self.url, self.etag, self.page_size, self.index, self.ends_record)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -72,8 +77,12 @@ def _digest(key: PageKey) -> str:
     return hashlib.blake2b(key.name, digest_size=20).hexdigest()
 
 
-def page_name(url: str, etag: str, page_size: int, index: int) -> bytes:
-    return f"{url}\0{etag}\0{page_size}\0{index}".encode()
+def page_name(url: str, etag: str, page_size: int, index: int, ends_record: bool = False) -> bytes:
+    return f"{url}\0{etag}\0{page_size}\0{index}{END if ends_record else ''}".encode()
+
+
+#: what a page name ends with when the page ends its record on a page boundary
+END = "\0end"
 
 
 def object_id_of(url: str, etag: str) -> str:
@@ -89,8 +98,29 @@ def page_length(ref: ObjectRef, page_size: int, index: int) -> int:
     return max(0, min(page_size, ref.size - index * page_size))
 
 
+def ends(ref: ObjectRef, key: PageKey) -> bool:
+    """Whether page ``key`` is the last of ``ref``: its origin read asks one byte past the
+    record's end (``datahub.cache.origin.read_range``). A ragged last page's name is the
+    object's page of that index (``ends_record`` marks only a whole last page), so the
+    record, not the name, says it."""
+    return (key.index + 1) * key.page_size >= ref.size
+
+
+def page_key(ref: ObjectRef, page_size: int, index: int) -> PageKey:
+    """The name of page ``index`` of ``ref``, the one way every read path names a record's page.
+
+    A record of whole pages (its size a multiple of the page size) names its last page apart
+    (``ends_record``). Why: the etag pins the object, not the size a record claims, and a
+    shorter record's last whole page has the length and would have the name of the page of
+    that index of the object's own record; once that page was cached, the shorter record was
+    served the object's prefix as the file. Named apart, it is never found under the
+    object's page: its origin read asks a byte past its end (``ends``), which a longer object
+    answers, and ObjectChanged follows. Records that agree on the size share every page."""
+    return PageKey(ref.url, ref.etag, page_size, index, (index + 1) * page_size == ref.size)
+
+
 def pages_of(ref: ObjectRef, page_size: int) -> list[PageKey]:
-    return [PageKey(ref.url, ref.etag, page_size, i) for i in range(page_count(ref.size, page_size))]
+    return [page_key(ref, page_size, i) for i in range(page_count(ref.size, page_size))]
 
 
 # --- the persistent page format -------------------------------------------------------------
@@ -107,8 +137,10 @@ class PageHeader(NamedTuple):
     def key(self) -> PageKey | None:
         """The PageKey the header names (used to rebuild an index from page files)."""
         try:
-            url, etag, page_size, index = self.name.decode().rsplit("\0", 3)
-            return PageKey(url, etag, int(page_size), int(index))
+            name = self.name.decode()
+            ends_record = name.endswith(END)
+            url, etag, page_size, index = name.removesuffix(END).rsplit("\0", 3)
+            return PageKey(url, etag, int(page_size), int(index), ends_record)
         except ValueError:  # also UnicodeDecodeError
             return None
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from datahub.cache.activity import ReaderActivity
 from datahub.cache.backing import ABSENT, BackingFiles
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import PageKey, page_key
 from datahub.cache.tier import Tier
 from datahub.storage.base import ObjectRef
 
@@ -49,7 +49,7 @@ class PassthroughFiles:
         """The page that is the whole object, or None: no backing file for ``ref``."""
         if self.backing is None or not 0 < ref.size <= self._page_size:
             return None
-        return PageKey(ref.url, ref.etag, self._page_size, 0)
+        return page_key(ref, self._page_size, 0)
 
     def fd(self, ref: ObjectRef, *, verify: bool = True, fetch: bool = False) -> int | None:
         """A read-only descriptor of a disk-tier file holding exactly the verified bytes of
@@ -87,7 +87,7 @@ class PassthroughFiles:
         refs = refs if isinstance(refs, list | tuple) else list(refs)
         self._activity.saw_all(refs)
         size = self._page_size
-        self.backing.disk.touch([PageKey(ref.url, ref.etag, size, 0) for ref in refs])
+        self.backing.disk.touch([page_key(ref, size, 0) for ref in refs])
 
     def unchanged(self, ref: ObjectRef, fd: int) -> bool:
         """Whether ``fd`` (from :meth:`fd`) is still in the state it was verified in: one

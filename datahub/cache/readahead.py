@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.pages import PageKey, ends, page_count, page_key, page_length
 from datahub.cache.prefetch import BackgroundFetcher
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import Tier
@@ -121,7 +121,7 @@ class ReadaheadRuns:
         total = page_count(ref.size, ps)
         start = None
         for i in range(last + 1, min(last + 1 + ahead, total)):
-            key = PageKey(ref.url, ref.etag, ps, i)
+            key = page_key(ref, ps, i)
             if not (self._flight.in_flight(key) or (self.tiers and self.tiers[0].contains(key))):
                 start = i
                 break
@@ -130,7 +130,7 @@ class ReadaheadRuns:
         limit = min(MAX_RUN_BYTES, self._background.max_queued_bytes)  # a run fits the queue
         count = max(1, min(ahead, total - start, limit // ps))
         nbytes = min(ref.size, (start + count) * ps) - start * ps
-        key = PageKey(ref.url, ref.etag, ps, start)
+        key = page_key(ref, ps, start)
         self._background.submit(key, nbytes, lambda: self.fetch_run(ref, start, count))
 
     def fetch_run(self, ref: ObjectRef, start: int, count: int) -> None:
@@ -152,12 +152,12 @@ class ReadaheadRuns:
         settled = 0
         try:
             for i in range(start, start + count):
-                key = PageKey(ref.url, ref.etag, ps, i)
+                key = page_key(ref, ps, i)
                 if self.tiers and self.tiers[0].contains(key):
                     claim = None
                 elif any(t.contains(key) for t in self.tiers[1:]):
                     if not keys:  # below RAM: promote it (the per-page path; merges if in flight)
-                        self._page(key, page_length(ref, ps, i), hot=True)
+                        self._page(key, page_length(ref, ps, i), to_end=ends(ref, key), hot=True)
                     claim = None
                 else:
                     claim = self._flight.claim(key)
@@ -171,7 +171,7 @@ class ReadaheadRuns:
                 return
             start = keys[0].index
             lo, hi = start * ps, min(ref.size, (start + len(keys)) * ps)
-            data = self.origin.fetch(keys[0], lo, hi)
+            data = self.origin.fetch(keys[0], lo, hi, to_end=hi == ref.size)
             view = memoryview(data)
             for j, key in enumerate(keys):
                 page = data if len(keys) == 1 else bytes(view[j * ps : min(len(data), (j + 1) * ps)])

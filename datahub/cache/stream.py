@@ -54,7 +54,7 @@ from collections.abc import Callable, Hashable
 
 from datahub.cache.counters import Counters
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.pages import PageKey, page_count, page_key, page_length
 from datahub.cache.priority import Priority, origin_priority
 from datahub.cache.scheduler import Ticket
 from datahub.cache.singleflight import Abandoned, SingleFlight
@@ -120,7 +120,7 @@ class PageStream:
         return "fill" if self.fill else "sequential"
 
     def key(self, index: int) -> PageKey:
-        return PageKey(self.ref.url, self.ref.etag, self.page_size, index)
+        return page_key(self.ref, self.page_size, index)
 
     # --- the reader's side -----------------------------------------------------------------------
     def advance(self, first: int, last: int) -> bool:
@@ -454,7 +454,7 @@ class Streams:
         total = page_count(ref.size, self.page_size)
         if not fill:  # a reader inside cached pages needs no stream (and no thread) yet
             window = range(first, min(total, first + self.ahead_pages))
-            if all(self.cached(PageKey(ref.url, ref.etag, self.page_size, i)) for i in window):
+            if all(self.cached(page_key(ref, self.page_size, i)) for i in window):
                 return True
         if first >= total:
             return not fill

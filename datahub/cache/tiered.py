@@ -39,7 +39,7 @@ from datahub.cache.backing import BackingFiles
 from datahub.cache.disk import DiskTier
 from datahub.cache.fetch_workers import FetchWorkers
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.pages import PageKey, ends, page_count, page_key, page_length
 from datahub.cache.passthrough import PassthroughFiles
 from datahub.cache.pins import Pins
 from datahub.cache.prefetch import HintAhead, PrefetchReport, WarmBudget, WarmUnit, run_prefetch
@@ -163,7 +163,8 @@ class TieredCache:
         plan = self._prefetcher.before_read(ref, offset, first, last, reader)
         parts: list[bytes | memoryview] = []
         for i in range(first, last + 1):
-            page = self._page(PageKey(ref.url, ref.etag, ps, i), page_length(ref, ps, i))
+            key = page_key(ref, ps, i)
+            page = self._page(key, page_length(ref, ps, i), to_end=ends(ref, key))
             parts.append(_part(page, i * ps, offset, end))
         self._hints.consumed_ref(ref)
         self._prefetcher.after_read(ref, last, plan)
@@ -189,7 +190,7 @@ class TieredCache:
         if ref.size > self.page_size:
             return self._read_streamed_now(ram, ref, offset, size)
         end = ref.size if size is None else min(ref.size, offset + max(0, size))
-        key = PageKey(ref.url, ref.etag, self.page_size, 0)
+        key = page_key(ref, self.page_size, 0)
         if not ram.holds(key):
             return None
         data = ram.get(key)
@@ -206,7 +207,7 @@ class TieredCache:
             return b""
         ps = self.page_size
         first, last = offset // ps, (end - 1) // ps
-        keys = [PageKey(ref.url, ref.etag, ps, i) for i in range(first, last + 1)]
+        keys = [page_key(ref, ps, i) for i in range(first, last + 1)]
         if not all(ram.holds(k) for k in keys) or not self._prefetcher.note_read_now(ref, first, last):
             return None
         parts: list[bytes | memoryview] = []
@@ -218,7 +219,9 @@ class TieredCache:
         self._hints.consumed_ref(ref)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    def _page(self, key: PageKey, expected: int, *, hot: bool = False) -> bytes:
+    def _page(self, key: PageKey, expected: int, *, to_end: bool, hot: bool = False) -> bytes:
+        """Page ``key`` of a record that gives it ``expected`` bytes; ``to_end``: it is the
+        record's last page (an origin read checks the object ends there, ``read_range``)."""
         if self.tiers:
             data = self.tiers[0].get(key)
             if data is not None:
@@ -230,7 +233,7 @@ class TieredCache:
         def lead() -> bytes:
             nonlocal led
             led = True
-            return self._load_below(key, expected, hot)
+            return self._load_below(key, expected, hot, to_end)
 
         # Merged into a fetch of this page (a reader's, a readahead run's, a stream's) for a
         # record that claims another size for the same object version: its page, or its
@@ -244,9 +247,9 @@ class TieredCache:
             data = None
         if data is not None and len(data) == expected:
             return data
-        return self._load_below(key, expected, hot)
+        return self._load_below(key, expected, hot, to_end)
 
-    def _load_below(self, key: PageKey, expected: int, hot: bool) -> bytes:
+    def _load_below(self, key: PageKey, expected: int, hot: bool, to_end: bool) -> bytes:
         # Leading the fetch now, but a stream may have delivered the page between the
         # caller's miss and this: it is in the fastest tier, and fetching it again would be
         # a second origin request for bytes the cache holds.
@@ -265,10 +268,10 @@ class TieredCache:
             for upper in self.tiers[:i]:
                 upper.put(key, data, reason="promote", hot=hot)
             return data
-        return self._from_origin(key, expected, self.tiers, hot=hot)[0]
+        return self._from_origin(key, expected, self.tiers, to_end=to_end, hot=hot)[0]
 
     def _from_origin(
-        self, key: PageKey, expected: int, keep: Sequence[Tier], *, hot: bool = False
+        self, key: PageKey, expected: int, keep: Sequence[Tier], *, to_end: bool, hot: bool = False
     ) -> tuple[bytes, list[Tier]]:
         """Fetch a page and store it in the tiers ``keep``: the bytes, and the tiers that
         refused them (warm-up's budget wants to know). A fetch worker, if any (and if the
@@ -277,11 +280,11 @@ class TieredCache:
         start = key.index * self.page_size
         workers = self.fetch_workers
         if workers is not None and workers.disk in keep:
-            data = workers.fetch_page(self.origin, key, start, start + expected, hot=hot)
+            data = workers.fetch_page(self.origin, key, start, start + expected, to_end=to_end, hot=hot)
             if data is not None:
                 rest = [t for t in keep if t is not workers.disk]
                 return data, [t for t in rest if not t.put(key, data, reason="fill", hot=hot)]
-        data = self.origin.fetch(key, start, start + expected)
+        data = self.origin.fetch(key, start, start + expected, to_end=to_end)
         return data, [t for t in keep if not t.put(key, data, reason="fill", hot=hot)]
 
     def _wrong_length(self, tier: Tier, key: PageKey, data: bytes, expected: int) -> None:
@@ -324,7 +327,7 @@ class TieredCache:
         for i in range(unit.first, min(unit.last, page_count(ref.size, ps) - 1) + 1):
             if cancel.is_set():
                 break
-            key = PageKey(ref.url, ref.etag, ps, i)
+            key = page_key(ref, ps, i)
             if self._held(key):
                 cached += 1
                 continue
@@ -334,7 +337,8 @@ class TieredCache:
 
             def fill(k: PageKey = key, n: int = n, keep=keep, led: list[bool] = led) -> bytes:
                 led.append(True)
-                return self._fill(k, n, keep, unit.budget)  # readers merged into this flight take these bytes
+                # readers merged into this flight take these bytes
+                return self._fill(k, n, keep, unit.budget, to_end=ends(ref, k))
 
             # The slot first, then the single flight: a reader who merges into this fetch
             # never waits behind warm-up's place in the origin queue (scheduler.slot).
@@ -354,7 +358,13 @@ class TieredCache:
         )
 
     def _fill(
-        self, key: PageKey, expected: int, keep: Sequence[Tier], budget: WarmBudget | None = None
+        self,
+        key: PageKey,
+        expected: int,
+        keep: Sequence[Tier],
+        budget: WarmBudget | None = None,
+        *,
+        to_end: bool,
     ) -> bytes:
         """Fetch a page from the origin and store it in the tiers ``keep`` (warm-up).
 
@@ -367,7 +377,7 @@ class TieredCache:
                 data = tier.get(key)
                 if data is not None and len(data) == expected:
                     return data
-        data, refused = self._from_origin(key, expected, keep)
+        data, refused = self._from_origin(key, expected, keep, to_end=to_end)
         if budget is not None:
             for tier in refused:
                 budget.refused(tier)  # full of pages it prefers: warm-up stops using it
@@ -376,17 +386,17 @@ class TieredCache:
     def _warm_hot(self, ref: ObjectRef) -> None:
         """Bring every page of ``ref`` into the fastest tier (it is about to be read)."""
         for i in range(page_count(ref.size, self.page_size)):
-            key = PageKey(ref.url, ref.etag, self.page_size, i)
+            key = page_key(ref, self.page_size, i)
             if self.tiers and self.tiers[0].contains(key):
                 continue
-            n = page_length(ref, self.page_size, i)
+            n, last = page_length(ref, self.page_size, i), ends(ref, key)
             if self._cached_locally(key):  # a promotion: no origin slot needed
-                self._flight.do(key, lambda k=key, n=n: self._load_below(k, n, True))
+                self._flight.do(key, lambda k=key, n=n, e=last: self._load_below(k, n, True, e))
                 continue
             # The slot first, then the single flight, as in _warm: a reader never waits
             # behind a hinted fetch's place in the origin queue.
             with self.origin.scheduler.slot(n, sample=False):
-                self._flight.do(key, lambda k=key, n=n: self._load_below(k, n, True))
+                self._flight.do(key, lambda k=key, n=n, e=last: self._load_below(k, n, True, e))
 
     def prefetch(
         self,
@@ -425,7 +435,7 @@ class TieredCache:
 
     def holds(self, ref: ObjectRef) -> bool:
         """Whether a local tier holds the first page of ``ref`` (no I/O beyond an index look-up)."""
-        return self._cached_locally(PageKey(ref.url, ref.etag, self.page_size, 0))
+        return self._cached_locally(page_key(ref, self.page_size, 0))
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:
         """The reader will read ``refs`` in this order: fetch ahead within hint_budget_bytes.

@@ -13,7 +13,7 @@ import pytest
 
 from datahub.cache import DiskTier, assemble_cache, make_policy, open_cache
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import page_key
 from datahub.config import load_config
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
@@ -143,7 +143,7 @@ def test_corrupt_page_file_is_detected_removed_and_refetched(damage, make_cache,
     cache = make_cache()
     cache.read(ref)
     disk = cache.tiers[1]
-    path = Path(disk._path(PageKey(ref.url, ref.etag, 1024, 1)))
+    path = Path(disk._path(page_key(ref, 1024, 1)))
     cache.close()
     raw = bytearray(path.read_bytes())
     if damage == "flip":

@@ -20,7 +20,7 @@ import pytest
 from datahub.cache import open_cache
 from datahub.cache.fetch_workers import FetchWorkers
 from datahub.cache.metrics import fetch_workers_text
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import page_key
 from datahub.cache.scheduler import OriginScheduler
 from datahub.cache.stats import read_snapshots, stats_dir
 from datahub.cli.main import main
@@ -109,7 +109,7 @@ def test_right_bytes_from_a_local_origin_fetched_by_workers(local) -> None:
         disk = cache.fetch_workers.disk
         ram = cache.tiers[0]
         for ref, data in objects:
-            key = PageKey(ref.url, ref.etag, PAGE, 0)
+            key = page_key(ref, PAGE, 0)
             assert disk.contains(key)
             ram.delete(key)
             assert disk.get(key) == data[:PAGE]
@@ -143,9 +143,7 @@ def test_right_bytes_from_moto_and_a_changed_object_is_the_same_typed_error(
                 with pytest.raises(ObjectChanged) as caught:
                     cache.read(changed_ref)
                 results[workers] = caught.value
-                assert all(
-                    not t.contains(PageKey(changed_ref.url, changed_ref.etag, PAGE, 0)) for t in cache.tiers
-                )
+                assert all(not t.contains(page_key(changed_ref, PAGE, 0)) for t in cache.tiers)
                 if workers:
                     assert cache.stats()["fetch_workers"]["fetches"] == 1 + 2
     assert type(results[0]) is type(results[2])

@@ -22,7 +22,7 @@ import pytest
 from datahub.cache import TieredCache, make_policy, open_cache
 from datahub.cache.disk import DiskTier
 from datahub.cache.pagefile import name_of
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import PageKey, page_key
 from datahub.cache.ram import RamTier
 from datahub.config import load_config
 from datahub.errors import DatahubError, ObjectChanged
@@ -44,7 +44,7 @@ def _disk(cache: TieredCache) -> DiskTier:
 
 def _page_file(cache: TieredCache, ref: ObjectRef, index: int = 0) -> Path:
     disk = _disk(cache)
-    return Path(disk._writer.pages_prefix) / name_of(PageKey(ref.url, ref.etag, PAGE, index))
+    return Path(disk._writer.pages_prefix) / name_of(page_key(ref, PAGE, index))
 
 
 def _backing_bytes(cache: TieredCache, ref: ObjectRef) -> bytes | None:

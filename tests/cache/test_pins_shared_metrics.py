@@ -8,7 +8,7 @@ import pytest
 
 from datahub.cache import open_cache
 from datahub.cache.metrics import prometheus_text
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import page_key
 from datahub.cache.stats import read_snapshots, stats_dir, summarize
 from datahub.config import load_config
 from datahub.errors import InvalidInput
@@ -26,7 +26,7 @@ def test_pinned_objects_stay_on_disk_until_unpinned_even_across_restarts(make_ca
         assert cache.read(ref) == data
         cache.maintain()
     [disk] = cache.tiers
-    assert all(disk.contains(PageKey(r.url, r.etag, 1024, 0)) for r, _ in pinned)
+    assert all(disk.contains(page_key(r, 1024, 0)) for r, _ in pinned)
     assert disk.usage().used <= 8 * 1024 and disk.counters.evictions > 0
     cache.close()
 
@@ -43,7 +43,7 @@ def test_pinned_objects_stay_on_disk_until_unpinned_even_across_restarts(make_ca
         again.read(ref)
         again.maintain()
     [disk] = again.tiers
-    assert not all(disk.contains(PageKey(r.url, r.etag, 1024, 0)) for r, _ in pinned)
+    assert not all(disk.contains(page_key(r, 1024, 0)) for r, _ in pinned)
     with pytest.raises(InvalidInput):
         again.pins.pin("", [])
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import page_key
 from datahub.cache.prefetch import WarmUnit, run_prefetch
 from datahub.storage.base import ObjectRef
 from tests.cache.conftest import gated_cache, put_objects, wait_for
@@ -74,11 +74,11 @@ def test_hints_fetch_ahead_within_the_byte_budget(make_cache, source) -> None:
     cache.hint(refs)
     wait_for(lambda: cache._hints.stats()["fetched"] == 5, what="the first 5 hinted objects")
     ram = cache.tiers[0]
-    assert all(ram.contains(PageKey(r.url, r.etag, 1024, 0)) for r in refs[:5])
+    assert all(ram.contains(page_key(r, 1024, 0)) for r in refs[:5])
     assert cache.origin.counters.fetches == 5 and cache._hints.stats()["ahead_bytes"] == 5000
     assert cache.read(refs[0]) == objects[0][1]  # a RAM hit, and it frees budget for one more
     wait_for(lambda: cache._hints.stats()["fetched"] == 6, what="the 6th hinted object")
-    assert ram.contains(PageKey(refs[5].url, refs[5].etag, 1024, 0))
+    assert ram.contains(page_key(refs[5], 1024, 0))
     assert cache.read(refs[3]) == objects[3][1]  # skipping ahead releases everything before it
     wait_for(lambda: cache._hints.stats()["fetched"] == 9, what="three more")
     assert cache.origin.counters.fetches == 9 and cache._hints.stats()["ahead_bytes"] <= 5000
@@ -90,9 +90,9 @@ def test_sequential_reads_trigger_readahead(make_cache, source) -> None:
     ram = cache.tiers[0]
     assert cache.read(ref, 0, 1024) == data[:1024]
     assert cache.read(ref, 1024, 1024) == data[1024:2048]
-    wanted = [PageKey(ref.url, ref.etag, 1024, i) for i in (2, 3, 4)]
+    wanted = [page_key(ref, 1024, i) for i in (2, 3, 4)]
     wait_for(lambda: all(ram.contains(k) for k in wanted), what="pages 2-4 read ahead")
-    assert not ram.contains(PageKey(ref.url, ref.etag, 1024, 5))
+    assert not ram.contains(page_key(ref, 1024, 5))
     fetched = cache.origin.counters.fetches
     assert cache.read(ref, 2048, 3 * 1024) == data[2048 : 5 * 1024]
     assert cache.origin.counters.fetches >= fetched  # pages 2-4 came from RAM
@@ -140,8 +140,8 @@ def test_a_new_hint_replaces_the_previous_order(make_cache, source) -> None:
     cache.hint(refs[5:])  # a new epoch order: the old one is forgotten, budget starts afresh
     wait_for(lambda: cache._hints.stats()["ahead_bytes"] == 2000, what="two objects of the new order")
     ram = cache.tiers[0]
-    wait_for(lambda: all(ram.contains(PageKey(r.url, r.etag, 1024, 0)) for r in refs[5:7]), what="new order")
-    assert not ram.contains(PageKey(refs[2].url, refs[2].etag, 1024, 0))
+    wait_for(lambda: all(ram.contains(page_key(r, 1024, 0)) for r in refs[5:7]), what="new order")
+    assert not ram.contains(page_key(refs[2], 1024, 0))
     assert cache._hints.stats()["remaining"] == 3
 
 

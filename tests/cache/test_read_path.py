@@ -11,7 +11,7 @@ from datahub.cache import TieredCache, assemble_cache
 from datahub.cache.activity import ReaderActivity
 from datahub.cache.disk import DiskTier
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import PageKey, page_key
 from datahub.cache.policy import make_policy
 from datahub.cache.ram import RamTier
 from datahub.cache.singleflight import SingleFlight
@@ -73,7 +73,7 @@ def test_ram_overflow_demotes_to_disk_instead_of_dropping(make_cache, source) ->
     cache = make_cache()
     ram, disk = cache.tiers
     cache.read(ref)
-    page = PageKey(ref.url, ref.etag, 1024, 0)
+    page = page_key(ref, 1024, 0)
     disk.delete(page)  # e.g. refused earlier by a full disk
     assert ram.evict_to(0) == 1
     assert disk.contains(page) and disk.counters.demotions == 1
@@ -193,7 +193,7 @@ def test_read_cached_answers_only_from_ram_without_io(make_cache, source) -> Non
     assert cache.read_cached(small, 990, 100) == small_data[990:]
     cache.read(big)
     assert cache.read_cached(big) is None  # several pages: streams and readahead must see the read
-    cache.tiers[0].delete(PageKey(small.url, small.etag, 1024, 0))  # only on disk now: that is I/O
+    cache.tiers[0].delete(page_key(small, 1024, 0))  # only on disk now: that is I/O
     assert cache.read_cached(small) is None and cache.origin.counters.fetches == 6
 
 
@@ -203,7 +203,7 @@ def test_a_page_stored_between_a_miss_and_the_fetch_is_not_fetched_again(tmp_pat
     [(ref, data)] = put_objects(source, [2048])
     ram = RamTier(1 << 20, make_policy("lru", 1 << 20))
     cache = assemble_cache([ram], Origin(OneStoreRegistry(source, str(source.root))), page_size=1024)
-    k = PageKey(ref.url, ref.etag, 1024, 1)
+    k = page_key(ref, 1024, 1)
     get = ram.get
     delivered = []
 

@@ -16,7 +16,7 @@ from datahub.cache.backing import ABSENT, BackingFiles
 from datahub.cache.disk import DiskTier
 from datahub.cache.index import open_index
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import PageKey, page_key
 from datahub.cache.passthrough import PassthroughFiles
 from datahub.cache.pins import Pins
 from datahub.cache.policy import make_policy
@@ -36,7 +36,7 @@ def ref(name: str, size: int = 100, etag: str = "e1") -> ObjectRef:
 
 
 def key(r: ObjectRef, index: int = 0) -> PageKey:
-    return PageKey(r.url, r.etag, PAGE, index)
+    return page_key(r, PAGE, index)
 
 
 # --- pins -------------------------------------------------------------------------------------------
@@ -240,7 +240,7 @@ def test_the_cache_sets_the_hooks_on_any_tier_and_sizes_warm_up_by_its_attribute
             assert cache.read(r) == data
         assert cache.origin.counters.fetches == 3  # each page once: the prefetch's
         cache.pins.pin("p", [objects[0][0]])
-        assert below.is_pinned(PageKey(objects[0][0].url, objects[0][0].etag, 1024, 1))
+        assert below.is_pinned(page_key(objects[0][0], 1024, 1))
 
 
 # --- eviction and reads at once -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 from datahub.cache import DiskTier, RamTier, TieredCache, assemble_cache, make_policy, open_cache
 from datahub.cache import stream as stream_mod
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import page_key
 from datahub.config import load_config
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
@@ -138,7 +138,7 @@ def test_sequential_read_is_one_streaming_request_with_exact_pages(tmp_path: Pat
         assert streams["pages"] == 41 and streams["bytes"] == len(data)
         assert cache.origin.counters.fetches == 1 and cache.origin.counters.streams == 1
         disk = cache.tiers[1]  # every streamed page was written through to the disk tier too
-        assert all(disk.contains(PageKey(ref.url, ref.etag, PAGE, i)) for i in range(41))
+        assert all(disk.contains(page_key(ref, PAGE, i)) for i in range(41))
         assert read_all(cache, ref, 3000) == data  # served from the tiers
         assert store.requests == 1
 
@@ -151,7 +151,7 @@ def test_stream_never_downloads_pages_another_fetch_has(tmp_path: Path, source) 
     with cache:
         assert cache.read(ref, 6 * PAGE, 4 * PAGE) == data[6 * PAGE : 10 * PAGE]  # pages 6-9 held
         flight = cache._flight
-        held_elsewhere = flight.claim(PageKey(ref.url, ref.etag, PAGE, 14))  # page 14 "in flight"
+        held_elsewhere = flight.claim(page_key(ref, PAGE, 14))  # page 14 "in flight"
         reader = threading.Thread(
             target=lambda: got.append(
                 b"".join(cache.read(ref, off, PAGE, reader="a") for off in range(0, 20 * PAGE, PAGE))
@@ -161,12 +161,12 @@ def test_stream_never_downloads_pages_another_fetch_has(tmp_path: Path, source) 
         reader.start()
         wait_for(
             lambda: (
-                flight.in_flight(PageKey(ref.url, ref.etag, PAGE, 13)) is False
-                and cache.tiers[0].contains(PageKey(ref.url, ref.etag, PAGE, 13))
+                flight.in_flight(page_key(ref, PAGE, 13)) is False
+                and cache.tiers[0].contains(page_key(ref, PAGE, 13))
             ),
             what="page 13",
         )
-        flight.settle(PageKey(ref.url, ref.etag, PAGE, 14), held_elsewhere, value=data[14 * PAGE : 15 * PAGE])
+        flight.settle(page_key(ref, PAGE, 14), held_elsewhere, value=data[14 * PAGE : 15 * PAGE])
         reader.join(30)
         assert got == [data]
         idle(cache)
@@ -220,8 +220,8 @@ def test_stream_stays_within_its_window_of_the_reader(tmp_path: Path, source) ->
         assert cache.read(ref, PAGE, PAGE) == data[PAGE : 2 * PAGE]
         ram = cache.tiers[0]
         wait_for(lambda: cache.stats()["streams"]["pages"] == 5, what="the window: pages 0..4")
-        assert all(ram.contains(PageKey(ref.url, ref.etag, PAGE, i)) for i in range(5))
-        assert not ram.contains(PageKey(ref.url, ref.etag, PAGE, 5))  # reader at page 1, window 3
+        assert all(ram.contains(page_key(ref, PAGE, i)) for i in range(5))
+        assert not ram.contains(page_key(ref, PAGE, 5))  # reader at page 1, window 3
         assert read_all(cache, ref, 900) == data
         assert store.requests == 1
 

@@ -23,7 +23,7 @@ from datahub.cache import DiskTier, RamTier, SharedTier, make_policy
 from datahub.cache.assembly import assemble_cache
 from datahub.cache.counters import Counters
 from datahub.cache.origin import Origin
-from datahub.cache.pages import PageKey
+from datahub.cache.pages import PageKey, page_key
 from datahub.cache.tier import tier_failure
 from datahub.errors import TransientStorageError
 from datahub.storage.base import ObjectStore
@@ -260,7 +260,7 @@ def test_origin_counts_every_fetch_from_16_threads(source, stores, busy_switchin
     file reads release the GIL, and CPython 3.11 hands it over only at calls and jumps).
     """
     objects = put_objects(source, [1000, 777, 1024, 5])
-    keys = [(PageKey(ref.url, ref.etag, 1024, 0), len(data)) for ref, data in objects]
+    keys = [(page_key(ref, 1024, 0), len(data)) for ref, data in objects]
     origin = Origin(stores, concurrency=THREADS)
     i = iter(range(10**9))  # next() on a shared iterator is atomic: the four objects in turn
     hammer(lambda: origin.fetch(*_args(keys[next(i) % len(keys)])), times=ORIGIN_PER_THREAD)

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from datahub.cache import DiskTier, make_policy
-from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.pages import PageKey, page_count, page_key, page_length
 from datahub.cache.prefetch import LARGE_PAGES
 from datahub.cache.priority import Priority, current_priority
 from datahub.storage.base import ObjectRef, ObjectStore
@@ -46,7 +46,7 @@ def keys(objects: list[tuple[ObjectRef, bytes]]) -> list[str]:
 
 
 def pages_of(ref: ObjectRef) -> list[PageKey]:
-    return [PageKey(ref.url, ref.etag, PS, i) for i in range(page_count(ref.size, PS))]
+    return [page_key(ref, PS, i) for i in range(page_count(ref.size, PS))]
 
 
 def test_warm_up_skips_what_any_tier_holds_and_a_rerun_sends_nothing(make_cache, source, tmp_path) -> None:
@@ -59,7 +59,7 @@ def test_warm_up_skips_what_any_tier_holds_and_a_rerun_sends_nothing(make_cache,
     # objects 0-2 only in RAM, 3-5 only on disk, 6-8 only in the shared tier; 9-11 nowhere
     for tier, chunk in ((ram, objects[0:3]), (disk, objects[3:6]), (shared, objects[6:9])):
         for ref, data in chunk:
-            assert tier.put(PageKey(ref.url, ref.etag, PS, 0), data)
+            assert tier.put(page_key(ref, PS, 0), data)
     shared.flush(timeout=30)
     assert cache.origin.counters.fetches == 0
 
@@ -67,7 +67,7 @@ def test_warm_up_skips_what_any_tier_holds_and_a_rerun_sends_nothing(make_cache,
     assert (report.pages_cached, report.pages_fetched, report.failed) == (9, 3, 0)
     assert cache.origin.counters.fetches == 3  # only the three no tier held
     for ref, _ in objects[9:]:
-        assert disk.contains(PageKey(ref.url, ref.etag, PS, 0))
+        assert disk.contains(page_key(ref, PS, 0))
 
     rerun = cache.prefetch(ref for ref, _ in objects)
     assert (rerun.pages_cached, rerun.pages_fetched) == (12, 0) and not rerun.budget_reached
@@ -90,9 +90,10 @@ def test_small_objects_first_then_large_ones_in_one_page_parts_at_warm_up_priori
         for ref, _ in (objects[0], objects[3]):  # large: one ranged request per page
             ranges = [(s, e) for k, s, e, _ in store.log if ref.url.endswith(k)]
             ends = [i * PS + page_length(ref, PS, i) for i in range(page_count(ref.size, PS))]
-            # a range that ends inside a page (the object's end) asks for one byte more: an
-            # object longer than its record answers it (datahub.cache.origin.read_range)
-            assert ranges == [(i * PS, end + (end % PS > 0)) for i, end in enumerate(ends)]
+            # the range of a record's last page asks for one byte more, whether it ends inside
+            # a page or on a boundary: an object longer than its record answers it
+            # (datahub.cache.origin.read_range)
+            assert ranges == [(i * PS, end + (end == ref.size)) for i, end in enumerate(ends)]
         assert {cls for *_, cls in store.log} == {Priority.WARMUP}
         for ref, data in objects:
             assert cache.read(ref) == data
@@ -126,7 +127,7 @@ def test_a_version_twice_the_disk_tier_warms_what_fits_in_order_and_stops(make_c
     fits = int(disk_bytes * disk.low) // PS  # what stays below the disk tier's low watermark
     assert report.pages_fetched == fits and cache.origin.counters.fetches == fits
     for i, (ref, _) in enumerate(objects):  # a prefix of the order, whole; nothing after it
-        assert disk.contains(PageKey(ref.url, ref.etag, PS, 0)) == (i < fits), i
+        assert disk.contains(page_key(ref, PS, 0)) == (i < fits), i
     assert ram.usage().used <= ram_bytes * ram.low  # RAM took what it had room for, then no more
     cache.maintain()  # the evictors run: nothing of the pass is above a watermark
     assert disk.counters.evictions == 0 and ram.counters.evictions == 0

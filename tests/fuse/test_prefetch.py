@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from datahub.cache import DiskTier, make_policy
-from datahub.cache.pages import PageKey, page_count, page_length
+from datahub.cache.pages import page_count, page_key, page_length
 from datahub.storage import StoreRegistry
 from tests.fuse.conftest import FuseEnv, make_env, read_tree, upload_dataset, wait_until
 from tests.fuse.test_bucket_warmup import warmup
@@ -110,7 +110,7 @@ def test_unmount_during_warm_up_leaves_only_whole_pages(warm_env: FuseEnv, priva
             for key, body in data.items():
                 ref = store.ref(key)
                 for i in range(page_count(ref.size, PAGE)):
-                    page = PageKey(ref.url, ref.etag, PAGE, i)
+                    page = page_key(ref, PAGE, i)
                     if disk.contains(page):
                         found += 1
                         assert disk.get(page) == body[i * PAGE : i * PAGE + page_length(ref, PAGE, i)]
