@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from datahub.cache import open_cache
-from datahub.config import Config, load_config
+from datahub.config import Config
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry, drop_memory_space
 from datahub.storage.base import ObjectRef, ObjectStore
 from tests.cache.conftest import merged_reads, put_objects, with_cache
 from tests.cache.test_integrity15 import READS
 from tests.servers import S3Endpoint
+from tests.storage.conftest import make_config
 
 PAGE = 4096
 
@@ -39,11 +40,6 @@ class Origin:
     kind: str
     root: str
     config: Config
-
-
-def _config(tmp_path: Path, endpoint: S3Endpoint | None = None) -> Config:
-    overrides = {"home": str(tmp_path / "var"), **(endpoint.s3_config_overrides() if endpoint else {})}
-    return load_config(env={}, overrides=overrides)
 
 
 @pytest.fixture(
@@ -61,7 +57,7 @@ def origin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Origin]:
     kind = request.param
     if kind in ("s3", "ceph"):
         endpoint: S3Endpoint = request.getfixturevalue("moto_endpoint" if kind == "s3" else "ceph_endpoint")
-        yield Origin(kind, f"s3://{endpoint.new_bucket('r15c')}/data", _config(tmp_path, endpoint))
+        yield Origin(kind, f"s3://{endpoint.new_bucket('r15c')}/data", make_config(tmp_path, endpoint))
     elif kind == "rados":  # the session Ceph's librados pool, a fresh prefix per test
         ceph = request.getfixturevalue("ceph_cluster")
         monkeypatch = request.getfixturevalue("monkeypatch")
@@ -70,14 +66,14 @@ def origin(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Origin]:
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [ceph.vars["CEPH_PYLIB"], pythonpath])))
         monkeypatch.setenv("CEPH_CONF", ceph.vars["CEPH_CONF"])
         yield Origin(
-            kind, f"rados://{ceph.vars['CEPH_POOL']}/r15c-{uuid.uuid4().hex[:12]}", _config(tmp_path)
+            kind, f"rados://{ceph.vars['CEPH_POOL']}/r15c-{uuid.uuid4().hex[:12]}", make_config(tmp_path)
         )
     elif kind == "memory":
         space = f"r15c-{uuid.uuid4().hex[:12]}"
-        yield Origin(kind, f"memory://{space}/data", _config(tmp_path))
+        yield Origin(kind, f"memory://{space}/data", make_config(tmp_path))
         drop_memory_space(space)
     else:
-        yield Origin(kind, (tmp_path / "objects").as_uri(), _config(tmp_path))
+        yield Origin(kind, (tmp_path / "objects").as_uri(), make_config(tmp_path))
 
 
 #: object sizes whose last page ends inside a page: one byte, one short of a page, a page and one
@@ -154,7 +150,7 @@ def test_a_warm_up_of_a_short_record_beside_its_whole_record_caches_nothing_wron
     record shorter than its object, with the record naming the object whole in the same set:
     afterwards the short record's every read fails while the whole one reads whole."""
     config = with_cache(
-        _config(tmp_path, moto_endpoint), page_size=PAGE, ram_bytes=1 << 20, disk_bytes=1 << 20
+        make_config(tmp_path, moto_endpoint), page_size=PAGE, ram_bytes=1 << 20, disk_bytes=1 << 20
     )
     with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
         store = registry.store(f"s3://{moto_endpoint.new_bucket('warm')}/data")
