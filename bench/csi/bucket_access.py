@@ -47,7 +47,7 @@ from tests.servers import MotoServer  # noqa: E402
 
 def gets(moto: MotoServer, bucket: str) -> int:
     """GETs of the objects under ``data/`` moto logged so far."""
-    pattern = re.compile(rf'"GET /{bucket}/data/\S* HTTP/1\.[01]"')
+    pattern = re.compile(rf"GET /{bucket}/data/\S* HTTP/1\.[01]")  # a 206 line is in colour codes
     return len(pattern.findall(Path(moto.log.name).read_text(errors="replace")))
 
 
