@@ -28,7 +28,7 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
-from datahub.errors import InvalidInput, PayloadTooLarge
+from datahub.errors import InvalidInput, ObjectChanged, PayloadTooLarge
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,21 @@ class ImageSource:
         """The original bytes, verified against the recorded etag."""
         if self.cache is not None:
             return self.cache.read(ref)
+        # Bounded by the record's size, plus one byte only a longer object has: unbounded, a
+        # record claiming a few bytes of a multi-GB object downloaded all of it, and a record
+        # shorter than its object previewed the whole object (shortrec15's finding; the cache's
+        # reads make the same check, datahub.cache.origin.read_range).
         store, key = self.stores.for_url(ref.url)
-        return store.read(key, etag=ref.etag)
+        data = store.read(key, 0, ref.size + 1, etag=ref.etag)
+        if len(data) != ref.size:
+            raise ObjectChanged(
+                f"object {ref.url} holds {'more than ' if len(data) > ref.size else ''}{len(data)} "
+                f"bytes where its record says {ref.size} (etag {ref.etag}): the record does not "
+                "describe the object; re-import it or read a version that records it",
+                url=ref.url,
+                etag=ref.etag,
+            )
+        return data
 
     def hint(self, refs: list[ObjectRef]) -> None:
         """Tell the cache which originals the annotator will open next, so they arrive early."""
