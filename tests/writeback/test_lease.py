@@ -45,15 +45,21 @@ def node(tmp_path: Path, name: str):
     return config, StoreRegistry(config)
 
 
-def close_fenced(ws, fh) -> None:
-    """Once ``ws``'s renewal thread (every ttl/3) was refused, ``fh``'s close fails with EIO."""
+def wait_fenced(ws) -> None:
+    """Until the workspace's renewal thread (every ttl/3) learns it lost the lease (its fence closes)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             ws.journal.fence("probe")
         except StorageError:
-            break
+            return
         time.sleep(0.05)
+    raise AssertionError(f"{ws.what} never learnt it lost the lease")
+
+
+def close_fenced(ws, fh) -> None:
+    """Once ``ws``'s renewal thread was refused, ``fh``'s close fails with EIO."""
+    wait_fenced(ws)
     with pytest.raises(StorageError, match=f"no longer holds the writer lease of workspace {ws.name!r}") as e:
         fh.close()
     assert e.value.errno == errno.EIO

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from datahub.writeback import open_workspace
 from tests.faults import FlakyProxy
 from tests.servers import S3Endpoint
 from tests.writeback.conftest import CHUNK, write
-from tests.writeback.test_lease import LEASE_TTL, Clock, catalog, clock, node
+from tests.writeback.test_lease import LEASE_TTL, Clock, catalog, clock, node, wait_fenced
 
 __all__ = ["catalog", "clock"]  # fixtures
 
@@ -92,7 +91,7 @@ def _take_over(ws_a, clock: Clock, catalog: SQLiteCatalogStore, config_b, stores
         ws_b.flush()
     finally:
         ws_b.close()
-    _wait_fenced(ws_a)
+    wait_fenced(ws_a)
 
 
 def _close_fenced(ws_a, *stores) -> None:
@@ -102,18 +101,6 @@ def _close_fenced(ws_a, *stores) -> None:
         pass  # fenced: expected
     for store in stores:
         store.close()
-
-
-def _wait_fenced(ws) -> None:
-    """Until the workspace's renewal thread learns it lost the lease (its fence closes)."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            ws.journal.fence("probe")
-        except StorageError:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{ws.what} never learnt it lost the lease")
 
 
 def _flush_ignoring_the_fence(ws) -> None:
@@ -151,7 +138,7 @@ def test_the_flush_command_on_a_node_that_lost_the_workspace_pushes_nothing(
     clock.now += 60  # b's lease lapsed at the catalog
     ws_a = open_workspace("shared", config_a, stores_a, lease=catalog)
     try:
-        _wait_fenced(ws_b)
+        wait_fenced(ws_b)
         with pytest.raises(StorageError):
             ws_b.close()  # its final flush is fenced: the file stays dirty in b's journal
         write(ws_a, "model.bin", b"node a's acknowledged bytes")
