@@ -34,7 +34,9 @@ sanitize: install
 # time, seventh stop"). Python and pytest recompile any source newer than its cache.
 # Each pass writes its timeline (which test ran on which worker, when; bench/suite/timeline.py):
 # `$(PY) -m bench.suite.timeline_report var/suite-timeline.jsonl` shows each worker's busy and
-# idle time and the units of the tail.
+# idle time and the units of the tail. A failed run ends with each timeline's failure digest
+# (the tests that began and never ended, the workers' internal errors): the end of the log is
+# what a CI report keeps.
 JOBS ?= 2
 EXCLUSIVE_LIST := var/exclusive-tests.txt
 TIMELINE := var/suite-timeline
@@ -45,6 +47,8 @@ test: install lint
 	  -m "not exclusive" --exclusive-list $(EXCLUSIVE_LIST) || rc=$$?; \
 	if [ -s $(EXCLUSIVE_LIST) ]; then DATAHUB_SUITE_TIMELINE=$(TIMELINE)-exclusive.jsonl \
 	  $(TEST_PY) -m pytest -q -p bench.suite.timeline @$(EXCLUSIVE_LIST) || rc=$$?; fi; \
+	if [ $$rc -ne 0 ]; then set +x; echo "== the failed run's digest (bench/suite/timeline_report.py --failure)"; \
+	  for t in $(TIMELINE).jsonl $(TIMELINE)-exclusive.jsonl; do $(PY) -m bench.suite.timeline_report --failure $$t; done; fi; \
 	exit $$rc
 
 unit: install

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.suite.timeline_report import load, report, units
+from bench.suite.timeline_report import failure_digest, load, report, units
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,9 +27,9 @@ def test_a_run_writes_each_test_with_its_start_end_and_cpu(tmp_path: Path) -> No
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     events = load(timeline)
-    assert [e["ev"] for e in events] == ["start", "collected", "test", "test", "end"]
+    assert [e["ev"] for e in events] == ["start", "collected", "begin", "test", "begin", "test", "end"]
     assert {e["w"] for e in events} == {"main"}  # no -n: the process runs the tests itself
-    a, b = events[2], events[3]
+    a, b = events[3], events[5]
     assert (a["id"], b["id"]) == ("test_two.py::test_a", "test_two.py::test_b")
     assert a["t"] - a["t0"] >= 0.2 and a["t0"] <= a["t"] <= b["t0"] <= b["t"]
     text = report(events, 5)
@@ -60,3 +60,37 @@ def test_the_report_names_the_idle_worker_and_the_units_of_the_tail() -> None:
     assert "gw0: idle at the end 0.0 s" in text and "gw1: idle at the end 20.0 s" in text
     assert text.index("tests/a/test_x.py") < text.index("tests/b/test_y.py")  # longest first
     assert json.dumps(got)  # plain data: printable, comparable between runs
+
+
+def test_a_failed_runs_digest_names_the_test_an_internal_error_ended(tmp_path: Path) -> None:
+    """An exception out of a reporting hook ends pytest's session with the test unfinished (in an
+    xdist worker the controller then says only ``assert not crashitem``): the digest make test
+    prints after a failed pass names that test and the error's last lines."""
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call' and 'breaks' in report.nodeid:\n"
+        "        raise RuntimeError('a hook broke after the call')\n"
+    )
+    (tmp_path / "test_three.py").write_text(
+        "def test_ok():\n    pass\n\ndef test_breaks():\n    pass\n\ndef test_after():\n    pass\n"
+    )
+    timeline = tmp_path / "timeline.jsonl"
+    env = {**os.environ, "DATAHUB_SUITE_TIMELINE": str(timeline), "PYTHONPATH": str(REPO),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "bench.suite.timeline", "test_three.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 3, res.stdout + res.stderr  # pytest's INTERNAL_ERROR
+    digest = failure_digest(load(timeline))
+    assert "began at" in digest and "never ended: test_three.py::test_breaks" in digest
+    assert "test_ok" not in digest and "test_after" not in digest  # it ended; it never began
+    assert "internal error at" in digest and "RuntimeError: a hook broke after the call" in digest
+    # the command the Makefile runs after a failed pass, as written
+    shown = [sys.executable, "-m", "bench.suite.timeline_report", "--failure", str(timeline)]
+    out = subprocess.run(shown, cwd=REPO, capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip() == digest
+    missing = [sys.executable, "-m", "bench.suite.timeline_report", "--failure", str(tmp_path / "none.jsonl")]
+    assert (
+        subprocess.run(missing, cwd=REPO, capture_output=True, text=True, timeout=60, check=True).stdout == ""
+    )

@@ -10,9 +10,12 @@ gives none of that. Load it on a whole run without changing the run::
     .venv/bin/python -m bench.suite.timeline_report var/timeline.jsonl
 
 Each process (controller, workers) appends JSON lines to the file: ``{"w": worker, "ev":
-"start"|"collected"|"test"|"end", "t": wall time, ...}``; a ``test`` line has the node id, its
-start and end (setup to teardown), and its CPU seconds (the worker's user+system, children
-waited for included). Lines are written whole with one ``write`` on an ``O_APPEND`` file, so
+"start"|"collected"|"begin"|"test"|"internal"|"end", "t": wall time, ...}``; a ``begin`` line
+names a test as it starts, a ``test`` line has the node id, its start and end (setup to
+teardown), and its CPU seconds (the worker's user+system, children waited for included); an
+``internal`` line has the last lines of a pytest internal error in that process. After a
+failed run, ``timeline_report --failure`` prints the tests that began and never ended and the
+internal errors: what a crash's ``assert not crashitem`` does not say. Lines are written whole with one ``write`` on an ``O_APPEND`` file, so
 the workers' lines never interleave.
 """
 
@@ -50,6 +53,13 @@ class Timeline:
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         if self.worker != "controller":  # an xdist controller only relays its workers' reports
             self.started[nodeid] = (time.time(), _cpu())
+            self.write("begin", id=nodeid)  # a test that never ends (a hang, a crash) still shows
+
+    def pytest_internalerror(self, excrepr: object) -> None:
+        """A worker's internal error ends its session with tests left (xdist then reports only
+        ``assert not crashitem``): its last lines are kept for the failure digest."""
+        text = str(excrepr).strip().splitlines()
+        self.write("internal", lines=text[-12:])
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         if nodeid in self.started:

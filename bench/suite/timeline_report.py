@@ -6,6 +6,7 @@ Per worker: when its collection ended, when its first test began and its last en
 of its tests' times and CPU, and its idle time at the end (the other worker still running).
 Then the units (a file, or a SHARED_PACKAGES directory: tests/conftest.py ``scope_of``) by
 time, with the worker each ran on and when, and the last units of each worker: the tail.
+With ``--failure``: only the tests that began and never ended, and internal errors.
 """
 
 from __future__ import annotations
@@ -79,12 +80,37 @@ def report(events: list[dict], top: int) -> str:
     return "\n".join(lines)
 
 
+def failure_digest(events: list[dict]) -> str:
+    """What a failed run's log may not show: per process, the tests that began and never
+    ended (the one a hang or a crash was in) and the internal errors' last lines."""
+    zero = min((ev["t"] for ev in events if ev["ev"] == "start"), default=0.0)
+    ended = {(ev["w"], ev["id"]) for ev in events if ev["ev"] == "test"}
+    lines = []
+    for ev in events:
+        if ev["ev"] == "begin" and (ev["w"], ev["id"]) not in ended:
+            lines.append(f"{ev['w']}: began at {ev['t'] - zero:.1f} s and never ended: {ev['id']}")
+        elif ev["ev"] == "internal":
+            lines.append(f"{ev['w']}: internal error at {ev['t'] - zero:.1f} s:")
+            lines.extend(f"  {line}" for line in ev["lines"])
+        elif ev["ev"] == "end" and ev["w"] != "controller":
+            lines.append(f"{ev['w']}: session ended at {ev['t'] - zero:.1f} s")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("timeline", type=Path)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument(
+        "--failure",
+        action="store_true",
+        help="only the failure digest (make test prints it when a pass fails)",
+    )
     args = ap.parse_args(argv)
-    print(report(load(args.timeline), args.top))
+    if not args.timeline.exists():
+        return
+    events = load(args.timeline)
+    print(failure_digest(events) if args.failure else report(events, args.top))
 
 
 if __name__ == "__main__":

@@ -143,17 +143,21 @@ def test_commits_of_two_processes_take_turns(tmp_path: Path) -> None:
     r, w = os.pipe()
     with gate.turn("first"):
         pid = os.fork()
-        if pid == 0:  # child: try for the turn without waiting
-            os.close(r)
-            child = CommitGate(tmp_path / "lock", max_wait=0.0)
+        if pid == 0:  # child: try for the turn without waiting; never returns into pytest
             try:
-                with child.turn("child"):
-                    os.write(w, b"got")
-            except Busy:
-                os.write(w, b"busy")
-            os._exit(0)
+                os.close(r)
+                child = CommitGate(tmp_path / "lock", max_wait=0.0)
+                try:
+                    with child.turn("child"):
+                        os.write(w, b"got")
+                except Busy:
+                    os.write(w, b"busy")
+            except BaseException as exc:  # a forked copy of the worker must not run its tests
+                os.write(w, f"child failed: {exc!r}".encode())
+            finally:
+                os._exit(0)
         os.close(w)
-        assert os.read(r, 8) == b"busy"
+        assert os.read(r, 200) == b"busy"
         os.waitpid(pid, 0)
     os.close(r)
     with gate.turn("again"), gate.turn("nested, same thread"):  # re-entrant in a thread
