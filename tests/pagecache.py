@@ -35,28 +35,42 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 libc = _libc
 
 
+def _map_fd(fd: int, size: int, name: object) -> int:
+    addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if addr == _MAP_FAILED:
+        raise OSError(ctypes.get_errno(), f"mmap {name}")
+    return addr
+
+
 def _map(path: Path) -> tuple[int, int]:
     size = path.stat().st_size
     fd = os.open(path, os.O_RDONLY)
     try:
-        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        return _map_fd(fd, size, path), size
     finally:
         os.close(fd)
-    if addr == _MAP_FAILED:
-        raise OSError(ctypes.get_errno(), f"mmap {path}")
-    return addr, size
+
+
+def _resident(addr: int, size: int, name: object) -> int:
+    try:
+        vec = ctypes.create_string_buffer(-(-size // mmap.PAGESIZE))
+        if _libc.mincore(addr, size, vec) != 0:
+            raise OSError(ctypes.get_errno(), f"mincore {name}")
+        return sum(b & 1 for b in vec.raw)
+    finally:
+        _libc.munmap(addr, size)
 
 
 def resident_pages(path: Path) -> int:
     """How many of the file's pages are in the page cache now."""
     addr, size = _map(path)
-    try:
-        vec = ctypes.create_string_buffer(-(-size // mmap.PAGESIZE))
-        if _libc.mincore(addr, size, vec) != 0:
-            raise OSError(ctypes.get_errno(), f"mincore {path}")
-        return sum(b & 1 for b in vec.raw)
-    finally:
-        _libc.munmap(addr, size)
+    return _resident(addr, size, path)
+
+
+def resident_pages_of(fd: int, size: int) -> int:
+    """``resident_pages`` of an open descriptor's first ``size`` bytes: no path lookup and no
+    open, so it works while a FUSE daemon is stopped (a stat or open would wait for it)."""
+    return _resident(_map_fd(fd, size, f"fd {fd}"), size, f"fd {fd}")
 
 
 @contextmanager

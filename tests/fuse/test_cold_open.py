@@ -126,7 +126,7 @@ def test_without_passthrough_a_cold_open_takes_the_daemon_path(
         key = next(iter(FILES))
         fds = open_all(root, [key])
         try:
-            assert read_while_stopped(proc, fds, wait=3.0) == {}
+            assert read_while_stopped(proc, fds, wait=3.0, evicted=True) == {}
         finally:
             close_all(fds)
         assert {k: (root / k).read_bytes() for k in FILES} == FILES
