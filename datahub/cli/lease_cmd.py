@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import time
 
-from datahub.catalog.leases import shown
 from datahub.console.context import CliContext
 from datahub.errors import NotFound
 
@@ -45,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def show(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.catalog.leases import shown  # not for `datahub --help` (tests/test_startup.py)
+
     lease = ctx.catalog.store.lease(args.name)
     if lease is None:
         raise _none(args.name)
@@ -53,6 +54,8 @@ def show(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def break_(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.catalog.leases import shown
+
     lease = ctx.catalog.store.break_lease(args.name, args.dataset, at_once=args.at_once)
     if lease is None:
         raise _none(args.name, " (nothing to break)")
