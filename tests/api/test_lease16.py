@@ -152,3 +152,15 @@ def test_a_node_whose_token_lost_the_writer_role_fences_at_its_next_renewal(tmp_
             store.close()
         server.stop()
         backing.close()
+
+
+def test_a_target_created_by_another_tenant_first_stops_the_renewals_of_its_workspace(api: Api) -> None:
+    """docs/api.md, "What is left": bob's workspace commits into ``newds``, which his first commit
+    would create. eve creates ``newds`` first (dataset names are first come): bob may not write
+    it, so his next renewal is refused (his node fences; before, it wrote on until its commit
+    was refused), and the refusal does not name her dataset."""
+    bob = take(api, "bob", "newds")
+    assert renew(api, "bob", bob).status_code == 200
+    assert api.post("/v1/datasets", "eve", json={"name": "newds"}).status_code == 201
+    r = renew(api, "bob", bob)
+    assert r.status_code == 403 and "may no longer write" in r.text and "newds" not in r.text, r.text
