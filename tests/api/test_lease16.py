@@ -164,3 +164,15 @@ def test_a_target_created_by_another_tenant_first_stops_the_renewals_of_its_work
     assert api.post("/v1/datasets", "eve", json={"name": "newds"}).status_code == 201
     r = renew(api, "bob", bob)
     assert r.status_code == 403 and "may no longer write" in r.text and "newds" not in r.text, r.text
+
+
+def test_a_tenant_refused_by_a_squatted_name_is_told_the_command_that_frees_it(api: Api) -> None:
+    """eve binds the never-leased ``training`` to a dataset of her own first (first come:
+    docs/api.md says why); bob's take is refused naming the global admin's break command."""
+    assert api.post("/v1/datasets", "eve", json={"name": "eve-out"}).status_code == 201
+    take(api, "eve", "eve-out", ttl=3600)
+    r = api.post(LEASE, "bob", json={"owner": uuid.uuid4().hex, "holder": "n", "ttl": 60, "dataset": "pets"})
+    assert r.status_code == 403 and "datahub lease break training --dataset TARGET --at-once" in r.text, (
+        r.text
+    )
+    assert "eve-out" not in r.text

@@ -127,7 +127,7 @@ def _require_writer(
                 f"workspace {name!r} commits into a dataset {principal.name!r} may not write (its "
                 "writer lease names it), so this token may not take the lease: ask an admin of that "
                 "dataset for the writer role, or a global admin to break the lease if the name was "
-                f"taken by the wrong caller (POST /v1/remote/leases/{name}/break)",
+                f"taken by the wrong caller: 'datahub lease break {name} --dataset TARGET --at-once'",
                 workspace=name,
             ) from None
 
