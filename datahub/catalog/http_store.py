@@ -32,7 +32,7 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.leases import Lease, LeaseChange
+from datahub.catalog.leases import HIDDEN_OWNER, Lease, LeaseChange
 from datahub.catalog.model import (
     DIR_FILE_COLUMNS,
     Change,
@@ -49,7 +49,7 @@ from datahub.catalog.model import (
 )
 from datahub.catalog.record_json import RECORD_COLUMNS
 from datahub.catalog.store import CatalogStore, stale_base
-from datahub.errors import CatalogUnavailable, InvalidInput
+from datahub.errors import CatalogUnavailable, InvalidInput, NotFound
 
 # The listing formats of /v1/remote (the first line of each listing; the server writes them
 # from these): one JSON array per item in this column order (record_json), where objects
@@ -373,6 +373,24 @@ class HttpCatalogStore(CatalogStore):
         body = {"dataset": dataset, "at_once": at_once}
         answer = self._api.json("POST", f"/v1/remote/leases/{_seg(name)}/break", what=what, json=body)
         return None if answer is None else self._decode_lease(what, answer)
+
+    def lease(self, name: str) -> Lease | None:
+        """The lease as the server shows it to this token (a global admin, or a writer of its
+        commit target), None if it has none or this token may not see it. The owner id is
+        never sent: an unbroken lease's is ``leases.HIDDEN_OWNER`` here."""
+        what = f"read the writer lease of {name!r}"
+        try:
+            answer = self._api.json("GET", f"/v1/remote/leases/{_seg(name)}", what=what)
+        except NotFound as exc:
+            if exc.code != NotFound.code:  # not "no such lease": another error (a renamed route)
+                raise
+            return None
+
+        def shown(d: dict[str, Any]) -> Lease:
+            owner = "" if d["state"] == "broken" else HIDDEN_OWNER
+            return Lease(d["name"], owner, d["holder"], int(d["epoch"]), float(d["expires"]), d["dataset"])
+
+        return self._api.decode(what, shown, answer)
 
     def _lease(self, method: str, path: str, what: str, body: dict[str, Any]) -> Lease:
         return self._decode_lease(what, self._api.json(method, path, what=what, json=body))

@@ -30,6 +30,8 @@ from datahub.validation import check_name, check_text
 
 MAX_TTL = 3600.0
 MAX_HOLDER = 256
+# the owner of an unbroken lease read over the API, which never sends the holder's secret id
+HIDDEN_OWNER = "(hidden)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +99,39 @@ def decide(
 def renewed(current: Lease | None, name: str, owner: str, epoch: int, ttl: float, now: float) -> Lease:
     """The lease renewed for ``ttl`` more seconds; Conflict if it is no longer ``owner``'s at ``epoch``
     (taken over after it lapsed, or released)."""
-    if current is None or current.owner != owner or current.epoch != epoch or current.expires <= 0:
+    if current is None or not holds(current, owner, epoch):
         raise lost(name, epoch, current, now)
     return Lease(name, owner, current.holder, epoch, now + ttl, current.dataset)
+
+
+def holds(current: Lease, owner: str, epoch: int) -> bool:
+    """Whether ``owner`` at ``epoch`` may renew ``current``: it is theirs and not released (a
+    lapsed one nobody took since is renewed). Why a function: the API checks a renewer's role
+    only when this holds, so a stranger's refusal stays the answer of a name nobody leased."""
+    return bool(owner) and current.owner == owner and current.epoch == epoch and current.expires > 0
+
+
+def shown(lease: Lease, now: float) -> dict[str, str | int | float]:
+    """The lease for people and tools (``datahub lease show``, ``GET /v1/remote/leases``): every
+    field but the owner id, the holder's secret, and its ``state`` at ``now``."""
+    return {
+        "name": lease.name,
+        "holder": lease.holder,
+        "epoch": lease.epoch,
+        "expires": lease.expires,
+        "dataset": lease.dataset,
+        "state": state(lease, now),
+    }
+
+
+def state(lease: Lease, now: float) -> str:
+    """For people: ``free`` (released, or broken at once), ``broken`` (held until its expiry,
+    renewable by no one), ``held``, or ``lapsed`` (not renewed in time: free to take)."""
+    if lease.expires <= 0:
+        return "free"
+    if lease.expires <= now:
+        return "lapsed"
+    return "held" if lease.owner else "broken"
 
 
 def released(current: Lease | None, owner: str, epoch: int) -> Lease | None:

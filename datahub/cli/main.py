@@ -25,6 +25,7 @@ COMMANDS = (
     "datahub.cli.token_cmd",
     "datahub.cli.cache_cmd",
     "datahub.cli.migrate_cmd",
+    "datahub.cli.lease_cmd",
     "fuse_adapter.mount_cmd",
     "datahub.cli.pack_cmd",
     "labelx.labelx_cmd",

@@ -9,7 +9,8 @@ the mount pass it; this package never imports the catalog), renewed by a thread 
 
 Fencing: a holder that could not renew for ``ttl - margin`` seconds (measured on its own
 monotonic clock from the *start* of its last successful renewal, so never later than the
-lease's true expiry), or whose renewal was refused (another holder has it), stops for good:
+lease's true expiry), or whose renewal was refused (another holder has it, or a server
+refused its token: the writer role on the commit target was revoked), stops for good:
 ``check`` raises StorageError (EIO to a FUSE caller) for every journal commit (close, fsync,
 namespace operations) and every origin upload or delete. A lapsed holder never pushes over a
 new holder's files; what it had not flushed stays in its journal, and the next open on that
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from datahub.errors import Conflict, DatahubError, StorageError
+from datahub.errors import AccessDenied, Conflict, DatahubError, StorageError
 
 log = logging.getLogger(__name__)
 LEASE_TTL = 30.0  # seconds a lease lasts unless renewed
@@ -82,6 +83,7 @@ class WriterLease:
         self.epoch = port.acquire_lease(name, self.owner, holder, ttl, dataset).epoch
         self._renewed_at = started
         self._lost: str | None = None
+        self._still_ours = False  # lost, but ours to release: the server refused this token's role
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._keep, name=f"lease-{name}", daemon=True)
         self._thread.start()
@@ -105,8 +107,9 @@ class WriterLease:
         started = self._clock()
         try:
             self._port.renew_lease(self.name, self.owner, self.epoch, self.ttl)
-        except Conflict as exc:
+        except (Conflict, AccessDenied) as exc:  # taken over, or this token may write it no more
             self._lost = exc.message
+            self._still_ours = isinstance(exc, AccessDenied)
             log.error("%s: %s", self.what, exc.message)
             return False
         except Exception as exc:  # any failure is a missed renewal: the fence counts the time
@@ -131,10 +134,12 @@ class WriterLease:
             pass
 
     def release(self) -> None:
-        """Stop renewing and free the lease (unless lost: then it is not ours to free)."""
+        """Stop renewing and free the lease (unless lost to another holder or to time: then it
+        is not ours to free; one refused for this token's role still is, and freeing it lets the
+        target's writers take it at once)."""
         self._stop.set()
         self._thread.join()
-        if self._lost is not None:
+        if self._lost is not None and not self._still_ours:
             return
         try:
             self._port.release_lease(self.name, self.owner, self.epoch)

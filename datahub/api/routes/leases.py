@@ -14,12 +14,16 @@ a lease (``/break``): take it from whoever holds it, naming the target it commit
 that was wrong (``datahub.catalog.leases.broken``).
 
 The server appends the caller's principal to the holder it records, so the Conflict another
-node sees names who holds it, and a caller cannot pose as another principal. Renewing or
-releasing needs the owner id, which only the holder knows.
+node sees names who holds it, and a caller cannot pose as another principal. Renewing needs
+the owner id, which only the holder knows, and the take's rule on the lease's target: the id
+proves who holds the lease, the role that it may still write the workspace (a writer whose
+role was revoked kept it for ever by renewing; lease16). Releasing needs the owner id only:
+it gives the lease up. ``GET`` shows a lease, without its owner id, to who may take it.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 
 from fastapi import APIRouter, Response, status
@@ -28,8 +32,8 @@ from pydantic import BaseModel, Field
 from datahub.api.access import Principal, can, require, require_creatable
 from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.schemas import NAME_SHAPE, RequestModel, Whole
-from datahub.catalog.leases import MAX_TTL, Lease, lost
-from datahub.errors import AccessDenied, Conflict, DatasetNotFound
+from datahub.catalog.leases import MAX_TTL, Lease, holds, lost, shown
+from datahub.errors import AccessDenied, Conflict, DatasetNotFound, NotFound
 from datahub.validation import check_name
 
 router = APIRouter(prefix="/v1/remote/leases", tags=["remote store"], include_in_schema=False)
@@ -71,6 +75,18 @@ class LeasePublic(BaseModel):
     dataset: str
 
 
+class LeaseShown(BaseModel):
+    """A lease as ``GET`` shows it: never the owner id (the holder's secret); ``state`` on the
+    server's clock (``datahub.catalog.leases.state``)."""
+
+    name: str = Field(json_schema_extra=NAME_SHAPE)
+    holder: str
+    epoch: int
+    expires: float
+    dataset: str
+    state: str
+
+
 def _public(lease: Lease) -> LeasePublic:
     return LeasePublic(**asdict(lease))
 
@@ -97,9 +113,8 @@ def _require_writer(
     if leased and not bound:
         raise AccessDenied(
             f"workspace {name!r} was leased with no commit target (an admin's workspace, or one "
-            "leased before the catalog recorded targets), so only a global admin may take its "
-            "writer lease: an admin binds it to the dataset it commits into with POST "
-            f'/v1/remote/leases/{name}/break and {{"dataset": ...}}, then its writers take it',
+            "leased before the catalog recorded targets, schema 7), so only a global admin may "
+            f"take its writer lease: {_BIND.format(name=name)}, then its writers take it",
             workspace=name,
         )
     if dataset:
@@ -112,9 +127,16 @@ def _require_writer(
                 f"workspace {name!r} commits into a dataset {principal.name!r} may not write (its "
                 "writer lease names it), so this token may not take the lease: ask an admin of that "
                 "dataset for the writer role, or a global admin to break the lease if the name was "
-                f"taken by the wrong caller (POST /v1/remote/leases/{name}/break)",
+                f"taken by the wrong caller: 'datahub lease break {name} --dataset TARGET --at-once'",
                 workspace=name,
             ) from None
+
+
+# how a global admin binds a lease to its commit target (docs/cli.md, "Writer leases")
+_BIND = (
+    "a global admin binds it to the dataset it commits into with 'datahub lease break {name} "
+    '--dataset TARGET\' (POST /v1/remote/leases/{name}/break with {{"dataset": ...}})'
+)
 
 
 def _require_target(principal: Principal, services: Services, target: str) -> None:
@@ -153,12 +175,29 @@ def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: Servi
     return _public(store.acquire_lease(name, body.owner, holder, body.ttl, dataset, bound=bound))
 
 
+@router.get("/{name}")
+def show(name: str, principal: PrincipalDep, services: ServicesDep) -> LeaseShown:
+    """The lease to a global admin and to a caller who may take it; to anyone else the 404 of a
+    name nobody leased (the take's rule keeps who holds it from a stranger, review15a)."""
+    name = check_name(name, "workspace")
+    current = services.catalog.store.lease(name)
+    if current is None or not _may_take(principal, services, name, current.dataset):
+        raise NotFound(f"workspace {name!r} has no writer lease", workspace=name)
+    return LeaseShown(**shown(current, time.time()))
+
+
 @router.post("/{name}/renew")
 def renew(name: str, body: LeaseRenew, principal: PrincipalDep, services: ServicesDep) -> LeasePublic:
-    """The owner id is what proves the lease is the caller's; no role is checked. A refused
-    renewal names who holds the lease now only to a caller who may take it (review15a)."""
+    """The owner id proves the lease is the caller's, and the take's rule that the caller may
+    still write what the workspace writes: a holder whose role was revoked is refused (403) and
+    fences. The role is checked only for the caller who holds the id, so to anyone else a
+    refused renewal stays a 409 that names who holds the lease now only to a caller who may
+    take it (review15a)."""
     name = check_name(name, "workspace")
     store = services.catalog.store
+    current = store.lease(name)
+    if current is not None and holds(current, body.owner, body.epoch):
+        _require_renewer(principal, services, name, current.dataset)
     try:
         return _public(store.renew_lease(name, body.owner, body.epoch, body.ttl))
     except Conflict:
@@ -168,10 +207,34 @@ def renew(name: str, body: LeaseRenew, principal: PrincipalDep, services: Servic
         raise lost(name, body.epoch, None, 0.0) from None
 
 
+def _require_renewer(principal: Principal, services: Services, name: str, bound: str) -> None:
+    """AccessDenied, saying the lease is not renewed and why, unless ``principal`` may take the
+    lease it holds. The target is not named: the caller may not read it any more."""
+    if _may_take(principal, services, name, bound):
+        return
+    if not bound:
+        why = (
+            f"it names no commit target (leased before schema 7, or an admin's workspace), so only a "
+            f"global admin renews it: {_BIND.format(name=name)}, then remount it"
+        )
+    else:
+        why = (
+            f"{principal.name!r} may no longer write the dataset it commits into (its writer role "
+            "was revoked, or it never had it): ask that dataset's admins for the role, then "
+            "remount it"
+        )
+    raise AccessDenied(
+        f"the writer lease of workspace {name!r} is not renewed: {why}; the holder stops writing "
+        "(what it did not flush stays in its journal) and its lease lapses within its ttl",
+        workspace=name,
+    )
+
+
 def _may_take(principal: Principal, services: Services, name: str, bound: str) -> bool:
     """Whether ``principal`` passes the take's check on a lease bound to ``bound``: only such a
-    caller learns who holds it (host, pid, principal). Why: renew checks no role, and its 409
-    named the holder to any token, the very thing the take's check keeps from a stranger."""
+    caller learns who holds it (host, pid, principal), sees it (``GET``) or renews it. Why: a
+    refused renewal's 409 named the holder to any token, the very thing the take's check keeps
+    from a stranger (review15a)."""
     try:
         _require_writer(principal, services, name, bound, "", leased=True)
     except (AccessDenied, DatasetNotFound):
@@ -181,6 +244,8 @@ def _may_take(principal: Principal, services: Services, name: str, bound: str) -
 
 @router.post("/{name}/release", status_code=status.HTTP_204_NO_CONTENT)
 def release(name: str, body: LeaseRelease, principal: PrincipalDep, services: ServicesDep) -> Response:
+    """The owner id alone: releasing only gives the lease up, which a holder whose role was
+    revoked should do; a wrong id releases nothing, and the answer is 204 either way."""
     del principal
     services.catalog.store.release_lease(check_name(name, "workspace"), body.owner, body.epoch)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,87 @@
+"""``datahub lease show|break NAME``: a workspace's writer lease, for the operator.
+
+Why: a name squatted by the wrong caller, a node known to be gone, or a lease from before
+schema 7 with no commit target is freed or bound only by a global admin's break, and before
+this the only way was a hand-made ``POST /v1/remote/leases/{name}/break``. Both commands go
+through the catalog the configuration names: an embedded one directly (whoever has its file
+is its admin), a remote one (``--catalog http://…``) over the API's routes, which decide who
+may (docs/api.md, "Workspace writer leases"). The owner id, the holder's secret, is never shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from datahub.console.context import CliContext
+from datahub.errors import NotFound
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("lease", help="show or break a workspace's writer lease")
+    lsub = p.add_subparsers(dest="lease_command", metavar="ACTION", required=True)
+    s = lsub.add_parser("show", help="who holds a workspace's writer lease, until when, for which target")
+    s.add_argument("name", help="the workspace")
+    s.set_defaults(func=show)
+    b = lsub.add_parser(
+        "break",
+        help="take a workspace's writer lease from whoever holds it (a global admin's)",
+        description="The holder can no longer renew it and fences at its next renewal; the "
+        "lease is free at the expiry it had, or at once with --at-once.",
+    )
+    b.add_argument("name", help="the workspace")
+    b.add_argument(
+        "--dataset",
+        default="",
+        help="bind the workspace to this commit target (default: keep the one it names)",
+    )
+    b.add_argument(
+        "--at-once",
+        action="store_true",
+        help="free it now: only for a holder known to write nothing (a dead node, a squatter)",
+    )
+    b.set_defaults(func=break_)
+
+
+def show(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.catalog.leases import shown  # not for `datahub --help` (tests/test_startup.py)
+
+    lease = ctx.catalog.store.lease(args.name)
+    if lease is None:
+        raise _none(args.name)
+    ctx.emit(shown(lease, time.time()))  # on this machine's clock
+    return 0
+
+
+def break_(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.catalog.leases import shown
+
+    lease = ctx.catalog.store.break_lease(args.name, args.dataset, at_once=args.at_once)
+    if lease is None:
+        raise _none(args.name, " (nothing to break)")
+    view = shown(lease, time.time())
+    when = (
+        "free now"
+        if view["state"] in ("free", "lapsed")
+        else f"held until {_utc(lease.expires)}, then free (its holder fences at its next renewal)"
+    )
+    target = f"commit target {lease.dataset!r}" if lease.dataset else "no commit target"
+    ctx.emit(
+        view,
+        text=f"broke the writer lease of workspace {lease.name!r} ({lease.holder}, epoch {lease.epoch}, "
+        f"{target}): nobody renews it; {when}",
+    )
+    return 0
+
+
+def _none(name: str, why: str = "") -> NotFound:
+    return NotFound(
+        f"workspace {name!r} has no writer lease{why}: it was never opened for writing, or (over "
+        "the API) this token may not see it: only a global admin and the writers of its commit "
+        "target may",
+        workspace=name,
+    )
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t))
