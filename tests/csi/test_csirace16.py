@@ -1,0 +1,146 @@
+"""NodeUnpublishVolume while the supervisor repairs the volume's killed mount process (csi16).
+
+The repair detaches the dead FUSE mount from the plugin's private dir before it starts the
+new process; until the new view is bound over them, the volume's targets still show the dead
+view, whose device no mount under the plugin's ``volumes/`` has any more. An unpublish of a
+target bound from a stage being repaired took that view for another driver's mount and
+answered FAILED_PRECONDITION, and the pod's teardown stalled on it. The repair is held at
+its pause point (``csi.node.REPAIR_HOLD``, a FIFO) while the test unpublishes, the way a
+loaded node's slow mount-process start left it there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import grpc
+import pytest
+
+from csi.node import REPAIR_HOLD
+from datahub.catalog import open_catalog
+from tests.csi.conftest import CsiEnv, Plugin, handed_clean, mounts_under, wait_until
+from tests.csi.test_stage import staging_path
+
+pytestmark = pytest.mark.fuse
+
+HOLD_TIMEOUT = 90.0  # the supervisor's next pass (0.5 s) notices the dead daemon; a start under load
+
+
+@pytest.fixture(scope="module")
+def held_module_plugin(csi_env: CsiEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
+    """A plugin whose repairs wait at the FIFO ``<root>/repair-hold`` until a test releases them."""
+    root = tmp_path_factory.mktemp("csirace16")
+    os.mkfifo(root / "repair-hold")
+    plugin = Plugin(root, csi_env.config_path, env={REPAIR_HOLD: str(root / "repair-hold")})
+    try:
+        yield plugin.start()
+    finally:
+        plugin.teardown()
+
+
+@pytest.fixture
+def held_plugin(held_module_plugin: Plugin) -> Iterator[Plugin]:
+    yield from handed_clean(held_module_plugin)
+
+
+@contextlib.contextmanager
+def repair_held(plugin: Plugin) -> Iterator[None]:
+    """Wait until a repair reached the pause point, hold it there for the block, then release it.
+
+    The FIFO's write end opens only once the repair opened the read end (ENXIO before): that
+    is the repair waiting there. Closing it is the repair's end of file: it goes on.
+    """
+    fifo = str(plugin.root / "repair-hold")
+    fds: list[int] = []
+
+    def opened() -> bool:
+        try:
+            fds.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+        return bool(fds)
+
+    wait_until(opened, HOLD_TIMEOUT, "the supervisor's repair held at its pause point")
+    try:
+        yield
+    finally:
+        os.close(fds[0])
+
+
+def _daemons_of(plugin: Plugin) -> list[int]:
+    """Mount processes of this plugin: their command line names a volume's config under its state dir."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as fh:
+            if str(plugin.state_dir / "volumes").encode() in fh.read():
+                found.append(int(pid))
+    return found
+
+
+def _committed(csi_env: CsiEnv, dataset: str) -> dict[str, int]:
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        return {r.key: r.size for r in catalog.list_records(dataset, None)}
+    finally:
+        catalog.close()
+
+
+def test_unpublish_while_the_supervisor_repairs_the_killed_stage_succeeds_and_loses_nothing(
+    held_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    plugin = held_plugin
+    staging = staging_path(csi_env, "race16")
+    context = {"workspace": "race16-ws", "commitTo": "race16-results"}
+    target = csi_env.target("race16")
+    plugin.stage(staging, context, volume_id="race16")
+    plugin.publish(target, context, volume_id="race16", staging=staging)
+    Path(target, "ckpt.bin").write_bytes(b"acknowledged" * 1000)  # close() returns once journaled
+    [stage] = [p for p in plugin.state() if p.get("staged")]
+    os.kill(stage["pid"], signal.SIGKILL)
+    with repair_held(plugin):  # the dead FUSE mount is detached; the target still shows its view
+        # before: FAILED_PRECONDITION, "target ... holds a fuse mount this plugin did not make"
+        plugin.unpublish(target, "race16")
+        assert not os.path.exists(target) and target not in mounts_under(csi_env.root / "pods")
+        assert [p["target_path"] for p in plugin.state()] == [staging]
+        plugin.unpublish(target, "race16")  # the kubelet's retry: the volume is gone, still success
+    plugin.unstage(staging, "race16")  # ABORTED while the repair ends (retried), then flushes and commits
+    assert plugin.state() == [] and mounts_under(plugin.state_dir) == [] and _daemons_of(plugin) == []
+    assert staging not in mounts_under(csi_env.root / "plugins")
+    assert _committed(csi_env, "race16-results") == {"ckpt.bin": 12000}
+
+
+def test_unpublish_of_an_inline_workspace_under_repair_waits_for_it_and_loses_nothing(
+    held_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """An inline volume's repair holds its target: the unpublish is ABORTED (the kubelet retries)
+    until the new process serves, then stops it, and the workspace commits what was acknowledged."""
+    plugin = held_plugin
+    context = {"workspace": "race16-inline", "commitTo": "race16-inline-results"}
+    target = csi_env.target("race16-inline")
+    plugin.publish(target, context, volume_id="race16-inline")
+    Path(target, "out.bin").write_bytes(b"kept" * 500)
+    [record] = plugin.state()
+    os.kill(record["pid"], signal.SIGKILL)
+    with ThreadPoolExecutor(1) as kubelet:
+        with repair_held(plugin):
+            with pytest.raises(grpc.RpcError) as held:
+                plugin.node.NodeUnpublishVolume(_unpublish_request(target, "race16-inline"), timeout=60)
+            assert held.value.code() == grpc.StatusCode.ABORTED
+            retried = kubelet.submit(plugin.unpublish, target, "race16-inline")  # retries ABORTED
+        retried.result(300)  # released: the repair ends, then the unpublish stops the new process
+    assert plugin.state() == [] and mounts_under(plugin.state_dir) == [] and _daemons_of(plugin) == []
+    assert not os.path.exists(target)
+    assert _committed(csi_env, "race16-inline-results") == {"out.bin": 2000}
+
+
+def _unpublish_request(target: str, volume_id: str):
+    from csi.proto_gen import csi_pb2 as pb
+
+    return pb.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=target)
