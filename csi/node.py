@@ -80,6 +80,7 @@ STAGE_WAIT = 10.0  # seconds a publish waits for its stage's lock (held by other
 # a FIFO where a repair waits, between detaching the dead FUSE mount and starting the new process,
 # until the test holding it closes its end: tests/csi/test_csirace16.py (never set in a deployment)
 REPAIR_HOLD = "DATAHUB_TEST_CSI_REPAIR_HOLD"
+NODE_AUTHOR = "system:node:"  # + node id: the author of a workspace's versions no pod was named for
 
 
 class OperationPending(Conflict):
@@ -274,6 +275,8 @@ class NodeService:
                 catalog_authorised=spec.catalog_authorised,
             )
             sources, subdir, resolved = _plan(spec, config, principal, check_access=not staged)
+            if spec.kind == "workspace" and principal:  # the pod that writes it: its versions' author
+                extra["author"] = principal
             p = Published(
                 target_path=path,
                 volume_id=volume_id,
@@ -381,6 +384,14 @@ class NodeService:
             target,
         )
 
+    def _author(self, p: Published | None) -> str:
+        """The author of the versions workspace volume ``p`` commits (docs/csi.md, "Who wrote a
+        workspace's versions"): the service account of the pod the kubelet named at the publish
+        that mounted it (an inline volume), else this node (a PV, mounted at NodeStageVolume
+        before any pod, and written by the pods that publish it in turn; a volume whose record
+        a crash lost)."""
+        return (p.extra.get("author") if p is not None else None) or NODE_AUTHOR + self.node_id
+
     def _bind_target(self, stage: Published, p: Published) -> None:
         """Bind ``stage``'s view onto the target of ``p`` (see :func:`_place_view`)."""
         _place_view(_view(stage), p.target_path, readonly=p.readonly)
@@ -446,7 +457,7 @@ class NodeService:
         def recover(record: MountRecord) -> str | None:  # its daemon did not finish: no spec, its record
             if record.kind != "workspace":
                 return None
-            finish_workspace(record.workspace, record.commit_to, leftover.config_path)
+            finish_workspace(record.workspace, record.commit_to, leftover.config_path, self._author(None))
             return f"workspace {record.workspace} flushed"
 
         leftover.stop(timeout=self.unmount_timeout, recover=recover)
@@ -544,7 +555,7 @@ class NodeService:
     def _start(self, p: Published, *, first: bool) -> None:
         """Start the mount process and bind its view onto the target."""
         process = mounts.MountProcess(p.config_path, p.staging, p.log_path)
-        proc = process.start(_mount_args(p, first=first), timeout=self.mount_timeout)
+        proc = process.start(_mount_args(p, first=first, author=self._author(p)), timeout=self.mount_timeout)
         try:
             source = _view(p)
             if not os.path.isdir(source):
@@ -646,7 +657,7 @@ class NodeService:
             # failed, it was killed, or this is a retry after its exit): reopen the workspace and do
             # them here; raises (the CO retries) if it cannot flush, PERMISSION_DENIED if the catalog
             # refuses the commit, with the files kept (csinode15)
-            finish_workspace(p.spec.workspace, p.spec.commit_to, p.config_path)
+            finish_workspace(p.spec.workspace, p.spec.commit_to, p.config_path, self._author(p))
         self._put(None, p.target_path)
         shutil.rmtree(p.volume_dir, ignore_errors=True)
         return stopped.outcome
@@ -1052,7 +1063,8 @@ def _stage_commit_check(catalog: Catalog, spec: VolumeSpec) -> None:
     access.require_plugin_writer(catalog, spec.commit_to, spec.workspace)
 
 
-def _mount_args(p: Published, *, first: bool) -> list[str]:
+def _mount_args(p: Published, *, first: bool, author: str = "") -> list[str]:
+    """The mount process's arguments; ``author``: of what a workspace's ``--commit-to`` commits."""
     spec = p.spec
     args = ["--allow-other"]  # pods run as other users than the plugin
     if spec.uid is not None:
@@ -1063,7 +1075,9 @@ def _mount_args(p: Published, *, first: bool) -> list[str]:
         args += ["--workspace", spec.workspace]
         if spec.quota_bytes:
             args += ["--quota", str(spec.quota_bytes)]
-        return args + (["--commit-to", spec.commit_to] if spec.commit_to else [])
+        if spec.commit_to:
+            args += ["--commit-to", spec.commit_to, *(["--author", author] if author else [])]
+        return args
     if spec.cache == "none":
         args.append("--no-cache")
     elif spec.prefetch is not None:  # else the mount's default (versions: on; buckets: the policy)

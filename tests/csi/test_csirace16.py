@@ -1,4 +1,5 @@
-"""NodeUnpublishVolume while the supervisor repairs the volume's killed mount process (csi16).
+"""NodeUnpublishVolume while the supervisor repairs the volume's killed mount process, and who
+the versions a CSI workspace commits name as their author (csi16).
 
 The repair detaches the dead FUSE mount from the plugin's private dir before it starts the
 new process; until the new view is bound over them, the volume's targets still show the dead
@@ -7,6 +8,10 @@ target bound from a stage being repaired took that view for another driver's mou
 answered FAILED_PRECONDITION, and the pod's teardown stalled on it. The repair is held at
 its pause point (``csi.node.REPAIR_HOLD``, a FIFO) while the test unpublishes, the way a
 loaded node's slow mount-process start left it there.
+
+A workspace volume's versions named no author (the plugin's own recovery commit) or the
+mount process's login name (``root`` on every node): now the pod's service account that
+published an inline volume, else the node (docs/csi.md, "Who wrote a workspace's versions").
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import contextlib
 import errno
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +31,8 @@ import pytest
 
 from csi.node import REPAIR_HOLD
 from datahub.catalog import open_catalog
-from tests.csi.conftest import CsiEnv, Plugin, handed_clean, mounts_under, wait_until
+from tests.csi.conftest import NODE_ID, CsiEnv, Plugin, handed_clean, mounts_under, wait_until
+from tests.csi.test_publish import pod_info
 from tests.csi.test_stage import staging_path
 
 pytestmark = pytest.mark.fuse
@@ -82,6 +90,15 @@ def _daemons_of(plugin: Plugin) -> list[int]:
             if str(plugin.state_dir / "volumes").encode() in fh.read():
                 found.append(int(pid))
     return found
+
+
+def _authors(csi_env: CsiEnv, dataset: str) -> list[str]:
+    """The authors of ``dataset``'s versions, oldest first (what ``datahub log`` shows)."""
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        return [v.author for v in sorted(catalog.log(dataset), key=lambda v: v.seq)]
+    finally:
+        catalog.close()
 
 
 def _committed(csi_env: CsiEnv, dataset: str) -> dict[str, int]:
@@ -144,3 +161,68 @@ def _unpublish_request(target: str, volume_id: str):
     from csi.proto_gen import csi_pb2 as pb
 
     return pb.NodeUnpublishVolumeRequest(volume_id=volume_id, target_path=target)
+
+
+def test_an_inline_workspace_commits_as_the_pods_service_account(
+    held_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    context = {"workspace": "author16-inline", "commitTo": "author16-inline", **pod_info("team-a", "trainer")}
+    target = csi_env.target("author16-inline")
+    held_plugin.publish(target, context, volume_id="author16-inline")
+    Path(target, "model.pt").write_bytes(b"weights")
+    held_plugin.unpublish(target, "author16-inline")  # the mount process commits as it stops
+    assert _authors(csi_env, "author16-inline") == ["system:serviceaccount:team-a:trainer"]
+
+
+def test_a_staged_workspace_commits_as_the_node(held_plugin: Plugin, csi_env: CsiEnv) -> None:
+    """A PV's workspace is mounted at NodeStageVolume, which names no pod: its version is the node's."""
+    staging = staging_path(csi_env, "author16-staged")
+    context = {"workspace": "author16-staged", "commitTo": "author16-staged"}
+    target = csi_env.target("author16-staged")
+    held_plugin.stage(staging, context, volume_id="author16-staged")
+    held_plugin.publish(
+        target, {**context, **pod_info("team-a", "trainer")}, volume_id="author16-staged", staging=staging
+    )
+    Path(target, "model.pt").write_bytes(b"weights")
+    held_plugin.unpublish(target, "author16-staged")
+    held_plugin.unstage(staging, "author16-staged")
+    assert _authors(csi_env, "author16-staged") == [f"system:node:{NODE_ID}"]
+
+
+def test_the_plugins_own_commit_of_a_killed_workspace_names_the_pod_too(
+    csi_env: CsiEnv, tmp_path: Path
+) -> None:
+    """The mount process died, and the supervisor (one pass at start only) did not remount it:
+    the unpublish reopens the workspace and commits it itself (csi/finish.py), which named no
+    author at all."""
+    plugin = Plugin(tmp_path, csi_env.config_path, check_interval=3600).start()
+    try:
+        context = {
+            "workspace": "author16-killed",
+            "commitTo": "author16-killed",
+            **pod_info("team-b", "eval"),
+        }
+        target = str(tmp_path / "pod" / "mount")
+        os.makedirs(os.path.dirname(target))
+        plugin.publish(target, context, volume_id="author16-killed")
+        Path(target, "scores.json").write_bytes(b"{}")
+        [record] = plugin.state()
+        os.kill(record["pid"], signal.SIGKILL)
+        plugin.unpublish(target, "author16-killed")
+        assert plugin.state() == [] and _daemons_of(plugin) == []
+    finally:
+        plugin.teardown()
+    assert _committed(csi_env, "author16-killed") == {"scores.json": 2}
+    assert _authors(csi_env, "author16-killed") == ["system:serviceaccount:team-b:eval"]
+
+
+def test_datahub_mount_takes_an_author_only_for_what_commit_to_commits(
+    csi_env: CsiEnv, tmp_path: Path
+) -> None:
+    """``--author`` (what the plugin passes) names the author of the ``--commit-to`` version;
+    without ``--commit-to`` nothing is committed, so it is refused rather than ignored."""
+    datahub = str(Path(sys.executable).with_name("datahub"))
+    argv = [datahub, "--config", str(csi_env.config_path), "mount", "--workspace", "w", str(tmp_path)]
+    proc = subprocess.run([*argv, "--author", "someone"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "--author names the author of what --commit-to commits: give --commit-to too" in proc.stderr
