@@ -42,9 +42,8 @@ HOLD_TIMEOUT = 90.0  # the supervisor's next pass (0.5 s) notices the dead daemo
 
 @pytest.fixture(scope="module")
 def held_module_plugin(csi_env: CsiEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
-    """A plugin whose repairs wait at the FIFO ``<root>/repair-hold`` until a test releases them."""
+    """A plugin whose repairs wait at the FIFO ``<root>/repair-hold``, while a test has made it."""
     root = tmp_path_factory.mktemp("csirace16")
-    os.mkfifo(root / "repair-hold")
     plugin = Plugin(root, csi_env.config_path, env={REPAIR_HOLD: str(root / "repair-hold")})
     try:
         yield plugin.start()
@@ -58,8 +57,9 @@ def held_plugin(held_module_plugin: Plugin) -> Iterator[Plugin]:
 
 
 @contextlib.contextmanager
-def repair_held(plugin: Plugin) -> Iterator[None]:
-    """Wait until a repair reached the pause point, hold it there for the block, then release it.
+def repair_held(plugin: Plugin, pid: int) -> Iterator[None]:
+    """Kill -9 the mount process ``pid``, wait until the supervisor's repair reached the pause
+    point, hold it there for the block, then release it (the FIFO removed: no later repair waits).
 
     The FIFO's write end opens only once the repair opened the read end (ENXIO before): that
     is the repair waiting there. Closing it is the repair's end of file: it goes on.
@@ -75,11 +75,15 @@ def repair_held(plugin: Plugin) -> Iterator[None]:
                 raise
         return bool(fds)
 
-    wait_until(opened, HOLD_TIMEOUT, "the supervisor's repair held at its pause point")
+    os.mkfifo(fifo)  # armed before the kill, so the repair cannot pass the pause point first
     try:
+        os.kill(pid, signal.SIGKILL)
+        wait_until(opened, HOLD_TIMEOUT, "the supervisor's repair held at its pause point")
         yield
     finally:
-        os.close(fds[0])
+        os.unlink(fifo)  # before the release: the repair's next attempt must not wait again
+        for fd in fds:
+            os.close(fd)
 
 
 def _daemons_of(plugin: Plugin) -> list[int]:
@@ -120,8 +124,9 @@ def test_unpublish_while_the_supervisor_repairs_the_killed_stage_succeeds_and_lo
     plugin.publish(target, context, volume_id="race16", staging=staging)
     Path(target, "ckpt.bin").write_bytes(b"acknowledged" * 1000)  # close() returns once journaled
     [stage] = [p for p in plugin.state() if p.get("staged")]
-    os.kill(stage["pid"], signal.SIGKILL)
-    with repair_held(plugin):  # the dead FUSE mount is detached; the target still shows its view
+    with repair_held(
+        plugin, stage["pid"]
+    ):  # the dead FUSE mount is detached; the target still shows its view
         # before: FAILED_PRECONDITION, "target ... holds a fuse mount this plugin did not make"
         plugin.unpublish(target, "race16")
         assert not os.path.exists(target) and target not in mounts_under(csi_env.root / "pods")
@@ -131,6 +136,31 @@ def test_unpublish_while_the_supervisor_repairs_the_killed_stage_succeeds_and_lo
     assert plugin.state() == [] and mounts_under(plugin.state_dir) == [] and _daemons_of(plugin) == []
     assert staging not in mounts_under(csi_env.root / "plugins")
     assert _committed(csi_env, "race16-results") == {"ckpt.bin": 12000}
+
+
+def test_unpublish_after_a_repair_failed_past_the_detach_succeeds_and_commits(
+    held_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """A repair that detached the dead mount and then could not start the new process (here
+    its mount point is not empty) left the target showing a view of no mount of ours: every
+    unpublish was FAILED_PRECONDITION, for as long as the repair kept failing."""
+    plugin = held_plugin
+    context = {"workspace": "race16-failed", "commitTo": "race16-failed"}
+    target = csi_env.target("race16-failed")
+    plugin.publish(target, context, volume_id="race16-failed")
+    Path(target, "ckpt.bin").write_bytes(b"acknowledged")
+    [record] = plugin.state()
+    with repair_held(plugin, record["pid"]):
+        Path(record["volume_dir"], "mnt", "in-the-way").write_bytes(b"")  # the new mount is refused
+    wait_until(
+        lambda: f"could not recover {target}" in plugin.log_path.read_text(errors="replace"),
+        HOLD_TIMEOUT,
+        "the repair failed",
+    )
+    plugin.unpublish(target, "race16-failed")  # ABORTED while a retried repair holds it: retried
+    assert plugin.state() == [] and mounts_under(plugin.state_dir) == [] and _daemons_of(plugin) == []
+    assert not os.path.exists(target) and not os.path.exists(record["volume_dir"])
+    assert _committed(csi_env, "race16-failed") == {"ckpt.bin": 12}
 
 
 def test_unpublish_of_an_inline_workspace_under_repair_waits_for_it_and_loses_nothing(
@@ -144,9 +174,8 @@ def test_unpublish_of_an_inline_workspace_under_repair_waits_for_it_and_loses_no
     plugin.publish(target, context, volume_id="race16-inline")
     Path(target, "out.bin").write_bytes(b"kept" * 500)
     [record] = plugin.state()
-    os.kill(record["pid"], signal.SIGKILL)
     with ThreadPoolExecutor(1) as kubelet:
-        with repair_held(plugin):
+        with repair_held(plugin, record["pid"]):
             with pytest.raises(grpc.RpcError) as held:
                 plugin.node.NodeUnpublishVolume(_unpublish_request(target, "race16-inline"), timeout=60)
             assert held.value.code() == grpc.StatusCode.ABORTED
