@@ -33,7 +33,6 @@ from csi.node import REPAIR_HOLD
 from datahub.catalog import open_catalog
 from tests.csi.conftest import NODE_ID, CsiEnv, Plugin, handed_clean, mounts_under, wait_until
 from tests.csi.test_publish import pod_info
-from tests.csi.test_stage import staging_path
 
 pytestmark = pytest.mark.fuse
 
@@ -86,6 +85,15 @@ def repair_held(plugin: Plugin, pid: int) -> Iterator[None]:
             os.close(fd)
 
 
+def _path(plugin: Plugin, *parts: str, made: bool = False) -> str:
+    """A target (its parent exists) or a staging path (``made``: it exists too) under the
+    plugin's root, as the kubelet hands them over: what a failing test leaves mounted there,
+    the plugin's teardown detaches."""
+    path = plugin.root.joinpath(*parts)
+    (path if made else path.parent).mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
 def _daemons_of(plugin: Plugin) -> list[int]:
     """Mount processes of this plugin: their command line names a volume's config under its state dir."""
     found = []
@@ -117,9 +125,9 @@ def test_unpublish_while_the_supervisor_repairs_the_killed_stage_succeeds_and_lo
     held_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
     plugin = held_plugin
-    staging = staging_path(csi_env, "race16")
+    staging = _path(held_plugin, "plugins", "race16", "globalmount", made=True)
     context = {"workspace": "race16-ws", "commitTo": "race16-results"}
-    target = csi_env.target("race16")
+    target = _path(held_plugin, "pods", "race16", "mount")
     plugin.stage(staging, context, volume_id="race16")
     plugin.publish(target, context, volume_id="race16", staging=staging)
     Path(target, "ckpt.bin").write_bytes(b"acknowledged" * 1000)  # close() returns once journaled
@@ -129,12 +137,12 @@ def test_unpublish_while_the_supervisor_repairs_the_killed_stage_succeeds_and_lo
     ):  # the dead FUSE mount is detached; the target still shows its view
         # before: FAILED_PRECONDITION, "target ... holds a fuse mount this plugin did not make"
         plugin.unpublish(target, "race16")
-        assert not os.path.exists(target) and target not in mounts_under(csi_env.root / "pods")
+        assert not os.path.exists(target) and target not in mounts_under(plugin.root / "pods")
         assert [p["target_path"] for p in plugin.state()] == [staging]
         plugin.unpublish(target, "race16")  # the kubelet's retry: the volume is gone, still success
     plugin.unstage(staging, "race16")  # ABORTED while the repair ends (retried), then flushes and commits
     assert plugin.state() == [] and mounts_under(plugin.state_dir) == [] and _daemons_of(plugin) == []
-    assert staging not in mounts_under(csi_env.root / "plugins")
+    assert staging not in mounts_under(plugin.root / "plugins")
     assert _committed(csi_env, "race16-results") == {"ckpt.bin": 12000}
 
 
@@ -146,7 +154,7 @@ def test_unpublish_after_a_repair_failed_past_the_detach_succeeds_and_commits(
     unpublish was FAILED_PRECONDITION, for as long as the repair kept failing."""
     plugin = held_plugin
     context = {"workspace": "race16-failed", "commitTo": "race16-failed"}
-    target = csi_env.target("race16-failed")
+    target = _path(held_plugin, "pods", "race16-failed", "mount")
     plugin.publish(target, context, volume_id="race16-failed")
     Path(target, "ckpt.bin").write_bytes(b"acknowledged")
     [record] = plugin.state()
@@ -170,7 +178,7 @@ def test_unpublish_of_an_inline_workspace_under_repair_waits_for_it_and_loses_no
     until the new process serves, then stops it, and the workspace commits what was acknowledged."""
     plugin = held_plugin
     context = {"workspace": "race16-inline", "commitTo": "race16-inline-results"}
-    target = csi_env.target("race16-inline")
+    target = _path(held_plugin, "pods", "race16-inline", "mount")
     plugin.publish(target, context, volume_id="race16-inline")
     Path(target, "out.bin").write_bytes(b"kept" * 500)
     [record] = plugin.state()
@@ -196,7 +204,7 @@ def test_an_inline_workspace_commits_as_the_pods_service_account(
     held_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
     context = {"workspace": "author16-inline", "commitTo": "author16-inline", **pod_info("team-a", "trainer")}
-    target = csi_env.target("author16-inline")
+    target = _path(held_plugin, "pods", "author16-inline", "mount")
     held_plugin.publish(target, context, volume_id="author16-inline")
     Path(target, "model.pt").write_bytes(b"weights")
     held_plugin.unpublish(target, "author16-inline")  # the mount process commits as it stops
@@ -205,9 +213,9 @@ def test_an_inline_workspace_commits_as_the_pods_service_account(
 
 def test_a_staged_workspace_commits_as_the_node(held_plugin: Plugin, csi_env: CsiEnv) -> None:
     """A PV's workspace is mounted at NodeStageVolume, which names no pod: its version is the node's."""
-    staging = staging_path(csi_env, "author16-staged")
+    staging = _path(held_plugin, "plugins", "author16-staged", "globalmount", made=True)
     context = {"workspace": "author16-staged", "commitTo": "author16-staged"}
-    target = csi_env.target("author16-staged")
+    target = _path(held_plugin, "pods", "author16-staged", "mount")
     held_plugin.stage(staging, context, volume_id="author16-staged")
     held_plugin.publish(
         target, {**context, **pod_info("team-a", "trainer")}, volume_id="author16-staged", staging=staging
