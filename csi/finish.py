@@ -22,13 +22,14 @@ from datahub.config import load_config
 from datahub.errors import AccessDenied, AlreadyExists, DatasetNotFound
 
 
-def finish_workspace(workspace: str, commit_to: str, config_path: str) -> None:
-    """Flush ``workspace`` to the object store and commit it into ``commit_to`` if set; raise if it cannot."""
+def finish_workspace(workspace: str, commit_to: str, config_path: str, author: str = "") -> None:
+    """Flush ``workspace`` to the object store and commit it into ``commit_to`` if set, as ``author``
+    (the volume's: docs/csi.md "Who wrote a workspace's versions"); raise if it cannot."""
     # here, not at the top: the plugin starts without the write-back engine and the cache
     from datahub.workspaces import finish_workspace as flush_and_commit
 
     try:
-        flush_and_commit(workspace, load_config(config_path, env={}), commit_to or None)
+        flush_and_commit(workspace, load_config(config_path, env={}), commit_to or None, author=author)
     except (AccessDenied, AlreadyExists, DatasetNotFound) as refused:
         if not commit_to or refused.details.get("dataset") != commit_to:
             raise

@@ -77,6 +77,10 @@ log = logging.getLogger(__name__)
 
 CHECK_DONE = "health check of published targets done"  # logged (debug) after every pass
 STAGE_WAIT = 10.0  # seconds a publish waits for its stage's lock (held by other publishes for a bind)
+# a FIFO where a repair waits, between detaching the dead FUSE mount and starting the new process,
+# until the test holding it closes its end: tests/csi/test_csirace16.py (never set in a deployment)
+REPAIR_HOLD = "DATAHUB_TEST_CSI_REPAIR_HOLD"
+NODE_AUTHOR = "system:node:"  # + node id: the author of a workspace's versions no pod was named for
 
 
 class OperationPending(Conflict):
@@ -136,6 +140,9 @@ class NodeService:
         self._published: dict[str, Published] = self._state.load()
         self._children: dict[str, subprocess.Popen] = {}
         self._target_locks: dict[str, threading.Lock] = {}
+        # (device, fstype) of the dead FUSE mounts a repair detached, by the path of the record whose
+        # process served them: its targets (and staging path) still show them until bound again
+        self._detached: dict[str, set[tuple[str, str]]] = {}
         self._mutex = threading.Lock()  # in-memory maps only; never held during I/O
         self.ready = threading.Event()  # set after the first check of recorded targets
 
@@ -169,6 +176,7 @@ class NodeService:
         with self._mutex:
             if p is None:
                 self._published.pop(target, None)
+                self._detached.pop(target, None)
             else:
                 self._published[target] = p
         self._state.save(self.published)
@@ -267,6 +275,8 @@ class NodeService:
                 catalog_authorised=spec.catalog_authorised,
             )
             sources, subdir, resolved = _plan(spec, config, principal, check_access=not staged)
+            if spec.kind == "workspace" and principal:  # the pod that writes it: its versions' author
+                extra["author"] = principal
             p = Published(
                 target_path=path,
                 volume_id=volume_id,
@@ -374,6 +384,14 @@ class NodeService:
             target,
         )
 
+    def _author(self, p: Published | None) -> str:
+        """The author of the versions workspace volume ``p`` commits (docs/csi.md, "Who wrote a
+        workspace's versions"): the service account of the pod the kubelet named at the publish
+        that mounted it (an inline volume), else this node (a PV, mounted at NodeStageVolume
+        before any pod, and written by the pods that publish it in turn; a volume whose record
+        a crash lost)."""
+        return (p.extra.get("author") if p is not None else None) or NODE_AUTHOR + self.node_id
+
     def _bind_target(self, stage: Published, p: Published) -> None:
         """Bind ``stage``'s view onto the target of ``p`` (see :func:`_place_view`)."""
         _place_view(_view(stage), p.target_path, readonly=p.readonly)
@@ -439,7 +457,7 @@ class NodeService:
         def recover(record: MountRecord) -> str | None:  # its daemon did not finish: no spec, its record
             if record.kind != "workspace":
                 return None
-            finish_workspace(record.workspace, record.commit_to, leftover.config_path)
+            finish_workspace(record.workspace, record.commit_to, leftover.config_path, self._author(None))
             return f"workspace {record.workspace} flushed"
 
         leftover.stop(timeout=self.unmount_timeout, recover=recover)
@@ -505,7 +523,7 @@ class NodeService:
         path = canonical(staging_target_path)
         with self._target(path):
             s = self._get(path)
-            self._refuse_foreign(path, volume_id)
+            self._refuse_foreign(path, volume_id, s)
             if s is None:  # already unstaged (or never): make sure nothing of ours is left
                 mounts.unmount(path, lazy=mounts.health(path) == "broken")
                 self._forget_leftover(path)
@@ -537,7 +555,7 @@ class NodeService:
     def _start(self, p: Published, *, first: bool) -> None:
         """Start the mount process and bind its view onto the target."""
         process = mounts.MountProcess(p.config_path, p.staging, p.log_path)
-        proc = process.start(_mount_args(p, first=first), timeout=self.mount_timeout)
+        proc = process.start(_mount_args(p, first=first, author=self._author(p)), timeout=self.mount_timeout)
         try:
             source = _view(p)
             if not os.path.isdir(source):
@@ -565,7 +583,7 @@ class NodeService:
         target = canonical(target_path)
         with self._target(target):
             p = self._get(target)
-            self._refuse_foreign(target, volume_id)
+            self._refuse_foreign(target, volume_id, p)
             if p is None:  # already unpublished (or never): make sure nothing of ours is left
                 if os.path.islink(target):  # never published (publish refuses links): nothing to undo
                     return
@@ -597,21 +615,35 @@ class NodeService:
             _remove_dir(target)
             log.info("unpublished %s from %s (%s)", volume_id, target, outcome)
 
-    def _refuse_foreign(self, target: str, volume_id: str) -> None:
+    def _refuse_foreign(self, target: str, volume_id: str, p: Published | None = None) -> None:
         """Conflict if the top mount on ``target`` is not one of ours (a tmpfs, a host path, another
         driver's volume, also one stacked on our bind): the plugin never unmounts what it did not mount.
 
         Ours are the mounts under ``volumes/`` of the state dir (``_volume_dir``), not anything
         under the state dir: another plugin instance whose state dir lies inside this one's
         (a canary release at <state>/canary) has its FUSE mounts there too, and its pods' binds
-        were taken for ours and unmounted (review14b)."""
+        were taken for ours and unmounted (review14b). For the record ``p`` of ``target``, so is
+        the dead view a repair of its process detached from ``volumes/`` and has not bound over
+        yet: refused, an unpublish racing the repair of its stage answered FAILED_PRECONDITION
+        (csi16), and for ever once a repair failed after the detach."""
         foreign = mounts.foreign_mount(target, str(self.state_dir / "volumes"))
+        if foreign is not None and p is not None and self._shows_detached(target, p):
+            foreign = None
         if foreign is not None:
             raise Conflict(
                 f"target {target} holds a {foreign} mount this plugin did not make (volume {volume_id!r} "
                 "is not what is mounted there); it was left mounted: unmount it yourself, then retry",
                 target_path=target,
             )
+
+    def _shows_detached(self, path: str, p: Published) -> bool:
+        """Whether the top mount on ``path`` is a dead FUSE view that a repair of ``p``'s process
+        detached (``_recover``): the device number is the dead mount's while any bind holds it."""
+        owner = self._process_of(p)
+        with self._mutex:
+            detached = set(self._detached.get(owner.target_path, ())) if owner is not None else set()
+        top = [(dev, fstype) for point, dev, fstype in mounts.mount_entries() if point == path]
+        return bool(top) and top[-1] in detached
 
     def _stop_volume(self, p: Published) -> str:
         """Stop the mount process (the daemon flushes a workspace), make sure the workspace
@@ -625,7 +657,7 @@ class NodeService:
             # failed, it was killed, or this is a retry after its exit): reopen the workspace and do
             # them here; raises (the CO retries) if it cannot flush, PERMISSION_DENIED if the catalog
             # refuses the commit, with the files kept (csinode15)
-            finish_workspace(p.spec.workspace, p.spec.commit_to, p.config_path)
+            finish_workspace(p.spec.workspace, p.spec.commit_to, p.config_path, self._author(p))
         self._put(None, p.target_path)
         shutil.rmtree(p.volume_dir, ignore_errors=True)
         return stopped.outcome
@@ -715,22 +747,28 @@ class NodeService:
         if proc is not None:
             mounts.MountProcess.kill(proc)
         mounts.wait_exit(p.pid, None, timeout=30)
+        dead = {(dev, fstype) for point, dev, fstype in mounts.mount_entries() if point == p.staging}
+        with self._mutex:  # the targets show it until bound again: theirs to unmount meanwhile
+            self._detached.setdefault(p.target_path, set()).update(dead)
         mounts.detach_stale(p.staging)
+        _hold_repair(p.target_path)
         renew_platform_keys(self.config, Path(p.config_path), catalog_authorised=p.spec.catalog_authorised)
         self._start(p, first=False)
         self._put(p, p.target_path)
         log.info(
             "volume %s at %s remounted (%s)", p.volume_id, p.target_path, p.resolved or _describe(p.spec)
         )
-        if p.staged:
-            self._rebind_targets(p)
+        if not p.staged or self._rebind_targets(p):  # no path shows the dead view any more
+            with self._mutex:
+                self._detached.pop(p.target_path, None)
 
-    def _rebind_targets(self, stage: Published) -> None:
+    def _rebind_targets(self, stage: Published) -> bool:
         """Bind every target of a just remounted stage again at once: they all showed the dead mount.
 
         A target another operation holds is left to it (a publish repairs it, an unpublish
-        removes it) or to the next supervisor pass.
+        removes it) or to the next supervisor pass. True if none was left.
         """
+        every = True
         for q in self.published():
             if q.staging_path != stage.target_path:
                 continue
@@ -743,9 +781,11 @@ class NodeService:
                         self._bind_target(stage, current)
                         log.info("target %s bound again from %s", current.target_path, stage.target_path)
             except OperationPending:
-                continue
+                every = False
             except Exception:  # the others still get theirs; the supervisor retries this one
+                every = False
                 log.exception("could not bind %s again from %s", q.target_path, stage.target_path)
+        return every
 
     def _looks_healthy(self, p: Published, points: set[str]) -> bool:
         with self._mutex:
@@ -770,6 +810,20 @@ class NodeService:
             return
         self._stop_volume(p)
 
+    def _prune_detached(self) -> None:
+        """Forget the dead views no mount shows any more: the kernel may give their device
+        numbers to other mounts, which must not pass for ours."""
+        with self._mutex:
+            if not self._detached:
+                return
+        shown = {(dev, fstype) for _, dev, fstype in mounts.mount_entries()}
+        with self._mutex:
+            for path, dead in list(self._detached.items()):
+                if not dead & shown:
+                    del self._detached[path]
+                else:
+                    dead &= shown
+
     def check_all(self) -> None:
         """One supervisor pass: reap exited mount processes, repair every broken target.
 
@@ -777,6 +831,7 @@ class NodeService:
         looks wrong is checked again, fresh, under its target lock before it is touched.
         """
         points = mounts.mount_points()
+        self._prune_detached()
         # processes first (stages, inline targets): a target bound from a stage is repaired after it
         for p in sorted(self.published(), key=lambda p: not p.owns_process):
             if self._looks_healthy(p, points):
@@ -818,6 +873,20 @@ class NodeService:
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+def _hold_repair(path: str) -> None:
+    """The tests' pause point in a repair (``REPAIR_HOLD``): wait until the test closes its end.
+
+    Opening a FIFO blocks until the other end opens it, so the test knows the repair got here,
+    and reading it until the test closes its end holds the repair for what the test does meanwhile.
+    No FIFO at that path (the test has not made it, or removed it): no pause.
+    """
+    fifo = os.environ.get(REPAIR_HOLD)
+    if fifo:
+        with contextlib.suppress(FileNotFoundError), open(fifo, "rb") as fh:
+            log.info("repair of %s held at %s", path, fifo)
+            fh.read()
+
+
 def _fingerprint(
     volume_id: str,
     context: Mapping[str, str],
@@ -995,7 +1064,8 @@ def _stage_commit_check(catalog: Catalog, spec: VolumeSpec) -> None:
     access.require_plugin_writer(catalog, spec.commit_to, spec.workspace)
 
 
-def _mount_args(p: Published, *, first: bool) -> list[str]:
+def _mount_args(p: Published, *, first: bool, author: str = "") -> list[str]:
+    """The mount process's arguments; ``author``: of what a workspace's ``--commit-to`` commits."""
     spec = p.spec
     args = ["--allow-other"]  # pods run as other users than the plugin
     if spec.uid is not None:
@@ -1006,7 +1076,9 @@ def _mount_args(p: Published, *, first: bool) -> list[str]:
         args += ["--workspace", spec.workspace]
         if spec.quota_bytes:
             args += ["--quota", str(spec.quota_bytes)]
-        return args + (["--commit-to", spec.commit_to] if spec.commit_to else [])
+        if spec.commit_to:
+            args += ["--commit-to", spec.commit_to, *(["--author", author] if author else [])]
+        return args
     if spec.cache == "none":
         args.append("--no-cache")
     elif spec.prefetch is not None:  # else the mount's default (versions: on; buckets: the policy)

@@ -82,14 +82,17 @@ def commit_workspace(
     )
 
 
-def finish_workspace(name: str, config: Config, commit_to: str | None = None) -> Version | None:
+def finish_workspace(
+    name: str, config: Config, commit_to: str | None = None, *, author: str = ""
+) -> Version | None:
     """Push an unheld workspace's acknowledged files to the object store, and commit them if asked.
 
     For a supervisor (the CSI node plugin) after the workspace's mount daemon is gone: if
     the daemon's own flush failed (the object store was down), the files are safe in the
     journal and shared tier, but nothing else would ever push them out. Opening the
     workspace replays its journal (under the writer lease, like every open with a catalog);
-    raises if the flush or commit fails, so the caller retries.
+    raises if the flush or commit fails, so the caller retries. ``author``: the version's (the
+    CSI plugin gives the one it gave the daemon's ``--author``).
     """
     from datahub.catalog import open_catalog
     from datahub.storage import StoreRegistry
@@ -111,7 +114,9 @@ def finish_workspace(name: str, config: Config, commit_to: str | None = None) ->
                     workspace.flush()
                 if not commit_to or catalog is None:
                     return None
-                version = commit_workspace(workspace, catalog, commit_to, message=f"workspace {name}")
+                version = commit_workspace(
+                    workspace, catalog, commit_to, message=f"workspace {name}", author=author
+                )
                 log.info("workspace %s is %s", name, _committed_as(commit_to, version))
                 return version
             finally:

@@ -79,6 +79,8 @@ class WorkspaceMount(MountSettings):
 
     workspace: str = ""
     commit_to: str | None = None
+    #: the author of the version committed at unmount (None: the login name)
+    author: str | None = None
     quota: int | None = None
     #: stage new files on local disk and let the kernel write them (``--passthrough``)
     write_passthrough: bool = False
@@ -345,7 +347,7 @@ def open_workspace(name: str, ctx: CliContext, commit_to: str | None = None):
     return writeback.open_workspace(name, ctx.config, ctx.stores, lease=lease, commit_to=commit_to or "")
 
 
-def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> str:
+def finish_workspace(workspace, commit_to: str | None, ctx: CliContext, author: str | None = None) -> str:
     """Flush everything acknowledged to the object store, then (optionally) commit it.
 
     Returns what it did, in words (``datahub umount`` prints it: the user learns which version
@@ -357,10 +359,14 @@ def finish_workspace(workspace, commit_to: str | None, ctx: CliContext) -> str:
     from datahub.console.context import author_or_default
     from datahub.workspaces import commit_workspace
 
-    # the login name, as every command that makes a version records it (the browser showed "—")
-    author = author_or_default(None)
+    # --author, else the login name, as every command that makes a version records it (the
+    # browser showed "—")
     version = commit_workspace(
-        workspace, ctx.catalog, commit_to, message=f"workspace {workspace.name}", author=author
+        workspace,
+        ctx.catalog,
+        commit_to,
+        message=f"workspace {workspace.name}",
+        author=author_or_default(author),
     )
     if version is None:
         log.info("workspace %s is empty: nothing committed to %s", workspace.name, commit_to)
@@ -423,7 +429,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
             )
         try:
             view.release_all()
-            said = finish_workspace(workspace, commit_to, ctx)
+            said = finish_workspace(workspace, commit_to, ctx, m.author)
             # nothing open any more: the close below can acknowledge nothing the commit missed
             settled = not workspace.open_files()
         finally:

@@ -5,7 +5,7 @@
                                                       (a bucket: warms what fits and readers go through)
                                                       (a stale mount point of a dead daemon is cleaned first)
     datahub mount MOUNTPOINT s3://bucket[/prefix]     read-only snapshot of a bucket (a new one each mount)
-    datahub mount --workspace NAME MOUNTPOINT [--commit-to DATASET]   writable, write-back
+    datahub mount --workspace NAME MOUNTPOINT [--commit-to DATASET [--author NAME]]   writable, write-back
     datahub umount MOUNTPOINT                         flush (rw), unmount; cleans stale mounts
 
 The handlers only parse the command line and hand a plain description of the mount to
@@ -44,6 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workspace", metavar="NAME", help="mount this writable workspace instead")
     p.add_argument(
         "--commit-to", metavar="DATASET", help="workspace: commit its files as a new version on unmount"
+    )
+    p.add_argument(
+        "--author",
+        metavar="NAME",
+        help="workspace with --commit-to: the author of the version committed at unmount "
+        "(default: the current user; the CSI plugin gives the pod's service account)",
     )
     p.add_argument(
         "--quota",
@@ -181,6 +187,8 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         )
     if args.commit_to and not args.workspace:
         raise InvalidInput("--commit-to only applies to --workspace mounts")
+    if args.author is not None and not args.commit_to:
+        raise InvalidInput("--author names the author of what --commit-to commits: give --commit-to too")
     if args.quota is not None and (not args.workspace or args.quota <= 0):
         raise InvalidInput("--quota applies to --workspace mounts and must be a positive number of bytes")
     if args.writeback_cache and (not args.workspace or args.passthrough):
@@ -221,6 +229,7 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
             **common,
             workspace=args.workspace,
             commit_to=args.commit_to,
+            author=args.author,
             quota=args.quota,
             write_passthrough=args.passthrough,
             writeback_cache=args.writeback_cache,
