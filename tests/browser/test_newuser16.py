@@ -1,0 +1,80 @@
+"""What a new user met in LabelX and the dataset browser (newuser16), in headless Chromium."""
+
+from __future__ import annotations
+
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
+from tests.browser.conftest import Env, put
+from tests.browser.test_newuser_labelx import project_in_page, signed_in
+
+
+def _console_errors(c: Chrome) -> list[dict]:
+    return [e for e in c.driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_a_picture_that_cannot_be_shown_says_why_and_cannot_be_labelled_unseen(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    """An image that fails to decode: the annotation page showed a broken-image icon and nothing
+    else (the server's reason, "not an image LabelX can show; skip the item (S)", went unread),
+    and a class key labelled the picture nobody saw and moved on."""
+    env.catalog.commit(
+        "pets", [put(env.objects, "val/0-broken.jpg", b"not a jpeg at all")], message="a bad one"
+    )
+    c = chrome
+    with signed_in(c, env, "newuser16-lx-login"):
+        made = project_in_page(
+            c,
+            {
+                "name": "val-check",
+                "dataset": "pets",
+                "prefix": "val/",
+                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
+                "annotators": ["admin"],
+            },
+        )
+        keys = [r.key for r in env.catalog.list_records("pets", made["version"], prefix="val/")]
+        broken = keys.index("val/0-broken.jpg")
+        c.driver.get(f"{c.driver.current_url.split('/labelx')[0]}/labelx/tasks/{made['task']}#{broken}")
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: d.find_element("css selector", "#item-key").text == "val/0-broken.jpg"
+        )
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: d.find_element("css selector", "#banner").is_displayed()
+        )
+        c.screenshot("newuser16-lx-broken")
+        banner = c.find("#banner").text
+        assert "not an image LabelX can show" in banner and "skip the item (S)" in banner, banner
+        assert not c.find("#image").is_displayed()  # no broken-image icon
+        # the one console error is the picture's own 400, which the banner explains
+        errors = _console_errors(c)
+        assert errors and all("/image?size=preview" in e["message"] for e in errors), errors
+        assert not c.axe()
+
+        c.find("body").send_keys("2")  # a class key: refused, the item stays unlabelled and shown
+        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("css selector", "#hint").text)
+        assert (
+            c.find("#hint").text
+            == "The picture could not be shown, so it cannot be labelled here: S skips it."
+        )
+        assert c.find("#item-key").text == "val/0-broken.jpg"
+        assert c.find("#current").text == "Label: —"
+
+        c.find("body").send_keys("s")  # skipping it works and moves on
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: d.find_element("css selector", "#item-key").text != "val/0-broken.jpg"
+        )
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: d.find_element("css selector", "#save-state").text == "Saved"
+        )
+        assert c.find("#image").is_displayed() and not c.find("#banner").is_displayed()
+        c.check("newuser16-lx-after-skip")
+        task = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            f"api('GET', '/api/tasks/{made['task']}').then(v => done(v.items), e => done(String(e)));"
+        )
+        assert [(i["status"], i["value"]) for i in task if i["key"] == "val/0-broken.jpg"] == [
+            ("skipped", None)
+        ]
