@@ -78,3 +78,46 @@ def test_a_picture_that_cannot_be_shown_says_why_and_cannot_be_labelled_unseen(
         assert [(i["status"], i["value"]) for i in task if i["key"] == "val/0-broken.jpg"] == [
             ("skipped", None)
         ]
+
+
+def test_a_review_card_whose_picture_cannot_be_shown_says_why(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    """An item labelled through the API (or on the annotation page before it refused that): its
+    review card showed a broken-image icon above "dog" and Accept, as if the picture were slow."""
+    env.catalog.commit(
+        "pets", [put(env.objects, "val/0-broken.jpg", b"not a jpeg at all")], message="a bad one"
+    )
+    c = chrome
+    with signed_in(c, env, "newuser16-lx-login2") as base:
+        made = project_in_page(
+            c,
+            {
+                "name": "val-review",
+                "dataset": "pets",
+                "prefix": "val/",
+                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
+                "annotators": ["admin"],
+            },
+        )
+        done = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "(async () => { const v = await api('GET', `/api/tasks/${arguments[0]}`);"
+            " for (const it of v.items) await api('PUT', `/api/items/${it.id}`, {version: it.version, value: 'dog'});"
+            " return api('POST', `/api/tasks/${arguments[0]}/submit`); })().then(done, e => done(String(e)));",
+            made["task"],
+        )
+        assert done == {"submitted": made["total"]}, done
+        c.driver.get(f"{base}/labelx/projects/{made['id']}/review")
+        card = '.rcard[data-item="val/0-broken.jpg"]'
+        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", f"{card} .unshown"))
+        c.screenshot("newuser16-lx-review-broken")
+        text = c.find(f"{card} .unshown").text
+        assert text.startswith("No picture: the picture of 'val/0-broken.jpg' in project 'val-review'"), text
+        assert "not an image LabelX can show" in text, text
+        assert not c.find_all(f"{card} img")
+        assert len(c.find_all(".rcard img")) == made["total"] - 1  # the others keep their pictures
+        errors = _console_errors(c)
+        assert errors and all("/image?size=preview" in e["message"] for e in errors), errors
+        assert not c.axe()
