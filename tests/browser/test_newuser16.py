@@ -121,3 +121,56 @@ def test_a_review_card_whose_picture_cannot_be_shown_says_why(
         errors = _console_errors(c)
         assert errors and all("/image?size=preview" in e["message"] for e in errors), errors
         assert not c.axe()
+
+
+def test_take_next_task_with_none_left_says_so_in_the_page_not_in_an_alert(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    """An annotator of a round-robin project (every task assigned) pressed "Take next task" on
+    the home page or the dashboard: an alert() box said "project 1 has no unassigned task left"."""
+    from labelx.auth import hash_password
+    from labelx.deps import labelx_db_path
+    from labelx.store import LabelStore
+
+    c = chrome
+    with signed_in(c, env, "newuser16-lx-login3") as base:
+        store = LabelStore(labelx_db_path(env.config))
+        try:
+            store.create_user("ann", "annotator", hash_password("ann-password-1"))
+        finally:
+            store.close()
+        made = project_in_page(
+            c,
+            {
+                "name": "val-rr",
+                "dataset": "pets",
+                "prefix": "val/",
+                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
+                "annotators": ["ann"],
+            },
+        )
+        c.driver.delete_all_cookies()
+        c.visit(f"{base}/labelx/login")
+        c.find("#name").send_keys("ann")
+        c.find("#password").send_keys("ann-password-1")
+        c.find("#login").click()
+        c.wait_for_url(lambda url: not url.endswith("/login"))
+        for page, button, out in (
+            ("/labelx/", '[data-project="val-rr"] button', '[data-project="val-rr"] .take-msg'),
+            (f"/labelx/projects/{made['id']}", "#take-task", "#take-msg"),
+        ):
+            c.driver.get(base + page)
+            WebDriverWait(c.driver, WAIT).until(lambda d, b=button: d.find_elements("css selector", b))
+            WebDriverWait(c.driver, WAIT).until(
+                lambda d, b=button: d.find_element("css selector", b).is_displayed()
+            )
+            c.find(button).click()
+            WebDriverWait(c.driver, WAIT).until(lambda d, o=out: d.find_element("css selector", o).text)
+            c.no_alert()
+            assert c.find(out).text == "no task left to take in val-rr: every task has its annotator", page
+            assert c.driver.current_url == base + page
+            c.screenshot("newuser16-lx-take-" + ("home" if page.endswith("/") else "dashboard"))
+            errors = _console_errors(c)  # the take-task request's own 404, which the page explains
+            assert all("/take-task" in e["message"] for e in errors), errors
+            assert not c.axe()
