@@ -59,13 +59,18 @@ async function decide(i, accept, comment = "") {
     if (input) input.focus();
     return;
   }
+  const msg = document.getElementById("review-msg");
   try {
     const res = await api("POST", `/api/items/${it.id}/review`, { version: it.version, accept, comment });
+    msg.textContent = "";
     it.version = res.version; it.decided = res.status;
     const next = R.items.findIndex((x, j) => j > i && !x.decided);
     if (next >= 0) R.cur = next;
     render();
-  } catch (e) { alert(e.message); if (e.status === 409) load(); }
+  } catch (e) {  // in the page: an alert() box stopped it (another reviewer decided the card first)
+    msg.textContent = `${it.key}: ${e.message}`;
+    if (e.status === 409) load();
+  }
 }
 
 document.addEventListener("keydown", ev => {

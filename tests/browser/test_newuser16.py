@@ -174,3 +174,57 @@ def test_take_next_task_with_none_left_says_so_in_the_page_not_in_an_alert(
             errors = _console_errors(c)  # the take-task request's own 404, which the page explains
             assert all("/take-task" in e["message"] for e in errors), errors
             assert not c.axe()
+
+
+def test_a_card_another_reviewer_decided_first_says_so_in_the_page_not_in_an_alert(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    """Two reviewers on one queue: the second to press Accept on a card got an alert() box
+    ("item 3 cannot be reviewed now …"), which stopped the page until dismissed."""
+    c = chrome
+    with signed_in(c, env, "newuser16-lx-login4") as base:
+        made = project_in_page(
+            c,
+            {
+                "name": "val-two",
+                "dataset": "pets",
+                "prefix": "val/",
+                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
+                "annotators": ["admin"],
+            },
+        )
+        items = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "(async () => { const v = await api('GET', `/api/tasks/${arguments[0]}`);"
+            " for (const it of v.items) await api('PUT', `/api/items/${it.id}`, {version: it.version, value: 'dog'});"
+            " await api('POST', `/api/tasks/${arguments[0]}/submit`);"
+            " return api('GET', `/api/tasks/${arguments[0]}`); })().then(v => done(v.items), e => done(String(e)));",
+            made["task"],
+        )
+        first = items[0]
+        c.visit(f"{base}/labelx/projects/{made['id']}/review")
+        card = f'.rcard[data-item="{first["key"]}"]'
+        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", card))
+        other = c.driver.execute_async_script(  # another reviewer accepts it first
+            "const done = arguments[arguments.length - 1];"
+            "api('POST', `/api/items/${arguments[0]}/review`, {version: arguments[1], accept: true})"
+            ".then(r => done(r.status), e => done(String(e)));",
+            first["id"],
+            first["version"],
+        )
+        assert other == "accepted", other
+        c.find(f"{card} button.good").click()
+        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("css selector", "#review-msg").text)
+        c.no_alert()
+        assert c.find("#review-msg").text.startswith(
+            f"{first['key']}: item {first['id']} cannot be reviewed now"
+        )
+        WebDriverWait(c.driver, WAIT).until(
+            lambda d: not d.find_elements("css selector", card)
+        )  # the queue reloaded
+        assert c.find("#count").text == f"{len(items) - 1} waiting"
+        c.screenshot("newuser16-lx-review-conflict")
+        errors = _console_errors(c)  # the review request's own 409, which the page explains
+        assert all("/review" in e["message"] for e in errors), errors
+        assert not c.axe()
