@@ -13,6 +13,35 @@ def _console_errors(c: Chrome) -> list[dict]:
     return [e for e in c.driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
+def _val_project(c: Chrome, name: str, annotator: str = "admin") -> dict:
+    """A cat/dog project over pets' ``val/`` records, one task for ``annotator``."""
+    return project_in_page(
+        c,
+        {
+            "name": name,
+            "dataset": "pets",
+            "prefix": "val/",
+            "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
+            "annotators": [annotator],
+        },
+    )
+
+
+def _all_dog_and_submitted(c: Chrome, task: int) -> list[dict]:
+    """Label every item of ``task`` dog and submit it, through the signed-in page's ``api()``;
+    returns the task's items as they are then."""
+    items = c.driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "(async () => { const v = await api('GET', `/api/tasks/${arguments[0]}`);"
+        " for (const it of v.items) await api('PUT', `/api/items/${it.id}`, {version: it.version, value: 'dog'});"
+        " await api('POST', `/api/tasks/${arguments[0]}/submit`);"
+        " return api('GET', `/api/tasks/${arguments[0]}`); })().then(v => done(v.items), e => done(String(e)));",
+        task,
+    )
+    assert isinstance(items, list) and all(i["status"] == "submitted" for i in items), items
+    return items
+
+
 def test_a_picture_that_cannot_be_shown_says_why_and_cannot_be_labelled_unseen(
     chrome: Chrome,  # noqa: F811
     env: Env,
@@ -25,16 +54,7 @@ def test_a_picture_that_cannot_be_shown_says_why_and_cannot_be_labelled_unseen(
     )
     c = chrome
     with signed_in(c, env, "newuser16-lx-login"):
-        made = project_in_page(
-            c,
-            {
-                "name": "val-check",
-                "dataset": "pets",
-                "prefix": "val/",
-                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
-                "annotators": ["admin"],
-            },
-        )
+        made = _val_project(c, "val-check")
         keys = [r.key for r in env.catalog.list_records("pets", made["version"], prefix="val/")]
         broken = keys.index("val/0-broken.jpg")
         c.driver.get(f"{c.driver.current_url.split('/labelx')[0]}/labelx/tasks/{made['task']}#{broken}")
@@ -91,24 +111,8 @@ def test_a_review_card_whose_picture_cannot_be_shown_says_why(
     )
     c = chrome
     with signed_in(c, env, "newuser16-lx-login2") as base:
-        made = project_in_page(
-            c,
-            {
-                "name": "val-review",
-                "dataset": "pets",
-                "prefix": "val/",
-                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
-                "annotators": ["admin"],
-            },
-        )
-        done = c.driver.execute_async_script(
-            "const done = arguments[arguments.length - 1];"
-            "(async () => { const v = await api('GET', `/api/tasks/${arguments[0]}`);"
-            " for (const it of v.items) await api('PUT', `/api/items/${it.id}`, {version: it.version, value: 'dog'});"
-            " return api('POST', `/api/tasks/${arguments[0]}/submit`); })().then(done, e => done(String(e)));",
-            made["task"],
-        )
-        assert done == {"submitted": made["total"]}, done
+        made = _val_project(c, "val-review")
+        _all_dog_and_submitted(c, made["task"])
         c.driver.get(f"{base}/labelx/projects/{made['id']}/review")
         card = '.rcard[data-item="val/0-broken.jpg"]'
         WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", f"{card} .unshown"))
@@ -140,16 +144,7 @@ def test_take_next_task_with_none_left_says_so_in_the_page_not_in_an_alert(
             store.create_user("ann", "annotator", hash_password("ann-password-1"))
         finally:
             store.close()
-        made = project_in_page(
-            c,
-            {
-                "name": "val-rr",
-                "dataset": "pets",
-                "prefix": "val/",
-                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
-                "annotators": ["ann"],
-            },
-        )
+        made = _val_project(c, "val-rr", "ann")
         c.driver.delete_all_cookies()
         c.visit(f"{base}/labelx/login")
         c.find("#name").send_keys("ann")
@@ -184,24 +179,8 @@ def test_a_card_another_reviewer_decided_first_says_so_in_the_page_not_in_an_ale
     ("item 3 cannot be reviewed now …"), which stopped the page until dismissed."""
     c = chrome
     with signed_in(c, env, "newuser16-lx-login4") as base:
-        made = project_in_page(
-            c,
-            {
-                "name": "val-two",
-                "dataset": "pets",
-                "prefix": "val/",
-                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
-                "annotators": ["admin"],
-            },
-        )
-        items = c.driver.execute_async_script(
-            "const done = arguments[arguments.length - 1];"
-            "(async () => { const v = await api('GET', `/api/tasks/${arguments[0]}`);"
-            " for (const it of v.items) await api('PUT', `/api/items/${it.id}`, {version: it.version, value: 'dog'});"
-            " await api('POST', `/api/tasks/${arguments[0]}/submit`);"
-            " return api('GET', `/api/tasks/${arguments[0]}`); })().then(v => done(v.items), e => done(String(e)));",
-            made["task"],
-        )
+        made = _val_project(c, "val-two")
+        items = _all_dog_and_submitted(c, made["task"])
         first = items[0]
         c.visit(f"{base}/labelx/projects/{made['id']}/review")
         card = f'.rcard[data-item="{first["key"]}"]'
