@@ -12,6 +12,7 @@ import shutil
 import signal
 import sys
 import threading
+import warnings
 
 from datahub.errors import AccessDenied, InvalidInput
 
@@ -188,8 +189,9 @@ def _create_user(args, ctx) -> int:
     from datahub.validation import check_name
     from labelx.auth import hash_password
 
-    password = _password(f"password for {args.name}: ")
-    user = _service(ctx).store.create_user(check_name(args.name, "user"), args.role, hash_password(password))
+    name = check_name(args.name, "user")  # before the prompt: a refused name wastes no typed password
+    password = _password(f"password for {name}: ")
+    user = _service(ctx).store.create_user(name, args.role, hash_password(password))
     ctx.emit({"name": user.name, "role": user.role})
     return 0
 
@@ -201,8 +203,21 @@ def _set_password(args, ctx) -> int:
 
 
 def _password(prompt: str) -> str:
-    """From ``$LABELX_PASSWORD`` (scripts, tests) or asked for, never an argument (``ps`` shows those)."""
-    return os.environ.get("LABELX_PASSWORD") or getpass.getpass(prompt)
+    """From ``$LABELX_PASSWORD`` (scripts, tests) or asked for, never an argument (``ps`` shows those).
+
+    With no terminal, getpass reads stdin; nothing there (cron, CI, ``ssh host cmd``) is the
+    user's mistake, not an EOFError reported as a datahub bug."""
+    if os.environ.get("LABELX_PASSWORD"):
+        return os.environ["LABELX_PASSWORD"]
+    try:
+        with warnings.catch_warnings():  # getpass's own line says input may be echoed; not its traceback path
+            warnings.simplefilter("ignore", getpass.GetPassWarning)
+            return getpass.getpass(prompt)
+    except EOFError:
+        print(file=sys.stderr)  # end the prompt's line
+        raise InvalidInput(
+            "no password given: set $LABELX_PASSWORD, or run the command at a terminal to be asked for one"
+        ) from None
 
 
 def _disable_user(args, ctx) -> int:

@@ -251,11 +251,11 @@ class LabelService:
 
     def take_next_task(self, user: User, project_id: int) -> int:
         """Claim the first unassigned task of a project (atomic: one winner per task)."""
-        self.project_for(user, project_id)
+        project = self.project_for(user, project_id)
         while True:
             task_id = self.store.next_open_task(project_id)
             if task_id is None:
-                raise NotFound(f"project {project_id} has no unassigned task left")
+                raise NotFound(f"no task left to take in {project.name}: every task has its annotator")
             if self.store.claim_task(task_id, user.id):
                 return task_id
 

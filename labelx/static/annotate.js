@@ -6,7 +6,9 @@
  */
 "use strict";
 const S = { view: null, schema: null, items: [], cur: 0, history: new Map(), activeClass: null, sel: -1,
-            drag: null, readonly: new Set(), lastError: null };
+            drag: null, readonly: new Set(), lastError: null, unshown: new Map() };
+// unshown: item id -> the server's reason its picture cannot be shown (not an image, gone from
+// storage, too large): the banner says it, and a label for a picture nobody saw is refused
 const $ = id => document.getElementById(id);
 
 async function load() {
@@ -36,6 +38,8 @@ function show(index) {
   history.replaceState(null, "", `#${S.cur}`);
   const it = item();
   const img = $("image");
+  img.hidden = S.unshown.has(it.id);
+  img.dataset.item = it.id;
   img.src = `${BASE}/api/items/${it.id}/image?size=preview`;
   const nxt = S.items[S.cur + 1];
   if (nxt) new Image().src = `${BASE}/api/items/${nxt.id}/image?size=preview`;  // warm the next one
@@ -71,6 +75,7 @@ function render() {
 function renderBanner(it) {
   if (S.lastError) return;
   if (it.status === "rejected" && it.comment) banner(`Rejected by the reviewer: ${it.comment}`, true);
+  else if (S.unshown.has(it.id)) banner(S.unshown.get(it.id), true);
   else if (!S.view.can_edit) banner("Read-only: this task belongs to another annotator.");
   else if (!editable(it)) banner(S.readonly.has(it.id) ? "Another user is editing this item." : `This item is ${it.status}; it can no longer be changed here.`);
   else banner(null);
@@ -134,6 +139,7 @@ function renderItems() {
 function change(value, { skip = false, advance = false } = {}) {
   const it = item();
   if (!editable(it)) { flash(); return; }
+  if (!skip && S.unshown.has(it.id)) { flash("The picture could not be shown, so it cannot be labelled here: S skips it."); return; }
   $("hint").textContent = "";
   const hist = S.history.get(it.id) || [];
   hist.push({ value: it.value, status: it.status });
@@ -418,6 +424,24 @@ function onUp() {
   renderOverlay(); renderBoxList();
 }
 
+/** The picture did not load: ask the server why (an <img> cannot read the answer's body) and say
+ * it in the banner, instead of a broken-image icon the annotator could label unseen. */
+async function pictureFailed() {
+  const img = $("image"), id = Number(img.dataset.item), src = img.src;
+  img.hidden = true;
+  let why = "The picture could not be loaded; reload the page to try again, or S to skip the item.";
+  try { await api("GET", `/api/items/${id}/image?size=preview`); } catch (e) { if (e.status !== undefined && e.body) why = e.message; }
+  if (img.src !== src) return;  // another item is shown by now
+  S.unshown.set(id, why);
+  if (item().id === id) render();
+}
+function pictureLoaded() {
+  const img = $("image");
+  if (S.unshown.delete(Number(img.dataset.item))) render();  // it loaded after all (a retry)
+  img.hidden = false;
+  fitImage();
+}
+
 /** Scale the image to fill the stage (small previews are enlarged, large ones shrunk). */
 function fitImage() {
   const img = $("image"), stage = $("stage");
@@ -431,7 +455,8 @@ function fitImage() {
 
 document.addEventListener("DOMContentLoaded", () => {
   const ov = $("overlay");
-  $("image").addEventListener("load", fitImage);
+  $("image").addEventListener("load", pictureLoaded);
+  $("image").addEventListener("error", pictureFailed);
   ov.addEventListener("pointerdown", onDown);
   ov.addEventListener("pointermove", onMove);
   ov.addEventListener("pointerup", onUp);

@@ -147,6 +147,14 @@ function columnChart(container, points, color = "#3b5bdb") {
   container.append(s);
 }
 
+/** "Take next task" (home page and dashboard): open the task claimed, or say in ``out`` why there
+ * is none; an alert() box stopped the page for a plain answer ("no task left to take"). */
+async function takeNextTask(projectId, out) {
+  out.textContent = "";
+  try { const r = await api("POST", `/api/projects/${projectId}/take-task`); location.href = `${BASE}/tasks/${r.task_id}`; }
+  catch (e) { out.textContent = e.message; }
+}
+
 function progressBar(node, done, total) {
   node.replaceChildren(el("div.bar", { style: { width: `${total ? (100 * done / total) : 0}%` } }));
 }

@@ -140,10 +140,7 @@ document.addEventListener("DOMContentLoaded", () => {
       a.href = `${BASE}/api/projects/${P.id}/export/${fmt}`; a.hidden = !ok;
     }
   }
-  document.getElementById("take-task").addEventListener("click", async () => {
-    try { const r = await api("POST", `/api/projects/${P.id}/take-task`); location.href = `${BASE}/tasks/${r.task_id}`; }
-    catch (e) { alert(e.message); }
-  });
+  document.getElementById("take-task").addEventListener("click", () => takeNextTask(P.id, document.getElementById("take-msg")));
   const users = BOOT.user.role === "admin" ? api("GET", "/api/users").then(u => { USERS = u; }) : Promise.resolve();
   users.then(refresh).catch(e => document.getElementById("subtitle").textContent = e.message);
 });

@@ -35,14 +35,10 @@ async function loadProjects() {
       el("div.row", {},
         canReview ? el("a.btn.small", { href: `${BASE}/projects/${p.id}/review` }, "Review") : null,
         el("a.btn.small", { href: `${BASE}/projects/${p.id}` }, "Dashboard"),
-        !canReview ? el("button.btn.small", { type: "button", onclick: () => takeTask(p.id) }, "Take next task") : null));
+        !canReview ? el("button.btn.small.take-task", { type: "button", onclick: ev => takeNextTask(p.id, ev.target.closest(".project").querySelector(".take-msg")) }, "Take next task") : null),
+      !canReview ? el("p.msg.err.take-msg", { role: "status" }) : null);
     box.append(card);
   }
-}
-
-async function takeTask(projectId) {
-  try { const r = await api("POST", `/api/projects/${projectId}/take-task`); location.href = `${BASE}/tasks/${r.task_id}`; }
-  catch (e) { alert(e.message); }
 }
 
 function splitList(text) { return text.split(",").map(s => s.trim()).filter(Boolean); }

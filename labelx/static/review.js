@@ -16,7 +16,8 @@ function card(it, i) {
   } });
   const overlay = P.schema.kind === "detection" ? boxesSvg(P.schema, it.value) : null;
   return el("div.rcard" + (i === R.cur ? ".cur" : "") + (it.decided ? "." + it.decided : ""), { "data-item": it.key, onclick: () => { R.cur = i; highlight(); } },
-    el("div.thumb", {}, el("img", { src: `${BASE}/api/items/${it.id}/image?size=preview`, alt: it.key, loading: "lazy" }), overlay),
+    el("div.thumb", {}, it.unshown ? el("p.unshown", { role: "note" }, it.unshown) :
+      el("img", { src: `${BASE}/api/items/${it.id}/image?size=preview`, alt: it.key, loading: "lazy", onerror: () => pictureFailed(it) }), overlay),
     el("div.body", {},
       el("div.value", {}, describe(it.value)),
       el("div.muted.mono", {}, it.key),
@@ -25,6 +26,15 @@ function card(it, i) {
       it.decided ? el("span.pill." + it.decided, {}, it.decided) :
         el("div.acts", {}, el("button.btn.small.good", { type: "button", onclick: () => decide(i, true) }, "Accept"),
           reject, el("button.btn.small.bad", { type: "button", onclick: () => decide(i, false, reject.value) }, "Reject"))));
+}
+
+/** A picture that did not load: the card says the server's reason (an <img> cannot read it) where
+ * a broken-image icon stood, so nobody accepts a label for a picture they took for a slow one. */
+async function pictureFailed(it) {
+  let why = "The picture could not be loaded; reload the page to try again.";
+  try { await api("GET", `/api/items/${it.id}/image?size=preview`); } catch (e) { if (e.status !== undefined && e.body) why = e.message; }
+  it.unshown = `No picture: ${why}`;
+  render();
 }
 
 function render() {
@@ -49,13 +59,18 @@ async function decide(i, accept, comment = "") {
     if (input) input.focus();
     return;
   }
+  const msg = document.getElementById("review-msg");
   try {
     const res = await api("POST", `/api/items/${it.id}/review`, { version: it.version, accept, comment });
+    msg.textContent = "";
     it.version = res.version; it.decided = res.status;
     const next = R.items.findIndex((x, j) => j > i && !x.decided);
     if (next >= 0) R.cur = next;
     render();
-  } catch (e) { alert(e.message); if (e.status === 409) load(); }
+  } catch (e) {  // in the page: an alert() box stopped it (another reviewer decided the card first)
+    msg.textContent = `${it.key}: ${e.message}`;
+    if (e.status === 409) load();
+  }
 }
 
 document.addEventListener("keydown", ev => {

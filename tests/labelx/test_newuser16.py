@@ -1,0 +1,50 @@
+"""What a new user met making LabelX accounts from a shell (newuser16): the real ``datahub``
+program, a new home, no terminal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+DATAHUB = str(Path(sys.executable).with_name("datahub"))
+
+
+def _run(home: Path, *args: str, password: str | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "LABELX_"))}
+    if password is not None:
+        env["LABELX_PASSWORD"] = password
+    return subprocess.run(
+        [DATAHUB, "--home", str(home), "labelx", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,  # no terminal and nothing to read: as under cron, CI or ssh host cmd
+        capture_output=True,
+        text=True,
+        timeout=300,  # a hang guard, never a timing goal
+    )
+
+
+def test_no_password_and_no_terminal_names_the_two_ways_to_give_one(tmp_path: Path) -> None:
+    """``create-user`` (and ``set-password``) without ``$LABELX_PASSWORD`` and with nothing on
+    stdin said "datahub labelx failed: EOFError: ; this is a datahub bug" (exit 1)."""
+    for args in (("create-user", "bob", "--role", "annotator"), ("set-password", "bob")):
+        proc = _run(tmp_path / "home", *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "bug" not in proc.stderr and "EOFError" not in proc.stderr, proc.stderr
+        assert proc.stderr.rstrip().endswith(
+            "error: no password given: set $LABELX_PASSWORD, or run the command at a terminal to be asked for one"
+        ), proc.stderr
+    made = _run(tmp_path / "home", "create-user", "bob", "--role", "annotator", password="correct-horse-9")
+    assert made.returncode == 0, made.stderr  # the variable is the way a script gives it
+
+
+def test_a_bad_user_name_is_refused_before_the_password_is_asked_for(tmp_path: Path) -> None:
+    """``create-user Bob``: the password was asked for first (or, with none to read, the EOFError
+    "bug"), and only then the name refused."""
+    proc = _run(tmp_path / "home", "create-user", "Bob", "--role", "annotator")
+    assert proc.returncode == 2, proc.stderr
+    assert "password" not in proc.stderr, proc.stderr
+    assert proc.stderr.rstrip().endswith(
+        "error: invalid user name 'Bob': use 1-63 characters from [a-z0-9._-], starting with a letter or digit"
+    ), proc.stderr
