@@ -528,9 +528,10 @@ class WorkspaceView:
         return entry is not None and entry[1].writes_in_memory(offset, length)
 
     def write(self, fh: int, offset: int, data: bytes, *, cached: bool = False) -> int:
-        """``cached``: the WRITE carries pages of the kernel's write-back cache (its
-        ``FUSE_WRITE_CACHE`` flag): the ``write(2)`` that dirtied them returned long ago, so
-        a failure is answered as ``_short_file`` says. Any other WRITE (``O_DIRECT``, or no
+        """``cached``: the WRITE carries pages the kernel writes back (its ``FUSE_WRITE_CACHE``
+        flag: the write-back cache's, or a shared mapping's on any mount): the store or
+        ``write(2)`` that dirtied them returned long ago, so a failure is answered as
+        ``_short_file`` says. Any other WRITE (``O_DIRECT``, or no
         write-back cache) is the caller's ``write(2)`` itself and fails there: past the
         quota with ENOSPC, changing no byte of the file (``_charge_write`` charges before
         writing), its handle short so its close reverts, as on the daemon path. Before
