@@ -59,6 +59,8 @@ class Build:
     fastread: bool = False
     #: the open table measures page-cache residency at each open (the automatic read mode)
     sample_cached: bool = False
+    #: write() is told whether the WRITE comes from the kernel's write-back cache (workspaces)
+    write_cached: bool = False
 
     @classmethod
     def probe(cls, pyfuse3: object) -> Build:
@@ -73,6 +75,7 @@ class Build:
             lookup_in_c=fastloop and hasattr(pyfuse3, "lookup_publish"),
             fastread=fastloop and bool(getattr(pyfuse3, "FASTREAD", False)),
             sample_cached=hasattr(pyfuse3, "passthrough_sample_cached"),
+            write_cached=bool(getattr(pyfuse3, "WRITE_CACHED", False)),
         )
 
 

@@ -469,6 +469,11 @@ class WorkspaceOps(Ops):
         write_passthrough: bool = False,
         writeback_cache: bool = False,
     ) -> None:
+        if not BUILD.write_cached:  # write() would fail every WRITE (it takes ``cached``)
+            raise DatahubError(
+                "the installed pyfuse3 predates third_party/pyfuse3's write flags (WRITE_CACHED): "
+                "rebuild it with `make install` (scripts/build_pyfuse3.sh)"
+            )
         super().__init__(threads, abandon=False)
         self.view = view  # fuse_adapter.workspace.WorkspaceView
         view.forget_entry = partial(forget_entry_within, timeout)
@@ -583,10 +588,11 @@ class WorkspaceOps(Ops):
         return await self._thread(self.view.read, fh, off, size)
 
     @_fuse_errors
-    async def write(self, fh, off, buf):
+    async def write(self, fh, off, buf, cached):
+        # cached: from the kernel's write-back cache (FUSE_WRITE_CACHE), not inside a write(2)
         if self.view.writes_in_memory(fh, off, len(buf)):  # a copy into a buffer: no hop
-            return self.view.write(fh, off, buf)
-        return await self._thread(self.view.write, fh, off, buf)
+            return self.view.write(fh, off, buf, cached=cached)
+        return await self._thread(self.view.write, fh, off, buf, cached=cached)
 
     @_fuse_errors
     async def flush(self, fh):

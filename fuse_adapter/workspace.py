@@ -527,16 +527,26 @@ class WorkspaceView:
         entry = self._handles.get(fh)
         return entry is not None and entry[1].writes_in_memory(offset, length)
 
-    def write(self, fh: int, offset: int, data: bytes) -> int:
+    def write(self, fh: int, offset: int, data: bytes, *, cached: bool = False) -> int:
+        """``cached``: the WRITE carries pages the kernel writes back (its ``FUSE_WRITE_CACHE``
+        flag: the write-back cache's, or a shared mapping's on any mount): the store or
+        ``write(2)`` that dirtied them returned long ago, so a failure is answered as
+        ``_short_file`` says. Any other WRITE (``O_DIRECT``, or no
+        write-back cache) is the caller's ``write(2)`` itself and fails there: past the
+        quota with ENOSPC, changing no byte of the file (``_charge_write`` charges before
+        writing), its handle short so its close reverts, as on the daemon path. Before
+        (review15wb), a direct WRITE past the quota on a ``--writeback-cache`` mount was
+        answered as done with its bytes dropped: ``write(2)`` returned the full count and a
+        read found zeros."""
         try:
             return self._write(fh, offset, data)
         except NoSpace:
-            if not self.kernel_cache:
+            if not cached:
                 raise
             self._short_file(fh)
             return len(data)
         except (DatahubError, OSError):
-            if self.kernel_cache and fh in self._handles:
+            if cached and fh in self._handles:
                 self._short_file(fh, failed=True)
             raise
 

@@ -1,7 +1,8 @@
 """A/B of two pyfuse3 builds on a workspace mount's request loop, taking turns in one run.
 
     .venv/bin/python bench/writeback/loop_ab.py BASE_SITE [--rounds 3] [--files 300]
-        [--lookups 3000] [--size 100000] [--passthrough]
+        [--lookups 3000] [--size 100000] [--piece 1048576] [--passthrough | --writeback-cache]
+        [--base-tree DIR]
 
 Issue 41, lever 1 (pyfuse3's session loop, ``third_party/pyfuse3/src/pyfuse3/internal.pxi``).
 ``BASE_SITE`` is a directory holding the other build's ``pyfuse3`` package, e.g. a copy of
@@ -19,6 +20,13 @@ hour) once with ``BASE_SITE`` first on ``PYTHONPATH`` ("base") and once with the
   4 writers: daemon CPU per file (utime + stime of the mount process) and wall per file;
 - in the first round, the FUSE requests per file by opcode (the kernel's fuse tracepoint).
 
+``--base-tree DIR`` (an export of the base commit, e.g. ``git archive BASE | tar -x -C DIR``):
+the base daemon runs that tree's code too (its working directory), for a change that spans the
+build and its Python caller (odirect16: ``write()``'s ``cached`` argument). ``--piece``: bytes
+per ``write(2)`` call (8192: one WRITE per 8 KiB without the write-back cache);
+``--writeback-cache``: the mounts take the kernel's write-back cache. CPU per MiB is printed
+beside CPU per file.
+
 The machine is shared: CPU per request and per file are the figures to compare, wall clock
 swings with the load (printed before and after each round).
 """
@@ -35,7 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from mount_writes import Mount, cpu_seconds, load, write_files
+import mount_writes
+from mount_writes import MiB, Mount, cpu_seconds, load, write_files
 
 from tests.fuse.fuse_tracepoint import FuseRequests, available
 
@@ -49,13 +58,14 @@ def build_of(pid: int) -> str:
 
 
 def measure(
-    root: Path, tag: str, site: str | None, args: argparse.Namespace, trace: bool
+    root: Path, tag: str, site: str | None, tree: Path, args: argparse.Namespace, trace: bool
 ) -> dict[str, float]:
     saved = os.environ.get("PYTHONPATH")
     if site:
         os.environ["PYTHONPATH"] = site
+    flags = ["--passthrough" if args.passthrough else "--no-passthrough"]
     try:
-        mount = Mount(root, tag, ["--passthrough" if args.passthrough else "--no-passthrough"])
+        mount = Mount(root, tag, flags + (["--writeback-cache"] if args.writeback_cache else []), repo=tree)
     finally:
         if saved is None:
             os.environ.pop("PYTHONPATH", None)
@@ -99,23 +109,30 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100_000)
     ap.add_argument("--lookups", type=int, default=3000)
     ap.add_argument("--passthrough", action="store_true", help="staged files (default: the daemon path)")
+    ap.add_argument("--writeback-cache", action="store_true", help="the kernel's write-back cache")
+    ap.add_argument("--piece", type=int, default=mount_writes.PIECE, help="bytes per write(2) call")
+    ap.add_argument("--base-tree", help="the base daemon runs this tree's code (default: this tree)")
     args = ap.parse_args()
+    mount_writes.PIECE = args.piece
     base_site = str(Path(args.base_site).resolve())
+    base_tree = Path(args.base_tree).resolve() if args.base_tree else mount_writes.REPO
+    print(f"# {args.size} bytes per file, {args.piece} per write(2); base tree {base_tree}", flush=True)
     root = Path(tempfile.mkdtemp(prefix="wb-loop-ab-", dir="/tmp"))
     results: dict[str, list[dict[str, float]]] = {"base": [], "head": []}
     try:
         for r in range(args.rounds):
             print(f"round {r + 1}: load before: {load()}", flush=True)
-            order = [("base", base_site), ("head", None)]
+            order = [("base", base_site, base_tree), ("head", None, mount_writes.REPO)]
             if r % 2:
                 order.reverse()
-            for name, site in order:
-                res = measure(root, f"{name}{r}", site, args, trace=r == 0)
+            for name, site, tree in order:
+                res = measure(root, f"{name}{r}", site, tree, args, trace=r == 0)
                 results[name].append(res)
                 print(
                     f"  {name}: LOOKUP {res['lookup_us']:.0f} us; per file: 1 writer "
-                    f"{res['cpu1_ms']:.2f} ms CPU, {res['wall1_ms']:.2f} ms wall; 4 writers "
-                    f"{res['cpu4_ms']:.2f} ms CPU, {res['wall4_ms']:.2f} ms wall",
+                    f"{res['cpu1_ms']:.2f} ms CPU ({res['cpu1_ms'] * MiB / args.size:.2f} ms/MiB), "
+                    f"{res['wall1_ms']:.2f} ms wall; 4 writers {res['cpu4_ms']:.2f} ms CPU "
+                    f"({res['cpu4_ms'] * MiB / args.size:.2f} ms/MiB), {res['wall4_ms']:.2f} ms wall",
                     flush=True,
                 )
             print(f"round {r + 1}: load after: {load()}", flush=True)
@@ -130,6 +147,10 @@ def main() -> None:
             b = statistics.median(x[key] for x in results["base"])
             h = statistics.median(x[key] for x in results["head"])
             print(f"  {label:40s} {b:8.2f} -> {h:8.2f}  ({h / b:.2f}x)")
+            if key.startswith("cpu"):
+                print(
+                    f"  {'  the same per MiB, ms':40s} {b * MiB / args.size:8.2f} -> {h * MiB / args.size:8.2f}"
+                )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

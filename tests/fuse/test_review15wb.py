@@ -360,31 +360,29 @@ def test_several_writers_past_the_quota_and_a_rewrite_after_an_enospc_close(env:
     assert _remounted(env, mnt, "rv-quota") == want
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the daemon cannot tell a direct WRITE from one out of the page cache (pyfuse3 passes "
-    "no write flags, FUSE_WRITE_CACHE), so it answers a direct WRITE past the quota as done with "
-    "its bytes dropped (WorkspaceView._short_file): pwritev returns 4 MiB, a direct read returns "
-    "zeros from 3 MiB on; only the close reports ENOSPC",
-)
 def test_o_direct_write_past_the_quota_is_refused_or_reads_back(env: FuseEnv) -> None:
     """An O_DIRECT write reaches the daemon inside write(2), not from the page cache: it must
-    fail with ENOSPC there, or the bytes it reported written must read back. Reproduction: a
-    3 MiB quota, a 4 MiB O_DIRECT pwritev of a new file returns 4194304, and a direct pread of
-    it returns zeros from offset 3145728 on."""
+    fail with ENOSPC there, or the bytes it reported written must read back; the refused
+    WRITE makes the close report ENOSPC. Before (review15wb): a 3 MiB quota, a 4 MiB O_DIRECT
+    pwritev of a new file returned 4194304, and a direct pread of it returned zeros from
+    offset 3145728 on (the WRITE past the quota answered as done, its bytes dropped, as for
+    the page cache's WRITEs: the daemon could not tell them apart)."""
     mnt = env.mountpoint("rv-dquota")
     data = os.urandom(4 * MiB)
     with env.mounted(mnt, "--workspace", "rv-dquota", "--quota", str(QUOTA), WBC):
         fd = os.open(mnt / "d.bin", os.O_CREAT | os.O_RDWR | os.O_DIRECT, 0o644)
         try:
-            n = os.pwritev(fd, [_aligned(data)], 0)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-            n = 0
-        out = mmap.mmap(-1, len(data))
-        got = os.preadv(fd, [out], 0)
-        assert got >= n and out[:n] == data[:n]
-        _close_errno(fd)
+            try:
+                n = os.pwritev(fd, [_aligned(data)], 0)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                n = 0
+            out = mmap.mmap(-1, len(data))
+            got = os.preadv(fd, [out], 0)
+            assert n < len(data) and got >= n and out[:n] == data[:n]
+        finally:
+            closed = _close_errno(fd)
+        assert closed == errno.ENOSPC
 
 
 def test_a_readers_close_does_not_commit_a_file_whose_writes_ran_out_of_space(env: FuseEnv) -> None:

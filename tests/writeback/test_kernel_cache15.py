@@ -3,7 +3,9 @@
 on any of its writable handles and, if a WRITE is refused, returns the error at the close
 without a FLUSH; so the WRITE is answered as done with its bytes dropped, every writable
 handle of the file is refused at its close (which reverts the file first), and a reader is
-not. The real-mount side is tests/fuse/test_workspace_nospace.py's ``writeback-cache`` case."""
+not. A WRITE not from the cache (``cached=False``: ``O_DIRECT``) fails as on the daemon path.
+The real-mount side is tests/fuse/test_workspace_nospace.py's ``writeback-cache`` case and
+tests/fuse/test_review15wb.py's ``O_DIRECT`` one."""
 
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ def test_a_cached_write_past_the_quota_is_answered_and_every_writer_refused_at_c
     a, _, _ = view.open(ino, truncate=False)
     b, _, _ = view.open(ino, truncate=False)
     reader, _, _ = view.open(ino, truncate=False, writable=False)
-    view.write(b, 0, b"within")  # the kernel's WRITE for a's pages may come on b's handle
-    assert view.write(b, 0, os.urandom(100)) == 100  # past the quota: answered, dropped
+    view.write(b, 0, b"within", cached=True)  # the kernel's WRITE for a's pages may come on b's handle
+    assert view.write(b, 0, os.urandom(100), cached=True) == 100  # past the quota: answered, dropped
     with pytest.raises(NoSpace):
         view.fsync(a)  # an fsync is refused (and reverts nothing)
     for fh in (a, b):
@@ -41,12 +43,19 @@ def test_a_cached_write_past_the_quota_is_answered_and_every_writer_refused_at_c
     view.ws.close()
 
 
-def test_without_the_cache_the_write_itself_fails(env: Env) -> None:
-    """The daemon path as before: the WRITE is the write(2), refused with ENOSPC there."""
+@pytest.mark.parametrize("cache", [False, True], ids=["daemon path", "direct WRITE, cache on"])
+def test_a_write_not_from_the_cache_fails_itself_and_changes_no_byte(env: Env, cache: bool) -> None:
+    """The daemon path as before, and with the cache on a WRITE not from it (``cached``
+    False: ``O_DIRECT``, the caller's ``write(2)`` waiting for it): refused with ENOSPC there,
+    no byte of it written (the quota is charged first). Before (review15wb), with the cache
+    on, it was answered as done and its bytes dropped."""
     view = WorkspaceView(env.open(), quota=Quota(64))
+    if cache:
+        view.kernel_cache_on()
     ino = _acked(view)
     a, _, _ = view.open(ino, truncate=False)
     with pytest.raises(NoSpace):
         view.write(a, 0, os.urandom(100))
+    assert view.read(a, 0, 100) == b"acked"
     view.release(a)
     view.ws.close()

@@ -18,6 +18,7 @@ cdef extern from * nogil: # fuse_common.h should not be included
 
     struct fuse_file_info:
         int flags
+        unsigned int writepage  # datahub: set by libfuse on WRITE from FUSE_WRITE_CACHE
         unsigned int direct_io
         unsigned int keep_cache
         unsigned int nonseekable

@@ -36,6 +36,7 @@ FASTOPEN_MAX: int
 FASTLOOP: bool
 FASTREAD: bool
 FASTREAD_MAX: int
+WRITE_CACHED: bool
 trio_token: Optional[TrioToken]
 __version__: str
 _NANOS_PER_SEC: int

@@ -219,6 +219,8 @@ URING = bool(PYFUSE3_FASTPATH)
 FASTREAD = bool(PYFUSE3_FASTPATH)
 #: datahub: page files fastread_publish holds at most
 FASTREAD_MAX = 4096
+#: datahub: write() gets a fourth argument, ``cached`` (the WRITE's FUSE_WRITE_CACHE flag)
+WRITE_CACHED = True
 cdef bint fl_running = False  # the reader thread serves this session's loop
 cdef bint fl_allowed = True   # False with allow_root (libfuse checks the caller's uid)
 cdef bint passthrough_on = False

@@ -433,11 +433,17 @@ class Operations:
 
         raise FUSEError(errno.ENOSYS)
 
-    async def write(self, fh: FileHandleT, off: int, buf: bytes) -> int:
+    async def write(self, fh: FileHandleT, off: int, buf: bytes, cached: bool) -> int:
         '''Write *buf* into *fh* at *off*.
 
         *fh* will be an integer filehandle returned by a prior `open` or
         `create` call.
+
+        datahub: *cached* is true when the kernel sends pages of its write-back
+        cache (``FUSE_WRITE_CACHE``, libfuse's ``fi->writepage``): the
+        ``write(2)`` that dirtied them has returned, and an error raised here
+        reaches only a later fsync or close. False: the WRITE is a ``write(2)``
+        in progress (``O_DIRECT``, or no write-back cache), which gets the error.
 
         This method must return the number of bytes written. However, unless the
         file system has been mounted with the ``direct_io`` option, the file

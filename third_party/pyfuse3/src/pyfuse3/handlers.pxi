@@ -29,6 +29,7 @@ cdef class _Container:
     cdef size_t   size
     cdef struct_stat stat
     cdef uint64_t fh
+    cdef bint     cached  # datahub: WRITE: pages of the kernel's write-back cache (fi.writepage)
 
 cdef void fuse_init (void *userdata, fuse_conn_info *conn):
     if not conn.capable & FUSE_CAP_READDIRPLUS:
@@ -443,6 +444,7 @@ cdef void fuse_write (fuse_req_t req, fuse_ino_t ino, const_char *buf,
     c.size = size
     c.off = off
     c.fh = fi.fh
+    c.cached = fi.writepage != 0  # datahub: the kernel's FUSE_WRITE_CACHE (see fuse_write_buf)
 
     if size > PY_SSIZE_T_MAX:
         raise OverflowError('Value too long to convert to Python')
@@ -454,7 +456,7 @@ async def fuse_write_async (_Container c, pbuf):
     cdef size_t len_
 
     try:
-        len_ = await operations.write(c.fh, c.off, pbuf)
+        len_ = await operations.write(c.fh, c.off, pbuf, c.cached)
     except FUSEError as e:
         ret = fuse_reply_err(c.req, e.errno)
     else:
@@ -470,6 +472,11 @@ cdef void fuse_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec *bufv,
     c.req = req
     c.off = off
     c.fh = fi.fh
+    # datahub: libfuse's fi.writepage is the WRITE's FUSE_WRITE_CACHE flag: the bytes come
+    # from the kernel's write-back cache (write(2) returned long ago), not from inside a
+    # write(2) (O_DIRECT, or no write-back cache). A file system that can run out of space
+    # must tell them apart: only the second can still fail the caller's write(2).
+    c.cached = fi.writepage != 0
     buf = PyBytes_from_bufvec(bufv)
     save_retval(fuse_write_buf_async(c, buf))
 
@@ -478,7 +485,7 @@ async def fuse_write_buf_async (_Container c, buf):
     cdef size_t len_
 
     try:
-        len_ = await operations.write(c.fh, c.off, buf)
+        len_ = await operations.write(c.fh, c.off, buf, c.cached)
     except FUSEError as e:
         ret = fuse_reply_err(c.req, e.errno)
     else:
