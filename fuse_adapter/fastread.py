@@ -153,5 +153,6 @@ class FastReads:
             "reads_in_c_direct": t.get("direct", 0),
             "page_files_published": t.get("files", 0),
             "page_files_changed": t.get("changed", 0),
+            "page_files_swept": t.get("swept", 0),
             "reads_handed_to_python": t.get("handed", 0),
         }

@@ -320,6 +320,7 @@ class PassthroughOpens:
             "backing_ids_closed": t.get("ids_closed", 0),
             "published": t.get("published", 0),
             "changed_on_disk": t.get("changed", 0),
+            "backing_files_swept": t.get("swept", 0),
             "fastopen": bool(t.get("fastopen", False)),
             "fastloop": bool(t.get("fastloop", False)),
             "passthrough_opens_in_loop_thread": t.get("loop_opens", 0),

@@ -32,12 +32,15 @@ def files(env: FuseEnv) -> Dataset:
 
 
 @pytest.mark.parametrize(
-    ("args", "key"),
-    [(("--no-passthrough",), "page_files_published"), (("--passthrough",), "published")],
+    ("args", "key", "swept"),
+    [
+        (("--no-passthrough",), "page_files_published", "page_files_swept"),
+        (("--passthrough",), "published", "backing_files_swept"),
+    ],
     ids=["fastread", "passthrough"],
 )
 def test_a_published_page_file_removed_by_another_process_is_let_go(
-    env: FuseEnv, files: Dataset, args: tuple[str, ...], key: str
+    env: FuseEnv, files: Dataset, args: tuple[str, ...], key: str, swept: str
 ) -> None:
     mnt = env.mountpoint("el")
     with env.mounted(mnt, "el", *args) as daemon:
@@ -58,5 +61,6 @@ def test_a_published_page_file_removed_by_another_process_is_let_go(
         # nothing opens or reads them now: only the sweep can let them go
         wait_until(lambda: not _removed_page_files_held(daemon.pid), LET_GO, interval=0.5)
         wait_until(lambda: _published(env, key) == 0, GUARD, interval=0.5)
+        assert _published(env, swept) == len(FILES)  # the sweep found them, no request did
         forget_pages(root, FILES)
         assert {k: read_buffered(root / k) for k in FILES} == FILES  # fetched again, right bytes

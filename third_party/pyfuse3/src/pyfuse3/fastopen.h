@@ -69,7 +69,7 @@ struct pyfuse3_fo_counters {
     uint64_t sampled;       /* opens answered here whose file cachestat(2) measured */
     uint64_t resident;      /* of them, the whole file was in the page cache */
     uint64_t sample_failed; /* cachestat(2) failed (ENOSYS before Linux 6.5) */
-    uint64_t swept;         /* entries retracted by pyfuse3_fo_sweep (changed or removed) */
+    uint64_t swept;         /* of `changed`, found by pyfuse3_fo_sweep (no open came) */
 };
 
 static struct pyfuse3_fo_entry pyfuse3_fo_table[PYFUSE3_FO_SLOTS];

@@ -67,9 +67,9 @@ struct pyfuse3_fr_counters {
     uint64_t reads;     /* READs answered here */
     uint64_t bytes;     /* bytes sent by them */
     uint64_t direct;    /* of them read with O_DIRECT */
-    uint64_t changed;   /* files found changed at a READ (retracted, READ handed to Python) */
+    uint64_t changed;   /* files found changed at a READ (retracted, READ handed to Python) or by the sweep */
     uint64_t handed;    /* READs of published inodes handed over (changed, or an I/O error) */
-    uint64_t swept;     /* files retracted by pyfuse3_fr_sweep (changed or removed meanwhile) */
+    uint64_t swept;     /* of them, found by pyfuse3_fr_sweep (changed or removed, no READ came) */
 };
 
 static struct {
@@ -243,6 +243,7 @@ static unsigned pyfuse3_fr_sweep(unsigned slots, uint64_t *out, unsigned max) {
         if (f != NULL && (fstat(f->fd, &st) != 0 || !pyfuse3_fr_same(f, &st))) {
             out[n++] = f->ino;
             pyfuse3_fr.n.swept++;
+            pyfuse3_fr.n.changed++;
             pyfuse3_fr_remove(pyfuse3_fr.cursor);
             continue; /* a later entry may have moved into this slot: look at it next */
         }
