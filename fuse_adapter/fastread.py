@@ -40,6 +40,7 @@ class Table(Protocol):
     def retract(self, ino: int) -> bool: ...
     def retract_file(self, st_dev: int, st_ino: int) -> int: ...
     def drain_hits(self) -> list[int]: ...
+    def sweep(self, slots: int) -> list[int]: ...
     def stats(self) -> dict: ...
 
 
@@ -121,10 +122,23 @@ class FastReads:
 
     def evicted(self, st_dev: int, st_ino: int) -> None:
         """The tier removed this file: if it is published, retract it (its space comes back
-        at once). A file another process changed or removed is seen by C at its next READ."""
+        at once). A file another process changed or removed is seen by C at its next READ,
+        or by :meth:`sweep`."""
         ino = self.table.retract_file(st_dev, st_ino)
         if ino:
             self._published.pop(ino, None)
+
+    def sweep(self, slots: int) -> int:
+        """Retract the published page files another process removed (evicted) or changed:
+        a warm file sends no READ that would find them, so its descriptor and the removed
+        file's space were held until unmount. C fstat()s ``slots`` slots of its table per
+        call, going round it. How many."""
+        if not self._published:
+            return 0
+        gone = self.table.sweep(slots)
+        for ino in gone:
+            self._published.pop(ino, None)
+        return len(gone)
 
     def drain_hits(self) -> list[int]:
         """Inodes with READs answered in C since the last call (each once)."""
@@ -139,5 +153,6 @@ class FastReads:
             "reads_in_c_direct": t.get("direct", 0),
             "page_files_published": t.get("files", 0),
             "page_files_changed": t.get("changed", 0),
+            "page_files_swept": t.get("swept", 0),
             "reads_handed_to_python": t.get("handed", 0),
         }

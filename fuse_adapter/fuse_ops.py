@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 RO_TIMEOUT = 24 * 3600.0  # immutable: the kernel may keep entries and attributes for a day
 MAX_IO = 1024 * 1024  # max_read / readahead target (the kernel's FUSE limit here is 256 pages)
+#: slots of each C table of published page files (8,192) fstat()ed per second by the sweep
+#: for files another process evicted: a full table in 16 s, ~256 fstat calls a second at most
+SWEEP_SLOTS = 512
 
 
 def _errno_of(exc: BaseException) -> int:
@@ -283,6 +286,26 @@ class ReadOnlyOps(Ops):
                 self.fastread.evicted(st_dev, st_ino)
         except Exception:
             log.exception("retracting an evicted backing file")
+
+    def sweep_backing(self) -> None:
+        """Once a second, from the mount's hits thread: on the loop (the C tables' Python
+        side is the loop's), let go of published page files another process evicted."""
+        token = getattr(self, "_token", None)
+        if token is not None and (self.passthrough.wanted or self.fastread.active):
+            try:
+                token.run_sync_soon(self._sweep)
+            except trio.RunFinishedError:
+                pass  # unmounted: every id is closed already
+
+    def _sweep(self) -> None:
+        try:  # runs in trio's loop, outside any task: an exception here would end the mount
+            gone = self.passthrough.sweep(SWEEP_SLOTS)
+            if FASTREAD:
+                gone += self.fastread.sweep(SWEEP_SLOTS)
+            if gone:
+                log.info("let go of %d page files another process removed or changed", gone)
+        except Exception:
+            log.exception("sweeping the published page files")
 
     def _timeout(self, ino: int) -> float:
         return 0.0 if self.view.is_virtual(ino) else RO_TIMEOUT

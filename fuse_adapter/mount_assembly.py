@@ -246,6 +246,7 @@ def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Even
     files for cold ones and evict them first: report them as hits, once per file per period."""
     while not stopping.wait(C_HITS_EVERY):
         ops.read_mode_tick()  # the automatic read mode's evidence, once a tick
+        ops.sweep_backing()  # page files another process evicted: their space back
         inos = ops.passthrough.drain_hits() + ops.fastread.drain_hits()
         try:
             view.backing_hits(inos)

@@ -65,6 +65,7 @@ class Table(Protocol):
         self, ino: int, size: int, nlink: int, ctime_ns: int, mtime_ns: int
     ) -> tuple[int, int] | None: ...
     def drain_hits(self) -> list[int]: ...
+    def sweep(self, slots: int) -> list[int]: ...
     def stats(self) -> dict: ...
 
 
@@ -259,11 +260,24 @@ class PassthroughOpens:
 
     def evicted(self, st_dev: int, st_ino: int) -> None:
         """The tier removed this file: if it is published, retract it (its space comes back
-        with its last handle). Another process's evictions are seen by C at the next open."""
+        with its last handle). Another process's evictions are seen by C at the next open,
+        or by :meth:`sweep`."""
         if self.wanted:
             ino = self.table.retract_file(st_dev, st_ino)
             if ino:
                 self._published.pop(ino, None)
+
+    def sweep(self, slots: int) -> int:
+        """Retract the published files another process removed (evicted) or changed, which
+        nothing else tells this mount: C fstat()s the held files of ``slots`` slots of its
+        table per call, going round it. How many; each one's backing id and space go now,
+        or with its last handle."""
+        if not self.wanted:
+            return 0
+        gone = self.table.sweep(slots)
+        for ino in gone:
+            self._published.pop(ino, None)
+        return len(gone)
 
     def published_inodes(self) -> list[int]:
         """The inodes published, least recently first (``read_mode`` hands them over)."""
@@ -306,6 +320,7 @@ class PassthroughOpens:
             "backing_ids_closed": t.get("ids_closed", 0),
             "published": t.get("published", 0),
             "changed_on_disk": t.get("changed", 0),
+            "backing_files_swept": t.get("swept", 0),
             "fastopen": bool(t.get("fastopen", False)),
             "fastloop": bool(t.get("fastloop", False)),
             "passthrough_opens_in_loop_thread": t.get("loop_opens", 0),

@@ -6,7 +6,8 @@
 # The list covers every C path a default mount uses (zero-message opens, READs answered in C
 # from page files: fastread.h, LOOKUPs in C, READDIRPLUS packed in C: readdir.h, the reader
 # thread and its hand-over queue under concurrent handlers, io_uring, the request counters, a
-# page file evicted while published: the *_retract_file calls) and the passthrough ones a flag
+# page file evicted while published: the *_retract_file calls; one another process removed: the
+# *_sweep calls) and the passthrough ones a flag
 # turns on (a bucket mount's too).
 # The sanitized build goes to .venv/opt/pyfuse3-sanitize (scripts/build_pyfuse3.sh with
 # PYFUSE3_SANITIZE; rebuilt only when the tree changes), never into the venv: it is put first on
@@ -25,7 +26,8 @@ TESTS=(tests/fuse/test_passthrough.py tests/fuse/test_passthrough_opens.py tests
        tests/fuse/test_zero_message_open.py tests/fuse/test_fastread.py tests/fuse/test_warm_requests.py
        tests/fuse/test_cold_open.py tests/fuse/test_read_mode.py tests/fuse/test_paged_readdir.py
        tests/fuse/test_session_loop.py tests/fuse/test_request_counter.py
-       tests/fuse/test_bucket_passthrough.py tests/fuse/test_evicted_published.py)
+       tests/fuse/test_bucket_passthrough.py tests/fuse/test_evicted_published.py
+       tests/fuse/test_evicted_elsewhere.py)
 (($#)) && TESTS=("$@")
 PYFUSE3_SANITIZE=$DIR scripts/build_pyfuse3.sh "$PY"
 LIBASAN=$(gcc -print-file-name=libasan.so)

@@ -63,6 +63,7 @@ cdef extern from "fastloop.h" nogil:
         uint64_t sampled
         uint64_t resident
         uint64_t sample_failed
+        uint64_t swept
     pyfuse3_fo_counters pyfuse3_fo_n
     int pyfuse3_fo_sample
     unsigned pyfuse3_fo_count
@@ -82,6 +83,7 @@ cdef extern from "fastloop.h" nogil:
                               int64_t mtime_ns, uint64_t *fh, int32_t *backing_id)
     unsigned pyfuse3_fo_published "pyfuse3_fo_published_l"()
     unsigned pyfuse3_fo_drain_hits "pyfuse3_fo_drain_hits_l"(uint64_t *out, unsigned max)
+    unsigned pyfuse3_fo_sweep "pyfuse3_fo_sweep_l"(int devfd, unsigned slots, uint64_t *out, unsigned max)
     int PYFUSE3_FO_SLOTS
     void pyfuse3_fo_snapshot(pyfuse3_fo_counters *n, unsigned *count)
     # datahub: a C thread reads /dev/fuse and answers what it can (fastloop.h)
@@ -117,6 +119,7 @@ cdef extern from "fastloop.h" nogil:
         uint64_t direct
         uint64_t changed
         uint64_t handed
+        uint64_t swept
     int PYFUSE3_FR_MAX
     int PYFUSE3_FR_SLOTS
     int pyfuse3_fr_on "pyfuse3_fr.on"
@@ -126,6 +129,7 @@ cdef extern from "fastloop.h" nogil:
     int pyfuse3_fr_retract(uint64_t ino)
     uint64_t pyfuse3_fr_retract_file(uint64_t dev, uint64_t st_ino)
     unsigned pyfuse3_fr_drain_hits(uint64_t *out, unsigned max)
+    unsigned pyfuse3_fr_sweep(unsigned slots, uint64_t *out, unsigned max)
     void pyfuse3_fr_clear()
     void pyfuse3_fr_snapshot(pyfuse3_fr_counters *n, unsigned *count)
 
@@ -1490,6 +1494,22 @@ def passthrough_drain_hits():
         stdlib.free(out)
 
 
+def passthrough_sweep(unsigned slots):
+    '''datahub: fstat the held files of the next *slots* slots of the table (a cursor going
+    round it) and retract the published ones that changed or were removed since (another
+    process sharing the disk directory evicted them): their inodes. Their backing ids and
+    descriptors are closed now, or with their last handle.'''
+    cdef uint64_t* out = <uint64_t*> stdlib.malloc(slots * sizeof(uint64_t) + 1)
+    cdef unsigned n, i
+    if out == NULL:
+        raise MemoryError()
+    try:
+        n = pyfuse3_fo_sweep(_devfd(), slots, out, slots)
+        return [out[i] for i in range(n)]
+    finally:
+        stdlib.free(out)
+
+
 def passthrough_fastopen(bint on):
     '''Answer OPEN and RELEASE of published files in C (default) or send them to Python
     (same table; a baseline for benchmarks).'''
@@ -1552,6 +1572,7 @@ def passthrough_stats():
         'opens_sampled': n.sampled,
         'opens_resident': n.resident,
         'opens_sample_failed': n.sample_failed,
+        'swept': n.swept,
         'entries': count,
         'published': pyfuse3_fo_published(),
         'fastopen': bool(pyfuse3_fo_answer),
@@ -1614,6 +1635,23 @@ def fastread_drain_hits():
         stdlib.free(out)
 
 
+def fastread_sweep(unsigned slots):
+    '''datahub: fstat the published page files of the next *slots* slots of the table (a
+    cursor going round it) and retract those that changed or were removed since (another
+    process sharing the disk directory evicted them): their inodes. Each descriptor is
+    closed once no C thread reads from it.'''
+    cdef uint64_t* out = <uint64_t*> stdlib.malloc(slots * sizeof(uint64_t) + 1)
+    cdef unsigned n, i
+    if out == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            n = pyfuse3_fr_sweep(slots, out, slots)
+        return [out[i] for i in range(n)]
+    finally:
+        stdlib.free(out)
+
+
 def fastread(bint on, bint dontneed=True, bint direct=True):
     '''Answer READs of published page files in C (default) or send them to Python (a
     benchmark baseline). *direct*: read page-aligned READs with O_DIRECT where the file
@@ -1641,4 +1679,5 @@ def fastread_stats():
         'direct': n.direct,
         'changed': n.changed,
         'handed': n.handed,
+        'swept': n.swept,
     }

@@ -131,6 +131,9 @@ static int pyfuse3_fo_revalidate_l(uint64_t ino, int64_t size, int64_t nlink, in
 static unsigned pyfuse3_fo_drain_hits_l(uint64_t *out, unsigned max) {
     PYFUSE3_FO_LOCKED(unsigned, pyfuse3_fo_drain_hits(out, max))
 }
+static unsigned pyfuse3_fo_sweep_l(int devfd, unsigned slots, uint64_t *out, unsigned max) {
+    PYFUSE3_FO_LOCKED(unsigned, pyfuse3_fo_sweep(devfd, slots, out, max))
+}
 static unsigned pyfuse3_fo_published_l(void) {
     PYFUSE3_FO_LOCKED(unsigned, pyfuse3_fo_published())
 }

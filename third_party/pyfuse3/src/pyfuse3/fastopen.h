@@ -69,6 +69,7 @@ struct pyfuse3_fo_counters {
     uint64_t sampled;       /* opens answered here whose file cachestat(2) measured */
     uint64_t resident;      /* of them, the whole file was in the page cache */
     uint64_t sample_failed; /* cachestat(2) failed (ENOSYS before Linux 6.5) */
+    uint64_t swept;         /* of `changed`, found by pyfuse3_fo_sweep (no open came) */
 };
 
 static struct pyfuse3_fo_entry pyfuse3_fo_table[PYFUSE3_FO_SLOTS];
@@ -76,6 +77,7 @@ static unsigned pyfuse3_fo_count;
 static int pyfuse3_fo_answer = 1; /* 0: OPEN and RELEASE go to Python (same table) */
 static struct pyfuse3_fo_counters pyfuse3_fo_n;
 static int pyfuse3_fo_sample = 0; /* 1: measure each answered open's page-cache residency */
+static unsigned pyfuse3_fo_cursor; /* pyfuse3_fo_sweep's next slot */
 
 struct pyfuse3_cachestat_range {
     uint64_t off, len;
@@ -308,6 +310,30 @@ static uint64_t pyfuse3_fo_retract_file(int devfd, uint64_t dev, uint64_t st_ino
         }
     }
     return 0;
+}
+
+/* Retract, of the next `slots` slots (a cursor going round the table), the published entries
+   whose file no longer fstat()s as published: their inodes into out (at most max), how many
+   returned. Another process sharing the disk directory may remove (evict) or change a page
+   file and tells this one nothing (the tier's own evictions come through
+   pyfuse3_fo_retract_file); an open would find it, but a file not opened again kept its
+   descriptor and backing id -- the removed file's disk space -- until unmount. An entry with
+   handles open keeps its id until the last is released (the kernel's rule), as on any
+   retraction. */
+static unsigned pyfuse3_fo_sweep(int devfd, unsigned slots, uint64_t *out, unsigned max) {
+    unsigned n = 0;
+    while (slots > 0 && n < max) {
+        struct pyfuse3_fo_entry *e = &pyfuse3_fo_table[pyfuse3_fo_cursor];
+        slots--;
+        if (e->ino != 0 && e->published && !pyfuse3_fo_unchanged(e)) {
+            out[n++] = e->ino;
+            pyfuse3_fo_n.swept++;
+            pyfuse3_fo_changed(devfd, e); /* freed now if no handle holds it */
+            continue; /* a later entry may have moved into this slot: look at it next */
+        }
+        pyfuse3_fo_cursor = (pyfuse3_fo_cursor + 1) & (PYFUSE3_FO_SLOTS - 1);
+    }
+    return n;
 }
 
 /* -1: no entry; else the passthrough handles open (a backing id is held for them) */

@@ -67,8 +67,9 @@ struct pyfuse3_fr_counters {
     uint64_t reads;     /* READs answered here */
     uint64_t bytes;     /* bytes sent by them */
     uint64_t direct;    /* of them read with O_DIRECT */
-    uint64_t changed;   /* files found changed at a READ (retracted, READ handed to Python) */
+    uint64_t changed;   /* files found changed at a READ (retracted, READ handed to Python) or by the sweep */
     uint64_t handed;    /* READs of published inodes handed over (changed, or an I/O error) */
+    uint64_t swept;     /* of them, found by pyfuse3_fr_sweep (changed or removed, no READ came) */
 };
 
 static struct {
@@ -78,6 +79,7 @@ static struct {
     int on;       /* 0: every READ goes to Python (pyfuse3.fastread(False)) */
     int dontneed; /* drop the page file's pages after each reply */
     int direct;   /* read page-aligned READs with O_DIRECT: no page cache, one copy fewer */
+    unsigned cursor; /* pyfuse3_fr_sweep's next slot */
     struct pyfuse3_fr_counters n;
 } pyfuse3_fr = {.lock = PTHREAD_MUTEX_INITIALIZER, .on = 1, .dontneed = 1, .direct = 1};
 
@@ -222,6 +224,33 @@ static uint64_t pyfuse3_fr_retract_file(uint64_t dev, uint64_t st_ino) {
     }
     pthread_mutex_unlock(&pyfuse3_fr.lock);
     return ino;
+}
+
+/* Retract, of the next `slots` slots (a cursor going round the table), the files that no
+   longer fstat() as published: their inodes into out (at most max), how many returned.
+   Another process sharing the disk directory may remove (evict) or change a page file and
+   tells this one nothing (the tier's own evictions come through pyfuse3_fr_retract_file). A
+   READ would find it, but a warm file sends none (the kernel keeps its pages), so without
+   this sweep its descriptor -- the removed file's disk space with it -- was held until
+   unmount. One fstat per occupied slot, under the lock. */
+static unsigned pyfuse3_fr_sweep(unsigned slots, uint64_t *out, unsigned max) {
+    struct stat st;
+    unsigned n = 0;
+    pthread_mutex_lock(&pyfuse3_fr.lock);
+    while (slots > 0 && n < max) {
+        struct pyfuse3_fr_file *f = pyfuse3_fr.slot[pyfuse3_fr.cursor];
+        slots--;
+        if (f != NULL && (fstat(f->fd, &st) != 0 || !pyfuse3_fr_same(f, &st))) {
+            out[n++] = f->ino;
+            pyfuse3_fr.n.swept++;
+            pyfuse3_fr.n.changed++;
+            pyfuse3_fr_remove(pyfuse3_fr.cursor);
+            continue; /* a later entry may have moved into this slot: look at it next */
+        }
+        pyfuse3_fr.cursor = (pyfuse3_fr.cursor + 1) & (PYFUSE3_FR_SLOTS - 1);
+    }
+    pthread_mutex_unlock(&pyfuse3_fr.lock);
+    return n;
 }
 
 /* Inodes with a READ answered since the last call (each once), at most max of them */
