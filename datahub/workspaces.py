@@ -11,7 +11,10 @@ each new or changed file as a content-addressed blob (``<objects_url>/blobs/sha2
 the layout of ``--copy`` imports: a name never gets other bytes), read back from the
 workspace object under the etag the flush recorded; the records point at the blobs, so the
 version is immutable like any other (promise 1). A blob already there (the same bytes
-committed before, by any workspace or import) is not read or written again.
+committed before, by any workspace or import) is not read or written again. Each content is
+pinned once per commit and written with ``put_once``, which never replaces a stored blob:
+files of one content pinned side by side each put it, and on a local store every put but the
+last left its records naming an etag the blob no longer had (review16, pinblobs16).
 Only the differences from the dataset's head are committed, and the commit id is derived
 from the base and the content, so retrying after a lost reply does not commit twice.
 """

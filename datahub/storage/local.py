@@ -24,6 +24,8 @@ replacement keeping size and mtime goes unnoticed) until a re-import records the
 
 Atomicity: a put writes a temp file in the target directory, fsyncs it, renames it over
 the key and fsyncs the directory; readers see the old or the new file, never a mix.
+``put_once`` (content-addressed blobs) renames without replacing, so a blob put by two
+writers at once keeps the first one's inode and etag.
 Temp files (``.datahub-tmp-*``) are invisible to listings.
 """
 
