@@ -11,7 +11,10 @@ each new or changed file as a content-addressed blob (``<objects_url>/blobs/sha2
 the layout of ``--copy`` imports: a name never gets other bytes), read back from the
 workspace object under the etag the flush recorded; the records point at the blobs, so the
 version is immutable like any other (promise 1). A blob already there (the same bytes
-committed before, by any workspace or import) is not read or written again.
+committed before, by any workspace or import) is not read or written again. Each content is
+pinned once per commit and written with ``put_once``, which never replaces a stored blob:
+files of one content pinned side by side each put it, and on a local store every put but the
+last left its records naming an etag the blob no longer had (review16, pinblobs16).
 Only the differences from the dataset's head are committed, and the commit id is derived
 from the base and the content, so retrying after a lost reply does not commit twice.
 """
@@ -171,21 +174,31 @@ def _pin_blobs(
             workspace=workspace.name,
         )
     origin = workspace.flusher.origin
-
-    def pin(o: FlushedObject) -> Record:
-        checksum = f"sha256:{o.sha256}"
+    records: dict[str, Record] = {}
+    sources: dict[str, FlushedObject] = {}  # digest -> the first file of it to pin
+    for o in objects:
         known = pinned.get(o.path)
-        if known is not None and (known.checksum, known.size) == (checksum, o.size):
-            return known
+        if known is not None and (known.checksum, known.size) == (f"sha256:{o.sha256}", o.size):
+            records[o.path] = known
+        else:
+            sources.setdefault(o.sha256, o)
+
+    def pin(o: FlushedObject) -> ObjectInfo:
         key = blob_key(o.sha256)
         try:
-            info = blobs.stat(key)
+            return blobs.stat(key)
         except ObjectNotFound:
-            info = _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key)
-        return Record(o.path, blobs.url_for(key), info.etag, o.size, checksum=checksum)
+            return _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key)
 
+    # each digest once (files of one content, such as empty __init__.py files, share a blob):
+    # pinned by each file at once, all but the last put's records named an etag it lost
     with ThreadPoolExecutor(PIN_THREADS, thread_name_prefix=f"pin-{workspace.name}") as pool:
-        return {r.key: r for r in pool.map(pin, objects)}
+        infos = dict(zip(sources, pool.map(pin, sources.values()), strict=True))
+    for o in objects:
+        if o.path not in records:
+            url = blobs.url_for(blob_key(o.sha256))
+            records[o.path] = Record(o.path, url, infos[o.sha256].etag, o.size, checksum=f"sha256:{o.sha256}")
+    return records
 
 
 def _copy(origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, target: str) -> ObjectInfo:
@@ -209,7 +222,7 @@ def _copy(origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, t
                 etag=o.etag,
             )
         spool.seek(0)
-        return blobs.put(target, spool, o.size)
+        return blobs.put_once(target, spool, o.size)
 
 
 def _flushed(workspace: Workspace) -> list[FlushedObject]:

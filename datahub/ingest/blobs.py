@@ -64,7 +64,8 @@ class BlobCopier:
 
     def _store(self, target: str, spool, size: int) -> ObjectInfo:
         """Put the blob unless it exists. Concurrent copies of the same bytes merge into one
-        upload (a future per blob key; no lock is held during I/O)."""
+        upload (a future per blob key; no lock is held during I/O); other processes' puts of
+        it never replace the stored blob (``ObjectStore.put_once``)."""
         with self._lock:
             running = self._running.get(target)
             mine = running is None
@@ -76,8 +77,8 @@ class BlobCopier:
             try:
                 info = self.objects.stat(target)
             except ObjectNotFound:
-                spool.seek(0)
-                info = self.objects.put(target, spool, size)
+                spool.seek(0)  # put_once: another import or commit may store it meanwhile
+                info = self.objects.put_once(target, spool, size)
                 with self._lock:
                     self.copied_bytes += size
             running.set_result(info)

@@ -90,6 +90,21 @@ class ObjectStore(abc.ABC):
         Returns the new object's info (with its etag).
         """
 
+    def put_once(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        """Store bytes under a name that only ever holds them (a content-addressed blob): an
+        object already at ``key`` is kept, and the info returned is the stored object's.
+
+        Why: a record keeps the etag it was given, and a second put of the same name by a
+        concurrent commit or import gave the object a new etag on every store whose etag
+        names the write (a local file's inode and ctime, a RADOS version), so the first
+        record could never be read again (pinblobs16). This default puts and then stats
+        (the etag the store has after both writers, not the one this put made); exact where
+        equal bytes get equal etags (S3's md5, memory). A store that can create exclusively
+        overrides it (local: rename without replacing).
+        """
+        self.put(key, data, size)
+        return self.stat(key)
+
     @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Remove an object; deleting an absent key is not an error (idempotent)."""

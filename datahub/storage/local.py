@@ -24,17 +24,20 @@ replacement keeping size and mtime goes unnoticed) until a re-import records the
 
 Atomicity: a put writes a temp file in the target directory, fsyncs it, renames it over
 the key and fsyncs the directory; readers see the old or the new file, never a mix.
+``put_once`` (content-addressed blobs) renames without replacing, so a blob put by two
+writers at once keeps the first one's inode and etag.
 Temp files (``.datahub-tmp-*``) are invisible to listings.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import stat as stat_mod
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -322,6 +325,18 @@ class LocalStore(ObjectStore):
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
         """The etag is the file's after the rename, the last change the put makes to it (a
         rename moves the ctime on most file systems), so a later stat or list reports it."""
+        return self._write(key, data, size, replace=True)
+
+    def put_once(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        """Create-exclusive: the temp file is renamed into place only if no file is there
+        (``renameat2`` with ``RENAME_NOREPLACE``), so the first put of a blob keeps its inode
+        and etag whoever puts it again; a later one is dropped and returns the stored file's
+        info. Where the file system cannot rename without replacing, a hard link (which fails
+        on an existing name) then the temp name's unlink: the same, but a caller that finds
+        the new file between the two takes an etag whose ctime the unlink then moves."""
+        return self._write(key, data, size, replace=False)
+
+    def _write(self, key: str, data: bytes | BinaryIO, size: int | None, *, replace: bool) -> ObjectInfo:
         path = self._path(key)
         with self._errors(key, writing=True):
             path.parent.mkdir(mode=self._dir_mode, parents=True, exist_ok=True)
@@ -335,14 +350,19 @@ class LocalStore(ObjectStore):
                         key=key,
                     )
                 fh.flush()
-                same = _identical_file(path, fh.fileno(), written)
+                same = _identical_file(path, fh.fileno(), written) if replace else None
                 if same is not None:  # nothing to change: the object keeps its etag
                     os.unlink(tmp)
                     return self._info(key, same)
                 os.fchmod(fh.fileno(), self._file_mode)
                 os.fsync(fh.fileno())
                 with self._errors(key, writing=True):
-                    os.replace(tmp, path)
+                    if replace:
+                        os.replace(tmp, path)
+                    elif not _rename_noreplace(tmp, path):  # the name already holds its blob
+                        os.unlink(tmp)
+                        _fsync_dir(path.parent)  # its writer may not have made the name durable yet
+                        return self._info(key, _regular(path))
                     _fsync_dir(path.parent)
                 info = self._info(key, os.fstat(fh.fileno()))
         except BaseException:
@@ -405,6 +425,52 @@ def _identical_file(path: Path, fd: int, size: int) -> os.stat_result | None:
         return after if derived_etag(after) == derived_etag(before) else None
     finally:
         os.close(old)
+
+
+_RENAME_NOREPLACE = 1  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _renameat2() -> Callable[..., int] | None:
+    """libc's ``renameat2`` (glibc 2.28+), or None: Python's os module has no way to ask a
+    rename not to replace its target."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_RENAMEAT2 = _renameat2()
+
+
+def _rename_noreplace(tmp: str, path: Path) -> bool:
+    """Rename ``tmp`` to ``path`` unless ``path`` exists: True if renamed, False if it existed."""
+    if _RENAMEAT2 is not None:
+        if _RENAMEAT2(_AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_NOREPLACE) == 0:
+            return True
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            return False
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):  # else: the file system cannot
+            raise OSError(err, os.strerror(err), str(path))
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    os.unlink(tmp)
+    return True
+
+
+def _regular(path: Path) -> os.stat_result:
+    """The stat of the file a create-exclusive put found at its name (a directory there is a
+    conflict, as for ``put``)."""
+    st = os.stat(path)
+    if not stat_mod.S_ISREG(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "a directory holds the name", str(path))
+    return st
 
 
 def _fsync_dir(directory: Path) -> None:
