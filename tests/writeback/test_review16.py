@@ -408,9 +408,9 @@ def test_commits_flush_socket_and_background_flusher_under_a_renewed_lease_all_f
         for version in versions:
             for record in catalog.list_records(version.dataset, version.seq):
                 store, key = stores.for_url(record.url)
-                # read without the record's etag: concurrent commits of one content re-put its
-                # blob (test_a_commit_of_identical_files_leaves_every_record_readable, xfail)
-                data = store.read(key)
+                # under the record's etag: concurrent commits of one content pin its blob once
+                # and never replace it (test_a_commit_of_identical_files_leaves_every_record_readable)
+                data = store.read(key, etag=record.etag)
                 assert len(data) == record.size and len(set(data)) == 1, record.key  # one close's bytes
                 assert record.checksum == f"sha256:{hashlib.sha256(data).hexdigest()}", record.key
     finally:
@@ -421,13 +421,6 @@ def test_commits_flush_socket_and_background_flusher_under_a_renewed_lease_all_f
         stores.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect found by review16, outside gclock15: commit_workspace's _pin_blobs stats and "
-    "then puts each content-addressed blob, 8 files at once, so files of one content each put "
-    "the blob again and all but the last record name an etag the blob no longer has; fix in "
-    "datahub/workspaces.py (pin a digest once, never overwrite a blob), not review16's files",
-)
 def test_a_commit_of_identical_files_leaves_every_record_readable(env: Env, catalog) -> None:
     """Sixteen files of the same bytes (copies of one config, sixteen empty logs) committed at
     once: their records share one blob (``blobs/sha256/<digest>``). ``_pin_blobs`` pins files
@@ -436,7 +429,8 @@ def test_a_commit_of_identical_files_leaves_every_record_readable(env: Env, cata
     put's names an etag the blob no longer has, and reading it under its etag fails for good
     with ObjectChanged (4 to 7 of the 16 in review16's runs; 6 of 16 empty ``__init__.py``
     files of an output tree, too). Two commits of different
-    workspaces that share one file's content race the same way."""
+    workspaces that share one file's content raced the same way. Fixed by pinblobs16: one pin
+    per content, and a blob write never replaces a stored blob (``put_once``)."""
     from datahub.workspaces import commit_workspace
 
     ws = env.open()
