@@ -98,11 +98,25 @@ def summarise(records: Iterable[Record]) -> Summary:
                 if text is not None:
                     fields.setdefault(name, Counter())[text] += 1
     busiest = sorted(fields.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))[:LABEL_FIELDS]
-    labels = tuple(_chart(f"labels.{name}", counter.most_common(TOP_VALUES)) for name, counter in busiest)
+    labels = tuple(_label_chart(name, counter) for name, counter in busiest)
     sizes = None
     if buckets:
         sizes = _chart("size", _size_bars(buckets))
     return Summary(n, truncated, labels, sizes)
+
+
+def _label_chart(name: str, counter: Counter[str]) -> Chart:
+    """The field's ``TOP_VALUES`` most common values, and one bar for the rest when there are
+    more. Why: a field of many distinct values (a score, an id) drew twelve arbitrary values of
+    count 1 and never said they were 12 of 10,000 (newuser16)."""
+    top = counter.most_common(TOP_VALUES)
+    title = f"labels.{name}"
+    if len(counter) > len(top):
+        rest = sum(counter.values()) - sum(c for _, c in top)
+        others = len(counter) - len(top)
+        title += f" ({len(top)} most common of {len(counter):,} values)"
+        top.append((f"{others:,} other values", rest))
+    return _chart(title, top)
 
 
 def _size_bars(buckets: Counter[int]) -> list[tuple[str, int]]:
