@@ -1671,7 +1671,7 @@ def fastread_stats():
     return {
         'on': bool(pyfuse3_fr_on),
         'dontneed': bool(pyfuse3_fr_dontneed),
-        'direct': bool(pyfuse3_fr_direct),
+        'direct_on': bool(pyfuse3_fr_direct),  # the setting; 'direct' below counts the O_DIRECT reads
         'files': count,
         'published': n.published,
         'reads': n.reads,
