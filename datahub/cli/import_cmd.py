@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.ingest import import_source
+    from datahub.validation import check_name
 
+    check_name(args.dataset, "dataset")  # before the progress line: a bad name starts nothing
     with ctx.progress(None, f"import {args.source}") as progress:
         report = import_source(
             ctx.catalog,

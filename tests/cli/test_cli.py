@@ -159,6 +159,14 @@ def test_errors_map_to_documented_exit_codes(dh, args, code, text):
     assert got == code and text in err
 
 
+def test_an_import_into_a_bad_name_starts_nothing(dh, src):
+    """The name is refused before the import's progress line: it printed "import SRC: 0 0/s
+    stopped by an error" above the real reason (newuser16)."""
+    code, out, err = dh("import", str(src), "--to", "Bad Name!")
+    assert code == 2 and "invalid dataset name 'Bad Name!'" in err
+    assert "stopped by an error" not in err and f"import {src}" not in err and out == ""
+
+
 def test_unknown_version_and_existing_name(dh, src):
     dh("import", str(src), "--to", "pets")
     assert dh("ls", "pets@9")[0] == 3
