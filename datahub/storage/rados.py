@@ -309,6 +309,18 @@ class RadosStore(ObjectStore):
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
         return self._put(key, data, size, b"")
 
+    def put_once(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        """An exclusive create (``LIBRADOS_CREATE_EXCLUSIVE`` in the same write op as the
+        content): an object already at ``key`` is kept and its info returned. Why: the etag is
+        the object's version, which every write moves, so the base class's put-then-stat left a
+        window where a second writer's put changed the etag a first record had taken
+        (pinblobs16's finding; the lead)."""
+        rados = _import_rados()
+        try:
+            return self._put(key, data, size, b"", exclusive=True)
+        except rados.ObjectExists:
+            return self.stat(key)
+
     def put_with_record(self, key: str, data: bytes | bytearray, record: bytes) -> ObjectInfo:
         """``put``, with ``record`` stored in the object's xattr ``datahub.record`` by the same
         atomic write op: durable with the bytes or not at all. Why: a write-back cover record
@@ -326,7 +338,13 @@ class RadosStore(ObjectStore):
             raise self._error(exc, "read the record of", key) from None
 
     def _put(
-        self, key: str, data: bytes | bytearray | BinaryIO, size: int | None, record: bytes
+        self,
+        key: str,
+        data: bytes | bytearray | BinaryIO,
+        size: int | None,
+        record: bytes,
+        *,
+        exclusive: bool = False,
     ) -> ObjectInfo:
         name = self._name(key)
         payload = read_all(data, key)
@@ -345,6 +363,8 @@ class RadosStore(ObjectStore):
         try:
             op = ioctx.create_write_op()  # the content, and any md5 an older put recorded gone, at once
             try:
+                if exclusive:  # fails the whole op, writing nothing, if the object exists
+                    op.new(rados.LIBRADOS_CREATE_EXCLUSIVE)
                 op.write_full(payload)
                 op.set_xattr(ETAG_XATTR, b"")
                 if record:
@@ -355,6 +375,8 @@ class RadosStore(ObjectStore):
                 ioctx.release_write_op(op)
             version = ioctx.get_last_version()  # of this thread's own context: the op above
         except rados.Error as exc:
+            if exclusive and isinstance(exc, rados.ObjectExists):
+                raise  # put_once's answer: the stored object stays
             raise self._error(exc, "put", key) from None
         return ObjectInfo(key, len(payload), _version_etag(version, len(payload)), float(int(now)))
 

@@ -341,3 +341,24 @@ def test_closing_read_chunks_early_leaves_the_store_usable(backend: Backend) -> 
         stream.close()
         assert store.read("early/b", etag=info_b.etag) == b
         assert b"".join(store.read_chunks("early/b", 5, 70_000, etag=info_b.etag)) == b[5:70_000]
+
+
+# --- put_once (content-addressed blobs) --------------------------------------------------------
+def test_put_once_keeps_the_first_object_and_every_caller_gets_its_etag(
+    backend: Backend, store: ObjectStore
+) -> None:
+    """Sixteen writers of one blob at once (files of one content in a commit, two commits, an
+    import beside them): every caller is told the etag the stored object has, and reading
+    under it works, however the writes interleave. A store whose etag names the write (local
+    inode and ctime, a RADOS version) gave the first callers an etag the last write replaced
+    (pinblobs16; RADOS by exclusive create, the lead)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    payload = b"one content\n" * 1000
+    key = f"blobs/sha256/{hashlib.sha256(payload).hexdigest()}"
+    with ThreadPoolExecutor(16) as pool:
+        infos = list(pool.map(lambda _: store.put_once(key, payload), range(16)))
+    stored = store.stat(key)
+    assert {(i.key, i.size, i.etag) for i in infos} == {(key, len(payload), stored.etag)}
+    assert store.read(key, etag=stored.etag) == payload
+    assert store.put_once(key, payload).etag == stored.etag  # a later writer of the same blob
