@@ -24,7 +24,7 @@ import pytest
 
 from datahub.errors import NotFound, ObjectChanged
 from datahub.writeback.flusher import _UNLIST, _Turns
-from tests.writeback.conftest import CHUNK, Env, objects_of, write
+from tests.writeback.conftest import CHUNK, LAYOUTS, Env, objects_of, write
 from tests.writeback.test_review14wb import SIZE, _generation
 
 HANG_GUARD = 120.0  # seconds: only a guard against a hang, never a measure of speed
@@ -449,3 +449,94 @@ def test_a_commit_of_identical_files_leaves_every_record_readable(env: Env, cata
         except ObjectChanged:
             unreadable.append(record.key)
     assert unreadable == [], f"{len(unreadable)} of 16 records name an etag their blob lost"
+
+
+# The child of the kill -9 test: rewrites an open file past a batch of garbage (deferred, some
+# off the list), closes it, leaves listed garbage of a closed file, then collects; it stops at
+# ``point`` inside the collection (a pause of the real code path, never a replaced part) and
+# waits there for its SIGKILL.
+_GC_CHILD = """
+import json, sys, threading
+from datahub.config import load_config
+from datahub.storage import StoreRegistry
+from datahub.writeback import open_workspace
+from tests.writeback.conftest import write
+from tests.writeback.test_review16 import GENERATIONS, _rewrite
+
+spec = json.loads(sys.argv[1])
+config = load_config(env={}, overrides=spec["overrides"])
+ws = open_workspace("ws", config, StoreRegistry(config), background=False)
+fh = ws.open("ckpt", create=True)
+for n in range(GENERATIONS):
+    _rewrite(fh, n)
+ws.flush()
+fh.close()
+write(ws, "other", b"o" * 12000)
+write(ws, "other", b"p" * 9000)
+
+def park(line):
+    print(line, flush=True)
+    threading.Event().wait()
+
+if spec["point"] == "mid-deletes":
+    delete, done = ws.chunks.delete, []
+    def deleting(key):
+        delete(key)
+        done.append(key)
+        if len(done) == 3:
+            park("PARKED")
+    ws.chunks.delete = deleting
+else:
+    journal_write = ws.journal.write
+    def writing(doing):
+        if doing == "garbage collection":
+            park("PARKED")
+        return journal_write(doing)
+    ws.journal.write = writing
+ws.flusher.gc()
+print("NOT PARKED", flush=True)
+"""
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("point", ["mid-deletes", "before-record"])
+def test_a_kill_inside_a_collection_loses_no_acknowledged_file(
+    tmp_path: Path, point: str, layout: str
+) -> None:
+    """A real process, killed -9 inside ``gc``: after some of its deletes, or after all of them
+    and before the journal transaction that takes them off the list. The next open recovers,
+    every acknowledged file reads back whole, nothing stays listed and only referenced objects
+    stay in the shared tier."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.writeback.conftest import make_env
+
+    cache = {"page_size": CHUNK, "flush_interval": 3600, **LAYOUTS[layout]}
+    overrides = {"home": str(tmp_path / "var"), "cache": cache}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _GC_CHILD, json.dumps({"overrides": overrides, "point": point})],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = child.stdout.readline().strip()
+        assert line == "PARKED", f"{line!r}: {child.stderr.read()[-3000:] if line == '' else ''}"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+        child.stdout.close()
+        child.stderr.close()
+    env = make_env(tmp_path, **LAYOUTS[layout])
+    try:
+        ws = env.open()
+        assert _read(ws, "ckpt", SIZE + 1) == _generation(GENERATIONS - 1)
+        assert _read(ws, "other", 20000) == b"p" * 9000
+        ws.flush()
+        assert _listed(ws) == []
+        assert set(env.shared_keys()) == _referenced(ws)
+    finally:
+        env.close()
