@@ -278,7 +278,9 @@ def test_a_takeover_on_a_node_sharing_the_shared_tier_keeps_the_lapsed_nodes_ack
     tmp_path: Path,
 ) -> None:
     """Two nodes share one catalog and one shared tier (docs/writeback.md, "Limits": nodes
-    that share a shared tier must share the catalog too). Node a acknowledges a file (its
+    that share a shared tier must share the catalog too; csi/deploy/config.yaml ships one
+    ``shared_url`` for every node: "several nodes may point at one Ceph bucket"). Node a
+    acknowledges a file (its
     close returned: durable in the shared tier and journaled) and loses its lease before its
     flush; node b takes the workspace over. "A holder that lost its lease keeps its unflushed
     files in its journal: they reach the bucket only once that node holds the lease again."
