@@ -15,29 +15,20 @@ import os
 import signal
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from datahub.catalog import open_catalog
 from tests.csi.conftest import CsiEnv, Plugin, mounts_under, wait_until
+from tests.csi.test_csi14 import quiet_module_plugin, quiet_plugin
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
+# test_csi14's plugin with only its start-up pass: a daemon a test kills is not remounted under
+# the unpublish being checked (test_review15a's lesson)
+__all__ = ["quiet_module_plugin", "quiet_plugin"]  # the fixtures, used by name
 
 HANG_GUARD = 120.0  # seconds: only a guard against a hang, never a measure of speed
-
-
-@pytest.fixture(scope="module")
-def quiet_plugin(csi_env: CsiEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
-    """A plugin of this module whose supervisor runs only its start-up pass: a daemon the test
-    kills must not be remounted under the unpublish being checked (test_review15a's lesson)."""
-    root = tmp_path_factory.mktemp("review16")
-    plugin = Plugin(root, csi_env.config_path, check_interval=3600.0)
-    try:
-        yield plugin.start()
-    finally:
-        plugin.teardown()
 
 
 def _versions(csi_env: CsiEnv, dataset: str) -> tuple[int, dict[str, bytes]]:
@@ -59,6 +50,15 @@ def _origin_keys(csi_env: CsiEnv, workspace: str) -> set[str]:
     s3 = csi_env.endpoint.client()
     pages = s3.get_paginator("list_objects_v2").paginate(Bucket=csi_env.bucket, Prefix="objects/")
     return {o["Key"] for page in pages for o in page.get("Contents", []) if f"/{workspace}/" in o["Key"]}
+
+
+def _logged_during(plugin: Plugin, call) -> str:
+    """What the plugin logged while ``call`` ran."""
+    start = plugin.log_path.stat().st_size
+    call()
+    with open(plugin.log_path, "rb") as fh:
+        fh.seek(start)
+        return fh.read().decode(errors="replace")
 
 
 def _catalog_path(csi_env: CsiEnv) -> str:
@@ -173,11 +173,7 @@ def test_a_finished_daemon_left_its_journal_closed_clean_and_its_lease_released(
     target = csi_env.target("exit16")
     quiet_plugin.publish(target, {"workspace": "exit16", "commitTo": "out-exit16"}, volume_id="exit16")
     Path(target, "a.txt").write_bytes(b"alpha")
-    start = quiet_plugin.log_path.stat().st_size
-    quiet_plugin.unpublish(target, "exit16")
-    with open(quiet_plugin.log_path, "rb") as fh:
-        fh.seek(start)
-        said = fh.read().decode(errors="replace")
+    said = _logged_during(quiet_plugin, lambda: quiet_plugin.unpublish(target, "exit16"))
     assert "its files are out-exit16@v1" in said, said  # the daemon's word: no reopen by the plugin
     assert _versions(csi_env, "out-exit16") == (1, {"a.txt": b"alpha"})
     journal = Journal(workspace_dir(csi_env.config, "exit16") / "lmdb", "exit16", readonly=True)
