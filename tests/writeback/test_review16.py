@@ -434,7 +434,8 @@ def test_a_commit_of_identical_files_leaves_every_record_readable(env: Env, cata
     eight at a time: each finds no blob (``stat``), copies it and ``put``s it, and a local
     objects store's put replaces the file (a new inode: a new etag). Every record but the last
     put's names an etag the blob no longer has, and reading it under its etag fails for good
-    with ObjectChanged (4 to 7 of the 16 in review16's runs). Two commits of different
+    with ObjectChanged (4 to 7 of the 16 in review16's runs; 6 of 16 empty ``__init__.py``
+    files of an output tree, too). Two commits of different
     workspaces that share one file's content race the same way."""
     from datahub.workspaces import commit_workspace
 
