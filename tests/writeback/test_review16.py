@@ -268,12 +268,6 @@ def test_many_committers_beside_looping_flushers_all_finish(env: Env, catalog) -
         assert records == {path: len(data) for path, data in files.items()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect found by review16, outside gclock15: a takeover's recovery deletes the lapsed "
-    "node's chunks (writeback/<workspace>/ is one prefix for every node of a shared tier); "
-    "fix in datahub/writeback/__init__.py (_recover) and the chunk layout, not review16's files",
-)
 def test_a_takeover_on_a_node_sharing_the_shared_tier_keeps_the_lapsed_nodes_acknowledged_file(
     tmp_path: Path,
 ) -> None:
