@@ -203,7 +203,7 @@ def _journal_id(journal: Journal, what: str) -> tuple[str, bool]:
     return made, True
 
 
-def _recover(ws: Workspace, old_covers: bool = False) -> None:
+def _recover(ws: Workspace, old_covers: bool) -> None:
     """Make the journal and the shared tier agree after a crash (or a clean stop).
 
     Files no longer in the namespace (unlinked while open when the process died) are
