@@ -122,7 +122,7 @@ def open_workspace(
         fixed = _fixed_settings(journal, wanted, what, explicit_target=target_url is not None)
         target, chunk_size = fixed["target_url"], int(fixed["chunk_size"])
         shared = stores.shared_store(fixed["shared_url"])
-        journal_id, first = _journal_id(journal, what)
+        journal_id, new_id = _journal_id(journal)
         chunks = ChunkStore(
             shared, f"{SHARED_PREFIX}/{name}", what, config.cache.writeback_pack_bytes, journal=journal_id
         )
@@ -153,7 +153,7 @@ def open_workspace(
         )
         ws.commits.on_commit = ws.flusher.on_commit
         ws.blobs = stores.store(config.resolved_objects_url)
-        _recover(ws, old_covers=first)
+        _recover(ws, new_id)
         if background:
             server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())
             closers.insert(0, server.close)
@@ -188,22 +188,16 @@ def _fixed_settings(
     return {key: stored[key] or value for key, value in wanted.items()}
 
 
-def _journal_id(journal: Journal, what: str) -> tuple[str, bool]:
+def _journal_id(journal: Journal) -> tuple[str, bool]:
     """This journal's id, which names its own chunk prefix in the shared tier (``chunks.py``),
-    made at its first open; and whether it was made now (the journal is new, or its last
+    and whether it is new: made now, for recovery to store (the journal is new, or its last
     session wrote chunks straight under the workspace prefix, before journals had ids)."""
     with journal.read() as txn:
         found = txn.meta(JOURNAL_ID)
-    if found:
-        return found, False
-    made = secrets.token_hex(8)
-    with journal.write(f"naming the journal of {what}") as txn:
-        txn.put_meta(JOURNAL_ID, made)
-    log.info("%s: chunks of this journal go under j-%s in the shared tier", what, made)
-    return made, True
+    return (found, False) if found else (secrets.token_hex(8), True)
 
 
-def _recover(ws: Workspace, old_covers: bool) -> None:
+def _recover(ws: Workspace, new_id: bool) -> None:
     """Make the journal and the shared tier agree after a crash (or a clean stop).
 
     Files no longer in the namespace (unlinked while open when the process died) are
@@ -232,8 +226,10 @@ def _recover(ws: Workspace, old_covers: bool) -> None:
     without a reboot lost nothing (its writes were in the kernel's page cache). Then this
     session gets the next cover epoch, above every number handed out before. Cover records are
     read under this journal's prefix only, and from before journal ids only when the last
-    session wrote there (``old_covers``: the journal got its id at this open): another
-    journal's records are its own files.
+    session wrote there (``new_id``: the journal gets its id now): another journal's records
+    are its own files. A new id is stored by this same transaction, so a crash before it
+    commits leaves the journal as it was (its next open still reads the old packs' records);
+    nothing is written under the new prefix before.
     """
     sizes = dict(ws.chunks.objects())
     referenced: set[str] = set()
@@ -241,8 +237,11 @@ def _recover(ws: Workspace, old_covers: bool) -> None:
     boot = _boot_id()
     with ws.journal.write(f"recovery of {ws.what}") as txn:
         if txn.meta(OWNER_BOOT) not in (None, "", boot):
-            ours = {key: n for key, n in sizes.items() if old_covers or ws.chunks.reclaimable(key)}
+            ours = {key: n for key, n in sizes.items() if new_id or ws.chunks.reclaimable(key)}
             _replay_covers(ws, txn, ours)
+        if new_id:
+            txn.put_meta(JOURNAL_ID, ws.chunks.journal)
+            log.info("%s: chunks of this journal go under %s in the shared tier", ws.what, ws.chunks.prefix)
         epoch = int(txn.meta(COVER_EPOCH) or 0) + 1
         txn.put_meta(COVER_EPOCH, str(epoch))
         txn.put_meta(COVERED, str(epoch << 32))

@@ -78,6 +78,7 @@ class ChunkStore:
     ) -> None:
         self.store = store
         self.workspace_prefix = prefix.strip("/")
+        self.journal = journal
         self.prefix = f"{self.workspace_prefix}/{JOURNAL_DIR}{journal}" if journal else self.workspace_prefix
         self.what = what
         # A local directory gets chunks written in place (module docstring); any other store

@@ -11,6 +11,7 @@ bounded, and journals from before the prefixes.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -178,6 +179,10 @@ def _make_old_layout(nodes: Nodes, name: str) -> None:
                 rec["chunks"] = {
                     i: [key.replace(f"/{own}/", "/"), n] for i, (key, n) in rec["chunks"].items()
                 }
+                if "unverified" in rec:  # a first commit not flushed since: its chunks' lengths and CRCs
+                    rec["unverified"] = {
+                        key.replace(f"/{own}/", "/"): v for key, v in rec["unverified"].items()
+                    }
                 txn.put_file(file_id, rec)
             txn.put_meta(JOURNAL_ID, "")
     finally:
@@ -214,3 +219,38 @@ def test_chunks_from_before_journal_ids_are_read_kept_from_other_recoveries_and_
         ws_a.close()
     assert not old & nodes.shared()  # a's own garbage, collected by a
     assert nodes.flushed("old.txt") == b"rewritten under the journal's own prefix"
+
+
+def test_the_first_open_with_an_id_replays_the_cover_records_a_power_loss_left_in_old_packs(
+    tmp_path: Path,
+) -> None:
+    """A journal from before ids whose machine lost power: its last session wrote cover records
+    into packs straight under the workspace prefix, and its first open with an id (which stores
+    the id in recovery's own transaction) replays them from there."""
+    nodes = Nodes(tmp_path, LAYOUTS["packs"])
+    lmdb_dir = workspace_dir(nodes.nodes["a"][0], "shared") / "lmdb"
+    try:
+        ws = nodes.open("a")
+        write(ws, "keep.txt", b"k" * 300)
+        before = tmp_path / "journal-before"
+        before.mkdir()
+        ws.journal._env.copy(str(before))  # the journal on disk before the next transaction
+        write(ws, "new.txt", b"n" * 3000)  # a covered first commit, acknowledged
+        ws.abandon()  # the process dies with the machine
+        shutil.copyfile(before / "data.mdb", lmdb_dir / "data.mdb")  # the power loss took "new.txt"
+        _make_old_layout(nodes, "a")
+        journal = Journal(lmdb_dir, "workspace 'shared'")
+        try:
+            with journal.write("a reboot") as txn:
+                txn.put_meta(OWNER_BOOT, "a boot before this one")
+        finally:
+            journal.close()
+        ws = nodes.open("a")
+        try:
+            assert _read(ws, "new.txt") == b"n" * 3000
+            assert _read(ws, "keep.txt") == b"k" * 300
+        finally:
+            ws.close()
+        assert nodes.flushed("new.txt") == b"n" * 3000
+    finally:
+        nodes.close()
