@@ -11,7 +11,6 @@ bounded, and journals from before the prefixes.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +20,9 @@ from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.config import load_config
 from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace, workspace_dir
-from datahub.writeback.journal import JOURNAL_ID, OWNER_BOOT, Journal
+from datahub.writeback.journal import JOURNAL_ID, Journal
 from tests.writeback.conftest import CHUNK, LAYOUTS, write
+from tests.writeback.test_cover import _another_boot
 from tests.writeback.test_lease import LEASE_TTL, Clock
 
 
@@ -146,12 +146,7 @@ def test_a_power_loss_recovery_replays_no_other_journals_cover_records(tmp_path:
         write(ws_b, "b.txt", b"node b's small file")  # a covered first commit: its record is in b's pack
         nodes.lapse()
         ws_b.abandon()
-        journal = Journal(workspace_dir(nodes.nodes["a"][0], "shared") / "lmdb", "workspace 'shared'")
-        try:
-            with journal.write("a reboot") as txn:
-                txn.put_meta(OWNER_BOOT, "a boot before this one")  # a's machine lost power since
-        finally:
-            journal.close()
+        _another_boot(workspace_dir(nodes.nodes["a"][0], "shared") / "lmdb")  # a's machine lost power since
         ws_a = nodes.open("a")
         try:
             assert [name for name, _ in ws_a.listdir("")] == []
@@ -237,14 +232,8 @@ def test_the_first_open_with_an_id_replays_the_cover_records_a_power_loss_left_i
         ws.journal._env.copy(str(before))  # the journal on disk before the next transaction
         write(ws, "new.txt", b"n" * 3000)  # a covered first commit, acknowledged
         ws.abandon()  # the process dies with the machine
-        shutil.copyfile(before / "data.mdb", lmdb_dir / "data.mdb")  # the power loss took "new.txt"
+        _another_boot(lmdb_dir, before / "data.mdb")  # the power loss took "new.txt"
         _make_old_layout(nodes, "a")
-        journal = Journal(lmdb_dir, "workspace 'shared'")
-        try:
-            with journal.write("a reboot") as txn:
-                txn.put_meta(OWNER_BOOT, "a boot before this one")
-        finally:
-            journal.close()
         ws = nodes.open("a")
         try:
             assert _read(ws, "new.txt") == b"n" * 3000
