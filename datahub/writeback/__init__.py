@@ -8,6 +8,7 @@ another process holds it open); ``docs/writeback.md`` explains the design and it
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from datahub.writeback import records
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.files import FileHandle
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
-from datahub.writeback.journal import COVER_EPOCH, COVERED, OWNER_BOOT, Journal, Txn
+from datahub.writeback.journal import COVER_EPOCH, COVERED, JOURNAL_ID, OWNER_BOOT, Journal, Txn
 from datahub.writeback.lease import LEASE_TTL, LeasePort, WriterLease
 from datahub.writeback.model import new_record
 from datahub.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
@@ -121,7 +122,10 @@ def open_workspace(
         fixed = _fixed_settings(journal, wanted, what, explicit_target=target_url is not None)
         target, chunk_size = fixed["target_url"], int(fixed["chunk_size"])
         shared = stores.shared_store(fixed["shared_url"])
-        chunks = ChunkStore(shared, f"{SHARED_PREFIX}/{name}", what, config.cache.writeback_pack_bytes)
+        journal_id, new_id = _journal_id(journal)
+        chunks = ChunkStore(
+            shared, f"{SHARED_PREFIX}/{name}", what, config.cache.writeback_pack_bytes, journal=journal_id
+        )
         closers.insert(0, chunks.close)
         ws = Workspace(
             name,
@@ -149,7 +153,7 @@ def open_workspace(
         )
         ws.commits.on_commit = ws.flusher.on_commit
         ws.blobs = stores.store(config.resolved_objects_url)
-        _recover(ws)
+        _recover(ws, new_id)
         if background:
             server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())
             closers.insert(0, server.close)
@@ -184,7 +188,16 @@ def _fixed_settings(
     return {key: stored[key] or value for key, value in wanted.items()}
 
 
-def _recover(ws: Workspace) -> None:
+def _journal_id(journal: Journal) -> tuple[str, bool]:
+    """This journal's id, which names its own chunk prefix in the shared tier (``chunks.py``),
+    and whether it is new: made now, for recovery to store (the journal is new, or its last
+    session wrote chunks straight under the workspace prefix, before journals had ids)."""
+    with journal.read() as txn:
+        found = txn.meta(JOURNAL_ID)
+    return (found, False) if found else (secrets.token_hex(8), True)
+
+
+def _recover(ws: Workspace, new_id: bool) -> None:
     """Make the journal and the shared tier agree after a crash (or a clean stop).
 
     Files no longer in the namespace (unlinked while open when the process died) are
@@ -201,13 +214,22 @@ def _recover(ws: Workspace) -> None:
     no committed transaction references (uploads of a dead writer, chunks of a dropped
     file, garbage not yet deleted) are deleted, and so are packs none of whose chunks is
     referenced. We hold the owner lock, so no live writer can be mid-upload under our prefix.
+    Only this journal's own prefix is judged (``ChunkStore.reclaimable``): nodes that share the
+    shared tier and take the workspace over from each other each write under their journal's
+    prefix, and another journal's unreferenced-looking chunk may be an acknowledged file it has
+    not flushed yet (review16). Objects from before journal ids are never deleted as orphans.
 
     First, if the last session that had the journal open did not close it and the machine
     has booted since, the journal's last transaction may have been undone by the power loss
     (``journal.py``: covered commits flush no meta page), and the cover records in the packs
     that it did not commit are written again (``_replay_covers``). A process that died
     without a reboot lost nothing (its writes were in the kernel's page cache). Then this
-    session gets the next cover epoch, above every number handed out before.
+    session gets the next cover epoch, above every number handed out before. Cover records are
+    read under this journal's prefix only, and from before journal ids only when the last
+    session wrote there (``new_id``: the journal gets its id now): another journal's records
+    are its own files. A new id is stored by this same transaction, so a crash before it
+    commits leaves the journal as it was (its next open still reads the old packs' records);
+    nothing is written under the new prefix before.
     """
     sizes = dict(ws.chunks.objects())
     referenced: set[str] = set()
@@ -215,7 +237,11 @@ def _recover(ws: Workspace) -> None:
     boot = _boot_id()
     with ws.journal.write(f"recovery of {ws.what}") as txn:
         if txn.meta(OWNER_BOOT) not in (None, "", boot):
-            _replay_covers(ws, txn, sizes)
+            ours = {key: n for key, n in sizes.items() if new_id or ws.chunks.reclaimable(key)}
+            _replay_covers(ws, txn, ours)
+        if new_id:
+            txn.put_meta(JOURNAL_ID, ws.chunks.journal)
+            log.info("%s: chunks of this journal go under %s in the shared tier", ws.what, ws.chunks.prefix)
         epoch = int(txn.meta(COVER_EPOCH) or 0) + 1
         txn.put_meta(COVER_EPOCH, str(epoch))
         txn.put_meta(COVERED, str(epoch << 32))
@@ -254,7 +280,7 @@ def _recover(ws: Workspace) -> None:
     ws.flusher.used = used
     ws.chunks.adopt(referenced)
     objects = {ws.chunks.object_of(key) for key in referenced}  # a chunk, or the pack holding it
-    ws.delete_unreferenced(key for key in sizes if key not in objects)
+    ws.delete_unreferenced(key for key in sizes if key not in objects and ws.chunks.reclaimable(key))
     ws.flusher.gc()
 
 

@@ -26,6 +26,14 @@ Chunks smaller than 1 MiB on a local shared tier go into *pack files* instead
 Their keys name a byte range of a pack (``<prefix>/packs/<token>/<file id>.<index>.<offset>``);
 this class resolves them, so the rest of the write-back code handles every key alike.
 ``object_of`` maps a key to the object that holds it (itself, or its pack).
+
+Every journal writes under a prefix of its own, ``<workspace prefix>/j-<journal id>``: nodes
+that share one shared tier and take a workspace over from each other (the writer lease)
+each keep their chunks apart, and a journal's recovery deletes unreferenced objects under its
+own prefix only (``reclaimable``). Another node's chunks may still be named by its journal (an
+acknowledged file it has not flushed yet): they are not this journal's to judge. Keys written
+before journals had ids lie straight under the workspace prefix; they are read as before, and
+deleted only through the journal that references them (its garbage), never as orphans.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ from datahub.storage.rados import RadosStore
 from datahub.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range, decode_cover, encode_cover
 
 SHARD = 1024  # file ids per shared-tier directory
+JOURNAL_DIR = "j-"  # a journal's own chunk prefix: ``<workspace prefix>/j-<journal id>`` (never hex)
 RECORD_READERS = 8  # RADOS cover records read at once at recovery (one round trip each)
 _SLICE = 1 << 20  # write() size: one multi-MiB write into the page cache measured ~10x slower
 
@@ -58,11 +67,19 @@ def _rewrap(exc: DatahubError, context: str) -> DatahubError:
 
 
 class ChunkStore:
-    """The shared tier as seen by one workspace: chunk objects under ``prefix``."""
+    """The shared tier as seen by one workspace's journal: chunk objects under ``prefix``.
 
-    def __init__(self, store: ObjectStore, prefix: str, what: str, pack_bytes: int = 0) -> None:
+    ``journal``: the journal's id; new chunks go under ``<prefix>/j-<journal>`` (module
+    docstring). "" keeps them straight under ``prefix`` (the layout before journal ids).
+    """
+
+    def __init__(
+        self, store: ObjectStore, prefix: str, what: str, pack_bytes: int = 0, journal: str = ""
+    ) -> None:
         self.store = store
-        self.prefix = prefix.strip("/")
+        self.workspace_prefix = prefix.strip("/")
+        self.journal = journal
+        self.prefix = f"{self.workspace_prefix}/{JOURNAL_DIR}{journal}" if journal else self.workspace_prefix
         self.what = what
         # A local directory gets chunks written in place (module docstring); any other store
         # gets a normal put, which is atomic (an object exists whole or not at all).
@@ -70,6 +87,12 @@ class ChunkStore:
         # Pack members are recognised whatever ``pack_bytes`` says now: a journal written with
         # packs must read (and keep) its chunks after a restart with packing switched off.
         self._packs = Packs(self._root, self.prefix, pack_bytes) if self._root is not None else None
+        # Packs written before journal ids (straight under the workspace prefix): read, adopted
+        # and given up member by member as ever, never appended to.
+        old_packs = (
+            Packs(self._root, self.workspace_prefix, 0) if self._root is not None and journal else None
+        )
+        self._all_packs = [packs for packs in (self._packs, old_packs) if packs is not None]
         self._pack_new = pack_bytes > 0
         # A RADOS tier stores a chunk's cover record in the chunk object's write op (an xattr).
         self._records: RadosStore | None = store if isinstance(store, RadosStore) else None
@@ -102,7 +125,16 @@ class ChunkStore:
 
     def _pack_of(self, key: str) -> Packs | None:
         """The packs a member key belongs to; None for a chunk that is an object of its own."""
-        return self._packs if self._packs is not None and self._packs.owns(key) else None
+        return next((packs for packs in self._all_packs if packs.owns(key)), None)
+
+    def reclaimable(self, key: str) -> bool:
+        """Whether object ``key`` (from ``objects``) is this journal's to delete when no record
+        of it references it: under its own prefix. Objects from before journal ids may be
+        another node's acknowledged chunks (nothing tells whose), so only a journal without an
+        id (``journal=""``) treats them as its own."""
+        if self.prefix != self.workspace_prefix:
+            return key.startswith(self.prefix + "/")
+        return key.startswith(self.prefix + "/") and not _under_a_journal(self.prefix, key)
 
     def packed(self, key: str) -> bool:
         """Whether ``key`` is a pack member (a byte range of a pack, not an object of its own)."""
@@ -124,11 +156,10 @@ class ChunkStore:
                 for key, record in zip(keys, pool.map(self._record_of, keys), strict=True):
                     if record is not None:
                         yield key, record
-        if self._packs is None:
-            return
         for key in sizes:
-            if self._packs.is_pack(key):
-                yield from self._packs.cover_records(key)
+            packs = next((packs for packs in self._all_packs if packs.is_pack(key)), None)
+            if packs is not None:
+                yield from packs.cover_records(key)
 
     def _record_of(self, key: str) -> dict | None:
         """The cover record a RADOS chunk object carries, if any."""
@@ -231,12 +262,13 @@ class ChunkStore:
 
     def adopt(self, keys: Iterable[str]) -> None:
         """At open: the chunks the journal references (keeps their packs alive)."""
-        if self._packs is not None:
-            self._packs.adopt([key for key in keys if self._packs.owns(key)])
+        keys = list(keys)
+        for packs in self._all_packs:
+            packs.adopt([key for key in keys if packs.owns(key)])
 
     def close(self) -> None:
-        if self._packs is not None:
-            self._packs.close()
+        for packs in self._all_packs:
+            packs.close()
 
     def get(self, key: str, length: int, path: str) -> bytes:
         obj, start = self.locate(key)
@@ -267,9 +299,17 @@ class ChunkStore:
             yield key
 
     def objects(self) -> Iterator[tuple[str, int]]:
-        """(key, size) of every chunk object of this workspace in the shared tier."""
-        for info in self.store.list(self.prefix + "/"):
-            yield info.key, info.size
+        """(key, size) of every chunk object this journal may reference in the shared tier:
+        under its own prefix, and from before journal ids; not other journals' chunks."""
+        own = self.prefix + "/"
+        for info in self.store.list(self.workspace_prefix + "/"):
+            if info.key.startswith(own) or not _under_a_journal(self.workspace_prefix, info.key):
+                yield info.key, info.size
+
+
+def _under_a_journal(workspace_prefix: str, key: str) -> bool:
+    """Whether ``key`` lies under some journal's own prefix (``<workspace prefix>/j-…/``)."""
+    return key[len(workspace_prefix) + 1 :].startswith(JOURNAL_DIR)
 
 
 def _create_new(target: Path, fill: Callable[[int], None], context: str, key: str) -> None:

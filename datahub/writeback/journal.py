@@ -59,6 +59,7 @@ _DBS = ("tree", "files", "origin", "garbage", "meta")
 # meta keys of cover records (module docstring): the boot of the session that has the journal
 # open ("" once it closed cleanly), the session number, the highest cover number committed
 OWNER_BOOT, COVER_EPOCH, COVERED = "owner_boot", "cover_epoch", "covered"
+JOURNAL_ID = "journal_id"  # this journal's own chunk prefix in the shared tier (``chunks.py``)
 _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
 
 

@@ -268,12 +268,6 @@ def test_many_committers_beside_looping_flushers_all_finish(env: Env, catalog) -
         assert records == {path: len(data) for path, data in files.items()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect found by review16, outside gclock15: a takeover's recovery deletes the lapsed "
-    "node's chunks (writeback/<workspace>/ is one prefix for every node of a shared tier); "
-    "fix in datahub/writeback/__init__.py (_recover) and the chunk layout, not review16's files",
-)
 def test_a_takeover_on_a_node_sharing_the_shared_tier_keeps_the_lapsed_nodes_acknowledged_file(
     tmp_path: Path,
 ) -> None:
@@ -284,10 +278,11 @@ def test_a_takeover_on_a_node_sharing_the_shared_tier_keeps_the_lapsed_nodes_ack
     close returned: durable in the shared tier and journaled) and loses its lease before its
     flush; node b takes the workspace over. "A holder that lost its lease keeps its unflushed
     files in its journal: they reach the bucket only once that node holds the lease again."
-    Node b's open runs recovery, which deletes every chunk object under
-    ``writeback/<workspace>/`` that *its* journal does not reference: node a's chunks. When
-    node a holds the lease again, its recovery finds the chunk gone and drops the file: an
-    acknowledged file lost without a crash of the node that acknowledged it."""
+    Node b's open ran recovery, which deleted every chunk object under
+    ``writeback/<workspace>/`` that *its* journal did not reference: node a's chunks. When
+    node a held the lease again, its recovery found the chunk gone and dropped the file: an
+    acknowledged file lost without a crash of the node that acknowledged it. Fixed by
+    takeover16: each journal writes under its own prefix and recovers only there."""
     from datahub.catalog.sqlite_store import SQLiteCatalogStore
     from datahub.config import load_config
     from datahub.storage import StoreRegistry
