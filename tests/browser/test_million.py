@@ -98,7 +98,7 @@ def test_a_million_record_version_pages(chrome, big):  # noqa: F811
 
 def test_a_diff_of_10_5_entries_pages(chrome, big):  # noqa: F811
     chrome.visit(f"{big}/datasets/big/diff?from=1&to=2", "33-big-diff")
-    assert chrome.find("#diff-counts").text == "+0 added −0 removed ~100000 modified"
+    assert chrome.find("#diff-counts").text == "+0 added −0 removed ~100,000 modified"
     rows = chrome.find_all("#diff-entries > tbody > tr")
     assert [r.get_attribute("data-key") for r in rows] == [key(i) for i in range(0, 1000, 10)]
     assert '"checked"' in rows[0].find_element("css selector", "table.changes").text
