@@ -21,6 +21,7 @@ from the base and the content, so retrying after a lost reply does not commit tw
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import tempfile
@@ -198,7 +199,40 @@ def _pin_blobs(
         if o.path not in records:
             url = blobs.url_for(blob_key(o.sha256))
             records[o.path] = Record(o.path, url, infos[o.sha256].etag, o.size, checksum=f"sha256:{o.sha256}")
+    _repair_lost_etags(blobs, records)
     return records
+
+
+def _repair_lost_etags(blobs: ObjectStore, records: dict[str, Record]) -> None:
+    """Give the blob's etag back to records of one content that disagree on it.
+
+    Why: before each content was pinned once (pinblobs16), files of one content each put its
+    blob, and every record but the last put's took an etag the blob lost: unreadable for
+    good, and an unchanged file keeps its head record (``_head_blobs``), so every later
+    version carried the damage. Such records are exactly those of one digest naming two or
+    more etags, so a commit without that sign costs nothing here; with it, one stat, and the
+    blob is read once and its sha256 checked before any record takes its etag (a blob that
+    does not hold its digest's bytes is left alone: the records stay as they are)."""
+    etags: dict[str, set[str]] = {}
+    for r in records.values():
+        etags.setdefault(r.checksum or "", set()).add(r.etag)
+    for checksum, seen in etags.items():
+        if len(seen) < 2 or not checksum.startswith("sha256:"):
+            continue
+        digest = checksum[len("sha256:") :]
+        key = blob_key(digest)
+        info = blobs.stat(key)
+        stale = [p for p, r in records.items() if r.checksum == checksum and r.etag != info.etag]
+        if not stale:
+            continue
+        check = hashlib.sha256()
+        for piece in blobs.read_chunks(key, etag=info.etag):
+            check.update(piece)
+        if check.hexdigest() != digest:
+            log.warning("blob %s does not hold the bytes of its digest; records left as they are", key)
+            continue
+        for p in stale:
+            records[p] = dataclasses.replace(records[p], etag=info.etag)
 
 
 def _copy(origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, target: str) -> ObjectInfo:
