@@ -52,6 +52,9 @@ class MountRecord:
     workspace: str = ""
     commit_to: str = ""
     started_at: float = 0.0
+    # the author of what commit_to commits ("": the login name of whoever commits): kept here
+    # so a dead daemon's recovery by ``datahub umount`` commits as the mount said (lease17)
+    author: str = ""
 
 
 def _runtime_dir(home: Path) -> Path:

@@ -402,7 +402,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     home = ctx.config.home_path
     record = daemon.MountRecord(
         mountpoint, os.getpid(), "workspace", source=m.workspace,
-        workspace=m.workspace, commit_to=m.commit_to or "",
+        workspace=m.workspace, commit_to=m.commit_to or "", author=m.author or "",
     )  # fmt: skip
 
     became_ready = threading.Event()

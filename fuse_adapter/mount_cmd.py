@@ -319,7 +319,8 @@ def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
         # replays the journal of the dead daemon
         workspace = open_workspace(record.workspace, ctx, record.commit_to)
         try:
-            return finish_workspace(workspace, record.commit_to or None, ctx)
+            # as the mount's --author, not whoever runs the umount
+            return finish_workspace(workspace, record.commit_to or None, ctx, record.author or None)
         finally:
             workspace.close()
 

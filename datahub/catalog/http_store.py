@@ -352,8 +352,14 @@ class HttpCatalogStore(CatalogStore):
             "POST", f"/v1/remote/leases/{_seg(name)}", f"take the writer lease of {name!r}", body
         )
 
-    def renew_lease(self, name: str, owner: str, epoch: int, ttl: float) -> Lease:
-        body = {"owner": owner, "epoch": epoch, "ttl": ttl}
+    def renew_lease(
+        self, name: str, owner: str, epoch: int, ttl: float, *, bound: str | None = None
+    ) -> Lease:
+        """The server checks the caller's role on the lease's target and renews only while the
+        lease names it, and ``bound`` if given (the target the holder took it for)."""
+        body: dict[str, Any] = {"owner": owner, "epoch": epoch, "ttl": ttl}
+        if bound is not None:
+            body["dataset"] = bound
         return self._lease(
             "POST", f"/v1/remote/leases/{_seg(name)}/renew", f"renew the writer lease of {name!r}", body
         )
@@ -385,12 +391,14 @@ class HttpCatalogStore(CatalogStore):
             if exc.code != NotFound.code:  # not "no such lease": another error (a renamed route)
                 raise
             return None
+        return self._api.decode(what, _shown_lease, answer)
 
-        def shown(d: dict[str, Any]) -> Lease:
-            owner = "" if d["state"] == "broken" else HIDDEN_OWNER
-            return Lease(d["name"], owner, d["holder"], int(d["epoch"]), float(d["expires"]), d["dataset"])
-
-        return self._api.decode(what, shown, answer)
+    def list_leases(self) -> list[Lease]:
+        """The leases the server shows this token (all to a global admin; else those ``lease``
+        shows it, one by one), never an owner id."""
+        what = "list the writer leases"
+        answer = self._api.json("GET", "/v1/remote/leases", what=what)
+        return self._api.decode(what, lambda rows: [_shown_lease(d) for d in rows], answer)
 
     def _lease(self, method: str, path: str, what: str, body: dict[str, Any]) -> Lease:
         return self._decode_lease(what, self._api.json(method, path, what=what, json=body))
@@ -514,3 +522,10 @@ def _files_in_order(rows: list[Any], prefix: str, depth: int, previous: str, wid
     if "".join(keys).count("/") != depth * len(keys) or not all(map(str.startswith, keys, repeat(prefix))):
         return False
     return all(map(_lt, keys, _islice(keys, 1, None)))
+
+
+def _shown_lease(d: dict[str, Any]) -> Lease:
+    """A lease as ``GET /v1/remote/leases`` shows it: no owner id (``leases.HIDDEN_OWNER``
+    stands for an unbroken one's, "" for a broken one, which has none)."""
+    owner = "" if d["state"] == "broken" else HIDDEN_OWNER
+    return Lease(d["name"], owner, d["holder"], int(d["epoch"]), float(d["expires"]), d["dataset"])

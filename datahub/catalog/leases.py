@@ -80,12 +80,7 @@ def decide(
     never lets a take through on a target that changed in between (None: nothing checked)."""
     target = current.dataset if current else ""
     if bound is not None and bound != target:
-        # the new target is not named: the caller was checked against the old one only, and
-        # may not read the new one (review15a)
-        raise Conflict(
-            f"the commit target of workspace {name!r} changed while its writer lease was being taken; retry",
-            workspace=name,
-        )
+        raise retargeted(name)
     dataset = dataset or target
     if current is None:
         return Lease(name, owner, holder, 1, now + ttl, dataset)
@@ -96,12 +91,42 @@ def decide(
     return Lease(name, owner, holder, current.epoch + 1, now + ttl, dataset)
 
 
-def renewed(current: Lease | None, name: str, owner: str, epoch: int, ttl: float, now: float) -> Lease:
+def renewed(
+    current: Lease | None,
+    name: str,
+    owner: str,
+    epoch: int,
+    ttl: float,
+    now: float,
+    bound: str | None = None,
+) -> Lease:
     """The lease renewed for ``ttl`` more seconds; Conflict if it is no longer ``owner``'s at ``epoch``
-    (taken over after it lapsed, or released)."""
+    (taken over after it lapsed, or released).
+
+    ``bound``: the commit target the renewal was authorised for (the API checked the caller's
+    role on it; a holder took the lease for it); Conflict if the lease names another by now,
+    so a renewal checked against dataset A never extends a lease a take with the same owner id
+    bound to B in between (lease17; None: nothing checked)."""
     if current is None or not holds(current, owner, epoch):
         raise lost(name, epoch, current, now)
+    if bound is not None and bound != current.dataset:
+        raise retargeted(name, renewing=True)
     return Lease(name, owner, current.holder, epoch, now + ttl, current.dataset)
+
+
+def retargeted(name: str, *, renewing: bool = False) -> Conflict:
+    """A take or renewal refused because the lease's commit target changed since the caller's
+    access was checked. The new target is not named: the caller was checked against the old
+    one only, and may not read the new one (review15a)."""
+    then = (
+        "renewed, so the renewal (for the target it had) is refused: stop writing and reopen the workspace"
+        if renewing
+        else "taken; retry"
+    )
+    return Conflict(
+        f"the commit target of workspace {name!r} changed while its writer lease was being {then}",
+        workspace=name,
+    )
 
 
 def holds(current: Lease, owner: str, epoch: int) -> bool:
@@ -112,13 +137,16 @@ def holds(current: Lease, owner: str, epoch: int) -> bool:
 
 
 def shown(lease: Lease, now: float) -> dict[str, str | int | float]:
-    """The lease for people and tools (``datahub lease show``, ``GET /v1/remote/leases``): every
-    field but the owner id, the holder's secret, and its ``state`` at ``now``."""
+    """The lease for people and tools (``datahub lease show|list``, ``GET /v1/remote/leases``):
+    every field but the owner id, the holder's secret; its ``state`` at ``now``, and
+    ``expires_in``, the seconds from ``now`` to its expiry (negative: lapsed that long ago; 0
+    for one freed), so an operator reads it without comparing clocks."""
     return {
         "name": lease.name,
         "holder": lease.holder,
         "epoch": lease.epoch,
         "expires": lease.expires,
+        "expires_in": round(lease.expires - now, 1) if lease.expires > 0 else 0.0,
         "dataset": lease.dataset,
         "state": state(lease, now),
     }

@@ -425,6 +425,10 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
             self.tokens.delete_one({"_id": token_hash})
 
     # --- writer leases: one document per lease, changed by compare-and-swap ----------------------
+    def list_leases(self) -> list[Lease]:
+        with self._translate("list the writer leases"):
+            return [_lease_of(doc) for doc in self.leases.find({}).sort("_id", 1)]
+
     def _lease_now(self) -> float:
         """The server's clock (every node compares expiries on one clock); mongomock: ``clock``."""
         if not self._server_time:
@@ -440,13 +444,10 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
             with self._translate(what):
                 doc = self.leases.find_one({"_id": name})
                 now = self._lease_now()
-            fields = ("owner", "holder", "epoch", "expires")
-            lease = change(
-                Lease(name, *(doc[f] for f in fields), doc.get("dataset", "")) if doc else None, now
-            )
+            lease = change(_lease_of(doc) if doc else None, now)
             if lease is None:
                 return None
-            new = {f: getattr(lease, f) for f in (*fields, "dataset")}
+            new = {f: getattr(lease, f) for f in (*_LEASE_FIELDS, "dataset")}
             try:
                 with self._translate(what):
                     if doc is None:
@@ -465,6 +466,14 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
                 if not isinstance(exc.__cause__, pymongo.errors.DuplicateKeyError):
                     raise
         raise Busy(f"{what}: other nodes kept changing the lease; retry", retry_after=1)
+
+
+_LEASE_FIELDS = ("owner", "holder", "epoch", "expires")
+
+
+def _lease_of(doc: dict[str, Any]) -> Lease:
+    """A lease document as a Lease (one without ``dataset``, from before schema 7: no target)."""
+    return Lease(doc["_id"], *(doc[f] for f in _LEASE_FIELDS), doc.get("dataset", ""))
 
 
 _key = operator.itemgetter("key")

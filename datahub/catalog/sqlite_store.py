@@ -624,6 +624,13 @@ class SQLiteCatalogStore(CatalogStore):
             conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
 
     # --- writer leases ----------------------------------------------------------------------------
+    def list_leases(self) -> list[Lease]:
+        with self._translate("list the writer leases"), self._conn() as conn:
+            rows = conn.execute(
+                "SELECT name, owner, holder, epoch, expires, dataset FROM leases ORDER BY name"
+            ).fetchall()
+        return [Lease(*row) for row in rows]
+
     def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:
         """Read ``name``'s lease, apply ``change`` (which may raise Conflict) and write its result,
         in one BEGIN IMMEDIATE transaction: two nodes asking at once are serialised by SQLite."""

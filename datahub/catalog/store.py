@@ -286,13 +286,17 @@ class CatalogStore(abc.ABC):
             f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset, at_once)
         )
 
-    def renew_lease(self, name: str, owner: str, epoch: int, ttl: float) -> Lease:
-        """Extend ``owner``'s lease at ``epoch`` by ``ttl`` s from now; Conflict if it was lost."""
-        check_request(name, owner, "", ttl)
+    def renew_lease(
+        self, name: str, owner: str, epoch: int, ttl: float, *, bound: str | None = None
+    ) -> Lease:
+        """Extend ``owner``'s lease at ``epoch`` by ``ttl`` s from now; Conflict if it was lost, or
+        if it no longer names ``bound``, the commit target the renewal was authorised for
+        (``leases.renewed``: checked in the same atomic turn as the write)."""
+        check_request(name, owner, "", ttl, bound or "")
         return self._lease_turn(
             f"renew the writer lease of {name!r}",
             name,
-            lambda cur, now: renewed(cur, name, owner, epoch, ttl, now),
+            lambda cur, now: renewed(cur, name, owner, epoch, ttl, now, bound),
         )
 
     def release_lease(self, name: str, owner: str, epoch: int) -> None:
@@ -300,6 +304,11 @@ class CatalogStore(abc.ABC):
         self._lease_turn(
             f"release the writer lease of {name!r}", name, lambda cur, now: released(cur, owner, epoch)
         )
+
+    @abc.abstractmethod
+    def list_leases(self) -> list[Lease]:
+        """Every lease the store keeps (lapsed, released and broken ones too), by name: what
+        ``datahub lease list`` shows an operator (over the API: those the token may see)."""
 
     @abc.abstractmethod
     def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:

@@ -1,8 +1,9 @@
-"""``datahub lease show|break NAME``: a workspace's writer lease, for the operator.
+"""``datahub lease list``, ``datahub lease show|break NAME``: workspaces' writer leases, for the operator.
 
 Why: a name squatted by the wrong caller, a node known to be gone, or a lease from before
 schema 7 with no commit target is freed or bound only by a global admin's break, and before
-this the only way was a hand-made ``POST /v1/remote/leases/{name}/break``. Both commands go
+this the only way was a hand-made ``POST /v1/remote/leases/{name}/break``; ``list`` finds the
+names to look at (who holds what, lapsing when) without knowing them first. They go
 through the catalog the configuration names: an embedded one directly (whoever has its file
 is its admin), a remote one (``--catalog http://…``) over the API's routes, which decide who
 may (docs/api.md, "Workspace writer leases"). The owner id, the holder's secret, is never shown.
@@ -18,8 +19,15 @@ from datahub.errors import NotFound
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("lease", help="show or break a workspace's writer lease")
+    p = sub.add_parser("lease", help="list, show or break workspaces' writer leases")
     lsub = p.add_subparsers(dest="lease_command", metavar="ACTION", required=True)
+    ls = lsub.add_parser(
+        "list",
+        help="every workspace's writer lease: holder, commit target, epoch, seconds to expiry, state",
+        description="Over the API: every lease to a global admin, else those of the commit "
+        "targets the token may write (as 'lease show' answers name by name).",
+    )
+    ls.set_defaults(func=list_)
     s = lsub.add_parser("show", help="who holds a workspace's writer lease, until when, for which target")
     s.add_argument("name", help="the workspace")
     s.set_defaults(func=show)
@@ -41,6 +49,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="free it now: only for a holder known to write nothing (a dead node, a squatter)",
     )
     b.set_defaults(func=break_)
+
+
+LIST_COLUMNS = ("name", "dataset", "holder", "epoch", "expires_in", "state")
+
+
+def list_(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.catalog.leases import shown
+
+    del args
+    now = time.time()  # as ``show``: on this machine's clock (over the API, expiries are the server's)
+    ctx.emit([shown(lease, now) for lease in ctx.catalog.store.list_leases()], columns=LIST_COLUMNS)
+    return 0
 
 
 def show(args: argparse.Namespace, ctx: CliContext) -> int:

@@ -18,7 +18,8 @@ node sees names who holds it, and a caller cannot pose as another principal. Ren
 the owner id, which only the holder knows, and the take's rule on the lease's target: the id
 proves who holds the lease, the role that it may still write the workspace (a writer whose
 role was revoked kept it for ever by renewing; lease16). Releasing needs the owner id only:
-it gives the lease up. ``GET`` shows a lease, without its owner id, to who may take it.
+it gives the lease up. ``GET`` shows a lease, without its owner id, to who may take it, and
+``GET /v1/remote/leases`` lists those (every lease to a global admin).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pydantic import BaseModel, Field
 from datahub.api.access import Principal, can, require, require_creatable
 from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.schemas import NAME_SHAPE, RequestModel, Whole
-from datahub.catalog.leases import MAX_TTL, Lease, holds, lost, shown
+from datahub.catalog.leases import MAX_TTL, Lease, holds, lost, retargeted, shown
 from datahub.errors import AccessDenied, Conflict, DatasetNotFound, NotFound
 from datahub.validation import check_name
 
@@ -52,6 +53,9 @@ class LeaseRenew(RequestModel):
     owner: str = Owner
     epoch: Whole = Field(ge=1)
     ttl: float = Field(gt=0, le=MAX_TTL)
+    dataset: str | None = Field(
+        None, max_length=63, description="renew only if the lease names this commit target ('': none)"
+    )
 
 
 class LeaseRelease(RequestModel):
@@ -83,8 +87,11 @@ class LeaseShown(BaseModel):
     holder: str
     epoch: int
     expires: float
+    expires_in: float = Field(
+        description="seconds to its expiry on the server's clock (< 0: lapsed; 0: free)"
+    )
     dataset: str
-    state: str
+    state: str = Field(description="free, broken, held or lapsed (datahub.catalog.leases.state)")
 
 
 def _public(lease: Lease) -> LeasePublic:
@@ -175,6 +182,21 @@ def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: Servi
     return _public(store.acquire_lease(name, body.owner, holder, body.ttl, dataset, bound=bound))
 
 
+@router.get("")
+def list_(principal: PrincipalDep, services: ServicesDep) -> list[LeaseShown]:
+    """Every lease to a global admin; to anyone else the leases ``GET /{name}`` shows them (those
+    whose commit target they may write), so the list tells no more than asking name by name
+    (promise 5: a lease bound to a dataset the caller may not read is not listed)."""
+    now, allowed = time.time(), {}
+    rows = []
+    for lease in services.catalog.store.list_leases():
+        if lease.dataset not in allowed:  # one role check per target, not per lease
+            allowed[lease.dataset] = _may_take(principal, services, lease.name, lease.dataset)
+        if allowed[lease.dataset]:
+            rows.append(LeaseShown(**shown(lease, now)))
+    return rows
+
+
 @router.get("/{name}")
 def show(name: str, principal: PrincipalDep, services: ServicesDep) -> LeaseShown:
     """The lease to a global admin and to a caller who may take it; to anyone else the 404 of a
@@ -195,11 +217,18 @@ def renew(name: str, body: LeaseRenew, principal: PrincipalDep, services: Servic
     take it (review15a)."""
     name = check_name(name, "workspace")
     store = services.catalog.store
-    current = store.lease(name)
-    if current is not None and holds(current, body.owner, body.epoch):
-        _require_renewer(principal, services, name, current.dataset)
     try:
-        return _public(store.renew_lease(name, body.owner, body.epoch, body.ttl))
+        current = store.lease(name)
+        if current is None or not holds(current, body.owner, body.epoch):
+            # refused without a renewal: no role was checked, and a take with this owner id
+            # in between would make the store's renewal pass (lease17)
+            raise lost(name, body.epoch, current, time.time())
+        _require_renewer(principal, services, name, current.dataset)
+        if body.dataset is not None and body.dataset != current.dataset:
+            raise retargeted(name, renewing=True)
+        # renewed only if the lease still names the target the role was checked on: a take
+        # with the same owner id between the check and here may have rebound it (lease17)
+        return _public(store.renew_lease(name, body.owner, body.epoch, body.ttl, bound=current.dataset))
     except Conflict:
         current = store.lease(name)
         if current is None or _may_take(principal, services, name, current.dataset):
