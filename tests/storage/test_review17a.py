@@ -1,0 +1,86 @@
+"""review17a: ``put_once`` on S3 when two writers of one blob cut it differently.
+
+S3's etag is the md5 of the bytes for a single PUT, but the md5 of the parts' md5s (and a
+part count) for a multipart upload: the same bytes get another etag from a client with
+another ``multipart_threshold`` or ``multipart_chunk`` (two nodes, or an import and a commit,
+configured apart). S3's ``put_once`` was a plain put (pinblobs16), so the second writer of a
+blob replaced it under a new etag, and the record the first writer's commit took named an
+etag the blob no longer had: unreadable for good. Now the put is conditional
+(``If-None-Match: *``, on the PUT and on the multipart upload's completion) and a refused one
+returns the stored object's info, as ``put_once`` promises on every backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.servers import S3Endpoint
+from tests.storage.conftest import Backend, make_config
+from tests.writeback.conftest import remove_bucket
+
+MiB = 1 << 20
+
+
+def _key(payload: bytes) -> str:
+    return f"blobs/sha256/{hashlib.sha256(payload).hexdigest()}"
+
+
+def test_a_blob_put_once_in_parts_keeps_its_etag_when_put_once_again_whole(backend: Backend) -> None:
+    """The first writer uploads in parts (threshold 1 MiB), the second would PUT it whole."""
+    payload = os.urandom(6 * MiB + 1)
+    key = _key(payload)
+    parts = backend.open(multipart_threshold=MiB, multipart_chunk=5 * MiB)
+    first = parts.put_once(key, payload)
+    whole = backend.open(multipart_threshold=64 * MiB, multipart_chunk=8 * MiB)
+    second = whole.put_once(key, payload)
+    assert second.etag == first.etag
+    assert parts.read(key, etag=first.etag) == payload
+
+
+def test_a_blob_put_once_whole_keeps_its_etag_when_put_once_again_in_parts(backend: Backend) -> None:
+    """The reverse order: the second writer's multipart upload must not complete over it."""
+    payload = os.urandom(6 * MiB + 1)
+    key = _key(payload)
+    whole = backend.open(multipart_threshold=64 * MiB, multipart_chunk=8 * MiB)
+    first = whole.put_once(key, payload)
+    parts = backend.open(multipart_threshold=MiB, multipart_chunk=5 * MiB)
+    second = parts.put_once(key, payload)
+    assert second.etag == first.etag
+    assert whole.read(key, etag=first.etag) == payload
+
+
+def test_put_once_of_a_new_key_still_stores_it(backend: Backend) -> None:
+    """The condition refuses only an existing object: a new blob, single or in parts, is
+    stored and its etag is the one the store reports."""
+    store = backend.open(multipart_threshold=MiB, multipart_chunk=5 * MiB)
+    for payload in (b"small blob\n" * 100, os.urandom(6 * MiB + 1)):
+        key = _key(payload)
+        info = store.put_once(key, payload)
+        assert info.etag == store.stat(key).etag and info.size == len(payload)
+        assert store.read(key, etag=info.etag) == payload
+
+
+@pytest.mark.parametrize("lean", [True, False], ids=["lean PUT", "boto3 PUT"])
+def test_a_single_put_once_keeps_the_stored_object_on_either_put_path(
+    tmp_path: Path, s3_endpoint: S3Endpoint, lean: bool
+) -> None:
+    """Other bytes put_once under a stored name (only a torn or foreign write can do that to a
+    blob) leave the stored object and return its info, through the lean signed PUT and through
+    boto3 alike (a plain put replaced it, etag and bytes)."""
+    from datahub.storage.s3 import S3Store
+
+    bucket = s3_endpoint.new_bucket("once")
+    store = S3Store(bucket, "", make_config(tmp_path, s3_endpoint).s3, lean_get=lean)
+    try:
+        assert (store._conn.getter is not None) == lean
+        first = store.put_once("blobs/k", b"first bytes\n" * 10)
+        again = store.put_once("blobs/k", b"other bytes\n" * 10)
+        assert (again.etag, again.size) == (first.etag, first.size)
+        assert store.read("blobs/k", etag=first.etag) == b"first bytes\n" * 10
+    finally:
+        store.close()
+        remove_bucket(s3_endpoint, bucket)
