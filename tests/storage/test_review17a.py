@@ -1,6 +1,6 @@
 """review17a: ``put_once`` on S3 when two writers of one blob cut it differently (and two
 writers of one blob on the local store's link fallback, and a ``--copy`` import over a short blob:
-strict xfails, outside review17a's files).
+strict xfails, not fixed here).
 
 S3's etag is the md5 of the bytes for a single PUT, but the md5 of the parts' md5s (and a
 part count) for a multipart upload: the same bytes get another etag from a client with
