@@ -107,8 +107,9 @@ class S3Writes:
         Why: S3's etag is the md5 of the bytes for a single PUT but the md5 of the parts' md5s
         for a multipart upload, so one blob put by clients with other thresholds or part sizes
         (two nodes, an import and a commit) got another etag, and the first writer's record
-        named an etag the blob lost (review17a). The HEAD happens only when the blob is there
-        (the base's put-then-stat cost one per new blob: bench/writeback/commit_pin.py). A
+        named an etag the blob lost (review17a). A new single-PUT blob costs no HEAD (the
+        base's put-then-stat cost one: bench/writeback/commit_pin.py), a multipart one a HEAD
+        before its completion (``_refuse_stored``), a refused one the HEAD of its answer. A
         server that ignores the condition leaves the plain put of before."""
         try:
             return self._put(key, data, size, once=True)
