@@ -187,9 +187,17 @@ def _pin_blobs(
     def pin(o: FlushedObject) -> ObjectInfo:
         key = blob_key(o.sha256)
         try:
-            return blobs.stat(key)
+            stored = blobs.stat(key)
         except ObjectNotFound:
             return _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key)
+        if stored.size == o.size:
+            return stored
+        # not this content (a torn or foreign write under its name): put_once would keep it
+        # for ever and every record of the content would serve its bytes (review17a)
+        log.warning(
+            "blob %s holds %d bytes, not the %d of its content: written again", key, stored.size, o.size
+        )
+        return _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key, replace=True)
 
     # each digest once (files of one content, such as empty __init__.py files, share a blob):
     # pinned by each file at once, all but the last put's records named an etag it lost
@@ -235,9 +243,12 @@ def _repair_lost_etags(blobs: ObjectStore, records: dict[str, Record]) -> None:
             records[p] = dataclasses.replace(records[p], etag=info.etag)
 
 
-def _copy(origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, target: str) -> ObjectInfo:
+def _copy(
+    origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, target: str, *, replace: bool = False
+) -> ObjectInfo:
     """Read the workspace object under its flushed etag (ObjectChanged if a later flush
-    replaced it: the commit is then retried on fresh state), check its sha256, put the blob."""
+    replaced it: the commit is then retried on fresh state), check its sha256, put the blob:
+    once (``put_once``), or over a stored object that is not this content (``replace``)."""
     digest = hashlib.sha256()
     with tempfile.SpooledTemporaryFile(max_size=CHUNK_BYTES) as spool:
         offset = 0
@@ -256,7 +267,7 @@ def _copy(origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, t
                 etag=o.etag,
             )
         spool.seek(0)
-        return blobs.put_once(target, spool, o.size)
+        return (blobs.put if replace else blobs.put_once)(target, spool, o.size)
 
 
 def _flushed(workspace: Workspace) -> list[FlushedObject]:

@@ -267,14 +267,17 @@ class LeanGetter:
             return None
         raise error
 
-    def put(self, bucket: str, key: str, payload: bytes, budget: float | None = None) -> str:
+    def put(
+        self, bucket: str, key: str, payload: bytes, budget: float | None = None, *, once: bool = False
+    ) -> str:
         """One single-part PUT attempt of ``payload``; the new object's etag.
 
         Signed with the body's SHA-256 (as botocore signs a PUT over http): the server checks
-        the bytes it got against it. Errors as ``get``'s; the caller retries.
+        the bytes it got against it. Errors as ``get``'s; the caller retries. ``once``: under
+        ``If-None-Match: *``, refused (ObjectChanged, 412) if an object is at the key.
         """
         where, credentials, host, path = self._start(bucket, key)
-        headers: dict[str, str] = {}
+        headers: dict[str, str] = {"If-None-Match": "*"} if once else {}
         sign("PUT", path, host, headers, credentials, self.region, hashlib.sha256(payload).hexdigest())
         headers["Content-Length"] = str(len(payload))
         raw = self._send("PUT", host, path, headers, payload, budget, bucket, key, where)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO, TypeVar
 
-from datahub.errors import DatahubError, InvalidInput
+from datahub.errors import DatahubError, InvalidInput, ObjectChanged, ObjectNotFound
 from datahub.storage.base import ObjectInfo
 from datahub.storage.retry import remaining
 from datahub.storage.s3errors import unquote_etag
@@ -80,31 +80,55 @@ class S3Writes:
         Memory held: at most one part (or the whole object below the threshold), so every
         request body is bytes that a retry can resend.
         """
+        return self._put(key, data, size, once=False)
+
+    def _put(self, key: str, data: bytes | BinaryIO, size: int | None, *, once: bool) -> ObjectInfo:
         full = self._full(key)
         if isinstance(data, bytes | bytearray | memoryview):
             payload = bytes(data)
             self._check_size(full, size, len(payload))
             if len(payload) <= self.multipart_threshold:
-                return self._put_single(key, full, payload)
-            return self._put_multipart(key, full, io.BytesIO(payload), len(payload), None)
+                return self._put_single(key, full, payload, once)
+            return self._put_multipart(key, full, io.BytesIO(payload), len(payload), None, once)
         known = size if size is not None else _remaining_size(data)
         if known is not None and known <= self.multipart_threshold:
             payload = read_exactly(data, known + 1)
             self._check_size(full, known, len(payload))
-            return self._put_single(key, full, payload)
+            return self._put_single(key, full, payload, once)
         first = read_exactly(data, self._part_size(known))
         if known is None and len(first) < self._part_size(None):
-            return self._put_single(key, full, first)  # a short stream of unknown size
-        return self._put_multipart(key, full, data, known, first)
+            return self._put_single(key, full, first, once)  # a short stream of unknown size
+        return self._put_multipart(key, full, data, known, first, once)
 
     def put_once(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
-        """A plain put, no HEAD after it: S3's etag is the md5 of the bytes (or of the parts'
-        md5s at this client's part size), so a concurrent put of the same blob leaves the
-        etag this one returns. The HEAD of the base's default cost a request per new blob and
-        about 1.5 ms of client CPU (bench/writeback/commit_pin.py). Not covered: two writers
-        of one blob above the multipart threshold with different part sizes at once
-        (``If-None-Match: *`` would cover it; not used yet)."""
-        return self.put(key, data, size)
+        """A put under ``If-None-Match: *`` (on the PUT, or on the multipart upload's
+        completion); a refused one (412: the object is there) answers with its stat.
+
+        Why: S3's etag is the md5 of the bytes for a single PUT but the md5 of the parts' md5s
+        for a multipart upload, so one blob put by clients with other thresholds or part sizes
+        (two nodes, an import and a commit) got another etag, and the first writer's record
+        named an etag the blob lost (review17a). A new single-PUT blob costs no HEAD (the
+        base's put-then-stat cost one: bench/writeback/commit_pin.py), a multipart one a HEAD
+        before its completion (``_refuse_stored``), a refused one the HEAD of its answer. A
+        server that ignores the condition leaves the plain put of before."""
+        try:
+            return self._put(key, data, size, once=True)
+        except ObjectChanged:
+            return self.stat(key)
+
+    def _refuse_stored(self, key: str, full: str) -> None:
+        """ObjectChanged if an object is at ``key`` (``put_once`` then keeps it): one HEAD before
+        a multipart upload completes. Why: Ceph RGW 16 ignores ``If-None-Match`` on
+        ``CompleteMultipartUpload`` (moto and AWS honour it), so a blob stored while the parts
+        were sent was replaced under another etag (review17a); what is left there is the
+        moment between this HEAD and the completion."""
+        try:
+            self.stat(key)
+        except ObjectNotFound:
+            return
+        raise ObjectChanged(
+            f"s3://{self.bucket}/{full} is already stored: put_once keeps it", bucket=self.bucket, key=full
+        )
 
     def _check_size(self, full: str, declared: int | None, actual: int) -> None:
         if declared is not None and declared != actual:
@@ -120,18 +144,24 @@ class S3Writes:
             return self.multipart_chunk
         return max(self.multipart_chunk, math.ceil(size / MAX_PARTS / MIN_PART) * MIN_PART)
 
-    def _put_single(self, key: str, full: str, payload: bytes) -> ObjectInfo:
+    def _put_single(self, key: str, full: str, payload: bytes, once: bool) -> ObjectInfo:
         """One PutObject: the lean signed PUT (``s3get``) when the connection has the lean
-        path, else boto3 (0.6-1 ms more client CPU per 100 KB request: a small file's write-back)."""
+        path, else boto3 (0.6-1 ms more client CPU per 100 KB request: a small file's write-back).
+        ``once``: only if no object is at the key (``If-None-Match: *``; ObjectChanged if one is)."""
         lean = self._conn.getter
         if lean is not None:
-            etag = self._call(full, lambda: lean.put(self.bucket, full, payload, budget=remaining()))
+            etag = self._call(
+                full, lambda: lean.put(self.bucket, full, payload, budget=remaining(), once=once)
+            )
             return ObjectInfo(key, len(payload), unquote_etag(etag), self._clock())
-        resp = self._call(full, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=payload))
+        condition = {"IfNoneMatch": "*"} if once else {}
+        resp = self._call(
+            full, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=payload, **condition)
+        )
         return ObjectInfo(key, len(payload), unquote_etag(resp["ETag"]), self._clock())
 
     def _put_multipart(
-        self, key: str, full: str, fh: BinaryIO, size: int | None, first: bytes | None
+        self, key: str, full: str, fh: BinaryIO, size: int | None, first: bytes | None, once: bool
     ) -> ObjectInfo:
         """Read parts one at a time and upload up to ``multipart_concurrency`` at once.
 
@@ -184,10 +214,16 @@ class S3Writes:
                             f.cancel()  # parts not yet started are dropped, running ones finish
             parts = [f.result() for f in futures]  # re-raises the first failed part
             self._check_size(full, size, total)
+            if once:
+                self._refuse_stored(key, full)
             done = self._call(
                 full,
                 lambda: self._client.complete_multipart_upload(
-                    Bucket=self.bucket, Key=full, UploadId=upload, MultipartUpload={"Parts": parts}
+                    Bucket=self.bucket,
+                    Key=full,
+                    UploadId=upload,
+                    MultipartUpload={"Parts": parts},
+                    **({"IfNoneMatch": "*"} if once else {}),
                 ),
             )
         except BaseException:
