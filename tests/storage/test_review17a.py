@@ -1,6 +1,6 @@
 """review17a: ``put_once`` on S3 when two writers of one blob cut it differently (and two
-writers of one blob on the local store's link fallback, and a ``--copy`` import over a short blob:
-strict xfails, not fixed here).
+writers of one blob on the local store's link fallback: a strict xfail, not fixed here; and a
+``--copy`` import over a short blob, fixed by the lead in ``BlobCopier._store``).
 
 S3's etag is the md5 of the bytes for a single PUT, but the md5 of the parts' md5s (and a
 part count) for a multipart upload: the same bytes get another etag from a client with
@@ -88,12 +88,6 @@ def test_a_single_put_once_keeps_the_stored_object_on_either_put_path(
         remove_bucket(s3_endpoint, bucket)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review17a: datahub/ingest/blobs.py BlobCopier._store returns a stored blob's stat "
-    "without comparing its size with the bytes copied (the check _pin_blobs now makes), so a "
-    "--copy import records a short blob under the full content's checksum",
-)
 def test_a_copy_import_does_not_record_a_short_blob_stored_under_its_contents_name(
     tmp_path: Path, config
 ) -> None:
