@@ -1,0 +1,66 @@
+"""review17b's attacks on csi16: an unpublish racing a repair, across a restart of the plugin.
+
+A repair of a killed mount process detaches the dead FUSE mount from the plugin's ``volumes/``
+before it starts the new process; until the new view is bound over them, the volume's targets
+show the dead view, whose device no mount under ``volumes/`` has any more. csi16 let an
+unpublish take that view for the plugin's own (not another driver's mount, which it refuses
+with FAILED_PRECONDITION) by remembering the detached devices, in memory only. A plugin
+restarted after the detach (a node upgrade, an OOM kill: the kubelet restarts it) remembered
+none, so while the repair kept failing, every unpublish of the target was FAILED_PRECONDITION
+and the pod stayed Terminating, though the same plugin not restarted lets it go.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from csi.node import REPAIR_HOLD
+from tests.csi.conftest import CsiEnv, Plugin, mounts_under, wait_until
+from tests.csi.test_csirace16 import HOLD_TIMEOUT, _committed, _daemons_of, _path, repair_held
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def own_held_plugin(csi_env: CsiEnv, tmp_path: Path) -> Iterator[Plugin]:
+    """A plugin of this test's own (it is killed and restarted), whose repairs wait at the FIFO
+    ``<root>/repair-hold`` while the test has made it."""
+    plugin = Plugin(tmp_path, csi_env.config_path, env={REPAIR_HOLD: str(tmp_path / "repair-hold")})
+    try:
+        yield plugin.start()
+    finally:
+        plugin.teardown()
+
+
+def _failed_repairs(plugin: Plugin, target: str) -> int:
+    return plugin.log_path.read_text(errors="replace").count(f"could not recover {target}")
+
+
+def test_unpublish_after_a_restart_during_a_failed_repair_succeeds_and_commits(
+    own_held_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    plugin = own_held_plugin
+    context = {"workspace": "r17b-restart", "commitTo": "r17b-restart"}
+    target = _path(plugin, "pods", "r17b-restart", "mount")
+    plugin.publish(target, context, volume_id="r17b-restart")
+    Path(target, "ckpt.bin").write_bytes(b"acknowledged")  # close() returns once journaled
+    [record] = plugin.state()
+    with repair_held(plugin, record["pid"]):  # detached; the target shows the dead view
+        Path(record["volume_dir"], "mnt", "in-the-way").write_bytes(b"")  # the new mount is refused
+    wait_until(lambda: _failed_repairs(plugin, target) >= 1, HOLD_TIMEOUT, "the repair failed")
+
+    plugin.kill9()  # the kubelet restarts it; the target still shows the dead view
+    restarted = Plugin(plugin.root, plugin.config_path, env=plugin.env).start()  # after its first pass
+    plugin.proc, plugin.channel = restarted.proc, restarted.channel  # the fixture stops this one
+    assert _failed_repairs(plugin, target) >= 2  # the restarted plugin's repair failed too
+
+    # before: FAILED_PRECONDITION, "target ... holds a fuse mount this plugin did not make"
+    restarted.unpublish(target, "r17b-restart")
+    assert restarted.state() == [] and mounts_under(plugin.state_dir) == [] and _daemons_of(plugin) == []
+    assert not os.path.exists(target) and target not in mounts_under(plugin.root / "pods")
+    assert not os.path.exists(record["volume_dir"])
+    assert _committed(csi_env, "r17b-restart") == {"ckpt.bin": 12}
