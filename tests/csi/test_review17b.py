@@ -64,3 +64,33 @@ def test_unpublish_after_a_restart_during_a_failed_repair_succeeds_and_commits(
     assert not os.path.exists(target) and target not in mounts_under(plugin.root / "pods")
     assert not os.path.exists(record["volume_dir"])
     assert _committed(csi_env, "r17b-restart") == {"ckpt.bin": 12}
+
+
+def test_unpublish_and_unstage_after_a_restart_during_a_failed_repair_of_the_stage_succeed(
+    own_held_plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """The same for a staged workspace (a PV): the stage's repair fails past the detach, the
+    plugin restarts; the target bound from the stage unpublishes, the stage unstages, and the
+    workspace commits what was acknowledged."""
+    plugin = own_held_plugin
+    staging = _path(plugin, "plugins", "r17b", "globalmount", made=True)
+    context = {"workspace": "r17b-staged", "commitTo": "r17b-staged"}
+    target = _path(plugin, "pods", "r17b-staged", "mount")
+    plugin.stage(staging, context, volume_id="r17b-staged")
+    plugin.publish(target, context, volume_id="r17b-staged", staging=staging)
+    Path(target, "ckpt.bin").write_bytes(b"staged and acknowledged")
+    [stage] = [p for p in plugin.state() if p.get("staged")]
+    with repair_held(plugin, stage["pid"]):
+        Path(stage["volume_dir"], "mnt", "in-the-way").write_bytes(b"")
+    wait_until(lambda: _failed_repairs(plugin, staging) >= 1, HOLD_TIMEOUT, "the repair failed")
+
+    plugin.kill9()
+    restarted = Plugin(plugin.root, plugin.config_path, env=plugin.env).start()
+    plugin.proc, plugin.channel = restarted.proc, restarted.channel
+    assert _failed_repairs(plugin, staging) >= 2
+
+    restarted.unpublish(target, "r17b-staged")  # before: FAILED_PRECONDITION
+    restarted.unstage(staging, "r17b-staged")
+    assert restarted.state() == [] and mounts_under(plugin.state_dir) == [] and _daemons_of(plugin) == []
+    assert staging not in mounts_under(plugin.root / "plugins") and not os.path.exists(target)
+    assert _committed(csi_env, "r17b-staged") == {"ckpt.bin": 23}
