@@ -21,8 +21,18 @@ import pytest
 from csi.node import REPAIR_HOLD
 from tests.csi.conftest import CsiEnv, Plugin, mounts_under, wait_until
 from tests.csi.test_csirace16 import HOLD_TIMEOUT, _committed, _daemons_of, _path, repair_held
+from tests.csi.test_deploy import objects
 
-pytestmark = pytest.mark.fuse
+
+def test_the_shipped_driver_has_the_kubelet_write_the_pod_info_over_a_pods_own() -> None:
+    """Who a pod is (its service account: the access check, a workspace's author; its
+    namespace: an inline workspace's scope) comes from ``csi.storage.k8s.io/`` keys of the
+    volume context. A pod's spec writes an inline volume's attributes, those keys included;
+    the kubelet writes its own over them only with ``podInfoOnMount: true``. Without it a pod
+    naming another namespace's service account in its attributes is that account to the
+    plugin, which cannot tell: the manifest must keep it on."""
+    [driver] = objects("CSIDriver")
+    assert driver["spec"]["podInfoOnMount"] is True
 
 
 @pytest.fixture
@@ -40,6 +50,7 @@ def _failed_repairs(plugin: Plugin, target: str) -> int:
     return plugin.log_path.read_text(errors="replace").count(f"could not recover {target}")
 
 
+@pytest.mark.fuse
 def test_unpublish_after_a_restart_during_a_failed_repair_succeeds_and_commits(
     own_held_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
@@ -66,6 +77,7 @@ def test_unpublish_after_a_restart_during_a_failed_repair_succeeds_and_commits(
     assert _committed(csi_env, "r17b-restart") == {"ckpt.bin": 12}
 
 
+@pytest.mark.fuse
 def test_unpublish_and_unstage_after_a_restart_during_a_failed_repair_of_the_stage_succeed(
     own_held_plugin: Plugin, csi_env: CsiEnv
 ) -> None:
