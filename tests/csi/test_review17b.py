@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from csi.node import REPAIR_HOLD
@@ -106,3 +107,36 @@ def test_unpublish_and_unstage_after_a_restart_during_a_failed_repair_of_the_sta
     assert restarted.state() == [] and mounts_under(plugin.state_dir) == [] and _daemons_of(plugin) == []
     assert staging not in mounts_under(plugin.root / "plugins") and not os.path.exists(target)
     assert _committed(csi_env, "r17b-staged") == {"ckpt.bin": 23}
+
+
+FORGED = "2026-11-30 12:00:00 INFO csi.node: published evil (dataset@v1) at /forged"
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"dataset": "imgs", f"x\n{FORGED}": "1"},  # an unknown attribute
+        {f"datasets\n{FORGED}": "imgs"},  # no kind named
+        {"dataset": "imgs", "version": f"1\n{FORGED}"},
+        {"workspace": f"w\n{FORGED}"},
+        {"dataset": "imgs", "cache": f"none\n{FORGED}"},
+    ],
+)
+def test_a_volume_attribute_with_a_newline_forges_no_line_of_the_plugin_log(
+    plugin: Plugin, context: dict[str, str]
+) -> None:
+    """A pod's spec writes an inline volume's attribute names and values; the plugin logs a
+    refused publish with the reason, which names them: a newline in one wrote a line of the
+    pod's choosing into the node plugin's log."""
+    target = _path(plugin, "pods", "r17b-forged", "mount")
+    start = plugin.log_path.stat().st_size
+    with pytest.raises(grpc.RpcError) as refused:
+        plugin.publish(target, context, volume_id="r17b-forged")
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+    with open(plugin.log_path, "rb") as fh:
+        fh.seek(start)
+        logged = fh.read().decode(errors="replace")
+    assert "r17b-forged" in logged  # the refusal is logged
+    assert not any(line.startswith(FORGED) for line in logged.splitlines()), logged
+    assert plugin.state() == []
