@@ -20,9 +20,10 @@ import grpc
 import pytest
 
 from csi.node import REPAIR_HOLD
-from tests.csi.conftest import CsiEnv, Plugin, mounts_under, wait_until
-from tests.csi.test_csirace16 import HOLD_TIMEOUT, _committed, _daemons_of, _path, repair_held
+from tests.csi.conftest import NODE_ID, CsiEnv, Plugin, mounts_under, wait_until
+from tests.csi.test_csirace16 import HOLD_TIMEOUT, _authors, _committed, _daemons_of, _path, repair_held
 from tests.csi.test_deploy import objects
+from tests.csi.test_publish import pod_info
 
 
 def test_the_shipped_driver_has_the_kubelet_write_the_pod_info_over_a_pods_own() -> None:
@@ -140,3 +141,26 @@ def test_a_volume_attribute_with_a_newline_forges_no_line_of_the_plugin_log(
     assert "r17b-forged" in logged  # the refusal is logged
     assert not any(line.startswith(FORGED) for line in logged.splitlines()), logged
     assert plugin.state() == []
+
+
+@pytest.mark.fuse
+def test_a_pvs_attributes_name_no_author_of_its_versions(plugin: Plugin, csi_env: CsiEnv) -> None:
+    """A PV's volumeAttributes cannot name who wrote its versions: an ``author`` attribute is
+    refused, and pod info keys in them (a PV written by hand with another namespace's service
+    account) are not the author either: the stage names no pod, so the node is."""
+    staging = _path(plugin, "plugins", "r17b-pv", "globalmount", made=True)
+    context = {"workspace": "r17b-pv", "commitTo": "r17b-pv"}
+    with pytest.raises(grpc.RpcError) as refused:
+        plugin.stage(
+            staging, {**context, "author": "system:serviceaccount:kube-system:admin"}, volume_id="r17b-pv"
+        )
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
+    assert "'author'" in refused.value.details()
+    forged = {**context, **pod_info("kube-system", "admin")}
+    target = _path(plugin, "pods", "r17b-pv", "mount")
+    plugin.stage(staging, forged, volume_id="r17b-pv")
+    plugin.publish(target, {**context, **pod_info("team-a", "trainer")}, volume_id="r17b-pv", staging=staging)
+    Path(target, "model.pt").write_bytes(b"weights")
+    plugin.unpublish(target, "r17b-pv")
+    plugin.unstage(staging, "r17b-pv")
+    assert _authors(csi_env, "r17b-pv") == [f"system:node:{NODE_ID}"]
