@@ -119,3 +119,26 @@ def test_a_holder_with_control_characters_is_refused_before_it_reaches_anyone(ap
     r = api.post(LEASE, "bob", json=body)
     assert 400 <= r.status_code < 500, r.text
     assert api.catalog.store.lease("training") is None
+
+
+def test_every_write_route_answers_a_hidden_dataset_as_a_missing_one_byte_for_byte(api: Api) -> None:
+    """The same for the routes that change a dataset (commit, tags, derive, update, the remote
+    store's): eve, who may not read ``pets``, gets what she gets for the missing ``pexs``,
+    whatever the body; and ``pets`` is left as it was."""
+    api.catalog.tag("pets", "golden", 1)
+    routes = [
+        (method, r)
+        for router in ROUTERS
+        for r in router.routes
+        if isinstance(r, APIRoute) and "{name}" in r.path and "leases" not in r.path
+        for method in sorted(r.methods - {"GET", "HEAD"})
+    ]
+    assert len(routes) >= 6, [r.path for _, r in routes]
+    before = (api.catalog.get_dataset("pets"), [v.seq for v in api.catalog.log("pets")])
+    for method, route in routes:
+        for body in ({}, {"seq": 1}, {"where": "labels.class=cat"}):
+            hidden = api.client.request(method, _url(route, "pets"), headers=api.as_("eve"), json=body)
+            missing = api.client.request(method, _url(route, "pexs"), headers=api.as_("eve"), json=body)
+            assert hidden.status_code == missing.status_code == 404, (method, route.path, hidden.text)
+            assert hidden.content.replace(b"pets", b"pexs") == missing.content, (method, route.path)
+    assert (api.catalog.get_dataset("pets"), [v.seq for v in api.catalog.log("pets")]) == before
