@@ -40,7 +40,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,9 +140,6 @@ class NodeService:
         self._published: dict[str, Published] = self._state.load()
         self._children: dict[str, subprocess.Popen] = {}
         self._target_locks: dict[str, threading.Lock] = {}
-        # (device, fstype) of the dead FUSE mounts a repair detached, by the path of the record whose
-        # process served them: its targets (and staging path) still show them until bound again
-        self._detached: dict[str, set[tuple[str, str]]] = {}
         self._mutex = threading.Lock()  # in-memory maps only; never held during I/O
         self.ready = threading.Event()  # set after the first check of recorded targets
 
@@ -176,7 +173,6 @@ class NodeService:
         with self._mutex:
             if p is None:
                 self._published.pop(target, None)
-                self._detached.pop(target, None)
             else:
                 self._published[target] = p
         self._state.save(self.published)
@@ -641,7 +637,7 @@ class NodeService:
         detached (``_recover``): the device number is the dead mount's while any bind holds it."""
         owner = self._process_of(p)
         with self._mutex:
-            detached = set(self._detached.get(owner.target_path, ())) if owner is not None else set()
+            detached = _detached_of(owner) if owner is not None else set()
         top = [(dev, fstype) for point, dev, fstype in mounts.mount_entries() if point == path]
         return bool(top) and top[-1] in detached
 
@@ -748,8 +744,7 @@ class NodeService:
             mounts.MountProcess.kill(proc)
         mounts.wait_exit(p.pid, None, timeout=30)
         dead = {(dev, fstype) for point, dev, fstype in mounts.mount_entries() if point == p.staging}
-        with self._mutex:  # the targets show it until bound again: theirs to unmount meanwhile
-            self._detached.setdefault(p.target_path, set()).update(dead)
+        self._note_detached(p, lambda known: known | dead)  # the targets show it until bound again
         mounts.detach_stale(p.staging)
         _hold_repair(p.target_path)
         renew_platform_keys(self.config, Path(p.config_path), catalog_authorised=p.spec.catalog_authorised)
@@ -759,8 +754,7 @@ class NodeService:
             "volume %s at %s remounted (%s)", p.volume_id, p.target_path, p.resolved or _describe(p.spec)
         )
         if not p.staged or self._rebind_targets(p):  # no path shows the dead view any more
-            with self._mutex:
-                self._detached.pop(p.target_path, None)
+            self._note_detached(p, lambda known: set())
 
     def _rebind_targets(self, stage: Published) -> bool:
         """Bind every target of a just remounted stage again at once: they all showed the dead mount.
@@ -810,19 +804,32 @@ class NodeService:
             return
         self._stop_volume(p)
 
+    def _note_detached(
+        self, p: Published, change: Callable[[set[tuple[str, str]]], set[tuple[str, str]]]
+    ) -> None:
+        """Set the dead views ``p``'s process served that a repair detached (``DETACHED``) to
+        ``change(known)``, in the state file: its targets (and staging path) show them until
+        bound again, theirs to unmount meanwhile (``_refuse_foreign``). Why the file: a plugin
+        restarted after the detach, kept in memory only, took them for another driver's mounts
+        and refused every unpublish while the repair kept failing (review17b)."""
+        with self._mutex:  # read, change and write at once: the supervisor's prune and a repair
+            known = _detached_of(p)
+            wanted = change(known)
+            if wanted == known:
+                return
+            extra = {k: v for k, v in p.extra.items() if k != DETACHED}
+            p.extra = {**extra, DETACHED: sorted(wanted)} if wanted else extra  # never changed in place
+        self._state.save(self.published)
+
     def _prune_detached(self) -> None:
         """Forget the dead views no mount shows any more: the kernel may give their device
         numbers to other mounts, which must not pass for ours."""
-        with self._mutex:
-            if not self._detached:
-                return
+        noted = [p for p in self.published() if p.extra.get(DETACHED)]
+        if not noted:
+            return
         shown = {(dev, fstype) for _, dev, fstype in mounts.mount_entries()}
-        with self._mutex:
-            for path, dead in list(self._detached.items()):
-                if not dead & shown:
-                    del self._detached[path]
-                else:
-                    dead &= shown
+        for p in noted:
+            self._note_detached(p, lambda known: known & shown)
 
     def check_all(self) -> None:
         """One supervisor pass: reap exited mount processes, repair every broken target.
@@ -873,6 +880,15 @@ class NodeService:
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+# Published.extra of a record whose mount process died: [device, fstype] of the dead FUSE mounts
+# a repair detached from its volume dir, which its targets show until they are bound again
+DETACHED = "detached"
+
+
+def _detached_of(p: Published) -> set[tuple[str, str]]:
+    return {(dev, fstype) for dev, fstype in p.extra.get(DETACHED, ())}
+
+
 def _hold_repair(path: str) -> None:
     """The tests' pause point in a repair (``REPAIR_HOLD``): wait until the test closes its end.
 

@@ -98,17 +98,19 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
     """The volume a CO's ``volume_context`` describes; InvalidInput names the attribute to fix."""
     attrs = {k: v for k, v in context.items() if not k.startswith(KUBERNETES_PREFIX)}
     kinds = [k for k in ("dataset", "bucket", "workspace") if attrs.get(k)]
+    # attribute names quoted (repr): a pod's spec writes them, and a newline in one forged a
+    # line of the plugin's log, where the refusal is written (review17b)
     if len(kinds) != 1:
         raise InvalidInput(
             f"volume {volume_id!r}: its attributes must name exactly one of dataset, bucket or workspace "
-            f"(got {', '.join(sorted(attrs)) or 'none'})",
+            f"(got {', '.join(map(repr, sorted(attrs))) or 'none'})",
             volume_id=volume_id,
         )
     kind = kinds[0]
     unknown = sorted(set(attrs) - _KNOWN[kind])
     if unknown:
         raise InvalidInput(
-            f"volume {volume_id!r}: unknown {kind} volume attribute(s) {', '.join(unknown)}; "
+            f"volume {volume_id!r}: unknown {kind} volume attribute(s) {', '.join(map(repr, unknown))}; "
             f"known: {', '.join(sorted(_KNOWN[kind]))}",
             volume_id=volume_id,
         )

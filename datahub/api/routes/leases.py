@@ -34,7 +34,7 @@ from datahub.api.access import Principal, can, require, require_creatable
 from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.schemas import NAME_SHAPE, RequestModel, Whole
 from datahub.catalog.leases import MAX_TTL, Lease, holds, lost, retargeted, shown
-from datahub.errors import AccessDenied, Conflict, DatasetNotFound, NotFound
+from datahub.errors import AccessDenied, Conflict, DatasetNotFound, InvalidInput, NotFound
 from datahub.validation import check_name
 
 router = APIRouter(prefix="/v1/remote/leases", tags=["remote store"], include_in_schema=False)
@@ -174,6 +174,7 @@ def _require_target(principal: Principal, services: Services, target: str) -> No
 def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: ServicesDep) -> LeasePublic:
     name = check_name(name, "workspace")
     dataset = check_name(body.dataset, "commit target dataset") if body.dataset else ""
+    _check_holder(name, body.holder)
     store = services.catalog.store
     current = store.lease(name)
     bound = current.dataset if current else ""
@@ -195,6 +196,19 @@ def list_(principal: PrincipalDep, services: ServicesDep) -> list[LeaseShown]:
         if allowed[lease.dataset]:
             rows.append(LeaseShown(**shown(lease, now)))
     return rows
+
+
+def _check_holder(name: str, holder: str) -> None:
+    """InvalidInput for a holder that is not one printable line. Why: the holder is the taker's
+    own text, shown to others (the next taker's Conflict in its terminal and its node's log,
+    ``datahub lease show``): a newline forged a line there, an escape sequence rewrote an
+    admin's terminal (review17b). A node's holder is ``host NAME pid N``."""
+    if not holder.isprintable():
+        raise InvalidInput(
+            f"lease of {name!r}: the holder must be one line of printable characters (a node sends "
+            f"'host NAME pid N'), not {holder[:160]!r}",
+            workspace=name,
+        )
 
 
 @router.get("/{name}")
