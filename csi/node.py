@@ -453,7 +453,9 @@ class NodeService:
         def recover(record: MountRecord) -> str | None:  # its daemon did not finish: no spec, its record
             if record.kind != "workspace":
                 return None
-            finish_workspace(record.workspace, record.commit_to, leftover.config_path, self._author(None))
+            finish_workspace(
+                record.workspace, record.commit_to, leftover.config_path, record.author or self._author(None)
+            )
             return f"workspace {record.workspace} flushed"
 
         leftover.stop(timeout=self.unmount_timeout, recover=recover)

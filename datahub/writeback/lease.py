@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from datahub.errors import AccessDenied, Conflict, DatahubError, StorageError
+from datahub.errors import AccessDenied, Conflict, DatahubError, StorageError, Unauthenticated
 
 log = logging.getLogger(__name__)
 LEASE_TTL = 30.0  # seconds a lease lasts unless renewed
@@ -107,9 +107,12 @@ class WriterLease:
         started = self._clock()
         try:
             self._port.renew_lease(self.name, self.owner, self.epoch, self.ttl)
-        except (Conflict, AccessDenied) as exc:  # taken over, or this token may write it no more
+        except (Conflict, AccessDenied, Unauthenticated) as exc:
+            # taken over; or this token may write it no more (403), or is no token any more (401:
+            # revoked or expired, review17b): writing on for the rest of the ttl would be a writer
+            # the catalog no longer admits
             self._lost = exc.message
-            self._still_ours = isinstance(exc, AccessDenied)
+            self._still_ours = not isinstance(exc, Conflict)
             log.error("%s: %s", self.what, exc.message)
             return False
         except Exception as exc:  # any failure is a missed renewal: the fence counts the time

@@ -64,13 +64,6 @@ def test_a_node_whose_role_is_revoked_mid_flush_uploads_nothing_more_and_frees_t
         backing.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review17b: a renewal refused for a revoked token (401) counts as a missed renewal, not "
-    "a refusal: the node writes and uploads on until ttl - margin (25 s of the default 30 s), where "
-    "a writer-role revocation (403) fences at once; WriterLease.renew (datahub/writeback/lease.py, "
-    "lease17's) catches Conflict and AccessDenied only",
-)
 def test_a_node_whose_token_is_revoked_fences_at_its_next_renewal(tmp_path: Path) -> None:
     """``datahub token revoke`` of a node's token: its next renewal is 401. The token never
     comes back (the process was started with it), so the node should stop writing then, as it
