@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Put, Record, open_catalog
+from datahub.catalog import Catalog, Put, Record, open_catalog
 from datahub.config import load_config
 from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace, finish_workspace
+from tests.catalog.conftest import STORES, make_store
 from tests.writeback.conftest import CHUNK, Env, write
 
 DATASET = "run"
@@ -220,3 +221,32 @@ def test_finish_workspace_after_a_dead_daemon_merges_too(nodes, catalog) -> None
     version = finish_workspace("ws", env.config, DATASET)
     assert version is not None and version.seq == 3
     assert sorted(_head(catalog)) == ["b", "c", "x"]
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_the_merge_holds_on_every_catalog_store(nodes, kind: str, tmp_path: Path) -> None:
+    """The records a store hands back must still be the ones the journal recorded (URL, etag,
+    size, checksum, no metadata): else a workspace's own delete is silently never made. On
+    SQLite, MongoDB and the API server: the rescheduled node, an import, a delete."""
+    store = make_store(kind, tmp_path / "catalog")
+    catalog = Catalog(store)
+    try:
+        a = nodes["node-a"].open()
+        write(a, "a", b"from node a")
+        write(a, "gone", b"deleted later by node a")
+        commit_workspace(a, catalog, DATASET)
+        a.close()
+        b = nodes["node-b"].open()
+        write(b, "b", b"from node b")
+        commit_workspace(b, catalog, DATASET)
+        b.close()
+        _import(nodes["node-a"], catalog, {"x": b"imported"})
+        a = nodes["node-a"].open()
+        a.unlink("gone")
+        version = commit_workspace(a, catalog, DATASET)
+        assert (version.seq, version.added, version.removed) == (4, 0, 1)
+        assert sorted(_head(catalog)) == ["a", "b", "x"]
+    finally:
+        if kind == "mongo":
+            store.drop()  # type: ignore[attr-defined]
+        catalog.close()
