@@ -23,8 +23,10 @@ import pytest
 
 from datahub.catalog import Catalog, Put, Record, open_catalog
 from datahub.config import load_config
+from datahub.errors import CatalogUnavailable
 from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace, finish_workspace
+from datahub.writeback import Workspace
 from tests.catalog.conftest import STORES, make_store
 from tests.writeback.conftest import CHUNK, Env, write
 
@@ -83,6 +85,15 @@ def _import(env: Env, catalog, files: dict[str, bytes]) -> None:
     catalog.commit(DATASET, puts, message="import")
 
 
+def _committed(env: Env, catalog, files: dict[str, bytes]) -> Workspace:
+    """Workspace "ws" of ``env`` holding ``files``, committed once to the dataset."""
+    ws = env.open()
+    for key, data in files.items():
+        write(ws, key, data)
+    commit_workspace(ws, catalog, DATASET)
+    return ws
+
+
 def test_a_workspace_rescheduled_to_another_node_keeps_what_the_first_node_committed(nodes, catalog) -> None:
     """The CSI inline volume's pod moved: node B opens the workspace with an empty journal.
     Its commits add its files; node A's stay in the head (at the first commit, and at every
@@ -127,10 +138,7 @@ def test_a_first_commit_into_an_imported_dataset_keeps_its_files(nodes, catalog)
 
 def test_a_file_the_workspace_deleted_is_deleted_even_after_others_committed(nodes, catalog) -> None:
     env = nodes["node-a"]
-    ws = env.open()
-    for name in ("a", "b", "c"):
-        write(ws, name, name.encode() * 3)
-    commit_workspace(ws, catalog, DATASET)
+    ws = _committed(env, catalog, {name: name.encode() * 3 for name in ("a", "b", "c")})
     ws.unlink("a")
     v2 = commit_workspace(ws, catalog, DATASET)  # the head is the base: as before
     assert (v2.removed, sorted(_head(catalog))) == (1, ["b", "c"])
@@ -145,15 +153,33 @@ def test_a_file_the_workspace_deleted_is_deleted_even_after_others_committed(nod
 
 def test_a_deleted_file_someone_changed_since_is_kept(nodes, catalog) -> None:
     env = nodes["node-a"]
-    ws = env.open()
-    write(ws, "shared.cfg", b"the workspace's")
-    write(ws, "other", b"other")
-    commit_workspace(ws, catalog, DATASET)
+    ws = _committed(env, catalog, {"shared.cfg": b"the workspace's", "other": b"other"})
     _import(env, catalog, {"shared.cfg": b"a user's edit"})
     ws.unlink("shared.cfg")
     ws.unlink("other")
     commit_workspace(ws, catalog, DATASET)
     assert _head(catalog) == {"shared.cfg": _sha(b"a user's edit")}
+
+
+def test_a_commit_the_catalog_refused_leaves_the_deletes_for_the_next(nodes, catalog, monkeypatch) -> None:
+    """The catalog fails the commit (down) after the journal stored the union of the records:
+    nothing is lost for the next commit, which deletes what the workspace removed before."""
+    env = nodes["node-a"]
+    ws = _committed(env, catalog, {"gone": b"gone", "kept": b"kept"})
+    ws.unlink("gone")
+    write(ws, "new", b"new")
+
+    def down(*args, **kwargs):
+        raise CatalogUnavailable("the catalog is down (injected)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Catalog, "commit", down)
+        with pytest.raises(CatalogUnavailable):
+            commit_workspace(ws, catalog, DATASET)
+    assert sorted(_head(catalog)) == ["gone", "kept"]
+    version = commit_workspace(ws, catalog, DATASET)
+    assert (version.seq, version.added, version.removed) == (2, 1, 1)
+    assert sorted(_head(catalog)) == ["kept", "new"]
 
 
 _CRASHING_COMMIT = """
@@ -184,11 +210,7 @@ def test_a_kill_between_the_catalog_commit_and_the_journal_record_loses_no_delet
     commit still deletes what the workspace removed since, whichever commit put it, and still
     keeps a file someone else changed."""
     env = nodes["node-a"]
-    ws = env.open()
-    for name in ("gone", "kept", "theirs-later"):
-        write(ws, name, name.encode())
-    commit_workspace(ws, catalog, DATASET)
-    ws.close()
+    _committed(env, catalog, {name: name.encode() for name in ("gone", "kept", "theirs-later")}).close()
 
     run = subprocess.run(
         [sys.executable, "-c", _CRASHING_COMMIT, json.dumps(_overrides(tmp_path, "node-a"))],
@@ -210,10 +232,7 @@ def test_finish_workspace_after_a_dead_daemon_merges_too(nodes, catalog) -> None
     """The CSI plugin's last flush and commit of a workspace whose mount process died: the
     same journal, so the same base."""
     env = nodes["node-a"]
-    ws = env.open()
-    write(ws, "a", b"a")
-    write(ws, "b", b"b")
-    commit_workspace(ws, catalog, DATASET)
+    ws = _committed(env, catalog, {"a": b"a", "b": b"b"})
     _import(env, catalog, {"x": b"imported"})
     ws.unlink("a")
     write(ws, "c", b"c")
