@@ -59,9 +59,11 @@ def outputs_description(workspace: str) -> str:
 def commit_workspace(
     workspace: Workspace, catalog, dataset: str, *, message: str = "", author: str = ""
 ) -> Version | None:
-    """Flush ``workspace`` and commit its files as the next version of ``dataset``.
+    """Flush ``workspace`` and commit its changes onto the head of ``dataset`` as the next version.
 
-    The dataset is created if it does not exist. Raises Conflict if files keep changing
+    Its changes, not its whole tree: files it has are put where the head differs, and a head
+    file it lacks is deleted only if this journal committed that very record (``_Base``);
+    files others committed stay. The dataset is created if it does not exist. Raises Conflict if files keep changing
     while we flush (commit once writers pause); returns the head unchanged if the
     workspace already equals it, and None if the workspace is empty and the dataset has no
     version yet (an empty change set makes no version; before, it failed the unmount, and a
