@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Catalog, Put, Record, open_catalog
+from datahub.catalog import Catalog, Patch, Put, Record, open_catalog
 from datahub.config import load_config
 from datahub.errors import CatalogUnavailable
 from datahub.storage import StoreRegistry
@@ -153,12 +153,14 @@ def test_a_file_the_workspace_deleted_is_deleted_even_after_others_committed(nod
 
 def test_a_deleted_file_someone_changed_since_is_kept(nodes, catalog) -> None:
     env = nodes["node-a"]
-    ws = _committed(env, catalog, {"shared.cfg": b"the workspace's", "other": b"other"})
+    files = {"shared.cfg": b"the workspace's", "labeled": b"labeled", "other": b"other"}
+    ws = _committed(env, catalog, files)
     _import(env, catalog, {"shared.cfg": b"a user's edit"})
-    ws.unlink("shared.cfg")
-    ws.unlink("other")
+    catalog.commit(DATASET, [Patch("labeled", labels={"keep": True})], message="a user's label")
+    for key in files:
+        ws.unlink(key)
     commit_workspace(ws, catalog, DATASET)
-    assert _head(catalog) == {"shared.cfg": _sha(b"a user's edit")}
+    assert _head(catalog) == {"shared.cfg": _sha(b"a user's edit"), "labeled": _sha(b"labeled")}
 
 
 def test_a_commit_the_catalog_refused_leaves_the_deletes_for_the_next(nodes, catalog, monkeypatch) -> None:
