@@ -22,7 +22,6 @@ import collections
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -77,19 +76,6 @@ def _child(spec: dict) -> dict:
     }
 
 
-def _run(tree: Path, spec: dict) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-P", str(Path(__file__).resolve()), "--child", json.dumps(spec)]
-    out = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"the child in {tree} failed:\n{out.stderr[-3000:]}")
-    result = json.loads(out.stdout.splitlines()[-1])
-    if Path(result["datahub"]) != tree / "datahub":  # checked, not assumed
-        raise SystemExit(f"the child in {tree} imported datahub from {result['datahub']}")
-    result["datahub"] = "its own tree"  # (no absolute path in a recorded output)
-    return result
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("base_tree", nargs="?", help="another checkout of the repository (the base)")
@@ -102,14 +88,15 @@ def main() -> None:
         print(json.dumps(_child(json.loads(args.child))))
         return
     sys.path.insert(0, str(HEAD))
-    from bench.writeback.gc_rewriter import _load
+    from bench.writeback.gc_rewriter import _load, run_child
 
     trees = {"base": Path(args.base_tree).resolve(), "head": HEAD}
     results: dict[str, list[dict]] = collections.defaultdict(list)
     for r in range(args.rounds):
         print(f"round {r + 1}: {_load()}", flush=True)
         for name in ["base", "head"] if r % 2 == 0 else ["head", "base"]:
-            result = _run(trees[name], {"files": args.files, "scratch": args.scratch})
+            spec = {"files": args.files, "scratch": args.scratch}
+            result = run_child(Path(__file__), trees[name], json.dumps(spec))
             results[name].append(result)
             print(f"  {name}: {json.dumps(result)}", flush=True)
         print(f"  after: {_load()}", flush=True)
