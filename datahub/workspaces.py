@@ -17,12 +17,22 @@ files of one content pinned side by side each put it, and on a local store every
 last left its records naming an etag the blob no longer had (review16, pinblobs16).
 Only the differences from the dataset's head are committed, and the commit id is derived
 from the base and the content, so retrying after a lost reply does not commit twice.
+
+A commit applies the workspace's own changes to the head, never its whole tree (merge17): the
+dataset may hold files the workspace never saw (an import, another workspace, this
+workspace's files committed from another node, whose journal was local to that node). A file
+of the workspace is put where it differs from the head; a head file the workspace lacks is
+deleted only if this journal committed it (``_Base``: the records its commits to that dataset
+put, kept in the journal) and the head still holds that very record. Before, every head key
+the workspace lacked was deleted: a rescheduled CSI pod's commit emptied the head of what the
+first node committed, and a first commit into an imported dataset replaced it whole.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import tempfile
 from collections.abc import Iterator
@@ -38,6 +48,7 @@ from datahub.writeback import FlushedObject, Workspace, open_workspace
 
 log = logging.getLogger(__name__)
 PIN_THREADS = 8  # files pinned as blobs at once (each reads back and puts one object)
+BASE_META = "committed:"  # journal meta key prefix of ``_Base``: ``committed:<dataset>``
 
 
 def outputs_description(workspace: str) -> str:
@@ -48,9 +59,11 @@ def outputs_description(workspace: str) -> str:
 def commit_workspace(
     workspace: Workspace, catalog, dataset: str, *, message: str = "", author: str = ""
 ) -> Version | None:
-    """Flush ``workspace`` and commit its files as the next version of ``dataset``.
+    """Flush ``workspace`` and commit its changes onto the head of ``dataset`` as the next version.
 
-    The dataset is created if it does not exist. Raises Conflict if files keep changing
+    Its changes, not its whole tree: files it has are put where the head differs, and a head
+    file it lacks is deleted only if this journal committed that very record (``_Base``);
+    files others committed stay. The dataset is created if it does not exist. Raises Conflict if files keep changing
     while we flush (commit once writers pause); returns the head unchanged if the
     workspace already equals it, and None if the workspace is empty and the dataset has no
     version yet (an empty change set makes no version; before, it failed the unmount, and a
@@ -68,14 +81,20 @@ def commit_workspace(
     base = head.seq if head else 0
     pinned = _head_blobs(catalog, dataset, base, workspace) if head else {}
     wanted = _pin_blobs(workspace, objects, pinned)
+    committed = _Base(workspace, dataset)
     current = catalog.list_records(dataset, base) if head else iter(())
-    changes = list(_changes(current, wanted))
+    changes = list(_changes(current, wanted, committed.records))
     if not changes:  # nothing to commit: the head as it is (None: an empty workspace, no version yet)
+        committed.settle(wanted)
         return head
     digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
     for o in sorted(objects, key=lambda o: o.path):
         digest.update(f"\0{o.path}\0{o.etag}".encode())
-    return catalog.commit(
+    for change in changes:  # which head files go depends on the journal's records too
+        if isinstance(change, Delete):
+            digest.update(f"\0-{change.key}".encode())
+    committed.expect(wanted)
+    version = catalog.commit(
         dataset,
         changes,
         base=base,
@@ -84,6 +103,8 @@ def commit_workspace(
         lineage={"workspace": workspace.name, "files": len(objects)},
         commit_id=f"workspace-{digest.hexdigest()[:32]}",
     )
+    committed.settle(wanted)
+    return version
 
 
 def finish_workspace(
@@ -285,15 +306,71 @@ def _flushed(workspace: Workspace) -> list[FlushedObject]:
     )
 
 
-def _changes(current: Iterator[Record], wanted: dict[str, Record]) -> Iterator[Change]:
-    """Deletes for records gone from the workspace, Puts for new or changed files."""
+def _changes(
+    current: Iterator[Record], wanted: dict[str, Record], committed: dict[str, list[list]]
+) -> Iterator[Change]:
+    """Puts for the workspace's files the head lacks or holds otherwise; Deletes for head
+    files the workspace lacks that it committed itself and nobody changed since (``committed``:
+    ``_Base.records``). Any other head file is someone else's: kept."""
     seen = set()
     for record in current:
         seen.add(record.key)
         new = wanted.get(record.key)
         if new is None:
-            yield Delete(record.key)
+            if _ident(record) in committed.get(record.key, ()):
+                yield Delete(record.key)
         elif (record.url, record.etag, record.size) != (new.url, new.etag, new.size):
             yield Put(new)
     for key in sorted(wanted.keys() - seen):
         yield Put(wanted[key])
+
+
+def _ident(record: Record) -> list:
+    """What makes a head record the one a workspace commit put (a JSON-able list): its bytes'
+    location, etag, size and checksum, and no metadata or labels (a commit of a workspace
+    puts none: a record someone labeled since is someone else's now)."""
+    return [record.url, record.etag, record.size, record.checksum, bool(record.meta or record.labels)]
+
+
+class _Base:
+    """The records this journal's commits put into one dataset, by key: the merge base.
+
+    Why in the journal: the base is what *this* workspace committed, not a version: a
+    version also holds files others committed (its first commit into an imported dataset
+    keeps them, and a later commit must keep them still), so it cannot say which of its files
+    were the workspace's. A new journal (another node, a recreated workspace) has none and
+    deletes nothing. Kept in the journal's meta as one JSON object, ``{key: [ident, ...]}``.
+
+    Crash safety without asking the catalog: before the catalog commit, ``expect`` stores the
+    union of the old records and the ones being committed (both are this workspace's); after
+    it, ``settle`` stores the committed ones alone. A crash or a failed commit between the two
+    leaves the union, so the next commit deletes a file the workspace lacks if the head holds
+    either record of it: the one committed before, or the one the lost commit put, if it
+    landed. Only a record this journal put is ever deleted, whichever way the commit went."""
+
+    def __init__(self, workspace: Workspace, dataset: str) -> None:
+        self._journal = workspace.journal
+        self._name = f"{BASE_META}{dataset}"
+        with self._journal.read() as txn:
+            raw = txn.meta(self._name)
+        self.records: dict[str, list[list]] = json.loads(raw) if raw else {}
+
+    def expect(self, wanted: dict[str, Record]) -> None:
+        """Before the catalog commit: these records may be the head's from now on."""
+        union = {key: list(idents) for key, idents in self.records.items()}
+        for key, record in wanted.items():
+            idents = union.setdefault(key, [])
+            if _ident(record) not in idents:
+                idents.append(_ident(record))
+        self._store(union)
+
+    def settle(self, wanted: dict[str, Record]) -> None:
+        """After the commit (or none needed): the head holds exactly these records of ours."""
+        self._store({key: [_ident(record)] for key, record in wanted.items()})
+
+    def _store(self, records: dict[str, list[list]]) -> None:
+        if records == self.records:
+            return
+        with self._journal.write(f"record of the files committed to {self._name[len(BASE_META) :]!r}") as txn:
+            txn.put_meta(self._name, json.dumps(records, separators=(",", ":")))
+        self.records = records

@@ -119,8 +119,14 @@ def _child(seconds: float) -> dict:
 
 
 def _run(tree: Path, seconds: float) -> dict:
+    return run_child(Path(__file__), tree, str(seconds))
+
+
+def run_child(script: Path, tree: Path, arg: str) -> dict:
+    """``script --child arg`` run with ``tree``'s datahub (checked, not assumed): the JSON
+    object its last line prints (also for other benchmarks' A/B of two trees)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-P", str(Path(__file__).resolve()), "--child", str(seconds)]
+    cmd = [sys.executable, "-P", str(script.resolve()), "--child", arg]
     out = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
     if Path(result["datahub"]) != tree / "datahub":  # checked, not assumed
