@@ -504,7 +504,8 @@ class Flusher:
         transaction; Conflict if one is not flushed at its current generation.
 
         Why all or nothing: ``commit_workspace`` commits this list as the whole workspace, and
-        deletes from the version each file it lacks. It used to leave out a dirty file, so an
+        deletes from the version each file it lacks that this journal committed before (merge17).
+        It used to leave out a dirty file, so an
         fsync landing between the caller's flush and this read made a version without that
         acknowledged file (review14wb: a checkpoint rewritten in place while committed)."""
         out = []
