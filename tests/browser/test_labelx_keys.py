@@ -116,6 +116,8 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         # the rest by key, then submitted: the page says so (the item's own "can no longer be
         # changed" banner replaced that message at once)
         label_by_key(c, "2", 3)
+        # as in test_newuser_labelx: Submit is enabled while the last label's save is in flight
+        _wait_text(c, "#save-state", "Saved")
         c.find("#submit").click()
         _wait_text(c, "#banner", "4 items submitted for review")
         c.check()
