@@ -7,9 +7,8 @@ The annotator is sent only their own tasks, so the card said "4 items · 0 tasks
 from __future__ import annotations
 
 import pytest
-from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
+from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env
 from tests.browser.test_newuser_labelx import _wait_text, signed_in
 
@@ -42,7 +41,5 @@ def test_an_annotator_sees_whose_tasks_the_card_counts(chrome: Chrome, env: Env)
         take[0].click()
         c.wait_for_url(lambda url: "/tasks/" in url)
         c.visit(f"{base}/labelx/")
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: d.find_elements("css selector", "[data-project=claims] a[data-task]")
-        )
+        c.until(lambda d: d.find_elements("css selector", "[data-project=claims] a[data-task]"))
         assert c.find("[data-project=claims] div.muted").text.endswith(" · 4 items · 1 task of yours")

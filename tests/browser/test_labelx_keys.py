@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import pytest
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
+from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env
 from tests.browser.test_newuser_labelx import _wait_text, label_by_key, project_in_page, signed_in
 
@@ -63,7 +62,7 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         assert opener.is_displayed() and "?" in opener.text
 
         c.find("body").send_keys("?")
-        WebDriverWait(c.driver, WAIT).until(lambda d: _help_open(c))
+        c.until(lambda d: _help_open(c))
         c.check("lx-keys-3-help")  # axe-core with the dialog on top
         rows = _rows(c)
         # each class by its own key (not "1…9"), then every key the handler acts on
@@ -78,11 +77,11 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         c.driver.switch_to.active_element.send_keys("c")
         assert _help_open(c) and c.find("#item-key").text == first
         c.driver.switch_to.active_element.send_keys("?")
-        WebDriverWait(c.driver, WAIT).until(lambda d: not _help_open(c))
+        c.until(lambda d: not _help_open(c))
 
         # what the help says is what the key does
         c.find("body").send_keys("c")
-        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("id", "item-key").text != first)
+        c.until(lambda d: d.find_element("id", "item-key").text != first)
         _wait_text(c, "#save-state", "Saved")
         c.find("#items li").click()
         _wait_text(c, "#current", "cat")
@@ -98,7 +97,7 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         )
         assert wide[0] <= wide[1], f"the page scrolls sideways ({wide[0]} px in {wide[1]})"
         c.find("#keys-open").click()
-        WebDriverWait(c.driver, WAIT).until(lambda d: _help_open(c))
+        c.until(lambda d: _help_open(c))
         c.check()
         box = c.driver.execute_script(
             "const r = document.getElementById('keys').getBoundingClientRect();"
@@ -112,11 +111,13 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         )
         assert in_view, "the help's title or its Close button is out of view"
         c.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
-        WebDriverWait(c.driver, WAIT).until(lambda d: not _help_open(c))
+        c.until(lambda d: not _help_open(c))
 
         # the rest by key, then submitted: the page says so (the item's own "can no longer be
         # changed" banner replaced that message at once)
         label_by_key(c, "2", 3)
+        # as in test_newuser_labelx: Submit is enabled while the last label's save is in flight
+        _wait_text(c, "#save-state", "Saved")
         c.find("#submit").click()
         _wait_text(c, "#banner", "4 items submitted for review")
         c.check()

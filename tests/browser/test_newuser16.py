@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from selenium.webdriver.support.ui import WebDriverWait
-
-from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
+from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env, put
 from tests.browser.test_newuser_labelx import project_in_page, signed_in
 
@@ -58,12 +56,8 @@ def test_a_picture_that_cannot_be_shown_says_why_and_cannot_be_labelled_unseen(
         keys = [r.key for r in env.catalog.list_records("pets", made["version"], prefix="val/")]
         broken = keys.index("val/0-broken.jpg")
         c.driver.get(f"{c.driver.current_url.split('/labelx')[0]}/labelx/tasks/{made['task']}#{broken}")
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: d.find_element("css selector", "#item-key").text == "val/0-broken.jpg"
-        )
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: d.find_element("css selector", "#banner").is_displayed()
-        )
+        c.until(lambda d: d.find_element("css selector", "#item-key").text == "val/0-broken.jpg")
+        c.until(lambda d: d.find_element("css selector", "#banner").is_displayed())
         c.screenshot("newuser16-lx-broken")
         banner = c.find("#banner").text
         assert "not an image LabelX can show" in banner and "skip the item (S)" in banner, banner
@@ -74,7 +68,7 @@ def test_a_picture_that_cannot_be_shown_says_why_and_cannot_be_labelled_unseen(
         assert not c.axe()
 
         c.find("body").send_keys("2")  # a class key: refused, the item stays unlabelled and shown
-        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("css selector", "#hint").text)
+        c.until(lambda d: d.find_element("css selector", "#hint").text)
         assert (
             c.find("#hint").text
             == "The picture could not be shown, so it cannot be labelled here: S skips it."
@@ -83,12 +77,8 @@ def test_a_picture_that_cannot_be_shown_says_why_and_cannot_be_labelled_unseen(
         assert c.find("#current").text == "Label: —"
 
         c.find("body").send_keys("s")  # skipping it works and moves on
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: d.find_element("css selector", "#item-key").text != "val/0-broken.jpg"
-        )
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: d.find_element("css selector", "#save-state").text == "Saved"
-        )
+        c.until(lambda d: d.find_element("css selector", "#item-key").text != "val/0-broken.jpg")
+        c.until(lambda d: d.find_element("css selector", "#save-state").text == "Saved")
         assert c.find("#image").is_displayed() and not c.find("#banner").is_displayed()
         c.check("newuser16-lx-after-skip")
         task = c.driver.execute_async_script(
@@ -115,7 +105,7 @@ def test_a_review_card_whose_picture_cannot_be_shown_says_why(
         _all_dog_and_submitted(c, made["task"])
         c.driver.get(f"{base}/labelx/projects/{made['id']}/review")
         card = '.rcard[data-item="val/0-broken.jpg"]'
-        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", f"{card} .unshown"))
+        c.until(lambda d: d.find_elements("css selector", f"{card} .unshown"))
         c.screenshot("newuser16-lx-review-broken")
         text = c.find(f"{card} .unshown").text
         assert text.startswith("No picture: the picture of 'val/0-broken.jpg' in project 'val-review'"), text
@@ -156,12 +146,10 @@ def test_take_next_task_with_none_left_says_so_in_the_page_not_in_an_alert(
             (f"/labelx/projects/{made['id']}", "#take-task", "#take-msg"),
         ):
             c.driver.get(base + page)
-            WebDriverWait(c.driver, WAIT).until(lambda d, b=button: d.find_elements("css selector", b))
-            WebDriverWait(c.driver, WAIT).until(
-                lambda d, b=button: d.find_element("css selector", b).is_displayed()
-            )
+            c.until(lambda d, b=button: d.find_elements("css selector", b))
+            c.until(lambda d, b=button: d.find_element("css selector", b).is_displayed())
             c.find(button).click()
-            WebDriverWait(c.driver, WAIT).until(lambda d, o=out: d.find_element("css selector", o).text)
+            c.until(lambda d, o=out: d.find_element("css selector", o).text)
             c.no_alert()
             assert c.find(out).text == "no task left to take in val-rr: every task has its annotator", page
             assert c.driver.current_url == base + page
@@ -184,7 +172,7 @@ def test_a_card_another_reviewer_decided_first_says_so_in_the_page_not_in_an_ale
         first = items[0]
         c.visit(f"{base}/labelx/projects/{made['id']}/review")
         card = f'.rcard[data-item="{first["key"]}"]'
-        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", card))
+        c.until(lambda d: d.find_elements("css selector", card))
         other = c.driver.execute_async_script(  # another reviewer accepts it first
             "const done = arguments[arguments.length - 1];"
             "api('POST', `/api/items/${arguments[0]}/review`, {version: arguments[1], accept: true})"
@@ -194,14 +182,12 @@ def test_a_card_another_reviewer_decided_first_says_so_in_the_page_not_in_an_ale
         )
         assert other == "accepted", other
         c.find(f"{card} button.good").click()
-        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("css selector", "#review-msg").text)
+        c.until(lambda d: d.find_element("css selector", "#review-msg").text)
         c.no_alert()
         assert c.find("#review-msg").text.startswith(
             f"{first['key']}: item {first['id']} cannot be reviewed now"
         )
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: not d.find_elements("css selector", card)
-        )  # the queue reloaded
+        c.until(lambda d: not d.find_elements("css selector", card))  # the queue reloaded
         assert c.find("#count").text == f"{len(items) - 1} waiting"
         c.screenshot("newuser16-lx-review-conflict")
         errors = _console_errors(c)  # the review request's own 409, which the page explains

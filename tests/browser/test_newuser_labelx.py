@@ -12,17 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from selenium.webdriver.support.ui import WebDriverWait
-
 from datahub.catalog import Patch
 from datahub.cli.serve_cmd import build_app
 from datahub.demo import labelx_admin
-from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
+from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env, serving
 
 
 def _wait_text(c: Chrome, css: str, text: str) -> None:
-    WebDriverWait(c.driver, WAIT).until(lambda d: text in d.find_element("css selector", css).text)
+    c.until(lambda d: text in d.find_element("css selector", css).text)
     c.settle()
 
 
@@ -46,15 +44,13 @@ def label_by_key(c: Chrome, key: str, items: int) -> None:
     for _ in range(items):
         shown = c.find("#item-key").text
         c.find("body").send_keys(key)
-        WebDriverWait(c.driver, WAIT).until(
+        c.until(
             lambda d, shown=shown: (
                 d.find_element("css selector", "#item-key").text != shown
                 or not d.find_element("css selector", "#submit").get_attribute("disabled")
             )
         )
-    WebDriverWait(c.driver, WAIT).until(
-        lambda d: not d.find_element("css selector", "#submit").get_attribute("disabled")
-    )
+    c.until(lambda d: not d.find_element("css selector", "#submit").get_attribute("disabled"))
 
 
 @contextmanager
@@ -115,15 +111,13 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
         c.check("newuser-lx-7-review")
         c.find("#accept-all").click()
         c.find("#accept-all-yes").click()
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: len(d.find_elements("css selector", ".rcard.accepted")) == n
-        )
+        c.until(lambda d: len(d.find_elements("css selector", ".rcard.accepted")) == n)
         _wait_text(c, "#count", "0 waiting")
         assert c.find("#accept-all").get_attribute("disabled")  # nothing left: not a button that does nothing
         c.check("newuser-lx-8-accepted")
 
         c.driver.get(dashboard)
-        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", "#tasks select"))
+        c.until(lambda d: d.find_elements("css selector", "#tasks select"))
         c.settle()
         c.check("newuser-lx-9-dashboard")
         # a command is shown as code, not as markdown's backticks
@@ -190,9 +184,7 @@ def test_labelx_pages_fit_a_phone(chrome: Chrome, env: Env) -> None:  # noqa: F8
         c.find("#create-form button[type=submit]").click()
         _wait_text(c, "#create-msg", "Created phone with")
         # the message comes first, then the list is fetched again: wait for the new card
-        WebDriverWait(c.driver, WAIT).until(
-            lambda d: d.find_elements("css selector", "[data-project=phone] a[data-task]")
-        )
+        c.until(lambda d: d.find_elements("css selector", "[data-project=phone] a[data-task]"))
         task = c.find("[data-project=phone] a[data-task]").get_attribute("href")
         project = task.rsplit("/tasks/", 1)[0] + "/projects/1"
         c.shots.mkdir(parents=True, exist_ok=True)
@@ -206,7 +198,7 @@ def test_labelx_pages_fit_a_phone(chrome: Chrome, env: Env) -> None:  # noqa: F8
             c.visit(url)
             if name == "task":
                 _wait_text(c, "#item-key", "val/")
-                WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("id", "image").size["width"] > 1)
+                c.until(lambda d: d.find_element("id", "image").size["width"] > 1)
             c.driver.save_screenshot(str(c.shots / f"newuser-lx-phone-{name}.png"))
             c.check()
             wide = c.driver.execute_script(
@@ -215,7 +207,7 @@ def test_labelx_pages_fit_a_phone(chrome: Chrome, env: Env) -> None:  # noqa: F8
             assert wide[0] <= wide[1], f"{url}: the page scrolls sideways ({wide[0]} px in {wide[1]})"
         c.driver.get(task)
         _wait_text(c, "#item-key", "val/")
-        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_element("id", "image").size["width"] >= 250)
+        c.until(lambda d: d.find_element("id", "image").size["width"] >= 250)
         on_top = c.driver.execute_script(
             "const r = document.getElementById('image').getBoundingClientRect();"
             "const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);"

@@ -158,7 +158,7 @@ def test_many_opens_take_the_whole_listing_as_the_snapshot_and_a_remount_lists_a
         assert (mnt / key_of(i).removeprefix("data/")).read_bytes() == body_of(i)
         wait_until(lambda: info(mnt)["versions"] == [f"{dataset}@v1"], GUARD)
         wait_until(lambda: (polled_warmup(env, mnt) or {}).get("objects_total") == n, GUARD)
-        assert warmup(env, mnt)["objects_total"] == n  # as the CLI shows it
+        assert warmup(env, mnt)["objects_total"] == n  # as `datahub --json cache stats` shows it
         assert info(mnt)["files"] == n
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:
