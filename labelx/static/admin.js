@@ -13,7 +13,7 @@ document.addEventListener("DOMContentLoaded", () => {
     try {
       await api("POST", "/api/users", { name: f.get("name"), role: f.get("role"), password: f.get("password") });
       msg.className = "msg ok"; msg.textContent = `Added ${f.get("name")}.`; ev.target.reset(); loadUsers();
-    } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+    } catch (e) { say(msg, e.message, "msg err"); }
   });
   document.getElementById("token-form").addEventListener("submit", async ev => {
     ev.preventDefault();

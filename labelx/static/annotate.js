@@ -82,7 +82,7 @@ function renderBanner(it) {
 }
 function banner(text, bad = false) {
   const b = $("banner");
-  b.hidden = !text; b.textContent = text || ""; b.className = bad ? "banner bad" : "banner";
+  b.hidden = !text; b.replaceChildren(...said(text || "")); b.className = bad ? "banner bad" : "banner";
 }
 
 function renderClasses() {

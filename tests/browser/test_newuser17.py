@@ -1,0 +1,107 @@
+"""What a new user met in LabelX (newuser17), in headless Chromium: the login form that forgot
+the user name after a wrong password, and the dashboard's assignee dropdown whose refusal was
+an ``alert()`` box with the message's backticks as literal text."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from selenium.webdriver.support.ui import WebDriverWait
+
+from datahub.cli.serve_cmd import build_app
+from datahub.demo import labelx_admin
+from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
+from tests.browser.conftest import Env, serving
+from tests.browser.test_newuser_labelx import project_in_page, signed_in
+
+
+@contextmanager
+def _labelx(env: Env) -> Iterator[tuple[str, str]]:
+    """``make run``'s LabelX over ``env``: yields its URL and the demo admin's password."""
+    env.config.home_path.mkdir(parents=True, exist_ok=True)
+    password = labelx_admin(env.config).read_text().strip()
+    app, cache = build_app(env.config, env.catalog, env.stores, labelx=True)
+    try:
+        with serving(app) as base:
+            yield f"{base}/labelx", password
+    finally:
+        cache.close()
+
+
+def test_a_wrong_password_keeps_the_user_name_and_asks_only_for_the_password(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    c = chrome
+    with _labelx(env) as (labelx, password):
+        c.visit(f"{labelx}/login")
+        c.find("#name").send_keys("admin")
+        c.find("#password").send_keys("not the password")
+        c.find("#login").click()
+        c.wait_for_url(lambda url: url.endswith("/login?error=wrong"))
+        c.check("newuser17-login-wrong")
+        said = c.driver.execute_script(
+            "return getComputedStyle(document.querySelector('.error'), '::after').content"
+        )
+        assert said == '"Wrong user name or password."', said
+        assert c.find("#name").get_attribute("value") == "admin"  # it was empty: typed again
+        assert c.find("#password").get_attribute("value") == ""
+        assert c.driver.switch_to.active_element == c.find("#password")  # the one left to type
+
+        c.find("#password").send_keys(password)
+        c.find("#login").click()
+        c.wait_for_url(lambda url: not url.endswith("/login?error=wrong"))
+        assert c.driver.current_url == f"{labelx}/"
+        # a success forgets it: the next person at this browser finds an empty form
+        c.driver.delete_cookie("labelx_session")
+        c.visit(f"{labelx}/login")
+        assert c.find("#name").get_attribute("value") == ""
+
+
+def test_a_refused_assignee_is_said_in_the_page_with_its_command_as_code(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    c = chrome
+    with signed_in(c, env, "newuser17-lx-login") as base:
+        made = project_in_page(
+            c,
+            {
+                "name": "val-assign",
+                "dataset": "pets",
+                "prefix": "val/",
+                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
+                "annotators": ["admin"],
+            },
+        )
+        c.driver.get(f"{base}/labelx/projects/{made['id']}")
+        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", "#tasks select"))
+        c.settle()
+        assert not c.find("#assign-msg").is_displayed()  # nothing to say yet: it takes no room
+        # an account gone since the page was loaded: the server refuses the name
+        c.driver.execute_script(
+            "const s = document.querySelector('#tasks select');"
+            "s.append(new Option('ghost', 'ghost')); s.value = 'ghost';"
+            "s.dispatchEvent(new Event('change'));"
+        )
+        c.until(lambda d: d.find_element("css selector", "#assign-msg").text)
+        page = f"{base}/labelx/api/tasks/{made['task']}/assignee"
+        c.check("newuser17-lx-assign-refused", page_error=page)  # no alert(); its 404 is the one entry
+        msg = c.find("#assign-msg")
+        assert msg.text.startswith("Task 1: no user 'ghost'; create it first"), msg.text
+        assert "`" not in msg.text
+        assert c.find("#assign-msg code").text == "datahub labelx create-user"
+        # the dropdown shows the assignee the task still has (read in one script: the table is
+        # drawn anew by each refresh), and a later success clears the line
+        assignee = "return document.querySelector('#tasks select').value"
+        c.until(lambda d: d.execute_script(assignee) == "admin")
+        c.driver.execute_script(
+            "const s = document.querySelector('#tasks select'); s.value = '';"
+            "s.dispatchEvent(new Event('change'));"
+        )
+        c.until(lambda d: not d.find_element("css selector", "#assign-msg").text)
+        c.driver.refresh()
+        c.until(lambda d: d.find_elements("css selector", "#tasks select"))
+        assert c.driver.execute_script(assignee) == ""  # the server has it unassigned
+        c.check()

@@ -1,0 +1,108 @@
+"""What a new user met in LabelX (newuser17): the login form forgot the user name typed after a
+wrong password (or an expired form), and an error page showed a command's backticks as text."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from fastapi.testclient import TestClient
+
+from labelx.pages import PAGES
+from tests.labelx.conftest import PASSWORD, Session
+
+
+def _name_field(page: str) -> str:
+    """The login form's user-name input, as the page has it."""
+    return re.search(r'<input name="name"[^>]*>', page)[0]
+
+
+def _refused(client: TestClient, name: str, password: str, csrf: str | None = None) -> str:
+    token = client.get("/login").cookies.get("labelx_login_csrf")
+    form = {"name": name, "password": password, "csrf": csrf or token}
+    resp = client.post("/login", data=form, follow_redirects=False)
+    assert resp.status_code == 303 and "labelx_session" not in resp.cookies
+    return resp.headers["location"]
+
+
+def test_the_form_after_a_wrong_password_has_the_name_typed_and_the_url_has_not(app) -> None:
+    client = TestClient(app, base_url="http://127.0.0.1")
+    where = _refused(client, "alice", "not the password")
+    assert where == "/login?error=wrong"  # the name stays out of the URL (access logs, history)
+    field = _name_field(client.get(where).text)
+    assert 'value="alice"' in field and "autofocus" not in field  # the password field has it
+
+    # a success forgets it: the next person at this browser finds an empty form
+    token = client.get("/login").cookies.get("labelx_login_csrf")
+    resp = client.post(
+        "/login", data={"name": "alice", "password": PASSWORD, "csrf": token}, follow_redirects=False
+    )
+    assert resp.headers["location"] == "/" and "labelx_login_name" not in client.cookies
+    assert 'value=""' in _name_field(client.get("/login?error=wrong").text)
+
+
+def test_an_expired_form_keeps_the_name_too_and_a_plain_visit_shows_none(app) -> None:
+    client = TestClient(app, base_url="http://127.0.0.1")
+    assert _refused(client, "rita", PASSWORD, csrf="forged") == "/login?error=expired"
+    assert 'value="rita"' in _name_field(client.get("/login?error=expired").text)
+    assert 'value=""' in _name_field(client.get("/login").text)  # not a refusal: nothing kept
+
+
+def test_the_name_kept_comes_back_escaped_and_as_typed(app) -> None:
+    client = TestClient(app, base_url="http://127.0.0.1")
+    typed = '"><script>alert(1)</script> é\u202e;x'
+    _refused(client, typed, "nope")
+    field = _name_field(client.get("/login?error=wrong").text)
+    assert "<script>" not in field
+    value = re.search(r'value="([^"]*)"', field)[1]
+    assert html.unescape(value) == typed  # sent again as it is, not with ⟨U+202E⟩ for its mark
+
+
+def test_an_error_page_shows_a_command_as_code_not_backticks() -> None:
+    page = PAGES.render(
+        "error.html",
+        base="/labelx",
+        page="error",
+        boot=None,
+        scripts=[],
+        stylesheets=[],
+        favicon="",
+        title="404 not_found",
+        code="not_found",
+        message="no project named '<b>x</b>'; list them with `datahub labelx projects`",
+    )
+    said = re.search(r'<p class="error-message"[^>]*>(.*?)</p>', page)[1]
+    assert said == (
+        "no project named &#39;&lt;b&gt;x&lt;/b&gt;&#39;; list them with <code>datahub labelx projects</code>"
+    )
+    odd = PAGES.render(
+        "error.html",
+        base="",
+        page="error",
+        boot=None,
+        scripts=[],
+        stylesheets=[],
+        favicon="",
+        title="400",
+        code="invalid",
+        message="a lone ` stays",
+    )
+    assert "a lone ` stays</p>" in odd
+
+
+def test_a_version_neither_number_nor_tag_is_refused_with_the_rule_in_words(app) -> None:
+    """The home page's Version field (``latest, 3 or a tag``) with ``bad!`` answered "invalid
+    request: version.function-before[whole_number(), constrained-int]: Input should be a valid
+    integer": the first of the union's two refusals, at the name of pydantic's branch."""
+    admin = Session(app, "admin")
+    body = {"name": "p", "dataset": "pets", "schema": {"kind": "classification", "classes": ["cat"]}}
+    r = admin.post("/api/projects", body | {"version": "bad!"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"] == (
+        "invalid request: version: 'bad!': use a version number (3 or v3), latest, or a tag"
+    )
+    r = admin.post("/api/projects", body | {"version": 1.5})  # neither branch's kind: at the field
+    assert r.json()["error"]["message"] == "invalid request: version: Input should be a valid integer"
+    # two fields each refused by their pattern stay two fields: the first is reported, as before
+    r = admin.post("/api/projects", body | {"name": "Bad Name", "dataset": "Bad Name"})
+    assert r.json()["error"]["message"].startswith("invalid request: name: 'Bad Name': use 1-63")
