@@ -10,11 +10,12 @@ import argparse
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 
 from datahub.console.context import CliContext, author_or_default, shown
-from datahub.errors import Conflict, VersionNotFound
+from datahub.errors import Conflict, InvalidInput, VersionNotFound
 from datahub.validation import check_name, check_tag
 
 LOG_COLUMNS = (
@@ -34,6 +35,18 @@ def split_ref(spec: str) -> tuple[str, str]:
     """``"imagenet@v3"`` -> ("imagenet", "v3"); ``"imagenet"`` -> ("imagenet", "latest")."""
     name, _, ref = spec.partition("@")
     return check_name(name), ref or "latest"
+
+
+def dataset_only(spec: str, command: str, instead: Callable[[str, str], str]) -> str:
+    """``spec`` where a command takes a dataset, not a version: ``datahub log pets@v2`` said
+    only "invalid dataset name 'pets@v2'" (newuser17), as if the name were wrong.
+    ``instead(name, ref)`` says what to run, from the two parts of ``spec``."""
+    if "@" not in spec:
+        return spec
+    name, _, ref = spec.partition("@")
+    raise InvalidInput(
+        f"`datahub {command}` takes a dataset, not a version ({spec!r}): {instead(name, ref or 'latest')}"
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -84,7 +97,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def log(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.api.schemas import version_public
 
-    versions = islice(ctx.catalog.log(args.dataset), args.limit)
+    name = dataset_only(
+        args.dataset,
+        "log",
+        lambda name, ref: (
+            f"`datahub log {name}` lists its versions, `datahub ls {name}@{ref}` the records of one"
+        ),
+    )
+    versions = islice(ctx.catalog.log(name), args.limit)
     ctx.emit([version_public(v).model_dump(mode="json") for v in versions], columns=LOG_COLUMNS)
     return 0
 
@@ -141,7 +161,14 @@ def _record_row(record, full: bool) -> dict:
 def diff(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.api.schemas import diff_public
 
-    entries = ctx.catalog.diff(args.dataset, args.a, args.b, prefix=args.prefix)
+    # ``diff pets@v1 pets@v2``: the versions are the two arguments after the dataset's name
+    to = args.a.rpartition("@")[2]
+    name = dataset_only(
+        args.dataset,
+        "diff",
+        lambda name, ref: f"`datahub diff {name} {ref} {to}` compares two of its versions",
+    )
+    entries = ctx.catalog.diff(name, args.a, args.b, prefix=args.prefix)
     if ctx.json_output:
         ctx.emit_lines((diff_public(e).model_dump(mode="json") for e in entries), columns=())
         return 0
@@ -157,6 +184,11 @@ def diff(args: argparse.Namespace, ctx: CliContext) -> int:
 def tag(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.api.schemas import version_public
 
+    dataset_only(
+        args.dataset,
+        "tag",
+        lambda name, ref: f"`datahub tag {name} {args.tag} {ref}` names its version {ref}",
+    )
     if args.delete:
         ctx.catalog.untag(args.dataset, args.tag)
         ctx.emit(
