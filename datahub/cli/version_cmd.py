@@ -50,29 +50,32 @@ def dataset_only(spec: str, command: str, instead: Callable[[str, str], str]) ->
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    # every argument says what it is and its default in --help (newuser17: `diff --help` showed a
+    # bare TO, `tag --help` a bare ref, `log --help` a bare --limit)
+    ref = "a version: a number (3 or v3), a tag, or latest"
     p = sub.add_parser("log", help="a dataset's versions, newest first")
-    p.add_argument("dataset")
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("dataset", metavar="DATASET", help="a dataset's name (not DATASET@REF)")
+    p.add_argument("--limit", type=int, default=None, help="show only the newest N versions")
     p.set_defaults(func=log)
 
     p = sub.add_parser("ls", help="the records of a version, in key order")
-    p.add_argument("version", metavar="DATASET[@REF]")
-    p.add_argument("--prefix", default="")
+    p.add_argument("version", metavar="DATASET[@REF]", help=f"REF is {ref} (the default)")
+    p.add_argument("--prefix", default="", help="only keys under this prefix (train/)")
     p.add_argument("--filter", default=None, help="e.g. labels.class=cat,meta.split!=test")
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=int, default=None, help="list only the first N records")
     p.set_defaults(func=ls)
 
     p = sub.add_parser("diff", help="what changed between two versions (added/removed/modified)")
-    p.add_argument("dataset")
+    p.add_argument("dataset", metavar="DATASET", help="a dataset's name (not DATASET@REF)")
     p.add_argument("a", metavar="FROM", help="older version (0 = empty)")
-    p.add_argument("b", metavar="TO", nargs="?", default="latest")
-    p.add_argument("--prefix", default="")
+    p.add_argument("b", metavar="TO", nargs="?", default="latest", help="newer version (default: latest)")
+    p.add_argument("--prefix", default="", help="only keys under this prefix (train/)")
     p.set_defaults(func=diff)
 
     p = sub.add_parser("tag", help="name a version (tag DATASET TAG REF) or remove a tag (--delete)")
-    p.add_argument("dataset")
-    p.add_argument("tag")
-    p.add_argument("ref", nargs="?", default="latest")
+    p.add_argument("dataset", metavar="DATASET", help="a dataset's name (not DATASET@REF)")
+    p.add_argument("tag", metavar="TAG", help="the name, starting with a letter (golden, not v3)")
+    p.add_argument("ref", metavar="REF", nargs="?", default="latest", help=f"{ref} (the default)")
     p.add_argument("--delete", action="store_true", help="remove the tag")
     p.add_argument(
         "--force", action="store_true", help="move a tag that already names another version (as git tag -f)"
@@ -80,17 +83,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=tag)
 
     p = sub.add_parser("export", help="a whole version as NDJSON (one record per line)")
-    p.add_argument("version", metavar="DATASET[@REF]")
+    p.add_argument("version", metavar="DATASET[@REF]", help=f"REF is {ref} (the default)")
     p.add_argument("-o", "--output", help="file to write (atomically); default stdout")
-    p.add_argument("--prefix", default="")
-    p.add_argument("--filter", default=None)
+    p.add_argument("--prefix", default="", help="only keys under this prefix (train/)")
+    p.add_argument("--filter", default=None, help="e.g. labels.class=cat,meta.split!=test")
     p.set_defaults(func=export)
 
     p = sub.add_parser("derive", help="commit the records matching a filter as a new version")
-    p.add_argument("version", metavar="DATASET[@REF]")
+    p.add_argument(
+        "version", metavar="DATASET[@REF]", help=f"the version to filter; REF is {ref} (the default)"
+    )
     p.add_argument("--where", required=True, help="record filter, e.g. labels.class=cat")
     p.add_argument("--to", dest="to_dataset", default=None, help="target dataset (default: the same)")
-    p.add_argument("-m", "--message", default="")
+    p.add_argument("-m", "--message", default="", help="the new version's message")
     p.set_defaults(func=derive)
 
 

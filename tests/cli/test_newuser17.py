@@ -3,10 +3,12 @@ dataset. Before, each said only "invalid dataset name 'pets@v1'", as if the name
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 
+from datahub.cli.main import build_parser
 from tests.cli.test_cli import dh, src  # noqa: F401 - fixtures
 
 
@@ -40,3 +42,20 @@ def test_the_dataset_name_alone_still_works(dh, src):  # noqa: F811
     assert dh("diff", "pets", "0", "1")[0] == 0
     code, _, err = dh("log", "Pets!")  # no version in it: the name's own rule, as before
     assert code == 2 and "invalid dataset name 'Pets!'" in err, err
+
+
+def _arguments(command: str) -> list[argparse.Action]:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return [a for a in commands.choices[command]._actions if not isinstance(a, argparse._HelpAction)]
+
+
+@pytest.mark.parametrize("command", ["log", "ls", "diff", "tag", "export", "derive"])
+def test_every_argument_of_the_version_commands_says_what_it_is(command):
+    """``datahub diff --help`` showed a bare ``TO`` (its default, latest, unsaid), ``tag --help``
+    a bare ``ref``, ``log --help`` a bare ``--limit``."""
+    bare = [a.option_strings or a.dest for a in _arguments(command) if not a.help]
+    assert bare == [], f"datahub {command} --help leaves unexplained: {bare}"
+    for a in _arguments(command):
+        if a.default not in (None, "", False) and not a.required:
+            assert str(a.default) in a.help, (command, a.dest, a.help)  # its default is said
