@@ -105,3 +105,34 @@ def test_a_refused_assignee_is_said_in_the_page_with_its_command_as_code(
         c.until(lambda d: d.find_elements("css selector", "#tasks select"))
         assert c.driver.execute_script(assignee) == ""  # the server has it unassigned
         c.check()
+
+
+def test_a_folder_that_holds_nothing_says_where_records_are(
+    chrome: Chrome,  # noqa: F811
+    server: str,
+) -> None:
+    """A mistyped folder (``?prefix=train/cta/``, as a hand-edited address or an old link
+    gives) showed only "No record here.", where ``datahub ls`` names what is there."""
+    c = chrome
+    c.visit(f"{server}/datasets/pets/versions/2?prefix=train/cta/", "newuser17-empty-folder")
+    said = c.find("#no-records")
+    assert said.text == "No record of pets@v2 is under train/cta/. train/ holds: cat/, dog/."
+    assert said.find_element("css selector", "code").text == "train/cta/"
+    c.find("#no-records a[href*='prefix=train%2Fdog%2F']").click()
+    c.wait_for_url(lambda url: "prefix=train%2Fdog%2F" in url)
+    assert len(c.find_all("#entries .entry.file")) == 10
+
+    # nothing above but the top level; the filter goes along to where the link leads
+    c.visit(f"{server}/datasets/pets/versions/2?prefix=trian/&filter=labels.class%3Dcat")
+    assert c.find("#no-records").text.startswith(
+        "No record of pets@v2 is under trian/. The top level holds: README.txt, train/, val/"
+    )
+    c.find("#nearest").click()
+    c.wait_for_url(lambda url: "prefix=&" in url)
+    assert c.find("#filter").get_attribute("value") == "labels.class=cat"
+    assert [e.text for e in c.find_all("#entries .entry-name")] == ["train/"]
+
+    # a folder that holds records none of which match: the filter's message, as before
+    c.visit(f"{server}/datasets/pets/versions/2?prefix=val/&filter=labels.class%3Dcat")
+    assert c.find("#no-records").text == "No record matches labels.class=cat here."
+    assert not c.find_all("#nearest")
