@@ -328,8 +328,10 @@ def _commit(args, ctx) -> int:
 
 
 def _export(args, ctx) -> int:
+    from datahub.console.output import output_file
     from labelx import export
 
+    output_file(args.output)  # a wrong path is said before the export is made
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
     if args.format == "csv":

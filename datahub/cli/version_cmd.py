@@ -12,9 +12,9 @@ import os
 import tempfile
 from collections.abc import Callable
 from itertools import islice
-from pathlib import Path
 
 from datahub.console.context import CliContext, author_or_default, shown
+from datahub.console.output import output_file
 from datahub.errors import Conflict, InvalidInput, VersionNotFound
 from datahub.validation import check_name, check_tag
 
@@ -226,15 +226,15 @@ def tag(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def export(args: argparse.Namespace, ctx: CliContext) -> int:
     name, ref = split_ref(args.version)
+    target = output_file(args.output) if args.output else None
     catalog = ctx.catalog
     version = catalog.resolve(name, ref)
     records = catalog.list_records(name, version.seq, prefix=args.prefix, where=args.filter)
     with ctx.progress(version.record_count, f"export {name}@v{version.seq}") as progress:
-        if not args.output:
+        if target is None:
             _write_ndjson(records, ctx.out, progress)
             return 0
-        target = Path(args.output)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 _write_ndjson(records, fh, progress)

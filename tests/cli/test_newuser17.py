@@ -9,7 +9,7 @@ import json
 import pytest
 
 from datahub.cli.main import build_parser
-from tests.cli.test_cli import dh, src  # noqa: F401 - fixtures
+from tests.cli.test_cli import FILES, dh, src  # noqa: F401 - fixtures
 
 
 @pytest.mark.parametrize(
@@ -59,3 +59,29 @@ def test_every_argument_of_the_version_commands_says_what_it_is(command):
     for a in _arguments(command):
         if a.default not in (None, "", False) and not a.required:
             assert str(a.default) in a.help, (command, a.dest, a.help)  # its default is said
+
+
+@pytest.mark.parametrize(
+    ("output", "said"),
+    [
+        (
+            "missing/dir/pets.ndjson",
+            "-o {tmp}/missing/dir/pets.ndjson: directory {tmp}/missing/dir does not exist",
+        ),
+        (".", "-o {tmp}: that is a directory; name a file in it (-o {tmp}/NAME)"),
+        ("a-file/pets.ndjson", "-o {tmp}/a-file/pets.ndjson: {tmp}/a-file is a file, not a directory"),
+    ],
+)
+def test_export_to_a_path_it_cannot_write_says_why_before_it_reads(dh, src, tmp_path, output, said):  # noqa: F811
+    """``export -o`` into a missing directory said "this is a datahub bug" (the temporary
+    file's FileNotFoundError); ``-o`` a directory read the whole version, then failed so."""
+    assert dh("import", str(src), "--to", "pets")[0] == 0
+    (tmp_path / "a-file").write_text("not a directory\n")
+    target = str(tmp_path / output) if output != "." else str(tmp_path)
+    code, out, err = dh("export", "pets", "-o", target)
+    assert code == 2 and out == "", (code, err)
+    assert err.startswith("error: " + said.format(tmp=tmp_path)), err
+    assert "bug" not in err and "export pets@v1" not in err  # nothing was read: no progress line
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file
+    code, _, err = dh("export", "pets", "-o", str(tmp_path / "pets.ndjson"))
+    assert code == 0 and len((tmp_path / "pets.ndjson").read_text().splitlines()) == len(FILES)

@@ -8,6 +8,7 @@ import re
 
 from fastapi.testclient import TestClient
 
+from datahub.cli.main import main
 from labelx.pages import PAGES
 from tests.labelx.conftest import PASSWORD, Session
 
@@ -106,3 +107,24 @@ def test_a_version_neither_number_nor_tag_is_refused_with_the_rule_in_words(app)
     # two fields each refused by their pattern stay two fields: the first is reported, as before
     r = admin.post("/api/projects", body | {"name": "Bad Name", "dataset": "Bad Name"})
     assert r.json()["error"]["message"].startswith("invalid request: name: 'Bad Name': use 1-63")
+
+
+def test_labelx_export_to_a_missing_directory_says_so(app, env, tmp_path, capsys, monkeypatch) -> None:
+    """``datahub labelx export P --format csv -o missing/dir/x.csv`` said "this is a datahub
+    bug" (the FileNotFoundError of ``x.csv.partial``)."""
+    cat = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    monkeypatch.setenv("LABELX_PASSWORD", PASSWORD)
+    assert main([*cat, "labelx", "create-user", "zoe", "--role", "admin"]) == 0
+    made = [*cat, "labelx", "create-project", "p", "--dataset", "pets", "--classes", "cat", "--user", "zoe"]
+    assert main(made) == 0
+    capsys.readouterr()
+    target = tmp_path / "missing" / "labels.csv"
+    assert main([*cat, "labelx", "export", "p", "--format", "csv", "-o", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"error: -o {target}: directory {target.parent} does not exist; create it first or write elsewhere\n"
+    )
+    target.parent.mkdir()
+    assert main([*cat, "labelx", "export", "p", "--format", "csv", "-o", str(target)]) == 0
+    assert target.read_text().startswith("key,")
