@@ -85,3 +85,16 @@ def test_export_to_a_path_it_cannot_write_says_why_before_it_reads(dh, src, tmp_
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp file
     code, _, err = dh("export", "pets", "-o", str(tmp_path / "pets.ndjson"))
     assert code == 0 and len((tmp_path / "pets.ndjson").read_text().splitlines()) == len(FILES)
+
+
+def test_importing_an_empty_source_says_so_not_that_a_missing_dataset_matches_it(dh, tmp_path):  # noqa: F811
+    """``import emptydir --to pets`` said "no changes: pets already matches emptydir", of a
+    dataset that does not exist (nor is made)."""
+    (tmp_path / "emptydir").mkdir()
+    code, out, err = dh("import", str(tmp_path / "emptydir"), "--to", "pets")
+    assert code == 0, err
+    assert out.strip() == (
+        f"nothing to import: {tmp_path / 'emptydir'} holds no objects (check the path or prefix); "
+        "no version of pets created"
+    )
+    assert dh("log", "pets")[0] == 3  # still no such dataset
