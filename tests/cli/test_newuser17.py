@@ -98,3 +98,17 @@ def test_importing_an_empty_source_says_so_not_that_a_missing_dataset_matches_it
         "no version of pets created"
     )
     assert dh("log", "pets")[0] == 3  # still no such dataset
+
+
+def test_a_change_set_line_that_is_not_json_says_so_in_words(dh, src, tmp_path):  # noqa: F811
+    """It read "change set bad.jsonl line 2: : Invalid JSON: key must be a string at line 1
+    column 2": an empty field name, and a line 1 that was the second line."""
+    assert dh("import", str(src), "--to", "pets")[0] == 0
+    changes = tmp_path / "bad.jsonl"
+    changes.write_text('{"op": "delete", "key": "val/cat/3.jpg"}\n{bad json\n')
+    code, _, err = dh("commit", "pets", "--changes", str(changes))
+    assert code == 2, err
+    assert err == f"error: change set {changes} line 2: not valid JSON (key must be a string at column 2)\n"
+    changes.write_text('{"op": "put"}\n')  # a field missing: named, as before
+    code, _, err = dh("commit", "pets", "--changes", str(changes))
+    assert code == 2 and err == f"error: change set {changes} line 1: put.record: Field required\n", err
