@@ -17,8 +17,12 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   document.getElementById("token-form").addEventListener("submit", async ev => {
     ev.preventDefault();
-    const r = await api("POST", "/api/tokens", { description: new FormData(ev.target).get("description") });
-    const pre = document.getElementById("token"); pre.hidden = false; pre.textContent = r.token;
+    // a refusal is said beside the button: it was an unhandled rejection, the page said nothing
+    const msg = document.getElementById("token-msg"), pre = document.getElementById("token");
+    try {
+      const r = await api("POST", "/api/tokens", { description: new FormData(ev.target).get("description") });
+      say(msg, ""); pre.hidden = false; pre.textContent = r.token;
+    } catch (e) { pre.hidden = true; say(msg, e.message, "msg err"); }
   });
   loadUsers();
 });

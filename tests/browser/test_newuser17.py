@@ -136,3 +136,28 @@ def test_a_folder_that_holds_nothing_says_where_records_are(
     c.visit(f"{server}/datasets/pets/versions/2?prefix=val/&filter=labels.class%3Dcat")
     assert c.find("#no-records").text == "No record matches labels.class=cat here."
     assert not c.find_all("#nearest")
+
+
+def test_a_refused_api_token_is_said_on_the_admin_page(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    """ "Create token for me" had no error handling: a refusal (here an expired page's CSRF
+    token) was an unhandled rejection in the console and the page said nothing."""
+    c = chrome
+    with signed_in(c, env, "newuser17-lx-login-admin") as base:
+        c.visit(f"{base}/labelx/admin")
+        c.find("#token-form [name=description]").send_keys("nightly export")
+        c.driver.execute_script("BOOT.csrf = 'from a page loaded before a new login';")
+        c.find("#token-form button").click()
+        c.until(lambda d: d.find_element("css selector", "#token-msg").text)
+        c.check("newuser17-lx-token-refused", page_error=f"{base}/labelx/api/tokens")
+        assert "CSRF" in c.find("#token-msg").text, c.find("#token-msg").text
+        assert not c.find("#token").is_displayed()
+
+        c.driver.refresh()  # the page's own token again: the token is shown, the line is empty
+        c.settle()
+        c.find("#token-form button").click()
+        c.until(lambda d: d.find_element("css selector", "#token").text.startswith("lx_"))
+        assert c.find("#token-msg").text == ""
+        c.check()
