@@ -161,3 +161,55 @@ def test_a_refused_api_token_is_said_on_the_admin_page(
         c.until(lambda d: d.find_element("css selector", "#token").text.startswith("lx_"))
         assert c.find("#token-msg").text == ""
         c.check()
+
+
+def _scroll_and_current(c: Chrome) -> dict:
+    return c.driver.execute_script(
+        "const li = document.querySelector('#items li.cur'), side = document.querySelector('.side');"
+        "const r = li.getBoundingClientRect(), s = side.getBoundingClientRect();"
+        "return {y: window.scrollY, key: document.querySelector('#item-key').textContent,"
+        " inside: r.top >= s.top - 1 && r.bottom <= s.bottom + 1};"
+    )
+
+
+def test_labelling_on_a_phone_keeps_the_picture_in_view(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    """On a phone the side panel sits below the picture; keeping the current item of its list
+    in view scrolled the window down to the list at every class key, away from the picture."""
+    c = chrome
+    with signed_in(c, env, "newuser17-lx-login-phone") as base:
+        made = project_in_page(
+            c,
+            {
+                "name": "train-phone",
+                "dataset": "pets",
+                "prefix": "train/",
+                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
+                "annotators": ["admin"],
+            },
+        )
+        assert made["total"] == 20
+        task = f"{base}/labelx/tasks/{made['task']}"
+        c.driver.set_window_size(400, 900)
+        c.driver.get(task)
+        c.until(lambda d: d.find_element("css selector", "#item-key").text)
+        c.settle()
+        for n in range(3):
+            shown = c.find("#item-key").text
+            c.find("body").send_keys("1")
+            c.until(lambda d, shown=shown: d.find_element("css selector", "#item-key").text != shown)
+            state = _scroll_and_current(c)
+            assert state["y"] == 0, (n, state)  # the next picture is where the last one was
+        c.driver.save_screenshot(str(c.shots / "newuser17-lx-phone.png"))
+
+        # beside the picture, the panel scrolls itself to the current item, and only it
+        c.driver.set_window_size(1360, 900)
+        c.driver.get("about:blank")  # a load of its own: the page reads the item from its hash
+        c.driver.get(f"{task}#19")
+        c.until(lambda d: d.find_element("css selector", "#item-key").text == "train/dog/009.jpg")
+        c.settle()
+        state = _scroll_and_current(c)
+        assert state["inside"] and state["y"] == 0, state
+        c.check("newuser17-lx-last-item")
