@@ -29,6 +29,13 @@ def _labelx(env: Env) -> Iterator[tuple[str, str]]:
         cache.close()
 
 
+def _cat_dog_project(c: Chrome, name: str, prefix: str) -> dict:
+    """A cat/dog project over pets' records under ``prefix``, one task for the admin."""
+    schema = {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]}
+    body = {"name": name, "dataset": "pets", "prefix": prefix, "schema": schema, "annotators": ["admin"]}
+    return project_in_page(c, body)
+
+
 def test_a_wrong_password_keeps_the_user_name_and_asks_only_for_the_password(
     chrome: Chrome,  # noqa: F811
     env: Env,
@@ -65,16 +72,7 @@ def test_a_refused_assignee_is_said_in_the_page_with_its_command_as_code(
 ) -> None:
     c = chrome
     with signed_in(c, env, "newuser17-lx-login") as base:
-        made = project_in_page(
-            c,
-            {
-                "name": "val-assign",
-                "dataset": "pets",
-                "prefix": "val/",
-                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
-                "annotators": ["admin"],
-            },
-        )
+        made = _cat_dog_project(c, "val-assign", "val/")
         c.driver.get(f"{base}/labelx/projects/{made['id']}")
         WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", "#tasks select"))
         c.settle()
@@ -180,16 +178,7 @@ def test_labelling_on_a_phone_keeps_the_picture_in_view(
     in view scrolled the window down to the list at every class key, away from the picture."""
     c = chrome
     with signed_in(c, env, "newuser17-lx-login-phone") as base:
-        made = project_in_page(
-            c,
-            {
-                "name": "train-phone",
-                "dataset": "pets",
-                "prefix": "train/",
-                "schema": {"kind": "classification", "classes": [{"name": "cat"}, {"name": "dog"}]},
-                "annotators": ["admin"],
-            },
-        )
+        made = _cat_dog_project(c, "train-phone", "train/")
         assert made["total"] == 20
         task = f"{base}/labelx/tasks/{made['task']}"
         c.driver.set_window_size(400, 900)
