@@ -109,6 +109,8 @@ def log(args: argparse.Namespace, ctx: CliContext) -> int:
             f"`datahub log {name}` lists its versions, `datahub ls {name}@{ref}` the records of one"
         ),
     )
+    if args.limit is not None and args.limit < 0:  # islice's ValueError was "a datahub bug"
+        raise InvalidInput(f"invalid limit {args.limit}: use a number >= 0", limit=args.limit)
     versions = islice(ctx.catalog.log(name), args.limit)
     ctx.emit([version_public(v).model_dump(mode="json") for v in versions], columns=LOG_COLUMNS)
     return 0

@@ -112,3 +112,14 @@ def test_a_change_set_line_that_is_not_json_says_so_in_words(dh, src, tmp_path):
     changes.write_text('{"op": "put"}\n')  # a field missing: named, as before
     code, _, err = dh("commit", "pets", "--changes", str(changes))
     assert code == 2 and err == f"error: change set {changes} line 1: put.record: Field required\n", err
+
+
+def test_a_negative_limit_is_refused_by_log_as_by_ls(dh, src):  # noqa: F811
+    """``log pets --limit -5`` said "datahub log failed: ValueError: Indices for islice() …;
+    this is a datahub bug", where ``ls --limit -1`` says what to give."""
+    assert dh("import", str(src), "--to", "pets")[0] == 0
+    for command in ("log", "ls"):
+        code, out, err = dh(command, "pets", "--limit", "-5")
+        assert (code, out, err) == (2, "", "error: invalid limit -5: use a number >= 0\n"), command
+    code, out, _ = dh("log", "pets", "--limit", "0", json_output=True)
+    assert code == 0 and json.loads(out) == []
