@@ -6,11 +6,12 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
 from fastapi.testclient import TestClient
 
 from datahub.cli.main import main
 from labelx.pages import PAGES
-from tests.labelx.conftest import PASSWORD, Session
+from tests.labelx.conftest import PASSWORD, SCHEMA, Session
 
 
 def _name_field(page: str) -> str:
@@ -121,3 +122,26 @@ def test_labelx_export_to_a_missing_directory_says_so(app, env, tmp_path, capsys
     target.parent.mkdir()
     assert main([*cat, "labelx", "export", "p", "--format", "csv", "-o", str(target)]) == 0
     assert target.read_text().startswith("key,")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--side", "0", "invalid --side 0: use 1..4096 pixels (the model's input, e.g. 224)"),
+        ("--side", "-4", "invalid --side -4: use 1..4096 pixels (the model's input, e.g. 224)"),
+        ("--side", "100000", "invalid --side 100000: use 1..4096 pixels (the model's input, e.g. 224)"),
+        ("--batch-size", "0", "invalid --batch-size 0: use 1..4096 images (e.g. 16)"),
+    ],
+)
+def test_preannotate_refuses_a_side_or_batch_no_model_can_take(app, env, tmp_path, capsys, flag, value, said):
+    """``--side 0`` ended in "ValueError: height and width must be > 0; this is a datahub bug";
+    ``--side 100000`` set out to build a 120 GB input; ``--batch-size 0`` ran as 1, unsaid."""
+    store = app.state.labelx.store
+    project = app.state.labelx.service.create_project(
+        store.user_by_name("admin"), name="by-model", dataset="pets", schema=SCHEMA, task_size=12
+    )
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    run = [*home, "labelx", "preannotate", "by-model", "--model", "tests.labelx.models:by_color", flag, value]
+    assert main(run) == 2
+    assert capsys.readouterr().err.endswith(f"error: {said}\n")
+    assert all(i.suggestion is None for i in store.iter_items(project.id))  # nothing stored
