@@ -259,6 +259,12 @@ def _projects(args, ctx) -> int:
 
 
 def _create_project(args, ctx) -> int:
+    if "@" in args.dataset:  # it said only "invalid dataset name 'pets@v2'" (newuser17)
+        name, _, ref = args.dataset.partition("@")
+        raise InvalidInput(
+            f"--dataset takes a dataset's name, not a version ({args.dataset!r}); "
+            f"the version goes in --version: `--dataset {name} --version {ref or 'latest'}`"
+        )
     service = _service(ctx)
     schema = {
         "kind": args.kind,

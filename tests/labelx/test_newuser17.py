@@ -145,3 +145,18 @@ def test_preannotate_refuses_a_side_or_batch_no_model_can_take(app, env, tmp_pat
     assert main(run) == 2
     assert capsys.readouterr().err.endswith(f"error: {said}\n")
     assert all(i.suggestion is None for i in store.iter_items(project.id))  # nothing stored
+
+
+def test_create_project_given_a_version_for_its_dataset_says_where_the_version_goes(
+    app, env, tmp_path, capsys
+) -> None:
+    """``--dataset pets@v1`` said only "invalid dataset name 'pets@v1'", as if the name were wrong."""
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    made = [*home, "labelx", "create-project", "p", "--classes", "cat", "--user", "admin", "--dataset"]
+    assert main([*made, "pets@v1"]) == 2
+    assert capsys.readouterr().err == (
+        "error: --dataset takes a dataset's name, not a version ('pets@v1'); "
+        "the version goes in --version: `--dataset pets --version v1`\n"
+    )
+    assert app.state.labelx.store.list_projects() == []  # nothing made
+    assert main([*made, "pets", "--version", "v1"]) == 0
