@@ -49,6 +49,26 @@ def invalid_reason(error: dict[str, Any]) -> str:
     return error.get("msg", "does not match the schema")
 
 
+def reported_error(errors: list[dict[str, Any]]) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """The one error a refused request is answered with, and where it is. A value every branch
+    of a union refused (a project's version: a number or a tag) gave one error per branch,
+    each at the field plus the branch's name: the first was reported, so the home page's
+    Version ``bad!`` read "version.function-before[whole_number(), constrained-int]: Input
+    should be a valid integer". Those are told by their shared field and input and their
+    different kinds; the branch with a rule in words (a pattern) is reported, at the field."""
+    first = errors[0] if errors else {}
+    loc = tuple(first.get("loc", ()))
+    branches = [
+        e
+        for e in errors
+        if len(loc) > 1 and tuple(e["loc"])[:-1] == loc[:-1] and e.get("input") == first.get("input")
+    ]
+    if len({e["type"] for e in branches}) < 2:
+        return first, loc
+    worded = next((e for e in branches if e["type"] == "string_pattern_mismatch"), first)
+    return worded, loc[:-1]
+
+
 def create_labelx_app(
     config: Config,
     *,
@@ -121,10 +141,9 @@ def create_labelx_app(
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         """A body or parameter that does not fit its model is bad input (400), like any other."""
-        errors = exc.errors()
-        first = errors[0] if errors else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body") or "body"
-        return answer(request, InvalidInput(f"invalid request: {where}: {invalid_reason(first)}"))
+        error, loc = reported_error(list(exc.errors()))
+        where = ".".join(str(p) for p in loc if p != "body") or "body"
+        return answer(request, InvalidInput(f"invalid request: {where}: {invalid_reason(error)}"))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -259,6 +259,12 @@ def _projects(args, ctx) -> int:
 
 
 def _create_project(args, ctx) -> int:
+    if "@" in args.dataset:  # it said only "invalid dataset name 'pets@v2'" (newuser17)
+        name, _, ref = args.dataset.partition("@")
+        raise InvalidInput(
+            f"--dataset takes a dataset's name, not a version ({args.dataset!r}); "
+            f"the version goes in --version: `--dataset {name} --version {ref or 'latest'}`"
+        )
     service = _service(ctx)
     schema = {
         "kind": args.kind,
@@ -328,8 +334,10 @@ def _commit(args, ctx) -> int:
 
 
 def _export(args, ctx) -> int:
+    from datahub.console.output import output_file
     from labelx import export
 
+    output_file(args.output)  # a wrong path is said before the export is made
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
     if args.format == "csv":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote, unquote
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -22,6 +23,11 @@ from labelx.service import project_json
 
 PAGES = Pages(Path(__file__).parent / "templates", {"app_name": "LabelX"})
 router = APIRouter()
+# The user name a refused login typed, kept for the form shown next (a wrong password, an expired
+# form): the person types only the password again. A cookie, not the URL, so the name stays out
+# of access logs and the browser's history; the form's next success deletes it.
+LOGIN_NAME_COOKIE = "labelx_login_name"
+LOGIN_NAME_KEPT = 200  # characters: a longer "name" is no one's and would not fit a cookie
 
 
 def base_path(request: Request) -> str:
@@ -83,6 +89,7 @@ def login_page(request: Request, error: str = "") -> HTMLResponse:
         title="Log in",
         csrf=token,
         error=error,
+        login_name=unquote(request.cookies.get(LOGIN_NAME_COOKIE, "")) if error else "",
         demo_password=str(demo_password) if demo_password.exists() else "",
         no_users=not lx.store.has_users(),
     )
@@ -107,11 +114,11 @@ def login(
 ) -> Response:
     cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
     if not cookie or not secrets.compare_digest(cookie, csrf):
-        return RedirectResponse(base_path(request) + "/login?error=expired", status_code=303)
+        return _login_refused(request, "expired", name)
     try:
         session_id, _ = lx.auth.login(name, password)
     except Unauthenticated:
-        return RedirectResponse(base_path(request) + "/login?error=wrong", status_code=303)
+        return _login_refused(request, "wrong", name)
     resp = RedirectResponse(base_path(request) + "/", status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
@@ -123,6 +130,24 @@ def login(
         path=_cookie_path(request),
     )
     resp.delete_cookie(LOGIN_CSRF_COOKIE, path=_cookie_path(request))
+    resp.delete_cookie(LOGIN_NAME_COOKIE, path=_cookie_path(request))
+    return resp
+
+
+def _login_refused(request: Request, error: str, name: str) -> Response:
+    """Back to the form, saying why (``error``), with the user name typed kept for it: before,
+    the form came back empty after a wrong password and the person typed the name again."""
+    resp = RedirectResponse(base_path(request) + f"/login?error={error}", status_code=303)
+    if len(name) <= LOGIN_NAME_KEPT:
+        resp.set_cookie(
+            LOGIN_NAME_COOKIE,
+            quote(name, safe=""),
+            max_age=600,
+            httponly=True,
+            samesite="strict",
+            secure=_secure(request),
+            path=_cookie_path(request),
+        )
     return resp
 
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from datahub.errors import Cancelled, ManifestError
+from datahub.errors import Cancelled, InvalidInput, ManifestError
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_key
 from datahub.web.images import ImageSource
@@ -26,6 +26,10 @@ from labelx.schema import LabelSchema
 from labelx.store import LabelStore
 
 MAX_LINE = 1024 * 1024
+# a model's input side and batch: a side of 0 was "a datahub bug" (PIL's ValueError), and a
+# side of 100,000 would ask for a 120 GB tensor before anything failed (newuser17)
+MAX_SIDE = 4096
+MAX_BATCH = 4096
 
 
 def suggestion(value: Any, score: float | None, model: str) -> dict[str, Any]:
@@ -83,6 +87,11 @@ def run_model(
     (``only_missing``), so an interrupted run resumes where it stopped.
     """
     from labelx.torch_model import load_classifier  # torch is imported there only
+
+    if not 1 <= side <= MAX_SIDE:
+        raise InvalidInput(f"invalid --side {side}: use 1..{MAX_SIDE} pixels (the model's input, e.g. 224)")
+    if not 1 <= batch_size <= MAX_BATCH:
+        raise InvalidInput(f"invalid --batch-size {batch_size}: use 1..{MAX_BATCH} images (e.g. 16)")
 
     if schema.kind != "classification":
         raise ManifestError(

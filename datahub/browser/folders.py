@@ -124,3 +124,19 @@ def parent_prefixes(prefix: str) -> list[tuple[str, str]]:
         path += part + "/"
         crumbs.append((part, path))
     return crumbs
+
+
+def nearest_holding(
+    catalog: Catalog, dataset: str, seq: int, prefix: str, *, limit: int = 6
+) -> tuple[str, list[Entry], bool] | None:
+    """The nearest folder above ``prefix`` that holds anything, its first ``limit`` entries and
+    whether it holds more; None if ``prefix`` is the top level (an empty version). Why: a
+    mistyped folder (``?prefix=trian/``) showed only "No record here", where the CLI's ``ls``
+    names what is there (newuser17). Costs one directory level per folder walked up, only on
+    an empty page."""
+    above = [path for _, path in parent_prefixes(prefix) if path != prefix][::-1]
+    for folder in [*above, ""] if prefix else []:
+        entries, more = by_directory(catalog, dataset, seq, prefix=folder, after="", limit=limit)
+        if entries:
+            return folder, entries, more is not None
+    return None

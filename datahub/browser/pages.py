@@ -321,6 +321,13 @@ def version_page(
     )
     query = {"prefix": prefix, "filter": filter}
     more = None if position is None else "?" + urlencode({**query, "cursor": to_cursor(position)})
+    # a folder that holds nothing at all (with or without the filter): where to go instead
+    empty = (
+        not entries
+        and not cursor
+        and (not where or not folders.browse(b.catalog, name, version.seq, prefix=prefix, limit=1)[0])
+    )
+    nearest = folders.nearest_holding(b.catalog, name, version.seq, prefix) if empty else None
     chart_query = urlencode(query)
     ref_text = f"{name}@v{version.seq}"
     return render(
@@ -333,6 +340,7 @@ def version_page(
         filter=filter,
         crumbs=folders.parent_prefixes(prefix),
         entries=entries,
+        nearest=nearest,
         more=more,
         is_image=is_image,
         chart_query=chart_query,

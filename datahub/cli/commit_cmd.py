@@ -108,9 +108,12 @@ def _parse_line(path: str, number: int, line: str) -> Change:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise InvalidInput(
-            f"change set {path} line {number}: {where}: {first['msg']}", path=path, line=number
-        ) from None
+        if first["type"] == "json_invalid":  # it read "line 1: : Invalid JSON: … at line 1 column 2"
+            error = str((first.get("ctx") or {}).get("error", first["msg"]))
+            why = f"not valid JSON ({error.replace(' at line 1 column ', ' at column ')})"
+        else:
+            why = f"{where}: {first['msg']}" if where else first["msg"]
+        raise InvalidInput(f"change set {path} line {number}: {why}", path=path, line=number) from None
 
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:

@@ -39,8 +39,15 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             progress=progress,
         )
     counts = f"{report.added} added, {report.removed} removed, {report.modified} modified"
-    if report.version is None:
-        head = f"{report.dataset}@v{report.base}" if report.base else report.dataset
+    if report.version is None and not report.base:
+        # an empty source into a dataset with no version: it said "d5 already matches emptydir"
+        # of a dataset that did not exist (newuser17); an empty source is most often a typo
+        text = (
+            f"nothing to import: {report.source} holds no objects (check the path or prefix); "
+            f"no version of {report.dataset} created"
+        )
+    elif report.version is None:
+        head = f"{report.dataset}@v{report.base}"
         text = f"no changes: {head} already matches {report.source}; no version created ({report.scanned} objects)"
     else:
         text = (

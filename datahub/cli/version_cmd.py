@@ -10,11 +10,12 @@ import argparse
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from itertools import islice
-from pathlib import Path
 
 from datahub.console.context import CliContext, author_or_default, shown
-from datahub.errors import Conflict, VersionNotFound
+from datahub.console.output import output_file
+from datahub.errors import Conflict, InvalidInput, VersionNotFound
 from datahub.validation import check_name, check_tag
 
 LOG_COLUMNS = (
@@ -36,30 +37,45 @@ def split_ref(spec: str) -> tuple[str, str]:
     return check_name(name), ref or "latest"
 
 
+def dataset_only(spec: str, command: str, instead: Callable[[str, str], str]) -> str:
+    """``spec`` where a command takes a dataset, not a version: ``datahub log pets@v2`` said
+    only "invalid dataset name 'pets@v2'" (newuser17), as if the name were wrong.
+    ``instead(name, ref)`` says what to run, from the two parts of ``spec``."""
+    if "@" not in spec:
+        return spec
+    name, _, ref = spec.partition("@")
+    raise InvalidInput(
+        f"`datahub {command}` takes a dataset, not a version ({spec!r}): {instead(name, ref or 'latest')}"
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    # every argument says what it is and its default in --help (newuser17: `diff --help` showed a
+    # bare TO, `tag --help` a bare ref, `log --help` a bare --limit)
+    ref = "a version: a number (3 or v3), a tag, or latest"
     p = sub.add_parser("log", help="a dataset's versions, newest first")
-    p.add_argument("dataset")
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("dataset", metavar="DATASET", help="a dataset's name (not DATASET@REF)")
+    p.add_argument("--limit", type=int, default=None, help="show only the newest N versions")
     p.set_defaults(func=log)
 
     p = sub.add_parser("ls", help="the records of a version, in key order")
-    p.add_argument("version", metavar="DATASET[@REF]")
-    p.add_argument("--prefix", default="")
+    p.add_argument("version", metavar="DATASET[@REF]", help=f"REF is {ref} (the default)")
+    p.add_argument("--prefix", default="", help="only keys under this prefix (train/)")
     p.add_argument("--filter", default=None, help="e.g. labels.class=cat,meta.split!=test")
-    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--limit", type=int, default=None, help="list only the first N records")
     p.set_defaults(func=ls)
 
     p = sub.add_parser("diff", help="what changed between two versions (added/removed/modified)")
-    p.add_argument("dataset")
+    p.add_argument("dataset", metavar="DATASET", help="a dataset's name (not DATASET@REF)")
     p.add_argument("a", metavar="FROM", help="older version (0 = empty)")
-    p.add_argument("b", metavar="TO", nargs="?", default="latest")
-    p.add_argument("--prefix", default="")
+    p.add_argument("b", metavar="TO", nargs="?", default="latest", help="newer version (default: latest)")
+    p.add_argument("--prefix", default="", help="only keys under this prefix (train/)")
     p.set_defaults(func=diff)
 
     p = sub.add_parser("tag", help="name a version (tag DATASET TAG REF) or remove a tag (--delete)")
-    p.add_argument("dataset")
-    p.add_argument("tag")
-    p.add_argument("ref", nargs="?", default="latest")
+    p.add_argument("dataset", metavar="DATASET", help="a dataset's name (not DATASET@REF)")
+    p.add_argument("tag", metavar="TAG", help="the name, starting with a letter (golden, not v3)")
+    p.add_argument("ref", metavar="REF", nargs="?", default="latest", help=f"{ref} (the default)")
     p.add_argument("--delete", action="store_true", help="remove the tag")
     p.add_argument(
         "--force", action="store_true", help="move a tag that already names another version (as git tag -f)"
@@ -67,24 +83,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=tag)
 
     p = sub.add_parser("export", help="a whole version as NDJSON (one record per line)")
-    p.add_argument("version", metavar="DATASET[@REF]")
+    p.add_argument("version", metavar="DATASET[@REF]", help=f"REF is {ref} (the default)")
     p.add_argument("-o", "--output", help="file to write (atomically); default stdout")
-    p.add_argument("--prefix", default="")
-    p.add_argument("--filter", default=None)
+    p.add_argument("--prefix", default="", help="only keys under this prefix (train/)")
+    p.add_argument("--filter", default=None, help="e.g. labels.class=cat,meta.split!=test")
     p.set_defaults(func=export)
 
     p = sub.add_parser("derive", help="commit the records matching a filter as a new version")
-    p.add_argument("version", metavar="DATASET[@REF]")
+    p.add_argument(
+        "version", metavar="DATASET[@REF]", help=f"the version to filter; REF is {ref} (the default)"
+    )
     p.add_argument("--where", required=True, help="record filter, e.g. labels.class=cat")
     p.add_argument("--to", dest="to_dataset", default=None, help="target dataset (default: the same)")
-    p.add_argument("-m", "--message", default="")
+    p.add_argument("-m", "--message", default="", help="the new version's message")
     p.set_defaults(func=derive)
 
 
 def log(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.api.schemas import version_public
 
-    versions = islice(ctx.catalog.log(args.dataset), args.limit)
+    name = dataset_only(
+        args.dataset,
+        "log",
+        lambda name, ref: (
+            f"`datahub log {name}` lists its versions, `datahub ls {name}@{ref}` the records of one"
+        ),
+    )
+    if args.limit is not None and args.limit < 0:  # islice's ValueError was "a datahub bug"
+        raise InvalidInput(f"invalid limit {args.limit}: use a number >= 0", limit=args.limit)
+    versions = islice(ctx.catalog.log(name), args.limit)
     ctx.emit([version_public(v).model_dump(mode="json") for v in versions], columns=LOG_COLUMNS)
     return 0
 
@@ -141,7 +168,14 @@ def _record_row(record, full: bool) -> dict:
 def diff(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.api.schemas import diff_public
 
-    entries = ctx.catalog.diff(args.dataset, args.a, args.b, prefix=args.prefix)
+    # ``diff pets@v1 pets@v2``: the versions are the two arguments after the dataset's name
+    to = args.a.rpartition("@")[2]
+    name = dataset_only(
+        args.dataset,
+        "diff",
+        lambda name, ref: f"`datahub diff {name} {ref} {to}` compares two of its versions",
+    )
+    entries = ctx.catalog.diff(name, args.a, args.b, prefix=args.prefix)
     if ctx.json_output:
         ctx.emit_lines((diff_public(e).model_dump(mode="json") for e in entries), columns=())
         return 0
@@ -157,6 +191,11 @@ def diff(args: argparse.Namespace, ctx: CliContext) -> int:
 def tag(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.api.schemas import version_public
 
+    dataset_only(
+        args.dataset,
+        "tag",
+        lambda name, ref: f"`datahub tag {name} {args.tag} {ref}` names its version {ref}",
+    )
     if args.delete:
         ctx.catalog.untag(args.dataset, args.tag)
         ctx.emit(
@@ -189,15 +228,15 @@ def tag(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def export(args: argparse.Namespace, ctx: CliContext) -> int:
     name, ref = split_ref(args.version)
+    target = output_file(args.output) if args.output else None
     catalog = ctx.catalog
     version = catalog.resolve(name, ref)
     records = catalog.list_records(name, version.seq, prefix=args.prefix, where=args.filter)
     with ctx.progress(version.record_count, f"export {name}@v{version.seq}") as progress:
-        if not args.output:
+        if target is None:
             _write_ndjson(records, ctx.out, progress)
             return 0
-        target = Path(args.output)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 _write_ndjson(records, fh, progress)

@@ -60,6 +60,19 @@ def verbatim(value: Any) -> Markup:
     return escape(value)
 
 
+def code_spans(value: Any) -> Markup:
+    """A message whose commands are between backticks (`datahub log pets`, as the CLI prints
+    it) with those as ``<code>``, so a page shows no literal backticks; an odd count of
+    backticks is not a pairing and the text is left as it is. Escaped, through ``shown``."""
+    parts = str(value).split("`")
+    if len(parts) % 2 == 0:
+        return escape(shown(str(value)))
+    return Markup("").join(
+        Markup("<code>{}</code>").format(shown(part)) if i % 2 else escape(shown(part))
+        for i, part in enumerate(parts)
+    )
+
+
 def urlpath(value: str) -> str:
     """A record key or a name as a URL path: every character but ``/`` percent-escaped."""
     return quote(str(value), safe="/")
@@ -82,7 +95,9 @@ class Pages:
             lstrip_blocks=True,
             finalize=shown,
         )
-        self.env.filters.update(boot=boot_json, urlpath=urlpath, urlpart=urlpart, verbatim=verbatim)
+        self.env.filters.update(
+            boot=boot_json, code_spans=code_spans, urlpath=urlpath, urlpart=urlpart, verbatim=verbatim
+        )
         self.env.globals.update(globals or {})
 
     def render(self, template: str, /, **values: Any) -> str:

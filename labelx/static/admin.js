@@ -13,12 +13,16 @@ document.addEventListener("DOMContentLoaded", () => {
     try {
       await api("POST", "/api/users", { name: f.get("name"), role: f.get("role"), password: f.get("password") });
       msg.className = "msg ok"; msg.textContent = `Added ${f.get("name")}.`; ev.target.reset(); loadUsers();
-    } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+    } catch (e) { say(msg, e.message, "msg err"); }
   });
   document.getElementById("token-form").addEventListener("submit", async ev => {
     ev.preventDefault();
-    const r = await api("POST", "/api/tokens", { description: new FormData(ev.target).get("description") });
-    const pre = document.getElementById("token"); pre.hidden = false; pre.textContent = r.token;
+    // a refusal is said beside the button: it was an unhandled rejection, the page said nothing
+    const msg = document.getElementById("token-msg"), pre = document.getElementById("token");
+    try {
+      const r = await api("POST", "/api/tokens", { description: new FormData(ev.target).get("description") });
+      say(msg, ""); pre.hidden = false; pre.textContent = r.token;
+    } catch (e) { pre.hidden = true; say(msg, e.message, "msg err"); }
   });
   loadUsers();
 });

@@ -82,7 +82,7 @@ function renderBanner(it) {
 }
 function banner(text, bad = false) {
   const b = $("banner");
-  b.hidden = !text; b.textContent = text || ""; b.className = bad ? "banner bad" : "banner";
+  b.hidden = !text; b.replaceChildren(...said(text || "")); b.className = bad ? "banner bad" : "banner";
 }
 
 function renderClasses() {
@@ -132,7 +132,17 @@ function renderItems() {
     li.firstChild.className = `dot ${it.status}`;
   });
   const cur = list.children[S.cur];
-  if (cur) cur.scrollIntoView({ block: "nearest" });
+  if (cur) keepInPanel(cur, list.closest(".side"));
+}
+
+/** Keep the current item in view by scrolling the side panel, and only it. scrollIntoView
+ * scrolled the window too: on a phone, where the panel sits below the picture and does not
+ * scroll itself, every class key moved the page down to the list, away from the next picture. */
+function keepInPanel(node, panel) {
+  if (!panel || panel.scrollHeight <= panel.clientHeight) return;
+  const r = node.getBoundingClientRect(), p = panel.getBoundingClientRect();
+  if (r.top < p.top) panel.scrollTop -= p.top - r.top;
+  else if (r.bottom > p.bottom) panel.scrollTop += r.bottom - p.bottom;
 }
 
 // --- changes and autosave -------------------------------------------------------------------

@@ -152,7 +152,7 @@ function columnChart(container, points, color = "#3b5bdb") {
 async function takeNextTask(projectId, out) {
   out.textContent = "";
   try { const r = await api("POST", `/api/projects/${projectId}/take-task`); location.href = `${BASE}/tasks/${r.task_id}`; }
-  catch (e) { out.textContent = e.message; }
+  catch (e) { say(out, e.message); }
 }
 
 function progressBar(node, done, total) {
@@ -165,6 +165,19 @@ document.addEventListener("DOMContentLoaded", () => {
     try { await api("POST", "/logout"); } finally { location.href = BASE + "/login"; }
   });
 });
+
+/** A message as nodes: a command in it between backticks (`datahub labelx projects`) is a code
+ * span, as the CLI user reads it, not text with its backticks; an odd count is left as text. */
+function said(text) {
+  const parts = String(text).split("`");
+  if (parts.length % 2 === 0) return [String(text)];
+  return parts.map((part, i) => (i % 2 ? el("code", {}, part) : part)).filter(p => p !== "");
+}
+/** Show a message in ``node`` (its code spans as code), with ``cls`` as its class when given. */
+function say(node, text, cls) {
+  if (cls !== undefined) node.className = cls;
+  node.replaceChildren(...said(text));
+}
 
 /** "1 record", "2 records": a count with its noun in the right number. */
 function counted(n, noun, nouns = noun + "s") { return `${n} ${n === 1 ? noun : nouns}`; }

@@ -87,8 +87,10 @@ let USERS = null;
 function assigneeCell(t) {
   if (BOOT.user.role !== "admin" || !USERS) return t.assignee || "unassigned";
   const sel = el("select", { "data-task": t.id, "aria-label": `Assignee of task ${t.number}`, onchange: async ev => {
-    try { await api("PUT", `/api/tasks/${t.id}/assignee`, { assignee: ev.target.value || null }); }
-    catch (e) { alert(e.message); }
+    // in the page, as every other answer of this page: an alert() box stopped it
+    const out = document.getElementById("assign-msg");
+    try { await api("PUT", `/api/tasks/${t.id}/assignee`, { assignee: ev.target.value || null }); say(out, ""); }
+    catch (e) { say(out, `Task ${t.number}: ${e.message}`); }
     refresh();
   } }, el("option", { value: "" }, "unassigned"),
     USERS.filter(u => u.role === "annotator" || u.name === t.assignee).map(u => el("option", { value: u.name, selected: u.name === t.assignee }, u.name)));
@@ -107,7 +109,7 @@ async function commit(ev) {
       ` (${counted(v.modified, "record")} changed)`, ...(diff ? [": ", diff] : []), ".");
     msg.dataset.version = `${v.dataset}@v${v.seq}`;
     refresh();
-  } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+  } catch (e) { say(msg, e.message, "msg err"); }
 }
 
 async function importPredictions(ev) {
@@ -119,7 +121,7 @@ async function importPredictions(ev) {
     const model = encodeURIComponent(f.get("model") || "");
     const r = await api("POST", `/api/projects/${P.id}/suggestions?model=${model}`, file);
     msg.className = "msg ok"; msg.textContent = `${counted(r.matched, "item")} got a suggestion.`;
-  } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+  } catch (e) { say(msg, e.message, "msg err"); }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -142,5 +144,5 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   document.getElementById("take-task").addEventListener("click", () => takeNextTask(P.id, document.getElementById("take-msg")));
   const users = BOOT.user.role === "admin" ? api("GET", "/api/users").then(u => { USERS = u; }) : Promise.resolve();
-  users.then(refresh).catch(e => document.getElementById("subtitle").textContent = e.message);
+  users.then(refresh).catch(e => say(document.getElementById("subtitle"), e.message));
 });

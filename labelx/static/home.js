@@ -58,7 +58,7 @@ async function createProject(ev) {
     const p = await api("POST", "/api/projects", body);
     msg.className = "msg ok"; msg.textContent = `Created ${p.name} with ${counted(p.item_count, "item")}.`;
     ev.target.reset(); loadProjects();
-  } catch (e) { msg.className = "msg err"; msg.textContent = e.message; }
+  } catch (e) { say(msg, e.message, "msg err"); }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -68,5 +68,5 @@ document.addEventListener("DOMContentLoaded", () => {
     document.getElementById("admin-link").hidden = false;
     document.getElementById("create-form").addEventListener("submit", createProject);
   }
-  loadProjects().catch(e => document.getElementById("projects").replaceChildren(el("p.msg.err", {}, e.message)));
+  loadProjects().catch(e => document.getElementById("projects").replaceChildren(el("p.msg.err", {}, said(e.message))));
 });

@@ -68,7 +68,7 @@ async function decide(i, accept, comment = "") {
     if (next >= 0) R.cur = next;
     render();
   } catch (e) {  // in the page: an alert() box stopped it (another reviewer decided the card first)
-    msg.textContent = `${it.key}: ${e.message}`;
+    say(msg, `${it.key}: ${e.message}`);
     if (e.status === 409) load();
   }
 }
@@ -102,5 +102,5 @@ document.addEventListener("DOMContentLoaded", () => {
     asking(false);
     for (let i = 0; i < R.items.length; i++) if (!R.items[i].decided) await decide(i, true);
   });
-  load().catch(e => document.getElementById("queue").replaceChildren(el("p.msg.err", {}, e.message)));
+  load().catch(e => document.getElementById("queue").replaceChildren(el("p.msg.err", {}, said(e.message))));
 });
