@@ -269,8 +269,20 @@ function deleteBox() {
   change(boxes);
 }
 
+/** Resolves once no save is running: the last label's save may still be on its way when
+ * Submit is clicked (the button is enabled as soon as every item is labelled in the page), and a
+ * submit that reached the server first left that label out and then refused it. */
+function saved() {
+  return new Promise(resolve => { const check = () => saving ? setTimeout(check, 50) : resolve(); check(); });
+}
+
 async function submitTask() {
   try {
+    await saved();
+    if (pending.size) {  // a save failed and waits for its retry: submitting now would leave it out
+      banner(`Not submitted: ${counted(pending.size, "label")} not saved yet (the server did not answer). Submit again once the page says Saved.`, true);
+      return;
+    }
     const res = await api("POST", `/api/tasks/${BOOT.task_id}/submit`);
     const view = await api("GET", `/api/tasks/${BOOT.task_id}`);
     S.items = view.items; render();
