@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from datahub.console.context import CliContext
+from datahub.console.numbers import at_least
 from datahub.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -147,10 +148,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     warm.add_argument(
         "--no-prefetch", dest="prefetch", action="store_false", help="read-only: no background warm-up"
     )
-    p.add_argument("--uid", type=int, help="owner shown for every file (default: the mounting user)")
-    p.add_argument("--gid", type=int, help="group shown for every file (default: the mounting user's)")
+    p.add_argument("--uid", type=at_least(0), help="owner shown for every file (default: the mounting user)")
+    p.add_argument(
+        "--gid", type=at_least(0), help="group shown for every file (default: the mounting user's)"
+    )
     p.add_argument("--allow-other", action="store_true", help="let other users access the mount")
-    p.add_argument("--threads", type=int, default=32, help="worker threads for blocking reads (default 32)")
+    p.add_argument(
+        "--threads", type=at_least(1), default=32, help="worker threads for blocking reads (default 32)"
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--foreground", action="store_true", help="stay attached (the default)")
     mode.add_argument("--background", action="store_true", help="detach and return once the mount is ready")

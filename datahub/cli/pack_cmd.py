@@ -7,6 +7,7 @@ import os
 from typing import TYPE_CHECKING
 
 from datahub.console.context import CliContext, author_or_default
+from datahub.console.numbers import at_least, positive_seconds
 
 if TYPE_CHECKING:  # the pack engine (PIL, lmdb, worker processes) is imported when a pack runs
     from datahub.pack import PackSpec
@@ -34,14 +35,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", default="jpeg", choices=["jpeg", "webp"], help="output encoding")
     p.add_argument("--quality", type=int, default=90, help="encoder quality 1-100 (default 90)")
     p.add_argument("--shard-size", default="256MiB", help="source bytes per shard/task (default 256MiB)")
-    p.add_argument("--workers", type=int, default=min(4, len(os.sched_getaffinity(0))),
+    p.add_argument("--workers", type=at_least(0), default=min(4, len(os.sched_getaffinity(0))),
                    help="local worker processes (0 = in this process)")  # fmt: skip
     p.add_argument("--non-image", choices=["copy", "skip"], default="",
                    help="what to do with non-image records (required if the source has any)")  # fmt: skip
     p.add_argument("--on-corrupt", choices=["skip", "fail"], default="skip",
                    help="a corrupt image is reported by key and skipped (default) or fails the job")  # fmt: skip
     p.add_argument("--max-pixels", type=int, default=None, help="decompression-bomb limit per image")
-    p.add_argument("--lease", type=float, default=60.0, help="task lease in seconds (renewed while working)")
+    p.add_argument(
+        "--lease", type=positive_seconds, default=60.0, help="task lease in seconds (renewed while working)"
+    )
     p.add_argument("--restart", action="store_true",
                    help="pack every task again instead of resuming the job (its done tasks are dropped)")  # fmt: skip
     p.add_argument("--plan-only", action="store_true",
@@ -51,7 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     w = sub.add_parser("pack-worker", help="work on a pack job's tasks (any number, on any machine)")
     w.add_argument("--job", required=True, help="job id printed by `datahub pack --plan-only`")
-    w.add_argument("--lease", type=float, default=60.0, help="task lease in seconds (renewed while working)")
+    w.add_argument(
+        "--lease", type=positive_seconds, default=60.0, help="task lease in seconds (renewed while working)"
+    )
     w.add_argument("--no-commit", action="store_true", help="do not commit the version when the job is done")
     w.add_argument("--author", default=None, help="author of the packed version (default: the current user)")
     w.set_defaults(func=run_worker)

@@ -1,0 +1,38 @@
+"""Command-line numbers checked where argparse reads them.
+
+Why: ``datahub mount … --threads -1`` ended in "this is a datahub bug" (a ValueError from the
+thread limiter), ``--threads 0`` and ``--uid -5`` mounted, and ``datahub pack … --lease -1``
+was accepted (newuser17). A number out of range is the user's to fix: argparse says which
+option and what it takes, exit 2, before any work.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value}: use a number >= {minimum}")
+        return value
+
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse ``type`` for a duration in seconds, > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: use a number of seconds > 0")
+    return value
