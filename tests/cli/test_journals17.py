@@ -26,7 +26,8 @@ from datahub.config import load_config
 from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace, workspace_dir
 from datahub.writeback.journals import forget_journal, journal_prefix
-from tests.writeback.conftest import CHUNK, write
+from tests.writeback.conftest import CHUNK
+from tests.writeback.test_journals17 import Interrupted, interrupt_at, write_files
 
 REPO = Path(__file__).resolve().parents[2]
 WS = "run-42"
@@ -63,14 +64,7 @@ class Cluster:
 
     def write_files(self, name: str) -> str:
         """Small files and a big one acknowledged on node ``name``, never flushed; its journal id."""
-        ws = self.open(name)
-        ws.mkdir(name)
-        for i in range(FILES):
-            write(ws, f"{name}/{i}.txt", f"node {name} file {i}".encode())
-        write(ws, f"{name}/big.bin", b"x" * (3 * CHUNK))
-        journal = ws.chunks.journal
-        ws.abandon()
-        return journal
+        return write_files(self.open(name), name, FILES)
 
     def dies_holding_the_lease(self, name: str) -> None:
         """Node ``name``'s lease as a node that died while writing leaves it: held for an hour."""
@@ -211,10 +205,6 @@ def test_without_a_catalog_it_is_refused_unless_forced(
         cluster.close()
 
 
-class Interrupted(Exception):
-    """A delete stopped part-way (Ctrl-C, the process killed)."""
-
-
 def test_a_partial_delete_is_finished_by_a_second_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
@@ -231,15 +221,8 @@ def _partial_then_finished(cluster: Cluster, capsys: pytest.CaptureFixture) -> N
     config, stores = cluster.nodes["a"]
     store = stores.shared_store(cluster.shared_url)
     entry = journal_prefix(config, store, WS, b)
-    calls: list[int] = []
-
-    def stop(size: int) -> None:
-        calls.append(size)
-        if len(calls) == 2:
-            raise Interrupted
-
     with pytest.raises(Interrupted):
-        forget_journal(store, entry, stop)
+        forget_journal(store, entry, interrupt_at(2))
     left = cluster.objects(b)
     assert 0 < left < entry.objects
     code, out, err = run(capsys, "cache", "forget-journal", WS, b, "--yes")

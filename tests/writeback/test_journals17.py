@@ -11,7 +11,7 @@ xattrs) from the session's Ceph.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,34 @@ from datahub.writeback.journals import (
 from tests.writeback.conftest import CHUNK, LAYOUTS, write
 
 FILES = 20  # per node: more than one batch of deletes (DELETERS)
+
+
+def write_files(ws, name: str, files: int = FILES) -> str:
+    """``files`` small files and a big one acknowledged in ``ws`` (directory ``name``), never
+    flushed: the node dies (``abandon``). Its journal id."""
+    ws.mkdir(name)
+    for i in range(files):
+        write(ws, f"{name}/{i}.txt", f"node {name} file {i}".encode())
+    write(ws, f"{name}/big.bin", b"x" * (3 * CHUNK))
+    journal = ws.chunks.journal
+    ws.abandon()
+    return journal
+
+
+class Interrupted(Exception):
+    """What a Ctrl-C in the middle of a long delete does to it: it stops there."""
+
+
+def interrupt_at(n: int) -> Callable[[int], None]:
+    """An ``on_deleted`` for ``forget_journal`` that stops the delete at its ``n``-th object."""
+    done: list[int] = []
+
+    def on_deleted(size: int) -> None:
+        done.append(size)
+        if len(done) == n:
+            raise Interrupted
+
+    return on_deleted
 
 
 class Nodes:
@@ -59,14 +87,7 @@ class Nodes:
         """``FILES`` small files and a big one acknowledged on node ``name``, never flushed (the
         node dies); its journal id."""
         config, stores = self.nodes[name]
-        ws = open_workspace(workspace, config, stores, background=False)
-        ws.mkdir(name)
-        for i in range(FILES):
-            write(ws, f"{name}/{i}.txt", f"node {name} file {i}".encode())
-        write(ws, f"{name}/big.bin", b"x" * (3 * CHUNK))
-        journal = ws.chunks.journal
-        ws.abandon()
-        return journal
+        return write_files(open_workspace(workspace, config, stores, background=False), name)
 
     def read(self, name: str, path: str, workspace: str = "shared") -> bytes:
         config, stores = self.nodes[name]
@@ -132,10 +153,6 @@ def test_forgetting_a_journal_deletes_its_prefix_whole_and_leaves_the_other_node
     assert journal_prefix(nodes.config("a"), store, "shared", b).objects == 0
 
 
-class Interrupted(Exception):
-    """What a Ctrl-C in the middle of a long delete does to it: it stops there."""
-
-
 def test_a_delete_cut_short_is_finished_by_running_it_again(tmp_path: Path) -> None:
     nodes = Nodes(tmp_path, (tmp_path / "shared-tier").as_uri(), LAYOUTS["chunk files"])
     try:
@@ -144,15 +161,8 @@ def test_a_delete_cut_short_is_finished_by_running_it_again(tmp_path: Path) -> N
         store = nodes.shared()
         entry = journal_prefix(nodes.config("a"), store, "shared", b)
         assert entry.objects > FILES  # one object per small file, three for the big one
-        done: list[int] = []
-
-        def stop_after_a_few(size: int) -> None:
-            done.append(size)
-            if len(done) == 3:
-                raise Interrupted
-
         with pytest.raises(Interrupted):
-            forget_journal(store, entry, stop_after_a_few)
+            forget_journal(store, entry, interrupt_at(3))
         left = journal_prefix(nodes.config("a"), store, "shared", b)
         assert 0 < left.objects < entry.objects  # stopped part-way, within a batch
         assert forget_journal(store, left) == (left.objects, left.bytes)
