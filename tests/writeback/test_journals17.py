@@ -64,7 +64,7 @@ def interrupt_at(n: int) -> Callable[[int], None]:
 class Nodes:
     """Homes a and b with one shared tier (no catalog: the lease is the CLI's concern)."""
 
-    def __init__(self, tmp_path: Path, shared_url: str, layout: dict) -> None:
+    def __init__(self, tmp_path: Path, shared_url: str, layout: dict, extra: dict | None = None) -> None:
         self.packed = shared_url.startswith("file:") and "writeback_pack_bytes" not in layout
         self.nodes = {}
         for name in ("a", "b"):
@@ -72,7 +72,7 @@ class Nodes:
                 env={},
                 overrides={"home": str(tmp_path / name), "objects_url": (tmp_path / "objects").as_uri(),
                            "cache": {"page_size": CHUNK, "flush_interval": 3600, **layout,
-                                     "shared_url": shared_url}},
+                                     "shared_url": shared_url}, **(extra or {})},
             )  # fmt: skip
             self.nodes[name] = (config, StoreRegistry(config))
 
@@ -176,6 +176,26 @@ def test_only_journal_ids_can_be_forgotten() -> None:
     for bad in ("", "../a", "ABC", "j-0123", "0123/4"):
         with pytest.raises(InvalidInput, match="not a journal id"):
             check_journal_id(bad)
+
+
+def test_on_s3_the_listing_and_a_forget_go_by_prefix(tmp_path: Path, s3_endpoint) -> None:
+    """An S3/RGW shared tier: listed by prefix, chunks carry no cover records, and forgetting
+    one journal deletes its objects only."""
+    bucket = s3_endpoint.new_bucket("journals17")
+    nodes = Nodes(tmp_path, f"s3://{bucket}/tier", {}, s3_endpoint.s3_config_overrides())
+    store = nodes.shared()
+    try:
+        a, b = nodes.write_files("a"), nodes.write_files("b")
+        rows = {e.journal: e for e in journal_prefixes(nodes.config("a"), store)}
+        assert set(rows) == {a, b} and rows[a].this_node and not rows[b].this_node
+        assert rows[b].objects == FILES + 3 and {e.covers for e in rows.values()} == {0}
+        assert forget_journal(store, rows[b]) == (rows[b].objects, rows[b].bytes)
+        assert [e.journal for e in journal_prefixes(nodes.config("a"), store)] == [a]
+        assert nodes.read("a", "a/big.bin") == b"x" * (3 * CHUNK)
+    finally:
+        for info in list(store.list()):
+            store.delete(info.key)
+        nodes.close()
 
 
 @pytest.mark.ceph
