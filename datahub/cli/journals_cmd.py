@@ -100,7 +100,7 @@ def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
             workspace=name,
             journal=journal,
         )
-    _check_lease(ctx, name, what, force=args.force)
+    check_lease(ctx, name, what, force=args.force)
     if not entry.objects:
         raise NotFound(
             f"{what}: nothing under {entry.prefix} in {ctx.config.resolved_shared_url} (already "
@@ -120,7 +120,12 @@ def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
             journal=journal,
         )
     with ctx.progress(entry.objects, f"forget {what}") as progress:
-        objects, nbytes = forget(store, entry, lambda size: progress.update(1, size))
+        objects, nbytes = forget(
+            store,
+            entry,
+            lambda size: progress.update(1, size),
+            lambda: check_lease(ctx, name, what, force=args.force),  # again before each batch
+        )
     ctx.emit(
         plan | {"deleted_objects": objects, "deleted_bytes": nbytes},
         text=f"deleted {what}: {objects} objects, {nbytes} bytes under {entry.prefix}",
@@ -141,10 +146,12 @@ def _plan_text(entry, paths: list[str], shared_url: str) -> str:
     return "\n".join(lines)
 
 
-def _check_lease(ctx: CliContext, name: str, what: str, *, force: bool) -> None:
+def check_lease(ctx: CliContext, name: str, what: str, *, force: bool) -> None:
     """Conflict unless the workspace's writer lease says no other node writes it: free, lapsed,
     or held by this node (its journal's lease owner id). No lease to ask (an embedded catalog
-    that does not exist, or a workspace never leased): refused unless ``force``."""
+    that does not exist, or a workspace never leased): refused unless ``force``. Asked before
+    the listing and again before each batch of deletes: a node that takes the lease back
+    meanwhile (a restart of the node being retired) stops the delete there."""
     from datahub.catalog.leases import shown
     from datahub.workspaces import leased
     from datahub.writeback import workspace_dir

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from datahub.config import Config
 from datahub.errors import InvalidInput, StorageError
-from datahub.storage.base import ObjectStore
+from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.local import LocalStore
 from datahub.writeback import SHARED_PREFIX, list_workspaces, workspace_dir
 from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore
@@ -53,6 +53,13 @@ class JournalPrefix:
         """Its key prefix in the shared tier (ends with ``/``)."""
         ws = f"{SHARED_PREFIX}/{self.workspace}/"
         return f"{ws}{JOURNAL_DIR}{self.journal}/" if self.journal else ws
+
+    def add(self, info: ObjectInfo) -> None:
+        """Count one listed object of this prefix."""
+        self.objects += 1
+        self.bytes += info.size
+        self.newest = max(self.newest, info.mtime)
+        self.sizes[info.key] = info.size
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -105,10 +112,7 @@ def journal_prefixes(config: Config, store: ObjectStore, workspace: str | None =
         entry = found.get((name, journal))
         if entry is None:
             entry = found[(name, journal)] = JournalPrefix(name, journal)
-        entry.objects += 1
-        entry.bytes += info.size
-        entry.newest = max(entry.newest, info.mtime)
-        entry.sizes[info.key] = info.size
+        entry.add(info)
     own = {name: local_journal_id(config, name) for name in {name for name, _ in found}}
     for (name, journal), entry in found.items():
         entry.this_node = own[name] == journal
@@ -120,10 +124,7 @@ def journal_prefix(config: Config, store: ObjectStore, workspace: str, journal: 
     """One journal's prefix as ``journal_prefixes`` shows it (``objects`` 0: nothing there)."""
     entry = JournalPrefix(workspace, journal)
     for info in store.list(entry.prefix):
-        entry.objects += 1
-        entry.bytes += info.size
-        entry.newest = max(entry.newest, info.mtime)
-        entry.sizes[info.key] = info.size
+        entry.add(info)
     entry.this_node = local_journal_id(config, workspace) == journal
     return entry
 
@@ -141,24 +142,32 @@ def cover_records(store: ObjectStore, entry: JournalPrefix) -> Iterator[dict]:
 
 
 def forget_journal(
-    store: ObjectStore, entry: JournalPrefix, on_deleted: Callable[[int], None] = lambda n: None
+    store: ObjectStore,
+    entry: JournalPrefix,
+    on_deleted: Callable[[int], None] = lambda n: None,
+    before_batch: Callable[[], None] = lambda: None,
 ) -> tuple[int, int]:
     """Delete every object of journal prefix ``entry`` (a listing: ``journal_prefix``); (objects,
     bytes) deleted. Deletes are idempotent, so a run cut short is finished by running it again
     on a new listing. ``on_deleted(size)`` after each object (progress). The caller decides
-    whether the journal may go (its node is retired); keys from before journal ids never do."""
+    whether the journal may go (its node is retired); keys from before journal ids never do.
+    ``before_batch()`` runs before each ``DELETERS`` objects and may raise to stop the delete
+    there: the caller's guard, asked again while a long delete runs (the node's lease taken
+    back meanwhile)."""
     check_journal_id(entry.journal)
     keys = sorted(entry.sizes)
 
     def delete(key: str) -> int:
         store.delete(key)
-        on_deleted(entry.sizes[key])
         return entry.sizes[key]
 
     deleted = 0
     with ThreadPoolExecutor(DELETERS) as pool:
         for start in range(0, len(keys), DELETERS):  # a batch at a time: an error stops it there
-            deleted += sum(pool.map(delete, keys[start : start + DELETERS]))
+            before_batch()
+            for size in pool.map(delete, keys[start : start + DELETERS]):
+                on_deleted(size)  # in this thread, in key order
+                deleted += size
     if isinstance(store, LocalStore):  # a local tier keeps the emptied directories: remove them
         _remove_empty_dirs(store.root / entry.prefix, entry.prefix)
     return len(keys), deleted

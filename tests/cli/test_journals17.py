@@ -23,6 +23,7 @@ import pytest
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.cli.main import main
 from datahub.config import load_config
+from datahub.errors import Conflict
 from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace, workspace_dir
 from datahub.writeback.journals import forget_journal, journal_prefix
@@ -238,3 +239,42 @@ def test_bad_names_and_ids_exit_2(cluster: Cluster, capsys: pytest.CaptureFixtur
         assert code == 2, (args, err)
     code, _, err = run(capsys, "cache", "journals", "--workspace", "a/b")
     assert code == 2, err
+
+
+def test_a_lease_taken_back_mid_delete_stops_it_before_the_next_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node being retired restarts while its prefix is deleted and takes its lease back:
+    the guard, asked again before each batch, stops the delete there (what went is gone)."""
+    cluster = Cluster(tmp_path, monkeypatch, packs=False)  # one object per small file: two batches
+    try:
+        _taken_back_mid_delete(cluster)
+    finally:
+        cluster.close()
+
+
+def _taken_back_mid_delete(cluster: Cluster) -> None:
+    from datahub.cli.journals_cmd import check_lease
+    from datahub.console.context import CliContext
+
+    b = cluster.write_files("b")  # its lease released: free
+    config, stores = cluster.nodes["a"]
+    store = stores.shared_store(cluster.shared_url)
+    cluster.write_files("a")
+    entry = journal_prefix(config, store, WS, b)
+    ctx = CliContext(config, creates_catalog=False)
+    taken: list[int] = []
+
+    def restarts_after_three(size: int) -> None:
+        taken.append(size)
+        if len(taken) == 3:
+            cluster.dies_holding_the_lease("b")
+
+    try:
+        with pytest.raises(Conflict, match="is held by host b pid 1"):
+            forget_journal(
+                store, entry, restarts_after_three, lambda: check_lease(ctx, WS, "b's journal", force=False)
+            )
+    finally:
+        ctx.close()
+    assert cluster.objects(b) == entry.objects - len(taken) > 0
