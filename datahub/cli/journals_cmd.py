@@ -149,14 +149,25 @@ def _plan_text(entry, paths: list[str], shared_url: str) -> str:
 def check_lease(ctx: CliContext, name: str, what: str, *, force: bool) -> None:
     """Conflict unless the workspace's writer lease says no other node writes it: free, lapsed,
     or held by this node (its journal's lease owner id). No lease to ask (an embedded catalog
-    that does not exist, or a workspace never leased): refused unless ``force``. Asked before
+    that does not exist, or a workspace never leased): refused unless ``force``; over the API
+    always, since the server answers "none" for a lease this token may not see. Asked before
     the listing and again before each batch of deletes: a node that takes the lease back
     meanwhile (a restart of the node being retired) stops the delete there."""
     from datahub.catalog.leases import shown
     from datahub.workspaces import leased
     from datahub.writeback import workspace_dir
 
-    lease = ctx.catalog.store.lease(name) if leased(ctx.config.resolved_catalog_url) else None
+    url = ctx.config.resolved_catalog_url
+    lease = ctx.catalog.store.lease(name) if leased(url) else None
+    if lease is None and url.startswith(("http://", "https://")):
+        raise Conflict(  # the API answers "none" for a lease this token may not see: never --force
+            f"{what}: the catalog at {url} shows this token no writer lease of {name!r}, and over "
+            "the API that may be one it may not see (a lease is shown to a global admin and the "
+            "writers of its commit target only); run this with a global admin's token in "
+            "$DATAHUB_API_TOKEN (if it is one, the workspace's nodes lease it in another catalog: "
+            "point --catalog at theirs)",
+            workspace=name,
+        )
     if lease is None:
         if force:
             return

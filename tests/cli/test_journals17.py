@@ -278,3 +278,36 @@ def _taken_back_mid_delete(cluster: Cluster) -> None:
     finally:
         ctx.close()
     assert cluster.objects(b) == entry.objects - len(taken) > 0
+
+
+def test_over_the_api_a_lease_the_token_may_not_see_is_refused_even_forced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """The server answers "no lease" for one this token may not see: a token with no role on
+    the commit target must not read that as "no lease to ask" and --force a live node's prefix."""
+    from datahub.api.tokens import issue_token
+    from tests.catalog.remote import serve
+
+    (tmp_path / "nodes").mkdir()
+    cluster = Cluster(tmp_path / "nodes", monkeypatch, catalog=False)  # b wrote under the flock only
+    server, backing, admin = serve(tmp_path)
+    try:
+        b = cluster.write_files("b")
+        backing.create_dataset("pets", owner="root")
+        backing.store.acquire_lease(WS, "b's owner id", "host b pid 1", 3600, "pets")
+        before = cluster.objects(b)
+        monkeypatch.setenv("DATAHUB_CATALOG_URL", server.url)
+        monkeypatch.setenv("DATAHUB_API_TOKEN", issue_token(backing.store, "bob")[0])
+        code, _, err = run(capsys, "cache", "forget-journal", WS, b, "--yes", "--force")
+        assert code == 4 and "shows this token no writer lease" in err and cluster.objects(b) == before
+        monkeypatch.setenv("DATAHUB_API_TOKEN", admin)
+        code, _, err = run(capsys, "cache", "forget-journal", WS, b, "--yes", "--force")
+        assert code == 4 and "is held by host b pid 1" in err and cluster.objects(b) == before
+        backing.store.break_lease(WS, "", at_once=True)
+        code, _, err = run(capsys, "cache", "forget-journal", WS, b, "--yes")
+        assert code == 0, err
+        assert cluster.objects(b) == 0
+    finally:
+        server.stop()
+        backing.close()
+        cluster.close()
