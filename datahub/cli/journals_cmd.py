@@ -108,7 +108,8 @@ def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
             workspace=name,
             journal=journal,
         )
-    paths = sorted({record["path"] for record in cover_records(store, entry)})
+    records = list(cover_records(store, entry))
+    entry.covers, paths = len(records), sorted({record["path"] for record in records})
     plan = entry.as_dict() | {"cover_paths": paths}
     if not (args.yes and ctx.json_output):  # with --json, one document: the plan and what went
         ctx.emit(plan, text=_plan_text(entry, paths, ctx.config.resolved_shared_url))

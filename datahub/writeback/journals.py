@@ -121,7 +121,8 @@ def journal_prefixes(config: Config, store: ObjectStore, workspace: str | None =
 
 
 def journal_prefix(config: Config, store: ObjectStore, workspace: str, journal: str) -> JournalPrefix:
-    """One journal's prefix as ``journal_prefixes`` shows it (``objects`` 0: nothing there)."""
+    """One journal's prefix as ``journal_prefixes`` shows it (``objects`` 0: nothing there),
+    but for ``covers``, left 0: ``cover_records`` reads them."""
     entry = JournalPrefix(workspace, journal)
     for info in store.list(entry.prefix):
         entry.add(info)

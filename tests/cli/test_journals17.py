@@ -147,7 +147,7 @@ def test_the_plan_names_the_files_its_cover_records_hold_and_nothing_goes_withou
     assert cluster.objects(b) == before
     code, out, _ = run(capsys, "--json", "cache", "forget-journal", WS, b)
     plan = json.loads(out)
-    assert code == 2 and plan["objects"] == before and len(plan["cover_paths"]) == FILES
+    assert code == 2 and plan["objects"] == before and len(plan["cover_paths"]) == plan["covers"] == FILES
 
 
 def test_this_nodes_own_journal_is_refused(cluster: Cluster, capsys: pytest.CaptureFixture) -> None:
