@@ -361,6 +361,7 @@ BLOCK_TESTS = (
     ("docs/quickstart.md", "## Serving beyond this machine", "tests/browser/test_newuser_commands.py"),
     ("docs/fuse.md", "## Use", "tests/test_docs_commands.py"),
     ("docs/cache.md", "## Operations", "tests/test_docs_commands.py"),
+    ("docs/cli.md", "## Journal prefixes in the shared tier", "tests/cli/test_journals17.py"),
 )
 
 

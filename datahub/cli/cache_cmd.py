@@ -1,11 +1,12 @@
-"""``datahub cache stats|pin|unpin|pins|flush`` and ``datahub prefetch DATASET@VERSION``.
+"""``datahub cache stats|pin|unpin|pins|flush|journals|forget-journal`` and ``datahub prefetch DATASET@VERSION``.
 
 The cache knows nothing of the catalog, so this is where versions become object refs:
 records are listed from the catalog here and handed to the cache as a stream. Counters of
 other processes come from their stats snapshots (``datahub.cache.stats``); disk usage and
 pins from the disk tier's index, so ``stats`` works with no cache process running.
 ``cache flush`` belongs to the write-back engineer: ``datahub/cli/flush_cmd.py``'s
-``add_flush_parser`` adds it under ``cache`` when present.
+``add_flush_parser`` adds it under ``cache`` when present; ``journals`` and
+``forget-journal`` (the shared tier's journal prefixes) come from ``datahub/cli/journals_cmd.py``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import threading
 
 from datahub.cli.flush_cmd import add_flush_parser
+from datahub.cli.journals_cmd import add_journals_parsers
 from datahub.cli.version_cmd import split_ref
 from datahub.console.context import CliContext
 from datahub.validation import check_prefix
@@ -42,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pins.set_defaults(func=list_pins)
 
     add_flush_parser(csub)  # `cache flush`: write-back workspaces
+    add_journals_parsers(csub)  # `cache journals`, `cache forget-journal`: the shared tier's journal prefixes
 
     pf = sub.add_parser("prefetch", help="warm the cache with a dataset version (resumable)")
     pf.add_argument("version", metavar="DATASET@VERSION")

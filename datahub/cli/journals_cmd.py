@@ -1,0 +1,199 @@
+"""``datahub cache journals`` and ``datahub cache forget-journal NAME JOURNAL_ID --yes``.
+
+Why: every workspace journal writes under its own prefix of the shared tier
+(``writeback/<workspace>/j-<journal id>/``, docs/writeback.md "Each journal's own chunk
+prefix"), and a node that never comes back leaves its prefix there: nothing but an operator
+can tell that node is gone. ``journals`` shows every prefix (``datahub.writeback.journals``);
+``forget-journal`` deletes one, behind guards so that nothing acknowledged is lost by accident
+(promise 3): never this node's own journal; never while another node holds the workspace's
+writer lease (the catalog's, as ``datahub lease show`` reads it), and not at all without a
+lease to ask unless ``--force``; and only after printing what goes (objects, bytes, the paths
+its cover records name) with ``--yes``. ``cache_cmd`` adds these under ``cache``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from datahub.console.context import CliContext
+from datahub.errors import Conflict, InvalidInput, NotFound
+from datahub.validation import check_name
+
+JOURNAL_COLUMNS = ("workspace", "journal", "objects", "bytes", "newest", "this_node", "covers")
+SHOWN_PATHS = 20  # cover-record paths printed in text (all of them with --json)
+
+
+def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
+    """``cache journals`` and ``cache forget-journal`` on ``datahub cache``'s subparsers."""
+    ls = subparsers.add_parser(
+        "journals",
+        help="every workspace journal's prefix in the shared tier: objects, bytes, newest, this node's",
+        description="One row per journal prefix (writeback/<workspace>/j-<id>/) of the configured "
+        "shared tier, and one for keys from before journal ids; 'covers' counts the cover records "
+        "its packs (or RADOS xattrs) hold, the small files a recovery could name.",
+    )
+    ls.add_argument("--workspace", "-w", metavar="NAME", help="only this workspace (default: all)")
+    ls.set_defaults(func=journals)
+    fj = subparsers.add_parser(
+        "forget-journal",
+        help="delete a retired node's journal prefix from the shared tier (needs --yes)",
+        description="Refused for this node's own journal and while another node holds the "
+        "workspace's writer lease; prints what it deletes, including the paths the journal's "
+        "cover records name (acknowledged small files, lost if that node never flushed them). "
+        "Run it again to finish a delete that was cut short.",
+    )
+    fj.add_argument("workspace", metavar="NAME", help="the workspace")
+    fj.add_argument("journal", metavar="JOURNAL_ID", help="the journal id, as `cache journals` shows it")
+    fj.add_argument(
+        "--yes", action="store_true", help="delete (without it: show what would go, delete nothing)"
+    )
+    fj.add_argument(
+        "--force",
+        action="store_true",
+        help="delete although no writer lease can tell whether that node is gone (no catalog, or "
+        "the workspace has no lease)",
+    )
+    fj.set_defaults(func=forget_journal)
+
+
+def _shared(ctx: CliContext):
+    return ctx.stores.shared_store(ctx.config.resolved_shared_url)
+
+
+def journals(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.writeback.journals import journal_prefixes
+
+    workspace = check_name(args.workspace, "workspace") if args.workspace else None
+    rows = [entry.as_dict() for entry in journal_prefixes(ctx.config, _shared(ctx), workspace)]
+    if ctx.json_output:
+        ctx.emit(rows)
+        return 0
+    shown = [
+        row
+        | {
+            "journal": row["journal"] or "(before ids)",
+            "newest": _utc(row["newest"]),
+            "this_node": "yes" if row["this_node"] else "",
+        }
+        for row in rows
+    ]
+    ctx.emit(shown, columns=JOURNAL_COLUMNS)
+    if not rows:
+        ctx.emit(None, text=f"no journal prefixes in {ctx.config.resolved_shared_url}")
+    return 0
+
+
+def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.writeback.journals import check_journal_id, cover_records, journal_prefix
+    from datahub.writeback.journals import forget_journal as forget
+
+    name, journal = check_name(args.workspace, "workspace"), check_journal_id(args.journal)
+    what = f"journal {journal} of workspace {name!r}"
+    store = _shared(ctx)
+    entry = journal_prefix(ctx.config, store, name, journal)
+    if entry.this_node:
+        raise Conflict(
+            f"{what} is this node's own journal: its prefix holds the chunks of this node's files "
+            "(flushed or not) and only its own recovery may judge them; forget it from another "
+            "node once this one is retired",
+            workspace=name,
+            journal=journal,
+        )
+    check_lease(ctx, name, what, force=args.force)
+    if not entry.objects:
+        raise NotFound(
+            f"{what}: nothing under {entry.prefix} in {ctx.config.resolved_shared_url} (already "
+            "forgotten, or a wrong id: `datahub cache journals` lists them)",
+            workspace=name,
+            journal=journal,
+        )
+    records = list(cover_records(store, entry))
+    entry.covers, paths = len(records), sorted({record["path"] for record in records})
+    plan = entry.as_dict() | {"cover_paths": paths}
+    if not (args.yes and ctx.json_output):  # with --json, one document: the plan and what went
+        ctx.emit(plan, text=_plan_text(entry, paths, ctx.config.resolved_shared_url))
+    if not args.yes:
+        raise InvalidInput(
+            f"nothing deleted: add --yes to delete {what} ({entry.objects} objects) once that node "
+            "is retired and the files above are flushed or not needed",
+            workspace=name,
+            journal=journal,
+        )
+    with ctx.progress(entry.objects, f"forget {what}") as progress:
+        objects, nbytes = forget(
+            store,
+            entry,
+            lambda size: progress.update(1, size),
+            lambda: check_lease(ctx, name, what, force=args.force),  # again before each batch
+        )
+    ctx.emit(
+        plan | {"deleted_objects": objects, "deleted_bytes": nbytes},
+        text=f"deleted {what}: {objects} objects, {nbytes} bytes under {entry.prefix}",
+    )
+    return 0
+
+
+def _plan_text(entry, paths: list[str], shared_url: str) -> str:
+    lines = [
+        f"journal {entry.journal} of workspace {entry.workspace!r}: {entry.objects} objects, "
+        f"{entry.bytes} bytes under {entry.prefix} in {shared_url} (newest {_utc(entry.newest)})",
+        f"its cover records name {len(paths)} small file(s), acknowledged by that node and lost "
+        "if it did not flush them:",
+        *(f"  {path}" for path in paths[:SHOWN_PATHS]),
+    ]
+    if len(paths) > SHOWN_PATHS:
+        lines.append(f"  ... and {len(paths) - SHOWN_PATHS} more (--json lists them all)")
+    return "\n".join(lines)
+
+
+def check_lease(ctx: CliContext, name: str, what: str, *, force: bool) -> None:
+    """Conflict unless the workspace's writer lease says no other node writes it: free, lapsed,
+    or held by this node (its journal's lease owner id). No lease to ask (an embedded catalog
+    that does not exist, or a workspace never leased): refused unless ``force``; over the API
+    always, since the server answers "none" for a lease this token may not see. Asked before
+    the listing and again before each batch of deletes: a node that takes the lease back
+    meanwhile (a restart of the node being retired) stops the delete there."""
+    from datahub.catalog.leases import shown
+    from datahub.workspaces import leased
+    from datahub.writeback import workspace_dir
+
+    url = ctx.config.resolved_catalog_url
+    lease = ctx.catalog.store.lease(name) if leased(url) else None
+    if lease is None and url.startswith(("http://", "https://")):
+        raise Conflict(  # the API answers "none" for a lease this token may not see: never --force
+            f"{what}: the catalog at {url} shows this token no writer lease of {name!r}, and over "
+            "the API that may be one it may not see (a lease is shown to a global admin and the "
+            "writers of its commit target only); run this with a global admin's token in "
+            "$DATAHUB_API_TOKEN (if it is one, the workspace's nodes lease it in another catalog: "
+            "point --catalog at theirs)",
+            workspace=name,
+        )
+    if lease is None:
+        if force:
+            return
+        raise Conflict(
+            f"{what}: no writer lease of {name!r} to tell whether the node that wrote it is gone "
+            "(no catalog here, or the workspace was never opened with one); check that node is "
+            "retired, then add --force",
+            workspace=name,
+        )
+    view = shown(lease, time.time())
+    if view["state"] in ("free", "lapsed"):
+        return
+    owner = workspace_dir(ctx.config, name) / "lease-owner"
+    if view["state"] == "held" and owner.is_file() and owner.read_text().strip() == lease.owner:
+        return  # this node writes the workspace: the other journal's node cannot
+    raise Conflict(
+        f"{what}: the writer lease of {name!r} is {view['state']} by {lease.holder} (epoch "
+        f"{lease.epoch}, {view['expires_in']} s left), so that node may still be writing under "
+        "this journal; unmount the workspace there, or wait for its lease to lapse (`datahub "
+        f"lease show {name}`), or, if that node is gone for good, free it (`datahub lease break "
+        f"{name} --at-once`), then run this again",
+        workspace=name,
+        holder=lease.holder,
+    )
+
+
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)) if t else "-"

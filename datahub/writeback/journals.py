@@ -1,0 +1,187 @@
+"""Every journal's chunk prefix in the shared tier, for the operator (journals17).
+
+Why: each workspace journal writes under ``writeback/<workspace>/j-<journal id>/``
+(``chunks.py``), so a node that never comes back leaves its prefix behind, and a workspace
+several nodes held in turn sits in the shared tier once per node. Only an operator can tell
+that a node is gone for good; this module shows what each prefix holds (``journal_prefixes``:
+objects, bytes, newest object, the cover records that name its small files) and deletes one
+(``forget_journal``). Whether that is safe (the node's lease, this node's own journal) is the
+caller's to decide: the lease lives in the catalog, which this package never imports
+(``datahub/cli/journals_cmd.py`` holds the guards).
+
+Keys written before journals had ids (straight under the workspace prefix) are one prefix of
+their own, journal ``""``: shown, never deleted here (any journal may still name them).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from datahub.config import Config
+from datahub.errors import InvalidInput, StorageError
+from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.storage.local import LocalStore
+from datahub.writeback import SHARED_PREFIX, list_workspaces, workspace_dir
+from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore
+from datahub.writeback.journal import JOURNAL_ID, Journal
+
+DELETERS = 8  # objects deleted at once (one request each on S3 and RADOS)
+_JOURNAL_ID = re.compile(r"[0-9a-f]{1,64}")  # ``secrets.token_hex(8)`` makes 16 of these
+
+
+@dataclass
+class JournalPrefix:
+    """What one journal (``journal`` "": keys from before journal ids) holds in the shared tier."""
+
+    workspace: str
+    journal: str
+    objects: int = 0
+    bytes: int = 0
+    newest: float = 0.0  # mtime of its newest object, seconds since the epoch
+    this_node: bool = False  # the journal of this node's workspace of that name
+    covers: int = 0  # cover records in its packs / RADOS xattrs: small files a recovery could name
+    sizes: dict[str, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def prefix(self) -> str:
+        """Its key prefix in the shared tier (ends with ``/``)."""
+        ws = f"{SHARED_PREFIX}/{self.workspace}/"
+        return f"{ws}{JOURNAL_DIR}{self.journal}/" if self.journal else ws
+
+    def add(self, info: ObjectInfo) -> None:
+        """Count one listed object of this prefix."""
+        self.objects += 1
+        self.bytes += info.size
+        self.newest = max(self.newest, info.mtime)
+        self.sizes[info.key] = info.size
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "workspace": self.workspace,
+            "journal": self.journal,
+            "layout": "journal" if self.journal else "before journal ids",
+            "prefix": self.prefix,
+            "objects": self.objects,
+            "bytes": self.bytes,
+            "newest": self.newest,
+            "this_node": self.this_node,
+            "covers": self.covers,
+        }
+
+
+def check_journal_id(journal: str) -> str:
+    """InvalidInput unless ``journal`` is a journal id (lower-case hex, as ``datahub cache journals`` shows)."""
+    if not _JOURNAL_ID.fullmatch(journal):
+        raise InvalidInput(
+            f"{journal!r} is not a journal id: ids are lower-case hex, as `datahub cache journals` "
+            "shows them (keys from before journal ids cannot be forgotten: any journal may name them)"
+        )
+    return journal
+
+
+def local_journal_id(config: Config, workspace: str) -> str | None:
+    """This node's journal id for ``workspace`` (meta ``journal_id`` of its local LMDB): None
+    when this node has no journal of that name, "" when it has one from before journal ids
+    (whose chunks lie straight under the workspace prefix). Read-only: works while a mount
+    holds the journal."""
+    if workspace not in list_workspaces(config):
+        return None
+    journal = Journal(workspace_dir(config, workspace) / "lmdb", f"workspace {workspace!r}", readonly=True)
+    try:
+        with journal.read() as txn:
+            return txn.meta(JOURNAL_ID) or ""
+    finally:
+        journal.close()
+
+
+def journal_prefixes(config: Config, store: ObjectStore, workspace: str | None = None) -> list[JournalPrefix]:
+    """Every journal prefix of every workspace (or of ``workspace``) in shared tier ``store``,
+    one listing of ``writeback/``, with its cover records counted (reads each pack once; on
+    RADOS one xattr read per object). Sorted by workspace, then journal."""
+    found: dict[tuple[str, str], JournalPrefix] = {}
+    listed = f"{SHARED_PREFIX}/{workspace}/" if workspace else f"{SHARED_PREFIX}/"
+    for info in store.list(listed):
+        name, _, rest = info.key[len(SHARED_PREFIX) + 1 :].partition("/")
+        journal = rest[len(JOURNAL_DIR) :].split("/", 1)[0] if rest.startswith(JOURNAL_DIR) else ""
+        entry = found.get((name, journal))
+        if entry is None:
+            entry = found[(name, journal)] = JournalPrefix(name, journal)
+        entry.add(info)
+    own = {name: local_journal_id(config, name) for name in {name for name, _ in found}}
+    for (name, journal), entry in found.items():
+        entry.this_node = own[name] == journal
+        entry.covers = sum(1 for _ in cover_records(store, entry))
+    return [found[key] for key in sorted(found)]
+
+
+def journal_prefix(config: Config, store: ObjectStore, workspace: str, journal: str) -> JournalPrefix:
+    """One journal's prefix as ``journal_prefixes`` shows it (``objects`` 0: nothing there),
+    but for ``covers``, left 0: ``cover_records`` reads them."""
+    entry = JournalPrefix(workspace, journal)
+    for info in store.list(entry.prefix):
+        entry.add(info)
+    entry.this_node = local_journal_id(config, workspace) == journal
+    return entry
+
+
+def cover_records(store: ObjectStore, entry: JournalPrefix) -> Iterator[dict]:
+    """The cover records (``packs.py``) in the objects of ``entry``: each names an acknowledged
+    small file of that journal (``path``, ``size``, ``mtime``) that a recovery could write again.
+    A record stays after its file is flushed, replaced or removed: it says what the journal
+    acknowledged, not what it still holds."""
+    chunks = ChunkStore(
+        store, f"{SHARED_PREFIX}/{entry.workspace}", f"workspace {entry.workspace!r}", 0, entry.journal
+    )
+    for _key, record in chunks.cover_records(entry.sizes):
+        yield record
+
+
+def forget_journal(
+    store: ObjectStore,
+    entry: JournalPrefix,
+    on_deleted: Callable[[int], None] = lambda n: None,
+    before_batch: Callable[[], None] = lambda: None,
+) -> tuple[int, int]:
+    """Delete every object of journal prefix ``entry`` (a listing: ``journal_prefix``); (objects,
+    bytes) deleted. Deletes are idempotent, so a run cut short is finished by running it again
+    on a new listing. ``on_deleted(size)`` after each object (progress). The caller decides
+    whether the journal may go (its node is retired); keys from before journal ids never do.
+    ``before_batch()`` runs before each ``DELETERS`` objects and may raise to stop the delete
+    there: the caller's guard, asked again while a long delete runs (the node's lease taken
+    back meanwhile)."""
+    check_journal_id(entry.journal)
+    keys = sorted(entry.sizes)
+
+    def delete(key: str) -> int:
+        store.delete(key)
+        return entry.sizes[key]
+
+    deleted = 0
+    with ThreadPoolExecutor(DELETERS) as pool:
+        for start in range(0, len(keys), DELETERS):  # a batch at a time: an error stops it there
+            before_batch()
+            for size in pool.map(delete, keys[start : start + DELETERS]):
+                on_deleted(size)  # in this thread, in key order
+                deleted += size
+    if isinstance(store, LocalStore):  # a local tier keeps the emptied directories: remove them
+        _remove_empty_dirs(store.root / entry.prefix, entry.prefix)
+    return len(keys), deleted
+
+
+def _remove_empty_dirs(top: Path, prefix: str) -> None:
+    """Remove ``top`` and its directories that hold no file, bottom up (one that does, an
+    object written since the listing, stays for the next run)."""
+    for directory, _subdirs, _files in os.walk(top, topdown=False):
+        try:
+            os.rmdir(directory)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                raise StorageError(f"cannot remove directory {directory} of {prefix}: {exc}") from exc
