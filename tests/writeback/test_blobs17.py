@@ -7,33 +7,24 @@ warning says which file and what to do."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import pytest
 
-from datahub.catalog import Put
 from datahub.errors import ObjectNotFound
-from tests.writeback.conftest import Env, write
-
-SAME = b"one content in every file\n" * 200
+from tests.writeback.conftest import Env
+from tests.writeback.test_repair_etags16 import SAME, _damaged
 
 
 def _damaged_and_gone(env: Env, catalog):
-    """v1: 8 files of one content; v2: half their records name an etag the blob never had
-    (as a commit before pinblobs16 left them); then the blob is deleted."""
+    """test_repair_etags16's damaged head (16 files of one content, half their records naming
+    an etag the blob never had, as a commit before pinblobs16 left them), its blob deleted."""
     from datahub.ingest.blobs import blob_key
-    from datahub.workspaces import commit_workspace
 
-    ws = env.open()
-    for i in range(8):
-        write(ws, f"copy{i}.txt", SAME)
-    v1 = commit_workspace(ws, catalog, "copies")
-    records = sorted(catalog.list_records("copies", v1.seq), key=lambda r: r.key)
-    stale = [dataclasses.replace(r, etag=f"{r.etag}-lost") for r in records[::2]]
-    catalog.commit("copies", [Put(r) for r in stale], base=v1.seq, message="as the old pin left it")
-    store, key = env.stores.for_url(records[0].url)
-    assert key.endswith(blob_key(records[0].checksum.removeprefix("sha256:")))
+    ws, _stale = _damaged(env, catalog)
+    [record, *_] = catalog.list_records("copies", 2)
+    store, key = env.stores.for_url(record.url)
+    assert key.endswith(blob_key(record.checksum.removeprefix("sha256:")))
     store.delete(key)
     return ws, store, key
 
@@ -55,7 +46,7 @@ def test_a_gone_blob_is_pinned_again_from_the_workspace_and_the_commit_lands(env
         _read_all(env, catalog, 2)
     version = commit_workspace(ws, catalog, "copies")
     assert version.seq == 3
-    assert _read_all(env, catalog, 3) == {f"copy{i}.txt": SAME for i in range(8)}
+    assert _read_all(env, catalog, 3) == {f"copy{i:02d}.txt": SAME for i in range(16)}
     assert store.read(key) == SAME
     assert commit_workspace(ws, catalog, "copies").seq == 3  # nothing left to repair
 
@@ -77,4 +68,4 @@ def test_a_gone_blob_the_workspace_no_longer_holds_leaves_the_records_and_says_s
     assert head.seq == 2  # nothing to commit: the records stay as they were
     assert {r.key: r for r in catalog.list_records("copies", 2)} == before
     [warning] = [m for m in caplog.messages if "is gone" in m]
-    assert "restore the blob" in warning and "copy0.txt" in warning
+    assert "restore the blob" in warning and "copy00.txt" in warning
