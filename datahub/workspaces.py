@@ -35,7 +35,7 @@ import hashlib
 import json
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -198,7 +198,9 @@ def _pin_blobs(
     origin = workspace.flusher.origin
     records: dict[str, Record] = {}
     sources: dict[str, FlushedObject] = {}  # digest -> the first file of it to pin
+    held: dict[str, FlushedObject] = {}  # digest -> a file of it (the head may have lost its blob)
     for o in objects:
+        held.setdefault(o.sha256, o)
         known = pinned.get(o.path)
         if known is not None and (known.checksum, known.size) == (f"sha256:{o.sha256}", o.size):
             records[o.path] = known
@@ -228,11 +230,34 @@ def _pin_blobs(
         if o.path not in records:
             url = blobs.url_for(blob_key(o.sha256))
             records[o.path] = Record(o.path, url, infos[o.sha256].etag, o.size, checksum=f"sha256:{o.sha256}")
-    _repair_lost_etags(blobs, records)
+    _repair_lost_etags(blobs, records, lambda digest: _repin(workspace, held[digest], pin))
     return records
 
 
-def _repair_lost_etags(blobs: ObjectStore, records: dict[str, Record]) -> None:
+def _repin(workspace: Workspace, o: FlushedObject, pin) -> ObjectInfo | None:
+    """Pin ``o``'s content again for records whose blob is gone: from the workspace's own
+    object, checked against its sha256 like any pin. None if that object no longer holds
+    the flushed bytes either (a flush since): the records stay as they are, and a warning
+    says which and what to do, so the commit still lands (blobs17: before, the missing blob
+    raised ObjectNotFound and every commit of the workspace failed until someone stepped in)."""
+    try:
+        return pin(o)
+    except (ObjectNotFound, ObjectChanged) as exc:
+        log.warning(
+            "workspace %s: the blob of %s (sha256 %s) is gone and the workspace object no longer "
+            "holds its bytes (%s); its records are committed as they were and stay unreadable: "
+            "restore the blob, or write the file again and commit",
+            workspace.name,
+            o.path,
+            o.sha256,
+            exc,
+        )
+        return None
+
+
+def _repair_lost_etags(
+    blobs: ObjectStore, records: dict[str, Record], repin: Callable[[str], ObjectInfo | None]
+) -> None:
     """Give the blob's etag back to records of one content that disagree on it.
 
     Why: before each content was pinned once (pinblobs16), files of one content each put its
@@ -241,7 +266,9 @@ def _repair_lost_etags(blobs: ObjectStore, records: dict[str, Record]) -> None:
     version carried the damage. Such records are exactly those of one digest naming two or
     more etags, so a commit without that sign costs nothing here; with it, one stat, and the
     blob is read once and its sha256 checked before any record takes its etag (a blob that
-    does not hold its digest's bytes is left alone: the records stay as they are)."""
+    does not hold its digest's bytes is left alone: the records stay as they are). A blob
+    that is gone is pinned again by ``repin(digest)`` (from the workspace's file of that
+    content; None: left as they are), and every record of it takes the new blob's etag."""
     etags: dict[str, set[str]] = {}
     for r in records.values():
         etags.setdefault(r.checksum or "", set()).add(r.etag)
@@ -250,7 +277,15 @@ def _repair_lost_etags(blobs: ObjectStore, records: dict[str, Record]) -> None:
             continue
         digest = checksum[len("sha256:") :]
         key = blob_key(digest)
-        info = blobs.stat(key)
+        try:
+            info = blobs.stat(key)
+        except ObjectNotFound:
+            repinned = repin(digest)
+            if repinned is not None:  # written from bytes checked against the digest just now
+                for p, r in records.items():
+                    if r.checksum == checksum:
+                        records[p] = dataclasses.replace(r, etag=repinned.etag)
+            continue
         stale = [p for p, r in records.items() if r.checksum == checksum and r.etag != info.etag]
         if not stale:
             continue

@@ -14,6 +14,12 @@ log gives the requests the commit sent: GETs of the workspace objects, HEADs and
 blobs). Every file's record is read back under its etag after the commit (``unreadable``).
 CPU per file and request counts are the figures; wall time swings with the shared machine's
 load (printed before and after each round).
+
+``--size BYTES``: each file that many random bytes instead. ``--dedupe`` (blobs17): every
+blob is stored first (the workspace committed to another dataset, untimed), so the timed
+commit finds each one stored (a stat, no read, no put); then, timed apart (``verify_*``), each
+stored blob is read back whole under its etag and hashed: what a commit that checked the
+blobs it dedupes against (review17a's strict xfail "right size, other bytes") would add.
 """
 
 from __future__ import annotations
@@ -56,12 +62,15 @@ def _child(spec: dict) -> dict:
             ws.mkdir(f"d{d}")
         for n in range(spec["files"]):
             with ws.open(f"d{n % 20}/f{n}", create=True) as fh:
-                fh.write(0, f"file {n} of a pin benchmark\n".encode() * (40 + n % 40))
+                fh.write(0, _content(n, spec.get("size")))
         ws.flush()
+        if spec.get("dedupe"):
+            commit_workspace(ws, catalog, "stored-first")  # every blob stored before the timed commit
         print("committing", flush=True)  # the parent counts requests from here
         cpu, wall = time.process_time(), time.monotonic()
         version = commit_workspace(ws, catalog, "bench")
         cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+        verify = _verify(stores, catalog.list_records("bench", version.seq)) if spec.get("dedupe") else {}
         print("checking", flush=True)  # the parent stops counting here
         unreadable = 0
         for record in catalog.list_records("bench", version.seq):
@@ -79,7 +88,34 @@ def _child(spec: dict) -> dict:
         "cpu_ms_per_file": round(1000 * cpu / spec["files"], 3),
         "wall_s": round(wall, 2),
         "unreadable": unreadable,
+        **verify,
     }
+
+
+def _content(n: int, size: int | None) -> bytes:
+    if size is None:
+        return f"file {n} of a pin benchmark\n".encode() * (40 + n % 40)
+    import random
+
+    return random.Random(n).randbytes(size)
+
+
+def _verify(stores, records) -> dict:
+    """Read back and hash every stored blob the commit deduped against (what a verified dedupe
+    would add), timed on its own: process CPU per file and wall time."""
+    import hashlib
+
+    records = list(records)
+    print("verifying", flush=True)  # the parent counts these requests apart
+    cpu, wall = time.process_time(), time.monotonic()
+    for record in records:
+        store, key = stores.for_url(record.url)
+        check = hashlib.sha256()
+        for piece in store.read_chunks(key, etag=record.etag):
+            check.update(piece)
+        assert f"sha256:{check.hexdigest()}" == record.checksum, record.key
+    cpu, wall = time.process_time() - cpu, time.monotonic() - wall
+    return {"verify_cpu_ms_per_file": round(1000 * cpu / len(records), 3), "verify_wall_s": round(wall, 2)}
 
 
 def _run(tree: Path, spec: dict, moto) -> dict:
@@ -90,7 +126,7 @@ def _run(tree: Path, spec: dict, moto) -> dict:
     marks: dict[str, int] = {}
     lines = []
     for line in proc.stdout:
-        if line.strip() in ("committing", "checking") and moto is not None:
+        if line.strip() in ("committing", "verifying", "checking") and moto is not None:
             marks[line.strip()] = moto.log_size()
         lines.append(line)
     if proc.wait() != 0:
@@ -100,10 +136,14 @@ def _run(tree: Path, spec: dict, moto) -> dict:
         raise SystemExit(f"the child in {tree} imported datahub from {result['datahub']}")
     result["datahub"] = "its own tree"  # (no absolute path in a recorded output)
     if moto is not None:
-        for name in ("origin_bucket", "blobs_bucket"):
-            sent = [collections.Counter(m for m, _p, _s in moto.answered(spec[name], since=marks[mark]))
-                    for mark in ("committing", "checking")]  # fmt: skip
-            result[f"{name.split('_')[0]}_requests"] = dict(sorted((sent[0] - sent[1]).items()))
+        spans = {"": ("committing", "verifying" if "verifying" in marks else "checking")}
+        if "verifying" in marks:
+            spans["verify_"] = ("verifying", "checking")
+        for prefix, (start, stop) in spans.items():
+            for name in ("origin_bucket", "blobs_bucket"):
+                sent = [collections.Counter(m for m, _p, _s in moto.answered(spec[name], since=marks[mark]))
+                        for mark in (start, stop)]  # fmt: skip
+                result[f"{prefix}{name.split('_')[0]}_requests"] = dict(sorted((sent[0] - sent[1]).items()))
     return result
 
 
@@ -114,6 +154,8 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--stores", default="local,s3")
     ap.add_argument("--scratch", default="/var/tmp")
+    ap.add_argument("--size", type=int, default=None, help="bytes per file (random); default 1-2 KB of text")
+    ap.add_argument("--dedupe", action="store_true", help="blobs stored first; time reading them back too")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -132,7 +174,8 @@ def main() -> None:
             print(f"round {r + 1}: {_load()}", flush=True)
             for store in args.stores.split(","):
                 for name in order:
-                    spec = {"store": store, "files": args.files, "scratch": args.scratch}
+                    spec = {"store": store, "files": args.files, "scratch": args.scratch,
+                            "size": args.size, "dedupe": args.dedupe}  # fmt: skip
                     if moto is not None:
                         spec["s3"] = moto.endpoint.s3_config_overrides()
                         spec["origin_bucket"] = moto.endpoint.new_bucket("origin")
@@ -149,7 +192,9 @@ def main() -> None:
             f"{store} {name}: median CPU ms per file {statistics.median(r['cpu_ms_per_file'] for r in rows)}, "
             f"median wall s {statistics.median(r['wall_s'] for r in rows)}, "
             f"unreadable records {[r['unreadable'] for r in rows]}"
-        )
+            + (f", verify: median CPU ms per file {statistics.median(r['verify_cpu_ms_per_file'] for r in rows)}, "
+               f"median wall s {statistics.median(r['verify_wall_s'] for r in rows)}" if args.dedupe else "")
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

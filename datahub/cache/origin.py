@@ -2,7 +2,8 @@
 
 Every range read carries the etag the page is named by, so an object replaced behind a
 snapshot raises ObjectChanged instead of returning bytes of another object (promise 1);
-a short answer is treated the same way. Every request takes a slot of the process's origin
+a short answer is treated the same way. A content-addressed blob replaced by its own bytes
+still reads, once its bytes hash to its name (``datahub.cache.selfverify``). Every request takes a slot of the process's origin
 scheduler (``datahub.cache.scheduler``: priority classes, adaptive concurrency starting at
 ``origin_concurrency``). Retries are not repeated here: the storage layer retries
 transient failures (503, throttling, resets, timeouts) in its one retry policy
@@ -32,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
+from datahub.cache import selfverify
 from datahub.cache.counters import Counters
 from datahub.cache.pages import PageKey
 from datahub.cache.scheduler import OriginScheduler
@@ -60,7 +62,7 @@ def read_range(stores, key: PageKey, start: int, end: int, *, to_end: bool) -> b
     # the length check (bench/cache/short_record_get.py: the Range header's client CPU).
     store, object_key = stores.for_url(key.url)
     stop = end + 1 if to_end else end
-    data = store.read(object_key, start, stop, etag=key.etag)
+    data = selfverify.read(store, object_key, key.url, key.etag, start, stop)
     if len(data) != end - start:
         raise ObjectChanged(
             f"object {key.url} returned {len(data)} bytes for range [{start}, {end}) of etag {key.etag}: "
@@ -168,7 +170,7 @@ class Origin:
             started = time.monotonic()
             self.counters.add_many(fetches=1, streams=1)
             stop = end + 1 if to_end else end
-            chunks = store.read_chunks(object_key, start, stop, etag=etag, chunk_size=chunk_size)
+            chunks = selfverify.read_chunks(store, object_key, url, etag, start, stop, chunk_size)
             try:
                 for chunk in chunks:
                     if not got:

@@ -1,0 +1,150 @@
+"""Content-addressed blobs verify themselves: a record that met another etag may still read.
+
+A record of a committed version names its bytes by (URL, etag). The cache reads under
+If-Match, so an object replaced behind a record raises ObjectChanged (promise 1). For a
+content-addressed blob (``<objects>/blobs/sha256/ab/cd/<sha256>``: ``--copy`` imports and
+workspace commits, ``datahub.ingest.blobs.blob_key``) that is too strict: a blob is only ever
+replaced by its own bytes (the short-blob fix of review17a, an RGW multipart race, a put of a
+commit before pinblobs16), yet every record that took the old etag was unreadable for good,
+and an unchanged file keeps its head record at every later commit (blobs17).
+
+The name of such a blob is the sha256 of its bytes, so when a read under the record's etag
+fails, the blob is read whole under its current etag and hashed: if the bytes hash to the
+name, the record is served from that etag (the bytes are exactly the content the record
+names; a record's size is still checked by every range read, ``origin.read_range``). The
+answer is remembered per (URL, record etag) in this process, so the whole-object read is
+paid once per (URL, new etag), never per page; a blob that does not hash to its name is
+remembered too (then a read costs one stat, to see whether it changed again) and the
+ObjectChanged stands. Nothing of this runs while the etag matches: ``current`` is one lookup
+in an empty dict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+
+from datahub.errors import ObjectChanged
+from datahub.storage.base import ObjectStore
+
+log = logging.getLogger(__name__)
+
+#: the layout of ``datahub.ingest.blobs.blob_key`` at the end of a URL (tests tie the two)
+_BLOB_URL = re.compile(r"/blobs/sha256/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f]{64})$")
+REMEMBERED = 4096  # (url, record etag) answers kept; the oldest go first
+VERIFY_CHUNK = 1 << 20
+
+
+def digest_named_by(url: str) -> str | None:
+    """The sha256 a content-addressed blob URL names, or None for any other URL."""
+    m = _BLOB_URL.search(url)
+    if m is None or not m.group(3).startswith(m.group(1) + m.group(2)):
+        return None
+    return m.group(3)
+
+
+class _Memory:
+    """(url, record etag) -> (current etag, whether its bytes hash to the URL's digest)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answers: OrderedDict[tuple[str, str], tuple[str, bool]] = OrderedDict()
+        self._busy = [threading.Lock() for _ in range(64)]  # striped: one verify of a record etag at a time
+
+    def current(self, url: str, etag: str) -> str:
+        """The etag to read a record of ``(url, etag)`` under: its own, or a verified one."""
+        if not self._answers:  # the normal path: nothing was ever substituted
+            return etag
+        with self._lock:
+            answer = self._answers.get((url, etag))
+        return answer[0] if answer is not None and answer[1] else etag
+
+    def verified(self, store: ObjectStore, key: str, url: str, etag: str, changed: ObjectChanged) -> str:
+        """The etag under which the blob at ``url`` holds the bytes its name says, for a record
+        of ``etag`` whose read raised ``changed``; re-raises ``changed`` if there is none (not a
+        blob URL, or bytes that do not hash to its name). ObjectNotFound if the blob is gone."""
+        digest = digest_named_by(url)
+        if digest is None:
+            raise changed
+        busy = self._busy[hash((url, etag)) % len(self._busy)]
+        with busy:  # one whole-object read at a time per record etag, however many pages ask
+            now = store.stat(key).etag
+            with self._lock:
+                known = self._answers.get((url, etag))
+            if known is not None and known[0] == now:
+                if known[1]:
+                    return now
+                raise changed
+            ok = now == etag or _hashes_to(store, key, now, digest)
+            with self._lock:
+                self._answers[(url, etag)] = (now, ok)
+                self._answers.move_to_end((url, etag))
+                while len(self._answers) > REMEMBERED:
+                    self._answers.popitem(last=False)
+        if not ok:
+            log.warning(
+                "blob %s (etag %s) does not hash to its name: records of etag %s stay unreadable",
+                url,
+                now,
+                etag,
+            )
+            raise changed
+        log.info(
+            "blob %s was replaced by its own bytes (etag %s): records of etag %s read from it", url, now, etag
+        )
+        return now
+
+
+def _hashes_to(store: ObjectStore, key: str, etag: str, digest: str) -> bool:
+    check = hashlib.sha256()
+    try:
+        for piece in store.read_chunks(key, etag=etag, chunk_size=VERIFY_CHUNK):
+            check.update(piece)
+    except ObjectChanged:  # replaced again meanwhile: the next read asks afresh
+        return False
+    return check.hexdigest() == digest
+
+
+MEMORY = _Memory()  # per process: a fetch worker verifies for itself
+
+
+def read(store: ObjectStore, key: str, url: str, etag: str, start: int, stop: int) -> bytes:
+    """``store.read`` of a record of ``(url, etag)``, under a verified etag if it was replaced."""
+    try:
+        return store.read(key, start, stop, etag=MEMORY.current(url, etag))
+    except ObjectChanged as exc:
+        return store.read(key, start, stop, etag=MEMORY.verified(store, key, url, etag, exc))
+
+
+def read_chunks(
+    store: ObjectStore, key: str, url: str, etag: str, start: int, stop: int, chunk_size: int
+) -> Iterator[bytes]:
+    """``store.read_chunks`` of a record of ``(url, etag)``, like ``read``: a stream refused
+    before its first chunk starts again under the verified etag. Close it to end the request."""
+    got = False
+    try:
+        for chunk in _closing(
+            store.read_chunks(key, start, stop, etag=MEMORY.current(url, etag), chunk_size=chunk_size)
+        ):
+            got = True
+            yield chunk
+        return
+    except ObjectChanged as exc:
+        if got:
+            raise
+        changed = exc
+    now = MEMORY.verified(store, key, url, etag, changed)
+    yield from _closing(store.read_chunks(key, start, stop, etag=now, chunk_size=chunk_size))
+
+
+def _closing(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    try:
+        yield from chunks
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
