@@ -62,6 +62,9 @@ class Backing(Protocol):
 @dataclass(slots=True)
 class _Staged:
     backing_id: int  # 0: the kernel refused it; the inode's handles go through the daemon
+    #: the handle whose staged file the backing id was opened on: its ``staged_fd`` is that
+    #: file's descriptor while the file is open, -1 once it closed (``_backing_of``)
+    opener: object
     handles: int = 0
     charged: int = 0  # bytes of the file counted in the quota
 
@@ -154,14 +157,21 @@ class WorkspaceView:
         """(backing id, direct I/O?) for a new handle of ``ino``: the staged file's id (made on
         the inode's first staged handle), or (0, False) for an ordinary handle. A staged file
         the kernel would not take is served through the daemon with direct I/O, which the
-        kernel allows next to passthrough handles."""
+        kernel allows next to passthrough handles.
+
+        A record of another staged file is not this handle's (the kernel would write that
+        file): it is one whose last release closed it and has not dropped the record yet (an
+        ``open(O_TRUNC)`` right after a close, served while that RELEASE runs on another
+        thread). Its handles are all gone, so the record is replaced, and each release drops
+        its own (``_unstage``). Before, the open took the closed file's backing id, and its
+        close committed the new staged file, empty, and returned 0 (flake17)."""
         fd = handle.staged_fd
         if fd < 0:
             return 0, False
         with self._lock:
             staged = self._staged.get(ino)
-            if staged is None:
-                staged = self._staged[ino] = _Staged(self._open_backing(fd))
+            if staged is None or staged.opener.staged_fd != fd:
+                staged = self._staged[ino] = _Staged(self._open_backing(fd), handle)
             staged.handles += 1
             return staged.backing_id, staged.backing_id == 0
 
@@ -180,17 +190,18 @@ class WorkspaceView:
                 )
             return 0
 
-    def _unstage(self, ino: int) -> _Staged | None:
-        """One staged handle of ``ino`` is gone (the caller holds ``_lock``); the last one
-        drops the record and returns it, for its backing id to go (``_close_backing``) and
-        its charge to a file without a name (``release``)."""
-        staged = self._staged.get(ino)
+    def _unstage(self, ino: int, staged: _Staged | None) -> _Staged | None:
+        """One staged handle of ``ino`` is gone, ``staged`` its record (taken while the handle
+        was open; the caller holds ``_lock``); the last one drops the record, unless another
+        staged file's replaced it (``_backing_of``), and returns it, for its backing id to go
+        (``_close_backing``) and its charge to a file without a name (``release``)."""
         if staged is None:
             return None
         staged.handles -= 1
         if staged.handles > 0:
             return None
-        del self._staged[ino]
+        if self._staged.get(ino) is staged:
+            del self._staged[ino]
         return staged
 
     def _close_backing(self, staged: _Staged) -> None:
@@ -735,7 +746,7 @@ class WorkspaceView:
         holed = fh in self._readers and self._dropped_beside(fh)  # commits nothing (``flush``)
         with self._lock:
             ino, handle = self._handles.pop(fh)
-            staged = handle.staged_fd >= 0
+            staged = self._staged.get(ino) if handle.staged_fd >= 0 else None  # its file is open: its own
             short, reverted = fh in self._short, fh in self._reverted
             self._short.discard(fh)
             self._failed.discard(fh)
@@ -749,7 +760,7 @@ class WorkspaceView:
                     self._revert(ino, handle)
                 else:  # another handle's close commits or refuses the file
                     commit = False
-            elif staged and self.quota is not None:
+            elif staged is not None and self.quota is not None:
                 self._handles[fh] = (ino, handle)  # charged like a flush, but a release cannot fail
                 try:
                     self._charge_staged(fh, force=True)
@@ -764,7 +775,7 @@ class WorkspaceView:
         finally:
             refund = 0
             with self._lock:  # one hold: an unlink (``_name_went``) sees the file staged and open, or neither
-                dropped = self._unstage(ino) if staged else None
+                dropped = self._unstage(ino, staged)
                 if dropped is not None and ino in self._nameless:  # its charge, now its record went
                     self._nameless[ino] += dropped.charged
                 node = self._inodes.get(ino)

@@ -621,6 +621,9 @@ class Workspace:
             return
         self._closed = True
         error: BaseException | None = None
+        # First, not after the commits below: one that fails (a fenced holder's) skipped it,
+        # and the thread went on waking every flush interval to flush a closed workspace (flake17).
+        self.flusher.stop()
         try:
             lingering = {of.id for of in self.lingering.stop()}
             for of in self.open_files():
@@ -630,7 +633,6 @@ class Workspace:
                     of.fsync(whole=True)
                 else:
                     of.fsync()
-            self.flusher.stop()
             self.flusher.flush()
         except BaseException as exc:
             error = exc

@@ -8,6 +8,13 @@ durable (a file open across it and kill -9, never acknowledged, stays absent).
 The refusal is forced deterministically: one ``pwrite`` past the 64 MiB reserved for a
 staged file when it is opened; the watcher never counts blocks for a file already past its
 reservation (docs/writeback.md, "A full staging disk", point 6), so the close fails.
+
+The reopen with ``O_TRUNC`` right after ``write_bytes`` closed the file may be served before,
+during or after that first handle's RELEASE (the kernel sends it asynchronously; the mount
+serves it on a worker thread): the reopen then shares the first staged file or stages a new
+one, and its close is refused either way. During, it used to take the closed staged file's
+backing id, and its close returned 0 (flake17: failed once in five fresh suites; with that
+RELEASE delayed 1 s by a local hook, every run. tests/writeback/test_staged_release_race.py).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ the current one the way a crash would and opens it again.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,30 @@ from datahub.writeback import Workspace, open_workspace
 from tests.servers import S3Endpoint
 
 CHUNK = 4096
+#: names of the threads a workspace starts (flusher, lease renewal, journal committer, the
+#: staged files' watcher and lingering files' prober, the flush server and its pools)
+DATAHUB_THREADS = ("flusher-", "flush-", "lease-", "journal-", "datahub-")
+
+
+def left_running(before: set[threading.Thread], prefixes: tuple[str, ...] = ("",)) -> list[str]:
+    """Threads started since ``before`` (named with one of ``prefixes``) that do not end: each
+    is given 10 s (one that was stopped may still be finishing a call; one nobody stopped
+    never ends)."""
+    new = [t for t in threading.enumerate() if t not in before and t.name.startswith(prefixes)]
+    for thread in new:
+        thread.join(10)
+    return [t.name for t in new if t.is_alive()]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_workspace_thread_outlives_the_module() -> Iterator[None]:
+    """Every workspace a test module opened stopped its threads once closed or abandoned.
+    Why: a flusher left by a close that failed (flake17) ran on beside every later module
+    of its worker; caught here, a leak is reported by the module that made it, not left to
+    surprise a later one that counts the process's threads or descriptors."""
+    before = set(threading.enumerate())
+    yield
+    assert left_running(before, DATAHUB_THREADS) == [], "a workspace's threads outlived this module"
 
 
 @dataclass
