@@ -22,9 +22,15 @@ from datahub.writeback import open_workspace
 from tests.faults import FlakyProxy
 from tests.servers import S3Endpoint
 from tests.writeback.conftest import CHUNK, write
-from tests.writeback.test_lease import LEASE_TTL, Clock, catalog, clock, node, wait_fenced
+from tests.writeback.test_lease import Clock, catalog, clock, node, wait_fenced
 
 __all__ = ["catalog", "clock"]  # fixtures
+
+
+# The takeovers here move the catalog's clock; the holder's own renewals run on the real one.
+# test_lease's 3 s ttl fenced node a for time (a renewal 2.5 s late) before its upload began on
+# a loaded machine (suite17's timeline), and the test then checked nothing: 9 s leaves room.
+TAKEOVER_TTL = 9.0
 
 
 def _s3_node(tmp_path: Path, name: str, bucket: str, endpoint_url: str, endpoint: S3Endpoint, **s3_settings):
@@ -50,7 +56,7 @@ def test_an_s3_put_retried_after_the_lease_was_taken_over_does_not_replace_the_n
     with FlakyProxy(moto_endpoint.url) as proxy:
         config_a, stores_a = _s3_node(tmp_path, "a", bucket, proxy.url, moto_endpoint)
         config_b, stores_b = _s3_node(tmp_path, "b", bucket, moto_endpoint.url, moto_endpoint)
-        ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=LEASE_TTL)
+        ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=TAKEOVER_TTL)
         write(ws_a, "model.bin", b"node a's older bytes")
         took_over: list[BaseException | None] = []
 
@@ -133,7 +139,7 @@ def test_the_flush_command_on_a_node_that_lost_the_workspace_pushes_nothing(
     it, and 7 naming the server when the catalog it takes the lease at does not answer
     (never a flush without the lease); the bucket keeps a's bytes either way."""
     (config_a, stores_a), (config_b, stores_b) = node(tmp_path, "a"), node(tmp_path, "b")
-    ws_b = open_workspace("shared", config_b, stores_b, lease=catalog, lease_ttl=LEASE_TTL)
+    ws_b = open_workspace("shared", config_b, stores_b, lease=catalog, lease_ttl=TAKEOVER_TTL)
     write(ws_b, "model.bin", b"node b's bytes, never pushed")
     clock.now += 60  # b's lease lapsed at the catalog
     ws_a = open_workspace("shared", config_a, stores_a, lease=catalog)
@@ -174,7 +180,7 @@ def test_an_upload_fenced_at_its_last_chunk_leaves_nothing_and_counts_nothing(
         small = {"multipart_threshold": 1024**2, "multipart_chunk": 5 * 1024**2}
         config_a, stores_a = _s3_node(tmp_path, "a", bucket, moto_endpoint.url, moto_endpoint, **small)
         config_b, stores_b = _s3_node(tmp_path, "b", bucket, moto_endpoint.url, moto_endpoint, **small)
-    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=LEASE_TTL)
+    ws_a = open_workspace("shared", config_a, stores_a, lease=catalog, lease_ttl=TAKEOVER_TTL)
     write(ws_a, "model.bin", os.urandom(6 * 1024**2))
     real_get = ws_a.chunks.get
     reads: list[str] = []
