@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from datahub.catalog.model import Change, Delete, Put, Record, Version
+from datahub.catalog.model import EMPTY, Change, Delete, Put, Record, Version
 from datahub.config import Config
 from datahub.errors import Conflict, DatasetNotFound, ObjectChanged, ObjectNotFound, VersionNotFound
 from datahub.ingest.blobs import CHUNK_BYTES, blob_key
@@ -201,7 +201,10 @@ def _pin_blobs(
     for o in objects:
         known = pinned.get(o.path)
         if known is not None and (known.checksum, known.size) == (f"sha256:{o.sha256}", o.size):
-            records[o.path] = known
+            # its bytes, not its metadata or labels: a workspace puts none, and the journal
+            # records this as the workspace's (``_Base``); a label someone added makes the
+            # head's record theirs, which a later delete of the file must keep (review17c)
+            records[o.path] = dataclasses.replace(known, meta=EMPTY, labels=EMPTY)
         else:
             sources.setdefault(o.sha256, o)
 
@@ -371,6 +374,9 @@ class _Base:
     def _store(self, records: dict[str, list[list]]) -> None:
         if records == self.records:
             return
+        # encoded before the write transaction, which holds off the workspace's other writers
+        # (a close, an fsync) while it is open, and the record grows with the files (review17c)
+        value = json.dumps(records, separators=(",", ":"))
         with self._journal.write(f"record of the files committed to {self._name[len(BASE_META) :]!r}") as txn:
-            txn.put_meta(self._name, json.dumps(records, separators=(",", ":")))
+            txn.put_meta(self._name, value)
         self.records = records

@@ -1,0 +1,244 @@
+"""review17c: an adversarial review of merge17's three-way workspace commit.
+
+``commit_workspace`` deletes a head file the workspace lacks only if this journal committed
+that very record (``_Base``, the journal meta ``committed:<dataset>``) and nobody changed or
+labeled it since (docs/writeback.md, "A commit applies the workspace's changes"). Real stores
+throughout: local object stores, an SQLite catalog file, real LMDB journals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog import Patch, open_catalog
+from datahub.config import load_config
+from datahub.storage import StoreRegistry
+from datahub.workspaces import commit_workspace
+from tests.writeback.conftest import Env, write
+from tests.writeback.test_merge17 import DATASET, _overrides, _sha
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[dict[str, Env]]:
+    made = {}
+    for node in ("node-a", "node-b"):
+        config = load_config(env={}, overrides=_overrides(tmp_path, node))
+        made[node] = Env(config, StoreRegistry(config))
+    yield made
+    for env in made.values():
+        env.close()
+
+
+@pytest.fixture
+def catalog(tmp_path: Path):
+    cat = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    yield cat
+    cat.close()
+
+
+def _labels(catalog) -> dict[str, dict]:
+    """key -> the labels of each file of the dataset's head."""
+    return {r.key: dict(r.labels) for r in catalog.list_records(DATASET)}
+
+
+@pytest.mark.parametrize("between", ["a commit of another change", "a commit of no change"])
+def test_a_file_labeled_after_its_commit_is_kept_when_the_workspace_deletes_it_later(
+    nodes, catalog, between: str
+) -> None:
+    """A user labels a file the workspace committed; the workspace commits again without
+    touching it (its record is the head's, labels and all), then deletes it. The label makes
+    the record someone else's (docs/writeback.md): the delete must keep it. Before, the
+    second commit took the labeled head record into the journal's base as the workspace's
+    own (``_head_blobs`` hands back the head's record, labels included), and the third
+    commit deleted the labeled file from the head."""
+    ws = nodes["node-a"].open()
+    write(ws, "sample.png", b"a sample a user will label")
+    write(ws, "log.txt", b"epoch 1")
+    commit_workspace(ws, catalog, DATASET)
+    catalog.commit(DATASET, [Patch("sample.png", labels={"class": "cat"})], message="a user's label")
+
+    if between == "a commit of another change":
+        write(ws, "log.txt", b"epoch 1\nepoch 2")
+        assert commit_workspace(ws, catalog, DATASET).seq == 3
+    else:
+        assert commit_workspace(ws, catalog, DATASET).seq == 2  # nothing changed: the head
+    ws.unlink("sample.png")
+    commit_workspace(ws, catalog, DATASET)
+    assert _labels(catalog)["sample.png"] == {"class": "cat"}
+
+
+def test_a_file_with_metadata_another_writer_committed_is_not_taken_for_the_workspaces(
+    nodes, catalog
+) -> None:
+    """Another node's journal (no base) holds a file of the same bytes at the key of a head
+    record that carries metadata (someone else's record): committing it changes nothing, and
+    deleting it afterwards must not delete that record either."""
+    a = nodes["node-a"].open()
+    write(a, "shared.bin", b"the same bytes on both nodes")
+    commit_workspace(a, catalog, DATASET)
+    a.close()
+    catalog.commit(DATASET, [Patch("shared.bin", meta={"source": "node a's run"})], message="annotated")
+
+    b = nodes["node-b"].open()
+    write(b, "shared.bin", b"the same bytes on both nodes")
+    write(b, "b.txt", b"node b's own")
+    commit_workspace(b, catalog, DATASET)
+    b.unlink("shared.bin")
+    commit_workspace(b, catalog, DATASET)
+    assert {r.key: r.checksum for r in catalog.list_records(DATASET)} == {
+        "b.txt": _sha(b"node b's own"),
+        "shared.bin": _sha(b"the same bytes on both nodes"),
+    }
+
+
+def test_a_commit_that_lost_the_race_to_another_journal_merges_on_the_new_head_when_retried(
+    nodes, catalog, monkeypatch
+) -> None:
+    """Two journals commit to one dataset at once: node B's commit lands between node A's
+    listing of the head and A's catalog commit, and puts B's own file at a key A deletes.
+    A's commit names its base, so the catalog refuses it (StaleBase, nothing written); A's
+    retry computes its deletes against the new head: B's file stays, A's own delete and put
+    land, and no version holds A's half."""
+    from datahub.catalog import Catalog
+    from datahub.errors import StaleBase
+
+    a = nodes["node-a"].open()
+    write(a, "gone", b"a's file, deleted next")
+    write(a, "kept", b"a's kept file")
+    commit_workspace(a, catalog, DATASET)
+    a.unlink("gone")
+    write(a, "new", b"a's new file")
+
+    b = nodes["node-b"].open()
+    write(b, "gone", b"node b's own file at that key")
+    real_commit = Catalog.commit
+
+    def b_first(self, *args, **kwargs):
+        monkeypatch.setattr(Catalog, "commit", real_commit)
+        commit_workspace(b, catalog, DATASET)  # B wins the race
+        return real_commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(Catalog, "commit", b_first)
+    with pytest.raises(StaleBase):
+        commit_workspace(a, catalog, DATASET)
+    assert {r.key: r.checksum for r in catalog.list_records(DATASET)} == {
+        "gone": _sha(b"node b's own file at that key"),
+        "kept": _sha(b"a's kept file"),
+    }
+    version = commit_workspace(a, catalog, DATASET)
+    assert (version.seq, version.added, version.removed) == (3, 1, 0)
+    assert {r.key: r.checksum for r in catalog.list_records(DATASET)} == {
+        "gone": _sha(b"node b's own file at that key"),
+        "kept": _sha(b"a's kept file"),
+        "new": _sha(b"a's new file"),
+    }
+
+
+_KILLED_BEFORE_THE_CATALOG_COMMIT = """
+import json, os, signal, sys
+from datahub.catalog import Catalog, open_catalog
+from datahub.config import load_config
+from datahub.storage import StoreRegistry
+from datahub.writeback import open_workspace
+import datahub.workspaces as workspaces
+
+config = load_config(env={}, overrides=json.loads(sys.argv[1]))
+with StoreRegistry(config) as stores:
+    ws = open_workspace("ws", config, stores, background=False)
+    with ws.open("new", create=True, truncate=True) as fh:
+        fh.write(0, b"acknowledged, its commit killed")
+    with ws.open("changed", truncate=True) as fh:
+        fh.write(0, b"changed, its commit killed")
+    ws.unlink("gone")
+    def die(self, *args, **kwargs):  # the journal stored the union; the catalog never hears
+        os.kill(os.getpid(), signal.SIGKILL)
+    Catalog.commit = die
+    workspaces.commit_workspace(ws, open_catalog(config.resolved_catalog_url), "run")
+"""
+
+
+def test_a_kill_before_the_catalog_commit_then_commits_from_another_node_and_the_same_journal(
+    nodes, catalog, tmp_path: Path
+) -> None:
+    """kill -9 after ``expect`` stored the union and before the catalog commit: nothing
+    landed. Another node's journal (no base) then commits its own file and deletes nothing;
+    the same journal's next commit (the workspace reopened after the crash) makes the lost
+    commit's changes: its put, its change and its delete, and keeps node B's file."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    env = nodes["node-a"]
+    ws = env.open()
+    for key in ("gone", "changed", "kept"):
+        write(ws, key, f"{key}, first commit".encode())
+    commit_workspace(ws, catalog, DATASET)
+    ws.close()
+    run = subprocess.run(
+        [sys.executable, "-c", _KILLED_BEFORE_THE_CATALOG_COMMIT, json.dumps(_overrides(tmp_path, "node-a"))],
+        capture_output=True,
+        timeout=120,
+    )
+    assert run.returncode == -signal.SIGKILL, run.stderr.decode()[-2000:]
+    first = {key: _sha(f"{key}, first commit".encode()) for key in ("gone", "changed", "kept")}
+    assert {r.key: r.checksum for r in catalog.list_records(DATASET)} == first  # nothing landed
+
+    b = nodes["node-b"].open()
+    write(b, "from-b", b"node b's file")
+    assert (commit_workspace(b, catalog, DATASET).removed, len(list(catalog.list_records(DATASET)))) == (0, 4)
+    b.close()
+
+    a = env.open()  # recovery after the kill
+    version = commit_workspace(a, catalog, DATASET)
+    assert (version.added, version.removed, version.modified) == (1, 1, 1)
+    assert {r.key: r.checksum for r in catalog.list_records(DATASET)} == {
+        "changed": _sha(b"changed, its commit killed"),
+        "from-b": _sha(b"node b's file"),
+        "kept": first["kept"],
+        "new": _sha(b"acknowledged, its commit killed"),
+    }
+
+
+def test_a_retry_after_a_lost_reply_makes_no_second_version_and_misses_no_delete(
+    nodes, catalog, monkeypatch
+) -> None:
+    """The catalog committed, then its reply was lost (the caller saw CatalogUnavailable):
+    the retry finds its changes in the head and makes no version. A file that only a commit
+    whose reply was lost put, removed before the retry, is deleted by it: the journal kept
+    the union of the records (``expect``), though ``settle`` never ran."""
+    from datahub.catalog import Catalog
+    from datahub.errors import CatalogUnavailable
+
+    ws = nodes["node-a"].open()
+    for key in ("gone", "later-gone", "kept"):
+        write(ws, key, key.encode())
+    commit_workspace(ws, catalog, DATASET)
+    ws.unlink("gone")
+    write(ws, "new", b"new")
+    real_commit = Catalog.commit
+
+    def reply_lost(self, *args, **kwargs):
+        real_commit(self, *args, **kwargs)
+        raise CatalogUnavailable("the reply was lost (injected after the commit)")
+
+    def commit_with_its_reply_lost() -> None:
+        with monkeypatch.context() as patched:
+            patched.setattr(Catalog, "commit", reply_lost)
+            with pytest.raises(CatalogUnavailable):
+                commit_workspace(ws, catalog, DATASET)
+
+    commit_with_its_reply_lost()
+    assert commit_workspace(ws, catalog, DATASET).seq == 2  # the lost reply's version, no other
+    assert sorted(r.key for r in catalog.list_records(DATASET)) == ["kept", "later-gone", "new"]
+
+    write(ws, "newer", b"put by a commit whose reply was lost")
+    commit_with_its_reply_lost()  # v3; the journal never heard of it (no settle)
+    ws.unlink("newer")
+    ws.unlink("later-gone")
+    version = commit_workspace(ws, catalog, DATASET)
+    assert (version.seq, version.added, version.removed) == (4, 0, 2)
+    assert sorted(r.key for r in catalog.list_records(DATASET)) == ["kept", "new"]
