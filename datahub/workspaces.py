@@ -35,13 +35,20 @@ import hashlib
 import json
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from datahub.catalog.model import EMPTY, Change, Delete, Put, Record, Version
 from datahub.config import Config
-from datahub.errors import Conflict, DatasetNotFound, ObjectChanged, ObjectNotFound, VersionNotFound
+from datahub.errors import (
+    Conflict,
+    DatasetNotFound,
+    NotFound,
+    ObjectChanged,
+    ObjectNotFound,
+    VersionNotFound,
+)
 from datahub.ingest.blobs import CHUNK_BYTES, blob_key
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.writeback import FlushedObject, Workspace, open_workspace
@@ -195,7 +202,6 @@ def _pin_blobs(
             "open it with datahub.writeback.open_workspace",
             workspace=workspace.name,
         )
-    origin = workspace.flusher.origin
     records: dict[str, Record] = {}
     sources: dict[str, FlushedObject] = {}  # digest -> the first file of it to pin
     for o in objects:
@@ -213,7 +219,7 @@ def _pin_blobs(
         try:
             stored = blobs.stat(key)
         except ObjectNotFound:
-            return _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key)
+            return _copy_flushed(workspace, o, blobs, key)
         if stored.size == o.size:
             return stored
         # not this content (a torn or foreign write under its name): put_once would keep it
@@ -221,7 +227,7 @@ def _pin_blobs(
         log.warning(
             "blob %s holds %d bytes, not the %d of its content: written again", key, stored.size, o.size
         )
-        return _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key, replace=True)
+        return _copy_flushed(workspace, o, blobs, key, replace=True)
 
     # each digest once (files of one content, such as empty __init__.py files, share a blob):
     # pinned by each file at once, all but the last put's records named an etag it lost
@@ -267,17 +273,49 @@ def _repair_lost_etags(blobs: ObjectStore, records: dict[str, Record]) -> None:
             records[p] = dataclasses.replace(records[p], etag=info.etag)
 
 
-def _copy(
-    origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, target: str, *, replace: bool = False
+def _copy_flushed(
+    workspace: Workspace, o: FlushedObject, blobs: ObjectStore, target: str, *, replace: bool = False
 ) -> ObjectInfo:
-    """Read the workspace object under its flushed etag (ObjectChanged if a later flush
-    replaced it: the commit is then retried on fresh state), check its sha256, put the blob:
-    once (``put_once``), or over a stored object that is not this content (``replace``)."""
+    """Put the blob of a flushed file: read back from its workspace object, or from the
+    workspace itself if that object no longer holds what this journal flushed.
+
+    Why the second source: the workspace's objects are named by workspace, not by journal, so
+    the same workspace on another node (a CSI pod rescheduled while this node was down)
+    overwrites or deletes them, and this journal still takes its own flush for current: no
+    later flush puts the file again, and every commit of it failed for good (review17c).
+    The file's bytes are still in the workspace (journal and shared tier) and must hash to
+    what the flush recorded, or the commit fails and is retried on a fresh flush."""
+    origin = workspace.flusher.origin
+    key = workspace.flusher.origin_key(o.path)
+    try:
+        return _copy(lambda start, end: origin.read(key, start, end, etag=o.etag), o, blobs, target, replace)
+    except (ObjectChanged, ObjectNotFound):
+        log.warning(
+            "workspace object %s is no longer what workspace %s flushed: its blob is read from the workspace",
+            o.url,
+            workspace.name,
+        )
+    try:
+        handle = workspace.open(o.path)
+    except NotFound as exc:  # removed since the flush: the next commit's flush deletes it
+        raise ObjectChanged(
+            f"workspace file {o.path!r} is gone since its flush; commit again", url=o.url, etag=o.etag
+        ) from exc
+    with handle:
+        return _copy(lambda start, end: handle.read(start, end - start), o, blobs, target, replace)
+
+
+def _copy(
+    read: Callable[[int, int], bytes], o: FlushedObject, blobs: ObjectStore, target: str, replace: bool
+) -> ObjectInfo:
+    """Read the file's bytes (``read(start, end)``; ObjectChanged if they changed: the
+    commit is then retried on fresh state), check their sha256, put the blob: once
+    (``put_once``), or over a stored object that is not this content (``replace``)."""
     digest = hashlib.sha256()
     with tempfile.SpooledTemporaryFile(max_size=CHUNK_BYTES) as spool:
         offset = 0
         while offset < o.size:
-            data = origin.read(key, offset, min(offset + CHUNK_BYTES, o.size), etag=o.etag)
+            data = read(offset, min(offset + CHUNK_BYTES, o.size))
             if not data:
                 break
             digest.update(data)
@@ -285,7 +323,7 @@ def _copy(
             offset += len(data)
         if offset != o.size or digest.hexdigest() != o.sha256:
             raise ObjectChanged(
-                f"workspace object {o.url} no longer holds the bytes its flush recorded "
+                f"workspace file {o.path!r} ({o.url}) no longer holds the bytes its flush recorded "
                 f"(sha256 {o.sha256}); commit again",
                 url=o.url,
                 etag=o.etag,

@@ -18,6 +18,7 @@ from datahub.config import load_config
 from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace
 from tests.writeback.conftest import Env, write
+from tests.writeback.test_commit_history import read_version
 from tests.writeback.test_merge17 import DATASET, _overrides, _sha
 
 
@@ -242,3 +243,33 @@ def test_a_retry_after_a_lost_reply_makes_no_second_version_and_misses_no_delete
     version = commit_workspace(ws, catalog, DATASET)
     assert (version.seq, version.added, version.removed) == (4, 0, 2)
     assert sorted(r.key for r in catalog.list_records(DATASET)) == ["kept", "new"]
+
+
+@pytest.mark.parametrize("by_b", ["overwritten", "deleted"])
+def test_a_node_back_after_the_workspace_ran_elsewhere_commits_what_it_acknowledged(
+    nodes, catalog, by_b: str
+) -> None:
+    """Node A flushed a file and died before its commit; the workspace ran on node B, whose
+    flush overwrote (or put, then deleted) the same workspace object: the objects are named by
+    workspace, not by journal. Node A back (the CSI plugin's finish of its dead daemon)
+    commits its acknowledged file. Before, A's journal took its own flush for current, no
+    flush put the file again, and every commit failed (ObjectChanged, ObjectNotFound) for good."""
+    a = nodes["node-a"].open()
+    write(a, "ckpt", b"node a's checkpoint, flushed, never committed")
+    a.flush()
+    a.abandon()  # node a died before its commit
+
+    b = nodes["node-b"].open()
+    write(b, "ckpt", b"node b's checkpoint")
+    commit_workspace(b, catalog, DATASET)
+    if by_b == "deleted":
+        b.unlink("ckpt")
+        b.flush()
+    b.close()
+
+    a = nodes["node-a"].open()
+    version = commit_workspace(a, catalog, DATASET)
+    assert version is not None and version.seq == 2
+    assert read_version(nodes["node-a"], catalog, DATASET, 2) == {
+        "ckpt": b"node a's checkpoint, flushed, never committed"
+    }
