@@ -15,6 +15,7 @@ import pytest
 
 from datahub.catalog import Patch, open_catalog
 from datahub.config import load_config
+from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace
 from tests.writeback.conftest import Env, write
@@ -142,6 +143,7 @@ _KILLED_BEFORE_THE_CATALOG_COMMIT = """
 import json, os, signal, sys
 from datahub.catalog import Catalog, open_catalog
 from datahub.config import load_config
+from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace
 import datahub.workspaces as workspaces
@@ -272,4 +274,35 @@ def test_a_node_back_after_the_workspace_ran_elsewhere_commits_what_it_acknowled
     assert version is not None and version.seq == 2
     assert read_version(nodes["node-a"], catalog, DATASET, 2) == {
         "ckpt": b"node a's checkpoint, flushed, never committed"
+    }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ObjectChanged,
+    reason=(
+        "review17c: a file evicted from the shared tier lives only in its workspace object, "
+        "<objects_url>/workspaces/<name>/<path>, named by workspace, not by journal; the same "
+        "workspace on another node overwrites it, and the first node's acknowledged, uncommitted "
+        "bytes are gone (promise 3). Outside datahub/workspaces.py: the flusher's object names."
+    ),
+)
+def test_an_evicted_file_of_a_node_back_after_the_workspace_ran_elsewhere_is_committed(
+    nodes, catalog
+) -> None:
+    a = nodes["node-a"].open()
+    write(a, "ckpt", b"node a's checkpoint, flushed and evicted, never committed")
+    a.flush()
+    assert a.flusher.evict(0) > 0  # the shared tier was full: its bytes live in the object only
+    a.abandon()  # node a died before its commit
+
+    b = nodes["node-b"].open()
+    write(b, "ckpt", b"node b's checkpoint")
+    b.flush()  # over node a's object
+    b.close()
+
+    a = nodes["node-a"].open()
+    commit_workspace(a, catalog, DATASET)
+    assert read_version(nodes["node-a"], catalog, DATASET, 1) == {
+        "ckpt": b"node a's checkpoint, flushed and evicted, never committed"
     }
