@@ -348,7 +348,7 @@ def _flushed(workspace: Workspace) -> list[FlushedObject]:
 
 
 def _changes(
-    current: Iterator[Record], wanted: dict[str, Record], committed: dict[str, list[list]]
+    current: Iterator[Record], wanted: dict[str, Record], committed: dict[str, list[str]]
 ) -> Iterator[Change]:
     """Puts for the workspace's files the head lacks or holds otherwise; Deletes for head
     files the workspace lacks that it committed itself and nobody changed since (``committed``:
@@ -366,11 +366,20 @@ def _changes(
         yield Put(wanted[key])
 
 
-def _ident(record: Record) -> list:
-    """What makes a head record the one a workspace commit put (a JSON-able list): its bytes'
-    location, etag, size and checksum, and no metadata or labels (a commit of a workspace
-    puts none: a record someone labeled since is someone else's now)."""
-    return [record.url, record.etag, record.size, record.checksum, bool(record.meta or record.labels)]
+def _ident(record: Record) -> str:
+    """What makes a head record the one a workspace commit put: its bytes' location, etag,
+    size and checksum, and no metadata or labels (a commit of a workspace puts none: a record
+    someone labeled since is someone else's now); as a digest (``_digest``)."""
+    return _digest(
+        [record.url, record.etag, record.size, record.checksum, bool(record.meta or record.labels)]
+    )
+
+
+def _digest(fields: list) -> str:
+    """128 bits of the sha256 of an identity's fields, in hex. Why not the fields: the journal
+    keeps one identity per committed file, and with URLs of a blob store the fields took 260
+    bytes a file, 26 MB read and written twice by each commit of 10^5 files (review17c)."""
+    return hashlib.sha256("\0".join(map(str, fields)).encode()).hexdigest()[:32]
 
 
 class _Base:
@@ -380,7 +389,8 @@ class _Base:
     version also holds files others committed (its first commit into an imported dataset
     keeps them, and a later commit must keep them still), so it cannot say which of its files
     were the workspace's. A new journal (another node, a recreated workspace) has none and
-    deletes nothing. Kept in the journal's meta as one JSON object, ``{key: [ident, ...]}``.
+    deletes nothing. Kept in the journal's meta as one JSON object, ``{key: [ident, ...]}``
+    (``_ident``; merge17 stored each identity's fields, read as their digest).
 
     Crash safety without asking the catalog: before the catalog commit, ``expect`` stores the
     union of the old records and the ones being committed (both are this workspace's); after
@@ -394,22 +404,25 @@ class _Base:
         self._name = f"{BASE_META}{dataset}"
         with self._journal.read() as txn:
             raw = txn.meta(self._name)
-        self.records: dict[str, list[list]] = json.loads(raw) if raw else {}
+        stored: dict[str, list] = json.loads(raw) if raw else {}
+        self.records: dict[str, list[str]] = {
+            key: [i if isinstance(i, str) else _digest(i) for i in idents] for key, idents in stored.items()
+        }
 
     def expect(self, wanted: dict[str, Record]) -> None:
         """Before the catalog commit: these records may be the head's from now on."""
         union = {key: list(idents) for key, idents in self.records.items()}
         for key, record in wanted.items():
-            idents = union.setdefault(key, [])
-            if _ident(record) not in idents:
-                idents.append(_ident(record))
+            idents, ident = union.setdefault(key, []), _ident(record)
+            if ident not in idents:
+                idents.append(ident)
         self._store(union)
 
     def settle(self, wanted: dict[str, Record]) -> None:
         """After the commit (or none needed): the head holds exactly these records of ours."""
         self._store({key: [_ident(record)] for key, record in wanted.items()})
 
-    def _store(self, records: dict[str, list[list]]) -> None:
+    def _store(self, records: dict[str, list[str]]) -> None:
         if records == self.records:
             return
         # encoded before the write transaction, which holds off the workspace's other writers

@@ -306,3 +306,30 @@ def test_an_evicted_file_of_a_node_back_after_the_workspace_ran_elsewhere_is_com
     assert read_version(nodes["node-a"], catalog, DATASET, 1) == {
         "ckpt": b"node a's checkpoint, flushed and evicted, never committed"
     }
+
+
+def test_a_journal_with_merge17s_record_of_its_commits_still_deletes_its_files(nodes, catalog) -> None:
+    """merge17 kept each committed record's fields in the journal (``[url, etag, size,
+    checksum, labeled]``); now a digest of them (54 bytes a file, key included, instead of
+    260: docs/benchmarks.md, review17c). A journal written before still deletes the files it
+    committed, and no one else's."""
+    import json
+
+    env = nodes["node-a"]
+    ws = env.open()
+    for key in ("gone", "kept"):
+        write(ws, key, key.encode())
+    commit_workspace(ws, catalog, DATASET)
+    fields = {
+        r.key: [[r.url, r.etag, r.size, r.checksum, bool(r.meta or r.labels)]]
+        for r in catalog.list_records(DATASET)
+    }
+    with ws.journal.write("merge17's format") as txn:
+        txn.put_meta(f"committed:{DATASET}", json.dumps(fields))
+    ws.unlink("gone")
+    version = commit_workspace(ws, catalog, DATASET)
+    assert (version.seq, version.removed) == (2, 1)
+    assert sorted(r.key for r in catalog.list_records(DATASET)) == ["kept"]
+    with ws.journal.read() as txn:
+        stored = json.loads(txn.meta(f"committed:{DATASET}"))
+    assert list(stored) == ["kept"] and all(isinstance(i, str) and len(i) == 32 for i in stored["kept"])
