@@ -8,37 +8,19 @@ throughout: local object stores, an SQLite catalog file, real LMDB journals.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Patch, open_catalog
-from datahub.config import load_config
+from datahub.catalog import Patch
 from datahub.errors import ObjectChanged
-from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace
-from tests.writeback.conftest import Env, write
+from tests.writeback import test_merge17
+from tests.writeback.conftest import write
 from tests.writeback.test_commit_history import read_version
 from tests.writeback.test_merge17 import DATASET, _overrides, _sha
 
-
-@pytest.fixture
-def nodes(tmp_path: Path) -> Iterator[dict[str, Env]]:
-    made = {}
-    for node in ("node-a", "node-b"):
-        config = load_config(env={}, overrides=_overrides(tmp_path, node))
-        made[node] = Env(config, StoreRegistry(config))
-    yield made
-    for env in made.values():
-        env.close()
-
-
-@pytest.fixture
-def catalog(tmp_path: Path):
-    cat = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
-    yield cat
-    cat.close()
+nodes, catalog = test_merge17.nodes, test_merge17.catalog  # its fixtures: nodes A and B, their catalog
 
 
 def _labels(catalog) -> dict[str, dict]:
@@ -143,7 +125,6 @@ _KILLED_BEFORE_THE_CATALOG_COMMIT = """
 import json, os, signal, sys
 from datahub.catalog import Catalog, open_catalog
 from datahub.config import load_config
-from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace
 import datahub.workspaces as workspaces
