@@ -56,6 +56,7 @@ from datahub.writeback import FlushedObject, Workspace, open_workspace
 log = logging.getLogger(__name__)
 PIN_THREADS = 8  # files pinned as blobs at once (each reads back and puts one object)
 BASE_META = "committed:"  # journal meta key prefix of ``_Base``: ``committed:<dataset>``
+UNSETTLED = ""  # ``_Base``: first of a key's identities if a commit of it may not have landed
 
 
 def outputs_description(workspace: str) -> str:
@@ -97,9 +98,11 @@ def commit_workspace(
     digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
     for o in sorted(objects, key=lambda o: o.path):
         digest.update(f"\0{o.path}\0{o.etag}".encode())
-    for change in changes:  # which head files go depends on the journal's records too
+    for change in changes:  # which head files go, and which are put, depend on the journal's records too
         if isinstance(change, Delete):
             digest.update(f"\0-{change.key}".encode())
+        elif isinstance(change, Put):
+            digest.update(f"\0+{change.record.key}".encode())
     committed.expect(wanted)
     version = catalog.commit(
         dataset,
@@ -350,9 +353,16 @@ def _flushed(workspace: Workspace) -> list[FlushedObject]:
 def _changes(
     current: Iterator[Record], wanted: dict[str, Record], committed: dict[str, list[str]]
 ) -> Iterator[Change]:
-    """Puts for the workspace's files the head lacks or holds otherwise; Deletes for head
-    files the workspace lacks that it committed itself and nobody changed since (``committed``:
-    ``_Base.records``). Any other head file is someone else's: kept."""
+    """Puts for the workspace's files the head lacks or holds otherwise, but for one the
+    workspace has not changed since its last commit put it; Deletes for head files the
+    workspace lacks that it committed itself and nobody changed since (``committed``:
+    ``_Base.records``). Any other head file is someone else's: kept.
+
+    Why a file unchanged since the workspace committed it is not put again: the head's change
+    or delete of it since (a user's ``datahub commit``, another node's workspace) is the only
+    change there is, and putting it back undid it at every commit (review17c). Unchanged means
+    the journal's one record for the key is this file's: after a commit whose outcome the
+    journal never learned (``expect``'s union, two or more records), the file is put."""
     seen = set()
     for record in current:
         seen.add(record.key)
@@ -360,10 +370,26 @@ def _changes(
         if new is None:
             if _ident(record) in committed.get(record.key, ()):
                 yield Delete(record.key)
-        elif (record.url, record.etag, record.size) != (new.url, new.etag, new.size):
+        elif (record.url, record.etag, record.size) != (new.url, new.etag, new.size) and _ours(
+            record, new, committed
+        ):
             yield Put(new)
     for key in sorted(wanted.keys() - seen):
-        yield Put(wanted[key])
+        if not _unchanged(wanted[key], committed):
+            yield Put(wanted[key])
+
+
+def _ours(head: Record, new: Record, committed: dict[str, list[str]]) -> bool:
+    """Whether the workspace's file wins over the head's other record at its key: if the
+    workspace changed the file since its last commit, or the head names the same bytes under
+    another etag (a record no read can use, as the pin before pinblobs16 left them: the
+    workspace's repairs it). Else the head's other bytes are someone's change since: kept."""
+    return not _unchanged(new, committed) or (head.url, head.checksum) == (new.url, new.checksum)
+
+
+def _unchanged(record: Record, committed: dict[str, list[str]]) -> bool:
+    """Whether the workspace's file is the record its last settled commit put at that key."""
+    return committed.get(record.key) == [_ident(record)]
 
 
 def _ident(record: Record) -> str:
@@ -382,6 +408,15 @@ def _digest(fields: list) -> str:
     return hashlib.sha256("\0".join(map(str, fields)).encode()).hexdigest()[:32]
 
 
+def _read_idents(stored: list) -> list[str]:
+    """A key's identities as the journal holds them; merge17's (each identity's fields) as
+    their digests behind UNSETTLED: its union after a lost commit looked like a settled
+    commit's, so none of them is taken for one (``_unchanged``)."""
+    if all(isinstance(i, str) for i in stored):
+        return stored
+    return [UNSETTLED, *(i if isinstance(i, str) else _digest(i) for i in stored)]
+
+
 class _Base:
     """The records this journal's commits put into one dataset, by key: the merge base.
 
@@ -397,7 +432,8 @@ class _Base:
     it, ``settle`` stores the committed ones alone. A crash or a failed commit between the two
     leaves the union, so the next commit deletes a file the workspace lacks if the head holds
     either record of it: the one committed before, or the one the lost commit put, if it
-    landed. Only a record this journal put is ever deleted, whichever way the commit went."""
+    landed. Only a record this journal put is ever deleted, whichever way the commit went.
+    A key whose list is one record (no ``UNSETTLED``) was settled: a version holds it."""
 
     def __init__(self, workspace: Workspace, dataset: str) -> None:
         self._journal = workspace.journal
@@ -405,15 +441,15 @@ class _Base:
         with self._journal.read() as txn:
             raw = txn.meta(self._name)
         stored: dict[str, list] = json.loads(raw) if raw else {}
-        self.records: dict[str, list[str]] = {
-            key: [i if isinstance(i, str) else _digest(i) for i in idents] for key, idents in stored.items()
-        }
+        self.records: dict[str, list[str]] = {key: _read_idents(idents) for key, idents in stored.items()}
 
     def expect(self, wanted: dict[str, Record]) -> None:
         """Before the catalog commit: these records may be the head's from now on."""
         union = {key: list(idents) for key, idents in self.records.items()}
         for key, record in wanted.items():
-            idents, ident = union.setdefault(key, []), _ident(record)
+            # a key new to the base starts with UNSETTLED: its one record is not yet known to
+            # be the head's (``_unchanged`` must not take it for a settled commit's)
+            idents, ident = union.setdefault(key, [UNSETTLED]), _ident(record)
             if ident not in idents:
                 idents.append(ident)
         self._store(union)

@@ -289,28 +289,108 @@ def test_an_evicted_file_of_a_node_back_after_the_workspace_ran_elsewhere_is_com
     }
 
 
-def test_a_journal_with_merge17s_record_of_its_commits_still_deletes_its_files(nodes, catalog) -> None:
+def test_a_journal_with_merge17s_record_of_its_commits_still_deletes_its_files(
+    nodes, catalog, monkeypatch
+) -> None:
     """merge17 kept each committed record's fields in the journal (``[url, etag, size,
     checksum, labeled]``); now a digest of them (54 bytes a file, key included, instead of
     260: docs/benchmarks.md, review17c). A journal written before still deletes the files it
-    committed, and no one else's."""
+    committed, and no one else's; and a file whose commit the catalog refused (merge17's
+    union: one record for a key new to the base, as a settled commit's would be) is put,
+    not taken for a file the workspace left unchanged."""
+    import hashlib
     import json
+
+    from datahub.catalog import Catalog
+    from datahub.errors import CatalogUnavailable
+    from datahub.ingest.blobs import blob_key
 
     env = nodes["node-a"]
     ws = env.open()
     for key in ("gone", "kept"):
         write(ws, key, key.encode())
     commit_workspace(ws, catalog, DATASET)
+    refused = b"its commit was refused"
+    write(ws, "refused", refused)
+
+    def down(*args, **kwargs):
+        raise CatalogUnavailable("the catalog is down (injected)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Catalog, "commit", down)
+        with pytest.raises(CatalogUnavailable):
+            commit_workspace(ws, catalog, DATASET)
     fields = {
         r.key: [[r.url, r.etag, r.size, r.checksum, bool(r.meta or r.labels)]]
         for r in catalog.list_records(DATASET)
     }
+    blob = blob_key(hashlib.sha256(refused).hexdigest())
+    fields["refused"] = [
+        [ws.blobs.url_for(blob), ws.blobs.stat(blob).etag, len(refused), _sha(refused), False]
+    ]
     with ws.journal.write("merge17's format") as txn:
         txn.put_meta(f"committed:{DATASET}", json.dumps(fields))
     ws.unlink("gone")
     version = commit_workspace(ws, catalog, DATASET)
-    assert (version.seq, version.removed) == (2, 1)
-    assert sorted(r.key for r in catalog.list_records(DATASET)) == ["kept"]
+    assert (version.seq, version.added, version.removed) == (2, 1, 1)
+    assert sorted(r.key for r in catalog.list_records(DATASET)) == ["kept", "refused"]
     with ws.journal.read() as txn:
         stored = json.loads(txn.meta(f"committed:{DATASET}"))
-    assert list(stored) == ["kept"] and all(isinstance(i, str) and len(i) == 32 for i in stored["kept"])
+    assert sorted(stored) == ["kept", "refused"]
+    assert all(len(idents) == 1 and len(idents[0]) == 32 for idents in stored.values())
+
+
+def test_a_users_delete_or_edit_of_a_file_the_workspace_left_unchanged_stands(nodes, catalog) -> None:
+    """A user deletes one file the workspace committed and edits another (``datahub
+    commit``); the workspace changes neither and commits again: the user's changes are the
+    only ones there are, and stand. Before, the workspace put both back at every commit. A
+    file the workspace changes after that is put again (its change wins)."""
+    from datahub.catalog import Delete
+    from tests.writeback.test_merge17 import _import
+
+    env = nodes["node-a"]
+    ws = env.open()
+    for key in ("removed-by-user", "edited-by-user", "log.txt"):
+        write(ws, key, f"{key}, the workspace's".encode())
+    commit_workspace(ws, catalog, DATASET)
+    catalog.commit(DATASET, [Delete("removed-by-user")], message="a user's delete")
+    _import(env, catalog, {"edited-by-user": b"the user's edit"})
+
+    write(ws, "log.txt", b"log.txt, the workspace's, later")
+    version = commit_workspace(ws, catalog, DATASET)
+    assert (version.added, version.removed, version.modified) == (0, 0, 1)
+    assert {r.key: r.checksum for r in catalog.list_records(DATASET)} == {
+        "edited-by-user": _sha(b"the user's edit"),
+        "log.txt": _sha(b"log.txt, the workspace's, later"),
+    }
+    write(ws, "removed-by-user", b"the workspace writes it again")
+    commit_workspace(ws, catalog, DATASET)
+    assert _sha(b"the workspace writes it again") == next(
+        r.checksum for r in catalog.list_records(DATASET) if r.key == "removed-by-user"
+    )
+
+
+def test_a_node_back_with_its_old_copy_does_not_undo_what_the_workspace_committed_elsewhere(
+    nodes, catalog
+) -> None:
+    """A CSI workspace's pod ran on node A, then on node B (a journal of its own), which
+    committed a newer checkpoint; the pod comes back to node A, whose journal still holds the
+    old one, unchanged since A committed it. A's commit adds its new file and leaves B's
+    checkpoint: before, it put A's old checkpoint back over it."""
+    a = nodes["node-a"].open()
+    write(a, "ckpt", b"epoch 1, from node a")
+    commit_workspace(a, catalog, DATASET)
+    a.close()
+    b = nodes["node-b"].open()
+    write(b, "ckpt", b"epoch 2, from node b")
+    commit_workspace(b, catalog, DATASET)
+    b.close()
+
+    a = nodes["node-a"].open()
+    write(a, "log-a.txt", b"node a again")
+    version = commit_workspace(a, catalog, DATASET)
+    assert (version.added, version.removed, version.modified) == (1, 0, 0)
+    assert {r.key: r.checksum for r in catalog.list_records(DATASET)} == {
+        "ckpt": _sha(b"epoch 2, from node b"),
+        "log-a.txt": _sha(b"node a again"),
+    }
