@@ -389,7 +389,8 @@ def _ours(head: Record, new: Record, committed: dict[str, list[str]]) -> bool:
 
 def _unchanged(record: Record, committed: dict[str, list[str]]) -> bool:
     """Whether the workspace's file is the record its last settled commit put at that key."""
-    return committed.get(record.key) == [_ident(record)]
+    idents = committed.get(record.key)
+    return idents is not None and len(idents) == 1 and idents[0] == _ident(record)  # no digest for a new key
 
 
 def _ident(record: Record) -> str:
