@@ -21,7 +21,9 @@ from the base and the content, so retrying after a lost reply does not commit tw
 A commit applies the workspace's own changes to the head, never its whole tree (merge17): the
 dataset may hold files the workspace never saw (an import, another workspace, this
 workspace's files committed from another node, whose journal was local to that node). A file
-of the workspace is put where it differs from the head; a head file the workspace lacks is
+of the workspace is put where it differs from the head, unless the workspace has not changed
+it since its last commit put it (then the head's change since is someone's, and stands:
+review17c); a head file the workspace lacks is
 deleted only if this journal committed it (``_Base``: the records its commits to that dataset
 put, kept in the journal) and the head still holds that very record. Before, every head key
 the workspace lacked was deleted: a rescheduled CSI pod's commit emptied the head of what the
@@ -69,11 +71,12 @@ def commit_workspace(
 ) -> Version | None:
     """Flush ``workspace`` and commit its changes onto the head of ``dataset`` as the next version.
 
-    Its changes, not its whole tree: files it has are put where the head differs, and a head
-    file it lacks is deleted only if this journal committed that very record (``_Base``);
+    Its changes, not its whole tree: files it has are put where the head differs (but for
+    one unchanged since this journal committed it: ``_changes``), and a head file it lacks is
+    deleted only if this journal committed that very record (``_Base``);
     files others committed stay. The dataset is created if it does not exist. Raises Conflict if files keep changing
     while we flush (commit once writers pause); returns the head unchanged if the
-    workspace already equals it, and None if the workspace is empty and the dataset has no
+    workspace already equals it (or differs only by others' changes since), and None if the workspace is empty and the dataset has no
     version yet (an empty change set makes no version; before, it failed the unmount, and a
     CSI workspace whose pod wrote nothing could not be unpublished).
     """
@@ -456,7 +459,9 @@ class _Base:
         self._store(union)
 
     def settle(self, wanted: dict[str, Record]) -> None:
-        """After the commit (or none needed): the head holds exactly these records of ours."""
+        """After the commit (or none needed): these are the workspace's files as its commits
+        put them, each held by a version (the head, or for a file unchanged since whose head
+        record someone changed, the version that put it)."""
         self._store({key: [_ident(record)] for key, record in wanted.items()})
 
     def _store(self, records: dict[str, list[str]]) -> None:
