@@ -394,3 +394,25 @@ def test_a_node_back_with_its_old_copy_does_not_undo_what_the_workspace_committe
         "ckpt": _sha(b"epoch 2, from node b"),
         "log-a.txt": _sha(b"node a again"),
     }
+
+
+def test_two_datasets_and_a_derive_in_between_keep_their_bases_apart(nodes, catalog) -> None:
+    """One workspace commits to two datasets (a base each: ``committed:<dataset>``); a user
+    labels a file in one and derives that dataset onto itself (the labeled files only), then
+    tags it. The workspace, unchanged, commits to it: the derive's deletes stand. It deletes
+    the labeled file: the other dataset loses it, the labeled one keeps it."""
+    ws = nodes["node-a"].open()
+    write(ws, "a", b"a")
+    write(ws, "b", b"b")
+    commit_workspace(ws, catalog, DATASET)
+    commit_workspace(ws, catalog, "other")
+    catalog.commit(DATASET, [Patch("a", labels={"keep": True})], message="a user's label")
+    catalog.derive(DATASET, None, "labels.keep=true", message="the labeled files only")
+    catalog.tag(DATASET, "reviewed", None)
+
+    assert commit_workspace(ws, catalog, DATASET).seq == 3  # unchanged: nothing to commit
+    ws.unlink("a")
+    commit_workspace(ws, catalog, DATASET)
+    commit_workspace(ws, catalog, "other")
+    assert sorted(r.key for r in catalog.list_records(DATASET)) == ["a"]
+    assert sorted(r.key for r in catalog.list_records("other")) == ["b"]
