@@ -21,7 +21,9 @@ from the base and the content, so retrying after a lost reply does not commit tw
 A commit applies the workspace's own changes to the head, never its whole tree (merge17): the
 dataset may hold files the workspace never saw (an import, another workspace, this
 workspace's files committed from another node, whose journal was local to that node). A file
-of the workspace is put where it differs from the head; a head file the workspace lacks is
+of the workspace is put where it differs from the head, unless the workspace has not changed
+it since its last commit put it (then the head's change since is someone's, and stands:
+review17c); a head file the workspace lacks is
 deleted only if this journal committed it (``_Base``: the records its commits to that dataset
 put, kept in the journal) and the head still holds that very record. Before, every head key
 the workspace lacked was deleted: a rescheduled CSI pod's commit emptied the head of what the
@@ -39,9 +41,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from datahub.catalog.model import Change, Delete, Put, Record, Version
+from datahub.catalog.model import EMPTY, Change, Delete, Put, Record, Version
 from datahub.config import Config
-from datahub.errors import Conflict, DatasetNotFound, ObjectChanged, ObjectNotFound, VersionNotFound
+from datahub.errors import (
+    Conflict,
+    DatasetNotFound,
+    NotFound,
+    ObjectChanged,
+    ObjectNotFound,
+    VersionNotFound,
+)
 from datahub.ingest.blobs import CHUNK_BYTES, blob_key
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.writeback import FlushedObject, Workspace, open_workspace
@@ -49,6 +58,7 @@ from datahub.writeback import FlushedObject, Workspace, open_workspace
 log = logging.getLogger(__name__)
 PIN_THREADS = 8  # files pinned as blobs at once (each reads back and puts one object)
 BASE_META = "committed:"  # journal meta key prefix of ``_Base``: ``committed:<dataset>``
+UNSETTLED = ""  # ``_Base``: first of a key's identities if a commit of it may not have landed
 
 
 def outputs_description(workspace: str) -> str:
@@ -61,11 +71,12 @@ def commit_workspace(
 ) -> Version | None:
     """Flush ``workspace`` and commit its changes onto the head of ``dataset`` as the next version.
 
-    Its changes, not its whole tree: files it has are put where the head differs, and a head
-    file it lacks is deleted only if this journal committed that very record (``_Base``);
+    Its changes, not its whole tree: files it has are put where the head differs (but for
+    one unchanged since this journal committed it: ``_changes``), and a head file it lacks is
+    deleted only if this journal committed that very record (``_Base``);
     files others committed stay. The dataset is created if it does not exist. Raises Conflict if files keep changing
     while we flush (commit once writers pause); returns the head unchanged if the
-    workspace already equals it, and None if the workspace is empty and the dataset has no
+    workspace already equals it (or differs only by others' changes since), and None if the workspace is empty and the dataset has no
     version yet (an empty change set makes no version; before, it failed the unmount, and a
     CSI workspace whose pod wrote nothing could not be unpublished).
     """
@@ -90,9 +101,11 @@ def commit_workspace(
     digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
     for o in sorted(objects, key=lambda o: o.path):
         digest.update(f"\0{o.path}\0{o.etag}".encode())
-    for change in changes:  # which head files go depends on the journal's records too
+    for change in changes:  # which head files go, and which are put, depend on the journal's records too
         if isinstance(change, Delete):
             digest.update(f"\0-{change.key}".encode())
+        elif isinstance(change, Put):
+            digest.update(f"\0+{change.record.key}".encode())
     committed.expect(wanted)
     version = catalog.commit(
         dataset,
@@ -195,7 +208,6 @@ def _pin_blobs(
             "open it with datahub.writeback.open_workspace",
             workspace=workspace.name,
         )
-    origin = workspace.flusher.origin
     records: dict[str, Record] = {}
     sources: dict[str, FlushedObject] = {}  # digest -> the first file of it to pin
     held: dict[str, FlushedObject] = {}  # digest -> a file of it (the head may have lost its blob)
@@ -203,7 +215,10 @@ def _pin_blobs(
         held.setdefault(o.sha256, o)
         known = pinned.get(o.path)
         if known is not None and (known.checksum, known.size) == (f"sha256:{o.sha256}", o.size):
-            records[o.path] = known
+            # its bytes, not its metadata or labels: a workspace puts none, and the journal
+            # records this as the workspace's (``_Base``); a label someone added makes the
+            # head's record theirs, which a later delete of the file must keep (review17c)
+            records[o.path] = dataclasses.replace(known, meta=EMPTY, labels=EMPTY)
         else:
             sources.setdefault(o.sha256, o)
 
@@ -212,7 +227,7 @@ def _pin_blobs(
         try:
             stored = blobs.stat(key)
         except ObjectNotFound:
-            return _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key)
+            return _copy_flushed(workspace, o, blobs, key)
         if stored.size == o.size:
             return stored
         # not this content (a torn or foreign write under its name): put_once would keep it
@@ -220,7 +235,7 @@ def _pin_blobs(
         log.warning(
             "blob %s holds %d bytes, not the %d of its content: written again", key, stored.size, o.size
         )
-        return _copy(origin, workspace.flusher.origin_key(o.path), o, blobs, key, replace=True)
+        return _copy_flushed(workspace, o, blobs, key, replace=True)
 
     # each digest once (files of one content, such as empty __init__.py files, share a blob):
     # pinned by each file at once, all but the last put's records named an etag it lost
@@ -299,17 +314,49 @@ def _repair_lost_etags(
             records[p] = dataclasses.replace(records[p], etag=info.etag)
 
 
-def _copy(
-    origin: ObjectStore, key: str, o: FlushedObject, blobs: ObjectStore, target: str, *, replace: bool = False
+def _copy_flushed(
+    workspace: Workspace, o: FlushedObject, blobs: ObjectStore, target: str, *, replace: bool = False
 ) -> ObjectInfo:
-    """Read the workspace object under its flushed etag (ObjectChanged if a later flush
-    replaced it: the commit is then retried on fresh state), check its sha256, put the blob:
-    once (``put_once``), or over a stored object that is not this content (``replace``)."""
+    """Put the blob of a flushed file: read back from its workspace object, or from the
+    workspace itself if that object no longer holds what this journal flushed.
+
+    Why the second source: the workspace's objects are named by workspace, not by journal, so
+    the same workspace on another node (a CSI pod rescheduled while this node was down)
+    overwrites or deletes them, and this journal still takes its own flush for current: no
+    later flush puts the file again, and every commit of it failed for good (review17c).
+    The file's bytes are still in the workspace (journal and shared tier) and must hash to
+    what the flush recorded, or the commit fails and is retried on a fresh flush."""
+    origin = workspace.flusher.origin
+    key = workspace.flusher.origin_key(o.path)
+    try:
+        return _copy(lambda start, end: origin.read(key, start, end, etag=o.etag), o, blobs, target, replace)
+    except (ObjectChanged, ObjectNotFound):
+        log.warning(
+            "workspace object %s is no longer what workspace %s flushed: its blob is read from the workspace",
+            o.url,
+            workspace.name,
+        )
+    try:
+        handle = workspace.open(o.path)
+    except NotFound as exc:  # removed since the flush: the next commit's flush deletes it
+        raise ObjectChanged(
+            f"workspace file {o.path!r} is gone since its flush; commit again", url=o.url, etag=o.etag
+        ) from exc
+    with handle:
+        return _copy(lambda start, end: handle.read(start, end - start), o, blobs, target, replace)
+
+
+def _copy(
+    read: Callable[[int, int], bytes], o: FlushedObject, blobs: ObjectStore, target: str, replace: bool
+) -> ObjectInfo:
+    """Read the file's bytes (``read(start, end)``; ObjectChanged if they changed: the
+    commit is then retried on fresh state), check their sha256, put the blob: once
+    (``put_once``), or over a stored object that is not this content (``replace``)."""
     digest = hashlib.sha256()
     with tempfile.SpooledTemporaryFile(max_size=CHUNK_BYTES) as spool:
         offset = 0
         while offset < o.size:
-            data = origin.read(key, offset, min(offset + CHUNK_BYTES, o.size), etag=o.etag)
+            data = read(offset, min(offset + CHUNK_BYTES, o.size))
             if not data:
                 break
             digest.update(data)
@@ -317,7 +364,7 @@ def _copy(
             offset += len(data)
         if offset != o.size or digest.hexdigest() != o.sha256:
             raise ObjectChanged(
-                f"workspace object {o.url} no longer holds the bytes its flush recorded "
+                f"workspace file {o.path!r} ({o.url}) no longer holds the bytes its flush recorded "
                 f"(sha256 {o.sha256}); commit again",
                 url=o.url,
                 etag=o.etag,
@@ -342,11 +389,18 @@ def _flushed(workspace: Workspace) -> list[FlushedObject]:
 
 
 def _changes(
-    current: Iterator[Record], wanted: dict[str, Record], committed: dict[str, list[list]]
+    current: Iterator[Record], wanted: dict[str, Record], committed: dict[str, list[str]]
 ) -> Iterator[Change]:
-    """Puts for the workspace's files the head lacks or holds otherwise; Deletes for head
-    files the workspace lacks that it committed itself and nobody changed since (``committed``:
-    ``_Base.records``). Any other head file is someone else's: kept."""
+    """Puts for the workspace's files the head lacks or holds otherwise, but for one the
+    workspace has not changed since its last commit put it; Deletes for head files the
+    workspace lacks that it committed itself and nobody changed since (``committed``:
+    ``_Base.records``). Any other head file is someone else's: kept.
+
+    Why a file unchanged since the workspace committed it is not put again: the head's change
+    or delete of it since (a user's ``datahub commit``, another node's workspace) is the only
+    change there is, and putting it back undid it at every commit (review17c). Unchanged means
+    the journal's one record for the key is this file's: after a commit whose outcome the
+    journal never learned (``expect``'s union, two or more records), the file is put."""
     seen = set()
     for record in current:
         seen.add(record.key)
@@ -354,17 +408,52 @@ def _changes(
         if new is None:
             if _ident(record) in committed.get(record.key, ()):
                 yield Delete(record.key)
-        elif (record.url, record.etag, record.size) != (new.url, new.etag, new.size):
+        elif (record.url, record.etag, record.size) != (new.url, new.etag, new.size) and _ours(
+            record, new, committed
+        ):
             yield Put(new)
     for key in sorted(wanted.keys() - seen):
-        yield Put(wanted[key])
+        if not _unchanged(wanted[key], committed):
+            yield Put(wanted[key])
 
 
-def _ident(record: Record) -> list:
-    """What makes a head record the one a workspace commit put (a JSON-able list): its bytes'
-    location, etag, size and checksum, and no metadata or labels (a commit of a workspace
-    puts none: a record someone labeled since is someone else's now)."""
-    return [record.url, record.etag, record.size, record.checksum, bool(record.meta or record.labels)]
+def _ours(head: Record, new: Record, committed: dict[str, list[str]]) -> bool:
+    """Whether the workspace's file wins over the head's other record at its key: if the
+    workspace changed the file since its last commit, or the head names the same bytes under
+    another etag (a record no read can use, as the pin before pinblobs16 left them: the
+    workspace's repairs it). Else the head's other bytes are someone's change since: kept."""
+    return not _unchanged(new, committed) or (head.url, head.checksum) == (new.url, new.checksum)
+
+
+def _unchanged(record: Record, committed: dict[str, list[str]]) -> bool:
+    """Whether the workspace's file is the record its last settled commit put at that key."""
+    idents = committed.get(record.key)
+    return idents is not None and len(idents) == 1 and idents[0] == _ident(record)  # no digest for a new key
+
+
+def _ident(record: Record) -> str:
+    """What makes a head record the one a workspace commit put: its bytes' location, etag,
+    size and checksum, and no metadata or labels (a commit of a workspace puts none: a record
+    someone labeled since is someone else's now); as a digest (``_digest``)."""
+    return _digest(
+        [record.url, record.etag, record.size, record.checksum, bool(record.meta or record.labels)]
+    )
+
+
+def _digest(fields: list) -> str:
+    """128 bits of the sha256 of an identity's fields, in hex. Why not the fields: the journal
+    keeps one identity per committed file, and with URLs of a blob store the fields took 260
+    bytes a file, 26 MB read and written twice by each commit of 10^5 files (review17c)."""
+    return hashlib.sha256("\0".join(map(str, fields)).encode()).hexdigest()[:32]
+
+
+def _read_idents(stored: list) -> list[str]:
+    """A key's identities as the journal holds them; merge17's (each identity's fields) as
+    their digests behind UNSETTLED: its union after a lost commit looked like a settled
+    commit's, so none of them is taken for one (``_unchanged``)."""
+    if all(isinstance(i, str) for i in stored):
+        return stored
+    return [UNSETTLED, *(i if isinstance(i, str) else _digest(i) for i in stored)]
 
 
 class _Base:
@@ -374,38 +463,48 @@ class _Base:
     version also holds files others committed (its first commit into an imported dataset
     keeps them, and a later commit must keep them still), so it cannot say which of its files
     were the workspace's. A new journal (another node, a recreated workspace) has none and
-    deletes nothing. Kept in the journal's meta as one JSON object, ``{key: [ident, ...]}``.
+    deletes nothing. Kept in the journal's meta as one JSON object, ``{key: [ident, ...]}``
+    (``_ident``; merge17 stored each identity's fields, read as their digest).
 
     Crash safety without asking the catalog: before the catalog commit, ``expect`` stores the
     union of the old records and the ones being committed (both are this workspace's); after
     it, ``settle`` stores the committed ones alone. A crash or a failed commit between the two
     leaves the union, so the next commit deletes a file the workspace lacks if the head holds
     either record of it: the one committed before, or the one the lost commit put, if it
-    landed. Only a record this journal put is ever deleted, whichever way the commit went."""
+    landed. Only a record this journal put is ever deleted, whichever way the commit went.
+    A key whose list is one record (no ``UNSETTLED``) was settled: a version holds it."""
 
     def __init__(self, workspace: Workspace, dataset: str) -> None:
         self._journal = workspace.journal
         self._name = f"{BASE_META}{dataset}"
         with self._journal.read() as txn:
             raw = txn.meta(self._name)
-        self.records: dict[str, list[list]] = json.loads(raw) if raw else {}
+        stored: dict[str, list] = json.loads(raw) if raw else {}
+        self.records: dict[str, list[str]] = {key: _read_idents(idents) for key, idents in stored.items()}
 
     def expect(self, wanted: dict[str, Record]) -> None:
         """Before the catalog commit: these records may be the head's from now on."""
         union = {key: list(idents) for key, idents in self.records.items()}
         for key, record in wanted.items():
-            idents = union.setdefault(key, [])
-            if _ident(record) not in idents:
-                idents.append(_ident(record))
+            # a key new to the base starts with UNSETTLED: its one record is not yet known to
+            # be the head's (``_unchanged`` must not take it for a settled commit's)
+            idents, ident = union.setdefault(key, [UNSETTLED]), _ident(record)
+            if ident not in idents:
+                idents.append(ident)
         self._store(union)
 
     def settle(self, wanted: dict[str, Record]) -> None:
-        """After the commit (or none needed): the head holds exactly these records of ours."""
+        """After the commit (or none needed): these are the workspace's files as its commits
+        put them, each held by a version (the head, or for a file unchanged since whose head
+        record someone changed, the version that put it)."""
         self._store({key: [_ident(record)] for key, record in wanted.items()})
 
-    def _store(self, records: dict[str, list[list]]) -> None:
+    def _store(self, records: dict[str, list[str]]) -> None:
         if records == self.records:
             return
+        # encoded before the write transaction, which holds off the workspace's other writers
+        # (a close, an fsync) while it is open, and the record grows with the files (review17c)
+        value = json.dumps(records, separators=(",", ":"))
         with self._journal.write(f"record of the files committed to {self._name[len(BASE_META) :]!r}") as txn:
-            txn.put_meta(self._name, json.dumps(records, separators=(",", ":")))
+            txn.put_meta(self._name, value)
         self.records = records
