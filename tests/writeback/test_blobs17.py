@@ -54,11 +54,15 @@ def test_a_gone_blob_is_pinned_again_from_the_workspace_and_the_commit_lands(env
 def test_a_gone_blob_the_workspace_no_longer_holds_leaves_the_records_and_says_so(
     env: Env, catalog, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The workspace's object of the content is gone too (deleted behind the flusher): the
-    commit lands without touching those records and names the file and what to do."""
+    """The workspace's object of the content is gone too (deleted behind the flusher) and its
+    chunks were evicted from the shared tier (since review17c a commit reads a file whose object
+    changed from the workspace's own chunks): the commit lands without touching those records
+    and names the file and what to do."""
     from datahub.workspaces import commit_workspace
 
     ws, _store, _key = _damaged_and_gone(env, catalog)
+    ws.flush()
+    ws.flusher.evict(0)  # the workspace holds the content nowhere but its objects
     origin = env.origin()
     for info in list(origin.list()):
         origin.delete(info.key)
