@@ -1,0 +1,54 @@
+"""review17d's attacks on lease17's ``GET /v1/remote/leases``: who sees which lease.
+
+A workspace mounted with ``--commit-to`` a dataset its first commit creates (the usual way to
+start one) has a lease bound to a target that does not exist yet. Any token may create that
+name, so by the take's rule any token may take the lease once it lapses, and ``GET /{name}``
+shows it to whoever asks for that name. The list showed it to every token too: a token with
+no role anywhere (docs/api.md: "gets ``[]``") listed every such workspace, its holder's host,
+pid and principal, and the name of the dataset it will create, without knowing any name.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from tests.api.conftest import Api
+
+
+def _take(api: Api, name: str, who: str, dataset: str) -> None:
+    body = {"owner": uuid.uuid4().hex, "holder": f"host {who}-node pid 7", "ttl": 600, "dataset": dataset}
+    r = api.post(f"/v1/remote/leases/{name}", who, json=body)
+    assert r.status_code == 200, r.text
+
+
+def _listed(api: Api, who: str) -> list[str]:
+    r = api.get("/v1/remote/leases", who)
+    assert r.status_code == 200, r.text
+    return [row["name"] for row in r.json()]
+
+
+def test_a_lease_bound_to_a_dataset_not_created_yet_is_listed_to_its_taker_and_admins_only(
+    api: Api,
+) -> None:
+    """bob's workspace ``bobs-run`` commits into ``bob-results``, which its first commit will
+    create; his ``train`` commits into pets (he is its writer). eve (no role anywhere) and alice
+    (a reader of pets) list nothing; bob lists both of his; a global admin lists both. Before,
+    eve and alice listed ``bobs-run``, naming bob's host and the dataset he is about to create."""
+    _take(api, "bobs-run", "bob", "bob-results")
+    _take(api, "train", "bob", "pets")
+    assert _listed(api, "eve") == []  # before: ["bobs-run"]
+    assert _listed(api, "alice") == []
+    assert _listed(api, "bob") == ["bobs-run", "train"]
+    assert _listed(api, "admin") == ["bobs-run", "train"]
+    # by name it stays what the take's rule says: eve may take it once it lapses, so she sees it
+    assert api.get("/v1/remote/leases/bobs-run", "eve").status_code == 200
+
+
+def test_the_taker_of_a_lease_whose_target_another_created_does_not_list_it(api: Api) -> None:
+    """bob's ``bobs-run`` commits into ``results``, not created yet; eve creates ``results``
+    first (bob has no role on it). bob no longer lists the lease: it is bound to a dataset he
+    may not read, whose existence the list must not tell him; eve, its owner, lists it."""
+    _take(api, "bobs-run", "bob", "results")
+    assert api.post("/v1/datasets", "eve", json={"name": "results"}).status_code == 201
+    assert _listed(api, "bob") == []
+    assert _listed(api, "eve") == ["bobs-run"]
