@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from tests.api.conftest import Api
 
 
@@ -52,3 +54,25 @@ def test_the_taker_of_a_lease_whose_target_another_created_does_not_list_it(api:
     assert api.post("/v1/datasets", "eve", json={"name": "results"}).status_code == 201
     assert _listed(api, "bob") == []
     assert _listed(api, "eve") == ["bobs-run"]
+
+
+PAGE = 1000  # the most rows one answer should hold (a suggestion: the fix picks its own)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not fixed (review17d): GET /v1/remote/leases is not paged and lease rows are never "
+    "deleted; any token may take leases for names it makes up, each bound to a dataset it may "
+    "create, so one list costs the server O(every lease ever taken): at 10^5 leases 16 MB, "
+    "+190 MiB peak RSS and 1.1 s CPU per admin list, 2.5 s CPU (2 dataset lookups per lease) "
+    "per list by a token with no role (bench/api/lease_list.py, docs/benchmarks.md)",
+)
+def test_one_list_answers_a_bounded_page_whatever_the_number_of_leases(api: Api) -> None:
+    """Leases taken by a token with no role anywhere, one per made-up name and target (the
+    take's rule lets it: it may create those datasets), more than one page of them: a global
+    admin's list answers at most a page, and says how to get the next."""
+    for i in range(PAGE + 1):
+        _take(api, f"made-up-{i:04d}", "eve", f"made-up-target-{i:04d}")
+    r = api.get("/v1/remote/leases", "admin")
+    assert r.status_code == 200, r.text
+    assert len(r.json()) <= PAGE

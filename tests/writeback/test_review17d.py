@@ -9,28 +9,20 @@ record's author (lease17). The mount refuses it now, before it mounts anything.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from datahub.catalog import open_catalog
 from fuse_adapter.daemon import is_mounted, read_record
-from tests.fuse.conftest import FuseEnv, make_env
-from tests.servers import S3Endpoint
+from tests.fuse.conftest import FuseEnv
+from tests.writeback.test_lease17 import env  # noqa: F401 - the fixture: a mount's home on a fresh bucket
 
 NOT_UTF8 = "Jos\udce9"  # argv b"Jos\xe9" (Latin-1), as Python decodes it
 
 
-@pytest.fixture
-def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("no /dev/fuse")
-    return make_env(tmp_path / "fuse", moto_endpoint)
-
-
 @pytest.mark.fuse
-def test_a_mount_whose_author_the_catalog_would_refuse_is_refused_before_it_mounts(env: FuseEnv) -> None:
+def test_a_mount_whose_author_the_catalog_would_refuse_is_refused_before_it_mounts(
+    env: FuseEnv,  # noqa: F811 - the fixture imported above
+) -> None:
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:
         catalog.create_dataset("out17d")
