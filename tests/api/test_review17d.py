@@ -69,10 +69,15 @@ PAGE = 1000  # the most rows one answer should hold (a suggestion: the fix picks
 )
 def test_one_list_answers_a_bounded_page_whatever_the_number_of_leases(api: Api) -> None:
     """Leases taken by a token with no role anywhere, one per made-up name and target (the
-    take's rule lets it: it may create those datasets), more than one page of them: a global
-    admin's list answers at most a page, and says how to get the next."""
-    for i in range(PAGE + 1):
-        _take(api, f"made-up-{i:04d}", "eve", f"made-up-target-{i:04d}")
+    take's rule lets it: it may create those datasets; the first is taken over the API, the
+    rest straight in the store, as the server would record them), more than one page of
+    them: a global admin's list answers at most a page."""
+    _take(api, "made-up-0000", "eve", "made-up-target-0000")
+    for i in range(1, PAGE + 1):
+        holder = "host eve-node pid 7 [eve]"
+        api.catalog.store.acquire_lease(
+            f"made-up-{i:04d}", uuid.uuid4().hex, holder, 600, f"made-up-target-{i:04d}"
+        )
     r = api.get("/v1/remote/leases", "admin")
     assert r.status_code == 200, r.text
     assert len(r.json()) <= PAGE
