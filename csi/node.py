@@ -636,12 +636,16 @@ class NodeService:
 
     def _shows_detached(self, path: str, p: Published) -> bool:
         """Whether the top mount on ``path`` is a dead FUSE view that a repair of ``p``'s process
-        detached (``_recover``): the device number is the dead mount's while any bind holds it."""
+        detached (``_recover``): the device number is the dead mount's while any bind holds it,
+        and the view does not answer (its daemon was killed). Why both: the record outlives the
+        view, and the kernel gives its number to the next mount (after a reboot, or once its
+        last bind is gone, before the supervisor's prune): a foreign mount with it answers, and
+        passed for ours, the plugin unmounted it (review17d)."""
         owner = self._process_of(p)
         with self._mutex:
             detached = _detached_of(owner) if owner is not None else set()
         top = [(dev, fstype) for point, dev, fstype in mounts.mount_entries() if point == path]
-        return bool(top) and top[-1] in detached
+        return bool(top) and top[-1] in detached and mounts.health(path) == "broken"
 
     def _stop_volume(self, p: Published) -> str:
         """Stop the mount process (the daemon flushes a workspace), make sure the workspace

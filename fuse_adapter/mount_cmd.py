@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from datahub.console.context import CliContext
 from datahub.console.numbers import at_least
 from datahub.errors import InvalidInput, NotFound
+from datahub.validation import check_text
 
 if TYPE_CHECKING:
     from fuse_adapter.mount_assembly import ReadOnlyMount
@@ -194,6 +195,11 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         raise InvalidInput("--commit-to only applies to --workspace mounts")
     if args.author is not None and not args.commit_to:
         raise InvalidInput("--author names the author of what --commit-to commits: give --commit-to too")
+    if args.author is not None:
+        # checked now, as the commit at unmount will: a name the catalog refuses (bytes that are
+        # not UTF-8 in argv, e.g. a Latin-1 "Jos\xe9") let the mount take writes for hours, then
+        # failed its commit, and every recovery by `datahub umount` again (review17d)
+        check_text(args.author, "--author (the author of what --commit-to commits):")
     if args.quota is not None and (not args.workspace or args.quota <= 0):
         raise InvalidInput("--quota applies to --workspace mounts and must be a positive number of bytes")
     if args.writeback_cache and (not args.workspace or args.passthrough):

@@ -19,7 +19,8 @@ the owner id, which only the holder knows, and the take's rule on the lease's ta
 proves who holds the lease, the role that it may still write the workspace (a writer whose
 role was revoked kept it for ever by renewing; lease16). Releasing needs the owner id only:
 it gives the lease up. ``GET`` shows a lease, without its owner id, to who may take it, and
-``GET /v1/remote/leases`` lists those (every lease to a global admin).
+``GET /v1/remote/leases`` lists those bound to an existing dataset, and those the caller took
+for one not created yet (every lease to a global admin).
 """
 
 from __future__ import annotations
@@ -185,17 +186,37 @@ def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: Servi
 
 @router.get("")
 def list_(principal: PrincipalDep, services: ServicesDep) -> list[LeaseShown]:
-    """Every lease to a global admin; to anyone else the leases ``GET /{name}`` shows them (those
-    whose commit target they may write), so the list tells no more than asking name by name
-    (promise 5: a lease bound to a dataset the caller may not read is not listed)."""
-    now, allowed = time.time(), {}
+    """Every lease to a global admin; to anyone else those bound to a dataset they may write
+    (``GET /{name}`` shows them those too), and those they took for a dataset not created yet
+    (``_listed_to``), so a token with no role anywhere lists nothing (promise 5: a lease bound
+    to a dataset the caller may not read, or to no target, is not listed)."""
+    now, listed = time.time(), {}
     rows = []
     for lease in services.catalog.store.list_leases():
-        if lease.dataset not in allowed:  # one role check per target, not per lease
-            allowed[lease.dataset] = _may_take(principal, services, lease.name, lease.dataset)
-        if allowed[lease.dataset]:
+        if lease.dataset not in listed:  # one role check per target, not per lease
+            listed[lease.dataset] = _listed_to(principal, services, lease.name, lease.dataset)
+        shows = listed[lease.dataset]
+        if shows or (shows is None and lease.holder.endswith(f" [{principal.name}]")):
             rows.append(LeaseShown(**shown(lease, now)))
     return rows
+
+
+def _listed_to(principal: Principal, services: Services, name: str, target: str) -> bool | None:
+    """Whether the list shows ``principal`` the leases bound to ``target``; None: only those it
+    took (the holder ends with the principal the server appended), the target being a dataset
+    that does not exist. Why: any token may create such a name, so the take's rule lets any
+    token take (and ``GET``) the lease by name; listed to every token, a workspace's holder
+    (host, pid, principal) and the dataset its first commit will create were shown to tokens
+    with no role anywhere, which needed no name to ask for (review17d)."""
+    if principal.is_admin:
+        return True
+    if not _may_take(principal, services, name, target):
+        return False
+    try:
+        services.catalog.get_dataset(target)
+    except DatasetNotFound:
+        return None
+    return True
 
 
 def _check_holder(name: str, holder: str) -> None:
