@@ -2,14 +2,15 @@
 
     .venv/bin/python bench/api/lease_list.py [BASE_TREE] [--leases 100000] [--rounds 2]
 
-The list is not paged: every lease ever taken stays a row (released ones keep their target),
-and any token may take leases for names it makes up, each bound to a dataset it may create.
-A child process per tree and round builds a SQLite catalog in a temporary directory under
-/var/tmp with N leases, each bound to its own commit target, none of which exists (the
-worst case for a non-admin's list: one role check per target), answers the list in process
-(FastAPI's TestClient, no network) to a global admin and to a token with no role anywhere,
-and reports for each: process CPU seconds, the catalog's dataset lookups, rows and bytes of
-the answer, and the process's peak RSS (VmHWM) before the requests and after each.
+Every lease ever taken stays a row (released ones keep their target), and any token may take
+leases for names it makes up, each bound to a dataset it may create. A child process per tree
+and round builds a SQLite catalog in a temporary directory under /var/tmp with N leases, each
+bound to its own commit target, none of which exists (the worst case for a non-admin's list:
+one role check per target), answers the list in process (FastAPI's TestClient, no network) to
+a global admin and to a token with no role anywhere, and reports for each (its first page,
+since leasepage17 pages the list): process CPU seconds, the catalog's dataset lookups, rows,
+``next`` and bytes of the answer, and the process's peak RSS (VmHWM) before the requests and
+after each.
 With BASE_TREE (another checkout), base and head children alternate; the load average is
 printed, as wall times are noise on a shared machine and are not reported.
 """
@@ -86,7 +87,9 @@ def _child(leases: int) -> dict:
                 out[who] = {
                     "cpu_s": round(cpu, 3),
                     "dataset_lookups": lookups[0],
-                    "rows": len(r.json()),
+                    # a page {leases, next} since leasepage17; before, the whole list
+                    "rows": len(page["leases"] if isinstance(page := r.json(), dict) else page),
+                    "next": page.get("next") if isinstance(page, dict) else None,
                     "bytes": len(r.content),
                     "vm_hwm_mib_after": _hwm_mib(),  # the process's peak RSS so far (admin first)
                 }

@@ -32,7 +32,7 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.leases import HIDDEN_OWNER, Lease, LeaseChange
+from datahub.catalog.leases import HIDDEN_OWNER, LIST_PAGE, Lease, LeaseChange, check_page
 from datahub.catalog.model import (
     DIR_FILE_COLUMNS,
     Change,
@@ -393,12 +393,22 @@ class HttpCatalogStore(CatalogStore):
             return None
         return self._api.decode(what, _shown_lease, answer)
 
-    def list_leases(self) -> list[Lease]:
+    def list_leases(self, after: str = "", limit: int = LIST_PAGE) -> list[Lease]:
         """The leases the server shows this token (all to a global admin; else those ``lease``
-        shows it, one by one), never an owner id."""
-        what = "list the writer leases"
-        answer = self._api.json("GET", "/v1/remote/leases", what=what)
-        return self._api.decode(what, lambda rows: [_shown_lease(d) for d in rows], answer)
+        shows it), by name, after ``after``. The server reads a bounded window per request and
+        may answer a short page with a ``next``: this follows ``next`` until ``limit`` leases
+        or the end, so a short answer means the end here too."""
+        check_page(limit)
+        what, leases = "list the writer leases", []
+        while True:
+            params = {"after": after, "limit": limit - len(leases)}
+            answer = self._api.json("GET", "/v1/remote/leases", what=what, params=params)
+            rows, after = self._api.decode(
+                what, lambda d: ([_shown_lease(row) for row in d["leases"]], d["next"]), answer
+            )
+            leases += rows
+            if after is None or len(leases) >= limit:
+                return leases
 
     def _lease(self, method: str, path: str, what: str, body: dict[str, Any]) -> Lease:
         return self._decode_lease(what, self._api.json(method, path, what=what, json=body))

@@ -32,6 +32,9 @@ MAX_TTL = 3600.0
 MAX_HOLDER = 256
 # the owner of an unbroken lease read over the API, which never sends the holder's secret id
 HIDDEN_OWNER = "(hidden)"
+# the most leases one ``list_leases`` call (and one ``GET /v1/remote/leases`` page) answers:
+# rows are never deleted and any token may add some, so no call reads them all (review17d)
+LIST_PAGE = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,13 @@ def check_request(name: str, owner: str, holder: str, ttl: float, dataset: str =
         raise InvalidInput(f"lease of {name!r}: the holder description is over {MAX_HOLDER} characters")
     if not 0 < ttl <= MAX_TTL:
         raise InvalidInput(f"lease of {name!r}: ttl must be in (0, {MAX_TTL:g}] seconds, not {ttl!r}")
+
+
+def check_page(limit: int) -> None:
+    """InvalidInput for a page size outside 1..``LIST_PAGE``. Why: SQLite's ``LIMIT -1`` and
+    MongoDB's ``limit(0)`` mean no limit, the whole table the page exists to bound."""
+    if not 1 <= limit <= LIST_PAGE:
+        raise InvalidInput(f"a page of writer leases holds 1 to {LIST_PAGE} of them, not {limit!r}")
 
 
 def decide(

@@ -27,7 +27,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
 from pymongo.read_concern import ReadConcern
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.leases import Lease, LeaseChange
+from datahub.catalog.leases import LIST_PAGE, Lease, LeaseChange, check_page
 from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.mongo_commit import MongoCommitProtocol
 from datahub.catalog.mongo_dirs import gap_query, subdirectories
@@ -425,9 +425,11 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
             self.tokens.delete_one({"_id": token_hash})
 
     # --- writer leases: one document per lease, changed by compare-and-swap ----------------------
-    def list_leases(self) -> list[Lease]:
-        with self._translate("list the writer leases"):
-            return [_lease_of(doc) for doc in self.leases.find({}).sort("_id", 1)]
+    def list_leases(self, after: str = "", limit: int = LIST_PAGE) -> list[Lease]:
+        check_page(limit)
+        with self._translate("list the writer leases"):  # a range of the _id index: O(limit)
+            found = self.leases.find({"_id": {"$gt": after}}).sort("_id", 1).limit(limit)
+            return [_lease_of(doc) for doc in found]
 
     def _lease_now(self) -> float:
         """The server's clock (every node compares expiries on one clock); mongomock: ``clock``."""

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.leases import Lease, LeaseChange
+from datahub.catalog.leases import LIST_PAGE, Lease, LeaseChange, check_page
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
@@ -624,10 +624,13 @@ class SQLiteCatalogStore(CatalogStore):
             conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
 
     # --- writer leases ----------------------------------------------------------------------------
-    def list_leases(self) -> list[Lease]:
+    def list_leases(self, after: str = "", limit: int = LIST_PAGE) -> list[Lease]:
+        check_page(limit)
         with self._translate("list the writer leases"), self._conn() as conn:
-            rows = conn.execute(
-                "SELECT name, owner, holder, epoch, expires, dataset FROM leases ORDER BY name"
+            rows = conn.execute(  # a range of the primary key: O(limit), whatever the table holds
+                "SELECT name, owner, holder, epoch, expires, dataset FROM leases WHERE name > ? "
+                "ORDER BY name LIMIT ?",
+                (after, limit),
             ).fetchall()
         return [Lease(*row) for row in rows]
 

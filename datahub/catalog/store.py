@@ -19,7 +19,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.leases import Lease, LeaseChange, broken, check_request, decide, released, renewed
+from datahub.catalog.leases import (
+    LIST_PAGE,
+    Lease,
+    LeaseChange,
+    broken,
+    check_request,
+    decide,
+    released,
+    renewed,
+)
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version, dir_file
 from datahub.catalog.record_json import record_json
 from datahub.errors import PreconditionFailed, RecordNotFound, StaleBase
@@ -306,9 +315,12 @@ class CatalogStore(abc.ABC):
         )
 
     @abc.abstractmethod
-    def list_leases(self) -> list[Lease]:
-        """Every lease the store keeps (lapsed, released and broken ones too), by name: what
-        ``datahub lease list`` shows an operator (over the API: those the token may see)."""
+    def list_leases(self, after: str = "", limit: int = LIST_PAGE) -> list[Lease]:
+        """The first ``limit`` leases named after ``after``, by name, lapsed, released and broken
+        ones too (over the API: those the token may see); fewer only at the end, so a caller
+        continues from the last name until a short page. What ``datahub lease list`` shows an
+        operator, page by page. Why paged: rows are never deleted and any token may add some,
+        so one call that read them all cost the server O(every lease ever taken) (review17d)."""
 
     @abc.abstractmethod
     def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:

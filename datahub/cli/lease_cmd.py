@@ -55,11 +55,20 @@ LIST_COLUMNS = ("name", "dataset", "holder", "epoch", "expires_in", "state")
 
 
 def list_(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.catalog.leases import shown
+    """Every lease, read a page at a time (the store answers at most ``LIST_PAGE``; over the API
+    it follows the server's ``next``) until a short page, the end."""
+    from datahub.catalog.leases import LIST_PAGE, shown
 
     del args
     now = time.time()  # as ``show``: on this machine's clock (over the API, expiries are the server's)
-    ctx.emit([shown(lease, now) for lease in ctx.catalog.store.list_leases()], columns=LIST_COLUMNS)
+    rows, after = [], ""
+    while True:
+        page = ctx.catalog.store.list_leases(after, LIST_PAGE)
+        rows += [shown(lease, now) for lease in page]
+        if len(page) < LIST_PAGE:
+            break
+        after = page[-1].name
+    ctx.emit(rows, columns=LIST_COLUMNS)
     return 0
 
 

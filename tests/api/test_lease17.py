@@ -151,14 +151,14 @@ def test_the_list_shows_each_caller_the_leases_it_may_see_by_name(
         r = api.get("/v1/remote/leases", who)
         assert r.status_code == 200, r.text
         assert not any(owner in r.text for owner in owners.values())
-        seen[who] = [row["name"] for row in r.json()]
+        seen[who] = [row["name"] for row in r.json()["leases"]]
     assert seen == {
         "admin": ["admins", "eves", "train-a", "train-b"],
         "bob": ["train-a", "train-b"],
         "eve": ["eves"],
         "alice": [],
     }
-    rows = {row["name"]: row for row in api.get("/v1/remote/leases", "admin").json()}
+    rows = {row["name"]: row for row in api.get("/v1/remote/leases", "admin").json()["leases"]}
     assert rows["train-b"]["holder"] == "host bob pid 7 [bob]" and rows["train-b"]["state"] == "held"
     assert 0 < rows["train-b"]["expires_in"] <= 600
     assert rows["train-a"]["state"] == "lapsed" and -3100 < rows["train-a"]["expires_in"] < -2900

@@ -20,7 +20,7 @@ proves who holds the lease, the role that it may still write the workspace (a wr
 role was revoked kept it for ever by renewing; lease16). Releasing needs the owner id only:
 it gives the lease up. ``GET`` shows a lease, without its owner id, to who may take it, and
 ``GET /v1/remote/leases`` lists those bound to an existing dataset, and those the caller took
-for one not created yet (every lease to a global admin).
+for one not created yet (every lease to a global admin), a bounded page at a time.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, Field
 
 from datahub.api.access import Principal, can, require, require_creatable
 from datahub.api.deps import PrincipalDep, Services, ServicesDep
 from datahub.api.schemas import NAME_SHAPE, RequestModel, Whole
-from datahub.catalog.leases import MAX_TTL, Lease, holds, lost, retargeted, shown
+from datahub.catalog.leases import LIST_PAGE, MAX_TTL, Lease, holds, lost, retargeted, shown
 from datahub.errors import AccessDenied, Conflict, DatasetNotFound, InvalidInput, NotFound
 from datahub.validation import check_name
 
@@ -184,21 +184,46 @@ def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: Servi
     return _public(store.acquire_lease(name, body.owner, holder, body.ttl, dataset, bound=bound))
 
 
+# store pages of ``limit`` rows one list request reads at most, whatever the caller may see of
+# them: a token that sees none of 10^5 leases costs a bounded read per request, not all of them
+SCAN_PAGES = 4
+
+
+class LeaseList(BaseModel):
+    """A page of ``GET /v1/remote/leases``: ask again with ``after=next`` until ``next`` is null."""
+
+    leases: list[LeaseShown]
+    next: str | None = Field(description="the name to continue after; null: no lease follows")
+
+
 @router.get("")
-def list_(principal: PrincipalDep, services: ServicesDep) -> list[LeaseShown]:
+def list_(
+    principal: PrincipalDep,
+    services: ServicesDep,
+    after: str = Query("", max_length=63, description="list the leases named after this one"),
+    limit: int = Query(LIST_PAGE, ge=1, le=LIST_PAGE, description="at most this many leases"),
+) -> LeaseList:
     """Every lease to a global admin; to anyone else those bound to a dataset they may write
     (``GET /{name}`` shows them those too), and those they took for a dataset not created yet
     (``_listed_to``), so a token with no role anywhere lists nothing (promise 5: a lease bound
-    to a dataset the caller may not read, or to no target, is not listed)."""
-    now, listed = time.time(), {}
-    rows = []
-    for lease in services.catalog.store.list_leases():
-        if lease.dataset not in listed:  # one role check per target, not per lease
-            listed[lease.dataset] = _listed_to(principal, services, lease.name, lease.dataset)
-        shows = listed[lease.dataset]
-        if shows or (shows is None and lease.holder.endswith(f" [{principal.name}]")):
-            rows.append(LeaseShown(**shown(lease, now)))
-    return rows
+    to a dataset the caller may not read, or to no target, is not listed). In name order, a
+    page of at most ``limit``, from at most ``SCAN_PAGES`` × ``limit`` rows read: a caller who
+    sees few of them gets a short (or empty) page and a ``next`` (review17d)."""
+    now, listed, rows = time.time(), {}, []
+    for _ in range(SCAN_PAGES):
+        read = services.catalog.store.list_leases(after, limit)
+        for lease in read:
+            after = lease.name
+            if lease.dataset not in listed:  # one role check per target, not per lease
+                listed[lease.dataset] = _listed_to(principal, services, lease.name, lease.dataset)
+            shows = listed[lease.dataset]
+            if shows or (shows is None and lease.holder.endswith(f" [{principal.name}]")):
+                rows.append(LeaseShown(**shown(lease, now)))
+                if len(rows) == limit:
+                    return LeaseList(leases=rows, next=after)
+        if len(read) < limit:
+            return LeaseList(leases=rows, next=None)
+    return LeaseList(leases=rows, next=after)
 
 
 def _listed_to(principal: Principal, services: Services, name: str, target: str) -> bool | None:
