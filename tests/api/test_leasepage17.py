@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -26,21 +26,20 @@ from tests.api.conftest import Api
 from tests.catalog.conftest import make_store
 from tests.catalog.remote import serve
 
-
-@pytest.fixture(params=["sqlite", "mongomock"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CatalogStore]:
-    made = make_store(request.param, tmp_path)
-    try:
-        yield made
-    finally:
-        made.close()
+STORES = pytest.mark.parametrize("kind", ["sqlite", "mongomock"])
 
 
 def _take(store: CatalogStore, name: str, holder: str = "host n pid 7 [root]", dataset: str = "") -> None:
     store.acquire_lease(name, uuid.uuid4().hex, holder, 600, dataset)
 
 
-def test_a_store_lists_a_range_of_names_in_order(store: CatalogStore) -> None:
+@STORES
+def test_a_store_lists_a_range_of_names_in_order(kind: str, tmp_path: Path) -> None:
+    with closing(make_store(kind, tmp_path)) as store:
+        _lists_a_range(store)
+
+
+def _lists_a_range(store: CatalogStore) -> None:
     for name in ("ws-e", "ws-b", "ws-d", "ws-a", "ws-c"):
         _take(store, name)
     names = lambda after, limit: [lease.name for lease in store.list_leases(after, limit)]  # noqa: E731
@@ -53,12 +52,14 @@ def test_a_store_lists_a_range_of_names_in_order(store: CatalogStore) -> None:
     assert store.list_leases("", 1) == [store.lease("ws-a")]  # every field, as ``lease`` reads it
 
 
+@STORES
 @pytest.mark.parametrize("limit", [0, -1, LIST_PAGE + 1])
-def test_a_store_refuses_a_page_that_would_not_bound_the_read(store: CatalogStore, limit: int) -> None:
+def test_a_store_refuses_a_page_that_would_not_bound_the_read(kind: str, tmp_path: Path, limit: int) -> None:
     """SQLite's ``LIMIT -1`` and MongoDB's ``limit(0)`` read the whole table."""
-    _take(store, "ws-a")
-    with pytest.raises(InvalidInput, match="1 to 1000"):
-        store.list_leases("", limit)
+    with closing(make_store(kind, tmp_path)) as store:
+        _take(store, "ws-a")
+        with pytest.raises(InvalidInput, match="1 to 1000"):
+            store.list_leases("", limit)
 
 
 def _page(api: Api, who: str, **params: object) -> tuple[list[str], str | None]:
