@@ -80,14 +80,31 @@ def acknowledged(events: Iterable[dict]) -> int:
     return sum(1 for ev in events if ev.get("op") == "ack" and ev.get("at") in ("close", "fsync"))
 
 
-def check_workspace_version(where: str, model: Model, read: dict[str, str]) -> list[str]:
-    """``read``: key -> sha256 of the committed version's bytes as a node read them."""
+def check_workspace_version(
+    where: str,
+    model: Model,
+    read: dict[str, str],
+    records: dict[str, dict] | None = None,
+    parent: dict[str, dict] | None = None,
+) -> list[str]:
+    """``read``: key -> sha256 of the committed version's bytes as a node read them.
+
+    ``records``/``parent``: the catalog's records of this version and of its parent. A
+    workspace commit applies the workspace's own changes to the head (docs/writeback.md,
+    merge17): a file the workspace does not hold (never written in this cycle, or absent after
+    a failed write) stays exactly as the parent version had it, and is never dropped."""
+    records, parent = records or {}, parent or {}
     bad = []
     for path, allowed in sorted(model.items()):
         if path not in read and None not in allowed:
             bad.append(f"{where}: acknowledged file {path} is missing from the committed version")
+    for key in sorted(parent.keys() - records.keys()):
+        if key not in model:
+            bad.append(f"{where}: {key} of the parent version was dropped by a workspace that never held it")
     for key, sha in sorted(read.items()):
         allowed = model.get(key)
+        if (allowed is None or None in allowed) and key in parent and records.get(key) == parent[key]:
+            continue  # the parent's file, which this workspace does not hold: kept as it was
         if allowed is None:
             bad.append(f"{where}: {key} is in the committed version but was never written")
         elif sha not in allowed:

@@ -411,7 +411,11 @@ class Soak:
                 model = models.get((node, int(m.group(2))), {})
                 ws_checked += len(model)
                 violations += check.check_workspace_version(
-                    f"{ds}@{v['seq']} ({v['message']})", model, by_version.get((ds, v["seq"]), {})
+                    f"{ds}@{v['seq']} ({v['message']})",
+                    model,
+                    by_version.get((ds, v["seq"]), {}),
+                    dump.records.get((ds, v["seq"]), {}),
+                    dump.records.get((ds, v["parent"]), {}) if v["parent"] else {},
                 )
         committed_msgs = {
             v["message"] for ds, vs in dump.versions.items() if ds.startswith("out-") for v in vs

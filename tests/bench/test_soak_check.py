@@ -177,3 +177,30 @@ def test_a_sound_catalog_passes_and_each_broken_invariant_is_named(tmp_path: Pat
     assert any("d@2" in b and "99" in b for b in bad)
     assert any("not 1..3" in b for b in bad)
     assert any("c1" in b and "twice" in b for b in bad)
+
+
+def test_a_workspace_version_keeps_the_parents_files_the_workspace_never_held() -> None:
+    """merge17: a workspace commit applies its own changes to the head; a file of an earlier
+    cycle it never wrote is carried over with its record unchanged, and never dropped."""
+    model = check.workspace_models(
+        [
+            {"node": "a", "cycle": 1, "op": "intent", "path": "f/new", "kind": "create", "sha": sha(b"n")},
+            {"node": "a", "cycle": 1, "op": "ack", "path": "f/new", "at": "close", "sha": sha(b"n")},
+            {"node": "a", "cycle": 1, "op": "intent", "path": "f/failed", "kind": "create", "sha": sha(b"z")},
+            {"node": "a", "cycle": 1, "op": "fail", "path": "f/failed"},
+        ]
+    )[("a", 1)]
+    old = {"url": "file:///objects/old", "etag": "e1", "size": 1}
+    parent = {"f/old": old, "f/failed": old}
+    records = {"f/old": old, "f/failed": old, "f/new": {"url": "file:///objects/n", "etag": "e2", "size": 1}}
+    read = {"f/old": sha(b"o"), "f/failed": sha(b"o"), "f/new": sha(b"n")}
+    assert check.check_workspace_version("v", model, read, records, parent) == []
+    # without the parent, those are files nobody wrote in this cycle
+    assert check.check_workspace_version("v", model, read) != []
+    # a carried-over key whose record changed is the workspace's doing: checked against its model
+    changed = records | {"f/old": {"url": "file:///objects/x", "etag": "e3", "size": 1}}
+    assert check.check_workspace_version("v", model, read, changed, parent) != []
+    # a parent's file the workspace never held may not vanish
+    dropped = {k: v for k, v in records.items() if k != "f/old"}
+    read_dropped = {k: v for k, v in read.items() if k != "f/old"}
+    assert check.check_workspace_version("v", model, read_dropped, dropped, parent) != []
