@@ -200,6 +200,10 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         # not UTF-8 in argv, e.g. a Latin-1 "Jos\xe9") let the mount take writes for hours, then
         # failed its commit, and every recovery by `datahub umount` again (review17d)
         check_text(args.author, "--author (the author of what --commit-to commits):")
+        if not args.author.strip():
+            # "" was committed as an empty author by the live daemon but as the login name of
+            # whoever ran `datahub umount` at a recovery (the record keeps "" for "not given")
+            raise InvalidInput("--author is empty: give a name, or leave --author out for your login name")
     if args.quota is not None and (not args.workspace or args.quota <= 0):
         raise InvalidInput("--quota applies to --workspace mounts and must be a positive number of bytes")
     if args.writeback_cache and (not args.workspace or args.passthrough):

@@ -50,3 +50,17 @@ def test_the_mount_command_itself_refuses_threads_below_one(tmp_path: Path) -> N
     )  # fmt: skip
     assert r.returncode == 2, r
     assert "argument --threads: -1: use a number >= 1" in r.stderr and "datahub bug" not in r.stderr
+
+
+def test_an_empty_author_is_refused_before_mounting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--author ""`` was committed as an empty author by a live daemon, but as the umount
+    runner's login name at a recovery (the mount record keeps "" for "not given")."""
+    home = tmp_path / "home"
+    mnt = tmp_path / "mnt"
+    args = ["--home", str(home), "mount", "--workspace", "w", str(mnt), "--commit-to", "d", "--author", " "]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--author is empty" in err and "datahub bug" not in err
+    assert not mnt.exists() or not any(mnt.iterdir())
