@@ -9,6 +9,9 @@ writer lease judged on this machine's clock instead of the catalog's (the one de
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -94,6 +97,59 @@ def test_this_nodes_journal_id_named_under_another_workspace_deletes_nothing(
             code, _, err = run(capsys, "cache", "forget-journal", other, a, "--yes", "--force")
             assert code != 0 and "nothing under" in err, err
         assert cluster.objects(a) == before
+    finally:
+        cluster.close()
+
+
+def test_forced_without_a_catalog_this_nodes_open_journal_is_still_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Embedded use: no lease anywhere, ``--force``, and a process on this node (this test)
+    has the workspace open and writing; the operator's ``forget-journal`` runs in another
+    process (LMDB opens a journal once per process, as beside a mount)."""
+    cluster = Cluster(tmp_path, monkeypatch, catalog=False)
+    try:
+        a = cluster.write_files("a")
+        before = cluster.objects(a)  # counted here: this process may not open the journal twice
+        ws = cluster.open("a")  # open again: it holds the journal's flock now
+        try:
+            done = subprocess.run(
+                [Path(sys.executable).parent / "datahub", "cache", "forget-journal", WS, a, "--yes", "--force"],
+                capture_output=True, text=True, timeout=300,
+                env={**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+            )  # fmt: skip
+            assert done.returncode == 4 and "is this node's own journal" in done.stderr, done.stderr
+            with ws.open("a/5.txt") as fh:
+                assert fh.read(0, 100) == b"node a file 5"
+        finally:
+            ws.close()
+        assert cluster.objects(a) == before
+    finally:
+        cluster.close()
+
+
+def test_a_lease_another_node_holds_protects_every_journal_of_the_workspace(
+    cluster_with_a_third_journal: tuple[Cluster, str], capsys: pytest.CaptureFixture
+) -> None:
+    """Node b holds the lease; journal c (a node that held it before b) is not b's local one:
+    b may have taken c's files over (nothing here can tell), so it is refused too."""
+    cluster, c = cluster_with_a_third_journal
+    cluster.dies_holding_the_lease("b")
+    code, _, err = run(capsys, "cache", "forget-journal", WS, c, "--yes", "--force")
+    assert code == 4 and f"the writer lease of '{WS}' is held by host b pid 1" in err, err
+    assert cluster.objects(c) == 1
+
+
+@pytest.fixture
+def cluster_with_a_third_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The two nodes of ``Cluster``, each with a journal of WS, and a third journal's prefix."""
+    cluster = Cluster(tmp_path, monkeypatch)
+    try:
+        cluster.write_files("a")
+        cluster.write_files("b")
+        c = "c0ffee"
+        LocalStore(tmp_path / "shared-tier", private=True).put(f"writeback/{WS}/j-{c}/0/1.0.00aa", b"c")
+        yield cluster, c
     finally:
         cluster.close()
 
