@@ -178,3 +178,34 @@ def test_a_lease_held_on_the_catalogs_clock_is_refused_whatever_this_machines_cl
             check_lease(ctx, WS, "journal 00ff of workspace 'run-42'", force=False)
     finally:
         store.close()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="check_lease judges the lease's expiry (a time on the catalog's clock) on this "
+    "machine's clock: fixing it needs the store's clock or the server's state (catalog files)",
+)
+def test_over_the_api_a_live_nodes_journal_survives_a_catalog_clock_behind_this_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """End to end, what the defect above loses: node b renews its 30 s lease in the catalog
+    behind the API server, whose clock (the SQLite store's ``clock``) is 2 minutes behind
+    this machine's; a global admin's ``forget-journal`` from here deletes b's journal."""
+    from tests.catalog.remote import serve
+
+    (tmp_path / "nodes").mkdir()
+    cluster = Cluster(tmp_path / "nodes", monkeypatch, catalog=False)
+    server, backing, admin = serve(tmp_path, {"clock": lambda: time.time() - 120})
+    try:
+        b = cluster.write_files("b")
+        backing.store.acquire_lease(WS, "b's owner id", "host b pid 1", 30)
+        before = cluster.objects(b)
+        monkeypatch.setenv("DATAHUB_CATALOG_URL", server.url)
+        monkeypatch.setenv("DATAHUB_API_TOKEN", admin)
+        code, _, err = run(capsys, "cache", "forget-journal", WS, b, "--yes")
+        assert cluster.objects(b) == before
+        assert code == 4 and "is held by host b pid 1" in err, err
+    finally:
+        server.stop()
+        backing.close()
+        cluster.close()
