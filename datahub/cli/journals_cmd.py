@@ -6,7 +6,7 @@ prefix"), and a node that never comes back leaves its prefix there: nothing but 
 can tell that node is gone. ``journals`` shows every prefix (``datahub.writeback.journals``);
 ``forget-journal`` deletes one, behind guards so that nothing acknowledged is lost by accident
 (promise 3): never this node's own journal; never while another node holds the workspace's
-writer lease (the catalog's, as ``datahub lease show`` reads it), and not at all without a
+writer lease (the command takes it, so the catalog judges it: ``LeaseGuard``), and not at all without a
 lease to ask unless ``--force``; and only after printing what goes (objects, bytes, the paths
 its cover records name) with ``--yes``. ``cache_cmd`` adds these under ``cache``.
 """
@@ -14,11 +14,18 @@ its cover records name) with ``--yes``. ``cache_cmd`` adds these under ``cache``
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import socket
 import time
+import uuid
 
+from datahub.catalog.leases import shown
 from datahub.console.context import CliContext
-from datahub.errors import Conflict, InvalidInput, NotFound
+from datahub.errors import Conflict, DatahubError, InvalidInput, NotFound
 from datahub.validation import check_name
+
+log = logging.getLogger(__name__)
 
 JOURNAL_COLUMNS = ("workspace", "journal", "objects", "bytes", "newest", "this_node", "covers")
 SHOWN_PATHS = 20  # cover-record paths printed in text (all of them with --json)
@@ -85,8 +92,7 @@ def journals(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.writeback.journals import check_journal_id, cover_records, journal_prefix
-    from datahub.writeback.journals import forget_journal as forget
+    from datahub.writeback.journals import check_journal_id, journal_prefix
 
     name, journal = check_name(args.workspace, "workspace"), check_journal_id(args.journal)
     what = f"journal {journal} of workspace {name!r}"
@@ -100,7 +106,19 @@ def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
             workspace=name,
             journal=journal,
         )
-    check_lease(ctx, name, what, force=args.force)
+    guard = LeaseGuard(ctx, name, what, force=args.force)
+    try:
+        return _forget(args, ctx, store, entry, guard)
+    finally:
+        guard.release()
+
+
+def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: LeaseGuard) -> int:
+    from datahub.writeback.journals import cover_records
+    from datahub.writeback.journals import forget_journal as forget
+
+    name, journal, what = guard.name, entry.journal, guard.what
+    guard.check()
     if not entry.objects:
         raise NotFound(
             f"{what}: nothing under {entry.prefix} in {ctx.config.resolved_shared_url} (already "
@@ -125,7 +143,7 @@ def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
             store,
             entry,
             lambda size: progress.update(1, size),
-            lambda: check_lease(ctx, name, what, force=args.force),  # again before each batch
+            guard.check,  # renewed before each batch
         )
     ctx.emit(
         plan | {"deleted_objects": objects, "deleted_bytes": nbytes},
@@ -147,52 +165,103 @@ def _plan_text(entry, paths: list[str], shared_url: str) -> str:
     return "\n".join(lines)
 
 
-def check_lease(ctx: CliContext, name: str, what: str, *, force: bool) -> None:
-    """Conflict unless the workspace's writer lease says no other node writes it: free, lapsed,
-    or held by this node (its journal's lease owner id). No lease to ask (an embedded catalog
-    that does not exist, or a workspace never leased): refused unless ``force``; over the API
-    always, since the server answers "none" for a lease this token may not see. Asked before
-    the listing and again before each batch of deletes: a node that takes the lease back
-    meanwhile (a restart of the node being retired) stops the delete there."""
-    from datahub.catalog.leases import shown
-    from datahub.workspaces import leased
-    from datahub.writeback import workspace_dir
+class LeaseGuard:
+    """Holds the workspace's writer lease while a journal's prefix is deleted.
 
-    url = ctx.config.resolved_catalog_url
-    lease = ctx.catalog.store.lease(name) if leased(url) else None
-    if lease is None and url.startswith(("http://", "https://")):
-        raise Conflict(  # the API answers "none" for a lease this token may not see: never --force
-            f"{what}: the catalog at {url} shows this token no writer lease of {name!r}, and over "
-            "the API that may be one it may not see (a lease is shown to a global admin and the "
-            "writers of its commit target only); run this with a global admin's token in "
-            "$DATAHUB_API_TOKEN (if it is one, the workspace's nodes lease it in another catalog: "
-            "point --catalog at theirs)",
-            workspace=name,
-        )
-    if lease is None:
-        if force:
+    Why a take, not a look: a lease's expiry is a time on the catalog's clock (the SQLite host's,
+    the MongoDB server's, the API server's: ``datahub.catalog.leases``), and judging it on this
+    machine's clock let a clock 2 minutes ahead see a live node's renewed lease as lapsed and
+    delete that node's acknowledged chunks (review17f). Taking the lease under an owner id of
+    this run lets the catalog judge it on its own clock: refused (Conflict) while another node
+    holds it. Held for the whole delete (renewed before each batch), the node being retired
+    cannot take it back meanwhile and write under a journal half deleted; released at the end.
+    A lease this node holds itself (its journal's lease owner id) is left alone: the other
+    journal's node cannot write while this one does. No lease to ask (an embedded catalog that
+    does not exist, or a workspace never leased): refused unless ``force``; over the API
+    always, since the server answers "none" for a lease this token may not see."""
+
+    def __init__(self, ctx: CliContext, name: str, what: str, *, force: bool) -> None:
+        self.ctx, self.name, self.what, self.force = ctx, name, what, force
+        self.owner = uuid.uuid4().hex
+        self.holder = f"host {socket.gethostname()} pid {os.getpid()} (datahub cache forget-journal)"
+        self.taken = None  # the lease this run holds
+        self._release = True  # free it at the end (not a lease this node's mount holds)
+
+    def check(self) -> None:
+        """Take (or renew) the lease; Conflict if another node holds it, on the catalog's clock."""
+        from datahub.workspaces import leased
+        from datahub.writeback import workspace_dir
+        from datahub.writeback.lease import LEASE_TTL
+
+        name, what = self.name, self.what
+        url = self.ctx.config.resolved_catalog_url
+        store = self.ctx.catalog.store if leased(url) else None
+        lease = store.lease(name) if store is not None else None
+        if lease is None and url.startswith(("http://", "https://")):
+            raise Conflict(  # the API answers "none" for a lease this token may not see: never --force
+                f"{what}: the catalog at {url} shows this token no writer lease of {name!r}, and over "
+                "the API that may be one it may not see (a lease is shown to a global admin and the "
+                "writers of its commit target only); run this with a global admin's token in "
+                "$DATAHUB_API_TOKEN (if it is one, the workspace's nodes lease it in another catalog: "
+                "point --catalog at theirs)",
+                workspace=name,
+            )
+        if lease is None:
+            if self.force:
+                return
+            raise Conflict(
+                f"{what}: no writer lease of {name!r} to tell whether the node that wrote it is gone "
+                "(no catalog here, or the workspace was never opened with one); check that node is "
+                "retired, then add --force",
+                workspace=name,
+            )
+        if self.taken is None:
+            mine = workspace_dir(self.ctx.config, name) / "lease-owner"
+            local = mine.read_text().strip() if mine.is_file() else ""
+            if local and lease.owner == local:
+                # this node's own lease (its mount may be renewing it): renewed under its own id,
+                # so a mount here keeps it; released at the end only if it was free before
+                self.owner, self.holder = local, lease.holder
+                self._release = lease.expires == 0.0
+        try:
+            self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
+        except Conflict:
+            state = "broken" if shown(lease, time.time())["state"] == "broken" else "held"  # not a time
+            raise Conflict(
+                f"{what}: the writer lease of {name!r} is {state} by {lease.holder} (epoch {lease.epoch}, "
+                "as the catalog judges it on its own clock), so that node may still be writing under "
+                "this journal; unmount the workspace there, or wait for its lease to lapse (`datahub "
+                f"lease show {name}`), or, if that node is gone for good, free it (`datahub lease "
+                f"break {name} --at-once`), then run this again",
+                workspace=name,
+                holder=lease.holder,
+            ) from None
+
+    def release(self) -> None:
+        """Free the lease this run took (a failure leaves it to lapse within its ttl)."""
+        if self.taken is None or not self._release:
             return
-        raise Conflict(
-            f"{what}: no writer lease of {name!r} to tell whether the node that wrote it is gone "
-            "(no catalog here, or the workspace was never opened with one); check that node is "
-            "retired, then add --force",
-            workspace=name,
-        )
-    view = shown(lease, time.time())
-    if view["state"] in ("free", "lapsed"):
-        return
-    owner = workspace_dir(ctx.config, name) / "lease-owner"
-    if view["state"] == "held" and owner.is_file() and owner.read_text().strip() == lease.owner:
-        return  # this node writes the workspace: the other journal's node cannot
-    raise Conflict(
-        f"{what}: the writer lease of {name!r} is {view['state']} by {lease.holder} (epoch "
-        f"{lease.epoch}, {view['expires_in']} s left), so that node may still be writing under "
-        "this journal; unmount the workspace there, or wait for its lease to lapse (`datahub "
-        f"lease show {name}`), or, if that node is gone for good, free it (`datahub lease break "
-        f"{name} --at-once`), then run this again",
-        workspace=name,
-        holder=lease.holder,
-    )
+        try:
+            self.ctx.catalog.store.release_lease(self.name, self.owner, self.taken.epoch)
+        except DatahubError as exc:
+            log.warning(
+                "%s: could not release the writer lease of %r (%s); it lapses by itself",
+                self.what,
+                self.name,
+                exc,
+            )
+        self.taken = None
+
+
+def check_lease(ctx: CliContext, name: str, what: str, *, force: bool) -> None:
+    """One look through a ``LeaseGuard`` (the listing's refusal; tests): Conflict unless no
+    other node holds the workspace's writer lease, judged by the catalog; a lease taken for the
+    look is released at once."""
+    guard = LeaseGuard(ctx, name, what, force=force)
+    try:
+        guard.check()
+    finally:
+        guard.release()
 
 
 def _utc(t: float) -> str:

@@ -3,8 +3,8 @@
 Each test tries one way the delete of a journal prefix could reach a LIVE journal's chunks:
 an id that is a prefix of another id, ids that are paths, the row from before journal ids,
 another workspace's journal id of this node, a lease taken before the first batch, and a
-writer lease judged on this machine's clock instead of the catalog's (the one defect found:
-``xfail(strict=True)``, the fix is not small, see the test's docstring).
+writer lease judged on this machine's clock instead of the catalog's (the one defect found;
+fixed by the lead: the command takes the lease, so the catalog judges it, ``LeaseGuard``).
 """
 
 from __future__ import annotations
@@ -154,11 +154,6 @@ def cluster_with_a_third_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         cluster.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check_lease judges the lease's expiry (a time on the catalog's clock) on this "
-    "machine's clock: fixing it needs the store's clock or the server's state (catalog files)",
-)
 def test_a_lease_held_on_the_catalogs_clock_is_refused_whatever_this_machines_clock_says(
     tmp_path: Path,
 ) -> None:
@@ -180,11 +175,6 @@ def test_a_lease_held_on_the_catalogs_clock_is_refused_whatever_this_machines_cl
         store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check_lease judges the lease's expiry (a time on the catalog's clock) on this "
-    "machine's clock: fixing it needs the store's clock or the server's state (catalog files)",
-)
 def test_over_the_api_a_live_nodes_journal_survives_a_catalog_clock_behind_this_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
