@@ -139,7 +139,7 @@ def test_readers_of_one_stale_record_at_once_hash_the_blob_once_and_all_read_its
         hashed: list[str] = []
         real_hash = selfverify._hashes_to
 
-        def counted(*args: object) -> bool:  # the real hash, counted
+        def counted(*args: object) -> bool | None:  # the real hash, counted
             hashed.append(str(args[2]))
             return real_hash(*args)
 
@@ -186,3 +186,33 @@ def test_a_large_blob_is_hashed_in_chunks_never_held_whole(tmp_path: Path, moto_
         finally:
             tracemalloc.stop()
     assert peak < 8 << 20, f"verifying the blob allocated {peak} bytes at once"
+
+
+def test_a_blob_replaced_while_it_is_hashed_is_not_remembered_as_bad(
+    tmp_path: Path, moto_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the verify's stat and its whole read, the blob is replaced (by other bytes):
+    the read under the stat's etag is refused, which says nothing of the bytes that etag
+    names. On S3 a single-part put's etag is its bytes' MD5, so the blob's own bytes put
+    again come back under that very etag; the record then reads. Before: the interrupted
+    hash was remembered as "this etag does not hash to the name", and every later read of
+    the record raised ObjectChanged for the life of the process."""
+    config = _config(tmp_path, moto_endpoint, **READS["pages"])
+    data = random.Random(177).randbytes(SIZE)
+    real_hash = selfverify._hashes_to
+    with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
+        store = registry.store(_root(tmp_path, moto_endpoint, "s3", "midhash"))
+        key = blob_key(hashlib.sha256(data).hexdigest())
+        first = store.put(key, data).etag
+
+        def replaced_first(*args: object) -> bool | None:  # the real hash, after a put of other bytes
+            store.put(key, bytes(SIZE))
+            return real_hash(*args)
+
+        monkeypatch.setattr(selfverify, "_hashes_to", replaced_first)
+        old = ObjectRef(store.url_for(key), STALE, SIZE)
+        with pytest.raises(ObjectChanged):
+            cache.read(old, 0, PAGE)
+        monkeypatch.setattr(selfverify, "_hashes_to", real_hash)
+        assert store.put(key, data).etag == first  # its own bytes: the etag they had
+        assert cache.read(old) == data
