@@ -73,15 +73,17 @@ def test_a_blob_replaced_again_after_a_remembered_substitution_is_checked_again(
         assert cache.read(old) == data
 
 
+@pytest.mark.parametrize("reads", list(READS))
 @pytest.mark.parametrize("url", ["s3", "file"])
 def test_a_record_shorter_than_the_blob_under_its_name_never_reads_whole(
-    tmp_path: Path, moto_endpoint: S3Endpoint, url: str
+    tmp_path: Path, moto_endpoint: S3Endpoint, url: str, reads: str
 ) -> None:
     """A record of fewer bytes than the verified blob: its last page asks one byte more and
     the blob has it, so the record's end raises ObjectChanged, never a prefix served whole."""
-    config = _config(tmp_path, moto_endpoint, **READS["pages"])
+    config = _config(tmp_path, moto_endpoint, **READS[reads])
     data = random.Random(172).randbytes(SIZE)
-    with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
+    workers = "fetch_workers" in READS[reads]
+    with StoreRegistry(config) as registry, open_cache(config, registry, fetch_workers=workers) as cache:
         store = registry.store(_root(tmp_path, moto_endpoint, url, "shorter"))
         key = blob_key(hashlib.sha256(data).hexdigest())
         store.put(key, data)
