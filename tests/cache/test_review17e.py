@@ -126,9 +126,10 @@ def test_a_key_that_only_looks_content_addressed_never_serves_bytes_its_record_d
 def test_readers_of_one_stale_record_at_once_hash_the_blob_once_and_all_read_its_bytes(
     tmp_path: Path, config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Eight threads read the same stale record's four pages at once: every one gets the
-    name's bytes, and the blob is read whole once (the striped lock and the memory), not per
-    reader or per page."""
+    """Eight threads read the four pages of one stale record, two per page; the four page
+    fetches are held at the origin's gate until all have arrived, so all four are refused
+    at once and verify at once. Every reader gets the name's bytes, and the blob is read
+    whole once (the striped lock and the memory), not once per page."""
     root = tmp_path / "origin"
     root.mkdir()
     with StoreRegistry(config) as registry:
@@ -147,22 +148,25 @@ def test_readers_of_one_stale_record_at_once_hash_the_blob_once_and_all_read_its
 
         monkeypatch.setattr(selfverify, "_hashes_to", counted)
         results: list[object] = [None] * 8
-        start = threading.Barrier(len(results))
 
         def reader(i: int) -> None:
-            start.wait()
+            page = i % 4
             try:
-                results[i] = cache.read(stale)
+                results[i] = cache.read(stale, page * 1024, 1024) == data[page * 1024 : (page + 1) * 1024]
             except Exception as exc:  # the assertion below names it
                 results[i] = exc
 
         with cache:
+            gated.gate.clear()
             threads = [threading.Thread(target=reader, args=(i,)) for i in range(len(results))]
             for t in threads:
                 t.start()
+            for _ in range(4):  # the four pages' first reads, each refused once the gate opens
+                assert gated.arrived.acquire(timeout=30)
+            gated.gate.set()
             for t in threads:
                 t.join(60)
-        assert results == [data] * len(results)
+        assert results == [True] * len(results)
         assert len(hashed) == 1
 
 
