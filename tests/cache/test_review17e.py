@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from datahub.config import Config
 from datahub.errors import ObjectChanged
 from datahub.ingest.blobs import blob_key
 from datahub.storage import StoreRegistry
-from datahub.storage.base import ObjectRef
+from datahub.storage.base import ObjectRef, ObjectStore
 from tests.cache.conftest import gated_cache
 from tests.cache.test_integrity15 import PAGE, READS, _config
 from tests.servers import S3Endpoint
@@ -35,6 +37,22 @@ def _root(tmp_path: Path, moto_endpoint: S3Endpoint, url: str, bucket: str) -> s
     if url == "s3":
         return f"s3://{moto_endpoint.new_bucket(bucket)}/objects"
     return (tmp_path / "objects").as_uri()
+
+
+@contextmanager
+def _blob(
+    tmp_path: Path, moto_endpoint: S3Endpoint, url: str, reads: str, seed: int
+) -> Iterator[tuple[object, ObjectStore, str, bytes]]:
+    """A cache read the ``reads`` way, and a blob of SIZE random bytes put under its name in
+    an ``url`` store: (cache, store, key, bytes)."""
+    config = _config(tmp_path, moto_endpoint, **READS[reads])
+    data = random.Random(seed).randbytes(SIZE)
+    workers = "fetch_workers" in READS[reads]
+    with StoreRegistry(config) as registry, open_cache(config, registry, fetch_workers=workers) as cache:
+        store = registry.store(_root(tmp_path, moto_endpoint, url, f"blob{seed}"))
+        key = blob_key(hashlib.sha256(data).hexdigest())
+        store.put(key, data)
+        yield cache, store, key, data
 
 
 def _read_or_changed(cache, ref: ObjectRef, offset: int = 0, size: int | None = None) -> bytes | None:
@@ -54,13 +72,7 @@ def test_a_blob_replaced_again_after_a_remembered_substitution_is_checked_again(
     yet cached raises ObjectChanged (never the other bytes); once its own bytes are back, it
     reads again. Pages cached meanwhile (a stream reads the record ahead) are the name's
     bytes, checked whole."""
-    config = _config(tmp_path, moto_endpoint, **READS[reads])
-    data = random.Random(171).randbytes(SIZE)
-    workers = "fetch_workers" in READS[reads]
-    with StoreRegistry(config) as registry, open_cache(config, registry, fetch_workers=workers) as cache:
-        store = registry.store(_root(tmp_path, moto_endpoint, url, "again"))
-        key = blob_key(hashlib.sha256(data).hexdigest())
-        store.put(key, data)
+    with _blob(tmp_path, moto_endpoint, url, reads, 171) as (cache, store, key, data):
         old = ObjectRef(store.url_for(key), STALE, SIZE)
         assert cache.read(old, 0, PAGE) == data[:PAGE]  # substituted and remembered
         store.put(key, bytes(SIZE))  # other bytes of the same size
@@ -80,13 +92,7 @@ def test_a_record_shorter_than_the_blob_under_its_name_never_reads_whole(
 ) -> None:
     """A record of fewer bytes than the verified blob: its last page asks one byte more and
     the blob has it, so the record's end raises ObjectChanged, never a prefix served whole."""
-    config = _config(tmp_path, moto_endpoint, **READS[reads])
-    data = random.Random(172).randbytes(SIZE)
-    workers = "fetch_workers" in READS[reads]
-    with StoreRegistry(config) as registry, open_cache(config, registry, fetch_workers=workers) as cache:
-        store = registry.store(_root(tmp_path, moto_endpoint, url, "shorter"))
-        key = blob_key(hashlib.sha256(data).hexdigest())
-        store.put(key, data)
+    with _blob(tmp_path, moto_endpoint, url, reads, 172) as (cache, store, key, _):
         for claimed in (SIZE - 1, 2 * PAGE):
             with pytest.raises(ObjectChanged):
                 cache.read(ObjectRef(store.url_for(key), STALE, claimed))
