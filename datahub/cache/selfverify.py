@@ -80,6 +80,8 @@ class _Memory:
                     return now
                 raise changed
             ok = now == etag or _hashes_to(store, key, now, digest)
+            if ok is None:  # replaced while it was read: nothing is known of ``now``'s bytes
+                raise changed
             with self._lock:
                 self._answers[(url, etag)] = (now, ok)
                 self._answers.move_to_end((url, etag))
@@ -99,13 +101,17 @@ class _Memory:
         return now
 
 
-def _hashes_to(store: ObjectStore, key: str, etag: str, digest: str) -> bool:
+def _hashes_to(store: ObjectStore, key: str, etag: str, digest: str) -> bool | None:
+    """Whether the blob's bytes under ``etag`` hash to ``digest``; None if the blob was
+    replaced while it was read. That says nothing of ``etag``'s bytes, and must not be
+    remembered as a mismatch: an S3 single-part put's etag is its bytes' MD5, so the blob's
+    own bytes put again return under the same etag (review17e)."""
     check = hashlib.sha256()
     try:
         for piece in store.read_chunks(key, etag=etag, chunk_size=VERIFY_CHUNK):
             check.update(piece)
     except ObjectChanged:  # replaced again meanwhile: the next read asks afresh
-        return False
+        return None
     return check.hexdigest() == digest
 
 
