@@ -62,7 +62,7 @@ def read_range(stores, key: PageKey, start: int, end: int, *, to_end: bool) -> b
     # the length check (bench/cache/short_record_get.py: the Range header's client CPU).
     store, object_key = stores.for_url(key.url)
     stop = end + 1 if to_end else end
-    data = selfverify.read(store, object_key, key.url, key.etag, start, stop)
+    data = selfverify.read(stores, store, object_key, key.url, key.etag, start, stop)
     if len(data) != end - start:
         raise ObjectChanged(
             f"object {key.url} returned {len(data)} bytes for range [{start}, {end}) of etag {key.etag}: "
@@ -170,7 +170,9 @@ class Origin:
             started = time.monotonic()
             self.counters.add_many(fetches=1, streams=1)
             stop = end + 1 if to_end else end
-            chunks = selfverify.read_chunks(store, object_key, url, etag, start, stop, chunk_size)
+            chunks = selfverify.read_chunks(
+                self.stores, store, object_key, url, etag, start, stop, chunk_size
+            )
             try:
                 for chunk in chunks:
                     if not got:

@@ -118,16 +118,34 @@ def _hashes_to(store: ObjectStore, key: str, etag: str, digest: str) -> bool | N
 MEMORY = _Memory()  # per process: a fetch worker verifies for itself
 
 
-def read(store: ObjectStore, key: str, url: str, etag: str, start: int, stop: int) -> bytes:
-    """``store.read`` of a record of ``(url, etag)``, under a verified etag if it was replaced."""
+def own_blob(stores, url: str) -> bool:  # stores: StoreRegistry
+    """Whether ``url`` is a blob of this deployment's objects store (``<objects_url>/blobs/
+    sha256/…``, where ``--copy`` imports and workspace commits put them): the only blobs
+    datahub writes, each only ever with its own bytes. A key anywhere else that merely looks
+    content-addressed (a user's ``x/blobs/sha256/ab/cd/<digest>``, imported by reference) may
+    have held other bytes under the record's etag, and substituting for it served pages
+    cached from those bytes followed by the new ones (review17e). Asked only after a refusal."""
+    digest = digest_named_by(url)
+    config = getattr(stores, "config", None)
+    if digest is None or config is None:
+        return False
+    objects = stores.store(config.resolved_objects_url)
+    return objects.url_for(f"blobs/sha256/{digest[:2]}/{digest[2:4]}/{digest}") == url
+
+
+def read(stores, store: ObjectStore, key: str, url: str, etag: str, start: int, stop: int) -> bytes:
+    """``store.read`` of a record of ``(url, etag)``, under a verified etag if it was replaced
+    (a blob of the objects store only: ``own_blob``)."""
     try:
         return store.read(key, start, stop, etag=MEMORY.current(url, etag))
     except ObjectChanged as exc:
+        if not own_blob(stores, url):
+            raise
         return store.read(key, start, stop, etag=MEMORY.verified(store, key, url, etag, exc))
 
 
 def read_chunks(
-    store: ObjectStore, key: str, url: str, etag: str, start: int, stop: int, chunk_size: int
+    stores, store: ObjectStore, key: str, url: str, etag: str, start: int, stop: int, chunk_size: int
 ) -> Iterator[bytes]:
     """``store.read_chunks`` of a record of ``(url, etag)``, like ``read``: a stream refused
     before its first chunk starts again under the verified etag. Close it to end the request."""
@@ -140,7 +158,7 @@ def read_chunks(
             yield chunk
         return
     except ObjectChanged as exc:
-        if got:
+        if got or not own_blob(stores, url):
             raise
         changed = exc
     now = MEMORY.verified(store, key, url, etag, changed)

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -129,6 +130,8 @@ class OneStoreRegistry:
     def __init__(self, store: GatedStore, root_path: str) -> None:
         self.store_ = store
         self.root_path = root_path.rstrip("/") + "/"
+        # the one store is the objects store too (its blobs verify themselves: selfverify.own_blob)
+        self.config = SimpleNamespace(resolved_objects_url=Path(root_path).as_uri())
 
     def for_url(self, url: str) -> tuple[ObjectStore, str]:
         path = url.removeprefix("file://")

@@ -45,12 +45,12 @@ def test_a_blob_replaced_by_its_own_bytes_serves_records_of_its_old_etag(
     tmp_path: Path, moto_endpoint: S3Endpoint, url: str, reads: str
 ) -> None:
     """Before: ObjectChanged on every read of the record, by every way of reading it."""
-    config = _config(tmp_path, moto_endpoint, **READS[reads])
     root = (
         f"s3://{moto_endpoint.new_bucket('blobs')}/objects"
         if url == "s3"
         else (tmp_path / "objects").as_uri()
     )
+    config = _config(tmp_path, moto_endpoint, **READS[reads]).model_copy(update={"objects_url": root})
     data = random.Random(17).randbytes(SIZE)
     workers = "fetch_workers" in READS[reads]
     with StoreRegistry(config) as registry, open_cache(config, registry, fetch_workers=workers) as cache:
@@ -72,12 +72,12 @@ def test_only_a_content_addressed_name_verifies_itself(
 ) -> None:
     """An object elsewhere, or under a blob-like name that is not its bytes' sha256, read under
     an etag it does not have: ObjectChanged, as ever."""
-    config = _config(tmp_path, moto_endpoint, **READS["pages"])
     root = (
         f"s3://{moto_endpoint.new_bucket('plain')}/objects"
         if url == "s3"
         else (tmp_path / "objects").as_uri()
     )
+    config = _config(tmp_path, moto_endpoint, **READS["pages"]).model_copy(update={"objects_url": root})
     data = random.Random(18).randbytes(SIZE)
     with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
         store = registry.store(root)

@@ -33,6 +33,11 @@ SIZE = 3 * PAGE + 5
 STALE = '"0123456789abcdef0123456789abcdef"'  # an etag the blob had once, not now
 
 
+def _objects(config: Config, root: str) -> Config:
+    """``config`` whose objects store is ``root``: only its own blobs verify themselves."""
+    return config.model_copy(update={"objects_url": root})
+
+
 def _root(tmp_path: Path, moto_endpoint: S3Endpoint, url: str, bucket: str) -> str:
     if url == "s3":
         return f"s3://{moto_endpoint.new_bucket(bucket)}/objects"
@@ -45,11 +50,12 @@ def _blob(
 ) -> Iterator[tuple[object, ObjectStore, str, bytes]]:
     """A cache read the ``reads`` way, and a blob of SIZE random bytes put under its name in
     an ``url`` store: (cache, store, key, bytes)."""
-    config = _config(tmp_path, moto_endpoint, **READS[reads])
+    root = _root(tmp_path, moto_endpoint, url, f"blob{seed}")
+    config = _objects(_config(tmp_path, moto_endpoint, **READS[reads]), root)
     data = random.Random(seed).randbytes(SIZE)
     workers = "fetch_workers" in READS[reads]
     with StoreRegistry(config) as registry, open_cache(config, registry, fetch_workers=workers) as cache:
-        store = registry.store(_root(tmp_path, moto_endpoint, url, f"blob{seed}"))
+        store = registry.store(root)
         key = blob_key(hashlib.sha256(data).hexdigest())
         store.put(key, data)
         yield cache, store, key, data
@@ -98,15 +104,6 @@ def test_a_record_shorter_than_the_blob_under_its_name_never_reads_whole(
                 cache.read(ObjectRef(store.url_for(key), STALE, claimed))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review17e: selfverify hashes the blob's NEW bytes but never knows what the record's own "
-        "etag held; a key that only looks content-addressed (imported by reference), holding "
-        "other bytes when recorded, serves its name's bytes after a put of them, mixed with "
-        "pages cached from the old bytes. Needs the record's checksum (catalog) at the cache."
-    ),
-)
 @pytest.mark.parametrize("url", ["s3", "file"])
 def test_a_key_that_only_looks_content_addressed_never_serves_bytes_its_record_did_not_hold(
     tmp_path: Path, moto_endpoint: S3Endpoint, url: str
@@ -114,12 +111,15 @@ def test_a_key_that_only_looks_content_addressed_never_serves_bytes_its_record_d
     """A user's own key ``x/blobs/sha256/ab/cd/<sha256 of C>`` held B when it was recorded
     (its real etag); then C, whose sha256 is the name, is put there. Promise 1: the record
     reads B or raises ObjectChanged. Today a page cached from B and pages fetched from C come
-    back as one read: bytes of no version at all."""
-    config = _config(tmp_path, moto_endpoint, **READS["pages"])
+    back as one read: bytes of no version at all. Now only a blob of the objects store itself
+    verifies itself (``selfverify.own_blob``): the key sits in the objects store here, outside
+    its ``blobs/``."""
+    root = _root(tmp_path, moto_endpoint, url, "lookalike")
+    config = _objects(_config(tmp_path, moto_endpoint, **READS["pages"]), root)
     held = random.Random(173).randbytes(SIZE)  # what the key held when it was recorded
     named = random.Random(174).randbytes(SIZE)  # the bytes its name is the sha256 of
     with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
-        store = registry.store(_root(tmp_path, moto_endpoint, url, "lookalike"))
+        store = registry.store(root)
         key = "x/" + blob_key(hashlib.sha256(named).hexdigest())
         store.put(key, held)
         record = store.ref(key)
@@ -182,7 +182,7 @@ def test_a_large_blob_is_hashed_in_chunks_never_held_whole(tmp_path: Path, moto_
     chunks, never the blob (a FUSE process reading a multi-GB blob would hold it all)."""
     import tracemalloc
 
-    config = _config(tmp_path, moto_endpoint, **READS["pages"])
+    config = _objects(_config(tmp_path, moto_endpoint, **READS["pages"]), (tmp_path / "objects").as_uri())
     piece = random.Random(176).randbytes(1 << 20)
     data = piece * 48
     with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
@@ -209,11 +209,12 @@ def test_a_blob_replaced_while_it_is_hashed_is_not_remembered_as_bad(
     again come back under that very etag; the record then reads. Before: the interrupted
     hash was remembered as "this etag does not hash to the name", and every later read of
     the record raised ObjectChanged for the life of the process."""
-    config = _config(tmp_path, moto_endpoint, **READS["pages"])
+    root = _root(tmp_path, moto_endpoint, "s3", "midhash")
+    config = _objects(_config(tmp_path, moto_endpoint, **READS["pages"]), root)
     data = random.Random(177).randbytes(SIZE)
     real_hash = selfverify._hashes_to
     with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
-        store = registry.store(_root(tmp_path, moto_endpoint, "s3", "midhash"))
+        store = registry.store(root)
         key = blob_key(hashlib.sha256(data).hexdigest())
         first = store.put(key, data).etag
 
