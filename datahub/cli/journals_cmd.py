@@ -20,7 +20,6 @@ import socket
 import time
 import uuid
 
-from datahub.catalog.leases import shown
 from datahub.console.context import CliContext
 from datahub.errors import Conflict, DatahubError, InvalidInput, NotFound
 from datahub.validation import check_name
@@ -226,6 +225,8 @@ class LeaseGuard:
         try:
             self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
         except Conflict:
+            from datahub.catalog.leases import shown  # here: `datahub --help` imports no pydantic
+
             state = "broken" if shown(lease, time.time())["state"] == "broken" else "held"  # not a time
             raise Conflict(
                 f"{what}: the writer lease of {name!r} is {state} by {lease.holder} (epoch {lease.epoch}, "
