@@ -174,8 +174,9 @@ class LeaseGuard:
     this run lets the catalog judge it on its own clock: refused (Conflict) while another node
     holds it. Held for the whole delete (renewed before each batch), the node being retired
     cannot take it back meanwhile and write under a journal half deleted; released at the end.
-    A lease this node holds itself (its journal's lease owner id) is left alone: the other
-    journal's node cannot write while this one does. No lease to ask (an embedded catalog that
+    A lease this node's mount holds (its journal's lease owner id, and the take refused) is
+    renewed under that id and left to it: the other journal's node cannot write while this one
+    does; a free one is taken under this run's id like any other (``_mounted_here``). No lease to ask (an embedded catalog that
     does not exist, or a workspace never leased): refused unless ``force``; over the API
     always, since the server answers "none" for a lease this token may not see."""
 
@@ -185,11 +186,11 @@ class LeaseGuard:
         self.holder = f"host {socket.gethostname()} pid {os.getpid()} (datahub cache forget-journal)"
         self.taken = None  # the lease this run holds
         self._release = True  # free it at the end (not a lease this node's mount holds)
+        self._local = ""  # this node's journal's lease owner id ("": none)
 
     def check(self) -> None:
         """Take (or renew) the lease; Conflict if another node holds it, on the catalog's clock."""
         from datahub.workspaces import leased
-        from datahub.writeback import workspace_dir
         from datahub.writeback.lease import LEASE_TTL
 
         name, what = self.name, self.what
@@ -214,16 +215,19 @@ class LeaseGuard:
                 "retired, then add --force",
                 workspace=name,
             )
-        if self.taken is None:
-            mine = workspace_dir(self.ctx.config, name) / "lease-owner"
-            local = mine.read_text().strip() if mine.is_file() else ""
-            if local and lease.owner == local:
-                # this node's own lease (its mount may be renewing it): renewed under its own id,
-                # so a mount here keeps it; released at the end only if it was free before
-                self.owner, self.holder = local, lease.holder
-                self._release = lease.expires == 0.0
         try:
-            self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
+            try:
+                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
+            except Conflict:
+                if self.taken is not None or not self._mounted_here(lease):
+                    raise
+                # this node's own mount holds it: renewed under that mount's id, never released
+                # here (the mount releases it at unmount). Only then: a free lease of this
+                # node's id taken under it and released at the end freed the lease under a
+                # mount of this node started meanwhile (same id: its take is granted), and
+                # another node opened the workspace beside that mount (review18a).
+                self.owner, self.holder, self._release = self._local, lease.holder, False
+                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
         except Conflict:
             from datahub.catalog.leases import shown  # here: `datahub --help` imports no pydantic
 
@@ -237,6 +241,14 @@ class LeaseGuard:
                 workspace=name,
                 holder=lease.holder,
             ) from None
+
+    def _mounted_here(self, lease) -> bool:
+        """Whether the lease's owner id is this node's journal's (its mount may hold it)."""
+        from datahub.writeback import workspace_dir
+
+        mine = workspace_dir(self.ctx.config, self.name) / "lease-owner"
+        self._local = mine.read_text().strip() if mine.is_file() else ""
+        return bool(self._local) and lease.owner == self._local
 
     def release(self) -> None:
         """Free the lease this run took (a failure leaves it to lapse within its ttl)."""
