@@ -320,7 +320,7 @@ class CatalogStore(abc.ABC):
         """The first ``limit`` leases named after ``after``, by name, lapsed, released and broken
         ones too (over the API: those the token may see); fewer only at the end, so a caller
         continues from the last name until a short page. What ``datahub lease list`` shows an
-        operator, page by page. Why paged: rows are never deleted and any token may add some,
+        operator, page by page. Why paged: rows go only when pruned and any token may add some,
         so one call that read them all cost the server O(every lease ever taken) (review17d)."""
 
     def prune_leases(
