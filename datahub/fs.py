@@ -34,7 +34,7 @@ from datahub.catalog.model import Record
 from datahub.config import Config, load_config
 from datahub.errors import NotFound, ReadOnly
 from datahub.storage.base import ObjectRef
-from datahub.validation import check_name
+from datahub.validation import check_key, check_name, check_prefix
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +126,11 @@ class DatahubFileSystem(AbstractFileSystem):
         if not key:
             raise IsADirectoryError(path)
         try:
-            record = self.catalog.get_record(name, ref, key)
-            if files_only and self._has_children(name, ref, key):
+            if not files_only:
+                return self.catalog.get_record(name, ref, key), self._strip_protocol(path)
+            seq = self.catalog.resolve(name, ref).seq  # once: both questions ask the same version
+            record = self.catalog.store.get_record(name, seq, check_key(key))
+            if self._has_children(name, seq, key):
                 raise IsADirectoryError(
                     f"{path}: a directory in {name}@{ref or 'latest'} (the file {key!r} beside keys "
                     f"under {key + '/'!r} is hidden, as on a mount: read it through the catalog's record)"
@@ -136,8 +139,10 @@ class DatahubFileSystem(AbstractFileSystem):
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc
 
-    def _has_children(self, name: str, ref: str | None, key: str) -> bool:
-        return next(iter(self.catalog.list_records(name, ref, prefix=f"{key}/", limit=1)), None) is not None
+    def _has_children(self, name: str, seq: int, key: str) -> bool:
+        """Whether any key of version ``seq`` (resolved by the caller) lies under ``key/``."""
+        below = self.catalog.store.list_records(name, seq, prefix=check_prefix(f"{key}/"), limit=1)
+        return next(iter(below), None) is not None
 
     @staticmethod
     def _file(path: str, record: Record) -> dict:
@@ -206,11 +211,12 @@ class DatahubFileSystem(AbstractFileSystem):
             return {"name": path, "size": 0, "type": "directory"}
         name, ref, key = self._split(path)
         try:  # the directory first: it wins over a file of the same name
-            if self._has_children(name, ref, key):
+            seq = self.catalog.resolve(name, ref).seq  # once: both questions ask the same version
+            if self._has_children(name, seq, key):
                 return {"name": path, "size": 0, "type": "directory"}
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc
-        record = self._maybe_record(name, ref, key)
+        record = self._maybe_record(name, seq, key)
         if record is None:
             raise FileNotFoundError(f"{path}: no such file or directory in {name}@{ref or 'latest'}")
         return self._file(path, record)
@@ -236,7 +242,7 @@ class DatahubFileSystem(AbstractFileSystem):
             del out[hidden]  # a file beside a directory of its name: the directory wins
         return out if detail else list(out)
 
-    def _maybe_record(self, name: str, ref: str | None, key: str) -> Record | None:
+    def _maybe_record(self, name: str, ref: str | int | None, key: str) -> Record | None:
         try:
             return self.catalog.get_record(name, ref, key)
         except NotFound:
