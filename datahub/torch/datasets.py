@@ -77,7 +77,7 @@ class VersionDataset(Dataset):
         return HintingSampler(sampler, self, lookahead)
 
 
-def _files(records: Iterable[Record], where: str | None) -> list[Record]:
+def _files(records: Iterable[Record], where: str | RecordFilter | None) -> list[Record]:
     """The records a mount shows as files, those matching ``where``: a key that is also a
     directory (``x`` beside ``x/y``, docs/catalog.md "Limits") is hidden, as on a mount.
 
@@ -85,7 +85,7 @@ def _files(records: Iterable[Record], where: str | None) -> list[Record]:
     the same version must give the same samples at the same indices whichever source reads
     it. Why the filter here, not in the catalog: a file is hidden by keys the filter may not
     select, so the version's whole listing (under ``prefix``) decides, in the same one pass."""
-    filt = RecordFilter.parse(where)
+    filt = RecordFilter.parse(where) if isinstance(where, str) else where  # as Catalog.list_records
     kept: list[Record] = []
     directories: set[str] = set()
     for record in records:
