@@ -288,10 +288,10 @@ def cli_hint(config: Config) -> str:
     exe = Path(sys.executable).with_name("datahub")
     try:
         exe = exe.relative_to(Path.cwd())
-        shown = str(exe) if str(exe).startswith(".") else f"./{exe}"
+        command = str(exe) if str(exe).startswith(".") else f"./{exe}"
     except ValueError:
-        shown = str(exe)
-    return f"{shown} --home {config.home_path}"
+        command = str(exe)
+    return f"{command} --home {config.home_path}"
 
 
 def example_commands(config: Config) -> list[str]:
