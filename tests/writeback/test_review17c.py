@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from datahub.catalog import Patch
-from datahub.errors import ObjectChanged
 from datahub.workspaces import commit_workspace
 from tests.writeback import test_merge17
 from tests.writeback.conftest import write
@@ -233,8 +232,9 @@ def test_a_node_back_after_the_workspace_ran_elsewhere_commits_what_it_acknowled
     nodes, catalog, by_b: str
 ) -> None:
     """Node A flushed a file and died before its commit; the workspace ran on node B, whose
-    flush overwrote (or put, then deleted) the same workspace object: the objects are named by
-    workspace, not by journal. Node A back (the CSI plugin's finish of its dead daemon)
+    flush overwrote (or put, then deleted) the same workspace object: the objects were named by
+    workspace, not by journal (as a journal made before nodeloss18 still names them; a new
+    one flushes under its own folder, ``j-<id>/``, and node B's flush leaves it). Node A back (the CSI plugin's finish of its dead daemon)
     commits its acknowledged file. Before, A's journal took its own flush for current, no
     flush put the file again, and every commit failed (ObjectChanged, ObjectNotFound) for good."""
     a = nodes["node-a"].open()
@@ -258,19 +258,13 @@ def test_a_node_back_after_the_workspace_ran_elsewhere_commits_what_it_acknowled
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ObjectChanged,
-    reason=(
-        "review17c: a file evicted from the shared tier lives only in its workspace object, "
-        "<objects_url>/workspaces/<name>/<path>, named by workspace, not by journal; the same "
-        "workspace on another node overwrites it, and the first node's acknowledged, uncommitted "
-        "bytes are gone (promise 3). Outside datahub/workspaces.py: the flusher's object names."
-    ),
-)
 def test_an_evicted_file_of_a_node_back_after_the_workspace_ran_elsewhere_is_committed(
     nodes, catalog
 ) -> None:
+    """A file evicted from the shared tier lives only in its workspace object. Named by
+    workspace, ``<objects_url>/workspaces/<name>/<path>``, the same workspace on another node
+    overwrote it, and the first node's acknowledged, uncommitted bytes were gone (promise 3;
+    a strict xfail until nodeloss18 gave each journal a folder of its own, ``j-<id>/``)."""
     a = nodes["node-a"].open()
     write(a, "ckpt", b"node a's checkpoint, flushed and evicted, never committed")
     a.flush()
