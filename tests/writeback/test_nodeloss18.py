@@ -118,11 +118,20 @@ def local_nodes(tmp_path: Path) -> Iterator[dict[str, Env]]:
         env.close()
 
 
+def _as_node_b(local_nodes: dict[str, Env], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI runs as node b (its home, the shared objects store and shared tier)."""
+    monkeypatch.delenv("DATAHUB_CONFIG", raising=False)
+    monkeypatch.setenv("DATAHUB_HOME", str(tmp_path / "b"))
+    monkeypatch.setenv("DATAHUB_OBJECTS_URL", local_nodes["b"].config.resolved_objects_url)
+    monkeypatch.setenv("DATAHUB_CACHE_SHARED_URL", local_nodes["b"].config.resolved_shared_url)
+
+
 def test_two_journals_given_one_explicit_target_write_names_of_their_own(
-    local_nodes: dict[str, Env], tmp_path: Path
+    local_nodes: dict[str, Env], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     """An explicit ``target_url`` is the root of each journal's folder as the default one is:
-    two nodes given the same target (one pod template) must not overwrite each other's files."""
+    two nodes given the same target (one pod template) must not overwrite each other's files;
+    ``forget-journal --target`` finds a retired journal's folder there."""
     target = (tmp_path / "outputs" / "run-42").as_uri()
     a = _dies_with_an_evicted_file(local_nodes["a"], "model.pt", b"node a's weights", target_url=target)
     b_ws = local_nodes["b"].open(WS, target_url=target)
@@ -135,6 +144,10 @@ def test_two_journals_given_one_explicit_target_write_names_of_their_own(
     a_ws.close()
     store = local_nodes["a"].stores.store(target)
     assert _keys(store) == {f"j-{a}/model.pt", f"j-{b}/model.pt"}
+    _as_node_b(local_nodes, tmp_path, monkeypatch)
+    assert main(["cache", "forget-journal", WS, a, "--yes", "--force", "--target", target]) == 0
+    assert "1 flushed files" in capsys.readouterr().out
+    assert _keys(store) == {f"j-{b}/model.pt"}
 
 
 def _made_before(env: Env, target: str) -> None:
@@ -207,10 +220,7 @@ def test_forget_journal_deletes_the_retired_journals_flushed_files_and_no_one_el
     target.put("legacy.txt", io.BytesIO(b"flushed before journal folders"), 30)
     assert _keys(target) == {*(f"j-{a}/out/{i}.txt" for i in range(3)), f"j-{b}/out/0.txt", "legacy.txt"}
 
-    monkeypatch.delenv("DATAHUB_CONFIG", raising=False)
-    monkeypatch.setenv("DATAHUB_HOME", str(tmp_path / "b"))
-    monkeypatch.setenv("DATAHUB_OBJECTS_URL", local_nodes["b"].config.resolved_objects_url)
-    monkeypatch.setenv("DATAHUB_CACHE_SHARED_URL", local_nodes["b"].config.resolved_shared_url)
+    _as_node_b(local_nodes, tmp_path, monkeypatch)
     assert main(["cache", "forget-journal", WS, a, "--force"]) == 2  # the plan, nothing deleted
     out = capsys.readouterr().out
     assert "its flushed files: 3 objects" in out and "  out/2.txt" in out
