@@ -150,7 +150,7 @@ def test_two_journals_given_one_explicit_target_write_names_of_their_own(
     assert _keys(store) == {f"j-{b}/model.pt"}
 
 
-def _made_before(env: Env, target: str) -> None:
+def made_before(env: Env, target: str) -> None:
     """Workspace ``ws`` of ``env`` as the code before nodeloss18 created it: its creation
     transaction stored the target, shared tier and chunk size, and no objects folder."""
     directory = workspace_dir(env.config, WS)
@@ -173,7 +173,7 @@ def test_a_journal_made_before_keeps_flushing_evicting_and_restoring_straight_un
     objects there, and its target must stay what it was."""
     env = local_nodes["a"]
     target = f"{env.config.resolved_objects_url}/workspaces/{WS}"
-    _made_before(env, target)
+    made_before(env, target)
     big = b"before" * CHUNK
     ws = env.open(WS)
     write(ws, "big.bin", big)
