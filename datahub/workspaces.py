@@ -3,7 +3,7 @@
 Lives outside ``datahub.cache`` because the cache knows nothing of the catalog: this module
 is the one place the two meet.
 
-Records never point at the workspace's own objects (``<objects_url>/workspaces/<name>/<path>``):
+Records never point at the workspace's own objects (``<objects_url>/workspaces/<name>/j-<journal id>/<path>``):
 the flusher mirrors the workspace there, so the next flush overwrites a changed file and
 deletes a removed one, and a version that pointed at them would lose its bytes (found by
 the chaos soak, seed 26; ``tests/writeback/test_commit_history.py``). A commit first pins
@@ -320,10 +320,12 @@ def _copy_flushed(
     """Put the blob of a flushed file: read back from its workspace object, or from the
     workspace itself if that object no longer holds what this journal flushed.
 
-    Why the second source: the workspace's objects are named by workspace, not by journal, so
-    the same workspace on another node (a CSI pod rescheduled while this node was down)
-    overwrites or deletes them, and this journal still takes its own flush for current: no
-    later flush puts the file again, and every commit of it failed for good (review17c).
+    Why the second source: a journal made before nodeloss18 names its objects by workspace,
+    not by journal, so the same workspace on another node (a CSI pod rescheduled while this
+    node was down) overwrites or deletes them, and this journal still takes its own flush for
+    current: no later flush puts the file again, and every commit of it failed for good
+    (review17c). A journal made since flushes under its own folder (``j-<journal id>``), which
+    no other journal writes.
     The file's bytes are still in the workspace (journal and shared tier) and must hash to
     what the flush recorded, or the commit fails and is retried on a fresh flush."""
     origin = workspace.flusher.origin

@@ -60,6 +60,9 @@ _DBS = ("tree", "files", "origin", "garbage", "meta")
 # open ("" once it closed cleanly), the session number, the highest cover number committed
 OWNER_BOOT, COVER_EPOCH, COVERED = "owner_boot", "cover_epoch", "covered"
 JOURNAL_ID = "journal_id"  # this journal's own chunk prefix in the shared tier (``chunks.py``)
+# this journal's own folder under its flush target, ``j-<journal id>`` ("" or absent: a journal
+# made before nodeloss18 flushes straight under the target; ``datahub/writeback/__init__.py``)
+OBJECTS_PREFIX = "objects_prefix"
 _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
 
 
