@@ -19,10 +19,13 @@ waiting task with it), so this module stays outside the layer that may import tr
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class Job:
@@ -85,4 +88,7 @@ class Hop:
                 job.error = exc
             with self._lock:
                 self._idle += 1
-            job.done()
+            try:
+                job.done()
+            except BaseException as exc:  # the thread serves on: its slot is not lost
+                log.error("%s: a finished call could not wake its caller: %r", self._name, exc)
