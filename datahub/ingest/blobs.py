@@ -3,28 +3,28 @@
 Content addressing (``blobs/sha256/ab/cd/abcd…``) makes copies immutable (a name never
 gets other bytes) and deduplicated (the same bytes imported twice, or under two keys,
 are stored once). The source is read under its etag in bounded chunks, spooled to a
-temporary file (RAM up to one chunk) while hashing, then put atomically if the blob is
-not already there.
+temporary file (RAM up to one chunk) while hashing, then stored the one way every blob is
+(``datahub.storage.blobs.store_blob``: put once if absent, a stored one checked against
+the content, written again if it is not that content). The md5 etag the objects store would
+give the bytes is computed beside the SHA-256, so a stored blob on S3 is checked by its stat.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import tempfile
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from datahub.errors import ObjectNotFound
 from datahub.ingest.items import SourceItem
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.storage.blobs import BLOB_PREFIX, BlobWriter, Content, StoredBlob, blob_key, store_blob
 
-log = logging.getLogger(__name__)
+__all__ = ["BLOB_PREFIX", "CHUNK_BYTES", "Blob", "BlobCopier", "blob_key"]
 
 CHUNK_BYTES = 4 * 1024**2
-BLOB_PREFIX = "blobs/sha256"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +35,6 @@ class Blob:
     checksum: str  # "sha256:<hex>"
 
 
-def blob_key(sha256_hex: str) -> str:
-    return f"{BLOB_PREFIX}/{sha256_hex[:2]}/{sha256_hex[2:4]}/{sha256_hex}"
-
-
 class BlobCopier:
     def __init__(
         self, objects: ObjectStore, stores: StoreRegistry, *, chunk_bytes: int = CHUNK_BYTES
@@ -46,11 +42,12 @@ class BlobCopier:
         self.objects, self.stores, self.chunk_bytes = objects, stores, chunk_bytes
         self.copied_bytes = 0  # bytes actually uploaded (deduplicated blobs are not counted)
         self._lock = threading.Lock()  # copies run on several threads; guards the two fields
-        self._running: dict[str, Future[ObjectInfo]] = {}
+        self._running: dict[str, Future[StoredBlob]] = {}
 
     def copy(self, item: SourceItem) -> Blob:
         store, key = self.stores.for_url(item.url)
         digest = hashlib.sha256()
+        etags = self.objects.etag_hasher(item.size)
         with tempfile.SpooledTemporaryFile(max_size=self.chunk_bytes) as spool:
             offset = 0
             while offset < item.size:
@@ -59,46 +56,38 @@ class BlobCopier:
                 if not data:
                     break
                 digest.update(data)
+                if etags is not None:
+                    etags.update(data)
                 spool.write(data)
                 offset += len(data)
             hexdigest = digest.hexdigest()
-            info = self._store(blob_key(hexdigest), spool, offset)
+            known = etags.etags() if etags is not None and offset == item.size else frozenset()
+            info = self._store(Content(hexdigest, offset, known), spool)
         return Blob(self.objects.url_for(blob_key(hexdigest)), info.etag, info.size, f"sha256:{hexdigest}")
 
-    def _store(self, target: str, spool, size: int) -> ObjectInfo:
-        """Put the blob unless it exists. Concurrent copies of the same bytes merge into one
-        upload (a future per blob key; no lock is held during I/O); other processes' puts of
-        it never replace the stored blob (``ObjectStore.put_once``)."""
+    def _store(self, content: Content, spool) -> ObjectInfo:
+        """Store the blob (``store_blob``). Concurrent copies of the same bytes merge into one
+        (a future per blob; no lock is held during I/O); other processes' puts of it never
+        replace a stored blob that holds the content (``ObjectStore.put_once``)."""
+        target = blob_key(content.sha256)
         with self._lock:
             running = self._running.get(target)
             mine = running is None
             if mine:
                 running = self._running[target] = Future()
         if not mine:
-            return running.result()
+            return running.result().info
+
+        def write(writer: BlobWriter, replace: bool) -> ObjectInfo:
+            spool.seek(0)
+            return (writer.put if replace else writer.put_once)(target, spool, content.size)
+
         try:
-            try:
-                info = self.objects.stat(target)
-            except ObjectNotFound:
-                spool.seek(0)  # put_once: another import or commit may store it meanwhile
-                info = self.objects.put_once(target, spool, size)
-                with self._lock:
-                    self.copied_bytes += size
-            if info.size != size:
-                # not this content (a torn or foreign write under its name): put_once keeps it
-                # for ever, and the record would serve its bytes under this checksum (review17a)
-                log.warning(
-                    "blob %s holds %d bytes, not the %d of its content: written again",
-                    target,
-                    info.size,
-                    size,
-                )
-                spool.seek(0)
-                info = self.objects.put(target, spool, size)
-                with self._lock:
-                    self.copied_bytes += size
-            running.set_result(info)
-            return info
+            stored = store_blob(self.objects, content, write)
+            with self._lock:
+                self.copied_bytes += stored.written
+            running.set_result(stored)
+            return stored.info
         except BaseException as exc:
             running.set_exception(exc)
             raise
