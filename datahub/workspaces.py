@@ -228,7 +228,7 @@ def _pin_blobs(
     def pin(o: FlushedObject) -> ObjectInfo:
         # the flush's etag of these very bytes, where it is their md5 (S3): a stored blob of
         # that etag holds them, proven by its stat; any other is read and hashed once (review17a)
-        content = Content(o.sha256, o.size, frozenset({o.etag}) if md5_etags else frozenset())
+        content = Content(o.sha256, o.size, (lambda: (o.etag,)) if md5_etags else lambda: ())
 
         def write(writer: BlobWriter, replace: bool) -> ObjectInfo:  # writer: the two puts it makes
             return _copy_flushed(workspace, o, writer, blob_key(o.sha256), replace=replace)  # type: ignore[arg-type]

@@ -126,7 +126,7 @@ def _run(tree: Path, spec: dict, moto) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("base_tree", help="another checkout of the repository (the base)")
+    ap.add_argument("base_tree", nargs="?", help="another checkout of the repository (the base)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--stores", default="local,s3")

@@ -5,8 +5,9 @@ gets other bytes) and deduplicated (the same bytes imported twice, or under two 
 are stored once). The source is read under its etag in bounded chunks, spooled to a
 temporary file (RAM up to one chunk) while hashing, then stored the one way every blob is
 (``datahub.storage.blobs.store_blob``: put once if absent, a stored one checked against
-the content, written again if it is not that content). The md5 etag the objects store would
-give the bytes is computed beside the SHA-256, so a stored blob on S3 is checked by its stat.
+the content, written again if it is not that content). Where a blob is found stored on S3,
+the md5 etag S3 would give the bytes is computed from the spool, so the blob is checked by
+its stat (md5 costs twice SHA-256's CPU: not computed beside it for every new blob).
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ class BlobCopier:
     def copy(self, item: SourceItem) -> Blob:
         store, key = self.stores.for_url(item.url)
         digest = hashlib.sha256()
-        etags = self.objects.etag_hasher(item.size)
         with tempfile.SpooledTemporaryFile(max_size=self.chunk_bytes) as spool:
             offset = 0
             while offset < item.size:
@@ -56,14 +56,21 @@ class BlobCopier:
                 if not data:
                     break
                 digest.update(data)
-                if etags is not None:
-                    etags.update(data)
                 spool.write(data)
                 offset += len(data)
             hexdigest = digest.hexdigest()
-            known = etags.etags() if etags is not None and offset == item.size else frozenset()
-            info = self._store(Content(hexdigest, offset, known), spool)
+            info = self._store(Content(hexdigest, offset, lambda: self._md5_etags(spool, offset)), spool)
         return Blob(self.objects.url_for(blob_key(hexdigest)), info.etag, info.size, f"sha256:{hexdigest}")
+
+    def _md5_etags(self, spool, size: int) -> frozenset[str]:
+        """The etag the objects store would give the spooled bytes, if it gives md5 etags."""
+        hasher = self.objects.etag_hasher(size)
+        if hasher is None:
+            return frozenset()
+        spool.seek(0)
+        while piece := spool.read(self.chunk_bytes):
+            hasher.update(piece)
+        return hasher.etags()
 
     def _store(self, content: Content, spool) -> ObjectInfo:
         """Store the blob (``store_blob``). Concurrent copies of the same bytes merge into one

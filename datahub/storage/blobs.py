@@ -12,7 +12,9 @@ other bytes was recorded and served under the content's checksum (review17a). So
 blob is trusted only once proven to hold the content:
 
 - by its etag, where the store's etag is the md5 of the bytes (S3, Ceph RGW, memory): the
-  writer computes it beside the SHA-256 it computes anyway (``Content.etags``), no read;
+  writer has it (a commit: the etag the flush's put of these bytes got) or computes it from
+  its own copy of the bytes, only when a stored blob is found (``Content.md5_etags``; md5
+  costs twice the CPU of SHA-256, so not beside it for every new blob); no read of the blob;
 - else by reading it and hashing it once: local files and RADOS objects (whose etags name the
   write, not the bytes), and an S3 blob another client cut in other parts. A proven
   (url, etag) is remembered for the process (``VERIFIED_MAX`` pairs, least recently used
@@ -30,7 +32,7 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -49,15 +51,20 @@ def blob_key(sha256_hex: str) -> str:
     return f"{BLOB_PREFIX}/{sha256_hex[:2]}/{sha256_hex[2:4]}/{sha256_hex}"
 
 
+def _none() -> Iterable[str]:
+    return ()
+
+
 @dataclass(frozen=True, slots=True)
 class Content:
-    """What the writer knows of the bytes: their SHA-256 and size, and any etags a store of
-    md5 etags would give them (``ObjectStore.etag_hasher``, or an md5 etag the same bytes got
-    elsewhere: a workspace object the flusher put)."""
+    """What the writer knows of the bytes: their SHA-256 and size, and ``md5_etags()``, the
+    etags a store of md5 etags would give them (``ObjectStore.etag_hasher`` over the writer's
+    copy, or an md5 etag the same bytes got elsewhere: the workspace object the flusher put).
+    Called at most once, and only for a stored blob of the right size on such a store."""
 
     sha256: str
     size: int
-    etags: frozenset[str] = frozenset()
+    md5_etags: Callable[[], Iterable[str]] = _none
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,14 +168,15 @@ def store_blob(objects: ObjectStore, content: Content, write: Write) -> StoredBl
 
 
 def _holds(objects: ObjectStore, key: str, url: str, info: ObjectInfo, content: Content) -> bool:
-    """Whether the stored object ``info`` holds the content: its size, then its md5 etag,
-    then the remembered proofs, and last a read of it hashed (ObjectChanged if it changes
+    """Whether the stored object ``info`` holds the content: its size, then the remembered
+    proofs, then its md5 etag, and last a read of it hashed (ObjectChanged if it changes
     meanwhile)."""
     if info.size != content.size:
         return False
-    if info.etag in content.etags and objects.etag_hasher(content.size) is not None:
-        return True
     if (url, info.etag) in VERIFIED:
+        return True
+    if objects.etag_hasher(content.size) is not None and info.etag in set(content.md5_etags()):
+        VERIFIED.add((url, info.etag))
         return True
     digest = hashlib.sha256()
     for piece in objects.read_chunks(key, etag=info.etag, chunk_size=READ_CHUNK):
