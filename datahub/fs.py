@@ -193,7 +193,7 @@ class DatahubFileSystem(AbstractFileSystem):
         if directories:  # a file named as a directory beside it is hidden: the directory wins
             entries = [e for e in entries if e["type"] == "directory" or e["name"] not in directories]
         if not entries and key:
-            record, full = self._record(path)  # a file: ls of a file lists the file
+            record, full = self._record(path, files_only=False)  # nothing under it: a file lists itself
             return [self._file(full, record)]
         return entries
 
