@@ -17,7 +17,7 @@ from datahub.api.tokens import issue_token
 from datahub.catalog import Catalog
 from datahub.catalog.http_store import HttpCatalogStore
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
-from datahub.config import load_config
+from datahub.config import Config, load_config
 
 
 class ServedStore(HttpCatalogStore):
@@ -80,7 +80,7 @@ class _SharedServedStore(ServedStore):
         self.backing.close()
 
 
-def _served_config(tmp_path: Path):
+def _served_config(tmp_path: Path) -> Config:
     """The served config of ``serve``: not local mode, home under ``tmp_path``/served."""
     config = load_config(env={}, overrides={"home": str(tmp_path / "served")})
     config.api.host, config.api.port, config.api.local_mode = "127.0.0.1", 0, False
