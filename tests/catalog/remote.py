@@ -54,12 +54,21 @@ class SharedServer:
         self, tmp_path: Path, store_options: dict[str, Any] | None = None, **options: Any
     ) -> HttpCatalogStore:
         """A store on this server whose catalog is a fresh SQLite under ``tmp_path``."""
+        backing, token, services = self.serve(tmp_path, store_options)
+        return _SharedServedStore(self.server, backing, token, services, **options)
+
+    def serve(
+        self, tmp_path: Path, store_options: dict[str, Any] | None = None, tasks: Any = None
+    ) -> tuple[Catalog, str, Services]:
+        """What ``serve`` gives, on this server: a fresh SQLite catalog under ``tmp_path`` (and
+        ``tasks`` as its task queue if given), an admin token, and the services now served
+        (close them, then the catalog, once the test is done)."""
         config = _served_config(tmp_path)
         backing = Catalog(SQLiteCatalogStore(config.home_path / "catalog.db", **(store_options or {})))
         token = issue_token(backing.store, "root", admin=True)[0]
-        services = Services(config, catalog=backing)
+        services = Services(config, catalog=backing, tasks=tasks)
         self.app.state.services = services
-        return _SharedServedStore(self.server, backing, token, services, **options)
+        return backing, token, services
 
     def stop(self) -> None:
         self.server.stop()
