@@ -22,6 +22,7 @@ from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace, workspace_dir
 from datahub.writeback.journal import JOURNAL_ID, Journal
 from tests.writeback.conftest import CHUNK, LAYOUTS, write
+from tests.writeback.flushed import only_copy
 from tests.writeback.test_cover import _another_boot
 from tests.writeback.test_lease import LEASE_TTL, Clock
 
@@ -57,7 +58,7 @@ class Nodes:
         return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
     def flushed(self, path: str) -> bytes:
-        return (self.tmp / "objects" / "workspaces" / "shared" / path).read_bytes()
+        return only_copy(self.tmp / "objects" / "workspaces" / "shared", path)
 
     def close(self) -> None:
         self.catalog.close()
