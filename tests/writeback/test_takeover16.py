@@ -24,7 +24,12 @@ from datahub.writeback.journal import JOURNAL_ID, Journal
 from tests.writeback.conftest import CHUNK, LAYOUTS, write
 from tests.writeback.flushed import only_copy
 from tests.writeback.test_cover import _another_boot
-from tests.writeback.test_lease import LEASE_TTL, Clock
+from tests.writeback.test_lease import Clock
+
+#: The lease's ttl here: these tests lapse a lease by moving the catalog's clock 60 s (``lapse``),
+#: never by waiting, so a ttl of 3 s only let a loaded machine's 3 s stall of the renewal thread
+#: fence a node mid-test (seen at load 26-27 in test_review17a's tier variants).
+LEASE_TTL = 30.0
 
 
 class Nodes:
