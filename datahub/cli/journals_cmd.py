@@ -132,11 +132,13 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
     guard.check()
     target = args.target or default_target(ctx.config, name)
     flushed = journal_objects(ctx.stores, target, name, journal)
-    if not entry.objects and not flushed.objects:
+    if not entry.objects:  # only its shared-tier prefix shows the folder is this workspace's
+        found = f"{flushed.objects} files under {flushed.url}/, but " if flushed.objects else ""
         raise NotFound(
-            f"{what}: nothing under {entry.prefix} in {ctx.config.resolved_shared_url} nor under "
-            f"{flushed.url}/ (already forgotten, or a wrong id: `datahub cache journals` lists them; "
-            "a workspace opened with a flush target of its own: give it with --target)",
+            f"{what}: {found}nothing under {entry.prefix} in {ctx.config.resolved_shared_url}, so "
+            "no journal of that id is shown to be this workspace's (already forgotten, or a wrong id, "
+            "or another workspace's journal flushing to that target: `datahub cache journals` lists "
+            "them); nothing deleted",
             workspace=name,
             journal=journal,
         )
@@ -160,14 +162,16 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
             journal=journal,
         )
     with ctx.progress(total, f"forget {what}") as progress:
+        # the flushed files first: the shared-tier prefix, which ties the folder to this
+        # workspace (above), goes last, so a run cut short is finished by running it again
+        files, fbytes = forget_objects(
+            ctx.stores, flushed, lambda size: progress.update(1, size), guard.check
+        )
         objects, nbytes = forget(
             store,
             entry,
             lambda size: progress.update(1, size),
             guard.check,  # renewed before each batch
-        )
-        files, fbytes = forget_objects(
-            ctx.stores, flushed, lambda size: progress.update(1, size), guard.check
         )
     ctx.emit(
         plan | {"deleted_objects": objects + files, "deleted_bytes": nbytes + fbytes},
