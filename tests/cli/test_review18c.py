@@ -8,6 +8,7 @@ refuses C0 only) still cleared or retitled an operator's terminal."""
 from __future__ import annotations
 
 import json
+import os
 
 from tests.cli.test_cli import dh  # noqa: F401 - the fixture
 from tests.cli.test_leftovers18 import _raw_lease
@@ -23,3 +24,41 @@ def test_c1_controls_in_a_holder_reach_the_terminal_escaped(dh, tmp_path) -> Non
         assert code == 0 and not any(0x80 <= ord(c) <= 0x9F for c in out + err), (argv, out)
         assert "\\x9b2J" in out, (argv, out)
     assert json.loads(dh("lease", "show", "ws", json_output=True)[1])["holder"] == HOLDER  # exact
+
+
+SCRIPT = r"""
+import sqlite3, sys
+from pathlib import Path
+from datahub.catalog import open_catalog
+from datahub.cli.main import main
+from datahub.writeback.lease import WriterLease
+
+home, holder = Path(sys.argv[1]), sys.argv[2]
+assert main(["--home", str(home), "init"]) == 0  # the CLI's logging, as `datahub mount` has it
+catalog = open_catalog(f"sqlite:///{home / 'catalog.db'}")
+(home / "j").mkdir()
+lease = WriterLease(catalog.store, "ws", "workspace 'ws'", home / "j", ttl=60)
+with sqlite3.connect(home / "catalog.db") as conn:  # another node took it over meanwhile
+    conn.execute("UPDATE leases SET owner = 'b', holder = ?, epoch = 2, expires = 4e9", (holder,))
+assert lease.renew() is False  # refused: logged, naming the new holder
+"""
+
+
+def test_a_log_line_quoting_a_holder_reaches_the_terminal_escaped(tmp_path) -> None:
+    """A mount in the foreground logs to the terminal; a renewal refused quotes the node that
+    holds the lease now (its holder string, written by that node): logging printed it raw."""
+    import subprocess
+    import sys
+
+    holder = "host b pid 2\x1b[2J\u009b2J\x07"
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "var"), holder],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "DATAHUB_LOG": "", "DATAHUB_CONFIG": ""},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "is no longer ours" in done.stderr, done.stderr
+    assert not any(ord(c) < 0x20 and c != "\n" or 0x7F <= ord(c) <= 0x9F for c in done.stderr), done.stderr
+    assert "host b pid 2\\x1b[2J\\x9b2J\\x07" in done.stderr
