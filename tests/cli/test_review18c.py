@@ -62,3 +62,22 @@ def test_a_log_line_quoting_a_holder_reaches_the_terminal_escaped(tmp_path) -> N
     assert "is no longer ours" in done.stderr, done.stderr
     assert not any(ord(c) < 0x20 and c != "\n" or 0x7F <= ord(c) <= 0x9F for c in done.stderr), done.stderr
     assert "host b pid 2\\x1b[2J\\x9b2J\\x07" in done.stderr
+
+
+def test_a_prefetch_failure_line_quoting_a_records_url_cannot_forge_lines(dh, tmp_path) -> None:  # noqa: F811
+    """``prefetch`` (and ``cache pin``) writes one line per failed object, quoting its URL, which the record's
+    writer chose: a newline in it forged a line of the report (a success, say)."""
+    from datahub.catalog import Put, Record, open_catalog
+
+    assert dh("init")[0] == 0
+    url = (tmp_path / "nowhere").as_uri() + "\nprefetch ds@v1: 1 objects, all cached"
+    catalog = open_catalog(f"sqlite:///{tmp_path / 'var' / 'catalog.db'}")
+    try:
+        catalog.create_dataset("ds")
+        catalog.commit("ds", [Put(Record("k", url, "e", 3))])
+    finally:
+        catalog.close()
+    code, out, err = dh("prefetch", "ds@1")
+    assert code == 1, (out, err)
+    assert not any(line.startswith("prefetch ds@v1: 1 objects, all cached") for line in out.splitlines()), out
+    assert "\\x0aprefetch ds@v1" in out, out
