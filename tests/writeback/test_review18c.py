@@ -42,3 +42,40 @@ def test_forget_journal_of_one_workspace_never_deletes_another_workspaces_live_f
     assert code != 0  # no journal of that id in ws: refused
     assert _keys(store) == {f"j-{other}/model.pt"}
     assert _read(live, "model.pt") == b"acknowledged weights"
+
+
+def test_an_evicted_file_renamed_then_committed_reads_its_bytes_in_both_layouts(
+    local_nodes: dict[str, Env],  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A file flushed and evicted (its bytes in its journal's flushed object only), then
+    renamed: the flush moves its object within the journal's folder (or straight under the
+    target, for a journal made before folders), and a commit and a reopen read it whole. Holds."""
+    from datahub.catalog import open_catalog
+    from datahub.workspaces import commit_workspace
+    from tests.writeback.test_commit_history import read_version
+    from tests.writeback.test_nodeloss18 import made_before
+
+    catalog = open_catalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    try:
+        for node, dataset in (("a", "new"), ("b", "old")):
+            env = local_nodes[node]
+            if node == "b":
+                made_before(env, f"{env.config.resolved_objects_url}/workspaces/ws")
+            data = bytes(range(256)) * 64
+            ws = env.open("ws")
+            ws.mkdir("d")
+            write(ws, "d/x.bin", data)
+            ws.flush()
+            assert ws.flusher.evict(0) > 0
+            ws.rename("d", "e")
+            ws.flush()
+            assert ws.flusher.evict(0) >= 0
+            commit_workspace(ws, catalog, dataset)
+            assert read_version(env, catalog, dataset, 1) == {"e/x.bin": data}
+            ws.close()
+            ws = env.open("ws")
+            assert _read(ws, "e/x.bin") == data
+            ws.close()
+    finally:
+        catalog.close()
