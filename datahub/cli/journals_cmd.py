@@ -244,20 +244,25 @@ class LeaseGuard:
                 "point --catalog at theirs)",
                 workspace=name,
             )
-        if lease is None:
-            if self.force:
-                return
+        if lease is None and not self.force:
             raise Conflict(
                 f"{what}: no writer lease of {name!r} to tell whether the node that wrote it is gone "
-                "(no catalog here, or the workspace was never opened with one); check that node is "
-                "retired, then add --force",
+                "(no catalog here, the workspace was never opened with one, or `datahub lease prune` "
+                "deleted it); check that node is retired, then add --force",
                 workspace=name,
             )
+        if lease is None and store is None:
+            return  # forced, with no catalog to hold the name in
+        # forced with a catalog but no row (never leased, or pruned: leftovers18) the name is
+        # taken as a free one is, so the node being retired cannot take it back mid-delete
+        # (review18c); Conflict below if a node took it since it was read
+        dataset = lease.dataset if lease is not None else ""
         try:
             try:
-                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
+                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, dataset)
             except Conflict:
-                if self.taken is not None or not self._mounted_here(lease):
+                lease = lease or store.lease(name)  # no row when read: whoever took it since
+                if lease is None or self.taken is not None or not self._mounted_here(lease):
                     raise
                 # this node's own mount holds it: renewed under that mount's id, never released
                 # here (the mount releases it at unmount). Only then: a free lease of this
@@ -267,6 +272,8 @@ class LeaseGuard:
                 self.owner, self.holder, self._release = self._local, lease.holder, False
                 self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
         except Conflict:
+            if lease is None:  # refused, yet no row to name: the catalog's own words
+                raise
             from datahub.catalog.leases import shown  # here: `datahub --help` imports no pydantic
 
             state = "broken" if shown(lease, time.time())["state"] == "broken" else "held"  # not a time

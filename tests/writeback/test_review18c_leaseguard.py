@@ -13,7 +13,7 @@ import pytest
 
 from datahub.errors import Conflict
 from tests.cli import test_journals17
-from tests.cli.test_journals17 import Cluster
+from tests.cli.test_journals17 import WS, Cluster
 from tests.writeback.test_review18a_leaseguard import guard_of
 
 cluster = test_journals17.cluster  # its fixture: nodes a and b over one catalog and shared tier
@@ -38,3 +38,26 @@ def test_the_retired_node_stays_out_when_the_mount_here_unmounts_during_the_dele
             cluster.open("b").abandon()
     finally:
         guard.release()
+
+
+def test_a_pruned_lease_still_keeps_the_retired_node_out_during_a_forced_delete(
+    cluster: Cluster,
+) -> None:
+    """``datahub lease prune`` deletes a free lease's row (leftovers18). ``forget-journal`` then
+    finds no lease and needs ``--force``; forced, the guard took nothing, so the node being
+    retired could open the workspace while its journal was being deleted (a free row is taken
+    by the guard and held for the whole delete). With a catalog there, the guard takes the
+    name's lease even with no row, as it takes a free one."""
+    b = cluster.write_files("b")  # node b wrote, closed (its lease free) and is retired
+    assert cluster.catalog.prune_leases()[0] == [WS]
+    guard = guard_of(cluster, b)
+    guard.force = True  # `--force`: no lease to ask
+    guard.check()  # before the first batch
+    try:
+        with pytest.raises(Conflict, match="open for writing elsewhere"):
+            cluster.open("b").abandon()  # node b, back, waits for the delete to end
+        guard.check()  # the next batch: still the command's
+    finally:
+        guard.release()
+    assert cluster.catalog.lease(WS).expires == 0.0  # free again at the end
+    cluster.open("b").abandon()
