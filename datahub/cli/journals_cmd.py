@@ -216,7 +216,9 @@ class LeaseGuard:
     renewed under that id and left to it: the other journal's node cannot write while this one
     does; a free one is taken under this run's id like any other (``_mounted_here``). No lease to ask (an embedded catalog that
     does not exist, or a workspace never leased): refused unless ``force``; over the API
-    always, since the server answers "none" for a lease this token may not see."""
+    always, since the server answers "none" for a lease this token may not see. Forced with a
+    catalog but no row (``lease prune`` deletes free ones), the name is taken all the same: the
+    guard must hold it, or the node being retired takes it back mid-delete (review18c)."""
 
     def __init__(self, ctx: CliContext, name: str, what: str, *, force: bool) -> None:
         self.ctx, self.name, self.what, self.force = ctx, name, what, force
