@@ -75,7 +75,16 @@ def prunable(lease: Lease, now: float, lapsed_for: float = PRUNE_LAPSED) -> bool
     a held or broken one before its expiry: a live writer may still hold it. A holder that
     renews a deleted lease is refused (``renewed`` of None) and fences, so a wrong guess fails
     closed; the next take starts at epoch 1, under the rule for a name never leased."""
-    return lease.expires <= 0 or lease.expires <= now - lapsed_for
+    return freed_at(lease) <= now - lapsed_for if lease.expires <= 0 else lease.expires <= now - lapsed_for
+
+
+def freed_at(lease: Lease) -> float:
+    """When a free lease was released or broken at once: ``expires`` holds minus that time (0:
+    freed before 2026-11-30, when no time was kept; taken as long ago). Why keep it: a prune
+    of a lease freed a moment ago (a workspace between two jobs) dropped its commit target,
+    and the next take, under the rule for a name never leased, let anyone with a writer role
+    on some dataset claim the name (review18c)."""
+    return -lease.expires
 
 
 def check_prune(limit: int, lapsed_for: float) -> None:
@@ -178,7 +187,7 @@ def shown(lease: Lease, now: float) -> dict[str, str | int | float]:
         "name": lease.name,
         "holder": lease.holder,
         "epoch": lease.epoch,
-        "expires": lease.expires,
+        "expires": max(lease.expires, 0.0),  # a free lease's is minus when it was freed (``freed_at``)
         "expires_in": round(lease.expires - now, 1) if lease.expires > 0 else 0.0,
         "dataset": lease.dataset,
         "state": state(lease, now),
@@ -195,15 +204,16 @@ def state(lease: Lease, now: float) -> str:
     return "held" if lease.owner else "broken"
 
 
-def released(current: Lease | None, owner: str, epoch: int) -> Lease | None:
-    """The lease freed (``expires`` 0; owner and epoch kept, so the next owner's epoch is higher),
-    or None (nothing to write) when it is not ``owner``'s at ``epoch`` any more."""
+def released(current: Lease | None, owner: str, epoch: int, now: float) -> Lease | None:
+    """The lease freed (``expires`` minus ``now``, ``freed_at``; owner and epoch kept, so the next
+    owner's epoch is higher), or None (nothing to write) when it is not ``owner``'s at ``epoch``
+    any more."""
     if current is None or current.owner != owner or current.epoch != epoch:
         return None
-    return Lease(current.name, owner, current.holder, epoch, 0.0, current.dataset)
+    return Lease(current.name, owner, current.holder, epoch, -now, current.dataset)
 
 
-def broken(current: Lease | None, dataset: str, at_once: bool) -> Lease | None:
+def broken(current: Lease | None, dataset: str, at_once: bool, now: float) -> Lease | None:
     """The lease taken from whoever holds it, with ``dataset`` as the workspace's commit target
     ("": the one it has); None when there is no lease.
 
@@ -217,7 +227,7 @@ def broken(current: Lease | None, dataset: str, at_once: bool) -> Lease | None:
     renewal, and the next holder's recovery would delete its new chunks as orphans."""
     if current is None:
         return None
-    expires = 0.0 if at_once else current.expires
+    expires = -now if at_once else current.expires  # at once: freed now (``freed_at``)
     return Lease(current.name, "", current.holder, current.epoch, expires, dataset or current.dataset)
 
 

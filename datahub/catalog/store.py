@@ -293,7 +293,7 @@ class CatalogStore(abc.ABC):
         has none. Only for callers allowed to (the API: global admins)."""
         check_request(name, "-", "", 1, dataset)
         return self._lease_turn(
-            f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset, at_once)
+            f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset, at_once, now)
         )
 
     def renew_lease(
@@ -312,7 +312,7 @@ class CatalogStore(abc.ABC):
     def release_lease(self, name: str, owner: str, epoch: int) -> None:
         """Free the lease if it is still ``owner``'s at ``epoch`` (its epoch is kept); else nothing."""
         self._lease_turn(
-            f"release the writer lease of {name!r}", name, lambda cur, now: released(cur, owner, epoch)
+            f"release the writer lease of {name!r}", name, lambda cur, now: released(cur, owner, epoch, now)
         )
 
     @abc.abstractmethod

@@ -106,7 +106,7 @@ def test_an_admin_break_fences_the_holder_and_frees_the_lease_at_its_expiry_or_a
         store.acquire_lease("ws", "node-b", "host b", 60)
     with pytest.raises(Conflict):
         store.acquire_lease("ws", "squatter", "host e", 3600)
-    assert store.break_lease("ws", "pets", at_once=True).expires == 0.0
+    assert store.break_lease("ws", "pets", at_once=True).expires <= 0
     taken = store.acquire_lease("ws", "node-b", "host b", 60)
     assert (taken.owner, taken.epoch, taken.dataset) == ("node-b", 2, "pets")
     with pytest.raises(Conflict, match="open for writing elsewhere"):
