@@ -14,7 +14,8 @@ of the answer, and the process's peak RSS (VmHWM) before the requests and after 
 With ``--targets T`` (leasefilter18), 90 % of the leases are bound to T existing datasets
 instead (round robin by name), the other 10 % stay mallory's, each with its own missing
 target; ``bob`` writes the first dataset (sees 0.9/T of the leases), ``carol`` writes every
-one (sees 90 %), and both are listed too.
+one (sees 90 %), and both are listed too; then eve and bob walk the whole list (``next`` until
+null): requests, rows and CPU.
 With BASE_TREE (another checkout), base and head children alternate; the load average is
 printed, as wall times are noise on a shared machine and are not reported.
 """
@@ -60,7 +61,8 @@ def _child(arg: str) -> dict:
             catalog.create_dataset(f"d-{t:03d}", owner="root", acl=acl)
 
         def target(i: int) -> str:
-            return f"d-{i % targets:03d}" if targets and i % 10 else f"out-{i:06d}"
+            # every tenth is mallory's own; the others go round the datasets in turn
+            return f"d-{(i - i // 10 - 1) % targets:03d}" if targets and i % 10 else f"out-{i:06d}"
 
         rows = [
             (
@@ -106,6 +108,14 @@ def _child(arg: str) -> dict:
                     "bytes": len(r.content),
                     "vm_hwm_mib_after": _hwm_mib(),  # the process's peak RSS so far (admin first)
                 }
+            for who in ("eve", "bob") if targets else ():  # the whole list, following next
+                headers, after, requests, rows = {"Authorization": f"Bearer {tokens[who]}"}, "", 0, 0
+                cpu = time.process_time()
+                while after is not None:
+                    page = client.get("/v1/remote/leases", headers=headers, params={"after": after}).json()
+                    requests, rows, after = requests + 1, rows + len(page["leases"]), page["next"]
+                cpu = time.process_time() - cpu
+                out[f"{who}_walk"] = {"cpu_s": round(cpu, 3), "requests": requests, "rows": rows}
         catalog.close()
         return out
 
