@@ -22,7 +22,7 @@ names) by whoever may (the API: a global admin).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from datahub.errors import Conflict, InvalidInput
@@ -102,6 +102,36 @@ def check_page(limit: int) -> None:
     MongoDB's ``limit(0)`` mean no limit, the whole table the page exists to bound."""
     if not 1 <= limit <= LIST_PAGE:
         raise InvalidInput(f"a page of writer leases holds 1 to {LIST_PAGE} of them, not {limit!r}")
+
+
+def taker_of(holder: str) -> str:
+    """The principal the API server appended to ``holder`` (``host NAME pid N [PRINCIPAL]``),
+    "" if none. A principal has no ``[`` (``validation.PRINCIPAL_PATTERN``), so it is the text
+    after the holder's last one; the stores index it to list a caller the leases it took."""
+    head, bracket, tail = holder.rpartition(" [")
+    return tail[:-1] if bracket and tail.endswith("]") and "[" not in tail else ""
+
+
+# (a commit target, or None: the taker's leases bound to no existing dataset; a name the page
+# must stay below, or None) -> at most a page of those leases named after the page's ``after``
+PageRead = Callable[[str | None, str | None], list[Lease]]
+
+
+def visible_page(read: PageRead, targets: Collection[str], taker: str, limit: int) -> list[Lease]:
+    """The first ``limit`` leases, by name, of those bound to ``targets`` and (``taker``) those
+    ``taker`` took for a dataset that does not exist: one indexed range read per target and one
+    for the taker, each at most ``limit`` rows and, once a page is full, only below its last
+    name. Why: a caller's page costs reads of what it may see, never of the leases hidden
+    from it, which any token may add by the thousand (leasefilter18)."""
+    page: dict[str, Lease] = {}
+    below: str | None = None
+    for target in [*sorted(set(targets) - {""}), *([None] if taker else [])]:
+        for lease in read(target, below):
+            page[lease.name] = lease
+        if len(page) >= limit:
+            page = {name: page[name] for name in sorted(page)[:limit]}
+            below = max(page)
+    return [page[name] for name in sorted(page)[:limit]]
 
 
 def decide(
