@@ -16,7 +16,7 @@ import trio
 import trio.testing
 
 from fuse_adapter.fuse_ops import WorkspaceOps
-from fuse_adapter.hop import Hop
+from fuse_adapter.hop import Hop, Job
 
 
 def test_a_cancelled_caller_queued_behind_a_stuck_call_waits_for_its_call() -> None:
@@ -69,3 +69,33 @@ def test_a_call_that_raises_keeps_its_thread() -> None:
 
     trio.run(main)
     assert ops._hop.threads == 1
+
+
+def test_a_thread_that_cannot_start_fails_its_call_and_runs_nothing_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pids limit (a pod's cgroup) refuses a new thread: trio's hop raised that into the
+    caller (the request answered EIO) and ran nothing. The own hop queued the call first: its
+    caller got the error, and the call still ran later in another thread (a WRITE answered
+    EIO landing after the writer had moved on), and the thread that never started kept its
+    slot for good."""
+    hop = Hop(2, "review18d")
+    start = threading.Thread.start
+
+    def pids_limit(thread: threading.Thread) -> None:
+        if thread.name == "review18d-2":
+            raise RuntimeError("can't start new thread")  # what CPython raises on EAGAIN
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", pids_limit)
+    ran: list[str] = []
+    release, first_done, last_done = threading.Event(), threading.Event(), threading.Event()
+    hop.submit(Job(lambda: (release.wait(10), ran.append("first")), (), {}, first_done.set))
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        hop.submit(Job(ran.append, ("answered EIO",), {}, lambda: None))
+    assert hop.threads == 1  # the refused thread holds no slot
+    release.set()
+    assert first_done.wait(10)
+    hop.submit(Job(ran.append, ("last",), {}, last_done.set))
+    assert last_done.wait(10)
+    assert ran == ["first", "last"]
