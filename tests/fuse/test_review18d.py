@@ -4,6 +4,9 @@ Held: a call queued behind a stuck one (every slot taken) whose caller is cancel
 session's tasks are at unmount, is not dropped half-way: it runs once a slot frees and its
 caller waits for it and gets its result, so a FLUSH is answered only after its commit ran;
 a call that raises does not cost its thread (the next call runs in the same one).
+
+Found and fixed (``fuse_adapter/hop.py``): a thread that could not start failed its caller
+while its call stayed queued and ran later, and the unstarted thread kept its slot.
 """
 
 from __future__ import annotations
