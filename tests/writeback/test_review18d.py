@@ -56,3 +56,35 @@ def test_racing_submits_and_applies_all_commit_and_none_waits_for_ever(tmp_path:
                     assert txn.entry(f"f{n}-{i}") == {"t": "f", "id": n * 1000 + i}
     finally:
         again.close()
+
+
+def test_a_request_handed_to_the_committer_as_the_journal_closes_is_committed(tmp_path: Path) -> None:
+    """review18d's finding: the committer passed the lead to a request submitted during its
+    batch (``_hand_to_committer``: the journal still open), then saw the journal closed and
+    returned; that request's ``wait()`` never returned. The interleaving is forced: the batch
+    submits the second request, and ``close()``'s first step (``_closed``) lands between the
+    hand-off and the committer's check."""
+    journal = Journal(tmp_path / "lmdb", "workspace 'review18d'")
+    second: list = []
+    hand = journal._hand_to_committer
+
+    def hand_then_close_begins() -> None:
+        hand()
+        if threading.current_thread() is journal._committer:
+            journal._closed = True  # close() has begun on another thread
+
+    journal._hand_to_committer = hand_then_close_begins
+
+    def first(txn):
+        txn.put_entry("a", {"t": "f", "id": 1})
+        second.append(journal.submit("create of 'b'", lambda t: t.put_entry("b", {"t": "f", "id": 2})))
+
+    journal.submit("create of 'a'", first).wait()
+    waiter = threading.Thread(target=second[0].wait, daemon=True)
+    waiter.start()
+    waiter.join(20)  # a hang's limit, not a timing
+    try:
+        assert not waiter.is_alive(), "the request handed over as the journal closed was never committed"
+    finally:
+        journal._closed = False
+        journal.close()
