@@ -182,6 +182,29 @@ class Txn:
     def put_meta(self, name: str, value: str) -> None:
         self._txn.put(name.encode(), value.encode(), db=self._dbs["meta"])
 
+    def del_meta(self, name: str) -> None:
+        self._txn.delete(name.encode(), db=self._dbs["meta"])
+
+    def metas(self, prefix: str, after: str = "") -> Iterator[tuple[str, str]]:
+        """Meta entries named ``prefix`` + something, in name (byte) order, from the first
+        named above ``prefix + after``: a workspace commit's merge base is one entry per file
+        (``datahub.commit_base``), read a range at a time."""
+        start = f"{prefix}{after}".encode()
+        for key, value in (
+            self._scan("meta", prefix.encode()) if not after else self._scan_from("meta", start)
+        ):
+            if not key.startswith(prefix.encode()):
+                return
+            if key != start or not after:
+                yield key.decode(), value.decode()
+
+    def _scan_from(self, db: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor(db=self._dbs[db]) as cur:
+            if not cur.set_range(start):
+                return
+            for key, value in cur:
+                yield bytes(key), bytes(value)
+
 
 class _Request:
     """One caller's part of a group commit. ``wake`` is held until a leader hands the request
