@@ -59,9 +59,10 @@ def _ascending(stream: Iterable[tuple[str, Any]], i: int) -> Iterator[tuple[str,
         yield key, i, value
 
 
-def batches(rows: Iterator[Any], size: int = BATCH) -> Iterator[list]:
-    """``rows`` a list of ``size`` at a time; at least one (empty) list, so a step that checks
-    its preconditions per batch checks them for an empty commit too."""
+def batches(rows: Iterator[Any], size: int | None = None) -> Iterator[list]:
+    """``rows`` a list of ``size`` (default ``BATCH``) at a time; at least one (empty) list, so
+    a step that checks its preconditions per batch checks them for an empty commit too."""
+    size = size or BATCH
     first = True
     while True:
         batch = list(islice(rows, size))

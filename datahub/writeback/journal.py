@@ -186,24 +186,18 @@ class Txn:
         self._txn.delete(name.encode(), db=self._dbs["meta"])
 
     def metas(self, prefix: str, after: str = "") -> Iterator[tuple[str, str]]:
-        """Meta entries named ``prefix`` + something, in name (byte) order, from the first
-        named above ``prefix + after``: a workspace commit's merge base is one entry per file
+        """Meta entries named ``prefix`` + something, in name (byte) order, those named above
+        ``prefix + after`` if ``after``: a workspace commit's merge base is one entry per file
         (``datahub.commit_base``), read a range at a time."""
-        start = f"{prefix}{after}".encode()
-        for key, value in (
-            self._scan("meta", prefix.encode()) if not after else self._scan_from("meta", start)
-        ):
-            if not key.startswith(prefix.encode()):
-                return
-            if key != start or not after:
-                yield key.decode(), value.decode()
-
-    def _scan_from(self, db: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-        with self._txn.cursor(db=self._dbs[db]) as cur:
+        start, first = f"{prefix}{after}".encode(), prefix.encode()
+        with self._txn.cursor(db=self._dbs["meta"]) as cur:
             if not cur.set_range(start):
                 return
             for key, value in cur:
-                yield bytes(key), bytes(value)
+                if not key.startswith(first):
+                    return
+                if not after or key != start:
+                    yield bytes(key).decode(), bytes(value).decode()
 
 
 class _Request:
