@@ -12,7 +12,7 @@ the layout of ``--copy`` imports: a name never gets other bytes), read back from
 workspace object under the etag the flush recorded; the records point at the blobs, so the
 version is immutable like any other (promise 1). A blob already there (the same bytes
 committed before, by any workspace or import) is not read or written again. Each content is
-pinned once per commit and written with ``put_once``, which never replaces a stored blob:
+pinned once per batch of keys (a later batch finds its blob stored: one stat) and written with ``put_once``, which never replaces a stored blob:
 files of one content pinned side by side each put it, and on a local store every put but the
 last left its records naming an etag the blob no longer had (review16, pinblobs16).
 Only the differences from the dataset's head are committed, and the commit id is derived
@@ -28,6 +28,10 @@ deleted only if this journal committed it (``_Base``: the records its commits to
 put, kept in the journal) and the head still holds that very record. Before, every head key
 the workspace lacked was deleted: a rescheduled CSI pod's commit emptied the head of what the
 first node committed, and a first commit into an imported dataset replaced it whole.
+
+A commit streams (commitmem18, issue 38): the workspace's files, the head's records and the
+base are walked side by side in key order, a batch of keys at a time (``_plan``,
+``datahub.commit_base``), so its memory does not grow with the workspace's files.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def commit_workspace(
     """Flush ``workspace`` and commit its changes onto the head of ``dataset`` as the next version.
 
     Its changes, not its whole tree: files it has are put where the head differs (but for
-    one unchanged since this journal committed it: ``_changes``), and a head file it lacks is
+    one unchanged since this journal committed it: ``_change``), and a head file it lacks is
     deleted only if this journal committed that very record (``_Base``);
     files others committed stay. The dataset is created if it does not exist. Raises Conflict if files keep changing
     while we flush (commit once writers pause); returns the head unchanged if the
@@ -311,7 +315,7 @@ def _repair_lost_etags(
 
     Why: before each content was pinned once (pinblobs16), files of one content each put its
     blob, and every record but the last put's took an etag the blob lost: unreadable for
-    good, and an unchanged file keeps its head record (``_head_blobs``), so every later
+    good, and an unchanged file keeps its head record (``_head_blob``), so every later
     version carried the damage. Such records are exactly those of one digest naming two or
     more etags, so a commit without that sign costs nothing here; with it, one stat, and the
     blob is read once and its sha256 checked before any record takes its etag (a blob that
