@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog.model import EMPTY, Change, Delete, Put, Record, Version
-from datahub.commit_base import BASE_META, UNSETTLED, Spill, batches, joined
+from datahub.commit_base import BASE_META, UNSETTLED, Spill, Writes, batches, joined
 from datahub.commit_base import Base as _Base
 from datahub.commit_base import digest as _ident_digest
 from datahub.config import Config
@@ -86,7 +86,7 @@ def commit_workspace(
     version yet (an empty change set makes no version; before, it failed the unmount, and a
     CSI workspace whose pod wrote nothing could not be unpublished).
     """
-    with _flushed(workspace) as flushed, Spill() as rows:
+    with _flushed(workspace) as flushed, Spill() as changes, Writes() as writes:
         try:
             catalog.get_dataset(dataset)
         except DatasetNotFound:
@@ -99,25 +99,23 @@ def commit_workspace(
         committed = _Base(workspace, dataset)
         current = catalog.list_records(dataset, base) if head else iter(())
         digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
-        changes = _plan(workspace, flushed, current, committed, rows, digest)
-
-        def idents() -> Iterator[tuple[str, str]]:  # each file's identity, for the base
-            return ((key, ident) for key, ident, _, _ in rows.rows() if ident is not None)
-
-        if not changes:  # nothing to commit: the head as it is (None: an empty workspace, no version yet)
-            committed.settle(idents())
+        _plan(workspace, flushed, current, committed, changes, writes, digest)
+        if (
+            not changes.count
+        ):  # nothing to commit: the head as it is (None: an empty workspace, no version yet)
+            committed.settle(writes.settled.rows())
             return head
-        committed.expect(idents())
+        committed.expect(writes.expected.rows())
         version = catalog.commit(
             dataset,
-            (Put(record) if op == "+" else Delete(key) for key, _, op, record in rows.rows() if op),
+            (Put(record) if record is not None else Delete(key) for key, record in changes.rows()),
             base=base,
             message=message or f"commit of workspace {workspace.name!r}",
             author=author,
             lineage={"workspace": workspace.name, "files": flushed.count},
             commit_id=f"workspace-{digest.hexdigest()[:32]}",
         )
-        committed.settle(idents())
+        committed.settle(writes.settled.rows())
         return version
 
 
@@ -126,19 +124,18 @@ def _plan(
     flushed: Spill,
     current: Iterator[Record],
     committed: _Base,
-    out: Spill,
+    changes: Spill,
+    writes: Writes,
     digest: Any,
-) -> int:
+) -> None:
     """Walk the workspace's files, the head's records and the base side by side in key order,
-    a batch of keys at a time: pin the batch's files as blobs, and spill one row per key,
-    ``(key, identity of the workspace's record or None, "+" put / "-" delete / "", the record
-    to put or None)``; returns how many changes. ``digest`` takes every file's path and etag,
-    and every change (which head files go, and which are put, depend on the journal's records
-    too): the commit id."""
+    a batch of keys at a time: pin the batch's files as blobs, spill each change as ``(key,
+    the record to put, or None to delete)``, and note what the base's stores will write.
+    ``digest`` takes every file's path and etag, and every change (which head files go, and
+    which are put, depend on the journal's records too): the commit id."""
     blobs = workspace.blobs
     origin, origin_key = workspace.flusher.origin, workspace.flusher.origin_key
     walk = joined(((r.key, r) for r in current), ((row[0], row) for row in flushed.rows()), committed.scan())
-    changes = 0
     for batch in batches(walk):
         objects = [
             FlushedObject(key, origin.url_for(origin_key(key)), *f[1:]) for key, (_, f, _) in batch if f
@@ -152,13 +149,11 @@ def _plan(
                 digest.update(f"\0{key}\0{f[1]}".encode())
             if isinstance(change, Delete):
                 digest.update(f"\0-{key}".encode())
+                changes.add((key, None))
             elif change is not None:
                 digest.update(f"\0+{key}".encode())
-            if new is not None or change is not None:
-                op = "" if change is None else "-" if isinstance(change, Delete) else "+"
-                out.add((key, _ident(new) if new else None, op, new if op == "+" else None))
-            changes += change is not None
-    return changes
+                changes.add((key, new))
+            writes.note(key, _ident(new) if new is not None else None, idents)
 
 
 def finish_workspace(
