@@ -12,11 +12,14 @@ cannot be copied, and each side gets its own. Then, sides alternating, one proce
 opens its workspace and
 
 - commits it into a new SQLite dataset (the first commit: every file pinned as a blob);
-- rewrites 1 % of the files (every 100th), flushes, and commits again (the second commit).
+- in another process, rewrites 1 % of the files (every 100th), flushes, and commits again
+  (the second commit).
 
 For each commit: wall and process CPU seconds, CPU microseconds per file, and the peak RSS of
 the process during the commit (``VmHWM`` after resetting it with ``/proc/self/clear_refs``
-just before: the commit's own peak, the interpreter and its imports included); with
+just before: the commit's own peak, the interpreter and its imports included, and the pages
+of the journal's LMDB file it maps), the peak of its anonymous part (``RssAnon``, sampled
+every 10 ms: the heap), and the RSS before the commit; with
 ``--tracemalloc`` also the Python heap's peak (a pass of its own: tracing slows CPU).
 ``--build-only HOME --files N`` and ``--commit HOME`` run one step on its own (for runs too
 long to wait for). Wall swings with the shared machine's load (printed): CPU is the figure.
@@ -84,11 +87,34 @@ def _reset_peak() -> None:
         f.write("5")
 
 
-def _peak_mib() -> float:
+def _status_mib(field: str) -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return round(int(line.split()[1]) / 1024, 1)
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+class _AnonPeak:
+    """The highest ``RssAnon`` seen, sampled every 10 ms by a thread: the heap's share of the
+    peak (``VmHWM`` also counts the file pages mapped, the journal's LMDB file among them,
+    which the kernel can drop; it keeps no peak of the anonymous part alone)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = _status_mib("RssAnon")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.01):
+            self.peak = max(self.peak, _status_mib("RssAnon"))
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return max(self.peak, _status_mib("RssAnon"))
 
 
 def _measured(fn, files: int, trace: bool) -> dict:
@@ -96,7 +122,9 @@ def _measured(fn, files: int, trace: bool) -> dict:
 
     if trace:
         tracemalloc.start()
+    before = _status_mib("VmRSS")
     _reset_peak()
+    anon = _AnonPeak()
     wall, cpu = time.perf_counter(), time.process_time()
     version = fn()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -104,7 +132,9 @@ def _measured(fn, files: int, trace: bool) -> dict:
         "wall_s": round(wall, 1),
         "cpu_s": round(cpu, 1),
         "cpu_us_per_file": round(1e6 * cpu / files, 1),
-        "peak_rss_mib": _peak_mib(),
+        "rss_before_mib": before,
+        "peak_rss_mib": _status_mib("VmHWM"),
+        "peak_rss_anon_mib": anon.stop(),
         "version": [version.seq, version.added, version.removed, version.modified],
     }
     if trace:
@@ -113,8 +143,10 @@ def _measured(fn, files: int, trace: bool) -> dict:
     return out
 
 
-def commit(home: str, trace: bool = False) -> dict:
-    """The first commit of the built workspace under ``home``, then a 1 % change and the second."""
+def commit(home: str, step: str, trace: bool = False) -> dict:
+    """One commit of the built workspace under ``home``, in a process of its own (so one
+    commit's freed heap is not the next one's start): ``first``, or ``second`` after a 1 %
+    change (every 100th file rewritten and flushed)."""
     import datahub
     from datahub.catalog import open_catalog
     from datahub.storage import StoreRegistry
@@ -128,17 +160,16 @@ def commit(home: str, trace: bool = False) -> dict:
         try:
             with ws.journal.read() as txn:  # counted, not listed: no list of N objects before the peak
                 files = sum(1 for _ in txn.tree_files())
-            first = _measured(lambda: commit_workspace(ws, catalog, "outputs"), files, trace)
-            changed = range(0, files, 100)
-            for i in changed:
-                with ws.open(_path(i), truncate=True) as fh:
-                    fh.write(0, _content(i, 1))
-            ws.flush()
-            second = _measured(lambda: commit_workspace(ws, catalog, "outputs"), files, trace)
+            if step == "second":
+                for i in range(0, files, 100):
+                    with ws.open(_path(i), truncate=True) as fh:
+                        fh.write(0, _content(i, 1))
+                ws.flush()
+            result = _measured(lambda: commit_workspace(ws, catalog, "outputs"), files, trace)
         finally:
             catalog.close()
             ws.close()
-    return {"datahub": os.path.dirname(datahub.__file__), "files": files, "first": first, "second": second}
+    return {"datahub": os.path.dirname(datahub.__file__), "files": files, step: result}
 
 
 def _run(tree: Path, *args: str) -> dict:
@@ -167,12 +198,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tracemalloc", action="store_true")
     ap.add_argument("--build-only", metavar="HOME")
     ap.add_argument("--commit", metavar="HOME")
+    ap.add_argument("--step", choices=["first", "second"], default="first")
     args = ap.parse_args(argv)
     if args.build_only:
         print(json.dumps(build(args.build_only, args.files[0])), flush=True)
         return
     if args.commit:
-        print(json.dumps(commit(args.commit, args.tracemalloc)), flush=True)
+        print(json.dumps(commit(args.commit, args.step, args.tracemalloc)), flush=True)
         return
     trees = {"head": HEAD} | ({"base": Path(args.base_tree).resolve()} if args.base_tree else {})
     for k, n in enumerate(args.files):
@@ -185,7 +217,9 @@ def main(argv: list[str] | None = None) -> None:
         for name in order:
             print(f"{n} files, commits on {name}: {_load()}", flush=True)
             extra = ["--tracemalloc"] if args.tracemalloc else []
-            print(f"  {json.dumps(_run(trees[name], '--commit', str(homes[name]), *extra))}", flush=True)
+            for step in ("first", "second"):
+                result = _run(trees[name], "--commit", str(homes[name]), "--step", step, *extra)
+                print(f"  {json.dumps(result)}", flush=True)
         print(f"  after: {_load()}", flush=True)
         for home in homes.values():
             shutil.rmtree(home, ignore_errors=True)
