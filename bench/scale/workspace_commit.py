@@ -172,11 +172,12 @@ def commit(home: str, step: str, trace: bool = False) -> dict:
     return {"datahub": os.path.dirname(datahub.__file__), "files": files, step: result}
 
 
-def _run(tree: Path, *args: str) -> dict:
+def _run(tree: Path, *args: str, script: str = __file__) -> dict:
+    """``script`` run with ``tree``'s ``datahub`` (checked): the JSON object its last line prints."""
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-P", str(Path(__file__).resolve()), *args]
+    cmd = [sys.executable, "-P", str(Path(script).resolve()), *args]
     out = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
     if "datahub" in result:
