@@ -29,34 +29,40 @@ _SHORT, _LONG = "\0", "\1"  # ``committed:<dataset>\0<key>``; ``\1<sha256(key)>`
 
 
 def joined(*streams: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, list]]:
-    """Streams of ``(key, value)`` in ascending key order, walked side by side: each key once,
-    with the value each stream has for it (None where it has none). Raises StorageError if a
-    stream is out of order: the walk would take a key for missing from it (a catalog store
-    whose order is not Python's would have the commit put and delete the wrong files)."""
-    tagged = [_ascending(s, i) for i, s in enumerate(streams)]
+    """Streams of ``(key, value)`` in ascending key order, values never None, walked side by
+    side: each key once, with the value each stream has for it (None where it has none).
+    Raises StorageError if a stream is out of order or repeats a key (the merged keys then go
+    back, or a stream fills its slot twice): the walk would take a key for missing from it,
+    and a catalog store whose order is not Python's would have the commit put and delete the
+    wrong files."""
+    tagged = [_tagged(s, i) for i, s in enumerate(streams)]
     current: str | None = None
     values: list = []
     for key, i, value in heapq.merge(*tagged):
         if key != current:
             if current is not None:
+                if key < current:
+                    raise _out_of_order(i, current, key)
                 yield current, values
             current, values = key, [None] * len(streams)
+        elif values[i] is not None:
+            raise _out_of_order(i, current, key)
         values[i] = value
     if current is not None:
         yield current, values
 
 
-def _ascending(stream: Iterable[tuple[str, Any]], i: int) -> Iterator[tuple[str, int, Any]]:
+def _tagged(stream: Iterable[tuple[str, Any]], i: int) -> Iterator[tuple[str, int, Any]]:
     """``(key, i, value)``: tagged with its stream, so a merge never compares two values."""
-    last = None
     for key, value in stream:
-        if last is not None and key <= last:
-            raise StorageError(
-                f"keys out of order in stream {i} of a workspace commit ({last!r}, then {key!r}); "
-                "nothing was committed: report this (the catalog store must list records in key order)"
-            )
-        last = key
         yield key, i, value
+
+
+def _out_of_order(i: int, last: str, key: str) -> StorageError:
+    return StorageError(
+        f"keys out of order in stream {i} of a workspace commit ({last!r}, then {key!r}); "
+        "nothing was committed: report this (the catalog store must list records in key order)"
+    )
 
 
 def batches(rows: Iterator[Any], size: int | None = None) -> Iterator[list]:
@@ -253,6 +259,8 @@ class Writes:
             if idents is not None:  # no longer the workspace's: whatever the commit did
                 self.settled.add((key, None))
             return
+        if idents is not None and len(idents) == 1 and idents[0] == ident:
+            return  # settled, and committed again as it is: nothing to write (most keys)
         # a key new to the base starts with UNSETTLED: its one record is not yet known to be
         # the head's (``_unchanged`` must not take it for a settled commit's)
         union = list(idents) if idents is not None else [UNSETTLED]
