@@ -16,7 +16,8 @@ as this journal's merge base in that side's own layout, and puts the blobs of th
 files that changed (every 100th, 60 bytes each); then a measuring process commits the
 workspace: every file unchanged since but those, whose pins find their blobs stored (one stat
 each). Printed: wall and CPU seconds, CPU microseconds per file, the RSS before, ``VmHWM``
-(reset just before the commit) and the sampled peak of ``RssAnon``. CPU is the figure; wall
+(reset just before the commit) and the sampled peak of ``RssAnon``; with ``--tracemalloc``
+also the Python heap's peak (tracing costs CPU: a run of its own). CPU is the figure; wall
 swings with the load (printed).
 """
 
@@ -82,7 +83,7 @@ def setup(home: str, n: int) -> dict:
     return {"setup_cpu_s": round(time.process_time() - cpu, 1)}
 
 
-def measure(home: str, n: int) -> dict:
+def measure(home: str, n: int, trace: bool = False) -> dict:
     import datahub
     import datahub.workspaces as workspaces
     from datahub.catalog import open_catalog
@@ -109,6 +110,10 @@ def measure(home: str, n: int) -> dict:
 
         real, workspaces._flushed = workspaces._flushed, flushed
         try:
+            if trace:
+                import tracemalloc
+
+                tracemalloc.start()
             before = _status_mib("VmRSS")
             _reset_peak()
             anon = _AnonPeak()
@@ -128,6 +133,9 @@ def measure(home: str, n: int) -> dict:
             "peak_rss_anon_mib": anon.stop(),
             "version": [version.seq, version.added, version.removed, version.modified],
         }
+        if trace:
+            result["tracemalloc_peak_mib"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
+            tracemalloc.stop()
         catalog.close()
         ws.close()
     return result
@@ -140,12 +148,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scratch", default="/var/tmp")
     ap.add_argument("--setup", metavar="HOME")
     ap.add_argument("--measure", metavar="HOME")
+    ap.add_argument("--tracemalloc", action="store_true", help="also the Python heap's peak (slower)")
     args = ap.parse_args(argv)
     if args.setup:
         print(json.dumps(setup(args.setup, args.files)), flush=True)
         return
     if args.measure:
-        print(json.dumps(measure(args.measure, args.files)), flush=True)
+        print(json.dumps(measure(args.measure, args.files, args.tracemalloc)), flush=True)
         return
     trees = {"head": HEAD} | ({"base": Path(args.base_tree).resolve()} if args.base_tree else {})
     for name, tree in trees.items():
@@ -153,7 +162,8 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(home, ignore_errors=True)
         print(f"{args.files} files on {name}: {_load()}", flush=True)
         for step in ("--setup", "--measure"):
-            result = _run(tree, step, str(home), "--files", str(args.files), script=__file__)
+            extra = ["--tracemalloc"] if args.tracemalloc and step == "--measure" else []
+            result = _run(tree, step, str(home), "--files", str(args.files), *extra, script=__file__)
             print(f"  {json.dumps(result)}", flush=True)
         print(f"  after: {_load()}", flush=True)
         shutil.rmtree(home, ignore_errors=True)
