@@ -12,8 +12,9 @@ the layout of ``--copy`` imports: a name never gets other bytes), read back from
 workspace object under the etag the flush recorded; the records point at the blobs, so the
 version is immutable like any other (promise 1). A blob already there (the same bytes
 committed before, by any workspace or import) is not read or written again. Each content is
-pinned once per batch of keys (a later batch finds its blob stored: one stat) and written with ``put_once``, which never replaces a stored blob:
-files of one content pinned side by side each put it, and on a local store every put but the
+pinned once per batch of keys (a later batch finds its blob stored: one stat) and written
+with ``put_once``, which never replaces a stored blob: files of one content pinned side by
+side each put it, and on a local store every put but the
 last left its records naming an etag the blob no longer had (review16, pinblobs16).
 Only the differences from the dataset's head are committed, and the commit id is derived
 from the base and the content, so retrying after a lost reply does not commit twice.
@@ -100,9 +101,8 @@ def commit_workspace(
         current = catalog.list_records(dataset, base) if head else iter(())
         digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
         _plan(workspace, flushed, current, committed, changes, writes, digest)
-        if (
-            not changes.count
-        ):  # nothing to commit: the head as it is (None: an empty workspace, no version yet)
+        if not changes.count:
+            # nothing to commit: the head as it is (None: an empty workspace, no version yet)
             committed.settle(writes.settled.rows())
             return head
         committed.expect(writes.expected.rows())
