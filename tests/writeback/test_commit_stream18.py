@@ -167,3 +167,34 @@ def test_the_spill_gives_back_its_rows_as_written_as_often_as_read() -> None:
         spill.add(("k", "id", "+", record))
         spill.add(("l", None, "-", None))
         assert list(spill.rows()) == list(spill.rows()) == [("k", "id", "+", record), ("l", None, "-", None)]
+
+
+def test_a_migration_cut_short_by_a_crash_migrates_again(nodes, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """An old journal's base (one JSON value) goes into entries a batch per transaction and
+    the old value goes last: a kill in between leaves both, and the next open migrates from
+    the start again, to the same entries."""
+    import json
+
+    monkeypatch.setattr(commit_base, "BATCH", BATCH)
+    ws = nodes["node-a"].open()
+    old = {f"k{i}": [f"{i:032x}"] for i in range(10)} | {"u": ["", "a" * 32, "b" * 32]}
+    with ws.journal.write("an old journal's base") as txn:
+        txn.put_meta(f"committed:{DATASET}", json.dumps(old))
+    write_batch = commit_base.Base._write
+    calls = []
+
+    def dies_on_the_second(self, entries, drop_old=False):
+        calls.append(len(entries))
+        if len(calls) == 2:
+            raise SystemExit("killed")
+        write_batch(self, entries, drop_old)
+
+    monkeypatch.setattr(commit_base.Base, "_write", dies_on_the_second)
+    with pytest.raises(SystemExit):
+        commit_base.Base(ws, DATASET)
+    with ws.journal.read() as txn:
+        assert txn.meta(f"committed:{DATASET}") is not None  # still there: migrated again below
+        assert len(list(txn.metas(f"committed:{DATASET}\0"))) == BATCH
+    monkeypatch.setattr(commit_base.Base, "_write", write_batch)
+    assert dict(commit_base.Base(ws, DATASET).scan()) == old
+    assert _base(ws) == old
