@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datahub.config import Config, load_config
-from datahub.console.context import create_home
+from datahub.console.context import create_home, shown
 from datahub.errors import DatahubError, DatasetNotFound, InvalidInput, NotFound, VersionNotFound
 
 DATASET = "sample"
@@ -288,10 +288,10 @@ def cli_hint(config: Config) -> str:
     exe = Path(sys.executable).with_name("datahub")
     try:
         exe = exe.relative_to(Path.cwd())
-        shown = str(exe) if str(exe).startswith(".") else f"./{exe}"
+        command = str(exe) if str(exe).startswith(".") else f"./{exe}"
     except ValueError:
-        shown = str(exe)
-    return f"{shown} --home {config.home_path}"
+        command = str(exe)
+    return f"{command} --home {config.home_path}"
 
 
 def example_commands(config: Config) -> list[str]:
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
         print("demo stopped cleanly", flush=True)
         return 0
     except DatahubError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"error: {shown(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted; nothing half-committed (rerun to continue)", file=sys.stderr)

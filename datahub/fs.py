@@ -9,7 +9,8 @@ pandas, pyarrow, PIL or torch users read snapshots without a mount::
 Paths are ``DATASET[@REF]/KEY``: ``REF`` is anything the catalog resolves (``3``, ``v3``, a
 tag, ``latest``; omitted = latest, resolved on every call, so a pinned ``@v3`` is what
 makes a training run reproducible). The root lists datasets. Directory entries are
-derived from record keys. Bytes come through the tiered cache (``datahub.cache``), so
+derived from record keys; a version holding both ``x`` and ``x/y`` shows the directory ``x``
+and hides the file ``x``, as a mount does (docs/catalog.md, "Limits"). Bytes come through the tiered cache (``datahub.cache``), so
 they are verified against the recorded etag and shared with every other reader of the
 same cache directory.
 
@@ -33,7 +34,7 @@ from datahub.catalog.model import Record
 from datahub.config import Config, load_config
 from datahub.errors import NotFound, ReadOnly
 from datahub.storage.base import ObjectRef
-from datahub.validation import check_name
+from datahub.validation import check_key, check_name, check_prefix
 
 log = logging.getLogger(__name__)
 
@@ -118,14 +119,30 @@ class DatahubFileSystem(AbstractFileSystem):
         name, at, ref = head.partition("@")
         return check_name(name), (ref if at else None), key
 
-    def _record(self, path: str) -> tuple[Record, str]:
+    def _record(self, path: str, *, files_only: bool = True) -> tuple[Record, str]:
+        """The record a file path names. ``files_only``: refuse a key that is also a directory
+        (``x`` beside ``x/y``), as the mount does, at the cost of one more index probe."""
         name, ref, key = self._split(path)
         if not key:
             raise IsADirectoryError(path)
         try:
-            return self.catalog.get_record(name, ref, key), self._strip_protocol(path)
+            if not files_only:
+                return self.catalog.get_record(name, ref, key), self._strip_protocol(path)
+            seq = self.catalog.resolve(name, ref).seq  # once: both questions ask the same version
+            record = self.catalog.store.get_record(name, seq, check_key(key))
+            if self._has_children(name, seq, key):
+                raise IsADirectoryError(
+                    f"{path}: a directory in {name}@{ref or 'latest'} (the file {key!r} beside keys "
+                    f"under {key + '/'!r} is hidden, as on a mount: read it through the catalog's record)"
+                )
+            return record, self._strip_protocol(path)
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc
+
+    def _has_children(self, name: str, seq: int, key: str) -> bool:
+        """Whether any key of version ``seq`` (resolved by the caller) lies under ``key/``."""
+        below = self.catalog.store.list_records(name, seq, prefix=check_prefix(f"{key}/"), limit=1)
+        return next(iter(below), None) is not None
 
     @staticmethod
     def _file(path: str, record: Record) -> dict:
@@ -172,8 +189,11 @@ class DatahubFileSystem(AbstractFileSystem):
                         break
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc
+        directories = {e["name"] for e in entries if e["type"] == "directory"}
+        if directories:  # a file named as a directory beside it is hidden: the directory wins
+            entries = [e for e in entries if e["type"] == "directory" or e["name"] not in directories]
         if not entries and key:
-            record, full = self._record(path)  # a file: ls of a file lists the file
+            record, full = self._record(path, files_only=False)  # nothing under it: a file lists itself
             return [self._file(full, record)]
         return entries
 
@@ -190,17 +210,16 @@ class DatahubFileSystem(AbstractFileSystem):
                 raise FileNotFoundError(f"{path}: {exc.message}") from exc
             return {"name": path, "size": 0, "type": "directory"}
         name, ref, key = self._split(path)
-        try:
-            return self._file(path, self.catalog.get_record(name, ref, key))
-        except NotFound:
-            pass
-        try:
-            below = next(iter(self.catalog.list_records(name, ref, prefix=f"{key}/", limit=1)), None)
+        try:  # the directory first: it wins over a file of the same name
+            seq = self.catalog.resolve(name, ref).seq  # once: both questions ask the same version
+            if self._has_children(name, seq, key):
+                return {"name": path, "size": 0, "type": "directory"}
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc
-        if below is None:
+        record = self._maybe_record(name, seq, key)
+        if record is None:
             raise FileNotFoundError(f"{path}: no such file or directory in {name}@{ref or 'latest'}")
-        return {"name": path, "size": 0, "type": "directory"}
+        return self._file(path, record)
 
     def find(self, path: str, maxdepth=None, withdirs: bool = False, detail: bool = False, **kwargs):
         """Every file below ``path`` in one streamed listing (directories derived if asked)."""
@@ -210,17 +229,20 @@ class DatahubFileSystem(AbstractFileSystem):
         name, ref, key = self._split(path)
         head = path.split("/", 1)[0]
         out: dict[str, dict] = {}
+        directories: set[str] = set()
         try:
-            if key and (record := self._maybe_record(name, ref, key)) is not None:
-                out[path] = self._file(path, record)
-            else:
-                for record in self.catalog.list_records(name, ref, prefix=f"{key}/" if key else ""):
-                    out[f"{head}/{record.key}"] = self._file(f"{head}/{record.key}", record)
+            for record in self.catalog.list_records(name, ref, prefix=f"{key}/" if key else ""):
+                out[f"{head}/{record.key}"] = self._file(f"{head}/{record.key}", record)
+                _add_parents(directories, record.key)
+            if key and not out and (record := self._maybe_record(name, ref, key)) is not None:
+                out[path] = self._file(path, record)  # not a directory: find of a file finds it
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc
+        for hidden in [full for full in out if full.split("/", 1)[1] in directories]:
+            del out[hidden]  # a file beside a directory of its name: the directory wins
         return out if detail else list(out)
 
-    def _maybe_record(self, name: str, ref: str | None, key: str) -> Record | None:
+    def _maybe_record(self, name: str, ref: str | int | None, key: str) -> Record | None:
         try:
             return self.catalog.get_record(name, ref, key)
         except NotFound:
@@ -245,13 +267,22 @@ class DatahubFileSystem(AbstractFileSystem):
 
     def hint(self, paths: list[str]) -> None:
         """Tell the cache the order these files will be read in (a sampler's next epoch)."""
-        self.cache.hint([self._record(p)[0].ref for p in paths])
+        # no directory probe per path: a hint only orders the cache's readahead, never a read
+        self.cache.hint([self._record(p, files_only=False)[0].ref for p in paths])
 
     # --- everything that would write ---------------------------------------------------------------
     def _read_only(self, path, *args, **kwargs):
         raise ReadOnly(f"datahub://{self._strip_protocol(str(path))}: dataset versions are read-only")
 
     mkdir = makedirs = rmdir = rm_file = _rm = rm = touch = pipe_file = cp_file = mv = put_file = _read_only
+
+
+def _add_parents(directories: set[str], key: str) -> None:
+    """Add every directory above ``key`` (``a/b/c``: ``a/b``, ``a``), stopping at one known."""
+    parent = key.rpartition("/")[0]
+    while parent and parent not in directories:
+        directories.add(parent)
+        parent = parent.rpartition("/")[0]
 
 
 def _close_at_exit(ref: weakref.ref[DatahubFileSystem]) -> None:

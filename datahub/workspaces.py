@@ -3,7 +3,7 @@
 Lives outside ``datahub.cache`` because the cache knows nothing of the catalog: this module
 is the one place the two meet.
 
-Records never point at the workspace's own objects (``<objects_url>/workspaces/<name>/<path>``):
+Records never point at the workspace's own objects (``<objects_url>/workspaces/<name>/j-<journal id>/<path>``):
 the flusher mirrors the workspace there, so the next flush overwrites a changed file and
 deletes a removed one, and a version that pointed at them would lose its bytes (found by
 the chaos soak, seed 26; ``tests/writeback/test_commit_history.py``). A commit first pins
@@ -61,6 +61,7 @@ from datahub.errors import (
 )
 from datahub.ingest.blobs import CHUNK_BYTES, blob_key
 from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.storage.blobs import BlobWriter, Content, store_blob
 from datahub.writeback import FlushedObject, Workspace, open_workspace
 
 log = logging.getLogger(__name__)
@@ -255,20 +256,17 @@ def _pin_blobs(
         else:
             sources.setdefault(o.sha256, o)
 
+    md5_etags = workspace.flusher.origin.etag_hasher(0) is not None
+
     def pin(o: FlushedObject) -> ObjectInfo:
-        key = blob_key(o.sha256)
-        try:
-            stored = blobs.stat(key)
-        except ObjectNotFound:
-            return _copy_flushed(workspace, o, blobs, key)
-        if stored.size == o.size:
-            return stored
-        # not this content (a torn or foreign write under its name): put_once would keep it
-        # for ever and every record of the content would serve its bytes (review17a)
-        log.warning(
-            "blob %s holds %d bytes, not the %d of its content: written again", key, stored.size, o.size
-        )
-        return _copy_flushed(workspace, o, blobs, key, replace=True)
+        # the flush's etag of these very bytes, where it is their md5 (S3): a stored blob of
+        # that etag holds them, proven by its stat; any other is read and hashed once (review17a)
+        content = Content(o.sha256, o.size, (lambda: (o.etag,)) if md5_etags else lambda: ())
+
+        def write(writer: BlobWriter, replace: bool) -> ObjectInfo:  # writer: the two puts it makes
+            return _copy_flushed(workspace, o, writer, blob_key(o.sha256), replace=replace)  # type: ignore[arg-type]
+
+        return store_blob(blobs, content, write).info
 
     # each digest once (files of one content, such as empty __init__.py files, share a blob):
     # pinned by each file at once, all but the last put's records named an etag it lost
@@ -353,10 +351,12 @@ def _copy_flushed(
     """Put the blob of a flushed file: read back from its workspace object, or from the
     workspace itself if that object no longer holds what this journal flushed.
 
-    Why the second source: the workspace's objects are named by workspace, not by journal, so
-    the same workspace on another node (a CSI pod rescheduled while this node was down)
-    overwrites or deletes them, and this journal still takes its own flush for current: no
-    later flush puts the file again, and every commit of it failed for good (review17c).
+    Why the second source: a journal made before nodeloss18 names its objects by workspace,
+    not by journal, so the same workspace on another node (a CSI pod rescheduled while this
+    node was down) overwrites or deletes them, and this journal still takes its own flush for
+    current: no later flush puts the file again, and every commit of it failed for good
+    (review17c). A journal made since flushes under its own folder (``j-<journal id>``), which
+    no other journal writes.
     The file's bytes are still in the workspace (journal and shared tier) and must hash to
     what the flush recorded, or the commit fails and is retried on a fresh flush."""
     origin = workspace.flusher.origin

@@ -35,6 +35,7 @@ import trio
 from datahub.errors import DatahubError, InvalidInput
 from fuse_adapter.fast_path import Build, FastPath, write_passthrough_off
 from fuse_adapter.fastread import FastReads
+from fuse_adapter.hop import Hop, Job
 from fuse_adapter.mount_sys import requests_in_c
 from fuse_adapter.page_files import still_verified, verified_fd
 from fuse_adapter.passthrough import PassthroughOpens, Route, open_route
@@ -476,6 +477,10 @@ def forget_entry_within(timeout: float, parent_ino: int, name: str) -> None:
     done.wait(timeout)
 
 
+def _started_calls_finish(_raise_cancel: Any) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED  # the task waits for its call to end (``WorkspaceOps._thread``)
+
+
 class WorkspaceOps(Ops):
     """FUSE requests -> WorkspaceView (every call blocks on the journal or the shared tier).
 
@@ -498,6 +503,9 @@ class WorkspaceOps(Ops):
                 "rebuild it with `make install` (scripts/build_pyfuse3.sh)"
             )
         super().__init__(threads, abandon=False)
+        # blocking requests (every small file's FLUSH) hop to threads of their own: half the
+        # CPU of trio.to_thread's hop (fuse_adapter/hop.py); never abandoned, as before
+        self._hop = Hop(threads, "workspace")
         self.view = view  # fuse_adapter.workspace.WorkspaceView
         view.forget_entry = partial(forget_entry_within, timeout)
         self.timeout = timeout
@@ -520,6 +528,18 @@ class WorkspaceOps(Ops):
             else:
                 self.view.passthrough_off("the kernel does not offer FUSE passthrough (Linux >= 6.9)")
         super().init()
+
+    async def _thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` in one of the hop's threads (``fuse_adapter/hop.py``). A
+        cancelled task starts nothing; a started call is waited for, never abandoned (a journal
+        write must finish), as ``trio.to_thread.run_sync`` with ``abandon_on_cancel=False``."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        task = trio.lowlevel.current_task()
+        done = partial(trio.lowlevel.current_trio_token().run_sync_soon, trio.lowlevel.reschedule, task)
+        job = Job(fn, args, kwargs, done)
+        self._hop.submit(job)
+        await trio.lowlevel.wait_task_rescheduled(_started_calls_finish)
+        return job.outcome()
 
     def _entry(self, s: Stat) -> pyfuse3.EntryAttributes:
         return _entry(s, self.timeout)

@@ -499,7 +499,7 @@ class WorkspaceView:
         handle = self.ws.open(path, create=True, truncate=True, staged=self._may_stage())
         self._refund(replaced)
         ino = self._remember(path)
-        st = self._stat(ino, self.ws.stat(path))
+        st = self._stat(ino, handle.attr())  # what ``ws.stat(path)`` reads, without the read
         backing_id, direct = self._backing_of(ino, handle)
         return self._register(ino, handle, st), st, backing_id, direct
 
@@ -523,7 +523,7 @@ class WorkspaceView:
         handle = self.ws.open(path, truncate=truncate, staged=truncate and self._may_stage())
         self._refund(emptied)
         backing_id, direct = self._backing_of(ino, handle)
-        fh = self._register(ino, handle, self._stat(ino, self.ws.stat(path)))
+        fh = self._register(ino, handle, self._stat(ino, handle.attr()))
         if not writable:
             with self._lock:
                 self._readers.add(fh)

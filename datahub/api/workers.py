@@ -33,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable
 
+from datahub.console.context import shown
 from datahub.errors import DatahubError, InvalidInput
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,8 @@ def _fork_worker(sock: socket.socket, run_worker: Callable[[socket.socket], int]
         _die_with_parent(parent)
         code = run_worker(sock)
     except DatahubError as exc:
-        print(f"datahub serve worker {os.getpid()}: {exc}", file=sys.stderr)
+        # shown: the message may quote a user's string, which must not reach the terminal raw
+        print(f"datahub serve worker {os.getpid()}: {shown(str(exc))}", file=sys.stderr)
     except BaseException:
         log.exception("API worker %d failed", os.getpid())
     finally:

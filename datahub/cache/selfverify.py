@@ -12,11 +12,14 @@ The name of such a blob is the sha256 of its bytes, so when a read under the rec
 fails, the blob is read whole under its current etag and hashed: if the bytes hash to the
 name, the record is served from that etag (the bytes are exactly the content the record
 names; a record's size is still checked by every range read, ``origin.read_range``). The
-answer is remembered per (URL, record etag) in this process, so the whole-object read is
-paid once per (URL, new etag), never per page; a blob that does not hash to its name is
-remembered too (then a read costs one stat, to see whether it changed again) and the
-ObjectChanged stands. Nothing of this runs while the etag matches: ``current`` is one lookup
-in an empty dict.
+answer is remembered per (URL, record etag) in this process, and the hash's verdict per (URL,
+current etag), so the whole-object read is paid once per (URL, new etag), never per page nor
+per record: any writer may record a platform blob under an etag it never had (the hash is the
+capability, docs/api.md "Record URLs"), and each such etag read the whole blob again, a record
+claiming ten bytes of a multi-GB blob the whole blob before its length check (review18b). A
+blob that does not hash to its name is remembered too (then a read costs one stat, to see
+whether it changed again) and the ObjectChanged stands. Nothing of this runs while the etag
+matches: ``current`` is one lookup in an empty dict.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ class _Memory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._answers: OrderedDict[tuple[str, str], tuple[str, bool]] = OrderedDict()
-        self._busy = [threading.Lock() for _ in range(64)]  # striped: one verify of a record etag at a time
+        # (url, current etag) -> whether its bytes hash to the URL's digest, whichever record asked
+        self._hashed: OrderedDict[tuple[str, str], bool] = OrderedDict()
+        self._busy = [threading.Lock() for _ in range(64)]  # striped: one verify of a blob at a time
 
     def current(self, url: str, etag: str) -> str:
         """The etag to read a record of ``(url, etag)`` under: its own, or a verified one."""
@@ -70,23 +75,29 @@ class _Memory:
         digest = digest_named_by(url)
         if digest is None:
             raise changed
-        busy = self._busy[hash((url, etag)) % len(self._busy)]
-        with busy:  # one whole-object read at a time per record etag, however many pages ask
+        busy = self._busy[hash(url) % len(self._busy)]
+        with busy:  # one whole-object read at a time per blob, however many pages and records ask
             now = store.stat(key).etag
             with self._lock:
                 known = self._answers.get((url, etag))
+                hashed = self._hashed.get((url, now))
             if known is not None and known[0] == now:
                 if known[1]:
                     return now
                 raise changed
-            ok = now == etag or _hashes_to(store, key, now, digest)
-            if ok is None:  # replaced while it was read: nothing is known of ``now``'s bytes
-                raise changed
+            if now == etag:  # the record's own etag again: its bytes, whatever they hash to
+                ok = True
+            elif hashed is not None:
+                ok = hashed
+            else:
+                ok = _hashes_to(store, key, now, digest)
+                if ok is None:  # replaced while it was read: nothing is known of ``now``'s bytes
+                    raise changed
+                hashed = ok
             with self._lock:
-                self._answers[(url, etag)] = (now, ok)
-                self._answers.move_to_end((url, etag))
-                while len(self._answers) > REMEMBERED:
-                    self._answers.popitem(last=False)
+                if hashed is not None:  # only a verdict a hash gave: never the record's own etag's
+                    _remember(self._hashed, (url, now), hashed)
+                _remember(self._answers, (url, etag), (now, ok))
         if not ok:
             log.warning(
                 "blob %s (etag %s) does not hash to its name: records of etag %s stay unreadable",
@@ -99,6 +110,14 @@ class _Memory:
             "blob %s was replaced by its own bytes (etag %s): records of etag %s read from it", url, now, etag
         )
         return now
+
+
+def _remember(answers: OrderedDict, key: tuple[str, str], answer: object) -> None:
+    """Keep ``answer`` as the newest of ``answers``; the oldest go beyond ``REMEMBERED``."""
+    answers[key] = answer
+    answers.move_to_end(key)
+    while len(answers) > REMEMBERED:
+        answers.popitem(last=False)
 
 
 def _hashes_to(store: ObjectStore, key: str, etag: str, digest: str) -> bool | None:

@@ -33,8 +33,12 @@ MAX_HOLDER = 256
 # the owner of an unbroken lease read over the API, which never sends the holder's secret id
 HIDDEN_OWNER = "(hidden)"
 # the most leases one ``list_leases`` call (and one ``GET /v1/remote/leases`` page) answers:
-# rows are never deleted and any token may add some, so no call reads them all (review17d)
+# any token may add rows, so no call reads them all (review17d); ``prune_leases`` reads as many
 LIST_PAGE = 1000
+# how long a lease must have lapsed before ``prune_leases`` may delete it, at least: a holder
+# fences itself ``ttl - ttl/6`` after its last renewal began (on its own clock), and no ttl is
+# over MAX_TTL, so a lease lapsed this long has no holder left that still writes
+PRUNE_LAPSED = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +67,25 @@ def check_request(name: str, owner: str, holder: str, ttl: float, dataset: str =
         raise InvalidInput(f"lease of {name!r}: the holder description is over {MAX_HOLDER} characters")
     if not 0 < ttl <= MAX_TTL:
         raise InvalidInput(f"lease of {name!r}: ttl must be in (0, {MAX_TTL:g}] seconds, not {ttl!r}")
+
+
+def prunable(lease: Lease, now: float, lapsed_for: float = PRUNE_LAPSED) -> bool:
+    """Whether ``prune_leases`` may delete ``lease`` at ``now``: free (released, or broken at
+    once: no owner id renews it, ``holds``), or lapsed at least ``lapsed_for`` seconds ago. Never
+    a held or broken one before its expiry: a live writer may still hold it. A holder that
+    renews a deleted lease is refused (``renewed`` of None) and fences, so a wrong guess fails
+    closed; the next take starts at epoch 1, under the rule for a name never leased."""
+    return lease.expires <= 0 or lease.expires <= now - lapsed_for
+
+
+def check_prune(limit: int, lapsed_for: float) -> None:
+    """InvalidInput for a prune that could delete a lease a live holder may renew (lapsed less
+    than the longest ttl ago), or for a page outside 1..``LIST_PAGE``."""
+    check_page(limit)
+    if not lapsed_for >= MAX_TTL:
+        raise InvalidInput(
+            f"a lease may be pruned once lapsed at least {MAX_TTL:g} s (the longest ttl), not {lapsed_for!r}"
+        )
 
 
 def check_page(limit: int) -> None:

@@ -27,7 +27,15 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument, WriteConcern
 from pymongo.read_concern import ReadConcern
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.leases import LIST_PAGE, Lease, LeaseChange, check_page
+from datahub.catalog.leases import (
+    LIST_PAGE,
+    PRUNE_LAPSED,
+    Lease,
+    LeaseChange,
+    check_page,
+    check_prune,
+    prunable,
+)
 from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.mongo_commit import MongoCommitProtocol
 from datahub.catalog.mongo_dirs import gap_query, subdirectories
@@ -430,6 +438,23 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         with self._translate("list the writer leases"):  # a range of the _id index: O(limit)
             found = self.leases.find({"_id": {"$gt": after}}).sort("_id", 1).limit(limit)
             return [_lease_of(doc) for doc in found]
+
+    def prune_leases(
+        self, after: str = "", limit: int = LIST_PAGE, lapsed_for: float = PRUNE_LAPSED
+    ) -> tuple[list[str], str | None]:
+        check_prune(limit, lapsed_for)
+        gone: list[str] = []
+        with self._translate("prune the writer leases"):
+            page = list(self.leases.find({"_id": {"$gt": after}}).sort("_id", 1).limit(limit))
+            now = self._lease_now()
+            for doc in page:
+                if not prunable(_lease_of(doc), now, lapsed_for):
+                    continue
+                # only the document as read: a take that changed it since keeps it
+                seen = {f: doc.get(f) for f in (*_LEASE_FIELDS, "dataset")}
+                if self.leases.delete_one({"_id": doc["_id"], **seen}).deleted_count:
+                    gone.append(doc["_id"])
+        return gone, page[-1]["_id"] if len(page) == limit else None
 
     def _lease_now(self) -> float:
         """The server's clock (every node compares expiries on one clock); mongomock: ``clock``."""

@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.leases import LIST_PAGE, Lease, LeaseChange, check_page
+from datahub.catalog.leases import (
+    LIST_PAGE,
+    PRUNE_LAPSED,
+    Lease,
+    LeaseChange,
+    check_page,
+    check_prune,
+    prunable,
+)
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
@@ -633,6 +641,30 @@ class SQLiteCatalogStore(CatalogStore):
                 (after, limit),
             ).fetchall()
         return [Lease(*row) for row in rows]
+
+    def prune_leases(
+        self, after: str = "", limit: int = LIST_PAGE, lapsed_for: float = PRUNE_LAPSED
+    ) -> tuple[list[str], str | None]:
+        check_prune(limit, lapsed_for)
+        with self._translate("prune the writer leases"), self._conn() as conn:
+            conn.execute("BEGIN IMMEDIATE")  # no take between the read and the delete
+            try:
+                page = [
+                    Lease(*row)
+                    for row in conn.execute(
+                        "SELECT name, owner, holder, epoch, expires, dataset FROM leases WHERE name > ? "
+                        "ORDER BY name LIMIT ?",
+                        (after, limit),
+                    )
+                ]
+                now = self.clock()
+                gone = [lease.name for lease in page if prunable(lease, now, lapsed_for)]
+                conn.executemany("DELETE FROM leases WHERE name = ?", [(name,) for name in gone])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.rollback()
+                raise
+        return gone, page[-1].name if len(page) == limit else None
 
     def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:
         """Read ``name``'s lease, apply ``change`` (which may raise Conflict) and write its result,

@@ -21,6 +21,7 @@ from typing import Any
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.leases import (
     LIST_PAGE,
+    PRUNE_LAPSED,
     Lease,
     LeaseChange,
     broken,
@@ -31,7 +32,7 @@ from datahub.catalog.leases import (
 )
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version, dir_file
 from datahub.catalog.record_json import record_json
-from datahub.errors import PreconditionFailed, RecordNotFound, StaleBase
+from datahub.errors import InvalidInput, PreconditionFailed, RecordNotFound, StaleBase
 from datahub.validation import MAX_KEY_BYTES
 
 _first = operator.itemgetter(0)
@@ -319,8 +320,24 @@ class CatalogStore(abc.ABC):
         """The first ``limit`` leases named after ``after``, by name, lapsed, released and broken
         ones too (over the API: those the token may see); fewer only at the end, so a caller
         continues from the last name until a short page. What ``datahub lease list`` shows an
-        operator, page by page. Why paged: rows are never deleted and any token may add some,
+        operator, page by page. Why paged: rows go only when pruned and any token may add some,
         so one call that read them all cost the server O(every lease ever taken) (review17d)."""
+
+    def prune_leases(
+        self, after: str = "", limit: int = LIST_PAGE, lapsed_for: float = PRUNE_LAPSED
+    ) -> tuple[list[str], str | None]:
+        """Delete the ``prunable`` leases among the first ``limit`` named after ``after``: (the
+        names deleted, the name to continue after; None: no lease follows). Bounded work per
+        call, atomic per lease against a take racing it (one that changed the row keeps it).
+        Why: every workspace name ever opened left a row for ever. Deleting one forgets the
+        commit target it was bound to: the name is taken afresh as one never leased
+        (docs/cli.md, "Writer leases"). A store that is the database does it; a server's
+        client is refused (run it where the catalog is)."""
+        del after, limit, lapsed_for
+        raise InvalidInput(
+            "pruning writer leases runs against the catalog database itself (sqlite:/// or "
+            "mongodb://), not through a server; run `datahub lease prune` with --catalog set to it"
+        )
 
     @abc.abstractmethod
     def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from datahub.console.context import CliContext
-from datahub.errors import NotFound
+from datahub.console.context import CliContext, shown
+from datahub.errors import InvalidInput, NotFound
 
 
 def add_flush_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -20,7 +20,10 @@ def add_flush_parser(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         description="Flush write-back workspaces: every acknowledged file reaches the object store "
         "before this returns (deletes and renames included).",
     )
-    parser.add_argument("--workspace", "-w", metavar="NAME", help="only this workspace (default: all)")
+    # the name as a word too: `datahub cache flush ws` was "unrecognized arguments" under the
+    # top-level usage, which never said which workspaces there are (leftovers18)
+    parser.add_argument("name", nargs="?", metavar="WORKSPACE", help="only this workspace (default: all)")
+    parser.add_argument("--workspace", "-w", metavar="NAME", help="the same as WORKSPACE")
     parser.set_defaults(func=handle_flush)
     return parser
 
@@ -29,13 +32,21 @@ def handle_flush(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.workspaces import leased
     from datahub.writeback import flush_workspace, list_workspaces
 
-    names = [args.workspace] if args.workspace else list_workspaces(ctx.config)
-    if args.workspace and args.workspace not in list_workspaces(ctx.config):
-        raise NotFound(
-            f"workspace {args.workspace!r} not found under {ctx.config.resolved_journal_dir}; "
-            "`datahub cache flush` without --workspace flushes all of them",
-            workspace=args.workspace,
+    if args.name and args.workspace and args.name != args.workspace:
+        raise InvalidInput(
+            f"two workspaces named: {args.name!r} and --workspace {args.workspace!r}; flush one at a "
+            "time, or all of them with `datahub cache flush`"
         )
+    wanted = args.name or args.workspace
+    known = list_workspaces(ctx.config)
+    if wanted and wanted not in known:
+        there = ", ".join(known[:10]) + (", …" if len(known) > 10 else "") if known else "none"
+        raise NotFound(
+            f"workspace {shown(wanted)!r} not found under {ctx.config.resolved_journal_dir} "
+            f"(workspaces there: {there}); `datahub cache flush` with no name flushes all of them",
+            workspace=wanted,
+        )
+    names = [wanted] if wanted else known
     lease = ctx.catalog.store if leased(ctx.config.resolved_catalog_url) else None
     rows = []
     for name in names:

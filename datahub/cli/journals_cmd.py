@@ -2,9 +2,11 @@
 
 Why: every workspace journal writes under its own prefix of the shared tier
 (``writeback/<workspace>/j-<journal id>/``, docs/writeback.md "Each journal's own chunk
-prefix"), and a node that never comes back leaves its prefix there: nothing but an operator
-can tell that node is gone. ``journals`` shows every prefix (``datahub.writeback.journals``);
-``forget-journal`` deletes one, behind guards so that nothing acknowledged is lost by accident
+prefix") and flushes into its own folder of the flush target (``<target>/j-<journal id>/``),
+and a node that never comes back leaves both there: nothing but an operator can tell that
+node is gone. ``journals`` shows every shared-tier prefix (``datahub.writeback.journals``);
+``forget-journal`` deletes one and the journal's flushed files (never another journal's:
+only names under its own folder), behind guards so that nothing acknowledged is lost by accident
 (promise 3): never this node's own journal; never while another node holds the workspace's
 writer lease (the command takes it, so the catalog judges it: ``LeaseGuard``), and not at all without a
 lease to ask unless ``--force``; and only after printing what goes (objects, bytes, the paths
@@ -43,16 +45,25 @@ def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=journals)
     fj = subparsers.add_parser(
         "forget-journal",
-        help="delete a retired node's journal prefix from the shared tier (needs --yes)",
-        description="Refused for this node's own journal and while another node holds the "
-        "workspace's writer lease; prints what it deletes, including the paths the journal's "
-        "cover records name (acknowledged small files, lost if that node never flushed them). "
-        "Run it again to finish a delete that was cut short.",
+        help="delete a retired node's journal prefix from the shared tier and its flushed files "
+        "(needs --yes)",
+        description="Deletes the journal's prefix of the shared tier and its own folder of the "
+        "flush target (<objects_url>/workspaces/<name>/j-<id>/, or under --target). Refused for "
+        "this node's own journal and while another node holds the workspace's writer lease; "
+        "prints what it deletes, including the paths the journal's cover records name "
+        "(acknowledged small files, lost if that node never flushed them) and its flushed files "
+        "(lost unless committed). Run it again to finish a delete that was cut short.",
     )
     fj.add_argument("workspace", metavar="NAME", help="the workspace")
     fj.add_argument("journal", metavar="JOURNAL_ID", help="the journal id, as `cache journals` shows it")
     fj.add_argument(
         "--yes", action="store_true", help="delete (without it: show what would go, delete nothing)"
+    )
+    fj.add_argument(
+        "--target",
+        metavar="URL",
+        help="the flush target the workspace was opened with, if not the default "
+        "(<objects_url>/workspaces/<name>): the journal's flushed files are under <URL>/j-<id>/",
     )
     fj.add_argument(
         "--force",
@@ -113,45 +124,61 @@ def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: LeaseGuard) -> int:
-    from datahub.writeback.journals import cover_records
+    from datahub.writeback import default_target
+    from datahub.writeback.journals import cover_records, forget_objects, journal_objects
     from datahub.writeback.journals import forget_journal as forget
 
     name, journal, what = guard.name, entry.journal, guard.what
     guard.check()
-    if not entry.objects:
+    target = args.target or default_target(ctx.config, name)
+    flushed = journal_objects(ctx.stores, target, name, journal)
+    if not entry.objects and not flushed.objects:
         raise NotFound(
-            f"{what}: nothing under {entry.prefix} in {ctx.config.resolved_shared_url} (already "
-            "forgotten, or a wrong id: `datahub cache journals` lists them)",
+            f"{what}: nothing under {entry.prefix} in {ctx.config.resolved_shared_url} nor under "
+            f"{flushed.url}/ (already forgotten, or a wrong id: `datahub cache journals` lists them; "
+            "a workspace opened with a flush target of its own: give it with --target)",
             workspace=name,
             journal=journal,
         )
     records = list(cover_records(store, entry))
     entry.covers, paths = len(records), sorted({record["path"] for record in records})
-    plan = entry.as_dict() | {"cover_paths": paths}
+    plan = entry.as_dict() | {
+        "cover_paths": paths,
+        "flushed_url": flushed.url,
+        "flushed_objects": flushed.objects,
+        "flushed_bytes": flushed.bytes,
+        "flushed_paths": sorted(flushed.sizes),
+    }
     if not (args.yes and ctx.json_output):  # with --json, one document: the plan and what went
-        ctx.emit(plan, text=_plan_text(entry, paths, ctx.config.resolved_shared_url))
+        ctx.emit(plan, text=_plan_text(entry, paths, flushed, ctx.config.resolved_shared_url))
+    total = entry.objects + flushed.objects
     if not args.yes:
         raise InvalidInput(
-            f"nothing deleted: add --yes to delete {what} ({entry.objects} objects) once that node "
-            "is retired and the files above are flushed or not needed",
+            f"nothing deleted: add --yes to delete {what} ({total} objects) once that node "
+            "is retired and the files above are flushed and committed, or not needed",
             workspace=name,
             journal=journal,
         )
-    with ctx.progress(entry.objects, f"forget {what}") as progress:
+    with ctx.progress(total, f"forget {what}") as progress:
         objects, nbytes = forget(
             store,
             entry,
             lambda size: progress.update(1, size),
             guard.check,  # renewed before each batch
         )
+        files, fbytes = forget_objects(
+            ctx.stores, flushed, lambda size: progress.update(1, size), guard.check
+        )
     ctx.emit(
-        plan | {"deleted_objects": objects, "deleted_bytes": nbytes},
-        text=f"deleted {what}: {objects} objects, {nbytes} bytes under {entry.prefix}",
+        plan | {"deleted_objects": objects + files, "deleted_bytes": nbytes + fbytes},
+        text=f"deleted {what}: {objects} objects, {nbytes} bytes under {entry.prefix}; {files} "
+        f"flushed files, {fbytes} bytes under {flushed.url}/",
     )
     return 0
 
 
-def _plan_text(entry, paths: list[str], shared_url: str) -> str:
+def _plan_text(entry, paths: list[str], flushed, shared_url: str) -> str:
+    files = sorted(flushed.sizes)
     lines = [
         f"journal {entry.journal} of workspace {entry.workspace!r}: {entry.objects} objects, "
         f"{entry.bytes} bytes under {entry.prefix} in {shared_url} (newest {_utc(entry.newest)})",
@@ -161,6 +188,13 @@ def _plan_text(entry, paths: list[str], shared_url: str) -> str:
     ]
     if len(paths) > SHOWN_PATHS:
         lines.append(f"  ... and {len(paths) - SHOWN_PATHS} more (--json lists them all)")
+    lines += [
+        f"its flushed files: {flushed.objects} objects, {flushed.bytes} bytes under {flushed.url}/ "
+        "(lost unless committed):",
+        *(f"  {path}" for path in files[:SHOWN_PATHS]),
+    ]
+    if len(files) > SHOWN_PATHS:
+        lines.append(f"  ... and {len(files) - SHOWN_PATHS} more (--json lists them all)")
     return "\n".join(lines)
 
 
@@ -174,8 +208,9 @@ class LeaseGuard:
     this run lets the catalog judge it on its own clock: refused (Conflict) while another node
     holds it. Held for the whole delete (renewed before each batch), the node being retired
     cannot take it back meanwhile and write under a journal half deleted; released at the end.
-    A lease this node holds itself (its journal's lease owner id) is left alone: the other
-    journal's node cannot write while this one does. No lease to ask (an embedded catalog that
+    A lease this node's mount holds (its journal's lease owner id, and the take refused) is
+    renewed under that id and left to it: the other journal's node cannot write while this one
+    does; a free one is taken under this run's id like any other (``_mounted_here``). No lease to ask (an embedded catalog that
     does not exist, or a workspace never leased): refused unless ``force``; over the API
     always, since the server answers "none" for a lease this token may not see."""
 
@@ -185,11 +220,11 @@ class LeaseGuard:
         self.holder = f"host {socket.gethostname()} pid {os.getpid()} (datahub cache forget-journal)"
         self.taken = None  # the lease this run holds
         self._release = True  # free it at the end (not a lease this node's mount holds)
+        self._local = ""  # this node's journal's lease owner id ("": none)
 
     def check(self) -> None:
         """Take (or renew) the lease; Conflict if another node holds it, on the catalog's clock."""
         from datahub.workspaces import leased
-        from datahub.writeback import workspace_dir
         from datahub.writeback.lease import LEASE_TTL
 
         name, what = self.name, self.what
@@ -214,16 +249,19 @@ class LeaseGuard:
                 "retired, then add --force",
                 workspace=name,
             )
-        if self.taken is None:
-            mine = workspace_dir(self.ctx.config, name) / "lease-owner"
-            local = mine.read_text().strip() if mine.is_file() else ""
-            if local and lease.owner == local:
-                # this node's own lease (its mount may be renewing it): renewed under its own id,
-                # so a mount here keeps it; released at the end only if it was free before
-                self.owner, self.holder = local, lease.holder
-                self._release = lease.expires == 0.0
         try:
-            self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
+            try:
+                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
+            except Conflict:
+                if self.taken is not None or not self._mounted_here(lease):
+                    raise
+                # this node's own mount holds it: renewed under that mount's id, never released
+                # here (the mount releases it at unmount). Only then: a free lease of this
+                # node's id taken under it and released at the end freed the lease under a
+                # mount of this node started meanwhile (same id: its take is granted), and
+                # another node opened the workspace beside that mount (review18a).
+                self.owner, self.holder, self._release = self._local, lease.holder, False
+                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
         except Conflict:
             from datahub.catalog.leases import shown  # here: `datahub --help` imports no pydantic
 
@@ -237,6 +275,14 @@ class LeaseGuard:
                 workspace=name,
                 holder=lease.holder,
             ) from None
+
+    def _mounted_here(self, lease) -> bool:
+        """Whether the lease's owner id is this node's journal's (its mount may hold it)."""
+        from datahub.writeback import workspace_dir
+
+        mine = workspace_dir(self.ctx.config, self.name) / "lease-owner"
+        self._local = mine.read_text().strip() if mine.is_file() else ""
+        return bool(self._local) and lease.owner == self._local
 
     def release(self) -> None:
         """Free the lease this run took (a failure leaves it to lapse within its ttl)."""

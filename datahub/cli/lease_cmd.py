@@ -1,4 +1,4 @@
-"""``datahub lease list``, ``datahub lease show|break NAME``: workspaces' writer leases, for the operator.
+"""``datahub lease list|prune``, ``datahub lease show|break NAME``: workspaces' writer leases, for the operator.
 
 Why: a name squatted by the wrong caller, a node known to be gone, or a lease from before
 schema 7 with no commit target is freed or bound only by a global admin's break, and before
@@ -15,11 +15,12 @@ import argparse
 import time
 
 from datahub.console.context import CliContext
+from datahub.console.context import shown as for_terminal
 from datahub.errors import NotFound
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("lease", help="list, show or break workspaces' writer leases")
+    p = sub.add_parser("lease", help="list, show, break or prune workspaces' writer leases")
     lsub = p.add_subparsers(dest="lease_command", metavar="ACTION", required=True)
     ls = lsub.add_parser(
         "list",
@@ -49,6 +50,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="free it now: only for a holder known to write nothing (a dead node, a squatter)",
     )
     b.set_defaults(func=break_)
+    pr = lsub.add_parser(
+        "prune",
+        help="delete free leases and those lapsed a day (or --lapsed-for) ago (on the catalog itself)",
+        description="A pruned name forgets its commit target: its next take is as of a name never "
+        "leased (whoever may write the target it names). Held leases, and broken ones before their "
+        "expiry, are kept.",
+    )
+    pr.add_argument(
+        "--lapsed-for",
+        type=float,
+        default=None,
+        metavar="N",
+        help="prune leases lapsed at least N seconds ago (default 86400, at least 3600)",
+    )
+    pr.set_defaults(func=prune)
 
 
 LIST_COLUMNS = ("name", "dataset", "holder", "epoch", "expires_in", "state")
@@ -69,6 +85,23 @@ def list_(args: argparse.Namespace, ctx: CliContext) -> int:
             break
         after = page[-1].name
     ctx.emit(rows, columns=LIST_COLUMNS)
+    return 0
+
+
+def prune(args: argparse.Namespace, ctx: CliContext) -> int:
+    """Every lease, a page (one bounded store call) at a time, each page's prunable ones deleted."""
+    from datahub.catalog.leases import LIST_PAGE, PRUNE_LAPSED
+
+    lapsed_for = PRUNE_LAPSED if args.lapsed_for is None else args.lapsed_for
+    pruned: list[str] = []
+    after: str | None = ""
+    while after is not None:
+        gone, after = ctx.catalog.store.prune_leases(after, LIST_PAGE, lapsed_for)
+        pruned += gone
+    ctx.emit(
+        {"pruned": len(pruned), "names": pruned},
+        text=f"pruned {len(pruned)} writer lease(s): free, or lapsed {lapsed_for:g} s ago or more",
+    )
     return 0
 
 
@@ -97,7 +130,7 @@ def break_(args: argparse.Namespace, ctx: CliContext) -> int:
     target = f"commit target {lease.dataset!r}" if lease.dataset else "no commit target"
     ctx.emit(
         view,
-        text=f"broke the writer lease of workspace {lease.name!r} ({lease.holder}, epoch {lease.epoch}, "
+        text=f"broke the writer lease of workspace {lease.name!r} ({for_terminal(lease.holder)}, epoch {lease.epoch}, "
         f"{target}): nobody renews it; {when}",
     )
     return 0

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
-from datahub.console.context import CliContext, author_or_default
+from datahub.console.context import CliContext, author_or_default, shown
 from datahub.console.numbers import at_least, positive_seconds
 
 if TYPE_CHECKING:  # the pack engine (PIL, lmdb, worker processes) is imported when a pack runs
@@ -126,4 +126,4 @@ def _emit(ctx: CliContext, result: PackResult) -> None:
     ctx.emit({"job": result.job, "version": f"{v.dataset}@v{v.seq}", "shards": result.shards,
               "samples": result.samples, "copied": result.copied, "skipped": len(result.skipped)})  # fmt: skip
     for item in result.skipped:
-        print(f"skipped {item['key']}: {item['error']}", file=ctx.err)
+        print(f"skipped {shown(item['key'])}: {shown(str(item['error']))}", file=ctx.err)

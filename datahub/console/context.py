@@ -109,7 +109,7 @@ class CliContext:
             json.dump(data, self.out, indent=None if isinstance(data, list) else 2, default=str)
             self.out.write("\n")
         elif text is not None:
-            print(text, file=self.out)
+            print(shown_lines(text), file=self.out)
         elif isinstance(data, list):
             print_table(data, columns, self.out)
         elif isinstance(data, dict):
@@ -117,7 +117,7 @@ class CliContext:
             for k, v in data.items():  # as a table's cells show them: dates, JSON, "-"
                 print(f"{k:<{width}}  {_cell(v)}", file=self.out)
         else:
-            print(data, file=self.out)
+            print(shown_lines(str(data)), file=self.out)
 
     def emit_lines(self, rows: Iterable[dict], columns: Sequence[str]) -> int:
         """Stream rows (NDJSON with --json, aligned-enough columns otherwise); returns the count."""
@@ -155,8 +155,8 @@ def print_error(exc: DatahubError, stream: TextIO, *, json_output: bool) -> None
     if json_output:
         json.dump({"error": exc.to_dict()}, stream)
         stream.write("\n")
-    else:
-        print(f"error: {exc.message}", file=stream)
+    else:  # one line, whatever a message quotes (a holder, a server's words)
+        print(f"error: {shown(exc.message)}", file=stream)
 
 
 def author_or_default(given: str | None) -> str:
@@ -196,6 +196,14 @@ def shown(text: str) -> str:
     break a table row) and invisible format characters as ``⟨U+202E⟩`` (a key stored before
     the bidi rule must not display as another key). ``--json`` output keeps the exact text."""
     return visible(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+
+
+def shown_lines(text: str) -> str:
+    """``shown`` for text the CLI lays out in lines itself (``emit(text=...)``): its newlines
+    stay, every other control character is written out. Why not callers alone: one that
+    forgot to ``shown()`` a catalog string let an escape sequence reach the terminal; a
+    newline inside such a string is the caller's to ``shown()``, as only it knows."""
+    return "\n".join(shown(line) for line in text.split("\n"))
 
 
 def _cell(value: Any) -> str:

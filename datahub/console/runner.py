@@ -94,7 +94,11 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
         print(build_info.version_line())
         return 0
     parser = build_parser(commands)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # under the usage of the command they were given to, not the whole tool's
+        _innermost(parser, sys.argv[1:] if argv is None else argv).error(
+            f"unrecognized arguments: {' '.join(extra)}"
+        )
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
     logging.basicConfig(
         level=os.environ.get("DATAHUB_LOG", "").upper() or level, format="%(levelname)s %(name)s: %(message)s"
@@ -130,6 +134,17 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     finally:
         ctx.close()
+
+
+def _innermost(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The (sub)command parser ``argv`` chose: ``datahub cache flush nope`` is a mistake of
+    ``cache flush``, and its usage says what that command takes; the top-level usage listed
+    only the global flags (leftovers18)."""
+    for word in argv:
+        choices = next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+        if word in choices:
+            parser = choices[word]
+    return parser
 
 
 # the arguments that name what a command works on, in the order a message prefers them

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from datahub.config import load_config
+from datahub.console.context import shown
 from datahub.errors import DatahubError, LeaseLost
 from datahub.pack.worker import PackServices, work
 from datahub.tasks import Task, TaskQueue
@@ -44,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             services.close()
     except DatahubError as exc:  # the task went back to the queue; say why, without a traceback
-        print(f"pack worker {args.name}: {exc.message}", file=sys.stderr)
+        print(f"pack worker {shown(args.name)}: {shown(exc.message)}", file=sys.stderr)
         return exc.exit_code
     except Stopped as stop:  # the parent says what happened (Ctrl-C reaches the whole group)
         return 128 + stop.signum
@@ -110,7 +111,9 @@ class _HandBack:
         try:
             self._queue.release(task.job, task.index, task.lease)
         except DatahubError as exc:
-            print(f"pack worker: could not hand task {task.index} back: {exc.message}", file=sys.stderr)
+            print(
+                f"pack worker: could not hand task {task.index} back: {shown(exc.message)}", file=sys.stderr
+            )
 
 
 # the main thread's queue call that a stop signal waits for: [running, signal number or 0]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from datahub.storage.etags import Md5Etags
 from datahub.storage.urls import encode_key
 
 
@@ -97,13 +98,34 @@ class ObjectStore(abc.ABC):
         Why: a record keeps the etag it was given, and a second put of the same name by a
         concurrent commit or import gave the object a new etag on every store whose etag
         names the write (a local file's inode and ctime, a RADOS version), so the first
-        record could never be read again (pinblobs16). This default puts and then stats
-        (the etag the store has after both writers, not the one this put made); exact where
-        equal bytes get equal etags (S3's md5, memory). A store that can create exclusively
-        overrides it (local: rename without replacing).
+        record could never be read again (pinblobs16). ``put_once_created`` says, besides,
+        whether this call stored the bytes.
         """
-        self.put(key, data, size)
-        return self.stat(key)
+        return self.put_once_created(key, data, size)[0]
+
+    def put_once_created(
+        self, key: str, data: bytes | BinaryIO, size: int | None = None
+    ) -> tuple[ObjectInfo, bool]:
+        """``put_once``, and whether the object now at ``key`` is this call's write (False: an
+        object already there was kept, whose bytes may be anyone's).
+
+        Why: a blob's writer must check a kept object against its name
+        (``datahub.storage.blobs``), but not read back what it has just written. This default
+        puts and then stats (the etag the store has after both writers, not the one this put
+        made); exact where equal bytes get equal etags (S3's md5, memory), and the write counts
+        as this call's only if the etags agree. A store that can create exclusively overrides
+        it (local: rename without replacing; S3: ``If-None-Match``; RADOS: an exclusive create).
+        """
+        put = self.put(key, data, size)
+        now = self.stat(key)
+        return now, now.etag == put.etag
+
+    def etag_hasher(self, size: int) -> Md5Etags | None:
+        """What computes, from the bytes of a ``size``-byte object fed to it in order, the etag
+        this store gives them when its own ``put`` stores them; None where the etag names the
+        write, not the bytes (local files, RADOS versions). Why: a writer that hashes the
+        bytes anyway proves a stored blob's content by its stat (``datahub.storage.etags``)."""
+        return None
 
     @abc.abstractmethod
     def delete(self, key: str) -> None:

@@ -216,7 +216,8 @@ class LocalStore(ObjectStore):
                 store=self.root_url,
                 key=key,
             )
-        return self._info(key, st)
+        with self._errors(key):  # a file linked twice: a put_once's link fallback may be midway
+            return self._info(key, _settled(path, st))
 
     def read(self, key: str, start: int = 0, end: int | None = None, etag: str | None = None) -> bytes:
         """One open descriptor, its etag checked by ``fstat``, one ``pread``, and under an
@@ -325,18 +326,23 @@ class LocalStore(ObjectStore):
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
         """The etag is the file's after the rename, the last change the put makes to it (a
         rename moves the ctime on most file systems), so a later stat or list reports it."""
-        return self._write(key, data, size, replace=True)
+        return self._write(key, data, size, replace=True)[0]
 
-    def put_once(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+    def put_once_created(
+        self, key: str, data: bytes | BinaryIO, size: int | None = None
+    ) -> tuple[ObjectInfo, bool]:
         """Create-exclusive: the temp file is renamed into place only if no file is there
         (``renameat2`` with ``RENAME_NOREPLACE``), so the first put of a blob keeps its inode
         and etag whoever puts it again; a later one is dropped and returns the stored file's
-        info. Where the file system cannot rename without replacing, a hard link (which fails
-        on an existing name) then the temp name's unlink: the same, but a caller that finds
-        the new file between the two takes an etag whose ctime the unlink then moves."""
+        info. Where the file system cannot rename without replacing (NFS, CephFS), a hard link
+        (which fails on an existing name) then the temp name's unlink, which moves the ctime
+        the etag holds: a writer that finds the name still linked twice drops the winner's temp
+        name itself before it takes the etag (``_settled``), so both answer the same one."""
         return self._write(key, data, size, replace=False)
 
-    def _write(self, key: str, data: bytes | BinaryIO, size: int | None, *, replace: bool) -> ObjectInfo:
+    def _write(
+        self, key: str, data: bytes | BinaryIO, size: int | None, *, replace: bool
+    ) -> tuple[ObjectInfo, bool]:
         path = self._path(key)
         with self._errors(key, writing=True):
             path.parent.mkdir(mode=self._dir_mode, parents=True, exist_ok=True)
@@ -353,7 +359,7 @@ class LocalStore(ObjectStore):
                 same = _identical_file(path, fh.fileno(), written) if replace else None
                 if same is not None:  # nothing to change: the object keeps its etag
                     os.unlink(tmp)
-                    return self._info(key, same)
+                    return self._info(key, same), True
                 os.fchmod(fh.fileno(), self._file_mode)
                 os.fsync(fh.fileno())
                 with self._errors(key, writing=True):
@@ -362,14 +368,14 @@ class LocalStore(ObjectStore):
                     elif not _rename_noreplace(tmp, path):  # the name already holds its blob
                         os.unlink(tmp)
                         _fsync_dir(path.parent)  # its writer may not have made the name durable yet
-                        return self._info(key, _regular(path))
+                        return self._info(key, _settled(path, _regular(path))), False
                     _fsync_dir(path.parent)
                 info = self._info(key, os.fstat(fh.fileno()))
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-        return info
+        return info, True
 
     def delete(self, key: str) -> None:
         path = self._path(key)
@@ -460,8 +466,36 @@ def _rename_noreplace(tmp: str, path: Path) -> bool:
         os.link(tmp, path)
     except FileExistsError:
         return False
-    os.unlink(tmp)
+    with contextlib.suppress(FileNotFoundError):  # a writer that found the name dropped it (_settled)
+        os.unlink(tmp)
     return True
+
+
+def _settled(path: Path, st: os.stat_result) -> os.stat_result:
+    """The stat of ``path`` once no put's temp name links to it any more.
+
+    Why: ``_rename_noreplace``'s fallback links the temp file to the name, then unlinks the
+    temp name, and that unlink moves the ctime the etag holds: a stat between the two took an
+    etag the file lost a moment later, and a blob record holding it was unreadable for good
+    (review17a). A file linked more than once is looked up among its directory's temp names
+    (their inode numbers come with the listing, no stat each); one of them is a put's that
+    has linked it and not yet unlinked its temp name, so doing that unlink here is doing its
+    next step (it ignores the name being gone), and the stat after it holds the ctime the
+    file keeps. Costs one listing of the directory, only for a file with several links; a
+    reader without write access to the directory gets the stat as it was."""
+    if st.st_nlink < 2:
+        return st
+    dropped = False
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        for entry in entries:
+            if not (entry.name.startswith(TEMP_PREFIX) and entry.inode() == st.st_ino):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                found = os.lstat(entry.path)
+                if (found.st_dev, found.st_ino) == (st.st_dev, st.st_ino):
+                    os.unlink(entry.path)
+                    dropped = True
+    return os.stat(path) if dropped else st
 
 
 def _regular(path: Path) -> os.stat_result:

@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 from datahub.errors import InvalidInput, ObjectChanged, ObjectNotFound
 from datahub.storage.base import ObjectInfo, ObjectStore
+from datahub.storage.etags import Md5Etags
 from datahub.storage.keys import check_object_key, check_range, read_all
 from datahub.storage.urls import encode_key
 
@@ -96,6 +97,18 @@ class MemoryStore(ObjectStore):
         return blob.data[start:end]
 
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+        return self._put(key, data, size, once=False)[0]
+
+    def put_once_created(
+        self, key: str, data: bytes | BinaryIO, size: int | None = None
+    ) -> tuple[ObjectInfo, bool]:
+        """Exclusive under the space's lock: an object already there is kept (the base's
+        put-then-stat replaced one of other bytes)."""
+        return self._put(key, data, size, once=True)
+
+    def _put(
+        self, key: str, data: bytes | BinaryIO, size: int | None, *, once: bool
+    ) -> tuple[ObjectInfo, bool]:
         check_object_key(key)
         payload = read_all(data, key)
         if size is not None and len(payload) != size:
@@ -104,8 +117,16 @@ class MemoryStore(ObjectStore):
             )
         info = ObjectInfo(key, len(payload), hashlib.md5(payload).hexdigest(), self._clock())
         with self._space.lock:
-            self._space.blobs[self.prefix + key] = _Blob(payload, info)
-        return info  # the stored info's key is relative to this store; stat/list re-relativize
+            stored = self._space.blobs.get(self.prefix + key) if once else None
+            if stored is None:
+                self._space.blobs[self.prefix + key] = _Blob(payload, info)
+        if stored is not None:
+            return dataclasses.replace(stored.info, key=key), False
+        return info, True  # the stored info's key is relative to this store; stat/list re-relativize
+
+    def etag_hasher(self, size: int) -> Md5Etags:
+        """The md5 of the whole, as ``put`` computes it."""
+        return Md5Etags()
 
     def delete(self, key: str) -> None:
         check_object_key(key)

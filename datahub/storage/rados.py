@@ -309,7 +309,9 @@ class RadosStore(ObjectStore):
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
         return self._put(key, data, size, b"")
 
-    def put_once(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+    def put_once_created(
+        self, key: str, data: bytes | BinaryIO, size: int | None = None
+    ) -> tuple[ObjectInfo, bool]:
         """An exclusive create (``LIBRADOS_CREATE_EXCLUSIVE`` in the same write op as the
         content): an object already at ``key`` is kept and its info returned. Why: the etag is
         the object's version, which every write moves, so the base class's put-then-stat left a
@@ -317,9 +319,9 @@ class RadosStore(ObjectStore):
         (pinblobs16's finding; the lead)."""
         rados = _import_rados()
         try:
-            return self._put(key, data, size, b"", exclusive=True)
+            return self._put(key, data, size, b"", exclusive=True), True
         except rados.ObjectExists:
-            return self.stat(key)
+            return self.stat(key), False
 
     def put_with_record(self, key: str, data: bytes | bytearray, record: bytes) -> ObjectInfo:
         """``put``, with ``record`` stored in the object's xattr ``datahub.record`` by the same

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from datahub.errors import DatahubError, InvalidInput, ObjectChanged, ObjectNotFound
 from datahub.storage.base import ObjectInfo
+from datahub.storage.etags import Md5Etags
 from datahub.storage.retry import remaining
 from datahub.storage.s3errors import unquote_etag
 
@@ -100,7 +101,9 @@ class S3Writes:
             return self._put_single(key, full, first, once)  # a short stream of unknown size
         return self._put_multipart(key, full, data, known, first, once)
 
-    def put_once(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
+    def put_once_created(
+        self, key: str, data: bytes | BinaryIO, size: int | None = None
+    ) -> tuple[ObjectInfo, bool]:
         """A put under ``If-None-Match: *`` (on the PUT, or on the multipart upload's
         completion); a refused one (412: the object is there) answers with its stat.
 
@@ -112,9 +115,15 @@ class S3Writes:
         before its completion (``_refuse_stored``), a refused one the HEAD of its answer. A
         server that ignores the condition leaves the plain put of before."""
         try:
-            return self._put(key, data, size, once=True)
+            return self._put(key, data, size, once=True), True
         except ObjectChanged:
-            return self.stat(key)
+            return self.stat(key), False
+
+    def etag_hasher(self, size: int) -> Md5Etags:
+        """The etag ``put`` gives ``size`` bytes: their md5 up to ``multipart_threshold``, else
+        the multipart form for the part size ``put`` would cut them in (another client's
+        threshold or part size gives another etag: see ``datahub.storage.etags``)."""
+        return Md5Etags(None if size <= self.multipart_threshold else self._part_size(size))
 
     def _refuse_stored(self, key: str, full: str) -> None:
         """ObjectChanged if an object is at ``key`` (``put_once`` then keeps it): one HEAD before

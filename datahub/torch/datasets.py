@@ -9,11 +9,11 @@ import bisect
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from datahub.catalog import Catalog, Record
+from datahub.catalog import Catalog, Record, RecordFilter
 from datahub.errors import InvalidInput, ObjectChanged
 from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
 from datahub.pack.layout import KIND_IMAGE, decode_sample
@@ -57,8 +57,9 @@ class VersionDataset(Dataset):
         check = getattr(source, "check_version", None)
         if check is not None:
             check(dataset, version.seq)
-        records = catalog.list_records(dataset, version.seq, prefix=prefix, where=where)
-        return cls(list(records), source, transform)
+        return cls(
+            _files(catalog.list_records(dataset, version.seq, prefix=prefix), where), source, transform
+        )
 
     def __len__(self) -> int:
         return len(self.records)
@@ -74,6 +75,27 @@ class VersionDataset(Dataset):
     def hinting(self, sampler: Sequence[int] | Any, lookahead: int = 256) -> HintingSampler:
         """Wrap a sampler so the cache learns its order ``lookahead`` indices at a time."""
         return HintingSampler(sampler, self, lookahead)
+
+
+def _files(records: Iterable[Record], where: str | RecordFilter | None) -> list[Record]:
+    """The records a mount shows as files, those matching ``where``: a key that is also a
+    directory (``x`` beside ``x/y``, docs/catalog.md "Limits") is hidden, as on a mount.
+
+    Why for every source: a MountSource would find a directory there and fail the epoch, and
+    the same version must give the same samples at the same indices whichever source reads
+    it. Why the filter here, not in the catalog: a file is hidden by keys the filter may not
+    select, so the version's whole listing (under ``prefix``) decides, in the same one pass."""
+    filt = RecordFilter.parse(where) if isinstance(where, str) else where  # as Catalog.list_records
+    kept: list[Record] = []
+    directories: set[str] = set()
+    for record in records:
+        parent = record.key.rpartition("/")[0]
+        while parent and parent not in directories:
+            directories.add(parent)
+            parent = parent.rpartition("/")[0]
+        if filt is None or filt.matches(record):
+            kept.append(record)
+    return [r for r in kept if r.key not in directories] if directories else kept
 
 
 class HintingSampler(Sampler):

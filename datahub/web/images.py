@@ -28,6 +28,7 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
+from datahub.cache import selfverify
 from datahub.errors import InvalidInput, ObjectChanged, PayloadTooLarge
 from datahub.storage.base import ObjectRef
 
@@ -66,8 +67,10 @@ class ImageSource:
         # record claiming a few bytes of a multi-GB object downloaded all of it, and a record
         # shorter than its object previewed the whole object (shortrec15's finding; the cache's
         # reads make the same check, datahub.cache.origin.read_range).
+        # Through the mount's verified read (``selfverify``): a record of an objects-store blob
+        # replaced by its own bytes, which the mount serves, failed here for good (leftovers18)
         store, key = self.stores.for_url(ref.url)
-        data = store.read(key, 0, ref.size + 1, etag=ref.etag)
+        data = selfverify.read(self.stores, store, key, ref.url, ref.etag, 0, ref.size + 1)
         if len(data) != ref.size:
             raise ObjectChanged(
                 f"object {ref.url} holds {'more than ' if len(data) > ref.size else ''}{len(data)} "

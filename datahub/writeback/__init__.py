@@ -18,10 +18,18 @@ from datahub.config import Config
 from datahub.errors import Conflict, InvalidInput, NotFound
 from datahub.validation import check_name
 from datahub.writeback import records
-from datahub.writeback.chunks import ChunkStore
+from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore
 from datahub.writeback.files import FileHandle
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
-from datahub.writeback.journal import COVER_EPOCH, COVERED, JOURNAL_ID, OWNER_BOOT, Journal, Txn
+from datahub.writeback.journal import (
+    COVER_EPOCH,
+    COVERED,
+    JOURNAL_ID,
+    OBJECTS_PREFIX,
+    OWNER_BOOT,
+    Journal,
+    Txn,
+)
 from datahub.writeback.lease import LEASE_TTL, LeasePort, WriterLease
 from datahub.writeback.model import new_record
 from datahub.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
@@ -34,6 +42,7 @@ __all__ = [
     "FlushedObject",
     "Workspace",
     "flush_workspace",
+    "journal_objects_url",
     "list_workspaces",
     "open_workspace",
     "workspace_dir",
@@ -48,6 +57,22 @@ CHUNK_UPLOAD_CONCURRENCY = 8
 
 def workspace_dir(config: Config, name: str) -> Path:
     return config.resolved_journal_dir / "workspaces" / name
+
+
+def default_target(config: Config, name: str) -> str:
+    """Where workspace ``name`` flushes unless opened with a ``target_url`` of its own."""
+    return f"{config.resolved_objects_url.rstrip('/')}/workspaces/{name}"
+
+
+def journal_objects_url(target: str, journal_id: str) -> str:
+    """The folder of one journal's objects under flush target ``target``: ``<target>/j-<id>``.
+
+    Why a folder per journal: journals are node-local, and the same workspace opened on
+    another node (a CSI pod rescheduled while this node was down) is another journal. Named
+    by workspace alone, its flush overwrote or deleted this journal's objects, and a file this
+    journal had evicted from the shared tier lived nowhere else: its acknowledged bytes were
+    gone (nodeloss18). Journal ids are random (64 bits), so no two journals write one name."""
+    return f"{target.rstrip('/')}/{JOURNAL_DIR}{journal_id}"
 
 
 def list_workspaces(config: Config) -> list[str]:
@@ -86,7 +111,9 @@ def open_workspace(
 ) -> Workspace:
     """Open (or create) workspace ``name`` for writing; replays the journal after a crash.
 
-    ``target_url`` is where flushed files go (default ``<objects_url>/workspaces/<name>``);
+    ``target_url`` is where flushed files go (default ``<objects_url>/workspaces/<name>``),
+    each journal in a folder of its own, ``<target>/j-<journal id>/<path>``
+    (``journal_objects_url``; a journal made before keeps flushing straight under its target);
     it is fixed at creation. ``background=False`` runs no flusher thread and no flush
     server (one-shot tools). Raises Conflict naming the PID if another process has it open.
     ``lease``: where the workspace's writer lease lives (the catalog store, shared by every
@@ -113,16 +140,17 @@ def open_workspace(
         if held is not None:
             journal.fence = held.check
         closers.insert(0, journal.close)
-        default_target = f"{config.resolved_objects_url.rstrip('/')}/workspaces/{name}"
+        journal_id, new_id = _journal_id(journal)
         wanted = {
-            "target_url": target_url or default_target,
+            "target_url": target_url or default_target(config, name),
             "shared_url": config.resolved_shared_url,
             "chunk_size": str(config.cache.page_size),
         }
-        fixed = _fixed_settings(journal, wanted, what, explicit_target=target_url is not None)
+        fixed = _fixed_settings(journal, wanted, what, journal_id, explicit_target=target_url is not None)
         target, chunk_size = fixed["target_url"], int(fixed["chunk_size"])
+        folder = fixed[OBJECTS_PREFIX]  # "": a journal from before nodeloss18, straight under the target
+        objects_url = f"{target.rstrip('/')}/{folder}" if folder else target
         shared = stores.shared_store(fixed["shared_url"])
-        journal_id, new_id = _journal_id(journal)
         chunks = ChunkStore(
             shared, f"{SHARED_PREFIX}/{name}", what, config.cache.writeback_pack_bytes, journal=journal_id
         )
@@ -138,7 +166,7 @@ def open_workspace(
         )
         ws.flusher = Flusher(
             ws,
-            stores.store(target),
+            stores.store(objects_url),
             "",
             interval=config.cache.flush_interval,
             shared_budget=config.cache.shared_bytes,
@@ -169,23 +197,34 @@ def open_workspace(
 
 
 def _fixed_settings(
-    journal: Journal, wanted: dict[str, str], what: str, explicit_target: bool
+    journal: Journal, wanted: dict[str, str], what: str, journal_id: str, explicit_target: bool
 ) -> dict[str, str]:
-    """Target URL, shared-tier URL and chunk size are fixed when a workspace is created (the
-    journal's chunk maps and origin state depend on them); later opens use the stored values,
-    so a changed configuration cannot orphan acknowledged data."""
+    """Target URL, shared-tier URL, chunk size and the journal's objects folder are fixed when a
+    workspace is created (the journal's chunk maps and origin state depend on them); later
+    opens use the stored values, so a changed configuration cannot orphan acknowledged data.
+
+    A new journal flushes under its own folder of the target (``OBJECTS_PREFIX``: ``j-<id>``,
+    stored with the id itself in the creation's transaction, so the two never disagree); one
+    made before stored no folder and keeps flushing straight under its target, where its
+    flushed and evicted files are. An explicit target gets the folder too: two journals of
+    one workspace given the same target would otherwise write the same names."""
     with journal.read() as txn:
-        stored = {key: txn.meta(key) for key in wanted}
+        stored = {key: txn.meta(key) for key in (*wanted, OBJECTS_PREFIX)}
     if stored["target_url"] is None:
+        created = {**wanted, OBJECTS_PREFIX: f"{JOURNAL_DIR}{journal_id}"}
         with journal.write(f"creation of {what}") as txn:
-            for key, value in wanted.items():
+            txn.put_meta(JOURNAL_ID, journal_id)
+            for key, value in created.items():
                 txn.put_meta(key, value)
-        return wanted
+        return created
     if explicit_target and stored["target_url"].rstrip("/") != wanted["target_url"].rstrip("/"):
         raise InvalidInput(
             f"{what} flushes to {stored['target_url']}; it cannot be reopened with target {wanted['target_url']}"
         )
-    return {key: stored[key] or value for key, value in wanted.items()}
+    return {
+        **{key: stored[key] or value for key, value in wanted.items()},
+        OBJECTS_PREFIX: stored[OBJECTS_PREFIX] or "",
+    }
 
 
 def _journal_id(journal: Journal) -> tuple[str, bool]:

@@ -24,7 +24,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 
 from datahub.errors import InvalidInput, NoSpace
-from datahub.writeback.model import FileSettings
+from datahub.writeback.model import FileAttr, FileSettings
 from datahub.writeback.ports import Committer, NotFresh, Uploader
 
 
@@ -621,6 +621,14 @@ class FileHandle:
     def size(self) -> int:
         """The file's size now (a staged file may have been written by the kernel)."""
         return self._check().attr()[0]
+
+    def attr(self) -> FileAttr:
+        """The file's attributes now, as ``Workspace.stat`` of its path gives them while it
+        is open there: the FUSE layer answers a CREATE with them, without a journal read
+        and a second walk of the path for each new file."""
+        of = self._check()
+        size, mtime = of.attr()
+        return FileAttr(size, mtime, False, of.mode)
 
     def _check(self) -> OpenFile:
         if self._closed:

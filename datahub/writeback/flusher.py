@@ -6,8 +6,9 @@ namespace, and an origin path no longer in the namespace is a pending delete. A 
 
 1. deletes garbage chunks (unreferenced by a committed transaction) from the shared tier,
    then plans from one read transaction (uploads and deletes);
-2. streams each dirty file, chunk by chunk, to ``<target>/<path>`` (the store goes multipart
-   for large files) — bounded parallelism, one chunk per stream in memory;
+2. streams each dirty file, chunk by chunk, to ``<path>`` of ``origin``, the journal's own
+   folder of the flush target (``<target>/j-<journal id>``, ``open_workspace``; the store goes
+   multipart for large files) — bounded parallelism, one chunk per stream in memory;
 3. records what the origin now holds, in batched transactions. A file written during its
    upload keeps a newer generation, so it stays dirty: the generation check is implicit;
 4. deletes origin objects of removed/renamed paths, after the uploads (data always exists

@@ -42,6 +42,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import queue
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -60,6 +61,9 @@ _DBS = ("tree", "files", "origin", "garbage", "meta")
 # open ("" once it closed cleanly), the session number, the highest cover number committed
 OWNER_BOOT, COVER_EPOCH, COVERED = "owner_boot", "cover_epoch", "covered"
 JOURNAL_ID = "journal_id"  # this journal's own chunk prefix in the shared tier (``chunks.py``)
+# this journal's own folder under its flush target, ``j-<journal id>`` ("" or absent: a journal
+# made before nodeloss18 flushes straight under the target; ``datahub/writeback/__init__.py``)
+OBJECTS_PREFIX = "objects_prefix"
 _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
 
 
@@ -77,6 +81,24 @@ def _dump(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
+#: decoded namespace entries by their bytes (flat dicts of str, int and float), so the same
+#: parent directory's entry is not parsed again for every file created or looked up in it:
+#: each small file through a mount read it three times (its LOOKUP, CREATE and first
+#: commit), 3-10 µs of JSON each. Bounded: emptied when full. Callers get a copy.
+_ENTRIES: dict[bytes, dict] = {}
+_ENTRIES_MAX = 4096
+
+
+def _entry_of(raw: bytes) -> dict:
+    entry = _ENTRIES.get(raw)
+    if entry is None:
+        entry = json.loads(raw)
+        if len(_ENTRIES) >= _ENTRIES_MAX:
+            _ENTRIES.clear()
+        _ENTRIES[raw] = entry
+    return dict(entry)
+
+
 class Txn:
     """A read or write transaction with typed helpers (values are plain dicts)."""
 
@@ -89,7 +111,7 @@ class Txn:
         if path == "":
             return {"t": "d", "mtime": 0.0, "mode": 0o755}
         raw = self._txn.get(_tree_key(path), db=self._dbs["tree"])
-        return json.loads(raw) if raw is not None else None
+        return _entry_of(raw) if raw is not None else None
 
     def put_entry(self, path: str, entry: dict) -> None:
         self._txn.put(_tree_key(path), _dump(entry), db=self._dbs["tree"])
@@ -258,7 +280,11 @@ class Journal:
         self._leading = False
         self._committer: threading.Thread | None = None  # leads for submitted requests
         self._committer_turn = False
-        self._committer_go = threading.Semaphore(0)
+        # wakes the committer, one item a wake-up: a counting semaphore in C. threading's
+        # Semaphore is Python over a Condition (a lock made per wait), and every small file's
+        # close through a mount hands its commit over here: its release was 3 % of the
+        # daemon's Python samples (docs/benchmarks.md, "smallwrites18")
+        self._committer_go: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._cover = 0  # the last cover number handed out (0: covering not started)
         # called with what is being done before every write transaction; raises (StorageError)
         # once this process may no longer write the workspace (``lease.WriterLease.check``)
@@ -362,11 +388,11 @@ class Journal:
         if closed:
             self._lead()
         else:
-            self._committer_go.release()
+            self._committer_go.put(None)
 
     def _commit_loop(self) -> None:
         while True:
-            self._committer_go.acquire()
+            self._committer_go.get()
             with self._group:
                 turn, self._committer_turn = self._committer_turn, False
             if turn:
@@ -431,7 +457,7 @@ class Journal:
             self._closed = True
             committer = self._committer
         if committer is not None:
-            self._committer_go.release()
+            self._committer_go.put(None)
             committer.join()
         if not self._readonly:
             try:

@@ -11,6 +11,13 @@ caller's to decide: the lease lives in the catalog, which this package never imp
 
 Keys written before journals had ids (straight under the workspace prefix) are one prefix of
 their own, journal ``""``: shown, never deleted here (any journal may still name them).
+
+A journal's flushed files are its own too: each journal flushes under
+``<target>/j-<journal id>/`` (``journal_objects_url``; nodeloss18), so ``journal_objects``
+finds them from the workspace's name and the journal id alone (under the default target, or
+an explicit one the operator names) and ``forget_objects`` deletes them; nothing another
+journal wrote is under that folder. Objects a journal from before nodeloss18 flushed lie
+straight under the target, shared by every such journal of the workspace: never deleted here.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from datahub.config import Config
 from datahub.errors import InvalidInput, StorageError
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.local import LocalStore
-from datahub.writeback import SHARED_PREFIX, list_workspaces, workspace_dir
+from datahub.writeback import SHARED_PREFIX, journal_objects_url, list_workspaces, workspace_dir
 from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore
 from datahub.writeback.journal import JOURNAL_ID, Journal
 
@@ -73,6 +80,50 @@ class JournalPrefix:
             "this_node": self.this_node,
             "covers": self.covers,
         }
+
+
+@dataclass
+class JournalObjects:
+    """One journal's flushed files: the objects under ``<target>/j-<journal id>/``."""
+
+    workspace: str
+    journal: str
+    url: str  # the folder's URL
+    sizes: dict[str, int] = field(default_factory=dict, repr=False)  # key (in the folder) -> bytes
+
+    @property
+    def objects(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.sizes.values())
+
+
+def journal_objects(stores, target: str, workspace: str, journal: str) -> JournalObjects:
+    """The objects journal ``journal`` of ``workspace`` flushed under flush target ``target``
+    (``stores``: a ``StoreRegistry``): its own folder's listing, nobody else's names."""
+    url = journal_objects_url(target, check_journal_id(journal))
+    found = JournalObjects(workspace, journal, url)
+    for info in stores.store(url).list():
+        found.sizes[info.key] = info.size
+    return found
+
+
+def forget_objects(
+    stores,
+    entry: JournalObjects,
+    on_deleted: Callable[[int], None] = lambda n: None,
+    before_batch: Callable[[], None] = lambda: None,
+) -> tuple[int, int]:
+    """Delete the objects of ``entry`` (a listing: ``journal_objects``), as ``forget_journal``
+    deletes a shared-tier prefix; (objects, bytes) deleted."""
+    check_journal_id(entry.journal)
+    store = stores.store(entry.url)
+    deleted = _delete_all(store, entry.sizes, on_deleted, before_batch)
+    if isinstance(store, LocalStore):
+        _remove_empty_dirs(store.root, entry.url)
+    return entry.objects, deleted
 
 
 def check_journal_id(journal: str) -> str:
@@ -156,11 +207,24 @@ def forget_journal(
     there: the caller's guard, asked again while a long delete runs (the node's lease taken
     back meanwhile)."""
     check_journal_id(entry.journal)
-    keys = sorted(entry.sizes)
+    deleted = _delete_all(store, entry.sizes, on_deleted, before_batch)
+    if isinstance(store, LocalStore):  # a local tier keeps the emptied directories: remove them
+        _remove_empty_dirs(store.root / entry.prefix, entry.prefix)
+    return entry.objects, deleted
+
+
+def _delete_all(
+    store: ObjectStore,
+    sizes: dict[str, int],
+    on_deleted: Callable[[int], None],
+    before_batch: Callable[[], None],
+) -> int:
+    """Delete every key of ``sizes`` from ``store``, ``DELETERS`` at a time; bytes deleted."""
+    keys = sorted(sizes)
 
     def delete(key: str) -> int:
         store.delete(key)
-        return entry.sizes[key]
+        return sizes[key]
 
     deleted = 0
     with ThreadPoolExecutor(DELETERS) as pool:
@@ -169,9 +233,7 @@ def forget_journal(
             for size in pool.map(delete, keys[start : start + DELETERS]):
                 on_deleted(size)  # in this thread, in key order
                 deleted += size
-    if isinstance(store, LocalStore):  # a local tier keeps the emptied directories: remove them
-        _remove_empty_dirs(store.root / entry.prefix, entry.prefix)
-    return len(keys), deleted
+    return deleted
 
 
 def _remove_empty_dirs(top: Path, prefix: str) -> None:

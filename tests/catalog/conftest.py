@@ -1,7 +1,8 @@
 """Catalog fixtures: one ``catalog`` per store so the conformance suite runs against each.
 
 ``mongomock`` always runs, and so does ``http``: an HttpCatalogStore talking to a real
-``datahub serve`` over SQLite (tests/catalog/remote.py); set ``DATAHUB_TEST_MONGO_URI=mongodb://host:27017`` to add a real
+``datahub serve`` over SQLite (tests/catalog/remote.py; one server per module, a fresh catalog
+behind it per test); set ``DATAHUB_TEST_MONGO_URI=mongodb://host:27017`` to add a real
 MongoDB (each test then uses a fresh database that is dropped afterwards).
 
 Stores are built with tiny batch and page sizes so that a few hundred records already
@@ -51,9 +52,25 @@ def store_kind(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(scope="module")
+def shared_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The module's API server for its ``http`` catalogs (tests/catalog/remote.py, SharedServer):
+    each test still gets a fresh catalog of its own behind it."""
+    from tests.catalog.remote import SharedServer
+
+    server = SharedServer(tmp_path_factory.mktemp("api"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
-def catalog(store_kind: str, tmp_path: Path) -> Iterator[Catalog]:
-    store = make_store(store_kind, tmp_path)
+def catalog(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Catalog]:
+    if store_kind == "http":  # a server per module, not per test (the catalog is the test's own)
+        store = request.getfixturevalue("shared_api").store(tmp_path, SMALL)
+    else:
+        store = make_store(store_kind, tmp_path)
     try:
         yield Catalog(store)
     finally:

@@ -31,7 +31,7 @@ from datahub.catalog.store import CatalogStore
 from datahub.errors import CatalogUnavailable, DatasetNotFound, InvalidInput, StaleBase, Unauthenticated
 from datahub.validation import MAX_JSON_DEPTH, UNREADABLE
 from tests.catalog.conftest import rec
-from tests.catalog.remote import ServedStore, serve, served_store
+from tests.catalog.remote import ServedStore, serve
 
 SECRET = "dh-secret-token-4f1c9a"
 FAST = {"attempts": 3, "backoff": 0.01, "budget": 10.0, "timeout": 5.0}
@@ -51,8 +51,9 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[ServedStore]:
-    store = served_store(tmp_path)
+def served(tmp_path: Path, shared_api) -> Iterator[ServedStore]:
+    """A fresh catalog of the test's own, behind the module's server (tests/catalog/conftest.py)."""
+    store = shared_api.store(tmp_path)
     try:
         yield store
     finally:

@@ -9,6 +9,7 @@ import pytest
 
 from tests.csi.conftest import CsiEnv, Plugin, make_env
 from tests.servers import S3Endpoint
+from tests.writeback.flushed import workspace_object_key
 
 pytestmark = [pytest.mark.fuse, pytest.mark.ceph]
 
@@ -38,5 +39,6 @@ def test_dataset_and_workspace_volumes_on_ceph(ceph_plugin: Plugin, ceph_env: Cs
         ceph_plugin.unpublish(ds, "ds")
         ceph_plugin.unpublish(ws, "ws")
     client = ceph_env.endpoint.client()
-    body = client.get_object(Bucket=ceph_env.bucket, Key="objects/workspaces/ceph-run/result.txt")["Body"]
+    key = workspace_object_key(client, ceph_env.bucket, "ceph-run", "result.txt")
+    body = client.get_object(Bucket=ceph_env.bucket, Key=key)["Body"]
     assert body.read() == b"on ceph"

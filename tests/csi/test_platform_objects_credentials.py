@@ -38,6 +38,7 @@ from tests.csi import test_bucket_cache_access
 from tests.csi.conftest import CsiEnv, Plugin, make_env, wait_until
 from tests.csi.test_bucket_cache_access import IamMoto, read
 from tests.csi.test_publish import pod_info
+from tests.writeback.flushed import workspace_object_key
 
 pytestmark = pytest.mark.fuse
 
@@ -143,7 +144,9 @@ def test_a_workspace_volume_flushes_and_commits_into_the_platform_bucket_with_th
     finally:
         plugin.unpublish(target, "ws")  # flushes, then commits into platform-out
     client = env.endpoint.client()
-    flushed = client.get_object(Bucket=PLATFORM, Key="objects/workspaces/platform-ws/out.bin")
+    flushed = client.get_object(
+        Bucket=PLATFORM, Key=workspace_object_key(client, PLATFORM, "platform-ws", "out.bin")
+    )
     assert flushed["Body"].read() == data
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:

@@ -24,6 +24,7 @@ from fuse_adapter.daemon import DEAD_DAEMON_ERRNOS
 from tests.csi.conftest import CsiEnv, Plugin, make_env, wait_until
 from tests.csi.test_bucket_cache_access import IamMoto, plugin, read  # noqa: F401 - plugin: its fixture, on this module's env
 from tests.csi.test_publish import pod_info
+from tests.writeback.flushed import workspace_object_key
 
 pytestmark = pytest.mark.fuse
 
@@ -112,8 +113,9 @@ def test_a_workspace_volume_keeps_its_chunks_in_the_shared_tier_with_the_plugins
         assert statuses and "403" not in statuses, "the shared tier was asked with the tenant's key"
     finally:
         plugin.unpublish(target, "ws-shared")
-    flushed = env.endpoint.client().get_object(
-        Bucket=env.bucket, Key="objects/workspaces/shared-creds/out.bin"
+    client = env.endpoint.client()
+    flushed = client.get_object(
+        Bucket=env.bucket, Key=workspace_object_key(client, env.bucket, "shared-creds", "out.bin")
     )
     assert flushed["Body"].read() == data
 

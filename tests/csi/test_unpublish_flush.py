@@ -14,6 +14,7 @@ from datahub.catalog import open_catalog
 from tests.csi.conftest import CsiEnv, Plugin, mounts_under, wait_for_checks
 from tests.moto_launch import MOTO_SERVER
 from tests.servers import free_port, wait_for_port
+from tests.writeback.flushed import workspace_object_key
 
 pytestmark = [pytest.mark.fuse, pytest.mark.slow]
 
@@ -108,9 +109,8 @@ def test_unpublish_fails_and_keeps_the_volume_until_the_flush_succeeds(
     private_client().create_bucket(Bucket=csi_env.bucket)
     plugin.unpublish(target, "outage")
     assert [p for p in plugin.state() if p["target_path"] == target] == []
-    body = private_client().get_object(Bucket=csi_env.bucket, Key="objects/workspaces/outage/model.bin")[
-        "Body"
-    ]
+    key = workspace_object_key(private_client(), csi_env.bucket, "outage", "model.bin")
+    body = private_client().get_object(Bucket=csi_env.bucket, Key=key)["Body"]
     assert body.read() == b"acknowledged before the outage"
     catalog = open_catalog(csi_env.config.resolved_catalog_url)
     try:

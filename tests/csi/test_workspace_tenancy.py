@@ -18,6 +18,7 @@ import pytest
 
 from tests.csi.conftest import CsiEnv, Plugin
 from tests.csi.test_publish import pod_info
+from tests.writeback.flushed import workspace_object_key
 
 pytestmark = pytest.mark.fuse
 
@@ -50,7 +51,7 @@ def test_a_pod_of_another_namespace_never_opens_a_workspace_of_the_same_name(
         plugin.unpublish(second, "csi-b")
     client = csi_env.endpoint.client()
     for namespace, data in (("team-a", b"team a's weights"), ("team-b", b"team b's weights")):
-        key = f"objects/workspaces/{namespace}.eval-trainer-0/model.pt"
+        key = workspace_object_key(client, csi_env.bucket, f"{namespace}.eval-trainer-0", "model.pt")
         assert client.get_object(Bucket=csi_env.bucket, Key=key)["Body"].read() == data
     again = csi_env.target("tenant-a-again")  # the namespace's own next pod finds its files
     plugin.publish(again, _inline("team-a"), volume_id="csi-a2")

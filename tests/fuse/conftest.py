@@ -58,10 +58,15 @@ class FuseEnv:
         return path
 
     @contextlib.contextmanager
-    def mounted(self, mountpoint: Path, *args: str) -> Iterator[subprocess.Popen]:
-        """``datahub mount MOUNTPOINT ARGS --foreground`` for the duration of the block."""
+    def mounted(
+        self, mountpoint: Path, *args: str, module: str = "fuse_adapter"
+    ) -> Iterator[subprocess.Popen]:
+        """``datahub mount MOUNTPOINT ARGS --foreground`` for the duration of the block.
+
+        ``module``: what ``python -m`` runs, a launcher of fuse_adapter's own ``main`` with a
+        constant lowered (e.g. tests/writeback/small_reserve_mount.py)."""
         log_path = self.root / f"mount-{mountpoint.name}.log"
-        cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config_path)]
+        cmd = [sys.executable, "-m", module, "--config", str(self.config_path)]
         cmd += ["mount", str(mountpoint), *args, "--foreground"]
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO)

@@ -25,6 +25,7 @@ from fuse_adapter.daemon import is_mounted, record_path
 from fuse_adapter.fuse_ops import _errno_of
 from tests.fuse.conftest import REPO, FuseEnv
 from tests.fuse.fuse_tracepoint import FuseRequests
+from tests.writeback.flushed import strip_journal
 
 pytestmark = pytest.mark.fuse
 
@@ -41,7 +42,7 @@ def _bucket_objects(env: FuseEnv) -> dict[str, bytes]:
     prefix = "objects/workspaces/ws"
     with StoreRegistry(env.config) as stores:
         store = stores.store(f"s3://{env.bucket}/{prefix}")
-        return {o.key: store.read(o.key) for o in store.list()}
+        return strip_journal({o.key: store.read(o.key) for o in store.list()})  # j-<id>/<path>
 
 
 def test_create_write_read_back(ws: Path) -> None:

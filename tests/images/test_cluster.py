@@ -43,6 +43,7 @@ from tests.images.test_built_images import (
     token,
 )
 from tests.servers import S3Endpoint
+from tests.writeback.flushed import workspace_object_key
 
 pytestmark = [pytest.mark.slow, pytest.mark.fuse]
 
@@ -166,8 +167,9 @@ def test_an_inline_workspace_is_its_namespaces_and_flushes_to_the_object_store(c
         Path(target, "model.pt").write_bytes(b"team a's weights")
     finally:
         plugin.unpublish(target, "csi-eval")
-    key = "objects/workspaces/team-a.eval-trainer-0/model.pt"
-    got = cluster.endpoint.client().get_object(Bucket=cluster.bucket, Key=key)["Body"].read()
+    client = cluster.endpoint.client()
+    key = workspace_object_key(client, cluster.bucket, "team-a.eval-trainer-0", "model.pt")
+    got = client.get_object(Bucket=cluster.bucket, Key=key)["Body"].read()
     assert got == b"team a's weights"
     assert mounts_under(cluster.root / "pods") == []
 

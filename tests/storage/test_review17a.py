@@ -1,6 +1,7 @@
 """review17a: ``put_once`` on S3 when two writers of one blob cut it differently (and two
-writers of one blob on the local store's link fallback: a strict xfail, not fixed here; and a
-``--copy`` import over a short blob, fixed by the lead in ``BlobCopier._store``).
+writers of one blob on the local store's link fallback: a strict xfail until blobverify18,
+where the losing writer drops the winner's temp name itself; and a ``--copy`` import over a
+short blob, fixed by the lead in ``BlobCopier._store``, now ``datahub.storage.blobs``).
 
 S3's etag is the md5 of the bytes for a single PUT, but the md5 of the parts' md5s (and a
 part count) for a multipart upload: the same bytes get another etag from a client with
@@ -116,18 +117,13 @@ def test_a_copy_import_does_not_record_a_short_blob_stored_under_its_contents_na
             catalog.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review17a: datahub/storage/local.py _rename_noreplace's link fallback (no renameat2): "
-    "a put_once (or a stat) between the winner's link and its unlink of the temp name takes an "
-    "etag whose ctime that unlink moves (named in put_once's docstring; not fixed)",
-)
 def test_a_put_once_between_the_link_fallbacks_link_and_unlink_gets_the_etag_the_blob_keeps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without ``renameat2`` (NFS, CephFS) the first writer links its temp file to the name,
     then unlinks the temp name, which moves the ctime the local etag holds; a second writer
-    whose link fails in between is told the etag from before that unlink."""
+    whose link fails in between was told the etag from before that unlink (failed before
+    blobverify18: the second etag's ctime field differed)."""
     from datahub.storage import local
     from datahub.storage.local import LocalStore
 

@@ -37,19 +37,31 @@ def clock() -> FakeClock:
 MONGO_URI = os.environ.get("DATAHUB_TEST_MONGO_URI", "")  # add a real mongod, as tests/catalog does
 
 
+@pytest.fixture(scope="module")
+def shared_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The module's API server for its ``http`` queues (tests/catalog/remote.py, SharedServer):
+    each test still gets a fresh queue, catalog and token of its own behind it."""
+    from tests.catalog.remote import SharedServer
+
+    server = SharedServer(tmp_path_factory.mktemp("api"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(params=["sqlite", "mongomock", "http"] + (["mongo"] if MONGO_URI else []))
 def queue(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> Iterator[TaskQueue]:
     if request.param == "sqlite":
         q: TaskQueue = SqliteTaskQueue(tmp_path / "catalog.db", clock)
     elif request.param == "http":  # HttpTaskQueue -> a real `datahub serve` holding a SQLite queue
-        from tests.catalog.remote import serve
-
+        shared = request.getfixturevalue("shared_api")  # one server per module, the queue the test's
         served = SqliteTaskQueue(tmp_path / "tasks.db", clock)
-        server, backing, token = serve(tmp_path, tasks=served)
-        q = HttpTaskQueue(server.url, token=token)
+        backing, token, services = shared.serve(tmp_path, tasks=served)
+        q = HttpTaskQueue(shared.server.url, token=token)
 
         def stop() -> None:
-            server.stop()
+            services.close()
             backing.close()
             served.close()
 

@@ -20,6 +20,7 @@ from datahub.torch import CacheSource, MountSource, VersionDataset
 from datahub.torch._torch import DataLoader
 from tests.fuse.conftest import wait_until
 from tests.pack.conftest import import_manifest, write_source
+from tests.torch.test_fsdirs18 import ODD, import_odd
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,8 +53,12 @@ def _mounted(config: Config, mnt: Path, *sources: str, warm_up: bool = True) -> 
 def test_version_dataset_through_a_real_mount(config: Config, tmp_path: Path) -> None:
     catalog = open_catalog(config.resolved_catalog_url)
     import_manifest(catalog, config, write_source(tmp_path / "src", 5), "photos")
+    import_odd(catalog, config, tmp_path)  # ``x`` and ``x/y`` (tests/torch/test_fsdirs18.py)
     mnt = tmp_path / "mnt"
-    with _mounted(config, mnt, "photos@v1"):
+    with _mounted(config, mnt, "photos@v1", "odd@v1"):
+        raw = VersionDataset.from_catalog(catalog, "odd", 1, MountSource(mnt / "odd" / "v1"),
+                                          transform=lambda data, labels: bytes(data))  # fmt: skip
+        assert [raw[i] for i in range(len(raw))] == [ODD[k][0] for k in ("x.txt", "x/y", "z")]
         mounted = VersionDataset.from_catalog(catalog, "photos", 1, MountSource(mnt / "photos" / "v1"),
                                               transform=lambda data, labels: (bytes(data), labels["class"]))  # fmt: skip
         cached = VersionDataset.from_catalog(catalog, "photos", 1, CacheSource(config),

@@ -67,7 +67,11 @@ class Env:
         return self.open(ws.name, **kwargs)
 
     def origin(self):
-        """(store, prefix) of the default workspace's flush target."""
+        """The objects of the default workspace's journal: its own folder of the flush target
+        (``<target>/j-<journal id>``), as the journal last opened flushes there."""
+        for ws in reversed(self.opened):
+            if ws.name == "ws":
+                return ws.flusher.origin
         url = self.target_url or f"{self.config.resolved_objects_url}/workspaces/ws"
         return self.stores.store(url)
 

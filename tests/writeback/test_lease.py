@@ -17,6 +17,7 @@ from datahub.errors import Conflict, StorageError
 from datahub.storage import StoreRegistry
 from datahub.writeback import flush_workspace, open_workspace
 from tests.writeback.conftest import CHUNK, write
+from tests.writeback.flushed import copies, only_copy
 
 # A holder's lease in the tests that want it kept until a takeover: renewed every second and
 # self-fenced after 2.5 s without a renewal, so a loaded machine's renewal thread keeps it
@@ -96,7 +97,7 @@ def test_a_second_node_is_refused_naming_the_holder_and_may_open_after_the_first
         assert ws_b.journal.fence("probe") is None
     finally:
         ws_b.close()
-    assert (tmp_path / "objects" / "workspaces" / "shared" / "out.txt").read_bytes() == b"node a"
+    assert only_copy(tmp_path / "objects" / "workspaces" / "shared", "out.txt") == b"node a"
     stores_a.close()
     stores_b.close()
 
@@ -124,8 +125,8 @@ def test_a_holder_whose_lapsed_lease_was_taken_over_refuses_closes_and_pushes_no
             ws_a.close()
     finally:
         ws_b.close()
-    assert (tmp_path / "objects" / "workspaces" / "shared" / "out.txt").read_bytes() == b"node b"
-    assert not (tmp_path / "objects" / "workspaces" / "shared" / "early.txt").exists()
+    assert only_copy(tmp_path / "objects" / "workspaces" / "shared", "out.txt") == b"node b"
+    assert copies(tmp_path / "objects" / "workspaces" / "shared", "early.txt") == {}
     stores_a.close()
     stores_b.close()
 
@@ -162,7 +163,7 @@ def test_a_holder_that_cannot_renew_stops_acknowledging_before_its_lease_can_lap
             ws.close()
         stores.close()
         store.close()
-    assert not (tmp_path / "objects" / "workspaces" / "shared" / "f").exists()
+    assert copies(tmp_path / "objects" / "workspaces" / "shared", "f") == {}
 
 
 def test_a_flush_from_another_node_is_refused_while_the_workspace_is_leased_elsewhere(
@@ -222,7 +223,7 @@ def test_over_the_api_a_workspace_is_leased_by_the_writers_of_its_commit_target(
         stores_b.close()
         server.stop()
         backing.close()
-    assert (tmp_path / "objects" / "workspaces" / "training" / "model.pt").read_bytes() == b"weights"
+    assert only_copy(tmp_path / "objects" / "workspaces" / "training", "model.pt") == b"weights"
 
 
 def test_a_broken_lease_fences_its_live_holder_before_another_node_may_take_it(
@@ -245,6 +246,6 @@ def test_a_broken_lease_fences_its_live_holder_before_another_node_may_take_it(
     ws_b = open_workspace("shared", config_b, stores_b, lease=catalog)
     ws_b.close()
     assert catalog.lease("shared").epoch == 2
-    assert not (tmp_path / "objects" / "workspaces" / "shared" / "late.txt").exists()
+    assert copies(tmp_path / "objects" / "workspaces" / "shared", "late.txt") == {}
     stores_a.close()
     stores_b.close()

@@ -259,21 +259,30 @@ def staged_bytes_held(pid: int) -> int:
 @pytest.mark.fuse
 def test_a_stream_far_past_the_first_reservation_is_committed_at_close(fuse_env) -> None:
     """Blocker (a) of docs/writeback.md point 7 through a real mount: one file written in
-    1 MiB calls with no fsync, 2.5 times the 64 MiB reserved when it was made
-    (``torch.save`` of a big checkpoint). The kernel's passthrough writes reach the watcher
-    (inotify ``IN_MODIFY`` on the staged inode), which reserves ahead, so the close commits
-    the file. Before each write the test waits until the staged file holds blocks past it:
-    what is checked is that the reservation follows the writer, not how fast."""
+    1 MiB calls with no fsync, 2.5 times what was reserved when it was made (``torch.save``
+    of a big checkpoint). The kernel's passthrough writes reach the watcher (inotify
+    ``IN_MODIFY`` on the staged inode), which reserves ahead, so the close commits the file.
+    Before each write the test waits until the staged file holds blocks past it: what is
+    checked is that the reservation follows the writer, not how fast. The daemon's first
+    reservation is 4 MiB, not 64 (tests/writeback/small_reserve_mount.py): the same paths
+    on 10 MiB instead of 160, whose flush by the recovery after the kill cost most of the
+    test."""
     from fuse_adapter import fuse_ops
     from tests.fuse.conftest import wait_until
+    from tests.writeback.small_reserve_mount import RESERVE
 
     if not fuse_ops.PASSTHROUGH:
         pytest.skip("pyfuse3 built without libfuse >= 3.16")
     mnt = fuse_env.mountpoint("ws")
-    pieces = 160
-    with fuse_env.mounted(mnt, "--workspace", "ws", "--passthrough") as proc:
+    first = RESERVE // MiB
+    pieces = first * 5 // 2
+    with fuse_env.mounted(
+        mnt, "--workspace", "ws", "--passthrough", module="tests.writeback.small_reserve_mount"
+    ) as proc:
         wait_until(lambda: "writes: passthrough" in (fuse_env.root / "mount-ws.log").read_text(), 10)
         fd = os.open(mnt / "big.pt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        wait_until(lambda: staged_bytes_held(proc.pid) > 0, 30)
+        assert staged_bytes_held(proc.pid) <= RESERVE  # the lowered first reservation took
         for i in range(pieces):
             wait_until(lambda i=i: staged_bytes_held(proc.pid) > (i + 1) * MiB, 30)
             os.write(fd, i.to_bytes(4, "little") * (MiB // 4))
@@ -281,7 +290,7 @@ def test_a_stream_far_past_the_first_reservation_is_committed_at_close(fuse_env)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     with reopened(fuse_env, "big.pt") as fh:
-        for i in (0, 63, 64, 100, pieces - 1):
+        for i in (0, first - 1, first, (first + pieces) // 2, pieces - 1):
             assert fh.read(i * MiB, MiB) == i.to_bytes(4, "little") * (MiB // 4)
         assert fh.read(pieces * MiB, 1) == b""
 

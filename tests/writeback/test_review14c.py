@@ -17,6 +17,7 @@ from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.errors import Conflict, DatahubError, StorageError
 from datahub.writeback import open_workspace
 from tests.writeback.conftest import write
+from tests.writeback.flushed import only_copy
 from tests.writeback.test_lease import LEASE_TTL, Clock, catalog, clock, node
 
 __all__ = ["catalog", "clock"]  # fixtures
@@ -127,5 +128,5 @@ def test_an_upload_in_flight_when_the_lease_is_taken_over_does_not_replace_the_n
             pass  # fenced: expected
         stores_a.close()
         stores_b.close()
-    held = (tmp_path / "objects" / "workspaces" / "shared" / "model.bin").read_bytes()
+    held = only_copy(tmp_path / "objects" / "workspaces" / "shared", "model.bin")
     assert held == b"node b's acknowledged bytes"

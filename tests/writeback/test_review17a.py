@@ -1,8 +1,9 @@
 """review17a: a commit's pin of a content whose blob is already stored (pinblobs16, the lead's
 ``_repair_lost_etags``), attacked with blobs that do not hold their digest's bytes.
 
-A commit trusts a stored blob without reading it (``datahub.workspaces._pin_blobs``: one
-stat), and ``put_once`` never replaces one. A blob left short by an earlier writer (a torn
+A commit trusted a stored blob without reading it (``datahub.workspaces._pin_blobs``: one
+stat), and ``put_once`` never replaces one; since blobverify18 a stored blob is proven to hold
+its content (``datahub.storage.blobs``: its md5 etag on S3, else one read hashed). A blob left short by an earlier writer (a torn
 copy on a file system that lost its tail, a hand-made object, another writer of the store)
 was so kept for ever, and every file of that content committed since pointed at it: its
 record named the short object's etag with the file's own size, and a reader got the short
@@ -75,13 +76,9 @@ def test_a_record_that_named_the_short_blob_fails_rather_than_serving_its_bytes(
         read_version(env, catalog, "older", old.seq)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review17a: a stored blob of the file's size but other bytes is trusted by its name "
-    "(one stat, no read): the record serves those bytes. Checking costs a read of every blob a "
-    "commit finds stored; left to the lead.",
-)
 def test_a_blob_of_the_right_size_but_other_bytes_is_not_what_a_new_commit_records(env: Env, catalog) -> None:
+    """Before (blobverify18): one stat, the size matched, and the record served the X's. Now the
+    blob on this local store is read and hashed (once), found wrong, and written again."""
     from datahub.workspaces import commit_workspace
 
     ws = env.open()
@@ -89,6 +86,66 @@ def test_a_blob_of_the_right_size_but_other_bytes_is_not_what_a_new_commit_recor
     write(ws, "metrics.txt", CONTENT)
     version = commit_workspace(ws, catalog, "outputs")
     assert read_version(env, catalog, "outputs", version.seq) == {"metrics.txt": CONTENT}
+
+
+@pytest.fixture
+def s3_env(tmp_path: Path, moto_endpoint) -> Iterator[Env]:
+    """Workspace objects and blobs in a moto bucket (the shared tier stays local)."""
+    bucket = moto_endpoint.new_bucket("blobs18")
+    overrides = {
+        "home": str(tmp_path / "var"),
+        "objects_url": f"s3://{bucket}/objects",
+        "cache": {"page_size": CHUNK, "flush_interval": 3600},
+        **moto_endpoint.s3_config_overrides(),
+    }
+    config = load_config(env={}, overrides=overrides)
+    e = Env(config, StoreRegistry(config), endpoint=moto_endpoint, buckets=[bucket])
+    yield e
+    e.close()
+
+
+def _blob_reads(monkeypatch: pytest.MonkeyPatch, blobs: ObjectStore) -> list[str]:
+    """The keys read from the blob store (by either read call)."""
+    reads: list[str] = []
+    for name in ("read", "read_chunks"):
+        real = getattr(blobs, name)
+        monkeypatch.setattr(
+            blobs, name, lambda key, *a, _real=real, **k: reads.append(key) or _real(key, *a, **k)
+        )
+    return reads
+
+
+def test_a_blob_of_the_right_size_but_other_bytes_in_s3_is_not_what_a_new_commit_records(
+    s3_env: Env, catalog
+) -> None:
+    """On S3 the stored blob's etag (md5 of the X's) is not the flush's (md5 of the file):
+    read, found wrong, written again."""
+    from datahub.workspaces import commit_workspace
+
+    ws = s3_env.open()
+    _plant(s3_env, ws, b"X" * len(CONTENT))
+    write(ws, "metrics.txt", CONTENT)
+    version = commit_workspace(ws, catalog, "outputs")
+    assert read_version(s3_env, catalog, "outputs", version.seq) == {"metrics.txt": CONTENT}
+
+
+def test_a_blob_in_s3_holding_the_content_is_proven_by_its_stat_alone(
+    s3_env: Env, catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deduplicated commit on S3 reads no blob: its etag is the md5 the flush's own put
+    of these bytes got. The record names the stored blob's etag."""
+    from datahub.workspaces import commit_workspace
+
+    ws = s3_env.open()
+    _plant(s3_env, ws, CONTENT)
+    stored = ws.blobs.stat(blob_key(hashlib.sha256(CONTENT).hexdigest()))
+    write(ws, "metrics.txt", CONTENT)
+    reads = _blob_reads(monkeypatch, ws.blobs)
+    version = commit_workspace(ws, catalog, "outputs")
+    assert reads == []
+    [record] = catalog.list_records("outputs", version.seq)
+    assert record.etag == stored.etag
+    assert read_version(s3_env, catalog, "outputs", version.seq) == {"metrics.txt": CONTENT}
 
 
 # --- takeover16 over the shared tiers deployments use (S3: csi/deploy/config.yaml; RADOS) ------

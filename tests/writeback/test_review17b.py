@@ -19,6 +19,7 @@ from datahub.writeback import open_workspace
 from datahub.writeback.lease import WriterLease
 from tests.catalog.remote import serve
 from tests.writeback.conftest import write
+from tests.writeback.flushed import files
 from tests.writeback.test_lease import node, wait_fenced
 
 # Long enough that no renewal is missed on a loaded machine (with test_lease's 3 s, a renewal
@@ -54,14 +55,14 @@ def test_a_node_whose_role_is_revoked_mid_flush_uploads_nothing_more_and_frees_t
         finally:
             with pytest.raises(StorageError):  # the final flush is fenced; the journal keeps late.bin
                 ws_a.close()
-        assert sorted(p.name for p in landed.iterdir()) == ["early.bin"]
+        assert files(landed) == ["early.bin"]
         assert backing.store.lease("shared").expires == 0.0  # released at close: still bob's
         ws_b = open_workspace("shared", config_b, stores_b, lease=alice, commit_to="pets")  # at once
         try:
             assert backing.store.lease("shared").holder.endswith("[alice]")
         finally:
             ws_b.close()
-        assert sorted(p.name for p in landed.iterdir()) == ["early.bin"]
+        assert files(landed) == ["early.bin"]
     finally:
         for s in stores:
             s.close()

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from datahub.catalog import Patch
-from datahub.errors import ObjectChanged
 from datahub.workspaces import commit_workspace
 from tests.writeback import test_merge17
 from tests.writeback.conftest import write
 from tests.writeback.test_commit_history import read_version
 from tests.writeback.test_merge17 import DATASET, _overrides, _sha
+from tests.writeback.test_nodeloss18 import made_before
 
 nodes, catalog = test_merge17.nodes, test_merge17.catalog  # its fixtures: nodes A and B, their catalog
 
@@ -228,15 +228,23 @@ def test_a_retry_after_a_lost_reply_makes_no_second_version_and_misses_no_delete
     assert sorted(r.key for r in catalog.list_records(DATASET)) == ["kept", "new"]
 
 
+@pytest.mark.parametrize("layout", ["journal folders", "made before nodeloss18"])
 @pytest.mark.parametrize("by_b", ["overwritten", "deleted"])
 def test_a_node_back_after_the_workspace_ran_elsewhere_commits_what_it_acknowledged(
-    nodes, catalog, by_b: str
+    nodes, catalog, by_b: str, layout: str
 ) -> None:
     """Node A flushed a file and died before its commit; the workspace ran on node B, whose
-    flush overwrote (or put, then deleted) the same workspace object: the objects are named by
-    workspace, not by journal. Node A back (the CSI plugin's finish of its dead daemon)
-    commits its acknowledged file. Before, A's journal took its own flush for current, no
-    flush put the file again, and every commit failed (ObjectChanged, ObjectNotFound) for good."""
+    flush overwrote (or put, then deleted) the same workspace object: the objects were named by
+    workspace, not by journal (as a journal made before nodeloss18 still names them; a new
+    one flushes under its own folder, ``j-<id>/``, and node B's flush leaves it). Node A back
+    (the CSI plugin's finish of its dead daemon) commits its acknowledged file. Before, A's
+    journal took its own flush for current, no flush put the file again, and every commit
+    failed (ObjectChanged, ObjectNotFound) for good. Both layouts: journals made before still
+    share names, and A's commit reads the file from its workspace (``_copy_flushed``'s second
+    source)."""
+    if layout == "made before nodeloss18":
+        for env in nodes.values():
+            made_before(env, f"{env.config.resolved_objects_url}/workspaces/ws")
     a = nodes["node-a"].open()
     write(a, "ckpt", b"node a's checkpoint, flushed, never committed")
     a.flush()
@@ -258,19 +266,13 @@ def test_a_node_back_after_the_workspace_ran_elsewhere_commits_what_it_acknowled
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ObjectChanged,
-    reason=(
-        "review17c: a file evicted from the shared tier lives only in its workspace object, "
-        "<objects_url>/workspaces/<name>/<path>, named by workspace, not by journal; the same "
-        "workspace on another node overwrites it, and the first node's acknowledged, uncommitted "
-        "bytes are gone (promise 3). Outside datahub/workspaces.py: the flusher's object names."
-    ),
-)
 def test_an_evicted_file_of_a_node_back_after_the_workspace_ran_elsewhere_is_committed(
     nodes, catalog
 ) -> None:
+    """A file evicted from the shared tier lives only in its workspace object. Named by
+    workspace, ``<objects_url>/workspaces/<name>/<path>``, the same workspace on another node
+    overwrote it, and the first node's acknowledged, uncommitted bytes were gone (promise 3;
+    a strict xfail until nodeloss18 gave each journal a folder of its own, ``j-<id>/``)."""
     a = nodes["node-a"].open()
     write(a, "ckpt", b"node a's checkpoint, flushed and evicted, never committed")
     a.flush()
