@@ -13,9 +13,9 @@ it returns there, a spilled snapshot on this one; made inside the commit, so cou
 Per side, in processes of their own (the side's own ``datahub``): a setup process commits N
 records to the dataset, as a workspace commit makes them (blob URLs, checksums), records them
 as this journal's merge base in that side's own layout, and puts the blobs of the 1 % of the
-files that changed (every 100th, 60 bytes each); then a measuring process commits the
-workspace: every file unchanged since but those, whose pins find their blobs stored (one stat
-each). Printed: wall and CPU seconds, CPU microseconds per file, the RSS before, ``VmHWM``
+files that changed (every 100th); then a measuring process commits the workspace: every
+file unchanged since but those, whose pins find their blobs stored (a stat, and since
+blobverify18 a read of the blob to check its sha256). Printed: wall and CPU seconds, CPU microseconds per file, the RSS before, ``VmHWM``
 (reset just before the commit) and the sampled peak of ``RssAnon``; with ``--tracemalloc``
 also the Python heap's peak (tracing costs CPU: a run of its own). CPU is the figure; wall
 swings with the load (printed).
@@ -24,6 +24,7 @@ swings with the load (printed).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import os
@@ -39,15 +40,20 @@ except ImportError:  # a child on the base tree, which has no such script: this 
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # each side's datahub stays its own
     from workspace_commit import _AnonPeak, _config, _load, _reset_peak, _run, _status_mib
 
-SIZE = 60
-
 
 def _key(i: int) -> str:
     return f"d{i // 1000:05d}/f{i:08d}.txt"
 
 
-def _digest(i: int, n: int) -> str:
-    return f"{i + (10 * n if i % 100 == 0 else 0):064x}"  # every 100th file: other bytes now
+def _content(i: int, n: int) -> bytes:
+    """File i's bytes as committed (every 100th file: other bytes now, when ``n`` is given)."""
+    generation = 1 if n and i % 100 == 0 else 0
+    return f"output {i} of a workspace commit benchmark, generation {generation}\n".encode()
+
+
+def _digest(i: int, n: int = 0) -> tuple[str, int]:
+    data = _content(i, n)
+    return hashlib.sha256(data).hexdigest(), len(data)
 
 
 def setup(home: str, n: int) -> dict:
@@ -64,8 +70,8 @@ def setup(home: str, n: int) -> dict:
         catalog = open_catalog(f"sqlite:///{home}/bench-catalog.db")
 
         def record(i: int) -> Record:
-            digest = f"{i:064x}"
-            return Record(_key(i), ws.blobs.url_for(blob_key(digest)), f"etag-{i}", SIZE, f"sha256:{digest}")
+            digest, size = _digest(i)
+            return Record(_key(i), ws.blobs.url_for(blob_key(digest)), f"etag-{i}", size, f"sha256:{digest}")
 
         catalog.create_dataset("outputs")
         catalog.commit("outputs", (Put(record(i)) for i in range(n)))
@@ -76,8 +82,9 @@ def setup(home: str, n: int) -> dict:
             Base(ws, "outputs").settle((_key(i), [ident(record(i))]) for i in range(n))
         else:  # the base tree's: one JSON value
             workspaces._Base(ws, "outputs").settle({_key(i): record(i) for i in range(n)})
-        for i in range(0, n, 100):
-            ws.blobs.put(blob_key(_digest(i, n)), io.BytesIO(b"x" * SIZE), SIZE)
+        for i in range(0, n, 100):  # the changed files' blobs, of their very bytes (a pin checks them)
+            data = _content(i, n)
+            ws.blobs.put(blob_key(_digest(i, n)[0]), io.BytesIO(data), len(data))
         catalog.close()
         ws.close()
     return {"setup_cpu_s": round(time.process_time() - cpu, 1)}
@@ -101,12 +108,13 @@ def measure(home: str, n: int, trace: bool = False) -> dict:
             def flushed(_ws):
                 spill = Spill()
                 for i in range(n):
-                    spill.add((_key(i), f"o-{i}", SIZE, _digest(i, n)))
+                    digest, size = _digest(i, n)
+                    spill.add((_key(i), f"o-{i}", size, digest))
                 return spill
         else:
 
             def flushed(_ws):
-                return [FlushedObject(_key(i), url, f"o-{i}", SIZE, _digest(i, n)) for i in range(n)]
+                return [FlushedObject(_key(i), url, f"o-{i}", *reversed(_digest(i, n))) for i in range(n)]
 
         real, workspaces._flushed = workspaces._flushed, flushed
         try:
