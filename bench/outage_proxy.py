@@ -4,7 +4,7 @@
 ways. Its ``mode`` can change at any moment:
 
 - ``"up"``: bytes flow.
-- ``"refuse"``: the listening socket is closed, so new connections are refused, and every
+- ``"refuse"``: the listening socket is closed (the port stays bound), so new connections are refused, and every
   open connection is reset (what clients see when the origin's process dies).
 - ``"stall"``: connections are accepted and bytes are held, in both directions, until the
   mode changes (a black-holed network: nothing answers, nothing is refused). Held bytes
@@ -40,9 +40,14 @@ class OutageProxy:
         self._hung: set[socket.socket] = set()  # connections that carried bytes during a hang
         self._closed = False
         self._listener: socket.socket | None = None
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        # The port stays bound for the proxy's life, listening or not: closed in refuse mode, it
+        # was free for any process's outgoing connection to take, and the bind back to "up"
+        # failed with EADDRINUSE (suite18 saw it). A bound socket that never listens answers a
+        # SYN with a reset, as a dead origin does; SO_REUSEPORT lets the listener share the port.
+        self._hold = socket.socket()
+        self._hold.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        self._hold.bind(("127.0.0.1", 0))
+        self.port = self._hold.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._listen()
 
@@ -75,11 +80,13 @@ class OutageProxy:
             self._cond.notify_all()
         self._stop_listening()
         self._reset_all()
+        self._hold.close()
 
     # --- plumbing --------------------------------------------------------------------------
     def _listen(self) -> None:
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(("127.0.0.1", self.port))
         sock.listen(128)
         self._listener = sock

@@ -12,10 +12,12 @@ request is checked before the record is written, in one statement: a CreateVolum
 fails leaves no record and no workspace.
 
 DeleteVolume forgets the record and keeps the data: flushed files stay under
-``<objects_url>/workspaces/<name>``, where committed dataset versions (``commitTo``)
-reference them (promise 1: a committed version is never dropped). Deleting a PVC
-therefore never removes a committed version, nor the last flushed state of an
-uncommitted workspace; clean those prefixes with bucket rules once nothing needs them.
+``<objects_url>/workspaces/<name>/j-<journal id>/``, the last state of a workspace that was
+never committed; committed dataset versions (``commitTo``) name content-addressed blobs
+under ``<objects_url>/blobs/sha256/``, which nothing here deletes (promise 1: a committed
+version is never dropped). Deleting a PVC therefore never removes a committed version, nor
+the last flushed state of an uncommitted workspace; clean those prefixes with bucket rules
+once nothing needs them.
 """
 
 from __future__ import annotations

@@ -66,7 +66,14 @@ class Hop:
         return self._started
 
     def submit(self, job: Job) -> None:
-        """Queue ``job``; a thread runs it, then calls ``job.done()`` (which must not raise)."""
+        """Queue ``job``; a thread runs it, then calls ``job.done()`` (which must not raise).
+
+        A thread that cannot start (RuntimeError: a pids limit) fails the submit and queues
+        nothing, as trio's hop raised into its caller. Before (review18d), the job was queued
+        first: its caller got the error (a WRITE answered EIO) while the job stayed queued and
+        ran later for the next thread, its bytes landing after the caller had moved on, and
+        the thread that never started kept its slot for good (with one slot, every later call
+        waited for ever)."""
         with self._lock:
             start = self._idle <= 0 and self._started < self._max
             if start:
@@ -74,9 +81,14 @@ class Hop:
                 number = self._started
             else:
                 self._idle -= 1  # an idle thread takes it, or the next one to finish
-        self._jobs.put(job)
         if start:
-            threading.Thread(target=self._serve, name=f"{self._name}-{number}", daemon=True).start()
+            try:  # the new thread waits for a job: started before this one is queued
+                threading.Thread(target=self._serve, name=f"{self._name}-{number}", daemon=True).start()
+            except BaseException:
+                with self._lock:
+                    self._started -= 1
+                raise
+        self._jobs.put(job)
 
     def _serve(self) -> None:
         get = self._jobs.get

@@ -395,9 +395,10 @@ class HttpCatalogStore(CatalogStore):
 
     def list_leases(self, after: str = "", limit: int = LIST_PAGE) -> list[Lease]:
         """The leases the server shows this token (all to a global admin; else those ``lease``
-        shows it), by name, after ``after``. The server reads a bounded window per request and
-        may answer a short page with a ``next``: this follows ``next`` until ``limit`` leases
-        or the end, so a short answer means the end here too."""
+        shows it), by name, after ``after``. The server reads only what the token may see
+        (leasefilter18) and may still answer a short page with a ``next`` (a lease it read
+        and then hid: one bound to a dataset created meanwhile): this follows ``next`` until
+        ``limit`` leases or the end, so a short answer means the end here too."""
         check_page(limit)
         what, leases = "list the writer leases", []
         while True:

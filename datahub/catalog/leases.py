@@ -22,7 +22,7 @@ names) by whoever may (the API: a global admin).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from datahub.errors import Conflict, InvalidInput
@@ -75,7 +75,16 @@ def prunable(lease: Lease, now: float, lapsed_for: float = PRUNE_LAPSED) -> bool
     a held or broken one before its expiry: a live writer may still hold it. A holder that
     renews a deleted lease is refused (``renewed`` of None) and fences, so a wrong guess fails
     closed; the next take starts at epoch 1, under the rule for a name never leased."""
-    return lease.expires <= 0 or lease.expires <= now - lapsed_for
+    return freed_at(lease) <= now - lapsed_for if lease.expires <= 0 else lease.expires <= now - lapsed_for
+
+
+def freed_at(lease: Lease) -> float:
+    """When a free lease was released or broken at once: ``expires`` holds minus that time (0:
+    freed before 2026-11-30, when no time was kept; taken as long ago). Why keep it: a prune
+    of a lease freed a moment ago (a workspace between two jobs) dropped its commit target,
+    and the next take, under the rule for a name never leased, let anyone with a writer role
+    on some dataset claim the name (review18c)."""
+    return -lease.expires
 
 
 def check_prune(limit: int, lapsed_for: float) -> None:
@@ -93,6 +102,36 @@ def check_page(limit: int) -> None:
     MongoDB's ``limit(0)`` mean no limit, the whole table the page exists to bound."""
     if not 1 <= limit <= LIST_PAGE:
         raise InvalidInput(f"a page of writer leases holds 1 to {LIST_PAGE} of them, not {limit!r}")
+
+
+def taker_of(holder: str) -> str:
+    """The principal the API server appended to ``holder`` (``host NAME pid N [PRINCIPAL]``),
+    "" if none. A principal has no ``[`` (``validation.PRINCIPAL_PATTERN``), so it is the text
+    after the holder's last one; the stores index it to list a caller the leases it took."""
+    head, bracket, tail = holder.rpartition(" [")
+    return tail[:-1] if bracket and tail.endswith("]") and "[" not in tail else ""
+
+
+# (a commit target, or None: the taker's leases bound to no existing dataset; a name the page
+# must stay below, or None) -> at most a page of those leases named after the page's ``after``
+PageRead = Callable[[str | None, str | None], list[Lease]]
+
+
+def visible_page(read: PageRead, targets: Collection[str], taker: str, limit: int) -> list[Lease]:
+    """The first ``limit`` leases, by name, of those bound to ``targets`` and (``taker``) those
+    ``taker`` took for a dataset that does not exist: one indexed range read per target and one
+    for the taker, each at most ``limit`` rows and, once a page is full, only below its last
+    name. Why: a caller's page costs reads of what it may see, never of the leases hidden
+    from it, which any token may add by the thousand (leasefilter18)."""
+    page: dict[str, Lease] = {}
+    below: str | None = None
+    for target in [*sorted(set(targets) - {""}), *([None] if taker else [])]:
+        for lease in read(target, below):
+            page[lease.name] = lease
+        if len(page) >= limit:
+            page = {name: page[name] for name in sorted(page)[:limit]}
+            below = max(page)
+    return [page[name] for name in sorted(page)[:limit]]
 
 
 def decide(
@@ -178,7 +217,7 @@ def shown(lease: Lease, now: float) -> dict[str, str | int | float]:
         "name": lease.name,
         "holder": lease.holder,
         "epoch": lease.epoch,
-        "expires": lease.expires,
+        "expires": max(lease.expires, 0.0),  # a free lease's is minus when it was freed (``freed_at``)
         "expires_in": round(lease.expires - now, 1) if lease.expires > 0 else 0.0,
         "dataset": lease.dataset,
         "state": state(lease, now),
@@ -195,15 +234,16 @@ def state(lease: Lease, now: float) -> str:
     return "held" if lease.owner else "broken"
 
 
-def released(current: Lease | None, owner: str, epoch: int) -> Lease | None:
-    """The lease freed (``expires`` 0; owner and epoch kept, so the next owner's epoch is higher),
-    or None (nothing to write) when it is not ``owner``'s at ``epoch`` any more."""
+def released(current: Lease | None, owner: str, epoch: int, now: float) -> Lease | None:
+    """The lease freed (``expires`` minus ``now``, ``freed_at``; owner and epoch kept, so the next
+    owner's epoch is higher), or None (nothing to write) when it is not ``owner``'s at ``epoch``
+    any more."""
     if current is None or current.owner != owner or current.epoch != epoch:
         return None
-    return Lease(current.name, owner, current.holder, epoch, 0.0, current.dataset)
+    return Lease(current.name, owner, current.holder, epoch, -now, current.dataset)
 
 
-def broken(current: Lease | None, dataset: str, at_once: bool) -> Lease | None:
+def broken(current: Lease | None, dataset: str, at_once: bool, now: float) -> Lease | None:
     """The lease taken from whoever holds it, with ``dataset`` as the workspace's commit target
     ("": the one it has); None when there is no lease.
 
@@ -217,7 +257,7 @@ def broken(current: Lease | None, dataset: str, at_once: bool) -> Lease | None:
     renewal, and the next holder's recovery would delete its new chunks as orphans."""
     if current is None:
         return None
-    expires = 0.0 if at_once else current.expires
+    expires = -now if at_once else current.expires  # at once: freed now (``freed_at``)
     return Lease(current.name, "", current.holder, current.epoch, expires, dataset or current.dataset)
 
 

@@ -71,6 +71,10 @@ def create_indexes(db: Any) -> None:
     db["versions"].create_index([("dataset", ASCENDING), ("commit_id", ASCENDING)], name="by_commit_id")
     db["commits"].create_index([("dataset", ASCENDING), ("commit_id", ASCENDING)], name="by_commit_id")
     db["tags"].create_index([("dataset", ASCENDING), ("tag", ASCENDING)], unique=True, name="by_tag")
+    # the lease list of a caller who is not a global admin: the leases bound to each dataset it
+    # may write, and those it took (``taker``, ``leases.taker_of``), never the others (leasefilter18)
+    db["leases"].create_index([("dataset", ASCENDING), ("_id", ASCENDING)], name="by_target")
+    db["leases"].create_index([("taker", ASCENDING), ("_id", ASCENDING)], name="by_taker")
     db["staged"].create_index(
         [("dataset", ASCENDING), ("seq", ASCENDING), ("epoch", ASCENDING), ("key", ASCENDING)],
         unique=True,

@@ -16,7 +16,7 @@ import calendar
 import heapq
 import operator
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,6 +35,8 @@ from datahub.catalog.leases import (
     check_page,
     check_prune,
     prunable,
+    taker_of,
+    visible_page,
 )
 from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.mongo_commit import MongoCommitProtocol
@@ -433,11 +435,45 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
             self.tokens.delete_one({"_id": token_hash})
 
     # --- writer leases: one document per lease, changed by compare-and-swap ----------------------
-    def list_leases(self, after: str = "", limit: int = LIST_PAGE) -> list[Lease]:
+    def list_leases(
+        self,
+        after: str = "",
+        limit: int = LIST_PAGE,
+        *,
+        targets: Collection[str] | None = None,
+        taker: str = "",
+    ) -> list[Lease]:
         check_page(limit)
-        with self._translate("list the writer leases"):  # a range of the _id index: O(limit)
-            found = self.leases.find({"_id": {"$gt": after}}).sort("_id", 1).limit(limit)
-            return [_lease_of(doc) for doc in found]
+        with self._translate("list the writer leases"):
+            if targets is None:  # a range of the _id index: O(limit)
+                found = self.leases.find({"_id": {"$gt": after}}).sort("_id", 1).limit(limit)
+                return [_lease_of(doc) for doc in found]
+
+            def read(target: str | None, below: str | None) -> list[Lease]:
+                names = {"$gt": after} if below is None else {"$gt": after, "$lt": below}
+                if target is not None:  # a range of by_target (dataset, _id)
+                    found = self.leases.find({"dataset": target, "_id": names}).sort("_id", 1).limit(limit)
+                    return [_lease_of(doc) for doc in found]
+                return self._taken(taker, names, limit)
+
+            return visible_page(read, targets, taker, limit)
+
+    def _taken(self, taker: str, names: dict[str, str], limit: int) -> list[Lease]:
+        """Up to ``limit`` leases in ``names`` that ``taker`` took for a dataset that does not
+        exist, by name: a range of by_taker (taker, _id), its own leases bound to an existing
+        dataset skipped (one lookup of each target)."""
+        found: list[Lease] = []
+        query = {"taker": taker, "_id": names, "dataset": {"$ne": ""}}
+        for doc in self.leases.find(query).sort("_id", 1):
+            lease = _lease_of(doc)
+            if (
+                taker_of(lease.holder) == taker
+                and self.datasets.find_one({"_id": lease.dataset}, {"_id": 1}) is None
+            ):
+                found.append(lease)
+                if len(found) == limit:
+                    break
+        return found
 
     def prune_leases(
         self, after: str = "", limit: int = LIST_PAGE, lapsed_for: float = PRUNE_LAPSED
@@ -475,6 +511,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
             if lease is None:
                 return None
             new = {f: getattr(lease, f) for f in (*_LEASE_FIELDS, "dataset")}
+            new["taker"] = taker_of(lease.holder)  # by_taker: the leases a caller took (list_leases)
             try:
                 with self._translate(what):
                     if doc is None:

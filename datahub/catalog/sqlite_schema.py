@@ -24,8 +24,14 @@ from datahub.validation import MAX_JSON_DEPTH, Unreadable, load_stored_json
 
 # 2: versions.commit_digest; 3: datasets.revision; 4: dirs (sqlite_dirs); 5: datasets.sources;
 # 6: leases (writer leases of workspaces, datahub.catalog.leases; made by the CREATE below);
-# 7: leases.dataset (the workspace's commit target, which the API checks a taker's role on)
-SCHEMA_VERSION = 7
+# 7: leases.dataset (the workspace's commit target, which the API checks a taker's role on);
+# 8: leases_by_target and leases_by_taker (the lease list a caller sees, made below)
+SCHEMA_VERSION = 8
+# the principal the API server appended to a lease's holder (``host N pid M [PRINCIPAL]``) and
+# its "]": the text after the holder's last "[" (rtrim strips every character but "[" from the
+# right; a principal has none), in built-in functions only, so an index on it needs nothing
+# registered and any SQLite that writes the table keeps it (leases.taker_of in Python)
+LEASE_TAKER = "replace(holder, rtrim(holder, replace(holder, '[', '')), '')"
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS datasets (
     id INTEGER PRIMARY KEY,
@@ -175,6 +181,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     if "dataset" not in columns:  # before version 7: no lease names its commit target
         with contextlib.suppress(sqlite3.OperationalError):  # another process added it
             conn.execute("ALTER TABLE leases ADD COLUMN dataset TEXT NOT NULL DEFAULT ''")
+    # the lease list of a caller who is not a global admin reads the leases bound to each dataset
+    # it may write and those it took, never the others (sqlite_store.list_leases, leasefilter18)
+    conn.execute("CREATE INDEX IF NOT EXISTS leases_by_target ON leases (dataset, name)")
+    conn.execute(f"CREATE INDEX IF NOT EXISTS leases_by_taker ON leases ({LEASE_TAKER}, name)")
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # last: a crash before it upgrades again
 
 

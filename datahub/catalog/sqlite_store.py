@@ -29,7 +29,7 @@ import operator
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from datahub.catalog.leases import (
     check_page,
     check_prune,
     prunable,
+    visible_page,
 )
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
@@ -55,6 +56,7 @@ from datahub.catalog.sqlite_read_ahead import READ_AHEAD_THREADS, LeafReadAhead
 from datahub.catalog.sqlite_schema import (
     DATASET_COLS,
     DIR_FILE_COLS,
+    LEASE_TAKER,
     RECORD_COLS,
     RECORD_JSON,
     VERSION_COLS,
@@ -632,15 +634,38 @@ class SQLiteCatalogStore(CatalogStore):
             conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
 
     # --- writer leases ----------------------------------------------------------------------------
-    def list_leases(self, after: str = "", limit: int = LIST_PAGE) -> list[Lease]:
+    def list_leases(
+        self,
+        after: str = "",
+        limit: int = LIST_PAGE,
+        *,
+        targets: Collection[str] | None = None,
+        taker: str = "",
+    ) -> list[Lease]:
         check_page(limit)
+        cols = "SELECT name, owner, holder, epoch, expires, dataset FROM leases"
         with self._translate("list the writer leases"), self._conn() as conn:
-            rows = conn.execute(  # a range of the primary key: O(limit), whatever the table holds
-                "SELECT name, owner, holder, epoch, expires, dataset FROM leases WHERE name > ? "
-                "ORDER BY name LIMIT ?",
-                (after, limit),
-            ).fetchall()
-        return [Lease(*row) for row in rows]
+            if targets is None:  # a range of the primary key: O(limit), whatever the table holds
+                rows = conn.execute(f"{cols} WHERE name > ? ORDER BY name LIMIT ?", (after, limit))
+                return [Lease(*row) for row in rows]
+
+            def read(target: str | None, below: str | None) -> list[Lease]:
+                # a range of leases_by_target (dataset, name) or leases_by_taker (taker, name)
+                upper = "" if below is None else " AND name < ?"
+                bounds = (after,) if below is None else (after, below)
+                if target is not None:
+                    query = f"{cols} WHERE dataset = ? AND name > ?{upper} ORDER BY name LIMIT ?"
+                    return [Lease(*row) for row in conn.execute(query, (target, *bounds, limit))]
+                query = (
+                    f"{cols} WHERE {LEASE_TAKER} = ? AND name > ?{upper} AND substr(holder, -?) = ?"
+                    " AND dataset != '' AND NOT EXISTS (SELECT 1 FROM datasets WHERE datasets.name ="
+                    " leases.dataset) ORDER BY name LIMIT ?"
+                )
+                suffix = f" [{taker}]"
+                params = (f"{taker}]", *bounds, len(suffix), suffix, limit)
+                return [Lease(*row) for row in conn.execute(query, params)]
+
+            return visible_page(read, targets, taker, limit)
 
     def prune_leases(
         self, after: str = "", limit: int = LIST_PAGE, lapsed_for: float = PRUNE_LAPSED

@@ -15,7 +15,7 @@ import abc
 import contextlib
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from datahub.catalog.filter import RecordFilter
@@ -293,7 +293,7 @@ class CatalogStore(abc.ABC):
         has none. Only for callers allowed to (the API: global admins)."""
         check_request(name, "-", "", 1, dataset)
         return self._lease_turn(
-            f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset, at_once)
+            f"break the writer lease of {name!r}", name, lambda cur, now: broken(cur, dataset, at_once, now)
         )
 
     def renew_lease(
@@ -312,16 +312,29 @@ class CatalogStore(abc.ABC):
     def release_lease(self, name: str, owner: str, epoch: int) -> None:
         """Free the lease if it is still ``owner``'s at ``epoch`` (its epoch is kept); else nothing."""
         self._lease_turn(
-            f"release the writer lease of {name!r}", name, lambda cur, now: released(cur, owner, epoch)
+            f"release the writer lease of {name!r}", name, lambda cur, now: released(cur, owner, epoch, now)
         )
 
     @abc.abstractmethod
-    def list_leases(self, after: str = "", limit: int = LIST_PAGE) -> list[Lease]:
+    def list_leases(
+        self,
+        after: str = "",
+        limit: int = LIST_PAGE,
+        *,
+        targets: Collection[str] | None = None,
+        taker: str = "",
+    ) -> list[Lease]:
         """The first ``limit`` leases named after ``after``, by name, lapsed, released and broken
         ones too (over the API: those the token may see); fewer only at the end, so a caller
         continues from the last name until a short page. What ``datahub lease list`` shows an
         operator, page by page. Why paged: rows go only when pruned and any token may add some,
-        so one call that read them all cost the server O(every lease ever taken) (review17d)."""
+        so one call that read them all cost the server O(every lease ever taken) (review17d).
+
+        ``targets`` (a database store): only the leases bound to one of these datasets, and,
+        with ``taker``, those whose holder ends with `` [taker]`` (``leases.taker_of``) bound to
+        a dataset that does not exist: what the API lists a caller who is not a global admin,
+        read through indexes (``leases.visible_page``), so a page costs what the caller may see
+        and its last name is one it may see (leasefilter18)."""
 
     def prune_leases(
         self, after: str = "", limit: int = LIST_PAGE, lapsed_for: float = PRUNE_LAPSED

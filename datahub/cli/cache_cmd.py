@@ -17,7 +17,7 @@ import threading
 from datahub.cli.flush_cmd import add_flush_parser
 from datahub.cli.journals_cmd import add_journals_parsers
 from datahub.cli.version_cmd import split_ref
-from datahub.console.context import CliContext
+from datahub.console.context import CliContext, shown
 from datahub.validation import check_prefix
 
 TIER_COLUMNS = ("tier", "used", "limit", "pages", "hits", "misses", "hit_ratio", "evictions", "promotions", "demotions", "errors", "corrupt")  # fmt: skip
@@ -73,7 +73,8 @@ def _warm(ctx: CliContext, name: str, version, prefix: str, label: str) -> int:
         report = cache.prefetch((r.ref for r in records), progress=progress, cancel=cancel)
     ctx.emit(
         report.as_dict() | {"version": f"{name}@v{version.seq}"},
-        text="\n".join([f"{label}: {report}", *report.error_lines()]),
+        # each failure one line: its URL (the record's writer's) and error may hold a newline
+        text="\n".join([f"{label}: {report}", *map(shown, report.error_lines())]),
     )
     return 1 if report.failed else 0
 

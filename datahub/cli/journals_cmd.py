@@ -132,11 +132,13 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
     guard.check()
     target = args.target or default_target(ctx.config, name)
     flushed = journal_objects(ctx.stores, target, name, journal)
-    if not entry.objects and not flushed.objects:
+    if not entry.objects:  # only its shared-tier prefix shows the folder is this workspace's
+        found = f"{flushed.objects} files under {flushed.url}/, but " if flushed.objects else ""
         raise NotFound(
-            f"{what}: nothing under {entry.prefix} in {ctx.config.resolved_shared_url} nor under "
-            f"{flushed.url}/ (already forgotten, or a wrong id: `datahub cache journals` lists them; "
-            "a workspace opened with a flush target of its own: give it with --target)",
+            f"{what}: {found}nothing under {entry.prefix} in {ctx.config.resolved_shared_url}, so "
+            "no journal of that id is shown to be this workspace's (already forgotten, or a wrong id, "
+            "or another workspace's journal flushing to that target: `datahub cache journals` lists "
+            "them); nothing deleted",
             workspace=name,
             journal=journal,
         )
@@ -160,14 +162,16 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
             journal=journal,
         )
     with ctx.progress(total, f"forget {what}") as progress:
+        # the flushed files first: the shared-tier prefix, which ties the folder to this
+        # workspace (above), goes last, so a run cut short is finished by running it again
+        files, fbytes = forget_objects(
+            ctx.stores, flushed, lambda size: progress.update(1, size), guard.check
+        )
         objects, nbytes = forget(
             store,
             entry,
             lambda size: progress.update(1, size),
             guard.check,  # renewed before each batch
-        )
-        files, fbytes = forget_objects(
-            ctx.stores, flushed, lambda size: progress.update(1, size), guard.check
         )
     ctx.emit(
         plan | {"deleted_objects": objects + files, "deleted_bytes": nbytes + fbytes},
@@ -212,7 +216,9 @@ class LeaseGuard:
     renewed under that id and left to it: the other journal's node cannot write while this one
     does; a free one is taken under this run's id like any other (``_mounted_here``). No lease to ask (an embedded catalog that
     does not exist, or a workspace never leased): refused unless ``force``; over the API
-    always, since the server answers "none" for a lease this token may not see."""
+    always, since the server answers "none" for a lease this token may not see. Forced with a
+    catalog but no row (``lease prune`` deletes free ones), the name is taken all the same: the
+    guard must hold it, or the node being retired takes it back mid-delete (review18c)."""
 
     def __init__(self, ctx: CliContext, name: str, what: str, *, force: bool) -> None:
         self.ctx, self.name, self.what, self.force = ctx, name, what, force
@@ -240,20 +246,25 @@ class LeaseGuard:
                 "point --catalog at theirs)",
                 workspace=name,
             )
-        if lease is None:
-            if self.force:
-                return
+        if lease is None and not self.force:
             raise Conflict(
                 f"{what}: no writer lease of {name!r} to tell whether the node that wrote it is gone "
-                "(no catalog here, or the workspace was never opened with one); check that node is "
-                "retired, then add --force",
+                "(no catalog here, the workspace was never opened with one, or `datahub lease prune` "
+                "deleted it); check that node is retired, then add --force",
                 workspace=name,
             )
+        if lease is None and store is None:
+            return  # forced, with no catalog to hold the name in
+        # forced with a catalog but no row (never leased, or pruned: leftovers18) the name is
+        # taken as a free one is, so the node being retired cannot take it back mid-delete
+        # (review18c); Conflict below if a node took it since it was read
+        dataset = lease.dataset if lease is not None else ""
         try:
             try:
-                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
+                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, dataset)
             except Conflict:
-                if self.taken is not None or not self._mounted_here(lease):
+                lease = lease or store.lease(name)  # no row when read: whoever took it since
+                if lease is None or self.taken is not None or not self._mounted_here(lease):
                     raise
                 # this node's own mount holds it: renewed under that mount's id, never released
                 # here (the mount releases it at unmount). Only then: a free lease of this
@@ -263,6 +274,8 @@ class LeaseGuard:
                 self.owner, self.holder, self._release = self._local, lease.holder, False
                 self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
         except Conflict:
+            if lease is None:  # refused, yet no row to name: the catalog's own words
+                raise
             from datahub.catalog.leases import shown  # here: `datahub --help` imports no pydantic
 
             state = "broken" if shown(lease, time.time())["state"] == "broken" else "held"  # not a time

@@ -187,7 +187,8 @@ def print_table(rows: list[dict], columns: Sequence[str] | None, out: TextIO) ->
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip(), file=out)
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# C0, DEL and C1: terminals act on U+009B (CSI) and U+009D (OSC) as on ESC [ and ESC ] (review18c)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def shown(text: str) -> str:

@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Sequence
 
 from datahub import build_info
-from datahub.console.context import CliContext, print_error
+from datahub.console.context import CliContext, print_error, shown, shown_lines
 from datahub.errors import DatahubError, NoSpace
 
 EXIT_USAGE = 2
@@ -100,9 +100,9 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
             f"unrecognized arguments: {' '.join(extra)}"
         )
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
-    logging.basicConfig(
-        level=os.environ.get("DATAHUB_LOG", "").upper() or level, format="%(levelname)s %(name)s: %(message)s"
-    )
+    handler = logging.StreamHandler()  # stderr, as basicConfig's
+    handler.setFormatter(_ShownFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=os.environ.get("DATAHUB_LOG", "").upper() or level, handlers=[handler])
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
@@ -134,6 +134,22 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     finally:
         ctx.close()
+
+
+class _ShownFormatter(logging.Formatter):
+    """Log lines for a terminal, escaped as ``shown`` escapes output (review18c): a mount in the
+    foreground logs other nodes' words (a refused renewal names the lease's new holder, a string
+    that node wrote), and an escape sequence there reached the terminal raw. A record's message
+    is one line (a newline in it is written out); a traceback keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return shown(super().formatMessage(record))
+
+    def formatException(self, ei) -> str:
+        return shown_lines(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return shown_lines(super().formatStack(stack_info))
 
 
 def _innermost(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:

@@ -397,8 +397,9 @@ class Journal:
                 turn, self._committer_turn = self._committer_turn, False
             if turn:
                 self._lead()
-            if self._closed:
-                return
+            with self._group:  # a lead handed to this thread as close() began is still served
+                if self._closed and not self._committer_turn:
+                    return
 
     def _lead(self) -> None:
         """Commit the whole queue as one batch, wake its callers, then pass the lead to the

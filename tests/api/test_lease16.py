@@ -77,7 +77,7 @@ def test_releasing_needs_only_the_owner_id_and_frees_a_revoked_writers_lease(api
     api.catalog.update_dataset("pets", acl={"alice": "reader"})
     mine = {"owner": bob["owner"], "epoch": bob["epoch"]}
     assert api.post(f"{LEASE}/release", "bob", json=mine).status_code == 204
-    assert api.catalog.store.lease("training").expires == 0.0
+    assert api.catalog.store.lease("training").expires <= 0
 
 
 def test_a_lease_from_before_schema_7_names_the_command_that_binds_it(api: Api) -> None:
@@ -146,7 +146,7 @@ def test_a_node_whose_token_lost_the_writer_role_fences_at_its_next_renewal(tmp_
                 lease.check("close")
         finally:
             lease.release()
-        assert backing.store.lease("training").expires == 0.0  # still its own: released at close
+        assert backing.store.lease("training").expires <= 0  # still its own: released at close
     finally:
         if store is not None:
             store.close()

@@ -80,6 +80,7 @@ def test_pruning_reads_a_bounded_page_per_call(clocked) -> None:
     for i in range(5):
         store.acquire_lease(f"ws{i}", f"o{i}", "host", 60)
         store.release_lease(f"ws{i}", f"o{i}", 1)
+    clock.now += PRUNE_LAPSED  # free that long (leases.freed_at)
     store.acquire_lease("ws2b", "live", "host", 60)  # held, between two pages' names
     assert store.prune_leases("", 2) == (["ws0", "ws1"], "ws1")
     assert store.prune_leases("ws1", 2) == (["ws2"], "ws2b")
@@ -100,3 +101,21 @@ def test_a_server_client_does_not_prune(tmp_path: Path) -> None:
         assert store.lease("ws") is not None
     finally:
         store.close()
+
+
+def test_a_lease_freed_a_moment_ago_keeps_its_commit_target_until_it_was_free_for_lapsed_for(clocked) -> None:
+    """review18c: a prune deleted a free lease at once, and with it the name's commit target: a
+    workspace between two jobs could then be claimed by anyone with a writer role on some
+    dataset (the rule for a name never leased). A lease freed (released, or broken at once) is
+    now pruned only once it has been free for ``lapsed_for``."""
+    store, clock = clocked
+    store.acquire_lease("between-jobs", "o1", "host a pid 1", 60, "pets")
+    store.release_lease("between-jobs", "o1", 1)
+    store.acquire_lease("dead-node", "o2", "host b pid 2", 60, "pets")
+    store.break_lease("dead-node", at_once=True)
+    clock.now += PRUNE_LAPSED - 1
+    assert store.prune_leases() == ([], None)
+    assert store.lease("between-jobs").dataset == "pets"
+    assert store.lease("between-jobs").expires <= 0  # free: anyone may take it, for its target
+    clock.now += 1
+    assert store.prune_leases() == (["between-jobs", "dead-node"], None)

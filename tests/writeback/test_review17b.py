@@ -56,7 +56,7 @@ def test_a_node_whose_role_is_revoked_mid_flush_uploads_nothing_more_and_frees_t
             with pytest.raises(StorageError):  # the final flush is fenced; the journal keeps late.bin
                 ws_a.close()
         assert files(landed) == ["early.bin"]
-        assert backing.store.lease("shared").expires == 0.0  # released at close: still bob's
+        assert backing.store.lease("shared").expires <= 0  # released at close: still bob's
         ws_b = open_workspace("shared", config_b, stores_b, lease=alice, commit_to="pets")  # at once
         try:
             assert backing.store.lease("shared").holder.endswith("[alice]")

@@ -34,7 +34,7 @@ def test_a_mount_starting_here_during_the_delete_is_never_left_beside_another_no
 ) -> None:
     b = cluster.write_files("b")  # node b wrote and is retired
     cluster.write_files("a")  # node a used the workspace since: the lease is a's, free
-    assert cluster.catalog.lease(WS).expires == 0.0
+    assert cluster.catalog.lease(WS).expires <= 0
     guard = guard_of(cluster, b)
     guard.check()  # before the first batch
     try:  # node a's mount of the workspace starts while the delete runs

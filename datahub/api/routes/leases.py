@@ -184,11 +184,6 @@ def acquire(name: str, body: LeaseTake, principal: PrincipalDep, services: Servi
     return _public(store.acquire_lease(name, body.owner, holder, body.ttl, dataset, bound=bound))
 
 
-# store pages of ``limit`` rows one list request reads at most, whatever the caller may see of
-# them: a token that sees none of 10^5 leases costs a bounded read per request, not all of them
-SCAN_PAGES = 4
-
-
 class LeaseList(BaseModel):
     """A page of ``GET /v1/remote/leases``: ask again with ``after=next`` until ``next`` is null."""
 
@@ -207,23 +202,27 @@ def list_(
     (``GET /{name}`` shows them those too), and those they took for a dataset not created yet
     (``_listed_to``), so a token with no role anywhere lists nothing (promise 5: a lease bound
     to a dataset the caller may not read, or to no target, is not listed). In name order, a
-    page of at most ``limit``, from at most ``SCAN_PAGES`` × ``limit`` rows read: a caller who
-    sees few of them gets a short (or empty) page and a ``next`` (review17d)."""
+    page of at most ``limit``. The store filters (``CatalogStore.list_leases``, by index):
+    ``next`` is the last lease of a full page, one the caller sees, never a hidden name (a
+    scan window filtered here answered the last hidden lease read, so a token with no role
+    walked every workspace name, review18b), and a page reads what the caller may see, not
+    the leases hidden from it (review17d)."""
+    store = services.catalog.store
+    if principal.is_admin:
+        read = store.list_leases(after, limit)
+    else:
+        targets = [d.name for d in services.catalog.list_datasets() if can(principal, d, "writer")]
+        read = store.list_leases(after, limit, targets=targets, taker=principal.name)
     now, listed, rows = time.time(), {}, []
-    for _ in range(SCAN_PAGES):
-        read = services.catalog.store.list_leases(after, limit)
-        for lease in read:
-            after = lease.name
-            if lease.dataset not in listed:  # one role check per target, not per lease
-                listed[lease.dataset] = _listed_to(principal, services, lease.name, lease.dataset)
-            shows = listed[lease.dataset]
-            if shows or (shows is None and lease.holder.endswith(f" [{principal.name}]")):
-                rows.append(LeaseShown(**shown(lease, now)))
-                if len(rows) == limit:
-                    return LeaseList(leases=rows, next=after)
-        if len(read) < limit:
-            return LeaseList(leases=rows, next=None)
-    return LeaseList(leases=rows, next=after)
+    for lease in read:
+        # the route's own rule again, one role check per target: a dataset created since the
+        # store's read, or the caller's lease an admin rebound to a name it may not create
+        if lease.dataset not in listed:
+            listed[lease.dataset] = _listed_to(principal, services, lease.name, lease.dataset)
+        shows = listed[lease.dataset]
+        if shows or (shows is None and lease.holder.endswith(f" [{principal.name}]")):
+            rows.append(LeaseShown(**shown(lease, now)))
+    return LeaseList(leases=rows, next=read[-1].name if len(read) == limit else None)
 
 
 def _listed_to(principal: Principal, services: Services, name: str, target: str) -> bool | None:
