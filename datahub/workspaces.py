@@ -12,8 +12,9 @@ the layout of ``--copy`` imports: a name never gets other bytes), read back from
 workspace object under the etag the flush recorded; the records point at the blobs, so the
 version is immutable like any other (promise 1). A blob already there (the same bytes
 committed before, by any workspace or import) is not read or written again. Each content is
-pinned once per commit and written with ``put_once``, which never replaces a stored blob:
-files of one content pinned side by side each put it, and on a local store every put but the
+pinned once per batch of keys (a later batch finds its blob stored: one stat) and written
+with ``put_once``, which never replaces a stored blob: files of one content pinned side by
+side each put it, and on a local store every put but the
 last left its records naming an etag the blob no longer had (review16, pinblobs16).
 Only the differences from the dataset's head are committed, and the commit id is derived
 from the base and the content, so retrying after a lost reply does not commit twice.
@@ -28,20 +29,27 @@ deleted only if this journal committed it (``_Base``: the records its commits to
 put, kept in the journal) and the head still holds that very record. Before, every head key
 the workspace lacked was deleted: a rescheduled CSI pod's commit emptied the head of what the
 first node committed, and a first commit into an imported dataset replaced it whole.
+
+A commit streams (commitmem18, issue 38): the workspace's files, the head's records and the
+base are walked side by side in key order, a batch of keys at a time (``_plan``,
+``datahub.commit_base``), so its memory does not grow with the workspace's files.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from datahub.catalog.model import EMPTY, Change, Delete, Put, Record, Version
+from datahub.commit_base import BASE_META, UNSETTLED, Spill, Writes, batches, joined
+from datahub.commit_base import Base as _Base
+from datahub.commit_base import digest as _ident_digest
 from datahub.config import Config
 from datahub.errors import (
     Conflict,
@@ -58,8 +66,7 @@ from datahub.writeback import FlushedObject, Workspace, open_workspace
 
 log = logging.getLogger(__name__)
 PIN_THREADS = 8  # files pinned as blobs at once (each reads back and puts one object)
-BASE_META = "committed:"  # journal meta key prefix of ``_Base``: ``committed:<dataset>``
-UNSETTLED = ""  # ``_Base``: first of a key's identities if a commit of it may not have landed
+__all__ = ["BASE_META", "UNSETTLED", "commit_workspace", "finish_workspace", "leased", "outputs_description"]
 
 
 def outputs_description(workspace: str) -> str:
@@ -73,7 +80,7 @@ def commit_workspace(
     """Flush ``workspace`` and commit its changes onto the head of ``dataset`` as the next version.
 
     Its changes, not its whole tree: files it has are put where the head differs (but for
-    one unchanged since this journal committed it: ``_changes``), and a head file it lacks is
+    one unchanged since this journal committed it: ``_change``), and a head file it lacks is
     deleted only if this journal committed that very record (``_Base``);
     files others committed stay. The dataset is created if it does not exist. Raises Conflict if files keep changing
     while we flush (commit once writers pause); returns the head unchanged if the
@@ -81,44 +88,73 @@ def commit_workspace(
     version yet (an empty change set makes no version; before, it failed the unmount, and a
     CSI workspace whose pod wrote nothing could not be unpublished).
     """
-    objects = _flushed(workspace)
-    try:
-        catalog.get_dataset(dataset)
-    except DatasetNotFound:
-        catalog.create_dataset(dataset, description=outputs_description(workspace.name))
-    try:
-        head: Version | None = catalog.resolve(dataset, None)
-    except VersionNotFound:
-        head = None
-    base = head.seq if head else 0
-    pinned = _head_blobs(catalog, dataset, base, workspace) if head else {}
-    wanted = _pin_blobs(workspace, objects, pinned)
-    committed = _Base(workspace, dataset)
-    current = catalog.list_records(dataset, base) if head else iter(())
-    changes = list(_changes(current, wanted, committed.records))
-    if not changes:  # nothing to commit: the head as it is (None: an empty workspace, no version yet)
-        committed.settle(wanted)
-        return head
-    digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
-    for o in sorted(objects, key=lambda o: o.path):
-        digest.update(f"\0{o.path}\0{o.etag}".encode())
-    for change in changes:  # which head files go, and which are put, depend on the journal's records too
-        if isinstance(change, Delete):
-            digest.update(f"\0-{change.key}".encode())
-        elif isinstance(change, Put):
-            digest.update(f"\0+{change.record.key}".encode())
-    committed.expect(wanted)
-    version = catalog.commit(
-        dataset,
-        changes,
-        base=base,
-        message=message or f"commit of workspace {workspace.name!r}",
-        author=author,
-        lineage={"workspace": workspace.name, "files": len(objects)},
-        commit_id=f"workspace-{digest.hexdigest()[:32]}",
-    )
-    committed.settle(wanted)
-    return version
+    with _flushed(workspace) as flushed, Spill() as changes, Writes() as writes:
+        try:
+            catalog.get_dataset(dataset)
+        except DatasetNotFound:
+            catalog.create_dataset(dataset, description=outputs_description(workspace.name))
+        try:
+            head: Version | None = catalog.resolve(dataset, None)
+        except VersionNotFound:
+            head = None
+        base = head.seq if head else 0
+        committed = _Base(workspace, dataset)
+        current = catalog.list_records(dataset, base) if head else iter(())
+        digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
+        _plan(workspace, flushed, current, committed, changes, writes, digest)
+        if not changes.count:
+            # nothing to commit: the head as it is (None: an empty workspace, no version yet)
+            committed.settle(writes.settled.rows())
+            return head
+        committed.expect(writes.expected.rows())
+        version = catalog.commit(
+            dataset,
+            (Put(record) if record is not None else Delete(key) for key, record in changes.rows()),
+            base=base,
+            message=message or f"commit of workspace {workspace.name!r}",
+            author=author,
+            lineage={"workspace": workspace.name, "files": flushed.count},
+            commit_id=f"workspace-{digest.hexdigest()[:32]}",
+        )
+        committed.settle(writes.settled.rows())
+        return version
+
+
+def _plan(
+    workspace: Workspace,
+    flushed: Spill,
+    current: Iterator[Record],
+    committed: _Base,
+    changes: Spill,
+    writes: Writes,
+    digest: Any,
+) -> None:
+    """Walk the workspace's files, the head's records and the base side by side in key order,
+    a batch of keys at a time: pin the batch's files as blobs, spill each change as ``(key,
+    the record to put, or None to delete)``, and note what the base's stores will write.
+    ``digest`` takes every file's path and etag, and every change (which head files go, and
+    which are put, depend on the journal's records too): the commit id."""
+    blobs = workspace.blobs
+    origin, origin_key = workspace.flusher.origin, workspace.flusher.origin_key
+    walk = joined(((r.key, r) for r in current), ((row[0], row) for row in flushed.rows()), committed.scan())
+    for batch in batches(walk):
+        objects = [
+            FlushedObject(key, origin.url_for(origin_key(key)), *f[1:]) for key, (_, f, _) in batch if f
+        ]
+        pinned = {key: h for key, (h, f, _) in batch if f and h is not None and _head_blob(h, blobs)}
+        wanted = _pin_blobs(workspace, objects, pinned)
+        for key, (h, f, idents) in batch:
+            new = wanted[key] if f else None
+            change = _change(h, new, idents)
+            if f:
+                digest.update(f"\0{key}\0{f[1]}".encode())
+            if isinstance(change, Delete):
+                digest.update(f"\0-{key}".encode())
+                changes.add((key, None))
+            elif change is not None:
+                digest.update(f"\0+{key}".encode())
+                changes.add((key, new))
+            writes.note(key, _ident(new) if new is not None else None, idents)
 
 
 def finish_workspace(
@@ -176,26 +212,23 @@ def _committed_as(dataset: str, version: Version | None) -> str:
     return f"{dataset}@v{version.seq}" if version is not None else f"empty: nothing committed to {dataset}"
 
 
-def _head_blobs(catalog, dataset: str, seq: int, workspace: Workspace) -> dict[str, Record]:
-    """The head's records that already point at a blob, by key: a file unchanged since
-    (the same checksum and size at the same key) keeps its record without a read or a write.
+def _head_blob(record: Record, blobs: ObjectStore | None) -> bool:
+    """Whether a head record already points at the blob its checksum names: a file unchanged
+    since (the same checksum and size at the same key) keeps it without a read or a write.
 
     Only a record whose URL is the very blob its checksum names counts: a writer could
     commit a record pointing at a blob of its own bytes under another file's checksum (every
     reader sees checksums), and a later workspace commit then pointed the victim's unchanged
-    file at the writer's bytes (review13). And only the record at the file's own key: one
-    at another key could name the right blob with a made-up etag (the API checks no etag),
-    and was reused for every file of that blob, whose reads then all failed (review13b). A
-    file whose blob only another key names costs one stat of the blob instead."""
-    if workspace.blobs is None:
-        return {}
-    blobs = workspace.blobs
-    found = {}
-    for r in catalog.list_records(dataset, seq):
-        digest = r.checksum[len("sha256:") :] if r.checksum and r.checksum.startswith("sha256:") else ""
-        if len(digest) == 64 and r.url == blobs.url_for(blob_key(digest)):
-            found[r.key] = r
-    return found
+    file at the writer's bytes (review13). And only the record at the file's own key
+    (``_plan`` asks for that one alone): one at another key could name the right blob with a
+    made-up etag (the API checks no etag), and was reused for every file of that blob, whose
+    reads then all failed (review13b). A file whose blob only another key names costs one
+    stat of the blob instead."""
+    if blobs is None:
+        return False
+    r = record
+    digest = r.checksum[len("sha256:") :] if r.checksum and r.checksum.startswith("sha256:") else ""
+    return len(digest) == 64 and r.url == blobs.url_for(blob_key(digest))
 
 
 def _pin_blobs(
@@ -275,7 +308,7 @@ def _repair_lost_etags(
 
     Why: before each content was pinned once (pinblobs16), files of one content each put its
     blob, and every record but the last put's took an etag the blob lost: unreadable for
-    good, and an unchanged file keeps its head record (``_head_blobs``), so every later
+    good, and an unchanged file keeps its head record (``_head_blob``), so every later
     version carried the damage. Such records are exactly those of one digest naming two or
     more etags, so a commit without that sign costs nothing here; with it, one stat, and the
     blob is read once and its sha256 checked before any record takes its etag (a blob that
@@ -373,14 +406,21 @@ def _copy(
         return (blobs.put if replace else blobs.put_once)(target, spool, o.size)
 
 
-def _flushed(workspace: Workspace) -> list[FlushedObject]:
+def _flushed(workspace: Workspace) -> Spill:
+    """The workspace's flushed files, ``(path, etag, size, sha256)`` in path order, spilled."""
     for _attempt in range(2):
         workspace.flush()
         if not workspace.dirty():
+            spill = Spill()
             try:  # a close or fsync between dirty() and this read makes it refuse: flush again
-                return workspace.flushed_objects()
+                _spill_flushed(workspace, spill)
+                return spill
             except Conflict:
+                spill.close()
                 continue
+            except BaseException:
+                spill.close()
+                raise
     raise Conflict(
         f"workspace {workspace.name!r} kept changing while it was flushed for a commit; "
         "commit again once writers pause",
@@ -388,123 +428,86 @@ def _flushed(workspace: Workspace) -> list[FlushedObject]:
     )
 
 
-def _changes(
-    current: Iterator[Record], wanted: dict[str, Record], committed: dict[str, list[str]]
-) -> Iterator[Change]:
-    """Puts for the workspace's files the head lacks or holds otherwise, but for one the
-    workspace has not changed since its last commit put it; Deletes for head files the
-    workspace lacks that it committed itself and nobody changed since (``committed``:
-    ``_Base.records``). Any other head file is someone else's: kept.
+def _spill_flushed(workspace: Workspace, spill: Spill) -> None:
+    """Every acknowledged file with what its origin object holds, read in one journal
+    transaction; Conflict if one is not flushed at its current generation: the same answer
+    as ``Workspace.flushed_objects``, but in path order and to disk, never as a list.
+
+    Why all or nothing: the commit takes these as the whole workspace, and deletes from the
+    version each file it lacks that this journal committed before (merge17); an fsync landing
+    between the caller's flush and this read once made a version without that acknowledged
+    file (review14wb). Why walk ``origin`` (keyed by path) and not the namespace (keyed by
+    directory, then name): its order is the catalog's, so the head streams beside it. A file
+    of the namespace the origin holds nothing for is found by counting: the namespace is
+    walked again only if the counts differ."""
+    name = workspace.name
+    with workspace.journal.read() as txn:
+        seen = 0  # namespace files the origin has an entry for
+        for path, state in txn.origins():
+            entry = txn.entry(path)
+            if entry is None or entry["t"] != "f":
+                continue  # a pending delete
+            seen += 1
+            rec = txn.file(entry["id"])
+            if rec is None or rec.get("unacked"):
+                continue
+            if state["id"] != entry["id"] or state["gen"] != rec["gen"]:
+                raise _changed_since_flush(name, path)
+            spill.add((path, state["etag"], state["size"], state["sha256"]))
+        if sum(1 for _ in txn.tree_files()) == seen:
+            return
+        for path, file_id in txn.tree_files():
+            rec = txn.file(file_id)
+            if txn.origin(path) is None and rec is not None and not rec.get("unacked"):
+                raise _changed_since_flush(name, path)
+
+
+def _changed_since_flush(workspace: str, path: str) -> Conflict:
+    return Conflict(
+        f"{path!r} in workspace {workspace!r} changed after it was flushed; "
+        "flush again (commit once writers pause)",
+        workspace=workspace,
+        path=path,
+    )
+
+
+def _change(head: Record | None, new: Record | None, idents: list[str] | None) -> Change | None:
+    """A Put of the workspace's file where the head lacks it or holds it otherwise, but for one
+    the workspace has not changed since its last commit put it; a Delete of a head file the
+    workspace lacks that it committed itself and nobody changed since (``idents``: the
+    base's identities of the key). Any other head file is someone else's: kept.
 
     Why a file unchanged since the workspace committed it is not put again: the head's change
     or delete of it since (a user's ``datahub commit``, another node's workspace) is the only
     change there is, and putting it back undid it at every commit (review17c). Unchanged means
     the journal's one record for the key is this file's: after a commit whose outcome the
     journal never learned (``expect``'s union, two or more records), the file is put."""
-    seen = set()
-    for record in current:
-        seen.add(record.key)
-        new = wanted.get(record.key)
-        if new is None:
-            if _ident(record) in committed.get(record.key, ()):
-                yield Delete(record.key)
-        elif (record.url, record.etag, record.size) != (new.url, new.etag, new.size) and _ours(
-            record, new, committed
-        ):
-            yield Put(new)
-    for key in sorted(wanted.keys() - seen):
-        if not _unchanged(wanted[key], committed):
-            yield Put(wanted[key])
+    if new is None:
+        return Delete(head.key) if head is not None and idents and _ident(head) in idents else None
+    if head is None:
+        return None if _unchanged(new, idents) else Put(new)
+    if (head.url, head.etag, head.size) != (new.url, new.etag, new.size) and _ours(head, new, idents):
+        return Put(new)
+    return None
 
 
-def _ours(head: Record, new: Record, committed: dict[str, list[str]]) -> bool:
+def _ours(head: Record, new: Record, idents: list[str] | None) -> bool:
     """Whether the workspace's file wins over the head's other record at its key: if the
     workspace changed the file since its last commit, or the head names the same bytes under
     another etag (a record no read can use, as the pin before pinblobs16 left them: the
     workspace's repairs it). Else the head's other bytes are someone's change since: kept."""
-    return not _unchanged(new, committed) or (head.url, head.checksum) == (new.url, new.checksum)
+    return not _unchanged(new, idents) or (head.url, head.checksum) == (new.url, new.checksum)
 
 
-def _unchanged(record: Record, committed: dict[str, list[str]]) -> bool:
+def _unchanged(record: Record, idents: list[str] | None) -> bool:
     """Whether the workspace's file is the record its last settled commit put at that key."""
-    idents = committed.get(record.key)
     return idents is not None and len(idents) == 1 and idents[0] == _ident(record)  # no digest for a new key
 
 
 def _ident(record: Record) -> str:
     """What makes a head record the one a workspace commit put: its bytes' location, etag,
     size and checksum, and no metadata or labels (a commit of a workspace puts none: a record
-    someone labeled since is someone else's now); as a digest (``_digest``)."""
-    return _digest(
+    someone labeled since is someone else's now); as a digest (``commit_base.digest``)."""
+    return _ident_digest(
         [record.url, record.etag, record.size, record.checksum, bool(record.meta or record.labels)]
     )
-
-
-def _digest(fields: list) -> str:
-    """128 bits of the sha256 of an identity's fields, in hex. Why not the fields: the journal
-    keeps one identity per committed file, and with URLs of a blob store the fields took 260
-    bytes a file, 26 MB read and written twice by each commit of 10^5 files (review17c)."""
-    return hashlib.sha256("\0".join(map(str, fields)).encode()).hexdigest()[:32]
-
-
-def _read_idents(stored: list) -> list[str]:
-    """A key's identities as the journal holds them; merge17's (each identity's fields) as
-    their digests behind UNSETTLED: its union after a lost commit looked like a settled
-    commit's, so none of them is taken for one (``_unchanged``)."""
-    if all(isinstance(i, str) for i in stored):
-        return stored
-    return [UNSETTLED, *(i if isinstance(i, str) else _digest(i) for i in stored)]
-
-
-class _Base:
-    """The records this journal's commits put into one dataset, by key: the merge base.
-
-    Why in the journal: the base is what *this* workspace committed, not a version: a
-    version also holds files others committed (its first commit into an imported dataset
-    keeps them, and a later commit must keep them still), so it cannot say which of its files
-    were the workspace's. A new journal (another node, a recreated workspace) has none and
-    deletes nothing. Kept in the journal's meta as one JSON object, ``{key: [ident, ...]}``
-    (``_ident``; merge17 stored each identity's fields, read as their digest).
-
-    Crash safety without asking the catalog: before the catalog commit, ``expect`` stores the
-    union of the old records and the ones being committed (both are this workspace's); after
-    it, ``settle`` stores the committed ones alone. A crash or a failed commit between the two
-    leaves the union, so the next commit deletes a file the workspace lacks if the head holds
-    either record of it: the one committed before, or the one the lost commit put, if it
-    landed. Only a record this journal put is ever deleted, whichever way the commit went.
-    A key whose list is one record (no ``UNSETTLED``) was settled: a version holds it."""
-
-    def __init__(self, workspace: Workspace, dataset: str) -> None:
-        self._journal = workspace.journal
-        self._name = f"{BASE_META}{dataset}"
-        with self._journal.read() as txn:
-            raw = txn.meta(self._name)
-        stored: dict[str, list] = json.loads(raw) if raw else {}
-        self.records: dict[str, list[str]] = {key: _read_idents(idents) for key, idents in stored.items()}
-
-    def expect(self, wanted: dict[str, Record]) -> None:
-        """Before the catalog commit: these records may be the head's from now on."""
-        union = {key: list(idents) for key, idents in self.records.items()}
-        for key, record in wanted.items():
-            # a key new to the base starts with UNSETTLED: its one record is not yet known to
-            # be the head's (``_unchanged`` must not take it for a settled commit's)
-            idents, ident = union.setdefault(key, [UNSETTLED]), _ident(record)
-            if ident not in idents:
-                idents.append(ident)
-        self._store(union)
-
-    def settle(self, wanted: dict[str, Record]) -> None:
-        """After the commit (or none needed): these are the workspace's files as its commits
-        put them, each held by a version (the head, or for a file unchanged since whose head
-        record someone changed, the version that put it)."""
-        self._store({key: [_ident(record)] for key, record in wanted.items()})
-
-    def _store(self, records: dict[str, list[str]]) -> None:
-        if records == self.records:
-            return
-        # encoded before the write transaction, which holds off the workspace's other writers
-        # (a close, an fsync) while it is open, and the record grows with the files (review17c)
-        value = json.dumps(records, separators=(",", ":"))
-        with self._journal.write(f"record of the files committed to {self._name[len(BASE_META) :]!r}") as txn:
-            txn.put_meta(self._name, value)
-        self.records = records

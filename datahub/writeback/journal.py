@@ -204,6 +204,23 @@ class Txn:
     def put_meta(self, name: str, value: str) -> None:
         self._txn.put(name.encode(), value.encode(), db=self._dbs["meta"])
 
+    def del_meta(self, name: str) -> None:
+        self._txn.delete(name.encode(), db=self._dbs["meta"])
+
+    def metas(self, prefix: str, after: str = "") -> Iterator[tuple[str, str]]:
+        """Meta entries named ``prefix`` + something, in name (byte) order, those named above
+        ``prefix + after`` if ``after``: a workspace commit's merge base is one entry per file
+        (``datahub.commit_base``), read a range at a time."""
+        start, first = f"{prefix}{after}".encode(), prefix.encode()
+        with self._txn.cursor(db=self._dbs["meta"]) as cur:
+            if not cur.set_range(start):
+                return
+            for key, value in cur:
+                if not key.startswith(first):
+                    return
+                if not after or key != start:
+                    yield bytes(key).decode(), bytes(value).decode()
+
 
 class _Request:
     """One caller's part of a group commit. ``wake`` is held until a leader hands the request
