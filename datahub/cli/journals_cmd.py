@@ -22,7 +22,7 @@ import socket
 import time
 import uuid
 
-from datahub.console.context import CliContext
+from datahub.console.context import CliContext, shown
 from datahub.errors import Conflict, DatahubError, InvalidInput, NotFound
 from datahub.validation import check_name
 
@@ -188,14 +188,14 @@ def _plan_text(entry, paths: list[str], flushed, shared_url: str) -> str:
         f"{entry.bytes} bytes under {entry.prefix} in {shared_url} (newest {_utc(entry.newest)})",
         f"its cover records name {len(paths)} small file(s), acknowledged by that node and lost "
         "if it did not flush them:",
-        *(f"  {path}" for path in paths[:SHOWN_PATHS]),
+        *(f"  {shown(path)}" for path in paths[:SHOWN_PATHS]),  # another node's names: one line each
     ]
     if len(paths) > SHOWN_PATHS:
         lines.append(f"  ... and {len(paths) - SHOWN_PATHS} more (--json lists them all)")
     lines += [
         f"its flushed files: {flushed.objects} objects, {flushed.bytes} bytes under {flushed.url}/ "
         "(lost unless committed):",
-        *(f"  {path}" for path in files[:SHOWN_PATHS]),
+        *(f"  {shown(path)}" for path in files[:SHOWN_PATHS]),
     ]
     if len(files) > SHOWN_PATHS:
         lines.append(f"  ... and {len(files) - SHOWN_PATHS} more (--json lists them all)")
