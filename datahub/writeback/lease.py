@@ -8,8 +8,9 @@ the mount pass it; this package never imports the catalog), renewed by a thread 
 ``ttl / 3`` seconds, and released at close.
 
 Fencing: a holder that could not renew for ``ttl - margin`` seconds (measured on its own
-monotonic clock from the *start* of its last successful renewal, so never later than the
-lease's true expiry), or whose renewal was refused (another holder has it, or a server
+clock since boot (``since_boot``: it runs on while the machine is suspended, which
+``time.monotonic`` does not) from the *start* of its last successful renewal, so never later
+than the lease's true expiry), or whose renewal was refused (another holder has it, or a server
 refused its token: the writer role on the commit target was revoked), stops for good:
 ``check`` raises StorageError (EIO to a FUSE caller) for every journal commit (close, fsync,
 namespace operations) and every origin upload or delete. A lapsed holder never pushes over a
@@ -37,6 +38,16 @@ from typing import Protocol
 from datahub.errors import AccessDenied, Conflict, DatahubError, StorageError, Unauthenticated
 
 log = logging.getLogger(__name__)
+
+
+def since_boot() -> float:
+    """Seconds on ``CLOCK_BOOTTIME``. Why not ``time.monotonic``: it stops while the machine is
+    suspended, and a node resumed after longer than its lease's ttl took its lease for still
+    held while the catalog's clock (which ran on) had let another node take it: two writers
+    until its next renewal (review18c)."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 LEASE_TTL = 30.0  # seconds a lease lasts unless renewed
 
 
@@ -71,15 +82,15 @@ class WriterLease:
         journal_dir: Path,
         *,
         ttl: float = LEASE_TTL,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
         dataset: str = "",
     ) -> None:
         self.name, self.what, self.ttl = name, what, ttl
         self.margin = ttl / 6  # room for the nodes' clocks and the renewal's own round trip
-        self._port, self._clock = port, clock
+        self._port, self._clock = port, clock or since_boot
         self.owner = _owner_id(journal_dir)
         holder = f"host {socket.gethostname()} pid {os.getpid()}"
-        started = clock()
+        started = self._clock()
         self.epoch = port.acquire_lease(name, self.owner, holder, ttl, dataset).epoch
         self._renewed_at = started
         self._lost: str | None = None
