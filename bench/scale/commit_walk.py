@@ -35,10 +35,10 @@ from pathlib import Path
 
 HEAD = Path(__file__).resolve().parents[2]
 try:
-    from bench.scale.workspace_commit import _AnonPeak, _config, _load, _reset_peak, _run, _status_mib
+    from bench.scale.workspace_commit import _config, _load, _measured, _run
 except ImportError:  # a child on the base tree, which has no such script: this one's, not the tree
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # each side's datahub stays its own
-    from workspace_commit import _AnonPeak, _config, _load, _reset_peak, _run, _status_mib
+    from workspace_commit import _config, _load, _measured, _run
 
 
 def _key(i: int) -> str:
@@ -118,32 +118,10 @@ def measure(home: str, n: int, trace: bool = False) -> dict:
 
         real, workspaces._flushed = workspaces._flushed, flushed
         try:
-            if trace:
-                import tracemalloc
-
-                tracemalloc.start()
-            before = _status_mib("VmRSS")
-            _reset_peak()
-            anon = _AnonPeak()
-            wall, cpu = time.perf_counter(), time.process_time()
-            version = workspaces.commit_workspace(ws, catalog, "outputs")
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            measured = _measured(lambda: workspaces.commit_workspace(ws, catalog, "outputs"), n, trace)
         finally:
             workspaces._flushed = real
-        result = {
-            "datahub": os.path.dirname(datahub.__file__),
-            "files": n,
-            "wall_s": round(wall, 1),
-            "cpu_s": round(cpu, 1),
-            "cpu_us_per_file": round(1e6 * cpu / n, 1),
-            "rss_before_mib": before,
-            "peak_rss_mib": _status_mib("VmHWM"),
-            "peak_rss_anon_mib": anon.stop(),
-            "version": [version.seq, version.added, version.removed, version.modified],
-        }
-        if trace:
-            result["tracemalloc_peak_mib"] = round(tracemalloc.get_traced_memory()[1] / 2**20, 1)
-            tracemalloc.stop()
+        result = {"datahub": os.path.dirname(datahub.__file__), "files": n, **measured}
         catalog.close()
         ws.close()
     return result
