@@ -6,7 +6,8 @@ before the journal's record) and then written again with the same bytes was left
 every later version. Found by a randomised run of writes, deletes, renames, other writers'
 changes and failures injected before, inside and after the catalog commit and inside each
 of the journal's stores, checked against the three-way rules after each commit that
-succeeded (kept out of the suite for its cost; the test below is its smallest case).
+succeeded (``tests/writeback/commit_fuzz.py``, run by hand: kept out of the suite for its
+cost; the test below is its smallest case).
 
 Found (strict xfail, ``datahub/workspaces.py`` is not this reviewer's to fix): the repair of
 records naming an etag their blob lost (``workspaces._repair_lost_etags``, review16's
