@@ -2,8 +2,9 @@
 
 Found (strict xfail, not this reviewer's files to fix): two writers that both find a wrong
 blob (a torn copy of the right size) both replace it, and the first to return keeps an etag
-the second's replace takes away: its record is unreadable for good (a read under its etag is
-ObjectChanged). The second writer's ``put`` checked that the name did not yet hold its bytes
+the second's replace takes away: a read of its record under that etag is ObjectChanged for
+good (the cache's self-verify, ``datahub/cache/selfverify.py``, still serves it, after a read
+and hash of the whole blob once per process; a direct read of the store does not). The second writer's ``put`` checked that the name did not yet hold its bytes
 (``local._identical_file``) before its ``fsync``, and the first writer's whole ``store_blob``
 ran in that window (forced here, in the real store's own code path).
 """

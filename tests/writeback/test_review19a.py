@@ -11,8 +11,9 @@ cost; the test below is its smallest case).
 
 Found (strict xfail, ``datahub/workspaces.py`` is not this reviewer's to fix): the repair of
 records naming an etag their blob lost (``workspaces._repair_lost_etags``, review16's
-damage: unreadable for good, carried into every later version) sees one batch of keys at a
-time since commitmem18. It repairs a content whose records name two etags; when every
+damage: ObjectChanged under that etag, carried into every later version; only the cache's
+self-verify serves them, at a whole read and hash of the blob once per process) sees one batch
+of keys at a time since commitmem18. It repairs a content whose records name two etags; when every
 damaged record of a content falls in one batch and its good records in others (a directory
 of identical files, keys in a row), each batch sees one etag and nothing is repaired, where
 the whole-workspace pin before commitmem18 repaired them. The batch is shrunk to 4 keys so
