@@ -658,6 +658,7 @@ class Workspace:
         self._closed = True
         self.lingering.stop()
         self.flusher.stop()
+        self.journal.drop_deferred()  # a crash loses them from memory; their packs hold them
         self._shutdown()
 
     def _shutdown(self) -> None:
