@@ -34,8 +34,12 @@ acknowledgement: the close waits for no journal flush at all. Its change is comp
 (``submit(covered=True)`` -> ``_record``: ``fn`` runs against an LMDB snapshot, its writes
 captured) and kept in memory, *deferred*; every ``read()`` sees the deferred changes over
 LMDB's snapshot, so this process sees the file at once. They are written into LMDB together
-by the committer thread, one transaction for up to ``DEFER_BATCH`` of them at most
-``DEFER_SECONDS`` after the first (one journal ``fdatasync`` per batch, none waited for), and
+by the committer thread, one transaction for all that wait (one journal ``fdatasync`` per
+batch, none waited for): once the oldest has waited ``DEFER_SECONDS``, at the next covered
+close, whose pack flush then runs beside LMDB's (two flushes issued together cost the disk
+about one; one issued while the other runs waits for it: on the test VM, a batch written on
+a clock alone made a lone writer's closes slower, docs/benchmarks.md "smallsync19"); on the
+clock alone after twice that when no close comes; at once when ``DEFER_BATCH`` wait; and
 by *every* other write transaction before its own change (``write``, the group commit): a
 transaction that may depend on them (a rename, an unlink, a flush's origin state, a
 commit's base, an eviction, a clean close) is durable only with them. Why not LMDB without
@@ -85,7 +89,7 @@ OBJECTS_PREFIX = "objects_prefix"
 _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
 # deferred covered commits (module docstring): written into LMDB after this long, or once this many
 # wait; past DEFER_MAX waiting (LMDB failing), covered commits are committed the synced way
-DEFER_SECONDS, DEFER_BATCH, DEFER_MAX = 0.02, 256, 1024
+DEFER_SECONDS, DEFER_BATCH, DEFER_MAX = 0.05, 256, 1024
 
 log = logging.getLogger(__name__)
 
@@ -556,9 +560,13 @@ class Journal:
                 with self._group:
                     self._cover += 1
                     request.cover = self._cover
-                    entries = (*self._deferred[0], (request.cover, changes, time.monotonic()))
+                    request_time = time.monotonic()
+                    entries = (*self._deferred[0], (request.cover, changes, request_time))
                     self._deferred = (entries, _merge(self._deferred[1], [changes]))
-                    wake = len(entries) in (1, DEFER_BATCH)  # arm the committer's clock, or it is due
+                    # arm the committer's clock, or it is due: beside this close's pack flush
+                    wake = (
+                        len(entries) in (1, DEFER_BATCH) or request_time - entries[0][2] >= self.defer_seconds
+                    )
                 if wake:
                     self._wake_committer()
         request.done = True
@@ -621,13 +629,18 @@ class Journal:
                     return
 
     def _deferred_due(self, retry_at: float) -> float | None:
-        """Seconds until the deferred commits should be written (<= 0: now), None: none."""
+        """Seconds until the deferred commits should be written (<= 0: now), None: none.
+        Due after ``defer_seconds`` when a covered close came since (it woke us: its pack
+        flush runs beside ours), else after twice that (module docstring)."""
         entries = self._deferred[0]
         if not entries:
             return None
+        now = time.monotonic()
         if len(entries) >= DEFER_BATCH:
-            return max(0.0, retry_at - time.monotonic())
-        return max(entries[0][2] + self.defer_seconds, retry_at) - time.monotonic()
+            return max(0.0, retry_at - now)
+        first, last = entries[0][2], entries[-1][2]
+        wait = self.defer_seconds if last - first >= self.defer_seconds else 2 * self.defer_seconds
+        return max(first + wait, retry_at) - now
 
     def _lead(self) -> None:
         """Commit the whole queue as one batch, wake its callers, then pass the lead to the
