@@ -88,8 +88,9 @@ JOURNAL_ID = "journal_id"  # this journal's own chunk prefix in the shared tier 
 OBJECTS_PREFIX = "objects_prefix"
 _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
 # deferred covered commits (module docstring): written into LMDB after this long, or once this many
-# wait; past DEFER_MAX waiting (LMDB failing), covered commits are committed the synced way
-DEFER_SECONDS, DEFER_BATCH, DEFER_MAX = 0.05, 256, 1024
+# wait; past DEFER_MAX waiting, with less than DEFER_ROOM bytes free on the journal's device, or
+# after a failed write transaction, covered commits are committed the synced way
+DEFER_SECONDS, DEFER_BATCH, DEFER_MAX, DEFER_ROOM = 0.05, 256, 1024, 64 * 1024**2
 
 log = logging.getLogger(__name__)
 
@@ -374,6 +375,7 @@ class Journal:
         self._recording = threading.Lock()  # one deferred commit is recorded at a time
         self.defer_seconds = DEFER_SECONDS  # how long a deferred commit may wait for others
         self.fallback = False  # True: no more deferral (tests: what covered commits did before)
+        self._defer_failed = False  # the last write transaction failed: nothing is deferred
         # called with what is being done before every write transaction; raises (StorageError)
         # once this process may no longer write the workspace (``lease.WriterLease.check``)
         self.fence: Callable[[str], None] = _unfenced
@@ -419,6 +421,7 @@ class Journal:
                 yield Txn(txn, self._dbs)
             self._env.sync(True)  # the meta page too: durable when we return
         except lmdb.Error as exc:
+            self._defer_failed = True
             raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
         self._forget_deferred(applied)
 
@@ -446,7 +449,9 @@ class Journal:
         return top
 
     def _forget_deferred(self, applied: int) -> None:
-        """Deferred commits numbered up to ``applied`` are in LMDB now (committed)."""
+        """Deferred commits numbered up to ``applied`` are in LMDB now (committed): a write
+        transaction succeeded, so covered commits may be deferred again."""
+        self._defer_failed = False
         if not applied:
             return
         with self._group:
@@ -463,12 +468,16 @@ class Journal:
         if not self._deferred[0]:
             return
         doing = f"{len(self._deferred[0])} deferred commits"
-        self.fence(doing)
         try:
+            self.fence(doing)
             with self._env.begin(write=True) as txn:
                 applied = self._apply_deferred(txn)
         except lmdb.Error as exc:
+            self._defer_failed = True
             raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
+        except BaseException:
+            self._defer_failed = True
+            raise
         self._forget_deferred(applied)
 
     def drop_deferred(self) -> int:
@@ -525,7 +534,7 @@ class Journal:
         goes into that record. Only when ``start_covers`` ran (else the request is synced).
         """
         self._check_open()
-        if covered and self._cover and not self.fallback and len(self._deferred[0]) < DEFER_MAX:
+        if covered and self._cover and self._may_defer():
             return self._record(doing, fn)
         request = _Request(doing, fn, detached=True)
         with self._group:
@@ -535,6 +544,16 @@ class Journal:
             self._leading = True
         self._hand_to_committer()
         return request
+
+    def _may_defer(self) -> bool:
+        """Whether a covered commit may be deferred: not when the journal could not take it
+        later. Its device has ``DEFER_ROOM`` free (else the close commits the synced way and
+        fails for space as before: docs/writeback.md, "Out of space at close"), the last
+        write transaction did not fail, and fewer than ``DEFER_MAX`` wait."""
+        if self.fallback or self._defer_failed or len(self._deferred[0]) >= DEFER_MAX:
+            return False
+        free = _free_bytes(self.path)
+        return free is not None and free >= DEFER_ROOM
 
     def _record(self, doing: str, fn: Callable[[Txn], T]) -> _Request:
         """A covered request, done at once: ``fn`` runs against an LMDB snapshot with the
@@ -683,6 +702,7 @@ class Journal:
                         child.commit()
             self._env.sync(True)
         except lmdb.Error as exc:
+            self._defer_failed = True
             error = _translate(exc, f"journal commit failed for {what} in {self.what}", self.path)
             for request in batch:
                 request.error = error

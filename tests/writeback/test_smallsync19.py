@@ -21,6 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
+from datahub.writeback import journal as journal_module
 from datahub.writeback.journal import Journal, Txn
 from tests.writeback.conftest import CHUNK, Env, make_env, write
 
@@ -113,6 +114,28 @@ def test_a_reader_never_takes_an_applied_deferred_change_over_a_later_one(tmp_pa
             view = journal._view_for(raw, taken)
             assert Txn(raw, journal._dbs, view).entry("x") is None
             assert list(Txn(raw, journal._dbs, view).children("")) == []
+    finally:
+        journal.close()
+
+
+def test_a_journal_device_short_of_room_gets_covered_commits_the_synced_way(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Deferred commits need room in LMDB later: with less than ``DEFER_ROOM`` free on the
+    journal's device, a covered commit is committed before its close returns, so a full
+    device fails that close for space (docs/writeback.md, "Out of space at close")."""
+    journal = Journal(tmp_path / "lmdb", "a journal")
+    try:
+        journal.defer_seconds = NEVER
+        journal.start_covers(1 << 32)
+        monkeypatch.setattr(journal_module, "DEFER_ROOM", 1 << 62)  # more than any device has
+        request = journal.submit(
+            "fsync of 'x'", lambda txn: txn.put_entry("x", {"t": "f", "id": 7}), covered=True
+        )
+        request.wait()
+        assert journal.deferred() == 0 and request.cover == 0  # synced, and no record in a pack
+        with journal._env.begin() as raw:
+            assert Txn(raw, journal._dbs).entry("x") == {"t": "f", "id": 7}
     finally:
         journal.close()
 
