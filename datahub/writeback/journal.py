@@ -37,9 +37,8 @@ LMDB's snapshot, so this process sees the file at once. They are written into LM
 by the committer thread, one transaction for all that wait (one journal ``fdatasync`` per
 batch, none waited for): once the oldest has waited ``DEFER_SECONDS``, at the next covered
 close, whose pack flush then runs beside LMDB's (two flushes issued together cost the disk
-about one; one issued while the other runs waits for it: on the test VM, a batch written on
-a clock alone made a lone writer's closes slower, docs/benchmarks.md "smallsync19"); on the
-clock alone after twice that when no close comes; at once when ``DEFER_BATCH`` wait; and
+about one; one issued while the other runs may wait for it); on the clock alone after twice
+that when no close comes; at once when ``DEFER_BATCH`` wait; and
 by *every* other write transaction before its own change (``write``, the group commit): a
 transaction that may depend on them (a rename, an unlink, a flush's origin state, a
 commit's base, an eviction, a clean close) is durable only with them. Why not LMDB without
