@@ -640,8 +640,8 @@ class Journal:
                 try:
                     self.settle_deferred()
                 except Exception as exc:  # kept in memory and in their packs; tried again
-                    log.warning("%s: %s", self.what, exc)
-                    retry_at = time.monotonic() + self.defer_seconds
+                    log.warning("%s: %s (tried again in a second)", self.what, exc)
+                    retry_at = time.monotonic() + max(self.defer_seconds, 1.0)
             with self._group:  # a lead handed to this thread as close() began is still served
                 if self._closed and not self._committer_turn:
                     return
