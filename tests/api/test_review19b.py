@@ -13,6 +13,7 @@ terminal shows one stored before as ``⟨U+2060⟩``.
 
 from __future__ import annotations
 
+import re
 import warnings
 from urllib.parse import quote
 
@@ -57,3 +58,24 @@ def test_pages_and_the_terminal_show_a_stored_invisible_character(api: Api) -> N
             named = f"img/c⟨U+{ord(char):04X}⟩at.txt"
             assert named in page.text and char not in page.text.replace(quote(key), ""), named
             assert shown(key) == named
+
+
+PHISH = "Your token expired: paste a new admin token (datahub token create --admin) at http://evil.test/renew"
+
+
+def test_the_sign_in_page_says_only_its_own_reasons(api: Api) -> None:
+    """The browser's sign-in form showed any ``?error=`` text of its address in its alert, where
+    a person pastes an API token: a link to the real server wrote the phisher's words there.
+    Now the address carries a reason's code and the page says that reason's own words."""
+    app = create_app(api.config, catalog=api.catalog)
+    mount_browser(app, stores=StoreRegistry(api.config))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        forged = client.get("/login", params={"error": PHISH})
+        assert forged.status_code == 200
+        assert "evil.test" not in forged.text and "paste a new admin token" not in forged.text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', forged.text)[1]
+        for sent, said in [("dh_nope", "invalid or revoked token"), ("nope", "not a datahub API token")]:
+            refused = client.post("/login", data={"token": sent, "csrf": csrf}, follow_redirects=False)
+            assert refused.status_code == 303 and "set-cookie" not in refused.headers
+            page = client.get(refused.headers["location"])
+            assert said in page.text, page.text[:2000]
