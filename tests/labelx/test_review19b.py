@@ -12,9 +12,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+import labelx.auth
 from datahub.catalog import Patch, Put, Record
+from datahub.errors import Unauthenticated
 from datahub.validation import INVISIBLE_CHARS
-from tests.labelx.conftest import Env, Session, make_project, ok
+from labelx.accounts import DISABLED
+from tests.labelx.conftest import PASSWORD, Env, Session, make_project, ok
 from tests.labelx.test_browser import browser, login, no_page_errors, server  # noqa: F401 (fixtures)
 
 LABEL = "\u202etac"  # shows as "cat"
@@ -47,3 +52,43 @@ def test_the_pages_name_the_characters_the_catalog_refuses() -> None:
     assert found, "common.js has no INVISIBLE class"
     js = found[1].encode().decode("unicode_escape")
     assert js == INVISIBLE_CHARS
+
+
+def test_a_login_racing_a_password_change_opens_no_session(app, monkeypatch) -> None:
+    """``datahub labelx set-password`` / ``disable-user`` end every session in the transaction
+    that replaces the hash. A login checked the old password, then wrote its session: a
+    replacement in between (a person let go, logging in again and again while the operator
+    changes the password) left that login a session for 12 h. The session is now written only
+    while the hash it was checked against is still the account's. The operator's change is put
+    exactly between the check and the write (the race, made certain)."""
+    lx = app.state.labelx
+    checked = labelx.auth.verify_password
+
+    def check_then_disable(password: str, stored: str) -> bool:
+        ok = checked(password, stored)
+        lx.store.set_password("alice", DISABLED)  # the operator, at the worst moment
+        return ok
+
+    monkeypatch.setattr(labelx.auth, "verify_password", check_then_disable)
+    with pytest.raises(Unauthenticated):
+        lx.auth.login("alice", PASSWORD)
+    alice = lx.store.user_by_name("alice").id
+    assert (
+        lx.store._conn().execute("SELECT COUNT(*) FROM sessions WHERE user_id=?", (alice,)).fetchone()[0] == 0
+    )
+
+
+def test_a_token_asked_for_racing_a_password_change_is_not_made(app) -> None:
+    """``POST /api/tokens`` authenticates, then writes a token that never expires. A password
+    change between the two (its transaction ends the session that asked) left the request a
+    new token: the account's access outlived the change for good. Replayed in that order:
+    the caller is authenticated, the operator disables the account, the token is written."""
+    lx = app.state.labelx
+    session_id, _ = lx.auth.login("bob", PASSWORD)
+    who = lx.auth.from_session(session_id)
+    assert who is not None
+    lx.store.set_password("bob", DISABLED)
+    with pytest.raises(Unauthenticated):
+        lx.auth.new_token(who.user, "made while disabled", proof=who)
+    bob = lx.store.user_by_name("bob").id
+    assert lx.store._conn().execute("SELECT COUNT(*) FROM tokens WHERE user_id=?", (bob,)).fetchone()[0] == 0
