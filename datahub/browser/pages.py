@@ -211,7 +211,7 @@ def login_page(request: Request, next: str = "/", error: str = "") -> Response:
         title="Sign in",
         csrf=token,
         next=_local_path(next),
-        error=error[:200],
+        error=session.SIGN_IN_ERRORS.get(error, ""),  # a code: never the address's own text
         local=b.services.config.api.local_mode,
     )
     _set_form_cookie(request, response, token)
@@ -246,7 +246,7 @@ def login(
     try:
         session.check_token(b.services, token)
     except Unauthenticated as exc:
-        query = urlencode({"next": _local_path(next), "error": exc.message})
+        query = urlencode({"next": _local_path(next), "error": exc.details.get("reason", "invalid")})
         return RedirectResponse(f"/login?{query}", status_code=303)
     response = RedirectResponse(_local_path(next), status_code=303)
     response.set_cookie(
