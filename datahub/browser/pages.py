@@ -139,6 +139,7 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         who=principal.name if principal else "",
         local_mode=local,
         labelx=b.labelx,
+        cli=b.cli,  # the commands a page names run as shown: under make run, the checkout's venv
         logout_csrf=request.cookies.get(session.LOGIN_CSRF_COOKIE, ""),
         **values,
     )
