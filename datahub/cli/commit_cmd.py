@@ -30,7 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("commit", help="commit a JSON-lines change set (put/delete/patch) as a new version")
     p.add_argument("dataset", metavar="DATASET", help="a dataset's name (not DATASET@REF)")
     p.add_argument(
-        "--changes", required=True, metavar="FILE.jsonl", help="one change a line: put, delete or patch (docs/cli.md)"
+        "--changes",
+        required=True,
+        metavar="FILE.jsonl",
+        help="one change a line: put, delete or patch (docs/cli.md)",
     )
     p.add_argument("--base", type=int, default=None, help="version the changes apply to (default: head)")
     p.add_argument("-m", "--message", default="")
