@@ -6,6 +6,8 @@
 - The dataset browser's hints named a bare ``datahub`` ("No tags (datahub tag sample NAME
   VERSION)"), which is not on the PATH of a ``make run`` user, while the same page's "Mount it"
   line names the checkout's ``.venv/bin/datahub --home …`` as the demo's own lines do.
+- "Mount it" mounted ``sample@v1`` at ``/mnt/sample``, where ``ls`` shows only ``sample``: the
+  files are under ``/mnt/sample/sample/v1/``. The line now ends by listing them there.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ def test_the_browser_names_commands_as_the_demo_does(env: Env, app, client) -> N
     assert f"<code>{cli} import SRC --to empty</code>" in page
     assert "<code>datahub " not in page
     version = client.get("/datasets/pets/versions/2").text
-    assert f"{cli} mount --background /mnt/pets pets@v2" in version  # as before
+    # the mount, then where its files are (MNT/<dataset>/v<N>/: MNT/ itself holds only "pets")
+    assert f"{cli} mount --background /mnt/pets pets@v2 &amp;&amp; ls /mnt/pets/pets/v2</code>" in version
     # an installed datahub (datahub serve) keeps the bare command
     app.state.browser.cli = "datahub"
     assert "<code>datahub tag empty NAME VERSION</code>" in client.get("/datasets/empty").text
