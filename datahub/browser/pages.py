@@ -139,6 +139,7 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         who=principal.name if principal else "",
         local_mode=local,
         labelx=b.labelx,
+        cli=b.cli,  # the commands a page names run as shown: under make run, the checkout's venv
         logout_csrf=request.cookies.get(session.LOGIN_CSRF_COOKIE, ""),
         **values,
     )
@@ -355,7 +356,13 @@ def _snippets(cli: str, name: str, version: Version, prefix: str, filter: str) -
     where = f", where={filter!r}" if filter else ""
     pfx = f", prefix={prefix!r}" if prefix else ""
     return [
-        ("Mount it", f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref}"),
+        # then where the files are: a mount lays a version out as MNT/<dataset>/v<N>/, and a new
+        # user looked for them in MNT/ itself, which holds only the dataset's name (newuser19)
+        (
+            "Mount it",
+            f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref}"
+            f" && ls /mnt/{name}/{name}/v{version.seq}",
+        ),
         ("fsspec URL", url),
         (
             "PyTorch",

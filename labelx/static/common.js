@@ -108,11 +108,18 @@ function boxesSvg(schema, value, attrs = {}) {
   return s;
 }
 
+/** A chart's width in its own units: the container's width in CSS pixels, so one unit is one
+ * pixel and its 11 px text is 11 px at any window width. A fixed 560 scaled the text down to
+ * 6.5 px in a phone's window (newuser19); at least 240, so the bars keep room beside the labels. */
+function chartWidth(container) {
+  return Math.max(240, Math.round(container.clientWidth) || 560);
+}
+
 /** Horizontal stacked bar chart: rows [{label, parts: {series: n}}], series [{key, color, label}]. */
 function stackedBars(container, rows, series) {
   container.replaceChildren();
   if (!rows.length) { container.append(el("p.muted", {}, "No data yet.")); return; }
-  const W = 560, rowH = 26, left = 110, right = 50;
+  const W = chartWidth(container), rowH = 26, left = 110, right = 50;
   const max = Math.max(1, ...rows.map(r => series.reduce((a, s) => a + (r.parts[s.key] || 0), 0)));
   // a picture's words for screen readers: what each bar holds, as the tooltips say it
   const said = rows.map(r => `${r.label}: ${series.filter(ser => r.parts[ser.key]).map(ser => `${ser.label} ${r.parts[ser.key]}`).join(", ") || "none"}`);
@@ -137,7 +144,7 @@ function stackedBars(container, rows, series) {
 /** Vertical bars over time: points [{label, value}]. */
 function columnChart(container, points, color = "#3b5bdb") {
   container.replaceChildren();
-  const W = 560, H = 150, bottom = 20, top = 14;
+  const W = chartWidth(container), H = 150, bottom = 20, top = 14;
   const max = Math.max(1, ...points.map(p => p.value));
   const bw = W / points.length;
   const said = points.filter(p => p.value).map(p => `${p.label}: ${p.value}`);
