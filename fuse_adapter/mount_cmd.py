@@ -112,9 +112,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-fastloop",
         action="store_true",
-        help="read-only, for measurements: read requests on pyfuse3's trio loop instead of its C "
-        "thread, which answers opens and releases of passthrough files and isatty() itself "
-        "(the baseline of bench/mount/ssd_hit.py; docs/fuse.md)",
+        help="for measurements: read requests on pyfuse3's trio loop instead of its C thread, which "
+        "answers opens and releases of passthrough files and isatty() itself (read-only; the "
+        "baseline of bench/mount/ssd_hit.py; docs/fuse.md) and, on a --workspace mount, the WRITEs "
+        "of staged files (the baseline of bench/writeback/mount_writes.py; docs/writeback.md)",
     )
     p.add_argument(
         "--no-io-uring",
@@ -248,6 +249,7 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
             quota=args.quota,
             write_passthrough=args.passthrough,
             writeback_cache=args.writeback_cache,
+            c_writes=not args.no_fastloop,
         )
         return assembly.serve_workspace(workspace, ctx)
     return assembly.serve_readonly(readonly_mount(args, common), ctx)
