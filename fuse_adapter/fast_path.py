@@ -250,7 +250,7 @@ def c_writes_off(*, asked: bool, passthrough: bool, writeback_cache: bool, quota
     if passthrough:
         return "--passthrough: the kernel writes staged files itself"
     if not asked:
-        return "--no-fastloop"
+        return "the default; --writes-in-c stages new files and answers their WRITEs in C"
     if writeback_cache:
         return "--writeback-cache: the kernel's cached WRITEs are answered in Python"
     if quota:

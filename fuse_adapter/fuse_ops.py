@@ -496,7 +496,7 @@ class WorkspaceOps(Ops):
         timeout: float = 1.0,
         write_passthrough: bool = False,
         writeback_cache: bool = False,
-        c_writes: bool = True,
+        c_writes: bool = False,
     ) -> None:
         if not BUILD.write_cached:  # write() would fail every WRITE (it takes ``cached``)
             raise DatahubError(
@@ -531,6 +531,7 @@ class WorkspaceOps(Ops):
             build=BUILD,
         )
         self.fastloop = not self.c_writes_off
+        self._c_writes_asked = c_writes
 
     def init(self) -> None:
         if self.enable_passthrough:
@@ -542,7 +543,7 @@ class WorkspaceOps(Ops):
             self.view.c_writes_on(_CTable("fastwrite_"))
         elif not self.enable_passthrough:
             why = self.c_writes_off or "pyfuse3 started no C reader thread (allow_root, or it failed)"
-            self.view.c_writes_unavailable(why, asked=not self.c_writes_off.startswith("--"))
+            self.view.c_writes_unavailable(why, asked=self._c_writes_asked)
         super().init()
 
     async def _thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -86,8 +86,8 @@ class WorkspaceMount(MountSettings):
     write_passthrough: bool = False
     #: the kernel's write-back cache on the daemon path (``--writeback-cache``)
     writeback_cache: bool = False
-    #: staged files' WRITEs answered by pyfuse3's C reader thread (``--no-fastloop``: off)
-    c_writes: bool = True
+    #: stage new files and answer their WRITEs in pyfuse3's C reader thread (``--writes-in-c``)
+    c_writes: bool = False
 
 
 def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:

@@ -1,7 +1,7 @@
 """WRITEs of a workspace's staged files answered in C (issue 41, writec19; docs/writeback.md,
 "WRITEs answered in C"; third_party/pyfuse3/src/pyfuse3/fastwrite.h).
 
-One real mount for the file (the default flags: no passthrough, so every WRITE reaches the
+One real mount for the file (``--writes-in-c``: no passthrough, so every WRITE reaches the
 daemon), run under a file size limit (``tests/fuse/fsize_mount.py``) so that a ``pwrite``
 of the C thread can be made to fail: past ``LIMIT`` it fails with EFBIG. What must hold:
 
@@ -43,7 +43,7 @@ class Mounted:
 def cw(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint) -> Iterator[Mounted]:
     env = make_env(tmp_path_factory.mktemp("cwrites"), moto_endpoint)
     mnt = env.mountpoint("ws")
-    with env.mounted(mnt, "--workspace", "ws", module="tests.fuse.fsize_mount"):
+    with env.mounted(mnt, "--workspace", "ws", "--writes-in-c", module="tests.fuse.fsize_mount"):
         yield Mounted(env, mnt)
 
 
