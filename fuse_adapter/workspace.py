@@ -150,6 +150,8 @@ class WorkspaceView:
         close, never committed torn. FLUSH and FSYNC commit the staged file as passthrough's
         are (``StagedFile.fsync``: copied into the shared tier, not through Python buffers)."""
         self.cwrites = table
+        # no reservation or watcher for staged files: none of their writes fails unseen
+        self.ws.staging().writes_seen = True
         self.writes = "through the daemon, staged files' WRITEs answered in C (FLUSH/FSYNC commit them)"
         log.info("workspace %r: writes: %s", self.ws.name, self.writes)
         raise_descriptor_limit(f"workspace {self.ws.name!r}")
@@ -580,8 +582,8 @@ class WorkspaceView:
         """Hand ``fh``'s WRITEs to the C table if its file is staged (before the OPEN/CREATE
         is answered, so no WRITE of it comes first). A table that refuses (full: 4,096
         handles) leaves it to Python, which writes the same staged file: slower, never wrong."""
-        if self.cwrites is None or handle.staged_fd < 0:
-            return
+        if self.cwrites is None or handle.staged_fd < 0 or fh in self._readers:
+            return  # a reader's handle gets no WRITE: the kernel sends them with writable ones
         try:
             self.cwrites.publish(fh, handle.staged_fd)
         except OSError as exc:
@@ -600,9 +602,30 @@ class WorkspaceView:
         handle of the staged file open then): ``fh`` is short, so its close reverts the file
         and is refused, as a failed WRITE on the daemon path makes it. Out of space (ENOSPC,
         EDQUOT): NoSpace; anything else: StorageError (``_check_short``)."""
-        if self.cwrites is None or fh not in self._published:
-            return
-        self._c_failed(fh, self.cwrites.failed(fh))
+        if self.cwrites is None or fh in self._readers:
+            return  # a reader acknowledges nothing: ``flush`` and ``_check_short`` ask ``_c_torn``
+        if fh in self._published:
+            self._c_failed(fh, self.cwrites.failed(fh))
+        elif self._c_torn(fh):  # a writer the table refused (full): its file's others say
+            self._c_failed(fh, errno.EIO)
+
+    def _c_torn(self, fh: int) -> bool:
+        """Whether a WRITE answered in C failed for a handle of ``fh``'s staged file that is
+        still open: the file may hold a torn write (it has no reservation to tell,
+        ``Staging.writes_seen``) until a close of that handle reverts it. A reader's close
+        then commits nothing and its fsync is refused, as beside a dropped cached write
+        (``_dropped_beside``)."""
+        if self.cwrites is None:
+            return False
+        entry = self._handles.get(fh)
+        if entry is None or entry[1].staged_fd < 0:
+            return False
+        with self._lock:
+            file_id = entry[1].file_id
+            others = [
+                o for o, (_, h) in self._handles.items() if o in self._published and h.file_id == file_id
+            ]
+        return any(self.cwrites.failed(other) for other in others)
 
     def _c_failed(self, fh: int, err: int | None) -> None:
         if not err:
@@ -653,8 +676,9 @@ class WorkspaceView:
             if cached and fh in self._handles:
                 self._short_file(fh, failed=True)
             elif self.cwrites is not None and isinstance(exc, OSError) and fh in self._handles:
-                # a staged handle's WRITE handed to Python: failed as one answered in C would
-                self._c_failed(fh, exc.errno or errno.EIO)
+                # a staged handle's WRITE handed to Python: as one failed in C, every writable
+                # handle of the file is short (its staged file has no reservation to tell)
+                self._short_file(fh, failed=exc.errno not in (errno.ENOSPC, errno.EDQUOT))
             raise
 
     def _short_file(self, fh: int, *, failed: bool = False) -> None:
@@ -749,11 +773,11 @@ class WorkspaceView:
 
     def _check_short(self, fh: int) -> None:
         self._absorb(fh)
-        if fh in self._failed:
+        if fh in self._failed or (fh in self._readers and self._c_torn(fh)):
             ino = self._handles[fh][0]
             raise StorageError(
-                f"inode {ino} of workspace {self.ws.name!r}: a write-back of this file's cached pages "
-                "failed (the first error said why); the file is incomplete and goes back to its last "
+                f"inode {ino} of workspace {self.ws.name!r}: a write of this file failed (a write-back of "
+                "its cached pages, or a WRITE answered in C; the first error said why); the file is incomplete and goes back to its last "
                 "fsync or close when closed (nothing half-written is committed)"
             )
         if fh in self._short or self._dropped_beside(fh):
@@ -793,7 +817,7 @@ class WorkspaceView:
         handle short (``_short_file``): its close is refused and reverts. Every later close of a short handle (a dup of the descriptor) is refused too,
         and reverts again if no other handle has the file open (``_again``).
         """
-        if fh in self._readers and self._dropped_beside(fh):
+        if fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh)):
             return  # a reader acknowledges nothing; the writers' closes report the drop
         self._absorb(fh)
         if fh not in self._short:
@@ -842,7 +866,8 @@ class WorkspaceView:
 
     def release(self, fh: int) -> None:
         self._retract(fh)
-        holed = fh in self._readers and self._dropped_beside(fh)  # commits nothing (``flush``)
+        # commits nothing (``flush``)
+        holed = fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh))
         with self._lock:
             ino, handle = self._handles.pop(fh)
             staged = self._staged.get(ino) if handle.staged_fd >= 0 else None  # its file is open: its own

@@ -95,10 +95,36 @@ def test_a_write_that_failed_in_c_fails_its_write_and_its_close_and_nothing_torn
     assert (cw.mnt / "torn.bin").read_bytes() == data[:MiB]
 
 
+def test_a_handle_opened_after_a_failed_write_is_refused_too_and_nothing_torn_is_committed(
+    cw: Mounted,
+) -> None:
+    """The staged file has no reservation here (every write is seen): a handle opened while
+    it holds a torn write must not commit it. Without the failure inherited at publish, the
+    second handle's close returned 0 and committed the torn 6.5 MiB."""
+    data = os.urandom(LIMIT + MiB)
+    with open(cw.mnt / "late.bin", "wb") as f:
+        f.write(data[:MiB])
+    fd = os.open(cw.mnt / "late.bin", os.O_WRONLY | os.O_TRUNC)
+    try:
+        with pytest.raises(OSError) as failed:
+            for at in range(0, len(data), MiB):
+                os.pwrite(fd, data[at : at + MiB], at)
+        assert failed.value.errno == errno.EFBIG
+        late = os.open(cw.mnt / "late.bin", os.O_WRONLY)  # the same staged file, after the failure
+        with pytest.raises(OSError) as refused:
+            os.close(late)
+        assert refused.value.errno == errno.EIO
+        assert (cw.mnt / "late.bin").read_bytes() == data[:MiB]
+    finally:
+        with pytest.raises(OSError):
+            os.close(fd)
+    assert (cw.mnt / "late.bin").read_bytes() == data[:MiB]
+
+
 def test_the_mount_counts_the_writes_it_answered_in_c_at_unmount(cw: Mounted) -> None:
     cw.env.umount(cw.mnt)
     said = re.findall(r"WRITEs answered in C: (\{.*\})", cw.log.read_text())
     assert said, cw.log.read_text()[-2000:]
     counts = ast.literal_eval(said[-1])  # a dict of ints, as the daemon logged it
-    assert counts["writes"] >= 4 + 4 + 2 + 1 and counts["failed"] == 1 and counts["handles"] == 0
+    assert counts["writes"] >= 4 + 4 + 2 + 1 + 6 and counts["failed"] == 2 and counts["handles"] == 0
     assert counts["bytes"] >= 3 * MiB + 4 * MiB + 2 * MiB

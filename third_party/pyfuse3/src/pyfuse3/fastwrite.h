@@ -11,7 +11,8 @@ What stays as on the daemon path (docs/writeback.md, "WRITEs answered in C"): ev
 still reaches the daemon (after a busy unmount it fails with ENOTCONN: nothing writes the
 staged file without the connection), a failed write fails the write(2) that made it, and
 it is recorded: the handle's entry keeps the errno, and every other entry naming the same
-staged file (the file's other handles: all share one descriptor) gets it too. Python reads
+staged file (the file's other handles: all share one descriptor) gets it too, as does a
+handle of that file published later. Python reads
 it at each FLUSH, FSYNC and RELEASE (pyfuse3.fastwrite_failed) and makes those handles short,
 so a close reverts the file and is refused: a file one of whose writes failed is never
 committed torn. A handle with a failure recorded hands its later WRITEs to Python, as does
@@ -85,10 +86,19 @@ static int pyfuse3_fw_publish(uint64_t fh, int fd) {
     } else if (pyfuse3_fw.count >= PYFUSE3_FW_MAX) {
         r = -ENOSPC;
     } else {
+        unsigned j;
         pyfuse3_fw.slot[i].fh = fh;
         pyfuse3_fw.slot[i].fd = fd;
         pyfuse3_fw.slot[i].err = 0;
         pyfuse3_fw.slot[i].busy = 0;
+        /* a failure recorded for another handle of this staged file is this one's too: the
+           file may hold a torn write until a close reverts it (its staged file has no
+           reservation that would tell: docs/writeback.md, "WRITEs answered in C") */
+        for (j = 0; j < PYFUSE3_FW_SLOTS && pyfuse3_fw.count > 0; j++)
+            if (j != i && pyfuse3_fw.slot[j].fh != 0 && pyfuse3_fw.slot[j].fd == fd && pyfuse3_fw.slot[j].err != 0) {
+                pyfuse3_fw.slot[i].err = pyfuse3_fw.slot[j].err;
+                break;
+            }
         pyfuse3_fw.count++;
         pyfuse3_fw.n.published++;
     }
