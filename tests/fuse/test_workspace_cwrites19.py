@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from fuse_adapter.fast_path import Build, c_writes_off
 from tests.fuse.conftest import FuseEnv, make_env
 from tests.fuse.fsize_mount import LIMIT
 from tests.servers import S3Endpoint
@@ -119,6 +120,25 @@ def test_a_handle_opened_after_a_failed_write_is_refused_too_and_nothing_torn_is
         with pytest.raises(OSError):
             os.close(fd)
     assert (cw.mnt / "late.bin").read_bytes() == data[:MiB]
+
+
+def test_writes_in_c_are_off_where_they_would_change_what_the_mount_promises() -> None:
+    build = Build(fastloop=True, fastwrite=True)
+    flags = {"asked": True, "passthrough": False, "writeback_cache": False, "quota": False}
+    assert c_writes_off(**flags, build=build) == ""
+    assert c_writes_off(**{**flags, "asked": False}, build=build).startswith("the default")
+    assert "--passthrough" in c_writes_off(**{**flags, "passthrough": True}, build=build)
+    assert "--writeback-cache" in c_writes_off(**{**flags, "writeback_cache": True}, build=build)
+    assert "--quota" in c_writes_off(**{**flags, "quota": True}, build=build)
+    assert "C fast path" in c_writes_off(**flags, build=Build(fastloop=True))
+
+
+def test_the_cli_refuses_writes_in_c_with_a_quota(cw: Mounted) -> None:
+    mnt = cw.env.mountpoint("refused")
+    proc = cw.env.cli(
+        "mount", str(mnt), "--workspace", "other", "--writes-in-c", "--quota", "99999999", check=False
+    )
+    assert proc.returncode != 0 and "--writes-in-c applies to --workspace mounts without" in proc.stderr
 
 
 def test_the_mount_counts_the_writes_it_answered_in_c_at_unmount(cw: Mounted) -> None:
