@@ -57,3 +57,35 @@ def test_a_close_recorded_while_the_workspace_closes_is_not_lost(tmp_path: Path)
             assert fh.read(0, CHUNK) == _payload("late")
     finally:
         env.close()
+
+
+def test_a_version_before_smallsync19_replays_what_a_kill_took_from_the_journal(tmp_path: Path) -> None:
+    """A version before smallsync19 replays pack records only when the owner's boot differs
+    from this boot (a power loss: ``txn.meta(OWNER_BOOT) not in (None, "", boot)``), as a kill
+    lost nothing then. Opened after a kill of a deferring session (a rollback of the upgrade),
+    it would find the same boot, replay nothing, and start a new cover epoch: the deferred
+    files' records are then below ``covered`` for every later opener too, lost for good
+    (seen with /work/main's code on a killed worker of test_smallsync19). So what this
+    version stores must differ from every boot id while a session runs."""
+    from datahub.writeback import _boot_id
+    from datahub.writeback.journal import OWNER_BOOT, Journal
+
+    env = make_env(tmp_path)
+    try:
+        ws = env.open()
+        ws.journal.defer_seconds = NEVER
+        write(ws, "warm", b"w")
+        write(ws, "late", _payload("late"))  # acknowledged, deferred
+        assert ws.journal.deferred() == 2  # "warm" too: one byte is one chunk
+        ws.abandon()  # what a kill -9 leaves
+        lmdb_dir = env.config.resolved_journal_dir / "workspaces" / "ws" / "lmdb"
+        journal = Journal(lmdb_dir, "the killed session's journal", readonly=True)
+        try:
+            with journal.read() as txn:
+                owner = txn.meta(OWNER_BOOT)
+                assert txn.entry("late") is None  # the kill took it from the journal
+        finally:
+            journal.close()
+        assert owner not in (None, "", _boot_id())  # the older version's rule: it replays
+    finally:
+        env.close()
