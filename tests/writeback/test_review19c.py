@@ -2,16 +2,13 @@
 pack's flush alone, its journal change deferred in memory; datahub/writeback/journal.py,
 "Deferred covered commits").
 
-Each test is one defect found, xfail(strict) while the fix is smallsync19's to make: the
-reason names the file, the line and the fix.
+Each test is one defect found (each failed before its fix, in this branch's commits).
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-
-import pytest
 
 from tests.writeback.conftest import CHUNK, make_env, write
 
@@ -22,19 +19,12 @@ def _payload(path: str) -> bytes:
     return hashlib.sha256(path.encode()).digest() * (3000 // 32)  # one chunk: a covered first close
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "review19c: datahub/writeback/journal.py Journal._record (line ~561) hands out "
-        "`self._cover += 1` without checking that covering is still on: submit() tested "
-        "`self._cover` before fn ran, and Workspace._mark_clean's stop_covers() set it to 0 "
-        "meanwhile, so the commit gets cover number 1, below the journal's `covered` "
-        "(epoch << 32): _apply_deferred skips it as applied, _view_for hides it, the clean "
-        "close is recorded and recovery replays nothing. Fix: under _group, when "
-        "self._cover == 0, do not defer (queue the request the synced way, cover 0, no trailer)"
-    ),
-)
 def test_a_close_recorded_while_the_workspace_closes_is_not_lost(tmp_path: Path) -> None:
+    """Journal.submit tested covering before ``fn`` ran and Journal._record took the number
+    after: a Workspace.close() whose _mark_clean (stop_covers) came in between gave the close
+    cover number 1, below the journal's ``covered`` (epoch << 32), so _apply_deferred skipped
+    it as applied, _view_for hid it, the clean close was recorded and recovery replayed
+    nothing: an acknowledged file lost. Now such a commit goes the synced way."""
     env = make_env(tmp_path)
     try:
         ws = env.open()
