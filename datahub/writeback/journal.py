@@ -633,6 +633,7 @@ class Journal:
 
     def _commit_loop(self) -> None:
         retry_at = 0.0  # after a failed write of the deferred commits: not before this
+        failing = False  # the last write of them failed: retried quietly (a lost lease fails each)
         while True:
             due = self._deferred_due(retry_at)
             if due is None or due > 0:
@@ -649,8 +650,15 @@ class Journal:
                 try:
                     self.settle_deferred()
                 except Exception as exc:  # kept in memory and in their packs; tried again
-                    log.warning("%s: %s", self.what, exc)
+                    # once per run of failures: a writer whose lease is lost fails every 50 ms
+                    # until unmounted, a warning each time flooded its log (review19c)
+                    (log.debug if failing else log.warning)("%s: %s", self.what, exc)
+                    failing = True
                     retry_at = time.monotonic() + self.defer_seconds
+                else:
+                    if failing:
+                        log.warning("%s: the deferred commits are written into the journal now", self.what)
+                    failing = False
             with self._group:  # a lead handed to this thread as close() began is still served
                 if self._closed and not self._committer_turn:
                     return
