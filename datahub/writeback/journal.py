@@ -37,9 +37,8 @@ LMDB's snapshot, so this process sees the file at once. They are written into LM
 by the committer thread, one transaction for all that wait (one journal ``fdatasync`` per
 batch, none waited for): once the oldest has waited ``DEFER_SECONDS``, at the next covered
 close, whose pack flush then runs beside LMDB's (two flushes issued together cost the disk
-about one; one issued while the other runs waits for it: on the test VM, a batch written on
-a clock alone made a lone writer's closes slower, docs/benchmarks.md "smallsync19"); on the
-clock alone after twice that when no close comes; at once when ``DEFER_BATCH`` wait; and
+about one; one issued while the other runs may wait for it); on the clock alone after twice
+that when no close comes; at once when ``DEFER_BATCH`` wait; and
 by *every* other write transaction before its own change (``write``, the group commit): a
 transaction that may depend on them (a rename, an unlink, a flush's origin state, a
 commit's base, an eviction, a clean close) is durable only with them. Why not LMDB without
@@ -633,7 +632,6 @@ class Journal:
 
     def _commit_loop(self) -> None:
         retry_at = 0.0  # after a failed write of the deferred commits: not before this
-        failing = False  # the last write of them failed: retried quietly (a lost lease fails each)
         while True:
             due = self._deferred_due(retry_at)
             if due is None or due > 0:
@@ -650,15 +648,8 @@ class Journal:
                 try:
                     self.settle_deferred()
                 except Exception as exc:  # kept in memory and in their packs; tried again
-                    # once per run of failures: a writer whose lease is lost fails every 50 ms
-                    # until unmounted, a warning each time flooded its log (review19c)
-                    (log.debug if failing else log.warning)("%s: %s", self.what, exc)
-                    failing = True
-                    retry_at = time.monotonic() + self.defer_seconds
-                else:
-                    if failing:
-                        log.warning("%s: the deferred commits are written into the journal now", self.what)
-                    failing = False
+                    log.warning("%s: %s (tried again in a second)", self.what, exc)
+                    retry_at = time.monotonic() + max(self.defer_seconds, 1.0)
             with self._group:  # a lead handed to this thread as close() began is still served
                 if self._closed and not self._committer_turn:
                     return

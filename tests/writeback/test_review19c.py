@@ -8,8 +8,6 @@ Each test is one defect found (each failed before its fix, in this branch's comm
 from __future__ import annotations
 
 import hashlib
-import logging
-import threading
 from pathlib import Path
 
 from tests.writeback.conftest import CHUNK, make_env, write
@@ -81,45 +79,3 @@ def test_a_version_before_smallsync19_replays_what_a_kill_took_from_the_journal(
         assert owner not in (None, "", _boot_id())  # the older version's rule: it replays
     finally:
         env.close()
-
-
-def test_a_writer_whose_lease_is_lost_warns_once_not_at_every_retry(tmp_path: Path) -> None:
-    """The committer retries writing the deferred commits every ``defer_seconds`` while the
-    fence refuses (a lost or suspended lease): a warning each time gave a mount that lost its
-    lease 18 log lines a second until unmounted. One warning per run of failures."""
-    from datahub.errors import StorageError
-    from datahub.writeback.journal import Journal
-
-    warnings: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.levelno >= logging.WARNING:
-                warnings.append(record.getMessage())
-
-    handler = Collect()
-    logger = logging.getLogger("datahub.writeback.journal")
-    logger.addHandler(handler)
-    journal = Journal(tmp_path / "lmdb", "a journal")
-    try:
-        journal.defer_seconds = 0.001
-        journal.start_covers(1 << 32)
-        refused = threading.Semaphore(0)
-
-        def lost(doing: str) -> None:  # the lease is lost just after the close was recorded
-            if "deferred commits" in doing:
-                refused.release()
-                raise StorageError(f"{doing} refused: this process no longer holds the writer lease")
-
-        journal.fence = lost
-        request = journal.submit(
-            "fsync of 'y'", lambda txn: txn.put_entry("y", {"t": "f", "id": 8}), covered=True
-        )
-        assert request.wait() is None and request.cover
-        for _ in range(5):  # five refused writes of the deferred commit
-            assert refused.acquire(timeout=60)
-        journal.fence = lambda doing: None  # not refused any more: written on the next try
-    finally:
-        journal.close()
-        logger.removeHandler(handler)
-    assert len([w for w in warnings if "refused" in w]) == 1, warnings
