@@ -285,7 +285,10 @@ def _recover(ws: Workspace, new_id: bool) -> None:
         epoch = int(txn.meta(COVER_EPOCH) or 0) + 1
         txn.put_meta(COVER_EPOCH, str(epoch))
         txn.put_meta(COVERED, str(epoch << 32))
-        txn.put_meta(OWNER_BOOT, boot)
+        # never equal to a boot id: a version before smallsync19 replays the packs' records only
+        # when the stored boot differs from its own (a kill lost nothing then); after a kill of
+        # this session it must replay the deferred commits too, not start a new epoch above them
+        txn.put_meta(OWNER_BOOT, f"{boot} {DEFERRING}")
         paths: dict[int, list[str]] = {}
         for path, file_id in txn.tree_files():
             paths.setdefault(file_id, []).append(path)
@@ -345,6 +348,10 @@ def _replay_covers(ws: Workspace, txn: Txn, sizes: dict[str, int]) -> None:
                 "recovery of %s: wrote %r again from its record in the shared tier (the journal "
                 "did not hold its first close: a crash or a power loss)", ws.what, cover["path"],
             )  # fmt: skip
+
+
+# what the owner's boot id is stored with (``_recover``): a session that defers covered commits
+DEFERRING = "deferring"
 
 
 def _boot_id() -> str:

@@ -534,7 +534,9 @@ class Journal:
         """
         self._check_open()
         if covered and self._cover and self._may_defer():
-            return self._record(doing, fn)
+            recorded = self._record(doing, fn)
+            if recorded is not None:
+                return recorded
         request = _Request(doing, fn, detached=True)
         with self._group:
             self._queue.append(request)
@@ -554,11 +556,15 @@ class Journal:
         free = _free_bytes(self.path)
         return free is not None and free >= DEFER_ROOM
 
-    def _record(self, doing: str, fn: Callable[[Txn], T]) -> _Request:
+    def _record(self, doing: str, fn: Callable[[Txn], T]) -> _Request | None:
         """A covered request, done at once: ``fn`` runs against an LMDB snapshot with the
         deferred changes over it, and its writes become one more deferred commit, visible
         to every reader from now on, written into LMDB later (module docstring). Its cover
-        number is handed out only if ``fn`` succeeds (a failed one's chunk carries no record)."""
+        number is handed out only if ``fn`` succeeds (a failed one's chunk carries no record).
+        None (nothing recorded: the caller commits it the synced way) when covering stopped
+        while ``fn`` ran: the session is closing (``stop_covers``), its clean close may be
+        written already, and a number from 1 again would lie below the journal's ``covered``:
+        never written into LMDB, hidden from readers, never replayed (review19c)."""
         request = _Request(doing, fn, detached=True)
         with self._recording:
             try:
@@ -576,6 +582,8 @@ class Journal:
                 request.error = exc
             else:
                 with self._group:
+                    if not self._cover:
+                        return None
                     self._cover += 1
                     request.cover = self._cover
                     request_time = time.monotonic()
