@@ -61,6 +61,16 @@ def _runtime_dir(home: Path) -> Path:
     return home / "run" / "mounts"
 
 
+def _private(directory: Path) -> None:
+    """Make ``directory`` (and its parents) with only its owner let in, and take others out of
+    one an earlier version made 0755. Why: a mount's record and log name the datasets, buckets
+    and workspaces a user mounts, their mount points, warm-up scopes and error lines with keys
+    and lease holders, and were readable by every local account (review19b)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if directory.stat().st_mode & 0o077:
+        os.chmod(directory, 0o700)
+
+
 def canonical(mountpoint: str) -> str:
     """Absolute path with symlinks resolved in its parents only.
 
@@ -82,7 +92,7 @@ def write_record(home: Path, record: MountRecord) -> Path:
     path = record_path(home, record.mountpoint)
     tmp = path.with_suffix(".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _private(path.parent)
         tmp.write_text(json.dumps(asdict(record)))
         os.replace(tmp, path)
     except OSError as exc:
@@ -284,7 +294,7 @@ def spawn_until_ready(
     process and whether it signalled ready (False: it exited before mounting, or timed out).
     """
     read_fd, write_fd = os.pipe()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    _private(log_path.parent)
     cmd = [sys.executable, "-m", "fuse_adapter", *args, "--foreground", "--ready-fd", str(write_fd)]
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(

@@ -35,7 +35,11 @@ def stats_dir(config: Config) -> Path:
 
 
 def write_snapshot(directory: Path, snapshot: dict) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
+    """Owner-only, as the mount's record and log (``fuse_adapter.daemon._private``): a
+    snapshot names the mount point and what it serves (review19b)."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if directory.stat().st_mode & 0o077:
+        os.chmod(directory, 0o700)
     path = directory / f"{os.getpid()}.json"
     tmp = directory / f".{os.getpid()}.json.tmp"
     tmp.write_text(json.dumps(snapshot))
