@@ -89,6 +89,15 @@ def test_a_rados_blob_proven_on_one_cluster_is_no_proof_on_another_with_the_pool
             store.close()
 
 
+def localhost_alias(endpoint: S3Endpoint) -> S3Endpoint:
+    """The same moto server reached as localhost: another endpoint for all a store knows."""
+    alias = S3Endpoint(
+        "moto", endpoint.url.replace("127.0.0.1", "localhost"), endpoint.access_key, endpoint.secret_key
+    )
+    assert alias.url != endpoint.url
+    return alias
+
+
 def test_an_s3_blob_proven_at_one_endpoint_is_no_proof_at_another_with_the_bucket_name(
     moto_endpoint: S3Endpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,11 +105,7 @@ def test_an_s3_blob_proven_at_one_endpoint_is_no_proof_at_another_with_the_bucke
     services for all it knows (each may have a bucket of the name)."""
     bucket = moto_endpoint.new_bucket()
     root = f"s3://{bucket}/blobs"
-    alias = S3Endpoint(
-        "moto", moto_endpoint.url.replace("127.0.0.1", "localhost"), moto_endpoint.access_key,
-        moto_endpoint.secret_key,
-    )  # fmt: skip
-    assert alias.url != moto_endpoint.url
+    alias = localhost_alias(moto_endpoint)
     here = open_store(root, make_config(tmp_path, moto_endpoint))
     elsewhere = open_store(root, make_config(tmp_path, alias))
     try:

@@ -19,6 +19,7 @@ from datahub.storage import open_store
 from datahub.storage.blobs import blob_key
 from tests.servers import S3Endpoint
 from tests.storage.conftest import make_config
+from tests.storage.test_guard19 import localhost_alias
 
 CONTENT = b"selfverify19 " * 500
 KEY = blob_key(hashlib.sha256(CONTENT).hexdigest())
@@ -44,10 +45,7 @@ def test_a_blob_verified_at_one_endpoint_is_hashed_again_at_another(
     monkeypatch.setattr(selfverify, "_hashes_to", counted)
     bucket = moto_endpoint.new_bucket()
     root = f"s3://{bucket}/objects"
-    alias = S3Endpoint(
-        "moto", moto_endpoint.url.replace("127.0.0.1", "localhost"), moto_endpoint.access_key,
-        moto_endpoint.secret_key,
-    )  # fmt: skip
+    alias = localhost_alias(moto_endpoint)
     here = open_store(root, make_config(tmp_path, moto_endpoint))
     elsewhere = open_store(root, make_config(tmp_path, alias))
     try:
