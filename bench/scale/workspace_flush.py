@@ -3,6 +3,7 @@
     .venv/bin/python bench/scale/workspace_flush.py BASE_TREE [--files 100000 1000000] [--scratch /var/tmp]
         [--flush-seconds S] [--tracemalloc] [--reuse]
     .venv/bin/python bench/scale/workspace_flush.py [BASE_TREE] --disk [--files 10000] [--strace] [--device loop0]
+    .venv/bin/python bench/scale/workspace_flush.py --folio-probe --scratch DIR [--device loop0]
 
 flushmem19, issues 38/41. commitmem18 built 10^6 small files through the ``Workspace`` API:
 the building process grew to 2.5 GB of RSS while its flush planned (one object per dirty
@@ -31,7 +32,8 @@ file), and the build was charged 51 GB of writes. Two measures:
   of its own, e.g. ext4 on a loop device, so the count is this run's and includes the file
   system's own journal. ``write_bytes`` is not the disk's count: it charges the whole page
   cache folio a write dirties, and this kernel's ext4 caches files in folios of up to
-  1 MiB or more, so a 100-byte write after an ``fdatasync`` can be charged 1 MiB. With
+  1 MiB or more, so a 100-byte write after an ``fdatasync`` can be charged 1 MiB
+  (``--folio-probe`` shows it). With
   ``--strace`` the process runs under ``strace -ff -y`` and every write and flush call is
   summed by what it wrote to: the journal's LMDB file, packs, chunk files, the flush target
   (temp files and directories included), other; "pages" counts the 4 KiB pages each call
@@ -155,7 +157,7 @@ def flush(home: str, files: int, seconds: float | None, trace: bool = False) -> 
                 "files_done": count.uploaded,
                 "flush_wall_s": round(time.perf_counter() - wall, 1),
                 "flush_cpu_s": round(spent, 1),
-                "cpu_us_per_file": round(1e6 * spent / files, 1),
+                "cpu_us_per_file": round(1e6 * spent / max(1, count.uploaded), 1),  # per file done
                 "peak_rss_mib": _status_mib("VmHWM"),
                 "peak_rss_anon_mib": anon.stop(),
                 "flush_write_bytes_per_file": round((_write_bytes() - wrote) / files),
@@ -223,6 +225,30 @@ def disk(home: str, files: int, device: str | None) -> dict:
     out["journal_file_bytes_per_file"] = round(
         sum(p.stat().st_size for p in Path(home).rglob("data.mdb")) / files
     )
+    return out
+
+
+def folio_probe(directory: str, device: str | None) -> dict:
+    """What one small write after an ``fdatasync`` is charged (``write_bytes``) and what reaches
+    the device, in a file first written whole (1 MiB in one write, as a pack or the journal's
+    file grows): the reason ``write_bytes`` is not a disk count on this kernel."""
+    path = Path(directory) / "flushmem19-folio-probe"
+    out = {}
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.pwrite(fd, bytes(1 << 20), 0)
+        os.fdatasync(fd)
+        for size in (100, PAGE):
+            wrote, reached = _write_bytes(), _device_bytes(device) if device else 0
+            for i in range(200):
+                os.pwrite(fd, b"x" * size, i * size)
+                os.fdatasync(fd)
+            out[f"{size}_byte_write_charged"] = round((_write_bytes() - wrote) / 200)
+            if device:
+                out[f"{size}_byte_write_reached_device"] = round((_device_bytes(device) - reached) / 200)
+    finally:
+        os.close(fd)
+        path.unlink()
     return out
 
 
@@ -317,8 +343,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--prepare", metavar="HOME")
     ap.add_argument("--flush", metavar="HOME")
     ap.add_argument("--disk-home", metavar="HOME")
+    ap.add_argument(
+        "--folio-probe", action="store_true", help="what a 100-byte write is charged, in --scratch"
+    )
     ap.add_argument("--device", help="with --disk: the block device under --scratch (e.g. loop0) to count")
     args = ap.parse_args(argv)
+    if args.folio_probe:
+        print(json.dumps(folio_probe(args.scratch, args.device)), flush=True)
+        return
     if args.prepare:
         print(json.dumps(prepare(args.prepare, args.files[0])), flush=True)
         return

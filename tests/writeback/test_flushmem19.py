@@ -276,3 +276,31 @@ def test_eviction_takes_the_oldest_files_in_rounds(small: Env) -> None:
     for path, data in files.items():
         with ws.open(path) as fh:
             assert fh.read(0, CHUNK) == data
+
+
+def test_a_progress_sink_gets_the_total_before_the_uploads(small: Env) -> None:
+    """A sink with ``total`` left at None (`datahub cache flush`'s bar) is told how many files
+    and deletes the flush will do before its first upload, counted across batches."""
+    ws = small.open(background=False)
+    files = _files(14)
+    _write_all(ws, files)
+    ws.flush()
+    for path in list(files)[:5]:
+        ws.unlink(path)
+    for path in list(files)[5:11]:
+        write(ws, path, b"again " + path.encode())
+
+    class Sink:
+        total = None
+        done = 0
+        seen_at_first_update: int | None = None
+
+        def update(self, n: int = 1, nbytes: int = 0) -> None:
+            if self.seen_at_first_update is None:
+                self.seen_at_first_update = self.total
+            self.done += n
+
+    sink = Sink()
+    report = ws.flush(progress=sink)
+    assert (report.uploaded, report.deleted) == (6, 5)
+    assert sink.seen_at_first_update == 11 and sink.total == 11 and sink.done == 11
