@@ -51,21 +51,24 @@ def digest_named_by(url: str) -> str | None:
 
 
 class _Memory:
-    """(url, record etag) -> (current etag, whether its bytes hash to the URL's digest)."""
+    """(store identity, url, record etag) -> (current etag, whether its bytes hash to the URL's
+    digest)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._answers: OrderedDict[tuple[str, str], tuple[str, bool]] = OrderedDict()
-        # (url, current etag) -> whether its bytes hash to the URL's digest, whichever record asked
-        self._hashed: OrderedDict[tuple[str, str], bool] = OrderedDict()
+        self._answers: OrderedDict[tuple[str, str, str], tuple[str, bool]] = OrderedDict()
+        # (store identity, url, current etag) -> whether its bytes hash to the URL's digest,
+        # whichever record asked
+        self._hashed: OrderedDict[tuple[str, str, str], bool] = OrderedDict()
         self._busy = [threading.Lock() for _ in range(64)]  # striped: one verify of a blob at a time
 
-    def current(self, url: str, etag: str) -> str:
+    def current(self, store: ObjectStore, url: str, etag: str) -> str:
         """The etag to read a record of ``(url, etag)`` under: its own, or a verified one."""
         if not self._answers:  # the normal path: nothing was ever substituted
             return etag
+        where = store.identity()
         with self._lock:
-            answer = self._answers.get((url, etag))
+            answer = self._answers.get((where, url, etag))
         return answer[0] if answer is not None and answer[1] else etag
 
     def verified(self, store: ObjectStore, key: str, url: str, etag: str, changed: ObjectChanged) -> str:
@@ -75,12 +78,13 @@ class _Memory:
         digest = digest_named_by(url)
         if digest is None:
             raise changed
+        where = store.identity()
         busy = self._busy[hash(url) % len(self._busy)]
         with busy:  # one whole-object read at a time per blob, however many pages and records ask
             now = store.stat(key).etag
             with self._lock:
-                known = self._answers.get((url, etag))
-                hashed = self._hashed.get((url, now))
+                known = self._answers.get((where, url, etag))
+                hashed = self._hashed.get((where, url, now))
             if known is not None and known[0] == now:
                 if known[1]:
                     return now
@@ -95,9 +99,10 @@ class _Memory:
                     raise changed
                 hashed = ok
             with self._lock:
-                if hashed is not None:  # only a verdict a hash gave: never the record's own etag's
-                    _remember(self._hashed, (url, now), hashed)
-                _remember(self._answers, (url, etag), (now, ok))
+                if hashed is not None and where:  # a hash's verdict only, on a store told apart
+                    _remember(self._hashed, (where, url, now), hashed)
+                if where:
+                    _remember(self._answers, (where, url, etag), (now, ok))
         if not ok:
             log.warning(
                 "blob %s (etag %s) does not hash to its name: records of etag %s stay unreadable",
@@ -112,7 +117,7 @@ class _Memory:
         return now
 
 
-def _remember(answers: OrderedDict, key: tuple[str, str], answer: object) -> None:
+def _remember(answers: OrderedDict, key: tuple[str, str, str], answer: object) -> None:
     """Keep ``answer`` as the newest of ``answers``; the oldest go beyond ``REMEMBERED``."""
     answers[key] = answer
     answers.move_to_end(key)
@@ -156,7 +161,7 @@ def read(stores, store: ObjectStore, key: str, url: str, etag: str, start: int, 
     """``store.read`` of a record of ``(url, etag)``, under a verified etag if it was replaced
     (a blob of the objects store only: ``own_blob``)."""
     try:
-        return store.read(key, start, stop, etag=MEMORY.current(url, etag))
+        return store.read(key, start, stop, etag=MEMORY.current(store, url, etag))
     except ObjectChanged as exc:
         if not own_blob(stores, url):
             raise
@@ -171,7 +176,7 @@ def read_chunks(
     got = False
     try:
         for chunk in _closing(
-            store.read_chunks(key, start, stop, etag=MEMORY.current(url, etag), chunk_size=chunk_size)
+            store.read_chunks(key, start, stop, etag=MEMORY.current(store, url, etag), chunk_size=chunk_size)
         ):
             got = True
             yield chunk

@@ -7,9 +7,9 @@ and a node that never comes back leaves both there: nothing but an operator can 
 node is gone. ``journals`` shows every shared-tier prefix (``datahub.writeback.journals``);
 ``forget-journal`` deletes one and the journal's flushed files (never another journal's:
 only names under its own folder), behind guards so that nothing acknowledged is lost by accident
-(promise 3): never this node's own journal; never while another node holds the workspace's
-writer lease (the command takes it, so the catalog judges it: ``LeaseGuard``), and not at all without a
-lease to ask unless ``--force``; and only after printing what goes (objects, bytes, the paths
+(promise 3): never this node's own journal; never while anyone else holds the workspace's
+writer lease, this node's own mount included (the command takes it in its own name, so the
+catalog judges it: ``LeaseGuard``), and not at all without a lease to ask unless ``--force``; and only after printing what goes (objects, bytes, the paths
 its cover records name) with ``--yes``. ``cache_cmd`` adds these under ``cache``.
 """
 
@@ -49,7 +49,8 @@ def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
         "(needs --yes)",
         description="Deletes the journal's prefix of the shared tier and its own folder of the "
         "flush target (<objects_url>/workspaces/<name>/j-<id>/, or under --target). Refused for "
-        "this node's own journal and while another node holds the workspace's writer lease; "
+        "this node's own journal and while anyone else holds the workspace's writer lease (another "
+        "node, or a mount of the workspace on this node: unmount it first); "
         "prints what it deletes, including the paths the journal's cover records name "
         "(acknowledged small files, lost if that node never flushed them) and its flushed files "
         "(lost unless committed). Run it again to finish a delete that was cut short.",
@@ -203,39 +204,53 @@ def _plan_text(entry, paths: list[str], flushed, shared_url: str) -> str:
 
 
 class LeaseGuard:
-    """Holds the workspace's writer lease while a journal's prefix is deleted.
+    """Holds the workspace's writer lease, in this run's own name, while a journal is deleted.
 
     Why a take, not a look: a lease's expiry is a time on the catalog's clock (the SQLite host's,
     the MongoDB server's, the API server's: ``datahub.catalog.leases``), and judging it on this
     machine's clock let a clock 2 minutes ahead see a live node's renewed lease as lapsed and
     delete that node's acknowledged chunks (review17f). Taking the lease under an owner id of
-    this run lets the catalog judge it on its own clock: refused (Conflict) while another node
-    holds it. Held for the whole delete (renewed before each batch), the node being retired
-    cannot take it back meanwhile and write under a journal half deleted; released at the end.
-    A lease this node's mount holds (its journal's lease owner id, and the take refused) is
-    renewed under that id and left to it: the other journal's node cannot write while this one
-    does; a free one is taken under this run's id like any other (``_mounted_here``). No lease to ask (an embedded catalog that
-    does not exist, or a workspace never leased): refused unless ``force``; over the API
-    always, since the server answers "none" for a lease this token may not see. Forced with a
-    catalog but no row (``lease prune`` deletes free ones), the name is taken all the same: the
-    guard must hold it, or the node being retired takes it back mid-delete (review18c)."""
+    this run lets the catalog judge it on its own clock: refused (Conflict) while anyone else
+    holds it.
+
+    Why its own name, always: only the owner at its epoch may renew or release a lease, so
+    while this run holds it no one else can free it, and a renewal at the same epoch before
+    each batch proves nobody held it in between (an epoch grows with every other owner's take).
+    A lease this node's mount holds is refused like any other holder's, with "unmount it here
+    first": renewed under the mount's id (as before guard19), the mount's unmount freed it
+    mid-delete and the node being retired could take it back between two batches while its
+    folder was deleted (review18c); taken under the mount's id when free and released at the
+    end, it freed the lease under a mount of this node started meanwhile (review18a). Taking
+    it from a mount that still writes would fence that mount (its writes fail), so the command
+    asks for the unmount instead. A free or lapsed lease is taken under this run's id, so a
+    mount of the workspace starting anywhere meanwhile (this node's too) is refused until the
+    delete ends.
+
+    No lease to ask (an embedded catalog that does not exist, or a workspace never leased):
+    refused unless ``force``; over the API always, since the server answers "none" for a lease
+    this token may not see. Forced with a catalog but no row (``lease prune`` deletes free
+    ones), the name is taken all the same: the guard must hold it, or the node being retired
+    takes it back mid-delete (review18c). The same rule holds on every catalog (SQLite,
+    MongoDB, the API): each applies ``leases.decide``, ``renewed`` and ``released``."""
 
     def __init__(self, ctx: CliContext, name: str, what: str, *, force: bool) -> None:
         self.ctx, self.name, self.what, self.force = ctx, name, what, force
         self.owner = uuid.uuid4().hex
         self.holder = f"host {socket.gethostname()} pid {os.getpid()} (datahub cache forget-journal)"
         self.taken = None  # the lease this run holds
-        self._release = True  # free it at the end (not a lease this node's mount holds)
-        self._local = ""  # this node's journal's lease owner id ("": none)
 
     def check(self) -> None:
-        """Take (or renew) the lease; Conflict if another node holds it, on the catalog's clock."""
+        """Take the lease, then renew it at the epoch taken; Conflict if anyone else holds it, or
+        held it since the last check, on the catalog's clock."""
         from datahub.workspaces import leased
         from datahub.writeback.lease import LEASE_TTL
 
         name, what = self.name, self.what
         url = self.ctx.config.resolved_catalog_url
         store = self.ctx.catalog.store if leased(url) else None
+        if self.taken is not None:
+            self._renew(store, LEASE_TTL)
+            return
         lease = store.lease(name) if store is not None else None
         if lease is None and url.startswith(("http://", "https://")):
             raise Conflict(  # the API answers "none" for a lease this token may not see: never --force
@@ -260,46 +275,68 @@ class LeaseGuard:
         # (review18c); Conflict below if a node took it since it was read
         dataset = lease.dataset if lease is not None else ""
         try:
-            try:
-                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, dataset)
-            except Conflict:
-                lease = lease or store.lease(name)  # no row when read: whoever took it since
-                if lease is None or self.taken is not None or not self._mounted_here(lease):
-                    raise
-                # this node's own mount holds it: renewed under that mount's id, never released
-                # here (the mount releases it at unmount). Only then: a free lease of this
-                # node's id taken under it and released at the end freed the lease under a
-                # mount of this node started meanwhile (same id: its take is granted), and
-                # another node opened the workspace beside that mount (review18a).
-                self.owner, self.holder, self._release = self._local, lease.holder, False
-                self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, lease.dataset)
+            self.taken = store.acquire_lease(name, self.owner, self.holder, LEASE_TTL, dataset)
         except Conflict:
+            lease = lease or store.lease(name)  # no row when read: whoever took it since
             if lease is None:  # refused, yet no row to name: the catalog's own words
                 raise
-            from datahub.catalog.leases import shown  # here: `datahub --help` imports no pydantic
+            raise self._refused(lease) from None
 
-            state = "broken" if shown(lease, time.time())["state"] == "broken" else "held"  # not a time
+    def _renew(self, store, ttl: float) -> None:
+        """The lease renewed at the epoch this run took it at. Why not a take again: a take is
+        granted on a free or lapsed lease, so one that lapsed during a batch, was taken by the
+        node being retired and freed again would be taken back silently; a renewal is refused
+        once any other owner took it (a higher epoch), and the delete stops."""
+        try:
+            self.taken = store.renew_lease(self.name, self.owner, self.taken.epoch, ttl)
+        except Conflict as exc:
+            self.taken = None  # not ours any more: nothing to release
             raise Conflict(
-                f"{what}: the writer lease of {name!r} is {state} by {lease.holder} (epoch {lease.epoch}, "
-                "as the catalog judges it on its own clock), so that node may still be writing under "
-                "this journal; unmount the workspace there, or wait for its lease to lapse (`datahub "
-                f"lease show {name}`), or, if that node is gone for good, free it (`datahub lease "
-                f"break {name} --at-once`), then run this again",
-                workspace=name,
-                holder=lease.holder,
+                f"{self.what}: the writer lease of {self.name!r} that this command held for the delete "
+                f"is no longer its own ({exc.message}); nothing more is deleted. Check that the node "
+                f"being retired is gone (`datahub lease show {self.name}`), then run this again to "
+                "finish the delete",
+                workspace=self.name,
             ) from None
 
+    def _refused(self, lease) -> Conflict:
+        """Conflict naming who holds the lease and what to do; for this node's own mount, unmount."""
+        from datahub.catalog.leases import shown  # here: `datahub --help` imports no pydantic
+
+        name, what = self.name, self.what
+        if self._mounted_here(lease):
+            return Conflict(
+                f"{what}: a mount of workspace {name!r} on this node holds its writer lease "
+                f"({lease.holder}, epoch {lease.epoch}); the delete must hold the lease in its own name "
+                "from the first batch to the last, and that mount's unmount would free it while the "
+                "journal is half deleted, letting the node being retired take it back: unmount the "
+                "workspace here (or, if that mount is gone, wait for its lease to lapse: `datahub "
+                f"lease show {name}`), then run this again",
+                workspace=name,
+                holder=lease.holder,
+            )
+        state = "broken" if shown(lease, time.time())["state"] == "broken" else "held"  # not a time
+        return Conflict(
+            f"{what}: the writer lease of {name!r} is {state} by {lease.holder} (epoch {lease.epoch}, "
+            "as the catalog judges it on its own clock), so that node may still be writing under "
+            "this journal; unmount the workspace there, or wait for its lease to lapse (`datahub "
+            f"lease show {name}`), or, if that node is gone for good, free it (`datahub lease "
+            f"break {name} --at-once`), then run this again",
+            workspace=name,
+            holder=lease.holder,
+        )
+
     def _mounted_here(self, lease) -> bool:
-        """Whether the lease's owner id is this node's journal's (its mount may hold it)."""
+        """Whether the lease's owner id is this node's journal's (a mount here holds it)."""
         from datahub.writeback import workspace_dir
 
         mine = workspace_dir(self.ctx.config, self.name) / "lease-owner"
-        self._local = mine.read_text().strip() if mine.is_file() else ""
-        return bool(self._local) and lease.owner == self._local
+        local = mine.read_text().strip() if mine.is_file() else ""
+        return bool(local) and lease.owner == local
 
     def release(self) -> None:
         """Free the lease this run took (a failure leaves it to lapse within its ttl)."""
-        if self.taken is None or not self._release:
+        if self.taken is None:
             return
         try:
             self.ctx.catalog.store.release_lease(self.name, self.owner, self.taken.epoch)

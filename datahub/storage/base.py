@@ -127,6 +127,15 @@ class ObjectStore(abc.ABC):
         bytes anyway proves a stored blob's content by its stat (``datahub.storage.etags``)."""
         return None
 
+    def identity(self) -> str:
+        """What tells this store's objects from another store's of the same URL in this
+        process ("": it cannot be told now). Why: a blob's proof (``datahub.storage.blobs``)
+        is remembered per (identity, url, etag), and an etag that names a write, not the
+        bytes (a RADOS object version), is found again on another cluster with a pool of the
+        same name, whose blob under it holds other bytes. The default, the root URL, fits a
+        store whose URL names it whole (memory: one key space per name)."""
+        return self.root_url
+
     @abc.abstractmethod
     def delete(self, key: str) -> None:
         """Remove an object; deleting an absent key is not an error (idempotent)."""

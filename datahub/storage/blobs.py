@@ -17,9 +17,12 @@ blob is trusted only once proven to hold the content:
   costs twice the CPU of SHA-256, so not beside it for every new blob); no read of the blob;
 - else by reading it and hashing it once: local files and RADOS objects (whose etags name the
   write, not the bytes), and an S3 blob another client cut in other parts. A proven
-  (url, etag) is remembered for the process (``VERIFIED_MAX`` pairs, least recently used
-  first out), so a blob many files share is read once; any change to the blob changes its
-  etag, and records are read under their etag.
+  (store, url, etag) is remembered for the process (``VERIFIED_MAX`` of them, least recently
+  used first out), so a blob many files share is read once; any change to the blob changes
+  its etag, and records are read under their etag. The store is its ``identity()`` (a RADOS
+  cluster's fsid, an S3 endpoint, a local root's device and inode): keyed by URL alone, two
+  Ceph clusters with one pool name shared proofs, and a blob proven on one was trusted on
+  the other under the same object version with other bytes (guard19).
 
 A blob this call has just created (``put_once_created``) is the writer's own bytes: not read
 back. An md5 etag is proof against corruption and other writers' mistakes, not against a
@@ -42,7 +45,7 @@ from datahub.storage.base import ObjectInfo, ObjectStore
 log = logging.getLogger(__name__)
 
 BLOB_PREFIX = "blobs/sha256"
-VERIFIED_MAX = 65_536  # (url, etag) pairs proven to hold their digest's bytes: about 9 MB when full
+VERIFIED_MAX = 65_536  # (store, url, etag) proven to hold their digest's bytes: about 9 MB when full
 READ_CHUNK = 4 * 1024**2
 ATTEMPTS = 3  # a blob that changes while it is checked is looked at again, this many times in all
 
@@ -98,9 +101,10 @@ Write = Callable[[BlobWriter, bool], ObjectInfo]
 
 
 class _Verified:
-    """The bounded set of (url, etag) pairs proven to hold their name's content, each kept as
-    a 16-byte BLAKE2b digest of the pair (about 140 bytes an entry; the pair itself cost
-    about 1 KB)."""
+    """The bounded set of (store identity, url, etag) proven to hold their name's content,
+    each kept as a 16-byte BLAKE2b digest of its parts (about 140 bytes an entry; the strings
+    themselves cost about 1 KB). ``None`` (a store that cannot tell its identity now) is never
+    in it and never added."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -108,19 +112,23 @@ class _Verified:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _key(pair: tuple[str, str]) -> bytes:
-        return hashlib.blake2b("\0".join(pair).encode(), digest_size=16).digest()
+    def _key(proof: tuple[str, ...]) -> bytes:
+        return hashlib.blake2b("\0".join(proof).encode(), digest_size=16).digest()
 
-    def __contains__(self, pair: tuple[str, str]) -> bool:
-        key = self._key(pair)
+    def __contains__(self, proof: tuple[str, ...] | None) -> bool:
+        if proof is None:
+            return False
+        key = self._key(proof)
         with self._lock:
             if key not in self._pairs:
                 return False
             self._pairs.move_to_end(key)
             return True
 
-    def add(self, pair: tuple[str, str]) -> None:
-        key = self._key(pair)
+    def add(self, proof: tuple[str, ...] | None) -> None:
+        if proof is None:
+            return
+        key = self._key(proof)
         with self._lock:
             self._pairs[key] = None
             self._pairs.move_to_end(key)
@@ -130,6 +138,21 @@ class _Verified:
     def clear(self) -> None:
         with self._lock:
             self._pairs.clear()
+
+
+class _Proofs:
+    """The remembered proofs of one blob of one store: ``of(etag)`` is its key in ``VERIFIED``.
+    The store's identity is asked once, when first needed (a RADOS store's connects; a local
+    store's root exists once a blob is there)."""
+
+    def __init__(self, objects: ObjectStore, url: str) -> None:
+        self.objects, self.url = objects, url
+        self._identity: str | None = None
+
+    def of(self, etag: str) -> tuple[str, str, str] | None:
+        if self._identity is None:
+            self._identity = self.objects.identity()
+        return (self._identity, self.url, etag) if self._identity else None
 
 
 VERIFIED = _Verified(VERIFIED_MAX)
@@ -143,6 +166,7 @@ def store_blob(objects: ObjectStore, content: Content, write: Write) -> StoredBl
     and ObjectChanged if the stored blob changed under every one of ``ATTEMPTS`` checks."""
     key = blob_key(content.sha256)
     url = objects.url_for(key)
+    proofs = _Proofs(objects, url)
     writer = BlobWriter(objects)
     for _attempt in range(ATTEMPTS):
         try:
@@ -150,10 +174,10 @@ def store_blob(objects: ObjectStore, content: Content, write: Write) -> StoredBl
         except ObjectNotFound:
             info = write(writer, False)  # put_once: another import or commit may store it meanwhile
             if writer.created:  # the caller's bytes, checked against the digest by it
-                VERIFIED.add((url, info.etag))
+                VERIFIED.add(proofs.of(info.etag))
                 return StoredBlob(info, content.size)
         try:
-            if _holds(objects, key, url, info, content):
+            if _holds(objects, key, proofs, info, content):
                 return StoredBlob(info, 0)
         except (ObjectChanged, ObjectNotFound):
             continue  # replaced, touched or removed while it was read: look again
@@ -166,7 +190,7 @@ def store_blob(objects: ObjectStore, content: Content, write: Write) -> StoredBl
             content.sha256,
         )
         info = write(writer, True)
-        VERIFIED.add((url, info.etag))
+        VERIFIED.add(proofs.of(info.etag))
         return StoredBlob(info, content.size)
     raise ObjectChanged(
         f"blob {url} kept changing while it was checked against sha256 {content.sha256}; "
@@ -175,21 +199,21 @@ def store_blob(objects: ObjectStore, content: Content, write: Write) -> StoredBl
     )
 
 
-def _holds(objects: ObjectStore, key: str, url: str, info: ObjectInfo, content: Content) -> bool:
+def _holds(objects: ObjectStore, key: str, proofs: _Proofs, info: ObjectInfo, content: Content) -> bool:
     """Whether the stored object ``info`` holds the content: its size, then the remembered
     proofs, then its md5 etag, and last a read of it hashed (ObjectChanged if it changes
     meanwhile)."""
     if info.size != content.size:
         return False
-    if (url, info.etag) in VERIFIED:
+    if proofs.of(info.etag) in VERIFIED:
         return True
     if objects.etag_hasher(content.size) is not None and info.etag in set(content.md5_etags()):
-        VERIFIED.add((url, info.etag))
+        VERIFIED.add(proofs.of(info.etag))
         return True
     digest = hashlib.sha256()
     for piece in objects.read_chunks(key, etag=info.etag, chunk_size=READ_CHUNK):
         digest.update(piece)
     if digest.hexdigest() != content.sha256:
         return False
-    VERIFIED.add((url, info.etag))
+    VERIFIED.add(proofs.of(info.etag))
     return True

@@ -124,6 +124,15 @@ class LocalStore(ObjectStore):
         """A proper (percent-encoded) ``file://`` URL, as ``Path.as_uri`` makes."""
         return (self.root / key).as_uri()
 
+    def identity(self) -> str:
+        """The root's device and inode besides its URL: another file system mounted on the
+        path, or the directory replaced, is another store ("" while the root is missing)."""
+        try:
+            st = os.stat(self._root_str)
+        except OSError:
+            return ""
+        return f"{self.root_url} dev {st.st_dev:x} ino {st.st_ino:x}"
+
     def _path(self, key: str) -> Path:
         return self.root / self._checked(key)
 

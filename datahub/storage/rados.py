@@ -96,6 +96,7 @@ class RadosStore(ObjectStore):
         self.root_url = f"rados://{pool}" + (f"/{encode_key(self.prefix.rstrip('/'))}" if self.prefix else "")
         self._lock = threading.Lock()
         self._cluster: Any = None
+        self._fsid = ""  # the cluster's, read at connect (``identity``)
         self._local = threading.local()
         self._ioctxs: list[Any] = []
         self._closed = False
@@ -117,6 +118,7 @@ class RadosStore(ObjectStore):
                 raise StorageError(
                     f"{self.root_url}: the Ceph cluster has no pool {self.pool!r}; create it first"
                 )
+            self._fsid = cluster.get_fsid()
         except rados.Error as exc:
             cluster.shutdown()
             raise self._error(exc, "connect", "") from None
@@ -148,6 +150,14 @@ class RadosStore(ObjectStore):
         holder = self._local.holder = _ThreadIoctx(ioctx)
         weakref.finalize(holder, _release_ioctx, weakref.ref(self), ioctx)
         return ioctx
+
+    def identity(self) -> str:
+        """The cluster's fsid besides the pool's URL (connecting if need be). Why: an etag here
+        is an object version, which another cluster with a pool of the same name (its
+        ``$CEPH_CONF``) may have under the same key with other bytes, so a proof of a blob on
+        one is no proof on the other (guard19)."""
+        self._ioctx()
+        return f"ceph fsid {self._fsid} {self.root_url}"
 
     def _forget(self, ioctx: Any) -> None:
         """A thread that used ``ioctx`` ended: close it, unless ``close`` did already."""

@@ -281,6 +281,10 @@ class S3Store(S3Writes, ObjectStore):
         self.multipart_concurrency = max(1, config.multipart_concurrency)
         self._clock = clock
 
+    def identity(self) -> str:
+        """The endpoint besides the bucket's URL: two S3 services may each have a bucket of the name."""
+        return f"{self._client.meta.endpoint_url} {self.root_url}"
+
     # --- the boundary: translate once, retry once ---------------------------------------------
     def _call(self, full_key: str | None, fn: Callable[[], T], expected_etag: str | None = None) -> T:
         """Run one SDK call: errors name the bucket and the full key (prefix included)."""

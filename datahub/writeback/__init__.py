@@ -258,11 +258,12 @@ def _recover(ws: Workspace, new_id: bool) -> None:
     prefix, and another journal's unreferenced-looking chunk may be an acknowledged file it has
     not flushed yet (review16). Objects from before journal ids are never deleted as orphans.
 
-    First, if the last session that had the journal open did not close it and the machine
-    has booted since, the journal's last transaction may have been undone by the power loss
-    (``journal.py``: covered commits flush no meta page), and the cover records in the packs
-    that it did not commit are written again (``_replay_covers``). A process that died
-    without a reboot lost nothing (its writes were in the kernel's page cache). Then this
+    First, if the last session that had the journal open did not close it, the cover
+    records in the packs that the journal does not hold are written again (``_replay_covers``):
+    a covered first commit is acknowledged once its pack is flushed and reaches LMDB up to
+    ``DEFER_SECONDS`` later (``journal.py``, "Deferred covered commits"), so a process killed
+    in between lost it from the journal, and a power loss may also undo the last transaction
+    that wrote such commits (its meta page is not flushed). Then this
     session gets the next cover epoch, above every number handed out before. Cover records are
     read under this journal's prefix only, and from before journal ids only when the last
     session wrote there (``new_id``: the journal gets its id now): another journal's records
@@ -275,7 +276,7 @@ def _recover(ws: Workspace, new_id: bool) -> None:
     used = 0
     boot = _boot_id()
     with ws.journal.write(f"recovery of {ws.what}") as txn:
-        if txn.meta(OWNER_BOOT) not in (None, "", boot):
+        if txn.meta(OWNER_BOOT) not in (None, ""):  # not closed cleanly: crashed, or the machine did
             ours = {key: n for key, n in sizes.items() if new_id or ws.chunks.reclaimable(key)}
             _replay_covers(ws, txn, ours)
         if new_id:
@@ -342,7 +343,7 @@ def _replay_covers(ws: Workspace, txn: Txn, sizes: dict[str, int]) -> None:
         if cover["c"] > covered and records.replay_cover(txn, key, cover, new_record(cover["mtime"])):
             log.warning(
                 "recovery of %s: wrote %r again from its record in the shared tier (the journal "
-                "lost its last transaction, a power loss)", ws.what, cover["path"],
+                "did not hold its first close: a crash or a power loss)", ws.what, cover["path"],
             )  # fmt: skip
 
 

@@ -24,27 +24,48 @@ Durability: LMDB runs with ``metasync=False``. A commit writes the transaction's
 its own (the next commit's ``fdatasync`` covers it). LMDB keeps its integrity that way (the
 pages a meta page points at are on disk before it is written); what a power loss can undo
 is the last transaction. So every transaction is followed by ``env.sync()`` (the meta page
-flushed: durable when it returns, as with ``sync=True``), except a group commit all of whose
-requests are *covered*: a new small file's first commit whose record is also appended to
-its pack beside the chunk and made durable by the pack's own ``fdatasync`` (``packs.py``,
-"cover records"). Such a commit costs one journal flush instead of two; if a power loss
-undoes it, recovery replays the record from the pack. Each covered request gets a number
-(``cover``) in queue order, and every group commit stores the highest number handed out
-before it began (``meta covered``): a record numbered above the recovered value was in the
-undone transaction (or never committed); one at or below it was committed in a transaction
-that is still there, so its absence means it was removed since (unlink) and it is not
-replayed. A process kill loses nothing either way (the meta page was written before the
-commit returned; only the kernel's page cache holds it until the next flush).
+flushed: durable when it returns, as with ``sync=True``), except a
+transaction that writes deferred covered commits only (below).
+
+Deferred covered commits (smallsync19, issue 41): a *covered* commit is a new small file's
+first commit whose record is also appended to its pack beside the chunk and made durable by
+the pack's own ``fdatasync`` (``packs.py``, "cover records"). That flush is its
+acknowledgement: the close waits for no journal flush at all. Its change is computed at once
+(``submit(covered=True)`` -> ``_record``: ``fn`` runs against an LMDB snapshot, its writes
+captured) and kept in memory, *deferred*; every ``read()`` sees the deferred changes over
+LMDB's snapshot, so this process sees the file at once. They are written into LMDB together
+by the committer thread, one transaction for all that wait (one journal ``fdatasync`` per
+batch, none waited for): once the oldest has waited ``DEFER_SECONDS``, at the next covered
+close, whose pack flush then runs beside LMDB's (two flushes issued together cost the disk
+about one; one issued while the other runs may wait for it); on the clock alone after twice
+that when no close comes; at once when ``DEFER_BATCH`` wait; and
+by *every* other write transaction before its own change (``write``, the group commit): a
+transaction that may depend on them (a rename, an unlink, a flush's origin state, a
+commit's base, an eviction, a clean close) is durable only with them. Why not LMDB without
+``sync`` (``MDB_NOSYNC``): LMDB reuses pages the durable meta page may still name and the
+disk does not keep write order, so a power loss can leave the environment corrupt, not just
+old (LMDB's documentation of ``MDB_NOSYNC``); deferring in memory keeps every LMDB commit's
+``fdatasync`` and makes fewer commits.
+
+Each covered commit gets a number (``cover``) when it is recorded, and a transaction that
+writes deferred commits stores the highest it wrote (``meta covered``): a pack record
+numbered above the journal's value after a crash was never written into LMDB (the process
+was killed first, or a power loss undid that transaction), and recovery replays it from the
+pack (``_recover`` after any unclean close); one at or below it was, so its absence means it
+was removed since (unlink) and it is not replayed. Readers take the deferred tuple *before*
+their snapshot and leave out what the snapshot's ``covered`` says it holds (``_view_for``).
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import queue
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,6 +86,12 @@ JOURNAL_ID = "journal_id"  # this journal's own chunk prefix in the shared tier 
 # made before nodeloss18 flushes straight under the target; ``datahub/writeback/__init__.py``)
 OBJECTS_PREFIX = "objects_prefix"
 _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for ENOSPC
+# deferred covered commits (module docstring): written into LMDB after this long, or once this many
+# wait; past DEFER_MAX waiting, with less than DEFER_ROOM bytes free on the journal's device, or
+# after a failed write transaction, covered commits are committed the synced way
+DEFER_SECONDS, DEFER_BATCH, DEFER_MAX, DEFER_ROOM = 0.05, 256, 1024, 64 * 1024**2
+
+log = logging.getLogger(__name__)
 
 
 def _tree_key(path: str) -> bytes:
@@ -102,24 +129,78 @@ def _entry_of(raw: bytes) -> dict:
 class Txn:
     """A read or write transaction with typed helpers (values are plain dicts)."""
 
-    def __init__(self, txn: Any, dbs: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        txn: Any,
+        dbs: dict[str, Any],
+        view: dict[str, dict[bytes, bytes | None]] | None = None,
+        record: dict[str, dict[bytes, bytes | None]] | None = None,
+    ) -> None:
         self._txn = txn
         self._dbs = dbs
+        # ``view``: changes acknowledged but not in LMDB yet (module docstring, "Deferred
+        # covered commits"), read over the LMDB snapshot; None (no value) marks a deletion.
+        # ``record``: a recording transaction's own writes (they never reach ``_txn``)
+        self._view = view
+        self._record = record
+
+    def _get(self, db: str, key: bytes) -> bytes | None:
+        if self._view is not None or self._record is not None:
+            for layer in (self._record, self._view):
+                if layer is not None and key in layer.get(db, ()):
+                    return layer[db][key]
+        return self._txn.get(key, db=self._dbs[db])
+
+    def _put(self, db: str, key: bytes, value: bytes | None) -> None:
+        if self._record is None:
+            if value is None:
+                self._txn.delete(key, db=self._dbs[db])
+            else:
+                self._txn.put(key, value, db=self._dbs[db])
+        elif db == "meta":  # never deferred: ``covered`` decides which deferred change is in LMDB
+            raise InvalidInput(f"a deferred commit may not write journal metadata ({key!r})")
+        else:
+            self._record.setdefault(db, {})[key] = value
 
     # --- namespace ----------------------------------------------------------------------------
     def entry(self, path: str) -> dict | None:
         if path == "":
             return {"t": "d", "mtime": 0.0, "mode": 0o755}
-        raw = self._txn.get(_tree_key(path), db=self._dbs["tree"])
+        raw = self._get("tree", _tree_key(path))
         return _entry_of(raw) if raw is not None else None
 
     def put_entry(self, path: str, entry: dict) -> None:
-        self._txn.put(_tree_key(path), _dump(entry), db=self._dbs["tree"])
+        self._put("tree", _tree_key(path), _dump(entry))
 
     def del_entry(self, path: str) -> None:
-        self._txn.delete(_tree_key(path), db=self._dbs["tree"])
+        self._put("tree", _tree_key(path), None)
 
     def _scan(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """LMDB's entries under ``prefix`` in key order, with the overlay's changes merged in."""
+        extra: dict[bytes, bytes | None] = {}
+        for layer in (self._view, self._record):
+            extra.update((k, v) for k, v in (layer or {}).get(db, {}).items() if k.startswith(prefix))
+        if not extra:
+            yield from self._scan_lmdb(db, prefix)
+            return
+        changes = sorted(extra.items())
+        at = 0
+        for key, value in self._scan_lmdb(db, prefix):
+            while at < len(changes) and changes[at][0] < key:
+                if changes[at][1] is not None:
+                    yield changes[at]  # type: ignore[misc]
+                at += 1
+            if at < len(changes) and changes[at][0] == key:
+                if changes[at][1] is not None:
+                    yield changes[at]  # type: ignore[misc]
+                at += 1
+            else:
+                yield key, value
+        for key, change in changes[at:]:
+            if change is not None:
+                yield key, change
+
+    def _scan_lmdb(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         with self._txn.cursor(db=self._dbs[db]) as cur:
             if not cur.set_range(prefix):
                 return
@@ -149,14 +230,14 @@ class Txn:
 
     # --- file records -------------------------------------------------------------------------
     def file(self, file_id: int) -> dict | None:
-        raw = self._txn.get(_ID.pack(file_id), db=self._dbs["files"])
+        raw = self._get("files", _ID.pack(file_id))
         return json.loads(raw) if raw is not None else None
 
     def put_file(self, file_id: int, record: dict) -> None:
-        self._txn.put(_ID.pack(file_id), _dump(record), db=self._dbs["files"])
+        self._put("files", _ID.pack(file_id), _dump(record))
 
     def del_file(self, file_id: int) -> None:
-        self._txn.delete(_ID.pack(file_id), db=self._dbs["files"])
+        self._put("files", _ID.pack(file_id), None)
 
     def files(self) -> Iterator[tuple[int, dict]]:
         for key, value in self._scan("files", b""):
@@ -164,21 +245,21 @@ class Txn:
 
     def reserve_ids(self, count: int) -> range:
         """``count`` file ids nobody else will get, even after a crash (unused ones are skipped)."""
-        raw = self._txn.get(b"next_id", db=self._dbs["meta"])
+        raw = self._get("meta", b"next_id")
         first = int(raw) if raw is not None else 1
-        self._txn.put(b"next_id", str(first + count).encode(), db=self._dbs["meta"])
+        self._put("meta", b"next_id", str(first + count).encode())
         return range(first, first + count)
 
     # --- origin state -------------------------------------------------------------------------
     def origin(self, path: str) -> dict | None:
-        raw = self._txn.get(path.encode(), db=self._dbs["origin"])
+        raw = self._get("origin", path.encode())
         return json.loads(raw) if raw is not None else None
 
     def put_origin(self, path: str, state: dict) -> None:
-        self._txn.put(path.encode(), _dump(state), db=self._dbs["origin"])
+        self._put("origin", path.encode(), _dump(state))
 
     def del_origin(self, path: str) -> None:
-        self._txn.delete(path.encode(), db=self._dbs["origin"])
+        self._put("origin", path.encode(), None)
 
     def origins(self) -> Iterator[tuple[str, dict]]:
         for key, value in self._scan("origin", b""):
@@ -186,7 +267,30 @@ class Txn:
 
     # --- resumable scans (flushmem19: the flusher plans a batch per read transaction) ----------
     def _after(self, db: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Entries of ``db`` whose key sorts after ``start`` (b"": all), in key order."""
+        """Entries of ``db`` whose key sorts after ``start`` (b"": all), in key order, with the
+        overlay's changes merged in (deferred commits, a recording transaction's own writes),
+        as ``_scan`` does for a prefix."""
+        extra: dict[bytes, bytes | None] = {}
+        for layer in (self._view, self._record):
+            extra.update((k, v) for k, v in (layer or {}).get(db, {}).items() if k > start)
+        changes = sorted(extra.items())
+        at = 0
+        for key, value in self._after_lmdb(db, start):
+            while at < len(changes) and changes[at][0] < key:
+                if changes[at][1] is not None:
+                    yield changes[at]  # type: ignore[misc]
+                at += 1
+            if at < len(changes) and changes[at][0] == key:
+                if changes[at][1] is not None:
+                    yield changes[at]  # type: ignore[misc]
+                at += 1
+            else:
+                yield key, value
+        for key, change in changes[at:]:
+            if change is not None:
+                yield key, change
+
+    def _after_lmdb(self, db: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         with self._txn.cursor(db=self._dbs[db]) as cur:
             if not cur.set_range(start):
                 return
@@ -212,25 +316,25 @@ class Txn:
     # --- garbage ------------------------------------------------------------------------------
     def add_garbage(self, keys: list[str]) -> None:
         for key in keys:
-            self._txn.put(key.encode(), b"", db=self._dbs["garbage"])
+            self._put("garbage", key.encode(), b"")
 
     def del_garbage(self, keys: list[str]) -> None:
         for key in keys:
-            self._txn.delete(key.encode(), db=self._dbs["garbage"])
+            self._put("garbage", key.encode(), None)
 
     def garbage(self) -> list[str]:
         return [k.decode() for k, _ in self._scan("garbage", b"")]
 
     # --- metadata -----------------------------------------------------------------------------
     def meta(self, name: str) -> str | None:
-        raw = self._txn.get(name.encode(), db=self._dbs["meta"])
+        raw = self._get("meta", name.encode())
         return raw.decode() if raw is not None else None
 
     def put_meta(self, name: str, value: str) -> None:
-        self._txn.put(name.encode(), value.encode(), db=self._dbs["meta"])
+        self._put("meta", name.encode(), value.encode())
 
     def del_meta(self, name: str) -> None:
-        self._txn.delete(name.encode(), db=self._dbs["meta"])
+        self._put("meta", name.encode(), None)
 
     def metas(self, prefix: str, after: str = "") -> Iterator[tuple[str, str]]:
         """Meta entries named ``prefix`` + something, in name (byte) order, those named above
@@ -311,6 +415,14 @@ class Journal:
         # daemon's Python samples (docs/benchmarks.md, "smallwrites18")
         self._committer_go: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._cover = 0  # the last cover number handed out (0: covering not started)
+        # deferred covered commits (module docstring): (cover, changes, when) in cover order, and
+        # every one's changes merged (newest wins), replaced as a pair, never changed in place,
+        # so a reader takes both with one attribute read and no lock
+        self._deferred: tuple[tuple[tuple[int, dict, float], ...], dict] = ((), {})
+        self._recording = threading.Lock()  # one deferred commit is recorded at a time
+        self.defer_seconds = DEFER_SECONDS  # how long a deferred commit may wait for others
+        self.fallback = False  # True: no more deferral (tests: what covered commits did before)
+        self._defer_failed = False  # the last write transaction failed: nothing is deferred
         # called with what is being done before every write transaction; raises (StorageError)
         # once this process may no longer write the workspace (``lease.WriterLease.check``)
         self.fence: Callable[[str], None] = _unfenced
@@ -321,21 +433,107 @@ class Journal:
 
     @contextmanager
     def read(self) -> Iterator[Txn]:
+        """A read transaction that sees every acknowledged change, deferred ones included."""
         self._check_open()
+        deferred = self._deferred  # before the snapshot: see ``_view_for``
         with self._env.begin(write=False) as txn:
-            yield Txn(txn, self._dbs)
+            yield Txn(txn, self._dbs, self._view_for(txn, deferred))
+
+    def _view_for(self, txn: Any, deferred: tuple[tuple[tuple[int, dict, float], ...], dict]) -> dict | None:
+        """The deferred changes LMDB snapshot ``txn`` lacks. ``deferred`` was taken before the
+        snapshot began, so a deferred commit missing from it was applied before: the snapshot
+        has it. One in it is in the snapshot exactly when its cover number is at or below the
+        snapshot's ``covered`` (they are applied in order, and each application stores the
+        highest); such ones are left out, or they would hide later changes of their keys."""
+        entries, merged = deferred
+        if not entries:
+            return None
+        covered = int(txn.get(COVERED.encode(), db=self._dbs["meta"]) or 0)
+        if covered < entries[0][0]:
+            return merged
+        if covered >= entries[-1][0]:
+            return None
+        return _merge({}, [changes for cover, changes, _ in entries if cover > covered])
 
     @contextmanager
     def write(self, doing: str) -> Iterator[Txn]:
-        """A write transaction; ``doing`` (e.g. "fsync of 'a/b'") names the operation in errors."""
+        """A write transaction; ``doing`` (e.g. "fsync of 'a/b'") names the operation in errors.
+
+        Deferred commits go into it first: it is durable only with them (it may depend on them)."""
         self._check_open()
         self.fence(doing)
         try:
             with self._env.begin(write=True) as txn:
+                applied = self._apply_deferred(txn)
                 yield Txn(txn, self._dbs)
             self._env.sync(True)  # the meta page too: durable when we return
         except lmdb.Error as exc:
+            self._defer_failed = True
             raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
+        self._forget_deferred(applied)
+
+    def _apply_deferred(self, txn: Any) -> int:
+        """Write the deferred commits ``txn`` (a write transaction, so no other runs) lacks;
+        returns the highest cover number applied (0: none). ``covered`` is stored with them."""
+        entries = self._deferred[0]
+        if not entries:
+            return 0
+        meta = self._dbs["meta"]
+        covered = int(txn.get(COVERED.encode(), db=meta) or 0)
+        top = 0
+        for cover, changes, _ in entries:
+            if cover <= covered:
+                continue  # applied by a commit whose ``_forget_deferred`` has not run yet
+            for db, items in changes.items():
+                for key, value in items.items():
+                    if value is None:
+                        txn.delete(key, db=self._dbs[db])
+                    else:
+                        txn.put(key, value, db=self._dbs[db])
+            top = cover
+        if top:
+            txn.put(COVERED.encode(), str(top).encode(), db=meta)
+        return top
+
+    def _forget_deferred(self, applied: int) -> None:
+        """Deferred commits numbered up to ``applied`` are in LMDB now (committed): a write
+        transaction succeeded, so covered commits may be deferred again."""
+        self._defer_failed = False
+        if not applied:
+            return
+        with self._group:
+            entries = tuple(e for e in self._deferred[0] if e[0] > applied)
+            self._deferred = (entries, _merge({}, [changes for _, changes, _ in entries]))
+
+    def deferred(self) -> int:
+        """How many acknowledged commits are not in LMDB yet (tests, diagnostics)."""
+        return len(self._deferred[0])
+
+    def settle_deferred(self) -> None:
+        """Write the deferred commits into LMDB now (one transaction; its meta page is not
+        flushed: the packs hold their records). Raises on failure; they stay deferred."""
+        if not self._deferred[0]:
+            return
+        doing = f"{len(self._deferred[0])} deferred commits"
+        try:
+            self.fence(doing)
+            with self._env.begin(write=True) as txn:
+                applied = self._apply_deferred(txn)
+        except lmdb.Error as exc:
+            self._defer_failed = True
+            raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
+        except BaseException:
+            self._defer_failed = True
+            raise
+        self._forget_deferred(applied)
+
+    def drop_deferred(self) -> int:
+        """Forget the deferred commits without writing them: what a kill -9 does (tests use it
+        through ``Workspace.abandon``); recovery replays them from their packs. Returns how many."""
+        with self._group:
+            lost = len(self._deferred[0])
+            self._deferred = ((), {})
+        return lost
 
     def start_covers(self, first: int) -> None:
         """Cover numbers of this session start after ``first`` (recovery stores it as ``covered``
@@ -383,17 +581,78 @@ class Journal:
         goes into that record. Only when ``start_covers`` ran (else the request is synced).
         """
         self._check_open()
+        if covered and self._cover and self._may_defer():
+            return self._record(doing, fn)
         request = _Request(doing, fn, detached=True)
         with self._group:
-            if covered and self._cover:
-                self._cover += 1
-                request.cover = self._cover
             self._queue.append(request)
             if self._leading:
                 return request
             self._leading = True
         self._hand_to_committer()
         return request
+
+    def _may_defer(self) -> bool:
+        """Whether a covered commit may be deferred: not when the journal could not take it
+        later. Its device has ``DEFER_ROOM`` free (else the close commits the synced way and
+        fails for space as before: docs/writeback.md, "Out of space at close"), the last
+        write transaction did not fail, and fewer than ``DEFER_MAX`` wait."""
+        if self.fallback or self._defer_failed or len(self._deferred[0]) >= DEFER_MAX:
+            return False
+        free = _free_bytes(self.path)
+        return free is not None and free >= DEFER_ROOM
+
+    def _record(self, doing: str, fn: Callable[[Txn], T]) -> _Request:
+        """A covered request, done at once: ``fn`` runs against an LMDB snapshot with the
+        deferred changes over it, and its writes become one more deferred commit, visible
+        to every reader from now on, written into LMDB later (module docstring). Its cover
+        number is handed out only if ``fn`` succeeds (a failed one's chunk carries no record)."""
+        request = _Request(doing, fn, detached=True)
+        with self._recording:
+            try:
+                self.fence(doing)
+                changes: dict[str, dict[bytes, bytes | None]] = {}
+                deferred = self._deferred  # before the snapshot: see ``_view_for``
+                with self._env.begin(write=False) as txn:
+                    view = self._view_for(txn, deferred)
+                    request.result = fn(Txn(txn, self._dbs, view, changes))
+            except lmdb.Error as exc:
+                request.error = _translate(
+                    exc, f"journal commit failed for {doing} in {self.what}", self.path
+                )
+            except BaseException as exc:
+                request.error = exc
+            else:
+                with self._group:
+                    self._cover += 1
+                    request.cover = self._cover
+                    request_time = time.monotonic()
+                    entries = (*self._deferred[0], (request.cover, changes, request_time))
+                    self._deferred = (entries, _merge(self._deferred[1], [changes]))
+                    # arm the committer's clock, or it is due: beside this close's pack flush
+                    wake = (
+                        len(entries) in (1, DEFER_BATCH) or request_time - entries[0][2] >= self.defer_seconds
+                    )
+                if wake:
+                    self._wake_committer()
+        request.done = True
+        request.wake.release()
+        return request
+
+    def _wake_committer(self) -> None:
+        with self._group:
+            if self._closed:
+                return
+            self._start_committer()
+        self._committer_go.put(None)
+
+    def _start_committer(self) -> None:
+        """The committer thread, started on first use (caller holds ``_group``)."""
+        if self._committer is None:
+            self._committer = threading.Thread(
+                target=self._commit_loop, name=f"journal-{self.path.parent.name}", daemon=True
+            )
+            self._committer.start()
 
     def _hand_to_committer(self) -> None:
         """The lead goes to the committer thread (the caller set ``_leading`` for it).
@@ -405,35 +664,57 @@ class Journal:
             closed = self._closed
             if not closed:
                 self._committer_turn = True
-                if self._committer is None:
-                    self._committer = threading.Thread(
-                        target=self._commit_loop, name=f"journal-{self.path.parent.name}", daemon=True
-                    )
-                    self._committer.start()
+                self._start_committer()
         if closed:
             self._lead()
         else:
             self._committer_go.put(None)
 
     def _commit_loop(self) -> None:
+        retry_at = 0.0  # after a failed write of the deferred commits: not before this
         while True:
-            self._committer_go.get()
+            due = self._deferred_due(retry_at)
+            if due is None or due > 0:
+                try:
+                    self._committer_go.get(timeout=due)
+                except queue.Empty:
+                    pass
             with self._group:
                 turn, self._committer_turn = self._committer_turn, False
             if turn:
                 self._lead()
+            due = self._deferred_due(retry_at)
+            if due is not None and due <= 0:
+                try:
+                    self.settle_deferred()
+                except Exception as exc:  # kept in memory and in their packs; tried again
+                    log.warning("%s: %s (tried again in a second)", self.what, exc)
+                    retry_at = time.monotonic() + max(self.defer_seconds, 1.0)
             with self._group:  # a lead handed to this thread as close() began is still served
                 if self._closed and not self._committer_turn:
                     return
+
+    def _deferred_due(self, retry_at: float) -> float | None:
+        """Seconds until the deferred commits should be written (<= 0: now), None: none.
+        Due after ``defer_seconds`` when a covered close came since (it woke us: its pack
+        flush runs beside ours), else after twice that (module docstring)."""
+        entries = self._deferred[0]
+        if not entries:
+            return None
+        now = time.monotonic()
+        if len(entries) >= DEFER_BATCH:
+            return max(0.0, retry_at - now)
+        first, last = entries[0][2], entries[-1][2]
+        wait = self.defer_seconds if last - first >= self.defer_seconds else 2 * self.defer_seconds
+        return max(first + wait, retry_at) - now
 
     def _lead(self) -> None:
         """Commit the whole queue as one batch, wake its callers, then pass the lead to the
         first caller that queued meanwhile (or give it up). Only the leader commits."""
         with self._group:
             batch, self._queue = self._queue, []
-            covered = self._cover  # every number handed out so far is in this batch or before
         try:
-            self._commit_batch(batch, covered)
+            self._commit_batch(batch)
         finally:
             with self._group:
                 successor = self._queue[0] if self._queue else None
@@ -447,17 +728,16 @@ class Journal:
                 else:
                     successor.wake.release()
 
-    def _commit_batch(self, batch: list[_Request], covered: int) -> None:
-        """One transaction for the batch; its meta page is flushed (``env.sync``) unless every
-        request in it is covered by a record in a pack."""
+    def _commit_batch(self, batch: list[_Request]) -> None:
+        """One durable transaction for the batch, the deferred commits written first."""
         if not batch:
             return
         what = batch[0].doing if len(batch) == 1 else f"{len(batch)} operations"
+        applied = 0
         try:
             self.fence(what)  # before anything of the batch is committed: every request fails
             with self._env.begin(write=True) as txn:
-                if covered:
-                    txn.put(COVERED.encode(), str(covered).encode(), db=self._dbs["meta"])
+                applied = self._apply_deferred(txn)
                 for request in batch:
                     child = self._env.begin(write=True, parent=txn)
                     try:
@@ -467,18 +747,21 @@ class Journal:
                         request.error = exc
                     else:
                         child.commit()
-            if not all(request.cover for request in batch):
-                self._env.sync(True)
+            self._env.sync(True)
         except lmdb.Error as exc:
+            self._defer_failed = True
             error = _translate(exc, f"journal commit failed for {what} in {self.what}", self.path)
             for request in batch:
                 request.error = error
         except BaseException as exc:
             for request in batch:
                 request.error = exc
+        else:
+            self._forget_deferred(applied)
 
     def close(self) -> None:
-        """Close; a commit the committer thread is running finishes first."""
+        """Close; a commit the committer thread is running finishes first, then the deferred
+        commits are written."""
         with self._group:
             self._closed = True
             committer = self._committer
@@ -487,10 +770,20 @@ class Journal:
             committer.join()
         if not self._readonly:
             try:
-                self._env.sync(True)  # the last covered commit's meta page
-            except lmdb.Error:
-                pass  # its records are in the packs: recovery replays them if it is lost
+                self.settle_deferred()
+                self._env.sync(True)  # the last deferred commits' meta page
+            except Exception as exc:  # their records are in the packs: recovery replays them
+                log.warning("%s: closing with commits not written into the journal: %s", self.what, exc)
         self._env.close()
+
+
+def _merge(base: dict, changes: list[dict]) -> dict:
+    """``base`` (not changed) with ``changes`` applied over it, in order, one dict per db."""
+    merged = {db: dict(items) for db, items in base.items()}
+    for change in changes:
+        for db, items in change.items():
+            merged.setdefault(db, {}).update(items)
+    return merged
 
 
 def _free_bytes(path: Path) -> int | None:

@@ -40,10 +40,10 @@ a concurrent append had not landed, and recovery tells a torn member from a whol
 
 Cover records: a new small file's first commit appends its journal record to the pack
 right after its chunk, in the same reserved range (``COVER_MAGIC``, the record's length and
-CRC-32, the record as JSON), so the pack's one ``fdatasync`` makes both durable and the
-journal commit needs no meta-page flush of its own (``journal.py``: a power loss can undo
-the last journal transaction; recovery finds the record here, ``cover_records``, and
-replays it). The record carries its journal ``cover`` number, the file's id, path, size,
+CRC-32, the record as JSON), so the pack's one ``fdatasync`` makes both durable and is the
+close's only durability point: the journal change is deferred and written into LMDB later
+with others (``journal.py``, "Deferred covered commits"); after a crash or a power loss,
+recovery finds the record here, ``cover_records``, and replays what LMDB lacks. The record carries its journal ``cover`` number, the file's id, path, size,
 mtime and the chunk's length and CRC; the chunk's key follows from where the record lies.
 """
 

@@ -30,9 +30,11 @@ chunks (``open_workspace``). Namespace transactions and overlapped commits exclu
 other (``overlapping``; a waiting namespace operation sends new closes the sequential
 way), so no namespace change is ever built on a record whose chunks may be missing.
 When such a file is one chunk in a pack, its record is also appended to the pack beside
-the chunk, and its journal commit flushes no meta page (``journal.py``, "covered"): a
-power loss that undoes that transaction is repaired by replaying the record at the next
-open (``open_workspace``).
+the chunk, and the pack's flush acknowledges the close: its journal change is deferred,
+seen by every reader of this process at once and written into LMDB with others before any
+transaction that could depend on it (``journal.py``, "Deferred covered commits"); a crash
+or a power loss that loses it is repaired by replaying the record at the next open
+(``open_workspace``). ``abandon`` drops the deferred changes, as a kill -9 does.
 
 Thread-safe: the FUSE daemon calls it from several worker threads. The namespace owns the
 locks of the write-back core (in ``Overlay``); the arrows between modules point one way
@@ -658,6 +660,7 @@ class Workspace:
         self._closed = True
         self.lingering.stop()
         self.flusher.stop()
+        self.journal.drop_deferred()  # a crash loses them from memory; their packs hold them
         self._shutdown()
 
     def _shutdown(self) -> None:

@@ -27,7 +27,7 @@ from datahub.errors import Conflict
 from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace, workspace_dir
 from datahub.writeback.journals import forget_journal, journal_prefix
-from tests.writeback.conftest import CHUNK
+from tests.writeback.conftest import CHUNK, write
 from tests.writeback.test_journals17 import Interrupted, interrupt_at, write_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,9 +158,13 @@ def test_this_nodes_own_journal_is_refused(cluster: Cluster, capsys: pytest.Capt
     assert cluster.objects(a) == before
 
 
-def test_a_lease_another_node_holds_is_refused_and_one_this_node_holds_is_not(
+def test_a_lease_another_node_holds_is_refused_and_so_is_one_this_nodes_mount_holds_until_it_unmounts(
     cluster: Cluster, capsys: pytest.CaptureFixture
 ) -> None:
+    """A lease this node's mount holds was let through before guard19 (renewed under the
+    mount's id), and the mount's unmount mid-delete let the node being retired back in
+    (tests/writeback/test_review18c_leaseguard.py): now refused, naming the unmount, while
+    the mount reads and writes on; once it unmounts, the delete holds the lease itself."""
     cluster.write_files("a")
     b = cluster.write_files("b")
     cluster.dies_holding_the_lease("b")
@@ -172,20 +176,26 @@ def test_a_lease_another_node_holds_is_refused_and_one_this_node_holds_is_not(
     code, _, err = run(capsys, "cache", "forget-journal", WS, b, "--yes")
     assert code == 4 and "is broken by host b pid 1" in err and cluster.objects(b) == before
     cluster.catalog.break_lease(WS, "", at_once=True)
-    ws = cluster.open("a")  # node a writes the workspace now: b's journal is nobody's
+    ws = cluster.open("a")  # node a writes the workspace now
     try:  # another process, as beside a mount (LMDB opens a journal once per process)
         done = subprocess.run(
             [Path(sys.executable).parent / "datahub", "cache", "forget-journal", WS, b, "--yes"],
             capture_output=True, text=True, timeout=300,
             env={**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
         )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert f"deleted journal {b} of workspace '{WS}': {before} objects" in done.stdout
-        with ws.open("a/5.txt") as fh:
+        assert done.returncode == 4, done.stderr
+        assert f"a mount of workspace '{WS}' on this node holds its writer lease" in done.stderr
+        assert "unmount the workspace here" in done.stderr
+        with ws.open("a/5.txt") as fh:  # the mount goes on, its lease untouched
             assert fh.read(0, 100) == b"node a file 5"
+        write(ws, "a/after.txt", b"written after the refusal")
     finally:
         ws.close()
-    assert cluster.objects(b) == 0
+    assert cluster.objects(b) == before  # nothing went while the mount ran
+    code, out, err = run(capsys, "cache", "forget-journal", WS, b, "--yes")  # unmounted: goes
+    assert code == 0, err
+    assert f"deleted journal {b} of workspace '{WS}': {before} objects" in out
+    assert cluster.objects(b) == 0 and cluster.catalog.lease(WS).expires <= 0
 
 
 def test_without_a_catalog_it_is_refused_unless_forced(

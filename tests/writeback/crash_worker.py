@@ -112,7 +112,15 @@ def overlap(ws, rng: random.Random, block: str) -> None:
         def journaled(doing, fn, covered=False):
             request = submit(doing, fn, covered)
             if doing == "fsync of 'v'":  # v's unverified first commit: say when it is durable
-                threading.Thread(target=lambda: (request.wait(), say("JOURNALED")), daemon=True).start()
+
+                def journaled_in_lmdb() -> None:
+                    request.wait()
+                    # a covered commit is deferred (journal.py): into LMDB now, as the crash
+                    # state this test wants is a record on disk whose chunk is not
+                    ws.journal.settle_deferred()
+                    say("JOURNALED")
+
+                threading.Thread(target=journaled_in_lmdb, daemon=True).start()
             return request
 
         ws.journal.submit = journaled

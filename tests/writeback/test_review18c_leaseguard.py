@@ -23,25 +23,35 @@ from tests.writeback.test_review18a_leaseguard import guard_of
 cluster = test_journals17.cluster  # its fixture: nodes a and b over one catalog and shared tier
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="datahub/cli/journals_cmd.py LeaseGuard: a lease held by this node's mount is only renewed "
-    "under the mount's id, and the mount's release frees it mid-delete; fix: refuse while this node's "
-    "mount holds the lease (unmount first), or have the guard's renewal survive the mount's release",
-)
 def test_the_retired_node_stays_out_when_the_mount_here_unmounts_during_the_delete(
     cluster: Cluster,
 ) -> None:
+    """guard19 fixed it by refusing: the delete holds the lease in its own name or not at all,
+    so while this node's mount holds it nothing is deleted ("unmount the workspace here"), and
+    once it unmounts the guard takes the free lease under its own id, which no release of the
+    mount's can free. Before, the first check renewed it under the mount's id and the mount's
+    unmount let node b back in (b's open below went through)."""
     b = cluster.write_files("b")  # node b wrote and is retired
     mount = cluster.open("a")  # a mount of this node holds the lease
     guard = guard_of(cluster, b)
-    guard.check()  # before the first batch: renewed under the mount's id
-    mount.close()  # the mount here unmounts while the delete runs
     try:
+        guard.check()  # before the first batch
+    except Conflict as refused:  # nothing deleted while this node's mount holds the lease
+        assert "a mount of workspace 'run-42' on this node holds its writer lease" in str(refused)
+        assert "unmount the workspace here" in str(refused) and guard.taken is None
+        mount.close()  # the operator unmounts, and runs the command again
+        mount = None
+        guard.check()
+    try:
+        if mount is not None:
+            mount.close()  # the mount here unmounts while the delete runs
         with pytest.raises(Conflict):  # node b, back, must wait for the delete to end
             cluster.open("b").abandon()
+        guard.check()  # the next batch: still the command's
     finally:
         guard.release()
+    assert cluster.catalog.lease(WS).expires <= 0  # free at the end
+    cluster.open("b").abandon()
 
 
 def test_a_pruned_lease_still_keeps_the_retired_node_out_during_a_forced_delete(
