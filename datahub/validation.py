@@ -18,13 +18,20 @@ TAG_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,62}")
 _VERSION_LIKE = re.compile(r"v?[0-9]+|latest")
 MAX_KEY_BYTES = 1024
 # NUL/C0/DEL, and invisible format characters that make a key render as another one:
-# zero-width and direction marks (U+200B-U+200F), bidi embeddings/overrides (U+202A-U+202E)
-# and isolates (U+2066-U+2069): "img/\u202egpj.exe" shows as "img/exe.jpg".
+# zero-width and direction marks (U+200B-U+200F, and the Arabic letter mark U+061C), bidi
+# embeddings/overrides (U+202A-U+202E) and isolates (U+2066-U+2069): "img/\u202egpj.exe" shows
+# as "img/exe.jpg"; and the other format characters (Unicode category Cf) that render as
+# nothing, so "img/c\u2060at.jpg" shows as "img/cat.jpg": the soft hyphen U+00AD, the word
+# joiner and invisible operators U+2060-U+2064, the deprecated format characters U+206A-U+206F,
+# the zero-width no-break space U+FEFF and the interlinear annotation controls U+FFF9-U+FFFB
+# (review19b: these were shown as nothing and accepted in new keys).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A lone UTF-16 surrogate: Python strings (from JSON "\\ud800", or os.fsdecode) may hold one,
 # but it is not text: it has no UTF-8 form, so no catalog, object store or file system keeps it.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_INVISIBLE = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# the contents of a regular expression class, for the tests that hold NEW_KEY_PATTERN to it
+INVISIBLE_CHARS = "\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
+_INVISIBLE = re.compile(f"[{INVISIBLE_CHARS}]")
 
 
 def visible(text: str) -> str:
@@ -43,7 +50,7 @@ KEY_PATTERN = "^(?!/)(?!.*//)(?!.*/$)(?!(.*/)?[.][.]?(/|$))[^\\x00-\\x1f\\x7f]+$
 # check_new_key, up to its per-segment rules: no invisible format characters either
 NEW_KEY_PATTERN = (
     "^(?!/)(?!.*//)(?!.*/$)(?!(.*/)?[.][.]?(/|$))"
-    "[^\\x00-\\x1f\\x7f\\u200b-\\u200f\\u202a-\\u202e\\u2066-\\u2069]+$"
+    "[^\\x00-\\x1f\\x7f\\u00ad\\u061c\\u200b-\\u200f\\u202a-\\u202e\\u2060-\\u206f\\ufeff\\ufff9-\\ufffb]+$"
 )
 # check_prefix: empty, only slashes, or a key (at most MAX_KEY_BYTES, as characters here)
 # followed by any number of slashes.
@@ -143,8 +150,10 @@ def check_new_key(key: str) -> str:
     check_key(key)
     if _INVISIBLE.search(key):
         raise InvalidKey(
-            f"invalid key {key!r}: contains invisible format characters (zero-width or bidirectional "
-            "override, U+200B-U+200F, U+202A-U+202E, U+2066-U+2069) that make it display as another key",
+            f"invalid key {key!r}: contains invisible format characters (zero-width, "
+            "bidirectional or other format characters that render as nothing: U+00AD, U+061C, "
+            "U+200B-U+200F, U+202A-U+202E, U+2060-U+206F, U+FEFF, U+FFF9-U+FFFB) that make it "
+            "display as another key; rename it",
             key=key,
         )
     for segment in key.split("/"):

@@ -61,6 +61,8 @@ class Build:
     sample_cached: bool = False
     #: write() is told whether the WRITE comes from the kernel's write-back cache (workspaces)
     write_cached: bool = False
+    #: the write table: WRITEs of a workspace's staged handles answered in C (fastwrite.h)
+    fastwrite: bool = False
 
     @classmethod
     def probe(cls, pyfuse3: object) -> Build:
@@ -76,6 +78,7 @@ class Build:
             fastread=fastloop and bool(getattr(pyfuse3, "FASTREAD", False)),
             sample_cached=hasattr(pyfuse3, "passthrough_sample_cached"),
             write_cached=bool(getattr(pyfuse3, "WRITE_CACHED", False)),
+            fastwrite=fastloop and bool(getattr(pyfuse3, "FASTWRITE", False)),
         )
 
 
@@ -236,6 +239,25 @@ def decide(
         fastread_off="" if fastread else fastread_off,
         auto=auto and passthrough and fastread,
     )
+
+
+def c_writes_off(*, asked: bool, passthrough: bool, writeback_cache: bool, quota: bool, build: Build) -> str:
+    """Why a workspace mount does not answer its staged handles' WRITEs in C (fastwrite.h;
+    docs/writeback.md, "WRITEs answered in C"), or "" when it does. Passthrough writes need
+    no WRITE at all; the kernel's write-back cache sends cached pages whose failure is
+    answered differently (Python's ``_short_file``); a quota is charged per WRITE in Python,
+    at the write(2) that passes it, which the C table does not do (yet)."""
+    if passthrough:
+        return "--passthrough: the kernel writes staged files itself"
+    if not asked:
+        return "the default; --writes-in-c stages new files and answers their WRITEs in C"
+    if writeback_cache:
+        return "--writeback-cache: the kernel's cached WRITEs are answered in Python"
+    if quota:
+        return "--quota: each WRITE is charged in Python, at the write(2) that passes the quota"
+    if not build.fastwrite:
+        return "pyfuse3 built without its C fast path (libfuse >= 3.17; scripts/build_libfuse.sh)"
+    return ""
 
 
 def write_passthrough_off(asked: bool, build: Build) -> str:

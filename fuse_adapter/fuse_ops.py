@@ -33,7 +33,7 @@ import pyfuse3
 import trio
 
 from datahub.errors import DatahubError, InvalidInput
-from fuse_adapter.fast_path import Build, FastPath, write_passthrough_off
+from fuse_adapter.fast_path import Build, FastPath, c_writes_off, write_passthrough_off
 from fuse_adapter.fastread import FastReads
 from fuse_adapter.hop import Hop, Job
 from fuse_adapter.mount_sys import requests_in_c
@@ -496,6 +496,7 @@ class WorkspaceOps(Ops):
         timeout: float = 1.0,
         write_passthrough: bool = False,
         writeback_cache: bool = False,
+        c_writes: bool = False,
     ) -> None:
         if not BUILD.write_cached:  # write() would fail every WRITE (it takes ``cached``)
             raise DatahubError(
@@ -520,6 +521,17 @@ class WorkspaceOps(Ops):
         self.enable_writeback_cache = writeback_cache
         if writeback_cache:
             view.kernel_cache_on()
+        # WRITEs of staged handles answered by pyfuse3's C reader thread (fastwrite.h): read by
+        # serve() before pyfuse3.main(), which starts that thread only when asked
+        self.c_writes_off = c_writes_off(
+            asked=c_writes,
+            passthrough=self.enable_passthrough,
+            writeback_cache=writeback_cache,
+            quota=view.quota is not None,
+            build=BUILD,
+        )
+        self.fastloop = not self.c_writes_off
+        self._c_writes_asked = c_writes
 
     def init(self) -> None:
         if self.enable_passthrough:
@@ -527,6 +539,11 @@ class WorkspaceOps(Ops):
                 self.view.passthrough_on(_CTable("passthrough_"))
             else:
                 self.view.passthrough_off("the kernel does not offer FUSE passthrough (Linux >= 6.9)")
+        if self.fastloop and pyfuse3.passthrough_stats()["fastloop"]:
+            self.view.c_writes_on(_CTable("fastwrite_"))
+        elif not self.enable_passthrough:
+            why = self.c_writes_off or "pyfuse3 started no C reader thread (allow_root, or it failed)"
+            self.view.c_writes_unavailable(why, asked=self._c_writes_asked)
         super().init()
 
     async def _thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -732,7 +749,7 @@ def terminate() -> None:
 
 async def run_requests(ops: Ops, max_tasks: int) -> None:
     """Serve the mount's requests until it is unmounted or :func:`terminate` is called."""
-    if FASTLOOP:  # only read-only mounts ask for it; writes gain nothing from a hop
+    if FASTLOOP:  # read-only mounts, and workspace mounts whose staged handles' WRITEs C answers
         pyfuse3.passthrough_fastloop(bool(getattr(ops, "fastloop", False)))
     if URING:
         pyfuse3.passthrough_uring(bool(getattr(ops, "io_uring", False)))

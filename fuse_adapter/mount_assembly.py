@@ -86,6 +86,8 @@ class WorkspaceMount(MountSettings):
     write_passthrough: bool = False
     #: the kernel's write-back cache on the daemon path (``--writeback-cache``)
     writeback_cache: bool = False
+    #: stage new files and answer their WRITEs in pyfuse3's C reader thread (``--writes-in-c``)
+    c_writes: bool = False
 
 
 def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
@@ -420,6 +422,8 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
         # version of whatever the workspace held at that moment, and the retry a second one
         # under the same name (found by the chaos soak, seed 26). The files stay in the
         # workspace's journal for the mount that succeeds.
+        if view.cwrites is not None:  # what the C reader thread wrote (fastwrite.h; the tests read it)
+            log.info("workspace %s: WRITEs answered in C: %s", m.workspace, view.cwrites.stats())
         commit_to = m.commit_to if became_ready.is_set() else None
         if m.commit_to and commit_to is None:
             log.warning(
@@ -448,6 +452,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
                 threads=m.threads,
                 write_passthrough=m.write_passthrough,
                 writeback_cache=m.writeback_cache,
+                c_writes=m.c_writes,
             ),
             mountpoint,
             mount_options(

@@ -129,6 +129,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "before, which pyfuse3's C threads answer otherwise (docs/fuse.md)",
     )
     p.add_argument(
+        "--writes-in-c",
+        action="store_true",
+        help="--workspace, without --passthrough, --writeback-cache or --quota: stage new files on "
+        "local disk and answer their WRITEs in pyfuse3's C reader thread (every WRITE still reaches "
+        "the daemon; close and fsync stay durable in the shared tier). Faster for big files, slower "
+        'for small ones, so not the default (docs/writeback.md, "WRITEs answered in C")',
+    )
+    p.add_argument(
         "--writeback-cache",
         action="store_true",
         help="--workspace, without --passthrough: let the kernel keep written pages in its page cache "
@@ -211,6 +219,11 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
             "--writeback-cache applies to --workspace mounts without --passthrough (the kernel "
             "refuses passthrough next to its write-back cache)"
         )
+    if args.writes_in_c and (not args.workspace or args.passthrough or args.writeback_cache or args.quota):
+        raise InvalidInput(
+            "--writes-in-c applies to --workspace mounts without --passthrough, --writeback-cache or "
+            '--quota (docs/writeback.md, "WRITEs answered in C")'
+        )
     if "://" in args.mountpoint and len(args.sources) == 1 and "://" not in args.sources[0]:
         # `datahub mount s3://bucket MNT` (source first, as rclone/s3fs take it) means the same
         args.mountpoint, args.sources = args.sources[0], [args.mountpoint]
@@ -248,6 +261,7 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
             quota=args.quota,
             write_passthrough=args.passthrough,
             writeback_cache=args.writeback_cache,
+            c_writes=args.writes_in_c,
         )
         return assembly.serve_workspace(workspace, ctx)
     return assembly.serve_readonly(readonly_mount(args, common), ctx)

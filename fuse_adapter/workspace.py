@@ -52,6 +52,14 @@ STAGE_HEADROOM = 64 * 1024**2  # with a quota, files are staged only while this 
 _MOUNT_WIDE = (errno.EPERM, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTTY, errno.ENOSYS)
 
 
+class CWrites(Protocol):
+    """pyfuse3's write table (``fastwrite_publish``/``_retract``/``_failed``; fastwrite.h)."""
+
+    def publish(self, fh: int, fd: int) -> None: ...
+    def retract(self, fh: int) -> int | None: ...
+    def failed(self, fh: int) -> int: ...
+
+
 class Backing(Protocol):
     """The kernel's backing files (pyfuse3's ``passthrough_open``/``passthrough_close``)."""
 
@@ -119,6 +127,10 @@ class WorkspaceView:
         self._staged: dict[int, _Staged] = {}  # inode -> its staged file's backing id and handles
         # the kernel's write-back cache (``kernel_cache_on``): WRITEs carry any writable handle
         self.kernel_cache = False
+        # WRITEs of staged handles answered in C (``c_writes_on``; None: every WRITE in Python)
+        self.cwrites: CWrites | None = None
+        self._published: set[int] = set()  # handles whose WRITEs the C table answers
+        self._unpublished_said = False  # logged once: a staged handle the table would not take
 
     # --- passthrough writes ----------------------------------------------------------------------
     def passthrough_on(self, backing: Backing) -> None:
@@ -126,6 +138,30 @@ class WorkspaceView:
         self.writes = "passthrough (the kernel writes staged files; FLUSH/FSYNC commit them)"
         log.info("workspace %r: writes: %s", self.ws.name, self.writes)
         raise_descriptor_limit(f"workspace {self.ws.name!r}")
+
+    def c_writes_on(self, table: CWrites) -> None:
+        """WRITEs through the daemon, answered in C for staged files (docs/writeback.md, "WRITEs
+        answered in C"): a file created, or opened with ``O_TRUNC`` and open nowhere else, is
+        staged as with ``--passthrough``, but its handles are served through the daemon, and
+        pyfuse3's C reader thread answers their WRITEs with a ``pwrite`` to the staged file
+        (fastwrite.h), without the GIL. Every WRITE still reaches the daemon (ENOTCONN after a
+        busy unmount, a failure at the write(2) that met it), and a failed one is recorded
+        in C and read at each FLUSH/FSYNC/RELEASE (``_absorb``): the file is then reverted at
+        close, never committed torn. FLUSH and FSYNC commit the staged file as passthrough's
+        are (``StagedFile.fsync``: copied into the shared tier, not through Python buffers)."""
+        self.cwrites = table
+        # no reservation or watcher for staged files: none of their writes fails unseen
+        self.ws.staging().writes_seen = True
+        self.writes = "through the daemon, staged files' WRITEs answered in C (FLUSH/FSYNC commit them)"
+        log.info("workspace %r: writes: %s", self.ws.name, self.writes)
+        raise_descriptor_limit(f"workspace {self.ws.name!r}")
+
+    def c_writes_unavailable(self, why: str, *, asked: bool) -> None:
+        """Every WRITE in Python (the daemon path), said once: as the mount was told (info)
+        or because the build or the session cannot (a warning)."""
+        (log.warning if asked else log.info)(
+            "workspace %r: writes go through the daemon in Python (WRITEs in C off: %s)", self.ws.name, why
+        )
 
     def kernel_cache_on(self) -> None:
         """Writes through the daemon from the kernel's write-back cache (``--writeback-cache``):
@@ -151,7 +187,9 @@ class WorkspaceView:
         self.writes = f"off: {why}"
 
     def _may_stage(self) -> bool:
-        return self.backing is not None and (self.quota is None or self.quota.available >= STAGE_HEADROOM)
+        return (self.backing is not None or self.cwrites is not None) and (
+            self.quota is None or self.quota.available >= STAGE_HEADROOM
+        )
 
     def _backing_of(self, ino: int, handle) -> tuple[int, bool]:
         """(backing id, direct I/O?) for a new handle of ``ino``: the staged file's id (made on
@@ -173,7 +211,9 @@ class WorkspaceView:
             if staged is None or staged.opener.staged_fd != fd:
                 staged = self._staged[ino] = _Staged(self._open_backing(fd), handle)
             staged.handles += 1
-            return staged.backing_id, staged.backing_id == 0
+            # the daemon path with WRITEs in C: the page cache as for any file of this mount (no
+            # passthrough handle beside it); a READ the cache misses preads the staged file
+            return staged.backing_id, staged.backing_id == 0 and self.cwrites is None
 
     def _open_backing(self, fd: int) -> int:
         backing = self.backing
@@ -362,7 +402,12 @@ class WorkspaceView:
             unlinked = node is not None and node.path is None and ino in self._last
             if unlinked:  # unlinked but still open: what we last knew, with no links left
                 last = self._last[ino]
+                staged = self._staged.get(ino) if self.cwrites is not None else None
+            if unlinked and staged is None:
                 return Stat(ino, last.mode, 0, last.size, last.mtime_ns, last.uid, last.gid)
+        if unlinked:  # WRITEs answered in C never told ``_last``: the staged file says
+            size, mtime = staged.opener.attr()
+            return Stat(ino, last.mode, 0, size, int(mtime * 1e9), last.uid, last.gid)
         st = self._stat(ino, self.ws.stat(self.path_of(ino)))
         with self._lock:
             if self._inodes.get(ino) is not None and self._inodes[ino].opened:
@@ -501,7 +546,9 @@ class WorkspaceView:
         ino = self._remember(path)
         st = self._stat(ino, handle.attr())  # what ``ws.stat(path)`` reads, without the read
         backing_id, direct = self._backing_of(ino, handle)
-        return self._register(ino, handle, st), st, backing_id, direct
+        fh = self._register(ino, handle, st)
+        self._publish(fh, handle)
+        return fh, st, backing_id, direct
 
     def creates_in_memory(self, parent: int, name: str) -> bool:
         """Whether ``create`` of ``name`` would do no I/O and wait for nothing (not staged:
@@ -527,7 +574,76 @@ class WorkspaceView:
         if not writable:
             with self._lock:
                 self._readers.add(fh)
+        self._publish(fh, handle)
         return fh, backing_id, direct
+
+    # --- WRITEs answered in C (``c_writes_on``) ----------------------------------------------------
+    def _publish(self, fh: int, handle) -> None:
+        """Hand ``fh``'s WRITEs to the C table if its file is staged (before the OPEN/CREATE
+        is answered, so no WRITE of it comes first). A table that refuses (full: 4,096
+        handles) leaves it to Python, which writes the same staged file: slower, never wrong."""
+        if self.cwrites is None or handle.staged_fd < 0 or fh in self._readers:
+            return  # a reader's handle gets no WRITE: the kernel sends them with writable ones
+        try:
+            self.cwrites.publish(fh, handle.staged_fd)
+        except OSError as exc:
+            if not self._unpublished_said:
+                self._unpublished_said = True
+                log.warning(
+                    "workspace %r: a staged file's WRITEs go through Python (the C table refused it: %s); "
+                    "said once", self.ws.name, exc,
+                )  # fmt: skip
+            return
+        with self._lock:
+            self._published.add(fh)
+
+    def _absorb(self, fh: int) -> None:
+        """A WRITE answered in C for ``fh`` failed (the table recorded its errno, for every
+        handle of the staged file open then): ``fh`` is short, so its close reverts the file
+        and is refused, as a failed WRITE on the daemon path makes it. Out of space (ENOSPC,
+        EDQUOT): NoSpace; anything else: StorageError (``_check_short``)."""
+        if self.cwrites is None or fh in self._readers:
+            return  # a reader acknowledges nothing: ``flush`` and ``_check_short`` ask ``_c_torn``
+        if fh in self._published:
+            self._c_failed(fh, self.cwrites.failed(fh))
+        elif self._c_torn(fh):  # a writer the table refused (full): its file's others say
+            self._c_failed(fh, errno.EIO)
+
+    def _c_torn(self, fh: int) -> bool:
+        """Whether a WRITE answered in C failed for a handle of ``fh``'s staged file that is
+        still open: the file may hold a torn write (it has no reservation to tell,
+        ``Staging.writes_seen``) until a close of that handle reverts it. A reader's close
+        then commits nothing and its fsync is refused, as beside a dropped cached write
+        (``_dropped_beside``)."""
+        if self.cwrites is None:
+            return False
+        entry = self._handles.get(fh)
+        if entry is None or entry[1].staged_fd < 0:
+            return False
+        with self._lock:
+            file_id = entry[1].file_id
+            others = [
+                o for o, (_, h) in self._handles.items() if o in self._published and h.file_id == file_id
+            ]
+        return any(self.cwrites.failed(other) for other in others)
+
+    def _c_failed(self, fh: int, err: int | None) -> None:
+        if not err:
+            return
+        with self._lock:
+            if fh in self._handles:
+                self._short.add(fh)
+                if err not in (errno.ENOSPC, errno.EDQUOT):
+                    self._failed.add(fh)
+
+    def _retract(self, fh: int) -> None:
+        """At RELEASE (the kernel sent every WRITE of ``fh`` before it): out of the C table,
+        its recorded failure kept (``_absorb``)."""
+        if self.cwrites is None or fh not in self._published:
+            return
+        with self._lock:
+            self._published.discard(fh)
+        self._c_failed(fh, self.cwrites.retract(fh))
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
         return self._handles[fh][1].read(offset, size)
@@ -556,9 +672,13 @@ class WorkspaceView:
                 raise
             self._short_file(fh)
             return len(data)
-        except (DatahubError, OSError):
+        except (DatahubError, OSError) as exc:
             if cached and fh in self._handles:
                 self._short_file(fh, failed=True)
+            elif self.cwrites is not None and isinstance(exc, OSError) and fh in self._handles:
+                # a staged handle's WRITE handed to Python: as one failed in C, every writable
+                # handle of the file is short (its staged file has no reservation to tell)
+                self._short_file(fh, failed=exc.errno not in (errno.ENOSPC, errno.EDQUOT))
             raise
 
     def _short_file(self, fh: int, *, failed: bool = False) -> None:
@@ -652,11 +772,12 @@ class WorkspaceView:
         return growth
 
     def _check_short(self, fh: int) -> None:
-        if fh in self._failed:
+        self._absorb(fh)
+        if fh in self._failed or (fh in self._readers and self._c_torn(fh)):
             ino = self._handles[fh][0]
             raise StorageError(
-                f"inode {ino} of workspace {self.ws.name!r}: a write-back of this file's cached pages "
-                "failed (the first error said why); the file is incomplete and goes back to its last "
+                f"inode {ino} of workspace {self.ws.name!r}: a write of this file failed (a write-back of "
+                "its cached pages, or a WRITE answered in C; the first error said why); the file is incomplete and goes back to its last "
                 "fsync or close when closed (nothing half-written is committed)"
             )
         if fh in self._short or self._dropped_beside(fh):
@@ -696,8 +817,9 @@ class WorkspaceView:
         handle short (``_short_file``): its close is refused and reverts. Every later close of a short handle (a dup of the descriptor) is refused too,
         and reverts again if no other handle has the file open (``_again``).
         """
-        if fh in self._readers and self._dropped_beside(fh):
+        if fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh)):
             return  # a reader acknowledges nothing; the writers' closes report the drop
+        self._absorb(fh)
         if fh not in self._short:
             try:
                 self.fsync(fh)
@@ -743,7 +865,9 @@ class WorkspaceView:
         return handle.staged_fd < 0 and handle.releases_now()
 
     def release(self, fh: int) -> None:
-        holed = fh in self._readers and self._dropped_beside(fh)  # commits nothing (``flush``)
+        self._retract(fh)
+        # commits nothing (``flush``)
+        holed = fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh))
         with self._lock:
             ino, handle = self._handles.pop(fh)
             staged = self._staged.get(ino) if handle.staged_fd >= 0 else None  # its file is open: its own
@@ -853,7 +977,9 @@ class WorkspaceView:
                 staged = self._staged.get(ino)
                 if fh in self._readers:
                     continue
-                if fh in self._dirty or self.kernel_cache or (staged is not None and staged.backing_id):
+                if fh in self._dirty or self.kernel_cache or fh in self._published:
+                    self._short.add(fh)  # WRITEs answered in C: Python never saw which handle wrote
+                elif staged is not None and staged.backing_id:
                     self._short.add(fh)
 
     def release_all(self) -> None:

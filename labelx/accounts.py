@@ -15,6 +15,8 @@ from datahub.errors import AlreadyExists, InvalidInput, NotFound
 from labelx.entities import ROLES, User
 
 DISABLED = "!disabled"  # a password hash no password matches (``set_password``)
+# the credential a request came with -> (table, column) that holds it while it is valid
+_PROOFS = {"session": ("sessions", "id_hash"), "token": ("tokens", "token_hash")}
 
 
 class AccountRecords:
@@ -84,11 +86,21 @@ class AccountRecords:
         return [User(*r) for r in self._conn().execute("SELECT id, name, role FROM users ORDER BY name")]
 
     # --- sessions and tokens -------------------------------------------------------------------
-    def create_session(self, id_hash: str, user_id: int, csrf: str, ttl: float) -> None:
+    def create_session(self, id_hash: str, user_id: int, csrf: str, ttl: float, pw_hash: str) -> bool:
+        """Open a session for the account only while its password hash is still ``pw_hash``, the
+        one the login checked; False (nothing written) if it was replaced since. Why: a
+        replacement (``set_password``, ``DISABLED``) ends every session in its transaction, and
+        a login that checked the old password before it and wrote its session after kept one
+        for ``SESSION_TTL`` (review19b)."""
         now = self.clock()
         with self._write() as db:
             db.execute("DELETE FROM sessions WHERE expires_at < ?", (now,))
-            db.execute("INSERT INTO sessions VALUES(?,?,?,?)", (id_hash, user_id, csrf, now + ttl))
+            cur = db.execute(
+                "INSERT INTO sessions SELECT ?,?,?,? WHERE EXISTS "
+                "(SELECT 1 FROM users WHERE id=? AND pw_hash=?)",
+                (id_hash, user_id, csrf, now + ttl, user_id, pw_hash),
+            )
+        return cur.rowcount == 1
 
     def session(self, id_hash: str) -> tuple[User, str] | None:
         row = (
@@ -106,9 +118,23 @@ class AccountRecords:
         with self._write() as db:
             db.execute("DELETE FROM sessions WHERE id_hash=?", (id_hash,))
 
-    def create_token(self, token_hash: str, user_id: int, description: str) -> None:
+    def create_token(
+        self, token_hash: str, user_id: int, description: str, proof: tuple[str, str] | None = None
+    ) -> bool:
+        """Store a token; with ``proof`` (``("session" | "token", hash)``: the credential of the
+        request asking) only while that credential still exists, in one statement. False:
+        nothing written (it was ended meanwhile, ``set_password``)."""
+        row = (token_hash, user_id, description, self.clock())
         with self._write() as db:
-            db.execute("INSERT INTO tokens VALUES(?,?,?,?)", (token_hash, user_id, description, self.clock()))
+            if proof is None:
+                db.execute("INSERT INTO tokens VALUES(?,?,?,?)", row)
+                return True
+            table, column = _PROOFS[proof[0]]
+            cur = db.execute(
+                f"INSERT INTO tokens SELECT ?,?,?,? WHERE EXISTS (SELECT 1 FROM {table} WHERE {column}=?)",
+                (*row, proof[1]),
+            )
+        return cur.rowcount == 1
 
     def delete_token(self, token_hash: str) -> int | None:
         """Remove a token; returns the id of the user it belonged to (None if unknown)."""

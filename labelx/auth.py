@@ -61,10 +61,12 @@ _DUMMY_HASH = "scrypt$16384$8$1$" + "00" * 16 + "$" + "00" * 32
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who makes a request, and how: ``csrf`` is None for bearer-token requests."""
+    """Who makes a request, and how: ``csrf`` is None for bearer-token requests; ``proof`` is
+    the credential it came with (``("session", id hash)`` or ``("token", token hash)``)."""
 
     user: User
     csrf: str | None
+    proof: tuple[str, str] | None = None
 
 
 class Auth:
@@ -80,7 +82,9 @@ class Auth:
         if not ok or found is None:
             raise Unauthenticated("wrong user name or password")
         session_id, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
-        self.store.create_session(sha256(session_id), found[0].id, csrf, SESSION_TTL)
+        # only while the hash checked is still the account's (a password change meanwhile: out)
+        if not self.store.create_session(sha256(session_id), found[0].id, csrf, SESSION_TTL, found[1]):
+            raise Unauthenticated("wrong user name or password")
         return session_id, csrf
 
     def logout(self, session_id: str) -> None:
@@ -90,15 +94,16 @@ class Auth:
         if not session_id:
             return None
         found = self.store.session(sha256(session_id))
-        return None if found is None else Principal(found[0], found[1])
+        return None if found is None else Principal(found[0], found[1], ("session", sha256(session_id)))
 
     def from_bearer(self, authorization: str | None) -> Principal | None:
         if not authorization or not authorization.lower().startswith("bearer "):
             return None
-        user = self.store.token_user(sha256(authorization[7:].strip()))
+        token_hash = sha256(authorization[7:].strip())
+        user = self.store.token_user(token_hash)
         if user is None:
             raise Unauthenticated("invalid API token; create one with `datahub labelx create-token`")
-        return Principal(user, None)
+        return Principal(user, None, ("token", token_hash))
 
     def revoke_token(self, by: User, token: str) -> None:
         """Delete a token: its owner or an admin may; unknown tokens are NotFound."""
@@ -110,9 +115,17 @@ class Auth:
             raise AccessDenied("only the token's owner or an admin may revoke it")
         self.store.delete_token(token_hash)
 
-    def new_token(self, user: User, description: str = "") -> str:
+    def new_token(self, user: User, description: str = "", proof: Principal | None = None) -> str:
+        """A new API token for ``user``; with ``proof`` (a request's caller) only while the
+        session or token that request came with still exists. Why: a password change or a
+        disable ends them in its transaction, and a request authenticated just before it wrote
+        a token, which never expires, just after (review19b). The operator's CLI gives none."""
         token = "lx_" + secrets.token_urlsafe(32)
-        self.store.create_token(sha256(token), user.id, description)
+        if not self.store.create_token(sha256(token), user.id, description, proof.proof if proof else None):
+            raise Unauthenticated(
+                "this session or API token was ended meanwhile (the account's password was changed, "
+                "or the account disabled): log in again"
+            )
         return token
 
 

@@ -20,7 +20,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 LIBFUSE=${1:-$ROOT/.venv/opt/libfuse}
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 SRC=$ROOT/third_party/pyfuse3/src/pyfuse3
-HEADERS=(passthrough.h fastopen.h lookup.h readdir.h fastread.h fastloop.h)
+HEADERS=(passthrough.h fastopen.h lookup.h readdir.h fastread.h fastwrite.h fastloop.h)
 FLAGS=(-std=gnu11 -O2 -D_GNU_SOURCE -DFUSE_USE_VERSION=32 -Werror -Wall -Wextra -Wconversion
        -Wshadow -Wformat=2 -Wpointer-arith -Wstrict-prototypes -Wundef -Wvla -Wnull-dereference
        -Wduplicated-cond -Wlogical-op -Wno-unused-function)

@@ -8,7 +8,7 @@
 # thread and its hand-over queue under concurrent handlers, io_uring, the request counters, a
 # page file evicted while published: the *_retract_file calls; one another process removed: the
 # *_sweep calls) and the passthrough ones a flag
-# turns on (a bucket mount's too).
+# turns on (a bucket mount's too), and the WRITEs in C of a --writes-in-c workspace mount (fastwrite.h).
 # The sanitized build goes to .venv/opt/pyfuse3-sanitize (scripts/build_pyfuse3.sh with
 # PYFUSE3_SANITIZE; rebuilt only when the tree changes), never into the venv: it is put first on
 # PYTHONPATH for this run only, and the mount daemons the tests start inherit that. CPython is not
@@ -27,7 +27,7 @@ TESTS=(tests/fuse/test_passthrough.py tests/fuse/test_passthrough_opens.py tests
        tests/fuse/test_cold_open.py tests/fuse/test_read_mode.py tests/fuse/test_paged_readdir.py
        tests/fuse/test_session_loop.py tests/fuse/test_request_counter.py
        tests/fuse/test_bucket_passthrough.py tests/fuse/test_evicted_published.py
-       tests/fuse/test_evicted_elsewhere.py)
+       tests/fuse/test_evicted_elsewhere.py tests/fuse/test_workspace_cwrites19.py)
 (($#)) && TESTS=("$@")
 PYFUSE3_SANITIZE=$DIR scripts/build_pyfuse3.sh "$PY"
 LIBASAN=$(gcc -print-file-name=libasan.so)

@@ -571,7 +571,7 @@ def test_the_extraction_finds_what_the_docs_show() -> None:
     found = {c.shown.text: c for c in checked_commands()}
     tour = found["datahub mount --background --workspace run-42 /mnt/out --commit-to outputs"]
     assert tour.shown.fenced and tour.shown.where.startswith("README.md:")
-    assert "datahub log imagenet" in found and "datahub ls imagenet@latest --filter labels.class=cat" in found
+    assert "datahub log imagenet" in found and "datahub ls imagenet@latest --prefix train/cat/" in found
     pipe = [c for c in checked_commands() if c.shown.text.startswith("$D ls sample@v1")]
     assert pipe and pipe[0].args == ("--home", "var", "ls", "sample@v1", "--filter", "labels.class=cat")
     assert parse_error("datahub", ("mount", "--no-such-flag", "/mnt/x", "ds")) is not None

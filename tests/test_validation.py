@@ -68,7 +68,10 @@ def test_tags_cannot_look_like_versions():
 
 
 BIDI_AND_INVISIBLE = [
-    chr(c) for c in [*range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    chr(c)
+    for c in [*range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+    # the other format characters that render as nothing (review19b)
+    + [0x00AD, 0x061C, *range(0x2060, 0x2066), *range(0x206A, 0x2070), 0xFEFF, *range(0xFFF9, 0xFFFC)]
 ]
 
 
@@ -97,7 +100,7 @@ def test_the_key_schema_pattern_is_exactly_check_key(key):
     assert (ok and not _INVISIBLE_CHARS.search(key)) == bool(re.fullmatch(NEW_KEY_PATTERN, key))
 
 
-_INVISIBLE_CHARS = re.compile("[\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_INVISIBLE_CHARS = re.compile("[\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]")
 
 
 @given(st.lists(st.text(_KEY_CHARS, min_size=1, max_size=12), min_size=1, max_size=5))

@@ -12,11 +12,14 @@ Issue 41. Three configurations, measured in the same run and taking turns round 
   (staged files: the kernel writes them; the mount's log says whether passthrough was had);
 - ``mount --no-passthrough``: the same mount with every WRITE through the daemon (the
   default; docs/writeback.md says why staged files are opt-in);
+- ``mount --no-passthrough --writes-in-c`` (with ``--mounts ...,cw``): every WRITE through
+  the daemon, new files staged and their WRITEs answered by pyfuse3's C reader thread
+  (fastwrite.h, writec19);
 - ``mount --writeback-cache`` (with ``--mounts ...,wbc``): the daemon path with the kernel's
   write-back cache (write(2) returns from the page cache; the kernel sends the pages in
   large WRITEs, at the latest at close).
 
-``--mounts`` picks the mounts (``pt``, ``nopt``, ``wbc``; default ``pt,nopt``); with
+``--mounts`` picks the mounts (``pt``, ``nopt``, ``cw``, ``wbc``; default ``pt,nopt``); with
 ``--alternate`` they take turns in reverse order every other round (an A/B in one run).
 
 Each mount's close returns once the file is durable in the shared tier (a local directory
@@ -255,7 +258,9 @@ def main() -> None:
     )
     ap.add_argument("--base-tree", help="with --ceph-env: another checkout; every Ceph mount from both trees")
     ap.add_argument("--piece", type=int, default=MiB, help="bytes per write(2) call (default 1 MiB)")
-    ap.add_argument("--mounts", default="pt,nopt", help="local shared tier: which of pt, nopt, wbc to mount")
+    ap.add_argument(
+        "--mounts", default="pt,nopt", help="local shared tier: which of pt, nopt, cw, wbc to mount"
+    )
     ap.add_argument("--alternate", action="store_true", help="the mounts in reverse order every other round")
     args = ap.parse_args()
     global PIECE
@@ -279,7 +284,12 @@ def main() -> None:
                 shutil.rmtree(root / "local" / tag)
                 return secs
 
-            flags = {"pt": ["--passthrough"], "nopt": ["--no-passthrough"], "wbc": ["--writeback-cache"]}
+            flags = {
+                "pt": ["--passthrough"],
+                "nopt": ["--no-passthrough"],  # the default: every WRITE answered in Python
+                "cw": ["--no-passthrough", "--writes-in-c"],  # staged files' WRITEs answered in C
+                "wbc": ["--writeback-cache"],
+            }
             mounts = {f"mount {' '.join(flags[k])}": Mount(root, k, flags[k]) for k in args.mounts.split(",")}
             groups.append(("local+fsync", local, mounts))
         if args.ceph_env and args.rgw:

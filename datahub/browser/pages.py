@@ -139,6 +139,7 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         who=principal.name if principal else "",
         local_mode=local,
         labelx=b.labelx,
+        cli=b.cli,  # the commands a page names run as shown: under make run, the checkout's venv
         logout_csrf=request.cookies.get(session.LOGIN_CSRF_COOKIE, ""),
         **values,
     )
@@ -211,7 +212,7 @@ def login_page(request: Request, next: str = "/", error: str = "") -> Response:
         title="Sign in",
         csrf=token,
         next=_local_path(next),
-        error=error[:200],
+        error=session.SIGN_IN_ERRORS.get(error, ""),  # a code: never the address's own text
         local=b.services.config.api.local_mode,
     )
     _set_form_cookie(request, response, token)
@@ -246,7 +247,7 @@ def login(
     try:
         session.check_token(b.services, token)
     except Unauthenticated as exc:
-        query = urlencode({"next": _local_path(next), "error": exc.message})
+        query = urlencode({"next": _local_path(next), "error": exc.details.get("reason", "invalid")})
         return RedirectResponse(f"/login?{query}", status_code=303)
     response = RedirectResponse(_local_path(next), status_code=303)
     response.set_cookie(
@@ -355,7 +356,13 @@ def _snippets(cli: str, name: str, version: Version, prefix: str, filter: str) -
     where = f", where={filter!r}" if filter else ""
     pfx = f", prefix={prefix!r}" if prefix else ""
     return [
-        ("Mount it", f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref}"),
+        # then where the files are: a mount lays a version out as MNT/<dataset>/v<N>/, and a new
+        # user looked for them in MNT/ itself, which holds only the dataset's name (newuser19)
+        (
+            "Mount it",
+            f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref}"
+            f" && ls /mnt/{name}/{name}/v{version.seq}",
+        ),
         ("fsspec URL", url),
         (
             "PyTorch",

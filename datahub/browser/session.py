@@ -43,20 +43,32 @@ def caller(request: Request, services: Services) -> Principal:
     return principal
 
 
+# Why a sign-in is refused, by the code the form's redirect names (``/login?error=invalid``):
+# the sign-in page says only these, never a text of its address. Before, it showed whatever
+# ``?error=`` said in the alert beside the token field, so a link to the real server carried a
+# phisher's words ("paste a new admin token at ...") to where a person pastes a token (review19b).
+SIGN_IN_ERRORS = {
+    "missing": "sign in with an API token first (datahub token create)",
+    "not_a_token": f"that is not a datahub API token (they start with {TOKEN_PREFIX!r})",
+    "invalid": "invalid or revoked token: create a new one with 'datahub token create'",
+}
+
+
 def _principal(services: Services, token: str) -> Principal:
     if not token:
-        raise Unauthenticated("sign in with an API token first (datahub token create)")
+        raise Unauthenticated(SIGN_IN_ERRORS["missing"], reason="missing")
     info = lookup_token(services.catalog.store, token) if len(token) <= MAX_TOKEN_CHARS else None
     if info is None:
-        raise Unauthenticated("invalid or revoked token: create a new one with 'datahub token create'")
+        raise Unauthenticated(SIGN_IN_ERRORS["invalid"], reason="invalid")
     return Principal(info.principal, info.is_admin)
 
 
 def check_token(services: Services, token: str) -> Principal:
-    """The login form's check: the same lookup every later request makes."""
+    """The login form's check: the same lookup every later request makes. A refusal's
+    ``details["reason"]`` is its code in ``SIGN_IN_ERRORS``."""
     token = token.strip()
     if not token.startswith(TOKEN_PREFIX):
-        raise Unauthenticated(f"that is not a datahub API token (they start with {TOKEN_PREFIX!r})")
+        raise Unauthenticated(SIGN_IN_ERRORS["not_a_token"], reason="not_a_token")
     return _principal(services, token)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TextIO
@@ -27,8 +28,13 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("commit", help="commit a JSON-lines change set (put/delete/patch) as a new version")
-    p.add_argument("dataset")
-    p.add_argument("--changes", required=True, metavar="FILE.jsonl")
+    p.add_argument("dataset", metavar="DATASET", help="a dataset's name (not DATASET@REF)")
+    p.add_argument(
+        "--changes",
+        required=True,
+        metavar="FILE.jsonl",
+        help="one change a line: put, delete or patch (docs/cli.md)",
+    )
     p.add_argument("--base", type=int, default=None, help="version the changes apply to (default: head)")
     p.add_argument("-m", "--message", default="")
     p.add_argument("--author", default=None, help="default: the current user")
@@ -116,7 +122,19 @@ def _parse_line(path: str, number: int, line: str) -> Change:
         raise InvalidInput(f"change set {path} line {number}: {why}", path=path, line=number) from None
 
 
+def _base_instead(name: str, ref: str, changes: str) -> str:
+    """What to type for ``datahub commit pets@v2 …`` (newuser19: "invalid dataset name
+    'pets@v2'", as if the name were wrong): the version goes to ``--base``."""
+    seq = ref[1:] if ref[:1] == "v" and ref[1:].isdigit() else ref
+    if seq.isdigit():
+        return f"`datahub commit {name} --changes {shlex.quote(changes)} --base {seq}` applies them to v{seq}"
+    return f"`datahub commit {name} --changes {shlex.quote(changes)}` applies them to its head (--base takes a number)"
+
+
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.cli.version_cmd import dataset_only
+
+    dataset_only(args.dataset, "commit", lambda name, ref: _base_instead(name, ref, args.changes))
     # One pass: a bad line raises inside the commit, which then writes nothing (the catalog's
     # all-or-nothing rule), so the file is parsed once, not once to check and once to commit.
     changes = read_changes(args.changes, None if ctx.json_output else ReadProgress(args.changes, ctx.err))

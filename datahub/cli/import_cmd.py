@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from datahub.console.context import CliContext, author_or_default
 
@@ -21,11 +23,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, creates_catalog=True)
 
 
+def absolute(source: str) -> str:
+    """A local path as the absolute path it names. The dataset's source, the version's message
+    and its lineage keep the text given, and a relative one (``datahub import pics --to pics``)
+    named nothing once read elsewhere: the browser showed "Source pics", ``log`` "import pics"
+    (newuser19). A path that does not exist stays as typed, for the error to quote."""
+    if urlsplit(source).scheme or not source:
+        return source
+    path = Path(source).expanduser()
+    return str(path.resolve()) if path.exists() else source
+
+
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.ingest import import_source
     from datahub.validation import check_name
 
     check_name(args.dataset, "dataset")  # before the progress line: a bad name starts nothing
+    args.source = absolute(args.source)
     with ctx.progress(None, f"import {args.source}") as progress:
         report = import_source(
             ctx.catalog,

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -226,7 +227,12 @@ def _cell_text(value: Any) -> str:
 class Progress:
     """A one-line progress bar on stderr for long work (import, prefetch, pack, flush).
 
-    Redraws at most 10 times a second; on a non-terminal it prints a line every 10 %.
+    Redraws at most 10 times a second; on a non-terminal it prints a line every 10 %, the
+    last one (100 %) only once, by ``close`` with how the work ended. Workers of several
+    threads may call ``update`` (a prefetch's do): each line is written whole, under a lock,
+    so lines never run into each other and the counts never go back (newuser19: a prefetch
+    printed "1/300 (0%) … prefetch sample@v2: 30/300 (10%) …" on one line, blank lines, and a
+    20 % line after the 100 % one).
     """
 
     def __init__(self, total: int | None, label: str, stream: TextIO, enabled: bool = True) -> None:
@@ -237,22 +243,25 @@ class Progress:
         self._last = 0.0
         self._last_decile = -1
         self._tty = enabled and hasattr(stream, "isatty") and stream.isatty()
+        self._lock = threading.Lock()
 
     def update(self, n: int = 1, nbytes: int = 0) -> None:
-        self.done += n
-        self.bytes += nbytes
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if self._tty and now - self._last >= 0.1:
-            self._last = now
-            self.stream.write("\r" + self._line(now))
-            self.stream.flush()
-        elif not self._tty and self.total:
-            decile = int(10 * self.done / self.total)
-            if decile != self._last_decile:
-                self._last_decile = decile
-                print(self._line(now), file=self.stream)
+        with self._lock:
+            self.done += n
+            self.bytes += nbytes
+            if not self.enabled:
+                return
+            now = time.monotonic()
+            if self._tty:
+                if now - self._last >= 0.1:
+                    self._last = now
+                    self.stream.write("\r" + self._line(now))
+                    self.stream.flush()
+            elif self.total and self.done < self.total:  # the 100 % line is close()'s
+                decile = int(10 * self.done / self.total)
+                if decile != self._last_decile:
+                    self._last_decile = decile
+                    self.stream.write(self._line(now) + "\n")  # one write: a whole line
 
     def _line(self, now: float) -> str:
         elapsed = max(now - self._start, 1e-9)
@@ -271,8 +280,9 @@ class Progress:
         or ``interrupted`` by Ctrl-C (no error: the user stopped it)."""
         if self.enabled:
             end = " interrupted\n" if interrupted else " stopped by an error\n" if failed else " done\n"
-            self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + end)
-            self.stream.flush()
+            with self._lock:
+                self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + end)
+                self.stream.flush()
 
     def __enter__(self) -> Progress:
         return self

@@ -91,6 +91,8 @@ STAGE_RESERVE = 64 * 1024**2
 #: descriptors no staged file may take: what closes' own writes need (a new pack, a chunk
 #: file, a splice pipe per copy in flight), the journal's, the mount's, sockets (``spare_fd``)
 FD_RESERVE = 64
+#: ``Staging.writes_seen``: a staged file with no reservation; none of its writes can fail unseen
+UNRESERVED = 1 << 62
 GROW_AT, GROW_BY = 4, 4  # past 1/GROW_AT of its reservation, a file's grows GROW_BY times (``grow``)
 AHEAD_SHARE = 4  # blocks a file holds past its end: at most 1/4 of the room (``Staging.ahead``)
 _PAGE = mmap.PAGESIZE
@@ -169,6 +171,10 @@ class Staging:
         self._open = 0  # staged files made and not yet closed (they share the room: new_reserved_fd)
         self._lock = threading.Lock()
         self.unstaged_for_fds = 0  # files not staged for want of descriptors (``spare_fd``)
+        #: every write of the staged files reaches the daemon (a mount's WRITEs answered in C,
+        #: docs/writeback.md "WRITEs answered in C"), which records a failed one: the files get
+        #: no reservation and no watcher (``UNRESERVED``); set before the first staged file
+        self.writes_seen = False
         self._dir_fd = os.open(directory, os.O_PATH | os.O_CLOEXEC)  # for ``_lowest_free``
         #: hears the kernel write staged files, so their reservations grow ahead (``StagedFile.grow``)
         self.watch = ModifyWatch(what)
@@ -205,6 +211,13 @@ class Staging:
         closes' copies into the shared tier on it failed for space their bytes had
         (review11); with the share, n files open leave about 0.56/sqrt(n) of it (1/(2k)
         for the k-th), and a big disk still gives each 64 MiB."""
+        if self.writes_seen:  # a failed write is recorded, never committed: nothing to reserve
+            fd = self.spare_fd()
+            if fd >= 0:
+                with self._lock:
+                    self._initial[fd] = UNRESERVED
+                    self._open += 1
+            return fd
         if not self.reserves:
             return -1
         with self._lock:
@@ -393,7 +406,10 @@ class StagedFile(OpenFile):
         self.lingering = False  # its last reference waits for a mapping to go (lingering.py)
         self._outran = False  # logged once: the writer passed the reservation first
         self.unrestored = False  # a revert could not write the acknowledged bytes back (_restore)
-        self._wd = staging.watch.add(fd, self.grow)  # after every field ``grow`` reads
+        #: no reservation: every write of it reaches the daemon (``Staging.writes_seen``)
+        self._unreserved = self.reserved >= UNRESERVED
+        # after every field ``grow`` reads
+        self._wd = -1 if self._unreserved else staging.watch.add(fd, self.grow)
 
     def maybe_mapped(self, st: os.stat_result) -> bool:
         """Whether some process may have mapped the staged file (its atime moved: mmap touches
@@ -441,6 +457,12 @@ class StagedFile(OpenFile):
         after; a write past ``size`` in between shows in the size and counts as torn."""
         if size < 0:
             raise InvalidInput(f"truncate of {self.path!r}: negative size {size}")
+        if self._unreserved:
+            with self._commit_lock, self._reserve_lock:
+                os.ftruncate(self.fd, size)
+                if size == 0:
+                    self.unrestored = False
+            return
         upto = max(self.reserved, size + min(STAGE_RESERVE, max(size, _PAGE)))
         with self._commit_lock, self._reserve_lock:
             covered = True
@@ -541,7 +563,8 @@ class StagedFile(OpenFile):
         NoSpace, and every commit is refused until a truncate finds room."""
         with self._reserve_lock:
             os.ftruncate(self.fd, size)
-            self._reserve_past(size, max(size + _PAGE, min(self.reserved, STAGE_RESERVE)))
+            if not self._unreserved:
+                self._reserve_past(size, max(size + _PAGE, min(self.reserved, STAGE_RESERVE)))
         cs = self.cs
         try:
             for index in range((size + cs - 1) // cs):
@@ -566,7 +589,9 @@ class StagedFile(OpenFile):
                 path=self.path,
             )
         st = os.fstat(self.fd)
-        if st.st_size != size:  # another handle wrote past it before the blocks were given: that
+        if (
+            st.st_size != size and not self._unreserved
+        ):  # another handle wrote past it before the blocks were given: that
             with self._reserve_lock:  # write may have failed half done (review11): refused until
                 self.reserved = min(self.reserved, size)  # a truncate
         os.utime(self.fd, ns=(st.st_atime_ns, int(mtime * 1e9)))  # the atime stays: see maybe_mapped

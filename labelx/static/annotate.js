@@ -53,7 +53,7 @@ function show(index) {
 
 function render() {
   const it = item();
-  $("item-key").textContent = it.key;
+  $("item-key").textContent = visible(it.key);
   const st = $("item-status"); st.textContent = it.status; st.className = `pill ${it.status}`;
   renderBanner(it);
   renderClasses();
@@ -63,7 +63,7 @@ function render() {
   // sees what a class picked here replaces at commit (a skipped item keeps it)
   ex.hidden = it.dataset_label === null || it.dataset_label === undefined;
   ex.classList.toggle("foreign", !it.dataset_label_fits);
-  ex.textContent = `In ${S.view.project.dataset}@v${S.view.project.version}: ${describeDatasetLabel(it)}` +
+  ex.textContent = `In ${S.view.project.dataset}@v${S.view.project.version}: ${visible(describeDatasetLabel(it))}` +
     (it.dataset_label_fits ? "" : ". Kept unless you pick a class: a class picked here replaces it when the labels are committed; S skips the item and keeps it.");
   $("current").replaceChildren(el("span.muted", {}, "Label: "), el("b", {}, describe(it.value)));
   renderOverlay();

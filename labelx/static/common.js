@@ -26,7 +26,20 @@ async function api(method, path, body, opts = {}) {
   return data;
 }
 
-/** el("div.cls#id", {attr}, children...) — text is always set as text, never as HTML. */
+/* Invisible format characters (bidi overrides, zero-width and the like: the class of
+ * datahub.validation.INVISIBLE_CHARS, which tests/labelx/test_review19b.py holds this to) are
+ * written out as ⟨U+202E⟩ in every text a page shows, as the dataset browser's templates do: a
+ * record's label is its dataset writers' text, and a key stored before the bidi rule stays, so
+ * "\u202etac" showed as "cat" to an annotator deciding what to label (review19b). */
+const INVISIBLE = /[\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]/g;
+function visible(text) {
+  return String(text).replace(INVISIBLE, c => `\u27e8U+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}\u27e9`);
+}
+/* attributes a person reads (a tooltip, what a screen reader says): the same */
+const SHOWN_ATTRS = new Set(["title", "aria-label", "alt", "placeholder"]);
+
+/** el("div.cls#id", {attr}, children...) — text is always set as text, never as HTML, and
+ * through visible(). */
 function el(spec, attrs, ...children) {
   const m = spec.match(/^([a-z0-9]+)((?:[.#][\w-]+)*)$/i);
   const node = document.createElement(m[1]);
@@ -34,7 +47,7 @@ function el(spec, attrs, ...children) {
     if (part[0] === ".") node.classList.add(part.slice(1)); else node.id = part.slice(1);
   }
   setAttrs(node, attrs);
-  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) node.append(c instanceof Node ? c : String(c));
+  for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) node.append(c instanceof Node ? c : visible(c));
   return node;
 }
 function setAttrs(node, attrs) {
@@ -44,14 +57,14 @@ function setAttrs(node, attrs) {
     else if (k === "style" && typeof v === "object") {
       for (const [prop, val] of Object.entries(v)) node.style.setProperty(prop.replace(/[A-Z]/g, c => "-" + c.toLowerCase()), val);
     }
-    else node.setAttribute(k, v === true ? "" : v);
+    else node.setAttribute(k, v === true ? "" : SHOWN_ATTRS.has(k) ? visible(v) : v);
   }
 }
 const SVGNS = "http://www.w3.org/2000/svg";
 function svg(tag, attrs, ...children) {
   const node = document.createElementNS(SVGNS, tag);
   setAttrs(node, attrs);
-  for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+  for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : visible(c));
   return node;
 }
 
@@ -95,11 +108,18 @@ function boxesSvg(schema, value, attrs = {}) {
   return s;
 }
 
+/** A chart's width in its own units: the container's width in CSS pixels, so one unit is one
+ * pixel and its 11 px text is 11 px at any window width. A fixed 560 scaled the text down to
+ * 6.5 px in a phone's window (newuser19); at least 240, so the bars keep room beside the labels. */
+function chartWidth(container) {
+  return Math.max(240, Math.round(container.clientWidth) || 560);
+}
+
 /** Horizontal stacked bar chart: rows [{label, parts: {series: n}}], series [{key, color, label}]. */
 function stackedBars(container, rows, series) {
   container.replaceChildren();
   if (!rows.length) { container.append(el("p.muted", {}, "No data yet.")); return; }
-  const W = 560, rowH = 26, left = 110, right = 50;
+  const W = chartWidth(container), rowH = 26, left = 110, right = 50;
   const max = Math.max(1, ...rows.map(r => series.reduce((a, s) => a + (r.parts[s.key] || 0), 0)));
   // a picture's words for screen readers: what each bar holds, as the tooltips say it
   const said = rows.map(r => `${r.label}: ${series.filter(ser => r.parts[ser.key]).map(ser => `${ser.label} ${r.parts[ser.key]}`).join(", ") || "none"}`);
@@ -124,7 +144,7 @@ function stackedBars(container, rows, series) {
 /** Vertical bars over time: points [{label, value}]. */
 function columnChart(container, points, color = "#3b5bdb") {
   container.replaceChildren();
-  const W = 560, H = 150, bottom = 20, top = 14;
+  const W = chartWidth(container), H = 150, bottom = 20, top = 14;
   const max = Math.max(1, ...points.map(p => p.value));
   const bw = W / points.length;
   const said = points.filter(p => p.value).map(p => `${p.label}: ${p.value}`);
@@ -170,8 +190,8 @@ document.addEventListener("DOMContentLoaded", () => {
  * span, as the CLI user reads it, not text with its backticks; an odd count is left as text. */
 function said(text) {
   const parts = String(text).split("`");
-  if (parts.length % 2 === 0) return [String(text)];
-  return parts.map((part, i) => (i % 2 ? el("code", {}, part) : part)).filter(p => p !== "");
+  if (parts.length % 2 === 0) return [visible(text)];
+  return parts.map((part, i) => (i % 2 ? el("code", {}, part) : visible(part))).filter(p => p !== "");
 }
 /** Show a message in ``node`` (its code spans as code), with ``cls`` as its class when given. */
 function say(node, text, cls) {

@@ -9,6 +9,7 @@ const STATES = [
   { key: "rejected", color: "#c92a2a", label: "rejected" },
   { key: "skipped", color: "#e67700", label: "skipped" },
 ];
+const TASK_STATES = [{ key: "todo", label: "to do" }, ...STATES];
 
 async function refresh() {
   const s = await api("GET", `/api/projects/${P.id}/stats`);
@@ -59,7 +60,8 @@ async function refresh() {
     const pb = el("div.progress"); progressBar(pb, d, t.total);
     table.append(el("tr", {}, el("td", {}, el("a", { href: `${BASE}/tasks/${t.id}` }, `Task ${t.number}`)),
       el("td", {}, assigneeCell(t)), el("td", {}, pb),
-      el("td", {}, STATES.filter(st => cc[st.key]).map(st => el("span.pill." + st.key, {}, `${cc[st.key]} ${st.label}`)))));
+      // items nobody labelled yet too: a task not begun showed an empty state cell (newuser19)
+      el("td", {}, TASK_STATES.filter(st => cc[st.key]).map(st => el("span.pill." + st.key, {}, `${cc[st.key]} ${st.label}`)))));
   }
   document.getElementById("tasks").replaceChildren(table);
   document.getElementById("take-task").hidden = BOOT.user.role !== "annotator";

@@ -46,7 +46,7 @@ def test_every_page_with_hostile_names(chrome, env, server):  # noqa: F811
     assert names == ["README.txt", "train/", "val/"]
     snippets = c.driver.find_elements("css selector", ".snippet code")
     assert [s.text for s in snippets][:2] == [  # works as written: no blocked shell (issue 37 item 2)
-        "mkdir -p /mnt/pets && datahub mount --background /mnt/pets pets@v2",
+        "mkdir -p /mnt/pets && datahub mount --background /mnt/pets pets@v2 && ls /mnt/pets/pets/v2",
         "datahub://pets@v2/",
     ]
 

@@ -77,6 +77,9 @@ def test_the_readme_tour_runs_as_written(tmp_path, moto_endpoint):
                 subprocess.run(["fusermount3", "-uz", str(point)], check=False)
     assert not any(is_mounted(str(mnt / name)) for name in MOUNTS)
     assert "mounted" in proc.stdout
+    # the tour's `ls` lists records (newuser19: its `--filter labels.class=cat` listed none, since
+    # an import by reference has no labels, and said so on stderr only)
+    assert "train/cat/0001.jpg" in proc.stdout, proc.stdout
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:
         assert catalog.resolve("imagenet", "golden").record_count == 6

@@ -95,6 +95,21 @@ cdef extern from "fastloop.h" nogil:
         uint64_t handed
         uint64_t wakeups
         uint64_t forgets
+        uint64_t writes
+    # datahub: WRITEs of a workspace's staged handles answered in C (fastwrite.h)
+    struct pyfuse3_fw_counters:
+        uint64_t published
+        uint64_t writes
+        uint64_t bytes
+        uint64_t failed
+        uint64_t handed
+    int PYFUSE3_FW_MAX
+    int pyfuse3_fw_publish(uint64_t fh, int fd)
+    int pyfuse3_fw_retract(uint64_t fh)
+    int pyfuse3_fw_failed(uint64_t fh)
+    unsigned pyfuse3_fw_published()
+    void pyfuse3_fw_clear()
+    void pyfuse3_fw_snapshot(pyfuse3_fw_counters *n, unsigned *count)
     # datahub: LOOKUP of published names answered in C (lookup.h)
     struct pyfuse3_lk_counters:
         uint64_t published
@@ -221,6 +236,8 @@ FASTLOOP = bool(PYFUSE3_FASTPATH)
 URING = bool(PYFUSE3_FASTPATH)
 #: datahub: READs of files the kernel opened itself answered in C from published page files
 FASTREAD = bool(PYFUSE3_FASTPATH)
+#: datahub: WRITEs of published staged handles answered by the fastloop thread (fastwrite.h)
+FASTWRITE = bool(PYFUSE3_FASTPATH)
 #: datahub: page files fastread_publish holds at most
 FASTREAD_MAX = 4096
 #: datahub: write() gets a fourth argument, ``cached`` (the WRITE's FUSE_WRITE_CACHE flag)
@@ -1587,12 +1604,54 @@ def passthrough_stats():
         'loop_handed': f.handed,
         'loop_wakeups': f.wakeups,
         'loop_forgets': f.forgets,  # FORGETs of a mount that publishes LOOKUPs, dropped in C
+        'loop_writes': f.writes,  # WRITEs of published staged handles answered in C (fastwrite.h)
         'uring': ur_queues > 0,
         'uring_queues': ur_queues,
         'uring_requests': u.requests,
         'uring_answered': u.answered,
         'uring_handed': u.handed,
         'uring_commits_from_loop': u.commits,
+    }
+
+
+# --- datahub: WRITEs of staged handles answered in C (fastwrite.h) ---------------------------
+def fastwrite_publish(uint64_t fh, int fd):
+    '''Publish the staged file *fd* of the workspace handle *fh*: the fastloop thread then
+    answers that handle's WRITEs with pwrite to *fd* (fastwrite.h). Call before replying to
+    the OPEN/CREATE. *fd* stays the caller's (keep it open until fastwrite_retract). Raises
+    OSError: EEXIST (published), ENOSPC (PYFUSE3_FW_MAX handles), EINVAL.'''
+    cdef int ret = pyfuse3_fw_publish(fh, fd)
+    if ret < 0:
+        raise OSError(-ret, os.strerror(-ret))
+
+
+def fastwrite_retract(uint64_t fh):
+    '''Take *fh* out of the table (waits for a write of it in progress): the errno its
+    writes recorded (0: none), or None if it was not published.'''
+    cdef int ret
+    with nogil:
+        ret = pyfuse3_fw_retract(fh)
+    return None if ret == -errno.ENOENT else ret
+
+
+def fastwrite_failed(uint64_t fh):
+    '''The errno a write of *fh* (or of another handle of its staged file) answered in C
+    failed with, 0 if none (or *fh* is not published).'''
+    return pyfuse3_fw_failed(fh)
+
+
+def fastwrite_stats():
+    '''Counters of the WRITEs answered in C.'''
+    cdef pyfuse3_fw_counters n
+    cdef unsigned count = 0
+    pyfuse3_fw_snapshot(&n, &count)
+    return {
+        'published': n.published,
+        'handles': count,
+        'writes': n.writes,
+        'bytes': n.bytes,
+        'failed': n.failed,
+        'handed': n.handed,
     }
 
 

@@ -26,6 +26,7 @@ done (pyfuse3_fl_free), as libfuse's receive buffer did.
 #include "fastopen.h"
 #include "lookup.h"
 #include "fastread.h"
+#include "fastwrite.h"
 #include <poll.h>
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pthread_setname_np */
@@ -83,7 +84,21 @@ struct pyfuse3_fl_read_in {
     uint32_t flags;
     uint32_t padding;
 };
+struct pyfuse3_fl_write_in {
+    uint64_t fh;
+    uint64_t offset;
+    uint32_t size;
+    uint32_t write_flags;
+    uint64_t lock_owner;
+    uint32_t flags;
+    uint32_t padding;
+};
+struct pyfuse3_fl_write_out {
+    uint32_t size;
+    uint32_t padding;
+};
 #define PYFUSE3_FL_FORGET 2
+#define PYFUSE3_FL_WRITE 16
 #define PYFUSE3_FL_BATCH_FORGET 42
 #define PYFUSE3_FL_OPEN 14
 #define PYFUSE3_FL_READ 15
@@ -203,6 +218,7 @@ struct pyfuse3_fl_counters {
     uint64_t handed;   /* requests handed over to the trio loop */
     uint64_t wakeups;  /* eventfd writes (the loop was idle) */
     uint64_t forgets;  /* FORGET and BATCH_FORGET dropped by the thread (pyfuse3_fl_forget) */
+    uint64_t writes;   /* WRITE of a published staged handle answered by the thread (fastwrite.h) */
 };
 
 static struct {
@@ -387,6 +403,31 @@ static int pyfuse3_fl_answer(int devfd, const char *buf, size_t n) {
         if (n < sizeof *in + sizeof *r || r->fh != 0) /* 0: a file the kernel opened itself */
             return 0;
         return pyfuse3_fl_read(devfd, in->unique, in->nodeid, r->offset, r->size);
+    }
+    case PYFUSE3_FL_WRITE: {
+        const struct pyfuse3_fl_write_in *w = (const struct pyfuse3_fl_write_in *)arg;
+        struct {
+            struct pyfuse3_fl_out h;
+            struct pyfuse3_fl_write_out o;
+        } r;
+        int64_t got;
+        if (in->total_extlen != 0 || n < sizeof *in + sizeof *w || n - sizeof *in - sizeof *w != w->size)
+            return 0;
+        got = pyfuse3_fw_write(w->fh, w->offset, (const char *)(w + 1), w->size, w->write_flags);
+        if (got == PYFUSE3_FW_HAND)
+            return 0;
+        memset(&r, 0, sizeof r);
+        r.h.unique = in->unique;
+        if (got < 0) {
+            r.h.len = sizeof r.h;
+            r.h.error = (int32_t)got;
+        } else {
+            r.h.len = sizeof r;
+            r.o.size = (uint32_t)got;
+        }
+        pyfuse3_fl_reply(devfd, &r, r.h.len);
+        __atomic_fetch_add(&pyfuse3_fl.n.writes, 1, __ATOMIC_RELAXED);
+        return 1;
     }
     case PYFUSE3_FL_IOCTL: {
         struct pyfuse3_fl_out r = {sizeof r, -ENOSYS, in->unique};
@@ -588,6 +629,7 @@ static void pyfuse3_fl_snapshot(struct pyfuse3_fl_counters *n) {
     n->releases = __atomic_load_n(&pyfuse3_fl.n.releases, __ATOMIC_RELAXED);
     n->ioctls = __atomic_load_n(&pyfuse3_fl.n.ioctls, __ATOMIC_RELAXED);
     n->forgets = __atomic_load_n(&pyfuse3_fl.n.forgets, __ATOMIC_RELAXED);
+    n->writes = __atomic_load_n(&pyfuse3_fl.n.writes, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&pyfuse3_fl.lock);
 }
 #include "uring.h"
