@@ -5,14 +5,16 @@ generation) the origin holds at each path, so a path is dirty when that differs 
 namespace, and an origin path no longer in the namespace is a pending delete. A flush:
 
 1. deletes garbage chunks (unreferenced by a committed transaction) from the shared tier,
-   then plans from one read transaction (uploads and deletes);
+   then plans the uploads a batch at a time, in namespace order, each batch from a read
+   transaction of its own (nothing per file of the workspace is held: flushmem19);
 2. streams each dirty file, chunk by chunk, to ``<path>`` of ``origin``, the journal's own
    folder of the flush target (``<target>/j-<journal id>``, ``open_workspace``; the store goes
-   multipart for large files) — bounded parallelism, one chunk per stream in memory;
+   multipart for large files) — bounded parallelism, a bounded window of uploads in flight,
+   one chunk per stream in memory;
 3. records what the origin now holds, in batched transactions. A file written during its
    upload keeps a newer generation, so it stays dirty: the generation check is implicit;
-4. deletes origin objects of removed/renamed paths, after the uploads (data always exists
-   somewhere), then forgets them.
+4. deletes origin objects of removed/renamed paths, planned after the uploads (data always
+   exists somewhere) a batch at a time, then forgets them.
 
 It runs periodically (``flush_interval``), when the shared tier passes its high watermark
 (then it also evicts clean files down to the low watermark), on demand and at close.
@@ -28,16 +30,17 @@ flag in the journal (the lazy clearing: no transaction of its own).
 
 from __future__ import annotations
 
+import heapq
 import io
 import logging
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from datahub.cache.priority import Priority
 from datahub.cache.scheduler import OriginScheduler
@@ -45,11 +48,15 @@ from datahub.errors import Conflict, DatahubError
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.retry import guard_attempts
 from datahub.writeback.chunks import FileStream, file_id_of
-from datahub.writeback.journal import Txn
+from datahub.writeback.journal import Journal, Txn
 from datahub.writeback.ports import FlushSource
 
 log = logging.getLogger(__name__)
+K, R = TypeVar("K"), TypeVar("R")
 _MARK_BATCH = 128  # files recorded clean per journal transaction
+_PLAN_BATCH = 1024  # dirty files (or origin paths to delete) planned per read transaction
+_SCAN_BATCH = 10_000  # files (or origin paths) read per read transaction at most
+_EVICT_BATCH = 10_000  # clean files an eviction round picks (the oldest of the namespace)
 _UNLIST = 128  # open files' garbage chunks taken off the journal's list per transaction (``gc``)
 
 
@@ -57,7 +64,8 @@ class Progress(Protocol):
     """``update(1)`` per file uploaded or deleted, ``update(0, nbytes)`` per chunk streamed.
 
     A sink with a ``total`` attribute left at None (datahub.console.context.Progress) gets the
-    number of planned files and deletes once the flush has planned its work.
+    number of files and deletes to do, counted by a pass over the journal before the uploads
+    (the flush plans a batch at a time, so it has no list to count).
     """
 
     def update(self, n: int = 1, nbytes: int = 0) -> None: ...
@@ -103,9 +111,11 @@ class _Locked:
             with self._lock:
                 self._progress.update(n, nbytes)
 
+    def wants_total(self) -> bool:
+        return getattr(self._progress, "total", 0) is None
+
     def plan(self, total: int) -> None:
-        if getattr(self._progress, "total", 0) is None:
-            self._progress.total = total  # type: ignore[union-attr]
+        self._progress.total = total  # type: ignore[union-attr]
 
 
 class _Turns:
@@ -156,6 +166,39 @@ class _Turns:
                 self._waiting.popleft().release()  # the turn passes on: still held
             else:
                 self._held = False
+
+
+class _Uploads:
+    """A flush's uploads in flight: at most a window of them (a few per upload thread), taken
+    back in the order they were submitted and recorded ``_MARK_BATCH`` at a time. A future per
+    dirty file, all submitted at once, was one object per file of the workspace."""
+
+    def __init__(self, flusher: Flusher, progress: _Locked, report: FlushReport) -> None:
+        self._flusher, self._progress, self._report = flusher, progress, report
+        self._window = 4 * flusher.concurrency
+        self._running: deque[tuple[tuple[str, int, dict], Future]] = deque()
+        self._done: list[tuple[str, int, dict, dict]] = []
+        self.error: DatahubError | None = None  # the first upload that failed (the rest go on)
+
+    def submit(self, pool: ThreadPoolExecutor, upload: tuple[str, int, dict]) -> None:
+        self._running.append((upload, pool.submit(self._flusher._upload, *upload, self._progress)))
+        self._take(self._window)
+
+    def drain(self) -> None:
+        """Wait for every upload in flight and record them all."""
+        self._take(0)
+        self._flusher._mark(self._done, self._report)
+
+    def _take(self, keep: int) -> None:
+        while len(self._running) > keep:
+            (path, file_id, rec), future = self._running.popleft()
+            try:
+                self._done.append((path, file_id, rec, future.result()))
+            except DatahubError as exc:
+                self.error = self.error or exc
+                self._report.errors.append(exc.message)
+            if len(self._done) >= _MARK_BATCH:
+                self._flusher._mark(self._done, self._report)
 
 
 class Flusher:
@@ -236,61 +279,100 @@ class Flusher:
             self._wake.set()
 
     # --- flush -----------------------------------------------------------------------------------
-    def _plan(self) -> tuple[list[tuple[str, int, dict]], list[str], dict[str, int]]:
-        with self.ws.journal.read() as txn:
-            return plan(txn)
-
     def flush(self, *, progress: Progress | None = None) -> FlushReport:
         with self._mutex.turn():
             return self._flush(_Locked(progress))
 
     def _flush(self, progress: _Locked) -> FlushReport:
+        """Plan a batch of dirty files at a time, in namespace order, each batch from a read
+        transaction of its own, and keep at most a window of uploads in flight: the flush of a
+        workspace of 10^6 files holds a batch, never one object per file (flushmem19; it held
+        the whole plan and a future per file). Then the deletes, a batch at a
+        time, after every upload: a path removed or renamed is deleted from the origin only
+        once the uploads have run (data always exists somewhere)."""
         start = time.monotonic()
         self.ws.journal.fence(f"flush of {self.ws.what}")  # a lapsed writer pushes nothing
         report = FlushReport(self.ws.name)
         # Garbage first: collected after the uploads, it sat between this flush's record of
         # what the origin holds and a commit's read of it, where any fsync made it Conflict.
         self.gc()
-        uploads, deletes, srcs = self._plan()
-        ready = [u for u in uploads if self.ws.trusted(u[1], u[2])]
-        report.still_dirty += len(uploads) - len(ready)  # a first close still uploading its chunks
-        uploads = ready
-        progress.plan(len(uploads) + len(deletes))
-        # An evicted file's bytes live at its src path: move those first, and never overwrite
-        # or delete a path that is still some file's only copy.
-        moving = [u for u in uploads if u[2].get("src")]
-        others = [u for u in uploads if not u[2].get("src")]
-        done: list[tuple[str, int, dict, object]] = []
-        for path, file_id, rec in moving:
-            if srcs.get(path, file_id) != file_id:
-                report.still_dirty += 1
-                continue
-            done.append((path, file_id, rec, self._upload(path, file_id, rec, progress)))
-            self._mark(done, report)
-            srcs.pop(rec["src"]["path"], None)
-        todo = [u for u in others if u[0] not in srcs]
-        report.still_dirty += len(others) - len(todo)
-        error: DatahubError | None = None
+        if progress.wants_total():
+            progress.plan(self._count())
+        uploads = _Uploads(self, progress, report)
+        blocked: list[tuple[str, int]] = []  # at a path that is still an evicted file's only copy
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"flush-{self.ws.name}") as pool:
-            futures = [(u, pool.submit(self._upload, *u, progress)) for u in todo]
-            for (path, file_id, rec), future in futures:
-                try:
-                    done.append((path, file_id, rec, future.result()))
-                except DatahubError as exc:
-                    error = error or exc
-                    report.errors.append(exc.message)
-                if len(done) >= _MARK_BATCH:
-                    self._mark(done, report)
-        self._mark(done, report)
-        if error is None:
-            self._delete(deletes, set(srcs), report, progress)
+
+            def judge(txn: Txn, path: str, file_id: int) -> tuple[str, int, dict] | None:
+                return self._judge(txn, path, file_id, report, blocked)
+
+            for batch in _batches(self.ws.journal, Txn.tree_files_after, judge):
+                for upload in batch:
+                    uploads.submit(pool, upload)
+            uploads.drain()
+            # A file held back because its path still held an evicted file's only copy goes now
+            # if that file was uploaded under its new name meanwhile (``_only_copy``).
+            while blocked and uploads.error is None:
+                retry, blocked = blocked, []
+                batch = self._replan(retry, report, blocked)
+                for upload in batch:
+                    uploads.submit(pool, upload)
+                uploads.drain()
+                if not batch:
+                    break
+        report.still_dirty += len(blocked)
+        if uploads.error is None:
+            self._delete(report, progress)
         report.seconds = time.monotonic() - start
-        if error is not None:
-            self.last_error = error.message
-            raise error
+        if uploads.error is not None:
+            self.last_error = uploads.error.message
+            raise uploads.error
         self.last_flush = time.time()
         self.last_error = None
         return report
+
+    def _replan(
+        self, files: list[tuple[str, int]], report: FlushReport, blocked: list[tuple[str, int]]
+    ) -> list[tuple[str, int, dict]]:
+        out: list[tuple[str, int, dict]] = []
+        with self.ws.journal.read() as txn:
+            for path, file_id in files:
+                if txn.entry(path) != {"t": "f", "id": file_id}:
+                    report.still_dirty += 1  # moved or gone since: the next flush sees it where it is
+                elif (upload := self._judge(txn, path, file_id, report, blocked)) is not None:
+                    out.append(upload)
+        return out
+
+    def _judge(
+        self,
+        txn: Txn,
+        path: str,
+        file_id: int,
+        report: FlushReport,
+        blocked: list[tuple[str, int]],
+    ) -> tuple[str, int, dict] | None:
+        """The upload of file ``file_id`` at ``path`` if it goes now: dirty, trusted (not a first
+        close still uploading its chunks) and not over another file's only copy."""
+        rec = _dirty(txn, path, file_id)
+        if rec is None:
+            return None
+        if not self.ws.trusted(file_id, rec):
+            report.still_dirty += 1  # a first close still uploading its chunks
+        elif _only_copy(txn, path) not in (None, file_id):
+            blocked.append((path, file_id))
+        else:
+            return path, file_id, rec
+        return None
+
+    def _count(self) -> int:
+        """Files and deletes a flush would do now, for a progress sink that shows a total: a
+        pass over the journal of its own, counting, nothing held."""
+
+        def ready(txn: Txn, path: str, file_id: int) -> bool | None:
+            rec = _dirty(txn, path, file_id)
+            return True if rec is not None and self.ws.trusted(file_id, rec) else None
+
+        files = sum(len(batch) for batch in _batches(self.ws.journal, Txn.tree_files_after, ready))
+        return files + sum(len(batch) for batch in self._deletes(protect=True))
 
     def _chunk_reader(self, path: str, rec: dict):
         chunks, src, cs = rec["chunks"], rec.get("src"), self.ws.chunk_size
@@ -359,20 +441,33 @@ class Flusher:
             report.uploaded_bytes += state["size"]
         done.clear()
 
-    def _delete(self, paths: list[str], protected: set[str], report: FlushReport, progress: _Locked) -> None:
-        gone = []
-        for path in paths:
-            if path in protected:
-                continue
-            self.ws.journal.fence(f"delete of {path!r} from {self.ws.what}")
-            self.origin.delete(self.origin_key(path))
-            gone.append(path)
-            progress.update(1)
-        if gone:
-            with self.ws.journal.write(f"flush of {len(gone)} delete(s)") as txn:
-                for path in gone:
-                    txn.del_origin(path)
-            report.deleted += len(gone)
+    def _delete(self, report: FlushReport, progress: _Locked) -> None:
+        for batch in self._deletes(protect=True):
+            gone: list[str] = []
+            try:
+                for path in batch:
+                    self.ws.journal.fence(f"delete of {path!r} from {self.ws.what}")
+                    self.origin.delete(self.origin_key(path))
+                    gone.append(path)
+                    progress.update(1)
+            finally:
+                if gone:
+                    with self.ws.journal.write(f"flush of {len(gone)} delete(s)") as txn:
+                        for path in gone:
+                            txn.del_origin(path)
+                    report.deleted += len(gone)
+
+    def _deletes(self, *, protect: bool) -> Iterator[list[str]]:
+        """The origin paths to delete (no longer a file of the namespace, or a created file not
+        acknowledged yet: ``_dirty``), a batch per read transaction, in path order; with
+        ``protect``, not those still holding an evicted file's only copy (``_only_copy``)."""
+
+        def judge(txn: Txn, path: str, state: dict) -> str | None:
+            if not _pending_delete(txn, path) or (protect and _only_copy(txn, path, state) is not None):
+                return None
+            return path
+
+        return _batches(self.ws.journal, Txn.origins_after, judge)
 
     # --- garbage and eviction --------------------------------------------------------------------
     def _pin(self, keys: Iterable[str], delta: int) -> None:
@@ -432,32 +527,52 @@ class Flusher:
         return len(gone)
 
     def evict(self, target: int) -> int:
-        """Drop chunks of clean, closed files (oldest first) until ``used <= target``."""
+        """Drop chunks of clean, closed files (oldest first) until ``used <= target``.
+
+        In rounds: each reads the namespace a batch per read transaction and keeps the
+        ``_EVICT_BATCH`` oldest clean files seen (a heap), then evicts those oldest first. It
+        used to list every clean file of the workspace and sort them all (flushmem19)."""
         freed = 0
         with self._mutex.turn():
-            with self.ws.journal.read() as txn:
-                clean = []
-                for path, file_id in txn.tree_files():
-                    rec, state = txn.file(file_id), txn.origin(path)
-                    if (
-                        rec
-                        and rec["chunks"]
-                        and state
-                        and state["id"] == file_id
-                        and state["gen"] == rec["gen"]
-                    ):
-                        clean.append((rec["mtime"], path, file_id))
-            for _mtime, path, file_id in sorted(clean):
-                if self.used <= target:
+            skipped: set[int] = set()  # open, or changed since planned: not picked again
+            while self.used > target:
+                oldest = self._oldest_clean(skipped)
+                if not oldest:
                     break
-                if not self.ws.begin_evict(file_id):
-                    continue  # open: its chunks stay
-                try:
-                    freed += self._evict_one(path, file_id)
-                finally:
-                    self.ws.end_evict(file_id)
+                for _mtime, path, file_id in oldest:
+                    if self.used <= target:
+                        break
+                    if not self.ws.begin_evict(file_id):
+                        skipped.add(file_id)
+                        continue  # open: its chunks stay
+                    try:
+                        got = self._evict_one(path, file_id)
+                    finally:
+                        self.ws.end_evict(file_id)
+                    if not got:
+                        skipped.add(file_id)
+                    freed += got
             self.gc()  # in the turn: a flush's plan and pins never race the collector
         return freed
+
+    def _oldest_clean(self, skipped: set[int]) -> list[tuple[float, str, int]]:
+        """The ``_EVICT_BATCH`` oldest clean files with chunks (but ``skipped``), oldest first."""
+        heap: list[tuple[float, str, int]] = []  # (-mtime, path, id): the newest kept on top
+
+        def keep(txn: Txn, path: str, file_id: int) -> None:
+            rec, state = txn.file(file_id), txn.origin(path)
+            if file_id in skipped or not (rec and rec["chunks"] and state):
+                return
+            if state["id"] == file_id and state["gen"] == rec["gen"]:
+                item = (-rec["mtime"], path, file_id)
+                if len(heap) < _EVICT_BATCH:
+                    heapq.heappush(heap, item)
+                elif item > heap[0]:
+                    heapq.heapreplace(heap, item)
+
+        for _ in _batches(self.ws.journal, Txn.tree_files_after, keep):
+            pass
+        return sorted((-m, path, file_id) for m, path, file_id in heap)
 
     def _evict_one(self, path: str, file_id: int) -> int:
         with self.ws.journal.write(f"eviction of {path!r}") as txn:
@@ -497,8 +612,13 @@ class Flusher:
 
     # --- reporting -------------------------------------------------------------------------------
     def dirty_paths(self) -> list[str]:
-        uploads, deletes, _ = self._plan()
-        return sorted([u[0] for u in uploads] + deletes)
+        """Every dirty path and pending delete (the caller asked for them all)."""
+
+        def dirty(txn: Txn, path: str, file_id: int) -> str | None:
+            return path if _dirty(txn, path, file_id) is not None else None
+
+        paths = [p for batch in _batches(self.ws.journal, Txn.tree_files_after, dirty) for p in batch]
+        return sorted(paths + [p for batch in self._deletes(protect=False) for p in batch])
 
     def flushed_objects(self) -> list[FlushedObject]:
         """Every acknowledged file with the origin object that holds it, read in one journal
@@ -539,40 +659,98 @@ class Flusher:
         }
 
 
-def plan(txn: Txn) -> tuple[list[tuple[str, int, dict]], list[str], dict[str, int]]:
-    """(dirty files as (path, id, record), pending origin deletes, src path -> evicted file id).
+def _batches(
+    journal: Journal,
+    scan: Callable[[Txn, str | None], Iterator[tuple[str, K]]],
+    judge: Callable[[Txn, str, K], R | None],
+    limit: int = _PLAN_BATCH,
+) -> Iterator[list[R]]:
+    """Walk a resumable scan of the journal (``Txn.tree_files_after``, ``Txn.origins_after``)
+    a read transaction at a time: ``judge`` sees each item in the transaction that read it, and
+    each transaction's answers other than None (at most ``limit``, from at most ``_SCAN_BATCH``
+    items read) come out as one list once that transaction has ended.
+
+    Why short transactions: one read transaction over a flush of 10^6 files keeps LMDB from
+    reusing any page freed meanwhile, so every commit beside it grows the journal's file."""
+    after: str | None = None
+    while True:
+        out: list[R] = []
+        with journal.read() as txn:
+            for scanned, (key, item) in enumerate(scan(txn, after), 1):
+                after = key
+                answer = judge(txn, key, item)
+                if answer is not None:
+                    out.append(answer)
+                if len(out) >= limit or scanned >= _SCAN_BATCH:
+                    break
+            else:
+                after = None
+        if out:
+            yield out
+        if after is None:
+            return
+
+
+def _dirty(txn: Txn, path: str, file_id: int) -> dict | None:
+    """File ``file_id``'s record if the origin does not hold it at ``path`` as it is now.
 
     An ``unacked`` record (created, journaled empty by a namespace operation, never fsynced or
     closed) is not a file the origin should hold: uploaded, it was an empty object that
     ``commit_workspace`` pinned into a version though no close had returned (revert13), and
     a revert or a crash then removes it anyway. Its path is left out of the origin until the
     file's own fsync or close, and an object an earlier file left there is deleted (that
-    file's unlink was acknowledged)."""
-    uploads, srcs, unacked = [], {}, set()
-    for path, file_id in txn.tree_files():
-        rec = txn.file(file_id)
-        if rec is None:
-            continue
-        if rec.get("unacked"):
-            unacked.add(path)
-            continue
-        if rec.get("src"):
-            srcs[rec["src"]["path"]] = file_id
-        state = txn.origin(path)
-        if state is None or state["id"] != file_id or state["gen"] != rec["gen"]:
-            uploads.append((path, file_id, rec))
-    deletes = [p for p, _ in txn.origins() if p in unacked or (e := txn.entry(p)) is None or e["t"] != "f"]
-    return uploads, deletes, srcs
+    file's unlink was acknowledged: ``_pending_delete``)."""
+    rec = txn.file(file_id)
+    if rec is None or rec.get("unacked"):
+        return None
+    state = txn.origin(path)
+    if state is None or state["id"] != file_id or state["gen"] != rec["gen"]:
+        return rec
+    return None
+
+
+def _pending_delete(txn: Txn, path: str) -> bool:
+    """Whether the origin object at ``path`` is to go: no file there, or an unacked one."""
+    entry = txn.entry(path)
+    if entry is None or entry["t"] != "f":
+        return True
+    rec = txn.file(entry["id"])
+    return rec is not None and bool(rec.get("unacked"))
+
+
+def _only_copy(txn: Txn, path: str, state: dict | None = None) -> int | None:
+    """The evicted file whose only copy of its bytes is the origin object at ``path`` (it was
+    renamed since it was evicted), or None. That object is neither overwritten nor deleted
+    until the file is uploaded under its new name (``Flusher._mark`` then moves its ``src``).
+
+    Asked per path, in the transaction that plans it: the origin entry at ``path`` names the
+    file whose bytes the object holds, eviction takes the file's ``src`` from that entry, and
+    only the flusher writes either. The plan used to collect every evicted file's ``src``
+    path up front, one entry per evicted file."""
+    state = state if state is not None else txn.origin(path)
+    if state is None:
+        return None
+    rec = txn.file(state["id"])
+    src = rec.get("src") if rec is not None else None
+    return state["id"] if src and src["path"] == path else None
 
 
 def dirty_summary(name: str, txn: Txn, now: float) -> dict:
-    """What `datahub cache stats` shows per workspace."""
-    uploads, deletes, _ = plan(txn)
-    oldest = min((rec["mtime"] for _, _, rec in uploads), default=None)
+    """What `datahub cache stats` shows per workspace: counted while read, nothing held."""
+    files = size = deletes = 0
+    oldest: float | None = None
+    for path, file_id in txn.tree_files():
+        rec = _dirty(txn, path, file_id)
+        if rec is not None:
+            files += 1
+            size += rec["size"]
+            oldest = rec["mtime"] if oldest is None else min(oldest, rec["mtime"])
+    for path, _state in txn.origins():
+        deletes += _pending_delete(txn, path)
     return {
         "workspace": name,
-        "dirty_files": len(uploads),
-        "dirty_bytes": sum(rec["size"] for _, _, rec in uploads),
-        "pending_deletes": len(deletes),
+        "dirty_files": files,
+        "dirty_bytes": size,
+        "pending_deletes": deletes,
         "flush_lag_seconds": round(now - oldest, 3) if oldest is not None else 0.0,
     }

@@ -265,6 +265,54 @@ class Txn:
         for key, value in self._scan("origin", b""):
             yield key.decode(), json.loads(value)
 
+    # --- resumable scans (flushmem19: the flusher plans a batch per read transaction) ----------
+    def _after(self, db: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Entries of ``db`` whose key sorts after ``start`` (b"": all), in key order, with the
+        overlay's changes merged in (deferred commits, a recording transaction's own writes),
+        as ``_scan`` does for a prefix."""
+        extra: dict[bytes, bytes | None] = {}
+        for layer in (self._view, self._record):
+            extra.update((k, v) for k, v in (layer or {}).get(db, {}).items() if k > start)
+        changes = sorted(extra.items())
+        at = 0
+        for key, value in self._after_lmdb(db, start):
+            while at < len(changes) and changes[at][0] < key:
+                if changes[at][1] is not None:
+                    yield changes[at]  # type: ignore[misc]
+                at += 1
+            if at < len(changes) and changes[at][0] == key:
+                if changes[at][1] is not None:
+                    yield changes[at]  # type: ignore[misc]
+                at += 1
+            else:
+                yield key, value
+        for key, change in changes[at:]:
+            if change is not None:
+                yield key, change
+
+    def _after_lmdb(self, db: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
+        with self._txn.cursor(db=self._dbs[db]) as cur:
+            if not cur.set_range(start):
+                return
+            for key, value in cur:
+                if start and key == start:
+                    continue
+                yield bytes(key), bytes(value)
+
+    def tree_files_after(self, after: str | None) -> Iterator[tuple[str, int]]:
+        """``tree_files`` from after file ``after``'s namespace key (None: from the start), in
+        that key order, so a scan can stop and go on in a later transaction: the flusher holds
+        no list of the workspace's files (``flusher.py``)."""
+        for key, value in self._after("tree", b"" if after is None else _tree_key(after)):
+            entry = json.loads(value)
+            if entry["t"] == "f":
+                yield _tree_path(key), entry["id"]
+
+    def origins_after(self, after: str | None) -> Iterator[tuple[str, dict]]:
+        """``origins`` from after path ``after`` (None: from the start), in path order."""
+        for key, value in self._after("origin", b"" if after is None else after.encode()):
+            yield key.decode(), json.loads(value)
+
     # --- garbage ------------------------------------------------------------------------------
     def add_garbage(self, keys: list[str]) -> None:
         for key in keys:
