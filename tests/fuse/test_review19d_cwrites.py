@@ -113,6 +113,50 @@ def test_a_handle_opened_before_a_failed_write_is_refused_though_its_own_writes_
     assert (cw.mnt / "two.bin").read_bytes() == data[:MiB]
 
 
+def test_a_reader_beside_a_failed_write_commits_nothing_and_its_fsync_is_refused(cw: Mounted) -> None:
+    """A reader is never published (the kernel sends WRITEs with writable handles): its fsync
+    and close must not commit the torn file the writer's failed WRITE left (``_c_torn``)."""
+    data = os.urandom(LIMIT + MiB)
+    with open(cw.mnt / "r.bin", "wb") as f:
+        f.write(data[:MiB])
+    w = os.open(cw.mnt / "r.bin", os.O_WRONLY | os.O_TRUNC)
+    r = os.open(cw.mnt / "r.bin", os.O_RDONLY)
+    try:
+        with pytest.raises(OSError) as failed:
+            for at in range(0, len(data), MiB):
+                os.pwrite(w, data[at : at + MiB], at)
+        assert failed.value.errno == errno.EFBIG
+        with pytest.raises(OSError) as refused:
+            os.fsync(r)
+        assert refused.value.errno == errno.EIO
+        os.close(r)  # a reader acknowledges nothing: 0, and nothing committed
+        r = -1
+        assert (cw.mnt / "r.bin").stat().st_size > MiB  # still the torn file: nothing reverted yet
+    finally:
+        if r >= 0:
+            os.close(r)
+        with pytest.raises(OSError) as closed:
+            os.close(w)
+    assert closed.value.errno == errno.EIO
+    assert (cw.mnt / "r.bin").read_bytes() == data[:MiB]
+
+
+def test_an_o_trunc_open_of_a_file_written_in_c_cuts_it_for_every_handle(cw: Mounted) -> None:
+    a = os.open(cw.mnt / "t.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        assert os.write(a, b"x" * (2 * MiB)) == 2 * MiB
+        b = os.open(cw.mnt / "t.bin", os.O_WRONLY | os.O_TRUNC)  # the same staged file, cut
+        try:
+            assert os.fstat(a).st_size == 0
+            assert os.pwrite(a, b"tail", MiB) == 4
+            assert os.pwrite(b, b"head", 0) == 4
+        finally:
+            os.close(b)
+    finally:
+        os.close(a)
+    assert (cw.mnt / "t.bin").read_bytes() == b"head" + b"\0" * (MiB - 4) + b"tail"
+
+
 def test_a_busy_umount_while_a_writer_runs_keeps_every_acknowledged_write_and_nothing_past(
     cw: Mounted,
 ) -> None:
