@@ -719,8 +719,14 @@ class WorkspaceView:
         commit: a reader's close commits nothing and its fsync is refused; a handle opened for
         writing since is refused as every writable one was. Why (review15wb): the reader's
         close wrote the pages back (the drop), then committed the half-written file; the
-        writer's ENOSPC close then "reverted" to that commit, which stayed."""
-        if not self.kernel_cache:
+        writer's ENOSPC close then "reverted" to that commit, which stayed.
+
+        With WRITEs answered in C too (``c_writes_on``): a shared mapping's cached WRITEs
+        go to Python, and one that fails there (a hole of the unreserved staged file on a
+        full disk) is recorded by nobody the C table asks, so a writable handle opened after
+        it committed the file without the dropped pages at its close, which returned 0, and
+        the mapper's revert went back to that (review19d)."""
+        if not self.kernel_cache and self.cwrites is None:
             return False
         with self._lock:
             entry = self._handles.get(fh)
