@@ -12,6 +12,8 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +31,8 @@ KiB = 1024
 
 
 class Mounted:
-    def __init__(self, env: FuseEnv, mnt: Path, tiny: Path) -> None:
-        self.env, self.mnt, self.tiny = env, mnt, tiny
+    def __init__(self, env: FuseEnv, mnt: Path, tiny: Path, proc: subprocess.Popen) -> None:
+        self.env, self.mnt, self.tiny, self.proc = env, mnt, tiny, proc
 
     def committed(self, name: str) -> bytes | None:
         """What a fresh lookup finds (a revert gives the path a new inode: no cached pages)."""
@@ -49,9 +51,9 @@ def full(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint) ->
         staging.parent.mkdir(parents=True)
         staging.symlink_to(tiny)
         mnt = env.mountpoint("ws")
-        with env.mounted(mnt, "--workspace", WS, "--writes-in-c"):
+        with env.mounted(mnt, "--workspace", WS, "--writes-in-c") as proc:
             os.listdir(mnt)
-            yield Mounted(env, mnt, tiny)
+            yield Mounted(env, mnt, tiny, proc)
 
 
 def test_a_write_in_c_that_fails_for_space_is_never_committed_torn(full: Mounted) -> None:
@@ -110,3 +112,27 @@ def test_a_handle_opened_after_a_mappings_write_back_failed_for_space_is_refused
     got = full.committed("mapped.bin")
     assert got == acked, f"committed {len(got or b'')} bytes, {got.count(0) if got else 0} of them zeros"
     assert 0 not in closes, closes  # the late handle's close and the mapper's: both refused
+
+
+def test_kill_9_mid_write_keeps_what_was_acknowledged_and_nothing_else(full: Mounted) -> None:
+    """Last: it ends the module's mount. One file closed, one fsynced then written on in C,
+    then kill -9: a fresh mount shows the closed file whole and the other as its fsync left
+    it (an unacknowledged staged file is an O_TMPFILE: nothing of it survives)."""
+    closed, synced = os.urandom(100_000), os.urandom(64 * KiB)
+    (full.mnt / "closed.bin").write_bytes(closed)
+    fd = os.open(full.mnt / "open.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    assert os.write(fd, synced) == len(synced)
+    os.fsync(fd)
+    assert os.pwrite(fd, b"x" * (200 * KiB), 0) == 200 * KiB  # answered in C, never acknowledged
+    full.proc.send_signal(signal.SIGKILL)
+    full.proc.wait(timeout=30)
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # the daemon is gone: nothing of this close is acknowledged
+    full.env.cli("mount", str(full.mnt), "--workspace", WS, "--background")
+    try:
+        assert (full.mnt / "closed.bin").read_bytes() == closed
+        assert (full.mnt / "open.bin").read_bytes() == synced
+    finally:
+        full.env.cli("umount", str(full.mnt))
