@@ -729,6 +729,8 @@ class WorkspaceView:
         if not self.kernel_cache and self.cwrites is None:
             return False
         with self._lock:
+            if not self._short:  # the common case, without a walk of every open handle at each close
+                return False
             entry = self._handles.get(fh)
             if entry is None:
                 return False

@@ -157,6 +157,35 @@ def test_an_o_trunc_open_of_a_file_written_in_c_cuts_it_for_every_handle(cw: Mou
     assert (cw.mnt / "t.bin").read_bytes() == b"head" + b"\0" * (MiB - 4) + b"tail"
 
 
+def test_o_direct_writes_answered_in_c_read_back_whole(cw: Mounted) -> None:
+    data = os.urandom(MiB + 12_345)
+    fd = os.open(cw.mnt / "direct.bin", os.O_CREAT | os.O_RDWR | os.O_TRUNC | os.O_DIRECT, 0o644)
+    try:
+        assert os.pwrite(fd, data[:MiB], 0) == MiB
+        assert os.pwrite(fd, data[MiB:], MiB) == len(data) - MiB
+        assert os.pread(fd, len(data), 0) == data
+    finally:
+        os.close(fd)
+    assert (cw.mnt / "direct.bin").read_bytes() == data
+
+
+def test_a_reader_open_across_a_revert_reads_what_the_file_holds_after_it(cw: Mounted) -> None:
+    data = os.urandom(LIMIT + MiB)
+    with open(cw.mnt / "stale.bin", "wb") as f:
+        f.write(data[:MiB])
+    w = os.open(cw.mnt / "stale.bin", os.O_WRONLY | os.O_TRUNC)
+    r = os.open(cw.mnt / "stale.bin", os.O_RDONLY)
+    try:
+        with pytest.raises(OSError):
+            for at in range(0, len(data), MiB):
+                os.pwrite(w, os.urandom(MiB), at)
+        with pytest.raises(OSError):
+            os.close(w)  # reverted to data[:MiB]
+        assert os.pread(r, MiB, 0) == data[:MiB]
+    finally:
+        os.close(r)
+
+
 def test_a_busy_umount_while_a_writer_runs_keeps_every_acknowledged_write_and_nothing_past(
     cw: Mounted,
 ) -> None:
