@@ -186,6 +186,20 @@ def test_a_reader_open_across_a_revert_reads_what_the_file_holds_after_it(cw: Mo
         os.close(r)
 
 
+def test_a_file_replaced_by_a_rename_while_written_in_c_leaves_the_new_one_whole(cw: Mounted) -> None:
+    old = os.open(cw.mnt / "over.bin", os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    try:
+        assert os.write(old, b"o" * 100_000) == 100_000
+        (cw.mnt / "new.bin").write_bytes(b"new")
+        os.rename(cw.mnt / "new.bin", cw.mnt / "over.bin")  # the open file loses its name
+        assert os.write(old, b"p" * 100_000) == 100_000  # still answered in C, to the nameless file
+        assert os.fstat(old).st_size == 200_000
+    finally:
+        os.close(old)
+    assert (cw.mnt / "over.bin").read_bytes() == b"new"
+    assert not (cw.mnt / "new.bin").exists()
+
+
 def test_a_busy_umount_while_a_writer_runs_keeps_every_acknowledged_write_and_nothing_past(
     cw: Mounted,
 ) -> None:
