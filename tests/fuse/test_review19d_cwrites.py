@@ -15,7 +15,9 @@ What must hold, as on the daemon path (docs/writeback.md, "WRITEs answered in C"
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import mmap
 import os
 import threading
 from collections.abc import Iterator
@@ -169,21 +171,51 @@ def test_o_direct_writes_answered_in_c_read_back_whole(cw: Mounted) -> None:
     assert (cw.mnt / "direct.bin").read_bytes() == data
 
 
-def test_a_reader_open_across_a_revert_reads_what_the_file_holds_after_it(cw: Mounted) -> None:
-    data = os.urandom(LIMIT + MiB)
-    with open(cw.mnt / "stale.bin", "wb") as f:
-        f.write(data[:MiB])
-    w = os.open(cw.mnt / "stale.bin", os.O_WRONLY | os.O_TRUNC)
-    r = os.open(cw.mnt / "stale.bin", os.O_RDONLY)
+@pytest.mark.xfail(
+    strict=True,
+    reason="review19d: fuse_adapter/workspace.py WorkspaceView.release (handle.close(commit=...), "
+    "~line 905) commits the shared staged file at the RELEASE of a handle whose close already "
+    "committed it, taking another handle's unacknowledged truncate and writes as acknowledged: the "
+    "revert after that handle's failed write goes back to them, not to the last close. The kernel "
+    "sends RELEASE asynchronously after close(2) (and only at munmap for a mapped file), so a "
+    "`with open(p, 'wb')` then an O_TRUNC rewrite races it: 1 run in ~6 of this flow lost the "
+    "acknowledged file (read back empty). Fix: at RELEASE, commit only what this handle could have "
+    "changed since its last FLUSH (its own cached/mapped writes), e.g. skip the commit when the "
+    "handle was flushed and no cached WRITE came for it since",
+)
+def test_a_release_after_the_close_does_not_acknowledge_another_handles_writes(cw: Mounted) -> None:
+    """The first handle's close commits ``acked``; its RELEASE comes at munmap (deterministic
+    here; asynchronous after close(2) in general), after an O_TRUNC handle rewrote part of
+    the file. That handle's later write fails in C: the file must go back to ``acked``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    acked = os.urandom(MiB)
+    first = os.open(cw.mnt / "rel.bin", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+    assert os.write(first, acked) == MiB
+    addr = libc.mmap(None, MiB, mmap.PROT_READ, mmap.MAP_SHARED, first, 0)  # holds the handle
+    assert addr not in (None, ctypes.c_void_p(-1).value)
+    os.close(first)  # FLUSH: ``acked`` is committed; no RELEASE yet
+    w = os.open(cw.mnt / "rel.bin", os.O_WRONLY | os.O_TRUNC)
     try:
-        with pytest.raises(OSError):
-            for at in range(0, len(data), MiB):
+        assert os.pwrite(w, os.urandom(MiB), 0) == MiB  # answered in C, not acknowledged
+        assert libc.munmap(addr, MiB) == 0  # the first handle's RELEASE
+        with pytest.raises(OSError) as failed:
+            for at in range(MiB, LIMIT + MiB, MiB):
                 os.pwrite(w, os.urandom(MiB), at)
-        with pytest.raises(OSError):
-            os.close(w)  # reverted to data[:MiB]
-        assert os.pread(r, MiB, 0) == data[:MiB]
+        assert failed.value.errno == errno.EFBIG
     finally:
-        os.close(r)
+        with pytest.raises(OSError):
+            os.close(w)  # refused: the file goes back to its last close
+    assert (cw.mnt / "rel.bin").read_bytes() == acked
 
 
 def test_a_file_replaced_by_a_rename_while_written_in_c_leaves_the_new_one_whole(cw: Mounted) -> None:
