@@ -402,12 +402,17 @@ class WorkspaceView:
             unlinked = node is not None and node.path is None and ino in self._last
             if unlinked:  # unlinked but still open: what we last knew, with no links left
                 last = self._last[ino]
-                staged = self._staged.get(ino) if self.cwrites is not None else None
-            if unlinked and staged is None:
-                return Stat(ino, last.mode, 0, last.size, last.mtime_ns, last.uid, last.gid)
-        if unlinked:  # WRITEs answered in C never told ``_last``: the staged file says
-            size, mtime = staged.opener.attr()
-            return Stat(ino, last.mode, 0, size, int(mtime * 1e9), last.uid, last.gid)
+                if self.cwrites is None or ino not in self._staged:
+                    return Stat(ino, last.mode, 0, last.size, last.mtime_ns, last.uid, last.gid)
+                # WRITEs answered in C never told ``_last``: the staged file says, through a
+                # handle still open (review19d: ``_Staged.opener.attr()`` was unpacked as a
+                # tuple, so fstat(2) failed with EIO, EINVAL once that first handle closed).
+                # Under the lock: a RELEASE takes its handle out of ``_handles`` before closing it.
+                live = next((h for i, h in self._handles.values() if i == ino and h.staged_fd >= 0), None)
+                if live is None:
+                    return Stat(ino, last.mode, 0, last.size, last.mtime_ns, last.uid, last.gid)
+                now = live.attr()
+                return Stat(ino, last.mode, 0, now.size, int(now.mtime * 1e9), last.uid, last.gid)
         st = self._stat(ino, self.ws.stat(self.path_of(ino)))
         with self._lock:
             if self._inodes.get(ino) is not None and self._inodes[ino].opened:
@@ -714,10 +719,18 @@ class WorkspaceView:
         commit: a reader's close commits nothing and its fsync is refused; a handle opened for
         writing since is refused as every writable one was. Why (review15wb): the reader's
         close wrote the pages back (the drop), then committed the half-written file; the
-        writer's ENOSPC close then "reverted" to that commit, which stayed."""
-        if not self.kernel_cache:
+        writer's ENOSPC close then "reverted" to that commit, which stayed.
+
+        With WRITEs answered in C too (``c_writes_on``): a shared mapping's cached WRITEs
+        go to Python, and one that fails there (a hole of the unreserved staged file on a
+        full disk) is recorded by nobody the C table asks, so a writable handle opened after
+        it committed the file without the dropped pages at its close, which returned 0, and
+        the mapper's revert went back to that (review19d)."""
+        if not self.kernel_cache and self.cwrites is None:
             return False
         with self._lock:
+            if not self._short:  # the common case, without a walk of every open handle at each close
+                return False
             entry = self._handles.get(fh)
             if entry is None:
                 return False

@@ -1,0 +1,73 @@
+"""review19d: the RELEASE of a handle whose close already committed the file must not
+acknowledge another handle's later changes. Found on a ``--writes-in-c`` mount
+(``test_review19d_cwrites.py``); the same on the default daemon path, shown here with a
+quota: the kernel sends RELEASE after close(2) returned (asynchronously; for a mapped file
+only at munmap, which makes it deterministic here), and ``WorkspaceView.release`` commits
+the shared open file then, with an O_TRUNC handle's unacknowledged rewrite in it. That
+handle's write past the quota fails, its close returns ENOSPC and reverts the file "to its
+last fsync or close", which is now the RELEASE's commit: the acknowledged 1 MiB are gone
+and a 3 MiB file ending in zeros nobody acknowledged is committed. Without the mapping (the
+RELEASE before the second open) the same flow keeps the 1 MiB.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+
+import pytest
+
+from tests.fuse.conftest import make_env
+from tests.servers import S3Endpoint
+
+pytestmark = pytest.mark.fuse
+
+MiB = 1024**2
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review19d: fuse_adapter/workspace.py WorkspaceView.release commits at the RELEASE "
+    "(handle.close(commit=commit), ~line 906) a file whose close already committed it, taking "
+    "another handle's unacknowledged writes as acknowledged; a revert then goes back to them. "
+    "Fix: at RELEASE, commit only what this handle may have changed since its last FLUSH (its "
+    "cached WRITEs: a mapping's pages; with WRITEs in C, a count per published handle)",
+)
+def test_a_release_after_the_close_does_not_acknowledge_another_handles_rewrite(
+    tmp_path, moto_endpoint: S3Endpoint
+) -> None:
+    env = make_env(tmp_path, moto_endpoint)
+    mnt = env.mountpoint("ws")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    with env.mounted(mnt, "--workspace", "r19drel", "--quota", str(4 * MiB)):
+        acked = os.urandom(MiB)
+        first = os.open(mnt / "rel.bin", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
+        assert os.write(first, acked) == MiB
+        addr = libc.mmap(None, MiB, mmap.PROT_READ, mmap.MAP_SHARED, first, 0)  # holds the handle
+        assert addr not in (None, ctypes.c_void_p(-1).value)
+        os.close(first)  # FLUSH: ``acked`` is committed; the RELEASE waits for the munmap
+        w = os.open(mnt / "rel.bin", os.O_WRONLY | os.O_TRUNC)
+        try:
+            assert os.pwrite(w, os.urandom(MiB), 0) == MiB  # not acknowledged
+            assert libc.munmap(addr, MiB) == 0  # the first handle's RELEASE
+            with pytest.raises(OSError) as failed:
+                for at in range(MiB, 8 * MiB, MiB):
+                    os.pwrite(w, os.urandom(MiB), at)
+            assert failed.value.errno == errno.ENOSPC
+        finally:
+            with pytest.raises(OSError) as refused:
+                os.close(w)  # goes back to its last fsync or close
+        assert refused.value.errno == errno.ENOSPC
+        assert (mnt / "rel.bin").read_bytes() == acked
