@@ -7,11 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from selenium.webdriver.support.ui import WebDriverWait
-
 from datahub.cli.serve_cmd import build_app
 from datahub.demo import labelx_admin
-from tests.browser.chrome import WAIT, Chrome, chrome  # noqa: F401
+from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env, serving
 from tests.browser.test_newuser_labelx import project_in_page, signed_in
 
@@ -74,7 +72,7 @@ def test_a_refused_assignee_is_said_in_the_page_with_its_command_as_code(
     with signed_in(c, env, "newuser17-lx-login") as base:
         made = _cat_dog_project(c, "val-assign", "val/")
         c.driver.get(f"{base}/labelx/projects/{made['id']}")
-        WebDriverWait(c.driver, WAIT).until(lambda d: d.find_elements("css selector", "#tasks select"))
+        c.until(lambda d: d.find_elements("css selector", "#tasks select"))
         c.settle()
         assert not c.find("#assign-msg").is_displayed()  # nothing to say yet: it takes no room
         # an account gone since the page was loaded: the server refuses the name

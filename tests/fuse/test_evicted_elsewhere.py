@@ -10,6 +10,9 @@ keeps (a warm epoch sends no READ), stayed open in the daemon, its space in use 
 by no tier, until unmount: up to 4,096 page files per table. The mount's own evictions were
 already retracted at once (tests/fuse/test_evicted_published.py). Here the other process's
 eviction is its effect on the file, an unlink (the index entry is that process's business).
+
+The daemon sweeps 2,048 slots a tick instead of 512 (tests/fuse/fast_sweep_mount.py): the
+same sweep going round the table a slice a tick, a full table in 4 ticks instead of 16.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ from __future__ import annotations
 import pytest
 
 from tests.fuse.conftest import Dataset, FuseEnv, upload_dataset, wait_until
+from tests.fuse.fast_sweep_mount import SLOTS
 from tests.fuse.test_evicted_published import _published, _removed_page_files_held
 from tests.fuse.test_fastread import forget_pages, read_buffered
 from tests.fuse.test_passthrough import FILES, GUARD, page_files, warm_into_disk
 
 pytestmark = pytest.mark.fuse
 
-LET_GO = 45.0  # seconds: the sweep covers a full table (8,192 slots) in 16 ticks of 1 s; slack for load
+LET_GO = 45.0  # seconds: the sweep covers a full table (8,192 slots) in 4 ticks of 1 s here; slack for load
+SWEEPER = "tests.fuse.fast_sweep_mount"  # the mount daemon with SWEEP_SLOTS raised to SLOTS
 
 
 @pytest.fixture
@@ -43,7 +48,8 @@ def test_a_published_page_file_removed_by_another_process_is_let_go(
     env: FuseEnv, files: Dataset, args: tuple[str, ...], key: str, swept: str
 ) -> None:
     mnt = env.mountpoint("el")
-    with env.mounted(mnt, "el", *args) as daemon:
+    with env.mounted(mnt, "el", *args, module=SWEEPER) as daemon:
+        assert f"looks at {SLOTS} slots a tick" in (env.root / "mount-el.log").read_text()  # it took
         root = mnt / "el" / f"v{files.seq}"
         warm_into_disk(env, root)
 

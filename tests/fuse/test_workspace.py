@@ -23,19 +23,34 @@ from datahub.errors import NoSpace, ReadOnly, StorageError
 from datahub.storage import StoreRegistry
 from fuse_adapter.daemon import is_mounted, record_path
 from fuse_adapter.fuse_ops import _errno_of
-from tests.fuse.conftest import REPO, FuseEnv
+from tests.fuse.conftest import REPO, FuseEnv, make_env
 from tests.fuse.fuse_tracepoint import FuseRequests
+from tests.servers import S3Endpoint
 from tests.writeback.flushed import strip_journal
 
 pytestmark = pytest.mark.fuse
 
 
-@pytest.fixture(params=[[], ["--writeback-cache"]], ids=["daemon", "writeback-cache"])
-def ws(env: FuseEnv, request: pytest.FixtureRequest) -> Iterator[Path]:
-    """The workspace mounted as by default, and with the kernel's write-back cache."""
+@pytest.fixture(scope="module", params=[[], ["--writeback-cache"]], ids=["daemon", "writeback-cache"])
+def ws_mount(
+    tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint, request: pytest.FixtureRequest
+) -> Iterator[tuple[FuseEnv, Path]]:
+    """The workspace mounted as by default, and with the kernel's write-back cache: one mount
+    of each for the module's tests of file system semantics (a workspace mount's start and
+    its ``datahub umount`` cost ~0.7 CPU-s; 24 of them were most of this file's time)."""
+    env = make_env(tmp_path_factory.mktemp("ws"), moto_endpoint)
     mnt = env.mountpoint("ws")
     with env.mounted(mnt, "--workspace", "ws", *request.param):
-        yield mnt
+        yield env, mnt
+
+
+@pytest.fixture
+def ws(ws_mount: tuple[FuseEnv, Path], request: pytest.FixtureRequest) -> Path:
+    """A directory of the test's own in the module's mount (made through the mount): what the
+    test creates, lists and removes meets nothing another test left."""
+    path = ws_mount[1] / request.node.originalname
+    path.mkdir()
+    return path
 
 
 def _bucket_objects(env: FuseEnv) -> dict[str, bytes]:
@@ -156,7 +171,8 @@ def test_unsupported_operations(ws: Path) -> None:
     assert stat.S_IMODE((ws / "f").stat().st_mode) == 0o644
 
 
-def test_workspace_has_one_mount(env: FuseEnv, ws: Path) -> None:
+def test_workspace_has_one_mount(ws_mount: tuple[FuseEnv, Path]) -> None:
+    env = ws_mount[0]
     other = env.mountpoint("ws2")
     second = env.cli("mount", str(other), "--workspace", "ws", check=False)
     assert second.returncode == 4 and "ws" in second.stderr
@@ -300,7 +316,7 @@ def _super_options(mnt: Path) -> set[str]:
     raise AssertionError(f"{mnt} is not mounted")
 
 
-def test_creating_files_sends_no_getattr_of_their_directory(ws: Path) -> None:
+def test_creating_files_sends_no_getattr_of_their_directory(ws_mount: tuple[FuseEnv, Path], ws: Path) -> None:
     """A create invalidates the directory's attributes, and with ``default_permissions`` the
     next path walk asked the daemon for them again: one GETATTR per created file. A mount
     only its owner can enter needs no kernel mode checks (fuse_adapter.workspace.owner_only)."""
@@ -311,7 +327,7 @@ def test_creating_files_sends_no_getattr_of_their_directory(ws: Path) -> None:
     counts = requests.counts()
     assert counts["FUSE_CREATE"] == 20
     assert counts["FUSE_GETATTR"] == 0, counts
-    assert "default_permissions" not in _super_options(ws)
+    assert "default_permissions" not in _super_options(ws_mount[1])
 
 
 def test_an_owner_only_mount_refuses_what_the_kernel_refused(ws: Path) -> None:
