@@ -18,6 +18,7 @@ from datahub.storage.local import LocalStore
 from tests.storage.conftest import make_config
 
 KEY = "blobs/sha256/ab/cd/abcd"
+MiB = 1024**2
 WRONG, RIGHT, OTHER = b"W" * 64, b"R" * 64, b"O" * 64
 
 
@@ -112,3 +113,23 @@ def test_rados_replaces_only_the_object_version_found_wrong(rados_store: tuple) 
     assert store.put_replacing(KEY, RIGHT, len(RIGHT), info.etag) is None  # gone: nothing put
     with pytest.raises(ObjectNotFound):
         store.stat(KEY)
+
+
+def test_each_store_replaces_only_the_object_found_wrong(backend) -> None:
+    """On every store with ``put_replacing`` (S3 and RGW: If-Match on the PUT, and on a
+    multipart upload's completion), a put over an object found wrong writes nothing once
+    another writer's object is there, and replaces the one it names."""
+    if backend.name == "memory":
+        pytest.skip("the memory store has no conditional put yet (docs/storage.md)")
+    store = backend.open(multipart_threshold=MiB, multipart_chunk=5 * MiB)
+    sizes = (64, MiB + 1) if backend.is_s3 else (64,)  # a single PUT, and a multipart upload
+    for n in sizes:
+        wrong, other, right = b"W" * n, b"O" * n, b"R" * n
+        found = store.put(KEY, wrong)
+        theirs = store.put(KEY, other)
+        assert store.put_replacing(KEY, right, n, found.etag) is None
+        assert store.read(KEY, etag=theirs.etag) == other
+        info = store.put_replacing(KEY, right, n, theirs.etag)
+        assert info is not None and store.read(KEY, etag=info.etag) == right
+        store.delete(KEY)
+        assert store.put_replacing(KEY, right, n, info.etag) is None
