@@ -37,10 +37,12 @@ base are walked side by side in key order, a batch of keys at a time (``_plan``,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import logging
 import tempfile
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -88,7 +90,9 @@ def commit_workspace(
     version yet (an empty change set makes no version; before, it failed the unmount, and a
     CSI workspace whose pod wrote nothing could not be unpublished).
     """
-    with _flushed(workspace) as flushed, Spill() as changes, Writes() as writes:
+    with _flushed(workspace) as flushed, Writes() as writes, contextlib.ExitStack() as spills:
+        changes = Spill()
+        spills.callback(lambda: changes.close())  # the second pass's, if it replaced the first
         try:
             catalog.get_dataset(dataset)
         except DatasetNotFound:
@@ -101,7 +105,20 @@ def commit_workspace(
         committed = _Base(workspace, dataset)
         current = catalog.list_records(dataset, base) if head else iter(())
         digest = hashlib.sha256(f"{workspace.name}\0{dataset}\0{base}".encode())
-        _plan(workspace, flushed, current, committed, changes, writes, digest)
+        earlier = _plan(workspace, flushed, current, committed, changes, writes, digest)
+        if earlier:  # a content's stale records in a batch before its good ones: a second pass
+            repaired = _repair_earlier(
+                workspace,
+                flushed,
+                catalog.list_records(dataset, base) if head else iter(()),
+                committed,
+                changes,
+                writes,
+                digest,
+                earlier,
+            )
+            changes.close()
+            changes = repaired
         if not changes.count:
             # nothing to commit: the head as it is (None: an empty workspace, no version yet)
             committed.settle(writes.settled.rows())
@@ -128,13 +145,16 @@ def _plan(
     changes: Spill,
     writes: Writes,
     digest: Any,
-) -> None:
+) -> dict[str, str]:
     """Walk the workspace's files, the head's records and the base side by side in key order,
     a batch of keys at a time: pin the batch's files as blobs, spill each change as ``(key,
     the record to put, or None to delete)``, and note what the base's stores will write.
     ``digest`` takes every file's path and etag, and every change (which head files go, and
-    which are put, depend on the journal's records too): the commit id."""
+    which are put, depend on the journal's records too): the commit id. Returns the digests
+    whose records in a batch already spilled named an etag their blob lost, with the blob's
+    (``_Etags.earlier``; empty unless such damage was found): for ``_repair_earlier``."""
     blobs = workspace.blobs
+    etags = _Etags()
     origin, origin_key = workspace.flusher.origin, workspace.flusher.origin_key
     walk = joined(((r.key, r) for r in current), ((row[0], row) for row in flushed.rows()), committed.scan())
     for batch in batches(walk):
@@ -142,7 +162,7 @@ def _plan(
             FlushedObject(key, origin.url_for(origin_key(key)), *f[1:]) for key, (_, f, _) in batch if f
         ]
         pinned = {key: h for key, (h, f, _) in batch if f and h is not None and _head_blob(h, blobs)}
-        wanted = _pin_blobs(workspace, objects, pinned)
+        wanted = _pin_blobs(workspace, objects, pinned, etags)
         for key, (h, f, idents) in batch:
             new = wanted[key] if f else None
             change = _change(h, new, idents)
@@ -155,6 +175,117 @@ def _plan(
                 digest.update(f"\0+{key}".encode())
                 changes.add((key, new))
             writes.note(key, _ident(new) if new is not None else None, idents)
+    return etags.earlier
+
+
+ETAGS_MAX = 65_536  # digests whose records' etag a commit remembers across batches (LRU, ~13 MB)
+
+
+class _Etags:
+    """What a commit learned of each content's etag, kept across its batches of keys.
+
+    Why: ``_repair_lost_etags`` sees one batch at a time (commitmem18), and the sign of a
+    record naming an etag its blob lost is two etags for one digest. Files of one content in a
+    row (a directory of identical files) may put every stale record in one batch and the good
+    ones in others: each batch alone saw one etag, and nothing was repaired (review19a).
+    ``named``: the etag the latest batch's records of a digest named (after its repairs);
+    ``proven``: the blob's etag, stat'ed and its bytes hashed to the digest (None: the blob
+    does not hold them; left alone), so a content is read once per commit; ``earlier``: the
+    digests whose records in an already spilled batch named another etag than the blob's,
+    with the blob's. Each holds at most ``ETAGS_MAX`` digests, the least recently seen out
+    first: memory stays bounded, and a content forgotten is compared within its batches only
+    from then on (damage from before pinblobs16 spread that far apart is rare and old)."""
+
+    def __init__(self, limit: int = ETAGS_MAX) -> None:
+        self.limit = limit
+        self.named: OrderedDict[str, str] = OrderedDict()
+        self.proven: OrderedDict[str, str | None] = OrderedDict()
+        self.earlier: dict[str, str] = {}
+
+    def name(self, digest: str, etag: str) -> None:
+        _bounded_put(self.named, digest, etag, self.limit)
+
+    def prove(self, digest: str, etag: str | None) -> None:
+        _bounded_put(self.proven, digest, etag, self.limit)
+
+    def spilled_stale(self, digest: str, etag: str) -> None:
+        if digest not in self.earlier and len(self.earlier) >= self.limit:
+            log.warning(
+                "more than %d contents had stale etags in this commit; the records of blob %s "
+                "that came before its good ones are left as they are: commit again to repair more",
+                self.limit,
+                blob_key(digest),
+            )
+            return
+        self.earlier[digest] = etag
+
+
+def _bounded_put(table: OrderedDict, key: str, value: Any, limit: int) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > limit:
+        table.popitem(last=False)
+
+
+def _repair_earlier(
+    workspace: Workspace,
+    flushed: Spill,
+    current: Iterator[Record],
+    committed: _Base,
+    changes: Spill,
+    writes: Writes,
+    digest: Any,
+    earlier: dict[str, str],
+) -> Spill:
+    """The changes again, with a record put for each workspace file of a digest in
+    ``earlier`` whose record (the change's, or the head's it kept) names another etag than
+    its blob's proven one: ``_plan``'s first pass met those records before it knew.
+
+    A second walk of the head, the workspace's files, the base and the changes, in key
+    order like the first, so the spill stays in the order ``catalog.commit`` takes; it runs
+    only when such damage was found, so a commit without it costs nothing more."""
+    blobs = workspace.blobs
+    assert blobs is not None  # _pin_blobs refused a workspace without one
+    out = Spill()
+    try:
+        walk = joined(
+            ((r.key, r) for r in current),
+            ((row[0], row) for row in flushed.rows()),
+            committed.scan(),
+            ((row[0], row) for row in changes.rows()),
+        )
+        for key, (h, f, idents, c) in walk:
+            chosen = c[1] if c is not None else (h if f else None)
+            etag = earlier.get(f[3]) if f and chosen is not None else None
+            if (
+                etag is not None
+                and chosen.etag != etag
+                and (chosen.url, chosen.checksum) == (blobs.url_for(blob_key(f[3])), f"sha256:{f[3]}")
+            ):
+                fixed = dataclasses.replace(chosen, etag=etag, meta=EMPTY, labels=EMPTY)
+                digest.update(f"\0~{key}".encode())
+                out.add((key, fixed))
+                _renote(
+                    writes, key, _ident(dataclasses.replace(fixed, etag=chosen.etag)), _ident(fixed), idents
+                )
+            elif c is not None:
+                out.add(c)
+    except BaseException:
+        out.close()
+        raise
+    return out
+
+
+def _renote(writes: Writes, key: str, first: str, ident: str, idents: list[str] | None) -> None:
+    """``Writes.note`` of a key the first pass noted as ``first``, now put as ``ident``:
+    written whatever the first pass wrote (the later entry of a key wins), its union keeping
+    ``first`` too (a crash before the commit lands leaves the head with either)."""
+    union = list(idents) if idents is not None else [UNSETTLED]
+    for i in (first, ident):
+        if i not in union:
+            union.append(i)
+    writes.expected.add((key, union))
+    writes.settled.add((key, [ident]))
 
 
 def finish_workspace(
@@ -232,7 +363,7 @@ def _head_blob(record: Record, blobs: ObjectStore | None) -> bool:
 
 
 def _pin_blobs(
-    workspace: Workspace, objects: list[FlushedObject], pinned: dict[str, Record]
+    workspace: Workspace, objects: list[FlushedObject], pinned: dict[str, Record], etags: _Etags | None = None
 ) -> dict[str, Record]:
     """Each flushed file as a record pointing at its content-addressed blob."""
     blobs = workspace.blobs
@@ -276,7 +407,7 @@ def _pin_blobs(
         if o.path not in records:
             url = blobs.url_for(blob_key(o.sha256))
             records[o.path] = Record(o.path, url, infos[o.sha256].etag, o.size, checksum=f"sha256:{o.sha256}")
-    _repair_lost_etags(blobs, records, lambda digest: _repin(workspace, held[digest], pin))
+    _repair_lost_etags(blobs, records, lambda digest: _repin(workspace, held[digest], pin), etags)
     return records
 
 
@@ -302,7 +433,10 @@ def _repin(workspace: Workspace, o: FlushedObject, pin) -> ObjectInfo | None:
 
 
 def _repair_lost_etags(
-    blobs: ObjectStore, records: dict[str, Record], repin: Callable[[str], ObjectInfo | None]
+    blobs: ObjectStore,
+    records: dict[str, Record],
+    repin: Callable[[str], ObjectInfo | None],
+    etags: _Etags | None = None,
 ) -> None:
     """Give the blob's etag back to records of one content that disagree on it.
 
@@ -314,35 +448,53 @@ def _repair_lost_etags(
     blob is read once and its sha256 checked before any record takes its etag (a blob that
     does not hold its digest's bytes is left alone: the records stay as they are). A blob
     that is gone is pinned again by ``repin(digest)`` (from the workspace's file of that
-    content; None: left as they are), and every record of it takes the new blob's etag."""
-    etags: dict[str, set[str]] = {}
+    content; None: left as they are), and every record of it takes the new blob's etag.
+    ``etags``: what the commit's earlier batches named and proved (``_Etags``), so records of
+    one content in different batches are compared too (review19a)."""
+    etags = etags if etags is not None else _Etags()
+    named: dict[str, set[str]] = {}
     for r in records.values():
-        etags.setdefault(r.checksum or "", set()).add(r.etag)
-    for checksum, seen in etags.items():
-        if len(seen) < 2 or not checksum.startswith("sha256:"):
+        named.setdefault(r.checksum or "", set()).add(r.etag)
+    for checksum, seen in named.items():
+        if not checksum.startswith("sha256:"):
             continue
         digest = checksum[len("sha256:") :]
-        key = blob_key(digest)
-        try:
-            info = blobs.stat(key)
-        except ObjectNotFound:
-            repinned = repin(digest)
-            if repinned is not None:  # written from bytes checked against the digest just now
-                for p, r in records.items():
-                    if r.checksum == checksum:
-                        records[p] = dataclasses.replace(r, etag=repinned.etag)
+        before = etags.named.get(digest)
+        if len(seen | {before} - {None}) < 2:
+            etags.name(digest, next(iter(seen)))
             continue
-        stale = [p for p, r in records.items() if r.checksum == checksum and r.etag != info.etag]
-        if not stale:
+        if digest in etags.proven:
+            good = etags.proven[digest]
+        else:
+            good = _blob_etag(blobs, digest, repin)
+            etags.prove(digest, good)
+        if good is None:  # left as they are
+            etags.name(digest, before or next(iter(seen)))
             continue
-        check = hashlib.sha256()
-        for piece in blobs.read_chunks(key, etag=info.etag):
-            check.update(piece)
-        if check.hexdigest() != digest:
-            log.warning("blob %s does not hold the bytes of its digest; records left as they are", key)
-            continue
-        for p in stale:
-            records[p] = dataclasses.replace(records[p], etag=info.etag)
+        for p, r in records.items():
+            if r.checksum == checksum and r.etag != good:
+                records[p] = dataclasses.replace(r, etag=good)
+        if before is not None and before != good:
+            etags.spilled_stale(digest, good)
+        etags.name(digest, good)
+
+
+def _blob_etag(blobs: ObjectStore, digest: str, repin: Callable[[str], ObjectInfo | None]) -> str | None:
+    """The etag of ``digest``'s blob once its bytes hash to the digest (None: they do not,
+    or it was gone and could not be pinned again)."""
+    key = blob_key(digest)
+    try:
+        info = blobs.stat(key)
+    except ObjectNotFound:
+        repinned = repin(digest)  # written from bytes checked against the digest just now
+        return repinned.etag if repinned is not None else None
+    check = hashlib.sha256()
+    for piece in blobs.read_chunks(key, etag=info.etag):
+        check.update(piece)
+    if check.hexdigest() != digest:
+        log.warning("blob %s does not hold the bytes of its digest; records left as they are", key)
+        return None
+    return info.etag
 
 
 def _copy_flushed(

@@ -28,7 +28,7 @@ from datahub.validation import check_name
 
 log = logging.getLogger(__name__)
 
-JOURNAL_COLUMNS = ("workspace", "journal", "objects", "bytes", "newest", "this_node", "covers")
+JOURNAL_COLUMNS = ("workspace", "journal", "objects", "bytes", "newest", "this_node", "covers", "forgotten")
 SHOWN_PATHS = 20  # cover-record paths printed in text (all of them with --json)
 
 
@@ -67,6 +67,13 @@ def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
         "(<objects_url>/workspaces/<name>): the journal's flushed files are under <URL>/j-<id>/",
     )
     fj.add_argument(
+        "--drop-marker",
+        action="store_true",
+        help="also delete the journal's marker (left by an earlier run that found no flushed files "
+        "under its target) although none are found under this one: the journal flushed nothing, "
+        "or its folder is known gone",
+    )
+    fj.add_argument(
         "--force",
         action="store_true",
         help="delete although no writer lease can tell whether that node is gone (no catalog, or "
@@ -93,6 +100,7 @@ def journals(args: argparse.Namespace, ctx: CliContext) -> int:
             "journal": row["journal"] or "(before ids)",
             "newest": _utc(row["newest"]),
             "this_node": "yes" if row["this_node"] else "",
+            "forgotten": "marker" if row["forgotten"] else "",
         }
         for row in rows
     ]
@@ -126,20 +134,45 @@ def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: LeaseGuard) -> int:
     from datahub.writeback import default_target
-    from datahub.writeback.journals import cover_records, forget_objects, journal_objects
+    from datahub.writeback.journals import (
+        cover_records,
+        drop_marker,
+        forget_objects,
+        journal_objects,
+        mark_forgotten,
+        marked_folder,
+    )
     from datahub.writeback.journals import forget_journal as forget
 
     name, journal, what = guard.name, entry.journal, guard.what
     guard.check()
     target = args.target or default_target(ctx.config, name)
     flushed = journal_objects(ctx.stores, target, name, journal)
-    if not entry.objects:  # only its shared-tier prefix shows the folder is this workspace's
+    if not entry.objects and not entry.forgotten:  # only its prefix shows the folder is this workspace's
         found = f"{flushed.objects} files under {flushed.url}/, but " if flushed.objects else ""
         raise NotFound(
             f"{what}: {found}nothing under {entry.prefix} in {ctx.config.resolved_shared_url}, so "
             "no journal of that id is shown to be this workspace's (already forgotten, or a wrong id, "
             "or another workspace's journal flushing to that target: `datahub cache journals` lists "
             "them); nothing deleted",
+            workspace=name,
+            journal=journal,
+        )
+    marked = marked_folder(store, entry)
+    # the folder is gone once the one a run found non-empty is empty now (the marker named it)
+    gone = flushed.objects > 0 or marked == flushed.url or args.drop_marker
+    if not entry.objects and not flushed.objects and not gone:
+        raise NotFound(
+            f"{what}: already forgotten, or a wrong id: only its marker is left under {entry.prefix} in "
+            f"{ctx.config.resolved_shared_url} "
+            + (
+                f"(its flushed files were under {marked}/), "
+                if marked
+                else "(no run found its flushed files), "
+            )
+            + f"and nothing is under {flushed.url}/: if the workspace flushed to a target of its own, "
+            "run again with --target URL; if the journal flushed nothing, or its folder is known gone, "
+            "add --drop-marker; nothing deleted",
             workspace=name,
             journal=journal,
         )
@@ -151,6 +184,7 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
         "flushed_objects": flushed.objects,
         "flushed_bytes": flushed.bytes,
         "flushed_paths": sorted(flushed.sizes),
+        "marked_flushed_url": marked,
     }
     if not (args.yes and ctx.json_output):  # with --json, one document: the plan and what went
         ctx.emit(plan, text=_plan_text(entry, paths, flushed, ctx.config.resolved_shared_url))
@@ -163,8 +197,13 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
             journal=journal,
         )
     with ctx.progress(total, f"forget {what}") as progress:
-        # the flushed files first: the shared-tier prefix, which ties the folder to this
-        # workspace (above), goes last, so a run cut short is finished by running it again
+        # the marker first, naming the folder if found non-empty: the prefix, which ties the
+        # folder to this workspace (above), outlives the delete while the folder may be
+        # elsewhere (a wrong --target: review19a); then the flushed files, the prefix's
+        # other objects, and the marker last, once the folder is gone
+        guard.check()
+        if flushed.objects or not entry.forgotten:
+            mark_forgotten(store, entry, flushed.url if flushed.objects else marked)
         files, fbytes = forget_objects(
             ctx.stores, flushed, lambda size: progress.update(1, size), guard.check
         )
@@ -174,10 +213,21 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
             lambda size: progress.update(1, size),
             guard.check,  # renewed before each batch
         )
+        if gone:
+            guard.check()
+            drop_marker(store, entry)
+    kept = (
+        ""
+        if gone
+        else f"; its marker {entry.marker} stays: no flushed files were under {flushed.url}/, so if "
+        "the workspace flushed to a target of its own, run again with --target URL (or add "
+        "--drop-marker if the journal flushed nothing)"
+    )
     ctx.emit(
-        plan | {"deleted_objects": objects + files, "deleted_bytes": nbytes + fbytes},
+        plan
+        | {"deleted_objects": objects + files, "deleted_bytes": nbytes + fbytes, "marker_kept": not gone},
         text=f"deleted {what}: {objects} objects, {nbytes} bytes under {entry.prefix}; {files} "
-        f"flushed files, {fbytes} bytes under {flushed.url}/",
+        f"flushed files, {fbytes} bytes under {flushed.url}/{kept}",
     )
     return 0
 

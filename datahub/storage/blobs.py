@@ -79,18 +79,35 @@ class StoredBlob:
 class BlobWriter:
     """What a caller's ``write`` puts the bytes through: ``put_once`` (nothing is stored) or
     ``put`` (over a blob that is not the content). It notes whether the object left there is
-    this write's, so the helper never reads back bytes it has just written."""
+    this write's, so the helper never reads back bytes it has just written.
+
+    ``put`` replaces only the object ``store_blob`` found wrong (``found``), where the store
+    can put on that condition (``put_replacing``: a local store, S3 with ``If-Match``); if
+    the name holds another object by then, nothing is put and ``lost`` says so: store_blob
+    looks at it again. Why: two writers that found one wrong blob both replaced it, and the
+    second's replace took away the etag the first had returned (review19a). A store without
+    ``put_replacing`` is put over unconditionally, as before."""
 
     def __init__(self, objects: ObjectStore) -> None:
         self.objects = objects
         self.created = False
+        self.found: ObjectInfo | None = None
+        self.lost = False
 
     def put_once(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
         info, self.created = self.objects.put_once_created(key, data, size)
         return info
 
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
-        info = self.objects.put(key, data, size)
+        put_replacing = getattr(self.objects, "put_replacing", None)
+        if self.found is None or put_replacing is None:
+            info = self.objects.put(key, data, size)
+        else:
+            replaced = put_replacing(key, data, size, self.found.etag)
+            if replaced is None:  # not the object found wrong any more: nothing was put
+                self.lost = True
+                return self.found
+            info = replaced
         self.created = True
         return info
 
@@ -189,7 +206,10 @@ def store_blob(objects: ObjectStore, content: Content, write: Write) -> StoredBl
             content.size,
             content.sha256,
         )
+        writer.found, writer.lost = info, False
         info = write(writer, True)
+        if writer.lost:
+            continue  # another writer replaced it (or removed it) meanwhile: look again
         VERIFIED.add(proofs.of(info.etag))
         return StoredBlob(info, content.size)
     raise ObjectChanged(

@@ -25,7 +25,8 @@ replacement keeping size and mtime goes unnoticed) until a re-import records the
 Atomicity: a put writes a temp file in the target directory, fsyncs it, renames it over
 the key and fsyncs the directory; readers see the old or the new file, never a mix.
 ``put_once`` (content-addressed blobs) renames without replacing, so a blob put by two
-writers at once keeps the first one's inode and etag.
+writers at once keeps the first one's inode and etag. ``put_replacing`` (a blob found not to
+hold its content) replaces only the very file found wrong: see its docstring.
 Temp files (``.datahub-tmp-*``) are invisible to listings.
 """
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import stat as stat_mod
 import tempfile
@@ -349,6 +351,52 @@ class LocalStore(ObjectStore):
         name itself before it takes the etag (``_settled``), so both answer the same one."""
         return self._write(key, data, size, replace=False)
 
+    def put_replacing(
+        self, key: str, data: bytes | BinaryIO, size: int | None, etag: str
+    ) -> ObjectInfo | None:
+        """Put over the object of ``etag`` only; None if the name holds another file now (or
+        none): the caller looks at what is there again (``blobs.store_blob``).
+
+        Why: two writers that found the same wrong blob both replaced it, and the second's
+        rename took away the file, and so the etag, the first had just returned: its records
+        were unreadable for good (review19a). Now the replace runs under an ``flock`` of the
+        key's directory, which every conditional replace of the store takes: the name is
+        stat'ed there and must still have ``etag``, and the temp file is swapped in with
+        ``renameat2(RENAME_EXCHANGE)``; the file swapped out must be the one stat'ed (same
+        device and inode), else a writer that does not take the lock (a plain ``put``) put it
+        meanwhile and it is swapped back. A name that now holds exactly these bytes is not
+        replaced (``_identical_file``): it keeps its etag. Where the file system has no
+        exchange (or no flock), a plain rename under the check."""
+        path = self._path(key)
+        with self._errors(key, writing=True):
+            path.parent.mkdir(mode=self._dir_mode, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+        try:
+            with self._errors(key), os.fdopen(fd, "wb") as fh:
+                written = _write_stream(fh, data)
+                if size is not None and written != size:
+                    raise InvalidInput(
+                        f"put of object {key!r}: declared size {size} but the data had {written} bytes",
+                        key=key,
+                    )
+                fh.flush()
+                same = _identical_file(path, fh.fileno(), written)
+                if same is not None:  # fixed meanwhile with these bytes: it keeps its etag
+                    os.unlink(tmp)
+                    return self._info(key, same)
+                os.fchmod(fh.fileno(), self._file_mode)
+                os.fsync(fh.fileno())
+                with self._errors(key, writing=True), _locked(path.parent):
+                    if not _swap_if(tmp, path, etag):
+                        os.unlink(tmp)
+                        return None
+                    _fsync_dir(path.parent)
+                return self._info(key, os.fstat(fh.fileno()))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
     def _write(
         self, key: str, data: bytes | BinaryIO, size: int | None, *, replace: bool
     ) -> tuple[ObjectInfo, bool]:
@@ -477,6 +525,49 @@ def _rename_noreplace(tmp: str, path: Path) -> bool:
         return False
     with contextlib.suppress(FileNotFoundError):  # a writer that found the name dropped it (_settled)
         os.unlink(tmp)
+    return True
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """An exclusive ``flock`` of ``directory`` for the block: what every conditional replace
+    in it takes (blob directories are ``ab/cd/``: two replaces rarely share one). A file
+    system without flock on a directory gives no lock: the exchange's check still holds."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _swap_if(tmp: str, path: Path, etag: str) -> bool:
+    """Put ``tmp`` at ``path`` if ``path`` holds the file of ``etag``: True if put; else
+    False, and ``tmp`` (the new file) is where it was. Called under ``_locked``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    if not stat_mod.S_ISREG(st.st_mode) or _current_etag(str(path), st, etag) != etag:
+        return False
+    if _RENAMEAT2 is None or _RENAMEAT2(
+        _AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE
+    ):
+        err = ctypes.get_errno() if _RENAMEAT2 is not None else errno.ENOSYS
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(path))
+        os.replace(tmp, path)  # no exchange here: the check under the lock is all there is
+        return True
+    out = os.lstat(tmp)  # the file swapped out: must be the one found wrong
+    if (out.st_dev, out.st_ino) != (st.st_dev, st.st_ino) and not _RENAMEAT2(
+        _AT_FDCWD, os.fsencode(tmp), _AT_FDCWD, os.fsencode(path), _RENAME_EXCHANGE
+    ):
+        return False  # a plain put's file came meanwhile: back in place, ours out
+    os.unlink(tmp)  # the file found wrong (or, if it could not go back, the plain put's)
     return True
 
 

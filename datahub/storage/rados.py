@@ -33,6 +33,7 @@ count, fine for the shared tier's sweeps (at most one a minute), not for huge or
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shlex
 import threading
@@ -333,6 +334,28 @@ class RadosStore(ObjectStore):
         except rados.ObjectExists:
             return self.stat(key), False
 
+    def put_replacing(
+        self, key: str, data: bytes | BinaryIO, size: int | None, etag: str
+    ) -> ObjectInfo | None:
+        """Put over the object of ``etag`` only: the write op asserts the object's version
+        (``assert_version``), so it writes nothing if any write came since (or the object is
+        gone); None then, and the caller looks again (``blobs.store_blob``). Why: two writers
+        that found one wrong blob both replaced it, and the second's write moved the version,
+        the etag, the first had returned (review19a). An etag from before object versions
+        (an older put's md5) cannot be asserted: put over unconditionally, as before."""
+        version = _etag_version(etag)
+        if version is None:
+            return self.put(key, data, size)
+        rados = _import_rados()
+        try:
+            return self._put(key, data, size, b"", version=version)
+        except rados.ObjectNotFound:
+            return None
+        except rados.Error as exc:
+            if getattr(exc, "errno", None) in (errno.ERANGE, errno.EOVERFLOW):  # another version
+                return None
+            raise self._error(exc, "put", key) from None
+
     def put_with_record(self, key: str, data: bytes | bytearray, record: bytes) -> ObjectInfo:
         """``put``, with ``record`` stored in the object's xattr ``datahub.record`` by the same
         atomic write op: durable with the bytes or not at all. Why: a write-back cover record
@@ -357,6 +380,7 @@ class RadosStore(ObjectStore):
         record: bytes,
         *,
         exclusive: bool = False,
+        version: int | None = None,
     ) -> ObjectInfo:
         name = self._name(key)
         payload = read_all(data, key)
@@ -377,6 +401,8 @@ class RadosStore(ObjectStore):
             try:
                 if exclusive:  # fails the whole op, writing nothing, if the object exists
                     op.new(rados.LIBRADOS_CREATE_EXCLUSIVE)
+                if version is not None:  # fails it if the object is at another version (or gone)
+                    op.assert_version(version)
                 op.write_full(payload)
                 op.set_xattr(ETAG_XATTR, b"")
                 if record:
@@ -389,6 +415,8 @@ class RadosStore(ObjectStore):
         except rados.Error as exc:
             if exclusive and isinstance(exc, rados.ObjectExists):
                 raise  # put_once's answer: the stored object stays
+            if version is not None:
+                raise  # put_replacing's to judge
             raise self._error(exc, "put", key) from None
         return ObjectInfo(key, len(payload), _version_etag(version, len(payload)), float(int(now)))
 
@@ -422,6 +450,15 @@ def _release_ioctx(store_ref: weakref.ref, ioctx: Any) -> None:
 def _version_etag(version: int, size: int) -> str:
     """The etag of the object version ``version`` of ``size`` bytes."""
     return f"v{version:x}-{size:x}"
+
+
+def _etag_version(etag: str) -> int | None:
+    """The object version an etag of ``_version_etag`` names (None: another form)."""
+    head, _, _ = etag.partition("-")
+    try:
+        return int(head[1:], 16) if head.startswith("v") and len(head) > 1 else None
+    except ValueError:
+        return None
 
 
 class _Raced(Exception):

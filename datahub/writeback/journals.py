@@ -18,11 +18,22 @@ finds them from the workspace's name and the journal id alone (under the default
 an explicit one the operator names) and ``forget_objects`` deletes them; nothing another
 journal wrote is under that folder. Objects a journal from before nodeloss18 flushed lie
 straight under the target, shared by every such journal of the workspace: never deleted here.
+
+The marker (``<prefix>forgotten``, blobcas19): the prefix is the only proof that a flushed
+folder of that journal id is this workspace's (review18c), and a delete takes the prefix away.
+A run given a wrong ``--target`` (or the default, for a workspace with a target of its own)
+deleted the prefix and nothing of the folder, and every run with the right target was then
+refused: the flushed files leaked (review19a). So a delete first writes a marker under the
+prefix, naming the flushed folder once one is found non-empty (``mark_forgotten``); the
+prefix's other objects go, and the marker stays until the folder it names is deleted (or the
+operator says there is none): a later run finds the marker and may still delete the folder.
+The marker is not counted among the prefix's objects (``JournalPrefix.forgotten``).
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -31,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datahub.config import Config
-from datahub.errors import InvalidInput, StorageError
+from datahub.errors import InvalidInput, ObjectNotFound, StorageError
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.local import LocalStore
 from datahub.writeback import SHARED_PREFIX, journal_objects_url, list_workspaces, workspace_dir
@@ -40,6 +51,7 @@ from datahub.writeback.journal import JOURNAL_ID, Journal
 
 DELETERS = 8  # objects deleted at once (one request each on S3 and RADOS)
 _JOURNAL_ID = re.compile(r"[0-9a-f]{1,64}")  # ``secrets.token_hex(8)`` makes 16 of these
+MARKER = "forgotten"  # ``<prefix>forgotten``: a delete of the journal was begun (never a chunk key)
 
 
 @dataclass
@@ -53,6 +65,7 @@ class JournalPrefix:
     newest: float = 0.0  # mtime of its newest object, seconds since the epoch
     this_node: bool = False  # the journal of this node's workspace of that name
     covers: int = 0  # cover records in its packs / RADOS xattrs: small files a recovery could name
+    forgotten: bool = False  # its marker is there: a delete of it was begun (not in ``objects``)
     sizes: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
@@ -61,8 +74,16 @@ class JournalPrefix:
         ws = f"{SHARED_PREFIX}/{self.workspace}/"
         return f"{ws}{JOURNAL_DIR}{self.journal}/" if self.journal else ws
 
+    @property
+    def marker(self) -> str:
+        """The key of its marker (``MARKER``)."""
+        return f"{self.prefix}{MARKER}"
+
     def add(self, info: ObjectInfo) -> None:
-        """Count one listed object of this prefix."""
+        """Count one listed object of this prefix (its marker only sets ``forgotten``)."""
+        if self.journal and info.key == self.marker:
+            self.forgotten = True
+            return
         self.objects += 1
         self.bytes += info.size
         self.newest = max(self.newest, info.mtime)
@@ -79,6 +100,7 @@ class JournalPrefix:
             "newest": self.newest,
             "this_node": self.this_node,
             "covers": self.covers,
+            "forgotten": self.forgotten,
         }
 
 
@@ -211,6 +233,40 @@ def forget_journal(
     if isinstance(store, LocalStore):  # a local tier keeps the emptied directories: remove them
         _remove_empty_dirs(store.root / entry.prefix, entry.prefix)
     return entry.objects, deleted
+
+
+def marked_folder(store: ObjectStore, entry: JournalPrefix) -> str | None:
+    """The flushed folder the marker of ``entry`` names (found non-empty by an earlier run),
+    or None (no marker, or none found yet)."""
+    if not entry.forgotten:
+        return None
+    try:
+        return json.loads(store.read(entry.marker)).get("flushed_url")
+    except ObjectNotFound:
+        return None
+    except ValueError as exc:
+        raise StorageError(
+            f"the marker {entry.marker} of journal {entry.journal} of workspace {entry.workspace!r} "
+            f"is not what forget-journal writes ({exc}); delete it by hand and run again"
+        ) from exc
+
+
+def mark_forgotten(store: ObjectStore, entry: JournalPrefix, flushed_url: str | None) -> None:
+    """Write the marker of ``entry`` before a delete (``flushed_url``: its flushed folder, if
+    found non-empty), so the prefix outlives the delete of its other objects."""
+    check_journal_id(entry.journal)
+    body = {"workspace": entry.workspace, "journal": entry.journal, "flushed_url": flushed_url}
+    store.put(entry.marker, json.dumps(body, sort_keys=True).encode())
+    entry.forgotten = True
+
+
+def drop_marker(store: ObjectStore, entry: JournalPrefix) -> None:
+    """Delete the marker of ``entry``: the last object of the prefix."""
+    check_journal_id(entry.journal)
+    store.delete(entry.marker)
+    entry.forgotten = False
+    if isinstance(store, LocalStore):
+        _remove_empty_dirs(store.root / entry.prefix, entry.prefix)
 
 
 def _delete_all(

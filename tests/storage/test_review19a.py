@@ -1,6 +1,6 @@
 """review19a: attacks on blobverify18's ``store_blob`` over a real local store (files on disk).
 
-Found (strict xfail, not this reviewer's files to fix): two writers that both find a wrong
+Found (fixed by blobcas19: the replace is conditional, ``LocalStore.put_replacing``): two writers that both find a wrong
 blob (a torn copy of the right size) both replace it, and the first to return keeps an etag
 the second's replace takes away: a read of its record under that etag is ObjectChanged for
 good (the cache's self-verify, ``datahub/cache/selfverify.py``, still serves it, after a read
@@ -41,14 +41,6 @@ def _store(store: LocalStore) -> ObjectInfo:
     return store_blob(store, Content(DIGEST, len(DATA)), write).info
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="datahub/storage/blobs.py store_blob (line 168, `info = write(writer, True)`) replaces "
-    "a blob found wrong unconditionally: a second writer that found the same wrong blob replaces the "
-    "first one's fix and its etag; fix: replace only while the name still holds the object found "
-    "wrong (a conditional put: S3 If-Match on its etag; local: renameat2 RENAME_EXCHANGE, then put "
-    "the swapped-out file back and look again if it was not that object), else stat and prove again",
-)
 def test_two_writers_replacing_one_wrong_blob_both_keep_a_readable_etag(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

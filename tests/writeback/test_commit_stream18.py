@@ -31,9 +31,9 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     pinned: list[int] = []
     pin = workspaces._pin_blobs
 
-    def counting(workspace, objects, known):
+    def counting(workspace, objects, known, *etags):  # etags: what the commit's batches learned
         pinned.append(len(objects))
-        return pin(workspace, objects, known)
+        return pin(workspace, objects, known, *etags)
 
     monkeypatch.setattr(workspaces, "_pin_blobs", counting)
     return pinned
