@@ -119,8 +119,6 @@ def test_each_store_replaces_only_the_object_found_wrong(backend) -> None:
     """On every store with ``put_replacing`` (S3 and RGW: If-Match on the PUT, and on a
     multipart upload's completion), a put over an object found wrong writes nothing once
     another writer's object is there, and replaces the one it names."""
-    if backend.name == "memory":
-        pytest.skip("the memory store has no conditional put yet (docs/storage.md)")
     store = backend.open(multipart_threshold=MiB, multipart_chunk=5 * MiB)
     sizes = (64, MiB + 1) if backend.is_s3 else (64,)  # a single PUT, and a multipart upload
     for n in sizes:
