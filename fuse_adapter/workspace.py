@@ -650,8 +650,8 @@ class WorkspaceView:
                     self._failed.add(fh)
 
     def _retract(self, fh: int) -> None:
-        """At RELEASE (the kernel sent every WRITE of ``fh`` before it): out of the C table,
-        its recorded failure kept (``_absorb``)."""
+        """At RELEASE (the kernel sent every WRITE of ``fh`` before it), or at a FLUSH before
+        its commit (``flush``): out of the C table, its recorded failure kept (``_absorb``)."""
         if self.cwrites is None or fh not in self._published:
             return
         with self._lock:
@@ -843,8 +843,9 @@ class WorkspaceView:
         another handle are that handle's). Conservatively True where the daemon cannot count:
         a handle never closed successfully (``release_all`` at unmount), and a staged file with a
         backing file (``--passthrough``: the kernel writes it, the daemon never sees which
-        handle did). A handle whose WRITEs the C table answers (``_published``) is committed
-        too (``release``): the table keeps no count per handle."""
+        handle did). A handle whose WRITEs the C table still answers (``_published``) is
+        committed too (``release``): the table keeps no count per handle; ``flush`` takes a
+        handle out of it before its commit, so what it writes after is counted here."""
         if fh not in self._closed_at or self._closed_at[fh] != self._changes.get(fh, 0):
             return True
         return handle.staged_fd >= 0 and (
@@ -881,6 +882,11 @@ class WorkspaceView:
         if fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh)):
             return  # a reader acknowledges nothing; the writers' closes report the drop
         self._absorb(fh)
+        if fh in self._published and fh not in self._short:
+            # out of the C table before the commit (a write of it in progress ends first): its
+            # later WRITEs (through a dup of the descriptor) go to Python, which counts them,
+            # so its RELEASE commits only if one came (``_changed_since_close``, review19d)
+            self._retract(fh)
         if fh not in self._short:
             try:
                 self.fsync(fh)
