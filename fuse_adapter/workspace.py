@@ -101,6 +101,11 @@ class WorkspaceView:
         # a revert of their file for another handle drops those bytes, so their close is
         # refused too (``_refuse_dropped``), never 0 with the bytes gone (review13c)
         self._dirty: set[int] = set()
+        # WRITEs and truncates through each handle (counted once each has changed the file),
+        # and that count as its last successful fsync or close found it: a RELEASE commits only
+        # a handle that changed the file since (``_changed_since_close``)
+        self._changes: dict[int, int] = {}
+        self._closed_at: dict[int, int] = {}
         # handles opened read-only: the kernel writes nothing through them, passthrough or not
         self._readers: set[int] = set()
         # inodes whose name an unlink or a replacing rename took while they were open, with the
@@ -430,7 +435,10 @@ class WorkspaceView:
 
     def _truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
         if fh is not None and fh in self._handles:
-            self._handles[fh][1].truncate(size)
+            try:
+                self._handles[fh][1].truncate(size)
+            finally:
+                self._changed(fh)
             with self._lock:
                 last = self._last.get(ino)
                 if last is not None:
@@ -642,8 +650,8 @@ class WorkspaceView:
                     self._failed.add(fh)
 
     def _retract(self, fh: int) -> None:
-        """At RELEASE (the kernel sent every WRITE of ``fh`` before it): out of the C table,
-        its recorded failure kept (``_absorb``)."""
+        """At RELEASE (the kernel sent every WRITE of ``fh`` before it), or at a FLUSH before
+        its commit (``flush``): out of the C table, its recorded failure kept (``_absorb``)."""
         if self.cwrites is None or fh not in self._published:
             return
         with self._lock:
@@ -750,11 +758,13 @@ class WorkspaceView:
         try:
             n = handle.write(offset, data)
         except BaseException:
+            self._changed(fh)
             self._refund(growth)
             with self._lock:
                 if ino in self._nameless:
                     self._nameless[ino] -= growth
             raise
+        self._changed(fh)
         with self._lock:
             self._dirty.add(fh)
             last = self._last.get(ino)
@@ -806,16 +816,55 @@ class WorkspaceView:
         """Durable in the shared tier and journaled dirty when this returns (write-back promise)."""
         self._check_short(fh)
         self._charge_staged(fh)
+        with self._lock:  # before the commit: a change counted later may have missed it
+            seen = self._changes.get(fh, 0)
         self._handles[fh][1].fsync()
         self._check_short(fh)  # a revert for another handle ran meanwhile (``_refuse_dropped``)
         with self._lock:
             self._dirty.discard(fh)
+            self._closed_at[fh] = seen
+
+    def _changed(self, fh: int) -> None:
+        """Count a WRITE or truncate through ``fh`` once it changed the file (or failed)."""
+        with self._lock:
+            self._changes[fh] = self._changes.get(fh, 0) + 1
+
+    def _changed_since_close(self, fh: int, handle, staged: _Staged | None) -> bool:
+        """Whether ``fh``'s RELEASE must commit its file: this handle may have changed it since
+        its last successful fsync or close (caller holds ``_lock``, ``fh`` still registered).
+
+        Why (review19d): the kernel sends RELEASE after close(2) returned (asynchronously; for
+        a mapped file only at munmap), when that close's FLUSH already committed the file. A
+        commit then took the shared open file as it was, with another handle's unacknowledged
+        writes (an O_TRUNC rewrite) in it, and when that handle's write later failed its revert
+        went back to the RELEASE's commit: the acknowledged file was gone. Only what came
+        through this handle since its close is its own to commit: a mapping's write-back pages
+        or cached WRITEs the kernel sent with it (counted in ``_write``; those it sent with
+        another handle are that handle's). Conservatively True where the daemon cannot count:
+        a handle never closed successfully (``release_all`` at unmount), and a staged file with a
+        backing file (``--passthrough``: the kernel writes it, the daemon never sees which
+        handle did). A handle whose WRITEs the C table still answers (``_published``) is
+        committed too (``release``): the table keeps no count per handle; ``flush`` takes a
+        handle out of it before its commit, so what it writes after is counted here."""
+        if fh not in self._closed_at or self._closed_at[fh] != self._changes.get(fh, 0):
+            return True
+        return handle.staged_fd >= 0 and (
+            self.backing is not None or (staged is not None and staged.backing_id != 0)
+        )
 
     def flush_is_done(self, fh: int) -> bool:
         """Whether a FLUSH of ``fh`` has nothing to commit (no quota failure, not staged, the
         file durable and journaled as it is): answered without a worker-thread hop."""
         entry = self._handles.get(fh)
-        return entry is not None and fh not in self._short and entry[1].committed_now()
+        if entry is None or fh in self._short:
+            return False
+        with self._lock:
+            seen = self._changes.get(fh, 0)
+        if not entry[1].committed_now():
+            return False
+        with self._lock:  # a close that committed nothing new is a close all the same (``release``)
+            self._closed_at[fh] = seen
+        return True
 
     def flush(self, fh: int) -> None:
         """A close(2): like fsync, but a file that ran out of space goes back to its last
@@ -833,6 +882,11 @@ class WorkspaceView:
         if fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh)):
             return  # a reader acknowledges nothing; the writers' closes report the drop
         self._absorb(fh)
+        if fh in self._published and fh not in self._short:
+            # out of the C table before the commit (a write of it in progress ends first): its
+            # later WRITEs (through a dup of the descriptor) go to Python, which counts them,
+            # so its RELEASE commits only if one came (``_changed_since_close``, review19d)
+            self._retract(fh)
         if fh not in self._short:
             try:
                 self.fsync(fh)
@@ -878,19 +932,24 @@ class WorkspaceView:
         return handle.staged_fd < 0 and handle.releases_now()
 
     def release(self, fh: int) -> None:
+        published = fh in self._published  # before ``_retract`` takes it out of the C table
         self._retract(fh)
         # commits nothing (``flush``)
         holed = fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh))
         with self._lock:
-            ino, handle = self._handles.pop(fh)
+            ino, handle = self._handles[fh]
             staged = self._staged.get(ino) if handle.staged_fd >= 0 else None  # its file is open: its own
+            changed = published or self._changed_since_close(fh, handle, staged)
+            del self._handles[fh]
+            self._changes.pop(fh, None)
+            self._closed_at.pop(fh, None)
             short, reverted = fh in self._short, fh in self._reverted
             self._short.discard(fh)
             self._failed.discard(fh)
             self._reverted.discard(fh)
             self._dirty.discard(fh)
             self._readers.discard(fh)
-        commit = not holed
+        commit = not holed and changed  # a close committed it: the file's later changes are others'
         try:
             if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)
                 if self._again(reverted, handle):  # the close below must not save it

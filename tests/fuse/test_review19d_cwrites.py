@@ -171,18 +171,6 @@ def test_o_direct_writes_answered_in_c_read_back_whole(cw: Mounted) -> None:
     assert (cw.mnt / "direct.bin").read_bytes() == data
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review19d: fuse_adapter/workspace.py WorkspaceView.release (handle.close(commit=...), "
-    "~line 905) commits the shared staged file at the RELEASE of a handle whose close already "
-    "committed it, taking another handle's unacknowledged truncate and writes as acknowledged: the "
-    "revert after that handle's failed write goes back to them, not to the last close. The kernel "
-    "sends RELEASE asynchronously after close(2) (and only at munmap for a mapped file), so a "
-    "`with open(p, 'wb')` then an O_TRUNC rewrite races it: 1 run in ~6 of this flow lost the "
-    "acknowledged file (read back empty). Fix: at RELEASE, commit only what this handle could have "
-    "changed since its last FLUSH (its own cached/mapped writes), e.g. skip the commit when the "
-    "handle was flushed and no cached WRITE came for it since",
-)
 def test_a_release_after_the_close_does_not_acknowledge_another_handles_writes(cw: Mounted) -> None:
     """The first handle's close commits ``acked``; its RELEASE comes at munmap (deterministic
     here; asynchronous after close(2) in general), after an O_TRUNC handle rewrote part of

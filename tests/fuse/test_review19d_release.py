@@ -27,14 +27,6 @@ pytestmark = pytest.mark.fuse
 MiB = 1024**2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review19d: fuse_adapter/workspace.py WorkspaceView.release commits at the RELEASE "
-    "(handle.close(commit=commit), ~line 906) a file whose close already committed it, taking "
-    "another handle's unacknowledged writes as acknowledged; a revert then goes back to them. "
-    "Fix: at RELEASE, commit only what this handle may have changed since its last FLUSH (its "
-    "cached WRITEs: a mapping's pages; with WRITEs in C, a count per published handle)",
-)
 def test_a_release_after_the_close_does_not_acknowledge_another_handles_rewrite(
     tmp_path, moto_endpoint: S3Endpoint
 ) -> None:
