@@ -20,9 +20,11 @@ a WRITE from the kernel's write-back of a shared mapping (FUSE_WRITE_CACHE: Pyth
 those as the daemon path does) and any WRITE whose handle is not published.
 
 The table: Python publishes fh -> fd when it answers the OPEN/CREATE of a staged handle
-(before the reply: no WRITE of it can come earlier) and retracts it at its RELEASE (the
-kernel sends RELEASE only once every WRITE of the handle was answered; a retract still waits
-for a write in progress, and the descriptor stays Python's: the table never closes it).
+(before the reply: no WRITE of it can come earlier) and retracts it at its first FLUSH (a
+close: every C write of the handle is then in that commit, and a later WRITE through a dup of
+the descriptor reaches Python, which counts it for the RELEASE: release19), or at its RELEASE
+if no FLUSH came. A retract waits for a write in progress, and the descriptor stays Python's:
+the table never closes it.
 One mutex guards the table; the pwrite runs outside it, on a reference taken under it.
 */
 #ifndef PYFUSE3_FASTWRITE_H
