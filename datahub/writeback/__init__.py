@@ -187,7 +187,7 @@ def open_workspace(
             server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())
             closers.insert(0, server.close)
             ws.flusher.start()
-            if ws.dirty():
+            if ws.dirty(limit=1):
                 ws.flusher.wake()  # a restart uploads everything acknowledged before the crash
     except BaseException:
         for closer in closers:
@@ -402,11 +402,14 @@ def _replay_covers(ws: Workspace, txn: Txn, sizes: dict[str, int]) -> None:
     last ``covered`` the journal holds: they were in the transaction the power loss undid (or
     their commit never ran: their close never returned, and keeping a file whose bytes are
     whole is allowed). A record at or below it was committed by a transaction that is still
-    there, so its file was removed since and stays removed. Reads every pack once."""
+    there, so its file was removed since and stays removed. Reads every pack once, and holds
+    only the records above ``covered``."""
     covered = int(txn.meta(COVERED) or 0)
-    found = sorted(ws.chunks.cover_records(sizes), key=lambda kr: kr[1]["c"])
-    for key, cover in found:
-        if cover["c"] > covered and records.replay_cover(txn, key, cover, new_record(cover["mtime"])):
+    # only those above ``covered`` are held (the others are skipped anyway): a list of every
+    # record was one per file of the workspace (recover19)
+    above = (kr for kr in ws.chunks.cover_records(sizes) if kr[1]["c"] > covered)
+    for key, cover in sorted(above, key=lambda kr: kr[1]["c"]):
+        if records.replay_cover(txn, key, cover, new_record(cover["mtime"])):
             log.warning(
                 "recovery of %s: wrote %r again from its record in the shared tier (the journal "
                 "did not hold its first close: a crash or a power loss)", ws.what, cover["path"],
