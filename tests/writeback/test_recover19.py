@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 import datahub.writeback as writeback
+from datahub.writeback import flusher as flusher_mod
 from datahub.writeback.journal import Txn
 from tests.writeback.conftest import CHUNK, Env, write
 
@@ -99,3 +100,36 @@ def test_an_open_reads_the_records_a_batch_at_a_time_and_keeps_every_rule(
     assert ws2.flusher.used == sum(len(d) for d in kept.values())
     report = ws2.flush()
     assert (report.uploaded, report.still_dirty, report.errors) == (len(kept), 0, [])
+
+
+def test_asking_whether_anything_is_dirty_reads_one_batch(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """30 dirty files and 3 pending deletes, batches of 4: ``dirty(limit=1)`` reads at most one
+    batch of records (before: ``dirty()`` read all 30 and listed every path), and names a
+    path ``dirty()`` lists; ``dirty_count()`` counts what ``dirty()`` lists."""
+    monkeypatch.setattr(flusher_mod, "_PLAN_BATCH", BATCH)
+    monkeypatch.setattr(flusher_mod, "_SCAN_BATCH", BATCH)
+    ws = env.open(background=False)
+    for i in range(3):
+        write(ws, f"gone{i}", b"flushed, then unlinked")
+    ws.flush()
+    for i in range(3):
+        ws.unlink(f"gone{i}")
+    for i in range(30):
+        write(ws, f"f{i:02d}", f"file {i}".encode())
+    everything = ws.dirty()
+    assert len(everything) == 33
+    reads = 0
+    real_file = Txn.file
+
+    def file(txn: Txn, file_id: int):
+        nonlocal reads
+        reads += 1
+        return real_file(txn, file_id)
+
+    monkeypatch.setattr(Txn, "file", file)
+    first = ws.dirty(limit=1)
+    assert len(first) == 1 and first[0] in everything and 0 < reads <= BATCH, (first, reads)
+    assert ws.dirty_count() == 33
+    assert sorted(ws.dirty(limit=40)) == everything
+    ws.flush()
+    assert ws.dirty(limit=1) == [] and ws.dirty_count() == 0
