@@ -20,6 +20,7 @@ import pytest
 import datahub.writeback as writeback
 from datahub.writeback import flusher as flusher_mod
 from datahub.writeback.journal import Txn
+from datahub.writeback.model import new_record
 from tests.writeback.conftest import CHUNK, Env, write
 
 BATCH = 4
@@ -78,7 +79,7 @@ def test_an_open_reads_the_records_a_batch_at_a_time_and_keeps_every_rule(
         rec["unverified"] = {key: [n, zlib.crc32(files[torn]) ^ 1]}  # bytes other than those written
         txn.put_file(file_id, rec)
         nameless = max(i for i, _ in txn.files()) + 1000
-        txn.put_file(nameless, {**rec, "chunks": {}, "size": 0})
+        txn.put_file(nameless, new_record(0.0))  # a record no name refers to: deleted
     stream = ws.open("d/stream", create=True)
     stream.write(0, b"never acknowledged")
     ws.mkdir("e")  # journals d/stream empty and unacked
