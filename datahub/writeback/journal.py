@@ -308,6 +308,12 @@ class Txn:
             if entry["t"] == "f":
                 yield _tree_path(key), entry["id"]
 
+    def files_after(self, after: int | None) -> Iterator[tuple[int, dict]]:
+        """``files`` from after file id ``after`` (None: from the start), in id order, so that
+        recovery reads the records a batch at a time and holds none of the rest (recover19)."""
+        for key, value in self._after("files", b"" if after is None else _ID.pack(after)):
+            yield _ID.unpack(key)[0], json.loads(value)
+
     def origins_after(self, after: str | None) -> Iterator[tuple[str, dict]]:
         """``origins`` from after path ``after`` (None: from the start), in path order."""
         for key, value in self._after("origin", b"" if after is None else after.encode()):

@@ -91,7 +91,15 @@ from datahub.writeback import records
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.commits import FileCommitter
 from datahub.writeback.files import FileHandle, OpenFile
-from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress
+from datahub.writeback.flusher import (
+    _PLAN_BATCH,
+    FlushedObject,
+    Flusher,
+    FlushReport,
+    Progress,
+    _batches,
+    _dirty,
+)
 from datahub.writeback.journal import OWNER_BOOT, Journal, Txn
 from datahub.writeback.lingering import Lingering
 from datahub.writeback.model import (
@@ -600,9 +608,31 @@ class Workspace:
         """Upload every acknowledged change to the origin now (deletes and renames included)."""
         return self.flusher.flush(progress=progress)
 
-    def dirty(self) -> list[str]:
-        """Paths whose acknowledged content the origin does not hold yet."""
-        return self.flusher.dirty_paths()
+    def dirty(self, limit: int | None = None) -> list[str]:
+        """Paths whose acknowledged content the origin does not hold yet (and pending deletes),
+        sorted; with ``limit``, the first ``limit`` found (namespace order, then deletes), read a
+        batch at a time: a caller asking whether anything is dirty (``open_workspace``,
+        ``commit_workspace``) stops at the first, where the whole list of a 10^6-file
+        workspace is a string per file (recover19)."""
+        if limit is None:
+            return self.flusher.dirty_paths()
+        found: list[str] = []
+        for batch in self._dirty_batches(limit):
+            found += batch[: limit - len(found)]
+            if len(found) >= limit:
+                break
+        return found
+
+    def dirty_count(self) -> int:
+        """How many paths ``dirty()`` would list, counted a batch at a time (none held)."""
+        return sum(len(batch) for batch in self._dirty_batches(_PLAN_BATCH))
+
+    def _dirty_batches(self, limit: int) -> Iterator[list[str]]:
+        def judge(txn: Txn, path: str, file_id: int) -> str | None:
+            return path if _dirty(txn, path, file_id) is not None else None
+
+        yield from _batches(self.journal, Txn.tree_files_after, judge, limit)
+        yield from self.flusher._deletes(protect=False)
 
     def flushed_objects(self) -> list[FlushedObject]:
         """Every acknowledged file with the origin object that holds it, or Conflict if one is
