@@ -312,10 +312,10 @@ def finish_workspace(
                 name, config, stores, background=False, lease=lease, commit_to=commit_to or ""
             )
             try:
-                dirty = workspace.dirty()
+                dirty = workspace.dirty_count()  # counted a batch at a time, no list (recover19)
                 if dirty:
                     log.warning(
-                        "workspace %s still had %d dirty file(s) after unmount: flushing", name, len(dirty)
+                        "workspace %s still had %d dirty file(s) after unmount: flushing", name, dirty
                     )
                     workspace.flush()
                 if not commit_to or catalog is None:
@@ -562,7 +562,7 @@ def _flushed(workspace: Workspace) -> Spill:
     """The workspace's flushed files, ``(path, etag, size, sha256)`` in path order, spilled."""
     for _attempt in range(2):
         workspace.flush()
-        if not workspace.dirty():
+        if not workspace.dirty(limit=1):  # stops at the first dirty file (recover19)
             spill = Spill()
             try:  # a close or fsync between dirty() and this read makes it refuse: flush again
                 _spill_flushed(workspace, spill)
