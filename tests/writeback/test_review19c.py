@@ -55,7 +55,7 @@ def test_a_version_before_smallsync19_replays_what_a_kill_took_from_the_journal(
     lost nothing then. Opened after a kill of a deferring session (a rollback of the upgrade),
     it would find the same boot, replay nothing, and start a new cover epoch: the deferred
     files' records are then below ``covered`` for every later opener too, lost for good
-    (seen with /work/main's code on a killed worker of test_smallsync19). So what this
+    (seen with the code before smallsync19 on a killed worker of test_smallsync19). So what this
     version stores must differ from every boot id while a session runs."""
     from datahub.writeback import _boot_id
     from datahub.writeback.journal import OWNER_BOOT, Journal
