@@ -126,6 +126,30 @@ def _entry_of(raw: bytes) -> dict:
     return dict(entry)
 
 
+def _merged(
+    rows: Iterator[tuple[bytes, bytes]], extra: dict[bytes, bytes | None]
+) -> Iterator[tuple[bytes, bytes]]:
+    """LMDB's ``rows`` (key order) with ``extra``'s changes over them: a value replaces or adds
+    its key, None deletes it. One merge for ``Txn._scan`` (a prefix) and ``Txn._after`` (a
+    resumable scan), which each had a copy of it."""
+    changes = sorted(extra.items())
+    at = 0
+    for key, value in rows:
+        while at < len(changes) and changes[at][0] < key:
+            if changes[at][1] is not None:
+                yield changes[at]  # type: ignore[misc]
+            at += 1
+        if at < len(changes) and changes[at][0] == key:
+            if changes[at][1] is not None:
+                yield changes[at]  # type: ignore[misc]
+            at += 1
+        else:
+            yield key, value
+    for key, change in changes[at:]:
+        if change is not None:
+            yield key, change
+
+
 class Txn:
     """A read or write transaction with typed helpers (values are plain dicts)."""
 
@@ -183,22 +207,7 @@ class Txn:
         if not extra:
             yield from self._scan_lmdb(db, prefix)
             return
-        changes = sorted(extra.items())
-        at = 0
-        for key, value in self._scan_lmdb(db, prefix):
-            while at < len(changes) and changes[at][0] < key:
-                if changes[at][1] is not None:
-                    yield changes[at]  # type: ignore[misc]
-                at += 1
-            if at < len(changes) and changes[at][0] == key:
-                if changes[at][1] is not None:
-                    yield changes[at]  # type: ignore[misc]
-                at += 1
-            else:
-                yield key, value
-        for key, change in changes[at:]:
-            if change is not None:
-                yield key, change
+        yield from _merged(self._scan_lmdb(db, prefix), extra)
 
     def _scan_lmdb(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         with self._txn.cursor(db=self._dbs[db]) as cur:
@@ -273,22 +282,7 @@ class Txn:
         extra: dict[bytes, bytes | None] = {}
         for layer in (self._view, self._record):
             extra.update((k, v) for k, v in (layer or {}).get(db, {}).items() if k > start)
-        changes = sorted(extra.items())
-        at = 0
-        for key, value in self._after_lmdb(db, start):
-            while at < len(changes) and changes[at][0] < key:
-                if changes[at][1] is not None:
-                    yield changes[at]  # type: ignore[misc]
-                at += 1
-            if at < len(changes) and changes[at][0] == key:
-                if changes[at][1] is not None:
-                    yield changes[at]  # type: ignore[misc]
-                at += 1
-            else:
-                yield key, value
-        for key, change in changes[at:]:
-            if change is not None:
-                yield key, change
+        yield from _merged(self._after_lmdb(db, start), extra)
 
     def _after_lmdb(self, db: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
         with self._txn.cursor(db=self._dbs[db]) as cur:
