@@ -58,6 +58,12 @@ class VersionSpec:
         check_name(dataset)
         return cls(dataset, ref or None)
 
+    def entry(self) -> str:
+        """Where this spec's files are under ``MOUNT/<dataset>/``, known before the ref is
+        resolved: ``v<seq>`` for a number, else the ref itself (a symlink to ``v<seq>``)."""
+        alias = self.ref or "latest"
+        return f"v{alias.lstrip('v')}" if alias.lstrip("v").isdigit() else alias
+
 
 @dataclass
 class Loader:
@@ -131,8 +137,8 @@ def version_view(
             mounted[spec.dataset, version.seq] = tree.add_dir(ds, vname, mtime=version.created_at)
             info.versions.append(f"{spec.dataset}@{vname}")
     for spec, _version in resolved:
-        alias = spec.ref or "latest"
-        if alias.lstrip("v").isdigit() or (spec.dataset, alias) in links:
+        alias = spec.entry()
+        if alias.startswith("v") and alias[1:].isdigit() or (spec.dataset, alias) in links:
             continue
         links.add((spec.dataset, alias))
     for dataset, alias in sorted(links):

@@ -235,9 +235,11 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
         argv = [a for a in sys.argv[1:] if a != "--background"]
         log_path = daemon.record_path(home, mountpoint).with_suffix(".log")
         pid = daemon.start_background(argv, log_path)
+        shown = _where_files_are(args, mountpoint)
         ctx.emit(
-            {"mountpoint": mountpoint, "pid": pid, "log": str(log_path)},
-            text=f"mounted {mountpoint} (pid {pid})",
+            {"mountpoint": mountpoint, "pid": pid, "log": str(log_path), "paths": shown},
+            text=f"mounted {mountpoint} (pid {pid})"
+            + ("".join(f"\n  {spec}: {path}" for spec, path in shown.items()) if shown else ""),
         )
         return 0
     if log.level == logging.NOTSET and logging.getLogger().level > logging.INFO:
@@ -358,3 +360,16 @@ def run_umount(args: argparse.Namespace, ctx: CliContext) -> int:
     ).outcome
     ctx.emit({"mountpoint": args.mountpoint, "outcome": outcome}, text=f"{args.mountpoint}: {outcome}")
     return 0
+
+
+def _where_files_are(args, mountpoint: str) -> dict[str, str]:
+    """Each dataset version's directory in a version mount (``MOUNT/<dataset>/<v<seq> or
+    ref>``, ``layout.VersionSpec.entry``): the mount point itself holds only the datasets'
+    names, and a new user's ``ls MOUNT`` found no files there (newuser19). Empty for a
+    workspace or a bucket, whose files are at the mount point."""
+    from fuse_adapter.layout import VersionSpec
+
+    if args.workspace or any("://" in source for source in args.sources):
+        return {}
+    specs = [VersionSpec.parse(source) for source in args.sources]
+    return {f"{s.dataset}@{s.ref or 'latest'}": str(Path(mountpoint, s.dataset, s.entry())) for s in specs}

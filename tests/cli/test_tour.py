@@ -77,6 +77,8 @@ def test_the_readme_tour_runs_as_written(tmp_path, moto_endpoint):
                 subprocess.run(["fusermount3", "-uz", str(point)], check=False)
     assert not any(is_mounted(str(mnt / name)) for name in MOUNTS)
     assert "mounted" in proc.stdout
+    # a version mount says where the version's files are: MNT holds only the datasets' names
+    assert f"imagenet@golden: {mnt}/data/imagenet/golden\n" in proc.stdout, proc.stdout
     # the tour's `ls` lists records (newuser19: its `--filter labels.class=cat` listed none, since
     # an import by reference has no labels, and said so on stderr only)
     assert "train/cat/0001.jpg" in proc.stdout, proc.stdout
