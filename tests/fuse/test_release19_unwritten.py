@@ -6,14 +6,13 @@ the acknowledged file (review19d's flow, with the first close committing nothing
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import mmap
 import os
 
 import pytest
 
 from tests.fuse.conftest import make_env
+from tests.fuse.libc_mapping import map_shared_readonly
 from tests.servers import S3Endpoint
 
 pytestmark = pytest.mark.fuse
@@ -26,28 +25,16 @@ def test_the_release_of_a_handle_that_wrote_nothing_commits_nothing(
 ) -> None:
     env = make_env(tmp_path, moto_endpoint)
     mnt = env.mountpoint("ws")
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     with env.mounted(mnt, "--workspace", "r19unw", "--quota", str(4 * MiB)):
         acked = os.urandom(MiB)
         (mnt / "unw.bin").write_bytes(acked)  # acknowledged by its close
         first = os.open(mnt / "unw.bin", os.O_RDWR)  # writes nothing
-        addr = libc.mmap(None, MiB, mmap.PROT_READ, mmap.MAP_SHARED, first, 0)  # holds the handle
-        assert addr not in (None, ctypes.c_void_p(-1).value)
+        unmap = map_shared_readonly(first, MiB)  # holds the handle
         os.close(first)  # FLUSH: nothing to commit; the RELEASE waits for the munmap
         w = os.open(mnt / "unw.bin", os.O_WRONLY | os.O_TRUNC)
         try:
             assert os.pwrite(w, os.urandom(MiB), 0) == MiB  # not acknowledged
-            assert libc.munmap(addr, MiB) == 0  # the first handle's RELEASE
+            unmap()  # the first handle's RELEASE
             with pytest.raises(OSError) as failed:
                 for at in range(MiB, 8 * MiB, MiB):
                     os.pwrite(w, os.urandom(MiB), at)

@@ -15,9 +15,7 @@ What must hold, as on the daemon path (docs/writeback.md, "WRITEs answered in C"
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import mmap
 import os
 import threading
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ import pytest
 
 from tests.fuse.conftest import FuseEnv, make_env
 from tests.fuse.fsize_mount import LIMIT
+from tests.fuse.libc_mapping import map_shared_readonly
 from tests.servers import S3Endpoint
 
 pytestmark = pytest.mark.fuse
@@ -175,27 +174,15 @@ def test_a_release_after_the_close_does_not_acknowledge_another_handles_writes(c
     """The first handle's close commits ``acked``; its RELEASE comes at munmap (deterministic
     here; asynchronous after close(2) in general), after an O_TRUNC handle rewrote part of
     the file. That handle's later write fails in C: the file must go back to ``acked``."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     acked = os.urandom(MiB)
     first = os.open(cw.mnt / "rel.bin", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
     assert os.write(first, acked) == MiB
-    addr = libc.mmap(None, MiB, mmap.PROT_READ, mmap.MAP_SHARED, first, 0)  # holds the handle
-    assert addr not in (None, ctypes.c_void_p(-1).value)
+    unmap = map_shared_readonly(first, MiB)  # holds the handle
     os.close(first)  # FLUSH: ``acked`` is committed; no RELEASE yet
     w = os.open(cw.mnt / "rel.bin", os.O_WRONLY | os.O_TRUNC)
     try:
         assert os.pwrite(w, os.urandom(MiB), 0) == MiB  # answered in C, not acknowledged
-        assert libc.munmap(addr, MiB) == 0  # the first handle's RELEASE
+        unmap()  # the first handle's RELEASE
         with pytest.raises(OSError) as failed:
             for at in range(MiB, LIMIT + MiB, MiB):
                 os.pwrite(w, os.urandom(MiB), at)

@@ -12,14 +12,13 @@ RELEASE before the second open) the same flow keeps the 1 MiB.
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import mmap
 import os
 
 import pytest
 
 from tests.fuse.conftest import make_env
+from tests.fuse.libc_mapping import map_shared_readonly
 from tests.servers import S3Endpoint
 
 pytestmark = pytest.mark.fuse
@@ -32,28 +31,16 @@ def test_a_release_after_the_close_does_not_acknowledge_another_handles_rewrite(
 ) -> None:
     env = make_env(tmp_path, moto_endpoint)
     mnt = env.mountpoint("ws")
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    ]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     with env.mounted(mnt, "--workspace", "r19drel", "--quota", str(4 * MiB)):
         acked = os.urandom(MiB)
         first = os.open(mnt / "rel.bin", os.O_CREAT | os.O_RDWR | os.O_TRUNC, 0o644)
         assert os.write(first, acked) == MiB
-        addr = libc.mmap(None, MiB, mmap.PROT_READ, mmap.MAP_SHARED, first, 0)  # holds the handle
-        assert addr not in (None, ctypes.c_void_p(-1).value)
+        unmap = map_shared_readonly(first, MiB)  # holds the handle
         os.close(first)  # FLUSH: ``acked`` is committed; the RELEASE waits for the munmap
         w = os.open(mnt / "rel.bin", os.O_WRONLY | os.O_TRUNC)
         try:
             assert os.pwrite(w, os.urandom(MiB), 0) == MiB  # not acknowledged
-            assert libc.munmap(addr, MiB) == 0  # the first handle's RELEASE
+            unmap()  # the first handle's RELEASE
             with pytest.raises(OSError) as failed:
                 for at in range(MiB, 8 * MiB, MiB):
                     os.pwrite(w, os.urandom(MiB), at)
