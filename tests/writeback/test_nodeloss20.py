@@ -107,8 +107,12 @@ class Nodes:
             name: {
                 "home": str(tmp_path / name),
                 "objects_url": (tmp_path / "objects").as_uri(),
-                "cache": {"page_size": CHUNK, "flush_interval": 3600, **layout,
-                          "shared_url": (tmp_path / "shared-tier").as_uri()},
+                "cache": {
+                    "page_size": CHUNK,
+                    "flush_interval": 3600,
+                    **layout,
+                    "shared_url": (tmp_path / "shared-tier").as_uri(),
+                },
             }  # fmt: skip
             for name in ("a", "b")
         }
