@@ -571,8 +571,9 @@ class Journal:
             with self._env.begin(write=True) as txn:
                 applied = self._apply_deferred(txn, changes)
                 if shipper is not None and changes:
+                    # not waited for: their cover records hold them until it lands, and a later
+                    # record is refused if this one failed (``shared_log.SharedLog``)
                     token = shipper.ship(changes)
-                    shipper.landed(token, doing)
         except lmdb.Error as exc:
             self._defer_failed = True
             _void(shipper, token)
