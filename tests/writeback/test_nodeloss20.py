@@ -24,6 +24,7 @@ import pytest
 
 from datahub.catalog import open_catalog
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
+from datahub.cli.main import main
 from datahub.config import load_config
 from datahub.errors import Conflict, NotFound
 from datahub.storage import StoreRegistry
@@ -43,6 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 NODE_A = r"""
 import json, sys, threading
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
+from datahub.cli.main import main
 from datahub.config import load_config
 from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace
@@ -136,6 +138,10 @@ class Nodes:
     def open(self, name: str):
         return open_workspace(WS, self.config[name], self.stores[name], lease=self.leases, lease_ttl=30.0)
 
+    def open_plain(self, name: str):
+        """Without a lease (what the CLI opened it with: no catalog)."""
+        return open_workspace(WS, self.config[name], self.stores[name])
+
     def close(self) -> None:
         self.leases.close()
         for stores in self.stores.values():
@@ -216,3 +222,38 @@ class _Env:
 
     def __init__(self, stores: StoreRegistry) -> None:
         self.stores = stores
+
+
+def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """``datahub cache adopt-journal`` as an operator runs it on node b (no catalog: the flock
+    only), then ``forget-journal`` deletes the lost journal's prefix and its shared log."""
+    n = Nodes(tmp_path, {})
+    try:
+        a = open_workspace(WS, n.config["a"], n.stores["a"])
+        for path, data in (("ckpt", b"epoch 1"), ("ckpt", b"epoch 2, acknowledged"), ("tmp", b"renamed")):
+            with a.open(path, create=True, truncate=True) as fh:
+                fh.write(0, data)
+        a.rename("tmp", "kept")
+        a_journal = a.chunks.journal
+        a.abandon()  # what a kill -9 leaves
+        shutil.rmtree(workspace_dir(n.config["a"], WS))
+        log = tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{a_journal}"
+        assert log.is_dir()
+        monkeypatch.delenv("DATAHUB_CONFIG", raising=False)
+        monkeypatch.setenv("DATAHUB_HOME", str(tmp_path / "b"))
+        monkeypatch.setenv("DATAHUB_OBJECTS_URL", n.config["b"].resolved_objects_url)
+        monkeypatch.setenv("DATAHUB_CACHE_SHARED_URL", n.config["b"].resolved_shared_url)
+        monkeypatch.setenv("DATAHUB_CACHE_PAGE_SIZE", str(CHUNK))
+        assert main(["cache", "adopt-journal", WS, a_journal]) == 0
+        assert "adopted journal" in capsys.readouterr().out
+        b = n.open_plain("b")
+        try:
+            assert _files(b) == {"ckpt": b"epoch 2, acknowledged", "kept": b"renamed"}
+        finally:
+            b.close()
+        assert main(["cache", "forget-journal", WS, a_journal, "--yes", "--force"]) == 0
+        assert not log.exists()
+    finally:
+        n.close()
