@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import time
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from datahub.writeback.shared_log import _read as read_object
 from datahub.writeback.workspace import Workspace
 
 log = logging.getLogger(__name__)
+_JOURNAL_ID = re.compile(r"[0-9a-f]{1,64}")  # ``secrets.token_hex(8)`` makes 16 of these
 
 
 @dataclass
@@ -73,7 +75,11 @@ def adopt_journal(ws: Workspace, journal_id: str, stores, *, force: bool = False
     Raises NotFound (no log), Conflict (adopted by another journal; ``force`` overrides),
     StorageError (an acknowledged chunk is missing: nothing written)."""
     own = ws.chunks.journal
-    if not journal_id or journal_id == own:
+    if not _JOURNAL_ID.fullmatch(journal_id or ""):
+        raise InvalidInput(
+            f"{journal_id!r} is not a journal id (hex digits, as `datahub cache journals` shows)"
+        )
+    if journal_id == own:
         raise InvalidInput(f"journal {journal_id!r} is {ws.what}'s own journal here; adopt another node's")
     lost = ChunkStore(
         ws.chunks.store, ws.chunks.workspace_prefix, f"journal {journal_id} of {ws.what}", 0, journal_id
@@ -180,6 +186,17 @@ def _check(
 ) -> list[_File]:
     """Every file to adopt, each chunk checked (module docstring, step 2); nothing written."""
     plan: list[_File] = []
+    for path, entry in tree.items():  # what the adopter has at a path must be of the same kind
+        try:
+            here = ws.stat(path)
+        except NotFound:
+            continue
+        if here.is_dir != (entry["t"] == "d"):
+            kind = "a directory" if here.is_dir else "a file"
+            raise Conflict(
+                f"{path!r} is {kind} in {ws.what} here but not in journal {lost.journal}; move it "
+                "aside and adopt again (nothing was adopted)", path=path,
+            )  # fmt: skip
     for path in sorted(p for p, e in tree.items() if e["t"] == "f"):
         rec = files.get(tree[path]["id"])
         if rec is None or rec.get("unacked") or rec.get("unlinked"):
