@@ -26,7 +26,7 @@ from datahub.catalog import open_catalog
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.cli.main import main
 from datahub.config import load_config
-from datahub.errors import Conflict, NotFound
+from datahub.errors import Conflict, NotFound, StorageError
 from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace
 from datahub.writeback import open_workspace, workspace_dir
@@ -255,5 +255,59 @@ def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
             b.close()
         assert main(["cache", "forget-journal", WS, a_journal, "--yes", "--force"]) == 0
         assert not log.exists()
+    finally:
+        n.close()
+
+
+def _lost_node_a(n: Nodes, writes) -> str:
+    """Node a in this process: ``writes(ws)``, then what a kill -9 and a lost disk leave."""
+    a = open_workspace(WS, n.config["a"], n.stores["a"])
+    writes(a)
+    journal = a.chunks.journal
+    a.abandon()
+    shutil.rmtree(workspace_dir(n.config["a"], WS))
+    return journal
+
+
+def _put(ws, path: str, data: bytes) -> None:
+    with ws.open(path, create=True, truncate=True) as fh:
+        fh.write(0, data)
+
+
+def test_an_acknowledged_chunk_missing_fails_the_adoption_and_nothing_is_written(tmp_path: Path) -> None:
+    n = Nodes(tmp_path, {"writeback_pack_bytes": 0})
+    try:
+        journal = _lost_node_a(
+            n, lambda a: (_put(a, "ok", b"fine"), _put(a, "ckpt", b"v1"), _put(a, "ckpt", b"v2"))
+        )
+        chunk = next((tmp_path / "shared-tier" / "writeback" / WS / f"j-{journal}").rglob("2.0.*"))
+        chunk.unlink()  # the shared tier lost the overwrite's chunk behind datahub's back
+        b = n.open_plain("b")
+        try:
+            with pytest.raises(StorageError, match="'ckpt'.*nothing was adopted"):
+                adopt_journal(b, journal, n.stores["b"])
+            assert _files(b) == {}
+        finally:
+            b.close()
+        marker = tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{journal}" / "adopted"
+        assert not marker.exists()  # the lost journal's own open is not refused: nothing moved
+    finally:
+        n.close()
+
+
+def test_a_record_torn_by_the_crash_ends_the_log_and_the_changes_before_it_are_adopted(
+    tmp_path: Path,
+) -> None:
+    n = Nodes(tmp_path, {})
+    try:
+        journal = _lost_node_a(n, lambda a: (_put(a, "x", b"v1"), _put(a, "x", b"v2"), a.rename("x", "y")))
+        (log,) = (tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{journal}").glob("*/log")
+        os.truncate(log, log.stat().st_size - 3)  # the rename's record cut short
+        b = n.open_plain("b")
+        try:
+            report = adopt_journal(b, journal, n.stores["b"])
+            assert _files(b) == {"x": b"v2"} and report.files == ["x"]
+        finally:
+            b.close()
     finally:
         n.close()
