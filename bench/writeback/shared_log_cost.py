@@ -58,11 +58,32 @@ def run(ws, prefix: str, files: int, data: bytes) -> dict[str, tuple[float, floa
     return {"new": timed(create, files), "overwrite": timed(overwrite, files), "rename": timed(rename, files)}
 
 
+def checkpoint(ws, files: int, size: int) -> None:
+    """Time the checkpoint an open writes, at ``files`` files (created here, deferred commits)."""
+    ws.mkdir("many")
+    for i in range(files):
+        with ws.open(f"many/{i}", create=True) as fh:
+            fh.write(0, b"x" * min(size, 1000))
+    ws.journal.settle_deferred()
+    rows = sum(1 for _ in ws.listdir("many")) + 1
+    for _ in range(3):
+        w0, c0 = time.perf_counter(), cpu()
+        ws.journal.shipper.resync()
+        print(
+            f"checkpoint of {rows} namespace entries (+ as many file records): "
+            f"{time.perf_counter() - w0:.3f} s wall, {cpu() - c0:.3f} s CPU, load {os.getloadavg()}"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--size", type=int, default=102400)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument(
+        "--checkpoint", type=int, default=0, metavar="N",
+        help="also time the open's checkpoint (``SharedLog.resync``) of a workspace of N small files",
+    )  # fmt: skip
     args = parser.parse_args()
     data = os.urandom(args.size)
     results: dict[str, dict[str, list[tuple[float, float]]]] = {"log": {}, "nolog": {}}
@@ -88,6 +109,8 @@ def main() -> int:
                         results[variant].setdefault(op, []).append((wall, c))
                         print(f"  {variant:5} {op:9}: {wall:6.3f} ms wall, {c:6.3f} ms CPU per op")
             ws.journal.shipper, ws.journal.fence = shipper, fence
+            if args.checkpoint:
+                checkpoint(ws, args.checkpoint, args.size)
         finally:
             ws.abandon()
             stores.close()
