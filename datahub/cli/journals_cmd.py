@@ -99,6 +99,12 @@ def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
     aj.add_argument(
         "--force", action="store_true", help="adopt although another journal adopted it (or began to)"
     )
+    aj.add_argument(
+        "--replace",
+        action="store_true",
+        help="take the lost journal's bytes where this node's journal holds other bytes at the same "
+        "path (without it such a path refuses the adoption: this node's file may be newer)",
+    )
     aj.set_defaults(func=adopt_journal)
 
 
@@ -162,7 +168,7 @@ def adopt_journal(args: argparse.Namespace, ctx: CliContext) -> int:
     lease = ctx.catalog.store if leased(ctx.config.resolved_catalog_url) else None
     ws = open_workspace(name, ctx.config, ctx.stores, background=False, lease=lease)
     with ws:  # its close flushes the adopted files to the origin
-        report = adopt(ws, journal, ctx.stores, force=args.force)
+        report = adopt(ws, journal, ctx.stores, force=args.force, replace=args.replace)
     row = report.to_dict()
     if ctx.json_output:
         ctx.emit(row)

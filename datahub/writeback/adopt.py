@@ -31,6 +31,7 @@ import logging
 import re
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound, StorageError
@@ -69,11 +70,14 @@ class _File:
     src: dict | None
 
 
-def adopt_journal(ws: Workspace, journal_id: str, stores, *, force: bool = False) -> AdoptReport:
+def adopt_journal(
+    ws: Workspace, journal_id: str, stores, *, force: bool = False, replace: bool = False
+) -> AdoptReport:
     """Take lost journal ``journal_id``'s acknowledged files into ``ws`` (module docstring).
     ``stores``: a ``StoreRegistry``, for the lost journal's flushed objects (an evicted file).
-    Raises NotFound (no log), Conflict (adopted by another journal; ``force`` overrides),
-    StorageError (an acknowledged chunk is missing: nothing written)."""
+    Raises NotFound (no log), Conflict (adopted by another journal; ``force`` overrides; or a
+    file of ``ws`` holds other bytes at a path the lost journal has: ``replace`` lets the lost
+    journal's win), StorageError (an acknowledged chunk is missing): nothing written then."""
     own = ws.chunks.journal
     if not _JOURNAL_ID.fullmatch(journal_id or ""):
         raise InvalidInput(
@@ -85,12 +89,12 @@ def adopt_journal(ws: Workspace, journal_id: str, stores, *, force: bool = False
         ws.chunks.store, ws.chunks.workspace_prefix, f"journal {journal_id} of {ws.what}", 0, journal_id
     )
     try:
-        return _adopt(ws, lost, stores, force)
+        return _adopt(ws, lost, stores, force, replace)
     finally:
         lost.close()
 
 
-def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool) -> AdoptReport:
+def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool) -> AdoptReport:
     journal_id, own = lost.journal, ws.chunks.journal
     report = AdoptReport(journal_id)
     marker_key = f"{log_prefix(lost)}/{ADOPTED}"
@@ -115,9 +119,10 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool) -> AdoptReport:
     own_sizes = {key: n for key, n in sizes.items() if key.startswith(lost.prefix + "/")}
     tree, files, committed = _rebuild(state, lost, own_sizes, report)
     origin = stores.store(state.header["objects_url"]) if any(f.get("src") for f in files.values()) else None
-    plan = _check(ws, lost, tree, files, sizes, origin, report, int(state.header["chunk_size"]))
-    _mark(lost, marker_key, own, done=False)
     chunk_size = int(state.header["chunk_size"])
+    plan = _check(ws, lost, tree, files, sizes, origin, report)
+    plan = _unless_here(ws, lost, plan, origin, chunk_size, report, replace)
+    _mark(lost, marker_key, own, done=False)
     for path in sorted(p for p, e in tree.items() if e["t"] == "d"):
         try:
             ws.mkdir(path)
@@ -182,7 +187,6 @@ def _check(
     sizes: dict[str, int],
     origin,
     report: AdoptReport,
-    chunk_size: int,
 ) -> list[_File]:
     """Every file to adopt, each chunk checked (module docstring, step 2); nothing written."""
     plan: list[_File] = []
@@ -231,20 +235,68 @@ def _check(
     return plan
 
 
+def _unless_here(
+    ws: Workspace,
+    lost: ChunkStore,
+    plan: list[_File],
+    origin,
+    chunk_size: int,
+    report: AdoptReport,
+    replace: bool,
+) -> list[_File]:
+    """``plan`` without the files ``ws`` holds already with the same bytes (a run again after a
+    crash); a file of ``ws`` with other bytes at such a path may be newer than the lost node's
+    (written here since the takeover): refused, nothing written, unless ``replace``."""
+    kept: list[_File] = []
+    differ: list[str] = []
+    for item in plan:
+        try:
+            here = ws.stat(item.path)
+        except NotFound:
+            kept.append(item)
+            continue
+        same = here.size == item.size
+        if same:
+            with ws.open(item.path) as fh:
+                same = all(
+                    fh.read(start, len(data)) == data
+                    for start, data in _content(lost, item, origin, chunk_size)
+                )
+        if same:
+            report.files.append(item.path)  # adopted by an earlier run
+            report.bytes += item.size
+        else:
+            differ.append(item.path)
+            kept.append(item)
+    if differ and not replace:
+        raise Conflict(
+            f"{ws.what} holds other bytes than journal {lost.journal} at {', '.join(map(repr, differ[:10]))}"
+            f"{' …' if len(differ) > 10 else ''}: they may be newer (written here since the takeover); "
+            "move them aside, or adopt with replace (--replace) to take the lost journal's (nothing was adopted)"
+        )
+    return kept
+
+
+def _content(lost: ChunkStore, item: _File, origin, chunk_size: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of the lost journal's file ``item``, chunk by chunk (holes left out)."""
+    for index in range((item.size + chunk_size - 1) // chunk_size):
+        start = index * chunk_size
+        if index in item.chunks:
+            key, length = item.chunks[index]
+            data = lost.get(key, length, item.path)
+        elif item.src and start < item.src["len"] and origin is not None:
+            end = min(start + chunk_size, item.src["len"])
+            data = origin.read(item.src["path"], start, end, etag=item.src["etag"])
+        else:
+            continue  # a hole
+        yield start, data[: max(0, item.size - start)]
+
+
 def _copy(ws: Workspace, lost: ChunkStore, item: _File, origin, chunk_size: int) -> None:
     """Write one adopted file into ``ws``, chunk by chunk; acknowledged by its close."""
     with ws.open(item.path, create=True, truncate=True) as fh:
-        for index in range((item.size + chunk_size - 1) // chunk_size):
-            start = index * chunk_size
-            if index in item.chunks:
-                key, length = item.chunks[index]
-                data = lost.get(key, length, item.path)
-            elif item.src and start < item.src["len"] and origin is not None:
-                end = min(start + chunk_size, item.src["len"])
-                data = origin.read(item.src["path"], start, end, etag=item.src["etag"])
-            else:
-                continue  # a hole
-            fh.write(start, data[: max(0, item.size - start)])
+        for start, data in _content(lost, item, origin, chunk_size):
+            fh.write(start, data)
         fh.truncate(item.size)
 
 

@@ -277,11 +277,15 @@ def _put(ws, path: str, data: bytes) -> None:
 def test_an_acknowledged_chunk_missing_fails_the_adoption_and_nothing_is_written(tmp_path: Path) -> None:
     n = Nodes(tmp_path, {"writeback_pack_bytes": 0})
     try:
-        journal = _lost_node_a(
-            n, lambda a: (_put(a, "ok", b"fine"), _put(a, "ckpt", b"v1"), _put(a, "ckpt", b"v2"))
-        )
-        chunk = next((tmp_path / "shared-tier" / "writeback" / WS / f"j-{journal}").rglob("2.0.*"))
-        chunk.unlink()  # the shared tier lost the overwrite's chunk behind datahub's back
+        keys = []
+
+        def writes(a) -> None:
+            for path, data in (("ok", b"fine"), ("ckpt", b"v1"), ("ckpt", b"v2")):
+                _put(a, path, data)
+            keys.append(a.journal_record("ckpt")["chunks"]["0"][0])  # the overwrite's: no CRC kept
+
+        journal = _lost_node_a(n, writes)
+        (tmp_path / "shared-tier" / keys[0]).unlink()  # the shared tier lost it behind datahub's back
         b = n.open_plain("b")
         try:
             with pytest.raises(StorageError, match="'ckpt'.*nothing was adopted"):
@@ -307,6 +311,26 @@ def test_a_record_torn_by_the_crash_ends_the_log_and_the_changes_before_it_are_a
         try:
             report = adopt_journal(b, journal, n.stores["b"])
             assert _files(b) == {"x": b"v2"} and report.files == ["x"]
+        finally:
+            b.close()
+    finally:
+        n.close()
+
+
+def test_a_newer_file_written_here_since_the_takeover_is_not_replaced_unless_asked(tmp_path: Path) -> None:
+    n = Nodes(tmp_path, {})
+    try:
+        journal = _lost_node_a(n, lambda a: (_put(a, "ckpt", b"node a's, older"), _put(a, "log", b"a")))
+        b = n.open_plain("b")
+        try:
+            _put(b, "ckpt", b"node b's, written since the takeover")
+            with pytest.raises(Conflict, match="'ckpt'.*nothing was adopted"):
+                adopt_journal(b, journal, n.stores["b"])
+            assert _files(b) == {"ckpt": b"node b's, written since the takeover"}
+            _put(b, "log", b"a")  # the same bytes: taken as adopted already
+            report = adopt_journal(b, journal, n.stores["b"], replace=True)
+            assert sorted(report.files) == ["ckpt", "log"]
+            assert _files(b) == {"ckpt": b"node a's, older", "log": b"a"}
         finally:
             b.close()
     finally:
