@@ -473,6 +473,25 @@ class Journal:
         with self._env.begin(write=False) as txn:
             yield Txn(txn, self._dbs, self._view_for(txn, deferred))
 
+    @contextmanager
+    def quiet_read(self, then: Callable[[], None]) -> Iterator[Txn]:
+        """A read transaction of LMDB alone (no deferred commits) begun while no write
+        transaction runs, ``then()`` called in that moment: every transaction begun before it
+        is committed or aborted, every later one begins after it (the shared log's checkpoint
+        switches its base there, ``shared_log.py``)."""
+        self._check_open()
+        try:
+            writing = self._env.begin(write=True)
+            try:
+                then()
+                txn = self._env.begin(write=False)
+            finally:
+                writing.abort()
+        except lmdb.Error as exc:
+            raise _translate(exc, f"cannot read the journal of {self.what}", self.path) from exc
+        with txn:
+            yield Txn(txn, self._dbs)
+
     def _view_for(self, txn: Any, deferred: tuple[tuple[tuple[int, dict, float], ...], dict]) -> dict | None:
         """The deferred changes LMDB snapshot ``txn`` lacks. ``deferred`` was taken before the
         snapshot began, so a deferred commit missing from it was applied before: the snapshot

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import struct
 import threading
@@ -46,11 +47,13 @@ from datahub.errors import Conflict, DatahubError, NoSpace, StorageError
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.journal import _ID, COVER_EPOCH, COVERED, Journal
 
+log = logging.getLogger(__name__)
 LOG_ROOT = "writeback-log"
 ADOPTED = "adopted"  # ``<log prefix>/adopted``: another journal took this one's files (``adopt.py``)
 MAGIC = b"DHWBLOG1"
 _HEAD = struct.Struct(">II")  # body length, CRC-32 of the body
 _CHECKPOINT_ROWS = 4096
+COMPACT_RECORDS = 65536  # records of one base after which a new checkpoint replaces them
 _END = "c-end"
 _APPENDED = "log"  # a local tier's records of one base, appended to one file
 
@@ -124,6 +127,10 @@ class SharedLog:
         self._broken: str | None = "no checkpoint yet"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="shared-log")
         self._log_fd, self._log_base = -1, ""  # the appended records of a local tier (``_append``)
+        # base -> (set once its checkpoint is written or failed, whether it was written): a
+        # record is acknowledged only once its base's checkpoint is whole (``landed``)
+        self._whole: dict[str, tuple[threading.Event, list[bool]]] = {}
+        self._compactor: threading.Thread | None = None
 
     # --- Journal.shipper ---------------------------------------------------------------------------
     def ship(self, changes: dict[tuple[str, bytes], bytes | None]) -> _Token:
@@ -137,6 +144,7 @@ class SharedLog:
     def landed(self, token: _Token, doing: str) -> None:
         try:
             token.future.result()
+            self._wait_whole(token.base)
         except Exception as exc:
             self._broken = f"record {token.seq} of its shared log was not written ({exc})"
             full = isinstance(exc, NoSpace) or getattr(exc, "errno", None) == errno.ENOSPC
@@ -144,6 +152,36 @@ class SharedLog:
                 f"{doing} in {self.what} was not committed: its record could not be written to the "
                 f"shared tier of {self.what} ({exc}); retry once the shared tier has room and works"
             ) from exc
+
+    def _wait_whole(self, base: str) -> None:
+        """Return once ``base``'s checkpoint is whole: a record after it is worth nothing to an
+        adopter until then (it reads the newest whole checkpoint's base). Also starts a
+        compaction when the base holds ``COMPACT_RECORDS`` records."""
+        done, ok = self._whole[base]
+        done.wait()
+        if not ok[0]:
+            raise StorageError(f"the checkpoint of the shared log of {self.what} was not written")
+        if self._seq >= COMPACT_RECORDS and base == self.base:
+            self._compact()
+
+    def _compact(self) -> None:
+        """A new checkpoint in the background, then the base's records go (GC within a session:
+        the log holds one checkpoint plus the records since, not every record of a session)."""
+        with self._lock:
+            if self._compactor is not None and self._compactor.is_alive():
+                return
+            self._compactor = threading.Thread(
+                target=self._compaction, name="shared-log-compact", daemon=True
+            )
+            self._compactor.start()
+
+    def _compaction(self) -> None:
+        with self._resyncing:
+            try:
+                self.resync()
+            except Exception as exc:  # a thread's top level: the next write writes it whole again
+                log.warning("%s: compacting the shared log failed: %s", self.what, exc)
+                self._broken = f"its checkpoint was not written ({exc})"
 
     def void(self, token: _Token) -> None:
         """Record ``token.seq`` was written (or may be) but its LMDB commit failed: the next
@@ -180,31 +218,45 @@ class SharedLog:
                 ) from exc
 
     def resync(self) -> None:
-        """A new base and its checkpoint; every later record goes there. Records of
-        transactions committed before the checkpoint's snapshot may land there too: they are
-        applied after it in commit order, which ends at the same rows."""
-        with self._lock:
-            self._gen += 1
-            self.base = f"{log_prefix(self.chunks)}/{self.epoch:08x}-{self._gen:04x}"
-            self._seq = 0
-            base = self.base
-        self._checkpoint(base)
+        """A new base and its checkpoint; every later record goes there. The base is switched
+        while no journal write transaction runs, and the checkpoint read from a snapshot begun
+        then (``Journal.quiet_read``): every transaction whose record went to the old base is in
+        it, and every later one's record is in the new base; so the old base may go once the
+        checkpoint is whole, and a record of the new one counts only then (``landed``)."""
+        done, ok = threading.Event(), [False]
+        bases: list[str] = []
+
+        def switch() -> None:
+            with self._lock:
+                self._gen += 1
+                self.base = f"{log_prefix(self.chunks)}/{self.epoch:08x}-{self._gen:04x}"
+                self._seq = 0
+                self._whole[self.base] = (done, ok)
+                bases.append(self.base)
+
+        try:
+            with self._journal.quiet_read(switch) as txn:
+                self._checkpoint(bases[0], txn)
+            ok[0] = True
+        finally:
+            done.set()
+        base = bases[0]
         self._broken = None
         self._delete_older(base)
 
-    def _checkpoint(self, base: str) -> None:
-        """Write the journal's shipped rows as they are now, then ``c-end`` (the header and
-        the number of parts)."""
+    def _checkpoint(self, base: str, txn: Any) -> None:
+        """Write the shipped rows of ``txn`` (LMDB alone: deferred commits are in their cover
+        records, numbered above its ``covered``), then ``c-end`` (the header and the number of
+        parts)."""
         part = 0
-        with self._journal.read() as txn:
-            covered = txn.meta(COVERED) or "0"
-            rows: list[list] = [row("meta", COVERED.encode(), covered.encode())]
-            for db, prefix in (("tree", b""), ("files", b""), ("meta", b"committed:")):
-                for key, value in txn.rows(db, prefix):
-                    rows.append(row(db, key, value))
-                    if len(rows) >= _CHECKPOINT_ROWS:
-                        self._put(f"{base}/c{part:06x}", encode({"part": part, "w": rows}))
-                        part, rows = part + 1, []
+        covered = txn.meta(COVERED) or "0"
+        rows: list[list] = [row("meta", COVERED.encode(), covered.encode())]
+        for db, prefix in (("tree", b""), ("files", b""), ("meta", b"committed:")):
+            for key, value in txn.rows(db, prefix):
+                rows.append(row(db, key, value))
+                if len(rows) >= _CHECKPOINT_ROWS:
+                    self._put(f"{base}/c{part:06x}", encode({"part": part, "w": rows}))
+                    part, rows = part + 1, []
         if rows:
             self._put(f"{base}/c{part:06x}", encode({"part": part, "w": rows}))
             part += 1
@@ -220,6 +272,14 @@ class SharedLog:
                     self.chunks.store.delete(info.key)
                 except DatahubError:
                     pass  # deleted at the next checkpoint
+        root = self.chunks.local_root
+        if root is not None:  # a local tier keeps the emptied directories of old bases
+            for directory in (root / log_prefix(self.chunks)).iterdir():
+                if directory.is_dir() and str(directory).rstrip("/") != str(root / base):
+                    try:
+                        directory.rmdir()
+                    except OSError:
+                        pass  # not empty (a record landing late): the next checkpoint takes it
 
     # --- storage -----------------------------------------------------------------------------------
     def _record(self, base: str, seq: int, data: bytes) -> None:
@@ -272,6 +332,9 @@ class SharedLog:
         self._log_fd, self._log_base = -1, ""
 
     def close(self) -> None:
+        compactor = self._compactor
+        if compactor is not None:
+            compactor.join()
         self._pool.shutdown(wait=True)
         self._close_log()
 

@@ -29,7 +29,7 @@ from datahub.config import load_config
 from datahub.errors import Conflict, NotFound, StorageError
 from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace
-from datahub.writeback import open_workspace, workspace_dir
+from datahub.writeback import open_workspace, shared_log, workspace_dir
 from datahub.writeback.adopt import adopt_journal
 from tests.writeback.conftest import CHUNK, LAYOUTS
 from tests.writeback.test_commit_history import read_version
@@ -331,6 +331,37 @@ def test_a_newer_file_written_here_since_the_takeover_is_not_replaced_unless_ask
             report = adopt_journal(b, journal, n.stores["b"], replace=True)
             assert sorted(report.files) == ["ckpt", "log"]
             assert _files(b) == {"ckpt": b"node a's, older", "log": b"a"}
+        finally:
+            b.close()
+    finally:
+        n.close()
+
+
+def test_a_long_session_compacts_its_log_and_the_compacted_log_is_adopted_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``COMPACT_RECORDS`` records a new checkpoint replaces them (GC within a session), and
+    what an adopter reads after it is the same files."""
+    monkeypatch.setattr(shared_log, "COMPACT_RECORDS", 4)
+    n = Nodes(tmp_path, {})
+    try:
+
+        def writes(a) -> None:
+            for i in range(12):
+                _put(a, f"f{i % 3}", f"version {i}".encode())
+                a.rename(f"f{i % 3}", f"g{i % 3}")
+                a.rename(f"g{i % 3}", f"f{i % 3}")
+            compactor = a.journal.shipper._compactor
+            assert compactor is not None
+            compactor.join()
+
+        journal = _lost_node_a(n, writes)
+        bases = [p.name for p in (tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{journal}").iterdir()]
+        assert len(bases) == 1 and not bases[0].endswith("-0000"), bases  # the open's base is gone
+        b = n.open_plain("b")
+        try:
+            adopt_journal(b, journal, n.stores["b"])
+            assert _files(b) == {"f0": b"version 9", "f1": b"version 10", "f2": b"version 11"}
         finally:
             b.close()
     finally:
