@@ -366,3 +366,32 @@ def test_a_long_session_compacts_its_log_and_the_compacted_log_is_adopted_whole(
             b.close()
     finally:
         n.close()
+
+
+def test_an_evicted_file_and_the_lost_journals_commits_are_adopted(tmp_path: Path) -> None:
+    """A file the lost node had flushed and evicted (its bytes only in its flushed object) comes
+    back from that object; the lost journal's merge bases come too, so the adopter's commit
+    deletes what the lost node had committed and then removed, as its own commit would have."""
+    n = Nodes(tmp_path, {})
+    catalog = open_catalog(f"sqlite:///{n.catalog_path}")
+    try:
+
+        def writes(a) -> None:
+            _put(a, "evicted", b"e" * (2 * CHUNK + 3))
+            _put(a, "removed", b"committed, then unlinked")
+            commit_workspace(a, catalog, "run")
+            assert a.flusher.evict(0) > 0
+            a.unlink("removed")
+
+        journal = _lost_node_a(n, writes)
+        b = n.open_plain("b")
+        try:
+            adopt_journal(b, journal, n.stores["b"])
+            assert _files(b) == {"evicted": b"e" * (2 * CHUNK + 3)}
+            commit_workspace(b, catalog, "run")
+            assert read_version(_Env(n.stores["b"]), catalog, "run", 2) == {"evicted": b"e" * (2 * CHUNK + 3)}
+        finally:
+            b.close()
+    finally:
+        catalog.close()
+        n.close()
