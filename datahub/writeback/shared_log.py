@@ -229,7 +229,7 @@ class SharedLog:
         def switch() -> None:
             with self._lock:
                 self._gen += 1
-                self.base = f"{log_prefix(self.chunks)}/{self.epoch:08x}-{self._gen:04x}"
+                self.base = f"{log_prefix(self.chunks)}/{self.epoch:08x}-{self._gen:08x}"
                 self._seq = 0
                 self._whole[self.base] = (done, ok)
                 bases.append(self.base)

@@ -357,7 +357,7 @@ def test_a_long_session_compacts_its_log_and_the_compacted_log_is_adopted_whole(
 
         journal = _lost_node_a(n, writes)
         bases = [p.name for p in (tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{journal}").iterdir()]
-        assert len(bases) == 1 and not bases[0].endswith("-0000"), bases  # the open's base is gone
+        assert len(bases) == 1 and not bases[0].endswith("-00000000"), bases  # the open's base is gone
         b = n.open_plain("b")
         try:
             adopt_journal(b, journal, n.stores["b"])
