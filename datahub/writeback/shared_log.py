@@ -131,6 +131,8 @@ class SharedLog:
         # record is acknowledged only once its base's checkpoint is whole (``landed``)
         self._whole: dict[str, tuple[threading.Event, list[bool]]] = {}
         self._compactor: threading.Thread | None = None
+        # the lease's fence as it is before ``attach`` adds this log's ``check`` (``landed``)
+        self._held = journal.fence
 
     # --- Journal.shipper ---------------------------------------------------------------------------
     def ship(self, changes: dict[tuple[str, bytes], bytes | None]) -> _Token:
@@ -152,6 +154,16 @@ class SharedLog:
                 f"{doing} in {self.what} was not committed: its record could not be written to the "
                 f"shared tier of {self.what} ({exc}); retry once the shared tier has room and works"
             ) from exc
+        # Still ours now that it landed (review20b)? The fence was asked before the record was
+        # written, and a record slow to land (a stalled shared tier, a paused process) may land
+        # after the lease lapsed, after another node took the lease and adopted this journal
+        # from a log without it (``adopt.py``): committed and acknowledged then, the change was
+        # nowhere the adopter looked, and this journal's next open is refused. Asked now, the
+        # fence passes only while no other node may have read the log; when it fails, the
+        # transaction is aborted and its record voided, as when LMDB's commit fails. (The
+        # lease's fence alone: this runs inside the write transaction, where ``check``'s
+        # checkpoint could not begin one.)
+        self._held(doing)
 
     def _wait_whole(self, base: str) -> None:
         """Return once ``base``'s checkpoint is whole: a record after it is worth nothing to an
