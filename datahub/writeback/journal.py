@@ -104,7 +104,12 @@ def shipped(db: str, key: bytes) -> bool:
 class Shipper(Protocol):
     """Where a write transaction's shipped changes go besides LMDB (``shared_log.SharedLog``):
     ``ship`` starts writing them, ``landed`` waits for them before LMDB commits (raises if they
-    did not land: the transaction is aborted), ``void`` marks them never committed."""
+    did not land: the transaction is aborted), ``void`` marks them never committed: only when
+    LMDB's commit did not happen. A commit whose flush (``sync``) then failed is in LMDB, and
+    every later transaction builds on it (the garbage it listed is deleted): voided, the log
+    said otherwise, and named a chunk gone since, which refused the whole adoption (review20b).
+    Its caller gets the error; the change may or may not survive a power loss, and the log
+    keeps it (a change whose close failed may be adopted)."""
 
     def ship(self, changes: dict[tuple[str, bytes], bytes | None]) -> Any: ...
 
@@ -524,6 +529,7 @@ class Journal:
                 if shipper is not None and changes:  # in the shared tier first, or not committed
                     token = shipper.ship(changes)
                     shipper.landed(token, doing)
+            token = None  # committed: its record stands, whatever the flush does (``Shipper``)
             self._env.sync(True)  # the meta page too: durable when we return
         except lmdb.Error as exc:
             self._defer_failed = True
@@ -839,6 +845,7 @@ class Journal:
                 if shipper is not None and changes:  # in the shared tier first, or not committed
                     token = shipper.ship(changes)
                     shipper.landed(token, what)
+            token = None  # committed: its record stands, whatever the flush does (``Shipper``)
             self._env.sync(True)
         except lmdb.Error as exc:
             self._defer_failed = True
