@@ -31,7 +31,7 @@ from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace
 from datahub.writeback import open_workspace, shared_log, workspace_dir
 from datahub.writeback.adopt import adopt_journal
-from tests.writeback.conftest import CHUNK, LAYOUTS
+from tests.writeback.conftest import CHUNK
 from tests.writeback.test_commit_history import read_version
 from tests.writeback.test_lease import Clock
 
@@ -148,9 +148,12 @@ class Nodes:
             stores.close()
 
 
-@pytest.fixture(params=list(LAYOUTS))
-def nodes(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Nodes]:
-    n = Nodes(tmp_path, LAYOUTS[request.param])
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[Nodes]:
+    """Packs (the default layout), where new small files have cover records; the layout without
+    them is the S3 case of test_nodeloss20_tiers.py and the missing-chunk test here (one real
+    node process per run of this file's main test: the suite's time)."""
+    n = Nodes(tmp_path, {})
     yield n
     n.close()
 
