@@ -34,6 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from datahub.commit_base import BASE_META, UNSETTLED
 from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound, StorageError
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.journal import _tree_path
@@ -136,7 +137,7 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool) 
     if committed:
         with ws.journal.write(f"adoption of journal {journal_id} by {ws.what}") as txn:
             for name, value in committed.items():
-                txn.put_meta(name, value)
+                txn.put_meta(name, _union(name, txn.meta(name), value))
     _mark(lost, marker_key, own, done=True)
     log.warning(
         "%s: adopted journal %s from the shared tier: %d files (%d bytes), %d directories; left out "
@@ -298,6 +299,31 @@ def _copy(ws: Workspace, lost: ChunkStore, item: _File, origin, chunk_size: int)
         for start, data in _content(lost, item, origin, chunk_size):
             fh.write(start, data)
         fh.truncate(item.size)
+
+
+def _union(name: str, here: str | None, lost: str) -> str:
+    """The merge-base entry ``name`` (``committed:<dataset>\0<key>``, or ``\1<sha256>``
+    valued ``<key>\0<identities>``: ``commit_base.Base``) naming the records both journals
+    committed there. Why not the lost journal's alone (review20b): the adopter's own record
+    of what it committed at that key went, so a file it had committed there and then removed
+    was no longer taken for its own by its next commit, which kept it in the dataset. A union
+    is what an unsettled commit leaves (``UNSETTLED`` first: the head holding either record
+    is this workspace's to delete or replace)."""
+    if here is None or here == lost:
+        return lost
+    rest = name[len(BASE_META) :]
+    cuts = [i for i in (rest.find("\0"), rest.find("\1")) if i >= 0]
+    if not cuts:  # a base from before commitmem18 (one JSON object, migrated at its next use)
+        return lost
+    long = rest[min(cuts)] == "\1"
+    key, idents_here, idents_lost = "", here, lost
+    if long:
+        key, _, idents_here = here.partition("\0")
+        idents_lost = lost.partition("\0")[2]
+    union = [i for i in idents_here.split(",") if i != UNSETTLED]
+    union += [i for i in idents_lost.split(",") if i != UNSETTLED and i not in union]
+    joined = ",".join([UNSETTLED, *union])
+    return f"{key}\0{joined}" if long else joined
 
 
 def _mark(lost: ChunkStore, key: str, by: str, *, done: bool) -> None:
