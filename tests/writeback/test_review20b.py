@@ -205,3 +205,31 @@ def test_a_new_files_close_whose_chunk_lands_after_the_lease_lapsed_is_not_ackno
         a.abandon()
         if b is not None:
             b.close()
+
+
+def test_a_staged_new_files_close_whose_chunk_lands_after_the_lease_lapsed_is_not_acknowledged(
+    both: Nodes, boot: Boot
+) -> None:
+    """The same through a staged file (``open(staged=True)``: what a mount's writes use), whose
+    small first close has its own overlapped commit (``StagedFile._commit_small``)."""
+    a = both.open("a")
+    b = None
+
+    def put_staged() -> None:
+        with a.open("new", create=True, truncate=True, staged=True) as fh:
+            fh.write(0, b"fresh")
+
+    try:
+        _put(a, "before", b"acknowledged before")
+        gate = Gate(a.chunks.write)
+        a.chunks.write = gate
+        b, acknowledged = _lapse_and_adopt(both, boot, a, gate, put_staged, lambda: _recorded(a, "new"))
+        got = _files(b)
+        assert got.get("before") == b"acknowledged before"
+        assert not acknowledged or got.get("new") == b"fresh", (
+            f"node a acknowledged 'new' after its lease lapsed; the adopter has {sorted(got)}: lost"
+        )
+    finally:
+        a.abandon()
+        if b is not None:
+            b.close()
