@@ -13,7 +13,8 @@ whole list) whether anything is dirty, as ``open_workspace`` does in the backgro
 RSS after the imports, ``VmHWM`` (the journal's mapped pages count there too) and the
 sampled peak of ``RssAnon`` (the heap) during the open, ``RssAnon`` after it (what the open
 still holds), the open's wall, CPU and CPU microseconds per file, and the same for the
-``dirty()`` call.
+``dirty()`` call; then ``RssAnon`` after ``malloc_trim(0)`` and without the packs' live sets
+(``_held_by_packs``: what of it is the one thing an open keeps per file).
 
 Wall swings with the shared machine's load (printed); CPU and RSS are the figures.
 """
@@ -71,7 +72,29 @@ def measure_open(home: str, files: int) -> dict:
         out["dirty_wall_s"] = round(time.perf_counter() - wall, 1)
         out["dirty_cpu_s"] = round(cpu, 2)
         out["dirty_peak_rss_anon_mib"] = anon.stop()
+        out |= _held_by_packs(ws)
         ws.abandon()
+    return out
+
+
+def _held_by_packs(ws) -> dict:
+    """What of the anonymous RSS after the open the packs' live sets hold (an offset per live
+    member, ``packs.py``: kept for the session, they decide when a pack goes): ``RssAnon``
+    after ``malloc_trim(0)``, then with every live set emptied and trimmed again (the
+    workspace is abandoned right after: its packs are not used again)."""
+    import ctypes
+    import gc
+
+    trim = ctypes.CDLL("libc.so.6").malloc_trim
+    trim(0)
+    out = {"rss_anon_trimmed_mib": _status_mib("RssAnon")}
+    packs = [p for group in ws.chunks._all_packs for p in group._packs.values()]
+    out["pack_members_live"] = sum(len(p.live) for p in packs)
+    for pack in packs:
+        pack.live = set()
+    gc.collect()
+    trim(0)
+    out["rss_anon_without_live_sets_mib"] = _status_mib("RssAnon")
     return out
 
 
