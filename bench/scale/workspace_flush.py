@@ -243,18 +243,21 @@ def collect(home: str, files: int) -> dict:
         return deleted
 
     flusher_mod.Flusher.gc = gc
-    with StoreRegistry(config) as stores:
-        out["rss_anon_imported_mib"] = _status_mib("RssAnon")
-        anon = _AnonPeak()
-        wall, cpu = time.perf_counter(), time.process_time()
-        ws = open_workspace("ws", config, stores, background=False)
-        out["open_wall_s"] = round(time.perf_counter() - wall, 1)
-        out["open_cpu_s"] = round(time.process_time() - cpu, 1)
-        out["open_peak_rss_anon_mib"] = max(anon.stop(), out.get("gc_peak_rss_anon_mib", 0))
-        out["rss_anon_after_open_mib"] = _status_mib("RssAnon")
-        with ws.journal.read() as txn:
-            out["garbage_left"] = len(txn.garbage())
-        ws.abandon()
+    try:
+        with StoreRegistry(config) as stores:
+            out["rss_anon_imported_mib"] = _status_mib("RssAnon")
+            anon = _AnonPeak()
+            wall, cpu = time.perf_counter(), time.process_time()
+            ws = open_workspace("ws", config, stores, background=False)
+            out["open_wall_s"] = round(time.perf_counter() - wall, 1)
+            out["open_cpu_s"] = round(time.process_time() - cpu, 1)
+            out["open_peak_rss_anon_mib"] = max(anon.stop(), out.get("gc_peak_rss_anon_mib", 0))
+            out["rss_anon_after_open_mib"] = _status_mib("RssAnon")
+            with ws.journal.read() as txn:
+                out["garbage_left"] = len(txn.garbage())
+            ws.abandon()
+    finally:
+        flusher_mod.Flusher.gc = real_gc  # a test runs this in its own process
     return out
 
 
