@@ -16,9 +16,14 @@ Etags: ``v<object version>-<size>`` in hex, the version librados reports for the
 wrote the object: every write changes it, whoever makes it (a put of ours, a ``write_full``
 of another tool), so an etag never names two contents. A put writes the content and empties
 the xattr ``datahub.etag`` in one atomic RADOS write op; objects put before this scheme hold
-``<md5> <size>`` there and keep that md5 as their etag while their size matches (records of
-them stay readable). The md5 was an identifier, never a check: nothing compared bytes with
-it, and it cost 1.4 ms of CPU per MiB put (more than librados' whole write). Bytes are
+``<md5> <size>`` there and keep that md5 as their etag (records of them stay readable) while
+their bytes hash to it: checked by one whole read of the object's current version, once per
+store and version (``_legacy_holds``). Before (review20a) the size alone was checked, and
+another tool's ``write_full`` of the same size keeps every xattr: the md5 named the new bytes,
+a conditional read under it returned them, and a blob proven under it was kept holding them.
+The md5 is not computed for puts (1.4 ms of CPU per MiB put, more than librados' whole
+write). A verified version is remembered in memory only: a mark stored on the object would
+move its version (any write does), so no mark can name the version it was made at. Bytes are
 guarded by Ceph itself (the messenger's CRC-32C on the wire, BlueStore's checksums at
 rest). A conditional read checks the etag and reads the bytes on one per-thread I/O context
 and compares the object versions librados reports for both ops, so bytes of another
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import shlex
 import threading
@@ -60,6 +66,7 @@ DEFAULT_TIMEOUT = 30  # whole seconds (Ceph refuses fractions), for Ceph op time
 MAX_OBJECT_BYTES = 64 * 1024**2  # below Ceph's osd_max_write_size (90 MB) and object size (128 MiB)
 _TIMEOUT_OPTIONS = ("rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout")
 _VERSION_RETRIES = 3  # a conditional read racing a rewrite of the same etag tries again
+LEGACY_MEMORY = 65_536  # (object, version) pairs whose older md5 etag a whole read proved, per store
 
 
 def _import_rados() -> Any:
@@ -101,6 +108,8 @@ class RadosStore(ObjectStore):
         self._local = threading.local()
         self._ioctxs: list[Any] = []
         self._closed = False
+        # object name -> (version, md5) a whole read proved (``_legacy_holds``), oldest first
+        self._legacy: dict[str, tuple[int, str]] = {}
 
     # --- connection ----------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -229,8 +238,35 @@ class RadosStore(ObjectStore):
         except rados.Error as exc:
             raise self._error(exc, "stat", key) from None
         md5, _, recorded_size = raw.partition(" ")  # an older put's record (module docstring)
-        etag = md5 if md5 and recorded_size == str(size) else _version_etag(version, size)
+        legacy = (
+            md5 and recorded_size == str(size) and self._legacy_holds(ioctx, name, key, version, size, md5)
+        )
+        etag = md5 if legacy else _version_etag(version, size)
         return ObjectInfo(key, size, etag, time.mktime(mtime)), version
+
+    def _legacy_holds(self, ioctx: Any, name: str, key: str, version: int, size: int, md5: str) -> bool:
+        """Whether version ``version`` of object ``name`` holds the bytes of the older put's
+        ``md5``: remembered, or one whole read (the object is at most ``MAX_OBJECT_BYTES``).
+        Why (review20a): another tool's same-size rewrite keeps the xattr, so the md5 alone
+        named bytes it never hashed. Raises ``_Raced`` if the object changed during the read."""
+        with self._lock:
+            if self._legacy.get(name) == (version, md5):
+                return True
+        rados = _import_rados()
+        try:
+            data = ioctx.read(name, size, 0) if size else b""
+            if size and ioctx.get_last_version() != version:
+                raise _Raced
+        except rados.Error as exc:
+            raise self._error(exc, "read", key) from None
+        if len(data) != size or hashlib.md5(data, usedforsecurity=False).hexdigest() != md5:
+            return False
+        with self._lock:
+            self._legacy.pop(name, None)
+            self._legacy[name] = (version, md5)
+            while len(self._legacy) > LEGACY_MEMORY:
+                del self._legacy[next(iter(self._legacy))]
+        return True
 
     def _stat(self, key: str) -> tuple[ObjectInfo, int]:
         name, ioctx = self._name(key), self._ioctx()
