@@ -91,7 +91,9 @@ def test_a_late_release_on_a_passthrough_mount_keeps_the_acknowledged_file(env: 
         assert refused.value.errno == errno.ENOSPC
         held = (mnt / "rel.bin").read_bytes()
         if held == rewrite:
-            pytest.fail("the rewrite whose close returned ENOSPC is the file; the acknowledged bytes are gone")
+            pytest.fail(
+                "the rewrite whose close returned ENOSPC is the file; the acknowledged bytes are gone"
+            )
         assert held == acked
         _kill_9(proc)
     assert _remounted(env, mnt, name)["rel.bin"] == acked
