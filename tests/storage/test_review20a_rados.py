@@ -102,3 +102,22 @@ def test_a_blob_proven_under_its_md5_is_written_again_after_a_same_size_rewrite(
     pinned = store_blob(store, Content(digest, len(OLD)), writes)
     assert writes.calls, "the blob holding other bytes was kept (its md5 etag's old proof taken)"
     assert store.read(key, etag=pinned.info.etag) == OLD
+
+
+def test_a_listing_reads_no_object_whole_and_its_etag_reads_the_bytes(legacy, monkeypatch) -> None:
+    """Sweeps of the shared tier and workspace opens list whole prefixes for sizes: a listing
+    gives an unproven older object its version etag (no read), which names the same bytes."""
+    store, _ioctx, _prefix, put_old = legacy
+    md5 = put_old("k", OLD)
+    proofs: list[str] = []
+    holds = store._legacy_holds
+    monkeypatch.setattr(store, "_legacy_holds", lambda *a: proofs.append(a[2]) or holds(*a))
+    (listed,) = store.list()
+    assert proofs == [] and listed.etag != md5
+    assert store.read("k", etag=listed.etag) == OLD
+    assert b"".join(store.read_chunks("k", etag=listed.etag, chunk_size=4096)) == OLD
+    assert proofs == []  # the version etag needs no proof
+    assert store.stat("k").etag == md5 and proofs == ["k"]  # proven once ...
+    assert [info.etag for info in store.list()] == [md5]  # ... and listed so from then on
+    assert store.read("k", etag=md5) == OLD and store.read("k", etag=listed.etag) == OLD
+    assert proofs == ["k"]
