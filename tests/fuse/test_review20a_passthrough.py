@@ -98,22 +98,24 @@ def test_a_late_release_on_a_passthrough_mount_keeps_the_acknowledged_file(env: 
     with env.mounted(mnt, "--workspace", name, "--quota", str(QUOTA), "--passthrough") as proc:
         _wait_passthrough(env, mnt)
         still = _late_release(mnt, proc, "unfinished.bin", unfinished, os.urandom(MiB // 2))
-        w = _late_release(mnt, proc, "rel.bin", acked, rewrite)
         try:
-            assert os.pwrite(w, b"x", 2 * QUOTA) == 1  # sparse: charged, and refused, at w's close
-        finally:
-            with pytest.raises(OSError) as refused:
-                os.close(w)  # goes back to its last fsync or close
-        assert refused.value.errno == errno.ENOSPC
-        held = (mnt / "rel.bin").read_bytes()
-        if held == rewrite:
-            pytest.fail(
-                "the rewrite whose close returned ENOSPC is the file; the acknowledged bytes are gone"
-            )
-        assert held == acked
-        _kill_9(proc)  # ``still`` is open, its rewrite unfinished
-        with contextlib.suppress(OSError):
-            os.close(still)  # the connection is gone: nothing reaches the workspace
+            w = _late_release(mnt, proc, "rel.bin", acked, rewrite)
+            try:
+                assert os.pwrite(w, b"x", 2 * QUOTA) == 1  # sparse: charged, and refused, at w's close
+            finally:
+                with pytest.raises(OSError) as refused:
+                    os.close(w)  # goes back to its last fsync or close
+            assert refused.value.errno == errno.ENOSPC
+            held = (mnt / "rel.bin").read_bytes()
+            if held == rewrite:
+                pytest.fail(
+                    "the rewrite whose close returned ENOSPC is the file; the acknowledged bytes are gone"
+                )
+            assert held == acked
+            _kill_9(proc)  # ``still`` is open, its rewrite unfinished
+        finally:  # after the kill nothing reaches the workspace; before it, a busy unmount is slow
+            with contextlib.suppress(OSError):
+                os.close(still)
     files = _remounted(env, mnt, name)
     assert files["rel.bin"] == acked
     assert files["unfinished.bin"] == unfinished
