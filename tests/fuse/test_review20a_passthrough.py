@@ -8,13 +8,14 @@ the kernel maps a passthrough file's backing file, so the munmap releases nothin
 file.) Another handle opens it with ``O_TRUNC`` (sharing the staged file) and
 rewrites it, unacknowledged; the munmap's RELEASE commits the staged file as it is, with that
 rewrite in it (``WorkspaceView._changed_since_close`` is conservatively True for a staged file
-with a backing file); that handle's close then fails for the quota and "goes back to its last
+with a backing file, before the fix); that handle's close then fails for the quota and "goes back to its last
 fsync or close", which is now the RELEASE's commit: the acknowledged bytes are gone, and bytes
 whose close returned ENOSPC are the file, after the close and after kill -9.
 
 The RELEASE is waited for by its quota charge (``df``: a release charges a staged file's growth
-before it commits), so the failing close comes after it. The fix is in
-``fuse_adapter/workspace.py`` (loop20's): a strict xfail until then.
+before it commits), so the failing close comes after it. Fixed in
+``WorkspaceView._changed_since_close``: a passthrough handle closed successfully commits nothing
+at its RELEASE while another handle holds the file open (that handle's close commits or refuses it).
 """
 
 from __future__ import annotations
@@ -80,12 +81,6 @@ def _late_release(mnt: Path, proc, name: str, acked: bytes, rewrite: bytes) -> i
     return w
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review20a: a --passthrough RELEASE after the close commits another handle's "
-    "unacknowledged O_TRUNC rewrite; that handle's refused close then reverts to it, and a "
-    "kill -9 finds it (fuse_adapter/workspace.py, WorkspaceView.release / _changed_since_close)",
-)
 def test_a_late_release_on_a_passthrough_mount_keeps_the_acknowledged_file(env: FuseEnv) -> None:
     """Two files: ``rel.bin``'s rewriter passes the quota and its close is refused (the file
     must read as acknowledged at once); ``unfinished.bin``'s rewriter is still writing at the
