@@ -1,13 +1,16 @@
 """The round trip of a warm ``open()``'s one request, Python 3.11's ``isatty()`` (FUSE_IOCTL),
 timed call by call, with the daemon's C threads at their normal policy and at ``SCHED_FIFO``
-(issue 36 item 3: is the reply path's wait the queue thread waiting for its CPU?).
+and unpinned (issue 36 item 3: is the reply path's wait the queue thread waiting for its CPU,
+or for the CPU it is pinned to?).
 
     .venv/bin/python bench/mount/ioctl_latency.py [--files 200] [--calls 4000] [--threads 1,8]
                                                   [--rounds 4] [--configs default,default-devfuse]
+                                                  [--policies other,fifo,unpinned]
 
 Mounts ``--files`` objects as bench/mount/common.py does, opens each file once (the fds are
 kept), then for ``--rounds`` rounds, alternately with the C threads (``pyfuse3-ring<cpu>``,
-``pyfuse3-loop``) under ``SCHED_OTHER`` and ``SCHED_FIFO`` priority 1, ``--threads`` reader
+``pyfuse3-loop``) under ``SCHED_OTHER`` pinned as uring.h pins them, ``SCHED_FIFO``
+priority 1, and ``SCHED_OTHER`` on any CPU (``--policies``), ``--threads`` reader
 threads call ``os.isatty(fd)`` on those fds ``--calls`` times in all, each call timed
 (``perf_counter_ns``). The same calls on the local-disk copy first: ext4 answers ENOTTY in
 the kernel, no round trip (the floor). Printed: median, p90 and p99 µs per call, and CPU µs
@@ -74,12 +77,15 @@ def main() -> None:
     ap.add_argument("--threads", default="1,8")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--configs", default="default")
+    ap.add_argument(
+        "--policies", default="other,fifo,unpinned", help="the C threads' (kernel_profile.set_ring_policy)"
+    )
     args = ap.parse_args()
     with dataset_bench("ioctl-latency", "il", args.files, 25, ram_bytes=0) as data:
         header(
             "ioctl_latency",
             f"isatty() on {args.files} open files, {args.calls} calls per pass, {args.rounds} rounds, "
-            "C threads SCHED_OTHER and SCHED_FIFO alternately",
+            f"C threads {args.policies} alternately",
         )
         local = [os.open(p, os.O_RDONLY) for p in data.disk_paths]
         for config in args.configs.split(","):
@@ -95,7 +101,7 @@ def main() -> None:
                 for n in (int(t) for t in args.threads.split(",")):
                     rows: dict[str, list[tuple[list[int], float, float]]] = {}
                     for _ in range(args.rounds):
-                        for target in ("local disk", "other", "fifo"):
+                        for target in ("local disk", *args.policies.split(",")):
                             if target != "local disk":
                                 set_ring_policy(proc.pid, target)
                             d0 = daemon_cpu(proc.pid)

@@ -3,19 +3,20 @@ warm20: the gaps of the warm and SSD-hit passes that no daemon request explains)
 
     .venv/bin/python bench/mount/kernel_profile.py [--files 2000] [--rounds 3] [--threads 1]
         [--kind warm|ssd-hit] [--reader buffered|open] [--configs default,...] [--freq 2999]
-        [--ring-policy other,fifo] [--keep DIR]
+        [--ring-policy other,fifo,unpinned] [--keep DIR]
 
 warm_anatomy.py samples the reader's own process; this samples **every CPU** (``perf record
--a -g -e cpu-clock`` with a fixed period, so a sample is 1/``--freq`` s of CPU time) while the readers run in a child process of their own, so the samples
-split four ways: the readers (their kernel and user time), the mount's daemon (its C threads
-answering a request the readers wait for, its Python threads), idle (a CPU with nothing to
-run: the wake-up latency of a round trip shows here at one thread) and everyone else (the
-machine is shared). Same files, same order kind, the same reader child for the local-disk
-copy and the mount, in rounds (local disk, then each configuration), so each pair sees the
-same load. ``--ring-policy other,fifo`` measures each configuration twice per round: its
-C threads (io_uring queue threads ``pyfuse3-ring<cpu>``, the /dev/fuse ``pyfuse3-loop``) at the normal policy and at ``SCHED_FIFO``
-priority 1 (``chrt``), i.e. whether a reader waiting for a reply waits for its CPU to be
-given to the queue thread (issue 36 item 3: the waker).
+-a -g -e cpu-clock`` with a fixed period, so a sample is 1/``--freq`` s of CPU time) while
+the readers run in a child process of their own, and splits the samples four ways: the
+readers (their kernel and user time), the mount's daemon (its C threads answering requests,
+its Python threads), idle (a CPU with nothing to run: at one thread on a quiet machine the
+wait of a round trip shows here) and everyone else (the machine is shared). Same files, the
+same reader child for the local-disk copy and the mount, in rounds (local disk, then the
+mount under each policy), so each pair sees the same load. ``--ring-policy`` measures the
+mount once per policy per round, its C threads (io_uring queue threads ``pyfuse3-ring<cpu>``,
+the /dev/fuse ``pyfuse3-loop``) as uring.h leaves them (``other``: pinned, SCHED_OTHER), at
+``SCHED_FIFO`` priority 1 (``fifo``: does a reader wait for its CPU to be given to the queue
+thread?) or on any CPU (``unpinned``): issue 36 item 3, the reply path.
 
 Printed per configuration: files/s of each (wall, noisy under load), the four shares per file
 in µs of CPU time (samples / ``--freq``), the readers' kernel entry points (inclusive µs per
@@ -24,7 +25,7 @@ file differs most from local disk's. A *warm* pass reads files the page cache ho
 the mount's warming epochs: the automatic read mode switched; both page caches filled by
 reads, order-0 pages alike, warm_anatomy.py); an *ssd-hit* pass follows ``drop_caches 3``
 (dentries too: LOOKUP, OPEN, RELEASE per file in the default mode, which stays in
-passthrough). Root only (perf over the kernel, drop_caches, chrt).
+passthrough). Root only (perf over the kernel, drop_caches, sched_setscheduler).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ EXTRA_ENTRIES = (
     "fuse_file_io_open",
     "schedule",
 )
-#: perf.data -> the pass's window for ``perf report --time`` (the child's monotonic start,end)
+#: perf.data -> the pass's window for ``perf script --time`` (the child's monotonic start,end)
 WINDOW: dict[str, str] = {}
 _HEAD = re.compile(r"^\s*(.*?)\s+(\d+)/(\d+)\s+[\d.]+:")  # comm pid/tid time:
 _FRAME = re.compile(r"^\s+[0-9a-f]+\s+(\S+)\s+\((.*)\)\s*$")  # ip sym (dso)
@@ -199,29 +200,37 @@ def profiled(
     return p
 
 
-def ring_threads(pid: int) -> list[int]:
-    """Thread ids of the daemon's C threads that answer requests: the io_uring queue threads
-    (``pyfuse3-ring<cpu>``) and the /dev/fuse reader (``pyfuse3-loop``)."""
-    out = []
+def ring_threads(pid: int) -> dict[int, str]:
+    """The daemon's C threads that answer requests, thread id -> name: the io_uring queue
+    threads (``pyfuse3-ring<cpu>``, each pinned to its CPU by uring.h) and the /dev/fuse
+    reader (``pyfuse3-loop``, unpinned)."""
+    out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            if (task / "comm").read_text().startswith(("pyfuse3-ring", "pyfuse3-loop")):
-                out.append(int(task.name))
+            name = (task / "comm").read_text().strip()
         except OSError:
-            pass
+            continue
+        if name.startswith(("pyfuse3-ring", "pyfuse3-loop")):
+            out[int(task.name)] = name
     return out
 
 
 def set_ring_policy(pid: int, policy: str) -> int:
-    """Put the daemon's C threads (:func:`ring_threads`) under ``policy`` (``other``: SCHED_OTHER; ``fifo``:
-    SCHED_FIFO priority 1); the number of threads changed."""
-    tids = ring_threads(pid)
-    for tid in tids:
+    """Put the daemon's C threads (:func:`ring_threads`) under ``policy``: ``other`` (as
+    uring.h leaves them: SCHED_OTHER, a queue thread pinned to its CPU), ``fifo`` (SCHED_FIFO
+    priority 1, pinned as before) or ``unpinned`` (SCHED_OTHER, any CPU: a request of CPU n
+    may then be answered from another CPU). The number of threads changed."""
+    every = set(range(os.cpu_count() or 1))
+    threads = ring_threads(pid)
+    for tid, name in threads.items():
         if policy == "fifo":
             os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(1))
         else:
             os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-    return len(tids)
+        own = name.removeprefix("pyfuse3-ring")
+        pinned = {int(own)} if own.isdigit() and policy != "unpinned" else every
+        os.sched_setaffinity(tid, pinned)
+    return len(threads)
 
 
 def main() -> None:
@@ -232,7 +241,9 @@ def main() -> None:
     ap.add_argument("--kind", choices=("warm", "ssd-hit"), default="warm")
     ap.add_argument("--reader", choices=tuple(READERS), default="buffered")
     ap.add_argument("--configs", default="default")
-    ap.add_argument("--ring-policy", default="other", help="comma-separated: other, fifo (queue threads)")
+    ap.add_argument(
+        "--ring-policy", default="other", help="comma-separated: other, fifo, unpinned (the C threads)"
+    )
     ap.add_argument("--freq", type=int, default=2999)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--keep", help="directory: keep each pass's perf.data there")
