@@ -57,6 +57,9 @@ EXTRA_ENTRIES = (
     "fuse_lookup",
     "fuse_simple_request",
     "fuse_file_io_open",
+    "fuse_lock_inode",
+    "__mutex_lock",
+    "mutex_lock",
     "schedule",
 )
 #: perf.data -> the pass's window for ``perf script --time`` (the child's monotonic start,end)
