@@ -62,7 +62,8 @@ JOURNAL_DIR = "j-"  # a journal's own chunk prefix: ``<workspace prefix>/j-<jour
 RECORD_READERS = 8  # RADOS cover records read at once at recovery (one round trip each)
 _SLICE = 1 << 20  # write() size: one multi-MiB write into the page cache measured ~10x slower
 _ALIGN = 4096  # O_DIRECT's alignment of memory, offset and length (any logical block size up to 4 KiB)
-_SPARE = 4  # aligned buffers kept for the next chunk write (bounded: at most 4 chunks of memory)
+_SPARE = 4  # aligned buffers kept for the next chunk write (bounded: 4 x _DIRECT_SLICE of memory)
+_DIRECT_SLICE = 4 << 20  # bytes per O_DIRECT write (one buffer: a chunk of the default page size)
 
 
 def _rewrap(exc: DatahubError, context: str) -> DatahubError:
@@ -348,11 +349,16 @@ def _create_new(target: Path, fill: Callable[[int], None], context: str, key: st
 
 def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) -> None:
     """A new file holding ``data``: its 4 KiB-aligned head with ``O_DIRECT`` where the file
-    system takes it, the rest (and all of it elsewhere) in 1 MiB slices through the page cache."""
+    system takes it (``_write_direct``), the rest (and all of it elsewhere) in 1 MiB slices
+    through the page cache."""
 
     def fill(fd: int) -> None:
         with memoryview(data) as raw, raw.cast("B") as view:
-            done = _write_direct(fd, view)
+
+            def take(into: memoryview, start: int) -> None:
+                into[:] = view[start : start + len(into)]
+
+            done = _write_direct(fd, len(view), take)
             while done < len(view):
                 with view[done : done + _SLICE] as piece:
                     done += os.pwrite(fd, piece, done)
@@ -365,9 +371,11 @@ _spare: list[mmap.mmap] = []  # aligned buffers for the next ``_write_direct`` (
 _spare_lock = threading.Lock()
 
 
-def _write_direct(fd: int, view: memoryview) -> int:
-    """Write the 4 KiB-aligned head of ``view`` at offset 0 of the new, empty file ``fd`` with
-    ``O_DIRECT``; returns the bytes written (0: the file system refused, nothing written).
+def _write_direct(fd: int, length: int, take: Callable[[memoryview, int], None]) -> int:
+    """Write the 4 KiB-aligned head of ``length`` bytes at offset 0 of the new, empty file
+    ``fd`` with ``O_DIRECT``, in slices of up to ``_DIRECT_SLICE`` that ``take(buffer, start)``
+    fills with the bytes from ``start``; returns the bytes written (0: the file system
+    refused, nothing written; the caller writes the rest through the page cache).
 
     Why: a chunk written through the page cache is copied into newly allocated page-cache
     pages and then written back by the fsync: on the test VM that copy was 60 % of the
@@ -376,7 +384,7 @@ def _write_direct(fd: int, view: memoryview) -> int:
     memory copy into a reused buffer) and leaves no page cache behind; the fsync after it
     (``_create_new``) still makes the data, the allocation and the size durable, as before.
     The chunk is read later (flusher, reads of evicted buffers) from the disk."""
-    head = len(view) - len(view) % _ALIGN
+    head = length - length % _ALIGN
     if not head:
         return 0
     dev = os.fstat(fd).st_dev
@@ -390,13 +398,19 @@ def _write_direct(fd: int, view: memoryview) -> int:
             raise
         _direct_refused.add(dev)
         return 0
-    buf = _take_aligned(head)
+    buf = _take_aligned(min(head, _DIRECT_SLICE))
     done = 0
     try:
         with memoryview(buf) as aligned:
-            aligned[:head] = view[:head]
             while done < head:
-                done += os.pwrite(fd, aligned[done:head], done)
+                n = min(head - done, len(aligned))
+                with aligned[:n] as piece:
+                    take(piece, done)
+                    written = 0
+                    while written < n:
+                        with piece[written:] as rest:
+                            written += os.pwrite(fd, rest, done + written)
+                done += n
     except OSError as exc:
         if exc.errno != errno.EINVAL or done:
             raise
@@ -426,10 +440,19 @@ def _give_back(buf: mmap.mmap) -> None:
 
 
 def _copy_new(target: Path, fd: int, offset: int, length: int, context: str, key: str) -> None:
-    """A new file holding a range of the local file ``fd`` (``copy_range``: a byte copy)."""
+    """A new file holding a range of the local file ``fd``: its aligned head read into an
+    aligned buffer and written with ``O_DIRECT`` (``_write_direct``), the rest a byte copy
+    in the kernel (``copy_range``). A source cut short meanwhile leaves zeros, as a hole."""
+
+    def take(into: memoryview, start: int) -> None:
+        got = os.preadv(fd, [into], offset + start)
+        if got < len(into):
+            into[got:] = bytes(len(into) - got)
 
     def fill(out: int) -> None:
-        copy_range(fd, offset, out, 0, length)
+        done = _write_direct(out, length, take)
+        if done < length:
+            copy_range(fd, offset + done, out, done, length - done)
         if os.fstat(out).st_size < length:  # the source was cut short meanwhile: zeros, as a hole
             os.ftruncate(out, length)
 

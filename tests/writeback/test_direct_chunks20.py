@@ -111,3 +111,22 @@ def test_a_direct_write_refused_at_the_io_is_written_again_through_the_page_cach
     key = store.put(9, 0, data, "b")
     assert direct and store.get(key, len(data), "b") == data
     assert (store.local_root / key).stat().st_size == len(data)
+
+
+def test_a_staged_range_is_copied_past_the_page_cache_and_a_short_source_reads_as_zeros(
+    store: ChunkStore, tmp_path: Path
+) -> None:
+    src = tmp_path / "staged"
+    data = os.urandom(3 * 4096 + 77)
+    src.write_bytes(data)
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        key = store.new_key(5, 0, 2 * 4096 + 10, "s")
+        store.copy_in(key, fd, 4096 - 3, 2 * 4096 + 10, "s")
+        assert resident_pages(store.local_root / key) <= 1  # the unaligned tail's page at most
+        assert store.get(key, 2 * 4096 + 10, "s") == data[4096 - 3 : 3 * 4096 + 7]
+        past = store.new_key(5, 1, 4 * 4096, "s")  # the staged file was cut short meanwhile
+        store.copy_in(past, fd, 2 * 4096, 4 * 4096, "s")
+        assert store.get(past, 4 * 4096, "s") == data[2 * 4096 :] + bytes(4 * 4096 - len(data) + 2 * 4096)
+    finally:
+        os.close(fd)
