@@ -209,10 +209,11 @@ class ChunkStore:
 
     def copy_in(self, key: str, fd: int, offset: int, length: int, path: str) -> None:
         """``write`` of ``length`` bytes of the local file ``fd`` at ``offset`` (a staged
-        file, ``staged.py``), without carrying them through Python buffers: on a local shared
-        tier a byte copy in the kernel (``copy_range``: ``splice``, never shared extents) into
-        the chunk file or its pack range, elsewhere a streamed put (the store reads the range
-        in slices as it sends it)."""
+        file, ``staged.py``), without a copy per byte in Python: on a local shared tier into a
+        chunk file, its aligned head read into an aligned buffer and written with ``O_DIRECT``
+        (``_copy_new``), the rest, and a pack range, a byte copy in the kernel (``copy_range``:
+        ``splice``; never shared extents either way), elsewhere a streamed put (the store reads
+        the range in slices as it sends it)."""
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
         packs = self._pack_of(key)
         if packs is not None:
