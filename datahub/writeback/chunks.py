@@ -399,7 +399,7 @@ def _write_direct(fd: int, length: int, take: Callable[[memoryview, int], None])
             raise
         _direct_refused.add(dev)
         return 0
-    buf = _take_aligned(min(head, _DIRECT_SLICE))
+    buf = _take_aligned()
     done = 0
     try:
         with memoryview(buf) as aligned:
@@ -423,13 +423,14 @@ def _write_direct(fd: int, length: int, take: Callable[[memoryview, int], None])
     return done
 
 
-def _take_aligned(size: int) -> mmap.mmap:
-    """A page-aligned buffer of at least ``size`` bytes (a kept one, else a new mapping)."""
+def _take_aligned() -> mmap.mmap:
+    """A page-aligned buffer of ``_DIRECT_SLICE`` bytes: a kept one, else a new mapping. One
+    size for all, so any kept buffer serves any chunk (a mapping's pages are only touched,
+    and so allocated, as far as a write fills it)."""
     with _spare_lock:
-        for i, buf in enumerate(_spare):
-            if len(buf) >= size:
-                return _spare.pop(i)
-    return mmap.mmap(-1, -(-size // _ALIGN) * _ALIGN)
+        if _spare:
+            return _spare.pop()
+    return mmap.mmap(-1, _DIRECT_SLICE)
 
 
 def _give_back(buf: mmap.mmap) -> None:
