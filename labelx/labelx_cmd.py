@@ -111,6 +111,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("project")
     s.add_argument("--format", choices=("coco", "yolo", "csv"), required=True)
     s.add_argument("--include", choices=("accepted", "annotated"), default="accepted")
+    s.add_argument(
+        "--raw",
+        action="store_true",
+        help="CSV: the exact keys and labels (by default a cell a spreadsheet would run as a formula gets a ' in front)",
+    )
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=_export)
 
@@ -341,7 +346,7 @@ def _export(args, ctx) -> int:
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
     if args.format == "csv":
-        spool = export.export_csv(service, project, args.include)
+        spool = export.export_csv(service, project, args.include, raw=args.raw)
     elif args.format == "yolo":
         spool = export.export_yolo(service, project, args.include)
     else:
