@@ -35,3 +35,29 @@ def test_make_run_on_a_full_disk_says_so_and_what_to_do_not_a_traceback(
     assert "Traceback" not in err
     assert "error: make run's step 'sample' failed: no space left on device" in err
     assert str(home) in err and "DATAHUB_HOME=DIR make run" in err
+
+
+def test_a_catalog_url_with_a_wrong_path_says_to_give_the_servers_root(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--catalog http://host:8080/labelx`` (or any path the server has no API under) was
+    reported as a missing thing, exit 3: "no such endpoint: GET /wrong/v1/datasets", "Not
+    Found: GET /labelx/v1/datasets", which said neither that the URL was wrong nor what to
+    give instead."""
+    from datahub.cli.main import main
+    from tests.catalog.remote import serve
+
+    server, backing, token = serve(tmp_path / "server")
+    monkeypatch.setenv("DATAHUB_API_TOKEN", token)
+    try:
+        for path in ("/wrong", "/labelx"):
+            url = f"{server.url}{path}"
+            code = main(["--home", str(tmp_path / "home"), "--catalog", url, "dataset", "list"])
+            err = capsys.readouterr().err
+            assert code == 7, err
+            assert f"the catalog server {url} has no datahub API at {path}/v1/datasets" in err, err
+            assert f"catalog_url must be the API server's root (such as {server.url})" in err, err
+        assert main(["--home", str(tmp_path / "home"), "--catalog", server.url, "dataset", "list"]) == 0
+    finally:
+        server.stop()
+        backing.close()
