@@ -378,7 +378,10 @@ def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
             config.api.port = args.port
         chosen = _select(steps or STEPS, args.skip)
         demo = Demo(config, args)
-        previous = {s: signal.signal(s, demo.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        # SIGHUP: the terminal closed; its default killed the demo with no cleanup, leaving
+        # the mount daemon (a session of its own) mounted at var/mnt
+        stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        previous = {s: signal.signal(s, demo.on_signal) for s in stops}
         try:
             with demo.cleanup:
                 for step in chosen:

@@ -61,3 +61,23 @@ def test_a_catalog_url_with_a_wrong_path_says_to_give_the_servers_root(
     finally:
         server.stop()
         backing.close()
+
+
+def test_closing_the_terminal_of_make_run_stops_it_cleanly(tmp_path: Path) -> None:
+    """Closing the terminal sends SIGHUP, whose default killed the demo at once: no cleanup, so
+    its mount daemon (a session of its own) stayed mounted at var/mnt after the demo was gone.
+    SIGHUP now stops it as Ctrl-C does (the cleanup that unmounts; tests/cli/test_demo.py
+    checks that the Ctrl-C path leaves nothing mounted)."""
+    import signal
+
+    from tests.cli.test_demo import start, stop, wait_healthy
+
+    port = free_port()
+    skip = ["--skip", "sample", "--skip", "import", "--skip", "mount"]
+    proc = start(
+        ["-m", "datahub.demo", "--home", str(tmp_path / "var"), "--port", str(port), *skip], tmp_path
+    )
+    wait_healthy(proc, f"http://127.0.0.1:{port}")
+    out, err = stop(proc, signal.SIGHUP)
+    assert proc.returncode == 0, (proc.returncode, err)
+    assert "demo stopped cleanly" in out
