@@ -178,7 +178,8 @@ def _serve(args, ctx) -> int:
     except BaseException:
         sock.close()
         raise
-    with stop_signals() as wait:
+    # SIGHUP too: closing the terminal killed it with its cache never closed
+    with stop_signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as wait:
         try:
             server.start()
             print(f"LabelX on {server.url}/ (Ctrl-C stops)", file=ctx.err)

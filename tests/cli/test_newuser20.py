@@ -81,3 +81,22 @@ def test_closing_the_terminal_of_make_run_stops_it_cleanly(tmp_path: Path) -> No
     out, err = stop(proc, signal.SIGHUP)
     assert proc.returncode == 0, (proc.returncode, err)
     assert "demo stopped cleanly" in out
+
+
+@pytest.mark.parametrize("command", [["serve"], ["labelx", "serve"]], ids=["serve", "labelx-serve"])
+def test_closing_the_terminal_of_a_server_stops_it_cleanly(tmp_path: Path, command: list[str]) -> None:
+    """``datahub serve`` and ``datahub labelx serve`` in a terminal: closing it (SIGHUP) killed
+    them at once, the cache never closed (the next start rebuilt the disk tier's index)."""
+    import signal
+
+    from tests.cli.test_demo import start, stop
+    from tests.labelx.test_serve_signals import wait_answering
+
+    port = free_port()
+    args = ["-m", "datahub.cli.main", "--home", str(tmp_path / "var"), *command, "--port", str(port)]
+    proc = wait_answering(
+        start(args, tmp_path), f"http://127.0.0.1:{port}" + ("/labelx" if command == ["serve"] else "")
+    )
+    out, err = stop(proc, signal.SIGHUP)
+    assert proc.returncode == 0, (proc.returncode, err)
+    assert err.rstrip().endswith("stopped"), err
