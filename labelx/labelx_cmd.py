@@ -340,10 +340,10 @@ def _commit(args, ctx) -> int:
 
 
 def _export(args, ctx) -> int:
-    from datahub.console.output import output_file
+    from datahub.console.output import output_file, written
     from labelx import export
 
-    output_file(args.output)  # a wrong path is said before the export is made
+    target = output_file(args.output)  # a wrong path is said before the export is made
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
     if args.format == "csv":
@@ -352,9 +352,7 @@ def _export(args, ctx) -> int:
         spool = export.export_yolo(service, project, args.include)
     else:
         spool = export.export_coco(service, project, _images(ctx), args.include)
-    tmp = f"{args.output}.partial"
-    with spool, open(tmp, "wb") as out:
+    with spool, written(target, "wb") as out:  # nothing half-written under the final name
         shutil.copyfileobj(spool, out)
-    os.replace(tmp, args.output)  # nothing half-written under the final name
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

@@ -100,3 +100,47 @@ def test_closing_the_terminal_of_a_server_stops_it_cleanly(tmp_path: Path, comma
     out, err = stop(proc, signal.SIGHUP)
     assert proc.returncode == 0, (proc.returncode, err)
     assert err.rstrip().endswith("stopped"), err
+
+
+def test_export_o_writes_through_a_fifo_or_symlink_never_replacing_it(tmp_path: Path) -> None:
+    """``datahub export DS -o /dev/stdout`` (or a FIFO, a device, a symlink) wrote a temporary
+    file beside the path and renamed it over it: as root, /dev/stdout (a symlink) or /dev/full
+    (a device) became a regular file holding the export, and a FIFO's reader got nothing. A
+    path that is not a regular file is written as ``>`` would; through a symlink, its target
+    is replaced (atomically, as before) and the link stays."""
+    import os
+    import stat
+
+    from datahub.cli.main import main
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("a")
+    (src / "b.txt").write_text("bb")
+    home = ["--home", str(tmp_path / "home")]
+    assert main([*home, "import", str(src), "--to", "ds"]) == 0
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there: the export's open goes on
+    try:
+        assert main([*home, "export", "ds@v1", "-o", str(fifo)]) == 0
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced by a regular file"
+        got = os.read(reader, 1 << 16).decode()
+    finally:
+        os.close(reader)
+    assert [line.split('"key":"')[1].split('"')[0] for line in got.splitlines()] == ["a.txt", "b.txt"]
+
+    real = tmp_path / "real.ndjson"
+    real.write_text("old\n")
+    link = tmp_path / "link.ndjson"
+    link.symlink_to(real)
+    assert main([*home, "export", "ds@v1", "-o", str(link)]) == 0
+    assert link.is_symlink() and len(real.read_text().splitlines()) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "home",
+        "link.ndjson",
+        "out.fifo",
+        "real.ndjson",
+        "src",
+    ]
