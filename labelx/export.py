@@ -28,6 +28,7 @@ from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from datahub.web.images import ImageSource
 from labelx.entities import Item, Project, User
+from labelx.schema import MULTI_JOIN, joined_class
 from labelx.service import LabelService
 
 SPOOL_BYTES = 8 * 1024**2  # downloads larger than this spill to a temp file
@@ -251,13 +252,20 @@ def export_csv(
     schema = service.schema(project)
     if schema.kind != "classification":
         raise Conflict("CSV export is for classification projects; use COCO or YOLO for detection")
+    joined = joined_class(schema)
+    if joined is not None:  # a project made before the rule (``LabelService.create_project``)
+        raise Conflict(
+            f"CSV export of project {project.name!r}: its class {joined!r} holds {MULTI_JOIN!r}, which joins "
+            "a multi-label value's classes, so its cells could not be split back; the labels are "
+            "whole in the dataset once committed (datahub export)"
+        )
     cell = (lambda text: text) if raw else spreadsheet_cell
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
     text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
     writer = csv.writer(text)
     writer.writerow([cell("key"), cell(schema.field)])
     for item in _items(service, project, include):
-        value = ";".join(item.value) if isinstance(item.value, list) else item.value
+        value = MULTI_JOIN.join(item.value) if isinstance(item.value, list) else item.value
         writer.writerow([cell(item.key), cell(value)])
     text.detach()
     out.seek(0)

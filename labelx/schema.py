@@ -139,6 +139,18 @@ def _default_key(position: int, name: str, taken: set[str]) -> str:
     return free[0]
 
 
+MULTI_JOIN = ";"  # joins a multi-label value's classes in a CSV cell (labelx/export.py)
+
+
+def joined_class(schema: LabelSchema) -> str | None:
+    """A class of a multi-label schema that holds ``MULTI_JOIN``, if any. Why: its CSV cell
+    could not be split back (classes 'a;b' and 'c' came out 'a;b;c', three labels). New
+    projects refuse such a class; a project stored before the rule is refused its CSV."""
+    if not schema.multi:
+        return None
+    return next((c.name for c in schema.classes if MULTI_JOIN in c.name), None)
+
+
 def parse_schema(spec: dict[str, Any]) -> LabelSchema:
     """Build a schema from its wire form; classes may be plain names (colors/keys assigned)."""
     if not isinstance(spec, dict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 
 from datahub.catalog import Put, Record
@@ -68,3 +69,26 @@ def test_the_csv_export_is_safe_in_a_spreadsheet_and_exact_with_raw(app, env: En
         assert main([*cat, "labelx", "export", project, "--format", "csv", *flags, "-o", str(target)]) == 0
         found = {row[0] for row in csv.reader(io.StringIO(target.read_text()))}
         assert expect in found
+
+
+def test_a_multi_label_class_with_a_semicolon_is_refused_it_would_split_in_the_csv(app, env: Env) -> None:
+    """The CSV joins a multi-label value's classes with ';': classes 'a;b' and 'c' labelled
+    both came out as 'a;b;c', three labels where there were two. Such a class is refused when
+    the project is made; a project made before is refused its CSV (COCO/YOLO are detection)."""
+    admin = Session(app, "admin")
+    schema = {"kind": "classification", "multi": True, "classes": ["a;b", "c"]}
+    body = {"name": "multi", "dataset": "pets", "schema": schema, "annotators": []}
+    resp = admin.post("/api/projects", body)
+    assert resp.status_code == 400, resp.text
+    assert "';'" in resp.json()["error"]["message"] and "a;b" in resp.json()["error"]["message"]
+    single = {"kind": "classification", "classes": ["a;b", "c"]}  # one class per value: nothing joined
+    pid = make_project(admin, "single", schema=single, annotators=[])["id"]
+    assert admin.get(f"/api/projects/{pid}/export/csv").status_code == 200
+
+    # a project stored before the rule
+    store = app.state.labelx.store
+    made = store.get_project(pid)
+    store._conn().execute("UPDATE projects SET schema=? WHERE id=?", (json.dumps(schema), made.id))
+    app.state.labelx.service._schemas.clear()
+    resp = admin.get(f"/api/projects/{pid}/export/csv")
+    assert resp.status_code == 409 and "'a;b'" in resp.json()["error"]["message"], resp.text
