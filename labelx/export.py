@@ -28,7 +28,7 @@ from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from datahub.web.images import ImageSource
 from labelx.entities import Item, Project, User
-from labelx.schema import MULTI_JOIN, joined_class
+from labelx.schema import MULTI_JOIN, export_clash
 from labelx.service import LabelService
 
 SPOOL_BYTES = 8 * 1024**2  # downloads larger than this spill to a temp file
@@ -252,12 +252,11 @@ def export_csv(
     schema = service.schema(project)
     if schema.kind != "classification":
         raise Conflict("CSV export is for classification projects; use COCO or YOLO for detection")
-    joined = joined_class(schema)
-    if joined is not None:  # a project made before the rule (``LabelService.create_project``)
+    clash = export_clash(schema, "csv")
+    if clash is not None:  # a project made before the rule (``LabelService.create_project``)
         raise Conflict(
-            f"CSV export of project {project.name!r}: its class {joined!r} holds {MULTI_JOIN!r}, which joins "
-            "a multi-label value's classes, so its cells could not be split back; the labels are "
-            "whole in the dataset once committed (datahub export)"
+            f"CSV export of project {project.name!r}: its {clash}; the labels are whole in the dataset "
+            "once committed (datahub export)"
         )
     cell = (lambda text: text) if raw else spreadsheet_cell
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
@@ -321,6 +320,11 @@ def export_yolo(service: LabelService, project: Project, include: str = "accepte
     refused (``Conflict``), naming the keys; nothing is written."""
     _require_detection(service, project, "YOLO")
     schema = service.schema(project)
+    clash = export_clash(schema, "yolo")
+    if clash is not None:  # a project made before the rule (``LabelService.create_project``)
+        raise Conflict(
+            f"YOLO export of project {project.name!r}: its {clash}; export COCO, which names classes in JSON"
+        )
     index = {c.name: n for n, c in enumerate(schema.classes)}
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
     owner: dict[str, str] = {}  # label file -> the key it was written for (the zip holds its names too)

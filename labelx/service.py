@@ -37,7 +37,7 @@ from datahub.errors import (
 )
 from datahub.validation import check_name, check_prefix
 from labelx.entities import Item, NewItem, Project, Task, User
-from labelx.schema import MULTI_JOIN, LabelSchema, joined_class, parse_schema
+from labelx.schema import LabelSchema, export_clash, parse_schema
 from labelx.store import LabelStore
 
 log = logging.getLogger(__name__)
@@ -211,12 +211,9 @@ class LabelService:
         check_name(name, "project")
         check_prefix(prefix)
         parsed = parse_schema(schema)
-        joined = joined_class(parsed)
-        if joined is not None:
-            raise InvalidInput(
-                f"class {joined!r} holds {MULTI_JOIN!r}, which joins a multi-label value's classes in the "
-                "CSV export (one could not tell it from two classes): rename it"
-            )
+        clash = export_clash(parsed)
+        if clash is not None:
+            raise InvalidInput(f"{clash}; rename it")
         if not 1 <= int(task_size) <= MAX_TASK_SIZE:
             raise InvalidInput(f"task size must be between 1 and {MAX_TASK_SIZE}")
         flt = RecordFilter.parse(where) if where else None

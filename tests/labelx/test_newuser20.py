@@ -92,3 +92,23 @@ def test_a_multi_label_class_with_a_semicolon_is_refused_it_would_split_in_the_c
     app.state.labelx.service._schemas.clear()
     resp = admin.get(f"/api/projects/{pid}/export/csv")
     assert resp.status_code == 409 and "'a;b'" in resp.json()["error"]["message"], resp.text
+
+
+def test_a_class_name_with_a_line_break_is_refused_it_would_shift_yolos_class_numbers(app, env: Env) -> None:
+    """YOLO's ``classes.txt`` is one class per line and boxes name a class by its line: a
+    class 'a\\nb' before 'c' wrote three lines, so every box of 'c' (number 1) read as 'b'.
+    A class name with a control character is refused when the project is made; a project made
+    before is refused its YOLO export."""
+    admin = Session(app, "admin")
+    schema = {"kind": "detection", "classes": ["a\nb", "c"]}
+    resp = admin.post("/api/projects", {"name": "det", "dataset": "pets", "schema": schema, "annotators": []})
+    assert resp.status_code == 400, resp.text
+    assert "control character" in resp.json()["error"]["message"]
+    pid = make_project(admin, "det", schema={"kind": "detection", "classes": ["ab", "c"]}, annotators=[])[
+        "id"
+    ]
+    store = app.state.labelx.store
+    store._conn().execute("UPDATE projects SET schema=? WHERE id=?", (json.dumps(schema), pid))
+    app.state.labelx.service._schemas.clear()
+    resp = admin.get(f"/api/projects/{pid}/export/yolo")
+    assert resp.status_code == 409 and "'a\\nb'" in resp.json()["error"]["message"], resp.text
