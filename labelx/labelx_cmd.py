@@ -140,7 +140,13 @@ def _images(ctx):
 def _admin(service, name: str):
     user = service.store.user_by_name(name)
     if not user.is_admin:
-        raise AccessDenied(f"user {name!r} is {user.role}, not admin")
+        admins = [u.name for u in service.store.list_users() if u.is_admin]
+        which = (
+            f"one of {', '.join(admins)}"
+            if admins
+            else "an admin (`datahub labelx create-user NAME --role admin`)"
+        )
+        raise AccessDenied(f"user {name!r} is {user.role}, not admin: this needs --user {which}")
     return user
 
 

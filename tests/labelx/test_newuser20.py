@@ -112,3 +112,15 @@ def test_a_class_name_with_a_line_break_is_refused_it_would_shift_yolos_class_nu
     app.state.labelx.service._schemas.clear()
     resp = admin.get(f"/api/projects/{pid}/export/yolo")
     assert resp.status_code == 409 and "'a\\nb'" in resp.json()["error"]["message"], resp.text
+
+
+def test_a_cli_command_run_as_a_non_admin_names_the_admins(app, env: Env, tmp_path: Path, capsys) -> None:
+    """``datahub labelx commit P --user alice`` said "user 'alice' is annotator, not admin" and
+    not who could do it."""
+    from datahub.cli.main import main
+
+    make_project(Session(app, "admin"))
+    cat = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    assert main([*cat, "labelx", "commit", "pets-cls", "--user", "alice"]) == 6
+    err = capsys.readouterr().err
+    assert "user 'alice' is annotator, not admin: this needs --user one of admin" in err, err
