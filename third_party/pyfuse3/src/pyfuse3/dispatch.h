@@ -271,9 +271,7 @@ static void pyfuse3_fd_join(void) {
             break;
         pthread_join(pyfuse3_fd.tids[i], NULL);
     }
-    pthread_mutex_lock(&pyfuse3_fd.lock);
-    pyfuse3_fd.started = 0;
-    pthread_mutex_unlock(&pyfuse3_fd.lock);
+    /* started stays as it was (the counters after the session); pyfuse3_fd_start resets it */
 }
 
 static void pyfuse3_fd_snapshot(struct pyfuse3_fd_counters *n, int *threads, int *running) {
