@@ -9,7 +9,9 @@ request):
 - ``size-N``: answered at once (the READ handler never suspends);
 - ``nap-N``: after a 1 ms sleep (it suspends once, briefly);
 - ``gate-NAME-N``: once ``GATES_DIR/NAME`` exists (it suspends until then; it makes
-  ``GATES_DIR/NAME.held`` first).
+  ``GATES_DIR/NAME.held`` first);
+- ``boom-N``: never: the READ handler raises RuntimeError, an exception no handler may let
+  out (pyfuse3 then ends the session: ``main()`` raises).
 Any other name is ENOENT. The gates hold READs, not LOOKUPs: the kernel runs one LOOKUP at a
 time per directory here, so a held LOOKUP would hold every other one in the kernel itself.
 Runs until unmounted; exits 0 when pyfuse3.main returns. ``trio-no-fastloop``: trio, with
@@ -53,7 +55,8 @@ class GatedFS(pyfuse3.Operations):
     async def lookup(self, parent_inode, name, ctx=None):
         text = os.fsdecode(name)
         kind, _, size = text.rpartition("-")
-        if parent_inode != pyfuse3.ROOT_INODE or kind.partition("-")[0] not in ("size", "nap", "gate"):
+        known = kind.partition("-")[0] in ("size", "nap", "gate", "boom")
+        if parent_inode != pyfuse3.ROOT_INODE or not known:
             raise pyfuse3.FUSEError(errno.ENOENT)
         ino = self.inodes.setdefault(text, len(self.inodes) + 2)
         self.names[ino] = text
@@ -65,6 +68,8 @@ class GatedFS(pyfuse3.Operations):
 
     async def read(self, fh, off, size):
         kind, _, rest = self.names[fh].partition("-")
+        if kind == "boom":
+            raise RuntimeError(f"{self.names[fh]}: a bug of the handler")
         if kind == "nap":
             await self.sleep(0.001)
         elif kind == "gate":

@@ -13,6 +13,10 @@ file (and one ``--request-loop trio`` mount, the baseline). What must hold:
   for their requests in flight) leave the mount serving: later files are written and read;
 - ``--request-loop trio`` keeps pyfuse3's trio loop (no C thread runs a handler).
 
+- a handler that lets an exception out ends the session, as it ended the trio loop's
+  ``main()``: the caller's request fails and the daemon exits, nobody is left waiting for an
+  answer that never comes (``tests/fuse/session_loop_fs.py``'s ``boom`` file, dispatch mode).
+
 The session loop's own rules in that mode (a blocking handler does not hold the others, with
 every thread blocked the first to finish reads next, an unmount with handlers blocked) are
 ``tests/fuse/test_session_loop.py``'s ``dispatch`` cases.
@@ -26,13 +30,15 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import FuseEnv, make_env, wait_until
+from fuse_adapter.daemon import is_mounted
+from tests.fuse.conftest import REPO, FuseEnv, make_env, wait_until
 from tests.servers import S3Endpoint
 
 pytestmark = pytest.mark.fuse
@@ -138,3 +144,40 @@ def test_request_loop_trio_keeps_the_trio_loop_and_the_hop(env: FuseEnv) -> None
         trio = Mounted(env, mnt, proc.pid)
         assert "pyfuse3-disp" not in trio.threads()
         assert "workspace requests: run by pyfuse3's C threads" not in trio.log.read_text()
+
+
+@pytest.mark.parametrize("mode", ["trio", "dispatch"])
+def test_a_handler_that_lets_an_exception_out_ends_the_session_instead_of_leaving_its_caller_waiting(
+    tmp_path: Path, mode: str
+) -> None:
+    mnt, gates = tmp_path / "mnt", tmp_path / "gates"
+    mnt.mkdir()
+    gates.mkdir()
+    with open(tmp_path / "fs.log", "w") as log:
+        cmd = [sys.executable, "-m", "tests.fuse.session_loop_fs", str(mnt), str(gates), "2", mode]
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: is_mounted(mnt) or proc.poll() is not None, 60)
+        assert proc.poll() is None, (tmp_path / "fs.log").read_text()
+        outcome: list = []
+
+        def read() -> None:
+            try:
+                with open(mnt / "boom-5", "rb") as f:
+                    outcome.append(f.read())
+            except OSError as exc:
+                outcome.append(exc)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(60)
+        assert not reader.is_alive(), "the READ was never answered"
+        assert isinstance(outcome[0], OSError), outcome
+        assert proc.wait(60) != 0  # main() raised
+        assert "RuntimeError: boom-5: a bug of the handler" in (tmp_path / "fs.log").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if is_mounted(mnt):
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)

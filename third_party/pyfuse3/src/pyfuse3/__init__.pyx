@@ -150,6 +150,7 @@ cdef extern from "fastloop.h" nogil:
     void pyfuse3_fd_set(int max, pyfuse3_fd_fn fn, pyfuse3_fd_begin_fn begin, pyfuse3_fd_end_fn end)
     int pyfuse3_fd_blocking()
     int pyfuse3_fd_here()
+    void pyfuse3_fd_end_session(int err)
     void pyfuse3_fd_snapshot(pyfuse3_fd_counters *n, int *threads, int *running)
     # datahub: READs of zero-message-open files answered from their page file (fastread.h)
     struct pyfuse3_fr_counters:
@@ -1625,19 +1626,24 @@ cdef void _fd_run(const char *data, size_t n) noexcept nogil:
 
 
 cdef void _fd_step(object coro) noexcept:
-    """datahub: run a handler's coroutine to its end in this dispatching thread. It must not
-    suspend (nothing here answers trio's traps): one that does is closed, and its request
-    unanswered, which is logged as the bug it is."""
+    """datahub: run a handler's coroutine to its end in this dispatching thread. What the
+    trio loop did with an exception a handler let out (it ended main(), so the session and
+    every request in flight ended with it, nobody left waiting), happens here too: the
+    session ends (main() raises OSError EIO). So does it for a coroutine that suspends
+    (nothing here answers trio's traps; a bug of the file system): its request would never
+    be answered."""
     try:
         coro.send(None)
     except StopIteration:
         return
     except BaseException:
-        log.exception('pyfuse3: a handler failed in a dispatching thread')
+        log.exception('pyfuse3: a handler failed in a dispatching thread: the session ends')
+        pyfuse3_fd_end_session(errno.EIO)
         return
-    log.error('pyfuse3: a handler suspended in a dispatching thread (%r): its request is '
-              'not answered; handlers run by dispatch() must not wait on the event loop', coro)
+    log.error('pyfuse3: a handler suspended in a dispatching thread (%r): handlers run by '
+              'dispatch() must not wait on the event loop; the session ends', coro)
     coro.close()
+    pyfuse3_fd_end_session(errno.EIO)
 
 
 def passthrough_uring(bint on):
