@@ -74,6 +74,7 @@ from typing import Any, Protocol, TypeVar
 import lmdb
 
 from datahub.errors import InvalidInput, NoSpace, StorageError
+from datahub.writeback.failure_log import FailureLog
 
 _ID = struct.Struct(">Q")
 T = TypeVar("T")
@@ -361,6 +362,13 @@ class Txn:
     def garbage(self) -> list[str]:
         return [k.decode() for k, _ in self._scan("garbage", b"")]
 
+    def garbage_after(self, after: str | None) -> Iterator[str]:
+        """``garbage`` from after key ``after`` (None: from the start), in key order, so that the
+        collector reads the list a batch at a time and holds none of the rest (recover20): an
+        ``rm -rf`` of 10^6 files lists 10^6 chunks."""
+        for key, _ in self._after("garbage", b"" if after is None else after.encode()):
+            yield key.decode()
+
     # --- metadata -----------------------------------------------------------------------------
     def meta(self, name: str) -> str | None:
         raw = self._get("meta", name.encode())
@@ -457,6 +465,7 @@ class Journal:
         self._deferred: tuple[tuple[tuple[int, dict, float], ...], dict] = ((), {})
         self._recording = threading.Lock()  # one deferred commit is recorded at a time
         self.defer_seconds = DEFER_SECONDS  # how long a deferred commit may wait for others
+        self.retry_seconds = 1.0  # the pause after a failed write of the deferred commits
         self.fallback = False  # True: no more deferral (tests: what covered commits did before)
         self._defer_failed = False  # the last write transaction failed: nothing is deferred
         # called with what is being done before every write transaction; raises (StorageError)
@@ -762,6 +771,8 @@ class Journal:
 
     def _commit_loop(self) -> None:
         retry_at = 0.0  # after a failed write of the deferred commits: not before this
+        # a lost lease refuses every try until unmount: one warning, then a reminder (review19c)
+        failures = FailureLog(log, self.what)
         while True:
             due = self._deferred_due(retry_at)
             if due is None or due > 0:
@@ -778,8 +789,10 @@ class Journal:
                 try:
                     self.settle_deferred()
                 except Exception as exc:  # kept in memory and in their packs; tried again
-                    log.warning("%s: %s (tried again in a second)", self.what, exc)
-                    retry_at = time.monotonic() + max(self.defer_seconds, 1.0)
+                    failures.failed(f"{exc} (tried again every {self.retry_seconds:g} s)")
+                    retry_at = time.monotonic() + max(self.defer_seconds, self.retry_seconds)
+                else:
+                    failures.succeeded("the deferred commits are written into the journal now")
             with self._group:  # a lead handed to this thread as close() began is still served
                 if self._closed and not self._committer_turn:
                     return
