@@ -319,7 +319,15 @@ class SharedLog:
         if root is None:
             self.chunks.store.put(key, data, size=len(data))
             return
-        _write_new(root / key, data)
+        try:
+            _write_new(root / key, data)
+        except OSError as exc:  # one error tree (datahub/errors.py): the open's checkpoint raised it raw
+            full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise (NoSpace if full else StorageError)(
+                f"the shared log of {self.what} could not be written at {key} ({exc.strerror or exc}); "
+                "retry once the shared tier has room and works",
+                key=key,
+            ) from exc
 
     def _append(self, base: str, data: bytes) -> None:
         """On a local shared tier a session's records are appended to one file per base,
