@@ -36,9 +36,10 @@ With ``--ceph-env`` (a cluster from scripts/ceph-dev/ceph-up.sh), the same two m
 the shared tier on a Ceph RGW bucket, against a plain boto3 client PUTting the same files
 with the same concurrency (each PUT returns once RGW stored the object); ``--rados`` adds
 them on a RADOS pool against plain librados ``write_full`` calls, ``--no-rgw`` leaves RGW out.
-``--base-tree DIR`` (another checkout, e.g. a worktree of main) mounts every Ceph case from
-both trees, "(base)" and "(head)", and the mounts take turns in reverse order every other
-round: an A/B in one run. Small files also get the daemon's CPU per file.
+``--base-tree DIR`` (another checkout, e.g. ``git archive BASE | tar -x -C DIR``) mounts every
+case, local (each of ``--mounts``) and Ceph, from both trees, "(base)" and "(head)", and the
+mounts take turns in reverse order every other round: an A/B in one run. Small files also
+get the daemon's CPU per file.
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ def main() -> None:
     ap.add_argument(
         "--rgw", action=argparse.BooleanOptionalAction, default=True, help="with --ceph-env: the RGW cases"
     )
-    ap.add_argument("--base-tree", help="with --ceph-env: another checkout; every Ceph mount from both trees")
+    ap.add_argument("--base-tree", help="another checkout: every mount (local and Ceph) from both trees")
     ap.add_argument("--piece", type=int, default=MiB, help="bytes per write(2) call (default 1 MiB)")
     ap.add_argument(
         "--mounts", default="pt,nopt", help="local shared tier: which of pt, nopt, cw, wbc to mount"
@@ -290,7 +291,12 @@ def main() -> None:
                 "cw": ["--no-passthrough", "--writes-in-c"],  # staged files' WRITEs answered in C
                 "wbc": ["--writeback-cache"],
             }
-            mounts = {f"mount {' '.join(flags[k])}": Mount(root, k, flags[k]) for k in args.mounts.split(",")}
+            mounts = {}
+            for tree_name, tree in trees.items():  # with --base-tree: each mount from both trees
+                for k in args.mounts.split(","):
+                    suffix = f" ({tree_name})" if tree_name else ""
+                    tag = f"{k}-{tree_name}" if tree_name else k
+                    mounts[f"mount {' '.join(flags[k])}{suffix}"] = Mount(root, tag, flags[k], repo=tree)
             groups.append(("local+fsync", local, mounts))
         if args.ceph_env and args.rgw:
             from write_throughput import CephBucket
@@ -316,7 +322,7 @@ def main() -> None:
                 writes = [line for line in m.log().splitlines() if "writes" in line]
                 print(f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else m.log()[-200:]}")
         for base_name, baseline, mounts in groups:
-            alternate = args.alternate or (args.base_tree is not None and base_name != "local+fsync")
+            alternate = args.alternate or args.base_tree is not None
             run_group(base_name, baseline, mounts, workloads, args.rounds, why_not, alternate)
         print(f"# load after: {load()}")
     finally:

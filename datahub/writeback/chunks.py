@@ -39,10 +39,13 @@ deleted only through the journal that references them (its garbage), never as or
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import io
+import mmap
 import os
 import secrets
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +61,9 @@ SHARD = 1024  # file ids per shared-tier directory
 JOURNAL_DIR = "j-"  # a journal's own chunk prefix: ``<workspace prefix>/j-<journal id>`` (never hex)
 RECORD_READERS = 8  # RADOS cover records read at once at recovery (one round trip each)
 _SLICE = 1 << 20  # write() size: one multi-MiB write into the page cache measured ~10x slower
+_ALIGN = 4096  # O_DIRECT's alignment of memory, offset and length (any logical block size up to 4 KiB)
+_SPARE = 4  # aligned buffers kept for the next chunk write (bounded: 4 x _DIRECT_SLICE of memory)
+_DIRECT_SLICE = 4 << 20  # bytes per O_DIRECT write (one buffer: a chunk of the default page size)
 
 
 def _rewrap(exc: DatahubError, context: str) -> DatahubError:
@@ -203,10 +209,11 @@ class ChunkStore:
 
     def copy_in(self, key: str, fd: int, offset: int, length: int, path: str) -> None:
         """``write`` of ``length`` bytes of the local file ``fd`` at ``offset`` (a staged
-        file, ``staged.py``), without carrying them through Python buffers: on a local shared
-        tier a byte copy in the kernel (``copy_range``: ``splice``, never shared extents) into
-        the chunk file or its pack range, elsewhere a streamed put (the store reads the range
-        in slices as it sends it)."""
+        file, ``staged.py``), without a copy per byte in Python: on a local shared tier into a
+        chunk file, its aligned head read into an aligned buffer and written with ``O_DIRECT``
+        (``_copy_new``), the rest, and a pack range, a byte copy in the kernel (``copy_range``:
+        ``splice``; never shared extents either way), elsewhere a streamed put (the store reads
+        the range in slices as it sends it)."""
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
         packs = self._pack_of(key)
         if packs is not None:
@@ -342,23 +349,112 @@ def _create_new(target: Path, fill: Callable[[int], None], context: str, key: st
 
 
 def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) -> None:
-    """A new file holding ``data``, written in 1 MiB slices."""
+    """A new file holding ``data``: its 4 KiB-aligned head with ``O_DIRECT`` where the file
+    system takes it (``_write_direct``), the rest (and all of it elsewhere) in 1 MiB slices
+    through the page cache."""
 
     def fill(fd: int) -> None:
         with memoryview(data) as raw, raw.cast("B") as view:
-            done = 0
+
+            def take(into: memoryview, start: int) -> None:
+                into[:] = view[start : start + len(into)]
+
+            done = _write_direct(fd, len(view), take)
             while done < len(view):
                 with view[done : done + _SLICE] as piece:
-                    done += os.write(fd, piece)
+                    done += os.pwrite(fd, piece, done)
 
     _create_new(target, fill, context, key)
 
 
+_direct_refused: set[int] = set()  # st_dev of file systems that refused O_DIRECT: page cache there
+_spare: list[mmap.mmap] = []  # aligned buffers for the next ``_write_direct`` (``_SPARE`` at most)
+_spare_lock = threading.Lock()
+
+
+def _write_direct(fd: int, length: int, take: Callable[[memoryview, int], None]) -> int:
+    """Write the 4 KiB-aligned head of ``length`` bytes at offset 0 of the new, empty file
+    ``fd`` with ``O_DIRECT``, in slices of up to ``_DIRECT_SLICE`` that ``take(buffer, start)``
+    fills with the bytes from ``start``; returns the bytes written (0: the file system
+    refused, nothing written; the caller writes the rest through the page cache).
+
+    Why: a chunk written through the page cache is copied into newly allocated page-cache
+    pages and then written back by the fsync: on the test VM that copy was 60 % of the
+    daemon's CPU for 16 MiB files through a workspace mount (``perf``, docs/benchmarks.md,
+    "bigwrites20"). A direct write hands the disk the bytes from one aligned buffer (one
+    memory copy into a reused buffer) and leaves no page cache behind; the fsync after it
+    (``_create_new``) still makes the data, the allocation and the size durable, as before.
+    The chunk is read later (flusher, reads of evicted buffers) from the disk."""
+    head = length - length % _ALIGN
+    if not head:
+        return 0
+    dev = os.fstat(fd).st_dev
+    if dev in _direct_refused:
+        return 0
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_DIRECT)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+        _direct_refused.add(dev)
+        return 0
+    buf = _take_aligned()
+    done = 0
+    try:
+        with memoryview(buf) as aligned:
+            while done < head:
+                n = min(head - done, len(aligned))
+                with aligned[:n] as piece:
+                    take(piece, done)
+                    written = 0
+                    while written < n:
+                        with piece[written:] as rest:
+                            written += os.pwrite(fd, rest, done + written)
+                done += n
+    except OSError as exc:
+        if exc.errno != errno.EINVAL or done:
+            raise
+        _direct_refused.add(dev)  # took the flag, refused the I/O (an alignment above 4 KiB)
+        os.ftruncate(fd, 0)
+    finally:
+        _give_back(buf)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)  # the tail (and a refused head) through the page cache
+    return done
+
+
+def _take_aligned() -> mmap.mmap:
+    """A page-aligned buffer of ``_DIRECT_SLICE`` bytes: a kept one, else a new mapping. One
+    size for all, so any kept buffer serves any chunk (a mapping's pages are only touched,
+    and so allocated, as far as a write fills it)."""
+    with _spare_lock:
+        if _spare:
+            return _spare.pop()
+    return mmap.mmap(-1, _DIRECT_SLICE)
+
+
+def _give_back(buf: mmap.mmap) -> None:
+    with _spare_lock:
+        if len(_spare) < _SPARE:
+            _spare.append(buf)
+            return
+    buf.close()
+
+
 def _copy_new(target: Path, fd: int, offset: int, length: int, context: str, key: str) -> None:
-    """A new file holding a range of the local file ``fd`` (``copy_range``: a byte copy)."""
+    """A new file holding a range of the local file ``fd``: its aligned head read into an
+    aligned buffer and written with ``O_DIRECT`` (``_write_direct``), the rest a byte copy
+    in the kernel (``copy_range``). A source cut short meanwhile leaves zeros, as a hole."""
+
+    def take(into: memoryview, start: int) -> None:
+        got = os.preadv(fd, [into], offset + start)
+        if got < len(into):
+            into[got:] = bytes(len(into) - got)
 
     def fill(out: int) -> None:
-        copy_range(fd, offset, out, 0, length)
+        done = _write_direct(out, length, take)
+        if done < length:
+            copy_range(fd, offset + done, out, done, length - done)
         if os.fstat(out).st_size < length:  # the source was cut short meanwhile: zeros, as a hole
             os.ftruncate(out, length)
 

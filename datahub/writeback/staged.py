@@ -7,8 +7,9 @@ through ``OpenFile``'s buffers, which held checkpoints at 0.18 of local disk (is
 A staged file is registered with the kernel as the FUSE *backing file* of the handles, so
 the kernel writes it directly, and reads of any handle see its bytes. ``fsync()`` (every
 close(2) sends FLUSH, which calls it) keeps the write-back promise: it copies the file's
-chunks into new shared-tier objects (``ChunkStore.copy_in``: a byte copy by ``splice`` on a
-local shared tier, never shared extents, a streamed put on S3/RGW), then commits the chunk map in one journal
+chunks into new shared-tier objects (``ChunkStore.copy_in``: on a local shared tier an
+``O_DIRECT`` write from an aligned buffer, a byte copy by ``splice`` for a tail, never shared
+extents; a streamed put on S3/RGW), then commits the chunk map in one journal
 transaction, and returns only then. The staged file itself is never an acknowledged
 object: the kernel may write it again at any time (another handle, a dup'd descriptor, a
 shared mapping), and acknowledged chunks are immutable.

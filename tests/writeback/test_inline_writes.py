@@ -20,10 +20,29 @@ def test_a_write_said_to_stay_in_memory_touches_no_shared_tier_object(env: Env) 
         assert fh.writes_in_memory(CHUNK + 10, 290)  # a hole before it: zeros, still a buffer
         fh.write(CHUNK + 10, data[CHUNK + 10 : CHUNK + 300])
         assert set(env.shared_keys()) == before  # nothing uploaded yet
-        assert not fh.writes_in_memory(100, CHUNK - 100)  # fills chunk 0: starts its upload
         assert not fh.writes_in_memory(CHUNK - 10, 20)  # spans two chunks
         assert not fh.writes_in_memory(0, 0)
         fh.write(100, data[100 : CHUNK + 10])
+    with ws.open("f") as fh:
+        assert fh.read(0, len(data)) == data
+
+
+def test_a_write_filling_a_chunk_is_in_memory_only_with_an_upload_slot_free(env: Env) -> None:
+    """It hands the full chunk to the upload pool (bigwrites20): no I/O and no wait on the
+    request loop, unless every upload slot of the file is taken, where it would wait."""
+    ws = env.open()
+    data = os.urandom(2 * CHUNK)
+    with ws.open("f", create=True, truncate=True) as fh:
+        fh.write(0, data[:100])
+        assert fh.writes_in_memory(100, CHUNK - 100)
+        slots = ws.files.max_inflight
+        ws.files.max_inflight = 0  # every slot taken: the upload it starts would wait for one
+        try:
+            assert not fh.writes_in_memory(100, CHUNK - 100)
+            assert fh.writes_in_memory(100, CHUNK - 200)  # not filling it: still a copy
+        finally:
+            ws.files.max_inflight = slots
+        fh.write(100, data[100:])
     with ws.open("f") as fh:
         assert fh.read(0, len(data)) == data
 
