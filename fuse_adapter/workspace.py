@@ -845,11 +845,20 @@ class WorkspaceView:
         backing file (``--passthrough``: the kernel writes it, the daemon never sees which
         handle did). A handle whose WRITEs the C table still answers (``_published``) is
         committed too (``release``): the table keeps no count per handle; ``flush`` takes a
-        handle out of it before its commit, so what it writes after is counted here."""
+        handle out of it before its commit, so what it writes after is counted here.
+
+        A staged file with a backing file that another handle holds open is that handle's to
+        commit or refuse (review20a): the RELEASE after a successful close comes with no write of
+        its own since, as every write through an open file description is followed by a close of
+        one of its descriptors, whose FLUSH commits it (a mapping holds the backing file, not this
+        one, so no munmap sends a RELEASE here); what the file holds now may be the other handle's
+        unacknowledged rewrite, which a commit here would make the file's acknowledged state."""
         if fh not in self._closed_at or self._closed_at[fh] != self._changes.get(fh, 0):
             return True
-        return handle.staged_fd >= 0 and (
-            self.backing is not None or (staged is not None and staged.backing_id != 0)
+        return (
+            handle.staged_fd >= 0
+            and (self.backing is not None or (staged is not None and staged.backing_id != 0))
+            and not handle.shared
         )
 
     def flush_is_done(self, fh: int) -> bool:

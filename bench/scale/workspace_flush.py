@@ -1,7 +1,8 @@
 """A workspace's flush of N small files: its peak RSS and the disk bytes per file, this tree against another, same run.
 
-    .venv/bin/python bench/scale/workspace_flush.py BASE_TREE [--files 100000 1000000] [--scratch /var/tmp]
+    .venv/bin/python bench/scale/workspace_flush.py BASE_TREE [--files 100000 1000000] [--scratch DIR]
         [--flush-seconds S] [--tracemalloc] [--reuse]
+    .venv/bin/python bench/scale/workspace_flush.py BASE_TREE --gc [--files 100000 1000000] [--scratch DIR] [--reuse]
     .venv/bin/python bench/scale/workspace_flush.py [BASE_TREE] --disk [--files 10000] [--strace] [--device loop0]
     .venv/bin/python bench/scale/workspace_flush.py --folio-probe --scratch DIR [--device loop0]
 
@@ -9,22 +10,25 @@ flushmem19, issues 38/41. commitmem18 built 10^6 small files through the ``Works
 the building process grew to 2.5 GB of RSS while its flush planned (one object per dirty
 file), and the build was charged 51 GB of writes. Two measures:
 
-- **The flush's memory** (default). For each N, one workspace is built once (N files of ~70
-  bytes, 1,000 to a directory, 8 writer threads, through the Workspace API of the base tree:
-  the writers' code is the same on both sides) and left as a crash leaves it (``abandon``:
-  every close acknowledged, nothing flushed), then copied aside (``--reuse``: keep that copy
-  for the next run, and use it if there). Each side, in turn (the order alternating between
-  sizes), gets a fresh copy at the same path (the journal names its shared tier and target by
-  path) and, in a process of its own with its own ``datahub``, opens it (recovery), resets
-  the peak RSS (``/proc/self/clear_refs``) and flushes it all to a local objects store.
-  Printed: the RSS and anonymous RSS before the flush (after the open: its recovery holds a
-  record per file while it runs, then frees it), ``VmHWM`` during the flush (the journal's
-  mapped pages count there), the sampled peak of ``RssAnon`` (the heap), wall, CPU and CPU
-  microseconds per file, the files done, and the flush's ``write_bytes`` per file;
-  ``--tracemalloc`` adds the peak of the Python heap allocated during the flush (tracing
-  starts after the open; it costs CPU). ``--flush-seconds S`` stops a side's flush after S
-  seconds (its figures so far are printed with ``"stopped": true``): a 10^6 flush takes
-  longer than this shared machine can give it.
+- **The flush's memory** (default). For each N, the workspace of ``workspace_harness.py``
+  (N files of ~70 bytes, 1,000 to a directory, built once through the Workspace API of the
+  base tree by 8 writer threads, left as a crash leaves it: every close acknowledged,
+  nothing flushed) is copied fresh for each side, which, in a process of its own with its
+  own ``datahub``, opens it (recovery), resets the peak RSS (``/proc/self/clear_refs``) and
+  flushes it all to a local objects store.
+  Printed: the RSS and anonymous RSS before the flush (after the open), ``VmHWM`` during the
+  flush (the journal's mapped pages count there), the sampled peak of ``RssAnon`` (the
+  heap), wall, CPU and CPU microseconds per file, the files done, and the flush's
+  ``write_bytes`` per file; ``--tracemalloc`` adds the peak of the Python heap allocated
+  during the flush (tracing starts after the open; it costs CPU). ``--flush-seconds S``
+  stops a side's flush after S seconds (its figures so far are printed with
+  ``"stopped": true``): a 10^6 flush takes longer than this shared machine can give it.
+- **The collection of N chunks' garbage** (``--gc``, recover20). That workspace with every
+  file unlinked (``unlink_all``: records deleted and their chunks listed as garbage, as
+  unlinks do, then left as a crash leaves it; kept as a variant of its own), copied fresh
+  for each side, which opens it: its recovery's collection (the first ``Flusher.gc``) goes
+  through the N keys. Printed: the collection's CPU per key, the sampled peak of
+  ``RssAnon`` during it and ``VmHWM``, and the open's figures around it.
 - **Disk bytes per small file** (``--disk``): one process per side builds N files and flushes
   them, and prints per file and phase (open, writes, flush, close) the ``write_bytes`` the
   kernel charged it (``/proc/self/io``) and, with ``--device``, the bytes that reached that
@@ -49,26 +53,19 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-HEAD = Path(__file__).resolve().parents[2]
 try:
-    from bench.scale.workspace_commit import (
-        _AnonPeak,
-        _config,
-        _content,
-        _load,
-        _path,
-        _reset_peak,
-        _status_mib,
-    )
-except ImportError:  # a child on the base tree run from this file
+    from bench.scale import workspace_harness as harness
+except ImportError:  # a child on a base tree without the harness, run from this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from workspace_commit import _AnonPeak, _config, _content, _load, _path, _reset_peak, _status_mib
+    import workspace_harness as harness  # type: ignore[no-redef]
+
+_AnonPeak, _config, _content, _load = harness._AnonPeak, harness._config, harness._content, harness._load
+_path, _reset_peak, _status_mib = harness._path, harness._reset_peak, harness._status_mib
 
 PER_DIR = 1000
 WRITERS = 8
@@ -176,6 +173,92 @@ def flush(home: str, files: int, seconds: float | None, trace: bool = False) -> 
         result = figures(False) | {"uploaded": report.uploaded, "still_dirty": report.still_dirty}
         ws.close()
     return result
+
+
+def unlink_all(home: str, files: int) -> dict:
+    """Every file of the prepared workspace unlinked (``--gc``'s workspace): its records deleted
+    and their chunks listed as garbage, as unlinks do (``records.delete_file``), 10,000 files a
+    transaction, then left as a crash leaves it, before any collection ran."""
+    import itertools
+
+    from datahub.storage import StoreRegistry
+    from datahub.writeback import open_workspace, records
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    with StoreRegistry(_config(home)) as stores:
+        ws = open_workspace("ws", _config(home), stores, background=False)
+        after = None
+        while True:
+            with ws.journal.write("benchmark: unlink every file") as txn:
+                scan = txn.tree_files_after(after)
+                batch = list(itertools.islice(scan, 10_000))
+                scan.close()
+                for path, file_id in batch:
+                    rec = txn.file(file_id)
+                    if rec is not None:
+                        records.delete_file(txn, file_id, rec)
+                    txn.del_entry(path)
+            if not batch:
+                break
+            after = batch[-1][0]
+        with ws.journal.read() as txn:
+            listed = len(txn.garbage())
+        ws.abandon()
+    return {
+        "files": files,
+        "garbage_listed": listed,
+        "unlink_wall_s": round(time.perf_counter() - wall, 1),
+        "unlink_cpu_s": round(time.process_time() - cpu, 1),
+    }
+
+
+def collect(home: str, files: int) -> dict:
+    """Open the workspace of ``unlink_all`` and measure the collection its recovery runs (the
+    first ``Flusher.gc``: the garbage list of N chunks): CPU per key, the sampled peak of
+    ``RssAnon`` during it and ``VmHWM``; and the open's own figures around it."""
+    import datahub
+    from datahub.storage import StoreRegistry
+    from datahub.writeback import flusher as flusher_mod
+    from datahub.writeback import open_workspace
+
+    config = _config(home)
+    out: dict = {"datahub": os.path.dirname(datahub.__file__), "files": files}
+    real_gc = flusher_mod.Flusher.gc
+
+    def gc(flusher) -> int:
+        if "gc_cpu_s" in out:
+            return real_gc(flusher)
+        out["rss_anon_before_gc_mib"] = _status_mib("RssAnon")
+        _reset_peak()
+        anon = _AnonPeak()
+        wall, cpu = time.perf_counter(), time.process_time()
+        deleted = real_gc(flusher)
+        spent = time.process_time() - cpu
+        out["gc_wall_s"] = round(time.perf_counter() - wall, 1)
+        out["gc_cpu_s"] = round(spent, 1)
+        out["gc_deleted"] = deleted
+        out["gc_cpu_us_per_key"] = round(1e6 * spent / max(1, deleted), 1)
+        out["gc_peak_rss_mib"] = _status_mib("VmHWM")
+        out["gc_peak_rss_anon_mib"] = anon.stop()
+        return deleted
+
+    flusher_mod.Flusher.gc = gc
+    try:
+        with StoreRegistry(config) as stores:
+            out["rss_anon_imported_mib"] = _status_mib("RssAnon")
+            anon = _AnonPeak()
+            wall, cpu = time.perf_counter(), time.process_time()
+            ws = open_workspace("ws", config, stores, background=False)
+            out["open_wall_s"] = round(time.perf_counter() - wall, 1)
+            out["open_cpu_s"] = round(time.process_time() - cpu, 1)
+            out["open_peak_rss_anon_mib"] = max(anon.stop(), out.get("gc_peak_rss_anon_mib", 0))
+            out["rss_anon_after_open_mib"] = _status_mib("RssAnon")
+            with ws.journal.read() as txn:
+                out["garbage_left"] = len(txn.garbage())
+            ws.abandon()
+    finally:
+        flusher_mod.Flusher.gc = real_gc  # a test runs this in its own process
+    return out
 
 
 def _device_bytes(device: str) -> int:
@@ -313,34 +396,20 @@ def strace_summary(trace: Path, files: int) -> dict:
     }
 
 
-def _child(tree: Path, *args: str, strace: Path | None = None) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-P", str(Path(__file__).resolve()), *args]
-    if strace is not None:
-        calls = "write,pwrite64,pwritev,pwritev2,writev,fsync,fdatasync,sync_file_range,msync"
-        cmd = ["strace", "-ff", "-qq", "-y", "-s", "0", "-e", f"trace={calls}", "-o", str(strace), *cmd]
-    out = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{cmd} failed:\n{out.stderr[-3000:]}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    if "datahub" in result:
-        if Path(result["datahub"]) != tree / "datahub":
-            raise SystemExit(f"the child in {tree} imported datahub from {result['datahub']}")
-        result["datahub"] = "its own tree"
-    return result
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("base_tree", nargs="?", help="another checkout of the repository (the base)")
     ap.add_argument("--files", type=int, nargs="+", default=[100_000])
-    ap.add_argument("--scratch", default="/var/tmp")
+    ap.add_argument("--scratch", default=harness.SCRATCH)
     ap.add_argument("--disk", action="store_true", help="disk bytes per file of a build and its flush")
     ap.add_argument("--strace", action="store_true", help="with --disk: the bytes by component")
     ap.add_argument("--flush-seconds", type=float, default=None)
     ap.add_argument("--tracemalloc", action="store_true", help="the flush's Python heap peak too (slower)")
     ap.add_argument("--reuse", action="store_true", help="a workspace built by an earlier run, if there")
+    ap.add_argument("--gc", action="store_true", help="the collection of N unlinked files' garbage")
     ap.add_argument("--prepare", metavar="HOME")
+    ap.add_argument("--unlink-all", metavar="HOME")
+    ap.add_argument("--collect", metavar="HOME")
     ap.add_argument("--flush", metavar="HOME")
     ap.add_argument("--disk-home", metavar="HOME")
     ap.add_argument(
@@ -354,25 +423,31 @@ def main(argv: list[str] | None = None) -> None:
     if args.prepare:
         print(json.dumps(prepare(args.prepare, args.files[0])), flush=True)
         return
+    if args.unlink_all:
+        print(json.dumps(unlink_all(args.unlink_all, args.files[0])), flush=True)
+        return
+    if args.collect:
+        print(json.dumps(collect(args.collect, args.files[0])), flush=True)
+        return
     if args.flush:
         print(json.dumps(flush(args.flush, args.files[0], args.flush_seconds, args.tracemalloc)), flush=True)
         return
     if args.disk_home:
         print(json.dumps(disk(args.disk_home, args.files[0], args.device)), flush=True)
         return
-    trees = {"head": HEAD} | ({"base": Path(args.base_tree).resolve()} if args.base_tree else {})
-    builder = trees.get("base", HEAD)
+    trees = harness.trees_of(args.base_tree)
+    builder = trees.get("base", harness.HEAD)
+    this = Path(__file__).resolve()
     for k, n in enumerate(args.files):
-        order = list(trees) if k % 2 == 0 else list(reversed(trees))
-        home = Path(args.scratch) / f"flushmem19-bench-{n}"
+        home = harness.home_of(args.scratch, n)
         if args.disk:
-            for name in order:
+            for name in harness.order(trees, k):
                 shutil.rmtree(home, ignore_errors=True)
-                trace = Path(args.scratch) / f"flushmem19-strace-{name}-{n}.txt" if args.strace else None
+                trace = Path(args.scratch) / f"workspace-strace-{name}-{n}.txt" if args.strace else None
                 print(f"{n} files, build and flush on {name}: {_load()}", flush=True)
                 extra = ["--device", args.device] if args.device else []
-                result = _child(
-                    trees[name], "--disk-home", str(home), "--files", str(n), *extra, strace=trace
+                result = harness.child(
+                    this, trees[name], "--disk-home", str(home), "--files", str(n), *extra, strace=trace
                 )
                 print(f"  {json.dumps(result)}", flush=True)
                 if trace is not None:
@@ -381,25 +456,23 @@ def main(argv: list[str] | None = None) -> None:
                         part.unlink()
             shutil.rmtree(home, ignore_errors=True)
             continue
-        pristine = Path(args.scratch) / f"flushmem19-bench-{n}-built"
-        shutil.rmtree(home, ignore_errors=True)
-        if args.reuse and pristine.is_dir():
-            print(f"{n} files, built before (--reuse): {json.loads((pristine / 'built.json').read_text())}")
+        if args.gc:
+            pristine = harness.built(
+                args.scratch, n, builder, args.reuse, "unlinked",
+                lambda home, n=n: harness.child(this, builder, "--unlink-all", str(home), "--files", str(n)),
+            )  # fmt: skip
         else:
-            shutil.rmtree(pristine, ignore_errors=True)
-            print(f"{n} files, build (base tree's writers): {_load()}", flush=True)
-            built = _child(builder, "--prepare", str(home), "--files", str(n))
-            print(f"  {json.dumps(built)}", flush=True)
-            (home / "built.json").write_text(json.dumps(built))
-            os.rename(home, pristine)
-        for name in order:
-            shutil.copytree(pristine, home, symlinks=True)
-            print(f"{n} files, flush on {name}: {_load()}", flush=True)
-            extra = ["--flush-seconds", str(args.flush_seconds)] if args.flush_seconds else []
-            extra += ["--tracemalloc"] if args.tracemalloc else []
-            result = _child(trees[name], "--flush", str(home), "--files", str(n), *extra)
+            pristine = harness.built(args.scratch, n, builder, args.reuse)
+        for name, tree in harness.each_side(trees, k, pristine, home):
+            if args.gc:
+                print(f"{n} files unlinked, open and collect on {name}: {_load()}", flush=True)
+                result = harness.child(this, tree, "--collect", str(home), "--files", str(n))
+            else:
+                print(f"{n} files, flush on {name}: {_load()}", flush=True)
+                extra = ["--flush-seconds", str(args.flush_seconds)] if args.flush_seconds else []
+                extra += ["--tracemalloc"] if args.tracemalloc else []
+                result = harness.child(this, tree, "--flush", str(home), "--files", str(n), *extra)
             print(f"  {json.dumps(result)}", flush=True)
-            shutil.rmtree(home, ignore_errors=True)
         print(f"  after: {_load()}", flush=True)
         if not args.reuse:
             shutil.rmtree(pristine, ignore_errors=True)

@@ -1,20 +1,20 @@
 """A workspace's open (its recovery) over N acknowledged files: peak RSS and CPU, this tree against another, same run.
 
-    .venv/bin/python bench/scale/workspace_open.py BASE_TREE [--files 100000 1000000] [--scratch /var/tmp] [--reuse]
+    .venv/bin/python bench/scale/workspace_open.py BASE_TREE [--files 100000 1000000] [--scratch DIR] [--reuse]
 
 recover19, issues 38/41. Opening a workspace runs ``_recover`` (``datahub/writeback``), which
 held a decoded record per file and a dict of every path per file id: 2.2 GiB of RSS to open
-10^6 files (flushmem19). For each N one workspace is built once by the base tree's writers
-(``workspace_flush.prepare``: N files of ~70 bytes, 1,000 to a directory, left as a crash
-leaves them, nothing flushed) and copied aside (``--reuse``: kept for the next run). Each
-side, in turn (the order alternating between sizes), gets a fresh copy at the same path (the
-journal names its shared tier and target by path) and, in a process of its own with its own
-``datahub``, imports, then opens it (``background=False``) and asks ``dirty(limit=1)`` (a
-tree before recover19: ``dirty()``, the whole list) whether anything is dirty, as
-``open_workspace`` does in the background. Printed: RSS after the
-imports, ``VmHWM`` (the journal's mapped pages count there too) and the sampled peak of
-``RssAnon`` (the heap) during the open, ``RssAnon`` after it (what the open still holds), the
-open's wall, CPU and CPU microseconds per file, and the same for the ``dirty()`` call.
+10^6 files (flushmem19); recover20: and one write transaction rewriting every unverified
+record. For each N the workspace of ``workspace_harness.py`` (N files of ~70 bytes, built once
+by the base tree's writers, left as a crash leaves them) is copied fresh for each side, which,
+in a process of its own with its own ``datahub``, imports, then opens it
+(``background=False``) and asks ``dirty(limit=1)`` (a tree before recover19: ``dirty()``, the
+whole list) whether anything is dirty, as ``open_workspace`` does in the background. Printed:
+RSS after the imports, ``VmHWM`` (the journal's mapped pages count there too) and the
+sampled peak of ``RssAnon`` (the heap) during the open, ``RssAnon`` after it (what the open
+still holds), the open's wall, CPU and CPU microseconds per file, and the same for the
+``dirty()`` call; then ``RssAnon`` after ``malloc_trim(0)`` and without the packs' live sets
+(``_held_by_packs``: what of it is the one thing an open keeps per file).
 
 Wall swings with the shared machine's load (printed); CPU and RSS are the figures.
 """
@@ -25,17 +25,18 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-HEAD = Path(__file__).resolve().parents[2]
 try:
-    from bench.scale.workspace_commit import _AnonPeak, _config, _load, _reset_peak, _status_mib
-except ImportError:  # a child on the base tree run from this file
+    from bench.scale import workspace_harness as harness
+except ImportError:  # a child on a base tree without the harness, run from this file
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from workspace_commit import _AnonPeak, _config, _load, _reset_peak, _status_mib
+    import workspace_harness as harness  # type: ignore[no-redef]
+
+_AnonPeak, _config, _load = harness._AnonPeak, harness._config, harness._load
+_reset_peak, _status_mib = harness._reset_peak, harness._status_mib
 
 
 def measure_open(home: str, files: int) -> dict:
@@ -71,62 +72,52 @@ def measure_open(home: str, files: int) -> dict:
         out["dirty_wall_s"] = round(time.perf_counter() - wall, 1)
         out["dirty_cpu_s"] = round(cpu, 2)
         out["dirty_peak_rss_anon_mib"] = anon.stop()
+        out |= _held_by_packs(ws)
         ws.abandon()
     return out
 
 
-def _child(tree: Path, *args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-P", str(Path(__file__).resolve()), *args]
-    out = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"{cmd} failed:\n{out.stderr[-3000:]}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    if "datahub" in result:
-        if Path(result["datahub"]) != tree / "datahub":
-            raise SystemExit(f"the child in {tree} imported datahub from {result['datahub']}")
-        result["datahub"] = "its own tree"
-    return result
+def _held_by_packs(ws) -> dict:
+    """What of the anonymous RSS after the open the packs' live sets hold (an offset per live
+    member, ``packs.py``: kept for the session, they decide when a pack goes): ``RssAnon``
+    after ``malloc_trim(0)``, then with every live set emptied and trimmed again (the
+    workspace is abandoned right after: its packs are not used again)."""
+    import ctypes
+    import gc
+
+    trim = ctypes.CDLL("libc.so.6").malloc_trim
+    trim(0)
+    out = {"rss_anon_trimmed_mib": _status_mib("RssAnon")}
+    packs = [p for group in ws.chunks._all_packs for p in group._packs.values()]
+    out["pack_members_live"] = sum(len(p.live) for p in packs)
+    for pack in packs:
+        pack.live = set()
+    gc.collect()
+    trim(0)
+    out["rss_anon_without_live_sets_mib"] = _status_mib("RssAnon")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("base_tree", nargs="?", help="another checkout of the repository (the base)")
     ap.add_argument("--files", type=int, nargs="+", default=[100_000])
-    ap.add_argument("--scratch", default="/var/tmp")
+    ap.add_argument("--scratch", default=harness.SCRATCH)
     ap.add_argument("--reuse", action="store_true", help="a workspace built by an earlier run, if there")
     ap.add_argument("--open", metavar="HOME")
     args = ap.parse_args(argv)
     if args.open:
         print(json.dumps(measure_open(args.open, args.files[0])), flush=True)
         return
-    flush_bench = str(Path(__file__).resolve().with_name("workspace_flush.py"))
-    trees = {"head": HEAD} | ({"base": Path(args.base_tree).resolve()} if args.base_tree else {})
-    builder = trees.get("base", HEAD)
+    trees = harness.trees_of(args.base_tree)
     for k, n in enumerate(args.files):
-        order = list(trees) if k % 2 == 0 else list(reversed(trees))
-        home = Path(args.scratch) / f"recover19-bench-{n}"
-        pristine = Path(args.scratch) / f"recover19-bench-{n}-built"
-        shutil.rmtree(home, ignore_errors=True)
-        if args.reuse and pristine.is_dir():
-            print(f"{n} files, built before (--reuse): {json.loads((pristine / 'built.json').read_text())}")
-        else:
-            shutil.rmtree(pristine, ignore_errors=True)
-            print(f"{n} files, build (base tree's writers): {_load()}", flush=True)
-            env = {**os.environ, "PYTHONPATH": str(builder)}
-            cmd = [sys.executable, "-P", flush_bench, "--prepare", str(home), "--files", str(n)]
-            done = subprocess.run(cmd, env=env, cwd=builder, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise SystemExit(f"{cmd} failed:\n{done.stderr[-3000:]}")
-            built = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"  {json.dumps(built)}", flush=True)
-            (home / "built.json").write_text(json.dumps(built))
-            os.rename(home, pristine)
-        for name in order:
-            shutil.copytree(pristine, home, symlinks=True)
+        pristine = harness.built(args.scratch, n, trees.get("base", harness.HEAD), args.reuse)
+        for name, tree in harness.each_side(trees, k, pristine, harness.home_of(args.scratch, n)):
             print(f"{n} files, open on {name}: {_load()}", flush=True)
-            print(f"  {json.dumps(_child(trees[name], '--open', str(home), '--files', str(n)))}", flush=True)
-            shutil.rmtree(home, ignore_errors=True)
+            home = str(harness.home_of(args.scratch, n))
+            print(
+                f"  {json.dumps(harness.child(Path(__file__).resolve(), tree, '--open', home, '--files', str(n)))}"
+            )
         print(f"  after: {_load()}", flush=True)
         if not args.reuse:
             shutil.rmtree(pristine, ignore_errors=True)

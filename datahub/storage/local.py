@@ -367,6 +367,45 @@ class LocalStore(ObjectStore):
         meanwhile and it is swapped back. A name that now holds exactly these bytes is not
         replaced (``_identical_file``): it keeps its etag. Where the file system has no
         exchange (or no flock), a plain rename under the check."""
+        with self._temp_copy(key, data, size) as (fh, tmp, written, path):
+            same = _identical_file(path, fh.fileno(), written)
+            if same is not None:  # fixed meanwhile with these bytes: it keeps its etag
+                os.unlink(tmp)
+                return self._info(key, same)
+            self._seal(fh)
+            with self._errors(key, writing=True), _locked(path.parent):
+                if not _swap_if(tmp, path, etag):
+                    os.unlink(tmp)
+                    return None
+                _fsync_dir(path.parent)
+            return self._info(key, os.fstat(fh.fileno()))
+
+    def _write(
+        self, key: str, data: bytes | BinaryIO, size: int | None, *, replace: bool
+    ) -> tuple[ObjectInfo, bool]:
+        with self._temp_copy(key, data, size) as (fh, tmp, written, path):
+            same = _identical_file(path, fh.fileno(), written) if replace else None
+            if same is not None:  # nothing to change: the object keeps its etag
+                os.unlink(tmp)
+                return self._info(key, same), True
+            self._seal(fh)
+            with self._errors(key, writing=True):
+                if replace:
+                    os.replace(tmp, path)
+                elif not _rename_noreplace(tmp, path):  # the name already holds its blob
+                    os.unlink(tmp)
+                    _fsync_dir(path.parent)  # its writer may not have made the name durable yet
+                    return self._info(key, _settled(path, _regular(path))), False
+                _fsync_dir(path.parent)
+            return self._info(key, os.fstat(fh.fileno())), True
+
+    @contextlib.contextmanager
+    def _temp_copy(
+        self, key: str, data: bytes | BinaryIO, size: int | None
+    ) -> Iterator[tuple[BinaryIO, str, int, Path]]:
+        """``data`` copied into a temp file beside the key's name, for every put to install
+        its own way (replace, create-exclusive, replace-if-etag); the temp file is removed if
+        the caller fails before installing it, so a failed put leaves nothing half-written."""
         path = self._path(key)
         with self._errors(key, writing=True):
             path.parent.mkdir(mode=self._dir_mode, parents=True, exist_ok=True)
@@ -380,59 +419,16 @@ class LocalStore(ObjectStore):
                         key=key,
                     )
                 fh.flush()
-                same = _identical_file(path, fh.fileno(), written)
-                if same is not None:  # fixed meanwhile with these bytes: it keeps its etag
-                    os.unlink(tmp)
-                    return self._info(key, same)
-                os.fchmod(fh.fileno(), self._file_mode)
-                os.fsync(fh.fileno())
-                with self._errors(key, writing=True), _locked(path.parent):
-                    if not _swap_if(tmp, path, etag):
-                        os.unlink(tmp)
-                        return None
-                    _fsync_dir(path.parent)
-                return self._info(key, os.fstat(fh.fileno()))
+                yield fh, tmp, written, path
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
 
-    def _write(
-        self, key: str, data: bytes | BinaryIO, size: int | None, *, replace: bool
-    ) -> tuple[ObjectInfo, bool]:
-        path = self._path(key)
-        with self._errors(key, writing=True):
-            path.parent.mkdir(mode=self._dir_mode, parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
-        try:
-            with self._errors(key), os.fdopen(fd, "wb") as fh:
-                written = _write_stream(fh, data)
-                if size is not None and written != size:
-                    raise InvalidInput(
-                        f"put of object {key!r}: declared size {size} but the data had {written} bytes",
-                        key=key,
-                    )
-                fh.flush()
-                same = _identical_file(path, fh.fileno(), written) if replace else None
-                if same is not None:  # nothing to change: the object keeps its etag
-                    os.unlink(tmp)
-                    return self._info(key, same), True
-                os.fchmod(fh.fileno(), self._file_mode)
-                os.fsync(fh.fileno())
-                with self._errors(key, writing=True):
-                    if replace:
-                        os.replace(tmp, path)
-                    elif not _rename_noreplace(tmp, path):  # the name already holds its blob
-                        os.unlink(tmp)
-                        _fsync_dir(path.parent)  # its writer may not have made the name durable yet
-                        return self._info(key, _settled(path, _regular(path))), False
-                    _fsync_dir(path.parent)
-                info = self._info(key, os.fstat(fh.fileno()))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return info, True
+    def _seal(self, fh: BinaryIO) -> None:
+        """The store's file mode, then the bytes durable before the name is installed."""
+        os.fchmod(fh.fileno(), self._file_mode)
+        os.fsync(fh.fileno())
 
     def delete(self, key: str) -> None:
         path = self._path(key)

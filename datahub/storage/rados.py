@@ -16,9 +16,15 @@ Etags: ``v<object version>-<size>`` in hex, the version librados reports for the
 wrote the object: every write changes it, whoever makes it (a put of ours, a ``write_full``
 of another tool), so an etag never names two contents. A put writes the content and empties
 the xattr ``datahub.etag`` in one atomic RADOS write op; objects put before this scheme hold
-``<md5> <size>`` there and keep that md5 as their etag while their size matches (records of
-them stay readable). The md5 was an identifier, never a check: nothing compared bytes with
-it, and it cost 1.4 ms of CPU per MiB put (more than librados' whole write). Bytes are
+``<md5> <size>`` there and keep that md5 as their etag (records of them stay readable) while
+their bytes hash to it: checked by one whole read of the object's current version, once per
+store and version (``_legacy_holds``; a listing reads nothing whole and gives an unproven one
+its version etag, which a read takes as well). Before (review20a) the size alone was checked, and
+another tool's ``write_full`` of the same size keeps every xattr: the md5 named the new bytes,
+a conditional read under it returned them, and a blob proven under it was kept holding them.
+The md5 is not computed for puts (1.4 ms of CPU per MiB put, more than librados' whole
+write). A verified version is remembered in memory only: a mark stored on the object would
+move its version (any write does), so no mark can name the version it was made at. Bytes are
 guarded by Ceph itself (the messenger's CRC-32C on the wire, BlueStore's checksums at
 rest). A conditional read checks the etag and reads the bytes on one per-thread I/O context
 and compares the object versions librados reports for both ops, so bytes of another
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import shlex
 import threading
@@ -60,6 +67,7 @@ DEFAULT_TIMEOUT = 30  # whole seconds (Ceph refuses fractions), for Ceph op time
 MAX_OBJECT_BYTES = 64 * 1024**2  # below Ceph's osd_max_write_size (90 MB) and object size (128 MiB)
 _TIMEOUT_OPTIONS = ("rados_osd_op_timeout", "rados_mon_op_timeout", "client_mount_timeout")
 _VERSION_RETRIES = 3  # a conditional read racing a rewrite of the same etag tries again
+LEGACY_MEMORY = 65_536  # (object, version) pairs whose older md5 etag a whole read proved, per store
 
 
 def _import_rados() -> Any:
@@ -101,6 +109,8 @@ class RadosStore(ObjectStore):
         self._local = threading.local()
         self._ioctxs: list[Any] = []
         self._closed = False
+        # object name -> (version, md5) a whole read proved (``_legacy_holds``), oldest first
+        self._legacy: dict[str, tuple[int, str]] = {}
 
     # --- connection ----------------------------------------------------------------------------
     def _connect(self) -> Any:
@@ -214,8 +224,11 @@ class RadosStore(ObjectStore):
         check_object_key(key)
         return self.prefix + key
 
-    def _info(self, ioctx: Any, name: str, key: str) -> tuple[ObjectInfo, int]:
-        """Info of one object and the object version it describes."""
+    def _info(self, ioctx: Any, name: str, key: str, verify: bool = True) -> tuple[ObjectInfo, int]:
+        """Info of one object and the object version it describes. ``verify=False`` (a listing:
+        sweeps and opens want sizes, and would read every older object whole) gives an older
+        put's md5 only if this store proved it already, else the version etag, which names
+        the same bytes (``read`` takes either)."""
         rados = _import_rados()
         try:
             size, mtime = ioctx.stat(name)
@@ -229,14 +242,48 @@ class RadosStore(ObjectStore):
         except rados.Error as exc:
             raise self._error(exc, "stat", key) from None
         md5, _, recorded_size = raw.partition(" ")  # an older put's record (module docstring)
-        etag = md5 if md5 and recorded_size == str(size) else _version_etag(version, size)
+        legacy = (
+            md5
+            and recorded_size == str(size)
+            and (
+                self._legacy_known(name, version, md5)
+                or (verify and self._legacy_holds(ioctx, name, key, version, size, md5))
+            )
+        )
+        etag = md5 if legacy else _version_etag(version, size)
         return ObjectInfo(key, size, etag, time.mktime(mtime)), version
 
-    def _stat(self, key: str) -> tuple[ObjectInfo, int]:
+    def _legacy_holds(self, ioctx: Any, name: str, key: str, version: int, size: int, md5: str) -> bool:
+        """Whether version ``version`` of object ``name`` holds the bytes of the older put's
+        ``md5``: remembered, or one whole read (the object is at most ``MAX_OBJECT_BYTES``).
+        Why (review20a): another tool's same-size rewrite keeps the xattr, so the md5 alone
+        named bytes it never hashed. Raises ``_Raced`` if the object changed during the read."""
+        rados = _import_rados()
+        try:
+            data = ioctx.read(name, size, 0) if size else b""
+            if size and ioctx.get_last_version() != version:
+                raise _Raced
+        except rados.Error as exc:
+            raise self._error(exc, "read", key) from None
+        if len(data) != size or hashlib.md5(data, usedforsecurity=False).hexdigest() != md5:
+            return False
+        with self._lock:
+            self._legacy.pop(name, None)
+            self._legacy[name] = (version, md5)
+            while len(self._legacy) > LEGACY_MEMORY:
+                del self._legacy[next(iter(self._legacy))]
+        return True
+
+    def _legacy_known(self, name: str, version: int, md5: str) -> bool:
+        """Whether ``_legacy_holds`` proved ``md5`` for this version of object ``name``."""
+        with self._lock:
+            return self._legacy.get(name) == (version, md5)
+
+    def _stat(self, key: str, verify: bool = True) -> tuple[ObjectInfo, int]:
         name, ioctx = self._name(key), self._ioctx()
         for _ in range(_VERSION_RETRIES):
             with contextlib.suppress(_Raced):
-                return self._info(ioctx, name, key)
+                return self._info(ioctx, name, key, verify)
         raise TransientStorageError(
             f"object {key!r} in {self.root_url} kept changing while read", store=self.root_url, key=key
         )
@@ -252,7 +299,7 @@ class RadosStore(ObjectStore):
         cut = len(self.prefix)
         for name in names:
             try:
-                info, _ = self._stat(name[cut:])
+                info, _ = self._stat(name[cut:], verify=False)
             except ObjectNotFound:
                 continue  # deleted since the listing
             yield info
@@ -276,8 +323,8 @@ class RadosStore(ObjectStore):
             except rados.Error as exc:
                 raise self._error(exc, "read", key) from None
         for _ in range(_VERSION_RETRIES):
-            info, version = self._stat(key)
-            if info.etag != etag:
+            info, version = self._stat(key, verify=_etag_version(etag) is None)  # an md5 is proven
+            if etag not in (info.etag, _version_etag(version, info.size)):  # a proven md5, or the version
                 raise ObjectChanged(
                     f"object {key!r} in {self.root_url} changed: expected etag {etag}, now {info.etag}",
                     store=self.root_url,
@@ -308,10 +355,10 @@ class RadosStore(ObjectStore):
     ) -> Iterator[bytes]:
         """One conditional read per chunk: a rewrite mid-stream is ObjectChanged, never a mix."""
         check_range(key, start, end)
-        info = self.stat(key)
+        info, version = self._stat(key, verify=etag is None or _etag_version(etag) is None)
         etag = info.etag if etag is None else etag
         stop = info.size if end is None else min(end, info.size)
-        if etag != info.etag or stop <= start:
+        if etag not in (info.etag, _version_etag(version, info.size)) or stop <= start:
             self.read(key, start, start, etag)  # ObjectChanged naming both etags, or nothing
             return
         for offset in range(start, stop, chunk_size):

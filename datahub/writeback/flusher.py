@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 import io
+import itertools
 import logging
 import threading
 import time
@@ -58,6 +59,7 @@ _PLAN_BATCH = 1024  # dirty files (or origin paths to delete) planned per read t
 _SCAN_BATCH = 10_000  # files (or origin paths) read per read transaction at most
 _EVICT_BATCH = 10_000  # clean files an eviction round picks (the oldest of the namespace)
 _UNLIST = 128  # open files' garbage chunks taken off the journal's list per transaction (``gc``)
+_GC_BATCH = 4096  # garbage keys the collector reads per read transaction (``gc``)
 
 
 class Progress(Protocol):
@@ -490,41 +492,74 @@ class Flusher:
         file it keeps open grew the list by every generation, and every flush read all of it
         again (gclock15); taken off at every collection, it cost a journal commit per flush.
         Nothing is lost if the process dies: the next open deletes every chunk object no
-        record references (``open_workspace``)."""
-        with self.ws.journal.read() as txn:
-            listed = set(txn.garbage())
-        open_ids = {of.id for of in self.ws.open_files()}
-        with self._state:
-            pinned = set(self._pins)
-        kept = []  # listed keys of open files: deferred, off the list in batches
-        due = set()
-        for key in listed:
-            owner = file_id_of(key)
-            if owner in open_ids:
-                self._deferred.setdefault(owner, set()).add(key)
-                kept.append(key)
-            else:
-                due.add(key)
-        for owner in [o for o in self._deferred if o not in open_ids]:
-            due |= self._deferred.pop(owner)
-        gone: list[str] = []
+        record references (``open_workspace``).
+
+        The list is read ``_GC_BATCH`` keys at a time, each batch from a read transaction of
+        its own, and what a batch deleted is taken off the list by a write transaction of its
+        own before the next is read (recover20): it was read whole into a set, a string per
+        chunk, 10^6 after an ``rm -rf`` of 10^6 files. A key is taken off only after its
+        object is deleted, so a crash between leaves it listed (deleted again: idempotent).
+        The open files (and pins) are asked after each batch is read, as they were after the
+        whole list: a key listed before a handle of its file opened was garbage already, and
+        that handle reads the record that no longer names it; asked once before the scan, a
+        file opened and rewritten during a long scan (16 s at 10^6 keys) had its new garbage
+        deleted in a later batch while one of its handles might still be reading it."""
+        gone = 0
         failed = False
-        for key in sorted(due):
-            if key not in pinned and not failed:
+        kept: list[str] = []  # listed keys of open files: deferred, off the list in batches
+        after: str | None = None
+        while not failed:
+            with self.ws.journal.read() as txn:
+                scan = txn.garbage_after(after)
+                try:
+                    listed = list(itertools.islice(scan, _GC_BATCH))
+                finally:
+                    scan.close()
+            if not listed:
+                break
+            after = listed[-1]
+            open_ids = {of.id for of in self.ws.open_files()}  # after the read: see above
+            with self._state:
+                pinned = set(self._pins)
+            unlist: list[str] = []
+            for key in listed:
+                owner = file_id_of(key)
+                if owner in open_ids:
+                    self._deferred.setdefault(owner, set()).add(key)
+                    kept.append(key)
+                    continue
+                self._deferred.get(owner, set()).discard(key)  # listed again: deleted as listed
+                if key in pinned or failed:
+                    continue  # stays listed
                 try:
                     self.ws.chunks.delete(key)
-                    gone.append(key)
-                    continue
                 except DatahubError as exc:  # the rest waits for the next collection
                     log.warning("cannot delete garbage chunk %s of %s: %s", key, self.ws.what, exc.message)
                     failed = True
-            if key not in listed:
-                self._deferred.setdefault(file_id_of(key), set()).add(key)
-        unlist = [key for key in gone if key in listed]
-        if unlist or len(kept) >= _UNLIST:
-            with self.ws.journal.write("garbage collection") as txn:
-                txn.del_garbage(unlist + kept)
-        return len(gone)
+                    continue
+                unlist.append(key)
+            gone += len(unlist)
+            if unlist or len(kept) >= _UNLIST:
+                with self.ws.journal.write("garbage collection") as txn:
+                    txn.del_garbage(unlist + kept)
+                kept = []
+        open_ids = {of.id for of in self.ws.open_files()}
+        with self._state:
+            pinned = set(self._pins)
+        for owner in [o for o in self._deferred if o not in open_ids]:  # closed since: due now
+            for key in sorted(self._deferred.pop(owner)):
+                if key not in pinned and not failed:
+                    try:
+                        self.ws.chunks.delete(key)
+                        gone += 1
+                        continue
+                    except DatahubError as exc:
+                        log.warning(
+                            "cannot delete garbage chunk %s of %s: %s", key, self.ws.what, exc.message
+                        )
+                        failed = True
+                self._deferred.setdefault(owner, set()).add(key)
+        return gone
 
     def evict(self, target: int) -> int:
         """Drop chunks of clean, closed files (oldest first) until ``used <= target``.

@@ -6,12 +6,12 @@ the acknowledged file (review19d's flow, with the first close committing nothing
 
 from __future__ import annotations
 
-import errno
 import os
 
 import pytest
 
 from tests.fuse.conftest import make_env
+from tests.fuse.late_release import rewrite_past_the_quota_after_a_release
 from tests.fuse.libc_mapping import map_shared_readonly
 from tests.servers import S3Endpoint
 
@@ -31,16 +31,5 @@ def test_the_release_of_a_handle_that_wrote_nothing_commits_nothing(
         first = os.open(mnt / "unw.bin", os.O_RDWR)  # writes nothing
         unmap = map_shared_readonly(first, MiB)  # holds the handle
         os.close(first)  # FLUSH: nothing to commit; the RELEASE waits for the munmap
-        w = os.open(mnt / "unw.bin", os.O_WRONLY | os.O_TRUNC)
-        try:
-            assert os.pwrite(w, os.urandom(MiB), 0) == MiB  # not acknowledged
-            unmap()  # the first handle's RELEASE
-            with pytest.raises(OSError) as failed:
-                for at in range(MiB, 8 * MiB, MiB):
-                    os.pwrite(w, os.urandom(MiB), at)
-            assert failed.value.errno == errno.ENOSPC
-        finally:
-            with pytest.raises(OSError) as refused:
-                os.close(w)  # goes back to its last fsync or close
-        assert refused.value.errno == errno.ENOSPC
+        rewrite_past_the_quota_after_a_release(mnt / "unw.bin", unmap)  # the RELEASE at munmap
         assert (mnt / "unw.bin").read_bytes() == acked

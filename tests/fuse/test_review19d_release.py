@@ -12,12 +12,12 @@ RELEASE before the second open) the same flow keeps the 1 MiB.
 
 from __future__ import annotations
 
-import errno
 import os
 
 import pytest
 
 from tests.fuse.conftest import make_env
+from tests.fuse.late_release import rewrite_past_the_quota_after_a_release
 from tests.fuse.libc_mapping import map_shared_readonly
 from tests.servers import S3Endpoint
 
@@ -37,16 +37,5 @@ def test_a_release_after_the_close_does_not_acknowledge_another_handles_rewrite(
         assert os.write(first, acked) == MiB
         unmap = map_shared_readonly(first, MiB)  # holds the handle
         os.close(first)  # FLUSH: ``acked`` is committed; the RELEASE waits for the munmap
-        w = os.open(mnt / "rel.bin", os.O_WRONLY | os.O_TRUNC)
-        try:
-            assert os.pwrite(w, os.urandom(MiB), 0) == MiB  # not acknowledged
-            unmap()  # the first handle's RELEASE
-            with pytest.raises(OSError) as failed:
-                for at in range(MiB, 8 * MiB, MiB):
-                    os.pwrite(w, os.urandom(MiB), at)
-            assert failed.value.errno == errno.ENOSPC
-        finally:
-            with pytest.raises(OSError) as refused:
-                os.close(w)  # goes back to its last fsync or close
-        assert refused.value.errno == errno.ENOSPC
+        rewrite_past_the_quota_after_a_release(mnt / "rel.bin", unmap)  # the RELEASE at munmap
         assert (mnt / "rel.bin").read_bytes() == acked

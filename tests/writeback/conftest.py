@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from datahub.config import Config, load_config
+from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.writeback import Workspace, open_workspace
 from tests.servers import S3Endpoint
@@ -175,3 +176,16 @@ def s3_env(tmp_path: Path, s3_endpoint: S3Endpoint) -> Iterator[Env]:
     e = make_env(tmp_path, s3_endpoint, shared_s3=True, origin_s3=True)
     yield e
     e.close()
+
+
+def unreadable_records(env: Env, catalog, dataset: str, seq: int, content: bytes) -> list[str]:
+    """The keys of version ``seq`` whose record no longer reads (its etag refused), each file
+    holding ``content``: what a stale etag left by a commit looks like to a reader."""
+    bad = []
+    for record in catalog.list_records(dataset, seq):
+        store, key = env.stores.for_url(record.url)
+        try:
+            assert store.read(key, etag=record.etag) == content
+        except ObjectChanged:
+            bad.append(record.key)
+    return sorted(bad)

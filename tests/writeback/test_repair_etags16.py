@@ -9,8 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from datahub.catalog import Put
-from datahub.errors import ObjectChanged
-from tests.writeback.conftest import Env, write
+from tests.writeback.conftest import Env, unreadable_records, write
 
 SAME = b"one content in every file\n" * 200
 
@@ -30,26 +29,15 @@ def _damaged(env: Env, catalog) -> tuple[object, list[str]]:
     return ws, [r.key for r in stale]
 
 
-def _unreadable(env: Env, catalog, seq: int) -> list[str]:
-    bad = []
-    for record in catalog.list_records("copies", seq):
-        store, key = env.stores.for_url(record.url)
-        try:
-            assert store.read(key, etag=record.etag) == SAME
-        except ObjectChanged:
-            bad.append(record.key)
-    return sorted(bad)
-
-
 def test_the_next_commit_gives_records_of_one_content_their_blobs_etag_back(env: Env, catalog) -> None:
     """Before: the workspace unchanged, the commit found no change and the head kept its 8
     unreadable records for ever."""
     from datahub.workspaces import commit_workspace
 
     ws, stale = _damaged(env, catalog)
-    assert _unreadable(env, catalog, 2) == sorted(stale)
+    assert unreadable_records(env, catalog, "copies", 2, SAME) == sorted(stale)
     v3 = commit_workspace(ws, catalog, "copies")
-    assert v3.seq == 3 and _unreadable(env, catalog, 3) == []
+    assert v3.seq == 3 and unreadable_records(env, catalog, "copies", 3, SAME) == []
     assert commit_workspace(ws, catalog, "copies").seq == 3  # repaired: nothing more to commit
 
 

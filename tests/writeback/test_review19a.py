@@ -28,22 +28,10 @@ import pytest
 
 from datahub import commit_base
 from datahub.catalog import Put
-from datahub.errors import ObjectChanged
-from tests.writeback.conftest import Env, write
+from tests.writeback.conftest import Env, unreadable_records, write
 
 SAME = b"review19a: one content in every file\n" * 100
 BATCH = 4
-
-
-def _unreadable(env: Env, catalog, seq: int) -> list[str]:
-    bad = []
-    for record in catalog.list_records("copies", seq):
-        store, key = env.stores.for_url(record.url)
-        try:
-            assert store.read(key, etag=record.etag) == SAME
-        except ObjectChanged:
-            bad.append(record.key)
-    return sorted(bad)
 
 
 @pytest.mark.parametrize("batch", ["first", "last"])
@@ -66,10 +54,12 @@ def test_stale_records_of_one_content_in_a_batch_of_their_own_are_repaired(
     chosen = records[:BATCH] if batch == "first" else records[-BATCH:]
     stale = [dataclasses.replace(r, etag=f"{r.etag}-lost") for r in chosen]
     catalog.commit("copies", [Put(r) for r in stale], base=v1.seq, message="as the old pin left it")
-    assert _unreadable(env, catalog, 2) == [r.key for r in stale]
+    assert unreadable_records(env, catalog, "copies", 2, SAME) == [r.key for r in stale]
     head = commit_workspace(ws, catalog, "copies")
     assert head.seq == 3
-    assert _unreadable(env, catalog, head.seq) == []  # before commitmem18: repaired (one pin, 16 files)
+    assert (
+        unreadable_records(env, catalog, "copies", head.seq, SAME) == []
+    )  # before commitmem18: repaired (one pin, 16 files)
 
     def no_second_walk(*args, **kwargs):
         raise AssertionError("a commit without damage walked the head twice")
