@@ -144,3 +144,24 @@ def test_acknowledged_files_survive_kill_9_of_a_c_loop_daemon(
         assert not wrong, wrong
     finally:
         env.cli("umount", str(mnt))
+
+
+@pytest.mark.xfail(
+    strict=True, reason="review20c: --threads >= 256 makes pyfuse3.dispatch raise after the mount is up"
+)
+def test_a_workspace_mount_with_more_threads_than_the_c_loop_runs_serves(
+    tmp_path: Path, moto_endpoint: S3Endpoint
+) -> None:
+    """``--threads 300`` (accepted: at least 1): the C loop runs at most 256 threads
+    (dispatch.h), and ``--threads`` + 1 above that made ``pyfuse3.dispatch`` raise once the
+    mount was up, so the daemon exited with "this is a datahub bug" and the mount point was
+    left ENOTCONN (review20c; the trio loop served any number)."""
+    env = make_env(tmp_path / "env", moto_endpoint)
+    mnt = env.mountpoint("many")
+    with env.mounted(mnt, "--workspace", "many", "--threads", "300"):
+        files = {mnt / f"f{i}": os.urandom(3000 + i) for i in range(8)}
+        for path, data in files.items():
+            path.write_bytes(data)  # each close's FLUSH blocks: a hand-over of the reader role
+        assert {path: path.read_bytes() for path in files} == files
+        log = env.root / f"mount-{mnt.name}.log"
+        wait_until(lambda: "run by pyfuse3's C threads (at most 256)" in log.read_text(), 30)
