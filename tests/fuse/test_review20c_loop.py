@@ -146,16 +146,13 @@ def test_acknowledged_files_survive_kill_9_of_a_c_loop_daemon(
         env.cli("umount", str(mnt))
 
 
-@pytest.mark.xfail(
-    strict=True, reason="review20c: --threads >= 256 makes pyfuse3.dispatch raise after the mount is up"
-)
 def test_a_workspace_mount_with_more_threads_than_the_c_loop_runs_serves(
     tmp_path: Path, moto_endpoint: S3Endpoint
 ) -> None:
-    """``--threads 300`` (accepted: at least 1): the C loop runs at most 256 threads
-    (dispatch.h), and ``--threads`` + 1 above that made ``pyfuse3.dispatch`` raise once the
-    mount was up, so the daemon exited with "this is a datahub bug" and the mount point was
-    left ENOTCONN (review20c; the trio loop served any number)."""
+    """``--threads 300`` (accepted: at least 1) runs at most 256 C threads (dispatch.h's
+    bound). Before (review20c), ``--threads`` + 1 above it made ``pyfuse3.dispatch`` raise once
+    the mount was up, so the daemon exited with "this is a datahub bug" and left the mount
+    point ENOTCONN (the trio loop served any number)."""
     env = make_env(tmp_path / "env", moto_endpoint)
     mnt = env.mountpoint("many")
     with env.mounted(mnt, "--workspace", "many", "--threads", "300"):
