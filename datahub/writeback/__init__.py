@@ -18,7 +18,7 @@ from datahub.cache.scheduler import process_scheduler
 from datahub.config import Config
 from datahub.errors import Conflict, InvalidInput, NotFound
 from datahub.validation import check_name
-from datahub.writeback import records
+from datahub.writeback import records, shared_log
 from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore
 from datahub.writeback.files import FileHandle
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
@@ -183,6 +183,7 @@ def open_workspace(
         ws.commits.on_commit = ws.flusher.on_commit
         ws.blobs = stores.store(config.resolved_objects_url)
         _recover(ws, new_id)
+        shared_log.attach(ws, objects_url)  # the shared log: what another node adopts (nodeloss20)
         if background:
             server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())
             closers.insert(0, server.close)
