@@ -145,6 +145,9 @@ LOOKUP_IN_C = BUILD.lookup_in_c
 FASTREAD = BUILD.fastread
 #: a workspace's requests can be run by pyfuse3's C threads (``pyfuse3.dispatch``, dispatch.h)
 _DISPATCH = BUILD.fastloop and hasattr(pyfuse3, "dispatch")
+#: the most threads ``pyfuse3.dispatch`` takes (dispatch.h's ``PYFUSE3_FD_MAX_THREADS``): more
+#: raised once the mount was up, and a ``--threads 300`` daemon exited (review20c)
+DISPATCH_MAX_THREADS = 256
 
 
 def _always(_inode: int) -> bool:
@@ -538,7 +541,8 @@ class WorkspaceOps(Ops):
         # handler about to block (``_thread``) lets another thread read. "trio": the baseline.
         if request_loop not in ("c", "trio"):
             raise InvalidInput(f"the request loop is 'c' or 'trio', not {request_loop!r}")
-        self.dispatch_threads = threads + 1 if request_loop == "c" and _DISPATCH else 0
+        wanted = min(threads + 1, DISPATCH_MAX_THREADS)  # blocked beyond that: the role waits (vacant)
+        self.dispatch_threads = wanted if request_loop == "c" and _DISPATCH else 0
         self.fastloop = not self.c_writes_off or self.dispatch_threads > 0
         self._c_writes_asked = c_writes
 
