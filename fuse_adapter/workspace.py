@@ -269,7 +269,7 @@ class WorkspaceView:
                 return
             growth = size - staged.charged
             if growth > 0 and force:
-                self.quota.used += growth
+                self.quota.force(growth)
             else:  # NoSpace: a close reverts the file (``flush``), an fsync leaves it as it is
                 self.quota.charge(growth, self._label(ino))
             staged.charged = size
@@ -1021,7 +1021,7 @@ class WorkspaceView:
             kept = 0 if gone else handle.size()
             self._refund(charged or 0)
             with self._lock:
-                self.quota.used += kept  # what was acknowledged stays, even past a lower limit
+                self.quota.force(kept)  # what was acknowledged stays, even past a lower limit
                 staged = self._staged.get(ino)
                 if staged is not None:
                     staged.charged = kept
