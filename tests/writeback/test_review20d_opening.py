@@ -8,7 +8,8 @@ as garbage; a collection then deletes them, and the handle the open returns name
 that are gone: reads of a file whose open succeeded fail. The evictor already stays away
 from ``_opening`` ids (``begin_evict``). One chunk file per chunk (deleted at once); real
 local stores and journal; the window is entered by running the unlink and the collection
-from inside ``finish_acquire`` (no timing).
+from inside ``finish_acquire`` (no timing). Failed before the fix (ObjectNotFound on
+read); the collector now keeps the garbage of ``held_ids()``, open or being opened.
 """
 
 from __future__ import annotations
@@ -19,12 +20,6 @@ from datahub.writeback.overlay import Overlay
 from tests.writeback.conftest import CHUNK, Env, write
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review20d: Flusher.gc keeps the garbage of open files, not of files being opened "
-    "(Overlay._opening): an unlink committed while a file is being opened, then a collection, "
-    "deletes the chunks the new handle reads",
-)
 def test_a_file_unlinked_while_being_opened_keeps_its_chunks_for_that_handle(
     unpacked_env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
