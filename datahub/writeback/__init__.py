@@ -182,8 +182,9 @@ def open_workspace(
         )
         ws.commits.on_commit = ws.flusher.on_commit
         ws.blobs = stores.store(config.resolved_objects_url)
-        _recover(ws, new_id)
+        collect = _recover(ws, new_id)
         shared_log.attach(ws, objects_url)  # the shared log: what another node adopts (nodeloss20)
+        collect()  # only once the checkpoint is whole: see ``_recover``
         if background:
             server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())
             closers.insert(0, server.close)
@@ -238,7 +239,7 @@ def _journal_id(journal: Journal) -> tuple[str, bool]:
     return (found, False) if found else (secrets.token_hex(8), True)
 
 
-def _recover(ws: Workspace, new_id: bool) -> None:
+def _recover(ws: Workspace, new_id: bool) -> Callable[[], None]:
     """Make the journal and the shared tier agree after a crash (or a clean stop).
 
     Files no longer in the namespace (unlinked while open when the process died) are
@@ -280,6 +281,14 @@ def _recover(ws: Workspace, new_id: bool) -> None:
     one the next recovery redoes or finds done after a crash between two commits (see
     ``_replay_covers`` and ``_judge_records``). Nothing else runs meanwhile: the owner lock
     is held, and the flusher and the flush server start after.
+
+    Returns the deletion of the orphans and the garbage, which the caller runs only once the
+    shared log's new checkpoint is whole (``shared_log.attach``; review20d): until then the
+    old log is what an adopter reads, and its last record may be a transaction whose LMDB
+    commit never ran (killed between the record's landing and the commit: no void follows),
+    whose chunks are orphans here. Deleted before the checkpoint, an open that died then, or
+    whose checkpoint failed, left a log naming a missing chunk, and its adoption took
+    nothing.
     """
     sizes = dict(ws.chunks.objects())
     boot = _boot_id()
@@ -307,8 +316,12 @@ def _recover(ws: Workspace, new_id: bool) -> None:
         _drop_all(ws, dropped)
     ws.journal.start_covers(epoch << 32)
     ws.flusher.used = used
-    ws.delete_unreferenced(key for key in sizes if key not in objects and ws.chunks.reclaimable(key))
-    ws.flusher.gc()
+
+    def collect() -> None:
+        ws.delete_unreferenced(key for key in sizes if key not in objects and ws.chunks.reclaimable(key))
+        ws.flusher.gc()
+
+    return collect
 
 
 # file records recovery reads and judges per batch, each batch in a write transaction of its

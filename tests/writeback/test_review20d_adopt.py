@@ -12,6 +12,8 @@ dies in between (a kill, or the checkpoint cannot be written) and the node is lo
 adoption reads the old log, applies the unvoided record, finds its chunk missing, and
 adopts nothing: every acknowledged file of the lost journal with it. Real local tiers,
 the failures injected (the LMDB commit after the landing; the attach after recovery).
+Failed before the fix (StorageError: the chunk of 'x' missing, nothing adopted); recovery's
+deletion of orphans and garbage now runs once the new checkpoint is whole.
 """
 
 from __future__ import annotations
@@ -31,12 +33,6 @@ class _Killed(Exception):
     """The process died between the record's landing and LMDB's commit."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review20d: recovery deletes an unvoided record's chunks as orphans before attach "
-    "writes the checkpoint that supersedes the record; an open dying in between, then a lost "
-    "node: the adoption meets the missing chunk and adopts nothing",
-)
 def test_an_unvoided_record_whose_chunks_recovery_deleted_does_not_stop_the_adoption(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
