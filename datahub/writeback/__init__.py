@@ -317,7 +317,8 @@ def _collect(ws: Workspace, unreferenced: list[str]) -> None:
     session's shared-log checkpoint is whole (``shared_log.attach``). Why (review20b): until
     then the newest whole log is the last session's, and a record of it may name a chunk LMDB
     does not (its transaction was killed between the record's landing and LMDB's commit);
-    deleted, that chunk made an adoption of the lost node refuse every file it acknowledged."""
+    deleted, that chunk made an adoption of the lost node refuse every file it acknowledged
+    (review20d found the same with an open that died before its checkpoint)."""
     ws.delete_unreferenced(unreferenced)
     ws.flusher.gc()
 

@@ -508,7 +508,9 @@ class Flusher:
         whole list: a key listed before a handle of its file opened was garbage already, and
         that handle reads the record that no longer names it; asked once before the scan, a
         file opened and rewritten during a long scan (16 s at 10^6 keys) had its new garbage
-        deleted in a later batch while one of its handles might still be reading it."""
+        deleted in a later batch while one of its handles might still be reading it. Files
+        being opened count as open (``held_ids``): such an open has read its record, and an
+        unlink committed meanwhile listed the chunks its handle reads (review20d)."""
         gone = 0
         failed = False
         kept: list[str] = []  # listed keys of open files: deferred, off the list in batches
@@ -523,7 +525,7 @@ class Flusher:
             if not listed:
                 break
             after = listed[-1]
-            open_ids = {of.id for of in self.ws.open_files()}  # after the read: see above
+            open_ids = self.ws.held_ids()  # after the read: see above
             with self._state:
                 pinned = set(self._pins)
             unlist: list[str] = []
@@ -548,7 +550,7 @@ class Flusher:
                 with self.ws.journal.write("garbage collection") as txn:
                     txn.del_garbage(unlist + kept)
                 kept = []
-        open_ids = {of.id for of in self.ws.open_files()}
+        open_ids = self.ws.held_ids()
         with self._state:
             pinned = set(self._pins)
         for owner in [o for o in self._deferred if o not in open_ids]:  # closed since: due now

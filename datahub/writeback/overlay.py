@@ -198,6 +198,14 @@ class Overlay:
         with self.lock:
             return list(self._open.values())
 
+    def held_ids(self) -> set[int]:
+        """Ids of the open files and of those being opened: a file being opened has read its
+        record already (``Workspace._acquire``), so the chunks it names are read by the handle
+        about to exist even if an unlink or a rewrite lists them as garbage meanwhile
+        (review20d: the collector kept the open files' garbage only)."""
+        with self.lock:
+            return set(self._open) | set(self._opening)
+
     def begin_acquire(self, file_id: int) -> OpenFile | None:
         """The open file with one more reference, or None: then the caller reads its record
         (the evictor stays away) and calls ``finish_acquire``, then ``end_acquire``."""

@@ -590,6 +590,9 @@ class Workspace:
     def open_files(self) -> list[OpenFile]:
         return self.overlay.open_files()
 
+    def held_ids(self) -> set[int]:
+        return self.overlay.held_ids()
+
     # --- what the flusher asks (ports.FlushSource) ---------------------------------------------
     def trusted(self, file_id: int, rec: dict) -> bool:
         """Whether the flusher may upload this record: verified, or unverified but seen durable."""
