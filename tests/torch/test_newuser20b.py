@@ -1,0 +1,80 @@
+"""A platform engineer's first hour with datahub.torch, as docs/torch.md tells it.
+
+One packed version (an image and a copied JSON file) is shared by the module's tests; no mount.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from datahub.catalog import Catalog, open_catalog
+from datahub.config import Config, load_config
+from datahub.errors import InvalidInput
+from datahub.pack import PackSpec, pack
+from datahub.torch import CacheSource, PackedDataset
+from tests.pack.conftest import import_manifest, write_source
+
+RAW = {"meta/info.json": b'{"split": "train"}'}
+
+
+@pytest.fixture(scope="module")
+def packed_home(tmp_path_factory: pytest.TempPathFactory) -> tuple[Config, Path]:
+    """``photos@v1`` (2 images, one JSON file) and its pack ``photos-packed@v1``."""
+    root = tmp_path_factory.mktemp("newuser20b")
+    config = load_config(env={}, overrides={"home": str(root / "var")})  # as tests/conftest.py's
+    catalog = open_catalog(config.resolved_catalog_url)
+    try:
+        import_manifest(catalog, config, write_source(root / "src", 2, extra=RAW), "photos")
+        pack(config, catalog, "photos", "photos-packed", PackSpec.parse(non_image="copy"), workers=0)
+    finally:
+        catalog.close()
+    return config, root
+
+
+@pytest.fixture
+def catalog(packed_home: tuple[Config, Path]) -> Iterator[Catalog]:
+    cat = open_catalog(packed_home[0].resolved_catalog_url)
+    yield cat
+    cat.close()
+
+
+def _as_json(data, labels):
+    return json.loads(data) if not bytes(data[:2]).startswith(b"\xff\xd8") else "image"
+
+
+def test_shard_samples_hand_the_transform_what_indexing_does(
+    packed_home: tuple[Config, Path], catalog: Catalog
+) -> None:
+    """docs/torch.md: every dataset calls ``transform(data, labels)`` with the encoded bytes.
+    ``shard_samples`` (what a TaskStream yields) handed a copied file's bytes as a memoryview,
+    where ``dataset[i]`` handed bytes: ``json.loads`` failed in the stream only."""
+    config, root = packed_home
+    source = CacheSource(config)
+    try:
+        ds = PackedDataset.open(catalog, source, "photos-packed", "v1", cache_dir=root / "shards",
+                                transform=_as_json)  # fmt: skip
+    finally:
+        source.close()
+    by_index = sorted(map(str, (ds[i] for i in range(len(ds)))))
+    streamed = sorted(str(s) for shard in range(len(ds.readers)) for s in ds.shard_samples(shard))
+    assert by_index == streamed == sorted(["image", "image", str({"split": "train"})])
+
+
+def test_packed_dataset_of_an_unpacked_version_says_to_pack_it(
+    packed_home: tuple[Config, Path], catalog: Catalog
+) -> None:
+    """docs/torch.md: ``open`` needs a packed version (``datahub pack``). A raw version failed
+    with "version 1 has no record 'index.json'", which says neither why nor what to do."""
+    config, root = packed_home
+    source = CacheSource(config)
+    try:
+        with pytest.raises(InvalidInput) as info:
+            PackedDataset.open(catalog, source, "photos", "v1", cache_dir=root / "unpacked")
+    finally:
+        source.close()
+    message = str(info.value)
+    assert "photos@v1" in message and "datahub pack" in message and "VersionDataset" in message
