@@ -26,6 +26,7 @@ import atexit
 import functools
 import logging
 import weakref
+from pathlib import Path
 
 import fsspec
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
@@ -69,8 +70,22 @@ class DatahubFileSystem(AbstractFileSystem):
         if self._catalog is None:
             from datahub.catalog import open_catalog
 
-            self._catalog = open_catalog(self.config.resolved_catalog_url)
+            self._catalog = open_catalog(self._existing_catalog_url())
         return self._catalog
+
+    def _existing_catalog_url(self) -> str:
+        """The catalog URL, refused when it names an SQLite file that is not there.
+
+        Why: a reader never creates a catalog. A mistyped ``home=`` made a new, empty catalog
+        (and its home tree) there, and every path then read as "dataset not found"."""
+        url = self.config.resolved_catalog_url
+        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+            raise FileNotFoundError(
+                f"datahub://: no catalog at {url[len('sqlite:///') :]} (home {self.config.home_path}): "
+                "pass home= the directory holding catalog.db, catalog_url=, config_path= or config=, "
+                f"or create one there with `datahub --home {self.config.home_path} init`"
+            )
+        return url
 
     @property
     def cache(self):

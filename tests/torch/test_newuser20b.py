@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import fsspec
 import pytest
 
 from datahub.catalog import Catalog, open_catalog
@@ -78,3 +79,26 @@ def test_packed_dataset_of_an_unpacked_version_says_to_pack_it(
         source.close()
     message = str(info.value)
     assert "photos@v1" in message and "datahub pack" in message and "VersionDataset" in message
+
+
+def test_datahub_url_with_a_mistyped_home_names_it_and_creates_nothing(
+    packed_home: tuple[Config, Path],
+) -> None:
+    """docs/cache.md: ``fsspec.open("datahub://…", home=…)``. A ``home`` with a typo made a new,
+    empty catalog (and the home's tree) there, and the file then read as "dataset 'photos' not
+    found": the reader was told nothing about where it looked. The right home still reads."""
+    config, root = packed_home
+    typo = root / "vra"
+    for attempt in (
+        lambda: fsspec.open("datahub://photos@v1/img/00000.jpg", home=str(typo)).open(),
+        lambda: fsspec.filesystem("datahub", home=str(typo), skip_instance_cache=True).ls(""),
+    ):
+        with pytest.raises(FileNotFoundError) as info:
+            attempt()
+        assert f"no catalog at {typo / 'catalog.db'}" in str(info.value) and "init" in str(info.value)
+        assert not typo.exists()
+    fs = fsspec.filesystem("datahub", home=str(config.home_path), skip_instance_cache=True)
+    try:
+        assert fs.cat_file("photos@v1/meta/info.json") == RAW["meta/info.json"]
+    finally:
+        fs.close()
