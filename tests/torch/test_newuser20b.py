@@ -6,6 +6,7 @@ One packed version (an image and a copied JSON file) is shared by the module's t
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +17,9 @@ from datahub.catalog import Catalog, open_catalog
 from datahub.config import Config, load_config
 from datahub.errors import InvalidInput
 from datahub.pack import PackSpec, pack
-from datahub.torch import CacheSource, PackedDataset
+from datahub.torch import CacheSource, MountSource, PackedDataset, VersionDataset
 from tests.pack.conftest import import_manifest, write_source
+from tests.torch.test_mount import _mounted
 
 RAW = {"meta/info.json": b'{"split": "train"}'}
 
@@ -102,3 +104,24 @@ def test_datahub_url_with_a_mistyped_home_names_it_and_creates_nothing(
         assert fs.cat_file("photos@v1/meta/info.json") == RAW["meta/info.json"]
     finally:
         fs.close()
+
+
+@pytest.mark.fuse
+@pytest.mark.skipif(shutil.which("fusermount3") is None, reason="needs fuse3")
+def test_mount_source_at_the_mount_point_names_the_versions_directory(
+    packed_home: tuple[Config, Path], catalog: Catalog
+) -> None:
+    """docs/torch.md: ``MountSource("/mnt/datahub/photos/v3")``. Given the mount point itself (or
+    ``MOUNT/photos``), a mount showing one version passed the version check as if it were a
+    bucket snapshot's root, and then every sample failed with a bare FileNotFoundError
+    (``MOUNT/img/00000.jpg``): the files are in ``MOUNT/photos/v1/``."""
+    config, root = packed_home
+    mnt = root / "mnt"
+    with _mounted(config, mnt, "photos@v1", warm_up=False):
+        for above in (mnt, mnt / "photos"):
+            with pytest.raises(InvalidInput) as info:
+                VersionDataset.from_catalog(catalog, "photos", "v1", MountSource(above))
+            assert f"MountSource('{mnt / 'photos' / 'v1'}')" in str(info.value)
+        ds = VersionDataset.from_catalog(catalog, "photos", "v1", MountSource(mnt / "photos" / "v1"),
+                                         transform=lambda data, labels: bytes(data))  # fmt: skip
+        assert len(ds) == 3 and RAW["meta/info.json"] in {ds[i] for i in range(len(ds))}
