@@ -17,7 +17,8 @@ from datahub.catalog import Catalog, open_catalog
 from datahub.config import Config, load_config
 from datahub.errors import InvalidInput
 from datahub.pack import PackSpec, pack
-from datahub.torch import CacheSource, MountSource, PackedDataset, VersionDataset
+from datahub.torch import CacheSource, MountSource, PackedDataset, StepTimer, VersionDataset
+from datahub.torch._torch import DataLoader, torch
 from tests.pack.conftest import import_manifest, write_source
 from tests.torch.test_mount import _mounted
 
@@ -125,3 +126,13 @@ def test_mount_source_at_the_mount_point_names_the_versions_directory(
         ds = VersionDataset.from_catalog(catalog, "photos", "v1", MountSource(mnt / "photos" / "v1"),
                                          transform=lambda data, labels: bytes(data))  # fmt: skip
         assert len(ds) == 3 and RAW["meta/info.json"] in {ds[i] for i in range(len(ds))}
+
+
+def test_step_timer_counts_the_samples_of_a_dict_batch() -> None:
+    """docs/torch.md: ``report()`` gives samples and samples_per_second. A transform returning a
+    dict (``{"image": …, "label": …}``) is collated into a dict of tensors, and the timer counted
+    its keys (2 per batch: 6 samples for 5) instead of its samples."""
+    samples = [{"image": torch.zeros(3, 2, 2), "label": i} for i in range(5)]
+    timer = StepTimer()
+    batches = list(timer.iterate(DataLoader(samples, batch_size=2)))
+    assert len(batches) == 3 and timer.report()["samples"] == 5
