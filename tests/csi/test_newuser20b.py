@@ -42,3 +42,30 @@ def test_an_owner_that_is_a_linux_id_is_still_published(node: Plugin, csi_env: C
     target = csi_env.target("owner-ok")
     node.publish(target, {"dataset": "owners", "uid": "4294967294", "gid": "0"}, readonly=True)
     assert os.stat(os.path.join(target, "a.txt")).st_uid == 4294967294
+
+
+@pytest.mark.parametrize("flag", ["--check-interval", "--mount-timeout", "--unmount-timeout"])
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "ten"])
+def test_the_plugins_seconds_flags_refuse_what_is_no_positive_number(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--check-interval 0`` started a plugin whose supervisor checked every mount in a busy
+    loop (``stop.wait(0)``: a core of the node); a timeout of 0 failed every mount or flush."""
+    from csi.__main__ import build_parser
+
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args([flag, value])
+    assert info.value.code == 2 and f"argument {flag}: " in capsys.readouterr().err
+
+
+def test_the_plugins_help_says_every_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """An operator reading ``python -m csi --help`` (docs/csi.md) saw no default for the
+    endpoint, node id, mode, driver name or the timeouts."""
+    from csi.__main__ import DRIVER_NAME, build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for shown in ("unix:///csi/csi.sock", "(default: all)", DRIVER_NAME, "(default: 10.0)", "(default: 120.0)",
+                  "(default: 600.0)", "$NODE_ID"):  # fmt: skip
+        assert shown in text, shown
