@@ -33,7 +33,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from datahub.catalog.model import Record
 from datahub.config import Config, load_config
-from datahub.errors import NotFound, ReadOnly
+from datahub.errors import NotFound, ReadOnly, RecordNotFound
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_key, check_name, check_prefix
 
@@ -151,6 +151,15 @@ class DatahubFileSystem(AbstractFileSystem):
                     f"under {key + '/'!r} is hidden, as on a mount: read it through the catalog's record)"
                 )
             return record, self._strip_protocol(path)
+        except RecordNotFound as exc:
+            # a directory derived from keys below it: say so, as open() of a directory does
+            # (it said "has no record 'sub'" while isdir() said True)
+            if self._has_children(name, self.catalog.resolve(name, ref).seq, key):
+                raise IsADirectoryError(
+                    f"{path}: a directory in {name}@{ref or 'latest'}: read a file below it "
+                    f"(fs.find({self._strip_protocol(path)!r}) lists them)"
+                ) from None
+            raise FileNotFoundError(f"{path}: {exc.message}") from exc
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc
 

@@ -136,3 +136,19 @@ def test_step_timer_counts_the_samples_of_a_dict_batch() -> None:
     timer = StepTimer()
     batches = list(timer.iterate(DataLoader(samples, batch_size=2)))
     assert len(batches) == 3 and timer.report()["samples"] == 5
+
+
+def test_datahub_url_of_a_directory_says_it_is_one(packed_home: tuple[Config, Path]) -> None:
+    """``fs.isdir("photos@v1/img")`` is True, but ``open``/``cat_file`` of it said "version 1
+    has no record 'img'" (FileNotFoundError), as if the path were mistyped."""
+    config, _ = packed_home
+    fs = fsspec.filesystem("datahub", config=config, skip_instance_cache=True)
+    try:
+        assert fs.isdir("photos@v1/img")
+        for read in (fs.cat_file, fs.open):
+            with pytest.raises(IsADirectoryError, match="a directory in photos@v1"):
+                read("photos@v1/img")
+        with pytest.raises(FileNotFoundError, match="no record 'im'"):
+            fs.cat_file("photos@v1/im")  # a prefix of a directory is no directory
+    finally:
+        fs.close()
