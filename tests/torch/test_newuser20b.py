@@ -5,6 +5,7 @@ One packed version (an image and a copied JSON file) is shared by the module's t
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from collections.abc import Iterator
@@ -15,9 +16,10 @@ import pytest
 
 from datahub.catalog import Catalog, open_catalog
 from datahub.config import Config, load_config
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, JobNotFound
 from datahub.pack import PackSpec, pack
-from datahub.torch import CacheSource, MountSource, PackedDataset, StepTimer, VersionDataset
+from datahub.tasks import open_task_queue
+from datahub.torch import CacheSource, MountSource, PackedDataset, StepTimer, TaskStream, VersionDataset
 from datahub.torch._torch import DataLoader, torch
 from tests.pack.conftest import import_manifest, write_source
 from tests.torch.test_mount import _mounted
@@ -152,3 +154,13 @@ def test_datahub_url_of_a_directory_says_it_is_one(packed_home: tuple[Config, Pa
             fs.cat_file("photos@v1/im")  # a prefix of a directory is no directory
     finally:
         fs.close()
+
+
+def test_a_task_stream_of_a_job_never_made_says_to_make_it_with_shard_epoch(tmp_path: Path) -> None:
+    """docs/torch.md: ``shard_epoch`` makes the epoch's job, then the TaskStream reads it. A
+    stream of a job not made (a typo, or shard_epoch forgotten) said "start it with `datahub
+    pack` first", which makes pack jobs, never an epoch."""
+    open_queue = functools.partial(open_task_queue, f"sqlite:///{tmp_path / 'tasks.db'}")
+    with pytest.raises(JobNotFound, match=r"shard_epoch\(queue, 'imagenet-epoch-7'") as info:
+        list(TaskStream(open_queue, "imagenet-epoch-7", lambda task: [task.index]))
+    assert "datahub pack" not in str(info.value)
