@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -26,6 +27,9 @@ TOKEN_ENV = "DATAHUB_API_TOKEN"
 T = TypeVar("T")
 _READ_CHUNK = 1024 * 1024  # bytes per read of a streamed listing
 _TRANSIENT = {"internal", "busy", "storage_unavailable", "catalog_unavailable"}
+# how a server's 404 for a path it has no route for begins (datahub.api.errors; LabelX's
+# handler passes Starlette's "Not Found" on), as against a missing dataset's or tag's
+_NO_ROUTE = ("no such endpoint: ", "Not Found")
 MAX_RETRY_AFTER = 30.0  # seconds: a server asking for longer is waited on no longer than this
 
 
@@ -150,7 +154,24 @@ class ApiClient:
         if isinstance(error, Unauthenticated):
             hint = f"{error.message} (server {self.url}; this client sends the token in ${TOKEN_ENV})"
             raise Unauthenticated(hint, **error.details)
+        if response.status_code == 404 and error.code == "not_found" and error.message.startswith(_NO_ROUTE):
+            raise self.no_route(response, what)
         raise error
+
+    def no_route(self, response: httpx.Response, what: str) -> CatalogUnavailable:
+        """The server has no such route: a catalog URL with a path the server has no API
+        under (``http://host:8080/labelx``), or a server older than this client. Why a message
+        of its own: relayed as it was ("no such endpoint: GET /labelx/v1/datasets", exit 3) it
+        read as a missing dataset and named no fix."""
+        parts = urlsplit(self.url)
+        root = f"{parts.scheme}://{parts.netloc}"
+        return CatalogUnavailable(
+            f"the catalog server {self.url} has no datahub API at {response.request.url.path} ({what}): "
+            f"catalog_url must be the API server's root (such as {root}), or the path a proxy serves "
+            "it under; if it is, the server may be older than this client",
+            url=self.url,
+            status=404,
+        )
 
     def json(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
         def attempt() -> Any:

@@ -22,6 +22,7 @@ A step is ``Step(name, run)`` where ``run(demo)`` may register cleanups on
 from __future__ import annotations
 
 import argparse
+import errno
 import io
 import json
 import os
@@ -36,7 +37,15 @@ from pathlib import Path
 
 from datahub.config import Config, load_config
 from datahub.console.context import create_home, shown
-from datahub.errors import DatahubError, DatasetNotFound, InvalidInput, NotFound, VersionNotFound
+from datahub.errors import (
+    DatahubError,
+    DatasetNotFound,
+    InvalidInput,
+    NoSpace,
+    NotFound,
+    StorageError,
+    VersionNotFound,
+)
 
 DATASET = "sample"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -333,6 +342,31 @@ def _select(steps: list[Step], skip: list[str]) -> list[Step]:
     return [s for s in steps if s.name not in skip]
 
 
+# what to do about a step's OSError, by errno: the home is where make run writes
+_HOME_FIX = (
+    "or run it with another home: DATAHUB_HOME=DIR make run (or .venv/bin/python -m datahub.demo --home DIR)"
+)
+_OS_FIXES = {
+    errno.ENOSPC: ("no space left on device", f"free space there, {_HOME_FIX}"),
+    errno.EDQUOT: ("disk quota exceeded", f"free space there, {_HOME_FIX}"),
+    errno.EACCES: ("permission denied", f"make it writable, {_HOME_FIX}"),
+    errno.EROFS: ("read-only file system", _HOME_FIX.removeprefix("or ")),
+}
+
+
+def _step_failed(name: str, exc: OSError, config: Config) -> DatahubError:
+    """A step's OSError as one line naming the step, the path and what to do. Why: a full or
+    read-only home (a small /var, a container's overlay) is a new user's likeliest failure,
+    and it came out as Python's traceback of ``OSError: [Errno 28]``."""
+    what, fix = _OS_FIXES.get(exc.errno or 0, (exc.strerror or str(exc), ""))
+    where = exc.filename or config.home_path
+    cls = NoSpace if exc.errno in (errno.ENOSPC, errno.EDQUOT) else StorageError
+    text = f"make run's step {name!r} failed: {what} ({where}; state in {config.home_path})"
+    if not fix:  # not a state the user can fix by choice of home: say so, and how to see more
+        fix = f"{type(exc).__name__} [errno {exc.errno}]: {exc}; if that file system is fine, report it"
+    return cls(f"{text}: {fix}")
+
+
 def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
     args = parse_args(argv)
     overrides: dict = {"home": args.home} if args.home else {}
@@ -344,11 +378,17 @@ def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
             config.api.port = args.port
         chosen = _select(steps or STEPS, args.skip)
         demo = Demo(config, args)
-        previous = {s: signal.signal(s, demo.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        # SIGHUP: the terminal closed; its default killed the demo with no cleanup, leaving
+        # the mount daemon (a session of its own) mounted at var/mnt
+        stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        previous = {s: signal.signal(s, demo.on_signal) for s in stops}
         try:
             with demo.cleanup:
                 for step in chosen:
-                    step.run(demo)
+                    try:
+                        step.run(demo)
+                    except OSError as exc:
+                        raise _step_failed(step.name, exc, config) from exc
                 print("\n".join(["", *demo.notes, *example_commands(config), ""]), flush=True)
                 if not args.no_wait:
                     print("Ctrl-C stops the demo.", flush=True)

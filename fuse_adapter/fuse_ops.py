@@ -143,6 +143,8 @@ FASTLOOP = BUILD.fastloop
 URING = BUILD.uring
 LOOKUP_IN_C = BUILD.lookup_in_c
 FASTREAD = BUILD.fastread
+#: a workspace's requests can be run by pyfuse3's C threads (``pyfuse3.dispatch``, dispatch.h)
+_DISPATCH = BUILD.fastloop and hasattr(pyfuse3, "dispatch")
 
 
 def _always(_inode: int) -> bool:
@@ -497,6 +499,7 @@ class WorkspaceOps(Ops):
         write_passthrough: bool = False,
         writeback_cache: bool = False,
         c_writes: bool = False,
+        request_loop: str = "c",
     ) -> None:
         if not BUILD.write_cached:  # write() would fail every WRITE (it takes ``cached``)
             raise DatahubError(
@@ -530,7 +533,13 @@ class WorkspaceOps(Ops):
             quota=view.quota is not None,
             build=BUILD,
         )
-        self.fastloop = not self.c_writes_off
+        # the request loop in C (pyfuse3.dispatch, dispatch.h): pyfuse3's C threads read the
+        # requests and run these handlers themselves, no trio task and no hop per request; a
+        # handler about to block (``_thread``) lets another thread read. "trio": the baseline.
+        if request_loop not in ("c", "trio"):
+            raise InvalidInput(f"the request loop is 'c' or 'trio', not {request_loop!r}")
+        self.dispatch_threads = threads + 1 if request_loop == "c" and _DISPATCH else 0
+        self.fastloop = not self.c_writes_off or self.dispatch_threads > 0
         self._c_writes_asked = c_writes
 
     def init(self) -> None:
@@ -539,17 +548,28 @@ class WorkspaceOps(Ops):
                 self.view.passthrough_on(_CTable("passthrough_"))
             else:
                 self.view.passthrough_off("the kernel does not offer FUSE passthrough (Linux >= 6.9)")
-        if self.fastloop and pyfuse3.passthrough_stats()["fastloop"]:
+        running = self.fastloop and pyfuse3.passthrough_stats()["fastloop"]
+        if running and not self.c_writes_off:
             self.view.c_writes_on(_CTable("fastwrite_"))
         elif not self.enable_passthrough:
             why = self.c_writes_off or "pyfuse3 started no C reader thread (allow_root, or it failed)"
             self.view.c_writes_unavailable(why, asked=self._c_writes_asked)
+        if self.dispatch_threads:
+            on = bool(running and pyfuse3.passthrough_stats()["dispatch"])
+            log.info(
+                "workspace requests: %s",
+                f"run by pyfuse3's C threads (at most {self.dispatch_threads})"
+                if on
+                else "pyfuse3's trio loop (no C reader thread: allow_root, or it failed)",
+            )
         super().init()
 
     async def _thread(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` in one of the hop's threads (``fuse_adapter/hop.py``). A
         cancelled task starts nothing; a started call is waited for, never abandoned (a journal
         write must finish), as ``trio.to_thread.run_sync`` with ``abandon_on_cancel=False``."""
+        if _DISPATCH and pyfuse3.dispatch_blocking():
+            return fn(*args, **kwargs)  # a dispatching thread blocks here; another one reads
         await trio.lowlevel.checkpoint_if_cancelled()
         task = trio.lowlevel.current_task()
         done = partial(trio.lowlevel.current_trio_token().run_sync_soon, trio.lowlevel.reschedule, task)
@@ -730,6 +750,20 @@ def _option_value(text: str) -> str:
     return quote(text, safe=_OPTION_SAFE)
 
 
+def dispatch_stats() -> dict:
+    """What the request loop in C did in the last session (``pyfuse3.dispatch``): requests
+    run by its threads, threads started, reader roles handed over by a blocking handler."""
+    if not _DISPATCH:
+        return {}
+    s = pyfuse3.passthrough_stats()
+    return {
+        "dispatched": s["dispatched"],
+        "threads": s["dispatch_threads"],
+        "handoffs": s["dispatch_handoffs"],
+        "vacant": s["dispatch_vacant"],
+    }
+
+
 def c_requests() -> int:
     """Requests pyfuse3's C threads answered or handed to the loop (fastloop, io_uring): a
     warm open answered there never makes the loop's thread read anything."""
@@ -753,6 +787,8 @@ async def run_requests(ops: Ops, max_tasks: int) -> None:
         pyfuse3.passthrough_fastloop(bool(getattr(ops, "fastloop", False)))
     if URING:
         pyfuse3.passthrough_uring(bool(getattr(ops, "io_uring", False)))
+    if _DISPATCH:  # a workspace's handlers run by pyfuse3's C threads (WorkspaceOps.dispatch_threads)
+        pyfuse3.dispatch(int(getattr(ops, "dispatch_threads", 0)))
     await pyfuse3.main(min_tasks=4, max_tasks=max_tasks)
 
 

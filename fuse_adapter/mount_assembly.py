@@ -28,6 +28,7 @@ from fuse_adapter.fuse_ops import (
     ReadOnlyOps,
     WorkspaceOps,
     c_requests,
+    dispatch_stats,
     mount_options,
 )
 from fuse_adapter.fuse_session import serve
@@ -88,6 +89,8 @@ class WorkspaceMount(MountSettings):
     writeback_cache: bool = False
     #: stage new files and answer their WRITEs in pyfuse3's C reader thread (``--writes-in-c``)
     c_writes: bool = False
+    #: who runs the requests: pyfuse3's C threads ("c", the default) or its trio loop ("trio")
+    request_loop: str = "c"
 
 
 def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
@@ -424,6 +427,8 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
         # workspace's journal for the mount that succeeds.
         if view.cwrites is not None:  # what the C reader thread wrote (fastwrite.h; the tests read it)
             log.info("workspace %s: WRITEs answered in C: %s", m.workspace, view.cwrites.stats())
+        if m.request_loop == "c":  # the request loop in C (pyfuse3.dispatch; the tests read it)
+            log.info("workspace %s: requests run by C threads: %s", m.workspace, dispatch_stats())
         commit_to = m.commit_to if became_ready.is_set() else None
         if m.commit_to and commit_to is None:
             log.warning(
@@ -453,6 +458,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
                 write_passthrough=m.write_passthrough,
                 writeback_cache=m.writeback_cache,
                 c_writes=m.c_writes,
+                request_loop=m.request_loop,
             ),
             mountpoint,
             mount_options(

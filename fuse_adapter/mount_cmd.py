@@ -129,6 +129,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "before, which pyfuse3's C threads answer otherwise (docs/fuse.md)",
     )
     p.add_argument(
+        "--request-loop",
+        choices=("c", "trio"),
+        default="c",
+        help="--workspace: who runs the requests: pyfuse3's C threads, which call the handlers "
+        "themselves (c, the default), or its trio loop (trio: the baseline of "
+        'bench/writeback/tree_ab.py; docs/writeback.md, "The request loop in C")',
+    )
+    p.add_argument(
         "--writes-in-c",
         action="store_true",
         help="--workspace, without --passthrough, --writeback-cache or --quota: stage new files on "
@@ -264,6 +272,7 @@ def run_mount(args: argparse.Namespace, ctx: CliContext) -> int:
             write_passthrough=args.passthrough,
             writeback_cache=args.writeback_cache,
             c_writes=args.writes_in_c,
+            request_loop=args.request_loop,
         )
         return assembly.serve_workspace(workspace, ctx)
     return assembly.serve_readonly(readonly_mount(args, common), ctx)

@@ -6,7 +6,8 @@ catalog merges into the records' labels. The lineage names the project, its sour
 version and the label schema. The commit id is derived from the project and its export
 count, so a retry after a crash returns the version already made instead of a second one.
 
-Downloads: COCO JSON and YOLO txt (zip) for detection, CSV for classification. Box values
+Downloads: COCO JSON and YOLO txt (zip) for detection, CSV for classification (safe to open in
+a spreadsheet; ``raw`` for the exact text). Box values
 are fractions of the image size; COCO wants pixels, so its exporter reads image sizes.
 """
 
@@ -27,6 +28,7 @@ from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from datahub.web.images import ImageSource
 from labelx.entities import Item, Project, User
+from labelx.schema import MULTI_JOIN, export_clash
 from labelx.service import LabelService
 
 SPOOL_BYTES = 8 * 1024**2  # downloads larger than this spill to a temp file
@@ -230,16 +232,40 @@ def _items(service: LabelService, project: Project, include: str) -> Iterator[It
             yield item
 
 
-def export_csv(service: LabelService, project: Project, include: str = "accepted") -> SpooledTemporaryFile:
+# a cell starting with one of these is a formula to a spreadsheet (OWASP "CSV Injection"); the
+# quote itself is in the list so the escape stays reversible: strip one leading quote, get the text
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def spreadsheet_cell(text: str) -> str:
+    """``text`` with one ``'`` in front if a spreadsheet would read it as a formula. Why: keys and
+    class names are any text the dataset's writers chose, and the CSV is opened in a spreadsheet
+    (``=HYPERLINK(..)`` sends a click anywhere, DDE runs commands). A ``'`` in front says text."""
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def export_csv(
+    service: LabelService, project: Project, include: str = "accepted", *, raw: bool = False
+) -> SpooledTemporaryFile:
+    """``key,<field>`` rows, spreadsheet-safe (``spreadsheet_cell``) unless ``raw``: a script
+    that wants the exact keys asks for them (``?raw=1``, ``--raw``)."""
     schema = service.schema(project)
     if schema.kind != "classification":
         raise Conflict("CSV export is for classification projects; use COCO or YOLO for detection")
+    clash = export_clash(schema, "csv")
+    if clash is not None:  # a project made before the rule (``LabelService.create_project``)
+        raise Conflict(
+            f"CSV export of project {project.name!r}: its {clash}; the labels are whole in the dataset "
+            "once committed (datahub export)"
+        )
+    cell = (lambda text: text) if raw else spreadsheet_cell
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
     text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
     writer = csv.writer(text)
-    writer.writerow(["key", schema.field])
+    writer.writerow([cell("key"), cell(schema.field)])
     for item in _items(service, project, include):
-        writer.writerow([item.key, ";".join(item.value) if isinstance(item.value, list) else item.value])
+        value = MULTI_JOIN.join(item.value) if isinstance(item.value, list) else item.value
+        writer.writerow([cell(item.key), cell(value)])
     text.detach()
     out.seek(0)
     return out
@@ -294,6 +320,11 @@ def export_yolo(service: LabelService, project: Project, include: str = "accepte
     refused (``Conflict``), naming the keys; nothing is written."""
     _require_detection(service, project, "YOLO")
     schema = service.schema(project)
+    clash = export_clash(schema, "yolo")
+    if clash is not None:  # a project made before the rule (``LabelService.create_project``)
+        raise Conflict(
+            f"YOLO export of project {project.name!r}: its {clash}; export COCO, which names classes in JSON"
+        )
     index = {c.name: n for n, c in enumerate(schema.classes)}
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it
     owner: dict[str, str] = {}  # label file -> the key it was written for (the zip holds its names too)

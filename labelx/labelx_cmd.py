@@ -111,6 +111,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("project")
     s.add_argument("--format", choices=("coco", "yolo", "csv"), required=True)
     s.add_argument("--include", choices=("accepted", "annotated"), default="accepted")
+    s.add_argument(
+        "--raw",
+        action="store_true",
+        help="CSV: the exact keys and labels (by default a cell a spreadsheet would run as a formula gets a ' in front)",
+    )
     s.add_argument("-o", "--output", required=True)
     s.set_defaults(func=_export)
 
@@ -135,7 +140,13 @@ def _images(ctx):
 def _admin(service, name: str):
     user = service.store.user_by_name(name)
     if not user.is_admin:
-        raise AccessDenied(f"user {name!r} is {user.role}, not admin")
+        admins = [u.name for u in service.store.list_users() if u.is_admin]
+        which = (
+            f"one of {', '.join(admins)}"
+            if admins
+            else "an admin (`datahub labelx create-user NAME --role admin`)"
+        )
+        raise AccessDenied(f"user {name!r} is {user.role}, not admin: this needs --user {which}")
     return user
 
 
@@ -173,7 +184,8 @@ def _serve(args, ctx) -> int:
     except BaseException:
         sock.close()
         raise
-    with stop_signals() as wait:
+    # SIGHUP too: closing the terminal killed it with its cache never closed
+    with stop_signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as wait:
         try:
             server.start()
             print(f"LabelX on {server.url}/ (Ctrl-C stops)", file=ctx.err)
@@ -334,21 +346,19 @@ def _commit(args, ctx) -> int:
 
 
 def _export(args, ctx) -> int:
-    from datahub.console.output import output_file
+    from datahub.console.output import output_file, written
     from labelx import export
 
-    output_file(args.output)  # a wrong path is said before the export is made
+    target = output_file(args.output)  # a wrong path is said before the export is made
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
     if args.format == "csv":
-        spool = export.export_csv(service, project, args.include)
+        spool = export.export_csv(service, project, args.include, raw=args.raw)
     elif args.format == "yolo":
         spool = export.export_yolo(service, project, args.include)
     else:
         spool = export.export_coco(service, project, _images(ctx), args.include)
-    tmp = f"{args.output}.partial"
-    with spool, open(tmp, "wb") as out:
+    with spool, written(target, "wb") as out:  # nothing half-written under the final name
         shutil.copyfileobj(spool, out)
-    os.replace(tmp, args.output)  # nothing half-written under the final name
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

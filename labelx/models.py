@@ -23,6 +23,11 @@ MAX_INT = 2**53 - 1
 StrictInt = Annotated[int, Field(strict=True, ge=-MAX_INT, le=MAX_INT), BeforeValidator(whole_number)]
 # some character that str.strip() keeps (Python's whitespace, which counts \x1c-\x1f too)
 NOT_BLANK = "[^\\t-\\r\\x1c- \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]"
+# a class name: no control character (a line break split YOLO's classes.txt, labelx.schema
+# export_clash) and some character that str.strip() keeps
+_CONTROL_CHARS = "\\x00-\\x1f\\x7f"
+_NO_CONTROL = f"[^{_CONTROL_CHARS}]*"
+CLASS_NAME = "^" + _NO_CONTROL + NOT_BLANK.replace("[^", "[^" + _CONTROL_CHARS, 1) + _NO_CONTROL + "$"
 Role = Literal["annotator", "reviewer", "admin"]  # labelx.entities.ROLES (a test keeps them equal)
 # user, project and dataset names: the server's check_name rule, in the schema
 Name = Annotated[str, Field(pattern=NAME_PATTERN, max_length=63)]
@@ -32,6 +37,7 @@ PATTERN_RULES = {
     NAME_PATTERN: "use 1-63 characters from a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
     REF_PATTERN: "use a version number (3 or v3), latest, or a tag",
     NOT_BLANK: "must not be blank",
+    CLASS_NAME: "must not be blank or hold a control character (a line break, a tab ...)",
     "^#[0-9a-fA-F]{6}$": "use a colour as #rrggbb (six hexadecimal digits)",
     "^[0-9A-Za-z]$": "use one letter or digit",
     "^[A-Za-z_][A-Za-z0-9_]{0,62}$": "use 1-63 characters from A-Z, a-z, 0-9 and '_', not starting with a digit",
@@ -61,7 +67,8 @@ class TokenRevoke(Body):
 
 class LabelClassSpec(Body):
     name: str = Field(
-        pattern=NOT_BLANK, description="unique in the schema; at most 64 characters once stripped"
+        pattern=CLASS_NAME,
+        description="unique in the schema; at most 64 characters once stripped; no control character",
     )
     color: str | None = Field(None, pattern="^#[0-9a-fA-F]{6}$", description="default: from a palette")
     key: str | None = Field(
@@ -77,10 +84,11 @@ class LabelClassSpec(Body):
 class LabelSchemaSpec(Body):
     """The label schema. Rules JSON Schema cannot say (checked by the server, 400): class names
     and shortcut keys are unique, the UI's own keys are not shortcuts, ``multi`` is for
-    classification only."""
+    classification only, and a multi-label class name holds no ';' (it joins a value's classes
+    in the CSV export)."""
 
     kind: Literal["classification", "detection"] = "classification"  # labelx.schema.KINDS
-    classes: list[Annotated[str, Field(pattern=NOT_BLANK, max_length=64)] | LabelClassSpec] = Field(
+    classes: list[Annotated[str, Field(pattern=CLASS_NAME, max_length=64)] | LabelClassSpec] = Field(
         min_length=1, max_length=64, description="class names, or objects with name/color/key"
     )
     field: str | None = Field(None, pattern="^[A-Za-z_][A-Za-z0-9_]{0,62}$", description="label field")

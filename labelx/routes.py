@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
@@ -163,12 +163,15 @@ def download(
     project_id: RowId,
     fmt: Literal["csv", "coco", "yolo"],
     include: Literal["accepted", "annotated"] = "accepted",
+    raw: Annotated[
+        bool, Query(description="CSV: the exact keys and labels, not quoted for a spreadsheet")
+    ] = False,
 ) -> Response:
     project = lx.service.project_for(who.user, project_id)
     if not who.user.can_review:
         lx.service.require_admin(who.user)
     makers = {
-        "csv": (lambda: export.export_csv(lx.service, project, include), "text/csv", "csv"),
+        "csv": (lambda: export.export_csv(lx.service, project, include, raw=raw), "text/csv", "csv"),
         "coco": (
             lambda: export.export_coco(lx.service, project, lx.images, include),
             "application/json",

@@ -139,6 +139,31 @@ def _default_key(position: int, name: str, taken: set[str]) -> str:
     return free[0]
 
 
+MULTI_JOIN = ";"  # joins a multi-label value's classes in a CSV cell (labelx/export.py)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def export_clash(schema: LabelSchema, fmt: str = "") -> str | None:
+    """Why a class of ``schema`` would not come out of the ``fmt`` export ("csv", "yolo"; ""
+    any) as itself, naming it; None if every class does. Why: a multi-label CSV cell joins
+    classes with ``MULTI_JOIN`` (classes 'a;b' and 'c' came out 'a;b;c', three labels), and
+    YOLO's ``classes.txt`` is a class per line, boxes naming a class by its line (a class
+    'a\\nb' before 'c' made every box of 'c' read as 'b'). New projects refuse such a class
+    (``LabelService.create_project``); a project stored before the rule is refused that export."""
+    for c in schema.classes:
+        if fmt in ("", "yolo") and _CONTROL.search(c.name):
+            return (
+                f"class {c.name!r} holds a control character: a line break splits YOLO's classes.txt "
+                "(a class per line) and shifts the number of every later class"
+            )
+        if fmt in ("", "csv") and schema.multi and MULTI_JOIN in c.name:
+            return (
+                f"class {c.name!r} holds {MULTI_JOIN!r}, which joins a multi-label value's classes in "
+                "the CSV export: one could not tell it from two classes"
+            )
+    return None
+
+
 def parse_schema(spec: dict[str, Any]) -> LabelSchema:
     """Build a schema from its wire form; classes may be plain names (colors/keys assigned)."""
     if not isinstance(spec, dict):

@@ -37,7 +37,7 @@ from datahub.errors import (
 )
 from datahub.validation import check_name, check_prefix
 from labelx.entities import Item, NewItem, Project, Task, User
-from labelx.schema import LabelSchema, parse_schema
+from labelx.schema import LabelSchema, export_clash, parse_schema
 from labelx.store import LabelStore
 
 log = logging.getLogger(__name__)
@@ -211,6 +211,9 @@ class LabelService:
         check_name(name, "project")
         check_prefix(prefix)
         parsed = parse_schema(schema)
+        clash = export_clash(parsed)
+        if clash is not None:
+            raise InvalidInput(f"{clash}; rename it")
         if not 1 <= int(task_size) <= MAX_TASK_SIZE:
             raise InvalidInput(f"task size must be between 1 and {MAX_TASK_SIZE}")
         flt = RecordFilter.parse(where) if where else None

@@ -27,7 +27,8 @@ TESTS=(tests/fuse/test_passthrough.py tests/fuse/test_passthrough_opens.py tests
        tests/fuse/test_cold_open.py tests/fuse/test_read_mode.py tests/fuse/test_paged_readdir.py
        tests/fuse/test_session_loop.py tests/fuse/test_request_counter.py
        tests/fuse/test_bucket_passthrough.py tests/fuse/test_evicted_published.py
-       tests/fuse/test_evicted_elsewhere.py tests/fuse/test_workspace_cwrites19.py)
+       tests/fuse/test_evicted_elsewhere.py tests/fuse/test_workspace_cwrites19.py
+       tests/fuse/test_loop20.py)
 (($#)) && TESTS=("$@")
 PYFUSE3_SANITIZE=$DIR scripts/build_pyfuse3.sh "$PY"
 LIBASAN=$(gcc -print-file-name=libasan.so)

@@ -33,7 +33,8 @@ SHOWN_PATHS = 20  # cover-record paths printed in text (all of them with --json)
 
 
 def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
-    """``cache journals`` and ``cache forget-journal`` on ``datahub cache``'s subparsers."""
+    """``cache journals``, ``cache forget-journal`` and ``cache adopt-journal`` on ``datahub
+    cache``'s subparsers."""
     ls = subparsers.add_parser(
         "journals",
         help="every workspace journal's prefix in the shared tier: objects, bytes, newest, this node's",
@@ -80,6 +81,31 @@ def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
         "the workspace has no lease)",
     )
     fj.set_defaults(func=forget_journal)
+    aj = subparsers.add_parser(
+        "adopt-journal",
+        help="take a lost node's acknowledged files into this node's workspace, rebuilt from the "
+        "shared tier alone",
+        description="Rebuilds journal JOURNAL_ID of workspace NAME (another node's, lost with its "
+        "disk) from its shared log and cover records in the shared tier, checks every chunk its "
+        "files name, and writes those files into this node's journal of the workspace, under its "
+        "writer lease (free or lapsed: the lost node's lease must have run out), then flushes them. "
+        "The lost journal's own next open is refused from then on. Nothing is written if an "
+        "acknowledged chunk is missing; run it again after a crash. Unmount the workspace here first.",
+    )
+    aj.add_argument("workspace", metavar="NAME", help="the workspace")
+    aj.add_argument(
+        "journal", metavar="JOURNAL_ID", help="the lost journal's id, as `cache journals` shows it"
+    )
+    aj.add_argument(
+        "--force", action="store_true", help="adopt although another journal adopted it (or began to)"
+    )
+    aj.add_argument(
+        "--replace",
+        action="store_true",
+        help="take the lost journal's bytes where this node's journal holds other bytes at the same "
+        "path (without it such a path refuses the adoption: this node's file may be newer)",
+    )
+    aj.set_defaults(func=adopt_journal)
 
 
 def _shared(ctx: CliContext):
@@ -130,6 +156,33 @@ def forget_journal(args: argparse.Namespace, ctx: CliContext) -> int:
         return _forget(args, ctx, store, entry, guard)
     finally:
         guard.release()
+
+
+def adopt_journal(args: argparse.Namespace, ctx: CliContext) -> int:
+    from datahub.workspaces import leased
+    from datahub.writeback import open_workspace
+    from datahub.writeback.adopt import adopt_journal as adopt
+    from datahub.writeback.journals import check_journal_id
+
+    name, journal = check_name(args.workspace, "workspace"), check_journal_id(args.journal)
+    lease = ctx.catalog.store if leased(ctx.config.resolved_catalog_url) else None
+    ws = open_workspace(name, ctx.config, ctx.stores, background=False, lease=lease)
+    with ws:  # its close flushes the adopted files to the origin
+        report = adopt(ws, journal, ctx.stores, force=args.force, replace=args.replace)
+    row = report.to_dict()
+    if ctx.json_output:
+        ctx.emit(row)
+        return 0
+    if report.already:
+        ctx.emit(None, text=f"journal {journal} of workspace {name!r} was adopted here already")
+        return 0
+    ctx.emit(
+        None,
+        text=f"adopted journal {journal} of workspace {name!r}: {len(report.files)} files "
+        f"({report.bytes} bytes), {report.directories} directories; {report.covers} small files from "
+        f"cover records; left out (their first close never returned): {', '.join(report.dropped) or 'none'}",
+    )
+    return 0
 
 
 def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: LeaseGuard) -> int:

@@ -1,8 +1,9 @@
-"""``datahub serve``: the HTTP API until Ctrl-C / SIGTERM."""
+"""``datahub serve``: the HTTP API until Ctrl-C / SIGTERM / SIGHUP."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +95,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             app, cache = build_app(ctx.config, ctx.catalog, ctx.stores, labelx=args.labelx)
             ctx.service("cache", lambda: cache)
             server = ApiServer(app, ctx.config, sock=sock)
-            with stop_signals() as wait:
+            # SIGHUP too: closing the terminal killed it with its cache never closed
+            with stop_signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as wait:
                 server.start()
                 try:
                     wait()

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from itertools import islice
 
 from datahub.console.context import CliContext, author_or_default, shown
-from datahub.console.output import output_file
+from datahub.console.output import output_file, written
 from datahub.errors import Conflict, InvalidInput, VersionNotFound
 from datahub.validation import check_name, check_tag
 
@@ -238,14 +236,8 @@ def export(args: argparse.Namespace, ctx: CliContext) -> int:
         if target is None:
             _write_ndjson(records, ctx.out, progress)
             return 0
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                _write_ndjson(records, fh, progress)
-            os.replace(tmp, target)  # nothing half-written on failure
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        with written(target, "w", encoding="utf-8") as fh:  # nothing half-written on failure
+            _write_ndjson(records, fh, progress)
     return 0
 
 

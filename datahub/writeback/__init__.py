@@ -18,7 +18,7 @@ from datahub.cache.scheduler import process_scheduler
 from datahub.config import Config
 from datahub.errors import Conflict, InvalidInput, NotFound
 from datahub.validation import check_name
-from datahub.writeback import records
+from datahub.writeback import records, shared_log
 from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore
 from datahub.writeback.files import FileHandle
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
@@ -182,7 +182,9 @@ def open_workspace(
         )
         ws.commits.on_commit = ws.flusher.on_commit
         ws.blobs = stores.store(config.resolved_objects_url)
-        _recover(ws, new_id)
+        unreferenced = _recover(ws, new_id)
+        shared_log.attach(ws, objects_url)  # the shared log: what another node adopts (nodeloss20)
+        _collect(ws, unreferenced)  # after the checkpoint: the old log may name them (review20b)
         if background:
             server = FlushServer(socket_path(directory), lambda: ws.flush().to_dict())
             closers.insert(0, server.close)
@@ -237,7 +239,7 @@ def _journal_id(journal: Journal) -> tuple[str, bool]:
     return (found, False) if found else (secrets.token_hex(8), True)
 
 
-def _recover(ws: Workspace, new_id: bool) -> None:
+def _recover(ws: Workspace, new_id: bool) -> list[str]:
     """Make the journal and the shared tier agree after a crash (or a clean stop).
 
     Files no longer in the namespace (unlinked while open when the process died) are
@@ -253,7 +255,8 @@ def _recover(ws: Workspace, new_id: bool) -> None:
     a name, not its bytes: it goes too. Chunk objects
     no committed transaction references (uploads of a dead writer, chunks of a dropped
     file, garbage not yet deleted) are deleted, and so are packs none of whose chunks is
-    referenced. We hold the owner lock, so no live writer can be mid-upload under our prefix.
+    referenced (by ``_collect``, once this session's shared-log checkpoint is whole). We
+    hold the owner lock, so no live writer can be mid-upload under our prefix.
     Only this journal's own prefix is judged (``ChunkStore.reclaimable``): nodes that share the
     shared tier and take the workspace over from each other each write under their journal's
     prefix, and another journal's unreferenced-looking chunk may be an acknowledged file it has
@@ -306,7 +309,16 @@ def _recover(ws: Workspace, new_id: bool) -> None:
         _drop_all(ws, dropped)
     ws.journal.start_covers(epoch << 32)
     ws.flusher.used = used
-    ws.delete_unreferenced(key for key in sizes if key not in objects and ws.chunks.reclaimable(key))
+    return [key for key in sizes if key not in objects and ws.chunks.reclaimable(key)]
+
+
+def _collect(ws: Workspace, unreferenced: list[str]) -> None:
+    """Delete what recovery found unreferenced, and the journal's garbage: only once this
+    session's shared-log checkpoint is whole (``shared_log.attach``). Why (review20b): until
+    then the newest whole log is the last session's, and a record of it may name a chunk LMDB
+    does not (its transaction was killed between the record's landing and LMDB's commit);
+    deleted, that chunk made an adoption of the lost node refuse every file it acknowledged."""
+    ws.delete_unreferenced(unreferenced)
     ws.flusher.gc()
 
 

@@ -140,6 +140,15 @@ class FileCommitter:
         """Generation ``gen`` of the file, committed unverified, is known to be wholly durable."""
         self.overlay.trust(file_id, gen)
 
+    def still_held(self, doing: str) -> None:
+        """Raise (StorageError) unless this process may still acknowledge ``doing``: the
+        journal's fence, asked again once an overlapped first commit's chunks landed. Why
+        (review20b): the fence was asked when the commit ran, and a chunk (or a pack member
+        and its cover record) slow to land may land after the lease lapsed, after another
+        node adopted this journal without it (``adopt.py`` leaves out a first commit whose
+        chunk it did not find); the close must not then return success."""
+        self.journal.fence(doing)
+
     def undo_fresh(self, of: OpenFileView, gen: int) -> None:
         """An upload of a new file's overlapped first commit failed: take its record out of the
         journal again, so the file is back to created-but-unacknowledged (what the sequential

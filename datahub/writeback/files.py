@@ -536,6 +536,11 @@ class OpenFile:
                 self._settle_uploads(todo, keys, futures, committed=False)
                 raise
             error = self._settle_uploads(todo, keys, futures, committed=True)
+            if error is None:
+                try:  # still ours now that everything landed (``Committer.still_held``)
+                    self.commits.still_held(f"fsync of {self.path!r}")
+                except Exception as exc:
+                    error = exc
             if error is not None:
                 self.commits.undo_fresh(self, gen)
                 raise error

@@ -49,6 +49,7 @@ from datahub.errors import Conflict, DatahubError
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.retry import guard_attempts
 from datahub.writeback.chunks import FileStream, file_id_of
+from datahub.writeback.failure_log import FailureLog
 from datahub.writeback.journal import Journal, Txn
 from datahub.writeback.ports import FlushSource
 
@@ -257,6 +258,8 @@ class Flusher:
             self._thread.join()
 
     def _run(self) -> None:
+        # a lost lease fails every flush until unmount: one warning, then a reminder (review19c)
+        failures = FailureLog(log, f"background flush of {self.ws.what}")
         while not self._stop.is_set():
             self._wake.wait(self.interval)
             self._wake.clear()
@@ -268,10 +271,12 @@ class Flusher:
                     self.evict(self.low)
             except DatahubError as exc:  # retried at the next interval; nothing is lost
                 self.last_error = exc.message
-                log.warning("background flush of %s failed: %s", self.ws.what, exc.message)
+                failures.failed(f"failed: {exc.message}")
             except Exception as exc:  # a bug must not silently stop flushing for good
                 self.last_error = str(exc)
                 log.exception("background flush of %s failed", self.ws.what)
+            else:
+                failures.succeeded("works again")
 
     def on_commit(self, delta: int) -> None:
         with self._state:

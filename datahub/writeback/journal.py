@@ -69,11 +69,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import lmdb
 
 from datahub.errors import InvalidInput, NoSpace, StorageError
+from datahub.writeback.failure_log import FailureLog
 
 _ID = struct.Struct(">Q")
 T = TypeVar("T")
@@ -92,6 +93,32 @@ _NEARLY_FULL = 1024**2  # bytes free below which an LMDB I/O error is taken for 
 DEFER_SECONDS, DEFER_BATCH, DEFER_MAX, DEFER_ROOM = 0.05, 256, 1024, 64 * 1024**2
 
 log = logging.getLogger(__name__)
+
+
+def shipped(db: str, key: bytes) -> bool:
+    """Whether a write of ``key`` in ``db`` goes to the shared log (``shared_log.py``): what
+    another node needs to rebuild the acknowledged files, namely the namespace, the file
+    records, the merge bases of commits and the highest cover number written."""
+    return db in ("tree", "files") or (db == "meta" and (key == b"covered" or key.startswith(b"committed:")))
+
+
+class Shipper(Protocol):
+    """Where a write transaction's shipped changes go besides LMDB (``shared_log.SharedLog``):
+    ``ship`` starts writing them, ``landed`` waits for them before LMDB commits (raises if they
+    did not land: the transaction is aborted), ``void`` marks them never committed: only when
+    LMDB's commit did not happen. A commit whose flush (``sync``) then failed is in LMDB, and
+    every later transaction builds on it (the garbage it listed is deleted): voided, the log
+    said otherwise, and named a chunk gone since, which refused the whole adoption (review20b).
+    Its caller gets the error; the change may or may not survive a power loss, and the log
+    keeps it (a change whose close failed may be adopted)."""
+
+    def ship(self, changes: dict[tuple[str, bytes], bytes | None]) -> Any: ...
+
+    def landed(self, token: Any, doing: str) -> None: ...
+
+    def void(self, token: Any) -> None: ...
+
+    def close(self) -> None: ...
 
 
 def _tree_key(path: str) -> bytes:
@@ -159,9 +186,12 @@ class Txn:
         dbs: dict[str, Any],
         view: dict[str, dict[bytes, bytes | None]] | None = None,
         record: dict[str, dict[bytes, bytes | None]] | None = None,
+        shipped: dict[tuple[str, bytes], bytes | None] | None = None,
     ) -> None:
         self._txn = txn
         self._dbs = dbs
+        # ``shipped``: this write transaction's changes the shared log carries (``Shipper``)
+        self._shipped = shipped
         # ``view``: changes acknowledged but not in LMDB yet (module docstring, "Deferred
         # covered commits"), read over the LMDB snapshot; None (no value) marks a deletion.
         # ``record``: a recording transaction's own writes (they never reach ``_txn``)
@@ -176,6 +206,8 @@ class Txn:
         return self._txn.get(key, db=self._dbs[db])
 
     def _put(self, db: str, key: bytes, value: bytes | None) -> None:
+        if self._shipped is not None and shipped(db, key):
+            self._shipped[(db, key)] = value
         if self._record is None:
             if value is None:
                 self._txn.delete(key, db=self._dbs[db])
@@ -208,6 +240,11 @@ class Txn:
             yield from self._scan_lmdb(db, prefix)
             return
         yield from _merged(self._scan_lmdb(db, prefix), extra)
+
+    def rows(self, db: str, prefix: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """Raw (key, value) rows of ``db`` under ``prefix`` in key order (the shared log's
+        checkpoint, ``shared_log.py``)."""
+        return self._scan(db, prefix)
 
     def _scan_lmdb(self, db: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         with self._txn.cursor(db=self._dbs[db]) as cur:
@@ -428,11 +465,15 @@ class Journal:
         self._deferred: tuple[tuple[tuple[int, dict, float], ...], dict] = ((), {})
         self._recording = threading.Lock()  # one deferred commit is recorded at a time
         self.defer_seconds = DEFER_SECONDS  # how long a deferred commit may wait for others
+        self.retry_seconds = 1.0  # the pause after a failed write of the deferred commits
         self.fallback = False  # True: no more deferral (tests: what covered commits did before)
         self._defer_failed = False  # the last write transaction failed: nothing is deferred
         # called with what is being done before every write transaction; raises (StorageError)
         # once this process may no longer write the workspace (``lease.WriterLease.check``)
         self.fence: Callable[[str], None] = _unfenced
+        # the shared log every acknowledging transaction's changes are written to beside LMDB
+        # (``shared_log.py``: what another node adopts when this one is lost); None: none
+        self.shipper: Shipper | None = None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -445,6 +486,25 @@ class Journal:
         deferred = self._deferred  # before the snapshot: see ``_view_for``
         with self._env.begin(write=False) as txn:
             yield Txn(txn, self._dbs, self._view_for(txn, deferred))
+
+    @contextmanager
+    def quiet_read(self, then: Callable[[], None]) -> Iterator[Txn]:
+        """A read transaction of LMDB alone (no deferred commits) begun while no write
+        transaction runs, ``then()`` called in that moment: every transaction begun before it
+        is committed or aborted, every later one begins after it (the shared log's checkpoint
+        switches its base there, ``shared_log.py``)."""
+        self._check_open()
+        try:
+            writing = self._env.begin(write=True)
+            try:
+                then()
+                txn = self._env.begin(write=False)
+            finally:
+                writing.abort()
+        except lmdb.Error as exc:
+            raise _translate(exc, f"cannot read the journal of {self.what}", self.path) from exc
+        with txn:
+            yield Txn(txn, self._dbs)
 
     def _view_for(self, txn: Any, deferred: tuple[tuple[tuple[int, dict, float], ...], dict]) -> dict | None:
         """The deferred changes LMDB snapshot ``txn`` lacks. ``deferred`` was taken before the
@@ -469,19 +529,31 @@ class Journal:
         Deferred commits go into it first: it is durable only with them (it may depend on them)."""
         self._check_open()
         self.fence(doing)
+        shipper, token = self.shipper, None
+        changes: dict[tuple[str, bytes], bytes | None] | None = {} if shipper is not None else None
         try:
             with self._env.begin(write=True) as txn:
-                applied = self._apply_deferred(txn)
-                yield Txn(txn, self._dbs)
+                applied = self._apply_deferred(txn, changes)
+                yield Txn(txn, self._dbs, shipped=changes)
+                if shipper is not None and changes:  # in the shared tier first, or not committed
+                    token = shipper.ship(changes)
+                    shipper.landed(token, doing)
+            token = None  # committed: its record stands, whatever the flush does (``Shipper``)
             self._env.sync(True)  # the meta page too: durable when we return
         except lmdb.Error as exc:
             self._defer_failed = True
+            _void(shipper, token)
             raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
+        except BaseException:
+            _void(shipper, token)
+            raise
         self._forget_deferred(applied)
 
-    def _apply_deferred(self, txn: Any) -> int:
+    def _apply_deferred(self, txn: Any, changes: dict | None = None) -> int:
         """Write the deferred commits ``txn`` (a write transaction, so no other runs) lacks;
-        returns the highest cover number applied (0: none). ``covered`` is stored with them."""
+        returns the highest cover number applied (0: none). ``covered`` is stored with them.
+        ``changes``: where the shared log's share of them is collected (``Txn``'s ``shipped``)."""
+        shipping = changes
         entries = self._deferred[0]
         if not entries:
             return 0
@@ -497,9 +569,13 @@ class Journal:
                         txn.delete(key, db=self._dbs[db])
                     else:
                         txn.put(key, value, db=self._dbs[db])
+                    if shipping is not None and shipped(db, key):
+                        shipping[(db, key)] = value
             top = cover
         if top:
             txn.put(COVERED.encode(), str(top).encode(), db=meta)
+            if shipping is not None:
+                shipping[("meta", COVERED.encode())] = str(top).encode()
         return top
 
     def _forget_deferred(self, applied: int) -> None:
@@ -522,15 +598,23 @@ class Journal:
         if not self._deferred[0]:
             return
         doing = f"{len(self._deferred[0])} deferred commits"
+        shipper, token = self.shipper, None
+        changes: dict[tuple[str, bytes], bytes | None] | None = {} if shipper is not None else None
         try:
             self.fence(doing)
             with self._env.begin(write=True) as txn:
-                applied = self._apply_deferred(txn)
+                applied = self._apply_deferred(txn, changes)
+                if shipper is not None and changes:
+                    # not waited for: their cover records hold them until it lands, and a later
+                    # record is refused if this one failed (``shared_log.SharedLog``)
+                    token = shipper.ship(changes)
         except lmdb.Error as exc:
             self._defer_failed = True
+            _void(shipper, token)
             raise _translate(exc, f"journal commit failed for {doing} in {self.what}", self.path) from exc
         except BaseException:
             self._defer_failed = True
+            _void(shipper, token)
             raise
         self._forget_deferred(applied)
 
@@ -687,6 +771,8 @@ class Journal:
 
     def _commit_loop(self) -> None:
         retry_at = 0.0  # after a failed write of the deferred commits: not before this
+        # a lost lease refuses every try until unmount: one warning, then a reminder (review19c)
+        failures = FailureLog(log, self.what)
         while True:
             due = self._deferred_due(retry_at)
             if due is None or due > 0:
@@ -703,8 +789,10 @@ class Journal:
                 try:
                     self.settle_deferred()
                 except Exception as exc:  # kept in memory and in their packs; tried again
-                    log.warning("%s: %s (tried again in a second)", self.what, exc)
-                    retry_at = time.monotonic() + max(self.defer_seconds, 1.0)
+                    failures.failed(f"{exc} (tried again every {self.retry_seconds:g} s)")
+                    retry_at = time.monotonic() + max(self.defer_seconds, self.retry_seconds)
+                else:
+                    failures.succeeded("the deferred commits are written into the journal now")
             with self._group:  # a lead handed to this thread as close() began is still served
                 if self._closed and not self._committer_turn:
                     return
@@ -749,26 +837,37 @@ class Journal:
             return
         what = batch[0].doing if len(batch) == 1 else f"{len(batch)} operations"
         applied = 0
+        shipper, token = self.shipper, None
+        changes: dict[tuple[str, bytes], bytes | None] | None = {} if shipper is not None else None
         try:
             self.fence(what)  # before anything of the batch is committed: every request fails
             with self._env.begin(write=True) as txn:
-                applied = self._apply_deferred(txn)
+                applied = self._apply_deferred(txn, changes)
                 for request in batch:
                     child = self._env.begin(write=True, parent=txn)
+                    own: dict[tuple[str, bytes], bytes | None] | None = {} if changes is not None else None
                     try:
-                        request.result = request.fn(Txn(child, self._dbs))
+                        request.result = request.fn(Txn(child, self._dbs, shipped=own))
                     except BaseException as exc:
                         child.abort()
                         request.error = exc
                     else:
                         child.commit()
+                        if changes is not None and own:
+                            changes.update(own)  # an aborted request's changes are not shipped
+                if shipper is not None and changes:  # in the shared tier first, or not committed
+                    token = shipper.ship(changes)
+                    shipper.landed(token, what)
+            token = None  # committed: its record stands, whatever the flush does (``Shipper``)
             self._env.sync(True)
         except lmdb.Error as exc:
             self._defer_failed = True
+            _void(shipper, token)
             error = _translate(exc, f"journal commit failed for {what} in {self.what}", self.path)
             for request in batch:
                 request.error = error
         except BaseException as exc:
+            _void(shipper, token)
             for request in batch:
                 request.error = exc
         else:
@@ -789,6 +888,8 @@ class Journal:
                 self._env.sync(True)  # the last deferred commits' meta page
             except Exception as exc:  # their records are in the packs: recovery replays them
                 log.warning("%s: closing with commits not written into the journal: %s", self.what, exc)
+        if self.shipper is not None:
+            self.shipper.close()
         self._env.close()
 
 
@@ -825,6 +926,12 @@ def _translate(exc: BaseException, context: str, path: Path) -> Exception:
     if full:
         return NoSpace(f"{context}: no space left on the journal device ({text}); free space and retry")
     return StorageError(f"{context}: {text}")
+
+
+def _void(shipper: Shipper | None, token: Any) -> None:
+    """The transaction whose changes ``token`` ships did not commit: say so in the shared log."""
+    if shipper is not None and token is not None:
+        shipper.void(token)
 
 
 def _unfenced(doing: str) -> None:

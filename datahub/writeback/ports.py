@@ -87,6 +87,8 @@ class Committer(Protocol):
 
     def undo_fresh(self, of: OpenFileView, gen: int) -> None: ...
 
+    def still_held(self, doing: str) -> None: ...
+
 
 @runtime_checkable
 class FlushSource(Protocol):

@@ -694,6 +694,8 @@ class StagedFile(OpenFile):
             )
             try:
                 self.uploads.chunks.write(key, data, self.path, commit.trailer)
+                # still ours now that it landed (``Committer.still_held``)
+                self.commits.still_held(f"fsync of {self.path!r}")
             except BaseException as exc:
                 write_error: BaseException | None = exc
             else:

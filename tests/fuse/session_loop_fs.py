@@ -1,7 +1,7 @@
 """A tiny pyfuse3 file system for tests/fuse/test_session_loop.py: the session loop under test
 with handlers the test can hold.
 
-    python -m tests.fuse.session_loop_fs MOUNTPOINT GATES_DIR MAX_TASKS {trio,trio-no-fastloop,asyncio}
+    python -m tests.fuse.session_loop_fs MOUNTPOINT GATES_DIR MAX_TASKS {trio,trio-no-fastloop,asyncio,dispatch}
 
 The root directory holds every file of these forms (LOOKUP answers them at once, nothing
 is listed); a READ returns the file's N bytes (``b"x" * N``, direct I/O: every read is a
@@ -9,12 +9,16 @@ request):
 - ``size-N``: answered at once (the READ handler never suspends);
 - ``nap-N``: after a 1 ms sleep (it suspends once, briefly);
 - ``gate-NAME-N``: once ``GATES_DIR/NAME`` exists (it suspends until then; it makes
-  ``GATES_DIR/NAME.held`` first).
+  ``GATES_DIR/NAME.held`` first);
+- ``boom-N``: never: the READ handler raises RuntimeError, an exception no handler may let
+  out (pyfuse3 then ends the session: ``main()`` raises).
 Any other name is ENOENT. The gates hold READs, not LOOKUPs: the kernel runs one LOOKUP at a
 time per directory here, so a held LOOKUP would hold every other one in the kernel itself.
 Runs until unmounted; exits 0 when pyfuse3.main returns. ``trio-no-fastloop``: trio, with
 pyfuse3's loop reading /dev/fuse itself (as workspace mounts do) instead of from the C
-reader thread's queue.
+reader thread's queue. ``dispatch``: pyfuse3's C threads (at most MAX_TASKS) run the handlers
+themselves (``pyfuse3.dispatch``, dispatch.h, as workspace mounts do); a handler's wait there
+is a blocking ``time.sleep`` after ``pyfuse3.dispatch_blocking()``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import errno
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pyfuse3
@@ -50,7 +55,8 @@ class GatedFS(pyfuse3.Operations):
     async def lookup(self, parent_inode, name, ctx=None):
         text = os.fsdecode(name)
         kind, _, size = text.rpartition("-")
-        if parent_inode != pyfuse3.ROOT_INODE or kind.partition("-")[0] not in ("size", "nap", "gate"):
+        known = kind.partition("-")[0] in ("size", "nap", "gate", "boom")
+        if parent_inode != pyfuse3.ROOT_INODE or not known:
             raise pyfuse3.FUSEError(errno.ENOENT)
         ino = self.inodes.setdefault(text, len(self.inodes) + 2)
         self.names[ino] = text
@@ -62,6 +68,8 @@ class GatedFS(pyfuse3.Operations):
 
     async def read(self, fh, off, size):
         kind, _, rest = self.names[fh].partition("-")
+        if kind == "boom":
+            raise RuntimeError(f"{self.names[fh]}: a bug of the handler")
         if kind == "nap":
             await self.sleep(0.001)
         elif kind == "gate":
@@ -86,6 +94,12 @@ class GatedFS(pyfuse3.Operations):
         pass
 
 
+async def _blocking_sleep(seconds: float) -> None:
+    """The wait of a handler run by a dispatching thread: it blocks, and says so first."""
+    assert pyfuse3.dispatch_blocking(), "not in a dispatching thread"
+    time.sleep(seconds)
+
+
 def main() -> None:
     mountpoint, gates, max_tasks, mode = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     if mode == "asyncio":
@@ -98,9 +112,12 @@ def main() -> None:
     else:
         import trio
 
-        fs = GatedFS(gates, trio.sleep)
+        fs = GatedFS(gates, _blocking_sleep if mode == "dispatch" else trio.sleep)
         if mode == "trio-no-fastloop" and pyfuse3.FASTLOOP:
             pyfuse3.passthrough_fastloop(False)
+        if mode == "dispatch":
+            pyfuse3.passthrough_fastloop(True)
+            pyfuse3.dispatch(max_tasks)
     pyfuse3.init(fs, mountpoint, {"fsname=sessionloop"})
     try:
         if mode == "asyncio":

@@ -3,7 +3,8 @@ real mount: one task at a time reads requests and runs each handler until it fir
 a handler that suspends hands the reading over to another task first.
 
 What must hold, in trio mode (requests from the C reader thread's queue, or read from /dev/fuse
-by the loop itself as on workspace mounts) and in pyfuse3's asyncio mode
+by the loop itself), in pyfuse3's asyncio mode, and with the handlers run by pyfuse3's C
+threads (``dispatch``, dispatch.h, as on workspace mounts: a "task" is a thread there)
 (tests/fuse/session_loop_fs.py):
 - a handler that waits does not stop other requests from being answered;
 - with every one of ``max_tasks`` tasks waiting in a handler, the next request is read by the
@@ -55,7 +56,7 @@ class Loop:
         return (self.gates / f"{name}.held").exists()
 
 
-@pytest.fixture(params=["trio", "trio-no-fastloop", "asyncio"])
+@pytest.fixture(params=["trio", "trio-no-fastloop", "asyncio", "dispatch"])
 def loop_fs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Loop]:
     """The gated file system, mounted with at most 2 session tasks."""
     (tmp_path / "mnt").mkdir()

@@ -17,8 +17,9 @@ def steer_clear_of_unexpressible_rules(case: Any) -> None:
     400 naming them):
     - ``filter`` is a record-filter expression whose grammar a pattern cannot hold: dropped;
     - ``prefix`` is refused by the key rules after its trailing '/' is stripped: dropped;
-    - label classes need unique names and shortcut keys, none of them a UI key, and ``multi``
-      is for classification only: such a schema becomes two plain classes.
+    - label classes need unique names and shortcut keys, none of them a UI key, ``multi``
+      is for classification only, and a multi-label class name holds no ';': such a schema
+      becomes two plain classes.
     """
     if case.operation.label != "POST /api/projects" or not isinstance(case.body, dict):
         return
@@ -41,6 +42,7 @@ def _keeps_the_class_rules(spec: dict) -> bool:
         and len(set(keys)) == len(keys)
         and not set(keys) & RESERVED_KEYS
         and not (spec.get("multi") and spec.get("kind") == "detection")
+        and not (spec.get("multi") and any(";" in n for n in names))
     )
 
 

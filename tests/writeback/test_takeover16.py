@@ -11,6 +11,7 @@ bounded, and journals from before the prefixes.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,6 +189,7 @@ def _make_old_layout(nodes: Nodes, name: str) -> None:
             txn.put_meta(JOURNAL_ID, "")
     finally:
         journal.close()
+    shutil.rmtree(root.parent.parent / "writeback-log")  # a journal from before journal ids had no shared log
     for path in sorted((root / own).rglob("*")):
         if path.is_file():
             target = root / path.relative_to(root / own)

@@ -37,6 +37,18 @@ cimport cpython.exc
 cimport cython
 cimport libc_extra
 
+cdef extern from "Python.h":
+    # datahub: dispatch.h's threads keep a thread state for their life
+    ctypedef struct PyThreadState:
+        pass
+    ctypedef enum PyGILState_STATE:
+        PyGILState_LOCKED
+        PyGILState_UNLOCKED
+    PyGILState_STATE PyGILState_Ensure() nogil
+    void PyGILState_Release(PyGILState_STATE) nogil
+    PyThreadState *PyEval_SaveThread() nogil
+    void PyEval_RestoreThread(PyThreadState *) nogil
+
 
 ########################
 # EXTERNAL DEFINITIONS #
@@ -126,6 +138,20 @@ cdef extern from "fastloop.h" nogil:
     void pyfuse3_fl_free(void *mem)
     void pyfuse3_fl_snapshot(pyfuse3_fl_counters *n)
     int pyfuse3_fl_evfd()
+    # datahub: threads that run a workspace's handlers themselves (dispatch.h)
+    struct pyfuse3_fd_counters:
+        uint64_t dispatched
+        uint64_t handoffs
+        uint64_t vacant
+    ctypedef void (*pyfuse3_fd_fn)(const char *buf, size_t n) noexcept nogil
+    ctypedef void *(*pyfuse3_fd_begin_fn)() noexcept nogil
+    ctypedef void (*pyfuse3_fd_end_fn)(void *state) noexcept nogil
+    int PYFUSE3_FD_MAX_THREADS
+    void pyfuse3_fd_set(int max, pyfuse3_fd_fn fn, pyfuse3_fd_begin_fn begin, pyfuse3_fd_end_fn end)
+    int pyfuse3_fd_blocking()
+    int pyfuse3_fd_here()
+    void pyfuse3_fd_end_session(int err)
+    void pyfuse3_fd_snapshot(pyfuse3_fd_counters *n, int *threads, int *running)
     # datahub: READs of zero-message-open files answered from their page file (fastread.h)
     struct pyfuse3_fr_counters:
         uint64_t published
@@ -1558,6 +1584,68 @@ def passthrough_fastloop(bint on):
     pyfuse3_fl_want = 1 if on and PYFUSE3_FASTPATH else 0
 
 
+def dispatch(int threads):
+    '''datahub: with the fastloop thread (``passthrough_fastloop(True)``), at most *threads*
+    C threads (0: none, the trio loop runs every handler) take turns reading /dev/fuse and run
+    each request's handler themselves, with the GIL, to its end (dispatch.h). For a file
+    system whose handlers never wait on trio (a workspace's: they block). A handler about to
+    block calls ``dispatch_blocking()`` first. Takes effect at the next main().'''
+    if threads < 0 or threads > PYFUSE3_FD_MAX_THREADS:
+        raise ValueError(f'dispatch: 0 to {PYFUSE3_FD_MAX_THREADS} threads, not {threads}')
+    pyfuse3_fd_set(threads, _fd_run, _fd_begin, _fd_end)
+
+
+def dispatch_blocking():
+    '''datahub: True in a dispatching thread (``dispatch``): the caller may block, another
+    thread reads /dev/fuse meanwhile (this one gave the reader role up). False elsewhere (the
+    trio loop): the caller must not block there.'''
+    return bool(pyfuse3_fd_blocking())
+
+
+cdef void* _fd_begin() noexcept nogil:
+    # datahub: a thread state kept for the thread's life, so each request's GIL is a cheap take
+    PyGILState_Ensure()
+    return <void*>PyEval_SaveThread()
+
+
+cdef void _fd_end(void *state) noexcept nogil:
+    PyEval_RestoreThread(<PyThreadState*>state)
+    PyGILState_Release(PyGILState_UNLOCKED)
+
+
+cdef void _fd_run(const char *data, size_t n) noexcept nogil:
+    # datahub: one request in a dispatching thread: libfuse calls the handler, whose
+    # coroutine save_retval steps to its end right there (_fd_step)
+    cdef fuse_buf buf
+    buf.mem = <void*>data
+    buf.size = n
+    buf.pos = 0
+    buf.flags = 0
+    with gil:
+        fuse_session_process_buf(session, &buf)
+
+
+cdef void _fd_step(object coro) noexcept:
+    """datahub: run a handler's coroutine to its end in this dispatching thread. What the
+    trio loop did with an exception a handler let out (it ended main(), so the session and
+    every request in flight ended with it, nobody left waiting), happens here too: the
+    session ends (main() raises OSError EIO). So does it for a coroutine that suspends
+    (nothing here answers trio's traps; a bug of the file system): its request would never
+    be answered."""
+    try:
+        coro.send(None)
+    except StopIteration:
+        return
+    except BaseException:
+        log.exception('pyfuse3: a handler failed in a dispatching thread: the session ends')
+        pyfuse3_fd_end_session(errno.EIO)
+        return
+    log.error('pyfuse3: a handler suspended in a dispatching thread (%r): handlers run by '
+              'dispatch() must not wait on the event loop; the session ends', coro)
+    coro.close()
+    pyfuse3_fd_end_session(errno.EIO)
+
+
 def passthrough_uring(bint on):
     '''With the fastloop thread: take requests from one io_uring queue per CPU, each
     served by a thread pinned to its CPU, when the kernel offers it at INIT (Linux >= 6.14
@@ -1578,6 +1666,10 @@ def passthrough_stats():
     pyfuse3_ur_snapshot(&u, &ur_queues)
     cdef pyfuse3_lk_counters k
     pyfuse3_lk_snapshot(&k)
+    cdef pyfuse3_fd_counters d
+    cdef int fd_threads = 0
+    cdef int fd_running = 0
+    pyfuse3_fd_snapshot(&d, &fd_threads, &fd_running)
     return {
         'c_opens': n.c_opens,  # the thread's opens too (loop_opens of them)
         'c_releases': n.c_releases,
@@ -1605,6 +1697,11 @@ def passthrough_stats():
         'loop_wakeups': f.wakeups,
         'loop_forgets': f.forgets,  # FORGETs of a mount that publishes LOOKUPs, dropped in C
         'loop_writes': f.writes,  # WRITEs of published staged handles answered in C (fastwrite.h)
+        'dispatch': bool(fl_running and fd_running),
+        'dispatch_threads': fd_threads,
+        'dispatched': d.dispatched,  # requests run by the dispatching threads (dispatch.h)
+        'dispatch_handoffs': d.handoffs,
+        'dispatch_vacant': d.vacant,
         'uring': ur_queues > 0,
         'uring_queues': ur_queues,
         'uring_requests': u.requests,

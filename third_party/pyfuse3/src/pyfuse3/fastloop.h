@@ -228,6 +228,7 @@ static struct {
     int devfd, evfd, stopfd;
     int stop;
     int running;
+    int dispatching; /* dispatch.h's threads read instead of pyfuse3_fl_main */
     pthread_t thread;
     struct pyfuse3_fl_counters n;
 } pyfuse3_fl = {.lock = PTHREAD_MUTEX_INITIALIZER, .devfd = -1, .evfd = -1, .stopfd = -1};
@@ -521,6 +522,11 @@ static void *pyfuse3_fl_main(void *unused) {
     return NULL;
 }
 
+/* dispatch.h: threads that run a workspace's handlers themselves, when asked */
+static int pyfuse3_fd_wanted(void);
+static int pyfuse3_fd_start(void);
+static void pyfuse3_fd_join(void);
+
 /* Start the reader for devfd; 0, or -errno (then the old loop serves the session). */
 static int pyfuse3_fl_start(int devfd) {
     int err;
@@ -535,6 +541,15 @@ static int pyfuse3_fl_start(int devfd) {
     pyfuse3_fl.stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (pyfuse3_fl.evfd < 0 || pyfuse3_fl.stopfd < 0) {
         err = errno;
+        goto fail;
+    }
+    pyfuse3_fl.dispatching = pyfuse3_fd_wanted();
+    if (pyfuse3_fl.dispatching) {
+        err = pyfuse3_fd_start();
+        if (err == 0) {
+            pyfuse3_fl.running = 1;
+            return 0;
+        }
         goto fail;
     }
     err = pthread_create(&pyfuse3_fl.thread, NULL, pyfuse3_fl_main, NULL);
@@ -568,7 +583,11 @@ static void pyfuse3_fl_stop(void) {
     if (!pyfuse3_fl.running)
         return;
     pyfuse3_fl_signal_stop();
-    pthread_join(pyfuse3_fl.thread, NULL);
+    if (pyfuse3_fl.dispatching)
+        pyfuse3_fd_join();
+    else
+        pthread_join(pyfuse3_fl.thread, NULL);
+    pyfuse3_fl.dispatching = 0;
     pyfuse3_ur_stop(); /* its queue threads push to the queue too */
     pyfuse3_fl.running = 0;
     for (m = pyfuse3_fl.head; m != NULL; m = next) {
@@ -633,4 +652,5 @@ static void pyfuse3_fl_snapshot(struct pyfuse3_fl_counters *n) {
     pthread_mutex_unlock(&pyfuse3_fl.lock);
 }
 #include "uring.h"
+#include "dispatch.h"
 #endif

@@ -12,6 +12,9 @@ the terms of the GNU LGPL.
 
 cdef void save_retval(object val):
     global py_retval
+    if val is not None and pyfuse3_fd_here():
+        _fd_step(val)  # datahub: a dispatching thread runs the handler where libfuse calls it
+        return
     if py_retval is not None and val is not None:
         log.error('py_retval was not awaited - please report a bug at '
                   'https://github.com/libfuse/pyfuse3/issues!')

@@ -1,0 +1,336 @@
+"""Adoption: a journal lost with its node rebuilt from the shared tier alone, taken as one's own.
+
+Why: a node that dies takes its journal (LMDB, on the node's disk) with it, and with it the
+only names of its acknowledged files that were not flushed yet. Their bytes are in the shared
+tier, and since nodeloss20 so is every acknowledging journal change (``shared_log.py``).
+``adopt_journal(ws, journal_id)`` reads the lost journal's log and cover records, checks every
+chunk its files name, and writes those files into ``ws`` (this node's workspace, under its
+lease) as new acknowledged files of its own; its flusher and commits then treat them as any.
+
+The steps, each safe to run again:
+1. the lost journal's state: the newest whole checkpoint, its session's records in order up
+   to the first missing one (voided ones left out), then the cover records numbered above the
+   last ``covered`` (new small files whose first commit had not reached LMDB);
+2. every file is checked before anything is written: each chunk exists with its length (and
+   its CRC-32 where one was recorded), an evicted file's object has its etag. A first commit
+   whose chunk is missing or torn never returned (its file is left out, as recovery drops
+   it); any other missing chunk fails the adoption, with nothing written;
+3. the marker ``writeback-log/<workspace>/j-<id>/adopted`` is written (this journal's id, not done): the lost
+   journal's own next open is refused from now on, and another journal's adoption needs
+   ``force``;
+4. directories and files are written through ``ws`` (each file acknowledged by its close, as
+   any: a crash midway leaves whole files only), then the lost journal's commit merge bases
+   (``committed:``, so a commit deletes what that journal had committed and removed since);
+5. the marker says done. A second run after a crash in 4 writes the same files again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from datahub.commit_base import BASE_META, UNSETTLED
+from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound, StorageError
+from datahub.writeback.chunks import ChunkStore
+from datahub.writeback.journal import _tree_path
+from datahub.writeback.shared_log import ADOPTED, LogState, encode, log_prefix, read_log
+from datahub.writeback.shared_log import _read as read_object
+from datahub.writeback.workspace import Workspace
+
+log = logging.getLogger(__name__)
+_JOURNAL_ID = re.compile(r"[0-9a-f]{1,64}")  # ``secrets.token_hex(8)`` makes 16 of these
+
+
+@dataclass
+class AdoptReport:
+    """What an adoption took: for the CLI and the log."""
+
+    journal: str
+    files: list[str] = field(default_factory=list)
+    directories: int = 0
+    bytes: int = 0
+    dropped: list[str] = field(default_factory=list)  # first closes that never returned
+    covers: int = 0  # small files rebuilt from cover records
+    records: int = 0  # log records after the checkpoint
+    already: bool = False
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class _File:
+    path: str
+    size: int
+    chunks: dict[int, tuple[str, int]]
+    src: dict | None
+
+
+def adopt_journal(
+    ws: Workspace, journal_id: str, stores, *, force: bool = False, replace: bool = False
+) -> AdoptReport:
+    """Take lost journal ``journal_id``'s acknowledged files into ``ws`` (module docstring).
+    ``stores``: a ``StoreRegistry``, for the lost journal's flushed objects (an evicted file).
+    Raises NotFound (no log), Conflict (adopted by another journal; ``force`` overrides; or a
+    file of ``ws`` holds other bytes at a path the lost journal has: ``replace`` lets the lost
+    journal's win), StorageError (an acknowledged chunk is missing): nothing written then."""
+    own = ws.chunks.journal
+    if not _JOURNAL_ID.fullmatch(journal_id or ""):
+        raise InvalidInput(
+            f"{journal_id!r} is not a journal id (hex digits, as `datahub cache journals` shows)"
+        )
+    if journal_id == own:
+        raise InvalidInput(f"journal {journal_id!r} is {ws.what}'s own journal here; adopt another node's")
+    lost = ChunkStore(
+        ws.chunks.store, ws.chunks.workspace_prefix, f"journal {journal_id} of {ws.what}", 0, journal_id
+    )
+    try:
+        return _adopt(ws, lost, stores, force, replace)
+    finally:
+        lost.close()
+
+
+def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool) -> AdoptReport:
+    journal_id, own = lost.journal, ws.chunks.journal
+    report = AdoptReport(journal_id)
+    marker_key = f"{log_prefix(lost)}/{ADOPTED}"
+    marker = read_object(lost.store, marker_key)
+    if marker is not None and marker.get("by") != own and not force:
+        raise Conflict(
+            f"journal {journal_id} of {ws.what} was adopted by journal {marker.get('by')} "
+            f"({marker.get('host')}, {'done' if marker.get('done') else 'not finished'}); adopt it "
+            "there, or pass force to adopt it here too"
+        )
+    if marker is not None and marker.get("by") == own and marker.get("done"):
+        report.already = True
+        return report
+    state = read_log(lost)
+    if state is None:
+        raise NotFound(
+            f"journal {journal_id} of {ws.what} has no whole log in the shared tier (made before "
+            "nodeloss20, or never opened since): its files cannot be rebuilt from the shared tier"
+        )
+    report.records = state.records
+    sizes = dict(lost.objects())  # its own chunks, and any from before journal ids it names
+    own_sizes = {key: n for key, n in sizes.items() if key.startswith(lost.prefix + "/")}
+    tree, files, committed = _rebuild(state, lost, own_sizes, report)
+    origin = stores.store(state.header["objects_url"]) if any(f.get("src") for f in files.values()) else None
+    chunk_size = int(state.header["chunk_size"])
+    plan = _check(ws, lost, tree, files, sizes, origin, report)
+    plan = _unless_here(ws, lost, plan, origin, chunk_size, report, replace)
+    _mark(lost, marker_key, own, done=False)
+    for path in sorted(p for p, e in tree.items() if e["t"] == "d"):
+        try:
+            ws.mkdir(path)
+            report.directories += 1
+        except AlreadyExists:
+            pass
+    for item in plan:
+        _copy(ws, lost, item, origin, chunk_size)
+        report.files.append(item.path)
+        report.bytes += item.size
+    if committed:
+        with ws.journal.write(f"adoption of journal {journal_id} by {ws.what}") as txn:
+            for name, value in committed.items():
+                txn.put_meta(name, _union(name, txn.meta(name), value))
+    _mark(lost, marker_key, own, done=True)
+    log.warning(
+        "%s: adopted journal %s from the shared tier: %d files (%d bytes), %d directories; left out "
+        "(first close never returned): %s", ws.what, journal_id, len(report.files), report.bytes,
+        report.directories, ", ".join(map(repr, report.dropped)) or "none",
+    )  # fmt: skip
+    return report
+
+
+def _rebuild(
+    state: LogState, lost: ChunkStore, sizes: dict[str, int], report: AdoptReport
+) -> tuple[dict[str, dict], dict[int, dict], dict[str, str]]:
+    """The lost journal's namespace, file records and merge bases: the log's rows, then the
+    cover records above its ``covered`` written as their first commits wrote them."""
+    tree: dict[str, dict] = {}
+    files: dict[int, dict] = {}
+    committed: dict[str, str] = {}
+    covered = 0
+    for (db, key), value in state.rows.items():
+        if db == "tree":
+            tree[_tree_path(key)] = json.loads(value)
+        elif db == "files":
+            files[int.from_bytes(key, "big")] = json.loads(value)
+        elif key == b"covered":
+            covered = int(value)
+        else:
+            committed[key.decode()] = value.decode()
+    above = (kr for kr in lost.cover_records(sizes) if kr[1]["c"] > covered)
+    for key, cover in sorted(above, key=lambda kr: kr[1]["c"]):
+        path, file_id = cover["path"], cover["id"]
+        parent = path.rpartition("/")[0]
+        if file_id in files or path in tree or (parent and tree.get(parent, {}).get("t") != "d"):
+            continue  # not the first commit of a file the log lacks
+        files[file_id] = {
+            "size": cover["size"], "gen": 1, "chunks": {"0": [key, cover["len"]]},
+            "unverified": {key: [cover["len"], cover["crc"]]},
+        }  # fmt: skip
+        tree[path] = {"t": "f", "id": file_id}
+        report.covers += 1
+    return tree, files, committed
+
+
+def _check(
+    ws: Workspace,
+    lost: ChunkStore,
+    tree: dict[str, dict],
+    files: dict[int, dict],
+    sizes: dict[str, int],
+    origin,
+    report: AdoptReport,
+) -> list[_File]:
+    """Every file to adopt, each chunk checked (module docstring, step 2); nothing written."""
+    plan: list[_File] = []
+    for path, entry in tree.items():  # what the adopter has at a path must be of the same kind
+        try:
+            here = ws.stat(path)
+        except NotFound:
+            continue
+        if here.is_dir != (entry["t"] == "d"):
+            kind = "a directory" if here.is_dir else "a file"
+            raise Conflict(
+                f"{path!r} is {kind} in {ws.what} here but not in journal {lost.journal}; move it "
+                "aside and adopt again (nothing was adopted)", path=path,
+            )  # fmt: skip
+    for path in sorted(p for p, e in tree.items() if e["t"] == "f"):
+        rec = files.get(tree[path]["id"])
+        if rec is None or rec.get("unacked") or rec.get("unlinked"):
+            continue  # created and never acknowledged (or a name without a record)
+        unverified = rec.get("unverified") or {}
+        if not all(lost.intact(key, n, fp, sizes) for key, (n, fp) in unverified.items()):
+            report.dropped.append(path)
+            continue
+        chunks = {int(i): (k, n) for i, (k, n) in rec["chunks"].items()}
+        for index, (key, length) in chunks.items():
+            if key not in unverified and not lost.intact(key, length, None, sizes):
+                raise StorageError(
+                    f"chunk {index} ({key}) of {path!r}, acknowledged in journal {lost.journal} of "
+                    f"{ws.what}, is missing or short in the shared tier; nothing was adopted",
+                    path=path, key=key,
+                )  # fmt: skip
+        src = rec.get("src")
+        if src and origin is not None:
+            try:
+                info = origin.stat(src["path"])
+            except DatahubError as exc:
+                raise StorageError(
+                    f"{path!r} of journal {lost.journal} of {ws.what} lives only in its flushed object "
+                    f"{src['path']!r}, which cannot be read ({exc}); nothing was adopted", path=path,
+                ) from exc  # fmt: skip
+            if info.etag != src["etag"]:
+                raise StorageError(
+                    f"the flushed object of {path!r} (journal {lost.journal} of {ws.what}) changed "
+                    "since that journal evicted it; nothing was adopted", path=path,
+                )  # fmt: skip
+        plan.append(_File(path, rec["size"], chunks, src))
+    return plan
+
+
+def _unless_here(
+    ws: Workspace,
+    lost: ChunkStore,
+    plan: list[_File],
+    origin,
+    chunk_size: int,
+    report: AdoptReport,
+    replace: bool,
+) -> list[_File]:
+    """``plan`` without the files ``ws`` holds already with the same bytes (a run again after a
+    crash); a file of ``ws`` with other bytes at such a path may be newer than the lost node's
+    (written here since the takeover): refused, nothing written, unless ``replace``."""
+    kept: list[_File] = []
+    differ: list[str] = []
+    for item in plan:
+        try:
+            here = ws.stat(item.path)
+        except NotFound:
+            kept.append(item)
+            continue
+        same = here.size == item.size
+        if same:
+            with ws.open(item.path) as fh:
+                same = all(
+                    fh.read(start, len(data)) == data
+                    for start, data in _content(lost, item, origin, chunk_size)
+                )
+        if same:
+            report.files.append(item.path)  # adopted by an earlier run
+            report.bytes += item.size
+        else:
+            differ.append(item.path)
+            kept.append(item)
+    if differ and not replace:
+        raise Conflict(
+            f"{ws.what} holds other bytes than journal {lost.journal} at {', '.join(map(repr, differ[:10]))}"
+            f"{' …' if len(differ) > 10 else ''}: they may be newer (written here since the takeover); "
+            "move them aside, or adopt with replace (--replace) to take the lost journal's (nothing was adopted)"
+        )
+    return kept
+
+
+def _content(lost: ChunkStore, item: _File, origin, chunk_size: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, bytes) of the lost journal's file ``item``, chunk by chunk (holes left out)."""
+    for index in range((item.size + chunk_size - 1) // chunk_size):
+        start = index * chunk_size
+        if index in item.chunks:
+            key, length = item.chunks[index]
+            data = lost.get(key, length, item.path)
+        elif item.src and start < item.src["len"] and origin is not None:
+            end = min(start + chunk_size, item.src["len"])
+            data = origin.read(item.src["path"], start, end, etag=item.src["etag"])
+        else:
+            continue  # a hole
+        yield start, data[: max(0, item.size - start)]
+
+
+def _copy(ws: Workspace, lost: ChunkStore, item: _File, origin, chunk_size: int) -> None:
+    """Write one adopted file into ``ws``, chunk by chunk; acknowledged by its close."""
+    with ws.open(item.path, create=True, truncate=True) as fh:
+        for start, data in _content(lost, item, origin, chunk_size):
+            fh.write(start, data)
+        fh.truncate(item.size)
+
+
+def _union(name: str, here: str | None, lost: str) -> str:
+    """The merge-base entry ``name`` (``committed:<dataset>\0<key>``, or ``\1<sha256>``
+    valued ``<key>\0<identities>``: ``commit_base.Base``) naming the records both journals
+    committed there. Why not the lost journal's alone (review20b): the adopter's own record
+    of what it committed at that key went, so a file it had committed there and then removed
+    was no longer taken for its own by its next commit, which kept it in the dataset. A union
+    is what an unsettled commit leaves (``UNSETTLED`` first: the head holding either record
+    is this workspace's to delete or replace)."""
+    if here is None or here == lost:
+        return lost
+    rest = name[len(BASE_META) :]
+    cuts = [i for i in (rest.find("\0"), rest.find("\1")) if i >= 0]
+    if not cuts:  # a base from before commitmem18 (one JSON object, migrated at its next use)
+        return lost
+    long = rest[min(cuts)] == "\1"
+    key, idents_here, idents_lost = "", here, lost
+    if long:
+        key, _, idents_here = here.partition("\0")
+        idents_lost = lost.partition("\0")[2]
+    union = [i for i in idents_here.split(",") if i != UNSETTLED]
+    union += [i for i in idents_lost.split(",") if i != UNSETTLED and i not in union]
+    joined = ",".join([UNSETTLED, *union])
+    return f"{key}\0{joined}" if long else joined
+
+
+def _mark(lost: ChunkStore, key: str, by: str, *, done: bool) -> None:
+    body = {"by": by, "host": socket.gethostname(), "at": time.time(), "done": done}
+    lost.store.put(key, encode(body))
+
+
+def adopted_by(chunks: ChunkStore) -> dict | None:
+    """The adoption marker of this journal (``chunks``'s own), if another journal adopted it."""
+    return read_object(chunks.store, f"{log_prefix(chunks)}/{ADOPTED}")
