@@ -26,20 +26,56 @@ from datahub.errors import DatahubError
 DRIVER_NAME = "csi.datahub.dev"
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds. Why refused at start: ``--check-interval 0`` made the
+    supervisor check every mount in a busy loop (a core of the node), and a non-positive
+    timeout failed every mount or flush."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m csi", description="datahub CSI plugin (gRPC on a unix socket)"
+        prog="python -m csi",
+        description="datahub CSI plugin (gRPC on a unix socket)",
     )
-    p.add_argument("--endpoint", default=os.environ.get("CSI_ENDPOINT", "unix:///csi/csi.sock"))
-    p.add_argument("--node-id", default=os.environ.get("NODE_ID") or socket.gethostname())
-    p.add_argument("--state-dir", default="/var/lib/datahub-csi", help="published-volume state, mounts, logs")
+    p.add_argument("--endpoint", default=os.environ.get("CSI_ENDPOINT", "unix:///csi/csi.sock"),
+                   help="the socket the sidecars and the kubelet call (default: %(default)s; $CSI_ENDPOINT)")  # fmt: skip
+    p.add_argument("--node-id", default=os.environ.get("NODE_ID") or socket.gethostname(),
+                   help="this node's name, NodeGetInfo's answer (default: %(default)s; $NODE_ID, else the host name)")  # fmt: skip
+    p.add_argument(
+        "--state-dir",
+        default="/var/lib/datahub-csi",
+        help="published-volume state, mounts, logs (default: %(default)s)",
+    )
     p.add_argument("--config", help="datahub TOML configuration (default: $DATAHUB_CONFIG)")
-    p.add_argument("--mode", choices=("node", "controller", "all"), default="all")
-    p.add_argument("--driver-name", default=DRIVER_NAME)
-    p.add_argument("--check-interval", type=float, default=10.0, help="seconds between mount health checks")
-    p.add_argument("--mount-timeout", type=float, default=120.0, help="seconds a mount may take to start")
-    p.add_argument("--unmount-timeout", type=float, default=600.0, help="seconds a workspace flush may take")
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--mode", choices=("node", "controller", "all"), default="all",
+                   help="which CSI services to serve: the DaemonSet's node, the Deployment's controller (default: %(default)s)")  # fmt: skip
+    p.add_argument("--driver-name", default=DRIVER_NAME, help="the CSIDriver's name (default: %(default)s)")
+    p.add_argument(
+        "--check-interval",
+        type=_seconds,
+        default=10.0,
+        help="seconds between mount health checks (default: %(default)s)",
+    )
+    p.add_argument(
+        "--mount-timeout",
+        type=_seconds,
+        default=120.0,
+        help="seconds a mount may take to start (default: %(default)s)",
+    )
+    p.add_argument(
+        "--unmount-timeout",
+        type=_seconds,
+        default=600.0,
+        help="seconds a workspace flush may take, per volume (default: %(default)s)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging of the plugin itself")
     return p
 
 

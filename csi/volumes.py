@@ -211,15 +211,30 @@ def _expand(value: str, context: Mapping[str, str], volume_id: str) -> str:
     return re.sub(r"\$\{([^}]*)\}", field, value)
 
 
+_ID_MAX = 2**32 - 2  # uid_t: (uid_t)-1 means "no id" to the kernel; above it does not fit
+
+
 def _int_attr(attrs: Mapping[str, str], name: str, volume_id: str) -> int | None:
+    """A non-negative decimal (ASCII digits); ``uid``/``gid`` also fit a uid_t.
+
+    Why the bounds here: ``str.isdigit`` takes ``'²'`` (int() then failed: INTERNAL and a
+    traceback) and a uid past uid_t was published, then every stat in the pod failed (EIO:
+    the mount cannot show that owner)."""
     value = attrs.get(name, "")
     if value == "":
         return None
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise InvalidInput(
             f"volume {volume_id!r}: {name} must be a number, not {value!r}", volume_id=volume_id
         )
-    return int(value)
+    number = int(value)
+    if name in ("uid", "gid") and number > _ID_MAX:
+        raise InvalidInput(
+            f"volume {volume_id!r}: {name} {number} is not a Linux {name} (0 to {_ID_MAX}): give the "
+            f"pod's {'runAsUser' if name == 'uid' else 'fsGroup'}",
+            volume_id=volume_id,
+        )
+    return number
 
 
 def _bool_attr(attrs: Mapping[str, str], name: str, volume_id: str) -> bool | None:

@@ -26,13 +26,14 @@ import atexit
 import functools
 import logging
 import weakref
+from pathlib import Path
 
 import fsspec
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from datahub.catalog.model import Record
 from datahub.config import Config, load_config
-from datahub.errors import NotFound, ReadOnly
+from datahub.errors import NotFound, ReadOnly, RecordNotFound
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_key, check_name, check_prefix
 
@@ -69,8 +70,22 @@ class DatahubFileSystem(AbstractFileSystem):
         if self._catalog is None:
             from datahub.catalog import open_catalog
 
-            self._catalog = open_catalog(self.config.resolved_catalog_url)
+            self._catalog = open_catalog(self._existing_catalog_url())
         return self._catalog
+
+    def _existing_catalog_url(self) -> str:
+        """The catalog URL, refused when it names an SQLite file that is not there.
+
+        Why: a reader never creates a catalog. A mistyped ``home=`` made a new, empty catalog
+        (and its home tree) there, and every path then read as "dataset not found"."""
+        url = self.config.resolved_catalog_url
+        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+            raise FileNotFoundError(
+                f"datahub://: no catalog at {url[len('sqlite:///') :]} (home {self.config.home_path}): "
+                "pass home= the directory holding catalog.db, catalog_url=, config_path= or config=, "
+                f"or create one there with `datahub --home {self.config.home_path} init`"
+            )
+        return url
 
     @property
     def cache(self):
@@ -136,6 +151,15 @@ class DatahubFileSystem(AbstractFileSystem):
                     f"under {key + '/'!r} is hidden, as on a mount: read it through the catalog's record)"
                 )
             return record, self._strip_protocol(path)
+        except RecordNotFound as exc:
+            # a directory derived from keys below it: say so, as open() of a directory does
+            # (it said "has no record 'sub'" while isdir() said True)
+            if self._has_children(name, self.catalog.resolve(name, ref).seq, key):
+                raise IsADirectoryError(
+                    f"{path}: a directory in {name}@{ref or 'latest'}: read a file below it "
+                    f"(fs.find({self._strip_protocol(path)!r}) lists them)"
+                ) from None
+            raise FileNotFoundError(f"{path}: {exc.message}") from exc
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc
 

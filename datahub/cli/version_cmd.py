@@ -230,7 +230,9 @@ def export(args: argparse.Namespace, ctx: CliContext) -> int:
     catalog = ctx.catalog
     version = catalog.resolve(name, ref)
     records = catalog.list_records(name, version.seq, prefix=args.prefix, where=args.filter)
-    with ctx.progress(version.record_count, f"export {name}@v{version.seq}") as progress:
+    # a prefix or a filter exports part of the version: its record count is no total (as prefetch)
+    total = None if args.prefix or args.filter else version.record_count
+    with ctx.progress(total, f"export {name}@v{version.seq}") as progress:
         if target is None:
             _write_ndjson(records, ctx.out, progress)
             return 0

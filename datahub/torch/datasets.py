@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog import Catalog, Record, RecordFilter
-from datahub.errors import InvalidInput, ObjectChanged
+from datahub.errors import InvalidInput, ObjectChanged, RecordNotFound
 from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
 from datahub.pack.layout import KIND_IMAGE, decode_sample
 from datahub.pack.shard import ShardReader
@@ -157,7 +157,16 @@ class PackedDataset(Dataset):
     ) -> PackedDataset:
         """Load the version's ``index.json`` and make every shard a local file (``source``: CacheSource)."""
         version = catalog.resolve(dataset, ref)
-        index_record = catalog.get_record(dataset, version.seq, INDEX_KEY)
+        try:
+            index_record = catalog.get_record(dataset, version.seq, INDEX_KEY)
+        except RecordNotFound as exc:  # a raw version: say what PackedDataset wants instead
+            raise InvalidInput(
+                f"{dataset}@v{version.seq} is not a packed version (it has no {INDEX_KEY}): pack it "
+                f"(`datahub pack {dataset}@v{version.seq} --to {dataset}-packed`, docs/pack.md) and "
+                f"open the pack, or read its records as they are with VersionDataset.from_catalog",
+                dataset=dataset,
+                version=version.seq,
+            ) from exc
         index = json.loads(source.read(index_record))
         if index.get("format") != INDEX_FORMAT:
             raise InvalidInput(f"{dataset}@v{version.seq} is not a packed version (index format "
@@ -181,17 +190,20 @@ class PackedDataset(Dataset):
         return shard, self.keys[shard][index - start]
 
     def __getitem__(self, index: int) -> Any:
-        shard, key = self.locate(index)
-        sample = decode_sample(key, self.readers[shard].get(key))
-        return self.transform(
-            sample.payload if sample.kind == KIND_IMAGE else bytes(sample.payload), sample.labels
-        )
+        return self._sample(*self.locate(index))
 
     def shard_samples(self, shard: int) -> Iterator[Any]:
         """Every sample of one shard in key order (what a task-pulling stream yields)."""
         for key in self.keys[shard]:
-            sample = decode_sample(key, self.readers[shard].get(key))
-            yield self.transform(sample.payload, sample.labels)
+            yield self._sample(shard, key)
+
+    def _sample(self, shard: int, key: str) -> Any:
+        """Why one helper: indexing and the task stream must hand ``transform`` the same kind of
+        data (a copied file as bytes: ``json.loads`` takes no memoryview)."""
+        sample = decode_sample(key, self.readers[shard].get(key))
+        return self.transform(
+            sample.payload if sample.kind == KIND_IMAGE else bytes(sample.payload), sample.labels
+        )
 
 
 def _local_copy(source: Any, record: Record, directory: Path) -> Path:

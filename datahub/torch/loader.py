@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -96,5 +96,11 @@ class StepTimer:
 
 
 def _batch_len(batch: Any) -> int:
+    """Samples in a collated batch: the length of its first field.
+
+    Why a mapping's first value: a transform returning ``{"image": …, "label": …}`` is
+    collated into a dict of batched tensors, and ``len`` of the dict counted its keys."""
+    if isinstance(batch, Mapping):
+        batch = next(iter(batch.values()))
     first = batch[0] if isinstance(batch, (list, tuple)) else batch
     return len(first)

@@ -82,6 +82,17 @@ class MountSource:
         records of ``seq`` got that version's bytes under their keys, with their own labels.
         A directory that is not on a datahub mount (no ``.datahub`` at its mount point) is
         taken as it is."""
+        above = self._version_directories_below(self.root)
+        if above:
+            mine = [d for d in above if d.endswith(f"/{dataset}/v{seq}")]
+            raise InvalidInput(
+                f"{self.root} is above the versions of the datahub mount there: a mount lays each "
+                f"version out in its own directory ({', '.join(above)}), and MountSource reads a "
+                f"version's keys from that directory: "
+                + (f"MountSource({mine[0]!r})" if mine else f"mount {dataset}@v{seq} and give its directory"),
+                dataset=dataset,
+                version=seq,
+            )
         shown = self._version_shown(self.root)
         if shown is not None and shown != f"{dataset}@v{seq}":
             raise InvalidInput(
@@ -95,17 +106,44 @@ class MountSource:
             self._pinned, self._read_root = shown, self.root.resolve()
             self._mount = self._mount_of(self._read_root)
 
-    def _version_shown(self, directory: Path) -> str | None:
-        """``dataset@vN`` ``directory`` shows when it is on a datahub mount, else None."""
+    @staticmethod
+    def _mount_info(directory: Path) -> tuple[Path, tuple[str, ...], dict[str, Any]] | None:
+        """(mount point, ``directory``'s parts below it, its ``.datahub``) on a datahub mount."""
         root = directory.resolve()  # MOUNT/ds/latest -> MOUNT/ds/v7
         mount = next((p for p in (root, *root.parents) if os.path.ismount(p)), None)
         try:
-            versions = json.loads(read_file(mount / MOUNT_INFO))["versions"] if mount else None
-        except (OSError, ValueError, KeyError, TypeError):
+            info = json.loads(read_file(mount / MOUNT_INFO)) if mount else None
+        except (OSError, ValueError):
             return None  # not a datahub mount
-        if not isinstance(versions, list):
+        if not isinstance(info, dict) or not isinstance(info.get("versions"), list):
             return None
-        parts = root.relative_to(mount).parts  # type: ignore[arg-type]
+        return mount, root.relative_to(mount).parts, info  # type: ignore[return-value,arg-type]
+
+    def _version_directories_below(self, directory: Path) -> list[str]:
+        """The version directories below ``directory`` when it is a version mount's top
+        (``MOUNT`` or ``MOUNT/<dataset>``), else none.
+
+        Why: that directory passed as the version (a mount showing one version was taken for
+        a bucket snapshot's root) and then every read failed with a bare FileNotFoundError,
+        since the files are in ``MOUNT/<dataset>/v<seq>/``. A bucket mount names its snapshot."""
+        found = self._mount_info(directory)
+        if found is None or found[2].get("snapshot") or len(found[1]) >= 2:
+            return []
+        mount, parts, info = found
+        tops = []
+        for shown in info["versions"]:
+            name, _, version = str(shown).partition("@")
+            if (not parts or parts[0] == name) and version and (mount / name / version).is_dir():
+                tops.append(str(mount / name / version))
+        return tops
+
+    def _version_shown(self, directory: Path) -> str | None:
+        """``dataset@vN`` ``directory`` shows when it is on a datahub mount, else None."""
+        found = self._mount_info(directory)
+        if found is None:
+            return None
+        _, parts, info = found
+        versions = info["versions"]
         if len(parts) >= 2 and f"{parts[0]}@{parts[1]}" in versions:
             return f"{parts[0]}@{parts[1]}"  # a version mount: MOUNT/<dataset>/v<seq>/...
         return versions[0] if len(versions) == 1 else None  # a bucket snapshot: MOUNT/<key>

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from datahub.errors import LeaseLost
+from datahub.errors import JobNotFound, LeaseLost
 from datahub.tasks import Task, TaskQueue
 from datahub.torch._torch import IterableDataset, get_worker_info
 
@@ -53,7 +53,7 @@ class TaskStream(IterableDataset):
             while not self.stop.is_set():
                 task = queue.claim(self.job, worker, self.lease_seconds)
                 if task is None:
-                    state = queue.get_job(self.job)
+                    state = self._job(queue)
                     if state.done or state.failed:
                         return
                     self.stop.wait(self.poll_seconds)  # others hold the rest: wait for DONE or expiry
@@ -61,6 +61,18 @@ class TaskStream(IterableDataset):
                 yield from self._run(queue, task, worker)
         finally:
             queue.close()
+
+    def _job(self, queue: TaskQueue) -> Any:
+        """The job's state. Why the message: the queue's own says to start the job with
+        ``datahub pack``, which makes pack jobs, never the epoch a TaskStream reads."""
+        try:
+            return queue.get_job(self.job)
+        except JobNotFound as exc:
+            raise JobNotFound(
+                f"task job {self.job!r} not found: create it before iterating the TaskStream, with "
+                f"shard_epoch(queue, {self.job!r}, len(dataset.readers)) (docs/torch.md, TaskStream)",
+                job=self.job,
+            ) from exc
 
     def _run(self, queue: TaskQueue, task: Task, worker: str) -> Iterator[Any]:
         renew_at = queue.clock() + self.lease_seconds / 2

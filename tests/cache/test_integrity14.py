@@ -24,6 +24,7 @@ from datahub.cache.disk import DiskTier
 from datahub.cache.pagefile import name_of
 from datahub.cache.pages import PageKey, page_key
 from datahub.cache.ram import RamTier
+from datahub.catalog import open_catalog
 from datahub.config import load_config
 from datahub.errors import DatahubError, ObjectChanged
 from datahub.fs import DatahubFileSystem
@@ -308,6 +309,7 @@ def test_a_pinned_version_read_through_datahub_fs_never_returns_a_newer_versions
     rng = random.Random(1441)
     old = {"a.bin": rng.randbytes(5 * PAGE + 7), "b.bin": rng.randbytes(2000)}
     new = {key: rng.randbytes(len(data)) for key, data in old.items()}
+    open_catalog(config.resolved_catalog_url).close()  # a reader never creates one (docs/cache.md)
     fs = DatahubFileSystem(config=config)
     try:
         with StoreRegistry(config) as stores:
