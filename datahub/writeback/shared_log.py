@@ -46,6 +46,7 @@ from typing import Any
 from datahub.errors import Conflict, DatahubError, NoSpace, StorageError
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.journal import _ID, COVER_EPOCH, COVERED, Journal
+from datahub.writeback.staged import reserve
 
 log = logging.getLogger(__name__)
 LOG_ROOT = "writeback-log"
@@ -56,6 +57,9 @@ _CHECKPOINT_ROWS = 4096
 COMPACT_RECORDS = 65536  # records of one base after which a new checkpoint replaces them
 _END = "c-end"
 _APPENDED = "log"  # a local tier's records of one base, appended to one file
+# blocks a local tier's ``log`` holds past its end (about 5,000 records): a full device still
+# takes the records of an unlink, a revert or a deferred commit, which free space or need none
+LOG_RESERVE = 1 << 20
 
 
 def log_prefix(chunks: ChunkStore) -> str:
@@ -127,6 +131,7 @@ class SharedLog:
         self._broken: str | None = "no checkpoint yet"
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="shared-log")
         self._log_fd, self._log_base = -1, ""  # the appended records of a local tier (``_append``)
+        self._log_end = self._log_reserved = 0  # its size, and the bytes of blocks it holds
         # base -> (set once its checkpoint is written or failed, whether it was written): a
         # record is acknowledged only once its base's checkpoint is whole (``landed``)
         self._whole: dict[str, tuple[threading.Event, list[bool]]] = {}
@@ -224,9 +229,10 @@ class SharedLog:
             try:
                 self.resync()
             except Exception as exc:
-                raise StorageError(
+                full = isinstance(exc, NoSpace) or getattr(exc, "errno", None) == errno.ENOSPC
+                raise (NoSpace if full else StorageError)(
                     f"{doing} refused in {self.what}: {self._broken}, and writing its shared log "
-                    f"whole again failed ({exc}); retry once the shared tier works"
+                    f"whole again failed ({exc}); retry once the shared tier has room and works"
                 ) from exc
 
     def resync(self) -> None:
@@ -260,6 +266,7 @@ class SharedLog:
         """Write the shipped rows of ``txn`` (LMDB alone: deferred commits are in their cover
         records, numbered above its ``covered``), then ``c-end`` (the header and the number of
         parts)."""
+        self._reserve_log(base)
         part = 0
         covered = txn.meta(COVERED) or "0"
         rows: list[list] = [row("meta", COVERED.encode(), covered.encode())]
@@ -334,17 +341,47 @@ class SharedLog:
         ``<base>/log``, each followed by one ``fdatasync`` (creating a file per record cost
         the daemon a file creation each: about twice the CPU). A record cut short by a crash
         fails its CRC and ends the log there; after a failed append the base has a hole and
-        takes nothing more (``_record``)."""
+        takes nothing more (``_record``).
+
+        The file holds ``LOG_RESERVE`` bytes of blocks past its end, taken at the checkpoint and
+        topped up as records use them (``_reserve_log``): on a full device an unlink, the revert
+        of a close refused for space, or a deferred small file's commit still gets its record.
+        Without it the first record on a full device made a hole, the checkpoint that mends it
+        could not be written either, and every later change, deletions too, was refused: a
+        close refused for space answered EIO instead of ENOSPC and its revert never ran."""
         if self._log_base != base:
             self._close_log()
             path = self.chunks.local_root / base / _APPENDED  # type: ignore[operator]
             _make_dirs(path.parent)
             self._log_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
             self._log_base = base
+            st = os.fstat(self._log_fd)
+            self._log_end, self._log_reserved = st.st_size, st.st_blocks * 512
         view = memoryview(data)
         while view:
             view = view[os.write(self._log_fd, view) :]
         os.fdatasync(self._log_fd)
+        self._log_end += len(data)
+        if self._log_reserved - self._log_end < LOG_RESERVE // 2:
+            self._log_reserved = max(self._log_reserved, _reserve(self._log_fd, self._log_end + LOG_RESERVE))
+
+    def _reserve_log(self, base: str) -> None:
+        """``LOG_RESERVE`` bytes of blocks for ``base``'s records, taken while the checkpoint is
+        written (a device with room for a checkpoint has room for them). Best effort: a file
+        system without ``fallocate`` appends as before."""
+        root = self.chunks.local_root
+        if root is None:
+            return
+        path = root / base / _APPENDED
+        try:
+            _make_dirs(path.parent)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return  # the checkpoint's own writes say what is wrong, in the error tree (``_put``)
+        try:
+            _reserve(fd, os.fstat(fd).st_size + LOG_RESERVE)
+        finally:
+            os.close(fd)
 
     def _close_log(self) -> None:
         if self._log_fd >= 0:
@@ -357,6 +394,15 @@ class SharedLog:
             compactor.join()
         self._pool.shutdown(wait=True)
         self._close_log()
+
+
+def _reserve(fd: int, upto: int) -> int:
+    """The bytes of blocks ``fd``'s file holds once ``[0, upto)`` is reserved, or 0 where it
+    could not be (no room, no ``fallocate``): then the appends take their blocks as they go."""
+    try:
+        return upto if reserve(fd, upto) else 0
+    except OSError:
+        return 0
 
 
 def _write_new(path: Path, data: bytes) -> None:
