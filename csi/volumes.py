@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from datahub.errors import InvalidInput
+from datahub.validation import ID_MAX as _ID_MAX
 from datahub.validation import check_key, check_name
 
 KUBERNETES_PREFIX = "csi.storage.k8s.io/"  # pod info and the ephemeral flag the kubelet adds
@@ -209,9 +210,6 @@ def _expand(value: str, context: Mapping[str, str], volume_id: str) -> str:
         return found
 
     return re.sub(r"\$\{([^}]*)\}", field, value)
-
-
-_ID_MAX = 2**32 - 2  # uid_t: (uid_t)-1 means "no id" to the kernel; above it does not fit
 
 
 def _int_attr(attrs: Mapping[str, str], name: str, volume_id: str) -> int | None:

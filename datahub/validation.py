@@ -33,6 +33,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 INVISIBLE_CHARS = "\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb"
 _INVISIBLE = re.compile(f"[{INVISIBLE_CHARS}]")
 
+ID_MAX = 2**32 - 2  # uid_t/gid_t: (uid_t)-1 means "no id" to the kernel; above it does not fit
+
 
 def visible(text: str) -> str:
     r"""``text`` with each invisible format character written as ``⟨U+202E⟩``: a key stored

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from datahub.console.context import CliContext
-from datahub.console.numbers import at_least
+from datahub.console.numbers import at_least, linux_id
 from datahub.errors import InvalidInput, NotFound
 from datahub.validation import check_text
 
@@ -165,10 +165,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     warm.add_argument(
         "--no-prefetch", dest="prefetch", action="store_false", help="read-only: no background warm-up"
     )
-    p.add_argument("--uid", type=at_least(0), help="owner shown for every file (default: the mounting user)")
-    p.add_argument(
-        "--gid", type=at_least(0), help="group shown for every file (default: the mounting user's)"
-    )
+    p.add_argument("--uid", type=linux_id, help="owner shown for every file (default: the mounting user)")
+    p.add_argument("--gid", type=linux_id, help="group shown for every file (default: the mounting user's)")
     p.add_argument("--allow-other", action="store_true", help="let other users access the mount")
     p.add_argument(
         "--threads", type=at_least(1), default=32, help="worker threads for blocking reads (default 32)"

@@ -22,6 +22,9 @@ from datahub.cli.main import main
         (["mount", "MNT", "demo", "--threads", "0"], "argument --threads: 0: use a number >= 1"),
         (["mount", "MNT", "demo", "--uid", "-5"], "argument --uid: -5: use a number >= 0"),
         (["mount", "MNT", "demo", "--gid", "x"], "argument --gid: 'x' is not a whole number"),
+        # newuser20b: mounted, then every stat failed with EIO (it does not fit a uid_t)
+        (["mount", "MNT", "demo", "--uid", "4294967296"], "a Linux user or group id is 0 to 4294967294"),
+        (["mount", "MNT", "demo", "--gid", "4294967295"], "a Linux user or group id is 0 to 4294967294"),
         (["pack", "demo", "--to", "x", "--resize", "16x16", "--lease", "-1"], "use a number of seconds > 0"),
         (["pack", "demo", "--to", "x", "--resize", "16x16", "--lease", "nan"], "use a number of seconds > 0"),
         (["pack", "demo", "--to", "x", "--resize", "16x16", "--workers", "-1"], "use a number >= 0"),
