@@ -11,7 +11,10 @@ both:
   every publish checks its pod's service account against the access list the server holds,
   and the pod reads the committed bytes, through a mount process that got the token;
 - an inline workspace written `eval-${pod.name}` is its namespace's, `<namespace>.eval-<pod>`:
-  its files reach the object store under that name when the pod's volume goes;
+  its files reach the object store under that name when the pod's volume goes, and are
+  committed into its `commitTo` dataset, which the node's token and the pod may write (with no
+  `commitTo` a server gives the workspace's writer lease to a global admin's token only:
+  docs/csi.md);
 - a bucket volume reads with credentials of its own only: refused without them;
 - a dataset the node's token may not read is hidden by the server: NOT_FOUND naming it.
 
@@ -59,6 +62,8 @@ class Cluster:
     plugin: ImagePlugin
     endpoint: S3Endpoint
     bucket: str  # objects_url's bucket: datasets' objects, flushed workspaces
+    url: str = ""  # the server's API
+    admin: str = ""  # an admin token of it
 
     def target(self, name: str) -> str:
         parent = self.root / "pods" / name
@@ -109,6 +114,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint)
                 _commit_dataset(
                     url, admin, moto_endpoint, bucket, "hidden", {TRAINER: "reader"}
                 )  # node: no grant
+                _commit_dataset(  # an inline workspace's commitTo: the node and the pod write it
+                    url, admin, moto_endpoint, bucket, "evals", {TRAINER: "writer", NODE: "writer"}
+                )
                 config = write_config(root, moto_endpoint, bucket)
                 # the ConfigMap's URL, which the controller uses: unreachable here, never used by the node
                 config.write_text(f'catalog_url = "{CONTROLLER_CATALOG}"\n' + config.read_text())
@@ -117,7 +125,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint)
                 plugin = ImagePlugin(csi, root, config, env=env, mode="node")
                 try:
                     plugin.start()
-                    yield Cluster(root, plugin, moto_endpoint, bucket)
+                    yield Cluster(root, plugin, moto_endpoint, bucket, url, admin)
                     log = plugin.log_path.read_text(errors="replace")
                     assert "Traceback" not in log, log[-3000:]
                 finally:
@@ -159,7 +167,7 @@ def test_a_dataset_pv_is_staged_once_and_published_to_the_pods_its_access_list_n
 
 def test_an_inline_workspace_is_its_namespaces_and_flushes_to_the_object_store(cluster: Cluster) -> None:
     plugin, target = cluster.plugin, cluster.target("eval")
-    context = {"workspace": "eval-${pod.name}", "csi.storage.k8s.io/ephemeral": "true"}
+    context = {"workspace": "eval-${pod.name}", "commitTo": "evals", "csi.storage.k8s.io/ephemeral": "true"}
     plugin.publish(target, {**context, **pod_info("team-a", "trainer")}, volume_id="csi-eval")
     try:
         [record] = [p for p in plugin.state() if p["target_path"] == target]
@@ -171,6 +179,9 @@ def test_an_inline_workspace_is_its_namespaces_and_flushes_to_the_object_store(c
     key = workspace_object_key(client, cluster.bucket, "team-a.eval-trainer-0", "model.pt")
     got = client.get_object(Bucket=cluster.bucket, Key=key)["Body"].read()
     assert got == b"team a's weights"
+    status, body = _get(f"{cluster.url}/v1/datasets/evals/versions/latest/records/model.pt", cluster.admin)
+    assert status == 200, body  # committed into its commitTo dataset at the unpublish
+    assert json.loads(body)["size"] == len(b"team a's weights")
     assert mounts_under(cluster.root / "pods") == []
 
 
