@@ -9,17 +9,7 @@ import ctypes
 import mmap
 from collections.abc import Callable
 
-_LIBC = ctypes.CDLL(None, use_errno=True)
-_LIBC.mmap.restype = ctypes.c_void_p
-_LIBC.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-]
-_LIBC.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+from tests.pagecache import _libc as _LIBC  # mmap and munmap declared once
 
 
 def map_shared_readonly(fd: int, length: int) -> Callable[[], None]:

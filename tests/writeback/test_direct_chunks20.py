@@ -7,10 +7,7 @@ no page cache behind (the one property that tells the two writes apart)."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
-import mmap
 import os
 import subprocess
 from pathlib import Path
@@ -20,38 +17,7 @@ import pytest
 from datahub.storage.local import LocalStore
 from datahub.writeback import chunks as chunks_module
 from datahub.writeback.chunks import ChunkStore
-
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-
-
-def resident_pages(path: Path) -> int:
-    """How many of the file's pages are in the page cache (``mincore`` of a mapping that is
-    never touched, so asking loads nothing)."""
-    size = path.stat().st_size
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        assert addr not in (None, ctypes.c_void_p(-1).value), os.strerror(ctypes.get_errno())
-        try:
-            pages = -(-size // mmap.PAGESIZE)
-            vec = ctypes.create_string_buffer(pages)
-            assert _libc.mincore(addr, size, vec) == 0, os.strerror(ctypes.get_errno())
-            return sum(b & 1 for b in vec.raw)
-        finally:
-            _libc.munmap(addr, size)
-    finally:
-        os.close(fd)
+from tests.pagecache import resident_pages
 
 
 @pytest.fixture
