@@ -179,51 +179,32 @@ def _recorded(ws, path: str) -> bool:
         return False
 
 
+@pytest.mark.parametrize("staged", [False, True], ids=["plain", "staged"])
 def test_a_new_files_close_whose_chunk_lands_after_the_lease_lapsed_is_not_acknowledged(
-    both: Nodes, boot: Boot
+    both: Nodes, boot: Boot, staged: bool
 ) -> None:
     """A new file's first close: its journal commit (a logged record naming the chunk
     unverified, or a deferred commit whose cover record goes with the chunk into its pack)
     runs beside the chunk's write, and the close returns once both are durable. The chunk's
     write is slow; the lease lapses and node b adopts (the chunk is not there: b leaves the
-    file out, as a first close that never returned). The close must not then succeed."""
-    a = both.open("a")
-    b = None
-    try:
-        _put(a, "before", b"acknowledged before")
-        gate = Gate(a.chunks.write)
-        a.chunks.write = gate  # the next chunk (and its cover record, in a pack) waits
-        b, acknowledged = _lapse_and_adopt(
-            both, boot, a, gate, lambda: _put(a, "new", b"fresh"), lambda: _recorded(a, "new")
-        )
-        got = _files(b)
-        assert got.get("before") == b"acknowledged before"
-        assert not acknowledged or got.get("new") == b"fresh", (
-            f"node a acknowledged 'new' after its lease lapsed; the adopter has {sorted(got)}: lost"
-        )
-    finally:
-        a.abandon()
-        if b is not None:
-            b.close()
-
-
-def test_a_staged_new_files_close_whose_chunk_lands_after_the_lease_lapsed_is_not_acknowledged(
-    both: Nodes, boot: Boot
-) -> None:
-    """The same through a staged file (``open(staged=True)``: what a mount's writes use), whose
-    small first close has its own overlapped commit (``StagedFile._commit_small``)."""
+    file out, as a first close that never returned). The close must not then succeed. The
+    same through a staged file (``open(staged=True)``: what a mount's writes use), whose small
+    first close has its own overlapped commit (``StagedFile._commit_small``)."""
     a = both.open("a")
     b = None
 
-    def put_staged() -> None:
+    def put_new() -> None:
+        if not staged:
+            _put(a, "new", b"fresh")
+            return
         with a.open("new", create=True, truncate=True, staged=True) as fh:
             fh.write(0, b"fresh")
 
     try:
         _put(a, "before", b"acknowledged before")
         gate = Gate(a.chunks.write)
-        a.chunks.write = gate
-        b, acknowledged = _lapse_and_adopt(both, boot, a, gate, put_staged, lambda: _recorded(a, "new"))
+        a.chunks.write = gate  # the next chunk (and its cover record, in a pack) waits
+        b, acknowledged = _lapse_and_adopt(both, boot, a, gate, put_new, lambda: _recorded(a, "new"))
         got = _files(b)
         assert got.get("before") == b"acknowledged before"
         assert not acknowledged or got.get("new") == b"fresh", (
