@@ -14,12 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_ctrl_c_during_a_commit_names_the_dataset_and_what_to_do(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("datahub")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
     env.pop("DATAHUB_CONFIG", None)
 
     def datahub(*args: str) -> subprocess.CompletedProcess:
@@ -47,7 +49,12 @@ def test_ctrl_c_during_a_commit_names_the_dataset_and_what_to_do(tmp_path: Path)
             writer.write(json.dumps({"op": "delete", "key": "cat/1.jpg"}) + "\n")
             writer.flush()
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=120)
+            try:
+                out, err = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:  # seen once under a loaded suite: say where it hung
+                proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack
+                out, err = proc.communicate(timeout=60)
+                pytest.fail(f"the commit did not stop within 120 s of Ctrl-C; its threads:\n{err[-8000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
