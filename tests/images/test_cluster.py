@@ -76,7 +76,15 @@ class Cluster:
         return str(path)
 
 
-def _commit_dataset(url: str, admin: str, endpoint: S3Endpoint, bucket: str, name: str, acl: dict) -> None:
+def _commit_dataset(
+    url: str,
+    admin: str,
+    endpoint: S3Endpoint,
+    bucket: str,
+    name: str,
+    acl: dict,
+    sources: list[str] | None = None,
+) -> None:
     """Dataset ``name`` v1 of FILES (objects put into S3 first) with access list ``acl``,
     through the server's API."""
     client = endpoint.client()
@@ -91,9 +99,8 @@ def _commit_dataset(url: str, admin: str, endpoint: S3Endpoint, bucket: str, nam
         url + f"/v1/datasets/{name}/commits", admin, json.dumps({"changes": changes}).encode()
     )
     assert status == 201, body
-    status, body = _get(
-        url + f"/v1/datasets/{name}", admin, json.dumps({"acl": acl}).encode(), method="PATCH"
-    )
+    update = {"acl": acl} if sources is None else {"acl": acl, "sources": sources}
+    status, body = _get(url + f"/v1/datasets/{name}", admin, json.dumps(update).encode(), method="PATCH")
     assert status == 200, body
 
 
@@ -114,8 +121,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, moto_endpoint: S3Endpoint)
                 _commit_dataset(
                     url, admin, moto_endpoint, bucket, "hidden", {TRAINER: "reader"}
                 )  # node: no grant
-                _commit_dataset(  # an inline workspace's commitTo: the node and the pod write it
-                    url, admin, moto_endpoint, bucket, "evals", {TRAINER: "writer", NODE: "writer"}
+                _commit_dataset(  # an inline workspace's commitTo: the node and the pod write it, and
+                    # its records may point under the plugin's objects_url (the blobs it pins)
+                    url,
+                    admin,
+                    moto_endpoint,
+                    bucket,
+                    "evals",
+                    {TRAINER: "writer", NODE: "writer"},
+                    sources=[f"s3://{bucket}/objects/"],
                 )
                 config = write_config(root, moto_endpoint, bucket)
                 # the ConfigMap's URL, which the controller uses: unreachable here, never used by the node
