@@ -11,7 +11,6 @@ a whole read of the object's current version hashed to it (once per store and ve
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from datahub.storage.blobs import VERIFIED, Content, blob_key, store_blob
 from datahub.storage.rados import ETAG_XATTR
 from tests.storage.conftest import make_config
 from tests.storage.test_blobs18 import Writes
+from tests.storage.test_rados import rados_store  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.ceph
 
@@ -31,18 +31,10 @@ NEW = bytes(reversed(OLD))  # another tool's rewrite: the same size, other bytes
 
 
 @pytest.fixture
-def legacy(ceph_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple]:
-    """A rados:// store, a plain librados context on its pool (the other tool), and a way to
-    make an object as an older datahub put it (content, then ``<md5> <size>`` in the xattr)."""
-    monkeypatch.syspath_prepend(ceph_cluster.vars["CEPH_PYLIB"])
-    monkeypatch.setenv("CEPH_CONF", ceph_cluster.vars["CEPH_CONF"])
-    import rados
-
-    prefix = f"r20a-{uuid.uuid4().hex[:12]}"
-    store = open_store(f"rados://{ceph_cluster.vars['CEPH_POOL']}/{prefix}", make_config(tmp_path))
-    cluster = rados.Rados(conffile=ceph_cluster.vars["CEPH_CONF"])
-    cluster.connect()
-    ioctx = cluster.open_ioctx(ceph_cluster.vars["CEPH_POOL"])
+def legacy(rados_store) -> Iterator[tuple]:  # noqa: F811 (the imported fixture)
+    """``test_rados``'s store and plain librados context (the other tool), and a way to make
+    an object as an older datahub put it (content, then ``<md5> <size>`` in the xattr)."""
+    store, ioctx, prefix = rados_store
 
     def put_old(key: str, data: bytes) -> str:
         md5 = hashlib.md5(data).hexdigest()
@@ -55,12 +47,6 @@ def legacy(ceph_cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
         yield store, ioctx, prefix, put_old
     finally:
         VERIFIED.clear()
-        for obj in list(ioctx.list_objects()):
-            if obj.key.startswith(prefix + "/"):
-                ioctx.remove_object(obj.key)
-        ioctx.close()
-        cluster.shutdown()
-        store.close()
 
 
 def test_a_same_size_rewrite_by_another_tool_is_not_read_under_the_old_md5(legacy) -> None:
