@@ -305,7 +305,8 @@ class View:
         """Every live row of the version with ``after < key`` (``<=`` for ``op=">="``) ``< hi``,
         in key order."""
         streams = [_tagged(0, self._records(after, hi, first, page, op))]
-        streams += [_tagged(-s, self._delta(s, after, hi, first, page, op=op)) for s in self.deltas]
+        # a delta holds a few rows per page of records (1 % of them): its pages start small
+        streams += [_tagged(-s, self._delta(s, after, hi, min(first, 16), page, op=op)) for s in self.deltas]
         last = None
         for key, _, row in heapq.merge(*streams):  # per key, the newest delta comes first
             if key == last:

@@ -217,6 +217,10 @@ def test_the_bench_runs_every_step_at_small_scale(tmp_path: Path, capsys: pytest
     )
     out = capsys.readouterr().out
     assert out.count("| 20 changes |") == 8  # 3 commits in turn, 5 variants
-    assert "reads | View, 2 deltas" in out and "fold of v2..v" in out
+    assert (
+        "reads | View, 1 deltas (v2)" in out
+        and "reads | View, 2 deltas (v3)" in out
+        and "fold of v2..v" in out
+    )
     assert "the real store reads the folded v" in out and "before the fold: True" in out
     assert list(tmp_path.iterdir()) == []  # both copies removed
