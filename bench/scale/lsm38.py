@@ -252,7 +252,8 @@ def print_reads(label: str, got: dict[str, tuple[float, float]]) -> None:
 
 
 # --- the fold beside readers and a writer ----------------------------------------------------
-def fold_beside(db: Path, n: int, chunk: int) -> None:
+def fold_beside(db: Path, n: int, chunk: int, deltas: int | None = None) -> None:
+    """Fold the first ``deltas`` unfolded deltas (all: None) beside a reader and a writer thread."""
     stop = threading.Event()
     reads: list[float] = []
     commits: list[float] = []
@@ -284,7 +285,7 @@ def fold_beside(db: Path, n: int, chunk: int) -> None:
             while not stop.wait(1.0):
                 base = lsm.head(conn, lsm.dataset_id(conn, "big"))
                 t0 = time.perf_counter()
-                lsm.commit(conn, "big", spread_changes(n, 0.0001, base))
+                lsm.commit(conn, "big", spread_changes(n, max(0.0001, 10 / n), base))
                 commits.append(time.perf_counter() - t0)
         except BaseException as exc:
             errors.append(exc)
@@ -293,8 +294,11 @@ def fold_beside(db: Path, n: int, chunk: int) -> None:
 
     conn = lsm.connect(db)
     ds = lsm.dataset_id(conn, "big")
-    top = lsm.head(conn, ds)
-    rows = conn.execute("SELECT count(*) FROM lsm_delta").fetchone()[0]
+    first = conn.execute("SELECT min(seq) FROM lsm_versions WHERE dataset_id = ?", (ds,)).fetchone()[0]
+    top = lsm.head(conn, ds) if deltas is None else first + deltas - 1
+    rows = conn.execute(
+        "SELECT count(*) FROM lsm_delta WHERE dataset_id = ? AND seq <= ?", (ds, top)
+    ).fetchone()[0]
     wal = Path(f"{db}-wal")
     wal_peak = [0]
     chunk_walls: list[float] = []
@@ -332,7 +336,7 @@ def fold_beside(db: Path, n: int, chunk: int) -> None:
     print(
         f"  beside it: {len(reads):,} reads (a lookup and a listing page each, own snapshot): median "
         f"{statistics.median(reads) * 1e3:.1f} ms, max {max(reads) * 1e3:.1f} ms; {len(commits)} blind commits of "
-        f"{max(1, round(n * 0.0001)):,} changes: median {statistics.median(commits) * 1e3:.0f} ms, max "
+        f"{round(n * max(0.0001, 10 / n)):,} changes: median {statistics.median(commits) * 1e3:.0f} ms, max "
         f"{max(commits) * 1e3:.0f} ms"
         if reads and commits
         else f"  beside it: {len(reads)} reads, {len(commits)} commits",
@@ -344,17 +348,30 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--records", type=int, default=10_000_000)
     p.add_argument("--fraction", type=float, default=0.01)
-    p.add_argument("--dir", type=Path, required=True)
+    p.add_argument("--dir", type=Path, help="where the catalogs go (required unless --fold-only)")
     p.add_argument("--rounds", type=int, default=2, help="turns of (today, blind delta, counted delta)")
     p.add_argument("--deltas", default="1,10,50", help="unfolded deltas at which reads are measured")
     p.add_argument("--fold-chunk", type=int, default=5000, help="keys per fold transaction")
     p.add_argument(
         "--samples", type=int, default=2000, help="lookups per read row (listing pages: 1/50 of it)"
     )
+    p.add_argument(
+        "--fold-only", type=Path, help="only fold the oldest deltas of this lsm catalog.db, in turns"
+    )
+    p.add_argument("--fold-deltas", default="1,10", help="--fold-only: deltas folded in each turn")
     p.add_argument("--skip-variants", action="store_true", help="skip step 3")
     p.add_argument("--keep", action="store_true")
     args = p.parse_args(argv)
     n, f = args.records, args.fraction
+    if (
+        args.fold_only is not None
+    ):  # a catalog kept by --keep (or a run stopped by SIGTERM): its oldest deltas
+        print(
+            f"bench/scale/lsm38.py --fold-only: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load {load()}"
+        )
+        for k in (int(x) for x in args.fold_deltas.split(",")):
+            fold_beside(args.fold_only, n, args.fold_chunk, k)
+        return
     scale.key_of = scale.key_flat  # cli_commit_pipe's keys: train/DDDDD/NNNNNNNNN.jpg
     args.dir.mkdir(parents=True, exist_ok=True)
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)

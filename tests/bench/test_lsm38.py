@@ -224,3 +224,24 @@ def test_the_bench_runs_every_step_at_small_scale(tmp_path: Path, capsys: pytest
     )
     assert "the real store reads the folded v" in out and "before the fold: True" in out
     assert list(tmp_path.iterdir()) == []  # both copies removed
+
+
+def test_fold_only_folds_the_oldest_deltas_in_turns(
+    pair: tuple[Path, Path, list[list]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.scale import lsm38
+
+    b = tmp_path / "catalog.db"
+    shutil.copyfile(pair[1], b)
+    conn = lsm.connect(b)
+    try:
+        for changes in pair[2][:3]:
+            lsm.commit(conn, "big", iter(changes))
+        lsm38.main(["--records", str(N), "--fold-only", str(b), "--fold-deltas", "1,1", "--fold-chunk", "40"])
+        out = capsys.readouterr().out
+        assert "fold of v2..v2 (1 deltas" in out and "fold of v3..v3 (1 deltas" in out
+        assert [s for (s,) in conn.execute("SELECT seq FROM lsm_versions")][:1] == [
+            4
+        ]  # (and any the writer made)
+    finally:
+        conn.close()
