@@ -316,7 +316,7 @@ def fold_beside(db: Path, n: int, chunk: int, deltas: int | None = None) -> None
         t.start()
     th0 = time.thread_time()
     with Meter() as m:
-        stats = lsm.fold(conn, "big", upto=top, chunk=chunk, after_chunk=after_chunk)
+        stats = lsm.fold(conn, "big", upto=top, chunk=chunk, after_chunk=after_chunk, pause=0.15)
     own = time.thread_time() - th0
     stop.set()
     for t in threads:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
@@ -435,10 +436,13 @@ def fold(
     upto: int | None = None,
     chunk: int = 5000,
     after_chunk: Callable[[FoldStats], None] | None = None,
+    pause: float = 0.0,
 ) -> FoldStats:
     """Fold every unfolded delta of seq <= ``upto`` into ``records``: per key, in seq order, close
     its open revision and open the new one, then delete the key's deltas — about ``chunk`` delta
-    rows per short transaction (a commit waits at most one chunk; readers never wait). The counts of each
+    rows per short transaction (readers never wait; a commit waits about one chunk when the
+    fold pauses ``pause`` s between chunks: without a pause, measured, a commit waiting in the
+    busy handler lost every race to the next chunk and timed out after 30 s). The counts of each
     version are summed across chunks in ``lsm_versions`` and become its ``versions`` row at the end.
     The key ranges go in key order, so the leaves of ``records`` are rewritten in file order."""
     ds = dataset_id(conn, dataset)
@@ -518,6 +522,10 @@ def fold(
         stats.transactions += 1
         if after_chunk is not None:
             after_chunk(stats)
+        if pause:
+            # give way: a commit waiting in SQLite's busy handler (which sleeps up to 100 ms
+            # between tries) would otherwise lose every race for the lock to the next chunk
+            time.sleep(pause)
         after = keys[-1]
         if hi is None:
             break
