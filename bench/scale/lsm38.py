@@ -252,7 +252,7 @@ def print_reads(label: str, got: dict[str, tuple[float, float]]) -> None:
 
 
 # --- the fold beside readers and a writer ----------------------------------------------------
-def fold_beside(db: Path, n: int, chunk: int, deltas: int | None = None) -> None:
+def fold_beside(db: Path, n: int, chunk: int, deltas: int | None = None, pause: float = 0.15) -> None:
     """Fold the first ``deltas`` unfolded deltas (all: None) beside a reader and a writer thread."""
     stop = threading.Event()
     reads: list[float] = []
@@ -316,7 +316,7 @@ def fold_beside(db: Path, n: int, chunk: int, deltas: int | None = None) -> None
         t.start()
     th0 = time.thread_time()
     with Meter() as m:
-        stats = lsm.fold(conn, "big", upto=top, chunk=chunk, after_chunk=after_chunk, pause=0.15)
+        stats = lsm.fold(conn, "big", upto=top, chunk=chunk, after_chunk=after_chunk, pause=pause)
     own = time.thread_time() - th0
     stop.set()
     for t in threads:
@@ -353,6 +353,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--deltas", default="1,10,50", help="unfolded deltas at which reads are measured")
     p.add_argument("--fold-chunk", type=int, default=5000, help="keys per fold transaction")
     p.add_argument(
+        "--fold-pause",
+        type=float,
+        default=0.15,
+        help="seconds the fold gives way between chunks (0: none; a waiting commit then timed out at 10^7)",
+    )
+    p.add_argument(
         "--samples", type=int, default=2000, help="lookups per read row (listing pages: 1/50 of it)"
     )
     p.add_argument(
@@ -370,7 +376,7 @@ def main(argv: list[str] | None = None) -> None:
             f"bench/scale/lsm38.py --fold-only: {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load {load()}"
         )
         for k in (int(x) for x in args.fold_deltas.split(",")):
-            fold_beside(args.fold_only, n, args.fold_chunk, k)
+            fold_beside(args.fold_only, n, args.fold_chunk, k, args.fold_pause)
         return
     scale.key_of = scale.key_flat  # cli_commit_pipe's keys: train/DDDDD/NNNNNNNNN.jpg
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -458,7 +464,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  the lsm copy holds {size / 2**30:.2f} GiB with its deltas", flush=True)
 
         print("\nthe fold:", flush=True)
-        fold_beside(lsm_db, n, args.fold_chunk)
+        fold_beside(lsm_db, n, args.fold_chunk, pause=args.fold_pause)
         conn = lsm.connect(lsm_db)
         t0 = time.perf_counter()
         rest = lsm.fold(conn, "big", chunk=args.fold_chunk)  # the writer thread's deltas

@@ -213,6 +213,8 @@ def test_the_bench_runs_every_step_at_small_scale(tmp_path: Path, capsys: pytest
             "1,2",
             "--fold-chunk",
             "50",
+            "--fold-pause",
+            "0",
         ]
     )
     out = capsys.readouterr().out
@@ -237,7 +239,20 @@ def test_fold_only_folds_the_oldest_deltas_in_turns(
     try:
         for changes in pair[2][:3]:
             lsm.commit(conn, "big", iter(changes))
-        lsm38.main(["--records", str(N), "--fold-only", str(b), "--fold-deltas", "1,1", "--fold-chunk", "40"])
+        lsm38.main(
+            [
+                "--records",
+                str(N),
+                "--fold-only",
+                str(b),
+                "--fold-deltas",
+                "1,1",
+                "--fold-chunk",
+                "40",
+                "--fold-pause",
+                "0",
+            ]
+        )
         out = capsys.readouterr().out
         assert "fold of v2..v2 (1 deltas" in out and "fold of v3..v3 (1 deltas" in out
         assert [s for (s,) in conn.execute("SELECT seq FROM lsm_versions")][:1] == [
