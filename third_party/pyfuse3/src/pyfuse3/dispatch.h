@@ -31,6 +31,7 @@ its handler only while that handler runs, in that thread.
 #ifndef PYFUSE3_DISPATCH_H
 #define PYFUSE3_DISPATCH_H
 #include "fastloop.h"
+#include <sys/mman.h>
 
 #define PYFUSE3_FD_INIT 26
 #define PYFUSE3_FD_MAX_THREADS 256
@@ -170,10 +171,32 @@ static int pyfuse3_fd_hand_over(const char *buf, size_t n) {
     return 0;
 }
 
+/* A thread's read buffer: a mapping of its own (page-aligned, madvise-able: pyfuse3_fd_trim)
+   between two PROT_NONE pages, so an overrun faults instead of writing into a neighbour and
+   /proc/PID/smaps shows each buffer apart, never merged with an adjacent mapping
+   (tests/fuse/test_leftovers21_dispatch.py). NULL if it cannot be mapped. */
+static char *pyfuse3_fd_buffer(size_t cap) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *base = mmap(NULL, cap + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    if (mprotect(base + page, cap, PROT_READ | PROT_WRITE) != 0) {
+        munmap(base, cap + 2 * page);
+        return NULL;
+    }
+    return base + page;
+}
+
+static void pyfuse3_fd_buffer_free(char *buf, size_t cap) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (buf != NULL)
+        munmap(buf - page, cap + 2 * page);
+}
+
 static void *pyfuse3_fd_main(void *unused) {
     int devfd = pyfuse3_fl.devfd;
     size_t cap = (size_t)sysconf(_SC_PAGESIZE) * 256 + 0x1000; /* as fastloop.h's reader */
-    char *buf = aligned_alloc(4096, cap);
+    char *buf = pyfuse3_fd_buffer(cap);
     void *state = pyfuse3_fd.begin != NULL ? pyfuse3_fd.begin() : NULL;
     struct pollfd p[2];
     (void)unused;
@@ -234,7 +257,7 @@ static void *pyfuse3_fd_main(void *unused) {
         }
     }
 out:
-    free(buf);
+    pyfuse3_fd_buffer_free(buf, cap);
     if (pyfuse3_fd.end != NULL)
         pyfuse3_fd.end(state);
     return NULL;
