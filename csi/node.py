@@ -37,6 +37,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -66,6 +67,7 @@ from datahub.errors import (
     DatahubError,
     DatasetNotFound,
     InvalidInput,
+    ListingUnavailable,
     NotFound,
 )
 from fuse_adapter.daemon import MountRecord, canonical, is_mount_daemon, is_mounted
@@ -556,7 +558,19 @@ class NodeService:
         proc = process.start(_mount_args(p, first=first, author=self._author(p)), timeout=self.mount_timeout)
         try:
             source = _view(p)
-            if not os.path.isdir(source):
+            try:
+                missing = _dir_gone(source)
+            except OSError as exc:  # not "no such directory": the kubelet must not hear NOT_FOUND
+                raise ListingUnavailable(
+                    f"volume {p.volume_id!r}: {p.subdir or '/'!r} of {p.resolved or _describe(p.spec)} "
+                    f"cannot be read in its mount at {p.staging} ({exc.strerror or exc}): the mount "
+                    f"could not load its listing (the catalog or the bucket did not answer; see "
+                    f"{p.log_path}); nothing is mounted at {p.target_path}, and the CO's retry mounts it "
+                    "again once the catalog answers",
+                    volume_id=p.volume_id,
+                    target_path=p.target_path,
+                ) from exc
+            if missing:
                 raise NotFound(
                     f"volume {p.volume_id!r}: {p.subdir!r} is not a directory of {p.resolved or _describe(p.spec)}"
                     " (check the prefix attribute)",
@@ -790,10 +804,14 @@ class NodeService:
     def _looks_healthy(self, p: Published, points: set[str]) -> bool:
         with self._mutex:
             proc = self._children.get(p.target_path)
+        try:
+            parent_gone = _dir_gone(os.path.dirname(p.target_path))
+        except OSError:  # EIO, a hung disk: looked at again, under the target's lock
+            return False
         return (
             not p.unpublishing
             and (proc is None or proc.poll() is None)
-            and os.path.isdir(os.path.dirname(p.target_path))
+            and not parent_gone
             and self._health(p, points) == "ok"
         )
 
@@ -860,7 +878,8 @@ class NodeService:
                         log.warning(
                             "mount process of %s exited with %s", current.target_path, proc.returncode
                         )
-                    if not os.path.isdir(os.path.dirname(current.target_path)):
+                    # an unreadable parent (OSError: EIO) is no gone one: logged below, the volume kept
+                    if _dir_gone(os.path.dirname(current.target_path)):
                         self._forget_orphan(current)  # the CO removed the pod's dir while we were down
                     elif self._health(current) != "ok":
                         self._recover(current)
@@ -1111,6 +1130,18 @@ def _mount_args(p: Published, *, first: bool, author: str = "") -> list[str]:
         # or one another pod's credentials listed. A remount shows the snapshot taken at publish.
         args.append("--refresh")
     return [*p.sources, *args]
+
+
+def _dir_gone(path: str) -> bool:
+    """Whether ``path`` is surely no directory: missing, or something else. Why not
+    ``os.path.isdir``: it says False for every error, and an EIO or ENOTCONN (a mount that
+    could not load its listing, a broken one on the way) says nothing of whether the
+    directory is there. Those raise (OSError): a publish answered NOT_FOUND for them, and a
+    supervisor pass stopped a pod's volume as if the CO had removed its directory."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
 
 
 def _place_view(source: str, target: str, *, readonly: bool) -> None:

@@ -215,6 +215,29 @@ class JobNotFound(NotFound):
     code = "job_not_found"
 
 
+# How a task job of each kind (its meta's "kind") is made, for the message of a missing one.
+_JOB_MAKERS = {
+    "pack": "start it with `datahub pack SRC@REF --to DST` (its job id is printed by --plan-only)",
+    "epoch": "create it with shard_epoch(queue, {job!r}, len(dataset.readers)) before iterating the "
+    "TaskStream (docs/torch.md, TaskStream)",
+}
+
+
+def job_not_found(job: str, kind: str = "") -> JobNotFound:
+    """A missing task job, naming how a job of ``kind`` is made. Why a kind: the queue (and
+    the API in front of it) cannot know what a missing job was to be, and told every caller to
+    run `datahub pack`, which makes pack jobs only, never a TaskStream's epoch. Without one the
+    message names every way."""
+    if kind in _JOB_MAKERS:
+        how = _JOB_MAKERS[kind].format(job=job)
+    else:
+        how = (
+            "a pack job is started by `datahub pack SRC@REF --to DST`; a TaskStream's epoch is "
+            "created by shard_epoch(queue, JOB, len(dataset.readers)) (docs/torch.md)"
+        )
+    return JobNotFound(f"task job {job!r} not found: {how}", job=job, **({"kind": kind} if kind else {}))
+
+
 class LeaseLost(Conflict):
     """A worker no longer holds a task's lease (it expired and another worker took the task)."""
 

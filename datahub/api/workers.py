@@ -17,7 +17,10 @@ What stays correct across workers:
 
 Supervision: a worker that dies is replaced (its in-flight requests fail, the others go on);
 one that keeps dying at start stops the whole server with a clear error instead of looping.
-SIGTERM/SIGINT to the parent stops every worker gracefully, then kills stragglers. Each worker
+SIGTERM/SIGINT/SIGHUP to the parent stops every worker gracefully, then kills stragglers (SIGHUP
+is a stop, as for one process: its terminal closed; left to its default, it killed the parent
+with a traceback-less signal status, no "stopped" line, and workers stopped only by their
+death signal). Each worker
 asks the kernel for SIGTERM when the parent dies (``PR_SET_PDEATHSIG``), so even a
 ``kill -9`` of the parent leaves no orphan serving stale configuration.
 """
@@ -43,6 +46,8 @@ GRACEFUL_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
 _FAST_DEATH_SECONDS = 5.0  # a worker dying sooner than this after its start is a failed start
 _MAX_FAILED_STARTS = 3
+# what stops the server: Ctrl-C, a stop, its terminal closed (the same as one process's)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def check_workers(n: int) -> int:
@@ -54,7 +59,7 @@ def check_workers(n: int) -> int:
 
 
 def serve_workers(n: int, sock: socket.socket, run_worker: Callable[[socket.socket], int]) -> int:
-    """Fork ``n`` workers running ``run_worker(sock)`` and supervise them until SIGTERM/SIGINT.
+    """Fork ``n`` workers running ``run_worker(sock)`` and supervise them until SIGTERM/SIGINT/SIGHUP.
 
     ``run_worker`` runs in the child and must return when the child gets SIGTERM. Returns 0
     after a requested stop, 1 if workers kept failing at start.
@@ -65,7 +70,7 @@ def serve_workers(n: int, sock: socket.socket, run_worker: Callable[[socket.sock
     def on_signal(signum: int, frame: object) -> None:
         stopping.append(signum)
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.signal(s, on_signal) for s in STOP_SIGNALS}
     started: dict[int, float] = {}
     failed_starts = 0
     code = 0
@@ -105,7 +110,7 @@ def _fork_worker(sock: socket.socket, run_worker: Callable[[socket.socket], int]
         return pid
     code = 1
     try:  # the child: never returns into the parent's code
-        for s in (signal.SIGTERM, signal.SIGINT):
+        for s in STOP_SIGNALS:  # until run_worker sets its own: a stop before it is a plain exit
             signal.signal(s, signal.SIG_DFL)
         _die_with_parent(parent)
         code = run_worker(sock)

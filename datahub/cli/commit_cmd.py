@@ -11,6 +11,7 @@ Chunks of plain put lines are checked whole and, on SQLite, inserted from their 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import shlex
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
+from datahub.cli.interruptible_read import open_text
 from datahub.console.context import CliContext, author_or_default
 from datahub.errors import InvalidInput
 
@@ -84,11 +86,12 @@ def read_changes(
     ``progress(lines, chars)`` is told of each chunk read."""
     from datahub.catalog.put_lines import CHUNK_LINES, put_lines
 
-    try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below; generator
+    opened = contextlib.ExitStack()
+    try:  # a pipe's reads stop at Ctrl-C whenever it comes (datahub.cli.interruptible_read)
+        fh = opened.enter_context(open_text(path))
     except OSError as exc:
         raise InvalidInput(f"cannot read change set {path}: {exc.strerror}", path=path) from exc
-    with fh:
+    with opened:
         number = 0
         while lines := list(itertools.islice(fh, CHUNK_LINES)):
             if progress is not None:

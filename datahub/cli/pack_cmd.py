@@ -100,7 +100,7 @@ def run_pack(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def run_worker(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.pack import PackServices, finalize, work
-    from datahub.pack.job import failure
+    from datahub.pack.job import failure, job_state
 
     services = PackServices.open(ctx.config)
     try:
@@ -109,7 +109,7 @@ def run_worker(args: argparse.Namespace, ctx: CliContext) -> int:
         error = failure(services.queue, args.job)
         if error is not None:
             raise error
-        state = services.queue.get_job(args.job)
+        state = job_state(services.queue, args.job)
         if state.done and not args.no_commit:
             author = author_or_default(args.author)
             result = finalize(

@@ -23,8 +23,10 @@ from datahub.errors import (
     DatahubError,
     DatasetNotFound,
     InvalidInput,
+    JobNotFound,
     ObjectNotFound,
     StaleBase,
+    job_not_found,
 )
 from datahub.pack.plan import job_id, split
 from datahub.pack.spec import PackSpec
@@ -97,6 +99,15 @@ def start_job(
     return queue.get_job(job)
 
 
+def job_state(queue: TaskQueue, job: str) -> Job:
+    """``queue.get_job`` of a pack job: a missing one says to run `datahub pack` (the queue's
+    own message cannot tell a pack job from a TaskStream's epoch)."""
+    try:
+        return queue.get_job(job)
+    except JobNotFound:
+        raise job_not_found(job, "pack") from None
+
+
 def failure(queue: TaskQueue, job: str) -> BadImage | None:
     """The error that failed ``job`` (a record under ``--on-corrupt fail``), if any."""
     for task in queue.tasks(job):
@@ -119,7 +130,7 @@ def finalize(
     ``objects`` receives the index; ``stores`` reaches the shards the workers uploaded (each
     worker under its own ``objects_url``), which are checked before anything is committed
     (``_checked_shard``)."""
-    state = queue.get_job(job)
+    state = job_state(queue, job)
     if not state.done:
         raise InvalidInput(
             f"pack job {job} is not finished ({dict(state.counts)}); run `datahub pack-worker --job {job}`",

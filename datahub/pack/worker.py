@@ -34,7 +34,7 @@ from datahub.errors import (
     TransientStorageError,
 )
 from datahub.pack.image import transform_image
-from datahub.pack.job import shard_object_name
+from datahub.pack.job import job_state, shard_object_name
 from datahub.pack.layout import KIND_IMAGE, KIND_RAW, Sample, encode_sample
 from datahub.pack.shard import ShardWriter
 from datahub.pack.spec import PackSpec, is_image_key
@@ -116,7 +116,7 @@ def work(
     queue, stop = services.queue, stop or threading.Event()
     report = WorkerReport(worker or worker_name())
     while not stop.is_set():
-        state = queue.get_job(job)
+        state = job_state(queue, job)
         if state.done or state.failed:
             break
         task = queue.claim(job, report.worker, lease_seconds)

@@ -17,7 +17,7 @@ from typing import Any
 import pymongo
 from pymongo.errors import BulkWriteError, PyMongoError
 
-from datahub.errors import Conflict, StorageError
+from datahub.errors import Conflict, StorageError, job_not_found
 from datahub.mongo_client import connect
 from datahub.tasks.base import (
     DOING,
@@ -26,7 +26,6 @@ from datahub.tasks.base import (
     TODO,
     Clock,
     Job,
-    JobNotFound,
     LeaseLost,
     Task,
     TaskQueue,
@@ -77,7 +76,7 @@ class MongoTaskQueue(TaskQueue):
         with _translated(f"read job {job}"):
             doc = self._jobs.find_one({"_id": job})
             if doc is None:
-                raise JobNotFound(f"task job {job!r} not found: start it with `datahub pack` first", job=job)
+                raise job_not_found(job)  # which kind it was to be, the caller knows
             counts: dict[str, int] = {}
             for row in self._tasks.aggregate(
                 [{"$match": {"job": job}}, {"$group": {"_id": "$state", "n": {"$sum": 1}}}]

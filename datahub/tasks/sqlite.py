@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from datahub.errors import Conflict, StorageError
+from datahub.errors import Conflict, StorageError, job_not_found
 from datahub.sqlite_pool import SQLiteConnections
 from datahub.tasks.base import (
     DOING,
@@ -26,7 +26,6 @@ from datahub.tasks.base import (
     TODO,
     Clock,
     Job,
-    JobNotFound,
     LeaseLost,
     Task,
     TaskQueue,
@@ -110,7 +109,7 @@ class SqliteTaskQueue(TaskQueue):
             "SELECT meta, total, created_at FROM datahub_task_jobs WHERE job=?", (job,)
         ).fetchone()
         if row is None:
-            raise JobNotFound(f"task job {job!r} not found: start it with `datahub pack` first", job=job)
+            raise job_not_found(job)  # which kind it was to be, the caller knows
         counts = dict(
             conn.execute("SELECT state, count(*) FROM datahub_tasks WHERE job=? GROUP BY state", (job,))
         )

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from datahub.errors import JobNotFound, LeaseLost
+from datahub.errors import JobNotFound, LeaseLost, job_not_found
 from datahub.tasks import Task, TaskQueue
 from datahub.torch._torch import IterableDataset, get_worker_info
 
@@ -63,16 +63,12 @@ class TaskStream(IterableDataset):
             queue.close()
 
     def _job(self, queue: TaskQueue) -> Any:
-        """The job's state. Why the message: the queue's own says to start the job with
-        ``datahub pack``, which makes pack jobs, never the epoch a TaskStream reads."""
+        """The job's state. Why the message: the queue's own cannot tell which kind a missing
+        job was to be; this one is an epoch, made by ``shard_epoch``."""
         try:
             return queue.get_job(self.job)
         except JobNotFound as exc:
-            raise JobNotFound(
-                f"task job {self.job!r} not found: create it before iterating the TaskStream, with "
-                f"shard_epoch(queue, {self.job!r}, len(dataset.readers)) (docs/torch.md, TaskStream)",
-                job=self.job,
-            ) from exc
+            raise job_not_found(self.job, "epoch") from exc
 
     def _run(self, queue: TaskQueue, task: Task, worker: str) -> Iterator[Any]:
         renew_at = queue.clock() + self.lease_seconds / 2

@@ -43,7 +43,7 @@ from datahub.api.task_models import (
     job_public,
     task_public,
 )
-from datahub.errors import AccessDenied, DatasetNotFound, JobNotFound
+from datahub.errors import AccessDenied, DatasetNotFound, JobNotFound, job_not_found
 
 # Not in the public OpenAPI: the wire contract of datahub.tasks.http, held by the task-queue
 # conformance suite run over a real server (docs/api.md, "Remote store").
@@ -96,7 +96,7 @@ def _may_work(services: Services, principal: Principal, job: str, *, write: bool
 
 def _missing(job: str) -> JobNotFound:
     """The very answer a job that does not exist gives."""
-    return JobNotFound(f"task job {job!r} not found: start it with `datahub pack` first", job=job)
+    return job_not_found(job)
 
 
 def _hidden(services: Services, principal: Principal, name: str) -> bool:

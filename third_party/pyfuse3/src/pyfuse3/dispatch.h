@@ -26,11 +26,13 @@ and stop. It is a leaf: nothing else is taken while it is held, and it is never 
 system call that waits or while taking the GIL. Python callers of pyfuse3_fd_blocking hold
 the GIL and then take it (GIL, then this lock), as every C lock of fastloop.h. The dispatch
 function takes the GIL with no C lock held. Each thread's read buffer is its own and is used by
-its handler only while that handler runs, in that thread.
+its handler only while that handler runs, in that thread; a thread that gave the role up trims
+it once its request is answered (pyfuse3_fd_trim), so idle threads hold no big request's pages.
 */
 #ifndef PYFUSE3_DISPATCH_H
 #define PYFUSE3_DISPATCH_H
 #include "fastloop.h"
+#include <sys/mman.h>
 
 #define PYFUSE3_FD_INIT 26
 #define PYFUSE3_FD_MAX_THREADS 256
@@ -170,10 +172,47 @@ static int pyfuse3_fd_hand_over(const char *buf, size_t n) {
     return 0;
 }
 
+/* A thread's read buffer: a mapping of its own (page-aligned, madvise-able: pyfuse3_fd_trim)
+   between two PROT_NONE pages, so an overrun faults instead of writing into a neighbour and
+   /proc/PID/smaps shows each buffer apart, never merged with an adjacent mapping
+   (tests/fuse/test_leftovers21_dispatch.py). NULL if it cannot be mapped. */
+static char *pyfuse3_fd_buffer(size_t cap) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *base = mmap(NULL, cap + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    if (mprotect(base + page, cap, PROT_READ | PROT_WRITE) != 0) {
+        munmap(base, cap + 2 * page);
+        return NULL;
+    }
+    return base + page;
+}
+
+static void pyfuse3_fd_buffer_free(char *buf, size_t cap) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (buf != NULL)
+        munmap(buf - page, cap + 2 * page);
+}
+
+/* What an idle thread keeps of its buffer: the pages of every request but a big WRITE's */
+#define PYFUSE3_FD_KEEP ((size_t)64 * 1024)
+
+/* A thread whose handler gave the reader role up goes idle: the pages a big request filled
+   (up to 1 MiB) go back to the kernel (MADV_DONTNEED: zero pages when read into again).
+   Before, every thread that had ever read a 1 MiB WRITE held it resident for the life of the
+   mount (up to 256 threads). ``high``: the largest request read since the last trim. */
+static void pyfuse3_fd_trim(char *buf, size_t cap, size_t *high) {
+    if (*high <= PYFUSE3_FD_KEEP)
+        return;
+    (void)madvise(buf + PYFUSE3_FD_KEEP, cap - PYFUSE3_FD_KEEP, MADV_DONTNEED); /* advice: may fail */
+    *high = 0;
+}
+
 static void *pyfuse3_fd_main(void *unused) {
     int devfd = pyfuse3_fl.devfd;
     size_t cap = (size_t)sysconf(_SC_PAGESIZE) * 256 + 0x1000; /* as fastloop.h's reader */
-    char *buf = aligned_alloc(4096, cap);
+    size_t high = 0;
+    char *buf = pyfuse3_fd_buffer(cap);
     void *state = pyfuse3_fd.begin != NULL ? pyfuse3_fd.begin() : NULL;
     struct pollfd p[2];
     (void)unused;
@@ -224,7 +263,11 @@ static void *pyfuse3_fd_main(void *unused) {
                 continue;
             }
             __atomic_fetch_add(&pyfuse3_fd.n.dispatched, 1, __ATOMIC_RELAXED);
+            if ((size_t)n > high)
+                high = (size_t)n;
             pyfuse3_fd.fn(buf, (size_t)n); /* may give the role up (pyfuse3_fd_blocking) */
+            if (!pyfuse3_fd_is_reader) /* done with its request, about to wait idle */
+                pyfuse3_fd_trim(buf, cap, &high);
         }
         if (pyfuse3_fd_is_reader) { /* the session ended under this reader */
             pthread_mutex_lock(&pyfuse3_fd.lock);
@@ -234,7 +277,7 @@ static void *pyfuse3_fd_main(void *unused) {
         }
     }
 out:
-    free(buf);
+    pyfuse3_fd_buffer_free(buf, cap);
     if (pyfuse3_fd.end != NULL)
         pyfuse3_fd.end(state);
     return NULL;

@@ -190,9 +190,12 @@ static void pyfuse3_fw_clear(void) {
     pthread_mutex_unlock(&pyfuse3_fw.lock);
 }
 
-/* Write size bytes of data at off to fh's staged file: the count written (size), -errno if a
-   write failed (recorded for fh and every entry of the same file), or PYFUSE3_FW_HAND when
-   the WRITE is not to be answered here (hand it to Python). */
+/* Write size bytes of data at off to fh's staged file: the count written (size; less when a
+   pwrite failed part-way, EFBIG or ENOSPC after some bytes: a short write, as write(2) answers
+   one, nothing recorded: every byte counted is in the file), -errno if a write failed before
+   any byte (recorded for fh and every entry of the same file), or PYFUSE3_FW_HAND when the
+   WRITE is not to be answered here (hand it to Python). Before (review20a), a WRITE written in
+   part was answered with the error, and its close with EIO, though the bytes were there. */
 #define PYFUSE3_FW_HAND (INT64_MIN)
 static int64_t pyfuse3_fw_write(uint64_t fh, uint64_t off, const char *data, uint32_t size,
                                 uint32_t write_flags) {
@@ -233,6 +236,8 @@ static int64_t pyfuse3_fw_write(uint64_t fh, uint64_t off, const char *data, uin
         }
         done += (size_t)w;
     }
+    if (err != 0 && done > 0) /* a short write, as POSIX answers it: the count written; the */
+        err = 0;              /* next WRITE (the rest) meets the error, writes nothing, fails */
     pthread_mutex_lock(&pyfuse3_fw.lock);
     i = pyfuse3_fw_probe(fh); /* a retract waits for busy == 0: the entry is still there */
     pyfuse3_fw.slot[i].busy--;
@@ -243,11 +248,11 @@ static int64_t pyfuse3_fw_write(uint64_t fh, uint64_t off, const char *data, uin
                 pyfuse3_fw.slot[j].err = err;
     } else {
         pyfuse3_fw.n.writes++;
-        pyfuse3_fw.n.bytes += size;
+        pyfuse3_fw.n.bytes += done;
     }
     if (pyfuse3_fw.slot[i].busy == 0)
         pthread_cond_broadcast(&pyfuse3_fw.idle);
     pthread_mutex_unlock(&pyfuse3_fw.lock);
-    return err != 0 ? -(int64_t)err : (int64_t)size;
+    return err != 0 ? -(int64_t)err : (int64_t)done;
 }
 #endif
