@@ -59,3 +59,34 @@ def test_two_labelx_homes_over_one_catalog_keep_each_others_labels(app, env: Env
         assert lineages[0]["instance"] != lineages[1]["instance"]
     finally:
         other.state.labelx.store.close()
+
+
+def test_a_box_or_a_score_of_nan_or_infinity_is_refused_where_it_is_sent(app, env: Env) -> None:
+    """Python's JSON reader takes NaN and Infinity, and NaN passes every range check as False:
+    a box [NaN, 0, 0.5, 0.5] was saved, submitted and accepted, written into the COCO file as
+    ``NaN`` (not JSON), and only the catalog refused it, at commit ("labels is not plain
+    JSON"), naming no item a LabelX user could fix. A suggestion's score of NaN likewise."""
+    admin = Session(app, "admin")
+    schema = {"kind": "detection", "classes": ["cat", "dog"]}
+    pid = make_project(admin, name="boxes", schema=schema, annotators=["admin"])["id"]
+    task = ok(admin.get(f"/api/projects/{pid}/tasks"))[0]["id"]
+    item = ok(admin.get(f"/api/tasks/{task}"))["items"][0]
+    ok(admin.post(f"/api/items/{item['id']}/claim"))
+    headers = {"Content-Type": "application/json"}
+    for bad in ("NaN", "Infinity", "-Infinity"):
+        for bbox in (f"[{bad}, 0, 0.5, 0.5]", f"[0, 0, {bad}, 0.5]"):
+            body = f'{{"version": {item["version"]}, "value": [{{"label": "cat", "bbox": {bbox}}}]}}'
+            resp = admin.send("PUT", f"/api/items/{item['id']}", content=body, headers=headers)
+            assert resp.status_code == 400, (bbox, resp.text)
+            assert "must be 4 numbers: fractions 0..1 of the image" in resp.json()["error"]["message"]
+    assert app.state.labelx.store.get_item(item["id"]).value is None  # nothing saved
+    lines = [
+        f'{{"key": "{env.keys[0]}", "value": [{{"label": "cat", "bbox": [NaN, 0, 0.5, 0.5]}}]}}',
+        f'{{"key": "{env.keys[0]}", "value": [{{"label": "cat", "bbox": [0, 0, 0.5, 0.5]}}], "score": NaN}}',
+        f'{{"key": "{env.keys[0]}", "value": [{{"label": "cat", "bbox": [0, 0, 0.5, 0.5]}}], "score": true}}',
+    ]
+    for line in lines:
+        resp = admin.post(f"/api/projects/{pid}/suggestions", content=line)
+        assert resp.status_code == 400, (line, resp.text)
+        assert "predictions line 1" in resp.json()["error"]["message"]
+    assert app.state.labelx.store.get_item(item["id"]).suggestion is None
