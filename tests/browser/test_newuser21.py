@@ -6,6 +6,8 @@
 - LabelX's review page took Enter as "accept the current card" wherever the focus was: a
   reviewer who typed why a label is wrong and tabbed to "Reject" accepted it with Enter, and
   Enter on "Cancel" (focused when "Accept all shown" asks) accepted the current card.
+- A LabelX session that ended (12 h) sent the page's next request to the login form and from
+  there to the project list, away from the task or project the person was on.
 - The dashboard's "Commit over" box stayed ticked after the commit it was ticked for: the next
   commit from the page replaced labels changed at the head since, without the refusal.
 """
@@ -66,7 +68,7 @@ def _statuses(c: Chrome, task: int) -> dict[str, tuple[str, str | None]]:
     return {i["key"]: (i["status"], i["comment"]) for i in items}
 
 
-def test_enter_on_a_review_button_is_that_button_and_commit_over_is_for_one_commit(
+def test_review_enter_commit_over_and_a_new_sign_in_on_labelx_pages(
     chrome: Chrome,  # noqa: F811
     env: Env,
 ) -> None:
@@ -112,3 +114,14 @@ def test_enter_on_a_review_button_is_that_button_and_commit_over_is_for_one_comm
         assert c.find("#commit-msg").text.startswith(f"Committed pets@v3 ({open_} records changed)")
         assert not c.find("#commit-overwrite").is_selected()
         c.check("newuser21-lx-committed")
+
+        # the session ends (12 h): the page's next request signs in again and comes back here
+        password = (env.config.home_path / "labelx-admin-password").read_text().strip()
+        c.driver.delete_cookie("labelx_session")
+        c.find("#commit-btn").click()
+        c.wait_for_url(lambda url: "/labelx/login?" in url)
+        assert c.driver.current_url.endswith(f"/labelx/login?next=%2Fprojects%2F{made['id']}")
+        c.find("#name").send_keys("admin")
+        c.find("#password").send_keys(password)
+        c.find("#login").click()
+        c.wait_for_url(lambda url: url.endswith(f"/labelx/projects/{made['id']}"))

@@ -10,6 +10,7 @@ commit looked like B's own, whose labels count as seen.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from datahub.config import load_config
@@ -90,3 +91,38 @@ def test_a_box_or_a_score_of_nan_or_infinity_is_refused_where_it_is_sent(app, en
         assert resp.status_code == 400, (line, resp.text)
         assert "predictions line 1" in resp.json()["error"]["message"]
     assert app.state.labelx.store.get_item(item["id"]).suggestion is None
+
+
+def test_signing_in_again_comes_back_to_the_page_the_session_ended_on(app, env: Env) -> None:
+    """A session ends after 12 h: a page opened (or a save sent, labelx/static/common.js) after
+    that went to the login form and from there to the project list, whatever page it was."""
+    from fastapi.testclient import TestClient
+
+    from tests.labelx.conftest import PASSWORD
+
+    admin = Session(app, "admin")
+    task = ok(admin.get(f"/api/projects/{make_project(admin)['id']}/tasks"))[0]["id"]
+    client = TestClient(app, base_url="http://127.0.0.1")
+    html = {"Accept": "text/html"}
+    resp = client.get(f"/tasks/{task}?x=1", headers=html, follow_redirects=False)
+    assert (resp.status_code, resp.headers["location"]) == (303, f"/login?next=%2Ftasks%2F{task}%3Fx%3D1")
+
+    def sign_in(next_: str, password: str = PASSWORD):
+        page = client.get("/login", params={"next": next_}).text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)[1]
+        form = {"name": "admin", "password": password, "csrf": csrf, "next": next_}
+        return page, client.post("/login", data=form, follow_redirects=False)
+
+    page, resp = sign_in(f"/tasks/{task}", "wrong password")
+    assert f'name="next" value="/tasks/{task}"' in page
+    assert resp.headers["location"] == f"/login?error=wrong&next=%2Ftasks%2F{task}"  # kept for the retry
+    assert sign_in(f"/tasks/{task}")[1].headers["location"] == f"/tasks/{task}"
+    for elsewhere in (
+        "//evil.example/x",
+        "https://evil.example/",
+        "/\\evil.example",
+        "/\t/evil.example",
+        "/login",
+    ):
+        page, resp = sign_in(elsewhere)
+        assert 'name="next" value="/"' in page and resp.headers["location"] == "/", elsewhere
