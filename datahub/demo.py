@@ -42,7 +42,6 @@ from datahub.errors import (
     DatasetNotFound,
     InvalidInput,
     NoSpace,
-    NotFound,
     StorageError,
     VersionNotFound,
 )
@@ -248,32 +247,45 @@ def serve_api(demo: Demo) -> None:
         f"  {base}/v1/datasets",
         f"  {base}/v1/datasets/{DATASET}/versions/latest/records?limit=5",
         f"  {base}/v1/datasets/{DATASET}/versions/1/export   (NDJSON)",
-        f"  {base}/labelx/                   (LabelX: user admin, password in {login})",
+        f"  {base}/labelx/                   (LabelX: user admin, "
+        + (
+            f"password in {login})"
+            if login
+            else f"the password set with {demo.cli} labelx set-password admin)"
+        ),
     ]
 
 
-def labelx_admin(config: Config) -> Path:
-    """Create LabelX's first admin once, with a random password kept in a 0600 file under home."""
+def labelx_admin(config: Config) -> Path | None:
+    """Create LabelX's first admin once, with a random password kept in a 0600 file under home;
+    the file while it holds admin's password, else None (and the file is gone).
+
+    Why: once ``datahub labelx set-password admin`` (or ``disable-user``) replaced it, the file
+    stayed, and the login page and this demo's summary sent people to a password that no longer
+    opened the account; removed, a later run made a new file, for an account it did not make."""
     import secrets
 
-    from labelx.auth import hash_password
+    from labelx.auth import hash_password, verify_password
     from labelx.deps import demo_password_path, labelx_db_path
     from labelx.store import LabelStore
 
     secret = demo_password_path(config)
-    if not secret.exists():
-        fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(secrets.token_urlsafe(12) + "\n")
     store = LabelStore(labelx_db_path(config))
     try:
-        try:
-            store.user_by_name("admin")
-        except NotFound:
+        found = store.user_with_hash("admin")
+        if found is None:
+            if not secret.exists():
+                fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(secrets.token_urlsafe(12) + "\n")
             store.create_user("admin", "admin", hash_password(secret.read_text().strip()))
+            return secret
+        if secret.exists() and verify_password(secret.read_text().strip(), found[1]):
+            return secret
+        secret.unlink(missing_ok=True)
+        return None
     finally:
         store.close()
-    return secret
 
 
 def mount_sample(demo: Demo) -> None:

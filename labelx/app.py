@@ -135,7 +135,7 @@ def create_labelx_app(
     @app.exception_handler(DatahubError)
     async def _error(request: Request, exc: DatahubError) -> Response:
         if isinstance(exc, Unauthenticated) and opens_page(request):
-            return RedirectResponse(pages.base_path(request) + "/login", status_code=303)
+            return RedirectResponse(pages.login_url(request), status_code=303)
         return answer(request, exc)
 
     @app.exception_handler(RequestValidationError)

@@ -41,6 +41,7 @@ def lineage(project: Project, service: LabelService, changed: int) -> dict[str, 
         "description": f"labels from LabelX project {project.name} ({schema.description})",
         "project": project.name,
         "project_id": project.id,
+        "instance": service.store.instance,  # whose project_id: each labelx.db numbers from 1
         "from": f"{project.dataset}@v{project.version}",
         "schema": schema.to_dict(),
         "changed": changed,
@@ -96,7 +97,7 @@ def commit_labels(
             message=message or f"labels from LabelX project {project.name}",
             author=user.name,
             lineage=lineage(project, service, total),
-            commit_id=f"labelx-{project.id}-export-{n_exports + 1}",
+            commit_id=f"labelx-{service.store.instance}-{project.id}-export-{n_exports + 1}",
         )
     except CommitIdReused as exc:  # that export was committed, and labels were edited since
         version = service.catalog.resolve(project.dataset, int(exc.details["version"]))  # type: ignore[call-overload]
@@ -119,14 +120,19 @@ def _refuse_unseen_changes(service: LabelService, project: Project, field: str) 
     one, or the one at this project's newest commit into the dataset (its own labels).
     Reads those versions' records of the changed items, a batch at a time."""
     head = service.catalog.resolve(project.dataset, "latest")
-    # this project's newest version of the dataset, by its lineage: also one whose export was
-    # not recorded here (a crash between the catalog commit and the bookkeeping)
-    own = (
-        v.seq
-        for v in service.catalog.log(project.dataset)  # newest first
-        if (v.lineage or {}).get("source") == "labelx" and (v.lineage or {}).get("project_id") == project.id
-    )
-    seen_at = next(own, None)
+    # this project's newest version of the dataset: one its exports recorded, or one whose
+    # lineage names this labelx.db and project (a crash between the catalog commit and the
+    # bookkeeping). The project id alone is another labelx.db's project too, whose labels
+    # nobody here saw.
+    recorded = {e["seq"] for e in service.store.list_exports(project.id) if e["dataset"] == project.dataset}
+    instance = service.store.instance
+
+    def ours(v: Any) -> bool:
+        lin = v.lineage or {}
+        mine = lin.get("source") == "labelx" and lin.get("project_id") == project.id
+        return v.seq in recorded or (mine and lin.get("instance") == instance)
+
+    seen_at = next((v.seq for v in service.catalog.log(project.dataset) if ours(v)), None)  # newest first
     if head.seq in (project.version, seen_at):
         return  # nobody committed since the snapshot or since this project's last commit
     unseen: list[str] = []

@@ -240,10 +240,24 @@ def _disable_user(args, ctx) -> int:
 
 
 def _replace_password(name: str, pw_hash: str, ctx) -> int:
+    from labelx.deps import demo_password_path
+
     sessions, tokens = _service(ctx).store.set_password(name, pw_hash)
+    # make run's file of admin's first password no longer opens the account: the login page
+    # named it as long as it existed, and sent people to a password that failed
+    demo = demo_password_path(ctx.config)
+    stale = name == "admin" and demo.exists()
+    if stale:
+        demo.unlink()
     ctx.emit(
-        {"user": name, "sessions_ended": sessions, "tokens_revoked": tokens},
-        text=f"{name}: {sessions} session(s) ended, {tokens} API token(s) revoked",
+        {
+            "user": name,
+            "sessions_ended": sessions,
+            "tokens_revoked": tokens,
+            "removed": str(demo) if stale else None,
+        },
+        text=f"{name}: {sessions} session(s) ended, {tokens} API token(s) revoked"
+        + (f"; removed {demo}, which held the old password" if stale else ""),
     )
     return 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlencode
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -72,6 +72,24 @@ def error_page(request: Request, exc: DatahubError) -> HTMLResponse:
     return response
 
 
+def login_url(request: Request, page: str | None = None) -> str:
+    """The login form that comes back to ``page`` (this request's own page by default) once
+    signed in. Why: a session that ended (12 h) sent a person labelling task 7 to the login
+    form and then to the project list, to find the task and the item again."""
+    base = base_path(request)
+    if page is None:
+        page = request.url.path.removeprefix(base) + (f"?{request.url.query}" if request.url.query else "")
+    page = _page_after_login(page)
+    return base + "/login" + (f"?{urlencode({'next': page})}" if page != "/" else "")
+
+
+def _page_after_login(page: str) -> str:
+    """A page of this LabelX (a path under its mount), never another site's or the login form."""
+    if not page.startswith("/") or page.startswith("//") or any(c in page for c in "\\\r\n\t"):
+        return "/"
+    return "/" if page.startswith("/login") or page.startswith("/logout") else page
+
+
 def _page(template: str, title: str, request: Request, who: Principal, **boot: Any) -> HTMLResponse:
     user = {"name": who.user.name, "role": who.user.role}
     data = {"base": base_path(request), "csrf": who.csrf or "", "user": user, **boot}
@@ -79,7 +97,7 @@ def _page(template: str, title: str, request: Request, who: Principal, **boot: A
 
 
 @router.get("/login", response_class=HTMLResponse)
-def login_page(request: Request, error: str = "") -> HTMLResponse:
+def login_page(request: Request, error: str = "", next: str = "/") -> HTMLResponse:
     token = secrets.token_urlsafe(24)
     lx = get_labelx(request)
     demo_password = demo_password_path(lx.config)
@@ -92,6 +110,7 @@ def login_page(request: Request, error: str = "") -> HTMLResponse:
         login_name=unquote(request.cookies.get(LOGIN_NAME_COOKIE, "")) if error else "",
         demo_password=str(demo_password) if demo_password.exists() else "",
         no_users=not lx.store.has_users(),
+        next=_page_after_login(next),
     )
     resp.set_cookie(
         LOGIN_CSRF_COOKIE,
@@ -111,15 +130,16 @@ def login(
     name: Annotated[str, Form()],
     password: Annotated[str, Form()],
     csrf: Annotated[str, Form()],
+    next: Annotated[str, Form(max_length=4096)] = "/",
 ) -> Response:
     cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
     if not cookie or not secrets.compare_digest(cookie, csrf):
-        return _login_refused(request, "expired", name)
+        return _login_refused(request, "expired", name, next)
     try:
         session_id, _ = lx.auth.login(name, password)
     except Unauthenticated:
-        return _login_refused(request, "wrong", name)
-    resp = RedirectResponse(base_path(request) + "/", status_code=303)
+        return _login_refused(request, "wrong", name, next)
+    resp = RedirectResponse(base_path(request) + _page_after_login(next), status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
         session_id,
@@ -134,10 +154,11 @@ def login(
     return resp
 
 
-def _login_refused(request: Request, error: str, name: str) -> Response:
+def _login_refused(request: Request, error: str, name: str, next: str) -> Response:
     """Back to the form, saying why (``error``), with the user name typed kept for it: before,
     the form came back empty after a wrong password and the person typed the name again."""
-    resp = RedirectResponse(base_path(request) + f"/login?error={error}", status_code=303)
+    query = {"error": error, **({"next": _page_after_login(next)} if _page_after_login(next) != "/" else {})}
+    resp = RedirectResponse(base_path(request) + f"/login?{urlencode(query)}", status_code=303)
     if len(name) <= LOGIN_NAME_KEPT:
         resp.set_cookie(
             LOGIN_NAME_COOKIE,

@@ -13,6 +13,7 @@ dashboard counts how often each class's suggestion was accepted.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -52,8 +53,10 @@ def parse_jsonl(
             key = check_key(row.get("key"))
             value = schema.check_value(row.get("value"))
             score = row.get("score")
-            if score is not None and not isinstance(score, (int, float)):
-                raise ValueError("'score' must be a number")
+            if score is not None and (
+                isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score)
+            ):  # NaN and Infinity: JSON to Python's reader, not to anyone else's
+                raise ValueError(f"'score' must be a number, not {score!r}")
             name = str(row.get("model") or model or "unknown")
         except Exception as exc:  # any bad line becomes one clear error
             msg = getattr(exc, "message", None) or str(exc)

@@ -11,6 +11,7 @@ exporters agree on one shape (kept in the record's labels under ``schema.field``
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -95,7 +96,12 @@ class LabelSchema:
         ):
             raise InvalidInput("a bbox is [x, y, w, h] as fractions of the image size")
         x, y, w, h = (float(v) for v in bbox)
-        if w <= 0 or h <= 0 or x < -1e-6 or y < -1e-6 or x + w > 1 + 1e-6 or y + h > 1 + 1e-6:
+        # NaN passes every comparison below as False: Python's JSON reads it (and Infinity), so
+        # a box of NaN was saved, accepted, written as NaN into the COCO file, and only the
+        # catalog refused it at commit, naming no item anyone could fix
+        if not all(map(math.isfinite, (x, y, w, h))) or w <= 0 or h <= 0:
+            raise InvalidInput(f"bbox {bbox} must be 4 numbers: fractions 0..1 of the image, w and h > 0")
+        if x < -1e-6 or y < -1e-6 or x + w > 1 + 1e-6 or y + h > 1 + 1e-6:
             raise InvalidInput(f"bbox {bbox} must lie inside the image (fractions 0..1, w and h > 0)")
         return {"label": box["label"], "bbox": [round(v, 6) for v in (x, y, w, h)]}
 

@@ -16,6 +16,7 @@ while one writer commits. MongoDB support for LabelX is left for later (docs/lab
 from __future__ import annotations
 
 import json
+import secrets
 import shlex
 import sqlite3
 import time
@@ -69,6 +70,7 @@ CREATE TABLE IF NOT EXISTS items(
 CREATE INDEX IF NOT EXISTS items_task ON items(task_id, position);
 CREATE UNIQUE INDEX IF NOT EXISTS items_key ON items(project_id, key);
 CREATE INDEX IF NOT EXISTS items_status ON items(project_id, status);
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS exports(
   id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL, dataset TEXT NOT NULL, seq INTEGER NOT NULL,
   changed INTEGER NOT NULL, author TEXT NOT NULL, created_at REAL NOT NULL);
@@ -109,6 +111,18 @@ class LabelStore(AccountRecords):
             columns = {row[1] for row in db.execute("PRAGMA table_info(projects)")}
             if "dataset_labels_read" not in columns:
                 db.execute("ALTER TABLE projects ADD COLUMN dataset_labels_read INTEGER NOT NULL DEFAULT 0")
+            db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES('instance', ?)", (secrets.token_hex(8),)
+            )
+
+    @property
+    def instance(self) -> str:
+        """This labelx.db's own random id, made once with the file. Why: each labelx.db numbers
+        its projects from 1, so two of them over one catalog (two teams' LabelX, or one whose
+        labelx.db was made anew) had the same project ids; a commit took the other's version as
+        its own (the same commit id) and the other's labels as seen (the same ``project_id`` in
+        the lineage), and replaced them without the refusal (docs/labelx.md, "Export")."""
+        return self._conn().execute("SELECT value FROM meta WHERE key='instance'").fetchone()[0]
 
     # --- connections ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:

@@ -101,6 +101,40 @@ def node_id(dataset: str, seq: int) -> str:
     return f"{dataset}@v{seq}"
 
 
+# The width a node's text may take (its 13 px font, 10 px of padding each side), in ems, and
+# each character's width in ems as the widest sans-serif a browser picks here draws it (DejaVu
+# Sans, measured in Chromium; others are narrower). A node names only [a-z0-9._-], "@v" and "…".
+NODE_TEXT_EMS = (NODE_W - 20) / 13
+_EMS = {
+    **dict.fromkeys("ijl.", 0.32),
+    **dict.fromkeys("frt-", 0.42),
+    "_": 0.5,
+    "w": 0.82,
+    "m": 0.98,
+    "@": 1.0,
+    "…": 1.0,
+}
+
+
+def _ems(text: str) -> float:
+    return sum(_EMS.get(ch, 0.64) for ch in text)
+
+
+def node_text(dataset: str, seq: int) -> str:
+    """What a node says: ``name@vN`` when it fits its box, else the name cut in its middle and
+    never the version (``imagenet-2…-center@v3``). Why: cut at its end to 30 characters, every
+    node of a dataset named longer than that read the same ``aaaa…``, no version, and ran past
+    its box (the full name is the node's tooltip and the list under the graph)."""
+    full = node_id(dataset, seq)
+    keep = len(dataset)
+    text = full
+    while _ems(text) > NODE_TEXT_EMS and keep > 1:
+        keep -= 1
+        head, tail = dataset[: (keep + 1) // 2], dataset[len(dataset) - keep // 2 :]
+        text = f"{head}…{tail}@v{seq}"
+    return text
+
+
 def build(dataset: str, versions: list[Version], others: Iterable[tuple[str, Iterable[Version]]]) -> Graph:
     """The graph of ``dataset``'s newest versions, their sources and what was made from them.
 
@@ -116,7 +150,7 @@ def build(dataset: str, versions: list[Version], others: Iterable[tuple[str, Ite
     def add(name: str, seq: int, column: int) -> str:
         nid = node_id(name, seq)
         if nid not in nodes:
-            nodes[nid] = Node(nid, nid, name, seq, column)
+            nodes[nid] = Node(nid, node_text(name, seq), name, seq, column)
         return nid
 
     for v in shown:

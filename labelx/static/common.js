@@ -21,7 +21,11 @@ async function api(method, path, body, opts = {}) {
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
-  if (resp.status === 401) { location.href = BASE + "/login"; throw new ApiError(401, data); }
+  if (resp.status === 401) {  // the session ended: sign in again, and come back to this page
+    const here = location.pathname.slice(BASE.length) + location.search + location.hash;
+    location.href = `${BASE}/login?next=${encodeURIComponent(here)}`;
+    throw new ApiError(401, data);
+  }
   if (!resp.ok) throw new ApiError(resp.status, data);
   return data;
 }

@@ -110,6 +110,9 @@ async function commit(ev) {
     msg.replaceChildren("Committed ", versionLink(v.dataset, v.seq, `${v.dataset}@v${v.seq}`),
       ` (${counted(v.modified, "record")} changed)`, ...(diff ? [": ", diff] : []), ".");
     msg.dataset.version = `${v.dataset}@v${v.seq}`;
+    // "Commit over" is for the commit it was ticked for: left ticked, the next commit from this
+    // page replaced labels changed at the head since without the refusal naming them
+    document.getElementById("commit-overwrite").checked = false;
     refresh();
   } catch (e) { say(msg, e.message, "msg err"); }
 }

@@ -76,6 +76,10 @@ async function decide(i, accept, comment = "") {
 document.addEventListener("keydown", ev => {
   if (ev.target.closest("input, textarea, select") || ev.ctrlKey || ev.metaKey || ev.altKey) return;
   const k = ev.key.toLowerCase();
+  // Enter on a focused button or link is that button's: taken for "accept", Enter on "Reject"
+  // (tabbed to from the comment) accepted the card, and on "Cancel" (focused when "Accept all
+  // shown" asks) accepted the current card
+  if ((k === "enter" || k === " ") && ev.target.closest("button, a")) return;
   if (k === "a" || k === "enter") decide(R.cur, true);
   else if (k === "r") { const it = R.items[R.cur]; const input = it && document.querySelector(`[data-comment="${it.id}"]`); if (input) input.focus(); }
   else if (k === "j" || k === "arrowright" || k === "arrowdown") { R.cur = Math.min(R.items.length - 1, R.cur + 1); highlight(); }
