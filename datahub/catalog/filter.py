@@ -102,6 +102,33 @@ def _check_no_doubled_operator(field: str, op: str, raw: str, item: str) -> None
         )
 
 
+_JOINED = re.compile(
+    r"\s(and|AND|And|or|OR|Or|&&|&|\|\|)\s+((labels|meta)\.[A-Za-z0-9_.-]+|key|size)\s*(!=|=|>=|<=|>|<|\?)"
+)
+
+
+def _check_no_joined_term(field: str, op: str, raw: str, item: str) -> None:
+    """``labels.class=cat and meta.split=val`` reads as one term whose value is ``cat and
+    meta.split=val``, which matches nothing, and silently (newuser21). Terms are joined by
+    commas; a value that really holds such words is written as a JSON string."""
+    for value in raw.split("|"):
+        if value.lstrip().startswith('"'):
+            continue
+        m = _JOINED.search(value)
+        if not m:
+            continue
+        first, rest = value[: m.start()].strip(), value[m.end(1) :].strip()
+        if m[1].lower() in ("or", "||"):
+            how = f"either of two values of one field is written with '|': {field}{op}{first}|VALUE"
+        else:
+            how = f"write {field}{op}{first},{rest}"
+        raise InvalidInput(
+            f"invalid filter term {item!r}: terms are joined by ',' (all must hold), not {m[1]!r}; "
+            f"{how}; a value that really holds {m[1]!r} is quoted: {field}{op}{json.dumps(value.strip())}",
+            term=item,
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class RecordFilter:
     terms: tuple[Term, ...]
@@ -128,6 +155,7 @@ class RecordFilter:
                 )
             op, raw = m["op"], m["value"]
             _check_no_doubled_operator(m["field"], op, raw, item)
+            _check_no_joined_term(m["field"], op, raw, item)
             if op == "?":
                 values: tuple[Any, ...] = ()
             elif op in ("=", "!="):
@@ -139,8 +167,16 @@ class RecordFilter:
         return cls(tuple(terms))
 
     def __str__(self) -> str:
+        def shown(v: Any) -> str:
+            """A string bare where it parses back as itself, else as JSON: a LabelX project
+            keeps ``str(filter)`` and parses it again at export (``labels.class="=cat"``)."""
+            bare = isinstance(v, str) and v == v.strip() and _parse_value(v) == v
+            if bare and not v.startswith(("=", '"')) and "|" not in v and not _JOINED.search(v):
+                return v
+            return json.dumps(v)
+
         def fmt(t: Term) -> str:
-            vals = "|".join(v if isinstance(v, str) else json.dumps(v) for v in t.values)
+            vals = "|".join(shown(v) for v in t.values)
             return f"{t.field}{t.op}{vals}"
 
         return ",".join(fmt(t) for t in self.terms)
