@@ -29,8 +29,7 @@ them themselves:
   reply is its last act (pyfuse3's handlers reply when the operation returned), so nothing it
   does is reordered against the reply; notifications (unique 0) and larger replies are written
   at once, as before. A late write that fails with ENOENT (the request was interrupted and is
-  gone) or ENODEV (the connection ended) is ignored as libfuse ignores it; any other failure
-  is counted (late_failed).
+  gone) is ignored as libfuse ignores it; any other failure is counted (late_failed).
 
 Threads, owners, lock order: pyfuse3_fd.lock guards the role, the idle count, the thread list
 and stop. It is a leaf: nothing else is taken while it is held, and it is never held across a
@@ -142,9 +141,7 @@ static void pyfuse3_fd_send_kept(void) {
         r = writev(pyfuse3_fd_reply.fd, &v, 1); /* as libfuse writes replies */
     while (r < 0 && errno == EINTR);
     __atomic_fetch_add(&pyfuse3_fd.n.late, 1, __ATOMIC_RELAXED);
-    /* ENOENT: the request was interrupted and is gone; ENODEV: the connection ended (an
-       unmount): libfuse lets both pass unsaid (fuse_send_msg) */
-    if (r < 0 && errno != ENOENT && errno != ENODEV)
+    if (r < 0 && errno != ENOENT)
         __atomic_fetch_add(&pyfuse3_fd.n.late_failed, 1, __ATOMIC_RELAXED);
 }
 
