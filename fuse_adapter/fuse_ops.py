@@ -145,8 +145,6 @@ LOOKUP_IN_C = BUILD.lookup_in_c
 FASTREAD = BUILD.fastread
 #: a workspace's requests can be run by pyfuse3's C threads (``pyfuse3.dispatch``, dispatch.h)
 _DISPATCH = BUILD.fastloop and hasattr(pyfuse3, "dispatch")
-#: the dispatching threads write a handler's reply once the GIL is released (dispatch.h, small41)
-_LATE_REPLIES = _DISPATCH and bool(getattr(pyfuse3, "DISPATCH_LATE_REPLIES", False))
 #: the most threads ``pyfuse3.dispatch`` takes (dispatch.h's ``PYFUSE3_FD_MAX_THREADS``): more
 #: raised once the mount was up, and a ``--threads 300`` daemon exited (review20c)
 DISPATCH_MAX_THREADS = 256
@@ -767,8 +765,6 @@ def dispatch_stats() -> dict:
         "threads": s["dispatch_threads"],
         "handoffs": s["dispatch_handoffs"],
         "vacant": s["dispatch_vacant"],
-        "late": s.get("dispatch_late", 0),  # replies written after their handler (small41)
-        "late_failed": s.get("dispatch_late_failed", 0),
     }
 
 
@@ -796,11 +792,7 @@ async def run_requests(ops: Ops, max_tasks: int) -> None:
     if URING:
         pyfuse3.passthrough_uring(bool(getattr(ops, "io_uring", False)))
     if _DISPATCH:  # a workspace's handlers run by pyfuse3's C threads (WorkspaceOps.dispatch_threads)
-        threads = int(getattr(ops, "dispatch_threads", 0))
-        if _LATE_REPLIES:  # each reply written after its handler, without the GIL (dispatch.h)
-            pyfuse3.dispatch(threads, late_replies=threads > 0)
-        else:
-            pyfuse3.dispatch(threads)
+        pyfuse3.dispatch(int(getattr(ops, "dispatch_threads", 0)))
     await pyfuse3.main(min_tasks=4, max_tasks=max_tasks)
 
 

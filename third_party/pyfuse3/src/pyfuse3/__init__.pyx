@@ -143,14 +143,11 @@ cdef extern from "fastloop.h" nogil:
         uint64_t dispatched
         uint64_t handoffs
         uint64_t vacant
-        uint64_t late
-        uint64_t late_failed
     ctypedef void (*pyfuse3_fd_fn)(const char *buf, size_t n) noexcept nogil
     ctypedef void *(*pyfuse3_fd_begin_fn)() noexcept nogil
     ctypedef void (*pyfuse3_fd_end_fn)(void *state) noexcept nogil
     int PYFUSE3_FD_MAX_THREADS
-    void pyfuse3_fd_set(int max, int late, pyfuse3_fd_fn fn, pyfuse3_fd_begin_fn begin, pyfuse3_fd_end_fn end)
-    int pyfuse3_fd_wants_late()
+    void pyfuse3_fd_set(int max, pyfuse3_fd_fn fn, pyfuse3_fd_begin_fn begin, pyfuse3_fd_end_fn end)
     int pyfuse3_fd_blocking()
     int pyfuse3_fd_here()
     void pyfuse3_fd_end_session(int err)
@@ -1049,12 +1046,10 @@ async def main(int min_tasks=1, int max_tasks=99):
     fl_running = False
     if pyfuse3_fl_want and fl_allowed and not fuse_session_exited(session):
         # datahub: replies go through uring.h's writev, which may offer io_uring at INIT
-        # datahub: and dispatch.h's late replies (a dispatching thread writes its reply once the GIL is released)
-        if pyfuse3_ur_want or pyfuse3_fd_wants_late():
+        if pyfuse3_ur_want:
             ur_res = pyfuse3_ur_install(session, session_fd)
             if ur_res != 0 and ur_res != -errno.EOPNOTSUPP:
-                log.warning('pyfuse3: no io_uring queues, no late replies (custom io: %s)',
-                            os.strerror(-ur_res))
+                log.warning('pyfuse3: no io_uring queues (custom io: %s)', os.strerror(-ur_res))
         fl_running = pyfuse3_fl_start(session_fd) == 0
         if not fl_running:
             log.warning('pyfuse3: no fastloop thread, reading /dev/fuse from the trio loop')
@@ -1589,21 +1584,15 @@ def passthrough_fastloop(bint on):
     pyfuse3_fl_want = 1 if on and PYFUSE3_FASTPATH else 0
 
 
-DISPATCH_LATE_REPLIES = True  # datahub: dispatch() takes late_replies (dispatch.h)
-
-
-def dispatch(int threads, bint late_replies=False):
+def dispatch(int threads):
     '''datahub: with the fastloop thread (``passthrough_fastloop(True)``), at most *threads*
     C threads (0: none, the trio loop runs every handler) take turns reading /dev/fuse and run
     each request's handler themselves, with the GIL, to its end (dispatch.h). For a file
     system whose handlers never wait on trio (a workspace's: they block). A handler about to
-    block calls ``dispatch_blocking()`` first. *late_replies*: a handler's small reply is
-    written by its thread once the handler returned and the GIL is released (dispatch.h), so
-    a handler must not count on its reply being sent before it returns. Takes effect at the
-    next main().'''
+    block calls ``dispatch_blocking()`` first. Takes effect at the next main().'''
     if threads < 0 or threads > PYFUSE3_FD_MAX_THREADS:
         raise ValueError(f'dispatch: 0 to {PYFUSE3_FD_MAX_THREADS} threads, not {threads}')
-    pyfuse3_fd_set(threads, late_replies, _fd_run, _fd_begin, _fd_end)
+    pyfuse3_fd_set(threads, _fd_run, _fd_begin, _fd_end)
 
 
 def dispatch_blocking():
@@ -1713,8 +1702,6 @@ def passthrough_stats():
         'dispatched': d.dispatched,  # requests run by the dispatching threads (dispatch.h)
         'dispatch_handoffs': d.handoffs,
         'dispatch_vacant': d.vacant,
-        'dispatch_late': d.late,  # replies written after their handler, without the GIL
-        'dispatch_late_failed': d.late_failed,  # ... whose write failed (not ENOENT)
         'uring': ur_queues > 0,
         'uring_queues': ur_queues,
         'uring_requests': u.requests,

@@ -19,17 +19,7 @@ them themselves:
   thread finishes its request (the reply included) and then takes the role if vacant, or
   waits idle. A handler that never blocks (a LOOKUP, a WRITE into memory) costs no hand-off;
 - the end of the session (ENODEV, a read error) is queued once for the trio loop, as
-  fastloop.h does, and every thread stops; so does pyfuse3_fl_signal_stop;
-- late replies (small41, pyfuse3.dispatch(n, late_replies=True)): a handler's reply of at most
-  PYFUSE3_FD_LATE_MAX bytes is not written where libfuse sends it, with the GIL held, but kept in
-  the thread's own buffer (the session's custom writev, uring.h's pyfuse3_ur_send, asks
-  pyfuse3_fd_keep_reply) and written by the same thread once its handler returned and the GIL is
-  released: the reply's writev (which wakes the caller, often on the other CPU) no longer holds
-  every other thread out of Python, and the thread takes the GIL once per request. A handler's
-  reply is its last act (pyfuse3's handlers reply when the operation returned), so nothing it
-  does is reordered against the reply; notifications (unique 0) and larger replies are written
-  at once, as before. A late write that fails with ENOENT (the request was interrupted and is
-  gone) is ignored as libfuse ignores it; any other failure is counted (late_failed).
+  fastloop.h does, and every thread stops; so does pyfuse3_fl_signal_stop.
 
 Threads, owners, lock order: pyfuse3_fd.lock guards the role, the idle count, the thread list
 and stop. It is a leaf: nothing else is taken while it is held, and it is never held across a
@@ -51,21 +41,16 @@ typedef void (*pyfuse3_fd_fn)(const char *buf, size_t n);
 typedef void *(*pyfuse3_fd_begin_fn)(void);
 typedef void (*pyfuse3_fd_end_fn)(void *state);
 
-#define PYFUSE3_FD_LATE_MAX 512
-
 struct pyfuse3_fd_counters {
-    uint64_t dispatched;  /* requests run by the dispatching threads */
-    uint64_t handoffs;    /* reader roles handed over by a handler about to block */
-    uint64_t vacant;      /* ... with no idle thread and the maximum running: left vacant */
-    uint64_t late;        /* replies written after the handler, without the GIL */
-    uint64_t late_failed; /* ... whose write failed (not ENOENT) */
+    uint64_t dispatched; /* requests run by the dispatching threads */
+    uint64_t handoffs;   /* reader roles handed over by a handler about to block */
+    uint64_t vacant;     /* ... with no idle thread and the maximum running: left vacant */
 };
 
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int want;    /* the next main() dispatches (pyfuse3.dispatch(threads)) */
-    int late;    /* ... with late replies (set with want, read by each thread as it starts) */
     int max;     /* threads at most */
     int started; /* threads started (their ids in tids) */
     int reader;  /* a thread holds the reader role */
@@ -82,14 +67,6 @@ static struct {
 static __thread int pyfuse3_fd_is_reader; /* this thread holds the reader role */
 static __thread int pyfuse3_fd_thread;    /* this thread is a dispatching thread */
 
-/* this thread's late reply (the module comment): armed while its handler runs, if asked */
-static __thread struct {
-    int armed;
-    int fd;
-    size_t len; /* 0: none kept */
-    char buf[PYFUSE3_FD_LATE_MAX];
-} pyfuse3_fd_reply;
-
 /* 1 in a dispatching thread: a handler's coroutine is stepped where libfuse calls it */
 static int pyfuse3_fd_here(void) {
     return pyfuse3_fd_thread;
@@ -98,60 +75,14 @@ static int pyfuse3_fd_here(void) {
 static void *pyfuse3_fd_main(void *unused);
 
 /* Ask for dispatching threads (at most max) at the next start; 0 turns it off. */
-static void pyfuse3_fd_set(int max, int late, pyfuse3_fd_fn fn, pyfuse3_fd_begin_fn begin,
-                           pyfuse3_fd_end_fn end) {
+static void pyfuse3_fd_set(int max, pyfuse3_fd_fn fn, pyfuse3_fd_begin_fn begin, pyfuse3_fd_end_fn end) {
     pthread_mutex_lock(&pyfuse3_fd.lock);
     pyfuse3_fd.want = max > 0 && fn != NULL;
-    pyfuse3_fd.late = pyfuse3_fd.want && late;
     pyfuse3_fd.max = max < 1 ? 1 : (max > PYFUSE3_FD_MAX_THREADS ? PYFUSE3_FD_MAX_THREADS : max);
     pyfuse3_fd.fn = fn;
     pyfuse3_fd.begin = begin;
     pyfuse3_fd.end = end;
     pthread_mutex_unlock(&pyfuse3_fd.lock);
-}
-
-/* Keep a reply for writing after the handler (called by the session's writev, uring.h): 1 if
-   kept (the caller reports it written), 0 if it must be written now. */
-static int pyfuse3_fd_keep_reply(int fd, const struct iovec *iov, int count, size_t total,
-                                 uint64_t unique) {
-    size_t at = 0;
-    int i;
-    if (!pyfuse3_fd_reply.armed || unique == 0 || pyfuse3_fd_reply.len != 0 ||
-        total > sizeof pyfuse3_fd_reply.buf)
-        return 0;
-    for (i = 0; i < count; i++) {
-        memcpy(pyfuse3_fd_reply.buf + at, iov[i].iov_base, iov[i].iov_len);
-        at += iov[i].iov_len;
-    }
-    pyfuse3_fd_reply.fd = fd;
-    pyfuse3_fd_reply.len = total;
-    return 1;
-}
-
-/* Write the reply kept while the handler ran (without the GIL), if any */
-static void pyfuse3_fd_send_kept(void) {
-    struct iovec v;
-    ssize_t r;
-    if (pyfuse3_fd_reply.len == 0)
-        return;
-    v.iov_base = pyfuse3_fd_reply.buf;
-    v.iov_len = pyfuse3_fd_reply.len;
-    pyfuse3_fd_reply.len = 0;
-    do
-        r = writev(pyfuse3_fd_reply.fd, &v, 1); /* as libfuse writes replies */
-    while (r < 0 && errno == EINTR);
-    __atomic_fetch_add(&pyfuse3_fd.n.late, 1, __ATOMIC_RELAXED);
-    if (r < 0 && errno != ENOENT)
-        __atomic_fetch_add(&pyfuse3_fd.n.late_failed, 1, __ATOMIC_RELAXED);
-}
-
-/* Whether the next session's replies should go through the custom writev for late replies */
-static int pyfuse3_fd_wants_late(void) {
-    int w;
-    pthread_mutex_lock(&pyfuse3_fd.lock);
-    w = pyfuse3_fd.late;
-    pthread_mutex_unlock(&pyfuse3_fd.lock);
-    return w;
 }
 
 static int pyfuse3_fd_wanted(void) {
@@ -244,7 +175,6 @@ static void *pyfuse3_fd_main(void *unused) {
     size_t cap = (size_t)sysconf(_SC_PAGESIZE) * 256 + 0x1000; /* as fastloop.h's reader */
     char *buf = aligned_alloc(4096, cap);
     void *state = pyfuse3_fd.begin != NULL ? pyfuse3_fd.begin() : NULL;
-    int late = pyfuse3_fd_wants_late();
     struct pollfd p[2];
     (void)unused;
     pyfuse3_fd_thread = 1;
@@ -294,10 +224,7 @@ static void *pyfuse3_fd_main(void *unused) {
                 continue;
             }
             __atomic_fetch_add(&pyfuse3_fd.n.dispatched, 1, __ATOMIC_RELAXED);
-            pyfuse3_fd_reply.armed = late;
             pyfuse3_fd.fn(buf, (size_t)n); /* may give the role up (pyfuse3_fd_blocking) */
-            pyfuse3_fd_reply.armed = 0;
-            pyfuse3_fd_send_kept(); /* the GIL is released: the reply's writev holds nobody up */
         }
         if (pyfuse3_fd_is_reader) { /* the session ended under this reader */
             pthread_mutex_lock(&pyfuse3_fd.lock);
@@ -351,8 +278,6 @@ static void pyfuse3_fd_snapshot(struct pyfuse3_fd_counters *n, int *threads, int
     pthread_mutex_lock(&pyfuse3_fd.lock);
     *n = pyfuse3_fd.n;
     n->dispatched = __atomic_load_n(&pyfuse3_fd.n.dispatched, __ATOMIC_RELAXED);
-    n->late = __atomic_load_n(&pyfuse3_fd.n.late, __ATOMIC_RELAXED);
-    n->late_failed = __atomic_load_n(&pyfuse3_fd.n.late_failed, __ATOMIC_RELAXED);
     *threads = pyfuse3_fd.started;
     *running = pyfuse3_fd.want;
     pthread_mutex_unlock(&pyfuse3_fd.lock);

@@ -267,13 +267,7 @@ static void pyfuse3_ur_submit(struct pyfuse3_ur_ent *e, int cmd, uint64_t commit
    reply's init_out; 1 if the flag was added) */
 static int pyfuse3_ur_prepare(uint32_t max_write, uint16_t max_pages);
 
-/* dispatch.h's late replies (included after this file) */
-static int pyfuse3_fd_keep_reply(int fd, const struct iovec *iov, int count, size_t total,
-                                 uint64_t unique);
-static int pyfuse3_fd_wants_late(void);
-
-/* The session's writev: replies to ring requests go into their entries, a dispatching thread's
-   small reply is kept to be written once its handler returned (dispatch.h), the rest to fd */
+/* The session's writev: replies to ring requests go into their entries, the rest to fd */
 static ssize_t pyfuse3_ur_send(int fd, struct iovec *iov, int count) {
     struct pyfuse3_fl_out *out;
     struct pyfuse3_ur_ent *e = NULL;
@@ -288,8 +282,6 @@ static ssize_t pyfuse3_ur_send(int fd, struct iovec *iov, int count) {
     if (out->unique != 0 && pyfuse3_ur.state == 3)
         e = pyfuse3_ur_take(out->unique);
     if (e == NULL) {
-        if (pyfuse3_fd_keep_reply(fd, iov, count, total, out->unique))
-            return (ssize_t)total;
         if (pyfuse3_ur.state == 1 && out->unique == pyfuse3_ur.init_unique && out->error == 0 &&
             count >= 2 && iov[1].iov_len >= 40) {
             char *o = (char *)iov[1].iov_base; /* fuse_init_out */
@@ -352,15 +344,14 @@ static ssize_t pyfuse3_ur_read_cb(int fd, void *buf, size_t len, void *userdata)
 /* Route the session's replies through pyfuse3_ur_send (before INIT is answered). 0, or
    -errno: then io_uring stays off. Whether it is used is INIT's to say: the kernel offers
    it only while its module parameter is on (the caller turns that on, fuse_adapter/uring.py),
-   and without the offer every reply goes to the device as before. Installed for dispatch.h's
-   late replies too (io_uring not wanted: pyfuse3_ur_send then only keeps or writes). */
+   and without the offer every reply goes to the device as before. */
 static int pyfuse3_ur_install(struct fuse_session *se, int devfd) {
     static const struct fuse_custom_io io = {.writev = pyfuse3_ur_writev_cb,
                                              .read = pyfuse3_ur_read_cb};
     int r;
     pyfuse3_ur.state = 0;
     pyfuse3_ur.devfd = devfd;
-    if (!pyfuse3_ur.want && !pyfuse3_fd_wants_late())
+    if (!pyfuse3_ur.want)
         return -EOPNOTSUPP;
     r = fuse_session_custom_io_317(se, &io, sizeof io, devfd);
     return r < 0 ? r : 0;
