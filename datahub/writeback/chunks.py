@@ -55,7 +55,14 @@ from datahub.errors import AccessDenied, DatahubError, NoSpace, ObjectNotFound, 
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
 from datahub.storage.rados import RadosStore
-from datahub.writeback.packs import PACK_CHUNK_MAX, Packs, copy_range, decode_cover, encode_cover
+from datahub.writeback.packs import (
+    PACK_CHUNK_MAX,
+    Packs,
+    copy_range,
+    decode_cover,
+    encode_cover,
+    renumber_cover,
+)
 
 SHARD = 1024  # file ids per shared-tier directory
 JOURNAL_DIR = "j-"  # a journal's own chunk prefix: ``<workspace prefix>/j-<journal id>`` (never hex)
@@ -177,6 +184,11 @@ class ChunkStore:
     def cover_trailer(self, cover: int, record: dict) -> bytes:
         """The bytes of a cover record numbered ``cover`` (``packs.encode_cover``)."""
         return encode_cover(cover, record)
+
+    def renumber_cover(self, trailer: bytes, cover: int) -> bytes:
+        """``cover_trailer(cover, record)`` from ``trailer = cover_trailer(0, record)``, without
+        encoding the record again (``packs.renumber_cover``)."""
+        return renumber_cover(trailer, cover)
 
     def write(self, key: str, data: bytes | bytearray, path: str, trailer: bytes = b"") -> None:
         """Store ``data`` durably under ``key`` (from ``new_key``): done when this returns.

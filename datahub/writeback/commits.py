@@ -13,6 +13,7 @@ the lock order: this module holds no lock of its own; it runs journal transactio
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from datahub.errors import NotFound
 from datahub.writeback import records
@@ -20,6 +21,16 @@ from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.journal import Journal, Txn
 from datahub.writeback.overlay import Overlay
 from datahub.writeback.ports import NotFresh, OpenFileView
+
+
+@dataclass(frozen=True, slots=True)
+class Cover:
+    """A new small file's cover record (``FileCommitter.first_key``) and its bytes numbered 0,
+    whose length is the room reserved for it: numbered once its commit has a number
+    (``submit_commit``), never encoded twice (small41)."""
+
+    record: dict
+    template: bytes
 
 
 class PendingCommit:
@@ -64,16 +75,16 @@ class FileCommitter:
 
     def first_key(
         self, file_id: int, path: str, size: int, mtime: float, data: bytes
-    ) -> tuple[str, dict | None]:
+    ) -> tuple[str, Cover | None]:
         """The key of the one chunk of a new file of one chunk, and its cover record (None when
         the chunk cannot carry one, ``ChunkStore.carries_cover``): in a pack, room for the record
         is reserved after the chunk, so the pack's flush makes the record durable with it
         (``packs.py``, cover records); on RADOS the record goes with the chunk's write op."""
         record = {"id": file_id, "path": path, "size": size, "mtime": mtime, "len": len(data)}
         record["crc"] = self.chunks.fingerprint(data)
-        extra = len(self.chunks.cover_trailer(0, record))
-        key = self.chunks.new_key(file_id, 0, len(data), path, extra)
-        return key, record if self.chunks.carries_cover(key) else None
+        template = self.chunks.cover_trailer(0, record)
+        key = self.chunks.new_key(file_id, 0, len(data), path, len(template))
+        return key, Cover(record, template) if self.chunks.carries_cover(key) else None
 
     def submit_commit(
         self,
@@ -83,14 +94,14 @@ class FileCommitter:
         mtime: float,
         chunks: dict,
         written: list[tuple[str, bytes]],
-        cover: dict | None = None,
+        cover: Cover | None = None,
     ) -> PendingCommit:
         """``commit_file`` of an overlapped first commit, queued for the journal's next group
         commit while the caller writes the chunks ``written`` (key, bytes); their fingerprints
         are computed by the committing thread. ``cover`` (from ``first_key``): the commit is
         covered; the caller writes ``PendingCommit.trailer`` after the chunk."""
         if cover is not None:
-            known = {written[0][0]: [cover["len"], cover["crc"]]}
+            known = {written[0][0]: [cover.record["len"], cover.record["crc"]]}
 
         def change(txn: Txn) -> tuple[int, int]:
             proofs = known if cover is not None else {
@@ -100,7 +111,9 @@ class FileCommitter:
 
         request = self.journal.submit(f"fsync of {path!r}", change, covered=cover is not None)
         trailer = (
-            self.chunks.cover_trailer(request.cover, cover) if cover is not None and request.cover else b""
+            self.chunks.renumber_cover(cover.template, request.cover)
+            if cover is not None and request.cover
+            else b""
         )
         return PendingCommit(self, file_id, request, trailer)
 
