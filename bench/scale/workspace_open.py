@@ -81,7 +81,7 @@ def measure_open(home: str, files: int) -> dict:
 def _held_by_packs(ws) -> dict:
     """What of the anonymous RSS after the open the packs' live sets hold (an offset per live
     member, ``packs.py``: kept for the session, they decide when a pack goes; a ``set`` before
-    packs38, a sorted array and a dead bitmap after): ``RssAnon``
+    packs38, a sorted array and a byte a member after): ``RssAnon``
     after ``malloc_trim(0)``, then with every live set emptied and trimmed again (the
     workspace is abandoned right after: its packs are not used again)."""
     import ctypes

@@ -24,8 +24,8 @@ rebuilt from the journal (``adopt``); packs no record references are deleted by 
 like any orphan.
 
 Live members (packs38): a pack's live members are held as ``_Members``, a sorted ``array`` of
-their offsets (4 bytes each) and a bitmap of the dead, with a count of the live: about 4.1
-bytes a member where a ``set`` of Python ints took 85 (81 MiB at 10⁶ packed files, held for
+their offsets (4 bytes each) and a byte each saying whether it is alive: about 5 bytes a
+member where a ``set`` of Python ints took 85 (81 MiB at 10⁶ packed files, held for
 the whole session). The membership itself, not only a count, is what decides a deletion:
 ``delete`` is idempotent (the collector deletes a listed key again after a crash between the
 delete and its unlisting; a key listed by an earlier session is no member at all), and a
@@ -145,14 +145,15 @@ def decode_cover(data: bytes) -> dict | None:
 
 
 class _Members:
-    """The live members of one pack: their offsets in a sorted ``array`` and a bitmap of the
-    dead (the module docstring, "Live members"). Not thread-safe: ``Packs._lock`` guards it."""
+    """The live members of one pack: their offsets in a sorted ``array`` and a byte each that
+    says whether it is alive (the module docstring, "Live members"). Not thread-safe:
+    ``Packs._lock`` guards it."""
 
-    __slots__ = ("_offsets", "_dead", "_live", "_pending")
+    __slots__ = ("_offsets", "_alive", "_live", "_pending")
 
     def __init__(self) -> None:
         self._offsets = array("I")  # sorted, unique
-        self._dead = bytearray()  # bit i: ``_offsets[i]`` is dead
+        self._alive = bytearray()  # 1: ``_offsets[i]`` is a live member, 0: it died
         self._live = 0
         self._pending: array | None = None  # adopted, not yet sorted in (any order, repeats)
 
@@ -166,13 +167,14 @@ class _Members:
     def __contains__(self, offset: int) -> bool:
         self._settle()
         i = self._index(offset)
-        return i >= 0 and not self._is_dead(i)
+        return i >= 0 and bool(self._alive[i])
 
     def add(self, offset: int) -> None:
         """Make ``offset`` a live member (a new reservation: above every member so far, appended)."""
-        offsets = self._offsets
-        if self._pending is None and (not offsets or offset > offsets[-1]):
-            self._append(offset)
+        if self._pending is None and (not self._offsets or offset > self._offsets[-1]):
+            self._offsets = _append_wide(self._offsets, offset)
+            self._alive.append(1)
+            self._live += 1
         else:
             self.adopt(offset)
 
@@ -187,71 +189,41 @@ class _Members:
         """Make ``offset`` dead; whether it was a live member."""
         self._settle()
         i = self._index(offset)
-        if i < 0 or self._is_dead(i):
+        if i < 0 or not self._alive[i]:
             return False
-        self._dead[i >> 3] |= 1 << (i & 7)
+        self._alive[i] = 0
         self._live -= 1
-        if len(self._offsets) - self._live > max(self._live, 64):
-            self._compact()
+        if len(self._offsets) - self._live > max(self._live, 64):  # the dead outnumber the live
+            self._offsets = array(self._offsets.typecode, itertools.compress(self._offsets, self._alive))
+            self._alive = bytearray(b"\x01") * self._live
         return True
-
-    def _append(self, offset: int) -> None:
-        self._offsets = _append_wide(self._offsets, offset)
-        if len(self._offsets) > len(self._dead) * 8:
-            self._dead.append(0)
-        self._live += 1
 
     def _index(self, offset: int) -> int:
         offsets = self._offsets
         i = bisect_left(offsets, offset)
         return i if i < len(offsets) and offsets[i] == offset else -1
 
-    def _is_dead(self, i: int) -> bool:
-        return bool(self._dead[i >> 3] & (1 << (i & 7)))
-
     def _settle(self) -> None:
-        """Sort the adopted offsets in, live (members before or not): one merge of two sorted
-        runs, the only transient a list of the adopted offsets."""
+        """Sort the adopted offsets in, live (members before or not)."""
         pending = self._pending
         if pending is None:
             return
         self._pending = None
         new = sorted(pending)
         del pending
-        old, dead = self._offsets, self._dead
-        wide = max(new[-1], old[-1] if old else 0) > 0xFFFFFFFF
-        if not old and not any(map(operator.eq, new, itertools.islice(new, 1, None))):
-            # an open's adoption: no member before, no repeat (one record per chunk)
-            self._offsets = array("Q" if wide else "I", new)
-            self._dead, self._live = bytearray((len(new) + 7) >> 3), len(new)
-            return
-        offsets, bits, live = array("Q" if wide else "I"), bytearray(), 0
-        i = j = 0
-        while i < len(old) or j < len(new):
-            if j == len(new) or (i < len(old) and old[i] < new[j]):
-                offset, alive = old[i], not dead[i >> 3] & (1 << (i & 7))
-                i += 1
-            else:
-                offset, alive = new[j], True
-                while j < len(new) and new[j] == offset:  # repeats
-                    j += 1
-                if i < len(old) and old[i] == offset:  # a member already: live again
-                    i += 1
-            n = len(offsets)
-            if n & 7 == 0:
-                bits.append(0)
-            offsets.append(offset)
-            if alive:
-                live += 1
-            else:
-                bits[n >> 3] |= 1 << (n & 7)
-        self._offsets, self._dead, self._live = offsets, bits, live
-
-    def _compact(self) -> None:
-        """Drop the dead entries (they outnumber the live)."""
-        keep = array(self._offsets.typecode, (o for i, o in enumerate(self._offsets) if not self._is_dead(i)))
-        self._offsets = keep
-        self._dead = bytearray((len(keep) + 7) >> 3)
+        if self._offsets:  # members before (rare: an adoption is an open's): merged by value
+            alive = dict(zip(self._offsets, self._alive, strict=True))
+            alive.update(dict.fromkeys(new, 1))
+            new = sorted(alive)
+            flags = bytearray(map(alive.__getitem__, new))
+            del alive
+        elif any(map(operator.eq, new, itertools.islice(new, 1, None))):  # repeats
+            new = sorted(set(new))
+            flags = bytearray(b"\x01") * len(new)
+        else:  # an open's adoption: no member before, no repeat (one record per chunk)
+            flags = bytearray(b"\x01") * len(new)
+        self._offsets = array("Q" if new[-1] > 0xFFFFFFFF else "I", new)
+        self._alive, self._live = flags, flags.count(1)
 
 
 def _append_wide(offsets: array, offset: int) -> array:
