@@ -125,10 +125,11 @@ class _LmdbLive:
         return True
 
 
-def measure(candidate: str, n: int, per_pack: int) -> dict:
+def measure(candidate: str, n: int, per_pack: int, scratch_dir: str = "/var/tmp") -> dict:
+    """One candidate over ``n`` members (the module docstring); its LMDB under ``scratch_dir``."""
     trim = ctypes.CDLL("libc.so.6").malloc_trim
     members = _members(n, per_pack)
-    scratch = tempfile.mkdtemp(prefix="live-sets-", dir="/var/tmp")
+    scratch = tempfile.mkdtemp(prefix="live-sets-", dir=scratch_dir)
     live = {"set": _SetLive, "array": _ArrayLive, "lmdb": lambda: _LmdbLive(scratch)}[candidate]()
     trim(0)
     out: dict = {"candidate": candidate, "members": n, "per_pack": per_pack}

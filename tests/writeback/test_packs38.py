@@ -307,3 +307,13 @@ def test_the_replay_reads_a_pack_a_piece_at_a_time(tmp_path, monkeypatch) -> Non
     assert [key for key, _ in packs.cover_records(pack)] == wanted
     assert reads and max(reads) < COVER_PIECE + 64
     packs.close()
+
+
+def test_the_live_sets_bench_runs_every_candidate(tmp_path) -> None:
+    """``bench/scale/workspace_live_sets.py`` at 2,000 members: each candidate refuses every
+    stale delete and keeps one member a pack (its own asserts), and says what it held."""
+    from bench.scale.workspace_live_sets import CANDIDATES, measure
+
+    for candidate in CANDIDATES:
+        out = measure(candidate, 2000, 500, str(tmp_path))
+        assert {"held_bytes_per_member", "adopt_cpu_us", "delete_cpu_us", "stale_delete_cpu_us"} <= set(out)
