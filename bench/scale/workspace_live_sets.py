@@ -45,10 +45,12 @@ BATCH = 4096
 CANDIDATES = ("set", "array", "lmdb")
 
 
-def _members(n: int, per_pack: int) -> list[tuple[int, int]]:
-    """(pack, offset) of ``n`` members, shuffled within windows of 3 batches: the journal
-    lists files by id, and concurrent writers put neighbouring ids in one pack, not in order."""
-    out = [(i // per_pack, (i % per_pack) * 200) for i in range(n)]
+def _members(n: int, per_pack: int) -> list[tuple[int, str]]:
+    """(pack, offset in hex, as a member key has it) of ``n`` members, shuffled within windows
+    of 3 batches: the journal lists files by id, and concurrent writers put neighbouring ids in
+    one pack, not in order. Each candidate parses the offsets (a Python int of its own each,
+    as ``Packs`` parses a key), so none shares the int objects of this list."""
+    out = [(i // per_pack, f"{(i % per_pack) * 200:x}") for i in range(n)]
     rng = random.Random(38)
     for start in range(0, n, 3 * BATCH):
         window = out[start : start + 3 * BATCH]
@@ -63,9 +65,10 @@ class _SetLive:
 
     def adopt(self, batch):
         for pack, offset in batch:
-            self.packs.setdefault(pack, set()).add(offset)
+            self.packs.setdefault(pack, set()).add(int(offset, 16))
 
-    def delete(self, pack: int, offset: int) -> bool:
+    def delete(self, pack: int, offset: str) -> bool:
+        offset = int(offset, 16)
         live = self.packs.get(pack)
         if live is None or offset not in live:
             return False
@@ -87,13 +90,14 @@ class _ArrayLive:
             live = self.packs.get(pack)
             if live is None:
                 live = self.packs[pack] = self.members()
-            live.adopt(offset)
+            live.adopt(int(offset, 16))
 
-    def delete(self, pack: int, offset: int) -> bool:
+    def delete(self, pack: int, offset: str) -> bool:
         live = self.packs.get(pack)
-        if live is None or not live.discard(offset):
+        left = live.discard(int(offset, 16)) if live is not None else None
+        if left is None:
             return False
-        if not live:
+        if not left:
             del self.packs[pack]
         return True
 
@@ -106,8 +110,8 @@ class _LmdbLive:
         self.count: dict[int, int] = {}
 
     @staticmethod
-    def _key(pack: int, offset: int) -> bytes:
-        return pack.to_bytes(8, "big") + offset.to_bytes(4, "big")
+    def _key(pack: int, offset: str) -> bytes:
+        return pack.to_bytes(8, "big") + int(offset, 16).to_bytes(4, "big")
 
     def adopt(self, batch):
         with self.env.begin(write=True) as txn:
@@ -115,7 +119,7 @@ class _LmdbLive:
                 if txn.put(self._key(pack, offset), b"", overwrite=False):
                     self.count[pack] = self.count.get(pack, 0) + 1
 
-    def delete(self, pack: int, offset: int) -> bool:
+    def delete(self, pack: int, offset: str) -> bool:
         with self.env.begin(write=True) as txn:
             if not txn.delete(self._key(pack, offset)):
                 return False
@@ -144,7 +148,7 @@ def measure(candidate: str, n: int, per_pack: int, scratch_dir: str = "/var/tmp"
     out["held_anon_mib"] = round(_status_mib("RssAnon") - anon0, 1)
     out["held_bytes_per_member"] = round(out["held_anon_mib"] * 2**20 / n, 1)
     out["file_mib"] = round(_status_mib("RssFile") - file0, 1)
-    doomed = [m for m in members if m[1] != 0]  # every member but the first of each pack
+    doomed = [m for m in members if m[1] != "0"]  # every member but the first of each pack
     cpu = time.process_time()
     assert all(live.delete(p, o) for p, o in doomed)
     out["delete_cpu_us"] = round((time.process_time() - cpu) * 1e6 / len(doomed), 2)

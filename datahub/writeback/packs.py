@@ -185,18 +185,19 @@ class _Members:
             self._pending = array(self._offsets.typecode)
         self._pending = _append_wide(self._pending, offset)
 
-    def discard(self, offset: int) -> bool:
-        """Make ``offset`` dead; whether it was a live member."""
+    def discard(self, offset: int) -> int | None:
+        """Make ``offset`` dead: the live members left, None if it was none (one call where
+        a question and a count were three: ``delete`` runs per garbage chunk)."""
         self._settle()
         i = self._index(offset)
         if i < 0 or not self._alive[i]:
-            return False
+            return None
         self._alive[i] = 0
         self._live -= 1
         if len(self._offsets) - self._live > max(self._live, 64):  # the dead outnumber the live
             self._offsets = array(self._offsets.typecode, itertools.compress(self._offsets, self._alive))
             self._alive = bytearray(b"\x01") * self._live
-        return True
+        return self._live
 
     def _index(self, offset: int) -> int:
         offsets = self._offsets
@@ -430,10 +431,9 @@ class Packs:
         token, offset = self._parse(key)
         with self._lock:
             pack = self._packs.get(token)
-            if pack is None or not pack.live.discard(offset):
-                return
-            if pack.live:
-                return
+            left = pack.live.discard(offset) if pack is not None else None
+            if left is None or left > 0:
+                return  # not a live member (given up before, or never), or not the last
             self._seal(pack)  # nothing may be appended to a pack about to be unlinked
             pack.doomed = True
             if pack.writing:
