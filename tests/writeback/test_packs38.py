@@ -112,7 +112,7 @@ class PackModel:
         assert self.pack_files() == self.named_packs()  # and no pack outlives its members
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_op, max_size=40), pack_bytes=st.sampled_from([1, 60, 200, 1000]))
 @example(  # garbage deleted twice in a session: the second delete is no member's
     ops=[("put", 0, 10), ("put", 1, 10), ("unlink", 0), ("again", 0)], pack_bytes=200
@@ -130,7 +130,7 @@ def test_a_pack_goes_exactly_when_its_last_member_does(tmp_path_factory, ops, pa
         model.packs.close()
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     ops=st.lists(
         st.one_of(
@@ -205,8 +205,11 @@ _ws_op = st.one_of(
 )
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(_ws_op, min_size=1, max_size=14))
+@example(  # an unlinked file's chunk still listed at a crash: recovery's collection deletes it
+    ops=[("write", 0, 10), ("write", 1, 10), ("unlink", 0), ("crash", 0)]
+).via("garbage of an earlier session beside a live chunk of its pack")
 def test_a_workspace_never_loses_a_packed_file(packed_envs, ops) -> None:
     """Through the journal: every file reads back its bytes after any sequence (a collection
     with a file held open, ``Overlay.held_ids``, included), and after a collection with no file
@@ -263,7 +266,7 @@ _record = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     parts=st.lists(
         st.one_of(
