@@ -303,8 +303,12 @@ class Packs:
 
         The member is live from now on: ``write`` fills it, ``delete`` gives it up. ``extra``
         bytes more are reserved after it for a cover record (``write``'s ``trailer``).
+
+        A member of no bytes still takes one: members are known by their offset alone
+        (``_parse``), and an empty one sharing the next member's offset would be that member to
+        the live set, so giving it up would unlink the pack under the other (review21a).
         """
-        length += extra
+        length = max(length + extra, 1)
         with self._lock:
             pack = self._current
             if pack is None or pack.sealed or pack.size + length > self.pack_bytes and pack.size > 0:
