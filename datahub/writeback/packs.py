@@ -31,8 +31,10 @@ the whole session). The membership itself, not only a count, is what decides a d
 delete and its unlisting; a key listed by an earlier session is no member at all), and a
 count would take the second delete of one member off another, still live, member and unlink
 the pack under it. Members adopted at an open are appended unsorted and sorted once, at the
-first question asked of them; dead entries are dropped once they outnumber the live, so a
-pack kept by a few members holds no more than twice their entries.
+first question asked of them; dead entries are dropped once they outnumber both the live
+and 64, so a pack kept by a few members holds no more than twice their entries or 64 dead.
+A member's offset is all that names it (``_parse``), so no two members may share one: a
+member of no bytes still reserves a byte (``reserve``, review21a).
 
 Durability: each append is ``pwrite`` then ``fdatasync`` of the pack, which makes the
 appended bytes and the file size durable; a new pack is created with ``O_EXCL`` and its
