@@ -75,17 +75,50 @@ fi
 # --- virtualenv + pip packages ----------------------------------------------------------
 [[ -x "$VENV/bin/python" ]] || { log "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 mkdir -p "$STAMPS"
+want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
+# datahub's dependencies and dev tools but pyfuse3 (built here from third_party/pyfuse3), one a line
+deps_but_pyfuse3() {
+  "$VENV/bin/python" - <<'PY'
+import re
+import tomllib
+
+with open("pyproject.toml", "rb") as f:
+    project = tomllib.load(f)["project"]
+for req in project["dependencies"] + project["optional-dependencies"]["dev"]:
+    if re.split(r"[^A-Za-z0-9._-]", req, maxsplit=1)[0].lower() != "pyfuse3":
+        print(req)
+PY
+}
+# The pip packages install beside the two builds, in the background. Why: the builds compile
+# on one core for minutes (pyfuse3's Cython and its one 55,000-line C file: ~3.5 min of a
+# first install under load) while pip unpacks torch and ~100 wheels on the other; one after
+# the other, a fresh clone's (CI's) install took ~9 min under load. pip upgrades itself first,
+# alone: build_pyfuse3.sh runs this venv's pip. pyfuse3 is left out of the background step, and
+# `pip install -e .[dev]` runs after both, so it finds the built pyfuse3 3.5.0 installed (never
+# the index's) and everything else too.
+deps_pid=
+if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
+  log "pip install (constraints: requirements/constraints.txt): pip, then torch and datahub's dependencies (beside the libfuse and pyfuse3 builds), then datahub; a few minutes the first time"
+  quiet_pip install -q --upgrade pip >/dev/null
+  mapfile -t deps < <(deps_but_pyfuse3)
+  (
+    # torch: exactly 2.13.0, a CPU wheel on local disk; any other spec pulls a multi-GB CUDA build.
+    with_heartbeat "pip install torch==2.13.0 (CPU)" quiet_pip install -q -c requirements/constraints.txt 'torch==2.13.0'
+    with_heartbeat "pip install datahub's dependencies" quiet_pip install -q -c requirements/constraints.txt "${deps[@]}"
+  ) &
+  deps_pid=$!
+fi
 # both builds are quiet for minutes on a first install (no output under load for ~4 min: newuser15)
 with_heartbeat "libfuse 3.17 build" scripts/build_libfuse.sh "$VENV" || log "libfuse 3.17 not built: pyfuse3 uses the system libfuse (no FUSE passthrough)"
-# pyfuse3 built from its source tree third_party/pyfuse3: before the pins below, which
-# then find pyfuse3 3.5.0 installed. A no-op when that build is already there.
-with_heartbeat "pyfuse3 build" scripts/build_pyfuse3.sh "$VENV/bin/python"
-want=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
-if [[ "$(cat "$STAMPS/pip" 2>/dev/null)" != "$want" ]]; then
-  log "pip install (constraints: requirements/constraints.txt): pip, then torch, then datahub and its dependencies; a few minutes the first time"
-  quiet_pip install -q --upgrade pip >/dev/null
-  # torch: exactly 2.13.0, a CPU wheel on local disk; any other spec pulls a multi-GB CUDA build.
-  with_heartbeat "pip install torch==2.13.0 (CPU)" quiet_pip install -q -c requirements/constraints.txt 'torch==2.13.0'
+# pyfuse3 built from its source tree third_party/pyfuse3: before `pip install -e .[dev]` below,
+# which then finds pyfuse3 3.5.0 installed. A no-op when that build is already there.
+build_rc=0
+with_heartbeat "pyfuse3 build" scripts/build_pyfuse3.sh "$VENV/bin/python" || build_rc=$?
+if [[ -n "$deps_pid" ]]; then  # a failed build still waits: pip is never left writing the venv
+  wait "$deps_pid" || { log "pip install of datahub's dependencies failed (its messages above)"; exit 1; }
+fi
+((build_rc == 0)) || exit "$build_rc"
+if [[ -n "$deps_pid" ]]; then
   with_heartbeat "pip install -e .[dev]" quiet_pip install -q -c requirements/constraints.txt -e ".[dev]"
   echo "$want" > "$STAMPS/pip"
 fi

@@ -10,15 +10,17 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from datahub.config import Config, load_config
-from datahub.errors import ObjectChanged
+from datahub.errors import ObjectChanged, StorageError
 from datahub.storage import StoreRegistry
 from datahub.writeback import Workspace, open_workspace
+from datahub.writeback.journal import Journal
 from tests.servers import S3Endpoint
 
 CHUNK = 4096
@@ -189,3 +191,38 @@ def unreadable_records(env: Env, catalog, dataset: str, seq: int, content: bytes
         except ObjectChanged:
             bad.append(record.key)
     return sorted(bad)
+
+
+def content(ws: Workspace, path: str) -> bytes:
+    """A workspace file's bytes, read whole through the workspace (not its shared tier)."""
+    with ws.open(path) as fh:
+        return fh.read(0, ws.stat(path).size)
+
+
+def assert_holds_exactly(ws: Workspace, files: dict[str, bytes], directory: str = "d") -> None:
+    """What a recovery must leave: ``directory`` lists exactly ``files``, each whole, and the
+    flusher counts their bytes (a file lost, doubled or torn fails one of the three)."""
+    assert sorted(name for name, _ in ws.listdir(directory)) == sorted(p.split("/")[1] for p in files)
+    for path, data in files.items():
+        assert content(ws, path) == data
+    assert ws.flusher.used == sum(len(d) for d in files.values())
+
+
+@contextmanager
+def journal_writes_failing_at(monkeypatch: pytest.MonkeyPatch, stop_at: int | None) -> Iterator[list[int]]:
+    """``Journal.write`` fails with StorageError at its ``stop_at``-th call (None: never): a kill
+    between two of recovery's commits, for what reaches the journal. Yields ``[calls]``."""
+    real_write = Journal.write
+    calls = [0]
+
+    def write_or_fail(journal: Journal, doing: str):
+        calls[0] += 1
+        if calls[0] == stop_at:
+            raise StorageError(f"test: recovery stopped at its transaction {stop_at}")
+        return real_write(journal, doing)
+
+    monkeypatch.setattr(Journal, "write", write_or_fail)
+    try:
+        yield calls
+    finally:
+        monkeypatch.setattr(Journal, "write", real_write)

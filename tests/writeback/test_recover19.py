@@ -21,7 +21,7 @@ import datahub.writeback as writeback
 from datahub.writeback import flusher as flusher_mod
 from datahub.writeback.journal import Txn
 from datahub.writeback.model import new_record
-from tests.writeback.conftest import CHUNK, Env, write
+from tests.writeback.conftest import CHUNK, Env, assert_holds_exactly, write
 
 BATCH = 4
 
@@ -51,11 +51,6 @@ class _Scans:
 
         monkeypatch.setattr(Txn, "files_after", files_after)
         monkeypatch.setattr(Txn, "files", files)
-
-
-def _content(ws, path: str) -> bytes:
-    with ws.open(path) as fh:
-        return fh.read(0, ws.stat(path).size)
 
 
 def test_an_open_reads_the_records_a_batch_at_a_time_and_keeps_every_rule(
@@ -91,14 +86,11 @@ def test_an_open_reads_the_records_a_batch_at_a_time_and_keeps_every_rule(
     assert scans.batches >= 21 // BATCH
 
     kept = {p: d for p, d in files.items() if p != torn}
-    assert sorted(name for name, _ in ws2.listdir("d")) == sorted(p.split("/")[1] for p in kept)
-    for path, data in kept.items():
-        assert _content(ws2, path) == data
+    assert_holds_exactly(ws2, kept)
     with ws2.journal.read() as txn:
         assert txn.file(nameless) is None
         assert not [rec for _, rec in txn.files() if rec.get("unverified") or rec.get("unacked")]
         assert len(list(txn.files())) == len(kept)
-    assert ws2.flusher.used == sum(len(d) for d in kept.values())
     report = ws2.flush()
     assert (report.uploaded, report.still_dirty, report.errors) == (len(kept), 0, [])
 

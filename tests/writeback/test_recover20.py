@@ -21,9 +21,17 @@ import pytest
 import datahub.writeback as writeback
 from datahub.errors import StorageError
 from datahub.writeback import flusher as flusher_mod
-from datahub.writeback.journal import Journal, Txn
+from datahub.writeback.journal import Txn
 from datahub.writeback.model import new_record
-from tests.writeback.conftest import CHUNK, Env, make_env, objects_of, write
+from tests.writeback.conftest import (
+    CHUNK,
+    Env,
+    assert_holds_exactly,
+    journal_writes_failing_at,
+    make_env,
+    objects_of,
+    write,
+)
 
 BATCH = 4
 NEVER = 3600.0  # the journal's committer never writes deferred commits on its clock
@@ -31,11 +39,6 @@ NEVER = 3600.0  # the journal's committer never writes deferred commits on its c
 
 def _payload(path: str) -> bytes:
     return hashlib.sha256(path.encode()).digest() * (3000 // 32)  # one chunk: a covered first close
-
-
-def _content(ws, path: str) -> bytes:
-    with ws.open(path) as fh:
-        return fh.read(0, ws.stat(path).size)
 
 
 class _Puts:
@@ -95,13 +98,10 @@ def test_an_open_commits_its_replay_and_its_judgement_a_batch_at_a_time(
     assert sum(puts.per_txn.values()) >= 10 * 2 + 20 + 1
     assert max(puts.per_txn.values()) <= 2 * BATCH, sorted(puts.per_txn.values())
 
-    assert sorted(name for name, _ in ws.listdir("d")) == sorted(p.split("/")[1] for p in files)
-    for path, data in files.items():
-        assert _content(ws, path) == data
+    assert_holds_exactly(ws, files)
     with ws.journal.read() as txn:
         assert txn.file(nameless) is None
         assert not [rec for _, rec in txn.files() if rec.get("unverified") or rec.get("unacked")]
-    assert ws.flusher.used == sum(len(d) for d in files.values())
 
 
 def test_a_recovery_stopped_between_its_commits_is_finished_by_the_next_open(
@@ -112,26 +112,14 @@ def test_a_recovery_stopped_between_its_commits_is_finished_by_the_next_open(
     journal the next open recovers to the same 20 whole files, none lost, none twice."""
     files, _ = _crashed_workspace(packed)
     monkeypatch.setattr(writeback, "_RECOVER_BATCH", BATCH)
-    real_write = Journal.write
     for stop_at in (2, 4, 6, 8):
-        calls = 0
-
-        def write_or_fail(journal: Journal, doing: str, stop_at: int = stop_at):
-            nonlocal calls
-            calls += 1
-            if calls == stop_at:
-                raise StorageError(f"test: recovery stopped at its transaction {stop_at}")
-            return real_write(journal, doing)
-
-        monkeypatch.setattr(Journal, "write", write_or_fail)
-        with pytest.raises(StorageError, match="test: recovery stopped"):
+        with (
+            journal_writes_failing_at(monkeypatch, stop_at),
+            pytest.raises(StorageError, match="test: recovery stopped"),
+        ):
             packed.open(background=False)
-        monkeypatch.setattr(Journal, "write", real_write)
     ws = packed.open(background=False)
-    assert sorted(name for name, _ in ws.listdir("d")) == sorted(p.split("/")[1] for p in files)
-    for path, data in files.items():
-        assert _content(ws, path) == data
-    assert ws.flusher.used == sum(len(d) for d in files.values())
+    assert_holds_exactly(ws, files)
     report = ws.flush()
     assert (report.uploaded, report.still_dirty, report.errors) == (len(files), 0, [])
 

@@ -24,8 +24,7 @@ import pytest
 
 import datahub.writeback as writeback
 from datahub.errors import StorageError
-from datahub.writeback.journal import Journal
-from tests.writeback.conftest import Env, make_env, write
+from tests.writeback.conftest import Env, journal_writes_failing_at, make_env, write
 
 BATCH = 4
 NEVER = 3600.0
@@ -78,25 +77,12 @@ def _restore(env: Env, snap: Path) -> None:
 def _open_failing_at(env: Env, monkeypatch: pytest.MonkeyPatch, stop_at: int | None) -> int:
     """Open (with a failure at write transaction ``stop_at``, None: none), then a kill; returns
     how many write transactions the open began."""
-    real_write = Journal.write
-    calls = 0
-
-    def write_or_fail(journal: Journal, doing: str):
-        nonlocal calls
-        calls += 1
-        if calls == stop_at:
-            raise StorageError(f"test: recovery stopped at its transaction {stop_at}")
-        return real_write(journal, doing)
-
-    monkeypatch.setattr(Journal, "write", write_or_fail)
-    try:
+    with journal_writes_failing_at(monkeypatch, stop_at) as calls:
         try:
             env.open(background=False).abandon()  # fewer transactions than ``stop_at``: a kill after
         except StorageError as exc:
             assert stop_at is not None and "test: recovery stopped" in str(exc), exc
-    finally:
-        monkeypatch.setattr(Journal, "write", real_write)
-    return calls
+    return calls[0]
 
 
 def _check_whole(env: Env, files: dict[str, bytes], label: str) -> None:
