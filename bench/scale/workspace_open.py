@@ -13,8 +13,9 @@ whole list) whether anything is dirty, as ``open_workspace`` does in the backgro
 RSS after the imports, ``VmHWM`` (the journal's mapped pages count there too) and the
 sampled peak of ``RssAnon`` (the heap) during the open, ``RssAnon`` after it (what the open
 still holds), the open's wall, CPU and CPU microseconds per file, and the same for the
-``dirty()`` call; then ``RssAnon`` after ``malloc_trim(0)`` and without the packs' live sets
-(``_held_by_packs``: what of it is the one thing an open keeps per file).
+``dirty()`` call; then the CPU of the first question asked of the packs' live sets (packs38
+sorts the offsets an open adopted in then), ``RssAnon`` after ``malloc_trim(0)`` and without
+the live sets (``_held_by_packs``: what of it is the one thing an open keeps per file).
 
 Wall swings with the shared machine's load (printed); CPU and RSS are the figures.
 """
@@ -79,19 +80,22 @@ def measure_open(home: str, files: int) -> dict:
 
 def _held_by_packs(ws) -> dict:
     """What of the anonymous RSS after the open the packs' live sets hold (an offset per live
-    member, ``packs.py``: kept for the session, they decide when a pack goes): ``RssAnon``
+    member, ``packs.py``: kept for the session, they decide when a pack goes; a ``set`` before
+    packs38, a sorted array and a byte a member after): ``RssAnon``
     after ``malloc_trim(0)``, then with every live set emptied and trimmed again (the
     workspace is abandoned right after: its packs are not used again)."""
     import ctypes
     import gc
 
     trim = ctypes.CDLL("libc.so.6").malloc_trim
-    trim(0)
-    out = {"rss_anon_trimmed_mib": _status_mib("RssAnon")}
     packs = [p for group in ws.chunks._all_packs for p in group._packs.values()]
-    out["pack_members_live"] = sum(len(p.live) for p in packs)
+    cpu = time.process_time()  # packs38 sorts the adopted offsets in at the first question
+    out = {"pack_members_live": sum(len(p.live) for p in packs)}
+    out["live_sets_settle_cpu_s"] = round(time.process_time() - cpu, 2)
+    trim(0)
+    out["rss_anon_trimmed_mib"] = _status_mib("RssAnon")
     for pack in packs:
-        pack.live = set()
+        pack.live = type(pack.live)()  # a set on a base before packs38, ``_Members`` after
     gc.collect()
     trim(0)
     out["rss_anon_without_live_sets_mib"] = _status_mib("RssAnon")
