@@ -155,7 +155,8 @@ class ChunkStore:
         ``record_bytes``, made durable by the chunk's own write: a pack member (the record
         follows it in the pack), any chunk on RADOS (the record is an xattr set by the
         chunk's write op), a chunk on S3/RGW sent in one PUT whose record fits S3's user
-        metadata (``S3Writes.record_fits``: 2 KB, so a path of about 1.4 KB at most)."""
+        metadata (``S3Writes.record_fits``: 2 KB, so about 1.4 KB of JSON path: any ASCII path
+        the journal keeps, about 116 emoji)."""
         if self.packed(key):
             return True
         if isinstance(self._records, S3Writes):
