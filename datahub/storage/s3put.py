@@ -10,6 +10,7 @@ no SDK.
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import math
@@ -29,6 +30,8 @@ T = TypeVar("T")
 
 MIN_PART = 5 * 1024**2  # S3 (and Ceph RGW by default) refuse smaller parts except the last
 MAX_PARTS = 10_000
+RECORD_META = "datahub-record"  # the user metadata ``put_with_record`` stores a record in
+RECORD_MAX = 2048 - len(RECORD_META)  # base64 bytes: AWS keeps 2 KB of user metadata, names included
 
 
 def read_exactly(fh: BinaryIO, n: int) -> bytes:
@@ -181,21 +184,63 @@ class S3Writes:
             return self.multipart_chunk
         return max(self.multipart_chunk, math.ceil(size / MAX_PARTS / MIN_PART) * MIN_PART)
 
+    def put_with_record(self, key: str, data: bytes | bytearray, record: bytes) -> ObjectInfo:
+        """``put``, with ``record`` stored as the object's user metadata ``datahub-record``
+        (base64) by the same single PUT: durable with the bytes or not at all. Why: a
+        write-back cover record (datahub/writeback/chunks.py) rides with its chunk instead of
+        costing the journal a transaction and its shared-log record, a second PUT (ceph41).
+        ``record_fits`` says which records and sizes it takes (InvalidInput otherwise)."""
+        full = self._full(key)
+        if not self.record_fits(len(data), len(record)):
+            raise InvalidInput(
+                f"put of s3://{self.bucket}/{full}: a record of {len(record)} bytes with {len(data)} "
+                f"bytes does not fit one PUT's metadata (at most {RECORD_MAX} bytes, a single PUT)",
+                bucket=self.bucket,
+                key=full,
+            )
+        return self._put_single(key, full, bytes(data), False, None, base64.b64encode(record).decode())
+
+    def record_fits(self, size: int, record_bytes: int) -> bool:
+        """Whether ``put_with_record`` takes a record of ``record_bytes`` with ``size`` bytes:
+        one single PUT, and metadata within what S3 stores (2 KB of user metadata on AWS)."""
+        return size <= self.multipart_threshold and 4 * -(-record_bytes // 3) <= RECORD_MAX
+
+    def record(self, key: str) -> bytes:
+        """What ``put_with_record`` stored with object ``key`` (b"" if nothing): one HEAD."""
+        full = self._full(key)
+        head = self._call(full, lambda: self._client.head_object(Bucket=self.bucket, Key=full))
+        value = (head.get("Metadata") or {}).get(RECORD_META, "")
+        try:
+            return base64.b64decode(value, validate=True) if value else b""
+        except ValueError:
+            return b""  # not ours: no record
+
     def _put_single(
-        self, key: str, full: str, payload: bytes, once: bool, if_match: str | None = None
+        self,
+        key: str,
+        full: str,
+        payload: bytes,
+        once: bool,
+        if_match: str | None = None,
+        record: str | None = None,
     ) -> ObjectInfo:
         """One PutObject: the lean signed PUT (``s3get``) when the connection has the lean
         path, else boto3 (0.6-1 ms more client CPU per 100 KB request: a small file's write-back).
-        ``once``: only if no object is at the key (``If-None-Match: *``; ObjectChanged if one is)."""
+        ``once``: only if no object is at the key (``If-None-Match: *``; ObjectChanged if one is).
+        ``record``: the value of the user metadata ``datahub-record`` (``put_with_record``)."""
         lean = self._conn.getter if if_match is None else None  # the lean PUT sends no If-Match
+        meta = {RECORD_META: record} if record is not None else None
         if lean is not None:
             etag = self._call(
-                full, lambda: lean.put(self.bucket, full, payload, budget=remaining(), once=once)
+                full,
+                lambda: lean.put(self.bucket, full, payload, budget=remaining(), once=once, metadata=meta),
             )
             return ObjectInfo(key, len(payload), unquote_etag(etag), self._clock())
-        condition = {"IfNoneMatch": "*"} if once else {}
+        condition: dict[str, Any] = {"IfNoneMatch": "*"} if once else {}
         if if_match is not None:
             condition["IfMatch"] = if_match
+        if meta is not None:
+            condition["Metadata"] = meta
         resp = self._call(
             full, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=payload, **condition)
         )

@@ -177,7 +177,8 @@ def local_journal_id(config: Config, workspace: str) -> str | None:
 def journal_prefixes(config: Config, store: ObjectStore, workspace: str | None = None) -> list[JournalPrefix]:
     """Every journal prefix of every workspace (or of ``workspace``) in shared tier ``store``,
     one listing of ``writeback/``, with its cover records counted (reads each pack once; on
-    RADOS one xattr read per object). Sorted by workspace, then journal."""
+    RADOS one xattr read per object, on S3/RGW one HEAD per object). Sorted by workspace,
+    then journal."""
     found: dict[tuple[str, str], JournalPrefix] = {}
     listed = f"{SHARED_PREFIX}/{workspace}/" if workspace else f"{SHARED_PREFIX}/"
     for info in store.list(listed):
