@@ -188,6 +188,7 @@ def adopt_journal(args: argparse.Namespace, ctx: CliContext) -> int:
         return 0
     if report.already:
         ctx.emit(None, text=f"journal {journal} of workspace {name!r} was adopted here already")
+        _not_adopted(ctx, report.not_adopted)
         return 0
     ctx.emit(
         None,
@@ -195,9 +196,15 @@ def adopt_journal(args: argparse.Namespace, ctx: CliContext) -> int:
         f"({report.bytes} bytes), {report.directories} directories; {report.covers} small files from "
         f"cover records; left out (their first close never returned): {', '.join(report.dropped) or 'none'}",
     )
-    for item in report.not_adopted:  # --partial: each on a line of its own (another node's names)
-        ctx.emit(None, text=f"not adopted (its bytes are not whole): {shown(item['path'])}: {item['why']}")
+    _not_adopted(ctx, report.not_adopted)
     return 0
+
+
+def _not_adopted(ctx: CliContext, items: list[dict]) -> None:
+    """The files a ``--partial`` adoption left out, each on a line of its own (another node's
+    names: ``shown`` makes any control character visible)."""
+    for item in items:
+        ctx.emit(None, text=f"not adopted (its bytes are not whole): {shown(item['path'])}: {item['why']}")
 
 
 def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: LeaseGuard) -> int:

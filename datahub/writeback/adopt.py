@@ -144,6 +144,7 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool, 
         )
     if marker is not None and marker.get("by") == own and marker.get("done"):
         report.already = True
+        report.not_adopted = list(marker.get("not_adopted") or [])  # what that run left out
         return report
     state = read_log(lost)
     if state is None:

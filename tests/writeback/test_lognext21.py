@@ -286,6 +286,12 @@ def test_partial_adopts_every_whole_file_and_keeps_the_list_of_the_others(pair: 
     marker = pair.marker(journal)
     assert marker is not None and marker["done"]
     assert marker["not_adopted"] == report.not_adopted  # durable, in the shared tier
+    b = pair.open("b")
+    try:
+        again = adopt_journal(b, journal, pair.stores["b"], partial=True)
+        assert again.already and again.not_adopted == report.not_adopted  # told again
+    finally:
+        b.close()
 
 
 def test_a_file_left_out_keeps_its_committed_version_in_the_dataset(tmp_path: Path) -> None:
