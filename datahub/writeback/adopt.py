@@ -8,13 +8,20 @@ chunk its files name, and writes those files into ``ws`` (this node's workspace,
 lease) as new acknowledged files of its own; its flusher and commits then treat them as any.
 
 The steps, each safe to run again:
+0. ``ws`` holds its writer lease (``_check_lease``; lognext21), and the lost holder can
+   acknowledge nothing more (after a break ``--at-once`` the CLI waits for its fence first,
+   ``await_fenced``);
 1. the lost journal's state: the newest whole checkpoint, its session's records in order up
    to the first missing one (voided ones left out), then the cover records numbered above the
-   last ``covered`` (new small files whose first commit had not reached LMDB);
+   last ``covered`` (new small files whose first commit had not reached LMDB); the log
+   header's flush folder must be the one this workspace's target gives that journal
+   (``_objects_url``);
 2. every file is checked before anything is written: each chunk exists with its length (and
    its CRC-32 where one was recorded), an evicted file's object has its etag. A first commit
    whose chunk is missing or torn never returned (its file is left out, as recovery drops
-   it); any other missing chunk fails the adoption, with nothing written;
+   it); any other file whose bytes cannot be proven whole fails the adoption, with nothing
+   written, unless ``partial``: then it is left out and listed (report, marker), and so are
+   its merge-base entries;
 3. the marker ``writeback-log/<workspace>/j-<id>/adopted`` is written (this journal's id, not done): the lost
    journal's own next open is refused from now on, and another journal's adoption needs
    ``force``;

@@ -114,9 +114,14 @@ def test_a_holder_broken_at_once_acknowledges_nothing_the_adoption_misses(tmp_pa
         before = leases.lease(WS)
         b = open_workspace(WS, pair.config["b"], pair.stores["b"], lease=leases, lease_ttl=TTL)
         try:
+            # a acknowledges still, though b holds the lease: the window (unless a load slowed
+            # b's open past a's fence, 3-5 s after the break: then there is nothing to miss)
             acked_at_take = out.count("ACK ")
-            out.wait(lambda x: x.startswith("ACK ") and out.count("ACK ") > acked_at_take)
-            # a acknowledges still, though b holds the lease: the window
+            out.wait(
+                lambda x: (
+                    x.startswith("FENCED") or (x.startswith("ACK ") and out.count("ACK ") > acked_at_take)
+                )
+            )
             assert await_fenced(b, leases, before, ttl=TTL) > 0
             adopt_journal(b, journal, pair.stores["b"])
             out.wait(lambda x: x.startswith("FENCED"))  # a stopped on its own clock
