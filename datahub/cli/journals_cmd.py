@@ -89,8 +89,8 @@ def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
         "disk) from its shared log and cover records in the shared tier, checks every chunk its "
         "files name, and writes those files into this node's journal of the workspace, under its "
         "writer lease (free or lapsed: the lost node's lease must have run out; refused without a "
-        "catalog to hold it; after a break --at-once it first waits out the old holder's fence, up "
-        "to 30 s), then flushes them. The lost journal's own next open is refused from then on. "
+        "catalog to hold it; after a break --at-once, or a release less than 30 s ago, it first waits "
+        "out the old holder's fence, up to 30 s), then flushes them. The lost journal's own next open is refused from then on. "
         "Nothing is written if an acknowledged file's bytes cannot be proven whole (unless "
         "--partial); run it again after a crash. Unmount the workspace here first.",
     )

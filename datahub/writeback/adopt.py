@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from datahub.commit_base import BASE_META, UNSETTLED
 from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound, StorageError
+from datahub.storage import _parse
 from datahub.writeback import journal_objects_url, writer_lease
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.journal import _tree_path
@@ -168,7 +169,8 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool, 
     chunk_size = int(state.header["chunk_size"])
     plan = _check(ws, lost, tree, files, sizes, origin, report)
     if report.not_adopted and not partial:
-        raise StorageError(_unproven(ws, lost, report.not_adopted), journal=lost.journal)
+        resumed = marker is not None and marker.get("by") == own  # an earlier run wrote some
+        raise StorageError(_unproven(ws, lost, report.not_adopted, resumed), journal=lost.journal)
     plan = _unless_here(ws, lost, plan, origin, chunk_size, report, replace)
     writer_lease(ws).check(f"adoption of journal {journal_id} into {ws.what}")  # type: ignore[union-attr]
     _mark(lost, marker_key, own, done=False, not_adopted=report.not_adopted)
@@ -301,13 +303,21 @@ def _relative(path: str) -> bool:
     return bool(path) and all(part not in ("", ".", "..") for part in path.split("/"))
 
 
-def _unproven(ws: Workspace, lost: ChunkStore, items: list[dict]) -> str:
+def _unproven(ws: Workspace, lost: ChunkStore, items: list[dict], resumed: bool) -> str:
+    """``resumed``: an earlier run of this adoption (``partial``) wrote files before it stopped;
+    "nothing was adopted" would be untrue then (review21c)."""
     shown = "; ".join(f"{item['path']!r}: {item['why']}" for item in items[:10])
     more = f" (and {len(items) - 10} more)" if len(items) > 10 else ""
+    done = (
+        "nothing more was adopted now, but an earlier run of this adoption, interrupted, may have "
+        "written some of the other files into this workspace already. Finish it with --partial"
+        if resumed
+        else "nothing was adopted. Adopt every other file with --partial"
+    )
     return (
         f"{len(items)} file(s) acknowledged in journal {lost.journal} of {ws.what} cannot be proven "
-        f"whole: {shown}{more}; nothing was adopted. Adopt every other file with --partial "
-        "(partial=True): those are listed then, and kept in the adoption marker"
+        f"whole: {shown}{more}; {done} (partial=True): those are listed then, and kept in the "
+        "adoption marker"
     )
 
 
@@ -321,18 +331,32 @@ def _objects_url(ws: Workspace, lost: ChunkStore, header: dict) -> str:
         target = txn.meta("target_url") or ""
     named = str(header.get("objects_url", "")).rstrip("/")
     mine = journal_objects_url(target, lost.journal).rstrip("/")
-    if named not in (mine, target.rstrip("/")):
-        raise Conflict(
-            f"the shared log of journal {lost.journal} of {ws.what} says that journal flushed to "
-            f"{named or '(nothing)'}, but {ws.what} flushes to {target}, so that journal's folder is "
-            f"{mine}: the log was not written by a node of this workspace as configured here (or "
-            "was altered in the shared tier); nothing was adopted. Check the shared tier and the "
-            "workspace's target (a node opened with another target_url is adopted from a workspace "
-            "opened with that target)",
-            workspace=ws.name,
-            journal=lost.journal,
-        )
-    return named
+    for folder in (mine, target.rstrip("/")):
+        if _folder(named) is not None and _folder(named) == _folder(folder):
+            return folder
+    raise Conflict(
+        f"the shared log of journal {lost.journal} of {ws.what} says that journal flushed to "
+        f"{named or '(nothing)'}, but {ws.what} flushes to {target}, so that journal's folder is "
+        f"{mine}: the log was not written by a node of this workspace as configured here (or "
+        "was altered in the shared tier); nothing was adopted. Check the shared tier and the "
+        "workspace's target (a node opened with another target_url is adopted from a workspace "
+        "opened with that target)",
+        workspace=ws.name,
+        journal=lost.journal,
+    )
+
+
+def _folder(url: str) -> tuple[str, str, str] | None:
+    """The store and folder ``url`` names, as the store registry opens it (``storage._parse``:
+    scheme in any case, ``file://localhost/`` for ``file:///``, an S3 key decoded), None for
+    no storage URL. Why (review21c): compared as strings, a lost node whose configuration spelled
+    the same flush target another way wrote a header the adoption refused, and none of its
+    acknowledged files could be adopted, though its evicted files' bytes were where it said."""
+    try:
+        scheme, authority, path = _parse(url)
+    except DatahubError:
+        return None
+    return scheme, authority, path.rstrip("/")
 
 
 def _unless_here(
@@ -452,17 +476,21 @@ def await_fenced(ws: Workspace, port, before, ttl: float = LEASE_TTL, sleep=time
     window missed the files it acknowledged meanwhile: lost once that node died. Every such
     renewal began before the break, so the holder is fenced ``ttl`` after it, on the catalog's
     clock; this node's take tells the catalog's time (its expiry minus ``ttl``). A lease that
-    lapsed or was released needs no wait (its holder fenced before its expiry, or closed); one
-    seen held, free by the take, was broken meanwhile: the whole ``ttl``. ``ttl``: the lost
-    holder's (every node uses ``LEASE_TTL``)."""
+    lapsed needs no wait (its holder fenced before its expiry, and so did one broken before it
+    was taken); one released waits until ``ttl`` after its release (review21c: a third node's
+    take and release after a break at once leave a released row, and the broken holder may
+    acknowledge on; a release more than ``ttl`` ago needs no wait); one seen held, free by the
+    take, was broken meanwhile: the whole ``ttl``. ``ttl``: the lost holder's (every node uses
+    ``LEASE_TTL``)."""
     held, name = writer_lease(ws), ws.name
     now = port.lease(name) if held is not None else None
     if now is None or before is None or before.owner == held.owner:  # type: ignore[union-attr]
         return 0.0  # no lease (adopt_journal refuses), none before, or this node's own
     taken_at = now.expires - held.ttl  # type: ignore[union-attr]  # the catalog's clock at the take or a renewal since
-    if before.expires <= 0:  # freed: released by its holder (owner kept), or broken at once
-        if before.owner:
-            return 0.0
+    if before.expires <= 0:  # freed (at -expires): broken at once, or released by its holder
+        # a release hides any break at once before it (review21c): a third node took the lease
+        # after the break and released it, the row tells no more; the broken holder's fence is
+        # before ``ttl`` after the break, so before ``ttl`` after the release
         fenced_at = -before.expires + ttl
     elif before.expires <= taken_at:
         return 0.0  # lapsed: its holder fenced before its expiry
@@ -471,8 +499,9 @@ def await_fenced(ws: Workspace, port, before, ttl: float = LEASE_TTL, sleep=time
     wait = min(ttl, max(0.0, fenced_at - taken_at))
     if wait > 0:
         log.warning(
-            "workspace %r: its writer lease was broken at once; waiting %.0f s, until its last holder "
-            "can acknowledge nothing more, before reading the lost journal's log", name, wait,
+            "workspace %r: its writer lease was broken at once (or freed since less than %.0f s ago); "
+            "waiting %.0f s, until a holder it was broken from can acknowledge nothing more, before "
+            "reading the lost journal's log", name, ttl, wait,
         )  # fmt: skip
         sleep(wait)
     return wait
