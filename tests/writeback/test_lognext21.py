@@ -38,6 +38,7 @@ from tests.writeback.test_lease import Clock
 from tests.writeback.test_nodeloss20 import _Env, _files, _put
 
 WS = "shared"
+TTL = 600.0
 
 
 class Pair:
@@ -75,7 +76,9 @@ class Pair:
 
     def open(self, name: str, *, leased: bool = True):
         lease = self.leases if leased else None
-        return open_workspace(WS, self.config[name], self.stores[name], lease=lease, lease_ttl=30.0)
+        # a long ttl: a loaded machine (S3 on moto at load 30) starved a 30 s lease's renewals
+        # past its fence once; the lease itself, not its timing, is what these tests are about
+        return open_workspace(WS, self.config[name], self.stores[name], lease=lease, lease_ttl=TTL)
 
     def lose_a(self, writes: Callable, *, reopened: bool = False) -> str:
         """Node a (no lease: the catalog's clock is the test's) runs ``writes``, then is lost
@@ -143,7 +146,7 @@ def test_an_adoption_whose_lease_was_lost_is_refused(pair: Pair) -> None:
     journal = pair.lose_a(lambda a: _put(a, "x", b"acknowledged"))
     b = pair.open("b")
     try:
-        pair.clock.now += 60
+        pair.clock.now += TTL + 60
         pair.leases.acquire_lease(WS, "a third node", "host c", 30.0)
         held = writer_lease(b)
         assert held is not None and not held.renew()  # refused: another holder has it
