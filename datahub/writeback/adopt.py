@@ -147,8 +147,11 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool, 
     if marker is not None and marker.get("by") != own and not force:
         raise Conflict(
             f"journal {journal_id} of {ws.what} was adopted by journal {marker.get('by')} "
-            f"({marker.get('host')}, {'done' if marker.get('done') else 'not finished'}); adopt it "
-            "there, or pass force to adopt it here too"
+            f"({marker.get('host')}, {'done' if marker.get('done') else 'not finished'}): its files are "
+            "that journal's; if that run did not finish, run it again there. To adopt it here too "
+            "(the files then in both journals), pass --force (force=True); nothing was adopted",
+            workspace=ws.name,
+            journal=journal_id,
         )
     if marker is not None and marker.get("by") == own and marker.get("done"):
         report.already = True

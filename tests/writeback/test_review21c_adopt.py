@@ -140,7 +140,7 @@ import datahub.writeback.adopt as adopt
 args = json.loads(sys.argv[1])
 config = load_config(env={}, overrides=args["overrides"])
 stores = StoreRegistry(config)
-ws = open_workspace("shared", config, stores, lease=SQLiteCatalogStore(args["catalog"]), lease_ttl=30.0)
+ws = open_workspace("shared", config, stores, lease=SQLiteCatalogStore(args["catalog"]), lease_ttl=600.0)
 copy = adopt._copy
 
 def first_then_hang(ws, lost, item, origin, chunk_size):
@@ -179,7 +179,7 @@ def test_a_partial_adoption_killed_half_way_is_finished_by_a_run_again(pair: Pai
     leases = SQLiteCatalogStore(pair.catalog_path)
     try:
         assert leases.break_lease(WS, at_once=True) is not None  # the adopter is dead: kill -9
-        b = open_workspace(WS, pair.config["b"], pair.stores["b"], lease=leases, lease_ttl=30.0)
+        b = open_workspace(WS, pair.config["b"], pair.stores["b"], lease=leases, lease_ttl=600.0)
         try:
             assert _files(b) == {"dir-ok-2": b"whole too"}  # acknowledged by its close
             with pytest.raises(StorageError) as err:
