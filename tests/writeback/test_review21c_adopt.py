@@ -9,6 +9,8 @@ files"), on a local shared tier and on S3 (moto), with lognext21's two-node ``Pa
    read before the take is the release, and the broken holder still acknowledged files.
 3. A ``partial`` adoption killed -9 half-way and run again: the refusal without ``partial``
    said "nothing was adopted" of files this node had taken already.
+4. ``partial`` with renames, an unlink and an evicted older version: a guard (it passed on
+   lognext21's code; a mutant whose ``_unwhole`` finds every file whole fails it).
 """
 
 from __future__ import annotations
@@ -197,3 +199,42 @@ def test_a_partial_adoption_killed_half_way_is_finished_by_a_run_again(pair: Pai
         leases.close()
     marker = pair.marker(journal)
     assert marker is not None and marker["done"] and marker["not_adopted"] == report.not_adopted
+
+
+# --- 4. partial: renames, unlinks and an evicted older version -----------------------------------
+
+
+def test_partial_never_gives_an_older_version_or_a_removed_name(pair: Pair) -> None:
+    """Node a: 'old' flushed and evicted (its bytes only in its flushed object), then
+    overwritten (v2, whose chunk the shared tier loses), then renamed into a renamed directory;
+    'gone' written and unlinked; 'moved' renamed. A partial adoption takes what is whole under
+    its last names, lists 'd2/new' (v2's chunk), and never shows v1's bytes, 'gone', or a name
+    a rename left."""
+    lost_keys: list[str] = []
+
+    def writes(a) -> None:
+        a.mkdir("d1")
+        _put(a, "d1/old", b"v1, flushed and evicted " * 50)
+        a.flush()
+        assert a.flusher.evict(0) > 0
+        _put(a, "d1/old", b"v2, acknowledged, its chunk lost")
+        lost_keys.append(a.journal_record("d1/old")["chunks"]["0"][0])
+        _put(a, "gone", b"unlinked")
+        a.unlink("gone")
+        _put(a, "moved-from", b"renamed")
+        a.rename("moved-from", "moved-to")
+        a.rename("d1", "d2")
+        a.rename("d2/old", "d2/new")
+
+    journal = pair.lose_a(writes)
+    pair.shared.delete(lost_keys[0])
+    b = pair.open("b")
+    try:
+        report = adopt_journal(b, journal, pair.stores["b"], partial=True)
+        assert [i["path"] for i in report.not_adopted] == ["d2/new"]
+        assert lost_keys[0] in report.not_adopted[0]["why"]
+        assert _files(b) == {"moved-to": b"renamed"}
+        assert sorted(name for name, _ in b.listdir("")) == ["d2", "moved-to"]
+        assert b.listdir("d2") == []
+    finally:
+        b.close()
