@@ -230,8 +230,9 @@ class _Env:
 def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """``datahub cache adopt-journal`` as an operator runs it on node b (no catalog: the flock
-    only), then ``forget-journal`` deletes the lost journal's prefix and its shared log."""
+    """``datahub cache adopt-journal`` as an operator runs it on node b (with the catalog the
+    nodes share: adoption needs the writer lease), then ``forget-journal`` deletes the lost
+    journal's prefix and its shared log."""
     n = Nodes(tmp_path, {})
     try:
         a = open_workspace(WS, n.config["a"], n.stores["a"])
@@ -249,6 +250,7 @@ def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
         monkeypatch.setenv("DATAHUB_OBJECTS_URL", n.config["b"].resolved_objects_url)
         monkeypatch.setenv("DATAHUB_CACHE_SHARED_URL", n.config["b"].resolved_shared_url)
         monkeypatch.setenv("DATAHUB_CACHE_PAGE_SIZE", str(CHUNK))
+        monkeypatch.setenv("DATAHUB_CATALOG_URL", f"sqlite:///{n.catalog_path}")
         assert main(["cache", "adopt-journal", WS, a_journal]) == 0
         assert "adopted journal" in capsys.readouterr().out
         b = n.open_plain("b")
@@ -289,7 +291,7 @@ def test_an_acknowledged_chunk_missing_fails_the_adoption_and_nothing_is_written
 
         journal = _lost_node_a(n, writes)
         (tmp_path / "shared-tier" / keys[0]).unlink()  # the shared tier lost it behind datahub's back
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             with pytest.raises(StorageError, match="'ckpt'.*nothing was adopted"):
                 adopt_journal(b, journal, n.stores["b"])
@@ -310,7 +312,7 @@ def test_a_record_torn_by_the_crash_ends_the_log_and_the_changes_before_it_are_a
         journal = _lost_node_a(n, lambda a: (_put(a, "x", b"v1"), _put(a, "x", b"v2"), a.rename("x", "y")))
         (log,) = (tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{journal}").glob("*/log")
         os.truncate(log, log.stat().st_size - 3)  # the rename's record cut short
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             report = adopt_journal(b, journal, n.stores["b"])
             assert _files(b) == {"x": b"v2"} and report.files == ["x"]
@@ -324,7 +326,7 @@ def test_a_newer_file_written_here_since_the_takeover_is_not_replaced_unless_ask
     n = Nodes(tmp_path, {})
     try:
         journal = _lost_node_a(n, lambda a: (_put(a, "ckpt", b"node a's, older"), _put(a, "log", b"a")))
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             _put(b, "ckpt", b"node b's, written since the takeover")
             with pytest.raises(Conflict, match="'ckpt'.*nothing was adopted"):
@@ -361,7 +363,7 @@ def test_a_long_session_compacts_its_log_and_the_compacted_log_is_adopted_whole(
         journal = _lost_node_a(n, writes)
         bases = [p.name for p in (tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{journal}").iterdir()]
         assert len(bases) == 1 and not bases[0].endswith("-00000000"), bases  # the open's base is gone
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             adopt_journal(b, journal, n.stores["b"])
             assert _files(b) == {"f0": b"version 9", "f1": b"version 10", "f2": b"version 11"}
@@ -387,7 +389,7 @@ def test_an_evicted_file_and_the_lost_journals_commits_are_adopted(tmp_path: Pat
             a.unlink("removed")
 
         journal = _lost_node_a(n, writes)
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             adopt_journal(b, journal, n.stores["b"])
             assert _files(b) == {"evicted": b"e" * (2 * CHUNK + 3)}

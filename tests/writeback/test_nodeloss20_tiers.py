@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from datahub.writeback import workspace_dir
+from datahub.catalog.sqlite_store import SQLiteCatalogStore
+from datahub.writeback import default_target, workspace_dir
 from datahub.writeback.adopt import adopt_journal
 from tests.writeback.conftest import CHUNK, Env, make_env
 from tests.writeback.test_nodeloss20 import _files
@@ -71,7 +72,14 @@ def test_a_lost_nodes_files_are_adopted_on_every_tier(two_nodes) -> None:
     a_journal = a.chunks.journal
     a.abandon()
     shutil.rmtree(workspace_dir(a_env.config, "ws"))
-    b = b_env.open()
-    report = adopt_journal(b, a_journal, b_env.stores)
-    assert report.covers == 2 and not report.dropped
-    assert _files(b) == expected
+    leases = SQLiteCatalogStore(a_env.config.resolved_journal_dir.parent / "catalog.db")
+    try:
+        # node b is configured as a node of the same workspace: the same flush target (the log's
+        # folder for a's journal is checked against it) and the writer lease (lognext21)
+        b = b_env.open(lease=leases, target_url=default_target(a_env.config, "ws"))
+        report = adopt_journal(b, a_journal, b_env.stores)
+        assert report.covers == 2 and not report.dropped
+        assert _files(b) == expected
+        b.close()
+    finally:
+        leases.close()
