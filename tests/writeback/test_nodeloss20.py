@@ -31,6 +31,7 @@ from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace
 from datahub.writeback import open_workspace, shared_log, workspace_dir
 from datahub.writeback.adopt import adopt_journal
+from datahub.writeback.journals import forget_journal, journal_prefix
 from tests.writeback.conftest import CHUNK
 from tests.writeback.test_commit_history import read_version
 from tests.writeback.test_lease import Clock
@@ -194,6 +195,7 @@ def test_a_killed_nodes_acknowledged_files_are_adopted_from_the_shared_tier_alon
         assert _files(ws) == EXPECTED  # byte for byte; nothing unacknowledged (open.txt, gone.txt)
         assert ws.stat("d/e").is_dir
         assert adopt_journal(ws, a_journal, nodes.stores["b"]).already  # done once
+        shared = ws.chunks.store
         catalog = open_catalog(f"sqlite:///{nodes.catalog_path}")
         try:
             commit_workspace(ws, catalog, "run")
@@ -202,6 +204,9 @@ def test_a_killed_nodes_acknowledged_files_are_adopted_from_the_shared_tier_alon
             catalog.close()
     finally:
         ws.close()
+    # the operator then forgets the lost journal (its chunks and log: the docs' next step); the
+    # adoption's marker stays, or node a's stale journal would open against deleted chunks (review21c)
+    forget_journal(shared, journal_prefix(nodes.config["b"], shared, WS, a_journal))
     # node a comes back with its stale journal: refused, whatever the lease says
     shutil.move(lost, workspace_dir(nodes.config["a"], WS))
     nodes.clock.now += 60
@@ -232,7 +237,7 @@ def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
 ) -> None:
     """``datahub cache adopt-journal`` as an operator runs it on node b (with the catalog the
     nodes share: adoption needs the writer lease), then ``forget-journal`` deletes the lost
-    journal's prefix and its shared log."""
+    journal's prefix and its shared log, all but the adoption's marker."""
     n = Nodes(tmp_path, {})
     try:
         a = open_workspace(WS, n.config["a"], n.stores["a"])
@@ -259,7 +264,8 @@ def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
         finally:
             b.close()
         assert main(["cache", "forget-journal", WS, a_journal, "--yes", "--force"]) == 0
-        assert not log.exists()
+        # the log is gone but for the adoption's marker, which keeps refusing a's journal (review21c)
+        assert sorted(p.name for p in log.rglob("*") if p.is_file()) == ["adopted"]
     finally:
         n.close()
 
