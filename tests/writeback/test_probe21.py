@@ -26,24 +26,36 @@ from tests.writeback.conftest import Env, make_env, write
 
 
 class MetadataDroppingProxy(FlakyProxy):
-    """Forwards everything to moto, but a PUT without its ``x-amz-meta-*`` headers: a store
-    that drops user metadata (moto does not check signatures, so the request still lands)."""
+    """Forwards everything to moto, but a PUT's ``x-amz-meta-*`` headers dropped, or with
+    ``keep`` their values cut to that many characters: a store that drops or limits user
+    metadata (moto does not check signatures, so the request still lands)."""
+
+    keep: int | None = None
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        base = super()._handler_class()
+        base, keep = super()._handler_class(), self.keep
 
         class Handler(base):  # type: ignore[misc, valid-type]
             def do_PUT(self) -> None:
                 for name in [n for n in self.headers if n.lower().startswith("x-amz-meta-")]:
+                    value = self.headers[name]
                     del self.headers[name]
+                    if keep is not None:
+                        self.headers[name] = value[:keep]
                 self._relay()
 
         return Handler
 
 
-@pytest.fixture
-def dropping_env(tmp_path: Path, moto_endpoint) -> Iterator[tuple[Env, MetadataDroppingProxy]]:
-    with MetadataDroppingProxy(moto_endpoint.url) as proxy:
+class MetadataCuttingProxy(MetadataDroppingProxy):
+    keep = 1024  # half of S3's 2 KB: a short record would fit, the probe's does not
+
+
+@pytest.fixture(params=[MetadataDroppingProxy, MetadataCuttingProxy])
+def dropping_env(
+    tmp_path: Path, moto_endpoint, request: pytest.FixtureRequest
+) -> Iterator[tuple[Env, MetadataDroppingProxy]]:
+    with request.param(moto_endpoint.url) as proxy:
         env = make_env(tmp_path, dataclasses.replace(moto_endpoint, url=proxy.url), shared_s3=True)
         try:
             yield env, proxy
@@ -67,6 +79,8 @@ def test_a_store_that_drops_user_metadata_loses_no_acknowledged_file_in_a_kill(
     ws = env.open()
     ws.journal.defer_seconds = 3600.0  # a deferred commit would stay out of LMDB to the kill
     expected = {f"f{i}": bytes([i + 1]) * (100 + i) for i in range(5)}
+    ws.mkdir("é" * 100)  # JSON writes each as 6 bytes: this record is past the cut proxy's 1 KB
+    expected[f"{'é' * 100}/{'é' * 100}"] = b"a long record"
     with caplog.at_level(logging.WARNING, logger="datahub.storage.s3"):
         for path, data in expected.items():
             write(ws, path, data)
@@ -137,3 +151,29 @@ def test_a_name_over_255_bytes_is_refused_at_create_mkdir_and_rename(local_env: 
     assert not report.errors and report.still_dirty == 0 and report.uploaded == 2, report
     assert _read(ws, "d/" + "é" * 127) == b"fits"
     assert any(key.endswith("é" * 127) for key in local_env.origin_files())
+
+
+def test_a_probe_that_fails_is_tried_again_and_its_closes_commit_synced_meanwhile(
+    tmp_path: Path, moto_endpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    def probe_put(method: str, path: str) -> bool:
+        return method == "PUT" and "/probe-" in path
+
+    with FlakyProxy(moto_endpoint.url, fail_first=1, status=403, match=probe_put) as proxy:
+        env = make_env(tmp_path, dataclasses.replace(moto_endpoint, url=proxy.url), shared_s3=True)
+        try:
+            ws = env.open()
+            ws.journal.defer_seconds = 3600.0
+            with caplog.at_level(logging.WARNING, logger="datahub.storage.s3"):
+                write(ws, "during", b"closed while the probe failed")
+            assert proxy.failed == 1 and ws.journal.deferred() == 0  # synced: no answer yet
+            assert any("could not probe" in r.getMessage() for r in caplog.records)
+            write(ws, "after", b"closed after a probe that succeeded")
+            assert ws.journal.deferred() == 1  # probed again, and covered
+            assert len(_probes(proxy, "PUT")) == 2 and len(_probes(proxy, "DELETE")) == 1
+            ws.abandon()
+            ws = env.open()
+            assert _read(ws, "during") == b"closed while the probe failed"
+            assert _read(ws, "after") == b"closed after a probe that succeeded"
+        finally:
+            env.close()
