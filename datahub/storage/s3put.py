@@ -32,6 +32,9 @@ MIN_PART = 5 * 1024**2  # S3 (and Ceph RGW by default) refuse smaller parts exce
 MAX_PARTS = 10_000
 RECORD_META = "datahub-record"  # the user metadata ``put_with_record`` stores a record in
 RECORD_MAX = 2048 - len(RECORD_META)  # base64 bytes: AWS keeps 2 KB of user metadata, names included
+# the record ``keeps_records`` stores and reads back: the largest ``record_fits`` takes
+# (1,524 bytes, 2,032 in base64), every byte value in it
+PROBE_RECORD = (b"datahub record probe\n" + bytes(range(256)) * 6)[: RECORD_MAX // 4 * 3]
 
 
 def read_exactly(fh: BinaryIO, n: int) -> bytes:
@@ -71,11 +74,16 @@ class S3Writes:
     _client: Any
     _conn: Any  # its S3Connection: the lean path, when it has one
     _clock: Callable[[], float]
+    _records_kept: bool | None = None  # ``keeps_records``' answer, once it had one
+    _probe_lock = threading.Lock()  # one probe at a time (any store: they are rare)
 
     def _call(self, full_key: str | None, fn: Callable[[], T], expected_etag: str | None = None) -> T:
         raise NotImplementedError
 
     def stat(self, key: str) -> ObjectInfo:
+        raise NotImplementedError
+
+    def delete(self, key: str) -> None:
         raise NotImplementedError
 
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
@@ -204,6 +212,43 @@ class S3Writes:
         """Whether ``put_with_record`` takes a record of ``record_bytes`` with ``size`` bytes:
         one single PUT, and metadata within what S3 stores (2 KB of user metadata on AWS)."""
         return size <= self.multipart_threshold and 4 * -(-record_bytes // 3) <= RECORD_MAX
+
+    def keeps_records(self, probe_key: str) -> bool:
+        """Whether this store keeps what ``put_with_record`` stores: a probe object at
+        ``probe_key`` put with ``PROBE_RECORD``, read back by a HEAD, compared byte for byte
+        and deleted, once per store object (its answer is remembered; a probe that failed is
+        tried again next time, and answers False meanwhile). Why (probe21): a write-back
+        close acknowledged by one PUT whose metadata carries its cover record (ceph41) lost
+        the file in a crash on a store that drops or cuts user metadata; there the synced
+        commit is used instead, and the log says so once per store."""
+        with self._probe_lock:
+            if self._records_kept is not None:
+                return self._records_kept
+            try:
+                self.put_with_record(probe_key, b"probe", PROBE_RECORD)
+                try:
+                    kept = self.record(probe_key) == PROBE_RECORD
+                finally:
+                    self.delete(probe_key)
+            except DatahubError as exc:
+                log.warning(
+                    "%s: could not probe whether the store keeps user metadata (%s): "
+                    "write-back closes commit synced until a probe succeeds",
+                    self.root_url,
+                    exc,
+                )
+                return False
+            self._records_kept = kept
+            if not kept:
+                log.warning(
+                    "%s: the store does not give back the user metadata %r it was sent (%d bytes): "
+                    "write-back closes of new files commit synced (a journal transaction each), not "
+                    "covered by their PUT",
+                    self.root_url,
+                    f"x-amz-meta-{RECORD_META}",
+                    len(base64.b64encode(PROBE_RECORD)),
+                )
+            return kept
 
     def record(self, key: str) -> bytes:
         """What ``put_with_record`` stored with object ``key`` (b"" if nothing): one HEAD."""

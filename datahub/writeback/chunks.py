@@ -163,11 +163,15 @@ class ChunkStore:
         follows it in the pack), any chunk on RADOS (the record is an xattr set by the
         chunk's write op), a chunk on S3/RGW sent in one PUT whose record fits S3's user
         metadata (``S3Writes.record_fits``: 2 KB, so about 1.4 KB of JSON path: any ASCII path
-        the journal keeps, about 116 emoji)."""
+        the journal keeps, about 116 emoji) on a store that keeps that metadata
+        (``S3Writes.keeps_records``: a probe object under this journal's prefix, once per
+        store; a leftover one is an unreferenced object, deleted by recovery)."""
         if self.packed(key):
             return True
         if isinstance(self._records, S3Writes):
-            return self._records.record_fits(length, record_bytes)
+            return self._records.record_fits(length, record_bytes) and self._records.keeps_records(
+                f"{self.prefix}/probe-{secrets.token_hex(8)}"
+            )
         return self._records is not None
 
     def cover_records(self, sizes: dict[str, int]) -> Iterator[tuple[str, dict]]:
