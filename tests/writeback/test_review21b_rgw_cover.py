@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.storage.s3put import RECORD_META
-from datahub.writeback import workspace_dir
+from datahub.writeback import default_target, workspace_dir
 from datahub.writeback.adopt import adopt_journal
 from datahub.writeback.packs import decode_cover
 from tests.writeback.conftest import Env, make_env, write
@@ -145,10 +146,17 @@ def test_another_node_adopts_covered_files_renamed_or_replaced_before_their_comm
         lost = a.chunks.journal
         a.abandon()
         shutil.rmtree(workspace_dir(a_env.config, "ws"))
-        b = b_env.open()
-        report = adopt_journal(b, lost, b_env.stores)
-        assert not report.dropped
-        assert _files(b) == {"y": b"x, renamed", "r": b"r, replaced", "z": b"z, only its PUT names it"}
+        # node b: a node of the same workspace, under the writer lease and with a's flush target
+        # (adoption refuses anything else since lognext21)
+        leases = SQLiteCatalogStore(a_env.config.resolved_journal_dir.parent / "catalog.db")
+        try:
+            b = b_env.open(lease=leases, target_url=default_target(a_env.config, "ws"))
+            report = adopt_journal(b, lost, b_env.stores)
+            assert not report.dropped
+            assert _files(b) == {"y": b"x, renamed", "r": b"r, replaced", "z": b"z, only its PUT names it"}
+            b.close()
+        finally:
+            leases.close()
     finally:
         b_env.close()
         a_env.close()
