@@ -4,8 +4,9 @@ Why: the ``flock`` of ``owner.py`` keeps one writer per journal directory, i.e. 
 Two nodes sharing one catalog and one objects bucket could both open a workspace and each
 flush its own copy over the other's (docs/writeback.md, "One writer"). The lease is taken
 from whatever the caller passes as ``port`` (the catalog store: ``datahub.workspaces`` and
-the mount pass it; this package never imports the catalog), renewed by a thread every
-``ttl / 3`` seconds, and released at close.
+the mount pass it; this package never imports the catalog), renewed by a thread
+``ttl / 3`` seconds after its last renewal began (``ttl / 15`` after a failed one:
+``next_wait``), and released at close.
 
 Fencing: a holder that could not renew for ``ttl - margin`` seconds (measured on its own
 clock since boot (``since_boot``: it runs on while the machine is suspended, which
@@ -93,6 +94,8 @@ class WriterLease:
         started = self._clock()
         self.epoch = port.acquire_lease(name, self.owner, holder, ttl, dataset).epoch
         self._renewed_at = started
+        self.longest_gap = 0.0  # the longest time between two successful renewals' starts, seen
+        self._failed = False  # the last renewal failed (not refused): retry soon, not in ttl / 3
         self._lost: str | None = None
         self._still_ours = False  # lost, but ours to release: the server refused this token's role
         self._stop = threading.Event()
@@ -127,11 +130,26 @@ class WriterLease:
             log.error("%s: %s", self.what, exc.message)
             return False
         except Exception as exc:  # any failure is a missed renewal: the fence counts the time
+            self._failed = True
             left = self.ttl - self.margin - (self._clock() - self._renewed_at)
             log.warning(
-                "%s: renewing the writer lease failed (%s); writes stop in %.0f s", self.what, exc, left
+                "%s: renewing the writer lease failed (%s); retrying, writes stop in %.0f s",
+                self.what,
+                exc,
+                left,
             )
             return True
+        self._failed = False
+        gap = started - self._renewed_at
+        if gap > self.ttl / 2:  # on time is ttl / 3; an operator sees a node near its fence
+            log.warning(
+                "%s: the writer lease was renewed %.1f s after its last renewal began (it fences "
+                "past %.0f s): this node or its catalog is too busy to renew on time",
+                self.what,
+                gap,
+                self.ttl - self.margin,
+            )
+        self.longest_gap = max(self.longest_gap, gap)
         self._renewed_at = started
         return True
 
@@ -143,8 +161,20 @@ class WriterLease:
         log.error("%s: the writer lease was %s: fenced", self.what, self._lost)
         return True
 
+    def next_wait(self) -> float:
+        """Seconds until the next renewal: ``ttl / 3`` after the *start* of the last successful
+        one, or ``ttl / 15`` after a failed one. Why not ``ttl / 3`` after the last attempt ended
+        (flaky21): a renewal that took a few seconds (the catalog's write lock held by a long
+        commit, a loaded node's thread waiting for a core) and one failure then sat the holder
+        idle past ``ttl - margin``, and a healthy busy node fenced itself with the catalog
+        up again all along: now every renewal a fence window allows is tried."""
+        if self._failed:
+            return self.ttl / 15
+        due = self._renewed_at + self.ttl / 3 - self._clock()
+        return min(max(due, 0.0), self.ttl / 3)
+
     def _keep(self) -> None:
-        while not self._stop.wait(self.ttl / 3) and self.renew():
+        while not self._stop.wait(self.next_wait()) and self.renew():
             pass
 
     def release(self) -> None:
