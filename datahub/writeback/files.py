@@ -192,7 +192,9 @@ class OpenFile:
             growth = max(have, end) - have
             return self._buffered_bytes_locked() + growth <= self.settings.buffer_bytes
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, short: bool = False) -> int:
+        """Every byte of ``data``, or an error. ``short``: the caller takes a count of fewer
+        bytes (a ``write(2)``'s answer); only a staged file gives one (``StagedFile.write``)."""
         if offset < 0:
             raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
         view = memoryview(data)
@@ -657,8 +659,9 @@ class FileHandle:
             raise of.gone()
         return of
 
-    def write(self, offset: int, data: bytes) -> int:
-        return self._writable().write(offset, data)
+    def write(self, offset: int, data: bytes, *, short: bool = False) -> int:
+        """``short``: see ``OpenFile.write`` (the FUSE layer's uncached WRITEs pass it)."""
+        return self._writable().write(offset, data, short=short)
 
     def committed_now(self) -> bool:
         """See ``OpenFile.committed_now`` (False for a closed handle, a staged file or a

@@ -441,14 +441,35 @@ class StagedFile(OpenFile):
     def committed_now(self) -> bool:
         return False  # the kernel may have written the staged file: only fsync can tell (fstat)
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, short: bool = False) -> int:
+        """``short``: a ``pwrite`` that fails after some bytes were written is a short write,
+        as POSIX answers one and the C path does (fastwrite.h): the count written, every byte
+        of it in the file; the rest, written again, meets the error and fails (fix21). Why:
+        answered with the error, the caller's ``write(2)`` failed though part of it was in the
+        file. Only a WRITE that is the caller's ``write(2)`` may be short: for the kernel's
+        write-back of cached pages a count is no error and the rest would be dropped, and
+        other callers (adoption, ``_restore``) need every byte or the error. The torn-write
+        rules are the staged file's as ever (``fsync``: a reserved file written to or past
+        its reservation is refused)"""
         if offset < 0:
             raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
         with memoryview(data) as view:
             done = 0
             while done < len(view):
-                done += os.pwrite(self.fd, view[done:], offset + done)
-        return len(data)
+                try:
+                    wrote = os.pwrite(self.fd, view[done:], offset + done)
+                except OSError:
+                    if short and done > 0:
+                        return done
+                    raise
+                if wrote == 0:  # no progress (a file size limit): as the kernel would say
+                    if short and done > 0:
+                        return done
+                    raise OSError(
+                        errno.EFBIG, f"write to {self.path!r} at {offset + done:,} made no progress"
+                    )
+                done += wrote
+        return done
 
     def truncate(self, size: int) -> None:
         """Truncate, then reserve again: a truncate frees the blocks past ``size`` (ours
