@@ -88,9 +88,11 @@ def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Rebuilds journal JOURNAL_ID of workspace NAME (another node's, lost with its "
         "disk) from its shared log and cover records in the shared tier, checks every chunk its "
         "files name, and writes those files into this node's journal of the workspace, under its "
-        "writer lease (free or lapsed: the lost node's lease must have run out), then flushes them. "
-        "The lost journal's own next open is refused from then on. Nothing is written if an "
-        "acknowledged chunk is missing; run it again after a crash. Unmount the workspace here first.",
+        "writer lease (free or lapsed: the lost node's lease must have run out; refused without a "
+        "catalog to hold it; after a break --at-once, or a release less than 30 s ago, it first waits "
+        "out the old holder's fence, up to 30 s), then flushes them. The lost journal's own next open is refused from then on. "
+        "Nothing is written if an acknowledged file's bytes cannot be proven whole (unless "
+        "--partial); run it again after a crash. Unmount the workspace here first.",
     )
     aj.add_argument("workspace", metavar="NAME", help="the workspace")
     aj.add_argument(
@@ -104,6 +106,13 @@ def add_journals_parsers(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="take the lost journal's bytes where this node's journal holds other bytes at the same "
         "path (without it such a path refuses the adoption: this node's file may be newer)",
+    )
+    aj.add_argument(
+        "--partial",
+        action="store_true",
+        help="adopt every file whose bytes are whole and list each one that is not (path, why; "
+        "also kept in the adoption marker in the shared tier); without it one such file refuses "
+        "the whole adoption",
     )
     aj.set_defaults(func=adopt_journal)
 
@@ -162,19 +171,24 @@ def adopt_journal(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.workspaces import leased
     from datahub.writeback import open_workspace
     from datahub.writeback.adopt import adopt_journal as adopt
+    from datahub.writeback.adopt import await_fenced
     from datahub.writeback.journals import check_journal_id
 
     name, journal = check_name(args.workspace, "workspace"), check_journal_id(args.journal)
     lease = ctx.catalog.store if leased(ctx.config.resolved_catalog_url) else None
+    before = lease.lease(name) if lease is not None else None  # broken at once? (``await_fenced``)
     ws = open_workspace(name, ctx.config, ctx.stores, background=False, lease=lease)
     with ws:  # its close flushes the adopted files to the origin
-        report = adopt(ws, journal, ctx.stores, force=args.force, replace=args.replace)
+        if lease is not None:
+            await_fenced(ws, lease, before)
+        report = adopt(ws, journal, ctx.stores, force=args.force, replace=args.replace, partial=args.partial)
     row = report.to_dict()
     if ctx.json_output:
         ctx.emit(row)
         return 0
     if report.already:
         ctx.emit(None, text=f"journal {journal} of workspace {name!r} was adopted here already")
+        _not_adopted(ctx, report.not_adopted)
         return 0
     ctx.emit(
         None,
@@ -182,7 +196,15 @@ def adopt_journal(args: argparse.Namespace, ctx: CliContext) -> int:
         f"({report.bytes} bytes), {report.directories} directories; {report.covers} small files from "
         f"cover records; left out (their first close never returned): {', '.join(report.dropped) or 'none'}",
     )
+    _not_adopted(ctx, report.not_adopted)
     return 0
+
+
+def _not_adopted(ctx: CliContext, items: list[dict]) -> None:
+    """The files a ``--partial`` adoption left out, each on a line of its own (another node's
+    names: ``shown`` makes any control character visible)."""
+    for item in items:
+        ctx.emit(None, text=f"not adopted (its bytes are not whole): {shown(item['path'])}: {item['why']}")
 
 
 def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: LeaseGuard) -> int:

@@ -92,7 +92,7 @@ def _etag_before_ctime(target: int | str, st: os.stat_result) -> str:
     return three_fields
 
 
-def _pread(fd: int, n: int, offset: int) -> bytes:
+def pread_full(fd: int, n: int, offset: int) -> bytes:
     """``n`` bytes at ``offset``, fewer only at the end of the file (one ``pread`` unless
     the kernel returns less, e.g. past 2 GiB)."""
     if n <= 0:
@@ -252,7 +252,7 @@ class LocalStore(ObjectStore):
                     raise IsADirectoryError(errno.EISDIR, "not a regular file", path)
                 if etag is not None:
                     self._check_etag(key, _current_etag(fd, st, etag), etag)
-                data = _pread(fd, (st.st_size if end is None else end) - start, start)
+                data = pread_full(fd, (st.st_size if end is None else end) - start, start)
                 self._check_after_read(key, fd, etag)
                 return data
             finally:

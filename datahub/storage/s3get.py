@@ -268,16 +268,27 @@ class LeanGetter:
         raise error
 
     def put(
-        self, bucket: str, key: str, payload: bytes, budget: float | None = None, *, once: bool = False
+        self,
+        bucket: str,
+        key: str,
+        payload: bytes,
+        budget: float | None = None,
+        *,
+        once: bool = False,
+        metadata: dict[str, str] | None = None,
     ) -> str:
         """One single-part PUT attempt of ``payload``; the new object's etag.
 
         Signed with the body's SHA-256 (as botocore signs a PUT over http): the server checks
         the bytes it got against it. Errors as ``get``'s; the caller retries. ``once``: under
         ``If-None-Match: *``, refused (ObjectChanged, 412) if an object is at the key.
+        ``metadata``: user metadata (``x-amz-meta-<name>``, ASCII values), signed with the
+        request and stored with the object by the same PUT.
         """
         where, credentials, host, path = self._start(bucket, key)
         headers: dict[str, str] = {"If-None-Match": "*"} if once else {}
+        for name, value in (metadata or {}).items():
+            headers[f"x-amz-meta-{name}"] = value
         sign("PUT", path, host, headers, credentials, self.region, hashlib.sha256(payload).hexdigest())
         headers["Content-Length"] = str(len(payload))
         raw = self._send("PUT", host, path, headers, payload, budget, bucket, key, where)

@@ -10,6 +10,7 @@ no SDK.
 
 from __future__ import annotations
 
+import base64
 import io
 import logging
 import math
@@ -29,6 +30,11 @@ T = TypeVar("T")
 
 MIN_PART = 5 * 1024**2  # S3 (and Ceph RGW by default) refuse smaller parts except the last
 MAX_PARTS = 10_000
+RECORD_META = "datahub-record"  # the user metadata ``put_with_record`` stores a record in
+RECORD_MAX = 2048 - len(RECORD_META)  # base64 bytes: AWS keeps 2 KB of user metadata, names included
+# the record ``keeps_records`` stores and reads back: the largest ``record_fits`` takes
+# (1,524 bytes, 2,032 in base64), every byte value in it
+PROBE_RECORD = (b"datahub record probe\n" + bytes(range(256)) * 6)[: RECORD_MAX // 4 * 3]
 
 
 def read_exactly(fh: BinaryIO, n: int) -> bytes:
@@ -68,11 +74,16 @@ class S3Writes:
     _client: Any
     _conn: Any  # its S3Connection: the lean path, when it has one
     _clock: Callable[[], float]
+    _records_kept: bool | None = None  # ``keeps_records``' answer, once it had one
+    _probe_lock = threading.Lock()  # one probe at a time (any store: they are rare)
 
     def _call(self, full_key: str | None, fn: Callable[[], T], expected_etag: str | None = None) -> T:
         raise NotImplementedError
 
     def stat(self, key: str) -> ObjectInfo:
+        raise NotImplementedError
+
+    def delete(self, key: str) -> None:
         raise NotImplementedError
 
     def put(self, key: str, data: bytes | BinaryIO, size: int | None = None) -> ObjectInfo:
@@ -181,21 +192,100 @@ class S3Writes:
             return self.multipart_chunk
         return max(self.multipart_chunk, math.ceil(size / MAX_PARTS / MIN_PART) * MIN_PART)
 
+    def put_with_record(self, key: str, data: bytes | bytearray, record: bytes) -> ObjectInfo:
+        """``put``, with ``record`` stored as the object's user metadata ``datahub-record``
+        (base64) by the same single PUT: durable with the bytes or not at all. Why: a
+        write-back cover record (datahub/writeback/chunks.py) rides with its chunk instead of
+        costing the journal a transaction and its shared-log record, a second PUT (ceph41).
+        ``record_fits`` says which records and sizes it takes (InvalidInput otherwise)."""
+        full = self._full(key)
+        if not self.record_fits(len(data), len(record)):
+            raise InvalidInput(
+                f"put of s3://{self.bucket}/{full}: a record of {len(record)} bytes with {len(data)} "
+                f"bytes does not fit one PUT's metadata (at most {RECORD_MAX} bytes, a single PUT)",
+                bucket=self.bucket,
+                key=full,
+            )
+        return self._put_single(key, full, bytes(data), False, None, base64.b64encode(record).decode())
+
+    def record_fits(self, size: int, record_bytes: int) -> bool:
+        """Whether ``put_with_record`` takes a record of ``record_bytes`` with ``size`` bytes:
+        one single PUT, and metadata within what S3 stores (2 KB of user metadata on AWS)."""
+        return size <= self.multipart_threshold and 4 * -(-record_bytes // 3) <= RECORD_MAX
+
+    def keeps_records(self, probe_key: str) -> bool:
+        """Whether this store keeps what ``put_with_record`` stores: a probe object at
+        ``probe_key`` put with ``PROBE_RECORD``, read back by a HEAD, compared byte for byte
+        and deleted, once per store object (its answer is remembered; a probe that failed is
+        tried again next time, and answers False meanwhile). Why (probe21): a write-back
+        close acknowledged by one PUT whose metadata carries its cover record (ceph41) lost
+        the file in a crash on a store that drops or cuts user metadata; there the synced
+        commit is used instead, and the log says so once per store."""
+        with self._probe_lock:
+            if self._records_kept is not None:
+                return self._records_kept
+            try:
+                self.put_with_record(probe_key, b"probe", PROBE_RECORD)
+                try:
+                    kept = self.record(probe_key) == PROBE_RECORD
+                finally:
+                    self.delete(probe_key)
+            except DatahubError as exc:
+                log.warning(
+                    "%s: could not probe whether the store keeps user metadata (%s): "
+                    "write-back closes commit synced until a probe succeeds",
+                    self.root_url,
+                    exc,
+                )
+                return False
+            self._records_kept = kept
+            if not kept:
+                log.warning(
+                    "%s: the store does not give back the user metadata %r it was sent (%d bytes): "
+                    "write-back closes of new files commit synced (a journal transaction each), not "
+                    "covered by their PUT",
+                    self.root_url,
+                    f"x-amz-meta-{RECORD_META}",
+                    len(base64.b64encode(PROBE_RECORD)),
+                )
+            return kept
+
+    def record(self, key: str) -> bytes:
+        """What ``put_with_record`` stored with object ``key`` (b"" if nothing): one HEAD."""
+        full = self._full(key)
+        head = self._call(full, lambda: self._client.head_object(Bucket=self.bucket, Key=full))
+        value = (head.get("Metadata") or {}).get(RECORD_META, "")
+        try:
+            return base64.b64decode(value, validate=True) if value else b""
+        except ValueError:
+            return b""  # not ours: no record
+
     def _put_single(
-        self, key: str, full: str, payload: bytes, once: bool, if_match: str | None = None
+        self,
+        key: str,
+        full: str,
+        payload: bytes,
+        once: bool,
+        if_match: str | None = None,
+        record: str | None = None,
     ) -> ObjectInfo:
         """One PutObject: the lean signed PUT (``s3get``) when the connection has the lean
         path, else boto3 (0.6-1 ms more client CPU per 100 KB request: a small file's write-back).
-        ``once``: only if no object is at the key (``If-None-Match: *``; ObjectChanged if one is)."""
+        ``once``: only if no object is at the key (``If-None-Match: *``; ObjectChanged if one is).
+        ``record``: the value of the user metadata ``datahub-record`` (``put_with_record``)."""
         lean = self._conn.getter if if_match is None else None  # the lean PUT sends no If-Match
+        meta = {RECORD_META: record} if record is not None else None
         if lean is not None:
             etag = self._call(
-                full, lambda: lean.put(self.bucket, full, payload, budget=remaining(), once=once)
+                full,
+                lambda: lean.put(self.bucket, full, payload, budget=remaining(), once=once, metadata=meta),
             )
             return ObjectInfo(key, len(payload), unquote_etag(etag), self._clock())
-        condition = {"IfNoneMatch": "*"} if once else {}
+        condition: dict[str, Any] = {"IfNoneMatch": "*"} if once else {}
         if if_match is not None:
             condition["IfMatch"] = if_match
+        if meta is not None:
+            condition["Metadata"] = meta
         resp = self._call(
             full, lambda: self._client.put_object(Bucket=self.bucket, Key=full, Body=payload, **condition)
         )

@@ -11,6 +11,7 @@ import itertools
 import logging
 import secrets
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -48,12 +49,22 @@ __all__ = [
     "open_workspace",
     "workspace_dir",
     "workspace_stats",
+    "writer_lease",
 ]
 
 log = logging.getLogger(__name__)
 SHARED_PREFIX = "writeback"
 DEFAULT_BUFFER_BYTES = 64 * 1024**2
 CHUNK_UPLOAD_CONCURRENCY = 8
+# the writer lease each open workspace holds (``open_workspace``), for ``writer_lease``
+_LEASES: weakref.WeakKeyDictionary[Workspace, WriterLease] = weakref.WeakKeyDictionary()
+
+
+def writer_lease(ws: Workspace) -> WriterLease | None:
+    """The writer lease ``ws`` was opened under, None for one opened without (the flock only).
+    Why: what a workspace may do beyond its own node (adopt another node's journal,
+    ``adopt.py``) needs the single-writer promise, which the flock alone does not give."""
+    return _LEASES.get(ws)
 
 
 def workspace_dir(config: Config, name: str) -> Path:
@@ -181,6 +192,8 @@ def open_workspace(
             ),
         )
         ws.commits.on_commit = ws.flusher.on_commit
+        if held is not None:
+            _LEASES[ws] = held
         ws.blobs = stores.store(config.resolved_objects_url)
         unreferenced = _recover(ws, new_id)
         shared_log.attach(ws, objects_url)  # the shared log: what another node adopts (nodeloss20)

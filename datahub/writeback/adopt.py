@@ -8,13 +8,20 @@ chunk its files name, and writes those files into ``ws`` (this node's workspace,
 lease) as new acknowledged files of its own; its flusher and commits then treat them as any.
 
 The steps, each safe to run again:
+0. ``ws`` holds its writer lease (``_check_lease``; lognext21), and the lost holder can
+   acknowledge nothing more (after a break ``--at-once`` the CLI waits for its fence first,
+   ``await_fenced``);
 1. the lost journal's state: the newest whole checkpoint, its session's records in order up
    to the first missing one (voided ones left out), then the cover records numbered above the
-   last ``covered`` (new small files whose first commit had not reached LMDB);
+   last ``covered`` (new small files whose first commit had not reached LMDB); the log
+   header's flush folder must be the one this workspace's target gives that journal
+   (``_objects_url``);
 2. every file is checked before anything is written: each chunk exists with its length (and
    its CRC-32 where one was recorded), an evicted file's object has its etag. A first commit
    whose chunk is missing or torn never returned (its file is left out, as recovery drops
-   it); any other missing chunk fails the adoption, with nothing written;
+   it); any other file whose bytes cannot be proven whole fails the adoption, with nothing
+   written, unless ``partial``: then it is left out and listed (report, marker), and so are
+   its merge-base entries;
 3. the marker ``writeback-log/<workspace>/j-<id>/adopted`` is written (this journal's id, not done): the lost
    journal's own next open is refused from now on, and another journal's adoption needs
    ``force``;
@@ -36,8 +43,11 @@ from dataclasses import dataclass, field
 
 from datahub.commit_base import BASE_META, UNSETTLED
 from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound, StorageError
+from datahub.storage import _parse
+from datahub.writeback import journal_objects_url, writer_lease
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.journal import _tree_path
+from datahub.writeback.lease import LEASE_TTL
 from datahub.writeback.shared_log import ADOPTED, LogState, encode, log_prefix, read_log
 from datahub.writeback.shared_log import _read as read_object
 from datahub.writeback.workspace import Workspace
@@ -58,6 +68,9 @@ class AdoptReport:
     covers: int = 0  # small files rebuilt from cover records
     records: int = 0  # log records after the checkpoint
     already: bool = False
+    # acknowledged files whose bytes cannot be proven whole ({"path", "why"}): adopted without
+    # them only with ``partial``; also kept in the adoption marker, in the shared tier
+    not_adopted: list[dict] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -72,13 +85,24 @@ class _File:
 
 
 def adopt_journal(
-    ws: Workspace, journal_id: str, stores, *, force: bool = False, replace: bool = False
+    ws: Workspace,
+    journal_id: str,
+    stores,
+    *,
+    force: bool = False,
+    replace: bool = False,
+    partial: bool = False,
 ) -> AdoptReport:
     """Take lost journal ``journal_id``'s acknowledged files into ``ws`` (module docstring).
     ``stores``: a ``StoreRegistry``, for the lost journal's flushed objects (an evicted file).
-    Raises NotFound (no log), Conflict (adopted by another journal; ``force`` overrides; or a
-    file of ``ws`` holds other bytes at a path the lost journal has: ``replace`` lets the lost
-    journal's win), StorageError (an acknowledged chunk is missing): nothing written then."""
+    ``ws`` must hold its writer lease (opened with the catalog the nodes share): Conflict
+    otherwise. Raises NotFound (no log), Conflict (adopted by another journal; ``force``
+    overrides; or a file of ``ws`` holds other bytes at a path the lost journal has: ``replace``
+    lets the lost journal's win; or the log's header names another flush folder than this
+    workspace's for that journal), StorageError (an acknowledged file's bytes cannot be proven
+    whole: a chunk missing or short, its flushed object gone or changed): nothing written then,
+    unless ``partial``, which adopts every whole file and lists the others in the report and in
+    the adoption marker (``not_adopted``: path, why)."""
     own = ws.chunks.journal
     if not _JOURNAL_ID.fullmatch(journal_id or ""):
         raise InvalidInput(
@@ -86,16 +110,36 @@ def adopt_journal(
         )
     if journal_id == own:
         raise InvalidInput(f"journal {journal_id!r} is {ws.what}'s own journal here; adopt another node's")
+    _check_lease(ws, journal_id)
     lost = ChunkStore(
         ws.chunks.store, ws.chunks.workspace_prefix, f"journal {journal_id} of {ws.what}", 0, journal_id
     )
     try:
-        return _adopt(ws, lost, stores, force, replace)
+        return _adopt(ws, lost, stores, force, replace, partial)
     finally:
         lost.close()
 
 
-def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool) -> AdoptReport:
+def _check_lease(ws: Workspace, journal_id: str) -> None:
+    """Conflict unless ``ws`` holds its writer lease now. Why (lognext21): the flock alone keeps
+    one writer per node, not per workspace; adopted without the lease, the lost node (alive
+    after all, or back) or a third could write the workspace meanwhile: two writers flushing
+    over each other, and the lost node's files written on where the adoption no longer looks."""
+    held = writer_lease(ws)
+    doing = f"adoption of journal {journal_id} into {ws.what}"
+    if held is None:
+        raise Conflict(
+            f"{doing} refused: {ws.what} was opened without its writer lease (no catalog shared by "
+            "the nodes: an SQLite catalog file that does not exist, or none configured), so nothing "
+            "keeps the lost node or another from writing it meanwhile; point catalog_url (--catalog, "
+            "$DATAHUB_CATALOG_URL) at the catalog the nodes share and adopt again (nothing was adopted)",
+            workspace=ws.name,
+            journal=journal_id,
+        )
+    held.check(doing)
+
+
+def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool, partial: bool) -> AdoptReport:
     journal_id, own = lost.journal, ws.chunks.journal
     report = AdoptReport(journal_id)
     marker_key = f"{log_prefix(lost)}/{ADOPTED}"
@@ -103,11 +147,15 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool) 
     if marker is not None and marker.get("by") != own and not force:
         raise Conflict(
             f"journal {journal_id} of {ws.what} was adopted by journal {marker.get('by')} "
-            f"({marker.get('host')}, {'done' if marker.get('done') else 'not finished'}); adopt it "
-            "there, or pass force to adopt it here too"
+            f"({marker.get('host')}, {'done' if marker.get('done') else 'not finished'}): its files are "
+            "that journal's; if that run did not finish, run it again there. To adopt it here too "
+            "(the files then in both journals), pass --force (force=True); nothing was adopted",
+            workspace=ws.name,
+            journal=journal_id,
         )
     if marker is not None and marker.get("by") == own and marker.get("done"):
         report.already = True
+        report.not_adopted = list(marker.get("not_adopted") or [])  # what that run left out
         return report
     state = read_log(lost)
     if state is None:
@@ -116,14 +164,19 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool) 
             "nodeloss20, or never opened since): its files cannot be rebuilt from the shared tier"
         )
     report.records = state.records
+    objects_url = _objects_url(ws, lost, state.header)
     sizes = dict(lost.objects())  # its own chunks, and any from before journal ids it names
     own_sizes = {key: n for key, n in sizes.items() if key.startswith(lost.prefix + "/")}
     tree, files, committed = _rebuild(state, lost, own_sizes, report)
-    origin = stores.store(state.header["objects_url"]) if any(f.get("src") for f in files.values()) else None
+    origin = stores.store(objects_url) if any(f.get("src") for f in files.values()) else None
     chunk_size = int(state.header["chunk_size"])
     plan = _check(ws, lost, tree, files, sizes, origin, report)
+    if report.not_adopted and not partial:
+        resumed = marker is not None and marker.get("by") == own  # an earlier run wrote some
+        raise StorageError(_unproven(ws, lost, report.not_adopted, resumed), journal=lost.journal)
     plan = _unless_here(ws, lost, plan, origin, chunk_size, report, replace)
-    _mark(lost, marker_key, own, done=False)
+    writer_lease(ws).check(f"adoption of journal {journal_id} into {ws.what}")  # type: ignore[union-attr]
+    _mark(lost, marker_key, own, done=False, not_adopted=report.not_adopted)
     for path in sorted(p for p, e in tree.items() if e["t"] == "d"):
         try:
             ws.mkdir(path)
@@ -134,15 +187,18 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool) 
         _copy(ws, lost, item, origin, chunk_size)
         report.files.append(item.path)
         report.bytes += item.size
+    committed = _without(committed, {item["path"] for item in report.not_adopted})
     if committed:
         with ws.journal.write(f"adoption of journal {journal_id} by {ws.what}") as txn:
             for name, value in committed.items():
                 txn.put_meta(name, _union(name, txn.meta(name), value))
-    _mark(lost, marker_key, own, done=True)
+    _mark(lost, marker_key, own, done=True, not_adopted=report.not_adopted)
     log.warning(
         "%s: adopted journal %s from the shared tier: %d files (%d bytes), %d directories; left out "
-        "(first close never returned): %s", ws.what, journal_id, len(report.files), report.bytes,
-        report.directories, ", ".join(map(repr, report.dropped)) or "none",
+        "(first close never returned): %s; not adopted (bytes not whole): %s", ws.what, journal_id,
+        len(report.files), report.bytes, report.directories,
+        ", ".join(map(repr, report.dropped)) or "none",
+        ", ".join(f"{item['path']!r} ({item['why']})" for item in report.not_adopted) or "none",
     )  # fmt: skip
     return report
 
@@ -211,29 +267,99 @@ def _check(
             report.dropped.append(path)
             continue
         chunks = {int(i): (k, n) for i, (k, n) in rec["chunks"].items()}
-        for index, (key, length) in chunks.items():
-            if key not in unverified and not lost.intact(key, length, None, sizes):
-                raise StorageError(
-                    f"chunk {index} ({key}) of {path!r}, acknowledged in journal {lost.journal} of "
-                    f"{ws.what}, is missing or short in the shared tier; nothing was adopted",
-                    path=path, key=key,
-                )  # fmt: skip
+        why = _unwhole(lost, chunks, unverified, sizes)
         src = rec.get("src")
-        if src and origin is not None:
-            try:
-                info = origin.stat(src["path"])
-            except DatahubError as exc:
-                raise StorageError(
-                    f"{path!r} of journal {lost.journal} of {ws.what} lives only in its flushed object "
-                    f"{src['path']!r}, which cannot be read ({exc}); nothing was adopted", path=path,
-                ) from exc  # fmt: skip
-            if info.etag != src["etag"]:
-                raise StorageError(
-                    f"the flushed object of {path!r} (journal {lost.journal} of {ws.what}) changed "
-                    "since that journal evicted it; nothing was adopted", path=path,
-                )  # fmt: skip
+        if why is None and src and origin is not None:
+            why = _unflushed(origin, src)
+        if why is not None:
+            report.not_adopted.append({"path": path, "why": why})
+            continue
         plan.append(_File(path, rec["size"], chunks, src))
     return plan
+
+
+def _unwhole(
+    lost: ChunkStore, chunks: dict[int, tuple[str, int]], unverified: dict, sizes: dict[str, int]
+) -> str | None:
+    """Why a file's acknowledged chunks are not all there whole, or None."""
+    for index, (key, length) in sorted(chunks.items()):
+        if key not in unverified and not lost.intact(key, length, None, sizes):
+            return f"chunk {index} ({key}) is missing or short in the shared tier"
+    return None
+
+
+def _unflushed(origin, src: dict) -> str | None:
+    """Why an evicted file's flushed object cannot give its bytes back, or None."""
+    if not _relative(src.get("path", "")):
+        return f"its flushed object's name {src.get('path')!r} is not a path under the journal's folder"
+    try:
+        info = origin.stat(src["path"])
+    except DatahubError as exc:
+        return f"its bytes live only in its flushed object {src['path']!r}, which cannot be read ({exc})"
+    if info.etag != src["etag"]:
+        return f"its flushed object {src['path']!r} changed since that journal evicted it"
+    return None
+
+
+def _relative(path: str) -> bool:
+    """A plain relative path (no empty, ``.`` or ``..`` part): what a flusher names an object."""
+    return bool(path) and all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def _unproven(ws: Workspace, lost: ChunkStore, items: list[dict], resumed: bool) -> str:
+    """``resumed``: an earlier run of this adoption (``partial``) wrote files before it stopped;
+    "nothing was adopted" would be untrue then (review21c)."""
+    shown = "; ".join(f"{item['path']!r}: {item['why']}" for item in items[:10])
+    more = f" (and {len(items) - 10} more)" if len(items) > 10 else ""
+    done = (
+        "nothing more was adopted now, but an earlier run of this adoption, interrupted, may have "
+        "written some of the other files into this workspace already. Finish it with --partial"
+        if resumed
+        else "nothing was adopted. Adopt every other file with --partial"
+    )
+    return (
+        f"{len(items)} file(s) acknowledged in journal {lost.journal} of {ws.what} cannot be proven "
+        f"whole: {shown}{more}; {done} (partial=True): those are listed then, and kept in the "
+        "adoption marker"
+    )
+
+
+def _objects_url(ws: Workspace, lost: ChunkStore, header: dict) -> str:
+    """The lost journal's flush folder, as this workspace's configuration says it is: its
+    target's ``j-<id>`` folder (or the target itself, for a journal from before nodeloss18).
+    Why not the log header's word alone (lognext21): the header is in the shared tier, where
+    whoever may write there may write it too; trusted, it pointed an evicted file's read at any
+    bucket or prefix, and the adopted file carried bytes from elsewhere. Conflict on a mismatch."""
+    with ws.journal.read() as txn:
+        target = txn.meta("target_url") or ""
+    named = str(header.get("objects_url", "")).rstrip("/")
+    mine = journal_objects_url(target, lost.journal).rstrip("/")
+    for folder in (mine, target.rstrip("/")):
+        if _folder(named) is not None and _folder(named) == _folder(folder):
+            return folder
+    raise Conflict(
+        f"the shared log of journal {lost.journal} of {ws.what} says that journal flushed to "
+        f"{named or '(nothing)'}, but {ws.what} flushes to {target}, so that journal's folder is "
+        f"{mine}: the log was not written by a node of this workspace as configured here (or "
+        "was altered in the shared tier); nothing was adopted. Check the shared tier and the "
+        "workspace's target (a node opened with another target_url is adopted from a workspace "
+        "opened with that target)",
+        workspace=ws.name,
+        journal=lost.journal,
+    )
+
+
+def _folder(url: str) -> tuple[str, str, str] | None:
+    """The store and folder ``url`` names, as the store registry opens it (``storage._parse``:
+    scheme in any case, ``file://localhost/`` for ``file:///``, an S3 key decoded), None for
+    no storage URL. Why (review21c): compared as strings, a lost node whose configuration spelled
+    the same flush target another way wrote a header the adoption refused, and none of its
+    acknowledged files could be adopted, though its evicted files' bytes were where it said."""
+    try:
+        scheme, authority, path = _parse(url)
+    except DatahubError:
+        return None
+    return scheme, authority, path.rstrip("/")
 
 
 def _unless_here(
@@ -326,8 +452,71 @@ def _union(name: str, here: str | None, lost: str) -> str:
     return f"{key}\0{joined}" if long else joined
 
 
-def _mark(lost: ChunkStore, key: str, by: str, *, done: bool) -> None:
-    body = {"by": by, "host": socket.gethostname(), "at": time.time(), "done": done}
+def _without(committed: dict[str, str], paths: set[str]) -> dict[str, str]:
+    """The lost journal's merge-base entries but those of files not adopted: kept, they told
+    the adopter's commit that a file it lacks was its own to delete, and the dataset's copy of a
+    file the partial adoption left out went with it (lognext21)."""
+    if not paths:
+        return committed
+    kept = {}
+    for name, value in committed.items():
+        rest = name[len(BASE_META) :]
+        cut = min((i for i in (rest.find("\0"), rest.find("\1")) if i >= 0), default=-1)
+        key = rest[cut + 1 :] if cut >= 0 and rest[cut] == "\0" else value.partition("\0")[0]
+        if cut < 0 or key not in paths:
+            kept[name] = value
+    return kept
+
+
+def await_fenced(ws: Workspace, port, before, ttl: float = LEASE_TTL, sleep=time.sleep) -> float:
+    """Wait until the holder of ``ws``'s writer lease before this node's take (``before``: the
+    lease row ``port.lease`` gave just before ``ws`` was opened, None if there was none) can
+    acknowledge nothing more; returns the seconds waited. Call it before ``adopt_journal``.
+
+    Why (lognext21): a lease broken ``--at-once`` is free at once, but its holder learns it only
+    at its next renewal, and one that cannot reach the catalog acknowledges on until ``ttl -
+    ttl/6`` after its last renewal began (``lease.py``). An adoption that read the log in that
+    window missed the files it acknowledged meanwhile: lost once that node died. Every such
+    renewal began before the break, so the holder is fenced ``ttl`` after it, on the catalog's
+    clock; this node's take tells the catalog's time (its expiry minus ``ttl``). A lease that
+    lapsed needs no wait (its holder fenced before its expiry, and so did one broken before it
+    was taken); one released waits until ``ttl`` after its release (review21c: a third node's
+    take and release after a break at once leave a released row, and the broken holder may
+    acknowledge on; a release more than ``ttl`` ago needs no wait); one seen held, free by the
+    take, was broken meanwhile: the whole ``ttl``. ``ttl``: the lost holder's (every node uses
+    ``LEASE_TTL``)."""
+    held, name = writer_lease(ws), ws.name
+    now = port.lease(name) if held is not None else None
+    if now is None or before is None or before.owner == held.owner:  # type: ignore[union-attr]
+        return 0.0  # no lease (adopt_journal refuses), none before, or this node's own
+    taken_at = now.expires - held.ttl  # type: ignore[union-attr]  # the catalog's clock at the take or a renewal since
+    if before.expires <= 0:  # freed (at -expires): broken at once, or released by its holder
+        # a release hides any break at once before it (review21c): a third node took the lease
+        # after the break and released it, the row tells no more; the broken holder's fence is
+        # before ``ttl`` after the break, so before ``ttl`` after the release
+        fenced_at = -before.expires + ttl
+    elif before.expires <= taken_at:
+        return 0.0  # lapsed: its holder fenced before its expiry
+    else:
+        fenced_at = taken_at + ttl  # held when read, free by the take: broken in between
+    wait = min(ttl, max(0.0, fenced_at - taken_at))
+    if wait > 0:
+        log.warning(
+            "workspace %r: its writer lease was broken at once (or freed since less than %.0f s ago); "
+            "waiting %.0f s, until a holder it was broken from can acknowledge nothing more, before "
+            "reading the lost journal's log", name, ttl, wait,
+        )  # fmt: skip
+        sleep(wait)
+    return wait
+
+
+def _mark(lost: ChunkStore, key: str, by: str, *, done: bool, not_adopted: list[dict]) -> None:
+    """The adoption marker; ``not_adopted`` keeps the files a partial adoption left out, in the
+    shared tier beside the lost journal's log (``datahub cache adopt-journal --json`` prints it)."""
+    body = {
+        "by": by, "host": socket.gethostname(), "at": time.time(), "done": done,
+        "not_adopted": not_adopted,
+    }  # fmt: skip
     lost.store.put(key, encode(body))
 
 

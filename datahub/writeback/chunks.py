@@ -56,6 +56,7 @@ from datahub.errors import AccessDenied, DatahubError, NoSpace, ObjectNotFound, 
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
 from datahub.storage.rados import RadosStore
+from datahub.storage.s3put import S3Writes
 from datahub.writeback.packs import (
     PACK_CHUNK_MAX,
     Packs,
@@ -110,8 +111,11 @@ class ChunkStore:
         )
         self._all_packs = [packs for packs in (self._packs, old_packs) if packs is not None]
         self._pack_new = pack_bytes > 0
-        # A RADOS tier stores a chunk's cover record in the chunk object's write op (an xattr).
-        self._records: RadosStore | None = store if isinstance(store, RadosStore) else None
+        # A RADOS tier stores a chunk's cover record in the chunk object's write op (an xattr),
+        # an S3/RGW tier in the chunk's PUT (user metadata, ``S3Writes.put_with_record``).
+        self._records: RadosStore | S3Writes | None = (
+            store if isinstance(store, RadosStore | S3Writes) and self._root is None else None
+        )
 
     @property
     def local_root(self) -> Path | None:
@@ -156,16 +160,28 @@ class ChunkStore:
         """Whether ``key`` is a pack member (a byte range of a pack, not an object of its own)."""
         return self._pack_of(key) is not None
 
-    def carries_cover(self, key: str) -> bool:
-        """Whether chunk ``key`` can carry a cover record, made durable by the chunk's own
-        write: a pack member (the record follows it in the pack), or any chunk on RADOS (the
-        record is an xattr set by the chunk's write op)."""
-        return self.packed(key) or self._records is not None
+    def carries_cover(self, key: str, length: int = 0, record_bytes: int = 0) -> bool:
+        """Whether chunk ``key`` of ``length`` bytes can carry a cover record of
+        ``record_bytes``, made durable by the chunk's own write: a pack member (the record
+        follows it in the pack), any chunk on RADOS (the record is an xattr set by the
+        chunk's write op), a chunk on S3/RGW sent in one PUT whose record fits S3's user
+        metadata (``S3Writes.record_fits``: 2 KB, so about 1.4 KB of JSON path: any ASCII path
+        the journal keeps, about 116 emoji) on a store that keeps that metadata
+        (``S3Writes.keeps_records``: a probe object under this journal's prefix, once per
+        store; a leftover one is an unreferenced object, deleted by recovery)."""
+        if self.packed(key):
+            return True
+        if isinstance(self._records, S3Writes):
+            return self._records.record_fits(length, record_bytes) and self._records.keeps_records(
+                f"{self.prefix}/probe-{secrets.token_hex(8)}"
+            )
+        return self._records is not None
 
     def cover_records(self, sizes: dict[str, int]) -> Iterator[tuple[str, dict]]:
         """(chunk key, record) of every cover record in the objects of listing ``sizes``: in
-        the packs, or on RADOS in each chunk object's xattr (one read per object, 8 at a
-        time; recovery after a power loss only)."""
+        the packs, or on RADOS and S3/RGW with each chunk object (an xattr, or the metadata a
+        HEAD returns: one request per object, 8 at a time; recovery after a crash or a power
+        loss and adoption only)."""
         if self._records is not None:
             keys = list(sizes)
             with ThreadPoolExecutor(RECORD_READERS) as pool:
@@ -178,7 +194,7 @@ class ChunkStore:
                 yield from packs.cover_records(key)
 
     def _record_of(self, key: str) -> dict | None:
-        """The cover record a RADOS chunk object carries, if any."""
+        """The cover record a RADOS or S3 chunk object carries, if any."""
         try:
             return decode_cover(self._records.record(key)) if self._records is not None else None
         except ObjectNotFound:  # deleted since the listing
@@ -198,7 +214,7 @@ class ChunkStore:
 
         A pack member whose write fails is given up (its range is never read). ``trailer``: a
         cover record written after a pack member under the same flush (``packs.py``), or on
-        RADOS with the chunk in one write op (``carries_cover``).
+        RADOS and S3/RGW with the chunk in one write op or PUT (``carries_cover``).
         """
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
         packs = self._pack_of(key)

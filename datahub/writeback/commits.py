@@ -79,12 +79,15 @@ class FileCommitter:
         """The key of the one chunk of a new file of one chunk, and its cover record (None when
         the chunk cannot carry one, ``ChunkStore.carries_cover``): in a pack, room for the record
         is reserved after the chunk, so the pack's flush makes the record durable with it
-        (``packs.py``, cover records); on RADOS the record goes with the chunk's write op."""
+        (``packs.py``, cover records); on RADOS and S3/RGW the record goes with the chunk's
+        write op or PUT."""
         record = {"id": file_id, "path": path, "size": size, "mtime": mtime, "len": len(data)}
         record["crc"] = self.chunks.fingerprint(data)
         template = self.chunks.cover_trailer(0, record)
         key = self.chunks.new_key(file_id, 0, len(data), path, len(template))
-        return key, Cover(record, template) if self.chunks.carries_cover(key) else None
+        return key, Cover(record, template) if self.chunks.carries_cover(
+            key, len(data), len(template)
+        ) else None
 
     def submit_commit(
         self,

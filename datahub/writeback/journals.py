@@ -48,7 +48,7 @@ from datahub.storage.local import LocalStore
 from datahub.writeback import SHARED_PREFIX, journal_objects_url, list_workspaces, workspace_dir
 from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore
 from datahub.writeback.journal import JOURNAL_ID, Journal
-from datahub.writeback.shared_log import LOG_ROOT
+from datahub.writeback.shared_log import ADOPTED, LOG_ROOT
 
 DELETERS = 8  # objects deleted at once (one request each on S3 and RADOS)
 _JOURNAL_ID = re.compile(r"[0-9a-f]{1,64}")  # ``secrets.token_hex(8)`` makes 16 of these
@@ -177,7 +177,8 @@ def local_journal_id(config: Config, workspace: str) -> str | None:
 def journal_prefixes(config: Config, store: ObjectStore, workspace: str | None = None) -> list[JournalPrefix]:
     """Every journal prefix of every workspace (or of ``workspace``) in shared tier ``store``,
     one listing of ``writeback/``, with its cover records counted (reads each pack once; on
-    RADOS one xattr read per object). Sorted by workspace, then journal."""
+    RADOS one xattr read per object, on S3/RGW one HEAD per object). Sorted by workspace,
+    then journal."""
     found: dict[tuple[str, str], JournalPrefix] = {}
     listed = f"{SHARED_PREFIX}/{workspace}/" if workspace else f"{SHARED_PREFIX}/"
     for info in store.list(listed):
@@ -232,8 +233,13 @@ def forget_journal(
     check_journal_id(entry.journal)
     # its shared log first (``shared_log.py``: beside the prefix, not in its listing), so a run
     # cut short leaves the prefix that names the journal
+    # The adoption's marker stays (a few hundred bytes): it is what refuses the lost node's
+    # stale journal if that node comes back with its disk (``shared_log.attach``), and its chunks
+    # are about to go (review21c)
     log = f"{LOG_ROOT}/{entry.workspace}/{JOURNAL_DIR}{entry.journal}/"
-    _delete_all(store, {info.key: info.size for info in store.list(log)}, lambda n: None, before_batch)
+    kept = f"{log}{ADOPTED}"
+    records = {info.key: info.size for info in store.list(log) if info.key != kept}
+    _delete_all(store, records, lambda n: None, before_batch)
     deleted = _delete_all(store, entry.sizes, on_deleted, before_batch)
     if isinstance(store, LocalStore):  # a local tier keeps the emptied directories: remove them
         _remove_empty_dirs(store.root / log, log)

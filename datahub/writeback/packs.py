@@ -79,6 +79,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from datahub.storage.local import pread_full
+
 PACK_DIR = "packs"
 PACK_CHUNK_MAX = 1 << 20  # chunks below this go into packs; bigger ones get a file of their own
 COVER_MAGIC = b"DHWBREC1"
@@ -145,14 +147,14 @@ def _file_covers(fd: int, piece: int = COVER_PIECE) -> Iterator[tuple[int, dict]
     lead = len(COVER_MAGIC) + _COVER_HEAD.size
     start = 0
     while start < size:
-        data = os.pread(fd, min(piece, size - start) + lead - 1, start)
+        data = pread_full(fd, min(piece, size - start) + lead - 1, start)  # a short read skips no record
         at = data.find(COVER_MAGIC)
         while 0 <= at < piece:
             if at + lead <= len(data):
                 length, _crc = _COVER_HEAD.unpack_from(data, at + len(COVER_MAGIC))
                 end = at + lead + length
                 if start + end <= size:
-                    whole = data[at:end] if end <= len(data) else os.pread(fd, lead + length, start + at)
+                    whole = data[at:end] if end <= len(data) else pread_full(fd, lead + length, start + at)
                     record = decode_cover(whole)
                     if record is not None:
                         yield start + at, record

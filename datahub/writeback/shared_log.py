@@ -58,7 +58,9 @@ COMPACT_RECORDS = 65536  # records of one base after which a new checkpoint repl
 _END = "c-end"
 _APPENDED = "log"  # a local tier's records of one base, appended to one file
 # blocks a local tier's ``log`` holds past its end (about 5,000 records): a full device still
-# takes the records of an unlink, a revert or a deferred commit, which free space or need none
+# takes the records of an unlink, a revert or a deferred commit, which free space or need none;
+# it holds as much again as its checkpoint and its records, the room of the next open's
+# checkpoint (``_room``, ``_release_older``)
 LOG_RESERVE = 1 << 20
 
 
@@ -132,6 +134,7 @@ class SharedLog:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="shared-log")
         self._log_fd, self._log_base = -1, ""  # the appended records of a local tier (``_append``)
         self._log_end = self._log_reserved = 0  # its size, and the bytes of blocks it holds
+        self._room = LOG_RESERVE  # bytes past the records the log holds: LOG_RESERVE + checkpoint
         # base -> (set once its checkpoint is written or failed, whether it was written): a
         # record is acknowledged only once its base's checkpoint is whole (``landed``)
         self._whole: dict[str, tuple[threading.Event, list[bool]]] = {}
@@ -265,21 +268,49 @@ class SharedLog:
     def _checkpoint(self, base: str, txn: Any) -> None:
         """Write the shipped rows of ``txn`` (LMDB alone: deferred commits are in their cover
         records, numbered above its ``covered``), then ``c-end`` (the header and the number of
-        parts)."""
-        self._reserve_log(base)
-        part = 0
+        parts).
+
+        Room (lognext21): on a local tier the older bases' logs give back the blocks they hold
+        past their records first (``_release_older``), and the new base's log then holds as much
+        as this checkpoint past its end (``_room``): an open on a full device writes its
+        checkpoint into the room the last session kept for it, where it failed with ENOSPC and
+        the workspace could not be opened at all, not even to flush and evict what filled it."""
+        self._release_older(base)
+        part = written = 0
         covered = txn.meta(COVERED) or "0"
         rows: list[list] = [row("meta", COVERED.encode(), covered.encode())]
         for db, prefix in (("tree", b""), ("files", b""), ("meta", b"committed:")):
             for key, value in txn.rows(db, prefix):
                 rows.append(row(db, key, value))
                 if len(rows) >= _CHECKPOINT_ROWS:
-                    self._put(f"{base}/c{part:06x}", encode({"part": part, "w": rows}))
+                    written += self._put(f"{base}/c{part:06x}", encode({"part": part, "w": rows}))
                     part, rows = part + 1, []
         if rows:
-            self._put(f"{base}/c{part:06x}", encode({"part": part, "w": rows}))
+            written += self._put(f"{base}/c{part:06x}", encode({"part": part, "w": rows}))
             part += 1
-        self._put(f"{base}/{_END}", encode({**self._header, "epoch": self.epoch, "parts": part}))
+        written += self._put(f"{base}/{_END}", encode({**self._header, "epoch": self.epoch, "parts": part}))
+        self._room = LOG_RESERVE + written
+        self._reserve_log(base)
+
+    def _release_older(self, base: str) -> None:
+        """The blocks older bases' logs hold past their records, given back (a truncate to their
+        own size): they take no record any more (``switch`` moved them to ``base``), and the room
+        is for ``base``'s checkpoint. Best effort: what stays is deleted after the checkpoint."""
+        root = self.chunks.local_root
+        if root is None:
+            return
+        try:
+            directories = list((root / log_prefix(self.chunks)).iterdir())
+        except OSError:
+            return
+        for directory in directories:
+            if str(directory).rstrip("/") == str(root / base):
+                continue
+            path = directory / _APPENDED
+            try:
+                os.truncate(path, path.stat().st_size)
+            except OSError:
+                pass  # none there, or gone meanwhile
 
     def _delete_older(self, base: str) -> None:
         """GC: the earlier checkpoints and records (the new checkpoint holds all they said).
@@ -318,14 +349,14 @@ class SharedLog:
             self._broken = f"record {seq} of its shared log was not written ({exc})"
             raise
 
-    def _put(self, key: str, data: bytes) -> None:
-        """One log object, durable when this returns: on a local shared tier created in place
-        (``O_EXCL``, one ``fdatasync``: the name is new, as for chunks, ``chunks.py``), elsewhere
-        one atomic put."""
+    def _put(self, key: str, data: bytes) -> int:
+        """One log object, durable when this returns (its bytes returned): on a local shared
+        tier created in place (``O_EXCL``, one ``fdatasync``: the name is new, as for chunks,
+        ``chunks.py``), elsewhere one atomic put."""
         root = self.chunks.local_root
         if root is None:
             self.chunks.store.put(key, data, size=len(data))
-            return
+            return len(data)
         try:
             _write_new(root / key, data)
         except OSError as exc:  # one error tree (datahub/errors.py): the open's checkpoint raised it raw
@@ -335,6 +366,7 @@ class SharedLog:
                 "retry once the shared tier has room and works",
                 key=key,
             ) from exc
+        return len(data)
 
     def _append(self, base: str, data: bytes) -> None:
         """On a local shared tier a session's records are appended to one file per base,
@@ -362,13 +394,15 @@ class SharedLog:
             view = view[os.write(self._log_fd, view) :]
         os.fdatasync(self._log_fd)
         self._log_end += len(data)
-        if self._log_reserved - self._log_end < LOG_RESERVE // 2:
-            self._log_reserved = max(self._log_reserved, _reserve(self._log_fd, self._log_end + LOG_RESERVE))
+        want = self._log_end + self._room + self._log_end  # the next checkpoint holds these records' rows too
+        if self._log_reserved < want - LOG_RESERVE // 2:
+            self._log_reserved = max(self._log_reserved, _reserve(self._log_fd, want))
 
     def _reserve_log(self, base: str) -> None:
-        """``LOG_RESERVE`` bytes of blocks for ``base``'s records, taken while the checkpoint is
-        written (a device with room for a checkpoint has room for them). Best effort: a file
-        system without ``fallocate`` appends as before."""
+        """``_room`` bytes of blocks past ``base``'s records, taken once its checkpoint is
+        written: ``LOG_RESERVE`` for the records, as much as the checkpoint for the next open's.
+        Best effort: a full device, or a file system without ``fallocate``, appends as before
+        (the reserve is topped up as records go, ``_append``)."""
         root = self.chunks.local_root
         if root is None:
             return
@@ -379,7 +413,8 @@ class SharedLog:
         except OSError:
             return  # the checkpoint's own writes say what is wrong, in the error tree (``_put``)
         try:
-            _reserve(fd, os.fstat(fd).st_size + LOG_RESERVE)
+            size = os.fstat(fd).st_size
+            _reserve(fd, 2 * size + self._room)
         finally:
             os.close(fd)
 
@@ -465,7 +500,21 @@ def attach(ws: Any, objects_url: str) -> None:
         "at": time.time(),
     }
     shared = SharedLog(chunks, epoch, journal, header)
-    shared.resync()
+    try:
+        shared.resync()
+    except BaseException as exc:
+        shared.close()
+        if not isinstance(exc, NoSpace):
+            raise
+        raise NoSpace(
+            f"{ws.what} cannot be opened: the checkpoint of its shared log (written at every open, "
+            "so that another node can adopt its acknowledged files if this one is lost) does not fit "
+            f"on its shared tier ({exc.message}). Nothing was lost: its files are in its journal and "
+            "the shared tier as they were. Free room on the shared tier (`datahub cache journals`, "
+            "then `datahub cache forget-journal` for retired nodes' journals; other workspaces "
+            "flushed and evicted) or grow it, then open it again",
+            workspace=ws.name,
+        ) from exc
     fence = journal.fence
 
     def fenced(doing: str) -> None:

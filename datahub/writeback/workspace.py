@@ -108,6 +108,7 @@ from datahub.writeback.model import (
     ID_BLOCK,
     FileAttr,
     FileSettings,
+    new_name,
     new_record,
     normalize,
 )
@@ -215,7 +216,7 @@ class Workspace:
 
     # --- namespace changes -----------------------------------------------------------------------
     def mkdir(self, path: str) -> None:
-        path = normalize(path)
+        path = new_name(path)
         with self._namespace_change(f"mkdir {path!r}") as txn:
             if path == "" or txn.entry(path) is not None:
                 raise AlreadyExists(f"{path or '/'!r} already exists in {self.what}", path=path)
@@ -259,7 +260,7 @@ class Workspace:
             self._drop_file(txn, entry["id"])
 
     def rename(self, old: str, new: str) -> None:
-        old, new = normalize(old), normalize(new)
+        old, new = normalize(old), new_name(new)
         if old == "" or new == "":
             raise InvalidInput(f"cannot rename the root directory of {self.what}")
         if new.startswith(old + "/"):
@@ -290,7 +291,7 @@ class Workspace:
         """A handle of the file at ``path``. ``staged``: if the file is new, or truncated here
         and open nowhere else, its bytes live in a staged local file (``staged.py``) that the
         caller may hand to the kernel (``FileHandle.staged_fd``); otherwise as usual."""
-        path = normalize(path)
+        path = new_name(path) if create else normalize(path)
         if path == "":
             raise IsADirectory(f"cannot open the root directory of {self.what} as a file")
         fd = self.staging().new_reserved_fd() if staged and (create or truncate) else -1

@@ -179,8 +179,8 @@ def test_only_journal_ids_can_be_forgotten() -> None:
 
 
 def test_on_s3_the_listing_and_a_forget_go_by_prefix(tmp_path: Path, s3_endpoint) -> None:
-    """An S3/RGW shared tier: listed by prefix, chunks carry no cover records, and forgetting
-    one journal deletes its objects only."""
+    """An S3/RGW shared tier: listed by prefix, each small file's chunk carries its cover
+    record (in its PUT's metadata, ceph41), and forgetting one journal deletes its objects only."""
     bucket = s3_endpoint.new_bucket("journals17")
     nodes = Nodes(tmp_path, f"s3://{bucket}/tier", {}, s3_endpoint.s3_config_overrides())
     store = nodes.shared()
@@ -188,7 +188,7 @@ def test_on_s3_the_listing_and_a_forget_go_by_prefix(tmp_path: Path, s3_endpoint
         a, b = nodes.write_files("a"), nodes.write_files("b")
         rows = {e.journal: e for e in journal_prefixes(nodes.config("a"), store)}
         assert set(rows) == {a, b} and rows[a].this_node and not rows[b].this_node
-        assert rows[b].objects == FILES + 3 and {e.covers for e in rows.values()} == {0}
+        assert rows[b].objects == FILES + 3 and {e.covers for e in rows.values()} == {FILES}
         assert forget_journal(store, rows[b]) == (rows[b].objects, rows[b].bytes)
         assert [e.journal for e in journal_prefixes(nodes.config("a"), store)] == [a]
         assert nodes.read("a", "a/big.bin") == b"x" * (3 * CHUNK)

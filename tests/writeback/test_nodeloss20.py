@@ -31,6 +31,7 @@ from datahub.storage import StoreRegistry
 from datahub.workspaces import commit_workspace
 from datahub.writeback import open_workspace, shared_log, workspace_dir
 from datahub.writeback.adopt import adopt_journal
+from datahub.writeback.journals import forget_journal, journal_prefix
 from tests.writeback.conftest import CHUNK
 from tests.writeback.test_commit_history import read_version
 from tests.writeback.test_lease import Clock
@@ -194,6 +195,7 @@ def test_a_killed_nodes_acknowledged_files_are_adopted_from_the_shared_tier_alon
         assert _files(ws) == EXPECTED  # byte for byte; nothing unacknowledged (open.txt, gone.txt)
         assert ws.stat("d/e").is_dir
         assert adopt_journal(ws, a_journal, nodes.stores["b"]).already  # done once
+        shared = ws.chunks.store
         catalog = open_catalog(f"sqlite:///{nodes.catalog_path}")
         try:
             commit_workspace(ws, catalog, "run")
@@ -202,6 +204,9 @@ def test_a_killed_nodes_acknowledged_files_are_adopted_from_the_shared_tier_alon
             catalog.close()
     finally:
         ws.close()
+    # the operator then forgets the lost journal (its chunks and log: the docs' next step); the
+    # adoption's marker stays, or node a's stale journal would open against deleted chunks (review21c)
+    forget_journal(shared, journal_prefix(nodes.config["b"], shared, WS, a_journal))
     # node a comes back with its stale journal: refused, whatever the lease says
     shutil.move(lost, workspace_dir(nodes.config["a"], WS))
     nodes.clock.now += 60
@@ -230,8 +235,9 @@ class _Env:
 def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """``datahub cache adopt-journal`` as an operator runs it on node b (no catalog: the flock
-    only), then ``forget-journal`` deletes the lost journal's prefix and its shared log."""
+    """``datahub cache adopt-journal`` as an operator runs it on node b (with the catalog the
+    nodes share: adoption needs the writer lease), then ``forget-journal`` deletes the lost
+    journal's prefix and its shared log, all but the adoption's marker."""
     n = Nodes(tmp_path, {})
     try:
         a = open_workspace(WS, n.config["a"], n.stores["a"])
@@ -249,6 +255,7 @@ def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
         monkeypatch.setenv("DATAHUB_OBJECTS_URL", n.config["b"].resolved_objects_url)
         monkeypatch.setenv("DATAHUB_CACHE_SHARED_URL", n.config["b"].resolved_shared_url)
         monkeypatch.setenv("DATAHUB_CACHE_PAGE_SIZE", str(CHUNK))
+        monkeypatch.setenv("DATAHUB_CATALOG_URL", f"sqlite:///{n.catalog_path}")
         assert main(["cache", "adopt-journal", WS, a_journal]) == 0
         assert "adopted journal" in capsys.readouterr().out
         b = n.open_plain("b")
@@ -257,7 +264,8 @@ def test_the_cli_adopts_a_lost_journal_and_forget_journal_deletes_its_log(
         finally:
             b.close()
         assert main(["cache", "forget-journal", WS, a_journal, "--yes", "--force"]) == 0
-        assert not log.exists()
+        # the log is gone but for the adoption's marker, which keeps refusing a's journal (review21c)
+        assert sorted(p.name for p in log.rglob("*") if p.is_file()) == ["adopted"]
     finally:
         n.close()
 
@@ -289,7 +297,7 @@ def test_an_acknowledged_chunk_missing_fails_the_adoption_and_nothing_is_written
 
         journal = _lost_node_a(n, writes)
         (tmp_path / "shared-tier" / keys[0]).unlink()  # the shared tier lost it behind datahub's back
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             with pytest.raises(StorageError, match="'ckpt'.*nothing was adopted"):
                 adopt_journal(b, journal, n.stores["b"])
@@ -310,7 +318,7 @@ def test_a_record_torn_by_the_crash_ends_the_log_and_the_changes_before_it_are_a
         journal = _lost_node_a(n, lambda a: (_put(a, "x", b"v1"), _put(a, "x", b"v2"), a.rename("x", "y")))
         (log,) = (tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{journal}").glob("*/log")
         os.truncate(log, log.stat().st_size - 3)  # the rename's record cut short
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             report = adopt_journal(b, journal, n.stores["b"])
             assert _files(b) == {"x": b"v2"} and report.files == ["x"]
@@ -324,7 +332,7 @@ def test_a_newer_file_written_here_since_the_takeover_is_not_replaced_unless_ask
     n = Nodes(tmp_path, {})
     try:
         journal = _lost_node_a(n, lambda a: (_put(a, "ckpt", b"node a's, older"), _put(a, "log", b"a")))
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             _put(b, "ckpt", b"node b's, written since the takeover")
             with pytest.raises(Conflict, match="'ckpt'.*nothing was adopted"):
@@ -361,7 +369,7 @@ def test_a_long_session_compacts_its_log_and_the_compacted_log_is_adopted_whole(
         journal = _lost_node_a(n, writes)
         bases = [p.name for p in (tmp_path / "shared-tier" / "writeback-log" / WS / f"j-{journal}").iterdir()]
         assert len(bases) == 1 and not bases[0].endswith("-00000000"), bases  # the open's base is gone
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             adopt_journal(b, journal, n.stores["b"])
             assert _files(b) == {"f0": b"version 9", "f1": b"version 10", "f2": b"version 11"}
@@ -387,7 +395,7 @@ def test_an_evicted_file_and_the_lost_journals_commits_are_adopted(tmp_path: Pat
             a.unlink("removed")
 
         journal = _lost_node_a(n, writes)
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             adopt_journal(b, journal, n.stores["b"])
             assert _files(b) == {"evicted": b"e" * (2 * CHUNK + 3)}

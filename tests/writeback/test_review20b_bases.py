@@ -36,7 +36,7 @@ def test_the_adopters_own_merge_base_survives_the_adoption(tmp_path: Path) -> No
             a.unlink("a-only.txt")
 
         journal = _lost_node_a(n, writes)
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             _put(b, "shared.txt", b"node b's, written since the takeover")
             commit_workspace(b, catalog, "run")  # v2: b's shared.txt (a-only.txt kept: not b's)

@@ -80,7 +80,7 @@ def test_an_unacknowledged_record_whose_chunk_recovery_deleted_does_not_block_th
         with pytest.raises(StorageError, match="shared log .* could not be written"):
             open_workspace(WS, n.config["a"], n.stores["a"])  # recovery ran; the checkpoint did not
         shutil.rmtree(workspace_dir(n.config["a"], WS))  # node a is lost now
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             adopt_journal(b, journal, n.stores["b"])
             got = _files(b)
@@ -135,7 +135,7 @@ def test_a_change_lmdb_committed_is_not_voided_in_the_log_when_only_its_flush_fa
         finally:
             a.abandon()
         shutil.rmtree(workspace_dir(n.config["a"], WS))
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             adopt_journal(b, journal, n.stores["b"])
             got = _files(b)

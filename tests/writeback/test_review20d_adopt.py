@@ -65,7 +65,7 @@ def test_an_unvoided_record_whose_chunks_recovery_deleted_does_not_stop_the_adop
         monkeypatch.undo()
         shutil.rmtree(workspace_dir(n.config["a"], WS))  # the node is lost
 
-        b = n.open_plain("b")
+        b = n.open("b")
         try:
             adopt_journal(b, journal, n.stores["b"])
             assert _files(b)["keep"] == b"acknowledged, never flushed"
