@@ -679,7 +679,7 @@ class WorkspaceView:
         answered as done with its bytes dropped: ``write(2)`` returned the full count and a
         read found zeros."""
         try:
-            return self._write(fh, offset, data)
+            return self._write(fh, offset, data, short=not cached)
         except NoSpace:
             if not cached:
                 raise
@@ -749,14 +749,16 @@ class WorkspaceView:
                 if other != fh
             )
 
-    def _write(self, fh: int, offset: int, data: bytes) -> int:
+    def _write(self, fh: int, offset: int, data: bytes, *, short: bool) -> int:
+        """``short``: a staged file's ``pwrite`` cut short answers the count written (the
+        caller's ``write(2)``: ``StagedFile.write``), as WRITEs answered in C do."""
         ino, handle = self._handles[fh]
         staged = handle.staged_fd >= 0  # charged at flush, like the kernel's writes to it
         growth = (
             self._charge_write(fh, ino, offset, len(data)) if self.quota is not None and not staged else 0
         )
         try:
-            n = handle.write(offset, data)
+            n = handle.write(offset, data, short=short)
         except BaseException:
             self._changed(fh)
             self._refund(growth)

@@ -42,6 +42,7 @@ import errno
 import fcntl
 import hashlib
 import io
+import logging
 import mmap
 import os
 import secrets
@@ -64,6 +65,8 @@ from datahub.writeback.packs import (
     encode_cover,
     renumber_cover,
 )
+
+log = logging.getLogger(__name__)
 
 SHARD = 1024  # file ids per shared-tier directory
 JOURNAL_DIR = "j-"  # a journal's own chunk prefix: ``<workspace prefix>/j-<journal id>`` (never hex)
@@ -328,6 +331,20 @@ class ChunkStore:
                 raise StorageError(f"cannot delete chunk {key} of {self.what}: {exc}", key=key) from exc
             return
         self.store.delete(key)
+
+    def abandon(self, keys: Iterable[str]) -> None:
+        """Give up keys from ``new_key`` that were never written and never will be (a commit
+        failed before any write began): a pack member's reservation ends (``Packs.abandon``),
+        an object key names nothing yet. Never raises: it runs on the way out of the failure
+        it follows (a pack left open is closed by the next open's recovery, as before fix21)."""
+        for key in keys:
+            packs = self._pack_of(key)
+            if packs is None:
+                continue
+            try:
+                packs.abandon(key)
+            except OSError as exc:
+                log.warning("cannot give up unwritten chunk %s of %s: %s", key, self.what, exc)
 
     def keys(self) -> Iterator[str]:
         for key, _size in self.objects():

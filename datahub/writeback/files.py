@@ -192,7 +192,9 @@ class OpenFile:
             growth = max(have, end) - have
             return self._buffered_bytes_locked() + growth <= self.settings.buffer_bytes
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, short: bool = False) -> int:
+        """Every byte of ``data``, or an error. ``short``: the caller takes a count of fewer
+        bytes (a ``write(2)``'s answer); only a staged file gives one (``StagedFile.write``)."""
         if offset < 0:
             raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
         view = memoryview(data)
@@ -510,9 +512,7 @@ class OpenFile:
                     key, cover = self.commits.first_key(self.id, self.path, self.size, self.mtime, todo[0][1])
                     keys = [key]
                 else:
-                    keys = [
-                        self.uploads.chunks.new_key(self.id, i, len(data), self.path) for i, data, _ in todo
-                    ]
+                    keys = self._new_keys([(i, len(data)) for i, data, _ in todo])
                 uploading = {i: (key, len(data)) for (i, data, _), key in zip(todo, keys, strict=True)}
                 chunk_map, size, mtime, staged = self._snapshot(uploading)
             if not todo:
@@ -520,7 +520,13 @@ class OpenFile:
             # the commit goes to the pool and the first chunk is written here: the chunk write
             # (a create + fsync) is the longer step, so it starts without a thread hand-off
             written = [(key, data) for (_, data, _), key in zip(todo, keys, strict=True)]
-            commit = self.commits.submit_commit(self.id, self.path, size, mtime, chunk_map, written, cover)
+            try:
+                commit = self.commits.submit_commit(
+                    self.id, self.path, size, mtime, chunk_map, written, cover
+                )
+            except BaseException:
+                self.uploads.chunks.abandon(keys)  # no record names them, no write began
+                raise
             futures = [
                 self.uploads.submit_write(key, data, self.path)
                 for (_, data, _), key in zip(todo[1:], keys[1:], strict=True)
@@ -549,6 +555,20 @@ class OpenFile:
             return True
         finally:
             self.commits.end_overlap()
+
+    def _new_keys(self, chunks: list[tuple[int, int]]) -> list[str]:
+        """A fresh key for each (index, length) of ``chunks``, or none: a small chunk's key
+        reserves its place in a pack (``ChunkStore.new_key``), which holds the pack open and
+        linked until it is written or abandoned, so when a later reservation fails (no space,
+        no descriptor for the next pack) the ones made before it are abandoned (fix21)."""
+        keys: list[str] = []
+        try:
+            for index, length in chunks:
+                keys.append(self.uploads.chunks.new_key(self.id, index, length, self.path))
+        except BaseException:
+            self.uploads.chunks.abandon(keys)
+            raise
+        return keys
 
     def _settle_uploads(
         self, todo: list[tuple[int, bytes, int]], keys: list[str], futures: list[Future], committed: bool
@@ -657,8 +677,9 @@ class FileHandle:
             raise of.gone()
         return of
 
-    def write(self, offset: int, data: bytes) -> int:
-        return self._writable().write(offset, data)
+    def write(self, offset: int, data: bytes, *, short: bool = False) -> int:
+        """``short``: see ``OpenFile.write`` (the FUSE layer's uncached WRITEs pass it)."""
+        return self._writable().write(offset, data, short=short)
 
     def committed_now(self) -> bool:
         """See ``OpenFile.committed_now`` (False for a closed handle, a staged file or a

@@ -15,7 +15,8 @@ stores the length next to it, as for any chunk. Member keys keep the file id whe
 ``file_id_of`` finds it, so the flusher's "garbage of an open file" check works unchanged.
 
 Lifetime: a member is *live* from the moment its range is reserved until it is deleted
-(garbage collection, a failed write, an unreferenced upload). A pack is deleted as soon as
+(garbage collection, a failed write, an unreferenced upload; ``abandon`` when it is never to
+be written: a reservation is an append in flight until its write ends). A pack is deleted as soon as
 it has no live member: the last delete unlinks it and a new pack is started for the next
 chunk. So the shared tier holds no object without a live member, like the one-object-
 per-chunk layout; what packing adds is *dead space inside a live pack* (a pack lives as
@@ -420,11 +421,19 @@ class Packs:
         token = secrets.token_hex(8)
         # owner-only, as every file of a workspace's bytes (docs/writeback.md, "Files and their modes")
         fd = os.open(directory / token, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        dir_fd = os.open(directory, os.O_RDONLY)
         try:
-            os.fsync(dir_fd)  # the pack's name is durable before any member is acknowledged
-        finally:
-            os.close(dir_fd)
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)  # the pack's name is durable before any member is acknowledged
+            finally:
+                os.close(dir_fd)
+        except BaseException:  # no descriptor for the directory, say: no pack, none left open (fix21)
+            os.close(fd)
+            try:
+                os.unlink(directory / token)
+            except OSError:
+                pass  # an orphan no record names: the next open's recovery deletes it
+            raise
         pack = self._packs[token] = _Pack(token, fd)
         return pack
 
@@ -467,6 +476,30 @@ class Packs:
             if pack.writing:
                 return  # the last append in flight unlinks it
         self._unlink(pack)
+
+    def abandon(self, key: str) -> None:
+        """Give up member ``key``, reserved and never to be written: the append its
+        reservation began ends here, then as ``delete``. The caller's word: no ``write`` or
+        ``copy_in`` of it began or will (a commit that failed before any write, say), and it
+        gives the key up once.
+
+        Why (fix21): a reservation counts as an append in flight until ``write`` ends it, so
+        that a ``delete`` racing the append leaves the unlink to it. A key given up unwritten
+        with ``delete`` alone kept its pack's descriptor open, and the pack linked when it had
+        no other member, until the next open's recovery."""
+        token, offset = self._parse(key)
+        with self._lock:
+            pack = self._packs.get(token)
+            if pack is None:
+                return
+            pack.writing -= 1
+            if pack.live.discard(offset) == 0:
+                self._seal(pack)  # nothing may be appended to a pack about to be unlinked
+                pack.doomed = True
+            self._close_if_idle(pack)
+            unlink = pack.doomed and pack.writing == 0
+        if unlink:
+            self._unlink(pack)
 
     def _unlink(self, pack: _Pack) -> None:
         with self._lock:

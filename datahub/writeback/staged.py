@@ -441,14 +441,35 @@ class StagedFile(OpenFile):
     def committed_now(self) -> bool:
         return False  # the kernel may have written the staged file: only fsync can tell (fstat)
 
-    def write(self, offset: int, data: bytes) -> int:
+    def write(self, offset: int, data: bytes, *, short: bool = False) -> int:
+        """``short``: a ``pwrite`` that fails after some bytes were written is a short write,
+        as POSIX answers one and the C path does (fastwrite.h): the count written, every byte
+        of it in the file; the rest, written again, meets the error and fails (fix21). Why:
+        answered with the error, the caller's ``write(2)`` failed though part of it was in the
+        file. Only a WRITE that is the caller's ``write(2)`` may be short: for the kernel's
+        write-back of cached pages a count is no error and the rest would be dropped, and
+        other callers (adoption, ``_restore``) need every byte or the error. The torn-write
+        rules are the staged file's as ever (``fsync``: a reserved file written to or past
+        its reservation is refused)"""
         if offset < 0:
             raise InvalidInput(f"write to {self.path!r}: negative offset {offset}")
         with memoryview(data) as view:
             done = 0
             while done < len(view):
-                done += os.pwrite(self.fd, view[done:], offset + done)
-        return len(data)
+                try:
+                    wrote = os.pwrite(self.fd, view[done:], offset + done)
+                except OSError:
+                    if short and done > 0:
+                        return done
+                    raise
+                if wrote == 0:  # no progress (a file size limit): as the kernel would say
+                    if short and done > 0:
+                        return done
+                    raise OSError(
+                        errno.EFBIG, f"write to {self.path!r} at {offset + done:,} made no progress"
+                    )
+                done += wrote
+        return done
 
     def truncate(self, size: int) -> None:
         """Truncate, then reserve again: a truncate frees the blocks past ``size`` (ours
@@ -647,13 +668,15 @@ class StagedFile(OpenFile):
         chunks for the next commit to drop (``discard``) or recovery to delete."""
         cs = self.cs
         todo = [(i, min(cs, size - i * cs)) for i in range((size + cs - 1) // cs)]
-        keys = [self.uploads.chunks.new_key(self.id, i, n, self.path) for i, n in todo]
-        futures = [
-            self.uploads.submit_copy(key, self.fd, i * cs, n, self.path)
-            for (i, n), key in zip(todo[1:], keys[1:], strict=True)
-        ]
+        keys = self._new_keys(todo)  # none reserved if one fails (``_new_keys``)
+        futures: list = []
         error: BaseException | None = None
-        if todo:
+        try:
+            for (i, n), key in zip(todo[1:], keys[1:], strict=True):
+                futures.append(self.uploads.submit_copy(key, self.fd, i * cs, n, self.path))
+        except BaseException as exc:
+            error = exc
+        if todo and error is None:
             try:
                 self.uploads.chunks.copy_in(keys[0], self.fd, 0, todo[0][1], self.path)
             except BaseException as exc:
@@ -664,6 +687,10 @@ class StagedFile(OpenFile):
             except BaseException as exc:
                 error = error or exc
         if error is not None:
+            if len(futures) < len(keys) - 1:  # a copy could not be submitted: the first key and
+                # those after the last submitted were never written (``ChunkStore.abandon``)
+                self.uploads.chunks.abandon([keys[0], *keys[1 + len(futures) :]])
+                keys = keys[1 : 1 + len(futures)]
             self.uploads.delete_unreferenced(keys)
             raise error
         chunk_map = {i: (key, n) for (i, n), key in zip(todo, keys, strict=True)}
@@ -689,9 +716,13 @@ class StagedFile(OpenFile):
                 data += bytes(size - len(data))
             key, cover = self.commits.first_key(self.id, self.path, size, mtime, data)
             chunk_map = {0: (key, size)}
-            commit = self.commits.submit_commit(
-                self.id, self.path, size, mtime, chunk_map, [(key, data)], cover
-            )
+            try:
+                commit = self.commits.submit_commit(
+                    self.id, self.path, size, mtime, chunk_map, [(key, data)], cover
+                )
+            except BaseException:
+                self.uploads.chunks.abandon([key])  # no record names it, nothing wrote it
+                raise
             try:
                 self.uploads.chunks.write(key, data, self.path, commit.trailer)
                 # still ours now that it landed (``Committer.still_held``)

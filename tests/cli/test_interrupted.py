@@ -14,15 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli.conftest import child_env, ended, start_interruptible
 
 
 def test_ctrl_c_during_a_commit_names_the_dataset_and_what_to_do(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("datahub")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
-    env.pop("DATAHUB_CONFIG", None)
+    env = child_env()
 
     def datahub(*args: str) -> subprocess.CompletedProcess:
         cmd = [str(exe), "--home", str(tmp_path / "var"), *args]
@@ -34,27 +31,14 @@ def test_ctrl_c_during_a_commit_names_the_dataset_and_what_to_do(tmp_path: Path)
     changes = tmp_path / "changes.jsonl"
     os.mkfifo(changes)
     cmd = [str(exe), "--home", str(tmp_path / "var"), "commit", "pets", "--changes", str(changes)]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        # as a terminal's Ctrl-C finds it (a shell's background job starts with SIGINT ignored)
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = start_interruptible(cmd, tmp_path)
     try:
         with open(changes, "w") as writer:  # returns once the command has opened the pipe
             writer.write(json.dumps({"op": "delete", "key": "cat/1.jpg"}) + "\n")
             writer.flush()
             proc.send_signal(signal.SIGINT)
-            try:
-                out, err = proc.communicate(timeout=120)
-            except subprocess.TimeoutExpired:  # seen once under a loaded suite: say where it hung
-                proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack
-                out, err = proc.communicate(timeout=60)
-                pytest.fail(f"the commit did not stop within 120 s of Ctrl-C; its threads:\n{err[-8000:]}")
+            # seen once under a loaded suite: say where it hung
+            out, err = ended(proc, 120, "the commit did not stop within 120 s of Ctrl-C")
     finally:
         if proc.poll() is None:
             proc.kill()

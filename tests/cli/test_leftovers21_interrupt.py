@@ -15,12 +15,11 @@ The command must stop without more input, exit 130 and say it was interrupted.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.cli.conftest import ended, start_interruptible
+
 GUARD = 60.0  # a hang guard, never a timing goal
 
 CHILD = r"""
@@ -58,27 +57,11 @@ def test_a_sigint_caught_before_the_change_sets_read_waits_still_stops_the_commi
     fifo = tmp_path / "changes.jsonl"
     os.mkfifo(fifo)
     writer = os.open(fifo, os.O_RDWR)  # a writer from the start: the child's open does not wait
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
-    env.pop("DATAHUB_CONFIG", None)
     try:
         os.write(writer, b'{"op": "delete", "key": "cat/1.jpg"}\n')  # the first line is there; no more comes
-        proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(tmp_path / "var"), str(fifo)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
-        try:
-            out, err = proc.communicate(timeout=GUARD)  # the writer stays open: no EOF ends the read
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: where it waits
-            out, err = proc.communicate(timeout=GUARD)
-            raise AssertionError(
-                f"the commit went on waiting for input after its SIGINT:\n{err[-6000:]}"
-            ) from None
+        proc = start_interruptible([sys.executable, "-c", CHILD, str(tmp_path / "var"), str(fifo)], tmp_path)
+        # the writer stays open: no EOF ends the read
+        out, err = ended(proc, GUARD, "the commit went on waiting for input after its SIGINT")
     finally:
         os.close(writer)
     assert "caught" in err, err

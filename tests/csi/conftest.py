@@ -32,7 +32,7 @@ from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
-from tests.servers import S3Endpoint
+from tests.servers import S3Endpoint, free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_ID = "test-node"
@@ -349,6 +349,45 @@ def plugin(csi_env: CsiEnv) -> Iterator[Plugin]:
         yield p.start()
     finally:
         p.teardown()
+
+
+@contextlib.contextmanager
+def serving_api(csi_env: CsiEnv, tmp_path: Path, *flags: str) -> Iterator[int]:
+    """``datahub serve FLAGS`` over the environment's catalog on a loopback port (its output in
+    ``tmp_path/serve.log``): the port, the server stopped at exit. A node plugin's catalog
+    (``node_config``) in the tests of a plugin that is a client of the API."""
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    environ["DATAHUB_CONFIG"] = str(csi_env.config_path)
+    serve = [
+        str(Path(sys.executable).with_name("datahub")),
+        "serve",
+        *flags,
+        "--port",
+        str(port),
+        "--no-labelx",
+    ]
+    with open(tmp_path / "serve.log", "ab") as log:
+        server = subprocess.Popen(serve, stdout=log, stderr=log, env=environ)
+    try:
+        wait_for_port(port)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def node_config(csi_env: CsiEnv, tmp_path: Path, catalog_url: str) -> Path:
+    """The environment's configuration for a node plugin of its own home whose catalog is
+    ``catalog_url`` (``tmp_path/plugin.toml``)."""
+    config_path = tmp_path / "plugin.toml"
+    config_path.write_text(
+        csi_env.config_path.read_text().replace(
+            f'home = "{csi_env.root / "var"}"\n',
+            f'home = "{tmp_path / "node"}"\ncatalog_url = "{catalog_url}"\n',
+        )
+    )
+    return config_path
 
 
 def handed_clean(plugin: Plugin) -> Iterator[Plugin]:

@@ -7,9 +7,6 @@ was refused by the server (401) and no dataset volume could be published.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,9 +14,8 @@ import pytest
 
 from datahub.api.tokens import issue_token
 from datahub.catalog import open_catalog
-from tests.csi.conftest import CsiEnv, Plugin, handed_clean
+from tests.csi.conftest import CsiEnv, Plugin, handed_clean, node_config, serving_api
 from tests.csi.test_publish import pod_info
-from tests.servers import free_port, wait_for_port
 
 pytestmark = pytest.mark.fuse
 
@@ -34,36 +30,15 @@ def api_module_plugin(csi_env: CsiEnv, tmp_path_factory: pytest.TempPathFactory)
         catalog.update_dataset("imgs", acl={"*": "reader"})  # every token, every pod
     finally:
         catalog.close()
-    port = free_port()
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
-    environ["DATAHUB_CONFIG"] = str(csi_env.config_path)
-    serve = [
-        str(Path(sys.executable).with_name("datahub")),
-        "serve",
-        "--auth",
-        "--port",
-        str(port),
-        "--no-labelx",
-    ]
-    with open(tmp_path / "serve.log", "ab") as log:
-        server = subprocess.Popen(serve, stdout=log, stderr=log, env=environ)
-    plugin = None
     try:
-        wait_for_port(port)
-        config_path = tmp_path / "plugin.toml"
-        config_path.write_text(
-            csi_env.config_path.read_text().replace(
-                f'home = "{csi_env.root / "var"}"\n',
-                f'home = "{tmp_path / "node"}"\ncatalog_url = "http://127.0.0.1:{port}"\n',
-            )
-        )
-        plugin = Plugin(tmp_path, config_path, env={"DATAHUB_API_TOKEN": token}, mode="node")
-        yield plugin.start()
+        with serving_api(csi_env, tmp_path, "--auth") as port:
+            config_path = node_config(csi_env, tmp_path, f"http://127.0.0.1:{port}")
+            plugin = Plugin(tmp_path, config_path, env={"DATAHUB_API_TOKEN": token}, mode="node")
+            try:
+                yield plugin.start()
+            finally:
+                plugin.teardown()
     finally:
-        if plugin is not None:
-            plugin.teardown()
-        server.terminate()
-        server.wait(30)
         catalog = open_catalog(csi_env.config.resolved_catalog_url)
         try:
             catalog.update_dataset("imgs", acl={})

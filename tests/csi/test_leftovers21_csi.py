@@ -11,18 +11,14 @@ requests; the kubelet's side is the gRPC socket.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 
-from tests.csi.conftest import CsiEnv, Plugin, mounts_under
+from tests.csi.conftest import CsiEnv, Plugin, mounts_under, node_config, serving_api
 from tests.faults import FlakyProxy
-from tests.servers import free_port, wait_for_port
 
 pytestmark = pytest.mark.fuse
 
@@ -34,38 +30,14 @@ def flaky_catalog(
     """A node plugin whose catalog is ``datahub serve --local`` (loopback) through a proxy that
     fails the listing requests it is armed for (``…/records``, ``…/directory``), and only those."""
     tmp_path = tmp_path_factory.mktemp("flaky-catalog")
-    port = free_port()
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
-    environ["DATAHUB_CONFIG"] = str(csi_env.config_path)
-    serve = [
-        str(Path(sys.executable).with_name("datahub")),
-        "serve",
-        "--local",
-        "--port",
-        str(port),
-        "--no-labelx",
-    ]
-    with open(tmp_path / "serve.log", "ab") as log:
-        server = subprocess.Popen(serve, stdout=log, stderr=log, env=environ)
-    plugin = None
-    try:
-        wait_for_port(port)
+    with serving_api(csi_env, tmp_path, "--local") as port:
         listing = lambda method, path: "/records" in path or "/directory" in path  # noqa: E731
         with FlakyProxy(f"http://127.0.0.1:{port}", match=listing) as proxy:
-            config_path = tmp_path / "plugin.toml"
-            config_path.write_text(
-                csi_env.config_path.read_text().replace(
-                    f'home = "{csi_env.root / "var"}"\n',
-                    f'home = "{tmp_path / "node"}"\ncatalog_url = "{proxy.url}"\n',
-                )
-            )
-            plugin = Plugin(tmp_path, config_path, mode="node")
-            yield plugin.start(), proxy
-    finally:
-        if plugin is not None:
-            plugin.teardown()
-        server.terminate()
-        server.wait(30)
+            plugin = Plugin(tmp_path, node_config(csi_env, tmp_path, proxy.url), mode="node")
+            try:
+                yield plugin.start(), proxy
+            finally:
+                plugin.teardown()
 
 
 def test_a_view_whose_listing_fails_is_no_not_found_and_the_retry_mounts_it(

@@ -82,7 +82,9 @@ def test_a_write_that_failed_in_c_fails_its_write_and_its_close_and_nothing_torn
             os.pwrite(fd, data[at : at + MiB], at)
         os.fsync(fd)  # acknowledged: what the file goes back to
         with pytest.raises(OSError) as failed:
-            for at in range(acked, len(data), MiB):  # the call at 6 MiB is written half, then fails
+            # the call at 6 MiB writes half and returns that count (a short write, leftovers21);
+            # the call at 7 MiB, past the limit, writes nothing and fails
+            for at in range(acked, len(data), MiB):
                 os.pwrite(fd, data[at : at + MiB], at)
         assert failed.value.errno == errno.EFBIG
     finally:
