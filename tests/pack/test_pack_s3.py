@@ -8,7 +8,7 @@ from datahub.catalog import open_catalog
 from datahub.config import load_config
 from datahub.pack import PackSpec, pack, worker
 from datahub.tasks import open_task_queue
-from datahub.torch import CacheSource, PackedDataset
+from datahub.torch import CacheSource  # no torch here: the test imports PackedDataset
 from tests.faults import FlakyProxy
 from tests.pack.conftest import import_manifest, write_source
 from tests.servers import S3Endpoint
@@ -17,6 +17,8 @@ from tests.servers import S3Endpoint
 def test_pack_uploads_shards_to_s3_and_packed_dataset_reads_them(
     s3_endpoint: S3Endpoint, tmp_path: Path
 ) -> None:
+    from datahub.torch import PackedDataset
+
     bucket = s3_endpoint.new_bucket("pack")
     config = load_config(
         env={},

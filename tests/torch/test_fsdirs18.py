@@ -10,7 +10,7 @@ from pathlib import Path
 
 from datahub.catalog import Catalog, open_catalog
 from datahub.config import Config
-from datahub.torch import CacheSource, MountSource, VersionDataset
+from datahub.torch import CacheSource, MountSource  # no torch here: the tests import its classes
 from tests.pack.conftest import import_manifest
 
 # key -> (bytes, class): x.txt sorts between x and x/y
@@ -36,6 +36,8 @@ def _raw(data, labels):
 
 
 def test_a_file_beside_a_directory_of_its_name_is_no_sample(config: Config, tmp_path: Path) -> None:
+    from datahub.torch import VersionDataset
+
     catalog = open_catalog(config.resolved_catalog_url)
     try:
         seq = import_odd(catalog, config, tmp_path)

@@ -16,8 +16,7 @@ import pytest
 from datahub.catalog import Put, open_catalog
 from datahub.config import Config
 from datahub.errors import InvalidInput
-from datahub.torch import CacheSource, MountSource, VersionDataset
-from datahub.torch._torch import DataLoader
+from datahub.torch import CacheSource, MountSource  # no torch here: the tests import its classes
 from tests.fuse.conftest import wait_until
 from tests.pack.conftest import import_manifest, write_source
 from tests.torch.test_fsdirs18 import ODD, import_odd
@@ -51,6 +50,9 @@ def _mounted(config: Config, mnt: Path, *sources: str, warm_up: bool = True) -> 
 @pytest.mark.fuse
 @pytest.mark.skipif(shutil.which("fusermount3") is None, reason="needs fuse3")
 def test_version_dataset_through_a_real_mount(config: Config, tmp_path: Path) -> None:
+    from datahub.torch import VersionDataset
+    from datahub.torch._torch import DataLoader
+
     catalog = open_catalog(config.resolved_catalog_url)
     import_manifest(catalog, config, write_source(tmp_path / "src", 5), "photos")
     import_odd(catalog, config, tmp_path)  # ``x`` and ``x/y`` (tests/torch/test_fsdirs18.py)
@@ -76,6 +78,8 @@ def test_hints_reach_the_mounts_cache(config: Config, tmp_path: Path) -> None:
     """A sampler's order crosses the read-only mount (as lookups) and the daemon's cache
     fetches those files before anything reads them. Without the background warm-up (on by
     default), which would cache all six files and hide what the hints fetched."""
+    from datahub.torch import VersionDataset
+
     catalog = open_catalog(config.resolved_catalog_url)
     import_manifest(catalog, config, write_source(tmp_path / "src", 6), "photos")
     mnt = tmp_path / "mnt"
@@ -99,6 +103,8 @@ def test_a_mount_of_another_version_is_refused_not_read_as_this_one(config: Conf
     VersionDataset of another version over it read that mount's files under this version's
     keys: a photo that version 2 replaced came back with version 1's bytes and version 2's
     labels, silently."""
+    from datahub.torch import VersionDataset
+
     catalog = open_catalog(config.resolved_catalog_url)
     import_manifest(catalog, config, write_source(tmp_path / "src", 3), "photos")
     mnt = tmp_path / "mnt"

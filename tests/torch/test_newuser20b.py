@@ -19,8 +19,7 @@ from datahub.config import Config, load_config
 from datahub.errors import InvalidInput, JobNotFound
 from datahub.pack import PackSpec, pack
 from datahub.tasks import open_task_queue
-from datahub.torch import CacheSource, MountSource, PackedDataset, StepTimer, TaskStream, VersionDataset
-from datahub.torch._torch import DataLoader, torch
+from datahub.torch import CacheSource, MountSource  # no torch here: the tests import its classes
 from tests.pack.conftest import import_manifest, write_source
 from tests.torch.test_mount import _mounted
 
@@ -58,6 +57,8 @@ def test_shard_samples_hand_the_transform_what_indexing_does(
     """docs/torch.md: every dataset calls ``transform(data, labels)`` with the encoded bytes.
     ``shard_samples`` (what a TaskStream yields) handed a copied file's bytes as a memoryview,
     where ``dataset[i]`` handed bytes: ``json.loads`` failed in the stream only."""
+    from datahub.torch import PackedDataset
+
     config, root = packed_home
     source = CacheSource(config)
     try:
@@ -75,6 +76,8 @@ def test_packed_dataset_of_an_unpacked_version_says_to_pack_it(
 ) -> None:
     """docs/torch.md: ``open`` needs a packed version (``datahub pack``). A raw version failed
     with "version 1 has no record 'index.json'", which says neither why nor what to do."""
+    from datahub.torch import PackedDataset
+
     config, root = packed_home
     source = CacheSource(config)
     try:
@@ -118,6 +121,8 @@ def test_mount_source_at_the_mount_point_names_the_versions_directory(
     ``MOUNT/photos``), a mount showing one version passed the version check as if it were a
     bucket snapshot's root, and then every sample failed with a bare FileNotFoundError
     (``MOUNT/img/00000.jpg``): the files are in ``MOUNT/photos/v1/``."""
+    from datahub.torch import VersionDataset
+
     config, root = packed_home
     mnt = root / "mnt"
     with _mounted(config, mnt, "photos@v1", warm_up=False):
@@ -134,6 +139,9 @@ def test_step_timer_counts_the_samples_of_a_dict_batch() -> None:
     """docs/torch.md: ``report()`` gives samples and samples_per_second. A transform returning a
     dict (``{"image": …, "label": …}``) is collated into a dict of tensors, and the timer counted
     its keys (2 per batch: 6 samples for 5) instead of its samples."""
+    from datahub.torch import StepTimer
+    from datahub.torch._torch import DataLoader, torch
+
     samples = [{"image": torch.zeros(3, 2, 2), "label": i} for i in range(5)]
     timer = StepTimer()
     batches = list(timer.iterate(DataLoader(samples, batch_size=2)))
@@ -160,6 +168,8 @@ def test_a_task_stream_of_a_job_never_made_says_to_make_it_with_shard_epoch(tmp_
     """docs/torch.md: ``shard_epoch`` makes the epoch's job, then the TaskStream reads it. A
     stream of a job not made (a typo, or shard_epoch forgotten) said "start it with `datahub
     pack` first", which makes pack jobs, never an epoch."""
+    from datahub.torch import TaskStream
+
     open_queue = functools.partial(open_task_queue, f"sqlite:///{tmp_path / 'tasks.db'}")
     with pytest.raises(JobNotFound, match=r"shard_epoch\(queue, 'imagenet-epoch-7'") as info:
         list(TaskStream(open_queue, "imagenet-epoch-7", lambda task: [task.index]))

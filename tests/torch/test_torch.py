@@ -8,6 +8,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,18 +16,11 @@ from datahub.catalog import Catalog, open_catalog
 from datahub.config import Config
 from datahub.pack import PackSpec, pack
 from datahub.tasks import DONE, open_task_queue
-from datahub.torch import (
-    CacheSource,
-    MountSource,
-    PackedDataset,
-    StepTimer,
-    TaskStream,
-    VersionDataset,
-    recommend_loader_settings,
-    shard_epoch,
-)
-from datahub.torch._torch import DataLoader
+from datahub.torch import CacheSource, MountSource  # no torch here: the tests import its classes
 from tests.pack.conftest import import_manifest, write_source
+
+if TYPE_CHECKING:
+    from datahub.torch import PackedDataset
 
 N = 12
 
@@ -40,6 +34,8 @@ def catalog(config: Config) -> Iterator[Catalog]:
 
 @pytest.fixture
 def packed(config: Config, catalog: Catalog, tmp_path: Path) -> PackedDataset:
+    from datahub.torch import PackedDataset
+
     import_manifest(catalog, config, write_source(tmp_path / "src", N), "photos")
     pack(
         config,
@@ -81,6 +77,8 @@ def test_packed_dataset_shard_copies_are_owner_only(packed: PackedDataset, tmp_p
 
 
 def test_packed_dataset_shuffles_across_shards_with_worker_processes(packed: PackedDataset) -> None:
+    from datahub.torch._torch import DataLoader
+
     packed[0]  # the parent opens LMDB handles first: forked workers must not reuse them
     loader = DataLoader(packed, batch_size=5, shuffle=True, num_workers=2,
                         collate_fn=lambda batch: batch)  # fmt: skip
@@ -101,6 +99,8 @@ class RecordingSource(MountSource):
 def test_version_dataset_reads_through_cache_and_mount_and_hints_order(
     config: Config, catalog: Catalog, tmp_path: Path
 ) -> None:
+    from datahub.torch import VersionDataset
+
     import_manifest(catalog, config, write_source(tmp_path / "src", 6), "photos")
     cached = VersionDataset.from_catalog(catalog, "photos", None, CacheSource(config))
     mounted = VersionDataset.from_catalog(catalog, "photos", "v1", RecordingSource(tmp_path / "src"))
@@ -119,6 +119,8 @@ def test_version_dataset_reads_through_cache_and_mount_and_hints_order(
 
 
 def test_task_stream_survives_workers_leaving_and_joining(config: Config, tmp_path: Path) -> None:
+    from datahub.torch import TaskStream, shard_epoch
+
     open_queue = functools.partial(open_task_queue, config.resolved_catalog_url)
     queue = open_queue()
     job = shard_epoch(queue, "epoch-1", 6)
@@ -145,6 +147,9 @@ def test_task_stream_survives_workers_leaving_and_joining(config: Config, tmp_pa
 
 
 def test_task_stream_in_a_dataloader_over_packed_shards(packed: PackedDataset, config: Config) -> None:
+    from datahub.torch import TaskStream, shard_epoch
+    from datahub.torch._torch import DataLoader
+
     open_queue = functools.partial(open_task_queue, config.resolved_catalog_url)
     queue = open_queue()
     job = shard_epoch(queue, "packed-epoch", len(packed.readers))
@@ -155,6 +160,8 @@ def test_task_stream_in_a_dataloader_over_packed_shards(packed: PackedDataset, c
 
 
 def test_loader_settings_and_step_timer() -> None:
+    from datahub.torch import StepTimer, recommend_loader_settings
+
     assert recommend_loader_settings(cpus=8, cuda=False).kwargs() == {
         "num_workers": 7, "pin_memory": False, "prefetch_factor": 2, "persistent_workers": True}  # fmt: skip
     one = recommend_loader_settings(cpus=1, cuda=True, packed=False)

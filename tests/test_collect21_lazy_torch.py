@@ -1,0 +1,58 @@
+"""``import torch`` costs 2-3 CPU-s, and every pytest-xdist worker collects every test module, so a
+test module that imports torch at its top makes each worker pay it before any test runs
+(collect21: ~21 % of the collection CPU). datahub.torch loads its names on first use, so the
+file helpers, the sources and the test modules that only use them at collection import no
+torch; the torch classes still import from ``datahub.torch`` as docs/torch.md shows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: modules whose import (a worker's collection of them) must not import torch
+NO_TORCH = (
+    "datahub.torch",
+    "datahub.torch.files",
+    "datahub.torch.sources",
+    "tests.fuse.test_warm_requests",
+    "tests.pack.test_pack_s3",
+    "tests.torch.test_fsdirs18",
+    "tests.torch.test_mount",
+    "tests.torch.test_newuser20b",
+    "tests.torch.test_no_isatty",
+    "tests.torch.test_torch",
+)
+
+PROBE = """
+import importlib, json, sys
+loaded = {}
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+    loaded[name] = "torch" in sys.modules
+from datahub.torch import CacheSource, MountSource, OPEN_BUFFER, open_file, read_file, image_loader
+loaded["file helpers and sources"] = "torch" in sys.modules
+from datahub.torch import VersionDataset
+loaded["VersionDataset"] = "torch" in sys.modules
+import datahub.torch
+unresolved = [n for n in datahub.torch.__all__ if getattr(datahub.torch, n, None) is None]
+same = set(datahub.torch.__all__) == set(datahub.torch._WHERE) and len(datahub.torch.__all__) == 16
+print(json.dumps({"loaded": loaded, "unresolved": unresolved, "all_is_the_table": same}))
+"""
+
+
+def test_collecting_the_torch_free_modules_imports_no_torch() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *NO_TORCH], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    loaded = result["loaded"]
+    torch_after = [name for name, has in loaded.items() if has and name != "VersionDataset"]
+    assert torch_after == [], f"torch imported by {torch_after[0]}: import it inside the test that uses it"
+    assert loaded["VersionDataset"], "a torch class still comes from datahub.torch (and imports torch)"
+    # the lazy table and the submodules agree: no public name fails only when a user first touches it
+    assert result["unresolved"] == [] and result["all_is_the_table"]
