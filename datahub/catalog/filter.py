@@ -170,7 +170,7 @@ class RecordFilter:
         def shown(v: Any) -> str:
             """A string bare where it parses back as itself, else as JSON: a LabelX project
             keeps ``str(filter)`` and parses it again at export (``labels.class="=cat"``)."""
-            bare = isinstance(v, str) and v == v.strip() and _parse_value(v) == v
+            bare = isinstance(v, str) and v.isprintable() and v == v.strip() and _parse_value(v) == v
             if bare and not v.startswith(("=", '"')) and "|" not in v and not _JOINED.search(v):
                 return v
             return json.dumps(v)
