@@ -19,6 +19,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
@@ -98,7 +100,13 @@ class _Lines:
             return sum(x.startswith(prefix) for x in self.lines)
 
 
-def test_a_holder_broken_at_once_acknowledges_nothing_the_adoption_misses(tmp_path: Path) -> None:
+@contextmanager
+def node_a_acknowledging(
+    tmp_path: Path,
+) -> Iterator[tuple[Pair, SQLiteCatalogStore, subprocess.Popen, _Lines, str]]:
+    """Node a as a real process holding the lease (``TTL``) and closing a file every ~20 ms, its
+    first two acknowledged: (pair, leases on the real clock, the process, its lines, its
+    journal id). Killed, and everything closed, after."""
     pair = Pair(tmp_path)
     leases = SQLiteCatalogStore(pair.catalog_path)  # the real clock: node a's is
     args = {"overrides": pair.overrides["a"], "catalog": str(pair.catalog_path), "ttl": TTL}
@@ -110,6 +118,27 @@ def test_a_holder_broken_at_once_acknowledges_nothing_the_adoption_misses(tmp_pa
         out = _Lines(proc)
         journal = out.wait(lambda x: x.startswith("JOURNAL")).split()[1]
         out.wait(lambda x: x == "ACK f00002")
+        yield pair, leases, proc, out, journal
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        leases.close()
+        pair.close()
+
+
+def adopted_every_ack(out: _Lines, b) -> tuple[list[str], dict[str, bytes]]:
+    """Every file node a acknowledged is in workspace ``b`` (a killed: they are b's alone);
+    (the acknowledged paths, b's files)."""
+    acked = [x.split()[1] for x in out.lines if x.startswith("ACK ")]
+    files = _files(b)
+    missing = [p for p in acked if p not in files]
+    assert not missing, f"{len(missing)} of {len(acked)} acknowledged files not adopted: {missing[:5]}"
+    return acked, files
+
+
+def test_a_holder_broken_at_once_acknowledges_nothing_the_adoption_misses(tmp_path: Path) -> None:
+    with node_a_acknowledging(tmp_path) as (pair, leases, proc, out, journal):
         assert leases.break_lease(WS, at_once=True) is not None  # `datahub lease break --at-once`
         before = leases.lease(WS)
         b = open_workspace(WS, pair.config["b"], pair.stores["b"], lease=leases, lease_ttl=TTL)
@@ -127,19 +156,8 @@ def test_a_holder_broken_at_once_acknowledges_nothing_the_adoption_misses(tmp_pa
             out.wait(lambda x: x.startswith("FENCED"))  # a stopped on its own clock
             os.kill(proc.pid, signal.SIGKILL)  # ... and dies: what it acknowledged is b's alone
             proc.wait()
-            acked = [x.split()[1] for x in out.lines if x.startswith("ACK ")]
-            files = _files(b)
-            missing = [p for p in acked if p not in files]
-            assert not missing, (
-                f"{len(missing)} of {len(acked)} acknowledged files not adopted: {missing[:5]}"
-            )
+            acked, files = adopted_every_ack(out, b)
             for path in acked:
                 assert files[path] == f"node a's file {int(path[1:])}".encode()
         finally:
             b.close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        leases.close()
-        pair.close()

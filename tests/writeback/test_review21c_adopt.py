@@ -33,7 +33,12 @@ from datahub.writeback import open_workspace
 from datahub.writeback.adopt import adopt_journal, await_fenced
 from tests.writeback.conftest import CHUNK
 from tests.writeback.test_lognext21 import WS, Pair, _two_broken
-from tests.writeback.test_lognext21_fence import NODE_A, REPO, TTL, _Lines
+from tests.writeback.test_lognext21_fence import (
+    REPO,
+    TTL,
+    adopted_every_ack,
+    node_a_acknowledging,
+)
 from tests.writeback.test_nodeloss20 import _files, _put
 
 
@@ -89,17 +94,7 @@ def test_a_lease_broken_at_once_then_released_by_a_third_still_waits_for_the_old
     take is c's release, which ``await_fenced`` took for "released: no wait", while a still
     acknowledged files (its last renewal began before the break). Before: 0 s waited, and the
     files a acknowledged after b's log read were in no journal once a was killed -9."""
-    pair = Pair(tmp_path)
-    leases = SQLiteCatalogStore(pair.catalog_path)  # the real clock: node a's is
-    args = {"overrides": pair.overrides["a"], "catalog": str(pair.catalog_path), "ttl": TTL}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", NODE_A, json.dumps(args)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-    )  # fmt: skip
-    try:
-        out = _Lines(proc)
-        journal = out.wait(lambda x: x.startswith("JOURNAL")).split()[1]
-        out.wait(lambda x: x == "ACK f00002")
+    with node_a_acknowledging(tmp_path) as (pair, leases, proc, out, journal):
         assert leases.break_lease(WS, at_once=True) is not None
         c = leases.acquire_lease(WS, "node c", "host c", TTL)  # node c's job, over at once
         leases.release_lease(WS, c.owner, c.epoch)
@@ -112,20 +107,9 @@ def test_a_lease_broken_at_once_then_released_by_a_third_still_waits_for_the_old
             out.wait(lambda x: x.startswith("FENCED"))  # a stopped on its own clock
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
-            acked = [x.split()[1] for x in out.lines if x.startswith("ACK ")]
-            files = _files(b)
-            missing = [p for p in acked if p not in files]
-            assert not missing, (
-                f"{len(missing)} of {len(acked)} acknowledged files not adopted: {missing[:5]}"
-            )
+            adopted_every_ack(out, b)
         finally:
             b.close()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        leases.close()
-        pair.close()
 
 
 # --- 3. a partial adoption killed half-way, run again --------------------------------------------
