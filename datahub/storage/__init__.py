@@ -41,6 +41,7 @@ __all__ = [
     "encode_key",
     "open_reader",
     "open_store",
+    "parse_url",
     "put_file",
     "split_object_url",
 ]
@@ -48,7 +49,7 @@ __all__ = [
 SCHEMES = ("s3", "file", "memory", "rados")
 
 
-def _parse(url: str) -> tuple[str, str, str]:
+def parse_url(url: str) -> tuple[str, str, str]:
     """``url`` -> (scheme, authority, key path without the root's '/'), with clear errors.
 
     ``s3://`` and ``memory://`` paths are decoded by ``datahub.storage.urls.decode_key``;
@@ -91,7 +92,7 @@ def split_object_url(url: str) -> tuple[str, str]:
     ``s3://b/a/x`` -> (``s3://b``, ``a/x``); ``file:///a/x`` -> (``file:///``, ``a/x``);
     ``memory://m/a/x`` -> (``memory://m``, ``a/x``).
     """
-    scheme, authority, path = _parse(url)
+    scheme, authority, path = parse_url(url)
     if not path or path.endswith("/"):
         raise InvalidInput(f"storage URL {url!r} names no object (it needs a key after the root)", url=url)
     # S3 buckets may hold any key; file and memory keys must be safe paths (no '..').
@@ -156,7 +157,7 @@ def _objects_prefix(config: Config) -> tuple[str, str] | None:
     (no ``objects_s3``, or the same settings as ``[s3]``: one client serves both)."""
     if config.objects_s3 is None or config.objects_s3 == config.s3 or not config.objects_url:
         return None
-    scheme, authority, path = _parse(config.objects_url)
+    scheme, authority, path = parse_url(config.objects_url)
     return (authority, path.strip("/")) if scheme == "s3" else None
 
 
@@ -174,7 +175,7 @@ def open_store(url: str, config: Config, **options: object) -> ObjectStore:
 
     An S3 root at or under ``objects_url`` is reached with ``objects_s3`` when that is set
     (``StoreRegistry.store`` says why), any other with ``[s3]``."""
-    scheme, authority, path = _parse(url)
+    scheme, authority, path = parse_url(url)
     if scheme == "file":
         return LocalStore(Path("/") / path)
     if scheme == "memory":
@@ -228,7 +229,7 @@ class StoreRegistry:
         store = self._by_root.get(root_url)  # the cache asks once per fetch, with a root seen before
         if store is not None and not self._closed:
             return store
-        scheme, authority, path = _parse(root_url)
+        scheme, authority, path = parse_url(root_url)
         canonical = f"{scheme}://{authority}/{path}".rstrip("/")
         with self._lock:
             if self._closed:
@@ -249,7 +250,7 @@ class StoreRegistry:
         in ``cache.shared_s3``, so a pod's key neither needs the shared bucket nor may write
         it (docs/csi.md "Credentials"). Unset (one user, one config): ``store(root_url)``."""
         settings = self.config.cache.shared_s3
-        scheme, authority, path = _parse(root_url)
+        scheme, authority, path = parse_url(root_url)
         if scheme == "file":  # pages of every dataset: for this uid only (docs/cache.md)
             with self._lock:
                 store = self._shared.get(root_url)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from datahub.commit_base import BASE_META, UNSETTLED
 from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound, StorageError
-from datahub.storage import _parse
+from datahub.storage import parse_url
 from datahub.writeback import journal_objects_url, writer_lease
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.journal import _tree_path
@@ -350,13 +350,13 @@ def _objects_url(ws: Workspace, lost: ChunkStore, header: dict) -> str:
 
 
 def _folder(url: str) -> tuple[str, str, str] | None:
-    """The store and folder ``url`` names, as the store registry opens it (``storage._parse``:
+    """The store and folder ``url`` names, as the store registry opens it (``storage.parse_url``:
     scheme in any case, ``file://localhost/`` for ``file:///``, an S3 key decoded), None for
     no storage URL. Why (review21c): compared as strings, a lost node whose configuration spelled
     the same flush target another way wrote a header the adoption refused, and none of its
     acknowledged files could be adopted, though its evicted files' bytes were where it said."""
     try:
-        scheme, authority, path = _parse(url)
+        scheme, authority, path = parse_url(url)
     except DatahubError:
         return None
     return scheme, authority, path.rstrip("/")
