@@ -221,6 +221,9 @@ class S3Writes:
         close acknowledged by one PUT whose metadata carries its cover record (ceph41) lost
         the file in a crash on a store that drops or cuts user metadata; there the synced
         commit is used instead, and the log says so once per store."""
+        kept = self._records_kept  # known: every close after the first asks without the lock
+        if kept is not None:
+            return kept
         with self._probe_lock:
             if self._records_kept is not None:
                 return self._records_kept
