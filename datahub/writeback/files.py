@@ -527,7 +527,7 @@ class OpenFile:
             except BaseException:
                 self.uploads.chunks.abandon(keys)  # no record names them, no write began
                 raise
-            futures = [
+            futures: list[Future | _Ran] = [
                 self.uploads.submit_write(key, data, self.path)
                 for (_, data, _), key in zip(todo[1:], keys[1:], strict=True)
             ]
@@ -571,7 +571,11 @@ class OpenFile:
         return keys
 
     def _settle_uploads(
-        self, todo: list[tuple[int, bytes, int]], keys: list[str], futures: list[Future], committed: bool
+        self,
+        todo: list[tuple[int, bytes, int]],
+        keys: list[str],
+        futures: list[Future | _Ran],
+        committed: bool,
     ) -> BaseException | None:
         """Wait for every upload started alongside a commit; returns the first error.
 
@@ -611,14 +615,30 @@ class OpenFile:
         return sum(len(b) for b in self.buffers.values())
 
 
-def _run_here(fn: Callable[..., object], *args: object) -> Future:
-    """Run ``fn`` in this thread; its outcome as a finished Future (like a pool's)."""
-    future: Future = Future()
+class _Ran:
+    """The outcome of a call run in this thread, read as a finished pool task's (``result``).
+    Why not a ``Future`` (small41c): one is built per small file's close, and a Future makes a
+    ``threading.Condition`` (an RLock, a deque) and notifies it at ``set_result``: 3-4 µs of
+    the close's Python where this takes 0.3 (``timeit``)."""
+
+    __slots__ = ("_value", "_error")
+
+    def __init__(self, value: object = None, error: BaseException | None = None) -> None:
+        self._value = value
+        self._error = error
+
+    def result(self) -> object:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _run_here(fn: Callable[..., object], *args: object) -> _Ran:
+    """Run ``fn`` in this thread; its outcome, delivered by ``result()`` as a pool's Future's."""
     try:
-        future.set_result(fn(*args))
+        return _Ran(fn(*args))
     except BaseException as exc:  # delivered by result(), like a pool task's
-        future.set_exception(exc)
-    return future
+        return _Ran(error=exc)
 
 
 class FileHandle:

@@ -7,8 +7,9 @@ It holds everything a restart needs, so a committed transaction *is* the acknowl
 - ``files``: file records by id: size, mtime, mode, generation, and the chunk map
   ``{index: [shared_key, length]}`` naming immutable chunk objects in the shared tier.
   ``src`` is set when the chunks were evicted and the bytes live only in the origin.
-  ``unverified`` (``{key: [length, crc32 or null]}``) marks a new file's first commit whose
-  chunk uploads ran alongside it; recovery checks those chunks (see ``Workspace``).
+  ``unverified`` (``{key: [length, fingerprint or null]}``, ``chunks.chunk_fingerprint``) marks
+  a new file's first commit whose chunk uploads ran alongside it; recovery checks those chunks
+  (see ``Workspace``).
   ``unacked`` marks a created file a namespace operation wrote in as empty before any
   fsync or close of it succeeded: a revert removes it (``Workspace.revert``), and so does
   recovery after a crash (``open_workspace``); the file's next commit clears it.
@@ -131,8 +132,13 @@ def _tree_path(key: bytes) -> str:
     return f"{parent}/{name}" if parent else name
 
 
+#: ``json.dumps(value, separators=(",", ":"))`` builds an encoder per call (only its default
+#: arguments share one); one built once gives the same bytes (small41c: two encodings a small file)
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def _dump(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+    return _COMPACT.encode(value).encode()
 
 
 #: decoded namespace entries by their bytes (flat dicts of str, int and float), so the same

@@ -145,7 +145,8 @@ class Overlay:
             self.creating -= 1
             if unused_id is not None:
                 self._free_ids.append(unused_id)
-            self.cond.notify_all()
+            if self.ns_waiting:  # only ``begin_namespace`` waits for creators (``end_overlap``)
+                self.cond.notify_all()
 
     def insert_created(self, path: str, epoch: int, make: Callable[[], OpenFile]) -> OpenFile | None:
         """Put a new open file (``make()``) at ``path`` in the overlay, unless a file left the
@@ -168,9 +169,15 @@ class Overlay:
             return True
 
     def end_overlap(self) -> None:
+        """Why the notify only when a namespace transaction waits (small41c): ``creating`` and
+        ``overlapping`` are what ``begin_namespace`` waits on, and nothing else waits on them
+        (the other waiters wait for ``ns_busy`` or an eviction, which their own ends notify);
+        ``ns_waiting`` is counted under the same lock before it waits. Every small file's
+        close and create notified an empty condition, a Python-level call each."""
         with self.cond:
             self.overlapping -= 1
-            self.cond.notify_all()
+            if self.ns_waiting:
+                self.cond.notify_all()
 
     def creates_now(self) -> bool:
         """Whether a creator would neither wait nor commit now: a reserved file id is in hand

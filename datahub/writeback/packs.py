@@ -86,12 +86,14 @@ PACK_CHUNK_MAX = 1 << 20  # chunks below this go into packs; bigger ones get a f
 COVER_MAGIC = b"DHWBREC1"
 NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)  # the process's or the system's descriptors are all taken
 _COVER_HEAD = struct.Struct(">II")  # record length, CRC-32 of the record
+#: ``json.dumps(..., separators=(",", ":"))``'s encoder, built once (its bytes exactly)
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
 def encode_cover(cover: int, record: dict) -> bytes:
     """A cover record's bytes: magic, length, CRC-32, JSON. The cover number is written with a
     fixed width, so the length is known before the number is (``cover=0``)."""
-    body = json.dumps({"c": f"{cover:016x}", **record}, separators=(",", ":")).encode()
+    body = _COMPACT.encode({"c": f"{cover:016x}", **record}).encode()
     return COVER_MAGIC + _COVER_HEAD.pack(len(body), zlib.crc32(body)) + body
 
 
