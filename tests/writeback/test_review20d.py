@@ -30,6 +30,15 @@ BATCH = 4
 NEVER = 3600.0
 
 
+def _other(fingerprint: int | str) -> int | str:
+    """A fingerprint of the same kind that the chunk's bytes do not have (one bit flipped): a
+    CRC-32 int, or an xxh3 ``"x3:<hex>"`` (``chunks.chunk_fingerprint``, small41c)."""
+    if isinstance(fingerprint, int):
+        return fingerprint ^ 1
+    tag, digits = fingerprint[:3], fingerprint[3:]
+    return f"{tag}{int(digits, 16) ^ 1:0{len(digits)}x}"
+
+
 def _payload(path: str) -> bytes:
     return hashlib.sha256(path.encode()).digest() * (3000 // 32)  # one chunk: a covered first close
 
@@ -50,8 +59,8 @@ def crashed(tmp_path: Path) -> Iterator[tuple[Env, dict[str, bytes], Path]]:
     with ws.journal.write("test: a torn first close (its chunk's CRC does not match)") as txn:
         file_id = txn.entry("d/torn")["id"]
         rec = txn.file(file_id)
-        ((key, (n, crc)),) = rec["unverified"].items()
-        rec["unverified"] = {key: [n, crc ^ 1]}
+        ((key, (n, fp)),) = rec["unverified"].items()
+        rec["unverified"] = {key: [n, _other(fp)]}
         txn.put_file(file_id, rec)
         nameless = max(i for i, _ in txn.files()) + 1000
         txn.put_file(nameless, dict(rec, unverified=None, chunks={}))
