@@ -171,7 +171,7 @@ class TransientStorageError(StorageError):
 class Busy(DatahubError):
     """The server is at a capacity limit (e.g. request bodies in flight): retry after a moment."""
 
-    code, http_status, errno = "busy", 503, _errno.EAGAIN
+    code, http_status, errno, exit_code = "busy", 503, _errno.EAGAIN, 7  # retry later: never exit 1, "a bug"
 
 
 class CatalogUnavailable(DatahubError):
