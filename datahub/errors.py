@@ -45,6 +45,13 @@ class InvalidKey(InvalidInput):
     code = "invalid_key"
 
 
+class NameTooLong(InvalidKey):
+    """A name over NAME_MAX bytes brought into a workspace: ``File name too long`` at a mount,
+    as a local file system answers (EINVAL told a user nothing about the length)."""
+
+    errno = _errno.ENAMETOOLONG
+
+
 class ManifestError(InvalidInput):
     """A malformed import manifest; the message names the line number."""
 
