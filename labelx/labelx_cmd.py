@@ -125,8 +125,9 @@ def _service(ctx):
     from labelx.service import LabelService
     from labelx.store import LabelStore
 
+    catalog = ctx.catalog  # first: with no catalog, exit 3 before labelx.db is made under a mistyped home
     store = ctx.service("labelx_store", lambda: LabelStore(labelx_db_path(ctx.config)))
-    return LabelService(store, ctx.catalog)
+    return LabelService(store, catalog)
 
 
 def _images(ctx):

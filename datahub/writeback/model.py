@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from datahub.errors import InvalidKey
+from datahub.errors import NameTooLong
 from datahub.validation import MAX_KEY_BYTES, NAME_MAX, PLAIN_KEY, check_key
 
 FILE_MODE = 0o644
@@ -48,13 +48,14 @@ def new_name(path: str) -> str:
     """``normalize`` for a path that a create, mkdir or rename brings into the namespace: no
     segment over ``NAME_MAX`` bytes either. Why (probe21): the journal keeps paths of up to 511
     bytes, so a 256-byte name given through the API was acknowledged, and then its flush to a
-    local origin failed forever (``File name too long``); FUSE never sends one (the kernel
-    refuses it with ENAMETOOLONG), so the API alone needs this. Lookups keep ``normalize``."""
+    local origin failed forever (``File name too long``). FUSE sends names of up to 1,024 bytes
+    (``FUSE_NAME_MAX``), so a mount needs it too: ENAMETOOLONG, as a local file system answers
+    (it was EINVAL, claims22). Lookups keep ``normalize``."""
     path = normalize(path)
     if len(path) > NAME_MAX // 4:  # shorter, no segment can be over NAME_MAX bytes (UTF-8: 4 a character)
         for segment in path.split("/"):
             if len(segment.encode("utf-8", "surrogatepass")) > NAME_MAX:
-                raise InvalidKey(
+                raise NameTooLong(
                     f"invalid path {path[:300]!r}: its name {segment[:40]!r}... is longer than "
                     f"{NAME_MAX} bytes, which no file system holds (a flush of it would fail); shorten it",
                     path=path,
