@@ -1,0 +1,69 @@
+"""What a new user met in LabelX with two labelers on one image (newuser22).
+
+An admin opened a task whose annotator had an item open (its claim): the page said only
+"Another user is editing this item." (who, and what to do, unsaid, though the server's answer
+named them), and the item stayed read-only until a reload, also after the annotator was done
+with it: coming back to it asked for nothing again. A save refused for the claim said "item 1
+changed since you loaded it (version 0, you had 0) or another user is editing it; reload",
+the same version twice and no name.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from labelx.auth import hash_password
+from labelx.store import LabelStore
+from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
+from tests.browser.conftest import Env
+from tests.browser.test_newuser16 import _val_project
+from tests.browser.test_newuser_labelx import signed_in
+
+pytestmark = [pytest.mark.browser]
+
+
+def test_an_item_another_labeler_holds_names_them_and_is_taken_once_they_are_done(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    c = chrome
+    with signed_in(c, env, "newuser22-lx-login") as base:
+        store = LabelStore(env.config.home_path / "labelx.db")  # alice's side: the same labelx.db
+        try:
+            alice = store.create_user("alice", "annotator", hash_password("alice-password"))
+            made = _val_project(c, "val-held", annotator="alice")
+            first, second = store.task_items(made["task"])[:2]
+            store.claim_item(first.id, alice.id)  # alice has her first item open
+
+            c.driver.get(f"{base}/labelx/tasks/{made['task']}")  # the admin opens alice's task
+            c.settle()
+            c.until(lambda d: d.find_element("css selector", "#item-key").text == first.key)
+            c.until(lambda d: "being edited by alice" in d.find_element("css selector", "#banner").text)
+            c.screenshot("newuser22-lx-held")
+            assert c.axe() == []
+            refused = [e for e in c.driver.get_log("browser") if e["level"] == "SEVERE"]
+            assert all(f"/api/items/{first.id}/claim" in e["message"] for e in refused), refused
+            c.find("body").send_keys("2")  # read-only meanwhile: nothing is sent over alice's work
+            c.until(lambda d: d.find_element("css selector", "#item-key").text == first.key)
+            assert store.get_item(first.id).value is None
+
+            # alice labels it cat and moves on; the admin comes back to it
+            store.save_value(first.id, alice.id, 0, "cat", "annotated")
+            store.release_item(first.id, alice.id)
+            c.find("body").send_keys("n")
+            c.until(lambda d: d.find_element("css selector", "#item-key").text == second.key)
+            c.find("body").send_keys("p")
+            c.until(lambda d: d.find_element("css selector", "#item-key").text == first.key)
+            c.until(lambda d: not d.find_element("css selector", "#banner").is_displayed())
+            assert c.find("#current").text == "Label: cat"  # alice's label, not the page's stale one
+            c.check("newuser22-lx-taken")
+
+            c.find("body").send_keys("2")  # dog, over alice's cat at her version: saved
+            c.until(lambda d: store.get_item(first.id).value == "dog")
+            c.until(
+                lambda d: d.find_element("css selector", "#save-state").get_attribute("data-state") == "saved"
+            )
+            assert store.get_item(first.id).version == 2
+            c.check()
+        finally:
+            store.close()
