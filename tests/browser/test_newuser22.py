@@ -6,12 +6,20 @@ named them), and the item stayed read-only until a reload, also after the annota
 with it: coming back to it asked for nothing again. A save refused for the claim said "item 1
 changed since you loaded it (version 0, you had 0) or another user is editing it; reload",
 the same version twice and no name.
+
+The version page's "Mount it" line listed the version's top folder (``ls /mnt/pets/pets/v2``)
+on a page of ``train/cat/``, whose fsspec URL and PyTorch line name that folder.
 """
 
 from __future__ import annotations
 
+import html
+import re
+import shlex
+
 import pytest
 
+from datahub.catalog import Put, Record
 from labelx.auth import hash_password
 from labelx.store import LabelStore
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
@@ -67,3 +75,20 @@ def test_an_item_another_labeler_holds_names_them_and_is_taken_once_they_are_don
             c.check()
         finally:
             store.close()
+
+
+def test_the_mount_line_of_a_folder_lists_that_folder(env: Env, client) -> None:
+    """The fsspec URL and the PyTorch line of a folder's page name the folder; "Mount it" listed
+    the version's top folder, and a folder holding a space or a quote must stay one argument."""
+    first = env.catalog.get_record("pets", 1, "val/000.jpg")
+    env.catalog.create_dataset("odd")
+    env.catalog.commit("odd", [Put(Record("my photos/it's/a.jpg", first.url, first.etag, first.size))])
+    lines = {}
+    for prefix in ("", "my photos/", "my photos/it's/"):
+        page = client.get("/datasets/odd/versions/1", params={"prefix": prefix}).text
+        code = re.search(r"<code[^>]*>(mkdir -p /mnt/odd [^<]*)</code>", page)
+        assert code, page
+        lines[prefix] = shlex.split(html.unescape(code.group(1)))
+    assert lines[""][-2:] == ["ls", "/mnt/odd/odd/v1"]
+    assert lines["my photos/"][-2:] == ["ls", "/mnt/odd/odd/v1/my photos"]
+    assert lines["my photos/it's/"][-2:] == ["ls", "/mnt/odd/odd/v1/my photos/it's"]
