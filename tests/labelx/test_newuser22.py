@@ -3,11 +3,19 @@
 A save refused because another user had the item open said "item 1 changed since you loaded
 it (version 0, you had 0) or another user is editing it; reload to see the latest labels":
 the same version twice, no name, and a reload that did not help while they held it.
+
+A class given as an object that does not fit named pydantic's branch for a plain name; and
+``datahub labelx preannotate --predictions`` given a file that is not UTF-8, or a directory,
+ended in "this is a datahub bug".
 """
 
 from __future__ import annotations
 
-from tests.labelx.conftest import Env, Session, make_project, ok
+import json
+from pathlib import Path
+
+from datahub.cli.main import main
+from tests.labelx.conftest import SCHEMA, Env, Session, make_project, ok
 
 
 def test_a_save_refused_for_another_user_s_claim_names_them(app, env: Env) -> None:
@@ -33,3 +41,52 @@ def test_a_save_refused_for_another_user_s_claim_names_them(app, env: Env) -> No
     assert resp.status_code == 409 and "changed since you loaded it" in resp.json()["error"]["message"]
     assert "holder" not in resp.json()["error"]["details"]
     assert ok(admin.put(f"/api/items/{item.id}", {"version": item.version, "value": "cat"}))["value"] == "cat"
+
+
+def test_a_class_object_that_does_not_fit_says_which_field_and_its_rule(app, env: Env) -> None:
+    """A class given as an object with a bad color, name or key was refused as "schema.classes.0.
+    constrained-str: Input should be a valid string" (the branch for a plain name), which says
+    neither the field nor the rule; the object's branch says both."""
+    admin = Session(app, "admin")
+    for spec, field, input_ in (
+        ({"name": "cat", "color": "red"}, "color", "red"),
+        ({"name": " "}, "name", " "),
+        ({"name": "cat", "key": "ab"}, "key", "ab"),
+    ):
+        body = {"name": "p", "dataset": "pets", "schema": {"kind": "classification", "classes": [spec]}}
+        resp = admin.post("/api/projects", body)
+        assert resp.status_code == 400, resp.text
+        message = resp.json()["error"]["message"]
+        assert message.startswith(f"invalid request: schema.classes.0.{field}: {input_!r}: "), message
+        assert "constrained-str" not in message and "valid string" not in message, message
+    # a name that is not a string at all is still that, at its own field
+    resp = admin.post("/api/projects", {"name": 5, "dataset": "pets", "schema": {"classes": ["a"]}})
+    assert resp.status_code == 400 and "invalid request: name: " in resp.json()["error"]["message"], resp.text
+
+
+def test_preannotate_given_a_file_it_cannot_read_as_json_lines_says_so(
+    app, env, tmp_path: Path, capsys
+) -> None:
+    store = app.state.labelx.store
+    project = app.state.labelx.service.create_project(
+        store.user_by_name("admin"), name="preds", dataset="pets", schema=SCHEMA, task_size=12
+    )
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    run = [*home, "labelx", "preannotate", "preds", "--predictions"]
+    good = json.dumps({"key": "img/0005.jpg", "value": "dog", "score": 0.9}).encode() + b"\n"
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(good + b'{"key": "img/0006.jpg", "value": "dog", "model": "r\xe9seau"}\n')
+    assert main([*run, str(latin1)]) == 2
+    assert capsys.readouterr().err == (
+        "error: predictions line 2: not UTF-8 text (byte 0xe9 at column 52); "
+        "a predictions file is JSON lines in UTF-8; nothing was imported\n"
+    )
+    assert main([*run, str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: cannot read predictions file {tmp_path}: Is a directory; "
+        "give a JSON-lines file (one {key, value, score, model} object per line)\n"
+    )
+    assert all(i.suggestion is None for i in store.iter_items(project.id))  # nothing stored
+    latin1.write_bytes(good)
+    assert main([*run, str(latin1)]) == 0
+    assert store.item_by_key(project.id, "img/0005.jpg").suggestion["value"] == "dog"
