@@ -118,7 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="CSV: the exact keys and labels (by default a cell a spreadsheet would run as a formula gets a ' in front)",
     )
-    s.add_argument("-o", "--output", required=True)
+    s.add_argument("-o", "--output", required=True, help="file to write (atomically), or - for stdout")
     s.set_defaults(func=_export)
 
 
@@ -384,7 +384,13 @@ def _export(args, ctx) -> int:
     from datahub.console.output import output_file, written
     from labelx import export
 
-    target = output_file(args.output)  # a wrong path is said before the export is made
+    # "-" is stdout, as for curl -o - and datahub export -o -: it made a file named "-" (newuser22)
+    to_stdout = args.output == "-"
+    if to_stdout and args.format == "yolo" and sys.stdout.isatty():
+        raise InvalidInput(
+            "a YOLO export is a zip file, not for a terminal: redirect it (> labels.zip) or use -o FILE"
+        )
+    target = None if to_stdout else output_file(args.output)  # a wrong path is said before the export
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
     if args.format == "csv":
@@ -393,7 +399,13 @@ def _export(args, ctx) -> int:
         spool = export.export_yolo(service, project, args.include)
     else:
         spool = export.export_coco(service, project, _images(ctx), args.include)
-    with spool, written(target, "wb") as out:  # nothing half-written under the final name
-        shutil.copyfileobj(spool, out)
-    print(f"wrote {args.output}", file=sys.stderr)
+    with spool:
+        if target is None:
+            sys.stdout.flush()
+            shutil.copyfileobj(spool, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            with written(target, "wb") as out:  # nothing half-written under the final name
+                shutil.copyfileobj(spool, out)
+    print(f"wrote {'stdout' if to_stdout else args.output}", file=sys.stderr)
     return 0

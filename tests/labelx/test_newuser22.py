@@ -6,7 +6,7 @@ the same version twice, no name, and a reload that did not help while they held 
 
 A class given as an object that does not fit named pydantic's branch for a plain name; and
 ``datahub labelx preannotate --predictions`` given a file that is not UTF-8, or a directory,
-ended in "this is a datahub bug".
+ended in "this is a datahub bug". ``datahub labelx export … -o -`` wrote a file named "-".
 """
 
 from __future__ import annotations
@@ -90,3 +90,20 @@ def test_preannotate_given_a_file_it_cannot_read_as_json_lines_says_so(
     latin1.write_bytes(good)
     assert main([*run, str(latin1)]) == 0
     assert store.item_by_key(project.id, "img/0005.jpg").suggestion["value"] == "dog"
+
+
+def test_labelx_export_o_dash_writes_to_stdout(app, env, tmp_path: Path, monkeypatch, capsys) -> None:
+    """``-o`` is required, and ``-o -`` wrote a file named "-": there was no way to pipe an export."""
+    store = app.state.labelx.store
+    app.state.labelx.service.create_project(
+        store.user_by_name("admin"), name="piped", dataset="pets", schema=SCHEMA, task_size=12
+    )
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    monkeypatch.chdir(tmp_path)
+    assert (
+        main([*home, "labelx", "export", "piped", "--format", "csv", "--include", "annotated", "-o", "-"])
+        == 0
+    )
+    said = capsys.readouterr()
+    assert said.out == "key,class\r\n" and said.err == "wrote stdout\n", said
+    assert not (tmp_path / "-").exists()
