@@ -92,3 +92,30 @@ def test_the_mount_line_of_a_folder_lists_that_folder(env: Env, client) -> None:
     assert lines[""][-2:] == ["ls", "/mnt/odd/odd/v1"]
     assert lines["my photos/"][-2:] == ["ls", "/mnt/odd/odd/v1/my photos"]
     assert lines["my photos/it's/"][-2:] == ["ls", "/mnt/odd/odd/v1/my photos/it's"]
+
+
+OVERLAPS = """
+const boxes = Array.from(document.querySelectorAll('#lineage .edge-label')).map(t => {
+  const r = t.getBoundingClientRect(); const g = t.parentNode.dataset;
+  return [`${g.source}->${g.target}:${t.textContent}`, r.left, r.top, r.right, r.bottom];
+});
+const hit = [];
+for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+  const [a, b] = [boxes[i], boxes[j]];
+  if (a[1] < b[3] && b[1] < a[3] && a[2] < b[4] && b[2] < a[4]) hit.push([a[0], b[0]]);
+}
+return [boxes.length, hit];
+"""
+
+
+def test_lineage_edge_labels_never_cover_each_other(chrome: Chrome, env: Env, server: str) -> None:  # noqa: F811
+    """Two products of pets@v1 (the second drawn a row down) and the commit chain v1 → v2: the
+    product edge's label sat at the middle of its curve, where the chain's label is, one word
+    over the other ("labelx" over "derive" on a demo user's dataset page)."""
+    env.catalog.derive("pets", 1, "labels.class=cat", to_dataset="cats")
+    env.catalog.derive("pets", 1, "labels.class=dog", to_dataset="dogs")
+    c = chrome
+    c.visit(f"{server}/datasets/pets", "newuser22-lineage-labels")
+    count, hits = c.driver.execute_script(OVERLAPS)
+    assert count == 3, count  # pets v1 → v2, and the two derives
+    assert hits == [], hits
