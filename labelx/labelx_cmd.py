@@ -13,10 +13,8 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
-from typing import Any
 
-from datahub.errors import AccessDenied, InvalidInput, ManifestError
+from datahub.errors import AccessDenied, InvalidInput
 
 # what gives LabelX's callers an identity once authentication is on (check_bind's advice)
 ACCOUNTS = (
@@ -317,20 +315,6 @@ def _create_project(args, ctx) -> int:
     return 0
 
 
-def _text_lines(fh: Any) -> Iterator[str]:
-    """The file's lines as text; a line that is not UTF-8 is refused by its number, as a bad
-    JSON line is (it was "a datahub bug": UnicodeDecodeError). Nothing is imported then."""
-    for n, raw in enumerate(fh, 1):
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ManifestError(
-                f"predictions line {n}: not UTF-8 text (byte {raw[exc.start]:#04x} at column {exc.start + 1}); "
-                "a predictions file is JSON lines in UTF-8; nothing was imported",
-                line=n,
-            ) from None
-
-
 def _preannotate(args, ctx) -> int:
     from labelx import preannotate
 
@@ -340,7 +324,7 @@ def _preannotate(args, ctx) -> int:
     if args.predictions:
         try:
             with open(args.predictions, "rb") as fh:
-                n = preannotate.import_jsonl(service.store, project, schema, _text_lines(fh))
+                n = preannotate.import_jsonl(service.store, project, schema, preannotate.text_lines(fh))
         except FileNotFoundError as exc:
             raise InvalidInput(f"predictions file {args.predictions} not found") from exc
         except OSError as exc:  # a directory, a file it may not read: "a datahub bug" before (newuser22)

@@ -107,3 +107,20 @@ def test_labelx_export_o_dash_writes_to_stdout(app, env, tmp_path: Path, monkeyp
     said = capsys.readouterr()
     assert said.out == "key,class\r\n" and said.err == "wrote stdout\n", said
     assert not (tmp_path / "-").exists()
+
+
+def test_an_uploaded_predictions_line_that_is_not_utf8_is_refused_by_its_number(app, env: Env) -> None:
+    """The dashboard's upload read such bytes as U+FFFD: a model's name was stored changed, and a
+    key's line matched nothing, unsaid (the CLI refused it, above)."""
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    good = json.dumps({"key": "img/0005.jpg", "value": "dog", "score": 0.9}).encode() + b"\n"
+    bad = good + b'{"key": "img/0006.jpg", "value": "dog", "model": "r\xe9seau"}\n'
+    resp = admin.send("POST", f"/api/projects/{pid}/suggestions", content=bad)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["message"] == (
+        "predictions line 2: not UTF-8 text (byte 0xe9 at column 52); "
+        "a predictions file is JSON lines in UTF-8; nothing was imported"
+    )
+    assert all(i.suggestion is None for i in app.state.labelx.store.iter_items(pid))
+    assert ok(admin.send("POST", f"/api/projects/{pid}/suggestions", content=good))["matched"] == 1
