@@ -354,9 +354,10 @@ def _commit(args, ctx) -> int:
 
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
+    admin = _admin(service, args.user)  # before the progress line: it said "stopped by an error" first
     with ctx.progress(service.store.count_changed(project.id), f"committing {project.name}") as progress:
         version = commit_labels(
-            service, _admin(service, args.user), project.id, to_dataset=args.to_dataset,
+            service, admin, project.id, to_dataset=args.to_dataset,
             message=args.message, progress=progress, overwrite=args.overwrite,
         )  # fmt: skip
     ctx.emit({"dataset": version.dataset, "version": version.seq, "modified": version.modified,

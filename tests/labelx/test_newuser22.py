@@ -124,3 +124,17 @@ def test_an_uploaded_predictions_line_that_is_not_utf8_is_refused_by_its_number(
     )
     assert all(i.suggestion is None for i in app.state.labelx.store.iter_items(pid))
     assert ok(admin.send("POST", f"/api/projects/{pid}/suggestions", content=good))["matched"] == 1
+
+
+def test_a_commit_by_a_non_admin_is_refused_before_any_progress_line(
+    app, env: Env, tmp_path: Path, capsys
+) -> None:
+    """It printed "committing P: 0 0/s stopped by an error" above the refusal, as if a commit had begun."""
+    make_project(Session(app, "admin"))
+    cat = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    capsys.readouterr()
+    assert main([*cat, "labelx", "commit", "pets-cls", "--user", "alice"]) == 6
+    assert (
+        capsys.readouterr().err
+        == "error: user 'alice' is annotator, not admin: this needs --user one of admin\n"
+    )
