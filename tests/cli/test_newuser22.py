@@ -26,3 +26,19 @@ def test_export_o_dash_writes_to_stdout_not_a_file_named_dash(
     assert not (tmp_path / "-").exists()
     assert main([*home, "export", "ds@v1", "-o", "./-"]) == 0  # a file of that name, asked for so
     assert (tmp_path / "-").read_text() == out
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        ("missing", "does not exist: give a directory, a .jsonl manifest or an s3:// prefix"),
+        ("ftp://host/x", "has an unsupported scheme 'ftp': use s3://, file:// or a local path"),
+    ],
+)
+def test_import_of_a_source_that_cannot_be_read_says_so_before_any_progress_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, source: str, said: str
+) -> None:
+    """It printed "import missing: 0 0/s stopped by an error" above the reason, as if an import began."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["--home", str(tmp_path / "home"), "import", source, "--to", "ds"]) == 2
+    assert capsys.readouterr().err == f"error: import source {source!r} {said}\n"
