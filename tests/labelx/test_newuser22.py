@@ -138,3 +138,27 @@ def test_a_commit_by_a_non_admin_is_refused_before_any_progress_line(
         capsys.readouterr().err
         == "error: user 'alice' is annotator, not admin: this needs --user one of admin\n"
     )
+
+
+def test_a_commit_over_a_head_without_a_labelled_record_says_what_to_do(app, env: Env) -> None:
+    """A record the project labelled, deleted at the dataset's head: the commit failed with the
+    catalog's words for a change set's author ("put it first or fix the key"), naming no project."""
+    from datahub.catalog import Delete
+    from tests.labelx.test_newuser21 import _label_and_accept
+
+    admin = Session(app, "admin")
+    pid = make_project(admin, annotators=[])["id"]
+    _label_and_accept(admin, app, pid, "dog")
+    env.catalog.commit("pets", [Delete("img/0003.jpg")], message="drop one")
+    resp = admin.post(f"/api/projects/{pid}/commit", {})
+    assert resp.status_code == 404, resp.text
+    assert resp.json()["error"]["message"] == (
+        "record 'img/0003.jpg', labelled in project 'pets-cls' (from pets@v1), is no longer in pets's head "
+        "(v2), so nothing was committed: commit the labels into a new dataset holding the project's records "
+        '(the dashboard\'s "Into dataset", `datahub labelx commit pets-cls --user admin --to-dataset NAME`), or make a new project '
+        "from pets@latest"
+    )
+    assert env.catalog.resolve("pets", "latest").seq == 2
+    done = ok(admin.post(f"/api/projects/{pid}/commit", {"to_dataset": "pets-labelled"}))
+    assert done["dataset"] == "pets-labelled"
+    assert env.catalog.get_record("pets-labelled", done["seq"], "img/0003.jpg").labels == {"class": "dog"}
