@@ -23,7 +23,7 @@ from tempfile import SpooledTemporaryFile
 from typing import Any
 
 from datahub.catalog.model import Patch, Put, Record
-from datahub.errors import CommitIdReused, Conflict, DatahubError
+from datahub.errors import CommitIdReused, Conflict, DatahubError, RecordNotFound
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from datahub.web.images import ImageSource
@@ -102,6 +102,17 @@ def commit_labels(
     except CommitIdReused as exc:  # that export was committed, and labels were edited since
         version = service.catalog.resolve(project.dataset, int(exc.details["version"]))  # type: ignore[call-overload]
         exported = []
+    except RecordNotFound as exc:  # the catalog's words are for a change set's author (newuser22)
+        key, head = exc.details.get("key"), exc.details.get("version")
+        raise RecordNotFound(
+            f"record {key!r}, labelled in project {project.name!r} (from {project.dataset}@v{project.version}), "
+            f"is no longer in {project.dataset}'s head (v{head}), so nothing was committed: commit the "
+            "labels into a new dataset holding the project's records (the dashboard's \"Into dataset\", "
+            f"`datahub labelx commit {project.name} --user {user.name} --to-dataset NAME`), "
+            f"or make a new project from {project.dataset}@latest",
+            dataset=project.dataset,
+            key=key,
+        ) from None
     if len(exported) < total:
         # the catalog already had this commit id (a retry after a crash between the catalog
         # commit and our bookkeeping) and did not consume ``changes``: mark exactly the items

@@ -446,9 +446,21 @@ class LabelStore(AccountRecords):
                  expected_version, user_id, now),
             )  # fmt: skip
             if cur.rowcount == 0:
-                row = db.execute("SELECT version, claimed_by FROM items WHERE id=?", (item_id,)).fetchone()
+                row = db.execute(
+                    "SELECT i.version, u.name FROM items i LEFT JOIN users u ON u.id = i.claimed_by "
+                    "AND i.claimed_by != ? AND i.claimed_until >= ? WHERE i.id=?",
+                    (user_id, now, item_id),
+                ).fetchone()
                 if row is None:
                     raise NotFound(f"no item with id {item_id}", item=item_id)
+                if row[0] == expected_version and row[1] is not None:
+                    # the same version: only the other user's claim stopped it; "changed since you
+                    # loaded it (version 0, you had 0)" named neither them nor what to do (newuser22)
+                    raise Conflict(
+                        f"item {item_id} is being edited by {row[1]}; try again when they are done",
+                        item=item_id,
+                        holder=row[1],
+                    )
                 raise Conflict(
                     f"item {item_id} changed since you loaded it (version {row[0]}, you had "
                     f"{expected_version}) or another user is editing it; reload to see the latest labels",
