@@ -45,6 +45,14 @@ class InvalidKey(InvalidInput):
     code = "invalid_key"
 
 
+class NameTooLong(InvalidKey):
+    """A path segment over NAME_MAX (255) bytes brought into a workspace. Why its own errno: a
+    mount answers ENAMETOOLONG for one (the kernel refuses it), and the Workspace API answered
+    EINVAL for the same name: a caller matching on the errno saw two errors for one rule."""
+
+    code, errno = "name_too_long", _errno.ENAMETOOLONG
+
+
 class ManifestError(InvalidInput):
     """A malformed import manifest; the message names the line number."""
 
