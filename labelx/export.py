@@ -65,6 +65,7 @@ def commit_labels(
     (``Conflict``, nothing written) unless ``overwrite``: patched blindly, it was lost."""
     service.require_admin(user)
     project = service.store.get_project(project_id)
+    _refuse_unfinite_boxes(service, project, user)
     if to_dataset and to_dataset != project.dataset:
         service.require_dataset(user, project.dataset, "reader")
         service.require_new_dataset(user, check_name(to_dataset))
@@ -112,6 +113,27 @@ def commit_labels(
 
 
 UNSEEN_SHOWN = 5  # records named in the refusal; the count says how many in all
+
+
+def _refuse_unfinite_boxes(service: LabelService, project: Project, user: User) -> None:
+    """Conflict, naming them, if the project held boxes of NaN or Infinity; they are sent back
+    first (``LabelStore.send_back_nonfinite``), so the next commit writes the other labels. Why:
+    such a box saved before they were refused (a labelx.db written by an older LabelX beside
+    this one: opening the file sends back those it holds) failed the commit in the catalog, not
+    JSON, naming no item, and every later commit of the project the same way."""
+    sent = service.store.send_back_nonfinite(project.id)
+    if not sent:
+        return
+    shown = "; ".join(f"{key}: {box}" for _, key, box in sent[:UNSEEN_SHOWN])
+    more = f" (and {len(sent) - UNSEEN_SHOWN} more)" if len(sent) > UNSEEN_SHOWN else ""
+    raise Conflict(
+        f"project {project.name!r} held {len(sent)} box(es) with a coordinate that is not a number, "
+        f"saved before LabelX refused them, which no dataset version can hold: {shown}{more}. Nothing "
+        "was committed. Their images are sent back to annotation (status rejected), each box taken "
+        "out, the other boxes kept, a comment naming it: redraw it there and accept it in review. "
+        f"Commit again now for the project's other labels (`datahub labelx commit {project.name} "
+        f"--user {user.name}`, or the dashboard's Commit)"
+    )
 
 
 def _refuse_unseen_changes(service: LabelService, project: Project, field: str) -> None:
