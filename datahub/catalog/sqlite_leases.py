@@ -55,10 +55,11 @@ class LeaseFile:
     """The leases of one SQLite catalog, in their own file."""
 
     def __init__(self, catalog: Path, *, busy_timeout: float, mode: int = 0o600) -> None:
-        """``mode``: the catalog file's, given to this file when it is made here: whoever may
-        take a lease in the catalog (a group sharing it) may here."""
+        """``mode``: the catalog file's, given to this file (made here, or opened by its owner
+        after the catalog's mode changed): whoever may take a lease in the catalog (a group
+        sharing it) may here."""
         self.path = lease_path(catalog)
-        if not self.path.exists() and create_private(self.path) != mode:
+        if create_private(self.path) != mode:
             with contextlib.suppress(OSError):
                 os.chmod(self.path, mode)  # a path, no descriptor of the database (create_private)
         self._db = SQLiteConnections(self.path, busy_timeout=busy_timeout, max_connections=2, max_idle=2)

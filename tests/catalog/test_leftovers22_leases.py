@@ -58,3 +58,17 @@ def test_a_catalog_that_kept_its_leases_hands_them_over_and_refuses_them_after(t
             older.execute("INSERT OR REPLACE INTO leases VALUES ('ws', 'owner-c', 'host c', 4, 4e9, '')")
     with closing(SQLiteCatalogStore(path)) as store:  # once: a later open copies nothing over it
         assert store.lease("ws").epoch == 3 and store.lease("ws").expires < 4e9
+
+
+def test_the_leases_file_follows_the_catalogs_mode(tmp_path: Path) -> None:
+    """A catalog its owner shares with a group: every member who may take a lease there may
+    take one in the leases' file too, made before the catalog was shared or after."""
+    import os
+    import stat
+
+    path = tmp_path / "catalog.db"
+    SQLiteCatalogStore(path).close()
+    assert stat.S_IMODE((tmp_path / "catalog.db.leases").stat().st_mode) == 0o600
+    os.chmod(path, 0o660)
+    SQLiteCatalogStore(path).close()
+    assert stat.S_IMODE((tmp_path / "catalog.db.leases").stat().st_mode) == 0o660
