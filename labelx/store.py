@@ -154,15 +154,26 @@ class LabelStore(AccountRecords):
         item keeps its other boxes, is ``rejected`` (its annotator redraws it, a reviewer
         accepts it again) with a comment naming the box, and the rest of the project commits.
         A suggestion of such numbers (a model's output, not a person's) is dropped."""
-        scope, args = ("AND i.project_id=?", (project_id,)) if project_id is not None else ("", ())
+        scope, args = ("AND project_id=?", (project_id,)) if project_id is not None else ("", ())
+        unfinite = (
+            "(value LIKE '%NaN%' OR value LIKE '%Infinity%' OR suggestion LIKE '%NaN%' OR "
+            "suggestion LIKE '%Infinity%')"
+        )
+        # read first, outside a write transaction: a commit's scan does not hold up autosaves
+        found = [r[0] for r in self._conn().execute(f"SELECT id FROM items WHERE {unfinite} {scope}", args)]
         sent: list[tuple[str, str, str]] = []
+        if not found and project_id is not None:
+            return sent
         with self._write() as db:
-            rows = db.execute(
-                "SELECT i.id, i.key, i.value, i.suggestion, i.status, i.comment, p.name FROM items i "
-                "JOIN projects p ON p.id = i.project_id WHERE (i.value LIKE '%NaN%' OR i.value LIKE "
-                "'%Infinity%' OR i.suggestion LIKE '%NaN%' OR i.suggestion LIKE '%Infinity%') " + scope,
-                args,
-            ).fetchall()
+            rows = []
+            for i in range(0, len(found), 500):
+                part = found[i : i + 500]
+                rows += db.execute(
+                    "SELECT i.id, i.key, i.value, i.suggestion, i.status, i.comment, p.name FROM items i "
+                    f"JOIN projects p ON p.id = i.project_id WHERE i.id IN ({','.join('?' * len(part))}) "
+                    f"AND {unfinite.replace('value', 'i.value').replace('suggestion', 'i.suggestion')}",
+                    part,
+                ).fetchall()
             for item_id, key, value_text, sugg_text, status, comment, project in rows:
                 suggestion = load_json(sugg_text)
                 if not _finite(suggestion):
