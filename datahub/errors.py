@@ -45,6 +45,13 @@ class InvalidKey(InvalidInput):
     code = "invalid_key"
 
 
+class NameTooLong(InvalidKey):
+    """A name over NAME_MAX bytes brought into a workspace: ``File name too long`` at a mount,
+    as a local file system answers (EINVAL told a user nothing about the length)."""
+
+    errno = _errno.ENAMETOOLONG
+
+
 class ManifestError(InvalidInput):
     """A malformed import manifest; the message names the line number."""
 
@@ -171,7 +178,7 @@ class TransientStorageError(StorageError):
 class Busy(DatahubError):
     """The server is at a capacity limit (e.g. request bodies in flight): retry after a moment."""
 
-    code, http_status, errno = "busy", 503, _errno.EAGAIN
+    code, http_status, errno, exit_code = "busy", 503, _errno.EAGAIN, 7  # retry later: never exit 1, "a bug"
 
 
 class CatalogUnavailable(DatahubError):

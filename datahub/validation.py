@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from datahub.errors import InvalidInput, InvalidKey, InvalidName
+from datahub.errors import InvalidInput, InvalidKey, InvalidName, NameTooLong
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 TAG_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,62}")
@@ -160,7 +160,7 @@ def check_new_key(key: str) -> str:
         )
     for segment in key.split("/"):
         if len(segment.encode("utf-8", "surrogatepass")) > NAME_MAX:
-            raise InvalidKey(
+            raise NameTooLong(  # InvalidKey, but ENAMETOOLONG at a workspace mount
                 f"invalid key {key[:300]!r}: the path segment {segment[:40]!r}... is longer than "
                 f"{NAME_MAX} bytes, which no local file system can hold; shorten it",
                 key=key,

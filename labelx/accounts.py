@@ -7,6 +7,7 @@ and one transaction discipline (``_write`` is one immediate transaction).
 
 from __future__ import annotations
 
+import shlex
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -54,7 +55,11 @@ class AccountRecords:
         with self._write() as db:
             row = db.execute("SELECT id FROM users WHERE name=?", (name,)).fetchone()
             if row is None:
-                raise NotFound(f"no user {name!r}; create it with `datahub labelx create-user`", user=name)
+                raise NotFound(
+                    f"no user {name!r}; create it with `datahub labelx create-user {shlex.quote(name)} --role annotator` "
+                    "(or reviewer, admin)",
+                    user=name,
+                )
             db.execute("UPDATE users SET pw_hash=? WHERE id=?", (pw_hash, row[0]))
             sessions = db.execute("DELETE FROM sessions WHERE user_id=?", (row[0],)).rowcount
             tokens = db.execute("DELETE FROM tokens WHERE user_id=?", (row[0],)).rowcount
@@ -75,7 +80,10 @@ class AccountRecords:
     def user_by_name(self, name: str) -> User:
         row = self._conn().execute("SELECT id, name, role FROM users WHERE name=?", (name,)).fetchone()
         if row is None:
-            raise NotFound(f"no user {name!r}; create it first (admin page or `datahub labelx create-user`)")
+            raise NotFound(
+                f"no user {name!r}; create it first (admin page or "
+                f"`datahub labelx create-user {shlex.quote(name)} --role annotator`, or reviewer, admin)"
+            )
         return User(*row)
 
     def has_users(self) -> bool:

@@ -58,6 +58,15 @@ def reported_error(errors: list[dict[str, Any]]) -> tuple[dict[str, Any], tuple[
     different kinds; the branch with a rule in words (a pattern) is reported, at the field."""
     first = errors[0] if errors else {}
     loc = tuple(first.get("loc", ()))
+    if str(first.get("type", "")).endswith("_type") and len(loc) > 1 and _is_branch(loc[-1]):
+        # an object a union's plain branch refused for its type ("classes.0.constrained-str: Input
+        # should be a valid string" for a class {"name": "a", "color": "red"}) was refused by the
+        # object's branch for what it holds: that one says what to change (newuser22)
+        n = len(loc) - 1  # where the branch's name is
+        for e in errors:
+            at = tuple(e["loc"])
+            if len(at) > n + 1 and at[:n] == loc[:n] and at[n] != loc[n] and _is_branch(at[n]):
+                return e, loc[:n] + at[n + 1 :]
     branches = [
         e
         for e in errors
@@ -67,6 +76,12 @@ def reported_error(errors: list[dict[str, Any]]) -> tuple[dict[str, Any], tuple[
         return first, loc
     worded = next((e for e in branches if e["type"] == "string_pattern_mismatch"), first)
     return worded, loc[:-1]
+
+
+def _is_branch(part: Any) -> bool:
+    """A union branch's name in an error's location (``constrained-str``, ``LabelClassSpec``,
+    ``function-before[…]``), never a field of the JSON API, whose names are snake_case."""
+    return isinstance(part, str) and (any(c in part for c in "-[") or part[:1].isupper())
 
 
 def create_labelx_app(

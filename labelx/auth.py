@@ -102,7 +102,10 @@ class Auth:
         token_hash = sha256(authorization[7:].strip())
         user = self.store.token_user(token_hash)
         if user is None:
-            raise Unauthenticated("invalid API token; create one with `datahub labelx create-token`")
+            raise Unauthenticated(
+                "invalid API token; create one with `datahub labelx create-token NAME --description WHAT` "
+                "(NAME: your LabelX account), where the LabelX server runs"
+            )
         return Principal(user, None, ("token", token_hash))
 
     def revoke_token(self, by: User, token: str) -> None:

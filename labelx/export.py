@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shlex
 import zipfile
 from collections.abc import Iterator
 from pathlib import PurePosixPath
@@ -23,7 +24,7 @@ from tempfile import SpooledTemporaryFile
 from typing import Any
 
 from datahub.catalog.model import Patch, Put, Record
-from datahub.errors import CommitIdReused, Conflict, DatahubError
+from datahub.errors import CommitIdReused, Conflict, DatahubError, RecordNotFound
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from datahub.web.images import ImageSource
@@ -65,6 +66,7 @@ def commit_labels(
     (``Conflict``, nothing written) unless ``overwrite``: patched blindly, it was lost."""
     service.require_admin(user)
     project = service.store.get_project(project_id)
+    _refuse_unfinite_boxes(service, project, user)
     if to_dataset and to_dataset != project.dataset:
         service.require_dataset(user, project.dataset, "reader")
         service.require_new_dataset(user, check_name(to_dataset))
@@ -78,7 +80,7 @@ def commit_labels(
             "review items first"
         )
     if not overwrite:
-        _refuse_unseen_changes(service, project, field)
+        _refuse_unseen_changes(service, project, field, user)
     exported: list[tuple[int, int]] = []  # (item id, version): 16 bytes per change, not whole items
 
     def changes() -> Iterator[Patch]:
@@ -102,6 +104,17 @@ def commit_labels(
     except CommitIdReused as exc:  # that export was committed, and labels were edited since
         version = service.catalog.resolve(project.dataset, int(exc.details["version"]))  # type: ignore[call-overload]
         exported = []
+    except RecordNotFound as exc:  # the catalog's words are for a change set's author (newuser22)
+        key, head = exc.details.get("key"), exc.details.get("version")
+        raise RecordNotFound(
+            f"record {key!r}, labelled in project {project.name!r} (from {project.dataset}@v{project.version}), "
+            f"is no longer in {project.dataset}'s head (v{head}), so nothing was committed: commit the "
+            "labels into a new dataset holding the project's records (the dashboard's \"Into dataset\", "
+            f"`datahub labelx commit {project.name} --user {user.name} --to-dataset NAME`), "
+            f"or make a new project from {project.dataset}@latest",
+            dataset=project.dataset,
+            key=key,
+        ) from None
     if len(exported) < total:
         # the catalog already had this commit id (a retry after a crash between the catalog
         # commit and our bookkeeping) and did not consume ``changes``: mark exactly the items
@@ -114,7 +127,28 @@ def commit_labels(
 UNSEEN_SHOWN = 5  # records named in the refusal; the count says how many in all
 
 
-def _refuse_unseen_changes(service: LabelService, project: Project, field: str) -> None:
+def _refuse_unfinite_boxes(service: LabelService, project: Project, user: User) -> None:
+    """Conflict, naming them, if the project held boxes of NaN or Infinity; they are sent back
+    first (``LabelStore.send_back_nonfinite``), so the next commit writes the other labels. Why:
+    such a box saved before they were refused (a labelx.db written by an older LabelX beside
+    this one: opening the file sends back those it holds) failed the commit in the catalog, not
+    JSON, naming no item, and every later commit of the project the same way."""
+    sent = service.store.send_back_nonfinite(project.id)
+    if not sent:
+        return
+    shown = "; ".join(f"{key}: {box}" for _, key, box in sent[:UNSEEN_SHOWN])
+    more = f" (and {len(sent) - UNSEEN_SHOWN} more)" if len(sent) > UNSEEN_SHOWN else ""
+    raise Conflict(
+        f"project {project.name!r} held {len(sent)} box(es) with a coordinate that is not a number, "
+        f"saved before LabelX refused them, which no dataset version can hold: {shown}{more}. Nothing "
+        "was committed. Their images are sent back to annotation (status rejected), each box taken "
+        "out, the other boxes kept, a comment naming it: redraw it there and accept it in review. "
+        f"Commit again now for the project's other labels (`datahub labelx commit {shlex.quote(project.name)} "
+        f"--user {shlex.quote(user.name)}`, or the dashboard's Commit)"
+    )
+
+
+def _refuse_unseen_changes(service: LabelService, project: Project, field: str, user: User) -> None:
     """Conflict if an accepted label would replace one committed at the head after the
     project's version by someone else: a label is seen if it is the version's, the accepted
     one, or the one at this project's newest commit into the dataset (its own labels).
@@ -172,7 +206,8 @@ def _refuse_unseen_changes(service: LabelService, project: Project, field: str) 
             f"{project.dataset}@v{head.seq} since the project's {project.dataset}@v{project.version}, "
             f"which nobody in the project saw: {'; '.join(unseen)}{more}. Review them in a new project "
             f"made from {project.dataset}@v{head.seq}, or commit over them on purpose "
-            "(overwrite: true, the dashboard's 'Commit over' box, or datahub labelx commit --overwrite)"
+            "(overwrite: true, the dashboard's 'Commit over' box, or "
+            f"`datahub labelx commit {shlex.quote(project.name)} --user {shlex.quote(user.name)} --overwrite`)"
         )
 
 
@@ -262,7 +297,8 @@ def export_csv(
     if clash is not None:  # a project made before the rule (``LabelService.create_project``)
         raise Conflict(
             f"CSV export of project {project.name!r}: its {clash}; the labels are whole in the dataset "
-            "once committed (datahub export)"
+            f"once committed: `datahub labelx commit {shlex.quote(project.name)} --user ADMIN`, then "
+            f"`datahub export {project.dataset} -o labels.jsonl`"
         )
     cell = (lambda text: text) if raw else spreadsheet_cell
     out = SpooledTemporaryFile(SPOOL_BYTES, mode="w+b")  # noqa: SIM115 - the caller streams and closes it

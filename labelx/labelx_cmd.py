@@ -116,7 +116,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="CSV: the exact keys and labels (by default a cell a spreadsheet would run as a formula gets a ' in front)",
     )
-    s.add_argument("-o", "--output", required=True)
+    s.add_argument("-o", "--output", required=True, help="file to write (atomically), or - for stdout")
     s.set_defaults(func=_export)
 
 
@@ -125,8 +125,9 @@ def _service(ctx):
     from labelx.service import LabelService
     from labelx.store import LabelStore
 
+    catalog = ctx.catalog  # first: with no catalog, exit 3 before labelx.db is made under a mistyped home
     store = ctx.service("labelx_store", lambda: LabelStore(labelx_db_path(ctx.config)))
-    return LabelService(store, ctx.catalog)
+    return LabelService(store, catalog)
 
 
 def _images(ctx):
@@ -323,10 +324,15 @@ def _preannotate(args, ctx) -> int:
     schema = service.schema(project)
     if args.predictions:
         try:
-            with open(args.predictions, encoding="utf-8") as fh:
-                n = preannotate.import_jsonl(service.store, project, schema, fh)
+            with open(args.predictions, "rb") as fh:
+                n = preannotate.import_jsonl(service.store, project, schema, preannotate.text_lines(fh))
         except FileNotFoundError as exc:
             raise InvalidInput(f"predictions file {args.predictions} not found") from exc
+        except OSError as exc:  # a directory, a file it may not read: "a datahub bug" before (newuser22)
+            raise InvalidInput(
+                f"cannot read predictions file {args.predictions}: {exc.strerror or exc}; "
+                "give a JSON-lines file (one {key, value, score, model} object per line)"
+            ) from exc
         ctx.emit({"project": project.name, "suggestions": n})
         return 0
     cancel = threading.Event()
@@ -349,9 +355,10 @@ def _commit(args, ctx) -> int:
 
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
+    admin = _admin(service, args.user)  # before the progress line: it said "stopped by an error" first
     with ctx.progress(service.store.count_changed(project.id), f"committing {project.name}") as progress:
         version = commit_labels(
-            service, _admin(service, args.user), project.id, to_dataset=args.to_dataset,
+            service, admin, project.id, to_dataset=args.to_dataset,
             message=args.message, progress=progress, overwrite=args.overwrite,
         )  # fmt: skip
     ctx.emit({"dataset": version.dataset, "version": version.seq, "modified": version.modified,
@@ -363,7 +370,13 @@ def _export(args, ctx) -> int:
     from datahub.console.output import output_file, written
     from labelx import export
 
-    target = output_file(args.output)  # a wrong path is said before the export is made
+    # "-" is stdout, as for curl -o - and datahub export -o -: it made a file named "-" (newuser22)
+    to_stdout = args.output == "-"
+    if to_stdout and args.format == "yolo" and sys.stdout.isatty():
+        raise InvalidInput(
+            "a YOLO export is a zip file, not for a terminal: redirect it (> labels.zip) or use -o FILE"
+        )
+    target = None if to_stdout else output_file(args.output)  # a wrong path is said before the export
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
     if args.format == "csv":
@@ -372,7 +385,13 @@ def _export(args, ctx) -> int:
         spool = export.export_yolo(service, project, args.include)
     else:
         spool = export.export_coco(service, project, _images(ctx), args.include)
-    with spool, written(target, "wb") as out:  # nothing half-written under the final name
-        shutil.copyfileobj(spool, out)
-    print(f"wrote {args.output}", file=sys.stderr)
+    with spool:
+        if target is None:
+            sys.stdout.flush()
+            shutil.copyfileobj(spool, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            with written(target, "wb") as out:  # nothing half-written under the final name
+                shutil.copyfileobj(spool, out)
+    print(f"wrote {'stdout' if to_stdout else args.output}", file=sys.stderr)
     return 0

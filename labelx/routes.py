@@ -36,7 +36,7 @@ from labelx.models import (
     UserCreate,
     UserOut,
 )
-from labelx.preannotate import parse_jsonl
+from labelx.preannotate import parse_jsonl, text_lines
 from labelx.service import item_json, project_json
 
 router = APIRouter(prefix="/api", dependencies=[Depends(body_within_limit)])
@@ -140,7 +140,7 @@ async def suggestions(request: Request, lx: LX, who: Who, project_id: RowId) -> 
 
     def attach() -> int:  # SQLite work off the event loop; every line is checked before any is stored
         project = lx.store.get_project(project_id)
-        lines = body.decode("utf-8", "replace").splitlines()
+        lines = text_lines(body.splitlines())
         rows = list(parse_jsonl(lines, lx.service.schema(project), request.query_params.get("model")))
         return lx.store.set_suggestions(project_id, rows)
 

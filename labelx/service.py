@@ -19,9 +19,11 @@ Item life cycle::
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from datahub.api.access import Principal, require, require_creatable
@@ -157,7 +159,9 @@ class LabelService:
             raise AccessDenied(
                 f"LabelX account {name!r} would be the datahub principal {name!r} and hold its roles on "
                 "datasets, so under an authenticated datahub accounts are made by the server's operator: "
-                f"`datahub labelx create-user {name} --role ROLE` where the server runs"
+                f"`datahub --home {shlex.quote(str(Path(self.store.path).parent))} labelx create-user "
+                f"{shlex.quote(name)} --role annotator` (or reviewer, admin) where the server runs: its "
+                "home holds the labelx.db"
             )
 
     @staticmethod

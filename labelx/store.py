@@ -16,6 +16,7 @@ while one writer commits. MongoDB support for LabelX is left for later (docs/lab
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import shlex
 import sqlite3
@@ -42,6 +43,32 @@ from labelx.entities import (
 
 CLAIM_SECONDS = 600.0
 _BATCH = 2000
+
+
+def _unfinite_boxes(value: Any) -> list[str]:
+    """Each box of a detection value with a number that is not finite, named as a person finds
+    it on the page: its position (from 1), class and coordinates."""
+    if not isinstance(value, list):
+        return [f"the label {value!r}"]
+    return [
+        f"box {n} ({box.get('label')!r} at {box.get('bbox')})"
+        if isinstance(box, dict)
+        else f"box {n} ({box!r})"
+        for n, box in enumerate(value, 1)
+        if not _finite(box)
+    ]
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in ``value`` (JSON as Python reads it) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(map(_finite, value.values()))
+    if isinstance(value, list):
+        return all(map(_finite, value))
+    return True
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS users(
@@ -114,6 +141,62 @@ class LabelStore(AccountRecords):
             db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES('instance', ?)", (secrets.token_hex(8),)
             )
+        if self._conn().execute("SELECT 1 FROM meta WHERE key='nonfinite_sent_back'").fetchone() is None:
+            self.send_back_nonfinite()  # once per file: later rows of NaN come from no LabelX of ours
+
+    def send_back_nonfinite(self, project_id: int | None = None) -> list[tuple[str, str, str]]:
+        """Send back to annotation every item (of ``project_id``, or all) holding a box whose
+        coordinates are not all finite numbers; returns (project, key, box) of each box taken
+        out. Why: before ``LabelSchema._check_box`` refused them (newuser21), a box of NaN or
+        Infinity was saved, and then every commit of its project failed in the catalog (not
+        JSON), and its task page failed too (its JSON could not be written): a project's labels
+        were stuck. Such a box has no place in the image, so no number can stand in for it. The
+        item keeps its other boxes, is ``rejected`` (its annotator redraws it, a reviewer
+        accepts it again) with a comment naming the box, and the rest of the project commits.
+        A suggestion of such numbers (a model's output, not a person's) is dropped."""
+        scope, args = ("AND project_id=?", (project_id,)) if project_id is not None else ("", ())
+        unfinite = (
+            "(value LIKE '%NaN%' OR value LIKE '%Infinity%' OR suggestion LIKE '%NaN%' OR "
+            "suggestion LIKE '%Infinity%')"
+        )
+        # read first, outside a write transaction: a commit's scan does not hold up autosaves
+        found = [r[0] for r in self._conn().execute(f"SELECT id FROM items WHERE {unfinite} {scope}", args)]
+        sent: list[tuple[str, str, str]] = []
+        if not found and project_id is not None:
+            return sent
+        with self._write() as db:
+            rows = []
+            for i in range(0, len(found), 500):
+                part = found[i : i + 500]
+                rows += db.execute(
+                    "SELECT i.id, i.key, i.value, i.suggestion, i.status, i.comment, p.name FROM items i "
+                    f"JOIN projects p ON p.id = i.project_id WHERE i.id IN ({','.join('?' * len(part))}) "
+                    f"AND {unfinite.replace('value', 'i.value').replace('suggestion', 'i.suggestion')}",
+                    part,
+                ).fetchall()
+            for item_id, key, value_text, sugg_text, status, comment, project in rows:
+                suggestion = load_json(sugg_text)
+                if not _finite(suggestion):
+                    db.execute("UPDATE items SET suggestion=NULL WHERE id=?", (item_id,))
+                value = load_json(value_text)
+                if _finite(value):
+                    continue  # "NaN" in a class name
+                kept = [b for b in value if _finite(b)] if isinstance(value, list) else None
+                gone = _unfinite_boxes(value)
+                note = (
+                    f"{' and '.join(gone)} had no place in the image (a coordinate was not a number: saved "
+                    "before LabelX refused that) and was taken out; draw it again, the other boxes are kept"
+                )
+                db.execute(
+                    "UPDATE items SET value=?, status=?, comment=?, version=version+1, exported_seq=NULL "
+                    "WHERE id=?",
+                    (dump_json(kept), "rejected" if status != "todo" else status,
+                     note + (f". Earlier comment: {comment}" if comment else ""), item_id),
+                )  # fmt: skip
+                sent.extend((project, key, g) for g in gone)
+            if project_id is None:
+                db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('nonfinite_sent_back', '1')")
+        return sent
 
     @property
     def instance(self) -> str:
@@ -446,9 +529,21 @@ class LabelStore(AccountRecords):
                  expected_version, user_id, now),
             )  # fmt: skip
             if cur.rowcount == 0:
-                row = db.execute("SELECT version, claimed_by FROM items WHERE id=?", (item_id,)).fetchone()
+                row = db.execute(
+                    "SELECT i.version, u.name FROM items i LEFT JOIN users u ON u.id = i.claimed_by "
+                    "AND i.claimed_by != ? AND i.claimed_until >= ? WHERE i.id=?",
+                    (user_id, now, item_id),
+                ).fetchone()
                 if row is None:
                     raise NotFound(f"no item with id {item_id}", item=item_id)
+                if row[0] == expected_version and row[1] is not None:
+                    # the same version: only the other user's claim stopped it; "changed since you
+                    # loaded it (version 0, you had 0)" named neither them nor what to do (newuser22)
+                    raise Conflict(
+                        f"item {item_id} is being edited by {row[1]}; try again when they are done",
+                        item=item_id,
+                        holder=row[1],
+                    )
                 raise Conflict(
                     f"item {item_id} changed since you loaded it (version {row[0]}, you had "
                     f"{expected_version}) or another user is editing it; reload to see the latest labels",

@@ -50,6 +50,8 @@ SDK_HOMES = {
     "fsspec": {"datahub.fs"},
     "torch": {"datahub.torch._torch", "fuse_adapter.demo_step", "labelx.torch_model"},
     "jinja2": {"datahub.web.render"},
+    "rados": {"datahub.storage.rados"},
+    "httpx": {"datahub.api_client"},
 }
 
 

@@ -79,6 +79,25 @@ def _hold(path: str, hold: float, every: float, stop: multiprocessing.Event) -> 
         stop.wait(max(every - hold, 0.0))
 
 
+def _commit_records(path: str, records: int, times: list, stop: multiprocessing.Event) -> None:
+    """Real catalog commits of ``records`` new records each, one after another (leftovers22):
+    each holds the catalog's write lock for its whole transaction."""
+    from datahub.catalog import open_catalog
+    from datahub.catalog.model import Put, Record
+
+    catalog = open_catalog(f"sqlite:///{path}")
+    round_ = 0
+    while not stop.is_set():
+        round_ += 1
+        name = f"bulk{round_}"
+        catalog.create_dataset(name)
+        began = since_boot()
+        changes = (Put(Record(f"k/{i:08d}", f"s3://b/k/{i:08d}", "e", 1)) for i in range(records))
+        catalog.commit(name, changes, message="bulk")
+        times.append(round(since_boot() - began, 2))
+    catalog.close()
+
+
 def run(args: argparse.Namespace) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="lease-gap-"))
     store = SQLiteCatalogStore(tmp / "catalog.db", busy_timeout_ms=int(args.busy_timeout * 1000))
@@ -89,6 +108,13 @@ def run(args: argparse.Namespace) -> dict:
         procs.append(
             multiprocessing.Process(
                 target=_hold, args=(str(tmp / "catalog.db"), args.commit_hold, args.commit_every, stop)
+            )
+        )
+    commits = multiprocessing.Manager().list() if args.commit_records else []
+    if args.commit_records:
+        procs.append(
+            multiprocessing.Process(
+                target=_commit_records, args=(str(tmp / "catalog.db"), args.commit_records, commits, stop)
             )
         )
     for proc in procs:
@@ -130,6 +156,8 @@ def run(args: argparse.Namespace) -> dict:
         "cpu_ms_per_renewal": round(1000 * sum(c[2] for c in port.calls) / max(len(port.calls), 1), 2),
         "fenced": fenced,
         "fenced_at_s": None if fenced_at is None else round(fenced_at, 1),
+        "commit_records": args.commit_records,
+        "commit_seconds": list(commits),
         "load": os.getloadavg()[0],
     }
 
@@ -144,6 +172,7 @@ def main() -> None:
     parser.add_argument("--commit-hold", type=float, default=0.0)
     parser.add_argument("--commit-every", type=float, default=0.0)
     parser.add_argument("--busy-timeout", type=float, default=30.0)
+    parser.add_argument("--commit-records", type=int, default=0, help="real commits of N records, in turn")
     print(json.dumps(run(parser.parse_args())))
 
 

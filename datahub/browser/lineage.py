@@ -87,6 +87,7 @@ class Edge:
     path: str = ""  # SVG path data, filled in by the layout
     label_x: int = 0
     label_y: int = 0
+    label_end: bool = False  # the label ends at label_x (text-anchor end)
 
 
 @dataclass
@@ -224,8 +225,12 @@ def _route(edge: Edge, a: Node, b: Node) -> Edge:
     x1, y1 = a.x + NODE_W, a.y + NODE_H // 2
     x2, y2 = b.x, b.y + NODE_H // 2
     mid = (x1 + x2) // 2
-    return _with(edge, f"M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}", mid, (y1 + y2) // 2 - 4)
+    # the label ends beside the node the arrow points at (each has one such edge in), on the
+    # side of the line its curve does not come from: at the curve's middle it sat between two
+    # rows, over the label of the middle column's curve there ("labelx" over "derive", newuser22)
+    path = f"M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}"
+    return _with(edge, path, x2 - 10, y2 + 14 if y2 > y1 else y2 - 5, end=True)
 
 
-def _with(edge: Edge, path: str, x: int, y: int) -> Edge:
-    return Edge(edge.source, edge.target, edge.kind, edge.detail, path, x, y)
+def _with(edge: Edge, path: str, x: int, y: int, *, end: bool = False) -> Edge:
+    return Edge(edge.source, edge.target, edge.kind, edge.detail, path, x, y, end)

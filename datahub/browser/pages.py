@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
@@ -355,13 +356,15 @@ def _snippets(cli: str, name: str, version: Version, prefix: str, filter: str) -
     url = f"datahub://{ref}/{prefix}"
     where = f", where={filter!r}" if filter else ""
     pfx = f", prefix={prefix!r}" if prefix else ""
+    # the folder the page shows, as the fsspec and PyTorch lines have it: `ls` listed the
+    # version's top folder from a page of train/cat/ (newuser22); quoted, a key may hold spaces
+    files = shlex.quote(f"/mnt/{name}/{name}/v{version.seq}/{prefix}".rstrip("/"))
     return [
         # then where the files are: a mount lays a version out as MNT/<dataset>/v<N>/, and a new
         # user looked for them in MNT/ itself, which holds only the dataset's name (newuser19)
         (
             "Mount it",
-            f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref}"
-            f" && ls /mnt/{name}/{name}/v{version.seq}",
+            f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref} && ls {files}",
         ),
         ("fsspec URL", url),
         (

@@ -281,8 +281,9 @@ class Catalog:
         list, and nothing of the source's owner or ACL copied (or a reader of the source could
         mint a dataset that the source's admins control). ``may_write`` is called with an
         existing target (including one created concurrently by someone else) so a server can
-        refuse callers without the writer role. A derive that would change nothing is refused
-        with NoChanges, and creates no dataset and no version.
+        refuse callers without the writer role. A derive that would change nothing, or whose
+        filter matches no record, is refused with NoChanges, and creates no dataset and no
+        version (newuser22: a typo in a filter emptied the head of the dataset itself).
         """
         source = self.resolve(dataset, ref)
         filt = RecordFilter.parse(where) if isinstance(where, str) else where
@@ -293,6 +294,15 @@ class Catalog:
         existing = self._derive_target(dataset, target, owner, wanted_any=wanted.peek)
         if existing is not None and may_write is not None:
             may_write(existing)
+        if existing is not None and not wanted.peek():
+            # a filter with a typo matched nothing: committing it would empty the target's head
+            # (the version LabelX commits onto and @latest reads), as a new target is never made
+            raise NoChanges(
+                f"no record of dataset {dataset!r}@v{source.seq} matches the filter {str(filt)!r}; "
+                f"nothing was committed to {target!r} (a derive never empties a dataset: check the "
+                "filter, or remove records with 'datahub commit --changes')",
+                dataset=target,
+            )
         head = self.store.head(target)
         current = self.store.list_records(target, head) if head else iter(())
         described = f"{dataset}@v{source.seq} where {filt}"

@@ -111,7 +111,9 @@ def _check_no_joined_term(field: str, op: str, raw: str, item: str) -> None:
     """``labels.class=cat and meta.split=val`` reads as one term whose value is ``cat and
     meta.split=val``, which matches nothing, and silently (newuser21). Terms are joined by
     commas; a value that really holds such words is written as a JSON string."""
-    for value in raw.split("|"):
+    # the whole value too: `cat || size>1` is cut at each `|` into `cat `, `` and ` size>1`
+    whole = [raw] if "||" in raw and '"' not in raw else []
+    for value in [*raw.split("|"), *whole]:
         if value.lstrip().startswith('"'):
             continue
         m = _JOINED.search(value)
@@ -122,9 +124,14 @@ def _check_no_joined_term(field: str, op: str, raw: str, item: str) -> None:
             how = f"either of two values of one field is written with '|': {field}{op}{first}|VALUE"
         else:
             how = f"write {field}{op}{first},{rest}"
+        # a value is cut at each `|` before it is unquoted, so no value can hold `||`
+        quoted = (
+            ""
+            if m[1] == "||"
+            else f"; a value that really holds {m[1]!r} is quoted: {field}{op}{json.dumps(value.strip())}"
+        )
         raise InvalidInput(
-            f"invalid filter term {item!r}: terms are joined by ',' (all must hold), not {m[1]!r}; "
-            f"{how}; a value that really holds {m[1]!r} is quoted: {field}{op}{json.dumps(value.strip())}",
+            f"invalid filter term {item!r}: terms are joined by ',' (all must hold), not {m[1]!r}; {how}{quoted}",
             term=item,
         )
 

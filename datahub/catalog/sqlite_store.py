@@ -43,7 +43,6 @@ from datahub.catalog.leases import (
     check_page,
     check_prune,
     prunable,
-    visible_page,
 )
 from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
 from datahub.catalog.record_json import record_json
@@ -52,11 +51,11 @@ from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_ver
 from datahub.catalog.sqlite_dirs import gap_pages, indexed, sqlite_gap_rows, subdirectories
 from datahub.catalog.sqlite_dirs_backfill import Progress, backfill_all
 from datahub.catalog.sqlite_gate import RETRY_AFTER_SECONDS, CommitGate
+from datahub.catalog.sqlite_leases import LeaseFile
 from datahub.catalog.sqlite_read_ahead import READ_AHEAD_THREADS, LeafReadAhead
 from datahub.catalog.sqlite_schema import (
     DATASET_COLS,
     DIR_FILE_COLS,
-    LEASE_TAKER,
     RECORD_COLS,
     RECORD_JSON,
     VERSION_COLS,
@@ -143,6 +142,10 @@ class SQLiteCatalogStore(CatalogStore):
         self._gate = CommitGate(f"{self.path}.commit-lock", max_wait=commit_wait_s, mode=self._db.mode)
         with self._translate(f"open catalog {self.path}"), self._db.connection() as conn:
             ensure_schema(conn)
+        # writer leases in a file of their own: a renewal never waits behind a commit (sqlite_leases)
+        self._leases = LeaseFile(self.path, busy_timeout=busy_timeout_ms / 1000, mode=self._db.mode)
+        with self._translate(f"open the writer leases of catalog {self.path}"):
+            self._leases.adopt(self._db.connection)
 
     # --- connections -------------------------------------------------------------------------
     def _conn(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
@@ -151,6 +154,7 @@ class SQLiteCatalogStore(CatalogStore):
 
     def close(self) -> None:
         self._db.close()
+        self._leases.close()
         self._gate.close()
 
     @contextmanager
@@ -643,75 +647,36 @@ class SQLiteCatalogStore(CatalogStore):
         taker: str = "",
     ) -> list[Lease]:
         check_page(limit)
-        cols = "SELECT name, owner, holder, epoch, expires, dataset FROM leases"
-        with self._translate("list the writer leases"), self._conn() as conn:
-            if targets is None:  # a range of the primary key: O(limit), whatever the table holds
-                rows = conn.execute(f"{cols} WHERE name > ? ORDER BY name LIMIT ?", (after, limit))
-                return [Lease(*row) for row in rows]
+        with self._translate("list the writer leases"):
+            return self._leases.page(after, limit, targets, taker, self._datasets_named)
 
-            def read(target: str | None, below: str | None) -> list[Lease]:
-                # a range of leases_by_target (dataset, name) or leases_by_taker (taker, name)
-                upper = "" if below is None else " AND name < ?"
-                bounds = (after,) if below is None else (after, below)
-                if target is not None:
-                    query = f"{cols} WHERE dataset = ? AND name > ?{upper} ORDER BY name LIMIT ?"
-                    return [Lease(*row) for row in conn.execute(query, (target, *bounds, limit))]
-                query = (
-                    f"{cols} WHERE {LEASE_TAKER} = ? AND name > ?{upper} AND substr(holder, -?) = ?"
-                    " AND dataset != '' AND NOT EXISTS (SELECT 1 FROM datasets WHERE datasets.name ="
-                    " leases.dataset) ORDER BY name LIMIT ?"
+    def _datasets_named(self, names: list[str]) -> set[str]:
+        """Which of ``names`` are datasets (the lease list of a taker: ``LeaseFile.page``)."""
+        found: set[str] = set()
+        with self._conn() as conn:
+            for i in range(0, len(names), 500):
+                part = names[i : i + 500]
+                marks = ",".join("?" * len(part))
+                found.update(
+                    r[0] for r in conn.execute(f"SELECT name FROM datasets WHERE name IN ({marks})", part)
                 )
-                suffix = f" [{taker}]"
-                params = (f"{taker}]", *bounds, len(suffix), suffix, limit)
-                return [Lease(*row) for row in conn.execute(query, params)]
-
-            return visible_page(read, targets, taker, limit)
+        return found
 
     def prune_leases(
         self, after: str = "", limit: int = LIST_PAGE, lapsed_for: float = PRUNE_LAPSED
     ) -> tuple[list[str], str | None]:
         check_prune(limit, lapsed_for)
-        with self._translate("prune the writer leases"), self._conn() as conn:
-            conn.execute("BEGIN IMMEDIATE")  # no take between the read and the delete
-            try:
-                page = [
-                    Lease(*row)
-                    for row in conn.execute(
-                        "SELECT name, owner, holder, epoch, expires, dataset FROM leases WHERE name > ? "
-                        "ORDER BY name LIMIT ?",
-                        (after, limit),
-                    )
-                ]
-                now = self.clock()
-                gone = [lease.name for lease in page if prunable(lease, now, lapsed_for)]
-                conn.executemany("DELETE FROM leases WHERE name = ?", [(name,) for name in gone])
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.rollback()
-                raise
-        return gone, page[-1].name if len(page) == limit else None
+        with self._translate("prune the writer leases"):
+            return self._leases.prune(
+                after, limit, lambda lease, now: prunable(lease, now, lapsed_for), self.clock
+            )
 
     def _lease_turn(self, what: str, name: str, change: LeaseChange) -> Lease | None:
         """Read ``name``'s lease, apply ``change`` (which may raise Conflict) and write its result,
-        in one BEGIN IMMEDIATE transaction: two nodes asking at once are serialised by SQLite."""
-        with self._translate(what), self._conn() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                row = conn.execute(
-                    "SELECT name, owner, holder, epoch, expires, dataset FROM leases WHERE name = ?", (name,)
-                ).fetchone()
-                lease = change(Lease(*row) if row else None, self.clock())
-                if lease is not None:
-                    conn.execute(
-                        "INSERT OR REPLACE INTO leases (name, owner, holder, epoch, expires, dataset)"
-                        " VALUES (?, ?, ?, ?, ?, ?)",
-                        (lease.name, lease.owner, lease.holder, lease.epoch, lease.expires, lease.dataset),
-                    )
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.rollback()
-                raise
-        return lease
+        in one BEGIN IMMEDIATE transaction of the leases' own file (``sqlite_leases``): two nodes
+        asking at once are serialised by SQLite, and neither waits behind a catalog commit."""
+        with self._translate(what):
+            return self._leases.turn(name, change, self.clock)
 
 
 def _json_column(field: str, value: Any) -> Any:

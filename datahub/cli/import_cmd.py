@@ -36,10 +36,13 @@ def absolute(source: str) -> str:
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.ingest import import_source
+    from datahub.ingest.sources import describe_source
     from datahub.validation import check_name
 
     check_name(args.dataset, "dataset")  # before the progress line: a bad name starts nothing
     args.source = absolute(args.source)
+    # a missing path or an unknown scheme too: "import /x: 0 0/s stopped by an error" came first
+    describe_source(args.source)
     with ctx.progress(None, f"import {args.source}") as progress:
         report = import_source(
             ctx.catalog,

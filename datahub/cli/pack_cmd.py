@@ -102,6 +102,7 @@ def run_worker(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.pack import PackServices, finalize, work
     from datahub.pack.job import failure, job_state
 
+    ctx.existing_catalog_url()  # a worker on a mistyped home: exit 3, no new empty catalog, cache or scratch
     services = PackServices.open(ctx.config)
     try:
         report = work(services, args.job, lease_seconds=args.lease)

@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("export", help="a whole version as NDJSON (one record per line)")
     p.add_argument("version", metavar="DATASET[@REF]", help=f"REF is {ref} (the default)")
-    p.add_argument("-o", "--output", help="file to write (atomically); default stdout")
+    p.add_argument("-o", "--output", help="file to write (atomically); default, or -, stdout")
     p.add_argument("--prefix", default="", help="only keys under this prefix (train/)")
     p.add_argument("--filter", default=None, help="e.g. labels.class=cat,meta.split!=test")
     p.set_defaults(func=export)
@@ -226,7 +226,8 @@ def tag(args: argparse.Namespace, ctx: CliContext) -> int:
 
 def export(args: argparse.Namespace, ctx: CliContext) -> int:
     name, ref = split_ref(args.version)
-    target = output_file(args.output) if args.output else None
+    # "-" is stdout, as for curl -o -: it made a file named "-" (newuser22)
+    target = output_file(args.output) if args.output not in (None, "", "-") else None
     catalog = ctx.catalog
     version = catalog.resolve(name, ref)
     records = catalog.list_records(name, version.seq, prefix=args.prefix, where=args.filter)

@@ -463,6 +463,7 @@ def _replay_covers(ws: Workspace, sizes: dict[str, int]) -> None:
     (``records.replay_cover``)."""
     with ws.journal.read() as txn:
         covered = int(txn.meta(COVERED) or 0)
+        epoch = int(txn.meta(COVER_EPOCH) or 0)
     # only those above ``covered`` are held (the others are skipped anyway): a list of every
     # record was one per file of the workspace (recover19)
     above = sorted(
@@ -470,11 +471,18 @@ def _replay_covers(ws: Workspace, sizes: dict[str, int]) -> None:
     )
     for start in range(0, len(above), _RECOVER_BATCH):
         with ws.journal.write(f"recovery of {ws.what}") as txn:
-            wrote = [
-                cover["path"]
-                for key, cover in above[start : start + _RECOVER_BATCH]
-                if records.replay_cover(txn, key, cover, new_record(cover["mtime"]))
-            ]
+            wrote, foreign = [], []
+            for key, cover in above[start : start + _RECOVER_BATCH]:
+                if not records.cover_is_ours(txn, cover, epoch):
+                    foreign.append((key, cover["path"]))
+                elif records.replay_cover(txn, key, cover, new_record(cover["mtime"])):
+                    wrote.append(cover["path"])
+        for key, path in foreign:
+            log.warning(
+                "recovery of %s: left out a record of %r at %s that this journal never wrote (its "
+                "file id or cover number was never handed out here: bytes of a file that hold a "
+                "record, such as a copy of a pack file)", ws.what, path, key,
+            )  # fmt: skip
         for path in wrote:
             log.warning(
                 "recovery of %s: wrote %r again from its record in the shared tier (the journal "

@@ -688,7 +688,8 @@ class Journal:
             if self._leading:
                 return request
             self._leading = True
-        self._hand_to_committer()
+        if not self._hand_to_committer():
+            self._lead()  # no committer thread: this caller commits it, and reports its outcome
         return request
 
     def _may_defer(self) -> bool:
@@ -748,32 +749,50 @@ class Journal:
         with self._group:
             if self._closed:
                 return
-            self._start_committer()
-        self._committer_go.put(None)
+            started = self._start_committer()
+        if started:
+            self._committer_go.put(None)
+            return
+        try:  # no committer thread to write them later: now, or at the next commit or close
+            self.settle_deferred()
+        except Exception as exc:  # in memory and in their packs: the next commit writes them
+            log.warning("%s: the deferred commits stay deferred: %s", self.what, exc)
 
-    def _start_committer(self) -> None:
-        """The committer thread, started on first use (caller holds ``_group``)."""
+    def _start_committer(self) -> bool:
+        """The committer thread, started on first use (caller holds ``_group``); False when it
+        cannot start (``Thread.start`` raises: no threads or memory left), and the next call
+        tries again. Why not let that raise: ``submit`` had queued its request and taken the
+        lead for the thread, so its caller saw an error for a change still queued, the thread
+        was kept unstarted, and nothing led the queue again: every later commit waited forever
+        (leftovers22). Now the caller leads (``_hand_to_committer``)."""
         if self._committer is None:
-            self._committer = threading.Thread(
+            thread = threading.Thread(
                 target=self._commit_loop, name=f"journal-{self.path.parent.name}", daemon=True
             )
-            self._committer.start()
+            try:
+                thread.start()
+            except Exception as exc:
+                log.warning(
+                    "%s: the journal's committer thread cannot start (%s); callers commit", self.what, exc
+                )
+                return False
+            self._committer = thread
+        return True
 
-    def _hand_to_committer(self) -> None:
-        """The lead goes to the committer thread (the caller set ``_leading`` for it).
+    def _hand_to_committer(self) -> bool:
+        """Hand the lead to the committer thread (the caller set ``_leading`` for it); False:
+        the caller must lead (``_lead``) itself.
 
         Once the journal is closed the committer is gone: the caller leads instead, and the
-        queued requests fail with the closed journal's error rather than wait forever.
+        queued requests fail with the closed journal's error rather than wait forever. So it
+        does when the thread cannot start: the requests commit, late but whole.
         """
         with self._group:
-            closed = self._closed
-            if not closed:
-                self._committer_turn = True
-                self._start_committer()
-        if closed:
-            self._lead()
-        else:
-            self._committer_go.put(None)
+            if self._closed or not self._start_committer():
+                return False
+            self._committer_turn = True
+        self._committer_go.put(None)
+        return True
 
     def _commit_loop(self) -> None:
         retry_at = 0.0  # after a failed write of the deferred commits: not before this
@@ -819,23 +838,28 @@ class Journal:
 
     def _lead(self) -> None:
         """Commit the whole queue as one batch, wake its callers, then pass the lead to the
-        first caller that queued meanwhile (or give it up). Only the leader commits."""
-        with self._group:
-            batch, self._queue = self._queue, []
-        try:
-            self._commit_batch(batch)
-        finally:
+        first caller that queued meanwhile (or give it up). Only the leader commits. A
+        submitted successor's lead goes to the committer thread, or, when it cannot start,
+        stays here for the next batch (a loop, not a call: the queue may refill many times)."""
+        lead = True
+        while lead:
+            lead = False
             with self._group:
-                successor = self._queue[0] if self._queue else None
-                self._leading = successor is not None
-            for request in batch:
-                request.done = True
-                request.wake.release()
-            if successor is not None:
-                if successor.detached:
-                    self._hand_to_committer()
-                else:
-                    successor.wake.release()
+                batch, self._queue = self._queue, []
+            try:
+                self._commit_batch(batch)
+            finally:
+                with self._group:
+                    successor = self._queue[0] if self._queue else None
+                    self._leading = successor is not None
+                for request in batch:
+                    request.done = True
+                    request.wake.release()
+                if successor is not None:
+                    if successor.detached:
+                        lead = not self._hand_to_committer()
+                    else:
+                        successor.wake.release()
 
     def _commit_batch(self, batch: list[_Request]) -> None:
         """One durable transaction for the batch, the deferred commits written first."""

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from datahub.errors import InvalidKey
-from datahub.validation import MAX_KEY_BYTES, NAME_MAX, PLAIN_KEY, check_key
+from datahub.errors import InvalidKey, NameTooLong
+from datahub.validation import MAX_KEY_BYTES, NAME_MAX, PLAIN_KEY, check_key, check_new_key
 
 FILE_MODE = 0o644
 DIR_MODE = 0o755
@@ -45,21 +45,35 @@ def normalize(path: str) -> str:
 
 
 def new_name(path: str) -> str:
-    """``normalize`` for a path that a create, mkdir or rename brings into the namespace: no
-    segment over ``NAME_MAX`` bytes either. Why (probe21): the journal keeps paths of up to 511
-    bytes, so a 256-byte name given through the API was acknowledged, and then its flush to a
-    local origin failed forever (``File name too long``); FUSE never sends one (the kernel
-    refuses it with ENAMETOOLONG), so the API alone needs this. Lookups keep ``normalize``."""
+    """``normalize`` for a path that a create, mkdir or rename brings into the namespace, and
+    what a new key may not be (``check_new_key``). Why (probe21): the journal keeps paths of up
+    to 511 bytes, so a 256-byte name given through the API was acknowledged, and then its flush
+    to a local origin failed forever (``File name too long``); FUSE never sends one (the kernel
+    refuses it with ENAMETOOLONG, as ``NameTooLong`` does here). And (leftovers22) a name the
+    catalog refuses as a new key (invisible format characters, a ``.datahub-hint-`` name) was
+    acknowledged, and only the workspace's commit refused it. Lookups keep ``normalize``."""
+    stripped = path.strip("/")
+    if len(stripped) <= MAX_KEY_BYTES and PLAIN_KEY.fullmatch(stripped):
+        return stripped  # every rule of check_new_key holds for it: one C regex
     path = normalize(path)
+    if not path:
+        return path
     if len(path) > NAME_MAX // 4:  # shorter, no segment can be over NAME_MAX bytes (UTF-8: 4 a character)
         for segment in path.split("/"):
             if len(segment.encode("utf-8", "surrogatepass")) > NAME_MAX:
-                raise InvalidKey(
+                raise NameTooLong(
                     f"invalid path {path[:300]!r}: its name {segment[:40]!r}... is longer than "
                     f"{NAME_MAX} bytes, which no file system holds (a flush of it would fail); shorten it",
                     path=path,
                 )
-    return path
+    try:
+        return check_new_key(path)
+    except InvalidKey as exc:
+        raise InvalidKey(
+            f"cannot bring {path!r} into the workspace: a commit of it would fail ({exc.message}); "
+            "choose another name",
+            path=path,
+        ) from None
 
 
 def parent_of(path: str) -> str:

@@ -81,6 +81,18 @@ def move_tree(txn: Txn, old: str, new: str, entry: dict) -> None:
     txn.put_entry(new, entry)
 
 
+def cover_is_ours(txn: Txn, cover: dict, epoch: int) -> bool:
+    """Whether a cover record found in the shared tier can be one this journal wrote: its file
+    id was reserved here (below ``next_id``: ids are reserved by a durable transaction before
+    any file gets one) and its number is of an epoch this journal began (at most ``epoch``, the
+    last session's). Why (review22a): recovery reads every byte of a pack, a user's file's too,
+    and a file holding a record (a copy of a pack file, say) was replayed as a new file; with
+    an id not handed out yet, the next new file given that id took its record, and that file's
+    close was acknowledged with no name left to it (its bytes read under the other's)."""
+    next_id = txn.meta("next_id")
+    return cover["id"] < int(next_id or 1) and cover["c"] >> 32 <= epoch
+
+
 def replay_cover(txn: Txn, key: str, cover: dict, rec: dict) -> bool:
     """Write a new file's first commit again from its cover record (``packs.py``), after a
     power loss undid the journal transaction that held it: the record its commit wrote, still

@@ -6,7 +6,9 @@
  */
 "use strict";
 const S = { view: null, schema: null, items: [], cur: 0, history: new Map(), activeClass: null, sel: -1,
-            drag: null, readonly: new Set(), lastError: null, unshown: new Map() };
+            drag: null, readonly: new Set(), lastError: null, unshown: new Map(), heldBy: new Map() };
+// heldBy: item id -> the server's words on who holds it (another user's claim): read-only until the
+// page takes it, which it asks again each time the item is shown (they may be done by then)
 // unshown: item id -> the server's reason its picture cannot be shown (not an image, gone from
 // storage, too large): the banner says it, and a label for a picture nobody saw is refused
 const $ = id => document.getElementById(id);
@@ -43,12 +45,28 @@ function show(index) {
   img.src = `${BASE}/api/items/${it.id}/image?size=preview`;
   const nxt = S.items[S.cur + 1];
   if (nxt) new Image().src = `${BASE}/api/items/${nxt.id}/image?size=preview`;  // warm the next one
-  if (editable(it) && !it.claimed) {
-    api("POST", `/api/items/${it.id}/claim`).then(() => { it.claimed = true; }).catch(e => {
-      if (e.status === 409) { S.readonly.add(it.id); banner(e.message, true); render(); }
-    });
-  }
+  if ((editable(it) || S.heldBy.has(it.id)) && !it.claimed) claimItem(it);
   render();
+}
+
+/** Take the item for editing. Another user's item stays read-only, the banner naming them, and
+ * showing it again asks again: it stayed read-only until a reload, whatever they did (newuser22). */
+function claimItem(it) {
+  api("POST", `/api/items/${it.id}/claim`).then(fresh => {
+    it.claimed = true;
+    const held = S.heldBy.get(it.id);
+    if (S.heldBy.delete(it.id)) {  // they are done: their label and version are the item's now
+      S.readonly.delete(it.id);
+      if (S.lastError === held) S.lastError = null;
+      Object.assign(it, fresh);
+      if (it === item()) render();
+    }
+  }).catch(e => {
+    if (e.status !== 409) return;
+    S.readonly.add(it.id);
+    if (e.body && e.body.error && e.body.error.details && e.body.error.details.holder) S.heldBy.set(it.id, e.message);
+    if (it === item()) render();
+  });
 }
 
 function render() {
@@ -77,6 +95,7 @@ function renderBanner(it) {
   if (it.status === "rejected" && it.comment) banner(`Rejected by the reviewer: ${it.comment}`, true);
   else if (S.unshown.has(it.id)) banner(S.unshown.get(it.id), true);
   else if (!S.view.can_edit) banner("Read-only: this task belongs to another annotator.");
+  else if (S.heldBy.has(it.id)) banner(`${S.heldBy.get(it.id)} (this page asks again when you come back to the item: N, then P).`, true);
   else if (!editable(it)) banner(S.readonly.has(it.id) ? "Another user is editing this item." : `This item is ${it.status}; it can no longer be changed here.`);
   else banner(null);
 }
@@ -204,6 +223,8 @@ async function pump() {
       inflight = null;
       if (e.status === 409) {
         S.readonly.add(id); S.lastError = e.message;
+        // held by another user (not a newer version): showing the item again asks for it again
+        if (e.body && e.body.error && e.body.error.details && e.body.error.details.holder) { job.it.claimed = false; S.heldBy.set(id, e.message); }
         banner(`Not saved: ${e.message}`, true);
       } else if (e.status >= 500 || e.status === undefined) {
         if (!pending.has(id)) pending.set(id, job);  // keep it; retry shortly

@@ -92,7 +92,7 @@ def test_the_sqlite_store_reads_a_callers_page_by_index_never_by_a_scan(
     with closing(store):
         _fill(store)
         ran: list[str] = []
-        real = store._conn
+        real = store._leases.connection  # the leases' own file (sqlite_leases)
 
         @contextlib.contextmanager
         def traced() -> Iterator[sqlite3.Connection]:
@@ -103,7 +103,7 @@ def test_the_sqlite_store_reads_a_callers_page_by_index_never_by_a_scan(
                 finally:
                     conn.set_trace_callback(None)
 
-        monkeypatch.setattr(store, "_conn", traced)
+        monkeypatch.setattr(store._leases, "connection", traced)
         assert [
             lease.name for lease in store.list_leases("a", 2, targets=["pets", "vault"], taker="bob")
         ] == [
@@ -112,7 +112,7 @@ def test_the_sqlite_store_reads_a_callers_page_by_index_never_by_a_scan(
         ]
         reads = [sql for sql in ran if "FROM leases" in sql]
         assert len(reads) == 3  # pets, vault (below b-vault), bob's own
-        with closing(sqlite3.connect(tmp_path / "catalog.db")) as conn:
+        with closing(sqlite3.connect(tmp_path / "catalog.db.leases")) as conn:
             for sql in reads:
                 plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
                 assert any(step.startswith("SEARCH leases USING INDEX leases_by_t") for step in plan), (

@@ -121,7 +121,10 @@ def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks
         c.settle()
         c.check("newuser-lx-9-dashboard")
         # a command is shown as code, not as markdown's backticks
-        assert c.find("#suggestions code").text == "datahub labelx preannotate"
+        assert (
+            c.find("#suggestions code").text
+            == "datahub labelx preannotate pets-val --predictions preds.jsonl"
+        )
         assert "`" not in c.find("#suggestions").text
         # someone relabels one of these records at the head meanwhile: the commit is refused,
         # naming it, until the admin ticks "commit over" on purpose

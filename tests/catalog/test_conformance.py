@@ -463,6 +463,17 @@ def test_a_derive_matching_nothing_creates_no_dataset(cat: Catalog) -> None:
         cat.get_dataset("empty")
 
 
+def test_a_derive_matching_nothing_never_empties_a_dataset(cat: Catalog) -> None:
+    """newuser22: a filter with a typo, derived into the dataset itself (or an existing target),
+    committed a version of 0 records, the head LabelX commits onto and ``@latest`` reads."""
+    cat.derive("ds", 2, "labels.class=dog", to_dataset="dogs")
+    for target in (None, "dogs"):
+        with pytest.raises(NoChanges, match="never empties"):
+            cat.derive("ds", "latest", "labels.clas=dog", to_dataset=target)
+    assert (cat.resolve("ds").seq, cat.resolve("dogs").seq) == (2, 1)
+    assert keys(cat.list_records("ds")) == ["b", "c/1", "c/2", "d"]
+
+
 def test_derive_into_an_existing_target_asks_may_write(cat: Catalog) -> None:
     cat.create_dataset("theirs", owner="carol")
     seen: list[str] = []

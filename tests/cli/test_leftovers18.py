@@ -18,7 +18,7 @@ HOLDER = "host a pid 1\x1b[2J\x1b]0;owned\x07\nerror: forged line"
 
 def _raw_lease(tmp_path, name: str, holder: str, expires: float, owner: str = "o") -> None:
     """A lease row as a node with direct catalog access (or a datahub before review17b) wrote it."""
-    with sqlite3.connect(tmp_path / "var" / "catalog.db") as conn:
+    with sqlite3.connect(tmp_path / "var" / "catalog.db.leases") as conn:  # the leases' own file
         conn.execute(
             "INSERT OR REPLACE INTO leases (name, owner, holder, epoch, expires, dataset) VALUES (?, ?, ?, 1, ?, '')",
             (name, owner, holder, expires),

@@ -38,7 +38,7 @@ assert main(["--home", str(home), "init"]) == 0  # the CLI's logging, as `datahu
 catalog = open_catalog(f"sqlite:///{home / 'catalog.db'}")
 (home / "j").mkdir()
 lease = WriterLease(catalog.store, "ws", "workspace 'ws'", home / "j", ttl=60)
-with sqlite3.connect(home / "catalog.db") as conn:  # another node took it over meanwhile
+with sqlite3.connect(home / "catalog.db.leases") as conn:  # another node took it over meanwhile
     conn.execute("UPDATE leases SET owner = 'b', holder = ?, epoch = 2, expires = 4e9", (holder,))
 assert lease.renew() is False  # refused: logged, naming the new holder
 """

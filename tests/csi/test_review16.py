@@ -182,7 +182,7 @@ def test_a_finished_daemon_left_its_journal_closed_clean_and_its_lease_released(
             assert txn.meta(OWNER_BOOT) == "", "the daemon exited without recording its clean close"
     finally:
         journal.close()
-    db = sqlite3.connect(_catalog_path(csi_env))
+    db = sqlite3.connect(f"{_catalog_path(csi_env)}.leases")  # the leases' own file
     try:
         rows = db.execute(
             "SELECT name, owner, expires FROM leases WHERE name LIKE ?", ("%exit16%",)

@@ -18,6 +18,9 @@ from datahub.tasks import JobNotFound, open_task_queue
 def test_a_pack_worker_of_a_missing_job_names_the_pack_command(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # a home with a catalog: on a home with none, pack-worker exits 3 naming it (claims22)
+    assert main(["--home", str(tmp_path / "home"), "init"]) == 0
+    capsys.readouterr()
     code = main(["--home", str(tmp_path / "home"), "pack-worker", "--job", "pack-nope"])
     err = capsys.readouterr().err
     assert code == 3, err

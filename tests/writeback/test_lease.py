@@ -132,7 +132,8 @@ def test_a_holder_whose_lapsed_lease_was_taken_over_refuses_closes_and_pushes_no
 
 
 def test_a_holder_that_cannot_renew_stops_acknowledging_before_its_lease_can_lapse(tmp_path: Path) -> None:
-    """The catalog stays locked (a long commit on a shared SQLite file): every renewal fails
+    """The leases stay locked (their SQLite file, ``catalog.db.leases``, held by a stalled
+    writer; before leftovers22 any long commit of the catalog did it): every renewal fails
     with Busy. Once ``ttl - ttl/6`` passed since the last renewal, closes fail with EIO,
     before another node could take the lease."""
     import sqlite3
@@ -140,7 +141,7 @@ def test_a_holder_that_cannot_renew_stops_acknowledging_before_its_lease_can_lap
     store = SQLiteCatalogStore(tmp_path / "catalog.db", busy_timeout_ms=50)
     config, stores = node(tmp_path, "a")
     ws = open_workspace("shared", config, stores, lease=store, lease_ttl=0.6)
-    blocker = sqlite3.connect(tmp_path / "catalog.db", isolation_level=None)
+    blocker = sqlite3.connect(tmp_path / "catalog.db.leases", isolation_level=None)
     try:
         fh = ws.open("f", create=True, truncate=True)
         fh.write(0, b"written while the catalog is locked")

@@ -68,10 +68,11 @@ def test_a_request_handed_to_the_committer_as_the_journal_closes_is_committed(tm
     second: list = []
     hand = journal._hand_to_committer
 
-    def hand_then_close_begins() -> None:
-        hand()
+    def hand_then_close_begins() -> bool:
+        handed = hand()
         if threading.current_thread() is journal._committer:
             journal._closed = True  # close() has begun on another thread
+        return handed
 
     journal._hand_to_committer = hand_then_close_begins
 

@@ -1,0 +1,27 @@
+"""A filter's second term joined by `||` is refused as `and`, `or` and `&&` are (claims22).
+
+docs/cli.md: a term joined by a word or operator instead of a comma exits 2 naming the comma
+form (newuser21). `||` was in the rule's pattern, but the value is cut at each `|` (one field's
+alternatives) before the rule looks, so `labels.class=cat || size>1` was one term whose values
+were `cat `, `` and ` size>1`: it matched nothing and said only that nothing matched.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from datahub.catalog.filter import RecordFilter
+from datahub.errors import InvalidInput
+
+
+@pytest.mark.parametrize("spec", ["labels.class=cat || size>1", "labels.class=cat || labels.class=dog"])
+def test_a_term_joined_by_two_pipes_is_refused_naming_the_way_to_write_it(spec: str) -> None:
+    with pytest.raises(InvalidInput, match=r"terms are joined by ',' \(all must hold\), not '\|\|'") as info:
+        RecordFilter.parse(spec)
+    assert "labels.class=cat|VALUE" in str(info.value)
+    assert "is quoted" not in str(info.value)  # a value is cut at each `|` first: quoting cannot keep `||`
+
+
+def test_alternatives_still_parse() -> None:
+    assert RecordFilter.parse("labels.class=cat|dog").terms[0].values == ("cat", "dog")
+    assert RecordFilter.parse("labels.class=cat | dog").terms[0].values == ("cat", "dog")
