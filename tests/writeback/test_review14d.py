@@ -6,7 +6,6 @@ Two "nodes" are two homes sharing one SQLite catalog and one objects bucket, as 
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 import subprocess
@@ -20,8 +19,7 @@ from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.config import load_config
 from datahub.errors import StorageError
 from datahub.storage import StoreRegistry
-from datahub.writeback import open_workspace
-from datahub.writeback.lease import WriterLease
+from datahub.writeback import open_workspace, writer_lease
 from tests.faults import FlakyProxy
 from tests.servers import S3Endpoint
 from tests.writeback.conftest import CHUNK, write
@@ -110,14 +108,11 @@ def _take_over(ws_a, clock: Clock, catalog: SQLiteCatalogStore, config_b, stores
 def _renews_now(ws) -> None:
     """``ws``'s next lease renewal (the step its thread runs every ttl / 3, ``WriterLease.renew``)
     run here at once, then its fence must be closed: the renewal was refused, the lease taken.
-    The workspace keeps its lease only as its journal's fence, so it is found by its owner id
-    (the journal directory's ``lease-owner``) among the leases still renewed."""
-    owner = (Path(ws.journal.path).parent / "lease-owner").read_text().strip()
-    (lease,) = [
-        held
-        for held in gc.get_objects()
-        if isinstance(held, WriterLease) and held.owner == owner and held._thread.is_alive()
-    ]
+    The lease is the one ``writer_lease`` names, still renewed by its thread. (It was looked for
+    in ``gc.get_objects()``: a dead ``weakref.proxy`` any earlier test of the worker left there
+    raised ReferenceError at ``isinstance``, flake22.)"""
+    lease = writer_lease(ws)
+    assert lease is not None and lease._thread.is_alive(), f"{ws.what} holds no renewed lease"
     lease.renew()
     wait_fenced(ws)
 
