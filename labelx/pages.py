@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from datahub.errors import DatahubError, Unauthenticated
 from datahub.web import Pages
+from datahub.web.cookies import secure_cookie
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
 from labelx.service import project_json
@@ -40,7 +41,8 @@ def _cookie_path(request: Request) -> str:
 
 
 def _secure(request: Request) -> bool:
-    return get_labelx(request).secure_cookies or request.url.scheme == "https"
+    """Configured, over https, or sent from an https page behind a TLS proxy (``datahub.web.cookies``)."""
+    return secure_cookie(request, always=get_labelx(request).secure_cookies)
 
 
 def _render(name: str, request: Request, boot: Any = None, **values: Any) -> HTMLResponse:

@@ -2,8 +2,9 @@
 
 The browser has no accounts of its own: a person signs in with an API token (``datahub token
 create``), which the login form checks against the catalog's token table and keeps in an
-HttpOnly, SameSite=Strict cookie (Secure over https), so page scripts never see it and no
-other site can send it. Every request looks the token up again, so ``datahub token revoke``
+HttpOnly, SameSite=Strict cookie (Secure over https, or when signed in from an https page
+behind a TLS proxy: ``datahub.web.cookies``), so page scripts never see it and no other site
+can send it. Every request looks the token up again, so ``datahub token revoke``
 ends a browser session at once. Scripts may send ``Authorization: Bearer`` instead. In
 local mode every caller is the API's ``local`` admin and there is no login. The API itself
 never reads the cookie, so it needs no CSRF defence; the browser's only writes are login and
@@ -21,6 +22,7 @@ from datahub.api.access import LOCAL, Principal
 from datahub.api.deps import Services
 from datahub.api.tokens import TOKEN_PREFIX, lookup_token
 from datahub.errors import AccessDenied, Unauthenticated
+from datahub.web.cookies import secure_cookie
 
 SESSION_COOKIE = "datahub_session"
 LOGIN_CSRF_COOKIE = "datahub_login_csrf"
@@ -88,4 +90,5 @@ def check_form(request: Request, sent: str) -> None:
 
 
 def secure(request: Request) -> bool:
-    return request.url.scheme == "https"
+    """Over https, or signed in from an https page behind a TLS proxy (``datahub.web.cookies``)."""
+    return secure_cookie(request)
