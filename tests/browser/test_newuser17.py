@@ -87,7 +87,7 @@ def test_a_refused_assignee_is_said_in_the_page_with_its_command_as_code(
         msg = c.find("#assign-msg")
         assert msg.text.startswith("Task 1: no user 'ghost'; create it first"), msg.text
         assert "`" not in msg.text
-        assert c.find("#assign-msg code").text == "datahub labelx create-user"
+        assert c.find("#assign-msg code").text == "datahub labelx create-user ghost --role annotator"
         # the dropdown shows the assignee the task still has (read in one script: the table is
         # drawn anew by each refresh), and a later success clears the line
         assignee = "return document.querySelector('#tasks select').value"

@@ -26,8 +26,26 @@ from datahub.writeback.staged import FD_RESERVE
 from tests.writeback.conftest import CHUNK, Env
 
 
+def _targets() -> list[str]:
+    """What each open descriptor is (``socket:[…]``, a path), for the count and its message."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return found
+
+
+_sockets_at_limit = [0]  # sockets open when the limit was set: they take from it, uncounted
+
+
 def _open_count() -> int:
-    return len(os.listdir("/proc/self/fd")) - 1  # the listing's own descriptor
+    """Descriptors open, sockets aside: the workspaces here keep their tiers on local disk and
+    open none, while a thread another test of the worker left (an S3 client's keep-alive pool,
+    a retry) can hold several for seconds (a fresh suite: 50 free where 56 must be, after
+    test_review21b_rgw_cover on moto; the twenty-second stop)."""
+    return _sockets_at_limit[0] + sum(1 for target in _targets() if not target.startswith("socket:"))
 
 
 def _held_count() -> int:
@@ -51,6 +69,7 @@ def few_descriptors() -> Iterator[int]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     open_now = os.listdir("/proc/self/fd")
     limit = max(len(open_now) + FD_RESERVE + 24, max(map(int, open_now)) + 2)
+    _sockets_at_limit[:] = [sum(1 for t in _targets() if t.startswith("socket:"))]
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
     try:
         yield limit
@@ -90,7 +109,9 @@ def test_files_past_the_descriptor_reserve_are_not_staged_and_all_commit(
     staged = [name for name, fh in handles.items() if fh.staged_fd >= 0]
     assert staged and len(staged) < len(handles), "the last file was not refused staging"
     free = few_descriptors - _held_count()
-    assert free >= FD_RESERVE - 8, f"staged files took the reserve: {free} descriptors left"
+    assert free >= FD_RESERVE - 8, (
+        f"staged files took the reserve: {free} descriptors left: {sorted(_targets())}"
+    )
     assert ws.stats()["unstaged_for_fds"] == 1
     taken = _fill_descriptors()  # none left at all: a new file is still served, not staged
     try:
