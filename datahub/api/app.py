@@ -1,7 +1,7 @@
 """``create_app(config)``: the FastAPI application, built at the entry point (``datahub serve``).
 
 Layers, outermost first: request metrics, local mode's refusal of web pages
-(``local_mode.py``), the body limits (413 size, 408 read deadline,
+(``local_mode.py``), the caller of an API request with a body (``early_auth.py``), the body limits (413 size, 408 read deadline,
 503 in-flight budget, all before any endpoint runs), FastAPI routing with one error shape.
 Whatever services the app opened itself are closed when it shuts down; services passed in
 belong to the caller.
@@ -21,6 +21,7 @@ from pydantic.json_schema import models_json_schema
 import datahub
 from datahub.api.body_depth import MAX_BODY_DEPTH
 from datahub.api.deps import Services
+from datahub.api.early_auth import CallerBeforeBody
 from datahub.api.errors import install_error_handlers
 from datahub.api.limits import BodyBudget, BodyLimits
 from datahub.api.local_mode import LocalCallersOnly
@@ -91,7 +92,11 @@ def create_app(config: Config, *, catalog=None, stores=None, cache=None, tasks=N
         body_read_timeout=config.api.body_read_timeout,
         # One budget per app, i.e. per server process.
         budget=BodyBudget(max(config.api.max_inflight_body_bytes, config.api.max_body_bytes)),
+        # bodies of callers no API token proved (the sign-in form, LabelX): never the API's budget
+        unproven=BodyBudget(config.api.max_body_bytes),
     )
+    # before the body limits: an API request's token is checked before its body is held (early_auth.py)
+    app.add_middleware(CallerBeforeBody)
     # before any body is read: in local mode, what a web page sent is refused (local_mode.py)
     app.add_middleware(LocalCallersOnly, config=config)
     app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)

@@ -33,6 +33,7 @@ from typing import IO
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from datahub.api.body_depth import MAX_BODY_DEPTH, BodyError, DepthScanner
+from datahub.api.early_auth import PROVEN
 from datahub.api.errors import error_response
 from datahub.errors import BodyTimeout, Busy, DatahubError, InvalidInput, PayloadTooLarge
 
@@ -75,9 +76,12 @@ class BodyLimits:
         max_body_bytes: int,
         body_read_timeout: float,
         budget: BodyBudget,
+        unproven: BodyBudget | None = None,
     ) -> None:
+        """``unproven``: the budget of bodies whose caller the API did not authenticate first
+        (``early_auth``: the browser's sign-in, LabelX), so they never hold the API's."""
         self.app, self.max_body_bytes = app, max_body_bytes
-        self.body_read_timeout, self.budget = body_read_timeout, budget
+        self.body_read_timeout, self.proven, self.unproven = body_read_timeout, budget, unproven
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -85,14 +89,15 @@ class BodyLimits:
             return
         reserved = 0
         spool: IO[bytes] | None = None
+        budget = self.proven if self.unproven is None or scope.get(PROVEN) else self.unproven
         try:
             declared = dict(scope.get("headers") or []).get(b"content-length")
             if declared is not None and declared.isdigit():
                 if int(declared) > self.max_body_bytes:
                     await self._refuse(scope, send, self._too_large())
                     return
-                if not self.budget.take(int(declared)):
-                    await self._refuse(scope, send, self._busy(int(declared)))
+                if not budget.take(int(declared)):
+                    await self._refuse(scope, send, self._busy(budget, int(declared)))
                     return
                 reserved = int(declared)
             # closed in the finally below, once the route is done with it
@@ -115,8 +120,8 @@ class BodyLimits:
                             refusal = self._too_large()
                             break
                         if size > reserved:  # chunked (or a short Content-Length header)
-                            if not self.budget.take(size - reserved):
-                                refusal = self._busy(size)
+                            if not budget.take(size - reserved):
+                                refusal = self._busy(budget, size)
                                 break
                             reserved = size
                         try:
@@ -156,7 +161,7 @@ class BodyLimits:
             scope.pop(_BODY_FILE, None)
             if spool is not None:
                 spool.close()  # a spilled body's file is anonymous: closing removes it
-            self.budget.give(reserved)
+            budget.give(reserved)
 
     def _too_large(self) -> PayloadTooLarge:
         return PayloadTooLarge(
@@ -177,12 +182,15 @@ class BodyLimits:
             max_body_depth=MAX_BODY_DEPTH,
         )
 
-    def _busy(self, size: int) -> Busy:
+    def _busy(self, budget: BodyBudget, size: int) -> Busy:
+        if budget is self.proven:
+            setting = "api.max_inflight_body_bytes"
+        else:  # the browser's sign-in and LabelX, whose callers the API did not authenticate
+            setting = "api.max_body_bytes, the bodies of callers not authenticated by an API token"
         return Busy(
-            f"the server is already receiving {self.budget.used} bytes of request bodies and "
-            f"{size} more would exceed api.max_inflight_body_bytes ({self.budget.limit}); "
-            f"retry in {RETRY_AFTER_SECONDS} s",
-            max_inflight_body_bytes=self.budget.limit,
+            f"the server is already receiving {budget.used} bytes of request bodies and "
+            f"{size} more would exceed {setting} ({budget.limit}); retry in {RETRY_AFTER_SECONDS} s",
+            max_inflight_body_bytes=budget.limit,
         )
 
     async def _refuse(self, scope: Scope, send: Send, error: DatahubError) -> None:
