@@ -221,7 +221,14 @@ def _rebuild(
             covered = int(value)
         else:
             committed[key.decode()] = value.decode()
-    above = (kr for kr in lost.cover_records(sizes) if kr[1]["c"] > covered)
+    # unseeded records (from before cover22) only of the epochs before the log's session
+    # seeded its own; a log written before cover22 has no ``cover_seeded``: all are unseeded
+    unseeded_below = int(state.header.get("cover_seeded", 1 << 32))
+    above = (
+        kr
+        for kr in lost.cover_records(sizes)
+        if kr[1]["c"] > covered and (kr[1].get("seeded") or kr[1]["c"] >> 32 < unseeded_below)
+    )
     for key, cover in sorted(above, key=lambda kr: kr[1]["c"]):
         path, file_id = cover["path"], cover["id"]
         parent = path.rpartition("/")[0]

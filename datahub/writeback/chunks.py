@@ -66,6 +66,7 @@ from datahub.writeback.packs import (
     PACK_CHUNK_MAX,
     Packs,
     copy_range,
+    cover_seed,
     decode_cover,
     encode_cover,
     renumber_cover,
@@ -227,23 +228,26 @@ class ChunkStore:
         for key in sizes:
             packs = next((packs for packs in self._all_packs if packs.is_pack(key)), None)
             if packs is not None:
-                yield from packs.cover_records(key)
+                yield from packs.cover_records(key, cover_seed(self.journal))
 
     def _record_of(self, key: str) -> dict | None:
         """The cover record a RADOS or S3 chunk object carries, if any."""
         try:
-            return decode_cover(self._records.record(key)) if self._records is not None else None
+            if self._records is None:
+                return None
+            return decode_cover(self._records.record(key), seed=cover_seed(self.journal))
         except ObjectNotFound:  # deleted since the listing
             return None
 
     def cover_trailer(self, cover: int, record: dict) -> bytes:
-        """The bytes of a cover record numbered ``cover`` (``packs.encode_cover``)."""
-        return encode_cover(cover, record)
+        """The bytes of a cover record numbered ``cover`` (``packs.encode_cover``), its CRC
+        seeded with this journal's ``packs.cover_seed``: no other journal's recovery takes it."""
+        return encode_cover(cover, record, cover_seed(self.journal))
 
     def renumber_cover(self, trailer: bytes, cover: int) -> bytes:
         """``cover_trailer(cover, record)`` from ``trailer = cover_trailer(0, record)``, without
         encoding the record again (``packs.renumber_cover``)."""
-        return renumber_cover(trailer, cover)
+        return renumber_cover(trailer, cover, cover_seed(self.journal))
 
     def write(self, key: str, data: bytes | bytearray, path: str, trailer: bytes = b"") -> None:
         """Store ``data`` durably under ``key`` (from ``new_key``): done when this returns.

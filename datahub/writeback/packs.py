@@ -83,65 +83,100 @@ from datahub.storage.local import pread_full
 
 PACK_DIR = "packs"
 PACK_CHUNK_MAX = 1 << 20  # chunks below this go into packs; bigger ones get a file of their own
-COVER_MAGIC = b"DHWBREC1"
+COVER_MAGIC = b"DHWBREC2"  # a record whose CRC-32 is seeded with its journal's ``cover_seed``
+COVER_MAGIC_V1 = b"DHWBREC1"  # a record from before cover22: its CRC-32 is unseeded
+_COVER_FAMILY = b"DHWBREC"  # both magics start with it; the byte after it says which
 NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)  # the process's or the system's descriptors are all taken
 _COVER_HEAD = struct.Struct(">II")  # record length, CRC-32 of the record
 #: ``json.dumps(..., separators=(",", ":"))``'s encoder, built once (its bytes exactly)
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
-def encode_cover(cover: int, record: dict) -> bytes:
+def cover_seed(journal: str) -> int:
+    """The CRC-32 seed of journal ``journal``'s cover records. Why (cover22): recovery reads
+    every byte of a pack, a user's file's too, and a record copied from another workspace's
+    pack (a backup, a copy of the shared tier) verified and was replayed as a file here; with
+    its CRC seeded by the journal that wrote it, bytes from anywhere else fail it (but for
+    one chance in 2**32), at no byte and no CPU more than an unseeded CRC."""
+    return zlib.crc32(b"datahub cover record of journal " + journal.encode())
+
+
+def encode_cover(cover: int, record: dict, seed: int | None = None) -> bytes:
     """A cover record's bytes: magic, length, CRC-32, JSON. The cover number is written with a
-    fixed width, so the length is known before the number is (``cover=0``)."""
+    fixed width, so the length is known before the number is (``cover=0``). ``seed``: the
+    journal's ``cover_seed``; None writes the format from before cover22 (``COVER_MAGIC_V1``,
+    unseeded CRC), as the journals that recovery still accepts them from wrote them."""
     body = _COMPACT.encode({"c": f"{cover:016x}", **record}).encode()
-    return COVER_MAGIC + _COVER_HEAD.pack(len(body), zlib.crc32(body)) + body
+    if seed is None:
+        return COVER_MAGIC_V1 + _COVER_HEAD.pack(len(body), zlib.crc32(body)) + body
+    return COVER_MAGIC + _COVER_HEAD.pack(len(body), zlib.crc32(body, seed)) + body
 
 
 _COVER_BODY_AT = len(COVER_MAGIC) + _COVER_HEAD.size
 _COVER_NUMBER_AT = _COVER_BODY_AT + len(b'{"c":"')  # the number's 16 hex digits (``encode_cover``)
 
 
-def renumber_cover(trailer: bytes, cover: int) -> bytes:
-    """``encode_cover(cover, record)`` made from ``trailer``, ``encode_cover(0, record)``'s
-    bytes: the number has a fixed width, so only its digits and the CRC change. Why (small41):
-    a new small file's close encoded its record twice, once for the room to reserve and once
-    numbered, and the JSON was a tenth of the daemon's Python samples per file (loop20)."""
+def renumber_cover(trailer: bytes, cover: int, seed: int | None = None) -> bytes:
+    """``encode_cover(cover, record, seed)`` made from ``trailer``, ``encode_cover(0, record,
+    seed)``'s bytes: the number has a fixed width, so only its digits and the CRC change. Why
+    (small41): a new small file's close encoded its record twice, once for the room to reserve
+    and once numbered, and the JSON was a tenth of the daemon's Python samples per file (loop20)."""
     if not 0 <= cover < 1 << 64:
         raise ValueError(f"cover number {cover} does not fit the record's 16 hex digits")
+    if (seed is None) != trailer.startswith(COVER_MAGIC_V1):
+        raise ValueError("a cover record is renumbered with the seed it was encoded with (encode_cover)")
     body = bytearray(trailer)
     body[_COVER_NUMBER_AT : _COVER_NUMBER_AT + 16] = b"%016x" % cover
     with memoryview(body) as view:
-        _COVER_HEAD.pack_into(
-            body, len(COVER_MAGIC), len(body) - _COVER_BODY_AT, zlib.crc32(view[_COVER_BODY_AT:])
-        )
+        crc = zlib.crc32(view[_COVER_BODY_AT:]) if seed is None else zlib.crc32(view[_COVER_BODY_AT:], seed)
+        _COVER_HEAD.pack_into(body, len(COVER_MAGIC), len(body) - _COVER_BODY_AT, crc)
     return bytes(body)
 
 
-def _decode_covers(data: bytes) -> Iterator[tuple[int, dict]]:
-    """(offset, record) of every whole cover record in ``data`` (a pack's bytes). A torn or
-    overwritten record fails its CRC and is skipped; chunk bytes that happen to hold the magic
-    fail it too."""
-    at = data.find(COVER_MAGIC)
+def _verified(magic: bytes, body: bytes, crc: int, seed: int | None) -> dict | None:
+    """The record ``body`` holds if its CRC verifies, else None. A seeded record
+    (``COVER_MAGIC``) verifies only with ``seed``, its journal's (never with None: no
+    journal's): it comes back with
+    ``seeded`` True. One from before cover22 (``COVER_MAGIC_V1``) verifies unseeded and comes
+    back without ``seeded`` (whatever its JSON says): ``records.cover_is_ours`` accepts it
+    only of an epoch its journal began before it wrote seeded records."""
+    if magic == COVER_MAGIC:
+        if seed is None or zlib.crc32(body, seed) != crc:
+            return None
+    elif magic != COVER_MAGIC_V1 or zlib.crc32(body) != crc:
+        return None
+    try:
+        record = json.loads(body)
+        record["c"] = int(record["c"], 16)
+    except (ValueError, KeyError, TypeError):
+        return None
+    record.pop("seeded", None)
+    if magic == COVER_MAGIC:
+        record["seeded"] = True
+    return record
+
+
+def _decode_covers(data: bytes, *, seed: int | None = None) -> Iterator[tuple[int, dict]]:
+    """(offset, record) of every whole cover record in ``data`` (a pack's bytes) that verifies
+    with ``seed`` (``_verified``). A torn or overwritten record fails its CRC and is skipped;
+    chunk bytes that happen to hold the magic fail it too, and so does another journal's."""
+    at = data.find(_COVER_FAMILY)
     while at >= 0:
         head = at + len(COVER_MAGIC)
         if head + _COVER_HEAD.size <= len(data):
             length, crc = _COVER_HEAD.unpack_from(data, head)
             body = data[head + _COVER_HEAD.size : head + _COVER_HEAD.size + length]
-            if len(body) == length and zlib.crc32(body) == crc:
-                try:
-                    record = json.loads(body)
-                    record["c"] = int(record["c"], 16)
-                except (ValueError, KeyError, TypeError):
-                    pass
-                else:
+            if len(body) == length:
+                record = _verified(data[at:head], body, crc, seed)
+                if record is not None:
                     yield at, record
-        at = data.find(COVER_MAGIC, at + 1)
+        at = data.find(_COVER_FAMILY, at + 1)
 
 
 COVER_PIECE = 1 << 20  # bytes of a pack read at a time for its cover records
 
 
-def _file_covers(fd: int, piece: int = COVER_PIECE) -> Iterator[tuple[int, dict]]:
+def _file_covers(fd: int, piece: int = COVER_PIECE, *, seed: int | None = None) -> Iterator[tuple[int, dict]]:
     """``_decode_covers`` of a whole pack file, read ``piece`` bytes at a time (it read the
     pack whole: up to ``writeback_pack_bytes``, 32 MiB, held while the replay ran). A record
     found in a piece whose body runs past it is read alone, from where its length says."""
@@ -150,23 +185,24 @@ def _file_covers(fd: int, piece: int = COVER_PIECE) -> Iterator[tuple[int, dict]
     start = 0
     while start < size:
         data = pread_full(fd, min(piece, size - start) + lead - 1, start)  # a short read skips no record
-        at = data.find(COVER_MAGIC)
+        at = data.find(_COVER_FAMILY)
         while 0 <= at < piece:
             if at + lead <= len(data):
                 length, _crc = _COVER_HEAD.unpack_from(data, at + len(COVER_MAGIC))
                 end = at + lead + length
                 if start + end <= size:
                     whole = data[at:end] if end <= len(data) else pread_full(fd, lead + length, start + at)
-                    record = decode_cover(whole)
+                    record = decode_cover(whole, seed=seed)
                     if record is not None:
                         yield start + at, record
-            at = data.find(COVER_MAGIC, at + 1)
+            at = data.find(_COVER_FAMILY, at + 1)
         start += piece
 
 
-def decode_cover(data: bytes) -> dict | None:
-    """The cover record ``data`` starts with, whole (``encode_cover``'s bytes), else None."""
-    for at, record in _decode_covers(data):
+def decode_cover(data: bytes, *, seed: int | None = None) -> dict | None:
+    """The cover record ``data`` starts with, whole (``encode_cover``'s bytes) and verified
+    with ``seed`` (``_verified``), else None."""
+    for at, record in _decode_covers(data, seed=seed):
         return record if at == 0 else None
     return None
 
@@ -313,13 +349,13 @@ class Packs:
     def member_key(self, token: str, file_id: int, index: int, offset: int) -> str:
         return f"{self.prefix}/{token}/{file_id:x}.{index}.{offset:x}"
 
-    def cover_records(self, pack: str) -> Iterator[tuple[str, dict]]:
-        """(member key, record) of every whole cover record in pack object ``pack`` (recovery
-        after a power loss: the file system's pages of the whole pack are read once, a
-        ``COVER_PIECE`` at a time)."""
+    def cover_records(self, pack: str, seed: int | None = None) -> Iterator[tuple[str, dict]]:
+        """(member key, record) of every whole cover record in pack object ``pack`` that
+        verifies with ``seed`` (``_verified``; recovery after a power loss: the file system's
+        pages of the whole pack are read once, a ``COVER_PIECE`` at a time)."""
         token = pack.rsplit("/", 1)[1]
         with open(self.root / pack, "rb", buffering=0) as fh:
-            for at, record in _file_covers(fh.fileno()):
+            for at, record in _file_covers(fh.fileno(), seed=seed):
                 offset = at - record["len"]
                 if offset >= 0:
                     yield self.member_key(token, record["id"], 0, offset), record

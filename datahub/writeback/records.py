@@ -90,7 +90,21 @@ def cover_is_ours(txn: Txn, cover: dict, epoch: int) -> bool:
     an id not handed out yet, the next new file given that id took its record, and that file's
     close was acknowledged with no name left to it (its bytes read under the other's)."""
     next_id = txn.meta("next_id")
-    return cover["id"] < int(next_id or 1) and cover["c"] >> 32 <= epoch
+    if not (cover["id"] < int(next_id or 1) and cover["c"] >> 32 <= epoch):
+        return False
+    return bool(cover.get("seeded")) or cover["c"] >> 32 < seeded_from(txn, epoch)
+
+
+COVER_SEEDED = "cover_seeded"  # the first epoch whose cover records this journal seeded
+
+
+def seeded_from(txn: Txn, epoch: int) -> int:
+    """The first epoch whose cover records this journal wrote seeded (``packs.cover_seed``):
+    an unseeded record (from before cover22) is accepted only of an epoch below it. Unset:
+    no session since cover22 began, every record of the journal is unseeded (up to ``epoch``).
+    Why (cover22): a copy of another workspace's pack verified here and was replayed."""
+    value = txn.meta(COVER_SEEDED)
+    return epoch + 1 if value is None else int(value)
 
 
 def replay_cover(txn: Txn, key: str, cover: dict, rec: dict) -> bool:

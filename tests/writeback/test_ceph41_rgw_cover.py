@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from datahub.errors import InvalidInput, ObjectNotFound
-from datahub.writeback.packs import decode_cover
+from datahub.writeback.packs import cover_seed, decode_cover
 from tests.writeback.conftest import Env, make_env, write
 from tests.writeback.crash_worker import small_bytes
 from tests.writeback.test_cover import _another_boot, _in_journal, _journal_dir
@@ -50,7 +50,7 @@ def test_a_first_close_a_power_loss_took_from_the_journal_is_written_again_from_
     write(ws, "d/new", payload)  # acknowledged: its close returned
     assert ws.journal.deferred() == 1  # covered: no journal transaction, no log record waited for
     ((key, _),) = ws.journal_record("d/new")["chunks"].values()
-    assert decode_cover(ws.chunks._records.record(key))["path"] == "d/new"
+    assert decode_cover(ws.chunks._records.record(key), seed=cover_seed(ws.chunks.journal))["path"] == "d/new"
     ws.abandon()
     _another_boot(_journal_dir(s3_env), before / "data.mdb")
     assert not _in_journal(_journal_dir(s3_env), "d/new")  # the power loss took it

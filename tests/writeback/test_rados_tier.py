@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from datahub.writeback.chunks import RangeReader
-from datahub.writeback.packs import decode_cover
+from datahub.writeback.packs import cover_seed, decode_cover
 from tests.writeback.conftest import CHUNK, Env, make_env, write
 from tests.writeback.crash_worker import small_bytes
 from tests.writeback.test_cover import _another_boot, _in_journal, _journal_dir
@@ -133,7 +133,7 @@ def test_a_first_close_a_power_loss_took_from_the_journal_is_written_again_from_
     payload = os.urandom(3000)  # one chunk (CHUNK is 4096): a covered first commit
     write(ws, "d/new", payload)  # acknowledged: its close returned
     ((key, _),) = ws.journal_record("d/new")["chunks"].values()
-    assert decode_cover(ws.chunks._records.record(key))["path"] == "d/new"
+    assert decode_cover(ws.chunks._records.record(key), seed=cover_seed(ws.chunks.journal))["path"] == "d/new"
     ws.abandon()
     _another_boot(_journal_dir(rados_env), before / "data.mdb")
     assert not _in_journal(_journal_dir(rados_env), "d/new")  # the power loss took it

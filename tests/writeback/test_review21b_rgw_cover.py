@@ -19,7 +19,7 @@ from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.storage.s3put import RECORD_META
 from datahub.writeback import default_target, workspace_dir
 from datahub.writeback.adopt import adopt_journal
-from datahub.writeback.packs import decode_cover
+from datahub.writeback.packs import cover_seed, decode_cover
 from tests.writeback.conftest import Env, make_env, write
 from tests.writeback.test_cover import _another_boot, _in_journal, _journal_dir
 from tests.writeback.test_nodeloss20 import _files
@@ -65,7 +65,10 @@ def test_a_records_metadata_stays_within_s3s_limit_and_one_past_it_commits_synce
         size = sum(len(k.encode()) + len(v.encode()) for k, v in meta.items())
         assert size <= AWS_USER_METADATA, (path, size)
         if meta:
-            assert decode_cover(base64.b64decode(meta[RECORD_META]))["path"] == path  # whole
+            assert (
+                decode_cover(base64.b64decode(meta[RECORD_META]), seed=cover_seed(ws.chunks.journal))["path"]
+                == path
+            )  # whole
             covered.append(path)
     assert 3 <= len(covered) <= len(names) - 3, covered  # both sides of the limit were written
     ws.abandon()

@@ -42,7 +42,9 @@ def test_a_small_files_close_encodes_its_record_once_and_a_crash_replays_it(
     encoded = []
     real = chunks_module.encode_cover
     monkeypatch.setattr(
-        chunks_module, "encode_cover", lambda cover, record: encoded.append(cover) or real(cover, record)
+        chunks_module,
+        "encode_cover",
+        lambda cover, record, seed: encoded.append(cover) or real(cover, record, seed),
     )
     env = make_env(tmp_path)  # packs: covered first closes
     try:
