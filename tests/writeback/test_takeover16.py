@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import datahub.writeback.chunks as chunks_module
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.config import load_config
 from datahub.storage import StoreRegistry
@@ -187,6 +188,7 @@ def _make_old_layout(nodes: Nodes, name: str) -> None:
                     }
                 txn.put_file(file_id, rec)
             txn.put_meta(JOURNAL_ID, "")
+            txn.del_meta("cover_seeded")  # cover22 came after journal ids
     finally:
         journal.close()
     shutil.rmtree(root.parent.parent / "writeback-log")  # a journal from before journal ids had no shared log
@@ -225,7 +227,7 @@ def test_chunks_from_before_journal_ids_are_read_kept_from_other_recoveries_and_
 
 
 def test_the_first_open_with_an_id_replays_the_cover_records_a_power_loss_left_in_old_packs(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A journal from before ids whose machine lost power: its last session wrote cover records
     into packs straight under the workspace prefix, and its first open with an id (which stores
@@ -233,6 +235,8 @@ def test_the_first_open_with_an_id_replays_the_cover_records_a_power_loss_left_i
     nodes = Nodes(tmp_path, LAYOUTS["packs"])
     lmdb_dir = workspace_dir(nodes.nodes["a"][0], "shared") / "lmdb"
     try:
+        # the records as the code before journal ids wrote them: unseeded (cover22)
+        monkeypatch.setattr(chunks_module, "cover_seed", lambda journal: None)
         ws = nodes.open("a")
         write(ws, "keep.txt", b"k" * 300)
         before = tmp_path / "journal-before"
@@ -242,6 +246,7 @@ def test_the_first_open_with_an_id_replays_the_cover_records_a_power_loss_left_i
         ws.abandon()  # the process dies with the machine
         _another_boot(lmdb_dir, before / "data.mdb")  # the power loss took "new.txt"
         _make_old_layout(nodes, "a")
+        monkeypatch.undo()  # the first open with an id runs today's code
         ws = nodes.open("a")
         try:
             assert _read(ws, "new.txt") == b"n" * 3000
