@@ -134,6 +134,14 @@ def make_env(tmp_path: Path, endpoint: S3Endpoint | None = None, *, shared_s3: b
 LAYOUTS = {"packs": {}, "chunk files": {"writeback_pack_bytes": 0}}
 
 
+@pytest.fixture
+def packs_env(tmp_path: Path) -> Iterator[Env]:
+    """One workspace layout, not each: a local shared tier, small chunks in packs (the default)."""
+    env = make_env(tmp_path)
+    yield env
+    env.close()
+
+
 @pytest.fixture(params=list(LAYOUTS))
 def env(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Env]:
     """A local shared tier, once with small chunks in pack files (the default) and once

@@ -11,8 +11,6 @@ epoch the journal began before it seeded its records (``records.seeded_from``).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -21,21 +19,10 @@ from hypothesis import strategies as st
 import datahub.writeback.chunks as chunks_module
 from datahub.errors import NotFound
 from datahub.writeback.packs import _decode_covers, cover_seed, encode_cover
-from tests.writeback.conftest import Env, make_env, write
+from tests.writeback.conftest import Env, write
+from tests.writeback.test_review22a_records import _read
 
 PAYLOAD = b"bytes of another workspace's pack, copied into this one " * 8
-
-
-@pytest.fixture
-def packs_env(tmp_path: Path) -> Iterator[Env]:
-    env = make_env(tmp_path)  # a local shared tier, small chunks in packs (the default)
-    yield env
-    env.close()
-
-
-def _read(ws, path: str) -> bytes:
-    with ws.open(path) as fh:
-        return fh.read(0, 1 << 20)
 
 
 def _record(file_id: int, path: str) -> dict:

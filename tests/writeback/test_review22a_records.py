@@ -14,22 +14,13 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from datahub.errors import NotFound
 from datahub.writeback.model import ID_BLOCK
 from datahub.writeback.packs import encode_cover
-from tests.writeback.conftest import Env, make_env, write
-
-
-@pytest.fixture
-def packs_env(tmp_path: Path) -> Iterator[Env]:
-    env = make_env(tmp_path)  # a local shared tier, small chunks in packs (the default)
-    yield env
-    env.close()
+from tests.writeback.conftest import Env, write
 
 
 def _read(ws, path: str) -> bytes:
