@@ -35,7 +35,7 @@ from datahub.validation import (
 )
 
 Ref = str | int | None
-_SEQ = re.compile(r"v?(\d+)")
+_SEQ = re.compile(r"v?(\d+)|(-\d+)")  # "-1": no such version, never "invalid tag" (no tag starts with "-")
 _DATASET_FIELDS = ("description", "source", "owner", "acl", "sources")
 _HEAD_RETRIES = 3  # commits "on the head" that lose a race before reading any change
 
@@ -112,7 +112,7 @@ class Catalog:
             raise InvalidInput(f"invalid version reference {ref!r} for dataset {dataset!r}", dataset=dataset)
         m = None if isinstance(ref, int) else _SEQ.fullmatch(ref)
         if isinstance(ref, int) or m:
-            seq = ref if isinstance(ref, int) else int(m[1])  # type: ignore[index]
+            seq = ref if isinstance(ref, int) else int(m[1] or m[2])  # type: ignore[index]
             if not 0 < seq <= MAX_SEQ:  # beyond the stores' 64-bit integers: no such version
                 self.get_dataset(dataset)
                 raise VersionNotFound(

@@ -463,6 +463,13 @@ def test_a_derive_matching_nothing_creates_no_dataset(cat: Catalog) -> None:
         cat.get_dataset("empty")
 
 
+def test_a_negative_version_is_no_such_version_not_a_tag(cat: Catalog) -> None:
+    """newuser22: ``ds@-1`` answered "invalid tag '-1'", as if a tag had been given."""
+    for ref in ("-1", -1):
+        with pytest.raises(VersionNotFound, match="versions are numbered 1, 2, 3"):
+            cat.resolve("ds", ref)
+
+
 def test_a_derive_matching_nothing_never_empties_a_dataset(cat: Catalog) -> None:
     """newuser22: a filter with a typo, derived into the dataset itself (or an existing target),
     committed a version of 0 records, the head LabelX commits onto and ``@latest`` reads."""
