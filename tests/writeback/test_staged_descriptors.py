@@ -93,6 +93,7 @@ def _read(ws, path: str) -> bytes:
         return fh.read(0, 1 << 30)
 
 
+@pytest.mark.exclusive  # counts the whole process's descriptors: none an earlier test left
 def test_files_past_the_descriptor_reserve_are_not_staged_and_all_commit(
     env: Env, few_descriptors: int
 ) -> None:
