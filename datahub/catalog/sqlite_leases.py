@@ -24,24 +24,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from datahub.catalog.leases import Lease, LeaseChange, visible_page
-from datahub.catalog.sqlite_schema import LEASE_TAKER
+from datahub.catalog.sqlite_schema import LEASE_TAKER, LEASES_TABLE
 from datahub.sqlite_pool import SQLiteConnections, create_private
 
 LEASE_COLS = "name, owner, holder, epoch, expires, dataset"
 TAKER = LEASE_TAKER  # the principal the API server appended to a lease's holder, indexed
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS leases (
-    name TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    holder TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    expires REAL NOT NULL,
-    dataset TEXT NOT NULL DEFAULT ''
-);
+SCHEMA = (
+    LEASES_TABLE
+    + f"""
 CREATE INDEX IF NOT EXISTS leases_by_target ON leases (dataset, name);
 CREATE INDEX IF NOT EXISTS leases_by_taker ON leases ({TAKER}, name);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+)
 MOVED = "writer leases moved to {path}: upgrade this datahub (leftovers22)"
 
 

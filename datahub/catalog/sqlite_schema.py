@@ -32,7 +32,20 @@ SCHEMA_VERSION = 8
 # right; a principal has none), in built-in functions only, so an index on it needs nothing
 # registered and any SQLite that writes the table keeps it (leases.taker_of in Python)
 LEASE_TAKER = "replace(holder, rtrim(holder, replace(holder, '[', '')), '')"
-SCHEMA = f"""
+#: writer leases: a table of the catalog file up to schema 8, now of ``<catalog>.leases``
+#: (sqlite_leases.py); the catalog keeps the table, so a catalog from before can hand its rows over
+LEASES_TABLE = """
+CREATE TABLE IF NOT EXISTS leases (
+    name TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    epoch INTEGER NOT NULL,
+    expires REAL NOT NULL,
+    dataset TEXT NOT NULL DEFAULT ''
+);
+"""
+SCHEMA = (
+    f"""
 CREATE TABLE IF NOT EXISTS datasets (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -109,15 +122,9 @@ CREATE TABLE IF NOT EXISTS tokens (
     description TEXT NOT NULL DEFAULT '',
     extra TEXT
 );
-CREATE TABLE IF NOT EXISTS leases (
-    name TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    holder TEXT NOT NULL,
-    epoch INTEGER NOT NULL,
-    expires REAL NOT NULL,
-    dataset TEXT NOT NULL DEFAULT ''
-);
 """
+    + LEASES_TABLE
+)
 DATASET_COLS = "name, description, source, owner, acl, created_at, revision, sources"
 RECORD_COLS = "key, url, etag, size, checksum, meta, labels"
 # DirFile's columns (model.DIR_FILE_COLUMNS): meta's "mtime" when it is a JSON number, read by
