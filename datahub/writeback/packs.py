@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import itertools
 import json
 import operator
@@ -92,6 +93,7 @@ _COVER_HEAD = struct.Struct(">II")  # record length, CRC-32 of the record
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
 
+@functools.lru_cache(maxsize=64)  # asked at every covered close: a journal's seed never changes
 def cover_seed(journal: str) -> int:
     """The CRC-32 seed of journal ``journal``'s cover records. Why (cover22): recovery reads
     every byte of a pack, a user's file's too, and a record copied from another workspace's
