@@ -19,14 +19,17 @@
 # ~/.cache/datahub), under that hash plus the Python and the compiler that built it: a fresh
 # venv of the same inputs at the same path (a CI run's fresh clone) installs it in seconds
 # instead of ~3 min of Cython and gcc on one core. The hash names libfuse's path (the .so's
-# rpath), so a checkout elsewhere builds its own. DATAHUB_BUILD_CACHE=none: never cached.
+# rpath, after symlinks), so a checkout elsewhere builds its own. DATAHUB_BUILD_CACHE=none: never cached.
 # PYFUSE3_SANITIZE=DIR (scripts/sanitize.sh): build with ASan and UBSan instead and install into DIR
 # (pip --target), not into the venv; importing it needs libasan preloaded (see the README).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY=${1:-$ROOT/.venv/bin/python}
-VENV_DIR=$("$PY" -c 'import sys; print(sys.prefix)')
+# The venv's physical path: a worktree whose .venv is a symlink to another checkout's venv names
+# the same libfuse, so the key below (and the .so's rpath) stays the same and nothing rebuilds.
+VENV_DIR=$(cd "$("$PY" -c 'import sys; print(sys.prefix)')" && pwd -P)
 LIBFUSE=${2:-$VENV_DIR/opt/libfuse}
+[[ -d "$LIBFUSE" ]] && LIBFUSE=$(cd "$LIBFUSE" && pwd -P)
 TREE=$ROOT/third_party/pyfuse3
 BUILD_REQS=$TREE/build-requirements.txt
 VERSION=3.5.0
