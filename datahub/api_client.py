@@ -30,6 +30,7 @@ _TRANSIENT = {"internal", "busy", "storage_unavailable", "catalog_unavailable"}
 # how a server's 404 for a path it has no route for begins (datahub.api.errors; LabelX's
 # handler passes Starlette's "Not Found" on), as against a missing dataset's or tag's
 _NO_ROUTE = ("no such endpoint: ", "Not Found")
+LOST_ANSWER = object()  # ApiClient.json's answer when a retry found an earlier attempt's work done
 MAX_RETRY_AFTER = 30.0  # seconds: a server asking for longer is waited on no longer than this
 
 
@@ -173,10 +174,28 @@ class ApiClient:
             status=404,
         )
 
-    def json(self, method: str, path: str, *, what: str, **kwargs: Any) -> Any:
+    def json(
+        self, method: str, path: str, *, what: str, done_if: type[DatahubError] | None = None, **kwargs: Any
+    ) -> Any:
+        """``done_if``: the error a retry gets when an earlier attempt, whose answer was lost
+        (a timeout, a cut connection), did the work: a create answered "already exists".
+        Raised by a retry after such a loss, it returns ``LOST_ANSWER`` instead, so the caller
+        can look at what is there rather than report its own success as a failure."""
+        unsure = False  # an earlier attempt may have reached the server and been applied
+
         def attempt() -> Any:
-            response = self.client.request(method, path, **kwargs)
-            self.check(response, what)
+            nonlocal unsure
+            try:
+                response = self.client.request(method, path, **kwargs)
+            except httpx.TransportError:
+                unsure = True
+                raise
+            try:
+                self.check(response, what)
+            except DatahubError as exc:
+                if unsure and done_if is not None and isinstance(exc, done_if):
+                    return LOST_ANSWER
+                raise
             if response.status_code == 204:
                 return None
             try:

@@ -12,7 +12,9 @@ Failures: connection errors, timeouts and 5xx answers are retried a bounded numb
 with exponential backoff inside a total time budget, then raise CatalogUnavailable naming the
 URL (never the token). A commit is sent with a commit id (made here when the caller gave
 none) from a spooled copy of its body, so a retry after a lost answer returns the version the
-first attempt made instead of committing twice. A listing cut short is an error, never a
+first attempt made instead of committing twice; a dataset creation retried after a lost
+answer that finds the name taken returns the dataset when it is as asked (AlreadyExists only
+when it is not). A listing cut short is an error, never a
 shorter listing.
 """
 
@@ -49,7 +51,7 @@ from datahub.catalog.model import (
 )
 from datahub.catalog.record_json import RECORD_COLUMNS
 from datahub.catalog.store import CatalogStore, stale_base
-from datahub.errors import CatalogUnavailable, InvalidInput, NotFound
+from datahub.errors import AlreadyExists, CatalogUnavailable, InvalidInput, NotFound
 
 # The listing formats of /v1/remote (the first line of each listing; the server writes them
 # from these): one JSON array per item in this column order (record_json), where objects
@@ -87,9 +89,23 @@ class HttpCatalogStore(CatalogStore):
             "owner": dataset.owner,
             "acl": dict(dataset.acl),
         }
+        from datahub.api_client import LOST_ANSWER  # imported by __init__ already
+
         what = f"create dataset {dataset.name!r}"
-        return self._api.decode(
-            what, _dataset, self._api.json("POST", "/v1/remote/datasets", what=what, json=body)
+        answer = self._api.json("POST", "/v1/remote/datasets", what=what, json=body, done_if=AlreadyExists)
+        if answer is not LOST_ANSWER:
+            return self._api.decode(what, _dataset, answer)
+        # The first attempt's answer was lost and the retry found the name taken: the dataset
+        # is ours when it is what was asked for (an identical one made by another caller in
+        # that window is indistinguishable and as good); anything else is someone else's.
+        there = self.get_dataset(dataset.name)
+        asked = (dataset.description, dataset.source, dict(dataset.acl))
+        if (there.description, there.source, dict(there.acl)) == asked and dataset.owner in ("", there.owner):
+            return there
+        raise AlreadyExists(
+            f"dataset {dataset.name!r} already exists (made by {there.owner or 'a bucket mount'}, not as asked "
+            "here; this client's first request lost its answer): pick another name or use that dataset",
+            dataset=dataset.name,
         )
 
     def get_dataset(self, name: str) -> Dataset:

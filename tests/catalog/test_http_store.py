@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -28,7 +29,14 @@ from datahub.catalog.http_store import DIRECTORY_HEADER, RECORDS_HEADER, HttpCat
 from datahub.catalog.record_json import record_json
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.catalog.store import CatalogStore
-from datahub.errors import CatalogUnavailable, DatasetNotFound, InvalidInput, StaleBase, Unauthenticated
+from datahub.errors import (
+    AlreadyExists,
+    CatalogUnavailable,
+    DatasetNotFound,
+    InvalidInput,
+    StaleBase,
+    Unauthenticated,
+)
 from datahub.validation import MAX_JSON_DEPTH, UNREADABLE
 from tests.catalog.conftest import rec
 from tests.catalog.remote import ServedStore, serve
@@ -359,6 +367,48 @@ def test_a_commit_whose_answer_is_lost_is_retried_with_the_same_id_and_applied_o
         proxy.server_close()
         server.stop()
         backing.close()
+
+
+class _DropFirstCreateAnswer(_DropFirstCommitAnswer):
+    """A loopback proxy that drops the answer to the first dataset creation (applied upstream)."""
+
+    def deliver(self, request_line: bytes, answer: bytes) -> bytes:
+        drop = request_line.startswith(b"POST /v1/remote/datasets ") and self.dropped == 0
+        self.dropped += drop
+        return b"" if drop else answer
+
+
+def _behind_create_dropper(tmp_path: Path) -> tuple[HttpCatalogStore, Any, _DropFirstCreateAnswer, Any]:
+    server, backing, token = serve(tmp_path)
+    proxy = _DropFirstCreateAnswer(("127.0.0.1", server.port))
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    store = HttpCatalogStore(f"http://127.0.0.1:{proxy.server_address[1]}", token=token, **FAST)
+    return store, backing, proxy, server
+
+
+def test_a_create_whose_answer_is_lost_is_the_callers_dataset_not_an_already_exists(tmp_path: Path) -> None:
+    """The retry of a create that was applied but whose answer never came finds the name taken:
+    the dataset is there as asked, so the caller gets it, not AlreadyExists for its own work."""
+    store, backing, proxy, server = _behind_create_dropper(tmp_path)
+    try:
+        made = Catalog(store).create_dataset("ds", description="mine", source="s3://b/p")
+        assert proxy.dropped == 1
+        assert (made.name, made.description, made.source) == ("ds", "mine", "s3://b/p")
+        assert [d.name for d in backing.list_datasets()] == ["ds"]
+    finally:
+        store.close(), proxy.shutdown(), proxy.server_close(), server.stop(), backing.close()
+
+
+def test_a_lost_create_answer_over_someone_elses_dataset_is_still_already_exists(tmp_path: Path) -> None:
+    store, backing, proxy, server = _behind_create_dropper(tmp_path)
+    try:
+        backing.create_dataset("ds", description="theirs")
+        with pytest.raises(AlreadyExists, match="'ds' already exists") as caught:
+            Catalog(store).create_dataset("ds", description="mine")
+        assert proxy.dropped == 1 and caught.value.details["dataset"] == "ds"
+        assert backing.get_dataset("ds").description == "theirs"
+    finally:
+        store.close(), proxy.shutdown(), proxy.server_close(), server.stop(), backing.close()
 
 
 def test_listings_stream_in_key_order_across_many_records(served: ServedStore) -> None:
