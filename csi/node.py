@@ -56,6 +56,7 @@ from csi.volumes import (
     Capability,
     VolumeSpec,
     check_capability,
+    check_inline_pod_info,
     parse_context,
     parse_secrets,
 )
@@ -193,6 +194,8 @@ class NodeService:
             raise InvalidInput(
                 f"NodePublishVolume {req.volume_id!r}: staging_target_path must be an absolute path"
             )
+        if not req.staging_target_path:  # Kubernetes never stages inline volumes
+            check_inline_pod_info(req.volume_id, req.context)
         spec = parse_context(req.context, req.volume_id)
         cap = check_capability(spec, req.capability, req.volume_id)
         overrides = parse_secrets(req.secrets)

@@ -154,6 +154,37 @@ def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
 
 _POD_FIELDS = ("pod.name", "pod.namespace", "pod.uid")  # after csi.storage.k8s.io/
 EPHEMERAL = KUBERNETES_PREFIX + "ephemeral"  # "true" on a CSI ephemeral inline volume
+INLINE_ID_PREFIX = "csi-"  # the kubelet's handle of an inline volume: csi-<sha256 of pod uid and name>
+# what the kubelet adds with podInfoOnMount, which an inline volume's publish cannot do without
+_INLINE_NEEDS = (
+    EPHEMERAL,
+    *(KUBERNETES_PREFIX + f for f in ("pod.name", "pod.namespace", "serviceAccount.name")),
+)
+
+
+def check_inline_pod_info(volume_id: str, context: Mapping[str, str]) -> None:
+    """INVALID_ARGUMENT for an inline volume published without the kubelet's pod info.
+
+    An unstaged publish whose id is the kubelet's inline handle (``csi-…``), or that says it
+    is ephemeral, is a pod's inline volume. With ``podInfoOnMount`` off the kubelet sends
+    neither the ephemeral flag nor who the pod is, and such a volume was published anyway:
+    its workspace unscoped by namespace (a pod of another namespace naming the same one opened
+    its files), and its datasets checked for a pod nobody named, as if it were authorized. Only
+    the operator can fix it, so the message says how."""
+    inline = volume_id.startswith(INLINE_ID_PREFIX) or context.get(EPHEMERAL) == "true"
+    if not inline:
+        return
+    missing = [key for key in _INLINE_NEEDS if not context.get(key)]
+    if context.get(EPHEMERAL) != "true" and EPHEMERAL not in missing:
+        missing.insert(0, f'{EPHEMERAL}: "true"')
+    if missing:
+        raise InvalidInput(
+            f"volume {volume_id!r} is a pod's inline (ephemeral) volume, but the kubelet sent no "
+            f"{', '.join(missing)} with it, so the plugin cannot tell which pod it "
+            "serves: set podInfoOnMount: true on the CSIDriver (csi/deploy/csidriver.yaml), then "
+            "recreate the pod",
+            volume_id=volume_id,
+        )
 
 
 def _workspace(value: str, context: Mapping[str, str], volume_id: str) -> str:

@@ -248,6 +248,8 @@ class ApiConfig(_Section):
     """A request body must arrive in full within this many seconds (else 408 and the connection is closed), so a slow sender cannot hold a worker and a buffer forever."""
     max_inflight_body_bytes: Size = 256 * 1024**2
     """Bytes of request bodies buffered at once across all requests (Content-Length is reserved up front); past it a request gets 503 busy with Retry-After, never an OOM. Raised to max_body_bytes if smaller."""
+    metrics_public: bool = False
+    """Serve /metrics without a token when authentication is on (--auth); by default it needs a valid API token then, since its figures name routes, mounts and the buckets they read. Local mode serves it to this machine's callers either way."""
     commit_sources: str = ""
     """URL prefixes (space-separated, each like s3://bucket/team/, ending in /) under which any writer may commit record URLs to any dataset over HTTP, besides each dataset's own sources; "" = none (docs/api.md, Record URLs)."""
 

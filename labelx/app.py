@@ -20,8 +20,9 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from datahub.api.errors import http_error_headers
+from datahub.api.limits import add_body_limits
 from datahub.config import Config
-from datahub.errors import DatahubError, InvalidInput, NotFound, PayloadTooLarge, Unauthenticated
+from datahub.errors import DatahubError, InvalidInput, NotFound, Unauthenticated
 from datahub.web import security_headers
 from datahub.web.apidocs import add_api_docs
 from labelx import pages, routes
@@ -91,11 +92,17 @@ def create_labelx_app(
     stores: Any = None,
     cache: Any = None,
     secure_cookies: bool = False,
+    limit_bodies: bool = True,
 ) -> FastAPI:
     """Build the app. Services not given are opened from ``config`` and closed on shutdown.
 
     ``secure_cookies=True`` marks cookies Secure even when the app itself sees plain http
     (behind a TLS-terminating proxy); over https they are Secure anyway.
+
+    ``limit_bodies``: bound request bodies with the API's own limits (``api.max_body_bytes``
+    413, ``api.body_read_timeout`` 408, a budget of bodies in flight: 503), before any route
+    reads them. Leave it on when the app is served alone (``datahub labelx serve``); an app
+    mounted in the API's (``datahub serve``) is bounded by the API's, so it passes False.
     """
     owned: list[Any] = []
     if catalog is None:
@@ -182,12 +189,11 @@ def create_labelx_app(
             headers=http_error_headers(request, exc),
         )
 
+    if limit_bodies:  # inside the headers below, so a refusal carries them too
+        add_body_limits(app, config)
+
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > lx.max_body:
-            err = PayloadTooLarge(f"request body is larger than {lx.max_body} bytes")
-            return JSONResponse({"error": err.to_dict()}, status_code=err.http_status)
         response = await call_next(request)
         for name, value in security_headers().items():  # the same CSP as the dataset browser
             response.headers.setdefault(name, value)

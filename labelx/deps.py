@@ -13,7 +13,7 @@ from fastapi import Depends, Request
 from fastapi import Path as PathParam
 
 from datahub.config import Config
-from datahub.errors import PayloadTooLarge, Unauthenticated
+from datahub.errors import Unauthenticated
 from datahub.web.images import ImageSource
 from labelx.auth import CSRF_HEADER, SESSION_COOKIE, Auth, Principal, check_csrf
 from labelx.service import LabelService
@@ -37,7 +37,6 @@ class LabelX:
         self.auth = Auth(self.store)
         self.images = ImageSource(config.home_path / "labelx" / "previews", cache=cache, stores=stores)
         self.secure_cookies = secure_cookies
-        self.max_body = config.api.max_body_bytes
 
 
 def demo_password_path(config: Config) -> Path:
@@ -66,11 +65,3 @@ LX = Annotated[LabelX, Depends(get_labelx)]
 # ids are SQLite INTEGERs: a larger number is bad input (400), never an overflow deep in a query
 RowId = Annotated[int, PathParam(ge=-(2**53 - 1), le=2**53 - 1)]  # exact as JSON numbers too
 Who = Annotated[Principal, Depends(get_principal)]
-
-
-async def body_within_limit(request: Request) -> None:
-    """A body sent without ``Content-Length`` (chunked) is checked here, once it was read;
-    the app's middleware refuses a declared length over the limit before any of it is read."""
-    lx = get_labelx(request)
-    if len(await request.body()) > lx.max_body:
-        raise PayloadTooLarge(f"request body is larger than {lx.max_body} bytes")

@@ -23,7 +23,7 @@ from datahub.api.body_depth import MAX_BODY_DEPTH
 from datahub.api.deps import Services
 from datahub.api.early_auth import CallerBeforeBody
 from datahub.api.errors import install_error_handlers
-from datahub.api.limits import BodyBudget, BodyLimits
+from datahub.api.limits import add_body_limits
 from datahub.api.local_mode import LocalCallersOnly
 from datahub.api.metrics import MetricsMiddleware, RequestMetrics
 from datahub.api.record_urls import server_sources
@@ -86,15 +86,7 @@ def create_app(config: Config, *, catalog=None, stores=None, cache=None, tasks=N
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
-    app.add_middleware(
-        BodyLimits,
-        max_body_bytes=config.api.max_body_bytes,
-        body_read_timeout=config.api.body_read_timeout,
-        # One budget per app, i.e. per server process.
-        budget=BodyBudget(max(config.api.max_inflight_body_bytes, config.api.max_body_bytes)),
-        # bodies of callers no API token proved (the sign-in form, LabelX): never the API's budget
-        unproven=BodyBudget(config.api.max_body_bytes),
-    )
+    add_body_limits(app, config)  # one budget per app, i.e. per server process
     # before the body limits: an API request's token is checked before its body is held (early_auth.py)
     app.add_middleware(CallerBeforeBody)
     # before any body is read: in local mode, what a web page sent is refused (local_mode.py)

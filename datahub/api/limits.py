@@ -28,13 +28,14 @@ from __future__ import annotations
 import asyncio
 import re
 import tempfile
-from typing import IO
+from typing import IO, Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from datahub.api.body_depth import MAX_BODY_DEPTH, BodyError, DepthScanner
 from datahub.api.early_auth import PROVEN
 from datahub.api.errors import error_response
+from datahub.config import Config
 from datahub.errors import BodyTimeout, Busy, DatahubError, InvalidInput, PayloadTooLarge
 
 RETRY_AFTER_SECONDS = 2
@@ -51,6 +52,24 @@ def body_file(scope: Scope) -> IO[bytes] | None:
 def _is_form(scope: Scope) -> bool:
     content_type = dict(scope.get("headers") or []).get(b"content-type", b"").lower()
     return content_type.startswith((b"multipart/form-data", b"application/x-www-form-urlencoded"))
+
+
+def add_body_limits(app: Any, config: Config) -> None:
+    """Bound every request body ``app`` takes with ``config.api``'s limits (outermost so far).
+
+    One implementation for every app datahub serves: the API (``create_app``) and LabelX run
+    alone (``datahub labelx serve``), which counted only a declared ``Content-Length`` and read
+    a chunked body whole before measuring it (and a page's form not at all), with no read
+    deadline. Bodies no API token proved (the sign-in form, LabelX) share a budget of one
+    ``max_body_bytes``, never the API's in-flight budget."""
+    app.add_middleware(
+        BodyLimits,
+        max_body_bytes=config.api.max_body_bytes,
+        body_read_timeout=config.api.body_read_timeout,
+        # One budget per app, i.e. per server process.
+        budget=BodyBudget(max(config.api.max_inflight_body_bytes, config.api.max_body_bytes)),
+        unproven=BodyBudget(config.api.max_body_bytes),
+    )
 
 
 class BodyBudget:
@@ -94,7 +113,7 @@ class BodyLimits:
             declared = dict(scope.get("headers") or []).get(b"content-length")
             if declared is not None and declared.isdigit():
                 if int(declared) > self.max_body_bytes:
-                    await self._refuse(scope, send, self._too_large())
+                    await self._refuse(scope, send, self._too_large(scope))
                     return
                 if not budget.take(int(declared)):
                     await self._refuse(scope, send, self._busy(budget, int(declared)))
@@ -117,7 +136,7 @@ class BodyLimits:
                         chunk = message.get("body", b"")
                         size += len(chunk)
                         if size > self.max_body_bytes:
-                            refusal = self._too_large()
+                            refusal = self._too_large(scope)
                             break
                         if size > reserved:  # chunked (or a short Content-Length header)
                             if not budget.take(size - reserved):
@@ -163,10 +182,18 @@ class BodyLimits:
                 spool.close()  # a spilled body's file is anonymous: closing removes it
             budget.give(reserved)
 
-    def _too_large(self) -> PayloadTooLarge:
+    def _too_large(self, scope: Scope) -> PayloadTooLarge:
+        """Names the request and what to do: a commit's advice (split the change set) was
+        given to every route, LabelX's forms and uploads too."""
+        path = scope.get("path", "")
+        if _DATASET.match(path):
+            advice = "split the change set into several commits"
+        else:
+            advice = "send less in one request (a LabelX suggestions file: split it into several uploads)"
         return PayloadTooLarge(
-            f"request body larger than {self.max_body_bytes} bytes (api.max_body_bytes); "
-            "split the change set into several commits",
+            f"request body of {scope.get('method', '')} {path} larger than "
+            f"{self.max_body_bytes} bytes (api.max_body_bytes); {advice}, or raise api.max_body_bytes "
+            "on the server",
             max_body_bytes=self.max_body_bytes,
         )
 

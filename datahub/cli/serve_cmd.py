@@ -54,7 +54,11 @@ def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True)
         if labelx:
             from labelx.app import create_labelx_app
 
-            app.mount("/labelx", create_labelx_app(config, catalog=catalog, stores=stores, cache=cache))
+            # the API's body limits bound LabelX's bodies too (their caller unproven: its own budget)
+            labelx_app = create_labelx_app(
+                config, catalog=catalog, stores=stores, cache=cache, limit_bodies=False
+            )
+            app.mount("/labelx", labelx_app)
     except BaseException:
         cache.close()
         raise

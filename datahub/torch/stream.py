@@ -19,6 +19,7 @@ from typing import Any
 from datahub.errors import JobNotFound, LeaseLost, job_not_found
 from datahub.tasks import Task, TaskQueue
 from datahub.torch._torch import IterableDataset, get_worker_info
+from datahub.validation import check_name
 
 
 class TaskStream(IterableDataset):
@@ -94,8 +95,25 @@ class TaskStream(IterableDataset):
                 queue.release(self.job, task.index, task.lease)
 
 
-def shard_epoch(queue: TaskQueue, job: str, shards: int, meta: Mapping[str, Any] | None = None) -> str:
-    """Create (idempotently) a job with one task per packed shard: ``{"shard": i}``."""
+def shard_epoch(
+    queue: TaskQueue,
+    job: str,
+    shards: int,
+    meta: Mapping[str, Any] | None = None,
+    *,
+    source: str | None = None,
+) -> str:
+    """Create (idempotently) a job with one task per packed shard: ``{"shard": i}``.
+
+    ``source`` names the dataset the epoch reads; it is recorded as the job's ``source``.
+    Why: over an API server (``http(s)://`` queue) the job's datasets decide who may work
+    it, so with a source every token with the reader role on it may claim the epoch's tasks,
+    and a job naming no source is worked by admin tokens only (any token worked it before,
+    though nothing said whose data it was). Local queues (SQLite, MongoDB) check nobody.
+    """
     payloads: Sequence[Mapping[str, Any]] = [{"shard": i} for i in range(shards)]
-    queue.create_job(job, payloads, dict(meta or {"kind": "epoch"}))
+    recorded = dict(meta or {"kind": "epoch"})
+    if source is not None:
+        recorded["source"] = check_name(source)
+    queue.create_job(job, payloads, recorded)
     return job

@@ -149,7 +149,7 @@ def test_derive_commits_the_filtered_records(api: Api):
 def test_metrics_count_requests_by_route_template(api: Api):
     api.get("/v1/datasets/pets/versions/1/records/img/001.jpg")
     api.get("/v1/datasets/nope")
-    text = api.client.get("/metrics").text
+    text = api.get("/metrics").text  # the api fixture serves with --auth: a token (sec24)
     assert (
         'datahub_http_requests_total{method="GET",route="/v1/datasets/{name}/versions/{ref}/records/{key:path}",'
         'status="200"} 1' in text

@@ -5,9 +5,9 @@ app ``datahub serve --auth`` builds (the API, the remote store and task queue, t
 browser, LabelX under ``/labelx``), walked from the app itself, and holds each to the check its
 kind needs:
 
-- ``OPEN``: answers anyone (liveness, metrics, the API's own documents, the sign-in forms, static
+- ``OPEN``: answers anyone (liveness, the API's own documents, the sign-in forms, static
   files); a form that changes a session still needs its CSRF token (403 without);
-- ``TOKEN``: the JSON API: 401 ``unauthenticated`` without a bearer token;
+- ``TOKEN``: the JSON API and ``/metrics``: 401 ``unauthenticated`` without a bearer token;
 - ``PAGE``: a browser page: a redirect to ``/login`` without a session;
 - ``LABELX``: LabelX's API and pages: 401 (or the login form for a page) without its session.
 
@@ -39,7 +39,6 @@ OPEN = {
     ("GET", "/docs"),
     ("GET", "/docs/assets/{name}"),
     ("GET", "/healthz"),
-    ("GET", "/metrics"),
     ("GET", "/favicon.ico"),
     ("GET", "/login"),
     ("GET", "/labelx/api/openapi.json"),
@@ -59,6 +58,7 @@ PAGE = {
     ("GET", "/datasets/{name}/diff"),
 }
 TOKEN = {
+    ("GET", "/metrics"),  # under --auth, unless api.metrics_public (sec24)
     ("GET", "/v1/whoami"),
     ("GET", "/v1/datasets"),
     ("POST", "/v1/datasets"),

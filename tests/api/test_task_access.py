@@ -133,3 +133,38 @@ def test_a_job_whose_target_the_caller_may_not_read_answers_as_a_missing_job(api
     assert api.get(f"/v1/tasks/jobs/{JOB}", "bob").status_code == 404  # bob: no role on pets-small either
     api.catalog.update_dataset("pets-small", acl={"alice": "reader"})
     assert api.get(f"/v1/tasks/jobs/{JOB}", "alice").status_code == 200
+
+
+def test_a_job_naming_no_source_is_read_and_worked_by_admins_only(api: Api) -> None:
+    """sec24: an epoch made by ``shard_epoch`` names no dataset (meta ``{"kind": "epoch"}``), and
+    such a job was claimed, completed and listed by any valid token, eve's too, since no role
+    could be checked. It is now admins' only, with a 403 saying how to name its source; the
+    same epoch with a source is worked by the source's readers (alice), not by eve."""
+    epoch = "/v1/tasks/jobs/epoch-7"
+    for meta in ({"kind": "epoch"}, {"kind": "epoch", "source": ["pets"]}, {}):
+        made = api.put(epoch, json={"payloads": [{"shard": 0}, {"shard": 1}], "meta": meta})
+        assert made.status_code == 200, made.text
+        for who in ("alice", "eve"):
+            answers = {
+                "get": api.get(epoch, who),
+                "tasks": api.get(f"{epoch}/tasks", who),
+                "claim": api.post(f"{epoch}/claim", who, json={"worker": who, "lease_seconds": 60}),
+                "complete": api.post(f"{epoch}/tasks/0/complete", who, json={"lease": "x", "result": {}}),
+                "release": api.post(f"{epoch}/tasks/0/release", who, json={"lease": "x"}),
+            }
+            for call, answer in answers.items():
+                assert answer.status_code == 403, (meta, who, call, answer.text)
+                error = answer.json()["error"]
+                assert error["code"] == "access_denied" and error["details"]["job"] == "epoch-7"
+                assert "only an admin token" in error["message"], error
+                assert "shard_epoch(queue, 'epoch-7', shards, source=DATASET)" in error["message"], error
+        assert api.get(epoch).json()["counts"] == {"TODO": 2}
+        api.delete(epoch)
+    made = api.put(epoch, json={"payloads": [{"shard": 0}], "meta": {"kind": "epoch", "source": "pets"}})
+    assert made.status_code == 200, made.text
+    assert api.post(f"{epoch}/claim", "eve", json={"worker": "eve", "lease_seconds": 60}).status_code == 404
+    claimed = api.post(f"{epoch}/claim", "alice", json={"worker": "alice/1", "lease_seconds": 60})
+    assert claimed.status_code == 200 and claimed.json()["task"]["index"] == 0, claimed.text
+    lease = claimed.json()["task"]["lease"]
+    done = api.post(f"{epoch}/tasks/0/complete", "alice", json={"lease": lease, "result": {"n": 1}})
+    assert done.status_code == 200 and done.json()["state"] == "DONE", done.text

@@ -63,9 +63,9 @@ def test_a_body_that_does_not_fit_its_model_is_400_and_stores_nothing(app):
     assert ok(admin.get("/api/projects")) == []
 
 
-def test_a_chunked_body_over_the_limit_is_413(app):
+def test_a_chunked_body_over_the_limit_is_413(app, env):
     admin = Session(app, "admin")
-    limit = app.state.labelx.max_body
+    limit = env.config.api.max_body_bytes
 
     def chunks():
         yield b'{"description": "'

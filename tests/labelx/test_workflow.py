@@ -9,6 +9,7 @@ import threading
 
 from PIL import Image
 
+from labelx.app import create_labelx_app
 from tests.labelx.conftest import SCHEMA, Session, add_users, make_project, ok
 
 
@@ -270,11 +271,16 @@ def test_value_must_fit_the_schema(app):
     assert _task(alice, pid)["items"][1]["version"] == item["version"]
 
 
-def test_oversized_body_is_refused(app):
-    admin = Session(app, "admin")
-    app.state.labelx.max_body = 1000
-    resp = admin.post("/api/projects", {"name": "x" * 2000})
-    assert resp.status_code == 413
+def test_oversized_body_is_refused(env):
+    env.config.api.max_body_bytes = 1000  # the limit is the API's middleware's, set as the app is built
+    app = create_labelx_app(env.config, catalog=env.catalog, stores=env.stores, cache=env.cache)
+    add_users(app, admin="admin")
+    try:
+        admin = Session(app, "admin")
+        resp = admin.post("/api/projects", {"name": "x" * 2000})
+        assert resp.status_code == 413
+    finally:
+        app.state.labelx.store.close()
 
 
 def test_dashboard_stats_per_annotator_class_and_hour(app):

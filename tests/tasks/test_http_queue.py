@@ -19,10 +19,11 @@ def test_workers_use_the_servers_queue_and_only_admins_manage_jobs(
     server, backing, admin = serve(tmp_path)  # the server opens the queue of its own catalog URL
     try:
         worker_token = issue_token(backing.store, "node-7")[0]
+        backing.create_dataset("pets", acl={"node-7": "reader"})  # a worker reads the job's source
         monkeypatch.setenv("DATAHUB_API_TOKEN", admin)
         boss = open_task_queue(server.url)
         assert isinstance(boss, HttpTaskQueue)
-        boss.create_job("pack-1", [{"n": 0}, {"n": 1}], {"dataset": "pets"})
+        boss.create_job("pack-1", [{"n": 0}, {"n": 1}], {"source": "pets"})
         worker = HttpTaskQueue(server.url, token=worker_token)
         task = worker.claim("pack-1", "node-7/1", 30)
         assert task is not None and task.payload == {"n": 0}
@@ -54,7 +55,8 @@ def test_a_worker_name_is_no_proof_only_the_claimers_lease_acts_on_its_task(tmp_
     try:
         token_a = issue_token(backing.store, "node-a")[0]
         token_b = issue_token(backing.store, "node-b")[0]
-        HttpTaskQueue(server.url, token=admin).create_job("pack-1", [{"n": 0}, {"n": 1}], {})
+        backing.create_dataset("pets", acl={"*": "reader"})  # both may work the job: the lease decides
+        HttpTaskQueue(server.url, token=admin).create_job("pack-1", [{"n": 0}, {"n": 1}], {"source": "pets"})
         a, b = HttpTaskQueue(server.url, token=token_a), HttpTaskQueue(server.url, token=token_b)
         held = a.claim("pack-1", "host-a:101", 30)
         assert held is not None and held.index == 0
@@ -88,3 +90,37 @@ def _cannot_touch(queue: HttpTaskQueue, proof: str) -> None:
     with pytest.raises(LeaseLost):
         queue.renew("pack-1", 0, proof, 30)
     queue.release("pack-1", 0, proof)  # nothing to give back: a no-op, as for a lost lease
+
+
+def test_an_epoch_is_worked_by_the_readers_of_its_source_only(tmp_path: Path) -> None:
+    """sec24: ``shard_epoch`` made a job naming no dataset, and any valid token of the server
+    claimed its tasks (TaskStream ran the epoch for eve, who reads nothing). An epoch without
+    ``source=`` is now an admin's only; with it, the source's readers stream it."""
+    from datahub.torch import TaskStream, shard_epoch
+
+    server, backing, admin = serve(tmp_path)
+    try:
+        backing.create_dataset("pets", acl={"alice": "reader"})
+        tokens = {who: issue_token(backing.store, who)[0] for who in ("alice", "eve")}
+        boss = HttpTaskQueue(server.url, token=admin)
+        assert shard_epoch(boss, "epoch-1", 3) == "epoch-1"
+        assert "source" not in boss.get_job("epoch-1").meta
+
+        def stream(who: str, job: str) -> list[int]:
+            opened = lambda: HttpTaskQueue(server.url, token=tokens[who])  # noqa: E731
+            return list(TaskStream(opened, job, lambda task: [task.payload["shard"]], poll_seconds=0.01))
+
+        for who in ("alice", "eve"):
+            with pytest.raises(AccessDenied, match=r"'epoch-1' names no source dataset.*source=DATASET"):
+                stream(who, "epoch-1")
+        assert dict(boss.get_job("epoch-1").counts) == {"TODO": 3}
+        shard_epoch(boss, "epoch-2", 3, source="pets")
+        assert boss.get_job("epoch-2").meta == {"kind": "epoch", "source": "pets"}
+        with pytest.raises(JobNotFound):  # eve may not read pets: the job is as missing
+            stream("eve", "epoch-2")
+        assert sorted(stream("alice", "epoch-2")) == [0, 1, 2]
+        assert dict(boss.get_job("epoch-2").counts) == {"DONE": 3}
+        boss.close()
+    finally:
+        server.stop()
+        backing.close()

@@ -11,7 +11,9 @@ target as well; while the target does not exist (``datahub pack`` creates it at 
 only admins work the job, since no role on it can be checked yet. A job whose source (or
 existing target) the caller may not read answers as a missing job, so its name, source and
 target stay unknown. Admins
-work every job; a job naming neither dataset needs any valid token. Then the lease decides
+work every job; a job naming no source (``shard_epoch`` without ``source=``) is read and
+worked by admins only (403 saying so): with no dataset to check, any valid token claimed its
+tasks and read their payloads. Then the lease decides
 which caller may renew, finish, fail or release which task: a claim's answer carries a new
 lease id, recorded with the caller's principal as its holder, and the other calls present it
 (``datahub.tasks.base``); the worker name in a claim is only a label. Listings never show a
@@ -70,7 +72,16 @@ def _may_work(services: Services, principal: Principal, job: str, *, write: bool
         return
     meta = services.tasks.get_job(job).meta  # JobNotFound for a missing job
     source, target = meta.get("source"), meta.get("target")
-    if isinstance(source, str) and not _reads(services, principal, source):
+    if not isinstance(source, str):
+        # no dataset says whose work this is, so no role can be checked: any valid token
+        # claimed such a job (an epoch made by shard_epoch without source=) and read its payloads
+        raise AccessDenied(
+            f"task job {job!r} names no source dataset, so only an admin token may read or work it; "
+            f"to let readers of a dataset work it, create it with its source "
+            f'(shard_epoch(queue, {job!r}, shards, source=DATASET), or "source" in the job\'s meta)',
+            job=job,
+        )
+    if not _reads(services, principal, source):
         raise _missing(job)
     if isinstance(target, str) and _hidden(services, principal, target):
         # the meta names the target and the tasks' results are its shards: an existing target
