@@ -261,8 +261,11 @@ class ChunkStore:
 
     def _place(self, key: str, length: int) -> tuple[str, int] | None:
         """(pack token, offset) of the cover record after pack member ``key``; None for a chunk
-        that is an object of its own."""
-        packs = self._pack_of(key)
+        that is an object of its own. A close's key is a member of this journal's own packs
+        (``new_key``), asked first: ``_pack_of``'s generator was half this step's CPU."""
+        packs = self._packs
+        if packs is None or not packs.owns(key):
+            packs = self._pack_of(key)
         return None if packs is None else packs.cover_place(key, length)
 
     def write(self, key: str, data: bytes | bytearray, path: str, trailer: bytes = b"") -> None:

@@ -27,6 +27,7 @@ import datahub.writeback.chunks as chunks_module
 import datahub.writeback.packs as packs_module
 from datahub.writeback import shared_log, workspace_dir
 from datahub.writeback.adopt import adopt_journal
+from datahub.writeback.journals import JournalPrefix, cover_records
 from datahub.writeback.packs import (
     COVER_MAGIC,
     COVER_MAGIC_PLACED,
@@ -102,6 +103,16 @@ def _copied(ws, kind: str) -> None:
 KINDS = ["slot", "record", "unplaced"]
 
 
+def _counted(env: Env, journal: str) -> list[dict]:
+    """The records `datahub cache journals` counts for the journal (``journal_prefixes``, but
+    for this node's journal id, read from its LMDB: open in this process here)."""
+    store = env.stores.store(env.config.resolved_shared_url)
+    entry = JournalPrefix("ws", journal)
+    for info in store.list(entry.prefix):
+        entry.add(info)
+    return list(cover_records(store, entry))
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_copy_of_a_record_in_another_pack_is_not_replayed_over_the_real_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
@@ -111,6 +122,8 @@ def test_a_copy_of_a_record_in_another_pack_is_not_replayed_over_the_real_one(
     try:
         ws = env.open()
         _copied(ws, kind)
+        if kind != "unplaced":  # `datahub cache journals` counts the records, not their copies
+            assert len(_counted(env, ws.chunks.journal)) == 3  # warm, acked, copy (before: 4)
         ws = env.crash_and_reopen(ws)  # a kill: the deferred commits are lost from LMDB
         assert _read(ws, "acked") == PAYLOAD  # before ("record"): dropped, its chunk "torn"
         ws.unlink("copy")
