@@ -311,6 +311,7 @@ def _recover(ws: Workspace, new_id: bool) -> list[str]:
         epoch = int(last or 0) + 1
         if txn.meta(records.COVER_SEEDED) is None:  # this session is the first to seed its records
             txn.put_meta(records.COVER_SEEDED, str(epoch if last is not None else 0))
+        txn.put_meta(records.COVER_PLACED, str(epoch))  # this session places its pack records
         txn.put_meta(COVER_EPOCH, str(epoch))
         txn.put_meta(COVERED, str(epoch << 32))
         # never equal to a boot id: a version before smallsync19 replays the packs' records only

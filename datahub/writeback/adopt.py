@@ -48,6 +48,7 @@ from datahub.writeback import journal_objects_url, writer_lease
 from datahub.writeback.chunks import ChunkStore
 from datahub.writeback.journal import _tree_path
 from datahub.writeback.lease import LEASE_TTL
+from datahub.writeback.records import must_be_placed
 from datahub.writeback.shared_log import ADOPTED, LogState, encode, log_prefix, read_log
 from datahub.writeback.shared_log import _read as read_object
 from datahub.writeback.workspace import Workspace
@@ -222,12 +223,17 @@ def _rebuild(
         else:
             committed[key.decode()] = value.decode()
     # unseeded records (from before cover22) only of the epochs before the log's session
-    # seeded its own; a log written before cover22 has no ``cover_seeded``: all are unseeded
+    # seeded its own; a log written before cover22 has no ``cover_seeded``: all are unseeded.
+    # Unplaced ones (a pack's, from before cover24) only of an epoch above the ``cover_placed``
+    # of the log's session (``records.must_be_placed``); a log from before cover24 has none
     unseeded_below = int(state.header.get("cover_seeded", 1 << 32))
+    placed = state.header.get("cover_placed")
     above = (
         kr
         for kr in lost.cover_records(sizes)
-        if kr[1]["c"] > covered and (kr[1].get("seeded") or kr[1]["c"] >> 32 < unseeded_below)
+        if kr[1]["c"] > covered
+        and (kr[1].get("seeded") or kr[1]["c"] >> 32 < unseeded_below)
+        and (kr[1].get("placed") or not must_be_placed(kr[1]["c"] >> 32, placed))
     )
     for key, cover in sorted(above, key=lambda kr: kr[1]["c"]):
         path, file_id = cover["path"], cover["id"]

@@ -231,23 +231,42 @@ class ChunkStore:
                 yield from packs.cover_records(key, cover_seed(self.journal))
 
     def _record_of(self, key: str) -> dict | None:
-        """The cover record a RADOS or S3 chunk object carries, if any."""
+        """The cover record a RADOS or S3 chunk object carries, if any: ``placed``, as a pack's
+        record verified where it was written is (cover24). It is the object's own (an xattr,
+        or metadata), read with the object it covers: only the object's own write set it."""
         try:
             if self._records is None:
                 return None
-            return decode_cover(self._records.record(key), seed=cover_seed(self.journal))
+            record = decode_cover(self._records.record(key), seed=cover_seed(self.journal))
         except ObjectNotFound:  # deleted since the listing
             return None
+        if record is not None:
+            record["placed"] = True
+        return record
 
     def cover_trailer(self, cover: int, record: dict) -> bytes:
         """The bytes of a cover record numbered ``cover`` (``packs.encode_cover``), its CRC
-        seeded with this journal's ``packs.cover_seed``: no other journal's recovery takes it."""
+        seeded with this journal's ``packs.cover_seed``: no other journal's recovery takes it.
+        Not yet placed: ``renumber_cover`` binds a pack's record to its place."""
         return encode_cover(cover, record, cover_seed(self.journal))
 
-    def renumber_cover(self, trailer: bytes, cover: int) -> bytes:
-        """``cover_trailer(cover, record)`` from ``trailer = cover_trailer(0, record)``, without
-        encoding the record again (``packs.renumber_cover``)."""
-        return renumber_cover(trailer, cover, cover_seed(self.journal))
+    def renumber_cover(self, trailer: bytes, cover: int, key: str, length: int) -> bytes:
+        """The record to write after chunk ``key`` of ``length`` bytes, numbered ``cover``, from
+        ``trailer = cover_trailer(0, record)``, without encoding the record again
+        (``packs.renumber_cover``). After a pack member it is placed (``DHWBREC3``: its CRC
+        seeded with its pack and offset too, ``packs.place_seed``), so a copy of it anywhere
+        else in this journal's packs does not verify (cover24); a RADOS or S3 object's record
+        stays ``DHWBREC2``: it lies with the object it covers."""
+        return renumber_cover(trailer, cover, cover_seed(self.journal), self._place(key, length))
+
+    def _place(self, key: str, length: int) -> tuple[str, int] | None:
+        """(pack token, offset) of the cover record after pack member ``key``; None for a chunk
+        that is an object of its own. A close's key is a member of this journal's own packs
+        (``new_key``), asked first: ``_pack_of``'s generator was half this step's CPU."""
+        packs = self._packs
+        if packs is None or not packs.owns(key):
+            packs = self._pack_of(key)
+        return None if packs is None else packs.cover_place(key, length)
 
     def write(self, key: str, data: bytes | bytearray, path: str, trailer: bytes = b"") -> None:
         """Store ``data`` durably under ``key`` (from ``new_key``): done when this returns.

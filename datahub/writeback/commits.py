@@ -114,7 +114,7 @@ class FileCommitter:
 
         request = self.journal.submit(f"fsync of {path!r}", change, covered=cover is not None)
         trailer = (
-            self.chunks.renumber_cover(cover.template, request.cover)
+            self.chunks.renumber_cover(cover.template, request.cover, written[0][0], cover.record["len"])
             if cover is not None and request.cover
             else b""
         )

@@ -59,6 +59,15 @@ close's only durability point: the journal change is deferred and written into L
 with others (``journal.py``, "Deferred covered commits"); after a crash or a power loss,
 recovery finds the record here, ``cover_records``, and replays what LMDB lacks. The record carries its journal ``cover`` number, the file's id, path, size,
 mtime and the chunk's length and CRC; the chunk's key follows from where the record lies.
+
+Record formats (the magic's last byte): ``DHWBREC3`` (``COVER_MAGIC_PLACED``, since cover24),
+a pack's record, its CRC-32 seeded with ``place_seed``: its journal's ``cover_seed``, the
+pack's token and the record's offset, so it verifies at the place it was written and nowhere
+else; ``DHWBREC2`` (``COVER_MAGIC``, cover22), seeded with the journal's seed alone: the
+records of RADOS and S3 chunk objects, which lie with their object (an xattr, the object's
+metadata), and the pack records of journals written before cover24; ``DHWBREC1``
+(``COVER_MAGIC_V1``), unseeded, from before cover22. Recovery still reads the older two, for the
+epochs their journal wrote them in (``records.cover_is_ours``).
 """
 
 from __future__ import annotations
@@ -84,9 +93,11 @@ from datahub.storage.local import pread_full
 
 PACK_DIR = "packs"
 PACK_CHUNK_MAX = 1 << 20  # chunks below this go into packs; bigger ones get a file of their own
+COVER_MAGIC_PLACED = b"DHWBREC3"  # a pack's record: its CRC-32 seeded with ``place_seed``
 COVER_MAGIC = b"DHWBREC2"  # a record whose CRC-32 is seeded with its journal's ``cover_seed``
 COVER_MAGIC_V1 = b"DHWBREC1"  # a record from before cover22: its CRC-32 is unseeded
-_COVER_FAMILY = b"DHWBREC"  # both magics start with it; the byte after it says which
+_COVER_FAMILY = b"DHWBREC"  # every magic starts with it; the byte after it says which
+_PLACE_OFFSET = struct.Struct(">Q")  # a record's offset in its pack, as ``place_seed`` hashes it
 NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)  # the process's or the system's descriptors are all taken
 _COVER_HEAD = struct.Struct(">II")  # record length, CRC-32 of the record
 #: ``json.dumps(..., separators=(",", ":"))``'s encoder, built once (its bytes exactly)
@@ -103,14 +114,42 @@ def cover_seed(journal: str) -> int:
     return zlib.crc32(b"datahub cover record of journal " + journal.encode())
 
 
-def encode_cover(cover: int, record: dict, seed: int | None = None) -> bytes:
+def place_seed(seed: int, token: str, offset: int) -> int:
+    """The CRC-32 seed of a record of the journal of ``seed`` (``cover_seed``) written at
+    ``offset`` of pack ``token`` (``COVER_MAGIC_PLACED``). Why (cover24): recovery reads every
+    byte of the journal's packs, and a copy of one of its own records (a user's file holding a
+    pack slot: a chunk and the record after it) verified with the journal's seed at the copy's
+    place; replayed from there, the acknowledged file named the range of the file holding the
+    copy, and went with that file's pack. Seeded with its place, a record's bytes verify nowhere
+    else: two offsets of one pack (below 2**32 apart) always give two seeds (a CRC-32 tells
+    apart any two messages that differ within 32 bits), other packs' but for one chance in
+    2**32. No byte more; 0.5 µs a record on the test VM under load, and the close's whole
+    place step (finding the key's pack and offset, then this) 5-7 µs of a close's ~1 ms of CPU
+    (``bench/writeback/cover_place_cost.py``)."""
+    return zlib.crc32(token.encode() + _PLACE_OFFSET.pack(offset), seed)
+
+
+def encode_cover(
+    cover: int, record: dict, seed: int | None = None, place: tuple[str, int] | None = None
+) -> bytes:
     """A cover record's bytes: magic, length, CRC-32, JSON. The cover number is written with a
     fixed width, so the length is known before the number is (``cover=0``). ``seed``: the
     journal's ``cover_seed``; None writes the format from before cover22 (``COVER_MAGIC_V1``,
-    unseeded CRC), as the journals that recovery still accepts them from wrote them."""
+    unseeded CRC), as the journals that recovery still accepts them from wrote them. ``place``:
+    (pack token, offset of the record in it) of a record written in a pack, seeded with its
+    place too (``COVER_MAGIC_PLACED``, ``place_seed``); None: ``COVER_MAGIC``, seeded with
+    ``seed`` alone (a RADOS or S3 object's record, or a pack's from before cover24)."""
     body = _COMPACT.encode({"c": f"{cover:016x}", **record}).encode()
     if seed is None:
+        if place is not None:
+            raise ValueError("a record placed in a pack is seeded with its journal's seed too (encode_cover)")
         return COVER_MAGIC_V1 + _COVER_HEAD.pack(len(body), zlib.crc32(body)) + body
+    if place is not None:
+        return (
+            COVER_MAGIC_PLACED
+            + _COVER_HEAD.pack(len(body), zlib.crc32(body, place_seed(seed, *place)))
+            + body
+        )
     return COVER_MAGIC + _COVER_HEAD.pack(len(body), zlib.crc32(body, seed)) + body
 
 
@@ -118,31 +157,50 @@ _COVER_BODY_AT = len(COVER_MAGIC) + _COVER_HEAD.size
 _COVER_NUMBER_AT = _COVER_BODY_AT + len(b'{"c":"')  # the number's 16 hex digits (``encode_cover``)
 
 
-def renumber_cover(trailer: bytes, cover: int, seed: int | None = None) -> bytes:
-    """``encode_cover(cover, record, seed)`` made from ``trailer``, ``encode_cover(0, record,
-    seed)``'s bytes: the number has a fixed width, so only its digits and the CRC change. Why
+def renumber_cover(
+    trailer: bytes, cover: int, seed: int | None = None, place: tuple[str, int] | None = None
+) -> bytes:
+    """``encode_cover(cover, record, seed, place)`` made from ``trailer``, ``encode_cover(0,
+    record, seed)``'s bytes (unplaced: the place is known once the room is reserved): the number
+    has a fixed width, so only its digits, the CRC and, for a ``place``, the magic change. Why
     (small41): a new small file's close encoded its record twice, once for the room to reserve
     and once numbered, and the JSON was a tenth of the daemon's Python samples per file (loop20)."""
     if not 0 <= cover < 1 << 64:
         raise ValueError(f"cover number {cover} does not fit the record's 16 hex digits")
     if (seed is None) != trailer.startswith(COVER_MAGIC_V1):
         raise ValueError("a cover record is renumbered with the seed it was encoded with (encode_cover)")
+    if seed is None and place is not None:
+        raise ValueError("a record placed in a pack is seeded with its journal's seed too (encode_cover)")
     body = bytearray(trailer)
     body[_COVER_NUMBER_AT : _COVER_NUMBER_AT + 16] = b"%016x" % cover
     with memoryview(body) as view:
-        crc = zlib.crc32(view[_COVER_BODY_AT:]) if seed is None else zlib.crc32(view[_COVER_BODY_AT:], seed)
+        if seed is None:
+            crc = zlib.crc32(view[_COVER_BODY_AT:])
+        elif place is None:
+            body[: len(COVER_MAGIC)] = COVER_MAGIC
+            crc = zlib.crc32(view[_COVER_BODY_AT:], seed)
+        else:
+            body[: len(COVER_MAGIC)] = COVER_MAGIC_PLACED
+            crc = zlib.crc32(view[_COVER_BODY_AT:], place_seed(seed, *place))
         _COVER_HEAD.pack_into(body, len(COVER_MAGIC), len(body) - _COVER_BODY_AT, crc)
     return bytes(body)
 
 
-def _verified(magic: bytes, body: bytes, crc: int, seed: int | None) -> dict | None:
-    """The record ``body`` holds if its CRC verifies, else None. A seeded record
-    (``COVER_MAGIC``) verifies only with ``seed``, its journal's (never with None: no
-    journal's): it comes back with
-    ``seeded`` True. One from before cover22 (``COVER_MAGIC_V1``) verifies unseeded and comes
-    back without ``seeded`` (whatever its JSON says): ``records.cover_is_ours`` accepts it
-    only of an epoch its journal began before it wrote seeded records."""
-    if magic == COVER_MAGIC:
+def _verified(
+    magic: bytes, body: bytes, crc: int, seed: int | None, place: tuple[str, int] | None
+) -> dict | None:
+    """The record ``body`` holds if its CRC verifies, else None. A placed record
+    (``COVER_MAGIC_PLACED``) verifies only with ``seed``, its journal's, at ``place``, (pack
+    token, offset) where it was written (never with either None): it comes back with ``seeded``
+    and ``placed`` True. A seeded one (``COVER_MAGIC``) verifies only with ``seed`` (never with
+    None: no journal's) and comes back with ``seeded`` True. One from before cover22
+    (``COVER_MAGIC_V1``) verifies unseeded and comes back with neither. Neither flag is taken
+    from the JSON: ``records.cover_is_ours`` accepts an unplaced record only of an epoch its
+    journal wrote no placed records in, an unseeded one only of an epoch before it seeded them."""
+    if magic == COVER_MAGIC_PLACED:
+        if seed is None or place is None or zlib.crc32(body, place_seed(seed, *place)) != crc:
+            return None
+    elif magic == COVER_MAGIC:
         if seed is None or zlib.crc32(body, seed) != crc:
             return None
     elif magic != COVER_MAGIC_V1 or zlib.crc32(body) != crc:
@@ -153,15 +211,22 @@ def _verified(magic: bytes, body: bytes, crc: int, seed: int | None) -> dict | N
     except (ValueError, KeyError, TypeError):
         return None
     record.pop("seeded", None)
-    if magic == COVER_MAGIC:
+    record.pop("placed", None)
+    if magic != COVER_MAGIC_V1:
         record["seeded"] = True
+    if magic == COVER_MAGIC_PLACED:
+        record["placed"] = True
     return record
 
 
-def _decode_covers(data: bytes, *, seed: int | None = None) -> Iterator[tuple[int, dict]]:
-    """(offset, record) of every whole cover record in ``data`` (a pack's bytes) that verifies
-    with ``seed`` (``_verified``). A torn or overwritten record fails its CRC and is skipped;
-    chunk bytes that happen to hold the magic fail it too, and so does another journal's."""
+def _decode_covers(
+    data: bytes, *, seed: int | None = None, token: str | None = None, base: int = 0
+) -> Iterator[tuple[int, dict]]:
+    """(offset, record) of every whole cover record in ``data`` that verifies with ``seed``
+    (``_verified``); ``data`` lies at offset ``base`` of pack ``token`` (None: of no pack, so
+    no placed record verifies). A torn or overwritten record fails its CRC and is skipped;
+    chunk bytes that happen to hold the magic fail it too, and so does another journal's, and
+    a copy of a placed record anywhere but where it was written."""
     at = data.find(_COVER_FAMILY)
     while at >= 0:
         head = at + len(COVER_MAGIC)
@@ -169,7 +234,8 @@ def _decode_covers(data: bytes, *, seed: int | None = None) -> Iterator[tuple[in
             length, crc = _COVER_HEAD.unpack_from(data, head)
             body = data[head + _COVER_HEAD.size : head + _COVER_HEAD.size + length]
             if len(body) == length:
-                record = _verified(data[at:head], body, crc, seed)
+                place = None if token is None else (token, base + at)
+                record = _verified(data[at:head], body, crc, seed, place)
                 if record is not None:
                     yield at, record
         at = data.find(_COVER_FAMILY, at + 1)
@@ -178,8 +244,11 @@ def _decode_covers(data: bytes, *, seed: int | None = None) -> Iterator[tuple[in
 COVER_PIECE = 1 << 20  # bytes of a pack read at a time for its cover records
 
 
-def _file_covers(fd: int, piece: int = COVER_PIECE, *, seed: int | None = None) -> Iterator[tuple[int, dict]]:
-    """``_decode_covers`` of a whole pack file, read ``piece`` bytes at a time (it read the
+def _file_covers(
+    fd: int, piece: int = COVER_PIECE, *, seed: int | None = None, token: str | None = None
+) -> Iterator[tuple[int, dict]]:
+    """``_decode_covers`` of a whole pack file (of pack ``token``: None, no placed record
+    verifies), read ``piece`` bytes at a time (it read the
     pack whole: up to ``writeback_pack_bytes``, 32 MiB, held while the replay ran). A record
     found in a piece whose body runs past it is read alone, from where its length says."""
     size = os.fstat(fd).st_size
@@ -194,17 +263,23 @@ def _file_covers(fd: int, piece: int = COVER_PIECE, *, seed: int | None = None) 
                 end = at + lead + length
                 if start + end <= size:
                     whole = data[at:end] if end <= len(data) else pread_full(fd, lead + length, start + at)
-                    record = decode_cover(whole, seed=seed)
+                    record = decode_cover(
+                        whole, seed=seed, place=None if token is None else (token, start + at)
+                    )
                     if record is not None:
                         yield start + at, record
             at = data.find(_COVER_FAMILY, at + 1)
         start += piece
 
 
-def decode_cover(data: bytes, *, seed: int | None = None) -> dict | None:
+def decode_cover(
+    data: bytes, *, seed: int | None = None, place: tuple[str, int] | None = None
+) -> dict | None:
     """The cover record ``data`` starts with, whole (``encode_cover``'s bytes) and verified
-    with ``seed`` (``_verified``), else None."""
-    for at, record in _decode_covers(data, seed=seed):
+    with ``seed`` (``_verified``), else None. ``place``: (pack token, offset) where ``data``
+    was read (None: not from a pack, so a placed record does not verify)."""
+    token, base = place if place is not None else (None, 0)
+    for at, record in _decode_covers(data, seed=seed, token=token, base=base):
         return record if at == 0 else None
     return None
 
@@ -321,6 +396,8 @@ class Packs:
     def __init__(self, root: Path, prefix: str, pack_bytes: int) -> None:
         self.root = root
         self.prefix = f"{prefix}/{PACK_DIR}"
+        self._head = self.prefix + "/"  # what every key of these packs starts with
+        self._depth = self.prefix.count("/")  # a pack object's key has one "/" more, a member two
         self.pack_bytes = pack_bytes
         self._lock = threading.Lock()  # never held during I/O on a member
         self._packs: dict[str, _Pack] = {}
@@ -329,11 +406,11 @@ class Packs:
     # --- keys ---------------------------------------------------------------------------------
     def owns(self, key: str) -> bool:
         """Whether ``key`` is a member key (a range of a pack), not an object of its own."""
-        return key.startswith(self.prefix + "/") and key.count("/") == self.prefix.count("/") + 2
+        return key.startswith(self._head) and key.count("/") == self._depth + 2
 
     def is_pack(self, key: str) -> bool:
         """Whether object ``key`` (from a listing) is a pack file."""
-        return key.startswith(self.prefix + "/") and key.count("/") == self.prefix.count("/") + 1
+        return key.startswith(self._head) and key.count("/") == self._depth + 1
 
     def object_of(self, key: str) -> str:
         """The pack object holding member ``key``."""
@@ -351,13 +428,21 @@ class Packs:
     def member_key(self, token: str, file_id: int, index: int, offset: int) -> str:
         return f"{self.prefix}/{token}/{file_id:x}.{index}.{offset:x}"
 
+    def cover_place(self, key: str, length: int) -> tuple[str, int]:
+        """(pack token, offset) of the cover record written after member ``key`` of ``length``
+        bytes (``write``'s ``trailer``): where ``place_seed`` binds it. ``_parse``, cut down:
+        asked at every covered close."""
+        end = key.rfind("/")
+        return key[len(self._head) : end], int(key[key.rfind(".") + 1 :], 16) + length
+
     def cover_records(self, pack: str, seed: int | None = None) -> Iterator[tuple[str, dict]]:
         """(member key, record) of every whole cover record in pack object ``pack`` that
-        verifies with ``seed`` (``_verified``; recovery after a power loss: the file system's
-        pages of the whole pack are read once, a ``COVER_PIECE`` at a time)."""
+        verifies with ``seed`` and, a placed one, at its offset in this pack (``_verified``;
+        recovery after a power loss: the file system's pages of the whole pack are read once,
+        a ``COVER_PIECE`` at a time)."""
         token = pack.rsplit("/", 1)[1]
         with open(self.root / pack, "rb", buffering=0) as fh:
-            for at, record in _file_covers(fh.fileno(), seed=seed):
+            for at, record in _file_covers(fh.fileno(), seed=seed, token=token):
                 offset = at - record["len"]
                 if offset >= 0:
                     yield self.member_key(token, record["id"], 0, offset), record

@@ -88,14 +88,36 @@ def cover_is_ours(txn: Txn, cover: dict, epoch: int) -> bool:
     last session's). Why (review22a): recovery reads every byte of a pack, a user's file's too,
     and a file holding a record (a copy of a pack file, say) was replayed as a new file; with
     an id not handed out yet, the next new file given that id took its record, and that file's
-    close was acknowledged with no name left to it (its bytes read under the other's)."""
+    close was acknowledged with no name left to it (its bytes read under the other's). And it
+    is seeded (cover22: bound to this journal) and placed (cover24: bound to where it was
+    written) unless of an epoch this journal wrote such records before it did
+    (``seeded_from``, ``must_be_placed``)."""
     next_id = txn.meta("next_id")
     if not (cover["id"] < int(next_id or 1) and cover["c"] >> 32 <= epoch):
+        return False
+    if not cover.get("placed") and must_be_placed(cover["c"] >> 32, txn.meta(COVER_PLACED)):
         return False
     return bool(cover.get("seeded")) or cover["c"] >> 32 < seeded_from(txn, epoch)
 
 
 COVER_SEEDED = "cover_seeded"  # the first epoch whose cover records this journal seeded
+COVER_PLACED = "cover_placed"  # the last epoch whose cover records this journal placed
+
+
+def must_be_placed(record_epoch: int, placed: str | int | None) -> bool:
+    """Whether a cover record of epoch ``record_epoch`` is replayed only if ``placed``
+    (``packs.COVER_MAGIC_PLACED``, or a RADOS or S3 object's own): of an epoch at or below
+    ``placed``, the journal's meta ``COVER_PLACED`` (the last session that placed its records;
+    every session since cover24 does, from its recovery on) or the ``cover_placed`` of its
+    shared log's header (adoption). None (a journal, or a log, from before cover24): no epoch.
+    Why (cover24): a copy of one of this journal's own records at another place in its packs
+    (a user's file holding a pack slot) verified with the journal's seed; replayed from there
+    in place of the real one, the acknowledged file named the range of the file holding the
+    copy, and was lost with that file's pack (or, with other bytes before the copy, dropped as
+    a torn first close). An epoch above ``placed`` is that of a session
+    of a datahub from before cover24 (a downgrade): its records are accepted unplaced, as it
+    wrote them; only records above ``covered`` are replayed, all of the last session's epoch."""
+    return placed is not None and record_epoch <= int(placed)
 
 
 def seeded_from(txn: Txn, epoch: int) -> int:

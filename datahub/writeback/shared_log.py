@@ -494,9 +494,11 @@ def attach(ws: Any, objects_url: str) -> None:
     with journal.read() as txn:
         epoch = int(txn.meta(COVER_EPOCH) or 0)
         seeded = int(txn.meta("cover_seeded") or 0)  # records.COVER_SEEDED (adopt._rebuild)
+        placed = int(txn.meta("cover_placed") or epoch)  # records.COVER_PLACED (adopt._rebuild)
     header = {
         "journal": chunks.journal,
         "cover_seeded": seeded,
+        "cover_placed": placed,
         "objects_url": objects_url,
         "chunk_size": ws.chunk_size,
         "at": time.time(),

@@ -54,9 +54,11 @@ def test_a_journal_from_before_cover22_still_replays_its_unseeded_records(
 ) -> None:
     with monkeypatch.context() as old:  # write as the code before cover22 did
         old.setattr(chunks_module, "cover_seed", lambda journal: None)
+        old.setattr(chunks_module.ChunkStore, "_place", lambda self, key, length: None)  # cover24 came after
         ws = packs_env.open()
         with ws.journal.write("as before cover22") as txn:
             txn.del_meta("cover_seeded")
+            txn.del_meta("cover_placed")
         ws.journal.defer_seconds = 3600.0  # the close's commit stays in its record only
         write(ws, "old", PAYLOAD)
         ws.abandon()
@@ -64,6 +66,7 @@ def test_a_journal_from_before_cover22_still_replays_its_unseeded_records(
     assert _read(ws, "old") == PAYLOAD  # replayed from its unseeded record
     with ws.journal.read() as txn:
         assert int(txn.meta("cover_seeded")) == int(txn.meta("cover_epoch"))
+        assert int(txn.meta("cover_placed")) == int(txn.meta("cover_epoch"))
     ws.close()
 
 

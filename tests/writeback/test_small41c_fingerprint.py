@@ -39,7 +39,7 @@ def _covers(root: Path, ws) -> list[tuple[Path, int, dict]]:
     for pack in sorted(p for p in root.rglob("*") if p.is_file() and p.parent.name == "packs"):
         fd = os.open(pack, os.O_RDONLY)
         try:
-            found += [(pack, at, record) for at, record in _file_covers(fd, seed=_seed(ws))]
+            found += [(pack, at, record) for at, record in _file_covers(fd, seed=_seed(ws), token=pack.name)]
         finally:
             os.close(fd)
     return found
@@ -62,12 +62,14 @@ def _seed(ws) -> int:
 
 
 def _rewrite(pack: Path, at: int, record: dict, seed: int) -> None:
-    """Put ``record`` where the record at ``at`` is (no longer than it: an int fingerprint is shorter)."""
+    """Put ``record`` where the record at ``at`` is (no longer than it: an int fingerprint is
+    shorter), placed there (cover24)."""
     cover = record.pop("c")
     record.pop("seeded", None)  # what the scan says of it (cover22), not a field of its bytes
+    record.pop("placed", None)  # nor is this (cover24)
     with open(pack, "r+b") as f:
         f.seek(at)
-        f.write(encode_cover(cover, record, seed))
+        f.write(encode_cover(cover, record, seed, (pack.name, at)))
 
 
 def _damage(pack: Path, at: int, record: dict) -> None:
@@ -97,6 +99,7 @@ def test_a_small_files_record_carries_the_xxh3_of_its_chunk_and_replays(tmp_path
         records = {r["path"]: r for _, _, r in _covers(tmp_path, ws)}
         for name in NAMES:
             assert records[name]["crc"] == f"x3:{xxhash.xxh3_64_intdigest(_payload(name)):016x}"
+            assert records[name]["placed"]  # bound to its pack and offset (cover24)
         ws2 = env.crash_and_reopen(ws)  # a kill -9: the deferred commits are lost from memory
         assert _survivors(ws2) == dict.fromkeys(NAMES, "whole")
     finally:

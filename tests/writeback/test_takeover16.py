@@ -189,6 +189,7 @@ def _make_old_layout(nodes: Nodes, name: str) -> None:
                 txn.put_file(file_id, rec)
             txn.put_meta(JOURNAL_ID, "")
             txn.del_meta("cover_seeded")  # cover22 came after journal ids
+            txn.del_meta("cover_placed")  # and so did cover24
     finally:
         journal.close()
     shutil.rmtree(root.parent.parent / "writeback-log")  # a journal from before journal ids had no shared log
@@ -235,8 +236,9 @@ def test_the_first_open_with_an_id_replays_the_cover_records_a_power_loss_left_i
     nodes = Nodes(tmp_path, LAYOUTS["packs"])
     lmdb_dir = workspace_dir(nodes.nodes["a"][0], "shared") / "lmdb"
     try:
-        # the records as the code before journal ids wrote them: unseeded (cover22)
+        # the records as the code before journal ids wrote them: unseeded (cover22), unplaced (cover24)
         monkeypatch.setattr(chunks_module, "cover_seed", lambda journal: None)
+        monkeypatch.setattr(chunks_module.ChunkStore, "_place", lambda self, key, length: None)
         ws = nodes.open("a")
         write(ws, "keep.txt", b"k" * 300)
         before = tmp_path / "journal-before"
