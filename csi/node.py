@@ -313,33 +313,12 @@ class NodeService:
 
         The stage's mount process runs with the stage's credentials (NodeStage secrets): a
         publish bringing other ones is refused rather than served with credentials it did not
-        choose."""
-        stage = self._get(staging)
-        if stage is None or not stage.staged or stage.unpublishing:
-            raise Conflict(
-                f"volume {req.volume_id!r} is not staged at {staging}; NodeStageVolume must succeed first",
-                volume_id=req.volume_id,
-                target_path=target,
-            )
-        if stage.volume_id != req.volume_id:
-            raise NotFound(
-                f"staging path {staging} holds volume {stage.volume_id!r}, not {req.volume_id!r}",
-                volume_id=req.volume_id,
-            )
-        if _attributes(req.context) != _attributes(stage.extra.get("context", {})):
-            raise Conflict(
-                f"volume {req.volume_id!r} is published with other attributes than it was staged with at "
-                f"{staging} (it shows {stage.resolved or _describe(stage.spec)}); a different version or "
-                "configuration is a different volume",
-                volume_id=req.volume_id,
-                target_path=target,
-            )
+        choose. The stage's record is checked (``_usable_stage``) once before its lock, to
+        refuse at once what is plainly wrong, and again under it: that check decides, since an
+        unstage and a new stage of another volume at the same path may run in between."""
+        self._usable_stage(req, target, staging, readonly)
         with self._target(staging, wait=STAGE_WAIT):  # the stage stays as it is until this target is recorded
-            stage = self._get(staging)
-            if stage is None or stage.unpublishing:
-                raise Conflict(
-                    f"volume {req.volume_id!r} is being unstaged from {staging}", target_path=target
-                )
+            stage = self._usable_stage(req, target, staging, readonly)
             if stage.spec.kind == "workspace":
                 holders = [q.target_path for q in self.published() if q.staging_path == staging]
                 if holders:
@@ -365,7 +344,7 @@ class NodeService:
                 target_path=target,
                 volume_id=req.volume_id,
                 spec=stage.spec,
-                readonly=readonly or stage.readonly,
+                readonly=readonly or stage.readonly,  # never writable over a read-only stage
                 fingerprint=fingerprint,
                 sources=[],
                 subdir=stage.subdir,
@@ -384,6 +363,52 @@ class NodeService:
             staging,
             target,
         )
+
+    def _usable_stage(self, req: PublishRequest, target: str, staging: str, readonly: bool) -> Published:
+        """The record of the volume staged at ``staging``, if ``req`` may be bound from it; else the
+        error naming what differs and what to do.
+
+        A read-write publish (a writable workspace, a writer access mode, ``readonly`` false) of
+        a stage made with a reader-only access mode is FAILED_PRECONDITION: before, it was
+        bound read-only without a word, and the pod that asked to write got EROFS at its first
+        write, long after the kubelet had reported the volume mounted as asked."""
+        stage = self._get(staging)
+        if stage is None or not stage.staged:
+            raise Conflict(
+                f"volume {req.volume_id!r} is not staged at {staging}; NodeStageVolume must succeed first",
+                volume_id=req.volume_id,
+                target_path=target,
+            )
+        if stage.unpublishing:
+            raise Conflict(
+                f"volume {stage.volume_id!r} is being unstaged from {staging}; NodeStageVolume must "
+                "succeed again first",
+                volume_id=req.volume_id,
+                target_path=target,
+            )
+        if stage.volume_id != req.volume_id:
+            raise NotFound(
+                f"staging path {staging} holds volume {stage.volume_id!r}, not {req.volume_id!r}",
+                volume_id=req.volume_id,
+            )
+        if _attributes(req.context) != _attributes(stage.extra.get("context", {})):
+            raise Conflict(
+                f"volume {req.volume_id!r} is published with other attributes than it was staged with at "
+                f"{staging} (it shows {stage.resolved or _describe(stage.spec)}); a different version or "
+                "configuration is a different volume",
+                volume_id=req.volume_id,
+                target_path=target,
+            )
+        if stage.readonly and not readonly:
+            raise Conflict(
+                f"volume {req.volume_id!r} was staged read-only at {staging} (a reader-only access mode), "
+                f"and this NodePublishVolume at {target} asks to write it; publish it read-only "
+                "(readonly, or a reader-only access mode), or unstage it and stage it with a writer "
+                "access mode",
+                volume_id=req.volume_id,
+                target_path=target,
+            )
+        return stage
 
     def _author(self, p: Published | None) -> str:
         """The author of the versions workspace volume ``p`` commits (docs/csi.md, "Who wrote a

@@ -1,0 +1,144 @@
+"""review24: a publish from a stage is checked against the stage as it is under the stage's lock.
+
+* A read-write NodePublishVolume of a workspace staged with a reader-only access mode was
+  bound read-only without a word: the kubelet reported the volume mounted as asked, and the
+  pod's first write failed (EROFS). It is FAILED_PRECONDITION naming the volume, the staging
+  path and what to do; a read-only publish of that stage is still served.
+* The stage's record was checked (volume id, attributes) before its lock was taken and only
+  looked up again under it: an unstage and a NodeStageVolume of another volume at the same
+  staging path in between, and the target was bound from that other volume.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from pathlib import Path
+
+import grpc
+import pytest
+
+from csi import node as node_module
+from csi.node import NodeService, PublishRequest, _fingerprint
+from csi.state import Published
+from csi.volumes import Capability, VolumeSpec
+from datahub.config import load_config
+from datahub.errors import NotFound
+from tests.csi.conftest import CsiEnv, Mode, Plugin
+from tests.csi.test_stage import code_of, staging_path
+
+
+@pytest.mark.fuse
+def test_a_read_write_publish_of_a_workspace_staged_read_only_is_refused(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    staging = staging_path(csi_env, "r24-ro")
+    context = {"workspace": "review24-ro"}
+    plugin.stage(staging, context, volume_id="r24", mode=Mode.SINGLE_NODE_READER_ONLY)
+    target = csi_env.target("r24-rw")
+    try:
+        with pytest.raises(grpc.RpcError) as err:  # a writer access mode, readonly false: as kubelet sends
+            plugin.publish(target, context, volume_id="r24", staging=staging, mode=Mode.SINGLE_NODE_WRITER)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION, err.value.details()
+        details = err.value.details()
+        assert "'r24'" in details and staging in details and "read-only" in details
+        assert not os.path.exists(target)  # nothing bound, nothing recorded
+        assert [p for p in plugin.state() if p["target_path"] == target] == []
+
+        # read-only publishes of it are served, read-only: the flag, or a reader-only access mode
+        for how in (
+            {"readonly": True, "mode": Mode.SINGLE_NODE_WRITER},
+            {"mode": Mode.SINGLE_NODE_READER_ONLY},
+        ):
+            plugin.publish(target, context, volume_id="r24", staging=staging, **how)
+            with pytest.raises(OSError) as exc:
+                Path(target, "x").write_bytes(b"x")
+            assert exc.value.errno == errno.EROFS
+            # asked read-write again for the published target: a different request
+            assert (
+                code_of(lambda: plugin.publish(target, context, volume_id="r24", staging=staging))
+                == grpc.StatusCode.ALREADY_EXISTS
+            )
+            plugin.unpublish(target, "r24")
+            assert not os.path.exists(target)
+    finally:
+        plugin.unpublish(target, "r24")
+        plugin.unstage(staging, "r24")
+
+
+def _stage_record(tmp_path: Path, staging: str, volume_id: str, dataset: str) -> Published:
+    context = {"dataset": dataset, "version": "1"}
+    cap = Capability("mount", "SINGLE_NODE_READER_ONLY")
+    return Published(
+        target_path=staging,
+        volume_id=volume_id,
+        spec=VolumeSpec("dataset", dataset=dataset, version="1"),
+        readonly=True,
+        fingerprint=_fingerprint(volume_id, context, cap, True, "", stage=True),
+        sources=[f"{dataset}@1"],
+        subdir=f"{dataset}/v1",
+        volume_dir=str(tmp_path / "state" / "volumes" / volume_id),
+        resolved=f"{dataset}@v1",
+        extra={"context": context},
+        staged=True,
+    )
+
+
+def test_a_publish_checks_the_stage_again_under_its_lock(tmp_path: Path, monkeypatch) -> None:
+    """The publish passes the first check of stage ``vol-a``, then waits for the stage's lock,
+    held by an unstage that leaves ``vol-b`` staged at that path: refused (NOT_FOUND, naming
+    both), never bound from ``vol-b``."""
+    node = NodeService(
+        load_config(env={}, overrides={"home": str(tmp_path / "home")}), tmp_path / "state", "n"
+    )
+    staging = str(tmp_path / "plugins" / "pv" / "globalmount")
+    target = str(tmp_path / "pods" / "a" / "mount")
+    os.makedirs(os.path.dirname(target))
+    node._put(_stage_record(tmp_path, staging, "vol-a", "imgs"), staging)
+
+    waiting, release = threading.Event(), threading.Event()
+    original = node._target
+
+    def target_lock(path: str, *, wait: float = 0.0):  # the publish is about to wait for the stage
+        if path == staging and threading.current_thread().name == "publish":
+            waiting.set()
+        return original(path, wait=wait)
+
+    monkeypatch.setattr(node, "_target", target_lock)
+    monkeypatch.setattr(node_module, "STAGE_WAIT", 30.0)
+
+    def unstage_and_stage_another() -> None:
+        with original(staging):
+            release.set()
+            assert waiting.wait(30)
+            node._put(None, staging)  # NodeUnstageVolume of vol-a, NodeStageVolume of vol-b
+            node._put(_stage_record(tmp_path, staging, "vol-b", "other"), staging)
+
+    outcome: list[BaseException | None] = []
+
+    def publish() -> None:
+        request = PublishRequest(
+            "vol-a",
+            target,
+            Capability("mount", "SINGLE_NODE_READER_ONLY"),
+            context={"dataset": "imgs", "version": "1"},
+            staging_target_path=staging,
+        )
+        try:
+            node.publish(request)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    holder = threading.Thread(target=unstage_and_stage_another)
+    holder.start()
+    assert release.wait(30)
+    publisher = threading.Thread(target=publish, name="publish")
+    publisher.start()
+    publisher.join(60)
+    holder.join(60)
+    [error] = outcome
+    assert isinstance(error, NotFound), repr(error)
+    assert "'vol-b'" in str(error) and "'vol-a'" in str(error) and staging in str(error)
+    assert not os.path.exists(target) and node._get(target) is None
