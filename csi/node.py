@@ -442,13 +442,34 @@ class NodeService:
                 f"{path} exists and is not a directory; volume {volume_id!r} is mounted on a directory",
                 target_path=path,
             )
-        for other in [str(self.state_dir), *(q.target_path for q in self.published())]:
+        state = str(self.state_dir)
+        if path == state:  # the bind would cover published.json and every volume's mount point
+            raise Conflict(
+                f"{path} is this plugin's state dir; volume {volume_id!r} is not mounted there",
+                target_path=path,
+            )
+        for other in [state, *(q.target_path for q in self.published())]:
             if other != path and (_inside(path, other) or _inside(other, path)):
                 raise Conflict(
                     f"{path} lies {'inside' if _inside(path, other) else 'above'} {other}, which this "
                     f"plugin uses for another volume or its state; volume {volume_id!r} is not mounted there",
                     target_path=path,
                 )
+
+    def _within_ours(self, path: str) -> bool:
+        """Whether the unrecorded ``path`` is the state dir or lies inside it or inside a recorded
+        target or staging path: no stage or publish is ever made there (``_refuse_unusable_path``),
+        so an unstage or unpublish of it has nothing to undo.
+
+        Why it matters: such a call found "a mount of ours" at ``<state>/volumes/<key>/mnt``
+        (a live volume's FUSE mount) and unmounted it: every pod's bind of that volume then
+        showed a mount no longer under ``volumes/``, whose unpublish was refused as another
+        driver's, until the supervisor killed the volume's process and remounted it. Inside a
+        pod's workspace it removed the pod's empty directory of that name."""
+        state = str(self.state_dir)
+        if path == state or _inside(path, state):
+            return True
+        return any(_inside(path, q.target_path) for q in self.published())
 
     def _clear_leftover(self, path: str, *, volume_id: str) -> None:
         """Unmount what a call on the unrecorded ``path`` left there when a crash cut it short.
@@ -553,6 +574,8 @@ class NodeService:
             s = self._get(path)
             self._refuse_foreign(path, volume_id, s)
             if s is None:  # already unstaged (or never): make sure nothing of ours is left
+                if self._within_ours(path):  # never staged there (refused): nothing of another to touch
+                    return
                 mounts.unmount(path, lazy=mounts.health(path) == "broken")
                 self._forget_leftover(path)
                 return
@@ -625,8 +648,8 @@ class NodeService:
             p = self._get(target)
             self._refuse_foreign(target, volume_id, p)
             if p is None:  # already unpublished (or never): make sure nothing of ours is left
-                if os.path.islink(target):  # never published (publish refuses links): nothing to undo
-                    return
+                if os.path.islink(target) or self._within_ours(target):  # never published there
+                    return  # (publish refuses them): nothing to undo, and nothing of another to touch
                 mounts.unmount(target, lazy=mounts.health(target) == "broken")
                 self._forget_leftover(target)
                 _remove_dir(target)

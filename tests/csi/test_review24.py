@@ -25,7 +25,7 @@ from csi.state import Published
 from csi.volumes import Capability, VolumeSpec
 from datahub.config import load_config
 from datahub.errors import NotFound
-from tests.csi.conftest import CsiEnv, Mode, Plugin
+from tests.csi.conftest import CsiEnv, Mode, Plugin, wait_for_checks
 from tests.csi.test_stage import code_of, staging_path
 
 
@@ -142,3 +142,71 @@ def test_a_publish_checks_the_stage_again_under_its_lock(tmp_path: Path, monkeyp
     assert isinstance(error, NotFound), repr(error)
     assert "'vol-b'" in str(error) and "'vol-a'" in str(error) and staging in str(error)
     assert not os.path.exists(target) and node._get(target) is None
+
+
+@pytest.mark.fuse
+def test_an_unpublish_or_unstage_naming_the_plugins_own_mount_leaves_it_serving(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """NodeUnpublishVolume (or NodeUnstageVolume) of ``<state>/volumes/<key>/mnt``, a live
+    stage's FUSE mount: "a mount of ours" and no record, so it was unmounted, and the
+    supervisor then killed the stage's process and remounted it under every pod reading it.
+    Nothing is ever published there (the path lies in the state dir), so nothing is undone."""
+    staging = staging_path(csi_env, "r24-own")
+    context = {"dataset": "imgs", "version": "1"}
+    plugin.stage(staging, context, volume_id="r24-own", mode=Mode.MULTI_NODE_READER_ONLY)
+    target = csi_env.target("r24-own")
+    try:
+        plugin.publish(
+            target, context, volume_id="r24-own", staging=staging, mode=Mode.MULTI_NODE_READER_ONLY
+        )
+        [stage] = [p for p in plugin.state() if p["target_path"] == staging]
+        fuse_mount, pid = os.path.join(stage["volume_dir"], "mnt"), stage["pid"]
+        state_dir = str(plugin.state_dir.resolve())
+        for path in (fuse_mount, stage["volume_dir"], state_dir):
+            plugin.unpublish(path, "r24-own")
+            plugin.unstage(path, "r24-own")
+        assert os.path.ismount(fuse_mount) and os.path.isdir(state_dir)
+        assert Path(target, "README").read_bytes() == b"v1\n"
+        wait_for_checks(plugin, 2)  # the supervisor finds nothing to repair
+        [stage] = [p for p in plugin.state() if p["target_path"] == staging]
+        assert stage["pid"] == pid and os.path.exists(f"/proc/{pid}")
+        assert Path(target, "train", "b.bin").read_bytes() == csi_env.files[1]["train/b.bin"]
+    finally:
+        plugin.unpublish(target, "r24-own")
+        plugin.unstage(staging, "r24-own")
+
+
+@pytest.mark.fuse
+def test_an_unpublish_naming_a_directory_inside_a_pods_workspace_leaves_it(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """An empty directory a pod made in its workspace, named by a NodeUnpublishVolume: it was
+    never a target (publish refuses paths inside another volume), yet it was removed."""
+    target = csi_env.target("r24-ws")
+    context = {"workspace": "review24-inner"}
+    plugin.publish(target, context, volume_id="r24-ws")
+    try:
+        inner = Path(target, "checkpoints")
+        inner.mkdir()
+        plugin.unpublish(str(inner), "r24-ws")
+        assert inner.is_dir()
+    finally:
+        plugin.unpublish(target, "r24-ws")
+
+
+@pytest.mark.fuse
+def test_the_state_dir_itself_is_no_target_nor_staging_path(plugin: Plugin, csi_env: CsiEnv) -> None:
+    """A bind onto the state dir covered published.json and every volume's FUSE mount point."""
+    state_dir = str(plugin.state_dir.resolve())
+    context = {"dataset": "imgs", "version": "1"}
+    for call in (
+        lambda: plugin.publish(state_dir, context, volume_id="r24-state"),
+        lambda: plugin.stage(state_dir, context, volume_id="r24-state"),
+    ):
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION, err.value.details()
+        assert "state dir" in err.value.details() and "'r24-state'" in err.value.details()
+        assert not os.path.ismount(state_dir)
+        assert [p for p in plugin.state() if p["volume_id"] == "r24-state"] == []
