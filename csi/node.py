@@ -57,6 +57,7 @@ from csi.volumes import (
     VolumeSpec,
     check_capability,
     check_inline_pod_info,
+    check_volume_id,
     parse_context,
     parse_secrets,
 )
@@ -186,8 +187,7 @@ class NodeService:
 
     # --- NodePublishVolume ------------------------------------------------------------------
     def publish(self, req: PublishRequest) -> None:
-        if not req.volume_id:
-            raise InvalidInput("NodePublishVolume: volume_id is required")
+        check_volume_id(req.volume_id, "NodePublishVolume")
         if not req.target_path or not os.path.isabs(req.target_path):
             raise InvalidInput(f"NodePublishVolume {req.volume_id!r}: target_path must be an absolute path")
         if req.staging_target_path and not os.path.isabs(req.staging_target_path):
@@ -522,8 +522,7 @@ class NodeService:
     # --- NodeStageVolume / NodeUnstageVolume ----------------------------------------------------
     def stage(self, req: StageRequest) -> None:
         """Mount the volume once for this node (idempotent); publishes bind it into pods."""
-        if not req.volume_id:
-            raise InvalidInput("NodeStageVolume: volume_id is required")
+        check_volume_id(req.volume_id, "NodeStageVolume")
         if not req.staging_target_path or not os.path.isabs(req.staging_target_path):
             raise InvalidInput(
                 f"NodeStageVolume {req.volume_id!r}: staging_target_path must be an absolute path"

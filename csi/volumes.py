@@ -95,6 +95,28 @@ class VolumeSpec:
         return cls(**data)
 
 
+_CONTROL = re.compile("[\u0000-\u001f\u007f-\u009f]")  # C0 (newline and tab too), DEL, C1
+
+
+def check_volume_id(volume_id: str, call: str) -> str:
+    """``volume_id`` of a NodeStageVolume or NodePublishVolume (``call``), which a record will
+    keep: required, and without control characters.
+
+    Why: the plugin's log names volumes as given (``published %s ...``), and an id holding a
+    newline wrote a line of its own making into it, as attribute names did before review17b.
+    Ids the kubelet makes (``csi-<sha256>``) and the controller's (workspace names) have none.
+    Unstage, unpublish and stats only look an id up among the records, so they take any."""
+    if not volume_id:
+        raise InvalidInput(f"{call}: volume_id is required")
+    if _CONTROL.search(volume_id):
+        raise InvalidInput(
+            f"{call}: volume_id {volume_id!r} contains a control character; give the PV's "
+            "volumeHandle without one",
+            volume_id=volume_id,
+        )
+    return volume_id
+
+
 def parse_context(context: Mapping[str, str], volume_id: str) -> VolumeSpec:
     """The volume a CO's ``volume_context`` describes; InvalidInput names the attribute to fix."""
     attrs = {k: v for k, v in context.items() if not k.startswith(KUBERNETES_PREFIX)}

@@ -210,3 +210,26 @@ def test_the_state_dir_itself_is_no_target_nor_staging_path(plugin: Plugin, csi_
         assert "state dir" in err.value.details() and "'r24-state'" in err.value.details()
         assert not os.path.ismount(state_dir)
         assert [p for p in plugin.state() if p["volume_id"] == "r24-state"] == []
+
+
+def test_a_volume_id_with_a_control_character_is_refused_before_anything_is_logged_or_mounted(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """The plugin logs volume ids as given (``published %s ...``): one holding a newline wrote
+    a line of the caller's making into the log."""
+    forged = "vol\n2026-12-01 00:00:00,000 INFO csi.node: published vol-ok (imgs@v1) at /x"
+    target, staging = csi_env.target("r24-id"), staging_path(csi_env, "r24-id")
+    context = {"dataset": "imgs", "version": "1"}
+    for volume_id in (forged, "vol\x1b[2J", "vol\x85"):
+        for call in (
+            lambda v=volume_id: plugin.publish(target, context, volume_id=v),
+            lambda v=volume_id: plugin.stage(staging, context, volume_id=v),
+        ):
+            with pytest.raises(grpc.RpcError) as err:
+                call()
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+            assert "control character" in err.value.details()
+    assert not os.path.exists(target) and not os.path.ismount(staging)
+    assert [p for p in plugin.state() if p["volume_id"].startswith("vol")] == []
+    lines = plugin.log_path.read_text(errors="replace").splitlines()
+    assert not any(line.startswith("2026-12-01 00:00:00,000 INFO csi.node") for line in lines)
