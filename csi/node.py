@@ -144,6 +144,7 @@ class NodeService:
         self._published: dict[str, Published] = self._state.load()
         self._children: dict[str, subprocess.Popen] = {}
         self._target_locks: dict[str, threading.Lock] = {}
+        self._claimed: set[str] = set()  # new paths a stage or publish is mounting (not yet recorded)
         self._mutex = threading.Lock()  # in-memory maps only; never held during I/O
         self.ready = threading.Event()  # set after the first check of recorded targets
 
@@ -224,16 +225,20 @@ class NodeService:
                 if self._health(existing) != "ok":
                     self._recover(existing)
                 return
-            self._refuse_unusable_path(target, req.volume_id)
-            self._clear_leftover(target, volume_id=req.volume_id)
-            # the flag as asked: a read-only volume is mounted read-only either way, yet
-            # readonly=false later is a different request (ALREADY_EXISTS), as the spec says
-            extra = {"requested_readonly": req.readonly}
-            principal = access.pod_principal(req.context)
-            if staging:
-                self._publish_staged(req, target, staging, readonly, fingerprint, overrides, principal, extra)
-                return
-            self._mount_new(req.volume_id, target, spec, readonly, fingerprint, overrides, principal, extra)
+            with self._new_path(target, req.volume_id):
+                self._clear_leftover(target, volume_id=req.volume_id)
+                # the flag as asked: a read-only volume is mounted read-only either way, yet
+                # readonly=false later is a different request (ALREADY_EXISTS), as the spec says
+                extra = {"requested_readonly": req.readonly}
+                principal = access.pod_principal(req.context)
+                if staging:
+                    self._publish_staged(
+                        req, target, staging, readonly, fingerprint, overrides, principal, extra
+                    )
+                    return
+                self._mount_new(
+                    req.volume_id, target, spec, readonly, fingerprint, overrides, principal, extra
+                )
             log.info(
                 "published %s (%s) at %s",
                 req.volume_id,
@@ -422,9 +427,13 @@ class NodeService:
         """Bind ``stage``'s view onto the target of ``p`` (see :func:`_place_view`)."""
         _place_view(_view(stage), p.target_path, readonly=p.readonly)
 
-    def _refuse_unusable_path(self, path: str, volume_id: str) -> None:
-        """Conflict for a new target or staging path that is a symlink or a file, or that lies
-        inside (or holds) another recorded volume's path or the plugin's state dir.
+    @contextlib.contextmanager
+    def _new_path(self, path: str, volume_id: str) -> Iterator[None]:
+        """Claim the new target or staging ``path`` for the block (its mount work, up to its
+        record); Conflict if it is a symlink or a file, the state dir, or lies inside (or holds)
+        the state dir or another volume's path: recorded, or claimed by a stage or publish under
+        way. Why the claims: checked against records alone, two publishes at once of a path and
+        a path inside it both passed, each before the other was recorded, and both were mounted.
 
         ``mount`` follows a symlink: a bind onto a link named another pod's volume (or any host
         directory) was stacked there, and unpublishing the link left that pod a dead mount. A
@@ -448,17 +457,25 @@ class NodeService:
                 f"{path} is this plugin's state dir; volume {volume_id!r} is not mounted there",
                 target_path=path,
             )
-        for other in [state, *(q.target_path for q in self.published())]:
-            if other != path and (_inside(path, other) or _inside(other, path)):
-                raise Conflict(
-                    f"{path} lies {'inside' if _inside(path, other) else 'above'} {other}, which this "
-                    f"plugin uses for another volume or its state; volume {volume_id!r} is not mounted there",
-                    target_path=path,
-                )
+        with self._mutex:  # checked and claimed at once
+            for other in [state, *self._published, *self._claimed]:
+                if other != path and (_inside(path, other) or _inside(other, path)):
+                    raise Conflict(
+                        f"{path} lies {'inside' if _inside(path, other) else 'above'} {other}, which this "
+                        f"plugin uses for another volume or its state; volume {volume_id!r} is not mounted "
+                        "there",
+                        target_path=path,
+                    )
+            self._claimed.add(path)
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._claimed.discard(path)
 
     def _within_ours(self, path: str) -> bool:
         """Whether the unrecorded ``path`` is the state dir or lies inside it or inside a recorded
-        target or staging path: no stage or publish is ever made there (``_refuse_unusable_path``),
+        target or staging path: no stage or publish is ever made there (``_new_path``),
         so an unstage or unpublish of it has nothing to undo.
 
         Why it matters: such a call found "a mount of ours" at ``<state>/volumes/<key>/mnt``
@@ -469,7 +486,8 @@ class NodeService:
         state = str(self.state_dir)
         if path == state or _inside(path, state):
             return True
-        return any(_inside(path, q.target_path) for q in self.published())
+        with self._mutex:
+            return any(_inside(path, other) for other in [*self._published, *self._claimed])
 
     def _clear_leftover(self, path: str, *, volume_id: str) -> None:
         """Unmount what a call on the unrecorded ``path`` left there when a crash cut it short.
@@ -551,12 +569,12 @@ class NodeService:
                 if self._health(existing) != "ok":
                     self._recover(existing)
                 return
-            self._refuse_unusable_path(path, req.volume_id)
-            self._clear_leftover(path, volume_id=req.volume_id)
-            extra = {"context": _attributes(req.context)}
-            self._mount_new(
-                req.volume_id, path, spec, readonly, fingerprint, overrides, None, extra, staged=True
-            )
+            with self._new_path(path, req.volume_id):
+                self._clear_leftover(path, volume_id=req.volume_id)
+                extra = {"context": _attributes(req.context)}
+                self._mount_new(
+                    req.volume_id, path, spec, readonly, fingerprint, overrides, None, extra, staged=True
+                )
         log.info("staged %s (%s) at %s", req.volume_id, self._get(path).resolved or _describe(spec), path)
 
     def unstage(self, volume_id: str, staging_target_path: str) -> None:

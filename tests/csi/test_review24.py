@@ -24,7 +24,7 @@ from csi.node import NodeService, PublishRequest, _fingerprint
 from csi.state import Published
 from csi.volumes import Capability, VolumeSpec
 from datahub.config import load_config
-from datahub.errors import NotFound
+from datahub.errors import Conflict, NotFound
 from tests.csi.conftest import CsiEnv, Mode, Plugin, wait_for_checks
 from tests.csi.test_stage import code_of, staging_path
 
@@ -233,3 +233,67 @@ def test_a_volume_id_with_a_control_character_is_refused_before_anything_is_logg
     assert [p for p in plugin.state() if p["volume_id"].startswith("vol")] == []
     lines = plugin.log_path.read_text(errors="replace").splitlines()
     assert not any(line.startswith("2026-12-01 00:00:00,000 INFO csi.node") for line in lines)
+
+
+@pytest.mark.parametrize("first", ["outer", "inner"])
+def test_two_publishes_of_nested_targets_at_once_never_both_mount(
+    tmp_path: Path, monkeypatch, first: str
+) -> None:
+    """A target inside (or above) another is refused (csi14), but only against recorded paths:
+    two publishes at once, each checked before the other was recorded, both mounted, one of
+    them inside the other's volume (created among a workspace's files, or hidden under its
+    bind). A path being published counts from its check on."""
+    node = NodeService(
+        load_config(env={}, overrides={"home": str(tmp_path / "home")}), tmp_path / "state", "n"
+    )
+    paths = {"outer": str(tmp_path / "pods" / "a" / "mount")}
+    paths["inner"] = os.path.join(paths["outer"], "sub")
+    os.makedirs(paths["inner"])
+    entered, release = threading.Event(), threading.Event()
+
+    def mount_new(volume_id, path, spec, readonly, fingerprint, overrides, principal, extra, *, staged=False):
+        assert not entered.is_set(), f"the publish at {path} was mounted while another was under way"
+        entered.set()  # the mount work of the first publish, under way until released
+        assert release.wait(30)
+        record = Published(
+            path, volume_id, spec, readonly, fingerprint, [], "", str(tmp_path / "v"), extra=extra
+        )
+        node._put(record, path)
+
+    monkeypatch.setattr(node, "_mount_new", mount_new)
+
+    def request(which: str) -> PublishRequest:
+        cap = Capability("mount", "SINGLE_NODE_READER_ONLY")
+        return PublishRequest(f"vol-{which}", paths[which], cap, context={"dataset": "imgs", "version": "1"})
+
+    second = "inner" if first == "outer" else "outer"
+    worker = threading.Thread(target=node.publish, args=(request(first),))
+    worker.start()
+    try:
+        assert entered.wait(30)
+        with pytest.raises(Conflict) as err:
+            node.publish(request(second))
+        assert paths[first] in str(err.value) and "'vol-" + second + "'" in str(err.value)
+    finally:
+        release.set()
+        worker.join(30)
+    assert [p.target_path for p in node.published()] == [paths[first]]
+    assert node._claimed == set()  # released with the record written
+
+
+def test_a_publish_that_fails_leaves_its_path_unclaimed(tmp_path: Path, monkeypatch) -> None:
+    node = NodeService(
+        load_config(env={}, overrides={"home": str(tmp_path / "home")}), tmp_path / "state", "n"
+    )
+    target = str(tmp_path / "pods" / "b" / "mount")
+    os.makedirs(os.path.dirname(target))
+
+    def mount_new(*args, **kwargs) -> None:
+        raise NotFound("the version is gone")
+
+    monkeypatch.setattr(node, "_mount_new", mount_new)
+    cap = Capability("mount", "SINGLE_NODE_READER_ONLY")
+    for path in (target, os.path.join(target, "sub")):  # the second is not refused as inside the first
+        with pytest.raises(NotFound, match="the version is gone"):
+            node.publish(PublishRequest("v", path, cap, context={"dataset": "imgs", "version": "1"}))
+        assert node._claimed == set() and node.published() == []
