@@ -228,6 +228,9 @@ def serve_api(demo: Demo) -> None:
 
     app, cache = build_app(demo.config, demo.catalog, demo.stores)
     app.state.browser.cli = demo.cli  # the pages' "Mount it" runs as shown: the venv is not on PATH
+    # and their PyTorch script: run by the venv's python, on this demo's home (its catalog)
+    app.state.browser.python = python_hint()
+    app.state.browser.home = str(demo.config.home_path)
     demo.cleanup.callback(cache.close)
     server = ApiServer(app, demo.config, sock=demo.listener)
     # Before start, not after: /healthz may answer (and a caller send SIGTERM) before start()
@@ -305,14 +308,22 @@ STEPS: list[Step] = [
 ]
 
 
-def cli_hint(config: Config) -> str:
-    exe = Path(sys.executable).with_name("datahub")
+def _shown(exe: Path) -> str:
+    """A program of the venv as a user in the demo's directory types it (.venv/bin/...)."""
     try:
         exe = exe.relative_to(Path.cwd())
-        command = str(exe) if str(exe).startswith(".") else f"./{exe}"
+        return str(exe) if str(exe).startswith(".") else f"./{exe}"
     except ValueError:
-        command = str(exe)
-    return f"{command} --home {config.home_path}"
+        return str(exe)
+
+
+def cli_hint(config: Config) -> str:
+    return f"{_shown(Path(sys.executable).with_name('datahub'))} --home {config.home_path}"
+
+
+def python_hint() -> str:
+    """The venv's python, which imports datahub and torch (``python`` on PATH may not)."""
+    return _shown(Path(sys.executable).with_name("python"))
 
 
 def example_commands(config: Config) -> list[str]:

@@ -47,6 +47,7 @@ def _shell(script: str, cwd: Path, timeout: float = 300) -> subprocess.Completed
     user's interactive shell (``… | head`` ends the CLI's output early, and that is fine)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "VIRTUAL_ENV"))}
     env["PATH"] = SHELL_PATH
+    env["PYTHONPATH"] = str(REPO)  # the checkout under test, as a clone's editable install names it
     return subprocess.run(
         ["bash", "-eu", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -125,6 +126,30 @@ def test_the_version_pages_mount_snippet_mounts_as_shown(demo: Demo, tmp_path: P
         if is_mounted(str(point)):
             subprocess.run(["fusermount3", "-uz", str(point)], check=False)
     assert not is_mounted(str(point))
+
+
+def test_the_version_pages_pytorch_script_runs_as_shown(demo: Demo) -> None:
+    """The PyTorch snippet is a whole script: saved as it says, run with the command it names,
+    it reads the page's records in a DataLoader. Before (newuser24) it was one line,
+    ``VersionDataset.from_catalog(catalog, "sample", "v1", CacheSource(config))``, naming
+    three things it never defined and no import: a NameError as pasted."""
+    for query, expected in (("", 300), ("?prefix=train%2F&filter=labels.class%3Dcat", 27)):
+        page = httpx.get(f"{demo.url}/datasets/sample/versions/latest{query}", timeout=60).text
+        found = re.search(
+            r'<span class="snippet-label" id="snippet-3">PyTorch</span>\s*<pre[^>]*id="snippet-text-3"[^>]*>([^<]*)</pre>',
+            page,
+        )
+        assert found, page
+        script = html.unescape(found.group(1))
+        first = script.splitlines()[0]
+        saved_as, run = re.fullmatch(r"# save as (\S+), then run: (.+)", first).groups()
+        assert run == f".venv/bin/python {saved_as}", first  # the venv's: python on PATH has no datahub
+        (demo.cwd / saved_as).write_text(script)
+        proc = _shell(run, demo.cwd)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
+            f"{script}\n{proc.stdout}\n{proc.stderr}"
+        )
+        assert proc.stdout.strip() == f"{expected} samples of sample@v1 read", proc.stdout
 
 
 def test_the_quickstart_own_data_block_runs_as_written(demo: Demo, moto_endpoint, tmp_path: Path) -> None:
