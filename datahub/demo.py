@@ -231,6 +231,9 @@ def serve_api(demo: Demo) -> None:
     # and their PyTorch script: run by the venv's python, on this demo's home (its catalog)
     app.state.browser.python = python_hint()
     app.state.browser.home = str(demo.config.home_path)
+    labelx = next((r.app for r in app.routes if getattr(r, "path", "") == "/labelx"), None)
+    if labelx is not None:  # and LabelX's dashboard names the same command
+        labelx.state.labelx.cli = demo.cli
     demo.cleanup.callback(cache.close)
     server = ApiServer(app, demo.config, sock=demo.listener)
     # Before start, not after: /healthz may answer (and a caller send SIGTERM) before start()

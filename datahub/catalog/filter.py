@@ -184,6 +184,21 @@ def _check_no_joined_term(field: str, op: str, raw: str, item: str) -> None:
         )
 
 
+def _check_nothing_after_exists(field: str, raw: str, item: str) -> None:
+    """``labels.class? meta.split=train`` (as LabelX's filter box showed it) read as
+    ``labels.class?``, the rest dropped: every record with a class, whatever its split, and
+    nothing said (newuser24). ``?`` takes no value; a next term follows a comma."""
+    rest = raw.strip()
+    if not rest:
+        return
+    how = f"write {field}?,{rest}" if _TERM.match(rest) else f"write {field}? alone"
+    raise InvalidInput(
+        f"invalid filter term {item!r}: {field}? (the field exists) takes no value, and terms "
+        f"are joined by ','; {how}",
+        term=item,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RecordFilter:
     terms: tuple[Term, ...]
@@ -212,6 +227,7 @@ class RecordFilter:
             _check_no_doubled_operator(m["field"], op, raw, item)
             _check_no_joined_term(m["field"], op, raw, item)
             if op == "?":
+                _check_nothing_after_exists(m["field"], raw, item)
                 values: tuple[Any, ...] = ()
             elif op in ("=", "!="):
                 values = tuple(_parse_value(v) for v in _split(raw, "|", True))

@@ -186,3 +186,20 @@ def test_a_filter_that_parsed_before_parses_the_same_unless_a_json_value_held_a_
             if re.search(r"[,|]", m[0])
         ]
         assert held, (spec, before, now)
+
+
+@pytest.mark.parametrize(
+    ("spec", "hint"),
+    [
+        ("labels.class? meta.split=train", "write labels.class?,meta.split=train"),  # LabelX's placeholder
+        ("labels.box?x", "write labels.box? alone"),
+    ],
+)
+def test_a_value_after_exists_is_refused_not_dropped(spec: str, hint: str) -> None:
+    """``?`` takes no value: what followed it was dropped, silently (newuser24)."""
+    with pytest.raises(InvalidInput, match="takes no value") as err:
+        RecordFilter.parse(spec)
+    assert hint in str(err.value)
+    assert RecordFilter.parse("labels.class? , meta.split=train") == RecordFilter.parse(
+        "labels.class?,meta.split=train"
+    )

@@ -1,0 +1,95 @@
+"""What newuser24 met walking ``make run``'s LabelX in headless Chromium.
+
+* The "New project" form's filter placeholder read ``labels.class?  meta.split=train``; typed
+  so, it made a project of every record with a class, whatever its split (the filter dropped
+  everything after ``?``, silently). It is refused now, naming the comma form.
+* "Next →" (and N, →) on a task's last item, "← Prev" (P, ←) on its first, did nothing at
+  all: a dead button. The bar now says it is the last (or first) item, and what to do.
+* The dashboard's "run datahub labelx preannotate …" named a bare ``datahub``, which is not
+  on a ``make run`` user's PATH; it names the command ``make run`` sets, as the dataset
+  browser's pages do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from datahub.cli.serve_cmd import build_app
+from datahub.demo import labelx_admin
+from tests.browser.chrome import Chrome, chrome  # noqa: F401
+from tests.browser.conftest import Env, serving
+from tests.browser.test_newuser_labelx import _wait_text, label_by_key
+
+CLI = ".venv/bin/datahub --home /srv/var"  # as make run sets it (datahub.demo.serve_api)
+
+
+@contextmanager
+def demo_labelx(c: Chrome, env: Env) -> Iterator[str]:
+    """LabelX under ``datahub serve``'s app with the command ``make run`` sets, its first admin
+    made and signed in as the demo does it; yields the server's URL."""
+    env.config.home_path.mkdir(parents=True, exist_ok=True)
+    password = labelx_admin(env.config).read_text().strip()
+    app, cache = build_app(env.config, env.catalog, env.stores, labelx=True)
+    labelx = next(r.app for r in app.routes if getattr(r, "path", "") == "/labelx")
+    labelx.state.labelx.cli = CLI
+    try:
+        with serving(app) as base:
+            c.visit(f"{base}/labelx/login")
+            c.find("#name").send_keys("admin")
+            c.find("#password").send_keys(password)
+            c.find("#login").click()
+            c.wait_for_url(lambda url: not url.endswith("/login"))
+            yield base
+    finally:
+        cache.close()
+
+
+def test_a_new_users_labelx_walk(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    c = chrome
+    with demo_labelx(c, env):
+        _wait_text(c, "#projects", "No projects yet")
+        placeholder = c.find("#create-form [name=filter]").get_attribute("placeholder")
+        assert placeholder == "labels.class?, meta.split=train"
+        form = {"name": "pets-val", "dataset": "pets", "classes": "cat, dog", "annotators": "admin"}
+        for name, value in form.items():
+            c.find(f"#create-form [name={name}]").send_keys(value)
+        c.find("#create-form [name=filter]").send_keys("labels.class? meta.split=val")  # as it read
+        c.find("#create-form button[type=submit]").click()
+        _wait_text(c, "#create-msg", "takes no value")
+        assert "write labels.class?,meta.split=val" in c.find("#create-msg").text
+        assert "No projects yet" in c.find("#projects").text  # nothing made
+        c.check("newuser24-refused-filter", page_error=c.driver.current_url.rstrip("/") + "/api/projects")
+
+        field = c.find("#create-form [name=filter]")
+        field.clear()
+        field.send_keys("labels.class?, meta.split=val")
+        c.find("#create-form button[type=submit]").click()
+        _wait_text(
+            c, "#create-msg", "Created pets-val with 2 items"
+        )  # val/001, val/002 (val/000: split test at v2)
+        _wait_text(c, "#projects", "pets-val")
+        dashboard = c.find('#projects a.btn[href*="/projects/"]:not([href$="/review"])').get_attribute("href")
+
+        c.find("a[data-task]").click()
+        c.wait_for_url(lambda url: "/tasks/" in url)
+        _wait_text(c, "#item-key", "val/")
+        c.find("body").send_keys("p")  # on the first item
+        _wait_text(c, "#hint", "This is the task's first item.")
+        items = len(c.find_all("#items li"))
+        label_by_key(c, "1", items)  # each labelled cat; the last one stays shown
+        last = c.find("#item-key").text
+        c.find("#next").click()
+        _wait_text(
+            c, "#hint", "This is the task's last item: Submit for review sends the task to a reviewer."
+        )
+        assert c.find("#item-key").text == last
+        c.check("newuser24-last-item")
+
+        c.driver.get(dashboard)
+        c.until(lambda d: d.find_elements("css selector", "#suggestions code"))
+        c.settle()
+        assert (
+            c.find("#suggestions code").text == f"{CLI} labelx preannotate pets-val --predictions preds.jsonl"
+        )
+        c.check("newuser24-dashboard")
