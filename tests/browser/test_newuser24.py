@@ -93,3 +93,20 @@ def test_a_new_users_labelx_walk(chrome: Chrome, env: Env) -> None:  # noqa: F81
             c.find("#suggestions code").text == f"{CLI} labelx preannotate pets-val --predictions preds.jsonl"
         )
         c.check("newuser24-dashboard")
+
+
+def test_copy_buttons_work_where_the_page_has_no_clipboard_api(chrome: Chrome, server: str) -> None:  # noqa: F811
+    """Served over plain http to another machine (``datahub serve --host 0.0.0.0``), a page is
+    not a secure context and has no ``navigator.clipboard``: the snippets' Copy buttons did
+    nothing at all. Now the snippet is selected and copied the old way (or the button says to
+    press Ctrl+C). Chromium on 127.0.0.1 has the API, so the test takes it away first."""
+    c = chrome
+    c.visit(f"{server}/datasets/pets/versions/1")
+    c.driver.execute_script("Object.defineProperty(navigator, 'clipboard', {value: undefined})")
+    for button in c.find_all("button.copy"):
+        source = c.find("#" + button.get_attribute("data-copy"))
+        button.click()
+        c.until(lambda d, b=button: b.text in ("Copied", "Press Ctrl+C"))
+        selected = c.driver.execute_script("return window.getSelection().toString()")
+        assert selected.strip() == source.get_attribute("textContent").strip()
+    c.check("newuser24-copied")
