@@ -302,10 +302,9 @@ def _cannot_mount(exc: DatahubError, url: str, store) -> DatahubError:
     where = store.identity().split(" ", 1)[0]  # an S3 store's endpoint comes first
     at = f" at {where}" if where.startswith(("http://", "https://")) else ""
     if isinstance(exc, NotFound):
-        todo = (
-            f"check the bucket's name in {url} and the endpoint{at} (s3.endpoint_url); "
-            "`aws s3 ls` with the same settings lists the buckets it has"
-        )
+        todo = f"check the bucket's name in {url} and the endpoint{at} (s3.endpoint_url)"
+    elif isinstance(exc, AccessDenied) and "s3_code" not in exc.details:  # no credentials at all
+        todo = ""  # the message says where to set them
     elif isinstance(exc, AccessDenied):
         todo = (
             "the mount's credentials (s3.access_key_id / s3.profile / AWS_* of the user running "
@@ -314,7 +313,9 @@ def _cannot_mount(exc: DatahubError, url: str, store) -> DatahubError:
     else:
         todo = "fix that, then mount again"
     err = copy.copy(exc)
-    err.message = f"cannot mount {url}: its first listing failed: {exc.message}. Nothing is mounted; {todo}"
+    err.message = f"cannot mount {url}: its first listing failed: {exc.message}. Nothing is mounted" + (
+        f"; {todo}" if todo else "."
+    )
     err.args = (err.message,)
     err.details = {**exc.details, "url": url}
     return err
