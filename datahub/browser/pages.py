@@ -369,11 +369,21 @@ def _snippets(b: Browser, name: str, version: Version, prefix: str, filter: str)
             f"mkdir -p /mnt/{name} && {b.cli} mount --background /mnt/{name} {ref} && ls {files}",
         ),
         ("fsspec URL", url),
-        ("PyTorch", torch_script(b.python, b.home, name, version.seq, prefix, filter)),
+        (
+            "PyTorch",
+            torch_script(b.python, b.home, name, version.seq, prefix, filter, packed=_packed(version)),
+        ),
     ]
 
 
-def torch_script(python: str, home: str | None, name: str, seq: int, prefix: str, filter: str) -> str:
+def _packed(version: Version) -> bool:
+    """A version ``datahub pack`` made: shards and ``index.json``, read with PackedDataset."""
+    return isinstance(version.lineage, dict) and version.lineage.get("kind") == "pack"
+
+
+def torch_script(
+    python: str, home: str | None, name: str, seq: int, prefix: str, filter: str, *, packed: bool = False
+) -> str:
     """A whole script reading this page's records in a DataLoader, to save and run as it says.
 
     Why whole: the line it replaces, ``VersionDataset.from_catalog(catalog, "pets", "v1",
@@ -381,24 +391,34 @@ def torch_script(python: str, home: str | None, name: str, seq: int, prefix: str
     pasting it got a NameError, then had to find which of datahub's modules holds each. The
     script opens the configuration the page's server uses (``make run``'s home, else the
     reader's own ``load_config()``) and iterates one epoch (``tests/browser/
-    test_newuser_commands.py`` runs it as shown against ``make run``'s data)."""
+    test_newuser_commands.py`` runs it as shown against ``make run``'s data). A packed
+    version's records are LMDB shards: its script opens them with PackedDataset."""
     config = f"load_config(overrides={{'home': {home!r}}})" if home else "load_config()"
-    args = f"{name!r}, {f'v{seq}'!r}, CacheSource(config)"
-    args += f", prefix={prefix!r}" if prefix else ""
-    args += f", where={filter!r}" if filter else ""
+    if packed:  # its records are shards: VersionDataset would decode an LMDB file as a picture
+        kind = "PackedDataset"
+        shards = f"config.home_path / 'shards' / {f'{name}@v{seq}'!r}"
+        made = (
+            f"PackedDataset.open(catalog, CacheSource(config), {name!r}, {f'v{seq}'!r}, cache_dir={shards})"
+        )
+    else:
+        kind = "VersionDataset"
+        args = f"{name!r}, {f'v{seq}'!r}, CacheSource(config)"
+        args += f", prefix={prefix!r}" if prefix else ""
+        args += f", where={filter!r}" if filter else ""
+        made = f"VersionDataset.from_catalog(catalog, {args})"
     return f"""\
 # save as train.py, then run: {python} train.py
 from torch.utils.data import DataLoader
 
 from datahub.catalog import open_catalog
 from datahub.config import load_config
-from datahub.torch import CacheSource, VersionDataset
+from datahub.torch import CacheSource, {kind}
 
 if __name__ == "__main__":  # DataLoader's worker processes import this file: they must not run it
     config = {config}
     catalog = open_catalog(config.resolved_catalog_url)
     # a sample: (uint8 image tensor (3, H, W), the record's labels); transform=... for other files
-    dataset = VersionDataset.from_catalog(catalog, {args})
+    dataset = {made}
     loader = DataLoader(dataset, batch_size=None, shuffle=True, num_workers=2)
     samples = 0
     for image, labels in loader:

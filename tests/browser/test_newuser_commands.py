@@ -132,9 +132,18 @@ def test_the_version_pages_pytorch_script_runs_as_shown(demo: Demo) -> None:
     """The PyTorch snippet is a whole script: saved as it says, run with the command it names,
     it reads the page's records in a DataLoader. Before (newuser24) it was one line,
     ``VersionDataset.from_catalog(catalog, "sample", "v1", CacheSource(config))``, naming
-    three things it never defined and no import: a NameError as pasted."""
-    for query, expected in (("", 300), ("?prefix=train%2F&filter=labels.class%3Dcat", 27)):
-        page = httpx.get(f"{demo.url}/datasets/sample/versions/latest{query}", timeout=60).text
+    three things it never defined and no import: a NameError as pasted. A packed version
+    (``datahub pack``: shards and index.json) is read with PackedDataset: VersionDataset would
+    decode its LMDB shards as pictures."""
+    packed = _shell(".venv/bin/datahub --home var pack sample@v1 --to sample-64 --resize 64x64", demo.cwd)
+    assert packed.returncode == 0, packed.stderr
+    cases = (
+        ("sample", "", 300),
+        ("sample", "?prefix=train%2F&filter=labels.class%3Dcat", 27),
+        ("sample-64", "", 300),
+    )
+    for name, query, expected in cases:
+        page = httpx.get(f"{demo.url}/datasets/{name}/versions/latest{query}", timeout=60).text
         found = re.search(
             r'<span class="snippet-label" id="snippet-3">PyTorch</span>\s*<pre[^>]*id="snippet-text-3"[^>]*>([^<]*)</pre>',
             page,
@@ -149,7 +158,8 @@ def test_the_version_pages_pytorch_script_runs_as_shown(demo: Demo) -> None:
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
             f"{script}\n{proc.stdout}\n{proc.stderr}"
         )
-        assert proc.stdout.strip() == f"{expected} samples of sample@v1 read", proc.stdout
+        assert proc.stdout.strip() == f"{expected} samples of {name}@v1 read", proc.stdout
+        assert ("PackedDataset.open(" in script) == (name == "sample-64"), script
 
 
 def test_the_quickstart_own_data_block_runs_as_written(demo: Demo, moto_endpoint, tmp_path: Path) -> None:
