@@ -110,3 +110,25 @@ def test_copy_buttons_work_where_the_page_has_no_clipboard_api(chrome: Chrome, s
         selected = c.driver.execute_script("return window.getSelection().toString()")
         assert selected.strip() == source.get_attribute("textContent").strip()
     c.check("newuser24-copied")
+
+
+def test_an_annotator_in_no_project_is_told_how_one_gets_in(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    """A user the admin made after the project (as newuser24 did, on "Users & tokens") saw
+    only "No projects assigned to you yet", with nothing saying how that changes."""
+    c = chrome
+    with demo_labelx(c, env):
+        made = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "api('POST', '/api/users', {name: 'alice', role: 'annotator', password: 'alice-password'})"
+            ".then(() => done('ok'), e => done(String(e)));"
+        )
+        assert made == "ok", made
+        c.find("#logout").click()
+        c.wait_for_url(lambda url: url.endswith("/login"))
+        c.find("#name").send_keys("alice")
+        c.find("#password").send_keys("alice-password")
+        c.find("#login").click()
+        c.wait_for_url(lambda url: not url.endswith("/login"))
+        _wait_text(c, "#projects", "No projects assigned to you yet")
+        assert "assigns you one of its tasks on its dashboard" in c.find("#projects").text
+        c.check("newuser24-annotator-home")
