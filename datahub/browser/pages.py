@@ -103,6 +103,7 @@ class Browser:
         # reader's own, ``load_config()``); ``make run`` sets both to its venv and ./var
         self.python = "python"
         self.home: str | None = None
+        self.config_file: str | None = None  # make run's --config FILE
         # SUMMARY: characters of a message or description shown in a table row (the version
         # and dataset pages show them whole; 4 KiB of one message made a row a page long)
         self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub", "SUMMARY": 200})
@@ -374,7 +375,16 @@ def _snippets(b: Browser, name: str, version: Version, prefix: str, filter: str)
         ("fsspec URL", url),
         (
             "PyTorch",
-            torch_script(b.python, b.home, name, version.seq, prefix, filter, packed=_packed(version)),
+            torch_script(
+                b.python,
+                b.home,
+                name,
+                version.seq,
+                prefix,
+                filter,
+                packed=_packed(version),
+                config_file=b.config_file,
+            ),
         ),
     ]
 
@@ -385,7 +395,15 @@ def _packed(version: Version) -> bool:
 
 
 def torch_script(
-    python: str, home: str | None, name: str, seq: int, prefix: str, filter: str, *, packed: bool = False
+    python: str,
+    home: str | None,
+    name: str,
+    seq: int,
+    prefix: str,
+    filter: str,
+    *,
+    packed: bool = False,
+    config_file: str | None = None,
 ) -> str:
     """A whole script reading this page's records in a DataLoader, to save and run as it says.
 
@@ -396,7 +414,9 @@ def torch_script(
     reader's own ``load_config()``) and iterates one epoch (``tests/browser/
     test_newuser_commands.py`` runs it as shown against ``make run``'s data). A packed
     version's records are LMDB shards: its script opens them with PackedDataset."""
-    config = f"load_config(overrides={{'home': {home!r}}})" if home else "load_config()"
+    given = [repr(config_file)] if config_file else []
+    given += [f"overrides={{'home': {home!r}}}"] if home else []
+    config = f"load_config({', '.join(given)})"
     if packed:  # its records are shards: VersionDataset would decode an LMDB file as a picture
         kind = "PackedDataset"
         shards = f"config.home_path / 'shards' / {f'{name}@v{seq}'!r}"
