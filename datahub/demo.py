@@ -26,6 +26,7 @@ import errno
 import io
 import json
 import os
+import shlex
 import signal
 import socket
 import sys
@@ -81,7 +82,7 @@ class Demo:
     def cli(self) -> str:
         """How a user types the CLI for this demo's state (``./.venv/bin/datahub --home ...``):
         after ``make run`` the venv is not on PATH, so a bare ``datahub`` is not found."""
-        return cli_hint(self.config)
+        return cli_hint(self.config, self.args.config)
 
     @property
     def catalog(self):  # -> datahub.catalog.Catalog, opened once, closed at exit
@@ -201,7 +202,7 @@ def import_sample(demo: Demo) -> None:
         demo.say(
             f"[import] {DATASET} exists (latest v{head.seq}, {head.record_count} records): left as it is, "
             f"not imported again, so your versions stay; to import the sample on purpose: "
-            f"{cli_hint(demo.config)} import {manifest} --to {DATASET}"
+            f"{demo.cli} import {manifest} --to {DATASET}"
         )
         return
     report = import_source(
@@ -228,6 +229,13 @@ def serve_api(demo: Demo) -> None:
 
     app, cache = build_app(demo.config, demo.catalog, demo.stores)
     app.state.browser.cli = demo.cli  # the pages' "Mount it" runs as shown: the venv is not on PATH
+    # and their PyTorch script: run by the venv's python, on this demo's home (its catalog)
+    app.state.browser.python = python_hint()
+    app.state.browser.home = str(demo.config.home_path)
+    app.state.browser.config_file = _config_file(demo.args.config)
+    labelx = next((r.app for r in app.routes if getattr(r, "path", "") == "/labelx"), None)
+    if labelx is not None:  # and LabelX's dashboard names the same command
+        labelx.state.labelx.cli = demo.cli
     demo.cleanup.callback(cache.close)
     server = ApiServer(app, demo.config, sock=demo.listener)
     # Before start, not after: /healthz may answer (and a caller send SIGTERM) before start()
@@ -305,18 +313,37 @@ STEPS: list[Step] = [
 ]
 
 
-def cli_hint(config: Config) -> str:
-    exe = Path(sys.executable).with_name("datahub")
+def _shown(exe: Path) -> str:
+    """A program of the venv as a user in the demo's directory types it (.venv/bin/...)."""
     try:
         exe = exe.relative_to(Path.cwd())
-        command = str(exe) if str(exe).startswith(".") else f"./{exe}"
+        return str(exe) if str(exe).startswith(".") else f"./{exe}"
     except ValueError:
-        command = str(exe)
-    return f"{command} --home {config.home_path}"
+        return str(exe)
 
 
-def example_commands(config: Config) -> list[str]:
-    dh = cli_hint(config)
+def _config_file(given: str | None) -> str | None:
+    """The demo's ``--config FILE`` as an absolute path (the commands it prints may be run from
+    another directory), or None."""
+    return str(Path(given).resolve()) if given else None
+
+
+def cli_hint(config: Config, config_file: str | None = None) -> str:
+    """The CLI as this demo's user types it, on this demo's state: its home, and the
+    configuration file it was given (``--config``): without it, the printed commands read
+    another catalog than the demo's when that file names one (newuser24)."""
+    exe = _shown(Path(sys.executable).with_name("datahub"))
+    where = f" --config {shlex.quote(_config_file(config_file) or '')}" if config_file else ""
+    return f"{exe}{where} --home {shlex.quote(str(config.home_path))}"
+
+
+def python_hint() -> str:
+    """The venv's python, which imports datahub and torch (``python`` on PATH may not)."""
+    return _shown(Path(sys.executable).with_name("python"))
+
+
+def example_commands(config: Config, config_file: str | None = None) -> list[str]:
+    dh = cli_hint(config, config_file)
     return [
         "Try:",
         f"  {dh} dataset list",
@@ -401,7 +428,7 @@ def main(argv: list[str] | None = None, steps: list[Step] | None = None) -> int:
                         step.run(demo)
                     except OSError as exc:
                         raise _step_failed(step.name, exc, config) from exc
-                print("\n".join(["", *demo.notes, *example_commands(config), ""]), flush=True)
+                print("\n".join(["", *demo.notes, *example_commands(config, args.config), ""]), flush=True)
                 if not args.no_wait:
                     print("Ctrl-C stops the demo.", flush=True)
                     while not demo.stop.wait(0.5):

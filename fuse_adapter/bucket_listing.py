@@ -103,8 +103,13 @@ class BucketLister:
         *,
         whole_max: int,
         on_by_directory: Callable[[], None] | None = None,
+        first: Iterator[ObjectInfo] | None = None,
     ) -> None:
+        """``first``: the bucket's listing from its start, its first page already fetched
+        (``layout.first_listing``): the whole listing goes on from it instead of asking for
+        that page again."""
         self._tree = tree
+        self._first = first
         self._feed = feed
         self._store = store
         self._info = info
@@ -204,7 +209,10 @@ class BucketLister:
         Skipped alike: keys a version may not hold (``check_new_key``), such as reserved
         ``.datahub-hint-`` names, which are then neither listed, readable nor in the snapshot."""
         store = self._store
-        for obj in store.list(start_after=start_after):
+        listing, self._first = self._first, None  # the first listing is read once, from its start
+        if listing is None or start_after:
+            listing = store.list(start_after=start_after)
+        for obj in listing:
             try:
                 check_new_key(obj.key)
             except InvalidInput:

@@ -22,6 +22,8 @@ its snapshot is taken only once readers open many files (``bucket_listing``).
 
 from __future__ import annotations
 
+import copy
+import itertools
 import logging
 import threading
 import time
@@ -30,8 +32,8 @@ from dataclasses import dataclass
 
 from datahub.catalog.model import DirFile, Record, Version
 from datahub.catalog.snapshots import snapshot_dataset_name
-from datahub.errors import AlreadyExists
-from datahub.storage.base import ObjectRef
+from datahub.errors import AccessDenied, AlreadyExists, Busy, DatahubError, NotFound, TransientStorageError
+from datahub.storage.base import ObjectInfo, ObjectRef
 from datahub.validation import check_name
 from fuse_adapter.bucket_listing import BucketLister
 from fuse_adapter.listing_load import load_records
@@ -243,6 +245,8 @@ def bucket_view(
     scheme, sep, rest = url.partition("://")
     url = f"{scheme.lower()}{sep}{rest}"  # the snapshot's name is in lower case, so is its source
     dataset = snapshot_dataset_name(url)
+    store = stores.store(url)
+    first = first_listing(store, url)  # before the snapshot dataset is made: a refusal makes nothing
     catalog = catalog_factory()
     try:
         try:
@@ -257,12 +261,61 @@ def bucket_view(
     view.on_hint = info.count_hint
     view.add_virtual_file(INFO_FILE, info.to_json)
     info.state = "listing"
-    store = stores.store(url)
     feed = tree.start_feed(ROOT_INODE, store.url_for(""), name=url)
     lister = BucketLister(
         tree, feed, store, info, catalog_factory, dataset, url,
-        whole_max=whole_max, on_by_directory=on_by_directory,
+        whole_max=whole_max, on_by_directory=on_by_directory, first=first,
     )  # fmt: skip
     log.info("mounting %s: listing it for a new snapshot of dataset %s", url, dataset)
     loader = Loader(dataset, _start(dataset, lister.run), feed, lister.files, lister.want_whole)
     return view, [loader], info
+
+
+def first_listing(store, url: str) -> Iterator[ObjectInfo] | None:
+    """The bucket's listing with its first page already fetched, in the caller's thread.
+
+    Why: a bucket mount used to list only in its loader thread, after it was mounted, so a
+    bucket that does not exist, or that the mount's credentials may not list (or no
+    credentials at all), gave a mount that looked fine and showed an empty directory whose
+    every lookup failed (EIO), retried forever; ``datahub mount --background`` said
+    "mounted". A refusal no retry can mend now fails the mount at once (the error names
+    the bucket, the endpoint and what to do), and nothing is made (no snapshot dataset).
+
+    The answer is not thrown away: the returned iterator goes on from that first page
+    (``BucketLister(first=...)``), so a mount that works sends no extra request. ``None``
+    when the first page failed in a way a later try may mend (throttled, endpoint down): the
+    mount goes on and its loader lists from the start, retrying, as before."""
+    listing = iter(store.list())
+    try:
+        head = next(listing, None)
+    except (TransientStorageError, Busy) as exc:
+        log.warning("the first listing of %s failed (%s); mounting and listing it again", url, exc)
+        return None
+    except DatahubError as exc:
+        raise _cannot_mount(exc, url, store) from exc
+    return itertools.chain(() if head is None else (head,), listing)
+
+
+def _cannot_mount(exc: DatahubError, url: str, store) -> DatahubError:
+    """``exc`` (its class, so its exit code) with a message saying nothing was mounted and
+    what to do about it."""
+    where = store.identity().split(" ", 1)[0]  # an S3 store's endpoint comes first
+    at = f" at {where}" if where.startswith(("http://", "https://")) else ""
+    if isinstance(exc, NotFound):
+        todo = f"check the bucket's name in {url} and the endpoint{at} (s3.endpoint_url)"
+    elif isinstance(exc, AccessDenied) and "s3_code" not in exc.details:  # no credentials at all
+        todo = ""  # the message says where to set them
+    elif isinstance(exc, AccessDenied):
+        todo = (
+            "the mount's credentials (s3.access_key_id / s3.profile / AWS_* of the user running "
+            f"datahub mount) must be allowed s3:ListBucket on it{at}"
+        )
+    else:
+        todo = "fix that, then mount again"
+    err = copy.copy(exc)
+    err.message = f"cannot mount {url}: its first listing failed: {exc.message}. Nothing is mounted" + (
+        f"; {todo}" if todo else "."
+    )
+    err.args = (err.message,)
+    err.details = {**exc.details, "url": url}
+    return err

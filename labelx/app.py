@@ -9,6 +9,7 @@ The HTTP layer is thin: it authenticates, checks CSRF on state-changing requests
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,12 @@ def create_labelx_app(
         return opens_page(request) and not request.url.path.startswith(pages.base_path(request) + "/api/")
 
     def answer(request: Request, exc: DatahubError) -> Response:
+        if lx.cli != "datahub" and "`datahub " in exc.message:
+            # a command the message names, as make run's user runs it: a bare datahub is not
+            # on its PATH (newuser24), as the dataset browser's error pages say it
+            exc = copy.copy(exc)
+            exc.message = exc.message.replace("`datahub ", f"`{lx.cli} ")
+            exc.args = (exc.message,)
         if shows_page(request):
             return pages.error_page(request, exc)  # a page, not the JSON API's answer
         return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)

@@ -37,6 +37,10 @@ class LabelX:
         self.auth = Auth(self.store)
         self.images = ImageSource(config.home_path / "labelx" / "previews", cache=cache, stores=stores)
         self.secure_cookies = secure_cookies
+        # the command the pages name (the dashboard's preannotate line): an installed datahub
+        # is on the reader's PATH; ``make run`` serves from a checkout's .venv, which is not,
+        # and sets its own, as it does for the dataset browser's (datahub.demo)
+        self.cli = "datahub"
 
 
 def demo_password_path(config: Config) -> Path:

@@ -190,7 +190,7 @@ def home(request: Request, who: Who) -> HTMLResponse:
 @router.get("/projects/{project_id}", response_class=HTMLResponse)
 def dashboard(request: Request, lx: LX, who: Who, project_id: RowId) -> HTMLResponse:
     project = lx.service.project_for(who.user, project_id)
-    return _page("dashboard.html", project.name, request, who, project=project_json(project))
+    return _page("dashboard.html", project.name, request, who, project=project_json(project), cli=lx.cli)
 
 
 @router.get("/projects/{project_id}/review", response_class=HTMLResponse)

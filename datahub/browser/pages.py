@@ -99,6 +99,11 @@ class Browser:
         # the command the snippets show: an installed datahub is on the reader's PATH; ``make
         # run`` serves from a checkout's .venv, which is not, and sets its own (datahub.demo)
         self.cli = "datahub"
+        # the PyTorch script's interpreter and the home its configuration names (None: the
+        # reader's own, ``load_config()``); ``make run`` sets both to its venv and ./var
+        self.python = "python"
+        self.home: str | None = None
+        self.config_file: str | None = None  # make run's --config FILE
         # SUMMARY: characters of a message or description shown in a table row (the version
         # and dataset pages show them whole; 4 KiB of one message made a row a page long)
         self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub", "SUMMARY": 200})
@@ -157,6 +162,9 @@ def error_page(request: Request, status: int, code: str, message: str) -> HTMLRe
         if code != "dataset_not_found" and status not in (401, 403)
         else ""
     )
+    cli = browser_of(request).cli
+    if cli != "datahub":  # a command the message names, as make run's user runs it (newuser24)
+        message = message.replace("`datahub ", f"`{cli} ")
     return render(
         request, "error.html", status, title=f"{status} {code}", code=code, message=message, dataset=name
     )
@@ -346,16 +354,14 @@ def version_page(
         more=more,
         is_image=is_image,
         chart_query=chart_query,
-        snippets=_snippets(b.cli, name, version, prefix, filter),
+        snippets=_snippets(b, name, version, prefix, filter),
         sample=charts.SAMPLE,
     )
 
 
-def _snippets(cli: str, name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:
+def _snippets(b: Browser, name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:
     ref = f"{name}@v{version.seq}"
     url = f"datahub://{ref}/{prefix}"
-    where = f", where={filter!r}" if filter else ""
-    pfx = f", prefix={prefix!r}" if prefix else ""
     # the folder the page shows, as the fsspec and PyTorch lines have it: `ls` listed the
     # version's top folder from a page of train/cat/ (newuser22); quoted, a key may hold spaces
     files = shlex.quote(f"/mnt/{name}/{name}/v{version.seq}/{prefix}".rstrip("/"))
@@ -364,14 +370,84 @@ def _snippets(cli: str, name: str, version: Version, prefix: str, filter: str) -
         # user looked for them in MNT/ itself, which holds only the dataset's name (newuser19)
         (
             "Mount it",
-            f"mkdir -p /mnt/{name} && {cli} mount --background /mnt/{name} {ref} && ls {files}",
+            f"mkdir -p /mnt/{name} && {b.cli} mount --background /mnt/{name} {ref} && ls {files}",
         ),
         ("fsspec URL", url),
         (
             "PyTorch",
-            f'VersionDataset.from_catalog(catalog, "{name}", "v{version.seq}", CacheSource(config){pfx}{where})',
+            torch_script(
+                b.python,
+                b.home,
+                name,
+                version.seq,
+                prefix,
+                filter,
+                packed=_packed(version),
+                config_file=b.config_file,
+            ),
         ),
     ]
+
+
+def _packed(version: Version) -> bool:
+    """A version ``datahub pack`` made: shards and ``index.json``, read with PackedDataset."""
+    return isinstance(version.lineage, dict) and version.lineage.get("kind") == "pack"
+
+
+def torch_script(
+    python: str,
+    home: str | None,
+    name: str,
+    seq: int,
+    prefix: str,
+    filter: str,
+    *,
+    packed: bool = False,
+    config_file: str | None = None,
+) -> str:
+    """A whole script reading this page's records in a DataLoader, to save and run as it says.
+
+    Why whole: the line it replaces, ``VersionDataset.from_catalog(catalog, "pets", "v1",
+    CacheSource(config))``, named three things it never defined and no import; a new user
+    pasting it got a NameError, then had to find which of datahub's modules holds each. The
+    script opens the configuration the page's server uses (``make run``'s home, else the
+    reader's own ``load_config()``) and iterates one epoch (``tests/browser/
+    test_newuser_commands.py`` runs it as shown against ``make run``'s data). A packed
+    version's records are LMDB shards: its script opens them with PackedDataset."""
+    given = [repr(config_file)] if config_file else []
+    given += [f"overrides={{'home': {home!r}}}"] if home else []
+    config = f"load_config({', '.join(given)})"
+    if packed:  # its records are shards: VersionDataset would decode an LMDB file as a picture
+        kind = "PackedDataset"
+        shards = f"config.home_path / 'shards' / {f'{name}@v{seq}'!r}"
+        made = (
+            f"PackedDataset.open(catalog, CacheSource(config), {name!r}, {f'v{seq}'!r}, cache_dir={shards})"
+        )
+    else:
+        kind = "VersionDataset"
+        args = f"{name!r}, {f'v{seq}'!r}, CacheSource(config)"
+        args += f", prefix={prefix!r}" if prefix else ""
+        args += f", where={filter!r}" if filter else ""
+        made = f"VersionDataset.from_catalog(catalog, {args})"
+    return f"""\
+# save as train.py, then run: {python} train.py
+from torch.utils.data import DataLoader
+
+from datahub.catalog import open_catalog
+from datahub.config import load_config
+from datahub.torch import CacheSource, {kind}
+
+if __name__ == "__main__":  # DataLoader's worker processes import this file: they must not run it
+    config = {config}
+    catalog = open_catalog(config.resolved_catalog_url)
+    # a sample: (uint8 image tensor (3, H, W), the record's labels); transform=... for other files
+    dataset = {made}
+    loader = DataLoader(dataset, batch_size=None, shuffle=True, num_workers=2)
+    samples = 0
+    for image, labels in loader:
+        samples += 1  # train here
+    print(f"{{samples}} samples of {name}@v{seq} read")
+"""
 
 
 @router.get("/datasets/{name}/versions/{ref}/records/{key:path}", response_class=HTMLResponse)

@@ -3,6 +3,11 @@
 A filter is a conjunction of terms separated by commas (or given as a list). Stores may
 push terms down to their query language; ``matches`` is the reference semantics every
 store must agree with (the conformance suite checks it).
+
+A value may be written as JSON: ``labels.title="a, b|c"``, ``labels.box=[1, 2]``,
+``labels.class="cat"|"dog"``. A ``,`` or ``|`` inside a JSON string or a JSON array or
+object that starts a value is part of the value, not a separator; ``str(filter)`` writes a
+value that way whenever it would not read back bare, so ``parse(str(f)) == f``.
 """
 
 from __future__ import annotations
@@ -66,6 +71,53 @@ def _equal(value: Any, wanted: Any) -> bool:
     return value == wanted
 
 
+_DECODER = json.JSONDecoder()
+
+
+def _json_end(text: str, start: int) -> int:
+    """Where the JSON string, array or object starting at ``text[start]`` ends, or -1 when it
+    does not parse there (then the text is bare: read up to the next separator, as always)."""
+    if start >= len(text) or text[start] not in '"[{':
+        return -1
+    try:
+        return _DECODER.raw_decode(text, start)[1]
+    except ValueError:
+        return -1
+
+
+def _split(text: str, sep: str, values: bool) -> list[str]:
+    """``text`` cut at each ``sep`` outside JSON values (``values``: ``text`` is a term's
+    values, each of which may be JSON; else a filter's terms, whose values may be).
+
+    Why: ``,`` and ``|`` were cut wherever they were, so no value could hold them, however
+    quoted (``labels.title="a, b"`` was refused as a term ``b"``), and ``str(filter)``
+    wrote such values bare, which parsed back as other terms (newuser24). A quote or bracket
+    counts only where a value starts, and only when a whole JSON value follows: a filter
+    that parsed before means what it meant (``labels.x="abc`` is still the value ``"abc``)."""
+    parts: list[str] = []
+    begin = i = 0
+    at_value = values  # where a value may start: the text's start (values), after an operator or '|'
+    while i < len(text):
+        c = text[i]
+        if at_value and c in '"[{':
+            end = _json_end(text, i)
+            at_value = False
+            if end > 0:
+                i = end
+                continue
+        if c == sep:
+            parts.append(text[begin:i])
+            begin = i + 1
+            at_value = values
+        elif c in "=<>|" and not values:
+            at_value = True  # a term's operator, or '|' between its values
+        elif not c.isspace():  # any other character ('?' too, which takes no value)
+            at_value = False
+        i += 1
+    parts.append(text[begin:])
+    return parts
+
+
 def _parse_value(text: str) -> Any:
     text = text.strip()
     try:
@@ -93,7 +145,7 @@ def _check_no_doubled_operator(field: str, op: str, raw: str, item: str) -> None
     """``labels.class==cat`` reads as ``=`` with the value ``=cat``, which matches nothing, and
     silently. A bare value starting with ``=`` is refused with the syntax; one that really
     starts with ``=`` is written as a JSON string (``labels.class="=cat"``)."""
-    if any(v.strip().startswith("=") for v in raw.split("|")):
+    if any(v.strip().startswith("=") for v in _split(raw, "|", True)):
         shown = raw.strip().lstrip("=").strip() or "VALUE"
         raise InvalidInput(
             f"invalid filter term {item!r}: {op}= is not an operator; write {field}{op}{shown} "
@@ -113,8 +165,8 @@ def _check_no_joined_term(field: str, op: str, raw: str, item: str) -> None:
     commas; a value that really holds such words is written as a JSON string."""
     # the whole value too: `cat || size>1` is cut at each `|` into `cat `, `` and ` size>1`
     whole = [raw] if "||" in raw and '"' not in raw else []
-    for value in [*raw.split("|"), *whole]:
-        if value.lstrip().startswith('"'):
+    for value in [*_split(raw, "|", True), *whole]:
+        if value.lstrip().startswith('"') or _json_end(value.lstrip(), 0) > 0:  # quoted: as it says
             continue
         m = _JOINED.search(value)
         if not m:
@@ -124,16 +176,27 @@ def _check_no_joined_term(field: str, op: str, raw: str, item: str) -> None:
             how = f"either of two values of one field is written with '|': {field}{op}{first}|VALUE"
         else:
             how = f"write {field}{op}{first},{rest}"
-        # a value is cut at each `|` before it is unquoted, so no value can hold `||`
-        quoted = (
-            ""
-            if m[1] == "||"
-            else f"; a value that really holds {m[1]!r} is quoted: {field}{op}{json.dumps(value.strip())}"
-        )
+        # a value is cut at each `|` outside quotes: a quoted one may hold `||` (newuser24)
+        quoted = f"; a value that really holds {m[1]!r} is quoted: {field}{op}{json.dumps(value.strip())}"
         raise InvalidInput(
             f"invalid filter term {item!r}: terms are joined by ',' (all must hold), not {m[1]!r}; {how}{quoted}",
             term=item,
         )
+
+
+def _check_nothing_after_exists(field: str, raw: str, item: str) -> None:
+    """``labels.class? meta.split=train`` (as LabelX's filter box showed it) read as
+    ``labels.class?``, the rest dropped: every record with a class, whatever its split, and
+    nothing said (newuser24). ``?`` takes no value; a next term follows a comma."""
+    rest = raw.strip()
+    if not rest:
+        return
+    how = f"write {field}?,{rest}" if _TERM.match(rest) else f"write {field}? alone"
+    raise InvalidInput(
+        f"invalid filter term {item!r}: {field}? (the field exists) takes no value, and terms "
+        f"are joined by ','; {how}",
+        term=item,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +211,7 @@ class RecordFilter:
         """Parse ``"labels.class=cat,meta.split!=test"``; InvalidInput names the bad term."""
         if spec is None:
             return None
-        items = [s for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+        items = [s for s in (_split(spec, ",", False) if isinstance(spec, str) else spec) if s.strip()]
         if not items:
             return None
         terms = []
@@ -164,9 +227,10 @@ class RecordFilter:
             _check_no_doubled_operator(m["field"], op, raw, item)
             _check_no_joined_term(m["field"], op, raw, item)
             if op == "?":
+                _check_nothing_after_exists(m["field"], raw, item)
                 values: tuple[Any, ...] = ()
             elif op in ("=", "!="):
-                values = tuple(_parse_value(v) for v in raw.split("|"))
+                values = tuple(_parse_value(v) for v in _split(raw, "|", True))
             else:
                 values = (_parse_value(raw),)
             _check_numeric(m["field"], op, values, item)
@@ -176,9 +240,15 @@ class RecordFilter:
     def __str__(self) -> str:
         def shown(v: Any) -> str:
             """A string bare where it parses back as itself, else as JSON: a LabelX project
-            keeps ``str(filter)`` and parses it again at export (``labels.class="=cat"``)."""
+            keeps ``str(filter)`` and parses it again at export (``labels.class="=cat"``,
+            ``labels.title="a, b"``)."""
             bare = isinstance(v, str) and v.isprintable() and v == v.strip() and _parse_value(v) == v
-            if bare and not v.startswith(("=", '"')) and "|" not in v and not _JOINED.search(v):
+            if (
+                bare
+                and not v.startswith(("=", '"', "[", "{"))
+                and not any(c in v for c in ",|")
+                and not _JOINED.search(v)
+            ):
                 return v
             return json.dumps(v)
 

@@ -274,13 +274,22 @@ function acceptSuggestion() {
   if (!it.suggestion) { flash("This item has no suggestion to take."); return; }
   change(JSON.parse(JSON.stringify(it.suggestion.value)), { advance: S.schema.kind !== "detection" });
 }
+/** N, P and the Prev and Next buttons: past either end of the task they did nothing at all, and
+ * "Next →" on the last item read as a dead button (newuser24); now the bar says where one is. */
+function go(delta) {
+  const to = S.cur + delta;
+  if (to >= 0 && to < S.items.length) { show(to); return; }
+  if (to < 0) { flash("This is the task's first item."); return; }
+  const submittable = !$("submit").disabled;
+  flash(submittable ? "This is the task's last item: Submit for review sends the task to a reviewer." : "This is the task's last item.");
+}
 function confirmNext() {
   const it = item();
   if (editable(it) && (it.status === "todo" || it.status === "rejected")) {
     const value = it.value !== null && it.value !== undefined ? it.value : (S.schema.kind === "classification" && !S.schema.multi ? null : []);
     if (value === null) { flash("No label to confirm yet: pick a class first, or S to skip it, N to go on without one."); return; }
     change(value, { advance: true });
-  } else show(S.cur + 1);
+  } else go(1);
 }
 function deleteBox() {
   const it = item();
@@ -318,8 +327,8 @@ const skipItem = () => change(null, { skip: true, advance: true });
 function deselect() { S.sel = -1; renderOverlay(); renderBoxList(); }
 const KEYS = [
   { keys: ["enter"], shown: ["Enter"], what: "keep the label shown and go to the next item", run: confirmNext },
-  { keys: ["n", "arrowright"], shown: ["N", "→"], what: "next item", run: () => show(S.cur + 1) },
-  { keys: ["p", "arrowleft"], shown: ["P", "←"], what: "previous item", run: () => show(S.cur - 1) },
+  { keys: ["n", "arrowright"], shown: ["N", "→"], what: "next item", run: () => go(1) },
+  { keys: ["p", "arrowleft"], shown: ["P", "←"], what: "previous item", run: () => go(-1) },
   { keys: ["s"], shown: ["S"], what: "skip this item", run: skipItem },
   { keys: ["a"], shown: ["A"], what: "take the suggestion", run: acceptSuggestion },
   { keys: ["z", "u"], shown: ["Z", "U", "Ctrl+Z"], what: "undo the last change to this item", run: undo },
@@ -504,7 +513,7 @@ document.addEventListener("DOMContentLoaded", () => {
   ov.addEventListener("pointermove", onMove);
   ov.addEventListener("pointerup", onUp);
   ov.addEventListener("pointercancel", onUp);
-  $("prev").onclick = () => show(S.cur - 1);
+  $("prev").onclick = () => go(-1);
   $("next").onclick = confirmNext;
   $("skip").onclick = () => change(null, { skip: true, advance: true });
   $("undo").onclick = undo;

@@ -24,7 +24,7 @@ async function loadProjects() {
   const box = document.getElementById("projects");
   const projects = await api("GET", "/api/projects");
   box.replaceChildren();
-  if (!projects.length) box.append(el("p.muted", {}, isAdmin ? "No projects yet — create one below." : "No projects assigned to you yet."));
+  if (!projects.length) box.append(el("p.muted", {}, isAdmin ? "No projects yet — create one below." : "No projects assigned to you yet: an admin names you among a project's annotators when making it, or assigns you one of its tasks on its dashboard."));
   for (const p of projects) {
     const tasks = await api("GET", `/api/projects/${p.id}/tasks`);
     const mine = canReview ? tasks.slice(0, 6) : tasks;

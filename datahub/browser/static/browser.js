@@ -1,14 +1,31 @@
 // The dataset browser's one script: copy buttons for the snippets, and a lineage graph wider
 // than its card opened on this dataset's own versions. Pages work without it.
 "use strict";
+// Where the page has no clipboard API (served over plain http to another machine, as
+// `datahub serve --host 0.0.0.0` is: not a secure context) the button did nothing at all; it
+// now selects the snippet and copies it the old way, or says to press Ctrl+C (newuser24).
+function selectText(source) {
+  const range = document.createRange();
+  range.selectNodeContents(source);
+  const selection = window.getSelection();
+  selection.removeAllRanges();
+  selection.addRange(range);
+}
+function copyBySelection(button, source) {
+  selectText(source);
+  let copied = false;
+  try { copied = document.execCommand("copy"); } catch (e) { copied = false; }
+  button.textContent = copied ? "Copied" : "Press Ctrl+C";
+}
 document.addEventListener("click", (event) => {
   const button = event.target.closest("button.copy");
   if (!button) return;
   const source = document.getElementById(button.dataset.copy);
-  if (!source || !navigator.clipboard) return;
+  if (!source) return;
+  if (!navigator.clipboard) { copyBySelection(button, source); return; }
   navigator.clipboard.writeText(source.textContent).then(
     () => { button.textContent = "Copied"; },
-    () => { button.textContent = "Select and copy"; },
+    () => { selectText(source); button.textContent = "Press Ctrl+C"; },
   );
 });
 
