@@ -133,7 +133,10 @@ class OpenFile:
             buf = self.buffers.get(index)  # another writer may have loaded it meanwhile
             if buf is not None:
                 return buf
-            if self.chunks.get(index) != key_len:
+            # or loaded it, wrote it full and handed it to a write-behind upload (``inflight``),
+            # or uploaded it: ``data`` is then older than the chunk, and a buffer of it dropped
+            # that writer's bytes (wbreview24, tests/writeback/test_wbreview24.py)
+            if index in self.inflight or self.chunks.get(index) != key_len:
                 return self._buffer(index, covers_all)
             buf = bytearray(data)
         self.buffers[index] = buf

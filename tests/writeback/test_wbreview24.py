@@ -1,0 +1,76 @@
+"""wbreview24: two writes into one stored chunk of an open file at once keep both.
+
+Found through a real mount with ``--writeback-cache`` (tests/fuse/test_wbreview24.py: two
+descriptors of one file written in turn, then read back after both closed): the kernel
+sends a file's dirty pages in WRITEs that the daemon runs side by side, and a write
+whose chunk is only in the shared tier loads it with the file's lock released
+(``OpenFile._buffer``). Another write into that chunk meanwhile loaded it too, wrote its
+bytes and, the chunk now full, handed its buffer to a write-behind upload
+(``_start_upload``: the buffer leaves ``buffers`` for ``inflight``). The first write, back
+under the lock, found no buffer and built one from the bytes it had loaded, the chunk as
+stored before the other write: the other write's bytes were gone from the file, its upload
+discarded as written again, and every close returned 0. Here the two writes are run in
+that order by holding the first one's load and the second one's upload.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from tests.writeback.conftest import CHUNK, Env
+
+
+def test_a_write_loading_a_chunk_keeps_a_write_that_filled_it_meanwhile(env: Env) -> None:
+    ws = env.open()
+    with ws.open("f", create=True, truncate=True) as fh:
+        fh.write(0, b"o" * (2 * CHUNK))
+    h1, h2 = ws.open("f"), ws.open("f")
+    store = ws.chunks
+    get, put = store.get, store.put
+    loading, may_load = threading.Event(), threading.Event()
+    uploading, may_upload = threading.Event(), threading.Event()
+    first_get = threading.Lock()
+
+    def held_get(key: str, length: int, path: str) -> bytes:
+        data = get(key, length, path)
+        if threading.current_thread().name == "first" and first_get.acquire(blocking=False):
+            loading.set()  # the first write has the chunk's old bytes, outside the file's lock
+            assert may_load.wait(30)
+        return data
+
+    def held_put(file_id: int, index: int, data: bytes | bytearray, path: str) -> str:
+        uploading.set()  # the second write's write-behind upload of the filled chunk
+        assert may_upload.wait(30)
+        return put(file_id, index, data, path)
+
+    store.get, store.put = held_get, held_put  # type: ignore[method-assign]
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            h1.write(100, b"A" * 10)
+        except BaseException as exc:  # reported by the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=first, name="first")
+    thread.start()
+    try:
+        assert loading.wait(30)
+        h2.write(0, b"B" * 50)  # loads chunk 0 too, fills it: its upload starts (and is held)
+        assert uploading.wait(30)
+    finally:
+        may_load.set()
+        thread.join(30)
+        may_upload.set()
+    store.get, store.put = get, put  # type: ignore[method-assign]
+    assert not errors and not thread.is_alive()
+    expected = b"B" * 50 + b"o" * 50 + b"A" * 10 + b"o" * (2 * CHUNK - 110)
+    assert h1.read(0, 2 * CHUNK) == expected  # before the fix: the B's read back as o's
+    h1.close()
+    h2.close()
+    with ws.open("f") as fh:
+        assert fh.read(0, 3 * CHUNK) == expected
+    ws.close()
+    ws = env.open()  # what the journal acknowledged
+    with ws.open("f") as fh:
+        assert fh.read(0, 3 * CHUNK) == expected
