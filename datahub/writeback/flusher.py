@@ -61,6 +61,10 @@ _SCAN_BATCH = 10_000  # files (or origin paths) read per read transaction at mos
 _EVICT_BATCH = 10_000  # clean files an eviction round picks (the oldest of the namespace)
 _UNLIST = 128  # open files' garbage chunks taken off the journal's list per transaction (``gc``)
 _GC_BATCH = 4096  # garbage keys the collector reads per read transaction (``gc``)
+#: the origin entry of a path whose first upload may be under way (``Flusher._intend``): no
+#: file's generation is 0, so it matches none (the path stays dirty until ``_mark``), and
+#: without a file at its path it is a pending delete like any entry
+_INTENT = {"gen": 0, "etag": "", "size": 0, "sha256": "", "intent": True}
 
 
 class Progress(Protocol):
@@ -313,6 +317,7 @@ class Flusher:
                 return self._judge(txn, path, file_id, report, blocked)
 
             for batch in _batches(self.ws.journal, Txn.tree_files_after, judge):
+                self._intend(batch)
                 for upload in batch:
                     uploads.submit(pool, upload)
             uploads.drain()
@@ -321,6 +326,7 @@ class Flusher:
             while blocked and uploads.error is None:
                 retry, blocked = blocked, []
                 batch = self._replan(retry, report, blocked)
+                self._intend(batch)
                 for upload in batch:
                     uploads.submit(pool, upload)
                 uploads.drain()
@@ -369,6 +375,26 @@ class Flusher:
         else:
             return path, file_id, rec
         return None
+
+    def _intend(self, uploads: list[tuple[str, int, dict]]) -> None:
+        """Before their PUTs: give each path of ``uploads`` that the origin table has no entry
+        for an *intent* entry (``_INTENT``), so the object a PUT may leave there is deleted once
+        the file goes (``_pending_delete``) even if the flush never learns the PUT landed.
+
+        Why (wbreview24): a PUT that lands and whose reply is lost (every retry failing), or
+        whose flush is killed before ``_mark``, left an object no entry named; when its file
+        was unlinked or renamed away, no flush deleted it, and the flush target kept a file
+        the workspace no longer had, for good. A path with an entry already needs none: that
+        entry is deleted with the file, and the object with it. One journal write per batch
+        of uploads that has such a path (a new file's first flush), none otherwise."""
+        with self.ws.journal.read() as txn:
+            fresh = [(path, file_id) for path, file_id, _ in uploads if txn.origin(path) is None]
+        if not fresh:
+            return
+        with self.ws.journal.write(f"flush of {len(fresh)} new file(s)") as txn:
+            for path, file_id in fresh:
+                if txn.origin(path) is None:
+                    txn.put_origin(path, {**_INTENT, "id": file_id})
 
     def _count(self) -> int:
         """Files and deletes a flush would do now, for a progress sink that shows a total: a

@@ -16,7 +16,9 @@ It holds everything a restart needs, so a committed transaction *is* the acknowl
 - ``origin``: what the origin holds at each path (file id, generation, etag, size, sha256).
   A path is dirty exactly when ``origin`` does not match the tree's file id and generation,
   and an ``origin`` path missing from the tree is a pending delete: no separate dirty flag
-  can disagree with the data.
+  can disagree with the data. A path's first upload writes an *intent* entry (generation 0,
+  ``"intent": true``) before its PUT, so an object whose PUT landed unrecorded is deleted
+  with its file all the same (``flusher.Flusher._intend``).
 - ``garbage``: chunk objects unreferenced by a committed transaction, deleted afterwards
   (crash-safe order: unreference, commit, then delete).
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
+from datahub.errors import StorageError
 from tests.writeback.conftest import CHUNK, Env
 
 
@@ -74,3 +77,43 @@ def test_a_write_loading_a_chunk_keeps_a_write_that_filled_it_meanwhile(env: Env
     ws = env.open()  # what the journal acknowledged
     with ws.open("f") as fh:
         assert fh.read(0, 3 * CHUNK) == expected
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["lost-reply", "lost-reply-then-kill"])
+def test_an_object_put_whose_reply_was_lost_is_deleted_with_its_file(env: Env, crash: bool) -> None:
+    """A flush's PUT landed in the origin, but the flush never learned it (the reply lost and
+    every retry failed, or the process killed before it recorded the upload): the journal had
+    no origin entry for that path, so when the file went (unlink, rename away) no flush ever
+    deleted the object, and the flush target held a file the workspace no longer had, for
+    good. Found by tests/fuse/test_wbreview24.py with a slow origin and kill -9: removed files
+    were left in the bucket after ``datahub umount``."""
+    ws = env.open()
+    with ws.open("gone", create=True, truncate=True) as fh:
+        fh.write(0, b"g" * (CHUNK + 1))
+    with ws.open("moved", create=True, truncate=True) as fh:
+        fh.write(0, b"m" * 10)
+    origin = ws.flusher.origin
+    put = origin.put
+
+    def lost_reply(key: str, data, **kwargs):
+        put(key, data, **kwargs)
+        raise StorageError(f"injected: the reply to the PUT of {key!r} was lost")
+
+    origin.put = lost_reply  # type: ignore[method-assign]
+    try:
+        with pytest.raises(StorageError):
+            ws.flush()
+    finally:
+        del origin.put  # the store's own method again
+    assert sorted(_origin_files(ws)) == ["gone", "moved"]  # both landed
+    if crash:
+        ws = env.crash_and_reopen(ws)
+    ws.unlink("gone")
+    ws.rename("moved", "there")
+    ws.flush()
+    assert sorted(_origin_files(ws)) == ["there"]  # before the fix: gone, moved and there
+    assert ws.dirty() == []
+
+
+def _origin_files(ws) -> list[str]:
+    return [o.key for o in ws.flusher.origin.list()]
