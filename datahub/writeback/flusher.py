@@ -45,7 +45,7 @@ from typing import Protocol, TypeVar
 
 from datahub.cache.priority import Priority
 from datahub.cache.scheduler import OriginScheduler
-from datahub.errors import Conflict, DatahubError
+from datahub.errors import Conflict, DatahubError, NotFound, ObjectChanged
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.retry import guard_attempts
 from datahub.writeback.chunks import FileStream, file_id_of
@@ -657,26 +657,56 @@ class Flusher:
         return size
 
     def rehydrate(self, file_id: int, path: str, rec: dict) -> dict:
-        """Copy an evicted file back into the shared tier before it is opened."""
-        reader = self._chunk_reader(path, {**rec, "chunks": {}})
-        cs = self.ws.chunk_size
-        chunks = {}
-        for index in range((rec["size"] + cs - 1) // cs):
-            data = reader(index)
-            if data:
-                chunks[str(index)] = [self.ws.chunks.put(file_id, index, data, path), len(data)]
-        with self.ws.journal.write(f"reload of {path!r}") as txn:
-            current = txn.file(file_id)
-            if current is None or current.get("src") != rec["src"]:
+        """Copy an evicted file back into the shared tier before it is opened.
+
+        A flush may move the file's origin copy meanwhile (a file renamed since its eviction
+        is uploaded under its new name, its ``src`` pointed there and the old object deleted,
+        ``_mark`` and ``_delete``): the copy is then made again from the record as it is now,
+        after the reads (one that found the old object gone or changed) or after the journal
+        write found ``src`` moved. Before (wbreview24), the first failed the open with NotFound
+        (ENOENT for a file ``ls`` shows) and the second reloaded inside its journal write,
+        which LMDB refuses (a nested write transaction): the open failed with EIO."""
+        while True:
+            try:
+                chunks = self._reload(file_id, path, rec)
+            except (NotFound, ObjectChanged):
+                with self.ws.journal.read() as txn:
+                    current = txn.file(file_id)
+                if current is None or current.get("src") == rec["src"]:
+                    raise  # not a move: the origin copy itself is gone or changed
+                chunks = None
+            else:
+                with self.ws.journal.write(f"reload of {path!r}") as txn:
+                    current = txn.file(file_id)
+                    if current is not None and current.get("src") == rec["src"]:
+                        current["chunks"] = chunks
+                        del current["src"]
+                        txn.put_file(file_id, current)
+                        break
                 self.ws.delete_unreferenced(k for k, _ in chunks.values())
-                if current is None:
-                    return rec
-                return current if not current.get("src") else self.rehydrate(file_id, path, current)
-            current["chunks"] = chunks
-            del current["src"]
-            txn.put_file(file_id, current)
+            if current is None:
+                return rec
+            if not current.get("src"):
+                return current
+            rec = current  # moved by a flush meanwhile: copied again from where it is now
         self.on_commit(sum(n for _, n in chunks.values()))
         return current
+
+    def _reload(self, file_id: int, path: str, rec: dict) -> dict[str, list]:
+        """The chunks of evicted file ``rec`` copied from its origin object into the shared tier
+        (none referenced yet: deleted again if an error stops the copy)."""
+        reader = self._chunk_reader(path, {**rec, "chunks": {}})
+        cs = self.ws.chunk_size
+        chunks: dict[str, list] = {}
+        try:
+            for index in range((rec["size"] + cs - 1) // cs):
+                data = reader(index)
+                if data:
+                    chunks[str(index)] = [self.ws.chunks.put(file_id, index, data, path), len(data)]
+        except BaseException:
+            self.ws.delete_unreferenced(k for k, _ in chunks.values())
+            raise
+        return chunks
 
     # --- reporting -------------------------------------------------------------------------------
     def dirty_paths(self) -> list[str]:

@@ -117,3 +117,52 @@ def test_an_object_put_whose_reply_was_lost_is_deleted_with_its_file(env: Env, c
 
 def _origin_files(ws) -> list[str]:
     return [o.key for o in ws.flusher.origin.list()]
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_an_evicted_file_opened_while_a_flush_moves_its_origin_copy_reads_its_bytes(
+    env: Env, when: str
+) -> None:
+    """An evicted file renamed since its eviction lives only in its old origin object, until
+    a flush uploads it under its new name, points its ``src`` there and deletes the old one.
+    An open that reloaded it meanwhile (``Flusher.rehydrate``, reading the old ``src``) failed:
+    with the flush's move *before* it read the old object, the read found it deleted and the
+    open failed with NotFound (ENOENT through a mount, for a file ``ls`` shows); *after*, its
+    journal write found the record's ``src`` changed and reloaded again inside that write,
+    which LMDB refuses (a nested write transaction): StorageError, EIO. Found by
+    tests/fuse/test_wbreview24.py with a small shared tier (evictions all the time)."""
+    data = bytes(range(256)) * (2 * CHUNK // 256) + b"tail"
+    ws = env.open()
+    with ws.open("a", create=True, truncate=True) as fh:
+        fh.write(0, data)
+    ws.flush()
+    assert ws.flusher.evict(0) > 0
+    assert ws.journal_record("a").get("src")
+    ws.rename("a", "b")
+    origin = ws.flusher.origin
+    read = origin.read
+    moved = threading.Event()
+    reads = []  # the reload's reads: one per chunk, three chunks
+
+    def moving_read(*args, **kwargs):
+        if moved.is_set() or threading.current_thread().name.startswith("flush-"):
+            return read(*args, **kwargs)
+        reads.append(args)
+        if when == "before":
+            moved.set()
+            ws.flush()  # b uploaded from a's object, its src moved to b, a deleted
+            return read(*args, **kwargs)
+        out = read(*args, **kwargs)
+        if len(reads) == 3:  # the reload read it all, and writes its record next
+            moved.set()
+            ws.flush()
+        return out
+
+    origin.read = moving_read  # type: ignore[method-assign]
+    try:
+        with ws.open("b") as fh:
+            assert fh.read(0, len(data) + 1) == data
+    finally:
+        del origin.read
+    assert moved.is_set()
+    assert sorted(_origin_files(ws)) == ["b"]
