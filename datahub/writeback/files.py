@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 
-from datahub.errors import InvalidInput, NoSpace
+from datahub.errors import DatahubError, InvalidInput, NoSpace
 from datahub.writeback.model import FileAttr, FileSettings
 from datahub.writeback.ports import Committer, NotFresh, Uploader
 
@@ -83,14 +83,37 @@ class OpenFile:
 
     def _chunk_view(self, index: int) -> bytes | bytearray:
         """Current bytes of one chunk (possibly shorter than the chunk: the rest is zeros)."""
-        with self._lock:
-            buf = self.buffers.get(index)
-            if buf is None:
-                buf = self.inflight.get(index)
-            if buf is not None:
-                return bytes(buf)
-            key_len = self.chunks.get(index)
-        return self._stored(index, key_len)
+        while True:
+            with self._lock:
+                buf = self.buffers.get(index)
+                if buf is None:
+                    buf = self.inflight.get(index)
+                if buf is not None:
+                    return bytes(buf)
+                key_len = self.chunks.get(index)
+            data = self._load(index, key_len)
+            if data is not None:
+                return data
+
+    def _load(self, index: int, key_len: tuple[str, int] | None) -> bytes | None:
+        """The stored bytes of chunk ``index`` under ``key_len``, read without ``_lock``; None
+        if that read failed because the chunk changed meanwhile (the caller looks again).
+
+        Why (wbreview24): a staged chunk replaced by a newer upload is deleted at the next
+        commit (``discard``), so a read that took its key just before found it gone: the
+        READ failed with EIO beside another handle's write and fsync, on every shared tier
+        where a chunk is an object of its own (S3, RADOS, 1 MiB chunks and up on a disk)."""
+        try:
+            return self._stored(index, key_len)
+        except DatahubError:
+            with self._lock:
+                if (
+                    self.chunks.get(index) == key_len
+                    and index not in self.buffers
+                    and index not in self.inflight
+                ):
+                    raise  # the chunk is still that one: its read failed for good
+            return None
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0:
@@ -127,9 +150,11 @@ class OpenFile:
         else:
             self._lock.release()
             try:
-                data = self._stored(index, key_len)
+                data = self._load(index, key_len)
             finally:
                 self._lock.acquire()
+            if data is None:  # replaced while read: see what the chunk is now
+                return self._buffer(index, covers_all)
             buf = self.buffers.get(index)  # another writer may have loaded it meanwhile
             if buf is not None:
                 return buf

@@ -166,3 +166,48 @@ def test_an_evicted_file_opened_while_a_flush_moves_its_origin_copy_reads_its_by
         del origin.read
     assert moved.is_set()
     assert sorted(_origin_files(ws)) == ["b"]
+
+
+def test_a_read_whose_chunk_a_commit_replaced_meanwhile_reads_the_file(env: Env) -> None:
+    """A read takes a chunk's key under the file's lock and reads it outside: a chunk that a
+    write-behind upload staged, replaced by a newer upload and deleted by the next fsync
+    (``OpenFile.discard``) meanwhile is gone when the read gets to it."""
+    ws = env.open()
+    with ws.open("f", create=True, truncate=True) as fh:
+        fh.write(0, b"a" * (2 * CHUNK))
+    writer, reader = ws.open("f"), ws.open("f")
+    writer.write(0, b"b" * CHUNK)  # chunk 0 full: its write-behind upload stages a key
+    writer._of._wait_uploads()
+    assert 0 in writer._of.staged and 0 not in writer._of.buffers
+    store = ws.chunks
+    get = store.get
+    reading, may_read = threading.Event(), threading.Event()
+
+    def held_get(key: str, length: int, path: str) -> bytes:
+        if threading.current_thread().name == "reader" and not reading.is_set():
+            reading.set()
+            assert may_read.wait(30)
+        return get(key, length, path)
+
+    store.get = held_get  # type: ignore[method-assign]
+    got: list[bytes | BaseException] = []
+
+    def read() -> None:
+        try:
+            got.append(reader.read(0, CHUNK))
+        except BaseException as exc:  # reported by the test's thread
+            got.append(exc)
+
+    thread = threading.Thread(target=read, name="reader")
+    thread.start()
+    try:
+        assert reading.wait(30)
+        writer.write(0, b"c" * CHUNK)  # a newer upload of chunk 0 replaces the staged key
+        writer.fsync()  # commits it and deletes the one the reader holds
+    finally:
+        may_read.set()
+        thread.join(30)
+        del store.get
+    assert got and got[0] in (b"b" * CHUNK, b"c" * CHUNK), got
+    writer.close()
+    reader.close()
