@@ -29,8 +29,14 @@ from datahub.cli.main import main
 home, fifo = sys.argv[1], sys.argv[2]
 main_tid = threading.get_native_id()
 
+def is_the_pipe(fd):
+    try:  # a descriptor listed may be closed before it is resolved (the catalog's own files)
+        return os.path.realpath(f"/proc/self/fd/{fd}") == fifo
+    except OSError:
+        return False
+
 def waits_on_the_pipe():
-    fds = [int(fd) for fd in os.listdir("/proc/self/fd") if os.path.realpath(f"/proc/self/fd/{fd}") == fifo]
+    fds = [int(fd) for fd in os.listdir("/proc/self/fd") if is_the_pipe(fd)]
     try:
         with open(f"/proc/self/task/{main_tid}/syscall") as fh:
             call = fh.read().split()
