@@ -249,7 +249,9 @@ class ApiConfig(_Section):
     max_inflight_body_bytes: Size = 256 * 1024**2
     """Bytes of request bodies buffered at once across all requests (Content-Length is reserved up front); past it a request gets 503 busy with Retry-After, never an OOM. Raised to max_body_bytes if smaller."""
     metrics_public: bool = False
-    """Serve /metrics without a token when authentication is on (--auth); by default it needs a valid API token then, since its figures name routes, mounts and the buckets they read. Local mode serves it to this machine's callers either way."""
+    """Serve /metrics without a token when authentication is on (--auth); by default it needs the token of a global admin or of a principal in api.metrics_principals then, since its figures name datasets, routes, mounts and the buckets they read. Local mode serves it to this machine's callers either way."""
+    metrics_principals: str = ""
+    """Principals (space-separated, e.g. "prometheus") whose tokens may read /metrics under --auth besides global admins; any other token is 403 there, since the figures name datasets, routes, mounts and the buckets they read. Give the scraper a token of its own principal (datahub token create --principal prometheus), not an admin's."""
     commit_sources: str = ""
     """URL prefixes (space-separated, each like s3://bucket/team/, ending in /) under which any writer may commit record URLs to any dataset over HTTP, besides each dataset's own sources; "" = none (docs/api.md, Record URLs)."""
 

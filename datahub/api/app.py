@@ -28,6 +28,7 @@ from datahub.api.local_mode import LocalCallersOnly
 from datahub.api.metrics import MetricsMiddleware, RequestMetrics
 from datahub.api.record_urls import server_sources
 from datahub.api.routes import ROUTERS
+from datahub.api.routes.system import metrics_readers
 from datahub.api.schemas import CommitCreate, ErrorBody
 from datahub.config import Config
 from datahub.web.apidocs import add_api_docs
@@ -62,6 +63,7 @@ _ERRORS = {
 
 def create_app(config: Config, *, catalog=None, stores=None, cache=None, tasks=None) -> FastAPI:
     server_sources(config.api.commit_sources)  # a bad setting stops the start, not each commit
+    metrics_readers(config.api.metrics_principals)  # likewise: not a scraper refused at every scrape
     services = Services(config, catalog=catalog, stores=stores, cache=cache, tasks=tasks)
 
     @asynccontextmanager
