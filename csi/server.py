@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
@@ -264,6 +265,44 @@ def _make_dirs(path: str) -> None:
         os.mkdir(path, 0o755)
 
 
+def check_socket_dir(directory: str) -> None:
+    """Make the socket's ``directory`` writable by its owner alone, and refuse (InvalidInput)
+    a directory above it that another user may write (unless sticky, as ``/tmp`` is: nobody
+    renames another's entry there) or that another user owns.
+
+    Why: whoever may write a directory on the socket's path may rename the plugin's socket
+    away and bind their own at the endpoint (or rename a directory above it), and then
+    receives the kubelet's calls, the Secrets of NodePublishVolume included. ``_make_dirs``
+    gives 0755 to the directories it makes, but one that already existed was taken as it was:
+    the socket served from a 0777 directory (a controller's ``emptyDir`` is one) could be
+    replaced by anyone who reached it. The socket's own directory holds nothing but the
+    socket, whose every client connects as root (docs/csi.md), so the plugin tightens it when
+    it owns it; one it does not own, or a loose one above it, it cannot fix, and refuses."""
+    me = os.geteuid()
+    current = os.path.realpath(directory)
+    own = True
+    while True:
+        info = os.stat(current)
+        mode = stat.S_IMODE(info.st_mode)
+        loose = bool(mode & 0o022) and not mode & stat.S_ISVTX
+        if own and loose and info.st_uid == me:
+            log.warning("CSI socket directory %s was mode %04o: made %04o", current, mode, mode & ~0o022)
+            os.chmod(current, mode & ~0o022)
+            loose = False
+        if loose or info.st_uid not in (0, me):
+            raise errors.InvalidInput(
+                f"CSI socket directory {current!r} is {'writable by others' if loose else 'owned by another user'} "
+                f"(mode {mode:04o}, uid {info.st_uid}): whoever may write it can replace the socket and receive "
+                f"the kubelet's calls, Secrets included; make it writable by its owner alone (chmod go-w {current}), "
+                "owned by root or the plugin's user, or choose another --endpoint",
+                path=current,
+            )
+        parent = os.path.dirname(current)
+        if parent == current:
+            return
+        current, own = parent, False
+
+
 def _listen_privately(server: grpc.Server, path: str) -> None:
     """Listen on ``path`` with :data:`SOCKET_MODE`, never reachable by anyone else meanwhile.
 
@@ -296,6 +335,7 @@ def serve(
     """Serve until ``stop`` is set (the entry point sets it on SIGTERM/SIGINT)."""
     path = socket_path(endpoint)
     _make_dirs(os.path.dirname(path))
+    check_socket_dir(os.path.dirname(path))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="csi-rpc"))
 
     def ready() -> bool:

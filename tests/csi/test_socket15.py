@@ -96,3 +96,48 @@ def test_socket_directory_it_makes_is_not_writable_by_others(csi_env: CsiEnv, op
         assert stat.S_IMODE(os.stat(plugin.socket).st_mode) == 0o600
     finally:
         plugin.teardown()
+
+
+def test_an_existing_loose_socket_directory_is_tightened_or_refused(open_root: Path) -> None:
+    """sec25: a socket directory that already existed was taken as it was. In a 0777 one (a
+    controller pod's ``emptyDir``) another user renamed the plugin's socket away and bound
+    their own at the endpoint, receiving the kubelet's calls. Now the plugin makes its own
+    directory 0755 before it binds, and refuses to serve below a directory it does not own
+    that others may write (a rename of that directory moves the socket away just as well)."""
+    import threading
+
+    from csi.server import serve
+    from datahub.errors import InvalidInput
+
+    loose = open_root / "csi"
+    loose.mkdir()
+    loose.chmod(0o777)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(f"unix://{loose}/csi.sock", name=DRIVER_NAME, node=None, controller=None, stop=stop)
+        except BaseException as exc:  # handed to the test
+            errors.append(exc)
+
+    served = threading.Thread(target=run)
+    served.start()
+    try:
+        for _ in range(200):  # the socket appears once the server listens
+            if (loose / "csi.sock").exists() or errors:
+                break
+            stop.wait(0.05)
+        assert not errors, errors
+        assert stat.S_IMODE(os.stat(loose).st_mode) == 0o755
+        assert as_nobody(loose / "csi.sock") == ["stat ok", f"connect {errno.EACCES}"]
+    finally:
+        stop.set()
+        served.join(30)
+    # a loose directory above it, not sticky: refused before anything is bound, naming it
+    inner = loose / "plugins"
+    inner.mkdir(mode=0o755)
+    loose.chmod(0o777)
+    with pytest.raises(InvalidInput, match=f"CSI socket directory '{loose}' is writable by others"):
+        serve(f"unix://{inner}/csi.sock", name=DRIVER_NAME, node=None, controller=None, stop=stop)
+    assert not (inner / "csi.sock").exists()
