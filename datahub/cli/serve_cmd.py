@@ -67,6 +67,7 @@ def build_app(config: Config, catalog: Any, stores: Any, *, labelx: bool = True)
 
 def run(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.api.record_urls import server_sources
+    from datahub.api.routes.system import metrics_readers
     from datahub.api.server import ApiServer, bind_socket, check_bind, stop_signals
     from datahub.api.workers import check_workers, serve_workers
 
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     # said the server runs: a bad setting printed that line, left the cache unclosed (the next
     # start rebuilt its index) and, with --workers, restarted dying workers (platform14)
     server_sources(ctx.config.api.commit_sources)
+    metrics_readers(ctx.config.api.metrics_principals)  # the same, for /metrics' readers (sec25)
     # A busy port is one clear error, before any fork. With several workers this socket only
     # holds the port: each worker listens on its own SO_REUSEPORT socket, so the kernel
     # spreads connections evenly instead of waking every worker for each one.

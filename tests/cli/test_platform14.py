@@ -74,6 +74,35 @@ def test_serve_with_a_bad_commit_sources_setting_stops_before_it_says_it_serves(
     assert not (tmp_path / "var" / "cache").exists(), err  # nothing opened
 
 
+def test_serve_with_a_bad_metrics_principals_setting_stops_before_it_says_it_serves(tmp_path: Path) -> None:
+    """sec25: ``api.metrics_principals`` is checked where ``api.commit_sources`` is, before the
+    server binds or says it serves (not by each worker building its app)."""
+    config = tmp_path / "datahub.toml"
+    config.write_text(f'home = "{tmp_path / "var"}"\n[api]\nmetrics_principals = "prometheus bad/name"\n')
+    datahub = str(Path(sys.executable).with_name("datahub"))
+    argv = [
+        datahub,
+        "--config",
+        str(config),
+        "serve",
+        "--auth",
+        "--no-labelx",
+        "--port",
+        "0",
+        "--workers",
+        "2",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    proc = subprocess.run(
+        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )  # a hang guard
+    err = proc.stderr
+    assert proc.returncode != 0, err
+    assert "setting api.metrics_principals: invalid principal 'bad/name'" in err, err
+    assert "datahub API on" not in err and "worker" not in err and "Traceback" not in err, err
+    assert not (tmp_path / "var" / "cache").exists(), err  # nothing opened
+
+
 def test_a_serve_that_fails_while_building_its_app_closes_the_cache_it_opened(tmp_path: Path) -> None:
     """A start that fails after the disk cache is open (here LabelX cannot open
     ``<home>/labelx.db``, a directory) closes that cache: the next start finds it closed and

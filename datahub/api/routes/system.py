@@ -8,7 +8,7 @@ from fastapi.responses import PlainTextResponse
 from datahub.api.deps import PrincipalDep, ServicesDep, get_principal
 from datahub.api.metrics import cache_text, warmups_text
 from datahub.api.schemas import TokenPublic
-from datahub.errors import AccessDenied, Unauthenticated
+from datahub.errors import AccessDenied, InvalidName, Unauthenticated
 from datahub.validation import check_principal
 
 router = APIRouter(tags=["system"])
@@ -23,7 +23,12 @@ async def healthz() -> dict[str, str]:
 def metrics_readers(setting: str) -> frozenset[str]:
     """The principals of ``api.metrics_principals`` (space-separated), each checked as an
     access list's principal is, so a typo stops the start instead of refusing the scraper."""
-    return frozenset(check_principal(name) for name in setting.split())
+    try:
+        return frozenset(check_principal(name) for name in setting.split())
+    except InvalidName as exc:
+        raise InvalidName(
+            f"setting api.metrics_principals: {exc.message}", setting="api.metrics_principals"
+        ) from None
 
 
 def _scraper(request: Request, services: ServicesDep) -> None:
