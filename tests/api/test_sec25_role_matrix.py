@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -188,6 +189,34 @@ def test_every_route_has_a_row_of_who_may_call_it(served) -> None:
     )
     assert EXPECTED.keys() == TOKEN | PAGE  # the same routes review22b holds to their first check
     assert labelx <= LABELX | OPEN | FORMS and {p for m, p in routes(app) if m == "MOUNT"} == STATIC
+
+
+DOC_ROW = re.compile(r"^\| `(GET|POST|PUT|PATCH|DELETE) ([^`?]+)[^`]*` \| ([^|]+) \|")
+
+
+def test_the_table_agrees_with_docs_api_endpoints() -> None:
+    """Each row of docs/api.md's "Endpoints" table with a plain role (reader, writer, admin, any
+    token) gives that role to its route here; /metrics' row names global admins. So this
+    table is the docs' and a change to either without the other fails."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    plain = {"reader": "reader", "writer": "writer", "admin": "admin", "any token": "token"}
+    seen = 0
+    for line in doc.splitlines():
+        if not (m := DOC_ROW.match(line)):
+            continue
+        method, path, role = m[1], m[2].replace("…/", "/v1/datasets/{name}/"), m[3].strip()
+        path = path.replace("{key}", "{key:path}")
+        if path == "/healthz":
+            continue
+        if path == "/metrics":
+            assert role.startswith("with `--auth`: a global admin"), role
+            assert EXPECTED[method, path] == "global"
+        elif role in plain:
+            assert EXPECTED[method, path] == plain[role], (method, path, role)
+        else:  # derive: reader here (its target's rules are test_derive_hidden_target.py's)
+            assert role.startswith("reader here") and EXPECTED[method, path] == "reader", (method, path, role)
+        seen += 1
+    assert seen == 17, seen  # every row of the table
 
 
 def _expected(need: str, caller: str) -> str:
