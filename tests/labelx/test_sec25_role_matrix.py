@@ -109,3 +109,33 @@ def test_every_labelx_route_answers_each_caller_as_the_docs_table_says(app, env)
             if got != want:
                 wrong.append((caller, method, path, want, got, r.status_code, r.text[:160]))
     assert not wrong, "\n".join(map(str, wrong))
+
+
+def test_every_state_changing_labelx_route_refuses_a_session_without_its_csrf_token(app, env) -> None:
+    """A browser sends the session cookie on any request another site makes it send; only the
+    page's ``X-CSRF-Token`` proves the page sent it. Every route that is not GET, walked from
+    the route table (the admin's session: every role check would pass), refuses a request
+    without the token, or with another session's, before it does anything."""
+    admin, other = Session(app, "admin"), Session(app, "rita")
+    project = make_project(admin)
+    task = ok(admin.get(f"/api/projects/{project['id']}/tasks"))[0]
+    item = ok(admin.get(f"/api/tasks/{task['id']}"))["items"][0]["id"]
+    values = {"project_id": project["id"], "task_id": task["id"], "item_id": item, "fmt": "csv"}
+    writes = sorted((m, p) for m, p in routes(app) if m not in ("GET", "MOUNT") and p != "/login")
+    assert len(writes) >= 14, writes
+    for method, path in writes:
+        url = re.sub(r"\{(\w+)\}", lambda m: str(values[m[1]]), path)
+        body = BODIES.get((method, path), {})
+        for headers in ({}, {"X-CSRF-Token": other.csrf}):
+            r = admin.client.request(method, url, json=body, headers=headers, follow_redirects=False)
+            assert r.status_code == 403 and "CSRF" in r.text, (
+                method,
+                path,
+                headers,
+                r.status_code,
+                r.text[:200],
+            )
+    # nothing happened: still logged in, the task still alice's, no project made
+    assert ok(admin.get("/api/me"))["name"] == "admin"
+    assert [p["name"] for p in ok(admin.get("/api/projects"))] == [project["name"]]
+    assert ok(admin.get(f"/api/tasks/{task['id']}"))["task"]["assignee"] == "alice"
