@@ -146,6 +146,16 @@ class MountSource:
         versions = info["versions"]
         if len(parts) >= 2 and f"{parts[0]}@{parts[1]}" in versions:
             return f"{parts[0]}@{parts[1]}"  # a version mount: MOUNT/<dataset>/v<seq>/...
+        if info.get("listing") == "by-directory":
+            # Why not its snapshot: such a mount serves each directory as its own listing saw
+            # it when first read, and its snapshot is the whole listing taken later; an object
+            # overwritten in between is the old one here (its pages cached under the old etag)
+            # and the new one in the snapshot's record (review25)
+            return (
+                f"the bucket {info.get('source', '?')} listed by directory (each directory's files "
+                "as first listed, not the records of a snapshot version"
+                + (f": {', '.join(map(str, versions))} was listed again, whole)" if versions else ")")
+            )
         return versions[0] if len(versions) == 1 else None  # a bucket snapshot: MOUNT/<key>
 
     def read(self, record: Record, offset: int = 0, size: int | None = None) -> bytes:
