@@ -81,7 +81,8 @@ class MountSource:
         (``latest`` or a tag resolved at mount time); over another version's directory the
         records of ``seq`` got that version's bytes under their keys, with their own labels.
         A directory that is not on a datahub mount (no ``.datahub`` at its mount point) is
-        taken as it is."""
+        taken as it is. A bucket mount shows a version only when it lists whole and recorded
+        its listing as that snapshot version (``_version_shown``)."""
         above = self._version_directories_below(self.root)
         if above:
             mine = [d for d in above if d.endswith(f"/{dataset}/v{seq}")]
@@ -156,6 +157,11 @@ class MountSource:
                 "as first listed, not the records of a snapshot version"
                 + (f": {', '.join(map(str, versions))} was listed again, whole)" if versions else ")")
             )
+        if not versions and "://" in str(info.get("source", "")):
+            # a bucket mount that records no snapshot (still listing, or refused: its dataset is
+            # someone's own) serves the bucket as it is now: no version's records (review25)
+            why = info.get("snapshot") or f"state {info.get('state', '?')}"
+            return f"the bucket {info['source']} as it is now, no snapshot version ({why})"
         return versions[0] if len(versions) == 1 else None  # a bucket snapshot: MOUNT/<key>
 
     def read(self, record: Record, offset: int = 0, size: int | None = None) -> bytes:

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import open_catalog
+from datahub.catalog import Put, Record, open_catalog
 from datahub.errors import InvalidInput, ObjectChanged
 from datahub.storage import StoreRegistry
+from fuse_adapter.layout import snapshot_dataset_name
 from tests.fuse.conftest import FuseEnv, wait_until
 
 pytestmark = pytest.mark.fuse
@@ -76,5 +77,45 @@ def test_a_snapshot_version_is_never_read_through_a_mount_listed_by_directory(en
                     except (ObjectChanged, OSError):
                         continue
                     assert got == want, f"{r.key}: not the bytes of {shown}'s record"
+        finally:
+            catalog.close()
+
+
+def test_a_bucket_mount_that_records_no_snapshot_is_no_version(env: FuseEnv) -> None:
+    """A bucket mount whose listing is not recorded as a version (here: the dataset of its
+    snapshot's name is someone's own, ``foreign_snapshot``; also while it is still listing)
+    serves the bucket as it is now. ``MountSource`` took its root for any version of any
+    dataset, so ``s3.<bucket>.data@v1``, recorded by its owner before an object changed, read
+    the changed object's bytes under v1's record of the old one."""
+    from datahub.torch import MountSource, VersionDataset
+
+    url = f"s3://{env.bucket}/data"
+    name = snapshot_dataset_name(url)
+    mnt = env.mountpoint("foreign")
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(url)
+        try:
+            catalog.create_dataset(name, source=url, owner="alice")  # not one mounts make
+            puts = [Put(Record(k, store.url_for(k), store.put(k, d).etag, len(d))) for k, d in OLD.items()]
+            catalog.commit(name, puts, message="alice's own record of the bucket")
+            new = b"A" * len(OLD["d0/a.bin"])
+            store.put("d0/a.bin", new)  # changed since v1
+            with env.mounted(mnt, url):
+                wait_until(lambda: _info(mnt)["snapshot"].startswith("not committed"), timeout=60)
+                assert (mnt / "d0" / "a.bin").read_bytes() == new  # the bucket as it is now
+                try:
+                    pinned = VersionDataset.from_catalog(
+                        catalog, name, 1, MountSource(mnt), transform=lambda d, _: bytes(d)
+                    )
+                except InvalidInput as exc:  # refused: the mount shows no version
+                    assert "no snapshot version" in exc.message and f"{name}@v1" in exc.message
+                    return
+                for i, r in enumerate(pinned.records):
+                    try:
+                        got = pinned[i]
+                    except (ObjectChanged, OSError):
+                        continue
+                    assert got == OLD[r.key], f"{r.key}: not the bytes of {name}@v1's record"
         finally:
             catalog.close()
