@@ -104,8 +104,32 @@ class MountSource:
                 version=seq,
             )
         if shown is not None:
+            top = self._version_top(self.root)
+            if top is not None and top != self.root.resolve():
+                # Why: record ``k`` is read as ``<root>/k``; below the version's directory
+                # (MOUNT/ds/v7/a) record ``a/x`` read the file of the key ``a/a/x`` (review25)
+                raise InvalidInput(
+                    f"{self.root} is a directory inside {shown}'s ({top}): MountSource reads each "
+                    f"record's key from the version's own directory, and from below it a record "
+                    f"read another key's file: MountSource({str(top)!r}), with from_catalog's "
+                    "prefix= for the keys below",
+                    dataset=dataset,
+                    version=seq,
+                )
             self._pinned, self._read_root = shown, self.root.resolve()
             self._mount = self._mount_of(self._read_root)
+
+    def _version_top(self, directory: Path) -> Path | None:
+        """The directory whose paths are the keys of the version ``directory`` shows: the
+        version's (MOUNT/<dataset>/v<seq>) on a version mount, the mount point on a bucket
+        snapshot's; None off a datahub mount."""
+        found = self._mount_info(directory)
+        if found is None:
+            return None
+        mount, parts, info = found
+        if len(parts) >= 2 and f"{parts[0]}@{parts[1]}" in info["versions"]:
+            return mount / parts[0] / parts[1]
+        return mount
 
     @staticmethod
     def _mount_info(directory: Path) -> tuple[Path, tuple[str, ...], dict[str, Any]] | None:
