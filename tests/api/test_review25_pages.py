@@ -35,3 +35,21 @@ def test_a_listing_of_an_unpinned_ref_stays_in_the_version_of_its_first_page(api
     assert keys == KEYS  # version 1's listing, whole (before: KEYS[-1] was on no page)
     fresh = [r["key"] for r in api.get(path, params={"limit": 100}).json()["items"]]
     assert fresh == sorted([*KEYS[:-1], "img/000a.jpg"])  # a new listing: the new version
+
+
+@pytest.mark.parametrize("to", ["latest", "prod"])
+def test_a_diff_to_an_unpinned_ref_stays_between_the_versions_of_its_first_page(api: Api, to: str) -> None:
+    api.catalog.tag("pets", "prod", 1)
+    path = "/v1/datasets/pets/diff"
+    first = api.get(path, params={"from": 0, "to": to, "limit": 10}).json()
+    api.catalog.commit(
+        "pets", [Delete(KEYS[-1]), Put(record("img/000a.jpg"))], message="rename", author="owner"
+    )
+    api.catalog.tag("pets", "prod", 2)
+    keys = [e["key"] for e in first["items"]]
+    cursor = first["next_cursor"]
+    while cursor:
+        body = api.get(path, params={"from": 0, "to": to, "limit": 10, "cursor": cursor}).json()
+        keys += [e["key"] for e in body["items"]]
+        cursor = body["next_cursor"]
+    assert keys == KEYS  # the diff 0 -> 1, whole (before: KEYS[-1] was on no page)

@@ -68,8 +68,10 @@ def test_a_cursor_the_schema_refuses_is_400_and_one_the_server_gave_of_its_shape
     listing = (
         records_listing("pets", "1", "", None) if path == RECORDS else diff_listing("pets", "0", "latest", "")
     )
-    # what the server issues: a records position carries its version (pagination.at_version)
-    issued = encode_cursor(at_version(1, cursor) if path == RECORDS else cursor, listing)
+    # what the server issues: a position carries its version, a diff's both (pagination.at_version)
+    issued = encode_cursor(
+        at_version(1, cursor) if path == RECORDS else at_version(0, at_version(1, cursor)), listing
+    )
     assert schema_valid(schema, issued)
     r = api.get(url, params={"cursor": issued, "limit": 3, **extra})
     assert r.status_code == 200, (cursor, r.text)

@@ -30,8 +30,12 @@ def issued_cursor(case: Any) -> None:
             query.get("prefix", ""),
         )
     position = str(query["cursor"])[:200]
-    if case.operation.path.endswith("/records"):  # a records position carries its version (at_version)
-        position = at_version(1, position)
+    # a position carries its version, a diff's both (at_version)
+    position = (
+        at_version(1, position)
+        if case.operation.path.endswith("/records")
+        else at_version(0, at_version(1, position))
+    )
     query["cursor"] = encode_cursor(position, listing)
 
 

@@ -29,7 +29,7 @@ from datahub.validation import MAX_KEY_BYTES
 
 T = TypeVar("T")
 _TAG, _CHECK = 6, 6  # bytes of the listing's tag and of the check around the key
-_AT = 21  # bytes a version number and NUL add before the key (``at_version``)
+_AT = 42  # bytes two version numbers and NULs add before the key (``at_version``: a diff's two)
 # base64url without padding of a key of at most MAX_KEY_BYTES, with its version: what
 # encode_cursor returns
 CURSOR_MAX = -(-(MAX_KEY_BYTES + _AT + _TAG + _CHECK) * 4 // 3)
