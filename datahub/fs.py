@@ -7,7 +7,7 @@ pandas, pyarrow, PIL or torch users read snapshots without a mount::
         data = f.read()
 
 Paths are ``DATASET[@REF]/KEY``: ``REF`` is anything the catalog resolves (``3``, ``v3``, a
-tag, ``latest``; omitted = latest, resolved on every call, so a pinned ``@v3`` is what
+tag, ``latest``; omitted = latest, resolved once per call, so a pinned ``@v3`` is what
 makes a training run reproducible). The root lists datasets. Directory entries are
 derived from record keys; a version holding both ``x`` and ``x/y`` shows the directory ``x``
 and hides the file ``x``, as a mount does (docs/catalog.md, "Limits"). Bytes come through the tiered cache (``datahub.cache``), so
@@ -195,9 +195,12 @@ class DatahubFileSystem(AbstractFileSystem):
         entries: list[dict] = []
         cursor = ""
         try:
+            # once: every page lists the same version. Why: each page resolved ``ref`` again,
+            # and a commit or a tag moved between two pages listed no version (review25)
+            seq = self.catalog.resolve(name, ref).seq
             while True:
                 batch = list(
-                    self.catalog.list_records(name, ref, prefix=prefix, start_after=cursor, limit=_LIST_BATCH)
+                    self.catalog.list_records(name, seq, prefix=prefix, start_after=cursor, limit=_LIST_BATCH)
                 )
                 for record in batch:
                     rest = record.key[len(prefix) :]
@@ -216,9 +219,11 @@ class DatahubFileSystem(AbstractFileSystem):
         directories = {e["name"] for e in entries if e["type"] == "directory"}
         if directories:  # a file named as a directory beside it is hidden: the directory wins
             entries = [e for e in entries if e["type"] == "directory" or e["name"] not in directories]
-        if not entries and key:
-            record, full = self._record(path, files_only=False)  # nothing under it: a file lists itself
-            return [self._file(full, record)]
+        if not entries and key:  # nothing under it: a file of that version lists itself
+            record = self._maybe_record(name, seq, key)
+            if record is None:
+                raise FileNotFoundError(f"{path}: no such file or directory in {name}@{ref or 'latest'}")
+            return [self._file(self._strip_protocol(path), record)]
         return entries
 
     def info(self, path: str, **kwargs) -> dict:
@@ -255,10 +260,11 @@ class DatahubFileSystem(AbstractFileSystem):
         out: dict[str, dict] = {}
         directories: set[str] = set()
         try:
-            for record in self.catalog.list_records(name, ref, prefix=f"{key}/" if key else ""):
+            seq = self.catalog.resolve(name, ref).seq  # once: the listing and the file ask one version
+            for record in self.catalog.list_records(name, seq, prefix=f"{key}/" if key else ""):
                 out[f"{head}/{record.key}"] = self._file(f"{head}/{record.key}", record)
                 _add_parents(directories, record.key)
-            if key and not out and (record := self._maybe_record(name, ref, key)) is not None:
+            if key and not out and (record := self._maybe_record(name, seq, key)) is not None:
                 out[path] = self._file(path, record)  # not a directory: find of a file finds it
         except NotFound as exc:
             raise FileNotFoundError(f"{path}: {exc.message}") from exc

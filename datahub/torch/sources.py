@@ -81,7 +81,8 @@ class MountSource:
         (``latest`` or a tag resolved at mount time); over another version's directory the
         records of ``seq`` got that version's bytes under their keys, with their own labels.
         A directory that is not on a datahub mount (no ``.datahub`` at its mount point) is
-        taken as it is."""
+        taken as it is. A bucket mount shows a version only when it lists whole and recorded
+        its listing as that snapshot version (``_version_shown``)."""
         above = self._version_directories_below(self.root)
         if above:
             mine = [d for d in above if d.endswith(f"/{dataset}/v{seq}")]
@@ -103,8 +104,32 @@ class MountSource:
                 version=seq,
             )
         if shown is not None:
+            top = self._version_top(self.root)
+            if top is not None and top != self.root.resolve():
+                # Why: record ``k`` is read as ``<root>/k``; below the version's directory
+                # (MOUNT/ds/v7/a) record ``a/x`` read the file of the key ``a/a/x`` (review25)
+                raise InvalidInput(
+                    f"{self.root} is a directory inside {shown}'s ({top}): MountSource reads each "
+                    f"record's key from the version's own directory, and from below it a record "
+                    f"read another key's file: MountSource({str(top)!r}), with from_catalog's "
+                    "prefix= for the keys below",
+                    dataset=dataset,
+                    version=seq,
+                )
             self._pinned, self._read_root = shown, self.root.resolve()
             self._mount = self._mount_of(self._read_root)
+
+    def _version_top(self, directory: Path) -> Path | None:
+        """The directory whose paths are the keys of the version ``directory`` shows: the
+        version's (MOUNT/<dataset>/v<seq>) on a version mount, the mount point on a bucket
+        snapshot's; None off a datahub mount."""
+        found = self._mount_info(directory)
+        if found is None:
+            return None
+        mount, parts, info = found
+        if len(parts) >= 2 and f"{parts[0]}@{parts[1]}" in info["versions"]:
+            return mount / parts[0] / parts[1]
+        return mount
 
     @staticmethod
     def _mount_info(directory: Path) -> tuple[Path, tuple[str, ...], dict[str, Any]] | None:
@@ -146,6 +171,21 @@ class MountSource:
         versions = info["versions"]
         if len(parts) >= 2 and f"{parts[0]}@{parts[1]}" in versions:
             return f"{parts[0]}@{parts[1]}"  # a version mount: MOUNT/<dataset>/v<seq>/...
+        if info.get("listing") == "by-directory":
+            # Why not its snapshot: such a mount serves each directory as its own listing saw
+            # it when first read, and its snapshot is the whole listing taken later; an object
+            # overwritten in between is the old one here (its pages cached under the old etag)
+            # and the new one in the snapshot's record (review25)
+            return (
+                f"the bucket {info.get('source', '?')} listed by directory (each directory's files "
+                "as first listed, not the records of a snapshot version"
+                + (f": {', '.join(map(str, versions))} was listed again, whole)" if versions else ")")
+            )
+        if not versions and "://" in str(info.get("source", "")):
+            # a bucket mount that records no snapshot (still listing, or refused: its dataset is
+            # someone's own) serves the bucket as it is now: no version's records (review25)
+            why = info.get("snapshot") or f"state {info.get('state', '?')}"
+            return f"the bucket {info['source']} as it is now, no snapshot version ({why})"
         return versions[0] if len(versions) == 1 else None  # a bucket snapshot: MOUNT/<key>
 
     def read(self, record: Record, offset: int = 0, size: int | None = None) -> bytes:

@@ -29,8 +29,10 @@ from datahub.validation import MAX_KEY_BYTES
 
 T = TypeVar("T")
 _TAG, _CHECK = 6, 6  # bytes of the listing's tag and of the check around the key
-# base64url without padding of a key of at most MAX_KEY_BYTES: what encode_cursor returns
-CURSOR_MAX = -(-(MAX_KEY_BYTES + _TAG + _CHECK) * 4 // 3)
+_AT = 42  # bytes two version numbers and NULs add before the key (``at_version``: a diff's two)
+# base64url without padding of a key of at most MAX_KEY_BYTES, with its version: what
+# encode_cursor returns
+CURSOR_MAX = -(-(MAX_KEY_BYTES + _AT + _TAG + _CHECK) * 4 // 3)
 CURSOR_PATTERN = "^(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-]{2,3})?$"
 _CURSOR = re.compile(CURSOR_PATTERN)
 CURSOR_SHAPE = {"pattern": CURSOR_PATTERN, "maxLength": CURSOR_MAX}
@@ -93,6 +95,29 @@ def decode_cursor(cursor: str, listing: str = "", *, parameter: str = "cursor") 
         return body[_TAG:].decode("utf-8")
     except UnicodeDecodeError:  # only a cursor made up with its check recomputed on purpose
         raise InvalidInput(f"invalid {parameter} {shown!r}; {again}", parameter=parameter) from None
+
+
+def at_version(seq: int, key: str) -> str:
+    """A position that carries the version it is in: ``"<seq>\\0<key>"`` (a key never holds NUL).
+
+    Why: a listing of ``latest`` or a tag resolved its ref again at every page, so a commit, or
+    the tag moved, between two pages gave pages of two versions: a listing no version has (a
+    key renamed from the back to the front of the listing was on no page; review25). The
+    next pages go on in the version the first one resolved."""
+    return f"{seq}\0{key}"
+
+
+def version_at(position: str) -> tuple[int | None, str]:
+    """(version, key) of a position from ``at_version``; (None, "") for none (a first page)."""
+    if not position:
+        return None, ""
+    seq, nul, key = position.partition("\0")
+    if not nul or not seq.isdigit() or not seq.isascii():  # only a cursor made up on purpose
+        raise InvalidInput(
+            f"invalid cursor: not a next_cursor this server gave; {_start_again('cursor')}",
+            parameter="cursor",
+        )
+    return int(seq), key
 
 
 def page(

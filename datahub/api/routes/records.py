@@ -11,11 +11,13 @@ from datahub.api.deps import ReadableDataset, ServicesDep
 from datahub.api.routes.pagination import (
     CURSOR_SHAPE,
     NDJSON,
+    at_version,
     decode_cursor,
     json_page,
     listing_of,
     ndjson_lines,
     page,
+    version_at,
 )
 from datahub.api.schemas import KEY_SHAPE, PREFIX_SHAPE, REF_SHAPE, RecordPage, RecordPublic, record_public
 
@@ -29,8 +31,9 @@ Filter = Annotated[str | None, Query(description="e.g. labels.class=cat,meta.spl
 
 def records_listing(name: str, ref: str, prefix: str, filter: str | None) -> str:
     """What a records cursor is bound to: another dataset's, version's, prefix's or filter's
-    cursor would silently skip records here, so it is a 400 instead."""
-    return listing_of("records", name, ref, prefix, filter or "")
+    cursor would silently skip records here, so it is a 400 instead. ("records@": its
+    positions carry their version, ``at_version``; a cursor from before is refused once.)"""
+    return listing_of("records@", name, ref, prefix, filter or "")
 
 
 @router.get("/records", response_model=RecordPage)
@@ -44,15 +47,18 @@ def list_records(
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ) -> Response:
     listing = records_listing(dataset.name, ref, prefix, filter)
+    seq, after = version_at(decode_cursor(cursor, listing))
+    if seq is None:  # a first page resolves the ref; the next ones go on in that version
+        seq = services.catalog.resolve(dataset.name, ref).seq
     rows = services.catalog.list_records(
         dataset.name,
-        ref,
+        seq,
         prefix=prefix,
-        start_after=decode_cursor(cursor, listing),
+        start_after=after,
         limit=limit + 1,
         where=filter,
     )
-    items, next_cursor = page(rows, limit, key=lambda r: r.key, listing=listing)
+    items, next_cursor = page(rows, limit, key=lambda r: at_version(seq, r.key), listing=listing)
     return json_page(RecordPage(items=[record_public(r) for r in items], next_cursor=next_cursor))
 
 
