@@ -313,7 +313,34 @@ def _create_project(args, ctx) -> int:
         round_robin=not args.claim,
     )
     ctx.emit({"id": project.id, "name": project.name, "items": project.item_count})
+    members = [a.strip() for a in args.annotators.split(",") if a.strip()]
+    if not args.claim and len(members) > 1:
+        idle = _idle_annotators(service, project, members)
+        if idle:
+            print(f"note: {idle}", file=ctx.err)
     return 0
+
+
+def _idle_annotators(service, project, members: list[str]) -> str:
+    """Which annotators of a round-robin project got no task, and what gives each one (or ""):
+    30 items in tasks of 50 made one task, and the second annotator named had nothing to do,
+    unsaid (newuser25; LabelX's "New project" form says the same)."""
+    tasks = service.store.list_tasks(project.id)
+    busy = {t["assignee"] for t in tasks}
+    idle = [m for m in members if m not in busy]
+    if not idle:
+        return ""
+    size = project.item_count // len(members)
+    fix = (
+        f"a --task-size of {size} or less gives each one a task"
+        if size
+        else "there are fewer items than annotators"
+    )
+    return (
+        f"{', '.join(idle)} {'has' if len(idle) == 1 else 'have'} no task in {project.name}: "
+        f"{len(tasks)} task(s) of up to {project.task_size} items for {len(members)} annotators; "
+        f"{fix} (or --claim: annotators take tasks one at a time)"
+    )
 
 
 def _preannotate(args, ctx) -> int:

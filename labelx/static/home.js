@@ -43,6 +43,22 @@ async function loadProjects() {
 
 function splitList(text) { return text.split(",").map(s => s.trim()).filter(Boolean); }
 
+// Annotators named for a round-robin project who got no task, said with the project's creation:
+// 30 items in tasks of 50 made one task, and the second annotator named had nothing to do and was
+// never told why (newuser25). "" when every one has a task.
+async function idleAnnotators(p, body) {
+  if (body.assign === "claim" || body.annotators.length < 2) return "";
+  const tasks = await api("GET", `/api/projects/${p.id}/tasks`);
+  const busy = new Set(tasks.map(t => t.assignee));
+  const idle = body.annotators.filter(a => !busy.has(a));
+  if (!idle.length) return "";
+  const n = body.annotators.length, size = Math.floor(p.item_count / n);
+  const fix = size >= 1
+    ? `a task size of ${size} or less gives each one a task`
+    : `there are fewer items than annotators`;
+  return ` ${idle.join(", ")} ${idle.length === 1 ? "has" : "have"} no task: ${counted(tasks.length, "task")} of up to ${p.task_size} items for ${counted(n, "annotator")}; ${fix} (or choose "taken one at a time").`;
+}
+
 async function createProject(ev) {
   ev.preventDefault();
   const f = new FormData(ev.target), msg = document.getElementById("create-msg");
@@ -56,7 +72,9 @@ async function createProject(ev) {
   msg.className = "msg"; msg.textContent = "Creating…";
   try {
     const p = await api("POST", "/api/projects", body);
-    msg.className = "msg ok"; msg.textContent = `Created ${p.name} with ${counted(p.item_count, "item")}.`;
+    const idle = await idleAnnotators(p, body);
+    msg.className = idle ? "msg err" : "msg ok";
+    msg.textContent = `Created ${p.name} with ${counted(p.item_count, "item")}.${idle}`;
     ev.target.reset(); loadProjects();
   } catch (e) { say(msg, e.message, "msg err"); }
 }
