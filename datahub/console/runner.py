@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from datahub import build_info
-from datahub.console.context import CliContext, print_error, shown, shown_lines
+from datahub.console.context import CliContext, invoked_as, print_error, shown, shown_lines
 from datahub.errors import DatahubError, NoSpace
 
 EXIT_USAGE = 2
@@ -151,7 +151,7 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
     try:
         ctx = CliContext.from_args(args)
     except DatahubError as exc:  # a bad --config file, TOML or DATAHUB_* value: no context yet
-        print_error(exc, sys.stderr, json_output=args.json)
+        print_error(exc, sys.stderr, json_output=args.json, command=invoked_as(args))
         return exc.exit_code
     try:
         code = int(args.func(args, ctx) or 0)

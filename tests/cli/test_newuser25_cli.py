@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+import os
+import re
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from datahub.cli.main import main
+from datahub.console.context import as_typed, invoked_as
+
+REPO = Path(__file__).resolve().parents[2]
+SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @pytest.mark.parametrize(
@@ -35,3 +45,45 @@ def test_a_missing_argument_that_is_not_an_action_reads_as_before(capsys: pytest
         main(["labelx", "set-password"])
     said = capsys.readouterr().err.strip().splitlines()[-1]
     assert said == "datahub labelx set-password: error: the following arguments are required: name"
+
+
+def test_a_command_an_error_names_runs_as_shown_after_make_run(tmp_path: Path) -> None:
+    """After ``make run`` the venv is not on PATH: the quickstart's ``D=".venv/bin/datahub
+    --home var"``, then ``$D log nope``, said "check `datahub dataset list`", and typed as
+    shown that is "datahub: command not found" (and without ``--home var``, another catalog)."""
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "VIRTUAL_ENV"))}
+    env.update(PATH=SHELL_PATH, PYTHONPATH=str(REPO))
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    assert run(".venv/bin/datahub --home var init").returncode == 0
+    refused = run(".venv/bin/datahub --home var log nope")
+    assert refused.returncode == 3
+    shown = re.search(r"`([^`]+)`", refused.stderr)
+    assert shown is not None and shown[1] == ".venv/bin/datahub --home var dataset list", refused.stderr
+    listed = run(shown[1])
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
+    assert run("datahub dataset list").returncode == 127  # the bare name is not on this PATH
+
+
+def test_how_a_user_runs_datahub_is_what_the_messages_name(tmp_path: Path, monkeypatch) -> None:
+    args = argparse.Namespace(home="my var", config=None, catalog=None)
+    assert invoked_as(args, "/usr/lib/python3/dist-packages/datahub/cli/main.py") == "datahub"  # python -m
+    exe = tmp_path / "bin" / "datahub"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert invoked_as(args, str(exe)) == f"{exe} --home 'my var'"
+    monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
+    assert invoked_as(args, str(exe)) == "datahub"  # on PATH: as the docs write it
+    command = ".venv/bin/datahub --home var"
+    assert as_typed("see `datahub log pets`", command) == f"see `{command} log pets`"
+    # a command naming its own location keeps it, not ours as well
+    said = as_typed("create one with `datahub --home /srv/var init`", command)
+    assert said == "create one with `.venv/bin/datahub --home /srv/var init`"
+    assert as_typed("see `datahub log pets`", "datahub") == "see `datahub log pets`"
