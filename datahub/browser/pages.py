@@ -354,7 +354,9 @@ def version_page(
         more=more,
         is_image=is_image,
         chart_query=chart_query,
-        snippets=_snippets(b, name, version, prefix, filter),
+        # a folder that holds nothing: the snippets go where the page sends the reader (its
+        # "Mount it" ended `ls /mnt/…/train/nope`, which fails as written; newuser25)
+        snippets=_snippets(b, name, version, nearest[0] if nearest else prefix, filter),
         sample=charts.SAMPLE,
     )
 
