@@ -202,7 +202,10 @@ def claim_home(demo: Demo) -> None:
             pass
         os.close(fd)
     serving = "serve" not in demo.args.skip
-    url = f"http://{demo.config.api.host}:{demo.config.api.port}/" if serving else None
+    # the port the listen step bound (``--port 0``: the kernel's choice), else the setting's
+    port = demo.listener.getsockname()[1] if demo.listener is not None else demo.config.api.port
+    host = f"[{demo.config.api.host}]" if ":" in demo.config.api.host else demo.config.api.host
+    url = f"http://{host}:{port}/" if serving else None
     os.ftruncate(fd, 0)
     os.write(fd, (json.dumps({"pid": os.getpid(), "url": url}) + "\n").encode())
 
@@ -437,7 +440,9 @@ def example_commands(config: Config, config_file: str | None = None) -> list[str
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m datahub.demo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m datahub.demo", description=__doc__.split("\n")[0].replace("``", "")
+    )
     p.add_argument("--config", help="TOML configuration (default: $DATAHUB_CONFIG or ./datahub.toml)")
     p.add_argument("--home", help="state directory (default: ./var)")
     p.add_argument("--host", help="API address (default 127.0.0.1)")

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 from pathlib import Path
 
 import httpx
@@ -103,3 +104,15 @@ def test_a_held_home_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
         assert "kill 4242" in caught.value.message and caught.value.exit_code == 4
     finally:
         os.close(fd)
+
+
+def test_the_lock_names_the_port_the_demo_bound(tmp_path: Path) -> None:
+    """``--port 0`` (the kernel picks one): the refusal of a second demo named ``:0``."""
+    home = tmp_path / "var"
+    home.mkdir()
+    demo = _demo(home)
+    with socket.socket() as bound, demo.cleanup:
+        bound.bind(("127.0.0.1", 0))
+        demo.listener = bound
+        claim_home(demo)
+        assert running_demo(home)["url"] == f"http://127.0.0.1:{bound.getsockname()[1]}/"
