@@ -27,3 +27,13 @@ def test_the_snippets_of_an_empty_folder_name_the_folder_that_holds_records(clie
     # a folder that holds records keeps its own snippets
     mount, url, _ = _snippets(client.get("/datasets/pets/versions/2", params={"prefix": "train/cat/"}).text)
     assert mount.endswith(" && ls /mnt/pets/pets/v2/train/cat") and url == "datahub://pets@v2/train/cat/"
+
+
+def test_the_error_page_of_a_name_no_dataset_can_have_links_no_dataset(client: TestClient) -> None:
+    """``/datasets/Bad%20Name`` said "invalid dataset name" above "Back to Bad Name", a link to
+    the same refusal; a bad tag of a real dataset still leads back to it."""
+    page = client.get("/datasets/Bad%20Name", headers={"Accept": "text/html"})
+    assert page.status_code == 400 and "invalid dataset name" in html.unescape(page.text)
+    assert "Back to" not in page.text and 'href="/datasets/Bad' not in page.text
+    page = client.get("/datasets/pets/versions/Bad%20Tag", headers={"Accept": "text/html"})
+    assert page.status_code == 400 and '<a href="/datasets/pets">Back to pets</a>' in page.text
