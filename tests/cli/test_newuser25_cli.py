@@ -87,3 +87,38 @@ def test_how_a_user_runs_datahub_is_what_the_messages_name(tmp_path: Path, monke
     said = as_typed("create one with `datahub --home /srv/var init`", command)
     assert said == "create one with `.venv/bin/datahub --home /srv/var init`"
     assert as_typed("see `datahub log pets`", "datahub") == "see `datahub log pets`"
+
+
+@pytest.mark.fuse
+@pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="no /dev/fuse")
+def test_a_foreground_mount_names_the_umount_as_the_user_runs_datahub(tmp_path: Path) -> None:
+    """``.venv/bin/datahub --home var mount var/mnt sample@v1`` said it runs "until `datahub
+    umount …`": after ``make run`` that is "datahub: command not found"."""
+    from datahub.demo import main as demo
+
+    assert demo(["--home", str(tmp_path / "var"), "--no-wait", "--skip", "listen", "--skip", "mount",
+                 "--skip", "serve"]) == 0  # fmt: skip
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    (tmp_path / "mnt").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "VIRTUAL_ENV"))}
+    env.update(PATH=SHELL_PATH, PYTHONPATH=str(REPO))
+    mount = subprocess.Popen(
+        [".venv/bin/datahub", "--home", "var", "mount", "mnt", "sample@v1"],
+        cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert mount.stderr is not None
+        said = next(line for line in mount.stderr if line.startswith("mounted at "))
+        shown = re.search(r"`([^`]+)`", said)
+        assert shown is not None and shown[1] == f".venv/bin/datahub --home var umount {tmp_path / 'mnt'}", (
+            said
+        )
+        umount = subprocess.run(
+            ["bash", "-c", shown[1]], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert umount.returncode == 0, umount.stderr
+        assert mount.wait(timeout=60) == 0
+    finally:
+        if mount.poll() is None:
+            mount.terminate()
+            mount.wait(timeout=60)
