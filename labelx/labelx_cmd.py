@@ -314,21 +314,21 @@ def _create_project(args, ctx) -> int:
     )
     ctx.emit({"id": project.id, "name": project.name, "items": project.item_count})
     members = [a.strip() for a in args.annotators.split(",") if a.strip()]
-    if not args.claim and len(members) > 1:
-        idle = _idle_annotators(service, project, members)
-        if idle:
-            print(f"note: {idle}", file=ctx.err)
+    idle = _idle_annotators(service, project, members, claim=args.claim)
+    if idle:
+        print(f"note: {idle}", file=ctx.err)
     return 0
 
 
-def _idle_annotators(service, project, members: list[str]) -> str:
-    """Which annotators of a round-robin project got no task, and what gives each one (or ""):
-    30 items in tasks of 50 made one task, and the second annotator named had nothing to do,
-    unsaid (newuser25; LabelX's "New project" form says the same)."""
+def _idle_annotators(service, project, members: list[str], *, claim: bool) -> str:
+    """Which annotators of the project can get no task, and what gives each one (or ""): 30
+    items in tasks of 50 made one task, and the second annotator named had nothing to do,
+    unsaid (newuser25; LabelX's "New project" form says the same). Round-robin names them;
+    taken one at a time (``--claim``), someone finds none left."""
+    if len(members) < 2:
+        return ""
     tasks = service.store.list_tasks(project.id)
-    busy = {t["assignee"] for t in tasks}
-    idle = [m for m in members if m not in busy]
-    if not idle:
+    if len(tasks) >= len(members):
         return ""
     size = project.item_count // len(members)
     fix = (
@@ -336,10 +336,15 @@ def _idle_annotators(service, project, members: list[str]) -> str:
         if size
         else "there are fewer items than annotators"
     )
+    split = f"{len(tasks)} task(s) of up to {project.task_size} items for {len(members)} annotators"
+    if claim:
+        return (
+            f"{project.name}: {split}: {len(members) - len(tasks)} of them will find no task to take; {fix}"
+        )
+    busy = {t["assignee"] for t in tasks}
+    idle = [m for m in members if m not in busy]
     return (
-        f"{', '.join(idle)} {'has' if len(idle) == 1 else 'have'} no task in {project.name}: "
-        f"{len(tasks)} task(s) of up to {project.task_size} items for {len(members)} annotators; "
-        f"{fix} (or --claim: annotators take tasks one at a time)"
+        f"{', '.join(idle)} {'has' if len(idle) == 1 else 'have'} no task in {project.name}: {split}; {fix}"
     )
 
 

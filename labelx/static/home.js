@@ -43,20 +43,22 @@ async function loadProjects() {
 
 function splitList(text) { return text.split(",").map(s => s.trim()).filter(Boolean); }
 
-// Annotators named for a round-robin project who got no task, said with the project's creation:
-// 30 items in tasks of 50 made one task, and the second annotator named had nothing to do and was
-// never told why (newuser25). "" when every one has a task.
+// Annotators named for a project who can get no task, said with the project's creation: 30 items
+// in tasks of 50 made one task, and the second annotator named had nothing to do and was never
+// told why (newuser25). Round-robin names them; taken one at a time, someone finds none left.
+// "" when every one can have a task.
 async function idleAnnotators(p, body) {
-  if (body.assign === "claim" || body.annotators.length < 2) return "";
+  const n = body.annotators.length;
+  if (n < 2) return "";
   const tasks = await api("GET", `/api/projects/${p.id}/tasks`);
+  if (tasks.length >= n) return "";
+  const size = Math.floor(p.item_count / n);
+  const fix = size >= 1 ? `a task size of ${size} or less gives each one a task` : "there are fewer items than annotators";
+  const split = `${counted(tasks.length, "task")} of up to ${p.task_size} items for ${counted(n, "annotator")}`;
+  if (body.assign === "claim") return ` ${split}: ${n - tasks.length} of them will find no task to take; ${fix}.`;
   const busy = new Set(tasks.map(t => t.assignee));
   const idle = body.annotators.filter(a => !busy.has(a));
-  if (!idle.length) return "";
-  const n = body.annotators.length, size = Math.floor(p.item_count / n);
-  const fix = size >= 1
-    ? `a task size of ${size} or less gives each one a task`
-    : `there are fewer items than annotators`;
-  return ` ${idle.join(", ")} ${idle.length === 1 ? "has" : "have"} no task: ${counted(tasks.length, "task")} of up to ${p.task_size} items for ${counted(n, "annotator")}; ${fix} (or choose "taken one at a time").`;
+  return ` ${idle.join(", ")} ${idle.length === 1 ? "has" : "have"} no task: ${split}; ${fix}.`;
 }
 
 async function createProject(ev) {

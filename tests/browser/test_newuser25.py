@@ -9,6 +9,7 @@ task and what gives each one (the command does too: tests/labelx/test_newuser25.
 from __future__ import annotations
 
 import pytest
+from selenium.webdriver.support.ui import Select
 
 from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env
@@ -18,7 +19,7 @@ from tests.browser.test_newuser_labelx import _wait_text
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def _create(c: Chrome, name: str, task_size: str | None = None) -> str:
+def _create(c: Chrome, name: str, task_size: str | None = None, claim: bool = False) -> str:
     form = {
         "name": name,
         "dataset": "pets",
@@ -31,6 +32,8 @@ def _create(c: Chrome, name: str, task_size: str | None = None) -> str:
     if task_size is not None:
         c.find("#create-form [name=task_size]").clear()
         c.find("#create-form [name=task_size]").send_keys(task_size)
+    if claim:
+        Select(c.find("#create-form [name=assign]")).select_by_value("claim")
     c.find("#create-form button[type=submit]").click()
     _wait_text(c, "#create-msg", f"Created {name} with")
     return c.find("#create-msg").text
@@ -48,7 +51,12 @@ def test_a_project_for_two_annotators_says_who_has_no_task(chrome: Chrome, env: 
         said = _create(c, "pets-val")
         assert said == (
             "Created pets-val with 4 items. alice has no task: 1 task of up to 50 items for 2 annotators; "
-            'a task size of 2 or less gives each one a task (or choose "taken one at a time").'
+            "a task size of 2 or less gives each one a task."
         ), said
         c.check("newuser25-idle-annotator")
         assert _create(c, "pets-val-1", task_size="1") == "Created pets-val-1 with 4 items."
+        # taken one at a time, one task for two: one of them finds none left to take
+        assert _create(c, "pets-val-c", claim=True) == (
+            "Created pets-val-c with 4 items. 1 task of up to 50 items for 2 annotators: 1 of them will find "
+            "no task to take; a task size of 2 or less gives each one a task."
+        )

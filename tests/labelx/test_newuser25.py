@@ -11,7 +11,9 @@ from datahub.cli.main import main
 from tests.labelx.conftest import PASSWORD
 
 
-def _create(env, tmp_path, capsys, monkeypatch, *extra: str, name: str = "p") -> tuple[dict, str]:
+def _create(
+    env, tmp_path, capsys, monkeypatch, *extra: str, name: str = "p", size: str = "50"
+) -> tuple[dict, str]:
     home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}", "--json"]
     monkeypatch.setenv("LABELX_PASSWORD", PASSWORD)
     made = [
@@ -25,6 +27,8 @@ def _create(env, tmp_path, capsys, monkeypatch, *extra: str, name: str = "p") ->
         "cat,dog",
         "--user",
         "admin",
+        "--task-size",
+        size,
     ]
     assert main([*made, *extra]) == 0
     out, err = capsys.readouterr()
@@ -36,12 +40,24 @@ def test_create_project_says_which_annotator_got_no_task(app, env, tmp_path, cap
     assert made["items"] == 12
     assert err == (
         "note: bob has no task in p: 1 task(s) of up to 50 items for 2 annotators; a --task-size of 6 or "
-        "less gives each one a task (or --claim: annotators take tasks one at a time)\n"
+        "less gives each one a task\n"
     )
 
 
 def test_create_project_says_nothing_when_each_annotator_has_a_task(app, env, tmp_path, capsys, monkeypatch):
     _, err = _create(env, tmp_path, capsys, monkeypatch, "--annotators", "alice,bob", "--task-size", "6")
     assert err == ""
-    _, err = _create(env, tmp_path, capsys, monkeypatch, "--annotators", "alice,bob", "--claim", name="q")
-    assert err == ""  # tasks taken one at a time: nobody is left out by the split
+    _, err = _create(
+        env, tmp_path, capsys, monkeypatch, "--annotators", "alice,bob", "--claim", name="q", size="6"
+    )
+    assert err == ""  # two tasks taken one at a time: each can take one
+
+
+def test_tasks_taken_one_at_a_time_are_too_few_for_the_annotators_too(
+    app, env, tmp_path, capsys, monkeypatch
+):
+    _, err = _create(env, tmp_path, capsys, monkeypatch, "--annotators", "alice,bob", "--claim")
+    assert err == (
+        "note: p: 1 task(s) of up to 50 items for 2 annotators: 1 of them will find no task to take; "
+        "a --task-size of 6 or less gives each one a task\n"
+    )
