@@ -67,17 +67,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = sub.add_parser("projects", help="list projects with their progress")
     s.set_defaults(func=_projects)
 
-    s = sub.add_parser("create-project", help="create a project from dataset@version")
-    s.add_argument("name")
-    s.add_argument("--dataset", required=True)
+    # "from dataset@version" read as the form --dataset takes, which refuses it (newuser25)
+    s = sub.add_parser(
+        "create-project", help="create a project from a version of a dataset (--dataset, --version)"
+    )
+    s.add_argument("name", help="the project's name")
+    s.add_argument("--dataset", required=True, help="the dataset's name (its version goes in --version)")
     s.add_argument("--version", default=None, help="version number, tag or latest (default)")
-    s.add_argument("--prefix", default="")
+    s.add_argument("--prefix", default="", help="only the records under this key prefix, e.g. val/")
     s.add_argument("--filter", default="", help="record filter, e.g. 'meta.split=train'")
     s.add_argument("--kind", choices=("classification", "detection"), default="classification")
     s.add_argument("--multi", action="store_true", help="multi-label classification")
     s.add_argument("--classes", required=True, help="comma-separated class names (keys 1, 2, 3 …)")
     s.add_argument("--field", default=None, help="record label field (default: class / boxes)")
-    s.add_argument("--task-size", type=int, default=50)
+    s.add_argument(
+        "--task-size",
+        type=int,
+        default=50,
+        help="items per task (default 50); fewer tasks than annotators leave some without one",
+    )
     s.add_argument("--annotators", default="", help="comma-separated user names (the project's members)")
     s.add_argument(
         "--claim", action="store_true", help="leave tasks unassigned: annotators take them one at a time"

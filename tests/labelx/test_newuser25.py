@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from datahub.cli.main import main
 from tests.labelx.conftest import PASSWORD
 
@@ -61,3 +63,13 @@ def test_tasks_taken_one_at_a_time_are_too_few_for_the_annotators_too(
         "note: p: 1 task(s) of up to 50 items for 2 annotators: 1 of them will find no task to take; "
         "a --task-size of 6 or less gives each one a task\n"
     )
+
+
+def test_create_project_help_says_where_the_version_goes(capsys) -> None:
+    """Its help read "create a project from dataset@version", the form ``--dataset`` refuses."""
+    with pytest.raises(SystemExit):
+        main(["labelx", "create-project", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "dataset@version" not in text
+    assert "--dataset DATASET the dataset's name (its version goes in --version)" in text
+    assert "--task-size TASK_SIZE items per task (default 50)" in text
