@@ -3,7 +3,8 @@
 What it does, as a list of steps (``STEPS``) that components extend:
 
 0. listen    — reserve the API port first, so a busy port fails at once (not after setup);
-1. prepare   — the state directory (``./var`` unless --home/--config say otherwise);
+1. prepare   — the state directory (``./var`` unless --home/--config say otherwise), held
+               (``demo.lock``) while the demo runs: a second demo there refuses;
 2. sample    — 300 deterministic JPEGs (10 classes x 30) and a manifest labelling them;
 3. import    — import the manifest as dataset ``sample``, only if it has no version yet:
                a later run leaves the dataset as it is (never over the user's versions);
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import fcntl
 import io
 import json
 import os
@@ -39,6 +41,7 @@ from pathlib import Path
 from datahub.config import Config, load_config
 from datahub.console.context import create_home, shown
 from datahub.errors import (
+    Conflict,
     DatahubError,
     DatasetNotFound,
     InvalidInput,
@@ -119,6 +122,9 @@ def listen(demo: Demo) -> None:
     from datahub.api.server import bind_socket, check_bind
 
     check_bind(demo.config)  # local mode only on loopback
+    holder = running_demo(demo.config.home_path)  # said before "port busy": the likelier cause
+    if holder is not None:
+        raise _second_demo(demo.config.home_path, holder)
     # make run passes no arguments: the setting's variable is how its user moves the port
     demo.listener = bind_socket(
         demo.config.api.host,
@@ -132,7 +138,85 @@ def prepare(demo: Demo) -> None:
     create_home(
         demo.config, choose="DATAHUB_HOME=DIR make run, or .venv/bin/python -m datahub.demo --home DIR"
     )
+    claim_home(demo)
     demo.say(f"[prepare] state in {demo.config.home_path} (catalog {demo.config.resolved_catalog_url})")
+
+
+DEMO_LOCK = "demo.lock"  # under the home: held (flock) by the demo running there, with its pid and URL
+
+
+def running_demo(home: Path) -> dict | None:
+    """The demo running in ``home`` (its lock file's ``{"pid", "url"}``, ``{}`` if not written
+    yet), or None when none runs there. A probe: it creates nothing."""
+    try:
+        fd = os.open(home / DEMO_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                found = json.loads(os.read(fd, 4096) or b"{}")
+            except ValueError:
+                found = {}
+            return found if isinstance(found, dict) else {}
+        return None  # a file a stopped (or killed) demo left: nobody holds it
+    finally:
+        os.close(fd)
+
+
+def _second_demo(home: Path, holder: dict) -> Conflict:
+    pid = holder.get("pid") or "?"
+    url = f", serving {holder['url']}" if holder.get("url") else ""
+    return Conflict(
+        f"a demo is already running in {home} (process {pid}{url}): a second one there would unmount "
+        f"its {home / 'mnt'} and share its catalog; use that one, or stop it first (Ctrl-C in its "
+        f"terminal, or kill {pid}), or run this one with another home: DATAHUB_HOME=DIR make run "
+        "(or .venv/bin/python -m datahub.demo --home DIR)",
+        home=str(home),
+        pid=holder.get("pid"),
+    )
+
+
+def claim_home(demo: Demo) -> None:
+    """Hold the home's lock for as long as this demo runs, or refuse: another demo runs there.
+
+    Why: the mount step unmounts a leftover at ``<home>/mnt`` (a killed demo's daemon) before it
+    mounts, and a second demo in the same home took the first one's live mount for a leftover
+    and unmounted it under its DataLoader and its users. A killed demo's lock is released by the
+    kernel, so a leftover is still cleaned up."""
+    home = demo.config.home_path
+    path = home / DEMO_LOCK
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise _second_demo(home, running_demo(home) or {}) from None
+        try:  # the last holder may have removed the file between our open and flock: lock anew
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    serving = "serve" not in demo.args.skip
+    # the port the listen step bound (``--port 0``: the kernel's choice), else the setting's
+    port = demo.listener.getsockname()[1] if demo.listener is not None else demo.config.api.port
+    host = f"[{demo.config.api.host}]" if ":" in demo.config.api.host else demo.config.api.host
+    url = f"http://{host}:{port}/" if serving else None
+    os.ftruncate(fd, 0)
+    os.write(fd, (json.dumps({"pid": os.getpid(), "url": url}) + "\n").encode())
+
+    def release() -> None:  # removed while held, so nothing is left behind in the home
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+    demo.cleanup.callback(release)
 
 
 def render_image(class_index: int, n: int) -> bytes:
@@ -356,7 +440,9 @@ def example_commands(config: Config, config_file: str | None = None) -> list[str
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m datahub.demo", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m datahub.demo", description=__doc__.split("\n")[0].replace("``", "")
+    )
     p.add_argument("--config", help="TOML configuration (default: $DATAHUB_CONFIG or ./datahub.toml)")
     p.add_argument("--home", help="state directory (default: ./var)")
     p.add_argument("--host", help="API address (default 127.0.0.1)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from datahub.cache.warmup_policy import PolicySettings, WarmupPolicy
 from datahub.catalog import open_catalog
-from datahub.console.context import CliContext
+from datahub.console.context import CliContext, as_typed
 from datahub.errors import Conflict, InvalidInput
 from fuse_adapter import daemon, layout
 from fuse_adapter.bucket_access import ObjectAccess
@@ -177,7 +177,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
             daemon.write_record(home, record)
             log.info("mounted %s at %s", info.source, mountpoint)
             daemon.signal_ready(m.ready_fd)
-            say_foreground(m)
+            say_foreground(m, ctx.command)
 
         source.watch_requests(request_counter(c_requests))  # warm-up sees readers the page cache serves
         backs_files = m.use_cache and bool(getattr(source, "backs_files", lambda: False)())
@@ -229,15 +229,20 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
     return 0
 
 
-def say_foreground(m: MountSettings) -> None:
+def say_foreground(m: MountSettings, command: str = "datahub") -> None:
     """A mount started by hand in the foreground says that it holds the shell, and how it ends
     (a user following a tour otherwise waits for a prompt that never comes). A daemon started
-    by ``--background`` or the CSI plugin (``--ready-fd``) writes to its log only."""
+    by ``--background`` or the CSI plugin (``--ready-fd``) writes to its log only.
+    ``command``: how the user runs datahub (``CliContext.command``: ``.venv/bin/datahub --home
+    var`` after ``make run``, where a bare ``datahub`` is not found)."""
     mountpoint = m.mountpoint
     if m.ready_fd is None:
         print(
-            f"mounted at {mountpoint}; this command runs until `datahub umount {mountpoint}` or Ctrl-C "
-            "(--background returns once mounted)",
+            as_typed(
+                f"mounted at {mountpoint}; this command runs until `datahub umount {mountpoint}` or Ctrl-C ",
+                command,
+            )
+            + "(--background returns once mounted)",
             file=sys.stderr,
             flush=True,
         )
@@ -416,7 +421,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
         daemon.write_record(home, record)
         log.info("mounted workspace %s at %s", m.workspace, mountpoint)
         daemon.signal_ready(m.ready_fd)
-        say_foreground(m)
+        say_foreground(m, ctx.command)
         became_ready.set()
 
     def stop() -> None:

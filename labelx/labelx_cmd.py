@@ -67,17 +67,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = sub.add_parser("projects", help="list projects with their progress")
     s.set_defaults(func=_projects)
 
-    s = sub.add_parser("create-project", help="create a project from dataset@version")
-    s.add_argument("name")
-    s.add_argument("--dataset", required=True)
+    # "from dataset@version" read as the form --dataset takes, which refuses it (newuser25)
+    s = sub.add_parser(
+        "create-project", help="create a project from a version of a dataset (--dataset, --version)"
+    )
+    s.add_argument("name", help="the project's name")
+    s.add_argument("--dataset", required=True, help="the dataset's name (its version goes in --version)")
     s.add_argument("--version", default=None, help="version number, tag or latest (default)")
-    s.add_argument("--prefix", default="")
+    s.add_argument("--prefix", default="", help="only the records under this key prefix, e.g. val/")
     s.add_argument("--filter", default="", help="record filter, e.g. 'meta.split=train'")
     s.add_argument("--kind", choices=("classification", "detection"), default="classification")
     s.add_argument("--multi", action="store_true", help="multi-label classification")
     s.add_argument("--classes", required=True, help="comma-separated class names (keys 1, 2, 3 …)")
     s.add_argument("--field", default=None, help="record label field (default: class / boxes)")
-    s.add_argument("--task-size", type=int, default=50)
+    s.add_argument(
+        "--task-size",
+        type=int,
+        default=50,
+        help="items per task (default 50); fewer tasks than annotators leave some without one",
+    )
     s.add_argument("--annotators", default="", help="comma-separated user names (the project's members)")
     s.add_argument(
         "--claim", action="store_true", help="leave tasks unassigned: annotators take them one at a time"
@@ -313,7 +321,39 @@ def _create_project(args, ctx) -> int:
         round_robin=not args.claim,
     )
     ctx.emit({"id": project.id, "name": project.name, "items": project.item_count})
+    members = [a.strip() for a in args.annotators.split(",") if a.strip()]
+    idle = _idle_annotators(service, project, members, claim=args.claim)
+    if idle:
+        print(f"note: {idle}", file=ctx.err)
     return 0
+
+
+def _idle_annotators(service, project, members: list[str], *, claim: bool) -> str:
+    """Which annotators of the project can get no task, and what gives each one (or ""): 30
+    items in tasks of 50 made one task, and the second annotator named had nothing to do,
+    unsaid (newuser25; LabelX's "New project" form says the same). Round-robin names them;
+    taken one at a time (``--claim``), someone finds none left."""
+    if len(members) < 2:
+        return ""
+    tasks = service.store.list_tasks(project.id)
+    if len(tasks) >= len(members):
+        return ""
+    size = project.item_count // len(members)
+    fix = (
+        f"a --task-size of {size} or less gives each one a task"
+        if size
+        else "there are fewer items than annotators"
+    )
+    split = f"{len(tasks)} task(s) of up to {project.task_size} items for {len(members)} annotators"
+    if claim:
+        return (
+            f"{project.name}: {split}: {len(members) - len(tasks)} of them will find no task to take; {fix}"
+        )
+    busy = {t["assignee"] for t in tasks}
+    idle = [m for m in members if m not in busy]
+    return (
+        f"{', '.join(idle)} {'has' if len(idle) == 1 else 'have'} no task in {project.name}: {split}; {fix}"
+    )
 
 
 def _preannotate(args, ctx) -> int:

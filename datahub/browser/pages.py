@@ -38,7 +38,7 @@ from datahub.errors import (
     StorageError,
     Unauthenticated,
 )
-from datahub.validation import check_key, check_prefix
+from datahub.validation import check_key, check_name, check_prefix
 from datahub.web import Pages, security_headers
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
@@ -162,6 +162,10 @@ def error_page(request: Request, status: int, code: str, message: str) -> HTMLRe
         if code != "dataset_not_found" and status not in (401, 403)
         else ""
     )
+    try:  # a name no dataset can have (/datasets/Bad%20Name): "Back to Bad Name" led to this page again
+        check_name(name)
+    except InvalidInput:
+        name = ""
     cli = browser_of(request).cli
     if cli != "datahub":  # a command the message names, as make run's user runs it (newuser24)
         message = message.replace("`datahub ", f"`{cli} ")
@@ -354,7 +358,9 @@ def version_page(
         more=more,
         is_image=is_image,
         chart_query=chart_query,
-        snippets=_snippets(b, name, version, prefix, filter),
+        # a folder that holds nothing: the snippets go where the page sends the reader (its
+        # "Mount it" ended `ls /mnt/…/train/nope`, which fails as written; newuser25)
+        snippets=_snippets(b, name, version, nearest[0] if nearest else prefix, filter),
         sample=charts.SAMPLE,
     )
 

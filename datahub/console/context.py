@@ -33,6 +33,7 @@ class CliContext:
     # commands that make a catalog where none is (init, import, serve, dataset/token create):
     # every other command only reads one, and a home without it is a mistake to report
     creates_catalog: bool = True
+    command: str = "datahub"  # how this user runs datahub, for the commands messages name (invoked_as)
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
     _closers: list[Callable[[], None]] = field(default_factory=list)
@@ -51,6 +52,7 @@ class CliContext:
             load_config(getattr(args, "config", None), overrides=overrides),
             json_output=args.json,
             creates_catalog=getattr(args, "creates_catalog", False),
+            command=invoked_as(args),
         )
 
     # --- services ------------------------------------------------------------------------------
@@ -132,7 +134,7 @@ class CliContext:
         return n
 
     def error(self, exc: DatahubError) -> None:
-        print_error(exc, self.err, json_output=self.json_output)
+        print_error(exc, self.err, json_output=self.json_output, command=self.command)
 
     def progress(self, total: int | None, label: str) -> Progress:
         return Progress(total, label, self.err, enabled=not self.json_output)
@@ -151,13 +153,53 @@ def create_home(config: Config, choose: str = "--home DIR or $DATAHUB_HOME") -> 
         ) from None
 
 
-def print_error(exc: DatahubError, stream: TextIO, *, json_output: bool) -> None:
-    """An error as the CLI shows it: one ``error: …`` line, or ``{"error": …}`` with ``--json``."""
+def print_error(exc: DatahubError, stream: TextIO, *, json_output: bool, command: str = "datahub") -> None:
+    """An error as the CLI shows it: one ``error: …`` line, or ``{"error": …}`` with ``--json``.
+    ``command``: how this user runs datahub (``invoked_as``); a command the message names in
+    backticks (```datahub log pets```) is shown so, as it runs (the JSON keeps the message)."""
     if json_output:
         json.dump({"error": exc.to_dict()}, stream)
         stream.write("\n")
     else:  # one line, whatever a message quotes (a holder, a server's words)
-        print(f"error: {shown(exc.message)}", file=stream)
+        print(f"error: {shown(as_typed(exc.message, command))}", file=stream)
+
+
+_LOCATION_FLAGS = ("config", "home", "catalog")  # the global options that say which catalog
+
+
+def invoked_as(args: argparse.Namespace, program: str | None = None) -> str:
+    """``datahub`` as this user types it here: the program as invoked when no ``datahub`` on
+    PATH is that program (``.venv/bin/datahub`` after ``make run``), with the options given
+    that say which catalog (``--home var``); else ``datahub``. Why: the quickstart's
+    ``.venv/bin/datahub --home var tag sample golden 2`` said "see `datahub log sample`",
+    and typed so that said "datahub: command not found" (newuser25)."""
+    import shlex
+    import shutil
+
+    program = sys.argv[0] if program is None else program
+    if os.path.basename(program) != "datahub":  # python -m datahub.cli.main, a test's main()
+        return "datahub"
+    found = shutil.which("datahub")
+    try:
+        if found is not None and os.path.samefile(found, program):
+            return "datahub"
+    except OSError:
+        pass
+    flags = [f"--{n} {shlex.quote(str(v))}" for n in _LOCATION_FLAGS if (v := getattr(args, n, None))]
+    return " ".join([shlex.quote(program), *flags])
+
+
+def as_typed(message: str, command: str) -> str:
+    """``message`` with each command it names in backticks (```datahub log pets```) as
+    ``command`` runs it; one that gives its own location options keeps them, not ours twice."""
+    if command == "datahub":
+        return message
+    program = command.split(" --", 1)[0]
+
+    def replace(match: re.Match) -> str:
+        return f"`{program} --" if match.group(1) else f"`{command} "
+
+    return re.sub(r"`datahub (--)?", replace, message)
 
 
 def author_or_default(given: str | None) -> str:

@@ -18,9 +18,10 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 from datahub import build_info
-from datahub.console.context import CliContext, print_error, shown, shown_lines
+from datahub.console.context import CliContext, invoked_as, print_error, shown, shown_lines
 from datahub.errors import DatahubError, NoSpace
 
 EXIT_USAGE = 2
@@ -39,6 +40,25 @@ GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict], ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "required: ACTION" names the actions. Why: ``datahub dataset``
+    (or ``token``, ``cache``, ``lease``, ``labelx``) said only "the following arguments are
+    required: ACTION", and the usage line above it ``datahub dataset [-h] ACTION ...``: a new
+    user learnt that a word was missing, not which words there are (newuser25). Subcommands'
+    parsers are of the class of the parser they hang from, so one class serves them all."""
+
+    def error(self, message: str) -> NoReturn:
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and action.metavar and action.choices:
+                missing = message.partition("the following arguments are required: ")[2].split(", ")
+                if action.metavar in missing:
+                    message += (
+                        f"; {self.prog} takes one of: {', '.join(action.choices)}"
+                        f" (`{self.prog} --help` says what each does)"
+                    )
+        super().error(message)
+
+
 def build_parser(commands: Sequence[str]) -> argparse.ArgumentParser:
     """The ``datahub`` parser with the subcommands of ``commands`` (fully qualified module names).
 
@@ -46,7 +66,7 @@ def build_parser(commands: Sequence[str]) -> argparse.ArgumentParser:
     CSI image has no ``labelx``) is skipped; a module whose own import fails on something else
     missing raises.
     """
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="datahub",
         description="Versioned datasets over object storage, served through a tiered cache.",
     )
@@ -131,7 +151,7 @@ def run(commands: Sequence[str], argv: Sequence[str] | None = None) -> int:
     try:
         ctx = CliContext.from_args(args)
     except DatahubError as exc:  # a bad --config file, TOML or DATAHUB_* value: no context yet
-        print_error(exc, sys.stderr, json_output=args.json)
+        print_error(exc, sys.stderr, json_output=args.json, command=invoked_as(args))
         return exc.exit_code
     try:
         code = int(args.func(args, ctx) or 0)

@@ -43,6 +43,24 @@ async function loadProjects() {
 
 function splitList(text) { return text.split(",").map(s => s.trim()).filter(Boolean); }
 
+// Annotators named for a project who can get no task, said with the project's creation: 30 items
+// in tasks of 50 made one task, and the second annotator named had nothing to do and was never
+// told why (newuser25). Round-robin names them; taken one at a time, someone finds none left.
+// "" when every one can have a task.
+async function idleAnnotators(p, body) {
+  const n = body.annotators.length;
+  if (n < 2) return "";
+  const tasks = await api("GET", `/api/projects/${p.id}/tasks`);
+  if (tasks.length >= n) return "";
+  const size = Math.floor(p.item_count / n);
+  const fix = size >= 1 ? `a task size of ${size} or less gives each one a task` : "there are fewer items than annotators";
+  const split = `${counted(tasks.length, "task")} of up to ${p.task_size} items for ${counted(n, "annotator")}`;
+  if (body.assign === "claim") return ` ${split}: ${n - tasks.length} of them will find no task to take; ${fix}.`;
+  const busy = new Set(tasks.map(t => t.assignee));
+  const idle = body.annotators.filter(a => !busy.has(a));
+  return ` ${idle.join(", ")} ${idle.length === 1 ? "has" : "have"} no task: ${split}; ${fix}.`;
+}
+
 async function createProject(ev) {
   ev.preventDefault();
   const f = new FormData(ev.target), msg = document.getElementById("create-msg");
@@ -56,7 +74,9 @@ async function createProject(ev) {
   msg.className = "msg"; msg.textContent = "Creating…";
   try {
     const p = await api("POST", "/api/projects", body);
-    msg.className = "msg ok"; msg.textContent = `Created ${p.name} with ${counted(p.item_count, "item")}.`;
+    const idle = await idleAnnotators(p, body);
+    msg.className = idle ? "msg err" : "msg ok";
+    msg.textContent = `Created ${p.name} with ${counted(p.item_count, "item")}.${idle}`;
     ev.target.reset(); loadProjects();
   } catch (e) { say(msg, e.message, "msg err"); }
 }

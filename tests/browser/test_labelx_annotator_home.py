@@ -10,7 +10,8 @@ import pytest
 
 from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env
-from tests.browser.test_newuser_labelx import _wait_text, signed_in
+from tests.browser.labelx_signin import sign_out_and_in, signed_in
+from tests.browser.test_newuser_labelx import _wait_text
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -27,12 +28,7 @@ def test_an_annotator_sees_whose_tasks_the_card_counts(chrome: Chrome, env: Env)
     c = chrome
     with signed_in(c, env, "lx-annot-1-login") as base:
         assert isinstance(c.driver.execute_async_script(SETUP), int)
-        c.find("#logout").click()
-        c.wait_for_url(lambda url: url.endswith("/login"))
-        c.find("#name").send_keys("alice")
-        c.find("#password").send_keys("alice-password")
-        c.find("#login").click()
-        c.wait_for_url(lambda url: not url.endswith("/login"))
+        sign_out_and_in(c, "alice", "alice-password")
         _wait_text(c, "[data-project=claims]", "4 items")
         c.check("lx-annot-2-home")
         counts = c.find("[data-project=claims] div.muted").text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env, put
+from tests.browser.labelx_signin import type_sign_in
 from tests.browser.test_newuser_labelx import project_in_page, signed_in
 
 
@@ -137,10 +138,7 @@ def test_take_next_task_with_none_left_says_so_in_the_page_not_in_an_alert(
         made = _val_project(c, "val-rr", "ann")
         c.driver.delete_all_cookies()
         c.visit(f"{base}/labelx/login")
-        c.find("#name").send_keys("ann")
-        c.find("#password").send_keys("ann-password-1")
-        c.find("#login").click()
-        c.wait_for_url(lambda url: not url.endswith("/login"))
+        type_sign_in(c, "ann", "ann-password-1")
         for page, button, out in (
             ("/labelx/", '[data-project="val-rr"] button', '[data-project="val-rr"] .take-msg'),
             (f"/labelx/projects/{made['id']}", "#take-task", "#take-msg"),

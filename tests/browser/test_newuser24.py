@@ -12,42 +12,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-from datahub.cli.serve_cmd import build_app
-from datahub.demo import labelx_admin
 from tests.browser.chrome import Chrome, chrome  # noqa: F401
-from tests.browser.conftest import Env, serving
+from tests.browser.conftest import Env
+from tests.browser.labelx_signin import sign_out_and_in, signed_in
 from tests.browser.test_newuser_labelx import _wait_text, label_by_key
 
 CLI = ".venv/bin/datahub --home /srv/var"  # as make run sets it (datahub.demo.serve_api)
 
 
-@contextmanager
-def demo_labelx(c: Chrome, env: Env) -> Iterator[str]:
-    """LabelX under ``datahub serve``'s app with the command ``make run`` sets, its first admin
-    made and signed in as the demo does it; yields the server's URL."""
-    env.config.home_path.mkdir(parents=True, exist_ok=True)
-    password = labelx_admin(env.config).read_text().strip()
-    app, cache = build_app(env.config, env.catalog, env.stores, labelx=True)
-    labelx = next(r.app for r in app.routes if getattr(r, "path", "") == "/labelx")
-    labelx.state.labelx.cli = CLI
-    try:
-        with serving(app) as base:
-            c.visit(f"{base}/labelx/login")
-            c.find("#name").send_keys("admin")
-            c.find("#password").send_keys(password)
-            c.find("#login").click()
-            c.wait_for_url(lambda url: not url.endswith("/login"))
-            yield base
-    finally:
-        cache.close()
-
-
 def test_a_new_users_labelx_walk(chrome: Chrome, env: Env) -> None:  # noqa: F811
     c = chrome
-    with demo_labelx(c, env):
+    with signed_in(c, env, cli=CLI):
         _wait_text(c, "#projects", "No projects yet")
         placeholder = c.find("#create-form [name=filter]").get_attribute("placeholder")
         assert placeholder == "labels.class?, meta.split=train"
@@ -116,19 +91,14 @@ def test_an_annotator_in_no_project_is_told_how_one_gets_in(chrome: Chrome, env:
     """A user the admin made after the project (as newuser24 did, on "Users & tokens") saw
     only "No projects assigned to you yet", with nothing saying how that changes."""
     c = chrome
-    with demo_labelx(c, env):
+    with signed_in(c, env, cli=CLI):
         made = c.driver.execute_async_script(
             "const done = arguments[arguments.length - 1];"
             "api('POST', '/api/users', {name: 'alice', role: 'annotator', password: 'alice-password'})"
             ".then(() => done('ok'), e => done(String(e)));"
         )
         assert made == "ok", made
-        c.find("#logout").click()
-        c.wait_for_url(lambda url: url.endswith("/login"))
-        c.find("#name").send_keys("alice")
-        c.find("#password").send_keys("alice-password")
-        c.find("#login").click()
-        c.wait_for_url(lambda url: not url.endswith("/login"))
+        sign_out_and_in(c, "alice", "alice-password")
         _wait_text(c, "#projects", "No projects assigned to you yet")
         assert "assigns you one of its tasks on its dashboard" in c.find("#projects").text
         c.check("newuser24-annotator-home")

@@ -9,14 +9,10 @@ console error, no serious or critical axe-core violation.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from datahub.catalog import Patch
-from datahub.cli.serve_cmd import build_app
-from datahub.demo import labelx_admin
 from tests.browser.chrome import Chrome, chrome  # noqa: F401
-from tests.browser.conftest import Env, serving
+from tests.browser.conftest import Env
+from tests.browser.labelx_signin import signed_in
 
 
 def _wait_text(c: Chrome, css: str, text: str) -> None:
@@ -51,26 +47,6 @@ def label_by_key(c: Chrome, key: str, items: int) -> None:
             )
         )
     c.until(lambda d: not d.find_element("css selector", "#submit").get_attribute("disabled"))
-
-
-@contextmanager
-def signed_in(c: Chrome, env: Env, shot: str) -> Iterator[str]:
-    """``make run``'s LabelX over ``env`` (its first admin made as the demo makes it), with that
-    admin signed in through the login page (checked as ``shot``); yields the server's URL."""
-    env.config.home_path.mkdir(parents=True, exist_ok=True)  # make run's "prepare" step
-    password = labelx_admin(env.config).read_text().strip()
-    app, cache = build_app(env.config, env.catalog, env.stores, labelx=True)
-    try:
-        with serving(app) as base:
-            c.visit(f"{base}/labelx/login", shot)
-            assert "labelx-admin-password" in c.find("#demo-password").text
-            c.find("#name").send_keys("admin")
-            c.find("#password").send_keys(password)
-            c.find("#login").click()
-            c.wait_for_url(lambda url: not url.endswith("/login"))
-            yield base
-    finally:
-        cache.close()
 
 
 def test_the_demo_admin_labels_reviews_and_commits_on_pages_that_pass_the_checks(
