@@ -35,6 +35,7 @@ from datahub.writeback.journal import (
 from datahub.writeback.lease import LEASE_TTL, LeasePort, WriterLease
 from datahub.writeback.model import new_record
 from datahub.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
+from datahub.writeback.packs import new_cover_key
 from datahub.writeback.workspace import FileAttr, Workspace
 
 __all__ = [
@@ -300,6 +301,8 @@ def _recover(ws: Workspace, new_id: bool) -> list[str]:
     boot = _boot_id()
     with ws.journal.read() as txn:
         unclean = txn.meta(OWNER_BOOT) not in (None, "")  # crashed, or the machine did
+        key = txn.meta(records.COVER_KEY)
+    ws.chunks.cover_key = bytes.fromhex(key) if key else None  # the last session's records'
     if unclean:
         ours = {key: n for key, n in sizes.items() if new_id or ws.chunks.reclaimable(key)}
         _replay_covers(ws, ours)
@@ -312,6 +315,9 @@ def _recover(ws: Workspace, new_id: bool) -> list[str]:
         if txn.meta(records.COVER_SEEDED) is None:  # this session is the first to seed its records
             txn.put_meta(records.COVER_SEEDED, str(epoch if last is not None else 0))
         txn.put_meta(records.COVER_PLACED, str(epoch))  # this session places its pack records
+        if txn.meta(records.COVER_KEY) is None:  # the first session since wbgaps25: its key
+            txn.put_meta(records.COVER_KEY, new_cover_key().hex())
+        txn.put_meta(records.COVER_KEYED, str(epoch))  # and keys them (``packs.COVER_MAGIC_KEYED``)
         txn.put_meta(COVER_EPOCH, str(epoch))
         txn.put_meta(COVERED, str(epoch << 32))
         # never equal to a boot id: a version before smallsync19 replays the packs' records only
@@ -320,6 +326,8 @@ def _recover(ws: Workspace, new_id: bool) -> list[str]:
         txn.put_meta(OWNER_BOOT, f"{boot} {DEFERRING}")
     with ws.journal.read() as txn:
         named = _named_ids(txn)
+        key = txn.meta(records.COVER_KEY)
+    ws.chunks.cover_key = bytes.fromhex(key)  # this session's records are keyed
     used, objects, dropped = _judge_records(ws, named, sizes)
     del named
     if dropped:

@@ -226,14 +226,20 @@ def _rebuild(
     # seeded its own; a log written before cover22 has no ``cover_seeded``: all are unseeded.
     # Unplaced ones (a pack's, from before cover24) only of an epoch above the ``cover_placed``
     # of the log's session (``records.must_be_placed``); a log from before cover24 has none
+    # Unkeyed ones (from before wbgaps25) only of an epoch above its ``cover_keyed``: the log's
+    # header holds the key that verifies the others (``cover_key``)
     unseeded_below = int(state.header.get("cover_seeded", 1 << 32))
     placed = state.header.get("cover_placed")
+    keyed = state.header.get("cover_keyed")
+    key = state.header.get("cover_key")
+    lost.cover_key = bytes.fromhex(key) if key else None
     above = (
         kr
         for kr in lost.cover_records(sizes)
         if kr[1]["c"] > covered
         and (kr[1].get("seeded") or kr[1]["c"] >> 32 < unseeded_below)
         and (kr[1].get("placed") or not must_be_placed(kr[1]["c"] >> 32, placed))
+        and (kr[1].get("keyed") or not must_be_placed(kr[1]["c"] >> 32, keyed))
     )
     for key, cover in sorted(above, key=lambda kr: kr[1]["c"]):
         path, file_id = cover["path"], cover["id"]
