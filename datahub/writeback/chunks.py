@@ -121,6 +121,46 @@ def fingerprint_matches(fingerprint: int | str, data: bytes | bytearray | memory
     )
 
 
+def abort_unfinished_uploads(store: ObjectStore, prefix: str, what: str) -> int:
+    """Abort every multipart upload left unfinished under ``prefix`` of ``store`` (S3/RGW; other
+    stores have none); how many were aborted. The caller's word: it owns ``prefix`` (a
+    journal's own chunk prefix or flush folder) and nothing of its own is uploading there now
+    (recovery, before the flusher starts; an adoption, the lost holder fenced).
+
+    Why (wbgaps25): a process killed mid-upload (a kill -9 mid-flush: ``S3Writes._put_multipart``'s
+    abort never ran) left its parts in the bucket, billed, and nothing aborted them but a
+    lifecycle rule, where the bucket has one. Best effort: a store that refuses the listing or
+    an abort costs those parts, never the open; the log says which and what to do."""
+    if not isinstance(store, S3Writes):
+        return 0
+    try:
+        found = store.unfinished_uploads(prefix)
+    except DatahubError as exc:
+        log.warning(
+            "%s: could not list the multipart uploads left under %s/%s (%s); parts of uploads cut short "
+            "by a crash may stay stored there: abort them by hand, or give the bucket a lifecycle rule "
+            "(AbortIncompleteMultipartUpload)", what, store.root_url, prefix, exc.message,
+        )  # fmt: skip
+        return 0
+    aborted = 0
+    for key, upload in found:
+        try:
+            store.abort_upload(key, upload)
+        except DatahubError as exc:
+            log.warning(
+                "%s: could not abort the multipart upload %s of %s/%s (%s); its parts stay stored until "
+                "it is aborted (by hand, or a lifecycle rule)", what, upload, store.root_url, key, exc.message,
+            )  # fmt: skip
+            continue
+        aborted += 1
+        log.warning(
+            "%s: aborted the multipart upload %s of %s/%s, left unfinished by a process that died "
+            "mid-upload (its parts are deleted; the file is uploaded again whole)",
+            what, upload, store.root_url, key,
+        )  # fmt: skip
+    return aborted
+
+
 class ChunkStore:
     """The shared tier as seen by one workspace's journal: chunk objects under ``prefix``.
 
