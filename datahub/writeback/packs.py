@@ -161,7 +161,8 @@ def cover_mac(key: bytes, place: tuple[str, int], body: bytes | memoryview) -> b
     BLAKE2b keyed with the journal's ``cover_key``, ``COVER_MAC_BYTES`` long. Why (wbgaps25):
     the seeded CRC of ``DHWBREC3`` binds a record to its journal and place, but anyone who knows
     the journal id and the place can compute it; without the key no user's bytes make a record
-    that verifies (module docstring). About 1 µs a record (``bench/writeback/cover_place_cost.py``)."""
+    that verifies (module docstring). 2-4 µs a record on the test VM under load, the close's
+    keyed record step 4-6 µs more than cover24's (``bench/writeback/cover_place_cost.py``)."""
     token, offset = place
     mac = _keyed(key).copy()  # a keyed state copied: 1.7 µs a record where a new one took 2.6
     mac.update(token.encode() + _PLACE_OFFSET.pack(offset))
