@@ -29,6 +29,7 @@ from datahub.writeback.packs import (
     cover_seed,
     decode_cover,
     encode_cover,
+    renumber_cover,
 )
 from tests.writeback.conftest import CHUNK, Env, write
 from tests.writeback.test_nodeloss20 import WS, Nodes
@@ -170,3 +171,25 @@ def test_unkeyed_records_of_a_session_before_wbgaps25_still_replay(packs_env: En
     pack, offset = ws.chunks._pack_of(key).path_of(key)
     assert pack.read_bytes()[offset + length :].startswith(COVER_MAGIC_KEYED)
     ws.close()
+
+
+def test_a_keyed_record_verifies_only_with_its_key_at_its_place() -> None:
+    """The format: ``renumber_cover`` of a keyed template is ``encode_cover`` placed; it verifies
+    with its journal's seed and key at its place, and nowhere else, nor with any other key."""
+    seed, key, place = cover_seed("0123456789abcdef"), bytes(range(32)), ("89abcdef01234567", 4096)
+    record = {"id": 7, "path": "p", "size": 3, "mtime": 1.0, "len": 3, "crc": "x3:0000000000000000"}
+    template = encode_cover(0, record, seed, key=key)
+    assert template.startswith(COVER_MAGIC_KEYED)
+    placed = renumber_cover(template, 5, seed, place, key)
+    assert placed == encode_cover(5, record, seed, place, key)
+    assert len(placed) == len(template)  # the room reserved for it holds it
+    found = decode_cover(placed, seed=seed, place=place, key=key)
+    assert found is not None and found["c"] == 5 and found["keyed"] and found["placed"]
+    assert decode_cover(template, seed=seed, place=place, key=key) is None  # unnumbered: MAC zeros
+    assert decode_cover(placed, seed=seed, place=place) is None  # no key
+    assert decode_cover(placed, seed=seed, place=place, key=bytes(32)) is None  # another key
+    assert decode_cover(placed, seed=seed, place=(place[0], place[1] + 1), key=key) is None
+    assert decode_cover(placed, seed=cover_seed("fedcba9876543210"), place=place, key=key) is None
+    tampered = bytearray(placed)
+    tampered[-1] ^= 1
+    assert decode_cover(bytes(tampered), seed=seed, place=place, key=key) is None
