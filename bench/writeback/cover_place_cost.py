@@ -8,7 +8,10 @@ key, parses its offset and computes one CRC of 24 bytes more. This loops what a 
 its record (``ChunkStore.cover_trailer``, then the numbered bytes) in one process, the two ways
 in turns: "before" calls ``packs.renumber_cover`` with the journal's seed alone, as the code
 before cover24 did (``chunks.py``: ``renumber_cover(trailer, cover, cover_seed(journal))``);
-"after" calls today's ``ChunkStore.renumber_cover(trailer, cover, key, length)``. Prints CPU
+"after" calls today's ``ChunkStore.renumber_cover(trailer, cover, key, length)``, keyed since
+wbgaps25 (``DHWBREC4``: the chunk store has its journal's ``cover_key``, as every opened journal
+does, so the record also gets a BLAKE2b MAC; to compare the MAC's cost, run this file of both
+trees, the base's and this one's, one after the other, and compare their "after"). Prints CPU
 (``time.process_time``) per close, per round and the medians. The whole close through a
 workspace is ``close_cpu_ab.py`` (a tree of the base against this one).
 """
@@ -16,6 +19,7 @@ workspace is ``close_cpu_ab.py`` (a tree of the base against this one).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -38,10 +42,15 @@ def main() -> None:
         record = {"id": 0x1234, "path": "train/shard-0001/img-000123.jpg", "size": 102400,
                   "mtime": 1.7e9 + 0.25, "len": 102400, "crc": "x3:0123456789abcdef"}  # fmt: skip
         key = f"{chunks.prefix}/packs/89abcdef01234567/1234.0.1f4a00"
+        plain = ChunkStore(
+            LocalStore(Path(root)), "writeback/ws", "workspace 'ws'", 32 << 20, "0123456789abcdef"
+        )  # no key: the template as before cover24
+        if hasattr(chunks, "cover_key"):  # since wbgaps25: keyed, as an opened journal's store
+            chunks.cover_key = os.urandom(32)
 
         def before(n: int) -> None:
             for c in range(1, n + 1):
-                template = chunks.cover_trailer(0, record)
+                template = plain.cover_trailer(0, record)
                 renumber_cover(template, c, cover_seed(chunks.journal))
 
         def after(n: int) -> None:

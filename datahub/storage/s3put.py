@@ -63,10 +63,11 @@ def _remaining_size(fh: BinaryIO) -> int | None:
 
 
 class S3Writes:
-    """``put`` for ``S3Store``: needs its bucket, root URL, multipart settings, ``_call``,
-    ``_client``, ``_clock`` and ``stat`` (declared here for the type checker)."""
+    """``put`` for ``S3Store``: needs its bucket, key prefix, root URL, multipart settings,
+    ``_call``, ``_client``, ``_clock`` and ``stat`` (declared here for the type checker)."""
 
     bucket: str
+    prefix: str  # every key's prefix in the bucket ("" or ending in "/")
     root_url: str
     multipart_threshold: int
     multipart_chunk: int
@@ -252,6 +253,40 @@ class S3Writes:
                     len(base64.b64encode(PROBE_RECORD)),
                 )
             return kept
+
+    def unfinished_uploads(self, prefix: str) -> list[tuple[str, str]]:
+        """(key, upload id) of every multipart upload begun under ``prefix`` of this store and
+        neither completed nor aborted (``ListMultipartUploads``, a page of 1,000 at a time).
+        Why: a process killed mid-upload (``_put_multipart``'s abort never ran) leaves its parts
+        stored, and billed, until someone aborts them; only their writer's owner knows none of
+        them is still in flight (datahub/writeback: recovery, adoption)."""
+        full = self.prefix + prefix  # a listing's prefix, as ``S3Store.list`` takes one ("" too)
+        cut = len(self.prefix)
+        found: list[tuple[str, str]] = []
+        marker: dict[str, str] = {}
+        while True:
+            page = self._call(
+                full or None,
+                lambda marker=marker: self._client.list_multipart_uploads(
+                    Bucket=self.bucket, Prefix=full, **marker
+                ),
+            )
+            found += [(u["Key"][cut:], u["UploadId"]) for u in page.get("Uploads") or []]
+            if not page.get("IsTruncated"):
+                return found
+            marker = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        """Abort multipart upload ``upload_id`` of ``key`` (``unfinished_uploads``): its parts
+        are deleted. One already gone (completed or aborted meanwhile) is no error."""
+        full = self._full(key)
+        try:
+            self._call(
+                full,
+                lambda: self._client.abort_multipart_upload(Bucket=self.bucket, Key=full, UploadId=upload_id),
+            )
+        except ObjectNotFound:
+            pass  # NoSuchUpload: nothing left to abort
 
     def record(self, key: str) -> bytes:
         """What ``put_with_record`` stored with object ``key`` (b"" if nothing): one HEAD."""

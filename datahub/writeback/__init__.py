@@ -20,7 +20,7 @@ from datahub.config import Config
 from datahub.errors import Conflict, InvalidInput, NotFound
 from datahub.validation import check_name
 from datahub.writeback import records, shared_log
-from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore
+from datahub.writeback.chunks import JOURNAL_DIR, ChunkStore, abort_unfinished_uploads
 from datahub.writeback.files import FileHandle
 from datahub.writeback.flusher import FlushedObject, Flusher, FlushReport, Progress, dirty_summary
 from datahub.writeback.journal import (
@@ -35,6 +35,7 @@ from datahub.writeback.journal import (
 from datahub.writeback.lease import LEASE_TTL, LeasePort, WriterLease
 from datahub.writeback.model import new_record
 from datahub.writeback.owner import FlushServer, OwnerLock, is_locked, request_flush, socket_path
+from datahub.writeback.packs import new_cover_key
 from datahub.writeback.workspace import FileAttr, Workspace
 
 __all__ = [
@@ -195,7 +196,7 @@ def open_workspace(
         if held is not None:
             _LEASES[ws] = held
         ws.blobs = stores.store(config.resolved_objects_url)
-        unreferenced = _recover(ws, new_id)
+        unreferenced = _recover(ws, new_id, own_folder=bool(folder))
         shared_log.attach(ws, objects_url)  # the shared log: what another node adopts (nodeloss20)
         _collect(ws, unreferenced)  # after the checkpoint: the old log may name them (review20b)
         if background:
@@ -252,7 +253,7 @@ def _journal_id(journal: Journal) -> tuple[str, bool]:
     return (found, False) if found else (secrets.token_hex(8), True)
 
 
-def _recover(ws: Workspace, new_id: bool) -> list[str]:
+def _recover(ws: Workspace, new_id: bool, own_folder: bool = False) -> list[str]:
     """Make the journal and the shared tier agree after a crash (or a clean stop).
 
     Files no longer in the namespace (unlinked while open when the process died) are
@@ -295,14 +296,26 @@ def _recover(ws: Workspace, new_id: bool) -> list[str]:
     one the next recovery redoes or finds done after a crash between two commits (see
     ``_replay_covers`` and ``_judge_records``). Nothing else runs meanwhile: the owner lock
     is held, and the flusher and the flush server start after.
+
+    After a crash, the multipart uploads left unfinished under the journal's own chunk prefix
+    and, ``own_folder``, its own flush folder (``<target>/j-<id>``; a journal from before
+    nodeloss18 flushes straight under the target, beside other journals' folders, and is left
+    alone) are aborted (``chunks.abort_unfinished_uploads``): nothing of this journal is
+    uploading now, so they are parts of a dead process's uploads (wbgaps25).
     """
     sizes = dict(ws.chunks.objects())
     boot = _boot_id()
     with ws.journal.read() as txn:
         unclean = txn.meta(OWNER_BOOT) not in (None, "")  # crashed, or the machine did
+        key = txn.meta(records.COVER_KEY)
+    ws.chunks.cover_key = bytes.fromhex(key) if key else None  # the last session's records'
     if unclean:
         ours = {key: n for key, n in sizes.items() if new_id or ws.chunks.reclaimable(key)}
         _replay_covers(ws, ours)
+        if ws.chunks.journal:  # its own prefix (without an id, the workspace's: other journals' too)
+            abort_unfinished_uploads(ws.chunks.store, ws.chunks.prefix + "/", f"the shared tier of {ws.what}")
+        if own_folder:
+            abort_unfinished_uploads(ws.flusher.origin, "", f"the flush folder of {ws.what}")
     with ws.journal.write(f"recovery of {ws.what}") as txn:
         if new_id:
             txn.put_meta(JOURNAL_ID, ws.chunks.journal)
@@ -312,6 +325,9 @@ def _recover(ws: Workspace, new_id: bool) -> list[str]:
         if txn.meta(records.COVER_SEEDED) is None:  # this session is the first to seed its records
             txn.put_meta(records.COVER_SEEDED, str(epoch if last is not None else 0))
         txn.put_meta(records.COVER_PLACED, str(epoch))  # this session places its pack records
+        if txn.meta(records.COVER_KEY) is None:  # the first session since wbgaps25: its key
+            txn.put_meta(records.COVER_KEY, new_cover_key().hex())
+        txn.put_meta(records.COVER_KEYED, str(epoch))  # and keys them (``packs.COVER_MAGIC_KEYED``)
         txn.put_meta(COVER_EPOCH, str(epoch))
         txn.put_meta(COVERED, str(epoch << 32))
         # never equal to a boot id: a version before smallsync19 replays the packs' records only
@@ -320,6 +336,8 @@ def _recover(ws: Workspace, new_id: bool) -> list[str]:
         txn.put_meta(OWNER_BOOT, f"{boot} {DEFERRING}")
     with ws.journal.read() as txn:
         named = _named_ids(txn)
+        key = txn.meta(records.COVER_KEY)
+    ws.chunks.cover_key = bytes.fromhex(key)  # this session's records are keyed
     used, objects, dropped = _judge_records(ws, named, sizes)
     del named
     if dropped:

@@ -28,7 +28,9 @@ The steps, each safe to run again:
 4. directories and files are written through ``ws`` (each file acknowledged by its close, as
    any: a crash midway leaves whole files only), then the lost journal's commit merge bases
    (``committed:``, so a commit deletes what that journal had committed and removed since);
-5. the marker says done. A second run after a crash in 4 writes the same files again.
+5. the marker says done. A second run after a crash in 4 writes the same files again;
+6. the multipart uploads the lost journal left unfinished (killed mid-flush) under its own
+   chunk prefix and flush folder are aborted (``_abort_uploads``; best effort, wbgaps25).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from datahub.commit_base import BASE_META, UNSETTLED
 from datahub.errors import AlreadyExists, Conflict, DatahubError, InvalidInput, NotFound, StorageError
 from datahub.storage import parse_url
 from datahub.writeback import journal_objects_url, writer_lease
-from datahub.writeback.chunks import ChunkStore
+from datahub.writeback.chunks import ChunkStore, abort_unfinished_uploads
 from datahub.writeback.journal import _tree_path
 from datahub.writeback.lease import LEASE_TTL
 from datahub.writeback.records import must_be_placed
@@ -194,6 +196,7 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool, 
             for name, value in committed.items():
                 txn.put_meta(name, _union(name, txn.meta(name), value))
     _mark(lost, marker_key, own, done=True, not_adopted=report.not_adopted)
+    _abort_uploads(ws, lost, stores, objects_url)
     log.warning(
         "%s: adopted journal %s from the shared tier: %d files (%d bytes), %d directories; left out "
         "(first close never returned): %s; not adopted (bytes not whole): %s", ws.what, journal_id,
@@ -202,6 +205,20 @@ def _adopt(ws: Workspace, lost: ChunkStore, stores, force: bool, replace: bool, 
         ", ".join(f"{item['path']!r} ({item['why']})" for item in report.not_adopted) or "none",
     )  # fmt: skip
     return report
+
+
+def _abort_uploads(ws: Workspace, lost: ChunkStore, stores, objects_url: str) -> None:
+    """Abort the multipart uploads the lost journal left unfinished (killed mid-flush): under its
+    own chunk prefix, and under its flush folder when that is its own (``<target>/j-<id>``; a
+    journal from before nodeloss18 flushed straight under the target, beside other journals'
+    folders: left alone). Nothing of it uploads any more: its holder is fenced (step 0), and
+    its files are this journal's now, uploaded from here (wbgaps25)."""
+    with ws.journal.read() as txn:
+        target = txn.meta("target_url") or ""
+    what = f"journal {lost.journal} of {ws.what} (adopted)"
+    abort_unfinished_uploads(lost.store, lost.prefix + "/", f"the shared tier of {what}")
+    if objects_url.rstrip("/") == journal_objects_url(target, lost.journal).rstrip("/"):
+        abort_unfinished_uploads(stores.store(objects_url), "", f"the flush folder of {what}")
 
 
 def _rebuild(
@@ -226,14 +243,20 @@ def _rebuild(
     # seeded its own; a log written before cover22 has no ``cover_seeded``: all are unseeded.
     # Unplaced ones (a pack's, from before cover24) only of an epoch above the ``cover_placed``
     # of the log's session (``records.must_be_placed``); a log from before cover24 has none
+    # Unkeyed ones (from before wbgaps25) only of an epoch above its ``cover_keyed``: the log's
+    # header holds the key that verifies the others (``cover_key``)
     unseeded_below = int(state.header.get("cover_seeded", 1 << 32))
     placed = state.header.get("cover_placed")
+    keyed = state.header.get("cover_keyed")
+    key = state.header.get("cover_key")
+    lost.cover_key = bytes.fromhex(key) if key else None
     above = (
         kr
         for kr in lost.cover_records(sizes)
         if kr[1]["c"] > covered
         and (kr[1].get("seeded") or kr[1]["c"] >> 32 < unseeded_below)
         and (kr[1].get("placed") or not must_be_placed(kr[1]["c"] >> 32, placed))
+        and (kr[1].get("keyed") or not must_be_placed(kr[1]["c"] >> 32, keyed))
     )
     for key, cover in sorted(above, key=lambda kr: kr[1]["c"]):
         path, file_id = cover["path"], cover["id"]

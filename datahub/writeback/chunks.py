@@ -63,6 +63,7 @@ from datahub.storage.local import LocalStore
 from datahub.storage.rados import RadosStore
 from datahub.storage.s3put import S3Writes
 from datahub.writeback.packs import (
+    COVER_MAGIC_KEYED,
     PACK_CHUNK_MAX,
     Packs,
     copy_range,
@@ -120,12 +121,57 @@ def fingerprint_matches(fingerprint: int | str, data: bytes | bytearray | memory
     )
 
 
+def abort_unfinished_uploads(store: ObjectStore, prefix: str, what: str) -> int:
+    """Abort every multipart upload left unfinished under ``prefix`` of ``store`` (S3/RGW; other
+    stores have none); how many were aborted. The caller's word: it owns ``prefix`` (a
+    journal's own chunk prefix or flush folder) and nothing of its own is uploading there now
+    (recovery, before the flusher starts; an adoption, the lost holder fenced).
+
+    Why (wbgaps25): a process killed mid-upload (a kill -9 mid-flush: ``S3Writes._put_multipart``'s
+    abort never ran) left its parts in the bucket, billed, and nothing aborted them but a
+    lifecycle rule, where the bucket has one. Best effort: a store that refuses the listing or
+    an abort costs those parts, never the open; the log says which and what to do."""
+    if not isinstance(store, S3Writes):
+        return 0
+    try:
+        found = store.unfinished_uploads(prefix)
+    except DatahubError as exc:
+        log.warning(
+            "%s: could not list the multipart uploads left under %s/%s (%s); parts of uploads cut short "
+            "by a crash may stay stored there: abort them by hand, or give the bucket a lifecycle rule "
+            "(AbortIncompleteMultipartUpload)", what, store.root_url, prefix, exc.message,
+        )  # fmt: skip
+        return 0
+    aborted = 0
+    for key, upload in found:
+        try:
+            store.abort_upload(key, upload)
+        except DatahubError as exc:
+            log.warning(
+                "%s: could not abort the multipart upload %s of %s/%s (%s); its parts stay stored until "
+                "it is aborted (by hand, or a lifecycle rule)", what, upload, store.root_url, key, exc.message,
+            )  # fmt: skip
+            continue
+        aborted += 1
+        log.warning(
+            "%s: aborted the multipart upload %s of %s/%s, left unfinished by a process that died "
+            "mid-upload (its parts are deleted; the file is uploaded again whole)",
+            what, upload, store.root_url, key,
+        )  # fmt: skip
+    return aborted
+
+
 class ChunkStore:
     """The shared tier as seen by one workspace's journal: chunk objects under ``prefix``.
 
     ``journal``: the journal's id; new chunks go under ``<prefix>/j-<journal>`` (module
     docstring). "" keeps them straight under ``prefix`` (the layout before journal ids).
     """
+
+    #: the journal's secret ``cover_key`` (``packs.COVER_MAGIC_KEYED``): set by the open's
+    #: recovery from the journal's meta (an adoption's, from the lost journal's log header);
+    #: None writes and reads no keyed record (a journal from before wbgaps25, until then)
+    cover_key: bytes | None = None
 
     def __init__(
         self, store: ObjectStore, prefix: str, what: str, pack_bytes: int = 0, journal: str = ""
@@ -166,7 +212,7 @@ class ChunkStore:
         file): write it with ``write`` or give it up with ``delete``; ``extra`` bytes more are
         reserved after it there for a cover record (``carries_cover`` says whether it can have one).
         """
-        if self._packs is not None and self._pack_new and length < PACK_CHUNK_MAX:
+        if self._packs_new(length):
             try:
                 return self._packs.reserve(file_id, index, length, extra)
             except OSError as exc:
@@ -228,12 +274,13 @@ class ChunkStore:
         for key in sizes:
             packs = next((packs for packs in self._all_packs if packs.is_pack(key)), None)
             if packs is not None:
-                yield from packs.cover_records(key, cover_seed(self.journal))
+                yield from packs.cover_records(key, cover_seed(self.journal), self.cover_key)
 
     def _record_of(self, key: str) -> dict | None:
-        """The cover record a RADOS or S3 chunk object carries, if any: ``placed``, as a pack's
-        record verified where it was written is (cover24). It is the object's own (an xattr,
-        or metadata), read with the object it covers: only the object's own write set it."""
+        """The cover record a RADOS or S3 chunk object carries, if any: ``placed`` and
+        ``keyed``, as a pack's record verified where it was written with its journal's key is
+        (cover24, wbgaps25). It is the object's own (an xattr, or metadata), read with the
+        object it covers: only the object's own write set it, never a user's file bytes."""
         try:
             if self._records is None:
                 return None
@@ -241,14 +288,21 @@ class ChunkStore:
         except ObjectNotFound:  # deleted since the listing
             return None
         if record is not None:
-            record["placed"] = True
+            record["placed"] = record["keyed"] = True
         return record
 
     def cover_trailer(self, cover: int, record: dict) -> bytes:
         """The bytes of a cover record numbered ``cover`` (``packs.encode_cover``), its CRC
         seeded with this journal's ``packs.cover_seed``: no other journal's recovery takes it.
-        Not yet placed: ``renumber_cover`` binds a pack's record to its place."""
-        return encode_cover(cover, record, cover_seed(self.journal))
+        Not yet placed: ``renumber_cover`` binds a pack's record to its place. A record that
+        will follow a pack member (``record["len"]`` bytes, ``_packs_new``) is keyed when the
+        journal has its ``cover_key`` (``packs.COVER_MAGIC_KEYED``): its room holds the MAC."""
+        key = self.cover_key if self._packs_new(record["len"]) else None
+        return encode_cover(cover, record, cover_seed(self.journal), key=key)
+
+    def _packs_new(self, length: int) -> bool:
+        """Whether ``new_key`` puts a chunk of ``length`` bytes in a pack."""
+        return self._packs is not None and self._pack_new and length < PACK_CHUNK_MAX
 
     def renumber_cover(self, trailer: bytes, cover: int, key: str, length: int) -> bytes:
         """The record to write after chunk ``key`` of ``length`` bytes, numbered ``cover``, from
@@ -256,8 +310,10 @@ class ChunkStore:
         (``packs.renumber_cover``). After a pack member it is placed (``DHWBREC3``: its CRC
         seeded with its pack and offset too, ``packs.place_seed``), so a copy of it anywhere
         else in this journal's packs does not verify (cover24); a RADOS or S3 object's record
-        stays ``DHWBREC2``: it lies with the object it covers."""
-        return renumber_cover(trailer, cover, cover_seed(self.journal), self._place(key, length))
+        stays ``DHWBREC2``: it lies with the object it covers. A keyed ``trailer``
+        (``cover_trailer``) gets its MAC here (``DHWBREC4``, wbgaps25)."""
+        keyed = self.cover_key if trailer.startswith(COVER_MAGIC_KEYED) else None
+        return renumber_cover(trailer, cover, cover_seed(self.journal), self._place(key, length), keyed)
 
     def _place(self, key: str, length: int) -> tuple[str, int] | None:
         """(pack token, offset) of the cover record after pack member ``key``; None for a chunk

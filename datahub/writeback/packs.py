@@ -68,6 +68,16 @@ records of RADOS and S3 chunk objects, which lie with their object (an xattr, th
 metadata), and the pack records of journals written before cover24; ``DHWBREC1``
 (``COVER_MAGIC_V1``), unseeded, from before cover22. Recovery still reads the older two, for the
 epochs their journal wrote them in (``records.cover_is_ours``).
+
+``DHWBREC4`` (``COVER_MAGIC_KEYED``, since wbgaps25): a pack's record as ``DHWBREC3``, its JSON
+followed by a 16-byte keyed MAC (``cover_mac``: BLAKE2b keyed with the journal's secret
+``cover_key``, of the record's place and JSON); its length field counts the MAC. Why: a CRC's
+seed is no secret (``cover_seed`` follows from the journal id, the place from the pack's token
+and the offset), and recovery reads users' file bytes too, so a user who wrote a file holding a
+``DHWBREC3`` record computed for the place it would land at had recovery replay a file never
+written, in the place of an acknowledged one whose id it took. The key is random per journal,
+kept in the journal's meta (LMDB, on the node) and its shared log's header, neither of which a
+workspace's user reads through the workspace.
 """
 
 from __future__ import annotations
@@ -75,6 +85,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
+import hashlib
+import hmac
 import itertools
 import json
 import operator
@@ -93,6 +105,7 @@ from datahub.storage.local import pread_full
 
 PACK_DIR = "packs"
 PACK_CHUNK_MAX = 1 << 20  # chunks below this go into packs; bigger ones get a file of their own
+COVER_MAGIC_KEYED = b"DHWBREC4"  # a pack's record: ``DHWBREC3`` and a keyed MAC after its JSON
 COVER_MAGIC_PLACED = b"DHWBREC3"  # a pack's record: its CRC-32 seeded with ``place_seed``
 COVER_MAGIC = b"DHWBREC2"  # a record whose CRC-32 is seeded with its journal's ``cover_seed``
 COVER_MAGIC_V1 = b"DHWBREC1"  # a record from before cover22: its CRC-32 is unseeded
@@ -100,6 +113,8 @@ _COVER_FAMILY = b"DHWBREC"  # every magic starts with it; the byte after it says
 _PLACE_OFFSET = struct.Struct(">Q")  # a record's offset in its pack, as ``place_seed`` hashes it
 NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)  # the process's or the system's descriptors are all taken
 _COVER_HEAD = struct.Struct(">II")  # record length, CRC-32 of the record
+COVER_MAC_BYTES = 16  # a keyed record's MAC (``cover_mac``): a forger's guess holds one chance in 2**128
+_MAC_PERSON = b"datahub cover"  # BLAKE2b's personalisation: no other use of the key makes these MACs
 #: ``json.dumps(..., separators=(",", ":"))``'s encoder, built once (its bytes exactly)
 _COMPACT = json.JSONEncoder(separators=(",", ":"))
 
@@ -129,8 +144,38 @@ def place_seed(seed: int, token: str, offset: int) -> int:
     return zlib.crc32(token.encode() + _PLACE_OFFSET.pack(offset), seed)
 
 
+def new_cover_key() -> bytes:
+    """A journal's secret ``cover_key`` (32 random bytes), made once, at the first recovery of
+    a datahub since wbgaps25 (``COVER_MAGIC_KEYED``): the system's CSPRNG."""
+    return os.urandom(32)
+
+
+@functools.lru_cache(maxsize=64)  # a journal's key never changes; asked at every covered close
+def _keyed(key: bytes) -> hashlib.blake2b:
+    """BLAKE2b keyed with ``key``, nothing hashed yet (``cover_mac`` copies it)."""
+    return hashlib.blake2b(key=key, digest_size=COVER_MAC_BYTES, person=_MAC_PERSON)
+
+
+def cover_mac(key: bytes, place: tuple[str, int], body: bytes | memoryview) -> bytes:
+    """The keyed MAC of a record of JSON ``body`` written at ``place`` (pack token, offset):
+    BLAKE2b keyed with the journal's ``cover_key``, ``COVER_MAC_BYTES`` long. Why (wbgaps25):
+    the seeded CRC of ``DHWBREC3`` binds a record to its journal and place, but anyone who knows
+    the journal id and the place can compute it; without the key no user's bytes make a record
+    that verifies (module docstring). 2-4 µs a record on the test VM under load, the close's
+    keyed record step 4-6 µs more than cover24's (``bench/writeback/cover_place_cost.py``)."""
+    token, offset = place
+    mac = _keyed(key).copy()  # a keyed state copied: 1.7 µs a record where a new one took 2.6
+    mac.update(token.encode() + _PLACE_OFFSET.pack(offset))
+    mac.update(body)
+    return mac.digest()
+
+
 def encode_cover(
-    cover: int, record: dict, seed: int | None = None, place: tuple[str, int] | None = None
+    cover: int,
+    record: dict,
+    seed: int | None = None,
+    place: tuple[str, int] | None = None,
+    key: bytes | None = None,
 ) -> bytes:
     """A cover record's bytes: magic, length, CRC-32, JSON. The cover number is written with a
     fixed width, so the length is known before the number is (``cover=0``). ``seed``: the
@@ -138,8 +183,20 @@ def encode_cover(
     unseeded CRC), as the journals that recovery still accepts them from wrote them. ``place``:
     (pack token, offset of the record in it) of a record written in a pack, seeded with its
     place too (``COVER_MAGIC_PLACED``, ``place_seed``); None: ``COVER_MAGIC``, seeded with
-    ``seed`` alone (a RADOS or S3 object's record, or a pack's from before cover24)."""
+    ``seed`` alone (a RADOS or S3 object's record, or a pack's from before cover24). ``key``:
+    the journal's ``cover_key``, for a pack's record (``COVER_MAGIC_KEYED``); with ``place``
+    None it makes the template ``renumber_cover`` places (its MAC zeros: it verifies nowhere)."""
     body = _COMPACT.encode({"c": f"{cover:016x}", **record}).encode()
+    if key is not None:
+        if seed is None:
+            raise ValueError("a keyed record is seeded with its journal's seed too (encode_cover)")
+        template = (
+            COVER_MAGIC_KEYED
+            + _COVER_HEAD.pack(len(body) + COVER_MAC_BYTES, 0)
+            + body
+            + bytes(COVER_MAC_BYTES)
+        )
+        return template if place is None else renumber_cover(template, cover, seed, place, key)
     if seed is None:
         if place is not None:
             raise ValueError("a record placed in a pack is seeded with its journal's seed too (encode_cover)")
@@ -158,15 +215,37 @@ _COVER_NUMBER_AT = _COVER_BODY_AT + len(b'{"c":"')  # the number's 16 hex digits
 
 
 def renumber_cover(
-    trailer: bytes, cover: int, seed: int | None = None, place: tuple[str, int] | None = None
+    trailer: bytes,
+    cover: int,
+    seed: int | None = None,
+    place: tuple[str, int] | None = None,
+    key: bytes | None = None,
 ) -> bytes:
     """``encode_cover(cover, record, seed, place)`` made from ``trailer``, ``encode_cover(0,
     record, seed)``'s bytes (unplaced: the place is known once the room is reserved): the number
     has a fixed width, so only its digits, the CRC and, for a ``place``, the magic change. Why
     (small41): a new small file's close encoded its record twice, once for the room to reserve
-    and once numbered, and the JSON was a tenth of the daemon's Python samples per file (loop20)."""
+    and once numbered, and the JSON was a tenth of the daemon's Python samples per file (loop20).
+    A keyed template (``encode_cover(0, record, seed, key=key)``) is renumbered with ``key`` and
+    a ``place``: its CRC seeded with the place and its MAC made (``cover_mac``)."""
     if not 0 <= cover < 1 << 64:
         raise ValueError(f"cover number {cover} does not fit the record's 16 hex digits")
+    if (key is not None) != trailer.startswith(COVER_MAGIC_KEYED):
+        raise ValueError("a keyed cover record is renumbered with the key it was encoded with (encode_cover)")
+    if key is not None:
+        if seed is None or place is None:
+            raise ValueError(
+                "a keyed record is renumbered with its journal's seed and its place (encode_cover)"
+            )
+        body = bytearray(trailer)
+        body[_COVER_NUMBER_AT : _COVER_NUMBER_AT + 16] = b"%016x" % cover
+        with memoryview(body) as view:
+            text = view[_COVER_BODY_AT:-COVER_MAC_BYTES]
+            crc = zlib.crc32(text, place_seed(seed, *place))
+            body[-COVER_MAC_BYTES:] = cover_mac(key, place, text)
+            del text
+        _COVER_HEAD.pack_into(body, len(COVER_MAGIC), len(body) - _COVER_BODY_AT, crc)
+        return bytes(body)
     if (seed is None) != trailer.startswith(COVER_MAGIC_V1):
         raise ValueError("a cover record is renumbered with the seed it was encoded with (encode_cover)")
     if seed is None and place is not None:
@@ -187,7 +266,12 @@ def renumber_cover(
 
 
 def _verified(
-    magic: bytes, body: bytes, crc: int, seed: int | None, place: tuple[str, int] | None
+    magic: bytes,
+    body: bytes,
+    crc: int,
+    seed: int | None,
+    place: tuple[str, int] | None,
+    key: bytes | None = None,
 ) -> dict | None:
     """The record ``body`` holds if its CRC verifies, else None. A placed record
     (``COVER_MAGIC_PLACED``) verifies only with ``seed``, its journal's, at ``place``, (pack
@@ -196,8 +280,20 @@ def _verified(
     None: no journal's) and comes back with ``seeded`` True. One from before cover22
     (``COVER_MAGIC_V1``) verifies unseeded and comes back with neither. Neither flag is taken
     from the JSON: ``records.cover_is_ours`` accepts an unplaced record only of an epoch its
-    journal wrote no placed records in, an unseeded one only of an epoch before it seeded them."""
-    if magic == COVER_MAGIC_PLACED:
+    journal wrote no placed records in, an unseeded one only of an epoch before it seeded them.
+    A keyed one (``COVER_MAGIC_KEYED``) verifies only with ``key`` (the journal's ``cover_key``)
+    as a placed one does, its MAC too, and comes back with ``keyed`` True as well: recovery
+    accepts a record without it only of an epoch its journal keyed none in
+    (``records.must_be_keyed``)."""
+    if magic == COVER_MAGIC_KEYED:
+        if seed is None or place is None or key is None or len(body) < COVER_MAC_BYTES:
+            return None
+        body, mac = body[:-COVER_MAC_BYTES], body[-COVER_MAC_BYTES:]
+        if zlib.crc32(body, place_seed(seed, *place)) != crc or not hmac.compare_digest(
+            mac, cover_mac(key, place, body)
+        ):
+            return None
+    elif magic == COVER_MAGIC_PLACED:
         if seed is None or place is None or zlib.crc32(body, place_seed(seed, *place)) != crc:
             return None
     elif magic == COVER_MAGIC:
@@ -212,15 +308,23 @@ def _verified(
         return None
     record.pop("seeded", None)
     record.pop("placed", None)
+    record.pop("keyed", None)
     if magic != COVER_MAGIC_V1:
         record["seeded"] = True
-    if magic == COVER_MAGIC_PLACED:
+    if magic in (COVER_MAGIC_PLACED, COVER_MAGIC_KEYED):
         record["placed"] = True
+    if magic == COVER_MAGIC_KEYED:
+        record["keyed"] = True
     return record
 
 
 def _decode_covers(
-    data: bytes, *, seed: int | None = None, token: str | None = None, base: int = 0
+    data: bytes,
+    *,
+    seed: int | None = None,
+    token: str | None = None,
+    base: int = 0,
+    key: bytes | None = None,
 ) -> Iterator[tuple[int, dict]]:
     """(offset, record) of every whole cover record in ``data`` that verifies with ``seed``
     (``_verified``); ``data`` lies at offset ``base`` of pack ``token`` (None: of no pack, so
@@ -235,7 +339,7 @@ def _decode_covers(
             body = data[head + _COVER_HEAD.size : head + _COVER_HEAD.size + length]
             if len(body) == length:
                 place = None if token is None else (token, base + at)
-                record = _verified(data[at:head], body, crc, seed, place)
+                record = _verified(data[at:head], body, crc, seed, place, key)
                 if record is not None:
                     yield at, record
         at = data.find(_COVER_FAMILY, at + 1)
@@ -245,7 +349,12 @@ COVER_PIECE = 1 << 20  # bytes of a pack read at a time for its cover records
 
 
 def _file_covers(
-    fd: int, piece: int = COVER_PIECE, *, seed: int | None = None, token: str | None = None
+    fd: int,
+    piece: int = COVER_PIECE,
+    *,
+    seed: int | None = None,
+    token: str | None = None,
+    key: bytes | None = None,
 ) -> Iterator[tuple[int, dict]]:
     """``_decode_covers`` of a whole pack file (of pack ``token``: None, no placed record
     verifies), read ``piece`` bytes at a time (it read the
@@ -264,7 +373,7 @@ def _file_covers(
                 if start + end <= size:
                     whole = data[at:end] if end <= len(data) else pread_full(fd, lead + length, start + at)
                     record = decode_cover(
-                        whole, seed=seed, place=None if token is None else (token, start + at)
+                        whole, seed=seed, place=None if token is None else (token, start + at), key=key
                     )
                     if record is not None:
                         yield start + at, record
@@ -273,13 +382,18 @@ def _file_covers(
 
 
 def decode_cover(
-    data: bytes, *, seed: int | None = None, place: tuple[str, int] | None = None
+    data: bytes,
+    *,
+    seed: int | None = None,
+    place: tuple[str, int] | None = None,
+    key: bytes | None = None,
 ) -> dict | None:
     """The cover record ``data`` starts with, whole (``encode_cover``'s bytes) and verified
     with ``seed`` (``_verified``), else None. ``place``: (pack token, offset) where ``data``
-    was read (None: not from a pack, so a placed record does not verify)."""
+    was read (None: not from a pack, so a placed record does not verify). ``key``: the
+    journal's ``cover_key`` (None: no keyed record verifies)."""
     token, base = place if place is not None else (None, 0)
-    for at, record in _decode_covers(data, seed=seed, token=token, base=base):
+    for at, record in _decode_covers(data, seed=seed, token=token, base=base, key=key):
         return record if at == 0 else None
     return None
 
@@ -435,14 +549,16 @@ class Packs:
         end = key.rfind("/")
         return key[len(self._head) : end], int(key[key.rfind(".") + 1 :], 16) + length
 
-    def cover_records(self, pack: str, seed: int | None = None) -> Iterator[tuple[str, dict]]:
+    def cover_records(
+        self, pack: str, seed: int | None = None, key: bytes | None = None
+    ) -> Iterator[tuple[str, dict]]:
         """(member key, record) of every whole cover record in pack object ``pack`` that
-        verifies with ``seed`` and, a placed one, at its offset in this pack (``_verified``;
-        recovery after a power loss: the file system's pages of the whole pack are read once,
-        a ``COVER_PIECE`` at a time)."""
+        verifies with ``seed`` (and ``key``, a keyed one) and, a placed one, at its offset in
+        this pack (``_verified``; recovery after a power loss: the file system's pages of the
+        whole pack are read once, a ``COVER_PIECE`` at a time)."""
         token = pack.rsplit("/", 1)[1]
         with open(self.root / pack, "rb", buffering=0) as fh:
-            for at, record in _file_covers(fh.fileno(), seed=seed, token=token):
+            for at, record in _file_covers(fh.fileno(), seed=seed, token=token, key=key):
                 offset = at - record["len"]
                 if offset >= 0:
                     yield self.member_key(token, record["id"], 0, offset), record

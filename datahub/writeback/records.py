@@ -91,17 +91,25 @@ def cover_is_ours(txn: Txn, cover: dict, epoch: int) -> bool:
     close was acknowledged with no name left to it (its bytes read under the other's). And it
     is seeded (cover22: bound to this journal) and placed (cover24: bound to where it was
     written) unless of an epoch this journal wrote such records before it did
-    (``seeded_from``, ``must_be_placed``)."""
+    (``seeded_from``, ``must_be_placed``), and keyed (wbgaps25: its MAC made with the journal's
+    secret ``cover_key``) unless of an epoch above ``COVER_KEYED`` (a session of a datahub from
+    before wbgaps25: ``must_be_placed`` with that epoch)."""
     next_id = txn.meta("next_id")
     if not (cover["id"] < int(next_id or 1) and cover["c"] >> 32 <= epoch):
         return False
     if not cover.get("placed") and must_be_placed(cover["c"] >> 32, txn.meta(COVER_PLACED)):
         return False
+    if not cover.get("keyed") and must_be_placed(cover["c"] >> 32, txn.meta(COVER_KEYED)):
+        return False  # of an epoch that keyed its records: bytes anyone could have computed
     return bool(cover.get("seeded")) or cover["c"] >> 32 < seeded_from(txn, epoch)
 
 
 COVER_SEEDED = "cover_seeded"  # the first epoch whose cover records this journal seeded
 COVER_PLACED = "cover_placed"  # the last epoch whose cover records this journal placed
+COVER_KEYED = "cover_keyed"  # the last epoch whose pack cover records this journal keyed (wbgaps25)
+# the journal's secret key of its keyed cover records (``packs.cover_mac``), hex; never shipped
+# in the log's rows (``journal.shipped``), only in its header (``shared_log.attach``)
+COVER_KEY = "cover_key"
 
 
 def must_be_placed(record_epoch: int, placed: str | int | None) -> bool:

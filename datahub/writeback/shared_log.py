@@ -495,10 +495,13 @@ def attach(ws: Any, objects_url: str) -> None:
         epoch = int(txn.meta(COVER_EPOCH) or 0)
         seeded = int(txn.meta("cover_seeded") or 0)  # records.COVER_SEEDED (adopt._rebuild)
         placed = int(txn.meta("cover_placed") or epoch)  # records.COVER_PLACED (adopt._rebuild)
+        keyed = txn.meta("cover_keyed")  # records.COVER_KEYED (adopt._rebuild)
+        key = txn.meta("cover_key")  # records.COVER_KEY: an adopter verifies the keyed records
     header = {
         "journal": chunks.journal,
         "cover_seeded": seeded,
         "cover_placed": placed,
+        **({"cover_keyed": int(keyed), "cover_key": key} if keyed is not None and key else {}),
         "objects_url": objects_url,
         "chunk_size": ws.chunk_size,
         "at": time.time(),
@@ -539,6 +542,20 @@ class LogState:
     epoch: int
     records: int  # records applied after the checkpoint
     voided: int
+
+
+def newest_header(chunks: ChunkStore) -> dict:
+    """The header of journal ``chunks.journal``'s newest whole checkpoint (``{}``: no log), read
+    alone: its ``cover_key`` and ``cover_keyed`` (``records.COVER_KEY``) judge the journal's
+    cover records without its LMDB (`datahub cache journals` counts them)."""
+    store = chunks.store
+    prefix = log_prefix(chunks) + "/"
+    ends = sorted((info.key for info in store.list(prefix) if info.key.endswith("/" + _END)), reverse=True)
+    for end in ends:
+        header = _read(store, end)
+        if header is not None:
+            return header
+    return {}
 
 
 def read_log(chunks: ChunkStore) -> LogState | None:

@@ -131,6 +131,10 @@ def make_env(tmp_path: Path, endpoint: S3Endpoint | None = None, *, shared_s3: b
     return Env(config, StoreRegistry(config), target, endpoint=endpoint, buckets=buckets)
 
 
+#: ``ChunkStore.cover_key`` as a datahub before wbgaps25 had it: none, so it keys no pack record
+#: (``packs.COVER_MAGIC_KEYED``); a test that writes as such a datahub sets it on the class
+UNKEYED = property(lambda self: None, lambda self, value: None)
+
 LAYOUTS = {"packs": {}, "chunk files": {"writeback_pack_bytes": 0}}
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import datahub.writeback.chunks as chunks_module
 from datahub.errors import NotFound
 from datahub.writeback.packs import _decode_covers, cover_seed, encode_cover
-from tests.writeback.conftest import Env, write
+from tests.writeback.conftest import UNKEYED, Env, write
 from tests.writeback.test_review22a_records import _read
 
 PAYLOAD = b"bytes of another workspace's pack, copied into this one " * 8
@@ -55,10 +55,11 @@ def test_a_journal_from_before_cover22_still_replays_its_unseeded_records(
     with monkeypatch.context() as old:  # write as the code before cover22 did
         old.setattr(chunks_module, "cover_seed", lambda journal: None)
         old.setattr(chunks_module.ChunkStore, "_place", lambda self, key, length: None)  # cover24 came after
+        old.setattr(chunks_module.ChunkStore, "cover_key", UNKEYED)  # and wbgaps25
         ws = packs_env.open()
         with ws.journal.write("as before cover22") as txn:
-            txn.del_meta("cover_seeded")
-            txn.del_meta("cover_placed")
+            for name in ("cover_seeded", "cover_placed", "cover_keyed", "cover_key"):
+                txn.del_meta(name)
         ws.journal.defer_seconds = 3600.0  # the close's commit stays in its record only
         write(ws, "old", PAYLOAD)
         ws.abandon()
@@ -67,6 +68,7 @@ def test_a_journal_from_before_cover22_still_replays_its_unseeded_records(
     with ws.journal.read() as txn:
         assert int(txn.meta("cover_seeded")) == int(txn.meta("cover_epoch"))
         assert int(txn.meta("cover_placed")) == int(txn.meta("cover_epoch"))
+        assert int(txn.meta("cover_keyed")) == int(txn.meta("cover_epoch"))
     ws.close()
 
 

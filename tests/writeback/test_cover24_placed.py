@@ -30,6 +30,7 @@ from datahub.writeback.adopt import adopt_journal
 from datahub.writeback.journals import JournalPrefix, cover_records
 from datahub.writeback.packs import (
     COVER_MAGIC,
+    COVER_MAGIC_KEYED,
     COVER_MAGIC_PLACED,
     _decode_covers,
     _file_covers,
@@ -38,7 +39,7 @@ from datahub.writeback.packs import (
     encode_cover,
     place_seed,
 )
-from tests.writeback.conftest import CHUNK, Env, make_env, write
+from tests.writeback.conftest import CHUNK, UNKEYED, Env, make_env, write
 from tests.writeback.test_nodeloss20 import WS, Nodes
 
 PAYLOAD = hashlib.sha256(b"an acknowledged small file").digest() * 90  # 2880 bytes: one chunk
@@ -77,10 +78,10 @@ def _copy(ws, path: str, kind: str) -> bytes:
     if kind == "record":
         return bytes(len(chunk)) + record
     found = decode_cover(record, seed=cover_seed(ws.chunks.journal), place=ws.chunks._place(
-        ws.journal_record(path)["chunks"]["0"][0], len(chunk)))  # fmt: skip
+        ws.journal_record(path)["chunks"]["0"][0], len(chunk)), key=ws.chunks.cover_key)  # fmt: skip
     assert found is not None and found["placed"]
     cover = found.pop("c")
-    del found["seeded"], found["placed"]
+    del found["seeded"], found["placed"], found["keyed"]
     return bytes(len(chunk)) + encode_cover(cover, found, cover_seed(ws.chunks.journal))
 
 
@@ -168,10 +169,12 @@ def _as_before_cover24(monkeypatch: pytest.MonkeyPatch) -> None:
     """Write pack records and the shared log's header as a datahub before cover24 did:
     unplaced (``DHWBREC2``), no ``cover_placed``."""
     monkeypatch.setattr(chunks_module.ChunkStore, "_place", lambda self, key, length: None)
+    monkeypatch.setattr(chunks_module.ChunkStore, "cover_key", UNKEYED)  # wbgaps25 came after
     real = shared_log.SharedLog.__init__
+    later = ("cover_placed", "cover_keyed", "cover_key")
 
     def old_header(self, chunks, epoch, journal, header: dict) -> None:
-        real(self, chunks, epoch, journal, {k: v for k, v in header.items() if k != "cover_placed"})
+        real(self, chunks, epoch, journal, {k: v for k, v in header.items() if k not in later})
 
     monkeypatch.setattr(shared_log.SharedLog, "__init__", old_header)
 
@@ -183,7 +186,8 @@ def test_a_journal_from_before_cover24_still_replays_its_unplaced_records(
         _as_before_cover24(old)
         ws = packs_env.open()
         with ws.journal.write("as before cover24") as txn:
-            txn.del_meta("cover_placed")
+            for name in ("cover_placed", "cover_keyed", "cover_key"):
+                txn.del_meta(name)
         ws.journal.defer_seconds = 3600.0
         write(ws, "warm", b"w")
         write(ws, "old", PAYLOAD)
@@ -194,7 +198,7 @@ def test_a_journal_from_before_cover24_still_replays_its_unplaced_records(
     with ws.journal.read() as txn:
         assert int(txn.meta("cover_placed")) == int(txn.meta("cover_epoch"))
     write(ws, "new", PAYLOAD)
-    assert _slot(ws, "new")[1].startswith(COVER_MAGIC_PLACED)
+    assert _slot(ws, "new")[1].startswith(COVER_MAGIC_KEYED)  # placed, and keyed since wbgaps25
     ws.close()
 
 
@@ -209,6 +213,7 @@ def test_a_session_of_a_datahub_before_cover24_after_one_since_still_replays(
         ws = packs_env.open()
         with ws.journal.write("as before cover24: the meta is left as it was") as txn:
             txn.put_meta("cover_placed", str(int(txn.meta("cover_epoch")) - 1))
+            txn.put_meta("cover_keyed", str(int(txn.meta("cover_epoch")) - 1))
         ws.journal.defer_seconds = 3600.0
         write(ws, "warm", b"w")
         write(ws, "old", PAYLOAD)

@@ -44,7 +44,7 @@ def test_a_small_files_close_encodes_its_record_once_and_a_crash_replays_it(
     monkeypatch.setattr(
         chunks_module,
         "encode_cover",
-        lambda cover, record, seed: encoded.append(cover) or real(cover, record, seed),
+        lambda cover, record, seed, **kw: encoded.append(cover) or real(cover, record, seed, **kw),
     )
     env = make_env(tmp_path)  # packs: covered first closes
     try:

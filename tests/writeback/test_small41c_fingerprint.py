@@ -39,7 +39,10 @@ def _covers(root: Path, ws) -> list[tuple[Path, int, dict]]:
     for pack in sorted(p for p in root.rglob("*") if p.is_file() and p.parent.name == "packs"):
         fd = os.open(pack, os.O_RDONLY)
         try:
-            found += [(pack, at, record) for at, record in _file_covers(fd, seed=_seed(ws), token=pack.name)]
+            found += [
+                (pack, at, record)
+                for at, record in _file_covers(fd, seed=_seed(ws), token=pack.name, key=ws.chunks.cover_key)
+            ]
         finally:
             os.close(fd)
     return found
@@ -61,15 +64,16 @@ def _seed(ws) -> int:
     return cover_seed(ws.chunks.journal)
 
 
-def _rewrite(pack: Path, at: int, record: dict, seed: int) -> None:
+def _rewrite(pack: Path, at: int, record: dict, seed: int, key: bytes) -> None:
     """Put ``record`` where the record at ``at`` is (no longer than it: an int fingerprint is
-    shorter), placed there (cover24)."""
+    shorter), placed there (cover24) and keyed (wbgaps25)."""
     cover = record.pop("c")
     record.pop("seeded", None)  # what the scan says of it (cover22), not a field of its bytes
     record.pop("placed", None)  # nor is this (cover24)
+    record.pop("keyed", None)  # nor this (wbgaps25)
     with open(pack, "r+b") as f:
         f.seek(at)
-        f.write(encode_cover(cover, record, seed, (pack.name, at)))
+        f.write(encode_cover(cover, record, seed, (pack.name, at), key))
 
 
 def _damage(pack: Path, at: int, record: dict) -> None:
@@ -116,7 +120,13 @@ def test_a_chunk_changed_under_its_record_is_dropped_whatever_its_fingerprint(
             if record["path"] not in NAMES:
                 continue
             if kind == "crc32":  # the record as a pack written before small41c holds it
-                _rewrite(pack, at, {**record, "crc": zlib.crc32(_payload(record["path"]))}, _seed(ws))
+                _rewrite(
+                    pack,
+                    at,
+                    {**record, "crc": zlib.crc32(_payload(record["path"]))},
+                    _seed(ws),
+                    ws.chunks.cover_key,
+                )
             if record["path"] == "f1":
                 _damage(pack, at, record)
         ws2 = env.crash_and_reopen(ws)

@@ -23,7 +23,7 @@ from datahub.config import load_config
 from datahub.storage import StoreRegistry
 from datahub.writeback import open_workspace, workspace_dir
 from datahub.writeback.journal import JOURNAL_ID, Journal
-from tests.writeback.conftest import CHUNK, LAYOUTS, write
+from tests.writeback.conftest import CHUNK, LAYOUTS, UNKEYED, write
 from tests.writeback.flushed import only_copy
 from tests.writeback.test_cover import _another_boot
 from tests.writeback.test_lease import Clock
@@ -190,6 +190,8 @@ def _make_old_layout(nodes: Nodes, name: str) -> None:
             txn.put_meta(JOURNAL_ID, "")
             txn.del_meta("cover_seeded")  # cover22 came after journal ids
             txn.del_meta("cover_placed")  # and so did cover24
+            txn.del_meta("cover_keyed")  # and wbgaps25
+            txn.del_meta("cover_key")
     finally:
         journal.close()
     shutil.rmtree(root.parent.parent / "writeback-log")  # a journal from before journal ids had no shared log
@@ -239,6 +241,7 @@ def test_the_first_open_with_an_id_replays_the_cover_records_a_power_loss_left_i
         # the records as the code before journal ids wrote them: unseeded (cover22), unplaced (cover24)
         monkeypatch.setattr(chunks_module, "cover_seed", lambda journal: None)
         monkeypatch.setattr(chunks_module.ChunkStore, "_place", lambda self, key, length: None)
+        monkeypatch.setattr(chunks_module.ChunkStore, "cover_key", UNKEYED)  # unkeyed (wbgaps25)
         ws = nodes.open("a")
         write(ws, "keep.txt", b"k" * 300)
         before = tmp_path / "journal-before"
