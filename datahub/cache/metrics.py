@@ -85,7 +85,7 @@ def _scheduler_lines(sched: dict | None) -> list[str]:
         "# HELP datahub_origin_backoffs_total Limit halvings after throttling or timeouts.",
         "# TYPE datahub_origin_backoffs_total counter",
         f"datahub_origin_backoffs_total {sched['backoffs']}",
-        "# HELP datahub_origin_promoted_total Queued requests raised to the class of a reader waiting on them.",
+        "# HELP datahub_origin_promoted_total Origin requests raised to the class of a reader waiting on them.",
         "# TYPE datahub_origin_promoted_total counter",
         f"datahub_origin_promoted_total {sched.get('promoted', 0)}",
     ]

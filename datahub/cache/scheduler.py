@@ -210,7 +210,7 @@ class OriginScheduler:
         self._reads_in_flight = 0
         self._bytes_in_flight = 0
         self.admitted: dict[Priority, int] = dict.fromkeys(Priority, 0)
-        self.promoted = 0  # queued requests raised to a waiter's class (priority inheritance)
+        self.promoted = 0  # requests raised to a waiter's class, queued or made so (priority inheritance)
 
     # --- admission -------------------------------------------------------------------------------
     def _reserve(self) -> int:
@@ -250,7 +250,9 @@ class OriginScheduler:
             ticket = None  # another scheduler's place in the queue, or an upload: not raised
         with self._lock:
             if ticket is not None:
-                cls = min(cls, ticket.cls)
+                if ticket.cls < cls:  # a reader joined before this request queued: made raised
+                    cls = ticket.cls
+                    self.promoted += 1
                 ticket.cls = ticket.base  # a raise is for one request: later joins raise again
             if not self._queues[cls] and not self._blocked_by_higher(cls) and self._admissible(cls, nbytes):
                 self._admit(cls, nbytes)
