@@ -182,8 +182,10 @@ class Chrome:
 
         Why: nothing reads a screenshot; they are for a person looking at the pages. Each was a
         full-page capture and PNG in Chromium, sent through chromedriver and written to the
-        test's temp tree: 0.12-0.52 s of wall a shot at load 7, ~110 of them a run (as LabelX's
-        Playwright tests already did: tests/labelx/test_browser.py ``shot``)."""
+        test's temp tree: 0.12-0.52 s of wall a shot at load 7-9 (the two resizes alone:
+        0.02-0.12 s), 64 shots in test_in_chromium, test_newuser_labelx, test_narrow,
+        test_newuser17 and test_newuser19 alone. LabelX's Playwright tests already took them
+        only when asked (tests/labelx/test_browser.py ``shot``)."""
         height = self.driver.execute_script("return document.documentElement.scrollHeight")
         self.driver.set_window_size(1360, min(max(900, height), 4000))
         path = self.save_view(name)
