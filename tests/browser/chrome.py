@@ -174,13 +174,32 @@ class Chrome:
             if v.get("impact") in ("serious", "critical")
         ]
 
-    def screenshot(self, name: str) -> Path:
-        self.shots.mkdir(parents=True, exist_ok=True)
-        path = self.shots / f"{name}.png"
+    def screenshot(self, name: str) -> Path | None:
+        """The whole page as ``<shots>/<name>.png`` when ``DATAHUB_SCREENSHOTS`` names a
+        directory; otherwise none is taken, and the window goes through the same sizes (as
+        tall as the page, then back to 1360 x 900), so what the test does next sees the same
+        window either way.
+
+        Why: nothing reads a screenshot; they are for a person looking at the pages. Each was a
+        full-page capture and PNG in Chromium, sent through chromedriver and written to the
+        test's temp tree: 0.12-0.52 s of wall a shot at load 7-9 (the two resizes alone:
+        0.02-0.12 s), 64 shots in test_in_chromium, test_newuser_labelx, test_narrow,
+        test_newuser17 and test_newuser19 alone. LabelX's Playwright tests already took them
+        only when asked (tests/labelx/test_browser.py ``shot``)."""
         height = self.driver.execute_script("return document.documentElement.scrollHeight")
         self.driver.set_window_size(1360, min(max(900, height), 4000))
-        self.driver.save_screenshot(str(path))
+        path = self.save_view(name)
         self.driver.set_window_size(1360, 900)
+        return path
+
+    def save_view(self, name: str) -> Path | None:
+        """The window as it is as ``<shots>/<name>.png``, only when ``DATAHUB_SCREENSHOTS`` is
+        set (``screenshot`` says why)."""
+        if not SHOTS:
+            return None
+        self.shots.mkdir(parents=True, exist_ok=True)
+        path = self.shots / f"{name}.png"
+        self.driver.save_screenshot(str(path))
         return path
 
     def find(self, css: str):

@@ -31,11 +31,10 @@ def test_every_page_fits_a_phone(chrome, env, server):  # noqa: F811
         "record": f"/datasets/pets/versions/1/records/{EVIL_KEY}",
         "diff": "/datasets/pets/diff?from=1&to=2",
     }
-    c.shots.mkdir(parents=True, exist_ok=True)
     for name, path in pages.items():
         c.driver.set_window_size(*PHONE)
         c.visit(server + path)
-        c.driver.save_screenshot(str(c.shots / f"narrow-{name}.png"))
+        c.save_view(f"narrow-{name}")
         wide = c.driver.execute_script(
             "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
         )

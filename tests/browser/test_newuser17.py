@@ -189,7 +189,7 @@ def test_labelling_on_a_phone_keeps_the_picture_in_view(
             c.until(lambda d, shown=shown: d.find_element("css selector", "#item-key").text != shown)
             state = _scroll_and_current(c)
             assert state["y"] == 0, (n, state)  # the next picture is where the last one was
-        c.driver.save_screenshot(str(c.shots / "newuser17-lx-phone.png"))
+        c.save_view("newuser17-lx-phone")
 
         # beside the picture, the panel scrolls itself to the current item, and only it
         c.driver.set_window_size(1360, 900)

@@ -51,7 +51,7 @@ def test_the_dashboard_charts_are_readable_in_a_phone_window_and_a_new_task_says
             c.until(lambda d: d.find_elements("css selector", "#chart-classes svg, #chart-hours svg"))
             c.settle()
             c.check()
-            c.driver.save_screenshot(str(c.shots / f"newuser19-dashboard-{width}.png"))
+            c.save_view(f"newuser19-dashboard-{width}")
             sizes = c.driver.execute_script(CHART_TEXT)
             assert {chart for chart, _, _ in sizes} >= {"chart-classes", "chart-hours"}, sizes
             small = [(chart, text, round(px, 1)) for chart, text, px in sizes if px < READABLE]

@@ -166,7 +166,6 @@ def test_labelx_pages_fit_a_phone(chrome: Chrome, env: Env) -> None:  # noqa: F8
         c.until(lambda d: d.find_elements("css selector", "[data-project=phone] a[data-task]"))
         task = c.find("[data-project=phone] a[data-task]").get_attribute("href")
         project = task.rsplit("/tasks/", 1)[0] + "/projects/1"
-        c.shots.mkdir(parents=True, exist_ok=True)
         for name, url in {
             "home": f"{base}/labelx/",
             "task": task,
@@ -178,7 +177,7 @@ def test_labelx_pages_fit_a_phone(chrome: Chrome, env: Env) -> None:  # noqa: F8
             if name == "task":
                 _wait_text(c, "#item-key", "val/")
                 c.until(lambda d: d.find_element("id", "image").size["width"] > 1)
-            c.driver.save_screenshot(str(c.shots / f"newuser-lx-phone-{name}.png"))
+            c.save_view(f"newuser-lx-phone-{name}")
             c.check()
             wide = c.driver.execute_script(
                 "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
