@@ -208,16 +208,25 @@ def is_mount_daemon(pid: int, mountpoint: str) -> bool:
     return any(canonical(os.path.join(cwd, a.rstrip("/"))) == target for a in named)
 
 
-def _fstype(mountpoint: str) -> str | None:
-    """The file-system type of what is mounted exactly at ``mountpoint`` (None: nothing is)."""
+def visible_mount(mountpoint: str) -> tuple[str, str] | None:
+    """The file-system type and the source (a FUSE mount's ``fsname``: ``datahub:<specs>`` for a
+    version mount) of what is mounted exactly at ``mountpoint``, or None: nothing is. Why: a
+    caller about to unmount a mount point it did not mount names what is there when it refuses."""
     target = canonical(mountpoint)
     found = None
     with open("/proc/self/mountinfo") as fh:
         for line in fh:
             fields = line.split()
             if _unescape(fields[4]) == target:
-                found = fields[fields.index("-") + 1]  # the last one mounted there is the visible one
+                at = fields.index("-")  # the last one mounted there is the visible one
+                found = (fields[at + 1], _unescape(fields[at + 2]))
     return found
+
+
+def _fstype(mountpoint: str) -> str | None:
+    """The file-system type of what is mounted exactly at ``mountpoint`` (None: nothing is)."""
+    found = visible_mount(mountpoint)
+    return found[0] if found is not None else None
 
 
 def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:

@@ -1,7 +1,8 @@
 """The ``make run`` step of the FUSE adapter: mount the sample version and read an epoch over it.
 
 It mounts ``sample@latest`` read-only (a background daemon, unmounted when the demo
-stops) and runs a torch DataLoader epoch over the mounted files twice (Pillow decode
+stops; noted in ``<home>/demo.mount``, so that a killed demo's daemon is the one mount the
+next demo unmounts at ``<home>/mnt``: any other there stays, and the step is skipped) and runs a torch DataLoader epoch over the mounted files twice (Pillow decode
 through ``datahub.torch.image_loader``, the loader docs/torch.md shows; two worker
 processes), then once over the sample's own files on local disk. It prints images/s for
 each and the ratio: a lone figure would leave a new user guessing whether it is good.
@@ -10,6 +11,7 @@ torch and Pillow are imported only in a child process that runs the epochs.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,14 +36,18 @@ def mount_and_epoch(demo) -> None:  # demo: datahub.demo.Demo
         return
     mnt = demo.config.home_path / "mnt"
     mnt.mkdir(parents=True, exist_ok=True)
-    subprocess.run(_cli(demo, "umount", str(mnt)), capture_output=True)  # a leftover from a killed demo
+    refused = clear_leftover(demo, mnt)
+    if refused:
+        demo.say(f"[mount] skipped: {refused}")
+        return
     proc = subprocess.run(
         _cli(demo, "mount", str(mnt), f"{DATASET}@latest", "--background"), capture_output=True, text=True
     )
     if proc.returncode != 0:
         demo.say(f"[mount] could not mount {DATASET}: {proc.stderr.strip()}")
         return
-    demo.cleanup.callback(lambda: subprocess.run(_cli(demo, "umount", str(mnt)), capture_output=True))
+    demo.cleanup.callback(lambda: _unmount_own(demo, mnt))
+    remember_mount(demo.config.home_path, mnt)
     root = mnt / DATASET / "latest"
     demo.say(f"[mount] {DATASET}@latest mounted read-only at {mnt} ({os.readlink(root)})")
     dirs = {"epoch 1 over the mount": root, "epoch 2 over the mount": root}
@@ -63,6 +69,80 @@ def mount_and_epoch(demo) -> None:  # demo: datahub.demo.Demo
                 + busy_note()
             )
     demo.notes += [f"Mounted: ls {root}   (unmounted when the demo stops; by hand: {demo.cli} umount {mnt})"]
+
+
+DEMO_MOUNT = (
+    "demo.mount"  # under the home: the mount daemon a demo started there ({"mountpoint", "pid", "source"})
+)
+
+
+def remember_mount(home: Path, mnt: Path) -> None:
+    """Note the daemon this demo mounted ``mnt`` with, so that a later demo knows a mount it
+    finds there for this one's leftover (a killed demo leaves its daemon running: a session of
+    its own) and nobody else's."""
+    from fuse_adapter import daemon
+
+    record = daemon.read_record(home, str(mnt))
+    if record is None:
+        return
+    noted = {"mountpoint": daemon.canonical(str(mnt)), "pid": record.pid, "source": record.source}
+    tmp = home / f".{DEMO_MOUNT}.tmp"
+    tmp.write_text(json.dumps(noted) + "\n")
+    os.replace(tmp, home / DEMO_MOUNT)
+
+
+def _unmount_own(demo, mnt: Path) -> None:  # demo: datahub.demo.Demo
+    subprocess.run(_cli(demo, "umount", str(mnt)), capture_output=True)
+    (demo.config.home_path / DEMO_MOUNT).unlink(missing_ok=True)
+
+
+def demo_leftover(home: Path, mnt: Path) -> bool:
+    """True if what is mounted at ``mnt`` is the daemon a demo of ``home`` started (alive, or
+    dead and its mount stale): its mount record in ``home`` is the one the demo noted, and the
+    mount there is a datahub version mount."""
+    from fuse_adapter import daemon
+
+    try:
+        noted = json.loads((home / DEMO_MOUNT).read_text())
+    except (OSError, ValueError):
+        return False
+    record = daemon.read_record(home, str(mnt))
+    visible = daemon.visible_mount(str(mnt))
+    return (
+        isinstance(noted, dict)
+        and record is not None
+        and visible is not None
+        and noted.get("mountpoint") == daemon.canonical(str(mnt))
+        and noted.get("pid") == record.pid
+        and noted.get("source") == record.source
+        and visible[0].startswith("fuse")
+        and visible[1].startswith("datahub:")
+    )
+
+
+def clear_leftover(demo, mnt: Path) -> str | None:  # demo: datahub.demo.Demo
+    """Unmount a killed demo's leftover at ``mnt``; None when ``mnt`` is then free to mount on,
+    else why the step refuses, naming the mount and what to do.
+
+    Why: the step unmounted whatever was mounted there, a mount its user made by hand
+    included (leftovers25): only the daemon an earlier demo of this home noted is a leftover."""
+    from fuse_adapter import daemon
+
+    home = demo.config.home_path
+    if not daemon.is_mounted(str(mnt)):
+        (home / DEMO_MOUNT).unlink(missing_ok=True)  # its daemon is gone and unmounted
+        return None
+    if demo_leftover(home, mnt):
+        _unmount_own(demo, mnt)
+        if not daemon.is_mounted(str(mnt)):
+            return None
+    fstype, source = daemon.visible_mount(str(mnt)) or ("?", "?")
+    return (
+        f"{mnt} is already a mount point ({source}, type {fstype}) that no demo left there, so it stays "
+        f"mounted; if it is yours to drop, unmount it ({demo.cli} umount {mnt}, or fusermount3 -u {mnt}) "
+        "and run the demo again, or run it with another home: DATAHUB_HOME=DIR make run "
+        "(or .venv/bin/python -m datahub.demo --home DIR)"
+    )
 
 
 def busy_note(load: float | None = None, cores: int | None = None) -> str:

@@ -116,12 +116,24 @@ class LabelService:
 
     def _task_for(self, user: User, task_id: int, *, edit: bool = False) -> Task:
         task = self.store.get_task(task_id)
-        self.project_for(user, task.project_id)
+        project = self.project_for(user, task.project_id)
         if user.is_admin or task.assignee == user.id:
             return task
         if user.can_review and not edit:
             return task
-        raise AccessDenied(f"task {task_id} is assigned to someone else", task=task_id)
+        # Why it says what to do: the page said only "assigned to someone else" (leftovers25)
+        own = f"open your own tasks from the project's page (Projects, then {project.name})"
+        if task.assignee is None:
+            raise AccessDenied(
+                f"task {task_id} of {project.name} is not assigned to you: {own} and press "
+                '"Take next task" there, or ask an admin to assign it to you',
+                task=task_id,
+            )
+        raise AccessDenied(
+            f"task {task_id} of {project.name} is assigned to {task.assignee_name}, and only its "
+            f"annotator (or an admin) labels it: {own}, or ask an admin to assign it to you",
+            task=task_id,
+        )
 
     def item_for(self, user: User, item_id: int, *, edit: bool = False) -> Item:
         item = self.store.get_item(item_id)

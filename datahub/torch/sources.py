@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,51 @@ class CacheSource:
         self.__init__(state["config"])
 
 
+_VERSION_ENTRY = re.compile(r"v[0-9]+")
+
+
+def _unescape(field: str) -> str:
+    """/proc/self/mountinfo escapes space, tab, newline and backslash as octal."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _bound_version(mount: Path, root: Path) -> tuple[Path, tuple[str, ...], dict[str, Any]] | None:
+    """``_mount_info`` of a bind mount of a directory inside a datahub version mount: the
+    version from the bind's root in that file system (``/<dataset>/v<seq>[/...]``, which
+    /proc/self/mountinfo gives), None for anything else.
+
+    Why: a CSI dataset volume is such a bind (of ``MOUNT/<dataset>/v<seq>[/<prefix>]``): the
+    pod sees no ``.datahub``, and its volume passed as a plain directory, for any version and
+    below a version's directory (leftovers25). ``info["top"]`` is the version's directory when
+    the bind shows it whole, "" when it shows only a directory below it; ``info["bound"]`` the
+    bind's root."""
+    found = None
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                fields = line.split()
+                if _unescape(fields[4]) == str(mount):
+                    found = fields  # the last one mounted there is the visible one
+    except OSError:
+        return None
+    if found is None:
+        return None
+    at = found.index("-")
+    fstype, source, bound = found[at + 1], _unescape(found[at + 2]), _unescape(found[3])
+    above = Path(bound).parts[1:]
+    if fstype != "fuse.datahub" or not source.startswith("datahub:") or "://" in source:
+        return None  # not a version mount (a bucket's or a workspace's)
+    if len(above) < 2 or not _VERSION_ENTRY.fullmatch(above[1]):
+        return None
+    info = {
+        "versions": [f"{above[0]}@{above[1]}"],
+        "source": source.removeprefix("datahub:"),
+        "bound": bound,
+        "top": str(mount) if len(above) == 2 else "",
+    }
+    return mount, (*above, *root.relative_to(mount).parts), info
+
+
 class MountSource:
     """Read records as files under a mounted version (``datahub mount``) or any directory."""
 
@@ -105,6 +151,22 @@ class MountSource:
             )
         if shown is not None:
             top = self._version_top(self.root)
+            found = self._mount_info(self.root)
+            bound = found[2].get("bound") if found is not None else None
+            if top is None and bound:
+                # Why: a bind of MOUNT/ds/v7/<prefix> (a CSI volume with a prefix) shows no
+                # .datahub and no version directory; record ``<prefix>/x`` was read as
+                # ``<root>/<prefix>/x``, another key's file or none (leftovers25)
+                raise InvalidInput(
+                    f"{self.root} shows only the keys below {bound.split('/', 3)[3]!r} of {shown} (a bind "
+                    f"of the datahub mount's {bound}, as a CSI volume published with a prefix is): "
+                    "MountSource reads each record's key from the version's own directory, and from "
+                    "below it a record read another key's file: publish the volume without a prefix "
+                    "and give from_catalog's prefix= for the keys below, or read through the cache "
+                    "(CacheSource)",
+                    dataset=dataset,
+                    version=seq,
+                )
             if top is not None and top != self.root.resolve():
                 # Why: record ``k`` is read as ``<root>/k``; below the version's directory
                 # (MOUNT/ds/v7/a) record ``a/x`` read the file of the key ``a/a/x`` (review25)
@@ -127,6 +189,8 @@ class MountSource:
         if found is None:
             return None
         mount, parts, info = found
+        if "top" in info:  # a bind of part of a version mount: its version's directory, if it shows it
+            return Path(info["top"]) if info["top"] else None
         if len(parts) >= 2 and f"{parts[0]}@{parts[1]}" in info["versions"]:
             return mount / parts[0] / parts[1]
         return mount
@@ -139,7 +203,8 @@ class MountSource:
         try:
             info = json.loads(read_file(mount / MOUNT_INFO)) if mount else None
         except (OSError, ValueError):
-            return None  # not a datahub mount
+            # not a datahub mount's root: perhaps a bind of a directory inside one
+            return _bound_version(mount, root) if mount else None
         if not isinstance(info, dict) or not isinstance(info.get("versions"), list):
             return None
         return mount, root.relative_to(mount).parts, info  # type: ignore[return-value,arg-type]

@@ -35,7 +35,10 @@ async function refresh() {
     label: new Date(h.hour * 1000).toISOString().slice(11, 16), value: h.items })));
   const sg = Object.entries(s.suggestions);
   const sBox = document.getElementById("suggestions");
-  if (!sg.length) sBox.replaceChildren(el("p.muted", {}, "No suggestions used yet. Import predictions or run ", el("code", {}, `${BOOT.cli || "datahub"} labelx preannotate ${P.name} --predictions preds.jsonl`), " (or --model)."));
+  // the command is an admin's (it needs the catalog and labelx.db): an annotator is told who runs it
+  if (!sg.length) sBox.replaceChildren(BOOT.user.role === "admin"
+    ? el("p.muted", {}, "No suggestions used yet. Import predictions or run ", el("code", {}, `${BOOT.cli || "datahub"} labelx preannotate ${P.name} --predictions preds.jsonl`), " (or --model).")
+    : el("p.muted", {}, "No suggestions used yet: an admin attaches a model's predictions to this project (labelx preannotate), and then they show here."));
   else stackedBars(sBox, sg.map(([cls, v]) => ({ label: `${cls} (${Math.round(100 * v.rate)}%)`, parts: v })),
     [{ key: "accepted", color: "#2b8a3e", label: "accepted as is" }, { key: "corrected", color: "#f08c00", label: "corrected" }]);
   document.getElementById("exports").replaceChildren(s.exports.length
