@@ -16,8 +16,9 @@ import pytest
 
 from datahub.catalog import Put, Record, open_catalog
 from datahub.fs import DatahubFileSystem
+from datahub.storage import StoreRegistry
 from datahub.storage.local import LocalStore
-from tests.cache.conftest import put_objects, source, stores, with_cache  # noqa: F401 (fixtures)
+from tests.cache.conftest import put_objects, with_cache
 from tests.cache.test_fork25 import holders
 
 torch = pytest.importorskip("torch")
@@ -27,14 +28,19 @@ N = 8
 
 
 @pytest.fixture
-def version(config, source):
-    """``ds`` v1: N files of 1-4 pages; the config reads with 1 KiB pages."""
-    objects = put_objects(source, [700 + 500 * i for i in range(N)])
+def version(config, tmp_path):
+    """``ds`` v1: N files of 1-4 pages in a local directory store; 1 KiB cache pages."""
+    registry = StoreRegistry(config)
+    (tmp_path / "origin").mkdir()
+    objects = put_objects(registry.store((tmp_path / "origin").as_uri()), [700 + 500 * i for i in range(N)])
+    registry.close()
     catalog = open_catalog(config.resolved_catalog_url)
     try:
         catalog.create_dataset("ds")
         keys = [f"f{i}" for i in range(N)]
-        puts = [Put(Record(k, ref.url, ref.etag, ref.size)) for k, (ref, _) in zip(keys, objects, strict=True)]
+        puts = [
+            Put(Record(k, ref.url, ref.etag, ref.size)) for k, (ref, _) in zip(keys, objects, strict=True)
+        ]
         catalog.commit("ds", puts, message="files")
     finally:
         catalog.close()
