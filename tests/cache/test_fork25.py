@@ -169,3 +169,73 @@ def test_a_forked_child_never_fills_a_direct_write_buffer_of_its_parent() -> Non
     assert in_child(child) == 0
     again = pool.take(size)
     assert again[:size] == b"P" * size, "the child's bytes are in the parent's buffer"
+
+
+def _open_index(tmp_path) -> bool:
+    from datahub.cache.index import open_index
+
+    open_index(tmp_path / "index").close()
+    return True
+
+
+def _scheduler(tmp_path) -> bool:
+    from datahub.cache.scheduler import process_scheduler
+
+    return process_scheduler() is not None
+
+
+def _direct_buffer(tmp_path) -> bool:
+    from datahub.cache.directio import _buffers
+
+    _buffers.give(_buffers.take(4096))
+    return True
+
+
+def _shard(tmp_path) -> bool:
+    from datahub.errors import StorageError
+    from datahub.pack.shard import _ENVIRONMENTS
+
+    try:
+        _ENVIRONMENTS.acquire(tmp_path / "no-such-shard")
+    except StorageError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "lock, use",
+    [
+        ("datahub.cache.index:_OPEN_LOCK", _open_index),
+        ("datahub.cache.scheduler:_PROCESS_LOCK", _scheduler),
+        ("datahub.cache.directio:_buffers._lock", _direct_buffer),
+        ("datahub.pack.shard:_ENVIRONMENTS._lock", _shard),
+    ],
+)
+def test_a_process_lock_held_by_a_parent_thread_at_the_fork_does_not_hang_the_child(
+    tmp_path, lock, use
+) -> None:
+    """A process-wide lock another thread of the parent holds at the fork (opening an index,
+    the scheduler, a shard; taking a buffer) is held forever in the child, where that thread
+    does not exist: each is replaced in the child (``os.register_at_fork``)."""
+    import importlib
+
+    module, _, path = lock.partition(":")
+    target = importlib.import_module(module)
+    for name in path.split("."):
+        target = getattr(target, name)
+    held, done = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with target:
+            held.set()
+            done.wait(60)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(60)
+        outcome = in_child(lambda: use(tmp_path), timeout=30)
+    finally:
+        done.set()
+        thread.join(60)
+    assert outcome == 0, f"child: {outcome}"
