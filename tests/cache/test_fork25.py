@@ -239,3 +239,26 @@ def test_a_process_lock_held_by_a_parent_thread_at_the_fork_does_not_hang_the_ch
         done.set()
         thread.join(60)
     assert outcome == 0, f"child: {outcome}"
+
+
+def test_a_forked_child_closing_an_inherited_cache_leaves_its_parents_claim(make_cache, source) -> None:
+    """Code that holds a ``TieredCache`` itself (``open_cache``) and closes it in a forked
+    child: the index's last close there lets the handle go without unregistering the parent."""
+    cache = make_cache()
+    (ref, data), *_ = put_objects(source, [3000])
+    assert cache.read(ref) == data
+    index = next(t for t in cache.tiers if t.name == "disk").index
+
+    def registered() -> set[int]:
+        with index._env.begin(db=index._meta) as txn:
+            return {int(k[len(_HOLDER) :]) for k, _ in txn.cursor() if k.startswith(_HOLDER)}
+
+    assert os.getpid() in registered()
+
+    def child() -> bool:
+        cache.close()
+        return True
+
+    assert in_child(child) == 0
+    assert os.getpid() in registered()
+    assert cache.read(ref) == data
