@@ -262,3 +262,28 @@ def test_a_forked_child_closing_an_inherited_cache_leaves_its_parents_claim(make
     assert in_child(child) == 0
     assert os.getpid() in registered()
     assert cache.read(ref) == data
+
+
+def test_a_forked_child_closing_an_inherited_cache_leaves_its_parents_fetch_workers(config, stores) -> None:
+    """``close()`` of a cache a forked child inherited stopped the PARENT's fetch worker
+    processes (SIGTERM by pid) and flushed the parent's pending index entries from the
+    child: a child closes only a cache it opened."""
+    from datahub.cache import open_cache
+
+    cache = open_cache(
+        with_cache(config, page_size=1024, ram_bytes=64 * 1024, disk_bytes=1024**2, fetch_workers=1),
+        stores,
+        fetch_workers=True,
+    )
+    try:
+        workers = list(cache.fetch_workers._workers)
+        assert workers and all(w.proc.poll() is None for w in workers)
+
+        def child() -> bool:
+            cache.close()
+            return True
+
+        assert in_child(child) == 0
+        assert all(w.proc.poll() is None for w in workers), "the child stopped the parent's fetch workers"
+    finally:
+        cache.close()
