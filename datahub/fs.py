@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import functools
 import logging
+import os
 import weakref
 from pathlib import Path
 
@@ -39,6 +40,8 @@ from datahub.validation import check_key, check_name, check_prefix
 
 log = logging.getLogger(__name__)
 
+#: services a forked child inherited from its parent's file systems (``_after_fork``)
+_INHERITED: list[object] = []
 _SKIP_SUBTREE = "\U0010ffff"  # sorts after every key below a directory: jump past it
 _LIST_BATCH = 1000
 
@@ -63,10 +66,32 @@ class DatahubFileSystem(AbstractFileSystem):
         self.config = config
         self._catalog = self._stores = self._cache = None
         self._at_exit = None
+        self._pid = os.getpid()  # the process whose services these are (see _after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child (a torch DataLoader worker), leave the parent's services alone.
+
+        Why: the child used the parent's cache as its own. Its ``close()`` (or its exit hook)
+        unregistered the parent's claim on the disk index, so after the parent was killed the
+        next process trusted an index missing the parent's pages (the disk budget drifted); and
+        a read of a page the parent was fetching at the fork waited for a thread that does not
+        exist in the child. The child opens its own cache, stores and catalog on first use; the
+        inherited ones are kept referenced, never closed or collected: their file descriptors
+        and locks are the parent's (closing an SQLite or LMDB file in a process drops that
+        process's POSIX locks on it, the child's own included)."""
+        if self._pid == os.getpid():
+            return
+        if self._at_exit is not None:
+            atexit.unregister(self._at_exit)
+            self._at_exit = None
+        _INHERITED.extend(s for s in (self._cache, self._stores, self._catalog) if s is not None)
+        self._catalog = self._stores = self._cache = None
+        self._pid = os.getpid()
 
     # --- services, opened on first use --------------------------------------------------------
     @property
     def catalog(self):
+        self._after_fork()
         if self._catalog is None:
             from datahub.catalog import open_catalog
 
@@ -89,6 +114,7 @@ class DatahubFileSystem(AbstractFileSystem):
 
     @property
     def cache(self):
+        self._after_fork()
         if self._cache is None:
             from datahub.cache import open_cache
             from datahub.storage import StoreRegistry
@@ -107,7 +133,9 @@ class DatahubFileSystem(AbstractFileSystem):
         """Close the cache, stores and catalog (fsspec keeps instances; tests and servers call this).
 
         Also run at interpreter exit for an instance whose cache was opened (see ``cache``).
+        In a forked child it closes only what the child opened (``_after_fork``).
         """
+        self._after_fork()
         if self._at_exit is not None:
             atexit.unregister(self._at_exit)
             self._at_exit = None

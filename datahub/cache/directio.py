@@ -40,7 +40,10 @@ class AlignedBuffers:
             for i, buf in enumerate(self._idle):
                 if len(buf) >= size:
                     return self._idle.pop(i)
-        return mmap.mmap(-1, _round_up(size, 1 << 20))
+        # MAP_PRIVATE: Python's default for an anonymous map is MAP_SHARED, which a forked
+        # child (a DataLoader worker) shares with its parent: both took the same pooled buffer
+        # and filled it at once, and a page file got the other process's bytes
+        return mmap.mmap(-1, _round_up(size, 1 << 20), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
     def give(self, buf: mmap.mmap) -> None:
         with self._lock:
@@ -49,8 +52,15 @@ class AlignedBuffers:
                 return
         buf.close()
 
+    def after_fork_in_child(self) -> None:
+        """A forked child starts with an empty pool and a fresh lock (a parent thread may have
+        held it at the fork); the inherited buffers are the parent's to reuse."""
+        self._idle = []
+        self._lock = threading.Lock()
+
 
 _buffers = AlignedBuffers()
+os.register_at_fork(after_in_child=_buffers.after_fork_in_child)
 
 
 def _round_up(n: int, to: int) -> int:

@@ -46,9 +46,23 @@ def open_index(path: Path) -> PageIndex:
     with _OPEN_LOCK:
         index = _OPEN.get(key)
         if index is None:
+            for stale in [k for k in _OPEN if k.partition(":")[2] == key.partition(":")[2]]:
+                _OPEN.pop(stale)._drop_inherited()  # inherited through fork: lmdb opens a path once
             index = _OPEN[key] = PageIndex(path)
         index._refs += 1
         return index
+
+
+def _after_fork_in_child() -> None:
+    """A fresh lock for the child: a parent thread may have held ``_OPEN_LOCK`` at the fork.
+
+    The parent's open indexes stay in ``_OPEN`` (under the parent's pid) until the child opens
+    the same path; the child never unregisters the parent's claim (``PageIndex.close``)."""
+    global _OPEN_LOCK
+    _OPEN_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class PageIndex:
@@ -87,7 +101,18 @@ class PageIndex:
         return not dead
 
     def close(self) -> None:
-        """Release one open; the last one unregisters this process and closes LMDB."""
+        """Release one open; the last one unregisters this process and closes LMDB.
+
+        In a forked child, the parent's index (inherited) is only let go: the claim is the
+        parent's, who still reads and writes under it. Why: a child (a DataLoader worker)
+        closing an inherited cache deleted the parent's holder entry, so after the parent was
+        killed the next process trusted an index that missed the parent's last pages."""
+        if self._pid != os.getpid():
+            with _OPEN_LOCK:
+                if _OPEN.get(self._key) is self:
+                    del _OPEN[self._key]
+            self._drop_inherited()
+            return
         with _OPEN_LOCK:
             self._refs -= 1
             if self._refs > 0:
@@ -96,6 +121,16 @@ class PageIndex:
         if self._attached:
             with self._env.begin(write=True, db=self._meta) as txn:
                 txn.delete(_HOLDER + str(self._pid).encode())
+        self._env.close()
+
+    def _drop_inherited(self) -> None:
+        """Close a forked child's copy of the parent's LMDB handle, leaving the index's
+        holders (the parent's claim) as they are. Closing it is what lets the child open
+        the path itself (lmdb refuses a second handle in one process); it touches only the
+        child's mapping and file descriptors, which hold no locks in the child."""
+        if self._pid == os.getpid():  # the opener's own handle: only ``close`` releases it
+            return
+        self._attached = False
         self._env.close()
 
     # --- pages -----------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import threading
 import time
 from collections import deque
@@ -430,3 +431,16 @@ def process_scheduler(
         if _PROCESS is None:
             _PROCESS = OriginScheduler(initial, maximum=maximum, max_bytes=max_bytes)
         return _PROCESS
+
+
+def _after_fork_in_child() -> None:
+    """A forked child (a DataLoader worker) starts with no scheduler and a fresh lock.
+
+    Why: the inherited scheduler counts the parent's requests in flight at the fork (their
+    threads do not exist in the child, so their slots are never given back) and its locks
+    may have been held by a parent thread; the child's own cache would wait on them."""
+    global _PROCESS, _PROCESS_LOCK
+    _PROCESS, _PROCESS_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

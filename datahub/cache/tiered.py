@@ -103,6 +103,7 @@ class TieredCache:
         self._closed = threading.Event()
         self._wake = threading.Event()
         self._maintainer: threading.Thread | None = None  # started by start()
+        self._pid = os.getpid()  # the process whose cache this is (close)
 
     def start(self, prefetcher: Prefetcher, hints: HintAhead, *, maintain_interval: float) -> TieredCache:
         """Connect the parts built around this cache, load the pins, start the maintainer."""
@@ -510,9 +511,16 @@ class TieredCache:
         }
 
     def close(self) -> None:
+        """Stop the background work, then close the fetch workers and the tiers.
+
+        In a forked child (a DataLoader worker) it only marks this copy closed. Why: the
+        parts are the parent's: closing them stopped the parent's fetch worker processes (by
+        pid), unregistered its claim on the disk index and waited on its threads' locks."""
         if self._closed.is_set():
             return
         self._closed.set()
+        if self._pid != os.getpid():
+            return
         self._wake.set()
         if self._maintainer is not None:
             self._maintainer.join(timeout=10)

@@ -123,8 +123,15 @@ class _OpenEnvironments:
                 del self._envs[key]
                 entry[0].close()
 
+    def after_fork_in_child(self) -> None:
+        """A fresh lock in a forked child (a DataLoader worker): a parent thread opening a
+        shard at the fork held it, and the child's first ``acquire`` waited forever. The
+        inherited handles stay listed; ``acquire`` closes them when the child opens the file."""
+        self._lock = threading.Lock()
+
 
 _ENVIRONMENTS = _OpenEnvironments()
+os.register_at_fork(after_in_child=_ENVIRONMENTS.after_fork_in_child)
 
 
 class ShardReader:
