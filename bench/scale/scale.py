@@ -281,7 +281,7 @@ def pages(
     from browser import Server  # bench/web/browser.py: a uvicorn server on loopback
 
     from datahub.api.routes.diff import diff_listing
-    from datahub.api.routes.pagination import encode_cursor
+    from datahub.api.routes.pagination import at_version, encode_cursor
     from datahub.cli.serve_cmd import build_app
     from datahub.config import load_config
     from datahub.storage import StoreRegistry
@@ -294,7 +294,9 @@ def pages(
     urls: dict[str, dict[str, str]] = {}
     for name, n in datasets:
         middle = encode_cursor(key_of(n // 2))  # the browser's pages: a position, no listing
-        api_middle = encode_cursor(key_of(n // 2), diff_listing(name, "1", "2", ""))  # the API's: its diff
+        api_middle = encode_cursor(  # the API's: its diff, the position in both its versions
+            at_version(1, at_version(2, key_of(n // 2))), diff_listing(name, "1", "2", "")
+        )
         folder = key_of(n // 2).rsplit("/", 1)[0] + "/"
         urls[name] = {
             "browser: version root": f"/datasets/{name}/versions/1",
