@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +21,9 @@ from datahub.cache import TieredCache, assemble_cache, open_cache
 from datahub.config import Config
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectInfo, ObjectRef, ObjectStore
+
+if TYPE_CHECKING:
+    from datahub.fs import DatahubFileSystem
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
@@ -46,6 +50,30 @@ def put_objects(
         store.put(key, data)
         out.append((store.ref(key), data))
     return out
+
+
+def dataset_fs(
+    config: Config, source: ObjectStore, files: dict[str, int], message: str
+) -> Iterator[DatahubFileSystem]:
+    """A ``datahub://`` filesystem over dataset ``ds`` at v1 holding ``files`` (key: size) as
+    random objects of ``source``; ``.data`` maps each key to its bytes. Closed after use."""
+    from datahub.catalog import Put, Record, open_catalog
+    from datahub.fs import DatahubFileSystem
+
+    objects = put_objects(source, list(files.values()))
+    catalog = open_catalog(config.resolved_catalog_url)
+    try:
+        catalog.create_dataset("ds")
+        puts = [
+            Put(Record(k, ref.url, ref.etag, ref.size)) for k, (ref, _) in zip(files, objects, strict=True)
+        ]
+        catalog.commit("ds", puts, message=message)
+    finally:
+        catalog.close()
+    filesystem = DatahubFileSystem(with_cache(config, page_size=1024))
+    filesystem.data = {k: data for k, (_, data) in zip(files, objects, strict=True)}
+    yield filesystem
+    filesystem.close()
 
 
 @pytest.fixture

@@ -21,30 +21,16 @@ from collections.abc import Callable
 import pytest
 
 from datahub.cache.index import _HOLDER
-from datahub.catalog import Put, Record, open_catalog
 from datahub.fs import DatahubFileSystem
 from datahub.storage.local import LocalStore
-from tests.cache.conftest import put_objects, with_cache
+from tests.cache.conftest import dataset_fs, put_objects, with_cache
 
 KEYS = ["a", "b", "c"]
 
 
 @pytest.fixture
 def fs(config, source):
-    objects = put_objects(source, [3000, 5000, 700])
-    catalog = open_catalog(config.resolved_catalog_url)
-    try:
-        catalog.create_dataset("ds")
-        puts = [
-            Put(Record(k, ref.url, ref.etag, ref.size)) for k, (ref, _) in zip(KEYS, objects, strict=True)
-        ]
-        catalog.commit("ds", puts, message="three files")
-    finally:
-        catalog.close()
-    filesystem = DatahubFileSystem(with_cache(config, page_size=1024))
-    filesystem.data = {k: data for k, (_, data) in zip(KEYS, objects, strict=True)}
-    yield filesystem
-    filesystem.close()
+    yield from dataset_fs(config, source, dict(zip(KEYS, [3000, 5000, 700], strict=True)), "three files")
 
 
 def holders(fs: DatahubFileSystem) -> set[int]:

@@ -6,29 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from datahub.catalog import Put, Record, open_catalog
-from datahub.fs import DatahubFileSystem
-from tests.cache.conftest import put_objects, with_cache
+from tests.cache.conftest import dataset_fs
 
 KEYS = ["x", "x.txt", "x/y", "x/z/w", "z"]
 
 
 @pytest.fixture
 def fs(config, source):
-    objects = put_objects(source, [6, 3, 12, 4, 1])
-    catalog = open_catalog(config.resolved_catalog_url)
-    try:
-        catalog.create_dataset("ds")
-        puts = [
-            Put(Record(k, ref.url, ref.etag, ref.size)) for k, (ref, _) in zip(KEYS, objects, strict=True)
-        ]
-        catalog.commit("ds", puts, message="x and x/y")
-    finally:
-        catalog.close()
-    filesystem = DatahubFileSystem(with_cache(config, page_size=1024))
-    filesystem.data = {k: data for k, (_, data) in zip(KEYS, objects, strict=True)}
-    yield filesystem
-    filesystem.close()
+    yield from dataset_fs(config, source, dict(zip(KEYS, [6, 3, 12, 4, 1], strict=True)), "x and x/y")
 
 
 def test_the_directory_wins_over_the_file_of_its_name(fs, tmp_path) -> None:
