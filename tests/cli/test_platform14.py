@@ -46,8 +46,20 @@ def test_serve_with_a_bad_commit_sources_setting_stops_before_it_says_it_serves(
     ``--workers 2`` each worker died and was started again until the supervisor gave up; and
     every attempt left the disk cache it had opened unclosed, so the next start rebuilt its
     index as after a crash."""
+    proc = _serve_with_api_setting(tmp_path, 'commit_sources = "s3://team-bucket/raw"', workers)
+    err = proc.stderr
+    assert proc.returncode != 0, err
+    assert "setting api.commit_sources" in err and "'s3://team-bucket/raw'" in err and "ending in /" in err, (
+        err
+    )
+    assert "datahub API on" not in err and "worker" not in err and "Traceback" not in err, err
+    assert not (tmp_path / "var" / "cache").exists(), err  # nothing opened
+
+
+def _serve_with_api_setting(tmp_path: Path, setting: str, workers: str) -> subprocess.CompletedProcess:
+    """``datahub serve --auth`` with one ``[api]`` setting line, as a user starts it (no DATAHUB_ env)."""
     config = tmp_path / "datahub.toml"
-    config.write_text(f'home = "{tmp_path / "var"}"\n[api]\ncommit_sources = "s3://team-bucket/raw"\n')
+    config.write_text(f'home = "{tmp_path / "var"}"\n[api]\n{setting}\n')
     datahub = str(Path(sys.executable).with_name("datahub"))
     argv = [
         datahub,
@@ -62,40 +74,15 @@ def test_serve_with_a_bad_commit_sources_setting_stops_before_it_says_it_serves(
         workers,
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
-    proc = subprocess.run(
+    return subprocess.run(
         argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )  # a hang guard
-    err = proc.stderr
-    assert proc.returncode != 0, err
-    assert "setting api.commit_sources" in err and "'s3://team-bucket/raw'" in err and "ending in /" in err, (
-        err
-    )
-    assert "datahub API on" not in err and "worker" not in err and "Traceback" not in err, err
-    assert not (tmp_path / "var" / "cache").exists(), err  # nothing opened
 
 
 def test_serve_with_a_bad_metrics_principals_setting_stops_before_it_says_it_serves(tmp_path: Path) -> None:
     """sec25: ``api.metrics_principals`` is checked where ``api.commit_sources`` is, before the
     server binds or says it serves (not by each worker building its app)."""
-    config = tmp_path / "datahub.toml"
-    config.write_text(f'home = "{tmp_path / "var"}"\n[api]\nmetrics_principals = "prometheus bad/name"\n')
-    datahub = str(Path(sys.executable).with_name("datahub"))
-    argv = [
-        datahub,
-        "--config",
-        str(config),
-        "serve",
-        "--auth",
-        "--no-labelx",
-        "--port",
-        "0",
-        "--workers",
-        "2",
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
-    proc = subprocess.run(
-        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )  # a hang guard
+    proc = _serve_with_api_setting(tmp_path, 'metrics_principals = "prometheus bad/name"', "2")
     err = proc.stderr
     assert proc.returncode != 0, err
     assert "setting api.metrics_principals: invalid principal 'bad/name'" in err, err
