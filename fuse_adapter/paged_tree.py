@@ -49,6 +49,10 @@ MAX_DIRS = 1 << 29  # directory inodes stay below this: file inodes stay below 2
 MAX_CHILDREN = (1 << DIR_SHIFT) - 1
 PAGE_BUDGET = 64 * 1024**2  # bytes of directory pages a mount keeps (docs/fuse.md)
 READDIR_CHUNK = 1024  # entries handed to one readdir call (the kernel asks again for the rest)
+#: seconds either side of the epoch a record's mtime may be to show as a file's: a file time is
+#: 64-bit nanoseconds (about 1677-2262). Beyond it (a value in milliseconds, say) a file shows
+#: the version's time: converted, it failed the whole directory's listing (EIO for every file)
+MTIME_MAX = 9.2e9
 _ENTRY_OVERHEAD = 120  # bytes per entry beyond its strings: list slot, str header, arrays, ends
 
 #: ``fetch(version, prefix)``: one directory level of a version in key order
@@ -328,8 +332,11 @@ class PagedTree:
         default = version.mtime_ns
         if mtimes.count(None) == n:
             times = array("q", [default]) * n
-        else:
-            times = array("q", [default if m is None else int(m * 1e9) for m in mtimes])
+        else:  # a time no file can show in ns (e.g. milliseconds) is the version's, like none
+            times = array(
+                "q",
+                [default if m is None or not -MTIME_MAX < m < MTIME_MAX else int(m * 1e9) for m in mtimes],
+            )
         return _Page(sort_keys, bytes(kinds), array("q", sizes), times, inos, urls, etags)
 
     def _subdir(self, version: PagedVersion, prefix: str) -> int:

@@ -276,3 +276,49 @@ def test_every_directory_of_a_mounted_version_lists_its_records(
                         assert (root / key).is_dir(), key
                     else:
                         assert (root / key).stat().st_size == size, key
+
+
+#: record mtimes (meta["mtime"], seconds) no file system time can hold in nanoseconds: in
+#: milliseconds (JavaScript's Date.now()), before 1677 or after 2262, past a 64-bit integer
+OUT_OF_RANGE_MTIMES = {
+    "ms.jpg": 1_733_000_000_000,
+    "past.jpg": -1e10,
+    "future.jpg": 9.3e9,
+    "huge.jpg": 10**30,
+}
+
+
+@pytest.mark.parametrize("where", ["embedded", "remote"])
+def test_a_record_mtime_out_of_range_leaves_its_directory_listable(env: FuseEnv, where: str) -> None:
+    """One record whose ``meta["mtime"]`` does not fit a file time in nanoseconds (a value in
+    milliseconds, say) made its whole directory EIO in every version mount: each listing of
+    it failed converting that mtime ("int too big to convert"), so no file beside it could be
+    listed, looked up or read, and retrying changed nothing (the version is immutable). Such a
+    file shows the version's time, as a record without an mtime does."""
+    objects = {"ok.jpg": b"listed beside the odd mtimes\n", **{k: k.encode() for k in OUT_OF_RANGE_MTIMES}}
+    with StoreRegistry(env.config) as stores:
+        store = stores.store(f"s3://{env.bucket}/mtimes")
+        changes = []
+        for key, data in objects.items():
+            info = store.put(key, data)
+            mtime = OUT_OF_RANGE_MTIMES.get(key, 1_600_000_000.5)
+            changes.append(
+                Put(Record(f"d/{key}", store.url_for(key), info.etag, len(data), meta={"mtime": mtime}))
+            )
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        catalog.create_dataset("mtimes")
+        version = catalog.commit("mtimes", changes)
+    finally:
+        catalog.close()
+    mnt = env.mountpoint("mtimes")
+    with contextlib.ExitStack() as stack:
+        menv = stack.enter_context(_remote(env)) if where == "remote" else env
+        stack.enter_context(menv.mounted(mnt, "mtimes@v1", "--no-prefetch"))
+        d = mnt / "mtimes" / f"v{version.seq}" / "d"
+        assert sorted(os.listdir(d)) == sorted(objects)
+        for key, data in objects.items():
+            assert (d / key).read_bytes() == data, key
+        assert os.stat(d / "ok.jpg").st_mtime_ns == 1_600_000_000_500_000_000
+        for key in OUT_OF_RANGE_MTIMES:
+            assert os.stat(d / key).st_mtime_ns == int(version.created_at * 1e9), key
