@@ -38,8 +38,9 @@ from itertools import accumulate
 from operator import itemgetter
 
 from datahub.catalog.model import DirFile
-from datahub.errors import ListingUnavailable, NotFound
+from datahub.errors import InvalidKey, ListingUnavailable, NotFound
 from datahub.storage.base import ObjectRef
+from datahub.validation import check_key
 from fuse_adapter.tree import DIR, FILE, Attr, ListingTree
 
 log = logging.getLogger(__name__)
@@ -173,6 +174,20 @@ class _Page:
     def name(self, i: int) -> str:
         key = self.sort_keys[i]
         return key[:-1] if self.kinds[i] == DIR else key
+
+
+def _may_be_key(path: str) -> bool:
+    """Whether a record's key could be ``path`` or begin with ``path + "/"`` (check_key's rules).
+
+    Why: the kernel hands lookups any bytes but "/" and NUL; a name no key can hold (not
+    UTF-8, a control character, a path past MAX_KEY_BYTES) sent to the catalog as a
+    subdirectory probe was an invalid key there, and the lookup answered EIO ("unknown"),
+    where the same lookup after a listing answered ENOENT."""
+    try:
+        check_key(path)
+    except InvalidKey:
+        return False
+    return True
 
 
 class _CollectorPause:
@@ -430,6 +445,8 @@ class PagedTree:
         if parent not in self._dirs:
             return self.static.lookup(parent, name, timeout)
         page = self._page(parent, wait=False)
+        if page is None and not _may_be_key(self._dirs[parent].prefix + name):
+            return None  # no record can have it (not UTF-8, a control character, too long): absent
         if page is None and self._has_entries is not None:
             found = self._probe_subdir(parent, name)
             if found is not None:

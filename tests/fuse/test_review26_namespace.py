@@ -10,6 +10,7 @@ a READDIR page of entries and one more list whole through every buffer size.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 import unicodedata
@@ -322,3 +323,38 @@ def test_a_record_mtime_out_of_range_leaves_its_directory_listable(env: FuseEnv,
         assert os.stat(d / "ok.jpg").st_mtime_ns == 1_600_000_000_500_000_000
         for key in OUT_OF_RANGE_MTIMES:
             assert os.stat(d / key).st_mtime_ns == int(version.created_at * 1e9), key
+
+
+DEEP = "/".join(c * 250 for c in "ABCD")  # a directory 1,003 bytes deep: a name of 21 bytes more is no key
+
+
+@pytest.mark.parametrize("where", ["embedded", "remote"])
+def test_a_name_no_key_can_hold_is_absent_not_eio(env: FuseEnv, where: str) -> None:
+    """A lookup in a directory not listed yet first asks the catalog whether the name is a
+    subdirectory. A name no key can hold (not UTF-8, a control character, or one that makes
+    the path longer than a key may be) made that question an invalid key: the probe failed,
+    and the lookup answered EIO ("unknown, not absent", asked again every time), where the
+    same lookup after a listing answered ENOENT. No record can have such a name: absent."""
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        catalog.create_dataset("names")
+        keys = ["d/ok.jpg", f"{DEEP}/f"]
+        version = catalog.commit(
+            "names", [Put(Record(k, f"s3://{env.bucket}/none/{k}", "e", 1)) for k in keys]
+        )
+    finally:
+        catalog.close()
+    mnt = env.mountpoint("names")
+    with contextlib.ExitStack() as stack:
+        menv = stack.enter_context(_remote(env)) if where == "remote" else env
+        stack.enter_context(menv.mounted(mnt, "names@v1", "--no-prefetch"))
+        root = os.fsencode(mnt / "names" / f"v{version.seq}")
+        absent = [b"\xff", b"d/caf\xe9", b"d/a\nb", b"d/\x7f", os.fsencode(f"{DEEP}/{'x' * 30}")]
+        for _pass in ("before any listing", "after the listings"):
+            for name in absent:
+                with pytest.raises(OSError) as caught:
+                    os.stat(root + b"/" + name)
+                assert caught.value.errno == errno.ENOENT, (_pass, name, caught.value)
+            assert os.stat(root + b"/d/ok.jpg").st_size == 1
+            assert os.stat(root + b"/" + os.fsencode(DEEP) + b"/f").st_size == 1
+            os.listdir(root + b"/d")
