@@ -28,6 +28,7 @@ from datahub.catalog import open_catalog
 from datahub.catalog.model import Delete, Put, Record
 from datahub.storage import StoreRegistry
 from fuse_adapter.paged_tree import READDIR_CHUNK
+from tests.faults import FlakyProxy
 from tests.fuse.conftest import FuseEnv
 
 pytestmark = [pytest.mark.fuse, pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")]
@@ -126,13 +127,19 @@ def odd_version(env: FuseEnv) -> tuple[int, list[str]]:
 
 
 @contextlib.contextmanager
-def _remote(env: FuseEnv) -> Iterator[FuseEnv]:
+def _remote(env: FuseEnv, proxy: list[FlakyProxy] | None = None) -> Iterator[FuseEnv]:
+    """``env`` with its catalog served by an API server (a node that is an API client); through
+    a FlakyProxy that fails nothing, appended to ``proxy``, when given (it counts requests)."""
     env.config.api.port, env.config.api.local_mode = 0, True
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:
-        with ApiServer(create_app(env.config, catalog=catalog), env.config) as server:
+        with contextlib.ExitStack() as stack:
+            url = stack.enter_context(ApiServer(create_app(env.config, catalog=catalog), env.config)).url
+            if proxy is not None:
+                proxy.append(stack.enter_context(FlakyProxy(url)))
+                url = proxy[-1].url
             path = env.root / "remote.toml"
-            path.write_text(f'catalog_url = "{server.url}"\n' + env.config_path.read_text())
+            path.write_text(f'catalog_url = "{url}"\n' + env.config_path.read_text())
             yield FuseEnv(env.root, path, env.config, env.bucket, env.endpoint)
     finally:
         catalog.close()
@@ -169,24 +176,30 @@ def test_odd_names_list_as_the_records_and_read_their_own_bytes(
 def test_listings_stay_whole_while_other_threads_drop_their_pages(
     env: FuseEnv, odd_version: tuple[int, list[str]]
 ) -> None:
-    """One page in the cache: each READDIRPLUS of a directory may find its page dropped by
-    another reader's listing and list it again; the offsets it handed the kernel must still
-    name the same entries (a listing is the same every time), so every reader sees every
-    directory whole, each name once."""
+    """One page in the cache (through an API server, whose requests say how often a directory
+    was listed): each READDIRPLUS of a directory may find its page dropped by another reader's
+    listing and list it again; the offsets it handed the kernel must still name the same
+    entries (a listing is the same every time), so every reader sees every directory whole,
+    each name once."""
     seq, keys = odd_version
     expected = _expected(keys)
-    dirs = [d for d in expected if d.startswith(("p", "shadow"))] + [""]
+    dirs = [f"p{n}" for n in (READDIR_CHUNK - 1, READDIR_CHUNK, READDIR_CHUNK + 1, 2 * READDIR_CHUNK)]
+    dirs += ["shadow", ""]
     mnt = env.mountpoint("small")
-    with env.mounted(mnt, "odd@v1", "--no-prefetch", module="tests.fuse.small_namespace_mount"):
+    proxy: list[FlakyProxy] = []
+    with (
+        _remote(env, proxy) as menv,
+        menv.mounted(mnt, "odd@v1", "--no-prefetch", module="tests.fuse.small_namespace_mount"),
+    ):
         root = mnt / "odd" / f"v{seq}"
         failures: list[str] = []
 
         def reader(turn: int) -> None:
-            for i in range(12):
-                d = dirs[(turn * 5 + i) % len(dirs)]
+            for i in range(2 * len(dirs)):  # each directory twice, the others read in between
+                d = dirs[(turn + i) % len(dirs)]
                 fd = os.open(root / d, os.O_RDONLY | os.O_DIRECTORY)
                 try:
-                    # small getdents64 buffers: many READDIRPLUS per listing, pages dropped between
+                    # a READDIRPLUS per 4 KiB of entries: other readers drop the page between them
                     names = [e.name for e in os.scandir(fd)]
                 finally:
                     os.close(fd)
@@ -196,12 +209,16 @@ def test_listings_stay_whole_while_other_threads_drop_their_pages(
                         f"{d!r}: {len(names)} names, expected {len(expected[d])}; missing {missing}"
                     )
 
-        threads = [threading.Thread(target=reader, args=(t,)) for t in range(6)]
+        threads = [threading.Thread(target=reader, args=(t,)) for t in range(4)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         assert failures == []
+        # whole listings, not one-row probes: each directory's page was dropped between a
+        # reader's two reads of it (only one page is kept), so it was listed again
+        listed = sum("/directory" in path and "limit=1" not in path for _method, path in proxy[0].requests)
+        assert listed >= 2 * len(dirs), listed
 
 
 #: path segments chosen for their order around "/" (0x2F): below it ("!", "-", ".", " "), just
