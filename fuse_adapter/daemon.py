@@ -24,7 +24,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -32,15 +31,17 @@ from pathlib import Path
 
 from datahub.errors import Conflict, DatahubError, InvalidInput, NoSpace, StorageError, error_for_exit_code
 from datahub.procs import pid_alive
+from fuse_adapter import whose_mount
+from fuse_adapter.mount_table import (  # noqa: F401  (DEAD_DAEMON_ERRNOS: csi reads it from this module)
+    DEAD_DAEMON_ERRNOS,
+    canonical,
+    is_stale,
+    top_mount,
+)
 
 log = logging.getLogger(__name__)
 
 READY = b"ready\n"
-STALE_PROBE_SECONDS = 5.0  # a mount point that does not answer a listing by then is taken as live
-#: what a request to a FUSE mount whose daemon died fails with: ENOTCONN once the kernel has
-#: ended the connection; a request queued while it ends gets ECONNABORTED, and over io_uring
-#: one handed to a dead daemon's queue gets ECANCELED
-DEAD_DAEMON_ERRNOS = frozenset({errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED})
 
 
 @dataclass
@@ -69,16 +70,6 @@ def _private(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     if directory.stat().st_mode & 0o077:
         os.chmod(directory, 0o700)
-
-
-def canonical(mountpoint: str) -> str:
-    """Absolute path with symlinks resolved in its parents only.
-
-    Never stat the mount point itself: from inside the daemon that would be a FUSE
-    request to our own, not yet serving, file system (a deadlock).
-    """
-    path = os.path.abspath(mountpoint)
-    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
 def record_path(home: Path, mountpoint: str) -> Path:
@@ -168,19 +159,12 @@ def _take_finished(home: Path, mountpoint: str, pid: int) -> str | None:
     return data["said"]
 
 
-def _unescape(field: str) -> str:
-    """/proc/self/mountinfo escapes space, tab, newline and backslash as octal."""
-    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-
-
 def is_mounted(mountpoint: str) -> bool:
     """True if something is mounted there, even a stale FUSE mount whose daemon died.
 
     ``os.path.ismount`` cannot tell: stat() of a stale mount fails with ENOTCONN.
     """
-    target = canonical(mountpoint)
-    with open("/proc/self/mountinfo") as fh:
-        return any(_unescape(line.split()[4]) == target for line in fh)
+    return top_mount(canonical(mountpoint)) is not None
 
 
 def is_mount_daemon(pid: int, mountpoint: str) -> bool:
@@ -212,21 +196,8 @@ def visible_mount(mountpoint: str) -> tuple[str, str] | None:
     """The file-system type and the source (a FUSE mount's ``fsname``: ``datahub:<specs>`` for a
     version mount) of what is mounted exactly at ``mountpoint``, or None: nothing is. Why: a
     caller about to unmount a mount point it did not mount names what is there when it refuses."""
-    target = canonical(mountpoint)
-    found = None
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            fields = line.split()
-            if _unescape(fields[4]) == target:
-                at = fields.index("-")  # the last one mounted there is the visible one
-                found = (fields[at + 1], _unescape(fields[at + 2]))
-    return found
-
-
-def _fstype(mountpoint: str) -> str | None:
-    """The file-system type of what is mounted exactly at ``mountpoint`` (None: nothing is)."""
-    found = visible_mount(mountpoint)
-    return found[0] if found is not None else None
+    found = top_mount(canonical(mountpoint))
+    return (found.fstype, found.source) if found is not None else None
 
 
 def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
@@ -238,11 +209,13 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
     journal when opened). A live mount, ours or anyone's, is never touched: Conflict.
     """
     path = canonical(mountpoint)
-    if is_mounted(path):
+    top = top_mount(path)
+    if top is not None:
         record = read_record(home, path) if home is not None else None
         live = record is not None and is_mount_daemon(record.pid, path)
-        fstype = _fstype(path) or ""
-        if not live and fstype.startswith("fuse") and _is_stale(path):
+        # a datahub mount's only: a user's own FUSE mount whose daemon died stays theirs (gaps26)
+        ours = top.datahub and top.root == "/"
+        if not live and ours and is_stale(path):
             fusermount_detach(path, lazy=True)
             log.warning(
                 "%s was a stale mount point (its daemon%s died: ENOTCONN); detached it before mounting",
@@ -251,8 +224,13 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
             )
             if record is not None:
                 remove_record(home, path)  # type: ignore[arg-type]
-        else:
+        elif ours:
             raise Conflict(f"{mountpoint} is already a mount point: run `datahub umount {mountpoint}` first")
+        else:
+            raise Conflict(
+                f"{mountpoint} is already a mount point ({top.described()}), not a datahub mount: "
+                "mount on another directory, or unmount it with its own tool first"
+            )
     if not os.path.isdir(path):
         raise InvalidInput(f"mount point {mountpoint} is not a directory: create it first")
     if is_mounted(path):
@@ -425,6 +403,12 @@ def unmount(
     lease and find nothing to do, and cost a CSI unpublish seconds (unpublish15)."""
     path = canonical(mountpoint)
     record = read_record(home, path)
+    # only what `datahub mount` mounted: never a user's sshfs, FUSE file system or a bind (gaps26)
+    refused = whose_mount.refusal(
+        mountpoint, path, recorded=lambda point: read_record(home, point) is not None
+    )
+    if refused is not None:
+        raise refused
     if record is not None and is_mount_daemon(record.pid, path):
         _take_finished(home, path, 0)  # a word left by an earlier daemon here is not this one's
         os.kill(record.pid, signal.SIGTERM)  # the daemon flushes (rw) and unmounts itself
@@ -451,7 +435,7 @@ def unmount(
         return Unmounted(outcome + (f": {said}" if said else ""), finished=True)
     outcome = "not mounted"
     if is_mounted(path):
-        stale = _is_stale(path)
+        stale = is_stale(path)
         fusermount_detach(path, lazy=stale)
         outcome = "cleaned stale mount" if stale else "unmounted"
     finished = False
@@ -463,25 +447,3 @@ def unmount(
         remove_record(home, path)
         _take_finished(home, path, 0)  # a dead daemon's word is never trusted: recover re-checked
     return Unmounted(outcome, finished)
-
-
-def _is_stale(path: str, timeout: float = STALE_PROBE_SECONDS) -> bool:
-    """ENOTCONN from a request that must reach the daemon (stat may be answered from cache).
-
-    The probe runs in a daemon thread: a live but hung daemon would block it, and a mount
-    that does not answer in ``timeout`` is taken as live (never detached).
-    """
-    outcome: list[bool] = []
-
-    def probe() -> None:
-        try:
-            os.listdir(path)
-        except OSError as exc:
-            outcome.append(exc.errno in DEAD_DAEMON_ERRNOS)
-        else:
-            outcome.append(False)
-
-    thread = threading.Thread(target=probe, name="datahub-stale-probe", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    return bool(outcome and outcome[0])

@@ -362,6 +362,7 @@ BLOCK_TESTS = (
     ("docs/fuse.md", "## Use", "tests/test_docs_commands.py"),
     ("docs/cache.md", "## Operations", "tests/test_docs_commands.py"),
     ("docs/cli.md", "## Journal prefixes in the shared tier", "tests/cli/test_journals17.py"),
+    ("docs/cli.md", "## API tokens", "tests/cli/test_gaps26_tokens.py"),
 )
 
 

@@ -353,7 +353,7 @@ class HttpCatalogStore(CatalogStore):
     def _tokens_refused(self) -> InvalidInput:
         return InvalidInput(
             f"API tokens cannot be managed through the remote catalog {self.url}: run "
-            "'datahub token create/revoke' on the API server (against its own catalog URL)",
+            "'datahub token create/list/revoke' on the API server (against its own catalog URL)",
             url=self.url,
         )
 
@@ -449,6 +449,9 @@ class HttpCatalogStore(CatalogStore):
         raise self._tokens_refused()
 
     def delete_token(self, token_hash: str) -> None:
+        raise self._tokens_refused()
+
+    def list_tokens(self) -> list[TokenInfo]:
         raise self._tokens_refused()
 
     def close(self) -> None:

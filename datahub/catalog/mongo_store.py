@@ -434,6 +434,15 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         with self._translate("delete token"):
             self.tokens.delete_one({"_id": token_hash})
 
+    def list_tokens(self) -> list[TokenInfo]:
+        with self._translate("list tokens"):
+            docs = list(self.tokens.find({}).sort([("principal", 1), ("created_at", 1), ("_id", 1)]))
+        return [
+            TokenInfo(d["_id"], d["principal"], d["is_admin"], d["created_at"], d["description"],
+                      d.get("extra") or {})
+            for d in docs
+        ]  # fmt: skip
+
     # --- writer leases: one document per lease, changed by compare-and-swap ----------------------
     def list_leases(
         self,

@@ -637,6 +637,18 @@ class SQLiteCatalogStore(CatalogStore):
         with self._translate("delete token"), self._conn() as conn:
             conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
 
+    def list_tokens(self) -> list[TokenInfo]:
+        rows = self._query(
+            "list tokens",
+            "SELECT token_hash, principal, is_admin, created_at, description, extra FROM tokens"
+            " ORDER BY principal, created_at, token_hash",
+            (),
+        )
+        return [
+            TokenInfo(h, principal, bool(is_admin), created, description, dict(load_json(extra)))
+            for h, principal, is_admin, created, description, extra in rows
+        ]
+
     # --- writer leases ----------------------------------------------------------------------------
     def list_leases(
         self,

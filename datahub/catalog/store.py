@@ -262,6 +262,12 @@ class CatalogStore(abc.ABC):
     @abc.abstractmethod
     def delete_token(self, token_hash: str) -> None: ...
 
+    @abc.abstractmethod
+    def list_tokens(self) -> list[TokenInfo]:
+        """Every stored token, by principal, then oldest first: so an operator finds the id of a
+        token ``token create`` showed once (``datahub token list``). A token is a row per
+        issued secret (a handful per principal), so one call answers them all."""
+
     # --- writer leases (datahub.catalog.leases: the rule every store applies) ------------------
     def acquire_lease(
         self, name: str, owner: str, holder: str, ttl: float, dataset: str = "", *, bound: str | None = None

@@ -72,16 +72,10 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def _bound_version(mount: Path, root: Path) -> tuple[Path, tuple[str, ...], dict[str, Any]] | None:
-    """``_mount_info`` of a bind mount of a directory inside a datahub version mount: the
-    version from the bind's root in that file system (``/<dataset>/v<seq>[/...]``, which
-    /proc/self/mountinfo gives), None for anything else.
-
-    Why: a CSI dataset volume is such a bind (of ``MOUNT/<dataset>/v<seq>[/<prefix>]``): the
-    pod sees no ``.datahub``, and its volume passed as a plain directory, for any version and
-    below a version's directory (leftovers25). ``info["top"]`` is the version's directory when
-    the bind shows it whole, "" when it shows only a directory below it; ``info["bound"]`` the
-    bind's root."""
+def _visible_mount(mount: Path) -> tuple[str, str, str] | None:
+    """(type, source, root) of the mount visible at ``mount``, from /proc/self/mountinfo: the
+    root is the directory of the mounted file system shown there (``/``: all of it, else a bind
+    of a directory inside it)."""
     found = None
     try:
         with open("/proc/self/mountinfo") as fh:
@@ -94,19 +88,70 @@ def _bound_version(mount: Path, root: Path) -> tuple[Path, tuple[str, ...], dict
     if found is None:
         return None
     at = found.index("-")
-    fstype, source, bound = found[at + 1], _unescape(found[at + 2]), _unescape(found[3])
+    return found[at + 1], _unescape(found[at + 2]), _unescape(found[3])
+
+
+def _bound_view(
+    mount: Path, root: Path, source: str, bound: str
+) -> tuple[Path, tuple[str, ...], dict[str, Any]]:
+    """``_mount_info`` of a bind mount of a directory (``bound``) inside a datahub read-only
+    mount (``source``: its fsname): the version from the bind's root in that file system
+    (``/<dataset>/v<seq>[/...]``), or ``info["refused"]``, why no version can be read through it.
+
+    Why: a CSI dataset volume is such a bind (of ``MOUNT/<dataset>/v<seq>[/<prefix>]``): the
+    pod sees no ``.datahub``, and its volume passed as a plain directory, for any version and
+    below a version's directory (leftovers25). A bind of a bucket mount's directory passed the
+    same way (gaps26): its snapshot version is named only by the ``.datahub`` at the bucket
+    mount's root, which the bind does not show, and record ``train/x`` was read as
+    ``<bind>/train/x``, the bucket's ``<dir>/train/x``: another object or none. ``info["top"]``
+    is the version's directory when the bind shows it whole, "" when it shows only a directory
+    below it; ``info["bound"]`` the bind's root."""
     above = Path(bound).parts[1:]
-    if fstype != "fuse.datahub" or not source.startswith("datahub:") or "://" in source:
-        return None  # not a version mount (a bucket's or a workspace's)
-    if len(above) < 2 or not _VERSION_ENTRY.fullmatch(above[1]):
-        return None
-    info = {
-        "versions": [f"{above[0]}@{above[1]}"],
-        "source": source.removeprefix("datahub:"),
-        "bound": bound,
-        "top": str(mount) if len(above) == 2 else "",
-    }
-    return mount, (*above, *root.relative_to(mount).parts), info
+    full = (*above, *root.relative_to(mount).parts)  # ``root``'s path in the mounted file system
+    shown = source.removeprefix("datahub:")
+    if "://" in shown:
+        return (
+            mount,
+            full,
+            {
+                "versions": [],
+                "source": shown,
+                "bound": bound,
+                "refused": (
+                    f"{root} is in a bind of the directory {bound} of the datahub mount of the bucket "
+                    f"{shown}: which snapshot version it shows is said only at that mount's root "
+                    "(its .datahub, which a bind of a directory below does not show), and its paths "
+                    f"are the bucket's keys below {bound.lstrip('/')!r}, not a version's keys. Bind "
+                    "(or publish) the bucket mount's root and give from_catalog's prefix= for the keys "
+                    "below, or read through the cache (CacheSource)"
+                ),
+            },
+        )
+    if len(full) < 2 or not _VERSION_ENTRY.fullmatch(full[1]):
+        # at or above MOUNT/<dataset>: each version is a directory below, and record `v1/x` was
+        # read as version v1's `x`
+        here = mount.joinpath(*full[len(above) :])
+        tops = sorted(str(p) for p in here.iterdir() if _VERSION_ENTRY.fullmatch(p.name)) if full else []
+        return (
+            mount,
+            full,
+            {
+                "versions": [],
+                "source": shown,
+                "bound": bound,
+                "refused": (
+                    f"{root} is in a bind of the directory {bound} of the datahub mount of {shown}, "
+                    "above its versions' directories: a mount lays each version out in its own "
+                    "directory"
+                    + (f" ({', '.join(tops)})" if tops else "")
+                    + ", and MountSource reads a version's keys from that directory: give it that "
+                    "directory, or read through the cache (CacheSource)"
+                ),
+            },
+        )
+    # the version's directory as this bind shows it, "" when the bind is of a directory below it
+    top = str(mount.joinpath(*full[len(above) : 2])) if len(above) <= 2 else ""
+    return mount, full, {"versions": [f"{full[0]}@{full[1]}"], "source": shown, "bound": bound, "top": top}
 
 
 class MountSource:
@@ -129,6 +174,9 @@ class MountSource:
         A directory that is not on a datahub mount (no ``.datahub`` at its mount point) is
         taken as it is. A bucket mount shows a version only when it lists whole and recorded
         its listing as that snapshot version (``_version_shown``)."""
+        found = self._mount_info(self.root)
+        if found is not None and found[2].get("refused"):
+            raise InvalidInput(found[2]["refused"], dataset=dataset, version=seq)
         above = self._version_directories_below(self.root)
         if above:
             mine = [d for d in above if d.endswith(f"/{dataset}/v{seq}")]
@@ -200,11 +248,21 @@ class MountSource:
         """(mount point, ``directory``'s parts below it, its ``.datahub``) on a datahub mount."""
         root = directory.resolve()  # MOUNT/ds/latest -> MOUNT/ds/v7
         mount = next((p for p in (root, *root.parents) if os.path.ismount(p)), None)
+        if mount is None:
+            return None
+        visible = _visible_mount(mount)
+        if visible is not None and visible[0] == "fuse.datahub":
+            _, source, bound = visible
+            if not source.startswith("datahub:"):
+                return None  # a workspace: files, no version (a `.datahub` there is a user's file)
+            if bound != "/":
+                # a bind of a directory inside a read-only mount: its `.datahub`, if any, is a file
+                # of the bucket or version shown, never the mount's word
+                return _bound_view(mount, root, source, bound)
         try:
-            info = json.loads(read_file(mount / MOUNT_INFO)) if mount else None
+            info = json.loads(read_file(mount / MOUNT_INFO))
         except (OSError, ValueError):
-            # not a datahub mount's root: perhaps a bind of a directory inside one
-            return _bound_version(mount, root) if mount else None
+            return None  # not a datahub mount's root
         if not isinstance(info, dict) or not isinstance(info.get("versions"), list):
             return None
         return mount, root.relative_to(mount).parts, info  # type: ignore[return-value,arg-type]

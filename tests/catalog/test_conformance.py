@@ -510,8 +510,13 @@ def test_tokens(catalog: Catalog) -> None:
     store.put_token(TokenInfo("h1", "alice", is_admin=True, created_at=5.0, description="ci"))
     got = store.get_token("h1")
     assert got is not None and (got.principal, got.is_admin, got.created_at) == ("alice", True, 5.0)
+    store.put_token(TokenInfo("h0", "zed", created_at=7.0))
+    store.put_token(TokenInfo("h2", "alice", created_at=4.0, description="older"))
+    listed = [(t.token_hash, t.principal, t.is_admin, t.description) for t in store.list_tokens()]
+    assert listed == [("h2", "alice", False, "older"), ("h1", "alice", True, "ci"), ("h0", "zed", False, "")]
     store.delete_token("h1")
     assert store.get_token("h1") is None
+    assert [t.token_hash for t in store.list_tokens()] == ["h2", "h0"]
 
 
 def test_open_catalog_urls(tmp_path) -> None:

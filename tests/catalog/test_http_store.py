@@ -255,6 +255,8 @@ def test_api_errors_come_back_as_the_local_stores_classes(served: ServedStore) -
     assert caught.value.details["dataset"] == "ds"
     with pytest.raises(InvalidInput, match="run 'datahub token create"):
         served.get_token("h")
+    with pytest.raises(InvalidInput, match="run 'datahub token create/list/revoke' on the API server"):
+        served.list_tokens()
 
 
 def test_tokens_never_appear_in_reprs_errors_or_logs(
