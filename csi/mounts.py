@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from csi import beneath
+from datahub import mountinfo
 from datahub.config import load_config
 from datahub.errors import AccessDenied, Conflict, DatahubError, InvalidInput, NotFound, StorageError
 from fuse_adapter.daemon import (
@@ -104,19 +105,12 @@ def mount_points() -> set[str]:
     A node running many pods has thousands of mounts; the supervisor checks all its volumes
     against one read instead of reading the table again for every path.
     """
-    with open("/proc/self/mountinfo") as fh:
-        return {_unescape(line.split()[4]) for line in fh}
+    return {entry.point for entry in mountinfo.mount_entries()}
 
 
 def mount_entries() -> list[tuple[str, str, str]]:
     """(mount point, device major:minor, filesystem type) of every mount, from mountinfo."""
-    entries = []
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            fields = line.split()
-            fstype = fields[fields.index("-") + 1]
-            entries.append((_unescape(fields[4]), fields[2], fstype))
-    return entries
+    return [(entry.point, entry.device, entry.fstype) for entry in mountinfo.mount_entries()]
 
 
 def foreign_mount(path: str, own_root: str) -> str | None:
@@ -134,13 +128,6 @@ def foreign_mount(path: str, own_root: str) -> str | None:
     dev, fstype = here[-1]  # the top of the stack is what the pod (and umount) would see
     ours = {d for point, d, _ in entries if point.startswith(own_root)}
     return None if dev in ours else fstype
-
-
-def _unescape(field: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal."""
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        field = field.replace(code, char)
-    return field
 
 
 def health(path: str, points: set[str] | None = None) -> str:

@@ -30,13 +30,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from datahub.errors import Conflict, DatahubError, InvalidInput, NoSpace, StorageError, error_for_exit_code
+from datahub.mountinfo import top_mount
 from datahub.procs import pid_alive
 from fuse_adapter import whose_mount
 from fuse_adapter.mount_table import (  # noqa: F401  (DEAD_DAEMON_ERRNOS: csi reads it from this module)
     DEAD_DAEMON_ERRNOS,
     canonical,
     is_stale,
-    top_mount,
 )
 
 log = logging.getLogger(__name__)

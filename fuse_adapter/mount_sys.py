@@ -11,22 +11,18 @@ import os
 import threading
 from collections.abc import Callable
 
+from datahub.mountinfo import top_mount
+
 log = logging.getLogger(__name__)
 
 
 def mount_device(mountpoint: str) -> str:
     """``major:minor`` of a mount, from /proc/self/mountinfo: no request to the file system
     (a stat from inside the daemon could wait forever on its own stopped loop)."""
-    target = os.path.abspath(mountpoint)
-    device = None
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            fields = line.split()
-            if fields[4].replace("\\040", " ") == target:
-                device = fields[2]  # the last match is the top-most mount
-    if device is None:
+    found = top_mount(os.path.abspath(mountpoint))
+    if found is None:
         raise FileNotFoundError(f"{mountpoint} is not mounted")
-    return device
+    return found.device
 
 
 def sync_mount(mountpoint: str) -> bool:

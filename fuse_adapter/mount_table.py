@@ -14,62 +14,8 @@ from __future__ import annotations
 import errno
 import os
 import threading
-from dataclasses import dataclass
 
-#: a FUSE mount's type as the kernel shows a datahub mount (``subtype=datahub``)
-DATAHUB_FSTYPE = "fuse.datahub"
-#: the ``fsname`` prefixes the daemon mounts with: read-only views, workspaces
-DATAHUB_SOURCES = ("datahub:", "datahub-ws:")
-
-
-@dataclass(frozen=True)
-class MountEntry:
-    """One line of /proc/self/mountinfo: where, what part of which file system, of what type."""
-
-    point: str  # the mount point
-    root: str  # the directory of the mounted file system shown there ("/": all of it; a bind: less)
-    device: str  # major:minor: one per FUSE connection, shared by every bind of it
-    fstype: str
-    source: str
-
-    @property
-    def datahub(self) -> bool:
-        """A datahub daemon's file system (the mount itself or a bind of part of it)."""
-        return self.fstype == DATAHUB_FSTYPE and self.source.startswith(DATAHUB_SOURCES)
-
-    @property
-    def fuse(self) -> bool:
-        return self.fstype == "fuse" or self.fstype.startswith("fuse.")
-
-    def described(self) -> str:
-        """``a fuse.sshfs mount of 'me@host:/data'``, for messages."""
-        bound = f" (a bind of its directory {self.root})" if self.root != "/" else ""
-        return f"a {self.fstype} mount of {self.source!r}{bound}"
-
-
-def unescape(field: str) -> str:
-    """/proc/self/mountinfo escapes space, tab, newline and backslash as octal."""
-    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-
-
-def mount_entries() -> list[MountEntry]:
-    """Every mount of this mount namespace, in the kernel's order (a later one at the same mount
-    point is mounted over the earlier: the visible one)."""
-    entries = []
-    with open("/proc/self/mountinfo") as fh:
-        for line in fh:
-            fields = line.split()
-            at = fields.index("-")
-            entries.append(
-                MountEntry(
-                    point=unescape(fields[4]),
-                    root=unescape(fields[3]),
-                    device=fields[2],
-                    fstype=fields[at + 1],
-                    source=unescape(fields[at + 2]),
-                )
-            )
-    return entries
+from datahub.mountinfo import MountEntry, mount_entries, top_mount
 
 
 def canonical(mountpoint: str) -> str:
@@ -80,15 +26,6 @@ def canonical(mountpoint: str) -> str:
     """
     path = os.path.abspath(mountpoint)
     return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-
-
-def top_mount(path: str, entries: list[MountEntry] | None = None) -> MountEntry | None:
-    """What is mounted exactly at ``path`` (canonical) and visible there, or None."""
-    found = None
-    for entry in mount_entries() if entries is None else entries:
-        if entry.point == path:
-            found = entry
-    return found
 
 
 def enclosing_mount(path: str, entries: list[MountEntry] | None = None) -> MountEntry | None:

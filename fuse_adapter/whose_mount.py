@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from datahub.errors import InvalidInput
-from fuse_adapter.mount_table import MountEntry, enclosing_mount, is_stale, mount_entries, top_mount
+from datahub.mountinfo import MountEntry, mount_entries, top_mount
+from fuse_adapter.mount_table import enclosing_mount, is_stale
 
 
 def refusal(mountpoint: str, path: str, *, recorded: Callable[[str], bool]) -> InvalidInput | None:

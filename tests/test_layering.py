@@ -27,6 +27,7 @@ CSI_MAY_IMPORT = {
     "datahub.config",
     "datahub.errors",
     "datahub.mongo_client",
+    "datahub.mountinfo",
     "datahub.sqlite_pool",
     "datahub.validation",
     "datahub.workspaces",

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from datahub import mountinfo
 from datahub.catalog import Record
 from datahub.config import Config
 from datahub.errors import InvalidInput, ObjectChanged
@@ -67,28 +68,15 @@ class CacheSource:
 _VERSION_ENTRY = re.compile(r"v[0-9]+")
 
 
-def _unescape(field: str) -> str:
-    """/proc/self/mountinfo escapes space, tab, newline and backslash as octal."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
 def _visible_mount(mount: Path) -> tuple[str, str, str] | None:
     """(type, source, root) of the mount visible at ``mount``, from /proc/self/mountinfo: the
     root is the directory of the mounted file system shown there (``/``: all of it, else a bind
     of a directory inside it)."""
-    found = None
     try:
-        with open("/proc/self/mountinfo") as fh:
-            for line in fh:
-                fields = line.split()
-                if _unescape(fields[4]) == str(mount):
-                    found = fields  # the last one mounted there is the visible one
+        found = mountinfo.top_mount(str(mount))
     except OSError:
         return None
-    if found is None:
-        return None
-    at = found.index("-")
-    return found[at + 1], _unescape(found[at + 2]), _unescape(found[3])
+    return None if found is None else (found.fstype, found.source, found.root)
 
 
 def _bound_view(
