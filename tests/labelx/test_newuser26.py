@@ -1,0 +1,50 @@
+"""What newuser26 met making LabelX projects with odd input.
+
+"Annotators: alice, alice" made the project, counted two annotators for its one task and said
+"Created q11 with 4 items.  have no task: 1 task of up to 50 items for 2 annotators; …" (no
+name: alice had the task); `create-project --annotators alice,alice` printed the same
+nameless note. A name given twice is refused, naming it, by the form, the API and the CLI.
+"""
+
+from __future__ import annotations
+
+from datahub.cli.main import main
+from tests.labelx.conftest import PASSWORD, SCHEMA, Session
+from tests.labelx.test_newuser25 import _create
+
+
+def test_an_annotator_named_twice_is_refused_by_name(app) -> None:
+    admin = Session(app, "admin")
+    body = {"name": "twice", "dataset": "pets", "schema": SCHEMA, "annotators": ["alice", "bob", "alice"]}
+    resp = admin.post("/api/projects", body)
+    assert resp.status_code == 400, resp.text
+    assert resp.json()["error"]["message"] == (
+        "annotator(s) named more than once for project 'twice': alice; name each annotator once "
+        "(a typo for another name?)"
+    )
+    assert admin.get("/api/projects").json() == []  # nothing made
+    body["annotators"] = ["alice", "bob"]
+    assert admin.post("/api/projects", body).status_code == 201
+
+
+def test_create_project_refuses_an_annotator_named_twice(app, env, tmp_path, capsys, monkeypatch) -> None:
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    monkeypatch.setenv("LABELX_PASSWORD", PASSWORD)
+    made = [
+        *home,
+        "labelx",
+        "create-project",
+        "p",
+        "--dataset",
+        "pets",
+        "--classes",
+        "cat,dog",
+        "--user",
+        "admin",
+    ]
+    assert main([*made, "--annotators", "alice, alice"]) == 2
+    out, err = capsys.readouterr()
+    assert "have no task" not in err
+    assert "annotator(s) named more than once for project 'p': alice; name each annotator once" in err, err
+    made_once, err = _create(env, tmp_path, capsys, monkeypatch, "--annotators", "alice", name="p")
+    assert made_once["items"] == 12 and err == ""
