@@ -48,6 +48,13 @@ def invalid_reason(error: dict[str, Any]) -> str:
         return f"{error.get('input')!r}: {rule}"
     if error.get("type") == "extra_forbidden":  # a misspelt field, never ignored
         return "unknown field (check its spelling; each request's fields are in /labelx/api/docs)"
+    if error.get("type") in ("too_short", "too_long"):  # a list: pydantic said "List should have
+        # at least 1 item after validation, not 0" to the form's Classes " , " (newuser26)
+        ctx = error.get("ctx") or {}
+        bound = ctx.get("min_length") if error["type"] == "too_short" else ctx.get("max_length")
+        n = ctx.get("actual_length")
+        want = "needs at least" if error["type"] == "too_short" else "takes at most"
+        return f"{want} {bound} {'entry' if bound == 1 else 'entries'}, got {n if n else 'none'}"
     return error.get("msg", "does not match the schema")
 
 

@@ -48,3 +48,19 @@ def test_create_project_refuses_an_annotator_named_twice(app, env, tmp_path, cap
     assert "annotator(s) named more than once for project 'p': alice; name each annotator once" in err, err
     made_once, err = _create(env, tmp_path, capsys, monkeypatch, "--annotators", "alice", name="p")
     assert made_once["items"] == 12 and err == ""
+
+
+def test_a_project_with_no_class_says_so_in_words(app) -> None:
+    """The form's Classes ' , ' (every name blank) sent no class: the page said pydantic's
+    'schema.classes: List should have at least 1 item after validation, not 0'."""
+    admin = Session(app, "admin")
+    body = {"name": "none", "dataset": "pets", "schema": {"kind": "classification", "classes": []}}
+    resp = admin.post("/api/projects", body)
+    assert resp.status_code == 400, resp.text
+    assert (
+        resp.json()["error"]["message"] == "invalid request: schema.classes: needs at least 1 entry, got none"
+    )
+    body["schema"]["classes"] = [f"c{i}" for i in range(65)]
+    assert admin.post("/api/projects", body).json()["error"]["message"] == (
+        "invalid request: schema.classes: takes at most 64 entries, got 65"
+    )
