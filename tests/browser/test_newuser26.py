@@ -109,3 +109,68 @@ def test_back_after_signing_out_of_the_dataset_browser_asks_to_sign_in(
         )
         assert "pets" not in c.find("main").text
         c.check("newuser26-back-after-sign-out")
+
+
+def test_a_label_refused_as_stale_in_a_second_tab_shows_what_the_item_holds(
+    chrome: Chrome,  # noqa: F811
+    env: Env,
+) -> None:
+    """The same task open in two tabs: the first labels an item 'cat', the second (which read it
+    before) presses 'dog' on it. The second tab's save is refused (409, a newer version); the
+    page showed its own 'dog' from then on, read-only ("Another user is editing this item."),
+    and only a reload showed 'cat'. It now takes the item as the server has it and says so."""
+    c = chrome
+    with signed_in(c, env):
+        made = project_in_page(
+            c,
+            {
+                "name": "pets-val",
+                "dataset": "pets",
+                "prefix": "val/",
+                "schema": {"kind": "classification", "classes": ["cat", "dog"]},
+                "annotators": ["admin"],
+            },
+        )
+        task = c.driver.current_url.rstrip("/") + f"/tasks/{made['task']}"
+        first = c.driver.current_window_handle
+        c.driver.get(task)
+        _wait_text(c, "#item-key", "val/")
+        key = c.find("#item-key").text
+        c.driver.switch_to.new_window("tab")
+        second = c.driver.current_window_handle
+        c.driver.get(task)
+        _wait_text(c, "#item-key", key)
+
+        c.driver.switch_to.window(first)
+        c.find("body").send_keys("1")  # cat, then the next item
+        c.until(lambda d: d.find_element("css selector", "#item-key").text != key)
+        _wait_text(c, "#save-state", "Saved")
+
+        c.driver.switch_to.window(second)
+        c.find("body").send_keys("2")  # dog, on what this tab read before the first one's save
+        _wait_text(c, "#save-state", "Not saved")
+        c.find("body").send_keys("p")  # back to the item
+        _wait_text(c, "#item-key", key)
+        shown = c.find("#current").text
+        assert shown == "Label: cat", (
+            f"{key} shows {shown!r} after its save was refused; the server holds cat"
+        )
+        said = c.find("#banner").text  # still about the refused save
+        assert f"Not saved: {key} changed since this page read it" in said, said
+        assert "it holds cat (annotated) now, as shown; your label dog was not saved" in said, said
+        assert "Another user is editing" not in said
+        c.find("body").send_keys("2")  # the item is editable: dog now, on the version the page took
+        c.until(lambda d: d.find_element("css selector", "#item-key").text != key)
+        _wait_text(c, "#save-state", "Saved")
+        items = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "api('GET', `/api/tasks/${arguments[0]}`).then(v => done(v.items), e => done(String(e)));",
+            made["task"],
+        )
+        item = next(i for i in items if i["key"] == key)
+        assert item["value"] == "dog", item
+        refused = task.split("/labelx/")[0] + f"/labelx/api/items/{item['id']}"
+        # the refused save is its one console entry; axe-core is given to the first tab only (chrome.py)
+        c.check("newuser26-second-tab", axe=False, page_error=refused)
+        c.driver.close()
+        c.driver.switch_to.window(first)
