@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -330,6 +330,8 @@ def version_page(
     version = _lineage_view(b, principal).version(b.catalog.resolve(name, ref))
     check_prefix(prefix)
     where = _filter(filter)
+    if prefix and not prefix.endswith("/"):
+        return _folder_or_record(b, name, ref, version.seq, prefix, filter)
     entries, position = folders.browse(
         b.catalog, name, version.seq, prefix=prefix, where=where, after=cursor_of(cursor), limit=PAGE
     )
@@ -363,6 +365,17 @@ def version_page(
         snippets=_snippets(b, name, version, nearest[0] if nearest else prefix, filter),
         sample=charts.SAMPLE,
     )
+
+
+def _folder_or_record(b: Browser, name: str, ref: str, seq: int, prefix: str, filter: str) -> Response:
+    """A ``?prefix=`` without its closing ``/`` (typed into the address: ``?prefix=train/cat``)
+    goes to the record of that key, if there is one, else to that folder. Why: the page lists a
+    folder's entries, and read as the start of keys it showed one folder named ``/`` and
+    breadcrumbs without ``cat`` (newuser26)."""
+    if b.catalog.store.get_records(name, seq, [prefix]):
+        return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(ref)}/records/{quote(prefix)}", 303)
+    query = urlencode({"prefix": prefix + "/", "filter": filter} if filter else {"prefix": prefix + "/"})
+    return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(ref)}?{query}", 303)
 
 
 def _snippets(b: Browser, name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:

@@ -1,0 +1,46 @@
+"""What newuser26 met typing a folder into the version page's address without its closing '/'.
+
+``/datasets/pets/versions/2?prefix=train/cat`` listed one folder named ``/`` (the keys under
+``train/cat`` start with ``/`` there) under "Records in train/cat", and the breadcrumbs ended
+at ``train``. Such an address now goes to that folder, or to the record of that key.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+
+def _entries(page: str) -> list[str]:
+    return re.findall(r'<span class="entry-name">([^<]*)</span>', page)
+
+
+def test_a_folder_without_its_slash_goes_to_that_folder(client) -> None:
+    resp = client.get("/datasets/pets/versions/2?prefix=train/cat", follow_redirects=False)
+    assert resp.status_code == 303, f"{resp.status_code}: entries {_entries(resp.text)}"
+    assert resp.headers["location"] == "/datasets/pets/versions/2?prefix=train%2Fcat%2F"
+    page = client.get(resp.headers["location"]).text
+    assert "/" not in _entries(page)
+    assert "001.jpg" in _entries(page)
+    crumbs = re.search(r'<nav class="crumbs".*?</nav>', page, re.S).group(0)
+    assert re.findall(r">([^<>]+)</a>", crumbs) == ["Datasets", "pets", "v2", "train", "cat"]
+
+
+def test_a_key_given_as_the_folder_goes_to_its_record_and_a_filter_is_kept(client) -> None:
+    resp = client.get("/datasets/pets/versions/latest?prefix=train/cat/001.jpg", follow_redirects=False)
+    assert resp.status_code == 303
+    assert resp.headers["location"] == "/datasets/pets/versions/latest/records/train/cat/001.jpg"
+    assert client.get(resp.headers["location"]).status_code == 200
+    resp = client.get(
+        "/datasets/pets/versions/golden", params={"prefix": "train/ca", "filter": "labels.class=dog"},
+        follow_redirects=False,
+    )  # fmt: skip
+    assert resp.status_code == 303
+    assert resp.headers["location"] == (
+        "/datasets/pets/versions/golden?prefix=train%2Fca%2F&filter=labels.class%3Ddog"
+    )
+    page = client.get(resp.headers["location"]).text
+    assert "No record of pets@v2 is under <code>train/ca/</code>." in page  # and where to go instead
