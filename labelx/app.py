@@ -58,6 +58,17 @@ def invalid_reason(error: dict[str, Any]) -> str:
     return error.get("msg", "does not match the schema")
 
 
+def _version_hint(where: str, error: dict[str, Any]) -> str:
+    """A project's dataset given as ``pets@v1`` (the New project form's Dataset, as the CLI and
+    the browser write a version): where its version goes; the form said only the name rule
+    (newuser26; ``labelx create-project --dataset pets@v1`` said so since newuser17)."""
+    given = error.get("input")
+    if where != "dataset" or not isinstance(given, str) or "@" not in given:
+        return ""
+    name, _, ref = given.partition("@")
+    return f"; a version goes in its own field: dataset {name!r}, version {ref or 'latest'!r}"
+
+
 def reported_error(errors: list[dict[str, Any]]) -> tuple[dict[str, Any], tuple[Any, ...]]:
     """The one error a refused request is answered with, and where it is. A value every branch
     of a union refused (a project's version: a number or a tag) gave one error per branch,
@@ -179,7 +190,10 @@ def create_labelx_app(
         """A body or parameter that does not fit its model is bad input (400), like any other."""
         error, loc = reported_error(list(exc.errors()))
         where = ".".join(str(p) for p in loc if p != "body") or "body"
-        return answer(request, InvalidInput(f"invalid request: {where}: {invalid_reason(error)}"))
+        return answer(
+            request,
+            InvalidInput(f"invalid request: {where}: {invalid_reason(error)}{_version_hint(where, error)}"),
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

@@ -64,3 +64,14 @@ def test_a_project_with_no_class_says_so_in_words(app) -> None:
     assert admin.post("/api/projects", body).json()["error"]["message"] == (
         "invalid request: schema.classes: takes at most 64 entries, got 65"
     )
+
+
+def test_a_dataset_given_with_its_version_says_where_the_version_goes(app) -> None:
+    """The New project form's Dataset 'pets@v1' said only the name rule."""
+    admin = Session(app, "admin")
+    body = {"name": "at", "dataset": "pets@v1", "schema": SCHEMA}
+    said = admin.post("/api/projects", body).json()["error"]["message"]
+    assert said.endswith("; a version goes in its own field: dataset 'pets', version 'v1'"), said
+    body["name"] = "pets@v1"  # not the dataset field: the name rule alone
+    body["dataset"] = "pets"
+    assert "version goes" not in admin.post("/api/projects", body).json()["error"]["message"]
