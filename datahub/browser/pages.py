@@ -344,6 +344,11 @@ def version_page(
         and (not where or not folders.browse(b.catalog, name, version.seq, prefix=prefix, limit=1)[0])
     )
     nearest = folders.nearest_holding(b.catalog, name, version.seq, prefix) if empty else None
+    # a filter that matches nothing where there are records: what their labels are, as the
+    # unfiltered charts count them (a misspelt labels.clas=cat, or Cat for cat, said only "No
+    # record matches labels.clas=cat here."; newuser26)
+    unmatched = where is not None and not entries and not cursor and not empty
+    labels_here = _labels_here(b, name, version.seq, prefix) if unmatched else None
     chart_query = urlencode(query)
     ref_text = f"{name}@v{version.seq}"
     return render(
@@ -357,6 +362,7 @@ def version_page(
         crumbs=folders.parent_prefixes(prefix),
         entries=entries,
         nearest=nearest,
+        labels_here=labels_here,
         more=more,
         is_image=is_image,
         chart_query=chart_query,
@@ -365,6 +371,25 @@ def version_page(
         snippets=_snippets(b, name, version, nearest[0] if nearest else prefix, filter),
         sample=charts.SAMPLE,
     )
+
+
+def _labels_here(b: Browser, name: str, seq: int, prefix: str) -> list[str]:
+    """Each label field of the records under ``prefix`` with its most common values
+    (``labels.class: airplane, automobile, …``), from the charts' summary of the prefix without
+    a filter (kept in the same LRU the chart images use)."""
+    summary = b.summaries.get(
+        (name, seq, prefix, ""),
+        lambda: charts.summarise(b.catalog.store.list_records(name, seq, prefix=prefix)),
+    )
+    shown = []
+    for chart in summary.labels:
+        values = [bar.label for bar in chart.bars[:SHOWN_VALUES]]
+        more = ", …" if len(chart.bars) > SHOWN_VALUES else ""
+        shown.append(f"{chart.title.split(' (')[0]}: {', '.join(values)}{more}")
+    return shown
+
+
+SHOWN_VALUES = 6  # values of a label field a page that matches nothing names
 
 
 def _folder_or_record(b: Browser, name: str, ref: str, seq: int, prefix: str, filter: str) -> Response:

@@ -44,3 +44,19 @@ def test_a_key_given_as_the_folder_goes_to_its_record_and_a_filter_is_kept(clien
     )
     page = client.get(resp.headers["location"]).text
     assert "No record of pets@v2 is under <code>train/ca/</code>." in page  # and where to go instead
+
+
+def test_a_filter_that_matches_nothing_names_the_labels_there(client) -> None:
+    """``labels.clas=cat`` (misspelt) or ``labels.class=Cat`` said only "No record matches
+    labels.clas=cat here.": the page now names the labels the records there have."""
+    for typed in ("labels.clas=cat", "labels.class=Cat"):
+        page = client.get("/datasets/pets/versions/2", params={"prefix": "train/", "filter": typed}).text
+        said = re.sub(
+            r"\s+", " ", re.sub(r"<[^>]+>", "", re.search(r'id="no-records">(.*?)</p>', page, re.S)[1])
+        )
+        assert said == (
+            f"No record matches {typed} here. The labels of the records here: labels.class: dog, cat; "
+            "labels.checked: true."
+        ), said
+    page = client.get("/datasets/pets/versions/2", params={"filter": "size>100000000"}).text
+    assert "The labels of the records here: <code>labels.class: dog, cat, bird" in page  # the top level too
