@@ -498,6 +498,9 @@ if __name__ == "__main__":  # DataLoader's worker processes import this file: th
 def record_page(request: Request, name: str, ref: str, key: str) -> Response:
     b, _, _ = _dataset(request, name)
     version = b.catalog.resolve(name, ref)
+    if not key:  # .../records/ (an address cut back to its folder): the version's records page; it
+        # was "invalid key: a record key must be a non-empty relative path" (newuser26)
+        return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(ref)}", 303)
     record = b.catalog.get_record(name, version.seq, check_key(key))
     folder = key.rpartition("/")[0]
     return render(

@@ -60,3 +60,13 @@ def test_a_filter_that_matches_nothing_names_the_labels_there(client) -> None:
         ), said
     page = client.get("/datasets/pets/versions/2", params={"filter": "size>100000000"}).text
     assert "The labels of the records here: <code>labels.class: dog, cat, bird" in page  # the top level too
+
+
+def test_an_address_cut_back_to_records_goes_to_the_version(client) -> None:
+    """``/datasets/pets/versions/2/records`` (a record's address with its key cut off) answered
+    400 "invalid key: a record key must be a non-empty relative path"."""
+    resp = client.get("/datasets/pets/versions/2/records/", follow_redirects=False)
+    assert resp.status_code == 303, f"{resp.status_code}: {resp.text[:300]}"
+    assert resp.headers["location"] == "/datasets/pets/versions/2"
+    assert client.get("/datasets/pets/versions/golden/records").url.path == "/datasets/pets/versions/golden"
+    assert client.get("/datasets/nope/versions/1/records/").status_code == 404  # a missing dataset first
