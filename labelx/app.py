@@ -48,7 +48,25 @@ def invalid_reason(error: dict[str, Any]) -> str:
         return f"{error.get('input')!r}: {rule}"
     if error.get("type") == "extra_forbidden":  # a misspelt field, never ignored
         return "unknown field (check its spelling; each request's fields are in /labelx/api/docs)"
+    if error.get("type") in ("too_short", "too_long"):  # a list: pydantic said "List should have
+        # at least 1 item after validation, not 0" to the form's Classes " , " (newuser26)
+        ctx = error.get("ctx") or {}
+        bound = ctx.get("min_length") if error["type"] == "too_short" else ctx.get("max_length")
+        n = ctx.get("actual_length")
+        want = "needs at least" if error["type"] == "too_short" else "takes at most"
+        return f"{want} {bound} {'entry' if bound == 1 else 'entries'}, got {n if n else 'none'}"
     return error.get("msg", "does not match the schema")
+
+
+def _version_hint(where: str, error: dict[str, Any]) -> str:
+    """A project's dataset given as ``pets@v1`` (the New project form's Dataset, as the CLI and
+    the browser write a version): where its version goes; the form said only the name rule
+    (newuser26; ``labelx create-project --dataset pets@v1`` said so since newuser17)."""
+    given = error.get("input")
+    if where != "dataset" or not isinstance(given, str) or "@" not in given:
+        return ""
+    name, _, ref = given.partition("@")
+    return f"; a version goes in its own field: dataset {name!r}, version {ref or 'latest'!r}"
 
 
 def reported_error(errors: list[dict[str, Any]]) -> tuple[dict[str, Any], tuple[Any, ...]]:
@@ -172,7 +190,10 @@ def create_labelx_app(
         """A body or parameter that does not fit its model is bad input (400), like any other."""
         error, loc = reported_error(list(exc.errors()))
         where = ".".join(str(p) for p in loc if p != "body") or "body"
-        return answer(request, InvalidInput(f"invalid request: {where}: {invalid_reason(error)}"))
+        return answer(
+            request,
+            InvalidInput(f"invalid request: {where}: {invalid_reason(error)}{_version_hint(where, error)}"),
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

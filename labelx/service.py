@@ -233,8 +233,15 @@ class LabelService:
         if not 1 <= int(task_size) <= MAX_TASK_SIZE:
             raise InvalidInput(f"task size must be between 1 and {MAX_TASK_SIZE}")
         flt = RecordFilter.parse(where) if where else None
+        named = annotators or []
+        twice = sorted({n for n in named if named.count(n) > 1})
+        if twice:  # 'alice, alice' made "Created … have no task" (no name) and counted 2 annotators
+            raise InvalidInput(
+                f"annotator(s) named more than once for project {name!r}: {', '.join(twice)}; "
+                "name each annotator once (a typo for another name?)"
+            )
         version = self.catalog.resolve(dataset, ref)
-        members = [self.store.user_by_name(n).id for n in (annotators or [])]
+        members = [self.store.user_by_name(n).id for n in named]
         records = self.catalog.list_records(dataset, version.seq, prefix=prefix, where=flt)
         items = (
             NewItem(

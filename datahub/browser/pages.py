@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -330,6 +330,8 @@ def version_page(
     version = _lineage_view(b, principal).version(b.catalog.resolve(name, ref))
     check_prefix(prefix)
     where = _filter(filter)
+    if prefix and not prefix.endswith("/"):
+        return _folder_or_record(b, name, ref, version.seq, prefix, filter)
     entries, position = folders.browse(
         b.catalog, name, version.seq, prefix=prefix, where=where, after=cursor_of(cursor), limit=PAGE
     )
@@ -342,6 +344,11 @@ def version_page(
         and (not where or not folders.browse(b.catalog, name, version.seq, prefix=prefix, limit=1)[0])
     )
     nearest = folders.nearest_holding(b.catalog, name, version.seq, prefix) if empty else None
+    # a filter that matches nothing where there are records: what their labels are, as the
+    # unfiltered charts count them (a misspelt labels.clas=cat, or Cat for cat, said only "No
+    # record matches labels.clas=cat here."; newuser26)
+    unmatched = where is not None and not entries and not cursor and not empty
+    labels_here = _labels_here(b, name, version.seq, prefix) if unmatched else None
     chart_query = urlencode(query)
     ref_text = f"{name}@v{version.seq}"
     return render(
@@ -355,6 +362,7 @@ def version_page(
         crumbs=folders.parent_prefixes(prefix),
         entries=entries,
         nearest=nearest,
+        labels_here=labels_here,
         more=more,
         is_image=is_image,
         chart_query=chart_query,
@@ -363,6 +371,36 @@ def version_page(
         snippets=_snippets(b, name, version, nearest[0] if nearest else prefix, filter),
         sample=charts.SAMPLE,
     )
+
+
+def _labels_here(b: Browser, name: str, seq: int, prefix: str) -> list[str]:
+    """Each label field of the records under ``prefix`` with its most common values
+    (``labels.class: airplane, automobile, …``), from the charts' summary of the prefix without
+    a filter (kept in the same LRU the chart images use)."""
+    summary = b.summaries.get(
+        (name, seq, prefix, ""),
+        lambda: charts.summarise(b.catalog.store.list_records(name, seq, prefix=prefix)),
+    )
+    shown = []
+    for chart in summary.labels:
+        values = [bar.label for bar in chart.bars[:SHOWN_VALUES]]
+        more = ", …" if len(chart.bars) > SHOWN_VALUES else ""
+        shown.append(f"{chart.title.split(' (')[0]}: {', '.join(values)}{more}")
+    return shown
+
+
+SHOWN_VALUES = 6  # values of a label field a page that matches nothing names
+
+
+def _folder_or_record(b: Browser, name: str, ref: str, seq: int, prefix: str, filter: str) -> Response:
+    """A ``?prefix=`` without its closing ``/`` (typed into the address: ``?prefix=train/cat``)
+    goes to the record of that key, if there is one, else to that folder. Why: the page lists a
+    folder's entries, and read as the start of keys it showed one folder named ``/`` and
+    breadcrumbs without ``cat`` (newuser26)."""
+    if b.catalog.store.get_records(name, seq, [prefix]):
+        return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(ref)}/records/{quote(prefix)}", 303)
+    query = urlencode({"prefix": prefix + "/", "filter": filter} if filter else {"prefix": prefix + "/"})
+    return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(ref)}?{query}", 303)
 
 
 def _snippets(b: Browser, name: str, version: Version, prefix: str, filter: str) -> list[tuple[str, str]]:
@@ -460,6 +498,9 @@ if __name__ == "__main__":  # DataLoader's worker processes import this file: th
 def record_page(request: Request, name: str, ref: str, key: str) -> Response:
     b, _, _ = _dataset(request, name)
     version = b.catalog.resolve(name, ref)
+    if not key:  # .../records/ (an address cut back to its folder): the version's records page; it
+        # was "invalid key: a record key must be a non-empty relative path" (newuser26)
+        return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(ref)}", 303)
     record = b.catalog.get_record(name, version.seq, check_key(key))
     folder = key.rpartition("/")[0]
     return render(

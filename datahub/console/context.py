@@ -89,8 +89,28 @@ class CliContext:
                 f"no catalog at {path} (home {self.config.home_path}): this command reads an existing "
                 "catalog; point at yours with --home DIR (the directory holding catalog.db), --catalog URL, "
                 f"$DATAHUB_HOME or datahub.toml, or create one there with `datahub --home {self.config.home_path} init`"
+                + self._home_passed_over()
             )
         return url
+
+    def _home_passed_over(self) -> str:
+        """The catalog $DATAHUB_HOME names, when --home (or a configuration file) chose another
+        home: ``DATAHUB_HOME=DIR make run`` and then the quickstart's ``--home var`` read an empty
+        ./var, and the message listed $DATAHUB_HOME among the ways to point at a catalog as if it
+        were not set (newuser26)."""
+        named = os.environ.get("DATAHUB_HOME")
+        if (
+            not named
+            or self.config.resolved_catalog_url != f"sqlite:///{self.config.home_path / 'catalog.db'}"
+        ):
+            return ""  # not set, or --catalog chose the catalog
+        home = Path(named).expanduser().resolve()
+        if home == self.config.home_path.resolve() or not (home / "catalog.db").is_file():
+            return ""
+        return (
+            f"; $DATAHUB_HOME is {home}, which holds a catalog, but --home (or a configuration file) "
+            f"chose {self.config.home_path}: run without --home, or with --home {home}"
+        )
 
     @property
     def stores(self):  # -> datahub.storage.StoreRegistry

@@ -221,10 +221,12 @@ async function pump() {
       maybeRelease(job.it);
     } catch (e) {
       inflight = null;
-      if (e.status === 409) {
-        S.readonly.add(id); S.lastError = e.message;
+      if (e.status === 409 && !(e.body && e.body.error && e.body.error.details && e.body.error.details.holder)) {
+        await takeFresh(job, e);
+      } else if (e.status === 409) {
         // held by another user (not a newer version): showing the item again asks for it again
-        if (e.body && e.body.error && e.body.error.details && e.body.error.details.holder) { job.it.claimed = false; S.heldBy.set(id, e.message); }
+        S.readonly.add(id); S.lastError = e.message;
+        job.it.claimed = false; S.heldBy.set(id, e.message);
         banner(`Not saved: ${e.message}`, true);
       } else if (e.status >= 500 || e.status === undefined) {
         if (!pending.has(id)) pending.set(id, job);  // keep it; retry shortly
@@ -237,6 +239,28 @@ async function pump() {
   saving = false;
   saveState(S.lastError ? "error" : "saved");
   render();
+}
+/** A save refused because the item changed since this page read it (this user in another tab
+ * or window, or an admin): the page takes the item as the server holds it, shows that, and says
+ * what was not saved; the item stays editable. Before, the page went on showing its own unsaved
+ * label, marked done in the list, read-only as "Another user is editing this item.", and the
+ * next save elsewhere turned the bar back to "Saved": only a reload showed the truth (newuser26). */
+async function takeFresh(job, refused) {
+  const it = job.it, mine = job.skip ? "skip" : `label ${describe(job.value)}`;
+  pending.delete(it.id);  // a later change of this item was made on what the page showed: not sent
+  S.history.delete(it.id);
+  try {
+    Object.assign(it, await api("POST", `/api/items/${it.id}/claim`));
+    it.claimed = true;
+    S.readonly.delete(it.id);
+    S.lastError = `Not saved: ${it.key} changed since this page read it (in another tab or window, ` +
+      `or by another user): it holds ${it.value === null ? "no label" : describe(it.value)} (${it.status}) now, as shown; your ${mine} ` +
+      "was not saved. Label it again to change it.";
+  } catch (e) {  // taken by someone else meanwhile, or gone: read-only, as before
+    S.readonly.add(it.id);
+    S.lastError = `Not saved: ${e.status === 409 ? e.message : refused.message}`;
+  }
+  banner(S.lastError, true);
 }
 function saveState(state) {
   const n = $("save-state");

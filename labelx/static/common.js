@@ -3,6 +3,12 @@
 const BOOT = JSON.parse(document.getElementById("boot").textContent || "{}");
 const BASE = BOOT.base || "";
 
+/* A page the back or forward button brings back from the browser's back/forward cache is the
+ * page as it was left, scripts and all: "Task 1 0/10" beside a task just labelled 4 of, a
+ * dashboard's counts before the commit, and after "Log out" the signed-out user's projects.
+ * It is loaded again instead, so it shows the server's state, or the login form (newuser26). */
+window.addEventListener("pageshow", ev => { if (ev.persisted) location.reload(); });
+
 class ApiError extends Error {
   constructor(status, body) {
     super((body && body.error && body.error.message) || `HTTP ${status}`);

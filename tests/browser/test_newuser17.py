@@ -128,9 +128,12 @@ def test_a_folder_that_holds_nothing_says_where_records_are(
     assert c.find("#filter").get_attribute("value") == "labels.class=cat"
     assert [e.text for e in c.find_all("#entries .entry-name")] == ["train/"]
 
-    # a folder that holds records none of which match: the filter's message, as before
+    # a folder that holds records none of which match: the filter's message, and since newuser26
+    # the labels those records have
     c.visit(f"{server}/datasets/pets/versions/2?prefix=val/&filter=labels.class%3Dcat")
-    assert c.find("#no-records").text == "No record matches labels.class=cat here."
+    assert c.find("#no-records").text.startswith(
+        "No record matches labels.class=cat here. The labels of the records here: labels.class: bird, "
+    )
     assert not c.find_all("#nearest")
 
 

@@ -105,6 +105,21 @@ def test_the_quickstart_try_it_block_runs_as_written(demo: Demo) -> None:
     assert (demo.cwd / "qs-sample.ndjson").read_text().count("\n") == 300
 
 
+def test_the_quickstart_try_it_block_runs_with_the_home_in_datahub_home(demo: Demo, tmp_path: Path) -> None:
+    """The quickstart offers ``DATAHUB_HOME=DIR make run``; its block read ``--home var`` and
+    every ``$D`` line failed there ("no catalog at var/catalog.db", newuser26). Run from a
+    checkout whose ./var is not the home, with ``DATAHUB_HOME`` exported naming the demo's."""
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    section = (REPO / "docs" / "quickstart.md").read_text().split("## Try it", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    script = block.replace("localhost:8080", f"localhost:{demo.port}").replace("> /tmp/", f"> {tmp_path}/qs-")
+    proc = _shell(f"export DATAHUB_HOME={demo.cwd / 'var'}\n{script}", tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, f"{script}\n{proc.stdout}\n{proc.stderr}"
+    assert "sample@golden -> v1" in proc.stdout
+    assert (tmp_path / "qs-sample.ndjson").read_text().count("\n") == 300
+    assert not (tmp_path / "var").exists()
+
+
 @pytest.mark.fuse
 def test_the_version_pages_mount_snippet_mounts_as_shown(demo: Demo, tmp_path: Path) -> None:
     """Before, it read ``datahub mount …``: 'datahub: command not found' after ``make run``."""

@@ -1,6 +1,10 @@
 // The dataset browser's one script: copy buttons for the snippets, and a lineage graph wider
 // than its card opened on this dataset's own versions. Pages work without it.
 "use strict";
+// A page the back or forward button brings back from the back/forward cache is the page as it
+// was left: after "Sign out" the list of datasets the signed-out token could read, or a dataset
+// page without the version committed since. It is loaded again instead (newuser26).
+window.addEventListener("pageshow", (event) => { if (event.persisted) location.reload(); });
 // Where the page has no clipboard API (served over plain http to another machine, as
 // `datahub serve --host 0.0.0.0` is: not a secure context) the button did nothing at all; it
 // now selects the snippet and copies it the old way, or says to press Ctrl+C (newuser24).
