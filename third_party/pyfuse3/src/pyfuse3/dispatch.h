@@ -26,16 +26,24 @@ and stop. It is a leaf: nothing else is taken while it is held, and it is never 
 system call that waits or while taking the GIL. Python callers of pyfuse3_fd_blocking hold
 the GIL and then take it (GIL, then this lock), as every C lock of fastloop.h. The dispatch
 function takes the GIL with no C lock held. Each thread's read buffer is its own and is used by
-its handler only while that handler runs, in that thread; a thread that gave the role up trims
-it once its request is answered (pyfuse3_fd_trim), so idle threads hold no big request's pages.
+its handler only while that handler runs, in that thread; a thread that gave the role up and
+then waited a second for it again trims it (pyfuse3_fd_trim), so idle threads hold no big
+request's pages for long.
 */
 #ifndef PYFUSE3_DISPATCH_H
 #define PYFUSE3_DISPATCH_H
 #include "fastloop.h"
 #include <sys/mman.h>
+#include <time.h>
 
 #define PYFUSE3_FD_INIT 26
 #define PYFUSE3_FD_MAX_THREADS 256
+/* What an idle thread keeps of its buffer: the pages of every request but a big WRITE's */
+#define PYFUSE3_FD_KEEP ((size_t)64 * 1024)
+/* Seconds a thread waits idle before it gives a big request's pages back (perf41): the role
+   goes round two or three threads, one handoff per blocking request (a small file's FLUSH), so
+   a trim at every handoff cost each file an madvise and the page faults of its next WRITE */
+#define PYFUSE3_FD_TRIM_AFTER_S 1
 
 /* the extension's hooks: run one request (the GIL taken inside); a thread's first and last
    call (the thread state it keeps for its life) */
@@ -141,13 +149,30 @@ static int pyfuse3_fd_blocking(void) {
     return 1;
 }
 
-/* Wait until this thread may read (1), or the session stops (0). */
-static int pyfuse3_fd_take_role(void) {
+static void pyfuse3_fd_trim(char *buf, size_t cap, size_t *high);
+
+/* Wait until this thread may read (1), or the session stops (0). A thread holding a big
+   request's pages (``high``) waits at most PYFUSE3_FD_TRIM_AFTER_S for the role, then gives
+   them back (pyfuse3_fd_trim, outside the lock) and waits on. While it trims it still counts
+   as idle, so a handoff signals instead of starting a thread; that signal may find no waiter,
+   and the role is then vacant, which the loop's check of ``reader`` takes. */
+static int pyfuse3_fd_take_role(char *buf, size_t cap, size_t *high) {
     int ok;
     pthread_mutex_lock(&pyfuse3_fd.lock);
     while (pyfuse3_fd.reader && !pyfuse3_fd.stop) {
         pyfuse3_fd.idle++;
-        pthread_cond_wait(&pyfuse3_fd.cond, &pyfuse3_fd.lock);
+        if (*high > PYFUSE3_FD_KEEP) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += PYFUSE3_FD_TRIM_AFTER_S;
+            if (pthread_cond_timedwait(&pyfuse3_fd.cond, &pyfuse3_fd.lock, &until) == ETIMEDOUT) {
+                pthread_mutex_unlock(&pyfuse3_fd.lock);
+                pyfuse3_fd_trim(buf, cap, high);
+                pthread_mutex_lock(&pyfuse3_fd.lock);
+            }
+        } else {
+            pthread_cond_wait(&pyfuse3_fd.cond, &pyfuse3_fd.lock);
+        }
         pyfuse3_fd.idle--;
     }
     ok = !pyfuse3_fd.stop;
@@ -194,13 +219,11 @@ static void pyfuse3_fd_buffer_free(char *buf, size_t cap) {
         munmap(buf - page, cap + 2 * page);
 }
 
-/* What an idle thread keeps of its buffer: the pages of every request but a big WRITE's */
-#define PYFUSE3_FD_KEEP ((size_t)64 * 1024)
-
-/* A thread whose handler gave the reader role up goes idle: the pages a big request filled
-   (up to 1 MiB) go back to the kernel (MADV_DONTNEED: zero pages when read into again).
-   Before, every thread that had ever read a 1 MiB WRITE held it resident for the life of the
-   mount (up to 256 threads). ``high``: the largest request read since the last trim. */
+/* An idle thread (pyfuse3_fd_take_role) gives back the pages a big request filled (up to 1 MiB)
+   once it has waited PYFUSE3_FD_TRIM_AFTER_S for the role (MADV_DONTNEED: zero pages when read
+   into again). Before leftovers21, every thread that had ever read a 1 MiB WRITE held it
+   resident for the life of the mount (up to 256 threads). ``high``: the largest request read
+   since the last trim. */
 static void pyfuse3_fd_trim(char *buf, size_t cap, size_t *high) {
     if (*high <= PYFUSE3_FD_KEEP)
         return;
@@ -225,7 +248,7 @@ static void *pyfuse3_fd_main(void *unused) {
         pyfuse3_fd_end_session(ENOMEM);
         goto out;
     }
-    while (pyfuse3_fd_take_role()) {
+    while (pyfuse3_fd_take_role(buf, cap, &high)) {
         /* the reader: read and run requests until a handler gives the role up */
         while (pyfuse3_fd_is_reader) {
             const struct pyfuse3_fl_in *in = (const struct pyfuse3_fl_in *)buf;
@@ -266,8 +289,6 @@ static void *pyfuse3_fd_main(void *unused) {
             if ((size_t)n > high)
                 high = (size_t)n;
             pyfuse3_fd.fn(buf, (size_t)n); /* may give the role up (pyfuse3_fd_blocking) */
-            if (!pyfuse3_fd_is_reader) /* done with its request, about to wait idle */
-                pyfuse3_fd_trim(buf, cap, &high);
         }
         if (pyfuse3_fd_is_reader) { /* the session ended under this reader */
             pthread_mutex_lock(&pyfuse3_fd.lock);
