@@ -160,7 +160,7 @@ def test_open_dirty_files_renamed_over_unlinked_truncated_and_appended(env: Fuse
         want = {"a": b_bytes, "d": d_want, "e": b"".join(parts), "g": d_want}
         assert {p.name: p.read_bytes() for p in sorted(mnt.iterdir())} == want
         _kill_9(proc)
-    assert _remounted(env, mnt, name) == want
+        assert _remounted(env, mnt, name) == want
 
 
 @pytest.mark.parametrize("flags", FLAGS)
@@ -191,7 +191,7 @@ def test_an_fsync_then_writes_past_the_quota_then_kill_9_keeps_the_fsynced_bytes
         _kill_9(proc)
         with contextlib.suppress(OSError):  # the daemon is gone: nothing of this close is acknowledged
             os.close(fd)
-    assert _remounted(env, mnt, name) == {"f.bin": acked}
+        assert _remounted(env, mnt, name) == {"f.bin": acked}
 
 
 def _available(mnt) -> int:
@@ -267,4 +267,4 @@ def test_an_fsync_refused_on_a_full_shared_tier_then_kill_9_keeps_the_last_ackno
         _kill_9(proc)
         with contextlib.suppress(OSError):
             os.close(fd)
-    assert _remounted(env, mnt, name) == {"f.bin": acked, "g.bin": other}
+        assert _remounted(env, mnt, name) == {"f.bin": acked, "g.bin": other}

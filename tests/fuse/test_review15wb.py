@@ -8,6 +8,12 @@ would (mappings, descriptors shared across processes, O_APPEND, truncates of dir
 renames, O_DIRECT, several writers past a quota, ``datahub umount`` under a writer) and then
 checks what a fresh mount of the workspace holds after a kill -9, where the acknowledged
 state is all that may be left.
+
+That fresh mount is made inside the killed mount's ``with`` block, over the dead daemon's
+stale mount point: ``datahub mount`` detaches it and the new daemon replays the journal, as
+a remount after a crash does (CSI). Made after the block, the block's teardown first ran a
+``datahub umount`` whose recovery replayed and flushed the journal in a process of its own
+(~1.2 CPU-s a test), so the fresh mount found a recovered workspace instead of a crashed one.
 """
 
 from __future__ import annotations
@@ -114,7 +120,7 @@ def test_shared_mappings_msynced_after_close_or_unmapped_before_it_survive_kill_
             m.close()
         except OSError:
             pass
-    assert _remounted(env, mnt, "rv-map") == {"after.bin": after, "unmapped.bin": unmapped}
+        assert _remounted(env, mnt, "rv-map") == {"after.bin": after, "unmapped.bin": unmapped}
 
 
 def test_a_file_written_by_two_processes_is_acknowledged_by_either_close(env: FuseEnv) -> None:
@@ -142,7 +148,7 @@ def test_a_file_written_by_two_processes_is_acknowledged_by_either_close(env: Fu
         for descriptor in (fd, two):
             with pytest.raises(OSError):
                 os.close(descriptor)  # the daemon died with its pages dirty: no close succeeds
-    assert _remounted(env, mnt, "rv-fork") == {"shared.bin": first + second, "two.bin": a + b}
+        assert _remounted(env, mnt, "rv-fork") == {"shared.bin": first + second, "two.bin": a + b}
 
 
 def test_appends_from_two_processes_keep_every_record_whole(env: FuseEnv) -> None:
@@ -169,10 +175,10 @@ def test_appends_from_two_processes_keep_every_record_whole(env: FuseEnv) -> Non
             assert p.returncode == 0, err
         seen = (mnt / "log").read_bytes()
         _kill_9(proc)
-    lines = _remounted(env, mnt, "rv-append")["log"]
-    assert lines == seen
-    want = {t + b"%05d" % i + b"." * 90 for t in (b"A", b"B") for i in range(400)}
-    assert len(lines.splitlines()) == 800 and set(lines.splitlines()) == want
+        lines = _remounted(env, mnt, "rv-append")["log"]
+        assert lines == seen
+        want = {t + b"%05d" % i + b"." * 90 for t in (b"A", b"B") for i in range(400)}
+        assert len(lines.splitlines()) == 800 and set(lines.splitlines()) == want
 
 
 def test_truncates_of_a_file_with_dirty_pages(env: FuseEnv) -> None:
@@ -207,8 +213,8 @@ def test_truncates_of_a_file_with_dirty_pages(env: FuseEnv) -> None:
         want["grown.bin"] = data[:10] + b"x" + data[11:100] + bytes(MiB - 100)
         got = {name: (mnt / name).read_bytes() for name in want}
         _kill_9(proc)
-    assert got == want
-    assert _remounted(env, mnt, "rv-trunc") == want
+        assert got == want
+        assert _remounted(env, mnt, "rv-trunc") == want
 
 
 def test_renamed_and_unlinked_dirty_files(env: FuseEnv) -> None:
@@ -232,7 +238,7 @@ def test_renamed_and_unlinked_dirty_files(env: FuseEnv) -> None:
         _kill_9(proc)
         with pytest.raises(OSError):
             os.close(fd)
-    assert _remounted(env, mnt, "rv-rename") == {"a.bin": a, "old.bin": b}
+        assert _remounted(env, mnt, "rv-rename") == {"a.bin": a, "old.bin": b}
 
 
 def test_a_reader_in_another_process_sees_whole_bytes_and_sizes_while_it_is_written(env: FuseEnv) -> None:
@@ -273,7 +279,7 @@ def test_sync_and_a_directory_fsync_acknowledge_nothing_half_written(env: FuseEn
             os.fsync(fd)
         with pytest.raises(OSError):
             os.close(fd)
-    assert _remounted(env, mnt, "rv-sync") == {"done.bin": done}
+        assert _remounted(env, mnt, "rv-sync") == {"done.bin": done}
 
 
 def _aligned(data: bytes) -> mmap.mmap:
@@ -298,7 +304,7 @@ def test_o_direct_reads_and_writes_on_the_mount(env: FuseEnv) -> None:
         os.close(d)
         os.close(w)
         _kill_9(proc)
-    assert _remounted(env, mnt, "rv-direct") == {"f.bin": buffered + direct}
+        assert _remounted(env, mnt, "rv-direct") == {"f.bin": buffered + direct}
 
 
 QUOTA = 3 * MiB
@@ -357,7 +363,7 @@ def test_several_writers_past_the_quota_and_a_rewrite_after_an_enospc_close(env:
                 want[f"w{n}.bin"] = small
         assert {p.name: p.read_bytes() for p in mnt.iterdir()} == want
         _kill_9(proc)
-    assert _remounted(env, mnt, "rv-quota") == want
+        assert _remounted(env, mnt, "rv-quota") == want
 
 
 def test_o_direct_write_past_the_quota_is_refused_or_reads_back(env: FuseEnv) -> None:
@@ -408,8 +414,8 @@ def test_a_readers_close_does_not_commit_a_file_whose_writes_ran_out_of_space(en
         assert _close_errno(fd) == errno.ENOSPC
         left = {p.name: p.read_bytes() for p in mnt.iterdir()}
         _kill_9(proc)
-    assert left == {}
-    assert _remounted(env, mnt, "rv-reader-q") == {}
+        assert left == {}
+        assert _remounted(env, mnt, "rv-reader-q") == {}
 
 
 def test_umount_while_a_writer_keeps_writing_commits_a_whole_prefix(env: FuseEnv) -> None:
@@ -491,12 +497,12 @@ def test_a_failed_write_back_is_never_acknowledged_by_a_later_fsync_or_close(
         _kill_9(proc)
         if retry == "fsync":
             _errno_of_call(os.close, fd)
-    got = _remounted(env, mnt, "rv-eio")["f.bin"]
-    assert first != 0
-    if second == 0:  # acknowledged: the page must be there
-        assert got[4096:8192] == page
-    else:
-        assert got == old
+        got = _remounted(env, mnt, "rv-eio")["f.bin"]
+        assert first != 0
+        if second == 0:  # acknowledged: the page must be there
+            assert got[4096:8192] == page
+        else:
+            assert got == old
 
 
 def test_a_mapping_cannot_pass_the_quota_and_its_msync_is_acknowledged(env: FuseEnv) -> None:
@@ -519,7 +525,7 @@ def test_a_mapping_cannot_pass_the_quota_and_its_msync_is_acknowledged(env: Fuse
             m.flush()  # msync(MS_SYNC): acknowledged
         _kill_9(proc)
         _close_errno(fd)
-    assert _remounted(env, mnt, "rv-mapq") == {"m.bin": stores}
+        assert _remounted(env, mnt, "rv-mapq") == {"m.bin": stores}
 
 
 def test_the_same_name_written_again_while_a_short_handle_of_the_old_file_is_open(env: FuseEnv) -> None:
@@ -546,4 +552,4 @@ def test_the_same_name_written_again_while_a_short_handle_of_the_old_file_is_ope
         os.write(over, os.urandom(MiB))
         assert _close_errno(over) == errno.ENOSPC  # past the quota: refused
         _kill_9(proc)
-    assert _remounted(env, mnt, "rv-again") == {"x.bin": new, "fill.bin": fill}
+        assert _remounted(env, mnt, "rv-again") == {"x.bin": new, "fill.bin": fill}

@@ -111,6 +111,6 @@ def test_a_late_release_on_a_passthrough_mount_keeps_the_acknowledged_file(env: 
         finally:  # after the kill nothing reaches the workspace; before it, a busy unmount is slow
             with contextlib.suppress(OSError):
                 os.close(still)
-    files = _remounted(env, mnt, name)
-    assert files["rel.bin"] == acked
-    assert files["unfinished.bin"] == unfinished
+        files = _remounted(env, mnt, name)
+        assert files["rel.bin"] == acked
+        assert files["unfinished.bin"] == unfinished

@@ -41,5 +41,5 @@ def test_created_files_never_closed_are_absent_after_a_rename_and_kill_9(env: Fu
         for fd in (stream, tmp):
             with contextlib.suppress(OSError):
                 os.close(fd)
-    got = _remounted(env, mnt, "crash13")
-    assert got == {"new-name": moved}, "a file no fsync or close acknowledged came back"
+        got = _remounted(env, mnt, "crash13")
+        assert got == {"new-name": moved}, "a file no fsync or close acknowledged came back"

@@ -65,7 +65,9 @@ def test_a_created_file_whose_close_failed_for_space_is_absent_after_a_rename_an
         _kill_9(proc)
         with contextlib.suppress(OSError):
             os.close(stream)
-    assert _remounted(env, mnt, "refused") == {"new-name": b"moved"}, "a file no close acknowledged came back"
+        assert _remounted(env, mnt, "refused") == {"new-name": b"moved"}, (
+            "a file no close acknowledged came back"
+        )
 
 
 def test_an_acknowledged_file_truncated_whose_close_failed_for_space_keeps_its_bytes_after_kill_9(
@@ -80,4 +82,4 @@ def test_an_acknowledged_file_truncated_whose_close_failed_for_space_keeps_its_b
         _close_fails_for_space(_written_past_its_reservation_beside_a_rename(mnt, "ckpt.bin", os.O_TRUNC))
         assert (mnt / "ckpt.bin").read_bytes() == acked
         _kill_9(proc)
-    assert _remounted(env, mnt, "kept") == {"ckpt.bin": acked, "new-name": b"moved"}
+        assert _remounted(env, mnt, "kept") == {"ckpt.bin": acked, "new-name": b"moved"}

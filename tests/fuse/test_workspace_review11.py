@@ -46,7 +46,13 @@ def _kill_9(proc) -> None:
 
 def _remounted(env: FuseEnv, mnt: Path, name: str) -> dict[str, bytes]:
     """Every file of workspace ``name`` as a fresh mount shows it (after a clean unmount or
-    a kill -9: ``datahub mount`` cleans a stale mount point itself)."""
+    a kill -9: ``datahub mount`` cleans a stale mount point itself).
+
+    After a kill -9, call it inside the killed mount's ``with`` block: the new daemon then
+    replays the crashed journal, as a remount after a crash does. After the block, the
+    block's teardown would first recover the workspace with a ``datahub umount`` of its own
+    (~1.2 CPU-s: a process that replays and flushes it; tests/fuse/test_workspace.py and
+    test_wbreview24.py check that recovery), and the fresh mount would find it recovered."""
     env.cli("mount", str(mnt), "--workspace", name, "--background")
     try:
         return {p.name: p.read_bytes() for p in sorted(mnt.iterdir()) if p.is_file()}
@@ -135,13 +141,13 @@ def test_acknowledged_files_are_exact_after_kill_9_and_a_holder_after_umount_is_
         _kill_9(proc)
         with contextlib.suppress(OSError):
             os.close(ofd)
-    got = _remounted(env, mnt, "streams")
-    for name, data in acked.items():
-        assert got.get(name) == data, f"{name}: acknowledged by its close, not as written after kill -9"
-    for name in refused:
-        assert name not in got, f"{name}: its close failed with ENOSPC, yet it was committed"
-    assert "log.txt" in acked  # a log of small appends stays far inside its reservation
-    assert set(got) == set(acked), "a file no close acknowledged came back"
+        got = _remounted(env, mnt, "streams")
+        for name, data in acked.items():
+            assert got.get(name) == data, f"{name}: acknowledged by its close, not as written after kill -9"
+        for name in refused:
+            assert name not in got, f"{name}: its close failed with ENOSPC, yet it was committed"
+        assert "log.txt" in acked  # a log of small appends stays far inside its reservation
+        assert set(got) == set(acked), "a file no close acknowledged came back"
 
     before, after = os.urandom(300_000), os.urandom(200_000)
     with env.mounted(mnt, "--workspace", "streams", "--passthrough"):

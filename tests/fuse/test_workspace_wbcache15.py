@@ -88,7 +88,7 @@ def test_closed_and_fsynced_files_survive_kill_9_and_unclosed_ones_are_absent(en
                 os.close(descriptor)
             except OSError:  # ENOTCONN: the connection is gone
                 pass
-    assert _remounted(env, mnt, "wbc-kill") == {"closed.bin": closed, "synced.bin": synced}
+        assert _remounted(env, mnt, "wbc-kill") == {"closed.bin": closed, "synced.bin": synced}
 
 
 def test_small_writes_reach_the_daemon_as_few_large_writes(env: FuseEnv) -> None:
