@@ -31,6 +31,7 @@ _INT = struct.Struct(">q")
 _USED = b"used"
 _PIN_GEN = b"pin_generation"
 _HOLDER = b"holder:"
+_REBUILDS = b"rebuilds"  # how many times the index was rebuilt from the page files (``rebuilds``)
 
 
 _OPEN: dict[str, PageIndex] = {}  # "<pid>:<path>" -> the open index
@@ -176,10 +177,11 @@ class PageIndex:
                 yield PageKey(url, etag, page_size, index, *ends_record), size
 
     def replace_all(self, entries: Iterable[tuple[PageKey, int]]) -> None:
-        """Rebuild: the pages database becomes exactly ``entries``."""
+        """Rebuild: the pages database becomes exactly ``entries`` (counted: ``rebuilds``)."""
         with transaction(self._env, write=True) as txn:
             txn.drop(self._pages, delete=False)
             txn.put(_USED, _INT.pack(0), db=self._meta)
+            self._bump(txn, _REBUILDS, 1)
             for key, size in entries:
                 value = _entry(key, size)
                 if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
@@ -188,6 +190,13 @@ class PageIndex:
     def used(self) -> int:
         with transaction(self._env, db=self._meta) as txn:
             raw = txn.get(_USED)
+        return _INT.unpack(raw)[0] if raw else 0
+
+    def rebuilds(self) -> int:
+        """How many times a process found a dead holder and rebuilt the index from the page
+        files (every process on the directory counts here; ``datahub cache stats`` shows it)."""
+        with transaction(self._env, db=self._meta) as txn:
+            raw = txn.get(_REBUILDS)
         return _INT.unpack(raw)[0] if raw else 0
 
     def count(self) -> int:

@@ -30,7 +30,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 
 from datahub.cache import stats as stats_io
@@ -51,6 +51,7 @@ from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import TIER_ERRORS, Tier
 from datahub.errors import InvalidInput, ObjectChanged
+from datahub.procs import cancel_at_exit
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,8 @@ class TieredCache:
         self._wake = threading.Event()
         self._maintainer: threading.Thread | None = None  # started by start()
         self._pid = os.getpid()  # the process whose cache this is (close)
+        #: what closes it at this process's exit (``open_cache``; ``procs.at_exit``), if anything
+        self.exit_hook: Callable[[], None] | None = None
 
     def start(self, prefetcher: Prefetcher, hints: HintAhead, *, maintain_interval: float) -> TieredCache:
         """Connect the parts built around this cache, load the pins, start the maintainer."""
@@ -521,6 +524,8 @@ class TieredCache:
         self._closed.set()
         if self._pid != os.getpid():
             return
+        if self.exit_hook is not None:
+            cancel_at_exit(self.exit_hook)
         self._wake.set()
         if self._maintainer is not None:
             self._maintainer.join(timeout=10)
