@@ -194,6 +194,24 @@ def open_cache(config: Config, stores, *, fetch_workers: bool = False) -> Tiered
     # rebuilds the index from every page file. Weak: a closed cache is not kept for the hook.
     cache.exit_hook = functools.partial(_close_at_exit, weakref.ref(cache))
     at_exit(cache.exit_hook)
+    fresh = getattr(stores, "fresh", None)  # a StoreRegistry: one like it, nothing open (no other kind)
+    if fresh is not None:
+        # a forked child reading through this cache reads through its own (TieredCache._here)
+        cache.reopen = functools.partial(_reopen, config, fresh)
+    return cache
+
+
+def _reopen(config: Config, fresh_stores: Callable[[], object]) -> TieredCache:
+    """The cache ``open_cache(config, ...)`` opened, opened again in this process (a forked
+    child), over stores of its own (the parent's clients and connections are not the child's),
+    which it closes with itself. No fetch workers: a library reader's cache has none."""
+    stores = fresh_stores()
+    try:
+        cache = open_cache(config, stores)
+    except BaseException:
+        stores.close()  # type: ignore[attr-defined]
+        raise
+    cache.owned_stores = stores
     return cache
 
 

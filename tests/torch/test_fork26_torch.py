@@ -1,4 +1,5 @@
-"""fork26: DataLoader workers close their cache at exit, so the next epoch's trust the index.
+"""fork26: DataLoader workers (start method "fork") and the cache: closed at exit, and never
+the parent's.
 
 A worker (start method "fork", ``persistent_workers=False``) opens its own cache on first
 read and ends with ``os._exit`` after multiprocessing's finalizers: no ``atexit`` hook runs.
@@ -16,9 +17,10 @@ import pytest
 from datahub.catalog import Put, Record, open_catalog
 from datahub.storage import StoreRegistry
 from tests.cache.conftest import put_objects, with_cache
+from tests.torch.test_fork25_torch import held_fetch
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader  # noqa: E402
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 N = 12
 PAGE = 1024
@@ -80,3 +82,46 @@ def test_two_epochs_of_forked_workers_never_rebuild_the_index(version) -> None:
         assert stats["index_rebuilds"] == 0
     finally:
         dataset.source.close()
+
+
+class CacheFiles(Dataset):
+    """What a user writes holding the cache itself: ``open_cache`` in the parent, kept here."""
+
+    def __init__(self, cache, refs) -> None:
+        self.cache, self.refs = cache, refs
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def __getitem__(self, i: int) -> bytes:
+        return bytes(self.cache.read(self.refs[i]))
+
+
+def test_dataloader_workers_over_a_cache_their_parent_opened_and_is_fetching_through(version, monkeypatch):
+    """The workers read through the ``TieredCache`` the parent opened (not datahub://, not
+    CacheSource) while a parent thread fetches the first object: each worker reads through a
+    cache of its own, and gives its claim on the disk index back when it exits. On main the
+    worker reading that object waited for the parent's fetch for ever (DataLoader timed out)."""
+    from datahub.cache import open_cache
+
+    config, data = version
+    catalog = open_catalog(config.resolved_catalog_url)
+    refs = [r.ref for r in catalog.list_records("ds", 1)]
+    catalog.close()
+    stores = StoreRegistry(config)
+    cache = open_cache(config, stores)
+    try:
+        assert bytes(cache.read(refs[1])) == data[1]  # the parent's cache is open
+        release = held_fetch(monkeypatch, lambda: bytes(cache.read(refs[0])))
+        try:
+            loader = DataLoader(CacheFiles(cache, refs), batch_size=3, num_workers=2, multiprocessing_context="fork",
+                                collate_fn=list, timeout=60)  # fmt: skip
+            got = [b for batch in loader for b in batch]
+            del loader
+        finally:
+            assert release() == [data[0]]
+        assert got == data
+        assert _holders(next(t for t in cache.tiers if t.name == "disk").index) == {os.getpid()}
+    finally:
+        cache.close()
+        stores.close()
