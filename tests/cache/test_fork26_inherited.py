@@ -60,3 +60,28 @@ def test_a_child_reads_through_an_inherited_cache_while_the_parent_fetches(make_
     assert got == [held_data]
     assert _holders(cache) == {parent}, "the child's claim outlived it, or the parent's is gone"
     assert cache.read(other) == other_data
+
+
+def test_a_cache_built_from_tiers_refuses_a_read_in_a_forked_child(tmp_path, source) -> None:
+    """``assemble_cache`` has no configuration to open the child's own cache from: a read in a
+    child says so (InvalidInput naming open_cache and CacheSource) instead of using the
+    parent's parts."""
+    from datahub.errors import InvalidInput
+    from tests.cache.conftest import gated_cache
+
+    cache, _ = gated_cache(tmp_path, source)
+    (ref, data), *_ = put_objects(source, [1500])
+    try:
+        assert cache.read(ref) == data
+
+        def child() -> bool:
+            try:
+                cache.read(ref)
+            except InvalidInput as exc:
+                return "open_cache" in str(exc) and "CacheSource" in str(exc)
+            return False
+
+        assert in_child(child, timeout=60) == 0
+        assert cache.read(ref) == data
+    finally:
+        cache.close()
