@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import multiprocessing.util
 import os
 import threading
 from collections.abc import Callable
@@ -49,6 +48,8 @@ def at_exit(hook: Callable[[], object]) -> None:
     epoch's workers, finding a dead holder, rebuilt the index from every page file. Hooks
     registered in a parent are not run in a forked child (they are the parent's)."""
     global _hooked_pid
+    import multiprocessing.util  # here: the mount and catalog commands import this module, not it
+
     with _hooks_lock:
         if _hooked_pid != os.getpid():
             _hooks.clear()  # inherited through fork: the parent's
