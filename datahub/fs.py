@@ -22,7 +22,6 @@ this module. Everything that would write raises ReadOnly.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
 import os
@@ -35,6 +34,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 from datahub.catalog.model import Record
 from datahub.config import Config, load_config
 from datahub.errors import NotFound, ReadOnly, RecordNotFound
+from datahub.procs import at_exit, cancel_at_exit
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_key, check_name, check_prefix
 
@@ -82,7 +82,7 @@ class DatahubFileSystem(AbstractFileSystem):
         if self._pid == os.getpid():
             return
         if self._at_exit is not None:
-            atexit.unregister(self._at_exit)
+            cancel_at_exit(self._at_exit)
             self._at_exit = None
         _INHERITED.extend(s for s in (self._cache, self._stores, self._catalog) if s is not None)
         self._catalog = self._stores = self._cache = None
@@ -126,7 +126,7 @@ class DatahubFileSystem(AbstractFileSystem):
             # the next process rebuilds the index from the page files. A weak reference, so an
             # instance that was closed (or collected) is not kept alive for the exit hook.
             self._at_exit = functools.partial(_close_at_exit, weakref.ref(self))
-            atexit.register(self._at_exit)
+            at_exit(self._at_exit)
         return self._cache
 
     def close(self) -> None:
@@ -137,7 +137,7 @@ class DatahubFileSystem(AbstractFileSystem):
         """
         self._after_fork()
         if self._at_exit is not None:
-            atexit.unregister(self._at_exit)
+            cancel_at_exit(self._at_exit)
             self._at_exit = None
         for service in (self._cache, self._stores, self._catalog):
             if service is not None:

@@ -8,8 +8,10 @@ nothing); this module is where a configuration becomes those collaborators: ``bu
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from datahub.cache.tier import Tier
 from datahub.cache.tiered import TieredCache
 from datahub.config import Config
 from datahub.errors import InvalidInput, StorageError
+from datahub.procs import at_exit
 
 log = logging.getLogger(__name__)
 HINT_WORKERS = 32
@@ -164,7 +167,7 @@ def open_cache(config: Config, stores, *, fetch_workers: bool = False) -> Tiered
             workers = FetchWorkers(config, count, disk)
         except OSError as exc:  # an optimisation: fetch in this process instead
             log.error("fetch workers could not be started (%s); cold pages are fetched by this process", exc)
-    return assemble_cache(
+    cache = assemble_cache(
         tiers,
         Origin(
             stores,
@@ -185,6 +188,37 @@ def open_cache(config: Config, stores, *, fetch_workers: bool = False) -> Tiered
         maintain_interval=c.maintain_interval,
         fetch_workers=workers,
     )
+    # Closed at exit if its user did not (a script, a notebook, a DataLoader worker: one that
+    # ends with os._exit after multiprocessing's finalizers, procs.at_exit): else its claim on
+    # the disk index outlives it, its batched index inserts are lost, and the next process
+    # rebuilds the index from every page file. Weak: a closed cache is not kept for the hook.
+    cache.exit_hook = functools.partial(_close_at_exit, weakref.ref(cache))
+    at_exit(cache.exit_hook)
+    fresh = getattr(stores, "fresh", None)  # a StoreRegistry: one like it, nothing open (no other kind)
+    if fresh is not None:
+        # a forked child reading through this cache reads through its own (TieredCache._here)
+        cache.reopen = functools.partial(_reopen, config, fresh)
+    return cache
+
+
+def _reopen(config: Config, fresh_stores: Callable[[], object]) -> TieredCache:
+    """The cache ``open_cache(config, ...)`` opened, opened again in this process (a forked
+    child), over stores of its own (the parent's clients and connections are not the child's),
+    which it closes with itself. No fetch workers: a library reader's cache has none."""
+    stores = fresh_stores()
+    try:
+        cache = open_cache(config, stores)
+    except BaseException:
+        stores.close()  # type: ignore[attr-defined]
+        raise
+    cache.owned_stores = stores
+    return cache
+
+
+def _close_at_exit(cache: weakref.ref[TieredCache]) -> None:
+    alive = cache()
+    if alive is not None:
+        alive.close()
 
 
 def _fill_limit(local_tiers: Sequence[Tier], requested: int) -> int:

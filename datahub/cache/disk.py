@@ -369,6 +369,14 @@ class DiskTier(BudgetedTier):
     def _forget(self, key: PageKey) -> None:
         self._index.remove(key.digest)
 
+    def stats(self) -> dict:
+        """The tier's figures, and ``index_rebuilds``: how often a process sharing the directory
+        rebuilt the index because one that held it ended without closing it."""
+        out = super().stats()
+        with tier_failure(self, "check", "the index", counted=False):
+            out["index_rebuilds"] = self.index.rebuilds()
+        return out
+
     def flush_index(self) -> None:
         """Write every batched index insert now (other processes and ``cache stats`` see them)."""
         self._index.flush()

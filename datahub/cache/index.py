@@ -24,12 +24,14 @@ import lmdb
 from datahub.cache.pagefile import DIR_MODE, FILE_MODE
 from datahub.cache.pages import PageKey
 from datahub.errors import StorageError
+from datahub.lmdb_fork import close_inherited, transaction, using
 from datahub.procs import pid_alive
 
 _INT = struct.Struct(">q")
 _USED = b"used"
 _PIN_GEN = b"pin_generation"
 _HOLDER = b"holder:"
+_REBUILDS = b"rebuilds"  # how many times the index was rebuilt from the page files (``rebuilds``)
 
 
 _OPEN: dict[str, PageIndex] = {}  # "<pid>:<path>" -> the open index
@@ -47,7 +49,13 @@ def open_index(path: Path) -> PageIndex:
         index = _OPEN.get(key)
         if index is None:
             for stale in [k for k in _OPEN if k.partition(":")[2] == key.partition(":")[2]]:
-                _OPEN.pop(stale)._drop_inherited()  # inherited through fork: lmdb opens a path once
+                if not _OPEN.pop(stale)._drop_inherited():  # inherited through fork: lmdb opens a path once
+                    raise StorageError(
+                        f"cannot open the disk cache index at {path} in this forked process: a "
+                        "thread of its parent had a transaction of it open at the fork, so the "
+                        "parent's handle stays open here (datahub.lmdb_fork); open the cache "
+                        "before the parent reads through it, or use the start method 'spawn'"
+                    )
             index = _OPEN[key] = PageIndex(path)
         index._refs += 1
         return index
@@ -79,9 +87,10 @@ class PageIndex:
             raise StorageError(
                 f"cannot open the disk cache index at {path}: {exc}; delete the directory to rebuild it"
             ) from exc
-        self._pages = self._env.open_db(b"pages")
-        self._pins = self._env.open_db(b"pins")
-        self._meta = self._env.open_db(b"meta")
+        with using(self._env):
+            self._pages = self._env.open_db(b"pages")
+            self._pins = self._env.open_db(b"pins")
+            self._meta = self._env.open_db(b"meta")
         self._pid = os.getpid()
 
     # --- lifecycle: is the index trustworthy? ---------------------------------------------------
@@ -89,7 +98,7 @@ class PageIndex:
         """Register this process; True if the index can be trusted (no holder died holding it)."""
         if self._attached:  # another tier of this process attached (and checked) already
             return True
-        with self._env.begin(write=True, db=self._meta) as txn:
+        with transaction(self._env, write=True, db=self._meta) as txn:
             dead = []
             for key, _ in txn.cursor():
                 if key.startswith(_HOLDER) and not pid_alive(int(key[len(_HOLDER) :])):
@@ -119,31 +128,35 @@ class PageIndex:
                 return
             _OPEN.pop(self._key, None)
         if self._attached:
-            with self._env.begin(write=True, db=self._meta) as txn:
+            with transaction(self._env, write=True, db=self._meta) as txn:
                 txn.delete(_HOLDER + str(self._pid).encode())
-        self._env.close()
+        with using(self._env):
+            self._env.close()
 
-    def _drop_inherited(self) -> None:
+    def _drop_inherited(self) -> bool:
         """Close a forked child's copy of the parent's LMDB handle, leaving the index's
         holders (the parent's claim) as they are. Closing it is what lets the child open
-        the path itself (lmdb refuses a second handle in one process); it touches only the
-        child's mapping and file descriptors, which hold no locks in the child."""
+        the path itself (lmdb refuses a second handle in one process). It is safe only
+        because no transaction of the parent was open at the fork (``datahub.lmdb_fork``):
+        closing aborted those in the reader table both processes share, and the parent's
+        open snapshot then read pages its writer had reused. False: one was, the handle
+        stays open."""
         if self._pid == os.getpid():  # the opener's own handle: only ``close`` releases it
-            return
+            return True
         self._attached = False
-        self._env.close()
+        return close_inherited(self._env)
 
     # --- pages -----------------------------------------------------------------------------------
     def add(self, key: PageKey, size: int) -> None:
         value = _entry(key, size)
-        with self._env.begin(write=True) as txn:
+        with transaction(self._env, write=True) as txn:
             if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                 self._bump(txn, _USED, size)
 
     def add_many(self, entries: Iterable[tuple[PageKey, int]]) -> None:
         """``add`` for many pages in ONE write transaction (datahub.cache.indexbatch)."""
         added = 0
-        with self._env.begin(write=True) as txn:
+        with transaction(self._env, write=True) as txn:
             for key, size in entries:
                 value = _entry(key, size)
                 if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
@@ -152,34 +165,42 @@ class PageIndex:
                 self._bump(txn, _USED, added)
 
     def remove(self, digest: str) -> None:
-        with self._env.begin(write=True) as txn:
+        with transaction(self._env, write=True) as txn:
             raw = txn.pop(digest.encode(), db=self._pages)
             if raw is not None:
                 self._bump(txn, _USED, -json.loads(raw)[4])
 
     def entries(self) -> Iterator[tuple[PageKey, int]]:
-        with self._env.begin(db=self._pages) as txn:
+        with transaction(self._env, db=self._pages) as txn:
             for _, raw in txn.cursor():
                 url, etag, page_size, index, size, *ends_record = json.loads(raw)  # see _entry
                 yield PageKey(url, etag, page_size, index, *ends_record), size
 
     def replace_all(self, entries: Iterable[tuple[PageKey, int]]) -> None:
-        """Rebuild: the pages database becomes exactly ``entries``."""
-        with self._env.begin(write=True) as txn:
+        """Rebuild: the pages database becomes exactly ``entries`` (counted: ``rebuilds``)."""
+        with transaction(self._env, write=True) as txn:
             txn.drop(self._pages, delete=False)
             txn.put(_USED, _INT.pack(0), db=self._meta)
+            self._bump(txn, _REBUILDS, 1)
             for key, size in entries:
                 value = _entry(key, size)
                 if txn.put(key.digest.encode(), value, db=self._pages, overwrite=False):
                     self._bump(txn, _USED, size)
 
     def used(self) -> int:
-        with self._env.begin(db=self._meta) as txn:
+        with transaction(self._env, db=self._meta) as txn:
             raw = txn.get(_USED)
         return _INT.unpack(raw)[0] if raw else 0
 
+    def rebuilds(self) -> int:
+        """How many times a process found a dead holder and rebuilt the index from the page
+        files (every process on the directory counts here; ``datahub cache stats`` shows it)."""
+        with transaction(self._env, db=self._meta) as txn:
+            raw = txn.get(_REBUILDS)
+        return _INT.unpack(raw)[0] if raw else 0
+
     def count(self) -> int:
-        with self._env.begin(db=self._pages) as txn:
+        with transaction(self._env, db=self._pages) as txn:
             return txn.stat(self._pages)["entries"]
 
     # --- pins ------------------------------------------------------------------------------------
@@ -187,7 +208,7 @@ class PageIndex:
         """Replace pin ``name`` with ``object_ids``; returns how many objects it holds."""
         prefix = name.encode() + b"\0"
         n = 0
-        with self._env.begin(write=True, db=self._pins) as txn:
+        with transaction(self._env, write=True, db=self._pins) as txn:
             self._delete_prefix(txn, prefix)
             for oid in object_ids:
                 n += txn.put(prefix + oid.encode(), b"")
@@ -195,7 +216,7 @@ class PageIndex:
         return n
 
     def remove_pin(self, name: str) -> bool:
-        with self._env.begin(write=True, db=self._pins) as txn:
+        with transaction(self._env, write=True, db=self._pins) as txn:
             found = self._delete_prefix(txn, name.encode() + b"\0")
             self._bump(txn, _PIN_GEN, 1)
         return found > 0
@@ -203,18 +224,18 @@ class PageIndex:
     def pins(self) -> dict[str, int]:
         """Pin name -> number of objects."""
         out: dict[str, int] = {}
-        with self._env.begin(db=self._pins) as txn:
+        with transaction(self._env, db=self._pins) as txn:
             for key in txn.cursor().iternext(values=False):
                 name = key.split(b"\0", 1)[0].decode()
                 out[name] = out.get(name, 0) + 1
         return out
 
     def pinned_objects(self) -> set[str]:
-        with self._env.begin(db=self._pins) as txn:
+        with transaction(self._env, db=self._pins) as txn:
             return {key.split(b"\0", 1)[1].decode() for key in txn.cursor().iternext(values=False)}
 
     def pin_generation(self) -> int:
-        with self._env.begin(db=self._meta) as txn:
+        with transaction(self._env, db=self._meta) as txn:
             raw = txn.get(_PIN_GEN)
         return _INT.unpack(raw)[0] if raw else 0
 

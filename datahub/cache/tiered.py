@@ -30,8 +30,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from datahub.cache import stats as stats_io
 from datahub.cache.activity import ReaderActivity
@@ -51,6 +52,7 @@ from datahub.cache.shared import SharedTier
 from datahub.cache.singleflight import SingleFlight
 from datahub.cache.tier import TIER_ERRORS, Tier
 from datahub.errors import InvalidInput, ObjectChanged
+from datahub.procs import cancel_at_exit
 from datahub.storage.base import ObjectRef
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,13 @@ class TieredCache:
         self._wake = threading.Event()
         self._maintainer: threading.Thread | None = None  # started by start()
         self._pid = os.getpid()  # the process whose cache this is (close)
+        #: what closes it at this process's exit (``open_cache``; ``procs.at_exit``), if anything
+        self.exit_hook: Callable[[], None] | None = None
+        #: opens the same cache afresh in another process (``open_cache`` sets it; ``_here``)
+        self.reopen: Callable[[], TieredCache] | None = None
+        #: closed with the cache: the stores a cache ``reopen`` made reads through (its own)
+        self.owned_stores: Any = None
+        self._forked: TieredCache | None = None  # in a forked child: the child's own (``_here``)
 
     def start(self, prefetcher: Prefetcher, hints: HintAhead, *, maintain_interval: float) -> TieredCache:
         """Connect the parts built around this cache, load the pins, start the maintainer."""
@@ -134,6 +143,30 @@ class TieredCache:
             if i == 0 and len(self.tiers) > 1:
                 tier.on_evict = self._demote
 
+    def _here(self) -> TieredCache:
+        """The cache that serves this process: itself where it was built; in a forked child
+        (a DataLoader worker reading through a cache its parent opened and kept in a Dataset),
+        the child's own, opened on first use from the same configuration (``reopen``).
+
+        Why: the parts are the parent's. A page a parent thread was fetching at the fork was
+        waited for in the single flight, whose leader does not exist in the child (the read
+        hung); and the child read and wrote through the parent's LMDB handle, scheduler slots
+        and pooled connections."""
+        if self._pid == os.getpid():
+            return self
+        with _FORKED_LOCK:
+            own = self._forked
+            if own is None or own._pid != os.getpid():
+                if self.reopen is None:
+                    raise InvalidInput(
+                        f"this cache was opened in process {self._pid} and cannot be read in process "
+                        f"{os.getpid()} (a forked child): built from tiers (assemble_cache), it has no "
+                        "configuration to open the child's own. Open the cache in each process "
+                        "(open_cache, or datahub.torch.CacheSource, which does)"
+                    )
+                own = self._forked = self.reopen()
+            return own
+
     # --- reads -------------------------------------------------------------------------------------
     def read(
         self,
@@ -153,6 +186,8 @@ class TieredCache:
         reads (e.g. a FUSE file handle) so that the prefetcher tells sequential readers of
         one object apart; None: all readers of an object count as one.
         """
+        if self._pid != os.getpid():
+            return self._here().read(ref, offset, size, view=view, reader=reader)
         if offset < 0 or (size is not None and size < 0):
             raise InvalidInput(f"invalid read of {ref.url}: offset {offset} and size {size} must be >= 0")
         end = ref.size if size is None else min(ref.size, offset + size)
@@ -184,6 +219,8 @@ class TieredCache:
         where the reader is, in memory); any other read of it takes ``read``, which keeps
         readahead, fills and new streams informed.
         """
+        if self._pid != os.getpid():
+            return self._here().read_cached(ref, offset, size)
         ram = self.tiers[0] if self.tiers else None
         if not isinstance(ram, RamTier) or offset < 0:
             return None
@@ -416,6 +453,8 @@ class TieredCache:
         first. ``progress`` is anything with ``update(n, nbytes)``
         (datahub.console.context.Progress); setting ``cancel`` stops it after the pages in flight.
         """
+        if self._pid != os.getpid():
+            return self._here().prefetch(refs, progress=progress, cancel=cancel)
         cancel = cancel or threading.Event()
         return run_prefetch(
             refs,
@@ -432,10 +471,14 @@ class TieredCache:
     def warm_room(self) -> int:
         """The most bytes a warm-up pass may bring in without any tier evicting one of them
         (``WarmBudget``: below the low watermark of a tier that keeps pages)."""
+        if self._pid != os.getpid():
+            return self._here().warm_room()
         return WarmBudget(self.tiers).capacity()
 
     def holds(self, ref: ObjectRef) -> bool:
         """Whether a local tier holds the first page of ``ref`` (no I/O beyond an index look-up)."""
+        if self._pid != os.getpid():
+            return self._here().holds(ref)
         return self._cached_locally(page_key(ref, self.page_size, 0))
 
     def hint(self, refs: Sequence[ObjectRef]) -> None:
@@ -443,6 +486,8 @@ class TieredCache:
 
         A warm-up pass running meanwhile takes this order first.
         """
+        if self._pid != os.getpid():
+            return self._here().hint(refs)
         with self._hint_lock:
             self._hint_order = (self._hint_order[0] + 1, refs)
         self._hints.set(refs)
@@ -494,6 +539,8 @@ class TieredCache:
                 log.exception("cache: maintenance round failed unexpectedly")
 
     def stats(self) -> dict:
+        if self._pid != os.getpid():
+            return self._here().stats()
         return {
             "pid": os.getpid(),
             "time": time.time(),
@@ -520,7 +567,13 @@ class TieredCache:
             return
         self._closed.set()
         if self._pid != os.getpid():
+            with _FORKED_LOCK:
+                own, self._forked = self._forked, None
+            if own is not None and own._pid == os.getpid():
+                own.close()  # the child's own (``_here``)
             return
+        if self.exit_hook is not None:
+            cancel_at_exit(self.exit_hook)
         self._wake.set()
         if self._maintainer is not None:
             self._maintainer.join(timeout=10)
@@ -537,12 +590,26 @@ class TieredCache:
         if self._stats_dir is not None:
             with self._stats_lock:  # after a snapshot being written now
                 stats_io.remove_snapshot(self._stats_dir)
+        if self.owned_stores is not None:
+            self.owned_stores.close()
 
     def __enter__(self) -> TieredCache:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_FORKED_LOCK = threading.Lock()  # opens a forked child's own cache once (``TieredCache._here``)
+
+
+def _after_fork_in_child() -> None:
+    """A fresh lock: a parent thread may have held it at the fork."""
+    global _FORKED_LOCK
+    _FORKED_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _part(page: bytes, page_start: int, offset: int, end: int) -> bytes | memoryview:

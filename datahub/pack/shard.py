@@ -20,6 +20,7 @@ from typing import Any
 import lmdb
 
 from datahub.errors import InvalidInput, StorageError
+from datahub.lmdb_fork import close_inherited, transaction, using
 
 INDEX_KEY = b"\x00datahub-shard-index"
 SHARD_FORMAT = "datahub.pack.shard/1"
@@ -101,8 +102,15 @@ class _OpenEnvironments:
             if entry is None:
                 for stale in [k for k in self._envs if k[1] == key[1]]:
                     # inherited through fork: close the child's copy of the mapping (lmdb
-                    # refuses a second handle to a file it believes this process has open)
-                    self._envs.pop(stale)[0].close()
+                    # refuses a second handle to a file it believes this process has open),
+                    # unless a parent thread was reading it at the fork (datahub.lmdb_fork)
+                    if not close_inherited(self._envs.pop(stale)[0]):
+                        raise StorageError(
+                            f"cannot open shard {path} in this forked process: a thread of its "
+                            "parent was reading it at the fork, so the parent's handle stays open "
+                            "here; use the DataLoader start method 'spawn', or read no sample in "
+                            "the parent while workers start"
+                        )
                 try:
                     env = lmdb.open(str(path), subdir=False, readonly=True, lock=False,
                                     readahead=False, max_readers=2048)  # fmt: skip
@@ -121,7 +129,8 @@ class _OpenEnvironments:
             entry[1] -= 1
             if entry[1] <= 0:
                 del self._envs[key]
-                entry[0].close()
+                with using(entry[0]):
+                    entry[0].close()
 
     def after_fork_in_child(self) -> None:
         """A fresh lock in a forked child (a DataLoader worker): a parent thread opening a
@@ -154,24 +163,27 @@ class ShardReader:
         return self._env
 
     def get(self, key: str) -> bytes:
-        with self._open().begin(buffers=False) as txn:
+        with transaction(self._open(), buffers=False) as txn:
             value = txn.get(key.encode())
         if value is None:
             raise InvalidInput(f"shard {self.path.name} has no sample {key!r}", key=key)
         return value
 
     def index(self) -> dict[str, Any]:
-        with self._open().begin() as txn:
+        with transaction(self._open()) as txn:
             raw = txn.get(INDEX_KEY)
         if raw is None:
             raise InvalidInput(f"{self.path} is not a datahub shard (no index)")
         return json.loads(raw)
 
     def iter_keys(self) -> Iterator[str]:
-        with self._open().begin() as txn:
-            for raw in txn.cursor().iternext(keys=True, values=False):
-                if raw != INDEX_KEY:
-                    yield raw.decode()
+        """The shard's keys in order, read in one transaction before the first is yielded: a
+        transaction left open across yields would hold back every fork of this process until
+        the caller finished the shard (``datahub.lmdb_fork``)."""
+        with transaction(self._open()) as txn:
+            keys = [raw for raw in txn.cursor().iternext(keys=True, values=False) if raw != INDEX_KEY]
+        for raw in keys:
+            yield raw.decode()
 
     def close(self) -> None:
         if self._env is not None and self._pid == os.getpid():

@@ -285,6 +285,12 @@ class StoreRegistry:
             self._s3 = S3Connection(self.config.s3, lean_get=self._lean_s3_get)
         return S3Store(authority, path, self.config.s3, connection=self._s3)
 
+    def fresh(self) -> StoreRegistry:
+        """A registry like this one with nothing open yet: what a forked child reads through
+        (this one's clients and pooled connections are its parent's: two processes on one
+        connection read each other's answers)."""
+        return StoreRegistry(self.config, lean_s3_get=self._lean_s3_get)
+
     def close(self) -> None:
         with self._lock:
             stores, self._stores, self._by_root = list(self._stores.values()), {}, {}

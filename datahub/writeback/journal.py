@@ -77,6 +77,7 @@ from typing import Any, Protocol, TypeVar
 import lmdb
 
 from datahub.errors import InvalidInput, NoSpace, StorageError
+from datahub.lmdb_fork import close_inherited, transaction, using
 from datahub.writeback.failure_log import FailureLog
 
 _ID = struct.Struct(">Q")
@@ -455,6 +456,7 @@ class Journal:
         except (OSError, lmdb.Error) as exc:
             raise _translate(exc, f"cannot open the journal of {what} at {path}", path) from exc
         self._closed = False
+        self._pid = os.getpid()  # the process whose handle this is (close)
         self._readonly = readonly
         self._group = threading.Lock()  # guards the fields below; never held during I/O
         self._queue: list[_Request] = []
@@ -492,7 +494,7 @@ class Journal:
         """A read transaction that sees every acknowledged change, deferred ones included."""
         self._check_open()
         deferred = self._deferred  # before the snapshot: see ``_view_for``
-        with self._env.begin(write=False) as txn:
+        with transaction(self._env, write=False) as txn:
             yield Txn(txn, self._dbs, self._view_for(txn, deferred))
 
     @contextmanager
@@ -502,17 +504,18 @@ class Journal:
         is committed or aborted, every later one begins after it (the shared log's checkpoint
         switches its base there, ``shared_log.py``)."""
         self._check_open()
-        try:
-            writing = self._env.begin(write=True)
+        with using(self._env):
             try:
-                then()
-                txn = self._env.begin(write=False)
-            finally:
-                writing.abort()
-        except lmdb.Error as exc:
-            raise _translate(exc, f"cannot read the journal of {self.what}", self.path) from exc
-        with txn:
-            yield Txn(txn, self._dbs)
+                writing = self._env.begin(write=True)
+                try:
+                    then()
+                    txn = self._env.begin(write=False)
+                finally:
+                    writing.abort()
+            except lmdb.Error as exc:
+                raise _translate(exc, f"cannot read the journal of {self.what}", self.path) from exc
+            with txn:
+                yield Txn(txn, self._dbs)
 
     def _view_for(self, txn: Any, deferred: tuple[tuple[tuple[int, dict, float], ...], dict]) -> dict | None:
         """The deferred changes LMDB snapshot ``txn`` lacks. ``deferred`` was taken before the
@@ -540,14 +543,15 @@ class Journal:
         shipper, token = self.shipper, None
         changes: dict[tuple[str, bytes], bytes | None] | None = {} if shipper is not None else None
         try:
-            with self._env.begin(write=True) as txn:
+            with transaction(self._env, write=True) as txn:
                 applied = self._apply_deferred(txn, changes)
                 yield Txn(txn, self._dbs, shipped=changes)
                 if shipper is not None and changes:  # in the shared tier first, or not committed
                     token = shipper.ship(changes)
                     shipper.landed(token, doing)
             token = None  # committed: its record stands, whatever the flush does (``Shipper``)
-            self._env.sync(True)  # the meta page too: durable when we return
+            with using(self._env):
+                self._env.sync(True)  # the meta page too: durable when we return
         except lmdb.Error as exc:
             self._defer_failed = True
             _void(shipper, token)
@@ -610,7 +614,7 @@ class Journal:
         changes: dict[tuple[str, bytes], bytes | None] | None = {} if shipper is not None else None
         try:
             self.fence(doing)
-            with self._env.begin(write=True) as txn:
+            with transaction(self._env, write=True) as txn:
                 applied = self._apply_deferred(txn, changes)
                 if shipper is not None and changes:
                     # not waited for: their cover records hold them until it lands, and a later
@@ -719,7 +723,7 @@ class Journal:
                 self.fence(doing)
                 changes: dict[str, dict[bytes, bytes | None]] = {}
                 deferred = self._deferred  # before the snapshot: see ``_view_for``
-                with self._env.begin(write=False) as txn:
+                with transaction(self._env, write=False) as txn:
                     view = self._view_for(txn, deferred)
                     request.result = fn(Txn(txn, self._dbs, view, changes))
             except lmdb.Error as exc:
@@ -873,7 +877,7 @@ class Journal:
         changes: dict[tuple[str, bytes], bytes | None] | None = {} if shipper is not None else None
         try:
             self.fence(what)  # before anything of the batch is committed: every request fails
-            with self._env.begin(write=True) as txn:
+            with transaction(self._env, write=True) as txn:
                 applied = self._apply_deferred(txn, changes)
                 for request in batch:
                     child = self._env.begin(write=True, parent=txn)
@@ -891,7 +895,8 @@ class Journal:
                     token = shipper.ship(changes)
                     shipper.landed(token, what)
             token = None  # committed: its record stands, whatever the flush does (``Shipper``)
-            self._env.sync(True)
+            with using(self._env):
+                self._env.sync(True)
         except lmdb.Error as exc:
             self._defer_failed = True
             _void(shipper, token)
@@ -907,7 +912,14 @@ class Journal:
 
     def close(self) -> None:
         """Close; a commit the committer thread is running finishes first, then the deferred
-        commits are written."""
+        commits are written.
+
+        In a forked child it only lets the inherited handle go (``datahub.lmdb_fork``): the
+        deferred commits, the committer and the shipper are the parent's."""
+        if self._pid != os.getpid():
+            self._closed = True
+            close_inherited(self._env)
+            return
         with self._group:
             self._closed = True
             committer = self._committer
@@ -917,12 +929,14 @@ class Journal:
         if not self._readonly:
             try:
                 self.settle_deferred()
-                self._env.sync(True)  # the last deferred commits' meta page
+                with using(self._env):
+                    self._env.sync(True)  # the last deferred commits' meta page
             except Exception as exc:  # their records are in the packs: recovery replays them
                 log.warning("%s: closing with commits not written into the journal: %s", self.what, exc)
         if self.shipper is not None:
             self.shipper.close()
-        self._env.close()
+        with using(self._env):
+            self._env.close()
 
 
 def _merge(base: dict, changes: list[dict]) -> dict:

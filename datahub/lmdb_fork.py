@@ -1,0 +1,117 @@
+"""LMDB environments across ``fork``: no transaction of the parent is open in a child.
+
+Why: a forked child (a torch DataLoader worker) inherits every LMDB handle of its parent, and
+LMDB forbids using one in a child. py-lmdb lets a process open an environment's files once, so
+a child that wants its own handle (its disk cache index, a shard) must close the inherited one
+first (``close_inherited``), and so does the garbage collector when the child drops it. Closing
+a handle aborts every transaction the child inherited with it: a read transaction a parent
+thread had open at the fork gave up the PARENT's slot in the reader table the processes share
+(its snapshot then read pages a writer had reused: wrong bytes), and an operation or write
+transaction in flight at the fork was waited for, in the child, for ever (it hung).
+
+So every transaction of an environment registered here is taken through ``transaction`` (or a
+section through ``using``), and a fork waits until none is open in another thread (at most
+``FORK_WAIT`` seconds: a transaction that outlives that is named in a warning) while none may
+begin. A child then holds handles without open transactions, which it may close; one that a
+transaction still held at the fork is kept, never closed (``close_inherited`` says so).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+FORK_WAIT = 30.0  # seconds a fork waits for the other threads' open transactions
+
+_cond = threading.Condition(threading.Lock())
+_open: Counter[tuple[int, int]] = Counter()  # (thread ident, id(env)) -> sections open
+_forking = False
+_open_at_fork: set[int] = set()  # in a child: id() of the inherited envs a transaction held at the fork
+_kept: list[Any] = []  # in a child: those envs, referenced for ever (closing them is what must not happen)
+
+
+@contextmanager
+def using(env: Any) -> Iterator[Any]:
+    """A section of this thread that opens transactions of ``env`` (or closes it): no fork
+    happens inside it. Sections nest, and a thread already inside one enters more while a
+    fork waits (it must finish the outer one for the fork to go on)."""
+    me = (threading.get_ident(), id(env))
+    with _cond:
+        while _forking and not any(t == me[0] for t, _ in _open):
+            _cond.wait()
+        _open[me] += 1
+    try:
+        yield env
+    finally:
+        with _cond:
+            _open[me] -= 1
+            if _open[me] <= 0:
+                del _open[me]
+            _cond.notify_all()
+
+
+@contextmanager
+def transaction(env: Any, **kwargs: Any) -> Iterator[Any]:
+    """``env.begin(**kwargs)`` as a context (committed on success, aborted on error), inside
+    ``using(env)``."""
+    with using(env), env.begin(**kwargs) as txn:
+        yield txn
+
+
+def close_inherited(env: Any) -> bool:
+    """In a forked child: close the parent's handle ``env`` so that this process may open the
+    files itself. False, and ``env`` is kept open and never closed, when a parent thread had a
+    transaction of it open at the fork (closing it would abort that transaction in the reader
+    table the processes share)."""
+    if id(env) in _open_at_fork:
+        _kept.append(env)
+        return False
+    env.close()
+    return True
+
+
+def _before_fork() -> None:
+    """Hold new transactions back and wait (``FORK_WAIT`` at most) for the other threads' to end."""
+    global _forking
+    _cond.acquire()
+    _forking = True
+    me = threading.get_ident()
+    deadline = time.monotonic() + FORK_WAIT
+    while any(t != me for t, _ in _open):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            log.warning(
+                "fork: %d LMDB transaction(s) of other threads still open after %.0fs; the child "
+                "keeps those handles and never closes them (it cannot open their files itself)",
+                sum(n for (t, _), n in _open.items() if t != me),
+                FORK_WAIT,
+            )
+            break
+        _cond.wait(left)
+
+
+def _after_fork_in_parent() -> None:
+    global _forking
+    _forking = False
+    _cond.notify_all()
+    _cond.release()
+
+
+def _after_fork_in_child() -> None:
+    global _cond, _open, _forking, _open_at_fork
+    _open_at_fork = _open_at_fork | {env for _, env in _open}
+    _open, _forking = Counter(), False
+    _cond = threading.Condition(threading.Lock())
+
+
+os.register_at_fork(
+    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
+)
