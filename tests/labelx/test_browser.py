@@ -65,10 +65,12 @@ def browser() -> Iterator[object]:
             b.close()
 
 
-def shot(page, name: str) -> None:
+def shot(page, name: str, *, full_page: bool = True) -> None:
+    """``page`` as ``<LABELX_SCREENSHOTS>/<name>.png``, only when that names a directory: nothing
+    reads them (a person looking at the pages does), as the dataset browser's (Chrome.screenshot)."""
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=full_page)
 
 
 # What every LabelX page of a test said on its console as an error, threw, or opened as a
@@ -283,17 +285,12 @@ def test_suggestions_accepted_with_one_key_and_undo(app, env, server, browser):
     assert sugg == {"dog": {"accepted": 2, "corrected": 1, "rate": 0.667}}
 
 
-def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser, tmp_path):
+def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser):
     """Issue 37 items 4 and 7 in Chromium: the project-name pattern compiles under the ``v``
     flag and checks in the browser; the login page names the demo's password file; the task
     page keeps its controls on screen with the banner shown (1400x1000); the reject reason's
     placeholder fits; "Accept all shown" asks first; the throughput axis is not cut; counts
-    read "1 record". Screenshots go to LABELX_SCREENSHOTS (else this test's directory)."""
-    shots = Path(SHOTS) if SHOTS else tmp_path
-
-    def snap(page, name: str) -> None:
-        shots.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shots / f"{name}.png"))
+    read "1 record". Screenshots (of the window) go to LABELX_SCREENSHOTS when it is set."""
 
     service, store = app.state.labelx.service, app.state.labelx.store
     project = service.create_project(
@@ -307,7 +304,7 @@ def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser, t
     page = new_page(browser)
     page.goto(f"{server}/login")
     expect(page.locator("#demo-password")).to_contain_text(str(demo_password_path(env.config)))
-    snap(page, "70-login")
+    shot(page, "70-login", full_page=False)
 
     # the admin's home: the name field's pattern is valid under the v flag and checks
     admin = login(browser, server, "admin")
@@ -321,7 +318,7 @@ def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser, t
     name.fill("cats-v3")
     assert name.evaluate("i => i.validity.valid") is True
     assert admin.evaluate("[counted(1, 'record'), counted(3, 'record')]") == ["1 record", "3 records"]
-    snap(admin, "71-home")
+    shot(admin, "71-home", full_page=False)
 
     # the annotator labels and submits; the banner shows and the controls stay on screen
     alice = login(browser, server, "alice", 1400, 1000)
@@ -334,7 +331,7 @@ def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser, t
     alice.click("#submit")
     expect(alice.locator("#banner")).to_be_visible()
     expect(alice.locator("#banner")).to_contain_text("submitted")
-    snap(alice, "72-task-submitted-1400x1000")
+    shot(alice, "72-task-submitted-1400x1000", full_page=False)
     for control in ("#next", "#submit", "#progress"):
         box = alice.locator(control).bounding_box()
         assert box is not None and box["y"] + box["height"] <= 1000, (control, box)
@@ -353,7 +350,7 @@ def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser, t
     assert fits
     rita.click("#accept-all")
     expect(rita.locator("#accept-all-question")).to_have_text("Accept 5 items as labelled?")
-    snap(rita, "73-review-accept-all-asks")
+    shot(rita, "73-review-accept-all-asks", full_page=False)
     rita.click("#accept-all-no")
     expect(rita.locator("#accept-all")).to_be_visible()
     assert [i.status for i in store.task_items(task)] == ["submitted"] * 5  # nothing accepted yet
@@ -367,7 +364,7 @@ def test_what_a_new_user_meets_on_every_labelx_page(app, env, server, browser, t
     admin.wait_for_selector("svg text.axis")
     first = admin.evaluate("() => document.querySelector('svg text.axis').getBBox().x")
     assert first >= 0, first
-    snap(admin, "74-dashboard")
+    shot(admin, "74-dashboard", full_page=False)
 
 
 def test_the_throughput_hours_are_utc_and_say_so(app, env, server, browser):

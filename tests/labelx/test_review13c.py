@@ -10,18 +10,9 @@ import sqlite3
 
 from datahub.catalog import Patch
 from labelx.app import create_labelx_app
-from labelx.store import LabelStore
 from tests.labelx.conftest import Session, make_project
+from tests.labelx.open_store import open_at_signal
 from tests.labelx.test_dataset_label import _items, _make_old
-
-
-def _open(path: str, start, out) -> None:
-    start.wait(30)
-    try:
-        LabelStore(path).close()
-        out.put("ok")
-    except Exception as e:
-        out.put(f"{type(e).__name__}: {e}")
 
 
 def test_several_processes_open_one_old_labelx_db_at_once(app, env) -> None:
@@ -33,7 +24,7 @@ def test_several_processes_open_one_old_labelx_db_at_once(app, env) -> None:
     _make_old(path)
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_open, args=(path, start, out)) for _ in range(4)]
+    procs = [ctx.Process(target=open_at_signal, args=(path, start, out)) for _ in range(4)]
     for p in procs:
         p.start()
     start.set()
