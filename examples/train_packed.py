@@ -18,29 +18,32 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from datahub.catalog import open_catalog
-from datahub.config import load_config
-from datahub.ingest.importer import import_source
-from datahub.pack import PackSpec, pack
-from datahub.pack.image import synthetic_photo
-from datahub.storage import StoreRegistry
-from datahub.torch import CacheSource, PackedDataset, StepTimer, recommend_loader_settings
-from datahub.torch._torch import image_tensor
-
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message=".*NumPy.*")
-    import torch
+# datahub and torch are imported by the functions that use them: `--help` answered after
+# 4 CPU-s of `import torch` (a test asks every documented script for its flags)
+if TYPE_CHECKING:
     from torch import nn
-    from torch.utils.data import DataLoader
 
 CLASSES = 4
 
 
+def _torch():
+    """torch, ``torch.nn`` and ``DataLoader``, imported quietly (NumPy's warning is not ours)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*NumPy.*")
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader
+    return torch, nn, DataLoader
+
+
 def make_photos(root: Path, count: int) -> Path:
     """``count`` photo-like JPEGs with a class label each, and a manifest naming them."""
+    from datahub.pack.image import synthetic_photo
+
     root.mkdir(parents=True, exist_ok=True)
     lines = []
     for i in range(count):
@@ -56,10 +59,13 @@ def make_photos(root: Path, count: int) -> Path:
 
 def to_training_pair(data, labels):
     """Packed JPEG bytes -> (float image in [0, 1], class index)."""
+    from datahub.torch._torch import image_tensor
+
     return image_tensor(data).float().div_(255), labels["class"]
 
 
 def tiny_cnn() -> nn.Module:
+    _, nn, _ = _torch()
     return nn.Sequential(
         nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
         nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
@@ -74,6 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="pack worker processes")
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args(argv)
+    from datahub.catalog import open_catalog
+    from datahub.config import load_config
+    from datahub.ingest.importer import import_source
+    from datahub.pack import PackSpec, pack
+    from datahub.storage import StoreRegistry
+    from datahub.torch import CacheSource, PackedDataset, StepTimer, recommend_loader_settings
+
+    torch, nn, DataLoader = _torch()
     home = Path(args.home or tempfile.mkdtemp(prefix="datahub-example-"))
     config = load_config(env={}, overrides={"home": str(home / "var")})
     catalog = open_catalog(config.resolved_catalog_url)

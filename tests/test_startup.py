@@ -139,3 +139,95 @@ def test_every_command_is_registered() -> None:
     expected = {"init", "serve", "dataset", "import", "commit", "log", "ls", "diff", "tag", "export",
                 "derive", "token", "cache", "prefetch", "mount", "umount", "pack", "pack-worker", "labelx"}  # fmt: skip
     assert expected <= set(sub.choices)
+
+
+# runs `datahub ARGV` (a server), stops it with SIGTERM once URL answers, then writes what was imported
+SERVE_PROBE = """
+import json, os, signal, sys, threading, time, urllib.request
+out, url, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+def stop_once_answering():
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5)
+            break
+        except OSError:
+            time.sleep(0.05)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+threading.Thread(target=stop_once_answering, daemon=True).start()
+from datahub.cli.main import main
+code = main(argv)
+with open(out, "w") as fh:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
+"""
+
+
+def test_a_server_started_on_a_local_home_imports_no_websocket_or_storage_sdk(
+    tmp_path: Path, home: Path
+) -> None:
+    # no route is a WebSocket: uvicorn's "auto" imported wsproto in every server start (the API
+    # with LabelX here; `labelx serve` and the demo run the same ApiServer)
+    from tests.servers import free_port
+
+    port = free_port()
+    out = tmp_path / "modules.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    command = ["--home", str(home), "serve", "--port", str(port)]
+    url = f"http://127.0.0.1:{port}/labelx/login"
+    done = subprocess.run(
+        [sys.executable, "-c", SERVE_PROBE, str(out), url, *command],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert out.exists(), done.stderr
+    result = json.loads(out.read_text())
+    assert result["code"] == 0, done.stderr
+    modules = set(result["modules"])
+    assert "fastapi" in modules and "labelx.app" in modules  # it did serve both
+    unwanted = ("wsproto", "websockets", "torch", "boto3", "s3fs", "httpx", "pymongo", "grpc", "pyfuse3")
+    assert sorted(m for m in unwanted if m in modules) == []
+
+
+# documented scripts whose `--help` tests/test_docs_commands.py runs (each a fresh interpreter)
+SCRIPTS = (
+    "examples/train_packed.py",
+    "bench/mount/cold.py",
+    "bench/mount/kernel_profile.py",
+    "bench/mount/ssd_hit.py",
+    "bench/mount/warm_path.py",
+)
+
+# runs SCRIPT's `--help` as `python SCRIPT --help` would, then writes what was imported
+SCRIPT_PROBE = """
+import json, runpy, sys
+out, script = sys.argv[1], sys.argv[2]
+sys.argv = [script, "--help"]
+try:
+    runpy.run_path(script, run_name="__main__")
+    code = 0
+except SystemExit as exc:
+    code = exc.code
+with open(out, "w") as fh:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, fh)
+"""
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_documented_script_says_its_flags_without_importing_what_it_runs(
+    tmp_path: Path, script: str
+) -> None:
+    # examples/train_packed.py --help imported torch (4 CPU-s); the mount benches the test
+    # fixtures (pytest, boto3, the FUSE stack: about 1 CPU-s each)
+    out = tmp_path / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT_PROBE, str(out), str(ROOT / script)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert out.exists(), done.stderr
+    result = json.loads(out.read_text())
+    assert result["code"] in (0, None), done.stderr
+    modules = set(result["modules"])
+    assert "usage:" in done.stdout, done.stdout
+    unwanted = ("torch", "numpy", "PIL", "boto3", "botocore", "pytest", "tests.fuse.conftest", "tests.servers",
+                "trio", "pyfuse3", "datahub.pack", "datahub.cache", "datahub.catalog")  # fmt: skip
+    assert sorted(m for m in unwanted if m in modules) == []

@@ -51,6 +51,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -64,8 +65,9 @@ from bench.mount.common import (  # noqa: E402
     drop_caches,
     read_py,
 )
-from tests.fuse.conftest import FuseEnv, make_env, upload_dataset, wait_until  # noqa: E402
-from tests.servers import MotoServer  # noqa: E402
+
+if TYPE_CHECKING:  # the fixtures themselves are imported where a run needs them, not by `--help`
+    from tests.fuse.conftest import FuseEnv
 
 
 def threads_cpu(pid: int) -> dict[str, list[float]]:
@@ -119,6 +121,8 @@ def cold_pass(paths: list[str], threads: int = 8) -> float:
 def settle(pid: int, cache: Path, n: int) -> None:
     """Wait until the disk tier holds every file and the daemon's CPU stops moving (its
     background stores are part of the cost of a cold file)."""
+    from tests.fuse.conftest import wait_until
+
     wait_until(lambda: sum(1 for _ in cache.rglob("*.page")) >= n, 120)
     idle(lambda: daemon_cpu(pid) + workers_cpu(pid))
 
@@ -177,6 +181,7 @@ def mount_and_read(
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=tree, env=env)  # ``-m``: the tree's datahub
     try:
         from fuse_adapter.daemon import is_mounted
+        from tests.fuse.conftest import wait_until
 
         wait_until(lambda: is_mounted(str(mnt)) or proc.poll() is not None, 60)
         if proc.poll() is not None:
@@ -251,6 +256,9 @@ def main() -> None:
     )
     add_configs_option(ap, CONFIGS, default="default")
     args = ap.parse_args()
+    from tests.fuse.conftest import make_env, upload_dataset
+    from tests.servers import MotoServer
+
     configs = chosen_configs(ap, args, CONFIGS)
     rng = random.Random(25)
     objects = {

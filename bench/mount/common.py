@@ -22,13 +22,17 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.fuse.conftest import Dataset, FuseEnv, make_env, upload_dataset, wait_until  # noqa: E402
-from tests.servers import MotoServer  # noqa: E402
+# the test fixtures (pytest, boto3, the FUSE helpers) are imported where a bench sets up, not
+# here: every script's `--help` paid about 1 CPU-s for them (tests/test_docs_commands.py asks
+# each documented script for its flags)
+if TYPE_CHECKING:
+    from tests.fuse.conftest import Dataset, FuseEnv
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -118,6 +122,9 @@ def local_copy(root: Path, objects: dict[str, bytes]) -> list[str]:
 @contextmanager
 def bench_env(tmp: Path, *, ram_bytes: int, disk_bytes: int) -> Iterator[FuseEnv]:
     """A moto server on loopback and a datahub home over it with the given tier budgets."""
+    from tests.fuse.conftest import make_env
+    from tests.servers import MotoServer
+
     moto = MotoServer(keep_alive=True)
     try:
         env = make_env(tmp / "home", moto.endpoint)
@@ -149,6 +156,8 @@ def dataset_bench(
 ) -> Iterator[BenchData]:
     """``files`` objects of 50-200 KB uploaded as dataset ``name`` to a moto server on
     loopback, with a local-disk copy, under a temporary directory removed afterwards."""
+    from tests.fuse.conftest import upload_dataset
+
     objects = random_objects(files, seed, 50_000, 200_000)
     tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
     try:
@@ -167,6 +176,8 @@ def tiered_mount(
     ``config``), after a cold pass that puts every object in the disk tier (the first mount
     fetches them; later ones find them there): (daemon, mountpoint, the files' paths).
     ``bucket``: the same objects mounted as a bucket URL (their prefix), not the version."""
+    from tests.fuse.conftest import wait_until
+
     mnt = data.env.mountpoint(config)
     source = f"s3://{data.env.bucket}/data" if bucket else data.dataset.name
     with data.env.mounted(mnt, source, *flags) as proc:

@@ -112,6 +112,8 @@ class Fixture:
         env = clean_env(ROOT)
         for argv in (["init"], ["import", str(src), "--to", "ds", "-m", "bench"]):
             run_to_end([PY, "-m", "datahub.cli.main", "--home", str(self.home), *argv], env, work)
+        self.empty_home = work / "empty-home"  # a home with a catalog and no dataset
+        run_to_end([PY, "-m", "datahub.cli.main", "--home", str(self.empty_home), "init"], env, work)
 
     def changes(self) -> str:
         """A one-line change set with a key no earlier commit used (each commit is a new version)."""
@@ -145,6 +147,35 @@ def commands(fx: Fixture, only: set[str] | None) -> dict[str, Callable[[Path], t
         return run_until_ready(
             argv, clean_env(tree), fx.work, lambda: _answers(f"http://127.0.0.1:{port}/healthz")
         )
+
+    def serve_all(tree: Path) -> tuple[float, float]:
+        port = _free_port()
+        argv = [*cli, *home, "serve", "--port", str(port)]
+        return run_until_ready(
+            argv, clean_env(tree), fx.work, lambda: _answers(f"http://127.0.0.1:{port}/healthz")
+        )
+
+    def labelx(tree: Path) -> tuple[float, float]:
+        port = _free_port()
+        argv = [*cli, *home, "labelx", "serve", "--port", str(port)]
+        return run_until_ready(
+            argv, clean_env(tree), fx.work, lambda: _answers(f"http://127.0.0.1:{port}/login")
+        )
+
+    def background(tree: Path) -> tuple[float, float]:
+        """`datahub mount --background` until it returns (mounted): its CPU and its daemon's so far."""
+        point = fx.work / "mnt-bg"
+        point.mkdir(exist_ok=True)
+        env = clean_env(tree)
+        argv = [*cli, *home, "mount", "--background", str(point), "ds", "--no-prefetch"]
+        start = time.monotonic()
+        cli_cpu, _ = run_to_end(argv, env, fx.work)
+        wall = time.monotonic() - start
+        record = next((fx.home / "run" / "mounts").glob("*.json"))
+        daemon = json.loads(record.read_text())["pid"]
+        cpu = cli_cpu + _cpu_of(daemon)
+        run_to_end([*cli, *home, "umount", str(point)], env, fx.work)
+        return cpu, wall
 
     def mount(tree: Path) -> tuple[float, float]:
         """The daemon as `datahub mount --background` starts it, from exec until mounted."""
@@ -187,12 +218,19 @@ def commands(fx: Fixture, only: set[str] | None) -> dict[str, Callable[[Path], t
         "help": simple("--help"),
         "version": simple("--version"),
         "ls": simple(*home, "ls", "ds"),
+        "dataset list, empty home": simple("--home", str(fx.empty_home), "dataset", "list"),
         "log": simple(*home, "log", "ds"),
         "dataset list": simple(*home, "dataset", "list"),
         "commit": commit,
         "cache stats": simple(*home, "--json", "cache", "stats"),
         "mount daemon": mount,
         "serve": serve,
+        "serve (with LabelX)": serve_all,
+        "labelx serve": labelx,
+        "mount --background": background,
+        "train_packed.py --help": lambda tree: run_to_end(
+            [PY, str(tree / "examples" / "train_packed.py"), "--help"], clean_env(tree), fx.work
+        ),
         "csi plugin": csi,
     }
     return {k: v for k, v in table.items() if only is None or k in only or k.startswith("python")}

@@ -97,6 +97,9 @@ class ApiServer:
                 access_log=False,
                 timeout_graceful_shutdown=5,
                 proxy_headers=not config.api.local_mode,
+                # no route is a WebSocket: "auto" imported wsproto (or websockets) in every
+                # server start for nothing (suiteC26); an upgrade request is answered as HTTP
+                ws="none",
             )
         )
         self._thread = threading.Thread(

@@ -21,9 +21,6 @@ from datahub.storage.local import LocalStore
 from tests.cache.conftest import put_objects, with_cache
 from tests.cache.test_fork25 import holders
 
-torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
-
 N = 8
 
 
@@ -47,34 +44,52 @@ def version(config, tmp_path):
     return with_cache(config, page_size=1024), [data for _, data in objects]
 
 
-class FsFiles(Dataset):
+def torch_data():
+    """torch's ``DataLoader`` and ``Dataset``, imported by the tests that run them: imported at
+    the top, every worker's collection of this module paid ``import torch`` (1-3 CPU-s;
+    tests/test_collect21_lazy_torch.py)."""
+    pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, Dataset
+
+    return DataLoader, Dataset
+
+
+def fs_files(fs: DatahubFileSystem):
     """What a user writes over ``datahub://``: one file system, read in ``__getitem__``."""
+    _, Dataset = torch_data()
 
-    def __init__(self, fs: DatahubFileSystem) -> None:
-        self.fs = fs
+    class FsFiles(Dataset):
+        def __init__(self, fs: DatahubFileSystem) -> None:
+            self.fs = fs
 
-    def __len__(self) -> int:
-        return N
+        def __len__(self) -> int:
+            return N
 
-    def __getitem__(self, i: int) -> bytes:
-        return self.fs.cat(f"ds@1/f{i}")
+        def __getitem__(self, i: int) -> bytes:
+            return self.fs.cat(f"ds@1/f{i}")
+
+    return FsFiles(fs)
 
 
 def _raw(data, labels) -> bytes:
     return bytes(data)
 
 
-class WithTiers(Dataset):
+def with_tiers(dataset):
     """A sample and the tiers of the cache that read it (in the worker)."""
+    _, Dataset = torch_data()
 
-    def __init__(self, dataset) -> None:
-        self.dataset = dataset
+    class WithTiers(Dataset):
+        def __init__(self, dataset) -> None:
+            self.dataset = dataset
 
-    def __len__(self) -> int:
-        return len(self.dataset)
+        def __len__(self) -> int:
+            return len(self.dataset)
 
-    def __getitem__(self, i: int) -> tuple[bytes, list[str]]:
-        return self.dataset[i], [t.name for t in self.dataset.source._open().tiers]
+        def __getitem__(self, i: int) -> tuple[bytes, list[str]]:
+            return self.dataset[i], [t.name for t in self.dataset.source._open().tiers]
+
+    return WithTiers(dataset)
 
 
 def held_fetch(monkeypatch, start_read):
@@ -115,13 +130,14 @@ def _all(loader) -> list[bytes]:
 
 
 def test_dataloader_workers_over_datahub_fs(version, monkeypatch) -> None:
+    DataLoader, _ = torch_data()
     config, data = version
     fs = DatahubFileSystem(config)
     try:
         assert fs.cat("ds@1/f1") == data[1]  # the parent's cache is open
         release = held_fetch(monkeypatch, lambda: fs.cat("ds@1/f0"))
         try:
-            loader = DataLoader(FsFiles(fs), batch_size=2, num_workers=2, multiprocessing_context="fork",
+            loader = DataLoader(fs_files(fs), batch_size=2, num_workers=2, multiprocessing_context="fork",
                                 collate_fn=list, timeout=120)  # fmt: skip
             got = _all(loader)
         finally:
@@ -135,6 +151,7 @@ def test_dataloader_workers_over_datahub_fs(version, monkeypatch) -> None:
 def test_dataloader_workers_over_version_dataset(version, monkeypatch) -> None:
     from datahub.torch import CacheSource, VersionDataset
 
+    DataLoader, _ = torch_data()
     config, data = version
     catalog = open_catalog(config.resolved_catalog_url)
     dataset = VersionDataset.from_catalog(catalog, "ds", 1, CacheSource(config), transform=_raw)
@@ -143,7 +160,7 @@ def test_dataloader_workers_over_version_dataset(version, monkeypatch) -> None:
         assert dataset[1] == data[1]  # the parent's cache is open
         release = held_fetch(monkeypatch, lambda: dataset[0])
         try:
-            loader = DataLoader(WithTiers(dataset), batch_size=2, num_workers=2, multiprocessing_context="fork",
+            loader = DataLoader(with_tiers(dataset), batch_size=2, num_workers=2, multiprocessing_context="fork",
                                 collate_fn=list, timeout=120)  # fmt: skip
             got = _all(loader)
         finally:
