@@ -97,45 +97,31 @@ def _bound_view(
     above = Path(bound).parts[1:]
     full = (*above, *root.relative_to(mount).parts)  # ``root``'s path in the mounted file system
     shown = source.removeprefix("datahub:")
+
+    def refused(why: str) -> tuple[Path, tuple[str, ...], dict[str, Any]]:
+        return mount, full, {"versions": [], "source": shown, "bound": bound, "refused": why}
+
     if "://" in shown:
-        return (
-            mount,
-            full,
-            {
-                "versions": [],
-                "source": shown,
-                "bound": bound,
-                "refused": (
-                    f"{root} is in a bind of the directory {bound} of the datahub mount of the bucket "
-                    f"{shown}: which snapshot version it shows is said only at that mount's root "
-                    "(its .datahub, which a bind of a directory below does not show), and its paths "
-                    f"are the bucket's keys below {bound.lstrip('/')!r}, not a version's keys. Bind "
-                    "(or publish) the bucket mount's root and give from_catalog's prefix= for the keys "
-                    "below, or read through the cache (CacheSource)"
-                ),
-            },
+        return refused(
+            f"{root} is in a bind of the directory {bound} of the datahub mount of the bucket "
+            f"{shown}: which snapshot version it shows is said only at that mount's root "
+            "(its .datahub, which a bind of a directory below does not show), and its paths "
+            f"are the bucket's keys below {bound.lstrip('/')!r}, not a version's keys. Bind "
+            "(or publish) the bucket mount's root and give from_catalog's prefix= for the keys "
+            "below, or read through the cache (CacheSource)"
         )
     if len(full) < 2 or not _VERSION_ENTRY.fullmatch(full[1]):
         # at or above MOUNT/<dataset>: each version is a directory below, and record `v1/x` was
         # read as version v1's `x`
         here = mount.joinpath(*full[len(above) :])
         tops = sorted(str(p) for p in here.iterdir() if _VERSION_ENTRY.fullmatch(p.name)) if full else []
-        return (
-            mount,
-            full,
-            {
-                "versions": [],
-                "source": shown,
-                "bound": bound,
-                "refused": (
-                    f"{root} is in a bind of the directory {bound} of the datahub mount of {shown}, "
-                    "above its versions' directories: a mount lays each version out in its own "
-                    "directory"
-                    + (f" ({', '.join(tops)})" if tops else "")
-                    + ", and MountSource reads a version's keys from that directory: give it that "
-                    "directory, or read through the cache (CacheSource)"
-                ),
-            },
+        return refused(
+            f"{root} is in a bind of the directory {bound} of the datahub mount of {shown}, "
+            "above its versions' directories: a mount lays each version out in its own "
+            "directory"
+            + (f" ({', '.join(tops)})" if tops else "")
+            + ", and MountSource reads a version's keys from that directory: give it that "
+            "directory, or read through the cache (CacheSource)"
         )
     # the version's directory as this bind shows it, "" when the bind is of a directory below it
     top = str(mount.joinpath(*full[len(above) : 2])) if len(above) <= 2 else ""

@@ -35,6 +35,25 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "
         time.sleep(0.01)
 
 
+def hold_parent_reads(monkeypatch: pytest.MonkeyPatch) -> tuple[threading.Event, threading.Event]:
+    """Hold this process's origin reads (``LocalStore.read``) until ``gate`` is set, telling
+    ``arrived`` when one waits; a forked child's reads pass: a fetch in flight at a fork."""
+    from datahub.storage.local import LocalStore
+
+    parent = os.getpid()
+    arrived, gate = threading.Event(), threading.Event()
+    real = LocalStore.read
+
+    def read(self, *args, **kwargs):
+        if os.getpid() == parent:  # only the parent's fetch is held
+            arrived.set()
+            assert gate.wait(60), "test gate never opened"
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LocalStore, "read", read)
+    return arrived, gate
+
+
 def with_cache(config: Config, **cache: object) -> Config:
     return config.model_copy(update={"cache": config.cache.model_copy(update=cache)})
 

@@ -22,8 +22,7 @@ import pytest
 
 from datahub.cache.index import _HOLDER
 from datahub.fs import DatahubFileSystem
-from datahub.storage.local import LocalStore
-from tests.cache.conftest import dataset_fs, put_objects, with_cache
+from tests.cache.conftest import dataset_fs, hold_parent_reads, put_objects, with_cache
 
 KEYS = ["a", "b", "c"]
 
@@ -109,16 +108,7 @@ def test_a_forked_child_does_not_wait_for_a_fetch_in_flight_in_its_parent(fs, mo
     """The parent is fetching ``a`` when it forks: the child reads ``a`` itself."""
     fs.cat("ds@1/c")  # the cache is open before the fork
     parent = os.getpid()
-    arrived, gate = threading.Event(), threading.Event()
-    real = LocalStore.read
-
-    def read(self, *args, **kwargs):
-        if os.getpid() == parent:  # only the parent's fetch is held
-            arrived.set()
-            assert gate.wait(60), "test gate never opened"
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(LocalStore, "read", read)
+    arrived, gate = hold_parent_reads(monkeypatch)
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(fs.cat("ds@1/a")))
     reader.start()

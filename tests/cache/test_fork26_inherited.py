@@ -14,8 +14,7 @@ import os
 import threading
 
 from datahub.cache.index import _HOLDER
-from datahub.storage.local import LocalStore
-from tests.cache.conftest import put_objects
+from tests.cache.conftest import hold_parent_reads, put_objects
 from tests.cache.test_fork25 import in_child
 
 
@@ -30,16 +29,7 @@ def test_a_child_reads_through_an_inherited_cache_while_the_parent_fetches(make_
     (held, held_data), (other, other_data), (warm, warm_data) = put_objects(source, [3000, 2500, 1500])
     assert cache.read(warm) == warm_data  # open, and a page in every tier
     parent = os.getpid()
-    arrived, gate = threading.Event(), threading.Event()
-    real = LocalStore.read
-
-    def read(self, *args, **kwargs):
-        if os.getpid() == parent:  # only the parent's fetch is held
-            arrived.set()
-            assert gate.wait(60), "test gate never opened"
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(LocalStore, "read", read)
+    arrived, gate = hold_parent_reads(monkeypatch)
     got: list[bytes] = []
     fetcher = threading.Thread(target=lambda: got.append(cache.read(held)))
     fetcher.start()
