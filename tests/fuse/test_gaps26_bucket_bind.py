@@ -12,10 +12,7 @@ versions: record ``v1/x`` read version v1's ``x``) is refused the same way.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,8 +20,8 @@ import pytest
 from datahub.catalog import open_catalog
 from datahub.errors import InvalidInput
 from datahub.storage import StoreRegistry
-from fuse_adapter.daemon import is_mounted
 from tests.fuse.conftest import FuseEnv, upload_dataset, wait_until
+from tests.fuse.test_gaps26_umount import bind_mount
 
 pytestmark = pytest.mark.fuse
 
@@ -34,17 +31,6 @@ OBJECTS = {
     "train/train/a.bin": b"decoy: the key train/train/a.bin",
     "val/c.bin": b"c" * 320,
 }
-
-
-@contextlib.contextmanager
-def bind_mount(source: Path, target: Path) -> Iterator[None]:
-    target.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "--bind", str(source), str(target)], check=True)
-    try:
-        yield
-    finally:
-        while is_mounted(str(target)):
-            subprocess.run(["umount", "-l", str(target)], check=True)
 
 
 def _bytes(data: bytes | memoryview, _labels: object) -> bytes:
