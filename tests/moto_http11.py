@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         ap.error("loopback only")
+    from moto_launch import exit_with_parent  # its sibling: run as a script, tests/ is on sys.path
+
+    exit_with_parent()
 
     import uvicorn
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app

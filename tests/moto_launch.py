@@ -16,7 +16,10 @@ Usage (the arguments of ``moto_server``): ``python tests/moto_launch.py -H 127.0
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
+import time
 from pathlib import Path
 
 # the command line that starts it (tests/servers.py, tests/multihost/cluster.py, tests/csi);
@@ -33,7 +36,26 @@ def read_module_list_once() -> None:
     backends.list_of_moto_modules = lambda: modules
 
 
+def exit_with_parent(poll: float = 1.0) -> None:
+    """End this server when the process that started it is gone (reparented).
+
+    Why: a suite stopped by Ctrl-C or a killed xdist worker never ran the fixture's teardown,
+    and its moto servers lived on, two of them at 100 % CPU and deaf to SIGTERM (suiteB26);
+    the next run on the machine shared its cores with them. Not PR_SET_PDEATHSIG: that fires
+    when the *thread* that forked exits, and a fixture may start a server from any thread.
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> None:
+    exit_with_parent()
     read_module_list_once()
     from moto.server import main as moto_server
 
