@@ -21,7 +21,7 @@ SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
     ("command", "actions"),
     [
         ("dataset", "create, list, show, update"),
-        ("token", "create, revoke"),
+        ("token", "create, list, revoke"),
         ("lease", "list, show, break, prune"),
         ("labelx", "serve, create-user, set-password"),
     ],

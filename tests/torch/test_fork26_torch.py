@@ -19,9 +19,6 @@ from datahub.storage import StoreRegistry
 from tests.cache.conftest import put_objects, with_cache
 from tests.torch.test_fork25_torch import held_fetch
 
-torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
-
 N = 12
 PAGE = 1024
 
@@ -57,6 +54,8 @@ def _holders(index) -> set[int]:
 
 
 def test_two_epochs_of_forked_workers_never_rebuild_the_index(version) -> None:
+    from torch.utils.data import DataLoader
+
     from datahub.torch import CacheSource, VersionDataset
 
     config, data = version
@@ -84,17 +83,19 @@ def test_two_epochs_of_forked_workers_never_rebuild_the_index(version) -> None:
         dataset.source.close()
 
 
-class CacheFiles(Dataset):
-    """What a user writes holding the cache itself: ``open_cache`` in the parent, kept here."""
+def cache_files(cache, refs):
+    """What a user writes holding the cache itself: ``open_cache`` in the parent, kept in the
+    Dataset (built here: torch is imported by the tests that run, never at collection)."""
+    from torch.utils.data import Dataset
 
-    def __init__(self, cache, refs) -> None:
-        self.cache, self.refs = cache, refs
+    class CacheFiles(Dataset):
+        def __len__(self) -> int:
+            return len(refs)
 
-    def __len__(self) -> int:
-        return len(self.refs)
+        def __getitem__(self, i: int) -> bytes:
+            return bytes(cache.read(refs[i]))
 
-    def __getitem__(self, i: int) -> bytes:
-        return bytes(self.cache.read(self.refs[i]))
+    return CacheFiles()
 
 
 def test_dataloader_workers_over_a_cache_their_parent_opened_and_is_fetching_through(version, monkeypatch):
@@ -102,6 +103,8 @@ def test_dataloader_workers_over_a_cache_their_parent_opened_and_is_fetching_thr
     CacheSource) while a parent thread fetches the first object: each worker reads through a
     cache of its own, and gives its claim on the disk index back when it exits. On main the
     worker reading that object waited for the parent's fetch for ever (DataLoader timed out)."""
+    from torch.utils.data import DataLoader
+
     from datahub.cache import open_cache
 
     config, data = version
@@ -114,7 +117,7 @@ def test_dataloader_workers_over_a_cache_their_parent_opened_and_is_fetching_thr
         assert bytes(cache.read(refs[1])) == data[1]  # the parent's cache is open
         release = held_fetch(monkeypatch, lambda: bytes(cache.read(refs[0])))
         try:
-            loader = DataLoader(CacheFiles(cache, refs), batch_size=3, num_workers=2, multiprocessing_context="fork",
+            loader = DataLoader(cache_files(cache, refs), batch_size=3, num_workers=2, multiprocessing_context="fork",
                                 collate_fn=list, timeout=60)  # fmt: skip
             got = [b for batch in loader for b in batch]
             del loader
