@@ -25,6 +25,16 @@ MARK = "window.newuser26_left = true"  # a global of the page as it was left: go
 LEFT = "return window.newuser26_left === true"
 
 
+#: the project both LabelX walks make: the validation images of ``pets``, two classes
+PETS_VAL = {
+    "name": "pets-val",
+    "dataset": "pets",
+    "prefix": "val/",
+    "schema": {"kind": "classification", "classes": ["cat", "dog"]},
+    "annotators": ["admin"],
+}
+
+
 def _back(c: Chrome, shows, said: str) -> None:
     """Press the back button and wait until the page there ``shows`` what it should; fail
     with ``said`` (and what the page shows) when it stays the page as it was left."""
@@ -46,16 +56,7 @@ def test_back_to_labelx_projects_shows_the_labels_given_and_not_after_log_out(
 ) -> None:
     c = chrome
     with signed_in(c, env):
-        made = project_in_page(
-            c,
-            {
-                "name": "pets-val",
-                "dataset": "pets",
-                "prefix": "val/",
-                "schema": {"kind": "classification", "classes": ["cat", "dog"]},
-                "annotators": ["admin"],
-            },
-        )
+        made = project_in_page(c, PETS_VAL)
         total = made["total"]
         c.driver.refresh()
         _wait_text(c, "#projects", f"0/{total}")
@@ -121,16 +122,7 @@ def test_a_label_refused_as_stale_in_a_second_tab_shows_what_the_item_holds(
     and only a reload showed 'cat'. It now takes the item as the server has it and says so."""
     c = chrome
     with signed_in(c, env):
-        made = project_in_page(
-            c,
-            {
-                "name": "pets-val",
-                "dataset": "pets",
-                "prefix": "val/",
-                "schema": {"kind": "classification", "classes": ["cat", "dog"]},
-                "annotators": ["admin"],
-            },
-        )
+        made = project_in_page(c, PETS_VAL)
         task = c.driver.current_url.rstrip("/") + f"/tasks/{made['task']}"
         first = c.driver.current_window_handle
         c.driver.get(task)
