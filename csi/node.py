@@ -1195,7 +1195,8 @@ def _mount_args(p: Published, *, first: bool, author: str = "") -> list[str]:
     if spec.kind == "bucket" and first:
         # every publication lists the bucket itself, with its own credentials: the newest version of
         # s3.<bucket>.<prefix> may be one any API token committed (records naming other objects),
-        # or one another pod's credentials listed. A remount shows the snapshot taken at publish.
+        # or one another pod's credentials listed. A remount after a crash lists it again too
+        # (docs/csi.md); --refresh is accepted and changes nothing: every bucket mount lists.
         args.append("--refresh")
     return [*p.sources, *args]
 

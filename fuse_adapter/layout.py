@@ -30,13 +30,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from datahub.catalog.model import DirFile, Record, Version
+from datahub.catalog.model import DirFile, Version
 from datahub.catalog.snapshots import snapshot_dataset_name
 from datahub.errors import AccessDenied, AlreadyExists, Busy, DatahubError, NotFound, TransientStorageError
 from datahub.storage.base import ObjectInfo, ObjectRef
 from datahub.validation import check_name
 from fuse_adapter.bucket_listing import BucketLister
-from fuse_adapter.listing_load import load_records
 from fuse_adapter.mount_info import INFO_FILE, MountInfo
 from fuse_adapter.paged_tree import PAGE_BUDGET, PagedTree, PagedVersion
 from fuse_adapter.readonly import ReadOnlyView
@@ -198,29 +197,6 @@ def _paged_loader(catalog_factory: CatalogFactory, version: Version) -> Loader:
             catalog.close()
 
     return Loader(name, None, None, files, counts=(version.record_count, version.total_bytes))
-
-
-def _version_loader(
-    tree: ListingTree, root: int, catalog_factory: CatalogFactory, version: Version, info: MountInfo | None
-) -> Loader:
-    name = f"{version.dataset}@v{version.seq}"
-    feed = tree.start_feed(root, name=name)
-
-    def run() -> None:
-        catalog = catalog_factory()
-        try:
-
-            def records_after(cursor: str) -> Iterator[Record]:
-                return catalog.list_records(version.dataset, version.seq, start_after=cursor)
-
-            load_records(tree, feed, records_after, version.created_at, info)
-        finally:
-            catalog.close()
-
-    def files() -> Iterator[ObjectRef]:
-        return (ref for _key, ref, _mtime in tree.walk_files(root))
-
-    return Loader(name, _start(name, run), feed, files)
 
 
 # --- direct bucket mounts --------------------------------------------------------------------------
