@@ -28,6 +28,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -161,7 +162,7 @@ class SQLiteConnections:
         )
         try:
             for pragma in self._pragmas:
-                conn.execute(f"PRAGMA {pragma}")
+                self._pragma(conn, pragma)
         except BaseException:
             conn.close()
             raise
@@ -171,6 +172,25 @@ class SQLiteConnections:
                 self._bound.add(conn)
             self.opened_total += 1
         return conn
+
+    def _pragma(self, conn: sqlite3.Connection, pragma: str) -> None:
+        """Run ``pragma``, retrying "database is locked" until the busy timeout.
+
+        Why: switching a new database to WAL takes an exclusive lock, and SQLite answers
+        SQLITE_BUSY at once, without its busy handler, while another connection opens the same
+        new file (two CSI publishes creating one catalog at the same moment failed with Busy
+        after no wait at all; tests/csi/test_review13b.py)."""
+        deadline = time.monotonic() + self._busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                conn.execute(f"PRAGMA {pragma}")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
     def _give(self, conn: sqlite3.Connection) -> None:
         """Back to the idle list, or closed (past ``max_idle``, after ``close``, or mid-transaction:
