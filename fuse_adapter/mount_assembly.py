@@ -33,6 +33,7 @@ from fuse_adapter.fuse_ops import (
 )
 from fuse_adapter.fuse_session import serve
 from fuse_adapter.mount_sys import request_counter
+from fuse_adapter.paged_tree import PagedTree
 from fuse_adapter.readonly import ReadOnlyView
 from fuse_adapter.source import open_source
 from fuse_adapter.uring import mount_transport
@@ -192,6 +193,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
                 **ops.fastread.stats(),
                 **ops.read_mode.stats(),
                 **ops.transport_stats(),
+                **namespace_stats(view.tree),
                 "gc_frozen_objects": daemon.frozen_objects(),
                 "gc_full_collections": gc.get_stats()[2]["collections"],
                 **access_stats(),
@@ -478,3 +480,14 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     finally:
         daemon.remove_record(home, mountpoint)
     return 0
+
+
+def namespace_stats(tree: object) -> dict[str, int]:
+    """The paged namespace's figures (directory pages held against their budget, listings and
+    probes sent to the catalog), prefixed ``namespace_``: the memory a version mount holds for
+    its listing is bounded by that budget, not by the version's size, and an operator checks
+    it here (``datahub cache stats --json``, ``datahub_mount_namespace_bytes``). A tree that
+    keeps no pages (a bucket mount's) reports nothing."""
+    if not isinstance(tree, PagedTree):
+        return {}
+    return {f"namespace_{key}": value for key, value in tree.stats().items()}

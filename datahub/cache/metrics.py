@@ -164,6 +164,18 @@ def mount_text(snapshots: list[dict]) -> str:
             "Passthrough backing files registered now.",
         ),
         (
+            "namespace_page_bytes",
+            "datahub_mount_namespace_bytes",
+            "gauge",
+            "Bytes of directory pages a version mount holds (bounded by its namespace budget).",
+        ),
+        (
+            "namespace_directory_listings",
+            "datahub_mount_namespace_listings_total",
+            "counter",
+            "Directory listings a version mount asked its catalog for.",
+        ),
+        (
             "io_uring_queues",
             "datahub_mount_io_uring_queues",
             "gauge",
