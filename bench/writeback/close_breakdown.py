@@ -14,8 +14,9 @@ durable in the shared tier). Cases:
 - ``pt``: the same mount with ``--passthrough`` (staged files on the shared tier's disk,
   ``<shared tier>/writeback-staging/ws``, each with a 64 MiB ``fallocate`` reservation);
 - ``pt-ram``: ``--passthrough`` with that staging directory a tmpfs mounted by this script
-  before the mount starts (needs root): the staged files live in RAM, and the only disk
-  write of a file is its chunk copy. (A ``memfd`` as the backing file is the same shmem
+  before the mount starts (needs root; ``--ram-mib``, 256 MiB a writer by default; a close
+  that fails, ENOSPC for a staged file past its reservation, is counted): the staged files
+  live in RAM, and the only disk write of a file is its chunk copy. (A ``memfd`` as the backing file is the same shmem
   inode as a tmpfs file: one case stands for both.)
 - ``pt-noreserve``, ``pt-ram-noreserve``: the same with no ``fallocate`` reservation
   (``hooks/sitecustomize.py``; UNSAFE, a design not taken: a write failing for space would
@@ -91,9 +92,11 @@ def proc_io(pid: int | str) -> dict[str, int]:
     return out
 
 
-def write_files(directory: Path, count: int, data: bytes, threads: int, fsync: bool) -> tuple[float, float]:
+def write_files(
+    directory: Path, count: int, data: bytes, threads: int, fsync: bool, refused: list[int]
+) -> tuple[float, float]:
     """``count`` new files of ``data`` in 1 MiB calls; (seconds in writes, seconds in
-    fsync + close), summed over files."""
+    fsync + close), summed over files; a close that fails adds its errno to ``refused``."""
     directory.mkdir(parents=True)
     times: list[tuple[float, float]] = []
 
@@ -108,7 +111,10 @@ def write_files(directory: Path, count: int, data: bytes, threads: int, fsync: b
             if fsync:
                 os.fsync(fd)
         finally:
-            os.close(fd)
+            try:
+                os.close(fd)
+            except OSError as exc:  # a refused close (ENOSPC: a staged file past its reservation)
+                refused.append(exc.errno)
         times.append((wrote - start, time.perf_counter() - wrote))
 
     with ThreadPoolExecutor(threads) as pool:
@@ -131,6 +137,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cases", default="local,nopt,pt,pt-ram")
     ap.add_argument("--dir", default=None, help="where to work (default: a temp dir under /tmp)")
+    ap.add_argument(
+        "--ram-mib", type=int, default=0, help="the pt-ram tmpfs's size (default 256 MiB a writer)"
+    )
     ap.add_argument("--base-tree", help="another checkout: the daemons of the cases ending in -base run it")
     ap.add_argument("--times", action="store_true", help="the passthrough daemons time each staged fsync")
     args = ap.parse_args()
@@ -151,7 +160,7 @@ def main() -> None:
             parts = case.split("-")
             if "ram" in parts:  # the staging directory a tmpfs before the daemon first stages
                 staging = root / f"home-{case}" / "cache" / "shared" / "writeback-staging" / "ws"
-                tmpfs(staging, f"{max(256, 2 * args.threads * args.size // MiB + 128)}m")
+                tmpfs(staging, f"{args.ram_mib or max(256, 256 * args.threads)}m")
                 ram.append(staging)
             hooks = [h for h, on in (("noreserve", "noreserve" in parts), ("buffered", "buffered" in parts),
                                      ("times", args.times and case.startswith("pt"))) if on]  # fmt: skip
@@ -192,7 +201,9 @@ def main() -> None:
                 d0, me0 = diskstats(disk), proc_io("self")
                 daemon0 = proc_io(pid) if pid else {}
                 cpu0 = cpu_seconds(pid) if pid else time.process_time()
-                w, c = write_files(target, n, data, args.threads, case == "local")
+                refused: list[int] = []
+                w, c = write_files(target, n, data, args.threads, case == "local", refused)
+                add(case, "refused", len(refused))
                 time.sleep(SETTLE)
                 d1, me1 = diskstats(disk), proc_io("self")
                 cpu = (cpu_seconds(pid) if pid else time.process_time()) - cpu0
@@ -237,6 +248,11 @@ def main() -> None:
                   f"{med(case, 'write_ios'):.0f} | {med(case, 'flushes'):.1f} | {med(case, 'discards'):.1f} | "
                   f"{med(case, 'discarded') * 512 / MiB:.1f} | {med(case, 'discard_ms'):.1f} | "
                   f"{med(case, 'dirtied_MiB'):.1f} | {med(case, 'dropped_MiB'):.1f} |")  # fmt: skip
+        for case in cases:
+            if sum(rows[case]["refused"]):
+                print(
+                    f"# {case}: {sum(rows[case]['refused']):.0f} closes refused (ENOSPC) in {args.rounds} rounds"
+                )
         for case in cases:
             print(f"# {case} rounds: MiB/s {', '.join(f'{v:.0f}' for v in rows[case]['MiB/s'])}; "
                   f"close ms {', '.join(f'{v:.1f}' for v in rows[case]['close_ms'])}; disk MiB/file "
