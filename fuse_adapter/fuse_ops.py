@@ -242,7 +242,7 @@ class ReadOnlyOps(Ops):
 
     def transport_stats(self) -> dict:
         """Where requests come from (io_uring queues, or /dev/fuse and why), and counts."""
-        return transport_stats(pyfuse3.passthrough_stats() if URING else {}, self.fast)
+        return transport_stats(pyfuse3.passthrough_stats() if URING or FASTLOOP else {}, self.fast)
 
     def read_mode_tick(self) -> None:
         """Once a second, from the mount's hits thread: feed the automatic read mode the C

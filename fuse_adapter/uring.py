@@ -80,7 +80,10 @@ def mount_transport(wanted: bool, fastloop: bool) -> tuple[bool, str]:
 def transport_stats(c_stats: dict, fast: FastPath) -> dict:
     """What a mount's stats say of its requests: where they come from (io_uring queues, or
     /dev/fuse and why) and the counts of pyfuse3's C threads (``c_stats``: its
-    ``passthrough_stats()``, empty for a build without io_uring)."""
+    ``passthrough_stats()``, empty for a build without io_uring). The C loop's own counts are
+    here too, in every read mode: ``passthrough.stats()`` has them only while passthrough is
+    wanted, so a ``--no-passthrough`` mount, whose C threads answer its ioctls and READs all
+    the same, showed ``fastloop`` false and no ioctl (warm36)."""
     queues = c_stats.get("uring_queues", 0)
     if queues:
         requests = f"io_uring ({queues} queues)"
@@ -88,7 +91,7 @@ def transport_stats(c_stats: dict, fast: FastPath) -> dict:
         requests = "/dev/fuse (the kernel did not take io_uring at INIT)"
     else:
         requests = fast.transport
-    return {
+    out = {
         "requests": requests,
         "io_uring_queues": queues,
         "io_uring_requests": c_stats.get("uring_requests", 0),
@@ -97,3 +100,13 @@ def transport_stats(c_stats: dict, fast: FastPath) -> dict:
         "lookups_answered_in_c": c_stats.get("lookup_answered", 0),
         "lookup_names_in_c": c_stats.get("lookup_names", 0),
     }
+    if c_stats:
+        out.update(
+            fastloop=bool(c_stats.get("fastloop", False)),
+            ioctls_in_loop_thread=c_stats.get("loop_ioctls", 0),
+            forgets_in_loop_thread=c_stats.get("loop_forgets", 0),
+            # every request a C thread (the /dev/fuse one, an io_uring queue's) handed to the
+            # Python loop: a warm pass that never enters Python leaves it where it was
+            requests_handed_to_python=c_stats.get("loop_handed", 0) + c_stats.get("uring_handed", 0),
+        )
+    return out
