@@ -136,7 +136,9 @@ def worker(args: argparse.Namespace) -> None:
     phases.wrap(mounts, "wait_exit", "wait_exit")
     phases.wrap(node, "finish_workspace", "finish")
     config = load_config(args.config, env={})
-    service = node.NodeService(config, Path(args.state), "bench", unmount_timeout=120.0)
+    service = node.NodeService(
+        config, Path(args.state), "bench", unmount_timeout=120.0, kubelet_dir=Path(args.state).parent
+    )
     cap = Capability("mount", "SINGLE_NODE_WRITER")
     results = []
     for rep in range(args.reps):
