@@ -440,9 +440,7 @@ class NodeService:
         Why: the kubelet only ever names paths under its own dir (``pods/<uid>/volumes/...``,
         ``plugins/kubernetes.io/csi/...``); anything else reaching the socket could have a volume
         bound over ``/etc`` or ``/usr/bin`` of the node, or a pod's data shown in a host dir."""
-        if "\0" in path:  # was INTERNAL: os.lstat's "embedded null byte"
-            raise InvalidInput(f"{rpc} {volume_id!r}: {name} {path!r} holds a NUL byte", volume_id=volume_id)
-        resolved = canonical(path)
+        resolved = _canonical_arg(rpc, volume_id, name, path)
         if not _inside(resolved, self.kubelet_dir):
             shown = path if resolved == path else f"{path} (resolved: {resolved})"
             raise InvalidInput(
@@ -615,7 +613,7 @@ class NodeService:
             raise InvalidInput(
                 f"NodeUnstageVolume {volume_id!r}: staging_target_path must be an absolute path"
             )
-        path = canonical(staging_target_path)
+        path = _canonical_arg("NodeUnstageVolume", volume_id, "staging_target_path", staging_target_path)
         with self._target(path):
             s = self._get(path)
             if s is None and not _inside(path, self.kubelet_dir):
@@ -691,7 +689,7 @@ class NodeService:
             raise InvalidInput("NodeUnpublishVolume: volume_id is required")
         if not target_path or not os.path.isabs(target_path):
             raise InvalidInput(f"NodeUnpublishVolume {volume_id!r}: target_path must be an absolute path")
-        target = canonical(target_path)
+        target = _canonical_arg("NodeUnpublishVolume", volume_id, "target_path", target_path)
         with self._target(target):
             p = self._get(target)
             if p is None and not _inside(target, self.kubelet_dir):
@@ -791,7 +789,7 @@ class NodeService:
             raise InvalidInput("NodeGetVolumeStats: volume_id is required")
         if not volume_path or not os.path.isabs(volume_path):
             raise InvalidInput(f"NodeGetVolumeStats {volume_id!r}: volume_path must be an absolute path")
-        path = canonical(volume_path)
+        path = _canonical_arg("NodeGetVolumeStats", volume_id, "volume_path", volume_path)
         p = self._get(path)
         if p is None or p.volume_id != volume_id:
             raise NotFound(f"volume {volume_id!r} is not staged or published at {path}", volume_id=volume_id)
@@ -1051,6 +1049,14 @@ def _fingerprint(
     if stage:
         doc["stage"] = True
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _canonical_arg(rpc: str, volume_id: str, name: str, path: str) -> str:
+    """``canonical(path)`` of a request's path; InvalidInput for a NUL byte in it, which was
+    INTERNAL (os.lstat's "embedded null byte") on every RPC that takes a path."""
+    if "\0" in path:
+        raise InvalidInput(f"{rpc} {volume_id!r}: {name} {path!r} holds a NUL byte", volume_id=volume_id)
+    return canonical(path)
 
 
 def _inside(path: str, other: str) -> bool:

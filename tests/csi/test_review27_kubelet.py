@@ -127,11 +127,22 @@ def test_unpublish_and_unstage_outside_the_kubelet_dir_touch_nothing(
 
 
 @pytest.mark.fuse
-def test_a_nul_byte_in_a_path_is_invalid_argument(node: Plugin, csi_env: CsiEnv) -> None:
-    target = csi_env.target("r27-nul") + "\0x"
-    with pytest.raises(grpc.RpcError) as err:
-        node.publish(target, CONTEXT, volume_id="r27-nul")
-    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "NUL" in err.value.details()
+def test_a_nul_byte_in_a_path_is_invalid_argument_on_every_node_rpc(node: Plugin, csi_env: CsiEnv) -> None:
+    path = csi_env.target("r27-nul") + "\0x"
+    calls = {
+        "publish": lambda: node.publish(path, CONTEXT, volume_id="r27-nul"),
+        "publish (staging)": lambda: node.publish(
+            csi_env.target("r27-nul2"), CONTEXT, volume_id="r27-nul", staging=path
+        ),
+        "stage": lambda: node.stage(path, CONTEXT, volume_id="r27-nul", mode=Mode.SINGLE_NODE_READER_ONLY),
+        "unpublish": lambda: node.unpublish(path, "r27-nul"),
+        "unstage": lambda: node.unstage(path, "r27-nul"),
+        "stats": lambda: node.stats(path, "r27-nul"),
+    }
+    for what, call in calls.items():
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "NUL" in err.value.details(), what
 
 
 def test_the_kubelet_dir_may_itself_be_a_symlink(tmp_path: Path) -> None:
