@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="/var/lib/datahub-csi",
         help="published-volume state, mounts, logs (default: %(default)s)",
     )
+    p.add_argument(
+        "--kubelet-dir",
+        default="/var/lib/kubelet",
+        help="the kubelet's root dir: targets and staging paths outside it are refused (default: %(default)s)",
+    )
     p.add_argument("--config", help="datahub TOML configuration (default: $DATAHUB_CONFIG)")
     p.add_argument("--mode", choices=("node", "controller", "all"), default="all",
                    help="which CSI services to serve: the DaemonSet's node, the Deployment's controller (default: %(default)s)")  # fmt: skip
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.node_id,
                 mount_timeout=args.mount_timeout,
                 unmount_timeout=args.unmount_timeout,
+                kubelet_dir=args.kubelet_dir,
             )
             threading.Thread(
                 target=node.supervise, args=(args.check_interval, stop), name="csi-supervisor", daemon=True

@@ -85,6 +85,7 @@ STAGE_WAIT = 10.0  # seconds a publish waits for its stage's lock (held by other
 # until the test holding it closes its end: tests/csi/test_csirace16.py (never set in a deployment)
 REPAIR_HOLD = "DATAHUB_TEST_CSI_REPAIR_HOLD"
 NODE_AUTHOR = "system:node:"  # + node id: the author of a workspace's versions no pod was named for
+DEFAULT_KUBELET_DIR = "/var/lib/kubelet"  # the kubelet's --root-dir: pods' targets and staging paths
 
 
 class OperationPending(Conflict):
@@ -132,9 +133,12 @@ class NodeService:
         *,
         mount_timeout: float = 120.0,
         unmount_timeout: float = 600.0,
+        kubelet_dir: str | Path = DEFAULT_KUBELET_DIR,
     ) -> None:
         self.config = config
         self.node_id = node_id
+        # symlinks resolved once: the kubelet's dir may itself be a link (/var/lib/kubelet -> /data/kubelet)
+        self.kubelet_dir = os.path.realpath(kubelet_dir)
         self.state_dir = Path(state_dir).resolve()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.state_dir, 0o700)
@@ -201,8 +205,10 @@ class NodeService:
         cap = check_capability(spec, req.capability, req.volume_id)
         overrides = parse_secrets(req.secrets)
         readonly = req.readonly or not spec.writable or cap.access_mode in READER_MODES
-        target = canonical(req.target_path)
-        staging = canonical(req.staging_target_path) if req.staging_target_path else ""
+        target = self._in_kubelet_dir("NodePublishVolume", req.volume_id, "target_path", req.target_path)
+        staging = req.staging_target_path and self._in_kubelet_dir(
+            "NodePublishVolume", req.volume_id, "staging_target_path", req.staging_target_path
+        )
         fingerprint = _fingerprint(req.volume_id, req.context, cap, readonly, staging)
         with self._target(target):
             existing = self._get(target)
@@ -427,6 +433,25 @@ class NodeService:
         """Bind ``stage``'s view onto the target of ``p`` (see :func:`_place_view`)."""
         _place_view(_view(stage), p.target_path, readonly=p.readonly)
 
+    def _in_kubelet_dir(self, rpc: str, volume_id: str, name: str, path: str) -> str:
+        """``path`` made canonical (``..`` and its parents' symlinks resolved, as it is mounted);
+        InvalidInput naming it if that lies outside the kubelet's dir (``--kubelet-dir``).
+
+        Why: the kubelet only ever names paths under its own dir (``pods/<uid>/volumes/...``,
+        ``plugins/kubernetes.io/csi/...``); anything else reaching the socket could have a volume
+        bound over ``/etc`` or ``/usr/bin`` of the node, or a pod's data shown in a host dir."""
+        resolved = _canonical_arg(rpc, volume_id, name, path)
+        if not _inside(resolved, self.kubelet_dir):
+            shown = path if resolved == path else f"{path} (resolved: {resolved})"
+            raise InvalidInput(
+                f"{rpc} {volume_id!r}: {name} {shown} is outside the kubelet's directory "
+                f"{self.kubelet_dir}; the kubelet names paths under it only (start the plugin with "
+                "--kubelet-dir set to the kubelet's --root-dir if it is elsewhere)",
+                volume_id=volume_id,
+                target_path=path,
+            )
+        return resolved
+
     @contextlib.contextmanager
     def _new_path(self, path: str, volume_id: str) -> Iterator[None]:
         """Claim the new target or staging ``path`` for the block (its mount work, up to its
@@ -549,7 +574,9 @@ class NodeService:
         cap = check_capability(spec, req.capability, req.volume_id)
         overrides = parse_secrets(req.secrets)
         readonly = not spec.writable or cap.access_mode in READER_MODES
-        path = canonical(req.staging_target_path)
+        path = self._in_kubelet_dir(
+            "NodeStageVolume", req.volume_id, "staging_target_path", req.staging_target_path
+        )
         fingerprint = _fingerprint(req.volume_id, req.context, cap, readonly, "", stage=True)
         with self._target(path):
             existing = self._get(path)
@@ -586,9 +613,11 @@ class NodeService:
             raise InvalidInput(
                 f"NodeUnstageVolume {volume_id!r}: staging_target_path must be an absolute path"
             )
-        path = canonical(staging_target_path)
+        path = _canonical_arg("NodeUnstageVolume", volume_id, "staging_target_path", staging_target_path)
         with self._target(path):
             s = self._get(path)
+            if s is None and not _inside(path, self.kubelet_dir):
+                return  # never staged there (NodeStageVolume refuses it): nothing to undo, nothing to touch
             self._refuse_foreign(path, volume_id, s)
             if s is None:  # already unstaged (or never): make sure nothing of ours is left
                 if self._within_ours(path):  # never staged there (refused): nothing of another to touch
@@ -660,9 +689,11 @@ class NodeService:
             raise InvalidInput("NodeUnpublishVolume: volume_id is required")
         if not target_path or not os.path.isabs(target_path):
             raise InvalidInput(f"NodeUnpublishVolume {volume_id!r}: target_path must be an absolute path")
-        target = canonical(target_path)
+        target = _canonical_arg("NodeUnpublishVolume", volume_id, "target_path", target_path)
         with self._target(target):
             p = self._get(target)
+            if p is None and not _inside(target, self.kubelet_dir):
+                return  # never published there (NodePublishVolume refuses it): nothing to undo or touch
             self._refuse_foreign(target, volume_id, p)
             if p is None:  # already unpublished (or never): make sure nothing of ours is left
                 if os.path.islink(target) or self._within_ours(target):  # never published there
@@ -758,7 +789,7 @@ class NodeService:
             raise InvalidInput("NodeGetVolumeStats: volume_id is required")
         if not volume_path or not os.path.isabs(volume_path):
             raise InvalidInput(f"NodeGetVolumeStats {volume_id!r}: volume_path must be an absolute path")
-        path = canonical(volume_path)
+        path = _canonical_arg("NodeGetVolumeStats", volume_id, "volume_path", volume_path)
         p = self._get(path)
         if p is None or p.volume_id != volume_id:
             raise NotFound(f"volume {volume_id!r} is not staged or published at {path}", volume_id=volume_id)
@@ -1018,6 +1049,14 @@ def _fingerprint(
     if stage:
         doc["stage"] = True
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _canonical_arg(rpc: str, volume_id: str, name: str, path: str) -> str:
+    """``canonical(path)`` of a request's path; InvalidInput for a NUL byte in it, which was
+    INTERNAL (os.lstat's "embedded null byte") on every RPC that takes a path."""
+    if "\0" in path:
+        raise InvalidInput(f"{rpc} {volume_id!r}: {name} {path!r} holds a NUL byte", volume_id=volume_id)
+    return canonical(path)
 
 
 def _inside(path: str, other: str) -> bool:

@@ -116,7 +116,12 @@ class LabelService:
 
     def _task_for(self, user: User, task_id: int, *, edit: bool = False) -> Task:
         task = self.store.get_task(task_id)
-        project = self.project_for(user, task.project_id)
+        try:
+            project = self.project_for(user, task.project_id)
+        except NotFound:
+            # the answer of a missing task (the store's): "no project with id N" told a caller
+            # outside the project that the task exists and which project holds it (review27)
+            raise NotFound(f"no task with id {task_id}", task=task_id) from None
         if user.is_admin or task.assignee == user.id:
             return task
         if user.can_review and not edit:
@@ -137,7 +142,10 @@ class LabelService:
 
     def item_for(self, user: User, item_id: int, *, edit: bool = False) -> Item:
         item = self.store.get_item(item_id)
-        self._task_for(user, item.task_id, edit=edit)
+        try:
+            self._task_for(user, item.task_id, edit=edit)
+        except NotFound:  # the answer of a missing item (the store's), as for a task above
+            raise NotFound(f"no item with id {item_id}", item=item_id) from None
         return item
 
     def picture_error(self, item: Item, exc: DatahubError) -> DatahubError:

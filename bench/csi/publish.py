@@ -66,7 +66,7 @@ def main() -> int:
         objects = {f"small/{i:05d}.bin": os.urandom(2048) for i in range(args.files)}
         objects |= {f"big/{i}.bin": os.urandom(big) for i in range(2 * args.reps)}
         seq = env.commit("bench", objects)
-        plugin = Plugin(root / "plugin", env.config_path, check_interval=0.2)
+        plugin = Plugin(root / "plugin", env.config_path, check_interval=0.2, kubelet_dir=root)
         (root / "plugin").mkdir()
         plugin.start()
         rows: dict[str, list[float]] = {}
@@ -118,7 +118,7 @@ def main() -> int:
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
             start = time.perf_counter()
-            restarted = Plugin(plugin.root, plugin.config_path, check_interval=3600).start()
+            restarted = Plugin(plugin.root, plugin.config_path, check_interval=3600, kubelet_dir=root).start()
             assert all(_serves(Path(t)) for t in targets)
             add("recovery: plugin restart, 2 broken targets -> ready + serving", time.perf_counter() - start)
             plugin.proc, plugin.channel = restarted.proc, restarted.channel

@@ -142,7 +142,7 @@ def main() -> int:
         tiny = {"one.bin": os.urandom(4096)}
         versions = {"big": ("shared", seq, real), "tiny": ("tiny", env.commit("tiny", tiny), tiny)}
         (root / "plugin").mkdir()
-        plugin = Plugin(root / "plugin", env.config_path, check_interval=3600).start()
+        plugin = Plugin(root / "plugin", env.config_path, check_interval=3600, kubelet_dir=root).start()
         configs = {
             "one pod, a 1-record version (process baseline)": (1, False, "tiny"),
             "one pod, one process (baseline)": (1, False, "big"),

@@ -136,7 +136,13 @@ def worker(args: argparse.Namespace) -> None:
     phases.wrap(mounts, "wait_exit", "wait_exit")
     phases.wrap(node, "finish_workspace", "finish")
     config = load_config(args.config, env={})
-    service = node.NodeService(config, Path(args.state), "bench", unmount_timeout=120.0)
+    import inspect
+
+    # the targets' dir as the kubelet's; a --base tree from before --kubelet-dir takes any target
+    kubelet = {"kubelet_dir": Path(args.state).parent}
+    if "kubelet_dir" not in inspect.signature(node.NodeService).parameters:
+        kubelet = {}
+    service = node.NodeService(config, Path(args.state), "bench", unmount_timeout=120.0, **kubelet)
     cap = Capability("mount", "SINGLE_NODE_WRITER")
     results = []
     for rep in range(args.reps):

@@ -142,7 +142,13 @@ def make_env(root: Path, endpoint: S3Endpoint) -> CsiEnv:
 
 
 class Plugin:
-    """``python -m csi`` on a unix socket, with the three gRPC stubs."""
+    """``python -m csi`` on a unix socket, with the three gRPC stubs.
+
+    Its ``--kubelet-dir`` is ``kubelet_dir``, else this session's base temp dir (set for every
+    test under tests/csi by ``_kubelet_dir``), else ``root``: every test's targets and staging
+    paths live in its temp dirs, as the kubelet's live under its dir."""
+
+    default_kubelet_dir: Path | None = None
 
     def __init__(
         self,
@@ -153,7 +159,9 @@ class Plugin:
         env: dict[str, str] | None = None,
         mode: str = "all",
         umask: int = -1,
+        kubelet_dir: Path | None = None,
     ) -> None:
+        self.kubelet_dir = kubelet_dir or Plugin.default_kubelet_dir or root
         self.umask = umask  # the plugin's umask (-1: ours)
         self.env = env or {}  # the plugin's own environment (its Secret's variables), on top of none of ours
         self.mode = mode  # --mode: node, controller or all
@@ -174,6 +182,7 @@ class Plugin:
         cmd += ["--state-dir", str(self.state_dir), "--config", str(self.config_path)]
         cmd += ["--check-interval", str(self.check_interval), "--mount-timeout", "90", "--mode", self.mode]
         cmd += ["--unmount-timeout", "120", "-v"]  # -v: tests wait for supervisor passes (CHECK_DONE)
+        cmd += ["--kubelet-dir", str(self.kubelet_dir)]
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}, **self.env}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=env, umask=self.umask)
@@ -334,6 +343,12 @@ def _cmdline_mentions(pid: int, text: str) -> bool:
             return text.encode() in fh.read()
     except OSError:
         return False
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kubelet_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every Plugin of tests/csi passes this session's base temp dir as ``--kubelet-dir``."""
+    Plugin.default_kubelet_dir = tmp_path_factory.getbasetemp()
 
 
 @pytest.fixture(scope="module")

@@ -90,7 +90,10 @@ def test_a_publish_checks_the_stage_again_under_its_lock(tmp_path: Path, monkeyp
     held by an unstage that leaves ``vol-b`` staged at that path: refused (NOT_FOUND, naming
     both), never bound from ``vol-b``."""
     node = NodeService(
-        load_config(env={}, overrides={"home": str(tmp_path / "home")}), tmp_path / "state", "n"
+        load_config(env={}, overrides={"home": str(tmp_path / "home")}),
+        tmp_path / "state",
+        "n",
+        kubelet_dir=tmp_path,
     )
     staging = str(tmp_path / "plugins" / "pv" / "globalmount")
     target = str(tmp_path / "pods" / "a" / "mount")
@@ -244,7 +247,10 @@ def test_two_publishes_of_nested_targets_at_once_never_both_mount(
     them inside the other's volume (created among a workspace's files, or hidden under its
     bind). A path being published counts from its check on."""
     node = NodeService(
-        load_config(env={}, overrides={"home": str(tmp_path / "home")}), tmp_path / "state", "n"
+        load_config(env={}, overrides={"home": str(tmp_path / "home")}),
+        tmp_path / "state",
+        "n",
+        kubelet_dir=tmp_path,
     )
     paths = {"outer": str(tmp_path / "pods" / "a" / "mount")}
     paths["inner"] = os.path.join(paths["outer"], "sub")
@@ -283,7 +289,10 @@ def test_two_publishes_of_nested_targets_at_once_never_both_mount(
 
 def test_a_publish_that_fails_leaves_its_path_unclaimed(tmp_path: Path, monkeypatch) -> None:
     node = NodeService(
-        load_config(env={}, overrides={"home": str(tmp_path / "home")}), tmp_path / "state", "n"
+        load_config(env={}, overrides={"home": str(tmp_path / "home")}),
+        tmp_path / "state",
+        "n",
+        kubelet_dir=tmp_path,
     )
     target = str(tmp_path / "pods" / "b" / "mount")
     os.makedirs(os.path.dirname(target))

@@ -193,7 +193,7 @@ class ImagePlugin(Plugin):
             "python", "-m", "csi", "--endpoint", f"unix://{self.socket}", "--node-id", "image-node",
             "--state-dir", str(self.state_dir), "--config", str(self.config_path),
             "--check-interval", str(self.check_interval), "--mount-timeout", "90", "--unmount-timeout", "120", "-v",
-            "--mode", self.mode,
+            "--mode", self.mode, "--kubelet-dir", str(self.kubelet_dir),
         )  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd="/", env=self.image.env(**self.env))

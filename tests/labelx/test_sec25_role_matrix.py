@@ -62,8 +62,8 @@ def outcome(method: str, path: str, r) -> str:
         return "401"
     if r.status_code == 403:
         return "403"
-    if r.status_code == 404 and "no project with id" in r.text:
-        return "404"  # a project the caller is not in answers as a missing one
+    if r.status_code == 404 and re.search(r"no (project|task|item) with id", r.text):
+        return "404"  # a project the caller is not in (its tasks, its items) answers as a missing one
     if method == "GET" and r.status_code != 200:
         return f"{r.status_code} {r.text[:120]}"
     return "yes"  # past the check: the answer to what was asked (409 stale, 404 no task left ...)
