@@ -122,3 +122,23 @@ def test_revoke_token_with_the_secret_in_argv_revokes_and_warns(app, env: Env, t
     assert "warning: the token's secret was given on the command line" in err
     assert "`datahub labelx revoke-token -`" in err
     assert app.state.labelx.store.list_tokens() == []
+
+
+def test_commit_into_a_new_dataset_counts_its_progress_by_the_records_it_copies(
+    app, env: Env, tmp_path, capsys, monkeypatch
+) -> None:
+    """``commit --to-dataset`` copies every record of the project and counted them against the
+    accepted labels: "committing pets-cls: 12/1 (1200%) … eta -0s done"."""
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    store = app.state.labelx.store
+    item = store.item_by_key(pid, "img/0003.jpg")
+    store.save_value(item.id, store.user_by_name("alice").id, item.version, "dog", "annotated")
+    store.submit_task(item.task_id)
+    store.review(item.id, store.user_by_name("admin").id, item.version + 2, True, "")
+    rc, out, err = _cli(env, tmp_path, capsys, "labelx", "commit", "pets-cls", "--user", "admin",
+                        "--to-dataset", "pets-copy")  # fmt: skip
+    assert rc == 0, err
+    assert err.splitlines()[-1].startswith("committing pets-cls: 12/12 (100%)"), err
+    assert "%)" in err and all(line.count("/12 (") == 1 for line in err.splitlines()), err
+    assert env.catalog.get_record("pets-copy", 1, "img/0003.jpg").labels == {"class": "dog"}
