@@ -127,7 +127,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("project")
     s.add_argument("--user", required=True, help="the admin doing this")
     s.add_argument("--to-dataset", default=None, help="a new dataset instead of a new version")
-    s.add_argument("--message", default="")
+    # -m as datahub import/commit take it: it was "unrecognized arguments" (newuser27)
+    s.add_argument("-m", "--message", default="", help="the new version's message")
     s.add_argument(
         "--overwrite",
         action="store_true",

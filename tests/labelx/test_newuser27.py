@@ -142,3 +142,20 @@ def test_commit_into_a_new_dataset_counts_its_progress_by_the_records_it_copies(
     assert err.splitlines()[-1].startswith("committing pets-cls: 12/12 (100%)"), err
     assert "%)" in err and all(line.count("/12 (") == 1 for line in err.splitlines()), err
     assert env.catalog.get_record("pets-copy", 1, "img/0003.jpg").labels == {"class": "dog"}
+
+
+def test_labelx_commit_takes_m_for_its_message_as_datahub_import_does(
+    app, env: Env, tmp_path, capsys, monkeypatch
+) -> None:
+    """``datahub labelx commit P --user admin -m "val relabel"`` (``-m`` as ``datahub import``
+    and ``datahub commit`` take it) was refused: "unrecognized arguments: -m val relabel"."""
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    store = app.state.labelx.store
+    item = store.item_by_key(pid, "img/0004.jpg")
+    store.save_value(item.id, store.user_by_name("alice").id, item.version, "bird", "annotated")
+    store.submit_task(item.task_id)
+    store.review(item.id, store.user_by_name("admin").id, item.version + 2, True, "")
+    rc, _, err = _cli(env, tmp_path, capsys, "labelx", "commit", "pets-cls", "--user", "admin", "-m", "birds")
+    assert rc == 0, err
+    assert env.catalog.resolve("pets", 2).message == "birds"
