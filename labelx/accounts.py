@@ -11,6 +11,7 @@ import shlex
 import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from typing import Any
 
 from datahub.errors import AlreadyExists, InvalidInput, NotFound
 from labelx.entities import ROLES, User
@@ -150,6 +151,22 @@ class AccountRecords:
             row = db.execute("SELECT user_id FROM tokens WHERE token_hash=?", (token_hash,)).fetchone()
             db.execute("DELETE FROM tokens WHERE token_hash=?", (token_hash,))
         return None if row is None else row[0]
+
+    def list_tokens(self, user_id: int | None = None) -> list[dict[str, Any]]:
+        """Every API token (or one user's): its id (the SHA-256 the table keeps, what
+        ``delete_token`` takes), owner, description and creation time. No secret: none is kept.
+        Why: ``datahub labelx list-tokens`` shows an admin what is live, to revoke by id."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT t.token_hash, u.name, t.description, t.created_at FROM tokens t "
+                "JOIN users u ON u.id = t.user_id WHERE ? IS NULL OR t.user_id = ? "
+                "ORDER BY u.name, t.created_at, t.token_hash",
+                (user_id, user_id),
+            )
+            .fetchall()
+        )
+        return [dict(zip(("id", "user", "description", "created"), r, strict=True)) for r in rows]
 
     def token_user(self, token_hash: str) -> User | None:
         row = (

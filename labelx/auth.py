@@ -108,9 +108,10 @@ class Auth:
             )
         return Principal(user, None, ("token", token_hash))
 
-    def revoke_token(self, by: User, token: str) -> None:
-        """Delete a token: its owner or an admin may; unknown tokens are NotFound."""
-        token_hash = sha256(token)
+    def revoke_token(self, by: User, token: str, token_hash: str = "") -> None:
+        """Delete a token, given its secret or its id (``token_hash``, what the admin page's
+        list shows): its owner or an admin may; unknown tokens are NotFound."""
+        token_hash = token_hash or sha256(token)
         owner = self.store.token_user(token_hash)
         if owner is None:
             raise NotFound("no such API token (already revoked?)")

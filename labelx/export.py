@@ -228,6 +228,13 @@ def _commit_new_dataset(
     service: LabelService, user: User, project: Project, name: str, message: str, progress: Any
 ) -> Any:
     """A new dataset holding the project's records, with accepted labels merged in."""
+    # nothing accepted: the dataset would be a bare copy of the project's records (newuser27)
+    if not service.store.status_counts(project.id).get("accepted"):
+        raise Conflict(
+            f"project {project.name!r} has no accepted label to commit into a new dataset {name!r}, so "
+            "nothing was created: review items first (accept at least one), then commit again",
+            dataset=name,
+        )
     catalog, schema = service.catalog, service.schema(project)
     accepted = service.store.iter_items(project.id, ("accepted",))
     where = project.filter or None

@@ -1,6 +1,6 @@
 """``datahub labelx ...``: run the labeling service and administer it from a shell.
 
-serve · create-user · create-token · projects · create-project · preannotate · commit · export
+serve · create-user · create-token · list-tokens · revoke-token · projects · create-project · preannotate · commit · export
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import threading
 import warnings
 
-from datahub.errors import AccessDenied, InvalidInput
+from datahub.errors import AccessDenied, InvalidInput, NotFound
 
 # what gives LabelX's callers an identity once authentication is on (check_bind's advice)
 ACCOUNTS = (
@@ -64,6 +64,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--description", default="")
     s.set_defaults(func=_create_token, creates_catalog=True)
 
+    # as the catalog's token list and token revoke: LabelX had create-token only (newuser27)
+    s = sub.add_parser(
+        "list-tokens",
+        help="every API token: user, id, description, created (never a secret)",
+        description="The id is what 'revoke-token' takes. Secrets are stored only as their "
+        "SHA-256 (the id), so no command can show one again.",
+    )
+    s.add_argument("--user", default=None, help="only this user's tokens")
+    s.set_defaults(func=_list_tokens)
+
+    s = sub.add_parser(
+        "revoke-token",
+        help="revoke an API token by its id (see 'list-tokens') or by its secret read from stdin ('-')",
+        description="Give the id 'list-tokens' shows, or '-' to read the secret (lx_…) from stdin: "
+        "a secret given as an argument is readable by every local user while the command runs "
+        "(ps, /proc/PID/cmdline) and stays in the shell's history.",
+    )
+    s.add_argument("token", metavar="ID|-", help="the token's id, or - to read its secret or id from stdin")
+    s.set_defaults(func=_revoke_token)
+
     s = sub.add_parser("projects", help="list projects with their progress")
     s.set_defaults(func=_projects)
 
@@ -107,7 +127,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("project")
     s.add_argument("--user", required=True, help="the admin doing this")
     s.add_argument("--to-dataset", default=None, help="a new dataset instead of a new version")
-    s.add_argument("--message", default="")
+    # -m as datahub import/commit take it: it was "unrecognized arguments" (newuser27)
+    s.add_argument("-m", "--message", default="", help="the new version's message")
     s.add_argument(
         "--overwrite",
         action="store_true",
@@ -272,12 +293,74 @@ def _replace_password(name: str, pw_hash: str, ctx) -> int:
 
 
 def _create_token(args, ctx) -> int:
-    from labelx.auth import Auth
+    from labelx.auth import Auth, sha256
 
     service = _service(ctx)
     token = Auth(service.store).new_token(service.store.user_by_name(args.name), args.description)
-    ctx.emit({"user": args.name, "token": token}, text=token)
+    # text: the secret alone (TOKEN=$(…)); --json adds the id list-tokens and revoke-token show
+    ctx.emit({"user": args.name, "token": token, "id": sha256(token)}, text=token)
     return 0
+
+
+TOKEN_COLUMNS = ("user", "id", "description", "created")
+
+
+def _list_tokens(args, ctx) -> int:
+    """Every live API token with what identifies it; never a secret (the store has none)."""
+    service = _service(ctx)
+    user = None if args.user is None else service.store.user_by_name(args.user).id
+    ctx.emit(service.store.list_tokens(user), columns=TOKEN_COLUMNS)
+    return 0
+
+
+def _revoke_token(args, ctx) -> int:
+    """Delete a token by id or secret, as ``POST /api/tokens/revoke`` does (``delete_token``)."""
+    from datahub.console.context import as_typed, shown
+    from labelx.auth import sha256
+
+    given = _token_from_stdin() if args.token == "-" else args.token
+    if args.token != "-" and given.startswith("lx_"):
+        # still revoked, but the user is told where the secret went
+        print(
+            shown(
+                as_typed(
+                    "warning: the token's secret was given on the command line, where every local user "
+                    "can read it while the command runs (ps, /proc/PID/cmdline) and the shell's history "
+                    "keeps it; revoke by id (`datahub labelx list-tokens` shows them) or give the secret "
+                    "on stdin: `datahub labelx revoke-token -`",
+                    ctx.command,
+                )
+            ),
+            file=ctx.err,
+        )
+    token_hash = sha256(given) if given.startswith("lx_") else given
+    service = _service(ctx)
+    owner = service.store.token_user(token_hash)
+    if owner is None:
+        raise NotFound(
+            f"no such LabelX API token {token_hash[:12]}…: it was never issued or is already revoked "
+            "(`datahub labelx list-tokens` lists the live ones); nothing was revoked"
+        )
+    service.store.delete_token(token_hash)
+    ctx.emit(
+        {"revoked": token_hash, "user": owner.name},
+        text=f"revoked LabelX API token {token_hash} of {owner.name}",
+    )
+    return 0
+
+
+def _token_from_stdin() -> str:
+    """One secret or id from stdin: typed without echo at a terminal, else its first line."""
+    if sys.stdin is None:
+        raise InvalidInput("`datahub labelx revoke-token -` reads the token from stdin, and there is none")
+    value = getpass.getpass("token secret or id: ") if sys.stdin.isatty() else sys.stdin.readline()
+    value = value.strip()
+    if not value:
+        raise InvalidInput(
+            "`datahub labelx revoke-token -` read no token from stdin: give the secret (lx_…) or the id "
+            "(`datahub labelx list-tokens`) on its first line; nothing was revoked"
+        )
+    return value
 
 
 def _projects(args, ctx) -> int:
@@ -396,7 +479,11 @@ def _commit(args, ctx) -> int:
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
     admin = _admin(service, args.user)  # before the progress line: it said "stopped by an error" first
-    with ctx.progress(service.store.count_changed(project.id), f"committing {project.name}") as progress:
+    # into a new dataset every record of the project is copied, and counted: against the changed
+    # labels the line read "12/1 (1200%) … eta -0s" (newuser27)
+    copies = args.to_dataset and args.to_dataset != project.dataset
+    total = project.item_count if copies else service.store.count_changed(project.id)
+    with ctx.progress(total, f"committing {project.name}") as progress:
         version = commit_labels(
             service, admin, project.id, to_dataset=args.to_dataset,
             message=args.message, progress=progress, overwrite=args.overwrite,

@@ -63,6 +63,7 @@ class TokenCreate(Body):
 
 class TokenRevoke(Body):
     token: str = ""
+    id: str = Field("", max_length=64, description="the token's id (GET /api/tokens) instead of its secret")
 
 
 class LabelClassSpec(Body):
@@ -162,6 +163,15 @@ class UserOut(BaseModel):
 
 class TokenOut(BaseModel):
     token: str
+
+
+class TokenInfoOut(BaseModel):
+    """A live token as listed: never its secret (none is kept; the id is its SHA-256)."""
+
+    id: str
+    user: str
+    description: str
+    created: float
 
 
 class Ok(BaseModel):

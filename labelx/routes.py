@@ -31,6 +31,7 @@ from labelx.models import (
     TaskTaken,
     TaskView,
     TokenCreate,
+    TokenInfoOut,
     TokenOut,
     TokenRevoke,
     UserCreate,
@@ -65,9 +66,17 @@ def create_token(lx: LX, who: Who, body: TokenCreate = TokenCreate()) -> TokenOu
     return TokenOut(token=lx.auth.new_token(who.user, body.description, proof=who))
 
 
+@router.get("/tokens")
+def tokens(lx: LX, who: Who) -> list[TokenInfoOut]:
+    """The caller's live tokens, every account's for an admin (the admin page lists them to
+    revoke: it could only make them, newuser27); never a secret."""
+    rows = lx.store.list_tokens(None if who.user.is_admin else who.user.id)
+    return [TokenInfoOut(**row) for row in rows]
+
+
 @router.post("/tokens/revoke")
 def revoke_token(lx: LX, who: Who, body: TokenRevoke = TokenRevoke()) -> Ok:
-    lx.auth.revoke_token(who.user, body.token)
+    lx.auth.revoke_token(who.user, body.token, body.id)
     return Ok(ok=True)
 
 

@@ -292,7 +292,9 @@ def datasets_page(request: Request, q: str = "", after: str = "") -> Response:
         b.catalog, principal, search=q[:200], after=cursor_of(after, "after"), limit=PAGE
     )
     more = None if last is None else "?" + urlencode({"q": q, "after": to_cursor(last)})
-    return render(request, "datasets.html", title="Datasets", rows=rows, q=q, more=more)
+    # a later page links back to the first: it had Next only (newuser27)
+    first = ("?" + urlencode({"q": q}) if q else "/") if after else None
+    return render(request, "datasets.html", title="Datasets", rows=rows, q=q, more=more, first=first)
 
 
 @router.get("/datasets/{name}", response_class=HTMLResponse)
@@ -317,6 +319,7 @@ def dataset_page(request: Request, name: str, before: int = 0) -> Response:
         graph=graph,
         node=(lineage.NODE_W, lineage.NODE_H),
         older=older,
+        newer=bool(before),  # a later page links back to the newest versions (newuser27)
         head=versions[0] if versions else None,
     )
 
@@ -337,6 +340,7 @@ def version_page(
     )
     query = {"prefix": prefix, "filter": filter}
     more = None if position is None else "?" + urlencode({**query, "cursor": to_cursor(position)})
+    first = _first_page(query) if cursor else None
     # a folder that holds nothing at all (with or without the filter): where to go instead
     empty = (
         not entries
@@ -364,6 +368,7 @@ def version_page(
         nearest=nearest,
         labels_here=labels_here,
         more=more,
+        first=first,
         is_image=is_image,
         chart_query=chart_query,
         # a folder that holds nothing: the snippets go where the page sends the reader (its
@@ -371,6 +376,12 @@ def version_page(
         snippets=_snippets(b, name, version, nearest[0] if nearest else prefix, filter),
         sample=charts.SAMPLE,
     )
+
+
+def _first_page(query: dict[str, Any]) -> str:
+    """The query of a listing's first page: the same one without its cursor and empty values."""
+    kept = {k: v for k, v in query.items() if v not in ("", None)}
+    return "?" + urlencode(kept) if kept else ""
 
 
 def _labels_here(b: Browser, name: str, seq: int, prefix: str) -> list[str]:
@@ -589,6 +600,7 @@ def diff_page(
     rows, last = diffs.page(b.catalog, name, a, new.seq, prefix=prefix, after=cursor_of(cursor), limit=PAGE)
     query = {"from": a, "to": new.seq, "prefix": prefix}
     more = None if last is None else "?" + urlencode({**query, "cursor": to_cursor(last)})
+    first = _first_page(query) if cursor else None
     return render(
         request,
         "diff.html",
@@ -601,5 +613,6 @@ def diff_page(
         counts={"added": added, "removed": removed, "modified": modified},
         rows=rows,
         more=more,
+        first=first,
         is_image=is_image,
     )

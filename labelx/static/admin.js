@@ -5,6 +5,25 @@ async function loadUsers() {
   document.getElementById("users").replaceChildren(el("tr", {}, el("th", {}, "user"), el("th", {}, "role")),
     ...users.map(u => el("tr", {}, el("td", {}, u.name), el("td", {}, el("span.pill", {}, u.role)))));
 }
+// the live API tokens, each with a Revoke button: the page could only make them (newuser27)
+async function loadTokens() {
+  const tokens = await api("GET", "/api/tokens"), msg = document.getElementById("tokens-msg");
+  const when = t => new Date(t * 1000).toISOString().slice(0, 19).replace("T", " ") + " UTC";
+  const row = t => {
+    const revoke = el("button.btn.small", { type: "button", "data-id": t.id }, "Revoke");
+    revoke.addEventListener("click", async () => {
+      try {
+        await api("POST", "/api/tokens/revoke", { id: t.id });
+        say(msg, `Revoked ${t.user}'s token ${t.id.slice(0, 12)}….`, "msg ok"); loadTokens();
+      } catch (e) { say(msg, e.message, "msg err"); }
+    });
+    return el("tr", { "data-id": t.id }, el("td", {}, t.user), el("td.mono", { title: t.id }, t.id.slice(0, 12) + "…"),
+      el("td", {}, t.description || "—"), el("td", {}, when(t.created)), el("td", {}, revoke));
+  };
+  document.getElementById("tokens").replaceChildren(
+    el("tr", {}, ...["user", "id", "description", "created", "revoke"].map(h => el("th", {}, h))),
+    ...(tokens.length ? tokens.map(row) : [el("tr", {}, el("td", { colspan: "5" }, "No live token."))]));
+}
 document.addEventListener("DOMContentLoaded", () => {
   crumbs({ text: "Projects", href: "/" }, { text: "Users & tokens" });
   document.getElementById("user-form").addEventListener("submit", async ev => {
@@ -21,8 +40,8 @@ document.addEventListener("DOMContentLoaded", () => {
     const msg = document.getElementById("token-msg"), pre = document.getElementById("token");
     try {
       const r = await api("POST", "/api/tokens", { description: new FormData(ev.target).get("description") });
-      say(msg, ""); pre.hidden = false; pre.textContent = r.token;
+      say(msg, ""); pre.hidden = false; pre.textContent = r.token; loadTokens();
     } catch (e) { pre.hidden = true; say(msg, e.message, "msg err"); }
   });
-  loadUsers();
+  loadUsers(); loadTokens();
 });

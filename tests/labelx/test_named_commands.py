@@ -58,7 +58,7 @@ def test_a_named_command_exists(where: str, command: str) -> None:
             assert word in sub, f"{where} names `{command}`: {' '.join(path)} has no command {word!r}"
             parser = sub[word]
             path.append(word)
-        elif word.startswith("-"):
+        elif word.startswith("-") and word != "-":  # a lone - is a value: stdin (revoke-token -)
             option = word.split("=", 1)[0]
             assert option in parser._option_string_actions, (
                 f"{where} names `{command}`: {' '.join(path)} takes no option {option}"

@@ -1,0 +1,42 @@
+"""What newuser27 met on LabelX's admin page ("Users & tokens") in Chromium: "Create token
+for me" made a token that never expires, and nothing on the page listed or revoked one. The
+page lists every live token (user, the start of its id, description, created; never a secret)
+with a Revoke button, through the store methods ``datahub labelx list-tokens`` and
+``revoke-token`` use."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
+from tests.browser.conftest import Env
+from tests.browser.labelx_signin import signed_in
+from tests.browser.test_newuser_labelx import _wait_text
+
+
+def test_the_admin_page_lists_live_tokens_and_revokes_one(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    c = chrome
+    with signed_in(c, env) as base:
+        c.visit(f"{base}/labelx/admin")
+        _wait_text(c, "#tokens", "No live token.")
+        c.find("#token-form [name=description]").send_keys("nightly export")
+        c.find("#token-form button[type=submit]").click()
+        _wait_text(c, "#token", "lx_")
+        secret = c.find("#token").text
+        _wait_text(c, "#tokens", "nightly export")
+        c.check("newuser27-admin-tokens")
+        rows = c.find_all("#tokens tr[data-id]")
+        assert len(rows) == 1
+        cells = [td.text for td in rows[0].find_elements("css selector", "td")]
+        assert cells[0] == "admin" and cells[2] == "nightly export" and cells[4] == "Revoke"
+        token_id = rows[0].get_attribute("data-id")
+        assert cells[1] == token_id[:12] + "…" and len(token_id) == 64
+        assert secret not in c.find("#tokens").text  # never the secret
+        auth = {"Authorization": f"Bearer {secret}"}
+        assert httpx.get(f"{base}/labelx/api/me", headers=auth, timeout=60).status_code == 200
+
+        c.find(f'#tokens button[data-id="{token_id}"]').click()
+        _wait_text(c, "#tokens-msg", f"Revoked admin's token {token_id[:12]}…")
+        _wait_text(c, "#tokens", "No live token.")
+        c.check("newuser27-admin-token-revoked")
+        assert httpx.get(f"{base}/labelx/api/me", headers=auth, timeout=60).status_code == 401
