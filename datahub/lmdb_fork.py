@@ -1,4 +1,8 @@
-"""LMDB environments across ``fork``: no transaction of the parent is open in a child.
+"""The fork gate: no transaction of the parent (LMDB, SQLite) is open in a child.
+
+SQLite pools (``datahub.sqlite_pool``) take their connections through ``using`` too, and
+close their idle connections once the gate is quiet (``on_quiet``): see that module for why.
+What follows is LMDB's side.
 
 Why: a forked child (a torch DataLoader worker) inherits every LMDB handle of its parent, and
 LMDB forbids using one in a child. py-lmdb lets a process open an environment's files once, so
@@ -23,7 +27,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -78,8 +82,24 @@ def close_inherited(env: Any) -> bool:
     return True
 
 
+_quiet_hooks: list[Callable[[], None]] = []
+
+
+def on_quiet(hook: Callable[[], None]) -> None:
+    """Run ``hook`` at every fork once the other threads' sections have ended (or the wait
+    gave up), while none may begin: what must not be open at a fork is closed there."""
+    _quiet_hooks.append(hook)
+
+
+def held_at_fork(handle: Any) -> bool:
+    """In a forked child: whether a section of ``handle`` was open in a parent thread at the
+    fork (the wait gave up on it)."""
+    return id(handle) in _open_at_fork
+
+
 def _before_fork() -> None:
-    """Hold new transactions back and wait (``FORK_WAIT`` at most) for the other threads' to end."""
+    """Hold new transactions back and wait (``FORK_WAIT`` at most) for the other threads' to
+    end, then run the ``on_quiet`` hooks."""
     global _forking
     _cond.acquire()
     _forking = True
@@ -89,13 +109,18 @@ def _before_fork() -> None:
         left = deadline - time.monotonic()
         if left <= 0:
             log.warning(
-                "fork: %d LMDB transaction(s) of other threads still open after %.0fs; the child "
-                "keeps those handles and never closes them (it cannot open their files itself)",
+                "fork: %d LMDB or SQLite transaction(s) of other threads still open after %.0fs; the "
+                "child keeps those handles and never closes them (it cannot open their files itself)",
                 sum(n for (t, _), n in _open.items() if t != me),
                 FORK_WAIT,
             )
             break
         _cond.wait(left)
+    for hook in _quiet_hooks:
+        try:
+            hook()
+        except Exception:  # a fork must go on: the hook's owner is named
+            log.exception("fork: the quiet hook %r failed", hook)
 
 
 def _after_fork_in_parent() -> None:

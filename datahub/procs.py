@@ -115,10 +115,14 @@ class PerProcess(Generic[T]):
     ``make`` runs once per process (under a lock of the process, re-entrant: a ``make`` may
     get other PerProcess values), and its exception reaches the caller of ``get``."""
 
-    __slots__ = ("_make", "_pid", "_value")
+    __slots__ = ("_inherited", "_make", "_pid", "_value")
 
-    def __init__(self, make: Callable[[], T]) -> None:
+    def __init__(self, make: Callable[[], T], *, inherited: Callable[[T], None] | None = None) -> None:
+        """``inherited``: called in a forked child with the parent's value before the child
+        makes its own; what it raises reaches every ``get`` of the child (the child may not
+        have one: an SQLite file whose connections the parent held at the fork)."""
         self._make = make
+        self._inherited = inherited
         self._pid = 0  # the process whose ``_value`` it is (0: none yet)
         self._value: T | None = None
 
@@ -130,6 +134,8 @@ class PerProcess(Generic[T]):
             pid = os.getpid()
             if self._pid != pid:
                 if self._pid:
+                    if self._inherited is not None:
+                        self._inherited(self._value)  # type: ignore[arg-type]
                     keep_inherited(self._value)  # the parent's: never touched here
                 self._pid, self._value = 0, None
                 value = self._make()

@@ -10,7 +10,6 @@ in-process memory store a parent thread held at the fork is not the child's eith
 
 from __future__ import annotations
 
-import os
 import threading
 
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from datahub.config import load_config
 from datahub.storage import StoreRegistry, drop_memory_space
 from tests.cache.test_fork25 import in_child
+from tests.forked import at_once
 from tests.servers import MotoServer
 
 SIZE = 64 * 1024
@@ -33,31 +33,6 @@ def keep_alive_moto():
         yield server.endpoint
     finally:
         server.stop()
-
-
-def reads_at_once(parent_reads, child_reads) -> tuple[int | str, list[str]]:
-    """Fork a child that runs ``child_reads`` (True: all its answers were right) while this
-    process runs ``parent_reads`` (its wrong answers); both start once the child is ready."""
-    ready_r, ready_w = os.pipe()
-    go_r, go_w = os.pipe()
-
-    def child() -> bool:
-        os.write(ready_w, b"r")
-        os.read(go_r, 1)
-        return child_reads()
-
-    outcome: list[int | str] = ["not run"]
-    forker = threading.Thread(target=lambda: outcome.__setitem__(0, in_child(child, timeout=120)))
-    forker.start()
-    try:
-        os.read(ready_r, 1)
-        os.write(go_w, b"g")
-        wrong = parent_reads()
-    finally:
-        forker.join(180)
-        for fd in (ready_r, ready_w, go_r, go_w):
-            os.close(fd)
-    return outcome[0], wrong
 
 
 @pytest.mark.parametrize("lean", [True, False], ids=["lean GET", "boto3 GET"])
@@ -98,7 +73,7 @@ def test_a_parent_and_its_child_read_their_own_objects_through_one_registry(
             print("child:", line)
         return not wrong
 
-    outcome, wrong = reads_at_once(lambda: reads("parent"), child_reads)
+    outcome, wrong = at_once(lambda: reads("parent"), child_reads)
     assert outcome == 0, f"child: {outcome} (2: a read of it failed or answered the parent's object)"
     assert not wrong, f"the parent's reads: {wrong[:3]}"
     # the child's close left the parent's pools alone, and the parent still reads
