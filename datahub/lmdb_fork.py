@@ -26,7 +26,6 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,31 +34,46 @@ log = logging.getLogger(__name__)
 
 FORK_WAIT = 30.0  # seconds a fork waits for the other threads' open transactions
 
-_cond = threading.Condition(threading.Lock())
-_open: Counter[tuple[int, int]] = Counter()  # (thread ident, id(env)) -> sections open
+_lock = threading.Lock()  # taken directly on a section's way in and out (the cheap path)
+_cond = threading.Condition(_lock)
+_open: dict[tuple[int, int], int] = {}  # (thread ident, id(env)) -> sections open
 _forking = False
 _open_at_fork: set[int] = set()  # in a child: id() of the inherited envs a transaction held at the fork
 _kept: list[Any] = []  # in a child: those envs, referenced for ever (closing them is what must not happen)
 
 
-@contextmanager
-def using(env: Any) -> Iterator[Any]:
+class using:  # used as a function: ``with using(env):``
     """A section of this thread that opens transactions of ``env`` (or closes it): no fork
     happens inside it. Sections nest, and a thread already inside one enters more while a
-    fork waits (it must finish the outer one for the fork to go on)."""
-    me = (threading.get_ident(), id(env))
-    with _cond:
-        while _forking and not any(t == me[0] for t, _ in _open):
-            _cond.wait()
-        _open[me] += 1
-    try:
-        yield env
-    finally:
-        with _cond:
-            _open[me] -= 1
-            if _open[me] <= 0:
+    fork waits (it must finish the outer one for the fork to go on).
+
+    A class, not a generator: SQLite pools enter one per lease, and the generator's frame
+    and context-manager wrapper were most of the section's cost."""
+
+    __slots__ = ("_env", "_me")
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+        self._me = (threading.get_ident(), id(env))
+
+    def __enter__(self) -> Any:
+        me = self._me
+        with _lock:
+            while _forking and not any(t == me[0] for t, _ in _open):
+                _cond.wait()
+            _open[me] = _open.get(me, 0) + 1
+        return self._env
+
+    def __exit__(self, *exc: object) -> None:
+        me = self._me
+        with _lock:
+            left = _open[me] - 1
+            if left <= 0:
                 del _open[me]
-            _cond.notify_all()
+            else:
+                _open[me] = left
+            if _forking:  # only a fork waits on the other threads' sections
+                _cond.notify_all()
 
 
 @contextmanager
@@ -131,10 +145,11 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _cond, _open, _forking, _open_at_fork
+    global _lock, _cond, _open, _forking, _open_at_fork
     _open_at_fork = _open_at_fork | {env for _, env in _open}
-    _open, _forking = Counter(), False
-    _cond = threading.Condition(threading.Lock())
+    _open, _forking = {}, False
+    _lock = threading.Lock()
+    _cond = threading.Condition(_lock)
 
 
 os.register_at_fork(

@@ -141,7 +141,7 @@ class SQLiteConnections:
                 yield conn
             finally:
                 pool.local.held = None
-                self._give(conn)
+                self._give(conn, pool)
 
     def get(self) -> sqlite3.Connection:
         """This thread's connection, bound to it until the thread ends (see the module doc).
@@ -232,11 +232,12 @@ class SQLiteConnections:
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
 
-    def _give(self, conn: sqlite3.Connection) -> None:
+    def _give(self, conn: sqlite3.Connection, pool: _Pool | None = None) -> None:
         """Back to the idle list, or closed (past ``max_idle``, after ``close``, or mid-transaction:
         a connection left in a transaction must not be lent to someone else). A connection of
-        another process's pool (the parent's, in a forked child) is never touched."""
-        pool = self._pool.current()
+        another process's pool (the parent's, in a forked child) is never touched. ``pool``:
+        this process's, when the caller has it."""
+        pool = pool or self._pool.current()
         if pool is None:
             return
         with pool.cond:
