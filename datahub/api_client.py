@@ -7,7 +7,8 @@ raise CatalogUnavailable naming the URL (never the token). An ``{"error": {code,
 details}}`` answer is raised again as the ``datahub.errors`` class with that code. NDJSON
 listings end with an ``{"end": n}`` line; a listing without it is an error, never a
 shorter listing. The token comes from the caller or ``$DATAHUB_API_TOKEN`` and lives only in
-the pooled client's default headers.
+the pooled client's default headers. The pooled client is per process: a forked child makes
+its own on first use (``ApiClient.client``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from datahub.errors import CatalogUnavailable, DatahubError, InvalidInput, Unauthenticated
+from datahub.procs import PerProcess
 
 TOKEN_ENV = "DATAHUB_API_TOKEN"
 T = TypeVar("T")
@@ -93,13 +95,25 @@ class ApiClient:
         self.attempts, self.backoff, self.budget = max(1, attempts), backoff, budget
         token = token if token is not None else os.environ.get(TOKEN_ENV, "")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.client = httpx.Client(
-            base_url=self.url,
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
-            follow_redirects=False,
+        self._clients = PerProcess(
+            lambda: httpx.Client(
+                base_url=self.url,
+                headers=headers,
+                timeout=httpx.Timeout(timeout, connect=connect_timeout),
+                limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
+                follow_redirects=False,
+            )
         )
+
+    @property
+    def client(self) -> httpx.Client:
+        """This process's pooled client (``procs.PerProcess``).
+
+        Why per process: a forked child (a DataLoader worker over a catalog its parent opened)
+        shared the parent's keep-alive connections, and a parent and a child asking at once
+        read each other's answers (tests/catalog/test_fork27.py); a parent thread inside the
+        pool's lock at the fork left it held for ever in the child."""
+        return self._clients.get()
 
     def __repr__(self) -> str:
         return f"ApiClient({self.url!r})"  # never the token
@@ -319,7 +333,10 @@ class ApiClient:
             raise self.garbage(what, "an object of the wrong shape") from None
 
     def close(self) -> None:
-        self.client.close()
+        """Close this process's pool; a parent's, in a forked child, is left alone."""
+        client = self._clients.drop()
+        if client is not None:
+            client.close()
 
 
 def _safe(exc: BaseException) -> str:

@@ -1,4 +1,8 @@
-"""LMDB environments across ``fork``: no transaction of the parent is open in a child.
+"""The fork gate: no transaction of the parent (LMDB, SQLite) is open in a child.
+
+SQLite pools (``datahub.sqlite_pool``) take their connections through ``using`` too, and
+close their idle connections once the gate is quiet (``on_quiet``): see that module for why.
+What follows is LMDB's side.
 
 Why: a forked child (a torch DataLoader worker) inherits every LMDB handle of its parent, and
 LMDB forbids using one in a child. py-lmdb lets a process open an environment's files once, so
@@ -22,8 +26,7 @@ import logging
 import os
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,31 +34,46 @@ log = logging.getLogger(__name__)
 
 FORK_WAIT = 30.0  # seconds a fork waits for the other threads' open transactions
 
-_cond = threading.Condition(threading.Lock())
-_open: Counter[tuple[int, int]] = Counter()  # (thread ident, id(env)) -> sections open
+_lock = threading.Lock()  # taken directly on a section's way in and out (the cheap path)
+_cond = threading.Condition(_lock)
+_open: dict[tuple[int, int], int] = {}  # (thread ident, id(env)) -> sections open
 _forking = False
 _open_at_fork: set[int] = set()  # in a child: id() of the inherited envs a transaction held at the fork
 _kept: list[Any] = []  # in a child: those envs, referenced for ever (closing them is what must not happen)
 
 
-@contextmanager
-def using(env: Any) -> Iterator[Any]:
+class using:  # used as a function: ``with using(env):``
     """A section of this thread that opens transactions of ``env`` (or closes it): no fork
     happens inside it. Sections nest, and a thread already inside one enters more while a
-    fork waits (it must finish the outer one for the fork to go on)."""
-    me = (threading.get_ident(), id(env))
-    with _cond:
-        while _forking and not any(t == me[0] for t, _ in _open):
-            _cond.wait()
-        _open[me] += 1
-    try:
-        yield env
-    finally:
-        with _cond:
-            _open[me] -= 1
-            if _open[me] <= 0:
+    fork waits (it must finish the outer one for the fork to go on).
+
+    A class, not a generator: SQLite pools enter one per lease, and the generator's frame
+    and context-manager wrapper were most of the section's cost."""
+
+    __slots__ = ("_env", "_me")
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+        self._me = (threading.get_ident(), id(env))
+
+    def __enter__(self) -> Any:
+        me = self._me
+        with _lock:
+            while _forking and not any(t == me[0] for t, _ in _open):
+                _cond.wait()
+            _open[me] = _open.get(me, 0) + 1
+        return self._env
+
+    def __exit__(self, *exc: object) -> None:
+        me = self._me
+        with _lock:
+            left = _open[me] - 1
+            if left <= 0:
                 del _open[me]
-            _cond.notify_all()
+            else:
+                _open[me] = left
+            if _forking:  # only a fork waits on the other threads' sections
+                _cond.notify_all()
 
 
 @contextmanager
@@ -78,8 +96,24 @@ def close_inherited(env: Any) -> bool:
     return True
 
 
+_quiet_hooks: list[Callable[[], None]] = []
+
+
+def on_quiet(hook: Callable[[], None]) -> None:
+    """Run ``hook`` at every fork once the other threads' sections have ended (or the wait
+    gave up), while none may begin: what must not be open at a fork is closed there."""
+    _quiet_hooks.append(hook)
+
+
+def held_at_fork(handle: Any) -> bool:
+    """In a forked child: whether a section of ``handle`` was open in a parent thread at the
+    fork (the wait gave up on it)."""
+    return id(handle) in _open_at_fork
+
+
 def _before_fork() -> None:
-    """Hold new transactions back and wait (``FORK_WAIT`` at most) for the other threads' to end."""
+    """Hold new transactions back and wait (``FORK_WAIT`` at most) for the other threads' to
+    end, then run the ``on_quiet`` hooks."""
     global _forking
     _cond.acquire()
     _forking = True
@@ -89,13 +123,18 @@ def _before_fork() -> None:
         left = deadline - time.monotonic()
         if left <= 0:
             log.warning(
-                "fork: %d LMDB transaction(s) of other threads still open after %.0fs; the child "
-                "keeps those handles and never closes them (it cannot open their files itself)",
+                "fork: %d LMDB or SQLite transaction(s) of other threads still open after %.0fs; the "
+                "child keeps those handles and never closes them (it cannot open their files itself)",
                 sum(n for (t, _), n in _open.items() if t != me),
                 FORK_WAIT,
             )
             break
         _cond.wait(left)
+    for hook in _quiet_hooks:
+        try:
+            hook()
+        except Exception:  # a fork must go on: the hook's owner is named
+            log.exception("fork: the quiet hook %r failed", hook)
 
 
 def _after_fork_in_parent() -> None:
@@ -106,10 +145,11 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _cond, _open, _forking, _open_at_fork
+    global _lock, _cond, _open, _forking, _open_at_fork
     _open_at_fork = _open_at_fork | {env for _, env in _open}
-    _open, _forking = Counter(), False
-    _cond = threading.Condition(threading.Lock())
+    _open, _forking = {}, False
+    _lock = threading.Lock()
+    _cond = threading.Condition(_lock)
 
 
 os.register_at_fork(

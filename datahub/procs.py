@@ -1,22 +1,36 @@
 """Process lifetimes: is a process (named by a PID recorded in a file or an index) still
-alive, and what this process closes when it exits.
+alive, what this process closes when it exits, and what a forked child must not share.
 
 Cache processes, mount daemons and the CSI plugin all leave PIDs behind and must tell a
 live holder from a dead one after a crash; ``pid_alive`` is the one answer they share.
 ``at_exit`` is how what holds such a claim (an open cache) gives it back at exit, however the
 process ends.
+
+``PerProcess`` is the one way a resource that must not cross a ``fork`` (pooled keep-alive
+sockets, SQLite connections, a MongoDB client, a lock another thread may hold) is held: each
+process makes its own on first use, and a forked child leaves the parent's alone
+(``keep_inherited``: referenced for ever, never used, closed or collected). Why: a torch
+DataLoader worker (start method "fork") uses objects its parent opened. Through one pooled
+socket a parent and a child read each other's answers (wrong bytes); SQLite forbids using,
+or even closing, a connection opened before the fork in the child (its locks and WAL-index
+state are per process); a lock a parent thread held at the fork is held for ever in the
+child. Closing the parent's copy in the child is no answer either: a TLS or SQLite close
+talks to the peer or the database on the parent's behalf.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def pid_alive(pid: int) -> bool:
@@ -78,10 +92,76 @@ def _run_hooks() -> None:
             log.exception("exit hook %r failed", hook)
 
 
+# In a forked child: the parent's resources, referenced for ever. The list is given one
+# reference more than Python counts, so that not even the interpreter's finalization (a child
+# that returns normally) deallocates it: a dealloc closes an SQLite connection, and SQLite's
+# close in the child may checkpoint or delete the WAL under the parent.
+_INHERITED: list[object] = []
+ctypes.pythonapi.Py_IncRef(ctypes.py_object(_INHERITED))
+_per_process_lock = threading.RLock()  # makes a PerProcess value once; a fresh one after a fork
+
+
+def keep_inherited(*resources: object) -> None:
+    """Keep a parent's ``resources`` (in a forked child) referenced for ever, never closed:
+    see the module doc. None is skipped."""
+    _INHERITED.extend(r for r in resources if r is not None)
+
+
+class PerProcess(Generic[T]):
+    """A resource of the process that made it: ``get`` answers this process's, made by
+    ``make`` on first use in each process; in a forked child the parent's is kept, never
+    used or closed (``keep_inherited``). The check is one ``os.getpid()`` per ``get``.
+
+    ``make`` runs once per process (under a lock of the process, re-entrant: a ``make`` may
+    get other PerProcess values), and its exception reaches the caller of ``get``."""
+
+    __slots__ = ("_inherited", "_make", "_pid", "_value")
+
+    def __init__(self, make: Callable[[], T], *, inherited: Callable[[T], None] | None = None) -> None:
+        """``inherited``: called in a forked child with the parent's value before the child
+        makes its own; what it raises reaches every ``get`` of the child (the child may not
+        have one: an SQLite file whose connections the parent held at the fork)."""
+        self._make = make
+        self._inherited = inherited
+        self._pid = 0  # the process whose ``_value`` it is (0: none yet)
+        self._value: T | None = None
+
+    def get(self) -> T:
+        """This process's value, made now if this process has none yet."""
+        if self._pid == os.getpid():
+            return self._value  # type: ignore[return-value]
+        with _per_process_lock:
+            pid = os.getpid()
+            if self._pid != pid:
+                if self._pid:
+                    if self._inherited is not None:
+                        self._inherited(self._value)  # type: ignore[arg-type]
+                    keep_inherited(self._value)  # the parent's: never touched here
+                self._pid, self._value = 0, None
+                value = self._make()
+                self._value, self._pid = value, pid  # the value first: ``get``'s fast path reads ``_pid``
+        return self._value  # type: ignore[return-value]
+
+    def current(self) -> T | None:
+        """This process's value if it made one, else None (never the parent's): what a
+        ``close`` closes."""
+        return self._value if self._pid == os.getpid() else None
+
+    def drop(self) -> T | None:
+        """Forget this process's value and answer it (the caller closes it); None if it has
+        none. The next ``get`` makes another."""
+        with _per_process_lock:
+            value = self.current()
+            if value is not None:
+                self._pid, self._value = 0, None
+            return value
+
+
 def _after_fork_in_child() -> None:
-    """A fresh lock: a parent thread may have held it at the fork."""
-    global _hooks_lock
+    """Fresh locks: a parent thread may have held them at the fork."""
+    global _hooks_lock, _per_process_lock
     _hooks_lock = threading.Lock()
+    _per_process_lock = threading.RLock()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -29,9 +29,14 @@ import sqlite3
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from datahub.errors import StorageError
+from datahub.lmdb_fork import held_at_fork, on_quiet, using
+from datahub.procs import PerProcess
 
 
 class _Binding:
@@ -50,11 +55,45 @@ class _Binding:
             pass
 
 
+class _Pool:
+    """One process's connections and the lock over them (``SQLiteConnections._pool``)."""
+
+    def __init__(self) -> None:
+        self.local = threading.local()  # this thread's lease or binding
+        # re-entrant: a dead thread's binding may be given back by a finalizer in any thread
+        self.cond = threading.Condition(threading.RLock())
+        self.idle: list[sqlite3.Connection] = []
+        self.open: set[sqlite3.Connection] = set()
+        self.bound: set[sqlite3.Connection] = set()  # bound to a thread by get()
+        self.opening = 0
+
+
 class SQLiteConnections:
     """Connections to ``path`` in WAL mode, so readers never wait for a writer.
 
     ``synchronous="FULL"`` (the default) makes a committed transaction survive power loss,
     not just a process crash; use ``"NORMAL"`` only for state that may be recomputed.
+
+    Across ``fork`` (a DataLoader worker, a ``multiprocessing`` worker with the "fork" start
+    method, using a pool its parent opened): the connections are per process
+    (``procs.PerProcess``), so the child opens its own and never uses or closes the parent's;
+    every lease is a section of the fork gate (``lmdb_fork.using``), so a fork waits until no
+    other thread holds a connection; and once it is quiet, the parent closes its idle
+    connections (``_close_idle_at_fork``), so the child inherits no SQLite state of the file.
+
+    Why all three: SQLite forbids using a connection opened before a fork in the child, or
+    even closing it there. And SQLite keeps its own per-process record of the locks held on
+    each file (shared by every connection of the process), which a child inherits: with a
+    connection of the parent open at the fork, the child's own new connections took no lock
+    the kernel knew of. Then the parent closing its last connection found itself alone,
+    checkpointed and deleted the WAL, and the child's later commits went to the deleted file
+    (lost, though each reported success); with a parent thread inside a write transaction at
+    the fork, the child could never write ("database is locked"). And the parent's
+    connections lent to its threads at the fork counted against ``max_connections`` in the
+    child for ever: with all of them lent, the child's first query waited for ever
+    (tests/catalog/test_fork27.py). A pool that still had a connection open at the fork (a
+    thread-bound one from ``get``, a lease held past the gate's wait, or the forking
+    thread's own) cannot be used in that child: StorageError says so.
     """
 
     def __init__(
@@ -72,50 +111,50 @@ class SQLiteConnections:
         self._busy_timeout = busy_timeout
         self._pragmas = ("journal_mode = WAL", f"synchronous = {synchronous}", *pragmas)
         self.max_connections, self.max_idle = max(1, max_connections), max(0, max_idle)
-        self._local = threading.local()  # this thread's lease or binding
-        # re-entrant: a dead thread's binding may be given back by a finalizer in any thread
-        self._cond = threading.Condition(threading.RLock())
-        self._idle: list[sqlite3.Connection] = []
-        self._open: set[sqlite3.Connection] = set()
-        self._bound: set[sqlite3.Connection] = set()  # bound to a thread by get()
+        self._pool: PerProcess[_Pool] = PerProcess(_Pool, inherited=self._refuse_held)
         self._closed = False
-        self._opening = 0
         self.opened_total = 0  # connections ever opened (tests, and a leak is easy to see)
+        _POOLS.add(self)
 
     @property
     def open_count(self) -> int:
-        """Connections open now, lent or idle."""
-        return len(self._open)
+        """Connections of this process open now, lent or idle."""
+        return len(self._pool.get().open)
 
     @contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
         """A connection for the block (autocommit; transactions are explicit)."""
-        held = getattr(self._local, "held", None)
-        if held is not None:  # nested, or a thread bound by get(): the same connection
-            held.depth += 1
+        with using(self):  # no fork while a thread holds a connection (see the class doc)
+            pool = self._pool.get()
+            held = getattr(pool.local, "held", None)
+            if held is not None:  # nested, or a thread bound by get(): the same connection
+                held.depth += 1
+                try:
+                    yield held.conn
+                finally:
+                    held.depth -= 1
+                return
+            conn = self._take(pool)
+            lease = _Lease(conn)
+            pool.local.held = lease
             try:
-                yield held.conn
+                yield conn
             finally:
-                held.depth -= 1
-            return
-        conn = self._take()
-        lease = _Lease(conn)
-        self._local.held = lease
-        try:
-            yield conn
-        finally:
-            self._local.held = None
-            self._give(conn)
+                pool.local.held = None
+                self._give(conn, pool)
 
     def get(self) -> sqlite3.Connection:
         """This thread's connection, bound to it until the thread ends (see the module doc).
 
         Not counted against ``max_connections`` while bound (a thread that keeps one must not
-        make another wait forever); at most one per live thread."""
-        held = getattr(self._local, "held", None)
+        make another wait forever); at most one per live thread. A bound connection is open
+        at every fork: a forked child cannot use this pool (see the class doc); prefer
+        ``connection``."""
+        pool = self._pool.get()
+        held = getattr(pool.local, "held", None)
         if held is None:
-            held = _Binding(self, self._take(bind=True), depth=1)
-            self._local.held = held
+            held = _Binding(self, self._take(pool, bind=True), depth=1)
+            pool.local.held = held
         return held.conn
 
     @contextmanager
@@ -131,32 +170,33 @@ class SQLiteConnections:
             conn.execute("COMMIT")
 
     # --- the pool -------------------------------------------------------------------------------
-    def _take(self, *, bind: bool = False) -> sqlite3.Connection:
+    def _take(self, pool: _Pool, *, bind: bool = False) -> sqlite3.Connection:
         """An idle connection, else a new one; a lease past ``max_connections`` waits for one
         to come back, a binding never waits (see ``get``)."""
-        with self._cond:
+        with pool.cond:
             while True:
-                if self._idle:
-                    conn = self._idle.pop()
+                if pool.idle:
+                    conn = pool.idle.pop()
                     if bind:
-                        self._bound.add(conn)
+                        pool.bound.add(conn)
                     return conn
-                if bind or self._closed or self._lendable() < self.max_connections:
-                    self._opening += 1  # counted now: two threads must not both take the last slot
+                if bind or self._closed or self._lendable(pool) < self.max_connections:
+                    pool.opening += 1  # counted now: two threads must not both take the last slot
                     break
-                self._cond.wait()
+                pool.cond.wait()
         try:
-            return self._open_new(bound=bind)
+            return self._open_new(pool, bound=bind)
         finally:
-            with self._cond:
-                self._opening -= 1
-                self._cond.notify()
+            with pool.cond:
+                pool.opening -= 1
+                pool.cond.notify()
 
-    def _lendable(self) -> int:
+    @staticmethod
+    def _lendable(pool: _Pool) -> int:
         """Connections that count against ``max_connections``: open and unbound, or being opened."""
-        return len(self._open) - len(self._bound) + self._opening
+        return len(pool.open) - len(pool.bound) + pool.opening
 
-    def _open_new(self, *, bound: bool) -> sqlite3.Connection:
+    def _open_new(self, pool: _Pool, *, bound: bool) -> sqlite3.Connection:
         conn = sqlite3.connect(
             self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
         )
@@ -166,10 +206,10 @@ class SQLiteConnections:
         except BaseException:
             conn.close()
             raise
-        with self._cond:
-            self._open.add(conn)
+        with pool.cond:
+            pool.open.add(conn)
             if bound:
-                self._bound.add(conn)
+                pool.bound.add(conn)
             self.opened_total += 1
         return conn
 
@@ -192,31 +232,79 @@ class SQLiteConnections:
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
 
-    def _give(self, conn: sqlite3.Connection) -> None:
+    def _give(self, conn: sqlite3.Connection, pool: _Pool | None = None) -> None:
         """Back to the idle list, or closed (past ``max_idle``, after ``close``, or mid-transaction:
-        a connection left in a transaction must not be lent to someone else)."""
-        with self._cond:
-            if conn not in self._open:
-                return  # closed by close() meanwhile
-            self._bound.discard(conn)
-            keep = not self._closed and len(self._idle) < self.max_idle and not conn.in_transaction
+        a connection left in a transaction must not be lent to someone else). A connection of
+        another process's pool (the parent's, in a forked child) is never touched. ``pool``:
+        this process's, when the caller has it."""
+        pool = pool or self._pool.current()
+        if pool is None:
+            return
+        with pool.cond:
+            if conn not in pool.open:
+                return  # closed by close() meanwhile, or not this process's
+            pool.bound.discard(conn)
+            keep = not self._closed and len(pool.idle) < self.max_idle and not conn.in_transaction
             if keep:
-                self._idle.append(conn)
+                pool.idle.append(conn)
             else:
-                self._open.discard(conn)
-            self._cond.notify()
+                pool.open.discard(conn)
+            pool.cond.notify()
         if not keep:
             conn.close()
 
+    def _refuse_held(self, parents: _Pool) -> None:
+        """In a forked child, before it opens its own connections: refused if the parent had
+        one open at the fork (see the class doc)."""
+        if parents.open or held_at_fork(self):
+            raise StorageError(
+                f"cannot use the SQLite database {self.path} in this forked process ({os.getpid()}): "
+                f"its parent had {len(parents.open) or 'a'} connection(s) to it open at the fork (a "
+                "thread-bound one, or a transaction that outlived the fork's wait), and SQLite's "
+                "record of the file's locks is wrong in a child then; open it in the child's parent "
+                "only after forking, or start workers with the 'spawn' method",
+                path=self.path,
+            )
+
+    def _close_idle(self) -> None:
+        """Close this process's idle connections (the fork gate is quiet: none is lent)."""
+        pool = self._pool.current()
+        if pool is None:
+            return
+        with pool.cond:
+            idle, pool.idle = pool.idle, []
+            pool.open.difference_update(idle)
+        for conn in idle:
+            conn.close()
+
     def close(self) -> None:
-        """Close every connection, lent ones included (their holders get ProgrammingError)."""
-        with self._cond:
-            conns, self._open, self._idle, self._bound = list(self._open), set(), [], set()
-            self._closed = True
-            self._cond.notify_all()
+        """Close every connection of this process, lent ones included (their holders get
+        ProgrammingError); in a forked child, the parent's are left alone."""
+        self._closed = True
+        pool = self._pool.current()
+        if pool is None:
+            return
+        with pool.cond:
+            conns, pool.open, pool.idle, pool.bound = list(pool.open), set(), [], set()
+            pool.cond.notify_all()
         for conn in conns:
             conn.close()
-        self._local = threading.local()
+        pool.local = threading.local()
+
+
+_POOLS: weakref.WeakSet[SQLiteConnections] = weakref.WeakSet()  # every pool of the process
+
+
+def _close_idle_at_fork() -> None:
+    """At a fork, once no other thread holds a connection: close every pool's idle
+    connections, so the child inherits none (``SQLiteConnections``; they reopen on demand)."""
+    for ref in list(_POOLS.data):  # a copy made in C: a thread adding a pool cannot break it
+        pool = ref()
+        if pool is not None:
+            pool._close_idle()
+
+
+on_quiet(_close_idle_at_fork)
 
 
 class _Lease:

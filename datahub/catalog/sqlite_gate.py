@@ -26,9 +26,21 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from datahub.errors import Busy
+from datahub.procs import PerProcess
 
 RETRY_AFTER_SECONDS = 5
 _POLL_FIRST, _POLL_MAX = 0.005, 0.25  # seconds between tries of another process's flock
+
+
+class _Side:
+    """One process's side of a ``CommitGate``."""
+
+    def __init__(self) -> None:
+        self.turn = threading.Lock()  # the holder of the process's turn, then of the flock
+        self.count = threading.Lock()
+        self.queued = 0
+        self.local = threading.local()  # depth of this thread's (re-entrant) turn
+        self.fd: int | None = None  # the lock file, opened on the first turn
 
 
 class CommitGate:
@@ -48,60 +60,58 @@ class CommitGate:
         self.lock_path = Path(lock_path)
         self.mode = mode
         self.max_queued, self.max_wait, self.retry_after = max_queued, max_wait, retry_after
-        self._turn = threading.Lock()  # the holder of the process's turn, then of the flock
-        self._count = threading.Lock()
-        self._queued = 0
-        self._local = threading.local()  # depth of this thread's (re-entrant) turn
-        self._fd: int | None = None
-        self._fd_pid = 0
+        # the process's side (its lock, queue and lock file): a forked child has its own, since
+        # a parent thread committing at the fork held the turn for ever there (procs.PerProcess)
+        self._side: PerProcess[_Side] = PerProcess(_Side)
 
     @property
     def queued(self) -> int:
         """Commits of this process waiting for their turn (not counting the one writing)."""
-        return self._queued
+        return self._side.get().queued
 
     @contextmanager
     def turn(self, what: str) -> Iterator[None]:
         """Hold the catalog's one write turn for the block; ``what`` names the commit in errors."""
-        depth = getattr(self._local, "depth", 0)
+        side = self._side.get()
+        depth = getattr(side.local, "depth", 0)
         if depth:
-            self._local.depth = depth + 1
+            side.local.depth = depth + 1
             try:
                 yield
             finally:
-                self._local.depth -= 1
+                side.local.depth -= 1
             return
-        self._acquire(what)
-        self._local.depth = 1
+        self._acquire(side, what)
+        side.local.depth = 1
         try:
             yield
         finally:
-            self._local.depth = 0
-            self._release()
+            side.local.depth = 0
+            self._release(side)
 
     # --- inside ----------------------------------------------------------------------------------
-    def _acquire(self, what: str) -> None:
-        with self._count:
-            if self._queued >= self.max_queued:
-                raise self._busy(what, f"{self._queued} other commits are already waiting for it")
-            self._queued += 1
+    def _acquire(self, side: _Side, what: str) -> None:
+        with side.count:
+            if side.queued >= self.max_queued:
+                raise self._busy(what, f"{side.queued} other commits are already waiting for it")
+            side.queued += 1
         try:
             deadline = time.monotonic() + self.max_wait
-            if not self._turn.acquire(timeout=self.max_wait):
+            if not side.turn.acquire(timeout=self.max_wait):
                 raise self._busy(what, f"it stayed busy for {self.max_wait:.0f} s")
             try:
-                self._lock_file(what, deadline)
+                self._lock_file(side, what, deadline)
             except BaseException:
-                self._turn.release()
+                side.turn.release()
                 raise
         finally:
-            with self._count:
-                self._queued -= 1
+            with side.count:
+                side.queued -= 1
 
-    def _lock_file(self, what: str, deadline: float) -> None:
+    def _lock_file(self, side: _Side, what: str, deadline: float) -> None:
         """The flock another process may hold; polled, so the wait is bounded (a blocking flock
         cannot time out)."""
-        fd = self._file()
+        fd = self._file(side)
         pause = _POLL_FIRST
         while True:
             try:
@@ -114,21 +124,20 @@ class CommitGate:
             time.sleep(pause)
             pause = min(pause * 2, _POLL_MAX)
 
-    def _file(self) -> int:
+    def _file(self, side: _Side) -> int:
         """The lock file, opened once per process (a forked worker opens its own: a shared open
         file would share the lock)."""
-        if self._fd is None or self._fd_pid != os.getpid():
+        if side.fd is None:
             self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, self.mode)
-            self._fd_pid = os.getpid()
-        return self._fd
+            side.fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, self.mode)
+        return side.fd
 
-    def _release(self) -> None:
+    def _release(self, side: _Side) -> None:
         try:
-            if self._fd is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            if side.fd is not None:
+                fcntl.flock(side.fd, fcntl.LOCK_UN)
         finally:
-            self._turn.release()
+            side.turn.release()
 
     def _busy(self, what: str, why: str) -> Busy:
         return Busy(
@@ -138,6 +147,8 @@ class CommitGate:
         )
 
     def close(self) -> None:
-        if self._fd is not None and self._fd_pid == os.getpid():
-            os.close(self._fd)
-        self._fd = None
+        """Close this process's lock file (a parent's, in a forked child, is left alone)."""
+        side = self._side.current()
+        if side is not None and side.fd is not None:
+            os.close(side.fd)
+            side.fd = None

@@ -21,6 +21,7 @@ import lmdb
 
 from datahub.errors import InvalidInput, StorageError
 from datahub.lmdb_fork import close_inherited, transaction, using
+from datahub.procs import keep_inherited
 
 INDEX_KEY = b"\x00datahub-shard-index"
 SHARD_FORMAT = "datahub.pack.shard/1"
@@ -29,10 +30,20 @@ _TXN_BYTES = 32 * 1024**2  # commit the scratch environment every 32 MiB
 
 
 class ShardWriter:
-    """Append samples in key order; ``finish()`` publishes the compact shard at ``path``."""
+    """Append samples in key order; ``finish()`` publishes the compact shard at ``path``.
+
+    Its write transaction stays open between ``put`` calls; each call that writes (a put,
+    a commit every ``_TXN_BYTES``, the compacting copy) is a section of the fork gate
+    (``datahub.lmdb_fork.using``), so a fork never copies a commit half done (py-lmdb lets
+    other threads run, and fork, while it commits). The writer is its opener's: in a forked
+    child ``put`` and ``finish`` are refused and ``abort`` leaves the parent's files alone.
+    Why: a child writing through the parent's writer wrote its pages into the parent's
+    scratch file, published its own shard at the parent's path and deleted the scratch file
+    (tests/pack/test_fork27.py)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._pid = os.getpid()  # the opener: the only process that may write it
         self._scratch = self.path.with_name(self.path.name + ".scratch")
         self._scratch.unlink(missing_ok=True)
         try:
@@ -45,29 +56,43 @@ class ShardWriter:
         self.count = 0
         self.first = self.last = ""
 
+    def _opener(self, what: str) -> None:
+        """Refuse ``what`` in a process other than the opener (a forked child)."""
+        if self._pid != os.getpid():
+            keep_inherited(self._env, self._txn)  # the parent's: never closed here
+            raise InvalidInput(
+                f"cannot {what} shard {self.path}: its writer was opened in process {self._pid}, and "
+                f"this is {os.getpid()} (a forked child); write a shard of the child's own with a "
+                "new ShardWriter at another path"
+            )
+
     def put(self, key: str, value: bytes) -> None:
+        self._opener(f"put {key!r} into")
         if self.last and key <= self.last:
             raise InvalidInput(f"shard {self.path.name}: key {key!r} is not after {self.last!r}", key=key)
-        self._txn.put(key.encode(), value)
-        self.count += 1
-        self.first = self.first or key
-        self.last = key
-        self._pending += len(value)
-        if self._pending >= _TXN_BYTES:
-            self._txn.commit()
-            self._txn = self._env.begin(write=True)
-            self._pending = 0
+        with using(self._env):
+            self._txn.put(key.encode(), value)
+            self.count += 1
+            self.first = self.first or key
+            self.last = key
+            self._pending += len(value)
+            if self._pending >= _TXN_BYTES:
+                self._txn.commit()
+                self._txn = self._env.begin(write=True)
+                self._pending = 0
 
     def finish(self, extra: dict[str, Any] | None = None) -> dict[str, Any]:
         """Write the shard index, compact into ``path`` atomically; returns the index."""
+        self._opener("finish")
         index = {"format": SHARD_FORMAT, "count": self.count, "first": self.first, "last": self.last,
                  **(extra or {})}  # fmt: skip
         try:
-            self._txn.put(INDEX_KEY, json.dumps(index, sort_keys=True).encode())
-            self._txn.commit()
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.unlink(missing_ok=True)
-            self._env.copy(str(tmp), compact=True)
+            with using(self._env):
+                self._txn.put(INDEX_KEY, json.dumps(index, sort_keys=True).encode())
+                self._txn.commit()
+                tmp = self.path.with_name(self.path.name + ".tmp")
+                tmp.unlink(missing_ok=True)
+                self._env.copy(str(tmp), compact=True)
             os.replace(tmp, self.path)
         except lmdb.Error as exc:
             raise StorageError(f"cannot finish shard {self.path}: {exc}") from exc
@@ -76,9 +101,14 @@ class ShardWriter:
         return index
 
     def abort(self) -> None:
-        """Drop the scratch environment (after finish, or when the task fails)."""
+        """Drop the scratch environment (after finish, or when the task fails); in a forked
+        child, nothing (the files and the environment are the parent's)."""
+        if self._pid != os.getpid():
+            keep_inherited(self._env, self._txn)
+            return
         try:
-            self._env.close()
+            with using(self._env):
+                self._env.close()
         finally:
             self._scratch.unlink(missing_ok=True)
             Path(str(self._scratch) + "-lock").unlink(missing_ok=True)

@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 
 from datahub.config import Config
 from datahub.errors import InvalidInput
+from datahub.procs import PerProcess
 from datahub.storage.base import ObjectInfo, ObjectRef, ObjectStore
 from datahub.storage.keys import check_foreign_key, check_object_key
 from datahub.storage.local import LocalStore
@@ -195,13 +196,18 @@ class StoreRegistry:
 
     Thread-safe: caches and prefetchers resolve URLs from many threads. Opening a store does
     no I/O (S3 clients connect lazily), so holding the lock while opening is fine.
+
+    Fork-safe: a forked child (a DataLoader worker) may read through a registry its parent
+    opened. The S3 clients and their pooled connections are per process (``S3Connection``),
+    so are the lock and the in-process memory spaces' locks: the child makes its own on
+    first use and never reads an answer meant for its parent (tests/storage/test_fork27.py).
     """
 
     def __init__(self, config: Config, *, lean_s3_get: bool = True) -> None:
         """``lean_s3_get=False`` sends S3 GETs through boto3 (a benchmark's same-run baseline)."""
         self.config = config
         self._lean_s3_get = lean_s3_get
-        self._lock = threading.Lock()
+        self._lock = PerProcess(threading.Lock)  # a parent thread may hold it at a fork
         self._stores: dict[str, ObjectStore] = {}
         self._by_root: dict[str, ObjectStore] = {}  # root URLs as asked (``_stores`` is by canonical root)
         self._s3 = None  # one datahub.storage.s3.S3Connection shared by every bucket
@@ -231,7 +237,7 @@ class StoreRegistry:
             return store
         scheme, authority, path = parse_url(root_url)
         canonical = f"{scheme}://{authority}/{path}".rstrip("/")
-        with self._lock:
+        with self._lock.get():
             if self._closed:
                 raise InvalidInput("the store registry is closed")
             store = self._stores.get(canonical)
@@ -252,7 +258,7 @@ class StoreRegistry:
         settings = self.config.cache.shared_s3
         scheme, authority, path = parse_url(root_url)
         if scheme == "file":  # pages of every dataset: for this uid only (docs/cache.md)
-            with self._lock:
+            with self._lock.get():
                 store = self._shared.get(root_url)
                 if store is None:
                     store = self._shared[root_url] = LocalStore(Path("/") / path, private=True)
@@ -261,7 +267,7 @@ class StoreRegistry:
             return self.store(root_url)
         from datahub.storage.s3 import S3Store
 
-        with self._lock:
+        with self._lock.get():
             if self._closed:
                 raise InvalidInput("the store registry is closed")
             store = self._shared.get(root_url)
@@ -286,13 +292,12 @@ class StoreRegistry:
         return S3Store(authority, path, self.config.s3, connection=self._s3)
 
     def fresh(self) -> StoreRegistry:
-        """A registry like this one with nothing open yet: what a forked child reads through
-        (this one's clients and pooled connections are its parent's: two processes on one
-        connection read each other's answers)."""
+        """A registry like this one with nothing open yet, for a cache that owns and closes
+        its stores (``TieredCache.reopen`` in a forked child); this one stays its opener's."""
         return StoreRegistry(self.config, lean_s3_get=self._lean_s3_get)
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock.get():
             stores, self._stores, self._by_root = list(self._stores.values()), {}, {}
             stores += self._shared.values()
             self._shared = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from datahub.errors import InvalidInput, ObjectChanged, ObjectNotFound
+from datahub.procs import PerProcess
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.etags import Md5Etags
 from datahub.storage.keys import check_object_key, check_range, read_all
@@ -32,12 +34,27 @@ class _Space:
     """One named key space; the lock guards only dictionary access, never I/O."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self._lock = PerProcess(threading.Lock)
         self.blobs: dict[str, _Blob] = {}
+
+    @property
+    def lock(self) -> threading.Lock:
+        """This process's lock of the space: a forked child gets its own, since a parent
+        thread may have held the parent's at the fork (the child then waited for ever)."""
+        return self._lock.get()
 
 
 _SPACES: dict[str, _Space] = {}
 _SPACES_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A fresh lock: a parent thread opening or dropping a space at the fork held it."""
+    global _SPACES_LOCK
+    _SPACES_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _space(name: str) -> _Space:

@@ -45,6 +45,7 @@ from datahub.errors import (
     StorageError,
     TransientStorageError,
 )
+from datahub.procs import PerProcess
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.keys import check_foreign_key, check_range
 from datahub.storage.retry import RetryPolicy, remaining
@@ -97,15 +98,37 @@ _NETWORK_ERRORS = (
 )
 
 
+class _Parts:
+    """One process's boto3 session, client and lean GET pool (``S3Connection``)."""
+
+    def __init__(self, session: Any, client: Any) -> None:
+        self.session, self.client = session, client
+        self.credentials: Any = None  # botocore's, looked up on first use
+        self.getter: LeanGetter | None = None
+
+
 class S3Connection:
     """One pooled, thread-safe boto3 client (and the lean GET beside it); a StoreRegistry
     shares it between buckets.
 
     ``lean_get=False`` sends GETs and single-part PUTs through boto3 too (the benchmarks'
     same-run baseline).
+
+    The session, client, credentials and pools are per process (``procs.PerProcess``): a
+    forked child (a DataLoader worker) using a store its parent opened makes its own on first
+    use and never touches the parent's. Why: the pooled keep-alive sockets were shared, so a
+    parent and a child reading at once sent both requests down one socket and each read the
+    other's answer: the parent got the child's object with status 200 (wrong bytes;
+    tests/storage/test_fork27.py).
     """
 
     def __init__(self, config: S3Config, *, lean_get: bool = True) -> None:
+        self._config, self._lean_get = config, lean_get
+        self._parts: PerProcess[_Parts] = PerProcess(self._open)
+        self._parts.get()  # a configuration error is the opener's, now
+
+    def _open(self) -> _Parts:
+        config = self._config
         try:
             if config.access_key_id:
                 session = boto3.session.Session(
@@ -120,7 +143,7 @@ class S3Connection:
                     region_name=config.region,
                     botocore_session=_botocore_session(),
                 )
-            self.client = session.client(
+            client = session.client(
                 "s3",
                 endpoint_url=config.endpoint_url,
                 config=BotoConfig(
@@ -140,14 +163,30 @@ class S3Connection:
             ) from exc
         except (bexc.BotoCoreError, ValueError) as exc:
             raise InvalidInput(f"invalid S3 configuration (endpoint {config.endpoint_url!r}): {exc}") from exc
-        self._session = session
-        self._credentials: Any = None
-        self.getter = self._lean_getter(config) if lean_get else None
+        parts = _Parts(session, client)
+        if self._lean_get:
+            parts.getter = self._lean_getter(config, parts)
+        return parts
 
-    def _lean_getter(self, config: S3Config) -> LeanGetter | None:
+    @property
+    def client(self) -> Any:
+        """This process's boto3 client."""
+        return self._parts.get().client
+
+    @property
+    def _session(self) -> Any:
+        """This process's boto3 session."""
+        return self._parts.get().session
+
+    @property
+    def getter(self) -> LeanGetter | None:
+        """This process's lean GET, or None (GETs go through boto3)."""
+        return self._parts.get().getter
+
+    def _lean_getter(self, config: S3Config, parts: _Parts) -> LeanGetter | None:
         """The signed urllib3 GET, unless boto has to do it: an HTTP proxy in the environment
         (the lean path does not speak to proxies) or an endpoint it cannot parse."""
-        endpoint = self.client.meta.endpoint_url
+        endpoint = parts.client.meta.endpoint_url
         host = urlsplit(endpoint).hostname or ""
         proxies = urllib.request.getproxies()
         if urlsplit(endpoint).scheme in proxies and not urllib.request.proxy_bypass(host):
@@ -156,41 +195,47 @@ class S3Connection:
         try:
             return LeanGetter(
                 endpoint,
-                self.client.meta.region_name or "us-east-1",
+                parts.client.meta.region_name or "us-east-1",
                 self.credentials,
                 path_style=config.path_style,
                 connect_timeout=config.connect_timeout,
                 read_timeout=config.read_timeout,
                 max_pool_connections=config.max_pool_connections,
-                ca_bundle=self._ca_bundle(endpoint),
+                ca_bundle=self._ca_bundle(parts.session, endpoint),
             )
         except ValueError as exc:
             log.info("S3 GETs and PUTs go through boto3: %s", exc)
             return None
 
-    def _ca_bundle(self, endpoint: str) -> str | None:
+    @staticmethod
+    def _ca_bundle(session: Any, endpoint: str) -> str | None:
         """The CA bundle boto would use (AWS_CA_BUNDLE, the profile's ca_bundle, certifi's)."""
         if not endpoint.startswith("https:"):
             return None
-        core = self._session._session  # boto3 does not re-export botocore's config lookup
+        core = session._session  # boto3 does not re-export botocore's config lookup
         return core.get_config_variable("ca_bundle") or DEFAULT_CA_BUNDLE
 
     def credentials(self) -> CredentialSource | None:
-        """Boto's credentials for this session (the client's own chain), or None.
+        """Boto's credentials for this process's session (the client's own chain), or None.
 
         The object is botocore's, refreshable ones included: the lean GET asks it for
         ``get_frozen_credentials()`` per request, so rotated temporary keys are used as soon
         as botocore has refreshed them.
         """
-        creds = self._credentials
+        parts = self._parts.get()
+        creds = parts.credentials
         if creds is None:
-            creds = self._credentials = self._session.get_credentials()
+            creds = parts.credentials = parts.session.get_credentials()
         return creds
 
     def close(self) -> None:
-        if self.getter is not None:
-            self.getter.close()
-        self.client.close()
+        """Close this process's pools; a parent's, in a forked child, are left alone."""
+        parts = self._parts.drop()
+        if parts is None:
+            return
+        if parts.getter is not None:
+            parts.getter.close()
+        parts.client.close()
 
 
 class _Body(Protocol):
@@ -273,13 +318,17 @@ class S3Store(S3Writes, ObjectStore):
         self.root_url = f"s3://{bucket}" + (f"/{encode_key(self.prefix.rstrip('/'))}" if self.prefix else "")
         self._owns_connection = connection is None
         self._conn = connection or S3Connection(config, lean_get=lean_get)
-        self._client = self._conn.client
         self.retry = retry or RetryPolicy(config.max_attempts, budget=config.total_timeout or None)
         self.page_size = max(1, min(1000, page_size))
         self.multipart_threshold = config.multipart_threshold
         self.multipart_chunk = max(MIN_PART, config.multipart_chunk)
         self.multipart_concurrency = max(1, config.multipart_concurrency)
         self._clock = clock
+
+    @property
+    def _client(self) -> Any:
+        """The connection's boto3 client of this process (``S3Connection``)."""
+        return self._conn.client
 
     def identity(self) -> str:
         """The endpoint besides the bucket's URL: two S3 services may each have a bucket of the name."""

@@ -9,6 +9,7 @@ from before they existed gains them when opened, and its DOING rows (no lease) w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -58,18 +59,20 @@ class SqliteTaskQueue(TaskQueue):
         # NORMAL: a task state lost to power failure is redone; tasks are idempotent
         self._db = SQLiteConnections(self.path, busy_timeout=busy_timeout, synchronous="NORMAL")
         try:
-            conn = self._conn()
-            conn.executescript(_SCHEMA)  # idempotent DDL; executescript manages its own tx
-            have = {row[1] for row in conn.execute("PRAGMA table_info(datahub_tasks)")}
-            for column, ddl in _ADDED.items():
-                if column not in have:  # a queue file written before leases were bound to holders
-                    _add_column(conn, ddl)
+            with self._db.connection() as conn:
+                conn.executescript(_SCHEMA)  # idempotent DDL; executescript manages its own tx
+                have = {row[1] for row in conn.execute("PRAGMA table_info(datahub_tasks)")}
+                for column, ddl in _ADDED.items():
+                    if column not in have:  # a queue file written before leases were bound to holders
+                        _add_column(conn, ddl)
         except sqlite3.Error as exc:
             raise StorageError(f"task queue database {self.path} cannot be opened: {exc}") from exc
 
     # --- connection and transactions ---------------------------------------------------------
-    def _conn(self) -> sqlite3.Connection:
-        return self._db.get()
+    def _conn(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """A pooled connection for one block; never one bound to a thread, which would be
+        open at every fork (a forked child could not use the queue: ``sqlite_pool``)."""
+        return self._db.connection()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -104,15 +107,15 @@ class SqliteTaskQueue(TaskQueue):
         return self.get_job(job)
 
     def get_job(self, job: str) -> Job:
-        conn = self._conn()
-        row = conn.execute(
-            "SELECT meta, total, created_at FROM datahub_task_jobs WHERE job=?", (job,)
-        ).fetchone()
-        if row is None:
-            raise job_not_found(job)  # which kind it was to be, the caller knows
-        counts = dict(
-            conn.execute("SELECT state, count(*) FROM datahub_tasks WHERE job=? GROUP BY state", (job,))
-        )
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT meta, total, created_at FROM datahub_task_jobs WHERE job=?", (job,)
+            ).fetchone()
+            if row is None:
+                raise job_not_found(job)  # which kind it was to be, the caller knows
+            counts = dict(
+                conn.execute("SELECT state, count(*) FROM datahub_tasks WHERE job=? GROUP BY state", (job,))
+            )
         return Job(job, json.loads(row[0]), row[1], counts, row[2])
 
     def delete_job(self, job: str) -> None:
@@ -195,11 +198,10 @@ class SqliteTaskQueue(TaskQueue):
             return cur.rowcount
 
     def tasks(self, job: str) -> Iterator[Task]:
-        rows = (
-            self._conn()
-            .execute(f"SELECT {_COLUMNS} FROM datahub_tasks WHERE job=? ORDER BY idx", (job,))
-            .fetchall()
-        )
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM datahub_tasks WHERE job=? ORDER BY idx", (job,)
+            ).fetchall()
         return iter([_task(r) for r in rows])
 
     def close(self) -> None:
