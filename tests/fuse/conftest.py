@@ -1,7 +1,8 @@
 """Real mounts for the FUSE tests: the daemon runs as a subprocess (so kill -9 is real).
 
 Every mount made here is unmounted in teardown, even when the test failed: first the
-clean way (``datahub umount``), then ``fusermount3 -uz`` and a kill of our own daemon.
+clean way (``datahub umount``'s handler, run in the test's process: ``FuseEnv.umount``), then
+``fusermount3 -uz`` and a kill of our own daemon.
 """
 
 from __future__ import annotations
