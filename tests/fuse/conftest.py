@@ -1,12 +1,15 @@
 """Real mounts for the FUSE tests: the daemon runs as a subprocess (so kill -9 is real).
 
 Every mount made here is unmounted in teardown, even when the test failed: first the
-clean way (``datahub umount``), then ``fusermount3 -uz`` and a kill of our own daemon.
+clean way (``datahub umount``'s handler, run in the test's process: ``FuseEnv.umount``), then
+``fusermount3 -uz`` and a kill of our own daemon.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import io
 import os
 import random
 import signal
@@ -23,9 +26,9 @@ from datahub.cache.stats import read_snapshots, stats_dir, summarize
 from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.config import Config, load_config
-from datahub.errors import DatahubError
+from datahub.console.context import CliContext
 from datahub.storage import StoreRegistry
-from fuse_adapter.daemon import is_mounted, read_record, unmount
+from fuse_adapter.daemon import is_mounted
 from tests.servers import MotoServer, S3Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,6 +36,8 @@ MOUNT_TIMEOUT = 60.0
 #: a mount's stats snapshot every 0.2 s, not 2 s: tests poll its counters (``polled_mount``)
 #: after each action, and each poll waited about a second for the next snapshot
 MAINTAIN_INTERVAL = 0.2
+#: how long a teardown's unmount waits for a daemon's final flush (the command's run had 120 s)
+UMOUNT_TIMEOUT = 120.0
 
 
 @dataclass
@@ -91,16 +96,26 @@ class FuseEnv:
                 proc.wait()
 
     def umount(self, mountpoint: Path) -> None:
-        """What ``datahub umount`` does, for a read-only mount without a Python start-up of its
-        own (one per mount torn down: about 0.2 CPU-s each): ``daemon.unmount``, the function
-        the command calls. A workspace's goes through the command, whose recovery re-checks
-        the daemon's final flush with the CLI's context; an error is left to the steps after."""
-        record = read_record(self.config.home_path, str(mountpoint))
-        if record is None or record.kind == "workspace":
-            self.cli("umount", str(mountpoint), check=False)
-            return
-        with contextlib.suppress(DatahubError):
-            unmount(self.config.home_path, str(mountpoint))
+        """What ``datahub umount`` does, in this process: ``run_umount``, the command's handler,
+        with a context built as the command builds it (the config file read now: a test may
+        have added to it). A workspace's recovery, when its daemon did not say its final flush
+        and commit succeeded, re-checks them as the command does. An error is left to the steps
+        after (``teardown``), as the command's exit status was.
+
+        Why not the command: a Python start-up per mount torn down (0.4-0.6 CPU-s each, ~90
+        workspace teardowns a suite). The tests of the command itself run it
+        (``env.cli("umount", ...)``: tests/fuse/test_workspace.py, test_umount_finished15.py …)."""
+        from fuse_adapter.mount_cmd import run_umount
+
+        args = argparse.Namespace(mountpoint=str(mountpoint), timeout=UMOUNT_TIMEOUT)
+        with contextlib.suppress(Exception):  # the command's exit status was not checked either
+            ctx = CliContext(
+                load_config(self.config_path), creates_catalog=False, out=io.StringIO(), err=io.StringIO()
+            )
+            try:
+                run_umount(args, ctx)
+            finally:
+                ctx.close()
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.02) -> None:
