@@ -54,12 +54,14 @@ def put(objects, key: str, data: bytes, **fields) -> Put:
     return Put(Record(key, objects.url_for(name), info.etag, info.size, **fields))
 
 
-def make_env(tmp: Path, *, local_mode: bool = True) -> Env:
-    overrides = {
+def make_env(tmp: Path, *, local_mode: bool = True, s3_endpoint: str | None = None) -> Env:
+    overrides: dict = {
         "home": str(tmp / "var"),
         "catalog_url": f"sqlite:///{tmp / 'catalog.db'}",  # pack's workers open the same catalog
         "api": {"local_mode": local_mode},
     }
+    if s3_endpoint is not None:
+        overrides["s3"] = {"endpoint_url": s3_endpoint}
     config = load_config(env={}, overrides=overrides)
     objects = open_store((tmp / "objects").as_uri(), config)
     catalog = open_catalog(config.resolved_catalog_url)
