@@ -315,24 +315,17 @@ def _list_tokens(args, ctx) -> int:
 
 def _revoke_token(args, ctx) -> int:
     """Delete a token by id or secret, as ``POST /api/tokens/revoke`` does (``delete_token``)."""
-    from datahub.console.context import as_typed, shown
+    from datahub.console.token_arg import token_argument
     from labelx.auth import sha256
 
-    given = _token_from_stdin() if args.token == "-" else args.token
-    if args.token != "-" and given.startswith("lx_"):
-        # still revoked, but the user is told where the secret went
-        print(
-            shown(
-                as_typed(
-                    "warning: the token's secret was given on the command line, where every local user "
-                    "can read it while the command runs (ps, /proc/PID/cmdline) and the shell's history "
-                    "keeps it; revoke by id (`datahub labelx list-tokens` shows them) or give the secret "
-                    "on stdin: `datahub labelx revoke-token -`",
-                    ctx.command,
-                )
-            ),
-            file=ctx.err,
-        )
+    given = token_argument(
+        args.token,
+        prefix="lx_",
+        command="datahub labelx revoke-token",
+        list_command="datahub labelx list-tokens",
+        program=ctx.command,
+        err=ctx.err,
+    )
     token_hash = sha256(given) if given.startswith("lx_") else given
     service = _service(ctx)
     owner = service.store.token_user(token_hash)
@@ -347,20 +340,6 @@ def _revoke_token(args, ctx) -> int:
         text=f"revoked LabelX API token {token_hash} of {owner.name}",
     )
     return 0
-
-
-def _token_from_stdin() -> str:
-    """One secret or id from stdin: typed without echo at a terminal, else its first line."""
-    if sys.stdin is None:
-        raise InvalidInput("`datahub labelx revoke-token -` reads the token from stdin, and there is none")
-    value = getpass.getpass("token secret or id: ") if sys.stdin.isatty() else sys.stdin.readline()
-    value = value.strip()
-    if not value:
-        raise InvalidInput(
-            "`datahub labelx revoke-token -` read no token from stdin: give the secret (lx_…) or the id "
-            "(`datahub labelx list-tokens`) on its first line; nothing was revoked"
-        )
-    return value
 
 
 def _projects(args, ctx) -> int:

@@ -43,10 +43,13 @@ def read_py(path: str) -> int:
         return len(f.read())
 
 
-def read_os(path: str) -> int:
-    """os.open + os.read: no isatty, so a warm open asks the daemon nothing."""
+def read_os(path: str, *, ask_isatty: bool = False) -> int:
+    """os.open + os.read: no isatty, so a warm open asks the daemon nothing (``ask_isatty``: the
+    one ioctl Python's ``open()`` sends, at the same place, right after the open)."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        if ask_isatty:
+            os.isatty(fd)
         n = 0
         while chunk := os.read(fd, 1 << 20):
             n += len(chunk)

@@ -56,35 +56,16 @@ from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.mount.common import dataset_bench, header, load, read_all, read_py, tiered_mount
+from bench.mount.common import dataset_bench, header, load, read_all, read_os, read_py, tiered_mount
 from bench.mount.warm_path import CONFIGS, read_buffered
 
 _HEAD = re.compile(r"^\s*(.*?)\s+(\d+)/(\d+)\s")  # comm pid/tid
 _FRAME = re.compile(r"^\s+[0-9a-f]+\s+(\S+)\s+\((.*)\)\s*$")  # ip sym (dso)
 
 
-def read_os(path: str) -> int:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        n = 0
-        while chunk := os.read(fd, 1 << 20):
-            n += len(chunk)
-        return n
-    finally:
-        os.close(fd)
-
-
 def read_os_isatty(path: str) -> int:
     """``read_os`` with the ioctl Python's ``open()`` sends, at the same place (after the open)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.isatty(fd)
-        n = 0
-        while chunk := os.read(fd, 1 << 20):
-            n += len(chunk)
-        return n
-    finally:
-        os.close(fd)
+    return read_os(path, ask_isatty=True)
 
 
 READERS: dict[str, Callable[[str], int]] = {

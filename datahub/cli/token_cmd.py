@@ -11,11 +11,9 @@ is still live and now exposed (gaps26).
 from __future__ import annotations
 
 import argparse
-import getpass
-import sys
 
-from datahub.console.context import CliContext, as_typed, shown
-from datahub.errors import InvalidInput
+from datahub.console.context import CliContext
+from datahub.console.token_arg import token_argument
 
 LIST_COLUMNS = ("principal", "id", "admin", "description", "created")
 
@@ -81,43 +79,17 @@ def list_(args: argparse.Namespace, ctx: CliContext) -> int:
 def revoke(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.api.tokens import TOKEN_PREFIX, revoke_token
 
-    given = args.token
-    if given == "-":
-        given = _from_stdin()
-    elif given.startswith(TOKEN_PREFIX):
-        # still revoked (scripts written before `-` keep working), but the user is told
-        print(
-            shown(
-                as_typed(
-                    "warning: the token's secret was given on the command line, where every local user "
-                    "can read it while the command runs (ps, /proc/PID/cmdline) and the shell's history "
-                    "keeps it; revoke by id (`datahub token list` shows them) or give the secret on stdin: "
-                    "`datahub token revoke -`",
-                    ctx.command,
-                )
-            ),
-            file=ctx.err,
-        )
+    given = token_argument(
+        args.token,
+        prefix=TOKEN_PREFIX,
+        command="datahub token revoke",
+        list_command="datahub token list",
+        program=ctx.command,
+        err=ctx.err,
+    )
     info = revoke_token(ctx.catalog.store, given)
     ctx.emit(
         {"revoked": info.token_hash, "principal": info.principal},
         text=f"revoked token {info.token_hash} of {info.principal}",
     )
     return 0
-
-
-def _from_stdin() -> str:
-    """One secret or id from stdin: typed without echo at a terminal, else its first line."""
-    if sys.stdin is None:
-        raise InvalidInput("`datahub token revoke -` reads the token from stdin, and there is none")
-    if sys.stdin.isatty():
-        value = getpass.getpass("token secret or id: ")
-    else:
-        value = sys.stdin.readline()
-    value = value.strip()
-    if not value:
-        raise InvalidInput(
-            "`datahub token revoke -` read no token from stdin: give the secret (dh_…) or the id "
-            "(`datahub token list`) on its first line; nothing was revoked"
-        )
-    return value
