@@ -34,7 +34,8 @@ from a staged file in the page cache (as a close's copy reads it), from the ``op
 instead of ``fsync``; ``thp``: ``today`` from a buffer of transparent huge pages (private
 memory at a 2 MiB boundary, ``MADV_HUGEPAGE``: ``chunks._take_aligned``'s since direct41) where
 ``today`` uses shared memory (shmem, 4 KiB pages), as ``_take_aligned`` did. Printed also: the process's CPU ms per case (user + system of this
-process's threads; the kernel's write-back threads are not in it).
+process's threads; the kernel's write-back threads are not in it) and the write requests the
+disk completed meanwhile (``/proc/diskstats``: the whole device's, other tenants' included).
 """
 
 from __future__ import annotations
@@ -185,6 +186,16 @@ def fallocate(fd: int, mode: int, offset: int, length: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+def device_writes(path: Path) -> int:
+    """Write requests completed by the disk holding ``path`` (``/proc/diskstats``; 0 if not found)."""
+    dev = os.stat(path).st_dev
+    for line in Path("/proc/diskstats").read_text().splitlines():
+        f = line.split()
+        if (int(f[0]), int(f[1])) == (os.major(dev), os.minor(dev)):
+            return int(f[7])
+    return 0
+
+
 def variants(args: argparse.Namespace) -> None:
     """The chunk-write variants (direct41): see the module's docstring."""
     root = Path(tempfile.mkdtemp(prefix="wb-variants-", dir=args.dir))
@@ -266,6 +277,7 @@ def variants(args: argparse.Namespace) -> None:
         cases = {name: cases[name] for name in args.only.split(",")}
     times: dict[str, list[float]] = {name: [] for name in cases}
     cpu: dict[str, list[float]] = {name: [] for name in cases}
+    requests: dict[str, list[int]] = {name: [] for name in cases}
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  {args.files} x {size // MiB} MiB; "
         f"dir {root}; load {os.getloadavg()}"
@@ -275,10 +287,11 @@ def variants(args: argparse.Namespace) -> None:
             order = list(cases.items())
             for name, case in order[::-1] if r % 2 else order:
                 for _ in range(3):
-                    start, cpu0 = time.perf_counter(), time.process_time()
+                    start, cpu0, writes0 = time.perf_counter(), time.process_time(), device_writes(root)
                     list(pool.map(case, range(args.files)))
                     times[name].append(time.perf_counter() - start)
                     cpu[name].append(time.process_time() - cpu0)
+                    requests[name].append(device_writes(root) - writes0)
             for entry in os.scandir(root):  # the chunks of the round: untimed, between rounds
                 if entry.name != "staged":
                     os.unlink(entry.path)
@@ -286,6 +299,7 @@ def variants(args: argparse.Namespace) -> None:
             print(
                 f"{name:24s} median {1000 * statistics.median(ts):6.1f} ms  least {1000 * min(ts):6.1f} ms"
                 f"  CPU median {1000 * statistics.median(cpu[name]):5.1f} ms"
+                f"  disk writes median {statistics.median(requests[name]):5.1f}"
             )
         print(f"# load after {os.getloadavg()}")
     finally:
