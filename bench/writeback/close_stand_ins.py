@@ -32,8 +32,8 @@ from a staged file in the page cache (as a close's copy reads it), from the ``op
 ``ftruncate`` to the length first; ``whole``: one ``O_DIRECT`` write of the chunk; ``copy``:
 ``copy_file_range`` from the staged file through the page cache; ``+fdatasync``: ``fdatasync``
 instead of ``fsync``; ``thp``: ``today`` from a buffer of transparent huge pages (private
-memory at a 2 MiB boundary, ``MADV_HUGEPAGE``: ``chunks._take_aligned``'s since direct41) where
-``today`` uses shared memory (shmem, 4 KiB pages), as ``_take_aligned`` did. Printed also: the process's CPU ms per case (user + system of this
+memory at a 2 MiB boundary, ``MADV_HUGEPAGE``: ``datahub.aligned_buffers``' since direct41) where
+``today`` uses shared memory (shmem, 4 KiB pages), as chunks' buffers did before direct41. Printed also: the process's CPU ms per case (user + system of this
 process's threads; the kernel's write-back threads are not in it) and the write requests the
 disk completed meanwhile (``/proc/diskstats``: the whole device's, other tenants' included).
 """
@@ -70,7 +70,7 @@ def main() -> None:
         return
     root = Path(tempfile.mkdtemp(prefix="wb-stand-ins-", dir=args.dir))
     data = os.urandom(16 * MiB)
-    bufs = [mmap.mmap(-1, 4 * MiB) for _ in range(4)]  # page-aligned, as chunks._take_aligned's
+    bufs = [mmap.mmap(-1, 4 * MiB) for _ in range(4)]  # page-aligned, as chunks' buffers before direct41
     for i, buf in enumerate(bufs):
         buf.write(data[i * 4 * MiB : (i + 1) * 4 * MiB])
     count = [0]
@@ -204,7 +204,7 @@ def variants(args: argparse.Namespace) -> None:
     os.pwrite(staged, os.urandom(16 * MiB), 0)  # stays in the page cache, unsynced, as a staged file
     memory = os.pread(staged, 16 * MiB, 0)
     spare = [memoryview(mmap.mmap(-1, 16 * MiB)) for _ in range(args.files)]  # shared: shmem, base pages
-    huge = []  # private, at a 2 MiB boundary, MADV_HUGEPAGE: as chunks._take_aligned's since direct41
+    huge = []  # private, at a 2 MiB boundary, MADV_HUGEPAGE: as datahub.aligned_buffers' since direct41
     for _ in range(args.files):
         mapping = mmap.mmap(-1, 18 * MiB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         anchor = ctypes.c_char.from_buffer(mapping)

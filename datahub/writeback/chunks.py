@@ -38,16 +38,13 @@ deleted only through the journal that references them (its garbage), never as or
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
 import hashlib
 import io
 import logging
-import mmap
 import os
 import secrets
-import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +55,7 @@ try:  # a declared dependency (pyproject.toml); without it chunks get CRC-32 fin
 except ImportError:  # pragma: no cover - depends on the environment
     xxhash = None
 
+from datahub.aligned_buffers import AlignedBuffers
 from datahub.errors import AccessDenied, DatahubError, NoSpace, ObjectNotFound, StorageError
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
@@ -83,19 +81,6 @@ _SLICE = 1 << 20  # write() size: one multi-MiB write into the page cache measur
 _ALIGN = 4096  # O_DIRECT's alignment of memory, offset and length (any logical block size up to 4 KiB)
 _SPARE = 4  # aligned buffers kept for the next chunk write (bounded: 4 x _DIRECT_SLICE of memory)
 _DIRECT_SLICE = 4 << 20  # bytes per O_DIRECT write (one buffer: a chunk of the default page size)
-
-
-def _huge_page_size() -> int:
-    """The kernel's transparent huge page size (2 MiB on x86-64), 0 where it has none or one
-    larger than a buffer (arm64 with 64 KiB pages: 512 MiB): then buffers get base pages."""
-    try:
-        size = int(Path("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size").read_text())
-    except (OSError, ValueError):
-        return 0
-    return size if 0 < size <= _DIRECT_SLICE and _DIRECT_SLICE % size == 0 else 0
-
-
-_HUGE = _huge_page_size()  # alignment (and slack) of ``_take_aligned``'s buffers; 0: base pages
 
 
 def _rewrap(exc: DatahubError, context: str) -> DatahubError:
@@ -545,8 +530,8 @@ def _write_new(target: Path, data: bytes | bytearray, context: str, key: str) ->
 
 
 _direct_refused: set[int] = set()  # st_dev of file systems that refused O_DIRECT: page cache there
-_spare: list[tuple[mmap.mmap, int]] = []  # aligned buffers (mapping, offset) for the next ``_write_direct``
-_spare_lock = threading.Lock()
+_spare = AlignedBuffers(keep=_SPARE)  # aligned buffers for the next ``_write_direct``
+os.register_at_fork(after_in_child=_spare.after_fork_in_child)
 
 
 def _write_direct(fd: int, length: int, take: Callable[[memoryview, int], None]) -> int:
@@ -564,7 +549,7 @@ def _write_direct(fd: int, length: int, take: Callable[[memoryview, int], None])
     The chunk is read later (flusher, reads of evicted buffers) from the disk.
 
     The buffer is backed by transparent huge pages where the kernel has them
-    (``_take_aligned``): each physically contiguous run of the buffer is one segment of the
+    (``datahub.aligned_buffers``): each physically contiguous run of the buffer is one segment of the
     disk request, so a 4 MiB write from 2 MiB pages is 2 segments instead of 1,024 of 4 KiB.
     On the test VM's virtual disk a 16 MiB chunk's writes took 9-13 ms from huge pages
     against 24-60 ms from base pages, for the same bytes and half the requests
@@ -583,10 +568,10 @@ def _write_direct(fd: int, length: int, take: Callable[[memoryview, int], None])
             raise
         _direct_refused.add(dev)
         return 0
-    buf, skip = _take_aligned()
+    buf = _spare.take(_DIRECT_SLICE)
     done = 0
     try:
-        with memoryview(buf) as whole, whole[skip : skip + _DIRECT_SLICE] as aligned:
+        with buf.region(_DIRECT_SLICE) as aligned:
             while done < head:
                 n = min(head - done, len(aligned))
                 with aligned[:n] as piece:
@@ -602,47 +587,9 @@ def _write_direct(fd: int, length: int, take: Callable[[memoryview, int], None])
         _direct_refused.add(dev)  # took the flag, refused the I/O (an alignment above 4 KiB)
         os.ftruncate(fd, 0)
     finally:
-        _give_back(buf, skip)
+        _spare.give(buf)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags)  # the tail (and a refused head) through the page cache
     return done
-
-
-def _take_aligned() -> tuple[mmap.mmap, int]:
-    """A page-aligned buffer of ``_DIRECT_SLICE`` bytes, as a mapping and the offset of the
-    buffer in it: a kept one, else a new mapping. One size for all, so any kept buffer serves
-    any chunk (a mapping's pages are only touched, and so allocated, as far as a write fills
-    it: in huge pages, 2 MiB at a time).
-
-    Why huge pages (direct41): a direct write's request carries one segment per physically
-    contiguous run of the buffer; from base pages that is one per 4 KiB, and the test VM's
-    virtual disk took 2-5x as long for them as for the same bytes in 2 MiB runs (what the
-    page cache's large folios give a buffered write-back). So the mapping is private
-    anonymous memory (a shared one is shmem, whose huge pages are off by default), one huge
-    page longer than the buffer, the buffer starts at its first huge page boundary, and
-    ``MADV_HUGEPAGE`` asks for huge pages there (transparent huge pages set to ``madvise``
-    or ``always``); where the kernel gives none, the buffer has base pages, as before."""
-    with _spare_lock:
-        if _spare:
-            return _spare.pop()
-    buf = mmap.mmap(-1, _DIRECT_SLICE + _HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if not _HUGE:
-        return buf, 0
-    anchor = ctypes.c_char.from_buffer(buf)
-    skip = -ctypes.addressof(anchor) % _HUGE
-    del anchor  # releases its export of the mapping (else ``close`` refuses)
-    try:
-        buf.madvise(mmap.MADV_HUGEPAGE, skip, _DIRECT_SLICE)
-    except OSError:
-        pass  # a kernel without transparent huge pages: base pages
-    return buf, skip
-
-
-def _give_back(buf: mmap.mmap, skip: int) -> None:
-    with _spare_lock:
-        if len(_spare) < _SPARE:
-            _spare.append((buf, skip))
-            return
-    buf.close()
 
 
 def _copy_new(target: Path, fd: int, offset: int, length: int, context: str, key: str) -> None:

@@ -133,23 +133,26 @@ def test_a_forked_child_never_fills_a_direct_write_buffer_of_its_parent() -> Non
     """O_DIRECT page writes copy into pooled anonymous buffers. They were MAP_SHARED (Python's
     default), so a forked child and its parent filled the same memory: a page file written
     by one could hold the other's bytes. Each process now writes into its own memory."""
-    from datahub.cache.directio import AlignedBuffers
+    from datahub.aligned_buffers import AlignedBuffers
 
-    pool = AlignedBuffers()
+    pool = AlignedBuffers(keep=4)
     size = 1 << 20
     buf = pool.take(size)
-    buf[:size] = b"P" * size
+    with buf.region(size) as view:
+        view[:] = b"P" * size
     pool.give(buf)  # idle in the pool at the fork, as after any large page write
 
     def child() -> bool:
         mine = pool.take(size)  # what the child's next large page write copies into
-        mine[:size] = b"C" * size
+        with mine.region(size) as view:
+            view[:] = b"C" * size
         pool.give(mine)
         return True
 
     assert in_child(child) == 0
     again = pool.take(size)
-    assert again[:size] == b"P" * size, "the child's bytes are in the parent's buffer"
+    with again.region(size) as view:
+        assert bytes(view) == b"P" * size, "the child's bytes are in the parent's buffer"
 
 
 def _open_index(tmp_path) -> bool:

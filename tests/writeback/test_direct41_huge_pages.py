@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from datahub.aligned_buffers import AlignedBuffers
+from datahub.cache import directio
 from datahub.storage.local import LocalStore
 from datahub.writeback import chunks as chunks_module
 from datahub.writeback.chunks import ChunkStore
@@ -53,7 +55,7 @@ def store(tmp_path: Path) -> ChunkStore:
 
 
 def test_a_chunk_is_written_out_of_a_buffer_of_huge_pages(store: ChunkStore, monkeypatch) -> None:
-    monkeypatch.setattr(chunks_module, "_spare", [])  # no kept buffer: this write maps a new one
+    monkeypatch.setattr(chunks_module, "_spare", AlignedBuffers(keep=4))  # no kept buffer: a new one
     before = _huge_kb_by_mapping()
     data = os.urandom(4 * MiB)
     key = store.put(41, 0, data, "ckpt/model.pt")
@@ -66,10 +68,29 @@ def test_a_chunk_is_written_out_of_a_buffer_of_huge_pages(store: ChunkStore, mon
 def test_a_chunk_of_one_page_and_a_tail_touches_one_huge_page(store: ChunkStore, monkeypatch) -> None:
     # a small chunk's head fills the buffer's first 4 KiB only: one 2 MiB page allocated, not
     # two, and the bytes come back exactly (the head from the buffer's huge-page boundary)
-    monkeypatch.setattr(chunks_module, "_spare", [])
+    monkeypatch.setattr(chunks_module, "_spare", AlignedBuffers(keep=4))
     before = _huge_kb_by_mapping()
     data = os.urandom(4096 + 99)
     key = store.put(42, 0, data, "a")
     assert store.get(key, len(data), "a") == data
     new = {span: kb for span, kb in _huge_kb_by_mapping().items() if span not in before}
     assert sum(new.values()) == 2048, new
+
+
+def test_a_large_page_file_of_the_disk_tier_is_written_out_of_huge_pages(
+    store: ChunkStore, tmp_path: Path, monkeypatch
+) -> None:
+    # the disk tier's O_DIRECT page writes (datahub.cache.directio) take their buffers from the
+    # same pool type: a 4 MiB page file goes out of 2 MiB pages too, and reads back exactly
+    monkeypatch.setattr(directio, "_buffers", AlignedBuffers(keep=4))
+    before = _huge_kb_by_mapping()
+    header, data = b"H" * 100, os.urandom(4 * MiB)
+    path = tmp_path / "page"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_DIRECT, 0o600)
+    try:
+        directio.write_direct(fd, header, data, "page")
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == header + data
+    new = {span: kb for span, kb in _huge_kb_by_mapping().items() if span not in before}
+    assert sum(new.values()) >= 4096, new

@@ -1,5 +1,5 @@
 """review20c: chunk files written with O_DIRECT from reused aligned buffers (bigwrites20,
-``datahub/writeback/chunks.py``: ``_write_direct``, ``_take_aligned``, ``_give_back``) by many
+``datahub/writeback/chunks.py``: ``_write_direct`` and its buffers, ``datahub/aligned_buffers.py``) by many
 upload threads at once. Each write fills a buffer of its own: two chunks in flight never share
 one. Every chunk reads back exactly (4 MiB heads, unaligned tails, heads of a staged
 file's range, a source cut short). Real files, in-process, no mount."""
