@@ -113,6 +113,7 @@ LABELX = {
     ("GET", "/labelx/api/me"),
     ("GET", "/labelx/api/users"),
     ("POST", "/labelx/api/users"),
+    ("GET", "/labelx/api/tokens"),
     ("POST", "/labelx/api/tokens"),
     ("POST", "/labelx/api/tokens/revoke"),
     ("GET", "/labelx/api/projects"),

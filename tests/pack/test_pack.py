@@ -286,7 +286,8 @@ def test_cli_bad_arguments_change_nothing(
     assert message in capsys.readouterr().err
     assert [d.name for d in catalog.list_datasets()] == ["photos"]
     queue = open_task_queue(config.resolved_catalog_url)
-    assert queue._conn().execute("SELECT count(*) FROM datahub_task_jobs").fetchone() == (0,)
+    with queue._conn() as conn:
+        assert conn.execute("SELECT count(*) FROM datahub_task_jobs").fetchone() == (0,)
     queue.close()
 
 
