@@ -49,13 +49,16 @@ def test_a_child_queries_a_pool_whose_connections_parent_threads_held(tmp_path) 
     with pool.immediate() as conn:
         conn.execute("CREATE TABLE t (v TEXT)")
         conn.execute("INSERT INTO t VALUES ('parent')")
-    parents: set[int] = set()
+    # The parent's connections themselves, not their id()s: the fork closes the idle ones and the
+    # pool drops them, so without this reference the child's new connection could be allocated
+    # at a freed one's address and ``id`` would call it the parent's (a CI run failed so).
+    parents: list[sqlite3.Connection] = []
     inside = threading.Barrier(3)
     release = threading.Event()
 
     def hold() -> None:
         with pool.connection() as conn:
-            parents.add(id(conn))
+            parents.append(conn)
             conn.execute("SELECT count(*) FROM t").fetchone()
             inside.wait(60)
             release.wait(60)
@@ -69,12 +72,12 @@ def test_a_child_queries_a_pool_whose_connections_parent_threads_held(tmp_path) 
 
         def child() -> bool:
             with pool.immediate() as conn:
-                mine = id(conn)
+                mine = conn
                 conn.execute("INSERT INTO t VALUES ('child')")
             with pool.connection() as conn:
                 rows = sorted(v for (v,) in conn.execute("SELECT v FROM t"))
             pool.close()
-            return mine not in parents and rows == ["child", "parent"]
+            return all(mine is not theirs for theirs in parents) and rows == ["child", "parent"]
 
         outcome = in_child(child, timeout=30)
     finally:
@@ -82,7 +85,8 @@ def test_a_child_queries_a_pool_whose_connections_parent_threads_held(tmp_path) 
         release.set()
         for thread in holders:
             thread.join(60)
-    assert outcome == 0, f"child: {outcome} (hung: it waited for the parent threads' connections)"
+    assert outcome != "hung", "the child waited for the parent threads' connections"
+    assert outcome == 0, f"child: exit {outcome} (2: it used a parent's connection or read other rows)"
     with pool.connection() as conn:  # the child's close left the parent's connections alone
         assert sorted(v for (v,) in conn.execute("SELECT v FROM t")) == ["child", "parent"]
     pool.close()
