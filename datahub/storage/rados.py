@@ -30,6 +30,12 @@ rest). A conditional read checks the etag and reads the bytes on one per-thread 
 and compares the object versions librados reports for both ops, so bytes of another
 version are never returned under the etag.
 
+Fork (fork28): the cluster handle, its I/O contexts and the lock guarding them are per process
+(``datahub.procs.PerProcess``). librados' threads (messenger, objecter, timers) do not exist in
+a forked child: a DataLoader worker that used its parent's handle sent ops nothing answered
+and waited for ever, and one that closed the store hung shutting the parent's handle down.
+A child connects its own on first use; the parent's is kept there, never used or shut down.
+
 Limits: an object is one RADOS object, written whole (no striping): at most
 ``MAX_OBJECT_BYTES``. RADOS lists in hash order, so ``list`` collects the names under the
 prefix and sorts them before it streams their stats: cost grows with the pool's object
@@ -57,6 +63,7 @@ from datahub.errors import (
     StorageError,
     TransientStorageError,
 )
+from datahub.procs import PerProcess
 from datahub.storage.base import ObjectInfo, ObjectStore
 from datahub.storage.keys import check_object_key, check_range, read_all
 from datahub.storage.urls import encode_key
@@ -103,17 +110,16 @@ class RadosStore(ObjectStore):
         self.pool = pool
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.root_url = f"rados://{pool}" + (f"/{encode_key(self.prefix.rstrip('/'))}" if self.prefix else "")
-        self._lock = threading.Lock()
-        self._cluster: Any = None
-        self._fsid = ""  # the cluster's, read at connect (``identity``)
-        self._local = threading.local()
-        self._ioctxs: list[Any] = []
+        # This process's connection (fork28): a forked child (a DataLoader worker) connects its
+        # own; the parent's handle is kept there, never used or shut down (module docstring).
+        self._session: PerProcess[_Session] = PerProcess(_Session)
         self._closed = False
         # object name -> (version, md5) a whole read proved (``_legacy_holds``), oldest first
         self._legacy: dict[str, tuple[int, str]] = {}
 
     # --- connection ----------------------------------------------------------------------------
-    def _connect(self) -> Any:
+    def _connect(self, session: _Session) -> None:
+        """Connect ``session``'s cluster handle (called under its lock)."""
         rados = _import_rados()
         # conffile "" = Ceph's search: $CEPH_CONF, /etc/ceph/ceph.conf. The client's name must be
         # given at creation, so --id/--name in $CEPH_ARGS are read here; the rest below.
@@ -129,14 +135,14 @@ class RadosStore(ObjectStore):
                 raise StorageError(
                     f"{self.root_url}: the Ceph cluster has no pool {self.pool!r}; create it first"
                 )
-            self._fsid = cluster.get_fsid()
+            fsid = cluster.get_fsid()
         except rados.Error as exc:
             cluster.shutdown()
             raise self._error(exc, "connect", "") from None
         except BaseException:
             cluster.shutdown()
             raise
-        return cluster
+        session.cluster, session.fsid = cluster, fsid
 
     def _ioctx(self) -> Any:
         """This thread's I/O context (its own, so ``get_last_version`` reports this thread's op).
@@ -144,21 +150,22 @@ class RadosStore(ObjectStore):
         Closed when the thread ends (its thread-local holder goes): a mount's request threads
         come and go (trio lets an idle worker thread exit after 10 s), and every context kept
         for a dead thread was kept until ``close``, a leak that grew with the mount's uptime."""
-        holder = getattr(self._local, "holder", None)
+        session = self._session.get()
+        holder = getattr(session.local, "holder", None)
         if holder is not None:
             return holder.ioctx
-        with self._lock:
+        with session.lock:
             if self._closed:
                 raise StorageError(f"{self.root_url}: the store is closed")
-            if self._cluster is None:
-                self._cluster = self._connect()
+            if session.cluster is None:
+                self._connect(session)
             rados = _import_rados()
             try:
-                ioctx = self._cluster.open_ioctx(self.pool)
+                ioctx = session.cluster.open_ioctx(self.pool)
             except rados.Error as exc:
                 raise self._error(exc, "open pool", "") from None
-            self._ioctxs.append(ioctx)
-        holder = self._local.holder = _ThreadIoctx(ioctx)
+            session.ioctxs.append(ioctx)
+        holder = session.local.holder = _ThreadIoctx(ioctx)
         weakref.finalize(holder, _release_ioctx, weakref.ref(self), ioctx)
         return ioctx
 
@@ -168,22 +175,38 @@ class RadosStore(ObjectStore):
         ``$CEPH_CONF``) may have under the same key with other bytes, so a proof of a blob on
         one is no proof on the other (guard19)."""
         self._ioctx()
-        return f"ceph fsid {self._fsid} {self.root_url}"
+        return f"ceph fsid {self._session.get().fsid} {self.root_url}"
+
+    @property
+    def _ioctxs(self) -> list[Any]:
+        """This process's open I/O contexts (never a parent's)."""
+        session = self._session.current()
+        return list(session.ioctxs) if session is not None else []
 
     def _forget(self, ioctx: Any) -> None:
-        """A thread that used ``ioctx`` ended: close it, unless ``close`` did already."""
-        with self._lock:
-            if ioctx not in self._ioctxs:
+        """A thread that used ``ioctx`` ended: close it, unless ``close`` did already, or it is
+        a parent's (a forked child drops the parent's other threads, and their I/O contexts'
+        holders with them: closing one there would act on the parent's handle)."""
+        session = self._session.current()
+        if session is None:
+            return
+        with session.lock:
+            if ioctx not in session.ioctxs:
                 return
-            self._ioctxs.remove(ioctx)
+            session.ioctxs.remove(ioctx)
         with contextlib.suppress(Exception):
             ioctx.close()
 
     def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            ioctxs, self._ioctxs = self._ioctxs, []
-            cluster, self._cluster = self._cluster, None
+        """Close this process's I/O contexts and shut its cluster handle down; in a forked
+        child, never the parent's (kept, unused: ``PerProcess``)."""
+        self._closed = True
+        session = self._session.drop()
+        if session is None:
+            return
+        with session.lock:
+            ioctxs, session.ioctxs = session.ioctxs, []
+            cluster, session.cluster = session.cluster, None
         for ioctx in ioctxs:
             with contextlib.suppress(Exception):
                 ioctx.close()
@@ -267,7 +290,7 @@ class RadosStore(ObjectStore):
             raise self._error(exc, "read", key) from None
         if len(data) != size or hashlib.md5(data, usedforsecurity=False).hexdigest() != md5:
             return False
-        with self._lock:
+        with self._session.get().lock:
             self._legacy.pop(name, None)
             self._legacy[name] = (version, md5)
             while len(self._legacy) > LEGACY_MEMORY:
@@ -276,7 +299,7 @@ class RadosStore(ObjectStore):
 
     def _legacy_known(self, name: str, version: int, md5: str) -> bool:
         """Whether ``_legacy_holds`` proved ``md5`` for this version of object ``name``."""
-        with self._lock:
+        with self._session.get().lock:
             return self._legacy.get(name) == (version, md5)
 
     def _stat(self, key: str, verify: bool = True) -> tuple[ObjectInfo, int]:
@@ -476,6 +499,21 @@ class RadosStore(ObjectStore):
             pass
         except rados.Error as exc:
             raise self._error(exc, "delete", key) from None
+
+
+class _Session:
+    """One process's connection to the cluster: its ``rados.Rados`` handle (connected on first
+    use), the cluster's fsid, its threads' I/O contexts and the lock guarding them (and the
+    store's ``_legacy``: a lock a parent thread held at a fork is never released in the child)."""
+
+    __slots__ = ("cluster", "fsid", "ioctxs", "local", "lock")
+
+    def __init__(self) -> None:
+        self.cluster: Any = None
+        self.fsid = ""
+        self.ioctxs: list[Any] = []
+        self.local = threading.local()
+        self.lock = threading.Lock()
 
 
 class _ThreadIoctx:
