@@ -138,15 +138,18 @@ class MongoVolumeRecords:
     """``csi_volumes`` in the catalog's MongoDB database; ``_id`` is the volume id (unique)."""
 
     def __init__(self, url: str, *, client: Any = None) -> None:
-        """``client`` lets tests share one mongomock server with a catalog store."""
-        from datahub.mongo_client import connect
+        """``client`` lets tests share one mongomock server with a catalog store. The client is
+        per process (``datahub.mongo_client.ProcessClient``): a forked child makes its own."""
+        from datahub.mongo_client import ProcessClient, database_name
 
-        own_client, db_name = connect(url)
-        if client is not None:
-            own_client.close()
-        self._client = client or own_client
-        self._owns_client = client is None
-        self._coll = self._client.get_database(db_name)[TABLE]
+        self._mongo = ProcessClient(url, client)
+        self._db_name = database_name(url)
+        self._mongo.get()  # a URL pymongo refuses is refused here, as before
+
+    @property
+    def _coll(self) -> Any:
+        """The records' collection on this process's client."""
+        return self._mongo.get().get_database(self._db_name)[TABLE]
 
     @contextmanager
     def _translate(self, what: str) -> Iterator[None]:
@@ -183,8 +186,7 @@ class MongoVolumeRecords:
             return [VolumeRecord.from_doc(d) for d in self._coll.find().sort("_id", 1)]
 
     def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
+        self._mongo.close()
 
 
 def open_volume_records(catalog_url: str) -> VolumeRecords:

@@ -74,7 +74,36 @@ from datahub.errors import (
     TransientStorageError,
     VersionNotFound,
 )
-from datahub.mongo_client import connect
+from datahub.mongo_client import ProcessClient, database_name
+from datahub.procs import PerProcess
+
+_COLLECTIONS = ("datasets", "versions", "records", "tags", "tokens", "commits", "staged", "epochs", "leases",
+                "dirs", "staged_dirs", "dirs_backfill")  # fmt: skip
+
+
+class _Handles:
+    """One process's database object and collections of a MongoCatalogStore."""
+
+    __slots__ = ("collections", "db")
+
+    def __init__(self, db: Any, collections: dict[str, Any]) -> None:
+        self.db, self.collections = db, collections
+
+
+class _Collection:
+    """A collection attribute of MongoCatalogStore (``store.records``): this process's
+    (fork28). Setting it replaces this process's (tests wrap a collection to count or fail)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, store: Any, owner: type | None = None) -> Any:
+        if store is None:
+            return self
+        return store._handles.get().collections[self.name]
+
+    def __set__(self, store: Any, value: Any) -> None:
+        store._handles.get().collections[self.name] = value
 
 
 class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
@@ -101,11 +130,9 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         (renewed every batch); ``claim_wait_seconds``: how long a commit waits for a running one;
         ``retry_seconds``: how long transient errors (elections) are retried. ``clock`` stamps
         ``created_at``, and stands in for the server's clock only on mongomock."""
-        own_client, db_name = connect(url)
-        if client is not None:
-            own_client.close()
-        self.client = client or own_client
-        self._owns_client = client is None
+        self._mongo = ProcessClient(url, client)  # this process's client (fork28); a given one is not closed
+        self._db_name = database_name(url)
+        self._handles: PerProcess[_Handles] = PerProcess(self._open_handles)
         self.url = url
         self.batch_size, self.page_size = batch_size, page_size
         self.lease_seconds = lease_seconds
@@ -114,20 +141,35 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         self._server_time = urlsplit(url).scheme != "mongomock"
         self.clock, self.sleep = clock, sleep
         self.fault = fault or (lambda point: None)
-        db = self.client.get_database(
-            db_name, write_concern=WriteConcern("majority"), read_concern=ReadConcern("majority")
+        with self._translate(f"open catalog {self._db_name}"):
+            create_indexes(self.db)
+
+    def _open_handles(self) -> _Handles:
+        """This process's database and collections, on its own client."""
+        db = self._mongo.get().get_database(
+            self._db_name, write_concern=WriteConcern("majority"), read_concern=ReadConcern("majority")
         )
-        self.db = db
-        self.datasets, self.versions, self.records = db["datasets"], db["versions"], db["records"]
-        self.tags, self.tokens, self.commits = db["tags"], db["tokens"], db["commits"]
-        self.staged, self.epochs, self.leases = db["staged"], db["epochs"], db["leases"]
-        self.dirs, self.staged_dirs, self.dirs_backfill = db["dirs"], db["staged_dirs"], db["dirs_backfill"]
-        with self._translate(f"open catalog {db_name}"):
-            create_indexes(db)
+        return _Handles(db, {name: db[name] for name in _COLLECTIONS})
+
+    @property
+    def client(self) -> Any:
+        """This process's MongoDB client (a forked child's own: ``ProcessClient``)."""
+        return self._mongo.get()
+
+    @property
+    def db(self) -> Any:
+        """The catalog's database, on this process's client."""
+        return self._handles.get().db
+
+    datasets, versions, records = _Collection(), _Collection(), _Collection()
+    tags, tokens, commits = _Collection(), _Collection(), _Collection()
+    staged, epochs, leases = _Collection(), _Collection(), _Collection()
+    dirs, staged_dirs, dirs_backfill = _Collection(), _Collection(), _Collection()
 
     def close(self) -> None:
-        if self._owns_client:
-            self.client.close()
+        """Close this process's client if the store made it (never a parent's, in a child)."""
+        self._handles.drop()
+        self._mongo.close()
 
     def drop(self) -> None:
         """Delete the whole catalog database (tests use it to clean up a real server)."""

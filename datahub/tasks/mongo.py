@@ -10,6 +10,7 @@ filter (``datahub.tasks.base``); a document from before those fields matches no 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -18,7 +19,8 @@ import pymongo
 from pymongo.errors import BulkWriteError, PyMongoError
 
 from datahub.errors import Conflict, StorageError, job_not_found
-from datahub.mongo_client import connect
+from datahub.mongo_client import ProcessClient, connect
+from datahub.procs import PerProcess
 from datahub.tasks.base import (
     DOING,
     DONE,
@@ -35,15 +37,36 @@ from datahub.tasks.base import (
 
 
 class MongoTaskQueue(TaskQueue):
-    def __init__(self, database: Any, clock: Clock = time.time, client: Any = None) -> None:
-        """``database`` is a pymongo (or mongomock) Database; ``client`` is closed on close()."""
+    def __init__(self, database: Any, clock: Clock = time.time, client: Any = None, *, url: str = "") -> None:
+        """``database`` is a pymongo (or mongomock) Database; ``client`` (its client) is closed
+        on close(). ``url``: what a forked child connects to (``open_mongo_queue``); without
+        it a child copies the client's settings. The client is per process (fork28,
+        ``datahub.mongo_client.ProcessClient``): a child never uses or closes its parent's."""
         self.clock = clock
-        self._client = client
-        self._tasks = database["datahub_tasks"]
-        self._jobs = database["datahub_task_jobs"]
+        self._mongo = ProcessClient(
+            url, client if client is not None else database.client, closes_given=client is not None
+        )
+        self._database, self._database_pid = database, os.getpid()  # the given one, in its process
+        self._collections: PerProcess[tuple[Any, Any]] = PerProcess(self._open_collections)
         with _translated("create indexes"):
             self._tasks.create_index([("job", pymongo.ASCENDING), ("state", pymongo.ASCENDING), ("idx", 1)])
             self._tasks.create_index([("job", pymongo.ASCENDING), ("idx", pymongo.ASCENDING)], unique=True)
+
+    def _open_collections(self) -> tuple[Any, Any]:
+        """(tasks, jobs) on this process's client."""
+        if os.getpid() == self._database_pid:
+            database = self._database
+        else:
+            database = self._mongo.get().get_database(self._database.name)
+        return database["datahub_tasks"], database["datahub_task_jobs"]
+
+    @property
+    def _tasks(self) -> Any:
+        return self._collections.get()[0]
+
+    @property
+    def _jobs(self) -> Any:
+        return self._collections.get()[1]
 
     def create_job(self, job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Job:
         now = self.clock()
@@ -160,14 +183,15 @@ class MongoTaskQueue(TaskQueue):
         return iter([_task(d) for d in docs])
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
+        """Close this process's client if the queue was given it or made it; never a parent's."""
+        self._collections.drop()
+        self._mongo.close()
 
 
 def open_mongo_queue(url: str, clock: Clock = time.time) -> MongoTaskQueue:
     """``mongodb://host/db`` -> a queue in that database (majority writes, retryable)."""
     client, db_name = connect(url)
-    return MongoTaskQueue(client.get_database(db_name), clock, client=client)
+    return MongoTaskQueue(client.get_database(db_name), clock, client=client, url=url)
 
 
 def _new_task(job: str, index: int, payload: Mapping[str, Any], now: float) -> dict[str, Any]:
