@@ -7,9 +7,10 @@ live holder from a dead one after a crash; ``pid_alive`` is the one answer they 
 process ends.
 
 ``PerProcess`` is the one way a resource that must not cross a ``fork`` (pooled keep-alive
-sockets, SQLite connections, a MongoDB client, a lock another thread may hold) is held: each
-process makes its own on first use, and a forked child leaves the parent's alone
-(``keep_inherited``: referenced for ever, never used, closed or collected). Why: a torch
+sockets, SQLite connections, a MongoDB client, a librados cluster handle, a lock another
+thread may hold) is held: each process makes its own on first use, and a forked child leaves
+the parent's alone (``keep_inherited``: referenced for ever, never used, closed or
+collected). Why: a torch
 DataLoader worker (start method "fork") uses objects its parent opened. Through one pooled
 socket a parent and a child read each other's answers (wrong bytes); SQLite forbids using,
 or even closing, a connection opened before the fork in the child (its locks and WAL-index
