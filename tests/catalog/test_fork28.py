@@ -24,6 +24,7 @@ import pytest
 from datahub.catalog import Catalog
 from datahub.catalog.model import Put
 from datahub.catalog.mongo_store import MongoCatalogStore
+from datahub.mongo_client import ProcessClient
 from datahub.tasks.mongo import open_mongo_queue
 from tests.cache.test_fork25 import in_child
 from tests.catalog.conftest import mongo_url, rec
@@ -172,3 +173,28 @@ def test_a_child_claims_tasks_of_its_parents_queue_on_its_own_client(url: str) -
         if not url.startswith("mongomock"):
             parents.drop_database(url.rpartition("/")[2].partition("?")[0])
         queue.close()
+
+
+@pytest.mark.parametrize("with_url", [True, False], ids=["from the URL", "from the given client"])
+def test_a_child_makes_its_own_pymongo_client(with_url: bool) -> None:
+    """Without a server: pymongo's side of ``ProcessClient``. A child connects to the URL, or
+    copies a given client's arguments (pymongo's ``_duplicate``); the parent's is never used or
+    closed there."""
+    import pymongo
+
+    url = "mongodb://127.0.0.1:9/fork28?serverSelectionTimeoutMS=100"
+    given = pymongo.MongoClient(url, connect=False)
+    clients = ProcessClient(url if with_url else "", given, closes_given=True)
+    assert clients.get() is given
+
+    def child() -> bool:
+        untouchable = _Untouchable(given)
+        mine = clients.get()
+        clients.close()
+        return isinstance(mine, pymongo.MongoClient) and mine is not given and not untouchable.calls
+
+    try:
+        assert in_child(child, timeout=30) == 0
+        assert clients.get() is given
+    finally:
+        clients.close()
