@@ -54,10 +54,11 @@ class MongoTaskQueue(TaskQueue):
 
     def _open_collections(self) -> tuple[Any, Any]:
         """(tasks, jobs) on this process's client."""
+        client = self._mongo.get()  # made (or taken) here, so that ``close`` closes it
         if os.getpid() == self._database_pid:
             database = self._database
         else:
-            database = self._mongo.get().get_database(self._database.name)
+            database = client.get_database(self._database.name)
         return database["datahub_tasks"], database["datahub_task_jobs"]
 
     @property

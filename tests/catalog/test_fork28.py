@@ -198,3 +198,18 @@ def test_a_child_makes_its_own_pymongo_client(with_url: bool) -> None:
         assert clients.get() is given
     finally:
         clients.close()
+
+
+def test_a_queue_closes_the_client_it_was_given() -> None:
+    """In its own process the queue still closes the client it was given (as before fork28)."""
+    import mongomock
+
+    from datahub.tasks.mongo import MongoTaskQueue
+
+    client = mongomock.MongoClient()
+    closed: list[bool] = []
+    client.close = lambda: closed.append(True)
+    queue = MongoTaskQueue(client.get_database("fork28"), client=client)
+    queue.create_job("j", [{"n": 0}], {})
+    queue.close()
+    assert closed == [True]
