@@ -48,3 +48,24 @@ def test_a_kubelet_dir_that_is_no_directory_stops_the_node_plugin_naming_flag_an
     want = "no such directory" if kind == "missing" else "not a directory"
     assert f"argument --kubelet-dir: {kubelet_dir}: {want}; give the kubelet's --root-dir" in line, line
     assert not (tmp_path / "csi.sock").exists() and not (tmp_path / "state").exists()
+
+
+def test_the_controller_alone_needs_no_kubelet_dir(tmp_path: Path) -> None:
+    """The controller Deployment mounts nothing and runs on no kubelet's dir: it starts."""
+    sock = tmp_path / "csi.sock"
+    argv = [sys.executable, "-m", "csi", "--mode", "controller", "--endpoint", f"unix://{sock}"]
+    argv += ["--kubelet-dir", str(tmp_path / "no-kubelet-here")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
+    env["DATAHUB_HOME"] = str(tmp_path / "home")
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        said: list[str] = []
+        for line in proc.stderr:  # ends only if the plugin exits
+            said.append(line)
+            if "serving CSI" in line:
+                break
+        assert "serving CSI" in said[-1] and sock.exists(), "".join(said)[-1500:]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
