@@ -37,3 +37,24 @@ def test_serve_names_labelx_create_user_as_the_user_runs_datahub(tmp_path: Path)
         cwd=tmp_path, env={**env, "LABELX_PASSWORD": "a long enough password"}, capture_output=True, text=True,
     )  # fmt: skip
     assert typed.returncode == 0, typed.stderr
+
+
+def test_a_mount_point_that_is_missing_or_a_file_is_told_what_to_do(tmp_path: Path, capsys) -> None:
+    """Both said "mount point X is not a directory: create it first": a file cannot be created
+    first, and a missing directory is simply missing."""
+    from datahub.cli.main import main
+
+    home = ["--home", str(tmp_path / "var")]
+    assert main([*home, "init"]) == 0
+    capsys.readouterr()
+    missing, a_file = tmp_path / "mnt", tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    assert main([*home, "mount", "--background", str(missing), "sample"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: mount point {missing} does not exist: create it first (mkdir -p {missing})\n"
+    )
+    assert main([*home, "mount", "--background", str(a_file), "sample"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: mount point {a_file} is not a directory: mount on an empty directory (mkdir DIR), not on a file\n"
+    )
+    assert a_file.read_text() == "mine\n"
