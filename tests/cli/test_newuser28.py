@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.servers import free_port
 
@@ -58,3 +61,24 @@ def test_a_mount_point_that_is_missing_or_a_file_is_told_what_to_do(tmp_path: Pa
         f"error: mount point {a_file} is not a directory: mount on an empty directory (mkdir DIR), not on a file\n"
     )
     assert a_file.read_text() == "mine\n"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("stream", [io.StringIO, _Terminal], ids=["log", "terminal"])
+def test_a_progress_line_is_written_only_once_the_work_began(stream) -> None:
+    """Refused before its first update (a 409, a missing user): no line, the error alone. Work
+    that began and then failed still ends its line with "stopped by an error"."""
+    from datahub.console.context import Progress
+
+    out = stream()
+    with pytest.raises(LookupError), Progress(12, "committing P", out):
+        raise LookupError("refused")
+    assert out.getvalue() == ""
+    with pytest.raises(LookupError), Progress(12, "committing P", out) as progress:
+        progress.update()
+        raise LookupError("failed half-way")
+    assert out.getvalue().rstrip("\n").endswith(" stopped by an error"), out.getvalue()
