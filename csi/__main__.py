@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -84,8 +85,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _kubelet_dir_problem(path: str) -> str | None:
+    """Why ``--kubelet-dir`` cannot be the kubelet's root dir, or None. Why at start: a node
+    plugin given a path that does not exist (a typo, MicroK8s' dir on a stock node) started
+    quietly and then refused every publish as "outside the kubelet's directory"; the kubelet
+    makes its root dir before it runs any pod, so the plugin's DaemonSet always finds it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "no such directory"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a directory"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.mode in ("node", "all") and (problem := _kubelet_dir_problem(args.kubelet_dir)):
+        parser.error(
+            f"argument --kubelet-dir: {args.kubelet_dir}: {problem}; give the kubelet's --root-dir "
+            "(where it makes pods/<uid>/volumes/…; /var/snap/microk8s/common/var/lib/kubelet on "
+            "MicroK8s): the node plugin refuses every target and staging path outside it"
+        )
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -232,7 +232,15 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
                 "mount on another directory, or unmount it with its own tool first"
             )
     if not os.path.isdir(path):
-        raise InvalidInput(f"mount point {mountpoint} is not a directory: create it first")
+        # a file was told "create it first" too, which it already was (newuser28)
+        if os.path.lexists(path):
+            raise InvalidInput(
+                f"mount point {mountpoint} is not a directory: mount on an empty directory "
+                f"(mkdir DIR), not on a file"
+            )
+        raise InvalidInput(
+            f"mount point {mountpoint} does not exist: create it first (mkdir -p {mountpoint})"
+        )
     if is_mounted(path):
         raise Conflict(f"{mountpoint} is already a mount point: run `datahub umount {mountpoint}` first")
     held = _some_entries(path)

@@ -571,9 +571,20 @@ class LabelStore(AccountRecords):
                  expected_version),
             )  # fmt: skip
             if cur.rowcount == 0:
-                row = db.execute("SELECT version, status FROM items WHERE id=?", (item_id,)).fetchone()
+                row = db.execute(
+                    "SELECT version, status, key, task_id FROM items WHERE id=?", (item_id,)
+                ).fetchone()
                 if row is None:
                     raise NotFound(f"no item with id {item_id}", item=item_id)
+                if row[0] == expected_version:  # not changed since: not yet submitted for review
+                    # said "cannot be reviewed now (status annotated, version 1, you had 1); reload
+                    # the review queue": reloading changes nothing (newuser28)
+                    raise Conflict(
+                        f"item {item_id} ({row[2]!r}) is {row[1]}, not submitted: an item is reviewed "
+                        f"once its task is submitted (the task page's Submit, POST /api/tasks/{row[3]}/submit)",
+                        item=item_id,
+                        status=row[1],
+                    )
                 raise Conflict(
                     f"item {item_id} cannot be reviewed now (status {row[1]}, version {row[0]}, you had "
                     f"{expected_version}); reload the review queue",

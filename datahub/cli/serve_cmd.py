@@ -7,7 +7,7 @@ import signal
 import socket
 from typing import TYPE_CHECKING, Any
 
-from datahub.console.context import CliContext
+from datahub.console.context import CliContext, as_typed
 
 if TYPE_CHECKING:
     from datahub.config import Config
@@ -123,10 +123,9 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     )
     if args.labelx:
         home = f" --home {ctx.config.home_path}" if getattr(args, "home", None) else ""
-        print(
-            f"LabelX on {url}/labelx/ (users: datahub{home} labelx create-user NAME --role admin)",
-            file=ctx.err,
-        )
+        # as the user runs datahub: after make run, "datahub …" is "command not found" (newuser28)
+        create = as_typed(f"`datahub{home} labelx create-user NAME --role admin`", ctx.command)
+        print(f"LabelX on {url}/labelx/ (users: {create})", file=ctx.err)
     ctx.err.flush()
     if workers == 1:
         code = serve_one(sock)

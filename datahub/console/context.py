@@ -295,6 +295,11 @@ class Progress:
     so lines never run into each other and the counts never go back (newuser19: a prefetch
     printed "1/300 (0%) … prefetch sample@v2: 30/300 (10%) …" on one line, blank lines, and a
     20 % line after the 100 % one).
+
+    Work that fails before its first ``update`` prints no line at all: the command was refused
+    (a missing user, a 409 from LabelX's commit, a bad URL) and only the error follows. Each
+    command had moved its checks above the bar instead, and every new refusal inside the work
+    printed "committing P: 0/12 (0%) … stopped by an error" again (newuser16, 22, 27, 28).
     """
 
     def __init__(self, total: int | None, label: str, stream: TextIO, enabled: bool = True) -> None:
@@ -306,11 +311,13 @@ class Progress:
         self._last_decile = -1
         self._tty = enabled and hasattr(stream, "isatty") and stream.isatty()
         self._lock = threading.Lock()
+        self._begun = False  # an update came: the work started (refused before it: no line)
 
     def update(self, n: int = 1, nbytes: int = 0) -> None:
         with self._lock:
             self.done += n
             self.bytes += nbytes
+            self._begun = True
             if not self.enabled:
                 return
             now = time.monotonic()
@@ -339,7 +346,10 @@ class Progress:
     def close(self, *, failed: bool = False, interrupted: bool = False) -> None:
         """End the line: ``done``, ``stopped by an error`` when the work raised (the error
         follows on the next line; a line saying "done" above it told the user the opposite),
-        or ``interrupted`` by Ctrl-C (no error: the user stopped it)."""
+        or ``interrupted`` by Ctrl-C (no error: the user stopped it). Failed before any
+        ``update``: nothing, the error alone says why the command was refused."""
+        if failed and not interrupted and not self._begun:
+            return
         if self.enabled:
             end = " interrupted\n" if interrupted else " stopped by an error\n" if failed else " done\n"
             with self._lock:
