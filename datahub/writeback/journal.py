@@ -561,10 +561,11 @@ class Journal:
             raise
         self._forget_deferred(applied)
 
-    def _apply_deferred(self, txn: Any, changes: dict | None = None) -> int:
+    def _apply_deferred(self, txn: Any, changes: dict | None = None, upto: int | None = None) -> int:
         """Write the deferred commits ``txn`` (a write transaction, so no other runs) lacks;
         returns the highest cover number applied (0: none). ``covered`` is stored with them.
-        ``changes``: where the shared log's share of them is collected (``Txn``'s ``shipped``)."""
+        ``changes``: where the shared log's share of them is collected (``Txn``'s ``shipped``).
+        ``upto``: none numbered above it (``settle_deferred``; they are in cover order)."""
         shipping = changes
         entries = self._deferred[0]
         if not entries:
@@ -573,6 +574,8 @@ class Journal:
         covered = int(txn.get(COVERED.encode(), db=meta) or 0)
         top = 0
         for cover, changes, _ in entries:
+            if upto is not None and cover > upto:
+                break
             if cover <= covered:
                 continue  # applied by a commit whose ``_forget_deferred`` has not run yet
             for db, items in changes.items():
@@ -604,10 +607,17 @@ class Journal:
         """How many acknowledged commits are not in LMDB yet (tests, diagnostics)."""
         return len(self._deferred[0])
 
-    def settle_deferred(self) -> None:
+    def settle_deferred(self, upto: int | None = None) -> None:
         """Write the deferred commits into LMDB now (one transaction; its meta page is not
-        flushed: the packs hold their records). Raises on failure; they stay deferred."""
-        if not self._deferred[0]:
+        flushed: the packs hold their records). Raises on failure; they stay deferred.
+
+        ``upto``: only those numbered up to it (the committer's: the ones it found due). Why:
+        it decided on one list and wrote the list of a moment later, when a stalled committer
+        (a loaded machine) resumed after a transaction had written the due ones and a new
+        close had deferred its own: that close's commit, due ``defer_seconds`` later, was
+        written at once, a transaction and a shared-log record it was covered to save (flake41)."""
+        entries = self._deferred[0]
+        if not entries or (upto is not None and entries[0][0] > upto):
             return
         doing = f"{len(self._deferred[0])} deferred commits"
         shipper, token = self.shipper, None
@@ -615,7 +625,7 @@ class Journal:
         try:
             self.fence(doing)
             with transaction(self._env, write=True) as txn:
-                applied = self._apply_deferred(txn, changes)
+                applied = self._apply_deferred(txn, changes, upto)
                 if shipper is not None and changes:
                     # not waited for: their cover records hold them until it lands, and a later
                     # record is refused if this one failed (``shared_log.SharedLog``)
@@ -815,10 +825,11 @@ class Journal:
                 turn, self._committer_turn = self._committer_turn, False
             if turn:
                 self._lead()
-            due = self._deferred_due(retry_at)
+            entries = self._deferred[0]  # decided on these, and only these are written
+            due = self._deferred_due(retry_at, entries)
             if due is not None and due <= 0:
                 try:
-                    self.settle_deferred()
+                    self.settle_deferred(upto=entries[-1][0])
                 except Exception as exc:  # kept in memory and in their packs; tried again
                     failures.failed(f"{exc} (tried again every {self.retry_seconds:g} s)")
                     retry_at = time.monotonic() + max(self.defer_seconds, self.retry_seconds)
@@ -828,11 +839,12 @@ class Journal:
                 if self._closed and not self._committer_turn:
                     return
 
-    def _deferred_due(self, retry_at: float) -> float | None:
+    def _deferred_due(self, retry_at: float, entries: tuple | None = None) -> float | None:
         """Seconds until the deferred commits should be written (<= 0: now), None: none.
         Due after ``defer_seconds`` when a covered close came since (it woke us: its pack
-        flush runs beside ours), else after twice that (module docstring)."""
-        entries = self._deferred[0]
+        flush runs beside ours), else after twice that (module docstring). ``entries``: those
+        of this list (default: the deferred commits now)."""
+        entries = self._deferred[0] if entries is None else entries
         if not entries:
             return None
         now = time.monotonic()

@@ -48,7 +48,9 @@ def test_a_first_close_a_power_loss_took_from_the_journal_is_written_again_from_
     ws.journal.defer_seconds = 3600.0  # the covered commit stays out of LMDB until the loss
     payload = os.urandom(3000)  # one chunk (CHUNK is 4096): a covered first commit
     write(ws, "d/new", payload)  # acknowledged: its close returned
-    assert ws.journal.deferred() == 1  # covered: no journal transaction, no log record waited for
+    # covered: no journal transaction, no log record waited for (the message tells a probe that
+    # failed, closes then synced, from a commit written early: flake41)
+    assert ws.journal.deferred() == 1, f"store keeps records: {ws.chunks._records._records_kept}"
     ((key, _),) = ws.journal_record("d/new")["chunks"].values()
     assert decode_cover(ws.chunks._records.record(key), seed=cover_seed(ws.chunks.journal))["path"] == "d/new"
     ws.abandon()
