@@ -84,6 +84,7 @@ STAGE_WAIT = 10.0  # seconds a publish waits for its stage's lock (held by other
 # a FIFO where a repair waits, between detaching the dead FUSE mount and starting the new process,
 # until the test holding it closes its end: tests/csi/test_csirace16.py (never set in a deployment)
 REPAIR_HOLD = "DATAHUB_TEST_CSI_REPAIR_HOLD"
+PASS_HOLD = "DATAHUB_TEST_CSI_PASS_HOLD"  # the tests' pause point between a pass's stages and targets
 NODE_AUTHOR = "system:node:"  # + node id: the author of a workspace's versions no pod was named for
 DEFAULT_KUBELET_DIR = "/var/lib/kubelet"  # the kubelet's --root-dir: pods' targets and staging paths
 
@@ -963,9 +964,20 @@ class NodeService:
         points = mounts.mount_points()
         self._prune_detached()
         # processes first (stages, inline targets): a target bound from a stage is repaired after it
+        targets_reached = False
         for p in sorted(self.published(), key=lambda p: not p.owns_process):
+            if not p.owns_process and not targets_reached:
+                targets_reached = True
+                _test_hold(PASS_HOLD, "a supervisor pass, its stages looked at")
             if self._looks_healthy(p, points):
                 continue
+            stage = self._process_of(p)
+            if not p.owns_process and stage is not None and not self._looks_healthy(stage, points):
+                # Its stage died after this pass looked at it: repaired as the stage, under the
+                # stage's lock alone (its targets are bound again with it). Through the target,
+                # the repair held the target's lock for the seconds a remount takes, and an
+                # unpublish of that target answered ABORTED all along (a loaded suite run).
+                p = stage
             try:
                 with self._target(p.target_path):
                     current = self._get(p.target_path)
@@ -1014,16 +1026,22 @@ def _detached_of(p: Published) -> set[tuple[str, str]]:
 
 
 def _hold_repair(path: str) -> None:
-    """The tests' pause point in a repair (``REPAIR_HOLD``): wait until the test closes its end.
+    """The tests' pause point in a repair (``REPAIR_HOLD``)."""
+    _test_hold(REPAIR_HOLD, f"the repair of {path}")
 
-    Opening a FIFO blocks until the other end opens it, so the test knows the repair got here,
-    and reading it until the test closes its end holds the repair for what the test does meanwhile.
-    No FIFO at that path (the test has not made it, or removed it): no pause.
+
+def _test_hold(variable: str, what: str) -> None:
+    """A tests' pause point: wait at the FIFO the environment ``variable`` names until the test
+    closes its end.
+
+    Opening a FIFO blocks until the other end opens it, so the test knows the plugin got here,
+    and reading it until the test closes its end holds the plugin for what the test does meanwhile.
+    No FIFO at that path (the test has not made it, or removed it), or no variable: no pause.
     """
-    fifo = os.environ.get(REPAIR_HOLD)
+    fifo = os.environ.get(variable)
     if fifo:
         with contextlib.suppress(FileNotFoundError), open(fifo, "rb") as fh:
-            log.info("repair of %s held at %s", path, fifo)
+            log.info("%s held at %s", what, fifo)
             fh.read()
 
 

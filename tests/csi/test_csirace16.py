@@ -29,7 +29,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from csi.node import REPAIR_HOLD
+from csi.node import PASS_HOLD, REPAIR_HOLD
 from datahub.catalog import open_catalog
 from tests.csi.conftest import NODE_ID, CsiEnv, Plugin, handed_clean, mounts_under, wait_until
 from tests.csi.test_publish import pod_info
@@ -43,7 +43,11 @@ HOLD_TIMEOUT = 90.0  # the supervisor's next pass (0.5 s) notices the dead daemo
 def held_module_plugin(csi_env: CsiEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plugin]:
     """A plugin whose repairs wait at the FIFO ``<root>/repair-hold``, while a test has made it."""
     root = tmp_path_factory.mktemp("csirace16")
-    plugin = Plugin(root, csi_env.config_path, env={REPAIR_HOLD: str(root / "repair-hold")})
+    plugin = Plugin(
+        root,
+        csi_env.config_path,
+        env={REPAIR_HOLD: str(root / "repair-hold"), PASS_HOLD: str(root / "pass-hold")},
+    )
     try:
         yield plugin.start()
     finally:
@@ -55,8 +59,18 @@ def held_plugin(held_module_plugin: Plugin) -> Iterator[Plugin]:
     yield from handed_clean(held_module_plugin)
 
 
+def _writer_of(fifo: str, fds: list[int]) -> bool:
+    """Open the FIFO's write end into ``fds`` once the plugin holds its read end (ENXIO before)."""
+    try:
+        fds.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+    return bool(fds)
+
+
 @contextlib.contextmanager
-def repair_held(plugin: Plugin, pid: int) -> Iterator[None]:
+def repair_held(plugin: Plugin, pid: int, *, between_stage_and_target: bool = False) -> Iterator[None]:
     """Kill -9 the mount process ``pid``, wait until the supervisor's repair reached the pause
     point, hold it there for the block, then release it (the FIFO removed: no later repair waits).
 
@@ -65,22 +79,35 @@ def repair_held(plugin: Plugin, pid: int) -> Iterator[None]:
     """
     fifo = str(plugin.root / "repair-hold")
     fds: list[int] = []
-
-    def opened() -> bool:
-        try:
-            fds.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:
-                raise
-        return bool(fds)
-
     os.mkfifo(fifo)  # armed before the kill, so the repair cannot pass the pause point first
     try:
-        os.kill(pid, signal.SIGKILL)
-        wait_until(opened, HOLD_TIMEOUT, "the supervisor's repair held at its pause point")
+        if between_stage_and_target:
+            _kill_after_the_pass_saw_the_stage(plugin, pid)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        wait_until(
+            lambda: _writer_of(fifo, fds), HOLD_TIMEOUT, "the supervisor's repair held at its pause point"
+        )
         yield
     finally:
         os.unlink(fifo)  # before the release: the repair's next attempt must not wait again
+        for fd in fds:
+            os.close(fd)
+
+
+def _kill_after_the_pass_saw_the_stage(plugin: Plugin, pid: int) -> None:
+    """Kill -9 the stage's mount process ``pid`` while a supervisor pass is held after it found
+    the stage healthy and before it looks at the targets bound from it; then let the pass go on.
+    The pass then finds the target broken by a stage it looked at alive: the window a loaded
+    machine opened by chance (a suite run's ABORTED unpublish)."""
+    fifo = str(plugin.root / "pass-hold")
+    fds: list[int] = []
+    os.mkfifo(fifo)
+    try:
+        wait_until(lambda: _writer_of(fifo, fds), HOLD_TIMEOUT, "a supervisor pass held before the targets")
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        os.unlink(fifo)  # before the release: the next passes must not wait
         for fd in fds:
             os.close(fd)
 
@@ -121,9 +148,13 @@ def _committed(csi_env: CsiEnv, dataset: str) -> dict[str, int]:
         catalog.close()
 
 
+@pytest.mark.parametrize("killed", ["any time", "between the pass's stage and target"])
 def test_unpublish_while_the_supervisor_repairs_the_killed_stage_succeeds_and_loses_nothing(
-    held_plugin: Plugin, csi_env: CsiEnv
+    held_plugin: Plugin, csi_env: CsiEnv, killed: str
 ) -> None:
+    """``between …``: the pass looked at the stage alive, then at its target broken. It repaired
+    the stage through the target, holding the target's lock for the whole remount, and the
+    unpublish answered ABORTED (a loaded suite run; now the stage is repaired as itself)."""
     plugin = held_plugin
     staging = _path(held_plugin, "plugins", "race16", "globalmount", made=True)
     context = {"workspace": "race16-ws", "commitTo": "race16-results"}
@@ -133,7 +164,7 @@ def test_unpublish_while_the_supervisor_repairs_the_killed_stage_succeeds_and_lo
     Path(target, "ckpt.bin").write_bytes(b"acknowledged" * 1000)  # close() returns once journaled
     [stage] = [p for p in plugin.state() if p.get("staged")]
     with repair_held(
-        plugin, stage["pid"]
+        plugin, stage["pid"], between_stage_and_target=killed != "any time"
     ):  # the dead FUSE mount is detached; the target still shows its view
         # before: FAILED_PRECONDITION, "target ... holds a fuse mount this plugin did not make"
         plugin.unpublish(target, "race16")
