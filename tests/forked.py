@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 from tests.cache.test_fork25 import in_child
+
+T = TypeVar("T")
 
 
 def at_once(
@@ -35,3 +38,19 @@ def at_once(
         for fd in (ready_r, ready_w, go_r, go_w):
             os.close(fd)
     return outcome[0], wrong
+
+
+def wrong_answers(ask: Callable[[], T], wrong: Callable[[T], str | None], rounds: int) -> list[str]:
+    """Ask ``rounds`` times; what went wrong: each exception, and each answer ``wrong``
+    describes (None: the right answer). What a parent and a child each run at once."""
+    found: list[str] = []
+    for _ in range(rounds):
+        try:
+            got = ask()
+        except Exception as exc:  # reported by the test
+            found.append(f"{type(exc).__name__}: {exc}")
+            continue
+        why = wrong(got)
+        if why is not None:
+            found.append(why)
+    return found

@@ -24,7 +24,7 @@ from datahub.sqlite_pool import SQLiteConnections
 from tests.cache.test_fork25 import in_child
 from tests.catalog.conftest import rec
 from tests.catalog.remote import serve
-from tests.forked import at_once
+from tests.forked import at_once, wrong_answers
 
 ROUNDS = 40
 
@@ -201,16 +201,11 @@ def test_a_parent_and_its_child_ask_the_catalog_server_through_one_client(tmp_pa
         assert remote.get_dataset("parent").name == "parent"  # a pooled connection is open at the fork
 
         def asks(name: str) -> list[str]:
-            wrong = []
-            for _ in range(ROUNDS):
-                try:
-                    got = remote.get_dataset(name)
-                except Exception as exc:  # reported by the test
-                    wrong.append(f"{type(exc).__name__}: {exc}")
-                    continue
-                if got.name != name:
-                    wrong.append(f"asked for {name}, got {got.name}")
-            return wrong
+            return wrong_answers(
+                lambda: remote.get_dataset(name),
+                lambda got: None if got.name == name else f"asked for {name}, got {got.name}",
+                ROUNDS,
+            )
 
         def child_asks() -> bool:
             wrong = asks("child1")

@@ -28,7 +28,7 @@ from datahub.mongo_client import ProcessClient
 from datahub.tasks.mongo import open_mongo_queue
 from tests.cache.test_fork25 import in_child
 from tests.catalog.conftest import mongo_url, rec
-from tests.forked import at_once
+from tests.forked import at_once, wrong_answers
 
 NO_SERVER = "needs a real MongoDB: set DATAHUB_TEST_MONGO_URI"
 KINDS = [
@@ -116,16 +116,13 @@ def test_a_parent_and_its_child_ask_the_catalog_at_once(catalog: Catalog) -> Non
     """The parent asks for dataset "parent", the child for "child1", at once."""
 
     def asks(name: str) -> list[str]:
-        wrong = []
-        for _ in range(ROUNDS):
-            try:
-                got = catalog.get_dataset(name)
-            except Exception as exc:  # reported by the test
-                wrong.append(f"{type(exc).__name__}: {exc}")
-                continue
-            if got.name != name or got.description != name:
-                wrong.append(f"asked for {name}, got {got.name}")
-        return wrong
+        return wrong_answers(
+            lambda: catalog.get_dataset(name),
+            lambda got: (
+                None if got.name == name and got.description == name else f"asked for {name}, got {got.name}"
+            ),
+            ROUNDS,
+        )
 
     parents = catalog.store.client
 

@@ -17,7 +17,7 @@ import pytest
 from datahub.config import load_config
 from datahub.storage import StoreRegistry, drop_memory_space
 from tests.cache.test_fork25 import in_child
-from tests.forked import at_once
+from tests.forked import at_once, wrong_answers
 from tests.servers import MotoServer
 
 SIZE = 64 * 1024
@@ -56,16 +56,11 @@ def test_a_parent_and_its_child_read_their_own_objects_through_one_registry(
     assert store.read("parent") == theirs["parent"]  # a pooled connection is open, idle, at the fork
 
     def reads(key: str) -> list[str]:
-        wrong = []
-        for _ in range(ROUNDS):
-            try:
-                data = store.read(key)
-            except Exception as exc:  # reported by the test
-                wrong.append(f"{type(exc).__name__}: {exc}")
-                continue
-            if data != theirs[key]:
-                wrong.append(f"{len(data)} bytes starting {data[:4]!r}")
-        return wrong
+        return wrong_answers(
+            lambda: store.read(key),
+            lambda data: None if data == theirs[key] else f"{len(data)} bytes starting {data[:4]!r}",
+            ROUNDS,
+        )
 
     def child_reads() -> bool:
         wrong = reads("child")
