@@ -43,8 +43,10 @@ def test_holders_in_lines_and_errors_reach_the_terminal_escaped(dh, tmp_path) ->
     _raw_lease(tmp_path, "job", HOLDER, 4e9, owner="another node")
     code, out, err = dh("cache", "flush", "job")
     assert code == 4 and "is open for writing elsewhere" in err and _safe(err), err
-    lines = err.splitlines()  # the progress line, then the error's one line
-    assert len(lines) == 2 and lines[1].startswith("error: workspace 'job' is open"), err
+    # the error is one line, the last (a progress line comes before it only once work began)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and err.splitlines()[-1] == errors[0], err
+    assert errors[0].startswith("error: workspace 'job' is open"), err
     code, _, err = dh("cache", "flush", "job", json_output=True)
     assert code == 4 and json.loads(err)["error"]["details"]["holder"] == HOLDER
 

@@ -74,7 +74,7 @@ def test_a_rados_blob_proven_on_one_cluster_is_no_proof_on_another_with_the_pool
         assert store_blob(again, _by_reading(), Writes(CONTENT)).written == 0
         assert reads == []  # the same cluster: its proof holds
         elsewhere.stat(KEY)  # connected; then it is another cluster's
-        monkeypatch.setattr(elsewhere, "_fsid", str(uuid.uuid4()))
+        monkeypatch.setattr(elsewhere._session.get(), "fsid", str(uuid.uuid4()))  # this process's
         reads = _count_reads(monkeypatch, elsewhere)
         assert store_blob(elsewhere, _by_reading(), Writes(CONTENT)).written == 0
         assert reads == [KEY]  # before: [], the other cluster's proof taken for this one's bytes
