@@ -9,9 +9,11 @@
 # page file evicted while published: the *_retract_file calls; one another process removed: the
 # *_sweep calls) and the passthrough ones a flag
 # turns on (a bucket mount's too), and the WRITEs in C of a --writes-in-c workspace mount (fastwrite.h).
-# The sanitized build goes to .venv/opt/pyfuse3-sanitize (scripts/build_pyfuse3.sh with
+# The sanitized build goes to var/pyfuse3-sanitize of this checkout (scripts/build_pyfuse3.sh with
 # PYFUSE3_SANITIZE; rebuilt only when the tree changes), never into the venv: it is put first on
-# PYTHONPATH for this run only, and the mount daemons the tests start inherit that. CPython is not
+# PYTHONPATH for this run only, and the mount daemons the tests start inherit that. Not under
+# .venv (c29): a worktree whose .venv links to another checkout's venv built its tree over the
+# build another worktree's run was importing (tests/test_sanitize_dir.py). CPython is not
 # built with ASan, so libasan is preloaded (it must come first) and leak detection is off (CPython's
 # own allocations at exit are reported as leaks: noise). Each sanitizer report goes to a file
 # under var/sanitize/; any file there fails the run even if the test that caused it passed.
@@ -19,7 +21,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 PY=${PYTHON:-$ROOT/.venv/bin/python}
-DIR=$ROOT/.venv/opt/pyfuse3-sanitize
+DIR=$ROOT/var/pyfuse3-sanitize
 REPORTS=$ROOT/var/sanitize
 TESTS=(tests/fuse/test_passthrough.py tests/fuse/test_passthrough_opens.py tests/fuse/test_fastloop.py
        tests/fuse/test_uring.py tests/fuse/test_uring_offer.py tests/fuse/test_lookup_in_c.py
@@ -28,7 +30,8 @@ TESTS=(tests/fuse/test_passthrough.py tests/fuse/test_passthrough_opens.py tests
        tests/fuse/test_session_loop.py tests/fuse/test_request_counter.py
        tests/fuse/test_bucket_passthrough.py tests/fuse/test_evicted_published.py
        tests/fuse/test_evicted_elsewhere.py tests/fuse/test_workspace_cwrites19.py
-       tests/fuse/test_loop20.py tests/fuse/test_leftovers21_dispatch.py tests/fuse/test_leftovers21_cwrites.py)
+       tests/fuse/test_loop20.py tests/fuse/test_leftovers21_dispatch.py tests/fuse/test_leftovers21_cwrites.py
+       tests/fuse/test_long_names_listed.py)
 (($#)) && TESTS=("$@")
 PYFUSE3_SANITIZE=$DIR scripts/build_pyfuse3.sh "$PY"
 LIBASAN=$(gcc -print-file-name=libasan.so)

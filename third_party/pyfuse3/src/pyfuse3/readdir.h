@@ -29,6 +29,8 @@ struct pyfuse3_rd_dirent {
     uint32_t namelen, type;
 };
 #define PYFUSE3_RD_HEAD (sizeof(struct pyfuse3_lk_entry_out) + sizeof(struct pyfuse3_rd_dirent))
+/* the longest name the kernel takes in a dirent (FUSE_NAME_MAX; a longer one fails the reply: EIO) */
+#define PYFUSE3_RD_NAME_MAX 1024
 #define PYFUSE3_RD_ALIGN(x) (((x) + sizeof(uint64_t) - 1) & ~(sizeof(uint64_t) - 1))
 
 /* what every entry of the page shares; kind 0 = file, 1 = directory (fuse_adapter.tree) */
@@ -62,7 +64,11 @@ static void pyfuse3_rd_time(int64_t ns, uint64_t *sec, uint32_t *nsec) {
 
 /* Pack entries start, start + 1, ... of page p into buf (size bytes) until one does not fit
    or the page ends. Returns the bytes written; *next is the position of the first entry not
-   sent (p->n at the end). A name longer than 255 bytes (NAME_MAX) is not listed. */
+   sent (p->n at the end). A name of more than 255 bytes (NAME_MAX) is listed: a record stored
+   before the commit rule refused such segments is one of the version's files, a LOOKUP finds
+   it and `.datahub` counts it, so a listing must show it too (the kernel takes names of up to
+   PYFUSE3_RD_NAME_MAX bytes, its FUSE_NAME_MAX; a key is at most 1,024 bytes, so none is
+   longer, and one that were could not be looked up either: the kernel answers ENAMETOOLONG). */
 static size_t pyfuse3_rd_fill(char *buf, size_t size, const struct pyfuse3_rd_page *p, size_t start,
                               const struct pyfuse3_rd_common *c, size_t *next) {
     size_t used = 0, i;
@@ -79,7 +85,7 @@ static size_t pyfuse3_rd_fill(char *buf, size_t size, const struct pyfuse3_rd_pa
             continue;
         if (dir && namelen > 0)
             namelen--; /* the trailing '/' of a directory's sort key */
-        if (namelen == 0 || namelen > 255)
+        if (namelen == 0 || namelen > PYFUSE3_RD_NAME_MAX)
             continue;
         len = PYFUSE3_RD_ALIGN(PYFUSE3_RD_HEAD + namelen);
         if (len > size - used)
