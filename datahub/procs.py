@@ -116,7 +116,7 @@ class PerProcess(Generic[T]):
     ``make`` runs once per process (under a lock of the process, re-entrant: a ``make`` may
     get other PerProcess values), and its exception reaches the caller of ``get``."""
 
-    __slots__ = ("_inherited", "_make", "_pid", "_value")
+    __slots__ = ("_held", "_inherited", "_make")
 
     def __init__(self, make: Callable[[], T], *, inherited: Callable[[T], None] | None = None) -> None:
         """``inherited``: called in a forked child with the parent's value before the child
@@ -124,29 +124,35 @@ class PerProcess(Generic[T]):
         have one: an SQLite file whose connections the parent held at the fork)."""
         self._make = make
         self._inherited = inherited
-        self._pid = 0  # the process whose ``_value`` it is (0: none yet)
-        self._value: T | None = None
+        # (the process whose value it is (0: none yet), the value): one attribute, read and
+        # written whole. Why: as two, a ``get`` that had read the PID when another thread's
+        # ``drop`` (a store's ``close``) ran then read the value None and answered it, and its
+        # caller failed with AttributeError on None instead of the closed store's error
+        self._held: tuple[int, T | None] = (0, None)
 
     def get(self) -> T:
         """This process's value, made now if this process has none yet."""
-        if self._pid == os.getpid():
-            return self._value  # type: ignore[return-value]
+        pid, value = self._held
+        if pid == os.getpid():
+            return value  # type: ignore[return-value]
         with _per_process_lock:
             pid = os.getpid()
-            if self._pid != pid:
-                if self._pid:
+            held_by, value = self._held
+            if held_by != pid:
+                if held_by:
                     if self._inherited is not None:
-                        self._inherited(self._value)  # type: ignore[arg-type]
-                    keep_inherited(self._value)  # the parent's: never touched here
-                self._pid, self._value = 0, None
+                        self._inherited(value)  # type: ignore[arg-type]
+                    keep_inherited(value)  # the parent's: never touched here
+                self._held = (0, None)
                 value = self._make()
-                self._value, self._pid = value, pid  # the value first: ``get``'s fast path reads ``_pid``
-        return self._value  # type: ignore[return-value]
+                self._held = (pid, value)
+        return value  # type: ignore[return-value]
 
     def current(self) -> T | None:
         """This process's value if it made one, else None (never the parent's): what a
         ``close`` closes."""
-        return self._value if self._pid == os.getpid() else None
+        pid, value = self._held
+        return value if pid == os.getpid() else None
 
     def drop(self) -> T | None:
         """Forget this process's value and answer it (the caller closes it); None if it has
@@ -154,7 +160,7 @@ class PerProcess(Generic[T]):
         with _per_process_lock:
             value = self.current()
             if value is not None:
-                self._pid, self._value = 0, None
+                self._held = (0, None)
             return value
 
 

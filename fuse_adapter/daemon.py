@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from datahub.errors import Conflict, DatahubError, InvalidInput, NoSpace, StorageError, error_for_exit_code
 from datahub.mountinfo import top_mount
@@ -232,15 +233,7 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
                 "mount on another directory, or unmount it with its own tool first"
             )
     if not os.path.isdir(path):
-        # a file was told "create it first" too, which it already was (newuser28)
-        if os.path.lexists(path):
-            raise InvalidInput(
-                f"mount point {mountpoint} is not a directory: mount on an empty directory "
-                f"(mkdir DIR), not on a file"
-            )
-        raise InvalidInput(
-            f"mount point {mountpoint} does not exist: create it first (mkdir -p {mountpoint})"
-        )
+        _refuse_no_directory(mountpoint, path)
     if is_mounted(path):
         raise Conflict(f"{mountpoint} is already a mount point: run `datahub umount {mountpoint}` first")
     held = _some_entries(path)
@@ -250,6 +243,29 @@ def check_mountpoint(mountpoint: str, home: Path | None = None) -> str:
             "mounted over, its own files would be hidden until the unmount"
         )
     return path
+
+
+def _refuse_no_directory(mountpoint: str, path: str) -> NoReturn:
+    """InvalidInput for a mount point ``path`` that is no directory, saying what it is instead.
+
+    Why three answers: a file was told "create it first" too, which it already was (newuser28);
+    and a path that cannot be reached (a file above it: ENOTDIR; a directory above it this
+    user may not enter: EACCES) was told it "does not exist" and to ``mkdir -p`` it, which
+    fails there the same way (review29)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        raise InvalidInput(
+            f"mount point {mountpoint} does not exist: create it first (mkdir -p {mountpoint})"
+        ) from None
+    except OSError as exc:
+        raise InvalidInput(
+            f"mount point {mountpoint} cannot be reached ({exc.strerror}): a directory above it is a "
+            "file, or one this user may not enter; mount on an empty directory this user can reach"
+        ) from None
+    raise InvalidInput(
+        f"mount point {mountpoint} is not a directory: mount on an empty directory (mkdir DIR), not on a file"
+    )
 
 
 def _some_entries(path: str, most: int = 3) -> str:

@@ -197,6 +197,10 @@ def commands(fx: Fixture, only: set[str] | None) -> dict[str, Callable[[Path], t
         state = fx.work / "csi-state"
         argv = [PY, "-m", "csi", "--endpoint", f"unix://{sock}", "--node-id", "bench",
                 "--state-dir", str(state), "--config", str(fx.config)]  # fmt: skip
+        # the node plugin exits 2 at start without the kubelet's dir (none on a bench machine);
+        # a --base tree from before --kubelet-dir has no such flag
+        if "--kubelet-dir" in (tree / "csi" / "__main__.py").read_text():
+            argv += ["--kubelet-dir", str(fx.work)]
 
         def ready() -> bool:
             if not sock.exists():
