@@ -1,0 +1,93 @@
+"""What newuser29 met committing LabelX labels into a new dataset.
+
+A commit into a NEW dataset (the dashboard's "Into dataset", ``commit --to-dataset NAME``)
+creates the dataset, then commits the project's records into it. Stopped in between (Ctrl-C on
+``datahub labelx commit``'s progress line, a crash, a catalog error), it left the dataset made
+and empty, and the same command again was refused, "dataset 'NAME' already exists; pick another
+name": the name was spent on an empty dataset nobody can remove. Now the retry goes on in the
+dataset the stopped commit left (its own: same owner, same description, no version, no access
+list), and one a crash left committed but not recorded is returned, as a commit onto the
+project's own dataset is. A dataset the project did not leave is still refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from datahub.catalog import Put
+from datahub.errors import AlreadyExists
+from labelx.export import commit_labels
+from tests.labelx.conftest import Env, Session, make_project
+
+
+class Interrupt:
+    """``datahub labelx commit``'s progress line, where Ctrl-C lands after ``after`` records."""
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+
+    def update(self, n: int = 1) -> None:
+        self.after -= n
+        if self.after < 0:
+            raise KeyboardInterrupt
+
+
+def _accepted(app, pid: int, key: str, value: str) -> None:
+    store = app.state.labelx.store
+    item = store.item_by_key(pid, key)
+    store.save_value(item.id, store.user_by_name("alice").id, item.version, value, "annotated")
+    store.submit_task(item.task_id)
+    store.review(item.id, store.user_by_name("admin").id, item.version + 2, True, "")
+
+
+def test_a_commit_into_a_new_dataset_stopped_midway_goes_on_when_run_again(app, env: Env) -> None:
+    pid = make_project(Session(app, "admin"))["id"]
+    _accepted(app, pid, "img/0003.jpg", "dog")
+    lx = app.state.labelx
+    admin = lx.store.user_by_name("admin")
+    with pytest.raises(KeyboardInterrupt):
+        commit_labels(lx.service, admin, pid, to_dataset="pets-dogs", progress=Interrupt(after=5))
+    assert env.catalog.store.head("pets-dogs") == 0  # the stop left the dataset, with no version
+    version = commit_labels(lx.service, admin, pid, to_dataset="pets-dogs")  # it said "already exists"
+    assert (version.dataset, version.seq, version.added) == ("pets-dogs", 1, 12)
+    assert env.catalog.get_record("pets-dogs", 1, "img/0003.jpg").labels == {"class": "dog"}
+    assert env.catalog.get_record("pets-dogs", 1, "img/0000.jpg").labels == {"class": "cat"}
+    assert [e["dataset"] for e in lx.store.list_exports(pid)] == ["pets-dogs"]
+    # a commit already made and recorded is not made again, nor returned as a new one
+    with pytest.raises(AlreadyExists, match="dataset 'pets-dogs' already exists; pick another name"):
+        commit_labels(lx.service, admin, pid, to_dataset="pets-dogs")
+
+
+def test_a_crash_after_the_new_datasets_commit_returns_the_version_it_made(app, env: Env) -> None:
+    """As a commit onto the project's own dataset does (its commit id): the catalog has the
+    version, LabelX has no record of it; the same commit again records that version."""
+    pid = make_project(Session(app, "admin"))["id"]
+    _accepted(app, pid, "img/0003.jpg", "dog")
+    lx = app.state.labelx
+    admin = lx.store.user_by_name("admin")
+    made = commit_labels(lx.service, admin, pid, to_dataset="pets-dogs")
+    with lx.store._write() as db:  # the crash: the catalog committed, LabelX's bookkeeping did not
+        db.execute("DELETE FROM exports WHERE project_id=?", (pid,))
+    again = commit_labels(lx.service, admin, pid, to_dataset="pets-dogs")
+    assert (again.seq, env.catalog.store.head("pets-dogs")) == (made.seq, 1)
+    assert [(e["dataset"], e["seq"]) for e in lx.store.list_exports(pid)] == [("pets-dogs", 1)]
+
+
+def test_a_new_dataset_the_project_did_not_leave_is_still_refused(app, env: Env) -> None:
+    pid = make_project(Session(app, "admin"))["id"]
+    _accepted(app, pid, "img/0003.jpg", "dog")
+    lx = app.state.labelx
+    admin = lx.store.user_by_name("admin")
+    # someone's empty dataset of that name (another owner, or an access list of its own), and one
+    # with a version the project did not make: none is the project's to fill
+    ours = "pet pictures (labels from LabelX project pets-cls)"
+    env.catalog.create_dataset("theirs", description=ours)
+    env.catalog.create_dataset("granted", description=ours, owner="admin", acl={"bob": "reader"})
+    env.catalog.create_dataset("made", description=ours, owner="admin")
+    rec = env.catalog.get_record("pets", 1, "img/0001.jpg")
+    env.catalog.commit("made", [Put(rec)], message="someone else's version")
+    for name in ("theirs", "granted", "made"):
+        with pytest.raises(AlreadyExists, match=f"dataset {name!r} already exists; pick another name"):
+            commit_labels(lx.service, admin, pid, to_dataset=name)
+    heads = {name: env.catalog.store.head(name) for name in ("theirs", "granted", "made")}
+    assert heads == {"theirs": 0, "granted": 0, "made": 1}
