@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 
 from datahub.catalog import Put
+from datahub.cli.main import main
 from datahub.errors import AlreadyExists
 from labelx.export import commit_labels
 from tests.labelx.conftest import Env, Session, make_project
@@ -91,3 +92,22 @@ def test_a_new_dataset_the_project_did_not_leave_is_still_refused(app, env: Env)
             commit_labels(lx.service, admin, pid, to_dataset=name)
     heads = {name: env.catalog.store.head(name) for name in ("theirs", "granted", "made")}
     assert heads == {"theirs": 0, "granted": 0, "made": 1}
+
+
+def test_a_projects_id_given_for_its_name_is_answered_with_the_name(
+    app, env: Env, tmp_path, capsys, monkeypatch
+) -> None:
+    """``datahub labelx projects`` lists each project's ID first; ``labelx commit 1`` said "no
+    project named '1'", as if the project listed as 1 were gone. It names the project now."""
+    pid = make_project(Session(app, "admin"))["id"]
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    for args in (["commit", str(pid), "--user", "admin"], ["export", str(pid), "--format", "csv", "-o", "-"]):
+        assert main([*home, "labelx", *args]) == 3
+        err = capsys.readouterr().err
+        assert (
+            f"no project named '{pid}'; project {pid} (its ID) is named 'pets-cls': the commands take the NAME"
+            in err
+        )
+    assert main([*home, "labelx", "commit", "99", "--user", "admin"]) == 3
+    err = capsys.readouterr().err
+    assert "no project named '99'; list them with" in err and "its ID" not in err
