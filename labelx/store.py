@@ -617,6 +617,19 @@ class LabelStore(AccountRecords):
             n += self._set_sugg(db, batch)
         return n
 
+    def missing_keys(self, project_id: int, keys: Iterable[str]) -> list[str]:
+        """The keys, once each and in the order given, that no item of the project has."""
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        for start in range(0, len(wanted), _BATCH):
+            chunk = wanted[start : start + _BATCH]
+            rows = self._conn().execute(
+                f"SELECT key FROM items WHERE project_id=? AND key IN ({','.join('?' * len(chunk))})",
+                (project_id, *chunk),
+            )
+            found.update(r[0] for r in rows)
+        return [k for k in wanted if k not in found]
+
     @staticmethod
     def _set_sugg(db: sqlite3.Connection, batch: list[tuple]) -> int:
         before = db.total_changes

@@ -12,6 +12,8 @@ project's own dataset is. A dataset the project did not leave is still refused.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from datahub.catalog import Put
@@ -111,3 +113,33 @@ def test_a_projects_id_given_for_its_name_is_answered_with_the_name(
     assert main([*home, "labelx", "commit", "99", "--user", "admin"]) == 3
     err = capsys.readouterr().err
     assert "no project named '99'; list them with" in err and "its ID" not in err
+
+
+# --- predictions whose keys name no item ----------------------------------------------------------
+def test_predictions_none_of_whose_keys_is_an_item_are_refused_saying_what_a_key_is(
+    app, env: Env, tmp_path, capsys
+) -> None:
+    """Keys written relative to a folder (``0003.jpg`` for ``img/0003.jpg``) matched nothing and
+    the dashboard said "0 items got a suggestion.", the CLI "suggestions 0", and no more."""
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    preds = "\n".join(json.dumps({"key": f"{i:04d}.jpg", "value": "dog"}) for i in range(3))
+    r = admin.post(f"/api/projects/{pid}/suggestions", headers={"content-type": "text/plain"}, content=preds)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"] == (
+        "none of the 3 predictions names an item of project 'pets-cls' (pets@v1): the first names "
+        "'0000.jpg', and a prediction's key is its record's whole key in the dataset, as "
+        "'img/0000.jpg'; nothing was imported"
+    )
+    path = tmp_path / "preds.jsonl"
+    path.write_text(preds)
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    assert main([*home, "labelx", "preannotate", "pets-cls", "--predictions", str(path)]) == 2
+    assert "none of the 3 predictions names an item of project 'pets-cls'" in capsys.readouterr().err
+    # some keys unmatched (predictions over a whole dataset, a project of part of it): attached,
+    # and the CLI says how many were left out
+    path.write_text(preds + "\n" + json.dumps({"key": "img/0003.jpg", "value": "dog"}))
+    assert main([*home, "labelx", "preannotate", "pets-cls", "--predictions", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "note: 3 key(s) of the predictions name no item of project pets-cls (first: '0000.jpg')" in err
+    assert app.state.labelx.store.item_by_key(pid, "img/0003.jpg").suggestion["value"] == "dog"
