@@ -143,3 +143,18 @@ def test_predictions_none_of_whose_keys_is_an_item_are_refused_saying_what_a_key
     out, err = capsys.readouterr()
     assert "note: 3 key(s) of the predictions name no item of project pets-cls (first: '0000.jpg')" in err
     assert app.state.labelx.store.item_by_key(pid, "img/0003.jpg").suggestion["value"] == "dog"
+
+
+# --- an address's id that is not a number -------------------------------------------------------
+def test_an_id_in_the_address_that_is_not_a_number_is_said_in_words(app) -> None:
+    """``/labelx/tasks/abc`` (a task's number mistyped) said "invalid request: path.task_id: Input
+    should be a valid integer, unable to parse string as an integer" on its error page."""
+    admin = Session(app, "admin")
+    page = admin.get("/projects/abc", headers={"accept": "text/html"})
+    assert page.status_code == 400 and "text/html" in page.headers["content-type"]
+    assert "invalid request: project_id: &#39;abc&#39; is not a whole number" in page.text, page.text
+    api = admin.get("/api/tasks/abc")
+    assert api.status_code == 400
+    assert api.json()["error"]["message"] == "invalid request: task_id: 'abc' is not a whole number"
+    bad = admin.get("/api/projects/1/export/csv?include=all")  # a query's parameter by its name too
+    assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("invalid request: include: ")
