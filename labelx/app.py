@@ -55,6 +55,8 @@ def invalid_reason(error: dict[str, Any]) -> str:
         n = ctx.get("actual_length")
         want = "needs at least" if error["type"] == "too_short" else "takes at most"
         return f"{want} {bound} {'entry' if bound == 1 else 'entries'}, got {n if n else 'none'}"
+    if error.get("type") == "int_parsing":  # an address's id: "/projects/abc" (newuser29)
+        return f"{error.get('input')!r} is not a whole number"
     return error.get("msg", "does not match the schema")
 
 
@@ -189,7 +191,10 @@ def create_labelx_app(
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         """A body or parameter that does not fit its model is bad input (400), like any other."""
         error, loc = reported_error(list(exc.errors()))
-        where = ".".join(str(p) for p in loc if p != "body") or "body"
+        # a path's or query's parameter by its name, as a body's field is: "path.task_id" read
+        # as a file path to a user who typed /tasks/abc (newuser29)
+        named = loc[1:] if loc[:1] in (("path",), ("query",)) else loc
+        where = ".".join(str(p) for p in named if p != "body") or "body"
         return answer(
             request,
             InvalidInput(f"invalid request: {where}: {invalid_reason(error)}{_version_hint(where, error)}"),

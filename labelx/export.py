@@ -24,7 +24,7 @@ from tempfile import SpooledTemporaryFile
 from typing import Any
 
 from datahub.catalog.model import Patch, Put, Record
-from datahub.errors import CommitIdReused, Conflict, DatahubError, RecordNotFound
+from datahub.errors import AlreadyExists, CommitIdReused, Conflict, DatahubError, RecordNotFound
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from datahub.web.images import ImageSource
@@ -236,13 +236,16 @@ def _commit_new_dataset(
             dataset=name,
         )
     catalog, schema = service.catalog, service.schema(project)
+    src = catalog.get_dataset(project.dataset)
+    description = f"{src.description} (labels from LabelX project {project.name})".strip()
+    commit_id = f"labelx-{service.store.instance}-{project.id}-to-{name}"
+    made = _new_dataset(service, user, project, name, description)
+    if made is not None:  # a crash after the catalog's commit, before the bookkeeping below
+        service.store.record_export(project.id, name, made.seq, [], user.name)
+        return made
     accepted = service.store.iter_items(project.id, ("accepted",))
     where = project.filter or None
     records = catalog.list_records(project.dataset, project.version, prefix=project.prefix, where=where)
-    src = catalog.get_dataset(project.dataset)
-    catalog.create_dataset(
-        name, description=f"{src.description} (labels from LabelX project {project.name})", owner=user.name
-    )
     count = 0
 
     def changes() -> Iterator[Put]:
@@ -266,10 +269,45 @@ def _commit_new_dataset(
         message=message or f"labels from LabelX project {project.name}",
         author=user.name,
         lineage=lineage(project, service, count),
-        commit_id=f"labelx-{project.id}-to-{name}",
+        commit_id=commit_id,
     )
     service.store.record_export(project.id, name, version.seq, [], user.name)
     return version
+
+
+def _new_dataset(service: LabelService, user: User, project: Project, name: str, description: str) -> Any:
+    """Create dataset ``name`` for a commit into a new dataset; None to commit into it, or the
+    version an earlier run of this very commit made.
+
+    Why a dataset that exists may do: the dataset is created before its first version is
+    committed, so a commit stopped in between (Ctrl-C on the CLI's progress line, a crash, a
+    catalog error) left it, empty, and the same commit again was refused "already exists; pick
+    another name" (newuser29): the name was spent, and no command removes a dataset. It is
+    this commit's own if it is exactly what this commit creates (owner, description, no access
+    list, no source) and holds no version, or only one whose lineage names this labelx.db and
+    project (each labelx.db numbers its projects from 1: the id alone is another's) that the
+    project has not recorded (a crash between the two). Any other is
+    refused as before: filling another's dataset would show the project's records to its
+    readers."""
+    catalog = service.catalog
+    try:
+        catalog.create_dataset(name, description=description, owner=user.name)
+        return None
+    except AlreadyExists:
+        found = catalog.get_dataset(name)
+        made_here = (user.name, description, {}, "")
+        if (found.owner, found.description, dict(found.acl), found.source) != made_here:
+            raise
+        head = catalog.store.head(name)
+        if head == 0:
+            return None
+        first = catalog.resolve(name, 1) if head == 1 else None
+        lin = first.lineage if first is not None else {}
+        recorded = any(e["dataset"] == name for e in service.store.list_exports(project.id))
+        ours = ("labelx", service.store.instance, project.id)
+        if not recorded and (lin.get("source"), lin.get("instance"), lin.get("project_id")) == ours:
+            return first
+        raise  # a commit this project made and recorded: another commit needs another name
 
 
 # --- downloads ---------------------------------------------------------------------------------

@@ -427,7 +427,9 @@ def _preannotate(args, ctx) -> int:
     if args.predictions:
         try:
             with open(args.predictions, "rb") as fh:
-                n = preannotate.import_jsonl(service.store, project, schema, preannotate.text_lines(fh))
+                n, unmatched = preannotate.import_jsonl(
+                    service.store, project, schema, preannotate.text_lines(fh)
+                )
         except FileNotFoundError as exc:
             raise InvalidInput(f"predictions file {args.predictions} not found") from exc
         except OSError as exc:  # a directory, a file it may not read: "a datahub bug" before (newuser22)
@@ -435,6 +437,12 @@ def _preannotate(args, ctx) -> int:
                 f"cannot read predictions file {args.predictions}: {exc.strerror or exc}; "
                 "give a JSON-lines file (one {key, value, score, model} object per line)"
             ) from exc
+        if unmatched:  # predictions over a whole dataset for a project of part of it: said, not refused
+            print(
+                f"note: {len(unmatched)} key(s) of the predictions name no item of project {project.name} "
+                f"(first: {unmatched[0]!r}); they were left out",
+                file=ctx.err,
+            )
         ctx.emit({"project": project.name, "suggestions": n})
         return 0
     cancel = threading.Event()

@@ -16,7 +16,7 @@ import json
 import math
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from datahub.errors import Cancelled, InvalidInput, ManifestError
 from datahub.storage.base import ObjectRef
@@ -80,10 +80,33 @@ def parse_jsonl(
         yield key, suggestion(value, score, name)
 
 
-def import_jsonl(store: LabelStore, project: Project, schema: LabelSchema, lines: Iterable[str]) -> int:
-    """Validate every line first, then attach all suggestions in one transaction."""
-    rows = list(parse_jsonl(lines, schema))
-    return store.set_suggestions(project.id, rows)
+class Imported(NamedTuple):
+    matched: int  # items that got a suggestion
+    unmatched: list[str]  # the file's keys no item of the project has, in the file's order
+
+
+def import_jsonl(
+    store: LabelStore, project: Project, schema: LabelSchema, lines: Iterable[str], model: str | None = None
+) -> Imported:
+    """Validate every line first, then attach all suggestions in one transaction.
+
+    A file none of whose keys is an item's is refused, saying what a key is here: it answered
+    "0 items got a suggestion" (dashboard) or "suggestions 0" (CLI) and nothing more, to keys
+    written relative to a folder (``0001.jpg`` for ``val/cat/0001.jpg``) or of another version
+    (newuser29). Some keys unmatched is the caller's to say (``unmatched``): predictions made
+    over a whole dataset for a project of part of it are normal."""
+    rows = list(parse_jsonl(lines, schema, model))
+    unmatched = store.missing_keys(project.id, (key for key, _ in rows))
+    if rows and len(unmatched) == len({key for key, _ in rows}):
+        example = store.item_keys(project.id, after="", limit=1)
+        raise InvalidInput(
+            f"none of the {len(rows)} predictions names an item of project {project.name!r} "
+            f"({project.dataset}@v{project.version}): the first names {unmatched[0]!r}, and a "
+            f"prediction's key is its record's whole key in the dataset, as {example[0]!r}; nothing "
+            "was imported",
+            project=project.name,
+        )
+    return Imported(store.set_suggestions(project.id, rows), unmatched)
 
 
 def run_model(

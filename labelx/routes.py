@@ -37,7 +37,7 @@ from labelx.models import (
     UserCreate,
     UserOut,
 )
-from labelx.preannotate import parse_jsonl, text_lines
+from labelx.preannotate import import_jsonl, text_lines
 from labelx.service import item_json, project_json
 
 router = APIRouter(prefix="/api")
@@ -148,8 +148,8 @@ async def suggestions(request: Request, lx: LX, who: Who, project_id: RowId) -> 
     def attach() -> int:  # SQLite work off the event loop; every line is checked before any is stored
         project = lx.store.get_project(project_id)
         lines = text_lines(body.splitlines())
-        rows = list(parse_jsonl(lines, lx.service.schema(project), request.query_params.get("model")))
-        return lx.store.set_suggestions(project_id, rows)
+        model = request.query_params.get("model")
+        return import_jsonl(lx.store, project, lx.service.schema(project), lines, model).matched
 
     return Matched(matched=await run_in_threadpool(attach))
 

@@ -302,9 +302,21 @@ class LabelStore(AccountRecords):
         return project_from_row(row)
 
     def project_by_name(self, name: str) -> Project:
+        """The project of that name. Why a number not a name is answered with the name of the
+        project of that id: `datahub labelx projects` lists each project's ID first, and its
+        commands take the NAME; "no project named '1'" beside a list whose first row was ID 1
+        read as a lost project (newuser29)."""
         row = self._conn().execute("SELECT * FROM projects WHERE name=?", (name,)).fetchone()
         if row is None:
-            raise NotFound(f"no project named {name!r}; list them with `datahub labelx projects`")
+            by_id = None
+            if name.isascii() and name.isdigit() and len(name) < 19:
+                by_id = self._conn().execute("SELECT name FROM projects WHERE id=?", (int(name),)).fetchone()
+            hint = (
+                f"; project {name} (its ID) is named {by_id[0]!r}: the commands take the NAME"
+                if by_id
+                else ""
+            )
+            raise NotFound(f"no project named {name!r}{hint}; list them with `datahub labelx projects`")
         return project_from_row(row)
 
     def list_projects(self, *, member: int | None = None) -> list[Project]:
@@ -604,6 +616,19 @@ class LabelStore(AccountRecords):
                     batch = []
             n += self._set_sugg(db, batch)
         return n
+
+    def missing_keys(self, project_id: int, keys: Iterable[str]) -> list[str]:
+        """The keys, once each and in the order given, that no item of the project has."""
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        for start in range(0, len(wanted), _BATCH):
+            chunk = wanted[start : start + _BATCH]
+            rows = self._conn().execute(
+                f"SELECT key FROM items WHERE project_id=? AND key IN ({','.join('?' * len(chunk))})",
+                (project_id, *chunk),
+            )
+            found.update(r[0] for r in rows)
+        return [k for k in wanted if k not in found]
 
     @staticmethod
     def _set_sugg(db: sqlite3.Connection, batch: list[tuple]) -> int:
