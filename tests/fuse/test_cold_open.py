@@ -111,7 +111,7 @@ def test_a_cold_opened_file_evicted_while_held_stays_valid(env: FuseEnv, files: 
             os.close(first)
         closed = time.time()
         wait_until(lambda: mount_after(env, closed).get("passthrough_handles_open") == 0, GUARD)
-        assert mount_stats(env)["passthrough_handles_open"] == 0  # as the CLI shows it
+        assert mount_stats(env, cli=True)["passthrough_handles_open"] == 0  # as the CLI shows it
         assert (root / key).read_bytes() == data
 
 

@@ -35,8 +35,8 @@ def files(env: FuseEnv) -> Dataset:
     return upload_dataset(env, "ev", FILES)
 
 
-def _disk(env: FuseEnv) -> dict:
-    return next(t for t in cache_stats(env)["tiers"] if t["tier"] == "disk")
+def _disk(env: FuseEnv, *, cli: bool = False) -> dict:
+    return next(t for t in cache_stats(env, cli=cli)["tiers"] if t["tier"] == "disk")
 
 
 def _removed_page_files_held(pid: int) -> list[str]:
@@ -72,7 +72,7 @@ def test_an_evicted_published_page_file_is_retracted_in_c(
             return _published(env, key) == len(first)
 
         wait_until(first_published, GUARD, interval=0.5)
-        before = _disk(env)["evictions"]
+        before = _disk(env, cli=True)["evictions"]  # as the CLI shows it
         for k in rest:  # cold: written to the tier, which evicts the first ones (lru)
             assert read_buffered(root / k) == FILES[k]
         wait_until(lambda: _disk(env)["evictions"] >= before + len(first), GUARD)

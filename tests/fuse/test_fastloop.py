@@ -133,7 +133,7 @@ def test_a_published_file_changed_on_disk_is_caught_by_the_loop_thread(env: Fuse
             finally:
                 os.close(fd)
         wait_until(lambda: polled_mount(env).get("changed_on_disk", 0) >= len(victims), GUARD)
-        assert mount_stats(env)["changed_on_disk"] >= len(victims)  # as the CLI shows it
+        assert mount_stats(env, cli=True)["changed_on_disk"] >= len(victims)  # as the CLI shows it
         read_all(root)
     opened, closed = ids_at_unmount(env, "fldmg")
     assert opened == closed

@@ -79,7 +79,7 @@ def test_reads_of_disk_tier_files_are_answered_in_c_and_cached_once(env: FuseEnv
     with env.mounted(mnt, "fr", "--no-passthrough"):  # READs in C from the first
         root = mnt / "fr" / f"v{files.seq}"
         published(env, root)
-        s = mount_stats(env)
+        s = mount_stats(env, cli=True)  # as the CLI shows it
         assert s["mode"] == "off: zero-message opens" and s["reads_in_c"] == "on", s
         before = s["reads_answered_in_c"]
         page = {key: page_file_of(env, data) for key, data in FILES.items()}  # reads them: then

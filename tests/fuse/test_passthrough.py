@@ -13,7 +13,9 @@ kernel's passthrough:
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import io
 import json
 import mmap
 import os
@@ -28,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from datahub.cache.stats import read_snapshots, stats_dir
+from datahub.cli.main import main
 from fuse_adapter.fuse_ops import FASTOPEN, PASSTHROUGH
 from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, polled_stats, upload_dataset, wait_until
 from tests.pagecache import resident_pages_of
@@ -61,24 +64,29 @@ def page_file_of(env: FuseEnv, data: bytes) -> Path:
     raise AssertionError("no page file holds these bytes")
 
 
-def cache_stats(env: FuseEnv) -> dict:
-    """``datahub cache stats --json`` (the mounts' snapshots)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "datahub.cli.main",
-        "--config",
-        str(env.config_path),
-        "--json",
-        "cache",
-        "stats",
-    ]
+def cache_stats(env: FuseEnv, *, cli: bool = False) -> dict:
+    """``datahub --json cache stats`` (the mounts' snapshots): the command's own function
+    (``datahub.cli.main.main``, parser and handler) run in this process, or with ``cli=True``
+    a real CLI run, which the tests ask for where they check what the CLI shows.
+
+    Why not always a process: each is ~0.6-1 CPU-s of imports for the same output, and the
+    tests' polls (``wait_until``) started one after another until a counter moved
+    (docs/benchmarks.md, "suite29"); ``warmup`` in tests/fuse/test_bucket_warmup.py does the same."""
+    args = ["--config", str(env.config_path), "--json", "cache", "stats"]
+    if not cli:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(args)
+        assert code == 0, f"cache stats exited {code}: {out.getvalue()}"
+        return json.loads(out.getvalue())
+    cmd = [sys.executable, "-m", "datahub.cli.main", *args]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True, cwd=REPO).stdout
     return json.loads(out)
 
 
-def mount_stats(env: FuseEnv) -> dict:
-    mounts = cache_stats(env)["mounts"]
+def mount_stats(env: FuseEnv, *, cli: bool = False) -> dict:
+    """The last mount's row of ``cache_stats`` (``cli``: a real CLI run)."""
+    mounts = cache_stats(env, cli=cli)["mounts"]
     return mounts[-1] if mounts else {}
 
 
@@ -197,7 +205,7 @@ def test_no_passthrough_keeps_reads_in_the_daemon(env: FuseEnv, files: Dataset) 
         finally:
             os.close(fd)
         wait_until(lambda: polled_mount(env).get("mode") == "off: zero-message opens", GUARD)
-        assert mount_stats(env)["mode"] == "off: zero-message opens"  # as the CLI shows it
+        assert mount_stats(env, cli=True)["mode"] == "off: zero-message opens"  # as the CLI shows it
 
 
 def flip_byte(path: Path, at: int) -> None:
@@ -227,7 +235,7 @@ def test_a_backing_file_damaged_while_mounted_is_never_served(env: FuseEnv, file
         wait_until(
             lambda: sum(b["rejected"] for b in polled_stats(env)["backing_files"]) >= len(victims), GUARD
         )
-        shown = cache_stats(env)["backing_files"]  # as the CLI shows it
+        shown = cache_stats(env, cli=True)["backing_files"]  # as the CLI shows it
         assert sum(b["rejected"] for b in shown) >= len(victims)
 
 
@@ -276,7 +284,7 @@ def test_an_evicted_backing_file_stays_valid_for_the_handles_that_hold_it(
             os.close(first)
         closed = time.time()
         wait_until(lambda: mount_after(env, closed).get("passthrough_handles_open") == 0, GUARD)
-        assert mount_stats(env)["passthrough_handles_open"] == 0  # as the CLI shows it
+        assert mount_stats(env, cli=True)["passthrough_handles_open"] == 0  # as the CLI shows it
         assert (root / key).read_bytes() == data  # the file is gone: through the daemon (RAM or origin)
 
 
@@ -345,7 +353,8 @@ def test_a_published_file_damaged_on_disk_is_caught_by_c_at_the_next_open(
                 os.close(fd)
         wait_until(lambda: polled_mount(env).get("changed_on_disk", 0) >= len(victims), GUARD)
         wait_until(lambda: sum(b["rejected"] for b in polled_stats(env)["backing_files"]) >= 2, GUARD)
-        assert sum(b["rejected"] for b in cache_stats(env)["backing_files"]) >= 2  # as the CLI shows it
+        shown = cache_stats(env, cli=True)["backing_files"]  # as the CLI shows it
+        assert sum(b["rejected"] for b in shown) >= 2
         read_all(root)
 
 
@@ -356,7 +365,7 @@ def test_opens_with_write_flags_are_refused_on_a_published_file(env: FuseEnv, fi
         warm_into_disk(env, root)
         read_all(root)
         wait_until(lambda: polled_mount(env).get("published", 0) == len(FILES), GUARD)
-        assert mount_stats(env)["published"] == len(FILES)  # as the CLI shows it
+        assert mount_stats(env, cli=True)["published"] == len(FILES)  # as the CLI shows it
         key, data = next(iter(FILES.items()))
         for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND, os.O_RDONLY | os.O_TRUNC):
             with pytest.raises(OSError) as exc:
@@ -415,4 +424,5 @@ def test_opens_answered_in_c_count_as_disk_tier_hits(env: FuseEnv, files: Datase
         read_all(root)
         wait_until(lambda: polled_mount(env).get("passthrough_opens_in_c", 0) >= c_before + len(FILES), GUARD)
         wait_until(lambda: disk_hits(env, polled_stats) >= before + len(FILES), GUARD)
-        assert disk_hits(env) >= before + len(FILES)  # as the CLI shows it
+        shown = disk_hits(env, lambda e: cache_stats(e, cli=True))  # as the CLI shows it
+        assert shown >= before + len(FILES)

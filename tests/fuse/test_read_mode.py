@@ -83,7 +83,7 @@ def test_a_default_mount_chooses_automatically_and_is_in_cache_stats_once_mounte
         row = polled_mount(env)  # at once, before any maintenance round
         assert row.get("pid") == proc.pid and row.get("mountpoint") == str(mnt), row
         assert row["read_mode"] == "auto: passthrough"
-        assert mount_stats(env)["mountpoint"] == str(mnt)  # as `datahub cache stats` shows it
+        assert mount_stats(env, cli=True)["mountpoint"] == str(mnt)  # as `datahub cache stats` shows it
 
 
 def test_ssd_tier_hits_stay_in_passthrough_and_send_no_read(env: FuseEnv, files: Dataset) -> None:

@@ -168,7 +168,7 @@ def test_no_io_uring_keeps_dev_fuse(env: FuseEnv, files: Dataset) -> None:
         wait_until(
             lambda: polled_mount(env)["passthrough_opens_in_loop_thread"] > 0, GUARD
         )  # /dev/fuse's C thread
-        assert mount_stats(env)["passthrough_opens_in_loop_thread"] > 0  # as the CLI shows it
+        assert mount_stats(env, cli=True)["passthrough_opens_in_loop_thread"] > 0  # as the CLI shows it
 
 
 @pytest.mark.exclusive  # turns the kernel's offer off: a mount started meanwhile would not get io_uring
