@@ -104,6 +104,7 @@ def failing_writes(ws, count: int = 1) -> list[str]:
     def write(key, data, path, trailer=b""):
         if len(failed) < count:
             failed.append(key)
+            ws.chunks.abandon([key])  # as a failed write gives its key up (its pack's reservation)
             raise StorageError(f"injected failure storing {key}")
         return real(key, data, path, trailer)
 
