@@ -36,6 +36,7 @@ not inherit it from the thread that started them).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections import deque
@@ -108,7 +109,10 @@ class WarmUnit:
     ``keep`` is None without a budget (every tier). ``part`` is true for one part of a
     large object (the object is reported once all its parts are done). ``budget`` is the
     pass's, told when a tier refuses a page (``WarmBudget.refused``). ``hinted``: a reader
-    announced it, so it is never held back for idle readers.
+    announced it, so it is never held back for idle readers. ``serial`` tells the parts of
+    one occurrence of a large object from another's: a pass may meet one object version twice
+    (two versions of a dataset mounted together share their unchanged files; identical files
+    share one content-addressed blob), and both occurrences' parts may be in flight at once.
     """
 
     ref: ObjectRef
@@ -118,6 +122,7 @@ class WarmUnit:
     part: bool = False
     budget: WarmBudget | None = None
     hinted: bool = False
+    serial: int = 0
 
 
 class WarmBudget:
@@ -295,7 +300,11 @@ def run_prefetch(
     cancel = cancel or threading.Event()
     order = WarmOrder(refs, page_size, hinted)
     pending: deque[WarmUnit] = deque()  # the remaining parts of the object being cut
-    parts_left: dict[tuple[str, str], int] = {}  # large objects in flight -> parts not done
+    # large objects in flight (by their units' ``serial``: one object version may be listed
+    # twice, and counted by URL and etag a second occurrence overwrote the first's count) ->
+    # parts not done
+    parts_left: dict[int, int] = {}
+    serials = itertools.count(1)
     take_lock = threading.Lock()  # one taker at a time: iterators are not thread-safe
     lock = threading.Lock()  # the report
     failure: list[BaseException] = []
@@ -315,9 +324,11 @@ def run_prefetch(
                     return None
                 ref, units = found
                 report.objects += 1
-                pending.extend(units)
                 if len(units) > 1:
-                    parts_left[(ref.url, ref.etag)] = len(units)
+                    serial = next(serials)
+                    units = [replace(u, serial=serial) for u in units]
+                    parts_left[serial] = len(units)
+                pending.extend(units)
             unit = pending.popleft()
             if budget is not None:
                 keep = budget.reserve(_unit_bytes(unit, page_size))
@@ -332,12 +343,11 @@ def run_prefetch(
         """Whether ``unit`` finished its object (the last part of a large one)."""
         if not unit.part:
             return True
-        oid = (unit.ref.url, unit.ref.etag)
         with take_lock:
-            parts_left[oid] -= 1
-            if parts_left[oid]:
+            parts_left[unit.serial] -= 1
+            if parts_left[unit.serial]:
                 return False
-            del parts_left[oid]
+            del parts_left[unit.serial]
             return True
 
     def work() -> None:

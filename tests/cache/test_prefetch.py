@@ -163,3 +163,34 @@ def test_prefetch_workers_report_unexpected_errors_and_raise_an_iterator_failure
 
     with pytest.raises(OSError, match="catalog listing broke"):
         run_prefetch(failing_listing(), warm, concurrency=4)
+
+
+def test_one_large_object_listed_twice_warms_both_occurrences_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass may meet one object version twice (a mount of two versions of a dataset warms
+    both, and they share their unchanged files; identical files share one content-addressed
+    blob). Its large parts were counted per (URL, etag): the second
+    occurrence, taken while the first's last part was in flight, overwrote the first's count,
+    and a worker died on a KeyError with its part's pages unreported (and its later units
+    never taken)."""
+    big = ObjectRef("memory://b/blob", "e", 60)  # six pages of 10: warmed in one-page parts
+    started_again = threading.Event()
+    seen: list[int] = []
+    lock = threading.Lock()
+    errors: list[BaseException | None] = []  # what killed a worker thread
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+
+    def warm(unit: WarmUnit) -> tuple[int, int, int]:
+        with lock:
+            seen.append(unit.first)
+            again = seen.count(unit.first) == 2
+        if unit.first == 0 and again:
+            started_again.set()  # the second occurrence's first part is under way
+        if unit.first == 5 and not again:  # the first occurrence's last part, in flight...
+            assert started_again.wait(30), "the second occurrence was never taken"
+        return 1, 0, 10
+
+    progress = Counting()
+    report = run_prefetch([big, big], warm, concurrency=2, page_size=10, progress=progress)
+    assert errors == []
+    assert (report.objects, report.pages_fetched, report.failed) == (2, 12, 0)
+    assert progress.n == 2  # each occurrence reported done once
