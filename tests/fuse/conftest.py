@@ -28,7 +28,7 @@ from datahub.catalog.model import Put, Record
 from datahub.config import Config, load_config
 from datahub.console.context import CliContext
 from datahub.storage import StoreRegistry
-from fuse_adapter.daemon import is_mounted
+from fuse_adapter.daemon import is_mounted, read_record
 from tests.servers import MotoServer, S3Endpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -76,7 +76,16 @@ class FuseEnv:
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO)
         try:
-            wait_until(lambda: is_mounted(str(mountpoint)) or proc.poll() is not None, MOUNT_TIMEOUT)
+            # ready as `--background` is: mounted AND its record written (``ready()`` writes it
+            # just after the kernel's mount shows; a `datahub umount` in between finds no record
+            # of this home and refuses the mount as another home's: a fresh clone's full run)
+            wait_until(
+                lambda: (
+                    (is_mounted(str(mountpoint)) and read_record(self.config.home_path, str(mountpoint)))
+                    or proc.poll() is not None
+                ),
+                MOUNT_TIMEOUT,
+            )
             if proc.poll() is not None:
                 raise AssertionError(f"mount exited {proc.returncode}: {log_path.read_text()}")
             yield proc

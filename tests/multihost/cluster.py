@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuse_adapter.daemon import is_mounted
+from datahub.config import load_config
+from fuse_adapter.daemon import is_mounted, read_record
 from tests.moto_launch import MOTO_SERVER
 from tests.multihost.netns import Host, Network, clean_leftovers, wait_for_tcp, wait_until
 
@@ -70,7 +71,16 @@ class Node:
             [*cmd, "mount", str(mountpoint), *sources, "--foreground"], log=log, env=self.env
         )
         try:
-            wait_until(lambda: is_mounted(str(mountpoint)) or proc.poll() is not None, 60, "mount ready")
+            # ready as `--background` is: mounted AND its record written (tests/fuse/conftest.py)
+            home = load_config(self.config_path, env=self.env).home_path
+            wait_until(
+                lambda: (
+                    (is_mounted(str(mountpoint)) and read_record(home, str(mountpoint)))
+                    or proc.poll() is not None
+                ),
+                60,
+                "mount ready",
+            )
             if proc.poll() is not None:
                 raise AssertionError(f"mount on {self.host.name} exited {proc.returncode}: {log.name}")
             yield proc
