@@ -51,8 +51,9 @@ def catch_sigint():
     event = threading.Event()
     while not waits_on_the_pipe():
         event.wait(0.01)
-    signal.raise_signal(signal.SIGINT)  # this thread's: the main thread's wait is not interrupted
+    # said first: printed after, it raced the main thread's own last line (a fresh clone's run)
     print("caught", file=sys.stderr, flush=True)
+    signal.raise_signal(signal.SIGINT)  # this thread's: the main thread's wait is not interrupted
 
 threading.Thread(target=catch_sigint, daemon=True).start()
 sys.exit(main(["--home", home, "commit", "pets", "--changes", fifo]))
