@@ -527,8 +527,12 @@ def _copy_flushed(
         raise ObjectChanged(
             f"workspace file {o.path!r} is gone since its flush; commit again", url=o.url, etag=o.etag
         ) from exc
-    with handle:
+    try:
         return _copy(lambda start, end: handle.read(start, end - start), o, blobs, target, replace)
+    finally:
+        # a reader's close commits nothing: closed with ``with``, it committed what a writer had
+        # half written and not acknowledged, and the next version held it (bytes31)
+        handle.close(commit=False)
 
 
 def _copy(

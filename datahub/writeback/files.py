@@ -785,7 +785,10 @@ class FileHandle:
         ``commit=False``: release only, for a handle whose close was refused for space
         while another handle still holds the file (``shared``): what it holds is that
         handle's to commit or refuse at its own close (docs/writeback.md, "Out of space
-        at close"); a commit here would acknowledge bytes whose close returned ENOSPC."""
+        at close"); a commit here would acknowledge bytes whose close returned ENOSPC.
+        And for the daemon's own reads of a file (a commit reading it back, adoption's
+        comparison): what writers hold is theirs to acknowledge; a commit there made a
+        half-written generation part of a version (bytes31)."""
         if self._closed:
             return
         if commit and not self._of.dropped:
