@@ -625,9 +625,9 @@ class WorkspaceView:
     def _c_torn(self, fh: int) -> bool:
         """Whether a WRITE answered in C failed for a handle of ``fh``'s staged file that is
         still open: the file may hold a torn write (it has no reservation to tell,
-        ``Staging.writes_seen``) until a close of that handle reverts it. A reader's close
-        then commits nothing and its fsync is refused, as beside a dropped cached write
-        (``_dropped_beside``)."""
+        ``Staging.writes_seen``) until a close of that handle reverts it. A reader's fsync
+        is refused then, as beside a dropped cached write (``_dropped_beside``); its close
+        commits nothing in any case (``flush``)."""
         if self.cwrites is None:
             return False
         entry = self._handles.get(fh)
@@ -869,6 +869,8 @@ class WorkspaceView:
         entry = self._handles.get(fh)
         if entry is None or fh in self._short:
             return False
+        if fh in self._readers:
+            return True  # a reader's close commits nothing (``flush``)
         with self._lock:
             seen = self._changes.get(fh, 0)
         if not entry[1].committed_now():
@@ -889,9 +891,19 @@ class WorkspaceView:
         as it was for a retry; with the kernel's write-back cache, a WRITE that failed made the
         handle short (``_short_file``): its close is refused and reverts. Every later close of a short handle (a dup of the descriptor) is refused too,
         and reverts again if no other handle has the file open (``_again``).
+
+        A reader's close (an ``O_RDONLY`` handle) commits nothing: it wrote nothing (the
+        kernel sends WRITEs with writable handles only), so what the shared open file holds
+        is its writers' to acknowledge or refuse at their own closes, as a reader's close(2)
+        flushes nothing on a local file system or NFS. Why (review31): ``md5sum`` or ``tail``
+        closing while a writer was mid-file made the writer's half-written bytes an
+        acknowledged generation: the next ``datahub commit`` put them in a version, a kill -9
+        brought them back in place of the file's last acknowledged content, and the writer's
+        close refused for space "reverted" to them. An fsync of a reader still commits the
+        file (``fsync``), as fsync(2) of a read-only descriptor does on Linux.
         """
-        if fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh)):
-            return  # a reader acknowledges nothing; the writers' closes report the drop
+        if fh in self._readers:
+            return  # the writers' closes acknowledge, refuse or report a drop
         self._absorb(fh)
         if fh in self._published and fh not in self._short:
             # out of the C table before the commit (a write of it in progress ends first): its
@@ -945,8 +957,7 @@ class WorkspaceView:
     def release(self, fh: int) -> None:
         published = fh in self._published  # before ``_retract`` takes it out of the C table
         self._retract(fh)
-        # commits nothing (``flush``)
-        holed = fh in self._readers and (self._dropped_beside(fh) or self._c_torn(fh))
+        reader = fh in self._readers  # commits nothing, at its close or here (``flush``)
         with self._lock:
             ino, handle = self._handles[fh]
             staged = self._staged.get(ino) if handle.staged_fd >= 0 else None  # its file is open: its own
@@ -960,14 +971,16 @@ class WorkspaceView:
             self._reverted.discard(fh)
             self._dirty.discard(fh)
             self._readers.discard(fh)
-        commit = not holed and changed  # a close committed it: the file's later changes are others'
+        commit = not reader and changed  # a close committed it: the file's later changes are others'
         try:
             if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)
                 if self._again(reverted, handle):  # the close below must not save it
                     self._revert(ino, handle)
                 else:  # another handle's close commits or refuses the file
                     commit = False
-            elif staged is not None and self.quota is not None:
+            elif staged is not None and self.quota is not None and not reader:
+                # a reader's release charges nothing: what writers added is charged (or
+                # refused) at their closes, or gone with the file's last handle
                 self._handles[fh] = (ino, handle)  # charged like a flush, but a release cannot fail
                 try:
                     self._charge_staged(fh, force=True)
