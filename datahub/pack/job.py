@@ -109,7 +109,10 @@ def start_job(
 def _objects_of(queue: TaskQueue, job: str) -> dict[str, str]:
     """The ``objects`` name of ``job``'s meta (``objects_dir``): a resumed job keeps the one
     its shards were uploaded under (none for a job created before there was one: the job id
-    names its folder); a new job draws one."""
+    names its folder); a new job draws one. Two starts of one new job at the same moment may
+    each draw one; the last meta written wins, and a shard uploaded under the other folder
+    meanwhile fails the finalize's check with its advice (``--restart``): nothing wrong is
+    committed."""
     try:
         known = queue.get_job(job).meta
     except JobNotFound:
