@@ -10,20 +10,25 @@ where it named it. The rest (the kind of lineage, the filter, the project, the p
 parameters) stays, so the version still says how it was made. Callers who may read the source
 (nodes and pack workers through the remote store, the source's own readers) see the lineage
 as it was committed. The browser's lineage graph leaves such sources out likewise
-(``datahub.browser.lineage``).
+(``datahub.browser.lineage``). So does a pack target's description written before ``datahub
+pack`` stopped naming the source there (``LineageView.dataset``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from datahub.api.access import Principal, can
-from datahub.catalog.model import Version
+from datahub.catalog.model import Dataset, Version
 from datahub.errors import DatasetNotFound
 
 HIDDEN = "(hidden dataset)"
+#: the description ``datahub pack`` gave the targets it created before it stopped naming the
+#: source there (``datahub.pack.job.TARGET_DESCRIPTION`` now)
+_PACKED_FROM = re.compile(r"packed from ([^@\s]+)@v[0-9]+")
 
 
 def _source(lineage: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
@@ -65,6 +70,14 @@ class LineageView:
         if not (ref[:1] == "v" and ref[1:].isdigit() and len(ref) < 20) or not self._may_read(name):
             return None
         return name, int(ref[1:])
+
+    def dataset(self, d: Dataset) -> Dataset:
+        """``d`` as this caller may see it: a pack target's description written by ``datahub
+        pack`` before (``packed from name@vN``) names the source, shown as a lineage's is."""
+        found = _PACKED_FROM.fullmatch(d.description)
+        if found is None or self._may_read(found[1]):
+            return d
+        return replace(d, description=f"packed from {HIDDEN}")
 
     def version(self, v: Version) -> Version:
         """``v`` as this caller may see it (the same object when nothing is hidden)."""

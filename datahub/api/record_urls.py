@@ -15,7 +15,8 @@ never granted. So, over HTTP, a caller that is not a global admin may put a reco
   ``lineage.kind == "pack"``), when the server's task queue holds that job with this dataset
   as its target: a shard exactly as a DONE task reported it, named as that task's shard
   (``datahub.pack.job.shard_object_name``, the finalize's own check), the index named
-  ``packs/<job>/index-<16 hex>.json``; or
+  ``packs/<folder>/index-<16 hex>.json``, the job's folder (``datahub.pack.job.objects_dir``); or
+
 - the same key already holds the same URL, etag and size in a version the caller may read:
   this dataset's head (a label edit re-puts what is there) or the version the commit's
   lineage names as its source, if the caller may read that dataset (a copy such as LabelX's
@@ -230,9 +231,9 @@ class RecordUrls:
 class PackJob:
     """What a pack job's finalize commits: its DONE tasks' shards and its index (see above)."""
 
-    def __init__(self, job: str, shards: frozenset[tuple[str, str, int]]) -> None:
-        self.shards = shards
-        self._index = re.compile(rf"(?:[\s\S]*/)?packs/{re.escape(job)}/index-[0-9a-f]{{16}}\.json")
+    def __init__(self, folder: str, shards: frozenset[tuple[str, str, int]]) -> None:
+        self.shards = shards  # folder: the job's objects_dir (datahub.pack.job)
+        self._index = re.compile(rf"(?:[\s\S]*/)?packs/{re.escape(folder)}/index-[0-9a-f]{{16}}\.json")
 
     def made(self, record: Record) -> bool:
         if (record.url, record.etag, record.size) in self.shards:
@@ -246,16 +247,18 @@ class PackJob:
 def pack_job(tasks, dataset: str, lineage: Mapping[str, Any] | None) -> PackJob | None:
     """The pack job a commit's lineage names, if the server's task queue (``TaskQueue``) holds
     it with ``dataset`` as its target; the shards its DONE tasks reported under their own names."""
-    from datahub.pack.job import shard_object_name
+    from datahub.pack.job import objects_dir, shard_object_name
 
     job = (lineage or {}).get("job")
     if (lineage or {}).get("kind") != "pack" or not isinstance(job, str):
         return None
     try:
-        if tasks.get_job(job).meta.get("target") != dataset:
-            return None
+        meta = tasks.get_job(job).meta
     except JobNotFound:
         return None
+    if meta.get("target") != dataset:
+        return None
+    folder = objects_dir(job, meta)
     shards = set()
     for task in tasks.tasks(job):
         result = task.result
@@ -267,10 +270,10 @@ def pack_job(tasks, dataset: str, lineage: Mapping[str, Any] | None) -> PackJob 
             key = split_object_url(url)[1]
         except InvalidInput:
             continue
-        name = shard_object_name(job, task.index, digest)
+        name = shard_object_name(folder, task.index, digest)
         if key == name or key.endswith("/" + name):
             shards.add((url, result.get("etag"), result.get("size")))
-    return PackJob(job, frozenset(shards))
+    return PackJob(folder, frozenset(shards))
 
 
 def _same(found: Record | None, put: Record) -> bool:

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import shlex
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
@@ -291,6 +292,8 @@ def datasets_page(request: Request, q: str = "", after: str = "") -> Response:
     rows, last = listing.dataset_rows(
         b.catalog, principal, search=q[:200], after=cursor_of(after, "after"), limit=PAGE
     )
+    view = _lineage_view(b, principal)  # a pack target's old description names its source
+    rows = [replace(row, dataset=view.dataset(row.dataset)) for row in rows]
     more = None if last is None else "?" + urlencode({"q": q, "after": to_cursor(last)})
     # a later page links back to the first: it had Next only (newuser27)
     first = ("?" + urlencode({"q": q}) if q else "/") if after else None
@@ -312,7 +315,7 @@ def dataset_page(request: Request, name: str, before: int = 0) -> Response:
         request,
         "dataset.html",
         title=name,
-        dataset=dataset,
+        dataset=view.dataset(dataset),
         versions=shown,
         origins=origins,
         tags=listing.tags_of(versions),

@@ -326,16 +326,25 @@ class TieredCache:
         return data, [t for t in keep if not t.put(key, data, reason="fill", hot=hot)]
 
     def _wrong_length(self, tier: Tier, key: PageKey, data: bytes, expected: int) -> None:
+        """A tier's page has another length than the record being read expects.
+
+        Why it is neither removed nor counted as corrupt: every tier hands out only pages
+        that passed their checks (checksum, header naming this page), and a page is named by
+        the object's (URL, etag), so it holds the object's bytes; the record claiming another
+        size is what disagrees with the object. Removing the page cost the object's own
+        records a refetch (and a passthrough open of theirs), and made a bad record look
+        like a damaged cache. The read goes on to the origin, whose length check raises
+        ObjectChanged, as before."""
         log.warning(
-            "%s tier: page %d of %s has %d bytes, expected %d; removed, will refetch",
+            "%s tier: page %d of %s (etag %s) has %d bytes, the record being read expects %d: the "
+            "record disagrees with its object; the page stays, the origin is asked",
             tier.name,
             key.index,
             key.url,
+            key.etag,
             len(data),
             expected,
         )
-        tier.counters.add("corrupt")
-        tier.delete(key)
 
     def _demote(self, key: PageKey, data: bytes) -> None:
         """RAM evicted ``key``: keep it in the next tier down unless it is there already."""

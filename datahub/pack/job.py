@@ -13,6 +13,9 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import re
+import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +40,9 @@ from datahub.validation import check_name
 INDEX_FORMAT = "datahub.pack.index/1"
 INDEX_KEY = "index.json"
 CODE_VERSION = f"datahub {importlib.metadata.version('datahub')}; pack layout DHS1; shard {INDEX_FORMAT}"
+#: what a target's dataset description says (the source is named only in its versions' lineage)
+TARGET_DESCRIPTION = "packed by datahub pack (each version's lineage names its source)"
+_OBJECTS = re.compile(r"[0-9a-f]{32}")  # a job's ``objects`` name (``objects_dir``)
 
 
 @dataclass(frozen=True)
@@ -83,7 +89,7 @@ def start_job(
     payloads = split(catalog.list_records(name, version.seq), spec, source=f"{name}@v{version.seq}")
     if not payloads:
         raise InvalidInput(f"{name}@v{version.seq} has no records to pack", dataset=name)
-    _ensure_target(catalog, target, f"{name}@v{version.seq}")
+    _ensure_target(catalog, target)
     meta = {
         "kind": "pack",
         "source": name,
@@ -94,9 +100,24 @@ def start_job(
     }
     if restart:
         queue.delete_job(job)
+    meta.update(_objects_of(queue, job))
     queue.create_job(job, payloads, meta)
     queue.retry_failed(job)
     return queue.get_job(job)
+
+
+def _objects_of(queue: TaskQueue, job: str) -> dict[str, str]:
+    """The ``objects`` name of ``job``'s meta (``objects_dir``): a resumed job keeps the one
+    its shards were uploaded under (none for a job created before there was one: the job id
+    names its folder); a new job draws one. Two starts of one new job at the same moment may
+    each draw one; the last meta written wins, and a shard uploaded under the other folder
+    meanwhile fails the finalize's check with its advice (``--restart``): nothing wrong is
+    committed."""
+    try:
+        known = queue.get_job(job).meta
+    except JobNotFound:
+        return {"objects": secrets.token_hex(16)}
+    return {"objects": known["objects"]} if "objects" in known else {}
 
 
 def job_state(queue: TaskQueue, job: str) -> Job:
@@ -139,14 +160,16 @@ def finalize(
     meta = state.meta
     tasks = list(queue.tasks(job))
     results = [t.result for t in tasks]
-    shards = [_checked_shard(stores, t) for t in tasks if t.result.get("count")]
+    folder = objects_dir(job, meta)
+    shards = [_checked_shard(stores, t, folder) for t in tasks if t.result.get("count")]
     skipped = [s for r in results for s in r.get("skipped", [])]
     samples = sum(r["count"] for r in shards)
     source = f"{meta['source']}@v{meta['seq']}"
+    # No source, no job id (a hash of the source's name and version): every reader of the
+    # target reads the index, and only the version's lineage may name the source (to those
+    # who may read it, datahub.api.lineage). Indexes of older packs have both; no reader uses them.
     index = {
         "format": INDEX_FORMAT,
-        "job": job,
-        "source": source,
         "count": samples,
         "shards": [
             {"record": _shard_key(i, len(shards)), "count": r["count"], "keys": r["keys"]}
@@ -156,7 +179,7 @@ def finalize(
     }
     blob = json.dumps(index, sort_keys=True, separators=(",", ":")).encode()
     sha = hashlib.sha256(blob).hexdigest()
-    key = f"packs/{job}/index-{sha[:16]}.json"
+    key = f"packs/{objects_dir(job, meta)}/index-{sha[:16]}.json"
     try:
         info = objects.stat(key)
     except ObjectNotFound:
@@ -189,14 +212,28 @@ def finalize(
     return PackResult(job, version, len(shards), samples, copied, skipped)
 
 
-def shard_object_name(job: str, index: int, sha256_hex: str) -> str:
+def objects_dir(job: str, meta: Mapping[str, Any]) -> str:
+    """The folder below ``packs/`` of a job's shards and index: the random ``objects`` name
+    drawn when the job was created (``start_job``), or the job id for a job created before.
+
+    Why not the job id: it is a hash of the source's name and version, the target and the
+    parameters, and a record's URL is shown to every reader of the target, who knows the
+    rest: a reader who may not read the source could confirm a guess of its name. The random
+    name is bound to the job all the same (it is in the job's meta, in the server's queue),
+    so the finalize and the API's record-URL rule still tell this job's objects from any other."""
+    name = meta.get("objects")
+    return name if isinstance(name, str) and _OBJECTS.fullmatch(name) else job
+
+
+def shard_object_name(folder: str, index: int, sha256_hex: str) -> str:
     """Where a worker uploads task ``index``'s shard, below its ``objects_url``: named by the
-    job, the task and the content, so a retry or a late duplicate never overwrites bytes a
-    version already points at, and the finalize can tell this job's shard from any other."""
-    return f"packs/{job}/shard-{index:05d}-{sha256_hex[:16]}.lmdb"
+    job's folder (``objects_dir``), the task and the content, so a retry or a late duplicate
+    never overwrites bytes a version already points at, and the finalize can tell this job's
+    shard from any other."""
+    return f"packs/{folder}/shard-{index:05d}-{sha256_hex[:16]}.lmdb"
 
 
-def _checked_shard(stores: StoreRegistry, task: Task) -> dict[str, Any]:
+def _checked_shard(stores: StoreRegistry, task: Task, folder: str) -> dict[str, Any]:
     """``task``'s result, once it is known to describe the shard this job uploaded for it.
 
     Why: a result is what a worker reported, and a remote worker reports with any token that
@@ -216,7 +253,7 @@ def _checked_shard(stores: StoreRegistry, task: Task) -> dict[str, Any]:
             why = "it names no uploaded shard (a URL and a sha256 checksum)"
         else:
             _, key = split_object_url(url)
-            name = shard_object_name(task.job, task.index, digest)
+            name = shard_object_name(folder, task.index, digest)
             if key != name and not key.endswith("/" + name):
                 why = (
                     f"it is not this task's shard (its object is named {name!r} below a worker's objects_url)"
@@ -244,14 +281,15 @@ def _shard_key(i: int, n: int) -> str:
     return f"shards/{i:05d}-of-{n:05d}.lmdb"
 
 
-def _ensure_target(catalog: Catalog, target: str, source: str) -> None:
+def _ensure_target(catalog: Catalog, target: str) -> None:
     """The target dataset, created if missing (jobs started before it was created at the
-    start still meet a missing one at their finalize)."""
+    start still meet a missing one at their finalize). Its description does not name the
+    source: the target's readers may not read it (``TARGET_DESCRIPTION``)."""
     try:
         catalog.get_dataset(target)
     except DatasetNotFound:
         try:
-            catalog.create_dataset(target, description=f"packed from {source}")
+            catalog.create_dataset(target, description=TARGET_DESCRIPTION)
         except Exception:  # created meanwhile (a concurrent start or finalize)
             catalog.get_dataset(target)
 
@@ -265,7 +303,7 @@ def _commit(
     job: str,
     author: str,
 ) -> Version:
-    _ensure_target(catalog, target, source)
+    _ensure_target(catalog, target)
     wanted = {r.key for r in records}
     for _ in range(3):  # a concurrent finalize of the same job may win: then its commit id answers
         head = catalog.store.head(target)

@@ -34,7 +34,7 @@ from datahub.errors import (
     TransientStorageError,
 )
 from datahub.pack.image import transform_image
-from datahub.pack.job import job_state, shard_object_name
+from datahub.pack.job import job_state, objects_dir, shard_object_name
 from datahub.pack.layout import KIND_IMAGE, KIND_RAW, Sample, encode_sample
 from datahub.pack.shard import ShardWriter
 from datahub.pack.spec import PackSpec, is_image_key
@@ -232,7 +232,9 @@ def pack_task(
                 on_sample(1)
         keys_count, first, last_key = writer.count, writer.first, writer.last
         if keys_count:
-            writer.finish({"job": job, "task": task.index, "source": f"{source}@v{seq}"})
+            # no source and no job id (a hash of the source's name): the shard is a file every
+            # reader of the target reads; only the lineage names the source (docs/pack.md)
+            writer.finish({"task": task.index})
         else:
             writer.abort()
     except BaseException:
@@ -248,7 +250,7 @@ def pack_task(
     if not keys_count:
         return result
     try:
-        result.update(_upload(services.objects, job, task.index, path))
+        result.update(_upload(services.objects, objects_dir(job, meta), task.index, path))
     finally:
         path.unlink(missing_ok=True)
     result.update(first=first, last=last_key, keys=packed)
@@ -319,13 +321,14 @@ def _pack_record(
                   record.labels, record.meta, source)  # fmt: skip
 
 
-def _upload(objects: ObjectStore, job: str, index: int, path: Path) -> dict[str, Any]:
+def _upload(objects: ObjectStore, folder: str, index: int, path: Path) -> dict[str, Any]:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     sha = digest.hexdigest()
-    key = shard_object_name(job, index, sha)
+    key = shard_object_name(folder, index, sha)
+
     try:
         info = objects.stat(key)  # same name = same bytes: an earlier attempt already uploaded it
     except ObjectNotFound:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import random
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,7 @@ from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.errors import CatalogUnavailable, ListingUnavailable
 from fuse_adapter.tree import ROOT_INODE, ListingTree
-from tests.fuse.conftest import FuseEnv, upload_dataset
+from tests.fuse.conftest import FuseEnv, polled_stats, upload_dataset, wait_until
 from tests.fuse.test_integrity14 import MODES, _read_or_errno
 
 
@@ -134,3 +135,47 @@ def test_the_whole_record_read_first_then_a_short_record_of_its_object_in_turns(
             for key, data in objects.items():
                 assert _read_or_errno(mnt / "whole" / f"v{whole.seq}" / key) == data, key
                 assert _read_or_errno(mnt / "short" / f"v{seq}" / key) == errno.ESTALE, key
+
+
+def _page_files(env: FuseEnv) -> dict[str, int]:
+    """The disk tier's page files and their inodes (a removed and refetched file is another)."""
+    pages = Path(env.config.resolved_disk_dir) / "pages"
+    return {str(p.relative_to(pages)): p.stat().st_ino for p in pages.rglob("*.page")}
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("mode", ["auto", "passthrough", "no-passthrough"])
+def test_a_record_claiming_the_wrong_size_leaves_the_objects_page_file_alone(env: FuseEnv, mode: str) -> None:
+    """caller31: the whole record's one-page file is read first (its page file written and
+    verified, published or handed to the kernel); records of the same object claiming a
+    shorter and a longer size then fail with ESTALE (ObjectChanged) at every open, and the
+    object's page file is never removed nor counted corrupt: the same inode throughout, and
+    the whole record still reads it once the origin's object is gone (before, each open of a
+    wrong record removed the good file as corrupt)."""
+    data = random.Random(3131).randbytes(70_000)
+    whole = upload_dataset(env, "whole", {"small.bin": data})
+    catalog = open_catalog(env.config.resolved_catalog_url)
+    try:
+        record = catalog.get_record(whole.name, str(whole.seq), "small.bin")
+        catalog.create_dataset("wrong")
+        puts = [Put(Record(f"{claim}.bin", record.url, record.etag, claim)) for claim in (60_001, 80_000)]
+        seq = catalog.commit("wrong", puts, message="sizes other than the object's").seq
+    finally:
+        catalog.close()
+    mnt = env.mountpoint("sizeclaim")
+    with env.mounted(mnt, "whole", "wrong", *MODES[mode]):
+        assert _read_or_errno(mnt / "whole" / f"v{whole.seq}" / "small.bin") == data
+        wait_until(lambda: len(_page_files(env)) == 1, 60)
+        before = _page_files(env)
+        for _ in range(3):
+            for claim in (60_001, 80_000):
+                assert _read_or_errno(mnt / "wrong" / f"v{seq}" / f"{claim}.bin") == errno.ESTALE, claim
+            assert _page_files(env) == before, "the object's good page file was removed"
+            assert _read_or_errno(mnt / "whole" / f"v{whole.seq}" / "small.bin") == data
+        stats = polled_stats(env)
+        assert all(row.get("corrupt", 0) == 0 for row in stats["tiers"]), stats["tiers"]
+        assert all(row.get("rejected", 0) == 0 for row in stats["backing_files"]), stats["backing_files"]
+        env.endpoint.client().delete_object(Bucket=env.bucket, Key=record.url.split("/", 3)[3])
+    with env.mounted(mnt, "whole", *MODES[mode]):  # a new daemon: only the disk tier has the bytes
+        assert _read_or_errno(mnt / "whole" / f"v{whole.seq}" / "small.bin") == data
+    assert _page_files(env) == before

@@ -252,17 +252,25 @@ def read_back(cluster: Cluster, version: str, total: int, src: dict[str, bytes])
     return [records[key] for key in shard_keys]
 
 
-def uploaded_by(cluster: Cluster, node: Node, job: str, index: int) -> int:
+def job_folder(shards: list[dict]) -> str:
+    """The folder below ``packs/`` of a job's shards (``datahub.pack.job.objects_dir``: a random
+    name in the job's meta, not the job id, which a reader of the target must not learn)."""
+    folders = {r["url"].split("/packs/", 1)[1].split("/", 1)[0] for r in shards}
+    assert len(folders) == 1, folders  # every shard of the job under its one folder
+    return folders.pop()
+
+
+def uploaded_by(cluster: Cluster, node: Node, folder: str, index: int) -> int:
     """How many shard objects of task ``index`` ``node`` uploaded (under its objects prefix)."""
-    prefix = f"objects/{node.root.name}/packs/{job}/shard-{index:05d}-"
+    prefix = f"objects/{node.root.name}/packs/{folder}/shard-{index:05d}-"
     out = cluster.s3(
         f"r = s3.list_objects_v2(Bucket='{ORIGIN_BUCKET}', Prefix='{prefix}')\nprint(r.get('KeyCount', 0))"
     )
     return int(out.strip())
 
 
-def b_url(cluster: Cluster, job: str) -> str:
-    return f"s3://{ORIGIN_BUCKET}/objects/{cluster.b.root.name}/packs/{job}/"
+def b_url(cluster: Cluster, folder: str) -> str:
+    return f"s3://{ORIGIN_BUCKET}/objects/{cluster.b.root.name}/packs/{folder}/"
 
 
 def test_pack_worker_killed_on_a_is_finished_by_b(cluster: Cluster, photos: dict[str, bytes]) -> None:
@@ -286,8 +294,9 @@ def test_pack_worker_killed_on_a_is_finished_by_b(cluster: Cluster, photos: dict
     assert {t["owner"] for t in task_table(cluster.b, job)} <= {name_a, report_b["worker"]}
 
     shards = read_back(cluster, "packed@v1", total, photos)
-    assert shards[taken]["url"].startswith(b_url(cluster, job)), shards[taken]  # B's shard ...
-    assert uploaded_by(cluster, cluster.a, job, taken) == 0  # ... and A uploaded none for it
+    folder = job_folder(shards)
+    assert shards[taken]["url"].startswith(b_url(cluster, folder)), shards[taken]  # B's shard ...
+    assert uploaded_by(cluster, cluster.a, folder, taken) == 0  # ... and A uploaded none for it
 
 
 def test_pack_worker_hung_on_a_loses_its_task_to_b(cluster: Cluster, photos: dict[str, bytes]) -> None:
@@ -317,7 +326,7 @@ def test_pack_worker_hung_on_a_loses_its_task_to_b(cluster: Cluster, photos: dic
     tasks = task_table(cluster.b, job)
     assert tasks[taken]["owner"] == report_b["worker"]
     shards = read_back(cluster, "packed-hung@v1", total, photos)
-    assert shards[taken]["url"].startswith(b_url(cluster, job)), shards[taken]
+    assert shards[taken]["url"].startswith(b_url(cluster, job_folder(shards))), shards[taken]
 
 
 def fetch(cluster: Cluster, files: dict[str, Path]) -> None:

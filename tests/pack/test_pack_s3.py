@@ -7,6 +7,7 @@ from pathlib import Path
 from datahub.catalog import open_catalog
 from datahub.config import load_config
 from datahub.pack import PackSpec, pack, worker
+from datahub.pack.job import objects_dir
 from datahub.tasks import open_task_queue
 from datahub.torch import CacheSource  # no torch here: the test imports PackedDataset
 from tests.faults import FlakyProxy
@@ -32,7 +33,12 @@ def test_pack_uploads_shards_to_s3_and_packed_dataset_reads_them(
     )
     records = list(catalog.list_records("photos-s3", None))
     assert len(records) == result.shards + 1 >= 3
-    assert all(r.url.startswith(f"s3://{bucket}/managed/packs/{result.job}/") for r in records)
+    queue = open_task_queue(config.resolved_catalog_url)
+    folder = objects_dir(result.job, queue.get_job(result.job).meta)  # the job's, not its id
+    queue.close()
+    assert folder != result.job
+    assert all(r.url.startswith(f"s3://{bucket}/managed/packs/{folder}/") for r in records)
+
     listed = s3_endpoint.client().list_objects_v2(Bucket=bucket, Prefix="managed/packs/")
     assert len(listed["Contents"]) == len(records)  # shards + index, nothing else left behind
     source = CacheSource(config)

@@ -22,6 +22,7 @@ from datahub.catalog import Catalog
 from datahub.config import Config
 from datahub.errors import InvalidInput
 from datahub.pack import PackSpec, finalize, pack, start_job, work
+from datahub.pack.job import objects_dir
 from datahub.pack.worker import PackServices
 from datahub.storage import StoreRegistry
 from datahub.tasks import open_task_queue
@@ -125,6 +126,10 @@ def test_the_finalize_refuses_a_shard_the_job_did_not_upload(
         result = pack(config, catalog, "photos", "packed", spec, workers=0, restart=True)
         assert result.job == job and result.samples == 4
         urls = [r.url for r in catalog.list_records("packed", None, prefix="shards/")]
-        assert [u.split(f"/packs/{job}/")[1][:11] for u in urls] == ["shard-00000", "shard-00001"]
+        queue = open_task_queue(config.resolved_catalog_url)
+        folder = objects_dir(job, queue.get_job(job).meta)  # the restarted job's own folder
+        queue.close()
+        assert [u.split(f"/packs/{folder}/")[1][:11] for u in urls] == ["shard-00000", "shard-00001"]
+
     finally:
         catalog.close()

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Response, status
 from pydantic import WithJsonSchema
 
 from datahub.api.access import can, creating, require_creatable, role_rank
-from datahub.api.deps import AdminDataset, PrincipalDep, ReadableDataset, ServicesDep
+from datahub.api.deps import AdminDataset, LineageDep, PrincipalDep, ReadableDataset, ServicesDep
 from datahub.api.schemas import (
     DatasetAccess,
     DatasetCreate,
@@ -66,10 +66,10 @@ def check_acl(acl: dict[str, str]) -> dict[str, str]:
 
 
 @router.get("")
-def list_datasets(services: ServicesDep, principal: PrincipalDep) -> list[DatasetPublic]:
+def list_datasets(services: ServicesDep, principal: PrincipalDep, view: LineageDep) -> list[DatasetPublic]:
     catalog = services.catalog
     return [
-        dataset_public(d, catalog.store.head(d.name))
+        dataset_public(view.dataset(d), catalog.store.head(d.name))
         for d in catalog.list_datasets()
         if can(principal, d, "reader")
     ]
@@ -93,9 +93,11 @@ def create_dataset(body: DatasetCreate, services: ServicesDep, principal: Princi
 
 
 @router.get("/{name}")
-def get_dataset(dataset: ReadableDataset, services: ServicesDep, response: Response) -> DatasetPublic:
+def get_dataset(
+    dataset: ReadableDataset, services: ServicesDep, response: Response, view: LineageDep
+) -> DatasetPublic:
     response.headers["ETag"] = etag(dataset)
-    return dataset_public(dataset, services.catalog.store.head(dataset.name))
+    return dataset_public(view.dataset(dataset), services.catalog.store.head(dataset.name))
 
 
 @router.get("/{name}/access")
@@ -125,6 +127,7 @@ def update_dataset(
     services: ServicesDep,
     principal: PrincipalDep,
     response: Response,
+    view: LineageDep,
     if_match: Annotated[
         str | None,
         Header(description='ETag from GET ("r3"), or *: 412 if the dataset changed since'),
@@ -152,4 +155,4 @@ def update_dataset(
         dataset.name, expected_revision=expected_revision(if_match, dataset), **fields
     )
     response.headers["ETag"] = etag(updated)
-    return dataset_public(updated, services.catalog.store.head(dataset.name))
+    return dataset_public(view.dataset(updated), services.catalog.store.head(dataset.name))

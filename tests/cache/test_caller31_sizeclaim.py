@@ -1,0 +1,93 @@
+"""caller31: a record whose size disagrees with its object's page file, read or opened for
+passthrough, fails with ObjectChanged and leaves the page file alone.
+
+The page file is named by the object's (URL, etag) and verified against its own checksum:
+it holds the right bytes of that object. A record claiming another size is the one that is
+wrong. Before, its passthrough open (``BackingFiles.open``) and its ordinary read
+(``TieredCache._wrong_length``) removed the good file as corrupt, counted it so, and the
+object's own record then had to fetch it again from the origin. A local-directory origin,
+a real disk tier of format-3 page files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from datahub.cache import open_cache
+from datahub.config import Config, load_config
+from datahub.errors import ObjectChanged
+from datahub.storage import StoreRegistry
+from tests.cache.conftest import put_objects, with_cache
+
+PAGE = 64 * 1024
+CLAIMS = (4000, 6000)  # shorter and longer than the object's 5000 bytes, both one page
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[tuple[Config, StoreRegistry, list]]:
+    config = load_config(env={}, overrides={"home": str(tmp_path / "var")})
+    config = with_cache(config, page_size=PAGE, ram_bytes=8 << 20, disk_bytes=64 << 20, readahead_bytes=0)
+    with StoreRegistry(config) as stores:
+        root = tmp_path / "origin"
+        root.mkdir()
+        yield config, stores, put_objects(stores.store(root.as_uri()), [5000], seed=31)
+
+
+def page_files(config: Config) -> dict[Path, int]:
+    """Each page file of the disk tier and its inode (a removed and refetched file is another)."""
+    return {p: p.stat().st_ino for p in (Path(config.resolved_disk_dir) / "pages").rglob("*.page")}
+
+
+def corrupt_counts(cache) -> dict[str, int]:
+    return {t.name: t.counters.snapshot().get("corrupt", 0) for t in cache.tiers}
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_a_passthrough_open_of_a_wrong_size_keeps_the_page_file(local, claim: int) -> None:
+    config, stores, objects = local
+    ref, data = objects[0]
+    wrong = dataclasses.replace(ref, size=claim)
+    with open_cache(config, stores) as cache:
+        assert cache.read(ref) == data
+        before = page_files(config)
+        assert len(before) == 1
+        backing = cache.passthrough.backing
+        assert cache.passthrough.fd(wrong, verify=False) is None  # never this record's file
+        assert cache.passthrough.fd(wrong) is None
+        with pytest.raises(ObjectChanged):
+            cache.passthrough.fd(wrong, fetch=True)  # the open's read: the origin's answer
+        assert page_files(config) == before, "the object's good page file was removed"
+        assert corrupt_counts(cache) == {t.name: 0 for t in cache.tiers}
+        assert backing.rejected == 0
+        fd = cache.passthrough.fd(ref, verify=False)  # still the object's verified file
+        try:
+            assert fd >= 0 and os.pread(fd, len(data) + 1, 0) == data
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("claim", CLAIMS)
+def test_a_read_of_a_wrong_size_from_the_disk_tier_keeps_the_page_file(local, claim: int) -> None:
+    """A fresh process (RAM empty) finds the page in the disk tier for the wrong record: the
+    read fails with ObjectChanged, the file stays, and the object's own record reads it from
+    the disk tier with the origin gone."""
+    config, stores, objects = local
+    ref, data = objects[0]
+    wrong = dataclasses.replace(ref, size=claim)
+    with open_cache(config, stores) as cache:
+        assert cache.read(ref) == data
+    before = page_files(config)
+    with open_cache(config, stores) as cache:
+        with pytest.raises(ObjectChanged):
+            cache.read(wrong)
+        with pytest.raises(ObjectChanged):
+            cache.read(wrong)  # and again, now that RAM may hold it
+        assert page_files(config) == before, "the object's good page file was removed"
+        assert corrupt_counts(cache) == {t.name: 0 for t in cache.tiers}
+        Path(ref.url.removeprefix("file://")).unlink()  # only the cache has the bytes now
+        assert cache.read(ref) == data
