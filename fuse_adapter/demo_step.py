@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -68,7 +69,11 @@ def mount_and_epoch(demo) -> None:  # demo: datahub.demo.Demo
                 f"[mount] epoch 2 over the mount ran at {local_s / mount_s:.2f}x the loader over local disk"
                 + busy_note()
             )
-    demo.notes += [f"Mounted: ls {root}   (unmounted when the demo stops; by hand: {demo.cli} umount {mnt})"]
+    # quoted: a home with a space (``--home "my home"``) split the commands in two as typed
+    demo.notes += [
+        f"Mounted: ls {shlex.quote(str(root))}   (unmounted when the demo stops; by hand: "
+        f"{demo.cli} umount {shlex.quote(str(mnt))})"
+    ]
 
 
 DEMO_MOUNT = (

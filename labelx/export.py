@@ -24,7 +24,14 @@ from tempfile import SpooledTemporaryFile
 from typing import Any
 
 from datahub.catalog.model import Patch, Put, Record
-from datahub.errors import AlreadyExists, CommitIdReused, Conflict, DatahubError, RecordNotFound
+from datahub.errors import (
+    AlreadyExists,
+    CommitIdReused,
+    Conflict,
+    DatahubError,
+    InvalidInput,
+    RecordNotFound,
+)
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
 from datahub.web.images import ImageSource
@@ -66,8 +73,16 @@ def commit_labels(
     (``Conflict``, nothing written) unless ``overwrite``: patched blindly, it was lost."""
     service.require_admin(user)
     project = service.store.get_project(project_id)
+    if to_dataset == project.dataset:  # it made a new version of the source: not what was asked
+        raise InvalidInput(
+            f'{to_dataset!r} is project {project.name!r}\'s own dataset, and "Into dataset" (to_dataset, '
+            "--to-dataset) makes a NEW dataset of the project's records; nothing was committed. To "
+            f"commit the labels as a new version of {to_dataset}, leave it out: `datahub labelx commit "
+            f'{shlex.quote(project.name)} --user {shlex.quote(user.name)}` (the dashboard: "Into '
+            'dataset" empty); for a new dataset, name one that does not exist yet'
+        )
     _refuse_unfinite_boxes(service, project, user)
-    if to_dataset and to_dataset != project.dataset:
+    if to_dataset:
         service.require_dataset(user, project.dataset, "reader")
         service.require_new_dataset(user, check_name(to_dataset))
         return _commit_new_dataset(service, user, project, to_dataset, message, progress)
@@ -81,6 +96,7 @@ def commit_labels(
         )
     if not overwrite:
         _refuse_unseen_changes(service, project, field, user)
+    held = _held_at_head(service, project, field)
     exported: list[tuple[int, int]] = []  # (item id, version): 16 bytes per change, not whole items
 
     def changes() -> Iterator[Patch]:
@@ -88,7 +104,8 @@ def commit_labels(
             exported.append((item.id, item.version))
             if progress is not None:
                 progress.update()
-            yield Patch(item.key, labels={field: item.value})
+            if item.id not in held:  # the head holds it already: the new version holds it too
+                yield Patch(item.key, labels={field: item.value})
 
     n_exports = len(service.store.list_exports(project_id))
     try:
@@ -98,7 +115,7 @@ def commit_labels(
             base=None,
             message=message or f"labels from LabelX project {project.name}",
             author=user.name,
-            lineage=lineage(project, service, total),
+            lineage=lineage(project, service, total - len(held)),
             commit_id=f"labelx-{service.store.instance}-{project.id}-export-{n_exports + 1}",
         )
     except CommitIdReused as exc:  # that export was committed, and labels were edited since
@@ -125,6 +142,52 @@ def commit_labels(
 
 
 UNSEEN_SHOWN = 5  # records named in the refusal; the count says how many in all
+
+
+def _held_at_head(service: LabelService, project: Project, field: str) -> set[int]:
+    """The ids of the changed items whose accepted label the dataset's head already holds (a
+    CLI relabel, another project, a commit over them). If that is every one, none is a change:
+    they are marked held by the head and ``Conflict`` says so, nothing committed. Why: the
+    commit patched each record with the label it had and made a version with no change, and
+    the next commit found the same items to commit again. O(changes) reads, a batch at a time."""
+    head = service.catalog.resolve(project.dataset, "latest")
+    lin = head.lineage or {}
+    recorded = {e["seq"] for e in service.store.list_exports(project.id) if e["dataset"] == project.dataset}
+    if (
+        lin.get("source") == "labelx"
+        and lin.get("project_id") == project.id
+        and lin.get("instance") == service.store.instance
+        and head.seq not in recorded
+    ):
+        return set()  # this project's own commit, not recorded (a crash): its commit id returns it
+    held: dict[int, tuple[int, str]] = {}  # id -> (item version, key)
+    batch: list[Item] = []
+    checked = 0
+
+    def check() -> None:
+        nonlocal checked
+        checked += len(batch)
+        now = service.catalog.store.get_records(project.dataset, head.seq, [i.key for i in batch])
+        for item in batch:
+            if item.key in now and _canonical(now[item.key].labels.get(field)) == _canonical(item.value):
+                held[item.id] = (item.version, item.key)
+        batch.clear()
+
+    for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
+        batch.append(item)
+        if len(batch) >= 500:
+            check()
+    if batch:
+        check()
+    if held and len(held) == checked:
+        service.store.mark_held([(i, v) for i, (v, _) in held.items()], head.seq)
+        first = min(key for _, key in held.values())
+        raise Conflict(
+            f"{project.dataset}@v{head.seq} (its head) already holds every accepted label of project "
+            f"{project.name!r} not yet committed ({len(held)}, first: {first!r}), so no version was made: "
+            "they count as committed now. Accept more items in review to commit again"
+        )
+    return set(held)
 
 
 def _refuse_unfinite_boxes(service: LabelService, project: Project, user: User) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -168,15 +169,24 @@ def _images(ctx):
 
 
 def _admin(service, name: str):
-    user = service.store.user_by_name(name)
+    """The admin ``--user`` names. A name with no account is answered with the admins there
+    are (or the command making one, with the admin role): the store's answer said to create it
+    as an annotator, who may not do this either (newuser31)."""
+    admins = [u.name for u in service.store.list_users() if u.is_admin]
+
+    def which(new: str) -> str:
+        return f"one of {', '.join(admins)}" if admins else f"an admin (`{new}`)"
+
+    try:
+        user = service.store.user_by_name(name)
+    except NotFound:
+        make = f"datahub labelx create-user {shlex.quote(name)} --role admin"
+        raise NotFound(
+            f"no LabelX user {name!r}: --user names the admin doing this: {which(make)}", user=name
+        ) from None
     if not user.is_admin:
-        admins = [u.name for u in service.store.list_users() if u.is_admin]
-        which = (
-            f"one of {', '.join(admins)}"
-            if admins
-            else "an admin (`datahub labelx create-user NAME --role admin`)"
-        )
-        raise AccessDenied(f"user {name!r} is {user.role}, not admin: this needs --user {which}")
+        needs = which("datahub labelx create-user NAME --role admin")
+        raise AccessDenied(f"user {name!r} is {user.role}, not admin: this needs --user {needs}")
     return user
 
 

@@ -650,6 +650,16 @@ class LabelStore(AccountRecords):
                 (project_id, dataset, seq, len(exported), author, self.clock()),
             )
 
+    def mark_held(self, exported: list[tuple[int, int]], seq: int) -> None:
+        """Mark (item id, version) pairs as held by version ``seq`` of the project's dataset
+        without recording an export: a version somebody else made already holds their labels,
+        so no commit of the project writes them (it made an empty version). No ``exports`` row:
+        those versions count as the project's own, whose labels it has seen."""
+        with self._write() as db:
+            db.executemany(
+                "UPDATE items SET exported_seq=? WHERE id=? AND version=?", [(seq, i, v) for i, v in exported]
+            )
+
     def list_exports(self, project_id: int) -> list[dict[str, Any]]:
         rows = self._conn().execute(
             "SELECT dataset, seq, changed, author, created_at FROM exports WHERE project_id=? ORDER BY id",

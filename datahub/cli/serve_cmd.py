@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import socket
 from typing import TYPE_CHECKING, Any
@@ -22,7 +23,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     mode.add_argument(
         "--local", dest="local_mode", action="store_true", help="no authentication (loopback only)"
     )
-    p.add_argument(
+    labelx = p.add_mutually_exclusive_group()
+    # --labelx, the default said: a user who reads --no-labelx types it, and was told
+    # "unrecognized arguments" (newuser31)
+    labelx.add_argument(
+        "--labelx",
+        dest="labelx",
+        action="store_true",
+        default=True,
+        help="serve LabelX under /labelx (default)",
+    )
+    labelx.add_argument(
         "--no-labelx", dest="labelx", action="store_false", help="do not serve LabelX under /labelx"
     )
     p.add_argument(
@@ -122,7 +133,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         file=ctx.err,
     )
     if args.labelx:
-        home = f" --home {ctx.config.home_path}" if getattr(args, "home", None) else ""
+        # quoted: a home with a space split the command in two as typed (newuser31)
+        home = f" --home {shlex.quote(str(ctx.config.home_path))}" if getattr(args, "home", None) else ""
         # as the user runs datahub: after make run, "datahub …" is "command not found" (newuser28)
         create = as_typed(f"`datahub{home} labelx create-user NAME --role admin`", ctx.command)
         print(f"LabelX on {url}/labelx/ (users: {create})", file=ctx.err)

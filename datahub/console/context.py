@@ -343,15 +343,25 @@ class Progress:
             return f"{self.label}: {self.done:,}/{self.total:,} ({pct:.0f}%) {rate:,.0f}/s{mib} eta {eta} "
         return f"{self.label}: {self.done:,} {rate:,.0f}/s{mib} "
 
-    def close(self, *, failed: bool = False, interrupted: bool = False) -> None:
+    def close(self, *, failed: bool = False, interrupted: bool = False, reader_left: bool = False) -> None:
         """End the line: ``done``, ``stopped by an error`` when the work raised (the error
         follows on the next line; a line saying "done" above it told the user the opposite),
-        or ``interrupted`` by Ctrl-C (no error: the user stopped it). Failed before any
-        ``update``: nothing, the error alone says why the command was refused."""
+        ``interrupted`` by Ctrl-C (no error: the user stopped it), or ``stopped: its reader
+        closed the output`` (``datahub export … | head``: no error either, and none follows;
+        it said "stopped by an error", newuser31). Failed before any ``update``: nothing, the
+        error alone says why the command was refused."""
         if failed and not interrupted and not self._begun:
             return
         if self.enabled:
-            end = " interrupted\n" if interrupted else " stopped by an error\n" if failed else " done\n"
+            end = (
+                " interrupted\n"
+                if interrupted
+                else " stopped: its reader closed the output\n"
+                if reader_left
+                else " stopped by an error\n"
+                if failed
+                else " done\n"
+            )
             with self._lock:
                 self.stream.write(("\r" if self._tty else "") + self._line(time.monotonic()).rstrip() + end)
                 self.stream.flush()
@@ -361,4 +371,5 @@ class Progress:
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
-        self.close(failed=exc_type is not None, interrupted=interrupted)
+        reader_left = exc_type is not None and issubclass(exc_type, BrokenPipeError)
+        self.close(failed=exc_type is not None, interrupted=interrupted, reader_left=reader_left)

@@ -136,6 +136,17 @@ function renderProgress() {
   p.querySelector(".label").textContent = `${done} / ${S.items.length}`;
   const canSubmit = S.view.can_edit && done === S.items.length && S.items.some(i => i.status === "annotated");
   $("submit").disabled = !canSubmit;
+  $("submit-why").textContent = S.view.can_edit && done === S.items.length && !canSubmit ? nothingToSubmit() : "";
+}
+
+/** Why "Submit for review" stays disabled on a task with nothing left to label: it sends only
+ * labelled items, and a task whose items were all skipped has none (the button was disabled
+ * with no word of why). */
+function nothingToSubmit() {
+  if (S.items.every(i => i.status === "skipped"))
+    return `Nothing to submit: every item is skipped, and only labelled items go to review. A skipped item keeps the dataset's label; label one to submit it.`;
+  const skipped = S.items.some(i => i.status === "skipped") ? "; skipped items stay out of review" : "";
+  return `Nothing new to submit: every labelled item is already sent for review${skipped}.`;
 }
 
 function renderItems() {
