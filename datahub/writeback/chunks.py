@@ -56,13 +56,12 @@ try:  # a declared dependency (pyproject.toml); without it chunks get CRC-32 fin
 except ImportError:  # pragma: no cover - depends on the environment
     xxhash = None
 
-from datahub.aligned_buffers import AlignedBuffers
+from datahub.aligned_buffers import AlignedBuffers, ChunkBuffer
 from datahub.errors import AccessDenied, DatahubError, NoSpace, ObjectNotFound, StorageError
 from datahub.storage.base import ObjectStore
 from datahub.storage.local import LocalStore
 from datahub.storage.rados import RadosStore
 from datahub.storage.s3put import S3Writes
-from datahub.writeback.chunk_buffer import ChunkBuffer
 from datahub.writeback.packs import (
     COVER_MAGIC_KEYED,
     PACK_CHUNK_MAX,
@@ -331,7 +330,7 @@ class ChunkStore:
         A pack member whose write fails is given up (its range is never read). ``trailer``: a
         cover record written after a pack member under the same flush (``packs.py``), or on
         RADOS and S3/RGW with the chunk in one write op or PUT (``carries_cover``). A
-        ``ChunkBuffer`` (``chunk_buffer.py``) is written from where it lies: with ``O_DIRECT``
+        ``ChunkBuffer`` (``datahub.aligned_buffers``) is written from where it lies: with ``O_DIRECT``
         into a chunk file, with one ``pwrite`` into a pack, a copy of it to any other store.
         """
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"

@@ -8,7 +8,7 @@ through another, as in POSIX). Its state:
 - ``buffers``: index -> bytes of chunks modified since their last upload (``dirty``),
   or kept as read cache; bounded by ``buffer_bytes``: past it, full dirty chunks are
   uploaded early (write-behind) and clean buffers dropped. A buffer is a ``bytearray``, or
-  on a local shared tier from 1 MiB on a ``ChunkBuffer`` (``chunk_buffer.py``), which the
+  on a local shared tier from 1 MiB on a ``ChunkBuffer`` (``datahub.aligned_buffers``), which the
   chunk file's ``O_DIRECT`` write takes without a copy.
 
 ``_lock`` guards only memory and is never held during I/O. ``_commit_lock`` serialises the
@@ -25,10 +25,15 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 
+from datahub.aligned_buffers import ChunkBuffer
 from datahub.errors import DatahubError, InvalidInput, NoSpace
-from datahub.writeback.chunk_buffer import PROMOTE, ChunkBuffer
 from datahub.writeback.model import FileAttr, FileSettings
 from datahub.writeback.ports import Committer, NotFresh, Uploader
+
+# A chunk buffer of this many bytes or more on a local shared tier is a ``ChunkBuffer``: such a
+# chunk is a file of its own written with ``O_DIRECT`` (``packs.PACK_CHUNK_MAX``: smaller ones
+# go to packs); smaller buffers stay bytearrays, a huge page being 20x a 100 KB file (perf41c)
+PROMOTE = 1 << 20
 
 
 class OpenFile:

@@ -1,6 +1,6 @@
 """perf41c (issue 41): on a local shared tier a chunk's buffer of 1 MiB or more is itself the
 aligned, huge-page-backed buffer its chunk file's ``O_DIRECT`` write takes
-(``datahub/writeback/chunk_buffer.py``), so the chunk's bytes are not copied into another
+(``ChunkBuffer``, ``datahub/aligned_buffers.py``), so the chunk's bytes are not copied into another
 buffer at the write (9 % of the daemon's CPU for 16 MiB files; docs/benchmarks.md, "perf41c").
 
 Seen here as behaviour: no aligned spare buffer is taken for such a chunk's write; and the
@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 import tests.writeback.test_posix as posix
-from datahub.aligned_buffers import AlignedBuffers
+from datahub.aligned_buffers import AlignedBuffers, ChunkBuffer
 from datahub.writeback import chunks as chunks_mod
-from datahub.writeback.chunk_buffer import PROMOTE, ChunkBuffer
-from datahub.writeback.files import OpenFile
+from datahub.writeback.files import PROMOTE, OpenFile
 from tests.writeback.conftest import LAYOUTS, Env, make_env
 
 MiB = 1 << 20
