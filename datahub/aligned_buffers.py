@@ -232,5 +232,5 @@ class ChunkBuffer:
 
     def __del__(self) -> None:
         mem, self._mem = self._mem, None
-        if mem is not None:
+        if mem is not None and _POOL is not None:  # None: the interpreter's exit cleared the module
             _POOL.give(mem)
