@@ -5,9 +5,11 @@ through another, as in POSIX). Its state:
 
 - ``chunks``: index -> (shared-tier key, length) — the committed chunk map, plus chunks
   already uploaded ahead of an fsync (``staged``, not yet referenced by the journal);
-- ``buffers``: index -> bytearray of chunks modified since their last upload (``dirty``),
+- ``buffers``: index -> bytes of chunks modified since their last upload (``dirty``),
   or kept as read cache; bounded by ``buffer_bytes``: past it, full dirty chunks are
-  uploaded early (write-behind) and clean buffers dropped.
+  uploaded early (write-behind) and clean buffers dropped. A buffer is a ``bytearray``, or
+  on a local shared tier from 1 MiB on a ``ChunkBuffer`` (``datahub.aligned_buffers``), which the
+  chunk file's ``O_DIRECT`` write takes without a copy.
 
 ``_lock`` guards only memory and is never held during I/O. ``_commit_lock`` serialises the
 fsyncs of one file (upload + journal commit) and the reverts of it (``commits_held``), and
@@ -23,9 +25,15 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 
+from datahub.aligned_buffers import ChunkBuffer
 from datahub.errors import DatahubError, InvalidInput, NoSpace
 from datahub.writeback.model import FileAttr, FileSettings
 from datahub.writeback.ports import Committer, NotFresh, Uploader
+
+# A chunk buffer of this many bytes or more on a local shared tier is a ``ChunkBuffer``: such a
+# chunk is a file of its own written with ``O_DIRECT`` (``packs.PACK_CHUNK_MAX``: smaller ones
+# go to packs); smaller buffers stay bytearrays, a huge page being 20x a 100 KB file (perf41c)
+PROMOTE = 1 << 20
 
 
 class OpenFile:
@@ -46,7 +54,7 @@ class OpenFile:
         self._commit_lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # an upload in flight finished
         self.uploading: set[int] = set()
-        self.inflight: dict[int, bytearray] = {}  # chunk bytes being uploaded (write-behind)
+        self.inflight: dict[int, Buffer] = {}  # chunk bytes being uploaded (write-behind)
         self.size: int = rec["size"]
         self.mtime: float = rec["mtime"]
         self.mode: int = rec["mode"]
@@ -55,7 +63,10 @@ class OpenFile:
         self.committed: dict[int, tuple[str, int]] = dict(self.chunks)
         self.committed_size = self.size
         self.staged: set[int] = set()
-        self.buffers: dict[int, bytearray] = {}
+        self.buffers: dict[int, Buffer] = {}
+        # chunks written with O_DIRECT from the buffer itself (a local shared tier, chunks of
+        # PROMOTE bytes and up): their buffers become ChunkBuffers (``_promote``)
+        self._direct = self.cs >= PROMOTE and getattr(uploads.chunks, "local_root", None) is not None
         self.dirty: set[int] = set()
         self.version: dict[int, int] = {}
         self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
@@ -135,14 +146,14 @@ class OpenFile:
         return bytes(out)
 
     # --- writing -------------------------------------------------------------------------------
-    def _buffer(self, index: int, covers_all: bool) -> bytearray:
+    def _buffer(self, index: int, covers_all: bool) -> Buffer:
         """The writable buffer of chunk ``index`` (caller holds ``_lock``; may release it to load)."""
         buf = self.buffers.get(index)
         if buf is not None:
             return buf
         uploading = self.inflight.get(index)
         if uploading is not None:  # copy-on-write: the upload keeps the bytes it started with
-            buf = self.buffers[index] = bytearray(b"" if covers_all else uploading)
+            buf = self.buffers[index] = bytearray() if covers_all else self._copy(uploading)
             return buf
         key_len = self.chunks.get(index)
         if key_len is None or covers_all:
@@ -163,8 +174,22 @@ class OpenFile:
             # that writer's bytes (wbreview24, tests/writeback/test_wbreview24.py)
             if index in self.inflight or self.chunks.get(index) != key_len:
                 return self._buffer(index, covers_all)
-            buf = bytearray(data)
+            buf = self._copy(data)
         self.buffers[index] = buf
+        return buf
+
+    def _copy(self, data: bytes | Buffer) -> Buffer:
+        """A new buffer holding ``data``: a ``ChunkBuffer`` where ``_promote`` would make one."""
+        if isinstance(data, ChunkBuffer) or (self._direct and len(data) >= PROMOTE):
+            return ChunkBuffer.of(data, self.cs)
+        return bytearray(data)
+
+    def _promote(self, index: int, buf: Buffer, end: int) -> Buffer:
+        """Chunk ``index``'s buffer, a ``ChunkBuffer`` once a write makes it ``PROMOTE`` bytes
+        or more (``end``) on a tier written with ``O_DIRECT`` (caller holds ``_lock``)."""
+        if isinstance(buf, ChunkBuffer) or not self._direct or max(len(buf), end) < PROMOTE:
+            return buf
+        buf = self.buffers[index] = ChunkBuffer.of(buf, self.cs)
         return buf
 
     def _touch(self, index: int) -> None:
@@ -234,6 +259,7 @@ class OpenFile:
             with self._lock:
                 chunk_end = min(self.cs, max(self.size - index * self.cs, 0))
                 buf = self._buffer(index, covers_all=within == 0 and take >= chunk_end)
+                buf = self._promote(index, buf, within + take)
                 if len(buf) < within:
                     buf.extend(bytes(within - len(buf)))  # sparse: a hole reads as zeros
                 _put(buf, within, view[:take])
@@ -322,7 +348,7 @@ class OpenFile:
         future = self.uploads.submit_upload(self.id, index, data, self.path)
         future.add_done_callback(lambda f: self._uploaded(f, index, version, data))
 
-    def _uploaded(self, future: Future, index: int, version: int, data: bytearray) -> None:
+    def _uploaded(self, future: Future, index: int, version: int, data: Buffer) -> None:
         with self._lock:
             self.uploading.discard(index)
             if self.inflight.get(index) is data:
@@ -643,7 +669,10 @@ class OpenFile:
         return sum(len(b) for b in self.buffers.values())
 
 
-def _put(buf: bytearray, at: int, piece: memoryview) -> None:
+Buffer = bytearray | ChunkBuffer  # a chunk's bytes in memory (``OpenFile.buffers``)
+
+
+def _put(buf: Buffer, at: int, piece: memoryview) -> None:
     """``buf[at : at + len(piece)] = piece`` with one copy of the bytes (``at <= len(buf)``).
 
     Why not that slice assignment (perf41b): CPython's bytearray copies a value that is not a
@@ -653,7 +682,10 @@ def _put(buf: bytearray, at: int, piece: memoryview) -> None:
     memory. The part inside the buffer is copied through a memoryview of it (released before
     the buffer may grow), the rest appended with ``extend``; both copy from ``piece``'s own
     buffer once. A memoryview of another byte format ('b', 'c') takes the slice assignment:
-    a memoryview copies only between views of one format."""
+    a memoryview copies only between views of one format. A ``ChunkBuffer`` copies once too."""
+    if isinstance(buf, ChunkBuffer):
+        buf.put(at, piece)
+        return
     if piece.format != "B":
         buf[at : at + len(piece)] = piece
         return
