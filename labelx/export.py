@@ -161,24 +161,13 @@ def _held_at_head(service: LabelService, project: Project, field: str) -> set[in
     ):
         return set()  # this project's own commit, not recorded (a crash): its commit id returns it
     held: dict[int, tuple[int, str]] = {}  # id -> (item version, key)
-    batch: list[Item] = []
     checked = 0
-
-    def check() -> None:
-        nonlocal checked
+    for batch in _accepted_batches(service, project):
         checked += len(batch)
         now = service.catalog.store.get_records(project.dataset, head.seq, [i.key for i in batch])
         for item in batch:
             if item.key in now and _canonical(now[item.key].labels.get(field)) == _canonical(item.value):
                 held[item.id] = (item.version, item.key)
-        batch.clear()
-
-    for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
-        batch.append(item)
-        if len(batch) >= 500:
-            check()
-    if batch:
-        check()
     if held and len(held) == checked:
         service.store.mark_held([(i, v) for i, (v, _) in held.items()], head.seq)
         first = min(key for _, key in held.values())
@@ -234,10 +223,7 @@ def _refuse_unseen_changes(service: LabelService, project: Project, field: str, 
         return  # nobody committed since the snapshot or since this project's last commit
     unseen: list[str] = []
     count = 0
-    batch: list[Item] = []
-
-    def check() -> None:
-        nonlocal count
+    for batch in _accepted_batches(service, project):
         keys = [i.key for i in batch]
         now = service.catalog.store.get_records(project.dataset, head.seq, keys)
         held = service.catalog.store.get_records(project.dataset, project.version, keys)
@@ -254,14 +240,6 @@ def _refuse_unseen_changes(service: LabelService, project: Project, field: str, 
                 count += 1
                 if len(unseen) < UNSEEN_SHOWN:
                     unseen.append(f"{item.key}: {before!r} -> {label!r}")
-        batch.clear()
-
-    for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
-        batch.append(item)
-        if len(batch) >= 500:
-            check()
-    if batch:
-        check()
     if count:
         more = f" (and {count - len(unseen)} more)" if count > len(unseen) else ""
         raise Conflict(
@@ -506,3 +484,16 @@ def export_yolo(service: LabelService, project: Project, include: str = "accepte
         )
     out.seek(0)
     return out
+
+
+def _accepted_batches(service, project) -> Iterator[list[Item]]:
+    """The project's accepted, changed items, 500 at a time: each batch is one read of the
+    catalog's records for its keys, so the checks cost O(changes), never the project whole."""
+    batch: list[Item] = []
+    for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
+        batch.append(item)
+        if len(batch) >= 500:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
