@@ -14,9 +14,11 @@ replacement of the file moves its mtime, its ctime or its inode (a write's mtime
 the past one even where timestamps are coarse), and the file is then checked again. A file that
 fails is removed from the tier (counted as corrupt) and the open takes the ordinary path,
 which fetches the page again. A record that claims another size than the file's header is
-no reason to remove it: the file is the object's (named by its URL and etag), the record is
-what disagrees, and its open takes the ordinary path, whose read fails with ObjectChanged. The kernel keeps the inode of a file it was given, so an
-evicted or replaced file stays valid for the handles that hold it.
+no reason to remove it when the header names this very page (the object's URL and etag): the
+record is what disagrees, and its open takes the ordinary path, whose read fails with
+ObjectChanged. A header naming another page is damage, whatever size it claims. The kernel
+keeps the inode of a file it was given, so an evicted or replaced file stays valid for the
+handles that hold it.
 """
 
 from __future__ import annotations
@@ -88,11 +90,13 @@ class BackingFiles:
         if got is None:
             return None
         fd, header = got
-        if header.size != size:
+        if header.size != size and header.name == key.name:
             # The record claims another length than the file holds: not this record's file.
-            # The file is named by the object's (URL, etag), so it is the record that
-            # disagrees with the object, not a damaged file: it stays, uncounted, for the
-            # object's own records (the ordinary read then fails with ObjectChanged).
+            # The header names this very page (the object's URL and etag), so it is the
+            # record that disagrees with the object, not a damaged file: it stays,
+            # uncounted, for the object's own records (the ordinary read then fails with
+            # ObjectChanged). A header naming another page is damage (a file renamed over
+            # this one's name): the check below rejects and removes it.
             os.close(fd)
             return None
         try:

@@ -91,3 +91,33 @@ def test_a_read_of_a_wrong_size_from_the_disk_tier_keeps_the_page_file(local, cl
         assert corrupt_counts(cache) == {t.name: 0 for t in cache.tiers}
         Path(ref.url.removeprefix("file://")).unlink()  # only the cache has the bytes now
         assert cache.read(ref) == data
+
+
+def test_a_page_file_replaced_by_another_objects_of_another_size_is_rejected(tmp_path: Path) -> None:
+    """The exception above holds only for a header naming this very page: another object's
+    valid page file renamed over this one's name (another size) is damage, rejected, counted
+    and removed, and a read gives the object's bytes (CI stop 65 failed on this in
+    tests/fuse/test_integrity15.py's ``replaced`` case: the size check came first and let the
+    wrong file stay)."""
+    config = load_config(env={}, overrides={"home": str(tmp_path / "var")})
+    config = with_cache(config, page_size=PAGE, ram_bytes=8 << 20, disk_bytes=64 << 20, readahead_bytes=0)
+    with StoreRegistry(config) as stores:
+        root = tmp_path / "origin"
+        root.mkdir()
+        (ref, data), (other, _) = put_objects(stores.store(root.as_uri()), [5000, 7000], seed=65)
+        with open_cache(config, stores) as cache:
+            assert cache.read(ref) == data and cache.read(other)
+            fd = cache.passthrough.fd(ref)
+            os.close(fd)
+            files = {p.stat().st_size: p for p in page_files(config)}
+            mine, theirs = files[5000], files[7000]
+            swap = mine.with_suffix(".swap")
+            swap.write_bytes(theirs.read_bytes())
+            os.setxattr(swap, "user.datahub.page", os.getxattr(theirs, "user.datahub.page"))
+            os.rename(swap, mine)
+            backing = cache.passthrough.backing
+            assert cache.passthrough.fd(ref) is None
+            assert backing.rejected == 1
+            assert sum(corrupt_counts(cache).values()) == 1
+            assert not mine.exists() or mine.stat().st_size != 7000, "the wrong file stayed"
+            assert cache.read(ref) == data
