@@ -602,12 +602,17 @@ def _write_direct(
         _direct_refused.add(dev)
         return 0
     if source is not None:
-        return _write_aligned(fd, head, source, dev, flags)
+
+        def from_source(done: int) -> int:
+            with source[done : min(head, done + _DIRECT_SLICE)] as piece:
+                return os.pwrite(fd, piece, done)
+
+        return _direct_writes(fd, head, dev, flags, from_source)
     buf = _spare.take(_DIRECT_SLICE)
-    done = 0
     try:
         with buf.region(_DIRECT_SLICE) as aligned:
-            while done < head:
+
+            def through_buffer(done: int) -> int:
                 n = min(head - done, len(aligned))
                 with aligned[:n] as piece:
                     take(piece, done)
@@ -615,33 +620,30 @@ def _write_direct(
                     while written < n:
                         with piece[written:] as rest:
                             written += os.pwrite(fd, rest, done + written)
-                done += n
-    except OSError as exc:
-        if exc.errno != errno.EINVAL or done:
-            raise
-        _direct_refused.add(dev)  # took the flag, refused the I/O (an alignment above 4 KiB)
-        os.ftruncate(fd, 0)
+                return n
+
+            return _direct_writes(fd, head, dev, flags, through_buffer)
     finally:
         _spare.give(buf)
-        fcntl.fcntl(fd, fcntl.F_SETFL, flags)  # the tail (and a refused head) through the page cache
-    return done
 
 
-def _write_aligned(fd: int, head: int, source: memoryview, dev: int, flags: int) -> int:
-    """``_write_direct``'s writes of ``source[:head]`` from where it lies (``fd`` has
-    ``O_DIRECT``; ``flags`` are its flags before), with its answer to a refusal."""
+def _direct_writes(fd: int, head: int, dev: int, flags: int, write_at: Callable[[int], int]) -> int:
+    """``_write_direct``'s loop: ``write_at(done)`` writes the next piece at offset ``done``
+    and says how many bytes, until ``head`` (``fd`` has ``O_DIRECT``; ``flags`` are its flags
+    before). A file system that took the flag but refuses the first I/O (an alignment above
+    4 KiB) is remembered and the file emptied: the caller writes it all through the page
+    cache. The flags are restored either way, for the tail."""
     done = 0
     try:
         while done < head:
-            with source[done : min(head, done + _DIRECT_SLICE)] as piece:
-                done += os.pwrite(fd, piece, done)
+            done += write_at(done)
     except OSError as exc:
         if exc.errno != errno.EINVAL or done:
             raise
-        _direct_refused.add(dev)  # took the flag, refused the I/O (an alignment above 4 KiB)
+        _direct_refused.add(dev)
         os.ftruncate(fd, 0)
     finally:
-        fcntl.fcntl(fd, fcntl.F_SETFL, flags)  # the tail (and a refused head) through the page cache
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
     return done
 
 

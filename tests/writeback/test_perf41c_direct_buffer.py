@@ -174,6 +174,34 @@ def test_a_chunk_file_from_a_chunk_buffer_holds_its_bytes(tmp_path: Path, length
     assert (tmp_path / "from-bytes").read_bytes() == data
 
 
+def test_a_chunk_buffer_refused_at_the_io_is_written_through_the_page_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file system that takes ``O_DIRECT`` but refuses the first write (an alignment above
+    4 KiB): the chunk file from a ChunkBuffer is emptied, written whole through the page cache,
+    and the device is remembered, as for a chunk from bytes (tests/writeback/test_direct_chunks20.py)."""
+    real = chunks_mod.os.pwrite
+    direct: list[int] = []
+
+    def pwrite(fd: int, data, offset: int) -> int:  # type: ignore[no-untyped-def]
+        if chunks_mod.fcntl.fcntl(fd, chunks_mod.fcntl.F_GETFL) & os.O_DIRECT:
+            direct.append(fd)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(chunks_mod.os, "pwrite", pwrite)
+    monkeypatch.setattr(chunks_mod, "_direct_refused", set())
+    data = os.urandom(MiB + 4096 + 3)
+    buf = ChunkBuffer.of(data, 2 * MiB)
+    target = tmp_path / "chunk"
+    chunks_mod._write_new(target, buf, "test", "k")
+    if _direct_refused(tmp_path):
+        assert not direct
+    else:
+        assert direct and os.stat(tmp_path).st_dev in chunks_mod._direct_refused
+    assert target.read_bytes() == data
+
+
 def test_a_chunk_buffer_written_as_a_pack_member(tmp_path: Path) -> None:
     """A ChunkBuffer cut below 1 MiB (a truncate) whose key is a pack member: one write from
     the buffer into the pack, read back whole."""
