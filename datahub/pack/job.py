@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datahub.catalog import Catalog, Delete, Put, Record, Version
+from datahub.catalog.model import readers_of
 from datahub.errors import (
     BadImage,
     CommitIdReused,
@@ -298,18 +299,13 @@ def _ensure_target(catalog: Catalog, target: str, source: str) -> None:
 
 
 def _source_readers(catalog: Catalog, source: str) -> dict[str, str]:
-    """The access list a new target starts with: every principal of the source's access list,
-    and its owner, as readers (an open source, with neither, gives an open target).
-
-    Why: created with none, the target was open to every pod (the CSI plugin's rule for a
-    dataset with no owner and no access list, docs/csi.md) while the API hid it from every
-    token but a global admin's: a pod with no role on a restricted source mounted its packed
-    copy (review32). Readers only: writing the target (working its job) is granted apart."""
-    found = catalog.get_dataset(source)  # read by the caller already: it packs it
-    readers = dict.fromkeys(found.acl, "reader")
-    if found.owner:
-        readers[found.owner] = "reader"
-    return readers
+    """The access list a new target starts with: the source's owner and access-list
+    principals as readers (``readers_of``). Why: created with none, the target was open to
+    every pod (the CSI plugin's rule for a dataset with no owner and no access list,
+    docs/csi.md) while the API hid it from every token but a global admin's: a pod with no
+    role on a restricted source mounted its packed copy (review32). Writing the target
+    (working its job) is granted apart."""
+    return readers_of(catalog.get_dataset(source))  # read by the caller already: it packs it
 
 
 def _commit(
