@@ -15,7 +15,18 @@ from typing import Any
 
 from datahub.catalog.batch_checks import plain_puts
 from datahub.catalog.filter import RecordFilter
-from datahub.catalog.model import ROLES, Change, Dataset, Delete, DiffEntry, Patch, Put, Record, Version
+from datahub.catalog.model import (
+    ROLES,
+    Change,
+    Dataset,
+    Delete,
+    DiffEntry,
+    Patch,
+    Put,
+    Record,
+    Version,
+    readers_of,
+)
 from datahub.catalog.put_lines import PutLines, batches, expanded
 from datahub.catalog.revisions import ChangeDigest
 from datahub.catalog.sources import check_sources
@@ -279,7 +290,9 @@ class Catalog:
         The target is ``dataset`` itself or ``to_dataset``. A missing ``to_dataset`` is created
         under the same rule as ``create_dataset``: owned by ``owner``, with an empty access
         list, and nothing of the source's owner or ACL copied (or a reader of the source could
-        mint a dataset that the source's admins control). ``may_write`` is called with an
+        mint a dataset that the source's admins control). With no ``owner`` (a CLI derive on
+        the deployment's catalog) it starts with the source's readers as its readers
+        (``readers_of``): with neither an owner nor an access list it was open to every pod. ``may_write`` is called with an
         existing target (including one created concurrently by someone else) so a server can
         refuse callers without the writer role. A derive that would change nothing, or whose
         filter matches no record, is refused with NoChanges, and creates no dataset and no
@@ -335,8 +348,11 @@ class Catalog:
                 dataset=dataset,
             )
         src = self.get_dataset(dataset)
+        # no owner (a CLI derive on the deployment's catalog): the source's readers, not every
+        # pod (``readers_of``); an owner's target copies nothing (see ``derive``)
+        acl = None if owner else readers_of(src)
         try:
-            self.create_dataset(target, src.description, src.source, owner)
+            self.create_dataset(target, src.description, src.source, owner, acl)
         except AlreadyExists:
             return self.store.get_dataset(target)
         return None

@@ -52,6 +52,21 @@ class Dataset:
     sources: tuple[str, ...] = ()
 
 
+def readers_of(dataset: Dataset) -> dict[str, str]:
+    """An access list giving every principal of ``dataset``'s access list, and its owner, the
+    reader role: what a dataset made from it with no owner of its own starts with.
+
+    Why: a dataset with no owner and no access list is open to every pod of the CSI plugin
+    (docs/csi.md), so a copy of a restricted dataset made so (``datahub pack``, a CLI derive on
+    the deployment's catalog) let any pod read what only the source's readers may (review32).
+    Readers only: nobody gets to change or write the copy through it. An open source (neither)
+    gives an open copy."""
+    readers = dict.fromkeys(dataset.acl, "reader")
+    if dataset.owner:
+        readers[dataset.owner] = "reader"
+    return readers
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One file of a dataset version: a key and the immutable bytes it points at."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datahub.catalog import Catalog, Delete, Put, Record, Version
+from datahub.catalog.model import readers_of
 from datahub.errors import (
     BadImage,
     CommitIdReused,
@@ -89,7 +90,7 @@ def start_job(
     payloads = split(catalog.list_records(name, version.seq), spec, source=f"{name}@v{version.seq}")
     if not payloads:
         raise InvalidInput(f"{name}@v{version.seq} has no records to pack", dataset=name)
-    _ensure_target(catalog, target)
+    _ensure_target(catalog, target, name)
     meta = {
         "kind": "pack",
         "source": name,
@@ -281,17 +282,30 @@ def _shard_key(i: int, n: int) -> str:
     return f"shards/{i:05d}-of-{n:05d}.lmdb"
 
 
-def _ensure_target(catalog: Catalog, target: str) -> None:
+def _ensure_target(catalog: Catalog, target: str, source: str) -> None:
     """The target dataset, created if missing (jobs started before it was created at the
     start still meet a missing one at their finalize). Its description does not name the
-    source: the target's readers may not read it (``TARGET_DESCRIPTION``)."""
+    source: the target's readers may not read it (``TARGET_DESCRIPTION``). Its access list
+    gives the reader role to the source's readers (``_source_readers``)."""
     try:
         catalog.get_dataset(target)
     except DatasetNotFound:
         try:
-            catalog.create_dataset(target, description=TARGET_DESCRIPTION)
+            catalog.create_dataset(
+                target, description=TARGET_DESCRIPTION, acl=_source_readers(catalog, source)
+            )
         except Exception:  # created meanwhile (a concurrent start or finalize)
             catalog.get_dataset(target)
+
+
+def _source_readers(catalog: Catalog, source: str) -> dict[str, str]:
+    """The access list a new target starts with: the source's owner and access-list
+    principals as readers (``readers_of``). Why: created with none, the target was open to
+    every pod (the CSI plugin's rule for a dataset with no owner and no access list,
+    docs/csi.md) while the API hid it from every token but a global admin's: a pod with no
+    role on a restricted source mounted its packed copy (review32). Writing the target
+    (working its job) is granted apart."""
+    return readers_of(catalog.get_dataset(source))  # read by the caller already: it packs it
 
 
 def _commit(
@@ -303,7 +317,7 @@ def _commit(
     job: str,
     author: str,
 ) -> Version:
-    _ensure_target(catalog, target)
+    _ensure_target(catalog, target, source.partition("@")[0])  # source: "name@vN"
     wanted = {r.key for r in records}
     for _ in range(3):  # a concurrent finalize of the same job may win: then its commit id answers
         head = catalog.store.head(target)

@@ -4,8 +4,11 @@ the datahub cache, resized with Pillow.
 The one place the web UIs make pictures, so both bound them the same way. Originals are read
 by ``ImageSource.read`` (the one function that decides between the TieredCache and a direct
 StoreRegistry read) with the record's etag, so a changed object is an ObjectChanged error,
-never a wrong picture. Previews are JPEGs keyed by (url, etag, size): the key names immutable
-bytes, so a preview never goes stale. They live on disk (LabelX: ``<home>/labelx/previews``,
+never a wrong picture. Previews are JPEGs keyed by (url, etag, the record's size, preview
+kind): the key names immutable bytes, so a preview never goes stale, and a record claiming
+another size than the object's never finds the object's preview (its own read fails with
+ObjectChanged; named by URL and etag alone, the preview made for the object's own record was
+served to it, review32). They live on disk (LabelX: ``<home>/labelx/previews``,
 the browser: ``<home>/browser/previews``) within a byte budget (oldest evicted first).
 
 Making a preview is bounded twice: originals larger than ``max_source_bytes`` are refused
@@ -90,7 +93,10 @@ class ImageSource:
         """A JPEG no larger than PREVIEW_SIZES[kind] on its long side (cached on disk)."""
         if kind not in PREVIEW_SIZES:
             raise InvalidInput(f"unknown preview size {kind!r}; use one of {', '.join(PREVIEW_SIZES)}")
-        name = hashlib.sha256(f"{ref.url}\0{ref.etag}\0{kind}".encode()).hexdigest() + ".jpg"
+        # the record's size is part of the name: only the read that made the file checked the
+        # object against a record, so a file named by URL and etag alone answered records of
+        # any size (review32)
+        name = hashlib.sha256(f"{ref.url}\0{ref.etag}\0{ref.size}\0{kind}".encode()).hexdigest() + ".jpg"
         path = self.preview_dir / name
         try:
             return path.read_bytes()
