@@ -90,10 +90,7 @@ def commit_labels(
     field = service.schema(project).field
     total = service.store.count_changed(project_id)
     if total == 0:  # the request is fine; the project's state is not ready (409, like git's)
-        raise Conflict(
-            f"project {project.name!r} has no accepted, changed, not yet exported labels to commit; "
-            "review items first"
-        )
+        raise Conflict(nothing_to_commit(service, project))
     if not overwrite:
         _refuse_unseen_changes(service, project, field, user)
     held = _held_at_head(service, project, field)
@@ -263,6 +260,39 @@ def _already_in(service: LabelService, project: Project, seq: int, field: str) -
         if record.labels.get(field) == item.value:
             found.append((item.id, item.version))
     return found
+
+
+def nothing_to_commit(service: LabelService, project: Project) -> str:
+    """Why a commit of ``project`` found no label to write, and the step that gives it one.
+
+    It said "no accepted, changed, not yet exported labels to commit; review items first"
+    whatever the project's state: a project nobody had annotated was sent to a review with
+    nothing in it, and "exported" (the commit's own bookkeeping) read as ``labelx export``,
+    so an export seemed to have used the labels up (newuser32)."""
+    counts = service.store.status_counts(project.id)
+    source = f"{project.dataset}@v{project.version}"
+    to_annotate = sum(counts.get(s, 0) for s in ("todo", "annotated", "rejected"))
+    submitted, accepted, skipped = (counts.get(s, 0) for s in ("submitted", "accepted", "skipped"))
+    where = [
+        f"{n} {what}"
+        for n, what in (
+            (to_annotate, "still to annotate or submit"),
+            (submitted, "waiting for review"),
+            (skipped, "skipped"),
+            (accepted, f"accepted, all committed already or labelled as {source} has them"),
+        )
+        if n
+    ]
+    if submitted:
+        step = "accept items in review, then commit again"
+    elif to_annotate:
+        step = "annotate the items and submit their tasks, accept them in review, then commit again"
+    else:
+        step = "every accepted label is in the dataset already"
+    return (
+        f"project {project.name!r} has no accepted label left to commit (of its {sum(counts.values())} "
+        f"items: {', '.join(where) or 'none'}); {step}"
+    )
 
 
 def _commit_new_dataset(

@@ -1,0 +1,52 @@
+"""What newuser32 met committing a LabelX project with nothing to commit yet.
+
+The refusal (409) said "project 'P' has no accepted, changed, not yet exported labels to
+commit; review items first" whatever the project's state: a project nobody had annotated was
+sent to a review with nothing in it, and "exported" (the commit's bookkeeping) read as
+``labelx export``, as if an export had used the labels up. It now says where the project's
+items are and the step that gives the commit a label.
+"""
+
+from __future__ import annotations
+
+from tests.labelx.conftest import Env, Session, make_project, ok
+from tests.labelx.test_newuser29 import _accepted
+
+
+def _refusal(admin: Session, pid: int) -> str:
+    refused = admin.post(f"/api/projects/{pid}/commit", {})
+    assert refused.status_code == 409, refused.text
+    return refused.json()["error"]["message"]
+
+
+def test_a_commit_with_nothing_to_commit_says_where_the_items_are_and_what_to_do(app, env: Env) -> None:
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    assert _refusal(admin, pid) == (
+        "project 'pets-cls' has no accepted label left to commit (of its 12 items: 12 still to annotate "
+        "or submit); annotate the items and submit their tasks, accept them in review, then commit again"
+    )
+    store = app.state.labelx.store
+    item = store.item_by_key(pid, "img/0005.jpg")
+    store.save_value(item.id, store.user_by_name("alice").id, item.version, "dog", "annotated")
+    store.submit_task(item.task_id)
+    waiting = store.status_counts(pid)["submitted"]
+    assert _refusal(admin, pid) == (
+        f"project 'pets-cls' has no accepted label left to commit (of its 12 items: {12 - waiting} still "
+        f"to annotate or submit, {waiting} waiting for review); accept items in review, then commit again"
+    )
+
+
+def test_a_second_commit_says_the_accepted_labels_are_committed_not_exported(app, env: Env) -> None:
+    """One label accepted and committed; the other 11 items untouched."""
+    admin = Session(app, "admin")
+    pid = make_project(admin, task_size=12, annotators=["alice"])["id"]
+    _accepted(app, pid, "img/0003.jpg", "dog")
+    assert ok(admin.post(f"/api/projects/{pid}/commit", {}))["seq"] == 2
+    message = _refusal(admin, pid)
+    assert "export" not in message, message
+    assert message.endswith(
+        "(of its 12 items: 11 still to annotate or submit, 1 accepted, all committed already or labelled "
+        "as pets@v1 has them); annotate the items and submit their tasks, accept them in review, then "
+        "commit again"
+    ), message
